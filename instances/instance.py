@@ -1,0 +1,291 @@
+"""Instance: a topology, one or more collectives on it, and what is expected of a solution.
+
+Instances are read from TOML files (design "Contracts: instance files")::
+
+    name = "mesh4x4-failed-allgather"
+    suites = ["quick"]                # optional: which corpus suites list it
+    [topology]
+    generator = "mesh"                # or: file = "graphs/x.graphml" (.json node-link, .csv)
+    dims = [4, 4]
+    bandwidth = 100e9
+    alpha = 0.5e-6
+    failed_nodes = [7, 9]
+    [collective]                      # or [[collective]] tables for concurrent collectives
+    kind = "allgather"
+    chunks_per_node = 1
+    message_bytes = 1048576
+    [expect]
+    optimal_steps = 13
+
+Every error is an :class:`~collsynth.InputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import InputError
+from . import generators
+from .collective import Collective, make
+from .topology import Topology
+
+EXPECT_KEYS = {
+    "optimal_steps": int,
+    "lower_bound_steps": int,
+    "upper_bound_steps": int,
+    "optimal_time_s": float,
+    "lower_bound_s": float,
+    "bw_optimal": bool,
+    "moore_optimal": bool,
+    "note": str,
+}
+TOP_KEYS = {"name", "description", "suites", "topology", "collective", "expect"}
+COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """A topology with one or more concurrent collectives (each with its own chunk ids).
+
+    The i-th collective's chunk ids are shifted by ``chunk_offsets[i]`` in a merged schedule.
+    """
+
+    name: str
+    topology: Topology
+    collectives: tuple[Collective, ...]
+    expect: dict = field(default_factory=dict)
+    source: str = ""
+    suites: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def collective(self) -> Collective:
+        """The one collective of a single-collective instance."""
+        if len(self.collectives) != 1:
+            raise InputError(self.source or self.name, "this instance has concurrent collectives; expected exactly one")
+        return self.collectives[0]
+
+    @property
+    def concurrent(self) -> bool:
+        """True when several collectives share the network."""
+        return len(self.collectives) > 1
+
+    @property
+    def chunk_offsets(self) -> tuple[int, ...]:
+        """First chunk id of each collective in a merged (concurrent) schedule."""
+        out, acc = [], 0
+        for c in self.collectives:
+            out.append(acc)
+            acc += c.num_chunks
+        return tuple(out)
+
+    def summary(self) -> dict:
+        """The `collsynth instance --json` fields."""
+        return {
+            "instance": self.name,
+            "source": self.source,
+            "suites": list(self.suites),
+            "topology": self.topology.summary(),
+            "collectives": [c.describe() for c in self.collectives],
+            "expect": dict(self.expect),
+        }
+
+
+def make_instance(
+    topology: Topology,
+    kind: str,
+    *,
+    name: str = "",
+    chunks_per_node: int = 1,
+    message_bytes: float = 1 << 20,
+    root: int | None = None,
+    nodes=None,
+    expect: dict | None = None,
+) -> Instance:
+    """A single-collective instance over the live NPUs of ``topology`` (for code and tests)."""
+    check_topology(topology, "topology")
+    coll = make(
+        kind,
+        topology.npus if nodes is None else nodes,
+        topology.size,
+        chunks_per_node=chunks_per_node,
+        message_bytes=message_bytes,
+        root=root,
+    )
+    check_reachable(topology, coll, "collective")
+    return Instance(name=name or f"{topology.name}-{kind}", topology=topology, collectives=(coll,), expect=dict(expect or {}))
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read and validate an instance TOML file; errors name the file and the field."""
+    path = Path(path)
+    where = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(where, "no such file") from None
+    except OSError as e:
+        raise InputError(where, f"cannot read: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(where, f"malformed TOML: {e}") from None
+    try:
+        return instance_from_dict(data, base_dir=path.parent, source=where)
+    except InputError as e:
+        if e.where.startswith(where):
+            raise
+        raise InputError(f"{where}: {e.where}", e.what) from None
+
+
+def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), source: str = "") -> Instance:
+    """Validate a parsed instance table (see the module docstring for the format)."""
+    for key in data:
+        if key not in TOP_KEYS:
+            raise InputError(key, f"unknown key; expected one of {', '.join(sorted(TOP_KEYS))}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError("name", "expected a non-empty string")
+    suites = data.get("suites", [])
+    if not isinstance(suites, list) or not all(isinstance(s, str) for s in suites):
+        raise InputError("suites", "expected a list of suite names")
+    if "topology" not in data or not isinstance(data["topology"], dict):
+        raise InputError("topology", "missing [topology] table")
+    topology = topology_from_dict(data["topology"], base_dir=base_dir)
+    raw = data.get("collective")
+    if raw is None:
+        raise InputError("collective", "missing [collective] table")
+    tables = raw if isinstance(raw, list) else [raw]
+    if not tables or not all(isinstance(t, dict) for t in tables):
+        raise InputError("collective", "expected a [collective] table or [[collective]] tables")
+    collectives = []
+    for i, table in enumerate(tables):
+        where = "collective" if not isinstance(raw, list) else f"collective[{i}]"
+        collectives.append(collective_from_dict(table, topology, where))
+    expect = expect_from_dict(data.get("expect", {}))
+    return Instance(
+        name=name,
+        topology=topology,
+        collectives=tuple(collectives),
+        expect=expect,
+        source=source,
+        suites=tuple(suites),
+        description=str(data.get("description", "")),
+    )
+
+
+def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), where: str = "topology") -> Topology:
+    """Build the topology of a ``[topology]`` table: a generator or a file, then failures."""
+    table = dict(table)
+    failed_nodes = table.pop("failed_nodes", [])
+    failed_links = table.pop("failed_links", [])
+    bandwidth = table.pop("bandwidth", None)
+    alpha = table.pop("alpha", None)
+    if "generator" in table and "file" in table:
+        raise InputError(where, "give either 'generator' or 'file', not both")
+    if "generator" in table:
+        gen = table.pop("generator")
+        if not isinstance(gen, str):
+            raise InputError(f"{where}.generator", f"expected a generator name, got {gen!r}")
+        topo = generators.build(gen, table, bandwidth=bandwidth, alpha=alpha, where=where)
+    elif "file" in table:
+        from . import files
+
+        fname = table.pop("file")
+        if table:
+            raise InputError(f"{where}.{next(iter(table))}", "unknown key for a topology file")
+        if not isinstance(fname, str):
+            raise InputError(f"{where}.file", f"expected a path, got {fname!r}")
+        topo = files.read_topology(base_dir / fname, bandwidth=bandwidth, alpha=alpha)
+    else:
+        raise InputError(where, "expected 'generator = NAME' or 'file = PATH'")
+    if not isinstance(failed_nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in failed_nodes):
+        raise InputError(f"{where}.failed_nodes", "expected a list of node ids")
+    if not isinstance(failed_links, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+        for p in failed_links
+    ):
+        raise InputError(f"{where}.failed_links", "expected a list of [u, v] node-id pairs")
+    if failed_nodes or failed_links:
+        try:
+            topo = topo.with_failures(failed_nodes, [tuple(p) for p in failed_links])
+        except InputError as e:
+            raise InputError(f"{where}.{e.where}", e.what) from None
+    check_topology(topo, where)
+    return topo
+
+
+def check_topology(topo: Topology, where: str) -> None:
+    """Reject a topology whose live NPUs cannot all reach each other."""
+    if len(topo.npus) < 2:
+        raise InputError(where, f"expected at least 2 live NPUs, got {len(topo.npus)}")
+    if topo.diameter < 0:
+        d = topo.distances
+        ids = np.asarray(topo.npus)
+        sub = d[np.ix_(ids, ids)]
+        u, v = np.argwhere(sub < 0)[0]
+        raise InputError(where, f"disconnected topology: node {ids[u]} cannot reach node {ids[v]}")
+
+
+def collective_from_dict(table: dict[str, Any], topology: Topology, where: str = "collective") -> Collective:
+    """Validate a ``[collective]`` table against the topology (roots and nodes must be live)."""
+    for key in table:
+        if key not in COLLECTIVE_KEYS:
+            raise InputError(f"{where}.{key}", f"unknown key; expected one of {', '.join(sorted(COLLECTIVE_KEYS))}")
+    if "kind" not in table:
+        raise InputError(f"{where}.kind", "missing collective kind")
+    nodes = table.get("nodes", list(topology.npus))
+    if not isinstance(nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in nodes):
+        raise InputError(f"{where}.nodes", "expected a list of node ids")
+    live = set(topology.npus)
+    for n in nodes:
+        if n in topology.failed_nodes:
+            raise InputError(f"{where}.nodes", f"node {n} has failed")
+        if n not in live and 0 <= n < topology.size:
+            raise InputError(f"{where}.nodes", f"node {n} is a switch, not an NPU")
+    root = table.get("root")
+    if isinstance(root, int) and not isinstance(root, bool) and root in topology.failed_nodes:
+        raise InputError(f"{where}.root", f"root {root} is a failed node")
+    coll = make(
+        table["kind"],
+        nodes,
+        topology.size,
+        chunks_per_node=table.get("chunks_per_node", 1),
+        message_bytes=table.get("message_bytes", 1 << 20),
+        root=root,
+        where=where,
+    )
+    check_reachable(topology, coll, where)
+    return coll
+
+
+def check_reachable(topology: Topology, coll: Collective, where: str) -> None:
+    """Every participant must reach every other through live links (else the collective is impossible)."""
+    ids = np.asarray(coll.nodes)
+    sub = topology.distances[np.ix_(ids, ids)]
+    if (sub < 0).any():
+        u, v = np.argwhere(sub < 0)[0]
+        raise InputError(where, f"impossible collective: node {ids[u]} cannot reach node {ids[v]}")
+
+
+def expect_from_dict(table: Any) -> dict:
+    """Validate the optional ``[expect]`` table (known optima and bounds)."""
+    if not isinstance(table, dict):
+        raise InputError("expect", "expected a table")
+    out = {}
+    for key, value in table.items():
+        if key not in EXPECT_KEYS:
+            raise InputError(f"expect.{key}", f"unknown key; expected one of {', '.join(sorted(EXPECT_KEYS))}")
+        typ = EXPECT_KEYS[key]
+        ok = isinstance(value, typ) and not (typ is not bool and isinstance(value, bool))
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            ok, value = True, float(value)
+        if not ok:
+            raise InputError(f"expect.{key}", f"expected {typ.__name__}, got {value!r}")
+        out[key] = value
+    return out

@@ -1,0 +1,106 @@
+"""The ``collsynth`` command line (design "Contracts: command line").
+
+Every command takes ``--json`` and then prints exactly one JSON object on stdout. Errors go to
+stderr as one line ``error: <where>: <what>`` with exit code 2 for bad input
+(:class:`~collsynth.InputError`) and 1 for a failure. Commands live in
+:mod:`collsynth.solvers.commands`, one module per group; each module has
+``register(subparsers)`` that adds its parsers with ``set_defaults(func=...)``; a command
+function takes the parsed arguments and returns a dict (plus ``"exit": 1`` to fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Sequence
+
+from .. import InputError
+
+COMMAND_MODULES = (
+    "collsynth.solvers.commands.instances",  # topologies, topology, instance
+    "collsynth.solvers.commands.schedules",  # verify, price, export
+    "collsynth.solvers.commands.solve",  # producers, solve
+    "collsynth.solvers.commands.finder",  # finder
+    "collsynth.solvers.commands.batch",  # bench, tables, draw
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own errors are bad input)
+        raise InputError(self.prog, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every command group that is installed."""
+    parser = _Parser(prog="collsynth", description="Synthesize and compare collective-communication schedules.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def render(result: dict) -> str:
+    """A plain human-readable rendering of a command's result (when ``--json`` is not given)."""
+    if "text" in result:
+        return str(result["text"])
+    lines = []
+    for key, value in result.items():
+        if key in ("exit",):
+            continue
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, default=str)
+        lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
+    try:
+        args = build_parser().parse_args(argv)
+        result = args.func(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a failure, not bad input: one line, exit 1
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    code = int(result.pop("exit", 0)) if isinstance(result, dict) else 0
+    result.pop("text", None) if as_json else None
+    if as_json:
+        print(json.dumps(result, default=_json_default))
+    else:
+        print(render(result))
+    return code
+
+
+def _json_default(obj):
+    import numpy as np
+    from fractions import Fraction
+
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Fraction):
+        return str(obj)
+    return str(obj)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

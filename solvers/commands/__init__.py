@@ -1,0 +1,1 @@
+"""The command groups of ``collsynth`` (see :mod:`collsynth.solvers.cli`)."""

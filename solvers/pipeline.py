@@ -1,0 +1,90 @@
+"""One run: produce, verify, price. The single path every producer's schedule goes through.
+
+:func:`run` calls a producer, verifies its schedule against the instance (a schedule that fails
+verification is never priced, stored or exported: the row says ``invalid`` and why), prices it
+under all three cost models of the design and reports the lower bounds beside it. The returned
+dict carries the ``collsynth solve --json`` fields; the batch runner stores exactly these rows.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from .. import InputError
+from ..instances import Instance
+from ..tens import cost, verify
+from ..tens.schedule import Schedule
+from .producers import Options, Outcome, Unsupported, get
+
+RESULT_FIELDS = (
+    "instance", "producer", "solver", "driver", "seed", "status", "verified", "steps",
+    "T_L_s", "T_B_s", "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s",
+    "lower_bound_steps", "objective", "bound", "gap", "units", "build_s", "solve_s", "wall_s",
+    "sends", "message",
+)
+
+
+def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
+    """Run ``producer`` on ``instance``; return the result row and the verified schedule.
+
+    The schedule is ``None`` unless it verified. Producer failures become rows with status
+    ``error`` (or ``skipped`` when the producer does not support the instance); bad input
+    (:class:`~collsynth.InputError`) propagates to the caller.
+    """
+    options = options or Options()
+    prod = get(producer)
+    row: dict[str, Any] = {k: None for k in RESULT_FIELDS}
+    row.update(
+        instance=instance.name,
+        producer=prod.name,
+        solver=options.solver if prod.uses_solver else "",
+        driver=(options.driver or "") if prod.drivers else "",
+        seed=options.seed,
+        verified=False,
+        message="",
+    )
+    bounds = cost.lower_bounds(instance)
+    row["lower_bound_s"] = bounds["total_s"]
+    row["lower_bound_steps"] = bounds["steps"]
+    t0 = time.perf_counter()
+    try:
+        outcome = prod.run(instance, options)
+    except InputError:
+        raise
+    except Unsupported as e:
+        outcome = Outcome(None, "skipped", message=f"unsupported: {e}")
+    except Exception as e:  # noqa: BLE001 - a producer crash is a recorded failure, not a dead batch
+        outcome = Outcome(None, "error", message=f"{type(e).__name__}: {e}")
+        outcome.extra["traceback"] = traceback.format_exc(limit=8)
+    row["wall_s"] = time.perf_counter() - t0
+    row.update(
+        status=outcome.status, objective=outcome.objective, bound=outcome.bound, gap=outcome.gap,
+        units=outcome.units, build_s=outcome.build_s, solve_s=outcome.solve_s,
+        message=outcome.message,
+    )
+    if prod.uses_solver and outcome.solver:
+        row["solver"] = outcome.solver
+    extra = dict(outcome.extra)
+    if outcome.version:
+        extra["solver_version"] = outcome.version
+    if outcome.nodes is not None:
+        extra["solver_nodes"] = outcome.nodes
+    row["extra"] = extra
+    schedule = outcome.schedule
+    if schedule is None:
+        return row, None
+    row["sends"] = len(schedule)
+    violation = verify.verify(schedule, instance)
+    if violation is not None:
+        row["status"] = "invalid"
+        row["message"] = f"verification failed: {violation}"
+        return row, None
+    row["verified"] = True
+    row["steps"] = schedule.num_steps
+    sync = cost.price(schedule, instance, "sync")
+    row["T_L_s"], row["T_B_s"], row["time_sync_s"] = sync.T_L_s, sync.T_B_s, sync.total_s
+    row["time_ten_s"] = cost.price(schedule, instance, "ten").total_s
+    row["time_event_s"] = cost.price(schedule, instance, "event").total_s
+    return row, schedule

@@ -1,0 +1,415 @@
+"""Schedules: who sends which piece of which chunk over which link in which step.
+
+A schedule is columnar data (design "Scale"): numpy columns ``chunk, lo, hi, src, dst, step,
+op`` where the piece ``[lo/denom, hi/denom)`` of chunk ``chunk`` moves over ``src -> dst`` in
+comm step ``step`` (steps start at 1). ``denom`` is one shared denominator, so piece bounds are
+exact rationals kept as integers; whole-chunk schedules have ``denom == 1``.
+
+``op`` says what the receiver does: ``OP_COPY`` (store the piece), ``OP_REDUCE`` (combine it
+with what it holds) or ``OP_DEFAULT`` (reduce for combining collectives, copy for the others).
+
+Small schedules convert to and from :class:`Send` tuples with :class:`fractions.Fraction`
+bounds; the JSON file format of the design round-trips exactly:
+
+>>> s = from_sends([Send(0, Fraction(0), Fraction(1, 2), 0, 1, 1)], "allgather", nodes=2, chunks=2)
+>>> from_json(to_json(s)).sends() == s.sends()
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from .. import InputError
+
+FORMAT = "collsynth.schedule/1"
+OP_DEFAULT, OP_COPY, OP_REDUCE = 0, 1, 2
+OP_NAMES = {OP_COPY: "copy", OP_REDUCE: "reduce"}
+OP_CODES = {"copy": OP_COPY, "reduce": OP_REDUCE}
+ROUTINGS = ("links", "shortest-path")
+REVERSED_KIND = {
+    "allgather": "reduce_scatter",
+    "reduce_scatter": "allgather",
+    "broadcast": "reduce",
+    "reduce": "broadcast",
+    "scatter": "gather",
+    "gather": "scatter",
+    "allreduce": "allreduce",
+    "alltoall": "alltoall",
+}
+
+
+class Send(NamedTuple):
+    """One send: piece ``[lo, hi)`` of ``chunk`` over ``src -> dst`` in ``step`` (from 1)."""
+
+    chunk: int
+    lo: Fraction
+    hi: Fraction
+    src: int
+    dst: int
+    step: int
+    op: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Columnar schedule for a collective of kind ``collective`` on ``nodes`` node ids.
+
+    ``chunks`` is the number of chunk ids (see :mod:`collsynth.instances.collective` for the
+    numbering). ``routing`` is ``"links"`` (every send uses a direct link) or
+    ``"shortest-path"`` (logical sends between any two live nodes, routed by the cost models).
+    ``meta`` carries free-form producer information (it is written to JSON as ``"meta"``).
+    """
+
+    collective: str
+    nodes: int
+    chunks: int
+    chunk: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    step: np.ndarray
+    op: np.ndarray
+    denom: int = 1
+    routing: str = "links"
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    @property
+    def num_steps(self) -> int:
+        """The last step used (0 for an empty schedule)."""
+        return int(self.step.max()) if len(self.step) else 0
+
+    @property
+    def size(self) -> np.ndarray:
+        """Piece sizes as floats (fractions of a chunk)."""
+        return (self.hi - self.lo) / self.denom
+
+    def sends(self) -> list[Send]:
+        """The schedule as a list of :class:`Send` with exact fraction bounds (small cases)."""
+        d = self.denom
+        out = []
+        for c, lo, hi, s, t, st, op in zip(
+            self.chunk.tolist(), self.lo.tolist(), self.hi.tolist(), self.src.tolist(),
+            self.dst.tolist(), self.step.tolist(), self.op.tolist(),
+        ):
+            out.append(Send(c, Fraction(lo, d), Fraction(hi, d), s, t, st, OP_NAMES.get(op)))
+        return out
+
+    def with_denom(self, denom: int) -> "Schedule":
+        """The same schedule with bounds over ``denom`` (a multiple of the current one)."""
+        if denom == self.denom:
+            return self
+        if denom % self.denom:
+            raise ValueError(f"{denom} is not a multiple of {self.denom}")
+        k = denom // self.denom
+        return replace(self, lo=self.lo * k, hi=self.hi * k, denom=denom)
+
+    def select(self, mask: np.ndarray) -> "Schedule":
+        """The sends where ``mask`` is true (a boolean array or an index array)."""
+        return replace(
+            self,
+            chunk=self.chunk[mask], lo=self.lo[mask], hi=self.hi[mask], src=self.src[mask],
+            dst=self.dst[mask], step=self.step[mask], op=self.op[mask],
+        )
+
+    def sorted(self) -> "Schedule":
+        """Sends ordered by (step, src, dst, chunk, lo): a canonical order for comparisons."""
+        order = np.lexsort((self.lo, self.chunk, self.dst, self.src, self.step))
+        return self.select(order)
+
+
+def empty(collective: str, nodes: int, chunks: int, routing: str = "links") -> Schedule:
+    """A schedule with no sends."""
+    z = np.zeros(0, dtype=np.int64)
+    return Schedule(collective, nodes, chunks, z, z, z, z, z, z, np.zeros(0, np.int8), 1, routing)
+
+
+def from_arrays(
+    collective: str,
+    nodes: int,
+    chunks: int,
+    *,
+    chunk,
+    src,
+    dst,
+    step,
+    lo=None,
+    hi=None,
+    denom: int = 1,
+    op=None,
+    routing: str = "links",
+    meta: dict | None = None,
+) -> Schedule:
+    """Build a schedule from columns (whole chunks when ``lo``/``hi`` are omitted)."""
+    chunk = np.asarray(chunk, dtype=np.int64).ravel()
+    n = len(chunk)
+    lo = np.zeros(n, np.int64) if lo is None else np.asarray(lo, dtype=np.int64).ravel()
+    hi = np.full(n, denom, np.int64) if hi is None else np.asarray(hi, dtype=np.int64).ravel()
+    if op is None:
+        op = np.zeros(n, np.int8)
+    elif np.isscalar(op):
+        op = np.full(n, op, np.int8)
+    else:
+        op = np.asarray(op, dtype=np.int8).ravel()
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+    return Schedule(
+        collective, int(nodes), int(chunks), chunk, lo, hi,
+        np.asarray(src, dtype=np.int64).ravel(), np.asarray(dst, dtype=np.int64).ravel(),
+        np.asarray(step, dtype=np.int64).ravel(), op, int(denom), routing, dict(meta or {}),
+    )
+
+
+def from_sends(
+    sends: Iterable[Send | Sequence],
+    collective: str,
+    nodes: int,
+    chunks: int,
+    routing: str = "links",
+    meta: dict | None = None,
+) -> Schedule:
+    """Build a schedule from sends ``(chunk, lo, hi, src, dst, step[, op])``.
+
+    ``lo``/``hi`` may be ints, Fractions or strings like ``"1/3"``; the shared denominator is
+    the least common multiple of theirs.
+    """
+    rows = [tuple(s) for s in sends]
+    fr_lo = [Fraction(r[1]) for r in rows]
+    fr_hi = [Fraction(r[2]) for r in rows]
+    denom = 1
+    for f in fr_lo + fr_hi:
+        denom = denom * f.denominator // math.gcd(denom, f.denominator)
+    ops = []
+    for r in rows:
+        o = r[6] if len(r) > 6 else None
+        if o is None or o == OP_DEFAULT:
+            ops.append(OP_DEFAULT)
+        elif o in OP_CODES:
+            ops.append(OP_CODES[o])
+        elif o in (OP_COPY, OP_REDUCE):
+            ops.append(int(o))
+        else:
+            raise InputError("sends", f"unknown op {o!r}, expected 'copy' or 'reduce'")
+    return from_arrays(
+        collective, nodes, chunks,
+        chunk=[r[0] for r in rows],
+        lo=[int(f * denom) for f in fr_lo],
+        hi=[int(f * denom) for f in fr_hi],
+        src=[r[3] for r in rows], dst=[r[4] for r in rows], step=[r[5] for r in rows],
+        denom=denom, op=ops, routing=routing, meta=meta,
+    )
+
+
+# ---- JSON (design "Schedule files") ---------------------------------------------------------
+
+def _frac_str(num: int, denom: int) -> str:
+    f = Fraction(num, denom)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def to_json(schedule: Schedule) -> dict:
+    """The schedule as the design's JSON object (``lo``/``hi`` as exact fraction strings)."""
+    s = schedule
+    d = s.denom
+    rows = []
+    for c, lo, hi, a, b, st, op in zip(
+        s.chunk.tolist(), s.lo.tolist(), s.hi.tolist(), s.src.tolist(), s.dst.tolist(),
+        s.step.tolist(), s.op.tolist(),
+    ):
+        row = [c, _frac_str(lo, d), _frac_str(hi, d), a, b, st]
+        if op:
+            row.append(OP_NAMES[op])
+        rows.append(row)
+    out = {"format": FORMAT, "collective": s.collective, "nodes": s.nodes, "chunks": s.chunks}
+    if s.routing != "links":
+        out["routing"] = s.routing
+    if s.meta:
+        out["meta"] = s.meta
+    out["sends"] = rows
+    return out
+
+
+def from_json(data: dict, where: str = "schedule") -> Schedule:
+    """Parse the design's JSON object; errors name ``where`` and the field."""
+    if not isinstance(data, dict):
+        raise InputError(where, "expected a JSON object")
+    if data.get("format") != FORMAT:
+        raise InputError(f"{where}: format", f"expected {FORMAT!r}, got {data.get('format')!r}")
+    for key, typ in (("collective", str), ("nodes", int), ("chunks", int), ("sends", list)):
+        if not isinstance(data.get(key), typ) or isinstance(data.get(key), bool):
+            raise InputError(f"{where}: {key}", f"expected {typ.__name__}, got {data.get(key)!r}")
+    routing = data.get("routing", "links")
+    if routing not in ROUTINGS:
+        raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {routing!r}")
+    sends = []
+    for i, row in enumerate(data["sends"]):
+        if not isinstance(row, list) or len(row) not in (6, 7):
+            raise InputError(f"{where}: sends[{i}]", "expected [chunk, lo, hi, src, dst, step] (+ optional op)")
+        try:
+            lo, hi = Fraction(str(row[1])), Fraction(str(row[2]))
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"{where}: sends[{i}]", f"bad fraction in {row[1]!r}, {row[2]!r}") from None
+        ints = [row[0], row[3], row[4], row[5]]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ints):
+            raise InputError(f"{where}: sends[{i}]", "chunk, src, dst and step must be integers")
+        if not (0 <= lo < hi <= 1):
+            raise InputError(f"{where}: sends[{i}]", f"expected 0 <= lo < hi <= 1, got [{lo}, {hi})")
+        if row[5] < 1:
+            raise InputError(f"{where}: sends[{i}]", f"steps start at 1, got {row[5]}")
+        sends.append((row[0], lo, hi, row[3], row[4], row[5], row[6] if len(row) == 7 else None))
+    return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
+
+
+def write_json(schedule: Schedule, path: str | Path) -> None:
+    """Write the schedule JSON file (compact rows, one send per line)."""
+    data = to_json(schedule)
+    sends = data.pop("sends")
+    head = json.dumps(data)[:-1]
+    with open(path, "w") as f:
+        f.write(head + (', ' if len(data) else '') + '"sends": [\n')
+        f.write(",\n".join(json.dumps(r) for r in sends))
+        f.write("\n]}\n")
+
+
+def read_json(path: str | Path) -> Schedule:
+    """Read a schedule JSON file; errors name the file."""
+    where = str(path)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError(where, "no such file") from None
+    except json.JSONDecodeError as e:
+        raise InputError(where, f"malformed JSON: {e}") from None
+    return from_json(data, where)
+
+
+# ---- algebra: reversal, concatenation, relabelling, merging ---------------------------------
+
+def reverse(schedule: Schedule) -> Schedule:
+    """Time reversal: send ``u -> v`` in step ``t`` becomes ``v -> u`` in step ``T + 1 - t``.
+
+    Valid on the transposed topology for the reversed collective (allgather <-> reduce_scatter,
+    broadcast <-> reduce, scatter <-> gather; seed 000 Appendix A). Explicit ``copy`` and
+    ``reduce`` ops swap; default ops stay default (they follow the new kind).
+    """
+    T = schedule.num_steps
+    op = schedule.op.copy()
+    op[schedule.op == OP_COPY] = OP_REDUCE
+    op[schedule.op == OP_REDUCE] = OP_COPY
+    return replace(
+        schedule,
+        collective=REVERSED_KIND[schedule.collective],
+        src=schedule.dst.copy(),
+        dst=schedule.src.copy(),
+        step=T + 1 - schedule.step,
+        op=op,
+    )
+
+
+def _common_denom(schedules: Sequence[Schedule]) -> list[Schedule]:
+    d = 1
+    for s in schedules:
+        d = d * s.denom // math.gcd(d, s.denom)
+    return [s.with_denom(d) for s in schedules]
+
+
+def _stack(parts: Sequence[Schedule], collective: str, chunks: int, steps_shift: Sequence[int],
+           chunk_shift: Sequence[int], ops: Sequence[int | None], routing: str | None = None) -> Schedule:
+    parts = _common_denom(parts)
+    op_cols = []
+    for p, o in zip(parts, ops):
+        op_cols.append(p.op if o is None else np.where(p.op == OP_DEFAULT, o, p.op).astype(np.int8))
+    routing = routing or ("shortest-path" if any(p.routing == "shortest-path" for p in parts) else "links")
+    return from_arrays(
+        collective, max(p.nodes for p in parts), chunks,
+        chunk=np.concatenate([p.chunk + k for p, k in zip(parts, chunk_shift)]),
+        lo=np.concatenate([p.lo for p in parts]), hi=np.concatenate([p.hi for p in parts]),
+        src=np.concatenate([p.src for p in parts]), dst=np.concatenate([p.dst for p in parts]),
+        step=np.concatenate([p.step + k for p, k in zip(parts, steps_shift)]),
+        denom=parts[0].denom, op=np.concatenate(op_cols), routing=routing,
+    )
+
+
+def concat(first: Schedule, second: Schedule, collective: str | None = None) -> Schedule:
+    """``second`` after ``first`` (its steps shifted past ``first``'s last step).
+
+    Default ops are made explicit from each part's own kind, so reduce_scatter then allgather
+    gives an allreduce whose first phase reduces and second copies:
+
+    >>> rs = from_sends([(0, 0, 1, 1, 0, 1)], "reduce_scatter", nodes=2, chunks=2)
+    >>> ag = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", nodes=2, chunks=2)
+    >>> [s.op for s in concat(rs, ag, "allreduce").sends()]
+    ['reduce', 'copy']
+    """
+    from ..instances.collective import COMBINING
+
+    def default_op(s: Schedule) -> int:
+        return OP_REDUCE if s.collective in COMBINING else OP_COPY
+
+    return _stack(
+        [first, second], collective or first.collective, max(first.chunks, second.chunks),
+        [0, first.num_steps], [0, 0], [default_op(first), default_op(second)],
+    )
+
+
+def merge(schedules: Sequence[Schedule], chunk_offsets: Sequence[int], collective: str = "concurrent") -> Schedule:
+    """Concurrent schedules sharing one network: same step numbers, chunk ids shifted.
+
+    ``chunk_offsets[i]`` is where schedule i's chunk ids start (``Instance.chunk_offsets``).
+    Default ops are made explicit per part, so the merged schedule keeps each one's semantics.
+    """
+    from ..instances.collective import COMBINING
+
+    ops = [OP_REDUCE if s.collective in COMBINING else OP_COPY for s in schedules]
+    chunks = max(o + s.chunks for s, o in zip(schedules, chunk_offsets))
+    return _stack(list(schedules), collective, chunks, [0] * len(schedules), list(chunk_offsets), ops)
+
+
+def split(schedule: Schedule, chunk_offsets: Sequence[int], kinds: Sequence[str], chunk_counts: Sequence[int]) -> list[Schedule]:
+    """Undo :func:`merge`: the part of each concurrent collective, chunk ids shifted back."""
+    out = []
+    for off, kind, n in zip(chunk_offsets, kinds, chunk_counts):
+        mask = (schedule.chunk >= off) & (schedule.chunk < off + n)
+        part = schedule.select(mask)
+        out.append(replace(part, collective=kind, chunks=n, chunk=part.chunk - off))
+    return out
+
+
+def relabel_chunks(kind: str, chunk: np.ndarray, perm: np.ndarray, size: int, chunks: int) -> np.ndarray:
+    """Chunk ids after renaming node ``i`` to ``perm[i]`` (chunk ids encode owner nodes)."""
+    chunk = np.asarray(chunk, dtype=np.int64)
+    if kind in ("broadcast", "reduce"):
+        return chunk.copy()
+    if kind == "alltoall":
+        c = chunks // (size * size)
+        j = chunk % c
+        pair = chunk // c
+        i, k = pair // size, pair % size
+        return (perm[i] * size + perm[k]) * c + j
+    c = chunks // size
+    return perm[chunk // c] * c + chunk % c
+
+
+def relabel(schedule: Schedule, perm: Sequence[int]) -> Schedule:
+    """Rename node ``i`` to ``perm[i]`` in sends and in chunk ids (``perm`` is a permutation)."""
+    p = np.asarray(perm, dtype=np.int64)
+    if sorted(p.tolist()) != list(range(schedule.nodes)):
+        raise ValueError(f"perm must be a permutation of 0..{schedule.nodes - 1}")
+    return replace(
+        schedule,
+        chunk=relabel_chunks(schedule.collective, schedule.chunk, p, schedule.nodes, schedule.chunks),
+        src=p[schedule.src],
+        dst=p[schedule.dst],
+    )
