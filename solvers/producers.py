@@ -13,6 +13,7 @@ pipeline turns it into a clear one-line error (CLI) or a ``skipped`` row (batch)
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -91,10 +92,17 @@ class Producer:
     drivers: tuple[str, ...] = ()
 
 
+def family_modules() -> tuple[str, ...]:
+    """The built-in families plus plug-in modules named in ``COLLSYNTH_PRODUCERS``
+    (comma-separated importable modules, each with a ``PRODUCERS`` list)."""
+    extra = [m.strip() for m in os.environ.get("COLLSYNTH_PRODUCERS", "").split(",") if m.strip()]
+    return FAMILY_MODULES + tuple(extra)
+
+
 def producers() -> dict[str, Producer]:
     """Every installed producer by name (families whose module is absent are skipped)."""
     out: dict[str, Producer] = {}
-    for name in FAMILY_MODULES:
+    for name in family_modules():
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as e:

@@ -1,0 +1,169 @@
+"""Tables from the results store: Markdown, CSV and LaTeX, regenerated only from stored runs.
+
+Every table is a function ``DataFrame of runs -> DataFrame`` (so it is testable without
+files) and :func:`write_all` writes each as ``<name>.md``, ``<name>.csv`` and ``<name>.tex``.
+Tables whose name starts with ``det_`` hold only deterministic columns (statuses, steps,
+costs, bounds: no wall-clock times), so regenerating them from the same runs reproduces them
+byte for byte; timing tables are written separately.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RUN_COLUMNS = (
+    "instance", "producer", "solver", "driver", "seed", "status", "verified", "steps",
+    "T_L_s", "T_B_s", "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s",
+    "lower_bound_steps", "objective", "bound", "gap", "units", "build_s", "solve_s", "wall_s",
+    "sends", "message",
+)
+TIMING_COLUMNS = ("build_s", "solve_s", "wall_s")
+SGM_SHIFT_S = 1.0  # shift of the shifted geometric mean of solve times (seconds)
+FLOAT_FORMAT = "%.6g"
+SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 26, 1 << 30)  # message sizes for the who-wins table
+
+
+def method(df: pd.DataFrame) -> pd.Series:
+    """A run's method label: ``producer[/solver][/driver]``."""
+    out = df["producer"].astype(str)
+    for col in ("solver", "driver"):
+        val = df[col].fillna("").astype(str)
+        out = out.where(val == "", out + "/" + val)
+    return out
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    """``runs.csv``: one row per stored run, key columns then the result fields of ``solve``."""
+    cols = [c for c in RUN_COLUMNS if c in df.columns]
+    return df[cols].sort_values(["instance", "producer", "solver", "driver", "seed"]).reset_index(drop=True)
+
+
+def optimality(df: pd.DataFrame) -> pd.DataFrame:
+    """Per instance: lower bound, best verified time, and each method's time and ratio to the bound.
+
+    Time is the synchronous alpha-beta price (design "Pricing" 1) of the stored verified
+    schedule; the best of a method's seeds counts. Deterministic columns only.
+    """
+    ok = df[df["verified"]].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=["instance", "lower_bound_s", "best_s", "best_method"])
+    ok["method"] = method(ok)
+    best_per = ok.groupby(["instance", "method"])["time_sync_s"].min().unstack("method")
+    bound = df.groupby("instance")["lower_bound_s"].max()
+    out = pd.DataFrame({"lower_bound_s": bound.reindex(best_per.index)})
+    out["best_s"] = best_per.min(axis=1)
+    out["best_method"] = best_per.idxmin(axis=1)
+    out["best/bound"] = out["best_s"] / out["lower_bound_s"]
+    for m in sorted(best_per.columns):
+        out[f"{m} ratio"] = best_per[m] / out["lower_bound_s"]
+    return out.reset_index().sort_values("instance").reset_index(drop=True)
+
+
+def steps_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per instance: the step lower bound and each method's fewest steps (TACOS-table style)."""
+    ok = df[df["verified"]].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=["instance", "lower_bound_steps"])
+    ok["method"] = method(ok)
+    steps = ok.groupby(["instance", "method"])["steps"].min().unstack("method")
+    out = pd.DataFrame({"lower_bound_steps": df.groupby("instance")["lower_bound_steps"].max().reindex(steps.index)})
+    for m in sorted(steps.columns):
+        out[m] = steps[m]
+    return out.reset_index().sort_values("instance").reset_index(drop=True)
+
+
+def solver_status(df: pd.DataFrame) -> pd.DataFrame:
+    """Solver comparison, deterministic part: status, objective, bound and gap per instance
+    for every producer that uses a solver, one column group per solver."""
+    sol = df[df["solver"].fillna("") != ""].copy()
+    if sol.empty:
+        return pd.DataFrame(columns=["instance", "producer", "driver", "solver", "status", "objective", "bound", "gap"])
+    cols = ["instance", "producer", "driver", "solver", "status", "objective", "bound", "gap"]
+    return sol[cols].sort_values(cols[:4]).reset_index(drop=True)
+
+
+def solver_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Solver comparison, timing part: solve and wall time per instance and solver, plus the
+    shifted geometric mean (shift :data:`SGM_SHIFT_S`) of wall time per solver (unsolved runs
+    count with their time, i.e. the limit they hit)."""
+    sol = df[df["solver"].fillna("") != ""].copy()
+    if sol.empty:
+        return pd.DataFrame(columns=["solver", "runs", "solved", "sgm_wall_s"])
+    rows = []
+    for (prod, solver), g in sol.groupby(["producer", "solver"]):
+        w = g["wall_s"].astype(float).fillna(0.0)
+        sgm = float(np.exp(np.mean(np.log(w + SGM_SHIFT_S))) - SGM_SHIFT_S)
+        rows.append({
+            "producer": prod, "solver": solver, "runs": len(g),
+            "solved": int(g["status"].isin(["optimal"]).sum()),
+            "feasible": int(g["status"].isin(["feasible"]).sum()),
+            "sgm_wall_s": sgm, "max_wall_s": float(w.max()),
+        })
+    return pd.DataFrame(rows).sort_values(["producer", "solver"]).reset_index(drop=True)
+
+
+def who_wins(df: pd.DataFrame, sizes=SIZES) -> pd.DataFrame:
+    """Per instance and message size: the fastest method (seed 000 Fig. 13, seed 002 Fig. 15).
+
+    A stored run priced at message size M0 with latency T_L and bandwidth time T_B costs
+    ``T_L + T_B * M / M0`` at size M under the synchronous model (loads scale linearly with M),
+    so the table needs no re-run. Deterministic.
+    """
+    ok = df[df["verified"] & df["T_B_s"].notna()].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=["instance", *[f"M={m}" for m in sizes]])
+    ok["method"] = method(ok)
+    rows = []
+    for inst, g in ok.groupby("instance"):
+        row = {"instance": inst}
+        m0 = g["message_bytes"].astype(float)
+        for m in sizes:
+            t = g["T_L_s"].astype(float) + g["T_B_s"].astype(float) * (m / m0)
+            i = t.idxmin()
+            row[f"M={_size_label(m)}"] = f"{g.loc[i, 'method']} ({t[i]:.3g} s)"
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("instance").reset_index(drop=True)
+
+
+def _size_label(m: int) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if m >= 1 << k and m % (1 << k) == 0:
+            return f"{m >> k}{unit}"
+    return f"{m}B"
+
+
+TABLES = {
+    "runs": runs,
+    "det_optimality": optimality,
+    "det_steps": steps_table,
+    "det_solver_status": solver_status,
+    "det_who_wins": who_wins,
+    "solver_times": solver_times,
+}
+
+
+def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
+    """Write ``name.md``, ``name.csv`` and ``name.tex`` (floats as ``%.6g``); return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
+    table.to_csv(paths[0], index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    shown = table.copy()
+    for col in shown.columns:
+        if pd.api.types.is_float_dtype(shown[col]):
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
+    shown = shown.astype(object).where(shown.notna(), "")
+    paths[1].write_text(shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n")
+    paths[2].write_text(shown.to_latex(index=False, escape=True) if len(shown) else "% no runs\n")
+    return paths
+
+
+def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Every table of :data:`TABLES` from the runs ``df`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    written = []
+    for name, fn in TABLES.items():
+        written += write_table(fn(df), out_dir, name)
+    return written

@@ -1,0 +1,169 @@
+"""The results store: one folder with an SQLite database and the verified schedule files.
+
+Layout of a store folder (default ``results/store``)::
+
+    runs.sqlite          one row per run (table ``runs``)
+    schedules/<id>.json  the verified schedule of a run (design "Schedule files")
+
+Every run is committed on its own transaction the moment it finishes (SQLite in WAL mode;
+the schedule file is written to a temporary name and renamed first), so a batch killed at any
+point loses nothing that finished and leaves no half-written row. A run is identified by its
+key ``(instance, producer, solver, driver, seed, params)``; storing a key again replaces
+the old row (``--rerun``), and :func:`done_keys` lets a re-run skip what is done.
+
+Only verified schedules are stored as schedule files; failed runs are stored as rows with
+their status and message (and no schedule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..tens.schedule import Schedule, write_json
+
+KEY_COLUMNS = ("instance", "producer", "solver", "driver", "seed", "params")
+RESULT_COLUMNS = (
+    "status", "verified", "steps", "T_L_s", "T_B_s", "time_sync_s", "time_ten_s",
+    "time_event_s", "lower_bound_s", "lower_bound_steps", "objective", "bound", "gap", "units",
+    "build_s", "solve_s", "wall_s", "sends", "message",
+)
+PROVENANCE_COLUMNS = (
+    "suite", "instance_file", "message_bytes", "schedule_path", "extra", "provenance",
+    "time_limit", "threads", "created_at",
+)
+COLUMNS = KEY_COLUMNS + RESULT_COLUMNS + PROVENANCE_COLUMNS
+_TYPES = {
+    "seed": "INTEGER", "verified": "INTEGER", "steps": "INTEGER", "lower_bound_steps": "INTEGER",
+    "sends": "INTEGER", "threads": "INTEGER",
+    "T_L_s": "REAL", "T_B_s": "REAL", "time_sync_s": "REAL", "time_ten_s": "REAL",
+    "time_event_s": "REAL", "lower_bound_s": "REAL", "objective": "REAL", "bound": "REAL",
+    "gap": "REAL", "build_s": "REAL", "solve_s": "REAL", "wall_s": "REAL",
+    "message_bytes": "REAL", "time_limit": "REAL", "created_at": "REAL",
+}
+DEFAULT_STORE = Path("results") / "store"
+
+
+def run_key(row: dict[str, Any]) -> tuple:
+    """The identity of a run: ``(instance, producer, solver, driver, seed, params)``."""
+    return tuple("" if row.get(k) is None else row.get(k) for k in KEY_COLUMNS[:4]) + (
+        int(row.get("seed") or 0),
+        row.get("params") or "{}",
+    )
+
+
+def _run_id(key: tuple) -> str:
+    return hashlib.sha1(json.dumps(key, default=str).encode()).hexdigest()[:16]
+
+
+def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
+    """Open (creating if needed) the store folder's database, WAL mode, table ``runs``."""
+    folder = Path(store)
+    (folder / "schedules").mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(folder / "runs.sqlite", timeout=60, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    cols = ", ".join(f'"{c}" {_TYPES.get(c, "TEXT")}' for c in COLUMNS)
+    con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
+    return con
+
+
+def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None) -> str:
+    """Commit one finished run (and its verified schedule) atomically; returns the run id.
+
+    A row whose ``verified`` is false must come without a schedule: only verified schedules
+    are stored.
+    """
+    if schedule is not None and not row.get("verified"):
+        raise ValueError("only verified schedules are stored")
+    folder = Path(store)
+    con = connect(folder)
+    key = run_key(row)
+    rid = _run_id(key)
+    record = {c: row.get(c) for c in COLUMNS}
+    record.update(dict(zip(KEY_COLUMNS, key)))
+    for c in ("extra", "provenance"):
+        if record[c] is not None and not isinstance(record[c], str):
+            record[c] = json.dumps(record[c], default=str, sort_keys=True)
+    record["verified"] = int(bool(record["verified"]))
+    record["created_at"] = record["created_at"] or time.time()
+    if schedule is not None:
+        rel = Path("schedules") / f"{rid}.json"
+        fd, tmp = tempfile.mkstemp(dir=folder / "schedules", suffix=".tmp")
+        os.close(fd)
+        write_json(schedule, tmp)
+        os.replace(tmp, folder / rel)
+        record["schedule_path"] = str(rel)
+    names = ", ".join(f'"{c}"' for c in record)
+    marks = ", ".join("?" for _ in record)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.execute(f"INSERT OR REPLACE INTO runs (id, {names}) VALUES (?, {marks})", [rid, *record.values()])
+        con.execute("COMMIT")
+    finally:
+        con.close()
+    return rid
+
+
+def done_keys(store: str | Path) -> set[tuple]:
+    """Keys of every run already in the store (a re-run skips them)."""
+    if not (Path(store) / "runs.sqlite").exists():
+        return set()
+    con = connect(store)
+    try:
+        cols = ", ".join(f'"{c}"' for c in KEY_COLUMNS)
+        rows = con.execute(f"SELECT {cols} FROM runs").fetchall()
+    finally:
+        con.close()
+    return {run_key(dict(zip(KEY_COLUMNS, r))) for r in rows}
+
+
+def load(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
+    """Every run as a DataFrame (one row per run, columns of :data:`COLUMNS` plus ``id``)."""
+    path = Path(store) / "runs.sqlite"
+    if not path.exists():
+        return pd.DataFrame(columns=["id", *COLUMNS])
+    con = connect(store)
+    try:
+        df = pd.read_sql_query("SELECT * FROM runs", con)
+    finally:
+        con.close()
+    df["verified"] = df["verified"].astype(bool)
+    return df.sort_values(list(KEY_COLUMNS)).reset_index(drop=True)
+
+
+def count(store: str | Path) -> int:
+    """Number of stored runs."""
+    if not (Path(store) / "runs.sqlite").exists():
+        return 0
+    con = connect(store)
+    try:
+        return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    finally:
+        con.close()
+
+
+def schedule_file(store: str | Path, row: dict[str, Any]) -> Path | None:
+    """Absolute path of a stored run's schedule file (None if the run has none)."""
+    rel = row.get("schedule_path")
+    return (Path(store) / rel) if rel else None
+
+
+def delete(store: str | Path, keys: Iterable[tuple]) -> None:
+    """Remove the runs with these keys (used by ``--rerun`` before re-running)."""
+    con = connect(store)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        for key in keys:
+            con.execute("DELETE FROM runs WHERE id = ?", [_run_id(tuple(key))])
+        con.execute("COMMIT")
+    finally:
+        con.close()

@@ -1,0 +1,141 @@
+"""``collsynth bench``, ``collsynth tables`` and ``collsynth draw``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ... import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the batch, tables and draw commands."""
+    p = sub.add_parser("bench", help="run a batch: instances x producers x solvers x drivers x seeds (resumable)")
+    p.add_argument("--suite", help="corpus suite (instances whose `suites` list it)")
+    p.add_argument("--instances", help="glob of instance TOML files instead of a suite")
+    p.add_argument("--producers", help="comma-separated producers (default: the suite's list in suites.toml)")
+    p.add_argument("--solvers", help="comma-separated solver backends for producers that use one (default: highs)")
+    p.add_argument("--drivers", default="", help="comma-separated drivers for producers that accept them")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
+    p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter (repeatable)")
+    p.add_argument("--executor", default="local", choices=["local", "dask"])
+    p.add_argument("--address", help="tcp://HOST:PORT of a Dask scheduler (with --executor dask)")
+    p.add_argument("--jobs", type=int, default=None, help="jobs at once on the local pool (default: cores)")
+    p.add_argument("--store", default="results/store", help="results store folder")
+    p.add_argument("--rerun", action="store_true", help="run jobs again even if stored")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=bench)
+
+    t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
+    t.add_argument("--store", default="results/store")
+    t.add_argument("--out", default="results/tables")
+    t.add_argument("--plots", default="results/plots")
+    t.set_defaults(func=tables)
+
+    d = sub.add_parser("draw", help="draw a schedule on its TEN, or its per-step link loads")
+    d.add_argument("schedule")
+    d.add_argument("instance")
+    d.add_argument("--out", required=True, help="output image (.png or .pdf)")
+    d.add_argument("--kind", default="auto", choices=["auto", "ten", "heatmap"],
+                   help="ten: TACOS Fig. 20 style (small schedules); heatmap: link load per step")
+    d.set_defaults(func=draw)
+
+
+def _split(text: str | None) -> list[str]:
+    return [s for s in (text or "").replace(" ", "").split(",") if s]
+
+
+def parse_params(pairs: list[str]) -> dict:
+    """``k=v`` strings to a dict (ints, floats and booleans converted)."""
+    out = {}
+    for item in pairs:
+        if "=" not in item:
+            raise InputError("--param", f"expected K=V, got {item!r}")
+        k, v = item.split("=", 1)
+        for conv in (int, float):
+            try:
+                v = conv(v)
+                break
+            except ValueError:
+                pass
+        else:
+            v = {"true": True, "false": False}.get(str(v).lower(), v)
+        out[k] = v
+    return out
+
+
+def bench(args) -> dict:
+    """Plan and run a batch; every finished job is committed to the store at once."""
+    from .. import batch
+
+    spec = batch.suites().get(args.suite, {}) if args.suite else {}
+    producers = _split(args.producers) or list(spec.get("producers", []))
+    if not producers:
+        raise InputError("--producers", "no producers given and the suite lists none in suites.toml")
+    solvers = _split(args.solvers) or list(spec.get("solvers", ["highs"]))
+    drivers = _split(args.drivers) or list(spec.get("drivers", []))
+    try:
+        seeds = [int(s) for s in _split(args.seeds)] if args.seeds else list(spec.get("seeds", [0]))
+    except ValueError:
+        raise InputError("--seeds", f"expected comma-separated integers, got {args.seeds!r}") from None
+    time_limit = args.time_limit if args.time_limit is not None else float(spec.get("time_limit", 60.0))
+    if not time_limit > 0:
+        raise InputError("--time-limit", f"expected a positive number of seconds, got {time_limit}")
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
+    params = {**spec.get("params", {}), **parse_params(args.param)}
+    files = batch.select_instances(args.suite, args.instances)
+    jobs = batch.plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=args.suite or "")
+    summary = batch.execute(
+        jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
+        rerun=args.rerun, progress=not args.no_progress,
+    )
+    result = {
+        "store": str(args.store), "instances": len(files), "planned": summary.planned,
+        "skipped_done": summary.skipped_done, "ran": summary.ran, "statuses": summary.statuses,
+        "wall_s": round(summary.wall_s, 3),
+    }
+    result["text"] = (
+        f"{summary.ran} runs in {summary.wall_s:.1f} s ({summary.skipped_done} already stored) -> {args.store}\n"
+        + "  ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items()))
+    )
+    return result
+
+
+def tables(args) -> dict:
+    """Regenerate the tables (Markdown, CSV, LaTeX) and plots (PNG, PDF) from the store."""
+    from ...results import figures, render, store
+
+    if not (Path(args.store) / "runs.sqlite").exists():
+        raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
+    df = store.load(args.store)
+    written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
+    return {"runs": len(df), "written": [str(p) for p in written],
+            "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
+
+
+def draw(args) -> dict:
+    """Verify the schedule, then draw it (TEN picture for small schedules, else a heatmap)."""
+    from ...instances import load_instance
+    from ...results import figures
+    from ...tens import verify
+    from ...tens.schedule import read_json
+
+    inst = load_instance(args.instance)
+    sched = read_json(args.schedule)
+    violation = verify.verify(sched, inst)
+    if violation is not None:
+        return {"verified": False, "violation": str(violation), "exit": 1}
+    kind = args.kind
+    if kind == "auto":
+        kind = "ten" if len(sched) <= 400 and len(inst.topology.nodes) <= 32 else "heatmap"
+    out = Path(args.out)
+    if out.suffix not in (".png", ".pdf"):
+        raise InputError("--out", f"expected a .png or .pdf file name, got {args.out!r}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "ten":
+        figures.draw_ten(sched, inst.topology, out)
+    else:
+        figures.link_load_heatmap(sched, inst.topology, out)
+    return {"verified": True, "kind": kind, "out": str(out), "text": f"wrote {out} ({kind})"}
