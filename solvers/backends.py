@@ -1,0 +1,482 @@
+"""Solver backends: one call solves a Pyomo model on any solver and returns a uniform result.
+
+:func:`solve` takes a solver-agnostic Pyomo ``ConcreteModel`` (see :mod:`collsynth.formulations`)
+and limits (time, relative gap, threads, seed) and returns a :class:`SolveResult` with status
+``optimal`` / ``feasible`` (a limit was hit, the incumbent is kept) / ``infeasible`` /
+``no-solution`` / ``error`` / ``skipped`` (licence limit, solver not installed, wrong model
+class). Whenever a solution exists its values are loaded into the Pyomo model, so a
+formulation's ``extract(model)`` reads them directly (design "Solvers and drivers").
+
+Backends:
+
+- ``highs``: HiGHS through Pyomo's v2 (persistent) interface, embedded; the default.
+- ``gurobi``: Gurobi through Pyomo's v2 ``gurobi_direct``; the bundled size-limited licence
+  refuses models over 2000 variables or constraints (error 10010): counted before solving and
+  caught at solve, both reported as ``skipped: licence size limit``.
+- ``cpsat``, ``scip``, ``glop``, ``pdlp``: OR-Tools in a CHILD process (highspy and ortools
+  cannot share one process): the model is written as MPS with symbolic names, solved by
+  :mod:`collsynth.solvers.ortools_worker`, and the values are mapped back by name. The child
+  has a wall-clock deadline; a killed or crashed child is a recorded ``error``, never a dead
+  parent. CP-SAT is refused for models with continuous variables (it would round them);
+  GLOP and PDLP are refused for models with integer variables (they are LP solvers).
+- any other solver Pyomo knows (``cbc``, ``glpk``, ``scip`` executables, ...) by name through
+  ``pyomo.environ.SolverFactory``, when installed.
+
+>>> import pyomo.environ as pe
+>>> m = pe.ConcreteModel(); m.x = pe.Var([0, 1], domain=pe.Binary)
+>>> m.c = pe.Constraint(expr=m.x[0] + m.x[1] <= 1)
+>>> m.o = pe.Objective(expr=m.x[0] + 2 * m.x[1], sense=pe.maximize)
+>>> r = solve(m, "highs"); (r.status, r.objective, m.x[1].value)
+('optimal', 2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyomo.environ as pe
+
+STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")
+ORTOOLS = {"cpsat": "sat", "scip": "scip", "glop": "glop", "pdlp": "pdlp"}
+ALIASES = {"cp-sat": "cpsat", "sat": "cpsat", "gurobi_direct": "gurobi", "gurobi_persistent": "gurobi"}
+GUROBI_LIMIT = 2000  # the bundled (size-limited) Gurobi licence: at most 2000 variables and constraints
+KNOWN = ("highs", "gurobi", "cpsat", "scip", "glop", "pdlp", "cbc", "glpk")
+
+
+@dataclass
+class SolveResult:
+    """What a backend reports about one solve (units of the model's objective).
+
+    ``build_s`` is the time spent translating the Pyomo model for the solver (loading it into
+    the embedded solver or writing MPS), ``solve_s`` the solver's own time, ``wall_s`` the
+    whole call. ``gap`` is ``|bound - objective| / max(1, |objective|)`` when both exist.
+    """
+
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    wall_s: float = 0.0
+    solver: str = ""
+    version: str = ""
+    nodes: int | None = None
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        """True when values were loaded into the model (optimal or feasible)."""
+        return self.status in ("optimal", "feasible")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready)."""
+        return asdict(self)
+
+
+def canonical(name: str) -> str:
+    """The backend's canonical name (``cp-sat`` -> ``cpsat``, ``gurobi_direct`` -> ``gurobi``)."""
+    name = name.strip().lower()
+    return ALIASES.get(name, name)
+
+
+def _gap(objective: float | None, bound: float | None) -> float | None:
+    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
+        return None
+    return abs(bound - objective) / max(1.0, abs(objective))
+
+
+def _finite(x) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+# ---- availability ------------------------------------------------------------------------
+
+_ORTOOLS_OK: tuple[bool, str] | None = None
+
+
+def _ortools_installed() -> tuple[bool, str]:
+    """OR-Tools is importable (checked without importing it into this process)."""
+    global _ORTOOLS_OK
+    if _ORTOOLS_OK is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("ortools")
+        if spec is None:
+            _ORTOOLS_OK = (False, "ortools not installed (pip install ortools)")
+        else:
+            try:
+                from importlib.metadata import version
+
+                _ORTOOLS_OK = (True, f"ortools {version('ortools')} (child process)")
+            except Exception:  # noqa: BLE001
+                _ORTOOLS_OK = (True, "ortools (child process)")
+    return _ORTOOLS_OK
+
+
+def available(name: str) -> tuple[bool, str]:
+    """Whether backend ``name`` can run here, and a one-line reason or version."""
+    name = canonical(name)
+    if name == "highs":
+        from pyomo.contrib.solver.common.factory import SolverFactory
+
+        s = SolverFactory("highs")
+        ok = bool(s.available())
+        return ok, f"highs {'.'.join(map(str, s.version()))}" if ok else "highspy not installed"
+    if name == "gurobi":
+        from pyomo.contrib.solver.common.factory import SolverFactory
+
+        s = SolverFactory("gurobi_direct")
+        try:
+            avail = s.available()
+        except Exception as e:  # noqa: BLE001
+            return False, f"gurobi unavailable: {e}"
+        if not avail:
+            return False, f"gurobi unavailable: {avail}"
+        ver = ".".join(map(str, s.version()))
+        if "Limited" in str(avail):
+            return True, f"gurobi {ver} (size-limited licence: <= {GUROBI_LIMIT} variables and constraints)"
+        return True, f"gurobi {ver}"
+    if name in ORTOOLS:
+        return _ortools_installed()
+    try:
+        s = pe.SolverFactory(name)
+        ok = s is not None and s.available(exception_flag=False)
+    except Exception:  # noqa: BLE001
+        ok = False
+    return (True, f"{name} (pyomo)") if ok else (False, f"{name} not installed")
+
+
+def backends() -> list[dict[str, Any]]:
+    """Every known backend with its availability: ``[{name, available, reason}]``."""
+    out = []
+    for name in KNOWN:
+        ok, why = available(name)
+        out.append({"name": name, "available": ok, "reason": why})
+    return out
+
+
+# ---- model statistics ----------------------------------------------------------------------
+
+def model_stats(model: pe.ConcreteModel) -> dict[str, int]:
+    """Counts of active variables (by domain) and constraints of a Pyomo model."""
+    nvar = nint = ncont = 0
+    for v in model.component_data_objects(pe.Var, active=True, descend_into=True):
+        if v.fixed:
+            continue
+        nvar += 1
+        if v.is_integer() or v.is_binary():
+            nint += 1
+        else:
+            ncont += 1
+    ncon = sum(1 for _ in model.component_data_objects(pe.Constraint, active=True, descend_into=True))
+    return {"variables": nvar, "integer": nint, "continuous": ncont, "constraints": ncon}
+
+
+# ---- the one entry point -----------------------------------------------------------------
+
+class Session:
+    """A persistent solver handle: re-solving a modified model reuses the loaded instance.
+
+    Only HiGHS and Gurobi (Pyomo v2 persistent interfaces) keep state; for the other
+    backends a session is just the solver name. Pass it as ``solve(..., session=s)``.
+    """
+
+    def __init__(self, solver: str = "highs"):
+        self.solver = canonical(solver)
+        self.handle = None
+        if self.solver in ("highs", "gurobi"):
+            from pyomo.contrib.solver.common.factory import SolverFactory
+
+            self.handle = SolverFactory("highs" if self.solver == "highs" else "gurobi_persistent")
+
+    @property
+    def persistent(self) -> bool:
+        """True when the backend keeps the model between solves."""
+        return self.handle is not None
+
+
+def solve(
+    model: pe.ConcreteModel,
+    solver: str = "highs",
+    time_limit: float | None = 60.0,
+    gap: float | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    session: Session | None = None,
+) -> SolveResult:
+    """Solve ``model`` with backend ``solver``; load the incumbent into the model if any.
+
+    ``time_limit`` (s) always yields the incumbent and the bound when the solver has them
+    (status ``feasible``); ``gap`` is the relative MIP gap at which to stop. Never raises for
+    solver trouble: missing solvers, licence limits, crashes and timeouts are statuses.
+    """
+    name = canonical(session.solver if session is not None else solver)
+    t0 = time.perf_counter()
+    try:
+        if name == "highs":
+            res = _solve_v2(model, "highs", time_limit, gap, threads, seed, session)
+        elif name == "gurobi":
+            res = _solve_gurobi(model, time_limit, gap, threads, seed, session)
+        elif name in ORTOOLS:
+            res = _solve_ortools(model, name, time_limit, gap, threads, seed)
+        else:
+            res = _solve_legacy(model, name, time_limit, gap, threads, seed)
+    except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
+        res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
+    res.solver = res.solver or name
+    res.wall_s = time.perf_counter() - t0
+    if res.gap is None:
+        res.gap = _gap(res.objective, res.bound)
+    return res
+
+
+def _sense_max(model) -> bool:
+    for obj in model.component_data_objects(pe.Objective, active=True):
+        return obj.sense == pe.maximize
+    return False
+
+
+def _v2_status(results) -> tuple[str, str]:
+    from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition as TC
+
+    tc, ss = results.termination_condition, results.solution_status
+    has = ss in (SolutionStatus.optimal, SolutionStatus.feasible)
+    if tc == TC.convergenceCriteriaSatisfied and has:
+        return "optimal", ""
+    if tc in (TC.provenInfeasible, TC.locallyInfeasible):
+        return "infeasible", "the model is infeasible"
+    if tc == TC.infeasibleOrUnbounded:
+        return "infeasible", "the model is infeasible or unbounded"
+    if tc == TC.licensingProblems:
+        return "skipped", "skipped: licence problem"
+    if tc == TC.error:
+        return "error", "error: solver reported an error"
+    if has:
+        return "feasible", f"limit hit ({tc.name}); incumbent kept"
+    if tc in (TC.maxTimeLimit, TC.iterationLimit, TC.interrupted, TC.objectiveLimit):
+        return "no-solution", f"limit hit ({tc.name}) before any solution"
+    return "no-solution", f"no solution ({tc.name})"
+
+
+def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None) -> SolveResult:
+    from pyomo.contrib.solver.common.factory import SolverFactory
+
+    opt = session.handle if session is not None and session.handle is not None else SolverFactory(name)
+    avail = opt.available()
+    if not avail:
+        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed")
+    version = ".".join(map(str, opt.version()))
+    solver_options = dict(options or {})
+    if name == "highs":
+        solver_options.setdefault("random_seed", int(seed))
+    t0 = time.perf_counter()
+    results = opt.solve(
+        model,
+        load_solutions=False,
+        raise_exception_on_nonoptimal_result=False,
+        time_limit=time_limit,
+        threads=threads,
+        rel_gap=gap,
+        solver_options=solver_options,
+    )
+    elapsed = time.perf_counter() - t0
+    status, message = _v2_status(results)
+    if status in ("optimal", "feasible"):
+        results.solution_loader.load_vars()
+    info = results.timing_info
+    solve_s = None
+    for key in ("highs_time", "gurobi_time", "solver_wall_time"):
+        solve_s = _finite(info.get(key)) if key in info else solve_s
+        if solve_s is not None:
+            break
+    if solve_s is None:
+        solve_s = elapsed
+    nodes = None
+    extra = results.extra_info
+    for key in ("mip_node_count", "NodeCount"):
+        if key in extra:
+            try:
+                nodes = int(extra[key])
+            except (TypeError, ValueError):
+                pass
+    if nodes is not None and nodes < 0:
+        nodes = None
+    obj = _finite(results.incumbent_objective) if status in ("optimal", "feasible") else None
+    bound = _finite(results.objective_bound)
+    if status == "optimal" and bound is None:
+        bound = obj
+    return SolveResult(
+        status, obj, bound, None, max(0.0, elapsed - solve_s), solve_s, 0.0, name, version, nodes, message
+    )
+
+
+def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True) -> SolveResult:
+    ok, why = available("gurobi")
+    if not ok:
+        return SolveResult("skipped", solver="gurobi", message="skipped: gurobi not installed")
+    stats = model_stats(model)
+    if precheck and "size-limited" in why and (stats["variables"] > GUROBI_LIMIT or stats["constraints"] > GUROBI_LIMIT):
+        return SolveResult(
+            "skipped", solver="gurobi",
+            message=(f"skipped: licence size limit ({stats['variables']} variables, "
+                     f"{stats['constraints']} constraints > {GUROBI_LIMIT})"),
+        )
+    if session is None:
+        from pyomo.contrib.solver.common.factory import SolverFactory
+
+        session = Session("gurobi")
+        session.handle = SolverFactory("gurobi_direct")
+    try:
+        res = _solve_v2(model, "gurobi", time_limit, gap, threads, seed, session, {"Seed": int(seed)})
+    except Exception as e:  # noqa: BLE001
+        text = str(e)
+        if "10010" in text or "size-limited" in text.lower() or "Model too large" in text:
+            return SolveResult("skipped", solver="gurobi", message="skipped: licence size limit")
+        raise
+    res.solver = "gurobi"
+    return res
+
+
+# ---- OR-Tools in a child process ------------------------------------------------------------
+
+def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=None, extra_args=()) -> SolveResult:
+    ok, why = _ortools_installed()
+    if not ok:
+        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed ({why})")
+    stats = model_stats(model)
+    if name == "cpsat" and stats["continuous"]:
+        return SolveResult(
+            "skipped", solver=name,
+            message=f"skipped: cpsat needs a pure-integer model ({stats['continuous']} continuous variables)",
+        )
+    if name in ("glop", "pdlp") and stats["integer"]:
+        return SolveResult(
+            "skipped", solver=name,
+            message=f"skipped: {name} is an LP solver ({stats['integer']} integer variables)",
+        )
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="collsynth-ortools-") as tmp:
+        mps = os.path.join(tmp, "model.mps")
+        out = os.path.join(tmp, "out.json")
+        _, sid = model.write(mps, format="mps", io_options={"symbolic_solver_labels": True})
+        symbol_map = model.solutions.symbol_map[sid]
+        build_s = time.perf_counter() - t0
+        cmd = [
+            sys.executable, "-m", "collsynth.solvers.ortools_worker", mps, out,
+            "--solver", ORTOOLS[name], "--threads", str(int(threads)), "--seed", str(int(seed)),
+        ]
+        if time_limit is not None:
+            cmd += ["--time-limit", repr(float(time_limit))]
+        if gap is not None:
+            cmd += ["--gap", repr(float(gap))]
+        cmd += list(extra_args)
+        if wall_limit is None:
+            wall_limit = None if time_limit is None else 1.5 * float(time_limit) + 30.0
+        t1 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit)
+        except subprocess.TimeoutExpired:
+            # subprocess.run kills the child on timeout
+            return SolveResult(
+                "error", solver=name, build_s=build_s, solve_s=time.perf_counter() - t1,
+                message=f"error: timed out (child killed after {wall_limit:.1f} s)",
+            )
+        elapsed = time.perf_counter() - t1
+        if proc.returncode != 0 or not os.path.exists(out):
+            tail = (proc.stderr or proc.stdout or "").strip().splitlines()
+            if tail:
+                why = tail[-1]
+            elif proc.returncode < 0:
+                why = f"killed by signal {-proc.returncode}"
+            else:
+                why = f"exit code {proc.returncode}"
+            return SolveResult(
+                "error", solver=name, build_s=build_s, solve_s=elapsed,
+                message=f"error: {name} child process failed (exit {proc.returncode}): {why}",
+            )
+        with open(out) as f:
+            data = json.load(f)
+    status = data["status"]
+    if status in ("optimal", "feasible"):
+        values = data.get("values", {})
+        missing = 0
+        for sym, val in values.items():
+            var = symbol_map.bySymbol.get(sym)
+            if var is None:
+                missing += 1
+                continue
+            var.set_value(_round_int(var, val), skip_validation=True)
+        if missing:
+            return SolveResult("error", solver=name, message=f"error: {missing} variable names did not map back")
+    return SolveResult(
+        status, _finite(data.get("objective")), _finite(data.get("bound")), None, build_s,
+        _finite(data.get("solve_s")) or elapsed, 0.0, name, data.get("version", ""), None,
+        data.get("message", ""),
+    )
+
+
+def _round_int(var, val: float) -> float:
+    if var.is_integer() or var.is_binary():
+        return float(round(val))
+    return float(val)
+
+
+# ---- any other Pyomo (legacy) solver ----------------------------------------------------------
+
+_LEGACY_TIME = {"cbc": "sec", "glpk": "tmlim", "scip": "limits/time", "cplex": "timelimit"}
+_LEGACY_GAP = {"cbc": "ratio", "glpk": "mipgap", "scip": "limits/gap", "cplex": "mipgap"}
+
+
+def _solve_legacy(model, name, time_limit, gap, threads, seed) -> SolveResult:
+    from pyomo.opt import SolverStatus, TerminationCondition as TC
+
+    ok, _ = available(name)
+    if not ok:
+        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed")
+    opt = pe.SolverFactory(name)
+    if time_limit is not None and name in _LEGACY_TIME:
+        opt.options[_LEGACY_TIME[name]] = int(math.ceil(time_limit)) if name == "glpk" else time_limit
+    if gap is not None and name in _LEGACY_GAP:
+        opt.options[_LEGACY_GAP[name]] = gap
+    t0 = time.perf_counter()
+    results = opt.solve(model, load_solutions=False)
+    elapsed = time.perf_counter() - t0
+    tc = results.solver.termination_condition
+    has = len(results.solution) > 0
+    if tc == TC.optimal and has:
+        status, msg = "optimal", ""
+    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+        status, msg = "infeasible", "the model is infeasible"
+    elif has:
+        status, msg = "feasible", f"limit hit ({tc}); incumbent kept"
+    elif results.solver.status == SolverStatus.error:
+        status, msg = "error", f"error: {name} reported {tc}"
+    else:
+        status, msg = "no-solution", f"no solution ({tc})"
+    obj = bound = None
+    if status in ("optimal", "feasible"):
+        model.solutions.load_from(results)
+        for o in model.component_data_objects(pe.Objective, active=True):
+            obj = float(pe.value(o))
+            break
+        try:
+            p = results.problem[0]
+            bound = _finite(p.upper_bound if _sense_max(model) else p.lower_bound)
+        except Exception:  # noqa: BLE001
+            bound = None
+        if status == "optimal" and bound is None:
+            bound = obj
+    return SolveResult(status, obj, bound, None, 0.0, elapsed, 0.0, name, "", None, msg)

@@ -1,0 +1,172 @@
+"""Solver backends: uniform statuses, values loaded back, licence limits, child-process failures."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyomo.environ as pe
+import pytest
+
+from collsynth.solvers import backends as B
+
+ORTOOLS_OK = B.available("cpsat")[0]
+GUROBI_OK = B.available("gurobi")[0]
+needs_ortools = pytest.mark.skipif(not ORTOOLS_OK, reason="ortools not installed")
+
+
+def knapsack(weights, values, cap, continuous_extra=False):
+    """A 0/1 knapsack; the optimum is checked against brute force below."""
+    m = pe.ConcreteModel()
+    n = len(weights)
+    m.x = pe.Var(range(n), domain=pe.Binary, doc="item taken")
+    if continuous_extra:
+        m.y = pe.Var(bounds=(0, 0.5), doc="a continuous slack")
+    m.ineq_cap = pe.Constraint(expr=sum(weights[i] * m.x[i] for i in range(n)) <= cap)
+    extra = m.y if continuous_extra else 0
+    m.obj = pe.Objective(expr=sum(values[i] * m.x[i] for i in range(n)) + extra, sense=pe.maximize)
+    return m
+
+
+def brute(weights, values, cap):
+    best = 0
+    for pick in itertools.product((0, 1), repeat=len(weights)):
+        if sum(w * p for w, p in zip(weights, pick)) <= cap:
+            best = max(best, sum(v * p for v, p in zip(values, pick)))
+    return best
+
+
+CASES = [
+    ([3, 4, 5, 6, 2], [4, 5, 7, 8, 3], 10),
+    ([1, 2, 3, 8, 7, 4], [10, 13, 18, 31, 7, 15], 11),
+    ([5, 5, 5], [1, 1, 1], 4),
+]
+
+
+@pytest.mark.parametrize("solver", ["highs", "cpsat", "scip"] + (["gurobi"] if GUROBI_OK else []))
+@pytest.mark.parametrize("case", CASES)
+def test_integer_optimum_agrees_with_brute_force(solver, case):
+    if solver in ("cpsat", "scip") and not ORTOOLS_OK:
+        pytest.skip("ortools not installed")
+    w, v, cap = case
+    m = knapsack(w, v, cap)
+    r = B.solve(m, solver, time_limit=30)
+    assert r.status == "optimal", r.message
+    assert r.objective == pytest.approx(brute(w, v, cap))
+    # values were loaded into the model and are consistent with the objective
+    taken = [round(m.x[i].value) for i in range(len(w))]
+    assert sum(a * b for a, b in zip(taken, w)) <= cap
+    assert sum(a * b for a, b in zip(taken, v)) == pytest.approx(r.objective)
+    assert r.bound == pytest.approx(r.objective)
+    assert r.gap == pytest.approx(0.0, abs=1e-6)
+
+
+def lp_model():
+    m = pe.ConcreteModel()
+    m.x = pe.Var(range(3), bounds=(0, 1))
+    m.c = pe.Constraint(expr=m.x[0] + 2 * m.x[1] + 3 * m.x[2] <= 2)
+    m.o = pe.Objective(expr=sum(m.x[i] for i in range(3)), sense=pe.maximize)
+    return m
+
+
+@pytest.mark.parametrize("solver", ["highs", "glop", "pdlp", "scip"])
+def test_lp_solvers_agree(solver):
+    if solver != "highs" and not ORTOOLS_OK:
+        pytest.skip("ortools not installed")
+    m = lp_model()
+    r = B.solve(m, solver, time_limit=30)
+    assert r.status == "optimal", r.message
+    assert r.objective == pytest.approx(1.5, abs=1e-6)
+    assert m.x[0].value == pytest.approx(1.0, abs=1e-6)
+    assert m.x[1].value == pytest.approx(0.5, abs=1e-6)
+
+
+@needs_ortools
+def test_cpsat_refuses_continuous_and_lp_solvers_refuse_integers():
+    r = B.solve(knapsack(*CASES[0], continuous_extra=True), "cpsat")
+    assert r.status == "skipped" and "continuous" in r.message
+    r = B.solve(knapsack(*CASES[0]), "glop")
+    assert r.status == "skipped" and "LP solver" in r.message
+
+
+def test_infeasible_is_reported():
+    m = pe.ConcreteModel()
+    m.x = pe.Var(domain=pe.Binary)
+    m.c = pe.Constraint(expr=m.x >= 2)
+    m.o = pe.Objective(expr=m.x)
+    assert B.solve(m, "highs").status == "infeasible"
+    if ORTOOLS_OK:
+        assert B.solve(m, "scip").status == "infeasible"
+
+
+def test_missing_solver_is_skipped():
+    r = B.solve(knapsack(*CASES[0]), "no-such-solver")
+    assert r.status == "skipped"
+    assert r.message == "skipped: no-such-solver not installed"
+    assert B.available("no-such-solver")[0] is False
+    names = [b["name"] for b in B.backends()]
+    assert {"highs", "gurobi", "cpsat", "scip", "glop", "pdlp"} <= set(names)
+
+
+def big_model(n=2100):
+    m = pe.ConcreteModel()
+    m.x = pe.Var(range(n), domain=pe.Binary)
+    m.c = pe.Constraint(expr=sum(m.x[i] for i in range(n)) <= 7)
+    m.o = pe.Objective(expr=sum(m.x[i] for i in range(n)), sense=pe.maximize)
+    return m
+
+
+@pytest.mark.skipif(not GUROBI_OK, reason="gurobi not installed")
+def test_gurobi_over_licence_is_skipped_before_and_at_solve():
+    why = B.available("gurobi")[1]
+    if "size-limited" not in why:
+        pytest.skip("full gurobi licence: no size limit to test")
+    r = B.solve(big_model(), "gurobi")
+    assert r.status == "skipped" and r.message.startswith("skipped: licence size limit")
+    # the error raised by gurobi itself (error 10010) is caught too, without the count
+    r = B._solve_gurobi(big_model(), 10, None, 1, 0, None, precheck=False)
+    assert r.status == "skipped" and r.message == "skipped: licence size limit"
+
+
+@needs_ortools
+def test_hung_child_is_killed_and_recorded():
+    r = B._solve_ortools(lp_model(), "glop", 10, None, 1, 0, wall_limit=1.0, extra_args=("--debug-sleep", "30"))
+    assert r.status == "error" and "timed out" in r.message
+    assert r.solve_s < 10
+
+
+@needs_ortools
+def test_crashing_child_is_recorded():
+    r = B._solve_ortools(lp_model(), "glop", 10, None, 1, 0, extra_args=("--debug-crash",))
+    assert r.status == "error" and "child process failed" in r.message
+
+
+def test_time_limit_keeps_incumbent():
+    """A MIP too hard to prove in 0.5 s keeps an incumbent and a bound (status feasible)."""
+    import random
+
+    rnd = random.Random(3)
+    n = 60
+    w = [rnd.randint(20, 60) for _ in range(n)]
+    v = [x + rnd.randint(-3, 3) for x in w]
+    m = pe.ConcreteModel()
+    m.x = pe.Var(range(n), domain=pe.Binary)
+    m.rows = pe.ConstraintList()
+    for k in range(8):
+        ww = [rnd.randint(20, 60) for _ in range(n)]
+        m.rows.add(sum(ww[i] * m.x[i] for i in range(n)) <= sum(ww) // 2)
+    m.o = pe.Objective(expr=sum(v[i] * m.x[i] for i in range(n)), sense=pe.maximize)
+    r = B.solve(m, "highs", time_limit=0.5)
+    assert r.status in ("feasible", "optimal")
+    assert r.objective is not None and r.bound is not None and r.bound >= r.objective - 1e-6
+    val = sum(v[i] * round(m.x[i].value) for i in range(n))
+    assert val == pytest.approx(r.objective)
+
+
+def test_persistent_session_resolves_modified_model():
+    m = knapsack(*CASES[1])
+    s = B.Session("highs")
+    r1 = B.solve(m, session=s)
+    m.ineq_cap.set_value(sum(CASES[1][0][i] * m.x[i] for i in range(6)) <= 5)
+    r2 = B.solve(m, session=s)
+    assert r1.objective == pytest.approx(brute(*CASES[1]))
+    assert r2.objective == pytest.approx(brute(CASES[1][0], CASES[1][1], 5))
