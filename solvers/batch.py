@@ -36,7 +36,8 @@ from ..instances import CORPUS, load_instance
 from ..results import store as result_store
 from . import producers as registry
 
-GRACE_S = 30.0  # seconds a job may run past its time limit (model building, pricing) before it is killed
+# seconds a job may run past its time limit (model building, pricing) before it is killed
+GRACE_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "30"))
 SUITES_FILE = CORPUS / "suites.toml"
 
 

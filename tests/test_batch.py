@@ -1,0 +1,191 @@
+"""The batch runner and the results store: resumable, atomic, isolated, executor-independent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collsynth.results import render, store
+from collsynth.solvers import batch
+from collsynth.solvers.cli import main
+from collsynth.tens.schedule import from_sends
+
+PLUGINS = str(Path(__file__).parent / "plugins")
+PRODUCERS = "greedy,ring"
+
+INSTANCES = {
+    "ring6-ag": 'generator = "ring"\nnodes = 6\n', 
+    "torus3x3-ag": 'generator = "torus"\ndims = [3, 3]\n',
+    "mesh2x3-ag": 'generator = "mesh"\ndims = [2, 3]\n',
+    "ring5-ag": 'generator = "ring"\nnodes = 5\n',
+}
+DETERMINISTIC = ["instance", "producer", "solver", "driver", "seed", "status", "verified", "steps",
+                 "T_L_s", "T_B_s", "time_sync_s", "lower_bound_s"]
+
+
+def write_instances(folder: Path, names=None) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, topo in INSTANCES.items():
+        if names and name not in names:
+            continue
+        (folder / f"{name}.toml").write_text(
+            f'name = "{name}"\n[topology]\n{topo}[collective]\nkind = "allgather"\nmessage_bytes = 1048576\n'
+        )
+    return str(folder / "*.toml")
+
+
+def bench(*args) -> int:
+    return main(["bench", "--no-progress", *args])
+
+
+@pytest.fixture
+def plugin_env(monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_PRODUCERS", "faulty_producers")
+    monkeypatch.setenv("PYTHONPATH", PLUGINS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("COLLSYNTH_JOB_GRACE_S", "3")
+    monkeypatch.syspath_prepend(PLUGINS)
+    monkeypatch.setattr(batch, "GRACE_S", 3.0)
+
+
+def test_store_put_load_replace(tmp_path):
+    row = {"instance": "a", "producer": "p", "solver": "", "driver": "", "seed": 0, "params": "{}",
+           "status": "constructed", "verified": True, "steps": 2, "time_sync_s": 1.5}
+    sched = from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 0, 1)], "allgather", 2, 2)
+    store.put(tmp_path, row, sched)
+    store.put(tmp_path, {**row, "steps": 3}, sched)  # same key: replaced, not duplicated
+    store.put(tmp_path, {**row, "seed": 1, "verified": False, "status": "error"})
+    df = store.load(tmp_path)
+    assert len(df) == 2
+    first = df[df["seed"] == 0].iloc[0]
+    assert first["steps"] == 3 and first["verified"]
+    assert (tmp_path / first["schedule_path"]).exists()
+    assert pd.isna(df[df["seed"] == 1].iloc[0]["schedule_path"])
+    assert store.done_keys(tmp_path) == {("a", "p", "", "", 0, "{}"), ("a", "p", "", "", 1, "{}")}
+
+
+def test_store_refuses_unverified_schedule(tmp_path):
+    sched = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", 2, 2)
+    with pytest.raises(ValueError, match="only verified"):
+        store.put(tmp_path, {"instance": "a", "producer": "p", "verified": False}, sched)
+
+
+def test_bench_runs_every_job_once_and_resumes(tmp_path, capsys):
+    pattern = write_instances(tmp_path / "inst", ["ring6-ag", "torus3x3-ag"])
+    st = tmp_path / "store"
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(st), "--json") == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["planned"] == 4 and first["ran"] == 4
+    df = store.load(st)
+    assert len(df) == 4
+    ring_rows = df[df["producer"] == "ring"]
+    assert ring_rows["verified"].all()
+    for path in df["schedule_path"].dropna():
+        assert (st / path).exists()
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(st), "--json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["ran"] == 0 and again["skipped_done"] == 4
+    assert bench("--instances", pattern, "--producers", "ring", "--store", str(st), "--rerun", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["ran"] == 2
+    assert len(store.load(st)) == 4
+
+
+def test_hanging_and_crashing_jobs_are_recorded_and_the_batch_continues(tmp_path, plugin_env, capsys):
+    pattern = write_instances(tmp_path / "inst", ["ring5-ag"])
+    st = tmp_path / "store"
+    code = bench("--instances", pattern, "--producers", "test-hang,test-crash,ring", "--time-limit", "1",
+                 "--store", str(st), "--jobs", "2", "--json")
+    assert code == 0
+    df = store.load(st).set_index("producer")
+    assert df.loc["test-hang", "status"] == "error" and "killed" in df.loc["test-hang", "message"]
+    assert df.loc["test-crash", "status"] == "error" and "exited with code 139" in df.loc["test-crash", "message"]
+    assert df.loc["ring", "verified"]
+
+
+def test_kill_minus_9_loses_and_duplicates_nothing(tmp_path):
+    pattern = write_instances(tmp_path / "inst")
+    st = tmp_path / "store"
+    cmd = [sys.executable, "-m", "collsynth.solvers.cli", "bench", "--no-progress", "--instances", pattern,
+           "--producers", PRODUCERS, "--seeds", "0,1", "--jobs", "1", "--store", str(st)]
+    planned = len(INSTANCES) * 2 * 2
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while store.count(st) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = store.load(st)
+    assert 2 <= len(before) < planned, "the kill must land in the middle of the batch"
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    after = store.load(st)
+    assert len(after) == planned
+    assert not after.duplicated(["instance", "producer", "solver", "driver", "seed", "params"]).any()
+    kept = after.set_index("id").loc[before["id"]]
+    assert (kept["created_at"].to_numpy() == before["created_at"].to_numpy()).all(), "finished runs were redone"
+
+
+def test_dask_cluster_gives_the_same_rows_as_the_local_pool(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    pattern = write_instances(tmp_path / "inst", ["ring6-ag", "mesh2x3-ag"])
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(tmp_path / "local")) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(tmp_path / "dask"),
+                     "--executor", "dask", "--address", cluster.scheduler_address) == 0
+    capsys.readouterr()
+    local = store.load(tmp_path / "local")[DETERMINISTIC]
+    remote = store.load(tmp_path / "dask")[DETERMINISTIC]
+    pd.testing.assert_frame_equal(local, remote)
+    assert len(local) == 4
+
+
+def test_tables_are_byte_for_byte_reproducible(tmp_path, capsys):
+    pattern = write_instances(tmp_path / "inst", ["ring6-ag", "torus3x3-ag"])
+    st = tmp_path / "store"
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(st)) == 0
+    for out in ("a", "b"):
+        assert main(["tables", "--store", str(st), "--out", str(tmp_path / out), "--plots", str(tmp_path / f"p{out}")]) == 0
+    det = sorted(p.name for p in (tmp_path / "a").glob("det_*"))
+    assert det and all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in det)
+    opt = pd.read_csv(tmp_path / "a" / "det_optimality.csv")
+    assert set(opt["instance"]) == {"ring6-ag", "torus3x3-ag"}
+    assert (opt["best/bound"] >= 1 - 1e-9).all()
+    assert (tmp_path / "pa" / "ratio_to_bound.png").exists()
+
+
+def test_committed_tables_regenerate_from_the_committed_store(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent / "results"
+    snapshot = root / "quick-store"
+    if not (snapshot / "runs.sqlite").exists():
+        pytest.fail("results/quick-store (the committed quick-suite store) is missing")
+    assert main(["tables", "--store", str(snapshot), "--out", str(tmp_path / "t"), "--plots", str(tmp_path / "p")]) == 0
+    committed = sorted((root / "tables").glob("det_*"))
+    assert committed
+    for path in committed:
+        assert (tmp_path / "t" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_bad_batch_input_is_one_line_exit_2(tmp_path, capsys):
+    pattern = write_instances(tmp_path / "inst", ["ring5-ag"])
+    assert bench("--instances", pattern, "--producers", "no-such-producer", "--store", str(tmp_path / "s")) == 2
+    assert bench("--instances", str(tmp_path / "none*.toml"), "--producers", "ring") == 2
+    assert bench("--suite", "no-such-suite") == 2
+    assert main(["tables", "--store", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("error: ") for line in err)
+
+
+def test_who_wins_scales_stored_prices_by_message_size():
+    df = pd.DataFrame({
+        "instance": ["x", "x"], "producer": ["lat", "bw"], "solver": ["", ""], "driver": ["", ""],
+        "verified": [True, True], "T_L_s": [1.0, 10.0], "T_B_s": [10.0, 1.0], "message_bytes": [1024.0, 1024.0],
+    })
+    table = render.who_wins(df, sizes=(64, 1 << 20))
+    assert table.iloc[0]["M=64B"].startswith("lat") and table.iloc[0]["M=1MiB"].startswith("bw")
