@@ -1,0 +1,362 @@
+"""Topologies from files and back: networkx node-link JSON, GraphML, CSV edge lists.
+
+The format follows the suffix:
+
+``.json``
+    networkx node-link data (:func:`networkx.node_link_data`): ``{"directed": true,
+    "multigraph": true, "graph": {...}, "nodes": [{"id": 0}, ...], "edges": [{"source": 0,
+    "target": 1, "bandwidth": 1e11, "alpha": 5e-7}, ...]}`` (``"links"`` is accepted for
+    ``"edges"``). An undirected file (``"directed": false``) gives links both ways.
+``.graphml``
+    GraphML as written by :func:`networkx.write_graphml`; edge data keys ``bandwidth`` and
+    ``alpha``.
+``.csv``
+    a header line naming the columns (``src,dst`` required, ``bandwidth`` and ``alpha``
+    optional, any order), then one directed link per row. Empty ``bandwidth``/``alpha``
+    cells take the defaults. Lines starting with ``#`` are comments, except
+    ``# key = value`` lines for ``nodes`` (the id count), ``name``, ``switches``,
+    ``failed_nodes`` (comma-separated ids) and ``failed_links`` (``u-v`` pairs), which
+    :func:`write_topology` emits so that failures keep their ids.
+
+Nodes may carry ``switch`` (a switch node) and ``failed`` (a failed node: it keeps its id but
+has no links) attributes. Node ids that are the integers ``0..N-1`` (or their decimal strings)
+are kept; any other labels are numbered in file order and kept in ``meta["labels"]``.
+Links without ``bandwidth``/``alpha`` take the ``bandwidth``/``alpha`` arguments (else the
+generator defaults). Every error names the file, the line or field, and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from .. import InputError
+from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, coerce
+from .topology import Topology, with_link_costs
+
+FORMATS = {".json": "node-link", ".graphml": "graphml", ".csv": "csv"}
+CSV_COLUMNS = ("src", "dst", "bandwidth", "alpha")
+
+
+def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float | None = None) -> Topology:
+    """Read a topology file (format by suffix, see the module docstring).
+
+    ``bandwidth`` (bytes/s) and ``alpha`` (s) fill the links the file leaves without them.
+
+    >>> import tempfile, os
+    >>> from collsynth.instances import generators
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.csv")
+    >>> write_topology(generators.build("ring", {"nodes": 4}), p)
+    >>> read_topology(p).num_links
+    8
+    """
+    path = Path(path)
+    where = str(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(where, f"unknown topology file type {path.suffix!r}; expected .json (node-link), .graphml or .csv")
+    bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, "topology.bandwidth")
+    al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, "topology.alpha")
+    if not bw > 0:
+        raise InputError("topology.bandwidth", f"expected a positive number of bytes/s, got {bw}")
+    if not al >= 0:
+        raise InputError("topology.alpha", f"expected a non-negative latency in seconds, got {al}")
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(where, "no such topology file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(where, f"cannot read: {e}") from None
+    if fmt == "node-link":
+        parts = _parse_node_link(text, where)
+    elif fmt == "graphml":
+        parts = _parse_graphml(text, where)
+    else:
+        parts = _parse_csv(text, where)
+    topo = _assemble(parts, where)
+    topo = with_link_costs(topo, bw, al)
+    object.__setattr__(topo, "meta", {**topo.meta, "file": where, "format": fmt})
+    return topo
+
+
+def write_topology(topology: Topology, path: str | Path) -> None:
+    """Write ``topology`` to ``path`` (format by suffix); :func:`read_topology` gives it back.
+
+    All ``size`` node ids are written (failed ones marked ``failed``, switches ``switch``),
+    every live directed link with its ``bandwidth`` and ``alpha``.
+    """
+    path = Path(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(str(path), f"unknown topology file type {path.suffix!r}; expected .json, .graphml or .csv")
+    edges = sorted((u, v, float(d["bandwidth"]), float(d["alpha"])) for u, v, d in topology.graph.edges(data=True))
+    failed_links = sorted([list(p) for p in topology.failed_links])
+    meta = {k: v for k, v in topology.meta.items() if k not in ("file", "format")}
+    if fmt == "csv":
+        lines = [f"# name = {topology.name}", f"# nodes = {topology.size}"]
+        if topology.switches:
+            lines.append(f"# switches = {','.join(map(str, sorted(topology.switches)))}")
+        if topology.failed_nodes:
+            lines.append(f"# failed_nodes = {','.join(map(str, sorted(topology.failed_nodes)))}")
+        if failed_links:
+            lines.append(f"# failed_links = {','.join(f'{u}-{v}' for u, v in failed_links)}")
+        lines.append(",".join(CSV_COLUMNS))
+        lines += [f"{u},{v},{bw!r},{al!r}" for u, v, bw, al in edges]
+        path.write_text("\n".join(lines) + "\n")
+        return
+    g = nx.MultiDiGraph()
+    g.graph["name"] = topology.name
+    for n in range(topology.size):
+        g.add_node(n, switch=n in topology.switches, failed=n in topology.failed_nodes)
+    for u, v, bw, al in edges:
+        g.add_edge(u, v, bandwidth=bw, alpha=al)
+    if fmt == "node-link":
+        data = nx.node_link_data(g, edges="edges")
+        data["graph"] = {"name": topology.name, "failed_links": failed_links, "meta": meta}
+        path.write_text(json.dumps(data, indent=1, default=_jsonable))
+    else:
+        g.graph["failed_links"] = json.dumps(failed_links)
+        g.graph["meta"] = json.dumps(meta, default=_jsonable)
+        nx.write_graphml(g, str(path))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset, tuple)):
+        return sorted(obj) if isinstance(obj, (set, frozenset)) else list(obj)
+    return str(obj)
+
+
+# ---- parsers: each returns plain parts for _assemble ------------------------------------------
+
+def _parse_node_link(text: str, where: str) -> dict:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: line {e.lineno}", f"malformed JSON: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(where, "expected a node-link JSON object with 'nodes' and 'edges'")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise InputError(f"{where}: nodes", "expected a list of {\"id\": ...} objects")
+    edge_key = "edges" if "edges" in data else "links"
+    edges = data.get(edge_key)
+    if not isinstance(edges, list):
+        raise InputError(f"{where}: edges", "expected a list of {\"source\": u, \"target\": v} objects")
+    node_rows = []
+    for i, nd in enumerate(nodes):
+        if not isinstance(nd, dict) or "id" not in nd:
+            raise InputError(f"{where}: nodes[{i}]", "expected an object with an 'id'")
+        node_rows.append((nd["id"], nd, f"nodes[{i}]"))
+    edge_rows = []
+    for i, ed in enumerate(edges):
+        if not isinstance(ed, dict) or "source" not in ed or "target" not in ed:
+            raise InputError(f"{where}: {edge_key}[{i}]", "expected an object with 'source' and 'target'")
+        edge_rows.append((ed["source"], ed["target"], ed, f"{edge_key}[{i}]"))
+    graph = data.get("graph", {}) if isinstance(data.get("graph", {}), dict) else {}
+    return {
+        "nodes": node_rows,
+        "edges": edge_rows,
+        "directed": bool(data.get("directed", True)),
+        "name": str(graph.get("name", "")),
+        "failed_links": graph.get("failed_links", []),
+        "meta": graph.get("meta", {}) if isinstance(graph.get("meta", {}), dict) else {},
+    }
+
+
+def _parse_graphml(text: str, where: str) -> dict:
+    try:
+        g = nx.parse_graphml(text, force_multigraph=True)
+    except Exception as e:  # ElementTree ParseError, NetworkXError, KeyError, ...
+        raise InputError(where, f"malformed GraphML: {e}") from None
+    node_rows = [(n, d, f"node {n!r}") for n, d in g.nodes(data=True)]
+    edge_rows = [(u, v, d, f"edge {u}->{v}") for u, v, d in g.edges(data=True)]
+    failed_links: Any = g.graph.get("failed_links", "[]")
+    meta: Any = g.graph.get("meta", "{}")
+    try:
+        failed_links = json.loads(failed_links) if isinstance(failed_links, str) else failed_links
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: graph", f"failed_links/meta must be JSON: {e.msg}") from None
+    return {
+        "nodes": node_rows,
+        "edges": edge_rows,
+        "directed": g.is_directed(),
+        "name": str(g.graph.get("name", "")),
+        "failed_links": failed_links,
+        "meta": meta if isinstance(meta, dict) else {},
+    }
+
+
+def _parse_csv(text: str, where: str) -> dict:
+    header = None
+    settings: dict[str, tuple[int, str]] = {}
+    edge_rows = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            key, sep, value = stripped[1:].partition("=")
+            key = key.strip()
+            if sep and key in ("nodes", "name", "switches", "failed_nodes", "failed_links"):
+                settings[key] = (lineno, value.strip())
+            continue
+        cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
+        if header is None:
+            header = cells
+            unknown = [c for c in header if c not in CSV_COLUMNS]
+            if unknown or "src" not in header or "dst" not in header or len(set(header)) != len(header):
+                raise InputError(f"{where}: line {lineno}",
+                                 f"expected a header 'src,dst,bandwidth,alpha' (src and dst required), got {line.strip()!r}")
+            continue
+        if len(cells) > len(header):
+            raise InputError(f"{where}: line {lineno}", f"expected at most {len(header)} cells ({','.join(header)}), got {len(cells)}")
+        row = dict(zip(header, cells + [""] * (len(header) - len(cells))))
+        attrs = {k: row[k] for k in ("bandwidth", "alpha") if row.get(k, "") != ""}
+        edge_rows.append((row["src"], row["dst"], attrs, f"line {lineno}"))
+    if header is None:
+        raise InputError(where, "expected a header line 'src,dst,bandwidth,alpha' and one link per row")
+
+    def ids(key: str) -> list[int]:
+        if key not in settings:
+            return []
+        lineno, value = settings[key]
+        try:
+            return [int(x) for x in value.replace(" ", "").split(",") if x]
+        except ValueError:
+            raise InputError(f"{where}: line {lineno}", f"{key}: expected comma-separated node ids, got {value!r}") from None
+
+    failed_links = []
+    if "failed_links" in settings:
+        lineno, value = settings["failed_links"]
+        for pair in value.replace(" ", "").split(","):
+            if not pair:
+                continue
+            u, sep, v = pair.partition("-")
+            if not sep or not u.isdigit() or not v.isdigit():
+                raise InputError(f"{where}: line {lineno}", f"failed_links: expected u-v pairs, got {pair!r}")
+            failed_links.append([int(u), int(v)])
+    nodes_count = None
+    if "nodes" in settings:
+        lineno, value = settings["nodes"]
+        if not value.isdigit():
+            raise InputError(f"{where}: line {lineno}", f"nodes: expected a node count, got {value!r}")
+        nodes_count = int(value)
+    switches, failed = set(ids("switches")), set(ids("failed_nodes"))
+    node_ids: set[int] = set(switches | failed)
+    for src, dst, _, field in edge_rows:
+        for col, val in (("src", src), ("dst", dst)):
+            if not val.isdigit():
+                raise InputError(f"{where}: {field}", f"{col}: expected a node id (integer >= 0), got {val!r}")
+            node_ids.add(int(val))
+    size = max(node_ids, default=-1) + 1
+    if nodes_count is not None:
+        if nodes_count < size:
+            raise InputError(f"{where}: line {settings['nodes'][0]}", f"nodes: {nodes_count} is less than the largest id + 1 ({size})")
+        size = nodes_count
+    node_rows = [(n, {"switch": n in switches, "failed": n in failed}, f"node {n}") for n in range(size)]
+    edge_rows = [(int(s), int(d), a, f) for s, d, a, f in edge_rows]
+    return {
+        "nodes": node_rows,
+        "edges": edge_rows,
+        "directed": True,
+        "name": settings.get("name", (0, ""))[1],
+        "failed_links": failed_links,
+        "meta": {},
+    }
+
+
+def _assemble(parts: dict, where: str) -> Topology:
+    """Number the nodes, check every link's costs, remove failed nodes (ids kept)."""
+    labels = [label for label, _, _ in parts["nodes"]]
+    seen: set = set()
+    for label, _, field in parts["nodes"]:
+        if isinstance(label, (dict, list)) or label in seen:
+            raise InputError(f"{where}: {field}", f"expected a unique node id, got {label!r}")
+        seen.add(label)
+    as_int = [_int_label(x) for x in labels]
+    if labels and all(x is not None for x in as_int) and sorted(as_int) == list(range(len(labels))):
+        index = {lab: i for lab, i in zip(labels, as_int)}
+        relabelled = None
+    else:
+        index = {lab: i for i, lab in enumerate(labels)}
+        relabelled = [str(x) for x in labels]
+    size = len(labels)
+    g = nx.MultiDiGraph()
+    g.add_nodes_from(range(size))
+    switches, failed = set(), set()
+    for label, data, field in parts["nodes"]:
+        if _flag(data.get("switch", False), f"{where}: {field}", "switch"):
+            switches.add(index[label])
+        if _flag(data.get("failed", False), f"{where}: {field}", "failed"):
+            failed.add(index[label])
+    for src, dst, data, field in parts["edges"]:
+        for col, lab in (("source", src), ("target", dst)):
+            if lab not in index:
+                raise InputError(f"{where}: {field}", f"{col} {lab!r} is not a listed node")
+        u, v = index[src], index[dst]
+        if u == v:
+            raise InputError(f"{where}: {field}", f"self-loop {src}->{dst}; expected a link between two nodes")
+        if u in failed or v in failed:
+            raise InputError(f"{where}: {field}", f"link {src}->{dst} touches a failed node")
+        attrs = {}
+        if data.get("bandwidth") not in (None, ""):
+            attrs["bandwidth"] = _number(data["bandwidth"], f"{where}: {field}", "bandwidth", positive=True)
+        if data.get("alpha") not in (None, ""):
+            attrs["alpha"] = _number(data["alpha"], f"{where}: {field}", "alpha", positive=False)
+        g.add_edge(u, v, bandwidth=attrs.get("bandwidth"), alpha=attrs.get("alpha"))
+        if not parts["directed"]:
+            g.add_edge(v, u, bandwidth=attrs.get("bandwidth"), alpha=attrs.get("alpha"))
+    fl = parts["failed_links"]
+    if not isinstance(fl, list) or not all(isinstance(p, list) and len(p) == 2 for p in fl):
+        raise InputError(f"{where}: failed_links", "expected a list of [u, v] pairs")
+    failed_links = frozenset((int(u), int(v)) for u, v in fl)
+    g.remove_nodes_from(failed)
+    meta = dict(parts["meta"])
+    if relabelled is not None:
+        meta["labels"] = relabelled
+    return Topology(
+        graph=g, size=size, name=parts["name"] or Path(where).stem, switches=frozenset(switches),
+        failed_nodes=frozenset(failed), failed_links=failed_links, meta=meta,
+    )
+
+
+def _int_label(x: Any) -> int | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x if x >= 0 else None
+    if isinstance(x, str) and x.isdigit():
+        return int(x)
+    return None
+
+
+def _flag(value: Any, where: str, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise InputError(where, f"{key}: expected true or false, got {value!r}")
+
+
+def _number(value: Any, where: str, key: str, positive: bool) -> float:
+    try:
+        x = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        x = math.nan
+    if positive and not x > 0:
+        raise InputError(where, f"{key}: expected a positive number of bytes/s, got {value!r}")
+    if not positive and not x >= 0:
+        raise InputError(where, f"{key}: expected a non-negative latency in seconds, got {value!r}")
+    if math.isinf(x):
+        raise InputError(where, f"{key}: expected a finite number, got {value!r}")
+    return x
