@@ -1,0 +1,154 @@
+"""``collsynth topologies``, ``collsynth topology`` and ``collsynth instance`` (design "Contracts").
+
+- ``collsynth topologies [--json]``: every generator, its one-line summary, parameters
+  (type, default, required) and full docstring.
+- ``collsynth topology GENERATOR k=v ... [--bandwidth B] [--alpha A] [--failed-nodes 7,9]
+  [--failed-links 0-1,2-3] [--json]``: build a topology (GENERATOR may also be a .json,
+  .graphml or .csv file) and print ``nodes, switches, links, in_degree, out_degree, degree,
+  regular, diameter, moore_bound`` (links count parallel links; ``degree`` is the common degree
+  of a regular topology, else null) plus ``generator, params, cayley, dims``.
+- ``collsynth instance FILE.toml [--json]``: validate an instance file and print
+  :meth:`Instance.summary` with ``valid: true``.
+
+Bad input raises :class:`~collsynth.InputError` (one ``error:`` line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ... import InputError
+from ...instances import generators
+from ...instances.files import FORMATS, read_topology
+from ...instances.instance import check_topology, load_instance
+from ...instances.topology import Topology
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the topologies, topology and instance commands."""
+    p = sub.add_parser("topologies", help="list the topology generators and their parameters")
+    p.set_defaults(func=topologies)
+
+    t = sub.add_parser("topology", help="build a topology and print its size, degree, diameter, Moore bound")
+    t.add_argument("generator", help="generator name (see `collsynth topologies`) or a .json/.graphml/.csv file")
+    t.add_argument("params", nargs="*", metavar="K=V", help="generator parameters; lists as 5,7")
+    t.add_argument("--bandwidth", default=None, help="bytes/s of every link the generator leaves unset")
+    t.add_argument("--alpha", default=None, help="latency (s) of every link the generator leaves unset")
+    t.add_argument("--failed-nodes", default="", help="comma-separated node ids to fail (ids are kept)")
+    t.add_argument("--failed-links", default="", help="comma-separated directed links u-v to fail")
+    t.set_defaults(func=topology)
+
+    i = sub.add_parser("instance", help="validate an instance TOML file and summarise it")
+    i.add_argument("file", help="instance file (instances/corpus/*.toml)")
+    i.set_defaults(func=instance)
+
+
+def topologies(args: argparse.Namespace) -> dict:
+    """Every generator with its summary, parameters and docstring."""
+    rows = generators.describe()
+    import inspect
+
+    for row in rows:
+        row["doc"] = inspect.getdoc(generators.GENERATORS[row["name"]]) or ""
+    lines = []
+    for row in rows:
+        params = ", ".join(
+            f"{k}: {v['type']}" + ("" if v["required"] else f" = {v['default']!r}") for k, v in row["parameters"].items()
+        )
+        lines.append(f"{row['name']}({params})\n    {row['summary']}")
+    return {"generators": rows, "text": "\n".join(lines)}
+
+
+def parse_pairs(pairs: list[str], where: str = "topology") -> dict[str, str]:
+    """``k=v`` command-line strings to a dict of strings (the generator coerces them)."""
+    out: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(where, f"expected a parameter as k=v, got {item!r}")
+        if key in out:
+            raise InputError(f"{where}.{key}", "given twice")
+        out[key] = value
+    return out
+
+
+def _ids(text: str, where: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise InputError(where, f"expected comma-separated node ids, got {text!r}") from None
+
+
+def _links(text: str, where: str) -> list[tuple[int, int]]:
+    out = []
+    for pair in text.replace(" ", "").split(","):
+        if not pair:
+            continue
+        u, sep, v = pair.partition("-")
+        if not sep or not u.isdigit() or not v.isdigit():
+            raise InputError(where, f"expected directed links as u-v, got {pair!r}")
+        out.append((int(u), int(v)))
+    return out
+
+
+def topology_fields(topo: Topology) -> dict:
+    """The ``collsynth topology --json`` object of a built topology."""
+    out = topo.summary()
+    lo, hi = topo.out_degree_range
+    out["degree"] = lo if topo.regular else None
+    out["generator"] = topo.meta.get("generator", topo.meta.get("format"))
+    out["params"] = topo.meta.get("params", {})
+    out["cayley"] = topo.meta.get("cayley")
+    out["dims"] = topo.meta.get("dims")
+    for key in ("self_loops_dropped", "optical", "file", "intersection_array"):
+        if key in topo.meta:
+            out[key] = topo.meta[key]
+    return out
+
+
+def topology(args: argparse.Namespace) -> dict:
+    """Build the topology of the command line and summarise it."""
+    params = parse_pairs(args.params)
+    if Path(args.generator).suffix.lower() in FORMATS:
+        if params:
+            raise InputError(f"topology.{next(iter(params))}", "a topology file takes no k=v parameters")
+        topo = read_topology(args.generator, bandwidth=args.bandwidth, alpha=args.alpha)
+    else:
+        topo = generators.build(args.generator, params, bandwidth=args.bandwidth, alpha=args.alpha)
+    failed_nodes = _ids(args.failed_nodes, "--failed-nodes")
+    failed_links = _links(args.failed_links, "--failed-links")
+    if failed_nodes or failed_links:
+        try:
+            topo = topo.with_failures(failed_nodes, failed_links)
+        except InputError as e:
+            raise InputError(f"--{e.where.replace('_', '-')}", e.what) from None
+    check_topology(topo, "topology")
+    out = topology_fields(topo)
+    deg = out["degree"] if out["degree"] is not None else f"{topo.out_degree_range[0]}..{topo.out_degree_range[1]}"
+    out["text"] = (
+        f"{topo.name}: {out['nodes']} nodes"
+        + (f" + {out['switches']} switches" if out["switches"] else "")
+        + f", {out['links']} links, degree {deg}, regular {out['regular']}, diameter {out['diameter']},"
+        f" Moore bound {out['moore_bound']}"
+    )
+    return out
+
+
+def instance(args: argparse.Namespace) -> dict:
+    """Validate an instance file and summarise it."""
+    inst = load_instance(args.file)
+    out = {"valid": True, **inst.summary()}
+    topo = out["topology"]
+    colls = "; ".join(
+        f"{c['kind']}" + (f" root {c['root']}" if c["root"] is not None else "")
+        + f" over {c['nodes']} nodes, {c['chunks']} chunks of {c['chunk_bytes']:g} B"
+        for c in out["collectives"]
+    )
+    out["text"] = (
+        f"{inst.name} ({inst.source}): valid\n"
+        f"  topology {topo['name']}: {topo['nodes']} nodes, {topo['links']} links, diameter {topo['diameter']}\n"
+        f"  {colls}\n"
+        f"  expect {inst.expect or '{}'}"
+    )
+    return out
