@@ -477,7 +477,7 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
     ceil(log p)(alpha + M beta); binary tree 2 log p (alpha + M beta) (exactly 2(h-1) steps
     for p = 2^h - 1); recursive doubling / halving and Bruck log p alpha + (p-1)/p M beta;
     Rabenseifner 2 log p alpha + 2 (p-1)/p M beta (p' = 2^floor(log p) and two extra full
-    exchanges otherwise); scatter / gather ceil(log p) alpha + (p-1)/p M beta; broadcast =
+    exchanges otherwise); binomial scatter / gather ceil(log p) alpha + (p-1)/p M beta; broadcast =
     scatter + ring allgather (van de Geijn) (log p + p - 1) alpha + 2 (p-1)/p M beta; double
     binary tree 2 ceil(log p) (alpha + M/2 beta); bucket on an n^D torus D(n-1) alpha +
     (N-1)/(2 D N) M beta per phase; Hamiltonian rings on an n x n torus
@@ -490,15 +490,15 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
             steps, ch = p - 1, F(p - 1) * c
         else:
             steps, ch = p - 1, F(p - 1) * c
-    elif name == "bidirectional-ring":
-        steps, ch = p - 1, F(p - 1, 2) * c
+    elif name == "bidirectional-ring":  # p = 2: both directions are the one link 0 -> 1
+        steps, ch = p - 1, (F(p - 1, 2) if p > 2 else F(1)) * c
     elif name == "bfb-ring":
-        steps, ch = p // 2, F(p - 1, 2) * c
+        steps, ch = p // 2, (F(p - 1, 2) if p > 2 else F(1)) * c
     elif name == "direct":
         steps, ch = 1, F(c)
     elif name == "binomial-tree":
         steps = _log2c(p)
-        ch = F(steps * c)
+        ch = F(steps * c) if kind in ("broadcast", "reduce") else F(p - 1) * c
     elif name == "binary-tree":
         arrive = [0] * p
         for i in range(1, p):
@@ -533,8 +533,7 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
         steps = sum(n - 1 for n in dims)
         ch = F(p - 1, 2 * D) * c
     elif name == "hamiltonian-rings":
-        steps, ch = 2 * (p - 1), F(2 * (p - 1), 4) * c
-        ar = False
+        steps, ch = p - 1, F(p - 1, 4) * c
     else:
         raise ValueError(f"no closed form for {name!r}")
     if ar:
