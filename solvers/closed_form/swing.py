@@ -1,0 +1,726 @@
+"""Swing and recursive-doubling allreduce on tori (seed 002, Swing NSDI'24), as schedules.
+
+Everything here follows seeds/README.md "002" and the paper's sections 3-4:
+
+- ``rho(s) = sum_{i<=s} (-2)^i`` (1, -1, 3, -5, 11, ...), ``delta(s) = |rho(s)|``; rank ``r``
+  talks at step ``s`` to ``pi(r, s) = r + rho(s)`` if ``r`` is even, ``r - rho(s)`` if odd
+  (Eq. 2). Recursive doubling talks to ``r XOR 2^s`` instead (section 2.3.2).
+- **Bandwidth-optimal** (section 3.1.1): a reduce-scatter in which a rank sends its peer the
+  peer's block plus every block the peer reaches in the later steps (Listing 1's
+  ``get_rs_idx``), then the allgather, its mirror image (time reversal). **Latency-optimal**
+  (section 3.1.2): the whole vector every step.
+- **Any p** (section 3.2, appendix A.2): an even p that is not a power of two takes
+  ``ceil(log2 p)`` steps and a block that would be sent twice is sent only in the later step;
+  an odd p runs on p-1 ranks and the last rank exchanges its blocks directly, with
+  ``ceil(rem/2)`` ranks per step (p = 7: ranks 0-2 at step 0, 3-4 at step 1, 5 at step 2).
+  The latency-optimal variant folds the ranks beyond the largest power of two p' into the
+  step-0 pair of rank ``e - p'`` (they send their vector to both members of that pair in step
+  0, which counts it once because the pair holds one sum afterwards) and gets the result back
+  in one extra step (section 2.3.2's non-power-of-two scheme with the first exchange merged
+  into step 0: ``log2 p' + 1`` steps).
+- **D-dimensional tori of any shape** (section 4): step ``s`` works on one dimension, the
+  dimensions taken in rotation; a dimension whose steps are done is skipped (section 4.2,
+  Fig. 5). A multi-dimensional schedule is the product of the 1D patterns: a message in
+  dimension ``i`` carries the 1D block set in coordinate ``i`` times the blocks the sender
+  still holds in every other coordinate, which is why each 1D pattern may be of any size.
+- **Multiport** (section 4.1): the data is split ``2D`` ways; D *plain* collectives start on
+  dimensions 0..D-1 and D *mirrored* ones do the same with every sign flipped (every
+  coordinate reflected), so the 2D collectives use 2D different ports in each step.
+
+Schedules use ``routing="shortest-path"``: a logical peer that is not a neighbour is reached
+over the network, and the shared cost model (:func:`collsynth.tens.cost.price`) charges every
+link of the route, which is where the congestion deficiency comes from.
+
+Every builder returns a :class:`~collsynth.tens.schedule.Schedule`; :func:`closed_form` gives
+the paper's alpha-beta cost beside it. :func:`messages` gives the same schedule at message
+level (one row per logical message, sizes as exact fractions of the vector) for pricing large
+tori without expanding every block.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from ...instances import Instance
+from ...instances.topology import Topology
+from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, concat, from_arrays, reverse
+from ..producers import Options, Outcome, Producer, Unsupported
+
+ALGORITHMS = ("swing", "recursive_doubling")
+KINDS = ("allreduce", "reduce_scatter", "allgather")
+
+
+# ---- peers (Eq. 2) ----------------------------------------------------------------------------
+
+def rho(s: int) -> int:
+    """``rho(s) = sum_{i=0..s} (-2)^i = (1 - (-2)^(s+1)) / 3``: 1, -1, 3, -5, 11, ... (Eq. 2).
+
+    >>> [rho(s) for s in range(5)]
+    [1, -1, 3, -5, 11]
+    """
+    return (1 - (-2) ** (s + 1)) // 3
+
+
+def delta(s: int) -> int:
+    """``delta(s) = |rho(s)|``: the distance between Swing peers at step ``s`` (section 3.1.1)."""
+    return abs(rho(s))
+
+
+def pi(r: int, s: int, p: int) -> int:
+    """Swing peer of rank ``r`` at step ``s`` among ``p`` ranks (Eq. 2).
+
+    >>> [pi(0, s, 16) for s in range(4)], [pi(1, s, 16) for s in range(4)]
+    ([1, 15, 3, 11], [0, 2, 14, 6])
+    """
+    return (r + rho(s)) % p if r % 2 == 0 else (r - rho(s)) % p
+
+
+def _peers(m: int, k: int, algorithm: str) -> np.ndarray:
+    a = np.arange(m)
+    if algorithm == "swing":
+        return np.where(a % 2 == 0, a + rho(k), a - rho(k)) % m
+    return a ^ (1 << k)
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def _log2ceil(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+# ---- 1D patterns ------------------------------------------------------------------------------
+
+@dataclass
+class Pattern1D:
+    """The communication of one dimension of size ``d``, in-dimension step by step.
+
+    ``steps[k]`` is ``(src, dst, sets)``: message ``j`` goes ``src[j] -> dst[j]`` and carries the
+    blocks (coordinates in this dimension) where ``sets[j]`` is true (reduce-scatter), or the
+    whole vector with op ``ops[k][j]`` (latency-optimal allreduce, ``sets`` is None).
+    ``held[k][a]`` is the blocks coordinate ``a`` still holds at the start of step ``k``.
+    """
+
+    d: int
+    steps: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    held: list = field(default_factory=list)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+
+def _rs_core(m: int, algorithm: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Reduce-scatter on ``m`` ranks (m even, or a power of two for recursive doubling).
+
+    Step ``k``: rank ``a`` sends its peer ``q`` the blocks ``q`` reaches in steps ``k+1..L-1``
+    (itself included; Listing 1); a block that would go out twice goes out only in the later
+    step (appendix A.2), and a rank never sends its own block.
+    """
+    L = _log2ceil(m)
+    peers = [_peers(m, k, algorithm) for k in range(L)]
+    reach = np.eye(m, dtype=bool)
+    wants = [None] * L
+    for k in reversed(range(L)):
+        wants[k] = reach[peers[k]]
+        reach = reach | reach[peers[k]]
+    seen = np.eye(m, dtype=bool)
+    out = [None] * L
+    for k in reversed(range(L)):
+        sets = wants[k] & ~seen
+        seen |= wants[k]
+        out[k] = (np.arange(m), peers[k], sets)
+    return out
+
+
+def _odd_groups(n: int, L: int) -> list[list[int]]:
+    """Ranks 0..n-1 spread over ``L`` steps, ``ceil(rem/2)`` per step, the rest in the last."""
+    groups, start = [], 0
+    for k in range(L):
+        rem = n - start
+        take = rem if k == L - 1 else (rem + 1) // 2
+        groups.append(list(range(start, start + take)))
+        start += take
+    return groups
+
+
+def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False) -> Pattern1D:
+    """The 1D reduce-scatter pattern of a dimension of size ``d`` (section 3; README 002).
+
+    Swing: any ``d`` (odd ``d``: the core runs on ``d-1`` ranks, rank ``d-1`` exchanges blocks
+    directly). Recursive doubling: ``d`` a power of two. ``mirrored`` flips every sign
+    (coordinates reflected, ``a -> -a`` on the core ring; section 4.1).
+    """
+    pat = Pattern1D(d)
+    if d == 1:
+        pat.held = [np.ones((1, 1), bool)]
+        return pat
+    if algorithm == "recursive_doubling" and not _is_pow2(d):
+        raise Unsupported(f"recursive doubling needs power-of-two dimension sizes, got {d}")
+    odd = algorithm == "swing" and d % 2 == 1
+    m = d - 1 if odd else d
+    core = _rs_core(m, algorithm)
+    L = len(core)
+    for k, (src, dst, sets) in enumerate(core):
+        full = np.zeros((len(src), d), bool)
+        full[:, :m] = sets
+        s_list, d_list, set_list = [src], [dst], [full]
+        if odd:
+            E = d - 1
+            group = _odd_groups(m, L)[k]
+            g = np.asarray(group, dtype=np.int64)
+            to_t = np.zeros((len(g), d), bool)
+            to_t[np.arange(len(g)), g] = True
+            to_e = np.zeros((len(g), d), bool)
+            to_e[:, E] = True
+            s_list += [np.full(len(g), E), g]
+            d_list += [g, np.full(len(g), E)]
+            set_list += [to_t, to_e]
+        pat.steps.append((np.concatenate(s_list), np.concatenate(d_list), np.concatenate(set_list)))
+    if mirrored:
+        pat = _relabel(pat, _reflection(d, m))
+    held = np.ones((d, d), bool)
+    pat.held = [held.copy()]
+    for src, dst, sets in pat.steps:
+        assert not (sets & ~held[src]).any(), "a rank would send a block it no longer holds"
+        for j in range(len(src)):
+            held[src[j]] &= ~sets[j]
+        pat.held.append(held.copy())
+    return pat
+
+
+def lat_pattern(d: int, algorithm: str = "swing", mirrored: bool = False) -> Pattern1D:
+    """The 1D latency-optimal allreduce pattern of a dimension of size ``d`` (section 3.1.2).
+
+    ``p'`` = the largest power of two <= d runs the exchange; a rank ``e >= p'`` sends its vector
+    to both members of the step-0 pair of ``e - p'`` in step 0 and gets the result from
+    ``e - p'`` (a copy) in one extra step.
+    """
+    pat = Pattern1D(d)
+    if d == 1:
+        return pat
+    m = 1 << (d.bit_length() - 1)
+    L = m.bit_length() - 1
+    for k in range(L):
+        src = np.arange(m)
+        dst = _peers(m, k, algorithm)
+        ops = np.full(m, OP_REDUCE, np.int8)
+        if k == 0 and d > m:
+            e = np.arange(m, d)
+            t = e - m
+            src = np.concatenate([src, e, e])
+            dst = np.concatenate([dst, t, _peers(m, 0, algorithm)[t]])
+            ops = np.concatenate([ops, np.full(2 * len(e), OP_REDUCE, np.int8)])
+        pat.steps.append((src, dst, None))
+        pat.ops.append(ops)
+    if d > m:
+        e = np.arange(m, d)
+        pat.steps.append((e - m, e, None))
+        pat.ops.append(np.full(len(e), OP_COPY, np.int8))
+    if mirrored:
+        pat = _relabel(pat, _reflection(d, m))
+    return pat
+
+
+def _reflection(d: int, m: int) -> np.ndarray:
+    """``a -> -a mod m`` on the core ranks ``0..m-1``; ranks ``>= m`` stay."""
+    phi = np.arange(d)
+    phi[:m] = (-np.arange(m)) % m
+    return phi
+
+
+def _relabel(pat: Pattern1D, phi: np.ndarray) -> Pattern1D:
+    out = Pattern1D(pat.d, ops=list(pat.ops))
+    for src, dst, sets in pat.steps:
+        if sets is not None:
+            new = np.zeros_like(sets)
+            new[:, phi] = sets
+            sets = new
+        out.steps.append((phi[src], phi[dst], sets))
+    return out
+
+
+# ---- rank space ---------------------------------------------------------------------------------
+
+SUPPORTED_GENERATORS = ("torus", "ring", "hypercube", "complete", "hyperx", "hamming", "hammingmesh")
+
+
+def rank_space(topology: Topology, instance_nodes=None) -> tuple[list[int], str]:
+    """The coordinate shape of the ranks and the network family (``torus`` or ``direct``).
+
+    Tori, rings and hypercubes (``2 x ... x 2`` tori) use their dimensions; HyperX, Hamming
+    graphs and HammingMesh their global grid; a complete graph is one dimension of all nodes.
+    Anything else (meshes, switches, failed nodes) is :class:`Unsupported`.
+    """
+    meta = dict(topology.meta)
+    gen = meta.get("generator") or ""
+    if not gen:
+        name = topology.name
+        for g in SUPPORTED_GENERATORS:
+            if name.startswith(g):
+                gen = g
+                break
+    if gen not in SUPPORTED_GENERATORS:
+        raise Unsupported(
+            f"Swing / recursive doubling run on tori, rings, hypercubes, HyperX/Hamming, HammingMesh "
+            f"or complete graphs; got {topology.name or gen or 'an unnamed topology'}"
+        )
+    if topology.failed_nodes or topology.failed_links:
+        raise Unsupported("Swing / recursive doubling need every node and link of the network alive")
+    if topology.switches and gen != "hammingmesh":
+        raise Unsupported("topologies with switches are not supported")
+    p = len(topology.npus)
+    if instance_nodes is not None and tuple(instance_nodes) != tuple(range(p)):
+        raise Unsupported("the collective must run over every node of the network")
+    params = meta.get("params", {})
+    if gen in ("torus",):
+        if params.get("bidirectional") is False:
+            raise Unsupported("Swing needs bidirectional torus links")
+        return list(meta["dims"]), "torus"
+    if gen == "ring":
+        if params.get("bidirectional") is False:
+            raise Unsupported("Swing needs a bidirectional ring")
+        return [p], "torus"
+    if gen == "hypercube":
+        return [2] * (p.bit_length() - 1), "torus"
+    if gen == "complete":
+        return [p], "direct"
+    dims = list(meta.get("dims") or meta.get("cayley") or [])
+    if not dims or math.prod(dims) != p:
+        raise Unsupported(f"cannot find the rank grid of {topology.name}")
+    return dims, ("direct" if gen in ("hyperx", "hamming") else "torus")
+
+
+def _coords(dims: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    p = math.prod(dims)
+    strides = np.array([math.prod(dims[i + 1:]) for i in range(len(dims))], dtype=np.int64)
+    ids = np.arange(p, dtype=np.int64)
+    coords = (ids[:, None] // strides[None, :]) % np.asarray(dims, dtype=np.int64)[None, :]
+    return coords, strides
+
+
+def step_order(dims: list[int], lengths: list[int], start: int = 0) -> list[tuple[int, int]]:
+    """``(dimension, in-dimension step)`` of every step of a collective starting on dimension
+    ``start`` of the active dimensions (size > 1), in rotation; an exhausted dimension is
+    skipped (section 4.1: omega(s) = s mod D, sigma(s) = floor(s / D); section 4.2).
+
+    >>> step_order([2, 4], [1, 2])
+    [(0, 0), (1, 0), (1, 1)]
+    """
+    active = [i for i, d in enumerate(dims) if d > 1]
+    if not active:
+        return []
+    j = start % len(active)
+    order = active[j:] + active[:j]
+    out = []
+    for k in range(max(lengths[i] for i in active)):
+        for i in order:
+            if k < lengths[i]:
+                out.append((i, k))
+    return out
+
+
+@dataclass
+class Plan:
+    """All collectives of one algorithm on one rank grid (the multiport split included)."""
+
+    dims: list[int]
+    algorithm: str
+    variant: str  # "bw" or "lat"
+    collectives: list[tuple[list[Pattern1D], list[tuple[int, int]]]]
+
+    @property
+    def num_collectives(self) -> int:
+        return len(self.collectives)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.collectives[0][1]) if self.collectives else 0
+
+
+def plan(dims: list[int], algorithm: str = "swing", variant: str = "bw", multiport: bool = True,
+         mirrored: bool | None = None) -> Plan:
+    """The collectives of a run: ``2D`` (D plain + D mirrored, D = dimensions of size > 1) when
+    ``multiport``, else one plain collective (section 4.1). ``mirrored=False`` with multiport
+    gives D plain collectives only (each on 1/D of the data)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}")
+    maker = rs_pattern if variant == "bw" else lat_pattern
+    plain = [maker(d, algorithm, False) for d in dims]
+    lengths = [pt.num_steps for pt in plain]
+    active = [i for i, d in enumerate(dims) if d > 1]
+    D = max(1, len(active))
+    if mirrored is None:
+        mirrored = multiport
+    starts = list(range(D)) if multiport else [0]
+    colls = [(plain, step_order(dims, lengths, c)) for c in starts]
+    if mirrored:
+        mirror = [maker(d, algorithm, True) for d in dims]
+        colls += [(mirror, step_order(dims, lengths, c)) for c in starts]
+    return Plan(list(dims), algorithm, variant, colls)
+
+
+# ---- message level ------------------------------------------------------------------------------
+
+@dataclass
+class Messages:
+    """One row per logical message: ``step`` (from 1), ``src``, ``dst``, ``blocks`` (number of
+    blocks of ``1/p`` of the vector; ``p`` for whole-vector messages), ``coll`` (which of the
+    ``ncoll`` collectives; each carries ``1/ncoll`` of the data) and ``op``."""
+
+    step: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    blocks: np.ndarray
+    coll: np.ndarray
+    op: np.ndarray
+    p: int
+    ncoll: int
+
+    def fraction(self) -> list[Fraction]:
+        """Exact size of every message as a fraction of the vector."""
+        return [Fraction(int(b), self.p * self.ncoll) for b in self.blocks]
+
+
+def _walk(pl: Plan):
+    """Yield ``(coll, step, dim, k, progress, patterns)`` for every step of every collective."""
+    for c, (pats, order) in enumerate(pl.collectives):
+        progress = [0] * len(pl.dims)
+        for s, (i, k) in enumerate(order):
+            yield c, s + 1, i, k, list(progress), pats
+            progress[i] += 1
+
+
+def messages(pl: Plan, half: str = "rs") -> Messages:
+    """Every logical message of the plan's reduce-scatter (``half="rs"``) or latency-optimal
+    allreduce, vectorised over nodes (no block lists: sizes only)."""
+    dims = pl.dims
+    p = math.prod(dims)
+    coords, strides = _coords(dims)
+    cols = {k: [] for k in ("step", "src", "dst", "blocks", "coll", "op")}
+    held_counts = None
+    for c, step, i, k, progress, pats in _walk(pl):
+        src_a, dst_a, sets = pats[i].steps[k]
+        if pl.variant == "bw":
+            other = np.ones(p, dtype=np.int64)
+            for j, pt in enumerate(pats):
+                if j != i and dims[j] > 1:
+                    cnt = pt.held[progress[j]].sum(axis=1)
+                    other *= cnt[coords[:, j]]
+            sizes = sets.sum(axis=1)
+        for j in range(len(src_a)):
+            r = np.flatnonzero(coords[:, i] == src_a[j])
+            cols["src"].append(r)
+            cols["dst"].append(r + (int(dst_a[j]) - int(src_a[j])) * strides[i])
+            cols["step"].append(np.full(len(r), step))
+            cols["coll"].append(np.full(len(r), c))
+            if pl.variant == "bw":
+                cols["blocks"].append(sizes[j] * other[r])
+                cols["op"].append(np.full(len(r), OP_DEFAULT, np.int8))
+            else:
+                cols["blocks"].append(np.full(len(r), p))
+                cols["op"].append(np.full(len(r), pats[i].ops[k][j], np.int8))
+    del held_counts
+    cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
+    return Messages(cat["step"].astype(np.int64), cat["src"].astype(np.int64), cat["dst"].astype(np.int64),
+                    cat["blocks"].astype(np.int64), cat["coll"].astype(np.int64), cat["op"].astype(np.int8),
+                    p, pl.num_collectives)
+
+
+# ---- full schedules ------------------------------------------------------------------------------
+
+def _block_ids(dims, strides, sets_per_dim) -> np.ndarray:
+    """Row-major ids of the product of per-dimension coordinate sets."""
+    ids = np.zeros(1, dtype=np.int64)
+    for j, coord_list in enumerate(sets_per_dim):
+        ids = (ids[:, None] + np.asarray(coord_list, dtype=np.int64)[None, :] * strides[j]).ravel()
+    return ids
+
+
+def _expand(pl: Plan, chunks_per_node: int, kind: str) -> Schedule:
+    """The plan as a chunk-level schedule of ``kind`` (``reduce_scatter`` or ``allreduce`` for
+    latency-optimal); collective ``c`` moves piece ``[c/ncoll, (c+1)/ncoll)`` of every chunk."""
+    dims = pl.dims
+    p = math.prod(dims)
+    cpn = chunks_per_node
+    coords, strides = _coords(dims)
+    ncoll = pl.num_collectives
+    cols = {k: [] for k in ("chunk", "src", "dst", "step", "lo", "op")}
+    all_blocks = np.arange(p, dtype=np.int64)
+    jj = np.arange(cpn, dtype=np.int64)
+    for c, step, i, k, progress, pats in _walk(pl):
+        src_a, dst_a, sets = pats[i].steps[k]
+        for j in range(len(src_a)):
+            for r in np.flatnonzero(coords[:, i] == src_a[j]).tolist():
+                if pl.variant == "bw":
+                    per_dim = []
+                    for dd, pt in enumerate(pats):
+                        if dd == i:
+                            per_dim.append(np.flatnonzero(sets[j]))
+                        elif dims[dd] == 1:
+                            per_dim.append([0])
+                        else:
+                            per_dim.append(np.flatnonzero(pt.held[progress[dd]][coords[r, dd]]))
+                    blocks = _block_ids(dims, strides, per_dim)
+                    op = OP_DEFAULT
+                else:
+                    blocks = all_blocks
+                    op = int(pats[i].ops[k][j])
+                if not len(blocks):
+                    continue
+                chunk = (blocks[:, None] * cpn + jj[None, :]).ravel()
+                n = len(chunk)
+                dst = r + (int(dst_a[j]) - int(src_a[j])) * int(strides[i])
+                cols["chunk"].append(chunk)
+                cols["src"].append(np.full(n, r))
+                cols["dst"].append(np.full(n, dst))
+                cols["step"].append(np.full(n, step))
+                cols["lo"].append(np.full(n, c))
+                cols["op"].append(np.full(n, op, np.int8))
+    cat = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in cols.items()}
+    lo = cat["lo"].astype(np.int64)
+    return from_arrays(
+        kind, p, p * cpn, chunk=cat["chunk"], src=cat["src"], dst=cat["dst"], step=cat["step"],
+        lo=lo, hi=lo + 1, denom=ncoll, op=cat["op"].astype(np.int8), routing="shortest-path",
+        meta={"algorithm": pl.algorithm, "variant": pl.variant, "collectives": ncoll, "dims": dims},
+    )
+
+
+def reduce_scatter(pl: Plan, chunks_per_node: int = 1) -> Schedule:
+    """Bandwidth-optimal reduce-scatter of a ``bw`` plan (section 3.1.1, Listing 1)."""
+    if pl.variant != "bw":
+        raise ValueError("reduce_scatter needs a bandwidth-optimal plan")
+    return _expand(pl, chunks_per_node, "reduce_scatter")
+
+
+def allgather(pl: Plan, chunks_per_node: int = 1) -> Schedule:
+    """The allgather: the reduce-scatter's mirror image in time (section 3.1.1)."""
+    ag = reverse(reduce_scatter(pl, chunks_per_node))
+    return ag
+
+
+def allreduce(pl: Plan, chunks_per_node: int = 1) -> Schedule:
+    """Allreduce: reduce-scatter then allgather (``bw``), or whole vectors each step (``lat``)."""
+    if pl.variant == "lat":
+        return _expand(pl, chunks_per_node, "allreduce")
+    rs = reduce_scatter(pl, chunks_per_node)
+    out = concat(rs, reverse(rs), "allreduce")
+    object.__setattr__(out, "meta", dict(rs.meta))
+    return out
+
+
+def message_schedule(pl: Plan, kind: str) -> tuple[Messages, int]:
+    """Messages of the whole collective ``kind`` with step numbers of the full run, and the
+    number of steps (allreduce ``bw``: the reduce-scatter then its mirror)."""
+    if pl.variant == "lat":
+        m = messages(pl)
+        return m, pl.num_steps
+    rs = messages(pl)
+    T = pl.num_steps
+    ag = Messages(T + 1 - rs.step, rs.dst, rs.src, rs.blocks, rs.coll, rs.op, rs.p, rs.ncoll)
+    if kind == "reduce_scatter":
+        return rs, T
+    if kind == "allgather":
+        return ag, T
+    both = Messages(
+        np.concatenate([rs.step, ag.step + T]), np.concatenate([rs.src, ag.src]),
+        np.concatenate([rs.dst, ag.dst]), np.concatenate([rs.blocks, ag.blocks]),
+        np.concatenate([rs.coll, ag.coll]), np.concatenate([rs.op, ag.op]), rs.p, rs.ncoll,
+    )
+    return both, 2 * T
+
+
+# ---- closed forms (section 2.2 Eq. 1, Table 2, section 4) -----------------------------------------
+
+def _distance(algorithm: str, k: int, d: int) -> int:
+    """Paper's peer distance in a dimension of size d at in-dimension step k (ring distance)."""
+    raw = delta(k) if algorithm == "swing" else 1 << k
+    return min(raw % d, d - raw % d) if d > 1 else 0
+
+
+def xi_table2(algorithm: str, variant: str, D: int, p: int | None = None) -> float:
+    """Table 2's congestion deficiency. For Swing (B) and recursive doubling (B) the finite sum
+    ``sum_s dist(sigma(s)) / 2^(s+1)`` over ``log2 p`` steps when ``p`` is given, else the
+    p -> infinity limit (6/5, 28/27, 120/119 for Swing with D = 2, 3, 4;
+    (2^D-1)/(2^D-2) for recursive doubling). Latency-optimal: ``(4/3) D p^(1/D)`` (Swing),
+    ``2 D p^(1/D)`` (recursive doubling), as printed in Table 2."""
+    if variant == "lat":
+        if p is None:
+            return math.inf
+        return (4 / 3 if algorithm == "swing" else 2.0) * D * p ** (1 / D)
+    if p is None:
+        if algorithm == "recursive_doubling":
+            return (2 ** D - 1) / (2 ** D - 2) if D > 1 else math.inf
+        return float(xi_swing_limit(D))
+    L = _log2ceil(p)
+    f = delta if algorithm == "swing" else (lambda k: 1 << k)
+    return float(sum(Fraction(f(s // D), 2 ** (s + 1)) for s in range(L)))
+
+
+def xi_swing_limit(D: int) -> Fraction:
+    """``lim_{p->inf} sum_s delta(floor(s/D)) / 2^(s+1)`` in closed form:
+    ``(2^D - 1)/3 * (2/(2^D - 2) + 1/(2^D + 1))`` = 6/5, 28/27, 120/119 for D = 2, 3, 4."""
+    if D < 2:
+        return Fraction(10**9)  # diverges on a 1D torus
+    q = 2 ** D
+    return Fraction(q - 1, 3) * (Fraction(2, q - 2) + Fraction(1, q + 1))
+
+
+def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
+    """Lambda, Psi and Xi of Table 2 for an algorithm on a D-dimensional torus of p nodes."""
+    lg = math.log2(p)
+    if algorithm == "ring":
+        return {"Lambda": 2 * p / lg, "Psi": 1.0, "Xi": 1.0}
+    if algorithm == "bucket":
+        return {"Lambda": 2 * D * p ** (1 / D) / lg, "Psi": 1.0, "Xi": 1.0}
+    lam = 1.0 if variant == "lat" else 2.0
+    if variant == "lat":
+        psi = D * lg
+    else:
+        psi = 1.0 if algorithm == "swing" else 2.0 * D
+    return {"Lambda": lam, "Psi": psi, "Xi": xi_table2(algorithm, variant, D, None if variant == "bw" else p),
+            "Xi_p": xi_table2(algorithm, variant, D, p)}
+
+
+def closed_form(dims: list[int], message_bytes: float, alpha: float, bandwidth: float, *,
+                algorithm: str = "swing", variant: str = "bw", multiport: bool = True,
+                mirrored: bool | None = None, kind: str = "allreduce", network: str = "torus") -> dict:
+    """The paper's alpha-beta cost of the schedule built by :func:`plan` with these arguments.
+
+    Per step ``s`` of dimension ``i`` (in-dimension step ``k``): ``alpha + bytes_s * beta * c_s``
+    where ``bytes_s`` is the largest message of the step (Listing 1's block counts: ``n/(ncoll
+    2^(s+1))`` when p is a power of two, ``n/ncoll`` for whole vectors) and ``c_s`` is the
+    paper's congestion factor: the peer distance ``delta(k)`` (Swing) or ``2^k`` (recursive
+    doubling) on a torus when plain and mirrored collectives share the dimension (section 4.1:
+    "at least one link shared by delta(sigma(s))"), ``ceil(distance/2)`` for one plain
+    collective alone (only even ranks send in the + direction), 1 on a direct network
+    (complete graph, HyperX). ``T_L = steps * alpha`` (Eq. 1 counts steps, not hops). Also
+    returns Eq. 1 with Table 2's deficiencies (``paper_total_s``) for comparison.
+    """
+    pl = plan(dims, algorithm, variant, multiport, mirrored)
+    p = math.prod(dims)
+    m, T = message_schedule(pl, kind)
+    beta = 1.0 / bandwidth
+    both = pl.num_collectives > 1 and (mirrored is None or mirrored)
+    # which dimension every step of every collective uses
+    TB = Fraction(0)
+    per_step = []
+    for t in range(1, T + 1):
+        sel = m.step == t
+        if not sel.any():
+            continue
+        big = int(m.blocks[sel].max())
+        # the dimension and in-dimension step of global step t (collective 0's view is
+        # representative of the distance: all collectives are at the same in-dim step count)
+        cong = 1
+        if network == "torus":
+            worst = 0
+            for pats, order in pl.collectives:
+                tt = t if t <= pl.num_steps else (2 * pl.num_steps + 1 - t)
+                i, k = order[tt - 1]
+                if pats[i].steps[k][2] is None and variant == "lat" and k >= _lat_core_steps(dims[i]):
+                    dist = _lat_post_distance(dims[i])
+                else:
+                    dist = _distance(algorithm, min(k, _core_steps(dims[i], variant) - 1), dims[i])
+                worst = max(worst, dist)
+            cong = worst if both else (worst + 1) // 2
+        frac = Fraction(big, p * pl.num_collectives) * cong
+        per_step.append(frac)
+        TB += frac
+    T_B = float(TB) * message_bytes * beta
+    T_L = T * alpha
+    D = max(1, sum(1 for d in dims if d > 1))
+    t2 = table2(algorithm, variant, D, p)
+    halves = 2 if kind == "allreduce" and variant == "bw" else 1
+    paper_T = math.log2(p) * alpha * t2["Lambda"] * (halves / 2 if variant == "bw" else 1) + \
+        message_bytes / D * beta * t2["Psi"] * t2["Xi_p"] * (halves / 2 if variant == "bw" else 1)
+    return {
+        "algorithm": algorithm, "variant": variant, "kind": kind, "dims": list(dims), "p": p,
+        "collectives": pl.num_collectives, "network": network, "steps": T,
+        "T_L_s": T_L, "T_B_s": T_B, "total_s": T_L + T_B, "T_B_vectors": str(TB),
+        "Lambda": t2["Lambda"], "Psi": t2["Psi"], "Xi": t2["Xi"], "Xi_p": t2["Xi_p"],
+        "paper_total_s": paper_T,
+    }
+
+
+def _core_steps(d: int, variant: str) -> int:
+    if d <= 1:
+        return 1
+    if variant == "lat":
+        return _lat_core_steps(d)
+    return _log2ceil(d - 1 if d % 2 else d)
+
+
+def _lat_core_steps(d: int) -> int:
+    return max(1, d.bit_length() - 1)
+
+
+def _lat_post_distance(d: int) -> int:
+    m = 1 << (d.bit_length() - 1)
+    return m if d > m else 0
+
+
+# ---- producers ---------------------------------------------------------------------------------
+
+def _bool_param(options: Options, name: str, default):
+    v = (options.params or {}).get(name, default)
+    if isinstance(v, str):
+        v = v.lower() in ("1", "true", "yes")
+    return v
+
+
+def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
+    def run(instance: Instance, options: Options) -> Outcome:
+        if instance.concurrent:
+            raise Unsupported("one collective at a time")
+        coll = instance.collective
+        if coll.kind not in KINDS:
+            raise Unsupported(f"{coll.kind} is not supported; allreduce, reduce_scatter or allgather only")
+        if variant == "lat" and coll.kind != "allreduce":
+            raise Unsupported("the latency-optimal variant is an allreduce (use the -bw producer for "
+                              "reduce_scatter/allgather: it already takes ceil(log2 p) steps)")
+        dims, network = rank_space(instance.topology, coll.nodes)
+        if algorithm == "recursive_doubling" and variant == "bw" and not all(_is_pow2(d) for d in dims):
+            raise Unsupported(f"bandwidth-optimal recursive doubling needs power-of-two dimensions, got {dims}")
+        if mirrored_default is None:  # Swing: 2D collectives on tori (section 4.1), one elsewhere
+            multiport = _bool_param(options, "multiport", network == "torus")
+            mirrored = _bool_param(options, "mirrored", multiport)
+        else:  # recursive doubling: one port, or D plain + D mirrored (section 5.1)
+            multiport = _bool_param(options, "multiport", mirrored_default)
+            mirrored = _bool_param(options, "mirrored", mirrored_default)
+        pl = plan(dims, algorithm, variant, multiport, mirrored)
+        if coll.kind == "allreduce":
+            sched = allreduce(pl, coll.chunks_per_node)
+        elif coll.kind == "reduce_scatter":
+            sched = reduce_scatter(pl, coll.chunks_per_node)
+        else:
+            sched = allgather(pl, coll.chunks_per_node)
+        la = instance.topology.link_arrays
+        cf = closed_form(dims, coll.message_bytes, float(la.alpha.max()), float(la.bandwidth.min()),
+                         algorithm=algorithm, variant=variant, multiport=multiport, mirrored=mirrored,
+                         kind=coll.kind, network=network)
+        return Outcome(sched, "constructed", objective=sched.num_steps, units="steps",
+                       extra={"closed_form": cf})
+    return run
+
+
+PRODUCERS = [
+    Producer("swing-bw", "closed-form", _make_run("swing", "bw", None),
+             "Swing bandwidth-optimal allreduce/reduce-scatter/allgather (seed 002; multiport on tori)"),
+    Producer("swing-lat", "closed-form", _make_run("swing", "lat", None),
+             "Swing latency-optimal allreduce, whole vector each step (seed 002 §3.1.2; multiport on tori)"),
+    Producer("recursive-doubling-bw", "closed-form", _make_run("recursive_doubling", "bw", False),
+             "Bandwidth-optimized recursive doubling (Rabenseifner, torus-ordered, one port; seed 002 §2.3.3)"),
+    Producer("recursive-doubling-lat", "closed-form", _make_run("recursive_doubling", "lat", False),
+             "Latency-optimal recursive doubling allreduce (torus-ordered, one port; seed 002 §2.3.2)"),
+    Producer("recursive-doubling-bw-mirrored", "closed-form", _make_run("recursive_doubling", "bw", True),
+             "Recursive doubling bandwidth-optimal with D plain + D mirrored collectives (seed 002 §5.1)"),
+    Producer("recursive-doubling-lat-mirrored", "closed-form", _make_run("recursive_doubling", "lat", True),
+             "Recursive doubling latency-optimal with D plain + D mirrored collectives (seed 002 §4.1)"),
+]
