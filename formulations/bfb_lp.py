@@ -1,0 +1,319 @@
+"""BFB schedule LP (seed 000 section 6.1, LP (3)): one small LP per (node u, comm step t).
+
+Breadth-first broadcast: in step ``t`` every node ``u`` receives the shard of every source ``v``
+with ``dist(v -> u) = t`` from its in-neighbours ``w`` with ``dist(v -> w) = t - 1`` (they all
+hold that shard whole at the end of step ``t - 1``). LP (3) chooses the share ``x[v, w]`` of
+``v``'s shard that ``w`` forwards, balancing the in-links of ``u``::
+
+    minimise   U
+    subject to sum_w x[v, w] = 1                      for every source v      (eq_share)
+               sum_v x[v, w] <= U * capacity[w]       for every in-neighbour w (ineq_link_load)
+               x >= 0
+
+``capacity[w]`` is the number of parallel ``w -> u`` links, so ``U`` is the largest load of one
+link into ``u`` in shards. The LPs of different ``(u, t)`` are independent (section 6.1); the
+driver :mod:`collsynth.solvers.bfb` solves them (in parallel, once per orbit on Cayley graphs)
+and assembles the schedule.
+
+Besides the Pyomo model this module gives the LP's optimum *in closed form*: by Theorem 19
+(a max-flow/min-cut argument) ``U* = max over subsets Y of in-neighbours of
+|{v : N(v) subset of Y}| / capacity(Y)``, where ``N(v)`` are ``v``'s admissible in-neighbours.
+:func:`optimal_loads` evaluates it exactly (Fractions) for every ``(u, t)`` at once, vectorised;
+it is what the topology finder and the BW-optimality checks use, and the tests cross-check it
+against the LP solved by a backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pe
+
+from ..instances.instance import Instance
+from ..instances.topology import Topology
+from ..tens.schedule import Schedule, from_arrays
+
+NAME = "bfb-lp"
+
+
+@dataclass(frozen=True)
+class StepLP:
+    """The data of LP (3) for node ``node`` and step ``step`` (plain arrays, picklable).
+
+    ``sources[i]`` are the nodes ``v`` with ``dist(v -> node) = step``; ``neighbours[k]`` the
+    in-neighbours of ``node`` with ``capacity[k]`` parallel links; the admissible pairs are
+    ``(sources[pair_v[j]], neighbours[pair_w[j]])`` (``dist(v -> w) = step - 1``).
+    """
+
+    node: int
+    step: int
+    sources: np.ndarray
+    neighbours: np.ndarray
+    capacity: np.ndarray
+    pair_v: np.ndarray
+    pair_w: np.ndarray
+
+    @property
+    def trivial(self) -> bool:
+        """True when every source has exactly one admissible in-neighbour (x is forced)."""
+        return bool(np.all(np.bincount(self.pair_v, minlength=len(self.sources)) == 1))
+
+
+def in_neighbours(topology: Topology, node: int) -> tuple[np.ndarray, np.ndarray]:
+    """In-neighbours of ``node`` (sorted) and the number of parallel links from each."""
+    la = topology.link_arrays
+    sel = la.dst == node
+    return la.src[sel], la.count[sel]
+
+
+def step_data(topology: Topology, node: int, step: int, distances: np.ndarray | None = None) -> StepLP:
+    """The data of LP (3) for ``(node, step)`` on ``topology`` (seed 000 eq. (3))."""
+    D = topology.distances if distances is None else distances
+    nbrs, caps = in_neighbours(topology, node)
+    sources = np.flatnonzero(D[:, node] == step).astype(np.int64)
+    if step < 1 or len(sources) == 0:
+        z = np.zeros(0, np.int64)
+        return StepLP(node, step, z, nbrs, caps, z, z)
+    ok = D[np.ix_(sources, nbrs)] == step - 1
+    pv, pw = np.nonzero(ok)
+    return StepLP(node, step, sources, nbrs, caps, pv.astype(np.int64), pw.astype(np.int64))
+
+
+# ---- the Pyomo model -------------------------------------------------------------------------
+
+def build(instance: Instance | Topology, horizon: int | None = None, state: Any = None, *,
+          node: int = 0, step: int = 1, data: StepLP | None = None, **params) -> pe.ConcreteModel:
+    """LP (3) of seed 000 for ``(node, step)`` of ``instance``'s topology.
+
+    ``horizon`` and ``state`` are part of the formulation interface and unused (a BFB LP is one
+    comm step of one node). Pass ``data`` (from :func:`step_data`) to skip recomputing it.
+    """
+    if data is None:
+        topo = instance.topology if isinstance(instance, Instance) else instance
+        data = step_data(topo, node, step)
+    return build_step(data)
+
+
+def build_step(data: StepLP) -> pe.ConcreteModel:
+    """The Pyomo model of one :class:`StepLP`."""
+    m = pe.ConcreteModel(name=f"bfb-lp u={data.node} t={data.step}")
+    src = data.sources.tolist()
+    nb = data.neighbours.tolist()
+    pairs = [(src[i], nb[k]) for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())]
+    # SETS
+    m.SOURCES = pe.Set(initialize=src, ordered=True, doc="sources v with dist(v -> u) = t")
+    m.NEIGHBOURS = pe.Set(initialize=nb, ordered=True, doc="in-neighbours w of u")
+    m.PAIRS = pe.Set(dimen=2, initialize=pairs, ordered=True, doc="(v, w) with dist(v -> w) = t - 1")
+    # PARAMETERS
+    m.capacity = pe.Param(m.NEIGHBOURS, initialize=dict(zip(nb, data.capacity.tolist())),
+                          doc="parallel links w -> u")
+    # VARIABLES
+    m.x = pe.Var(m.PAIRS, domain=pe.NonNegativeReals, bounds=(0, 1),
+                 doc="share of v's shard that w forwards to u in step t")
+    m.U = pe.Var(domain=pe.NonNegativeReals, doc="largest load of one link into u (shards)")
+    # CONSTRAINTS
+    by_v: dict[int, list] = {v: [] for v in src}
+    by_w: dict[int, list] = {w: [] for w in nb}
+    for v, w in pairs:
+        by_v[v].append((v, w))
+        by_w[w].append((v, w))
+    m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.x[p] for p in by_v[v]) == 1,
+                               doc="u receives all of v's shard")
+    m.ineq_link_load = pe.Constraint(
+        m.NEIGHBOURS,
+        rule=lambda m, w: (sum(m.x[p] for p in by_w[w]) <= m.U * m.capacity[w]) if by_w[w] else pe.Constraint.Skip,
+        doc="load of each w -> u link at most U")
+    m.obj = pe.Objective(expr=m.U, sense=pe.minimize, doc="minimise the largest link load")
+    m._bfb_data = data
+    return m
+
+
+def values(model: pe.ConcreteModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The solved shares as arrays ``(v, w, x)`` (floats), in the model's pair order."""
+    data: StepLP = model._bfb_data
+    v = data.sources[data.pair_v]
+    w = data.neighbours[data.pair_w]
+    x = np.array([model.x[p].value or 0.0 for p in model.PAIRS], dtype=np.float64)
+    return v, w, x
+
+
+def bound(model: pe.ConcreteModel) -> float | None:
+    """The optimal link load U of the solved LP (an LP's optimum is its own bound)."""
+    return None if model.U.value is None else float(model.U.value)
+
+
+def extract(model: pe.ConcreteModel, chunks_per_node: int = 1, nodes: int | None = None) -> Schedule:
+    """The sends of this ``(u, t)``: exact rational pieces of each source's shard (one step).
+
+    The LP's floats are made exact by :func:`rationalize`; pieces of one source are laid out
+    at consecutive ``[lo, hi)`` in neighbour order.
+    """
+    data: StepLP = model._bfb_data
+    v, w, x = values(model)
+    num, den = rationalize(v, x, optimum=bound(model), caps=None)
+    u = np.full(len(v), data.node)
+    t = np.full(len(v), data.step)
+    n = int(nodes if nodes is not None else (max([data.node, *data.sources.tolist(), *data.neighbours.tolist()]) + 1))
+    return pieces_schedule(v, w, u, t, num, den, n, chunks_per_node)
+
+
+# ---- exact rational shares ---------------------------------------------------------------------
+
+def _to_fractions(x: np.ndarray, max_den: int) -> list[Fraction]:
+    return [Fraction(float(a)).limit_denominator(max_den) if a > 1e-12 else Fraction(0) for a in x]
+
+
+def rationalize(group: np.ndarray, x: np.ndarray, optimum: float | None = None, caps=None,
+                max_dens=(12, 60, 720, 5040, 55440, 720720)) -> tuple[np.ndarray, int]:
+    """Exact shares from LP floats: integer numerators over one common denominator.
+
+    Each value is replaced by ``Fraction.limit_denominator(q)``; the shares of each source
+    (``group``) are repaired to sum to exactly 1 (the largest absorbs the difference). ``q``
+    grows through ``max_dens`` until the common denominator reproduces the float solution to
+    1e-9 (so the exact loads equal the LP's). Returns ``(numerators, denominator)``.
+    """
+    group = np.asarray(group)
+    x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+    best = None
+    for q in max_dens:
+        fr = _to_fractions(x, q)
+        den = 1
+        for f in fr:
+            den = den * f.denominator // np.gcd(den, f.denominator)
+        num = np.array([f.numerator * (den // f.denominator) for f in fr], dtype=object)
+        # repair: each group sums to exactly den
+        order = np.argsort(group, kind="stable")
+        g_sorted = group[order]
+        starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if len(order) else np.zeros(0, int)
+        ends = np.r_[starts[1:], len(order)]
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            idx = order[s:e]
+            total = sum(num[i] for i in idx)
+            if total != den:
+                j = idx[int(np.argmax([x[i] for i in idx]))]
+                num[j] += den - total
+                if num[j] < 0:  # pathological: spread from zero
+                    num[idx] = 0
+                    num[j] = den
+        err = np.max(np.abs(np.array([float(Fraction(int(a), den)) for a in num]) - x)) if len(x) else 0.0
+        best = (np.array([int(a) for a in num], dtype=np.int64), int(den))
+        if err <= 1e-9 and den < (1 << 40):
+            return best
+    return best
+
+
+def pieces_schedule(v, w, u, t, num, den, nodes: int, chunks_per_node: int = 1,
+                    collective: str = "allgather", meta: dict | None = None) -> Schedule:
+    """Allgather sends from BFB shares: ``w -> u`` carries ``num/den`` of ``v``'s shard in step t.
+
+    The pieces of one (source, receiver) are consecutive ``[lo, hi)`` in neighbour order, so
+    they tile ``[0, 1)`` when the shares sum to 1. Each of the ``chunks_per_node`` chunks of a
+    shard is split the same way (chunk id ``v*c + j``). Zero shares are dropped.
+    """
+    v, w, u, t = (np.asarray(a, dtype=np.int64) for a in (v, w, u, t))
+    num = np.asarray(num, dtype=np.int64)
+    keep = num > 0
+    v, w, u, t, num = v[keep], w[keep], u[keep], t[keep], num[keep]
+    order = np.lexsort((w, u, v))
+    v, w, u, t, num = v[order], w[order], u[order], t[order], num[order]
+    hi = np.cumsum(num)
+    newg = np.r_[True, (v[1:] != v[:-1]) | (u[1:] != u[:-1])] if len(v) else np.zeros(0, bool)
+    gstart = np.maximum.accumulate(np.where(newg, np.arange(len(v)), 0)) if len(v) else np.zeros(0, np.int64)
+    base = (hi - num)[gstart]
+    lo = hi - num - base
+    hi = hi - base
+    c = int(chunks_per_node)
+    if c > 1:
+        j = np.tile(np.arange(c), len(v))
+        rep = lambda a: np.repeat(a, c)  # noqa: E731
+        chunk = rep(v) * c + j
+        v_, w_, u_, t_, lo_, hi_ = rep(v), rep(w), rep(u), rep(t), rep(lo), rep(hi)
+    else:
+        chunk, w_, u_, t_, lo_, hi_ = v, w, u, t, lo, hi
+    return from_arrays(collective, nodes, nodes * c, chunk=chunk, lo=lo_, hi=hi_, src=w_, dst=u_,
+                       step=t_, denom=den, meta=meta)
+
+
+# ---- the optimum in closed form (Theorem 19) ------------------------------------------------------
+
+MAX_SUBSET_DEGREE = 16
+
+
+def optimal_loads(topology: Topology, transpose: bool = False) -> dict:
+    """Optimal LP (3) values ``U*[u, t]`` for every node and step, exactly (Theorem 19).
+
+    ``U*`` is the largest ``|{v : N(v) subset of Y}| / capacity(Y)`` over subsets ``Y`` of
+    ``u``'s in-neighbours (fractional Hall condition). Vectorised over all ``(u, t)``.
+    Returns ``{"U": {(u, t): Fraction}, "step_max": [Fraction per step], "received":
+    count matrix [u, t], "bw_optimal": bool, "steps": diameter, "degree": d}``.
+
+    Only for in-degrees up to :data:`MAX_SUBSET_DEGREE` (``2^d`` subsets per node).
+    """
+    topo = topology.transpose() if transpose else topology
+    D = topo.distances.astype(np.int64)
+    ids = np.asarray(topo.npus, dtype=np.int64)
+    T = topo.diameter
+    if T < 0:
+        raise ValueError("topology is not strongly connected")
+    la = topo.link_arrays
+    kmax = int(np.bincount(la.dst, minlength=topo.size).max(initial=0))
+    if kmax > MAX_SUBSET_DEGREE:
+        raise ValueError(f"in-neighbour count {kmax} > {MAX_SUBSET_DEGREE}: use the LP")
+    n = topo.size
+    # neighbour table Nb[u, k] (padded with u itself, never admissible since D[v,u]-1 != D[v,u])
+    order = np.lexsort((la.src, la.dst))
+    dst, src, cnt = la.dst[order], la.src[order], la.count[order]
+    first = np.searchsorted(dst, np.arange(n))
+    pos = np.arange(len(dst)) - first[dst]
+    Nb = np.tile(np.arange(n)[:, None], (1, kmax))
+    Cap = np.zeros((n, kmax), np.int64)
+    Nb[dst, pos] = src
+    Cap[dst, pos] = cnt
+    nmask = 1 << kmax
+    hist = np.zeros((n, T + 1, nmask), np.int64)
+    bits = (1 << np.arange(kmax)).astype(np.int64)
+    block = max(1, int(4e6 // max(1, n * kmax)))
+    for s in range(0, len(ids), block):  # sources in blocks to bound memory
+        vs = ids[s:s + block]
+        dv = D[vs]  # [b, n]: dist(v -> u)
+        dvw = dv[:, Nb]  # [b, n, k]: dist(v -> Nb[u, k])
+        admissible = (dvw == (dv[:, :, None] - 1)) & (Cap[None, :, :] > 0)
+        mask = (admissible * bits).sum(-1)  # [b, n]
+        valid = (dv >= 1)
+        uu = np.broadcast_to(np.arange(n)[None, :], dv.shape)
+        key = (uu[valid] * (T + 1) + dv[valid]) * nmask + mask[valid]
+        hist += np.bincount(key, minlength=n * (T + 1) * nmask).reshape(n, T + 1, nmask)
+    received = hist.sum(-1)
+    # zeta transform over subsets: f[Y] = sum over masks subset of Y
+    f = hist.copy()
+    for k in range(kmax):
+        b = 1 << k
+        f = f.reshape(n, T + 1, -1, 2, b)
+        f[:, :, :, 1, :] += f[:, :, :, 0, :]
+        f = f.reshape(n, T + 1, nmask)
+    # capacity of Y: sum of caps of its bits
+    capY = (((np.arange(nmask)[:, None] >> np.arange(kmax)[None, :]) & 1)[None, :, :] * Cap[:, None, :]).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(capY[:, None, :] > 0, f / np.maximum(capY[:, None, :], 1), np.where(f > 0, np.inf, 0.0))
+    arg = ratio.argmax(-1)  # [n, T+1]
+    U: dict[tuple[int, int], Fraction] = {}
+    step_max = [Fraction(0)] * (T + 1)
+    live = set(ids.tolist())
+    fa = np.take_along_axis(f, arg[..., None], -1)[..., 0]
+    ca = np.take_along_axis(np.broadcast_to(capY[:, None, :], f.shape), arg[..., None], -1)[..., 0]
+    for u in ids.tolist():
+        for t in range(1, T + 1):
+            if received[u, t] == 0:
+                val = Fraction(0)
+            else:
+                val = Fraction(int(fa[u, t]), int(ca[u, t]))
+            U[(u, t)] = val
+            if val > step_max[t]:
+                step_max[t] = val
+    d = topo.out_degree_range[1]
+    bw = all(U[(u, t)] == Fraction(int(received[u, t]), d) for u in live for t in range(1, T + 1))
+    return {"U": U, "step_max": step_max[1:], "received": received, "bw_optimal": bw, "steps": T,
+            "degree": d}

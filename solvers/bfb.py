@@ -1,0 +1,553 @@
+"""BFB schedules (seed 000 section 6 and Appendix D): the driver that solves the per-(node,
+step) problems and assembles the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
+``bfb-hetero``.
+
+:func:`solve_bfb` solves LP (3) (:mod:`collsynth.formulations.bfb_lp`) for every node ``u`` and
+step ``t = 1..diameter`` (independent problems: a process pool when ``jobs > 1``, and only
+node 0 when the topology is a Cayley graph of the abelian group ``meta["cayley"]`` with
+row-major ids: its translations are automorphisms, so node 0's solution translated by ``g``
+is node ``g``'s). The LP floats become exact rational shares (one common denominator) and the
+allgather schedule sends, in step ``t``, the piece of source ``v``'s shard chosen by the LP
+from each in-neighbour ``w`` to ``u``. Then
+
+- ``T_L = diameter`` steps; ``T_B = (M/B) (d/N) sum_t max_u U*[u, t]`` (eq. (4));
+- BW-optimal iff ``U*[u, t] = |{v : dist(v -> u) = t}| / d`` for all ``u, t`` (Theorem 17);
+- Moore-optimal iff the diameter equals the Moore bound for ``N`` nodes of degree ``d``.
+
+Reduce-scatter is the time reversal of the allgather on the transposed topology (Appendix A),
+allreduce is reduce-scatter then allgather.
+
+Per-problem methods (``method``): ``lp`` (LP (3) through :func:`collsynth.solvers.backends.solve`;
+problems where every source has one admissible in-neighbour are forced and skip the solver),
+``flow`` (the exact optimum of Theorem 19 and an exact max-flow assignment, no LP solver),
+``chunked`` / ``chunked-round`` (IP (12) exactly, or its LP relaxation rounded, Theorem 20) and
+``hetero`` (LP (13), per-link alpha and bandwidth).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .. import InputError
+from ..formulations import bfb_lp
+from ..formulations.bfb_lp import StepLP, step_data
+from ..instances.instance import Instance
+from ..instances.topology import Topology, moore_bound
+from ..tens import schedule as sch
+from ..tens.schedule import Schedule
+from .producers import Options, Outcome, Producer, Unsupported
+
+METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
+STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, "infeasible": 3, "error": 4, "skipped": 5}
+
+
+@dataclass
+class BFBResult:
+    """An allgather BFB schedule on ``topology`` and what is known about it.
+
+    ``U[(u, t)]`` is the exact largest link load into ``u`` in step ``t`` (shards, or chunks
+    for the chunked methods) of the built schedule; ``step_max[t-1]`` its max over ``u``;
+    ``T_B_units = (d/N) sum_t step_max`` is T_B in units of ``M/B`` (shard units scaled by
+    ``1/K`` for chunked schedules). ``hetero_time_s`` is LP (13)'s sum of step times.
+    """
+
+    schedule: Schedule
+    steps: int
+    degree: int
+    nodes: int
+    U: dict
+    step_max: list
+    T_B_units: Fraction
+    bw_optimal: bool
+    moore_optimal: bool
+    orbit: bool
+    problems: int
+    solved: int
+    status: str = "optimal"
+    solver: str = ""
+    version: str = ""
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    wall_s: float = 0.0
+    message: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """Plain figures for ``Outcome.extra`` and JSON."""
+        return {
+            "T_L": self.steps,
+            "T_B": str(self.T_B_units),
+            "T_B_float": float(self.T_B_units),
+            "bw_optimal": self.bw_optimal,
+            "moore_optimal": self.moore_optimal,
+            "moore_bound": moore_bound(self.nodes, self.degree),
+            "degree": self.degree,
+            "U_step_max": [str(x) for x in self.step_max],
+            "orbit": self.orbit,
+            "problems": self.problems,
+            "solved": self.solved,
+            **self.extra,
+        }
+
+
+# ---- Cayley translations ----------------------------------------------------------------------
+
+def cayley_orders(topology: Topology) -> list[int] | None:
+    """The translation group orders when translations are automorphisms of ``topology``.
+
+    ``meta["cayley"] = [n1, .., nk]`` says node ids are row-major coordinates in
+    ``Z_n1 x .. x Z_nk``; this checks (vectorised) that translating by each unit vector maps
+    every link to a link with the same multiplicity, so every translation is an automorphism.
+    Returns ``None`` otherwise (failed nodes, switches, missing or wrong meta).
+    """
+    orders = topology.meta.get("cayley") if topology.meta else None
+    if not orders or topology.switches or topology.failed_nodes or topology.failed_links:
+        return None
+    orders = [int(x) for x in orders]
+    if math.prod(orders) != topology.size or len(topology.nodes) != topology.size:
+        return None
+    la = topology.link_arrays
+    for k in range(len(orders)):
+        g = np.zeros(len(orders), np.int64)
+        g[k] = 1
+        a = translate(la.src, g, orders)
+        b = translate(la.dst, g, orders)
+        idx = la.lookup(a, b)
+        if (idx < 0).any() or (la.count[idx] != la.count).any():
+            return None
+    return orders
+
+
+def coords(ids: np.ndarray, orders: list[int]) -> np.ndarray:
+    """Row-major coordinates ``[len(ids), k]`` of node ids."""
+    ids = np.asarray(ids, dtype=np.int64)
+    out = np.zeros((len(ids), len(orders)), np.int64)
+    rest = ids.copy()
+    for k in range(len(orders) - 1, -1, -1):
+        out[:, k] = rest % orders[k]
+        rest //= orders[k]
+    return out
+
+
+def translate(ids: np.ndarray, g: np.ndarray, orders: list[int]) -> np.ndarray:
+    """Node ids translated by the group element ``g`` (coordinates added modulo the orders).
+
+    ``g`` is one element (``[k]``) or one per id (``[len(ids), k]``).
+    """
+    c = (coords(ids, orders) + np.asarray(g, dtype=np.int64)) % np.asarray(orders)
+    out = np.zeros(len(c), np.int64)
+    for k, n in enumerate(orders):
+        out = out * n + c[:, k]
+    return out
+
+
+# ---- one problem ------------------------------------------------------------------------------
+
+def _flow_shares(data: StepLP, scale_caps: np.ndarray | None = None) -> tuple[np.ndarray, int, Fraction]:
+    """Exact optimal shares of LP (3) by Theorem 19 and an integral max flow (no LP solver).
+
+    Returns integer numerators over a denominator and the exact optimum U*.
+    """
+    import networkx as nx
+
+    nv, nw = len(data.sources), len(data.neighbours)
+    if nv == 0:
+        return np.zeros(0, np.int64), 1, Fraction(0)
+    caps = data.capacity
+    masks = np.zeros(nv, np.int64)
+    np.bitwise_or.at(masks, data.pair_v, (1 << data.pair_w).astype(np.int64))
+    best = Fraction(0)
+    for Y in range(1, 1 << nw):
+        cnt = int(np.count_nonzero((masks & ~Y) == 0))
+        if cnt:
+            cap = int(sum(int(caps[k]) for k in range(nw) if Y >> k & 1))
+            val = Fraction(cnt, cap) if cap else Fraction(10**18)
+            best = max(best, val)
+    p, q = best.numerator, best.denominator
+    g = nx.DiGraph()
+    for i in range(nv):
+        g.add_edge("s", ("v", i), capacity=q)
+    for j, (i, k) in enumerate(zip(data.pair_v.tolist(), data.pair_w.tolist())):
+        g.add_edge(("v", i), ("w", k), capacity=q)
+    for k in range(nw):
+        g.add_edge(("w", k), "t", capacity=p * int(caps[k]))
+    value, flow = nx.maximum_flow(g, "s", "t")
+    if value != q * nv:
+        raise RuntimeError(f"BFB flow at u={data.node} t={data.step} moved {value} of {q * nv}")
+    num = np.array([flow[("v", i)][("w", k)] for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())], np.int64)
+    return num, q, best
+
+
+def _forced(data: StepLP) -> tuple[np.ndarray, int]:
+    return np.ones(len(data.pair_v), np.int64), 1
+
+
+def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
+    """Solve one (u, t) problem with ``method``; return exact shares and solver figures.
+
+    The result has ``v, w`` (node ids of each admissible pair), ``num``/``den`` (exact shares,
+    in chunks of ``1/den`` of a shard), ``status``, ``build_s``, ``solve_s``, ``solver``,
+    ``version``, ``solved`` (1 if a solver ran) and method-specific values.
+    """
+    v = data.sources[data.pair_v]
+    w = data.neighbours[data.pair_w]
+    out: dict[str, Any] = {"node": data.node, "step": data.step, "v": v, "w": w, "status": "optimal",
+                           "build_s": 0.0, "solve_s": 0.0, "solver": "", "version": "", "solved": 0}
+    if len(v) == 0:
+        out.update(num=np.zeros(0, np.int64), den=1)
+        return out
+    if method == "flow":
+        num, den, _ = _flow_shares(data)
+        out.update(num=num, den=den)
+        return out
+    if method in ("lp", "chunked-round") and data.trivial and method == "lp":
+        num, den = _forced(data)
+        out.update(num=num, den=den)
+        return out
+    from . import backends
+
+    t0 = time.perf_counter()
+    if method == "lp":
+        model = bfb_lp.build_step(data)
+    elif method in ("chunked", "chunked-round"):
+        from ..formulations import bfb_chunked
+
+        model = bfb_chunked.build_step(data, settings["chunks"], relax=(method == "chunked-round"))
+    elif method == "hetero":
+        from ..formulations import bfb_hetero
+
+        model = bfb_hetero.build_step(data, settings["alpha"][data.node], settings["bandwidth"][data.node],
+                                      settings["shard_bytes"])
+    else:
+        raise ValueError(f"unknown BFB method {method!r}")
+    build = time.perf_counter() - t0
+    res = backends.solve(model, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
+                         gap=settings.get("gap"), threads=settings.get("threads", 1), seed=settings.get("seed", 0))
+    out.update(status=res.status, build_s=build + res.build_s, solve_s=res.solve_s, solver=res.solver,
+               version=res.version, solved=1, objective=res.objective)
+    if not res.has_solution:
+        out["message"] = res.message
+        if method == "lp":  # never leave a hole: the exact combinatorial optimum is always available
+            num, den, _ = _flow_shares(data)
+            out.update(num=num, den=den, message=res.message + "; exact flow assignment used")
+            return out
+        raise RuntimeError(f"BFB {method} at u={data.node} t={data.step}: {res.status} {res.message}")
+    if method == "lp":
+        _, _, x = bfb_lp.values(model)
+        num, den = bfb_lp.rationalize(data.pair_v, x)
+    elif method == "chunked":
+        from ..formulations import bfb_chunked
+
+        num, den = bfb_chunked.integer_shares(model), settings["chunks"]
+    elif method == "chunked-round":
+        from ..formulations import bfb_chunked
+
+        num = bfb_chunked.round_relaxation(model)
+        den = settings["chunks"]
+    else:
+        from ..formulations import bfb_hetero
+
+        _, _, x = bfb_lp.values(model)
+        num, den = bfb_lp.rationalize(data.pair_v, x)
+        out["tau"] = bfb_hetero.bound(model)
+    out.update(num=np.asarray(num, np.int64), den=int(den))
+    return out
+
+
+def _solve_batch(args) -> list[dict]:
+    batch, method, settings = args
+    return [solve_problem(d, method, settings) for d in batch]
+
+
+# ---- the driver -------------------------------------------------------------------------------
+
+def solve_bfb(
+    topology: Topology,
+    *,
+    method: str = "lp",
+    solver: str = "highs",
+    time_limit: float = 60.0,
+    gap: float | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    jobs: int = 1,
+    orbit: str | bool = "auto",
+    chunks_per_node: int = 1,
+    message_bytes: float | None = None,
+    chunks: int | None = None,
+) -> BFBResult:
+    """The BFB allgather schedule of ``topology`` (seed 000 section 6.1, Appendix D).
+
+    ``orbit``: ``"auto"`` solves node 0 only when :func:`cayley_orders` confirms the
+    translations, ``True`` requires it, ``False`` solves every node. ``jobs > 1`` solves the
+    problems in a process pool. ``chunks`` is K for the chunked methods (IP (12)); the
+    schedule is then in whole chunks (``chunks_per_node = K``). ``message_bytes`` is needed by
+    ``hetero`` (the shard size enters LP (13)).
+    """
+    if method not in METHODS:
+        raise InputError("method", f"expected one of {', '.join(METHODS)}, got {method!r}")
+    t_wall = time.perf_counter()
+    topo = topology
+    if topo.switches:
+        raise Unsupported("BFB needs a direct-connect topology (no switches)")
+    T = topo.diameter
+    if T < 0:
+        raise Unsupported("BFB needs a strongly connected topology")
+    D = topo.distances
+    npus = list(topo.npus)
+    N = len(npus)
+    d = topo.out_degree_range[1]
+    orders = cayley_orders(topo) if orbit in ("auto", True, "true", "yes") else None
+    if method == "hetero" and orders is not None:
+        la0 = topo.link_arrays
+        if np.ptp(la0.alpha) > 0 or np.ptp(la0.bandwidth / la0.count) > 0:
+            orders = None  # translations must also preserve link costs
+    if orbit is True and orders is None:
+        raise Unsupported("orbit solving asked but the topology has no verified Cayley translations")
+    solve_nodes = [0] if orders is not None else npus
+    settings: dict[str, Any] = {"solver": solver, "time_limit": time_limit, "gap": gap, "threads": threads, "seed": seed}
+    if method in ("chunked", "chunked-round"):
+        K = int(chunks or chunks_per_node)
+        if K < 1:
+            raise InputError("chunks", f"expected a positive integer, got {K}")
+        settings["chunks"] = K
+    if method == "hetero":
+        if message_bytes is None:
+            raise InputError("message_bytes", "the heterogeneous BFB LP (13) needs the message size")
+        settings["shard_bytes"] = float(message_bytes) / N
+        la = topo.link_arrays
+        settings["alpha"] = {u: la.alpha[la.dst == u] for u in solve_nodes}
+        settings["bandwidth"] = {u: la.bandwidth[la.dst == u] for u in solve_nodes}
+    problems = [step_data(topo, u, t, D) for u in solve_nodes for t in range(1, T + 1)]
+    if jobs > 1 and len(problems) > 1:
+        size = max(1, len(problems) // (4 * jobs))
+        batches = [problems[i:i + size] for i in range(0, len(problems), size)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            results = [r for part in pool.map(_solve_batch, [(b, method, settings) for b in batches]) for r in part]
+    else:
+        results = [solve_problem(p, method, settings) for p in problems]
+    # common denominator
+    den = 1
+    for r in results:
+        den = den * r["den"] // math.gcd(den, r["den"])
+    cols = {k: [] for k in ("v", "w", "u", "t", "num")}
+    for r in results:
+        n = len(r["v"])
+        cols["v"].append(r["v"])
+        cols["w"].append(r["w"])
+        cols["u"].append(np.full(n, r["node"], np.int64))
+        cols["t"].append(np.full(n, r["step"], np.int64))
+        cols["num"].append(np.asarray(r["num"], np.int64) * (den // r["den"]))
+    v, w, u, t, num = (np.concatenate(cols[k]) if cols[k] else np.zeros(0, np.int64) for k in ("v", "w", "u", "t", "num"))
+    # exact per-(u,t) loads of the base solution
+    U, step_max = _loads(topo, v, w, u, t, num, den, T)
+    if orders is not None:  # translate node 0's solution to every node g
+        G = np.arange(topo.size, dtype=np.int64)
+        gc = coords(G, orders)
+        reps = len(G)
+        gg = np.repeat(gc, len(v), axis=0)
+        v = translate(np.tile(v, reps), gg, orders)
+        w = translate(np.tile(w, reps), gg, orders)
+        u = translate(np.tile(u, reps), gg, orders)
+        t = np.tile(t, reps)
+        num = np.tile(num, reps)
+        U = {(g, s): U[(0, s)] for g in G.tolist() for s in range(1, T + 1)}
+    unit = int(settings.get("chunks", 1)) if method in ("chunked", "chunked-round") else 1
+    if unit > 1:
+        # whole chunks: share num/den of a shard = num/den*K chunks; chunk ids v*K + j
+        sched = _chunked_schedule(v, w, u, t, num, den, topo.size, unit)
+    else:
+        sched = bfb_lp.pieces_schedule(v, w, u, t, num, den, topo.size, chunks_per_node)
+    received = {(uu, s): 0 for uu in npus for s in range(1, T + 1)}
+    col = D[np.asarray(npus)][:, np.asarray(npus)]
+    for j, uu in enumerate(npus):
+        cnt = np.bincount(col[:, j], minlength=T + 1)
+        for s in range(1, T + 1):
+            received[(uu, s)] = int(cnt[s])
+    bw = all(U.get((uu, s), Fraction(0)) == Fraction(received[(uu, s)], d) for uu in npus for s in range(1, T + 1))
+    T_B_units = Fraction(d, N) * sum(step_max, Fraction(0))
+    status = max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default="optimal")
+    solver_name = next((r["solver"] for r in results if r["solver"]), "")
+    version = next((r["version"] for r in results if r["version"]), "")
+    msgs = sorted({r["message"] for r in results if r.get("message")})
+    extra: dict[str, Any] = {"method": method}
+    if method == "hetero":
+        taus = {}
+        for r in results:
+            taus.setdefault(r["step"], []).append(r.get("tau") or 0.0)
+        extra["hetero_step_s"] = [max(taus.get(s, [0.0])) for s in range(1, T + 1)]
+        extra["hetero_time_s"] = float(sum(extra["hetero_step_s"]))
+    if unit > 1:
+        extra["chunks"] = unit
+    res = BFBResult(
+        schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max, T_B_units=T_B_units / unit,
+        bw_optimal=bw and unit == 1, moore_optimal=(T == moore_bound(N, d)), orbit=orders is not None,
+        problems=len(problems), solved=sum(r["solved"] for r in results), status=status,
+        solver=solver_name, version=version, build_s=sum(r["build_s"] for r in results),
+        solve_s=sum(r["solve_s"] for r in results), wall_s=time.perf_counter() - t_wall,
+        message="; ".join(msgs)[:500], extra=extra,
+    )
+    if unit > 1:
+        res.bw_optimal = all(U.get((uu, s), Fraction(0)) == Fraction(received[(uu, s)] * unit, d)
+                             for uu in npus for s in range(1, T + 1))
+    return res
+
+
+def _loads(topo: Topology, v, w, u, t, num, den, T) -> tuple[dict, list]:
+    """Exact largest in-link load ``U[(u, t)]`` (shards) and its max per step."""
+    la = topo.link_arrays
+    U: dict[tuple[int, int], Fraction] = {}
+    step_max = [Fraction(0)] * T
+    if len(v) == 0:
+        return U, step_max
+    key = np.stack([u, t, w], 1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    tot = np.zeros(len(uniq), dtype=object)
+    np.add.at(tot, inv, num.astype(object))
+    cap = la.count[la.lookup(uniq[:, 2], uniq[:, 0])]
+    best: dict[tuple[int, int], Fraction] = {}
+    for (uu, s, _), a, c in zip(uniq.tolist(), tot.tolist(), cap.tolist()):
+        val = Fraction(int(a), den * int(c))
+        if val > best.get((uu, s), Fraction(-1)):
+            best[(uu, s)] = val
+    for (uu, s), val in best.items():
+        U[(uu, s)] = val
+        if val > step_max[s - 1]:
+            step_max[s - 1] = val
+    return U, step_max
+
+
+def _chunked_schedule(v, w, u, t, num, den, nodes: int, K: int) -> Schedule:
+    """Whole-chunk sends: ``w -> u`` carries ``num * K / den`` of the K chunks of ``v``'s shard."""
+    from ..formulations.bfb_chunked import chunk_schedule
+
+    y = np.asarray(num, np.int64) * K
+    if (y % den).any():
+        raise ValueError("chunked shares are not whole chunks")
+    return chunk_schedule(v, w, u, t, y // den, K, nodes)
+
+
+# ---- collectives ------------------------------------------------------------------------------
+
+def bfb_collective(topology: Topology, kind: str, **kw) -> tuple[Schedule, list[BFBResult]]:
+    """The BFB schedule of ``kind`` (allgather, reduce_scatter, allreduce) on ``topology``.
+
+    Reduce-scatter: the allgather on ``topology.transpose()`` reversed (Appendix A, Theorem 3);
+    allreduce: reduce-scatter then allgather. Returns the schedule and the BFB results used.
+    """
+    if kind == "allgather":
+        r = solve_bfb(topology, **kw)
+        return r.schedule, [r]
+    if kind == "reduce_scatter":
+        r = solve_bfb(topology.transpose(), **kw)
+        return sch.reverse(r.schedule), [r]
+    if kind == "allreduce":
+        rt = solve_bfb(topology.transpose(), **kw)
+        ra = solve_bfb(topology, **kw)
+        return sch.concat(sch.reverse(rt.schedule), ra.schedule, "allreduce"), [rt, ra]
+    raise Unsupported(f"BFB builds allgather, reduce_scatter and allreduce, not {kind}")
+
+
+def _check_instance(instance: Instance) -> None:
+    if instance.concurrent:
+        raise Unsupported("BFB handles one collective at a time")
+    coll = instance.collective
+    if coll.kind not in ("allgather", "reduce_scatter", "allreduce"):
+        raise Unsupported(f"BFB builds allgather, reduce_scatter and allreduce, not {coll.kind}")
+    if tuple(coll.nodes) != tuple(instance.topology.npus):
+        raise Unsupported("BFB needs every live node to take part in the collective")
+
+
+def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
+    _check_instance(instance)
+    coll = instance.collective
+    topo = instance.topology
+    p = dict(options.params)
+    kw: dict[str, Any] = dict(
+        method=method, solver=options.solver, time_limit=options.time_limit, gap=options.gap,
+        threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)),
+        orbit=p.get("orbit", "auto"), chunks_per_node=coll.chunks_per_node,
+        message_bytes=coll.message_bytes,
+    )
+    if method in ("chunked", "chunked-round"):
+        kw["chunks"] = coll.chunks_per_node
+        kw["chunks_per_node"] = 1
+    schedule, parts = bfb_collective(topo, coll.kind, **kw)
+    la = topo.link_arrays
+    b = float(la.bandwidth.min() / la.count[la.bandwidth.argmin()]) if len(la) else 0.0
+    alpha = float(la.alpha.max()) if len(la) else 0.0
+    N, d = parts[-1].nodes, parts[-1].degree
+    T_L = sum(r.steps for r in parts)
+    T_B_units = sum((r.T_B_units for r in parts), Fraction(0))
+    B = b * d
+    extra: dict[str, Any] = {
+        "T_L": T_L,
+        "T_L_s": T_L * alpha,
+        "T_B": str(T_B_units),
+        "T_B_units_M_over_B": float(T_B_units),
+        "T_B_s": float(T_B_units) * coll.message_bytes / B if B else None,
+        "bw_optimal": all(r.bw_optimal for r in parts),
+        "moore_optimal": all(r.moore_optimal for r in parts),
+        "U_step_max": [[str(x) for x in r.step_max] for r in parts],
+        "orbit": parts[-1].orbit,
+        "problems": sum(r.problems for r in parts),
+        "solved": sum(r.solved for r in parts),
+        "method": method,
+    }
+    if method == "chunked":  # both answers of Theorem 20
+        kr = dict(kw, method="chunked-round")
+        _, rparts = bfb_collective(topo, coll.kind, **kr)
+        extra["T_B_rounded"] = str(sum((r.T_B_units for r in rparts), Fraction(0)))
+        _, lparts = bfb_collective(topo, coll.kind, **dict(kw, method="flow", chunks=None, chunks_per_node=1))
+        lp = sum((r.T_B_units for r in lparts), Fraction(0))
+        extra["T_B_lp"] = str(lp)
+        K = coll.chunks_per_node
+        extra["theorem20_bound"] = str(lp + Fraction(d * T_L, N * K))
+    if method == "chunked-round":
+        extra["T_B_rounded"] = str(T_B_units)
+    if method == "hetero":
+        extra["hetero_time_s"] = sum(r.extra.get("hetero_time_s", 0.0) for r in parts)
+    status = max((r.status for r in parts), key=lambda s: STATUS_RANK.get(s, 9))
+    return Outcome(
+        schedule=schedule, status=status, objective=float(T_B_units), bound=float(T_B_units) if method in ("lp", "flow", "hetero") else None,
+        units="M/B", build_s=sum(r.build_s for r in parts), solve_s=sum(r.solve_s for r in parts),
+        solver=parts[-1].solver or (options.solver if parts[-1].solved else ""), version=parts[-1].version,
+        message="; ".join(r.message for r in parts if r.message), extra=extra,
+    )
+
+
+def _run_lp(instance: Instance, options: Options) -> Outcome:
+    method = str(options.params.get("method", "lp"))
+    if method not in ("lp", "flow"):
+        raise InputError("params.method", f"bfb-lp takes method lp or flow, got {method!r}")
+    return _outcome(instance, options, method)
+
+
+def _run_chunked(instance: Instance, options: Options) -> Outcome:
+    mode = str(options.params.get("mode", "exact"))
+    if mode not in ("exact", "round"):
+        raise InputError("params.mode", f"bfb-chunked takes mode exact or round, got {mode!r}")
+    return _outcome(instance, options, "chunked" if mode == "exact" else "chunked-round")
+
+
+def _run_hetero(instance: Instance, options: Options) -> Outcome:
+    return _outcome(instance, options, "hetero")
+
+
+PRODUCERS = [
+    Producer("bfb-lp", "bfb", _run_lp, "BFB schedule: LP (3) per (node, step), exact rational shares (seed 000 §6.1)",
+             uses_solver=True),
+    Producer("bfb-chunked", "bfb", _run_chunked,
+             "BFB with integer shares of K = chunks_per_node chunks: IP (12) exact, and the rounded LP (Thm 20)",
+             uses_solver=True),
+    Producer("bfb-hetero", "bfb", _run_hetero, "BFB for per-link alpha and bandwidth: LP (13) (seed 000 App. D.3)",
+             uses_solver=True),
+]
