@@ -268,7 +268,7 @@ class _Ctx:
     def violation(self, j: int, reason: str) -> Violation:
         return _at(self.s, int(self.idx[j]), reason)
 
-    def not_held(self, j: int, t: int, missing_segs: np.ndarray, what: str) -> Violation:
+    def not_held(self, j: int, t: int, missing_segs: np.ndarray, what: str, part: str) -> Violation:
         """Explain why local send ``j`` of step ``t`` lacks ``missing_segs`` at its source."""
         u = int(self.src[j])
         segs = np.flatnonzero(self.e_send == j)
@@ -277,7 +277,7 @@ class _Ctx:
             reason = f"source {what} the piece"
         else:
             ms = np.sort(missing_segs)
-            reason = f"source {what} part of the piece (missing {_intervals(self.seg_lo[ms], self.seg_hi[ms], self.s.denom)})"
+            reason = f"source {part} (missing {_intervals(self.seg_lo[ms], self.seg_hi[ms], self.s.denom)})"
         g = int(missing_segs.min())
         later = (self.e_seg == g) & (self.dst[self.e_send] == u) & (self.e_step >= t)
         if later.any():
@@ -311,7 +311,7 @@ def _run_copy(ctx: _Ctx, S: int, nseg: int, steps, bounds) -> Violation | None:
             bad = np.flatnonzero(~ok)
             j = int(ctx.e_send[a + bad[0]])
             miss = g[bad][ctx.e_send[a + bad] == j]
-            return ctx.not_held(j, t, miss, "does not hold")
+            return ctx.not_held(j, t, miss, "does not hold", "holds only part of the piece")
         H[g, v] = True
     need = ctx.coll.postcondition[ctx.seg_chunk]
     lacking = need & ~H
@@ -354,14 +354,15 @@ def _run_combining(ctx: _Ctx, S: int, nseg: int, op: np.ndarray, steps, bounds) 
         g, u, v = ctx.e_seg[a:b], src_e[a:b], dst_e[a:b]
         sends = ctx.e_send[a:b]
         incoming = C[g, u]  # (m, W): what each source holds at the end of t-1
+        viol: list[tuple[int, Violation | str]] = []  # (local send, violation or reason)
         empty = ~incoming.any(axis=1)
         if empty.any():
             bad = np.flatnonzero(empty)
             j = int(sends[bad[0]])
-            return ctx.not_held(j, t, g[bad][sends[bad] == j], "holds no contribution to")
+            viol.append((j, ctx.not_held(j, t, g[bad][sends[bad] == j], "holds no contribution to",
+                                         "holds no contribution to part of the piece")))
         key = g * S + v
         is_copy = op_e[a:b] == OP_COPY
-        viol: list[tuple[int, str]] = []
         # copies: the receiver's set is replaced; several copies of one piece must agree
         ck, cin = key[is_copy], incoming[is_copy]
         corder = np.argsort(ck, kind="stable")
@@ -395,8 +396,8 @@ def _run_combining(ctx: _Ctx, S: int, nseg: int, op: np.ndarray, steps, bounds) 
             if len(badg):
                 viol.append(_double(ctx, badg, rstart, rk, rin, rsends, base, S, names))
         if viol:
-            j, reason = min(viol)
-            return ctx.violation(j, reason)
+            j, what = min(viol, key=lambda x: x[0])
+            return what if isinstance(what, Violation) else ctx.violation(j, what)
         if len(cu):
             C[cu // S, cu % S] = cfirst
         if len(ru):
