@@ -538,12 +538,6 @@ def message_schedule(pl: Plan, kind: str) -> tuple[Messages, int]:
 
 # ---- closed forms (section 2.2 Eq. 1, Table 2, section 4) -----------------------------------------
 
-def _distance(algorithm: str, k: int, d: int) -> int:
-    """Paper's peer distance in a dimension of size d at in-dimension step k (ring distance)."""
-    raw = delta(k) if algorithm == "swing" else 1 << k
-    return min(raw % d, d - raw % d) if d > 1 else 0
-
-
 def xi_table2(algorithm: str, variant: str, D: int, p: int | None = None) -> float:
     """Table 2's congestion deficiency. For Swing (B) and recursive doubling (B) the finite sum
     ``sum_s dist(sigma(s)) / 2^(s+1)`` over ``log2 p`` steps when ``p`` is given, else the
@@ -588,82 +582,79 @@ def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
             "Xi_p": xi_table2(algorithm, variant, D, p)}
 
 
+def _step_distances(pl: Plan, T: int, kind: str) -> list[int]:
+    """Largest ring distance between logical peers in every step of the run (1-based list)."""
+    out = []
+    rs_T = pl.num_steps
+    for t in range(1, T + 1):
+        tt = t
+        if pl.variant == "bw" and kind == "allreduce" and t > rs_T:
+            tt = 2 * rs_T + 1 - t
+        elif pl.variant == "bw" and kind == "allgather":
+            tt = rs_T + 1 - t
+        worst = 0
+        for pats, order in pl.collectives:
+            i, k = order[tt - 1]
+            src, dst, _ = pats[i].steps[k]
+            d = pl.dims[i]
+            diff = np.abs(dst - src) % d
+            worst = max(worst, int(np.minimum(diff, d - diff).max()))
+        out.append(worst)
+    return out
+
+
+def _pair_max_blocks(m: Messages, T: int) -> np.ndarray:
+    """Per step (1..T), the most blocks any one (src, dst) pair carries in it."""
+    out = np.zeros(T, dtype=np.int64)
+    if not len(m.step):
+        return out
+    key = (m.step * m.p + m.src) * m.p + m.dst
+    uk, inv = np.unique(key, return_inverse=True)
+    tot = np.bincount(inv.ravel(), weights=m.blocks).astype(np.int64)
+    np.maximum.at(out, uk // (m.p * m.p) - 1, tot)
+    return out
+
+
 def closed_form(dims: list[int], message_bytes: float, alpha: float, bandwidth: float, *,
                 algorithm: str = "swing", variant: str = "bw", multiport: bool = True,
                 mirrored: bool | None = None, kind: str = "allreduce", network: str = "torus") -> dict:
-    """The paper's alpha-beta cost of the schedule built by :func:`plan` with these arguments.
+    """The paper's alpha-beta cost of the schedule :func:`plan` builds with these arguments.
 
-    Per step ``s`` of dimension ``i`` (in-dimension step ``k``): ``alpha + bytes_s * beta * c_s``
-    where ``bytes_s`` is the largest message of the step (Listing 1's block counts: ``n/(ncoll
-    2^(s+1))`` when p is a power of two, ``n/ncoll`` for whole vectors) and ``c_s`` is the
-    paper's congestion factor: the peer distance ``delta(k)`` (Swing) or ``2^k`` (recursive
-    doubling) on a torus when plain and mirrored collectives share the dimension (section 4.1:
-    "at least one link shared by delta(sigma(s))"), ``ceil(distance/2)`` for one plain
-    collective alone (only even ranks send in the + direction), 1 on a direct network
-    (complete graph, HyperX). ``T_L = steps * alpha`` (Eq. 1 counts steps, not hops). Also
-    returns Eq. 1 with Table 2's deficiencies (``paper_total_s``) for comparison.
+    Eq. 1 step by step: step ``t`` costs ``alpha + bytes_t * beta * c_t`` where ``bytes_t`` is
+    the step's largest message (Listing 1's block counts: ``n / (ncoll 2^(s+1))`` for a power
+    of two p, ``n / ncoll`` for whole vectors) and ``c_t`` the paper's congestion factor: on a
+    torus the distance between logical peers (``delta(sigma(s))`` for Swing, ``2^sigma(s)`` for
+    recursive doubling: "the number of messages forwarded on the most congested link is equal
+    to the distance", sections 2.3.2 and 4.1), 1 on a direct network (complete graph, HyperX).
+    ``T_L = steps * alpha`` (Eq. 1 counts steps); ``T_L_hops_s`` charges ``alpha`` per hop of the
+    longest route instead (what the shared sync model does). Table 2's Lambda/Psi/Xi and Eq. 1
+    with them (``paper_total_s``) are returned beside it. Exact on congestion-free networks and
+    on square power-of-two tori of side >= 4 with plain + mirrored collectives.
     """
     pl = plan(dims, algorithm, variant, multiport, mirrored)
     p = math.prod(dims)
     m, T = message_schedule(pl, kind)
-    beta = 1.0 / bandwidth
-    both = pl.num_collectives > 1 and (mirrored is None or mirrored)
-    # which dimension every step of every collective uses
+    dist = _step_distances(pl, T, kind)
+    # the step's heaviest logical pair (collectives that pick the same peer share its link)
+    pair_max = _pair_max_blocks(m, T)
     TB = Fraction(0)
-    per_step = []
     for t in range(1, T + 1):
-        sel = m.step == t
-        if not sel.any():
-            continue
-        big = int(m.blocks[sel].max())
-        # the dimension and in-dimension step of global step t (collective 0's view is
-        # representative of the distance: all collectives are at the same in-dim step count)
-        cong = 1
-        if network == "torus":
-            worst = 0
-            for pats, order in pl.collectives:
-                tt = t if t <= pl.num_steps else (2 * pl.num_steps + 1 - t)
-                i, k = order[tt - 1]
-                if pats[i].steps[k][2] is None and variant == "lat" and k >= _lat_core_steps(dims[i]):
-                    dist = _lat_post_distance(dims[i])
-                else:
-                    dist = _distance(algorithm, min(k, _core_steps(dims[i], variant) - 1), dims[i])
-                worst = max(worst, dist)
-            cong = worst if both else (worst + 1) // 2
-        frac = Fraction(big, p * pl.num_collectives) * cong
-        per_step.append(frac)
-        TB += frac
-    T_B = float(TB) * message_bytes * beta
+        cong = max(dist[t - 1], 1) if network == "torus" else 1
+        TB += Fraction(int(pair_max[t - 1]) * cong, p * pl.num_collectives)
+    T_B = float(TB) * message_bytes / bandwidth
     T_L = T * alpha
+    hops = sum(max(x, 1) for x in dist) if network == "torus" else T
     D = max(1, sum(1 for d in dims if d > 1))
     t2 = table2(algorithm, variant, D, p)
-    halves = 2 if kind == "allreduce" and variant == "bw" else 1
-    paper_T = math.log2(p) * alpha * t2["Lambda"] * (halves / 2 if variant == "bw" else 1) + \
-        message_bytes / D * beta * t2["Psi"] * t2["Xi_p"] * (halves / 2 if variant == "bw" else 1)
+    share = 0.5 if (variant == "bw" and kind != "allreduce") else 1.0
+    paper_T = share * (math.log2(p) * alpha * t2["Lambda"] + message_bytes / D / bandwidth * t2["Psi"] * t2["Xi_p"])
     return {
         "algorithm": algorithm, "variant": variant, "kind": kind, "dims": list(dims), "p": p,
         "collectives": pl.num_collectives, "network": network, "steps": T,
-        "T_L_s": T_L, "T_B_s": T_B, "total_s": T_L + T_B, "T_B_vectors": str(TB),
-        "Lambda": t2["Lambda"], "Psi": t2["Psi"], "Xi": t2["Xi"], "Xi_p": t2["Xi_p"],
-        "paper_total_s": paper_T,
+        "T_L_s": T_L, "T_L_hops_s": hops * alpha, "T_B_s": T_B, "total_s": T_L + T_B,
+        "T_B_vectors": str(TB), "Lambda": t2["Lambda"], "Psi": t2["Psi"], "Xi": t2["Xi"],
+        "Xi_p": t2["Xi_p"], "paper_total_s": paper_T,
     }
-
-
-def _core_steps(d: int, variant: str) -> int:
-    if d <= 1:
-        return 1
-    if variant == "lat":
-        return _lat_core_steps(d)
-    return _log2ceil(d - 1 if d % 2 else d)
-
-
-def _lat_core_steps(d: int) -> int:
-    return max(1, d.bit_length() - 1)
-
-
-def _lat_post_distance(d: int) -> int:
-    m = 1 << (d.bit_length() - 1)
-    return m if d > m else 0
 
 
 # ---- producers ---------------------------------------------------------------------------------
