@@ -288,20 +288,19 @@ def _csr(i: np.ndarray, j: np.ndarray, n: int) -> tuple[list, list]:
 def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | None = None):
     """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (TACOS section IV-C).
 
-    Taken from :func:`collsynth.tens.ten.build_ten` (one timestep suffices); its definition is
-    ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link bandwidth,
-    ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` and ``capacity_l`` the parallel links.
+    The definitions of :func:`collsynth.tens.ten.build_ten` (shared helpers ``link_costs`` and
+    ``discretize``): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
+    bandwidth unless ``timestep`` is given, ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)``
+    and ``capacity_l`` the parallel links. Unlike ``build_ten`` it accepts switches (pricing
+    needs no point-to-point unwinding).
     """
-    try:
-        from .ten import build_ten
-    except ImportError:  # the TEN module not installed: the same definition, computed here
-        la = topology.link_arrays
-        cost = la.alpha + chunk_bytes / (la.bandwidth / la.count)
-        f = float(cost.min()) if timestep is None else float(timestep)
-        delay = np.maximum(1, np.ceil(cost / f - 1e-9)).astype(np.int64)
-        return f, delay, la.count.astype(np.int64)
-    ten = build_ten(topology, 1, chunk_bytes, timestep=timestep)
-    return float(ten.timestep), np.asarray(ten.delay, dtype=np.int64), np.asarray(ten.capacity, dtype=np.int64)
+    from .ten import discretize, link_costs
+
+    cost = link_costs(topology, chunk_bytes)
+    f = float(cost.min()) if timestep is None else float(timestep)
+    if not f > 0 or not math.isfinite(f):
+        raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
+    return f, discretize(cost, f).astype(np.int64), topology.link_arrays.count.astype(np.int64)
 
 
 def _first_free(nxt: dict, s: int) -> int:
@@ -328,6 +327,8 @@ def _place(nxt: dict, s: int, k: int) -> int:
 
 def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = None) -> Cost:
     """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; TACOS IV)."""
+    from .ten import discretize
+
     topo = instance.topology
     la = topo.link_arrays
     cbmax = max(c.chunk_bytes for c in instance.collectives)
@@ -345,7 +346,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     hsend, hlink = rt.expand()
     # timesteps each hop takes: the TEN delay for a whole largest chunk, else ceil(cost / f)
     cost = la.alpha[hlink] + nbytes[hsend] / per_link_bw[hlink]
-    k = np.maximum(1, np.ceil(cost / f - 1e-9)).astype(np.int64)
+    k = discretize(cost, f).astype(np.int64)
     whole = np.isclose(nbytes[hsend], cbmax, rtol=1e-12, atol=0)
     k[whole] = delay[hlink[whole]]
     hptr = np.zeros(n + 1, dtype=np.int64)

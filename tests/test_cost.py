@@ -1,0 +1,440 @@
+"""Cost models (tens/cost.py): lecture closed forms, hand-computed cases, invariants.
+
+Helpers here build the lecture's schedules (seed 004) and random valid schedules; the export
+and CLI tests import them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from collsynth import InputError
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.tens import cost
+from collsynth.tens.schedule import from_arrays, from_sends, relabel, reverse
+from collsynth.tens.verify import verify
+
+ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)
+
+
+# ---- lecture schedules (seed 004) -------------------------------------------------------------
+
+def ring_allgather(n: int):
+    """Ring allgather: in step t node u forwards chunk (u - t + 1) mod n to u + 1."""
+    t = np.repeat(np.arange(1, n), n)
+    u = np.tile(np.arange(n), n - 1)
+    return from_arrays("allgather", n, n, chunk=(u - t + 1) % n, src=u, dst=(u + 1) % n, step=t)
+
+
+def recursive_doubling_allgather(n: int, routing: str = "links"):
+    """Recursive doubling (butterfly): in step s node u sends its 2^(s-1) chunks to u xor 2^(s-1)."""
+    k = int(math.log2(n))
+    rows = []
+    for s in range(1, k + 1):
+        d = 1 << (s - 1)
+        for u in range(n):
+            base = u & ~(d - 1)
+            rows += [(c, 0, 1, u, u ^ d, s) for c in range(base, base + d)]
+    return from_sends(rows, "allgather", n, n, routing=routing)
+
+
+def binomial_broadcast(n: int):
+    """Binomial tree broadcast from 0: in step s nodes u < 2^(s-1) send to u + 2^(s-1)."""
+    k = int(math.log2(n))
+    rows = [(0, 0, 1, u, u + (1 << (s - 1)), s) for s in range(1, k + 1) for u in range(1 << (s - 1))]
+    return from_sends(rows, "broadcast", n, 1)
+
+
+def greedy_allgather(topo, rng: random.Random, per_link: int = 1):
+    """A random valid allgather: each step every link forwards up to ``per_link`` random chunks
+    its source holds and its destination lacks (and is not receiving in this step)."""
+    n = topo.size
+    la = topo.link_arrays
+    holds = np.eye(n, dtype=bool)  # holds[chunk, node]
+    rows, step = [], 0
+    while not holds.all():
+        step += 1
+        incoming = holds.copy()
+        pairs = list(range(len(la)))
+        rng.shuffle(pairs)
+        for p in pairs:
+            u, v = int(la.src[p]), int(la.dst[p])
+            cand = np.flatnonzero(holds[:, u] & ~incoming[:, v]).tolist()
+            rng.shuffle(cand)
+            for c in cand[: per_link * int(la.count[p])]:
+                rows.append((c, 0, 1, u, v, step))
+                incoming[c, v] = True
+        holds = incoming
+    return from_sends(rows, "allgather", n, n)
+
+
+@st.composite
+def topologies(draw, max_nodes: int = 7):
+    """Random strongly connected digraphs: a directed ring plus random extra links and costs."""
+    n = draw(st.integers(3, max_nodes))
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
+    hetero = draw(st.booleans())
+    rnd = draw(st.randoms(use_true_random=False))
+    edges = [(u, (u + 1) % n) for u in range(n)] + [(u, v) for u, v in extra if u != v]
+    out = []
+    for u, v in edges:
+        bw = BW * (rnd.choice([1, 2, 4]) if hetero else 1)
+        a = ALPHA * (rnd.choice([1, 3]) if hetero else 1)
+        out.append((u, v, {"bandwidth": bw, "alpha": a}))
+    return from_edges(n, out, name="random")
+
+
+def _instance(topo, kind="allgather", **kw):
+    return make_instance(topo, kind, message_bytes=kw.pop("message_bytes", M), **kw)
+
+
+def _scaled(topo, factor):
+    edges = [(u, v, {"bandwidth": d["bandwidth"] * factor, "alpha": d["alpha"]})
+             for u, v, d in topo.graph.edges(data=True)]
+    return from_edges(topo.size, edges, name=topo.name)
+
+
+# ---- closed forms -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [3, 5, 8])
+def test_ring_allgather_closed_form(n):
+    inst = _instance(build("ring", {"nodes": n, "bidirectional": False}, bandwidth=BW, alpha=ALPHA))
+    s = ring_allgather(n)
+    assert verify(s, inst) is None
+    expect = (n - 1) * (ALPHA + M / (n * BW))
+    for model in cost.MODELS:  # the ring is tight: every model gives the closed form
+        c = cost.price(s, inst, model)
+        assert c.total_s == pytest.approx(expect, rel=1e-12), model
+        assert c.T_L_s == pytest.approx((n - 1) * ALPHA, rel=1e-12), model
+        assert c.T_B_s == pytest.approx((n - 1) * M / (n * BW), rel=1e-9), model
+    sync = cost.price(s, inst, "sync")
+    assert sync.extra["T_B_chunks"] == Fraction(n - 1)
+    assert sync.steps == n - 1
+    assert cost.price(s, inst, "ten").extra["timesteps"] == n - 1
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_recursive_doubling_allgather_on_complete_graph(n):
+    inst = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA))
+    s = recursive_doubling_allgather(n)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "sync")
+    k = int(math.log2(n))
+    assert c.T_L_s == pytest.approx(k * ALPHA, rel=1e-12)
+    assert c.T_B_s == pytest.approx((n - 1) / n * M / BW, rel=1e-12)
+    assert c.total_s == pytest.approx(k * ALPHA + (n - 1) / n * M / BW, rel=1e-12)
+    assert c.extra["T_B_chunks"] == Fraction(n - 1)  # sum_s 2^(s-1)
+    assert [round(b * BW * n / M) for _, _, b in c.extra["per_step"]] == [1 << s for s in range(k)]
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_binomial_broadcast_closed_form(n):
+    inst = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA), "broadcast", root=0)
+    s = binomial_broadcast(n)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "sync")
+    k = int(math.log2(n))
+    assert c.total_s == pytest.approx(k * (ALPHA + M / BW), rel=1e-12)
+    assert c.T_L_s == pytest.approx(k * ALPHA, rel=1e-12)
+    # the root holds the data from the start, so the event model overlaps its sends:
+    # the last node (n-1) is reached along the chain 0 -> n/2 -> ... after k hops at most
+    ev = cost.price(s, inst, "event")
+    assert ev.total_s <= c.total_s * (1 + 1e-12)
+    assert ev.total_s >= ALPHA + M / BW - 1e-15
+
+
+def test_routed_recursive_doubling_on_ring_shows_congestion():
+    """On a bidirectional ring the step-s exchange crosses d = 2^(s-1) links; for d < n/2 the
+    d consecutive senders in one direction all cross the same link: load d^2 chunks, d times
+    the complete graph's d chunks."""
+    n = 16
+    s = recursive_doubling_allgather(n, routing="shortest-path")
+    ring = _instance(build("ring", {"nodes": n}, bandwidth=BW, alpha=ALPHA))
+    full = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA))
+    assert verify(s, ring) is None
+    with pytest.raises(InputError):  # the same sends with routing "links" are off the ring's links
+        cost.price(recursive_doubling_allgather(n), ring, "sync")
+    c_ring, c_full = cost.price(s, ring, "sync"), cost.price(s, full, "sync")
+    chunk = M / n
+    for (t, lat_r, bw_r), (_, lat_f, bw_f) in zip(c_ring.extra["per_step"], c_full.extra["per_step"]):
+        d = 1 << (t - 1)
+        assert lat_r == pytest.approx(d * ALPHA, rel=1e-12)  # per-hop latency over d hops
+        assert lat_f == pytest.approx(ALPHA, rel=1e-12)
+        assert bw_f == pytest.approx(d * chunk / BW, rel=1e-12)
+        if d < n // 2:
+            assert bw_r == pytest.approx(d * d * chunk / BW, rel=1e-12)
+            assert bw_r / bw_f == pytest.approx(d, rel=1e-12)
+    assert c_ring.T_B_s > c_full.T_B_s
+    # cross-check every step's load against a plain-Python routing of the same sends
+    loads: dict = {}
+    for snd in s.sends():
+        path = ring.topology.shortest_path(snd.src, snd.dst)
+        for a, b in zip(path, path[1:]):
+            loads[(snd.step, a, b)] = loads.get((snd.step, a, b), 0) + 1
+    ref = sum(max(v for (t, _, _), v in loads.items() if t == step) for step in range(1, 5)) * chunk / BW
+    assert c_ring.T_B_s == pytest.approx(ref, rel=1e-12)
+    # routed sends in the event model: store-and-forward over the same routes
+    ev = cost.price(s, ring, "event")
+    assert ev.total_s >= cost.lower_bounds(ring)["bandwidth_s"]
+
+
+# ---- hand-computed cases ---------------------------------------------------------------------
+
+def test_ten_heterogeneous_link_spans_two_timesteps():
+    """Ring 0->1->2->0 whose link 2->0 has half the bandwidth: it takes 2 timesteps."""
+    cb = 1000.0
+    edges = [(0, 1, {"bandwidth": 1000.0, "alpha": 0.0}), (1, 2, {"bandwidth": 1000.0, "alpha": 0.0}),
+             (2, 0, {"bandwidth": 500.0, "alpha": 0.0})]
+    inst = _instance(from_edges(3, edges), message_bytes=3 * cb)
+    s = ring_allgather(3)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "ten")
+    # step 1: 2->0 occupies timesteps 1-2; step 2: 0->1 (chunk 2) waits for it, starts at 3;
+    # 2->1... chunk 1 over 2->0 starts at 3 (link busy until 2), arrives at the end of 4
+    assert c.extra["timestep_s"] == pytest.approx(1.0)
+    assert c.extra["timesteps"] == 4
+    assert c.total_s == pytest.approx(4.0)
+    # a smaller timestep discretises finer: every link cost is a multiple of 0.5 s
+    assert cost.price(s, inst, "ten", timestep=0.5).total_s == pytest.approx(4.0)
+
+
+def test_ten_parallel_links_carry_one_chunk_each_per_timestep():
+    edges = [(0, 1, {"bandwidth": 10.0, "alpha": 0.0})] * 2 + [(1, 0, {"bandwidth": 10.0, "alpha": 0.0})]
+    inst = _instance(from_edges(2, edges), "alltoall", chunks_per_node=3, message_bytes=60.0)
+    # 0 sends its 3 chunks for node 1 in one step: two parallel links -> two timesteps
+    chunk_ids = [(0 * 2 + 1) * 3 + j for j in range(3)]
+    back = [(1 * 2 + 0) * 3 + j for j in range(3)]
+    s = from_sends([(c, 0, 1, 0, 1, 1) for c in chunk_ids] + [(c, 0, 1, 1, 0, t + 1) for t, c in enumerate(back)],
+                   "alltoall", 2, 12)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "ten")
+    assert c.extra["timesteps"] == 3  # the single 1->0 link needs 3
+    sync = cost.price(s, inst, "sync")
+    # step 1 moves 3 chunks of 10 B over the 20 B/s pair (1.5 s) and 1 over 1->0 (1 s)
+    assert sync.extra["per_step"][0][2] == pytest.approx(1.5)
+    assert sync.extra["T_B_chunks"] == Fraction(3, 2) + 1 + 1
+
+
+def test_event_store_and_forward_and_fifo():
+    """Two B-byte messages 0 -> 2 over the line 0-1-2: the second queues behind the first on
+    0->1 and again on 1->2: arrival 3B/b + 2a; the critical path carries 2 latencies."""
+    a, b, B = 1.0, 10.0, 20.0
+    topo = build("mesh", {"dims": [3]}, bandwidth=b, alpha=a)
+    inst = _instance(topo, "alltoall", chunks_per_node=2, message_bytes=2 * B * 3)
+    ids = [(0 * 3 + 2) * 2 + j for j in range(2)]
+    s = from_sends([(c, 0, 1, 0, 2, 1) for c in ids], "alltoall", 3, 18, routing="shortest-path")
+    c = cost.price(s, inst, "event")
+    assert c.total_s == pytest.approx(3 * B / b + 2 * a)
+    assert c.T_L_s == pytest.approx(2 * a)
+    assert c.T_B_s == pytest.approx(3 * B / b)
+    sync = cost.price(s, inst, "sync")  # one step: 2B on each link, 2 hops of latency
+    assert sync.T_B_s == pytest.approx(2 * B / b)
+    assert sync.T_L_s == pytest.approx(2 * a)
+
+
+def test_event_waits_for_data_not_for_steps():
+    """0->1 chunk 0 (step 1), 1->2 chunk 1 (step 2, held by 1 from the start), 1->2 chunk 0
+    (step 3): the event model starts chunk 1 at once, so only the chain 0->1->2 of chunk 0
+    counts (4 s); the sync model sums three steps (6 s)."""
+    topo = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=1.0)
+    inst = _instance(topo, message_bytes=3.0)
+    s = from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 2, 2), (0, 0, 1, 1, 2, 3)], "allgather", 3, 3)
+    assert cost.price(s, inst, "event").total_s == pytest.approx(4.0)
+    assert cost.price(s, inst, "sync").total_s == pytest.approx(6.0)
+    assert cost.price(s, inst, "ten").extra["timesteps"] == 2  # chunk 1 goes in timestep 1
+    empty_step = from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 1, 2, 3)], "allgather", 3, 3)
+    assert cost.price(empty_step, inst, "sync").total_s == pytest.approx(4.0)  # step 2 is free
+
+
+def test_fractional_pieces_are_priced_by_size():
+    topo = build("ring", {"nodes": 3}, bandwidth=BW, alpha=ALPHA)
+    inst = _instance(topo, "broadcast", root=0)
+    s = from_sends([(0, 0, Fraction(1, 2), 0, 1, 1), (0, Fraction(1, 2), 1, 0, 2, 1),
+                    (0, 0, Fraction(1, 2), 1, 2, 2), (0, Fraction(1, 2), 1, 2, 1, 2)], "broadcast", 3, 1)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "sync")
+    assert c.extra["T_B_chunks"] == 1
+    assert c.total_s == pytest.approx(2 * ALPHA + M / BW)
+    ev = cost.price(s, inst, "event")
+    assert ev.total_s == pytest.approx(2 * ALPHA + M / BW)
+    ten = cost.price(s, inst, "ten")  # half chunks need ceil((a + M/2b) / (a + M/b)) = 1 timestep
+    assert ten.extra["timesteps"] == 2
+
+
+def test_unknown_model_and_bad_sends():
+    inst = _instance(build("ring", {"nodes": 4}, bandwidth=BW, alpha=ALPHA))
+    with pytest.raises(InputError, match="model"):
+        cost.price(ring_allgather(4), inst, "magic")
+    with pytest.raises(InputError, match="not a live link"):
+        cost.price(from_sends([(0, 0, 1, 0, 2, 1)], "allgather", 4, 4), inst, "sync")
+    assert cost.price(from_sends([], "allgather", 4, 4), inst, "event").total_s == 0.0
+
+
+# ---- lower bounds ---------------------------------------------------------------------------
+
+def test_lower_bounds_match_known_values():
+    n = 8
+    ring = build("ring", {"nodes": n, "bidirectional": False}, bandwidth=BW, alpha=ALPHA)
+    lb = cost.lower_bounds(_instance(ring))
+    assert lb["steps"] == n - 1 and lb["inbound_steps"] == n - 1
+    assert lb["bandwidth_s"] == pytest.approx((n - 1) / n * M / BW)
+    assert lb["total_s"] == pytest.approx((n - 1) * ALPHA + (n - 1) / n * M / BW)
+    # reduce_scatter = allgather reversed on the transpose: the same bounds on the ring
+    rs = cost.lower_bounds(_instance(ring, "reduce_scatter"))
+    assert rs["steps"] == n - 1 and rs["bandwidth_s"] == pytest.approx(lb["bandwidth_s"])
+    full = build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA)
+    lb = cost.lower_bounds(_instance(full))
+    assert lb["steps"] == 1 and lb["inbound_steps"] == 1
+    assert lb["bandwidth_s"] == pytest.approx((n - 1) / n * M / ((n - 1) * BW))  # B_node = (n-1) b
+    hc = build("hypercube", {"dim": 4}, bandwidth=BW, alpha=ALPHA)
+    lb = cost.lower_bounds(_instance(hc))
+    assert lb["steps"] == 4 and lb["inbound_steps"] == math.ceil(15 / 4)
+    assert lb["bandwidth_s"] == pytest.approx(15 / 16 * M / (4 * BW))
+    bc = cost.lower_bounds(_instance(ring, "broadcast", root=3))
+    assert bc["steps"] == n - 1 and bc["bandwidth_s"] == pytest.approx(M / BW)
+    red = cost.lower_bounds(_instance(ring, "reduce", root=3))
+    assert red["steps"] == n - 1 and red["bandwidth_s"] == pytest.approx(M / BW)
+    ar = cost.lower_bounds(_instance(hc, "allreduce"))
+    assert ar["steps"] == 4 and ar["bandwidth_s"] == pytest.approx(M / (4 * BW))
+    torus = build("torus", {"dims": [4, 4]}, bandwidth=BW, alpha=ALPHA)
+    lb = cost.lower_bounds(_instance(torus))
+    assert lb["steps"] == torus.diameter == 4 and lb["moore_bound"] == 2
+
+
+def test_lower_bounds_with_failures_and_subsets():
+    torus = build("torus", {"dims": [3, 3]}, bandwidth=BW, alpha=ALPHA).with_failures([4])
+    lb = cost.lower_bounds(_instance(torus))
+    assert lb["steps"] == torus.diameter
+    sub = _instance(build("ring", {"nodes": 6, "bidirectional": False}, bandwidth=BW, alpha=ALPHA), nodes=[0, 3])
+    lb = cost.lower_bounds(sub)
+    assert lb["steps"] == 3  # 0 -> 3 and 3 -> 0 are 3 hops each
+    assert lb["bandwidth_s"] == pytest.approx(M / 2 / BW)
+
+
+# ---- properties -----------------------------------------------------------------------------
+
+@given(topologies(), st.randoms(use_true_random=False))
+def test_valid_schedules_respect_lower_bounds(topo, rnd):
+    inst = _instance(topo)
+    s = greedy_allgather(topo, rnd)
+    assert verify(s, inst) is None
+    lb = cost.lower_bounds(inst)
+    sync = cost.price(s, inst, "sync")
+    ev = cost.price(s, inst, "event")
+    tol = 1 + 1e-9
+    assert sync.T_B_s * tol >= lb["bandwidth_s"]
+    assert sync.T_L_s * tol >= lb["latency_s"]
+    assert sync.total_s * tol >= lb["total_s"]
+    assert ev.total_s * tol >= lb["bandwidth_s"]
+    assert s.num_steps >= lb["steps"]
+    assert sync.total_s == pytest.approx(sync.T_L_s + sync.T_B_s)
+    assert ev.total_s == pytest.approx(ev.T_L_s + ev.T_B_s)
+    assert ev.T_L_s >= 0 and ev.T_B_s >= -1e-15
+
+
+@given(topologies(), st.randoms(use_true_random=False), st.randoms(use_true_random=False))
+def test_relabelling_nodes_keeps_every_cost(topo, rnd, prnd):
+    inst = _instance(topo)
+    s = greedy_allgather(topo, rnd)
+    perm = list(range(topo.size))
+    prnd.shuffle(perm)
+    edges = [(perm[u], perm[v], d) for u, v, d in topo.graph.edges(data=True)]
+    inst_p = _instance(from_edges(topo.size, edges))
+    s_p = relabel(s, perm)
+    assert verify(s_p, inst_p) is None
+    for model in cost.MODELS:
+        a, b = cost.price(s, inst, model), cost.price(s_p, inst_p, model)
+        assert (a.steps, a.total_s, a.T_L_s) == (b.steps, pytest.approx(b.total_s), pytest.approx(b.T_L_s))
+    assert cost.price(s, inst, "sync").extra["T_B_chunks"] == cost.price(s_p, inst_p, "sync").extra["T_B_chunks"]
+    la, lb = cost.lower_bounds(inst), cost.lower_bounds(inst_p)
+    assert la["steps"] == lb["steps"] and la["bandwidth_s"] == pytest.approx(lb["bandwidth_s"])
+
+
+@given(topologies(), st.randoms(use_true_random=False))
+def test_doubling_bandwidth_halves_sync_T_B_and_never_slows_events(topo, rnd):
+    inst = _instance(topo)
+    fast = _instance(_scaled(topo, 2.0))
+    s = greedy_allgather(topo, rnd)
+    a, b = cost.price(s, inst, "sync"), cost.price(s, fast, "sync")
+    assert b.T_B_s == pytest.approx(a.T_B_s / 2, rel=1e-12)
+    assert b.T_L_s == pytest.approx(a.T_L_s, rel=1e-12)
+    assert b.extra["T_B_chunks"] == a.extra["T_B_chunks"]
+    assert cost.price(s, fast, "event").total_s <= cost.price(s, inst, "event").total_s * (1 + 1e-12)
+    assert cost.lower_bounds(fast)["bandwidth_s"] == pytest.approx(cost.lower_bounds(inst)["bandwidth_s"] / 2)
+
+
+def _tight_chain(s) -> bool:
+    """True if some step-T send has a chain of sends back to step 1, each delivering its chunk
+    to the next one's source exactly one step earlier (forcing ASAP timesteps = steps)."""
+    at = {}
+    for snd in s.sends():
+        at.setdefault((snd.dst, snd.chunk), []).append(snd.step)
+    reach = {}
+    for snd in sorted(s.sends(), key=lambda x: x.step):
+        ok = snd.step == 1 or reach.get((snd.src, snd.chunk, snd.step - 1), False)
+        if ok:
+            reach[(snd.dst, snd.chunk, snd.step)] = True
+    return any(k[2] == s.num_steps for k in reach)
+
+
+@given(st.integers(3, 7), st.sampled_from(["ring", "hypercube", "torus"]), st.randoms(use_true_random=False))
+def test_ten_model_is_steps_times_timestep_for_ten_feasible_schedules(n, kind, rnd):
+    params = {"ring": {"nodes": n}, "hypercube": {"dim": min(n, 4) - 1}, "torus": {"dims": [3, n]}}[kind]
+    topo = build(kind, params, bandwidth=BW, alpha=ALPHA)
+    inst = _instance(topo)
+    s = greedy_allgather(topo, rnd)  # at most one chunk per link per step: TEN-feasible
+    c = cost.price(s, inst, "ten")
+    f = ALPHA + inst.collective.chunk_bytes / BW
+    assert c.extra["timestep_s"] == pytest.approx(f)
+    assert c.extra["timesteps"] <= s.num_steps
+    if _tight_chain(s):
+        assert c.total_s == pytest.approx(s.num_steps * f)
+        assert c.extra["timesteps"] == s.num_steps
+    assert c.extra["timesteps"] >= cost.lower_bounds(inst)["inbound_steps"]
+
+
+@given(topologies(), st.randoms(use_true_random=False))
+def test_reversal_mirrors_per_step_loads(topo, rnd):
+    inst = _instance(topo)
+    s = greedy_allgather(topo, rnd)
+    r = reverse(s)
+    inst_r = _instance(topo.transpose(), "reduce_scatter")
+    assert verify(r, inst_r) is None
+    a, b = cost.price(s, inst, "sync"), cost.price(r, inst_r, "sync")
+    T = s.num_steps
+    fwd = {t: (lat, bw) for t, lat, bw in a.extra["per_step"]}
+    back = {T + 1 - t: (lat, bw) for t, lat, bw in b.extra["per_step"]}
+    assert fwd.keys() == back.keys()
+    for t in fwd:
+        assert fwd[t] == pytest.approx(back[t], rel=1e-12)
+    assert a.extra["T_B_chunks"] == b.extra["T_B_chunks"]
+    lb_a, lb_b = cost.lower_bounds(inst), cost.lower_bounds(inst_r)
+    assert lb_a["steps"] == lb_b["steps"] and lb_a["bandwidth_s"] == pytest.approx(lb_b["bandwidth_s"])
+
+
+def test_concurrent_collectives_share_links():
+    """Two allgathers on one ring: their sends in the same step add up on each link."""
+    from collsynth.instances.collective import make
+    from collsynth.instances.instance import Instance
+    from collsynth.tens.schedule import merge
+
+    n = 4
+    topo = build("ring", {"nodes": n, "bidirectional": False}, bandwidth=BW, alpha=ALPHA)
+    colls = (make("allgather", range(n), n, message_bytes=M), make("allgather", range(n), n, message_bytes=2 * M))
+    inst = Instance("two", topo, colls)
+    s = merge([ring_allgather(n), ring_allgather(n)], inst.chunk_offsets)
+    assert verify(s, inst) is None
+    c = cost.price(s, inst, "sync")
+    assert c.T_B_s == pytest.approx((n - 1) * 3 * M / n / BW)
+    assert c.extra["T_B_chunks"] is None  # chunk sizes differ
+    ev = cost.price(s, inst, "event")
+    assert ev.total_s >= cost.lower_bounds(inst)["bandwidth_s"]
+    assert cost.lower_bounds(inst)["bandwidth_s"] == pytest.approx((n - 1) / n * 3 * M / BW)
