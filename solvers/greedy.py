@@ -1,0 +1,757 @@
+"""TACOS-Greedy: randomised link-chunk matching over the time-expanded network (seed 001 §VI).
+
+The synthesizer walks the TEN one timestep at a time. In every timestep each free link slot
+``u -> v`` is matched to a chunk that ``u`` already holds (arrival-time analysis: a chunk that
+arrives at the end of step ``s`` can leave in step ``s + 1``) and that ``v`` still requests;
+requests of one destination are never served twice (a chunk in flight to ``v`` is not sent to
+``v`` again unless the new copy would arrive strictly earlier, in which case the slow send is
+*replaced* by another chunk its source held when it started, §VI-B "chunk replacement").
+Among competing in-links of one destination the shorter (fewer-timestep) link wins
+("shorter-link-first", §VI-B); all other ties are broken at random with a seeded
+:class:`numpy.random.Generator` (§VI-A, Fig. 15(c)). Multi-timestep links stay busy for their
+whole delay. The best of several seeds, run in parallel processes, is kept (§VI-C).
+
+Data structures are built for thousands of NPUs (design "Scale"):
+
+- ``A[node, chunk]`` (int32): the step at the end of which ``node`` holds ``chunk`` — its
+  arrival step once a send is planned, ``INF`` while nobody sends it. "Held by the end of step
+  ``s``" is ``A <= s``; "in flight" is ``s < A < INF``. One matrix, updated in place.
+- A *pool* of candidate (link, chunk) pairs, as numpy columns: when ``u`` gets a chunk, one
+  entry per out-link of ``u`` whose destination wants it. Entries whose destination got (or
+  will get as early) the chunk are dropped lazily, once per timestep, in one vectorised pass.
+- Matching in rounds: per round every free link picks its best pool entry (one
+  ``np.minimum.at`` over packed ``(priority, random, index)`` keys); conflicts on one
+  ``(destination, chunk)`` go to the shorter link, then at random; losers try again.
+
+Chunks that no intermediate node wants (gather, scatter, all-to-all, collectives over a subset
+of the nodes) are *relayed*: ``u -> w`` may carry chunk ``c`` for a node that does not want
+it if ``w`` is strictly closer (in hops) to a node still lacking ``c``; a chunk with a single
+destination keeps one copy moving (its frontier distance must strictly drop).
+
+Combining collectives are the reversal (:func:`collsynth.tens.schedule.reverse`) of their
+dual on the transposed topology (TACOS §VII-A); allreduce is reduce-scatter then allgather
+(:func:`collsynth.tens.schedule.concat`); concurrent collectives are matched jointly (merged
+requests with chunk offsets), their combining parts first on the transpose.
+
+>>> from collsynth.instances.generators import build
+>>> from collsynth.instances.instance import make_instance
+>>> inst = make_instance(build("torus", {"dims": [3, 3]}, bandwidth=1e9, alpha=1e-6), "allgather")
+>>> synthesize(inst, seed=0).num_steps  # 8 chunks over 4 in-links: 2 timesteps
+2
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..instances.collective import Collective
+from ..instances.instance import Instance
+from ..instances.topology import Topology
+from ..tens import schedule as sched_mod
+from ..tens.schedule import OP_COPY, OP_REDUCE, Schedule
+from .producers import Options, Outcome, Producer, Unsupported
+
+INF = np.iinfo(np.int32).max
+PRIORITIES = ("random", "fifo", "lifo")
+_RAND_BITS = 20
+_IDX_BITS = 31
+_PRIO_BITS = 63 - _RAND_BITS - _IDX_BITS
+
+
+# ---- the TEN view the greedy needs --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Links:
+    """Directed link pairs of a topology as the greedy sees them (TEN arcs, TACOS §IV).
+
+    ``delay[i]`` is the number of timesteps a chunk needs on pair ``i`` (>= 1) and ``cap[i]``
+    how many chunks it carries at once (parallel links). ``out_ptr``/``out_idx`` list the
+    pairs leaving each node (CSR).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    delay: np.ndarray
+    cap: np.ndarray
+    size: int
+    timestep: float
+    out_ptr: np.ndarray
+    out_idx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def links(topology: Topology, chunk_bytes: float, timestep: float | None = None) -> Links:
+    """Per link pair: delay ``ceil((alpha + chunk_bytes / b) / timestep)`` and capacity.
+
+    ``b`` is one link's bandwidth (a pair of ``count`` parallel links carries ``count`` chunks
+    per timestep). ``timestep`` defaults to the cheapest link's cost, so homogeneous topologies
+    have delay 1 everywhere (TACOS §IV-C). Uses :func:`collsynth.tens.ten.build_ten` when it is
+    available, so the greedy and the ILP see the same TEN.
+    """
+    la = topology.link_arrays
+    delay = cap = None
+    try:  # the shared TEN (tens/ten.py); fall back to the same formula if it is absent
+        from ..tens.ten import build_ten  # type: ignore
+
+        ten = build_ten(topology, 1, chunk_bytes, timestep=timestep)
+        delay = np.asarray(ten.delay, dtype=np.int64)
+        cap = np.asarray(ten.capacity, dtype=np.int64)
+        timestep = float(ten.timestep)
+        if len(delay) != len(la):
+            delay = cap = None
+    except Exception:  # noqa: BLE001 - tens.ten missing or with another shape
+        delay = cap = None
+    if delay is None:
+        count = la.count.astype(np.int64)
+        cost = la.alpha + chunk_bytes / (la.bandwidth / np.maximum(count, 1))
+        if timestep is None:
+            timestep = float(cost.min()) if len(cost) else 1.0
+        if not timestep > 0:
+            timestep = 1.0
+        delay = np.maximum(1, np.ceil(cost / timestep - 1e-9)).astype(np.int64)
+        cap = count
+    src = la.src.astype(np.int64)
+    order = np.argsort(src, kind="stable")
+    out_ptr = np.zeros(topology.size + 1, dtype=np.int64)
+    np.add.at(out_ptr, src + 1, 1)
+    out_ptr = np.cumsum(out_ptr)
+    return Links(src, la.dst.astype(np.int64), delay, cap, topology.size, float(timestep), out_ptr, order)
+
+
+# ---- the matching engine ------------------------------------------------------------------
+
+@dataclass
+class _Sends:
+    """Growable send columns (``link`` index, chunk, arrival step); ``ok`` marks live sends."""
+
+    link: np.ndarray
+    chunk: np.ndarray
+    arrive: np.ndarray
+    ok: np.ndarray
+    n: int = 0
+
+    @classmethod
+    def new(cls, cap: int = 1024) -> "_Sends":
+        return cls(np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, bool))
+
+    def extend(self, link, chunk, arrive) -> None:
+        k = len(link)
+        while self.n + k > len(self.link):
+            grow = max(len(self.link), k)
+            for name in ("link", "chunk", "arrive", "ok"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate([a, np.zeros(grow, a.dtype)]))
+        self.link[self.n:self.n + k] = link
+        self.chunk[self.n:self.n + k] = chunk
+        self.arrive[self.n:self.n + k] = arrive
+        self.ok[self.n:self.n + k] = True
+        self.n += k
+
+
+@dataclass
+class Result:
+    """Raw greedy output: sends as columns (``step`` = arrival timestep) and run statistics."""
+
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    step: np.ndarray
+    delay: np.ndarray
+    steps: int
+    replaced: int
+    dropped: int
+    rounds: int
+
+
+def match(
+    lk: Links,
+    avail: np.ndarray,
+    want: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    distances: np.ndarray | None = None,
+    priority: str = "random",
+    matching: str = "maximum",
+    busy: dict[int, np.ndarray] | None = None,
+    max_steps: int | None = None,
+) -> Result:
+    """Run TACOS-Greedy from holdings ``avail`` until every request in ``want`` is met.
+
+    ``avail[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` at the start
+    (0 for the precondition, a later step for data that becomes ready later, ``INF`` if not
+    held). ``want[node, chunk]``: the requests (postcondition). ``distances`` (hop matrix) is
+    needed when some chunk must be relayed through nodes that do not want it. ``busy[step]``
+    gives link slots already taken in that step (by another part of a concurrent schedule).
+    ``priority`` orders a link's candidate chunks: ``random`` (TACOS), ``fifo`` (the chunk its
+    source got first) or ``lifo`` (the one it got last), ties at random. ``matching``:
+    ``greedy`` is the paper's randomised matching (rounds of random picks, conflicts to the
+    shorter link); ``maximum`` first takes a maximum bipartite matching of link slots to
+    requests per delay class (shortest links first; random among maximum matchings through a
+    random relabelling), so no link idles that could serve a request, then greedy rounds.
+    Returns the sends with ``step`` = the arrival timestep (COMMON convention).
+    """
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+    N, C = want.shape
+    A = np.array(avail, dtype=np.int32, copy=True)
+    L = len(lk)
+    delay = lk.delay
+    lsrc, ldst = lk.src, lk.dst
+    busy = busy or {}
+
+    # requests already met by the initial holdings are dropped
+    want = want & (A == INF)
+    if not want.any():
+        return _result(lk, _Sends.new(1), 0, 0, 0)
+    # chunk targets: who must end up with it; single-target chunks use a frontier distance
+    ntarget = want.sum(axis=0)
+    single = ntarget == 1
+    target = np.where(single, np.argmax(want, axis=0), -1)
+    need_relay = _needs_relay(lk, A, want)
+    if need_relay and distances is None:
+        raise ValueError("relaying chunks needs the hop-distance matrix")
+    D = distances
+    frontier = np.full(C, INF, dtype=np.int64)
+    if need_relay:
+        hold_n, hold_c = np.nonzero((A < INF) & single[None, :])
+        if len(hold_c):
+            dd = D[hold_n, target[hold_c]].astype(np.int64)
+            dd[dd < 0] = INF
+            np.minimum.at(frontier, hold_c, dd)
+    remaining = int(want.sum())
+    # arrivals bucketed by step: (node, chunk) that become usable in the step after
+    buckets: dict[int, list] = {}
+    n0, c0 = np.nonzero(A < INF)
+    for s in np.unique(A[n0, c0]).tolist():
+        m = A[n0, c0] == s
+        buckets.setdefault(int(s), []).append((n0[m], c0[m]))
+    release: dict[int, np.ndarray] = {}  # step -> link slots freed at its start
+    free = lk.cap.astype(np.int64).copy()
+    sends = _Sends.new(max(1024, 4 * L))
+    pool_l = np.zeros(0, np.int64)
+    pool_c = np.zeros(0, np.int64)
+    pool_p = np.zeros(0, np.int64)
+    max_steps = max_steps or (4 * (int(C) + N) * int(delay.max(initial=1)) + 16)
+    t = 0
+    first_idx = [0]  # first_idx[s]: index of the first send started in step s
+    last_send_step = 0
+    replaced = dropped = rounds = 0
+    while remaining > 0:
+        t += 1
+        if t > max_steps:
+            raise RuntimeError(f"greedy made no progress after {max_steps} timesteps")
+        if t in release:
+            free += release.pop(t)
+        first_idx.append(sends.n)
+        # 1. new pool entries from what arrived at the end of step t-1
+        for nodes, chunks in buckets.pop(t - 1, ()):
+            live = A[nodes, chunks] == t - 1  # skip stale bucket entries (replaced sends)
+            nodes, chunks = nodes[live], chunks[live]
+            if len(nodes) == 0:
+                continue
+            el, ec = _expand(lk, nodes, chunks)
+            keep = want[ldst[el], ec]
+            if need_relay:
+                keep |= _relay_ok(el, ec, lk, A, want, D, single, target, frontier, t)
+            pool_l = np.concatenate([pool_l, el[keep]])
+            pool_c = np.concatenate([pool_c, ec[keep]])
+            pool_p = np.concatenate([pool_p, np.full(int(keep.sum()), t, np.int64)])
+        # 2. lazy deletion: drop entries whose destination holds (or gets as early) the chunk
+        if len(pool_l):
+            ok = A[ldst[pool_l], pool_c] > t + delay[pool_l] - 1
+            if need_relay:
+                ok &= _still_useful(pool_l, pool_c, lk, A, want, D, single, target, frontier, t)
+            if not ok.all():
+                pool_l, pool_c, pool_p = pool_l[ok], pool_c[ok], pool_p[ok]
+        slots = free.copy()
+        if t in busy:
+            slots -= busy[t]
+        # 3. matching: a maximum matching per delay class (shorter links first), then rounds
+        def commit(wl, wc):
+            nonlocal remaining, replaced, dropped, last_send_step
+            wd = ldst[wl]
+            arrive = t + delay[wl] - 1
+            old = A[wd, wc].astype(np.int64)
+            # arrival-time analysis: the earlier copy wins, later planned sends get replaced
+            better = arrive < old
+            wl, wc, wd, arrive, old = wl[better], wc[better], wd[better], arrive[better], old[better]
+            if len(wl) == 0:
+                return
+            np.subtract.at(slots, wl, 1)
+            np.subtract.at(free, wl, 1)
+            for d in np.unique(delay[wl]).tolist():
+                m = delay[wl] == d
+                rel = release.setdefault(t + d, np.zeros(L, np.int64))
+                np.add.at(rel, wl[m], 1)
+            newly = old == INF
+            remaining -= int(want[wd[newly], wc[newly]].sum())
+            A[wd, wc] = arrive
+            sends.extend(wl, wc, arrive)
+            last_send_step = t
+            _bucket(buckets, wd, wc, arrive)
+            if need_relay:
+                fd = D[wd, np.maximum(target[wc], 0)].astype(np.int64)
+                s_ = single[wc]
+                np.minimum.at(frontier, wc[s_], fd[s_])
+            if (~newly).any():
+                r, d_, met = _replace(sends, lk, A, want, rng, wd[~newly], wc[~newly], old[~newly], buckets, first_idx)
+                replaced += r
+                dropped += d_
+                remaining -= met
+
+        def valid(idx):
+            okk = (slots[pool_l[idx]] > 0) & (A[ldst[pool_l[idx]], pool_c[idx]] > t + delay[pool_l[idx]] - 1)
+            if need_relay:
+                okk &= _still_useful(pool_l[idx], pool_c[idx], lk, A, want, D, single, target, frontier, t)
+            return idx[okk]
+
+        active = np.flatnonzero(slots[pool_l] > 0) if len(pool_l) else np.zeros(0, np.int64)
+        if matching == "maximum" and len(active):
+            for d in np.unique(delay[pool_l[active]]).tolist():
+                act = active[delay[pool_l[active]] == d]
+                act = valid(act) if d != delay[pool_l[active]].min() else act
+                if len(act):
+                    ml, mc = _max_matching(pool_l[act], pool_c[act], slots, ldst, want, single, C, rng)
+                    commit(ml, mc)
+            active = valid(active)
+        while len(active):
+            rounds += 1
+            al, ac = pool_l[active], pool_c[active]
+            prio = _prio_column(pool_p[active], priority, t)
+            key = (prio << (_RAND_BITS + _IDX_BITS)) | (
+                rng.integers(0, 1 << _RAND_BITS, len(active), dtype=np.int64) << _IDX_BITS
+            ) | np.arange(len(active), dtype=np.int64)
+            best = np.full(L, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(best, al, key)
+            pick_links = np.flatnonzero(best != np.iinfo(np.int64).max)
+            pick = best[pick_links] & ((1 << _IDX_BITS) - 1)
+            pl, pc = al[pick], ac[pick]
+            pd = ldst[pl]
+            # conflicts on one (destination, chunk): shorter link first, then at random
+            # (a single-target chunk keeps one copy moving: its relays conflict on the chunk)
+            group = np.where(single[pc] & ~want[pd, pc], -1 - pc, pd * C + pc)
+            order = np.lexsort((rng.random(len(pick)), delay[pl], group))
+            key2 = group[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = key2[1:] != key2[:-1]
+            win = order[first]
+            commit(pl[win], pc[win])
+            # the picked entries are spent (sent, or beaten to their destination)
+            rest = np.ones(len(active), dtype=bool)
+            rest[pick] = False
+            active = valid(active[rest])
+        if remaining > 0 and not buckets and not release and t > last_send_step and t > max(busy, default=0):
+            raise RuntimeError(f"greedy is stuck at timestep {t}: {remaining} requests cannot be served")
+    return _result(lk, sends, replaced, dropped, rounds)
+
+
+def _max_matching(pl, pc, slots, ldst, want, single, C, rng):
+    """Maximum bipartite matching of link slots to (destination, chunk) requests.
+
+    Rows are link slots (a pair with ``k`` free slots gives ``k`` rows), columns the requests
+    (a relayed single-target chunk is one column: one copy moves). Rows and columns are
+    randomly relabelled, so different seeds find different maximum matchings. Hopcroft-Karp
+    (:func:`scipy.sparse.csgraph.maximum_bipartite_matching`).
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    pd = ldst[pl]
+    group = np.where(single[pc] & ~want[pd, pc], -1 - pc, pd * C + pc)
+    links_u, row_of = np.unique(pl, return_inverse=True)
+    k = slots[links_u]
+    # slot rows: link j has k[j] rows; expand edges per slot (capacity > 1 is rare)
+    if (k > 1).any():
+        rep = k[row_of]
+        e_idx = np.repeat(np.arange(len(pl)), rep)
+        slot_base = np.cumsum(k) - k
+        within = np.arange(len(e_idx)) - np.repeat(np.cumsum(rep) - rep, rep)
+        rows = slot_base[row_of[e_idx]] + within
+        nrows = int(k.sum())
+        row_link = np.repeat(links_u, k)
+    else:
+        e_idx = np.arange(len(pl))
+        rows = row_of
+        nrows = len(links_u)
+        row_link = links_u
+    cols_u, col_of = np.unique(group[e_idx], return_inverse=True)
+    col_chunk = np.zeros(len(cols_u), np.int64)
+    col_chunk[col_of] = pc[e_idx]
+    rperm = rng.permutation(nrows)
+    cperm = rng.permutation(len(cols_u))
+    M = sp.csr_matrix((np.ones(len(e_idx), np.int8), (rperm[rows], cperm[col_of])), shape=(nrows, len(cols_u)))
+    m = maximum_bipartite_matching(M, perm_type="column")  # m[row] = matched column or -1
+    hit = np.flatnonzero(m >= 0)
+    inv_r = np.empty(nrows, np.int64)
+    inv_r[rperm] = np.arange(nrows)
+    inv_c = np.empty(len(cols_u), np.int64)
+    inv_c[cperm] = np.arange(len(cols_u))
+    return row_link[inv_r[hit]], col_chunk[inv_c[m[hit]]]
+
+
+def _prio_column(born: np.ndarray, priority: str, t: int) -> np.ndarray:
+    cap = (1 << _PRIO_BITS) - 1
+    if priority == "random":
+        return np.zeros(len(born), np.int64)
+    if priority == "fifo":
+        return np.minimum(born, cap)
+    return np.minimum(np.maximum(t - born, 0), cap)
+
+
+def _bucket(buckets, nodes, chunks, arrive) -> None:
+    for s in np.unique(arrive).tolist():
+        m = arrive == s
+        buckets.setdefault(int(s), []).append((nodes[m], chunks[m]))
+
+
+def _expand(lk: Links, nodes: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One (out-link, chunk) pair per out-link of each node (vectorised CSR expansion)."""
+    lo = lk.out_ptr[nodes]
+    cnt = lk.out_ptr[nodes + 1] - lo
+    total = int(cnt.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rep = np.repeat(np.arange(len(nodes)), cnt)
+    offs = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return lk.out_idx[lo[rep] + offs], chunks[rep]
+
+
+def _needs_relay(lk: Links, A: np.ndarray, want: np.ndarray) -> bool:
+    """True unless every live node holds or requests every requested chunk (then requesters
+    alone carry everything, as in allgather or broadcast over all nodes)."""
+    if (want.sum(axis=0) == 1).any():
+        return True
+    live = np.zeros(lk.size, dtype=bool)
+    live[lk.src] = True
+    live[lk.dst] = True
+    requested = want.any(axis=0)
+    cover = ((A < INF) | want)[np.ix_(live, requested)]
+    return not bool(cover.all())
+
+
+def _relay_ok(el, ec, lk, A, want, D, single, target, frontier, t) -> np.ndarray:
+    """Pool entries ``u -> w`` carrying a chunk ``w`` does not want but moves closer to a requester."""
+    u, w = lk.src[el], lk.dst[el]
+    out = np.zeros(len(el), dtype=bool)
+    cand = ~want[w, ec]
+    s = cand & single[ec]
+    if s.any():
+        tg = target[ec[s]]
+        dw = D[w[s], tg].astype(np.int64)
+        out[s] = (dw >= 0) & (dw < frontier[ec[s]])
+    m = np.flatnonzero(cand & ~single[ec])
+    for i in m.tolist():  # multi-target chunks through non-requesters: rare, row-wise
+        c = ec[i]
+        needers = want[:, c] & (A[:, c] == INF)
+        if needers.any():
+            out[i] = bool((D[w[i], needers] < D[u[i], needers]).any())
+    return out
+
+
+def _still_useful(pl, pc, lk, A, want, D, single, target, frontier, t) -> np.ndarray:
+    """Relay entries stay useful while they improve on the chunk's frontier (single target)."""
+    w = lk.dst[pl]
+    ok = np.ones(len(pl), dtype=bool)
+    relay = ~want[w, pc] & single[pc]
+    if relay.any():
+        dw = D[w[relay], target[pc[relay]]].astype(np.int64)
+        ok[relay] = dw < frontier[pc[relay]]
+    return ok
+
+
+def _replace(sends, lk, A, want, rng, nodes, chunks, old_arrive, buckets, first_idx) -> tuple[int, int, int]:
+    """Chunk replacement (TACOS §VI-B): a planned send overtaken by an earlier copy carries
+    another chunk its source held when it started and its destination still lacks; if there is
+    none it is dropped. Returns (replaced, dropped, requests newly met)."""
+    replaced = dropped = met = 0
+    maxd = int(lk.delay.max(initial=1))
+    todo = list(zip(nodes.tolist(), chunks.tolist(), old_arrive.tolist()))
+    while todo:
+        v, c, arr = todo.pop()
+        n = sends.n
+        lo = first_idx[max(0, min(len(first_idx) - 1, arr - maxd))]  # in-flight sends started since
+        idx = lo + np.flatnonzero(
+            sends.ok[lo:n] & (sends.chunk[lo:n] == c) & (sends.arrive[lo:n] == arr) & (lk.dst[sends.link[lo:n]] == v)
+        )
+        if len(idx) == 0:
+            raise AssertionError(f"no planned send of chunk {c} to {v} arriving at {arr}")
+        j = int(idx[0])
+        link = int(sends.link[j])
+        u = int(lk.src[link])
+        start = arr - int(lk.delay[link]) + 1
+        cand = np.flatnonzero((A[u] <= start - 1) & want[v] & (A[v].astype(np.int64) > arr))
+        if len(cand) == 0:
+            sends.ok[j] = False
+            dropped += 1
+            continue
+        c2 = int(cand[rng.integers(len(cand))])
+        prev = int(A[v, c2])
+        sends.chunk[j] = c2
+        A[v, c2] = arr
+        buckets.setdefault(arr, []).append((np.array([v]), np.array([c2])))
+        replaced += 1
+        if prev != INF:
+            todo.append((v, c2, prev))
+        else:
+            met += 1
+    return replaced, dropped, met
+
+
+def _result(lk: Links, sends: _Sends, replaced: int, dropped: int, rounds: int) -> Result:
+    ok = sends.ok[:sends.n]
+    link = sends.link[:sends.n][ok]
+    arrive = sends.arrive[:sends.n][ok]
+    return Result(
+        chunk=sends.chunk[:sends.n][ok].copy(), src=lk.src[link], dst=lk.dst[link], step=arrive.copy(),
+        delay=lk.delay[link], steps=int(arrive.max(initial=0)), replaced=replaced, dropped=dropped, rounds=rounds,
+    )
+
+
+# ---- from instances to schedules ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Part:
+    """One non-combining request set: collective ``index`` of the instance, as kind ``kind``
+    (a dual when the collective is combining), its chunk ids shifted by ``offset``, its
+    precondition ready at the end of step ``ready``."""
+
+    index: int
+    coll: Collective
+    offset: int
+    ready: int = 0
+
+
+def _problem(parts: list[_Part], size: int):
+    """Stacked ``avail``/``want`` matrices ``[node, compact chunk]`` and the global chunk ids."""
+    ids, avails, wants = [], [], []
+    for p in parts:
+        used = p.coll.used_chunks
+        pre = p.coll.precondition[used].T
+        post = p.coll.postcondition[used].T
+        a = np.full(pre.shape, INF, dtype=np.int32)
+        a[pre] = p.ready
+        ids.append(used + p.offset)
+        avails.append(a)
+        wants.append(post & ~pre)
+    if not ids:
+        return np.zeros((size, 0), np.int32), np.zeros((size, 0), bool), np.zeros(0, np.int64)
+    return np.concatenate(avails, axis=1), np.concatenate(wants, axis=1), np.concatenate(ids)
+
+
+def _forward(topology: Topology, parts: list[_Part], chunk_bytes: float, rng, priority: str,
+             timestep: float | None, busy=None) -> tuple[Result, np.ndarray, Links]:
+    """Greedy matching for non-combining parts on ``topology``; chunk ids made global."""
+    lk = links(topology, chunk_bytes, timestep)
+    avail, want, ids = _problem(parts, topology.size)
+    res = match(lk, avail, want, rng, distances=topology.distances, priority=priority, busy=busy)
+    res.chunk = ids[res.chunk] if len(res.chunk) else res.chunk
+    return res, ids, lk
+
+
+def _reverse_result(res: Result) -> Result:
+    """Time reversal of greedy sends (TACOS §VII-A) keeping multi-timestep links exact:
+    a send occupying steps ``[a-d+1, a]`` occupies ``[T+1-a, T+d-a]`` reversed, so its
+    reversed arrival step is ``T + 1 - start``."""
+    T = res.steps
+    start = res.step - res.delay + 1
+    step = T + 1 - start
+    return replace(res, src=res.dst, dst=res.src, step=step, steps=int(step.max(initial=0)))
+
+
+def _to_schedule(kind: str, res: Result, topology: Topology, chunks: int, op=None, meta=None) -> Schedule:
+    return sched_mod.from_arrays(
+        kind, topology.size, chunks, chunk=res.chunk, src=res.src, dst=res.dst, step=res.step,
+        op=op, meta=meta,
+    )
+
+
+def _chunk_bytes(instance: Instance) -> float:
+    """One TEN timestep carries one chunk: the largest chunk of the instance's collectives."""
+    return max(c.chunk_bytes for c in instance.collectives)
+
+
+def _check_supported(instance: Instance) -> None:
+    topo = instance.topology
+    if topo.switches:
+        raise Unsupported("the greedy matches point-to-point links; unwind the switches first (switch unwind=d)")
+
+
+def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random",
+               timestep: float | None = None) -> Schedule:
+    """One TACOS-Greedy run (seed 001 §VI) on ``instance``: a schedule, step = arrival timestep.
+
+    Non-combining collectives are matched directly; reduce and reduce_scatter are the reversal
+    of broadcast / allgather matched on ``topology.transpose()``; allreduce is
+    ``concat(reduce_scatter, allgather, "allreduce")``; concurrent collectives are matched
+    jointly (combining parts first, on the transpose; the rest then around their link use).
+    """
+    _check_supported(instance)
+    rng = np.random.default_rng(seed)
+    topo = instance.topology
+    cb = _chunk_bytes(instance)
+    meta = {"producer": "greedy", "seed": int(seed), "priority": priority}
+    if not instance.concurrent:
+        coll = instance.collective
+        if coll.kind == "allreduce":
+            rs = _combining(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, priority, timestep)
+            ag, _, _ = _forward(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, priority, timestep)
+            s_rs = _to_schedule("reduce_scatter", rs, topo, coll.num_chunks)
+            s_ag = _to_schedule("allgather", ag, topo, coll.num_chunks)
+            out = sched_mod.concat(s_rs, s_ag, "allreduce")
+            return replace(out, meta={**meta, "phases": [s_rs.num_steps, s_ag.num_steps]})
+        if coll.combining:
+            res = _combining(topo, [_Part(0, coll.dual(), 0)], cb, rng, priority, timestep)
+            return _to_schedule(coll.kind, res, topo, coll.num_chunks, meta=meta)
+        res, _, _ = _forward(topo, [_Part(0, coll, 0)], cb, rng, priority, timestep)
+        return _to_schedule(coll.kind, res, topo, coll.num_chunks, meta=meta)
+    return _concurrent(instance, rng, priority, timestep, meta)
+
+
+def _combining(topo: Topology, dual_parts: list[_Part], cb: float, rng, priority: str,
+               timestep: float | None) -> Result:
+    """Combining parts as the reversal of their duals matched on the transposed topology.
+
+    The reversal is :func:`collsynth.tens.schedule.reverse` extended to multi-timestep links
+    (see :func:`_reverse_result`); on unit-delay links the two agree exactly.
+    """
+    res, _, _ = _forward(topo.transpose(), dual_parts, cb, rng, priority, timestep)
+    return _reverse_result(res)
+
+
+def _concurrent(instance: Instance, rng, priority: str, timestep: float | None, meta: dict) -> Schedule:
+    """Several collectives sharing the network (TACOS §VIII-G): requests merged with chunk
+    offsets. Combining parts (reduce, reduce_scatter, the first phase of allreduce) are matched
+    jointly on the transpose and reversed; then the non-combining parts (and allreduce's
+    allgather phase, ready once the reductions end) are matched around the link slots the
+    first group uses."""
+    topo = instance.topology
+    cb = _chunk_bytes(instance)
+    offs = instance.chunk_offsets
+    comb, fwd = [], []
+    for i, (c, o) in enumerate(zip(instance.collectives, offs)):
+        if c.kind == "allreduce":
+            comb.append(_Part(i, c.with_kind("allgather"), o))
+        elif c.combining:
+            comb.append(_Part(i, c.dual(), o))
+        else:
+            fwd.append(_Part(i, c, o))
+    lk = links(topo, cb, timestep)
+    R = None
+    busy: dict[int, np.ndarray] = {}
+    T_R = 0
+    if comb:
+        R = _combining(topo, comb, cb, rng, priority, timestep)
+        T_R = R.steps
+        pair = lk.lookup if hasattr(lk, "lookup") else None
+        idx = topo.link_arrays.lookup(R.src, R.dst)
+        for k in range(int(R.delay.max(initial=1))):
+            m = R.delay > k
+            for s in np.unique(R.step[m] - k).tolist():
+                b = busy.setdefault(int(s), np.zeros(len(lk), np.int64))
+                np.add.at(b, idx[m & (R.step - k == s)], 1)
+        del pair
+        for i, c in enumerate(instance.collectives):
+            if c.kind == "allreduce":
+                fwd.append(_Part(i, c.with_kind("allgather"), offs[i], ready=T_R))
+    F = None
+    if fwd:
+        F, _, _ = _forward(topo, fwd, cb, rng, priority, timestep, busy=busy)
+    # split per collective and merge (tens.schedule.merge keeps every part's semantics)
+    parts = []
+    for i, (c, o) in enumerate(zip(instance.collectives, offs)):
+        pieces = []
+        for res, op in ((R, OP_REDUCE), (F, OP_COPY)):
+            if res is None:
+                continue
+            m = (res.chunk >= o) & (res.chunk < o + c.num_chunks)
+            if m.any():
+                pieces.append((res.chunk[m] - o, res.src[m], res.dst[m], res.step[m], np.full(int(m.sum()), op, np.int8)))
+        cols = [np.concatenate([p[k] for p in pieces]) if pieces else np.zeros(0, np.int64) for k in range(5)]
+        parts.append(sched_mod.from_arrays(
+            c.kind, topo.size, c.num_chunks, chunk=cols[0], src=cols[1], dst=cols[2], step=cols[3],
+            op=cols[4].astype(np.int8) if pieces else None,
+        ))
+    out = sched_mod.merge(parts, list(offs))
+    return replace(out, meta=meta)
+
+
+# ---- bounds -------------------------------------------------------------------------------
+
+def lower_bound(instance: Instance, timestep: float | None = None) -> int:
+    """Timesteps no TEN schedule can beat: per-node inbound bound and delay-weighted distance.
+
+    Inbound (TACOS TEN, one chunk per link per timestep): a node that must receive ``m``
+    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps.
+    Distance: a request needs the delay-weighted shortest path from its nearest holder.
+    Combining collectives use their dual on the transpose; allreduce adds both phases.
+    Uses ``tens.cost.lower_bounds(instance)["inbound_steps"]`` too when it is available.
+    """
+    topo = instance.topology
+    cb = _chunk_bytes(instance)
+    rs_parts, fwd_parts = [], []
+    for i, (c, o) in enumerate(zip(instance.collectives, instance.chunk_offsets)):
+        if c.kind == "allreduce":
+            rs_parts.append(c.with_kind("allgather"))
+            fwd_parts.append(c.with_kind("allgather"))
+        elif c.combining:
+            rs_parts.append(c.dual())
+        else:
+            fwd_parts.append(c)
+    total = 0
+    for t, cs in ((topo.transpose(), rs_parts), (topo, fwd_parts)):
+        if cs:
+            total += _bound_forward(t, cs, cb, timestep)
+    if instance.concurrent:  # combined inbound load of every part at once
+        total = max(total, _bound_forward(topo, [c if not c.combining else (c.with_kind("allgather") if c.kind == "allreduce" else c.dual()) for c in instance.collectives], cb, timestep, distance=False))
+    try:
+        from ..tens import cost  # type: ignore
+
+        total = max(total, int(cost.lower_bounds(instance)["inbound_steps"]))
+    except Exception:  # noqa: BLE001 - tens.cost not there yet, or no such key
+        pass
+    return int(total)
+
+
+def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep, distance: bool = True) -> int:
+    lk = links(topo, cb, timestep)
+    inc = np.zeros(topo.size, np.int64)
+    np.add.at(inc, lk.dst, lk.cap)
+    need = np.zeros(topo.size, np.int64)
+    for c in colls:
+        need += (c.postcondition & ~c.precondition).sum(axis=0)
+    with np.errstate(divide="ignore"):
+        per = np.where(need > 0, -(-need // np.maximum(inc, 1)), 0)
+    best = int(per.max(initial=0))
+    if distance and len(lk):
+        if (lk.delay == 1).all():
+            Dw = topo.distances.astype(np.float64)
+            Dw[Dw < 0] = np.inf
+        else:
+            import scipy.sparse as sp
+            from scipy.sparse.csgraph import shortest_path
+
+            W = sp.csr_matrix((lk.delay.astype(float), (lk.src, lk.dst)), shape=(topo.size, topo.size))
+            Dw = shortest_path(W, method="D", directed=True)
+        for c in colls:
+            pre, post = c.precondition, c.postcondition & ~c.precondition
+            rows = np.flatnonzero(post.any(axis=1) & (pre.sum(axis=1) == 1))
+            if len(rows):
+                holder = np.argmax(pre[rows], axis=1)
+                d = np.where(post[rows], Dw[holder], -np.inf).max()
+                if np.isfinite(d):
+                    best = max(best, int(d))
+            for ch in np.flatnonzero(post.any(axis=1) & (pre.sum(axis=1) > 1)).tolist():
+                h = np.flatnonzero(pre[ch])
+                d = Dw[np.ix_(h, np.flatnonzero(post[ch]))].min(axis=0).max()
+                if np.isfinite(d):
+                    best = max(best, int(d))
+    return best
