@@ -302,7 +302,7 @@ def from_edges(
         if u == v:
             continue
         for a, b in ((u, v), (v, u)) if bidirectional else ((u, v),):
-            g.add_edge(a, b, bandwidth=attrs.get("bandwidth", bandwidth), alpha=attrs.get("alpha", alpha))
+            g.add_edge(a, b, **{**attrs, "bandwidth": attrs.get("bandwidth", bandwidth), "alpha": attrs.get("alpha", alpha)})
     return Topology(
         graph=g, size=size, name=name, switches=frozenset(switches), meta=dict(meta or {})
     )
