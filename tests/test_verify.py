@@ -465,3 +465,151 @@ def test_merged_concurrent_schedules_verify(topo, data):
     # chunk ids beyond every collective are out of range
     over = from_arrays("concurrent", topo.size, 0, chunk=[offs[2] + topo.size], src=[0], dst=[0], step=[1])
     assert "is outside" in verify(over, instance).reason
+
+
+# ---- the vectorised verifier agrees with a plain reference on random schedules ------------
+
+def reference_verify(sched, instance):
+    """(index, step) of the first violation by the design's rules, one send at a time in plain
+    Python with exact Fractions (None if valid; index None for a missing postcondition)."""
+    sends = sched.sends()
+    topo = instance.topology
+    size = topo.size
+    colls, offs = instance.collectives, instance.chunk_offsets
+    total = offs[-1] + colls[-1].num_chunks
+    live = set(topo.nodes)
+    for i, s in enumerate(sends):
+        nodes_ok = 0 <= s.src < size and 0 <= s.dst < size and s.src in live and s.dst in live
+        if sched.routing == "links":
+            route = nodes_ok and topo.has_link(s.src, s.dst)
+        else:
+            route = nodes_ok and topo.distances[s.src, s.dst] > 0
+        if s.step < 1 or not 0 <= s.lo < s.hi <= 1 or not 0 <= s.chunk < total or not route:
+            return (i, s.step)
+    found = []
+    for coll, off in zip(colls, offs):
+        mine = [(i, s) for i, s in enumerate(sends) if off <= s.chunk < off + coll.num_chunks]
+        r = _reference_one(coll, off, mine, sched.num_steps)
+        if r is not None:
+            found.append(r)
+    return min(found, key=lambda r: (r[1], r[0] is None, r[0] or 0)) if found else None
+
+
+def _reference_one(coll, off, mine, end):
+    comb = coll.combining
+    ops = {}
+    for i, s in mine:
+        ops[i] = s.op or ("reduce" if comb else "copy")
+        if not comb and ops[i] == "reduce":
+            return (i, s.step)
+    cuts = {c: {F(0), F(1)} for c in range(coll.num_chunks)}
+    for _, s in mine:
+        cuts[s.chunk - off] |= {s.lo, s.hi}
+    segs = {c: list(zip(sorted(p)[:-1], sorted(p)[1:])) for c, p in cuts.items()}
+    ranks = set(coll.nodes)
+    state = {}
+    for c in range(coll.num_chunks):
+        for v in range(coll.size):
+            for g in segs[c]:
+                if comb:
+                    state[c, g, v] = frozenset({v}) if coll.precondition[c, v] and v in ranks else frozenset()
+                else:
+                    state[c, g, v] = bool(coll.precondition[c, v])
+
+    def pieces(s):
+        c = s.chunk - off
+        return [(c, g) for g in segs[c] if s.lo <= g[0] and g[1] <= s.hi]
+
+    for t in sorted({s.step for _, s in mine}):
+        batch = [(i, s) for i, s in mine if s.step == t]
+        if not comb:
+            for i, s in batch:
+                if not all(state[c, g, s.src] for c, g in pieces(s)):
+                    return (i, t)
+            for i, s in batch:
+                for c, g in pieces(s):
+                    state[c, g, s.dst] = True
+            continue
+        bad = []
+        for i, s in batch:
+            if any(not state[c, g, s.src] for c, g in pieces(s)):
+                bad.append(i)
+                break
+        copies, reduces = {}, {}
+        for i, s in batch:
+            for c, g in pieces(s):
+                (copies if ops[i] == "copy" else reduces).setdefault((c, g, s.dst), []).append((i, state[c, g, s.src]))
+        new = {}
+        for key, lst in copies.items():
+            for i, val in lst:
+                if val != lst[0][1]:
+                    bad.append(i)
+                    break
+            new[key] = lst[0][1]
+        for key, lst in reduces.items():
+            acc = new.get(key, state[key])
+            for i, val in lst:
+                if acc & val:
+                    bad.append(i)
+                    break
+                acc = acc | val
+            new[key] = acc
+        if bad:
+            return (min(bad), t)
+        state.update(new)
+    full = frozenset(coll.nodes)
+    for c in range(coll.num_chunks):
+        for v in range(coll.size):
+            if coll.postcondition[c, v]:
+                for g in segs[c]:
+                    if (state[c, g, v] != full) if comb else not state[c, g, v]:
+                        return (None, end)
+    return None
+
+
+@st.composite
+def random_cases(draw):
+    """A random topology, collective and a mostly-plausible random schedule (often invalid)."""
+    topo = draw(connected_topologies(3, 5))
+    kind = draw(st.sampled_from(["broadcast", "reduce", "scatter", "gather", "allgather",
+                                 "reduce_scatter", "allreduce", "alltoall"]))
+    root = draw(st.sampled_from(topo.npus)) if kind in ("broadcast", "reduce", "scatter", "gather") else None
+    c = draw(st.integers(1, 2))
+    instance = make_instance(topo, kind, root=root, chunks_per_node=c)
+    coll = instance.collective
+    n = topo.size
+    holders = {ch: set(np.flatnonzero(coll.precondition[ch]).tolist()) for ch in range(coll.num_chunks)}
+    useful = [ch for ch in range(coll.num_chunks) if holders[ch]]
+    links = list(topo.graph.edges())
+    sends = []
+    for t in range(1, draw(st.integers(1, 6)) + 1):
+        arrivals = []
+        for _ in range(draw(st.integers(0, 6))):
+            ch = draw(st.sampled_from(useful))
+            cand = sorted(holders[ch])
+            u = draw(st.sampled_from(cand))
+            outs = [b for a, b in links if a == u]
+            v = draw(st.sampled_from(outs))
+            lo, hi = sorted(draw(st.lists(st.sampled_from([0, 1, 2, 3, 4]), min_size=2, max_size=2, unique=True)))
+            op = draw(st.sampled_from([None, None, "copy", "reduce"])) if coll.combining else None
+            sends.append((ch, F(lo, 4), F(hi, 4), u, v, t, op))
+            arrivals.append((ch, v))
+        for ch, v in arrivals:
+            holders[ch].add(v)
+    if draw(st.integers(0, 9)) == 0 and sends:  # occasionally a malformed send
+        k = draw(st.integers(0, len(sends) - 1))
+        s = sends[k]
+        sends[k] = draw(st.sampled_from([
+            (coll.num_chunks + 1,) + s[1:], s[:3] + (s[3], s[3]) + s[5:], s[:5] + (0,) + s[6:],
+            s[:3] + (s[3], (s[3] + 2) % n) + s[5:],
+        ]))
+    return from_sends(sends, kind, n, coll.num_chunks), instance
+
+
+@given(case=random_cases())
+def test_vectorised_verifier_agrees_with_reference(case):
+    sched, instance = case
+    v = verify(sched, instance)
+    ref = reference_verify(sched, instance)
+    got = None if v is None else (v.index, v.step)
+    assert got == ref, str(v)
