@@ -52,10 +52,9 @@ STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, 
 class BFBResult:
     """An allgather BFB schedule on ``topology`` and what is known about it.
 
-    ``U[(u, t)]`` is the exact largest link load into ``u`` in step ``t`` (shards, or chunks
-    for the chunked methods) of the built schedule; ``step_max[t-1]`` its max over ``u``;
-    ``T_B_units = (d/N) sum_t step_max`` is T_B in units of ``M/B`` (shard units scaled by
-    ``1/K`` for chunked schedules). ``hetero_time_s`` is LP (13)'s sum of step times.
+    ``U[(u, t)]`` is the exact largest link load into ``u`` in step ``t`` (in shards, also for
+    the chunked methods) of the built schedule; ``step_max[t-1]`` its max over ``u``;
+    ``T_B_units = (d/N) sum_t step_max`` is T_B in units of ``M/B``. ``hetero_time_s`` is LP (13)'s sum of step times.
     """
 
     schedule: Schedule
@@ -387,16 +386,13 @@ def solve_bfb(
     if unit > 1:
         extra["chunks"] = unit
     res = BFBResult(
-        schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max, T_B_units=T_B_units / unit,
-        bw_optimal=bw and unit == 1, moore_optimal=(T == moore_bound(N, d)), orbit=orders is not None,
+        schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max, T_B_units=T_B_units,
+        bw_optimal=bw, moore_optimal=(T == moore_bound(N, d)), orbit=orders is not None,
         problems=len(problems), solved=sum(r["solved"] for r in results), status=status,
         solver=solver_name, version=version, build_s=sum(r["build_s"] for r in results),
         solve_s=sum(r["solve_s"] for r in results), wall_s=time.perf_counter() - t_wall,
         message="; ".join(msgs)[:500], extra=extra,
     )
-    if unit > 1:
-        res.bw_optimal = all(U.get((uu, s), Fraction(0)) == Fraction(received[(uu, s)] * unit, d)
-                             for uu in npus for s in range(1, T + 1))
     return res
 
 

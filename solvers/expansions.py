@@ -1,0 +1,767 @@
+"""Expansion techniques with schedule construction (seed 000 section 5, Appendices C and F).
+
+Each expansion takes a base topology and an allgather schedule on it (one chunk per shard) and
+builds the expanded topology and its allgather schedule; the node numbering is the one of the
+generators ``line_graph``, ``degree_expansion`` and ``cartesian``
+(:mod:`collsynth.instances.generators`):
+
+- :func:`line_graph` (Definitions 1-2): L(G) has a node per arc of G (arcs sorted by
+  ``(u, v, key)``) and an arc ``e=(u,v) -> f=(v,w)``. Step 1: every arc-node ``(u,v)`` sends
+  its shard to every ``(v,w)``. Then every base send ``x -> y`` of piece ``C`` of ``v``'s shard
+  in step ``t`` becomes, for every in-arc ``(u,v)`` (a source of L(G)) and every out-arc
+  ``(y,z)``, the send of ``C`` of ``(u,v)``'s shard ``(x,y) -> (y,z)`` in step ``t+1`` (a send
+  over ``k`` parallel arcs ``x -> y`` is split in ``k`` equal parts, one per arc-node). Theorem 1:
+  ``T_L' = T_L + 1``, ``T_B' = T_B + 1/N`` (units of M/B).
+- :func:`degree_expansion` (Definitions 3-4): G*n has nodes ``(v, i) = v*n + i`` and arcs
+  ``(u,i) -> (v,j)`` for every arc ``u -> v`` and all ``i, j``. Every base send ``x -> y`` of
+  ``v``'s piece in step ``t`` becomes ``(x,i) -> (y,j)`` of ``(v,i)``'s piece for all ``i, j``,
+  so after ``T`` steps every node holds every shard except its own copies'; in step ``T+1``
+  ``(v,j)`` collects ``(v,i)`` (``i != j``) from all its ``nd`` in-neighbours ``(w, i')``, each
+  sending an equal part. Theorem 11: ``T_L' = T_L + 1``, ``T_B' = T_B + (n-1)/(nN)``.
+- :func:`cartesian_power` (Definition 14): ``A^(1)`` allgathers along dimension 1, then 2, ...
+  (phase ``k`` = steps ``(k-1)T+1 .. kT``), ``A^(i)`` starts at dimension ``i``; each shard is cut
+  into ``n`` sub-shards, the ``i``-th following ``A^(i)`` (at any step the ``n`` schedules use
+  different dimensions). Theorem 12: ``T_L' = nT_L``, ``T_B' = T_B N/(N-1) (N^n-1)/N^n``.
+- :func:`cartesian_product`: the product topology scheduled by BFB (Theorem 13: BW-optimal
+  when every factor's BFB schedule is, ``T_L = sum of T_L``).
+- :func:`bidirectional` (Appendix F): a reverse-symmetric G with isomorphism ``phi: G -> G^T``
+  becomes G + G^T (degree 2d); half of every shard follows the schedule on G, the other half
+  its image under ``phi`` on G^T: ``T_L`` and ``T_B`` unchanged.
+
+:func:`expand_and_price` verifies (``tens.verify``) and prices (``tens.cost``, sync, exact
+``T_B_chunks``) an expanded schedule and puts the theorem's prediction beside it. The
+producer ``expansion`` reads an instance topology's ``meta`` (generator ``line_graph`` /
+``degree_expansion`` / ``cartesian`` with its ``base``), builds the base's BFB schedule and
+expands it. :data:`CATALOGUE` and :func:`base_catalogue` list the base topologies of Table 9.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+
+from .. import InputError
+from ..instances import generators
+from ..instances.instance import Instance, make_instance
+from ..instances.topology import Topology, from_edges, moore_bound
+from ..tens import schedule as sch
+from ..tens.schedule import Schedule
+from .producers import Options, Outcome, Producer, Unsupported
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def arcs_of(topology: Topology) -> np.ndarray:
+    """Arcs ``[m, 2]`` sorted by ``(u, v, key)`` (the line-graph node numbering)."""
+    arcs = sorted((u, v, k) for u, v, k in topology.graph.edges(keys=True))
+    return np.array([(u, v) for u, v, _ in arcs], dtype=np.int64).reshape(-1, 2)
+
+
+def _plain_topology(size: int, arcs: np.ndarray, name: str, meta: dict | None = None,
+                    like: Topology | None = None) -> Topology:
+    """A topology from arcs; link costs copied from ``like`` (uniform) when given."""
+    bw = al = None
+    if like is not None and like.num_links:
+        _, _, data = next(iter(like.graph.edges(data=True)))
+        bw, al = data.get("bandwidth"), data.get("alpha")
+    return from_edges(size, [tuple(a) for a in arcs.tolist()], bandwidth=bw, alpha=al, name=name, meta=meta)
+
+
+def shard_units(schedule: Schedule) -> Schedule:
+    """Check a base schedule is an allgather with one chunk per shard (chunk id = owner)."""
+    if schedule.collective != "allgather":
+        raise InputError("schedule", f"expansions take allgather schedules, got {schedule.collective}")
+    if schedule.chunks != schedule.nodes:
+        raise InputError("schedule", "expansions take one chunk per shard (chunks == nodes)")
+    return schedule
+
+
+def replicate_chunks(schedule: Schedule, c: int) -> Schedule:
+    """The same schedule for ``c`` chunks per shard: chunk ``v`` becomes ``v*c + j``, same pieces."""
+    if c == 1:
+        return schedule
+    n = len(schedule)
+    j = np.tile(np.arange(c), n)
+    rep = lambda a: np.repeat(a, c)  # noqa: E731
+    return sch.from_arrays(schedule.collective, schedule.nodes, schedule.nodes * c,
+                           chunk=rep(schedule.chunk) * c + j, lo=rep(schedule.lo), hi=rep(schedule.hi),
+                           src=rep(schedule.src), dst=rep(schedule.dst), step=rep(schedule.step),
+                           denom=schedule.denom, op=rep(schedule.op), routing=schedule.routing,
+                           meta=schedule.meta)
+
+
+def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Order and start offsets grouping indices by ``keys`` (0..n-1)."""
+    order = np.argsort(keys, kind="stable")
+    starts = np.searchsorted(keys[order], np.arange(n + 1))
+    return order, starts
+
+
+def _expand_groups(idx: np.ndarray, order: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``idx[i]`` all members of its group: returns (row index i, member) pairs."""
+    cnt = starts[idx + 1] - starts[idx]
+    rows = np.repeat(np.arange(len(idx)), cnt)
+    offs = np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return rows, order[starts[idx][rows] + offs]
+
+
+# ---- line graph (Definitions 1-2, Theorem 1) ----------------------------------------------------
+
+def line_graph_topology(base: Topology) -> Topology:
+    """L(G): a node per arc of G (sorted by (u, v, key)), arcs ``(u,v) -> (v,w)`` (Definition 1)."""
+    arcs = arcs_of(base)
+    m = len(arcs)
+    order, starts = _csr(arcs[:, 0], base.size)  # out-arcs by tail
+    rows, f = _expand_groups(arcs[:, 1], order, starts)
+    return _plain_topology(m, np.stack([rows, f], 1), f"L({base.name})", like=base)
+
+
+def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
+    """L(G) and the line-graph schedule of Definition 2 (Theorem 1)."""
+    s = shard_units(schedule)
+    arcs = arcs_of(base)
+    m = len(arcs)
+    topo = line_graph_topology(base)
+    out_order, out_starts = _csr(arcs[:, 0], base.size)
+    in_order, in_starts = _csr(arcs[:, 1], base.size)
+    # split sends over parallel arcs: one equal part per arc x -> y
+    pair_key = arcs[:, 0] * base.size + arcs[:, 1]
+    send_key = s.src * base.size + s.dst
+    first = np.searchsorted(pair_key, send_key)
+    last = np.searchsorted(pair_key, send_key, side="right")
+    mult = last - first
+    if (mult < 1).any():
+        raise InputError("schedule", "a base send is not on an arc of the base topology")
+    L = int(np.lcm.reduce(np.unique(mult))) if len(mult) else 1
+    denom = s.denom * L
+    rows = np.repeat(np.arange(len(s)), mult)
+    part = np.arange(len(rows)) - np.repeat(np.cumsum(mult) - mult, mult)
+    size = (s.hi - s.lo)[rows] * (L // mult[rows])
+    lo = s.lo[rows] * L + part * size
+    hi = lo + size
+    sender = first[rows] + part  # arc-node (x, y, key)
+    v = s.chunk[rows]
+    y = s.dst[rows]
+    t = s.step[rows]
+    # every in-arc e of v (a source of L(G)) ...
+    r1, e = _expand_groups(v, in_order, in_starts)
+    # ... and every out-arc f of y (a receiver)
+    r2, f = _expand_groups(y[r1], out_order, out_starts)
+    src_rows = r1[r2]
+    chunk = e[r2]
+    keep = f != chunk  # never send a shard back to its owner
+    body = dict(chunk=chunk[keep], lo=lo[src_rows][keep], hi=hi[src_rows][keep], src=sender[src_rows][keep],
+                dst=f[keep], step=t[src_rows][keep] + 1)
+    # step 1: every arc-node e=(u,v) sends its shard to every (v, w)
+    r0, f0 = _expand_groups(arcs[:, 1], out_order, out_starts)
+    first_step = dict(chunk=r0, lo=np.zeros(len(r0), np.int64), hi=np.full(len(r0), denom, np.int64),
+                      src=r0, dst=f0, step=np.ones(len(r0), np.int64))
+    cat = {k: np.concatenate([first_step[k], body[k]]) for k in body}
+    out = sch.from_arrays("allgather", m, m, denom=denom, **cat)
+    return topo, out
+
+
+# ---- degree expansion (Definitions 3-4, Theorem 11) ---------------------------------------------
+
+def degree_topology(base: Topology, n: int) -> Topology:
+    """G*n: nodes ``(v, i) = v*n + i``, arcs ``(u,i) -> (v,j)`` per arc ``u -> v`` (Definition 3)."""
+    if any(u == v for u, v in base.graph.edges()):
+        raise InputError("base", "degree expansion needs a base without self-loops")
+    arcs = arcs_of(base)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    a = np.repeat(arcs, n * n, axis=0)
+    ii, jj = np.tile(i, len(arcs)), np.tile(j, len(arcs))
+    return _plain_topology(base.size * n, np.stack([a[:, 0] * n + ii, a[:, 1] * n + jj], 1),
+                           f"{base.name}*{n}", like=base)
+
+
+def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
+    """G*n and the degree-expanded schedule of Definition 4 (Theorem 11)."""
+    if n < 1:
+        raise InputError("copies", f"expected an integer >= 1, got {n}")
+    s = shard_units(schedule)
+    topo = degree_topology(base, n)
+    T = s.num_steps
+    # steps 1..T: (x,i) -> (y,j) carries (v,i)'s piece for all i, j
+    k = len(s)
+    i = np.tile(np.repeat(np.arange(n), n), k)
+    j = np.tile(np.tile(np.arange(n), n), k)
+    rep = lambda a: np.repeat(a, n * n)  # noqa: E731
+    # step T+1: (v,j) gets (v,i), i != j, from every in-neighbour pair (w, i') in parts ~ multiplicity
+    la = base.link_arrays
+    indeg = np.bincount(la.dst, weights=la.count, minlength=base.size).astype(np.int64)
+    dl = int(np.lcm.reduce(np.unique(indeg[indeg > 0]))) if (indeg > 0).any() else 1
+    denom = s.denom * n * dl
+    scale = denom // s.denom
+    body = dict(chunk=rep(s.chunk) * n + i, lo=rep(s.lo) * scale, hi=rep(s.hi) * scale,
+                src=rep(s.src) * n + i, dst=rep(s.dst) * n + j, step=rep(s.step))
+    # parts: pair p (w -> v) with count c_p: n parts (one per i') of size c_p/(n*indeg(v)) each
+    order, starts = _csr(la.dst, base.size)
+    rows = []
+    for v in range(base.size):
+        if v not in base.graph:
+            continue
+        ps = order[starts[v]:starts[v + 1]]
+        sizes = np.repeat(la.count[ps] * (denom // (n * indeg[v])), n)  # per (pair, i')
+        w = np.repeat(la.src[ps], n)
+        ip = np.tile(np.arange(n), len(ps))
+        hi = np.cumsum(sizes)
+        lo = hi - sizes
+        for ii in range(n):
+            for jj in range(n):
+                if ii == jj:
+                    continue
+                rows.append((np.full(len(w), v * n + ii), lo, hi, w * n + ip, np.full(len(w), v * n + jj)))
+    last = {key: np.concatenate([r[q] for r in rows]) if rows else np.zeros(0, np.int64)
+            for q, key in enumerate(("chunk", "lo", "hi", "src", "dst"))}
+    last["step"] = np.full(len(last["chunk"]), T + 1, np.int64)
+    cat = {key: np.concatenate([body[key], last[key]]) for key in body}
+    out = sch.from_arrays("allgather", topo.size, topo.size, denom=denom, **cat)
+    return topo, out
+
+
+# ---- Cartesian power (Definition 14, Theorem 12) and product (Theorem 13) --------------------------
+
+def cartesian_topology(factors: list[Topology]) -> Topology:
+    """Cartesian product of the factors; node ``(g, h)`` has id ``g*|H| + h`` (row-major)."""
+    size = factors[0].size
+    arcs = arcs_of(factors[0])
+    for h in factors[1:]:
+        hs = h.size
+        harcs = arcs_of(h)
+        y = np.arange(hs)
+        a1 = np.stack([np.repeat(arcs[:, 0], hs) * hs + np.tile(y, len(arcs)),
+                       np.repeat(arcs[:, 1], hs) * hs + np.tile(y, len(arcs))], 1)
+        x = np.arange(size)
+        a2 = np.stack([np.repeat(x, len(harcs)) * hs + np.tile(harcs[:, 0], size),
+                       np.repeat(x, len(harcs)) * hs + np.tile(harcs[:, 1], size)], 1)
+        arcs = np.concatenate([a1, a2])
+        size *= hs
+    meta = {}
+    if all("cayley" in (f.meta or {}) for f in factors):
+        meta["cayley"] = [o for f in factors for o in f.meta["cayley"]]
+    name = " x ".join(f"({f.name})" for f in factors)
+    return _plain_topology(size, arcs, name, meta=meta, like=factors[0])
+
+
+def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
+    """G^n and the schedule of Definition 14 (Theorem 12)."""
+    if n < 1:
+        raise InputError("times", f"expected an integer >= 1, got {n}")
+    s = shard_units(schedule)
+    N = base.size
+    topo = cartesian_topology([base] * n)
+    T = s.num_steps
+    pw = N ** np.arange(n - 1, -1, -1)  # row-major weights, dimension 0 most significant
+    parts = []
+    for k in range(n):
+        # free coordinates: source dims < k (N^k), holder dims < k (N^k), shared dims > k (N^(n-k-1))
+        nfree = N ** k
+        nrest = N ** (n - k - 1)
+        combos = nfree * nfree * nrest
+        c = np.arange(combos)
+        s_lo = c // (nfree * nrest)  # source's dims < k
+        h_lo = (c // nrest) % nfree  # holder's dims < k
+        rest = c % nrest  # dims > k shared by source and holder
+        base_src = s_lo * (N * nrest) + rest  # id without the dim-k coordinate
+        base_hold = h_lo * (N * nrest) + rest
+        wk = N ** (n - k - 1)
+        E = len(s)
+        cc = np.tile(c, E)
+        r = np.repeat(np.arange(E), combos)
+        parts.append(dict(
+            chunk=np.tile(base_src, E) + s.chunk[r] * wk,
+            lo=s.lo[r], hi=s.hi[r],
+            src=np.tile(base_hold, E) + s.src[r] * wk,
+            dst=np.tile(base_hold, E) + s.dst[r] * wk,
+            step=s.step[r] + k * T,
+        ))
+        del cc
+    a1 = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    # A^(i): rotate dimensions by i; sub-shard i of every shard
+    ids = np.arange(topo.size)
+    digits = (ids[:, None] // pw[None, :]) % N
+    denom = s.denom * n
+    out = {key: [] for key in a1}
+    for i in range(n):
+        rot = (digits[:, (np.arange(n) - i) % n] * pw[None, :]).sum(1)  # coordinate k moves to k+i
+        out["chunk"].append(rot[a1["chunk"]])
+        out["src"].append(rot[a1["src"]])
+        out["dst"].append(rot[a1["dst"]])
+        out["lo"].append(a1["lo"] + i * s.denom)
+        out["hi"].append(a1["hi"] + i * s.denom)
+        out["step"].append(a1["step"])
+    cat = {key: np.concatenate(val) for key, val in out.items()}
+    return topo, sch.from_arrays("allgather", topo.size, topo.size, denom=denom, **cat)
+
+
+def cartesian_product(factors: list[Topology], **bfb_options) -> tuple[Topology, Schedule, Any]:
+    """The product topology and its BFB schedule (Theorem 13); returns the BFB result too."""
+    from .bfb import solve_bfb
+
+    topo = cartesian_topology(factors)
+    res = solve_bfb(topo, **bfb_options)
+    return topo, res.schedule, res
+
+
+# ---- unidirectional -> bidirectional (Appendix F) -------------------------------------------------
+
+def transpose_isomorphism(topology: Topology) -> dict[int, int] | None:
+    """An isomorphism ``phi: G -> G^T`` (reverse symmetry, Definition 8), or None."""
+    g = nx.DiGraph()
+    g.add_nodes_from(topology.nodes)
+    la = topology.link_arrays
+    for u, v, c in zip(la.src.tolist(), la.dst.tolist(), la.count.tolist()):
+        g.add_edge(u, v, count=c)
+    gt = g.reverse(copy=True)
+    if nx.is_isomorphic(g, g.reverse(copy=False)) is False:
+        return None
+    phi = nx.vf2pp_isomorphism(g, gt, node_label=None)
+    if phi is None:
+        return None
+    # parallel-link counts must match too
+    for u, v, c in zip(la.src.tolist(), la.dst.tolist(), la.count.tolist()):
+        if gt[phi[u]][phi[v]]["count"] != c:
+            return None
+    return phi
+
+
+def bidirectional(base: Topology, schedule: Schedule, phi: dict[int, int] | None = None) -> tuple[Topology, Schedule]:
+    """G + G^T (degree 2d) and the Appendix F schedule: half of each shard along the schedule on
+    G, the other half along its image under ``phi: G -> G^T`` (same T_L and T_B)."""
+    s = shard_units(schedule)
+    if phi is None:
+        phi = transpose_isomorphism(base)
+        if phi is None:
+            raise Unsupported(f"{base.name} is not reverse-symmetric (no isomorphism to its transpose)")
+    arcs = arcs_of(base)
+    topo = _plain_topology(base.size, np.concatenate([arcs, arcs[:, ::-1]]), f"bi({base.name})", like=base)
+    perm = np.arange(base.size)
+    for a, b in phi.items():
+        perm[a] = b
+    image = sch.relabel(s, perm)  # on G^T: the arcs of G reversed
+    d2 = s.denom * 2
+    cat = dict(
+        chunk=np.concatenate([s.chunk, image.chunk]), lo=np.concatenate([s.lo, image.lo + s.denom]),
+        hi=np.concatenate([s.hi, image.hi + s.denom]), src=np.concatenate([s.src, image.src]),
+        dst=np.concatenate([s.dst, image.dst]), step=np.concatenate([s.step, image.step]),
+    )
+    return topo, sch.from_arrays("allgather", base.size, base.size, denom=d2, **cat)
+
+
+# ---- theorem formulas -----------------------------------------------------------------------------
+
+def predict(kind: str, N: int, d: int, T_L: int, T_B: Fraction, n: int = 1, other: tuple | None = None) -> dict:
+    """Theorem formulas (seeds/README.md; T_B in units of M/B) for an expansion of a base with
+    ``N`` nodes, degree ``d``, ``T_L`` steps and ``T_B``: returns ``nodes, degree, T_L, T_B``."""
+    T_B = Fraction(T_B)
+    if kind == "line_graph":
+        return {"nodes": d * N, "degree": d, "T_L": T_L + 1, "T_B": T_B + Fraction(1, N)}
+    if kind == "degree_expansion":
+        return {"nodes": n * N, "degree": n * d, "T_L": T_L + 1, "T_B": T_B + Fraction(n - 1, n * N)}
+    if kind == "cartesian_power":
+        return {"nodes": N ** n, "degree": n * d, "T_L": n * T_L,
+                "T_B": T_B * Fraction(N, N - 1) * Fraction(N ** n - 1, N ** n)}
+    if kind == "cartesian_product":  # both factors BW-optimal (Theorem 13)
+        N2, d2, T_L2 = other
+        M = N * N2
+        return {"nodes": M, "degree": d + d2, "T_L": T_L + T_L2, "T_B": Fraction(M - 1, M)}
+    if kind == "bidirectional":
+        return {"nodes": N, "degree": 2 * d, "T_L": T_L, "T_B": T_B}
+    raise ValueError(kind)
+
+
+@dataclass
+class Priced:
+    """An expanded (or base) schedule, verified and priced, beside the theorem's prediction."""
+
+    topology: Topology
+    schedule: Schedule
+    verified: bool
+    violation: str
+    steps: int
+    T_B_chunks: Fraction | None
+    T_B: Fraction | None  # units of M/B
+    predicted: dict = field(default_factory=dict)
+    cost: Any = None
+
+    @property
+    def matches(self) -> bool:
+        """True when the priced T_L and T_B equal the theorem's exactly."""
+        return (bool(self.predicted) and self.steps == self.predicted["T_L"]
+                and self.T_B == self.predicted["T_B"])
+
+    def summary(self) -> dict:
+        N = len(self.topology.npus)
+        d = self.topology.out_degree_range[1]
+        return {
+            "topology": self.topology.name, "nodes": N, "degree": d, "verified": self.verified,
+            "violation": self.violation, "T_L": self.steps, "T_B": str(self.T_B),
+            "T_B_float": float(self.T_B) if self.T_B is not None else None,
+            "predicted": {k: str(v) for k, v in self.predicted.items()}, "matches": self.matches,
+            "moore_optimal": self.steps == moore_bound(N, d),
+            "bw_optimal": self.T_B == Fraction(N - 1, N) if self.T_B is not None else None,
+        }
+
+
+def price_schedule(topology: Topology, schedule: Schedule, predicted: dict | None = None,
+                   message_bytes: float = 1 << 20) -> Priced:
+    """Verify and price (sync) an allgather schedule; ``T_B = T_B_chunks * d / N`` (M/B units)."""
+    from ..tens import cost, verify
+
+    inst = make_instance(topology, "allgather", message_bytes=message_bytes)
+    bad = verify.verify(schedule, inst)
+    if bad is not None:
+        return Priced(topology, schedule, False, str(bad), schedule.num_steps, None, None, dict(predicted or {}))
+    c = cost.price(schedule, inst, "sync")
+    chunks = c.extra.get("T_B_chunks")
+    N = len(topology.npus)
+    d = topology.out_degree_range[1]
+    T_B = Fraction(chunks) * Fraction(d, N) if chunks is not None else None
+    return Priced(topology, schedule, True, "", schedule.num_steps, chunks, T_B, dict(predicted or {}), c)
+
+
+def expand_and_price(kind: str, base: Topology, schedule: Schedule, n: int = 1, **kw) -> tuple[Priced, Priced]:
+    """Price the base schedule, expand it (``kind``: line_graph, degree_expansion,
+    cartesian_power, bidirectional), price the result and attach the theorem's prediction.
+
+    Returns ``(base_priced, expanded_priced)``.
+    """
+    b = price_schedule(base, schedule)
+    if not b.verified:
+        raise ValueError(f"base schedule does not verify: {b.violation}")
+    N, d = len(base.npus), base.out_degree_range[1]
+    if kind == "line_graph":
+        topo, s = line_graph(base, schedule)
+    elif kind == "degree_expansion":
+        topo, s = degree_expansion(base, schedule, n)
+    elif kind == "cartesian_power":
+        topo, s = cartesian_power(base, schedule, n)
+    elif kind == "bidirectional":
+        topo, s = bidirectional(base, schedule, kw.get("phi"))
+    else:
+        raise InputError("kind", f"unknown expansion {kind!r}")
+    pred = predict(kind, N, d, b.steps, b.T_B, n)
+    return b, price_schedule(topo, s, pred)
+
+
+# ---- base catalogue (Table 9) ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Family:
+    """A base-topology family of seed 000 Table 9: how to instantiate it for (nodes, degree)."""
+
+    name: str
+    symbol: str
+    generator: str
+    members: Callable[[int, int], list[dict]]  # (degree, max_nodes) -> generator params
+    note: str = ""
+
+
+def _complete(d, nmax):
+    return [{"nodes": d + 1}] if d >= 1 and d + 1 <= nmax else []
+
+
+def _bipartite(d, nmax):
+    return [{"degree": d}] if 2 * d <= nmax else []
+
+
+def _hamming(d, nmax):
+    out = []
+    for D in range(1, d + 1):
+        if d % D == 0:
+            q = d // D + 1
+            if q ** D <= nmax:
+                out.append({"dims": D, "q": q})
+    return out
+
+
+def _kautz(d, nmax):
+    out, k = [], 1
+    while d >= 2 and d ** k + d ** (k - 1) <= nmax:
+        out.append({"degree": d, "diameter": k})
+        k += 1
+    return out
+
+
+def _gkautz(d, nmax, sizes=None):
+    return [{"degree": d, "nodes": N} for N in (sizes or range(d + 2, nmax + 1))]
+
+
+def best_circulant_offsets(N: int) -> list[int]:
+    """Degree-4 circulant ``C(N, {a, a+1})``, ``a = floor(sqrt((N-2)/2))`` (Theorem 22)."""
+    a = max(1, math.isqrt(max(0, (N - 2) // 2)))
+    while a >= 1 and (a + 1 >= N or math.gcd(N, a, a + 1) != 1):
+        a -= 1
+    return [a, a + 1]
+
+
+def _circulant(d, nmax, sizes=None):
+    if d != 4:
+        return []
+    return [{"nodes": N, "offsets": best_circulant_offsets(N)} for N in (sizes or range(6, nmax + 1))]
+
+
+def _dcirculant(d, nmax, sizes=None):
+    return [{"nodes": N, "offsets": list(range(1, d + 1)), "directed": True}
+            for N in (sizes or range(d + 2, nmax + 1))]
+
+
+def _biring(d, nmax, sizes=None):
+    return [{"nodes": N} for N in (sizes or range(3, nmax + 1))] if d == 2 else []
+
+
+def _uniring(d, nmax, sizes=None):
+    return [{"nodes": N, "bidirectional": False} for N in (sizes or range(2, nmax + 1))] if d == 1 else []
+
+
+def _debruijn(d, nmax):
+    out, k = [], 1
+    while d >= 2 and d ** k <= nmax:
+        out.append({"degree": d, "diameter": k})
+        k += 1
+    return out
+
+
+def _drg(d, nmax):
+    from ..instances.distance_regular import CATALOGUE as DRG
+
+    return [{"name": k} for k, e in DRG.items() if e.degree == d and e.nodes <= nmax]
+
+
+CATALOGUE: tuple[Family, ...] = (
+    Family("complete", "K_{d+1}", "complete", _complete),
+    Family("complete_bipartite", "K_{d,d}", "complete_bipartite", _bipartite),
+    Family("hamming", "H(D,q)", "hamming", _hamming),
+    Family("kautz", "K(d,k)", "kautz", _kautz),
+    Family("generalized_kautz", "Pi(d,N)", "generalized_kautz", _gkautz,
+           "self-loops dropped (those nodes have out-degree d-1)"),
+    Family("circulant", "C(N,{a,a+1})", "circulant", _circulant, "degree 4, Theorem 22's offsets"),
+    Family("directed_circulant", "DC(N,{1..d})", "circulant", _dcirculant),
+    Family("biring", "BiRing(N)", "ring", _biring, "BFB ring schedule (E.1): half-circle each way"),
+    Family("uniring", "UniRing(N)", "ring", _uniring),
+    Family("de_bruijn", "B(d,k)", "de_bruijn", _debruijn, "self-loops dropped"),
+    Family("distance_regular", "DRG", "distance_regular", _drg, "seed 000 Table 7"),
+)
+NOT_STATED = {
+    "diamond": "Figure 16's construction is not in the seed text",
+    "modified_de_bruijn": "Figure 17's construction (DBJMod) is not in the seed text",
+}
+
+
+def base_entry(family: str, params: dict, *, method: str = "flow", build_schedule: bool = True) -> dict:
+    """One catalogue base topology with its BFB schedule, T_L, T_B (M/B units) and flags."""
+    from .bfb import solve_bfb
+
+    fam = next((f for f in CATALOGUE if f.name == family), None)
+    if fam is None:
+        raise InputError("family", f"unknown base family {family!r}")
+    topo = generators.build(fam.generator, params)
+    N, d = len(topo.npus), topo.out_degree_range[1]
+    row = {"family": family, "symbol": fam.symbol, "generator": fam.generator, "params": dict(params),
+           "topology": topo.name, "nodes": N, "degree": d, "regular": topo.regular,
+           "moore_bound": moore_bound(N, d), "note": fam.note}
+    if topo.diameter < 0:
+        row.update(T_L=None, T_B=None, bw_optimal=False, moore_optimal=False, note="not strongly connected")
+        return row
+    if build_schedule:
+        res = solve_bfb(topo, method=method)
+        row.update(T_L=res.steps, T_B=res.T_B_units, bw_optimal=res.bw_optimal, moore_optimal=res.moore_optimal,
+                   schedule=res.schedule, topology_obj=topo)
+    else:
+        from ..formulations.bfb_lp import optimal_loads
+
+        r = optimal_loads(topo)
+        T_B = Fraction(d, N) * sum(r["step_max"], Fraction(0))
+        row.update(T_L=r["steps"], T_B=T_B, bw_optimal=r["bw_optimal"], moore_optimal=r["steps"] == moore_bound(N, d),
+                   topology_obj=topo)
+    return row
+
+
+def base_catalogue(degree: int, max_nodes: int = 64, *, build_schedule: bool = False,
+                   families: tuple[str, ...] | None = None, dense_limit: int = 16) -> list[dict]:
+    """The Table 9 catalogue for ``degree``: every family's members up to ``max_nodes`` nodes,
+    each with T_L, T_B (units M/B, exact) and the BW-/Moore-optimal flags (BFB, Theorem 19).
+
+    Families defined for every N (generalized Kautz, circulants, rings) are listed up to
+    ``dense_limit`` nodes only (the finder asks for the sizes it needs).
+    """
+    rows = []
+    for fam in CATALOGUE:
+        if families and fam.name not in families:
+            continue
+        try:
+            members = fam.members(degree, max_nodes) if fam.members not in (_gkautz, _circulant, _dcirculant, _biring, _uniring) \
+                else fam.members(degree, min(max_nodes, dense_limit))
+        except Exception:  # noqa: BLE001 - a family that cannot be instantiated is skipped
+            continue
+        for params in members:
+            try:
+                rows.append(base_entry(fam.name, params, build_schedule=build_schedule))
+            except InputError:
+                continue
+    return rows
+
+
+# ---- the producer ---------------------------------------------------------------------------------
+
+def _base_from_meta(table: dict) -> Topology:
+    table = dict(table)
+    gen = table.pop("generator")
+    return generators.build(gen, table, where="base")
+
+
+def _same_graph(a: Topology, b: Topology) -> bool:
+    if a.size != b.size:
+        return False
+    la, lb = a.link_arrays, b.link_arrays
+    return (len(la) == len(lb) and np.array_equal(la.src, lb.src) and np.array_equal(la.dst, lb.dst)
+            and np.array_equal(la.count, lb.count))
+
+
+def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_method: str = "lp",
+                       solver: str = "highs") -> tuple[Schedule, dict]:
+    """The expansion schedule for a topology built by the ``line_graph`` / ``degree_expansion``
+    / ``cartesian`` generators (read from ``topology.meta``); with ``transpose`` the allgather
+    on the transposed topology (for reduce-scatter), built from the transposed base.
+
+    Returns the schedule (on ``topology`` or its transpose) and the prediction/base figures.
+    """
+    from .bfb import solve_bfb
+
+    meta = topology.meta or {}
+    gen = meta.get("generator")
+    params = dict(meta.get("params") or {})
+    if gen not in ("line_graph", "degree_expansion", "cartesian"):
+        raise Unsupported("the expansion producer needs a topology from the line_graph, degree_expansion "
+                          "or cartesian generator")
+    if topology.failed_nodes or topology.failed_links:
+        raise Unsupported("expansions are built on intact topologies")
+    base = _base_from_meta(params["base"])
+    if transpose:
+        base = base.transpose()
+    info: dict[str, Any] = {"expansion": gen, "base": base.name}
+
+    def bfb(t: Topology):
+        r = solve_bfb(t, method=bfb_method, solver=solver)
+        info.setdefault("base_T_L", r.steps)
+        info.setdefault("base_T_B", str(r.T_B_units))
+        info.setdefault("base_bw_optimal", r.bw_optimal)
+        return r
+
+    if gen == "line_graph":
+        times = int(params.get("times", 1))
+        cur_t, cur_s = base, bfb(base).schedule
+        for _ in range(times):
+            N, d = len(cur_t.npus), cur_t.out_degree_range[1]
+            b = price_schedule(cur_t, cur_s)
+            pred = predict("line_graph", N, d, b.steps, b.T_B)
+            cur_t, cur_s = line_graph(cur_t, cur_s)
+        info["predicted"] = pred
+    elif gen == "degree_expansion":
+        n = int(params["copies"])
+        b = price_schedule(base, bfb(base).schedule)
+        cur_t, cur_s = degree_expansion(base, b.schedule, n)
+        info["predicted"] = predict("degree_expansion", len(base.npus), base.out_degree_range[1], b.steps, b.T_B, n)
+    else:
+        other = params.get("other")
+        times = int(params.get("times", 2))
+        if other is not None:
+            h = _base_from_meta(other)
+            if transpose:
+                h = h.transpose()
+            cur_t = cartesian_topology([base, h])
+            r = solve_bfb(cur_t, method=bfb_method, solver=solver)
+            cur_s = r.schedule
+            rb, rh = solve_bfb(base, method="flow"), solve_bfb(h, method="flow")
+            if rb.bw_optimal and rh.bw_optimal:
+                info["predicted"] = predict("cartesian_product", len(base.npus), base.out_degree_range[1], rb.steps,
+                                            rb.T_B_units, other=(len(h.npus), h.out_degree_range[1], rh.steps))
+        else:
+            b = price_schedule(base, bfb(base).schedule)
+            cur_t, cur_s = cartesian_power(base, b.schedule, times)
+            info["predicted"] = predict("cartesian_power", len(base.npus), base.out_degree_range[1], b.steps, b.T_B,
+                                        times)
+    want = topology.transpose() if transpose else topology
+    if gen == "line_graph" and transpose:
+        # L^k(G^T) is isomorphic to L^k(G)^T: arc-node (a, b) of G^T is arc-node (b, a) of G
+        perm = _line_transpose_perm(base.transpose(), int(params.get("times", 1)))
+        cur_s = sch.relabel(cur_s, perm)
+        cur_t = _relabel_topology(cur_t, perm)
+    if not _same_graph(cur_t, want):
+        raise Unsupported("the instance topology does not match the expansion of its base (numbering)")
+    if "predicted" in info:
+        info["predicted"] = {k: (str(v) if isinstance(v, Fraction) else v) for k, v in info["predicted"].items()}
+    return cur_s, info
+
+
+def _line_transpose_perm(g: Topology, times: int) -> np.ndarray:
+    """Node map ``L^k(G^T) -> L^k(G)`` that is an isomorphism onto ``L^k(G)^T``."""
+    perm = np.arange(g.size)  # G^T and G share node ids
+    gt = g.transpose()
+    cur_g, cur_t = g, gt  # L^j(G) and L^j(G^T)
+    for _ in range(times):
+        ag = arcs_of(cur_g)
+        at = arcs_of(cur_t)
+        # arc (a, b) of L^j(G^T) corresponds to the arc (perm[b], perm[a]) of L^j(G)
+        key_g = ag[:, 0] * cur_g.size + ag[:, 1]
+        key_t = perm[at[:, 1]] * cur_g.size + perm[at[:, 0]]
+        order_t = np.argsort(key_t, kind="stable")
+        order_g = np.argsort(key_g, kind="stable")
+        if not np.array_equal(key_t[order_t], key_g[order_g]):
+            raise Unsupported("line graph of the transpose does not match (internal)")
+        new = np.empty(len(at), np.int64)
+        new[order_t] = order_g
+        perm = new
+        cur_g, cur_t = line_graph_topology(cur_g), line_graph_topology(cur_t)
+    return perm
+
+
+def _relabel_topology(t: Topology, perm: np.ndarray) -> Topology:
+    la = t.link_arrays
+    arcs = [(int(perm[u]), int(perm[v])) for u, v, c in zip(la.src.tolist(), la.dst.tolist(), la.count.tolist())
+            for _ in range(c)]
+    return _plain_topology(t.size, np.array(arcs, np.int64).reshape(-1, 2), t.name, like=t)
+
+
+def _run_expansion(instance: Instance, options: Options) -> Outcome:
+    if instance.concurrent:
+        raise Unsupported("expansions build one collective")
+    coll = instance.collective
+    topo = instance.topology
+    if tuple(coll.nodes) != tuple(topo.npus):
+        raise Unsupported("expansions need every node to take part")
+    method = str(options.params.get("bfb_method", "lp"))
+    if coll.kind == "allgather":
+        s, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
+    elif coll.kind in ("reduce_scatter", "allreduce"):
+        ag, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
+        rs_ag, _ = expanded_allgather(topo, transpose=True, bfb_method=method, solver=options.solver)
+        rs = sch.reverse(rs_ag)
+        s = rs if coll.kind == "reduce_scatter" else sch.concat(rs, ag, "allreduce")
+        if coll.kind == "reduce_scatter":
+            info["note"] = "reduce-scatter = allgather on the transpose, reversed"
+    else:
+        raise Unsupported(f"expansions build allgather, reduce_scatter and allreduce, not {coll.kind}")
+    s = replicate_chunks(s, coll.chunks_per_node)
+    priced = None
+    if coll.kind == "allgather" and coll.chunks_per_node == 1:
+        p = price_schedule(topo, s, None, coll.message_bytes)
+        priced = {"T_L": p.steps, "T_B": str(p.T_B)} if p.verified else None
+    extra = dict(info)
+    if priced:
+        extra.update(priced)
+    return Outcome(s, "constructed", objective=float(s.num_steps), units="steps", extra=extra)
+
+
+PRODUCERS = [
+    Producer("expansion", "expansion", _run_expansion,
+             "Line-graph / degree / Cartesian expansion of the base's BFB schedule (seed 000 §5, App. C)",
+             uses_solver=True),
+]
