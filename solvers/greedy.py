@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .. import InputError
 from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
@@ -60,6 +61,7 @@ from .producers import Options, Outcome, Producer, Unsupported
 
 INF = np.iinfo(np.int32).max
 PRIORITIES = ("random", "fifo", "lifo")
+MATCHINGS = ("maximum", "greedy")
 _RAND_BITS = 20
 _IDX_BITS = 31
 _PRIO_BITS = 63 - _RAND_BITS - _IDX_BITS
@@ -208,6 +210,7 @@ def match(
     lsrc, ldst = lk.src, lk.dst
     busy = busy or {}
 
+    want0 = want
     # requests already met by the initial holdings are dropped
     want = want & (A == INF)
     if not want.any():
@@ -351,7 +354,31 @@ def match(
             active = valid(active[rest])
         if remaining > 0 and not buckets and not release and t > last_send_step and t > max(busy, default=0):
             raise RuntimeError(f"greedy is stuck at timestep {t}: {remaining} requests cannot be served")
-    return _result(lk, sends, replaced, dropped, rounds)
+    pruned = _prune(sends, lk, want0)
+    return _result(lk, sends, replaced, dropped + pruned, rounds)
+
+
+def _prune(sends: _Sends, lk: Links, want: np.ndarray) -> int:
+    """Drop relay sends whose receiver neither wants the chunk nor forwards it (to a fixpoint).
+
+    Such sends are harmless forwards but would make a reversed (combining) schedule send from
+    a node without contribution. Every (node, chunk) is received at most once, so a forward
+    from the receiver is necessarily later than the arrival."""
+    C = want.shape[1]
+    total = 0
+    while True:
+        idx = np.flatnonzero(sends.ok[:sends.n])
+        link, chunk = sends.link[idx], sends.chunk[idx]
+        dst = lk.dst[link]
+        relay = ~want[dst, chunk]
+        if not relay.any():
+            return total
+        fwd = lk.src[link] * C + chunk
+        useless = relay & ~np.isin(dst * C + chunk, fwd)
+        if not useless.any():
+            return total
+        sends.ok[idx[useless]] = False
+        total += int(useless.sum())
 
 
 def _max_matching(pl, pc, slots, ldst, want, single, C, rng):
@@ -547,12 +574,12 @@ def _problem(parts: list[_Part], size: int):
     return np.concatenate(avails, axis=1), np.concatenate(wants, axis=1), np.concatenate(ids)
 
 
-def _forward(topology: Topology, parts: list[_Part], chunk_bytes: float, rng, priority: str,
+def _forward(topology: Topology, parts: list[_Part], chunk_bytes: float, rng, cfg: dict,
              timestep: float | None, busy=None) -> tuple[Result, np.ndarray, Links]:
     """Greedy matching for non-combining parts on ``topology``; chunk ids made global."""
     lk = links(topology, chunk_bytes, timestep)
     avail, want, ids = _problem(parts, topology.size)
-    res = match(lk, avail, want, rng, distances=topology.distances, priority=priority, busy=busy)
+    res = match(lk, avail, want, rng, distances=topology.distances, busy=busy, **cfg)
     res.chunk = ids[res.chunk] if len(res.chunk) else res.chunk
     return res, ids, lk
 
@@ -585,7 +612,7 @@ def _check_supported(instance: Instance) -> None:
         raise Unsupported("the greedy matches point-to-point links; unwind the switches first (switch unwind=d)")
 
 
-def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random",
+def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random", matching: str = "maximum",
                timestep: float | None = None) -> Schedule:
     """One TACOS-Greedy run (seed 001 §VI) on ``instance``: a schedule, step = arrival timestep.
 
@@ -598,36 +625,41 @@ def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random",
     rng = np.random.default_rng(seed)
     topo = instance.topology
     cb = _chunk_bytes(instance)
-    meta = {"producer": "greedy", "seed": int(seed), "priority": priority}
+    if priority not in PRIORITIES:
+        raise InputError("params.priority", f"expected one of {', '.join(PRIORITIES)}, got {priority!r}")
+    if matching not in MATCHINGS:
+        raise InputError("params.matching", f"expected one of {', '.join(MATCHINGS)}, got {matching!r}")
+    cfg = {"priority": priority, "matching": matching}
+    meta = {"producer": "greedy", "seed": int(seed), "priority": priority, "matching": matching}
     if not instance.concurrent:
         coll = instance.collective
         if coll.kind == "allreduce":
-            rs = _combining(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, priority, timestep)
-            ag, _, _ = _forward(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, priority, timestep)
+            rs = _combining(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, cfg, timestep)
+            ag, _, _ = _forward(topo, [_Part(0, coll.with_kind("allgather"), 0)], cb, rng, cfg, timestep)
             s_rs = _to_schedule("reduce_scatter", rs, topo, coll.num_chunks)
             s_ag = _to_schedule("allgather", ag, topo, coll.num_chunks)
             out = sched_mod.concat(s_rs, s_ag, "allreduce")
             return replace(out, meta={**meta, "phases": [s_rs.num_steps, s_ag.num_steps]})
         if coll.combining:
-            res = _combining(topo, [_Part(0, coll.dual(), 0)], cb, rng, priority, timestep)
+            res = _combining(topo, [_Part(0, coll.dual(), 0)], cb, rng, cfg, timestep)
             return _to_schedule(coll.kind, res, topo, coll.num_chunks, meta=meta)
-        res, _, _ = _forward(topo, [_Part(0, coll, 0)], cb, rng, priority, timestep)
+        res, _, _ = _forward(topo, [_Part(0, coll, 0)], cb, rng, cfg, timestep)
         return _to_schedule(coll.kind, res, topo, coll.num_chunks, meta=meta)
-    return _concurrent(instance, rng, priority, timestep, meta)
+    return _concurrent(instance, rng, cfg, timestep, meta)
 
 
-def _combining(topo: Topology, dual_parts: list[_Part], cb: float, rng, priority: str,
+def _combining(topo: Topology, dual_parts: list[_Part], cb: float, rng, cfg: dict,
                timestep: float | None) -> Result:
     """Combining parts as the reversal of their duals matched on the transposed topology.
 
     The reversal is :func:`collsynth.tens.schedule.reverse` extended to multi-timestep links
     (see :func:`_reverse_result`); on unit-delay links the two agree exactly.
     """
-    res, _, _ = _forward(topo.transpose(), dual_parts, cb, rng, priority, timestep)
+    res, _, _ = _forward(topo.transpose(), dual_parts, cb, rng, cfg, timestep)
     return _reverse_result(res)
 
 
-def _concurrent(instance: Instance, rng, priority: str, timestep: float | None, meta: dict) -> Schedule:
+def _concurrent(instance: Instance, rng, cfg: dict, timestep: float | None, meta: dict) -> Schedule:
     """Several collectives sharing the network (TACOS §VIII-G): requests merged with chunk
     offsets. Combining parts (reduce, reduce_scatter, the first phase of allreduce) are matched
     jointly on the transpose and reversed; then the non-combining parts (and allreduce's
@@ -649,7 +681,7 @@ def _concurrent(instance: Instance, rng, priority: str, timestep: float | None, 
     busy: dict[int, np.ndarray] = {}
     T_R = 0
     if comb:
-        R = _combining(topo, comb, cb, rng, priority, timestep)
+        R = _combining(topo, comb, cb, rng, cfg, timestep)
         T_R = R.steps
         pair = lk.lookup if hasattr(lk, "lookup") else None
         idx = topo.link_arrays.lookup(R.src, R.dst)
@@ -664,7 +696,7 @@ def _concurrent(instance: Instance, rng, priority: str, timestep: float | None, 
                 fwd.append(_Part(i, c.with_kind("allgather"), offs[i], ready=T_R))
     F = None
     if fwd:
-        F, _, _ = _forward(topo, fwd, cb, rng, priority, timestep, busy=busy)
+        F, _, _ = _forward(topo, fwd, cb, rng, cfg, timestep, busy=busy)
     # split per collective and merge (tens.schedule.merge keeps every part's semantics)
     parts = []
     for i, (c, o) in enumerate(zip(instance.collectives, offs)):
@@ -690,35 +722,35 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
     """Timesteps no TEN schedule can beat: per-node inbound bound and delay-weighted distance.
 
     Inbound (TACOS TEN, one chunk per link per timestep): a node that must receive ``m``
-    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps.
-    Distance: a request needs the delay-weighted shortest path from its nearest holder.
-    Combining collectives use their dual on the transpose; allreduce adds both phases.
-    Uses ``tens.cost.lower_bounds(instance)["inbound_steps"]`` too when it is available.
+    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps;
+    combining collectives count sends over out-links instead (their dual on the transpose),
+    concurrent collectives add their needs per node. Distance: a request needs the
+    delay-weighted shortest path from its nearest holder (combining: from the farthest
+    contributor). Also ``tens.cost.lower_bounds(instance)["inbound_steps"]``.
     """
     topo = instance.topology
     cb = _chunk_bytes(instance)
-    rs_parts, fwd_parts = [], []
-    for i, (c, o) in enumerate(zip(instance.collectives, instance.chunk_offsets)):
+    tr = topo.transpose()
+    comb, fwd = [], []
+    best = 0
+    for c in instance.collectives:
         if c.kind == "allreduce":
-            rs_parts.append(c.with_kind("allgather"))
-            fwd_parts.append(c.with_kind("allgather"))
+            comb.append(c.with_kind("allgather"))
+            fwd.append(c.with_kind("allgather"))
         elif c.combining:
-            rs_parts.append(c.dual())
+            comb.append(c.dual())
         else:
-            fwd_parts.append(c)
-    total = 0
-    for t, cs in ((topo.transpose(), rs_parts), (topo, fwd_parts)):
+            fwd.append(c)
+    for t, cs in ((tr, comb), (topo, fwd)):
         if cs:
-            total += _bound_forward(t, cs, cb, timestep)
-    if instance.concurrent:  # combined inbound load of every part at once
-        total = max(total, _bound_forward(topo, [c if not c.combining else (c.with_kind("allgather") if c.kind == "allreduce" else c.dual()) for c in instance.collectives], cb, timestep, distance=False))
+            best = max(best, _bound_forward(t, cs, cb, timestep))
     try:
-        from ..tens import cost  # type: ignore
+        from ..tens import cost
 
-        total = max(total, int(cost.lower_bounds(instance)["inbound_steps"]))
-    except Exception:  # noqa: BLE001 - tens.cost not there yet, or no such key
+        best = max(best, int(cost.lower_bounds(instance)["inbound_steps"]))
+    except (ImportError, KeyError):
         pass
-    return int(total)
+    return int(best)
 
 
 def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep, distance: bool = True) -> int:
@@ -755,3 +787,142 @@ def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep,
                 if np.isfinite(d):
                     best = max(best, int(d))
     return best
+
+
+# ---- multi-start and the producer ----------------------------------------------------------
+
+def _sync_time(schedule: Schedule, instance: Instance) -> float:
+    """Synchronous alpha-beta time (``tens.cost.price``), the tie-breaker between seeds."""
+    from ..tens import cost
+
+    return float(cost.price(schedule, instance, "sync").total_s)
+
+
+def one_start(instance: Instance, seed: int, params: dict) -> dict:
+    """Run one seed, verify its schedule (``tens.verify.verify``) and measure it.
+
+    Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid) and ``schedule``.
+    """
+    from ..tens.verify import verify
+
+    t0 = time.perf_counter()
+    s = synthesize(instance, seed, priority=params.get("priority", "random"),
+                   matching=params.get("matching", "maximum"), timestep=params.get("timestep"))
+    seconds = time.perf_counter() - t0
+    v = verify(s, instance)
+    return {
+        "seed": int(seed), "steps": s.num_steps, "sync_s": None if v else _sync_time(s, instance),
+        "seconds": seconds, "violation": None if v is None else str(v), "schedule": s,
+    }
+
+
+def _one_start_job(args):
+    instance, seed, params = args
+    return one_start(instance, seed, params)
+
+
+def multi_start(instance: Instance, seeds, params: dict | None = None, workers: int | None = None):
+    """Best verified schedule over ``seeds`` (TACOS §VI-C), runs in parallel processes.
+
+    At most ``os.cpu_count()`` worker processes (``workers`` caps it further; 1 runs in this
+    process). The best schedule has the fewest timesteps, then the lowest synchronous time,
+    then the smallest seed. Returns ``(best_run, runs)``; ``runs`` are the per-seed summaries
+    without schedules; ``best_run`` is ``None`` when no seed gave a valid schedule.
+    """
+    params = dict(params or {})
+    seeds = [int(s) for s in seeds]
+    limit = os.cpu_count() or 1
+    workers = max(1, min(len(seeds), limit, workers or limit))
+    best, runs = None, []
+
+    def take(r):
+        nonlocal best
+        sched = r.pop("schedule")
+        runs.append(r)
+        if r["violation"] is None:
+            key = (r["steps"], r["sync_s"], r["seed"])
+            if best is None or key < (best["steps"], best["sync_s"], best["seed"]):
+                best = {**r, "schedule": sched}
+
+    if workers == 1:
+        for s in seeds:
+            take(one_start(instance, s, params))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for r in pool.map(_one_start_job, [(instance, s, params) for s in seeds]):
+                take(r)
+    runs.sort(key=lambda r: r["seed"])
+    return best, runs
+
+
+def _params(options: Options) -> dict:
+    p = dict(options.params or {})
+    known = {"priority", "matching", "timestep", "workers"}
+    for k in p:
+        if k not in known:
+            raise InputError(f"params.{k}", f"unknown greedy parameter; expected one of {', '.join(sorted(known))}")
+    if "timestep" in p and p["timestep"] is not None:
+        try:
+            p["timestep"] = float(p["timestep"])
+        except (TypeError, ValueError):
+            raise InputError("params.timestep", f"expected seconds, got {p['timestep']!r}") from None
+        if not p["timestep"] > 0:
+            raise InputError("params.timestep", f"expected a positive number of seconds, got {p['timestep']!r}")
+    if "workers" in p:
+        if not isinstance(p["workers"], int) or isinstance(p["workers"], bool) or p["workers"] < 1:
+            raise InputError("params.workers", f"expected a positive integer, got {p['workers']!r}")
+    if p.get("priority", "random") not in PRIORITIES:
+        raise InputError("params.priority", f"expected one of {', '.join(PRIORITIES)}, got {p['priority']!r}")
+    if p.get("matching", "maximum") not in MATCHINGS:
+        raise InputError("params.matching", f"expected one of {', '.join(MATCHINGS)}, got {p['matching']!r}")
+    return p
+
+
+def produce(instance: Instance, options: Options) -> Outcome:
+    """The ``greedy`` producer: best of ``options.starts`` seeds from ``options.seed`` on.
+
+    Status ``heuristic``; objective = timesteps of the best verified schedule; bound =
+    :func:`lower_bound` (inbound and distance bounds in timesteps). ``extra`` reports the
+    spread over seeds (min / median / max timesteps, per-seed figures).
+    """
+    _check_supported(instance)
+    if not isinstance(options.starts, int) or options.starts < 1:
+        raise InputError("--starts", f"expected a positive integer, got {options.starts!r}")
+    params = _params(options)
+    t0 = time.perf_counter()
+    bound = lower_bound(instance, params.get("timestep"))
+    seeds = range(options.seed, options.seed + options.starts)
+    best, runs = multi_start(instance, seeds, params, params.get("workers"))
+    wall = time.perf_counter() - t0
+    steps = [r["steps"] for r in runs if r["violation"] is None]
+    extra = {
+        "starts": options.starts,
+        "seeds": [r["seed"] for r in runs],
+        "steps_min": min(steps) if steps else None,
+        "steps_median": statistics.median(steps) if steps else None,
+        "steps_max": max(steps) if steps else None,
+        "per_seed": [{k: r[k] for k in ("seed", "steps", "sync_s", "seconds", "violation")} for r in runs],
+        "priority": params.get("priority", "random"),
+        "matching": params.get("matching", "maximum"),
+        "lower_bound_steps": bound,
+    }
+    if best is None:
+        bad = next((r for r in runs if r["violation"]), None)
+        return Outcome(None, "error", bound=bound, units="timesteps", solve_s=wall,
+                       message=f"no seed gave a valid schedule: {bad and bad['violation']}", extra=extra)
+    extra["best_seed"] = best["seed"]
+    gap = (best["steps"] - bound) / best["steps"] if best["steps"] else 0.0
+    return Outcome(
+        best["schedule"], "heuristic", objective=float(best["steps"]), bound=float(bound), gap=gap,
+        units="timesteps", build_s=0.0, solve_s=wall, solver="greedy",
+        message=f"best of {options.starts} seed(s): {best['steps']} timesteps (seed {best['seed']}), lower bound {bound}",
+        extra=extra,
+    )
+
+
+PRODUCERS = [
+    Producer(
+        "greedy", "greedy", produce,
+        summary="TACOS-Greedy (seed 001 §VI): randomised link-chunk matching on the TEN; best of --starts seeds",
+    ),
+]
