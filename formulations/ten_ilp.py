@@ -45,6 +45,7 @@ window from the holdings the previous one reached.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -115,29 +116,24 @@ def dual_instance(instance: Instance) -> Instance:
 def link_delays(topology, chunk_bytes, timestep: float | None = None):
     """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
 
-    Uses the TEN of :func:`collsynth.tens.ten.build_ten` (cost = alpha + chunk_bytes /
-    bandwidth per link, timestep = the cheapest link's cost unless given; TACOS section IV-A).
-    ``chunk_bytes`` may be a list (concurrent collectives): one delay row per size, all on the
-    timestep of the smallest.
+    The TEN's discretisation (:func:`collsynth.tens.ten.link_costs` and ``discretize``: cost =
+    alpha + chunk_bytes / per-link bandwidth, ``ceil(cost / timestep)``, TACOS section IV-C);
+    the timestep defaults to the cheapest link cost, as in :func:`~collsynth.tens.ten.build_ten`.
+    ``chunk_bytes`` may be a list (concurrent collectives): one delay row per size, all on one
+    timestep (the cheapest cost over all sizes).
     """
+    from ..tens.ten import discretize, link_costs
+
     sizes = list(chunk_bytes) if isinstance(chunk_bytes, (list, tuple, np.ndarray)) else [chunk_bytes]
-    la = topology.link_arrays
-    cap = la.count.astype(np.int64)
-    per_link_bw = la.bandwidth / np.maximum(cap, 1)
-    costs = np.array([la.alpha + b / per_link_bw for b in sizes])
+    if topology.switches & set(topology.nodes):
+        raise NotSupported("the topology has switches: unwind them to point-to-point links first")
+    if topology.link_arrays.__len__() == 0:
+        raise NotSupported("the topology has no live links")
+    costs = np.array([link_costs(topology, b) for b in sizes])
     if timestep is None:
-        timestep = _ten_timestep(topology, min(sizes), costs)
-    delay = np.maximum(1, np.ceil(costs / timestep - 1e-9)).astype(np.int64)
-    return delay, cap, float(timestep)
-
-
-def _ten_timestep(topology, chunk_bytes, costs) -> float:
-    try:
-        from ..tens.ten import build_ten
-    except ImportError:
-        return float(costs.min()) if costs.size else 1.0
-    ten = build_ten(topology, 1, chunk_bytes)
-    return float(ten.timestep)
+        timestep = float(costs.min())
+    delay = np.stack([discretize(row, timestep) for row in costs])
+    return delay, topology.link_arrays.count.astype(np.int64), float(timestep)
 
 
 def _dists(src, dst, delay_row, size) -> np.ndarray:
@@ -211,11 +207,41 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
     return earliest, latest
 
 
+def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """A lower bound on the TEN timesteps any schedule needs (from ``state`` if given).
+
+    The larger of (a) the delay-weighted distance from the nearest holder to the farthest node
+    that needs a chunk, and (b) the inbound throughput bound: a pair with delay k and capacity
+    c delivers at most ``c * floor(T / k)`` chunks in T timesteps, so a node needing R chunks
+    needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
+    timestep; seed 000 section 3 for the bandwidth argument).
+    """
+    data = prepare(instance, 1, state, timestep)
+    earliest, _ = reach(data)
+    need = data.post & ~data.pre
+    if not need.any():
+        return 0
+    far = int(earliest[need].max())
+    if far >= INF:
+        raise NotSupported("some required chunk cannot reach its destination")
+    R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
+    best = far
+    for n in np.flatnonzero(R):
+        ins = np.flatnonzero(data.dst == n)
+        caps = data.capacity[ins]
+        ks = data.delay[:, ins].max(axis=0)
+        T = max(1, int(math.ceil(R[n] / caps.sum())))
+        while (caps * (T // ks)).sum() < R[n]:
+            T += 1
+        best = max(best, T)
+    return int(best)
+
+
 # ---- the model -----------------------------------------------------------------------------
 
 def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals",
           capacity: bool = True, relax: bool = False, weights=None, timestep: float | None = None,
-          **params) -> pe.ConcreteModel:
+          lookahead: int = 0, **params) -> pe.ConcreteModel:
     """The TACOS ILP (seed 001 V-A, Fig. 12) for ``instance`` over ``horizon`` timesteps.
 
     ``objective``: ``"arrivals"`` (maximise postcondition pairs held at the horizon) or
@@ -223,6 +249,10 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     ``capacity=False`` drops the link capacity rows (the congestion-blind baseline);
     ``relax=True`` makes every variable continuous in [0, 1] (the LP relaxation).
     ``weights``: one weight per concurrent collective in the arrivals objective.
+    ``lookahead`` > 0 (time clustering): chunks may also move to nodes from which they can
+    reach a node needing them within ``lookahead`` timesteps after the horizon, and every such
+    relay holding at the horizon earns 1 while every arrival earns more than all relays
+    together, so a window with no possible arrival still makes progress.
     """
     if params:
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
@@ -230,7 +260,13 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
         raise NotSupported(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     data = prepare(instance, horizon, state, timestep)
     T = data.horizon
-    earliest, latest = reach(data)
+    if lookahead:
+        data.horizon = T + int(lookahead)
+        earliest, latest = reach(data)
+        data.horizon = T
+        latest = np.minimum(latest, T)
+    else:
+        earliest, latest = reach(data)
     pre = data.pre
     need = data.post & ~pre
     C, S = pre.shape
@@ -335,8 +371,13 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
         raise NotSupported(f"weights: expected {len(data.instance.collectives)} values, got {len(w)}")
     m._pairs = pairs
     if objective == "arrivals":
+        expr = sum(float(w[data.group[c]]) * H(c, n, T) for c, n in pairs)
+        if lookahead:
+            relays = [(c, n) for c, n in zip(*np.nonzero(useful & ~data.post)) if (c, n, T) in hold_set]
+            big = float(len(relays) + 1)
+            expr = big * expr + sum(m.hold[int(c), int(n), T] for c, n in relays)
         m.arrivals = pe.Objective(
-            expr=sum(float(w[data.group[c]]) * H(c, n, T) for c, n in pairs) + 0, sense=pe.maximize,
+            expr=expr + 0, sense=pe.maximize,
             doc="postcondition pairs (chunk, node) held at the horizon (weighted per collective)")
     else:
         P = len(pairs)
@@ -468,4 +509,4 @@ def required(model: pe.ConcreteModel) -> int:
 
 __all__ = ["NAME", "build", "extract", "bound", "prepare", "dual_instance", "NotSupported",
            "holdings", "schedule_from_rows", "prune", "sends_of", "link_delays", "reach",
-           "arrivals_count", "required"]
+           "arrivals_count", "required", "lower_bound"]

@@ -1,0 +1,47 @@
+"""The congestion-blind TEN ILP (a TACCL-like baseline): TACOS-ILP without link capacity.
+
+Same holdings and sends as :mod:`.ten_ilp` (seed 001 V-A) but no ``ineq_link_capacity``
+rows: any number of chunks may cross a link in a timestep, as in synthesizers that ignore
+contention. The schedules it finds are valid (every send has its data) but may overload links;
+the pipeline prices every schedule with the same congestion-aware cost models
+(:func:`collsynth.tens.cost.price`), so the comparison with ten-ilp is honest. Its timestep
+lower bound is only the delay-weighted distance (no inbound-throughput term).
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pe
+
+from . import ten_ilp
+from .ten_ilp import INF, NotSupported, prepare, reach
+
+NAME = "ten-ilp-nocongestion"
+
+
+def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
+    """:func:`collsynth.formulations.ten_ilp.build` with ``capacity=False``."""
+    params.pop("capacity", None)
+    return ten_ilp.build(instance, horizon, state, capacity=False, **params)
+
+
+def extract(model):
+    """The chosen sends as a schedule (see :func:`collsynth.formulations.ten_ilp.extract`)."""
+    return ten_ilp.extract(model)
+
+
+def bound(model):
+    """No formulation-level bound."""
+    return None
+
+
+def lower_bound(instance, state=None, timestep=None) -> int:
+    """Delay-weighted distance from the nearest holder to the farthest needing node."""
+    data = prepare(instance, 1, state, timestep)
+    earliest, _ = reach(data)
+    need = data.post & ~data.pre
+    if not need.any():
+        return 0
+    far = int(earliest[need].max())
+    if far >= INF:
+        raise NotSupported("some required chunk cannot reach its destination")
+    return far

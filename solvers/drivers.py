@@ -1,0 +1,465 @@
+"""Drivers: ways to run a TEN formulation that keep big instances tractable (TACOS, seed 001).
+
+Every driver takes an instance, a formulation module (the interface of
+:mod:`collsynth.formulations`: ``build(instance, horizon, state=None, **params)``,
+``extract(model)``; the TEN helpers of :mod:`collsynth.formulations.ten_ilp` read the solution
+back) and :class:`~collsynth.solvers.producers.Options`, and returns an
+:class:`~collsynth.solvers.producers.Outcome` whose objective and bound are TEN timesteps:
+
+- :func:`horizon_search`: horizons from the lower bound upward (TACOS V-A: "t_f = diameter,
+  diameter + 1, ... until all arrive"), or a binary search between the lower bound and the
+  recovery schedule's length; with a persistent solver (HiGHS, Gurobi) one model built at the
+  largest horizon is re-solved with the later sends fixed to zero instead of being rebuilt.
+- :func:`early_stop`: solve one horizon under the time limit, keep the incumbent, deliver the
+  missing chunks along shortest paths after it without breaking link capacity
+  (:func:`recover`), and report the optimality gap against the lower bound honestly.
+- :func:`time_cluster`: windows of k timesteps, each solved from the holdings the previous one
+  reached, until the postcondition holds (TACOS time clustering).
+
+Statuses: ``optimal`` only when the number of timesteps is proven minimal (every smaller
+horizon proven unable to deliver everything, or the lower bound met); ``feasible`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pe
+
+from ..formulations import ten_ilp as T
+from . import backends
+from .producers import Options, Outcome
+
+DRIVERS = ("horizon", "early-stop", "time-cluster")
+DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead"}
+
+
+@dataclass
+class _Clock:
+    limit: float | None
+    start: float
+
+    def left(self) -> float | None:
+        if self.limit is None:
+            return None
+        return max(0.5, self.limit - (time.perf_counter() - self.start))
+
+    def out(self) -> bool:
+        return self.limit is not None and time.perf_counter() - self.start >= self.limit
+
+
+def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(driver parameters, formulation parameters) from ``--param`` values."""
+    drv = {k: v for k, v in params.items() if k in DRIVER_PARAMS}
+    form = {k: v for k, v in params.items() if k not in DRIVER_PARAMS}
+    return drv, form
+
+
+# ---- recovery: shortest-path delivery of whatever is missing ---------------------------------
+
+def recover(data: T.TenData, held: np.ndarray, start: int, avail: np.ndarray | None = None) -> np.ndarray:
+    """Deliver every missing postcondition pair along delay-shortest paths after ``start``.
+
+    ``held`` (bool [chunk, node], the model's direction) is what is held at the end of
+    timestep ``start``. Each missing pair (chunk c, node n) is routed from the holder that can
+    deliver it earliest; every hop takes the earliest start timestep after the chunk is at the
+    hop's source and at which the link pair has a free unit of capacity for all ``delay``
+    timesteps it occupies (TACOS early termination). Returns rows ``(chunk, pair, arrival)``.
+    ``avail[c, n]`` optionally gives when a holder got the chunk (default: ``start``).
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    C, S = held.shape
+    need = data.post & ~held
+    if not need.any():
+        return np.zeros((0, 3), np.int64)
+    pair_of = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
+    ngroups = data.delay.shape[0]
+    dist, pred = [], []
+    for g in range(ngroups):
+        adj = sp.csr_matrix((data.delay[g].astype(float), (data.src, data.dst)), shape=(S, S))
+        d, p = dijkstra(adj, directed=True, return_predecessors=True)
+        dist.append(d)
+        pred.append(p)
+    when = np.where(held, start, -1).astype(np.int64)
+    if avail is not None:
+        when = np.where(held, np.minimum(when, avail), -1)
+    load: dict[tuple[int, int], int] = {}
+    rows: list[tuple[int, int, int]] = []
+    cs, ns = np.nonzero(need)
+    order = np.lexsort((ns, cs))
+    for i in order:
+        c, n = int(cs[i]), int(ns[i])
+        if when[c, n] >= 0:
+            continue
+        g = int(data.group[c])
+        holders = np.flatnonzero(when[c] >= 0)
+        eta = when[c, holders] + dist[g][holders, n]
+        h = int(holders[np.argmin(eta)])
+        if not math.isfinite(float(dist[g][h, n])):
+            raise RuntimeError(f"chunk {c} cannot reach node {n}")
+        path = [n]
+        while path[-1] != h:
+            path.append(int(pred[g][h, path[-1]]))
+        path.reverse()
+        t = int(when[c, h])
+        for u, v in zip(path[:-1], path[1:]):
+            if when[c, v] >= 0:  # already there (an earlier route passed by)
+                t = int(when[c, v])
+                continue
+            l = pair_of[(u, v)]
+            k = int(data.delay[g, l])
+            cap = int(data.capacity[l])
+            s = max(t + 1, start + 1)
+            while any(load.get((l, tau), 0) >= cap for tau in range(s, s + k)):
+                s += 1
+            for tau in range(s, s + k):
+                load[(l, tau)] = load.get((l, tau), 0) + 1
+            t = s + k - 1
+            rows.append((c, l, t))
+            when[c, v] = t
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
+def recovery_schedule(instance, timestep=None):
+    """The pure shortest-path delivery schedule from the precondition: (data, rows, steps).
+
+    Its length is the "recovery bound" early termination and time clustering never exceed.
+    """
+    data = T.prepare(instance, 1, None, timestep)
+    rows = recover(data, data.pre, 0)
+    steps = int(rows[:, 2].max()) if len(rows) else 0
+    return data, rows, steps
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def _outcome(schedule, status, steps, bound, stats, message="", extra=None) -> Outcome:
+    gap = None
+    if steps is not None and bound is not None and steps > 0:
+        gap = max(0.0, (steps - bound) / steps)
+    return Outcome(
+        schedule=schedule, status=status, objective=None if steps is None else float(steps),
+        bound=None if bound is None else float(bound), gap=gap, units="timesteps",
+        build_s=stats["build_s"], solve_s=stats["solve_s"], solver=stats.get("solver", ""),
+        version=stats.get("version", ""), nodes=stats.get("nodes"), message=message,
+        extra=dict(extra or {}),
+    )
+
+
+def _stats(solver):
+    return {"build_s": 0.0, "solve_s": 0.0, "solver": backends.canonical(solver), "version": "", "nodes": None}
+
+
+def _add(stats, res: backends.SolveResult):
+    stats["build_s"] += res.build_s
+    stats["solve_s"] += res.solve_s
+    stats["version"] = res.version or stats["version"]
+    if res.nodes is not None:
+        stats["nodes"] = (stats["nodes"] or 0) + res.nodes
+
+
+def _solve(model, options: Options, clock: _Clock, stats, session=None) -> backends.SolveResult:
+    res = backends.solve(model, options.solver, time_limit=clock.left(), gap=options.gap,
+                         threads=options.threads, seed=options.seed, session=session)
+    _add(stats, res)
+    return res
+
+
+def _lower_bound(formulation, instance, form_params) -> int:
+    fn = getattr(formulation, "lower_bound", T.lower_bound)
+    return int(fn(instance, timestep=form_params.get("timestep")))
+
+
+def _complete(model, res) -> bool:
+    return res.has_solution and res.objective is not None and T.arrivals_count(model) >= T.required(model)
+
+
+def _fail(res: backends.SolveResult, stats, lb, extra) -> Outcome:
+    status = res.status if res.status in ("error", "skipped", "infeasible") else "no-solution"
+    return _outcome(None, status, None, lb, stats, res.message or status, extra)
+
+
+# ---- horizon search ------------------------------------------------------------------------
+
+def horizon_search(instance, formulation, options: Options, *, binary: bool = False,
+                   persistent: bool = False, max_horizon: int | None = None, **form_params) -> Outcome:
+    """Smallest horizon at which the formulation delivers the whole postcondition.
+
+    Linear search from :func:`~collsynth.formulations.ten_ilp.lower_bound` upward (TACOS V-A),
+    or binary search up to the recovery schedule's length. ``persistent=True`` (HiGHS, Gurobi)
+    builds one model at the largest horizon and re-solves it per horizon with later sends
+    fixed to zero (see ``benchmarks/bench_ten.py`` for when that pays off). A horizon counts as impossible only
+    when the solver proves it (optimal objective short of every pair); otherwise the bound stays
+    at the last proven-impossible horizon + 1 and the status is ``feasible``.
+    """
+    t_start = time.perf_counter()
+    clock = _Clock(options.time_limit, t_start)
+    stats = _stats(options.solver)
+    form_params = dict(form_params)
+    form_params.setdefault("objective", "arrivals")
+    lb = _lower_bound(formulation, instance, form_params)
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    hi = rsteps if max_horizon is None else min(int(max_horizon), rsteps)
+    hi = max(hi, lb)
+    use_session = bool(persistent) and backends.canonical(options.solver) in ("highs", "gurobi")
+    session = backends.Session(options.solver) if use_session else None
+    tried: list[dict] = []
+    proven_lb = lb
+    best = None  # (steps, schedule)
+    shared = None  # one model at the largest horizon when persistent
+
+    def attempt(h: int):
+        nonlocal shared
+        t0 = time.perf_counter()
+        if session is not None and session.persistent and form_params["objective"] == "arrivals":
+            if shared is None:
+                shared = formulation.build(instance, hi, **form_params)
+            model = shared
+            _restrict(model, h)
+        else:
+            model = formulation.build(instance, h, **form_params)
+        stats["build_s"] += time.perf_counter() - t0
+        res = _solve(model, options, clock, stats, session)
+        ok = _complete(model, res)
+        sched = formulation.extract(model) if ok else None
+        tried.append({"horizon": h, "status": res.status, "objective": res.objective,
+                      "required": T.required(model), "complete": ok})
+        return res, ok, sched
+
+    if binary:
+        lo_h, hi_h = lb, hi
+        proven_hi = None
+        while lo_h <= hi_h and not clock.out():
+            mid = (lo_h + hi_h) // 2
+            res, ok, sched = attempt(mid)
+            if res.status in ("error", "skipped"):
+                return _fail(res, stats, lb, {"horizons": tried})
+            if ok:
+                best = (sched.num_steps if sched is not None else mid, sched)
+                proven_hi = mid
+                hi_h = mid - 1
+            else:
+                if res.status in ("optimal", "infeasible"):
+                    proven_lb = max(proven_lb, mid + 1)
+                lo_h = mid + 1
+        del proven_hi
+    else:
+        h = lb
+        while h <= hi and not clock.out():
+            res, ok, sched = attempt(h)
+            if res.status in ("error", "skipped"):
+                return _fail(res, stats, lb, {"horizons": tried})
+            if ok:
+                best = (sched.num_steps, sched)
+                break
+            if res.status in ("optimal", "infeasible") and proven_lb == h:
+                proven_lb = h + 1
+            h += 1
+    extra = {"horizons": tried, "lower_bound": lb, "recovery_steps": rsteps,
+             "persistent": bool(session is not None and session.persistent)}
+    if best is None:
+        # nothing found in time: the recovery schedule is always valid
+        sched = T.schedule_from_rows(rdata, rrows)
+        return _outcome(sched, "feasible", rsteps, proven_lb, stats,
+                        "no horizon completed in time; shortest-path recovery schedule", extra)
+    steps, sched = best
+    status = "optimal" if steps <= proven_lb else "feasible"
+    msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+    return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+
+
+def _restrict(model, h: int) -> None:
+    """Make a model built at a larger horizon describe horizon ``h`` (persistent re-solve).
+
+    Sends arriving after ``h`` are fixed to 0 and the arrivals objective counts holdings at
+    ``h``. Other horizons' fixings are undone first.
+    """
+    data: T.TenData = model._ten
+    for idx, v in model.sent.items():
+        if idx[2] > h:
+            v.fix(0)
+        elif v.fixed:
+            v.unfix()
+    pre = data.pre
+    expr = 0
+    for c, n in model._pairs:
+        if pre[c, n]:
+            expr += 1
+        elif (c, n, h) in model.hold:
+            expr += model.hold[c, n, h]
+    for name in ("arrivals", "arrivals_at"):
+        if hasattr(model, name):
+            model.del_component(name)
+    model.arrivals_at = pe.Objective(expr=expr, sense=pe.maximize, doc=f"postcondition pairs held at timestep {h}")
+    model._restricted = h
+
+
+# ---- early termination -----------------------------------------------------------------------
+
+def early_stop(instance, formulation, options: Options, *, horizon: int | None = None, **form_params) -> Outcome:
+    """Solve one horizon with the time limit, keep the incumbent, recover the rest (TACOS).
+
+    The horizon defaults to the lower bound. Missing chunks are delivered along shortest paths
+    after the horizon without exceeding any link's capacity (:func:`recover`). The result is
+    never longer than the pure recovery schedule (the recovery bound): if it would be, that
+    schedule is returned instead. The gap is against the lower bound.
+    """
+    clock = _Clock(options.time_limit, time.perf_counter())
+    stats = _stats(options.solver)
+    form_params = dict(form_params)
+    form_params.setdefault("objective", "arrivals")
+    lb = _lower_bound(formulation, instance, form_params)
+    h = lb if horizon is None else int(horizon)
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    t0 = time.perf_counter()
+    model = formulation.build(instance, h, **form_params)
+    stats["build_s"] += time.perf_counter() - t0
+    res = _solve(model, options, clock, stats)
+    extra = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps, "ilp_status": res.status,
+             "ilp_objective": res.objective, "ilp_bound": res.bound, "required": T.required(model)}
+    if res.status in ("error", "skipped"):
+        return _fail(res, stats, lb, extra)
+    data: T.TenData = model._ten
+    if res.has_solution:
+        rows = T.sends_of(model)
+        held = T.holdings(model)
+    else:
+        rows = np.zeros((0, 3), np.int64)
+        held = data.pre.copy()
+    extra["recovered_pairs"] = int((data.post & ~held).sum())
+    more = recover(data, held, h)
+    rows = T.prune(data, np.concatenate([rows, more]))
+    steps = int(rows[:, 2].max()) if len(rows) else 0
+    if steps > rsteps:
+        rows, steps = T.prune(rdata, rrows), rsteps
+        extra["used"] = "recovery"
+    sched = T.schedule_from_rows(data, rows)
+    steps = sched.num_steps
+    proven = lb
+    if res.status == "optimal" and extra["recovered_pairs"] == 0:
+        proven = lb  # the horizon's own optimality says nothing about smaller horizons
+    status = "optimal" if steps <= proven else "feasible"
+    return _outcome(sched, status, steps, min(proven, steps), stats,
+                    "" if status == "optimal" else f"{steps} timesteps; lower bound {proven}", extra)
+
+
+# ---- time clustering -------------------------------------------------------------------------
+
+def time_cluster(instance, formulation, options: Options, *, window: int | None = None,
+                 lookahead: int | None = None, **form_params) -> Outcome:
+    """Windows of ``window`` timesteps, each solved from the previous window's holdings.
+
+    Each window maximises the postcondition pairs held at its end (TACOS time clustering).
+    If a window makes no progress (no new arrival and no chunk closer to a node needing it),
+    or time runs out, the rest is delivered by :func:`recover`. Never longer than the pure
+    recovery schedule.
+    """
+    clock = _Clock(options.time_limit, time.perf_counter())
+    stats = _stats(options.solver)
+    form_params = dict(form_params)
+    form_params.setdefault("objective", "arrivals")
+    lb = _lower_bound(formulation, instance, form_params)
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    data0 = rdata
+    k = int(window) if window else max(2, int(data0.delay.max()))
+    if lookahead is None:
+        finite = data0.dist[np.isfinite(data0.dist)]
+        lookahead = int(finite.max()) if finite.size else k
+    state = data0.pre.copy()
+    offset = 0
+    all_rows = []
+    windows = []
+    stalls = 0
+
+    def potential(held):
+        need = data0.post & ~held
+        tot = 0.0
+        for c in np.flatnonzero(need.any(axis=1)):
+            D = data0.dist[data0.group[c]]
+            h = np.flatnonzero(held[c])
+            tot += D[np.ix_(h, np.flatnonzero(need[c]))].min(axis=0).sum()
+        return tot
+
+    pot = potential(state)
+    while (data0.post & ~state).any():
+        if clock.out() or stalls >= 2:
+            break
+        t0 = time.perf_counter()
+        params = dict(form_params)
+        if lookahead and form_params["objective"] == "arrivals":
+            params["lookahead"] = lookahead
+        model = formulation.build(instance, k, state=state, **params)
+        stats["build_s"] += time.perf_counter() - t0
+        res = _solve(model, options, clock, stats)
+        if res.status in ("error", "skipped"):
+            return _fail(res, stats, lb, {"windows": windows})
+        if not res.has_solution:
+            break
+        rows = T.sends_of(model)
+        new_state = T.holdings(model)
+        new_pot = potential(new_state)
+        gained = int((new_state & ~state & data0.post).sum())
+        windows.append({"start": offset, "status": res.status, "arrivals": gained})
+        if gained == 0 and new_pot >= pot:
+            stalls += 1
+        else:
+            stalls = 0
+        if len(rows):
+            rows[:, 2] += offset
+            all_rows.append(rows)
+        # time advances by the window (sends of later windows start after it)
+        state, pot = new_state, new_pot
+        offset += k
+    rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
+    extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
+    if (data0.post & ~state).any():
+        more = recover(data0, state, offset)
+        extra["recovered_pairs"] = int((data0.post & ~state).sum())
+        rows = np.concatenate([rows, more])
+    rows = T.prune(data0, rows)
+    steps = int(rows[:, 2].max()) if len(rows) else 0
+    if steps > rsteps:
+        rows, steps = T.prune(rdata, rrows), rsteps
+        extra["used"] = "recovery"
+    rows = _compact(data0, rows)
+    sched = T.schedule_from_rows(data0, rows)
+    steps = sched.num_steps
+    status = "optimal" if steps <= lb else "feasible"
+    return _outcome(sched, status, steps, min(lb, steps), stats,
+                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
+
+
+def _compact(data: T.TenData, rows: np.ndarray) -> np.ndarray:
+    """Drop timesteps in which nothing is on any link (a window that ended early)."""
+    if not len(rows):
+        return rows
+    k = data.delay[data.group[rows[:, 0]], rows[:, 1]]
+    busy = np.zeros(int(rows[:, 2].max()) + 1, bool)
+    for s, e in zip((rows[:, 2] - k + 1).tolist(), rows[:, 2].tolist()):
+        busy[s:e + 1] = True
+    busy[0] = True  # timestep 0 is the precondition, never removed
+    idle = np.cumsum(~busy)
+    out = rows.copy()
+    out[:, 2] = rows[:, 2] - idle[rows[:, 2]]
+    return out
+
+
+def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
+    """Dispatch to a driver by name (default: horizon search)."""
+    drv, form = split_params(dict(options.params))
+    name = driver or "horizon"
+    if name == "horizon":
+        return horizon_search(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("binary", "persistent", "max_horizon")}, **form)
+    if name == "early-stop":
+        return early_stop(instance, formulation, options, **{k: v for k, v in drv.items() if k == "horizon"}, **form)
+    if name == "time-cluster":
+        return time_cluster(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("window", "lookahead")}, **form)
+    from .. import InputError
+
+    raise InputError("--driver", f"unknown driver {name!r}; expected one of {', '.join(DRIVERS)}")
