@@ -414,9 +414,10 @@ def generalized_kautz(degree: int, nodes: int) -> Topology:
 def de_bruijn(degree: int, diameter: int) -> Topology:
     """De Bruijn digraph B(d, D): d^D nodes, arcs x -> (d*x + a) mod d^D for a = 0..d-1.
 
-    degree: d (>= 2). diameter: D (>= 1). Ids are the words of length D read in base d;
-    the two self-loops (at 0...0 and at the all-(d-1) word) are dropped
-    (``meta["self_loops_dropped"]``), so those two nodes have out-degree d-1. Diameter D.
+    degree: d (>= 2). diameter: D (>= 1). Ids are the words of length D read in base d.
+    Each a gives exactly one self-loop ((d-1)x + a = 0 mod d^D; e.g. at 0...0 and at the
+    all-(d-1) word); the d self-loops are dropped (``meta["self_loops_dropped"]``), so those
+    nodes have out-degree d-1. Diameter D.
     """
     _positive(degree, "degree", 2)
     _positive(diameter, "diameter", 1)
