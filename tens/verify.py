@@ -46,6 +46,8 @@ from ..instances.instance import Instance
 from ..instances.topology import Topology
 from .schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, Send
 
+MEMORY_BUDGET = 1 << 27  # bytes of holdings state simulated at once (chunks are batched to fit)
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -234,20 +236,49 @@ def _simulate(s: Schedule, idx: np.ndarray, coll: Collective, off: int, topo: To
         j = int(np.argmax(op == OP_REDUCE))
         return _at(s, idx[j], f"a reduce send in a {coll.kind}, which does not combine")
     seg_chunk, seg_lo, seg_hi, first, last = _segments(chunk, s.lo[idx], s.hi[idx], s.denom, coll.num_chunks)
-    nseg = len(seg_chunk)
-    # expand sends to segments, grouped by step (stable: index order within a step)
+    # expand sends to segments (in send-index order)
     cnt = last - first
     e_send = np.repeat(np.arange(len(idx)), cnt)
     e_seg = first[e_send] + (np.arange(len(e_send)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-    order = np.argsort(step[e_send], kind="stable")
-    e_send, e_seg = e_send[order], e_seg[order]
+    # chunks evolve independently: simulate batches of whole chunks within a memory budget
+    per_seg = S * (8 * ((len(coll.nodes) + 63) // 64) if combining else 1)
+    cuts = _batches(seg_chunk, max(1, MEMORY_BUDGET // per_seg))
+    batch = np.searchsorted(cuts, e_seg, side="right") - 1
+    st = step[e_send]
+    if len(cuts) > 2:  # order by batch, then step, then send index (stable sort)
+        st = batch * (int(st.max(initial=0)) + 1) + st
+    order = np.argsort(st, kind="stable")
+    e_send, e_seg, batch = e_send[order], e_seg[order], batch[order]
     e_step = step[e_send]
-    steps, bounds = np.unique(e_step, return_index=True)
-    bounds = np.append(bounds, len(e_step))
-    ctx = _Ctx(s, idx, off, coll, seg_chunk, seg_lo, seg_hi, e_send, e_seg, e_step, src, dst)
-    if combining:
-        return _run_combining(ctx, S, nseg, op, steps, bounds)
-    return _run_copy(ctx, S, nseg, steps, bounds)
+    ebounds = np.searchsorted(batch, np.arange(len(cuts)))
+    found = []
+    for b in range(len(cuts) - 1):
+        s0, s1 = int(cuts[b]), int(cuts[b + 1])
+        ea, eb = int(ebounds[b]), int(ebounds[b + 1])
+        steps, bounds = np.unique(e_step[ea:eb], return_index=True)
+        bounds = np.append(bounds, eb - ea)
+        ctx = _Ctx(s, idx, off, coll, seg_chunk[s0:s1], seg_lo[s0:s1], seg_hi[s0:s1],
+                   e_send[ea:eb], e_seg[ea:eb] - s0, e_step[ea:eb], src, dst)
+        run = _run_combining(ctx, S, s1 - s0, op, steps, bounds) if combining else _run_copy(ctx, S, s1 - s0, steps, bounds)
+        if run is not None:
+            found.append(run)
+    if not found:
+        return None
+    return min(found, key=lambda v: (v.step, v.index is None, v.index or 0))  # ties: first chunk
+
+
+def _batches(seg_chunk: np.ndarray, max_segs: int) -> np.ndarray:
+    """Cut positions ``[0, ..., nseg]`` at chunk boundaries, about ``max_segs`` segments apart."""
+    n = len(seg_chunk)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(seg_chunk)) + 1, [n]])
+    cuts = [0]
+    while cuts[-1] < n:
+        k = int(np.searchsorted(starts, cuts[-1] + max_segs, side="right")) - 1
+        nxt = int(starts[k])
+        if nxt <= cuts[-1]:  # one chunk has more segments than the budget: take it whole
+            nxt = int(starts[np.searchsorted(starts, cuts[-1], side="right")])
+        cuts.append(nxt)
+    return np.asarray(cuts, dtype=np.int64)
 
 
 @dataclass

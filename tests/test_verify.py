@@ -613,3 +613,18 @@ def test_vectorised_verifier_agrees_with_reference(case):
     ref = reference_verify(sched, instance)
     got = None if v is None else (v.index, v.step)
     assert got == ref, str(v)
+
+
+@given(case=random_cases())
+def test_chunk_batching_does_not_change_the_verdict(case):
+    """With a tiny memory budget every chunk is simulated on its own: same first violation."""
+    from unittest.mock import patch
+
+    from collsynth.tens import verify as V
+
+    sched, instance = case
+    whole = verify(sched, instance)
+    with patch.object(V, "MEMORY_BUDGET", 1):
+        batched = verify(sched, instance)
+    assert whole == batched
+    assert (None if batched is None else (batched.index, batched.step)) == reference_verify(sched, instance)
