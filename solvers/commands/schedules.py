@@ -1,0 +1,118 @@
+"""``collsynth verify``, ``collsynth price`` and ``collsynth export`` (design "Command line").
+
+- ``verify SCHED.json INSTANCE.toml``: exit 0 and ``{"verified": true}``, or exit 1 with the
+  first violation (send, step, reason).
+- ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
+  (``model, verified, steps, T_L_s, T_B_s, total_s`` plus the model's extras and the lower
+  bounds); an unverified schedule is refused (exit 1).
+- ``export SCHED.json INSTANCE.toml --format msccl-xml|json [--out F]``: a verified schedule as
+  MSCCL XML or schedule JSON, to stdout or to ``F``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ... import InputError
+from ...instances.instance import load_instance
+from ...tens import cost, export
+from ...tens.schedule import read_json, to_json, write_json
+from ...tens.verify import verify as verify_schedule
+
+FORMATS = ("msccl-xml", "json")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the verify, price and export commands."""
+    v = sub.add_parser("verify", help="check that a schedule implements its instance's collective")
+    v.add_argument("schedule", help="schedule JSON file")
+    v.add_argument("instance", help="instance TOML file")
+    v.set_defaults(func=verify)
+
+    p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
+    p.add_argument("schedule", help="schedule JSON file")
+    p.add_argument("instance", help="instance TOML file")
+    p.add_argument("--model", default="sync", choices=cost.MODELS, help="cost model (default sync)")
+    p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds (ten model)")
+    p.set_defaults(func=price)
+
+    e = sub.add_parser("export", help="export a verified schedule (MSCCL XML or schedule JSON)")
+    e.add_argument("schedule", help="schedule JSON file")
+    e.add_argument("instance", help="instance TOML file")
+    e.add_argument("--format", default="msccl-xml", choices=FORMATS)
+    e.add_argument("--out", help="output file (default: stdout)")
+    e.add_argument("--name", default="collsynth", help="MSCCL algorithm name")
+    e.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"], help="MSCCL protocol")
+    e.set_defaults(func=export_cmd)
+
+
+def _load(args) -> tuple:
+    instance = load_instance(args.instance)
+    schedule = read_json(args.schedule)
+    return schedule, instance
+
+
+def _violation(v) -> dict:
+    out = {"step": v.step, "reason": v.reason, "index": v.index}
+    if v.send is not None:
+        s = v.send
+        out["send"] = [s.chunk, str(s.lo), str(s.hi), s.src, s.dst, s.step] + ([s.op] if s.op else [])
+    return out
+
+
+def verify(args) -> dict:
+    """``collsynth verify``: ``{"verified": true}`` or the first violation (exit 1)."""
+    schedule, instance = _load(args)
+    v = verify_schedule(schedule, instance)
+    if v is None:
+        return {"verified": True, "sends": len(schedule), "steps": schedule.num_steps,
+                "text": f"verified: {len(schedule)} sends in {schedule.num_steps} steps"}
+    return {"verified": False, "violation": _violation(v), "exit": 1, "text": f"not verified: {v}"}
+
+
+def price(args) -> dict:
+    """``collsynth price``: the cost of a verified schedule under ``--model``."""
+    schedule, instance = _load(args)
+    v = verify_schedule(schedule, instance)
+    if v is not None:
+        return {"model": args.model, "verified": False, "violation": _violation(v), "exit": 1,
+                "text": f"refusing to price an unverified schedule: {v}"}
+    c = cost.price(schedule, instance, args.model, timestep=args.timestep)
+    bounds = cost.lower_bounds(instance)
+    out = {"model": c.model, "verified": True, **{k: val for k, val in c.as_dict().items() if k != "model"}}
+    out["lower_bound_s"] = bounds["total_s"]
+    out["lower_bound_steps"] = bounds["steps"]
+    out["text"] = (f"{c.model}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
+                   f"lower bound {bounds['total_s']:.6g} s")
+    return out
+
+
+def export_cmd(args) -> dict:
+    """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
+    schedule, instance = _load(args)
+    v = verify_schedule(schedule, instance)
+    if v is not None:
+        return {"format": args.format, "verified": False, "violation": _violation(v), "exit": 1,
+                "text": f"refusing to export an unverified schedule: {v}"}
+    if args.format == "msccl-xml":
+        content = export.to_msccl_xml(schedule, instance, name=args.name, proto=args.proto)
+    else:
+        content = json.dumps(to_json(schedule)) + "\n"
+    out = {"format": args.format, "verified": True, "sends": len(schedule)}
+    if args.out:
+        path = Path(args.out)
+        try:
+            if args.format == "json":
+                write_json(schedule, path)
+            else:
+                path.write_text(content)
+        except OSError as e:
+            raise InputError(str(path), f"cannot write: {e.strerror}") from None
+        out["out"] = str(path)
+        out["text"] = f"wrote {path} ({args.format}, {len(schedule)} sends)"
+    else:
+        out["content"] = content
+        out["text"] = content.rstrip("\n")
+    return out
