@@ -160,9 +160,14 @@ def test_unwinding_degree_and_bandwidth_split(n, d):
 def test_unwinding_matches_the_switch_generator_pairs():
     """The TEN-side hook and the generator's unwind parameter agree on the link pairs."""
     for n, d in ((6, 2), (5, 4)):
-        mine = unwind_switches(build("switch", {"nodes": n, "unwind": 0}), d)
-        theirs = build("switch", {"nodes": n, "unwind": d})
-        assert sorted(mine.graph.edges()) == sorted(theirs.graph.edges())
+        mine = unwind_switches(build("switch", {"nodes": n, "unwind": 0}, bandwidth=8.0, alpha=0.5), d)
+        theirs = build("switch", {"nodes": n, "unwind": d}, bandwidth=8.0, alpha=0.5)
+
+        def links(t):
+            return sorted((u, v, e["bandwidth"], e["alpha"]) for u, v, e in t.graph.edges(data=True))
+
+        assert links(mine) == links(theirs)
+        assert links(mine)[0][2] == 8.0 / d
 
 
 def test_unwinding_errors_and_ten_refuses_switches():
