@@ -1,0 +1,165 @@
+"""Bad inputs through the real CLI: exit code 2, exactly one stderr line ``error: <where>: <what>``
+that names the file (for instance files) and the field."""
+
+import subprocess
+import sys
+
+import pytest
+
+from collsynth.solvers.cli import main
+
+GOOD_TOPOLOGY = 'generator = "ring"\nnodes = 6\n'
+GOOD_COLLECTIVE = 'kind = "allgather"\n'
+
+
+def instance_text(topology=GOOD_TOPOLOGY, collective=GOOD_COLLECTIVE, head='name = "t"\n', tail=""):
+    return f"{head}[topology]\n{topology}\n[collective]\n{collective}\n{tail}"
+
+
+# (id, instance file text, substrings the error line must contain besides the file name)
+BAD_INSTANCES = [
+    ("malformed-toml", 'name = "t"\n[topology\ngenerator = "ring"\n', ["malformed TOML", "line 2"]),
+    ("unknown-top-key", instance_text(head='name = "t"\ncolour = "red"\n'), ["colour", "unknown key"]),
+    ("missing-name", instance_text(head=""), ["name", "non-empty string"]),
+    ("suites-not-list", instance_text(head='name = "t"\nsuites = "quick"\n'), ["suites"]),
+    ("missing-topology", 'name = "t"\n[collective]\nkind = "allgather"\n', ["topology", "missing"]),
+    ("unknown-generator", instance_text('generator = "ringg"\nnodes = 6\n'), ["topology.generator", "ringg"]),
+    ("generator-not-string", instance_text("generator = 3\n"), ["topology.generator"]),
+    ("unknown-parameter", instance_text('generator = "ring"\nnodes = 6\nsize = 3\n'), ["topology.size", "unknown parameter"]),
+    ("missing-parameter", instance_text('generator = "torus"\n'), ["topology.dims", "needs parameter"]),
+    ("wrong-type", instance_text('generator = "torus"\ndims = "a,b"\n'), ["topology.dims", "integer"]),
+    ("wrong-type-bool", instance_text('generator = "ring"\nnodes = 6\nbidirectional = "maybe"\n'),
+     ["topology.bidirectional", "true or false"]),
+    ("bad-value", instance_text('generator = "ring"\nnodes = 1\n'), ["topology.nodes", ">= 2"]),
+    ("negative-bandwidth", instance_text(GOOD_TOPOLOGY + "bandwidth = -1e9\n"), ["topology.bandwidth", "positive"]),
+    ("string-bandwidth", instance_text(GOOD_TOPOLOGY + 'bandwidth = "fast"\n'), ["topology.bandwidth", "number"]),
+    ("negative-alpha", instance_text(GOOD_TOPOLOGY + "alpha = -1e-6\n"), ["topology.alpha", "non-negative"]),
+    ("disconnected", instance_text('generator = "mesh"\ndims = [3, 3]\nfailed_nodes = [1, 3]\n'),
+     ["topology", "disconnected", "node 0"]),
+    ("disconnected-circulant", instance_text('generator = "circulant"\nnodes = 8\noffsets = [2]\n'),
+     ["topology.offsets", "disconnected"]),
+    ("failed-node-out-of-range", instance_text(GOOD_TOPOLOGY + "failed_nodes = [6]\n"), ["topology.failed_nodes", "0..5"]),
+    ("failed-nodes-not-ids", instance_text(GOOD_TOPOLOGY + 'failed_nodes = ["a"]\n'), ["topology.failed_nodes"]),
+    ("failed-link-not-a-link", instance_text(GOOD_TOPOLOGY + "failed_links = [[0, 3]]\n"),
+     ["topology.failed_links", "[0, 3]"]),
+    ("failed-links-bad-shape", instance_text(GOOD_TOPOLOGY + "failed_links = [[0, 1, 2]]\n"),
+     ["topology.failed_links", "[u, v]"]),
+    ("generator-and-file", instance_text(GOOD_TOPOLOGY + 'file = "x.csv"\n'), ["topology", "not both"]),
+    ("neither-generator-nor-file", instance_text("nodes = 6\n"), ["topology", "generator = NAME"]),
+    ("missing-collective", 'name = "t"\n[topology]\n' + GOOD_TOPOLOGY, ["collective", "missing"]),
+    ("unknown-kind", instance_text(collective='kind = "allscatter"\n'), ["collective.kind", "allscatter"]),
+    ("missing-kind", instance_text(collective="chunks_per_node = 1\n"), ["collective.kind", "missing"]),
+    ("missing-root", instance_text(collective='kind = "broadcast"\n'), ["collective.root", "needs a root"]),
+    ("root-on-non-rooted-kind", instance_text(collective='kind = "allgather"\nroot = 0\n'), ["collective.root", "no root"]),
+    ("root-on-failed-node", instance_text(GOOD_TOPOLOGY + "failed_nodes = [2]\n", 'kind = "gather"\nroot = 2\n'),
+     ["collective.root", "failed"]),
+    ("root-not-an-id", instance_text(collective='kind = "scatter"\nroot = "zero"\n'), ["collective.root", "node id"]),
+    ("root-not-a-participant", instance_text(collective='kind = "reduce"\nroot = 5\nnodes = [0, 1, 2]\n'),
+     ["collective.root", "not a live participating node"]),
+    ("nodes-include-failed", instance_text(GOOD_TOPOLOGY + "failed_nodes = [4]\n", GOOD_COLLECTIVE + "nodes = [3, 4]\n"),
+     ["collective.nodes", "node 4 has failed"]),
+    ("zero-chunks", instance_text(collective=GOOD_COLLECTIVE + "chunks_per_node = 0\n"), ["collective.chunks_per_node"]),
+    ("negative-message", instance_text(collective=GOOD_COLLECTIVE + "message_bytes = -8\n"), ["collective.message_bytes"]),
+    ("unknown-collective-key", instance_text(collective=GOOD_COLLECTIVE + "source = 1\n"), ["collective.source", "unknown key"]),
+    ("concurrent-second-bad", 'name = "t"\n[topology]\n' + GOOD_TOPOLOGY
+     + '[[collective]]\nkind = "allgather"\n[[collective]]\nkind = "bogus"\n', ["collective[1].kind"]),
+    ("unknown-expect-key", instance_text(tail="[expect]\noptimum = 3\n"), ["expect.optimum", "unknown key"]),
+    ("expect-wrong-type", instance_text(tail='[expect]\noptimal_steps = "four"\n'), ["expect.optimal_steps", "int"]),
+    ("unknown-distance-regular", instance_text('generator = "distance_regular"\nname = "petersen"\n'),
+     ["topology.name", "petersen"]),
+    ("nested-base-without-generator", instance_text('generator = "line_graph"\nbase = { nodes = 3 }\n'),
+     ["topology.base.generator"]),
+    ("missing-topology-file", instance_text('file = "graphs/none.csv"\n'), ["none.csv", "no such topology file"]),
+    ("file-with-extra-key", instance_text('file = "g.csv"\nnodes = 4\n'), ["topology.nodes", "unknown key"]),
+    ("bad-csv-row", instance_text('file = "g_bad.csv"\n'), ["g_bad.csv", "line 3", "bandwidth", "positive"]),
+    ("bad-csv-header", instance_text('file = "g_nohead.csv"\n'), ["g_nohead.csv", "line 1", "header"]),
+]
+
+
+def run_cli(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err, must):
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    for m in must:
+        assert m in lines[0], (m, lines[0])
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case,text,must", BAD_INSTANCES, ids=[c[0] for c in BAD_INSTANCES])
+def test_bad_instance_file(tmp_path, capsys, case, text, must):
+    (tmp_path / "g.csv").write_text("src,dst\n0,1\n1,0\n")
+    (tmp_path / "g_bad.csv").write_text("src,dst,bandwidth\n0,1,1e9\n1,0,-2\n")
+    (tmp_path / "g_nohead.csv").write_text("0,1\n1,0\n")
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    for argv in (["instance", str(path)], ["instance", str(path), "--json"]):
+        code, out, err = run_cli(argv, capsys)
+        assert code == 2, err
+        assert out == ""
+        assert_one_error_line(err, [str(path)] + must)
+
+
+def test_missing_instance_file(tmp_path, capsys):
+    path = tmp_path / "absent.toml"
+    code, out, err = run_cli(["instance", str(path)], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), "no such file"])
+
+
+def test_zero_alpha_is_fine_but_the_same_file_with_negative_alpha_is_not(tmp_path, capsys):
+    ok = tmp_path / "ok.toml"
+    ok.write_text(instance_text(GOOD_TOPOLOGY + "alpha = 0.0\n"))
+    code, out, err = run_cli(["instance", str(ok), "--json"], capsys)
+    assert code == 0 and err == ""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(instance_text(GOOD_TOPOLOGY + "alpha = -0.0001\n"))
+    code, out, err = run_cli(["instance", str(bad), "--json"], capsys)
+    assert code == 2
+    assert_one_error_line(err, [str(bad), "topology.alpha"])
+
+
+BAD_COMMANDS = [
+    (["topology", "ringg", "nodes=4"], ["topology.generator", "ringg"]),
+    (["topology", "ring", "nodes"], ["topology", "k=v"]),
+    (["topology", "ring", "nodes=4", "nodes=5"], ["topology.nodes", "twice"]),
+    (["topology", "ring"], ["topology.nodes", "needs parameter"]),
+    (["topology", "torus", "dims=5,x"], ["topology.dims", "integer"]),
+    (["topology", "ring", "nodes=4", "--bandwidth", "-3"], ["topology.bandwidth"]),
+    (["topology", "ring", "nodes=4", "--alpha", "-1"], ["topology.alpha"]),
+    (["topology", "ring", "nodes=6", "--failed-nodes", "a,b"], ["--failed-nodes"]),
+    (["topology", "ring", "nodes=6", "--failed-nodes", "9"], ["--failed-nodes", "0..5"]),
+    (["topology", "ring", "nodes=6", "--failed-links", "0:1"], ["--failed-links", "u-v"]),
+    (["topology", "ring", "nodes=6", "--failed-links", "0-3"], ["--failed-links", "[0, 3]"]),
+    (["topology", "ring", "nodes=6", "--failed-nodes", "1,4"], ["topology", "disconnected"]),
+    (["topology", "line_graph", "base=kautz:degree"], ["topology.base", "k=v"]),
+    (["topology", "line_graph", "base={bad json"], ["topology.base", "JSON"]),
+    (["topology", "nothere.graphml"], ["nothere.graphml", "no such topology file"]),
+    (["topologiez"], ["collsynth", "invalid choice"]),
+]
+
+
+@pytest.mark.parametrize("argv,must", BAD_COMMANDS, ids=[" ".join(a) for a, _ in BAD_COMMANDS])
+def test_bad_command_lines(capsys, argv, must):
+    code, out, err = run_cli(argv + ["--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, must)
+
+
+def test_real_console_process(tmp_path):
+    """The same contract through a child process (``python -m collsynth.solvers.cli``)."""
+    path = tmp_path / "root.toml"
+    path.write_text(instance_text(GOOD_TOPOLOGY + "failed_nodes = [2]\n", 'kind = "broadcast"\nroot = 2\n'))
+    proc = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "instance", str(path), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert_one_error_line(proc.stderr, [str(path), "collective.root"])
+
+
+def test_enough_bad_inputs():
+    assert len(BAD_INSTANCES) + len(BAD_COMMANDS) + 2 >= 30
