@@ -1,0 +1,88 @@
+"""``collsynth finder`` (design "Contracts: command line"; seed 000 section 5.4).
+
+- ``collsynth finder --nodes N --degree D [--alpha A --bandwidth B --message M ...] [--confirm]``:
+  the Pareto frontier of (T_L, T_B) over base topologies and expansions (T_B in units of M/B),
+  each row with its allreduce time ``2 (T_L alpha + T_B M/B)`` summed over the message sizes,
+  and the best pick. ``--confirm`` builds, verifies and prices every frontier schedule.
+- ``collsynth finder --table 4|5 [--out results/tables]``: regenerates the Table 4 analogue
+  (N = 1024, d = 4 Pareto frontier) or the Table 5 analogue (best topology for N = 5..12,
+  d = 4) as Markdown and CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ... import InputError
+from .. import finder
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the finder command."""
+    p = sub.add_parser("finder", help="Pareto frontier of (T_L, T_B) topologies for N nodes of degree d, and the best pick")
+    p.add_argument("--nodes", type=int, default=None, help="target number of nodes N")
+    p.add_argument("--degree", type=int, default=None, help="target degree d (links per node)")
+    p.add_argument("--alpha", type=float, default=finder.PAPER_ALPHA, help="node latency per comm step, s (default 10e-6)")
+    p.add_argument("--bandwidth", type=float, default=finder.PAPER_BANDWIDTH,
+                   help="node bandwidth B, bytes/s (default 12.5e9 = 100 Gbps)")
+    p.add_argument("--message", type=float, action="append", default=None,
+                   help="allreduce size M in bytes (repeatable: the pick minimises the sum; default 1e6)")
+    p.add_argument("--confirm", action="store_true", help="build, verify and price every frontier schedule")
+    p.add_argument("--table", type=int, choices=(4, 5), default=None,
+                   help="regenerate the Table 4 (N=1024, d=4) or Table 5 (N=5..12, d=4) analogue")
+    p.add_argument("--out", default="results/tables", help="directory for --table output (default results/tables)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The frontier and best pick (or a regenerated table)."""
+    if args.alpha < 0:
+        raise InputError("--alpha", f"expected a latency >= 0 s, got {args.alpha}")
+    if not args.bandwidth > 0:
+        raise InputError("--bandwidth", f"expected a positive bandwidth in bytes/s, got {args.bandwidth}")
+    messages = args.message or [finder.PAPER_MESSAGE]
+    for m in messages:
+        if not m > 0:
+            raise InputError("--message", f"expected a positive size in bytes, got {m}")
+    if args.table is not None:
+        if args.table == 4:
+            df = finder.table_pareto(args.nodes or 1024, args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
+                                     message=messages[0], confirm_max_nodes=(args.nodes or 1024) if args.confirm else 0)
+            title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (seed 000 Table 4 analogue); "
+                     f"T_B in M/B, allreduce for alpha = {args.alpha} s, B = {args.bandwidth} B/s, M = {messages[0]} B")
+            stem = "finder_table4"
+        else:
+            df = finder.table_small(range(5, 13), args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
+                                    messages=args.message or (1e3, 1e6, 1e9))
+            title = (f"Best topology for N = 5..12, d = {args.degree or 4} (seed 000 Table 5 analogue), chosen by the "
+                     f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
+            stem = "finder_table5"
+        paths = finder.write_table(df, args.out, stem, title)
+        return {"table": args.table, **paths, "rows": df.to_dict(orient="records"),
+                "text": df.to_markdown(index=False) + f"\n\nwritten: {paths['markdown']}, {paths['csv']}"}
+    if args.nodes is None or args.degree is None:
+        raise InputError("finder", "give --nodes N and --degree D (or --table 4|5)")
+    if args.nodes < 2:
+        raise InputError("--nodes", f"expected at least 2 nodes, got {args.nodes}")
+    if args.degree < 1:
+        raise InputError("--degree", f"expected a degree >= 1, got {args.degree}")
+    front = finder.frontier(args.nodes, args.degree)
+    if not front:
+        return {"nodes": args.nodes, "degree": args.degree, "frontier": [], "best": None, "exit": 1,
+                "text": f"no topology found for N={args.nodes}, d={args.degree}"}
+    ranked = finder.select(front, args.alpha, args.bandwidth, messages)
+    rows = []
+    for c in front:
+        r = c.row()
+        r["allreduce_s"] = sum(finder.allreduce_time(c, args.alpha, args.bandwidth, m) for m in messages)
+        if args.confirm:
+            r.update(finder.confirm(c))
+        rows.append(r)
+    best = ranked[0][0].row()
+    best["allreduce_s"] = ranked[0][1]
+    lines = [f"Pareto frontier N={args.nodes} d={args.degree} (T_B in units of M/B):"]
+    for r in rows:
+        lines.append(f"  T_L={r['T_L']:<4} T_B={r['T_B']:<14} ({r['T_B_float']:.4f})  allreduce={r['allreduce_s'] * 1e6:10.2f} us  {r['topology']}")
+    lines.append(f"best for alpha={args.alpha} B={args.bandwidth} M={messages}: {best['topology']}")
+    return {"nodes": args.nodes, "degree": args.degree, "alpha": args.alpha, "bandwidth": args.bandwidth,
+            "messages": messages, "frontier": rows, "best": best, "text": "\n".join(lines)}
