@@ -538,48 +538,71 @@ def message_schedule(pl: Plan, kind: str) -> tuple[Messages, int]:
 
 # ---- closed forms (section 2.2 Eq. 1, Table 2, section 4) -----------------------------------------
 
+def _dist_fn(algorithm: str):
+    return delta if algorithm == "swing" else (lambda k: 1 << k)
+
+
 def xi_table2(algorithm: str, variant: str, D: int, p: int | None = None) -> float:
-    """Table 2's congestion deficiency. For Swing (B) and recursive doubling (B) the finite sum
-    ``sum_s dist(sigma(s)) / 2^(s+1)`` over ``log2 p`` steps when ``p`` is given, else the
-    p -> infinity limit (6/5, 28/27, 120/119 for Swing with D = 2, 3, 4;
-    (2^D-1)/(2^D-2) for recursive doubling). Latency-optimal: ``(4/3) D p^(1/D)`` (Swing),
-    ``2 D p^(1/D)`` (recursive doubling), as printed in Table 2."""
-    if variant == "lat":
-        if p is None:
-            return math.inf
-        return (4 / 3 if algorithm == "swing" else 2.0) * D * p ** (1 / D)
+    """Table 2's congestion deficiency of an algorithm on a square D-dimensional torus.
+
+    ``p=None``: the printed value. Bandwidth-optimal: the p -> infinity limit of
+    ``sum_s dist(sigma(s)) / 2^(s+1)`` (6/5, 28/27, 120/119 for Swing with D = 2, 3, 4;
+    ``(2^D-1)/(2^D-2)`` for recursive doubling; infinite for D = 1). Latency-optimal:
+    ``(4/3) D p^(1/D)`` (Swing) and ``2 D p^(1/D)`` (recursive doubling), as printed.
+
+    ``p`` given: the same model for that p, in the per-step units this package measures
+    (``Xi = T_B / T_B^free``): bandwidth-optimal ``sum_s dist(sigma(s)) / 2^(s+1)`` divided by
+    ``sum_s 1 / 2^(s+1) = (p-1)/p``; latency-optimal the mean over the ``log2 p`` steps of
+    ``dist(sigma(s))`` (the paper's ``D sum_s dist`` is this times ``D log2 p``, which Table 2
+    also counts in Psi). ``dist`` is ``delta`` (Swing) or ``2^k`` (recursive doubling).
+    """
+    f = _dist_fn(algorithm)
     if p is None:
+        if variant == "lat":
+            return math.inf
+        if D < 2:
+            return math.inf
         if algorithm == "recursive_doubling":
-            return (2 ** D - 1) / (2 ** D - 2) if D > 1 else math.inf
+            return (2 ** D - 1) / (2 ** D - 2)
         return float(xi_swing_limit(D))
     L = _log2ceil(p)
-    f = delta if algorithm == "swing" else (lambda k: 1 << k)
-    return float(sum(Fraction(f(s // D), 2 ** (s + 1)) for s in range(L)))
+    if variant == "lat":
+        return float(Fraction(sum(f(s // D) for s in range(L)), L))
+    num = sum(Fraction(f(s // D), 2 ** (s + 1)) for s in range(L))
+    den = sum(Fraction(1, 2 ** (s + 1)) for s in range(L))
+    return float(num / den)
 
 
 def xi_swing_limit(D: int) -> Fraction:
     """``lim_{p->inf} sum_s delta(floor(s/D)) / 2^(s+1)`` in closed form:
-    ``(2^D - 1)/3 * (2/(2^D - 2) + 1/(2^D + 1))`` = 6/5, 28/27, 120/119 for D = 2, 3, 4."""
+    ``(2^D - 1)/3 * (2/(2^D - 2) + 1/(2^D + 1))`` = 6/5, 28/27, 120/119 for D = 2, 3, 4.
+
+    >>> [str(xi_swing_limit(D)) for D in (2, 3, 4)]
+    ['6/5', '28/27', '120/119']
+    """
     if D < 2:
-        return Fraction(10**9)  # diverges on a 1D torus
+        raise ValueError("the sum diverges on a 1D torus")
     q = 2 ** D
     return Fraction(q - 1, 3) * (Fraction(2, q - 2) + Fraction(1, q + 1))
 
 
 def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
-    """Lambda, Psi and Xi of Table 2 for an algorithm on a D-dimensional torus of p nodes."""
+    """Lambda, Psi and Xi of Table 2 for an algorithm on a D-dimensional torus of p nodes;
+    ``Xi_p`` is :func:`xi_table2` at this p (per-step units), ``Xi_printed`` the printed
+    latency-optimal bound."""
     lg = math.log2(p)
     if algorithm == "ring":
-        return {"Lambda": 2 * p / lg, "Psi": 1.0, "Xi": 1.0}
+        return {"Lambda": 2 * p / lg, "Psi": 1.0, "Xi": 1.0, "Xi_p": 1.0}
     if algorithm == "bucket":
-        return {"Lambda": 2 * D * p ** (1 / D) / lg, "Psi": 1.0, "Xi": 1.0}
+        return {"Lambda": 2 * D * p ** (1 / D) / lg, "Psi": 1.0, "Xi": 1.0, "Xi_p": 1.0}
     lam = 1.0 if variant == "lat" else 2.0
     if variant == "lat":
         psi = D * lg
+        printed = (4 / 3 if algorithm == "swing" else 2.0) * D * p ** (1 / D)
     else:
         psi = 1.0 if algorithm == "swing" else 2.0 * D
-    return {"Lambda": lam, "Psi": psi, "Xi": xi_table2(algorithm, variant, D, None if variant == "bw" else p),
-            "Xi_p": xi_table2(algorithm, variant, D, p)}
+        printed = xi_table2(algorithm, variant, D)
+    return {"Lambda": lam, "Psi": psi, "Xi": printed, "Xi_p": xi_table2(algorithm, variant, D, p)}
 
 
 def _step_distances(pl: Plan, T: int, kind: str) -> list[int]:
