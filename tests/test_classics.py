@@ -224,3 +224,17 @@ def test_producer_outcome_carries_closed_form(name):
     cf = row["extra"]["closed_form"]
     assert {"T_L_s", "T_B_s", "total_s", "steps"} <= set(cf)
     assert math.isclose(cf["total_s"], cf["T_L_s"] + cf["T_B_s"])
+
+
+@pytest.mark.parametrize("algo,kind", [("ring", "allreduce"), ("bfb-ring", "allgather"), ("rabenseifner", "allreduce"),
+                                       ("bruck", "reduce_scatter"), ("binomial-tree", "reduce"),
+                                       ("double-binary-tree", "allreduce")])
+def test_failed_nodes_and_subsets_use_live_ranks(algo, kind):
+    t = topo("torus", dims=[4, 4]).with_failures(nodes=[5, 10])
+    i = make_instance(t, kind, root=(0 if kind in ROOTED else None), message_bytes=M)
+    s = C.SCHEDULES[algo](i)
+    assert verify(s, i) is None
+    assert not set(s.src.tolist()) & {5, 10} and not set(s.dst.tolist()) & {5, 10}
+    sub = make_instance(topo("complete", nodes=9), kind, root=(2 if kind in ROOTED else None),
+                        nodes=[0, 2, 3, 7, 8], message_bytes=M)
+    assert verify(C.SCHEDULES[algo](sub), sub) is None

@@ -662,6 +662,14 @@ def recursive_doubling_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "recursive-doubling", doubling_allgather_phase(p))
 
 
+def recursive_halving_schedule(instance: Instance) -> Schedule:
+    """Recursive halving reduce-scatter (seed 004): the time reversal of recursive doubling,
+    partners at distance p/2, p/4, ..., exchanging the halves the partner's side owns."""
+    coll, p = _single(instance)
+    _need(coll.kind, ("reduce_scatter",), "recursive-halving")
+    return _rs_ag_ar(instance, "recursive-halving", doubling_allgather_phase(p))
+
+
 def rabenseifner_schedule(instance: Instance) -> Schedule:
     """Rabenseifner allreduce: recursive-halving reduce-scatter + recursive-doubling allgather;
     for p not a power of two the e = p - p' extra ranks first send their whole vector to a core
@@ -749,7 +757,7 @@ SCHEDULES = {
     "binomial-tree": binomial_tree_schedule,
     "double-binary-tree": double_binary_tree_schedule,
     "recursive-doubling": recursive_doubling_schedule,
-    "recursive-halving": recursive_doubling_schedule,
+    "recursive-halving": recursive_halving_schedule,
     "rabenseifner": rabenseifner_schedule,
     "bruck": bruck_schedule,
     "scatter-allgather": scatter_allgather_schedule,
@@ -766,7 +774,7 @@ SUMMARIES = {
     "binomial-tree": "binomial tree broadcast/reduce/scatter/gather (seed 004)",
     "double-binary-tree": "NCCL double binary tree allreduce (two complementary trees)",
     "recursive-doubling": "butterfly / recursive doubling allgather, halving reduce-scatter",
-    "recursive-halving": "recursive halving reduce-scatter (same family as recursive-doubling)",
+    "recursive-halving": "recursive halving reduce-scatter (recursive doubling reversed)",
     "rabenseifner": "Rabenseifner allreduce: halving reduce-scatter + doubling allgather",
     "bruck": "Bruck allgather, ceil(log2 p) steps for any p",
     "scatter-allgather": "van de Geijn broadcast = scatter + ring allgather",

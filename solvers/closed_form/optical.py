@@ -468,6 +468,19 @@ def optree_table(N: int = 1024, w: int = 64, h_table: int = 7) -> list[dict]:
     return rows
 
 
+def optree_table_markdown(rows: list[dict] | None = None) -> str:
+    """:func:`optree_table` rows as a Markdown table (paper value beside what is derived)."""
+    rows = optree_table() if rows is None else rows
+    out = ["| algorithm | formula | formula steps | counted slots | paper | paper value derived | note |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fs = "" if r["formula_steps"] is None else f"{r['formula_steps']:.2f}".rstrip("0").rstrip(".")
+        der = {True: "yes", False: "no", None: ""}[r["paper_value_derived"]]
+        out.append(f"| {r['algorithm']} | {r['formula']} | {fs} | {r['counted_slots']} | "
+                   f"{'' if r['paper'] is None else r['paper']} | {der} | {r['note']} |")
+    return "\n".join(out) + "\n"
+
+
 # ---- schedules on the optical_ring topology ---------------------------------------------
 
 def stages_schedule(instance: Instance, stages: list[Stage], name: str) -> Schedule:
