@@ -97,7 +97,7 @@ def topology_fields(topo: Topology) -> dict:
     out = topo.summary()
     lo, hi = topo.out_degree_range
     out["degree"] = lo if topo.regular else None
-    out["generator"] = topo.meta.get("generator", topo.meta.get("format"))
+    out["generator"] = topo.meta["format"] if "file" in topo.meta else topo.meta.get("generator")
     out["params"] = topo.meta.get("params", {})
     out["cayley"] = topo.meta.get("cayley")
     out["dims"] = topo.meta.get("dims")
