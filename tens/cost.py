@@ -395,7 +395,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 def price_event(schedule: Schedule, instance: Instance) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
-    A heap of (ready time, schedule order, send, hop) events; popping an event serves the
+    A heap of (ready time, schedule order, hop, predecessor) events; popping an event serves the
     message on its link (FIFO by ready time, ties in schedule order). ``T_L_s`` sums the
     latencies on the critical path found by following, from the last arrival, whichever of
     data readiness or the link's previous message determined each start.
@@ -406,13 +406,21 @@ def price_event(schedule: Schedule, instance: Instance) -> Cost:
     n = len(s)
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
-    nbytes = _piece_bytes(s, instance).tolist()
+    nbytes = _piece_bytes(s, instance)
     rt = routes(s, topo)
-    _, hlink = rt.expand()
+    hsend, hlink = rt.expand()
+    H = len(hlink)
     hptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(rt.hops[rt.r], out=hptr[1:])
-    hptr_l, hlink_l = hptr.tolist(), hlink.tolist()
-    bw, alpha = la.bandwidth.tolist(), la.alpha.tolist()
+    # per hop (= event id): link, serialisation, latency, send, is-last-hop
+    hop_link = hlink.tolist()
+    hop_dur = (nbytes[hsend] / la.bandwidth[hlink]).tolist()
+    hop_alpha = la.alpha[hlink].tolist()
+    hop_send = hsend.tolist()
+    last_hop = np.zeros(H, dtype=bool)
+    last_hop[hptr[1:] - 1] = True
+    hop_last = last_hop.tolist()
+    first_hop = hptr[:-1].tolist()
     di, dj = _dependencies(s, instance)
     need = np.bincount(di, minlength=n).tolist()
     dptr, ditems = _csr(di, dj, n)  # dependents of each j
@@ -420,57 +428,55 @@ def price_event(schedule: Schedule, instance: Instance) -> Cost:
     seq[np.argsort(s.step, kind="stable")] = np.arange(n)
     seq_l = seq.tolist()
     ready = [0.0] * n
-    ready_from = [-1] * n  # event id of the arrival that made send i ready
-    heap = [(0.0, seq_l[i], i, 0, -1) for i in range(n) if need[i] == 0]
+    ready_from = [-1] * n  # hop (event) whose arrival made send i ready
+    heap = [(0.0, seq_l[i], first_hop[i], -1) for i in range(n) if need[i] == 0]
     heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
     free = [0.0] * len(la)
     last_on = [-1] * len(la)
-    # per event: arrival time, alpha, predecessor id, predecessor kind (0 data, 1 link)
-    ev_arr: list[float] = []
-    ev_alpha: list[float] = []
-    ev_pred: list[int] = []
-    ev_kind: list[int] = []
-    best_t, best_e = 0.0, -1
+    ev_pred = [-1] * H  # predecessor event on the critical path
+    ev_link = [False] * H  # True if the predecessor is the link's previous message
+    best_t, best_e, served = 0.0, -1, 0
     while heap:
-        t, sq, i, h, pred = heapq.heappop(heap)
-        l = hlink_l[hptr_l[i] + h]
-        dur = nbytes[i] / bw[l]
-        if free[l] > t:
-            start, p, kind = free[l], last_on[l], 1
+        t, sq, e, pred = pop(heap)
+        served += 1
+        l = hop_link[e]
+        fl = free[l]
+        if fl > t:
+            start = fl
+            ev_pred[e], ev_link[e] = last_on[l], True
         else:
-            start, p, kind = t, pred, 0
-        free[l] = start + dur
-        arr = start + dur + alpha[l]
-        e = len(ev_arr)
-        ev_arr.append(arr)
-        ev_alpha.append(alpha[l])
-        ev_pred.append(p)
-        ev_kind.append(kind)
+            start = t
+            ev_pred[e] = pred
+        fl = start + hop_dur[e]
+        free[l] = fl
         last_on[l] = e
-        if hptr_l[i] + h + 1 < hptr_l[i + 1]:
-            heapq.heappush(heap, (arr, sq, i, h + 1, e))
+        arr = fl + hop_alpha[e]
+        if not hop_last[e]:
+            push(heap, (arr, sq, e + 1, e))
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
+        i = hop_send[e]
         for q in range(dptr[i], dptr[i + 1]):
             d = ditems[q]
             if arr >= ready[d]:
                 ready[d], ready_from[d] = arr, e
             need[d] -= 1
             if need[d] == 0:
-                heapq.heappush(heap, (ready[d], seq_l[d], d, 0, ready_from[d]))
-    if len(ev_arr) != int(hptr[-1]):
+                push(heap, (ready[d], seq_l[d], first_hop[d], ready_from[d]))
+    if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     # critical path: latency of every data edge on it (the last event's own alpha included)
-    T_L, e = 0.0, best_e
-    T_L += ev_alpha[e]
+    e = best_e
+    T_L = hop_alpha[e]
     while e >= 0:
-        p, kind = ev_pred[e], ev_kind[e]
-        if p >= 0 and kind == 0:
-            T_L += ev_alpha[p]
+        p = ev_pred[e]
+        if p >= 0 and not ev_link[e]:
+            T_L += hop_alpha[p]
         e = p
     total = best_t
-    return Cost("event", s.num_steps, T_L, total - T_L, total, {"messages": n, "hops": len(ev_arr)})
+    return Cost("event", s.num_steps, T_L, total - T_L, total, {"messages": n, "hops": H})
 
 
 # ---- lower bounds ----------------------------------------------------------------------------
