@@ -245,9 +245,13 @@ def _simulate(s: Schedule, idx: np.ndarray, coll: Collective, off: int, topo: To
     cuts = _batches(seg_chunk, max(1, MEMORY_BUDGET // per_seg))
     batch = np.searchsorted(cuts, e_seg, side="right") - 1
     st = step[e_send]
-    if len(cuts) > 2:  # order by batch, then step, then send index (stable sort)
+    if len(cuts) > 2 and int(st.max(initial=0)) < (1 << 62) // len(cuts):  # one key: batch, step
         st = batch * (int(st.max(initial=0)) + 1) + st
-    order = np.argsort(st, kind="stable")
+        order = np.argsort(st, kind="stable")  # stable: send index order within a step
+    elif len(cuts) > 2:
+        order = np.lexsort((st, batch))
+    else:
+        order = np.argsort(st, kind="stable")
     e_send, e_seg, batch = e_send[order], e_seg[order], batch[order]
     e_step = step[e_send]
     ebounds = np.searchsorted(batch, np.arange(len(cuts)))
