@@ -6,7 +6,8 @@ diameter D of seed 000 Table 7 and the intersection array {b_0, ..., b_{D-1}; c_
 (Brouwer, Cohen and Neumaier; distanceregular.org); the tests rebuild each graph and check
 all of them with :func:`networkx.intersection_array`.
 
->>> topology("petersen_line").diameter
+>>> from collsynth.instances import generators
+>>> generators.build("distance_regular", {"name": "petersen_line"}).diameter
 3
 """
 
