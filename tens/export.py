@@ -471,24 +471,40 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
 
 
 def _longest_paths(n: int, edges: list[tuple[int, int, int]]) -> list[int]:
-    """Steps from 1: ``step[b] >= step[a] + gap`` for every edge, smallest such (Kahn order)."""
-    out_edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for a, b, gap in edges:
-        out_edges[a].append((b, gap))
-        indeg[b] += 1
-    step = [1] * n
-    queue = [i for i in range(n) if indeg[i] == 0]
-    done = 0
-    while queue:
-        a = queue.pop()
-        done += 1
-        for b, gap in out_edges[a]:
-            if step[a] + gap > step[b]:
-                step[b] = step[a] + gap
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                queue.append(b)
-    if done != n:
+    """Smallest steps from 1 with ``step[b] >= step[a] + gap`` for every edge ``(a, b, gap)``.
+
+    Zero-gap cycles are allowed (two GPUs exchanging a piece in one step: each receive waits
+    for the local send, which the executor's buffered sends satisfy): strongly connected
+    components share one step; a cycle with a positive gap is an error.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if not edges:
+        return [1] * n
+    a = np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges))
+    b = np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges))
+    gap = np.fromiter((e[2] for e in edges), dtype=np.int64, count=len(edges))
+    _, comp = connected_components(csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n)),
+                                   directed=True, connection="strong")
+    ca, cb = comp[a], comp[b]
+    if ((ca == cb) & (gap > 0)).any():
         raise InputError("xml", "circular dependencies between steps")
-    return step
+    m = int(comp.max()) + 1
+    keep = ca != cb
+    out_edges: list[list[tuple[int, int]]] = [[] for _ in range(m)]
+    indeg = [0] * m
+    for x, y, g in zip(ca[keep].tolist(), cb[keep].tolist(), gap[keep].tolist()):
+        out_edges[x].append((y, g))
+        indeg[y] += 1
+    step = [1] * m
+    queue = [i for i in range(m) if indeg[i] == 0]
+    while queue:
+        x = queue.pop()
+        for y, g in out_edges[x]:
+            if step[x] + g > step[y]:
+                step[y] = step[x] + g
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                queue.append(y)
+    return [step[c] for c in comp.tolist()]

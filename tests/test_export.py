@@ -161,6 +161,17 @@ def test_receives_wait_for_earlier_sends_of_the_same_piece():
     assert back.num_steps == 2
 
 
+def test_same_step_exchange_with_reduction():
+    """Recursive doubling allreduce on a hypercube: partners swap whole vectors and reduce in
+    the same step; each receive waits for the local send (a zero-gap cycle the interpreter
+    resolves to one shared step)."""
+    n, k = 8, 3
+    rows = [(c, 0, 1, u, u ^ (1 << (t - 1)), t, "reduce") for t in range(1, k + 1) for u in range(n) for c in range(n)]
+    s = from_sends(rows, "allreduce", n, n)
+    xml, back, _ = roundtrip(s, make_instance(build("hypercube", {"dim": k}), "allreduce"))
+    assert back.num_steps == k
+
+
 def test_fractional_pieces_refine_the_chunk_grid():
     inst = make_instance(_ring(3, bidirectional=True), "broadcast", root=0)
     s = from_sends([(0, 0, Fraction(1, 2), 0, 1, 1), (0, Fraction(1, 2), 1, 0, 2, 1),
