@@ -31,7 +31,6 @@ import csv
 import io
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

@@ -1,7 +1,6 @@
 """Generator invariants: node/link counts, regularity, diameters by formula or by definition,
 Cayley translation metadata, expansions' numbering, the distance-regular catalogue."""
 
-import itertools
 import math
 from collections import Counter, deque
 
