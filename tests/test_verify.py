@@ -628,3 +628,41 @@ def test_chunk_batching_does_not_change_the_verdict(case):
         batched = verify(sched, instance)
     assert whole == batched
     assert (None if batched is None else (batched.index, batched.step)) == reference_verify(sched, instance)
+
+
+@st.composite
+def random_concurrent_cases(draw):
+    """Two random collectives merged on one topology (chunk offsets), links or routed sends."""
+    s1, i1 = draw(random_cases())
+    topo = i1.topology
+    kind2 = draw(st.sampled_from(["allgather", "reduce_scatter", "broadcast", "reduce"]))
+    root = draw(st.sampled_from(topo.npus)) if kind2 in ("broadcast", "reduce") else None
+    c2 = make(kind2, topo.npus, topo.size, root=root)
+    inst2 = Instance("second", topo, (c2,))
+    if kind2 in ("allgather", "broadcast"):
+        s2 = bfs_allgather(topo) if kind2 == "allgather" else bfs_broadcast(topo, root)
+    else:
+        t = topo.transpose()
+        s2 = reverse(bfs_allgather(t) if kind2 == "reduce_scatter" else bfs_broadcast(t, root))
+    if draw(st.booleans()) and len(s2):
+        s2 = sends_without(s2, draw(st.integers(0, len(s2) - 1)))
+    both = Instance("both", topo, (i1.collective, c2))
+    merged = merge([s1, s2], both.chunk_offsets)
+    if draw(st.booleans()):  # routed: any live pair joined by a path is legal
+        from dataclasses import replace
+
+        dst = merged.dst.copy()
+        if len(dst):
+            k = draw(st.integers(0, len(dst) - 1))
+            dst[k] = draw(st.sampled_from(topo.npus))
+        merged = replace(merged, dst=dst, routing="shortest-path")
+    return merged, both
+
+
+@given(case=random_concurrent_cases())
+def test_concurrent_and_routed_verdicts_agree_with_reference(case):
+    sched, instance = case
+    v = verify(sched, instance)
+    assert (None if v is None else (v.index, v.step)) == reference_verify(sched, instance), str(v)
+    if v is not None and v.send is not None:
+        assert v.send == sched.sends()[v.index]
