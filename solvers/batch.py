@@ -1,10 +1,10 @@
 """The batch runner: instances x producers x solvers x drivers x seeds, resumable.
 
-Every job runs in its own child process (``python -m collsynth.solvers.batch``) with a hard
+Every job runs in a worker child process (``python -m collsynth.solvers.batch``) with a hard
 wall-clock limit, so a solver that hangs or crashes is killed and recorded, never a dead batch.
 The same job function, :func:`run_isolated`, is what both executors call:
 
-- ``local`` (default): a thread per slot launches child processes, at most ``jobs`` at once
+- ``local`` (default): a thread per slot drives its worker process, at most ``jobs`` at once
   (default: the number of cores), one solver thread each;
 - ``dask``: the jobs are submitted to a Dask distributed scheduler (``--address tcp://...``),
   whose workers run the same :func:`run_isolated`.
@@ -21,9 +21,12 @@ import glob
 import json
 import os
 import platform
+import select
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -135,35 +138,96 @@ def plan(
 
 
 # ---- running one job --------------------------------------------------------------------------
+#
+# Jobs run in long-lived worker processes (``python -m collsynth.solvers.batch``), one per
+# executor thread, reading one job per line on stdin and answering one line on stdout, so the
+# imports (Pyomo, solvers, networkx) are paid once per worker rather than once per job. A worker
+# that exceeds a job's limit is killed with its process group and replaced; one that dies is
+# recorded and replaced.
+
+_local = threading.local()
+_workers: list[subprocess.Popen] = []
+_workers_lock = threading.Lock()
+
+
+def _start_worker() -> subprocess.Popen:
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collsynth.solvers.batch"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+    )
+    proc.log = log  # type: ignore[attr-defined]
+    with _workers_lock:
+        _workers.append(proc)
+    return proc
+
+
+def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
+    """One line from the worker, ``b""`` if it died, ``None`` if the deadline passed."""
+    fd = proc.stdout.fileno()
+    buf = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b""
+        buf += chunk
+        if buf.endswith(b"\n"):
+            return bytes(buf)
+
 
 def run_isolated(job: Job | dict) -> dict[str, Any]:
-    """Run one job in a child process with a hard limit; always returns a row (never raises).
+    """Run one job in this thread's worker process with a hard limit; never raises.
 
-    The returned dict has the result row and, if the schedule verified, ``"schedule"`` (its
-    JSON object). A child that exceeds ``time_limit + GRACE_S`` is killed with its whole
-    process group (solver sub-processes included) and recorded as ``error``.
+    Returns the result row and, if the schedule verified, ``"schedule"`` (its JSON object). A
+    worker still busy after ``time_limit + GRACE_S`` is killed with its whole process group
+    (solver sub-processes included) and the job recorded as ``error``; the next job gets a
+    fresh worker.
     """
     job = Job(**job) if isinstance(job, dict) else job
     limit = job.time_limit + GRACE_S
-    cmd = [sys.executable, "-m", "collsynth.solvers.batch"]
+    proc = getattr(_local, "proc", None)
+    if proc is None or proc.poll() is not None:
+        proc = _local.proc = _start_worker()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )
     try:
-        out, err = proc.communicate(json.dumps(asdict(job)), timeout=limit)
-    except subprocess.TimeoutExpired:
+        proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
+        proc.stdin.flush()
+        line = _read_line(proc, time.monotonic() + limit)
+    except (BrokenPipeError, OSError):
+        line = b""
+    if line is None:
         _kill_group(proc)
-        proc.communicate()
+        _local.proc = None
         return _failure_row(job, "error", f"killed: the job exceeded its limit of {limit:g} s", time.perf_counter() - t0)
-    if proc.returncode != 0 or not out.strip():
-        last = (err.strip().splitlines() or ["no output"])[-1]
-        return _failure_row(job, "error", f"job process exited with code {proc.returncode}: {last}", time.perf_counter() - t0)
+    if not line.strip():
+        code = proc.wait()
+        proc.log.seek(0)
+        last = (proc.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        _local.proc = None
+        return _failure_row(job, "error", f"job process exited with code {code}: {last}", time.perf_counter() - t0)
     try:
-        return json.loads(out.strip().splitlines()[-1])
+        return json.loads(line)
     except json.JSONDecodeError:
-        return _failure_row(job, "error", "job process wrote no result", time.perf_counter() - t0)
+        return _failure_row(job, "error", "job process wrote an unreadable result", time.perf_counter() - t0)
+
+
+def shutdown_workers() -> None:
+    """Close every worker this process started (they exit when their stdin closes)."""
+    with _workers_lock:
+        procs, _workers[:] = list(_workers), []
+    for proc in procs:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            _kill_group(proc)
+    _local.proc = None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -171,6 +235,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    proc.wait()
 
 
 def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str, Any]:
@@ -180,13 +245,11 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
     return {"row": row, "schedule": None}
 
 
-def _worker_main() -> int:
-    """Child-process entry: read a Job as JSON on stdin, print the result row as JSON."""
+def _run_one(job: Job) -> dict[str, Any]:
     from ..tens.schedule import to_json
     from .pipeline import run
     from .producers import Options
 
-    job = Job(**json.loads(sys.stdin.read()))
     try:
         instance = load_instance(job.instance_file)
         options = Options(
@@ -195,11 +258,18 @@ def _worker_main() -> int:
         )
         row, schedule = run(instance, job.producer, options)
     except InputError as e:
-        print(json.dumps(_failure_row(job, "error", f"bad input: {e}", 0.0)))
-        return 0
+        return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
-    row["params"] = job.params
-    print(json.dumps({"row": row, "schedule": to_json(schedule) if schedule is not None else None}, default=str))
+    return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
+
+
+def _worker_main() -> int:
+    """Worker-process entry: one job (JSON) per stdin line, one result (JSON) per stdout line."""
+    for line in sys.stdin:
+        if line.strip():
+            result = _run_one(Job(**json.loads(line)))
+            sys.stdout.write(json.dumps(result, default=str) + "\n")
+            sys.stdout.flush()
     return 0
 
 
@@ -297,6 +367,8 @@ def execute(
             raise InputError("--executor", f"unknown executor {executor!r}; expected local or dask")
     finally:
         bar.close()
+        if executor == "local":
+            shutdown_workers()
     summary.wall_s = time.perf_counter() - t0
     return summary
 
