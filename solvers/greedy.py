@@ -62,6 +62,7 @@ from .producers import Options, Outcome, Producer, Unsupported
 INF = np.iinfo(np.int32).max
 PRIORITIES = ("random", "fifo", "lifo")
 MATCHINGS = ("maximum", "greedy")
+_TRACE = None  # set to a list to record the pool size per timestep (profiling)
 _RAND_BITS = 20
 _IDX_BITS = 31
 _PRIO_BITS = 63 - _RAND_BITS - _IDX_BITS
@@ -276,6 +277,8 @@ def match(
             if not ok.all():
                 pool_l, pool_c, pool_p = pool_l[ok], pool_c[ok], pool_p[ok]
         slots = free.copy()
+        if _TRACE is not None:
+            _TRACE.append(len(pool_l))
         if t in busy:
             slots -= busy[t]
         # 3. matching: a maximum matching per delay class (shorter links first), then rounds
@@ -579,7 +582,14 @@ def _forward(topology: Topology, parts: list[_Part], chunk_bytes: float, rng, cf
     """Greedy matching for non-combining parts on ``topology``; chunk ids made global."""
     lk = links(topology, chunk_bytes, timestep)
     avail, want, ids = _problem(parts, topology.size)
+    cfg = dict(cfg)
+    stats = cfg.pop("stats", None)
     res = match(lk, avail, want, rng, distances=topology.distances, busy=busy, **cfg)
+    if stats is not None:
+        for k in ("replaced", "dropped", "rounds"):
+            stats[k] = stats.get(k, 0) + getattr(res, k)
+        stats["timestep_s"] = lk.timestep
+        stats["max_delay"] = max(stats.get("max_delay", 1), int(lk.delay.max(initial=1)))
     res.chunk = ids[res.chunk] if len(res.chunk) else res.chunk
     return res, ids, lk
 
@@ -629,8 +639,9 @@ def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random", m
         raise InputError("params.priority", f"expected one of {', '.join(PRIORITIES)}, got {priority!r}")
     if matching not in MATCHINGS:
         raise InputError("params.matching", f"expected one of {', '.join(MATCHINGS)}, got {matching!r}")
-    cfg = {"priority": priority, "matching": matching}
-    meta = {"producer": "greedy", "seed": int(seed), "priority": priority, "matching": matching}
+    stats: dict = {}
+    cfg = {"priority": priority, "matching": matching, "stats": stats}
+    meta = {"producer": "greedy", "seed": int(seed), "priority": priority, "matching": matching, "stats": stats}
     if not instance.concurrent:
         coll = instance.collective
         if coll.kind == "allreduce":

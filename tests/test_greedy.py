@@ -1,0 +1,258 @@
+"""TACOS-Greedy (seed 001 §VI): bounds reached on meshes/tori, every schedule verifies,
+determinism, chunk replacement on heterogeneous links, relays, concurrency, the producer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collsynth import InputError
+from collsynth.instances.collective import KINDS, ROOTED, make
+from collsynth.instances.generators import build
+from collsynth.instances.instance import Instance, make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.solvers import greedy, pipeline
+from collsynth.solvers.producers import Options
+from collsynth.tens import cost
+from collsynth.tens.schedule import OP_DEFAULT, OP_REDUCE
+from collsynth.tens.verify import verify
+
+
+def _grid(gen, dims, chunks=1, kind="allgather"):
+    topo = build(gen, {"dims": list(dims)}, bandwidth=100e9, alpha=0.5e-6)
+    return make_instance(topo, kind, chunks_per_node=chunks, message_bytes=1 << 20)
+
+
+def _best_of(inst, starts, bound, **kw):
+    """Steps of seeds 0.. until one reaches ``bound`` (each schedule verified)."""
+    got = []
+    for seed in range(starts):
+        s = greedy.synthesize(inst, seed, **kw)
+        v = verify(s, inst)
+        assert v is None, str(v)
+        got.append(s.num_steps)
+        if s.num_steps <= bound:
+            break
+    return min(got)
+
+
+# ---- quality: the per-node inbound lower bound on meshes and tori ---------------------------
+
+GRIDS = [
+    ("mesh", (5, 5), 1), ("torus", (5, 5), 1), ("mesh", (3, 3, 3), 1), ("torus", (3, 3, 3), 1),
+    ("mesh", (3, 4, 5), 1), ("torus", (3, 4, 5), 1), ("mesh", (4, 2, 3), 1), ("torus", (4, 2, 3), 1),
+    ("torus", (3, 3), 1), ("mesh", (4, 4), 2), ("torus", (4, 6), 2),
+]
+
+
+@pytest.mark.parametrize("gen,dims,chunks", GRIDS)
+def test_best_of_20_reaches_inbound_bound(gen, dims, chunks):
+    inst = _grid(gen, dims, chunks)
+    inbound = cost.lower_bounds(inst)["inbound_steps"]
+    bound = greedy.lower_bound(inst)
+    assert bound == inbound  # distance never dominates on these grids
+    assert _best_of(inst, 20, bound) == bound
+
+
+@pytest.mark.parametrize("gen,dims,chunks", [("mesh", (10, 10), 2), ("mesh", (7, 12), 3)])
+def test_large_meshes_with_chunks_reach_bound(gen, dims, chunks):
+    inst = _grid(gen, dims, chunks)
+    bound = greedy.lower_bound(inst)
+    # corners have 2 in-links: (N*c - c) / 2 timesteps
+    n = int(np.prod(dims))
+    assert bound == -(-(n - 1) * chunks // 2)
+    assert _best_of(inst, 3, bound) == bound
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("gen,dims,chunks", [("torus", (10, 10), 2), ("torus", (7, 12), 3)])
+def test_large_tori_with_chunks_reach_bound(gen, dims, chunks):
+    inst = _grid(gen, dims, chunks)
+    bound = greedy.lower_bound(inst)
+    assert _best_of(inst, 20, bound) == bound
+
+
+def test_maximum_matching_beats_plain_greedy_on_3x3_torus():
+    # 8 chunks over 4 in-links: 2 timesteps need a perfect matching in step 2 at every node
+    inst = _grid("torus", (3, 3))
+    assert greedy.synthesize(inst, 0, matching="maximum").num_steps == 2
+    plain = [greedy.synthesize(inst, s, matching="greedy").num_steps for s in range(5)]
+    assert min(plain) >= 2 and all(verify(greedy.synthesize(inst, s, matching="greedy"), inst) is None for s in range(3))
+
+
+# ---- correctness on random topologies, every collective ------------------------------------
+
+@st.composite
+def _random_instance(draw):
+    n = draw(st.integers(3, 8))
+    perm = draw(st.permutations(list(range(n))))
+    bws = st.sampled_from([100e9, 50e9, 25e9, 12.5e9])
+    edges = [(perm[i], perm[(i + 1) % n], {"bandwidth": draw(bws), "alpha": 0.5e-6}) for i in range(n)]
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), bws), max_size=2 * n))
+    for u, v, b in extra:
+        if u != v:
+            edges.append((u, v, {"bandwidth": b, "alpha": 0.5e-6}))
+    topo = from_edges(n, edges, name="random")
+    # a failure keeps the topology usable if the live NPUs stay strongly connected
+    if draw(st.booleans()):
+        fail = draw(st.integers(0, n - 1))
+        t2 = topo.with_failures([fail])
+        if len(t2.npus) >= 2 and t2.strongly_connected:
+            topo = t2
+    if draw(st.booleans()):
+        u, v = draw(st.sampled_from(sorted((a, b) for a, b, _ in topo.graph.edges)))
+        t2 = topo.with_failures((), [(u, v)])
+        if t2.strongly_connected:
+            topo = t2
+    kind = draw(st.sampled_from(KINDS))
+    nodes = list(topo.npus)
+    if draw(st.booleans()) and len(nodes) > 3:  # a subset of the nodes: relays needed
+        nodes = sorted(draw(st.lists(st.sampled_from(nodes), min_size=2, max_size=len(nodes) - 1, unique=True)))
+        if len(nodes) < 2:
+            nodes = list(topo.npus)
+    root = draw(st.sampled_from(nodes)) if kind in ROOTED else None
+    chunks = draw(st.integers(1, 2))
+    inst = make_instance(topo, kind, chunks_per_node=chunks, root=root, nodes=nodes)
+    return inst, draw(st.integers(0, 2**16)), draw(st.sampled_from(greedy.MATCHINGS)), draw(st.sampled_from(greedy.PRIORITIES))
+
+
+@settings(max_examples=60)
+@given(_random_instance())
+def test_random_topologies_every_kind_verifies(case):
+    inst, seed, matching, priority = case
+    s = greedy.synthesize(inst, seed, matching=matching, priority=priority)
+    v = verify(s, inst)
+    assert v is None, f"{inst.collective.kind} on {sorted(inst.topology.graph.edges)}: {v}"
+    assert s.num_steps >= greedy.lower_bound(inst)
+    # no (node, chunk) is delivered twice within a copy phase, and in a reduction phase every
+    # node sends its partial result of a chunk once (allreduce: reduce, then copy)
+    red = (s.op == OP_REDUCE) | ((s.op == OP_DEFAULT) & inst.collective.combining)
+    node = np.where(red, s.src, s.dst)
+    keys = (red.astype(np.int64) * s.nodes + node) * s.chunks + s.chunk
+    assert len(np.unique(keys)) == len(keys)
+
+
+@st.composite
+def _concurrent_instance(draw):
+    topo = build("mesh", {"dims": [draw(st.integers(2, 3)), draw(st.integers(2, 4))]}, bandwidth=100e9, alpha=0.5e-6)
+    colls = []
+    for i in range(draw(st.integers(2, 3))):
+        kind = draw(st.sampled_from(KINDS))
+        nodes = sorted(draw(st.lists(st.sampled_from(list(topo.npus)), min_size=2, unique=True)))
+        root = draw(st.sampled_from(nodes)) if kind in ROOTED else None
+        colls.append(make(kind, nodes, topo.size, root=root, chunks_per_node=draw(st.integers(1, 2))))
+    return Instance("concurrent", topo, tuple(colls)), draw(st.integers(0, 1000))
+
+
+@settings(max_examples=25)
+@given(_concurrent_instance())
+def test_concurrent_collectives_verify(case):
+    inst, seed = case
+    s = greedy.synthesize(inst, seed)
+    assert verify(s, inst) is None
+    assert s.num_steps >= greedy.lower_bound(inst)
+    # link capacity is shared: at most one chunk per link pair per timestep
+    pair = inst.topology.link_arrays.lookup(s.src, s.dst)
+    occ = s.step * len(inst.topology.link_arrays) + pair
+    assert len(np.unique(occ)) == len(occ)
+
+
+def test_every_kind_on_failed_mesh_verifies():
+    topo = build("mesh", {"dims": [4, 4]}, bandwidth=100e9, alpha=0.5e-6).with_failures([7, 9])
+    for kind in KINDS:
+        inst = make_instance(topo, kind, root=0 if kind in ROOTED else None, chunks_per_node=2)
+        s = greedy.synthesize(inst, 1)
+        assert verify(s, inst) is None, kind
+        assert not (np.isin(s.src, [7, 9]) | np.isin(s.dst, [7, 9])).any()
+    ag = make_instance(topo, "allgather")
+    assert greedy.synthesize(ag, 0).num_steps == greedy.lower_bound(ag) == 13  # TACOS Table III topology
+
+
+# ---- heterogeneous links: shorter-link-first, arrival times, chunk replacement ---------------
+
+def _hetero_topology():
+    # 0 -> 2 directly over a slow link (3 timesteps) or via 1 over two fast ones (2 timesteps)
+    fast, slow = {"bandwidth": 3e9, "alpha": 0.0}, {"bandwidth": 1e9, "alpha": 0.0}
+    return from_edges(3, [(0, 1, fast), (1, 2, fast), (0, 2, slow), (1, 0, fast), (2, 1, fast), (2, 0, fast)])
+
+
+def test_multi_timestep_links_respect_arrival_times():
+    inst = make_instance(_hetero_topology(), "broadcast", root=0, chunks_per_node=4, message_bytes=4e9)
+    lk = greedy.links(inst.topology, inst.collective.chunk_bytes)
+    assert sorted(lk.delay.tolist()) == [1, 1, 1, 1, 1, 3]
+    for seed in range(10):
+        s = greedy.synthesize(inst, seed)
+        assert verify(s, inst) is None
+        d = lk.delay[inst.topology.link_arrays.lookup(s.src, s.dst)]
+        start = s.step - d + 1
+        # a chunk leaves a node only after it arrived there (multi-timestep arrival analysis)
+        arrive = {(int(c), int(v)): int(t) for c, v, t in zip(s.chunk, s.dst, s.step)}
+        for c, u, st_ in zip(s.chunk.tolist(), s.src.tolist(), start.tolist()):
+            assert u == 0 or arrive[(c, u)] <= st_ - 1
+        # a link carries one chunk at a time for its whole delay
+        pair = inst.topology.link_arrays.lookup(s.src, s.dst)
+        busy = [(p, t) for p, a, dd in zip(pair.tolist(), s.step.tolist(), d.tolist()) for t in range(a - dd + 1, a + 1)]
+        assert len(busy) == len(set(busy))
+
+
+def test_chunk_replacement_happens_and_stays_valid():
+    inst = make_instance(_hetero_topology(), "broadcast", root=0, chunks_per_node=4, message_bytes=4e9)
+    seen = 0
+    for seed in range(30):
+        s = greedy.synthesize(inst, seed, matching="greedy")
+        assert verify(s, inst) is None
+        seen += s.meta["stats"]["replaced"] + s.meta["stats"]["dropped"]
+    assert seen > 0
+
+
+def test_shorter_link_first_wins_conflicts():
+    # node 2 can get the chunk over the slow 0->2 link (3 steps) or fast 1->2 once 1 has it;
+    # the greedy never ships the chunk over the slow link when it could arrive earlier
+    inst = make_instance(_hetero_topology(), "broadcast", root=0, message_bytes=1e9)
+    for seed in range(10):
+        s = greedy.synthesize(inst, seed)
+        assert s.num_steps == 2 and verify(s, inst) is None
+
+
+# ---- determinism, producer, errors ---------------------------------------------------------
+
+def test_fixed_seed_is_deterministic():
+    inst = _grid("torus", (4, 5), 2)
+    a, b = greedy.synthesize(inst, 7), greedy.synthesize(inst, 7)
+    for col in ("chunk", "src", "dst", "step", "op"):
+        assert np.array_equal(getattr(a, col), getattr(b, col))
+    runs = {tuple(greedy.synthesize(inst, s).sorted().chunk[:50].tolist()) for s in range(4)}
+    assert len(runs) > 1  # seeds do change the schedule
+
+
+def test_producer_through_pipeline_multistart():
+    inst = _grid("torus", (4, 4), 1, kind="allreduce")
+    row, sched = pipeline.run(inst, "greedy", Options(seed=3, starts=3))
+    assert row["verified"] and row["status"] == "heuristic"
+    extra = row["extra"]
+    assert extra["seeds"] == [3, 4, 5]
+    assert extra["steps_min"] <= extra["steps_median"] <= extra["steps_max"]
+    assert row["steps"] == row["objective"] == extra["steps_min"]
+    assert row["bound"] == greedy.lower_bound(inst) <= row["steps"]
+    assert sched.collective == "allreduce"
+
+
+def test_multistart_keeps_the_best_verified_seed():
+    inst = _grid("torus", (5, 5))
+    best, runs = greedy.multi_start(inst, range(6), {"matching": "greedy"}, workers=2)
+    assert len(runs) == 6 and all(r["violation"] is None for r in runs)
+    assert best["steps"] == min(r["steps"] for r in runs)
+    tied = [r for r in runs if r["steps"] == best["steps"]]
+    assert best["sync_s"] == min(r["sync_s"] for r in tied)
+
+
+def test_bad_parameters_are_input_errors():
+    inst = _grid("mesh", (2, 2))
+    with pytest.raises(InputError, match="params.priority"):
+        greedy.produce(inst, Options(params={"priority": "smart"}))
+    with pytest.raises(InputError, match="params.bogus"):
+        greedy.produce(inst, Options(params={"bogus": 1}))
+    with pytest.raises(InputError, match="starts"):
+        greedy.produce(inst, Options(starts=0))
