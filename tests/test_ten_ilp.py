@@ -109,13 +109,14 @@ def _arrivals(instance, horizon, solver):
     r = B.solve(m, solver, time_limit=60)
     assert r.status == "optimal", (solver, r.message)
     assert ten_ilp.arrivals_count(m) == round(r.objective)
-    assert verify.verify(ten_ilp.extract(m), instance) is None or horizon < 99
+    sched = ten_ilp.extract(m)  # a partial schedule: every send must still be legal
+    v = verify.verify(sched, instance)
+    assert v is None or v.send is None, str(v)
     return round(r.objective)
 
 
 @pytest.mark.skipif(not ORTOOLS_OK, reason="ortools not installed")
 @pytest.mark.parametrize("gen,params,kind,root", [
-    ("ring", {"nodes": 5}, "allgather", None),
     ("mesh", {"dims": [2, 3]}, "allgather", None),
     ("ring", {"nodes": 4}, "reduce_scatter", None),
     ("hypercube", {"dim": 2}, "alltoall", None),
@@ -123,7 +124,7 @@ def _arrivals(instance, horizon, solver):
 def test_highs_cpsat_scip_agree(gen, params, kind, root):
     inst = make_instance(topo(gen, params), kind, root=root)
     lb = ten_ilp.lower_bound(inst)
-    for h in (max(1, lb - 1), lb, lb + 1):  # short horizons: partial optimum, a real test
+    for h in (max(1, lb - 1), lb):  # a short horizon: a partial optimum, a real test
         vals = {s: _arrivals(inst, h, s) for s in ("highs", "cpsat", "scip")}
         assert len(set(vals.values())) == 1, (h, vals)
 
