@@ -59,6 +59,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import networkx as nx
 import numpy as np
 
 from .. import InputError
@@ -174,7 +175,7 @@ def routes(schedule: Schedule, topology: Topology) -> Routes:
             raise InputError("schedule", f"send {u}->{v} is not a live link (routing is 'links')")
         try:
             path = topology.shortest_path(u, v)
-        except (KeyError, Exception):  # networkx raises KeyError / NodeNotFound for unreachable
+        except (KeyError, nx.NetworkXException):  # unreachable (KeyError) or a dead node
             raise InputError("schedule", f"send {u}->{v}: no live path between the nodes") from None
         hops = la.lookup(path[:-1], path[1:])
         paths.append(np.asarray(hops, dtype=np.int64))
@@ -515,20 +516,27 @@ def lower_bounds(instance: Instance) -> dict:
         pre, post = coll.precondition, coll.postcondition
         used = coll.used_chunks
         pre_u, post_u = pre[used], post[used]
-        patterns, inv = np.unique(pre_u, axis=0, return_inverse=True)
-        inv = np.asarray(inv).ravel()
-        for p, row in enumerate(patterns):
-            holders = np.flatnonzero(row)
-            if len(holders) == 0:
-                continue
+        cnt_pre = pre_u.sum(axis=1)
+        need_all = post_u if coll.combining else post_u & ~pre_u
+        single = np.flatnonzero(cnt_pre == 1)
+        for b0 in range(0, len(single), 256):  # one holder: its row of D, in blocks
+            rows_c = single[b0:b0 + 256]
+            h = pre_u[rows_c].argmax(axis=1)
+            blk = np.where(need_all[rows_c], D[h], -np.inf)
+            steps = max(steps, float(blk.max(initial=0.0)))
+        multi = np.flatnonzero(cnt_pre > 1)
+        groups: dict[bytes, list[int]] = {}
+        if len(multi):
+            packed = np.packbits(pre_u[multi], axis=1)
+            for r, key in zip(multi.tolist(), packed):
+                groups.setdefault(key.tobytes(), []).append(r)
+        for members in groups.values():  # several holders (combining: every contributor)
+            holders = np.flatnonzero(pre_u[members[0]])
             rows = D[holders]
             far = rows.max(axis=0) if coll.combining else rows.min(axis=0)
-            need = post_u[inv == p].any(axis=0)
-            if not coll.combining:
-                need &= ~row
+            need = need_all[members].any(axis=0)
             if need.any():
                 steps = max(steps, float(far[need].max()))
-        cnt_pre = pre_u.sum(axis=1)
         if coll.combining:
             others_contribute = (cnt_pre[:, None] - pre_u) > 0
             recv = post_u & others_contribute
