@@ -1,0 +1,112 @@
+"""``collsynth producers`` and ``collsynth solve`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collsynth.solvers.cli import main
+from collsynth.tens import verify
+from collsynth.tens.schedule import read_json
+from collsynth.instances.instance import load_instance
+
+TOML = """
+name = "{name}"
+[topology]
+generator = "{gen}"
+{params}
+bandwidth = 100e9
+alpha = 0.5e-6
+{failed}
+[collective]
+kind = "{kind}"
+message_bytes = 1048576
+"""
+
+
+def write(tmp_path, name="ring6", gen="ring", params="nodes = 6", kind="allgather", failed=""):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(TOML.format(name=name, gen=gen, params=params, kind=kind, failed=failed))
+    return p
+
+
+def run(capsys, *argv):
+    code = main(list(argv) + ["--json"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def test_producers_lists_ten_family_and_backends(capsys):
+    code, data, _ = run(capsys, "producers")
+    assert code == 0
+    names = {p["name"]: p for p in data["producers"]}
+    for n in ("ten-ilp", "ten-lp", "ten-ilp-nocongestion"):
+        assert names[n]["uses_solver"] and names[n]["drivers"] == ["horizon", "early-stop", "time-cluster"]
+    bk = {b["name"]: b for b in data["backends"]}
+    assert bk["highs"]["available"] is True
+    assert {"gurobi", "cpsat", "scip", "glop", "pdlp"} <= set(bk)
+
+
+CONTRACT = ("instance", "producer", "solver", "driver", "status", "verified", "steps", "T_L_s", "T_B_s",
+            "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s", "objective", "bound", "gap",
+            "build_s", "solve_s", "wall_s")
+
+
+@pytest.mark.parametrize("driver", ["horizon", "early-stop", "time-cluster"])
+def test_solve_writes_verified_schedule(tmp_path, capsys, driver):
+    inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
+    out = tmp_path / "s.json"
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--driver", driver,
+                       "--time-limit", "30", "--out", str(out))
+    assert code == 0
+    for k in CONTRACT:
+        assert k in row
+    assert row["verified"] and row["steps"] == 4 and row["driver"] == driver
+    sched = read_json(out)
+    assert verify.verify(sched, load_instance(inst)) is None and sched.num_steps == 4
+
+
+def test_solve_params_and_other_solver(tmp_path, capsys):
+    inst = write(tmp_path, kind="reduce_scatter")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "objective=makespan",
+                       "--param", "binary=true", "--solver", "highs")
+    assert code == 0 and row["status"] == "optimal" and row["steps"] == 3
+
+
+def test_solve_lp_reports_bound(tmp_path, capsys):
+    inst = write(tmp_path, "mesh23", "mesh", "dims = [2, 3]")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
+    assert code == 0 and row["bound"] is not None and row["bound"] <= 3
+
+
+def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
+    from collsynth.solvers.backends import available
+
+    ok, why = available("gurobi")
+    if not ok or "size-limited" not in why:
+        pytest.skip("needs the size-limited gurobi licence")
+    inst = write(tmp_path, "mesh44", "mesh", "dims = [4, 4]")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "gurobi")
+    assert row["status"] == "skipped" and "licence size limit" in row["message"]
+    assert code == 0
+
+
+def test_bad_input_exit_2(tmp_path, capsys):
+    inst = write(tmp_path)
+    code, _, err = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--driver", "nope")
+    assert code == 2 and err.startswith("error: --driver")
+    code, _, err = run(capsys, "solve", str(inst), "--producer", "no-such")
+    assert code == 2 and "unknown producer" in err
+    code, _, err = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "oops")
+    assert code == 2 and "--param" in err
+
+
+def test_missing_solver_gives_skipped_row(tmp_path, capsys):
+    inst = write(tmp_path)
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "cbc")
+    from collsynth.solvers.backends import available
+
+    if available("cbc")[0]:
+        pytest.skip("cbc is installed here")
+    assert row["status"] == "skipped" and row["message"] == "skipped: cbc not installed"
