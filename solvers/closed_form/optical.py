@@ -198,35 +198,28 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
     return out
 
 
-def _ring_all_to_all(N: int, members: np.ndarray, units: int, tie_counter: list[int]):
-    """Lightpaths of an all-to-all among ``members`` (equally spaced round the ring) along
-    shortest directions; antipodal pairs go both the same way, alternating pair by pair
-    (``tie_counter`` carries the alternation across groups)."""
-    src, dst, dr = [], [], []
-    k = len(members)
-    for a in range(k):
-        for b in range(k):
-            if a == b:
-                continue
-            u, v = int(members[a]), int(members[b])
-            cw = (v - u) % N
-            if cw * 2 < N:
-                d = 1
-            elif cw * 2 > N:
-                d = -1
-            else:
-                if a > b:
-                    continue  # the pair is placed once, from its smaller member
-                d = 1 if tie_counter[0] % 2 == 0 else -1
-                tie_counter[0] += 1
-                src += [u, v]
-                dst += [v, u]
-                dr += [d, d]
-                continue
-            src.append(u)
-            dst.append(v)
-            dr.append(d)
-    return src, dst, dr
+def _ring_all_to_all(N: int, members, tie_counter: list[int]):
+    """Lightpaths (src, dst, direction lists) of an all-to-all among ``members`` along shortest
+    directions round the ring; the two lightpaths of an antipodal pair go the same way, pairs
+    alternating (``tie_counter`` carries the alternation across groups)."""
+    m = np.asarray(members, np.int64)
+    k = len(m)
+    a, b = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    off = a != b
+    a, b = a[off], b[off]
+    u, v = m[a], m[b]
+    cw = (v - u) % N
+    d = np.where(2 * cw < N, 1, -1)
+    tie = 2 * cw == N
+    if tie.any():
+        first = tie & (a < b)
+        pair_dir = np.zeros(k * k, np.int64)
+        order = np.cumsum(first) - 1
+        pair_dir[(a * k + b)[first]] = np.where((tie_counter[0] + order[first]) % 2 == 0, 1, -1)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        d[tie] = pair_dir[(lo * k + hi)[tie]]
+        tie_counter[0] += int(first.sum())
+    return u.tolist(), v.tolist(), d.tolist()
 
 
 def one_stage_stages(N: int, payload: bool = False) -> list[Stage]:
@@ -253,47 +246,132 @@ def mixed_radix_digits(N: int, radices: list[int]) -> np.ndarray:
     return np.array(np.unravel_index(np.arange(N), radices)).T
 
 
-def optree_stages(N: int, radices: list[int], payload: bool = False) -> list[Stage]:
-    """OpTree all-gather (seed 003 section III-D1) with level sizes ``radices`` (k_1..k_h,
-    product N; the paper's k-ary tree has every k_i = k, N = k^h).
+def split_evenly(start: int, n: int, k: int) -> list[tuple[int, int]]:
+    """``n`` consecutive nodes from ``start`` cut into k contiguous children (start, size),
+    sizes ceil(n/k) first then floor(n/k) (possibly 0): the k-ary tree's child tree nodes."""
+    sizes = [n // k + (1 if t < n % k else 0) for t in range(k)]
+    out, x = [], start
+    for z in sizes:
+        out.append((x, z))
+        x += z
+    return out
 
-    Stage i groups the nodes that differ only in digit i (the same position in each of the
-    k_i sibling subgroups) and runs a one-stage all-to-all among them: every member sends all
-    it holds (prod_{j<i} k_j shards). Stage 1's groups span the ring (shortest directions);
-    later groups lie inside a segment and use it as a line.
+
+def optree_levels(N: int, radices: list[int]) -> list[list[tuple[int, list[tuple[int, int]]]]]:
+    """For every stage, the tree nodes split there: ``(start, children)`` per tree node."""
+    level = [(0, N)]
+    out = []
+    for k in radices:
+        splits, nxt = [], []
+        for start, n in level:
+            ch = split_evenly(start, n, k) if n > 1 else [(start, n)]
+            splits.append((start, ch))
+            nxt += [c for c in ch if c[1] > 0]
+        out.append(splits)
+        level = nxt
+    return out
+
+
+def _group_lightpaths(N: int, M: np.ndarray, P: np.ndarray, ring: bool, tie: list[int]):
+    """Lightpaths of G equal-shaped groups at once: members ``M`` (G, m) all-to-all, and every
+    member to every proxy ``P`` (G, q). ``ring``: shortest directions round the ring (the two
+    lightpaths of an antipodal member pair go the same way, pairs alternating, counted in
+    ``tie``); otherwise the line direction (towards larger ids is +1)."""
+    G, m = M.shape
+    q = P.shape[1]
+    a, b = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
+    off = a != b
+    a, b = a[off], b[off]
+    u = np.concatenate([M[:, a], M[:, np.repeat(np.arange(m), q)]], axis=1)
+    v = np.concatenate([M[:, b], P[:, np.tile(np.arange(q), m)]], axis=1)
+    if not ring:
+        return u.ravel(), v.ravel(), np.where(v > u, 1, -1).ravel()
+    cw = (v - u) % N
+    d = np.where(2 * cw < N, 1, -1)
+    tie_m = 2 * cw == N
+    if tie_m.any():
+        npair = len(a)
+        A = np.broadcast_to(np.concatenate([a, np.repeat(np.arange(m), q)]), u.shape)
+        B = np.concatenate([b, m + np.tile(np.arange(q), m)])  # proxies numbered after members
+        B = np.broadcast_to(B, u.shape)
+        is_pair = np.zeros(u.shape, bool)
+        is_pair[:, :npair] = True
+        first = tie_m & ((A < B) | ~is_pair)  # a member pair once; member->proxy each on its own
+        flat_first = first.ravel()
+        order = np.cumsum(flat_first) - 1
+        dir_first = np.where((tie[0] + order) % 2 == 0, 1, -1)
+        key = (np.arange(G)[:, None] * (m + q) + np.minimum(A, B)) * (m + q) + np.maximum(A, B)
+        lookup = np.zeros(G * (m + q) * (m + q), np.int64)
+        lookup[key.ravel()[flat_first]] = dir_first[flat_first]
+        d = np.where(tie_m, lookup[key], d)
+        tie[0] += int(flat_first.sum())
+    return u.ravel(), v.ravel(), d.ravel()
+
+
+def optree_stages(N: int, radices: list[int], payload: bool = False) -> list[Stage]:
+    """OpTree all-gather (seed 003 section III-D1) on a tree with ``radices[i]`` children per
+    tree node at level i (the paper's k-ary tree of depth h: every k_i = k, k^h >= N).
+
+    Stage i: every tree node of depth i-1 is cut into k_i contiguous children (sizes differing
+    by at most one); the nodes at the same position j of the sibling children form a group and
+    run a one-stage all-to-all, each member sending everything it holds. Stage 1's groups span
+    the ring (shortest directions, antipodal pairs alternating); later groups lie inside their
+    parent's segment and use it as a line. When N is not a product of the radices some
+    children are one node shorter: the member missing at the last position is replaced, as a
+    receiver only, by the node at position j mod size of that child (its proxy), so the data of
+    the longer children still reaches the shorter ones.
     """
-    digits = mixed_radix_digits(N, radices)
-    strides = [N // int(np.prod(radices[: i + 1])) for i in range(len(radices))]
+    if int(np.prod(radices)) < N:
+        raise ValueError(f"a tree with level sizes {radices} has fewer than N = {N} leaves")
+    held = [1 << x for x in range(N)]  # bitset of the shards each node holds
     out = []
     tie = [0]
-    for i, k in enumerate(radices):
-        stride = strides[i]
-        base = np.flatnonzero(digits[:, i] == 0)  # one representative per group
-        src, dst, dr = [], [], []
-        for b in base.tolist():
-            members = b + stride * np.arange(k)
-            if i == 0:
-                s, d, r = _ring_all_to_all(N, members, 1, tie)
-            else:
-                s, d, r = [], [], []
-                for x in members.tolist():
-                    for y in members.tolist():
-                        if x != y:
-                            s.append(x)
-                            d.append(y)
-                            r.append(1 if y > x else -1)
-            src += s
-            dst += d
-            dr += r
-        bundle = int(np.prod(radices[:i])) if i else 1
-        pl = None
-        if payload:
-            pl = []
-            for x in src:
-                m = np.all(np.delete(digits, list(range(i)), axis=1) == np.delete(digits[x], list(range(i))), axis=1)
-                pl.append(np.flatnonzero(m).tolist())
-        out.append(make_stage(src, dst, dr, bundle, pl))
+    for i, splits in enumerate(optree_levels(N, radices)):
+        groups = []
+        buckets: dict[tuple[int, int], tuple[list, list]] = {}
+        for _, children in splits:
+            if len(children) == 1:
+                continue
+            smax = max(z for _, z in children)
+            for j in range(smax):
+                members = [cs + j for cs, z in children if z > j]
+                proxies = [cs + j % z for cs, z in children if 0 < z <= j]
+                if len(members) + len(proxies) < 2:
+                    continue
+                groups.append((members, members + proxies))
+                bm, bp = buckets.setdefault((len(members), len(proxies)), ([], []))
+                bm.append(members)
+                bp.append(proxies)
+        parts = [_group_lightpaths(N, np.array(bm, np.int64).reshape(len(bm), m),
+                                   np.array(bp, np.int64).reshape(len(bp), q), i == 0, tie)
+                 for (m, q), (bm, bp) in sorted(buckets.items())]
+        src = np.concatenate([x[0] for x in parts]) if parts else np.zeros(0, np.int64)
+        dst = np.concatenate([x[1] for x in parts]) if parts else np.zeros(0, np.int64)
+        dr = np.concatenate([x[2] for x in parts]) if parts else np.zeros(0, np.int64)
+        size = [h.bit_count() for h in held]
+        units = np.asarray(size, np.int64)[src]
+        pl = [[b for b in range(N) if held[x] >> b & 1] for x in src.tolist()] if payload else None
+        new = list(held)
+        for members, receivers in groups:
+            union = 0
+            for x in members:
+                union |= held[x]
+            for y in receivers:
+                new[y] |= union
+        held = new
+        out.append(make_stage(src, dst, dr, units, pl))
+    assert all(h == (1 << N) - 1 for h in held), "OpTree construction left a node without some shard"
     return out
+
+
+def optree_k(N: int, h: int) -> int:
+    """The smallest k with k^h >= N (the paper's k-ary tree of depth h)."""
+    k = max(2, int(round(N ** (1.0 / h))))
+    while k ** h < N:
+        k += 1
+    while k > 2 and (k - 1) ** h >= N:
+        k -= 1
+    return k
 
 
 def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False) -> list[Stage]:
@@ -411,18 +489,43 @@ def balanced_radices(N: int, h: int) -> list[int] | None:
     return None if best is None else best[1]
 
 
-def optree_depth_sweep(N: int, w: int, depths=range(1, 11)) -> list[dict]:
-    """Figure 4's trade-off: for every depth h, the Theorem 1 steps (real k = N^(1/h)) and the
-    slots the wavelength checker counts for the balanced integer factorisation of N."""
+def optree_counted_slots(N: int, w: int, radices: list[int]) -> int:
+    """Slots the wavelength checker counts for the OpTree stages of a tree with these levels
+    (depth 1 is the one-stage all-to-all, whose load is :func:`one_stage_load_formula`, checked
+    against the constructed stage in the tests)."""
+    if len(radices) == 1 and radices[0] >= N:
+        return -(-one_stage_load_formula(N) // w)
+    return evaluate(N, w, optree_stages(N, radices))["slots"]
+
+
+def optree_depth_sweep(N: int, w: int, depths=range(1, 11), count: bool = True) -> list[dict]:
+    """Figure 4's trade-off: for every depth h, Theorem 1's steps (real k = N^(1/h)), the slots
+    counted on the paper's k-ary tree (k the smallest integer with k^h >= N) and on the most
+    balanced exact factorisation of N into h levels (None when there is none or ``count`` is
+    false)."""
     rows = []
     for h in depths:
+        k = optree_k(N, h)
         rad = balanced_radices(N, h)
-        counted = None
-        if rad is not None:
-            counted = sum(-(-ld // w) for ld in optree_stage_loads_formula(N, rad))
         rows.append({"h": h, "k": N ** (1 / h), "formula_steps": optree_steps_formula(N, w, h),
-                     "radices": rad, "counted_slots": counted})
+                     "k_int": k, "counted_slots": optree_counted_slots(N, w, [k] * h) if count else None,
+                     "radices": rad,
+                     "counted_slots_exact": optree_counted_slots(N, w, rad) if rad and count else None})
     return rows
+
+
+def best_optree(N: int, w: int, depths=None) -> tuple[list[int], int]:
+    """The tree (level sizes) with the fewest counted slots among the paper's k-ary trees and
+    the balanced exact factorisations of N, over depths 1..ceil(log2 N)."""
+    depths = depths or range(1, max(1, (N - 1).bit_length()) + 1)
+    best = None
+    for h in depths:
+        for rad in ([optree_k(N, h)] * h, balanced_radices(N, h)):
+            if rad:
+                sl = optree_counted_slots(N, w, rad)
+                if best is None or sl < best[1]:
+                    best = (rad, sl)
+    return best
 
 
 PAPER_TABLE_I = {"Ring": 1023, "NE": 512, "Wrht": 259, "One-Stage": 128, "OpTree": 70}
@@ -433,8 +536,8 @@ def optree_table(N: int = 1024, w: int = 64, h_table: int = 7) -> list[dict]:
     N nodes and w wavelengths, with the formula, the slots the wavelength checker counts on the
     constructed stages, the paper's value (for N = 1024, w = 64) and whether it is derived.
 
-    OpTree is evaluated at the table's depth (``h_table`` = 7) and at Theorem 2's optimum;
-    the checker counts the balanced integer factorisation of N into h levels.
+    OpTree is evaluated at the table's depth (``h_table`` = 7) and at Theorem 2's optimum,
+    counted on the paper's k-ary tree (k^h >= N) and on the best integer tree found.
     """
     paper = PAPER_TABLE_I if (N, w) == (1024, 64) else {}
     rows = []
@@ -446,25 +549,25 @@ def optree_table(N: int = 1024, w: int = 64, h_table: int = 7) -> list[dict]:
                      "counted_slots": counted, "paper": pv,
                      "paper_value_derived": derived if pv is not None else None, "note": note})
 
-    ring = evaluate(N, w, ring_stages(N))["slots"]
-    row("Ring", "N - 1", N - 1, ring)
+    row("Ring", "N - 1", N - 1, evaluate(N, w, ring_stages(N))["slots"])
     if N % 2 == 0:
-        ne = evaluate(N, w, neighbour_exchange_stages(N))["slots"]
-        row("NE", "N / 2", N / 2, ne)
-    wr = evaluate(N, w, wrht_stages(N, w))["slots"]
-    row("Wrht", "counted (hierarchical groups of 2w+1, up and down)", None, wr,
+        row("NE", "N / 2", N / 2, evaluate(N, w, neighbour_exchange_stages(N))["slots"])
+    row("Wrht", "counted (hierarchical groups of 2w+1, up and down)", None,
+        evaluate(N, w, wrht_stages(N, w))["slots"],
         "not derivable from the seed text; implemented from WRHT's definition (point-to-point "
         "lightpaths), the value is what the construction needs")
-    one = evaluate(N, w, one_stage_stages(N))["slots"]
-    row("One-Stage", "ceil(N^2 / (8 w)) (Lemma 1)", math.ceil(one_stage_load_formula(N) / w), one,
-        "the paper's value is not N^2/(8w); Lemma 1's load N^2/8 over w wavelengths gives this")
+    row("One-Stage", "ceil(N^2 / (8 w)) (Lemma 1)", math.ceil(one_stage_load_formula(N) / w),
+        evaluate(N, w, one_stage_stages(N))["slots"],
+        "not derivable: Lemma 1's load N^2/8 over w wavelengths gives the formula value")
+    best_rad, best_slots = best_optree(N, w)
     h_opt = optree_optimal_depth(N)
     for h, label in ((h_table, "table depth"), (h_opt, "Theorem 2 optimum")):
-        rad = balanced_radices(N, h)
-        counted = sum(-(-ld // w) for ld in optree_stage_loads_formula(N, rad)) if rad else None
+        k = optree_k(N, h)
         name = "OpTree" if h == h_table else f"OpTree (h={h})"
-        row(name, f"N k (2h-1) / (8w), k = N^(1/h), h = {h}", optree_steps_formula(N, w, h), counted,
-            f"{label}; checker counted on integer levels {rad}")
+        row(name, f"N k (2h-1) / (8w), k = N^(1/h), h = {h}", optree_steps_formula(N, w, h),
+            optree_counted_slots(N, w, [k] * h),
+            f"{label}; counted on the {k}-ary tree of depth {h}; best integer tree "
+            f"{best_rad}: {best_slots} slots")
     return rows
 
 
@@ -536,25 +639,17 @@ def _build_stages(name: str, N: int, w: int, params: dict, payload: bool) -> tup
     if name == "wrht":
         return wrht_stages(N, w, params.get("group"), payload), {}
     if name == "optree":
-        h = params.get("depth")
         if params.get("radices"):
             rad = [int(x) for x in params["radices"]]
+        elif params.get("depth"):
+            h = int(params["depth"])
+            rad = [int(params.get("k") or optree_k(N, h))] * h
         else:
-            cands = [h] if h else range(1, max(2, N.bit_length()) + 1)
-            best = None
-            for hh in cands:
-                r = balanced_radices(N, int(hh))
-                if r is None:
-                    continue
-                s = sum(-(-ld // w) for ld in optree_stage_loads_formula(N, r))
-                if best is None or s < best[0]:
-                    best = (s, r)
-            if best is None:
-                raise Unsupported(f"no factorisation of N = {N} into {h} levels")
-            rad = best[1]
+            rad = best_optree(N, w)[0]
+        if int(np.prod(rad)) < N:
+            raise Unsupported(f"a tree with level sizes {rad} has fewer than N = {N} leaves")
         hh = len(rad)
         info = {"radices": rad, "depth": hh, "formula_steps": optree_steps_formula(N, w, hh),
-                "derived_slots": sum(-(-ld // w) for ld in optree_stage_loads_formula(N, rad)),
                 "theorem2_depth": optree_optimal_depth(N) if N > 8 else None}
         return optree_stages(N, rad, payload), info
     raise ValueError(name)
