@@ -347,6 +347,9 @@ def solve_bfb(
     v, w, u, t, num = (np.concatenate(cols[k]) if cols[k] else np.zeros(0, np.int64) for k in ("v", "w", "u", "t", "num"))
     # exact per-(u,t) loads of the base solution
     U, step_max = _loads(topo, v, w, u, t, num, den, T)
+    for uu in solve_nodes:
+        for s_ in range(1, T + 1):
+            U.setdefault((uu, s_), Fraction(0))
     if orders is not None:  # translate node 0's solution to every node g
         G = np.arange(topo.size, dtype=np.int64)
         gc = coords(G, orders)
