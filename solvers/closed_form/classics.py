@@ -108,7 +108,12 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
         k = denom // ph.denom
         j = np.arange(c, dtype=np.int64)
         whole = b == ALL
-        chunk = np.where(whole[:, None], j[None, :], ranks[np.maximum(b, 0)][:, None] * c + j[None, :])
+        if coll.kind == "alltoall":  # block = logical pair i*p + k: what rank i sends to rank k
+            p = len(ranks)
+            owner = ranks[np.maximum(b, 0) // p] * coll.size + ranks[np.maximum(b, 0) % p]
+        else:
+            owner = ranks[np.maximum(b, 0)]
+        chunk = np.where(whole[:, None], j[None, :], owner[:, None] * c + j[None, :])
         rep = lambda a: np.repeat(a, c)  # noqa: E731
         cols["chunk"].append(chunk.ravel())
         cols["src"].append(rep(ranks[s]))
@@ -189,6 +194,8 @@ def direct_phase(kind: str, p: int, root: int | None) -> Phase:
     u, v = u[off], v[off]
     if kind == "allgather":
         ph.add(u, u, v, 1)
+    elif kind == "alltoall":
+        ph.add(u * p + v, u, v, 1)
     elif kind == "reduce_scatter":
         ph.add(v, u, v, 1)
     elif kind in ("broadcast", "reduce"):
@@ -446,6 +453,69 @@ def hamiltonian_cycles(n: int) -> tuple[list[int], list[int]]:
     return h1, h2
 
 
+def _cycle_through(edges: set, size: int) -> list[int] | None:
+    """The node order of ``edges`` if they form one cycle through all ``size`` nodes."""
+    adj: dict[int, list[int]] = {}
+    for e in edges:
+        a, b = tuple(e)
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    if len(adj) != size or any(len(v) != 2 for v in adj.values()):
+        return None
+    order, prev, x = [0], None, 0
+    while True:
+        nxt = adj[x][0] if adj[x][0] != prev else adj[x][1]
+        if nxt == 0:
+            break
+        order.append(nxt)
+        prev, x = x, nxt
+    return order if len(order) == size else None
+
+
+def _torus_edges(m: int, n: int) -> set:
+    return {frozenset((i * n + j, i * n + (j + 1) % n)) for i in range(m) for j in range(n)} | \
+           {frozenset((i * n + j, ((i + 1) % m) * n + j)) for i in range(m) for j in range(n)}
+
+
+def _row_snake(m: int, n: int, eps: list[int]) -> list[int]:
+    """Row i is run in direction eps[i] through all n columns, then one hop down."""
+    order, a = [], 0
+    for i in range(m):
+        order += [i * n + (a + eps[i] * t) % n for t in range(n)]
+        a = (a - eps[i]) % n
+    return order
+
+
+def torus_hamiltonian_decomposition(m: int, n: int) -> tuple[list[int], list[int]] | None:
+    """Two edge-disjoint Hamiltonian cycles of the m x n torus (rows m, columns n, node
+    i*n + j), or None when this construction has none.
+
+    Square tori use :func:`hamiltonian_cycles`. Otherwise H1 snakes through the rows, r of them
+    run right-to-left (the smallest r with m - 2r = 0 mod n, so H1 closes) and the complement
+    is checked to be a single cycle; the transposed snake (through columns) is tried too. This
+    covers m, n >= 3 of equal parity (e.g. 5 x 3, 6 x 4, 8 x 6)."""
+    if m < 3 or n < 3:
+        return None
+    if m == n:
+        return hamiltonian_cycles(n)
+    for rows, cols, transposed in ((m, n, False), (n, m, True)):
+        allE = _torus_edges(rows, cols)
+        for r in range(rows + 1):
+            if (rows - 2 * r) % cols:
+                continue
+            h1 = _row_snake(rows, cols, [1] * (rows - r) + [-1] * r)
+            e1 = {frozenset((a, b)) for a, b in zip(h1, h1[1:] + h1[:1])}
+            if len(set(h1)) != rows * cols or len(e1) != rows * cols or not e1 <= allE:
+                continue
+            h2 = _cycle_through(allE - e1, rows * cols)
+            if h2 is None:
+                continue
+            if transposed:  # node x = j*m + i of the n x m torus is node (i, j) = i*n + j here
+                return [(x % m) * n + x // m for x in h1], [(x % m) * n + x // m for x in h2]
+            return h1, h2
+    return None
+
+
 def _undirected_edges(cycle: list[int]) -> set:
     return {frozenset((a, b)) for a, b in zip(cycle, cycle[1:] + cycle[:1])}
 
@@ -612,9 +682,10 @@ def bfb_ring_schedule(instance: Instance) -> Schedule:
 
 
 def direct_schedule(instance: Instance) -> Schedule:
-    """Direct: every rank sends to every peer at once (one step; two for allreduce)."""
+    """Direct: every rank sends to every peer at once (one step; two for allreduce); also the
+    direct all-to-all (rank i sends rank k its block for k)."""
     coll, p = _single(instance)
-    _need(coll.kind, RS_AG_AR + ("broadcast", "reduce", "scatter", "gather"), "direct")
+    _need(coll.kind, RS_AG_AR + ("broadcast", "reduce", "scatter", "gather", "alltoall"), "direct")
     root = _root_rank(coll)
     if coll.kind in RS_AG_AR:
         return _rs_ag_ar(instance, "direct", direct_phase("allgather", p, None),
@@ -733,9 +804,11 @@ def hamiltonian_rings_schedule(instance: Instance) -> Schedule:
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "hamiltonian-rings")
     dims = torus_dims(instance)
-    if len(dims) != 2 or dims[0] != dims[1] or dims[0] < 3:
-        raise Unsupported(f"edge-disjoint Hamiltonian cycles are built for square 2D tori n x n, n >= 3; got {dims}")
-    h1, h2 = hamiltonian_cycles(dims[0])
+    pair = torus_hamiltonian_decomposition(*dims) if len(dims) == 2 else None
+    if pair is None:
+        raise Unsupported(f"no edge-disjoint Hamiltonian cycles constructed for torus {dims} "
+                          "(built for 2D tori m x n, m, n >= 3 of equal parity)")
+    h1, h2 = pair
     assert not (_undirected_edges(h1) & _undirected_edges(h2))
     ag, rs = Phase(4), Phase(4)
     rings = [h1, h1[::-1], h2, h2[::-1]]
