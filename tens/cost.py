@@ -98,14 +98,15 @@ def price(schedule: Schedule, instance: Instance, model: str = "sync", **options
 
     The schedule is assumed verified (:func:`collsynth.tens.verify.verify`); a send off the
     links of a ``routing == "links"`` schedule raises :class:`~collsynth.InputError`.
-    ``options``: ``timestep`` (seconds) for the ``ten`` model.
+    ``options``: ``timestep`` (seconds) for the ``ten`` model; ``exact_deps`` (bool) forces
+    how data dependencies are tracked (see :func:`price_ten`, :func:`price_event`).
     """
     if model == "sync":
         return price_sync(schedule, instance)
     if model == "ten":
-        return price_ten(schedule, instance, timestep=options.get("timestep"))
+        return price_ten(schedule, instance, timestep=options.get("timestep"), exact_deps=options.get("exact_deps"))
     if model == "event":
-        return price_event(schedule, instance)
+        return price_event(schedule, instance, exact_deps=options.get("exact_deps"))
     raise InputError("model", f"unknown cost model {model!r}, expected one of {', '.join(MODELS)}")
 
 
@@ -247,13 +248,35 @@ def price_sync(schedule: Schedule, instance: Instance) -> Cost:
 
 # ---- shared by ten and event: data dependencies ----------------------------------------------
 
-def _dependencies(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs ``(i, j)``: send ``i`` needs the arrival of send ``j`` at its source.
+PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode (see _Deps)
 
-    ``j`` delivers an overlapping piece of the same chunk to ``src_i`` in an earlier step.
-    Sends of non-combining chunks the source holds from the start need nothing. One lexsort
-    and ``searchsorted``; the pairs are expanded with ``np.repeat`` and filtered on overlap.
+
+@dataclass(frozen=True)
+class _Deps:
+    """Data dependencies of every send (shared by the ``ten`` and ``event`` models).
+
+    Arrivals are grouped by (node, chunk) and sorted by step. Send ``i`` depends on the first
+    ``p[i]`` arrivals of group ``g[i]`` (its source and chunk, steps before its own); ``g[i]`` is
+    -1 when it depends on nothing (the source holds a non-combining chunk from the start, or
+    nothing arrives there earlier). Send ``j`` is arrival ``pos[j]`` (an index into the sorted
+    arrivals ``order``; its group is ``ga[j]``). ``exact`` pairs ``(i, j)`` keep only
+    overlapping pieces; without them (whole-chunk schedules, or more than ``PAIR_BUDGET``
+    pairs) the prefix of the group is used, which is exact for whole chunks and conservative
+    for pieces.
     """
+
+    g: np.ndarray
+    p: np.ndarray
+    gstart: np.ndarray
+    gsize: np.ndarray
+    ga: np.ndarray
+    pos: np.ndarray
+    order: np.ndarray
+    pairs: tuple[np.ndarray, np.ndarray] | None
+
+
+def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None) -> _Deps:
+    """Group arrivals and locate every send's prefix (one lexsort and a few searchsorted)."""
     s = schedule
     n = len(s)
     pre, _ = _merged_conditions(instance)
@@ -262,18 +285,47 @@ def _dependencies(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, n
     key_in = s.dst * C + s.chunk
     key_out = s.src * C + s.chunk
     order = np.lexsort((s.step, key_in))
-    comp = key_in[order] * T + s.step[order]
+    ks = key_in[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    ukeys = ks[starts]
+    gsize = np.diff(np.r_[starts, n])
+    ga = np.empty(n, dtype=np.int64)
+    ga[order] = np.repeat(np.arange(len(starts)), gsize)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    comp = ks * T + s.step[order]
     g0 = np.searchsorted(comp, key_out * T, side="left")
     g1 = np.searchsorted(comp, key_out * T + s.step, side="left")
     held = np.zeros(n, dtype=bool)
     inside = s.chunk < pre.shape[0]
     held[inside] = pre[s.chunk[inside], s.src[inside]]
     cnt = np.where(held, 0, g1 - g0)
-    i = np.repeat(np.arange(n), cnt)
-    within = np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    j = order[np.repeat(g0, cnt) + within]
-    ok = (s.lo[j] < s.hi[i]) & (s.lo[i] < s.hi[j])
-    return i[ok], j[ok]
+    gi = np.searchsorted(ukeys, key_out)
+    g = np.where(cnt > 0, np.minimum(gi, len(ukeys) - 1), -1)
+    whole = bool(((s.lo == 0) & (s.hi == s.denom)).all())
+    if want_pairs is None:
+        want_pairs = not whole
+    pairs = None
+    if want_pairs and int(cnt.sum()) <= PAIR_BUDGET:
+        i = np.repeat(np.arange(n), cnt)
+        within = np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        j = order[np.repeat(g0, cnt) + within]
+        ok = (s.lo[j] < s.hi[i]) & (s.lo[i] < s.hi[j])
+        pairs = (i[ok], j[ok])
+    return _Deps(g, cnt, starts, gsize, ga, pos, order, pairs)
+
+
+def _dependencies(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs ``(i, j)``: send ``i`` needs the arrival of send ``j`` at its source.
+
+    ``j`` delivers an overlapping piece of the same chunk to ``src_i`` in an earlier step.
+    Sends of non-combining chunks the source holds from the start need nothing. One lexsort
+    and ``searchsorted``; the pairs are expanded with ``np.repeat`` and filtered on overlap.
+    """
+    d = _deps(schedule, instance, want_pairs=True)
+    if d.pairs is None:
+        raise InputError("schedule", f"more than {PAIR_BUDGET} data dependencies between sends")
+    return d.pairs
 
 
 def _csr(i: np.ndarray, j: np.ndarray, n: int) -> tuple[list, list]:
@@ -326,8 +378,15 @@ def _place(nxt: dict, s: int, k: int) -> int:
             return s
 
 
-def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = None) -> Cost:
-    """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; TACOS IV)."""
+def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = None,
+              exact_deps: bool | None = None) -> Cost:
+    """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; TACOS IV).
+
+    Sends are processed step by step; a send's ready timestep is the latest arrival of its
+    dependencies. ``exact_deps`` (default: only for fractional pieces) lists them pair by pair
+    (overlapping pieces); otherwise a per-(node, chunk) maximum over finished steps is used
+    (the same for whole chunks, and O(1) per send).
+    """
     from .ten import discretize
 
     topo = instance.topology
@@ -354,38 +413,54 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     np.cumsum(rt.hops[rt.r], out=hptr[1:])
     hptr_l, hlink_l, k_l = hptr.tolist(), hlink.tolist(), k.tolist()
     cap = capacity.tolist()
-    di, dj = _dependencies(s, instance)
-    # ready[i] = max arrival of its dependencies; dependencies are in earlier steps, so
-    # processing sends sorted by step sees them all arrived.
-    dptr, ditems = _csr(dj, di, n)  # here: for each i, the j it depends on
-    order = np.argsort(s.step, kind="stable").tolist()
+    dep = _deps(s, instance, exact_deps)
+    if dep.pairs is not None:  # exact overlapping pieces: for each i, the j it depends on
+        dptr, ditems = _csr(dep.pairs[1], dep.pairs[0], n)
+    g_l = dep.g.tolist()
+    ga_l = dep.ga.tolist()
+    gmax = [0] * len(dep.gstart)  # per group: latest arrival over the steps already finished
+    order = np.argsort(s.step, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, np.diff(s.step[order]) != 0, True]).tolist()
+    order_l = order.tolist()
     arrival = [0] * n
     occupancy: dict[int, list[dict]] = {}
     last = 0
-    for i in order:
-        ready = 0
-        for q in range(dptr[i], dptr[i + 1]):
-            a = arrival[ditems[q]]
-            if a > ready:
-                ready = a
-        t = ready + 1
-        for h in range(hptr_l[i], hptr_l[i + 1]):
-            l, kk = hlink_l[h], k_l[h]
-            links = occupancy.get(l)
-            if links is None:
-                links = occupancy[l] = [{} for _ in range(cap[l])]
-            best, bi = None, 0
-            for b, nxt in enumerate(links):
-                st = _place(nxt, t, kk)
-                if best is None or st < best:
-                    best, bi = st, b
-            nxt = links[bi]
-            for u in range(best, best + kk):
-                nxt[u] = u + 1
-            t = best + kk  # arrival at the end of best + kk - 1; the next hop may start at best + kk
-        arrival[i] = t - 1
-        if t - 1 > last:
-            last = t - 1
+    for b0, b1 in zip(bounds[:-1], bounds[1:]):  # one step at a time
+        batch = order_l[b0:b1]
+        for i in batch:
+            if dep.pairs is not None:
+                ready = 0
+                for q in range(dptr[i], dptr[i + 1]):
+                    a = arrival[ditems[q]]
+                    if a > ready:
+                        ready = a
+            else:
+                ready = gmax[g_l[i]] if g_l[i] >= 0 else 0
+            t = ready + 1
+            for h in range(hptr_l[i], hptr_l[i + 1]):
+                l, kk = hlink_l[h], k_l[h]
+                links = occupancy.get(l)
+                if links is None:
+                    links = occupancy[l] = [{} for _ in range(cap[l])]
+                if len(links) == 1:
+                    best, nxt = _place(links[0], t, kk), links[0]
+                else:
+                    best, bi = None, 0
+                    for bb, cand in enumerate(links):
+                        st = _place(cand, t, kk)
+                        if best is None or st < best:
+                            best, bi = st, bb
+                    nxt = links[bi]
+                for u in range(best, best + kk):
+                    nxt[u] = u + 1
+                t = best + kk  # arrival at the end of best + kk - 1; the next hop may start at best + kk
+            arrival[i] = t - 1
+            if t - 1 > last:
+                last = t - 1
+        for i in batch:  # this step's arrivals become visible to later steps
+            gg = ga_l[i]
+            if arrival[i] > gmax[gg]:
+                gmax[gg] = arrival[i]
     total = last * f
     T_L = last * alpha_share
     return Cost("ten", last, T_L, total - T_L, total, {"timestep_s": f, "timesteps": last})
@@ -393,13 +468,16 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 
 # ---- event -----------------------------------------------------------------------------------
 
-def price_event(schedule: Schedule, instance: Instance) -> Cost:
+def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
     A heap of (ready time, schedule order, hop, predecessor) events; popping an event serves the
     message on its link (FIFO by ready time, ties in schedule order). ``T_L_s`` sums the
     latencies on the critical path found by following, from the last arrival, whichever of
     data readiness or the link's previous message determined each start.
+
+    Dependencies are explicit pairs (``exact_deps``, the default while they number at most
+    ``PAIR_BUDGET``) or group prefixes (see :class:`_Deps`; exact for whole chunks).
     """
     topo = instance.topology
     la = topo.link_arrays
@@ -422,9 +500,31 @@ def price_event(schedule: Schedule, instance: Instance) -> Cost:
     last_hop[hptr[1:] - 1] = True
     hop_last = last_hop.tolist()
     first_hop = hptr[:-1].tolist()
-    di, dj = _dependencies(s, instance)
-    need = np.bincount(di, minlength=n).tolist()
-    dptr, ditems = _csr(di, dj, n)  # dependents of each j
+    dep = _deps(s, instance, True if exact_deps is None else exact_deps)
+    exact = dep.pairs is not None
+    if exact:
+        di, dj = dep.pairs
+        need = np.bincount(di, minlength=n).tolist()
+        dptr, ditems = _csr(di, dj, n)  # dependents of each j
+    else:
+        # prefix mode: send i waits for the first p[i] arrivals of group g[i]; per group the
+        # waiting sends sorted by p, a frontier of completed arrivals and its running maximum
+        need = np.where(dep.g >= 0, 1, 0).tolist()
+        waiting = np.flatnonzero(dep.g >= 0)
+        w_order = waiting[np.lexsort((dep.p[waiting], dep.g[waiting]))]
+        w_ptr = np.zeros(len(dep.gstart) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dep.g[waiting], minlength=len(dep.gstart)), out=w_ptr[1:])
+        w_send, w_p = w_order.tolist(), dep.p[w_order].tolist()
+        w_next = w_ptr[:-1].tolist()
+        w_end = w_ptr[1:].tolist()
+        gstart, gsize = dep.gstart.tolist(), dep.gsize.tolist()
+        frontier = [0] * len(gstart)
+        done = [False] * n  # by sorted arrival position
+        arr_at = [0.0] * n
+        from_at = [-1] * n
+        pmax = [0.0] * n  # running max of the first k+1 arrivals of the group, at position start+k
+        pfrom = [-1] * n
+        pos_l, ga_l = dep.pos.tolist(), dep.ga.tolist()
     seq = np.empty(n, dtype=np.int64)
     seq[np.argsort(s.step, kind="stable")] = np.arange(n)
     seq_l = seq.tolist()
@@ -459,13 +559,34 @@ def price_event(schedule: Schedule, instance: Instance) -> Cost:
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
         i = hop_send[e]
-        for q in range(dptr[i], dptr[i + 1]):
-            d = ditems[q]
-            if arr >= ready[d]:
-                ready[d], ready_from[d] = arr, e
-            need[d] -= 1
-            if need[d] == 0:
-                push(heap, (ready[d], seq_l[d], first_hop[d], ready_from[d]))
+        if exact:
+            for q in range(dptr[i], dptr[i + 1]):
+                d = ditems[q]
+                if arr >= ready[d]:
+                    ready[d], ready_from[d] = arr, e
+                need[d] -= 1
+                if need[d] == 0:
+                    push(heap, (ready[d], seq_l[d], first_hop[d], ready_from[d]))
+            continue
+        q = pos_l[i]
+        done[q], arr_at[q], from_at[q] = True, arr, e
+        gg = ga_l[i]
+        st0, f = gstart[gg], frontier[gg]
+        while f < gsize[gg] and done[st0 + f]:
+            at = st0 + f
+            if f == 0 or arr_at[at] >= pmax[at - 1]:
+                pmax[at], pfrom[at] = arr_at[at], from_at[at]
+            else:
+                pmax[at], pfrom[at] = pmax[at - 1], pfrom[at - 1]
+            f += 1
+        frontier[gg] = f
+        w = w_next[gg]
+        while w < w_end[gg] and w_p[w] <= f:
+            d = w_send[w]
+            at = st0 + w_p[w] - 1
+            push(heap, (pmax[at], seq_l[d], first_hop[d], pfrom[at]))
+            w += 1
+        w_next[gg] = w
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     # critical path: latency of every data edge on it (the last event's own alpha included)
