@@ -121,40 +121,54 @@ def price_messages(topology: Topology, m: sw.Messages, message_bytes: float = 1.
     way ``price_sync`` does (loads per (step, link pair) / bandwidth, maximum per step; latency:
     the longest route of the step).
     """
-    sched, inst = message_level_schedule(topology, m, message_bytes)
-    T = int(m.step.max()) if len(m.step) else 0
-    sources = np.unique(m.src)
-    if len(sources) <= source_batch:
-        c = cost.price(sched, inst, "sync")
-        per = c.extra.get("per_step") or []
-        lat = np.zeros(T)
-        bw = np.zeros(T)
-        for t, a, b in per:
-            lat[t - 1], bw[t - 1] = a, b
-        return Priced(c.T_L_s, c.T_B_s, T, lat, bw)
+    return price_many(topology, {"_": m}, message_bytes, source_batch)["_"]
+
+
+def price_many(topology: Topology, tables: dict, message_bytes: float = 1.0,
+               source_batch: int = 512) -> dict:
+    """:func:`price_messages` for several message tables on one topology, routing each batch of
+    sources once for all of them (the shortest-path search dominates on large tori)."""
+    out = {}
+    prepared = {}
+    sources = np.unique(np.concatenate([m.src for m in tables.values()])) if tables else np.zeros(0, np.int64)
+    for name, m in tables.items():
+        sched, inst = message_level_schedule(topology, m, message_bytes)
+        T = int(m.step.max()) if len(m.step) else 0
+        if len(sources) <= source_batch:
+            c = cost.price(sched, inst, "sync")
+            lat, bw = np.zeros(T), np.zeros(T)
+            for t, a, b in c.extra.get("per_step") or []:
+                lat[t - 1], bw[t - 1] = a, b
+            out[name] = Priced(c.T_L_s, c.T_B_s, T, lat, bw)
+        else:
+            prepared[name] = (sched, T, [], [], np.zeros(T))
+    if not prepared:
+        return out
     la = topology.link_arrays
     L = len(la)
-    nbytes = (sched.hi - sched.lo) / sched.denom * message_bytes
-    keys, weights = [], []
-    lat = np.zeros(T)
     for b0 in range(0, len(sources), source_batch):
         batch = sources[b0:b0 + source_batch]
-        sel = np.flatnonzero(np.isin(sched.src, batch))
-        sub = sched.select(sel)
-        rt = cost.routes(sub, topology)
-        send, link = rt.expand()
-        keys.append(sub.step[send] * L + link)
-        weights.append(nbytes[sel][send])
-        np.maximum.at(lat, sub.step - 1, rt.latency[rt.r])
+        for name, (sched, T, keys, weights, lat) in prepared.items():
+            sel = np.flatnonzero(np.isin(sched.src, batch))
+            if not len(sel):
+                continue
+            sub = sched.select(sel)
+            rt = cost.routes(sub, topology)
+            send, link = rt.expand()
+            keys.append(sub.step[send] * L + link)
+            nbytes = (sub.hi - sub.lo) / sub.denom * message_bytes
+            weights.append(nbytes[send])
+            np.maximum.at(lat, sub.step - 1, rt.latency[rt.r])
         topology.__dict__.pop("_path_cache", None)  # free the batch's BFS paths
-    key = np.concatenate(keys)
-    ukey, inv = np.unique(key, return_inverse=True)
-    load = np.bincount(inv.ravel(), weights=np.concatenate(weights))
-    kstep, klink = ukey // L, ukey % L
-    t_link = load / la.bandwidth[klink]
-    bw = np.zeros(T)
-    np.maximum.at(bw, kstep - 1, t_link)
-    return Priced(float(lat.sum()), float(bw.sum()), T, lat, bw)
+    for name, (sched, T, keys, weights, lat) in prepared.items():
+        key = np.concatenate(keys)
+        ukey, inv = np.unique(key, return_inverse=True)
+        load = np.bincount(inv.ravel(), weights=np.concatenate(weights))
+        kstep, klink = ukey // L, ukey % L
+        bw = np.zeros(T)
+        np.maximum.at(bw, kstep - 1, load / la.bandwidth[klink])
+        out[name] = Priced(float(lat.sum()), float(bw.sum()), T, lat, bw)
+    return out
 
 
 def _link_bandwidth(topology: Topology) -> float:
@@ -166,34 +180,53 @@ def measure(topology: Topology, name: str, kind: str = "allreduce", source_batch
     """Lambda, Psi, Xi of producer ``name`` (a key of :data:`ALGORITHMS`) measured from its
     priced schedule on ``topology``, with Table 2's values and the closed form beside them.
     Times are for a vector of 1 byte (``T_B`` scales linearly with the size)."""
-    algorithm, variant, multiport, mirrored = ALGORITHMS[name]
+    return measure_many(topology, [name], kind, source_batch)[0]
+
+
+def measure_many(topology: Topology, names, kind: str = "allreduce", source_batch: int = 512) -> list[dict]:
+    """:func:`measure` for several algorithms on one topology (routes computed once)."""
     dims, network = sw.rank_space(topology)
-    pl = sw.plan(dims, algorithm, variant, multiport, mirrored)
-    m, T = sw.message_schedule(pl, kind)
-    t0 = time.perf_counter()
-    pr = price_messages(topology, m, 1.0, source_batch)
-    wall = time.perf_counter() - t0
     p = math.prod(dims)
     b = _link_bandwidth(topology)
     D = max(1, sum(1 for d in dims if d > 1))
-    free = float(sum(sw._pair_max_blocks(m, T))) / (p * m.ncoll) / b
-    halves = 2 if kind == "allreduce" else 1
-    opt = halves * (p - 1) / p / (2 * D * b)
-    t2 = sw.table2(algorithm, variant, D, p)
     alpha = float(topology.link_arrays.alpha.max())
-    cf = sw.closed_form(dims, 1.0, alpha, b, algorithm=algorithm, variant=variant, multiport=multiport,
-                        mirrored=mirrored, kind=kind, network=network)
-    return {
-        "topology": topology.name, "dims": "x".join(map(str, dims)), "D": D, "p": p,
-        "algorithm": name, "kind": kind, "steps": T, "collectives": m.ncoll,
-        "T_L_s": pr.T_L_s, "T_B_s_per_byte": pr.T_B_s, "T_B_free_s_per_byte": free,
-        "T_B_opt_s_per_byte": opt,
-        "Lambda": T / math.log2(p), "Psi": free / opt, "Xi": pr.T_B_s / free if free else float("nan"),
-        "Lambda_table2": t2["Lambda"], "Psi_table2": t2["Psi"], "Xi_table2": t2["Xi"],
-        "Xi_table2_p": t2["Xi_p"],
-        "closed_form_T_B_s_per_byte": cf["T_B_s"], "closed_form_T_L_hops_s": cf["T_L_hops_s"],
-        "price_wall_s": wall,
-    }
+    plans, tables = {}, {}
+    for name in names:
+        algorithm, variant, multiport, mirrored = ALGORITHMS[name]
+        pl = sw.plan(dims, algorithm, variant, multiport, mirrored)
+        plans[name] = pl
+        tables[name] = sw.message_schedule(pl, kind)[0]
+    t0 = time.perf_counter()
+    priced = price_many(topology, tables, 1.0, source_batch)
+    wall = time.perf_counter() - t0
+    rows = []
+    for name in names:
+        algorithm, variant, multiport, mirrored = ALGORITHMS[name]
+        m, pr = tables[name], priced[name]
+        T = pr.steps
+        free = float(sum(sw._pair_max_blocks(m, T))) / (p * m.ncoll) / b
+        halves = 2 if kind == "allreduce" else 1
+        opt = halves * (p - 1) / p / (2 * D * b)
+        t2 = sw.table2(algorithm, variant, D, p)
+        cf = sw.closed_form(dims, 1.0, alpha, b, algorithm=algorithm, variant=variant, multiport=multiport,
+                            mirrored=mirrored, kind=kind, network=network)
+        rows.append({
+            "topology": topology.name, "dims": "x".join(map(str, dims)), "D": D, "p": p,
+            "algorithm": name, "kind": kind, "steps": T, "collectives": m.ncoll,
+            "T_L_s": pr.T_L_s, "T_B_s_per_byte": pr.T_B_s, "T_B_free_s_per_byte": free,
+            "T_B_opt_s_per_byte": opt,
+            "Lambda": T / math.log2(p), "Psi": free / opt, "Xi": pr.T_B_s / free if free else float("nan"),
+            "Lambda_table2": t2["Lambda"], "Psi_table2": t2["Psi"], "Xi_table2": t2["Xi"],
+            "Xi_table2_p": t2["Xi_p"],
+            "closed_form_T_B_s_per_byte": cf["T_B_s"], "closed_form_T_L_hops_s": cf["T_L_hops_s"],
+            "price_wall_s": wall,
+        })
+    return rows
+
+
+def _fits(name: str, dims) -> bool:
+    """Bandwidth-optimal recursive doubling needs power-of-two dimensions."""
+    return not (name.startswith("recursive-doubling-bw") and any(d & (d - 1) for d in dims))
 
 
 DEFICIENCY_TORI = {1: [64], 2: [16, 16], 3: [8, 8, 8], 4: [8, 8, 8, 8]}
@@ -210,10 +243,9 @@ def deficiency_table(tori: dict | None = None, names=None, alpha: float = PAPER_
     rows = []
     for D, dims in tori.items():
         topo = build("torus", {"dims": dims}, bandwidth=bandwidth, alpha=alpha)
-        for name in names:
-            if progress:
-                progress(f"{topo.name} {name}")
-            rows.append(measure(topo, name))
+        if progress:
+            progress(f"{topo.name}: {', '.join(names)}")
+        rows += measure_many(topo, [n for n in names if _fits(n, dims)])
         p = math.prod(dims)
         for ref in ("ring", "bucket"):
             t2 = sw.table2(ref, "bw", len(dims), p)
@@ -279,10 +311,10 @@ def goodput_curves(figure: str, sizes=None, names=None, source_batch: int = 512,
     names = names or ["swing-bw", "swing-lat", "recursive-doubling-bw", "recursive-doubling-lat",
                       "recursive-doubling-bw-mirrored"]
     rows = []
-    for name in names:
-        if progress:
-            progress(f"{figure} {name}")
-        r = measure(topo, name, source_batch=source_batch)
+    if progress:
+        progress(f"{figure} ({topo.name}): {', '.join(names)}")
+    for r in measure_many(topo, [n for n in names if _fits(n, dims)], source_batch=source_batch):
+        name = r["algorithm"]
         for n in sizes:
             rows.append({"algorithm": name, "size": n, "time_s": r["T_L_s"] + n * r["T_B_s_per_byte"],
                          "source": "measured (sync cost model)"})
