@@ -201,3 +201,19 @@ def test_optical_producers_refuse_other_inputs():
         prod.run(make_instance(optical(8), "allreduce"), Options())
     row, _ = pipeline.run(make_instance(optical(8), "broadcast", root=0), "wrht")
     assert row["status"] == "skipped"
+
+
+@pytest.mark.parametrize("N,w", [(16, 2), (64, 4), (100, 3)])
+def test_wrht_structure(N, w):
+    """Groups of 2w+1 reach their middle node in one slot; light-trees never need more slots
+    than point-to-point lightpaths; every shard reaches every node (the schedule verifies)."""
+    p2p = O.evaluate(N, w, O.wrht_stages(N, w))
+    mc = O.evaluate(N, w, O.wrht_stages(N, w, multicast=True))
+    assert p2p["slots_per_stage"][0] == 1
+    half = p2p["stages"] // 2  # the upward stages are the same in both
+    assert mc["slots"] <= p2p["slots"] and mc["slots_per_stage"][:half] == p2p["slots_per_stage"][:half]
+    assert all(ld <= N for ld in mc["max_loads"])
+    with pytest.raises(ValueError):
+        O.wrht_stages(N, w, payload=True, multicast=True)
+    inst = make_instance(optical(N, w=w), "allgather")
+    assert verify(O.stages_schedule(inst, O.wrht_stages(N, w, payload=True), "wrht"), inst) is None

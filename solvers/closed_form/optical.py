@@ -374,7 +374,8 @@ def optree_k(N: int, h: int) -> int:
     return k
 
 
-def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False) -> list[Stage]:
+def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False,
+                multicast: bool = False) -> list[Stage]:
     """WRHT (wavelength-reused hierarchical tree, seed 003 ref. [19]) extended to all-gather.
 
     Level by level, the active nodes are cut into consecutive groups of up to ``group``
@@ -382,7 +383,13 @@ def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False)
     per fiber) and every member sends all it holds to its group's middle node; after the top
     level the root holds everything, and the levels are replayed downwards with every node
     sending each member what it lacks. Point-to-point lightpaths (no tap-and-continue).
+
+    ``multicast`` (counting only, no payload): the downward stages use one light-tree per
+    group and direction (tap-and-continue) reaching the farthest member on that side and
+    carrying the union of what the members on that side lack.
     """
+    if multicast and payload:
+        raise ValueError("multicast light-trees are counted only; schedules use point-to-point sends")
     g = group or 2 * w + 1
     if g < 2:
         raise ValueError("group size must be at least 2")
@@ -426,6 +433,16 @@ def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False)
                 pl.append(lack)
         for s_, d_, l_ in zip(src, dst, pl):
             held[d_] = held[d_] + l_
+        if multicast:
+            trees = {}
+            for s_, d_, r_, l_ in zip(src, dst, dr, pl):
+                far, union = trees.get((s_, r_), (s_, set()))
+                far = d_ if abs(d_ - s_) > abs(far - s_) else far
+                trees[(s_, r_)] = (far, union | set(l_))
+            src = [k[0] for k in trees]
+            dr = [k[1] for k in trees]
+            dst = [v[0] for v in trees.values()]
+            units = [len(v[1]) for v in trees.values()]
         down.append(make_stage(src, dst, dr, units, pl if payload else None))
     return up + down
 
@@ -555,7 +572,8 @@ def optree_table(N: int = 1024, w: int = 64, h_table: int = 7) -> list[dict]:
     row("Wrht", "counted (hierarchical groups of 2w+1, up and down)", None,
         evaluate(N, w, wrht_stages(N, w))["slots"],
         "not derivable from the seed text; implemented from WRHT's definition (point-to-point "
-        "lightpaths), the value is what the construction needs")
+        "lightpaths), the value is what the construction needs; with tap-and-continue "
+        f"light-trees downwards: {evaluate(N, w, wrht_stages(N, w, multicast=True))['slots']}")
     row("One-Stage", "ceil(N^2 / (8 w)) (Lemma 1)", math.ceil(one_stage_load_formula(N) / w),
         evaluate(N, w, one_stage_stages(N))["slots"],
         "not derivable: Lemma 1's load N^2/8 over w wavelengths gives the formula value")
