@@ -249,7 +249,8 @@ def match(
     first_idx = [0]  # first_idx[s]: index of the first send started in step s
     last_send_step = 0
     replaced = dropped = rounds = 0
-    while remaining > 0:
+    pending_max = 0  # latest planned arrival: a faster copy may still overtake it
+    while remaining > 0 or t + 1 < pending_max:
         t += 1
         if t > max_steps:
             raise RuntimeError(f"greedy made no progress after {max_steps} timesteps")
@@ -283,7 +284,7 @@ def match(
             slots -= busy[t]
         # 3. matching: a maximum matching per delay class (shorter links first), then rounds
         def commit(wl, wc):
-            nonlocal remaining, replaced, dropped, last_send_step
+            nonlocal remaining, replaced, dropped, last_send_step, pending_max
             wd = ldst[wl]
             arrive = t + delay[wl] - 1
             old = A[wd, wc].astype(np.int64)
@@ -301,6 +302,7 @@ def match(
             newly = old == INF
             remaining -= int(want[wd[newly], wc[newly]].sum())
             A[wd, wc] = arrive
+            pending_max = max(pending_max, int(arrive.max()))
             sends.extend(wl, wc, arrive)
             last_send_step = t
             _bucket(buckets, wd, wc, arrive)
@@ -322,13 +324,24 @@ def match(
 
         active = np.flatnonzero(slots[pool_l] > 0) if len(pool_l) else np.zeros(0, np.int64)
         if matching == "maximum" and len(active):
-            for d in np.unique(delay[pool_l[active]]).tolist():
-                act = active[delay[pool_l[active]] == d]
-                act = valid(act) if d != delay[pool_l[active]].min() else act
-                if len(act):
-                    ml, mc = _max_matching(pool_l[act], pool_c[act], slots, ldst, want, single, C, rng)
-                    commit(ml, mc)
-            active = valid(active)
+            # Hall: a destination whose every free in-link has at least as many candidates as
+            # the destination has free in-slots is served fully by the greedy rounds; only the
+            # other ("hard") destinations need the maximum matching
+            ll = pool_l[active]
+            cnt = np.bincount(ll, minlength=L)
+            open_ = np.where((slots > 0) & (cnt > 0), slots, 0)
+            need = np.bincount(ldst, weights=open_, minlength=N)
+            hard_link = (open_ > 0) & (cnt < need[ldst])
+            if hard_link.any():
+                hard_dst = np.zeros(N, dtype=bool)
+                hard_dst[ldst[hard_link]] = True
+                sub = active[hard_dst[ldst[ll]]]
+                for d in np.unique(delay[pool_l[sub]]).tolist():
+                    act = valid(sub[delay[pool_l[sub]] == d])
+                    if len(act):
+                        ml, mc = _max_matching(pool_l[act], pool_c[act], slots, ldst, want, single, C, rng)
+                        commit(ml, mc)
+                active = valid(active)
         while len(active):
             rounds += 1
             al, ac = pool_l[active], pool_c[active]
