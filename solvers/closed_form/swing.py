@@ -51,6 +51,7 @@ from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, concat, f
 from ..producers import Options, Outcome, Producer, Unsupported
 
 ALGORITHMS = ("swing", "recursive_doubling")
+MAX_SENDS = 20_000_000  # producers refuse larger chunk-level schedules (params: max_sends)
 KINDS = ("allreduce", "reduce_scatter", "allgather")
 
 
@@ -709,6 +710,14 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
             multiport = _bool_param(options, "multiport", mirrored_default)
             mirrored = _bool_param(options, "mirrored", mirrored_default)
         pl = plan(dims, algorithm, variant, multiport, mirrored)
+        p = math.prod(dims)
+        sends = pl.num_collectives * p * coll.chunks_per_node * (
+            (p - 1) * (2 if coll.kind == "allreduce" else 1) if variant == "bw" else p * pl.num_steps)
+        limit = int((options.params or {}).get("max_sends", MAX_SENDS))
+        if sends > limit:
+            raise Unsupported(
+                f"the chunk-level schedule would have ~{sends:.2g} sends (> max_sends={limit}); price it "
+                f"at message level with collsynth.solvers.closed_form.deficiency.measure instead")
         if coll.kind == "allreduce":
             sched = allreduce(pl, coll.chunks_per_node)
         elif coll.kind == "reduce_scatter":
