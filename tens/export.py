@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 
 import numpy as np
@@ -50,6 +50,12 @@ from ..instances.instance import Instance
 from .schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 
 MAX_CHUNKS = 4096
+# executor limits (MSCCL's msccl/msccl_struct.h; NCCL's MAXCHANNELS)
+MAX_STEPS = 256  # steps per thread block
+MAX_COUNT = 72  # a step moves fewer than this many chunks
+MAX_TB_PER_CHANNEL = 32  # send (and receive) thread blocks per channel and GPU
+MAX_CHANNELS = 32
+LANE_STEPS = 200  # a link's sends per channel before it spreads over one more channel
 SEND_TYPES = {"s", "rcs", "rrs", "rrcs"}
 RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
@@ -203,19 +209,17 @@ def to_msccl_xml(
         i = int(np.flatnonzero(rchunk < 0)[0])
         raise InputError("schedule", f"send {i} moves chunk {s.chunk[i]}, which no rank owns")
     reduce = _combining_op(s, lay.coll.combining)
+    if n_send and int((s.hi - s.lo).max()) >= MAX_COUNT:
+        raise InputError("schedule", f"a piece spans {int((s.hi - s.lo).max())} MSCCL chunks; the executor moves fewer than {MAX_COUNT} per step")
     count = topo.link_arrays.count[pair] if n_send else np.zeros(0, np.int64)
     # program order: by step, then schedule order
     order = np.argsort(s.step, kind="stable")
-    chan = np.zeros(n_send, dtype=np.int64)
-    seen: dict[tuple[int, int, int], int] = defaultdict(int)
-    for i in order.tolist():
-        key = (int(s.step[i]), int(s.src[i]), int(s.dst[i]))
-        chan[i] = seen[key] % int(count[i])
-        seen[key] += 1
+    chan = _channels(s, order, count)
     nchannels = int(chan.max()) + 1 if n_send else 1
+    if nchannels > MAX_CHANNELS:
+        raise InputError("schedule", f"needs {nchannels} channels; MSCCL has at most {MAX_CHANNELS}")
 
     # ops: ("S", i) send of transfer i at its source, ("R", i) its receive at the destination
-    tb_of: dict[tuple, tuple[int, tuple]] = {}
     tbs: dict[int, dict[tuple, list]] = defaultdict(dict)  # gpu -> {(dir, peer, chan): [ops]}
     for i in order.tolist():
         g_s, g_d, ch = int(src_r[i]), int(dst_r[i]), int(chan[i])
@@ -244,6 +248,12 @@ def to_msccl_xml(
                 pos[op] = (tb_id, idx)
                 idx += 1
     hasdep = {d for ds in deps.values() for d in ds}
+    for g, lst in layout_tbs.items():
+        for (direction, peer, ch), ops in lst:
+            steps = pos[ops[-1]][1] + 1
+            if steps > MAX_STEPS:
+                raise InputError("schedule", f"gpu {g} would run {steps} steps in its {direction} thread block for peer "
+                                 f"{peer} (channel {ch}); MSCCL runs at most {MAX_STEPS} per thread block")
 
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels),
@@ -278,6 +288,35 @@ def to_msccl_xml(
                 idx += 1
     ET.indent(algo, space="  ")
     return ET.tostring(algo, encoding="unicode") + "\n"
+
+
+def _channels(s: Schedule, order: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
+    ``lanes = max(k, ceil(m / LANE_STEPS))`` consecutive channels from a base chosen greedily so
+    that no GPU has more than ``MAX_TB_PER_CHANNEL`` send (or receive) thread blocks on a
+    channel; its sends take the lanes round-robin in program order (so the sends of one step
+    over parallel links use different links)."""
+    n = len(s)
+    chan = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return chan
+    links: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i in order.tolist():
+        links[(int(s.src[i]), int(s.dst[i]))].append(i)
+    out_use: dict[int, Counter] = defaultdict(Counter)
+    in_use: dict[int, Counter] = defaultdict(Counter)
+    for (u, v), members in sorted(links.items()):
+        lanes = max(int(count[members[0]]), -(-len(members) // LANE_STEPS))
+        base = 0
+        while any(out_use[u][base + q] >= MAX_TB_PER_CHANNEL or in_use[v][base + q] >= MAX_TB_PER_CHANNEL
+                  for q in range(lanes)):
+            base += 1
+        for q in range(lanes):
+            out_use[u][base + q] += 1
+            in_use[v][base + q] += 1
+        for m, i in enumerate(members):
+            chan[i] = base + m % lanes
+    return chan
 
 
 def _step(s, typ, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep) -> dict:

@@ -17,7 +17,8 @@ from collsynth import InputError
 from collsynth.instances.collective import make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
-from collsynth.tens.export import ALGO_ATTRS, STEP_ATTRS, interpret_msccl_xml, to_msccl_xml
+from collsynth.tens.export import (ALGO_ATTRS, MAX_COUNT, MAX_STEPS, MAX_TB_PER_CHANNEL, STEP_ATTRS,
+                                   interpret_msccl_xml, to_msccl_xml)
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify
 
@@ -43,6 +44,10 @@ def check_structure(xml: str) -> dict:
         sizes = {"i": int(g.get("i_chunks")), "o": int(g.get("o_chunks")), "s": int(g.get("s_chunks"))}
         tbs = g.findall("tb")
         assert sorted(int(t.get("id")) for t in tbs) == list(range(len(tbs)))  # no gaps
+        for direction in ("send", "recv"):  # executor limits per channel and per thread block
+            per_chan = Counter(t.get("chan") for t in tbs if t.get(direction) != "-1")
+            assert max(per_chan.values(), default=0) <= MAX_TB_PER_CHANNEL
+        assert all(len(t.findall("step")) <= MAX_STEPS for t in tbs)
         send_keys = Counter((t.get("send"), t.get("chan")) for t in tbs if t.get("send") != "-1")
         recv_keys = Counter((t.get("recv"), t.get("chan")) for t in tbs if t.get("recv") != "-1")
         assert all(v == 1 for v in send_keys.values()) and all(v == 1 for v in recv_keys.values())
@@ -60,7 +65,7 @@ def check_structure(xml: str) -> dict:
                 typ, cnt = s.get("type"), int(s.get("cnt"))
                 if typ == "nop":
                     continue
-                assert cnt >= 1
+                assert 1 <= cnt < MAX_COUNT
                 for buf, off in ((s.get("srcbuf"), s.get("srcoff")), (s.get("dstbuf"), s.get("dstoff"))):
                     assert 0 <= int(off) and int(off) + cnt <= sizes[buf], (buf, off, cnt, sizes)
                 if typ == "s":
@@ -218,6 +223,21 @@ def test_parallel_links_use_channels():
     s = greedy_allgather(topo, random.Random(3), per_link=1)  # up to count chunks per pair per step
     xml, _, info = roundtrip(s, inst)
     assert info["channels"] == 2
+
+
+def test_executor_limits_spread_over_channels():
+    """40 peers per GPU exceed 32 thread blocks per channel; 19 * 14 sends per link exceed
+    256 steps per thread block: both spread over more channels."""
+    n = 40
+    rows = [(u, 0, 1, u, v, 1) for u in range(n) for v in range(n) if u != v]
+    _, _, info = roundtrip(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
+    assert info["channels"] >= 2  # the per-channel limits themselves are checked in check_structure
+    n, c = 20, 14
+    t = [(u, j, s) for s in range(1, n) for u in range(n) for j in range(c)]
+    rows = [(((u - s + 1) % n) * c + j, 0, 1, u, (u + 1) % n, s) for u, j, s in t]
+    inst = make_instance(_ring(n), "allgather", chunks_per_node=c)
+    _, back, info = roundtrip(from_sends(rows, "allgather", n, n * c), inst)
+    assert info["channels"] == 2 and back.num_steps == n - 1
 
 
 def test_subset_of_nodes_maps_to_ranks():
