@@ -746,7 +746,9 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
     """Timesteps no TEN schedule can beat: per-node inbound bound and delay-weighted distance.
 
     Inbound (TACOS TEN, one chunk per link per timestep): a node that must receive ``m``
-    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps;
+    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps
+    (a link of delay ``d`` is busy ``d`` timesteps per chunk: the smallest ``T`` with
+    ``sum_l k_l * floor(T / d_l) >= m``);
     combining collectives count sends over out-links instead (their dual on the transpose),
     concurrent collectives add their needs per node. Distance: a request needs the
     delay-weighted shortest path from its nearest holder (combining: from the farthest
@@ -784,9 +786,28 @@ def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep,
     need = np.zeros(topo.size, np.int64)
     for c in colls:
         need += (c.postcondition & ~c.precondition).sum(axis=0)
-    with np.errstate(divide="ignore"):
+    if (lk.delay == 1).all():
         per = np.where(need > 0, -(-need // np.maximum(inc, 1)), 0)
-    best = int(per.max(initial=0))
+        best = int(per.max(initial=0))
+    else:  # a link busy d timesteps per chunk completes at most floor(T / d) chunks by T
+        best = 0
+        order = np.argsort(lk.dst, kind="stable")
+        ptr = np.searchsorted(lk.dst[order], np.arange(topo.size + 1))
+        seen: dict = {}
+        for v in np.flatnonzero(need > 0).tolist():
+            ls = order[ptr[v]:ptr[v + 1]]
+            key = (int(need[v]), tuple(sorted(zip(lk.delay[ls].tolist(), lk.cap[ls].tolist()))))
+            if key not in seen:
+                d, k = lk.delay[ls], lk.cap[ls]
+                lo, hi = 1, int(need[v]) * int(d.min(initial=1))
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if int((k * (mid // d)).sum()) >= need[v]:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                seen[key] = lo
+            best = max(best, seen[key])
     if distance and len(lk):
         if (lk.delay == 1).all():
             Dw = topo.distances.astype(np.float64)
