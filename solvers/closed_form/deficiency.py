@@ -363,8 +363,9 @@ def main(argv=None) -> int:
         conv = pd.concat([xi_convergence(2, [4, 8, 16, 32]), xi_convergence(3, [4, 8]),
                           xi_convergence(4, [4])], ignore_index=True)
         swing_report.write_deficiency(df, conv, out / "tables")
-    curves = [goodput_curves(f, progress=say) for f in args.figures]
-    if curves:
+    curves = []
+    for f in args.figures:  # tables and plots rewritten after every figure (partial runs keep what is done)
+        curves.append(goodput_curves(f, progress=say))
         swing_report.write_goodput(pd.concat(curves, ignore_index=True), out / "tables", out / "plots")
     return 0
 
