@@ -398,14 +398,14 @@ def _walk(pl: Plan):
             progress[i] += 1
 
 
-def messages(pl: Plan, half: str = "rs") -> Messages:
-    """Every logical message of the plan's reduce-scatter (``half="rs"``) or latency-optimal
-    allreduce, vectorised over nodes (no block lists: sizes only)."""
+def messages(pl: Plan) -> Messages:
+    """Every logical message of the plan: its reduce-scatter (``bw``) or its latency-optimal
+    allreduce (``lat``), vectorised over nodes (block counts only, no block lists; empty
+    messages, which the chunk-level schedule does not have either, are left out)."""
     dims = pl.dims
     p = math.prod(dims)
     coords, strides = _coords(dims)
     cols = {k: [] for k in ("step", "src", "dst", "blocks", "coll", "op")}
-    held_counts = None
     for c, step, i, k, progress, pats in _walk(pl):
         src_a, dst_a, sets = pats[i].steps[k]
         if pl.variant == "bw":
@@ -427,11 +427,10 @@ def messages(pl: Plan, half: str = "rs") -> Messages:
             else:
                 cols["blocks"].append(np.full(len(r), p))
                 cols["op"].append(np.full(len(r), pats[i].ops[k][j], np.int8))
-    del held_counts
     cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
-    return Messages(cat["step"].astype(np.int64), cat["src"].astype(np.int64), cat["dst"].astype(np.int64),
-                    cat["blocks"].astype(np.int64), cat["coll"].astype(np.int64), cat["op"].astype(np.int8),
-                    p, pl.num_collectives)
+    keep = cat["blocks"] > 0
+    return Messages(*(cat[k][keep].astype(np.int8 if k == "op" else np.int64)
+                      for k in ("step", "src", "dst", "blocks", "coll", "op")), p, pl.num_collectives)
 
 
 # ---- full schedules ------------------------------------------------------------------------------
