@@ -282,6 +282,9 @@ def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None
     solver_options = dict(options or {})
     if name == "highs":
         solver_options.setdefault("random_seed", int(seed))
+        if model_stats(model)["integer"] == 0:
+            # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
+            solver_options.setdefault("solver", "ipm")
     t0 = time.perf_counter()
     results = opt.solve(
         model,
