@@ -330,3 +330,13 @@ def test_report_writes_tables_and_plots(tmp_path):
     paths += swing_report.write_goodput(curves, tmp_path / "tables", tmp_path / "plots")
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     assert (tmp_path / "plots" / "swing_goodput_fig11a_torus8x8.png").exists()
+
+
+def test_swing_has_no_congestion_on_hyperx():
+    """Section 5.4.2: every Swing peer shares a row or column, a direct HyperX link, so Xi = 1
+    and the price equals the congestion-free closed form; recursive doubling neither."""
+    topo = build("hyperx", {"dims": [8, 8]}, bandwidth=1e9, alpha=1e-6)
+    rows = {r["algorithm"]: r for r in dfc.measure_many(topo, ["swing-bw", "recursive-doubling-bw"])}
+    assert rows["swing-bw"]["Xi"] == pytest.approx(1.0, rel=1e-12)
+    assert rows["swing-bw"]["T_B_s_per_byte"] == pytest.approx(rows["swing-bw"]["closed_form_T_B_s_per_byte"], rel=1e-12)
+    assert rows["recursive-doubling-bw"]["Xi"] == pytest.approx(1.0, rel=1e-12)
