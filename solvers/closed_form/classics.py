@@ -555,11 +555,8 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
     """
     F = Fraction
     ar = kind == "allreduce"
-    if name == "ring":
-        if kind in ("broadcast", "reduce"):
-            steps, ch = p - 1, F(p - 1) * c
-        else:
-            steps, ch = p - 1, F(p - 1) * c
+    if name == "ring":  # chain broadcast/reduce: chunk = M/c; ring phases: chunk = M/(p c)
+        steps, ch = p - 1, F(p - 1) * c
     elif name == "bidirectional-ring":  # p = 2: both directions are the one link 0 -> 1
         steps, ch = p - 1, (F(p - 1, 2) if p > 2 else F(1)) * c
     elif name == "bfb-ring":

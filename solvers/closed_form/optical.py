@@ -170,7 +170,7 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
     neighbour it did not get them from (partners alternate)."""
     if N % 2:
         raise ValueError("neighbour exchange needs an even number of nodes")
-    held = [[v] for v in range(N)]
+    held_set = [{v} for v in range(N)]
     last = [[v] for v in range(N)]
     out = []
     for t in range(N // 2):
@@ -183,7 +183,7 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
         if t == 0:
             send = [[v] for v in range(N)]
         elif t == 1:
-            send = [list(h) for h in held]
+            send = [sorted(h) for h in held_set]
         else:
             send = last
         units = [len(x) for x in send]
@@ -191,9 +191,9 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
         new_last = [[] for _ in range(N)]
         for u in range(N):
             v = int(dst[u])
-            new_last[v] = new_last[v] + [x for x in send[u] if x not in held[v]]
+            new_last[v] = new_last[v] + [x for x in send[u] if x not in held_set[v]]
         for v in range(N):
-            held[v] = held[v] + new_last[v]
+            held_set[v].update(new_last[v])
         last = new_last
     return out
 
@@ -609,17 +609,21 @@ def stages_schedule(instance: Instance, stages: list[Stage], name: str) -> Sched
     carries is a send src -> dst (routing "shortest-path": the ring's cost model routes it)."""
     coll = instance.collective
     c = coll.chunks_per_node
-    chunk, src, dst, step = [], [], [], []
+    cols = {"chunk": [], "src": [], "dst": [], "step": []}
+    j = np.arange(c, dtype=np.int64)
     for t, st in enumerate(stages, 1):
-        for i in range(len(st)):
-            for shard in st.payload[i]:
-                for j in range(c):
-                    chunk.append(shard * c + j)
-                    src.append(int(st.src[i]))
-                    dst.append(int(st.dst[i]))
-                    step.append(t)
+        if not len(st):
+            continue
+        n = np.array([len(x) for x in st.payload], np.int64)
+        shards = np.fromiter((b for x in st.payload for b in x), np.int64, int(n.sum()))
+        cols["chunk"].append((shards[:, None] * c + j[None, :]).ravel())
+        for key, col in (("src", st.src), ("dst", st.dst)):
+            cols[key].append(np.repeat(np.repeat(col, n), c))
+        cols["step"].append(np.full(int(n.sum()) * c, t, np.int64))
+    chunk, src, dst, step = (np.concatenate(cols[k]) if cols[k] else np.zeros(0, np.int64)
+                             for k in ("chunk", "src", "dst", "step"))
     la = instance.topology.link_arrays
-    on_links = bool((la.lookup(np.array(src), np.array(dst)) >= 0).all()) if src else True
+    on_links = bool((la.lookup(src, dst) >= 0).all())
     return from_arrays(coll.kind, coll.size, coll.num_chunks, chunk=chunk, src=src, dst=dst, step=step,
                        routing="links" if on_links else "shortest-path", meta={"algorithm": name})
 
