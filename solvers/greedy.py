@@ -241,9 +241,21 @@ def match(
     release: dict[int, np.ndarray] = {}  # step -> link slots freed at its start
     free = lk.cap.astype(np.int64).copy()
     sends = _Sends.new(max(1024, 4 * L))
-    pool_l = np.zeros(0, np.int64)
-    pool_c = np.zeros(0, np.int64)
-    pool_p = np.zeros(0, np.int64)
+    # the pool: link (int32), chunk (int32), flat key dst*C+chunk into A, birth step (priority)
+    pool_l = np.zeros(0, np.int32)
+    pool_c = np.zeros(0, np.int32)
+    pool_k = np.zeros(0, np.int64)
+    pool_p = np.zeros(0, np.int32)
+    A_flat = A.reshape(-1)  # a view: writes to A show here
+    unit = bool((delay == 1).all())
+    track_birth = priority != "random"
+
+    def last_ok(l_idx, k_idx):
+        """Entries whose destination would get the chunk strictly earlier than planned."""
+        if unit:
+            return A_flat[k_idx] > t
+        return A_flat[k_idx] > t + delay[l_idx] - 1
+
     max_steps = max_steps or (4 * (int(C) + N) * int(delay.max(initial=1)) + 16)
     t = 0
     first_idx = [0]  # first_idx[s]: index of the first send started in step s
@@ -267,16 +279,21 @@ def match(
             keep = want[ldst[el], ec]
             if need_relay:
                 keep |= _relay_ok(el, ec, lk, A, want, D, single, target, frontier, t)
-            pool_l = np.concatenate([pool_l, el[keep]])
-            pool_c = np.concatenate([pool_c, ec[keep]])
-            pool_p = np.concatenate([pool_p, np.full(int(keep.sum()), t, np.int64)])
+            el, ec = el[keep], ec[keep]
+            pool_l = np.concatenate([pool_l, el.astype(np.int32)])
+            pool_c = np.concatenate([pool_c, ec.astype(np.int32)])
+            pool_k = np.concatenate([pool_k, ldst[el] * C + ec])
+            if track_birth:
+                pool_p = np.concatenate([pool_p, np.full(len(el), t, np.int32)])
         # 2. lazy deletion: drop entries whose destination holds (or gets as early) the chunk
         if len(pool_l):
-            ok = A[ldst[pool_l], pool_c] > t + delay[pool_l] - 1
+            ok = last_ok(pool_l, pool_k)
             if need_relay:
                 ok &= _still_useful(pool_l, pool_c, lk, A, want, D, single, target, frontier, t)
             if not ok.all():
-                pool_l, pool_c, pool_p = pool_l[ok], pool_c[ok], pool_p[ok]
+                pool_l, pool_c, pool_k = pool_l[ok], pool_c[ok], pool_k[ok]
+                if track_birth:
+                    pool_p = pool_p[ok]
         slots = free.copy()
         if _TRACE is not None:
             _TRACE.append(len(pool_l))
@@ -317,7 +334,8 @@ def match(
                 remaining -= met
 
         def valid(idx):
-            okk = (slots[pool_l[idx]] > 0) & (A[ldst[pool_l[idx]], pool_c[idx]] > t + delay[pool_l[idx]] - 1)
+            idx = idx[slots[pool_l[idx]] > 0]  # cheap test first: most links are matched
+            okk = last_ok(pool_l[idx], pool_k[idx])
             if need_relay:
                 okk &= _still_useful(pool_l[idx], pool_c[idx], lk, A, want, D, single, target, frontier, t)
             return idx[okk]
@@ -345,10 +363,10 @@ def match(
         while len(active):
             rounds += 1
             al, ac = pool_l[active], pool_c[active]
-            prio = _prio_column(pool_p[active], priority, t)
-            key = (prio << (_RAND_BITS + _IDX_BITS)) | (
-                rng.integers(0, 1 << _RAND_BITS, len(active), dtype=np.int64) << _IDX_BITS
-            ) | np.arange(len(active), dtype=np.int64)
+            key = (rng.integers(0, 1 << _RAND_BITS, len(active), dtype=np.int64) << _IDX_BITS) | np.arange(
+                len(active), dtype=np.int64)
+            if track_birth:
+                key |= _prio_column(pool_p[active].astype(np.int64), priority, t) << (_RAND_BITS + _IDX_BITS)
             best = np.full(L, np.iinfo(np.int64).max, dtype=np.int64)
             np.minimum.at(best, al, key)
             pick_links = np.flatnonzero(best != np.iinfo(np.int64).max)
