@@ -191,6 +191,7 @@ def test_optree_schedule_for_explicit_depth_and_pipeline():
     row, sched = pipeline.run(inst, "optree", Options(params={"radices": [4, 4]}))
     assert row["verified"] and row["steps"] == 2
     assert row["extra"]["closed_form"]["slots"] == 12 == row["objective"]
+    assert row["extra"]["closed_form"]["first_fit_slots"] == 12
 
 
 def test_optical_producers_refuse_other_inputs():

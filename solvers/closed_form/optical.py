@@ -692,10 +692,12 @@ def _producer(name: str) -> Producer:
         params = dict(getattr(options, "params", {}) or {})
         stages, info = _build_stages(name, p["N"], p["w"], params, payload=True)
         ev = evaluate(p["N"], p["w"], stages, shard_bytes=p["shard_bytes"], wavelength_bandwidth=p["B_w"],
-                      reconfig_s=p["reconfig_s"], oeo_s=p["oeo_s"])
+                      reconfig_s=p["reconfig_s"], oeo_s=p["oeo_s"], check_first_fit=p["N"] <= 64)
         sched = stages_schedule(instance, stages, name)
         cf = {"slots": ev["slots"], "slots_per_stage": ev["slots_per_stage"], "T_L_s": ev["T_L_s"],
               "T_B_s": ev["T_B_s"], "total_s": ev["total_s"], **info}
+        if "first_fit_slots" in ev:  # small rings: the first-fit assignment's slots too
+            cf["first_fit_slots"] = ev["first_fit_slots"]
         return Outcome(sched, "constructed", objective=float(ev["slots"]), units="slots",
                        extra={"closed_form": cf})
 
