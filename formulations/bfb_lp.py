@@ -242,6 +242,33 @@ def pieces_schedule(v, w, u, t, num, den, nodes: int, chunks_per_node: int = 1,
 MAX_SUBSET_DEGREE = 16
 
 
+def hop_distances(topology: Topology) -> np.ndarray:
+    """All-pairs hop distances ``D[v, u]`` (-1 unreachable), by level-synchronous BFS from every
+    source at once (one sparse-times-dense product per level; faster than per-source Dijkstra
+    on the low-degree graphs BFB is for). Equals ``topology.distances``."""
+    import scipy.sparse as sp
+
+    n = topology.size
+    la = topology.link_arrays
+    live = np.zeros(n, bool)
+    live[list(topology.nodes)] = True
+    At = sp.csr_matrix((np.ones(len(la), np.float32), (la.dst, la.src)), shape=(n, n))  # A^T
+    Dt = np.full((n, n), -1, np.int64)  # Dt[u, v] = dist(v -> u)
+    frontier = np.zeros((n, n), np.float32)  # frontier[u, v]: u reached from v at this level
+    idx = np.flatnonzero(live)
+    frontier[idx, idx] = 1.0
+    Dt[idx, idx] = 0
+    level = 0
+    while True:
+        level += 1
+        new = ((At @ frontier) > 0) & (Dt < 0)  # [u, v]: u first reached from source v
+        if not new.any():
+            break
+        Dt[new] = level
+        frontier = new.astype(np.float32)
+    return np.ascontiguousarray(Dt.T)
+
+
 def optimal_loads(topology: Topology, transpose: bool = False) -> dict:
     """Optimal LP (3) values ``U*[u, t]`` for every node and step, exactly (Theorem 19).
 
@@ -253,11 +280,12 @@ def optimal_loads(topology: Topology, transpose: bool = False) -> dict:
     Only for in-degrees up to :data:`MAX_SUBSET_DEGREE` (``2^d`` subsets per node).
     """
     topo = topology.transpose() if transpose else topology
-    D = topo.distances.astype(np.int64)
+    D = hop_distances(topo)
     ids = np.asarray(topo.npus, dtype=np.int64)
-    T = topo.diameter
-    if T < 0:
+    sub = D[np.ix_(ids, ids)]
+    if (sub < 0).any():
         raise ValueError("topology is not strongly connected")
+    T = int(sub.max(initial=0))
     la = topo.link_arrays
     kmax = int(np.bincount(la.dst, minlength=topo.size).max(initial=0))
     if kmax > MAX_SUBSET_DEGREE:
