@@ -369,6 +369,13 @@ def test_doubling_bandwidth_halves_sync_T_B_and_never_slows_events(topo, rnd):
     assert b.extra["T_B_chunks"] == a.extra["T_B_chunks"]
     assert cost.price(s, fast, "event").total_s <= cost.price(s, inst, "event").total_s * (1 + 1e-12)
     assert cost.lower_bounds(fast)["bandwidth_s"] == pytest.approx(cost.lower_bounds(inst)["bandwidth_s"] / 2)
+    # twice the bandwidth and half the latency: every model's time halves exactly
+    edges = [(u, v, {"bandwidth": d["bandwidth"] * 2, "alpha": d["alpha"] / 2}) for u, v, d in topo.graph.edges(data=True)]
+    twice = _instance(from_edges(topo.size, edges))
+    for model in cost.MODELS:
+        x, y = cost.price(s, inst, model), cost.price(s, twice, model)
+        assert y.total_s == pytest.approx(x.total_s / 2, rel=1e-9), model
+        assert y.T_L_s == pytest.approx(x.T_L_s / 2, rel=1e-9), model
 
 
 def _tight_chain(s) -> bool:
