@@ -149,38 +149,45 @@ def translate(ids: np.ndarray, g: np.ndarray, orders: list[int]) -> np.ndarray:
 
 # ---- one problem ------------------------------------------------------------------------------
 
-def _flow_shares(data: StepLP, scale_caps: np.ndarray | None = None) -> tuple[np.ndarray, int, Fraction]:
+def _flow_shares(data: StepLP) -> tuple[np.ndarray, int, Fraction]:
     """Exact optimal shares of LP (3) by Theorem 19 and an integral max flow (no LP solver).
 
-    Returns integer numerators over a denominator and the exact optimum U*.
+    ``U* = max_Y |{v : N(v) subset of Y}| / capacity(Y)`` over subsets ``Y`` of in-neighbours
+    (a zeta transform over the ``2^k`` subsets); with ``U* = p/q`` the network source -> v
+    (capacity q) -> w (q) -> sink (p * capacity[w]) has an integral flow of value ``q * |sources|``
+    (scipy's max flow), and ``x[v, w] = flow / q``. Returns numerators, denominator q and U*.
     """
-    import networkx as nx
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
 
     nv, nw = len(data.sources), len(data.neighbours)
     if nv == 0:
         return np.zeros(0, np.int64), 1, Fraction(0)
-    caps = data.capacity
+    caps = data.capacity.astype(np.int64)
     masks = np.zeros(nv, np.int64)
-    np.bitwise_or.at(masks, data.pair_v, (1 << data.pair_w).astype(np.int64))
-    best = Fraction(0)
-    for Y in range(1, 1 << nw):
-        cnt = int(np.count_nonzero((masks & ~Y) == 0))
-        if cnt:
-            cap = int(sum(int(caps[k]) for k in range(nw) if Y >> k & 1))
-            val = Fraction(cnt, cap) if cap else Fraction(10**18)
-            best = max(best, val)
-    p, q = best.numerator, best.denominator
-    g = nx.DiGraph()
-    for i in range(nv):
-        g.add_edge("s", ("v", i), capacity=q)
-    for j, (i, k) in enumerate(zip(data.pair_v.tolist(), data.pair_w.tolist())):
-        g.add_edge(("v", i), ("w", k), capacity=q)
+    np.bitwise_or.at(masks, data.pair_v, (np.int64(1) << data.pair_w).astype(np.int64))
+    f = np.bincount(masks, minlength=1 << nw).astype(np.int64)
     for k in range(nw):
-        g.add_edge(("w", k), "t", capacity=p * int(caps[k]))
-    value, flow = nx.maximum_flow(g, "s", "t")
-    if value != q * nv:
-        raise RuntimeError(f"BFB flow at u={data.node} t={data.step} moved {value} of {q * nv}")
-    num = np.array([flow[("v", i)][("w", k)] for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())], np.int64)
+        b = 1 << k
+        f = f.reshape(-1, 2, b)
+        f[:, 1, :] += f[:, 0, :]
+        f = f.reshape(-1)
+    Y = np.arange(1 << nw)
+    capY = (((Y[:, None] >> np.arange(nw)[None, :]) & 1) * caps[None, :]).sum(1)
+    ratio = np.where(capY > 0, f / np.maximum(capY, 1), np.where(f > 0, np.inf, 0.0))
+    y = int(np.argmax(ratio))
+    best = Fraction(int(f[y]), int(capY[y]))
+    p, q = best.numerator, best.denominator
+    S, T = 0, nv + nw + 1
+    rows = np.concatenate([np.zeros(nv, np.int64), 1 + data.pair_v, 1 + nv + np.arange(nw)])
+    cols = np.concatenate([1 + np.arange(nv), 1 + nv + data.pair_w, np.full(nw, T)])
+    cap = np.concatenate([np.full(nv, q), np.full(len(data.pair_v), q), p * caps]).astype(np.int32)
+    g = csr_matrix((cap, (rows, cols)), shape=(T + 1, T + 1))
+    res = maximum_flow(g, S, T)
+    if res.flow_value != q * nv:
+        raise RuntimeError(f"BFB flow at u={data.node} t={data.step} moved {res.flow_value} of {q * nv}")
+    fl = res.flow.tocsr()
+    num = np.asarray(fl[1 + data.pair_v, 1 + nv + data.pair_w]).ravel().astype(np.int64)
     return num, q, best
 
 

@@ -4,9 +4,9 @@
   the Pareto frontier of (T_L, T_B) over base topologies and expansions (T_B in units of M/B),
   each row with its allreduce time ``2 (T_L alpha + T_B M/B)`` summed over the message sizes,
   and the best pick. ``--confirm`` builds, verifies and prices every frontier schedule.
-- ``collsynth finder --table 4|5 [--out results/tables]``: regenerates the Table 4 analogue
-  (N = 1024, d = 4 Pareto frontier) or the Table 5 analogue (best topology for N = 5..12,
-  d = 4) as Markdown and CSV.
+- ``collsynth finder --table 4|5|9 [--out results/tables]``: regenerates the Table 4 analogue
+  (N = 1024, d = 4 Pareto frontier), the Table 5 analogue (best topology for N = 5..12,
+  d = 4) or the Table 9 analogue (base catalogue with BFB schedules) as Markdown and CSV.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--message", type=float, action="append", default=None,
                    help="allreduce size M in bytes (repeatable: the pick minimises the sum; default 1e6)")
     p.add_argument("--confirm", action="store_true", help="build, verify and price every frontier schedule")
-    p.add_argument("--table", type=int, choices=(4, 5), default=None,
-                   help="regenerate the Table 4 (N=1024, d=4) or Table 5 (N=5..12, d=4) analogue")
+    p.add_argument("--table", type=int, choices=(4, 5, 9), default=None,
+                   help="regenerate the Table 4 (N=1024, d=4), Table 5 (N=5..12, d=4) or Table 9 (base catalogue, "
+                        "d=2,3,4) analogue")
     p.add_argument("--out", default="results/tables", help="directory for --table output (default results/tables)")
     p.set_defaults(func=run)
 
@@ -51,6 +52,11 @@ def run(args: argparse.Namespace) -> dict:
             title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (seed 000 Table 4 analogue); "
                      f"T_B in M/B, allreduce for alpha = {args.alpha} s, B = {args.bandwidth} B/s, M = {messages[0]} B")
             stem = "finder_table4"
+        elif args.table == 9:
+            df = finder.table_catalogue((args.degree,) if args.degree else (2, 3, 4), args.nodes or 64)
+            title = ("Base topologies (seed 000 Table 9 analogue): BFB schedule built and verified, T_L, "
+                     "T_B in M/B, flags")
+            stem = "finder_table9"
         else:
             df = finder.table_small(range(5, 13), args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
                                     messages=args.message or (1e3, 1e6, 1e9))
