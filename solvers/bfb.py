@@ -213,7 +213,7 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         num, den, _ = _flow_shares(data)
         out.update(num=num, den=den)
         return out
-    if method in ("lp", "chunked-round") and data.trivial and method == "lp":
+    if method == "lp" and data.trivial:  # each source has one admissible in-neighbour: x is forced
         num, den = _forced(data)
         out.update(num=num, den=den)
         return out
@@ -488,7 +488,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
         kw["chunks_per_node"] = 1
     schedule, parts = bfb_collective(topo, coll.kind, **kw)
     la = topo.link_arrays
-    b = float(la.bandwidth.min() / la.count[la.bandwidth.argmin()]) if len(la) else 0.0
+    b = float((la.bandwidth / la.count).min()) if len(la) else 0.0  # slowest single link
     alpha = float(la.alpha.max()) if len(la) else 0.0
     N, d = parts[-1].nodes, parts[-1].degree
     T_L = sum(r.steps for r in parts)
