@@ -724,7 +724,7 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
         else:
             sched = allgather(pl, coll.chunks_per_node)
         la = instance.topology.link_arrays
-        cf = closed_form(dims, coll.message_bytes, float(la.alpha.max()), float(la.bandwidth.min()),
+        cf = closed_form(dims, coll.message_bytes, float(la.alpha.max()), float((la.bandwidth / la.count).min()),
                          algorithm=algorithm, variant=variant, multiport=multiport, mirrored=mirrored,
                          kind=coll.kind, network=network)
         return Outcome(sched, "constructed", objective=sched.num_steps, units="steps",
