@@ -277,24 +277,53 @@ def xi_convergence(D: int, sides: list[int], bandwidth: float = 1.0):
 # ---- goodput curves (Figures 6, 10-14) -------------------------------------------------------
 
 def _classic_curves(topology: Topology, dims: list[int], sizes) -> list[dict]:
-    """Ring (Hamiltonian, 2D only as in section 5.3) and bucket from D1's closed forms."""
+    """Ring (Hamiltonian rings, 2D only as in section 5.3) and bucket from D1's closed forms.
+
+    Bucket on a rectangular torus: the paper's collectives move from one dimension to the next
+    synchronously (section 4.2, Fig. 9), so every phase takes ``D (d_max - 1)`` steps
+    (Lambda = 2 D d_max / log2 p); its bandwidth term is D1's (Table 2: Psi = Xi = 1).
+    """
     try:
         from .classics import closed_form as classic
     except ImportError:  # helper D1's module absent
         return []
     p = math.prod(dims)
+    active = [d for d in dims if d > 1]
     rows = []
     refs = [("bucket", {"dims": dims})]
-    if len(dims) == 2:
+    if len(active) == 2:
         refs.append(("hamiltonian-rings", {}))
     for name, kw in refs:
         one = classic(name, "allreduce", p, message_bytes=1.0, alpha=PAPER_ALPHA,
                       bandwidth=_link_bandwidth(topology), **kw)
+        T_L = one["T_L_s"]
+        if name == "bucket":
+            T_L = 2 * len(active) * (max(active) - 1) * PAPER_ALPHA
         for n in sizes:
-            t = one["T_L_s"] + n * one["T_B_s"]
             rows.append({"algorithm": "ring" if name == "hamiltonian-rings" else name, "size": n,
-                         "time_s": t, "source": "closed form (classics)"})
+                         "time_s": T_L + n * one["T_B_s"], "source": "closed form (classics)"})
     return rows
+
+
+def recompute_classics(df, sizes=None):
+    """Replace the closed-form rows of a goodput table (e.g. read back from its CSV) by
+    :func:`_classic_curves` of each figure's network (no pricing needed)."""
+    import pandas as pd
+
+    keep = df[df["source"] != "closed form (classics)"]
+    parts = [keep]
+    for fig, g in keep.groupby("figure"):
+        gen, params = FIGURES[fig]
+        dims = list(params.get("dims") or [params["board"][0] * params["grid"][0],
+                                           params["board"][1] * params["grid"][1]])
+        topo = paper_topology("torus", {"dims": dims})  # classics price links of equal bandwidth
+        rows = pd.DataFrame(_classic_curves(topo, dims, sizes or sorted(g["size"].unique())))
+        rows["goodput_Gbps"] = rows["size"] * 8 / rows["time_s"] / 1e9
+        rows["figure"] = fig
+        rows["topology"] = g["topology"].iloc[0]
+        rows["peak_Gbps"] = g["peak_Gbps"].iloc[0]
+        parts.append(rows)
+    return pd.concat(parts, ignore_index=True)
 
 
 def goodput_curves(figure: str, sizes=None, names=None, source_batch: int = 512, progress=None,
@@ -355,9 +384,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results", help="results folder (tables/ and plots/ inside)")
     ap.add_argument("--figures", nargs="*", default=list(FIGURES), help=f"any of {', '.join(FIGURES)}")
     ap.add_argument("--skip-deficiency", action="store_true")
+    ap.add_argument("--rewrite-from", nargs="*", default=None, metavar="CSV",
+                    help="no pricing: merge these swing_goodput.csv files, recompute the closed-form "
+                         "rows and rewrite the goodput tables and plots")
     args = ap.parse_args(argv)
     out = Path(args.out)
     say = lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)  # noqa: E731
+    if args.rewrite_from:
+        df = pd.concat([pd.read_csv(f) for f in args.rewrite_from], ignore_index=True)
+        df = df.drop_duplicates(subset=["figure", "algorithm", "size"], keep="last")
+        swing_report.write_goodput(recompute_classics(df), out / "tables", out / "plots")
+        return 0
     if not args.skip_deficiency:
         df = deficiency_table(progress=say)
         conv = pd.concat([xi_convergence(2, [4, 8, 16, 32]), xi_convergence(3, [4, 8]),
