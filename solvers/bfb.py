@@ -147,6 +147,18 @@ def translate(ids: np.ndarray, g: np.ndarray, orders: list[int]) -> np.ndarray:
     return out
 
 
+def translation_table(orders: list[int]) -> np.ndarray:
+    """``table[g, x]``: node id of ``x`` translated by group element ``g`` (ids row-major)."""
+    n = math.prod(orders)
+    ids = np.arange(n, dtype=np.int64)
+    C = coords(ids, orders)
+    table = np.zeros((n, n), np.int64)
+    for k, o in enumerate(orders):
+        table *= o
+        table += (C[:, k][:, None] + C[:, k][None, :]) % o
+    return table
+
+
 # ---- one problem ------------------------------------------------------------------------------
 
 def _flow_shares(data: StepLP) -> tuple[np.ndarray, int, Fraction]:
@@ -359,12 +371,18 @@ def solve_bfb(
             U.setdefault((uu, s_), Fraction(0))
     if orders is not None:  # translate node 0's solution to every node g
         G = np.arange(topo.size, dtype=np.int64)
-        gc = coords(G, orders)
         reps = len(G)
-        gg = np.repeat(gc, len(v), axis=0)
-        v = translate(np.tile(v, reps), gg, orders)
-        w = translate(np.tile(w, reps), gg, orders)
-        u = translate(np.tile(u, reps), gg, orders)
+        if topo.size <= 8192:  # table trans[g, x] = x + g
+            table = translation_table(orders)
+            gi = np.repeat(G, len(v))
+            v = table[gi, np.tile(v, reps)]
+            w = table[gi, np.tile(w, reps)]
+            u = table[gi, np.tile(u, reps)]
+        else:
+            gg = np.repeat(coords(G, orders), len(v), axis=0)
+            v = translate(np.tile(v, reps), gg, orders)
+            w = translate(np.tile(w, reps), gg, orders)
+            u = translate(np.tile(u, reps), gg, orders)
         t = np.tile(t, reps)
         num = np.tile(num, reps)
         U = {(g, s): U[(0, s)] for g in G.tolist() for s in range(1, T + 1)}
