@@ -80,10 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     code = int(result.pop("exit", 0)) if isinstance(result, dict) else 0
     result.pop("text", None) if as_json else None
-    if as_json:
-        print(json.dumps(result, default=_json_default))
-    else:
-        print(render(result))
+    try:
+        if as_json:
+            print(json.dumps(result, default=_json_default))
+        else:
+            print(render(result))
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
     return code
 
 
