@@ -196,6 +196,8 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
     front: dict[tuple[int, int], list[Candidate]] = {}
     for n in divs:
         for k in range(1, degree + 1):
+            if n == nodes and k != degree:
+                continue  # nothing expands from the target size: only (nodes, degree) matters there
             cands = list(base_candidates(n, k, kautz_limit=kautz_limit))
             # line graph from (n/k, k)
             if k >= 2 and n % k == 0:
