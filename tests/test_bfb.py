@@ -68,7 +68,7 @@ def test_distance_regular_graphs_are_bw_optimal(name):
     assert verify(res.schedule, make_instance(topo, "allgather")) is None
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(d=st.integers(2, 4), n=st.integers(6, 120))
 def test_generalized_kautz_within_one_of_moore(d, n):
     topo = build("generalized_kautz", {"degree": d, "nodes": n})
@@ -107,7 +107,7 @@ def _random_digraph(draw_edges, n):
     return from_edges(n, draw_edges, bandwidth=1.0, alpha=0.0)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(data=st.data())
 def test_lp_optimum_equals_theorem19_closed_form(data):
     n = data.draw(st.integers(4, 9))
