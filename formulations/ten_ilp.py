@@ -12,9 +12,10 @@ any timestep. Binary variables (the paper's Fig. 12):
   arrival timestep).
 
 Constraints: a send needs the chunk at its source when it starts (``ineq_send_needs_hold``);
-a node holds a chunk only if it held it before or it arrived now (``ineq_hold_needs_arrival``);
-holdings persist (``ineq_hold_persists``); link capacity counts multi-timestep occupancy
-(``ineq_link_capacity``). Objective ``"arrivals"``: maximise the number of postcondition
+``eq_hold_update``: ``hold[c, n, t] = hold[c, n, t-1] + (arrivals of c at n in t)``, so
+holdings persist and a chunk arrives at a node at most once (a second copy never helps, and
+the equality keeps the LP a near-network flow, far less degenerate than the paper's
+inequalities); link capacity counts multi-timestep occupancy (``ineq_link_capacity``). Objective ``"arrivals"``: maximise the number of postcondition
 pairs ``(c, n)`` held at the horizon (TACOS); ``"makespan"``: every pair must arrive by the
 horizon and ``done[t]`` indicators minimise the last timestep with a missing pair.
 
@@ -335,22 +336,14 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
         m.SENT, rule=_needs_hold,
         doc="a chunk leaves a node only if the node held it when the send started (end of t-k)")
 
-    def _needs_arrival(m, c, n, t):
+    def _update(m, c, n, t):
         prev = H(c, n, t - 1)
         ins = [m.sent[i] for i in arrivals.get((c, n, t), ())]
-        return m.hold[c, n, t] <= prev + sum(ins)
+        return m.hold[c, n, t] == prev + sum(ins)
 
-    m.ineq_hold_needs_arrival = pe.Constraint(
-        m.HOLD, rule=_needs_arrival,
-        doc="a node holds a chunk at t only if it held it at t-1 or the chunk arrived at t")
-
-    def _persists(m, c, n, t):
-        prev = H(c, n, t - 1)
-        if isinstance(prev, int):
-            return pe.Constraint.Skip
-        return m.hold[c, n, t] >= prev
-
-    m.ineq_hold_persists = pe.Constraint(m.HOLD, rule=_persists, doc="holdings are never lost")
+    m.eq_hold_update = pe.Constraint(
+        m.HOLD, rule=_update,
+        doc="a node holds a chunk at t iff it held it at t-1 or it arrives at t (at most one arrival, holdings persist)")
 
     if capacity:
         occupancy: dict[tuple[int, int], list] = {}
