@@ -41,8 +41,9 @@ def test_producers_lists_ten_family_and_backends(capsys):
     code, data, _ = run(capsys, "producers")
     assert code == 0
     names = {p["name"]: p for p in data["producers"]}
-    for n in ("ten-ilp", "ten-lp", "ten-ilp-nocongestion"):
+    for n in ("ten-ilp", "ten-ilp-nocongestion"):
         assert names[n]["uses_solver"] and names[n]["drivers"] == ["horizon", "early-stop", "time-cluster"]
+    assert names["ten-lp"]["drivers"] == ["horizon"]  # the LP bound is a horizon search by nature
     bk = {b["name"]: b for b in data["backends"]}
     assert bk["highs"]["available"] is True
     assert {"gurobi", "cpsat", "scip", "glop", "pdlp"} <= set(bk)
@@ -78,6 +79,9 @@ def test_solve_lp_reports_bound(tmp_path, capsys):
     inst = write(tmp_path, "mesh23", "mesh", "dims = [2, 3]")
     code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
     assert code == 0 and row["bound"] is not None and row["bound"] <= 3
+    inst = write(tmp_path, "ring6ar", kind="allreduce")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
+    assert code == 0 and row["status"] == "optimal" and row["bound"] == 3 and row["steps"] is None
 
 
 def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
