@@ -213,9 +213,10 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     proven_lb = lb
     best = None  # (steps, schedule)
     shared = None  # one model at the largest horizon when persistent
+    partial = None  # (rows, holdings, horizon, data) of the last incumbent that missed pairs
 
     def attempt(h: int):
-        nonlocal shared
+        nonlocal shared, partial
         t0 = time.perf_counter()
         if session is not None and session.persistent and form_params["objective"] == "arrivals":
             if shared is None:
@@ -228,6 +229,9 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
         res = _solve(model, options, clock, stats, session)
         ok = _complete(model, res)
         sched = formulation.extract(model) if ok else None
+        if not ok and res.has_solution:
+            rows = T.sends_of(model)
+            partial = (rows[rows[:, 2] <= h], T.holdings(model, upto=h), h, model._ten)
         tried.append({"horizon": h, "status": res.status, "objective": res.objective,
                       "required": T.required(model), "complete": ok})
         return res, ok, sched
@@ -264,10 +268,20 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra = {"horizons": tried, "lower_bound": lb, "recovery_steps": rsteps,
              "persistent": bool(session is not None and session.persistent)}
     if best is None:
-        # nothing found in time: the recovery schedule is always valid
-        sched = T.schedule_from_rows(rdata, rrows)
-        return _outcome(sched, "feasible", rsteps, proven_lb, stats,
-                        "no horizon completed in time; shortest-path recovery schedule", extra)
+        # nothing complete in time: the last incumbent plus shortest-path recovery (early
+        # termination), or the pure recovery schedule if that is shorter; both always valid
+        rows, steps, data = T.prune(rdata, rrows), rsteps, rdata
+        how = "shortest-path recovery schedule"
+        if partial is not None:
+            prow, held, h, pdata = partial
+            cand = T.prune(pdata, np.concatenate([prow, recover(pdata, held, h)]))
+            csteps = int(cand[:, 2].max()) if len(cand) else 0
+            if csteps < steps:
+                rows, steps, data = cand, csteps, pdata
+                how = f"incumbent at horizon {h} completed by shortest-path recovery"
+        sched = T.schedule_from_rows(data, rows)
+        return _outcome(sched, "feasible", sched.num_steps, min(proven_lb, sched.num_steps), stats,
+                        f"no horizon completed in time; {how}", extra)
     steps, sched = best
     status = "optimal" if steps <= proven_lb else "feasible"
     msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
