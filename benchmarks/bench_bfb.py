@@ -82,6 +82,8 @@ def test_finder_every_n():
         t = time.perf_counter()
         fronts[N] = finder.frontier(N, 4)
         slow.append((time.perf_counter() - t, N))
+        if N % 100 == 0:
+            print(f"\n  N <= {N}: {time.perf_counter() - t0:.1f} s", flush=True)
     wall = time.perf_counter() - t0
     picks = {}
     for M in (1e3, 1e9):
