@@ -62,6 +62,7 @@ from .producers import Options, Outcome, Producer, Unsupported
 INF = np.iinfo(np.int32).max
 PRIORITIES = ("random", "fifo", "lifo")
 MATCHINGS = ("maximum", "greedy")
+_STRICT = False  # True: a slow link idles rather than import a chunk its island has
 _TRACE = None  # set to a list to record the pool size per timestep (profiling)
 _RAND_BITS = 20
 _IDX_BITS = 31
@@ -248,6 +249,10 @@ def match(
     pool_p = np.zeros(0, np.int32)
     A_flat = A.reshape(-1)  # a view: writes to A show here
     unit = bool((delay == 1).all())
+    islands = None
+    strict_islands = _STRICT
+    if not unit:
+        islands = _islands(lk, A)
     track_birth = priority != "random"
 
     def last_ok(l_idx, k_idx):
@@ -319,6 +324,7 @@ def match(
             newly = old == INF
             remaining -= int(want[wd[newly], wc[newly]].sum())
             A[wd, wc] = arrive
+            _mark_islands(islands, wd, wc)
             pending_max = max(pending_max, int(arrive.max()))
             sends.extend(wl, wc, arrive)
             last_send_step = t
@@ -363,10 +369,21 @@ def match(
         while len(active):
             rounds += 1
             al, ac = pool_l[active], pool_c[active]
+            dom = None
+            if not unit:  # shorter-link-first across links: a slow link takes a chunk last if
+                # the island of faster links around its destination already has it
+                dom = _dominated(al, ac, lk, islands)
+                if strict_islands and dom.any():  # or never: it waits for a useful chunk
+                    active, al, ac = active[~dom], al[~dom], ac[~dom]
+                    dom = None
+                    if not len(active):
+                        break
             key = (rng.integers(0, 1 << _RAND_BITS, len(active), dtype=np.int64) << _IDX_BITS) | np.arange(
                 len(active), dtype=np.int64)
             if track_birth:
                 key |= _prio_column(pool_p[active].astype(np.int64), priority, t) << (_RAND_BITS + _IDX_BITS)
+            if dom is not None:
+                key |= dom.astype(np.int64) << 62
             best = np.full(L, np.iinfo(np.int64).max, dtype=np.int64)
             np.minimum.at(best, al, key)
             pick_links = np.flatnonzero(best != np.iinfo(np.int64).max)
@@ -459,8 +476,49 @@ def _max_matching(pl, pc, slots, ldst, want, single, C, rng):
     return row_link[inv_r[hit]], col_chunk[inv_c[m[hit]]]
 
 
+def _islands(lk: Links, A: np.ndarray) -> dict:
+    """Per delay class ``d`` above the smallest: the islands (weak components) of the links
+    faster than ``d``, and which island holds or awaits which chunk (``has[island, chunk]``)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    out = {}
+    dmin = int(lk.delay.min())
+    for d in np.unique(lk.delay).tolist():
+        if d == dmin:
+            continue
+        m = lk.delay < d
+        g = sp.csr_matrix((np.ones(int(m.sum())), (lk.src[m], lk.dst[m])), shape=(lk.size, lk.size))
+        n, label = connected_components(g, directed=True, connection="weak")
+        has = np.zeros((n, A.shape[1]), dtype=bool)
+        nodes, chunks = np.nonzero(A < INF)
+        has[label[nodes], chunks] = True
+        out[int(d)] = (label, has)
+    return out
+
+
+def _mark_islands(islands: dict | None, nodes: np.ndarray, chunks: np.ndarray) -> None:
+    if islands:
+        for label, has in islands.values():
+            has[label[nodes], chunks] = True
+
+
+def _dominated(al, ac, lk, islands) -> np.ndarray:
+    """Entries of slow links whose chunk the island of faster links around the destination
+    already holds or awaits: a faster link will bring it (TACOS §VI-B shorter-link-first,
+    extended from one destination to its fast neighbourhood, so slow inter-island links do not
+    import the same chunk twice)."""
+    dl = lk.delay[al]
+    out = np.zeros(len(al), dtype=bool)
+    for d, (label, has) in islands.items():
+        idx = np.flatnonzero(dl == d)
+        if len(idx):
+            out[idx] = has[label[lk.dst[al[idx]]], ac[idx]]
+    return out
+
+
 def _prio_column(born: np.ndarray, priority: str, t: int) -> np.ndarray:
-    cap = (1 << _PRIO_BITS) - 1
+    cap = (1 << (_PRIO_BITS - 1)) - 1  # the top bit marks dominated entries
     if priority == "random":
         return np.zeros(len(born), np.int64)
     if priority == "fifo":
