@@ -740,6 +740,7 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
     method = str(options.params.get("bfb_method", "lp"))
     if coll.kind == "allgather":
         s, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
+        ag = s
     elif coll.kind in ("reduce_scatter", "allreduce"):
         ag, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
         rs_ag, _ = expanded_allgather(topo, transpose=True, bfb_method=method, solver=options.solver)
@@ -749,14 +750,16 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
             info["note"] = "reduce-scatter = allgather on the transpose, reversed"
     else:
         raise Unsupported(f"expansions build allgather, reduce_scatter and allreduce, not {coll.kind}")
+    ag_only = s if coll.kind == "allgather" else ag
     s = replicate_chunks(s, coll.chunks_per_node)
-    priced = None
-    if coll.kind == "allgather" and coll.chunks_per_node == 1:
-        p = price_schedule(topo, s, None, coll.message_bytes)
-        priced = {"T_L": p.steps, "T_B": str(p.T_B)} if p.verified else None
     extra = dict(info)
-    if priced:
-        extra.update(priced)
+    p = price_schedule(topo, ag_only, None, coll.message_bytes)  # the allgather phase, one chunk per shard
+    if p.verified:
+        N, d = len(topo.npus), topo.out_degree_range[1]
+        extra.update(T_L=p.steps, T_B=str(p.T_B), bw_optimal=p.T_B == Fraction(N - 1, N),
+                     moore_optimal=p.steps == moore_bound(N, d))
+        if coll.kind == "allreduce":
+            extra["note"] = "T_L/T_B are the allgather phase's; the allreduce doubles both"
     return Outcome(s, "constructed", objective=float(s.num_steps), units="steps", extra=extra)
 
 
