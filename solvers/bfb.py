@@ -273,8 +273,37 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         from ..formulations import bfb_hetero
 
         _, _, x = bfb_lp.values(model)
-        num, den = bfb_lp.rationalize(data.pair_v, x)
-        out["tau"] = bfb_hetero.bound(model)
+        tau = bfb_hetero.bound(model)
+        data_h = data
+        # Appendix D.3: a link whose alpha alone sets tau although it carries nothing should not
+        # be paid for: drop it (if every source keeps a route) and solve again while tau improves
+        alpha = np.asarray(settings["alpha"][data.node], float)
+        bw = np.asarray(settings["bandwidth"][data.node], float)
+        for _ in range(len(data.neighbours)):
+            load = np.bincount(data_h.pair_w, weights=x, minlength=len(data.neighbours))
+            idle = np.flatnonzero((load < 1e-12) & (alpha >= tau * (1 - 1e-9)) & np.isin(np.arange(len(alpha)), data_h.pair_w))
+            if not len(idle):
+                break
+            keep = ~np.isin(data_h.pair_w, idle)
+            if len(np.unique(data_h.pair_v[keep])) < len(data.sources):
+                break
+            trial = StepLP(data.node, data.step, data.sources, data.neighbours, data.capacity,
+                           data_h.pair_v[keep], data_h.pair_w[keep])
+            m2 = bfb_hetero.build_step(trial, alpha, bw, settings["shard_bytes"])
+            r2 = backends.solve(m2, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
+                                threads=settings.get("threads", 1), seed=settings.get("seed", 0))
+            if not r2.has_solution or bfb_hetero.bound(m2) >= tau:
+                break
+            data_h, tau = trial, bfb_hetero.bound(m2)
+            _, _, x = bfb_lp.values(m2)
+        num, den = bfb_lp.rationalize(data_h.pair_v, x)
+        if data_h is not data:  # back to the full pair list (dropped pairs carry 0)
+            full = np.zeros(len(data.pair_v), np.int64)
+            pos = {(a, b): i for i, (a, b) in enumerate(zip(data.pair_v.tolist(), data.pair_w.tolist()))}
+            for a, b, val in zip(data_h.pair_v.tolist(), data_h.pair_w.tolist(), num.tolist()):
+                full[pos[(a, b)]] = val
+            num = full
+        out["tau"] = tau
     out.update(num=np.asarray(num, np.int64), den=int(den))
     return out
 

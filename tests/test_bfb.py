@@ -248,3 +248,22 @@ def test_rationalize_repairs_sums():
     num, den = bfb_lp.rationalize(group, x)
     assert num[:3].sum() == den and num[3:].sum() == den
     assert den == 6
+
+
+def test_hetero_drops_idle_high_latency_link():
+    # 2-cube; the link 1 -> 0 has a huge alpha: in step 2 node 0 must take source 3 via node 2
+    from dataclasses import replace
+
+    topo = build("hypercube", {"dim": 2}, bandwidth=1e9, alpha=1e-6)
+    g = topo.graph.copy()
+    for u, v, data in g.edges(data=True):
+        if (u, v) == (1, 0):
+            data["alpha"] = 1e-3
+    het = replace(topo, graph=g)
+    r = bfb.solve_bfb(het, method="hetero", message_bytes=4e3)
+    inst = make_instance(het, "allgather", message_bytes=4e3)
+    assert verify(r.schedule, inst) is None
+    step2 = [s for s in r.schedule.sends() if s.step == 2 and s.dst == 0]
+    assert step2 and all(s.src == 2 for s in step2)
+    assert r.extra["hetero_step_s"][1] < 1e-5  # step 2 does not pay the 1 ms latency
+    assert abs(cost.price(r.schedule, inst, "sync").extra["coupled_s"] - r.extra["hetero_time_s"]) < 1e-12
