@@ -69,9 +69,11 @@ def test_large_meshes_with_chunks_reach_bound(gen, dims, chunks):
 @pytest.mark.benchmark
 @pytest.mark.parametrize("gen,dims,chunks", [("torus", (10, 10), 2), ("torus", (7, 12), 3)])
 def test_large_tori_with_chunks_reach_bound(gen, dims, chunks):
+    # multi-chunk pipelining: "fifo" (a link's oldest candidate first) reaches the bound where
+    # the paper's uniform choice stays one timestep above (10x10, 2 chunks: 51 vs 50)
     inst = _grid(gen, dims, chunks)
     bound = greedy.lower_bound(inst)
-    assert _best_of(inst, 20, bound) == bound
+    assert _best_of(inst, 20, bound, priority="fifo") == bound
 
 
 def test_maximum_matching_beats_plain_greedy_on_3x3_torus():
