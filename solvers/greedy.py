@@ -21,7 +21,13 @@ Data structures are built for thousands of NPUs (design "Scale"):
   will get as early) the chunk are dropped lazily, once per timestep, in one vectorised pass.
 - Matching in rounds: per round every free link picks its best pool entry (one
   ``np.minimum.at`` over packed ``(priority, random, index)`` keys); conflicts on one
-  ``(destination, chunk)`` go to the shorter link, then at random; losers try again.
+  ``(destination, chunk)`` go to the shorter link, then at random; losers try again. Where
+  Hall's condition can fail (a free in-link with fewer candidates than its destination has
+  free in-slots) a maximum bipartite matching (Hopcroft-Karp) of those destinations' link
+  slots to requests runs first, so no link idles that could have carried a useful chunk
+  (``matching="greedy"`` keeps the paper's plain randomised matching).
+- Heterogeneous links: a slow link takes last the chunks that the island of faster links
+  around its destination already holds or awaits (shorter-link-first at island level).
 
 Chunks that no intermediate node wants (gather, scatter, all-to-all, collectives over a subset
 of the nodes) are *relayed*: ``u -> w`` may carry chunk ``c`` for a node that does not want
@@ -42,7 +48,6 @@ requests with chunk offsets), their combining parts first on the transpose.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -783,14 +788,12 @@ def _concurrent(instance: Instance, rng, cfg: dict, timestep: float | None, meta
     if comb:
         R = _combining(topo, comb, cb, rng, cfg, timestep)
         T_R = R.steps
-        pair = lk.lookup if hasattr(lk, "lookup") else None
         idx = topo.link_arrays.lookup(R.src, R.dst)
         for k in range(int(R.delay.max(initial=1))):
             m = R.delay > k
             for s in np.unique(R.step[m] - k).tolist():
                 b = busy.setdefault(int(s), np.zeros(len(lk), np.int64))
                 np.add.at(b, idx[m & (R.step - k == s)], 1)
-        del pair
         for i, c in enumerate(instance.collectives):
             if c.kind == "allreduce":
                 fwd.append(_Part(i, c.with_kind("allgather"), offs[i], ready=T_R))
