@@ -54,7 +54,8 @@ def count_bound(inst) -> int:
     """TEN timesteps needed by link counts (one chunk per link per step).
 
     A node receiving k chunks it lacks over d in-links needs ceil(k/d) steps; a node whose
-    contribution to k chunks must leave it (combining, except allreduce) needs ceil(k/d_out).
+    contribution to k chunks must leave it (reduce, reduce_scatter) needs ceil(k/d_out); an
+    allreduce node receives a piece of each of its k chunks: ceil(k/d).
     """
     topo = inst.topology
     best = 0
@@ -64,8 +65,8 @@ def count_bound(inst) -> int:
             k, deg = (post & ~pre).sum(axis=0), topo.in_degrees
         elif coll.kind != "allreduce":
             k, deg = (pre & ~post).sum(axis=0), topo.out_degrees
-        else:
-            continue
+        else:  # every chunk's result at v needs at least one piece from another node
+            k, deg = post.sum(axis=0), topo.in_degrees
         best = max([best] + [math.ceil(k[v] / deg[v]) for v in coll.nodes if k[v]])
     return best
 
@@ -96,6 +97,8 @@ def test_corpus_file_loads_and_expectations_are_consistent(path):
     bound = hop_bound(inst)
     if str(inst.expect.get("note", "")).startswith(TEN_UNITS):
         bound = max(bound, count_bound(inst))
+    if "upper_bound_steps" in inst.expect:
+        assert inst.expect["upper_bound_steps"] >= max(bound, inst.expect.get("lower_bound_steps", 0))
     if "optimal_steps" in inst.expect:
         assert inst.expect["optimal_steps"] >= bound
         assert inst.expect["optimal_steps"] >= inst.expect.get("lower_bound_steps", 0)
@@ -117,6 +120,8 @@ def test_mutated_expectations_are_caught():
     assert max(hop_bound(ring), count_bound(ring)) == 4  # diameter 4; 7 chunks over 2 in-links
     uni = load_instance(CORPUS / "ring8-uni-allgather.toml")
     assert count_bound(uni) == 7 and hop_bound(uni) == 7
+    failed = load_instance(CORPUS / "mesh4x4-failed-allreduce.toml")
+    assert count_bound(failed) == 14 and hop_bound(failed) == 6
     rs = load_instance(CORPUS / "petersen-line-reduce-scatter.toml")
     assert count_bound(rs) == 4 and hop_bound(rs) == 3
 
