@@ -105,7 +105,7 @@ def test_instance_summary(capsys):
     (coll,) = r["collectives"]
     assert coll["kind"] == "allreduce" and coll["nodes"] == 14 and coll["combining"] is True
     assert coll["chunk_bytes"] == pytest.approx(1048576 / 14)
-    assert r["expect"]["lower_bound_steps"] == 6
+    assert r["expect"]["lower_bound_steps"] == 14
 
 
 def test_concurrent_instance_summary(capsys):
