@@ -217,6 +217,8 @@ class Topology:
     ) -> "Topology":
         """The topology with these nodes and directed links removed; ids are kept.
 
+        The result is no longer vertex-transitive, so ``meta["cayley"]`` is dropped.
+
         Failing a link ``[u, v]`` removes every parallel ``u -> v`` link (only that direction).
         """
         nodes = frozenset(int(n) for n in nodes)
@@ -231,9 +233,11 @@ class Topology:
             while g.has_edge(u, v):
                 g.remove_edge(u, v)
         g.remove_nodes_from(nodes)
+        meta = {k: v for k, v in self.meta.items() if k != "cayley"} if (nodes or links) else self.meta
         return replace(
             self,
             graph=g,
+            meta=meta,
             failed_nodes=self.failed_nodes | nodes,
             failed_links=self.failed_links | links,
         )
