@@ -109,11 +109,11 @@ def test_hanging_and_crashing_jobs_are_recorded_and_the_batch_continues(tmp_path
     assert df.loc["ring", "verified"]
 
 
-def test_kill_minus_9_loses_and_duplicates_nothing(tmp_path):
+def test_kill_minus_9_loses_and_duplicates_nothing(tmp_path, plugin_env):
     pattern = write_instances(tmp_path / "inst")
     st = tmp_path / "store"
     cmd = [sys.executable, "-m", "collsynth.solvers.cli", "bench", "--no-progress", "--instances", pattern,
-           "--producers", PRODUCERS, "--jobs", "1", "--store", str(st)]
+           "--producers", "test-slow-ring,ring", "--jobs", "1", "--store", str(st)]
     planned = len(INSTANCES) * 2
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120

@@ -1,4 +1,4 @@
-"""Fault injection for the batch runner tests: producers that hang or crash their process.
+"""Fault injection for the batch runner tests: producers that hang, crash, or are slow.
 
 Loaded through the ``COLLSYNTH_PRODUCERS`` plug-in variable; they stand in for a solver that
 never returns and one that takes its process down (segfault-like exit), which the batch
@@ -20,7 +20,15 @@ def _crash(instance, options):
     os._exit(139)  # the process dies as on a segfault, writing nothing
 
 
+def _slow_ring(instance, options):
+    from collsynth.solvers.producers import get
+
+    time.sleep(1.0)  # a slow solver: keeps the batch busy long enough to be killed mid-way
+    return get("ring").run(instance, options)
+
+
 PRODUCERS = [
+    Producer("test-slow-ring", "test", _slow_ring, "the ring schedule, one second late"),
     Producer("test-hang", "test", _hang, "never returns"),
     Producer("test-crash", "test", _crash, "kills its own process"),
 ]
