@@ -56,6 +56,7 @@ from ..instances.instance import Instance
 from ..tens.schedule import Schedule, from_arrays, merge
 
 NAME = "ten-ilp"
+DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 OBJECTIVES = ("arrivals", "makespan")
 INF = 1 << 30
 

@@ -16,6 +16,7 @@ from . import ten_ilp
 from .ten_ilp import INF, NotSupported, prepare, reach
 
 NAME = "ten-ilp-nocongestion"
+DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 
 
 def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:

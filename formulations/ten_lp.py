@@ -20,6 +20,7 @@ from . import ten_ilp
 from .ten_ilp import NotSupported, lower_bound  # noqa: F401 - same combinatorial bound
 
 NAME = "ten-lp"
+DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 TOL = 1e-6
 
 

@@ -205,7 +205,11 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     form_params.setdefault("objective", "arrivals")
     lb = _lower_bound(formulation, instance, form_params)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
-    hi = rsteps if max_horizon is None else min(int(max_horizon), rsteps)
+    recovery_ok = recovery_valid(formulation)
+    if recovery_ok:
+        hi = rsteps if max_horizon is None else min(int(max_horizon), rsteps)
+    else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
+        hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps, lb)
     hi = max(hi, lb)
     use_session = bool(persistent) and backends.canonical(options.solver) in ("highs", "gurobi")
     session = backends.Session(options.solver) if use_session else None
@@ -267,6 +271,9 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
             h += 1
     extra = {"horizons": tried, "lower_bound": lb, "recovery_steps": rsteps,
              "persistent": bool(session is not None and session.persistent)}
+    if best is None and not recovery_ok:
+        return _outcome(None, "no-solution", None, proven_lb, stats,
+                        f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
     if best is None:
         # nothing complete in time: the last incumbent plus shortest-path recovery (early
         # termination), or the pure recovery schedule if that is shorter; both always valid
@@ -464,10 +471,23 @@ def _compact(data: T.TenData, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def recovery_valid(formulation) -> bool:
+    """Whether shortest-path recovery sends obey the formulation's rules (``RECOVERY_VALID``,
+    default True). A formulation that adds rules to the TEN ILP (e.g. one-port nodes) sets it
+    False: horizon search then searches past the recovery length and never falls back to it,
+    and the drivers built on recovery (early-stop, time-cluster) refuse it."""
+    return bool(getattr(formulation, "RECOVERY_VALID", True))
+
+
 def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
     """Dispatch to a driver by name (default: horizon search)."""
     drv, form = split_params(dict(options.params))
     name = driver or "horizon"
+    if name in ("early-stop", "time-cluster") and not recovery_valid(formulation):
+        from .producers import Unsupported
+
+        raise Unsupported(f"{name} completes schedules by shortest-path recovery, which "
+                          f"{getattr(formulation, 'NAME', 'this formulation')} does not allow; use --driver horizon")
     if name == "horizon":
         return horizon_search(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("binary", "persistent", "max_horizon")}, **form)
     if name == "early-stop":

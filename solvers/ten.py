@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
+from ..formulations import registry, ten_ilp, ten_lp
 from ..tens.schedule import concat
 from . import backends, drivers
 from .producers import Options, Outcome, Producer, Unsupported
@@ -124,14 +124,27 @@ def _lp_run(instance, options: Options) -> Outcome:
                    version, None, msg, extra)
 
 
-PRODUCERS = [
-    Producer("ten-ilp", "formulation", _with_driver(ten_ilp),
-             "TACOS ILP on the time-expanded network (exact with the horizon driver)",
-             uses_solver=True, drivers=drivers.DRIVERS),
-    Producer("ten-lp", "formulation", _lp_run,
-             "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps",
-             uses_solver=True, drivers=("horizon",)),
-    Producer("ten-ilp-nocongestion", "formulation", _with_driver(ten_ilp_nocongestion),
-             "TEN ILP without link capacity (TACCL-like baseline), priced with congestion",
-             uses_solver=True, drivers=drivers.DRIVERS),
-]
+SUMMARIES = {
+    "ten-ilp": "TACOS ILP on the time-expanded network (exact with the horizon driver)",
+    "ten-lp": "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps",
+    "ten-ilp-nocongestion": "TEN ILP without link capacity (TACCL-like baseline), priced with congestion",
+}
+
+
+def ten_producers() -> list[Producer]:
+    """A producer for every formulation module with ``DRIVER_FAMILY = "ten"`` (found by the
+    registry of :mod:`collsynth.formulations`, so a new module needs no change here)."""
+    out = []
+    for name, module in sorted(registry().items()):
+        if getattr(module, "DRIVER_FAMILY", None) != "ten":
+            continue
+        summary = SUMMARIES.get(name) or (module.__doc__ or name).strip().splitlines()[0]
+        if name == "ten-lp":
+            out.append(Producer(name, "formulation", _lp_run, summary, uses_solver=True, drivers=("horizon",)))
+        else:
+            out.append(Producer(name, "formulation", _with_driver(module), summary,
+                                uses_solver=True, drivers=drivers.DRIVERS))
+    return out
+
+
+PRODUCERS = ten_producers()

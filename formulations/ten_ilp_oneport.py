@@ -1,0 +1,50 @@
+"""TACOS ILP with one-port nodes: a node sends at most one chunk in any timestep.
+
+The TEN ILP of :mod:`collsynth.formulations.ten_ilp` (seed 001 section V-A) lets a node drive
+all of its out-links at once (the multi-port model of TACOS and BFB). Many analyses (seed 004's
+alpha-beta lecture, the single-port variants of seed 002) assume one port per node instead;
+this module adds that constraint and nothing else, and is the worked example of README's
+"Adding a formulation": one file, registered by ``NAME``, turned into a producer with the
+TEN drivers by ``DRIVER_FAMILY = "ten"``, with no change anywhere else.
+
+>>> from collsynth.instances.generators import build as topo
+>>> from collsynth.instances.instance import make_instance
+>>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=3)
+>>> m.ineq_one_port.doc
+'a node sends at most one chunk in any timestep (one port)'
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pe
+
+from . import ten_ilp
+
+NAME = "ten-ilp-oneport"
+DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
+RECOVERY_VALID = False  # multi-port shortest-path recovery would break the one-port rule
+lower_bound = ten_ilp.lower_bound
+extract = ten_ilp.extract
+bound = ten_ilp.bound
+
+
+def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
+    """The TEN ILP plus ``ineq_one_port``: the chunks leaving a node in a timestep sum to <= 1.
+
+    A send arriving at ``t`` over a link whose delay is ``k`` timesteps occupies its source's
+    port in timesteps ``t-k+1 .. t``.
+    """
+    model = ten_ilp.build(instance, horizon, state, **params)
+    data = model._ten
+    leaving: dict[tuple[int, int], list] = {}
+    for c, l, t in model.SENT:
+        k = int(data.delay[data.group[c], l])
+        for tau in range(t - k + 1, t + 1):
+            leaving.setdefault((int(data.src[l]), tau), []).append((c, l, t))
+    # CONSTRAINTS
+    model.ineq_one_port = pe.Constraint(
+        sorted(k for k, v in leaving.items() if len(v) > 1),
+        rule=lambda m, n, tau: sum(m.sent[i] for i in leaving[(n, tau)]) <= 1,
+        doc="a node sends at most one chunk in any timestep (one port)",
+    )
+    return model
