@@ -114,3 +114,13 @@ def test_missing_solver_gives_skipped_row(tmp_path, capsys):
     if available("cbc")[0]:
         pytest.skip("cbc is installed here")
     assert row["status"] == "skipped" and row["message"] == "skipped: cbc not installed"
+
+
+def test_unsupported_producer_is_a_one_line_error_exit_2(capsys):
+    from collsynth.instances import CORPUS
+    from collsynth.solvers.cli import main
+
+    code = main(["solve", str(CORPUS / "ring5-gather.toml"), "--producer", "swing-bw", "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: ") and "ring5-gather.toml" in err[0] and "does not support" in err[0]

@@ -108,6 +108,8 @@ def solve(args: argparse.Namespace) -> dict:
         threads=args.threads, seed=args.seed, starts=args.starts, params=parse_params(args.param),
     )
     row, schedule = run(instance, args.producer, options)
+    if row["status"] == "skipped" and str(row.get("message", "")).startswith("unsupported: "):
+        raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
     if args.out and schedule is not None:
         write_json(schedule, args.out)
         row["out"] = args.out
