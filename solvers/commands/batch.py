@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--store", default="results/store")
     t.add_argument("--out", default="results/tables")
     t.add_argument("--plots", default="results/plots")
+    t.add_argument("--seed-tables", action="store_true",
+                   help="also regenerate the seeds' analytic tables (OpTree Table I, BFB Tables 4-5, Swing Table 2)")
     t.set_defaults(func=tables)
 
     d = sub.add_parser("draw", help="draw a schedule on its TEN, or its per-step link loads")
@@ -111,8 +113,26 @@ def tables(args) -> dict:
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
     df = store.load(args.store)
     written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
+    if args.seed_tables:
+        for name, table in seed_tables():
+            written += render.write_table(table, Path(args.out), name)
     return {"runs": len(df), "written": [str(p) for p in written],
             "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
+
+
+def seed_tables():
+    """The seeds' tables that need no batch run, computed by their producers' modules:
+    OpTree Table I (seed 003), BFB Tables 4 and 5 (seed 000 section 5.4, via the finder),
+    Swing Table 2 deficiencies measured on tori D = 1..4 (seed 002)."""
+    import pandas as pd
+
+    from ..closed_form import deficiency, optical
+    from .. import finder
+
+    yield "seed_optree_table1", pd.DataFrame(optical.optree_table(1024, 64))
+    yield "seed_bfb_table4", finder.table_pareto(1024, 4)
+    yield "seed_bfb_table5", finder.table_small(range(5, 13), 4)
+    yield "seed_swing_table2", deficiency.deficiency_table()
 
 
 def draw(args) -> dict:
