@@ -48,28 +48,10 @@ def _split(text: str | None) -> list[str]:
     return [s for s in (text or "").replace(" ", "").split(",") if s]
 
 
-def parse_params(pairs: list[str]) -> dict:
-    """``k=v`` strings to a dict (ints, floats and booleans converted)."""
-    out = {}
-    for item in pairs:
-        if "=" not in item:
-            raise InputError("--param", f"expected K=V, got {item!r}")
-        k, v = item.split("=", 1)
-        for conv in (int, float):
-            try:
-                v = conv(v)
-                break
-            except ValueError:
-                pass
-        else:
-            v = {"true": True, "false": False}.get(str(v).lower(), v)
-        out[k] = v
-    return out
-
-
 def bench(args) -> dict:
     """Plan and run a batch; every finished job is committed to the store at once."""
     from .. import batch
+    from .solve import parse_params
 
     spec = batch.suites().get(args.suite, {}) if args.suite else {}
     producers = _split(args.producers) or list(spec.get("producers", []))
