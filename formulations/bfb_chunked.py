@@ -25,7 +25,7 @@ import pyomo.environ as pe
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from ..tens.schedule import Schedule, from_arrays
-from .bfb_lp import StepLP, step_data
+from .bfb_lp import StepLP, step_data, step_sets
 
 NAME = "bfb-chunked"
 
@@ -46,13 +46,8 @@ def build_step(data: StepLP, chunks: int, relax: bool = False) -> pe.ConcreteMod
     """The Pyomo model of IP (12) (or its LP relaxation) for one :class:`StepLP`."""
     K = int(chunks)
     m = pe.ConcreteModel(name=f"bfb-chunked u={data.node} t={data.step} K={K}")
-    src = data.sources.tolist()
-    nb = data.neighbours.tolist()
-    pairs = [(src[i], nb[k]) for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())]
     # SETS
-    m.SOURCES = pe.Set(initialize=src, ordered=True, doc="sources v with dist(v -> u) = t")
-    m.NEIGHBOURS = pe.Set(initialize=nb, ordered=True, doc="in-neighbours w of u")
-    m.PAIRS = pe.Set(dimen=2, initialize=pairs, ordered=True, doc="(v, w) with dist(v -> w) = t - 1")
+    nb, by_v, by_w = step_sets(m, data)
     # PARAMETERS
     m.K = pe.Param(initialize=K, doc="chunks per shard")
     m.capacity = pe.Param(m.NEIGHBOURS, initialize=dict(zip(nb, data.capacity.tolist())), doc="parallel links w -> u")
@@ -61,11 +56,6 @@ def build_step(data: StepLP, chunks: int, relax: bool = False) -> pe.ConcreteMod
                  doc="chunks of v's shard that w forwards to u")
     m.U = pe.Var(domain=pe.NonNegativeReals, doc="largest load of one link into u (chunks)")
     # CONSTRAINTS
-    by_v: dict[int, list] = {v: [] for v in src}
-    by_w: dict[int, list] = {w: [] for w in nb}
-    for v, w in pairs:
-        by_v[v].append((v, w))
-        by_w[w].append((v, w))
     m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.y[p] for p in by_v[v]) == m.K,
                                doc="u receives all K chunks of v's shard")
     m.ineq_link_load = pe.Constraint(

@@ -24,7 +24,7 @@ import pyomo.environ as pe
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from ..tens.schedule import Schedule
-from .bfb_lp import StepLP, pieces_schedule, rationalize, step_data, values
+from .bfb_lp import StepLP, pieces_schedule, rationalize, step_data, step_sets, values
 
 NAME = "bfb-hetero"
 
@@ -45,13 +45,8 @@ def build(instance: Instance | Topology, horizon: int | None = None, state: Any 
 def build_step(data: StepLP, alpha, bandwidth, shard_bytes: float) -> pe.ConcreteModel:
     """The Pyomo model of LP (13) for one :class:`StepLP`; ``alpha``/``bandwidth`` per neighbour."""
     m = pe.ConcreteModel(name=f"bfb-hetero u={data.node} t={data.step}")
-    src = data.sources.tolist()
-    nb = data.neighbours.tolist()
-    pairs = [(src[i], nb[k]) for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())]
     # SETS
-    m.SOURCES = pe.Set(initialize=src, ordered=True, doc="sources v with dist(v -> u) = t")
-    m.NEIGHBOURS = pe.Set(initialize=nb, ordered=True, doc="in-neighbours w of u")
-    m.PAIRS = pe.Set(dimen=2, initialize=pairs, ordered=True, doc="(v, w) with dist(v -> w) = t - 1")
+    nb, by_v, by_w = step_sets(m, data)
     # PARAMETERS
     m.alpha = pe.Param(m.NEIGHBOURS, initialize=dict(zip(nb, np.asarray(alpha, float).tolist())), doc="latency of w -> u (s)")
     m.bandwidth = pe.Param(m.NEIGHBOURS, initialize=dict(zip(nb, np.asarray(bandwidth, float).tolist())),
@@ -61,11 +56,6 @@ def build_step(data: StepLP, alpha, bandwidth, shard_bytes: float) -> pe.Concret
     m.x = pe.Var(m.PAIRS, domain=pe.NonNegativeReals, bounds=(0, 1), doc="share of v's shard that w forwards to u")
     m.tau = pe.Var(domain=pe.NonNegativeReals, doc="step time of u's slowest in-link (s)")
     # CONSTRAINTS
-    by_v: dict[int, list] = {v: [] for v in src}
-    by_w: dict[int, list] = {w: [] for w in nb}
-    for v, w in pairs:
-        by_v[v].append((v, w))
-        by_w[w].append((v, w))
     m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.x[p] for p in by_v[v]) == 1,
                                doc="u receives all of v's shard")
     scale = 1e6  # seconds -> microseconds keeps the LP well scaled

@@ -97,16 +97,30 @@ def build(instance: Instance | Topology, horizon: int | None = None, state: Any 
     return build_step(data)
 
 
-def build_step(data: StepLP) -> pe.ConcreteModel:
-    """The Pyomo model of one :class:`StepLP`."""
-    m = pe.ConcreteModel(name=f"bfb-lp u={data.node} t={data.step}")
+def step_sets(m: pe.ConcreteModel, data: StepLP) -> tuple[list, dict, dict]:
+    """Declare the SETS shared by the BFB step models (LP (3), IP (12), LP (13)) on ``m``:
+    ``SOURCES`` (v with dist(v -> u) = t), ``NEIGHBOURS`` (in-neighbours w of u) and ``PAIRS``
+    (v, w) with dist(v -> w) = t - 1. Returns the neighbour list and the pairs grouped by
+    source and by neighbour (for the share and link-load rows)."""
     src = data.sources.tolist()
     nb = data.neighbours.tolist()
     pairs = [(src[i], nb[k]) for i, k in zip(data.pair_v.tolist(), data.pair_w.tolist())]
-    # SETS
     m.SOURCES = pe.Set(initialize=src, ordered=True, doc="sources v with dist(v -> u) = t")
     m.NEIGHBOURS = pe.Set(initialize=nb, ordered=True, doc="in-neighbours w of u")
     m.PAIRS = pe.Set(dimen=2, initialize=pairs, ordered=True, doc="(v, w) with dist(v -> w) = t - 1")
+    by_v: dict[int, list] = {v: [] for v in src}
+    by_w: dict[int, list] = {w: [] for w in nb}
+    for v, w in pairs:
+        by_v[v].append((v, w))
+        by_w[w].append((v, w))
+    return nb, by_v, by_w
+
+
+def build_step(data: StepLP) -> pe.ConcreteModel:
+    """The Pyomo model of one :class:`StepLP`."""
+    m = pe.ConcreteModel(name=f"bfb-lp u={data.node} t={data.step}")
+    # SETS
+    nb, by_v, by_w = step_sets(m, data)
     # PARAMETERS
     m.capacity = pe.Param(m.NEIGHBOURS, initialize=dict(zip(nb, data.capacity.tolist())),
                           doc="parallel links w -> u")
@@ -115,11 +129,6 @@ def build_step(data: StepLP) -> pe.ConcreteModel:
                  doc="share of v's shard that w forwards to u in step t")
     m.U = pe.Var(domain=pe.NonNegativeReals, doc="largest load of one link into u (shards)")
     # CONSTRAINTS
-    by_v: dict[int, list] = {v: [] for v in src}
-    by_w: dict[int, list] = {w: [] for w in nb}
-    for v, w in pairs:
-        by_v[v].append((v, w))
-        by_w[w].append((v, w))
     m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.x[p] for p in by_v[v]) == 1,
                                doc="u receives all of v's shard")
     m.ineq_link_load = pe.Constraint(

@@ -209,6 +209,25 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
     return earliest, latest
 
 
+def _distance(instance: Instance, state=None, timestep: float | None = None):
+    """(TEN data, needed pairs, delay-weighted distance from the nearest holder to the farthest
+    node that needs a chunk); 0 when nothing is needed."""
+    data = prepare(instance, 1, state, timestep)
+    earliest, _ = reach(data)
+    need = data.post & ~data.pre
+    if not need.any():
+        return data, need, 0
+    far = int(earliest[need].max())
+    if far >= INF:
+        raise NotSupported("some required chunk cannot reach its destination")
+    return data, need, far
+
+
+def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """Delay-weighted distance from the nearest holder to the farthest node needing a chunk."""
+    return _distance(instance, state, timestep)[2]
+
+
 def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
     """A lower bound on the TEN timesteps any schedule needs (from ``state`` if given).
 
@@ -218,14 +237,9 @@ def lower_bound(instance: Instance, state=None, timestep: float | None = None) -
     needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
     timestep; seed 000 section 3 for the bandwidth argument).
     """
-    data = prepare(instance, 1, state, timestep)
-    earliest, _ = reach(data)
-    need = data.post & ~data.pre
+    data, need, far = _distance(instance, state, timestep)
     if not need.any():
         return 0
-    far = int(earliest[need].max())
-    if far >= INF:
-        raise NotSupported("some required chunk cannot reach its destination")
     R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
     best = far
     for n in np.flatnonzero(R):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pyomo.environ as pe
 
 from . import ten_ilp
-from .ten_ilp import INF, NotSupported, prepare, reach
+
 
 NAME = "ten-ilp-nocongestion"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
@@ -36,13 +36,6 @@ def bound(model):
 
 
 def lower_bound(instance, state=None, timestep=None) -> int:
-    """Delay-weighted distance from the nearest holder to the farthest needing node."""
-    data = prepare(instance, 1, state, timestep)
-    earliest, _ = reach(data)
-    need = data.post & ~data.pre
-    if not need.any():
-        return 0
-    far = int(earliest[need].max())
-    if far >= INF:
-        raise NotSupported("some required chunk cannot reach its destination")
-    return far
+    """Delay-weighted distance from the nearest holder to the farthest needing node (without
+    link capacity, throughput gives no bound)."""
+    return ten_ilp.distance_bound(instance, state, timestep)
