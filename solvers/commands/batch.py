@@ -119,16 +119,12 @@ def seed_tables():
 
 def draw(args) -> dict:
     """Verify the schedule, then draw it (TEN picture for small schedules, else a heatmap)."""
-    from ...instances import load_instance
     from ...results import figures
-    from ...tens import verify
-    from ...tens.schedule import read_json
+    from .schedules import load_verified
 
-    inst = load_instance(args.instance)
-    sched = read_json(args.schedule)
-    violation = verify.verify(sched, inst)
-    if violation is not None:
-        return {"verified": False, "violation": str(violation), "exit": 1}
+    sched, inst, refusal = load_verified(args, "draw")
+    if refusal:
+        return refusal
     kind = args.kind
     if kind == "auto":
         kind = "ten" if len(sched) <= 400 and len(inst.topology.nodes) <= 32 else "heatmap"

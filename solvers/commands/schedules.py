@@ -54,6 +54,18 @@ def _load(args) -> tuple:
     return schedule, instance
 
 
+def load_verified(args, verb: str, **fields) -> tuple:
+    """The schedule and instance of ``args``, and ``None`` if the schedule verifies, else the
+    command's refusal (exit 1, the first violation): nothing unverified is priced, exported
+    or drawn."""
+    schedule, instance = _load(args)
+    v = verify_schedule(schedule, instance)
+    if v is None:
+        return schedule, instance, None
+    return schedule, instance, {**fields, "verified": False, "violation": _violation(v), "exit": 1,
+                                "text": f"refusing to {verb} an unverified schedule: {v}"}
+
+
 def _violation(v) -> dict:
     out = {"step": v.step, "reason": v.reason, "index": v.index}
     if v.send is not None:
@@ -74,11 +86,9 @@ def verify(args) -> dict:
 
 def price(args) -> dict:
     """``collsynth price``: the cost of a verified schedule under ``--model``."""
-    schedule, instance = _load(args)
-    v = verify_schedule(schedule, instance)
-    if v is not None:
-        return {"model": args.model, "verified": False, "violation": _violation(v), "exit": 1,
-                "text": f"refusing to price an unverified schedule: {v}"}
+    schedule, instance, refusal = load_verified(args, "price", model=args.model)
+    if refusal:
+        return refusal
     c = cost.price(schedule, instance, args.model, timestep=args.timestep)
     bounds = cost.lower_bounds(instance)
     out = {"model": c.model, "verified": True, **{k: val for k, val in c.as_dict().items() if k != "model"}}
@@ -91,11 +101,9 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
-    schedule, instance = _load(args)
-    v = verify_schedule(schedule, instance)
-    if v is not None:
-        return {"format": args.format, "verified": False, "violation": _violation(v), "exit": 1,
-                "text": f"refusing to export an unverified schedule: {v}"}
+    schedule, instance, refusal = load_verified(args, "export", format=args.format)
+    if refusal:
+        return refusal
     if args.format == "msccl-xml":
         content = export.to_msccl_xml(schedule, instance, name=args.name, proto=args.proto)
     else:
