@@ -9,6 +9,7 @@ byte for byte; timing tables are written separately.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -62,14 +63,46 @@ def optimality(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().sort_values("instance").reset_index(drop=True)
 
 
+def _extra_field(df: pd.DataFrame, key: str) -> pd.Series:
+    """``extra[key]`` of every run (NaN where the run's extra JSON lacks it)."""
+    def get(text):
+        if not isinstance(text, str) or not text:
+            return np.nan
+        try:
+            val = json.loads(text).get(key)
+        except (ValueError, AttributeError):
+            return np.nan
+        return np.nan if val is None else float(val)
+
+    if "extra" not in df.columns:
+        return pd.Series(np.nan, index=df.index)
+    return df["extra"].map(get).astype(float)
+
+
+def lp_bounds(df: pd.DataFrame) -> pd.Series:
+    """Per instance: the TEN LP lower bound on timesteps (TACOS V-A relaxation), the largest
+    one any run proved — a ``ten-lp`` run's bound, or the ``lp_bound`` a TEN ILP run records
+    beside its own result. NaN where no run computed it."""
+    per_run = _extra_field(df, "lp_bound")
+    is_lp = df["producer"].astype(str) == "ten-lp"
+    if "bound" in df.columns:
+        lp_rows = pd.to_numeric(df["bound"], errors="coerce").where(is_lp & df["status"].isin(["optimal", "feasible"]))
+        per_run = pd.concat([per_run, lp_rows], axis=1).max(axis=1)
+    return per_run.groupby(df["instance"]).max()
+
+
 def steps_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per instance: the step lower bound and each method's fewest steps (TACOS-table style)."""
+    """Per instance: the step lower bound, the TEN LP bound (timesteps; TACOS V-A relaxation,
+    when a run computed it) and each method's fewest steps (TACOS-table style)."""
     ok = df[df["verified"]].copy()
     if ok.empty:
         return pd.DataFrame(columns=["instance", "lower_bound_steps"])
     ok["method"] = method(ok)
     steps = ok.groupby(["instance", "method"])["steps"].min().unstack("method")
     out = pd.DataFrame({"lower_bound_steps": df.groupby("instance")["lower_bound_steps"].max().reindex(steps.index)})
+    lp = lp_bounds(df).reindex(steps.index)
+    if lp.notna().any():
+        out["lp_bound_timesteps"] = lp
     for m in sorted(steps.columns):
         out[m] = steps[m]
     return out.reset_index().sort_values("instance").reset_index(drop=True)
@@ -77,11 +110,13 @@ def steps_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def solver_status(df: pd.DataFrame) -> pd.DataFrame:
     """Solver comparison, deterministic part: status, objective, bound and gap per instance
-    for every producer that uses a solver, one column group per solver."""
+    for every producer that uses a solver, with the instance's TEN LP bound (:func:`lp_bounds`)
+    beside every row."""
     sol = df[df["solver"].fillna("") != ""].copy()
+    cols = ["instance", "producer", "driver", "solver", "status", "objective", "bound", "lp_bound", "gap"]
     if sol.empty:
-        return pd.DataFrame(columns=["instance", "producer", "driver", "solver", "status", "objective", "bound", "gap"])
-    cols = ["instance", "producer", "driver", "solver", "status", "objective", "bound", "gap"]
+        return pd.DataFrame(columns=cols)
+    sol["lp_bound"] = sol["instance"].map(lp_bounds(df))
     return sol[cols].sort_values(cols[:4]).reset_index(drop=True)
 
 

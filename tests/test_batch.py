@@ -189,3 +189,26 @@ def test_who_wins_scales_stored_prices_by_message_size():
     })
     table = render.who_wins(df, sizes=(64, 1 << 20))
     assert table.iloc[0]["M=64B"].startswith("lat") and table.iloc[0]["M=1MiB"].startswith("bw")
+
+
+def test_lp_bound_sits_beside_every_solver_row():
+    # instance x: a ten-lp run proved 5, an ILP run recorded lp_bound 6 (the larger counts);
+    # instance y: only an ILP run without an LP bound (column stays empty)
+    df = pd.DataFrame({
+        "instance": ["x", "x", "y"], "producer": ["ten-lp", "ten-ilp", "ten-ilp"],
+        "solver": ["highs"] * 3, "driver": ["", "horizon", "horizon"], "seed": [0, 0, 0],
+        "status": ["optimal", "optimal", "feasible"], "verified": [True, True, True],
+        "objective": [5.0, 7.0, 9.0], "bound": [5.0, 7.0, 8.0], "gap": [0.0, 0.0, 0.1],
+        "steps": [5, 7, 9], "lower_bound_steps": [4, 4, 6],
+        "extra": ['{"lp_bound": null}', '{"lp_bound": 6}', '{"horizons": []}'],
+    })
+    status = render.solver_status(df).set_index(["instance", "producer"])
+    assert status.loc[("x", "ten-ilp"), "lp_bound"] == 6.0
+    assert status.loc[("x", "ten-lp"), "lp_bound"] == 6.0
+    assert pd.isna(status.loc[("y", "ten-ilp"), "lp_bound"])
+    steps = render.steps_table(df).set_index("instance")
+    assert steps.loc["x", "lp_bound_timesteps"] == 6.0 and pd.isna(steps.loc["y", "lp_bound_timesteps"])
+    # a failed ten-lp run proves nothing
+    df.loc[0, "status"] = "error"
+    df.loc[1, "extra"] = "{}"
+    assert render.lp_bounds(df).isna().all()
