@@ -1,4 +1,4 @@
-"""TEN LP: the fractional relaxation of the TACOS ILP (seed 001 V-A), a polynomial lower bound.
+"""TEN LP: the fractional relaxation of the TACOS ILP (seed 001 V-A): a bound and a fractional schedule.
 
 Same model as :mod:`.ten_ilp` with ``hold`` and ``sent`` continuous in [0, 1]. Any schedule
 that delivers everything in ``T`` timesteps is a feasible point of the LP at horizon ``T``
@@ -6,28 +6,105 @@ with the full arrivals objective, so if the LP optimum at ``T`` falls short of t
 postcondition pairs, no schedule fits in ``T`` timesteps: :func:`bound` returns ``T + 1``, else
 ``T``. The smallest ``T`` whose LP delivers everything (found by
 :func:`collsynth.solvers.ten` from the combinatorial lower bound upward) is the LP lower bound
-reported beside every ILP. The LP's sends are fractional flows, not pieces with positions
-(two halves sent from one holder may be the same half), so :func:`extract` gives a schedule
-only when the LP solution is integral; :func:`fractional` lists the flows.
+reported beside every ILP.
+
+The LP's sends are amounts, not pieces with positions (two halves sent from one holder may be
+the same half), so :func:`walk` turns them into real pieces: every chunk is cut into ``D``
+equal atoms (``D`` the common denominator of the snapped amounts), timesteps are walked in
+order, and a send of ``a`` atoms from ``s`` to ``d`` takes atoms ``s`` held when the send
+started that ``d`` does not have, preferring atoms no later supplier of ``d`` holds, then the
+atoms held by the fewest nodes so far (so the two directions of a bidirectional ring carry
+different halves). Contiguous atom runs become pieces ``[lo/D, hi/D)``. Pairs the walk leaves
+short are completed either by :func:`repair` (earliest-arrival paths through the capacity the
+LP left idle, from timestep 1) or, by the caller, with whole-chunk shortest-path recovery
+after the horizon (``drivers.recover`` rows handed to :func:`extend`, which trims them to the
+atoms each destination lacks). :func:`to_schedule` gives the user's schedule (combining
+collectives reversed from their dual on the transpose, concurrent collectives merged).
+:func:`polish` re-aims a complete LP at little, early traffic, which makes the walk lose
+much less; ``cuts=True`` (default) adds valid cumulative-send inequalities that stop the LP
+from sending one held fraction over a link several times.
+
+>>> from collsynth.instances.generators import build as topo
+>>> from collsynth.instances.instance import make_instance
+>>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=2)
+>>> m.ineq_cumulative_send.doc
+'a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k total at most the holding of u at t-k'
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
 import numpy as np
 import pyomo.environ as pe
 
+from ..tens.schedule import Schedule, from_arrays, merge
 from . import ten_ilp
-from .ten_ilp import NotSupported, lower_bound  # noqa: F401 - same combinatorial bound
+from .ten_ilp import NotSupported, TenData, lower_bound  # noqa: F401 - same combinatorial bound
 
 NAME = "ten-lp"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 TOL = 1e-6
+MAX_DENOMINATOR = 64  # an LP amount is snapped to the nearest fraction with at most this denominator
+MAX_ATOMS = 1024  # cap on the common denominator (amounts are floored to it beyond)
+_NEVER = np.iinfo(np.int64).max
 
 
-def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
-    """The LP relaxation of :func:`collsynth.formulations.ten_ilp.build` (same parameters)."""
+def build(instance, horizon: int, state=None, *, cuts: bool = True, **params) -> pe.ConcreteModel:
+    """The LP relaxation of :func:`collsynth.formulations.ten_ilp.build` (same parameters).
+
+    ``cuts=True`` adds ``ineq_cumulative_send``: the amount of a chunk sent over ``u -> v`` by
+    timestep ``t``, plus what came back over ``v -> u`` by ``t-k``, is at most what ``u`` held at
+    ``t-k``. Every integral solution obeys it (a chunk arrives at a node at most once, so it
+    crosses a pair at most once, never in both directions, and holdings persist), so the LP
+    stays a relaxation and its bound stays valid; without it the LP may send one held third
+    three times over one link, or bounce a half to a neighbour and back, and count it whole.
+    """
     params.pop("relax", None)
-    return ten_ilp.build(instance, horizon, state, relax=True, **params)
+    m = ten_ilp.build(instance, horizon, state, relax=True, **params)
+    if cuts:
+        _add_cuts(m)
+    return m
+
+
+def _add_cuts(m: pe.ConcreteModel) -> None:
+    data: TenData = m._ten
+    times: dict[tuple[int, int], list[int]] = {}
+    for c, l, t in m.SENT:
+        times.setdefault((c, l), []).append(t)
+    for ts in times.values():
+        ts.sort()
+    pair_of = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
+    back = {l: pair_of.get((int(data.dst[l]), int(data.src[l]))) for l in range(len(data.src))}
+    rows = []
+    for (c, l), ts in times.items():
+        k = int(data.delay[data.group[c], l])
+        s = int(data.src[l])
+        if data.pre[c, s]:
+            continue
+        rb = back[l]
+        rts = times.get((c, rb), []) if rb is not None else []
+        for t in ts:
+            if (c, s, t - k) not in m.hold:
+                continue
+            if len(ts) > 1 or any(u <= t - k for u in rts):
+                rows.append((c, l, t))
+
+    def _cum(m, c, l, t):
+        k = int(data.delay[data.group[c], l])
+        out = sum(m.sent[c, l, u] for u in times[(c, l)] if u <= t)
+        rb = back[l]
+        if rb is not None:
+            out += sum(m.sent[c, rb, u] for u in times.get((c, rb), ()) if u <= t - k)
+        return out <= m.hold[c, int(data.src[l]), t - k]
+
+    m.CUT = pe.Set(initialize=sorted(rows), dimen=3, doc="(chunk, link pair, arrival) with a cumulative-send cut")
+    m.ineq_cumulative_send = pe.Constraint(
+        m.CUT, rule=_cum,
+        doc="a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k "
+            "total at most the holding of u at t-k")
 
 
 def integral(model) -> bool:
@@ -38,13 +115,6 @@ def integral(model) -> bool:
             if min(abs(x), abs(1 - x)) > TOL:
                 return False
     return True
-
-
-def extract(model):
-    """The schedule of an integral LP solution (a fractional one raises NotSupported)."""
-    if not integral(model):
-        raise NotSupported("the LP solution is fractional: it bounds, it does not schedule")
-    return ten_ilp.extract(model)
 
 
 def fractional(model) -> list[tuple[int, int, int, int, float]]:
@@ -74,4 +144,389 @@ def complete(model) -> bool:
     return bound(model) == model._ten.horizon
 
 
-__all__ = ["NAME", "build", "extract", "bound", "fractional", "integral", "complete", "lower_bound"]
+def polish(model) -> pe.ConcreteModel:
+    """Turn a complete LP into "deliver everything with little, early traffic" (in place).
+
+    Adds ``ineq_deliver_all`` (the postcondition pairs held at the horizon total what
+    :func:`complete` requires) and replaces the arrivals objective by ``early_traffic``:
+    minimise ``sum (1 + t / (T + 1)) * sent[c, l, t]``. The horizon and the bound are
+    unchanged; the re-solved LP has no flows that wander without purpose and delivers early,
+    which is what :func:`walk` needs to turn amounts into pieces that arrive whole.
+    """
+    data: TenData = model._ten
+    T = data.horizon
+    total = len(model._pairs)
+    if any((c, n, T) not in model.hold and not data.pre[c, n] for c, n in model._pairs):
+        raise NotSupported(f"some postcondition pair cannot arrive by the horizon {T}: nothing to polish")
+    for obj in list(model.component_data_objects(pe.Objective, active=True)):
+        obj.deactivate()
+    held = sum(model.hold[c, n, T] for c, n in model._pairs if (c, n, T) in model.hold)
+    model.ineq_deliver_all = pe.Constraint(
+        expr=held + sum(1 for c, n in model._pairs if data.pre[c, n]) >= total - 1e-6 * max(1, total),
+        doc="every postcondition pair is held (fractionally) at the horizon")
+    model.early_traffic = pe.Objective(
+        expr=sum((1 + t / (T + 1)) * v for (c, l, t), v in model.sent.items()) + 0, sense=pe.minimize,
+        doc="little and early traffic among complete LP solutions")
+    return model
+
+
+# ---- from amounts to pieces ----------------------------------------------------------------
+
+@dataclass
+class Walk:
+    """Atom-level sends in the model's direction (the dual for combining collectives).
+
+    Send ``i`` moves atoms ``atoms[i]`` (sorted indices in ``0..denom-1``) of chunk ``chunk[i]``
+    over link pair ``pair[i]``, arriving at the end of timestep ``step[i]``. ``held[c, n]``:
+    node ``n`` holds every atom of chunk ``c`` after the last send; ``arrival[(c, n)]`` is when
+    each atom reached ``n`` (``_NEVER`` if not; pairs never touched and not held at the start
+    are absent); ``fractional_sends`` counts the sends of fewer than ``denom`` atoms.
+    """
+
+    data: TenData
+    denom: int
+    chunk: list = field(default_factory=list)
+    pair: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    atoms: list = field(default_factory=list)
+    held: np.ndarray = None
+    arrival: dict = field(default_factory=dict, repr=False)
+    horizon: int = 0
+
+    @property
+    def fractional_sends(self) -> int:
+        return sum(1 for a in self.atoms if len(a) < self.denom)
+
+    @property
+    def steps(self) -> int:
+        return max(self.step, default=0)
+
+
+def amounts(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS):
+    """The LP's sends as exact atom counts: ``(rows (chunk, pair, arrival), atoms, D)``.
+
+    When every loaded ``sent`` value is within 1e-6 of a fraction with denominator at most
+    ``max_denominator`` and the lcm ``D`` of those denominators is at most ``max_atoms``, the
+    counts are exact (``x * D``). Otherwise ``D = max_atoms`` and the amounts arriving at each
+    (chunk, node) are apportioned by largest remainders, so their total stays
+    ``round(D * sum)`` (a node the LP fills whole gets exactly ``D`` atoms offered).
+    Zero counts are dropped; rows are sorted by (arrival, chunk, pair).
+    """
+    data = model._ten
+    rows, xs = [], []
+    for idx, v in model.sent.items():
+        x = v.value
+        if x is not None and x > TOL:
+            rows.append(idx)
+            xs.append(min(float(x), 1.0))
+    fr = [Fraction(x).limit_denominator(max_denominator) for x in xs]
+    D = 1
+    exact = all(abs(float(f) - x) <= TOL for f, x in zip(fr, xs))
+    for f in fr if exact else ():
+        D = D * f.denominator // math.gcd(D, f.denominator)
+        if D > max_atoms:
+            exact = False
+            break
+    r = np.array(rows, np.int64).reshape(-1, 3)
+    if exact:
+        counts = np.array([f.numerator * D // f.denominator for f in fr], np.int64)
+    else:
+        D = int(max_atoms)
+        scaled = np.array(xs, float) * D
+        counts = np.floor(scaled + 1e-9).astype(np.int64)
+        rem = scaled - counts
+        dst = data.dst[r[:, 1]] if len(r) else np.zeros(0, np.int64)
+        key = r[:, 0] * data.pre.shape[1] + dst if len(r) else dst
+        order = np.lexsort((-rem, key))  # per destination pair, largest remainder first
+        ks = key[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], len(ks)]
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            idx = order[a:b]
+            extra = int(round(scaled[idx].sum())) - int(counts[idx].sum())
+            if extra > 0:
+                counts[idx[:extra]] += 1
+    keep = counts > 0
+    r, counts = r[keep], counts[keep]
+    order = np.lexsort((r[:, 1], r[:, 0], r[:, 2])) if len(r) else np.zeros(0, np.int64)
+    return r[order], counts[order], int(D)
+
+
+def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS) -> Walk:
+    """Pieces realising the solved LP's amounts (see the module doc; seed 001 V-A relaxed).
+
+    Timesteps are walked in order. A send arriving at ``t`` over a pair of delay ``k`` may use
+    the atoms its source held at the end of ``t-k``; it takes, of those the destination has
+    not received, the ones held by the fewest nodes so far (ties: lowest atom index), never
+    more than the LP amount nor than the pair's free capacity over timesteps ``t-k+1..t``
+    (``capacity * D`` atoms each). Sends to nodes that neither need nor forward their atoms
+    are trimmed afterwards. ``Walk.held`` says which (chunk, node) pairs ended whole.
+    """
+    data: TenData = model._ten
+    rows, counts, D = amounts(model, max_denominator, max_atoms)
+    C, S = data.pre.shape
+    w = Walk(data, D, horizon=data.horizon)
+    cover = np.repeat(data.pre.sum(axis=1, dtype=np.int64)[:, None], D, axis=1)
+    zeros = np.zeros(D, np.int64)
+    used: dict[tuple[int, int], int] = {}
+    # later suppliers of each (chunk, destination): the sources of its sends, by arrival order
+    suppliers: dict[tuple[int, int], list] = {}
+    for i, (c, l, t) in enumerate(rows.tolist()):
+        suppliers.setdefault((c, int(data.dst[l])), []).append((i, int(data.src[l])))
+    for i, ((c, l, t), a) in enumerate(zip(rows.tolist(), counts.tolist())):
+        s, d = int(data.src[l]), int(data.dst[l])
+        if data.pre[c, d]:
+            continue
+        src_arr = zeros if data.pre[c, s] else w.arrival.get((c, s))
+        if src_arr is None:
+            continue
+        dst_arr = w.arrival.get((c, d))
+        if dst_arr is None:
+            dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
+        k = int(data.delay[data.group[c], l])
+        useful = np.flatnonzero((src_arr <= t - k) & (dst_arr == _NEVER))
+        span = range(t - k + 1, t + 1)
+        free = int(data.capacity[l]) * D - max(used.get((l, tau), 0) for tau in span)
+        n = min(a, len(useful), free)
+        if n <= 0:
+            continue
+        # prefer atoms no later supplier of d holds yet, then the rarest ones
+        score = cover[c, useful].astype(np.int64)
+        others = {u for j, u in suppliers[(c, d)] if j > i and u != s}
+        if others:
+            owned = np.zeros(len(useful), np.int64)
+            for u in others:
+                arr = zeros if data.pre[c, u] else w.arrival.get((c, u))
+                if arr is not None:
+                    owned += arr[useful] != _NEVER
+            score = owned * (S + 1) + score
+        pick = np.sort(useful[np.argsort(score, kind="stable")[:n]])
+        dst_arr[pick] = t
+        cover[c, pick] += 1
+        for tau in span:
+            used[(l, tau)] = used.get((l, tau), 0) + n
+        w.chunk.append(c)
+        w.pair.append(l)
+        w.step.append(t)
+        w.atoms.append(pick)
+    _trim(w)
+    w.held = _held(w)
+    return w
+
+
+def _held(w: Walk) -> np.ndarray:
+    held = w.data.pre.copy()
+    for (c, n), arr in w.arrival.items():
+        if (arr != _NEVER).all():
+            held[c, n] = True
+    return held
+
+
+def _trim(w: Walk) -> None:
+    """Drop atoms sent to a node that neither needs the chunk nor forwards those atoms
+    (repeated to a fixed point; the atom-level version of :func:`ten_ilp.prune`)."""
+    data = w.data
+    while True:
+        fwd: dict[tuple[int, int], set] = {}
+        for c, l, a in zip(w.chunk, w.pair, w.atoms):
+            fwd.setdefault((c, int(data.src[l])), set()).update(a.tolist())
+        changed = False
+        keep = []
+        for i, (c, l, a) in enumerate(zip(w.chunk, w.pair, w.atoms)):
+            d = int(data.dst[l])
+            if not data.post[c, d]:
+                f = fwd.get((c, d), set())
+                ok = np.array([x in f for x in a.tolist()], bool)
+                if not ok.all():
+                    changed = True
+                    w.arrival[(c, d)][a[~ok]] = _NEVER
+                    a = a[ok]
+                    w.atoms[i] = a
+            if len(a):
+                keep.append(i)
+        if len(keep) < len(w.chunk):
+            for name in ("chunk", "pair", "step", "atoms"):
+                col = getattr(w, name)
+                setattr(w, name, [col[i] for i in keep])
+        if not changed:
+            return
+
+
+def extend(w: Walk, rows: np.ndarray) -> Walk:
+    """Add whole-chunk sends ``(chunk, pair, arrival)`` (e.g. shortest-path recovery after the
+    horizon), each trimmed to the atoms its destination does not hold by then, so no atom
+    arrives twice at a node (which a reversed, combining schedule would count twice)."""
+    data = w.data
+    rows = np.asarray(rows, np.int64).reshape(-1, 3)
+    allatoms = np.arange(w.denom)
+    for c, l, t in rows[np.argsort(rows[:, 2], kind="stable")].tolist():
+        d = int(data.dst[l])
+        if data.pre[c, d]:
+            continue
+        arr = w.arrival.get((c, d))
+        if arr is None:
+            arr = w.arrival[(c, d)] = np.full(w.denom, _NEVER, np.int64)
+        pick = allatoms[arr > t]
+        if not len(pick):
+            continue
+        arr[pick] = t
+        w.chunk.append(c)
+        w.pair.append(l)
+        w.step.append(t)
+        w.atoms.append(pick)
+    w.held = _held(w)
+    return w
+
+
+def repair(w: Walk) -> Walk:
+    """Complete every pair the walk left short, using free link capacity from timestep 1 on.
+
+    For each short (chunk, node) pair (in chunk, node order), the missing atoms ``M`` travel
+    as one group along an earliest-arrival path of the TEN (a time-dependent Dijkstra: a node
+    is labelled with the timestep by which it holds all of ``M``; a hop over a pair of delay
+    ``k`` starts at the first timestep after that whose ``k`` timesteps have room for the atoms
+    its destination lacks). Hops carry only the atoms their destination lacks, so no atom
+    reaches a node twice. Unlike shortest-path recovery after the horizon this reuses
+    capacity the LP left idle inside the horizon; without a path it leaves the pair short.
+    """
+    import heapq
+
+    data = w.data
+    C, S = data.pre.shape
+    D = w.denom
+    used: dict[tuple[int, int], int] = {}
+    for c, l, t, a in zip(w.chunk, w.pair, w.step, w.atoms):
+        k = int(data.delay[data.group[c], l])
+        for tau in range(t - k + 1, t + 1):
+            used[(l, tau)] = used.get((l, tau), 0) + len(a)
+    out_pairs = [np.flatnonzero(data.src == u) for u in range(S)]
+    zeros = np.zeros(D, np.int64)
+    for c, n in zip(*np.nonzero(data.post & ~_held(w))):
+        c, n = int(c), int(n)
+        g = int(data.group[c])
+        arr_n = w.arrival.get((c, n))
+        M = np.arange(D) if arr_n is None else np.flatnonzero(arr_n == _NEVER)
+        if not len(M):
+            continue
+
+        def have(v):
+            return zeros if data.pre[c, v] else w.arrival.get((c, v))
+
+        label = {}
+        heap = []
+        for v in range(S):
+            arr = have(v)
+            if arr is not None and (arr[M] != _NEVER).all():
+                label[v] = int(arr[M].max())
+                heap.append((label[v], v))
+        heapq.heapify(heap)
+        prev: dict[int, tuple[int, int, int]] = {}
+        done = set()
+        while heap:
+            tv, u = heapq.heappop(heap)
+            if u in done or tv > label.get(u, _NEVER):
+                continue
+            done.add(u)
+            if u == n:
+                break
+            for l in out_pairs[u].tolist():
+                v = int(data.dst[l])
+                if v in done:
+                    continue
+                arr = have(v)
+                lack = M if arr is None else M[arr[M] == _NEVER]
+                if not len(lack):
+                    continue
+                k = int(data.delay[g, l])
+                room = int(data.capacity[l]) * D - len(lack)
+                s = tv + 1
+                while any(used.get((l, tau), 0) > room for tau in range(s, s + k)):
+                    s += 1
+                a = s + k - 1
+                heldM = M if arr is None else M[arr[M] != _NEVER]
+                lab = max(a, int(arr[heldM].max()) if arr is not None and len(heldM) else 0)
+                if lab < label.get(v, _NEVER):
+                    label[v] = lab
+                    prev[v] = (u, l, a)
+                    heapq.heappush(heap, (lab, v))
+        if n not in prev:
+            continue
+        path = []
+        v = n
+        while v in prev:
+            u, l, a = prev[v]
+            path.append((l, a, v))
+            v = u
+        for l, a, v in reversed(path):
+            arr = w.arrival.get((c, v))
+            if arr is None:
+                arr = w.arrival[(c, v)] = np.full(D, _NEVER, np.int64)
+            pick = M[arr[M] == _NEVER]
+            arr[pick] = a
+            k = int(data.delay[g, l])
+            for tau in range(a - k + 1, a + 1):
+                used[(l, tau)] = used.get((l, tau), 0) + len(pick)
+            w.chunk.append(c)
+            w.pair.append(l)
+            w.step.append(a)
+            w.atoms.append(pick)
+    w.held = _held(w)
+    return w
+
+
+def _runs(atoms: np.ndarray) -> list[tuple[int, int]]:
+    """Contiguous runs ``[lo, hi)`` of sorted atom indices."""
+    if not len(atoms):
+        return []
+    cut = np.flatnonzero(np.diff(atoms) != 1) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [len(atoms)]])
+    return [(int(atoms[a]), int(atoms[b - 1]) + 1) for a, b in zip(starts, ends)]
+
+
+def to_schedule(w: Walk) -> Schedule:
+    """The user's schedule of a walk: pieces ``[lo/D, hi/D)``; combining collectives reversed
+    from the dual on the transpose (a send's occupancy ``[t-k+1, t]`` mirrors to
+    ``[T+1-t, T+k-t]``, as :func:`ten_ilp.schedule_from_rows`), concurrent ones merged."""
+    data = w.data
+    c, l, t, lo, hi = [], [], [], [], []
+    for ci, li, ti, a in zip(w.chunk, w.pair, w.step, w.atoms):
+        for a0, a1 in _runs(a):
+            c.append(ci)
+            l.append(li)
+            t.append(ti)
+            lo.append(a0)
+            hi.append(a1)
+    c, l, t = (np.asarray(x, np.int64) for x in (c, l, t))
+    lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+    src, dst = data.src[l], data.dst[l]
+    if data.reversed and len(t):
+        k = data.delay[data.group[c], l]
+        T = int(t.max())
+        src, dst, t = dst, src, T + k - t
+    g = np.gcd.reduce(np.concatenate([lo, hi, [w.denom]])) if len(lo) else w.denom
+    denom = w.denom // g
+    lo, hi = lo // g, hi // g
+    inst = data.original
+    parts = []
+    for grp, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
+        sel = data.group[c] == grp
+        parts.append(from_arrays(
+            coll.kind, inst.topology.size, coll.num_chunks,
+            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel], lo=lo[sel], hi=hi[sel],
+            denom=denom, meta={"producer": NAME, "timestep_s": data.timestep},
+        ))
+    if len(parts) == 1:
+        return parts[0]
+    return merge(parts, inst.chunk_offsets)
+
+
+def extract(model) -> Schedule:
+    """The fractional schedule of a solved, complete LP: :func:`walk`, :func:`repair` of the
+    pairs it leaves short, :func:`to_schedule` (it delivers everything whenever the topology
+    connects every holder to every node that needs a chunk)."""
+    return to_schedule(repair(walk(model)))
+
+
+__all__ = ["NAME", "build", "extract", "bound", "fractional", "integral", "complete", "lower_bound",
+           "polish", "Walk", "amounts", "walk", "repair", "extend", "to_schedule"]

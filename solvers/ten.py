@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from .. import InputError
 from ..formulations import registry, ten_ilp, ten_lp
 from ..tens.schedule import concat
 from . import backends, drivers
@@ -44,84 +45,316 @@ def _checked(fn):
         raise Unsupported(str(e)) from None
 
 
+def _capacity_blind(formulation, form: dict) -> bool:
+    """Whether the formulation's timesteps ignore link capacity (then the congested LP bound,
+    which bounds every capacity-respecting schedule, says nothing about its horizon)."""
+    cap = form.get("capacity", True)
+    return getattr(formulation, "NAME", "") == "ten-ilp-nocongestion" or cap is False or str(cap).lower() in ("false", "0", "no")
+
+
+def _lp_beside(instance, formulation, options: Options, form: dict, outcome: Outcome, budget: float | None) -> Outcome:
+    """Compute the TEN LP bound for one (non-allreduce) run and fold it into its outcome.
+
+    The congested LP (:func:`lp_search`, the real ``ten_lp`` whatever the formulation) bounds
+    every schedule that respects link capacity, so for such formulations the outcome's bound
+    becomes ``max(driver bound, LP bound)`` (status ``optimal`` when the schedule meets it) and
+    the search stops below the schedule's length (at that length the LP is complete). For a
+    capacity-blind formulation (no-congestion) it is only recorded. ``extra["lp_bound"]`` is
+    None, with ``lp_bound_note`` saying why, when it did not finish within ``budget`` seconds.
+    """
+    blind = _capacity_blind(formulation, form)
+    lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts")}
+    t0 = time.perf_counter()
+    try:
+        lb = ten_lp.lower_bound(instance, timestep=lp_form.get("timestep"))
+        rsteps = drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
+    except ten_ilp.NotSupported as e:
+        outcome.extra["lp_bound"] = None
+        outcome.extra["lp_bound_note"] = f"not computed: {e}"
+        return outcome
+    steps = None if outcome.schedule is None else outcome.schedule.num_steps
+    known = steps if (steps is not None and not blind) else None
+    s = lp_search(instance, _lp_solver(options.solver), lp_form, lb, max(rsteps, lb),
+                  time_limit=budget, known=known, threads=options.threads, seed=options.seed)
+    outcome.extra["lp_bound"] = s["bound"]
+    outcome.extra["lp_bound_s"] = round(time.perf_counter() - t0, 4)
+    outcome.extra["lp_bound_horizons"] = [x["horizon"] for x in s["horizons"]]
+    if s["bound"] is None:
+        outcome.extra["lp_bound_note"] = f"not finished: {s['message']}" + (
+            f" (budget {budget:.3g} s)" if budget is not None else "")
+        return outcome
+    if blind:
+        outcome.extra["lp_bound_note"] = ("the congested LP bound; this formulation ignores link capacity, "
+                                          "so it does not bound its timesteps")
+        return outcome
+    b = float(s["bound"])
+    if outcome.bound is None or b > outcome.bound:
+        if steps is not None:
+            b = min(b, float(steps))
+        outcome.bound = b
+        if outcome.objective is not None and outcome.objective > 0:
+            outcome.gap = max(0.0, (outcome.objective - b) / outcome.objective)
+        if steps is not None and outcome.status == "feasible" and steps <= b:
+            outcome.status = "optimal"
+            outcome.message = f"{outcome.message}; optimal: meets the TEN LP bound {s['bound']}".lstrip("; ")
+    return outcome
+
+
 def _with_driver(formulation):
     def run(instance, options: Options) -> Outcome:
+        params = dict(options.params)
+        want_lp = _flag(params, "lp_bound", True)
+        params.pop("polish", None)
+        options = replace(options, params=params)
+        budget = None if options.time_limit is None else 0.2 * options.time_limit
+        drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
+        form = drivers.split_params(params)[1]
         phases = _checked(lambda: _phases(instance))
         if phases is None:
-            return _checked(lambda: drivers.run(options.driver, instance, formulation, options))
+            o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
+            if want_lp:
+                o = _lp_beside(instance, formulation, options, form, o, budget)
+            return o
         outs = []
         t0 = time.perf_counter()
         for name, sub in phases:
-            left = None if options.time_limit is None else max(1.0, options.time_limit - (time.perf_counter() - t0))
-            o = _checked(lambda: drivers.run(options.driver, sub, formulation, replace(options, time_limit=left)))
+            left = None if drive.time_limit is None else max(1.0, drive.time_limit - (time.perf_counter() - t0))
+            o = _checked(lambda: drivers.run(drive.driver, sub, formulation, replace(drive, time_limit=left)))
             if o.schedule is None:
                 o.message = f"{name} phase: {o.message}"
                 return o
             outs.append(o)
+        if want_lp:
+            for (name, sub), o in zip(phases, outs):
+                _lp_beside(sub, formulation, options, form, o, None if budget is None else budget / 2)
         rs, ag = outs
         sched = concat(rs.schedule, ag.schedule, "allreduce")
         steps = sched.num_steps
         bound = max(rs.bound or 0, ag.bound or 0)
+        extra = {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}}
+        if want_lp:
+            lps = [rs.extra.get("lp_bound"), ag.extra.get("lp_bound")]
+            extra["lp_bound"] = None if None in lps else max(lps)
+            if extra["lp_bound"] is None:
+                extra["lp_bound_note"] = "a phase's LP bound did not finish"
+        status = "optimal" if steps <= bound else "feasible"
         return Outcome(
-            sched, "feasible", float(steps), float(bound), (steps - bound) / steps if steps else 0.0,
+            sched, status, float(steps), float(bound), (steps - bound) / steps if steps else 0.0,
             "timesteps", rs.build_s + ag.build_s, rs.solve_s + ag.solve_s, rs.solver, rs.version, None,
             f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
             "the decomposition is not proven optimal for allreduce",
-            {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}},
+            extra,
         )
 
     return run
 
 
-def _lp_run(instance, options: Options) -> Outcome:
-    """Smallest horizon whose LP relaxation delivers everything: a lower bound on timesteps.
+# ---- the LP: bound search, fractional schedule -------------------------------------------
 
-    Allreduce: the larger of its reduce_scatter and allgather LP bounds (an allreduce schedule
-    contains both a reduce_scatter and an allgather, so each bound holds); no schedule.
+LP_PARAMS = ("lp_bound", "polish")  # ours, popped before drivers / formulations see them
+
+
+def _flag(params: dict, name: str, default: bool = True) -> bool:
+    """A true/false ``--param`` (JSON true/false, 1/0, or the strings)."""
+    v = params.pop(name, default)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
+        return v.strip().lower() in ("true", "yes", "1")
+    raise InputError(f"--param {name}", f"expected true or false, got {v!r}")
+
+
+def _lp_solver(solver: str) -> str:
+    """The backend for LP solves: the run's solver, except CP-SAT (pure-integer only) -> HiGHS."""
+    return "highs" if backends.canonical(solver) == "cpsat" else solver
+
+
+def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit: float | None = None,
+              known: int | None = None, binary: bool = False, threads: int = 1, seed: int = 0) -> dict:
+    """The TEN LP lower bound: the smallest horizon in ``[lo, hi]`` whose LP delivers everything.
+
+    LP completeness is monotone in the horizon, so the search is linear from ``lo`` (the
+    combinatorial bound) or binary (``binary=True``). ``known``: a horizon at which the LP is
+    known to be complete (a capacity-respecting schedule of that length exists), never
+    solved. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
+    "version", "message"}``; ``bound`` is None when the search did not finish (time limit,
+    solver trouble), and ``model`` is the solved complete LP at ``bound`` (None when the
+    bound came from ``known`` or ``lo == known``).
+    """
+    t0 = time.perf_counter()
+    out = {"bound": None, "model": None, "horizons": [], "build_s": 0.0, "solve_s": 0.0,
+           "solver": backends.canonical(solver), "version": "", "message": ""}
+    top = hi if known is None else min(hi, known)
+    lo = max(int(lo), 1)
+
+    def left():
+        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+
+    def attempt(h):
+        """(True/False: the LP at h is complete / proven incomplete, or None: undecided; model)."""
+        if known is not None and h >= known:
+            return True, None
+        rem = left()
+        if rem is not None and rem <= 0:
+            out["message"] = f"time limit reached before the LP at horizon {h}"
+            return None, None
+        tb = time.perf_counter()
+        model = _checked(lambda: ten_lp.build(instance, h, **form))
+        out["build_s"] += time.perf_counter() - tb
+        rem = left()
+        if rem is not None and rem <= 0:
+            out["message"] = f"time limit reached while building the LP at horizon {h}"
+            return None, None
+        res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
+        out["solve_s"] += res.solve_s
+        out["version"] = res.version or out["version"]
+        out["solver"] = res.solver or out["solver"]
+        if res.status != "optimal":
+            out["message"] = res.message or f"LP at horizon {h}: {res.status}"
+            out["horizons"].append({"horizon": h, "status": res.status})
+            return None, None
+        ok = ten_lp.complete(model)
+        out["horizons"].append({"horizon": h, "status": res.status, "objective": res.objective, "complete": ok})
+        return ok, (model if ok else None)
+
+    best = None  # (horizon, model)
+    if binary:
+        a, b = lo, top
+        while a <= b:
+            mid = (a + b) // 2
+            ok, model = attempt(mid)
+            if ok is None:
+                return out
+            if ok:
+                best, b = (mid, model), mid - 1
+            else:
+                a = mid + 1
+    else:
+        for h in range(lo, top + 1):
+            ok, model = attempt(h)
+            if ok is None:
+                return out
+            if ok:
+                best = (h, model)
+                break
+    if best is None:
+        out["message"] = f"the LP delivers everything at no horizon up to {top}"
+        return out
+    out["bound"], out["model"] = best
+    return out
+
+
+def _lp_run(instance, options: Options) -> Outcome:
+    """The TEN LP (``ten-lp``): its lower bound on timesteps and a verified fractional schedule.
+
+    The bound is the smallest horizon whose LP relaxation (seed 001 V-A relaxed, with the
+    cumulative-send cuts of :func:`collsynth.formulations.ten_lp.build`) delivers everything,
+    searched from the combinatorial bound upward (``--param binary=true``: binary search up to
+    the recovery schedule's length). The LP at that horizon is re-solved for little, early
+    traffic (``--param polish=false`` skips it), its amounts become pieces
+    (:func:`~collsynth.formulations.ten_lp.walk`), and the pairs the walk leaves short are
+    completed two ways — :func:`~collsynth.formulations.ten_lp.repair` through idle capacity
+    and whole-chunk shortest-path recovery after the horizon (:func:`drivers.recover`) — of
+    which the shorter schedule is kept (never longer than the pure recovery schedule).
+    Status ``optimal`` when the schedule meets the LP bound, else ``feasible``.
+
+    Allreduce: reduce_scatter then allgather, each as above, concatenated; the bound is the
+    larger phase bound (an allreduce schedule contains both a reduce_scatter and an
+    allgather), so the decomposition is rarely proven optimal.
     """
     phases = _checked(lambda: _phases(instance))
     if phases is not None:
-        outs = [_lp_run(sub, options) for _, sub in phases]
-        for o in outs:
-            if o.status != "optimal":
-                return o
-        b = max(o.bound for o in outs)
-        return Outcome(None, "optimal", None, b, None, "timesteps", sum(o.build_s for o in outs),
-                       sum(o.solve_s for o in outs), outs[0].solver, outs[0].version, None,
-                       f"LP lower bound: max of reduce_scatter ({outs[0].bound:g}) and allgather ({outs[1].bound:g})",
-                       {"phases": [o.extra for o in outs]})
-    drv, form = drivers.split_params(dict(options.params))
+        return _lp_allreduce(instance, phases, options)
+    params = dict(options.params)
+    params.pop("lp_bound", None)
+    do_polish = _flag(params, "polish", True)
+    drv, form = drivers.split_params(params)
     form.pop("objective", None)
     t0 = time.perf_counter()
+    solver = _lp_solver(options.solver)
     lb = _checked(lambda: ten_lp.lower_bound(instance, timestep=form.get("timestep")))
-    hi = drivers.recovery_schedule(instance, form.get("timestep"))[2]
-    build_s = solve_s = 0.0
-    version, tried = "", []
-    h = max(lb, 1)
-    model = res = None
-    while h <= max(hi, lb):
+    rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
+    if rsteps == 0:  # nothing to deliver
+        return Outcome(ten_ilp.schedule_from_rows(rdata, rrows), "optimal", 0.0, 0.0, 0.0, "timesteps",
+                       message="nothing to deliver", extra={"lp_bound": 0})
+    s = lp_search(instance, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
+                  binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
+    extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
+    if s["bound"] is None or s["model"] is None:
+        proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
+        return Outcome(None, "no-solution", None, float(proven), None, "timesteps", s["build_s"], s["solve_s"],
+                       s["solver"], s["version"], None, s["message"] or "no LP bound", extra)
+    h, model = s["bound"], s["model"]
+    build_s, solve_s = s["build_s"], s["solve_s"]
+    polished = False
+    if do_polish:
         tb = time.perf_counter()
-        model = _checked(lambda: ten_lp.build(instance, h, **form))
+        ten_lp.polish(model)
         build_s += time.perf_counter() - tb
         left = None if options.time_limit is None else max(0.5, options.time_limit - (time.perf_counter() - t0))
-        res = backends.solve(model, options.solver, time_limit=left, threads=options.threads, seed=options.seed)
+        res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
         solve_s += res.solve_s
-        version = res.version or version
-        if res.status != "optimal":
-            return Outcome(None, res.status, None, float(h), None, "timesteps", build_s, solve_s, res.solver,
-                           version, None, res.message or f"LP at horizon {h}: {res.status}", {"horizons": tried})
-        tried.append({"horizon": h, "objective": res.objective})
-        if ten_lp.complete(model):
-            break
-        h += 1
-    sched = ten_lp.extract(model) if ten_lp.integral(model) else None
-    msg = ("LP lower bound; the LP solution is integral, so it is also a schedule" if sched is not None
-           else "LP lower bound only: the LP solution is fractional (no schedule)")
-    extra = {"horizons": tried, "combinatorial_bound": lb}
-    if sched is None:
-        extra["flows"] = len(ten_lp.fractional(model))
-    return Outcome(sched, "optimal", float(h), float(h), 0.0, "timesteps", build_s, solve_s, res.solver,
-                   version, None, msg, extra)
+        polished = res.status == "optimal" and ten_lp.complete(model)
+        if not polished:  # back to the plain complete LP
+            model = ten_lp.build(instance, h, **form)
+            res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
+            solve_s += res.solve_s
+            if res.status != "optimal" or not ten_lp.complete(model):
+                extra["polish"] = "failed"
+                return Outcome(None, "no-solution", None, float(h), None, "timesteps", build_s, solve_s,
+                               s["solver"], s["version"], None, f"LP at horizon {h} could not be re-solved", extra)
+    first = ten_lp.walk(model)
+    data = first.data
+    short = int((data.post & ~first.held).sum())
+    cands = []
+    w = ten_lp.repair(first)
+    if not (data.post & ~w.held).any():
+        cands.append(("repair", ten_lp.to_schedule(w), w))
+    w2 = ten_lp.walk(model)
+    w2 = ten_lp.extend(w2, drivers.recover(data, w2.held, h))
+    cands.append(("recovery", ten_lp.to_schedule(w2), w2))
+    how, sched, w = min(cands, key=lambda x: (x[1].num_steps, len(x[1])))
+    if sched.num_steps > rsteps:
+        how, sched, w = "recovery-only", ten_ilp.schedule_from_rows(rdata, ten_ilp.prune(rdata, rrows)), None
+    steps = sched.num_steps
+    extra.update({
+        "recovered_pairs": short, "completion": how, "denominator": int(sched.denom),
+        "lp_denominator": int(first.denom),
+        "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()), "polished": polished,
+    })
+    status = "optimal" if steps <= h else "feasible"
+    msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
+           else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
+    return Outcome(sched, status, float(steps), float(h), (steps - h) / steps if steps else 0.0, "timesteps",
+                   build_s, solve_s, s["solver"], s["version"], None, msg, extra)
+
+
+def _lp_allreduce(instance, phases, options: Options) -> Outcome:
+    """Allreduce for ``ten-lp``: both phases, schedules concatenated, the larger bound."""
+    outs = []
+    t0 = time.perf_counter()
+    for name, sub in phases:
+        left = None if options.time_limit is None else max(1.0, options.time_limit - (time.perf_counter() - t0))
+        o = _lp_run(sub, replace(options, time_limit=left))
+        if o.schedule is None:
+            o.message = f"{name} phase: {o.message}"
+            return o
+        outs.append(o)
+    rs, ag = outs
+    sched = concat(rs.schedule, ag.schedule, "allreduce")
+    steps = sched.num_steps
+    b = max(rs.bound, ag.bound)
+    status = "optimal" if steps <= b else "feasible"
+    return Outcome(sched, status, float(steps), float(b), (steps - b) / steps if steps else 0.0, "timesteps",
+                   rs.build_s + ag.build_s, rs.solve_s + ag.solve_s, rs.solver, rs.version, None,
+                   f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "
+                   f"reduce_scatter ({rs.objective:g}) + allgather ({ag.objective:g})",
+                   {"lp_bound": int(b), "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
+                    "denominator": int(sched.denom),
+                    "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
+                    "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)})
 
 
 SUMMARIES = {
