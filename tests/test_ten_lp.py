@@ -1,0 +1,288 @@
+"""TEN LP (TACOS V-A relaxed): its bound, its fractional schedule, and the bound beside every ILP."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
+from collsynth.instances.generators import build as topo
+from collsynth.instances.instance import load_instance, make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.solvers import backends as B
+from collsynth.solvers import drivers, pipeline
+from collsynth.solvers.cli import main
+from collsynth.solvers.producers import Options
+from collsynth.tens import verify
+from collsynth.tens.schedule import read_json
+
+
+def lp_bound(instance, **params) -> int:
+    """Smallest horizon whose LP delivers everything (the plain search, independent of ten.py)."""
+    h = max(1, ten_lp.lower_bound(instance))
+    while True:
+        m = ten_lp.build(instance, h, **params)
+        assert B.solve(m, "highs").status == "optimal"
+        if ten_lp.complete(m):
+            return h
+        h += 1
+
+
+def ilp_optimum(instance) -> int:
+    o = drivers.horizon_search(instance, ten_ilp, Options(time_limit=60))
+    assert o.status == "optimal", o.message
+    return int(o.objective)
+
+
+def link_load_ok(sched, instance) -> bool:
+    """Per (link pair, step) at most `count` chunks of volume (unit delays here)."""
+    la = instance.topology.link_arrays
+    load: dict[tuple[int, int, int], float] = {}
+    for s in sched.sends():
+        key = (s.src, s.dst, s.step)
+        load[key] = load.get(key, 0) + float(s.hi - s.lo)
+    return all(v <= la.count[la.lookup(u, w)] + 1e-9 for (u, w, _), v in load.items())
+
+
+# ---- the fractional schedule ---------------------------------------------------------------
+
+FRACTIONAL = [  # (generator, params, kind, root, chunks per node): the LP here is fractional
+    ("ring", {"nodes": 4}, "broadcast", 0, 3),
+    ("hypercube", {"dim": 2}, "allgather", None, 3),
+    ("torus", {"dims": [2, 3]}, "broadcast", 0, 3),
+    ("mesh", {"dims": [2, 3]}, "alltoall", None, 1),
+]
+
+
+@pytest.mark.parametrize("gen,params,kind,root,cpn", FRACTIONAL)
+def test_fractional_schedule_verifies_and_respects_the_bound(gen, params, kind, root, cpn):
+    inst = make_instance(topo(gen, params), kind, root=root, chunks_per_node=cpn)
+    row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+    assert row["verified"], row["message"]
+    assert verify.verify(sched, inst) is None
+    assert sched.denom > 1 and ((sched.hi - sched.lo) < sched.denom).any()  # real pieces
+    h = lp_bound(inst)
+    assert row["bound"] == h == row["extra"]["lp_bound"]
+    assert row["steps"] >= h
+    assert row["status"] == ("optimal" if row["steps"] == h else "feasible")
+    assert row["extra"]["denominator"] == sched.denom
+    assert row["extra"]["fractional_sends"] == int(((sched.hi - sched.lo) < sched.denom).sum()) > 0
+    assert row["steps"] <= row["extra"]["recovery_steps"]  # never worse than recovery
+    assert link_load_ok(sched, inst)
+
+
+def test_fractional_schedule_meets_lp_bound_and_ilp_optimum():
+    # bidirectional ring of 4, root 0 broadcasts 3 chunks: the LP splits chunks between the
+    # two directions; the walk realises it exactly (halves), in as few timesteps as the ILP
+    inst = make_instance(topo("ring", {"nodes": 4}), "broadcast", root=0, chunks_per_node=3)
+    row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+    assert row["verified"] and row["status"] == "optimal"
+    assert sched.denom == 2 and row["extra"]["recovered_pairs"] == 0
+    assert row["steps"] == row["bound"] == lp_bound(inst) <= ilp_optimum(inst)
+    assert row["steps"] == ilp_optimum(inst)  # equals the integral optimum with fractional pieces
+
+
+def test_combining_kinds_are_reversed_duals():
+    # reduce_scatter and reduce: the LP is solved as allgather/broadcast on the transpose
+    for kind, root, cpn in (("reduce_scatter", None, 3), ("reduce", 0, 3)):
+        t = topo("hypercube", {"dim": 2}) if kind == "reduce_scatter" else topo("ring", {"nodes": 4})
+        inst = make_instance(t, kind, root=root, chunks_per_node=cpn)
+        row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+        assert row["verified"], row["message"]
+        assert sched.collective == kind and sched.denom > 1
+        assert row["steps"] >= row["bound"] == lp_bound(inst)
+
+
+def test_allreduce_concatenates_phases():
+    inst = make_instance(topo("ring", {"nodes": 4}), "allreduce", chunks_per_node=2)
+    row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+    assert row["verified"], row["message"]
+    rs = lp_bound(make_instance(topo("ring", {"nodes": 4}), "reduce_scatter", chunks_per_node=2))
+    ag = lp_bound(make_instance(topo("ring", {"nodes": 4}), "allgather", chunks_per_node=2))
+    assert row["bound"] == max(rs, ag) and row["steps"] >= rs + ag
+
+
+# ---- the walk itself ----------------------------------------------------------------------
+
+def _set(model, values: dict) -> None:
+    data = model._ten
+    pair = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
+    for v in model.sent.values():
+        v.set_value(0.0)
+    for (c, u, w, t), x in values.items():
+        model.sent[c, pair[(u, w)], t].set_value(x)
+
+
+def test_walk_sends_different_halves_the_two_ways_round():
+    # root 0 sends half of its chunk each way round a 4-ring; node 2 gets a half from each
+    # side: only if the halves differ does node 2 end up whole (a naive walk sends [0, 1/2) twice)
+    inst = make_instance(topo("ring", {"nodes": 4}), "broadcast", root=0)
+    m = ten_lp.build(inst, 2, cuts=False)
+    _set(m, {(0, 0, 1, 1): 0.5, (0, 0, 3, 1): 0.5, (0, 1, 2, 2): 0.5, (0, 3, 2, 2): 0.5})
+    w = ten_lp.walk(m)
+    assert w.denom == 2
+    first = {(int(w.data.src[l]), int(w.data.dst[l])): a.tolist() for l, a in zip(w.pair, w.atoms)}
+    assert first[(0, 1)] != first[(0, 3)]
+    assert w.held[0, 2] and not w.held[0, 1] and not w.held[0, 3]
+    # the short pairs are completed by repair; the schedule then verifies
+    sched = ten_lp.to_schedule(ten_lp.repair(w))
+    assert verify.verify(sched, inst) is None
+    assert link_load_ok(sched, inst)
+
+
+def test_walk_never_sends_what_the_destination_has():
+    inst = make_instance(topo("ring", {"nodes": 3}), "broadcast", root=0)
+    m = ten_lp.build(inst, 3, cuts=False)
+    # node 1 gets the whole chunk at 1; 0->2 and 1->2 each bring half at step 2 (different
+    # halves: both sources hold everything); the half offered again at step 3 is useless
+    _set(m, {(0, 0, 1, 1): 1.0, (0, 0, 2, 2): 0.5, (0, 1, 2, 2): 0.5, (0, 1, 2, 3): 0.5})
+    w = ten_lp.walk(m)
+    arr = w.arrival[(0, 2)]
+    assert (arr == 2).all()  # both halves at step 2 ...
+    assert all(t != 3 for t in w.step)  # ... so the send at step 3 has nothing useful and is dropped
+
+
+def test_amounts_exact_or_apportioned():
+    inst = make_instance(topo("ring", {"nodes": 4}), "broadcast", root=0)
+    m = ten_lp.build(inst, 2, cuts=False)
+    _set(m, {(0, 0, 1, 1): 1 / 3 + 1e-8, (0, 0, 3, 1): 2 / 3 - 1e-8})
+    rows, counts, D = ten_lp.amounts(m)
+    assert D == 3 and sorted(counts.tolist()) == [1, 2]
+    _set(m, {(0, 0, 1, 1): 0.123456, (0, 0, 3, 1): 0.876544, (0, 1, 2, 2): 0.3, (0, 3, 2, 2): 0.7})
+    rows, counts, D = ten_lp.amounts(m)
+    assert D == ten_lp.MAX_ATOMS
+    got = {(int(m._ten.src[l]), int(m._ten.dst[l])): int(k) for (_, l, _), k in zip(rows.tolist(), counts.tolist())}
+    assert got[(1, 2)] + got[(3, 2)] == D  # node 2's offers still add up to a whole chunk
+    assert abs(got[(0, 1)] - 0.123456 * D) < 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 12)), min_size=1, max_size=6))
+def test_runs_round_trip(spans):
+    atoms = sorted({a for s, n in spans for a in range(s * 5, s * 5 + n)})
+    runs = ten_lp._runs(np.array(atoms))
+    back = [a for lo, hi in runs for a in range(lo, hi)]
+    assert back == atoms
+    assert all(r1[1] < r2[0] for r1, r2 in zip(runs, runs[1:]))  # maximal runs
+
+
+# ---- the cuts -------------------------------------------------------------------------------
+
+def test_cuts_are_valid_and_stronger():
+    # scatter of 5 chunks per node from a corner of a 2x2 mesh: 15 chunks over the root's two
+    # out-links need ceil(15/2) = 8 timesteps. Without cuts the LP bounces fractions between
+    # neighbours and counts them twice (bound 5); with them it proves 8, the optimum.
+    inst = make_instance(topo("mesh", {"dims": [2, 2]}), "scatter", root=0, chunks_per_node=5)
+    with_cuts, without = lp_bound(inst), lp_bound(inst, cuts=False)
+    assert without < with_cuts == math.ceil(15 / 2)
+    row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+    assert row["verified"] and row["steps"] == 8 and row["status"] == "optimal"
+
+
+# ---- random digraphs: the bound is a bound, the schedule verifies ---------------------------
+
+@st.composite
+def small_digraphs(draw):
+    n = draw(st.integers(3, 4))
+    cycle = draw(st.permutations(range(n)))
+    edges = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}  # strongly connected
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=4))
+    edges |= {(u, v) for u, v in extra if u != v}
+    return from_edges(n, sorted(edges), bandwidth=1e9, alpha=1e-6, name="rand")
+
+
+@settings(max_examples=15, deadline=None)
+@given(small_digraphs(), st.sampled_from(["allgather", "broadcast", "reduce_scatter", "alltoall"]),
+       st.integers(1, 2))
+def test_random_digraphs_lp_schedule_verifies_and_bound_below_ilp(t, kind, cpn):
+    inst = make_instance(t, kind, root=0 if kind == "broadcast" else None, chunks_per_node=cpn)
+    row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
+    assert row["verified"], row["message"]
+    assert verify.verify(sched, inst) is None
+    assert row["steps"] >= row["bound"] >= ten_lp.lower_bound(inst)
+    assert row["bound"] <= ilp_optimum(inst)
+    assert link_load_ok(sched, inst)
+
+
+# ---- the LP bound beside every ILP ----------------------------------------------------------
+
+def test_ilp_rows_carry_the_lp_bound():
+    inst = make_instance(topo("torus", {"dims": [2, 3]}), "broadcast", root=0, chunks_per_node=3)
+    row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=60))
+    assert row["verified"] and row["status"] == "optimal"
+    lp = row["extra"]["lp_bound"]
+    assert lp == lp_bound(inst) and row["bound"] >= lp and row["steps"] >= lp
+    row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=60, params={"lp_bound": False}))
+    assert row["verified"] and "lp_bound" not in row["extra"]
+
+
+def test_lp_bound_proves_what_the_driver_cannot():
+    # early-stop only knows the combinatorial bound (3 here); the LP proves 8, so a schedule
+    # of 8 timesteps is optimal and the gap is honest
+    inst = make_instance(topo("mesh", {"dims": [2, 2]}), "scatter", root=0, chunks_per_node=5)
+    assert ten_ilp.lower_bound(inst) < 8
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30, params={"horizon": 8}))
+    assert row["verified"] and row["extra"]["lp_bound"] == 8
+    assert row["bound"] == 8 and row["steps"] >= 8
+    assert row["status"] == ("optimal" if row["steps"] == 8 else "feasible")
+    off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30,
+                                                   params={"horizon": 8, "lp_bound": False}))
+    assert off["bound"] < 8 and "lp_bound" not in off["extra"]
+
+
+def test_lp_bound_respects_its_time_budget():
+    inst = make_instance(topo("mesh", {"dims": [2, 2]}), "scatter", root=0, chunks_per_node=5)
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=0.002, params={"horizon": 8}))
+    assert row["extra"]["lp_bound"] is None and "not finished" in row["extra"]["lp_bound_note"]
+
+
+def test_nocongestion_records_but_does_not_use_the_congested_bound():
+    inst = make_instance(topo("mesh", {"dims": [2, 2]}), "scatter", root=0, chunks_per_node=5)
+    row, _ = pipeline.run(inst, "ten-ilp-nocongestion", Options(time_limit=30))
+    assert row["verified"]
+    assert row["extra"]["lp_bound"] == 8 and "ignores link capacity" in row["extra"]["lp_bound_note"]
+    assert row["steps"] < 8 and row["bound"] <= row["steps"]  # congestion-blind: fewer timesteps
+
+
+def test_bad_lp_bound_param_is_input_error():
+    from collsynth import InputError
+
+    inst = make_instance(topo("ring", {"nodes": 4}), "allgather")
+    with pytest.raises(InputError, match="lp_bound"):
+        pipeline.run(inst, "ten-ilp", Options(params={"lp_bound": "maybe"}))
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+
+TOML = """
+name = "ring4-bcast3"
+[topology]
+generator = "ring"
+nodes = 4
+bandwidth = 100e9
+alpha = 0.5e-6
+[collective]
+kind = "broadcast"
+root = 0
+chunks_per_node = 3
+message_bytes = 1048576
+"""
+
+
+def test_cli_solve_ten_lp(tmp_path, capsys):
+    p = tmp_path / "ring4-bcast3.toml"
+    p.write_text(TOML)
+    out = tmp_path / "s.json"
+    code = main(["solve", str(p), "--producer", "ten-lp", "--out", str(out), "--json"])
+    row = json.loads(capsys.readouterr().out)
+    assert code == 0 and row["verified"] and row["status"] == "optimal"
+    assert row["steps"] == row["bound"] == 3
+    sched = read_json(out)
+    assert sched.denom == 2 and verify.verify(sched, load_instance(p)) is None
+    code = main(["solve", str(p), "--producer", "ten-ilp", "--param", "lp_bound=false", "--json"])
+    row = json.loads(capsys.readouterr().out)
+    assert code == 0 and row["verified"] and "lp_bound" not in row.get("extra", {})
