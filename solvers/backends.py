@@ -216,24 +216,32 @@ def solve(
     threads: int = 1,
     seed: int = 0,
     session: Session | None = None,
+    warm_start: bool = False,
 ) -> SolveResult:
     """Solve ``model`` with backend ``solver``; load the incumbent into the model if any.
 
     ``time_limit`` (s) always yields the incumbent and the bound when the solver has them
     (status ``feasible``); ``gap`` is the relative MIP gap at which to stop. Never raises for
     solver trouble: missing solvers, licence limits, crashes and timeouts are statuses.
+
+    ``warm_start=True``: the values currently set on the model's (unfixed) variables are a MIP
+    start. HiGHS gets them with ``Highs.setSolution`` after the model is loaded (columns found
+    through the Pyomo interface's variable map); Gurobi through its ``Start`` attribute
+    (Pyomo's ``warmstart_discrete_vars``); CP-SAT (``AddHint``) and SCIP (the MPModel solution
+    hint) in the child from a start file; Pyomo legacy solvers through ``warmstart=True`` when
+    they support it; the LP solvers ignore it. Integer variables' values are rounded.
     """
     name = canonical(session.solver if session is not None else solver)
     t0 = time.perf_counter()
     try:
         if name == "highs":
-            res = _solve_v2(model, "highs", time_limit, gap, threads, seed, session)
+            res = _solve_v2(model, "highs", time_limit, gap, threads, seed, session, warm_start=warm_start)
         elif name == "gurobi":
-            res = _solve_gurobi(model, time_limit, gap, threads, seed, session)
+            res = _solve_gurobi(model, time_limit, gap, threads, seed, session, warm_start=warm_start)
         elif name in ORTOOLS:
-            res = _solve_ortools(model, name, time_limit, gap, threads, seed)
+            res = _solve_ortools(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
         else:
-            res = _solve_legacy(model, name, time_limit, gap, threads, seed)
+            res = _solve_legacy(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
     except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
         res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
     res.solver = res.solver or name
@@ -271,7 +279,63 @@ def _v2_status(results) -> tuple[str, str]:
     return "no-solution", f"no solution ({tc.name})"
 
 
-def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None) -> SolveResult:
+def start_values(model) -> list[tuple[Any, float]]:
+    """The MIP start a model carries: ``(var, value)`` for every unfixed variable with a value
+    (integer variables rounded)."""
+    out = []
+    for v in model.component_data_objects(pe.Var, active=True, descend_into=True):
+        if v.fixed or v.value is None:
+            continue
+        val = float(v.value)
+        if v.is_integer() or v.is_binary():
+            val = float(round(val))
+        out.append((v, val))
+    return out
+
+
+def _highs_hook(opt, model, warm_start: bool, deadline: float | None):
+    """Wrap the Pyomo HiGHS interface's ``_solve`` (called once the model is loaded into
+    ``highspy.Highs``, just before ``run``) to (a) cut HiGHS' time limit to what is left of the
+    call's wall-clock budget (loading a large model takes seconds that HiGHS' own clock does not
+    count) and (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution``
+    (columns from the interface's map ``id(var) -> column``). Returns an undo function and a
+    dict filled with what was passed."""
+    import numpy as np
+
+    info: dict[str, Any] = {}
+    orig = opt._solve
+
+    def _solve():
+        if deadline is not None and opt._active_config.time_limit is not None:
+            opt._active_config.time_limit = max(0.05, deadline - time.perf_counter())
+        if warm_start:
+            colmap = opt._pyomo_var_to_solver_var_map
+            idx, val = [], []
+            for v, x in start_values(model):
+                j = colmap.get(id(v))
+                if j is not None:
+                    idx.append(j)
+                    val.append(x)
+            if idx:
+                st = opt._solver_model.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
+                info["status"] = str(st)
+            info["values"] = len(idx)
+        t0 = time.perf_counter()
+        try:
+            return orig()
+        finally:
+            info["run_s"] = time.perf_counter() - t0
+
+    opt._solve = _solve
+
+    def undo():
+        if opt.__dict__.get("_solve") is _solve:
+            del opt.__dict__["_solve"]
+
+    return undo, info
+
+
+def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None, warm_start=False) -> SolveResult:
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     opt = session.handle if session is not None and session.handle is not None else SolverFactory(name)
@@ -285,18 +349,32 @@ def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None
         if model_stats(model)["integer"] == 0:
             # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
             solver_options.setdefault("solver", "ipm")
+    kwargs: dict[str, Any] = {}
+    undo, start_info = None, None
+    if name == "highs":
+        deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+        undo, start_info = _highs_hook(opt, model, warm_start, deadline)
+    elif warm_start and name == "gurobi":
+        kwargs["warmstart_discrete_vars"] = True
     t0 = time.perf_counter()
-    results = opt.solve(
-        model,
-        load_solutions=False,
-        raise_exception_on_nonoptimal_result=False,
-        time_limit=time_limit,
-        threads=threads,
-        rel_gap=gap,
-        solver_options=solver_options,
-    )
+    try:
+        results = opt.solve(
+            model,
+            load_solutions=False,
+            raise_exception_on_nonoptimal_result=False,
+            time_limit=time_limit,
+            threads=threads,
+            rel_gap=gap,
+            solver_options=solver_options,
+            **kwargs,
+        )
+    finally:
+        if undo is not None:
+            undo()
     elapsed = time.perf_counter() - t0
     status, message = _v2_status(results)
+    if start_info is not None and warm_start and start_info.get("values"):
+        message = (message + "; " if message else "") + f"MIP start of {start_info['values']} values passed"
     if status in ("optimal", "feasible"):
         results.solution_loader.load_vars()
     info = results.timing_info
@@ -305,6 +383,8 @@ def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None
         solve_s = _finite(info.get(key)) if key in info else solve_s
         if solve_s is not None:
             break
+    if start_info is not None and "run_s" in start_info:
+        solve_s = start_info["run_s"]  # HiGHS' run only; loading the model is build time
     if solve_s is None:
         solve_s = elapsed
     nodes = None
@@ -326,7 +406,7 @@ def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None
     )
 
 
-def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True) -> SolveResult:
+def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True, warm_start=False) -> SolveResult:
     ok, why = available("gurobi")
     if not ok:
         return SolveResult("skipped", solver="gurobi", message="skipped: gurobi not installed")
@@ -343,7 +423,8 @@ def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True)
         session = Session("gurobi")
         session.handle = SolverFactory("gurobi_direct")
     try:
-        res = _solve_v2(model, "gurobi", time_limit, gap, threads, seed, session, {"Seed": int(seed)})
+        res = _solve_v2(model, "gurobi", time_limit, gap, threads, seed, session, {"Seed": int(seed)},
+                        warm_start=warm_start)
     except Exception as e:  # noqa: BLE001
         text = str(e)
         if "10010" in text or "size-limited" in text.lower() or "Model too large" in text:
@@ -355,7 +436,15 @@ def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True)
 
 # ---- OR-Tools in a child process ------------------------------------------------------------
 
-def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=None, extra_args=()) -> SolveResult:
+def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=None, extra_args=(),
+                   warm_start=False) -> SolveResult:
+    """Solve in an OR-Tools child process (see :mod:`collsynth.solvers.ortools_worker`).
+
+    The child's wall-clock deadline is ``wall_limit`` (default: 1.5 x the time limit + 30 s).
+    A child killed there keeps its incumbent only for CP-SAT, whose solution callback writes
+    every improving solution to a file read here (status ``feasible``); SCIP, GLOP and PDLP
+    rely on their own time limit, and a killed child is an ``error``.
+    """
     ok, why = _ortools_installed()
     if not ok:
         return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed ({why})")
@@ -374,13 +463,26 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
     with tempfile.TemporaryDirectory(prefix="collsynth-ortools-") as tmp:
         mps = os.path.join(tmp, "model.mps")
         out = os.path.join(tmp, "out.json")
+        inc = os.path.join(tmp, "incumbent.json")
         _, sid = model.write(mps, format="mps", io_options={"symbolic_solver_labels": True})
         symbol_map = model.solutions.symbol_map[sid]
-        build_s = time.perf_counter() - t0
         cmd = [
             sys.executable, "-m", "collsynth.solvers.ortools_worker", mps, out,
             "--solver", ORTOOLS[name], "--threads", str(int(threads)), "--seed", str(int(seed)),
         ]
+        if warm_start and name in ("cpsat", "scip"):
+            start = {}
+            for v, x in start_values(model):
+                sym = symbol_map.byObject.get(id(v))
+                if sym is not None:
+                    start[sym] = x
+            path = os.path.join(tmp, "start.json")
+            with open(path, "w") as f:
+                json.dump(start, f)
+            cmd += ["--start", path]
+        if name == "cpsat":
+            cmd += ["--incumbent", inc]
+        build_s = time.perf_counter() - t0
         if time_limit is not None:
             cmd += ["--time-limit", repr(float(time_limit))]
         if gap is not None:
@@ -392,29 +494,40 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit)
         except subprocess.TimeoutExpired:
-            # subprocess.run kills the child on timeout
-            return SolveResult(
-                "error", solver=name, build_s=build_s, solve_s=time.perf_counter() - t1,
-                message=f"error: timed out (child killed after {wall_limit:.1f} s)",
-            )
-        elapsed = time.perf_counter() - t1
-        if proc.returncode != 0 or not os.path.exists(out):
-            tail = (proc.stderr or proc.stdout or "").strip().splitlines()
-            if tail:
-                why = tail[-1]
-            elif proc.returncode < 0:
-                why = f"killed by signal {-proc.returncode}"
-            else:
-                why = f"exit code {proc.returncode}"
-            return SolveResult(
-                "error", solver=name, build_s=build_s, solve_s=elapsed,
-                message=f"error: {name} child process failed (exit {proc.returncode}): {why}",
-            )
-        with open(out) as f:
-            data = json.load(f)
+            # subprocess.run kills the child on timeout; CP-SAT's last incumbent survives
+            elapsed = time.perf_counter() - t1
+            data = _read_json(inc)
+            if data is None:
+                return SolveResult(
+                    "error", solver=name, build_s=build_s, solve_s=elapsed,
+                    message=f"error: timed out (child killed after {wall_limit:.1f} s)",
+                )
+            data["status"] = "feasible"
+            data["message"] = (f"child killed at its wall-clock deadline ({wall_limit:.1f} s); incumbent "
+                               f"from its solution callback (solution {data.get('solutions', '?')})")
+            data["solve_s"] = elapsed
+        else:
+            elapsed = time.perf_counter() - t1
+            data = _read_json(out) if proc.returncode == 0 else None
+            if data is None:
+                tail = (proc.stderr or proc.stdout or "").strip().splitlines()
+                if tail:
+                    why = tail[-1]
+                elif proc.returncode < 0:
+                    why = f"killed by signal {-proc.returncode}"
+                else:
+                    why = f"exit code {proc.returncode}"
+                return SolveResult(
+                    "error", solver=name, build_s=build_s, solve_s=elapsed,
+                    message=f"error: {name} child process failed (exit {proc.returncode}): {why}",
+                )
     status = data["status"]
     if status in ("optimal", "feasible"):
         values = data.get("values", {})
+        if data.get("sparse"):  # only nonzero values are listed
+            for var in symbol_map.bySymbol.values():
+                if var.is_variable_type() and not var.fixed:
+                    var.set_value(0.0, skip_validation=True)
         missing = 0
         for sym, val in values.items():
             var = symbol_map.bySymbol.get(sym)
@@ -424,11 +537,23 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
             var.set_value(_round_int(var, val), skip_validation=True)
         if missing:
             return SolveResult("error", solver=name, message=f"error: {missing} variable names did not map back")
+    message = data.get("message", "")
+    if warm_start and data.get("start_values"):
+        message = (message + "; " if message else "") + f"MIP start of {data['start_values']} values passed"
     return SolveResult(
         status, _finite(data.get("objective")), _finite(data.get("bound")), None, build_s,
         _finite(data.get("solve_s")) or elapsed, 0.0, name, data.get("version", ""), None,
-        data.get("message", ""),
+        message,
     )
+
+
+def _read_json(path: str):
+    """The JSON object in ``path``, or None if it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def _round_int(var, val: float) -> float:
@@ -443,7 +568,7 @@ _LEGACY_TIME = {"cbc": "sec", "glpk": "tmlim", "scip": "limits/time", "cplex": "
 _LEGACY_GAP = {"cbc": "ratio", "glpk": "mipgap", "scip": "limits/gap", "cplex": "mipgap"}
 
 
-def _solve_legacy(model, name, time_limit, gap, threads, seed) -> SolveResult:
+def _solve_legacy(model, name, time_limit, gap, threads, seed, warm_start=False) -> SolveResult:
     from pyomo.opt import SolverStatus, TerminationCondition as TC
 
     ok, _ = available(name)
@@ -454,8 +579,11 @@ def _solve_legacy(model, name, time_limit, gap, threads, seed) -> SolveResult:
         opt.options[_LEGACY_TIME[name]] = int(math.ceil(time_limit)) if name == "glpk" else time_limit
     if gap is not None and name in _LEGACY_GAP:
         opt.options[_LEGACY_GAP[name]] = gap
+    kwargs = {}
+    if warm_start and getattr(opt, "warm_start_capable", lambda: False)():
+        kwargs["warmstart"] = True
     t0 = time.perf_counter()
-    results = opt.solve(model, load_solutions=False)
+    results = opt.solve(model, load_solutions=False, **kwargs)
     elapsed = time.perf_counter() - t0
     tc = results.solver.termination_condition
     has = len(results.solution) > 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,8 @@ from . import backends
 from .producers import Options, Outcome
 
 DRIVERS = ("horizon", "early-stop", "time-cluster")
-DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead"}
+DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
+WARM_SHARE = 0.4  # share of the time limit the warm-starting time clustering may use
 
 
 @dataclass
@@ -164,9 +165,9 @@ def _add(stats, res: backends.SolveResult):
         stats["nodes"] = (stats["nodes"] or 0) + res.nodes
 
 
-def _solve(model, options: Options, clock: _Clock, stats, session=None) -> backends.SolveResult:
+def _solve(model, options: Options, clock: _Clock, stats, session=None, warm_start=False) -> backends.SolveResult:
     res = backends.solve(model, options.solver, time_limit=clock.left(), gap=options.gap,
-                         threads=options.threads, seed=options.seed, session=session)
+                         threads=options.threads, seed=options.seed, session=session, warm_start=warm_start)
     _add(stats, res)
     return res
 
@@ -185,18 +186,126 @@ def _fail(res: backends.SolveResult, stats, lb, extra) -> Outcome:
     return _outcome(None, status, None, lb, stats, res.message or status, extra)
 
 
+# ---- warm starts -----------------------------------------------------------------------------
+
+@dataclass
+class _Known:
+    """A complete, valid schedule in the model's direction: rows ``(chunk, pair, arrival)``."""
+
+    how: str
+    data: T.TenData
+    rows: np.ndarray
+    steps: int
+
+
+def _known(how, data, rows) -> _Known:
+    rows = np.asarray(rows, np.int64).reshape(-1, 3)
+    return _Known(how, data, rows, int(rows[:, 2].max()) if len(rows) else 0)
+
+
+def warm_ok(formulation, form_params) -> bool:
+    """Whether the drivers may warm-start ``formulation`` from a time-clustering schedule: its
+    windows and shortest-path recovery obey its rules (``RECOVERY_VALID``), it opts in
+    (``WARM_START``, default True) and the objective is ``arrivals``."""
+    return (recovery_valid(formulation) and bool(getattr(formulation, "WARM_START", True))
+            and form_params.get("objective", "arrivals") == "arrivals")
+
+
+def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any] | None:
+    """Set the model's variables to a schedule truncated at timestep ``upto`` (a MIP start).
+
+    ``rows`` (``(chunk, pair, arrival)``, the model's direction and indexing, e.g. a
+    time-clustering or recovery schedule) is cut to the sends arriving by ``upto`` (default:
+    the model's horizon); a send is kept only when the model has its variable and its source
+    holds the chunk when it starts (in arrival order, so dropping one drops what depended on
+    it). ``sent`` is 1 on the kept sends, ``hold[c, n, t]`` is 1 from the kept arrival on: the
+    holdings they imply. A truncated valid schedule keeps link capacity and the one-arrival
+    rule, so this is a feasible point of the arrivals-objective ILP (TACOS V-A). Every other
+    variable of ``sent``/``hold`` is set to 0 (fixed variables are left alone). Returns
+    ``{"sends", "dropped", "objective"}`` (the active objective at the start), or None when the
+    model is not an arrivals model of the TEN family.
+    """
+    data: T.TenData | None = getattr(model, "_ten", None)
+    if data is None or getattr(model, "_objective", "arrivals") != "arrivals" or not hasattr(model, "sent"):
+        return None
+    h = data.horizon if upto is None else int(upto)
+    rows = np.asarray(rows, np.int64).reshape(-1, 3)
+    rows = rows[rows[:, 2] <= h]
+    rows = rows[np.argsort(rows[:, 2], kind="stable")]
+    C, S = data.pre.shape
+    when = np.where(data.pre, 0, T.INF).astype(np.int64)
+    kept = []
+    sent = model.sent
+    for c, l, t in rows.tolist():
+        k = int(data.delay[data.group[c], l])
+        u, v = int(data.src[l]), int(data.dst[l])
+        if when[c, u] > t - k or when[c, v] <= t or (c, l, t) not in sent:
+            continue
+        when[c, v] = t
+        kept.append((c, l, t))
+    for v in sent.values():
+        if not v.fixed:
+            v.set_value(0)
+    for idx in kept:
+        if not sent[idx].fixed:
+            sent[idx].set_value(1)
+    for (c, n, t), v in model.hold.items():
+        if not v.fixed:
+            v.set_value(1 if when[c, n] <= t else 0)
+    obj = None
+    for o in model.component_data_objects(pe.Objective, active=True):
+        obj = float(pe.value(o))
+        break
+    return {"sends": len(kept), "dropped": int(len(rows) - len(kept)), "objective": obj}
+
+
+def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share: float, stats,
+                  form_params) -> tuple[_Known | None, Outcome | None]:
+    """Time clustering with ``share`` of the time limit: (its schedule as rows, its outcome)."""
+    limit = None if options.time_limit is None else max(0.5, share * float(options.time_limit))
+    if clock.limit is not None:
+        limit = min(limit, clock.left())
+    sub = replace(options, time_limit=limit)
+    o, data, rows = _time_cluster(instance, formulation, sub, **form_params)
+    for key in ("build_s", "solve_s"):
+        stats[key] += getattr(o, key) or 0.0
+    if o.nodes is not None:
+        stats["nodes"] = (stats["nodes"] or 0) + o.nodes
+    stats["version"] = o.version or stats["version"]
+    if o.schedule is None:
+        return None, o
+    return _known("time-cluster", data, rows), o
+
+
+def _better(a: _Known | None, b: _Known | None) -> _Known | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if b.steps < a.steps else a
+
+
 # ---- horizon search ------------------------------------------------------------------------
 
 def horizon_search(instance, formulation, options: Options, *, binary: bool = False,
-                   persistent: bool = False, max_horizon: int | None = None, **form_params) -> Outcome:
+                   persistent: bool = False, max_horizon: int | None = None, warm: bool = True,
+                   warm_share: float = WARM_SHARE, **form_params) -> Outcome:
     """Smallest horizon at which the formulation delivers the whole postcondition.
 
     Linear search from :func:`~collsynth.formulations.ten_ilp.lower_bound` upward (TACOS V-A),
-    or binary search up to the recovery schedule's length. ``persistent=True`` (HiGHS, Gurobi)
-    builds one model at the largest horizon and re-solves it per horizon with later sends
-    fixed to zero (see ``benchmarks/bench_ten.py`` for when that pays off). A horizon counts as impossible only
-    when the solver proves it (optimal objective short of every pair); otherwise the bound stays
-    at the last proven-impossible horizon + 1 and the status is ``feasible``.
+    or binary search up to the best known schedule's length. ``persistent=True`` (HiGHS,
+    Gurobi) builds one model at the largest horizon and re-solves it per horizon with later
+    sends fixed to zero (see ``benchmarks/bench_ten.py`` for when that pays off). A horizon
+    counts as impossible only when the solver proves it (optimal objective short of every
+    pair); otherwise the bound stays at the last proven-impossible horizon + 1 and the status
+    is ``feasible``.
+
+    ``warm=True`` (formulations that allow recovery, arrivals objective): time clustering first
+    runs with ``warm_share`` of the time limit. Its schedule is the best known one (if it meets
+    the lower bound it is optimal and nothing else is solved); only horizons below its length
+    are searched, each solve gets the best known schedule truncated to its horizon as a MIP
+    start (:func:`set_start`), and when no horizon completes in time the best of the known
+    schedule, the last incumbent completed by :func:`recover`, and pure recovery is returned.
     """
     t_start = time.perf_counter()
     clock = _Clock(options.time_limit, t_start)
@@ -206,92 +315,107 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     lb = _lower_bound(formulation, instance, form_params)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
     recovery_ok = recovery_valid(formulation)
+    use_warm = bool(warm) and warm_ok(formulation, form_params)
+    known = _known("recovery", rdata, T.prune(rdata, rrows)) if recovery_ok else None
+    extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
+    if use_warm:
+        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
+        if tc is None and tco.status in ("error", "skipped"):
+            return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
+        extra["time_cluster_steps"] = None if tc is None else tc.steps
+        known = _better(known, tc)
     if recovery_ok:
-        hi = rsteps if max_horizon is None else min(int(max_horizon), rsteps)
+        hi = known.steps if max_horizon is None else min(int(max_horizon), known.steps)
     else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
         hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps, lb)
     hi = max(hi, lb)
+    # horizons at or beyond the known schedule's length need no solve
+    top = hi - 1 if known is not None and known.steps <= hi else hi
     use_session = bool(persistent) and backends.canonical(options.solver) in ("highs", "gurobi")
     session = backends.Session(options.solver) if use_session else None
     tried: list[dict] = []
     proven_lb = lb
     best = None  # (steps, schedule)
     shared = None  # one model at the largest horizon when persistent
-    partial = None  # (rows, holdings, horizon, data) of the last incumbent that missed pairs
 
     def attempt(h: int):
-        nonlocal shared, partial
+        nonlocal shared, known
         t0 = time.perf_counter()
         if session is not None and session.persistent and form_params["objective"] == "arrivals":
             if shared is None:
-                shared = formulation.build(instance, hi, **form_params)
+                shared = formulation.build(instance, max(top, lb), **form_params)
             model = shared
             _restrict(model, h)
         else:
             model = formulation.build(instance, h, **form_params)
+        start = set_start(model, known.rows, h) if use_warm and known is not None else None
         stats["build_s"] += time.perf_counter() - t0
-        res = _solve(model, options, clock, stats, session)
+        res = _solve(model, options, clock, stats, session, warm_start=start is not None)
         ok = _complete(model, res)
         sched = formulation.extract(model) if ok else None
-        if not ok and res.has_solution:
+        if not ok and res.has_solution and recovery_ok:
             rows = T.sends_of(model)
-            partial = (rows[rows[:, 2] <= h], T.holdings(model, upto=h), h, model._ten)
+            pdata = model._ten
+            held = T.holdings(model, upto=h)
+            cand = T.prune(pdata, np.concatenate([rows[rows[:, 2] <= h], recover(pdata, held, h)]))
+            cand = _known(f"incumbent at horizon {h} completed by shortest-path recovery", pdata, cand)
+            known = _better(known, cand)
         tried.append({"horizon": h, "status": res.status, "objective": res.objective,
-                      "required": T.required(model), "complete": ok})
+                      "required": T.required(model), "complete": ok,
+                      "warm_start": None if start is None else start["objective"]})
         return res, ok, sched
 
-    if binary:
-        lo_h, hi_h = lb, hi
-        proven_hi = None
+    if known is not None and known.steps <= lb:
+        pass  # the best known schedule meets the lower bound: optimal without a solve
+    elif binary:
+        lo_h, hi_h = lb, top
         while lo_h <= hi_h and not clock.out():
             mid = (lo_h + hi_h) // 2
             res, ok, sched = attempt(mid)
             if res.status in ("error", "skipped"):
-                return _fail(res, stats, lb, {"horizons": tried})
+                return _fail(res, stats, lb, {**extra, "horizons": tried})
             if ok:
                 best = (sched.num_steps if sched is not None else mid, sched)
-                proven_hi = mid
                 hi_h = mid - 1
             else:
                 if res.status in ("optimal", "infeasible"):
                     proven_lb = max(proven_lb, mid + 1)
                 lo_h = mid + 1
-        del proven_hi
     else:
         h = lb
-        while h <= hi and not clock.out():
+        while h <= top and not clock.out():
             res, ok, sched = attempt(h)
             if res.status in ("error", "skipped"):
-                return _fail(res, stats, lb, {"horizons": tried})
+                return _fail(res, stats, lb, {**extra, "horizons": tried})
             if ok:
                 best = (sched.num_steps, sched)
                 break
             if res.status in ("optimal", "infeasible") and proven_lb == h:
                 proven_lb = h + 1
             h += 1
-    extra = {"horizons": tried, "lower_bound": lb, "recovery_steps": rsteps,
-             "persistent": bool(session is not None and session.persistent)}
-    if best is None and not recovery_ok:
+    extra.update({"horizons": tried, "persistent": bool(session is not None and session.persistent),
+                  "warm": use_warm})
+    if best is not None and (known is None or best[0] <= known.steps):
+        steps, sched = best
+        extra["used"] = "ilp"
+        status = "optimal" if steps <= proven_lb else "feasible"
+        msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+        return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+    if known is None:
         return _outcome(None, "no-solution", None, proven_lb, stats,
                         f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
-    if best is None:
-        # nothing complete in time: the last incumbent plus shortest-path recovery (early
-        # termination), or the pure recovery schedule if that is shorter; both always valid
-        rows, steps, data = T.prune(rdata, rrows), rsteps, rdata
-        how = "shortest-path recovery schedule"
-        if partial is not None:
-            prow, held, h, pdata = partial
-            cand = T.prune(pdata, np.concatenate([prow, recover(pdata, held, h)]))
-            csteps = int(cand[:, 2].max()) if len(cand) else 0
-            if csteps < steps:
-                rows, steps, data = cand, csteps, pdata
-                how = f"incumbent at horizon {h} completed by shortest-path recovery"
-        sched = T.schedule_from_rows(data, rows)
-        return _outcome(sched, "feasible", sched.num_steps, min(proven_lb, sched.num_steps), stats,
-                        f"no horizon completed in time; {how}", extra)
-    steps, sched = best
+    # no horizon below the known schedule completed (in time): the known schedule is the
+    # answer; optimal when every shorter horizon is proven impossible or it meets the bound
+    sched = T.schedule_from_rows(known.data, known.rows)
+    steps = sched.num_steps
+    extra["used"] = known.how
     status = "optimal" if steps <= proven_lb else "feasible"
-    msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+    if status == "optimal":
+        msg = f"{known.how}: meets the proven lower bound {proven_lb}"
+    elif tried and all(x["complete"] is False for x in tried) and top >= lb:
+        msg = f"no horizon below {steps} completed in time; {known.how}"
+    else:
+        msg = f"{known.how}; proven lower bound {proven_lb}"
     return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
 
 
@@ -323,13 +447,22 @@ def _restrict(model, h: int) -> None:
 
 # ---- early termination -----------------------------------------------------------------------
 
-def early_stop(instance, formulation, options: Options, *, horizon: int | None = None, **form_params) -> Outcome:
+def early_stop(instance, formulation, options: Options, *, horizon: int | None = None, warm: bool = True,
+               warm_share: float = WARM_SHARE, **form_params) -> Outcome:
     """Solve one horizon with the time limit, keep the incumbent, recover the rest (TACOS).
 
     The horizon defaults to the lower bound. Missing chunks are delivered along shortest paths
-    after the horizon without exceeding any link's capacity (:func:`recover`). The result is
-    never longer than the pure recovery schedule (the recovery bound): if it would be, that
-    schedule is returned instead. The gap is against the lower bound.
+    after the horizon without exceeding any link's capacity (:func:`recover`). The gap is
+    against the lower bound.
+
+    ``warm=True`` (formulations that allow recovery, arrivals objective): time clustering runs
+    first with ``warm_share`` of the time limit; if its schedule meets the lower bound it is
+    returned (optimal). Otherwise the ILP at the horizon gets that schedule truncated to the
+    horizon as a MIP start (:func:`set_start`) and the remaining time. The result is the
+    shortest of (ILP incumbent + recovery, the time-clustering schedule, the pure recovery
+    schedule), so it is never longer than the recovery bound nor than time clustering.
+    ``extra`` reports ``used``, ``warm_start`` (its objective: postcondition pairs held at
+    the horizon) and the ILP's final objective.
     """
     clock = _Clock(options.time_limit, time.perf_counter())
     stats = _stats(options.solver)
@@ -338,36 +471,48 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     lb = _lower_bound(formulation, instance, form_params)
     h = lb if horizon is None else int(horizon)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
-    t0 = time.perf_counter()
-    model = formulation.build(instance, h, **form_params)
-    stats["build_s"] += time.perf_counter() - t0
-    res = _solve(model, options, clock, stats)
-    extra = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps, "ilp_status": res.status,
-             "ilp_objective": res.objective, "ilp_bound": res.bound, "required": T.required(model)}
-    if res.status in ("error", "skipped"):
-        return _fail(res, stats, lb, extra)
-    data: T.TenData = model._ten
-    if res.has_solution:
-        rows = T.sends_of(model)
-        held = T.holdings(model)
-    else:
-        rows = np.zeros((0, 3), np.int64)
-        held = data.pre.copy()
-    extra["recovered_pairs"] = int((data.post & ~held).sum())
-    more = recover(data, held, h)
-    rows = T.prune(data, np.concatenate([rows, more]))
-    steps = int(rows[:, 2].max()) if len(rows) else 0
-    if steps > rsteps:
-        rows, steps = T.prune(rdata, rrows), rsteps
-        extra["used"] = "recovery"
-    sched = T.schedule_from_rows(data, rows)
+    cands = [_known("recovery", rdata, T.prune(rdata, rrows))]
+    extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
+    use_warm = bool(warm) and warm_ok(formulation, form_params)
+    tc = None
+    if use_warm:
+        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
+        if tc is None and tco.status in ("error", "skipped"):
+            return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
+        extra["time_cluster_steps"] = None if tc is None else tc.steps
+        if tc is not None:
+            cands.append(tc)
+    res = None
+    if tc is None or tc.steps > lb:
+        t0 = time.perf_counter()
+        model = formulation.build(instance, h, **form_params)
+        start = set_start(model, tc.rows, h) if tc is not None else None
+        stats["build_s"] += time.perf_counter() - t0
+        if start is not None:
+            extra["warm_start"] = {"source": "time-cluster", "steps": tc.steps, "horizon": h, **start}
+        res = _solve(model, options, clock, stats, warm_start=start is not None)
+        extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound,
+                      "required": T.required(model)})
+        if res.status in ("error", "skipped"):
+            return _fail(res, stats, lb, extra)
+        data: T.TenData = model._ten
+        if res.has_solution:
+            rows = T.sends_of(model)
+            held = T.holdings(model)
+        else:
+            rows = np.zeros((0, 3), np.int64)
+            held = data.pre.copy()
+        extra["recovered_pairs"] = int((data.post & ~held).sum())
+        more = recover(data, held, h)
+        cands.insert(0, _known("ilp+recovery", data, T.prune(data, np.concatenate([rows, more]))))
+    win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
+    extra["used"] = win.how
+    extra["candidates"] = {k.how: k.steps for k in cands}
+    sched = T.schedule_from_rows(win.data, win.rows)
     steps = sched.num_steps
-    proven = lb
-    if res.status == "optimal" and extra["recovered_pairs"] == 0:
-        proven = lb  # the horizon's own optimality says nothing about smaller horizons
-    status = "optimal" if steps <= proven else "feasible"
-    return _outcome(sched, status, steps, min(proven, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {proven}", extra)
+    status = "optimal" if steps <= lb else "feasible"
+    return _outcome(sched, status, steps, min(lb, steps), stats,
+                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
 
 
 # ---- time clustering -------------------------------------------------------------------------
@@ -381,6 +526,12 @@ def time_cluster(instance, formulation, options: Options, *, window: int | None 
     or time runs out, the rest is delivered by :func:`recover`. Never longer than the pure
     recovery schedule.
     """
+    return _time_cluster(instance, formulation, options, window=window, lookahead=lookahead, **form_params)[0]
+
+
+def _time_cluster(instance, formulation, options: Options, *, window: int | None = None,
+                  lookahead: int | None = None, **form_params):
+    """:func:`time_cluster`, also returning (TEN data, rows) of its schedule in the model's direction."""
     clock = _Clock(options.time_limit, time.perf_counter())
     stats = _stats(options.solver)
     form_params = dict(form_params)
@@ -419,7 +570,7 @@ def time_cluster(instance, formulation, options: Options, *, window: int | None 
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
         if res.status in ("error", "skipped"):
-            return _fail(res, stats, lb, {"windows": windows})
+            return _fail(res, stats, lb, {"windows": windows}), data0, None
         if not res.has_solution:
             break
         rows = T.sends_of(model)
@@ -452,8 +603,9 @@ def time_cluster(instance, formulation, options: Options, *, window: int | None 
     sched = T.schedule_from_rows(data0, rows)
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
-    return _outcome(sched, status, steps, min(lb, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
+    return (_outcome(sched, status, steps, min(lb, steps), stats,
+                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra),
+            data0, rows)
 
 
 def _compact(data: T.TenData, rows: np.ndarray) -> np.ndarray:
@@ -489,9 +641,9 @@ def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
         raise Unsupported(f"{name} completes schedules by shortest-path recovery, which "
                           f"{getattr(formulation, 'NAME', 'this formulation')} does not allow; use --driver horizon")
     if name == "horizon":
-        return horizon_search(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("binary", "persistent", "max_horizon")}, **form)
+        return horizon_search(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("binary", "persistent", "max_horizon", "warm", "warm_share")}, **form)
     if name == "early-stop":
-        return early_stop(instance, formulation, options, **{k: v for k, v in drv.items() if k == "horizon"}, **form)
+        return early_stop(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("horizon", "warm", "warm_share")}, **form)
     if name == "time-cluster":
         return time_cluster(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("window", "lookahead")}, **form)
     from .. import InputError
