@@ -257,8 +257,10 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
 
     Timesteps are walked in order. A send arriving at ``t`` over a pair of delay ``k`` may use
     the atoms its source held at the end of ``t-k``; it takes, of those the destination has
-    not received, the ones held by the fewest nodes so far (ties: lowest atom index), never
-    more than the LP amount nor than the pair's free capacity over timesteps ``t-k+1..t``
+    not received, first the ones no later supplier of the destination (a source of a later
+    send of the chunk to it) holds yet, then the ones held by the fewest nodes so far (ties:
+    lowest atom index), never more than the LP amount nor than the pair's free capacity
+    over timesteps ``t-k+1..t``
     (``capacity * D`` atoms each). Sends to nodes that neither need nor forward their atoms
     are trimmed afterwards. ``Walk.held`` says which (chunk, node) pairs ended whole.
     """
@@ -327,16 +329,19 @@ def _trim(w: Walk) -> None:
     (repeated to a fixed point; the atom-level version of :func:`ten_ilp.prune`)."""
     data = w.data
     while True:
-        fwd: dict[tuple[int, int], set] = {}
+        fwd: dict[tuple[int, int], np.ndarray] = {}
         for c, l, a in zip(w.chunk, w.pair, w.atoms):
-            fwd.setdefault((c, int(data.src[l])), set()).update(a.tolist())
+            key = (c, int(data.src[l]))
+            if key not in fwd:
+                fwd[key] = np.zeros(w.denom, bool)
+            fwd[key][a] = True
         changed = False
         keep = []
         for i, (c, l, a) in enumerate(zip(w.chunk, w.pair, w.atoms)):
             d = int(data.dst[l])
             if not data.post[c, d]:
-                f = fwd.get((c, d), set())
-                ok = np.array([x in f for x in a.tolist()], bool)
+                f = fwd.get((c, d))
+                ok = np.zeros(len(a), bool) if f is None else f[a]
                 if not ok.all():
                     changed = True
                     w.arrival[(c, d)][a[~ok]] = _NEVER
