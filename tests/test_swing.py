@@ -32,11 +32,7 @@ def _run(name, topo, kind="allreduce", cpn=1, M=1 << 20, **params):
 
 
 def _supported(name, dims, kind):
-    if "lat" in name and kind != "allreduce":
-        return False
-    if name.startswith("recursive-doubling-bw") and not all(d & (d - 1) == 0 for d in dims):
-        return False
-    return True
+    return not ("lat" in name and kind != "allreduce")
 
 
 # ---- peers ----------------------------------------------------------------------------------
@@ -133,20 +129,22 @@ def test_every_producer_verifies(gen, params):
     st.integers(1, 2),
 )
 def test_any_torus_shape_verifies(dims, algorithm, variant, multiport, cpn):
-    if algorithm == "recursive_doubling" and variant == "bw" and not all(d & (d - 1) == 0 for d in dims):
-        with pytest.raises(Unsupported):
-            sw.plan(dims, algorithm, variant, multiport)
-        return
     topo = build("torus", {"dims": dims})
     inst = make_instance(topo, "allreduce", chunks_per_node=cpn)
-    sched = sw.allreduce(sw.plan(dims, algorithm, variant, multiport), cpn)
-    assert verify(sched, inst) is None
+    for kind in (None, "allreduce"):  # complete reduce-scatter patterns, and the allreduce-only plan
+        sched = sw.allreduce(sw.plan(dims, algorithm, variant, multiport, kind=kind), cpn)
+        assert verify(sched, inst) is None
     if variant == "bw":
-        # bandwidth-optimal: every node sends exactly (p-1)/p of the vector in the reduce-scatter
         rs = sw.reduce_scatter(sw.plan(dims, algorithm, variant, multiport), cpn)
+        assert verify(rs, make_instance(topo, "reduce_scatter", chunks_per_node=cpn)) is None
         p = math.prod(dims)
         sent = np.bincount(rs.src, weights=(rs.hi - rs.lo) / rs.denom, minlength=p)
-        assert np.allclose(sent, (p - 1) * cpn)
+        if algorithm == "swing" or all(d & (d - 1) == 0 for d in dims):
+            # bandwidth-optimal: every node sends exactly (p-1)/p of the vector
+            assert np.allclose(sent, (p - 1) * cpn)
+        elif len(dims) == 1:  # an extra rank only folds: every block but its own, once
+            m = 1 << (p.bit_length() - 1)
+            assert np.allclose(sent[m:], (p - 1) * cpn)
 
 
 def test_verifier_catches_a_broken_swing_schedule():
@@ -201,6 +199,60 @@ def test_price_equals_closed_form_on_complete_graphs(p):
             assert c.steps == cf["steps"]
             assert c.T_L_s == pytest.approx(cf["T_L_s"], rel=1e-12)
             assert c.T_B_s == pytest.approx(cf["T_B_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("p", range(2, 34))
+def test_recursive_doubling_any_p_prices_to_the_closed_form(p):
+    """Rabenseifner for any p on the congestion-free complete graph: the priced steps, T_L and
+    T_B equal recursive_doubling_closed_form (2 extra whole-vector steps for the allreduce plus
+    the power-of-two cost) and the plan's own alpha-beta closed form; on a ring of p nodes
+    every kind verifies."""
+    a, b, n = 2e-6, 3e9, 6e6
+    topo = build("complete", {"nodes": p}, bandwidth=b, alpha=a)
+    ring = build("ring", {"nodes": p})
+    for kind in ("allreduce", "reduce_scatter", "allgather"):
+        steps, tb = sw.recursive_doubling_closed_form(p, kind)
+        inst, out = _run("recursive-doubling-bw", topo, kind, M=n)
+        assert verify(out.schedule, inst) is None
+        c = price(out.schedule, inst, "sync")
+        assert c.steps == steps == out.extra["closed_form"]["steps"]
+        assert c.T_L_s == pytest.approx(steps * a, rel=1e-12)
+        assert c.T_B_s == pytest.approx(float(tb) * n / b, rel=1e-12)
+        assert out.extra["closed_form"]["T_B_s"] == pytest.approx(float(tb) * n / b, rel=1e-12)
+        rinst, rout = _run("recursive-doubling-bw", ring, kind)
+        assert verify(rout.schedule, rinst) is None
+        if kind == "allreduce":
+            m = 1 << (p.bit_length() - 1)
+            assert steps == 2 * (m.bit_length() - 1) + (0 if m == p else 2)
+            if m != p:  # the two extra steps carry the whole vector: tb - 2 is the p' core
+                assert tb - 2 == 2 * (sw.recursive_doubling_closed_form(p, "reduce_scatter")[1] - 1)
+
+
+def test_recursive_doubling_fold_structure():
+    """p = 6: ranks 4, 5 fold into 0, 1 in step 1 and get the result back in the last step."""
+    inst, out = _run("recursive-doubling-bw", build("ring", {"nodes": 6}), "allreduce")
+    by = _sends_by_step(out.schedule)
+    T = out.schedule.num_steps
+    assert T == 6 and by[1] == {(4, 0), (5, 1)} and by[T] == {(0, 4), (1, 5)}
+    assert all(a < 4 and b < 4 for st in range(2, T) for a, b in by[st])
+    plan = sw.plan([6], "recursive_doubling", "bw", False, False, kind="allreduce")
+    with pytest.raises(ValueError, match="allreduce"):
+        sw.reduce_scatter(plan)
+    rs_inst, rs = _run("recursive-doubling-bw", build("ring", {"nodes": 6}), "reduce_scatter")
+    by = _sends_by_step(rs.schedule)
+    assert by[1] == {(4, 0), (5, 1)} and by[rs.schedule.num_steps] == {(0, 4), (1, 5)}
+
+
+@pytest.mark.parametrize("dims", [[3, 5], [6, 4], [5, 5], [3, 4, 2], [7, 6]])
+def test_recursive_doubling_bw_on_non_power_of_two_tori(dims):
+    """Per dimension, as Swing: every producer variant verifies on 2D/3D tori with odd and even
+    sides, and on a complete graph (congestion-free) the price equals the closed form."""
+    topo = build("torus", {"dims": dims})
+    for name in ("recursive-doubling-bw", "recursive-doubling-bw-mirrored"):
+        for kind in ("allreduce", "reduce_scatter", "allgather"):
+            inst, out = _run(name, topo, kind)
+            assert verify(out.schedule, inst) is None, (name, kind)
+            assert out.extra["closed_form"]["steps"] == out.schedule.num_steps
 
 
 @pytest.mark.parametrize("p", [2, 4, 8, 16])

@@ -18,6 +18,10 @@ Everything here follows seeds/README.md "002" and the paper's sections 3-4:
   0, which counts it once because the pair holds one sum afterwards) and gets the result back
   in one extra step (section 2.3.2's non-power-of-two scheme with the first exchange merged
   into step 0: ``log2 p' + 1`` steps).
+- **Recursive doubling, any p** (section 2.3.2, Rabenseifner): the ranks beyond the largest
+  power of two p' fold their vector into rank ``e - p'`` first, the p' ranks run recursive
+  halving (bandwidth-optimal) or the exchange (latency-optimal), the extras get the result
+  back at the end (:func:`recursive_doubling_closed_form`).
 - **D-dimensional tori of any shape** (section 4): step ``s`` works on one dimension, the
   dimensions taken in rotation; a dimension whose steps are done is skipped (section 4.2,
   Fig. 5). A multi-dimensional schedule is the product of the 1D patterns: a message in
@@ -151,11 +155,42 @@ def _odd_groups(n: int, L: int) -> list[list[int]]:
     return groups
 
 
-def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False) -> Pattern1D:
+def _rd_fold_steps(d: int, returns: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Bandwidth-optimal recursive doubling on any ``d`` (Rabenseifner; seed 002 section 2.3.2):
+    ``m`` = the largest power of two <= d, extras ``e = m .. d-1`` with partners ``e - m``.
+
+    Step 0 (fold): every extra sends its vector to its partner: every block but its own when
+    the pattern ``returns`` (a reduce-scatter: it keeps its own block to reduce it at the end),
+    the whole vector otherwise (an allreduce: the partner answers with the whole result in the
+    mirrored half). Steps 1..log2 m: recursive halving on the m partners, core block b standing
+    for blocks b and b + m. Last step (``returns``): partner e - m sends block e to e."""
+    m = 1 << (d.bit_length() - 1)
+    E = d - m
+    e = np.arange(m, d)
+    fold = np.ones((E, d), bool)
+    if returns:
+        fold[np.arange(E), e] = False
+    out = [(e, e - m, fold)]
+    for src, dst, sets in _rs_core(m, "recursive_doubling"):
+        full = np.zeros((m, d), bool)
+        full[:, :m] = sets
+        full[:, m:] = sets[:, :E]
+        out.append((src, dst, full))
+    if returns:
+        back = np.zeros((E, d), bool)
+        back[np.arange(E), e] = True
+        out.append((e - m, e, back))
+    return out
+
+
+def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False, returns: bool = True) -> Pattern1D:
     """The 1D reduce-scatter pattern of a dimension of size ``d`` (section 3; README 002).
 
     Swing: any ``d`` (odd ``d``: the core runs on ``d-1`` ranks, rank ``d-1`` exchanges blocks
-    directly). Recursive doubling: ``d`` a power of two. ``mirrored`` flips every sign
+    directly). Recursive doubling: any ``d``; a power of two runs recursive halving, any other
+    ``d`` folds the ranks beyond the largest power of two in first (:func:`_rd_fold_steps`;
+    ``returns=False`` leaves their blocks with their partners, which only an allreduce may do:
+    its mirrored half then sends them the whole result). ``mirrored`` flips every sign
     (coordinates reflected, ``a -> -a`` on the core ring; section 4.1).
     """
     pat = Pattern1D(d)
@@ -163,27 +198,29 @@ def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False) -> Patt
         pat.held = [np.ones((1, 1), bool)]
         return pat
     if algorithm == "recursive_doubling" and not _is_pow2(d):
-        raise Unsupported(f"recursive doubling needs power-of-two dimension sizes, got {d}")
-    odd = algorithm == "swing" and d % 2 == 1
-    m = d - 1 if odd else d
-    core = _rs_core(m, algorithm)
-    L = len(core)
-    for k, (src, dst, sets) in enumerate(core):
-        full = np.zeros((len(src), d), bool)
-        full[:, :m] = sets
-        s_list, d_list, set_list = [src], [dst], [full]
-        if odd:
-            E = d - 1
-            group = _odd_groups(m, L)[k]
-            g = np.asarray(group, dtype=np.int64)
-            to_t = np.zeros((len(g), d), bool)
-            to_t[np.arange(len(g)), g] = True
-            to_e = np.zeros((len(g), d), bool)
-            to_e[:, E] = True
-            s_list += [np.full(len(g), E), g]
-            d_list += [g, np.full(len(g), E)]
-            set_list += [to_t, to_e]
-        pat.steps.append((np.concatenate(s_list), np.concatenate(d_list), np.concatenate(set_list)))
+        m = 1 << (d.bit_length() - 1)
+        pat.steps = _rd_fold_steps(d, returns)
+    else:
+        odd = algorithm == "swing" and d % 2 == 1
+        m = d - 1 if odd else d
+        core = _rs_core(m, algorithm)
+        L = len(core)
+        for k, (src, dst, sets) in enumerate(core):
+            full = np.zeros((len(src), d), bool)
+            full[:, :m] = sets
+            s_list, d_list, set_list = [src], [dst], [full]
+            if odd:
+                E = d - 1
+                group = _odd_groups(m, L)[k]
+                g = np.asarray(group, dtype=np.int64)
+                to_t = np.zeros((len(g), d), bool)
+                to_t[np.arange(len(g)), g] = True
+                to_e = np.zeros((len(g), d), bool)
+                to_e[:, E] = True
+                s_list += [np.full(len(g), E), g]
+                d_list += [g, np.full(len(g), E)]
+                set_list += [to_t, to_e]
+            pat.steps.append((np.concatenate(s_list), np.concatenate(d_list), np.concatenate(set_list)))
     if mirrored:
         pat = _relabel(pat, _reflection(d, m))
     held = np.ones((d, d), bool)
@@ -335,6 +372,7 @@ class Plan:
     algorithm: str
     variant: str  # "bw" or "lat"
     collectives: list[tuple[list[Pattern1D], list[tuple[int, int]]]]
+    allreduce_only: bool = False  # its reduce-scatter leaves the extras' blocks with partners
 
     @property
     def num_collectives(self) -> int:
@@ -346,13 +384,25 @@ class Plan:
 
 
 def plan(dims: list[int], algorithm: str = "swing", variant: str = "bw", multiport: bool = True,
-         mirrored: bool | None = None) -> Plan:
+         mirrored: bool | None = None, kind: str | None = None) -> Plan:
     """The collectives of a run: ``2D`` (D plain + D mirrored, D = dimensions of size > 1) when
     ``multiport``, else one plain collective (section 4.1). ``mirrored=False`` with multiport
-    gives D plain collectives only (each on 1/D of the data)."""
+    gives D plain collectives only (each on 1/D of the data).
+
+    ``kind="allreduce"`` lets bandwidth-optimal recursive doubling on a dimension that is not a
+    power of two skip the reduce-scatter's last step and the allgather's first (the extras'
+    own blocks going back and forth): ``2 log2 p' + 2`` steps, the two extra steps carrying the
+    whole vector. Such a plan is an allreduce only (:func:`reduce_scatter` refuses it); any
+    other ``kind`` (or None) builds complete reduce-scatter patterns, valid for all three."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}")
-    maker = rs_pattern if variant == "bw" else lat_pattern
+    if variant == "bw":
+        returns = kind != "allreduce"
+
+        def maker(d, a, mir):
+            return rs_pattern(d, a, mir, returns=returns)
+    else:
+        maker = lat_pattern
     plain = [maker(d, algorithm, False) for d in dims]
     lengths = [pt.num_steps for pt in plain]
     active = [i for i, d in enumerate(dims) if d > 1]
@@ -364,7 +414,9 @@ def plan(dims: list[int], algorithm: str = "swing", variant: str = "bw", multipo
     if mirrored:
         mirror = [maker(d, algorithm, True) for d in dims]
         colls += [(mirror, step_order(dims, lengths, c)) for c in starts]
-    return Plan(list(dims), algorithm, variant, colls)
+    allreduce_only = (variant == "bw" and kind == "allreduce" and algorithm == "recursive_doubling"
+                      and not all(_is_pow2(d) for d in dims))
+    return Plan(list(dims), algorithm, variant, colls, allreduce_only)
 
 
 # ---- message level ------------------------------------------------------------------------------
@@ -496,6 +548,9 @@ def reduce_scatter(pl: Plan, chunks_per_node: int = 1) -> Schedule:
     """Bandwidth-optimal reduce-scatter of a ``bw`` plan (section 3.1.1, Listing 1)."""
     if pl.variant != "bw":
         raise ValueError("reduce_scatter needs a bandwidth-optimal plan")
+    if pl.allreduce_only:
+        raise ValueError("this plan was built for an allreduce (kind='allreduce'); build it with "
+                         "kind='reduce_scatter' for a reduce-scatter or allgather")
     return _expand(pl, chunks_per_node, "reduce_scatter")
 
 
@@ -509,7 +564,7 @@ def allreduce(pl: Plan, chunks_per_node: int = 1) -> Schedule:
     """Allreduce: reduce-scatter then allgather (``bw``), or whole vectors each step (``lat``)."""
     if pl.variant == "lat":
         return _expand(pl, chunks_per_node, "allreduce")
-    rs = reduce_scatter(pl, chunks_per_node)
+    rs = _expand(pl, chunks_per_node, "reduce_scatter")
     out = concat(rs, reverse(rs), "allreduce")
     object.__setattr__(out, "meta", dict(rs.meta))
     return out
@@ -605,6 +660,37 @@ def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
     return {"Lambda": lam, "Psi": psi, "Xi": printed, "Xi_p": xi_table2(algorithm, variant, D, p)}
 
 
+def recursive_doubling_closed_form(p: int, kind: str = "allreduce") -> tuple[int, Fraction]:
+    """Steps and bandwidth term (in vectors: T_B = value * n * beta) of bandwidth-optimal
+    recursive doubling on ``p`` ranks with no congestion (seed 002 section 2.3.2; Rabenseifner).
+
+    Power of two: reduce-scatter ``log2 p`` steps, ``(p-1)/p``; allreduce twice that. Otherwise,
+    with ``p'`` the largest power of two below p and ``E = p - p'`` extras, the power-of-two cost
+    is recursive halving on ``p'`` ranks whose block b carries blocks b and b + p', so its step
+    k (0-based) sends at most ``p'/2^(k+1) + ceil(E/2^(k+1))`` blocks of ``1/p``; the allreduce
+    adds 2 steps carrying the whole vector (the fold and the result going back): ``2 log2 p'
+    + 2`` steps and ``2 + 2 core``; the reduce-scatter (and the allgather, its mirror) adds the
+    fold of every block but the extra's own (``(p-1)/p``) and the extra's block coming back
+    (``1/p``): ``log2 p' + 2`` steps and ``1 + core``.
+
+    >>> recursive_doubling_closed_form(8), recursive_doubling_closed_form(3)
+    ((6, Fraction(7, 4)), (4, Fraction(10, 3)))
+    """
+    if p < 1:
+        raise ValueError("p must be positive")
+    m = 1 << (p.bit_length() - 1)
+    L = m.bit_length() - 1
+    if m == p:
+        steps, tb = L, Fraction(p - 1, p)
+    else:
+        E = p - m
+        core = sum(Fraction(m // 2 ** (k + 1) + -(-E // 2 ** (k + 1)), p) for k in range(L))
+        if kind == "allreduce":
+            return 2 * L + 2, 2 + 2 * core
+        steps, tb = L + 2, 1 + core
+    return (2 * steps, 2 * tb) if kind == "allreduce" else (steps, tb)
+
+
 def _step_distances(pl: Plan, T: int, kind: str) -> list[int]:
     """Largest ring distance between logical peers in every step of the run (1-based list)."""
     out = []
@@ -654,7 +740,7 @@ def closed_form(dims: list[int], message_bytes: float, alpha: float, bandwidth: 
     with them (``paper_total_s``) are returned beside it. Exact on congestion-free networks and
     on square power-of-two tori of side >= 4 with plain + mirrored collectives.
     """
-    pl = plan(dims, algorithm, variant, multiport, mirrored)
+    pl = plan(dims, algorithm, variant, multiport, mirrored, kind)
     p = math.prod(dims)
     m, T = message_schedule(pl, kind)
     dist = _step_distances(pl, T, kind)
@@ -700,15 +786,13 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
             raise Unsupported("the latency-optimal variant is an allreduce (use the -bw producer for "
                               "reduce_scatter/allgather: it already takes ceil(log2 p) steps)")
         dims, network = rank_space(instance.topology, coll.nodes)
-        if algorithm == "recursive_doubling" and variant == "bw" and not all(_is_pow2(d) for d in dims):
-            raise Unsupported(f"bandwidth-optimal recursive doubling needs power-of-two dimensions, got {dims}")
         if mirrored_default is None:  # Swing: 2D collectives on tori (section 4.1), one elsewhere
             multiport = _bool_param(options, "multiport", network == "torus")
             mirrored = _bool_param(options, "mirrored", multiport)
         else:  # recursive doubling: one port, or D plain + D mirrored (section 5.1)
             multiport = _bool_param(options, "multiport", mirrored_default)
             mirrored = _bool_param(options, "mirrored", mirrored_default)
-        pl = plan(dims, algorithm, variant, multiport, mirrored)
+        pl = plan(dims, algorithm, variant, multiport, mirrored, coll.kind)
         p = math.prod(dims)
         sends = pl.num_collectives * p * coll.chunks_per_node * (
             (p - 1) * (2 if coll.kind == "allreduce" else 1) if variant == "bw" else p * pl.num_steps)
