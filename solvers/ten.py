@@ -65,17 +65,24 @@ def _lp_beside(instance, formulation, options: Options, form: dict, outcome: Out
     blind = _capacity_blind(formulation, form)
     lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts")}
     t0 = time.perf_counter()
+    steps = None if outcome.schedule is None else outcome.schedule.num_steps
+    known = steps if (steps is not None and not blind) else None
     try:
         lb = ten_lp.lower_bound(instance, timestep=lp_form.get("timestep"))
-        rsteps = drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
+        hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
     except ten_ilp.NotSupported as e:
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: {e}"
         return outcome
-    steps = None if outcome.schedule is None else outcome.schedule.num_steps
-    known = steps if (steps is not None and not blind) else None
-    s = lp_search(instance, _lp_solver(options.solver), lp_form, lb, max(rsteps, lb),
-                  time_limit=budget, known=known, threads=options.threads, seed=options.seed)
+    solver = _lp_solver(options.solver)
+    for attempt in (solver, "highs"):
+        left = None if budget is None else budget - (time.perf_counter() - t0)
+        s = lp_search(instance, attempt, lp_form, lb, max(hi, lb), time_limit=left, known=known,
+                      threads=options.threads, seed=options.seed)
+        trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
+        if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
+            break  # else: the run's solver could not take the LP (licence, crash): HiGHS can
+    outcome.extra["lp_bound_solver"] = s["solver"]
     outcome.extra["lp_bound"] = s["bound"]
     outcome.extra["lp_bound_s"] = round(time.perf_counter() - t0, 4)
     outcome.extra["lp_bound_horizons"] = [x["horizon"] for x in s["horizons"]]
@@ -252,12 +259,14 @@ def _lp_run(instance, options: Options) -> Outcome:
     The bound is the smallest horizon whose LP relaxation (seed 001 V-A relaxed, with the
     cumulative-send cuts of :func:`collsynth.formulations.ten_lp.build`) delivers everything,
     searched from the combinatorial bound upward (``--param binary=true``: binary search up to
-    the recovery schedule's length). The LP at that horizon is re-solved for little, early
-    traffic (``--param polish=false`` skips it), its amounts become pieces
-    (:func:`~collsynth.formulations.ten_lp.walk`), and the pairs the walk leaves short are
+    the recovery schedule's length). The LP solution at that horizon, and the same LP
+    re-solved for little, early traffic (:func:`~collsynth.formulations.ten_lp.polish`;
+    ``--param polish=false`` skips it), have their amounts turned into pieces
+    (:func:`~collsynth.formulations.ten_lp.walk`); the pairs a walk leaves short are
     completed two ways — :func:`~collsynth.formulations.ten_lp.repair` through idle capacity
-    and whole-chunk shortest-path recovery after the horizon (:func:`drivers.recover`) — of
-    which the shorter schedule is kept (never longer than the pure recovery schedule).
+    and whole-chunk shortest-path recovery after the horizon (:func:`drivers.recover`). The
+    schedule with the fewest timesteps is kept (on a tie the polished one; never longer than
+    the pure recovery schedule); ``extra["candidates"]`` lists them all.
     Status ``optimal`` when the schedule meets the LP bound, else ``feasible``.
 
     Allreduce: reduce_scatter then allgather, each as above, concatenated; the bound is the
@@ -288,6 +297,7 @@ def _lp_run(instance, options: Options) -> Outcome:
                        s["solver"], s["version"], None, s["message"] or "no LP bound", extra)
     h, model = s["bound"], s["model"]
     build_s, solve_s = s["build_s"], s["solve_s"]
+    cands = _realise(model, h, "arrivals")  # the LP solution as found
     polished = False
     if do_polish:
         tb = time.perf_counter()
@@ -297,38 +307,41 @@ def _lp_run(instance, options: Options) -> Outcome:
         res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
         solve_s += res.solve_s
         polished = res.status == "optimal" and ten_lp.complete(model)
-        if not polished:  # back to the plain complete LP
-            model = ten_lp.build(instance, h, **form)
-            res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
-            solve_s += res.solve_s
-            if res.status != "optimal" or not ten_lp.complete(model):
-                extra["polish"] = "failed"
-                return Outcome(None, "no-solution", None, float(h), None, "timesteps", build_s, solve_s,
-                               s["solver"], s["version"], None, f"LP at horizon {h} could not be re-solved", extra)
-    first = ten_lp.walk(model)
-    data = first.data
-    short = int((data.post & ~first.held).sum())
-    cands = []
-    w = ten_lp.repair(first)
-    if not (data.post & ~w.held).any():
-        cands.append(("repair", ten_lp.to_schedule(w), w))
-    w2 = ten_lp.walk(model)
-    w2 = ten_lp.extend(w2, drivers.recover(data, w2.held, h))
-    cands.append(("recovery", ten_lp.to_schedule(w2), w2))
-    how, sched, w = min(cands, key=lambda x: (x[1].num_steps, len(x[1])))
+        if polished:
+            cands += _realise(model, h, "polished")
+    # fewest timesteps; on a tie the polished LP's schedule (the LP-guided fractional one)
+    how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
     if sched.num_steps > rsteps:
-        how, sched, w = "recovery-only", ten_ilp.schedule_from_rows(rdata, ten_ilp.prune(rdata, rrows)), None
+        how, sched = "recovery-only", ten_ilp.schedule_from_rows(rdata, ten_ilp.prune(rdata, rrows))
     steps = sched.num_steps
     extra.update({
-        "recovered_pairs": short, "completion": how, "denominator": int(sched.denom),
-        "lp_denominator": int(first.denom),
-        "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()), "polished": polished,
+        "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": polished,
+        "denominator": int(sched.denom),
+        "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
+        "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
     })
     status = "optimal" if steps <= h else "feasible"
     msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
            else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
     return Outcome(sched, status, float(steps), float(h), (steps - h) / steps if steps else 0.0, "timesteps",
                    build_s, solve_s, s["solver"], s["version"], None, msg, extra)
+
+
+def _realise(model, h: int, which: str) -> list:
+    """Schedules from a solved complete LP: its walk completed by ``repair`` (when that
+    reaches every pair) and by shortest-path recovery after the horizon. Each entry is
+    ``(completion, schedule, pairs the walk left short, which LP solution)``."""
+    first = ten_lp.walk(model)
+    data = first.data
+    short = int((data.post & ~first.held).sum())
+    out = []
+    w = ten_lp.repair(first)
+    if not (data.post & ~w.held).any():
+        out.append(("repair", ten_lp.to_schedule(w), short, which))
+    w2 = ten_lp.walk(model)
+    w2 = ten_lp.extend(w2, drivers.recover(data, w2.held, h))
+    out.append(("recovery", ten_lp.to_schedule(w2), short, which))
+    return out
 
 
 def _lp_allreduce(instance, phases, options: Options) -> Outcome:
