@@ -117,6 +117,16 @@ def test_optimal_depth_as_in_figure_4(N, h):
         assert min(r["counted_slots"] for r in sweep if abs(r["h"] - h) <= 1) == best
 
 
+@pytest.mark.parametrize("N,h", [(1024, 6), (2048, 7)])
+def test_counted_optimum_depth_on_integer_trees(N, h):
+    """The best integer tree found per depth (wavelength-checker counts) is cheapest at
+    Theorem 2's depth, and within 5% of Theorem 1 at the real k there."""
+    best = {d: O.best_optree(N, 64, depths=[d]) for d in (h - 1, h, h + 1)}
+    assert min(best, key=lambda d: best[d][1]) == h
+    assert best[h][1] <= 1.05 * O.optree_steps_formula(N, 64, h)
+    assert len(best[h][0]) == h and math.prod(best[h][0]) >= N
+
+
 def test_depth_one_is_the_one_stage_load():
     for N in (12, 16, 33):
         assert O.optree_counted_slots(N, 3, [N]) == O.evaluate(N, 3, O.optree_stages(N, [N]))["slots"]
@@ -208,6 +218,8 @@ def test_table_I():
     assert best["counted_slots"] <= 70 and best["paper"] == 70
     rad = best["radices"]
     assert O.evaluate(1024, 64, O.optree_stages(1024, rad))["slots"] == best["counted_slots"]
+    assert best["first_fit_slots"] == best["counted_slots"]  # first fit meets the load bound
+    assert math.prod(rad) >= 1024 and len(rad) == 6
 
 
 @pytest.mark.parametrize("N", [2, 4, 6, 10, 16, 33])
