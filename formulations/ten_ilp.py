@@ -242,14 +242,24 @@ def lower_bound(instance: Instance, state=None, timestep: float | None = None) -
         return 0
     R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
     best = far
+    G = data.delay.shape[0]
+    same = G == 1 or bool((data.delay == data.delay[0]).all())
     for n in np.flatnonzero(R):
         ins = np.flatnonzero(data.dst == n)
         caps = data.capacity[ins]
-        ks = data.delay[:, ins].max(axis=0)
-        T = max(1, int(math.ceil(R[n] / caps.sum())))
-        while (caps * (T // ks)).sum() < R[n]:
-            T += 1
-        best = max(best, T)
+        if same:
+            groups = [(int(R[n]), data.delay[0, ins])]
+        else:  # concurrent chunk sizes with different delays: bound each size on its own, and
+            # the total occupancy (a size-g chunk holds an in-link for >= its smallest delay)
+            Rg = np.bincount(data.group[need[:, n]], minlength=G)
+            groups = [(int(Rg[g]), data.delay[g, ins]) for g in range(G) if Rg[g]]
+            occ = sum(int(Rg[g]) * int(data.delay[g, ins].min()) for g in range(G) if Rg[g])
+            best = max(best, int(math.ceil(occ / caps.sum())))
+        for r, ks in groups:
+            T = max(1, int(math.ceil(r / caps.sum())))
+            while (caps * (T // ks)).sum() < r:
+                T += 1
+            best = max(best, T)
     return int(best)
 
 
