@@ -41,6 +41,7 @@ Algorithms (all-gather; every stage is one step of an emitted :class:`Schedule`)
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -225,30 +226,6 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
             held_set[v].update(new_last[v])
         last = new_last
     return out
-
-
-def _ring_all_to_all(N: int, members, tie_counter: list[int]):
-    """Lightpaths (src, dst, direction lists) of an all-to-all among ``members`` along shortest
-    directions round the ring; the two lightpaths of an antipodal pair go the same way, pairs
-    alternating (``tie_counter`` carries the alternation across groups)."""
-    m = np.asarray(members, np.int64)
-    k = len(m)
-    a, b = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
-    off = a != b
-    a, b = a[off], b[off]
-    u, v = m[a], m[b]
-    cw = (v - u) % N
-    d = np.where(2 * cw < N, 1, -1)
-    tie = 2 * cw == N
-    if tie.any():
-        first = tie & (a < b)
-        pair_dir = np.zeros(k * k, np.int64)
-        order = np.cumsum(first) - 1
-        pair_dir[(a * k + b)[first]] = np.where((tie_counter[0] + order[first]) % 2 == 0, 1, -1)
-        lo, hi = np.minimum(a, b), np.maximum(a, b)
-        d[tie] = pair_dir[(lo * k + hi)[tie]]
-        tie_counter[0] += int(first.sum())
-    return u.tolist(), v.tolist(), d.tolist()
 
 
 def one_stage_stages(N: int, payload: bool = False) -> list[Stage]:
@@ -651,7 +628,6 @@ def optree_candidates(N: int, h: int) -> list[list[int]]:
     k_hi = optree_k(N, h) + 1
     k_lo = max(2, int(N ** (1.0 / h)) - 1)
     out = []
-    import itertools
     for rad in itertools.product(range(k_lo, k_hi + 1), repeat=h):
         P = math.prod(rad)
         if P >= N and all(P // k * (k - 1) < N for k in rad):
