@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyomo.environ as pe
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -38,10 +39,12 @@ def test_horizon_variants_agree(gen, params, kind, root):
     lin = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60))
     binary = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), binary=True)
     pers = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), persistent=True)
-    assert lin.status == binary.status == pers.status == "optimal"
-    assert lin.objective == binary.objective == pers.objective
+    cold = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
+    assert lin.status == binary.status == pers.status == cold.status == "optimal"
+    assert lin.objective == binary.objective == pers.objective == cold.objective
     assert pers.extra["persistent"] is True
-    for o in (lin, binary, pers):
+    assert cold.extra["warm"] is False and "time_cluster_steps" not in cold.extra
+    for o in (lin, binary, pers, cold):
         assert verify.verify(o.schedule, inst) is None
 
 
@@ -114,3 +117,89 @@ def test_unknown_driver_is_input_error():
     inst = make_instance(topo("ring", {"nodes": 4}), "allgather")
     with pytest.raises(InputError):
         drivers.run("nope", inst, ten_ilp, Options())
+
+
+def _start_is_feasible(model) -> None:
+    """Every active constraint of the model holds at the variables' current values."""
+    for con in model.component_data_objects(pe.Constraint, active=True):
+        body = pe.value(con.body)
+        if con.has_lb():
+            assert body >= pe.value(con.lower) - 1e-9, con.name
+        if con.has_ub():
+            assert body <= pe.value(con.upper) + 1e-9, con.name
+
+
+START_CASES = [
+    ("mesh", {"dims": [3, 3]}, "allgather", None),
+    ("ring", {"nodes": 5}, "alltoall", None),
+    ("torus", {"dims": [2, 3]}, "reduce_scatter", None),
+    ("hypercube", {"dim": 3}, "broadcast", 5),
+]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(START_CASES), st.floats(0.0, 1.0))
+def test_truncated_schedule_is_a_feasible_mip_start(case, frac):
+    """set_start: the recovery schedule cut at any horizon h is a feasible point of the
+    arrivals ILP at h, whose objective counts the postcondition pairs it delivers by h."""
+    gen, params, kind, root = case
+    inst = make_instance(topo(gen, params), kind, root=root)
+    data, rows, steps = drivers.recovery_schedule(inst)
+    h = max(1, int(round(frac * steps)))
+    model = ten_ilp.build(inst, h)
+    info = drivers.set_start(model, rows, h)
+    _start_is_feasible(model)
+    cut = rows[rows[:, 2] <= h]
+    pairs = {(c, int(data.dst[l])) for c, l, _ in cut.tolist()}
+    delivered = sum(1 for c, n in pairs if data.post[c, n] and not data.pre[c, n])
+    assert info["objective"] == delivered == ten_ilp.arrivals_count(model)
+    assert info["sends"] + info["dropped"] == len(cut)
+
+
+def test_early_stop_warm_start_on_5x5_mesh():
+    """With 0.5 s, time clustering (0.2 s) cannot finish the 5x5 mesh; its schedule cut at the
+    lower bound warm-starts the ILP, whose incumbent is at least as good as the start, and the
+    answer is no longer than time clustering's or recovery's."""
+    inst = make_instance(topo("mesh", {"dims": [5, 5]}), "allgather")
+    o = drivers.early_stop(inst, ten_ilp, Options(time_limit=0.5))
+    assert o.schedule is not None and verify.verify(o.schedule, inst) is None
+    e = o.extra
+    assert e["time_cluster_steps"] > e["lower_bound"] == o.bound == ten_ilp.lower_bound(inst)
+    ws = e["warm_start"]
+    assert ws["source"] == "time-cluster" and ws["horizon"] == e["lower_bound"] and ws["sends"] > 0
+    assert e["ilp_status"] in ("feasible", "optimal")
+    assert e["ilp_objective"] >= ws["objective"] > 0
+    assert o.objective <= e["time_cluster_steps"] and o.objective <= e["recovery_steps"]
+    assert o.objective == min(e["candidates"].values()) and e["used"] in e["candidates"]
+    assert o.status == ("optimal" if o.objective == o.bound else "feasible")
+
+
+def test_early_stop_returns_time_cluster_when_it_meets_the_bound():
+    inst = make_instance(topo("mesh", {"dims": [3, 4]}), "allgather")
+    o = drivers.early_stop(inst, ten_ilp, Options(time_limit=30))
+    assert o.status == "optimal" and o.extra["used"] == "time-cluster"
+    assert "ilp_status" not in o.extra and verify.verify(o.schedule, inst) is None
+
+
+@pytest.mark.parametrize("gen,params,kind", [("torus", {"dims": [3, 4]}, "allgather"),
+                                             ("ring", {"nodes": 5}, "alltoall")])
+def test_horizon_search_warm_starts_each_horizon(gen, params, kind):
+    """Time clustering misses the bound here; each horizon below its length is solved from its
+    truncated schedule, and the optimum equals the cold search's."""
+    inst = make_instance(topo(gen, params), kind)
+    o = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60))
+    cold = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
+    assert o.extra["time_cluster_steps"] > o.extra["lower_bound"]
+    assert o.extra["horizons"] and all(x["warm_start"] is not None for x in o.extra["horizons"])
+    assert o.status == cold.status == "optimal" and o.objective == cold.objective
+    assert o.extra["used"] == "ilp" and verify.verify(o.schedule, inst) is None
+
+
+def test_horizon_search_out_of_time_returns_best_known_honestly():
+    inst = make_instance(topo("mesh", {"dims": [5, 5]}), "allgather")
+    o = drivers.horizon_search(inst, ten_ilp, Options(time_limit=0.5))
+    rec = drivers.recovery_schedule(inst)[2]
+    assert o.schedule is not None and verify.verify(o.schedule, inst) is None
+    assert o.bound <= o.objective <= min(rec, o.extra["time_cluster_steps"])
+    assert o.bound <= ten_ilp.lower_bound(inst)  # nothing above the bound was proven in 0.5 s
+    assert o.status == ("optimal" if o.objective == o.bound else "feasible")
