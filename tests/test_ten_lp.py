@@ -48,6 +48,24 @@ def link_load_ok(sched, instance) -> bool:
     return all(v <= la.count[la.lookup(u, w)] + 1e-9 for (u, w, _), v in load.items())
 
 
+def ten_timing_ok(sched, instance) -> bool:
+    """Every send over a pair of delay k starts only once its source holds the piece: the
+    piece is at the source by the end of step ``t - k`` (verify only checks ``t - 1``)."""
+    delay = ten_ilp.link_delays(instance.topology, instance.collective.chunk_bytes)[0][0]
+    la = instance.topology.link_arrays
+    D = sched.denom
+    arr = np.full((sched.chunks, instance.topology.size, D), np.iinfo(np.int64).max)
+    pre = instance.collective.precondition
+    arr[pre] = 0
+    for c, lo, hi, v, t in zip(sched.chunk, sched.lo, sched.hi, sched.dst, sched.step):
+        arr[c, v, lo:hi] = np.minimum(arr[c, v, lo:hi], t)
+    for c, lo, hi, u, v, t in zip(sched.chunk, sched.lo, sched.hi, sched.src, sched.dst, sched.step):
+        k = delay[la.lookup(u, v)]
+        if (arr[c, u, lo:hi] > t - k).any():
+            return False
+    return True
+
+
 # ---- the fractional schedule ---------------------------------------------------------------
 
 FRACTIONAL = [  # (generator, params, kind, root, chunks per node): the LP here is fractional
@@ -73,6 +91,7 @@ def test_fractional_schedule_verifies_and_respects_the_bound(gen, params, kind, 
     assert row["extra"]["fractional_sends"] == int(((sched.hi - sched.lo) < sched.denom).sum()) > 0
     assert row["steps"] <= row["extra"]["recovery_steps"]  # never worse than recovery
     assert link_load_ok(sched, inst)
+    assert ten_timing_ok(sched, inst)
 
 
 def test_fractional_schedule_meets_lp_bound_and_ilp_optimum():
@@ -140,8 +159,14 @@ def test_heterogeneous_links_and_binary_search():
             for tau in range(s.step - 2, s.step + 1):
                 busy[(s.src, s.dst, tau)] = busy.get((s.src, s.dst, tau), 0) + float(s.hi - s.lo)
     assert all(v <= 1 + 1e-9 for v in busy.values())
+    assert ten_timing_ok(sched, inst)
     row2, _ = pipeline.run(inst, "ten-lp", Options(time_limit=30, params={"binary": True}))
     assert row2["bound"] == row["bound"]
+    # the reduce_scatter dual on the transpose, reversed with the multi-timestep occupancy
+    rs = make_instance(t, "reduce_scatter", message_bytes=8e6, chunks_per_node=2)
+    row3, _ = pipeline.run(rs, "ten-lp", Options(time_limit=30))
+    assert row3["verified"], row3["message"]
+    assert row3["steps"] >= row3["bound"] == lp_bound(rs)
 
 
 # ---- the walk itself ----------------------------------------------------------------------
