@@ -10,6 +10,14 @@ Collectives: non-combining ones directly; reduce and reduce_scatter as the dual 
 transposed topology, reversed (inside the formulation); allreduce as reduce_scatter then
 allgather, two runs concatenated (its bound is the larger phase bound: the decomposition is
 not proven optimal for allreduce). Objectives and bounds are TEN timesteps.
+
+``ten-lp`` solves the LP relaxation (:mod:`collsynth.formulations.ten_lp`): its bound (the
+smallest horizon whose LP delivers everything) and a verified fractional schedule realised
+from the LP's amounts (``--param polish=false``, ``cuts=false`` to switch off the re-solve
+for little, early traffic and the cumulative-send cuts). Every other TEN producer reports
+that LP bound beside its result (``extra["lp_bound"]``, at most ~20% of the time limit;
+``--param lp_bound=false`` skips it) and, when its schedules respect link capacity, proves
+with it: the outcome's bound is the larger of the driver's and the LP's.
 """
 
 from __future__ import annotations
@@ -112,10 +120,11 @@ def _with_driver(formulation):
         params = dict(options.params)
         want_lp = _flag(params, "lp_bound", True)
         params.pop("polish", None)
+        cuts = _flag(params, "cuts", True)  # for the LP bound; the ILPs take no cuts
         options = replace(options, params=params)
         budget = None if options.time_limit is None else 0.2 * options.time_limit
         drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
-        form = drivers.split_params(params)[1]
+        form = dict(drivers.split_params(params)[1], cuts=cuts)
         phases = _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
@@ -158,7 +167,7 @@ def _with_driver(formulation):
 
 # ---- the LP: bound search, fractional schedule -------------------------------------------
 
-LP_PARAMS = ("lp_bound", "polish")  # ours, popped before drivers / formulations see them
+LP_PARAMS = ("lp_bound", "polish", "cuts")  # ours, popped before drivers / ILP formulations see them
 
 
 def _flag(params: dict, name: str, default: bool = True) -> bool:
