@@ -1,4 +1,6 @@
-"""TEN formulation benchmarks (run: ``python -m pytest -m benchmark -s benchmarks/bench_ten.py``).
+"""TEN formulation benchmarks (run: ``python -m pytest -m benchmark -s benchmarks/bench_ten.py``,
+or the Table II analogue alone: ``python benchmarks/bench_ten.py table2 [--min 4] [--max 8]
+[--limit 60] [--solver highs]``).
 
 Figures for the closing note of issue 4; each test prints a Markdown table.
 
@@ -6,8 +8,10 @@ Figures for the closing note of issue 4; each test prints a Markdown table.
 - horizon search with a persistent model (built once at the largest horizon, re-solved)
   vs rebuilt per horizon;
 - the largest mesh / torus each driver solves (verified schedule) within 60 s;
-- a TACOS Table II analogue: meshes and tori 4x4..8x8, early-stop and time-cluster against the
-  exact horizon search (timesteps, time) and the lower bound;
+- a TACOS Table II analogue: meshes and tori 4x4..8x8 allgather (one chunk per node): lower
+  bound, horizon search (timesteps, status, time), early-stop (timesteps, what it used, time),
+  time clustering (timesteps, time) and the recovery schedule's length, 60 s each, HiGHS with
+  1 thread; and, from the same runs, the largest mesh / torus each driver solves within 60 s;
 - TACOS Table III: the 4x4 mesh with failed nodes 7 and 9, proven optimal (13 timesteps).
 
 Environment: ``BENCH_MIN_N``/``BENCH_MAX_N`` (sides of the Table II sweep, default 4..8),
@@ -95,22 +99,85 @@ def test_largest_within_limit():
                 print(f"| {name} | {gen} | none | | | |", flush=True)
 
 
-def test_table2_analogue():
-    print("\n| topology | lower bound | exact (horizon) | t s | early-stop | t s | time-cluster | t s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for gen in ("mesh", "torus"):
-        for n in range(MIN_N, MAX_N + 1):
+DRIVER_FNS = {"horizon": drivers.horizon_search, "early-stop": drivers.early_stop,
+              "time-cluster": drivers.time_cluster}
+
+
+def table2(min_n: int = MIN_N, max_n: int = MAX_N, limit: float = LIMIT, solver: str = "highs",
+           gens=("mesh", "torus"), cold: bool = False) -> list[dict]:
+    """Run the TACOS Table II analogue and print it as Markdown; returns one dict per run.
+
+    ``cold=True`` adds the horizon search without the time-clustering warm start (the ILP
+    alone, as before warm starts existed)."""
+    fns = dict(DRIVER_FNS)
+    if cold:
+        fns["horizon-cold"] = lambda inst, form, opts: drivers.horizon_search(inst, form, opts, warm=False)
+    print(f"\nTable II analogue: allgather, one chunk per node; {limit:g} s per run, {solver}, 1 thread; "
+          "timesteps (* = not proven optimal), wall s")
+    head = ("| topology | lower bound | horizon | status | t s | early-stop | used | t s "
+            "| time-cluster | t s | recovery |")
+    print("\n" + head + (" horizon, no warm start | status | t s |" if cold else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if cold else ""))
+    runs = []
+    for gen in gens:
+        for n in range(min_n, max_n + 1):
             inst = _inst(gen, n)
             lb = ten_ilp.lower_bound(inst)
-            cells = []
-            for fn in (drivers.horizon_search, drivers.early_stop, drivers.time_cluster):
+            rec = drivers.recovery_schedule(inst)[2]
+            cells = {}
+            for name, fn in fns.items():
                 t0 = time.perf_counter()
-                o = fn(inst, ten_ilp, Options(time_limit=LIMIT))
+                o = fn(inst, ten_ilp, Options(solver=solver, time_limit=limit, threads=1))
                 w = time.perf_counter() - t0
-                assert o.schedule is not None and verify.verify(o.schedule, inst) is None
-                mark = "" if o.status == "optimal" else "*"
-                cells.append(f"{o.objective:g}{mark} | {w:.1f}")
-            print(f"| {gen} {n}x{n} | {lb} | " + " | ".join(cells) + " |", flush=True)
+                ok = o.schedule is not None and verify.verify(o.schedule, inst) is None
+                assert ok, f"{name} {gen} {n}x{n}: no verified schedule"
+                assert o.objective <= rec, f"{name} {gen} {n}x{n}: worse than recovery"
+                cells[name] = (o, w)
+                runs.append({"driver": name, "gen": gen, "n": n, "steps": o.objective, "status": o.status,
+                             "bound": lb, "wall": w, "recovery": rec, "used": o.extra.get("used", "")})
+            (h, hw), (e, ew), (c, cw) = cells["horizon"], cells["early-stop"], cells["time-cluster"]
+
+            def mark(o):
+                return f"{o.objective:g}" + ("" if o.status == "optimal" else "*")
+
+            line = (f"| {gen} {n}x{n} | {lb} | {mark(h)} | {h.status} | {hw:.1f} | {mark(e)} | "
+                    f"{e.extra.get('used', '')} | {ew:.1f} | {mark(c)} | {cw:.1f} | {rec} |")
+            if cold:
+                k, kw = cells["horizon-cold"]
+                line += f" {mark(k)} | {k.status} | {kw:.1f} |"
+            print(line, flush=True)
+    assert all(r["steps"] <= r["recovery"] for r in runs)
+    return runs
+
+
+def largest(runs: list[dict], limit: float = LIMIT) -> None:
+    """Print the largest n x n mesh / torus each driver solved within the limit (verified
+    schedule, wall <= 1.1 x limit; horizon search: proven optimal) and the largest at the
+    lower bound, from :func:`table2`'s runs."""
+    print(f"\n| driver | topology | largest n x n solved within {limit:g} s | timesteps | bound | wall s "
+          "| largest n x n at the lower bound |")
+    print("|---|---|---|---|---|---|---|")
+    order = list(DRIVER_FNS) + ["horizon-cold"]
+    for name in sorted({r["driver"] for r in runs}, key=lambda d: order.index(d) if d in order else len(order)):
+        for gen in sorted({r["gen"] for r in runs}):
+            rs = sorted((r for r in runs if r["driver"] == name and r["gen"] == gen), key=lambda r: r["n"])
+            best = at_lb = None
+            for r in rs:
+                ok = r["wall"] <= 1.1 * limit and (not name.startswith("horizon") or r["status"] == "optimal")
+                if not ok:
+                    break
+                best = r
+            for r in rs:
+                if r["steps"] <= r["bound"]:
+                    at_lb = r
+            cell = (f"{best['n']}x{best['n']} | {best['steps']:g} | {best['bound']} | {best['wall']:.1f}"
+                    if best else "none | | |")
+            lbcell = f"{at_lb['n']}x{at_lb['n']}" if at_lb else "none"
+            print(f"| {name} | {gen} | {cell} | {lbcell} |", flush=True)
+
+
+def test_table2_analogue():
+    largest(table2())
 
 
 def test_table3_failed_mesh():
@@ -121,3 +188,27 @@ def test_table3_failed_mesh():
     print(f"\nmesh 4x4 failed 7,9: {o.status} {o.objective:g} timesteps (bound {o.bound:g}) in {w:.1f} s")
     assert o.status == "optimal" and o.objective == 13
     assert verify.verify(o.schedule, inst) is None
+
+
+def main(argv=None) -> int:
+    """``python benchmarks/bench_ten.py table2 [--min N] [--max N] [--limit S] [--solver NAME]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="bench_ten.py")
+    ap.add_argument("what", choices=["table2"])
+    ap.add_argument("--min", type=int, default=MIN_N)
+    ap.add_argument("--max", type=int, default=MAX_N)
+    ap.add_argument("--limit", type=float, default=LIMIT)
+    ap.add_argument("--solver", default="highs")
+    ap.add_argument("--gens", default="mesh,torus")
+    ap.add_argument("--cold", action="store_true", help="add the horizon search without warm start")
+    args = ap.parse_args(argv)
+    runs = table2(args.min, args.max, args.limit, args.solver, tuple(args.gens.split(",")), args.cold)
+    largest(runs, args.limit)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
