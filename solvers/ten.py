@@ -381,7 +381,7 @@ def _lp_allreduce(instance, phases, options: Options) -> Outcome:
 
 SUMMARIES = {
     "ten-ilp": "TACOS ILP on the time-expanded network (exact with the horizon driver)",
-    "ten-lp": "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps",
+    "ten-lp": "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps and a fractional schedule",
     "ten-ilp-nocongestion": "TEN ILP without link capacity (TACCL-like baseline), priced with congestion",
 }
 
