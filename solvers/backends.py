@@ -298,12 +298,27 @@ def _highs_hook(opt, model, warm_start: bool, deadline: float | None):
     ``highspy.Highs``, just before ``run``) to (a) cut HiGHS' time limit to what is left of the
     call's wall-clock budget (loading a large model takes seconds that HiGHS' own clock does not
     count) and (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution``
-    (columns from the interface's map ``id(var) -> column``). Returns an undo function and a
-    dict filled with what was passed."""
+    (columns from the interface's map ``id(var) -> column``); and its ``add_block`` to add all
+    the model's variables in one batch first (much faster loading). Returns an undo function
+    and a dict filled with what was passed."""
     import numpy as np
 
     info: dict[str, Any] = {}
     orig = opt._solve
+    orig_add_block = opt.add_block
+
+    def add_block(block):
+        # one batch of columns instead of one per constraint (Pyomo adds the new variables of
+        # each constraint separately, each with a changeColsIntegrality call: most of the
+        # loading time of a TEN model)
+        seen, new = set(), []
+        for v in block.component_data_objects(pe.Var, descend_into=True, active=True):
+            if id(v) not in seen and id(v) not in opt._referenced_variables:
+                seen.add(id(v))
+                new.append(v)
+        if new:
+            opt.add_variables(new)
+        return orig_add_block(block)
 
     def _solve():
         if deadline is not None and opt._active_config.time_limit is not None:
@@ -327,10 +342,13 @@ def _highs_hook(opt, model, warm_start: bool, deadline: float | None):
             info["run_s"] = time.perf_counter() - t0
 
     opt._solve = _solve
+    opt.add_block = add_block
 
     def undo():
         if opt.__dict__.get("_solve") is _solve:
             del opt.__dict__["_solve"]
+        if opt.__dict__.get("add_block") is add_block:
+            del opt.__dict__["add_block"]
 
     return undo, info
 

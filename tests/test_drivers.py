@@ -36,15 +36,17 @@ INSTANCES = [
 @pytest.mark.parametrize("gen,params,kind,root", INSTANCES)
 def test_horizon_variants_agree(gen, params, kind, root):
     inst = make_instance(topo(gen, params), kind, root=root)
-    lin = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60))
-    binary = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), binary=True)
-    pers = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), persistent=True)
-    cold = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
-    assert lin.status == binary.status == pers.status == cold.status == "optimal"
-    assert lin.objective == binary.objective == pers.objective == cold.objective
+    # cold (no time-clustering warm start), so that the searches really solve ILPs
+    lin = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
+    binary = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), binary=True, warm=False)
+    pers = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), persistent=True, warm=False)
+    warm = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60))
+    assert lin.status == binary.status == pers.status == warm.status == "optimal"
+    assert lin.objective == binary.objective == pers.objective == warm.objective
     assert pers.extra["persistent"] is True
-    assert cold.extra["warm"] is False and "time_cluster_steps" not in cold.extra
-    for o in (lin, binary, pers, cold):
+    assert lin.extra["warm"] is False and "time_cluster_steps" not in lin.extra
+    assert warm.extra["warm"] is True and warm.extra["time_cluster_steps"] >= warm.objective
+    for o in (lin, binary, pers, warm):
         assert verify.verify(o.schedule, inst) is None
 
 
@@ -188,11 +190,15 @@ def test_horizon_search_warm_starts_each_horizon(gen, params, kind):
     truncated schedule, and the optimum equals the cold search's."""
     inst = make_instance(topo(gen, params), kind)
     o = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60))
+    pers = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), persistent=True)
+    binary = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), binary=True)
     cold = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
-    assert o.extra["time_cluster_steps"] > o.extra["lower_bound"]
-    assert o.extra["horizons"] and all(x["warm_start"] is not None for x in o.extra["horizons"])
-    assert o.status == cold.status == "optimal" and o.objective == cold.objective
-    assert o.extra["used"] == "ilp" and verify.verify(o.schedule, inst) is None
+    for w in (o, pers, binary):
+        assert w.extra["time_cluster_steps"] > w.extra["lower_bound"]
+        assert w.extra["horizons"] and all(x["warm_start"] is not None for x in w.extra["horizons"])
+        assert w.status == cold.status == "optimal" and w.objective == cold.objective
+        assert w.extra["used"] == "ilp" and verify.verify(w.schedule, inst) is None
+    assert pers.extra["persistent"] is True
 
 
 def test_horizon_search_out_of_time_returns_best_known_honestly():
