@@ -16,6 +16,14 @@ back) and :class:`~collsynth.solvers.producers.Options`, and returns an
 - :func:`time_cluster`: windows of k timesteps, each solved from the holdings the previous one
   reached, until the postcondition holds (TACOS time clustering).
 
+Warm starts (``warm=True``, the default for formulations that allow recovery): horizon search
+and early-stop first run time clustering with a share of the time limit (``warm_share``,
+default 0.4). Its schedule is an upper bound (optimal outright when it meets the lower bound),
+and cut to a horizon it is a feasible point of that horizon's arrivals ILP (:func:`set_start`),
+passed to the solver as a MIP start (``backends.solve(..., warm_start=True)``). So the ILP
+always starts from an incumbent, and the drivers never return anything longer than time
+clustering or the recovery schedule.
+
 Statuses: ``optimal`` only when the number of timesteps is proven minimal (every smaller
 horizon proven unable to deliver everything, or the lower bound met); ``feasible`` otherwise.
 """
