@@ -270,7 +270,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
 def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share: float, stats,
                   form_params) -> tuple[_Known | None, Outcome | None]:
     """Time clustering with ``share`` of the time limit: (its schedule as rows, its outcome)."""
-    limit = None if options.time_limit is None else max(0.5, share * float(options.time_limit))
+    limit = None if options.time_limit is None else max(0.01, share * float(options.time_limit))
     if clock.limit is not None:
         limit = min(limit, clock.left())
     sub = replace(options, time_limit=limit)
@@ -331,6 +331,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
         if tc is None and tco.status in ("error", "skipped"):
             return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
+        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         known = _better(known, tc)
     if recovery_ok:
         hi = known.steps if max_horizon is None else min(int(max_horizon), known.steps)
@@ -488,6 +489,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
         if tc is None and tco.status in ("error", "skipped"):
             return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
+        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         if tc is not None:
             cands.append(tc)
     res = None
