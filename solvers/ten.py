@@ -167,6 +167,8 @@ def _with_driver(formulation):
 
 # ---- the LP: bound search, fractional schedule -------------------------------------------
 
+BUILD_S_PER_UNIT = 3e-4  # seconds to build and load an LP, per chunk x link pair x timestep (measured,
+# meshes 5x5..8x8 on this machine); a search with a time limit skips models it cannot afford
 LP_PARAMS = ("lp_bound", "polish", "cuts")  # ours, popped before drivers / ILP formulations see them
 
 
@@ -208,6 +210,8 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
     def left():
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
 
+    units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
+
     def attempt(h):
         """(True/False: the LP at h is complete / proven incomplete, or None: undecided; model)."""
         if known is not None and h >= known:
@@ -215,6 +219,11 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
         rem = left()
         if rem is not None and rem <= 0:
             out["message"] = f"time limit reached before the LP at horizon {h}"
+            return None, None
+        est = BUILD_S_PER_UNIT * units * h  # building and loading a model cannot be interrupted
+        if rem is not None and est > rem:
+            out["message"] = (f"the LP at horizon {h} would take about {est:.3g} s to build and load "
+                              f"({rem:.3g} s left)")
             return None, None
         tb = time.perf_counter()
         model = _checked(lambda: ten_lp.build(instance, h, **form))
