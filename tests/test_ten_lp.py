@@ -68,41 +68,65 @@ def ten_timing_ok(sched, instance) -> bool:
 
 # ---- the fractional schedule ---------------------------------------------------------------
 
-FRACTIONAL = [  # (generator, params, kind, root, chunks per node): the LP here is fractional
+SCHEDULES = [  # (generator, params, kind, root, chunks per node)
     ("ring", {"nodes": 4}, "broadcast", 0, 3),
     ("hypercube", {"dim": 2}, "allgather", None, 3),
     ("torus", {"dims": [2, 3]}, "broadcast", 0, 3),
     ("mesh", {"dims": [2, 3]}, "alltoall", None, 1),
+    ("torus", {"dims": [2, 3]}, "scatter", 0, 2),
 ]
 
 
-@pytest.mark.parametrize("gen,params,kind,root,cpn", FRACTIONAL)
-def test_fractional_schedule_verifies_and_respects_the_bound(gen, params, kind, root, cpn):
+@pytest.mark.parametrize("gen,params,kind,root,cpn", SCHEDULES)
+def test_lp_schedule_verifies_and_respects_the_bound(gen, params, kind, root, cpn):
     inst = make_instance(topo(gen, params), kind, root=root, chunks_per_node=cpn)
     row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
     assert row["verified"], row["message"]
     assert verify.verify(sched, inst) is None
-    assert sched.denom > 1 and ((sched.hi - sched.lo) < sched.denom).any()  # real pieces
     h = lp_bound(inst)
     assert row["bound"] == h == row["extra"]["lp_bound"]
     assert row["steps"] >= h
     assert row["status"] == ("optimal" if row["steps"] == h else "feasible")
     assert row["extra"]["denominator"] == sched.denom
-    assert row["extra"]["fractional_sends"] == int(((sched.hi - sched.lo) < sched.denom).sum()) > 0
+    assert row["extra"]["fractional_sends"] == int(((sched.hi - sched.lo) < sched.denom).sum())
     assert row["steps"] <= row["extra"]["recovery_steps"]  # never worse than recovery
     assert link_load_ok(sched, inst)
     assert ten_timing_ok(sched, inst)
 
 
+FORCED = [  # the LP bound is below the ILP optimum: no integral solution fits the LP horizon,
+    # so the LP solution there is fractional whatever vertex the solver returns
+    ("torus", {"dims": [2, 3]}, "scatter", 0, 2),  # LP 3, ILP 4
+    ("mesh", {"dims": [2, 3]}, "scatter", 0, 2),  # LP 4, ILP 5
+]
+
+
+@pytest.mark.parametrize("gen,params,kind,root,cpn", FORCED)
+def test_fractional_lp_gives_real_pieces(gen, params, kind, root, cpn):
+    inst = make_instance(topo(gen, params), kind, root=root, chunks_per_node=cpn)
+    h = lp_bound(inst)
+    assert h < ilp_optimum(inst)
+    m = ten_lp.build(inst, h)
+    assert B.solve(m, "highs").status == "optimal" and ten_lp.complete(m)
+    assert not ten_lp.integral(m)
+    for polished in (False, True):
+        if polished:
+            ten_lp.polish(m)
+            assert B.solve(m, "highs").status == "optimal" and ten_lp.complete(m)
+        sched = ten_lp.extract(m)
+        assert sched.denom > 1 and ((sched.hi - sched.lo) < sched.denom).any()  # real pieces
+        assert verify.verify(sched, inst) is None
+        assert sched.num_steps >= h
+        assert link_load_ok(sched, inst) and ten_timing_ok(sched, inst)
+
+
 def test_fractional_schedule_meets_lp_bound_and_ilp_optimum():
-    # bidirectional ring of 4, root 0 broadcasts 3 chunks: the LP splits chunks between the
-    # two directions; the walk realises it exactly (halves), in as few timesteps as the ILP
+    # bidirectional ring of 4, root 0 broadcasts 3 chunks: the schedule from the LP meets the
+    # LP bound, which is the integral optimum
     inst = make_instance(topo("ring", {"nodes": 4}), "broadcast", root=0, chunks_per_node=3)
     row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
     assert row["verified"] and row["status"] == "optimal"
-    assert sched.denom == 2 and row["extra"]["recovered_pairs"] == 0
-    assert row["steps"] == row["bound"] == lp_bound(inst) <= ilp_optimum(inst)
-    assert row["steps"] == ilp_optimum(inst)  # equals the integral optimum with fractional pieces
+    assert row["steps"] == row["bound"] == lp_bound(inst) == ilp_optimum(inst)
 
 
 def test_combining_kinds_are_reversed_duals():
@@ -112,8 +136,20 @@ def test_combining_kinds_are_reversed_duals():
         inst = make_instance(t, kind, root=root, chunks_per_node=cpn)
         row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
         assert row["verified"], row["message"]
-        assert sched.collective == kind and sched.denom > 1
+        assert sched.collective == kind
         assert row["steps"] >= row["bound"] == lp_bound(inst)
+
+
+def test_reversed_pieces_reduce_exactly_once():
+    # a reduce to root 0 on a 4-ring is solved as a broadcast from 0 on the transpose; with
+    # halves going each way round, the reversed pieces must count every contribution once
+    inst = make_instance(topo("ring", {"nodes": 4}), "reduce", root=0)
+    m = ten_lp.build(inst, 2, cuts=False)
+    assert m._ten.reversed
+    _set(m, {(0, 0, 1, 1): 0.5, (0, 0, 3, 1): 0.5, (0, 1, 2, 2): 0.5, (0, 3, 2, 2): 0.5})
+    sched = ten_lp.extract(m)
+    assert sched.collective == "reduce" and sched.denom == 2
+    assert verify.verify(sched, inst) is None
 
 
 def test_allreduce_concatenates_phases():
@@ -345,7 +381,7 @@ def test_cli_solve_ten_lp(tmp_path, capsys):
     assert code == 0 and row["verified"] and row["status"] == "optimal"
     assert row["steps"] == row["bound"] == 3
     sched = read_json(out)
-    assert sched.denom == 2 and verify.verify(sched, load_instance(p)) is None
+    assert verify.verify(sched, load_instance(p)) is None and sched.num_steps == 3
     code = main(["solve", str(p), "--producer", "ten-ilp", "--param", "lp_bound=false", "--json"])
     row = json.loads(capsys.readouterr().out)
     assert code == 0 and row["verified"] and "lp_bound" not in row.get("extra", {})
