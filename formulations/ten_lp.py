@@ -48,7 +48,7 @@ NAME = "ten-lp"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 TOL = 1e-6
 MAX_DENOMINATOR = 64  # an LP amount is snapped to the nearest fraction with at most this denominator
-MAX_ATOMS = 1024  # cap on the common denominator (amounts are floored to it beyond)
+MAX_ATOMS = 1024  # cap on the common denominator (beyond it amounts are apportioned in 1024ths)
 _NEVER = np.iinfo(np.int64).max
 
 
@@ -371,7 +371,7 @@ def extend(w: Walk, rows: np.ndarray) -> Walk:
         arr = w.arrival.get((c, d))
         if arr is None:
             arr = w.arrival[(c, d)] = np.full(w.denom, _NEVER, np.int64)
-        pick = allatoms[arr > t]
+        pick = allatoms[arr == _NEVER]
         if not len(pick):
             continue
         arr[pick] = t
