@@ -224,11 +224,6 @@ def measure_many(topology: Topology, names, kind: str = "allreduce", source_batc
     return rows
 
 
-def _fits(name: str, dims) -> bool:
-    """Bandwidth-optimal recursive doubling needs power-of-two dimensions."""
-    return not (name.startswith("recursive-doubling-bw") and any(d & (d - 1) for d in dims))
-
-
 DEFICIENCY_TORI = {1: [64], 2: [16, 16], 3: [8, 8, 8], 4: [8, 8, 8, 8]}
 
 
@@ -245,7 +240,7 @@ def deficiency_table(tori: dict | None = None, names=None, alpha: float = PAPER_
         topo = build("torus", {"dims": dims}, bandwidth=bandwidth, alpha=alpha)
         if progress:
             progress(f"{topo.name}: {', '.join(names)}")
-        rows += measure_many(topo, [n for n in names if _fits(n, dims)])
+        rows += measure_many(topo, list(names))
         p = math.prod(dims)
         for ref in ("ring", "bucket"):
             t2 = sw.table2(ref, "bw", len(dims), p)
@@ -342,7 +337,7 @@ def goodput_curves(figure: str, sizes=None, names=None, source_batch: int = 512,
     rows = []
     if progress:
         progress(f"{figure} ({topo.name}): {', '.join(names)}")
-    for r in measure_many(topo, [n for n in names if _fits(n, dims)], source_batch=source_batch):
+    for r in measure_many(topo, list(names), source_batch=source_batch):
         name = r["algorithm"]
         for n in sizes:
             rows.append({"algorithm": name, "size": n, "time_s": r["T_L_s"] + n * r["T_B_s_per_byte"],
