@@ -2,10 +2,10 @@
 
 Run: ``python -m pytest -m benchmark -s benchmarks/bench_swing.py`` (prints the figures). The
 committed tables and plots are produced by
-``python -m collsynth.solvers.closed_form.deficiency --out results`` (same code).
+``python -m collsynth.solvers.reports.deficiency --out results`` (same code).
 
 Every figure is priced by the shared sync cost model at message level
-(:func:`collsynth.solvers.closed_form.deficiency.price_many`); the slow part is the
+(:func:`collsynth.solvers.reports.deficiency.price_many`); the slow part is the
 shortest-path search of the cost model's routing (one BFS per source node).
 """
 
@@ -17,7 +17,7 @@ import time
 import pytest
 
 from collsynth.instances.generators import build
-from collsynth.solvers.closed_form import deficiency as dfc
+from collsynth.solvers.reports import deficiency as dfc
 from collsynth.solvers.closed_form import swing as sw
 
 

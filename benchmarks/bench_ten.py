@@ -29,7 +29,7 @@ from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends as B
-from collsynth.solvers import drivers
+from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
 from collsynth.tens import verify
 

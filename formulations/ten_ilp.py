@@ -28,7 +28,7 @@ Collectives: every non-combining kind directly (allgather, gather, scatter, broa
 all-to-all with its personalised chunks); combining ones (reduce, reduce_scatter) as their
 non-combining dual on the transposed topology, reversed in time by :func:`extract` (seed 000
 Appendix A, TACOS section V); allreduce is reduce_scatter then allgather (two models, see
-:mod:`collsynth.solvers.ten`). Several concurrent collectives (TACOS VIII-G, multi-tenant)
+:mod:`collsynth.solvers.ten.producers`). Several concurrent collectives (TACOS VIII-G, multi-tenant)
 share one model: chunk ids are shifted by the instance's chunk offsets and the objective adds
 up (``weights=[...]`` to weigh the tenants). Failed nodes and links are simply absent.
 
@@ -46,221 +46,16 @@ window from the holdings the previous one reached.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
-
 import numpy as np
 import pyomo.environ as pe
 
 from ..instances.instance import Instance
-from ..tens.schedule import Schedule, from_arrays, merge
+from ..tens.schedule import Schedule
+from ..tens.ten import NotSupported, TenData, lower_bound, prepare, prune, reach, schedule_from_rows
 
 NAME = "ten-ilp"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 OBJECTIVES = ("arrivals", "makespan")
-INF = 1 << 30
-
-
-class NotSupported(ValueError):
-    """This formulation cannot express the instance (the message says why)."""
-
-
-# ---- plain data the model is built from ------------------------------------------------------
-
-@dataclass
-class TenData:
-    """Everything a TEN model needs, as plain arrays (shared by ten_ilp, ten_lp, nocongestion).
-
-    ``pre``/``post`` are bool ``[chunk, node]`` over global chunk ids (the model's direction);
-    ``group[c]`` is the collective a chunk belongs to; link pair ``l`` is ``src[l] -> dst[l]``
-    with ``capacity[l]`` parallel links and ``delay[g, l]`` timesteps for a chunk of group g.
-    """
-
-    instance: Instance  # the instance the model is built for (the dual when reversed)
-    original: Instance  # what the user asked for
-    reversed: bool
-    horizon: int
-    pre: np.ndarray
-    post: np.ndarray
-    group: np.ndarray
-    offsets: tuple[int, ...]
-    src: np.ndarray
-    dst: np.ndarray
-    capacity: np.ndarray
-    delay: np.ndarray
-    timestep: float
-    dist: np.ndarray = field(repr=False, default=None)  # delay-weighted distances [g, u, v]
-
-
-def dual_instance(instance: Instance) -> Instance:
-    """The non-combining dual on the transposed topology of a combining instance (else itself).
-
-    Reduce <-> broadcast and reduce_scatter <-> allgather (seed 000 Appendix A); allreduce has
-    no single dual (solve it as reduce_scatter then allgather); mixing combining and
-    non-combining concurrent collectives is not expressible in one time direction.
-    """
-    kinds = [c.kind for c in instance.collectives]
-    if "allreduce" in kinds:
-        raise NotSupported("allreduce: solve it as reduce_scatter then allgather (two models)")
-    comb = [c.combining for c in instance.collectives]
-    if not any(comb):
-        return instance
-    if not all(comb):
-        raise NotSupported("concurrent collectives mixing combining and non-combining kinds")
-    return replace(
-        instance,
-        name=f"{instance.name}-dual",
-        topology=instance.topology.transpose(),
-        collectives=tuple(c.dual() for c in instance.collectives),
-    )
-
-
-def link_delays(topology, chunk_bytes, timestep: float | None = None):
-    """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
-
-    The TEN's discretisation (:func:`collsynth.tens.ten.link_costs` and ``discretize``: cost =
-    alpha + chunk_bytes / per-link bandwidth, ``ceil(cost / timestep)``, TACOS section IV-C);
-    the timestep defaults to the cheapest link cost, as in :func:`~collsynth.tens.ten.build_ten`.
-    ``chunk_bytes`` may be a list (concurrent collectives): one delay row per size, all on one
-    timestep (the cheapest cost over all sizes).
-    """
-    from ..tens.ten import discretize, link_costs
-
-    sizes = list(chunk_bytes) if isinstance(chunk_bytes, (list, tuple, np.ndarray)) else [chunk_bytes]
-    if topology.switches & set(topology.nodes):
-        raise NotSupported("the topology has switches: unwind them to point-to-point links first")
-    if topology.link_arrays.__len__() == 0:
-        raise NotSupported("the topology has no live links")
-    costs = np.array([link_costs(topology, b) for b in sizes])
-    if timestep is None:
-        timestep = float(costs.min())
-    delay = np.stack([discretize(row, timestep) for row in costs])
-    return delay, topology.link_arrays.count.astype(np.int64), float(timestep)
-
-
-def _dists(src, dst, delay_row, size) -> np.ndarray:
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import dijkstra
-
-    if len(src) == 0:
-        d = np.full((size, size), np.inf)
-        np.fill_diagonal(d, 0)
-        return d
-    # keep the smallest delay per pair (pairs are unique already)
-    adj = sp.csr_matrix((delay_row.astype(float), (src, dst)), shape=(size, size))
-    return dijkstra(adj, directed=True)
-
-
-def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None) -> TenData:
-    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps."""
-    if not isinstance(horizon, (int, np.integer)) or horizon < 1:
-        raise NotSupported(f"horizon must be a positive integer, got {horizon!r}")
-    inst = dual_instance(instance)
-    topo = inst.topology
-    S = topo.size
-    colls = inst.collectives
-    offsets = inst.chunk_offsets
-    total = sum(c.num_chunks for c in colls)
-    pre = np.zeros((total, S), bool)
-    post = np.zeros((total, S), bool)
-    group = np.zeros(total, np.int64)
-    for g, (c, off) in enumerate(zip(colls, offsets)):
-        pre[off:off + c.num_chunks] = c.precondition
-        post[off:off + c.num_chunks] = c.postcondition
-        group[off:off + c.num_chunks] = g
-    if state is not None:
-        state = np.asarray(state, dtype=bool)
-        if state.shape != pre.shape:
-            raise NotSupported(f"state must be a bool matrix of shape {pre.shape}, got {state.shape}")
-        pre = state.copy()
-    la = topo.link_arrays
-    delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep)
-    dist = np.stack([_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))])
-    return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
-                   la.src.copy(), la.dst.copy(), cap, delay, timestep, dist)
-
-
-def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
-    """``earliest[c, n]`` (first timestep n can hold c) and ``latest[c, n]`` (last useful arrival).
-
-    earliest: delay-weighted distance from the nearest holder (0 for holders, INF if
-    unreachable); latest: horizon minus the distance to the nearest node that needs c and does
-    not hold it (the horizon itself for such nodes; -1 if none needs it).
-    """
-    C, S = data.pre.shape
-    earliest = np.full((C, S), INF, np.int64)
-    latest = np.full((C, S), -1, np.int64)
-    need = data.post & ~data.pre
-    for g in range(data.dist.shape[0]):
-        D = data.dist[g]
-        rows = np.flatnonzero(data.group == g)
-        if not len(rows):
-            continue
-        Dm = np.where(np.isinf(D), INF, D).astype(np.int64)
-        # earliest[c, n] = min over holders h of D[h, n]
-        for c in rows:
-            h = np.flatnonzero(data.pre[c])
-            if len(h):
-                earliest[c] = Dm[h].min(axis=0)
-            m = np.flatnonzero(need[c])
-            if len(m):
-                back = Dm[:, m].min(axis=1)  # distance from n to the nearest needing node
-                latest[c] = np.where(back >= INF, -1, data.horizon - back)
-    return earliest, latest
-
-
-def _distance(instance: Instance, state=None, timestep: float | None = None):
-    """(TEN data, needed pairs, delay-weighted distance from the nearest holder to the farthest
-    node that needs a chunk); 0 when nothing is needed."""
-    data = prepare(instance, 1, state, timestep)
-    earliest, _ = reach(data)
-    need = data.post & ~data.pre
-    if not need.any():
-        return data, need, 0
-    far = int(earliest[need].max())
-    if far >= INF:
-        raise NotSupported("some required chunk cannot reach its destination")
-    return data, need, far
-
-
-def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
-    """Delay-weighted distance from the nearest holder to the farthest node needing a chunk."""
-    return _distance(instance, state, timestep)[2]
-
-
-def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
-    """A lower bound on the TEN timesteps any schedule needs (from ``state`` if given).
-
-    The larger of (a) the delay-weighted distance from the nearest holder to the farthest node
-    that needs a chunk, and (b) the inbound throughput bound: a pair with delay k and capacity
-    c delivers at most ``c * floor(T / k)`` chunks in T timesteps, so a node needing R chunks
-    needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
-    timestep; seed 000 section 3 for the bandwidth argument).
-    """
-    data, need, far = _distance(instance, state, timestep)
-    if not need.any():
-        return 0
-    R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
-    best = far
-    G = data.delay.shape[0]
-    same = G == 1 or bool((data.delay == data.delay[0]).all())
-    for n in np.flatnonzero(R):
-        ins = np.flatnonzero(data.dst == n)
-        caps = data.capacity[ins]
-        if same:
-            groups = [(int(R[n]), data.delay[0, ins])]
-        else:  # concurrent chunk sizes with different delays: bound each size on its own, and
-            # the total occupancy (a size-g chunk holds an in-link for >= its smallest delay)
-            Rg = np.bincount(data.group[need[:, n]], minlength=G)
-            groups = [(int(Rg[g]), data.delay[g, ins]) for g in range(G) if Rg[g]]
-            occ = sum(int(Rg[g]) * int(data.delay[g, ins].min()) for g in range(G) if Rg[g])
-            best = max(best, int(math.ceil(occ / caps.sum())))
-        for r, ks in groups:
-            T = max(1, int(math.ceil(r / caps.sum())))
-            while (caps * (T // ks)).sum() < r:
-                T += 1
-            best = max(best, T)
-    return int(best)
 
 
 # ---- the model -----------------------------------------------------------------------------
@@ -427,39 +222,6 @@ def sends_of(model: pe.ConcreteModel, threshold: float = 0.5) -> np.ndarray:
     return np.array(sorted(rows), dtype=np.int64).reshape(-1, 3)
 
 
-def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
-    """Drop sends that deliver nothing: a second arrival of a chunk at a node, or a chunk sent
-    to a node that neither needs it nor forwards it afterwards (repeated to a fixed point)."""
-    if not len(rows):
-        return rows
-    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
-    dst = data.dst[l]
-    # first arrival per (chunk, dst): sort by (c, dst, t), keep the first of each group
-    order = np.lexsort((t, dst, c))
-    rows = rows[order]
-    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
-    dst = data.dst[l]
-    first = np.ones(len(rows), bool)
-    first[1:] = (c[1:] != c[:-1]) | (dst[1:] != dst[:-1])
-    rows = rows[first]
-    keep = np.ones(len(rows), bool)
-    need = data.post
-    while True:
-        c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
-        src, dst = data.src[l], data.dst[l]
-        forwards = set(zip(c[keep].tolist(), src[keep].tolist()))
-        changed = False
-        for i in np.flatnonzero(keep):
-            ci, di = int(c[i]), int(dst[i])
-            if need[ci, di] or (ci, di) in forwards:
-                continue
-            keep[i] = False
-            changed = True
-        if not changed:
-            break
-    return rows[keep]
-
-
 def extract(model: pe.ConcreteModel) -> Schedule:
     """The schedule the solved model describes (values must be loaded, e.g. by a backend).
 
@@ -468,31 +230,7 @@ def extract(model: pe.ConcreteModel) -> Schedule:
     """
     data: TenData = model._ten
     rows = prune(data, sends_of(model))
-    return schedule_from_rows(data, rows)
-
-
-def schedule_from_rows(data: TenData, rows: np.ndarray, horizon: int | None = None) -> Schedule:
-    """Turn ``(chunk, pair, arrival)`` rows of the model's direction into the user's schedule."""
-    rows = np.asarray(rows, np.int64).reshape(-1, 3)
-    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
-    src, dst = data.src[l], data.dst[l]
-    k = data.delay[data.group[c], l] if len(rows) else np.zeros(0, np.int64)
-    if data.reversed:
-        T = int(t.max()) if len(t) else 0
-        # mirror the occupancy interval [t-k+1, t] to [T+1-t, T+k-t]; the arrival is its end
-        src, dst, t = dst, src, T + k - t
-    inst = data.original
-    parts = []
-    for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
-        sel = data.group[c] == g
-        parts.append(from_arrays(
-            coll.kind, inst.topology.size, coll.num_chunks,
-            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel],
-            meta={"producer": NAME, "timestep_s": data.timestep},
-        ))
-    if len(parts) == 1:
-        return parts[0]
-    return merge(parts, inst.chunk_offsets)
+    return schedule_from_rows(data, rows, NAME)
 
 
 def bound(model: pe.ConcreteModel):
@@ -525,6 +263,4 @@ def required(model: pe.ConcreteModel) -> int:
     return int((data.post & ~data.pre).sum())
 
 
-__all__ = ["NAME", "build", "extract", "bound", "prepare", "dual_instance", "NotSupported",
-           "holdings", "schedule_from_rows", "prune", "sends_of", "link_delays", "reach",
-           "arrivals_count", "required", "lower_bound"]
+__all__ = ["NAME", "build", "extract", "bound", "lower_bound", "holdings", "sends_of", "arrivals_count", "required"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pyomo.environ as pe
 
+from ..tens import ten
 from . import ten_ilp
 
 
@@ -38,4 +39,4 @@ def bound(model):
 def lower_bound(instance, state=None, timestep=None) -> int:
     """Delay-weighted distance from the nearest holder to the farthest needing node (without
     link capacity, throughput gives no bound)."""
-    return ten_ilp.distance_bound(instance, state, timestep)
+    return ten.distance_bound(instance, state, timestep)

@@ -5,7 +5,7 @@ that delivers everything in ``T`` timesteps is a feasible point of the LP at hor
 with the full arrivals objective, so if the LP optimum at ``T`` falls short of the number of
 postcondition pairs, no schedule fits in ``T`` timesteps: :func:`bound` returns ``T + 1``, else
 ``T``. The smallest ``T`` whose LP delivers everything (found by
-:func:`collsynth.solvers.ten` from the combinatorial lower bound upward) is the LP lower bound
+:func:`collsynth.solvers.ten.producers` from the combinatorial lower bound upward) is the LP lower bound
 reported beside every ILP.
 
 The LP's sends are amounts, not pieces with positions (two halves sent from one holder may be
@@ -42,7 +42,8 @@ import pyomo.environ as pe
 
 from ..tens.schedule import Schedule, from_arrays, merge
 from . import ten_ilp
-from .ten_ilp import NotSupported, TenData, lower_bound  # noqa: F401 - same combinatorial bound
+from ..tens import ten
+from ..tens.ten import NotSupported, TenData, lower_bound  # noqa: F401 - same combinatorial bound
 
 NAME = "ten-lp"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
@@ -326,7 +327,7 @@ def _held(w: Walk) -> np.ndarray:
 
 def _trim(w: Walk) -> None:
     """Drop atoms sent to a node that neither needs the chunk nor forwards those atoms
-    (repeated to a fixed point; the atom-level version of :func:`ten_ilp.prune`)."""
+    (repeated to a fixed point; the atom-level version of :func:`ten.prune`)."""
     data = w.data
     while True:
         fwd: dict[tuple[int, int], np.ndarray] = {}
@@ -492,7 +493,7 @@ def _runs(atoms: np.ndarray) -> list[tuple[int, int]]:
 def to_schedule(w: Walk) -> Schedule:
     """The user's schedule of a walk: pieces ``[lo/D, hi/D)``; combining collectives reversed
     from the dual on the transpose (a send's occupancy ``[t-k+1, t]`` mirrors to
-    ``[T+1-t, T+k-t]``, as :func:`ten_ilp.schedule_from_rows`), concurrent ones merged."""
+    ``[T+1-t, T+k-t]``, as :func:`ten.schedule_from_rows`), concurrent ones merged."""
     data = w.data
     c, l, t, lo, hi = [], [], [], [], []
     for ci, li, ti, a in zip(w.chunk, w.pair, w.step, w.atoms):

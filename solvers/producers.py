@@ -21,11 +21,11 @@ from ..instances import Instance
 from ..tens.schedule import Schedule
 
 FAMILY_MODULES = (
-    "collsynth.solvers.ten",  # ten-ilp, ten-lp, ten-ilp-nocongestion (formulations + drivers)
-    "collsynth.solvers.bfb",  # bfb-lp, bfb-chunked, bfb-hetero
-    "collsynth.solvers.greedy",  # greedy (TACOS-Greedy)
+    "collsynth.solvers.ten.producers",  # ten-ilp, ten-lp, ten-ilp-nocongestion (formulations + drivers)
+    "collsynth.solvers.bfb.driver",  # bfb-lp, bfb-chunked, bfb-hetero
+    "collsynth.solvers.greedy.tacos",  # greedy (TACOS-Greedy)
     "collsynth.solvers.closed_form",  # ring, trees, butterfly, swing, optree, ...
-    "collsynth.solvers.expansions",  # line-graph, degree, cartesian expansions
+    "collsynth.solvers.bfb.expansions",  # line-graph, degree, cartesian expansions
 )
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed")

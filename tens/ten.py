@@ -14,142 +14,35 @@ timesteps ``s .. s + delay[l] - 1`` and arrives at the end of ``e = s + delay[l]
 schedule step is ``e`` (a send's step is the step in which it completes). Only arcs with
 ``e <= horizon`` exist.
 
-Arcs are indexed link-major: the arcs of pair ``l`` are ``arc_offset[l] + (s - 1)`` for
-``s = 1 .. horizon - delay[l] + 1``, so "at most ``capacity[l]`` chunks on link ``l`` in
-timestep ``t``" is a sum over the contiguous slice :meth:`TEN.active` returns.
+The index every TEN formulation, driver, greedy and the TEN cost model share is
+:class:`TenData` (:func:`prepare`): link pairs with their delays and capacities, pre- and
+postconditions over global chunk ids (of the non-combining dual on the transposed topology for
+combining collectives, :func:`dual_instance`), and delay-weighted distances; :func:`reach`
+bounds when a chunk can first be at a node and when it is last useful there;
+:func:`schedule_from_rows` turns ``(chunk, pair, arrival)`` rows back into the user's schedule.
 
 >>> from collsynth.instances.generators import build
->>> ten = build_ten(build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.0), 3, 1.0)
->>> ten.num_arcs, len(ten.stay_node), ten.delay.tolist()
-(9, 9, [1, 1, 1])
+>>> delay, capacity, timestep = link_delays(build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.0), 1.0)
+>>> delay.tolist(), capacity.tolist(), timestep
+([[1, 1, 1]], [1, 1, 1], 1.0)
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import dataclass, field, replace
 
-import networkx as nx
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
 
 from .. import InputError
+from ..instances.instance import Instance
 from ..instances.topology import Topology
+from .schedule import Schedule, from_arrays, merge
 
 REL_TOL = 1e-9  # costs within this relative distance of a multiple of the timestep round down
-
-
-@dataclass(frozen=True, eq=False)
-class TEN:
-    """Time-expanded network over ``horizon`` timesteps of ``timestep`` seconds.
-
-    Per directed link pair ``l`` (the order of ``topology.link_arrays``): ``src``, ``dst``,
-    ``cost_s`` (alpha + chunk_bytes / per-link bandwidth), ``delay`` (timesteps, >= 1) and
-    ``capacity`` (parallel links = chunks per timestep). Per arc ``a``: ``arc_link``,
-    ``arc_start`` (first timestep on the link) and ``arc_end`` (arrival timestep = schedule
-    step). ``stay_node``/``stay_time``: stay arcs ``(v, t) -> (v, t + 1)`` for t = 0..horizon-1.
-    """
-
-    topology: Topology
-    horizon: int
-    chunk_bytes: float
-    timestep: float
-    src: np.ndarray
-    dst: np.ndarray
-    cost_s: np.ndarray
-    delay: np.ndarray
-    capacity: np.ndarray
-    arc_offset: np.ndarray
-    arc_link: np.ndarray
-    arc_start: np.ndarray
-    arc_end: np.ndarray
-    stay_node: np.ndarray
-    stay_time: np.ndarray
-
-    @property
-    def num_links(self) -> int:
-        """Number of directed link pairs."""
-        return len(self.src)
-
-    @property
-    def num_arcs(self) -> int:
-        """Number of link arcs (stay arcs not counted)."""
-        return len(self.arc_link)
-
-    @property
-    def nodes(self) -> tuple[int, ...]:
-        """Live node ids (every one has a column in the TEN)."""
-        return self.topology.nodes
-
-    @property
-    def arc_src(self) -> np.ndarray:
-        """Source node of every arc."""
-        return self.src[self.arc_link]
-
-    @property
-    def arc_dst(self) -> np.ndarray:
-        """Destination node of every arc."""
-        return self.dst[self.arc_link]
-
-    def arc(self, l: int, start: int) -> int:
-        """Index of the arc of pair ``l`` starting in timestep ``start`` (-1 if it does not exist)."""
-        if 1 <= start <= self.horizon - int(self.delay[l]) + 1:
-            return int(self.arc_offset[l]) + start - 1
-        return -1
-
-    @cached_property
-    def _by_start(self) -> tuple[np.ndarray, np.ndarray]:
-        order = np.argsort(self.arc_start, kind="stable")
-        return order, np.searchsorted(self.arc_start[order], np.arange(1, self.horizon + 2))
-
-    @cached_property
-    def _by_end(self) -> tuple[np.ndarray, np.ndarray]:
-        order = np.argsort(self.arc_end, kind="stable")
-        return order, np.searchsorted(self.arc_end[order], np.arange(1, self.horizon + 2))
-
-    def arcs_starting(self, t: int) -> np.ndarray:
-        """Arcs whose send starts in timestep ``t`` (it reads the state at the end of ``t - 1``)."""
-        if not 1 <= t <= self.horizon:
-            return np.zeros(0, dtype=np.int64)
-        order, pos = self._by_start
-        return order[pos[t - 1]:pos[t]]
-
-    def arcs_arriving(self, t: int) -> np.ndarray:
-        """Arcs that arrive at the end of timestep ``t`` (schedule step ``t``)."""
-        if not 1 <= t <= self.horizon:
-            return np.zeros(0, dtype=np.int64)
-        order, pos = self._by_end
-        return order[pos[t - 1]:pos[t]]
-
-    def active(self, l: int, t: int) -> np.ndarray:
-        """Arcs of pair ``l`` that occupy the link during timestep ``t`` (start in t-delay+1..t).
-
-        A capacity constraint is ``sum(sent[arcs]) <= capacity[l]`` over these arcs.
-        """
-        d = int(self.delay[l])
-        lo = max(1, t - d + 1)
-        hi = min(t, self.horizon - d + 1)
-        if hi < lo:
-            return np.zeros(0, dtype=np.int64)
-        base = int(self.arc_offset[l])
-        return np.arange(base + lo - 1, base + hi, dtype=np.int64)
-
-    def vertex(self, node, t):
-        """Id of TEN vertex (node, t) for t = 0..horizon: ``t * size + node`` (vectorised)."""
-        return np.asarray(t) * self.topology.size + np.asarray(node)
-
-    def to_networkx(self) -> nx.MultiDiGraph:
-        """The TEN as a graph on ``(node, t)`` vertices (small cases, figures and tests).
-
-        Link arcs carry ``link``, ``arc`` and ``kind="link"``; stay arcs ``kind="stay"``.
-        """
-        g = nx.MultiDiGraph()
-        g.add_nodes_from((v, t) for t in range(self.horizon + 1) for v in self.nodes)
-        for a, (l, s, e) in enumerate(zip(self.arc_link.tolist(), self.arc_start.tolist(), self.arc_end.tolist())):
-            g.add_edge((int(self.src[l]), s - 1), (int(self.dst[l]), e), kind="link", link=l, arc=a)
-        for v, t in zip(self.stay_node.tolist(), self.stay_time.tolist()):
-            g.add_edge((v, t), (v, t + 1), kind="stay")
-        return g
+INF = 1 << 30  # "unreachable" in integer timestep arrays
 
 
 def link_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
@@ -171,45 +64,6 @@ def discretize(cost_s: np.ndarray, timestep: float) -> np.ndarray:
     """
     ratio = np.asarray(cost_s, dtype=np.float64) / float(timestep)
     return np.maximum(1, np.ceil(ratio * (1 - REL_TOL))).astype(np.int64)
-
-
-def build_ten(topology: Topology, horizon: int, chunk_bytes: float, timestep: float | None = None) -> TEN:
-    """The TEN of ``topology`` for ``horizon`` timesteps (TACOS section IV-A, IV-C).
-
-    ``timestep`` (the discretisation factor f, seconds) defaults to the smallest link cost, so
-    the fastest link takes exactly one timestep. Topologies with switches must be unwound first
-    (:func:`unwind_switches`): a TEN has point-to-point links only (section IV-D).
-    """
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-        raise InputError("horizon", f"expected a positive number of timesteps, got {horizon!r}")
-    if not chunk_bytes > 0:
-        raise InputError("chunk_bytes", f"expected a positive size, got {chunk_bytes!r}")
-    if topology.switches & set(topology.nodes):
-        raise InputError("topology", "a TEN needs point-to-point links: unwind the switches first (unwind_switches)")
-    la = topology.link_arrays
-    if len(la) == 0:
-        raise InputError("topology", "the topology has no live links")
-    cost = link_costs(topology, chunk_bytes)
-    if timestep is None:
-        timestep = float(cost.min())
-    if not timestep > 0 or not math.isfinite(timestep):
-        raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
-    delay = discretize(cost, timestep)
-    horizon = int(horizon)
-    n_arcs = np.maximum(0, horizon - delay + 1)
-    offset = np.concatenate([[0], np.cumsum(n_arcs)[:-1]]).astype(np.int64)
-    arc_link = np.repeat(np.arange(len(la), dtype=np.int64), n_arcs)
-    arc_start = np.arange(len(arc_link), dtype=np.int64) - np.repeat(offset, n_arcs) + 1
-    arc_end = arc_start + delay[arc_link] - 1
-    nodes = np.asarray(topology.nodes, dtype=np.int64)
-    stay_time = np.repeat(np.arange(horizon, dtype=np.int64), len(nodes))
-    stay_node = np.tile(nodes, horizon)
-    return TEN(
-        topology=topology, horizon=horizon, chunk_bytes=float(chunk_bytes), timestep=float(timestep),
-        src=la.src.copy(), dst=la.dst.copy(), cost_s=cost, delay=delay, capacity=la.count.copy(),
-        arc_offset=offset, arc_link=arc_link, arc_start=arc_start, arc_end=arc_end,
-        stay_node=stay_node, stay_time=stay_time,
-    )
 
 
 def unwind_switches(topology: Topology, degree: int) -> Topology:
@@ -258,3 +112,257 @@ def unwind_switches(topology: Topology, degree: int) -> Topology:
         name=f"{topology.name}-unwound{degree}" if topology.name else f"unwound{degree}",
         meta=meta,
     )
+
+
+# ---- the TEN index every TEN formulation, driver, greedy and the TEN cost model use --------
+
+class NotSupported(ValueError):
+    """This formulation cannot express the instance (the message says why)."""
+
+
+@dataclass
+class TenData:
+    """Everything a TEN model needs, as plain arrays (shared by ten_ilp, ten_lp, nocongestion).
+
+    ``pre``/``post`` are bool ``[chunk, node]`` over global chunk ids (the model's direction);
+    ``group[c]`` is the collective a chunk belongs to; link pair ``l`` is ``src[l] -> dst[l]``
+    with ``capacity[l]`` parallel links and ``delay[g, l]`` timesteps for a chunk of group g.
+    """
+
+    instance: Instance  # the instance the model is built for (the dual when reversed)
+    original: Instance  # what the user asked for
+    reversed: bool
+    horizon: int
+    pre: np.ndarray
+    post: np.ndarray
+    group: np.ndarray
+    offsets: tuple[int, ...]
+    src: np.ndarray
+    dst: np.ndarray
+    capacity: np.ndarray
+    delay: np.ndarray
+    timestep: float
+    dist: np.ndarray = field(repr=False, default=None)  # delay-weighted distances [g, u, v]
+
+
+def dual_instance(instance: Instance) -> Instance:
+    """The non-combining dual on the transposed topology of a combining instance (else itself).
+
+    Reduce <-> broadcast and reduce_scatter <-> allgather (seed 000 Appendix A); allreduce has
+    no single dual (solve it as reduce_scatter then allgather); mixing combining and
+    non-combining concurrent collectives is not expressible in one time direction.
+    """
+    kinds = [c.kind for c in instance.collectives]
+    if "allreduce" in kinds:
+        raise NotSupported("allreduce: solve it as reduce_scatter then allgather (two models)")
+    comb = [c.combining for c in instance.collectives]
+    if not any(comb):
+        return instance
+    if not all(comb):
+        raise NotSupported("concurrent collectives mixing combining and non-combining kinds")
+    return replace(
+        instance,
+        name=f"{instance.name}-dual",
+        topology=instance.topology.transpose(),
+        collectives=tuple(c.dual() for c in instance.collectives),
+    )
+
+
+def link_delays(topology, chunk_bytes, timestep: float | None = None):
+    """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
+
+    The TEN's discretisation (:func:`collsynth.tens.ten.link_costs` and ``discretize``: cost =
+    alpha + chunk_bytes / per-link bandwidth, ``ceil(cost / timestep)``, TACOS section IV-C);
+    the timestep defaults to the cheapest link cost, as in :func:`~collsynth.tens.ten.build_ten`.
+    ``chunk_bytes`` may be a list (concurrent collectives): one delay row per size, all on one
+    timestep (the cheapest cost over all sizes).
+    """
+    sizes = list(chunk_bytes) if isinstance(chunk_bytes, (list, tuple, np.ndarray)) else [chunk_bytes]
+    if topology.switches & set(topology.nodes):
+        raise NotSupported("the topology has switches: unwind them to point-to-point links first")
+    if topology.link_arrays.__len__() == 0:
+        raise NotSupported("the topology has no live links")
+    costs = np.array([link_costs(topology, b) for b in sizes])
+    if timestep is None:
+        timestep = float(costs.min())
+    delay = np.stack([discretize(row, timestep) for row in costs])
+    return delay, topology.link_arrays.count.astype(np.int64), float(timestep)
+
+
+def _dists(src, dst, delay_row, size) -> np.ndarray:
+    if len(src) == 0:
+        d = np.full((size, size), np.inf)
+        np.fill_diagonal(d, 0)
+        return d
+    # keep the smallest delay per pair (pairs are unique already)
+    adj = sp.csr_matrix((delay_row.astype(float), (src, dst)), shape=(size, size))
+    return dijkstra(adj, directed=True)
+
+
+def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None) -> TenData:
+    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps."""
+    if not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise NotSupported(f"horizon must be a positive integer, got {horizon!r}")
+    inst = dual_instance(instance)
+    topo = inst.topology
+    S = topo.size
+    colls = inst.collectives
+    offsets = inst.chunk_offsets
+    total = sum(c.num_chunks for c in colls)
+    pre = np.zeros((total, S), bool)
+    post = np.zeros((total, S), bool)
+    group = np.zeros(total, np.int64)
+    for g, (c, off) in enumerate(zip(colls, offsets)):
+        pre[off:off + c.num_chunks] = c.precondition
+        post[off:off + c.num_chunks] = c.postcondition
+        group[off:off + c.num_chunks] = g
+    if state is not None:
+        state = np.asarray(state, dtype=bool)
+        if state.shape != pre.shape:
+            raise NotSupported(f"state must be a bool matrix of shape {pre.shape}, got {state.shape}")
+        pre = state.copy()
+    la = topo.link_arrays
+    delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep)
+    dist = np.stack([_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))])
+    return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
+                   la.src.copy(), la.dst.copy(), cap, delay, timestep, dist)
+
+
+def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
+    """``earliest[c, n]`` (first timestep n can hold c) and ``latest[c, n]`` (last useful arrival).
+
+    earliest: delay-weighted distance from the nearest holder (0 for holders, INF if
+    unreachable); latest: horizon minus the distance to the nearest node that needs c and does
+    not hold it (the horizon itself for such nodes; -1 if none needs it).
+    """
+    C, S = data.pre.shape
+    earliest = np.full((C, S), INF, np.int64)
+    latest = np.full((C, S), -1, np.int64)
+    need = data.post & ~data.pre
+    for g in range(data.dist.shape[0]):
+        D = data.dist[g]
+        rows = np.flatnonzero(data.group == g)
+        if not len(rows):
+            continue
+        Dm = np.where(np.isinf(D), INF, D).astype(np.int64)
+        # earliest[c, n] = min over holders h of D[h, n]
+        for c in rows:
+            h = np.flatnonzero(data.pre[c])
+            if len(h):
+                earliest[c] = Dm[h].min(axis=0)
+            m = np.flatnonzero(need[c])
+            if len(m):
+                back = Dm[:, m].min(axis=1)  # distance from n to the nearest needing node
+                latest[c] = np.where(back >= INF, -1, data.horizon - back)
+    return earliest, latest
+
+
+def _distance(instance: Instance, state=None, timestep: float | None = None):
+    """(TEN data, needed pairs, delay-weighted distance from the nearest holder to the farthest
+    node that needs a chunk); 0 when nothing is needed."""
+    data = prepare(instance, 1, state, timestep)
+    earliest, _ = reach(data)
+    need = data.post & ~data.pre
+    if not need.any():
+        return data, need, 0
+    far = int(earliest[need].max())
+    if far >= INF:
+        raise NotSupported("some required chunk cannot reach its destination")
+    return data, need, far
+
+
+def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """Delay-weighted distance from the nearest holder to the farthest node needing a chunk."""
+    return _distance(instance, state, timestep)[2]
+
+
+def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """A lower bound on the TEN timesteps any schedule needs (from ``state`` if given).
+
+    The larger of (a) the delay-weighted distance from the nearest holder to the farthest node
+    that needs a chunk, and (b) the inbound throughput bound: a pair with delay k and capacity
+    c delivers at most ``c * floor(T / k)`` chunks in T timesteps, so a node needing R chunks
+    needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
+    timestep; seed 000 section 3 for the bandwidth argument).
+    """
+    data, need, far = _distance(instance, state, timestep)
+    if not need.any():
+        return 0
+    R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
+    best = far
+    G = data.delay.shape[0]
+    same = G == 1 or bool((data.delay == data.delay[0]).all())
+    for n in np.flatnonzero(R):
+        ins = np.flatnonzero(data.dst == n)
+        caps = data.capacity[ins]
+        if same:
+            groups = [(int(R[n]), data.delay[0, ins])]
+        else:  # concurrent chunk sizes with different delays: bound each size on its own, and
+            # the total occupancy (a size-g chunk holds an in-link for >= its smallest delay)
+            Rg = np.bincount(data.group[need[:, n]], minlength=G)
+            groups = [(int(Rg[g]), data.delay[g, ins]) for g in range(G) if Rg[g]]
+            occ = sum(int(Rg[g]) * int(data.delay[g, ins].min()) for g in range(G) if Rg[g])
+            best = max(best, int(math.ceil(occ / caps.sum())))
+        for r, ks in groups:
+            T = max(1, int(math.ceil(r / caps.sum())))
+            while (caps * (T // ks)).sum() < r:
+                T += 1
+            best = max(best, T)
+    return int(best)
+
+
+def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
+    """Drop sends that deliver nothing: a second arrival of a chunk at a node, or a chunk sent
+    to a node that neither needs it nor forwards it afterwards (repeated to a fixed point)."""
+    if not len(rows):
+        return rows
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    dst = data.dst[l]
+    # first arrival per (chunk, dst): sort by (c, dst, t), keep the first of each group
+    order = np.lexsort((t, dst, c))
+    rows = rows[order]
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    dst = data.dst[l]
+    first = np.ones(len(rows), bool)
+    first[1:] = (c[1:] != c[:-1]) | (dst[1:] != dst[:-1])
+    rows = rows[first]
+    keep = np.ones(len(rows), bool)
+    need = data.post
+    while True:
+        c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+        src, dst = data.src[l], data.dst[l]
+        forwards = set(zip(c[keep].tolist(), src[keep].tolist()))
+        changed = False
+        for i in np.flatnonzero(keep):
+            ci, di = int(c[i]), int(dst[i])
+            if need[ci, di] or (ci, di) in forwards:
+                continue
+            keep[i] = False
+            changed = True
+        if not changed:
+            break
+    return rows[keep]
+
+
+def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp") -> Schedule:
+    """Turn ``(chunk, pair, arrival)`` rows of the model's direction into the user's schedule."""
+    rows = np.asarray(rows, np.int64).reshape(-1, 3)
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    src, dst = data.src[l], data.dst[l]
+    k = data.delay[data.group[c], l] if len(rows) else np.zeros(0, np.int64)
+    if data.reversed:
+        T = int(t.max()) if len(t) else 0
+        # mirror the occupancy interval [t-k+1, t] to [T+1-t, T+k-t]; the arrival is its end
+        src, dst, t = dst, src, T + k - t
+    inst = data.original
+    parts = []
+    for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
+        sel = data.group[c] == g
+        parts.append(from_arrays(
+            coll.kind, inst.topology.size, coll.num_chunks,
+            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel],
+            meta={"producer": producer, "timestep_s": data.timestep},
+        ))
+    if len(parts) == 1:
+        return parts[0]
+    return merge(parts, inst.chunk_offsets)

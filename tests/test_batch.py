@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from collsynth.results import render, store
-from collsynth.solvers import batch
+from collsynth.solvers.cli import runner as batch
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings, strategies as st
 from collsynth.formulations import ten_ilp, ten_ilp_nocongestion
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
-from collsynth.solvers import drivers
+from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
-from collsynth.tens import verify
+from collsynth.tens import ten, verify
 
 
 def _capacity_ok(data, rows):
@@ -79,7 +79,7 @@ def test_early_stop_with_tiny_time_limit_recovers_missing_chunks():
 def held_states(draw):
     t = topo("mesh", {"dims": [3, 3]})
     inst = make_instance(t, "allgather")
-    data = ten_ilp.prepare(inst, 1)
+    data = ten.prepare(inst, 1)
     extra = draw(st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), max_size=30))
     held = data.pre.copy()
     for c, n in extra:

@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.solvers import bfb, expansions as ex, pipeline
+from collsynth.solvers.bfb import driver as bfb, expansions as ex
+from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.verify import verify
 

@@ -17,8 +17,15 @@ from collsynth import InputError
 from collsynth.instances.collective import make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
-from collsynth.tens.export import (ALGO_ATTRS, MAX_COUNT, MAX_STEPS, MAX_TB_PER_CHANNEL, STEP_ATTRS,
-                                   interpret_msccl_xml, to_msccl_xml)
+from collsynth.tens.export import (
+    ALGO_ATTRS,
+    MAX_COUNT,
+    MAX_STEPS,
+    MAX_TB_PER_CHANNEL,
+    STEP_ATTRS,
+    interpret_msccl_xml,
+    to_msccl_xml,
+)
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify
 

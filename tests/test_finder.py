@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from collsynth.instances.topology import moore_bound
-from collsynth.solvers import cli, finder
+from collsynth.solvers import cli
+from collsynth.solvers.bfb import finder
 
 
 def _check_frontier(front, N, d):

@@ -13,7 +13,8 @@ from collsynth.instances.collective import KINDS, ROOTED, make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.solvers import greedy, pipeline
+from collsynth.solvers.greedy import tacos as greedy
+from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost
 from collsynth.tens.schedule import OP_DEFAULT, OP_REDUCE

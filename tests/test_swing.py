@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import pipeline
-from collsynth.solvers.closed_form import deficiency as dfc
+from collsynth.solvers.reports import deficiency as dfc
 from collsynth.solvers.closed_form import swing as sw
 from collsynth.solvers.producers import Options, Unsupported, producers
 from collsynth.tens.cost import price

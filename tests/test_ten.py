@@ -2,7 +2,6 @@
 
 import math
 
-import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given
@@ -11,31 +10,24 @@ from hypothesis import strategies as st
 from collsynth import InputError
 from collsynth.instances.generators import DGX1_NVLINKS, build
 from collsynth.instances.topology import from_edges
-from collsynth.tens.ten import build_ten, discretize, link_costs, unwind_switches
+from collsynth.instances.instance import make_instance
+from collsynth.tens import ten
+from collsynth.tens.ten import discretize, link_costs, link_delays, unwind_switches
 
 
 def uniring(n=3):
     return build("ring", {"nodes": n, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
 
 
-def test_uniring_arc_counts_match_tacos_fig7():
-    """TEN_3 of a 3-NPU unidirectional ring: 3 links x 3 timesteps, 3 nodes x 3 stay arcs."""
-    ten = build_ten(uniring(3), 3, 1.0)
-    assert ten.num_links == 3 and ten.num_arcs == 9
-    assert len(ten.stay_node) == 9
-    assert ten.timestep == 1.0 and ten.delay.tolist() == [1, 1, 1]
-    for t in (1, 2, 3):
-        starting, arriving = ten.arcs_starting(t), ten.arcs_arriving(t)
-        assert len(starting) == 3 and len(arriving) == 3
-        assert set(ten.arc_start[starting].tolist()) == {t}
-        assert set(ten.arc_end[arriving].tolist()) == {t}
-    assert len(ten.arcs_starting(0)) == 0 and len(ten.arcs_arriving(4)) == 0
-    g = ten.to_networkx()
-    assert nx.is_directed_acyclic_graph(g)
-    assert g.number_of_nodes() == 3 * 4 and g.number_of_edges() == 18
-    # arc (0, t-1) -> (1, t) exists for every t, no arc goes backwards or sideways in time
-    assert all(g.has_edge((0, t - 1), (1, t)) for t in (1, 2, 3))
-    assert not g.has_edge((0, 0), (1, 0))
+def delays_of(topo, chunk_bytes=1.0, timestep=None):
+    """(delay per link pair, capacity per pair, timestep) as plain lists."""
+    delay, cap, f = link_delays(topo, chunk_bytes, timestep)
+    return delay[0].tolist(), cap.tolist(), f
+
+
+def test_uniring_one_timestep_per_link():
+    """A 3-NPU unidirectional ring of unit links: every pair takes one timestep (TACOS Fig. 7)."""
+    assert delays_of(uniring(3)) == ([1, 1, 1], [1, 1, 1], 1.0)
 
 
 def test_heterogeneous_delays_ceil_of_cost_over_timestep():
@@ -46,97 +38,48 @@ def test_heterogeneous_delays_ceil_of_cost_over_timestep():
         (2, 0, {"bandwidth": 0.5, "alpha": 1.0}),  # cost 3
     ]
     topo = from_edges(3, edges)
-    ten = build_ten(topo, 6, chunk_bytes=1.0)
-    assert ten.timestep == pytest.approx(1.0)
-    assert ten.cost_s.tolist() == pytest.approx([1.0, 2.5, 3.0])
-    assert ten.delay.tolist() == [1, 3, 3]
+    assert link_costs(topo, 1.0).tolist() == pytest.approx([1.0, 2.5, 3.0])
+    delay, _, f = delays_of(topo)
+    assert f == pytest.approx(1.0) and delay == [1, 3, 3]
     # TACOS Fig. 9 uses an explicit factor f = 2.3: ceil(c / 2.3)
-    ten2 = build_ten(topo, 6, chunk_bytes=1.0, timestep=2.3)
-    assert ten2.delay.tolist() == [math.ceil(c / 2.3) for c in (1.0, 2.5, 3.0)] == [1, 2, 2]
-    # a 3-step arc starting at s arrives at the end of s + 2
-    arcs = np.flatnonzero(ten.arc_link == 1)
-    assert (ten.arc_end[arcs] - ten.arc_start[arcs]).tolist() == [2] * len(arcs)
+    assert delays_of(topo, timestep=2.3)[0] == [math.ceil(c / 2.3) for c in (1.0, 2.5, 3.0)] == [1, 2, 2]
 
 
 def test_float_noise_does_not_add_a_timestep():
     assert discretize(np.array([0.1 * 3, 0.1, 0.30000001]), 0.1).tolist() == [3, 1, 4]
     edges = [(0, 1, {"bandwidth": 10.0, "alpha": 0.0}), (1, 0, {"bandwidth": 10.0 / 3, "alpha": 0.0})]
-    ten = build_ten(from_edges(2, edges), 5, chunk_bytes=1.0)
-    assert ten.delay.tolist() == [1, 3]
+    assert delays_of(from_edges(2, edges))[0] == [1, 3]
 
 
 def test_dgx1_parallel_links_are_capacity_not_speed():
     topo = build("dgx1", {}, bandwidth=25e9, alpha=1e-6)
-    ten = build_ten(topo, 4, chunk_bytes=1e6)
+    delay, cap, _ = delays_of(topo, 1e6)
+    la = topo.link_arrays
     counts = np.asarray(DGX1_NVLINKS)
-    assert ten.capacity.tolist() == counts[ten.src, ten.dst].tolist()
-    assert set(ten.capacity.tolist()) == {1, 2}
+    assert cap == counts[la.src, la.dst].tolist()
+    assert set(cap) == {1, 2}
     # a double NVLink is two links of 25 GB/s each: same per-chunk cost, one timestep
-    assert ten.cost_s.tolist() == pytest.approx([1e-6 + 1e6 / 25e9] * ten.num_links)
-    assert ten.delay.tolist() == [1] * ten.num_links
-    assert link_costs(topo, 1e6).tolist() == pytest.approx(ten.cost_s.tolist())
-    assert ten.num_arcs == ten.num_links * 4
+    assert link_costs(topo, 1e6).tolist() == pytest.approx([1e-6 + 1e6 / 25e9] * len(la))
+    assert delay == [1] * len(la)
 
 
-def test_horizon_truncation_and_active_window():
-    edges = [(0, 1, {"bandwidth": 1.0, "alpha": 0.0}), (1, 0, {"bandwidth": 1 / 3, "alpha": 0.0})]
-    ten = build_ten(from_edges(2, edges), 4, chunk_bytes=1.0)
-    assert ten.delay.tolist() == [1, 3]
-    fast, slow = np.flatnonzero(ten.arc_link == 0), np.flatnonzero(ten.arc_link == 1)
-    assert len(fast) == 4 and len(slow) == 2  # starts 1, 2 arrive at 3, 4; start 3 would arrive at 5
-    assert ten.arc_end[slow].tolist() == [3, 4] and ten.arc_end.max() == 4
-    assert ten.arc(1, 1) == slow[0] and ten.arc(1, 3) == -1 and ten.arc(0, 4) == fast[3]
-    assert [a for a in ten.arcs_arriving(3)] == [fast[2], slow[0]]
-    assert len(ten.arcs_arriving(1)) == 1 and len(ten.arcs_arriving(2)) == 1
-    # the slow link is busy in timestep 3 with the arcs that started in 1, 2 (3 has no arc)
-    assert ten.arc_start[ten.active(1, 3)].tolist() == [1, 2]
-    assert ten.arc_start[ten.active(1, 1)].tolist() == [1]
-    assert ten.arc_start[ten.active(1, 4)].tolist() == [2]
-    assert ten.arc_start[ten.active(0, 2)].tolist() == [2]
-    # a horizon shorter than the slow link's delay has no slow arcs at all
-    short = build_ten(from_edges(2, edges), 2, chunk_bytes=1.0)
-    assert (short.arc_link == 1).sum() == 0 and len(short.active(1, 2)) == 0
-
-
-@given(
-    delays=st.lists(st.integers(1, 5), min_size=1, max_size=6),
-    horizon=st.integers(1, 9),
-    caps=st.data(),
-)
-def test_arcs_agree_with_brute_force(delays, horizon, caps):
-    """Every arc spans exactly its link's delay inside the horizon; active() = brute force."""
+@given(delays=st.lists(st.integers(1, 5), min_size=1, max_size=6), horizon=st.integers(1, 12))
+def test_reach_agrees_with_brute_force(delays, horizon):
+    """earliest[c, n] is the delay-weighted distance from the holder (summed by hand along the
+    path) and latest[c, n] the horizon minus the distance to the nearest node needing the chunk."""
     n = len(delays) + 1
-    capacity = [caps.draw(st.integers(1, 3)) for _ in delays]
-    edges = []
-    for i, (d, k) in enumerate(zip(delays, capacity)):
-        edges += [(i, i + 1, {"bandwidth": 1.0 / d, "alpha": 0.0})] * k  # cost d per chunk
+    edges = [(i, i + 1, {"bandwidth": 1.0 / d, "alpha": 0.0}) for i, d in enumerate(delays)]
     edges.append((n - 1, 0, {"bandwidth": 1.0, "alpha": 0.0}))
-    ten = build_ten(from_edges(n, edges), horizon, chunk_bytes=1.0)
-    la_d = dict(zip(zip(ten.src.tolist(), ten.dst.tolist()), ten.delay.tolist()))
-    for i, d in enumerate(delays):
-        assert la_d[(i, i + 1)] == d
-        l = int(np.flatnonzero((ten.src == i) & (ten.dst == i + 1))[0])
-        assert ten.capacity[l] == capacity[i]
-    assert ((ten.arc_end - ten.arc_start + 1) == ten.delay[ten.arc_link]).all()
-    assert (ten.arc_start >= 1).all() and (ten.arc_end <= horizon).all()
-    expect = sum(max(0, horizon - d + 1) for d in ten.delay.tolist())
-    assert ten.num_arcs == expect
-    for l in range(ten.num_links):
-        for t in range(1, horizon + 1):
-            brute = np.flatnonzero((ten.arc_link == l) & (ten.arc_start <= t) & (ten.arc_end >= t))
-            assert ten.active(l, t).tolist() == brute.tolist()
-    for t in range(1, horizon + 1):
-        assert sorted(ten.arcs_starting(t).tolist()) == np.flatnonzero(ten.arc_start == t).tolist()
-        assert sorted(ten.arcs_arriving(t).tolist()) == np.flatnonzero(ten.arc_end == t).tolist()
-
-
-def test_stay_arcs_cover_every_live_node_and_timestep():
-    topo = build("ring", {"nodes": 5}, bandwidth=1.0, alpha=0.0).with_failures([2])
-    ten = build_ten(topo, 3, 1.0)
-    assert sorted(zip(ten.stay_node.tolist(), ten.stay_time.tolist())) == [
-        (v, t) for v in (0, 1, 3, 4) for t in range(3)
-    ]
-    assert ten.vertex(4, 2) == 2 * 5 + 4
+    inst = make_instance(from_edges(n, edges), "broadcast", root=0, message_bytes=1.0)
+    data = ten.prepare(inst, horizon)
+    earliest, latest = ten.reach(data)
+    dist = [0]
+    for d in delays:
+        dist.append(dist[-1] + d)
+    assert earliest[0].tolist() == dist
+    # every node but the root needs the chunk; from the root the nearest one is node 1
+    assert latest[0, 1:].tolist() == [horizon] * (n - 1)
+    assert latest[0, 0] == horizon - delays[0]
 
 
 @pytest.mark.parametrize("n,d", [(4, 1), (4, 2), (4, 3), (8, 3)])
@@ -152,9 +95,8 @@ def test_unwinding_degree_and_bandwidth_split(n, d):
     assert all(data["alpha"] == pytest.approx(0.7e-6) for _, _, data in u.graph.edges(data=True))
     assert u.out_degree_range == (d, d) and u.in_degree_range == (d, d)
     assert u.meta["unwound"] == {n: d}
-    ten = build_ten(u, 2, chunk_bytes=1e6)
-    assert ten.num_links == n * d
-    assert ten.cost_s == pytest.approx(np.full(n * d, 0.7e-6 + 1e6 * d / 120e9))
+    assert len(u.link_arrays) == n * d
+    assert link_costs(u, 1e6) == pytest.approx(np.full(n * d, 0.7e-6 + 1e6 * d / 120e9))
 
 
 def test_unwinding_matches_the_switch_generator_pairs():
@@ -176,11 +118,9 @@ def test_unwinding_errors_and_ten_refuses_switches():
         unwind_switches(sw, 4)
     with pytest.raises(InputError, match="unwind"):
         unwind_switches(sw, 0)
-    with pytest.raises(InputError, match="switch"):
-        build_ten(sw, 3, 1.0)
-    with pytest.raises(InputError, match="horizon"):
-        build_ten(uniring(), 0, 1.0)
-    with pytest.raises(InputError, match="timestep"):
-        build_ten(uniring(), 2, 1.0, timestep=0.0)
+    with pytest.raises(ten.NotSupported, match="switch"):
+        link_delays(sw, 1.0)
+    with pytest.raises(ten.NotSupported, match="horizon"):
+        ten.prepare(make_instance(uniring(), "allgather"), 0)
     plain = uniring()
     assert unwind_switches(plain, 2) is plain

@@ -14,7 +14,7 @@ from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.collective import make
 from collsynth.instances.topology import from_edges, with_link_costs
 from collsynth.solvers import backends as B
-from collsynth.solvers import drivers
+from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost, verify
 

@@ -14,10 +14,11 @@ from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import backends as B
-from collsynth.solvers import drivers, pipeline
+from collsynth.solvers.ten import drivers
+from collsynth.solvers import pipeline
 from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
-from collsynth.tens import verify
+from collsynth.tens import ten, verify
 from collsynth.tens.schedule import read_json
 
 
@@ -51,7 +52,7 @@ def link_load_ok(sched, instance) -> bool:
 def ten_timing_ok(sched, instance) -> bool:
     """Every send over a pair of delay k starts only once its source holds the piece: the
     piece is at the source by the end of step ``t - k`` (verify only checks ``t - 1``)."""
-    delay = ten_ilp.link_delays(instance.topology, instance.collective.chunk_bytes)[0][0]
+    delay = ten.link_delays(instance.topology, instance.collective.chunk_bytes)[0][0]
     la = instance.topology.link_arrays
     D = sched.denom
     arr = np.full((sched.chunks, instance.topology.size, D), np.iinfo(np.int64).max)

@@ -16,7 +16,16 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.tens import schedule as S
-from collsynth.tens.schedule import OP_COPY, Send, concat, from_arrays, from_sends, merge, relabel, reverse
+from collsynth.tens.schedule import (
+    OP_COPY,
+    Send,
+    concat,
+    from_arrays,
+    from_sends,
+    merge,
+    relabel,
+    reverse,
+)
 from collsynth.tens.verify import VerificationError, Violation, check, verify
 
 F = Fraction

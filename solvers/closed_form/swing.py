@@ -800,7 +800,7 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
         if sends > limit:
             raise Unsupported(
                 f"the chunk-level schedule would have ~{sends:.2g} sends (> max_sends={limit}); price it "
-                f"at message level with collsynth.solvers.closed_form.deficiency.measure instead")
+                f"at message level with collsynth.solvers.reports.deficiency.measure instead")
         if coll.kind == "allreduce":
             sched = allreduce(pl, coll.chunks_per_node)
         elif coll.kind == "reduce_scatter":

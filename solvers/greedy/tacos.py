@@ -56,13 +56,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import InputError
-from ..instances.collective import Collective
-from ..instances.instance import Instance
-from ..instances.topology import Topology
-from ..tens import schedule as sched_mod
-from ..tens.schedule import OP_COPY, OP_REDUCE, Schedule
-from .producers import Options, Outcome, Producer, Unsupported
+from ... import InputError
+from ...instances.collective import Collective
+from ...instances.instance import Instance
+from ...instances.topology import Topology
+from ...tens import schedule as sched_mod
+from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
+from ...tens.ten import link_delays
+from ..producers import Options, Outcome, Producer, Unsupported
 
 INF = np.iinfo(np.int32).max
 PRIORITIES = ("random", "fifo", "lifo")
@@ -103,31 +104,12 @@ def links(topology: Topology, chunk_bytes: float, timestep: float | None = None)
 
     ``b`` is one link's bandwidth (a pair of ``count`` parallel links carries ``count`` chunks
     per timestep). ``timestep`` defaults to the cheapest link's cost, so homogeneous topologies
-    have delay 1 everywhere (TACOS §IV-C). Uses :func:`collsynth.tens.ten.build_ten` when it is
-    available, so the greedy and the ILP see the same TEN.
+    have delay 1 everywhere (TACOS §IV-C): :func:`collsynth.tens.ten.link_delays`, so the greedy
+    and the ILP see the same TEN.
     """
     la = topology.link_arrays
-    delay = cap = None
-    try:  # the shared TEN (tens/ten.py); fall back to the same formula if it is absent
-        from ..tens.ten import build_ten  # type: ignore
-
-        ten = build_ten(topology, 1, chunk_bytes, timestep=timestep)
-        delay = np.asarray(ten.delay, dtype=np.int64)
-        cap = np.asarray(ten.capacity, dtype=np.int64)
-        timestep = float(ten.timestep)
-        if len(delay) != len(la):
-            delay = cap = None
-    except Exception:  # noqa: BLE001 - tens.ten missing or with another shape
-        delay = cap = None
-    if delay is None:
-        count = la.count.astype(np.int64)
-        cost = la.alpha + chunk_bytes / (la.bandwidth / np.maximum(count, 1))
-        if timestep is None:
-            timestep = float(cost.min()) if len(cost) else 1.0
-        if not timestep > 0:
-            timestep = 1.0
-        delay = np.maximum(1, np.ceil(cost / timestep - 1e-9)).astype(np.int64)
-        cap = count
+    delays, cap, timestep = link_delays(topology, chunk_bytes, timestep)
+    delay = delays[0]
     src = la.src.astype(np.int64)
     order = np.argsort(src, kind="stable")
     out_ptr = np.zeros(topology.size + 1, dtype=np.int64)
@@ -850,7 +832,7 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
         if cs:
             best = max(best, _bound_forward(t, cs, cb, timestep))
     try:
-        from ..tens import cost
+        from ...tens import cost
 
         best = max(best, int(cost.lower_bounds(instance)["inbound_steps"]))
     except (ImportError, KeyError):
@@ -917,7 +899,7 @@ def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep,
 
 def _sync_time(schedule: Schedule, instance: Instance) -> float:
     """Synchronous alpha-beta time (``tens.cost.price``), the tie-breaker between seeds."""
-    from ..tens import cost
+    from ...tens import cost
 
     return float(cost.price(schedule, instance, "sync").total_s)
 
@@ -927,7 +909,7 @@ def one_start(instance: Instance, seed: int, params: dict) -> dict:
 
     Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid) and ``schedule``.
     """
-    from ..tens.verify import verify
+    from ...tens.verify import verify
 
     t0 = time.perf_counter()
     s = synthesize(instance, seed, priority=params.get("priority", "random"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ... import InputError
+from .... import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def _split(text: str | None) -> list[str]:
 
 def bench(args) -> dict:
     """Plan and run a batch; every finished job is committed to the store at once."""
-    from .. import batch
+    from .. import runner as batch
     from .solve import parse_params
 
     spec = batch.suites().get(args.suite, {}) if args.suite else {}
@@ -89,7 +89,7 @@ def bench(args) -> dict:
 
 def tables(args) -> dict:
     """Regenerate the tables (Markdown, CSV, LaTeX) and plots (PNG, PDF) from the store."""
-    from ...results import figures, render, store
+    from ....results import figures, render, store
 
     if not (Path(args.store) / "runs.sqlite").exists():
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
@@ -108,8 +108,9 @@ def seed_tables():
     Swing Table 2 deficiencies measured on tori D = 1..4 (seed 002)."""
     import pandas as pd
 
-    from ..closed_form import deficiency, optical
-    from .. import finder
+    from ...reports import deficiency
+    from ...closed_form import optical
+    from ...bfb import finder
 
     yield "seed_optree_table1", pd.DataFrame(optical.optree_table(1024, 64))
     yield "seed_bfb_table4", finder.table_pareto(1024, 4)
@@ -119,7 +120,7 @@ def seed_tables():
 
 def draw(args) -> dict:
     """Verify the schedule, then draw it (TEN picture for small schedules, else a heatmap)."""
-    from ...results import figures
+    from ....results import figures
     from .schedules import load_verified
 
     sched, inst, refusal = load_verified(args, "draw")

@@ -15,11 +15,11 @@ import argparse
 import json
 from pathlib import Path
 
-from ... import InputError
-from ...instances.instance import load_instance
-from ...tens import cost, export
-from ...tens.schedule import read_json, to_json, write_json
-from ...tens.verify import verify as verify_schedule
+from .... import InputError
+from ....instances.instance import load_instance
+from ....tens import cost, export
+from ....tens.schedule import read_json, to_json, write_json
+from ....tens.verify import verify as verify_schedule
 
 FORMATS = ("msccl-xml", "json")
 

@@ -5,7 +5,7 @@ alpha, B and message sizes.
 Bottom-up search: for every divisor ``n`` of ``N`` and degree ``k <= d`` (in increasing ``n``)
 collect the candidates with ``n`` nodes and degree ``k``:
 
-- base topologies of Table 9 (:data:`collsynth.solvers.expansions.CATALOGUE`): complete,
+- base topologies of Table 9 (:data:`collsynth.solvers.bfb.expansions.CATALOGUE`): complete,
   complete bipartite, Hamming, Kautz, generalized Kautz, degree-4 circulant, rings and the
   distance-regular graphs of Table 7, each with its BFB ``T_L`` and exact ``T_B``
   (Theorem 19's closed-form LP optimum, :func:`collsynth.formulations.bfb_lp.optimal_loads`,
@@ -34,8 +34,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import InputError
-from ..instances.topology import moore_bound
+from ... import InputError
+from ...instances.topology import moore_bound
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,8 @@ def _bfb_base(family: str, generator: str, params: dict, symbol: str, proven_bw:
     key = (generator, json.dumps(params, sort_keys=True))
     if key in _BASE_CACHE:
         return _BASE_CACHE[key]
-    from ..formulations.bfb_lp import optimal_loads
-    from ..instances import generators
+    from ...formulations.bfb_lp import optimal_loads
+    from ...instances import generators
 
     try:
         topo = generators.build(generator, params)
@@ -116,7 +116,7 @@ def _circulant_diameter(N: int, offsets: tuple[int, ...]) -> int:
 
 def base_candidates(n: int, k: int, *, kautz_limit: int | None = None) -> list[Candidate]:
     """Table 9 base topologies with ``n`` nodes and degree ``k`` (predicted T_L, T_B)."""
-    from ..instances.distance_regular import CATALOGUE as DRG
+    from ...instances.distance_regular import CATALOGUE as DRG
     from .expansions import best_circulant_offsets
 
     out: list[Candidate] = []
@@ -270,9 +270,9 @@ def select(cands: list[Candidate], alpha: float, bandwidth: float, messages: Ite
 
 def build_candidate(tree: tuple, *, method: str = "flow"):
     """Construct the topology and allgather schedule of an expression tree (one chunk per shard)."""
-    from ..instances import generators
+    from ...instances import generators
     from . import expansions as ex
-    from .bfb import solve_bfb
+    from .driver import solve_bfb
 
     kind = tree[0]
     if kind == "base":
@@ -366,8 +366,8 @@ def table_catalogue(degrees: Iterable[int] = (2, 3, 4), max_nodes: int = 64, den
     schedule built and verified, T_L, T_B (M/B) and the BW-/Moore-optimal flags."""
     import pandas as pd
 
-    from ..instances.instance import make_instance
-    from ..tens.verify import verify
+    from ...instances.instance import make_instance
+    from ...tens.verify import verify
     from .expansions import NOT_STATED, base_catalogue
 
     rows = []

@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ... import InputError
-from ...instances import generators
-from ...instances.files import FORMATS, read_topology
-from ...instances.instance import check_topology, load_instance
-from ...instances.topology import Topology
+from .... import InputError
+from ....instances import generators
+from ....instances.files import FORMATS, read_topology
+from ....instances.instance import check_topology, load_instance
+from ....instances.topology import Topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from ... import InputError
-from .. import finder
+from .... import InputError
+from ...bfb import finder
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 Run by :mod:`collsynth.solvers.backends` as::
 
-    python -m collsynth.solvers.ortools_worker MODEL.mps OUT.json --solver sat|scip|glop|pdlp
+    python -m collsynth.solvers.backends.ortools_worker MODEL.mps OUT.json --solver sat|scip|glop|pdlp
         [--time-limit S] [--gap G] [--threads K] [--seed N] [--start START.json]
         [--incumbent INC.json]
 

@@ -3,7 +3,7 @@
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Errors go to
 stderr as one line ``error: <where>: <what>`` with exit code 2 for bad input
 (:class:`~collsynth.InputError`) and 1 for a failure. Commands live in
-:mod:`collsynth.solvers.commands`, one module per group; each module has
+:mod:`collsynth.solvers.cli.commands`, one module per group; each module has
 ``register(subparsers)`` that adds its parsers with ``set_defaults(func=...)``; a command
 function takes the parsed arguments and returns a dict (plus ``"exit": 1`` to fail).
 """
@@ -16,14 +16,14 @@ import json
 import sys
 from typing import Sequence
 
-from .. import InputError
+from ... import InputError
 
 COMMAND_MODULES = (
-    "collsynth.solvers.commands.instances",  # topologies, topology, instance
-    "collsynth.solvers.commands.schedules",  # verify, price, export
-    "collsynth.solvers.commands.solve",  # producers, solve
-    "collsynth.solvers.commands.finder",  # finder
-    "collsynth.solvers.commands.batch",  # bench, tables, draw
+    "collsynth.solvers.cli.commands.instances",  # topologies, topology, instance
+    "collsynth.solvers.cli.commands.schedules",  # verify, price, export
+    "collsynth.solvers.cli.commands.solve",  # producers, solve
+    "collsynth.solvers.cli.commands.finder",  # finder
+    "collsynth.solvers.cli.commands.bench",  # bench, tables, draw
 )
 
 
@@ -103,7 +103,3 @@ def _json_default(obj):
     if isinstance(obj, Fraction):
         return str(obj)
     return str(obj)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

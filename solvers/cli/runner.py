@@ -1,6 +1,6 @@
 """The batch runner: instances x producers x solvers x drivers x seeds, resumable.
 
-Every job runs in a worker child process (``python -m collsynth.solvers.batch``) with a hard
+Every job runs in a worker child process (``python -m collsynth.solvers.cli.runner``) with a hard
 wall-clock limit, so a solver that hangs or crashes is killed and recorded, never a dead batch.
 The same job function, :func:`run_isolated`, is what both executors call:
 
@@ -34,10 +34,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .. import InputError
-from ..instances import CORPUS, load_instance
-from ..results import store as result_store
-from . import producers as registry
+from ... import InputError
+from ...instances import CORPUS, load_instance
+from ...results import store as result_store
+from .. import producers as registry
 
 # seconds a job may run past its time limit (model building, pricing) before it is killed
 GRACE_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "30"))
@@ -139,7 +139,7 @@ def plan(
 
 # ---- running one job --------------------------------------------------------------------------
 #
-# Jobs run in long-lived worker processes (``python -m collsynth.solvers.batch``), one per
+# Jobs run in long-lived worker processes (``python -m collsynth.solvers.cli.runner``), one per
 # executor thread, reading one job per line on stdin and answering one line on stdout, so the
 # imports (Pyomo, solvers, networkx) are paid once per worker rather than once per job. A worker
 # that exceeds a job's limit is killed with its process group and replaced; one that dies is
@@ -153,7 +153,7 @@ _workers_lock = threading.Lock()
 def _start_worker() -> subprocess.Popen:
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collsynth.solvers.batch"], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, start_new_session=True,
     )
     proc.log = log  # type: ignore[attr-defined]
@@ -246,9 +246,9 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
 
 
 def _run_one(job: Job) -> dict[str, Any]:
-    from ..tens.schedule import to_json
-    from .pipeline import run
-    from .producers import Options
+    from ...tens.schedule import to_json
+    from ..pipeline import run
+    from ..producers import Options
 
     try:
         instance = load_instance(job.instance_file)
@@ -319,7 +319,7 @@ def execute(
     progress: bool = True,
 ) -> BatchSummary:
     """Run the jobs not yet in the store; commit each finished one at once."""
-    from ..tens.schedule import from_json
+    from ...tens.schedule import from_json
 
     t0 = time.perf_counter()
     summary = BatchSummary(planned=len(jobs))

@@ -45,13 +45,13 @@ from typing import Any, Callable
 import networkx as nx
 import numpy as np
 
-from .. import InputError
-from ..instances import generators
-from ..instances.instance import Instance, make_instance
-from ..instances.topology import Topology, from_edges, moore_bound
-from ..tens import schedule as sch
-from ..tens.schedule import Schedule
-from .producers import Options, Outcome, Producer, Unsupported
+from ... import InputError
+from ...instances import generators
+from ...instances.instance import Instance, make_instance
+from ...instances.topology import Topology, from_edges, moore_bound
+from ...tens import schedule as sch
+from ...tens.schedule import Schedule
+from ..producers import Options, Outcome, Producer, Unsupported
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topolog
 
 def cartesian_product(factors: list[Topology], **bfb_options) -> tuple[Topology, Schedule, Any]:
     """The product topology and its BFB schedule (Theorem 13); returns the BFB result too."""
-    from .bfb import solve_bfb
+    from .driver import solve_bfb
 
     topo = cartesian_topology(factors)
     res = solve_bfb(topo, **bfb_options)
@@ -413,7 +413,7 @@ class Priced:
 def price_schedule(topology: Topology, schedule: Schedule, predicted: dict | None = None,
                    message_bytes: float = 1 << 20) -> Priced:
     """Verify and price (sync) an allgather schedule; ``T_B = T_B_chunks * d / N`` (M/B units)."""
-    from ..tens import cost, verify
+    from ...tens import cost, verify
 
     inst = make_instance(topology, "allgather", message_bytes=message_bytes)
     bad = verify.verify(schedule, inst)
@@ -530,7 +530,7 @@ def _debruijn(d, nmax):
 
 
 def _drg(d, nmax):
-    from ..instances.distance_regular import CATALOGUE as DRG
+    from ...instances.distance_regular import CATALOGUE as DRG
 
     return [{"name": k} for k, e in DRG.items() if e.degree == d and e.nodes <= nmax]
 
@@ -557,7 +557,7 @@ NOT_STATED = {
 
 def base_entry(family: str, params: dict, *, method: str = "flow", build_schedule: bool = True) -> dict:
     """One catalogue base topology with its BFB schedule, T_L, T_B (M/B units) and flags."""
-    from .bfb import solve_bfb
+    from .driver import solve_bfb
 
     fam = next((f for f in CATALOGUE if f.name == family), None)
     if fam is None:
@@ -575,7 +575,7 @@ def base_entry(family: str, params: dict, *, method: str = "flow", build_schedul
         row.update(T_L=res.steps, T_B=res.T_B_units, bw_optimal=res.bw_optimal, moore_optimal=res.moore_optimal,
                    schedule=res.schedule, topology_obj=topo)
     else:
-        from ..formulations.bfb_lp import optimal_loads
+        from ...formulations.bfb_lp import optimal_loads
 
         r = optimal_loads(topo)
         T_B = Fraction(d, N) * sum(r["step_max"], Fraction(0))
@@ -633,7 +633,7 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
 
     Returns the schedule (on ``topology`` or its transpose) and the prediction/base figures.
     """
-    from .bfb import solve_bfb
+    from .driver import solve_bfb
 
     meta = topology.meta or {}
     gen = meta.get("generator")

@@ -15,7 +15,7 @@ Backends:
   caught at solve, both reported as ``skipped: licence size limit``.
 - ``cpsat``, ``scip``, ``glop``, ``pdlp``: OR-Tools in a CHILD process (highspy and ortools
   cannot share one process): the model is written as MPS with symbolic names, solved by
-  :mod:`collsynth.solvers.ortools_worker`, and the values are mapped back by name. The child
+  :mod:`collsynth.solvers.backends.ortools_worker`, and the values are mapped back by name. The child
   has a wall-clock deadline; a killed or crashed child is a recorded ``error``, never a dead
   parent. CP-SAT is refused for models with continuous variables (it would round them);
   GLOP and PDLP are refused for models with integer variables (they are LP solvers).
@@ -456,7 +456,7 @@ def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True,
 
 def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=None, extra_args=(),
                    warm_start=False) -> SolveResult:
-    """Solve in an OR-Tools child process (see :mod:`collsynth.solvers.ortools_worker`).
+    """Solve in an OR-Tools child process (see :mod:`collsynth.solvers.backends.ortools_worker`).
 
     The child's wall-clock deadline is ``wall_limit`` (default: 1.5 x the time limit + 30 s).
     A child killed there keeps its incumbent only for CP-SAT, whose solution callback writes
@@ -485,7 +485,7 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
         _, sid = model.write(mps, format="mps", io_options={"symbolic_solver_labels": True})
         symbol_map = model.solutions.symbol_map[sid]
         cmd = [
-            sys.executable, "-m", "collsynth.solvers.ortools_worker", mps, out,
+            sys.executable, "-m", "collsynth.solvers.backends.ortools_worker", mps, out,
             "--solver", ORTOOLS[name], "--threads", str(int(threads)), "--seed", str(int(seed)),
         ]
         if warm_start and name in ("cpsat", "scip"):

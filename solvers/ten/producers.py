@@ -1,7 +1,7 @@
 """The TEN formulation producers: ``ten-ilp``, ``ten-lp``, ``ten-ilp-nocongestion``.
 
 Each runs a formulation of :mod:`collsynth.formulations` through a driver of
-:mod:`collsynth.solvers.drivers` on any backend of :mod:`collsynth.solvers.backends`
+:mod:`collsynth.solvers.ten.drivers` on any backend of :mod:`collsynth.solvers.backends`
 (``--solver``, ``--driver horizon|early-stop|time-cluster``, ``--time-limit``, ``--gap``,
 ``--param k=v`` for formulation and driver parameters such as ``objective=makespan``,
 ``binary=true``, ``persistent=true``, ``window=3``, ``horizon=9``).
@@ -25,11 +25,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from .. import InputError
-from ..formulations import registry, ten_ilp, ten_lp
-from ..tens.schedule import concat
-from . import backends, drivers
-from .producers import Options, Outcome, Producer, Unsupported
+from ... import InputError
+from ...formulations import registry, ten_ilp, ten_lp
+from ...tens import ten
+from ...tens.schedule import concat
+from .. import backends
+from . import drivers
+from ..producers import Options, Outcome, Producer, Unsupported
 
 
 def _phases(instance):
@@ -49,7 +51,7 @@ def _phases(instance):
 def _checked(fn):
     try:
         return fn()
-    except ten_ilp.NotSupported as e:
+    except ten.NotSupported as e:
         raise Unsupported(str(e)) from None
 
 
@@ -78,7 +80,7 @@ def _lp_beside(instance, formulation, options: Options, form: dict, outcome: Out
     try:
         lb = ten_lp.lower_bound(instance, timestep=lp_form.get("timestep"))
         hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
-    except ten_ilp.NotSupported as e:
+    except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: {e}"
         return outcome
@@ -304,7 +306,7 @@ def _lp_run(instance, options: Options) -> Outcome:
     lb = _checked(lambda: ten_lp.lower_bound(instance, timestep=form.get("timestep")))
     rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
     if rsteps == 0:  # nothing to deliver
-        return Outcome(ten_ilp.schedule_from_rows(rdata, rrows), "optimal", 0.0, 0.0, 0.0, "timesteps",
+        return Outcome(ten.schedule_from_rows(rdata, rrows), "optimal", 0.0, 0.0, 0.0, "timesteps",
                        message="nothing to deliver", extra={"lp_bound": 0})
     s = lp_search(instance, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
                   binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
@@ -330,7 +332,7 @@ def _lp_run(instance, options: Options) -> Outcome:
     # fewest timesteps; on a tie the polished LP's schedule (the LP-guided fractional one)
     how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
     if sched.num_steps > rsteps:
-        how, sched = "recovery-only", ten_ilp.schedule_from_rows(rdata, ten_ilp.prune(rdata, rrows))
+        how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
     steps = sched.num_steps
     extra.update({
         "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": polished,

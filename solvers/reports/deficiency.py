@@ -46,7 +46,7 @@ from ...instances.instance import make_instance
 from ...instances.topology import Topology
 from ...tens import cost
 from ...tens.schedule import from_arrays
-from . import swing as sw
+from ..closed_form import swing as sw
 
 PAPER_LINK_BANDWIDTH = 400e9 / 8  # bytes/s (400 Gb/s)
 PAPER_LINK_LATENCY = 100e-9
@@ -279,7 +279,7 @@ def _classic_curves(topology: Topology, dims: list[int], sizes) -> list[dict]:
     (Lambda = 2 D d_max / log2 p); its bandwidth term is D1's (Table 2: Psi = Xi = 1).
     """
     try:
-        from .classics import closed_form as classic
+        from ..closed_form.classics import closed_form as classic
     except ImportError:  # helper D1's module absent
         return []
     p = math.prod(dims)
@@ -365,7 +365,7 @@ def goodput_curves(figure: str, sizes=None, names=None, source_batch: int = 512,
 def main(argv=None) -> int:
     """Compute the report's DataFrames and write them with :mod:`collsynth.results.swing_report`.
 
-    ``python -m collsynth.solvers.closed_form.deficiency [--figures fig6_torus64x64 ...]
+    ``python -m collsynth.solvers.reports.deficiency [--figures fig6_torus64x64 ...]
     [--out results]``.
     """
     import pandas as pd

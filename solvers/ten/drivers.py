@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pe
 
-from ..formulations import ten_ilp as T
-from . import backends
-from .producers import Options, Outcome
+from ...formulations import ten_ilp as T
+from ...tens import ten
+from .. import backends
+from ..producers import Options, Outcome
 
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
@@ -70,7 +71,7 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 # ---- recovery: shortest-path delivery of whatever is missing ---------------------------------
 
-def recover(data: T.TenData, held: np.ndarray, start: int, avail: np.ndarray | None = None) -> np.ndarray:
+def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray | None = None) -> np.ndarray:
     """Deliver every missing postcondition pair along delay-shortest paths after ``start``.
 
     ``held`` (bool [chunk, node], the model's direction) is what is held at the end of
@@ -140,7 +141,7 @@ def recovery_schedule(instance, timestep=None):
 
     Its length is the "recovery bound" early termination and time clustering never exceed.
     """
-    data = T.prepare(instance, 1, None, timestep)
+    data = ten.prepare(instance, 1, None, timestep)
     rows = recover(data, data.pre, 0)
     steps = int(rows[:, 2].max()) if len(rows) else 0
     return data, rows, steps
@@ -201,7 +202,7 @@ class _Known:
     """A complete, valid schedule in the model's direction: rows ``(chunk, pair, arrival)``."""
 
     how: str
-    data: T.TenData
+    data: ten.TenData
     rows: np.ndarray
     steps: int
 
@@ -233,7 +234,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     ``{"sends", "dropped", "objective"}`` (the active objective at the start), or None when the
     model is not an arrivals model of the TEN family.
     """
-    data: T.TenData | None = getattr(model, "_ten", None)
+    data: ten.TenData | None = getattr(model, "_ten", None)
     if data is None or getattr(model, "_objective", "arrivals") != "arrivals" or not hasattr(model, "sent"):
         return None
     h = data.horizon if upto is None else int(upto)
@@ -241,7 +242,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     rows = rows[rows[:, 2] <= h]
     rows = rows[np.argsort(rows[:, 2], kind="stable")]
     C, S = data.pre.shape
-    when = np.where(data.pre, 0, T.INF).astype(np.int64)
+    when = np.where(data.pre, 0, ten.INF).astype(np.int64)
     kept = []
     sent = model.sent
     for c, l, t in rows.tolist():
@@ -324,7 +325,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
     recovery_ok = recovery_valid(formulation)
     use_warm = bool(warm) and warm_ok(formulation, form_params)
-    known = _known("recovery", rdata, T.prune(rdata, rrows)) if recovery_ok else None
+    known = _known("recovery", rdata, ten.prune(rdata, rrows)) if recovery_ok else None
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     if use_warm:
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
@@ -366,7 +367,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
             rows = T.sends_of(model)
             pdata = model._ten
             held = T.holdings(model, upto=h)
-            cand = T.prune(pdata, np.concatenate([rows[rows[:, 2] <= h], recover(pdata, held, h)]))
+            cand = ten.prune(pdata, np.concatenate([rows[rows[:, 2] <= h], recover(pdata, held, h)]))
             cand = _known(f"incumbent at horizon {h} completed by shortest-path recovery", pdata, cand)
             known = _better(known, cand)
         tried.append({"horizon": h, "status": res.status, "objective": res.objective,
@@ -415,7 +416,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
                         f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
     # no horizon below the known schedule completed (in time): the known schedule is the
     # answer; optimal when every shorter horizon is proven impossible or it meets the bound
-    sched = T.schedule_from_rows(known.data, known.rows)
+    sched = ten.schedule_from_rows(known.data, known.rows)
     steps = sched.num_steps
     extra["used"] = known.how
     status = "optimal" if steps <= proven_lb else "feasible"
@@ -434,7 +435,7 @@ def _restrict(model, h: int) -> None:
     Sends arriving after ``h`` are fixed to 0 and the arrivals objective counts holdings at
     ``h``. Other horizons' fixings are undone first.
     """
-    data: T.TenData = model._ten
+    data: ten.TenData = model._ten
     for idx, v in model.sent.items():
         if idx[2] > h:
             v.fix(0)
@@ -480,7 +481,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     lb = _lower_bound(formulation, instance, form_params)
     h = lb if horizon is None else int(horizon)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
-    cands = [_known("recovery", rdata, T.prune(rdata, rrows))]
+    cands = [_known("recovery", rdata, ten.prune(rdata, rrows))]
     extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
     use_warm = bool(warm) and warm_ok(formulation, form_params)
     tc = None
@@ -505,7 +506,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
                       "required": T.required(model)})
         if res.status in ("error", "skipped"):
             return _fail(res, stats, lb, extra)
-        data: T.TenData = model._ten
+        data: ten.TenData = model._ten
         if res.has_solution:
             rows = T.sends_of(model)
             held = T.holdings(model)
@@ -514,11 +515,11 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
             held = data.pre.copy()
         extra["recovered_pairs"] = int((data.post & ~held).sum())
         more = recover(data, held, h)
-        cands.insert(0, _known("ilp+recovery", data, T.prune(data, np.concatenate([rows, more]))))
+        cands.insert(0, _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more]))))
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
-    sched = T.schedule_from_rows(win.data, win.rows)
+    sched = ten.schedule_from_rows(win.data, win.rows)
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return _outcome(sched, status, steps, min(lb, steps), stats,
@@ -604,13 +605,13 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         more = recover(data0, state, offset)
         extra["recovered_pairs"] = int((data0.post & ~state).sum())
         rows = np.concatenate([rows, more])
-    rows = T.prune(data0, rows)
+    rows = ten.prune(data0, rows)
     steps = int(rows[:, 2].max()) if len(rows) else 0
     if steps > rsteps:
-        rows, steps = T.prune(rdata, rrows), rsteps
+        rows, steps = ten.prune(rdata, rrows), rsteps
         extra["used"] = "recovery"
     rows = _compact(data0, rows)
-    sched = T.schedule_from_rows(data0, rows)
+    sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return (_outcome(sched, status, steps, min(lb, steps), stats,
@@ -618,7 +619,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
             data0, rows)
 
 
-def _compact(data: T.TenData, rows: np.ndarray) -> np.ndarray:
+def _compact(data: ten.TenData, rows: np.ndarray) -> np.ndarray:
     """Drop timesteps in which nothing is on any link (a window that ended early)."""
     if not len(rows):
         return rows
@@ -646,7 +647,7 @@ def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
     drv, form = split_params(dict(options.params))
     name = driver or "horizon"
     if name in ("early-stop", "time-cluster") and not recovery_valid(formulation):
-        from .producers import Unsupported
+        from ..producers import Unsupported
 
         raise Unsupported(f"{name} completes schedules by shortest-path recovery, which "
                           f"{getattr(formulation, 'NAME', 'this formulation')} does not allow; use --driver horizon")
@@ -656,6 +657,6 @@ def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
         return early_stop(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("horizon", "warm", "warm_share")}, **form)
     if name == "time-cluster":
         return time_cluster(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("window", "lookahead")}, **form)
-    from .. import InputError
+    from ... import InputError
 
     raise InputError("--driver", f"unknown driver {name!r}; expected one of {', '.join(DRIVERS)}")

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from ... import InputError
-from ...instances.instance import load_instance
-from ...tens.schedule import write_json
-from .. import backends
-from ..producers import Options, producers
+from .... import InputError
+from ....instances.instance import load_instance
+from ....tens.schedule import write_json
+from ... import backends
+from ...producers import Options, producers
 
 FAIL = ("error", "invalid", "infeasible", "no-solution")
 
@@ -90,7 +90,7 @@ def parse_params(items: list[str]) -> dict:
 
 def solve(args: argparse.Namespace) -> dict:
     """Run one producer on one instance through the pipeline (produce, verify, price)."""
-    from ..pipeline import run
+    from ...pipeline import run
 
     instance = load_instance(args.instance)
     if args.time_limit is not None and not args.time_limit > 0:

@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import InputError
-from ..formulations import bfb_lp
-from ..formulations.bfb_lp import StepLP, step_data
-from ..instances.instance import Instance
-from ..instances.topology import Topology, moore_bound
-from ..tens import schedule as sch
-from ..tens.schedule import Schedule
-from .producers import Options, Outcome, Producer, Unsupported
+from ... import InputError
+from ...formulations import bfb_lp
+from ...formulations.bfb_lp import StepLP, step_data
+from ...instances.instance import Instance
+from ...instances.topology import Topology, moore_bound
+from ...tens import schedule as sch
+from ...tens.schedule import Schedule
+from ..producers import Options, Outcome, Producer, Unsupported
 
 METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
 STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, "infeasible": 3, "error": 4, "skipped": 5}
@@ -229,17 +229,17 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         num, den = _forced(data)
         out.update(num=num, den=den)
         return out
-    from . import backends
+    from .. import backends
 
     t0 = time.perf_counter()
     if method == "lp":
         model = bfb_lp.build_step(data)
     elif method in ("chunked", "chunked-round"):
-        from ..formulations import bfb_chunked
+        from ...formulations import bfb_chunked
 
         model = bfb_chunked.build_step(data, settings["chunks"], relax=(method == "chunked-round"))
     elif method == "hetero":
-        from ..formulations import bfb_hetero
+        from ...formulations import bfb_hetero
 
         model = bfb_hetero.build_step(data, settings["alpha"][data.node], settings["bandwidth"][data.node],
                                       settings["shard_bytes"])
@@ -261,16 +261,16 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         _, _, x = bfb_lp.values(model)
         num, den = bfb_lp.rationalize(data.pair_v, x)
     elif method == "chunked":
-        from ..formulations import bfb_chunked
+        from ...formulations import bfb_chunked
 
         num, den = bfb_chunked.integer_shares(model), settings["chunks"]
     elif method == "chunked-round":
-        from ..formulations import bfb_chunked
+        from ...formulations import bfb_chunked
 
         num = bfb_chunked.round_relaxation(model)
         den = settings["chunks"]
     else:
-        from ..formulations import bfb_hetero
+        from ...formulations import bfb_hetero
 
         _, _, x = bfb_lp.values(model)
         tau = bfb_hetero.bound(model)
@@ -480,7 +480,7 @@ def _loads(topo: Topology, v, w, u, t, num, den, T) -> tuple[dict, list]:
 
 def _chunked_schedule(v, w, u, t, num, den, nodes: int, K: int) -> Schedule:
     """Whole-chunk sends: ``w -> u`` carries ``num * K / den`` of the K chunks of ``v``'s shard."""
-    from ..formulations.bfb_chunked import chunk_schedule
+    from ...formulations.bfb_chunked import chunk_schedule
 
     y = np.asarray(num, np.int64) * K
     if (y % den).any():

@@ -1,0 +1,1 @@
+"""Greedy synthesis on the time-expanded network (TACOS-Greedy)."""
