@@ -23,6 +23,7 @@ import typing
 from typing import Any, Callable
 
 from .. import InputError
+from . import constructions
 from .topology import Topology, from_edges, with_link_costs
 
 GENERATORS: dict[str, Callable[..., Topology]] = {}
@@ -742,10 +743,6 @@ def _base(table: dict, where: str) -> Topology:
     return topo
 
 
-def _arcs(topo: Topology) -> list[tuple[int, int]]:
-    return sorted((u, v, k) for u, v, k in topo.graph.edges(keys=True))
-
-
 @generator
 def line_graph(base: dict, times: int = 1) -> Topology:
     """Line-graph expansion L(G) applied ``times`` times (seed 000 §4.1): N' = dN, d' = d.
@@ -756,15 +753,7 @@ def line_graph(base: dict, times: int = 1) -> Topology:
     Graph-only: link costs are the instance's.
     """
     _positive(times, "times", 1)
-    g = _base(base, "base")
-    n, arcs = g.size, [(u, v) for u, v, _ in _arcs(g)]
-    for _ in range(times):
-        out: dict[int, list[int]] = {}
-        for i, (u, v) in enumerate(arcs):
-            out.setdefault(u, []).append(i)
-        new = [(i, j) for i, (u, v) in enumerate(arcs) for j in out.get(v, [])]
-        n, arcs = len(arcs), new
-    return from_edges(n, arcs, name=f"L{'^' + str(times) if times > 1 else ''}({g.name})")
+    return constructions.line_graph_topology(_base(base, "base"), times, keep_costs=False)
 
 
 @generator
@@ -775,10 +764,7 @@ def degree_expansion(base: dict, copies: int) -> Topology:
     v*n + i; arcs (u, i) -> (v, j) for every arc u -> v of G and all i, j.
     """
     _positive(copies, "copies", 1)
-    g = _base(base, "base")
-    c = copies
-    arcs = [(u * c + i, v * c + j) for u, v, _ in _arcs(g) for i in range(c) for j in range(c)]
-    return from_edges(g.size * c, arcs, name=f"{g.name}*{c}")
+    return constructions.degree_topology(_base(base, "base"), copies, keep_costs=False)
 
 
 @generator
@@ -798,18 +784,8 @@ def cartesian(base: dict, times: int = 2, other: dict | None = None) -> Topology
         factors = [g, _base(other, "other")]
     else:
         factors = [g] * times
-    prod = factors[0]
-    size, arcs = prod.size, [(u, v) for u, v, _ in _arcs(prod)]
-    for h in factors[1:]:
-        hs, harcs = h.size, [(u, v) for u, v, _ in _arcs(h)]
-        new = [(a * hs + y, b * hs + y) for a, b in arcs for y in range(hs)]
-        new += [(x * hs + a, x * hs + b) for x in range(size) for a, b in harcs]
-        size, arcs = size * hs, new
-    meta = {}
-    if all("cayley" in f.meta for f in factors):
-        meta["cayley"] = [o for f in factors for o in f.meta["cayley"]]
     name = " x ".join(f.name for f in factors) if other is not None else f"({g.name})^{times}"
-    return from_edges(size, arcs, name=name, meta=meta)
+    return constructions.cartesian_topology(factors, name=name, keep_costs=False)
 
 
 def _renamed(topo: Topology, name: str) -> Topology:

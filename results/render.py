@@ -180,8 +180,10 @@ TABLES = {
 }
 
 
-def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
-    """Write ``name.md``, ``name.csv`` and ``name.tex`` (floats as ``%.6g``); return the paths."""
+def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None) -> list[Path]:
+    """Write ``name.csv``, ``name.md`` and ``name.tex`` (floats as ``%.6g``; the Markdown starts
+    with ``# title`` when given); return the three paths in that order."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
     table.to_csv(paths[0], index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
@@ -190,7 +192,8 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
         if pd.api.types.is_float_dtype(shown[col]):
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
     shown = shown.astype(object).where(shown.notna(), "")
-    paths[1].write_text(shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n")
+    heading = f"# {title}\n\n" if title else ""
+    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n"))
     paths[2].write_text(shown.to_latex(index=False, escape=True) if len(shown) else "% no runs\n")
     return paths
 

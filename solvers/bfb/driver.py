@@ -34,14 +34,18 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import maximum_flow
 
 from ... import InputError
-from ...formulations import bfb_lp
+from ...formulations import bfb_chunked, bfb_hetero, bfb_lp
+from ...formulations.bfb_chunked import chunk_schedule
 from ...formulations.bfb_lp import StepLP, step_data
 from ...instances.instance import Instance
 from ...instances.topology import Topology, moore_bound
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
+from .. import backends
 from ..producers import Options, Outcome, Producer, Unsupported
 
 METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
@@ -169,9 +173,6 @@ def _flow_shares(data: StepLP) -> tuple[np.ndarray, int, Fraction]:
     (capacity q) -> w (q) -> sink (p * capacity[w]) has an integral flow of value ``q * |sources|``
     (scipy's max flow), and ``x[v, w] = flow / q``. Returns numerators, denominator q and U*.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_flow
-
     nv, nw = len(data.sources), len(data.neighbours)
     if nv == 0:
         return np.zeros(0, np.int64), 1, Fraction(0)
@@ -229,18 +230,12 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         num, den = _forced(data)
         out.update(num=num, den=den)
         return out
-    from .. import backends
-
     t0 = time.perf_counter()
     if method == "lp":
         model = bfb_lp.build_step(data)
     elif method in ("chunked", "chunked-round"):
-        from ...formulations import bfb_chunked
-
         model = bfb_chunked.build_step(data, settings["chunks"], relax=(method == "chunked-round"))
     elif method == "hetero":
-        from ...formulations import bfb_hetero
-
         model = bfb_hetero.build_step(data, settings["alpha"][data.node], settings["bandwidth"][data.node],
                                       settings["shard_bytes"])
     else:
@@ -261,17 +256,11 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
         _, _, x = bfb_lp.values(model)
         num, den = bfb_lp.rationalize(data.pair_v, x)
     elif method == "chunked":
-        from ...formulations import bfb_chunked
-
         num, den = bfb_chunked.integer_shares(model), settings["chunks"]
     elif method == "chunked-round":
-        from ...formulations import bfb_chunked
-
         num = bfb_chunked.round_relaxation(model)
         den = settings["chunks"]
     else:
-        from ...formulations import bfb_hetero
-
         _, _, x = bfb_lp.values(model)
         tau = bfb_hetero.bound(model)
         data_h = data
@@ -480,8 +469,6 @@ def _loads(topo: Topology, v, w, u, t, num, den, T) -> tuple[dict, list]:
 
 def _chunked_schedule(v, w, u, t, num, den, nodes: int, K: int) -> Schedule:
     """Whole-chunk sends: ``w -> u`` carries ``num * K / den`` of the K chunks of ``v``'s shard."""
-    from ...formulations.bfb_chunked import chunk_schedule
-
     y = np.asarray(num, np.int64) * K
     if (y % den).any():
         raise ValueError("chunked shares are not whole chunks")

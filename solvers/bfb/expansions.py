@@ -32,7 +32,8 @@ generators ``line_graph``, ``degree_expansion`` and ``cartesian``
 ``T_B_chunks``) an expanded schedule and puts the theorem's prediction beside it. The
 producer ``expansion`` reads an instance topology's ``meta`` (generator ``line_graph`` /
 ``degree_expansion`` / ``cartesian`` with its ``base``), builds the base's BFB schedule and
-expands it. :data:`CATALOGUE` and :func:`base_catalogue` list the base topologies of Table 9.
+expands it. :func:`base_catalogue` builds the base topologies of Table 9
+(:mod:`collsynth.instances.catalogue`) with their BFB schedules.
 """
 
 from __future__ import annotations
@@ -46,31 +47,27 @@ import networkx as nx
 import numpy as np
 
 from ... import InputError
-from ...instances import generators
+from ...formulations.bfb_lp import optimal_loads
+from ...instances import catalogue, generators
+from ...instances.constructions import (
+    arcs_of,
+    cartesian_topology,
+    degree_topology,
+    expand_groups,
+    group_index,
+    line_graph_topology,
+    topology_from_arcs,
+)
 from ...instances.instance import Instance, make_instance
 from ...instances.topology import Topology, from_edges, moore_bound
+from ...tens import cost, verify
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
 from ..producers import Options, Outcome, Producer, Unsupported
+from .driver import solve_bfb
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-def arcs_of(topology: Topology) -> np.ndarray:
-    """Arcs ``[m, 2]`` sorted by ``(u, v, key)`` (the line-graph node numbering)."""
-    arcs = sorted((u, v, k) for u, v, k in topology.graph.edges(keys=True))
-    return np.array([(u, v) for u, v, _ in arcs], dtype=np.int64).reshape(-1, 2)
-
-
-def _plain_topology(size: int, arcs: np.ndarray, name: str, meta: dict | None = None,
-                    like: Topology | None = None) -> Topology:
-    """A topology from arcs; link costs copied from ``like`` (uniform) when given."""
-    bw = al = None
-    if like is not None and like.num_links:
-        _, _, data = next(iter(like.graph.edges(data=True)))
-        bw, al = data.get("bandwidth"), data.get("alpha")
-    return from_edges(size, [tuple(a) for a in arcs.tolist()], bandwidth=bw, alpha=al, name=name, meta=meta)
-
 
 def shard_units(schedule: Schedule) -> Schedule:
     """Check a base schedule is an allgather with one chunk per shard (chunk id = owner)."""
@@ -95,31 +92,7 @@ def replicate_chunks(schedule: Schedule, c: int) -> Schedule:
                            meta=schedule.meta)
 
 
-def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Order and start offsets grouping indices by ``keys`` (0..n-1)."""
-    order = np.argsort(keys, kind="stable")
-    starts = np.searchsorted(keys[order], np.arange(n + 1))
-    return order, starts
-
-
-def _expand_groups(idx: np.ndarray, order: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each ``idx[i]`` all members of its group: returns (row index i, member) pairs."""
-    cnt = starts[idx + 1] - starts[idx]
-    rows = np.repeat(np.arange(len(idx)), cnt)
-    offs = np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return rows, order[starts[idx][rows] + offs]
-
-
 # ---- line graph (Definitions 1-2, Theorem 1) ----------------------------------------------------
-
-def line_graph_topology(base: Topology) -> Topology:
-    """L(G): a node per arc of G (sorted by (u, v, key)), arcs ``(u,v) -> (v,w)`` (Definition 1)."""
-    arcs = arcs_of(base)
-    m = len(arcs)
-    order, starts = _csr(arcs[:, 0], base.size)  # out-arcs by tail
-    rows, f = _expand_groups(arcs[:, 1], order, starts)
-    return _plain_topology(m, np.stack([rows, f], 1), f"L({base.name})", like=base)
-
 
 def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
     """L(G) and the line-graph schedule of Definition 2 (Theorem 1)."""
@@ -127,8 +100,8 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
     arcs = arcs_of(base)
     m = len(arcs)
     topo = line_graph_topology(base)
-    out_order, out_starts = _csr(arcs[:, 0], base.size)
-    in_order, in_starts = _csr(arcs[:, 1], base.size)
+    out_order, out_starts = group_index(arcs[:, 0], base.size)
+    in_order, in_starts = group_index(arcs[:, 1], base.size)
     # split sends over parallel arcs: one equal part per arc x -> y
     pair_key = arcs[:, 0] * base.size + arcs[:, 1]
     send_key = s.src * base.size + s.dst
@@ -149,16 +122,16 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
     y = s.dst[rows]
     t = s.step[rows]
     # every in-arc e of v (a source of L(G)) ...
-    r1, e = _expand_groups(v, in_order, in_starts)
+    r1, e = expand_groups(v, in_order, in_starts)
     # ... and every out-arc f of y (a receiver)
-    r2, f = _expand_groups(y[r1], out_order, out_starts)
+    r2, f = expand_groups(y[r1], out_order, out_starts)
     src_rows = r1[r2]
     chunk = e[r2]
     keep = f != chunk  # never send a shard back to its owner
     body = dict(chunk=chunk[keep], lo=lo[src_rows][keep], hi=hi[src_rows][keep], src=sender[src_rows][keep],
                 dst=f[keep], step=t[src_rows][keep] + 1)
     # step 1: every arc-node e=(u,v) sends its shard to every (v, w)
-    r0, f0 = _expand_groups(arcs[:, 1], out_order, out_starts)
+    r0, f0 = expand_groups(arcs[:, 1], out_order, out_starts)
     first_step = dict(chunk=r0, lo=np.zeros(len(r0), np.int64), hi=np.full(len(r0), denom, np.int64),
                       src=r0, dst=f0, step=np.ones(len(r0), np.int64))
     cat = {k: np.concatenate([first_step[k], body[k]]) for k in body}
@@ -168,21 +141,10 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
 
 # ---- degree expansion (Definitions 3-4, Theorem 11) ---------------------------------------------
 
-def degree_topology(base: Topology, n: int) -> Topology:
-    """G*n: nodes ``(v, i) = v*n + i``, arcs ``(u,i) -> (v,j)`` per arc ``u -> v`` (Definition 3)."""
-    if any(u == v for u, v in base.graph.edges()):
-        raise InputError("base", "degree expansion needs a base without self-loops")
-    arcs = arcs_of(base)
-    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    i, j = i.ravel(), j.ravel()
-    a = np.repeat(arcs, n * n, axis=0)
-    ii, jj = np.tile(i, len(arcs)), np.tile(j, len(arcs))
-    return _plain_topology(base.size * n, np.stack([a[:, 0] * n + ii, a[:, 1] * n + jj], 1),
-                           f"{base.name}*{n}", like=base)
-
-
 def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
     """G*n and the degree-expanded schedule of Definition 4 (Theorem 11)."""
+    if any(u == v for u, v in base.graph.edges()):
+        raise InputError("base", "degree expansion needs a base without self-loops")
     if n < 1:
         raise InputError("copies", f"expected an integer >= 1, got {n}")
     s = shard_units(schedule)
@@ -202,7 +164,7 @@ def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topolo
     body = dict(chunk=rep(s.chunk) * n + i, lo=rep(s.lo) * scale, hi=rep(s.hi) * scale,
                 src=rep(s.src) * n + i, dst=rep(s.dst) * n + j, step=rep(s.step))
     # parts: pair p (w -> v) with count c_p: n parts (one per i') of size c_p/(n*indeg(v)) each
-    order, starts = _csr(la.dst, base.size)
+    order, starts = group_index(la.dst, base.size)
     rows = []
     for v in range(base.size):
         if v not in base.graph:
@@ -227,28 +189,6 @@ def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topolo
 
 
 # ---- Cartesian power (Definition 14, Theorem 12) and product (Theorem 13) --------------------------
-
-def cartesian_topology(factors: list[Topology]) -> Topology:
-    """Cartesian product of the factors; node ``(g, h)`` has id ``g*|H| + h`` (row-major)."""
-    size = factors[0].size
-    arcs = arcs_of(factors[0])
-    for h in factors[1:]:
-        hs = h.size
-        harcs = arcs_of(h)
-        y = np.arange(hs)
-        a1 = np.stack([np.repeat(arcs[:, 0], hs) * hs + np.tile(y, len(arcs)),
-                       np.repeat(arcs[:, 1], hs) * hs + np.tile(y, len(arcs))], 1)
-        x = np.arange(size)
-        a2 = np.stack([np.repeat(x, len(harcs)) * hs + np.tile(harcs[:, 0], size),
-                       np.repeat(x, len(harcs)) * hs + np.tile(harcs[:, 1], size)], 1)
-        arcs = np.concatenate([a1, a2])
-        size *= hs
-    meta = {}
-    if all("cayley" in (f.meta or {}) for f in factors):
-        meta["cayley"] = [o for f in factors for o in f.meta["cayley"]]
-    name = " x ".join(f"({f.name})" for f in factors)
-    return _plain_topology(size, arcs, name, meta=meta, like=factors[0])
-
 
 def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
     """G^n and the schedule of Definition 14 (Theorem 12)."""
@@ -303,8 +243,6 @@ def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topolog
 
 def cartesian_product(factors: list[Topology], **bfb_options) -> tuple[Topology, Schedule, Any]:
     """The product topology and its BFB schedule (Theorem 13); returns the BFB result too."""
-    from .driver import solve_bfb
-
     topo = cartesian_topology(factors)
     res = solve_bfb(topo, **bfb_options)
     return topo, res.schedule, res
@@ -341,7 +279,7 @@ def bidirectional(base: Topology, schedule: Schedule, phi: dict[int, int] | None
         if phi is None:
             raise Unsupported(f"{base.name} is not reverse-symmetric (no isomorphism to its transpose)")
     arcs = arcs_of(base)
-    topo = _plain_topology(base.size, np.concatenate([arcs, arcs[:, ::-1]]), f"bi({base.name})", like=base)
+    topo = topology_from_arcs(base.size, np.concatenate([arcs, arcs[:, ::-1]]), f"bi({base.name})", like=base)
     perm = np.arange(base.size)
     for a, b in phi.items():
         perm[a] = b
@@ -413,8 +351,6 @@ class Priced:
 def price_schedule(topology: Topology, schedule: Schedule, predicted: dict | None = None,
                    message_bytes: float = 1 << 20) -> Priced:
     """Verify and price (sync) an allgather schedule; ``T_B = T_B_chunks * d / N`` (M/B units)."""
-    from ...tens import cost, verify
-
     inst = make_instance(topology, "allgather", message_bytes=message_bytes)
     bad = verify.verify(schedule, inst)
     if bad is not None:
@@ -453,115 +389,12 @@ def expand_and_price(kind: str, base: Topology, schedule: Schedule, n: int = 1, 
 
 # ---- base catalogue (Table 9) ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Family:
-    """A base-topology family of seed 000 Table 9: how to instantiate it for (nodes, degree)."""
-
-    name: str
-    symbol: str
-    generator: str
-    members: Callable[[int, int], list[dict]]  # (degree, max_nodes) -> generator params
-    note: str = ""
-
-
-def _complete(d, nmax):
-    return [{"nodes": d + 1}] if d >= 1 and d + 1 <= nmax else []
-
-
-def _bipartite(d, nmax):
-    return [{"degree": d}] if 2 * d <= nmax else []
-
-
-def _hamming(d, nmax):
-    out = []
-    for D in range(1, d + 1):
-        if d % D == 0:
-            q = d // D + 1
-            if q ** D <= nmax:
-                out.append({"dims": D, "q": q})
-    return out
-
-
-def _kautz(d, nmax):
-    out, k = [], 1
-    while d >= 2 and d ** k + d ** (k - 1) <= nmax:
-        out.append({"degree": d, "diameter": k})
-        k += 1
-    return out
-
-
-def _gkautz(d, nmax, sizes=None):
-    return [{"degree": d, "nodes": N} for N in (sizes or range(d + 2, nmax + 1))]
-
-
-def best_circulant_offsets(N: int) -> list[int]:
-    """Degree-4 circulant ``C(N, {a, a+1})``, ``a = floor(sqrt((N-2)/2))`` (Theorem 22)."""
-    a = max(1, math.isqrt(max(0, (N - 2) // 2)))
-    while a >= 1 and (a + 1 >= N or math.gcd(N, a, a + 1) != 1):
-        a -= 1
-    return [a, a + 1]
-
-
-def _circulant(d, nmax, sizes=None):
-    if d != 4:
-        return []
-    return [{"nodes": N, "offsets": best_circulant_offsets(N)} for N in (sizes or range(6, nmax + 1))]
-
-
-def _dcirculant(d, nmax, sizes=None):
-    return [{"nodes": N, "offsets": list(range(1, d + 1)), "directed": True}
-            for N in (sizes or range(d + 2, nmax + 1))]
-
-
-def _biring(d, nmax, sizes=None):
-    return [{"nodes": N} for N in (sizes or range(3, nmax + 1))] if d == 2 else []
-
-
-def _uniring(d, nmax, sizes=None):
-    return [{"nodes": N, "bidirectional": False} for N in (sizes or range(2, nmax + 1))] if d == 1 else []
-
-
-def _debruijn(d, nmax):
-    out, k = [], 1
-    while d >= 2 and d ** k <= nmax:
-        out.append({"degree": d, "diameter": k})
-        k += 1
-    return out
-
-
-def _drg(d, nmax):
-    from ...instances.distance_regular import CATALOGUE as DRG
-
-    return [{"name": k} for k, e in DRG.items() if e.degree == d and e.nodes <= nmax]
-
-
-CATALOGUE: tuple[Family, ...] = (
-    Family("complete", "K_{d+1}", "complete", _complete),
-    Family("complete_bipartite", "K_{d,d}", "complete_bipartite", _bipartite),
-    Family("hamming", "H(D,q)", "hamming", _hamming),
-    Family("kautz", "K(d,k)", "kautz", _kautz),
-    Family("generalized_kautz", "Pi(d,N)", "generalized_kautz", _gkautz,
-           "self-loops dropped (those nodes have out-degree d-1)"),
-    Family("circulant", "C(N,{a,a+1})", "circulant", _circulant, "degree 4, Theorem 22's offsets"),
-    Family("directed_circulant", "DC(N,{1..d})", "circulant", _dcirculant),
-    Family("biring", "BiRing(N)", "ring", _biring, "BFB ring schedule (E.1): half-circle each way"),
-    Family("uniring", "UniRing(N)", "ring", _uniring),
-    Family("de_bruijn", "B(d,k)", "de_bruijn", _debruijn, "self-loops dropped"),
-    Family("distance_regular", "DRG", "distance_regular", _drg, "seed 000 Table 7"),
-)
-NOT_STATED = {
-    "diamond": "Figure 16's construction is not in the seed text",
-    "modified_de_bruijn": "Figure 17's construction (DBJMod) is not in the seed text",
-}
-
-
 def base_entry(family: str, params: dict, *, method: str = "flow", build_schedule: bool = True) -> dict:
     """One catalogue base topology with its BFB schedule, T_L, T_B (M/B units) and flags."""
-    from .driver import solve_bfb
-
-    fam = next((f for f in CATALOGUE if f.name == family), None)
-    if fam is None:
-        raise InputError("family", f"unknown base family {family!r}")
+    try:
+        fam = catalogue.family(family)
+    except KeyError:
+        raise InputError("family", f"unknown base family {family!r}") from None
     topo = generators.build(fam.generator, params)
     N, d = len(topo.npus), topo.out_degree_range[1]
     row = {"family": family, "symbol": fam.symbol, "generator": fam.generator, "params": dict(params),
@@ -575,8 +408,6 @@ def base_entry(family: str, params: dict, *, method: str = "flow", build_schedul
         row.update(T_L=res.steps, T_B=res.T_B_units, bw_optimal=res.bw_optimal, moore_optimal=res.moore_optimal,
                    schedule=res.schedule, topology_obj=topo)
     else:
-        from ...formulations.bfb_lp import optimal_loads
-
         r = optimal_loads(topo)
         T_B = Fraction(d, N) * sum(r["step_max"], Fraction(0))
         row.update(T_L=r["steps"], T_B=T_B, bw_optimal=r["bw_optimal"], moore_optimal=r["steps"] == moore_bound(N, d),
@@ -593,15 +424,10 @@ def base_catalogue(degree: int, max_nodes: int = 64, *, build_schedule: bool = F
     ``dense_limit`` nodes only (the finder asks for the sizes it needs).
     """
     rows = []
-    for fam in CATALOGUE:
+    for fam in catalogue.CATALOGUE:
         if families and fam.name not in families:
             continue
-        try:
-            members = fam.members(degree, max_nodes) if fam.members not in (_gkautz, _circulant, _dcirculant, _biring, _uniring) \
-                else fam.members(degree, min(max_nodes, dense_limit))
-        except Exception:  # noqa: BLE001 - a family that cannot be instantiated is skipped
-            continue
-        for params in members:
+        for params in fam.members(degree, min(max_nodes, dense_limit) if fam.dense else max_nodes):
             try:
                 rows.append(base_entry(fam.name, params, build_schedule=build_schedule))
             except InputError:
@@ -633,8 +459,6 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
 
     Returns the schedule (on ``topology`` or its transpose) and the prediction/base figures.
     """
-    from .driver import solve_bfb
-
     meta = topology.meta or {}
     gen = meta.get("generator")
     params = dict(meta.get("params") or {})
@@ -727,7 +551,7 @@ def _relabel_topology(t: Topology, perm: np.ndarray) -> Topology:
     la = t.link_arrays
     arcs = [(int(perm[u]), int(perm[v])) for u, v, c in zip(la.src.tolist(), la.dst.tolist(), la.count.tolist())
             for _ in range(c)]
-    return _plain_topology(t.size, np.array(arcs, np.int64).reshape(-1, 2), t.name, like=t)
+    return topology_from_arcs(t.size, np.array(arcs, np.int64).reshape(-1, 2), t.name, like=t)
 
 
 def _run_expansion(instance: Instance, options: Options) -> Outcome:

@@ -5,7 +5,7 @@ alpha, B and message sizes.
 Bottom-up search: for every divisor ``n`` of ``N`` and degree ``k <= d`` (in increasing ``n``)
 collect the candidates with ``n`` nodes and degree ``k``:
 
-- base topologies of Table 9 (:data:`collsynth.solvers.bfb.expansions.CATALOGUE`): complete,
+- base topologies of Table 9 (:data:`collsynth.instances.catalogue.CATALOGUE`): complete,
   complete bipartite, Hamming, Kautz, generalized Kautz, degree-4 circulant, rings and the
   distance-regular graphs of Table 7, each with its BFB ``T_L`` and exact ``T_B``
   (Theorem 19's closed-form LP optimum, :func:`collsynth.formulations.bfb_lp.optimal_loads`,
@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ... import InputError
+from ...formulations.bfb_lp import optimal_loads
+from ...instances import catalogue, generators
+from ...instances.distance_regular import CATALOGUE as DRG
+from ...instances.instance import make_instance
 from ...instances.topology import moore_bound
+from ...tens.verify import verify
+from . import expansions as ex
+from .driver import solve_bfb
 
 
 @dataclass(frozen=True)
@@ -65,35 +72,37 @@ class Candidate:
 
 # ---- base topologies ---------------------------------------------------------------------------
 
-_BASE_CACHE: dict[tuple, Candidate | None] = {}
+# The Table 9 families the finder searches (Zhao et al., NSDI 2025, Appendix G); directed
+# circulants and de Bruijn graphs are catalogued but not part of the paper's search.
+FINDER_FAMILIES = ("complete", "complete_bipartite", "hamming", "kautz", "generalized_kautz",
+                   "circulant", "biring", "uniring", "distance_regular")
+
+# Diameters of the families proved BW-optimal, without building the graph.
+_KNOWN_DIAMETER = {
+    "complete": lambda p: 1,
+    "complete_bipartite": lambda p: 2,
+    "hamming": lambda p: p["dims"],
+    "circulant": lambda p: _circulant_diameter(p["nodes"], tuple(p["offsets"])),
+    "biring": lambda p: p["nodes"] // 2,
+    "uniring": lambda p: p["nodes"] - 1,
+    "distance_regular": lambda p: DRG[p["name"]].diameter,
+}
 
 
-def _bfb_base(family: str, generator: str, params: dict, symbol: str, proven_bw: bool = False) -> Candidate | None:
-    """A base candidate: its BFB T_L and exact T_B (closed-form LP optimum), memoised."""
-    key = (generator, json.dumps(params, sort_keys=True))
-    if key in _BASE_CACHE:
-        return _BASE_CACHE[key]
-    from ...formulations.bfb_lp import optimal_loads
-    from ...instances import generators
-
+@lru_cache(maxsize=None)
+def _solved_base(generator: str, params_json: str) -> tuple[int, Fraction, bool, bool] | None:
+    """``(T_L, T_B, bw_optimal, regular)`` of a base topology from the closed-form BFB LP
+    optimum (Theorem 19, :func:`collsynth.formulations.bfb_lp.optimal_loads`); None when the
+    generator refuses the parameters or the graph is not strongly connected."""
     try:
-        topo = generators.build(generator, params)
+        topo = generators.build(generator, json.loads(params_json))
     except InputError:
-        _BASE_CACHE[key] = None
+        return None
+    if topo.diameter < 0:
         return None
     N, d = len(topo.npus), topo.out_degree_range[1]
-    if topo.diameter < 0:
-        _BASE_CACHE[key] = None
-        return None
-    if proven_bw:
-        T_L, T_B, bw = topo.diameter, Fraction(N - 1, N), True
-    else:
-        r = optimal_loads(topo)
-        T_L, T_B, bw = r["steps"], Fraction(d, N) * sum(r["step_max"], Fraction(0)), r["bw_optimal"]
-    c = Candidate(symbol, ("base", family, json.dumps({"generator": generator, **params}, sort_keys=True)),
-                  N, d, T_L, T_B, bw, topo.regular)
-    _BASE_CACHE[key] = c
-    return c
+    r = optimal_loads(topo)
+    return r["steps"], Fraction(d, N) * sum(r["step_max"], Fraction(0)), r["bw_optimal"], topo.regular
 
 
 @lru_cache(maxsize=None)
@@ -114,50 +123,31 @@ def _circulant_diameter(N: int, offsets: tuple[int, ...]) -> int:
     return max(dist.values()) if len(dist) == N else -1
 
 
+def _base_candidate(fam: catalogue.Family, params: dict, n: int, k: int) -> Candidate | None:
+    """The finder's candidate for one catalogue member: proved families by their theorem, the
+    others by the BFB LP."""
+    tree = ("base", fam.name, json.dumps({"generator": fam.generator, **params}, sort_keys=True))
+    if fam.proven_bw and fam.name in _KNOWN_DIAMETER:
+        diameter = _KNOWN_DIAMETER[fam.name](params)
+        return Candidate(fam.label(params), tree, n, k, diameter, Fraction(n - 1, n), True, True) if diameter > 0 else None
+    solved = _solved_base(fam.generator, json.dumps(params, sort_keys=True))
+    if solved is None:
+        return None
+    T_L, T_B, bw, regular = solved
+    return Candidate(fam.label(params), tree, n, k, T_L, T_B, bw, regular)
+
+
 def base_candidates(n: int, k: int, *, kautz_limit: int | None = None) -> list[Candidate]:
     """Table 9 base topologies with ``n`` nodes and degree ``k`` (predicted T_L, T_B)."""
-    from ...instances.distance_regular import CATALOGUE as DRG
-    from .expansions import best_circulant_offsets
-
-    out: list[Candidate] = []
-    add = lambda c: out.append(c) if c is not None else None  # noqa: E731
-    if n == k + 1:
-        add(_bfb_base("complete", "complete", {"nodes": n}, f"K{n}", proven_bw=True))
-    if n == 2 * k and k >= 2:
-        add(_bfb_base("complete_bipartite", "complete_bipartite", {"degree": k}, f"K{k},{k}", proven_bw=True))
-    for D in range(2, k + 1):
-        if k % D == 0:
-            q = k // D + 1
-            if q ** D == n:
-                add(_bfb_base("hamming", "hamming", {"dims": D, "q": q}, f"H({D},{q})", proven_bw=True))
-    if k >= 2:
-        D = 2
-        while k ** D + k ** (D - 1) <= n:
-            if k ** D + k ** (D - 1) == n:
-                add(_bfb_base("kautz", "kautz", {"degree": k, "diameter": D}, f"Kautz({k},{D})"))
-            D += 1
-        if n > k + 1 and (kautz_limit is None or n <= kautz_limit):
-            add(_bfb_base("generalized_kautz", "generalized_kautz", {"degree": k, "nodes": n}, f"GK({k},{n})"))
-    if k == 4 and n >= 6:
-        offs = best_circulant_offsets(n)
-        if len(set(offs) | {n - a for a in offs}) == 4:
-            diam = _circulant_diameter(n, tuple(offs))
-            c = Candidate(f"C({n},{{{offs[0]},{offs[1]}}})",
-                          ("base", "circulant", json.dumps({"generator": "circulant", "nodes": n, "offsets": offs})),
-                          n, 4, diam, Fraction(n - 1, n), True, True)
-            out.append(c)  # BW-optimal for degree 4 (seed 000 Conjecture 1, proved for d = 4)
-    if k == 2 and n >= 3:
-        out.append(Candidate(f"BiRing({n})", ("base", "biring", json.dumps({"generator": "ring", "nodes": n})),
-                             n, 2, n // 2, Fraction(n - 1, n), True, True))
-    if k == 1 and n >= 2:
-        out.append(Candidate(f"UniRing({n})", ("base", "uniring",
-                                               json.dumps({"generator": "ring", "nodes": n, "bidirectional": False})),
-                             n, 1, n - 1, Fraction(n - 1, n), True, True))
-    for name, e in DRG.items():
-        if e.nodes == n and e.degree == k:
-            out.append(Candidate(f"DRG:{name}", ("base", "distance_regular",
-                                                 json.dumps({"generator": "distance_regular", "name": name})),
-                                 n, k, e.diameter, Fraction(n - 1, n), True, True))
+    out = []
+    for fam, params in catalogue.members_of_size(n, k):
+        if fam.name not in FINDER_FAMILIES:
+            continue
+        if fam.name == "generalized_kautz" and kautz_limit is not None and n > kautz_limit:
+            continue
+        c = _base_candidate(fam, params, n, k)
+        if c is not None:
+            out.append(c)
     return out
 
 
@@ -270,9 +260,6 @@ def select(cands: list[Candidate], alpha: float, bandwidth: float, messages: Ite
 
 def build_candidate(tree: tuple, *, method: str = "flow"):
     """Construct the topology and allgather schedule of an expression tree (one chunk per shard)."""
-    from ...instances import generators
-    from . import expansions as ex
-    from .driver import solve_bfb
 
     kind = tree[0]
     if kind == "base":
@@ -298,11 +285,10 @@ def build_candidate(tree: tuple, *, method: str = "flow"):
 
 def confirm(c: Candidate, *, method: str = "flow") -> dict:
     """Build ``c``'s schedule, verify and price it; compare with the predicted T_L and T_B."""
-    from .expansions import price_schedule
 
     t0 = time.perf_counter()
     topo, sched = build_candidate(c.tree, method=method)
-    p = price_schedule(topo, sched)
+    p = ex.price_schedule(topo, sched)
     return {"verified": p.verified, "T_L_built": p.steps, "T_B_built": str(p.T_B),
             "confirmed": p.verified and p.steps == c.T_L and p.T_B == c.T_B,
             "no_worse": p.verified and p.steps <= c.T_L and p.T_B is not None and p.T_B <= c.T_B,
@@ -366,13 +352,10 @@ def table_catalogue(degrees: Iterable[int] = (2, 3, 4), max_nodes: int = 64, den
     schedule built and verified, T_L, T_B (M/B) and the BW-/Moore-optimal flags."""
     import pandas as pd
 
-    from ...instances.instance import make_instance
-    from ...tens.verify import verify
-    from .expansions import NOT_STATED, base_catalogue
 
     rows = []
     for d in degrees:
-        for r in base_catalogue(d, max_nodes, build_schedule=True, dense_limit=dense_limit):
+        for r in ex.base_catalogue(d, max_nodes, build_schedule=True, dense_limit=dense_limit):
             topo, sched = r.pop("topology_obj", None), r.pop("schedule", None)
             ok = sched is not None and verify(sched, make_instance(topo, "allgather")) is None
             rows.append({"family": r["family"], "symbol": r["symbol"], "topology": r["topology"],
@@ -382,17 +365,6 @@ def table_catalogue(degrees: Iterable[int] = (2, 3, 4), max_nodes: int = 64, den
                          "bw_optimal": r["bw_optimal"], "moore_optimal": r["moore_optimal"],
                          "schedule_sends": len(sched) if sched is not None else 0, "verified": ok,
                          "note": r["note"]})
-    for fam, why in NOT_STATED.items():
+    for fam, why in catalogue.NOT_STATED.items():
         rows.append({"family": fam, "note": why})
     return pd.DataFrame(rows)
-
-
-def write_table(df, out_dir: str | Path, stem: str, title: str) -> dict:
-    """Write ``df`` as Markdown and CSV under ``out_dir``; returns the paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv = out / f"{stem}.csv"
-    md = out / f"{stem}.md"
-    df.to_csv(csv, index=False)
-    md.write_text(f"# {title}\n\n" + df.to_markdown(index=False) + "\n")
-    return {"csv": str(csv), "markdown": str(md)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from .... import InputError
+from ....results import render
 from ...bfb import finder
 
 
@@ -63,9 +64,10 @@ def run(args: argparse.Namespace) -> dict:
             title = (f"Best topology for N = 5..12, d = {args.degree or 4} (seed 000 Table 5 analogue), chosen by the "
                      f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
             stem = "finder_table5"
-        paths = finder.write_table(df, args.out, stem, title)
-        return {"table": args.table, **paths, "rows": df.to_dict(orient="records"),
-                "text": df.to_markdown(index=False) + f"\n\nwritten: {paths['markdown']}, {paths['csv']}"}
+        csv, md, tex = render.write_table(df, args.out, stem, title)
+        return {"table": args.table, "csv": str(csv), "markdown": str(md), "latex": str(tex),
+                "rows": df.to_dict(orient="records"),
+                "text": df.to_markdown(index=False) + f"\n\nwritten: {md}, {csv}, {tex}"}
     if args.nodes is None or args.degree is None:
         raise InputError("finder", "give --nodes N and --degree D (or --table 4|5)")
     if args.nodes < 2:
