@@ -38,10 +38,9 @@ expands it. :func:`base_catalogue` builds the base topologies of Table 9
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -59,7 +58,7 @@ from ...instances.constructions import (
     topology_from_arcs,
 )
 from ...instances.instance import Instance, make_instance
-from ...instances.topology import Topology, from_edges, moore_bound
+from ...instances.topology import Topology, moore_bound
 from ...tens import cost, verify
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule

@@ -28,11 +28,10 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from ... import InputError
 from ...formulations.bfb_lp import optimal_loads
