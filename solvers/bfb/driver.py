@@ -208,6 +208,74 @@ def _forced(data: StepLP) -> tuple[np.ndarray, int]:
     return np.ones(len(data.pair_v), np.int64), 1
 
 
+def _build_step_model(data: StepLP, method: str, settings: dict):
+    """The Pyomo model of one (u, t) problem for ``method`` (LP (3), IP (12) or LP (13))."""
+    if method == "lp":
+        return bfb_lp.build_step(data)
+    if method in ("chunked", "chunked-round"):
+        return bfb_chunked.build_step(data, settings["chunks"], relax=(method == "chunked-round"))
+    if method == "hetero":
+        return bfb_hetero.build_step(data, settings["alpha"][data.node], settings["bandwidth"][data.node],
+                                     settings["shard_bytes"])
+    raise ValueError(f"unknown BFB method {method!r}")
+
+
+def _solve_model(model, settings: dict):
+    return backends.solve(model, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
+                          gap=settings.get("gap"), threads=settings.get("threads", 1), seed=settings.get("seed", 0))
+
+
+def _refine_hetero(data: StepLP, model, settings: dict) -> tuple[np.ndarray, int, float]:
+    """Exact shares of an LP (13) solution, dropping idle links that set the step time.
+
+    Zhao et al., NSDI 2025, Appendix D.3: a link whose alpha alone sets tau although it
+    carries nothing should not be paid for: drop it (if every source keeps a route) and solve
+    again while tau improves. Returns ``(num, den, tau)`` over the full pair list.
+    """
+    _, _, x = bfb_lp.values(model)
+    tau = bfb_hetero.bound(model)
+    data_h = data
+    alpha = np.asarray(settings["alpha"][data.node], float)
+    bw = np.asarray(settings["bandwidth"][data.node], float)
+    for _ in range(len(data.neighbours)):
+        load = np.bincount(data_h.pair_w, weights=x, minlength=len(data.neighbours))
+        idle = np.flatnonzero((load < 1e-12) & (alpha >= tau * (1 - 1e-9)) & np.isin(np.arange(len(alpha)), data_h.pair_w))
+        if not len(idle):
+            break
+        keep = ~np.isin(data_h.pair_w, idle)
+        if len(np.unique(data_h.pair_v[keep])) < len(data.sources):
+            break
+        trial = StepLP(data.node, data.step, data.sources, data.neighbours, data.capacity,
+                       data_h.pair_v[keep], data_h.pair_w[keep])
+        m2 = bfb_hetero.build_step(trial, alpha, bw, settings["shard_bytes"])
+        r2 = _solve_model(m2, {**settings, "gap": None})
+        if not r2.has_solution or bfb_hetero.bound(m2) >= tau:
+            break
+        data_h, tau = trial, bfb_hetero.bound(m2)
+        _, _, x = bfb_lp.values(m2)
+    num, den = bfb_lp.rationalize(data_h.pair_v, x)
+    if data_h is not data:  # back to the full pair list (dropped pairs carry 0)
+        full = np.zeros(len(data.pair_v), np.int64)
+        pos = {(a, b): i for i, (a, b) in enumerate(zip(data.pair_v.tolist(), data.pair_w.tolist()))}
+        for a, b, val in zip(data_h.pair_v.tolist(), data_h.pair_w.tolist(), num.tolist()):
+            full[pos[(a, b)]] = val
+        num = full
+    return num, den, tau
+
+
+def _shares(data: StepLP, model, method: str, settings: dict, out: dict) -> tuple[np.ndarray, int]:
+    """Exact shares ``(num, den)`` of a solved (u, t) model."""
+    if method == "lp":
+        _, _, x = bfb_lp.values(model)
+        return bfb_lp.rationalize(data.pair_v, x)
+    if method == "chunked":
+        return bfb_chunked.integer_shares(model), settings["chunks"]
+    if method == "chunked-round":
+        return bfb_chunked.round_relaxation(model), settings["chunks"]
+    num, den, out["tau"] = _refine_hetero(data, model, settings)
+    return num, den
+
+
 def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
     """Solve one (u, t) problem with ``method``; return exact shares and solver figures.
 
@@ -222,27 +290,14 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
     if len(v) == 0:
         out.update(num=np.zeros(0, np.int64), den=1)
         return out
-    if method == "flow":
-        num, den, _ = _flow_shares(data)
-        out.update(num=num, den=den)
-        return out
-    if method == "lp" and data.trivial:  # each source has one admissible in-neighbour: x is forced
-        num, den = _forced(data)
+    if method == "flow" or (method == "lp" and data.trivial):  # trivial: each source has one in-neighbour
+        num, den = _flow_shares(data)[:2] if method == "flow" else _forced(data)
         out.update(num=num, den=den)
         return out
     t0 = time.perf_counter()
-    if method == "lp":
-        model = bfb_lp.build_step(data)
-    elif method in ("chunked", "chunked-round"):
-        model = bfb_chunked.build_step(data, settings["chunks"], relax=(method == "chunked-round"))
-    elif method == "hetero":
-        model = bfb_hetero.build_step(data, settings["alpha"][data.node], settings["bandwidth"][data.node],
-                                      settings["shard_bytes"])
-    else:
-        raise ValueError(f"unknown BFB method {method!r}")
+    model = _build_step_model(data, method, settings)
     build = time.perf_counter() - t0
-    res = backends.solve(model, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
-                         gap=settings.get("gap"), threads=settings.get("threads", 1), seed=settings.get("seed", 0))
+    res = _solve_model(model, settings)
     out.update(status=res.status, build_s=build + res.build_s, solve_s=res.solve_s, solver=res.solver,
                version=res.version, solved=1, objective=res.objective)
     if not res.has_solution:
@@ -252,47 +307,7 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
             out.update(num=num, den=den, message=res.message + "; exact flow assignment used")
             return out
         raise RuntimeError(f"BFB {method} at u={data.node} t={data.step}: {res.status} {res.message}")
-    if method == "lp":
-        _, _, x = bfb_lp.values(model)
-        num, den = bfb_lp.rationalize(data.pair_v, x)
-    elif method == "chunked":
-        num, den = bfb_chunked.integer_shares(model), settings["chunks"]
-    elif method == "chunked-round":
-        num = bfb_chunked.round_relaxation(model)
-        den = settings["chunks"]
-    else:
-        _, _, x = bfb_lp.values(model)
-        tau = bfb_hetero.bound(model)
-        data_h = data
-        # Appendix D.3: a link whose alpha alone sets tau although it carries nothing should not
-        # be paid for: drop it (if every source keeps a route) and solve again while tau improves
-        alpha = np.asarray(settings["alpha"][data.node], float)
-        bw = np.asarray(settings["bandwidth"][data.node], float)
-        for _ in range(len(data.neighbours)):
-            load = np.bincount(data_h.pair_w, weights=x, minlength=len(data.neighbours))
-            idle = np.flatnonzero((load < 1e-12) & (alpha >= tau * (1 - 1e-9)) & np.isin(np.arange(len(alpha)), data_h.pair_w))
-            if not len(idle):
-                break
-            keep = ~np.isin(data_h.pair_w, idle)
-            if len(np.unique(data_h.pair_v[keep])) < len(data.sources):
-                break
-            trial = StepLP(data.node, data.step, data.sources, data.neighbours, data.capacity,
-                           data_h.pair_v[keep], data_h.pair_w[keep])
-            m2 = bfb_hetero.build_step(trial, alpha, bw, settings["shard_bytes"])
-            r2 = backends.solve(m2, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
-                                threads=settings.get("threads", 1), seed=settings.get("seed", 0))
-            if not r2.has_solution or bfb_hetero.bound(m2) >= tau:
-                break
-            data_h, tau = trial, bfb_hetero.bound(m2)
-            _, _, x = bfb_lp.values(m2)
-        num, den = bfb_lp.rationalize(data_h.pair_v, x)
-        if data_h is not data:  # back to the full pair list (dropped pairs carry 0)
-            full = np.zeros(len(data.pair_v), np.int64)
-            pos = {(a, b): i for i, (a, b) in enumerate(zip(data.pair_v.tolist(), data.pair_w.tolist()))}
-            for a, b, val in zip(data_h.pair_v.tolist(), data_h.pair_w.tolist(), num.tolist()):
-                full[pos[(a, b)]] = val
-            num = full
-        out["tau"] = tau
+    num, den = _shares(data, model, method, settings, out)
     out.update(num=np.asarray(num, np.int64), den=int(den))
     return out
 
@@ -319,7 +334,8 @@ def solve_bfb(
     message_bytes: float | None = None,
     chunks: int | None = None,
 ) -> BFBResult:
-    """The BFB allgather schedule of ``topology`` (seed 000 section 6.1, Appendix D).
+    """The BFB allgather schedule of ``topology`` (Zhao et al., NSDI 2025, Section 6.1 and
+    Appendix D).
 
     ``orbit``: ``"auto"`` solves node 0 only when :func:`cayley_orders` confirms the
     translations, ``True`` requires it, ``False`` solves every node. ``jobs > 1`` solves the
@@ -337,39 +353,76 @@ def solve_bfb(
     if T < 0:
         raise Unsupported("BFB needs a strongly connected topology")
     D = topo.distances
-    npus = list(topo.npus)
-    N = len(npus)
-    d = topo.out_degree_range[1]
+    N, d = len(topo.npus), topo.out_degree_range[1]
+    orders = _orbit_orders(topo, method, orbit)
+    solve_nodes = [0] if orders is not None else list(topo.npus)
+    settings = {"solver": solver, "time_limit": time_limit, "gap": gap, "threads": threads, "seed": seed,
+                **_method_settings(topo, method, solve_nodes, chunks or chunks_per_node, message_bytes)}
+    problems = [step_data(topo, u, t, D) for u in solve_nodes for t in range(1, T + 1)]
+    results = _solve_all(problems, method, settings, jobs)
+    v, w, u, t, num, den = _common_denominator(results)
+    U, step_max = _loads(topo, v, w, u, t, num, den, T)
+    for uu in solve_nodes:
+        for s_ in range(1, T + 1):
+            U.setdefault((uu, s_), Fraction(0))
+    if orders is not None:
+        (v, w, u, t, num), U = _translate_solution(topo, orders, (v, w, u, t, num), U, T)
+    unit = int(settings.get("chunks", 1))
+    if unit > 1:  # whole chunks: share num/den of a shard = num/den*K chunks; chunk ids v*K + j
+        sched = _chunked_schedule(v, w, u, t, num, den, topo.size, unit)
+    else:
+        sched = bfb_lp.pieces_schedule(v, w, u, t, num, den, topo.size, chunks_per_node)
+    summary = _summary(results, method, T, unit)
+    return BFBResult(
+        schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max,
+        T_B_units=Fraction(d, N) * sum(step_max, Fraction(0)), bw_optimal=_bw_optimal(topo, U, D, T, d),
+        moore_optimal=(T == moore_bound(N, d)), orbit=orders is not None, problems=len(problems),
+        solved=sum(r["solved"] for r in results), build_s=sum(r["build_s"] for r in results),
+        solve_s=sum(r["solve_s"] for r in results), wall_s=time.perf_counter() - t_wall, **summary,
+    )
+
+
+def _orbit_orders(topo: Topology, method: str, orbit: str | bool):
+    """The verified translation orders when the problems may be solved for node 0 only."""
     orders = cayley_orders(topo) if orbit in ("auto", True, "true", "yes") else None
     if method == "hetero" and orders is not None:
-        la0 = topo.link_arrays
-        if np.ptp(la0.alpha) > 0 or np.ptp(la0.bandwidth / la0.count) > 0:
+        la = topo.link_arrays
+        if np.ptp(la.alpha) > 0 or np.ptp(la.bandwidth / la.count) > 0:
             orders = None  # translations must also preserve link costs
     if orbit is True and orders is None:
         raise Unsupported("orbit solving asked but the topology has no verified Cayley translations")
-    solve_nodes = [0] if orders is not None else npus
-    settings: dict[str, Any] = {"solver": solver, "time_limit": time_limit, "gap": gap, "threads": threads, "seed": seed}
+    return orders
+
+
+def _method_settings(topo: Topology, method: str, solve_nodes: list[int], chunks: int,
+                     message_bytes: float | None) -> dict:
+    """What the chunked (K) and heterogeneous (link costs, shard size) methods need."""
     if method in ("chunked", "chunked-round"):
-        K = int(chunks or chunks_per_node)
-        if K < 1:
-            raise InputError("chunks", f"expected a positive integer, got {K}")
-        settings["chunks"] = K
+        if int(chunks) < 1:
+            raise InputError("chunks", f"expected a positive integer, got {chunks}")
+        return {"chunks": int(chunks)}
     if method == "hetero":
         if message_bytes is None:
             raise InputError("message_bytes", "the heterogeneous BFB LP (13) needs the message size")
-        settings["shard_bytes"] = float(message_bytes) / N
         la = topo.link_arrays
-        settings["alpha"] = {u: la.alpha[la.dst == u] for u in solve_nodes}
-        settings["bandwidth"] = {u: la.bandwidth[la.dst == u] for u in solve_nodes}
-    problems = [step_data(topo, u, t, D) for u in solve_nodes for t in range(1, T + 1)]
+        return {"shard_bytes": float(message_bytes) / len(topo.npus),
+                "alpha": {u: la.alpha[la.dst == u] for u in solve_nodes},
+                "bandwidth": {u: la.bandwidth[la.dst == u] for u in solve_nodes}}
+    return {}
+
+
+def _solve_all(problems: list[StepLP], method: str, settings: dict, jobs: int) -> list[dict]:
+    """Every (u, t) problem solved, in a process pool when ``jobs > 1`` (they are independent)."""
     if jobs > 1 and len(problems) > 1:
         size = max(1, len(problems) // (4 * jobs))
         batches = [problems[i:i + size] for i in range(0, len(problems), size)]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = [r for part in pool.map(_solve_batch, [(b, method, settings) for b in batches]) for r in part]
-    else:
-        results = [solve_problem(p, method, settings) for p in problems]
-    # common denominator
+            return [r for part in pool.map(_solve_batch, [(b, method, settings) for b in batches]) for r in part]
+    return [solve_problem(p, method, settings) for p in problems]
+
+
+def _common_denominator(results: list[dict]):
+    """The shares of every problem as columns ``v, w, u, t, num`` over one denominator."""
     den = 1
     for r in results:
         den = den * r["den"] // math.gcd(den, r["den"])
@@ -382,64 +435,54 @@ def solve_bfb(
         cols["t"].append(np.full(n, r["step"], np.int64))
         cols["num"].append(np.asarray(r["num"], np.int64) * (den // r["den"]))
     v, w, u, t, num = (np.concatenate(cols[k]) if cols[k] else np.zeros(0, np.int64) for k in ("v", "w", "u", "t", "num"))
-    # exact per-(u,t) loads of the base solution
-    U, step_max = _loads(topo, v, w, u, t, num, den, T)
-    for uu in solve_nodes:
-        for s_ in range(1, T + 1):
-            U.setdefault((uu, s_), Fraction(0))
-    if orders is not None:  # translate node 0's solution to every node g
-        G = np.arange(topo.size, dtype=np.int64)
-        reps = len(G)
-        if topo.size <= 8192:  # table trans[g, x] = x + g
-            table = translation_table(orders)
-            gi = np.repeat(G, len(v))
-            v = table[gi, np.tile(v, reps)]
-            w = table[gi, np.tile(w, reps)]
-            u = table[gi, np.tile(u, reps)]
-        else:
-            gg = np.repeat(coords(G, orders), len(v), axis=0)
-            v = translate(np.tile(v, reps), gg, orders)
-            w = translate(np.tile(w, reps), gg, orders)
-            u = translate(np.tile(u, reps), gg, orders)
-        t = np.tile(t, reps)
-        num = np.tile(num, reps)
-        U = {(g, s): U[(0, s)] for g in G.tolist() for s in range(1, T + 1)}
-    unit = int(settings.get("chunks", 1)) if method in ("chunked", "chunked-round") else 1
-    if unit > 1:
-        # whole chunks: share num/den of a shard = num/den*K chunks; chunk ids v*K + j
-        sched = _chunked_schedule(v, w, u, t, num, den, topo.size, unit)
+    return v, w, u, t, num, den
+
+
+def _translate_solution(topo: Topology, orders, cols: tuple, U: dict, T: int) -> tuple[tuple, dict]:
+    """Node 0's shares translated to every node g (``x -> x + g`` in the Cayley group)."""
+    v, w, u, t, num = cols
+    G = np.arange(topo.size, dtype=np.int64)
+    reps = len(G)
+    if topo.size <= 8192:  # table trans[g, x] = x + g
+        table = translation_table(orders)
+        gi = np.repeat(G, len(v))
+        v, w, u = (table[gi, np.tile(a, reps)] for a in (v, w, u))
     else:
-        sched = bfb_lp.pieces_schedule(v, w, u, t, num, den, topo.size, chunks_per_node)
-    received = {(uu, s): 0 for uu in npus for s in range(1, T + 1)}
-    col = D[np.asarray(npus)][:, np.asarray(npus)]
-    for j, uu in enumerate(npus):
-        cnt = np.bincount(col[:, j], minlength=T + 1)
-        for s in range(1, T + 1):
-            received[(uu, s)] = int(cnt[s])
-    bw = all(U.get((uu, s), Fraction(0)) == Fraction(received[(uu, s)], d) for uu in npus for s in range(1, T + 1))
-    T_B_units = Fraction(d, N) * sum(step_max, Fraction(0))
-    status = max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default="optimal")
-    solver_name = next((r["solver"] for r in results if r["solver"]), "")
-    version = next((r["version"] for r in results if r["version"]), "")
-    msgs = sorted({r["message"] for r in results if r.get("message")})
+        gg = np.repeat(coords(G, orders), len(v), axis=0)
+        v, w, u = (translate(np.tile(a, reps), gg, orders) for a in (v, w, u))
+    U = {(g, s): U[(0, s)] for g in G.tolist() for s in range(1, T + 1)}
+    return (v, w, u, np.tile(t, reps), np.tile(num, reps)), U
+
+
+def _bw_optimal(topo: Topology, U: dict, D: np.ndarray, T: int, d: int) -> bool:
+    """Theorem 19: BW-optimal iff ``U[u, t] = |{v : dist(v, u) = t}| / d`` for every u and t."""
+    npus = np.asarray(topo.npus)
+    col = D[npus][:, npus]
+    for j, uu in enumerate(npus.tolist()):
+        received = np.bincount(col[:, j], minlength=T + 1)
+        if any(U.get((uu, s), Fraction(0)) != Fraction(int(received[s]), d) for s in range(1, T + 1)):
+            return False
+    return True
+
+
+def _summary(results: list[dict], method: str, T: int, unit: int) -> dict:
+    """The worst status, the solver's name and version, the messages and method extras."""
     extra: dict[str, Any] = {"method": method}
     if method == "hetero":
-        taus = {}
+        taus: dict[int, list] = {}
         for r in results:
             taus.setdefault(r["step"], []).append(r.get("tau") or 0.0)
         extra["hetero_step_s"] = [max(taus.get(s, [0.0])) for s in range(1, T + 1)]
         extra["hetero_time_s"] = float(sum(extra["hetero_step_s"]))
     if unit > 1:
         extra["chunks"] = unit
-    res = BFBResult(
-        schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max, T_B_units=T_B_units,
-        bw_optimal=bw, moore_optimal=(T == moore_bound(N, d)), orbit=orders is not None,
-        problems=len(problems), solved=sum(r["solved"] for r in results), status=status,
-        solver=solver_name, version=version, build_s=sum(r["build_s"] for r in results),
-        solve_s=sum(r["solve_s"] for r in results), wall_s=time.perf_counter() - t_wall,
-        message="; ".join(msgs)[:500], extra=extra,
-    )
-    return res
+    return {
+        "status": max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default="optimal"),
+        "solver": next((r["solver"] for r in results if r["solver"]), ""),
+        "version": next((r["version"] for r in results if r["version"]), ""),
+        "message": "; ".join(sorted({r["message"] for r in results if r.get("message")}))[:500],
+        "extra": extra,
+    }
 
 
 def _loads(topo: Topology, v, w, u, t, num, den, T) -> tuple[dict, list]:
