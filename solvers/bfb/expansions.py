@@ -353,13 +353,15 @@ def price_schedule(topology: Topology, schedule: Schedule, predicted: dict | Non
     inst = make_instance(topology, "allgather", message_bytes=message_bytes)
     bad = verify.verify(schedule, inst)
     if bad is not None:
-        return Priced(topology, schedule, False, str(bad), schedule.num_steps, None, None, dict(predicted or {}))
+        return Priced(topology=topology, schedule=schedule, verified=False, violation=str(bad),
+                      steps=schedule.num_steps, T_B_chunks=None, T_B=None, predicted=dict(predicted or {}))
     c = cost.price(schedule, inst, "sync")
     chunks = c.extra.get("T_B_chunks")
     N = len(topology.npus)
     d = topology.out_degree_range[1]
     T_B = Fraction(chunks) * Fraction(d, N) if chunks is not None else None
-    return Priced(topology, schedule, True, "", schedule.num_steps, chunks, T_B, dict(predicted or {}), c)
+    return Priced(topology=topology, schedule=schedule, verified=True, violation="", steps=schedule.num_steps,
+                  T_B_chunks=chunks, T_B=T_B, predicted=dict(predicted or {}), cost=c)
 
 
 def expand_and_price(kind: str, base: Topology, schedule: Schedule, n: int = 1, **kw) -> tuple[Priced, Priced]:

@@ -128,12 +128,22 @@ def _base_candidate(fam: catalogue.Family, params: dict, n: int, k: int) -> Cand
     tree = ("base", fam.name, json.dumps({"generator": fam.generator, **params}, sort_keys=True))
     if fam.proven_bw and fam.name in _KNOWN_DIAMETER:
         diameter = _KNOWN_DIAMETER[fam.name](params)
-        return Candidate(fam.label(params), tree, n, k, diameter, Fraction(n - 1, n), True, True) if diameter > 0 else None
+        if diameter <= 0:
+            return None
+        return Candidate(expr=fam.label(params), tree=tree, nodes=n, degree=k, T_L=diameter,
+                         T_B=Fraction(n - 1, n), bw_optimal=True, regular=True)
     solved = _solved_base(fam.generator, json.dumps(params, sort_keys=True))
     if solved is None:
         return None
     T_L, T_B, bw, regular = solved
-    return Candidate(fam.label(params), tree, n, k, T_L, T_B, bw, regular)
+    return Candidate(expr=fam.label(params), tree=tree, nodes=n, degree=k, T_L=T_L, T_B=T_B, bw_optimal=bw,
+                     regular=regular)
+
+
+def _expanded(expr: str, tree: tuple, n: int, k: int, T_L: int, T_B: Fraction, regular: bool) -> Candidate:
+    """An expansion's candidate; BW-optimal exactly when ``T_B = (n-1)/n`` (units of M/B)."""
+    return Candidate(expr=expr, tree=tree, nodes=n, degree=k, T_L=T_L, T_B=T_B,
+                     bw_optimal=T_B == Fraction(n - 1, n), regular=regular)
 
 
 def base_candidates(n: int, k: int, *, kautz_limit: int | None = None) -> list[Candidate]:
@@ -193,16 +203,15 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
                 for c in front.get((n // k, k), ()):
                     if c.regular:
                         T_B = c.T_B + Fraction(1, c.nodes)
-                        cands.append(Candidate(f"L({c.expr})", ("line", c.tree), n, k, c.T_L + 1, T_B,
-                                               T_B == Fraction(n - 1, n), True))
+                        cands.append(_expanded(f"L({c.expr})", ("line", c.tree), n, k, c.T_L + 1, T_B, True))
             # degree expansion from (n/m, k/m)
             for m in range(2, k + 1):
                 if k % m == 0 and n % m == 0:
                     for c in front.get((n // m, k // m), ()):
                         if c.regular:
                             T_B = c.T_B + Fraction(m - 1, m * c.nodes)
-                            cands.append(Candidate(f"({c.expr})*{m}", ("degree", c.tree, m), n, k, c.T_L + 1, T_B,
-                                                   T_B == Fraction(n - 1, n), True))
+                            cands.append(_expanded(f"({c.expr})*{m}", ("degree", c.tree, m), n, k, c.T_L + 1, T_B,
+                                                   True))
             # Cartesian power from (n^(1/m), k/m)
             for m in range(2, min(k, max_power) + 1):
                 if k % m:
@@ -212,8 +221,8 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
                     if b >= 2 and b ** m == n:
                         for c in front.get((b, k // m), ()):
                             T_B = c.T_B * Fraction(b, b - 1) * Fraction(n - 1, n)
-                            cands.append(Candidate(f"({c.expr})^{m}", ("power", c.tree, m), n, k, m * c.T_L, T_B,
-                                                   T_B == Fraction(n - 1, n), c.regular))
+                            cands.append(_expanded(f"({c.expr})^{m}", ("power", c.tree, m), n, k, m * c.T_L, T_B,
+                                                   c.regular))
             # Cartesian product of two BW-optimal candidates (Theorem 13)
             for n1 in divs:
                 if n1 < 2 or n % n1 or n1 * n1 > n:
@@ -229,8 +238,8 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
                         for b in front.get((n2, k2), ()):
                             if not b.bw_optimal or (a.tree == b.tree):
                                 continue
-                            cands.append(Candidate(f"{a.expr} x {b.expr}", ("product", a.tree, b.tree), n, k,
-                                                   a.T_L + b.T_L, Fraction(n - 1, n), True, a.regular and b.regular))
+                            cands.append(_expanded(f"{a.expr} x {b.expr}", ("product", a.tree, b.tree), n, k,
+                                                   a.T_L + b.T_L, Fraction(n - 1, n), a.regular and b.regular))
             if cands:
                 front[(n, k)] = pareto(cands)
     return front

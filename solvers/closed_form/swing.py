@@ -44,7 +44,7 @@ tori without expanding every block.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -481,8 +481,8 @@ def messages(pl: Plan) -> Messages:
                 cols["op"].append(np.full(len(r), pats[i].ops[k][j], np.int8))
     cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
     keep = cat["blocks"] > 0
-    return Messages(*(cat[k][keep].astype(np.int8 if k == "op" else np.int64)
-                      for k in ("step", "src", "dst", "blocks", "coll", "op")), p, pl.num_collectives)
+    return Messages(**{k: cat[k][keep].astype(np.int8 if k == "op" else np.int64)
+                       for k in ("step", "src", "dst", "blocks", "coll", "op")}, p=p, ncoll=pl.num_collectives)
 
 
 # ---- full schedules ------------------------------------------------------------------------------
@@ -578,16 +578,14 @@ def message_schedule(pl: Plan, kind: str) -> tuple[Messages, int]:
         return m, pl.num_steps
     rs = messages(pl)
     T = pl.num_steps
-    ag = Messages(T + 1 - rs.step, rs.dst, rs.src, rs.blocks, rs.coll, rs.op, rs.p, rs.ncoll)
+    ag = replace(rs, step=T + 1 - rs.step, src=rs.dst, dst=rs.src)
     if kind == "reduce_scatter":
         return rs, T
     if kind == "allgather":
         return ag, T
-    both = Messages(
-        np.concatenate([rs.step, ag.step + T]), np.concatenate([rs.src, ag.src]),
-        np.concatenate([rs.dst, ag.dst]), np.concatenate([rs.blocks, ag.blocks]),
-        np.concatenate([rs.coll, ag.coll]), np.concatenate([rs.op, ag.op]), rs.p, rs.ncoll,
-    )
+    cols = ("step", "src", "dst", "blocks", "coll", "op")
+    both = Messages(**{k: np.concatenate([getattr(rs, k), getattr(ag, k) + (T if k == "step" else 0)]) for k in cols},
+                    p=rs.p, ncoll=rs.ncoll)
     return both, 2 * T
 
 
