@@ -419,9 +419,8 @@ def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None
     bound = _finite(results.objective_bound)
     if status == "optimal" and bound is None:
         bound = obj
-    return SolveResult(
-        status, obj, bound, None, max(0.0, elapsed - solve_s), solve_s, 0.0, name, version, nodes, message
-    )
+    return SolveResult(status=status, objective=obj, bound=bound, build_s=max(0.0, elapsed - solve_s),
+                       solve_s=solve_s, solver=name, version=version, nodes=nodes, message=message)
 
 
 def _solve_gurobi(model, time_limit, gap, threads, seed, session, precheck=True, warm_start=False) -> SolveResult:
@@ -463,6 +462,38 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
     every improving solution to a file read here (status ``feasible``); SCIP, GLOP and PDLP
     rely on their own time limit, and a killed child is an ``error``.
     """
+    refusal = _ortools_refusal(model, name)
+    if refusal is not None:
+        return refusal
+    if wall_limit is None:
+        wall_limit = None if time_limit is None else 1.5 * float(time_limit) + 30.0
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="collsynth-ortools-") as tmp:
+        cmd, symbol_map = _ortools_command(model, name, tmp, threads, seed, warm_start)
+        if time_limit is not None:
+            cmd += ["--time-limit", repr(float(time_limit))]
+        if gap is not None:
+            cmd += ["--gap", repr(float(gap))]
+        cmd += list(extra_args)
+        build_s = time.perf_counter() - t0
+        data, elapsed = _run_ortools_child(cmd, name, tmp, wall_limit, build_s)
+    if isinstance(data, SolveResult):
+        return data
+    status = data["status"]
+    if status in ("optimal", "feasible"):
+        missing = _load_values(data, symbol_map)
+        if missing:
+            return SolveResult("error", solver=name, message=f"error: {missing} variable names did not map back")
+    message = data.get("message", "")
+    if warm_start and data.get("start_values"):
+        message = (message + "; " if message else "") + f"MIP start of {data['start_values']} values passed"
+    return SolveResult(status=status, objective=_finite(data.get("objective")), bound=_finite(data.get("bound")),
+                       build_s=build_s, solve_s=_finite(data.get("solve_s")) or elapsed, solver=name,
+                       version=data.get("version", ""), message=message)
+
+
+def _ortools_refusal(model, name: str) -> SolveResult | None:
+    """A ``skipped`` result when OR-Tools is missing or ``name`` cannot take this model."""
     ok, why = _ortools_installed()
     if not ok:
         return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed ({why})")
@@ -477,92 +508,79 @@ def _solve_ortools(model, name, time_limit, gap, threads, seed, *, wall_limit=No
             "skipped", solver=name,
             message=f"skipped: {name} is an LP solver ({stats['integer']} integer variables)",
         )
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="collsynth-ortools-") as tmp:
-        mps = os.path.join(tmp, "model.mps")
-        out = os.path.join(tmp, "out.json")
-        inc = os.path.join(tmp, "incumbent.json")
-        _, sid = model.write(mps, format="mps", io_options={"symbolic_solver_labels": True})
-        symbol_map = model.solutions.symbol_map[sid]
-        cmd = [
-            sys.executable, "-m", "collsynth.solvers.backends.ortools_worker", mps, out,
-            "--solver", ORTOOLS[name], "--threads", str(int(threads)), "--seed", str(int(seed)),
-        ]
-        if warm_start and name in ("cpsat", "scip"):
-            start = {}
-            for v, x in start_values(model):
-                sym = symbol_map.byObject.get(id(v))
-                if sym is not None:
-                    start[sym] = x
-            path = os.path.join(tmp, "start.json")
-            with open(path, "w") as f:
-                json.dump(start, f)
-            cmd += ["--start", path]
-        if name == "cpsat":
-            cmd += ["--incumbent", inc]
-        build_s = time.perf_counter() - t0
-        if time_limit is not None:
-            cmd += ["--time-limit", repr(float(time_limit))]
-        if gap is not None:
-            cmd += ["--gap", repr(float(gap))]
-        cmd += list(extra_args)
-        if wall_limit is None:
-            wall_limit = None if time_limit is None else 1.5 * float(time_limit) + 30.0
-        t1 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit)
-        except subprocess.TimeoutExpired:
-            # subprocess.run kills the child on timeout; CP-SAT's last incumbent survives
-            elapsed = time.perf_counter() - t1
-            data = _read_json(inc)
-            if data is None:
-                return SolveResult(
-                    "error", solver=name, build_s=build_s, solve_s=elapsed,
-                    message=f"error: timed out (child killed after {wall_limit:.1f} s)",
-                )
-            data["status"] = "feasible"
-            data["message"] = (f"child killed at its wall-clock deadline ({wall_limit:.1f} s); incumbent "
-                               f"from its solution callback (solution {data.get('solutions', '?')})")
-            data["solve_s"] = elapsed
-        else:
-            elapsed = time.perf_counter() - t1
-            data = _read_json(out) if proc.returncode == 0 else None
-            if data is None:
-                tail = (proc.stderr or proc.stdout or "").strip().splitlines()
-                if tail:
-                    why = tail[-1]
-                elif proc.returncode < 0:
-                    why = f"killed by signal {-proc.returncode}"
-                else:
-                    why = f"exit code {proc.returncode}"
-                return SolveResult(
-                    "error", solver=name, build_s=build_s, solve_s=elapsed,
-                    message=f"error: {name} child process failed (exit {proc.returncode}): {why}",
-                )
-    status = data["status"]
-    if status in ("optimal", "feasible"):
-        values = data.get("values", {})
-        if data.get("sparse"):  # only nonzero values are listed
-            for var in symbol_map.bySymbol.values():
-                if var.is_variable_type() and not var.fixed:
-                    var.set_value(0.0, skip_validation=True)
-        missing = 0
-        for sym, val in values.items():
-            var = symbol_map.bySymbol.get(sym)
-            if var is None:
-                missing += 1
-                continue
-            var.set_value(_round_int(var, val), skip_validation=True)
-        if missing:
-            return SolveResult("error", solver=name, message=f"error: {missing} variable names did not map back")
-    message = data.get("message", "")
-    if warm_start and data.get("start_values"):
-        message = (message + "; " if message else "") + f"MIP start of {data['start_values']} values passed"
-    return SolveResult(
-        status, _finite(data.get("objective")), _finite(data.get("bound")), None, build_s,
-        _finite(data.get("solve_s")) or elapsed, 0.0, name, data.get("version", ""), None,
-        message,
-    )
+    return None
+
+
+def _ortools_command(model, name: str, tmp: str, threads, seed, warm_start: bool) -> tuple[list[str], Any]:
+    """The child's command line (model written as MPS in ``tmp``) and the MPS symbol map."""
+    mps = os.path.join(tmp, "model.mps")
+    _, sid = model.write(mps, format="mps", io_options={"symbolic_solver_labels": True})
+    symbol_map = model.solutions.symbol_map[sid]
+    cmd = [
+        sys.executable, "-m", "collsynth.solvers.backends.ortools_worker", mps, os.path.join(tmp, "out.json"),
+        "--solver", ORTOOLS[name], "--threads", str(int(threads)), "--seed", str(int(seed)),
+    ]
+    if warm_start and name in ("cpsat", "scip"):
+        start = {}
+        for v, x in start_values(model):
+            sym = symbol_map.byObject.get(id(v))
+            if sym is not None:
+                start[sym] = x
+        path = os.path.join(tmp, "start.json")
+        with open(path, "w") as f:
+            json.dump(start, f)
+        cmd += ["--start", path]
+    if name == "cpsat":
+        cmd += ["--incumbent", os.path.join(tmp, "incumbent.json")]
+    return cmd, symbol_map
+
+
+def _run_ortools_child(cmd: list[str], name: str, tmp: str, wall_limit, build_s: float):
+    """Run the child; ``(result JSON, seconds)``, or ``(SolveResult error, seconds)`` when it
+    failed. A child killed at its deadline keeps CP-SAT's last incumbent (``feasible``)."""
+    t1 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit)
+    except subprocess.TimeoutExpired:  # subprocess.run kills the child on timeout
+        elapsed = time.perf_counter() - t1
+        data = _read_json(os.path.join(tmp, "incumbent.json"))
+        if data is None:
+            return SolveResult("error", solver=name, build_s=build_s, solve_s=elapsed,
+                               message=f"error: timed out (child killed after {wall_limit:.1f} s)"), elapsed
+        data["status"] = "feasible"
+        data["message"] = (f"child killed at its wall-clock deadline ({wall_limit:.1f} s); incumbent "
+                           f"from its solution callback (solution {data.get('solutions', '?')})")
+        data["solve_s"] = elapsed
+        return data, elapsed
+    elapsed = time.perf_counter() - t1
+    data = _read_json(os.path.join(tmp, "out.json")) if proc.returncode == 0 else None
+    if data is not None:
+        return data, elapsed
+    tail = (proc.stderr or proc.stdout or "").strip().splitlines()
+    if tail:
+        why = tail[-1]
+    elif proc.returncode < 0:
+        why = f"killed by signal {-proc.returncode}"
+    else:
+        why = f"exit code {proc.returncode}"
+    return SolveResult("error", solver=name, build_s=build_s, solve_s=elapsed,
+                       message=f"error: {name} child process failed (exit {proc.returncode}): {why}"), elapsed
+
+
+def _load_values(data: dict, symbol_map) -> int:
+    """Load the child's values into the model by MPS name; the number of names not found."""
+    if data.get("sparse"):  # only nonzero values are listed
+        for var in symbol_map.bySymbol.values():
+            if var.is_variable_type() and not var.fixed:
+                var.set_value(0.0, skip_validation=True)
+    missing = 0
+    for sym, val in data.get("values", {}).items():
+        var = symbol_map.bySymbol.get(sym)
+        if var is None:
+            missing += 1
+            continue
+        var.set_value(_round_int(var, val), skip_validation=True)
+    return missing
 
 
 def _read_json(path: str):
@@ -628,4 +646,4 @@ def _solve_legacy(model, name, time_limit, gap, threads, seed, warm_start=False)
             bound = None
         if status == "optimal" and bound is None:
             bound = obj
-    return SolveResult(status, obj, bound, None, 0.0, elapsed, 0.0, name, "", None, msg)
+    return SolveResult(status=status, objective=obj, bound=bound, solve_s=elapsed, solver=name, message=msg)

@@ -48,8 +48,7 @@ def _params(solver: str, threads: int, seed: int, gap: float | None) -> str:
     return ""
 
 
-def main(argv=None) -> int:
-    """Parse arguments, solve, write the JSON result; exit 0 unless the file cannot be written."""
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ortools_worker")
     ap.add_argument("mps")
     ap.add_argument("out")
@@ -62,7 +61,35 @@ def main(argv=None) -> int:
     ap.add_argument("--incumbent", default=None, help="CP-SAT: write each improving solution here")
     ap.add_argument("--debug-sleep", type=float, default=0.0, help="sleep before solving (tests)")
     ap.add_argument("--debug-crash", action="store_true", help="abort the process (tests)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+# what each solver's final status means: (our status, has a solution, message)
+_OUTCOMES = {
+    "optimal": ("optimal", True, None),
+    "feasible": ("feasible", True, "limit hit; incumbent kept"),
+    "infeasible": ("infeasible", False, "the model is infeasible"),
+    "unbounded": ("error", False, "error: the model is unbounded"),
+    "unknown": ("no-solution", False, "limit hit before any solution"),
+}
+
+
+def _record_status(out: dict, outcome: str, detail: str) -> bool:
+    """Put the status and message of ``outcome`` (a key of ``_OUTCOMES``, else an error with
+    ``detail``) into ``out``; True when the solver has a solution."""
+    status, has, message = _OUTCOMES.get(outcome, ("error", False, f"error: {detail}".strip()))
+    out["status"] = status
+    if message:
+        out["message"] = message
+    return has
+
+
+def main(argv=None) -> int:
+    """Parse arguments, solve, write the JSON result; exit 0 unless the file cannot be written.
+
+    OR-Tools is imported here, in the child process only (it cannot share a process with
+    highspy)."""
+    args = _parser().parse_args(argv)
     if args.debug_crash:
         os.abort()
     if args.debug_sleep:
@@ -80,10 +107,15 @@ def main(argv=None) -> int:
     if args.start:
         with open(args.start) as f:
             start = json.load(f)
-    if args.solver == "sat":
-        done = _solve_cpsat(model, args, start, out)
-        if done is not None:
-            return done
+    if args.solver == "sat" and _solve_cpsat(model, args, start, out):
+        return _write(args.out, out)
+    _solve_model_builder(mb, model, args, start, out)
+    return _write(args.out, out)
+
+
+def _solve_model_builder(mb, model, args, start: dict, out: dict) -> None:
+    """Solve with the model_builder solver ``args.solver`` (SCIP, GLOP, PDLP, or CP-SAT without
+    callback); the result goes into ``out``."""
     if start:
         by_name = {v.name: v for v in model.get_variables()}
         for nm, val in start.items():
@@ -94,7 +126,7 @@ def main(argv=None) -> int:
     solver = mb.Solver(args.solver)
     if not solver.solver_is_supported():
         out.update(status="error", message=f"error: OR-Tools was built without {args.solver}")
-        return _write(args.out, out)
+        return
     if args.time_limit is not None:
         solver.set_time_limit_in_seconds(args.time_limit)
     params = _params(args.solver, args.threads, args.seed, args.gap)
@@ -104,24 +136,9 @@ def main(argv=None) -> int:
     status = solver.solve(model)
     out["solve_s"] = time.perf_counter() - t0
     S = mb.SolveStatus
-    if status == S.OPTIMAL:
-        out["status"], has = "optimal", True
-    elif status == S.FEASIBLE:
-        out["status"], has = "feasible", True
-        out["message"] = "limit hit; incumbent kept"
-    elif status == S.INFEASIBLE:
-        out["status"], has = "infeasible", False
-        out["message"] = "the model is infeasible"
-    elif status in (S.UNBOUNDED,):
-        out["status"], has = "error", False
-        out["message"] = "error: the model is unbounded"
-    elif status == S.NOT_SOLVED:
-        out["status"], has = "no-solution", False
-        out["message"] = "limit hit before any solution"
-    else:
-        out["status"], has = "error", False
-        out["message"] = f"error: {status.name} {solver.status_string or ''}".strip()
-    if has:
+    outcome = {S.OPTIMAL: "optimal", S.FEASIBLE: "feasible", S.INFEASIBLE: "infeasible",
+               S.UNBOUNDED: "unbounded", S.NOT_SOLVED: "unknown"}.get(status, "")
+    if _record_status(out, outcome, f"{status.name} {solver.status_string or ''}"):
         values = solver.values(model.get_variables())
         names = [v.name for v in model.get_variables()]
         out["values"] = {n: float(x) for n, x in zip(names, values.tolist())}
@@ -129,26 +146,18 @@ def main(argv=None) -> int:
         out["bound"] = _num(solver.best_objective_bound)
         if out["status"] == "optimal" and args.solver in ("glop", "pdlp"):
             out["bound"] = out["objective"]
-    return _write(args.out, out)
 
 
-def _solve_cpsat(model, args, start: dict, out: dict):
-    """Solve with CP-SAT on a CpModel built from ``model`` (a model_builder Model).
+def _integral(xs) -> bool:
+    return all(abs(x - round(x)) <= 1e-9 for x in xs)
 
-    Returns the exit code after writing ``args.out``, or None when the model has non-integer
-    coefficients (the caller then uses the model_builder path, without callback).
-    """
-    from ortools.sat.python import cp_model
 
-    proto = model.export_to_proto()
+def _cp_model(cp_model, proto):
+    """The CpModel of a model_builder proto: ``(model, variables, has objective, offset)``,
+    or None when a constraint has a non-integer coefficient."""
+    if not all(_integral(c.coefficient) for c in proto.constraint):
+        return None
     big = float(1 << 40)
-
-    def integral(xs):
-        return all(abs(x - round(x)) <= 1e-9 for x in xs)
-
-    for c in proto.constraint:
-        if not integral(c.coefficient):
-            return None
     cp = cp_model.CpModel()
     xs = []
     for v in proto.variable:
@@ -156,32 +165,39 @@ def _solve_cpsat(model, args, start: dict, out: dict):
         ub = big if not math.isfinite(v.upper_bound) or v.upper_bound > big else v.upper_bound
         xs.append(cp.new_int_var(math.ceil(lb - 1e-9), math.floor(ub + 1e-9), v.name))
     for c in proto.constraint:
-        vs = [xs[i] for i in c.var_index]
-        ks = [int(round(k)) for k in c.coefficient]
         lo = -big if not math.isfinite(c.lower_bound) else c.lower_bound
         hi = big if not math.isfinite(c.upper_bound) else c.upper_bound
-        expr = cp_model.LinearExpr.weighted_sum(vs, ks)
+        expr = cp_model.LinearExpr.weighted_sum([xs[i] for i in c.var_index], [int(round(k)) for k in c.coefficient])
         cp.add_linear_constraint(expr, math.ceil(lo - 1e-9), math.floor(hi + 1e-9))
     obj = [(x, v.objective_coefficient) for x, v in zip(xs, proto.variable) if v.objective_coefficient]
     if obj:
         coefs = [k for _, k in obj]
-        if integral(coefs):
+        if _integral(coefs):
             coefs = [int(round(k)) for k in coefs]
         expr = cp_model.LinearExpr.weighted_sum([x for x, _ in obj], coefs)
-        if proto.maximize:
-            cp.maximize(expr)
-        else:
-            cp.minimize(expr)
-    offset = float(proto.objective_offset)
+        cp.maximize(expr) if proto.maximize else cp.minimize(expr)
+    return cp, xs, bool(obj), float(proto.objective_offset)
+
+
+def _solve_cpsat(model, args, start: dict, out: dict) -> bool:
+    """Solve with CP-SAT on a CpModel built from ``model`` (a model_builder Model), writing each
+    improving solution to ``args.incumbent``; the result goes into ``out``.
+
+    False when the model has non-integer coefficients (the caller then uses the model_builder
+    path, without callback).
+    """
+    from ortools.sat.python import cp_model
+
+    built = _cp_model(cp_model, model.export_to_proto())
+    if built is None:
+        return False
+    cp, xs, has_obj, offset = built
     if start:
         by_name = {x.name: x for x in xs}
-        used = 0
-        for nm, val in start.items():
-            x = by_name.get(nm)
-            if x is not None:
-                cp.add_hint(x, int(round(float(val))))
-                used += 1
-        out["start_values"] = used
+        hinted = [(by_name[nm], val) for nm, val in start.items() if nm in by_name]
+        for x, val in hinted:
+            cp.add_hint(x, int(round(float(val))))
+        out["start_values"] = len(hinted)
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.num_workers = max(1, args.threads)
@@ -192,34 +208,18 @@ def _solve_cpsat(model, args, start: dict, out: dict):
         p.relative_gap_limit = args.gap
     names = [x.name for x in xs]
     t0 = time.perf_counter()
-    cb = None
-    if args.incumbent:
-        cb = _Incumbent(cp_model, xs, names, offset, args.incumbent, out["version"], t0)
+    cb = _Incumbent(cp_model, xs, names, offset, args.incumbent, out["version"], t0) if args.incumbent else None
     status = solver.solve(cp, cb)
     out["solve_s"] = time.perf_counter() - t0
-    S = cp_model
-    has = False
-    if status == S.OPTIMAL:
-        out["status"], has = "optimal", True
-    elif status == S.FEASIBLE:
-        out["status"], has = "feasible", True
-        out["message"] = "limit hit; incumbent kept"
-    elif status == S.INFEASIBLE:
-        out["status"] = "infeasible"
-        out["message"] = "the model is infeasible"
-    elif status == S.UNKNOWN:
-        out["status"] = "no-solution"
-        out["message"] = "limit hit before any solution"
-    else:
-        out["status"] = "error"
-        out["message"] = f"error: CP-SAT {solver.status_name(status)} {solver.solution_info()}".strip()
-    if has:
+    outcome = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible",
+               cp_model.UNKNOWN: "unknown"}.get(status, "")
+    if _record_status(out, outcome, f"CP-SAT {solver.status_name(status)} {solver.solution_info()}"):
         vals = [solver.value(x) for x in xs]
         out["values"] = {n: float(x) for n, x in zip(names, vals) if x}
         out["sparse"] = True
-        out["objective"] = _num(solver.objective_value + offset) if obj else offset
-        out["bound"] = _num(solver.best_objective_bound + offset) if obj else offset
-    return _write(args.out, out)
+        out["objective"] = _num(solver.objective_value + offset) if has_obj else offset
+        out["bound"] = _num(solver.best_objective_bound + offset) if has_obj else offset
+    return True
 
 
 class _Incumbent:
