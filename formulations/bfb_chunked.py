@@ -25,7 +25,7 @@ import pyomo.environ as pe
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from ..tens.schedule import Schedule, from_arrays
-from .bfb_lp import StepLP, step_data, step_sets
+from .bfb_lp import StepLP, share_and_load_rows, step_data, step_sets
 
 NAME = "bfb-chunked"
 
@@ -56,13 +56,7 @@ def build_step(data: StepLP, chunks: int, relax: bool = False) -> pe.ConcreteMod
                  doc="chunks of v's shard that w forwards to u")
     m.U = pe.Var(domain=pe.NonNegativeReals, doc="largest load of one link into u (chunks)")
     # CONSTRAINTS
-    m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.y[p] for p in by_v[v]) == m.K,
-                               doc="u receives all K chunks of v's shard")
-    m.ineq_link_load = pe.Constraint(
-        m.NEIGHBOURS,
-        rule=lambda m, w: (sum(m.y[p] for p in by_w[w]) <= m.U * m.capacity[w]) if by_w[w] else pe.Constraint.Skip,
-        doc="load of each w -> u link at most U")
-    m.obj = pe.Objective(expr=m.U, sense=pe.minimize, doc="minimise the largest link load")
+    share_and_load_rows(m, m.y, by_v, by_w, whole=m.K, unit="chunk")
     m._bfb_data = data
     m._bfb_relax = relax
     return m

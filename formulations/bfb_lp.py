@@ -129,15 +129,22 @@ def build_step(data: StepLP) -> pe.ConcreteModel:
                  doc="share of v's shard that w forwards to u in step t")
     m.U = pe.Var(domain=pe.NonNegativeReals, doc="largest load of one link into u (shards)")
     # CONSTRAINTS
-    m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(m.x[p] for p in by_v[v]) == 1,
-                               doc="u receives all of v's shard")
-    m.ineq_link_load = pe.Constraint(
-        m.NEIGHBOURS,
-        rule=lambda m, w: (sum(m.x[p] for p in by_w[w]) <= m.U * m.capacity[w]) if by_w[w] else pe.Constraint.Skip,
-        doc="load of each w -> u link at most U")
-    m.obj = pe.Objective(expr=m.U, sense=pe.minimize, doc="minimise the largest link load")
+    share_and_load_rows(m, m.x, by_v, by_w, whole=1, unit="shard")
     m._bfb_data = data
     return m
+
+
+def share_and_load_rows(m: pe.ConcreteModel, share: pe.Var, by_v: dict, by_w: dict, whole, unit: str) -> None:
+    """The rows every BFB step model shares (Zhao et al., NSDI 2025, LP (3) and IP (12)):
+    u receives ``whole`` of each source's shard (``eq_share``), every ``w -> u`` link carries at
+    most ``U`` per parallel link (``ineq_link_load``), and the objective minimises ``U``."""
+    m.eq_share = pe.Constraint(m.SOURCES, rule=lambda m, v: sum(share[p] for p in by_v[v]) == whole,
+                               doc=f"u receives all of v's shard (in {unit}s)")
+    m.ineq_link_load = pe.Constraint(
+        m.NEIGHBOURS,
+        rule=lambda m, w: (sum(share[p] for p in by_w[w]) <= m.U * m.capacity[w]) if by_w[w] else pe.Constraint.Skip,
+        doc="load of each w -> u link at most U")
+    m.obj = pe.Objective(expr=m.U, sense=pe.minimize, doc="minimise the largest link load")
 
 
 def values(model: pe.ConcreteModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

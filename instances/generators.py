@@ -139,30 +139,8 @@ def coerce(value: Any, typ: Any, where: str) -> Any:
         if isinstance(value, str) and value.lower() in ("false", "0", "no"):
             return False
         raise InputError(where, f"expected true or false, got {value!r}")
-    if typ is int:
-        if isinstance(value, bool):
-            raise InputError(where, f"expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise InputError(where, f"expected an integer, got {value!r}")
-    if typ is float:
-        if isinstance(value, bool):
-            raise InputError(where, f"expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise InputError(where, f"expected a number, got {value!r}")
+    if typ in (int, float):
+        return _number(value, typ, where)
     if typ is dict:
         if isinstance(value, dict):
             return dict(value)
@@ -174,6 +152,24 @@ def coerce(value: Any, typ: Any, where: str) -> Any:
             return value
         raise InputError(where, f"expected a string, got {value!r}")
     return value
+
+
+def _number(value: Any, typ: type, where: str) -> int | float:
+    """``value`` as an int (integral floats and numeric strings too) or a float; never a bool."""
+    what = "an integer" if typ is int else "a number"
+    if not isinstance(value, bool):
+        if typ is int and isinstance(value, int):
+            return value
+        if typ is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if typ is float and isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return typ(value)
+            except ValueError:
+                pass
+    raise InputError(where, f"expected {what}, got {value!r}")
 
 
 def _parse_table(text: str, where: str) -> dict:

@@ -292,17 +292,7 @@ def doubling_allgather_phase(p: int) -> Phase:
         i = np.arange(e)
         ph.add(pp + i, pp + i, i, 1)
         t = 1
-    owned = [[r] + ([pp + r] if r < e else []) for r in range(pp)]
-    held = [list(o) for o in owned]
-    dist = 1
-    while dist < pp:
-        t += 1
-        new = [list(h) for h in held]
-        for r in range(pp):
-            q = r ^ dist
-            ph.add(held[r], r, q, t)
-            new[q] = new[q] + held[r]
-        held, dist = new, dist * 2
+    t = _core_doubling(ph, pp, e, t)
     if e:
         t += 1
         for i in range(e):
@@ -315,19 +305,25 @@ def rabenseifner_core(p: int) -> tuple[int, Phase, Phase]:
     """Recursive-halving reduce-scatter and recursive-doubling allgather among the p' core
     ranks, core i carrying blocks {i, p'+i} (Rabenseifner); returns (p', rs, ag)."""
     pp = 1 << (p.bit_length() - 1)
-    e = p - pp
     ag = Phase()
+    _core_doubling(ag, pp, p - pp, 0)
+    return pp, ag.reversed(), ag
+
+
+def _core_doubling(ph: Phase, pp: int, e: int, t: int) -> int:
+    """Recursive doubling among the ``pp`` core ranks, core i starting with blocks {i, pp+i}
+    (the latter only for i < e), from step ``t + 1``; returns the last step."""
     held = [[r] + ([pp + r] if r < e else []) for r in range(pp)]
-    dist, t = 1, 0
+    dist = 1
     while dist < pp:
         t += 1
         new = [list(h) for h in held]
         for r in range(pp):
             q = r ^ dist
-            ag.add(held[r], r, q, t)
+            ph.add(held[r], r, q, t)
             new[q] = new[q] + held[r]
         held, dist = new, dist * 2
-    return pp, ag.reversed(), ag
+    return t
 
 
 def nccl_btree_parents(p: int) -> list[int]:

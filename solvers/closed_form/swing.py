@@ -814,17 +814,19 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
     return run
 
 
-PRODUCERS = [
-    Producer("swing-bw", "closed-form", _make_run("swing", "bw", None),
-             "Swing bandwidth-optimal allreduce/reduce-scatter/allgather (seed 002; multiport on tori)"),
-    Producer("swing-lat", "closed-form", _make_run("swing", "lat", None),
-             "Swing latency-optimal allreduce, whole vector each step (seed 002 §3.1.2; multiport on tori)"),
-    Producer("recursive-doubling-bw", "closed-form", _make_run("recursive_doubling", "bw", False),
-             "Bandwidth-optimized recursive doubling (Rabenseifner, torus-ordered, one port; seed 002 §2.3.3)"),
-    Producer("recursive-doubling-lat", "closed-form", _make_run("recursive_doubling", "lat", False),
-             "Latency-optimal recursive doubling allreduce (torus-ordered, one port; seed 002 §2.3.2)"),
-    Producer("recursive-doubling-bw-mirrored", "closed-form", _make_run("recursive_doubling", "bw", True),
-             "Recursive doubling bandwidth-optimal with D plain + D mirrored collectives (seed 002 §5.1)"),
-    Producer("recursive-doubling-lat-mirrored", "closed-form", _make_run("recursive_doubling", "lat", True),
-             "Recursive doubling latency-optimal with D plain + D mirrored collectives (seed 002 §4.1)"),
-]
+_VARIANTS = (  # name, algorithm, variant, mirrored, summary
+    ("swing-bw", "swing", "bw", None,
+     "Swing bandwidth-optimal allreduce/reduce-scatter/allgather (De Sensi et al., NSDI 2024; multiport on tori)"),
+    ("swing-lat", "swing", "lat", None,
+     "Swing latency-optimal allreduce, whole vector each step (De Sensi et al., NSDI 2024, Section 3.1.2; multiport on tori)"),
+    ("recursive-doubling-bw", "recursive_doubling", "bw", False,
+     "Bandwidth-optimized recursive doubling (Rabenseifner, torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.3)"),
+    ("recursive-doubling-lat", "recursive_doubling", "lat", False,
+     "Latency-optimal recursive doubling allreduce (torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.2)"),
+    ("recursive-doubling-bw-mirrored", "recursive_doubling", "bw", True,
+     "Recursive doubling bandwidth-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 5.1)"),
+    ("recursive-doubling-lat-mirrored", "recursive_doubling", "lat", True,
+     "Recursive doubling latency-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 4.1)"),
+)
+PRODUCERS = [Producer(name, "closed-form", _make_run(algo, variant, mirrored), summary)
+             for name, algo, variant, mirrored, summary in _VARIANTS]
