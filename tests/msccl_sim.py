@@ -35,6 +35,8 @@ import xml.etree.ElementTree as ET
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 ALGO = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace", "outofplace",
         "minBytes", "maxBytes")
 STEP = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
@@ -84,7 +86,7 @@ class Block:
     chan: int
     program: list
     pc: int = 0
-    clock: tuple = ()
+    clock: np.ndarray | None = None
 
 
 # ---- parsing (the parser's rules) ------------------------------------------------------------
@@ -289,8 +291,8 @@ def _expected(kind, n, count, rank, root):
 
 # ---- execution --------------------------------------------------------------------------------
 
-def _join(a: tuple, b: tuple) -> tuple:
-    return tuple(max(x, y) for x, y in zip(a, b))
+def _join(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.maximum(a, b)
 
 
 def _add(a, b):
@@ -305,8 +307,8 @@ class Machine:
         self.blocks = [b for g in range(n) for b in blocks[g]]
         self.index = {(b.gpu, b.id): k for k, b in enumerate(self.blocks)}
         width = len(self.blocks)
-        for k, b in enumerate(self.blocks):
-            b.pc, b.clock = 0, tuple(0 for _ in range(width))
+        for b in self.blocks:
+            b.pc, b.clock = 0, np.zeros(width, dtype=np.int64)
         self.buffers, self.send, self.recv = {}, {}, {}
         for g in range(n):
             bufs, self.send[g], self.recv[g] = _user_buffers(kind, n, count, g, root, in_place)
@@ -383,7 +385,8 @@ class Machine:
                     clock = self._ready(b, t)
                     if clock is None:
                         break
-                    clock = clock[:k] + (clock[k] + 1,) + clock[k + 1:]
+                    clock = clock.copy()  # a fresh vector: logged accesses keep theirs
+                    clock[k] += 1
                     self._execute(b, k, t, clock)
                     b.clock, b.pc = clock, b.pc + 1
                     done, progress = done + 1, True
@@ -395,7 +398,7 @@ class Machine:
             raise Rejected(f"sends nobody receives on (channel, src, dst) {left[:4]}")
         return done
 
-    def _execute(self, b: Block, k: int, t: Transmission, clock: tuple) -> None:
+    def _execute(self, b: Block, k: int, t: Transmission, clock: np.ndarray) -> None:
         g = b.gpu
         incoming = self.fifo[(b.chan, b.recv, g)].popleft()[0] if t.type in RECVS else None
         outgoing = []
