@@ -12,9 +12,12 @@ make of it, read from their sources (repository, file, function: rule):
   attribute above is required (``redop`` is not read). Thread block ids run 0.. without gaps,
   ``send``/``recv`` name another GPU or -1; step types are s r rcs rrs rrc rrcs cpy re nop;
   buffers are i o s; a step's start offset must lie inside the buffer (``i_chunks`` ...);
-  ``0 <= cnt < 72``; ``s < 256``; at most 32 send (and 32 receive) thread blocks per channel;
-  dependencies gathered from ``nop`` steps attach to the next real step, which must carry a
-  dependency itself.
+  ``0 <= cnt < 72``; ``s < MSCCL_MAX_NUM_STEPS``; at most 32 send (and 32 receive) thread
+  blocks per channel; dependencies gathered from ``nop`` steps attach to the next real step,
+  which must carry a dependency itself. ``src/include/msccl/msccl_struct.h`` and
+  ``makefiles/common.mk``: ``MSCCL_MAX_NUM_STEPS`` is 64 unless the executor is built with
+  another value, thread blocks per GPU at most 32 * MAXCHANNELS, a dependency's thread block
+  is an ``int8_t`` (ids up to 127) and offsets are ``int16_t``.
 - ``src/misc/msccl/msccl_setup.cc``, ``mscclSetupKernel``/``mscclSetupScratch``: the kernel's
   ``count`` is the call's count times ``sizeMultiplier``; the scratch buffer holds
   ``nBytes * s_chunks / nchunksperloop`` bytes.
@@ -34,12 +37,13 @@ make of it, read from their sources (repository, file, function: rule):
   ``msccl/language/collectives.py`` names the collectives allgather, allreduce, alltoall,
   reduce_scatter and ``custom`` (everything else); the runtime those programs were written
   for, microsoft/msccl ``src/graph/xml.cc``, accepts exactly allreduce, allgather, reduce,
-  broadcast, alltoall, reduce_scatter and custom.
+  broadcast, alltoall, reduce_scatter and custom (``src/graph/topo.cc``), with 256 steps and
+  216 thread blocks (``src/include/msccl.h``).
 
 Dialects (``dialect=``): ``msccl-executor`` (default; the executor's names: ``reducescatter``,
 ``gather``, ``scatter``) and ``msccl-tools`` (``reduce_scatter``, ``custom``). They differ in
-``coll`` and, for gather and scatter, in ``nchunksperloop`` (one rank's share for the executor,
-the whole buffer for msccl-tools).
+``coll``, in the steps a thread block may run and, for gather and scatter, in
+``nchunksperloop`` (one rank's share for the executor, the whole buffer for msccl-tools).
 
 The mapping used here:
 
@@ -61,8 +65,9 @@ The mapping used here:
   gather/scatter ``c*denom`` (msccl-executor) or ``n*c*denom`` (msccl-tools).
 - Thread blocks: one per (send peer, channel) holding the GPU's sends to that peer, one per
   (recv peer, channel) holding its receives, and one (no peers, channel 0) for local copies,
-  numbered 0.. without gaps per GPU. Sends of one step over a pair with several parallel
-  links are spread round-robin over channels ``0..count-1``. The i-th send of a (src, dst,
+  numbered 0.. without gaps per GPU. A pair's sends are spread round-robin over consecutive
+  channels: at least one per parallel link (so the sends of one step use different links)
+  and as many as keep each thread block within the dialect's step limit. The i-th send of a (src, dst,
   channel) tb pairs with the i-th receive of the matching tb at dst (both ordered by step,
   then schedule order).
 - Step types: ``s`` for sends; ``r`` for copy receives and ``rrc`` (receive, add the local
@@ -98,12 +103,16 @@ from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 
 MAX_CHUNKS = 4096
-# executor limits (msccl-executor-nccl src/include/msccl/msccl_struct.h; NCCL's MAXCHANNELS)
-MAX_STEPS = 256  # steps per thread block
+# runtime limits: msccl-executor-nccl src/include/msccl/msccl_struct.h and makefiles/common.mk
+# (MSCCL_MAX_NUM_STEPS ?= 64, a build option); microsoft/msccl src/include/msccl.h (256 steps,
+# 108*2 thread blocks); both keep a dependency's thread block in an int8_t and offsets in int16_t
+MAX_STEPS = {"msccl-executor": 64, "msccl-tools": 256}  # steps per thread block (s < this)
+MAX_THREAD_BLOCKS = {"msccl-executor": 32 * 32, "msccl-tools": 108 * 2}  # per GPU
+MAX_DEPENDED_TB = 127  # the largest thread block id a dependency can name (int8_t)
+MAX_OFFSET = 32767  # int16_t buffer offsets
 MAX_COUNT = 72  # a step moves fewer than this many chunks
 MAX_TB_PER_CHANNEL = 32  # send (and receive) thread blocks per channel and GPU
-MAX_CHANNELS = 32
-LANE_STEPS = 200  # a link's sends per channel before it spreads over one more channel
+MAX_CHANNELS = 32  # NCCL's MAXCHANNELS
 SEND_TYPES = {"s", "rcs", "rrs", "rrcs"}
 RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
@@ -340,14 +349,9 @@ def to_msccl_xml(
     src_r, dst_r, rchunk = _checked_sends(s, lay, instance)
     lay.assign_scratch(rchunk, dst_r)
     order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
-    pair = instance.topology.link_arrays.lookup(s.src, s.dst)
-    chan = _channels(s, order, instance.topology.link_arrays.count[pair] if len(s) else np.zeros(0, np.int64))
-    nchannels = int(chan.max()) + 1 if len(s) else 1
-    if nchannels > MAX_CHANNELS:
-        raise InputError("schedule", f"needs {nchannels} channels; MSCCL has at most {MAX_CHANNELS}")
-    tbs = _thread_blocks(lay, order, src_r, dst_r, chan)
     deps = _op_dependencies(s, instance, order)
-    pos = _positions(tbs, deps)
+    nchannels, tbs, pos = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect])
+    _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
         "ngpus": str(lay.n), "coll": COLL_NAMES[dialect][lay.kind],
@@ -449,21 +453,55 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray) -> dict
     return deps
 
 
-def _positions(tbs: dict, deps: dict) -> dict[tuple, tuple[int, int]]:
-    """``(thread block id, step index)`` of every op, counting the nop steps before it;
-    refuses thread blocks longer than the executor runs."""
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int):
+    """``(nchannels, thread blocks, op positions)``: a link's sends spread over as many
+    channels as keep every thread block within ``max_steps`` steps (nops included)."""
+    pair = instance.topology.link_arrays.lookup(s.src, s.dst)
+    count = instance.topology.link_arrays.count[pair] if len(s) else np.zeros(0, np.int64)
+    lane = max_steps
+    while True:
+        chan = _channels(s, order, count, lane)
+        nchannels = int(chan.max()) + 1 if len(s) else 1
+        if nchannels > MAX_CHANNELS:
+            raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
+                             f"MSCCL has at most {MAX_CHANNELS}")
+        tbs = _thread_blocks(lay, order, src_r, dst_r, chan)
+        pos, longest = _positions(tbs, deps)
+        if longest <= max_steps:
+            return nchannels, tbs, pos
+        if lane == 1:
+            raise InputError("schedule", f"a thread block needs {longest} steps; MSCCL runs at most {max_steps}")
+        lane = max(1, min(lane - 1, lane * max_steps // longest))
+
+
+def _positions(tbs: dict, deps: dict) -> tuple[dict[tuple, tuple[int, int]], int]:
+    """``(thread block id, step index)`` of every op, counting the nop steps before it, and
+    the most steps any thread block runs."""
     pos: dict[tuple, tuple[int, int]] = {}
-    for g, lst in tbs.items():
-        for tb_id, ((direction, peer, ch), ops) in enumerate(lst):
+    longest = 0
+    for lst in tbs.values():
+        for tb_id, (_, ops) in enumerate(lst):
             idx = 0
             for op in ops:
                 idx += max(len(deps.get(op, ())) - 1, 0)
                 pos[op] = (tb_id, idx)
                 idx += 1
-            if idx > MAX_STEPS:
-                raise InputError("schedule", f"gpu {g} would run {idx} steps in its {direction} thread block for peer "
-                                 f"{peer} (channel {ch}); MSCCL runs at most {MAX_STEPS} per thread block")
-    return pos
+            longest = max(longest, idx)
+    return pos, longest
+
+
+def _check_limits(lay: _Layout, tbs: dict, deps: dict, pos: dict, denom: int, dialect: str) -> None:
+    """Refuse programs past the runtime's fixed-size fields: thread blocks per GPU, the
+    thread block a dependency names (int8_t), buffer offsets (int16_t)."""
+    most = max((len(lst) for lst in tbs.values()), default=0)
+    if most > MAX_THREAD_BLOCKS[dialect]:
+        raise InputError("schedule", f"a GPU needs {most} thread blocks; {dialect} runs at most {MAX_THREAD_BLOCKS[dialect]}")
+    far = max((pos[d][0] for ds in deps.values() for d in ds), default=0)
+    if far > MAX_DEPENDED_TB:
+        raise InputError("schedule", f"a step waits for thread block {far}; MSCCL names at most {MAX_DEPENDED_TB}")
+    biggest = max(max(lay.buffer_sizes(g, denom).values()) for g in range(lay.n))
+    if biggest - 1 > MAX_OFFSET:
+        raise InputError("schedule", f"a buffer of {biggest} MSCCL chunks; MSCCL offsets stop at {MAX_OFFSET}")
 
 
 def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, dst_r, reduce) -> tuple:
@@ -487,9 +525,9 @@ def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, ds
     return "r", (sbuf, soff * D + lo, dbuf, doff * D + lo), hi - lo
 
 
-def _channels(s: Schedule, order: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int) -> np.ndarray:
     """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
-    ``lanes = max(k, ceil(m / LANE_STEPS))`` consecutive channels from a base chosen greedily so
+    ``lanes = max(k, ceil(m / lane_steps))`` consecutive channels from a base chosen greedily so
     that no GPU has more than ``MAX_TB_PER_CHANNEL`` send (or receive) thread blocks on a
     channel; its sends take the lanes round-robin in program order (so the sends of one step
     over parallel links use different links)."""
@@ -503,7 +541,7 @@ def _channels(s: Schedule, order: np.ndarray, count: np.ndarray) -> np.ndarray:
     out_use: dict[int, Counter] = defaultdict(Counter)
     in_use: dict[int, Counter] = defaultdict(Counter)
     for (u, v), members in sorted(links.items()):
-        lanes = max(int(count[members[0]]), -(-len(members) // LANE_STEPS))
+        lanes = max(int(count[members[0]]), -(-len(members) // lane_steps))
         base = 0
         while any(out_use[u][base + q] >= MAX_TB_PER_CHANNEL or in_use[v][base + q] >= MAX_TB_PER_CHANNEL
                   for q in range(lanes)):

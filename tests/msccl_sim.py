@@ -53,7 +53,12 @@ EXECUTOR = {"allgather": ("allgather", True), "reducescatter": ("reduce_scatter"
 TOOLS = {"allgather": ("allgather", True), "reduce_scatter": ("reduce_scatter", True),
          "alltoall": ("alltoall", True), "allreduce": ("allreduce", False),
          "broadcast": ("broadcast", False), "reduce": ("reduce", False)}
-MAX_STEPS, MAX_COUNT, MAX_TB_PER_CHANNEL, MAX_FUSION = 256, 72, 32, 16
+MAX_COUNT, MAX_TB_PER_CHANNEL, MAX_FUSION = 72, 32, 16
+# steps per thread block and thread blocks per GPU (msccl-executor-nccl's default build:
+# makefiles/common.mk, msccl_struct.h; microsoft/msccl: src/include/msccl.h)
+MAX_STEPS = {"msccl-executor": 64, "msccl-tools": 256}
+MAX_BLOCKS = {"msccl-executor": 1024, "msccl-tools": 216}
+INT8, INT16 = 127, 32767  # a dependency's thread block is an int8_t; offsets are int16_t
 FIFO_DEPTH = 1
 
 
@@ -125,14 +130,14 @@ def parse(xml: str, kind: str, dialect: str) -> tuple[dict, dict, dict]:
         sizes[g] = {b: _attr_int(gpu, f"{b}_chunks", f"gpu {g}") for b in "ios"}
         if min(sizes[g].values()) < 0:
             raise Rejected(f"gpu {g}: negative buffer size")
-        blocks[g] = [_parse_block(tb, g, ngpus, nchannels, sizes[g]) for tb in gpu.findall("tb")]
-        _check_blocks(g, blocks[g])
+        blocks[g] = [_parse_block(tb, g, ngpus, nchannels, sizes[g], MAX_STEPS[dialect]) for tb in gpu.findall("tb")]
+        _check_blocks(g, blocks[g], MAX_BLOCKS[dialect])
     if sorted(sizes) != list(range(ngpus)):
         raise Rejected(f"gpus {sorted(sizes)} for ngpus={ngpus}")
     return algo, sizes, blocks
 
 
-def _parse_block(tb, g, ngpus, nchannels, sizes) -> Block:
+def _parse_block(tb, g, ngpus, nchannels, sizes, max_steps) -> Block:
     where = f"gpu {g} tb {tb.get('id')}"
     bid, send, recv, chan = (_attr_int(tb, a, where) for a in ("id", "send", "recv", "chan"))
     if g in (send, recv) or not (-1 <= send < ngpus and -1 <= recv < ngpus):
@@ -147,17 +152,19 @@ def _parse_block(tb, g, ngpus, nchannels, sizes) -> Block:
         rec = {a: st.get(a) for a in STEP}
         for a in ("s", "srcoff", "dstoff", "cnt", "depid", "deps", "hasdep"):
             rec[a] = _attr_int(st, a, where)
-        _check_step(rec, where, send, recv, sizes)
+        _check_step(rec, where, send, recv, sizes, max_steps)
         steps.append(rec)
     return Block(g, bid, send, recv, chan, _compile(steps, where))
 
 
-def _check_step(rec, where, send, recv, sizes) -> None:
+def _check_step(rec, where, send, recv, sizes, max_steps) -> None:
     typ = rec["type"]
     if typ not in TYPES:
         raise Rejected(f"{where}: step type {typ!r}")
-    if not 0 <= rec["s"] < MAX_STEPS or rec["hasdep"] not in (0, 1):
-        raise Rejected(f"{where}: step s={rec['s']} hasdep={rec['hasdep']}")
+    if not 0 <= rec["s"] < max_steps or rec["hasdep"] not in (0, 1):
+        raise Rejected(f"{where}: step s={rec['s']} (at most {max_steps} steps) hasdep={rec['hasdep']}")
+    if rec["depid"] > INT8 or max(rec["srcoff"], rec["dstoff"], rec["deps"]) > INT16:
+        raise Rejected(f"{where}: a field overflows the executor's int8/int16 storage")
     if rec["srcbuf"] not in ("i", "o", "s") or rec["dstbuf"] not in ("i", "o", "s"):
         raise Rejected(f"{where}: buffers {rec['srcbuf']!r} {rec['dstbuf']!r}")
     if typ == "nop":
@@ -208,10 +215,10 @@ def _compile(steps: list[dict], where: str) -> list[Transmission]:
     return out
 
 
-def _check_blocks(g: int, blocks: list[Block]) -> None:
+def _check_blocks(g: int, blocks: list[Block], max_blocks: int) -> None:
     ids = sorted(b.id for b in blocks)
-    if ids != list(range(len(blocks))):
-        raise Rejected(f"gpu {g}: thread block ids {ids}")
+    if ids != list(range(len(blocks))) or len(blocks) > max_blocks:
+        raise Rejected(f"gpu {g}: thread block ids {ids[:3]}..{ids[-3:]} (at most {max_blocks})")
     for peer_of in (lambda b: b.send, lambda b: b.recv):
         used = [(peer_of(b), b.chan) for b in blocks if peer_of(b) >= 0]
         if len(set(used)) != len(used):

@@ -59,7 +59,7 @@ COLL = {
 }
 
 
-def check_structure(xml: str) -> dict:
+def check_structure(xml: str, dialect: str = "msccl-executor") -> dict:
     """What the exporter promises beyond the executor's rules: steps numbered 0.. in each
     thread block, ``hasdep`` on exactly the steps something depends on, one thread block per
     (peer, channel), pieces inside the declared buffers; return a few counts."""
@@ -80,7 +80,7 @@ def check_structure(xml: str) -> dict:
             assert all(v == 1 for v in keys.values())
         for t in tbs:
             tid = int(t.get("id"))
-            assert len(t.findall("step")) <= MAX_STEPS
+            assert len(t.findall("step")) <= MAX_STEPS[dialect]
             for i, s in enumerate(t.findall("step")):
                 assert all(s.get(a) is not None for a in STEP_ATTRS)
                 assert int(s.get("s")) == i
@@ -118,7 +118,7 @@ def roundtrip(schedule, inst, dialect="msccl-executor"):
     """Export, run on the interpreter of the executor, read back; return (xml, read-back, counts)."""
     assert verify(schedule, inst) is None
     xml = to_msccl_xml(schedule, inst, dialect=dialect)
-    info = check_structure(xml)
+    info = check_structure(xml, dialect)
     run_msccl(xml, inst.collective.kind, root=root_rank(inst), dialect=dialect)
     back = interpret_msccl_xml(xml, inst)
     assert verify(back, inst) is None, verify(back, inst)
@@ -172,7 +172,7 @@ def test_every_kind_runs_on_the_executor(topology, kind, producer):
     root = ranks[ROOT_NODE[topology]] if kind in ROOTED else None
     for dialect in DIALECTS:
         xml = to_msccl_xml(schedule, inst, dialect=dialect)
-        check_structure(xml)
+        check_structure(xml, dialect)
         ran = run_msccl(xml, kind, root=root, dialect=dialect)
         assert ran["modes"] == (["out-of-place"] if kind in OUT_OF_PLACE else ["in-place"])
         assert ET.fromstring(xml).get("coll") == COLL[dialect][kind]
@@ -456,17 +456,32 @@ def test_parallel_links_use_channels():
 
 
 def test_executor_limits_spread_over_channels():
-    """40 peers per GPU exceed 32 thread blocks per channel; 19 * 14 sends per link exceed
-    256 steps per thread block: both spread over more channels."""
+    """40 peers per GPU exceed 32 thread blocks per channel; 19 * 14 = 266 sends per link exceed
+    the steps of a thread block (64 in the executor's default build: ceil(266 / 64) = 5
+    channels; 256 in microsoft/msccl: 2 channels)."""
     n = 40
     rows = [(u, 0, 1, u, v, 1) for u in range(n) for v in range(n) if u != v]
     _, _, info = roundtrip(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
-    assert info["channels"] >= 2
+    assert info["channels"] >= 2  # the per-channel limit itself is checked by the interpreter
     n, c = 20, 14
     t = [(u, j, s) for s in range(1, n) for u in range(n) for j in range(c)]
     rows = [(((u - s + 1) % n) * c + j, 0, 1, u, (u + 1) % n, s) for u, j, s in t]
-    _, back, info = roundtrip(from_sends(rows, "allgather", n, n * c), make_instance(_ring(n), "allgather", chunks_per_node=c))
-    assert info["channels"] == 2 and back.num_steps == n - 1
+    inst = make_instance(_ring(n), "allgather", chunks_per_node=c)
+    schedule = from_sends(rows, "allgather", n, n * c)
+    for dialect, channels in (("msccl-executor", 5), ("msccl-tools", 2)):
+        xml, back, info = roundtrip(schedule, inst, dialect)
+        assert info["channels"] == channels and back.num_steps == n - 1
+    with pytest.raises(Rejected, match="at most 64 steps"):  # the msccl-tools program on the executor
+        run_msccl(xml, "allgather", dialect="msccl-executor")
+
+
+def test_dependencies_on_thread_blocks_past_127_are_refused():
+    """The executor keeps a dependency's thread block in an int8_t: gpu 0 with 129 send thread
+    blocks receives in thread block 129, which its forward would have to name."""
+    n = 130
+    rows = [(0, 0, 1, 0, v, 1) for v in range(1, n)] + [(1, 0, 1, 1, 0, 1), (1, 0, 1, 0, 2, 2)]
+    with pytest.raises(InputError, match="waits for thread block 129"):
+        to_msccl_xml(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
 
 
 def test_failed_nodes_renumber_ranks_visibly():
