@@ -1,9 +1,10 @@
 """Exports: MSCCL XML (what GPU runtimes execute) and back; the schedule JSON lives in .schedule.
 
-An MSCCL program is ``<algo name proto nchannels nchunksperloop ngpus coll inplace outofplace
-minBytes maxBytes [redop]>`` -> ``<gpu id i_chunks o_chunks s_chunks>`` -> ``<tb id send recv
-chan>`` -> ``<step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep>``. What the runtimes
-make of it, read from their sources (repository, file, function: rule):
+An MSCCL program (the XML form of MSCCLang's programs, Cowan et al., ASPLOS 2023 (MSCCLang)) is
+``<algo name proto nchannels nchunksperloop ngpus coll inplace outofplace minBytes maxBytes
+[redop]>`` -> ``<gpu id i_chunks o_chunks s_chunks>`` -> ``<tb id send recv chan>`` -> ``<step s
+type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep>``. What the runtimes make of it, read
+from their sources (repository, file, function: rule):
 
 - Azure/msccl-executor-nccl, ``src/misc/msccl/msccl_parser.cc``, ``mscclGetAlgoFromXmlFile``:
   ``coll`` is one of reduce, broadcast, allreduce, reducescatter, allgather, send, recv,
@@ -36,9 +37,9 @@ make of it, read from their sources (repository, file, function: rule):
   before the step; ``hasdep`` marks every step another depends on.
   ``msccl/language/collectives.py`` names the collectives allgather, allreduce, alltoall,
   reduce_scatter and ``custom`` (everything else); the runtime those programs were written
-  for, microsoft/msccl ``src/graph/xml.cc``, accepts exactly allreduce, allgather, reduce,
-  broadcast, alltoall, reduce_scatter and custom (``src/graph/topo.cc``), with 256 steps and
-  216 thread blocks (``src/include/msccl.h``).
+  for, microsoft/msccl, accepts exactly allreduce, allgather, reduce, broadcast, alltoall,
+  reduce_scatter and custom (``src/graph/topo.cc``), with 256 steps and 216 thread blocks
+  (``src/include/msccl.h``).
 
 Dialects (``dialect=``): ``msccl-executor`` (default; the executor's names: ``reducescatter``,
 ``gather``, ``scatter``) and ``msccl-tools`` (``reduce_scatter``, ``custom``). They differ in
@@ -54,11 +55,12 @@ The mapping used here:
 - Buffers (chunk ``r`` in rank space: the schedule-file numbering with node ids replaced by
   ranks, ``c`` chunks per shard, ``n`` ranks). In place: allgather and broadcast keep
   everything in ``o`` at offset ``r``; reduce_scatter, allreduce and reduce in ``i`` at ``r``.
-  Out of place: all-to-all, gather and scatter read a chunk from its
-  source's ``i`` (all-to-all ``i -> k``: offset ``k*c + j`` on ``i``), write it to its
-  destination's ``o`` (offset ``i*c + j`` on ``k``), relay it through ``s`` elsewhere (one slot
-  per chunk and GPU, numbered in chunk order), and copy a rank's own block from ``i`` to ``o``
-  with ``cpy`` steps. Fractional pieces refine every chunk into ``denom`` MSCCL chunks: piece
+  Out of place: all-to-all, gather and scatter read a chunk from its source's ``i``
+  (all-to-all ``i -> k``: offset ``k*c + j`` on ``i``), write it to its destination's ``o``
+  (offset ``i*c + j`` on ``k``), relay it through ``s`` elsewhere (one slot per chunk and
+  GPU, numbered in chunk order), and copy a rank's own block from ``i`` to ``o`` with ``cpy``
+  steps; the buffer a non-root rank of gather (``o``) or scatter (``i``) does not have is
+  declared with 0 chunks. Fractional pieces refine every chunk into ``denom`` MSCCL chunks: piece
   ``[lo, hi)`` of the chunk at offset ``x`` is ``cnt = hi - lo`` chunks at ``x*denom + lo``.
 - ``nchunksperloop`` = the chunks of ``count * sizeMultiplier``: ``n*c*denom`` for allgather,
   reduce_scatter, allreduce and all-to-all, ``c*denom`` for broadcast and reduce, and for
@@ -67,9 +69,9 @@ The mapping used here:
   (recv peer, channel) holding its receives, and one (no peers, channel 0) for local copies,
   numbered 0.. without gaps per GPU. A pair's sends are spread round-robin over consecutive
   channels: at least one per parallel link (so the sends of one step use different links)
-  and as many as keep each thread block within the dialect's step limit. The i-th send of a (src, dst,
-  channel) tb pairs with the i-th receive of the matching tb at dst (both ordered by step,
-  then schedule order).
+  and as many as keep each thread block within the dialect's step limit. The i-th send of a
+  (src, dst, channel) tb pairs with the i-th receive of the matching tb at dst (both ordered
+  by step, then schedule order).
 - Step types: ``s`` for sends; ``r`` for copy receives and ``rrc`` (receive, add the local
   ``srcbuf/srcoff``, store at ``dstbuf/dstoff``) where the collective combines (``op``
   reduce, or default of a combining kind); ``cpy`` for local copies.
