@@ -1,33 +1,86 @@
 """Exports: MSCCL XML (what GPU runtimes execute) and back; the schedule JSON lives in .schedule.
 
-MSCCL XML (seeds/README "Useful facts"; the MSCCL/SCCL executor's parser) is
+An MSCCL program (the XML form of MSCCLang's programs, Cowan et al., ASPLOS 2023 (MSCCLang)) is
 ``<algo name proto nchannels nchunksperloop ngpus coll inplace outofplace minBytes maxBytes
-[redop]>`` -> ``<gpu id i_chunks o_chunks s_chunks>`` -> ``<tb id send recv chan>`` ->
-``<step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep>``. The mapping used here:
+[redop]>`` -> ``<gpu id i_chunks o_chunks s_chunks>`` -> ``<tb id send recv chan>`` -> ``<step s
+type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep>``. What the runtimes make of it, read
+from their sources (repository, file, function: rule):
 
-- GPUs are the collective's ranks: ``gpu id`` = position of the node in ``collective.nodes``.
-  Only single-collective schedules whose sends join two ranks over a direct link export.
-- Buffers: every rank-space chunk ``r`` (the schedule-file chunk numbering with node ids
-  replaced by ranks) lives at offset ``r`` of one buffer: ``o`` for allgather, gather, scatter
-  and broadcast; ``i`` for the combining kinds (in place); all-to-all reads the owner's ``i``
-  (at ``k*c + j``), writes the destination's ``o`` (at ``i*c + j``) and relays through ``s``
-  (at ``r``). Fractional pieces refine every chunk into ``denom`` MSCCL chunks (the lcm grid):
-  piece ``[lo, hi)`` of chunk ``r`` is ``cnt = hi - lo`` chunks at offset ``r*denom + lo``;
-  ``nchunksperloop`` = rank-space chunks x ``denom`` (at most ``max_chunks``).
-- Thread blocks: one per (send peer, channel) holding the GPU's sends to that peer and one per
-  (recv peer, channel) holding its receives, numbered 0.. without gaps per GPU. Sends of one
-  step over a pair with several parallel links are spread round-robin over channels
-  ``0..count-1``. The i-th send of a (src, dst, channel) tb pairs with the i-th receive of the
-  matching tb at dst (both ordered by step, then schedule order).
-- Step types: ``s`` for sends; ``r`` for copy receives and ``rrc`` (receive, reduce with the
-  local buffer, store) where the collective combines (``op`` reduce, or default of a combining
-  kind).
+- Azure/msccl-executor-nccl, ``src/misc/msccl/msccl_parser.cc``, ``mscclGetAlgoFromXmlFile``:
+  ``coll`` is one of reduce, broadcast, allreduce, reducescatter, allgather, send, recv,
+  gather, scatter, alltoall, alltoallv (anything else is "unsupported collective");
+  reducescatter, allgather and alltoall set ``sizeMultiplier = ngpus``, the others 1. Every
+  attribute above is required (``redop`` is not read). Thread block ids run 0.. without gaps,
+  ``send``/``recv`` name another GPU or -1; step types are s r rcs rrs rrc rrcs cpy re nop;
+  buffers are i o s; a step's start offset must lie inside the buffer (``i_chunks`` ...);
+  ``0 <= cnt < 72``; ``s < MSCCL_MAX_NUM_STEPS``; at most 32 send (and 32 receive) thread
+  blocks per channel; dependencies gathered from ``nop`` steps attach to the next real step,
+  which must carry a dependency itself. ``src/include/msccl/msccl_struct.h`` and
+  ``makefiles/common.mk``: ``MSCCL_MAX_NUM_STEPS`` is 64 unless the executor is built with
+  another value, thread blocks per GPU at most 32 * MAXCHANNELS, a dependency's thread block
+  is an ``int8_t`` (ids up to 127) and offsets are ``int16_t``.
+- ``src/misc/msccl/msccl_setup.cc``, ``mscclSetupKernel``/``mscclSetupScratch``: the kernel's
+  ``count`` is the call's count times ``sizeMultiplier``; the scratch buffer holds
+  ``nBytes * s_chunks / nchunksperloop`` bytes.
+- ``src/device/msccl_kernel.cu``, ``mscclRunInterpreter``: an MSCCL chunk is ``count /
+  nchunksperloop`` elements and every offset and ``cnt`` is in those chunks, so
+  ``nchunksperloop`` is the number of chunks of the buffer ``count * sizeMultiplier``
+  describes. A step waits until each dependency's thread block has published a flag at or
+  past the step ``deps``; flags are published only after steps with ``hasdep="1"``; the step
+  counter skips one index per extra dependency, so ``deps`` counts the ``nop`` steps.
+- ``src/misc/msccl/msccl_lifecycle.cc``, ``mscclInternalSchedulerSelectAlgo``: in place means
+  sendbuff == recvbuff (reduce, broadcast, allreduce, alltoall), sendbuff == recvbuff +
+  rank * count (allgather, gather), recvbuff == sendbuff + rank * count (reducescatter,
+  scatter): for gather and scatter (``sizeMultiplier`` 1) ``count`` is one rank's share.
+- microsoft/msccl-tools, ``msccl/language/ir.py``, ``ir_to_xml``: ``nchunksperloop`` is the
+  largest input or output buffer of any GPU, in chunks; extra dependencies become ``nop`` steps
+  before the step; ``hasdep`` marks every step another depends on.
+  ``msccl/language/collectives.py`` names the collectives allgather, allreduce, alltoall,
+  reduce_scatter and ``custom`` (everything else); the runtime those programs were written
+  for, microsoft/msccl, accepts exactly allreduce, allgather, reduce, broadcast, alltoall,
+  reduce_scatter and custom (``src/graph/topo.cc``), with 256 steps and 216 thread blocks
+  (``src/include/msccl.h``).
+
+Dialects (``dialect=``): ``msccl-executor`` (default; the executor's names: ``reducescatter``,
+``gather``, ``scatter``) and ``msccl-tools`` (``reduce_scatter``, ``custom``). They differ in
+``coll``, in the steps a thread block may run and, for gather and scatter, in
+``nchunksperloop`` (one rank's share for the executor, the whole buffer for msccl-tools).
+
+The mapping used here:
+
+- GPUs are the collective's ranks: ``gpu id`` = position of the node in ``collective.nodes``
+  (:func:`rank_map`; with failed nodes the ids are renumbered and the map must travel with
+  the XML). Only single-collective schedules whose sends join two ranks over a direct link
+  export.
+- Buffers (chunk ``r`` in rank space: the schedule-file numbering with node ids replaced by
+  ranks, ``c`` chunks per shard, ``n`` ranks). In place: allgather and broadcast keep
+  everything in ``o`` at offset ``r``; reduce_scatter, allreduce and reduce in ``i`` at ``r``.
+  Out of place: all-to-all, gather and scatter read a chunk from its source's ``i``
+  (all-to-all ``i -> k``: offset ``k*c + j`` on ``i``), write it to its destination's ``o``
+  (offset ``i*c + j`` on ``k``), relay it through ``s`` elsewhere (one slot per chunk and
+  GPU, numbered in chunk order), and copy a rank's own block from ``i`` to ``o`` with ``cpy``
+  steps; the buffer a non-root rank of gather (``o``) or scatter (``i``) does not have is
+  declared with 0 chunks. Fractional pieces refine every chunk into ``denom`` MSCCL chunks: piece
+  ``[lo, hi)`` of the chunk at offset ``x`` is ``cnt = hi - lo`` chunks at ``x*denom + lo``.
+- ``nchunksperloop`` = the chunks of ``count * sizeMultiplier``: ``n*c*denom`` for allgather,
+  reduce_scatter, allreduce and all-to-all, ``c*denom`` for broadcast and reduce, and for
+  gather/scatter ``c*denom`` (msccl-executor) or ``n*c*denom`` (msccl-tools).
+- Thread blocks: one per (send peer, channel) holding the GPU's sends to that peer, one per
+  (recv peer, channel) holding its receives, and one (no peers, channel 0) for local copies,
+  numbered 0.. without gaps per GPU. A pair's sends are spread round-robin over consecutive
+  channels: at least one per parallel link (so the sends of one step use different links)
+  and as many as keep each thread block within the dialect's step limit. The i-th send of a
+  (src, dst, channel) tb pairs with the i-th receive of the matching tb at dst (both ordered
+  by step, then schedule order).
+- Step types: ``s`` for sends; ``r`` for copy receives and ``rrc`` (receive, add the local
+  ``srcbuf/srcoff``, store at ``dstbuf/dstoff``) where the collective combines (``op``
+  reduce, or default of a combining kind); ``cpy`` for local copies.
 - Dependencies: a send waits for the receives that brought its piece (earlier steps,
   overlapping, same chunk; none for data held from the start). In combining collectives a
   receive also waits for the sends that read the same piece in the same or earlier steps
   (read before overwrite) and for earlier receives of it (no concurrent reductions into one
-  buffer). Extra dependencies become ``nop`` steps before the step (the executor accumulates
-  them); ``hasdep="1"`` marks every step something depends on.
+  buffer). Extra dependencies become ``nop`` steps before the step; ``hasdep="1"`` marks every
+  step something depends on.
 
 :func:`interpret_msccl_xml` reads such XML back into a :class:`~.schedule.Schedule`: it pairs
 sends and receives per (src, dst, channel) in order and numbers steps by the dependencies
@@ -38,38 +91,83 @@ the exported XML implements the collective.
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from fractions import Fraction
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from .. import InputError
 from ..instances.instance import Instance
-from .schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, from_sends
+from .cost import _dependencies
+from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 
 MAX_CHUNKS = 4096
-# executor limits (MSCCL's msccl/msccl_struct.h; NCCL's MAXCHANNELS)
-MAX_STEPS = 256  # steps per thread block
+# runtime limits: msccl-executor-nccl src/include/msccl/msccl_struct.h and makefiles/common.mk
+# (MSCCL_MAX_NUM_STEPS ?= 64, a build option); microsoft/msccl src/include/msccl.h (256 steps,
+# 108*2 thread blocks); both keep a dependency's thread block in an int8_t and offsets in int16_t
+MAX_STEPS = {"msccl-executor": 64, "msccl-tools": 256}  # steps per thread block (s < this)
+MAX_THREAD_BLOCKS = {"msccl-executor": 32 * 32, "msccl-tools": 108 * 2}  # per GPU
+MAX_DEPENDED_TB = 127  # the largest thread block id a dependency can name (int8_t)
+MAX_OFFSET = 32767  # int16_t buffer offsets
 MAX_COUNT = 72  # a step moves fewer than this many chunks
 MAX_TB_PER_CHANNEL = 32  # send (and receive) thread blocks per channel and GPU
-MAX_CHANNELS = 32
-LANE_STEPS = 200  # a link's sends per channel before it spreads over one more channel
+MAX_CHANNELS = 32  # NCCL's MAXCHANNELS
 SEND_TYPES = {"s", "rcs", "rrs", "rrcs"}
 RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
-KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "res", "nop"}
-MSCCL_COLL = {
-    "allgather": "allgather", "allreduce": "allreduce", "reduce_scatter": "reduce_scatter",
-    "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall",
-    "gather": "custom", "scatter": "custom",
+KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
+DIALECTS = ("msccl-executor", "msccl-tools")
+DEFAULT_DIALECT = "msccl-executor"
+COLL_NAMES = {
+    "msccl-executor": {
+        "allgather": "allgather", "allreduce": "allreduce", "reduce_scatter": "reducescatter",
+        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall",
+        "gather": "gather", "scatter": "scatter",
+    },
+    "msccl-tools": {
+        "allgather": "allgather", "allreduce": "allreduce", "reduce_scatter": "reduce_scatter",
+        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall",
+        "gather": "custom", "scatter": "custom",
+    },
 }
-BUFFER = {"allgather": "o", "gather": "o", "scatter": "o", "broadcast": "o",
-          "reduce_scatter": "i", "allreduce": "i", "reduce": "i"}
+IN_PLACE_BUFFER = {"allgather": "o", "broadcast": "o", "reduce_scatter": "i", "allreduce": "i", "reduce": "i"}
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
+
+
+def rank_map(instance: Instance) -> dict[int, int]:
+    """``{node id: MSCCL rank}`` of ``instance``'s collective: ranks number its nodes in order.
+
+    >>> from collsynth.instances.generators import build
+    >>> from collsynth.instances.instance import make_instance
+    >>> rank_map(make_instance(build("ring", {"nodes": 4}).with_failures([1]), "allgather"))
+    {0: 0, 2: 1, 3: 2}
+    """
+    return {int(node): rank for rank, node in enumerate(instance.collective.nodes)}
+
+
+def ranks_renumbered(instance: Instance) -> bool:
+    """True when some node's rank differs from its id (failed nodes, a subset of nodes)."""
+    return any(node != rank for node, rank in rank_map(instance).items())
+
+
+def rank_comment(instance: Instance) -> str:
+    """An XML comment line listing ``node->rank`` when the ranks are not the node ids (the
+    executor's parser skips comments), else the empty string.
+
+    >>> from collsynth.instances.generators import build
+    >>> from collsynth.instances.instance import make_instance
+    >>> rank_comment(make_instance(build("ring", {"nodes": 4}).with_failures([1]), "allgather"))
+    '<!-- collsynth: gpu ids are ranks, not node ids (node->rank): 0->0 2->1 3->2 -->\\n'
+    """
+    if not ranks_renumbered(instance):
+        return ""
+    pairs = " ".join(f"{node}->{rank}" for node, rank in rank_map(instance).items())
+    return f"<!-- collsynth: gpu ids are ranks, not node ids (node->rank): {pairs} -->\n"
 
 
 # ---- layout -----------------------------------------------------------------------------------
@@ -87,6 +185,7 @@ class _Layout:
         self.n = len(self.ranks)
         self.rank_of = np.full(coll.size, -1, dtype=np.int64)
         self.rank_of[self.ranks] = np.arange(self.n)
+        self.root = int(self.rank_of[coll.root]) if coll.root is not None else -1
         self.c = coll.chunks_per_node
         self.S = coll.size
         if self.kind in ("broadcast", "reduce"):
@@ -95,6 +194,17 @@ class _Layout:
             self.rank_chunks = self.n * self.n * self.c
         else:
             self.rank_chunks = self.n * self.c
+        self.scratch: dict[int, dict[int, int]] = defaultdict(dict)  # gpu -> {chunk: slot}
+
+    @property
+    def in_place(self) -> bool:
+        return self.kind in IN_PLACE_BUFFER
+
+    def loop_chunks(self, dialect: str) -> int:
+        """Chunks (before refinement) of the buffer ``count * sizeMultiplier`` describes."""
+        if self.kind in ("broadcast", "reduce") or (self.kind in ("gather", "scatter") and dialect == "msccl-executor"):
+            return self.c
+        return self.n * self.c
 
     def to_rank_chunk(self, chunk: np.ndarray) -> np.ndarray:
         """Rank-space chunk ids (-1 where a chunk belongs to a non-participant)."""
@@ -120,45 +230,86 @@ class _Layout:
             return int((i * self.S + k) * c + j)
         return int(self.ranks[r // c] * c + r % c)
 
+    def ends(self, r: int) -> tuple[int, int, int, int]:
+        """Out-of-place kinds: (source rank, offset in its ``i``, destination rank, offset in its ``o``)."""
+        c, j = self.c, r % self.c
+        if self.kind == "alltoall":
+            i, k = divmod(r // c, self.n)
+            return i, k * c + j, k, i * c + j
+        if self.kind == "gather":
+            return r // c, j, self.root, r
+        return self.root, r, r // c, j  # scatter
+
     def location(self, r: int, gpu: int) -> tuple[str, int]:
         """(buffer, chunk offset before refinement) of rank-space chunk ``r`` on ``gpu``."""
-        if self.kind != "alltoall":
-            return BUFFER[self.kind], r
-        j, pair = r % self.c, r // self.c
-        i, k = pair // self.n, pair % self.n
-        if gpu == i:
-            return "i", k * self.c + j
-        if gpu == k:
-            return "o", i * self.c + j
-        return "s", r
+        if self.in_place:
+            return IN_PLACE_BUFFER[self.kind], r
+        src, soff, dst, doff = self.ends(r)
+        if gpu == src:
+            return "i", soff
+        if gpu == dst:
+            return "o", doff
+        return "s", self.scratch[gpu][r]
 
-    def chunk_at(self, buf: str, off: int, gpu: int) -> int:
-        """Inverse of :meth:`location`: the rank-space chunk at ``(buf, off)`` on ``gpu``."""
-        if self.kind != "alltoall":
-            if buf != BUFFER[self.kind]:
-                raise InputError("xml", f"{self.kind} data is expected in buffer {BUFFER[self.kind]!r}, got {buf!r}")
-            return off
+    def assign_scratch(self, rchunk: np.ndarray, dst_r: np.ndarray) -> None:
+        """Out-of-place kinds: a scratch slot on every GPU a chunk passes through (one per chunk,
+        in chunk order); refuses a send that delivers a chunk back to its source."""
+        if self.in_place:
+            return
+        relayed: dict[int, set[int]] = defaultdict(set)
+        for i, (r, g) in enumerate(zip(rchunk.tolist(), dst_r.tolist())):
+            src, _, dst, _ = self.ends(r)
+            if g == src:
+                raise InputError("schedule", f"send {i} delivers a chunk back to its source rank {g}; "
+                                 "MSCCL would overwrite the input buffer")
+            if g != dst:
+                relayed[g].add(r)
+        for g, chunks in relayed.items():
+            self.scratch[g] = {r: slot for slot, r in enumerate(sorted(chunks))}
+
+    def copies(self, gpu: int) -> list[tuple[int, int]]:
+        """Out-of-place kinds: (offset in ``i``, offset in ``o``) of the gpu's chunks that stay put."""
+        if self.in_place or (self.kind in ("gather", "scatter") and gpu != self.root):
+            return []
         c = self.c
-        if buf == "i":
-            return (gpu * self.n + off // c) * c + off % c
-        if buf == "o":
-            return ((off // c) * self.n + gpu) * c + off % c
-        if buf == "s":
-            return off
-        raise InputError("xml", f"unknown buffer {buf!r}")
+        if self.kind == "alltoall":
+            return [(gpu * c + j, gpu * c + j) for j in range(c)]
+        if self.kind == "gather":
+            return [(j, gpu * c + j) for j in range(c)]
+        return [(gpu * c + j, j) for j in range(c)]  # scatter
 
-    def buffer_sizes(self, denom: int) -> dict[str, int]:
-        """``i_chunks``, ``o_chunks``, ``s_chunks`` of every GPU."""
-        n, c, D = self.n, self.c, denom
-        total = self.rank_chunks * D
-        kind = self.kind
-        if kind == "allgather":
-            return {"i_chunks": c * D, "o_chunks": total, "s_chunks": 0}
-        if kind in ("gather", "scatter", "broadcast", "allreduce", "reduce"):
-            return {"i_chunks": total, "o_chunks": total, "s_chunks": 0}
-        if kind == "reduce_scatter":
-            return {"i_chunks": total, "o_chunks": c * D, "s_chunks": 0}
-        return {"i_chunks": n * c * D, "o_chunks": n * c * D, "s_chunks": total}  # alltoall
+    def buffer_sizes(self, gpu: int, denom: int) -> dict[str, int]:
+        """``i_chunks``, ``o_chunks``, ``s_chunks`` of ``gpu``."""
+        n, c, kind = self.n, self.c, self.kind
+        whole, share = n * c * denom, c * denom
+        root = gpu == self.root
+        i, o = {
+            "allgather": (share, whole), "reduce_scatter": (whole, share), "allreduce": (whole, whole),
+            "broadcast": (share, share), "reduce": (share, share), "alltoall": (whole, whole),
+            "gather": (share, whole if root else 0), "scatter": (whole if root else 0, share),
+        }[kind]
+        return {"i_chunks": i, "o_chunks": o, "s_chunks": len(self.scratch.get(gpu, ())) * denom}
+
+    def chunk_at(self, buf: str, off: int, gpu: int, scratch: dict) -> int:
+        """Inverse of :meth:`location`: the rank-space chunk at ``(buf, off)`` on ``gpu``
+        (``scratch`` maps ``(gpu, slot)`` to chunks for the relays); -1 if nothing of the
+        collective lives there."""
+        if self.in_place:
+            if buf != IN_PLACE_BUFFER[self.kind]:
+                raise InputError("xml", f"{self.kind} data is expected in buffer {IN_PLACE_BUFFER[self.kind]!r}, got {buf!r}")
+            return off
+        c, n, kind = self.c, self.n, self.kind
+        if buf == "s":
+            return scratch.get((gpu, off), -1)
+        if buf not in ("i", "o"):
+            raise InputError("xml", f"unknown buffer {buf!r}")
+        if kind == "alltoall":
+            if buf == "i":
+                return (gpu * n + off // c) * c + off % c
+            return ((off // c) * n + gpu) * c + off % c
+        if (kind, buf) in (("gather", "i"), ("scatter", "o")):
+            return gpu * c + off if off < c else -1
+        return off if gpu == self.root else -1
 
 
 def _combining_op(schedule: Schedule, kind_combining: bool) -> np.ndarray:
@@ -178,121 +329,207 @@ def to_msccl_xml(
     min_bytes: int = 0,
     max_bytes: int = 1 << 40,
     max_chunks: int = MAX_CHUNKS,
+    dialect: str = DEFAULT_DIALECT,
 ) -> str:
     """The MSCCL XML program of ``schedule`` (see the module doc for the mapping).
 
-    Raises :class:`~collsynth.InputError` for what MSCCL cannot run: concurrent collectives,
-    sends that are not direct links between ranks, or a refined chunk grid over ``max_chunks``.
+    ``dialect`` picks the collective names: ``msccl-executor`` (Azure/msccl-executor-nccl) or
+    ``msccl-tools`` (microsoft/msccl-tools and the microsoft/msccl runtime). Raises
+    :class:`~collsynth.InputError` for what MSCCL cannot run: concurrent collectives, sends
+    that are not direct links between ranks, a chunk sent back to its source (out-of-place
+    kinds), a refined chunk grid over ``max_chunks`` or an executor limit.
     """
+    if dialect not in DIALECTS:
+        raise InputError("dialect", f"expected one of {', '.join(DIALECTS)}, got {dialect!r}")
     lay = _Layout(instance)
-    topo = instance.topology
     s = schedule
     D = s.denom
-    if lay.rank_chunks * D > max_chunks:
-        raise InputError("schedule", f"pieces on a 1/{D} grid need {lay.rank_chunks * D} MSCCL chunks per loop "
-                         f"(more than {max_chunks}); export whole-chunk schedules or a coarser grid")
-    n_send = len(s)
-    if n_send and (max(s.src.max(), s.dst.max()) >= lay.S or min(s.src.min(), s.dst.min()) < 0):
-        raise InputError("schedule", f"a send names a node outside 0..{lay.S - 1}")
-    src_r, dst_r = lay.rank_of[s.src], lay.rank_of[s.dst]
-    if n_send:
-        bad = np.flatnonzero((src_r < 0) | (dst_r < 0))
-        if len(bad):
-            i = int(bad[0])
-            raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) touches a node that is not a rank of the collective")
-    pair = topo.link_arrays.lookup(s.src, s.dst)
-    if n_send and (pair < 0).any():
-        i = int(np.flatnonzero(pair < 0)[0])
-        raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) is not over a direct link; only direct-link schedules export to MSCCL")
-    rchunk = lay.to_rank_chunk(s.chunk)
-    if n_send and (rchunk < 0).any():
-        i = int(np.flatnonzero(rchunk < 0)[0])
-        raise InputError("schedule", f"send {i} moves chunk {s.chunk[i]}, which no rank owns")
-    reduce = _combining_op(s, lay.coll.combining)
-    if n_send and int((s.hi - s.lo).max()) >= MAX_COUNT:
-        raise InputError("schedule", f"a piece spans {int((s.hi - s.lo).max())} MSCCL chunks; the executor moves fewer than {MAX_COUNT} per step")
-    count = topo.link_arrays.count[pair] if n_send else np.zeros(0, np.int64)
-    # program order: by step, then schedule order
-    order = np.argsort(s.step, kind="stable")
-    chan = _channels(s, order, count)
-    nchannels = int(chan.max()) + 1 if n_send else 1
-    if nchannels > MAX_CHANNELS:
-        raise InputError("schedule", f"needs {nchannels} channels; MSCCL has at most {MAX_CHANNELS}")
-
-    # ops: ("S", i) send of transfer i at its source, ("R", i) its receive at the destination
-    tbs: dict[int, dict[tuple, list]] = defaultdict(dict)  # gpu -> {(dir, peer, chan): [ops]}
-    for i in order.tolist():
-        g_s, g_d, ch = int(src_r[i]), int(dst_r[i]), int(chan[i])
-        tbs[g_s].setdefault(("send", g_d, ch), []).append(("S", i))
-        tbs[g_d].setdefault(("recv", g_s, ch), []).append(("R", i))
-    # dependencies between ops
-    deps: dict[tuple, list[tuple]] = defaultdict(list)
-    from .cost import _dependencies
-
-    if n_send:
-        di, dj = _dependencies(s, instance)
-        for a, b in zip(di.tolist(), dj.tolist()):
-            deps[("S", a)].append(("R", b))
-        if lay.coll.combining:
-            _anti_dependencies(s, order, deps)
-    # thread block ids (gapless per GPU) and step indices (after nops)
-    pos: dict[tuple, tuple[int, int]] = {}
-    layout_tbs: dict[int, list[tuple[tuple, list]]] = {}
-    for g in range(lay.n):
-        keys = sorted(tbs.get(g, {}), key=lambda k: (k[0] != "send", k[1], k[2]))
-        layout_tbs[g] = [(k, tbs[g][k]) for k in keys]
-        for tb_id, (k, ops) in enumerate(layout_tbs[g]):
-            idx = 0
-            for op in ops:
-                idx += max(len(deps.get(op, ())) - 1, 0)
-                pos[op] = (tb_id, idx)
-                idx += 1
-    hasdep = {d for ds in deps.values() for d in ds}
-    for g, lst in layout_tbs.items():
-        for (direction, peer, ch), ops in lst:
-            steps = pos[ops[-1]][1] + 1
-            if steps > MAX_STEPS:
-                raise InputError("schedule", f"gpu {g} would run {steps} steps in its {direction} thread block for peer "
-                                 f"{peer} (channel {ch}); MSCCL runs at most {MAX_STEPS} per thread block")
-
+    per_loop = lay.loop_chunks(dialect) * D
+    if max(per_loop, lay.n * lay.c * D) > max_chunks:
+        raise InputError("schedule", f"pieces on a 1/{D} grid need {max(per_loop, lay.n * lay.c * D)} MSCCL chunks per "
+                         f"buffer (more than {max_chunks}); export whole-chunk schedules or a coarser grid")
+    src_r, dst_r, rchunk = _checked_sends(s, lay, instance)
+    lay.assign_scratch(rchunk, dst_r)
+    order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
+    deps = _op_dependencies(s, instance, order)
+    nchannels, tbs, pos = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect])
+    _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
-        "name": name, "proto": proto, "nchannels": str(nchannels),
-        "nchunksperloop": str(lay.rank_chunks * D), "ngpus": str(lay.n), "coll": MSCCL_COLL[lay.kind],
-        "inplace": "0" if lay.kind == "alltoall" else "1", "outofplace": "1" if lay.kind == "alltoall" else "0",
+        "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
+        "ngpus": str(lay.n), "coll": COLL_NAMES[dialect][lay.kind],
+        "inplace": "1" if lay.in_place else "0", "outofplace": "0" if lay.in_place else "1",
         "minBytes": str(int(min_bytes)), "maxBytes": str(int(max_bytes)),
         "redop": "sum" if lay.coll.combining else "nop",
     })
-    sizes = lay.buffer_sizes(D)
+    reduce = _combining_op(s, lay.coll.combining)
+    hasdep = {d for ds in deps.values() for d in ds}
     for g in range(lay.n):
-        gpu = ET.SubElement(algo, "gpu", {"id": str(g), **{k: str(v) for k, v in sizes.items()}})
-        for tb_id, ((direction, peer, ch), ops) in enumerate(layout_tbs[g]):
+        gpu = ET.SubElement(algo, "gpu", {"id": str(g), **{k: str(v) for k, v in lay.buffer_sizes(g, D).items()}})
+        for tb_id, ((direction, peer, ch), ops) in enumerate(tbs[g]):
             tb = ET.SubElement(gpu, "tb", {
                 "id": str(tb_id), "send": str(peer) if direction == "send" else "-1",
                 "recv": str(peer) if direction == "recv" else "-1", "chan": str(ch),
             })
             idx = 0
             for op in ops:
-                kind, i = op
-                r = int(rchunk[i])
-                lo, hi = int(s.lo[i]), int(s.hi[i])
-                sbuf, soff = lay.location(r, int(src_r[i]))
-                dbuf, doff = lay.location(r, int(dst_r[i]))
                 here = [pos[d] for d in deps.get(op, ())]
                 for dep_tb, dep_s in here[:-1]:
                     ET.SubElement(tb, "step", _step(idx, "nop", "i", 0, "i", 0, 0, dep_tb, dep_s, 0))
                     idx += 1
                 dep_tb, dep_s = here[-1] if here else (-1, -1)
-                typ = "s" if kind == "S" else ("rrc" if reduce[i] else "r")
-                bufs = (sbuf, soff * D + lo, dbuf, doff * D + lo)
-                ET.SubElement(tb, "step", _step(idx, typ, *bufs, hi - lo, dep_tb, dep_s, int(op in hasdep)))
+                typ, bufs, cnt = _op_fields(op, s, lay, g, rchunk, src_r, dst_r, reduce)
+                ET.SubElement(tb, "step", _step(idx, typ, *bufs, cnt, dep_tb, dep_s, int(op in hasdep)))
                 idx += 1
     ET.indent(algo, space="  ")
-    return ET.tostring(algo, encoding="unicode") + "\n"
+    return rank_comment(instance) + ET.tostring(algo, encoding="unicode") + "\n"
 
 
-def _channels(s: Schedule, order: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _checked_sends(s: Schedule, lay: _Layout, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source rank, destination rank, rank-space chunk) of every send; refuses sends MSCCL
+    cannot run (off the ranks, off the links, chunks no rank owns, pieces too large)."""
+    n_send = len(s)
+    if not n_send:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    if max(s.src.max(), s.dst.max()) >= lay.S or min(s.src.min(), s.dst.min()) < 0:
+        raise InputError("schedule", f"a send names a node outside 0..{lay.S - 1}")
+    src_r, dst_r = lay.rank_of[s.src], lay.rank_of[s.dst]
+    bad = np.flatnonzero((src_r < 0) | (dst_r < 0))
+    if len(bad):
+        i = int(bad[0])
+        raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) touches a node that is not a rank of the collective")
+    pair = instance.topology.link_arrays.lookup(s.src, s.dst)
+    if (pair < 0).any():
+        i = int(np.flatnonzero(pair < 0)[0])
+        raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) is not over a direct link; only direct-link schedules export to MSCCL")
+    rchunk = lay.to_rank_chunk(s.chunk)
+    if (rchunk < 0).any():
+        i = int(np.flatnonzero(rchunk < 0)[0])
+        raise InputError("schedule", f"send {i} moves chunk {s.chunk[i]}, which no rank owns")
+    if int((s.hi - s.lo).max()) >= MAX_COUNT:
+        raise InputError("schedule", f"a piece spans {int((s.hi - s.lo).max())} MSCCL chunks; the executor moves fewer than {MAX_COUNT} per step")
+    return src_r, dst_r, rchunk
+
+
+def _thread_blocks(lay: _Layout, order: np.ndarray, src_r, dst_r, chan) -> dict[int, list[tuple[tuple, list]]]:
+    """Per GPU, its thread blocks in id order: ``((direction, peer, channel), ops)``.
+
+    Ops are ``("S", i)`` (send ``i`` at its source), ``("R", i)`` (its receive) and
+    ``("C", g, k)`` (the k-th local copy of GPU ``g``)."""
+    tbs: dict[int, dict[tuple, list]] = defaultdict(dict)
+    for i in order.tolist():
+        g_s, g_d, ch = int(src_r[i]), int(dst_r[i]), int(chan[i])
+        tbs[g_s].setdefault(("send", g_d, ch), []).append(("S", i))
+        tbs[g_d].setdefault(("recv", g_s, ch), []).append(("R", i))
+    out = {}
+    for g in range(lay.n):
+        keys = sorted(tbs.get(g, {}), key=lambda k: (k[0] != "send", k[1], k[2]))
+        out[g] = [(k, tbs[g][k]) for k in keys]
+        copies = _copy_runs(lay.copies(g))
+        if copies:
+            out[g].append((("copy", -1, 0), [("C", g, k) for k in range(len(copies))]))
+    return out
+
+
+def _copy_runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Contiguous runs ``(src, dst, length)`` of (src, dst) offsets (chunks before refinement)."""
+    runs: list[list[int]] = []
+    for a, b in pairs:
+        if runs and runs[-1][0] + runs[-1][2] == a and runs[-1][1] + runs[-1][2] == b:
+            runs[-1][2] += 1
+        else:
+            runs.append([a, b, 1])
+    return [tuple(r) for r in runs]
+
+
+def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray) -> dict[tuple, list[tuple]]:
+    """The ops each op waits for (see the module doc)."""
+    deps: dict[tuple, list[tuple]] = defaultdict(list)
+    if not len(s):
+        return deps
+    di, dj = _dependencies(s, instance)
+    for a, b in zip(di.tolist(), dj.tolist()):
+        deps[("S", a)].append(("R", b))
+    if instance.collective.combining:
+        _anti_dependencies(s, order, deps)
+    return deps
+
+
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int):
+    """``(nchannels, thread blocks, op positions)``: a link's sends spread over as many
+    channels as keep every thread block within ``max_steps`` steps (nops included)."""
+    pair = instance.topology.link_arrays.lookup(s.src, s.dst)
+    count = instance.topology.link_arrays.count[pair] if len(s) else np.zeros(0, np.int64)
+    lane = max_steps
+    while True:
+        chan = _channels(s, order, count, lane)
+        nchannels = int(chan.max()) + 1 if len(s) else 1
+        if nchannels > MAX_CHANNELS:
+            raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
+                             f"MSCCL has at most {MAX_CHANNELS}")
+        tbs = _thread_blocks(lay, order, src_r, dst_r, chan)
+        pos, longest = _positions(tbs, deps)
+        if longest <= max_steps:
+            return nchannels, tbs, pos
+        if lane == 1:
+            raise InputError("schedule", f"a thread block needs {longest} steps; MSCCL runs at most {max_steps}")
+        lane = max(1, min(lane - 1, lane * max_steps // longest))
+
+
+def _positions(tbs: dict, deps: dict) -> tuple[dict[tuple, tuple[int, int]], int]:
+    """``(thread block id, step index)`` of every op, counting the nop steps before it, and
+    the most steps any thread block runs."""
+    pos: dict[tuple, tuple[int, int]] = {}
+    longest = 0
+    for lst in tbs.values():
+        for tb_id, (_, ops) in enumerate(lst):
+            idx = 0
+            for op in ops:
+                idx += max(len(deps.get(op, ())) - 1, 0)
+                pos[op] = (tb_id, idx)
+                idx += 1
+            longest = max(longest, idx)
+    return pos, longest
+
+
+def _check_limits(lay: _Layout, tbs: dict, deps: dict, pos: dict, denom: int, dialect: str) -> None:
+    """Refuse programs past the runtime's fixed-size fields: thread blocks per GPU, the
+    thread block a dependency names (int8_t), buffer offsets (int16_t)."""
+    most = max((len(lst) for lst in tbs.values()), default=0)
+    if most > MAX_THREAD_BLOCKS[dialect]:
+        raise InputError("schedule", f"a GPU needs {most} thread blocks; {dialect} runs at most {MAX_THREAD_BLOCKS[dialect]}")
+    far = max((pos[d][0] for ds in deps.values() for d in ds), default=0)
+    if far > MAX_DEPENDED_TB:
+        raise InputError("schedule", f"a step waits for thread block {far}; MSCCL names at most {MAX_DEPENDED_TB}")
+    biggest = max(max(lay.buffer_sizes(g, denom).values()) for g in range(lay.n))
+    if biggest - 1 > MAX_OFFSET:
+        raise InputError("schedule", f"a buffer of {biggest} MSCCL chunks; MSCCL offsets stop at {MAX_OFFSET}")
+
+
+def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, dst_r, reduce) -> tuple:
+    """``(type, (srcbuf, srcoff, dstbuf, dstoff), cnt)`` of one op's step."""
+    D = s.denom
+    if op[0] == "C":
+        a, b, length = _copy_runs(lay.copies(gpu))[op[2]]
+        cnt = length * D
+        if cnt >= MAX_COUNT:
+            raise InputError("schedule", f"a local copy of {cnt} MSCCL chunks; the executor moves fewer than {MAX_COUNT} per step")
+        return "cpy", ("i", a * D, "o", b * D), cnt
+    kind, i = op
+    r = int(rchunk[i])
+    lo, hi = int(s.lo[i]), int(s.hi[i])
+    sbuf, soff = lay.location(r, int(src_r[i]))
+    dbuf, doff = lay.location(r, int(dst_r[i]))
+    if kind == "S":
+        return "s", (sbuf, soff * D + lo, dbuf, doff * D + lo), hi - lo
+    if reduce[i]:  # the executor adds the local srcbuf/srcoff to what arrives
+        return "rrc", (dbuf, doff * D + lo, dbuf, doff * D + lo), hi - lo
+    return "r", (sbuf, soff * D + lo, dbuf, doff * D + lo), hi - lo
+
+
+def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int) -> np.ndarray:
     """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
-    ``lanes = max(k, ceil(m / LANE_STEPS))`` consecutive channels from a base chosen greedily so
+    ``lanes = max(k, ceil(m / lane_steps))`` consecutive channels from a base chosen greedily so
     that no GPU has more than ``MAX_TB_PER_CHANNEL`` send (or receive) thread blocks on a
     channel; its sends take the lanes round-robin in program order (so the sends of one step
     over parallel links use different links)."""
@@ -306,7 +543,7 @@ def _channels(s: Schedule, order: np.ndarray, count: np.ndarray) -> np.ndarray:
     out_use: dict[int, Counter] = defaultdict(Counter)
     in_use: dict[int, Counter] = defaultdict(Counter)
     for (u, v), members in sorted(links.items()):
-        lanes = max(int(count[members[0]]), -(-len(members) // LANE_STEPS))
+        lanes = max(int(count[members[0]]), -(-len(members) // lane_steps))
         base = 0
         while any(out_use[u][base + q] >= MAX_TB_PER_CHANNEL or in_use[v][base + q] >= MAX_TB_PER_CHANNEL
                   for q in range(lanes)):
@@ -364,13 +601,36 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
 
     Sends and receives are paired per (src, dst, channel) in thread-block order; a transfer's
     chunk and piece come from the receiver's destination (buffer, offset, cnt), split at chunk
-    boundaries. Steps: every transfer is numbered by the longest dependency chain: one more
-    than a receive its send depends on (``depid``/``deps``, including ``nop`` steps, or an
-    earlier receive in the same thread block writing what it reads), at least the step of any
-    other dependency and of the previous step in its thread block. ``denom`` defaults to
-    ``nchunksperloop`` / rank-space chunks. Errors are :class:`~collsynth.InputError`.
+    boundaries (a relay's scratch slot takes the chunk its first writer carried). Steps: every
+    transfer is numbered by the longest dependency chain: one more than a receive its send
+    depends on (``depid``/``deps``, including ``nop`` steps, or an earlier receive in the same
+    thread block writing what it reads), at least the step of any other dependency and of the
+    previous step in its thread block. Local ``cpy`` steps move nothing between ranks and are
+    not part of the schedule. ``denom`` defaults to ``nchunksperloop`` over the chunks of the
+    collective's loop buffer (for either dialect, told apart by ``coll``). Errors are
+    :class:`~collsynth.InputError`.
     """
     lay = _Layout(instance)
+    root = _parse_root(xml, lay)
+    D = _denominator(root, lay) if denom is None else int(denom)
+    ops, tb_info, tb_ops = _collect_steps(root)
+    transfers, send_of, recv_of = _pair_transfers(ops, tb_info, tb_ops)
+    edges = _transfer_edges(ops, tb_ops, send_of, recv_of)
+    step = _longest_paths(len(transfers), edges)
+    scratch = _scratch_chunks(lay, ops, transfers, D)
+    rows = []
+    for x, (skey, rkey) in enumerate(transfers):
+        g_src, g_dst = skey[0], rkey[0]
+        rec = ops[rkey]
+        op = "reduce" if rec["type"] in REDUCE_TYPES else "copy"
+        for r, lo, hi in _pieces(lay, rec["dstbuf"], rec["dstoff"], rec["cnt"], g_dst, D, scratch):
+            rows.append((lay.from_rank_chunk(r), Fraction(lo, D), Fraction(hi, D),
+                         int(lay.ranks[g_src]), int(lay.ranks[g_dst]), step[x], op))
+    return from_sends(rows, lay.kind, lay.S, lay.coll.num_chunks)
+
+
+def _parse_root(xml: str, lay: _Layout) -> ET.Element:
+    """The ``<algo>`` element, checked for its attributes, GPU count and collective name."""
     try:
         root = ET.fromstring(xml)
     except ET.ParseError as e:
@@ -383,14 +643,26 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
     ngpus = _int(root, "ngpus", "xml: algo")
     if ngpus != lay.n:
         raise InputError("xml: algo.ngpus", f"the collective has {lay.n} ranks, the XML {ngpus}")
+    names = {COLL_NAMES[d][lay.kind] for d in DIALECTS}
+    if root.get("coll") not in names:
+        raise InputError("xml: algo.coll", f"expected {' or '.join(sorted(names))} for {lay.kind}, got {root.get('coll')!r}")
+    return root
+
+
+def _denominator(root: ET.Element, lay: _Layout) -> int:
+    """MSCCL chunks per schedule chunk: ``nchunksperloop`` over the loop buffer's chunks."""
     per_loop = _int(root, "nchunksperloop", "xml: algo")
-    if denom is None:
-        if per_loop % lay.rank_chunks:
-            raise InputError("xml: algo.nchunksperloop", f"expected a multiple of {lay.rank_chunks}, got {per_loop}")
-        denom = per_loop // lay.rank_chunks
-    D = int(denom)
-    # collect ops
-    ops: dict[tuple[int, int, int], dict] = {}  # (gpu, tb, s) -> step attrs
+    dialect = "msccl-tools" if root.get("coll") == "custom" else DEFAULT_DIALECT
+    unit = lay.loop_chunks(dialect)
+    if per_loop <= 0 or per_loop % unit:
+        raise InputError("xml: algo.nchunksperloop", f"expected a positive multiple of {unit}, got {per_loop}")
+    return per_loop // unit
+
+
+def _collect_steps(root: ET.Element) -> tuple[dict, dict, dict]:
+    """``ops[(gpu, tb, s)]`` (step attributes), ``tb_info[(gpu, tb)]`` (peers, channel) and
+    ``tb_ops[(gpu, tb)]`` (its step keys in order); checks ids and attributes."""
+    ops: dict[tuple[int, int, int], dict] = {}
     tb_info: dict[tuple[int, int], dict] = {}
     tb_ops: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for gpu in root.findall("gpu"):
@@ -400,8 +672,7 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
             where = f"xml: gpu {g} tb"
             t = _int(tb, "id", where)
             ids.append(t)
-            info = {"send": _int(tb, "send", where), "recv": _int(tb, "recv", where), "chan": _int(tb, "chan", where)}
-            tb_info[(g, t)] = info
+            tb_info[(g, t)] = {a: _int(tb, a, where) for a in ("send", "recv", "chan")}
             lst = tb_ops[(g, t)] = []
             for st in tb.findall("step"):
                 w = f"xml: gpu {g} tb {t} step"
@@ -420,7 +691,12 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
                 lst.append(key)
         if sorted(ids) != list(range(len(ids))):
             raise InputError(f"xml: gpu {g}", f"thread block ids must be 0..{len(ids) - 1} without gaps, got {sorted(ids)}")
-    # pair sends with receives per (src, dst, chan)
+    return ops, tb_info, tb_ops
+
+
+def _pair_transfers(ops: dict, tb_info: dict, tb_ops: dict) -> tuple[list, dict, dict]:
+    """Transfers ``(send key, receive key)`` paired per (src, dst, channel) in order, and the
+    transfer index of every send and receive step."""
     sends_by: dict[tuple[int, int, int], list] = defaultdict(list)
     recvs_by: dict[tuple[int, int, int], list] = defaultdict(list)
     for (g, t), keys in tb_ops.items():
@@ -435,7 +711,7 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
                 if info["recv"] < 0:
                     raise InputError(f"xml: gpu {g} tb {t}", "a receive step in a thread block without a recv peer")
                 recvs_by[(info["recv"], g, info["chan"])].append(key)
-    transfers = []  # (send key, recv key)
+    transfers: list[tuple] = []
     send_of: dict = {}
     recv_of: dict = {}
     for link in sorted(set(sends_by) | set(recvs_by)):
@@ -448,7 +724,12 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
             send_of[x] = len(transfers)
             recv_of[y] = len(transfers)
             transfers.append((x, y))
-    # constraints between transfers: (before, after, gap)
+    return transfers, send_of, recv_of
+
+
+def _transfer_edges(ops: dict, tb_ops: dict, send_of: dict, recv_of: dict) -> list[tuple[int, int, int]]:
+    """Constraints ``(before, after, gap)`` between transfers from dependencies, program order
+    and reads of what an earlier receive in the same thread block wrote."""
     edges: list[tuple[int, int, int]] = []
     for (g, t), keys in tb_ops.items():
         pending: list[tuple[int, int, int]] = []
@@ -464,49 +745,71 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
             if rec["type"] == "nop":
                 continue
             mine = [x for x in (recv_of.get(key), send_of.get(key)) if x is not None]
-            if not mine:
-                pending = []
-                continue
-            if len(mine) == 2:  # receive-and-forward: the forward is one step later
-                edges.append((mine[0], mine[1], 1))
-            for dkey in pending:
-                for dep, dep_is_recv in ((send_of.get(dkey), False), (recv_of.get(dkey), True)):
-                    for me in mine:
-                        if dep is None or dep == me:
-                            continue
-                        gap = 1 if (me == send_of.get(key) and dep_is_recv) else 0
-                        edges.append((dep, me, gap))
+            if mine:
+                _edges_of_step(key, rec, mine, pending, prev, written, send_of, recv_of, edges)
+                prev = mine[-1]
             pending = []
-            if prev is not None:
-                for me in mine:
-                    if me != prev:
-                        edges.append((prev, me, 0))
-            if key in send_of:
-                lo, hi = rec["srcoff"], rec["srcoff"] + rec["cnt"]
-                for buf, wlo, whi, w in written:
-                    if buf == rec["srcbuf"] and wlo < hi and lo < whi and w != send_of[key]:
-                        edges.append((w, send_of[key], 1))
-            if key in recv_of:
-                written.append((rec["dstbuf"], rec["dstoff"], rec["dstoff"] + rec["cnt"], recv_of[key]))
-            prev = mine[-1]
-    step = _longest_paths(len(transfers), edges)
-    rows = []
-    for x, (skey, rkey) in enumerate(transfers):
-        g_src, g_dst = skey[0], rkey[0]
-        rec = ops[rkey]
-        op = "reduce" if rec["type"] in REDUCE_TYPES else "copy"
-        off, cnt = rec["dstoff"], rec["cnt"]
-        while cnt > 0:  # split at chunk boundaries
-            base, lo = divmod(off, D)
-            take = min(cnt, D - lo)
-            r = lay.chunk_at(rec["dstbuf"], base, g_dst)
-            if not 0 <= r < lay.rank_chunks:
-                raise InputError("xml", f"offset {off} of buffer {rec['dstbuf']!r} on gpu {g_dst} is outside the collective")
-            rows.append((lay.from_rank_chunk(r), Fraction(lo, D), Fraction(lo + take, D),
-                         int(lay.ranks[g_src]), int(lay.ranks[g_dst]), step[x], op))
-            off += take
-            cnt -= take
-    return from_sends(rows, lay.kind, lay.S, lay.coll.num_chunks)
+    return edges
+
+
+def _edges_of_step(key, rec, mine, pending, prev, written, send_of, recv_of, edges) -> None:
+    """The constraints one transfer step adds (see :func:`_transfer_edges`)."""
+    if len(mine) == 2:  # receive-and-forward: the forward is one step later
+        edges.append((mine[0], mine[1], 1))
+    for dkey in pending:
+        for dep, dep_is_recv in ((send_of.get(dkey), False), (recv_of.get(dkey), True)):
+            for me in mine:
+                if dep is None or dep == me:
+                    continue
+                gap = 1 if (me == send_of.get(key) and dep_is_recv) else 0
+                edges.append((dep, me, gap))
+    if prev is not None:
+        for me in mine:
+            if me != prev:
+                edges.append((prev, me, 0))
+    if key in send_of:
+        lo, hi = rec["srcoff"], rec["srcoff"] + rec["cnt"]
+        for buf, wlo, whi, w in written:
+            if buf == rec["srcbuf"] and wlo < hi and lo < whi and w != send_of[key]:
+                edges.append((w, send_of[key], 1))
+    if key in recv_of:
+        written.append((rec["dstbuf"], rec["dstoff"], rec["dstoff"] + rec["cnt"], recv_of[key]))
+
+
+def _scratch_chunks(lay: _Layout, ops: dict, transfers: list, D: int) -> dict[tuple[int, int], int]:
+    """``{(gpu, slot): chunk}`` for scratch slots: a receive into ``s`` holds the chunk its
+    send read (resolved along relay chains; the first writer of a slot names it)."""
+    scratch: dict[tuple[int, int], int] = {}
+    todo = [(skey, rkey) for skey, rkey in transfers if ops[rkey]["dstbuf"] == "s"]
+    while todo:
+        left = []
+        for skey, rkey in todo:
+            snd = ops[skey]
+            r = lay.chunk_at(snd["srcbuf"], snd["srcoff"] // D, skey[0], scratch)
+            if r < 0:
+                left.append((skey, rkey))
+                continue
+            scratch.setdefault((rkey[0], ops[rkey]["dstoff"] // D), r)
+        if len(left) == len(todo):
+            skey, rkey = left[0]
+            raise InputError("xml", f"gpu {skey[0]} sends from {ops[skey]['srcbuf']}[{ops[skey]['srcoff']}], "
+                             "which holds no chunk of the collective")
+        todo = left
+    return scratch
+
+
+def _pieces(lay: _Layout, buf: str, off: int, cnt: int, gpu: int, D: int, scratch: dict):
+    """``(rank-space chunk, lo, hi)`` on the 1/D grid covered by ``cnt`` MSCCL chunks at
+    ``buf[off]`` of ``gpu``, split at chunk boundaries."""
+    while cnt > 0:
+        base, lo = divmod(off, D)
+        take = min(cnt, D - lo)
+        r = lay.chunk_at(buf, base, gpu, scratch)
+        if not 0 <= r < lay.rank_chunks:
+            raise InputError("xml", f"offset {off} of buffer {buf!r} on gpu {gpu} is outside the collective")
+        yield r, lo, lo + take
+        off += take
+        cnt -= take
 
 
 def _longest_paths(n: int, edges: list[tuple[int, int, int]]) -> list[int]:
@@ -516,9 +819,6 @@ def _longest_paths(n: int, edges: list[tuple[int, int, int]]) -> list[int]:
     for the local send, which the executor's buffered sends satisfy): strongly connected
     components share one step; a cycle with a positive gap is an error.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     if not edges:
         return [1] * n
     a = np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges))

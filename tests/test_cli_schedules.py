@@ -13,6 +13,7 @@ from collsynth.tens.export import interpret_msccl_xml
 from collsynth.tens.schedule import from_sends, read_json, write_json
 from collsynth.tens.verify import verify
 
+from msccl_sim import run_msccl
 from test_cost import recursive_doubling_allgather, ring_allgather
 
 N, BWv, ALPHAv, MSG = 6, 50e9, 1e-6, 6 * 1024.0
@@ -132,3 +133,58 @@ def test_bad_input_files(files, capsys):
     broken.write_text('{"format": "collsynth.schedule/1", "collective": "allgather"}')
     code, _, err = run(capsys, "price", str(broken), inst)
     assert code == 2 and "nodes" in err
+
+
+FAILED_MESH = """
+name = "mesh3x3-failed-gather"
+[topology]
+generator = "mesh"
+dims = [3, 3]
+failed_nodes = [4]
+[collective]
+kind = "gather"
+root = 5
+"""
+
+
+def test_export_renumbered_ranks_are_written_and_printed(tmp_path, capsys):
+    """Node 4 failed: nodes 5..8 become ranks 4..7; the map is in the XML, in the JSON output
+    and beside the XML, and the program gathers at rank 4 (node 5)."""
+    inst = tmp_path / "mesh.toml"
+    inst.write_text(FAILED_MESH)
+    sched = tmp_path / "g.json"
+    code, _, _ = run(capsys, "solve", str(inst), "--producer", "greedy", "--out", str(sched))
+    assert code == 0
+    target = tmp_path / "g.xml"
+    code, out, err = run(capsys, "export", str(sched), str(inst), "--out", str(target), "--json")
+    data = json.loads(out)
+    ranks = {"0": 0, "1": 1, "2": 2, "3": 3, "5": 4, "6": 5, "7": 6, "8": 7}
+    assert code == 0 and err == ""
+    assert data["ranks_renumbered"] is True and data["ranks"] == ranks
+    assert data["ranks_out"] == f"{target}.ranks.json"
+    assert json.loads((tmp_path / "g.xml.ranks.json").read_text()) == {"xml": "g.xml", "ranks": ranks}
+    xml = target.read_text()
+    assert xml.startswith("<!-- collsynth: gpu ids are ranks, not node ids (node->rank): 0->0 1->1 2->2 3->3 5->4")
+    assert ET.fromstring(xml).get("coll") == "gather"
+    run_msccl(xml, "gather", root=4)
+    code, out, _ = run(capsys, "export", str(sched), str(inst), "--out", str(target))
+    assert code == 0 and "5->4" in out and "g.xml.ranks.json" in out
+
+
+def test_export_dialect_and_refusals(files, tmp_path, capsys):
+    _, inst, good, _ = files
+    code, out, _ = run(capsys, "export", good, inst, "--msccl-dialect", "msccl-tools", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["dialect"] == "msccl-tools" and data["ranks_renumbered"] is False
+    code, _, err = run(capsys, "export", good, inst, "--msccl-dialect", "nccl")
+    assert code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1
+    # a schedule MSCCL cannot express: one line on stderr, exit 2, nothing written
+    routed_inst = tmp_path / "ring8.toml"
+    routed_inst.write_text(INSTANCE.replace("bidirectional = false", "bidirectional = true").replace("nodes = 6", "nodes = 8"))
+    routed = tmp_path / "rd.json"
+    write_json(recursive_doubling_allgather(8, routing="shortest-path"), routed)
+    target = tmp_path / "rd.xml"
+    code, out, err = run(capsys, "export", str(routed), str(routed_inst), "--out", str(target))
+    assert code == 2 and out == "" and "wrote" not in err
+    assert err.startswith("error: schedule: send") and "direct link" in err and len(err.strip().splitlines()) == 1
+    assert not target.exists()

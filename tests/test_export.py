@@ -1,6 +1,11 @@
-"""MSCCL XML export (tens/export.py): structure the executor requires, and a faithful round trip.
+"""MSCCL XML export (tens/export.py).
 
-Every exported program is read back with ``interpret_msccl_xml`` and must verify.
+Every exported program is run by an interpreter of the executor written for the tests
+(tests/msccl_sim.py: thread blocks, FIFO-matched sends and receives per channel, dependency
+flags, buffers holding actual chunk contents and reduction contributions) and must leave every
+rank with the collective's postcondition; it is also read back with ``interpret_msccl_xml``
+and must verify. Schedules come from the real producers on several topologies, and mutants of
+exported programs must be refused.
 """
 
 from __future__ import annotations
@@ -10,61 +15,74 @@ import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from fractions import Fraction
 
+import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from collsynth import InputError
+from collsynth.instances import CORPUS
 from collsynth.instances.collective import make
 from collsynth.instances.generators import build
-from collsynth.instances.instance import Instance, make_instance
+from collsynth.instances.instance import Instance, load_instance, make_instance
+from collsynth.solvers.pipeline import run as produce_verify_price
+from collsynth.solvers.producers import Options
 from collsynth.tens.export import (
     ALGO_ATTRS,
+    DIALECTS,
     MAX_COUNT,
     MAX_STEPS,
     MAX_TB_PER_CHANNEL,
     STEP_ATTRS,
     interpret_msccl_xml,
+    rank_map,
     to_msccl_xml,
 )
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify
 
+from msccl_sim import Rejected, run_msccl
 from test_cost import (ALPHA, BW, binomial_broadcast, greedy_allgather, recursive_doubling_allgather,
                        ring_allgather, topologies)
 
+KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+OUT_OF_PLACE = ("alltoall", "gather", "scatter")
+# the `coll` names each runtime's parser accepts (msccl-executor-nccl msccl_parser.cc;
+# msccl-tools collectives.py with microsoft/msccl src/graph/xml.cc)
+COLL = {
+    "msccl-executor": {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
+                       "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+                       "alltoall": "alltoall"},
+    "msccl-tools": {"allgather": "allgather", "reduce_scatter": "reduce_scatter", "allreduce": "allreduce",
+                    "broadcast": "broadcast", "reduce": "reduce", "gather": "custom", "scatter": "custom",
+                    "alltoall": "alltoall"},
+}
 
-def check_structure(xml: str) -> dict:
-    """Assert what the MSCCL executor requires; return a few counts."""
+
+def check_structure(xml: str, dialect: str = "msccl-executor") -> dict:
+    """What the exporter promises beyond the executor's rules: steps numbered 0.. in each
+    thread block, ``hasdep`` on exactly the steps something depends on, one thread block per
+    (peer, channel), pieces inside the declared buffers; return a few counts."""
     root = ET.fromstring(xml)
     assert root.tag == "algo"
     for a in ALGO_ATTRS:
         assert root.get(a) is not None, a
-    ngpus = int(root.get("ngpus"))
-    gpus = root.findall("gpu")
-    assert sorted(int(g.get("id")) for g in gpus) == list(range(ngpus))
-    steps = {}
-    referenced = set()
+    steps, referenced = {}, set()
     sends, recvs = defaultdict(list), defaultdict(list)
-    nchan = int(root.get("nchannels"))
-    for g in gpus:
+    for g in root.findall("gpu"):
         gid = int(g.get("id"))
         sizes = {"i": int(g.get("i_chunks")), "o": int(g.get("o_chunks")), "s": int(g.get("s_chunks"))}
         tbs = g.findall("tb")
-        assert sorted(int(t.get("id")) for t in tbs) == list(range(len(tbs)))  # no gaps
-        for direction in ("send", "recv"):  # executor limits per channel and per thread block
+        for direction in ("send", "recv"):
             per_chan = Counter(t.get("chan") for t in tbs if t.get(direction) != "-1")
             assert max(per_chan.values(), default=0) <= MAX_TB_PER_CHANNEL
-        assert all(len(t.findall("step")) <= MAX_STEPS for t in tbs)
-        send_keys = Counter((t.get("send"), t.get("chan")) for t in tbs if t.get("send") != "-1")
-        recv_keys = Counter((t.get("recv"), t.get("chan")) for t in tbs if t.get("recv") != "-1")
-        assert all(v == 1 for v in send_keys.values()) and all(v == 1 for v in recv_keys.values())
+            keys = Counter((t.get(direction), t.get("chan")) for t in tbs if t.get(direction) != "-1")
+            assert all(v == 1 for v in keys.values())
         for t in tbs:
             tid = int(t.get("id"))
-            assert 0 <= int(t.get("chan")) < nchan
-            assert int(t.get("send")) != gid and int(t.get("recv")) != gid
+            assert len(t.findall("step")) <= MAX_STEPS[dialect]
             for i, s in enumerate(t.findall("step")):
-                for a in STEP_ATTRS:
-                    assert s.get(a) is not None, a
+                assert all(s.get(a) is not None for a in STEP_ATTRS)
                 assert int(s.get("s")) == i
                 steps[(gid, tid, i)] = s
                 if s.get("depid") != "-1":
@@ -73,28 +91,38 @@ def check_structure(xml: str) -> dict:
                 if typ == "nop":
                     continue
                 assert 1 <= cnt < MAX_COUNT
-                for buf, off in ((s.get("srcbuf"), s.get("srcoff")), (s.get("dstbuf"), s.get("dstoff"))):
-                    assert 0 <= int(off) and int(off) + cnt <= sizes[buf], (buf, off, cnt, sizes)
+                for buf, off, used in ((s.get("srcbuf"), s.get("srcoff"), typ in ("s", "rrc", "cpy")),
+                                       (s.get("dstbuf"), s.get("dstoff"), typ != "s")):
+                    assert not used or 0 <= int(off) and int(off) + cnt <= sizes[buf], (buf, off, cnt, sizes)
                 if typ == "s":
                     sends[(gid, int(t.get("send")), t.get("chan"))].append(cnt)
-                else:
-                    assert typ in ("r", "rrc")
+                elif typ in ("r", "rrc"):
                     recvs[(int(t.get("recv")), gid, t.get("chan"))].append(cnt)
+                else:
+                    assert typ == "cpy" and t.get("send") == t.get("recv") == "-1"
     assert referenced <= set(steps)
     for key, s in steps.items():
         assert (s.get("hasdep") == "1") == (key in referenced)
-    assert sends == recvs  # pairing per (src, dst, channel) in order, same counts
-    return {"gpus": ngpus, "steps": len(steps), "channels": nchan}
+    assert sends == recvs
+    return {"gpus": int(root.get("ngpus")), "steps": len(steps), "channels": int(root.get("nchannels")),
+            "types": Counter(s.get("type") for s in steps.values())}
 
 
-def roundtrip(schedule, inst):
+def root_rank(inst: Instance) -> int | None:
+    """The root's rank: its position among the collective's nodes (the collective's definition)."""
+    coll = inst.collective
+    return list(coll.nodes).index(coll.root) if coll.root is not None else None
+
+
+def roundtrip(schedule, inst, dialect="msccl-executor"):
+    """Export, run on the interpreter of the executor, read back; return (xml, read-back, counts)."""
     assert verify(schedule, inst) is None
-    xml = to_msccl_xml(schedule, inst)
-    info = check_structure(xml)
+    xml = to_msccl_xml(schedule, inst, dialect=dialect)
+    info = check_structure(xml, dialect)
+    run_msccl(xml, inst.collective.kind, root=root_rank(inst), dialect=dialect)
     back = interpret_msccl_xml(xml, inst)
     assert verify(back, inst) is None, verify(back, inst)
-    assert len(back) == len(schedule)
-    key = lambda s: (s.chunk, s.lo, s.hi, s.src, s.dst)
+    key = lambda s: (s.chunk, s.lo, s.hi, s.src, s.dst)  # noqa: E731
     assert sorted(map(key, back.sends())) == sorted(map(key, schedule.sends()))
     return xml, back, info
 
@@ -103,13 +131,228 @@ def _ring(n, bidirectional=False):
     return build("ring", {"nodes": n, "bidirectional": bidirectional}, bandwidth=BW, alpha=ALPHA)
 
 
+# ---- every kind, real producers, several topologies -------------------------------------------
+
+TOPOLOGIES = {
+    "ring6": lambda: build("ring", {"nodes": 6}),
+    "complete4": lambda: build("complete", {"nodes": 4}),
+    "torus3x3": lambda: build("torus", {"dims": [3, 3]}),
+    "mesh3x3-failed4": lambda: build("mesh", {"dims": [3, 3]}).with_failures([4]),
+    "hypercube3": lambda: build("hypercube", {"dim": 3}),
+}
+ROOT_NODE = {"ring6": 5, "complete4": 2, "torus3x3": 5, "mesh3x3-failed4": 5, "hypercube3": 5}
+CASES = (
+    [(t, k, "greedy") for t in TOPOLOGIES for k in KINDS]
+    + [("ring6", k, "ring") for k in ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")]
+    + [("hypercube3", k, "recursive-doubling") for k in ("allgather", "reduce_scatter", "allreduce")]
+    + [("complete4", k, "direct") for k in KINDS]
+    + [("complete4", k, "binomial-tree") for k in ROOTED]
+    + [("torus3x3", "alltoall", "ten-ilp"), ("mesh3x3-failed4", "gather", "ten-ilp"),
+       ("hypercube3", "allreduce", "ten-ilp")]
+    + [("torus3x3", "allgather", "bfb-lp"), ("mesh3x3-failed4", "allreduce", "bfb-lp"),
+       ("ring6", "reduce_scatter", "bfb-lp")]
+)
+
+
+def produced(topology: str, kind: str, producer: str):
+    """(instance, verified schedule) from ``producer`` through the produce-verify-price path."""
+    root = ROOT_NODE[topology] if kind in ROOTED else None
+    inst = make_instance(TOPOLOGIES[topology](), kind, root=root)
+    row, schedule = produce_verify_price(inst, producer, Options(time_limit=20))
+    assert row["verified"] and schedule is not None, row
+    return inst, schedule
+
+
+@pytest.mark.parametrize("topology,kind,producer", CASES, ids=["-".join(c) for c in CASES])
+def test_every_kind_runs_on_the_executor(topology, kind, producer):
+    inst, schedule = produced(topology, kind, producer)
+    live = sorted(inst.topology.npus)
+    ranks = {node: i for i, node in enumerate(live)}  # failed nodes drop out, the rest keep their order
+    assert rank_map(inst) == ranks
+    root = ranks[ROOT_NODE[topology]] if kind in ROOTED else None
+    for dialect in DIALECTS:
+        xml = to_msccl_xml(schedule, inst, dialect=dialect)
+        check_structure(xml, dialect)
+        ran = run_msccl(xml, kind, root=root, dialect=dialect)
+        assert ran["modes"] == (["out-of-place"] if kind in OUT_OF_PLACE else ["in-place"])
+        assert ET.fromstring(xml).get("coll") == COLL[dialect][kind]
+        assert xml.startswith("<!--") == (live != list(range(len(live))))
+    back = interpret_msccl_xml(xml, inst)
+    assert verify(back, inst) is None
+    assert Counter((s.chunk, s.lo, s.hi, s.src, s.dst) for s in back.sends()) == \
+        Counter((s.chunk, s.lo, s.hi, s.src, s.dst) for s in schedule.sends())
+
+
+@pytest.mark.parametrize("name,n", [("complete4-alltoall", 4), ("torus3x3-alltoall", 9)])
+def test_alltoall_moves_whole_blocks_and_copies_its_own(name, n):
+    """One chunk per ordered pair (c = 1): the executor's alltoall count is one block, its
+    sizeMultiplier n, so nchunksperloop = i_chunks = o_chunks = n and every step moves cnt 1
+    (a whole block); each GPU copies its own block i[g] -> o[g] once."""
+    inst = load_instance(CORPUS / f"{name}.toml")
+    row, schedule = produce_verify_price(inst, "greedy")
+    xml = to_msccl_xml(schedule, inst)
+    root = ET.fromstring(xml)
+    assert (root.get("nchunksperloop"), root.get("inplace"), root.get("outofplace")) == (str(n), "0", "1")
+    for g in root.findall("gpu"):
+        assert (g.get("i_chunks"), g.get("o_chunks")) == (str(n), str(n))
+        copies = [(s.get("srcbuf"), s.get("srcoff"), s.get("dstbuf"), s.get("dstoff"), s.get("cnt"))
+                  for s in g.iter("step") if s.get("type") == "cpy"]
+        assert copies == [("i", g.get("id"), "o", g.get("id"), "1")]
+    assert {s.get("cnt") for s in root.iter("step") if s.get("type") != "nop"} == {"1"}
+    assert run_msccl(xml, "alltoall")["modes"] == ["out-of-place"]
+    # the program the export used to write: n*n chunks per loop (each step moved 1/n of a block)
+    with pytest.raises(Rejected, match="output chunk"):
+        run_msccl(xml.replace(f'nchunksperloop="{n}"', f'nchunksperloop="{n * n}"'), "alltoall")
+    no_copy = ET.fromstring(xml)
+    for g in no_copy.findall("gpu"):
+        for t in g.findall("tb"):
+            if t.get("send") == t.get("recv") == "-1":
+                g.remove(t)
+    with pytest.raises(Rejected, match="output chunk"):
+        run_msccl(ET.tostring(no_copy, encoding="unicode"), "alltoall")
+
+
+def test_collective_names_and_loop_sizes_per_dialect():
+    """Executor names by default; msccl-tools names on request, which the executor refuses.
+    Gather's count is one rank's share for the executor (sizeMultiplier 1: c chunks per loop)
+    and the whole output for msccl-tools (n*c)."""
+    n, c = 4, 2
+    inst = make_instance(_ring(n, bidirectional=True), "gather", root=0, chunks_per_node=c)
+    rows = [(u * c + j, 0, 1, src, dst, step)  # node 2's shard goes through node 1
+            for u, src, dst, step in ((1, 1, 0, 1), (3, 3, 0, 1), (2, 2, 1, 1), (2, 1, 0, 2)) for j in range(c)]
+    s = from_sends(rows, "gather", n, n * c)
+    for dialect, per_loop in (("msccl-executor", "2"), ("msccl-tools", "8")):
+        xml, _, _ = roundtrip(s, inst, dialect)
+        assert (ET.fromstring(xml).get("coll"), ET.fromstring(xml).get("nchunksperloop")) == (COLL[dialect]["gather"], per_loop)
+    rs = reverse(ring_allgather(5))
+    inst_rs = make_instance(_ring(5, bidirectional=True), "reduce_scatter")
+    tools = to_msccl_xml(rs, inst_rs, dialect="msccl-tools")
+    assert ET.fromstring(tools).get("coll") == "reduce_scatter"
+    run_msccl(tools, "reduce_scatter", dialect="msccl-tools")
+    with pytest.raises(Rejected, match="reduce_scatter"):
+        run_msccl(tools, "reduce_scatter", dialect="msccl-executor")
+    assert ET.fromstring(to_msccl_xml(rs, inst_rs)).get("coll") == "reducescatter"
+    with pytest.raises(InputError, match="dialect"):
+        to_msccl_xml(rs, inst_rs, dialect="nccl")
+
+
+# ---- mutants the interpreter must refuse ------------------------------------------------------
+
+def _mutants_dropping(xml: str, drop_step: bool):
+    """Every program with one real step removed (``drop_step``) or one dependency cleared."""
+    root = ET.fromstring(xml)
+    sites = [(gi, ti, si) for gi, g in enumerate(root.findall("gpu")) for ti, t in enumerate(g.findall("tb"))
+             for si, s in enumerate(t.findall("step"))
+             if (s.get("type") != "nop" if drop_step else s.get("depid") != "-1")]
+    for gi, ti, si in sites:
+        m = ET.fromstring(xml)
+        t = m.findall("gpu")[gi].findall("tb")[ti]
+        s = t.findall("step")[si]
+        if drop_step:
+            t.remove(s)
+        else:
+            s.set("depid", "-1")
+            s.set("deps", "-1")
+        yield ET.tostring(m, encoding="unicode")
+
+
+def test_every_dropped_step_or_dependency_of_a_ring_allgather_is_refused():
+    """On a one-way ring every dependency orders a send after the receive that brought its
+    chunk, and every step carries data: no single omission leaves a correct program."""
+    n = 5
+    inst = make_instance(_ring(n), "allgather")
+    xml = to_msccl_xml(ring_allgather(n), inst)
+    run_msccl(xml, "allgather")
+    dropped = list(_mutants_dropping(xml, drop_step=True))
+    cleared = list(_mutants_dropping(xml, drop_step=False))
+    assert len(dropped) == 2 * n * (n - 1) and len(cleared) == n * (n - 2)
+    for m in dropped + cleared:
+        with pytest.raises(Rejected):
+            run_msccl(m, "allgather")
+
+
+def test_retargeted_and_swapped_dependencies_are_refused():
+    n = 5
+    inst = make_instance(_ring(n), "allgather")
+    xml = to_msccl_xml(ring_allgather(n), inst)
+    root = ET.fromstring(xml)
+    send_tb = root.find("gpu").findall("tb")[0]
+    dependent = [s for s in send_tb.findall("step") if s.get("depid") != "-1"]
+    last = dependent[-1]
+    last.set("deps", str(int(last.get("deps")) - 1))  # waits for the receive before the one it needs
+    with pytest.raises(Rejected, match="unordered"):
+        run_msccl(ET.tostring(root, encoding="unicode"), "allgather")
+    root = ET.fromstring(xml)  # swap: gpu 0's last forward and gpu 1's first forward trade dependencies
+    last = [s for s in root.findall("gpu")[0].findall("tb")[0].findall("step") if s.get("depid") != "-1"][-1]
+    first = [s for s in root.findall("gpu")[1].findall("tb")[0].findall("step") if s.get("depid") != "-1"][0]
+    a, b = last.get("deps"), first.get("deps")
+    last.set("deps", b)
+    first.set("deps", a)
+    with pytest.raises(Rejected, match="deadlock|unordered"):
+        run_msccl(ET.tostring(root, encoding="unicode"), "allgather")
+
+
+def test_reduction_mutants_are_refused():
+    """Recursive doubling allreduce on a hypercube: partners swap and add whole vectors in one
+    step, so each receive must wait for the local send of the same data (nothing else orders
+    them); a plain receive loses contributions."""
+    n, k = 8, 3
+    rows = [(c, 0, 1, u, u ^ (1 << (t - 1)), t, "reduce") for t in range(1, k + 1) for u in range(n) for c in range(n)]
+    inst = make_instance(build("hypercube", {"dim": k}), "allreduce")
+    xml, back, _ = roundtrip(from_sends(rows, "allreduce", n, n), inst)
+    assert back.num_steps == k
+    root = ET.fromstring(xml)
+    sites = []  # (gpu, tb, step) of every reducing receive that waits for a local send
+    for gi, g in enumerate(root.findall("gpu")):
+        tbs = g.findall("tb")
+        for ti, t in enumerate(tbs):
+            for si, s in enumerate(t.findall("step")):
+                if s.get("type") == "rrc" and s.get("depid") != "-1" and tbs[int(s.get("depid"))].get("send") != "-1":
+                    sites.append((gi, ti, si))
+    assert len(sites) == n * n  # the first exchange: each receive waits only for the send of its chunk
+    for gi, ti, si in sites[::n]:  # one per GPU
+        m = ET.fromstring(xml)
+        s = m.findall("gpu")[gi].findall("tb")[ti].findall("step")[si]
+        s.set("depid", "-1")
+        s.set("deps", "-1")
+        with pytest.raises(Rejected, match="unordered"):
+            run_msccl(ET.tostring(m, encoding="unicode"), "allreduce")
+    with pytest.raises(Rejected, match="output chunk"):
+        run_msccl(xml.replace('type="rrc"', 'type="r"', 1), "allreduce")
+
+
+def test_alltoall_mutants_are_refused():
+    inst = load_instance(CORPUS / "torus3x3-alltoall.toml")
+    _, schedule = produce_verify_price(inst, "greedy")
+    xml = to_msccl_xml(schedule, inst)
+    run_msccl(xml, "alltoall")
+    root = ET.fromstring(xml)
+    flagged = next(t for g in root.findall("gpu") for t in g.findall("tb")
+                   if any(s.get("hasdep") == "1" for s in t.findall("step")))
+    for s in flagged.findall("step"):
+        s.set("hasdep", "0")  # nobody waiting on this thread block ever sees its flag
+    with pytest.raises(Rejected, match="deadlock"):
+        run_msccl(ET.tostring(root, encoding="unicode"), "alltoall")
+    root = ET.fromstring(xml)
+    recv = next(s for s in root.iter("step") if s.get("type") == "r" and s.get("dstbuf") == "o")
+    recv.set("dstoff", str((int(recv.get("dstoff")) + 1) % 9))  # a block lands in the wrong place
+    with pytest.raises(Rejected):
+        run_msccl(ET.tostring(root, encoding="unicode"), "alltoall")
+    root = ET.fromstring(xml)
+    relay = next(g for g in root.findall("gpu") if g.get("s_chunks") != "0")
+    relay.set("s_chunks", "0")
+    with pytest.raises(Rejected, match="outside s_chunks"):
+        run_msccl(ET.tostring(root, encoding="unicode"), "alltoall")
+
+
+# ---- interpretation, layout details, limits ---------------------------------------------------
+
 def test_ring_allgather_roundtrip_keeps_steps():
     n = 6
     inst = make_instance(_ring(n), "allgather")
-    s = ring_allgather(n)
-    xml, back, info = roundtrip(s, inst)
+    xml, back, info = roundtrip(ring_allgather(n), inst)
     assert back.num_steps == n - 1  # each send waits for the receive of the previous step
-    assert info == {"gpus": n, "steps": 2 * n * (n - 1), "channels": 1}
+    assert info["gpus"] == n and info["steps"] == 2 * n * (n - 1) and info["channels"] == 1
     root = ET.fromstring(xml)
     assert root.get("coll") == "allgather" and root.get("nchunksperloop") == str(n)
 
@@ -126,43 +369,39 @@ def test_reduce_scatter_and_allreduce_use_reducing_receives():
     n = 5
     ring = _ring(n, bidirectional=True)
     rs = reverse(ring_allgather(n))  # on the transposed direction, which the bidirectional ring has
-    inst_rs = make_instance(ring, "reduce_scatter")
-    xml, back, _ = roundtrip(rs, inst_rs)
-    types = Counter(s.get("type") for s in ET.fromstring(xml).iter("step"))
-    assert types["rrc"] == n * (n - 1) and types["r"] == 0
+    xml, back, info = roundtrip(rs, make_instance(ring, "reduce_scatter"))
+    assert info["types"]["rrc"] == n * (n - 1) and info["types"]["r"] == 0
     assert ET.fromstring(xml).get("redop") == "sum"
     ar = concat(rs, ring_allgather(n), "allreduce")
-    xml, back, _ = roundtrip(ar, make_instance(ring, "allreduce"))
-    types = Counter(s.get("type") for s in ET.fromstring(xml).iter("step"))
-    assert types["rrc"] == n * (n - 1) and types["r"] == n * (n - 1)
+    xml, back, info = roundtrip(ar, make_instance(ring, "allreduce"))
+    assert info["types"]["rrc"] == n * (n - 1) and info["types"]["r"] == n * (n - 1)
     assert back.num_steps == 2 * (n - 1)
 
 
 def test_receives_wait_for_earlier_sends_of_the_same_piece():
     """In a ring allreduce node v forwards its partial of chunk c (reduce-scatter phase) and
-    later receives c's result (allgather phase): that receive must wait for the send (the
-    buffer is read before it is overwritten); a reduce's forward waits for the reduction."""
+    later receives c's result (allgather phase): that receive waits for the send (the buffer
+    is read before it is overwritten); a reduce's forward waits for the reduction."""
     n = 4
     ring = _ring(n, bidirectional=True)
     ar = concat(reverse(ring_allgather(n)), ring_allgather(n), "allreduce")
     xml, _, _ = roundtrip(ar, make_instance(ring, "allreduce"))
-    root = ET.fromstring(xml)
     anti = 0
-    for g in root.findall("gpu"):
+    for g in ET.fromstring(xml).findall("gpu"):
         tbs = {t.get("id"): t for t in g.findall("tb")}
         for t in tbs.values():
             pending = []
-            for st in t.findall("step"):
-                if st.get("depid") != "-1":
-                    pending.append(tbs[st.get("depid")].findall("step")[int(st.get("deps"))])
-                if st.get("type") == "nop":
+            for stp in t.findall("step"):
+                if stp.get("depid") != "-1":
+                    pending.append(tbs[stp.get("depid")].findall("step")[int(stp.get("deps"))])
+                if stp.get("type") == "nop":
                     continue
-                if st.get("type") == "r":
+                if stp.get("type") == "r":
                     sends = [d for d in pending if d.get("type") == "s"]
-                    assert [d.get("srcoff") for d in sends] == [st.get("dstoff")]
+                    assert [d.get("srcoff") for d in sends] == [stp.get("dstoff")]
                     anti += 1
                 pending = []
-    assert anti == n * (n - 1)  # every allgather-phase receive follows the node's own send of it
+    assert anti == n * (n - 1)
     red = from_sends([(0, 0, 1, 2, 1, 1), (0, 0, 1, 3, 0, 1), (0, 0, 1, 1, 0, 2)], "reduce", n, 1)
     xml, back, _ = roundtrip(red, make_instance(ring, "reduce", root=0))
     gpu1 = [g for g in ET.fromstring(xml).findall("gpu") if g.get("id") == "1"][0]
@@ -173,95 +412,92 @@ def test_receives_wait_for_earlier_sends_of_the_same_piece():
     assert back.num_steps == 2
 
 
-def test_same_step_exchange_with_reduction():
-    """Recursive doubling allreduce on a hypercube: partners swap whole vectors and reduce in
-    the same step; each receive waits for the local send (a zero-gap cycle the interpreter
-    resolves to one shared step)."""
-    n, k = 8, 3
-    rows = [(c, 0, 1, u, u ^ (1 << (t - 1)), t, "reduce") for t in range(1, k + 1) for u in range(n) for c in range(n)]
-    s = from_sends(rows, "allreduce", n, n)
-    xml, back, _ = roundtrip(s, make_instance(build("hypercube", {"dim": k}), "allreduce"))
-    assert back.num_steps == k
-
-
 def test_fractional_pieces_refine_the_chunk_grid():
     inst = make_instance(_ring(3, bidirectional=True), "broadcast", root=0)
     s = from_sends([(0, 0, Fraction(1, 2), 0, 1, 1), (0, Fraction(1, 2), 1, 0, 2, 1),
                     (0, 0, Fraction(1, 2), 1, 2, 2), (0, Fraction(1, 2), 1, 2, 1, 2)], "broadcast", 3, 1)
     xml, back, _ = roundtrip(s, inst)
-    root = ET.fromstring(xml)
-    assert root.get("nchunksperloop") == "2"
+    assert ET.fromstring(xml).get("nchunksperloop") == "2"
     assert back.denom == 2
     with pytest.raises(InputError, match="MSCCL chunks"):
         to_msccl_xml(s, inst, max_chunks=1)
 
 
-def test_alltoall_relays_through_scratch():
+def test_alltoall_relays_through_scratch_slots():
+    """On a one-way ring the block i -> k passes (k - i - 1) mod n GPUs; each keeps one scratch
+    slot per block it relays: (n-1)(n-2)/2 blocks pass every GPU."""
     n = 4
     inst = make_instance(_ring(n), "alltoall")
-    rows = []
-    for i in range(n):
-        for k in range(n):
-            if i == k:
-                continue
-            hops = (k - i) % n
-            for h in range(hops):
-                rows.append(((i * n + k), 0, 1, (i + h) % n, (i + h + 1) % n, h + 1))
-    s = from_sends(rows, "alltoall", n, n * n)
-    xml, _, _ = roundtrip(s, inst)
-    bufs = Counter((st.get("type"), st.get("dstbuf")) for st in ET.fromstring(xml).iter("step"))
-    assert bufs[("r", "s")] > 0 and bufs[("r", "o")] == n * (n - 1)
-    assert ET.fromstring(xml).get("inplace") == "0"
+    rows = [((i * n + k), 0, 1, (i + h) % n, (i + h + 1) % n, h + 1)
+            for i in range(n) for k in range(n) if i != k for h in range((k - i) % n)]
+    xml, _, info = roundtrip(from_sends(rows, "alltoall", n, n * n), inst)
+    root = ET.fromstring(xml)
+    assert {g.get("s_chunks") for g in root.findall("gpu")} == {str((n - 1) * (n - 2) // 2)}
+    bufs = Counter((s.get("type"), s.get("dstbuf")) for s in root.iter("step"))
+    assert bufs[("r", "o")] == n * (n - 1) and bufs[("r", "s")] == n * (n - 1) * (n - 2) // 2
+    assert info["types"]["cpy"] == n
 
 
-def test_gather_and_scatter_export_as_custom():
+def test_gather_and_scatter_relay_through_scratch():
     n = 4
     inst = make_instance(_ring(n, bidirectional=True), "gather", root=0)
     rows = [(1, 0, 1, 1, 0, 1), (3, 0, 1, 3, 0, 1), (2, 0, 1, 2, 1, 1), (2, 0, 1, 1, 0, 2)]
     xml, _, _ = roundtrip(from_sends(rows, "gather", n, n), inst)
-    assert ET.fromstring(xml).get("coll") == "custom"
-    sc = reverse(from_sends(rows, "gather", n, n))
-    roundtrip(sc, make_instance(_ring(n, bidirectional=True), "scatter", root=0))
+    gpus = ET.fromstring(xml).findall("gpu")
+    assert [g.get("o_chunks") for g in gpus] == ["4", "0", "0", "0"] and gpus[1].get("s_chunks") == "1"
+    roundtrip(reverse(from_sends(rows, "gather", n, n)), make_instance(_ring(n, bidirectional=True), "scatter", root=0))
 
 
 def test_parallel_links_use_channels():
     topo = build("dgx1", {}, bandwidth=BW, alpha=ALPHA)
-    inst = make_instance(topo, "allgather")
     s = greedy_allgather(topo, random.Random(3), per_link=1)  # up to count chunks per pair per step
-    xml, _, info = roundtrip(s, inst)
+    _, _, info = roundtrip(s, make_instance(topo, "allgather"))
     assert info["channels"] == 2
 
 
 def test_executor_limits_spread_over_channels():
-    """40 peers per GPU exceed 32 thread blocks per channel; 19 * 14 sends per link exceed
-    256 steps per thread block: both spread over more channels."""
+    """40 peers per GPU exceed 32 thread blocks per channel; 19 * 14 = 266 sends per link exceed
+    the steps of a thread block (64 in the executor's default build: ceil(266 / 64) = 5
+    channels; 256 in microsoft/msccl: 2 channels)."""
     n = 40
     rows = [(u, 0, 1, u, v, 1) for u in range(n) for v in range(n) if u != v]
     _, _, info = roundtrip(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
-    assert info["channels"] >= 2  # the per-channel limits themselves are checked in check_structure
+    assert info["channels"] >= 2  # the per-channel limit itself is checked by the interpreter
     n, c = 20, 14
     t = [(u, j, s) for s in range(1, n) for u in range(n) for j in range(c)]
     rows = [(((u - s + 1) % n) * c + j, 0, 1, u, (u + 1) % n, s) for u, j, s in t]
     inst = make_instance(_ring(n), "allgather", chunks_per_node=c)
-    _, back, info = roundtrip(from_sends(rows, "allgather", n, n * c), inst)
-    assert info["channels"] == 2 and back.num_steps == n - 1
+    schedule = from_sends(rows, "allgather", n, n * c)
+    for dialect, channels in (("msccl-executor", 5), ("msccl-tools", 2)):
+        xml, back, info = roundtrip(schedule, inst, dialect)
+        assert info["channels"] == channels and back.num_steps == n - 1
+    with pytest.raises(Rejected, match="at most 64 steps"):  # the msccl-tools program on the executor
+        run_msccl(xml, "allgather", dialect="msccl-executor")
 
 
-def test_subset_of_nodes_maps_to_ranks():
-    topo = _ring(6)
-    inst = make_instance(topo, "allgather", nodes=[0, 1, 2, 3, 4, 5])
-    roundtrip(ring_allgather(6), inst)
+def test_dependencies_on_thread_blocks_past_127_are_refused():
+    """The executor keeps a dependency's thread block in an int8_t: gpu 0 with 129 send thread
+    blocks receives in thread block 129, which its forward would have to name."""
+    n = 130
+    rows = [(0, 0, 1, 0, v, 1) for v in range(1, n)] + [(1, 0, 1, 1, 0, 1), (1, 0, 1, 0, 2, 2)]
+    with pytest.raises(InputError, match="waits for thread block 129"):
+        to_msccl_xml(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
+
+
+def test_failed_nodes_renumber_ranks_visibly():
     torus = build("torus", {"dims": [3, 3]}, bandwidth=BW, alpha=ALPHA).with_failures([4])
     inst = make_instance(torus, "allgather")
     s = greedy_allgather_live(torus, random.Random(1))
     xml, _, info = roundtrip(s, inst)
     assert info["gpus"] == 8
+    assert rank_map(inst) == {0: 0, 1: 1, 2: 2, 3: 3, 5: 4, 6: 5, 7: 6, 8: 7}
+    assert xml.splitlines()[0] == "<!-- collsynth: gpu ids are ranks, not node ids (node->rank): 0->0 1->1 2->2 3->3 5->4 6->5 7->6 8->7 -->"
+    whole = make_instance(_ring(6), "allgather")
+    assert not to_msccl_xml(ring_allgather(6), whole).startswith("<!--")
 
 
 def greedy_allgather_live(topo, rng):
     """greedy_allgather on the live nodes of a topology with failed nodes."""
-    import numpy as np
-
     la = topo.link_arrays
     live = list(topo.npus)
     holds = np.zeros((topo.size, topo.size), dtype=bool)
@@ -282,6 +518,7 @@ def greedy_allgather_live(topo, rng):
     return from_sends(rows, "allgather", topo.size, topo.size)
 
 
+@settings(max_examples=20)
 @given(topologies(max_nodes=6), st.randoms(use_true_random=False))
 def test_random_valid_allgathers_roundtrip(topo, rnd):
     roundtrip(greedy_allgather(topo, rnd), make_instance(topo, "allgather"))
@@ -290,13 +527,11 @@ def test_random_valid_allgathers_roundtrip(topo, rnd):
 def test_dropping_a_dependency_breaks_the_interpreted_schedule():
     n = 4
     inst = make_instance(_ring(n), "allgather")
-    xml = to_msccl_xml(ring_allgather(n), inst)
-    root = ET.fromstring(xml)
+    root = ET.fromstring(to_msccl_xml(ring_allgather(n), inst))
     step = next(s for s in root.iter("step") if s.get("type") == "s" and s.get("depid") != "-1")
     step.set("depid", "-1")
     step.set("deps", "-1")
-    bad = interpret_msccl_xml(ET.tostring(root, encoding="unicode"), inst)
-    v = verify(bad, inst)
+    v = verify(interpret_msccl_xml(ET.tostring(root, encoding="unicode"), inst), inst)
     assert v is not None and "does not hold" in v.reason
 
 
@@ -313,6 +548,11 @@ def test_export_errors():
     sub = make_instance(_ring(4, True), "allgather", nodes=[0, 1])
     with pytest.raises(InputError, match="not a rank"):
         to_msccl_xml(from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 2, 1)], "allgather", 4, 4), sub)
+    a2a = make_instance(_ring(3, True), "alltoall")
+    back_home = from_sends([(1, 0, 1, 0, 1, 1), (1, 0, 1, 1, 0, 2)] + [
+        ((i * 3 + k), 0, 1, i, k, 3) for i in range(3) for k in range(3) if i != k and (i, k) != (0, 1)], "alltoall", 3, 9)
+    with pytest.raises(InputError, match="back to its source"):
+        to_msccl_xml(back_home, a2a)
     with pytest.raises(InputError, match="malformed"):
         interpret_msccl_xml("<algo", inst)
     xml = to_msccl_xml(ring_allgather(4), inst)
@@ -329,3 +569,5 @@ def test_export_errors():
     del root.attrib["maxBytes"]
     with pytest.raises(InputError, match="maxBytes"):
         interpret_msccl_xml(ET.tostring(root, encoding="unicode"), inst)
+    with pytest.raises(InputError, match="coll"):
+        interpret_msccl_xml(xml.replace('coll="allgather"', 'coll="custom"'), inst)

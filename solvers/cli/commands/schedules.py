@@ -5,8 +5,13 @@
 - ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
   (``model, verified, steps, T_L_s, T_B_s, total_s`` plus the model's extras and the lower
   bounds); an unverified schedule is refused (exit 1).
-- ``export SCHED.json INSTANCE.toml --format msccl-xml|json [--out F]``: a verified schedule as
-  MSCCL XML or schedule JSON, to stdout or to ``F``.
+- ``export SCHED.json INSTANCE.toml --format msccl-xml|json [--out F] [--msccl-dialect D]``: a
+  verified schedule as MSCCL XML or schedule JSON, to stdout or to ``F``. The XML uses the
+  collective names of ``D`` (``msccl-executor``, the default, or ``msccl-tools``) and is read
+  back and verified before it is written (a program that does not implement the collective
+  is a failure, exit 1). When the MSCCL ranks are not the node ids (failed nodes), the map
+  ``node -> rank`` is in the XML (a comment), in the output (``ranks``) and, with ``--out``,
+  in ``F.ranks.json``.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", help="output file (default: stdout)")
     e.add_argument("--name", default="collsynth", help="MSCCL algorithm name")
     e.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"], help="MSCCL protocol")
+    e.add_argument("--msccl-dialect", default=export.DEFAULT_DIALECT, choices=export.DIALECTS,
+                   help="collective names of the MSCCL runtime (default: msccl-executor)")
     e.set_defaults(func=export_cmd)
 
 
@@ -104,23 +111,37 @@ def export_cmd(args) -> dict:
     schedule, instance, refusal = load_verified(args, "export", format=args.format)
     if refusal:
         return refusal
+    out = {"format": args.format, "verified": True, "sends": len(schedule)}
     if args.format == "msccl-xml":
-        content = export.to_msccl_xml(schedule, instance, name=args.name, proto=args.proto)
+        content = export.to_msccl_xml(schedule, instance, name=args.name, proto=args.proto, dialect=args.msccl_dialect)
+        v = verify_schedule(export.interpret_msccl_xml(content, instance), instance)
+        if v is not None:
+            return {**out, "exit": 1, "violation": _violation(v),
+                    "text": f"refusing to write an MSCCL program that does not implement the collective: {v}"}
+        out["dialect"] = args.msccl_dialect
+        out["ranks_renumbered"] = export.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
     else:
         content = json.dumps(to_json(schedule)) + "\n"
-    out = {"format": args.format, "verified": True, "sends": len(schedule)}
-    if args.out:
-        path = Path(args.out)
-        try:
-            if args.format == "json":
-                write_json(schedule, path)
-            else:
-                path.write_text(content)
-        except OSError as e:
-            raise InputError(str(path), f"cannot write: {e.strerror}") from None
-        out["out"] = str(path)
-        out["text"] = f"wrote {path} ({args.format}, {len(schedule)} sends)"
-    else:
+    if not args.out:
         out["content"] = content
         out["text"] = content.rstrip("\n")
+        return out
+    path = Path(args.out)
+    ranks_path = Path(f"{path}.ranks.json") if out.get("ranks_renumbered") else None
+    try:
+        if args.format == "json":
+            write_json(schedule, path)
+        else:
+            path.write_text(content)
+        if ranks_path is not None:
+            ranks_path.write_text(json.dumps({"xml": path.name, "ranks": out["ranks"]}, indent=1) + "\n")
+    except OSError as e:
+        raise InputError(str(path), f"cannot write: {e.strerror}") from None
+    out["out"] = str(path)
+    out["text"] = f"wrote {path} ({args.format}, {len(schedule)} sends)"
+    if ranks_path is not None:
+        out["ranks_out"] = str(ranks_path)
+        pairs = " ".join(f"{node}->{rank}" for node, rank in out["ranks"].items())
+        out["text"] += f"; gpu ids are ranks, not node ids (node->rank: {pairs}), written to {ranks_path}"
     return out
