@@ -25,7 +25,7 @@ import pyomo.environ as pe
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from ..tens.schedule import Schedule, from_arrays
-from .bfb_lp import StepLP, share_and_load_rows, step_data, step_sets
+from .bfb_lp import StepLP, consecutive_shares, share_and_load_rows, step_data, step_sets
 
 NAME = "bfb-chunked"
 
@@ -124,17 +124,9 @@ def chunk_schedule(v, w, u, t, y, K: int, nodes: int) -> Schedule:
     The chunks of one (source, receiver) are numbered consecutively in neighbour order (chunk
     ids ``v*K + j``), so they cover the shard exactly once when the shares sum to K.
     """
-    v, w, u, t, k = (np.asarray(a, dtype=np.int64) for a in (v, w, u, t, y))
-    keep = k > 0
-    v, w, u, t, k = v[keep], w[keep], u[keep], t[keep], k[keep]
-    order = np.lexsort((w, u, v))
-    v, w, u, t, k = v[order], w[order], u[order], t[order], k[order]
-    hi = np.cumsum(k)
-    newg = np.r_[True, (v[1:] != v[:-1]) | (u[1:] != u[:-1])] if len(v) else np.zeros(0, bool)
-    gstart = np.maximum.accumulate(np.where(newg, np.arange(len(v)), 0)) if len(v) else np.zeros(0, np.int64)
-    start = (hi - k) - (hi - k)[gstart]
+    (v, w, u, t, k), start = consecutive_shares(v, w, u, t, y)
     rep = np.repeat(np.arange(len(v)), k)
-    j = np.arange(len(rep)) - np.repeat(hi - k, k) + start[rep]
+    j = np.arange(len(rep)) - np.repeat(np.cumsum(k) - k, k) + start[rep]
     return from_arrays("allgather", nodes, nodes * K, chunk=v[rep] * K + j, src=w[rep], dst=u[rep], step=t[rep])
 
 

@@ -229,28 +229,31 @@ def pieces_schedule(v, w, u, t, num, den, nodes: int, chunks_per_node: int = 1,
     they tile ``[0, 1)`` when the shares sum to 1. Each of the ``chunks_per_node`` chunks of a
     shard is split the same way (chunk id ``v*c + j``). Zero shares are dropped.
     """
-    v, w, u, t = (np.asarray(a, dtype=np.int64) for a in (v, w, u, t))
-    num = np.asarray(num, dtype=np.int64)
-    keep = num > 0
-    v, w, u, t, num = v[keep], w[keep], u[keep], t[keep], num[keep]
-    order = np.lexsort((w, u, v))
-    v, w, u, t, num = v[order], w[order], u[order], t[order], num[order]
-    hi = np.cumsum(num)
+    (v, w, u, t, num), lo = consecutive_shares(v, w, u, t, num)
+    hi = lo + num
+    c = int(chunks_per_node)
+    j = np.tile(np.arange(c), len(v))
+    rep = lambda a: np.repeat(a, c)  # noqa: E731
+    return from_arrays(collective, nodes, nodes * c, chunk=rep(v) * c + j, lo=rep(lo), hi=rep(hi), src=rep(w),
+                       dst=rep(u), step=rep(t), denom=den, meta=meta)
+
+
+def consecutive_shares(v, w, u, t, amount) -> tuple[tuple, np.ndarray]:
+    """The positive shares sorted by (source v, receiver u, neighbour w), and where each starts
+    inside its (v, u) group: the shares of one source and receiver laid end to end.
+
+    >>> cols, start = consecutive_shares([0, 0, 1], [2, 1, 1], [3, 3, 3], [1, 1, 1], [1, 2, 3])
+    >>> [c.tolist() for c in cols], start.tolist()
+    ([[0, 0, 1], [1, 2, 1], [3, 3, 3], [1, 1, 1], [2, 1, 3]], [0, 2, 0])
+    """
+    v, w, u, t, k = (np.asarray(a, dtype=np.int64) for a in (v, w, u, t, amount))
+    keep = k > 0
+    order = np.lexsort((w[keep], u[keep], v[keep]))
+    v, w, u, t, k = (a[keep][order] for a in (v, w, u, t, k))
+    end = np.cumsum(k)
     newg = np.r_[True, (v[1:] != v[:-1]) | (u[1:] != u[:-1])] if len(v) else np.zeros(0, bool)
     gstart = np.maximum.accumulate(np.where(newg, np.arange(len(v)), 0)) if len(v) else np.zeros(0, np.int64)
-    base = (hi - num)[gstart]
-    lo = hi - num - base
-    hi = hi - base
-    c = int(chunks_per_node)
-    if c > 1:
-        j = np.tile(np.arange(c), len(v))
-        rep = lambda a: np.repeat(a, c)  # noqa: E731
-        chunk = rep(v) * c + j
-        v_, w_, u_, t_, lo_, hi_ = rep(v), rep(w), rep(u), rep(t), rep(lo), rep(hi)
-    else:
-        chunk, w_, u_, t_, lo_, hi_ = v, w, u, t, lo, hi
-    return from_arrays(collective, nodes, nodes * c, chunk=chunk, lo=lo_, hi=hi_, src=w_, dst=u_,
-                       step=t_, denom=den, meta=meta)
+    return (v, w, u, t, k), (end - k) - (end - k)[gstart]
 
 
 # ---- the optimum in closed form (Theorem 19) ------------------------------------------------------
