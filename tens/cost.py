@@ -341,19 +341,15 @@ def _csr(i: np.ndarray, j: np.ndarray, n: int) -> tuple[list, list]:
 def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | None = None):
     """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (TACOS section IV-C).
 
-    The definitions of :func:`collsynth.tens.ten.build_ten` (shared helpers ``link_costs`` and
-    ``discretize``): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
-    bandwidth unless ``timestep`` is given, ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)``
-    and ``capacity_l`` the parallel links. Unlike ``build_ten`` it accepts switches (pricing
-    needs no point-to-point unwinding).
+    The TEN layer's own (:func:`collsynth.tens.ten.link_delays`): ``f = min_l (alpha_l +
+    chunk_bytes / b_l)`` with ``b_l`` the per-link bandwidth unless ``timestep`` is given,
+    ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` and ``capacity_l`` the parallel links.
+    Switches are accepted (pricing needs no point-to-point unwinding).
     """
-    from .ten import discretize, link_costs
+    from .ten import link_delays
 
-    cost = link_costs(topology, chunk_bytes)
-    f = float(cost.min()) if timestep is None else float(timestep)
-    if not f > 0 or not math.isfinite(f):
-        raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
-    return f, discretize(cost, f).astype(np.int64), topology.link_arrays.count.astype(np.int64)
+    delay, capacity, f = link_delays(topology, chunk_bytes, timestep, switches=True)
+    return f, delay[0], capacity
 
 
 def _first_free(nxt: dict, s: int) -> int:

@@ -168,25 +168,29 @@ def dual_instance(instance: Instance) -> Instance:
     )
 
 
-def link_delays(topology, chunk_bytes, timestep: float | None = None):
+def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switches: bool = False):
     """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
 
-    The TEN's discretisation (:func:`collsynth.tens.ten.link_costs` and ``discretize``: cost =
-    alpha + chunk_bytes / per-link bandwidth, ``ceil(cost / timestep)``, TACOS section IV-C);
-    the timestep defaults to the cheapest link cost, as in :func:`~collsynth.tens.ten.build_ten`.
-    ``chunk_bytes`` may be a list (concurrent collectives): one delay row per size, all on one
-    timestep (the cheapest cost over all sizes).
+    The TEN's discretisation (TACOS section IV-C): a link pair's cost is
+    ``alpha + chunk_bytes / b`` (:func:`link_costs`, ``b`` one parallel link's bandwidth), its
+    delay ``ceil(cost / timestep)`` (:func:`discretize`) and its capacity the number of
+    parallel links; the timestep defaults to the cheapest link cost, so homogeneous topologies
+    have delay 1 everywhere. ``chunk_bytes`` may be a list (concurrent collectives): one delay
+    row per size, all on one timestep (the cheapest cost over all sizes). A TEN model needs
+    point-to-point links, so switches are refused unless ``switches=True`` (pricing a schedule
+    on the links as they are).
     """
     sizes = list(chunk_bytes) if isinstance(chunk_bytes, (list, tuple, np.ndarray)) else [chunk_bytes]
-    if topology.switches & set(topology.nodes):
+    if not switches and topology.switches & set(topology.nodes):
         raise NotSupported("the topology has switches: unwind them to point-to-point links first")
-    if topology.link_arrays.__len__() == 0:
+    if len(topology.link_arrays) == 0:
         raise NotSupported("the topology has no live links")
     costs = np.array([link_costs(topology, b) for b in sizes])
-    if timestep is None:
-        timestep = float(costs.min())
-    delay = np.stack([discretize(row, timestep) for row in costs])
-    return delay, topology.link_arrays.count.astype(np.int64), float(timestep)
+    f = float(costs.min()) if timestep is None else float(timestep)
+    if not f > 0 or not math.isfinite(f):
+        raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
+    delay = np.stack([discretize(row, f) for row in costs])
+    return delay, topology.link_arrays.count.astype(np.int64), f
 
 
 def _dists(src, dst, delay_row, size) -> np.ndarray:
