@@ -1,40 +1,295 @@
-"""Solver-agnostic Pyomo formulations, one module per formulation, found by name.
+"""Solver-agnostic Pyomo formulations, one module per formulation, and the contract they follow.
 
-A formulation module exposes (see ``ten_ilp.py`` as the model to copy)::
+Every public module of this package is a formulation, registered by its ``NAME``, so adding a
+formulation is adding one file (``ten_ilp.py`` is the model to copy; no formulation imports a
+solver). :func:`check` holds a module to the contract below when :func:`registry` loads it and
+refuses it with a :class:`ContractError` naming the module and the member that is wrong.
 
-    NAME = "ten-ilp"                      # the producer name; default: module name with '-'
-    def build(instance, horizon, state=None, **params) -> pyomo.environ.ConcreteModel
-    def extract(model) -> collsynth.tens.schedule.Schedule
-    def bound(model) -> float | None      # optional: a bound the model proves
+Every formulation module::
 
-No formulation imports a solver. :func:`registry` discovers every module of this package
-that has ``build`` and ``extract``, so adding a formulation is adding one file.
+    build(instance, horizon, state=None, **params) -> pyomo.environ.ConcreteModel   # required
+    extract(model) -> collsynth.tens.schedule.Schedule                               # required
+    NAME: str            = the module name with '-' for '_'    (the producer name)
+    SUMMARY: str         = the first line of the module docstring
+    DRIVER_FAMILY: str   = None    ("ten": solved by the TEN drivers, one producer per module)
+    bound(model)         = no bound (returns None): a bound the solved model proves
+
+A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
+(:data:`TEN_DEFAULTS`; :class:`TenFormulation` is the module as the drivers see it)::
+
+    ROLE: str               = "schedule"   ("relaxation": its bound(model) is the smallest
+                                            horizon the solved model allows, and its schedule
+                                            is realised from fractional amounts)
+    RECOVERY_VALID: bool    = True   shortest-path recovery sends obey its rules
+    WARM_START: bool        = True   it accepts a time-clustering schedule as a MIP start
+    RESPECTS_CAPACITY: bool = True   its schedules keep at most `capacity` chunks on a link pair
+    lower_bound(instance, state=None, timestep=None) -> int
+                            = collsynth.tens.ten.lower_bound (collsynth.tens.ten.distance_bound
+                              when RESPECTS_CAPACITY is False)
+    schedules(model, recover) -> [(how, Schedule, pairs completed)]     relaxations only
+                            = [("extract", extract(model), 0)]
+    refine(model) -> model  = none    relaxations only: re-aim a complete solved model before
+                                      a re-solve (e.g. little, early traffic)
+
+The drivers call ``build(instance, horizon, state=None, objective="arrivals", lookahead=0,
+**params)``: ``state`` (bool ``[chunk, node]``, the model's direction) replaces the
+precondition (time clustering), ``objective`` is one of :data:`OBJECTIVES` (a formulation may
+refuse one with :class:`collsynth.tens.ten.NotSupported`), and ``lookahead`` lets relays
+within that many timesteps past the horizon earn credit (a formulation may ignore it). The
+built model carries a :class:`TenModel`, attached by :func:`expose`: the TEN index it was built
+on and its ``sent[c, l, t]`` / ``hold[c, n, t]`` variables, whatever the formulation calls them;
+the drivers read a model only through :func:`ten_model`.
+
+>>> import types
+>>> half_done = types.ModuleType("half_done", "A formulation that forgot its extract.")
+>>> half_done.build = lambda instance, horizon, state=None, **params: None
+>>> try:
+...     check(half_done)
+... except ContractError as e:
+...     print(e)
+formulation module half_done: missing extract(model) -> Schedule
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+import pyomo.environ as pe
+
+from .. import InputError
+from ..tens import ten
+from ..tens.schedule import Schedule
+
+FAMILIES = (None, "ten")  # DRIVER_FAMILY values: none (run by its own producer) or the TEN drivers
+ROLES = ("schedule", "relaxation")
+OBJECTIVES = ("arrivals", "makespan")  # TenModel.objective: maximise pairs held at the horizon, or all by it
+REQUIRED = {
+    "build": "build(instance, horizon, state=None, **params) -> ConcreteModel",
+    "extract": "extract(model) -> Schedule",
+}
+TEN_DEFAULTS: dict[str, Any] = {
+    "ROLE": "schedule",
+    "RECOVERY_VALID": True,
+    "WARM_START": True,
+    "RESPECTS_CAPACITY": True,
+}
+
+
+class ContractError(TypeError):
+    """A formulation module or model does not follow the contract (the message names what)."""
+
+
+def _no_bound(model: pe.ConcreteModel) -> None:
+    return None
+
+
+# ---- formulation modules -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TenFormulation:
+    """A TEN formulation as the drivers and producers use it: its module's members with the
+    contract's defaults filled in (see the module doc); built by :func:`ten_formulation`."""
+
+    name: str
+    summary: str
+    role: str
+    recovery_valid: bool
+    warm_start: bool
+    respects_capacity: bool
+    build: Callable[..., pe.ConcreteModel]
+    extract: Callable[[pe.ConcreteModel], Schedule]
+    bound: Callable[[pe.ConcreteModel], float | None]
+    lower_bound: Callable[..., int]
+    schedules: Callable[[pe.ConcreteModel, Callable], list]
+    refine: Callable[[pe.ConcreteModel], Any] | None
+    module: ModuleType
+
+    @property
+    def is_relaxation(self) -> bool:
+        return self.role == "relaxation"
+
+
+def _where(module: ModuleType) -> str:
+    return f"formulation module {module.__name__}"
+
+
+def _member(module: ModuleType, name: str, kind, default):
+    """``module.name`` checked to be a ``kind`` (a type, or ``callable``), else ``default``."""
+    if name not in vars(module):
+        return default
+    value = vars(module)[name]
+    ok = callable(value) if kind is callable else isinstance(value, kind)
+    if not ok:
+        what = "a function" if kind is callable else f"a {kind.__name__}"
+        raise ContractError(f"{_where(module)}: {name} must be {what}, got {value!r}")
+    return value
+
+
+def name_of(module: ModuleType) -> str:
+    """The name a formulation module is registered under (``NAME``, default: its file name)."""
+    return _member(module, "NAME", str, module.__name__.rsplit(".", 1)[-1].replace("_", "-"))
+
+
+def check(module: ModuleType) -> ModuleType:
+    """``module`` itself if it follows the formulation contract (module doc), else a
+    :class:`ContractError` naming the module and the missing or mistyped member."""
+    for member, signature in REQUIRED.items():
+        if not callable(vars(module).get(member)):
+            raise ContractError(f"{_where(module)}: missing {signature}")
+    name_of(module)
+    _member(module, "SUMMARY", str, "")
+    _member(module, "bound", callable, _no_bound)
+    family = vars(module).get("DRIVER_FAMILY")
+    if family not in FAMILIES:
+        raise ContractError(f"{_where(module)}: DRIVER_FAMILY must be one of {FAMILIES}, got {family!r}")
+    if family == "ten":
+        ten_formulation(module)
+    return module
+
+
+def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
+    """The TEN formulation ``module`` declares, defaults filled in (module doc); a
+    :class:`TenFormulation` is returned as it is."""
+    if isinstance(module, TenFormulation):
+        return module
+    for member, signature in REQUIRED.items():
+        if not callable(vars(module).get(member)):
+            raise ContractError(f"{_where(module)}: missing {signature}")
+    flags = {k: _member(module, k, type(v), v) for k, v in TEN_DEFAULTS.items()}
+    if flags["ROLE"] not in ROLES:
+        raise ContractError(f"{_where(module)}: ROLE must be one of {ROLES}, got {flags['ROLE']!r}")
+    extract = vars(module)["extract"]
+    relaxation = flags["ROLE"] == "relaxation"
+    if relaxation and "bound" not in vars(module):
+        raise ContractError(f"{_where(module)}: a relaxation needs bound(model) -> the smallest horizon it allows")
+    default_lb = ten.lower_bound if flags["RESPECTS_CAPACITY"] else ten.distance_bound
+    doc = (module.__doc__ or "").strip()
+    return TenFormulation(
+        name=name_of(module),
+        summary=_member(module, "SUMMARY", str, doc.splitlines()[0] if doc else name_of(module)),
+        role=flags["ROLE"],
+        recovery_valid=flags["RECOVERY_VALID"],
+        warm_start=flags["WARM_START"],
+        respects_capacity=flags["RESPECTS_CAPACITY"],
+        build=vars(module)["build"],
+        extract=extract,
+        bound=_member(module, "bound", callable, _no_bound),
+        lower_bound=_member(module, "lower_bound", callable, default_lb),
+        schedules=_member(module, "schedules", callable, lambda model, recover: [("extract", extract(model), 0)]),
+        refine=_member(module, "refine", callable, None),
+        module=module,
+    )
 
 
 def registry() -> dict[str, ModuleType]:
-    """Every formulation module of this package, by its ``NAME``."""
+    """Every formulation module of this package by its ``NAME``, each held to the contract."""
     out: dict[str, ModuleType] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "build") and hasattr(module, "extract"):
-            out[getattr(module, "NAME", info.name.replace("_", "-"))] = module
+        module = check(importlib.import_module(f"{__name__}.{info.name}"))
+        out[name_of(module)] = module
     return out
+
+
+def ten_family() -> dict[str, TenFormulation]:
+    """Every registered formulation with ``DRIVER_FAMILY = "ten"``, as the drivers see it."""
+    return {name: ten_formulation(m) for name, m in registry().items() if vars(m).get("DRIVER_FAMILY") == "ten"}
 
 
 def get(name: str) -> ModuleType:
     """The formulation module registered as ``name``."""
-    from .. import InputError
-
     table = registry()
     if name not in table:
         raise InputError("formulation", f"unknown formulation {name!r}; known: {', '.join(sorted(table))}")
     return table[name]
+
+
+# ---- what a built TEN model exposes ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class TenModel:
+    """The parts of a built TEN model that drivers read, whatever the formulation names them.
+
+    ``data``: the TEN index the model was built on (:class:`collsynth.tens.ten.TenData`: the
+    horizon, pre- and postcondition over global chunk ids in the model's direction, link pairs,
+    delays, capacities). ``sent[c, l, t]``: chunk ``c`` crosses link pair ``l`` arriving at the
+    end of timestep ``t`` (1 = the whole chunk). ``hold[c, n, t]``: node ``n`` holds chunk ``c``
+    at the end of timestep ``t``; it has entries only where a holding may change, an absent one
+    meaning held if ``data.pre[c, n]`` (the start state) and not held otherwise (the TACOS ILP:
+    W. Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed
+    Training", arXiv:2304.05301, 2023, section V-A). ``objective``: ``"arrivals"`` (maximise postcondition
+    pairs held at the horizon) or ``"makespan"`` (all arrive; minimise the last timestep).
+    """
+
+    data: ten.TenData
+    sent: pe.Var
+    hold: pe.Var
+    objective: str = "arrivals"
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """Postcondition pairs ``(chunk, node)`` not held at the start: what must arrive."""
+        cs, ns = np.nonzero(self.data.post & ~self.data.pre)
+        return list(zip(cs.tolist(), ns.tolist()))
+
+    def holding(self, c: int, n: int, t: int):
+        """``hold[c, n, t]`` as the model states it: its variable, or the constant 1 / 0."""
+        if self.data.pre[c, n]:
+            return 1
+        return self.hold[c, n, t] if (c, n, t) in self.hold else 0
+
+    def sends(self, threshold: float = 0.5) -> np.ndarray:
+        """The loaded solution's sends as rows ``(chunk, pair, arrival)`` (values above ``threshold``)."""
+        rows = [idx for idx, v in self.sent.items() if v.value is not None and v.value > threshold]
+        return np.array(sorted(rows), dtype=np.int64).reshape(-1, 3)
+
+    def holdings(self, upto: int | None = None, threshold: float = 0.5) -> np.ndarray:
+        """What the loaded solution holds (bool ``[chunk, node]``) at the end of timestep
+        ``upto`` (default: the horizon)."""
+        t_end = self.data.horizon if upto is None else int(upto)
+        out = self.data.pre.copy()
+        for (c, n, t), v in self.hold.items():
+            if t == t_end and v.value is not None and v.value > threshold:
+                out[c, n] = True
+        return out
+
+    def arrivals(self) -> int:
+        """Postcondition pairs (not held at the start) the loaded solution holds at the horizon."""
+        return int((self.holdings() & self.data.post & ~self.data.pre).sum())
+
+    def required(self) -> int:
+        """Postcondition pairs the model must deliver (not held at the start)."""
+        return int((self.data.post & ~self.data.pre).sum())
+
+
+VIEW_ATTRIBUTE = "ten_model"  # where expose() keeps the view on the Pyomo model
+
+
+def expose(model: pe.ConcreteModel, view: TenModel) -> pe.ConcreteModel:
+    """Attach ``view`` to ``model`` (the last step of a TEN formulation's ``build``); checks
+    that its variables belong to the model and are indexed by triples."""
+    for role in ("sent", "hold"):
+        var = getattr(view, role)
+        if not isinstance(var, pe.Var) or var.model() is not model or var.dim() != 3:
+            raise ContractError(f"model {model.name!r}: TenModel.{role} must be a Var of the model "
+                                f"indexed by triples, got {var!r}")
+    if view.objective not in OBJECTIVES:
+        raise ContractError(f"model {model.name!r}: TenModel.objective must be one of {OBJECTIVES}, "
+                            f"got {view.objective!r}")
+    setattr(model, VIEW_ATTRIBUTE, view)
+    return model
+
+
+def ten_model(model: pe.ConcreteModel) -> TenModel:
+    """The :class:`TenModel` a TEN formulation's ``build`` attached to ``model``."""
+    view = vars(model).get(VIEW_ATTRIBUTE)
+    if not isinstance(view, TenModel):
+        raise ContractError(f"model {model.name!r} exposes no TenModel: a TEN formulation's build "
+                            "must end with formulations.expose(model, TenModel(...))")
+    return view

@@ -5,38 +5,24 @@ rows: any number of chunks may cross a link in a timestep, as in synthesizers th
 contention. The schedules it finds are valid (every send has its data) but may overload links;
 the pipeline prices every schedule with the same congestion-aware cost models
 (:func:`collsynth.tens.cost.price`), so the comparison with ten-ilp is honest. Its timestep
-lower bound is only the delay-weighted distance (no inbound-throughput term).
+lower bound is only the delay-weighted distance (no inbound-throughput term): the contract's
+default for a formulation that declares ``RESPECTS_CAPACITY = False``.
 """
 
 from __future__ import annotations
 
 import pyomo.environ as pe
 
-from ..tens import ten
 from . import ten_ilp
 
-
 NAME = "ten-ilp-nocongestion"
+SUMMARY = "TEN ILP without link capacity (TACCL-like baseline), priced with congestion"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
+RESPECTS_CAPACITY = False  # its timesteps are bounded by distance only (the contract's default bound)
+extract = ten_ilp.extract
 
 
 def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
     """:func:`collsynth.formulations.ten_ilp.build` with ``capacity=False``."""
     params.pop("capacity", None)
     return ten_ilp.build(instance, horizon, state, capacity=False, **params)
-
-
-def extract(model):
-    """The chosen sends as a schedule (see :func:`collsynth.formulations.ten_ilp.extract`)."""
-    return ten_ilp.extract(model)
-
-
-def bound(model):
-    """No formulation-level bound."""
-    return None
-
-
-def lower_bound(instance, state=None, timestep=None) -> int:
-    """Delay-weighted distance from the nearest holder to the farthest needing node (without
-    link capacity, throughput gives no bound)."""
-    return ten.distance_bound(instance, state, timestep)

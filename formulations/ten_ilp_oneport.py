@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import pyomo.environ as pe
 
-from . import ten_ilp
+from . import ten_ilp, ten_model
 
 NAME = "ten-ilp-oneport"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 RECOVERY_VALID = False  # multi-port shortest-path recovery would break the one-port rule
-lower_bound = ten_ilp.lower_bound
 extract = ten_ilp.extract
-bound = ten_ilp.bound
 
 
 def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
@@ -35,16 +33,17 @@ def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
     port in timesteps ``t-k+1 .. t``.
     """
     model = ten_ilp.build(instance, horizon, state, **params)
-    data = model._ten
+    view = ten_model(model)  # the TEN index and the sent / hold variables ten_ilp built
+    data = view.data
     leaving: dict[tuple[int, int], list] = {}
-    for c, l, t in model.SENT:
+    for c, l, t in view.sent:
         k = int(data.delay[data.group[c], l])
         for tau in range(t - k + 1, t + 1):
             leaving.setdefault((int(data.src[l]), tau), []).append((c, l, t))
     # CONSTRAINTS
     model.ineq_one_port = pe.Constraint(
         sorted(k for k, v in leaving.items() if len(v) > 1),
-        rule=lambda m, n, tau: sum(m.sent[i] for i in leaving[(n, tau)]) <= 1,
+        rule=lambda m, n, tau: sum(view.sent[i] for i in leaving[(n, tau)]) <= 1,
         doc="a node sends at most one chunk in any timestep (one port)",
     )
     return model

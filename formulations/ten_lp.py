@@ -33,6 +33,7 @@ from sending one held fraction over a link several times.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -41,12 +42,13 @@ import numpy as np
 import pyomo.environ as pe
 
 from ..tens.schedule import Schedule, from_arrays, merge
-from . import ten_ilp
-from ..tens import ten
 from ..tens.ten import NotSupported, TenData, lower_bound  # noqa: F401 - same combinatorial bound
+from . import ten_ilp, ten_model
 
 NAME = "ten-lp"
-DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
+SUMMARY = "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps and a fractional schedule"
+DRIVER_FAMILY = "ten"
+ROLE = "relaxation"  # bound(model) proves a horizon; the schedule is realised from fractional amounts
 TOL = 1e-6
 MAX_DENOMINATOR = 64  # an LP amount is snapped to the nearest fraction with at most this denominator
 MAX_ATOMS = 1024  # cap on the common denominator (beyond it amounts are apportioned in 1024ths)
@@ -71,9 +73,10 @@ def build(instance, horizon: int, state=None, *, cuts: bool = True, **params) ->
 
 
 def _add_cuts(m: pe.ConcreteModel) -> None:
-    data: TenData = m._ten
+    view = ten_model(m)
+    data, sent, hold = view.data, view.sent, view.hold
     times: dict[tuple[int, int], list[int]] = {}
-    for c, l, t in m.SENT:
+    for c, l, t in sent:
         times.setdefault((c, l), []).append(t)
     for ts in times.values():
         ts.sort()
@@ -88,18 +91,18 @@ def _add_cuts(m: pe.ConcreteModel) -> None:
         rb = back[l]
         rts = times.get((c, rb), []) if rb is not None else []
         for t in ts:
-            if (c, s, t - k) not in m.hold:
+            if (c, s, t - k) not in hold:
                 continue
             if len(ts) > 1 or any(u <= t - k for u in rts):
                 rows.append((c, l, t))
 
     def _cum(m, c, l, t):
         k = int(data.delay[data.group[c], l])
-        out = sum(m.sent[c, l, u] for u in times[(c, l)] if u <= t)
+        out = sum(sent[c, l, u] for u in times[(c, l)] if u <= t)
         rb = back[l]
         if rb is not None:
-            out += sum(m.sent[c, rb, u] for u in times.get((c, rb), ()) if u <= t - k)
-        return out <= m.hold[c, int(data.src[l]), t - k]
+            out += sum(sent[c, rb, u] for u in times.get((c, rb), ()) if u <= t - k)
+        return out <= hold[c, int(data.src[l]), t - k]
 
     m.CUT = pe.Set(initialize=sorted(rows), dimen=3, doc="(chunk, link pair, arrival) with a cumulative-send cut")
     m.ineq_cumulative_send = pe.Constraint(
@@ -110,7 +113,8 @@ def _add_cuts(m: pe.ConcreteModel) -> None:
 
 def integral(model) -> bool:
     """True when every loaded ``sent``/``hold`` value is within 1e-6 of 0 or 1."""
-    for comp in (model.sent, model.hold):
+    view = ten_model(model)
+    for comp in (view.sent, view.hold):
         for v in comp.values():
             x = v.value or 0.0
             if min(abs(x), abs(1 - x)) > TOL:
@@ -120,9 +124,10 @@ def integral(model) -> bool:
 
 def fractional(model) -> list[tuple[int, int, int, int, float]]:
     """The LP's flows ``(chunk, src, dst, arrival_step, amount)`` with amount > 1e-6."""
-    data = model._ten
+    view = ten_model(model)
+    data = view.data
     out = []
-    for (c, l, t), v in model.sent.items():
+    for (c, l, t), v in view.sent.items():
         if v.value is not None and v.value > TOL:
             out.append((int(c), int(data.src[l]), int(data.dst[l]), int(t), float(v.value)))
     return sorted(out)
@@ -130,19 +135,16 @@ def fractional(model) -> list[tuple[int, int, int, int, float]]:
 
 def bound(model):
     """Lower bound on timesteps proven by the solved LP (arrivals objective, see module doc)."""
-    data = model._ten
-    need = data.post & ~data.pre
-    total = int(need.sum())
-    got = 0.0
-    for c, n in model._pairs:
-        if (c, n, data.horizon) in model.hold:
-            got += model.hold[c, n, data.horizon].value or 0.0
-    return data.horizon if got >= total - 1e-6 * max(1, total) else data.horizon + 1
+    view = ten_model(model)
+    T = view.data.horizon
+    total = view.required()
+    got = sum(view.hold[c, n, T].value or 0.0 for c, n in view.pairs if (c, n, T) in view.hold)
+    return T if got >= total - 1e-6 * max(1, total) else T + 1
 
 
 def complete(model) -> bool:
     """The solved LP delivers (fractionally) every postcondition pair by its horizon."""
-    return bound(model) == model._ten.horizon
+    return bound(model) == ten_model(model).data.horizon
 
 
 def polish(model) -> pe.ConcreteModel:
@@ -154,19 +156,20 @@ def polish(model) -> pe.ConcreteModel:
     unchanged; the re-solved LP has no flows that wander without purpose and delivers early,
     which is what :func:`walk` needs to turn amounts into pieces that arrive whole.
     """
-    data: TenData = model._ten
-    T = data.horizon
-    total = len(model._pairs)
-    if any((c, n, T) not in model.hold and not data.pre[c, n] for c, n in model._pairs):
+    view = ten_model(model)
+    T = view.data.horizon
+    pairs = view.pairs
+    total = len(pairs)
+    if any((c, n, T) not in view.hold for c, n in pairs):
         raise NotSupported(f"some postcondition pair cannot arrive by the horizon {T}: nothing to polish")
     for obj in list(model.component_data_objects(pe.Objective, active=True)):
         obj.deactivate()
-    held = sum(model.hold[c, n, T] for c, n in model._pairs if (c, n, T) in model.hold)
+    held = sum(view.hold[c, n, T] for c, n in pairs)
     model.ineq_deliver_all = pe.Constraint(
-        expr=held + sum(1 for c, n in model._pairs if data.pre[c, n]) >= total - 1e-6 * max(1, total),
+        expr=held >= total - 1e-6 * max(1, total),
         doc="every postcondition pair is held (fractionally) at the horizon")
     model.early_traffic = pe.Objective(
-        expr=sum((1 + t / (T + 1)) * v for (c, l, t), v in model.sent.items()) + 0, sense=pe.minimize,
+        expr=sum((1 + t / (T + 1)) * v for (c, l, t), v in view.sent.items()) + 0, sense=pe.minimize,
         doc="little and early traffic among complete LP solutions")
     return model
 
@@ -213,9 +216,10 @@ def amounts(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_
     ``round(D * sum)`` (a node the LP fills whole gets exactly ``D`` atoms offered).
     Zero counts are dropped; rows are sorted by (arrival, chunk, pair).
     """
-    data = model._ten
+    view = ten_model(model)
+    data = view.data
     rows, xs = [], []
-    for idx, v in model.sent.items():
+    for idx, v in view.sent.items():
         x = v.value
         if x is not None and x > TOL:
             rows.append(idx)
@@ -265,7 +269,7 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
     (``capacity * D`` atoms each). Sends to nodes that neither need nor forward their atoms
     are trimmed afterwards. ``Walk.held`` says which (chunk, node) pairs ended whole.
     """
-    data: TenData = model._ten
+    data: TenData = ten_model(model).data
     rows, counts, D = amounts(model, max_denominator, max_atoms)
     C, S = data.pre.shape
     w = Walk(data, D, horizon=data.horizon)
@@ -327,7 +331,7 @@ def _held(w: Walk) -> np.ndarray:
 
 def _trim(w: Walk) -> None:
     """Drop atoms sent to a node that neither needs the chunk nor forwards those atoms
-    (repeated to a fixed point; the atom-level version of :func:`ten.prune`)."""
+    (repeated to a fixed point; the atom-level version of :func:`collsynth.tens.ten.prune`)."""
     data = w.data
     while True:
         fwd: dict[tuple[int, int], np.ndarray] = {}
@@ -388,96 +392,99 @@ def repair(w: Walk) -> Walk:
     """Complete every pair the walk left short, using free link capacity from timestep 1 on.
 
     For each short (chunk, node) pair (in chunk, node order), the missing atoms ``M`` travel
-    as one group along an earliest-arrival path of the TEN (a time-dependent Dijkstra: a node
-    is labelled with the timestep by which it holds all of ``M``; a hop over a pair of delay
-    ``k`` starts at the first timestep after that whose ``k`` timesteps have room for the atoms
-    its destination lacks). Hops carry only the atoms their destination lacks, so no atom
-    reaches a node twice. Unlike shortest-path recovery after the horizon this reuses
-    capacity the LP left idle inside the horizon; without a path it leaves the pair short.
+    as one group along an earliest-arrival path of the TEN (:func:`_earliest_path`). Hops
+    carry only the atoms their destination lacks, so no atom reaches a node twice. Unlike
+    shortest-path recovery after the horizon this reuses capacity the LP left idle inside the
+    horizon; without a path it leaves the pair short.
     """
-    import heapq
-
     data = w.data
-    C, S = data.pre.shape
-    D = w.denom
+    S = data.pre.shape[1]
     used: dict[tuple[int, int], int] = {}
     for c, l, t, a in zip(w.chunk, w.pair, w.step, w.atoms):
-        k = int(data.delay[data.group[c], l])
-        for tau in range(t - k + 1, t + 1):
-            used[(l, tau)] = used.get((l, tau), 0) + len(a)
-    out_pairs = [np.flatnonzero(data.src == u) for u in range(S)]
-    zeros = np.zeros(D, np.int64)
+        _occupy(used, l, t, int(data.delay[data.group[c], l]), len(a))
+    out_pairs = [np.flatnonzero(data.src == u).tolist() for u in range(S)]
     for c, n in zip(*np.nonzero(data.post & ~_held(w))):
         c, n = int(c), int(n)
-        g = int(data.group[c])
         arr_n = w.arrival.get((c, n))
-        M = np.arange(D) if arr_n is None else np.flatnonzero(arr_n == _NEVER)
+        M = np.arange(w.denom) if arr_n is None else np.flatnonzero(arr_n == _NEVER)
         if not len(M):
             continue
-
-        def have(v):
-            return zeros if data.pre[c, v] else w.arrival.get((c, v))
-
-        label = {}
-        heap = []
-        for v in range(S):
-            arr = have(v)
-            if arr is not None and (arr[M] != _NEVER).all():
-                label[v] = int(arr[M].max())
-                heap.append((label[v], v))
-        heapq.heapify(heap)
-        prev: dict[int, tuple[int, int, int]] = {}
-        done = set()
-        while heap:
-            tv, u = heapq.heappop(heap)
-            if u in done or tv > label.get(u, _NEVER):
-                continue
-            done.add(u)
-            if u == n:
-                break
-            for l in out_pairs[u].tolist():
-                v = int(data.dst[l])
-                if v in done:
-                    continue
-                arr = have(v)
-                lack = M if arr is None else M[arr[M] == _NEVER]
-                if not len(lack):
-                    continue
-                k = int(data.delay[g, l])
-                room = int(data.capacity[l]) * D - len(lack)
-                s = tv + 1
-                while any(used.get((l, tau), 0) > room for tau in range(s, s + k)):
-                    s += 1
-                a = s + k - 1
-                heldM = M if arr is None else M[arr[M] != _NEVER]
-                lab = max(a, int(arr[heldM].max()) if arr is not None and len(heldM) else 0)
-                if lab < label.get(v, _NEVER):
-                    label[v] = lab
-                    prev[v] = (u, l, a)
-                    heapq.heappush(heap, (lab, v))
-        if n not in prev:
-            continue
-        path = []
-        v = n
-        while v in prev:
-            u, l, a = prev[v]
-            path.append((l, a, v))
-            v = u
-        for l, a, v in reversed(path):
+        for l, a, v in _earliest_path(w, c, n, M, used, out_pairs):
             arr = w.arrival.get((c, v))
             if arr is None:
-                arr = w.arrival[(c, v)] = np.full(D, _NEVER, np.int64)
+                arr = w.arrival[(c, v)] = np.full(w.denom, _NEVER, np.int64)
             pick = M[arr[M] == _NEVER]
             arr[pick] = a
-            k = int(data.delay[g, l])
-            for tau in range(a - k + 1, a + 1):
-                used[(l, tau)] = used.get((l, tau), 0) + len(pick)
+            _occupy(used, l, a, int(data.delay[data.group[c], l]), len(pick))
             w.chunk.append(c)
             w.pair.append(l)
             w.step.append(a)
             w.atoms.append(pick)
     w.held = _held(w)
     return w
+
+
+def _occupy(used: dict, l: int, arrival: int, k: int, atoms: int) -> None:
+    """Count ``atoms`` on pair ``l`` in the ``k`` timesteps a send arriving at ``arrival`` uses."""
+    for tau in range(arrival - k + 1, arrival + 1):
+        used[(l, tau)] = used.get((l, tau), 0) + atoms
+
+
+def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs: list) -> list:
+    """Hops ``(pair, arrival, node)`` bringing atoms ``M`` of chunk ``c`` to node ``n`` earliest.
+
+    A time-dependent Dijkstra: a node is labelled with the timestep by which it holds all of
+    ``M``; a hop over a pair of delay ``k`` starts at the first timestep after its source's
+    label whose ``k`` timesteps have room (``used``) for the atoms its destination lacks.
+    Empty when no path exists.
+    """
+    data = w.data
+    g = int(data.group[c])
+    zeros = np.zeros(w.denom, np.int64)
+
+    def have(v):
+        return zeros if data.pre[c, v] else w.arrival.get((c, v))
+
+    label = {}
+    for v in range(data.pre.shape[1]):
+        arr = have(v)
+        if arr is not None and (arr[M] != _NEVER).all():
+            label[v] = int(arr[M].max())
+    heap = [(t, v) for v, t in label.items()]
+    heapq.heapify(heap)
+    prev: dict[int, tuple[int, int, int]] = {}
+    done = set()
+    while heap:
+        tv, u = heapq.heappop(heap)
+        if u in done or tv > label.get(u, _NEVER):
+            continue
+        done.add(u)
+        if u == n:
+            break
+        for l in out_pairs[u]:
+            v = int(data.dst[l])
+            arr = have(v)
+            lack = M if arr is None else M[arr[M] == _NEVER]
+            if v in done or not len(lack):
+                continue
+            k = int(data.delay[g, l])
+            room = int(data.capacity[l]) * w.denom - len(lack)
+            s = tv + 1
+            while any(used.get((l, tau), 0) > room for tau in range(s, s + k)):
+                s += 1
+            held_m = M if arr is None else M[arr[M] != _NEVER]
+            lab = max(s + k - 1, int(arr[held_m].max()) if arr is not None and len(held_m) else 0)
+            if lab < label.get(v, _NEVER):
+                label[v] = lab
+                prev[v] = (u, l, s + k - 1)
+                heapq.heappush(heap, (lab, v))
+    path = []
+    v = n
+    while v in prev:
+        u, l, a = prev[v]
+        path.append((l, a, v))
+        v = u
+    return path[::-1]
 
 
 def _runs(atoms: np.ndarray) -> list[tuple[int, int]]:
@@ -534,5 +541,28 @@ def extract(model) -> Schedule:
     return to_schedule(repair(walk(model)))
 
 
+def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
+    """Schedules realising a solved, complete LP: ``(completion, schedule, pairs the walk left
+    short)`` for its :func:`walk` completed by :func:`repair` (only when that reaches every
+    pair) and completed by ``recover(data, held, horizon)``, rows ``(chunk, pair, arrival)``
+    delivering whole chunks after the horizon (shortest-path recovery: W. Won et al., "TACOS:
+    Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
+    arXiv:2304.05301, 2023, section V-B), trimmed by :func:`extend`."""
+    first = walk(model)
+    data = first.data
+    short = int((data.post & ~first.held).sum())
+    out = []
+    repaired = repair(first)
+    if not (data.post & ~repaired.held).any():
+        out.append(("repair", to_schedule(repaired), short))
+    w = walk(model)
+    w = extend(w, recover(data, w.held, data.horizon))
+    out.append(("recovery", to_schedule(w), short))
+    return out
+
+
+refine = polish  # the contract's name: re-aim a complete solved LP before a re-solve
+
+
 __all__ = ["NAME", "build", "extract", "bound", "fractional", "integral", "complete", "lower_bound",
-           "polish", "Walk", "amounts", "walk", "repair", "extend", "to_schedule"]
+           "polish", "refine", "schedules", "Walk", "amounts", "walk", "repair", "extend", "to_schedule"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
+from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp, ten_model
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.collective import make
@@ -108,7 +108,7 @@ def _arrivals(instance, horizon, solver):
     m = ten_ilp.build(instance, horizon)
     r = B.solve(m, solver, time_limit=60)
     assert r.status == "optimal", (solver, r.message)
-    assert ten_ilp.arrivals_count(m) == round(r.objective)
+    assert ten_model(m).arrivals() == round(r.objective)
     sched = ten_ilp.extract(m)  # a partial schedule: every send must still be legal
     v = verify.verify(sched, instance)
     assert v is None or v.send is None, str(v)
@@ -158,14 +158,13 @@ def test_heterogeneous_links_use_multi_timestep_arcs():
     edges = [(0, 1, {"scale": 1 / 3}), (1, 0, {"scale": 1 / 3}), (1, 2), (2, 1), (2, 3), (3, 2), (3, 0), (0, 3)]
     t = with_link_costs(from_edges(4, edges, name="hetero"), bandwidth=1e9, alpha=0.0)
     inst = make_instance(t, "allgather", message_bytes=4e6)
-    m = ten_ilp.build(inst, 4)
-    assert sorted(set(m._ten.delay[0].tolist())) == [1, 3]
+    data = ten_model(ten_ilp.build(inst, 4)).data
+    assert sorted(set(data.delay[0].tolist())) == [1, 3]
     steps, sched = ilp_min_steps(inst)
     # the slow link carries at most one chunk per 3 timesteps; 0 and 1 each need 3 chunks
     # and their fast in-link brings one per timestep, so 3 timesteps are needed and suffice
     assert steps == 3
-    d = m._ten.delay[0][m._ten.src * 0 + np.arange(len(m._ten.src))]
-    slow = {(int(u), int(v)) for u, v, k in zip(m._ten.src, m._ten.dst, d) if k == 3}
+    slow = {(int(u), int(v)) for u, v, k in zip(data.src, data.dst, data.delay[0]) if k == 3}
     for s in sched.sends():
         if (s.src, s.dst) in slow:
             assert s.step >= 3  # a 3-timestep send cannot arrive before timestep 3
@@ -191,9 +190,10 @@ def test_state_restarts_from_given_holdings():
     state[0, 3] = False  # only node 3 misses chunk 0 (three hops from its owner, one from 2 and 4)
     m = ten_ilp.build(inst, 1, state=state)
     r = B.solve(m, "highs")
-    assert round(r.objective) == 1 == ten_ilp.required(m)
-    rows = ten_ilp.sends_of(m)
-    assert len(rows) == 1 and m._ten.dst[rows[0, 1]] == 3
+    assert round(r.objective) == 1 == ten_model(m).required()
+    view = ten_model(m)
+    rows = view.sends()
+    assert len(rows) == 1 and view.data.dst[rows[0, 1]] == 3
 
 
 def test_concurrent_collectives_share_links():

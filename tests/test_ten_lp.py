@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
+from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp, ten_model
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
@@ -146,7 +146,7 @@ def test_reversed_pieces_reduce_exactly_once():
     # halves going each way round, the reversed pieces must count every contribution once
     inst = make_instance(topo("ring", {"nodes": 4}), "reduce", root=0)
     m = ten_lp.build(inst, 2, cuts=False)
-    assert m._ten.reversed
+    assert ten_model(m).data.reversed
     _set(m, {(0, 0, 1, 1): 0.5, (0, 0, 3, 1): 0.5, (0, 1, 2, 2): 0.5, (0, 3, 2, 2): 0.5})
     sched = ten_lp.extract(m)
     assert sched.collective == "reduce" and sched.denom == 2
@@ -209,7 +209,7 @@ def test_heterogeneous_links_and_binary_search():
 # ---- the walk itself ----------------------------------------------------------------------
 
 def _set(model, values: dict) -> None:
-    data = model._ten
+    data = ten_model(model).data
     pair = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
     for v in model.sent.values():
         v.set_value(0.0)
@@ -255,7 +255,8 @@ def test_amounts_exact_or_apportioned():
     _set(m, {(0, 0, 1, 1): 0.123456, (0, 0, 3, 1): 0.876544, (0, 1, 2, 2): 0.3, (0, 3, 2, 2): 0.7})
     rows, counts, D = ten_lp.amounts(m)
     assert D == ten_lp.MAX_ATOMS
-    got = {(int(m._ten.src[l]), int(m._ten.dst[l])): int(k) for (_, l, _), k in zip(rows.tolist(), counts.tolist())}
+    data = ten_model(m).data
+    got = {(int(data.src[l]), int(data.dst[l])): int(k) for (_, l, _), k in zip(rows.tolist(), counts.tolist())}
     assert got[(1, 2)] + got[(3, 2)] == D  # node 2's offers still add up to a whole chunk
     assert abs(got[(0, 1)] - 0.123456 * D) < 1
 

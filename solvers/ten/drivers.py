@@ -1,9 +1,12 @@
-"""Drivers: ways to run a TEN formulation that keep big instances tractable (TACOS, seed 001).
+"""Drivers: ways to run a TEN formulation that keep big instances tractable (W. Won et al.,
+"TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
+arXiv:2304.05301, 2023, section V).
 
-Every driver takes an instance, a formulation module (the interface of
-:mod:`collsynth.formulations`: ``build(instance, horizon, state=None, **params)``,
-``extract(model)``; the TEN helpers of :mod:`collsynth.formulations.ten_ilp` read the solution
-back) and :class:`~collsynth.solvers.producers.Options`, and returns an
+Every driver takes an instance, a TEN formulation (a module or a
+:class:`~collsynth.formulations.TenFormulation`; the drivers use only its contract: ``build``,
+``extract``, ``lower_bound``, ``RECOVERY_VALID``, ``WARM_START``, and the
+:class:`~collsynth.formulations.TenModel` its models expose) and
+:class:`~collsynth.solvers.producers.Options`, and returns an
 :class:`~collsynth.solvers.producers.Outcome` whose objective and bound are TEN timesteps:
 
 - :func:`horizon_search`: horizons from the lower bound upward (TACOS V-A: "t_f = diameter,
@@ -32,16 +35,19 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyomo.environ as pe
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
 
-from ...formulations import ten_ilp as T
+from ... import InputError
+from ...formulations import TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
-from ..producers import Options, Outcome
+from ..producers import Options, Outcome, Unsupported
 
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
@@ -81,9 +87,6 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     timesteps it occupies (TACOS early termination). Returns rows ``(chunk, pair, arrival)``.
     ``avail[c, n]`` optionally gives when a holder got the chunk (default: ``start``).
     """
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import dijkstra
-
     C, S = held.shape
     need = data.post & ~held
     if not need.any():
@@ -181,13 +184,12 @@ def _solve(model, options: Options, clock: _Clock, stats, session=None, warm_sta
     return res
 
 
-def _lower_bound(formulation, instance, form_params) -> int:
-    fn = getattr(formulation, "lower_bound", T.lower_bound)
-    return int(fn(instance, timestep=form_params.get("timestep")))
+def _lower_bound(formulation: TenFormulation, instance, form_params) -> int:
+    return int(formulation.lower_bound(instance, timestep=form_params.get("timestep")))
 
 
-def _complete(model, res) -> bool:
-    return res.has_solution and res.objective is not None and T.arrivals_count(model) >= T.required(model)
+def _complete(view: TenModel, res) -> bool:
+    return res.has_solution and res.objective is not None and view.arrivals() >= view.required()
 
 
 def _fail(res: backends.SolveResult, stats, lb, extra) -> Outcome:
@@ -215,9 +217,9 @@ def _known(how, data, rows) -> _Known:
 def warm_ok(formulation, form_params) -> bool:
     """Whether the drivers may warm-start ``formulation`` from a time-clustering schedule: its
     windows and shortest-path recovery obey its rules (``RECOVERY_VALID``), it opts in
-    (``WARM_START``, default True) and the objective is ``arrivals``."""
-    return (recovery_valid(formulation) and bool(getattr(formulation, "WARM_START", True))
-            and form_params.get("objective", "arrivals") == "arrivals")
+    (``WARM_START``) and the objective is ``arrivals``."""
+    f = ten_formulation(formulation)
+    return f.recovery_valid and f.warm_start and form_params.get("objective", "arrivals") == "arrivals"
 
 
 def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any] | None:
@@ -232,11 +234,12 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     rule, so this is a feasible point of the arrivals-objective ILP (TACOS V-A). Every other
     variable of ``sent``/``hold`` is set to 0 (fixed variables are left alone). Returns
     ``{"sends", "dropped", "objective"}`` (the active objective at the start), or None when the
-    model is not an arrivals model of the TEN family.
+    model's objective is not ``arrivals``.
     """
-    data: ten.TenData | None = getattr(model, "_ten", None)
-    if data is None or getattr(model, "_objective", "arrivals") != "arrivals" or not hasattr(model, "sent"):
+    view = ten_model(model)
+    if view.objective != "arrivals":
         return None
+    data = view.data
     h = data.horizon if upto is None else int(upto)
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
     rows = rows[rows[:, 2] <= h]
@@ -244,7 +247,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     C, S = data.pre.shape
     when = np.where(data.pre, 0, ten.INF).astype(np.int64)
     kept = []
-    sent = model.sent
+    sent = view.sent
     for c, l, t in rows.tolist():
         k = int(data.delay[data.group[c], l])
         u, v = int(data.src[l]), int(data.dst[l])
@@ -258,7 +261,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     for idx in kept:
         if not sent[idx].fixed:
             sent[idx].set_value(1)
-    for (c, n, t), v in model.hold.items():
+    for (c, n, t), v in view.hold.items():
         if not v.fixed:
             v.set_value(1 if when[c, n] <= t else 0)
     obj = None
@@ -276,8 +279,8 @@ def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share:
         limit = min(limit, clock.left())
     sub = replace(options, time_limit=limit)
     o, data, rows = _time_cluster(instance, formulation, sub, **form_params)
-    for key in ("build_s", "solve_s"):
-        stats[key] += getattr(o, key) or 0.0
+    stats["build_s"] += o.build_s
+    stats["solve_s"] += o.solve_s
     if o.nodes is not None:
         stats["nodes"] = (stats["nodes"] or 0) + o.nodes
     stats["version"] = o.version or stats["version"]
@@ -301,13 +304,13 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
                    warm_share: float = WARM_SHARE, **form_params) -> Outcome:
     """Smallest horizon at which the formulation delivers the whole postcondition.
 
-    Linear search from :func:`~collsynth.formulations.ten_ilp.lower_bound` upward (TACOS V-A),
-    or binary search up to the best known schedule's length. ``persistent=True`` (HiGHS,
-    Gurobi) builds one model at the largest horizon and re-solves it per horizon with later
-    sends fixed to zero (see ``benchmarks/bench_ten.py`` for when that pays off). A horizon
-    counts as impossible only when the solver proves it (optimal objective short of every
-    pair); otherwise the bound stays at the last proven-impossible horizon + 1 and the status
-    is ``feasible``.
+    Linear search from the formulation's ``lower_bound`` upward (TACOS section V-A: "t_f =
+    diameter, diameter + 1, ... until all arrive"), or binary search up to the best known
+    schedule's length. ``persistent=True`` (HiGHS, Gurobi) builds one model at the largest
+    horizon and re-solves it per horizon with later sends fixed to zero (see
+    ``benchmarks/bench_ten.py`` for when that pays off). A horizon counts as impossible only
+    when the solver proves it (optimal objective short of every pair); otherwise the bound
+    stays at the last proven-impossible horizon + 1 and the status is ``feasible``.
 
     ``warm=True`` (formulations that allow recovery, arrivals objective): time clustering first
     runs with ``warm_share`` of the time limit. Its schedule is the best known one (if it meets
@@ -316,95 +319,137 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     start (:func:`set_start`), and when no horizon completes in time the best of the known
     schedule, the last incumbent completed by :func:`recover`, and pure recovery is returned.
     """
-    t_start = time.perf_counter()
-    clock = _Clock(options.time_limit, t_start)
-    stats = _stats(options.solver)
-    form_params = dict(form_params)
-    form_params.setdefault("objective", "arrivals")
+    formulation = ten_formulation(formulation)
+    clock = _Clock(options.time_limit, time.perf_counter())
+    form_params = {"objective": "arrivals", **form_params}
+    search = _Search(instance, formulation, options, form_params, clock, _stats(options.solver),
+                     use_warm=bool(warm) and warm_ok(formulation, form_params))
     lb = _lower_bound(formulation, instance, form_params)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
-    recovery_ok = recovery_valid(formulation)
-    use_warm = bool(warm) and warm_ok(formulation, form_params)
-    known = _known("recovery", rdata, ten.prune(rdata, rrows)) if recovery_ok else None
+    if formulation.recovery_valid:
+        search.known = _known("recovery", rdata, ten.prune(rdata, rrows))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
-    if use_warm:
-        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
+    if search.use_warm:
+        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
         if tc is None and tco.status in ("error", "skipped"):
-            return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
+            return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-        known = _better(known, tc)
-    if recovery_ok:
-        hi = known.steps if max_horizon is None else min(int(max_horizon), known.steps)
+        search.known = _better(search.known, tc)
+    if search.known is not None:
+        hi = search.known.steps if max_horizon is None else min(int(max_horizon), search.known.steps)
     else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
         hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps, lb)
     hi = max(hi, lb)
     # horizons at or beyond the known schedule's length need no solve
-    top = hi - 1 if known is not None and known.steps <= hi else hi
-    use_session = bool(persistent) and backends.canonical(options.solver) in ("highs", "gurobi")
-    session = backends.Session(options.solver) if use_session else None
-    tried: list[dict] = []
-    proven_lb = lb
-    best = None  # (steps, schedule)
-    shared = None  # one model at the largest horizon when persistent
+    search.top = hi - 1 if search.known is not None and search.known.steps <= hi else hi
+    if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
+        search.session = backends.Session(options.solver)
+    if search.known is not None and search.known.steps <= lb:
+        proven_lb, best, failed = lb, None, None  # the best known schedule meets the lower bound
+    elif binary:
+        proven_lb, best, failed = _binary_search(search, lb)
+    else:
+        proven_lb, best, failed = _linear_search(search, lb)
+    extra["horizons"] = search.tried
+    if failed is not None:
+        return _fail(failed, search.stats, lb, extra)
+    extra.update({"persistent": bool(search.session is not None and search.session.persistent),
+                  "warm": search.use_warm})
+    return _search_outcome(search, best, proven_lb, lb, extra)
 
-    def attempt(h: int):
-        nonlocal shared, known
+
+@dataclass
+class _Search:
+    """One horizon search: the formulation and its parameters, the clock and statistics, the
+    best known complete schedule, the largest horizon to solve and the horizons tried."""
+
+    instance: Any
+    formulation: TenFormulation
+    options: Options
+    form_params: dict
+    clock: _Clock
+    stats: dict
+    use_warm: bool
+    known: _Known | None = None
+    top: int = 0
+    session: Any = None
+    shared: Any = None  # one model at the largest horizon, re-solved per horizon when persistent
+    tried: list = field(default_factory=list)
+
+    def model(self, h: int):
+        """The model of horizon ``h``: built, or the shared persistent one restricted to ``h``."""
+        if self.session is None or not self.session.persistent or self.form_params["objective"] != "arrivals":
+            return self.formulation.build(self.instance, h, **self.form_params)
+        if self.shared is None:
+            self.shared = self.formulation.build(self.instance, max(self.top, h), **self.form_params)
+        _restrict(self.shared, h)
+        return self.shared
+
+    def attempt(self, h: int):
+        """Solve horizon ``h``: (solver result, whether it delivers everything, its schedule)."""
         t0 = time.perf_counter()
-        if session is not None and session.persistent and form_params["objective"] == "arrivals":
-            if shared is None:
-                shared = formulation.build(instance, max(top, lb), **form_params)
-            model = shared
-            _restrict(model, h)
-        else:
-            model = formulation.build(instance, h, **form_params)
-        start = set_start(model, known.rows, h) if use_warm and known is not None else None
-        stats["build_s"] += time.perf_counter() - t0
-        res = _solve(model, options, clock, stats, session, warm_start=start is not None)
-        ok = _complete(model, res)
-        sched = formulation.extract(model) if ok else None
-        if not ok and res.has_solution and recovery_ok:
-            rows = T.sends_of(model)
-            pdata = model._ten
-            held = T.holdings(model, upto=h)
-            cand = ten.prune(pdata, np.concatenate([rows[rows[:, 2] <= h], recover(pdata, held, h)]))
-            cand = _known(f"incumbent at horizon {h} completed by shortest-path recovery", pdata, cand)
-            known = _better(known, cand)
-        tried.append({"horizon": h, "status": res.status, "objective": res.objective,
-                      "required": T.required(model), "complete": ok,
-                      "warm_start": None if start is None else start["objective"]})
+        model = self.model(h)
+        start = set_start(model, self.known.rows, h) if self.use_warm and self.known is not None else None
+        self.stats["build_s"] += time.perf_counter() - t0
+        res = _solve(model, self.options, self.clock, self.stats, self.session, warm_start=start is not None)
+        view = ten_model(model)
+        ok = _complete(view, res)
+        sched = self.formulation.extract(model) if ok else None
+        if not ok and res.has_solution and self.formulation.recovery_valid:
+            rows = view.sends()
+            held = view.holdings(upto=h)
+            cand = ten.prune(view.data, np.concatenate([rows[rows[:, 2] <= h], recover(view.data, held, h)]))
+            self.known = _better(self.known, _known(
+                f"incumbent at horizon {h} completed by shortest-path recovery", view.data, cand))
+        self.tried.append({"horizon": h, "status": res.status, "objective": res.objective,
+                           "required": view.required(), "complete": ok,
+                           "warm_start": None if start is None else start["objective"]})
         return res, ok, sched
 
-    if known is not None and known.steps <= lb:
-        pass  # the best known schedule meets the lower bound: optimal without a solve
-    elif binary:
-        lo_h, hi_h = lb, top
-        while lo_h <= hi_h and not clock.out():
-            mid = (lo_h + hi_h) // 2
-            res, ok, sched = attempt(mid)
-            if res.status in ("error", "skipped"):
-                return _fail(res, stats, lb, {**extra, "horizons": tried})
-            if ok:
-                best = (sched.num_steps if sched is not None else mid, sched)
-                hi_h = mid - 1
-            else:
-                if res.status in ("optimal", "infeasible"):
-                    proven_lb = max(proven_lb, mid + 1)
-                lo_h = mid + 1
-    else:
-        h = lb
-        while h <= top and not clock.out():
-            res, ok, sched = attempt(h)
-            if res.status in ("error", "skipped"):
-                return _fail(res, stats, lb, {**extra, "horizons": tried})
-            if ok:
-                best = (sched.num_steps, sched)
-                break
-            if res.status in ("optimal", "infeasible") and proven_lb == h:
-                proven_lb = h + 1
-            h += 1
-    extra.update({"horizons": tried, "persistent": bool(session is not None and session.persistent),
-                  "warm": use_warm})
+
+def _linear_search(search: _Search, lb: int):
+    """Horizons ``lb, lb + 1, ...`` up to ``search.top`` until one delivers everything:
+    (proven lower bound, (steps, schedule) or None, the failed solve or None)."""
+    proven_lb = lb
+    h = lb
+    while h <= search.top and not search.clock.out():
+        res, ok, sched = search.attempt(h)
+        if res.status in ("error", "skipped"):
+            return proven_lb, None, res
+        if ok:
+            return proven_lb, (sched.num_steps, sched), None
+        if res.status in ("optimal", "infeasible") and proven_lb == h:
+            proven_lb = h + 1
+        h += 1
+    return proven_lb, None, None
+
+
+def _binary_search(search: _Search, lb: int):
+    """Binary search of the smallest complete horizon in ``[lb, search.top]`` (as
+    :func:`_linear_search`)."""
+    proven_lb, best = lb, None
+    lo_h, hi_h = lb, search.top
+    while lo_h <= hi_h and not search.clock.out():
+        mid = (lo_h + hi_h) // 2
+        res, ok, sched = search.attempt(mid)
+        if res.status in ("error", "skipped"):
+            return proven_lb, None, res
+        if ok:
+            best = (sched.num_steps if sched is not None else mid, sched)
+            hi_h = mid - 1
+        else:
+            if res.status in ("optimal", "infeasible"):
+                proven_lb = max(proven_lb, mid + 1)
+            lo_h = mid + 1
+    return proven_lb, best, None
+
+
+def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict) -> Outcome:
+    """The answer of a horizon search: the ILP's schedule when no known one is shorter, else
+    the best known schedule; optimal when every shorter horizon is proven impossible or it
+    meets the bound."""
+    stats, known, tried = search.stats, search.known, search.tried
     if best is not None and (known is None or best[0] <= known.steps):
         steps, sched = best
         extra["used"] = "ilp"
@@ -414,52 +459,49 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     if known is None:
         return _outcome(None, "no-solution", None, proven_lb, stats,
                         f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
-    # no horizon below the known schedule completed (in time): the known schedule is the
-    # answer; optimal when every shorter horizon is proven impossible or it meets the bound
     sched = ten.schedule_from_rows(known.data, known.rows)
     steps = sched.num_steps
     extra["used"] = known.how
     status = "optimal" if steps <= proven_lb else "feasible"
     if status == "optimal":
         msg = f"{known.how}: meets the proven lower bound {proven_lb}"
-    elif tried and all(x["complete"] is False for x in tried) and top >= lb:
+    elif tried and all(x["complete"] is False for x in tried) and search.top >= lb:
         msg = f"no horizon below {steps} completed in time; {known.how}"
     else:
         msg = f"{known.how}; proven lower bound {proven_lb}"
     return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
 
 
+RESTRICTED_OBJECTIVE = "driver_arrivals_at"  # the objective a persistent re-solve puts in place
+
+
 def _restrict(model, h: int) -> None:
     """Make a model built at a larger horizon describe horizon ``h`` (persistent re-solve).
 
-    Sends arriving after ``h`` are fixed to 0 and the arrivals objective counts holdings at
-    ``h``. Other horizons' fixings are undone first.
+    Sends arriving after ``h`` are fixed to 0 (other horizons' fixings are undone first) and
+    the active objective becomes the postcondition pairs held at ``h``.
     """
-    data: ten.TenData = model._ten
-    for idx, v in model.sent.items():
+    view = ten_model(model)
+    for idx, v in view.sent.items():
         if idx[2] > h:
             v.fix(0)
         elif v.fixed:
             v.unfix()
-    pre = data.pre
-    expr = 0
-    for c, n in model._pairs:
-        if pre[c, n]:
-            expr += 1
-        elif (c, n, h) in model.hold:
-            expr += model.hold[c, n, h]
-    for name in ("arrivals", "arrivals_at"):
-        if hasattr(model, name):
-            model.del_component(name)
-    model.arrivals_at = pe.Objective(expr=expr, sense=pe.maximize, doc=f"postcondition pairs held at timestep {h}")
-    model._restricted = h
+    for obj in model.component_data_objects(pe.Objective, active=True):
+        obj.deactivate()
+    if model.component(RESTRICTED_OBJECTIVE) is not None:
+        model.del_component(RESTRICTED_OBJECTIVE)
+    model.add_component(RESTRICTED_OBJECTIVE, pe.Objective(
+        expr=sum(view.holding(c, n, h) for c, n in view.pairs) + 0, sense=pe.maximize,
+        doc=f"postcondition pairs held at timestep {h}"))
 
 
 # ---- early termination -----------------------------------------------------------------------
 
 def early_stop(instance, formulation, options: Options, *, horizon: int | None = None, warm: bool = True,
                warm_share: float = WARM_SHARE, **form_params) -> Outcome:
-    """Solve one horizon with the time limit, keep the incumbent, recover the rest (TACOS).
+    """Solve one horizon with the time limit, keep the incumbent, recover the rest (TACOS
+    section V-B).
 
     The horizon defaults to the lower bound. Missing chunks are delivered along shortest paths
     after the horizon without exceeding any link's capacity (:func:`recover`). The gap is
@@ -474,18 +516,17 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     ``extra`` reports ``used``, ``warm_start`` (its objective: postcondition pairs held at
     the horizon) and the ILP's final objective.
     """
+    formulation = ten_formulation(formulation)
     clock = _Clock(options.time_limit, time.perf_counter())
     stats = _stats(options.solver)
-    form_params = dict(form_params)
-    form_params.setdefault("objective", "arrivals")
+    form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
     h = lb if horizon is None else int(horizon)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
     cands = [_known("recovery", rdata, ten.prune(rdata, rrows))]
     extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
-    use_warm = bool(warm) and warm_ok(formulation, form_params)
     tc = None
-    if use_warm:
+    if bool(warm) and warm_ok(formulation, form_params):
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
         if tc is None and tco.status in ("error", "skipped"):
             return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
@@ -493,29 +534,11 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         if tc is not None:
             cands.append(tc)
-    res = None
     if tc is None or tc.steps > lb:
-        t0 = time.perf_counter()
-        model = formulation.build(instance, h, **form_params)
-        start = set_start(model, tc.rows, h) if tc is not None else None
-        stats["build_s"] += time.perf_counter() - t0
-        if start is not None:
-            extra["warm_start"] = {"source": "time-cluster", "steps": tc.steps, "horizon": h, **start}
-        res = _solve(model, options, clock, stats, warm_start=start is not None)
-        extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound,
-                      "required": T.required(model)})
+        ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
         if res.status in ("error", "skipped"):
             return _fail(res, stats, lb, extra)
-        data: ten.TenData = model._ten
-        if res.has_solution:
-            rows = T.sends_of(model)
-            held = T.holdings(model)
-        else:
-            rows = np.zeros((0, 3), np.int64)
-            held = data.pre.copy()
-        extra["recovered_pairs"] = int((data.post & ~held).sum())
-        more = recover(data, held, h)
-        cands.insert(0, _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more]))))
+        cands.insert(0, ilp)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
@@ -524,6 +547,31 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     status = "optimal" if steps <= lb else "feasible"
     return _outcome(sched, status, steps, min(lb, steps), stats,
                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
+
+
+def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: _Clock, stats,
+                         form_params, h: int, start: _Known | None, extra: dict):
+    """The model at horizon ``h`` solved under the clock (MIP start: ``start`` cut at ``h``),
+    its incumbent completed by :func:`recover`: (that schedule as ``_Known``, the solve result).
+    Records the solve in ``extra``."""
+    t0 = time.perf_counter()
+    model = formulation.build(instance, h, **form_params)
+    view = ten_model(model)
+    info = set_start(model, start.rows, h) if start is not None else None
+    stats["build_s"] += time.perf_counter() - t0
+    if info is not None:
+        extra["warm_start"] = {"source": start.how, "steps": start.steps, "horizon": h, **info}
+    res = _solve(model, options, clock, stats, warm_start=info is not None)
+    extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound,
+                  "required": view.required()})
+    data = view.data
+    if res.has_solution:
+        rows, held = view.sends(), view.holdings()
+    else:
+        rows, held = np.zeros((0, 3), np.int64), data.pre.copy()
+    extra["recovered_pairs"] = int((data.post & ~held).sum())
+    more = recover(data, held, h)
+    return _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more]))), res
 
 
 # ---- time clustering -------------------------------------------------------------------------
@@ -543,10 +591,10 @@ def time_cluster(instance, formulation, options: Options, *, window: int | None 
 def _time_cluster(instance, formulation, options: Options, *, window: int | None = None,
                   lookahead: int | None = None, **form_params):
     """:func:`time_cluster`, also returning (TEN data, rows) of its schedule in the model's direction."""
+    formulation = ten_formulation(formulation)
     clock = _Clock(options.time_limit, time.perf_counter())
     stats = _stats(options.solver)
-    form_params = dict(form_params)
-    form_params.setdefault("objective", "arrivals")
+    form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
     data0 = rdata
@@ -554,45 +602,26 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     if lookahead is None:
         finite = data0.dist[np.isfinite(data0.dist)]
         lookahead = int(finite.max()) if finite.size else k
+    if lookahead and form_params["objective"] == "arrivals":
+        form_params["lookahead"] = lookahead
     state = data0.pre.copy()
-    offset = 0
-    all_rows = []
-    windows = []
-    stalls = 0
-
-    def potential(held):
-        need = data0.post & ~held
-        tot = 0.0
-        for c in np.flatnonzero(need.any(axis=1)):
-            D = data0.dist[data0.group[c]]
-            h = np.flatnonzero(held[c])
-            tot += D[np.ix_(h, np.flatnonzero(need[c]))].min(axis=0).sum()
-        return tot
-
-    pot = potential(state)
-    while (data0.post & ~state).any():
-        if clock.out() or stalls >= 2:
-            break
+    offset, stalls, pot = 0, 0, _potential(data0, state)
+    all_rows, windows = [], []
+    while (data0.post & ~state).any() and not clock.out() and stalls < 2:
         t0 = time.perf_counter()
-        params = dict(form_params)
-        if lookahead and form_params["objective"] == "arrivals":
-            params["lookahead"] = lookahead
-        model = formulation.build(instance, k, state=state, **params)
+        model = formulation.build(instance, k, state=state, **form_params)
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
         if res.status in ("error", "skipped"):
             return _fail(res, stats, lb, {"windows": windows}), data0, None
         if not res.has_solution:
             break
-        rows = T.sends_of(model)
-        new_state = T.holdings(model)
-        new_pot = potential(new_state)
+        view = ten_model(model)
+        rows, new_state = view.sends(), view.holdings()
+        new_pot = _potential(data0, new_state)
         gained = int((new_state & ~state & data0.post).sum())
         windows.append({"start": offset, "status": res.status, "arrivals": gained})
-        if gained == 0 and new_pot >= pot:
-            stalls += 1
-        else:
-            stalls = 0
+        stalls = stalls + 1 if gained == 0 and new_pot >= pot else 0
         if len(rows):
             rows[:, 2] += offset
             all_rows.append(rows)
@@ -602,13 +631,11 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
     extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
     if (data0.post & ~state).any():
-        more = recover(data0, state, offset)
         extra["recovered_pairs"] = int((data0.post & ~state).sum())
-        rows = np.concatenate([rows, more])
+        rows = np.concatenate([rows, recover(data0, state, offset)])
     rows = ten.prune(data0, rows)
-    steps = int(rows[:, 2].max()) if len(rows) else 0
-    if steps > rsteps:
-        rows, steps = ten.prune(rdata, rrows), rsteps
+    if (int(rows[:, 2].max()) if len(rows) else 0) > rsteps:
+        rows = ten.prune(rdata, rrows)
         extra["used"] = "recovery"
     rows = _compact(data0, rows)
     sched = ten.schedule_from_rows(data0, rows)
@@ -617,6 +644,18 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     return (_outcome(sched, status, steps, min(lb, steps), stats,
                      "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra),
             data0, rows)
+
+
+def _potential(data: ten.TenData, held: np.ndarray) -> float:
+    """Sum over missing postcondition pairs of the delay-weighted distance from the nearest
+    holder: a window that lowers it moved chunks closer even without an arrival."""
+    need = data.post & ~held
+    tot = 0.0
+    for c in np.flatnonzero(need.any(axis=1)):
+        D = data.dist[data.group[c]]
+        h = np.flatnonzero(held[c])
+        tot += D[np.ix_(h, np.flatnonzero(need[c]))].min(axis=0).sum()
+    return tot
 
 
 def _compact(data: ten.TenData, rows: np.ndarray) -> np.ndarray:
@@ -635,28 +674,29 @@ def _compact(data: ten.TenData, rows: np.ndarray) -> np.ndarray:
 
 
 def recovery_valid(formulation) -> bool:
-    """Whether shortest-path recovery sends obey the formulation's rules (``RECOVERY_VALID``,
-    default True). A formulation that adds rules to the TEN ILP (e.g. one-port nodes) sets it
-    False: horizon search then searches past the recovery length and never falls back to it,
-    and the drivers built on recovery (early-stop, time-cluster) refuse it."""
-    return bool(getattr(formulation, "RECOVERY_VALID", True))
+    """Whether shortest-path recovery sends obey the formulation's rules (``RECOVERY_VALID``).
+    A formulation that adds rules to the TEN ILP (e.g. one-port nodes) sets it False: horizon
+    search then searches past the recovery length and never falls back to it, and the drivers
+    built on recovery (early-stop, time-cluster) refuse it."""
+    return ten_formulation(formulation).recovery_valid
+
+
+DRIVER_KEYS = {
+    "horizon": ("binary", "persistent", "max_horizon", "warm", "warm_share"),
+    "early-stop": ("horizon", "warm", "warm_share"),
+    "time-cluster": ("window", "lookahead"),
+}
 
 
 def run(driver: str | None, instance, formulation, options: Options) -> Outcome:
     """Dispatch to a driver by name (default: horizon search)."""
+    formulation = ten_formulation(formulation)
     drv, form = split_params(dict(options.params))
     name = driver or "horizon"
-    if name in ("early-stop", "time-cluster") and not recovery_valid(formulation):
-        from ..producers import Unsupported
-
+    if name not in DRIVER_KEYS:
+        raise InputError("--driver", f"unknown driver {name!r}; expected one of {', '.join(DRIVERS)}")
+    if name in ("early-stop", "time-cluster") and not formulation.recovery_valid:
         raise Unsupported(f"{name} completes schedules by shortest-path recovery, which "
-                          f"{getattr(formulation, 'NAME', 'this formulation')} does not allow; use --driver horizon")
-    if name == "horizon":
-        return horizon_search(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("binary", "persistent", "max_horizon", "warm", "warm_share")}, **form)
-    if name == "early-stop":
-        return early_stop(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("horizon", "warm", "warm_share")}, **form)
-    if name == "time-cluster":
-        return time_cluster(instance, formulation, options, **{k: v for k, v in drv.items() if k in ("window", "lookahead")}, **form)
-    from ... import InputError
-
-    raise InputError("--driver", f"unknown driver {name!r}; expected one of {', '.join(DRIVERS)}")
+                          f"{formulation.name} does not allow; use --driver horizon")
+    fn = {"horizon": horizon_search, "early-stop": early_stop, "time-cluster": time_cluster}[name]
+    return fn(instance, formulation, options, **{k: v for k, v in drv.items() if k in DRIVER_KEYS[name]}, **form)

@@ -1,23 +1,27 @@
-"""The TEN formulation producers: ``ten-ilp``, ``ten-lp``, ``ten-ilp-nocongestion``.
+"""The TEN formulation producers: one per formulation module with ``DRIVER_FAMILY = "ten"``.
 
-Each runs a formulation of :mod:`collsynth.formulations` through a driver of
-:mod:`collsynth.solvers.ten.drivers` on any backend of :mod:`collsynth.solvers.backends`
-(``--solver``, ``--driver horizon|early-stop|time-cluster``, ``--time-limit``, ``--gap``,
-``--param k=v`` for formulation and driver parameters such as ``objective=makespan``,
-``binary=true``, ``persistent=true``, ``window=3``, ``horizon=9``).
+Each runs a formulation of :mod:`collsynth.formulations` (through its contract,
+:class:`~collsynth.formulations.TenFormulation`) on any backend of
+:mod:`collsynth.solvers.backends` (``--solver``, ``--time-limit``, ``--gap``, ``--param k=v``
+for formulation and driver parameters such as ``objective=makespan``, ``binary=true``,
+``persistent=true``, ``window=3``, ``horizon=9``). Nothing here depends on a formulation's
+name; what differs is what the formulation declares:
+
+- ``ROLE = "schedule"`` (ten-ilp, ten-ilp-nocongestion, ten-ilp-oneport, ...): solved by a
+  driver of :mod:`collsynth.solvers.ten.drivers` (``--driver horizon|early-stop|time-cluster``).
+  Every such run reports the TEN LP bound beside its result (``extra["lp_bound"]``, at most
+  ~20% of the time limit; ``--param lp_bound=false`` skips it) and, when the formulation
+  respects link capacity (``RESPECTS_CAPACITY``), proves with it: the outcome's bound is the
+  larger of the driver's and the LP's.
+- ``ROLE = "relaxation"`` (ten-lp): the smallest horizon whose relaxation delivers everything
+  is its bound (``extra["lp_bound"]`` as well), and the solved relaxation's ``schedules`` give
+  a verified fractional schedule (``--param polish=false`` skips the re-solve of its
+  ``refine``; ``cuts=false`` switches off the LP's cumulative-send cuts).
 
 Collectives: non-combining ones directly; reduce and reduce_scatter as the dual on the
 transposed topology, reversed (inside the formulation); allreduce as reduce_scatter then
 allgather, two runs concatenated (its bound is the larger phase bound: the decomposition is
 not proven optimal for allreduce). Objectives and bounds are TEN timesteps.
-
-``ten-lp`` solves the LP relaxation (:mod:`collsynth.formulations.ten_lp`): its bound (the
-smallest horizon whose LP delivers everything) and a verified fractional schedule realised
-from the LP's amounts (``--param polish=false``, ``cuts=false`` to switch off the re-solve
-for little, early traffic and the cumulative-send cuts). Every other TEN producer reports
-that LP bound beside its result (``extra["lp_bound"]``, at most ~20% of the time limit;
-``--param lp_bound=false`` skips it) and, when its schedules respect link capacity, proves
-with it: the outcome's bound is the larger of the driver's and the LP's.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ import time
 from dataclasses import replace
 
 from ... import InputError
-from ...formulations import registry, ten_ilp, ten_lp
+from ...formulations import TenFormulation, ten_family, ten_formulation, ten_lp, ten_model
 from ...tens import ten
 from ...tens.schedule import concat
 from .. import backends
 from . import drivers
 from ..producers import Options, Outcome, Producer, Unsupported
+
+LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
 
 
 def _phases(instance):
@@ -55,22 +61,24 @@ def _checked(fn):
         raise Unsupported(str(e)) from None
 
 
-def _capacity_blind(formulation, form: dict) -> bool:
-    """Whether the formulation's timesteps ignore link capacity (then the congested LP bound,
-    which bounds every capacity-respecting schedule, says nothing about its horizon)."""
+def _capacity_blind(formulation: TenFormulation, form: dict) -> bool:
+    """Whether the run's timesteps ignore link capacity (then the congested LP bound, which
+    bounds every capacity-respecting schedule, says nothing about its horizon): the
+    formulation declares so, or the run passes ``capacity=false``."""
     cap = form.get("capacity", True)
-    return getattr(formulation, "NAME", "") == "ten-ilp-nocongestion" or cap is False or str(cap).lower() in ("false", "0", "no")
+    return not formulation.respects_capacity or cap is False or str(cap).lower() in ("false", "0", "no")
 
 
-def _lp_beside(instance, formulation, options: Options, form: dict, outcome: Outcome, budget: float | None) -> Outcome:
+def _lp_beside(instance, formulation: TenFormulation, options: Options, form: dict, outcome: Outcome,
+               budget: float | None) -> Outcome:
     """Compute the TEN LP bound for one (non-allreduce) run and fold it into its outcome.
 
-    The congested LP (:func:`lp_search`, the real ``ten_lp`` whatever the formulation) bounds
-    every schedule that respects link capacity, so for such formulations the outcome's bound
-    becomes ``max(driver bound, LP bound)`` (status ``optimal`` when the schedule meets it) and
-    the search stops below the schedule's length (at that length the LP is complete). For a
-    capacity-blind formulation (no-congestion) it is only recorded. ``extra["lp_bound"]`` is
-    None, with ``lp_bound_note`` saying why, when it did not finish within ``budget`` seconds.
+    The congested LP (:func:`lp_search` on :data:`LP`, whatever the formulation) bounds every
+    schedule that respects link capacity, so for such formulations the outcome's bound becomes
+    ``max(driver bound, LP bound)`` (status ``optimal`` when the schedule meets it) and the
+    search stops below the schedule's length (at that length the LP is complete). For a
+    capacity-blind formulation it is only recorded. ``extra["lp_bound"]`` is None, with
+    ``lp_bound_note`` saying why, when it did not finish within ``budget`` seconds.
     """
     blind = _capacity_blind(formulation, form)
     lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts")}
@@ -78,46 +86,48 @@ def _lp_beside(instance, formulation, options: Options, form: dict, outcome: Out
     steps = None if outcome.schedule is None else outcome.schedule.num_steps
     known = steps if (steps is not None and not blind) else None
     try:
-        lb = ten_lp.lower_bound(instance, timestep=lp_form.get("timestep"))
+        lb = LP.lower_bound(instance, timestep=lp_form.get("timestep"))
         hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
     except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: {e}"
         return outcome
-    solver = _lp_solver(options.solver)
-    for attempt in (solver, "highs"):
+    for attempt in (_lp_solver(options.solver), "highs"):
         left = None if budget is None else budget - (time.perf_counter() - t0)
-        s = lp_search(instance, attempt, lp_form, lb, max(hi, lb), time_limit=left, known=known,
+        s = lp_search(instance, LP, attempt, lp_form, lb, max(hi, lb), time_limit=left, known=known,
                       threads=options.threads, seed=options.seed)
         trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
         if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
             break  # else: the run's solver could not take the LP (licence, crash): HiGHS can
-    outcome.extra["lp_bound_solver"] = s["solver"]
-    outcome.extra["lp_bound"] = s["bound"]
-    outcome.extra["lp_bound_s"] = round(time.perf_counter() - t0, 4)
-    outcome.extra["lp_bound_horizons"] = [x["horizon"] for x in s["horizons"]]
+    outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
+                          "lp_bound_s": round(time.perf_counter() - t0, 4),
+                          "lp_bound_horizons": [x["horizon"] for x in s["horizons"]]})
     if s["bound"] is None:
         outcome.extra["lp_bound_note"] = f"not finished: {s['message']}" + (
             f" (budget {budget:.3g} s)" if budget is not None else "")
-        return outcome
-    if blind:
+    elif blind:
         outcome.extra["lp_bound_note"] = ("the congested LP bound; this formulation ignores link capacity, "
                                           "so it does not bound its timesteps")
-        return outcome
-    b = float(s["bound"])
-    if outcome.bound is None or b > outcome.bound:
-        if steps is not None:
-            b = min(b, float(steps))
-        outcome.bound = b
-        if outcome.objective is not None and outcome.objective > 0:
-            outcome.gap = max(0.0, (outcome.objective - b) / outcome.objective)
-        if steps is not None and outcome.status == "feasible" and steps <= b:
-            outcome.status = "optimal"
-            outcome.message = f"{outcome.message}; optimal: meets the TEN LP bound {s['bound']}".lstrip("; ")
+    else:
+        _prove_with(outcome, float(s["bound"]), steps)
     return outcome
 
 
-def _with_driver(formulation):
+def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None) -> None:
+    """Raise the outcome's bound to the LP bound (capped at its own length); optimal when met."""
+    if outcome.bound is not None and lp_bound <= outcome.bound:
+        return
+    outcome.bound = lp_bound if steps is None else min(lp_bound, float(steps))
+    if outcome.objective is not None and outcome.objective > 0:
+        outcome.gap = max(0.0, (outcome.objective - outcome.bound) / outcome.objective)
+    if steps is not None and outcome.status == "feasible" and steps <= lp_bound:
+        outcome.status = "optimal"
+        outcome.message = f"{outcome.message}; optimal: meets the TEN LP bound {lp_bound:g}".lstrip("; ")
+
+
+def _with_driver(formulation: TenFormulation):
+    """The producer run of a schedule formulation: a driver, then the LP bound beside it."""
+
     def run(instance, options: Options) -> Outcome:
         params = dict(options.params)
         want_lp = _flag(params, "lp_bound", True)
@@ -130,9 +140,7 @@ def _with_driver(formulation):
         phases = _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
-            if want_lp:
-                o = _lp_beside(instance, formulation, options, form, o, budget)
-            return o
+            return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
         outs = []
         t0 = time.perf_counter()
         for name, sub in phases:
@@ -145,29 +153,33 @@ def _with_driver(formulation):
         if want_lp:
             for (name, sub), o in zip(phases, outs):
                 _lp_beside(sub, formulation, options, form, o, None if budget is None else budget / 2)
-        rs, ag = outs
-        sched = concat(rs.schedule, ag.schedule, "allreduce")
-        steps = sched.num_steps
-        bound = max(rs.bound or 0, ag.bound or 0)
-        extra = {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}}
-        if want_lp:
-            lps = [rs.extra.get("lp_bound"), ag.extra.get("lp_bound")]
-            extra["lp_bound"] = None if None in lps else max(lps)
-            if extra["lp_bound"] is None:
-                extra["lp_bound_note"] = "a phase's LP bound did not finish"
-        status = "optimal" if steps <= bound else "feasible"
-        return Outcome(
-            sched, status, float(steps), float(bound), (steps - bound) / steps if steps else 0.0,
-            "timesteps", rs.build_s + ag.build_s, rs.solve_s + ag.solve_s, rs.solver, rs.version, None,
-            f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
-            "the decomposition is not proven optimal for allreduce",
-            extra,
-        )
+        return _allreduce_outcome(*outs, want_lp)
 
     return run
 
 
-# ---- the LP: bound search, fractional schedule -------------------------------------------
+def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
+    """reduce_scatter then allgather, concatenated; the bound is the larger phase bound."""
+    sched = concat(rs.schedule, ag.schedule, "allreduce")
+    steps = sched.num_steps
+    bound = max(rs.bound or 0, ag.bound or 0)
+    extra = {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}}
+    if want_lp:
+        lps = [rs.extra.get("lp_bound"), ag.extra.get("lp_bound")]
+        extra["lp_bound"] = None if None in lps else max(lps)
+        if extra["lp_bound"] is None:
+            extra["lp_bound_note"] = "a phase's LP bound did not finish"
+    return Outcome(
+        schedule=sched, status="optimal" if steps <= bound else "feasible", objective=float(steps),
+        bound=float(bound), gap=(steps - bound) / steps if steps else 0.0, units="timesteps",
+        build_s=rs.build_s + ag.build_s, solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
+        message=(f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
+                 "the decomposition is not proven optimal for allreduce"),
+        extra=extra,
+    )
+
+
+# ---- relaxations: bound search, fractional schedule ----------------------------------------
 
 BUILD_S_PER_UNIT = 3e-4  # seconds to build and load an LP, per chunk x link pair x timestep (measured,
 # meshes 5x5..8x8 on this machine); a search with a time limit skips models it cannot afford
@@ -191,64 +203,28 @@ def _lp_solver(solver: str) -> str:
     return "highs" if backends.canonical(solver) == "cpsat" else solver
 
 
-def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit: float | None = None,
-              known: int | None = None, binary: bool = False, threads: int = 1, seed: int = 0) -> dict:
-    """The TEN LP lower bound: the smallest horizon in ``[lo, hi]`` whose LP delivers everything.
+def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo: int, hi: int, *,
+              time_limit: float | None = None, known: int | None = None, binary: bool = False,
+              threads: int = 1, seed: int = 0) -> dict:
+    """The relaxation lower bound: the smallest horizon in ``[lo, hi]`` whose relaxation
+    (``formulation``, a ``ROLE = "relaxation"`` one such as :data:`LP`) delivers everything,
+    i.e. whose solved ``bound(model)`` is the horizon itself.
 
-    LP completeness is monotone in the horizon, so the search is linear from ``lo`` (the
-    combinatorial bound) or binary (``binary=True``). ``known``: a horizon at which the LP is
-    known to be complete (a capacity-respecting schedule of that length exists), never
-    solved. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
+    Completeness is monotone in the horizon, so the search is linear from ``lo`` (the
+    combinatorial bound) or binary (``binary=True``). ``known``: a horizon at which the
+    relaxation is known to be complete (a capacity-respecting schedule of that length exists),
+    never solved. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
     "version", "message"}``; ``bound`` is None when the search did not finish (time limit,
-    solver trouble), and ``model`` is the solved complete LP at ``bound`` (None when the
-    bound came from ``known`` or ``lo == known``).
+    solver trouble), and ``model`` is the solved complete relaxation at ``bound`` (None when
+    the bound came from ``known``).
     """
-    t0 = time.perf_counter()
     out = {"bound": None, "model": None, "horizons": [], "build_s": 0.0, "solve_s": 0.0,
            "solver": backends.canonical(solver), "version": "", "message": ""}
     top = hi if known is None else min(hi, known)
-    lo = max(int(lo), 1)
-
-    def left():
-        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
-
-    units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
-
-    def attempt(h):
-        """(True/False: the LP at h is complete / proven incomplete, or None: undecided; model)."""
-        if known is not None and h >= known:
-            return True, None
-        rem = left()
-        if rem is not None and rem <= 0:
-            out["message"] = f"time limit reached before the LP at horizon {h}"
-            return None, None
-        est = BUILD_S_PER_UNIT * units * h  # building and loading a model cannot be interrupted
-        if rem is not None and est > rem:
-            out["message"] = (f"the LP at horizon {h} would take about {est:.3g} s to build and load "
-                              f"({rem:.3g} s left)")
-            return None, None
-        tb = time.perf_counter()
-        model = _checked(lambda: ten_lp.build(instance, h, **form))
-        out["build_s"] += time.perf_counter() - tb
-        rem = left()
-        if rem is not None and rem <= 0:
-            out["message"] = f"time limit reached while building the LP at horizon {h}"
-            return None, None
-        res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
-        out["solve_s"] += res.solve_s
-        out["version"] = res.version or out["version"]
-        out["solver"] = res.solver or out["solver"]
-        if res.status != "optimal":
-            out["message"] = res.message or f"LP at horizon {h}: {res.status}"
-            out["horizons"].append({"horizon": h, "status": res.status})
-            return None, None
-        ok = ten_lp.complete(model)
-        out["horizons"].append({"horizon": h, "status": res.status, "objective": res.objective, "complete": ok})
-        return ok, (model if ok else None)
-
+    attempt = _lp_attempt(instance, formulation, solver, form, out, time_limit, known, threads, seed)
     best = None  # (horizon, model)
     if binary:
-        a, b = lo, top
+        a, b = max(int(lo), 1), top
         while a <= b:
             mid = (a + b) // 2
             ok, model = attempt(mid)
@@ -259,7 +235,7 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
             else:
                 a = mid + 1
     else:
-        for h in range(lo, top + 1):
+        for h in range(max(int(lo), 1), top + 1):
             ok, model = attempt(h)
             if ok is None:
                 return out
@@ -273,104 +249,139 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
     return out
 
 
-def _lp_run(instance, options: Options) -> Outcome:
-    """The TEN LP (``ten-lp``): its lower bound on timesteps and a verified fractional schedule.
+def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_limit, known, threads, seed):
+    """``attempt(h)`` for :func:`lp_search`: (True / False: the relaxation at ``h`` is complete /
+    proven incomplete, or None: undecided; the solved model when complete), recorded in ``out``."""
+    t0 = time.perf_counter()
+    units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
 
-    The bound is the smallest horizon whose LP relaxation (seed 001 V-A relaxed, with the
-    cumulative-send cuts of :func:`collsynth.formulations.ten_lp.build`) delivers everything,
-    searched from the combinatorial bound upward (``--param binary=true``: binary search up to
-    the recovery schedule's length). The LP solution at that horizon, and the same LP
-    re-solved for little, early traffic (:func:`~collsynth.formulations.ten_lp.polish`;
-    ``--param polish=false`` skips it), have their amounts turned into pieces
-    (:func:`~collsynth.formulations.ten_lp.walk`); the pairs a walk leaves short are
-    completed two ways — :func:`~collsynth.formulations.ten_lp.repair` through idle capacity
-    and whole-chunk shortest-path recovery after the horizon (:func:`drivers.recover`). The
-    schedule with the fewest timesteps is kept (on a tie the polished one; never longer than
-    the pure recovery schedule); ``extra["candidates"]`` lists them all.
-    Status ``optimal`` when the schedule meets the LP bound, else ``feasible``.
+    def left():
+        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+
+    def attempt(h):
+        if known is not None and h >= known:
+            return True, None
+        rem = left()
+        if rem is not None and rem <= 0:
+            out["message"] = f"time limit reached before the LP at horizon {h}"
+            return None, None
+        est = BUILD_S_PER_UNIT * units * h  # building and loading a model cannot be interrupted
+        if rem is not None and est > rem:
+            out["message"] = f"the LP at horizon {h} would take about {est:.3g} s to build and load ({rem:.3g} s left)"
+            return None, None
+        tb = time.perf_counter()
+        model = _checked(lambda: formulation.build(instance, h, **form))
+        out["build_s"] += time.perf_counter() - tb
+        rem = left()
+        if rem is not None and rem <= 0:
+            out["message"] = f"time limit reached while building the LP at horizon {h}"
+            return None, None
+        res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
+        out["solve_s"] += res.solve_s
+        out["version"] = res.version or out["version"]
+        out["solver"] = res.solver or out["solver"]
+        if res.status != "optimal":
+            out["message"] = res.message or f"LP at horizon {h}: {res.status}"
+            out["horizons"].append({"horizon": h, "status": res.status})
+            return None, None
+        ok = formulation.bound(model) <= h
+        out["horizons"].append({"horizon": h, "status": res.status, "objective": res.objective, "complete": ok})
+        return ok, (model if ok else None)
+
+    return attempt
+
+
+def _relaxation_run(formulation: TenFormulation):
+    """The producer run of a relaxation (``ten-lp``): its lower bound on timesteps and a
+    verified fractional schedule.
+
+    The bound is the smallest horizon whose relaxation (for the TEN LP: the TACOS ILP of Won
+    et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
+    arXiv:2304.05301, 2023, section V-A, relaxed, with cumulative-send cuts) delivers
+    everything, searched from the formulation's ``lower_bound`` upward (``--param
+    binary=true``: binary search up to the recovery schedule's length). The solution at that
+    horizon, and the same model re-solved after the formulation's ``refine`` (``--param
+    polish=false`` skips it), give the schedules of the formulation's ``schedules`` (completed
+    by shortest-path recovery, section V-B, where needed). The one with the fewest timesteps is
+    kept (on a tie the refined one; never longer than the pure recovery schedule);
+    ``extra["candidates"]`` lists them all. Status ``optimal`` when the schedule meets the
+    bound, else ``feasible``.
 
     Allreduce: reduce_scatter then allgather, each as above, concatenated; the bound is the
     larger phase bound (an allreduce schedule contains both a reduce_scatter and an
     allgather), so the decomposition is rarely proven optimal.
     """
-    phases = _checked(lambda: _phases(instance))
-    if phases is not None:
-        return _lp_allreduce(instance, phases, options)
-    params = dict(options.params)
-    params.pop("lp_bound", None)
-    do_polish = _flag(params, "polish", True)
-    drv, form = drivers.split_params(params)
-    form.pop("objective", None)
-    t0 = time.perf_counter()
-    solver = _lp_solver(options.solver)
-    lb = _checked(lambda: ten_lp.lower_bound(instance, timestep=form.get("timestep")))
-    rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
-    if rsteps == 0:  # nothing to deliver
-        return Outcome(ten.schedule_from_rows(rdata, rrows), "optimal", 0.0, 0.0, 0.0, "timesteps",
-                       message="nothing to deliver", extra={"lp_bound": 0})
-    s = lp_search(instance, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
-                  binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
-    extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
-    if s["bound"] is None or s["model"] is None:
-        proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
-        return Outcome(None, "no-solution", None, float(proven), None, "timesteps", s["build_s"], s["solve_s"],
-                       s["solver"], s["version"], None, s["message"] or "no LP bound", extra)
-    h, model = s["bound"], s["model"]
-    build_s, solve_s = s["build_s"], s["solve_s"]
-    cands = _realise(model, h, "arrivals")  # the LP solution as found
-    polished = False
-    if do_polish:
-        tb = time.perf_counter()
-        ten_lp.polish(model)
-        build_s += time.perf_counter() - tb
-        left = None if options.time_limit is None else max(0.5, options.time_limit - (time.perf_counter() - t0))
-        res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
-        solve_s += res.solve_s
-        polished = res.status == "optimal" and ten_lp.complete(model)
-        if polished:
-            cands += _realise(model, h, "polished")
-    # fewest timesteps; on a tie the polished LP's schedule (the LP-guided fractional one)
-    how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
-    if sched.num_steps > rsteps:
-        how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
-    steps = sched.num_steps
-    extra.update({
-        "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": polished,
-        "denominator": int(sched.denom),
-        "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
-        "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
-    })
-    status = "optimal" if steps <= h else "feasible"
-    msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
-           else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
-    return Outcome(sched, status, float(steps), float(h), (steps - h) / steps if steps else 0.0, "timesteps",
-                   build_s, solve_s, s["solver"], s["version"], None, msg, extra)
+
+    def run(instance, options: Options) -> Outcome:
+        phases = _checked(lambda: _phases(instance))
+        if phases is not None:
+            return _relaxation_allreduce(run, phases, options)
+        params = dict(options.params)
+        params.pop("lp_bound", None)
+        do_refine = _flag(params, "polish", True) and formulation.refine is not None
+        drv, form = drivers.split_params(params)
+        form.pop("objective", None)
+        t0 = time.perf_counter()
+        solver = _lp_solver(options.solver)
+        lb = _checked(lambda: formulation.lower_bound(instance, timestep=form.get("timestep")))
+        rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
+        if rsteps == 0:  # nothing to deliver
+            return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status="optimal", objective=0.0,
+                           bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0})
+        s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
+                      binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
+        extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
+        if s["bound"] is None or s["model"] is None:
+            proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
+            return Outcome(schedule=None, status="no-solution", bound=float(proven), units="timesteps",
+                           build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
+                           message=s["message"] or "no LP bound", extra=extra)
+        cands, refined, times = _realise_all(formulation, s["model"], solver, options, do_refine, t0)
+        how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
+        if sched.num_steps > rsteps:
+            how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
+        h, steps = s["bound"], sched.num_steps
+        extra.update({
+            "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": refined,
+            "denominator": int(sched.denom), "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
+            "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
+        })
+        status = "optimal" if steps <= h else "feasible"
+        msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
+               else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
+        return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
+                       gap=(steps - h) / steps if steps else 0.0, units="timesteps",
+                       build_s=s["build_s"] + times[0], solve_s=s["solve_s"] + times[1], solver=s["solver"],
+                       version=s["version"], message=msg, extra=extra)
+
+    return run
 
 
-def _realise(model, h: int, which: str) -> list:
-    """Schedules from a solved complete LP: its walk completed by ``repair`` (when that
-    reaches every pair) and by shortest-path recovery after the horizon. Each entry is
-    ``(completion, schedule, pairs the walk left short, which LP solution)``."""
-    first = ten_lp.walk(model)
-    data = first.data
-    short = int((data.post & ~first.held).sum())
-    out = []
-    w = ten_lp.repair(first)
-    if not (data.post & ~w.held).any():
-        out.append(("repair", ten_lp.to_schedule(w), short, which))
-    w2 = ten_lp.walk(model)
-    w2 = ten_lp.extend(w2, drivers.recover(data, w2.held, h))
-    out.append(("recovery", ten_lp.to_schedule(w2), short, which))
-    return out
+def _realise_all(formulation: TenFormulation, model, solver: str, options: Options, do_refine: bool, t0: float):
+    """Schedules of a solved complete relaxation as found and, with ``do_refine``, re-solved
+    after its ``refine``: ``(candidates (completion, schedule, pairs short, "arrivals" |
+    "polished"), refined and re-solved, (extra build_s, extra solve_s))``."""
+    cands = [(how, sched, short, "arrivals") for how, sched, short in formulation.schedules(model, drivers.recover)]
+    if not do_refine:
+        return cands, False, (0.0, 0.0)
+    tb = time.perf_counter()
+    formulation.refine(model)
+    build_s = time.perf_counter() - tb
+    left = None if options.time_limit is None else max(0.5, options.time_limit - (time.perf_counter() - t0))
+    res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
+    refined = res.status == "optimal" and formulation.bound(model) <= ten_model(model).data.horizon
+    if refined:
+        cands += [(how, sched, short, "polished") for how, sched, short in formulation.schedules(model, drivers.recover)]
+    return cands, refined, (build_s, res.solve_s)
 
 
-def _lp_allreduce(instance, phases, options: Options) -> Outcome:
-    """Allreduce for ``ten-lp``: both phases, schedules concatenated, the larger bound."""
+def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
+    """Allreduce for a relaxation: both phases, schedules concatenated, the larger bound."""
     outs = []
     t0 = time.perf_counter()
     for name, sub in phases:
         left = None if options.time_limit is None else max(1.0, options.time_limit - (time.perf_counter() - t0))
-        o = _lp_run(sub, replace(options, time_limit=left))
+        o = run(sub, replace(options, time_limit=left))
         if o.schedule is None:
             o.message = f"{name} phase: {o.message}"
             return o
@@ -379,38 +390,35 @@ def _lp_allreduce(instance, phases, options: Options) -> Outcome:
     sched = concat(rs.schedule, ag.schedule, "allreduce")
     steps = sched.num_steps
     b = max(rs.bound, ag.bound)
-    status = "optimal" if steps <= b else "feasible"
-    return Outcome(sched, status, float(steps), float(b), (steps - b) / steps if steps else 0.0, "timesteps",
-                   rs.build_s + ag.build_s, rs.solve_s + ag.solve_s, rs.solver, rs.version, None,
-                   f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "
-                   f"reduce_scatter ({rs.objective:g}) + allgather ({ag.objective:g})",
-                   {"lp_bound": int(b), "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
-                    "denominator": int(sched.denom),
-                    "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
-                    "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)})
+    return Outcome(
+        schedule=sched, status="optimal" if steps <= b else "feasible", objective=float(steps), bound=float(b),
+        gap=(steps - b) / steps if steps else 0.0, units="timesteps", build_s=rs.build_s + ag.build_s,
+        solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
+        message=(f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "
+                 f"reduce_scatter ({rs.objective:g}) + allgather ({ag.objective:g})"),
+        extra={"lp_bound": int(b), "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
+               "denominator": int(sched.denom),
+               "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
+               "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)},
+    )
 
 
-SUMMARIES = {
-    "ten-ilp": "TACOS ILP on the time-expanded network (exact with the horizon driver)",
-    "ten-lp": "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps and a fractional schedule",
-    "ten-ilp-nocongestion": "TEN ILP without link capacity (TACCL-like baseline), priced with congestion",
-}
+# ---- one producer per TEN formulation --------------------------------------------------------
+
+def producer(formulation) -> Producer:
+    """The producer of a TEN formulation (a module or a :class:`TenFormulation`): the
+    relaxation producer for ``ROLE = "relaxation"`` (horizon search by nature), the drivers'
+    otherwise."""
+    f = ten_formulation(formulation)
+    if f.is_relaxation:
+        return Producer(f.name, "formulation", _relaxation_run(f), f.summary, uses_solver=True, drivers=("horizon",))
+    return Producer(f.name, "formulation", _with_driver(f), f.summary, uses_solver=True, drivers=drivers.DRIVERS)
 
 
 def ten_producers() -> list[Producer]:
     """A producer for every formulation module with ``DRIVER_FAMILY = "ten"`` (found by the
     registry of :mod:`collsynth.formulations`, so a new module needs no change here)."""
-    out = []
-    for name, module in sorted(registry().items()):
-        if getattr(module, "DRIVER_FAMILY", None) != "ten":
-            continue
-        summary = SUMMARIES.get(name) or (module.__doc__ or name).strip().splitlines()[0]
-        if name == "ten-lp":
-            out.append(Producer(name, "formulation", _lp_run, summary, uses_solver=True, drivers=("horizon",)))
-        else:
-            out.append(Producer(name, "formulation", _with_driver(module), summary,
-                                uses_solver=True, drivers=drivers.DRIVERS))
-    return out
+    return [producer(f) for _, f in sorted(ten_family().items())]
 
 
 PRODUCERS = ten_producers()
