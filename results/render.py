@@ -80,15 +80,10 @@ def _extra_field(df: pd.DataFrame, key: str) -> pd.Series:
 
 
 def lp_bounds(df: pd.DataFrame) -> pd.Series:
-    """Per instance: the TEN LP lower bound on timesteps (TACOS V-A relaxation), the largest
-    one any run proved — a ``ten-lp`` run's bound, or the ``lp_bound`` a TEN ILP run records
-    beside its own result. NaN where no run computed it."""
-    per_run = _extra_field(df, "lp_bound")
-    is_lp = df["producer"].astype(str) == "ten-lp"
-    if "bound" in df.columns:
-        lp_rows = pd.to_numeric(df["bound"], errors="coerce").where(is_lp & df["status"].isin(["optimal", "feasible"]))
-        per_run = pd.concat([per_run, lp_rows], axis=1).max(axis=1)
-    return per_run.groupby(df["instance"]).max()
+    """Per instance: the TEN LP lower bound on timesteps (TACOS section V-A relaxed), the
+    largest ``lp_bound`` any run recorded in its ``extra`` (a relaxation run's own bound, or the
+    bound a TEN ILP run computed beside its result). NaN where no run computed it."""
+    return _extra_field(df, "lp_bound").groupby(df["instance"]).max()
 
 
 def steps_table(df: pd.DataFrame) -> pd.DataFrame:

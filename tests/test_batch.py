@@ -200,7 +200,7 @@ def test_lp_bound_sits_beside_every_solver_row():
         "status": ["optimal", "optimal", "feasible"], "verified": [True, True, True],
         "objective": [5.0, 7.0, 9.0], "bound": [5.0, 7.0, 8.0], "gap": [0.0, 0.0, 0.1],
         "steps": [5, 7, 9], "lower_bound_steps": [4, 4, 6],
-        "extra": ['{"lp_bound": null}', '{"lp_bound": 6}', '{"horizons": []}'],
+        "extra": ['{"lp_bound": 5}', '{"lp_bound": 6}', '{"horizons": []}'],
     })
     status = render.solver_status(df).set_index(["instance", "producer"])
     assert status.loc[("x", "ten-ilp"), "lp_bound"] == 6.0
@@ -208,7 +208,8 @@ def test_lp_bound_sits_beside_every_solver_row():
     assert pd.isna(status.loc[("y", "ten-ilp"), "lp_bound"])
     steps = render.steps_table(df).set_index("instance")
     assert steps.loc["x", "lp_bound_timesteps"] == 6.0 and pd.isna(steps.loc["y", "lp_bound_timesteps"])
-    # a failed ten-lp run proves nothing
-    df.loc[0, "status"] = "error"
+    assert render.lp_bounds(df)["x"] == 6.0
+    # a failed ten-lp run records no bound, and so proves nothing
+    df.loc[0, ["status", "extra"]] = ["error", '{"lp_bound": null}']
     df.loc[1, "extra"] = "{}"
     assert render.lp_bounds(df).isna().all()
