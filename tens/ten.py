@@ -186,7 +186,10 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
     if len(topology.link_arrays) == 0:
         raise NotSupported("the topology has no live links")
     costs = np.array([link_costs(topology, b) for b in sizes])
-    f = float(costs.min()) if timestep is None else float(timestep)
+    try:
+        f = float(costs.min()) if timestep is None else float(timestep)
+    except (TypeError, ValueError):
+        f = math.nan
     if not f > 0 or not math.isfinite(f):
         raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
     delay = np.stack([discretize(row, f) for row in costs])
