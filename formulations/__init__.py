@@ -221,10 +221,10 @@ class TenModel:
     delays, capacities). ``sent[c, l, t]``: chunk ``c`` crosses link pair ``l`` arriving at the
     end of timestep ``t`` (1 = the whole chunk). ``hold[c, n, t]``: node ``n`` holds chunk ``c``
     at the end of timestep ``t``; it has entries only where a holding may change, an absent one
-    meaning held if ``data.pre[c, n]`` (the start state) and not held otherwise (the TACOS ILP:
-    W. Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed
-    Training", arXiv:2304.05301, 2023, section V-A). ``objective``: ``"arrivals"`` (maximise postcondition
-    pairs held at the horizon) or ``"makespan"`` (all arrive; minimise the last timestep).
+    meaning held if ``data.pre[c, n]`` (the start state) and not held otherwise (the TACOS
+    ILP, Won et al., TACOS, 2023, Section V-A). ``objective``: ``"arrivals"`` (maximise
+    postcondition pairs held at the horizon) or ``"makespan"`` (all arrive; minimise the last
+    timestep).
     """
 
     data: ten.TenData

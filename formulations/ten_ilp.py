@@ -66,9 +66,8 @@ DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drive
 def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals",
           capacity: bool = True, relax: bool = False, weights=None, timestep: float | None = None,
           lookahead: int = 0, **params) -> pe.ConcreteModel:
-    """The TACOS ILP for ``instance`` over ``horizon`` timesteps (W. Won et al., "TACOS:
-    Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
-    arXiv:2304.05301, 2023, section V-A, Fig. 12).
+    """The TACOS ILP for ``instance`` over ``horizon`` timesteps (Won et al., TACOS, 2023,
+    Section V-A, Fig. 12).
 
     ``objective``: ``"arrivals"`` (maximise postcondition pairs held at the horizon) or
     ``"makespan"`` (all must arrive; minimise the last timestep with a missing pair).

@@ -545,9 +545,8 @@ def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
     """Schedules realising a solved, complete LP: ``(completion, schedule, pairs the walk left
     short)`` for its :func:`walk` completed by :func:`repair` (only when that reaches every
     pair) and completed by ``recover(data, held, horizon)``, rows ``(chunk, pair, arrival)``
-    delivering whole chunks after the horizon (shortest-path recovery: W. Won et al., "TACOS:
-    Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
-    arXiv:2304.05301, 2023, section V-B), trimmed by :func:`extend`."""
+    delivering whole chunks after the horizon (shortest-path recovery, Won et al., TACOS,
+    2023, Section V-B), trimmed by :func:`extend`."""
     first = walk(model)
     data = first.data
     short = int((data.post & ~first.held).sum())

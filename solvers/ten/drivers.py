@@ -1,6 +1,5 @@
-"""Drivers: ways to run a TEN formulation that keep big instances tractable (W. Won et al.,
-"TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
-arXiv:2304.05301, 2023, section V).
+"""Drivers: ways to run a TEN formulation that keep big instances tractable (Won et al.,
+TACOS, 2023, Section V).
 
 Every driver takes an instance, a TEN formulation (a module or a
 :class:`~collsynth.formulations.TenFormulation`; the drivers use only its contract: ``build``,

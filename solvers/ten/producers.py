@@ -295,16 +295,15 @@ def _relaxation_run(formulation: TenFormulation):
     """The producer run of a relaxation (``ten-lp``): its lower bound on timesteps and a
     verified fractional schedule.
 
-    The bound is the smallest horizon whose relaxation (for the TEN LP: the TACOS ILP of Won
-    et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
-    arXiv:2304.05301, 2023, section V-A, relaxed, with cumulative-send cuts) delivers
-    everything, searched from the formulation's ``lower_bound`` upward (``--param
-    binary=true``: binary search up to the recovery schedule's length). The solution at that
-    horizon, and the same model re-solved after the formulation's ``refine`` (``--param
-    polish=false`` skips it), give the schedules of the formulation's ``schedules`` (completed
-    by shortest-path recovery, section V-B, where needed). The one with the fewest timesteps is
-    kept (on a tie the refined one; never longer than the pure recovery schedule);
-    ``extra["candidates"]`` lists them all. Status ``optimal`` when the schedule meets the
+    The bound is the smallest horizon whose relaxation (for the TEN LP: the TACOS ILP of Won et
+    al., TACOS, 2023, Section V-A, relaxed, with cumulative-send cuts) delivers everything,
+    searched from the formulation's ``lower_bound`` upward (``--param binary=true``: binary
+    search up to the recovery schedule's length). The solution at that horizon, and the same
+    model re-solved after the formulation's ``refine`` (``--param polish=false`` skips it),
+    give the schedules of the formulation's ``schedules`` (completed by shortest-path
+    recovery, Section V-B, where needed). The one with the fewest timesteps is kept (on a tie
+    the refined one; never longer than the pure recovery schedule); ``extra["candidates"]``
+    lists them all. Status ``optimal`` when the schedule meets the
     bound, else ``feasible``.
 
     Allreduce: reduce_scatter then allgather, each as above, concatenated; the bound is the

@@ -1,7 +1,6 @@
 """A TEN ILP written apart from ``ten_ilp``, with its own component names: the contract's test subject.
 
-The TACOS ILP (W. Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for
-Distributed Training", arXiv:2304.05301, 2023, section V-A) without any of ``ten_ilp``'s
+The TACOS ILP (Won et al., TACOS, 2023, Section V-A) without any of ``ten_ilp``'s
 pruning: ``y_have[c, n, t]`` (node ``n`` has chunk ``c`` at the end of timestep ``t``) for
 every pair not held at the start and every timestep, ``x_send[c, l, t]`` (chunk ``c`` crosses
 link pair ``l``, arriving at the end of ``t``) for every pair whose destination lacks the chunk
