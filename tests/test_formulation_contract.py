@@ -100,6 +100,7 @@ def test_the_renamed_formulation_is_a_producer_plugin(renamed, monkeypatch):
     ref, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60))
     row, sched = pipeline.run(inst, "test-ten-renamed", Options(driver="early-stop", time_limit=60))
     assert row["verified"] and row["status"] == ref["status"] == "optimal" and row["steps"] == ref["steps"]
+    assert sched.meta["producer"] == "test-ten-renamed"
     assert row["extra"]["lp_bound"] == ref["extra"]["lp_bound"] <= row["steps"]
 
 
@@ -115,7 +116,7 @@ def test_a_relaxation_is_run_as_one_whatever_its_name():
     inst = make_instance(topo("ring", {"nodes": 5}), "allgather")
     mine = prod.run(inst, Options(time_limit=60))
     ref = producer(ten_lp).run(inst, Options(time_limit=60))
-    assert verify.verify(mine.schedule, inst) is None
+    assert verify.verify(mine.schedule, inst) is None and mine.schedule.meta["producer"] == "test-lp-copy"
     assert (mine.bound, mine.objective, mine.status) == (ref.bound, ref.objective, ref.status)
     assert mine.extra["lp_bound"] == ref.extra["lp_bound"] == 2  # 4 chunks over 2 in-links
 

@@ -407,11 +407,18 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
 def producer(formulation) -> Producer:
     """The producer of a TEN formulation (a module or a :class:`TenFormulation`): the
     relaxation producer for ``ROLE = "relaxation"`` (horizon search by nature), the drivers'
-    otherwise."""
+    otherwise. Its schedules carry the formulation's name in ``meta["producer"]``."""
     f = ten_formulation(formulation)
-    if f.is_relaxation:
-        return Producer(f.name, "formulation", _relaxation_run(f), f.summary, uses_solver=True, drivers=("horizon",))
-    return Producer(f.name, "formulation", _with_driver(f), f.summary, uses_solver=True, drivers=drivers.DRIVERS)
+    run = _relaxation_run(f) if f.is_relaxation else _with_driver(f)
+
+    def named(instance, options: Options) -> Outcome:
+        outcome = run(instance, options)
+        if outcome.schedule is not None:
+            outcome.schedule.meta["producer"] = f.name
+        return outcome
+
+    return Producer(f.name, "formulation", named, f.summary, uses_solver=True,
+                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS)
 
 
 def ten_producers() -> list[Producer]:
