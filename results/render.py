@@ -15,12 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-RUN_COLUMNS = (
-    "instance", "producer", "solver", "driver", "seed", "status", "verified", "steps",
-    "T_L_s", "T_B_s", "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s",
-    "lower_bound_steps", "objective", "bound", "gap", "units", "build_s", "solve_s", "wall_s",
-    "sends", "message",
-)
+from . import schema
+
+RUN_COLUMNS = schema.ROW_FIELDS  # runs.csv: the key fields, then the result fields of `solve`
 TIMING_COLUMNS = ("build_s", "solve_s", "wall_s")
 SGM_SHIFT_S = 1.0  # shift of the shifted geometric mean of solve times (seconds)
 FLOAT_FORMAT = "%.6g"

@@ -31,7 +31,41 @@ from ...tens import ten
 from ...tens.schedule import concat
 from .. import backends
 from . import drivers
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
+
+# parameters of the drivers (solvers.ten.drivers)
+DRIVER_PARAMS = (
+    Param("binary", bool, False, "horizon search: binary search up to the best known schedule instead of upward"),
+    Param("persistent", bool, False, "horizon search: re-solve one model built at the largest horizon (HiGHS, Gurobi)"),
+    Param("max_horizon", int, None, "horizon search: largest horizon tried (default: the best known schedule's length)"),
+    Param("warm", bool, True, "horizon search, early-stop: warm-start the ILP from time clustering"),
+    Param("warm_share", float, drivers.WARM_SHARE, "share of the time limit the warm-start time clustering may use"),
+    Param("horizon", int, None, "early-stop: the horizon solved (default: the lower bound)"),
+    Param("window", int, None, "time-cluster: timesteps per window (default: max(2, longest link delay))"),
+    Param("lookahead", int, None, "time-cluster: timesteps after a window in which relays count (default: TEN diameter)"),
+)
+# parameters of the TEN ILP (formulations.ten_ilp.build); a formulation module may declare its
+# own as PARAMS, a tuple of (name, type, default, help)
+ILP_PARAMS = (
+    Param("objective", ten_ilp.OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
+    Param("capacity", bool, True, "one chunk per link per timestep (false: the congestion-blind model)"),
+    Param("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+)
+# the TEN LP bound computed beside every ILP result
+LP_BESIDE_PARAMS = (
+    Param("lp_bound", bool, True, "compute the TEN LP bound beside the result (about 20% of the time limit)"),
+    Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
+)
+# ten-lp
+TEN_LP_PARAMS = (
+    Param("binary", bool, False, "binary search for the LP bound (up to the recovery schedule's length)"),
+    Param("polish", bool, True, "re-solve the LP for little, early traffic before realising the schedule"),
+    Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
+    Param("capacity", bool, True, "one chunk per link per timestep"),
+    Param("weights", list[float], None, "one weight per concurrent collective"),
+    Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+)
 
 
 def _phases(instance):
@@ -171,7 +205,6 @@ def _with_driver(formulation):
 
 BUILD_S_PER_UNIT = 3e-4  # seconds to build and load an LP, per chunk x link pair x timestep (measured,
 # meshes 5x5..8x8 on this machine); a search with a time limit skips models it cannot afford
-LP_PARAMS = ("lp_bound", "polish", "cuts")  # ours, popped before drivers / ILP formulations see them
 
 
 def _flag(params: dict, name: str, default: bool = True) -> bool:
@@ -406,10 +439,12 @@ def ten_producers() -> list[Producer]:
             continue
         summary = SUMMARIES.get(name) or (module.__doc__ or name).strip().splitlines()[0]
         if name == "ten-lp":
-            out.append(Producer(name, "formulation", _lp_run, summary, uses_solver=True, drivers=("horizon",)))
+            out.append(Producer(name, "formulation", _lp_run, summary, uses_solver=True, drivers=("horizon",),
+                                params=TEN_LP_PARAMS))
         else:
+            form = tuple(Param(*p) for p in module.PARAMS) if hasattr(module, "PARAMS") else ILP_PARAMS
             out.append(Producer(name, "formulation", _with_driver(module), summary,
-                                uses_solver=True, drivers=drivers.DRIVERS))
+                                uses_solver=True, drivers=drivers.DRIVERS, params=DRIVER_PARAMS + form + LP_BESIDE_PARAMS))
     return out
 
 
