@@ -94,11 +94,19 @@ def migrate(con: sqlite3.Connection) -> list[str]:
     return added
 
 
-def _read_only(store: str | Path) -> sqlite3.Connection:
-    """An existing store's database opened for reading only (never altered, whatever its
-    schema: :func:`load` fills the columns an older store lacks)."""
-    path = (Path(store) / "runs.sqlite").resolve()
-    return sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=60)
+def _read_only(store: str | Path) -> sqlite3.Connection | None:
+    """An existing store's database opened for reading: nothing is created or altered,
+    whatever its schema (:func:`load` fills the columns an older store lacks); None when there
+    is no database or its ``runs`` table is not created yet. (A read-write handle, so that
+    closing it tidies SQLite's WAL files away.)"""
+    path = Path(store) / "runs.sqlite"
+    if not path.exists():
+        return None
+    con = sqlite3.connect(path, timeout=60)
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+        con.close()
+        return None
+    return con
 
 
 def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None) -> str:
@@ -140,9 +148,9 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
 
 def done_keys(store: str | Path) -> set[tuple]:
     """Keys of every run already in the store (a re-run skips them)."""
-    if not (Path(store) / "runs.sqlite").exists():
-        return set()
     con = _read_only(store)
+    if con is None:
+        return set()
     try:
         cols = ", ".join(f'"{c}"' for c in KEY_COLUMNS)
         rows = con.execute(f"SELECT {cols} FROM runs").fetchall()
@@ -156,10 +164,9 @@ def load(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
 
     The database is only read: columns a store of an older schema lacks come back empty.
     """
-    path = Path(store) / "runs.sqlite"
-    if not path.exists():
-        return pd.DataFrame(columns=["id", *COLUMNS])
     con = _read_only(store)
+    if con is None:
+        return pd.DataFrame(columns=["id", *COLUMNS])
     try:
         df = pd.read_sql_query("SELECT * FROM runs", con)
     finally:
@@ -173,9 +180,9 @@ def load(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
 
 def count(store: str | Path) -> int:
     """Number of stored runs."""
-    if not (Path(store) / "runs.sqlite").exists():
-        return 0
     con = _read_only(store)
+    if con is None:
+        return 0
     try:
         return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     finally:

@@ -85,7 +85,7 @@ def test_solve_lp_reports_bound(tmp_path, capsys):
     assert code == 0 and row["status"] == "feasible" and row["bound"] == 3 and row["verified"] and row["steps"] >= 6
 
 
-def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
+def test_gurobi_over_licence_is_a_skipped_row_and_exit_1(tmp_path, capsys):
     from collsynth.solvers.backends import available
 
     ok, why = available("gurobi")
@@ -97,7 +97,8 @@ def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
     code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "gurobi",
                        "--param", "warm=false", "--param", "lp_bound=false")
     assert row["status"] == "skipped" and "licence size limit" in row["message"]
-    assert code == 0
+    assert row["solver_status"] == "skipped" and not row["verified"]
+    assert code == 1  # no schedule came out
 
 
 def test_bad_input_exit_2(tmp_path, capsys):

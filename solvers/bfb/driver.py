@@ -604,6 +604,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
         units="M/B", build_s=sum(r.build_s for r in parts), solve_s=sum(r.solve_s for r in parts),
         solver=parts[-1].solver or (options.solver if parts[-1].solved else ""), version=parts[-1].version,
         message="; ".join(r.message for r in parts if r.message), extra=extra,
+        found_by=f"bfb-{method}", solver_status=status if any(r.solved for r in parts) else "",
     )
 
 

@@ -26,6 +26,11 @@ clustering or the recovery schedule.
 
 Statuses: ``optimal`` only when the number of timesteps is proven minimal (every smaller
 horizon proven unable to deliver everything, or the lower bound met); ``feasible`` otherwise.
+Every outcome says which method found its schedule (``found_by``): ``ilp@h=H`` (the ILP at
+horizon H delivered everything), ``ilp@h=H+recovery`` (its incumbent completed by
+shortest-path recovery), ``warm-start@h=H+recovery`` (the ILP did not improve on its
+warm start), ``time-cluster`` (``+recovery``) or ``recovery``; and ``solver_status``, the
+backend's own status on the last solve.
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ def recovery_schedule(instance, timestep=None):
 
 # ---- helpers -------------------------------------------------------------------------------
 
-def _outcome(schedule, status, steps, bound, stats, message="", extra=None) -> Outcome:
+def _outcome(schedule, status, steps, bound, stats, message="", extra=None, found_by="") -> Outcome:
     gap = None
     if steps is not None and bound is not None and steps > 0:
         gap = max(0.0, (steps - bound) / steps)
@@ -158,18 +163,21 @@ def _outcome(schedule, status, steps, bound, stats, message="", extra=None) -> O
         bound=None if bound is None else float(bound), gap=gap, units="timesteps",
         build_s=stats["build_s"], solve_s=stats["solve_s"], solver=stats.get("solver", ""),
         version=stats.get("version", ""), nodes=stats.get("nodes"), message=message,
-        extra=dict(extra or {}),
+        extra=dict(extra or {}), found_by=found_by if schedule is not None else "",
+        solver_status=stats.get("solver_status", ""),
     )
 
 
 def _stats(solver):
-    return {"build_s": 0.0, "solve_s": 0.0, "solver": backends.canonical(solver), "version": "", "nodes": None}
+    return {"build_s": 0.0, "solve_s": 0.0, "solver": backends.canonical(solver), "version": "", "nodes": None,
+            "solver_status": ""}
 
 
 def _add(stats, res: backends.SolveResult):
     stats["build_s"] += res.build_s
     stats["solve_s"] += res.solve_s
     stats["version"] = res.version or stats["version"]
+    stats["solver_status"] = res.status
     if res.nodes is not None:
         stats["nodes"] = (stats["nodes"] or 0) + res.nodes
 
@@ -205,11 +213,12 @@ class _Known:
     data: ten.TenData
     rows: np.ndarray
     steps: int
+    found_by: str
 
 
-def _known(how, data, rows) -> _Known:
+def _known(how, data, rows, found_by: str | None = None) -> _Known:
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
-    return _Known(how, data, rows, int(rows[:, 2].max()) if len(rows) else 0)
+    return _Known(how, data, rows, int(rows[:, 2].max()) if len(rows) else 0, found_by or how)
 
 
 def warm_ok(formulation, form_params) -> bool:
@@ -281,9 +290,10 @@ def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share:
     if o.nodes is not None:
         stats["nodes"] = (stats["nodes"] or 0) + o.nodes
     stats["version"] = o.version or stats["version"]
+    stats["solver_status"] = o.solver_status or stats["solver_status"]
     if o.schedule is None:
         return None, o
-    return _known("time-cluster", data, rows), o
+    return _known("time-cluster", data, rows, o.found_by), o
 
 
 def _better(a: _Known | None, b: _Known | None) -> _Known | None:
@@ -368,7 +378,8 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
             pdata = model._ten
             held = T.holdings(model, upto=h)
             cand = ten.prune(pdata, np.concatenate([rows[rows[:, 2] <= h], recover(pdata, held, h)]))
-            cand = _known(f"incumbent at horizon {h} completed by shortest-path recovery", pdata, cand)
+            cand = _known(f"incumbent at horizon {h} completed by shortest-path recovery", pdata, cand,
+                          f"ilp@h={h}+recovery")
             known = _better(known, cand)
         tried.append({"horizon": h, "status": res.status, "objective": res.objective,
                       "required": T.required(model), "complete": ok,
@@ -385,7 +396,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
             if res.status in ("error", "skipped"):
                 return _fail(res, stats, lb, {**extra, "horizons": tried})
             if ok:
-                best = (sched.num_steps if sched is not None else mid, sched)
+                best = (sched.num_steps if sched is not None else mid, sched, mid)
                 hi_h = mid - 1
             else:
                 if res.status in ("optimal", "infeasible"):
@@ -398,7 +409,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
             if res.status in ("error", "skipped"):
                 return _fail(res, stats, lb, {**extra, "horizons": tried})
             if ok:
-                best = (sched.num_steps, sched)
+                best = (sched.num_steps, sched, h)
                 break
             if res.status in ("optimal", "infeasible") and proven_lb == h:
                 proven_lb = h + 1
@@ -406,11 +417,11 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra.update({"horizons": tried, "persistent": bool(session is not None and session.persistent),
                   "warm": use_warm})
     if best is not None and (known is None or best[0] <= known.steps):
-        steps, sched = best
+        steps, sched, at = best
         extra["used"] = "ilp"
         status = "optimal" if steps <= proven_lb else "feasible"
         msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
-        return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+        return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra, f"ilp@h={at}")
     if known is None:
         return _outcome(None, "no-solution", None, proven_lb, stats,
                         f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
@@ -426,7 +437,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
         msg = f"no horizon below {steps} completed in time; {known.how}"
     else:
         msg = f"{known.how}; proven lower bound {proven_lb}"
-    return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+    return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra, known.found_by)
 
 
 def _restrict(model, h: int) -> None:
@@ -515,7 +526,9 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
             held = data.pre.copy()
         extra["recovered_pairs"] = int((data.post & ~held).sum())
         more = recover(data, held, h)
-        cands.insert(0, _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more]))))
+        same = start is not None and res.objective is not None and res.objective <= start["objective"]
+        found = ("warm-start" if same else "ilp") + f"@h={h}" + ("+recovery" if extra["recovered_pairs"] else "")
+        cands.insert(0, _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more])), found))
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
@@ -523,7 +536,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return _outcome(sched, status, steps, min(lb, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
+                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
 
 
 # ---- time clustering -------------------------------------------------------------------------
@@ -607,15 +620,16 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         rows = np.concatenate([rows, more])
     rows = ten.prune(data0, rows)
     steps = int(rows[:, 2].max()) if len(rows) else 0
+    found = "time-cluster+recovery" if "recovered_pairs" in extra else "time-cluster"
     if steps > rsteps:
         rows, steps = ten.prune(rdata, rrows), rsteps
-        extra["used"] = "recovery"
+        extra["used"] = found = "recovery"
     rows = _compact(data0, rows)
     sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra),
+                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, found),
             data0, rows)
 
 

@@ -195,10 +195,15 @@ def _with_driver(formulation):
             "timesteps", rs.build_s + ag.build_s, rs.solve_s + ag.solve_s, rs.solver, rs.version, None,
             f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
             "the decomposition is not proven optimal for allreduce",
-            extra,
+            extra, found_by=_phase_found_by(rs, ag), solver_status=ag.solver_status,
         )
 
     return run
+
+
+def _phase_found_by(rs: Outcome, ag: Outcome) -> str:
+    """``found_by`` of an allreduce made of a reduce_scatter and an allgather phase."""
+    return f"reduce_scatter {rs.found_by}, allgather {ag.found_by}"
 
 
 # ---- the LP: bound search, fractional schedule -------------------------------------------
@@ -238,7 +243,7 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
     """
     t0 = time.perf_counter()
     out = {"bound": None, "model": None, "horizons": [], "build_s": 0.0, "solve_s": 0.0,
-           "solver": backends.canonical(solver), "version": "", "message": ""}
+           "solver": backends.canonical(solver), "version": "", "message": "", "solver_status": ""}
     top = hi if known is None else min(hi, known)
     lo = max(int(lo), 1)
 
@@ -269,6 +274,7 @@ def lp_search(instance, solver: str, form: dict, lo: int, hi: int, *, time_limit
             return None, None
         res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
         out["solve_s"] += res.solve_s
+        out["solver_status"] = res.status
         out["version"] = res.version or out["version"]
         out["solver"] = res.solver or out["solver"]
         if res.status != "optimal":
@@ -340,16 +346,18 @@ def _lp_run(instance, options: Options) -> Outcome:
     rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
     if rsteps == 0:  # nothing to deliver
         return Outcome(ten.schedule_from_rows(rdata, rrows), "optimal", 0.0, 0.0, 0.0, "timesteps",
-                       message="nothing to deliver", extra={"lp_bound": 0})
+                       message="nothing to deliver", extra={"lp_bound": 0}, found_by="recovery")
     s = lp_search(instance, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
                   binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
     extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
     if s["bound"] is None or s["model"] is None:
         proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
         return Outcome(None, "no-solution", None, float(proven), None, "timesteps", s["build_s"], s["solve_s"],
-                       s["solver"], s["version"], None, s["message"] or "no LP bound", extra)
+                       s["solver"], s["version"], None, s["message"] or "no LP bound", extra,
+                       solver_status=s["solver_status"])
     h, model = s["bound"], s["model"]
     build_s, solve_s = s["build_s"], s["solve_s"]
+    solver_status = s["solver_status"]
     cands = _realise(model, h, "arrivals")  # the LP solution as found
     polished = False
     if do_polish:
@@ -359,13 +367,16 @@ def _lp_run(instance, options: Options) -> Outcome:
         left = None if options.time_limit is None else max(0.5, options.time_limit - (time.perf_counter() - t0))
         res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
         solve_s += res.solve_s
+        solver_status = res.status
         polished = res.status == "optimal" and ten_lp.complete(model)
         if polished:
             cands += _realise(model, h, "polished")
     # fewest timesteps; on a tie the polished LP's schedule (the LP-guided fractional one)
     how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
+    found_by = f"lp-rounding@h={h}" + (f"+{how}" if short else "")
     if sched.num_steps > rsteps:
         how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
+        found_by = "recovery"
     steps = sched.num_steps
     extra.update({
         "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": polished,
@@ -377,7 +388,8 @@ def _lp_run(instance, options: Options) -> Outcome:
     msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
            else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
     return Outcome(sched, status, float(steps), float(h), (steps - h) / steps if steps else 0.0, "timesteps",
-                   build_s, solve_s, s["solver"], s["version"], None, msg, extra)
+                   build_s, solve_s, s["solver"], s["version"], None, msg, extra, found_by=found_by,
+                   solver_status=solver_status)
 
 
 def _realise(model, h: int, which: str) -> list:
@@ -420,7 +432,8 @@ def _lp_allreduce(instance, phases, options: Options) -> Outcome:
                    {"lp_bound": int(b), "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
                     "denominator": int(sched.denom),
                     "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
-                    "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)})
+                    "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)},
+                   found_by=_phase_found_by(rs, ag), solver_status=ag.solver_status)
 
 
 SUMMARIES = {
