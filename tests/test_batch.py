@@ -296,3 +296,18 @@ def test_lp_bound_sits_beside_every_solver_row():
     df.loc[0, "status"] = "error"
     df.loc[1, "extra"] = "{}"
     assert render.lp_bounds(df).isna().all()
+
+
+def test_solver_times_compare_like_with_like():
+    # two drivers of one producer and solver are two rows; the solver's own time is averaged
+    # apart from the wall time: shifted geometric mean of 0 s and 3 s = sqrt(1 * 4) - 1 = 1 s
+    df = pd.DataFrame({
+        "producer": ["ten-ilp"] * 3 + ["ring"], "driver": ["horizon", "horizon", "time-cluster", ""],
+        "solver": ["highs"] * 3 + [""], "status": ["optimal", "feasible", "optimal", "constructed"],
+        "solve_s": [0.0, 3.0, 1.0, 0.0], "wall_s": [2.0, 7.0, 1.5, 0.1],
+    })
+    t = render.solver_times(df).set_index(["producer", "driver", "solver"])
+    assert len(t) == 2
+    h = t.loc[("ten-ilp", "horizon", "highs")]
+    assert h["runs"] == 2 and h["solved"] == 1 and h["feasible"] == 1
+    assert h["sgm_solve_s"] == pytest.approx(1.0) and h["sgm_wall_s"] == pytest.approx(((3 * 8) ** 0.5) - 1)
