@@ -30,6 +30,9 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
                             = [("extract", extract(model), 0)]
     refine(model) -> model  = none    relaxations only: re-aim a complete solved model before
                                       a re-solve (e.g. little, early traffic)
+    PARAMS: tuple           = none    the parameters build takes, each (name, type, default,
+                                      help); none: those of the TEN ILP (objective, capacity,
+                                      weights, timestep)
 
 The drivers call ``build(instance, horizon, state=None, objective="arrivals", lookahead=0,
 **params)``: ``state`` (bool ``[chunk, node]``, the model's direction) replaces the
@@ -107,6 +110,7 @@ class TenFormulation:
     lower_bound: Callable[..., int]
     schedules: Callable[[pe.ConcreteModel, Callable], list]
     refine: Callable[[pe.ConcreteModel], Any] | None
+    params: tuple | None
     module: ModuleType
 
     @property
@@ -182,6 +186,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
         lower_bound=_member(module, "lower_bound", callable, default_lb),
         schedules=_member(module, "schedules", callable, lambda model, recover: [("extract", extract(model), 0)]),
         refine=_member(module, "refine", callable, None),
+        params=_member(module, "PARAMS", tuple, None),
         module=module,
     )
 

@@ -49,6 +49,12 @@ NAME = "ten-lp"
 SUMMARY = "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps and a fractional schedule"
 DRIVER_FAMILY = "ten"
 ROLE = "relaxation"  # bound(model) proves a horizon; the schedule is realised from fractional amounts
+PARAMS = (  # what build takes (name, type, default, help)
+    ("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
+    ("capacity", bool, True, "one chunk per link per timestep"),
+    ("weights", list[float], None, "one weight per concurrent collective"),
+    ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+)
 TOL = 1e-6
 MAX_DENOMINATOR = 64  # an LP amount is snapped to the nearest fraction with at most this denominator
 MAX_ATOMS = 1024  # cap on the common denominator (beyond it amounts are apportioned in 1024ths)

@@ -29,26 +29,12 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..tens.schedule import Schedule, write_json
+from . import schema
 
-KEY_COLUMNS = ("instance", "producer", "solver", "driver", "seed", "params")
-RESULT_COLUMNS = (
-    "status", "verified", "steps", "T_L_s", "T_B_s", "time_sync_s", "time_ten_s",
-    "time_event_s", "lower_bound_s", "lower_bound_steps", "objective", "bound", "gap", "units",
-    "build_s", "solve_s", "wall_s", "sends", "message",
-)
-PROVENANCE_COLUMNS = (
-    "suite", "instance_file", "message_bytes", "schedule_path", "extra", "provenance",
-    "time_limit", "threads", "created_at",
-)
-COLUMNS = KEY_COLUMNS + RESULT_COLUMNS + PROVENANCE_COLUMNS
-_TYPES = {
-    "seed": "INTEGER", "verified": "INTEGER", "steps": "INTEGER", "lower_bound_steps": "INTEGER",
-    "sends": "INTEGER", "threads": "INTEGER",
-    "T_L_s": "REAL", "T_B_s": "REAL", "time_sync_s": "REAL", "time_ten_s": "REAL",
-    "time_event_s": "REAL", "lower_bound_s": "REAL", "objective": "REAL", "bound": "REAL",
-    "gap": "REAL", "build_s": "REAL", "solve_s": "REAL", "wall_s": "REAL",
-    "message_bytes": "REAL", "time_limit": "REAL", "created_at": "REAL",
-}
+KEY_COLUMNS = schema.KEY_COLUMNS
+RESULT_COLUMNS = schema.RESULT_COLUMNS
+PROVENANCE_COLUMNS = schema.STORED_COLUMNS
+COLUMNS = schema.COLUMNS
 DEFAULT_STORE = Path("results") / "store"
 
 
@@ -65,14 +51,61 @@ def _run_id(key: tuple) -> str:
 
 
 def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
-    """Open (creating if needed) the store folder's database, WAL mode, table ``runs``."""
+    """Open (creating if needed) the store folder's database for writing: WAL mode, table
+    ``runs`` with every column of :mod:`collsynth.results.schema`.
+
+    A store written by an older schema gains the columns it lacks (empty in its old rows), so
+    adding a result field never breaks an existing store.
+    """
     folder = Path(store)
     (folder / "schedules").mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(folder / "runs.sqlite", timeout=60, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
-    cols = ", ".join(f'"{c}" {_TYPES.get(c, "TEXT")}' for c in COLUMNS)
+    cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
+    migrate(con)
+    return con
+
+
+def missing_columns(con: sqlite3.Connection) -> list[str]:
+    """Schema columns the database's ``runs`` table lacks (a store of an older schema)."""
+    have = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+    return [c for c in COLUMNS if c not in have]
+
+
+def migrate(con: sqlite3.Connection) -> list[str]:
+    """Add the schema columns an older ``runs`` table lacks; returns their names.
+
+    The check is repeated under the write lock, so two writers opening one old store add
+    each column once.
+    """
+    if not missing_columns(con):
+        return []
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        added = missing_columns(con)
+        for c in added:
+            con.execute(f'ALTER TABLE runs ADD COLUMN "{c}" {schema.sql_type(c)}')
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return added
+
+
+def _read_only(store: str | Path) -> sqlite3.Connection | None:
+    """An existing store's database opened for reading: nothing is created or altered,
+    whatever its schema (:func:`load` fills the columns an older store lacks); None when there
+    is no database or its ``runs`` table is not created yet. (A read-write handle, so that
+    closing it tidies SQLite's WAL files away.)"""
+    path = Path(store) / "runs.sqlite"
+    if not path.exists():
+        return None
+    con = sqlite3.connect(path, timeout=60)
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+        con.close()
+        return None
     return con
 
 
@@ -115,9 +148,9 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
 
 def done_keys(store: str | Path) -> set[tuple]:
     """Keys of every run already in the store (a re-run skips them)."""
-    if not (Path(store) / "runs.sqlite").exists():
+    con = _read_only(store)
+    if con is None:
         return set()
-    con = connect(store)
     try:
         cols = ", ".join(f'"{c}"' for c in KEY_COLUMNS)
         rows = con.execute(f"SELECT {cols} FROM runs").fetchall()
@@ -127,24 +160,29 @@ def done_keys(store: str | Path) -> set[tuple]:
 
 
 def load(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
-    """Every run as a DataFrame (one row per run, columns of :data:`COLUMNS` plus ``id``)."""
-    path = Path(store) / "runs.sqlite"
-    if not path.exists():
+    """Every run as a DataFrame (one row per run, columns of :data:`COLUMNS` plus ``id``).
+
+    The database is only read: columns a store of an older schema lacks come back empty.
+    """
+    con = _read_only(store)
+    if con is None:
         return pd.DataFrame(columns=["id", *COLUMNS])
-    con = connect(store)
     try:
         df = pd.read_sql_query("SELECT * FROM runs", con)
     finally:
         con.close()
+    for c in COLUMNS:
+        if c not in df.columns:
+            df[c] = None
     df["verified"] = df["verified"].astype(bool)
     return df.sort_values(list(KEY_COLUMNS)).reset_index(drop=True)
 
 
 def count(store: str | Path) -> int:
     """Number of stored runs."""
-    if not (Path(store) / "runs.sqlite").exists():
+    con = _read_only(store)
+    if con is None:
         return 0
-    con = connect(store)
     try:
         return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     finally:

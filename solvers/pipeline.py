@@ -3,27 +3,31 @@
 :func:`run` calls a producer, verifies its schedule against the instance (a schedule that fails
 verification is never priced, stored or exported: the row says ``invalid`` and why), prices it
 under all three cost models of the design and reports the lower bounds beside it. The returned
-dict carries the ``collsynth solve --json`` fields; the batch runner stores exactly these rows.
+dict carries the ``collsynth solve --json`` fields (:data:`collsynth.results.schema.ROW_FIELDS`);
+the batch runner stores exactly these rows.
+
+Every row says which method produced it: the producer, the solver and the driver actually run
+(a producer's default driver when none was asked), ``found_by`` (the ILP at a horizon, time
+clustering, recovery, LP rounding, a construction, ...) and the solver's own status and time
+(``solver_status``, ``solve_s``) apart from model building (``build_s``).
 """
 
 from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from .. import InputError
 from ..instances import Instance
 from ..tens import cost, verify
+from ..results import schema
 from ..tens.schedule import Schedule
-from .producers import Options, Outcome, Unsupported, get
+from . import backends
+from .producers import Options, Outcome, Unsupported, check_params, get
 
-RESULT_FIELDS = (
-    "instance", "producer", "solver", "driver", "seed", "status", "verified", "steps",
-    "T_L_s", "T_B_s", "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s",
-    "lower_bound_steps", "objective", "bound", "gap", "units", "build_s", "solve_s", "wall_s",
-    "sends", "message",
-)
+RESULT_FIELDS = schema.ROW_FIELDS
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
@@ -31,19 +35,18 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
 
     The schedule is ``None`` unless it verified. Producer failures become rows with status
     ``error`` (or ``skipped`` when the producer does not support the instance); bad input
-    (:class:`~collsynth.InputError`) propagates to the caller.
+    (:class:`~collsynth.InputError`: an unknown solver or driver, a parameter the producer
+    does not declare or a malformed value) propagates to the caller.
     """
     options = options or Options()
     prod = get(producer)
-    row: dict[str, Any] = {k: None for k in RESULT_FIELDS}
-    row.update(
-        instance=instance.name,
-        producer=prod.name,
-        solver=options.solver if prod.uses_solver else "",
-        driver=(options.driver or "") if prod.drivers else "",
-        seed=options.seed,
-        verified=False,
-        message="",
+    driver = prod.driver_for(options.driver)
+    solver = backends.check_name(options.solver) if prod.uses_solver else ""
+    options = replace(options, driver=driver or None, solver=solver or options.solver,
+                      params=check_params(prod, options.params))
+    row = schema.empty_row(
+        instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
+        verified=False, found_by="", solver_status="", message="",
     )
     bounds = cost.lower_bounds(instance)
     row["lower_bound_s"] = bounds["total_s"]
@@ -62,7 +65,8 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     row.update(
         status=outcome.status, objective=outcome.objective, bound=outcome.bound, gap=outcome.gap,
         units=outcome.units, build_s=outcome.build_s, solve_s=outcome.solve_s,
-        message=outcome.message,
+        message=outcome.message, solver_status=outcome.solver_status,
+        found_by=outcome.found_by or (prod.family if outcome.schedule is not None else ""),
     )
     if prod.uses_solver and outcome.solver:
         row["solver"] = outcome.solver

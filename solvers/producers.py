@@ -8,15 +8,23 @@ prices every schedule before anything else sees it) and what the method knows ab
 
 A producer that cannot handle an instance raises :class:`Unsupported` with a reason; the
 pipeline turns it into a clear one-line error (CLI) or a ``skipped`` row (batch).
+
+A producer declares the parameters it takes (``--param k=v``) as a tuple of :class:`Param`
+records, one line each in its own module; :func:`check_params` (one place for every
+producer) turns user values into typed ones and refuses unknown keys and malformed values,
+and :func:`route_params` hands each parameter of a batch only to the producers declaring it.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, NamedTuple
 
+from .. import InputError
 from ..instances import Instance
 from ..tens.schedule import Schedule
 
@@ -33,6 +41,102 @@ STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skippe
 
 class Unsupported(Exception):
     """The producer does not handle this instance (topology or collective); the message says why."""
+
+
+class Param(NamedTuple):
+    """One parameter a producer takes: ``--param name=value``.
+
+    ``type``: ``bool``, ``int``, ``float``, ``str``, ``list[int]`` / ``list[float]`` (written
+    ``1,2,3`` or ``[1, 2, 3]``), or a tuple of the allowed strings. ``default`` is what the
+    producer uses when the parameter is not given (None: decided from the instance, ``help``
+    says how).
+    """
+
+    name: str
+    type: Any
+    default: Any
+    help: str
+
+
+TRUE = ("true", "yes", "1")
+FALSE = ("false", "no", "0")
+
+
+def type_name(kind: Any) -> str:
+    """How a parameter type is written in listings and error messages."""
+    if isinstance(kind, tuple):
+        return " | ".join(kind)
+    if typing.get_origin(kind) is list:
+        return f"list of {typing.get_args(kind)[0].__name__}"
+    return kind.__name__
+
+
+def parse_value(param: Param, value: Any) -> Any:
+    """``value`` (a command-line string, or a TOML/JSON value) as ``param``'s type.
+
+    Raises :class:`~collsynth.InputError` naming ``--param NAME`` and the expected type.
+
+    >>> parse_value(Param("multiport", bool, None, ""), "yes"), parse_value(Param("k", int, 2, ""), "3")
+    (True, 3)
+    >>> parse_value(Param("radices", list[int], None, ""), "4,4,2")
+    [4, 4, 2]
+    """
+    kind = param.type
+    where = f"--param {param.name}"
+    text = value.strip() if isinstance(value, str) else None
+
+    def bad(what: str):
+        return InputError(where, f"expected {what}, got {value!r}")
+
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if text is not None and text.lower() in TRUE + FALSE:
+            return text.lower() in TRUE
+        raise bad("true or false")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return int(text) if text is not None else _whole(value)
+        except (TypeError, ValueError):
+            raise bad("an integer") from None
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            raise bad("a number") from None
+    if kind is str:
+        if text is None:
+            raise bad("a string")
+        return text
+    if isinstance(kind, tuple):
+        word = str(value).lower() if isinstance(value, bool) else text
+        if word not in kind:
+            raise bad(f"one of {', '.join(kind)}")
+        return word
+    if typing.get_origin(kind) is list:
+        item = typing.get_args(kind)[0]
+        items = value
+        if text is not None:
+            try:
+                items = json.loads(text) if text.startswith("[") else [t for t in text.split(",") if t.strip()]
+            except json.JSONDecodeError:
+                raise bad(f"a list of {item.__name__}") from None
+        if not isinstance(items, list) or not items:
+            raise bad(f"a non-empty list of {item.__name__}")
+        return [parse_value(Param(param.name, item, None, ""), x) for x in items]
+    raise TypeError(f"parameter {param.name}: unsupported type {kind!r}")
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(value)
 
 
 @dataclass
@@ -58,6 +162,9 @@ class Outcome:
     (greedy) or ``constructed`` (closed forms, expansions) otherwise. ``objective``/``bound``
     are in the producer's own units (``units`` says which, e.g. "steps"). ``extra`` holds
     method-specific figures (closed-form T_L/T_B, theorem predictions, seed spread, ...).
+    ``found_by`` says which method found the schedule (``ilp@h=5``, ``time-cluster``,
+    ``recovery``, ``lp-rounding@h=4+repair``, ...; empty: the producer's family) and
+    ``solver_status`` what the solver itself reported on the last solve (empty: none ran).
     """
 
     schedule: Schedule | None
@@ -73,6 +180,8 @@ class Outcome:
     nodes: int | None = None
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    found_by: str = ""
+    solver_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,7 +190,8 @@ class Producer:
 
     ``family`` groups producers in listings (formulation, bfb, greedy, closed-form,
     expansion); ``uses_solver`` says whether ``--solver`` applies; ``drivers`` lists the
-    drivers it accepts (empty: none).
+    drivers it accepts, the first being its default (empty: none); ``params`` the
+    parameters it takes.
     """
 
     name: str
@@ -90,6 +200,22 @@ class Producer:
     summary: str = ""
     uses_solver: bool = False
     drivers: tuple[str, ...] = ()
+    params: tuple[Param, ...] = ()
+
+    @property
+    def default_driver(self) -> str:
+        """The driver run when none is asked for ('' for producers that take none)."""
+        return self.drivers[0] if self.drivers else ""
+
+    def driver_for(self, asked: str | None) -> str:
+        """The driver that runs for ``--driver asked`` (None: the default); an InputError
+        naming the accepted drivers when this producer does not take ``asked``."""
+        if asked is None or asked == "":
+            return self.default_driver
+        if asked not in self.drivers:
+            allowed = ", ".join(self.drivers) if self.drivers else "none"
+            raise InputError("--driver", f"{self.name} does not take driver {asked!r} (drivers: {allowed})")
+        return asked
 
 
 def family_modules() -> tuple[str, ...]:
@@ -116,11 +242,40 @@ def producers() -> dict[str, Producer]:
     return out
 
 
-def get(name: str) -> Producer:
+def get(name: str, where: str = "--producer") -> Producer:
     """The producer called ``name``; an InputError listing the known ones otherwise."""
-    from .. import InputError
-
     table = producers()
     if name not in table:
-        raise InputError("--producer", f"unknown producer {name!r}; known: {', '.join(sorted(table))}")
+        raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(table))}")
     return table[name]
+
+
+def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` typed by ``producer``'s declarations; an InputError for an unknown key
+    (listing the parameters it takes) or a malformed value."""
+    declared = {p.name: p for p in producer.params}
+    out = {}
+    for key, value in values.items():
+        if key not in declared:
+            takes = ", ".join(declared) if declared else "none"
+            raise InputError(f"--param {key}", f"{producer.name} takes no parameter {key!r} (parameters: {takes})")
+        out[key] = parse_value(declared[key], value)
+    return out
+
+
+def route_params(selected: Iterable[Producer], values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each selected producer's share of a batch's parameters: a parameter goes only to the
+    producers declaring it (typed by :func:`check_params`); one that no selected producer
+    declares is an InputError."""
+    selected = list(selected)
+    for key in values:
+        if not any(key == p.name for prod in selected for p in prod.params):
+            names = ", ".join(prod.name for prod in selected)
+            raise InputError(f"--param {key}", f"no selected producer takes parameter {key!r} (producers: {names})")
+    return {prod.name: check_params(prod, {k: v for k, v in values.items() if k in {p.name for p in prod.params}})
+            for prod in selected}
+
+
+def describe_params(producer: Producer) -> list[dict[str, Any]]:
+    """The producer's parameters as plain data (``collsynth producers --json``)."""
+    return [{"name": p.name, "type": type_name(p.type), "default": p.default, "help": p.help} for p in producer.params]

@@ -1,8 +1,10 @@
 """Bad inputs through the real CLI: exit code 2, exactly one stderr line ``error: <where>: <what>``
 that names the file (for instance files) and the field."""
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +165,96 @@ def test_real_console_process(tmp_path):
 
 def test_enough_bad_inputs():
     assert len(BAD_INSTANCES) + len(BAD_COMMANDS) + 2 >= 30
+    assert len(BAD_RUNS) >= 20
+
+
+# ---- names and parameters: checked when parsed, before anything runs or is stored -------------
+
+# (argv with {inst} for a good instance file and {store} for a fresh store, substrings of the line)
+BAD_RUNS = [
+    (["solve", "{inst}", "--producer", "ten-ilp", "--solver", "gurobii"],
+     ["--solver", "unknown solver 'gurobii'", "did you mean 'gurobi'", "highs, gurobi, cpsat"]),
+    (["solve", "{inst}", "--producer", "ring", "--solver", "gurobi"], ["--solver", "ring uses no solver"]),
+    (["solve", "{inst}", "--producer", "rign"], ["--producer", "unknown producer 'rign'", "ring"]),
+    (["solve", "{inst}", "--producer", "ten-ilp", "--driver", "horizn"],
+     ["--driver", "'horizn'", "horizon, early-stop, time-cluster"]),
+    (["solve", "{inst}", "--producer", "ring", "--driver", "horizon"], ["--driver", "drivers: none"]),
+    (["solve", "{inst}", "--producer", "ten-ilp", "--param", "nonsense=1"],
+     ["--param nonsense", "ten-ilp takes no parameter 'nonsense'", "window"]),
+    (["solve", "{inst}", "--producer", "swing-bw", "--param", "multport=true"],
+     ["--param multport", "swing-bw takes no parameter", "multiport"]),
+    (["solve", "{inst}", "--producer", "swing-bw", "--param", "multiport=maybe"],
+     ["--param multiport", "expected true or false, got 'maybe'"]),
+    (["solve", "{inst}", "--producer", "ring", "--param", "window=3"], ["--param window", "parameters: none"]),
+    (["solve", "{inst}", "--producer", "ten-ilp", "--param", "window=x"], ["--param window", "an integer", "'x'"]),
+    (["solve", "{inst}", "--producer", "ten-ilp", "--param", "objective=fastest"],
+     ["--param objective", "arrivals, makespan"]),
+    (["solve", "{inst}", "--producer", "ten-ilp", "--param", "window=2", "--param", "window=3"],
+     ["--param window", "given twice"]),
+    (["solve", "{inst}", "--producer", "greedy", "--param", "timestep=soon"], ["--param timestep", "a number"]),
+    (["solve", "{inst}", "--producer", "optree", "--param", "radices=4,x"], ["--param radices", "an integer"]),
+    (["solve", "{inst}", "--producer", "bfb-lp", "--param", "orbit=sometimes"], ["--param orbit", "auto, true, false"]),
+    (["bench", "--suite", "quik", "--store", "{store}"], ["--suite", "unknown suite 'quik'", "did you mean 'quick'"]),
+    (["bench", "--suite", "expansion", "--store", "{store}"], ["--producers", "suite 'expansion' lists none"]),
+    (["bench", "--instances", "{inst}", "--producers", "ten-ilp", "--solvers", "highs,gurobii", "--store", "{store}"],
+     ["--solvers", "unknown solver 'gurobii'"]),
+    (["bench", "--instances", "{inst}", "--producers", "ring,greedy", "--solvers", "gurobi", "--store", "{store}"],
+     ["--solvers", "no selected producer uses a solver"]),
+    (["bench", "--instances", "{inst}", "--producers", "ten-ilp,ring", "--drivers", "horizn", "--store", "{store}"],
+     ["--drivers", "'horizn'", "early-stop, horizon, time-cluster"]),
+    (["bench", "--instances", "{inst}", "--producers", "greedy,ring", "--param", "window=3", "--store", "{store}"],
+     ["--param window", "no selected producer takes parameter 'window'"]),
+    (["bench", "--instances", "{inst}", "--producers", "swing-bw,greedy", "--param", "multiport=maybe",
+      "--store", "{store}"], ["--param multiport", "true or false"]),
+    (["bench", "--instances", "{inst}", "--producers", "ring,rign", "--store", "{store}"],
+     ["--producers", "unknown producer 'rign'"]),
+]
+
+
+@pytest.mark.parametrize("argv,must", BAD_RUNS, ids=[" ".join(a[:1] + a[2:]) for a, _ in BAD_RUNS])
+def test_bad_names_and_parameters(tmp_path, capsys, argv, must):
+    inst = tmp_path / "ring6.toml"
+    inst.write_text(instance_text())
+    store = tmp_path / "store"
+    argv = [a.format(inst=inst, store=store) for a in argv]
+    code, out, err = run_cli(argv + ["--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, must)
+    assert not (store / "runs.sqlite").exists(), "nothing may run before the names are checked"
+
+
+def test_unknown_solver_through_the_real_console_process(tmp_path):
+    """Pyomo logs (with tracebacks) to stdout when asked for a solver it cannot create: the name
+    is refused before Pyomo sees it, so stdout stays empty and stderr has one line."""
+    inst = tmp_path / "ring6.toml"
+    inst.write_text(instance_text())
+    proc = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "solve", str(inst), "--producer",
+                           "ten-ilp", "--solver", "gurobii", "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert_one_error_line(proc.stderr, ["--solver", "gurobii"])
+
+
+def test_a_solve_that_produced_nothing_exits_1_with_its_row(tmp_path, capsys):
+    from collsynth.solvers.backends import available
+
+    if available("cbc")[0]:
+        pytest.skip("cbc is installed here")
+    inst = tmp_path / "ring6.toml"
+    inst.write_text(instance_text())
+    code, out, err = run_cli(["solve", str(inst), "--producer", "ten-ilp", "--solver", "cbc", "--json"], capsys)
+    row = json.loads(out)  # exactly one JSON object on stdout
+    assert code == 1
+    assert row["status"] == "skipped" and row["message"] == "skipped: cbc not installed"
+    assert row["verified"] is False and row["steps"] is None and row["driver"] == "horizon"
+
+
+def test_library_chatter_on_stdout_never_reaches_the_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_PRODUCERS", "faulty_producers")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    inst = tmp_path / "ring6.toml"
+    inst.write_text(instance_text())
+    code, out, err = run_cli(["solve", str(inst), "--producer", "test-chatty-ring", "--json"], capsys)
+    assert code == 0
+    row = json.loads(out)
+    assert row["verified"] and row["steps"] == 5  # the ring algorithm on 6 nodes: N - 1 steps
+    assert "Traceback" not in out and "Traceback" in err

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -13,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collsynth.results import render, store
+from collsynth.results import render, schema, store
 from collsynth.solvers.cli import runner as batch
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends
@@ -71,6 +74,85 @@ def test_store_put_load_replace(tmp_path):
     assert store.done_keys(tmp_path) == {("a", "p", "", "", 0, "{}"), ("a", "p", "", "", 1, "{}")}
 
 
+# the runs table as the store created it before results/schema.py (the committed quick-store's)
+PREVIOUS_SCHEMA = (
+    'CREATE TABLE runs (id TEXT PRIMARY KEY, "instance" TEXT, "producer" TEXT, "solver" TEXT, "driver" TEXT, '
+    '"seed" INTEGER, "params" TEXT, "status" TEXT, "verified" INTEGER, "steps" INTEGER, "T_L_s" REAL, '
+    '"T_B_s" REAL, "time_sync_s" REAL, "time_ten_s" REAL, "time_event_s" REAL, "lower_bound_s" REAL, '
+    '"lower_bound_steps" INTEGER, "objective" REAL, "bound" REAL, "gap" REAL, "units" TEXT, "build_s" REAL, '
+    '"solve_s" REAL, "wall_s" REAL, "sends" INTEGER, "message" TEXT, "suite" TEXT, "instance_file" TEXT, '
+    '"message_bytes" REAL, "schedule_path" TEXT, "extra" TEXT, "provenance" TEXT, "time_limit" REAL, '
+    '"threads" INTEGER, "created_at" REAL)'
+)
+
+
+def test_a_store_of_the_previous_schema_is_read_as_is_and_migrated_on_write(tmp_path):
+    db = tmp_path / "runs.sqlite"
+    con = sqlite3.connect(db)
+    con.execute(PREVIOUS_SCHEMA)
+    con.execute('INSERT INTO runs (id, instance, producer, solver, driver, seed, params, status, verified, steps) '
+                'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', ["old", "a", "ten-ilp", "highs", "", 0, "{}", "optimal", 1, 4])
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    df = store.load(tmp_path)  # reading never alters the database
+    assert db.read_bytes() == before
+    assert len(df) == 1 and df.loc[0, "steps"] == 4 and pd.isna(df.loc[0, "found_by"])
+    assert store.done_keys(tmp_path) == {("a", "ten-ilp", "highs", "", 0, "{}")}
+    # writing a row with the new fields adds the missing columns instead of failing
+    store.put(tmp_path, {"instance": "a", "producer": "ten-ilp", "solver": "highs", "driver": "horizon", "seed": 0,
+                         "status": "optimal", "verified": False, "found_by": "ilp@h=4", "solver_status": "optimal"})
+    cols = {r[1]: r[2] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")}
+    assert set(schema.COLUMNS) <= set(cols)
+    assert cols["found_by"] == "TEXT" and cols["verify_s"] == "REAL" and cols["relaxation"] == "INTEGER"
+    df = store.load(tmp_path).set_index("driver")
+    assert df.loc["horizon", "found_by"] == "ilp@h=4" and pd.isna(df.loc["", "found_by"])
+    assert df.loc["", "steps"] == 4
+
+
+def test_the_committed_quick_store_takes_new_rows(tmp_path):
+    snapshot = Path(__file__).resolve().parent.parent / "results" / "quick-store" / "runs.sqlite"
+    (tmp_path / "copy").mkdir()
+    shutil.copy(snapshot, tmp_path / "copy" / "runs.sqlite")
+    n = store.count(tmp_path / "copy")
+    store.put(tmp_path / "copy", {"instance": "new", "producer": "ring", "solver": "", "driver": "", "seed": 0,
+                                  "status": "error", "verified": False, "found_by": ""})
+    assert store.count(tmp_path / "copy") == n + 1 == 321
+
+
+def test_pipeline_row_store_and_runs_csv_share_one_schema(tmp_path):
+    from collsynth.instances import generators, make_instance
+    from collsynth.solvers.pipeline import run
+
+    row, _ = run(make_instance(generators.build("ring", {"nodes": 4}), "allgather"), "ring")
+    assert [k for k in row if k != "extra"] == list(schema.ROW_FIELDS)
+    store.put(tmp_path, row)
+    cols = [r[1] for r in sqlite3.connect(tmp_path / "runs.sqlite").execute("PRAGMA table_info(runs)")]
+    assert cols == ["id", *schema.COLUMNS]
+    assert list(render.runs(store.load(tmp_path)).columns) == list(schema.ROW_FIELDS)
+    # the result fields of the solve contract (design "Contracts: command line") are all there
+    for name in ("instance", "producer", "solver", "driver", "status", "verified", "steps", "T_L_s", "T_B_s",
+                 "time_sync_s", "time_ten_s", "time_event_s", "lower_bound_s", "objective", "bound", "gap",
+                 "build_s", "solve_s", "wall_s"):
+        assert name in schema.ROW_FIELDS
+
+
+def test_plan_names_the_default_driver_and_routes_each_parameter_to_its_producers(tmp_path):
+    files = sorted(Path(p) for p in glob.glob(write_instances(tmp_path / "inst", ["ring6-ag"])))
+    jobs = batch.plan(files, ["ten-ilp", "greedy", "swing-bw", "ring"], params={"window": "3", "multiport": "false"})
+    by = {j.producer: j for j in jobs}
+    assert len(jobs) == 4
+    assert by["ten-ilp"].driver == "horizon" and by["ten-ilp"].solver == "highs"
+    assert by["greedy"].driver == by["ring"].driver == "" and by["greedy"].solver == ""
+    assert json.loads(by["ten-ilp"].params) == {"window": 3}
+    assert json.loads(by["swing-bw"].params) == {"multiport": False}
+    assert json.loads(by["greedy"].params) == {} and json.loads(by["ring"].params) == {}
+    # a driver multiplies only the producers taking it; the others run their default once
+    jobs = batch.plan(files, ["ten-ilp", "ten-lp"], drivers=["time-cluster", "early-stop"])
+    assert sorted((j.producer, j.driver) for j in jobs) == [
+        ("ten-ilp", "early-stop"), ("ten-ilp", "time-cluster"), ("ten-lp", "horizon")]
+
+
 def test_store_refuses_unverified_schedule(tmp_path):
     sched = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", 2, 2)
     with pytest.raises(ValueError, match="only verified"):
@@ -100,13 +182,15 @@ def test_bench_runs_every_job_once_and_resumes(tmp_path, capsys):
 def test_hanging_and_crashing_jobs_are_recorded_and_the_batch_continues(tmp_path, plugin_env, capsys):
     pattern = write_instances(tmp_path / "inst", ["ring5-ag"])
     st = tmp_path / "store"
-    code = bench("--instances", pattern, "--producers", "test-hang,test-crash,ring", "--time-limit", "1",
+    code = bench("--instances", pattern, "--producers", "test-hang,test-crash,test-chatty-ring,ring", "--time-limit", "1",
                  "--store", str(st), "--jobs", "2", "--json")
     assert code == 0
     df = store.load(st).set_index("producer")
     assert df.loc["test-hang", "status"] == "error" and "killed" in df.loc["test-hang", "message"]
     assert df.loc["test-crash", "status"] == "error" and "exited with code 139" in df.loc["test-crash", "message"]
     assert df.loc["ring", "verified"]
+    # a job printing to stdout (as Pyomo's log handler does) does not garble the worker's result line
+    assert df.loc["test-chatty-ring", "verified"] and df.loc["test-chatty-ring", "steps"] == 4
 
 
 def test_kill_minus_9_loses_and_duplicates_nothing(tmp_path, plugin_env):
@@ -213,3 +297,18 @@ def test_lp_bound_sits_beside_every_solver_row():
     df.loc[0, ["status", "extra"]] = ["error", '{"lp_bound": null}']
     df.loc[1, "extra"] = "{}"
     assert render.lp_bounds(df).isna().all()
+
+
+def test_solver_times_compare_like_with_like():
+    # two drivers of one producer and solver are two rows; the solver's own time is averaged
+    # apart from the wall time: shifted geometric mean of 0 s and 3 s = sqrt(1 * 4) - 1 = 1 s
+    df = pd.DataFrame({
+        "producer": ["ten-ilp"] * 3 + ["ring"], "driver": ["horizon", "horizon", "time-cluster", ""],
+        "solver": ["highs"] * 3 + [""], "status": ["optimal", "feasible", "optimal", "constructed"],
+        "solve_s": [0.0, 3.0, 1.0, 0.0], "wall_s": [2.0, 7.0, 1.5, 0.1],
+    })
+    t = render.solver_times(df).set_index(["producer", "driver", "solver"])
+    assert len(t) == 2
+    h = t.loc[("ten-ilp", "horizon", "highs")]
+    assert h["runs"] == 2 and h["solved"] == 1 and h["feasible"] == 1
+    assert h["sgm_solve_s"] == pytest.approx(1.0) and h["sgm_wall_s"] == pytest.approx(((3 * 8) ** 0.5) - 1)

@@ -85,7 +85,7 @@ def test_solve_lp_reports_bound(tmp_path, capsys):
     assert code == 0 and row["status"] == "feasible" and row["bound"] == 3 and row["verified"] and row["steps"] >= 6
 
 
-def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
+def test_gurobi_over_licence_is_a_skipped_row_and_exit_1(tmp_path, capsys):
     from collsynth.solvers.backends import available
 
     ok, why = available("gurobi")
@@ -97,7 +97,8 @@ def test_gurobi_over_licence_is_skipped_not_failed(tmp_path, capsys):
     code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "gurobi",
                        "--param", "warm=false", "--param", "lp_bound=false")
     assert row["status"] == "skipped" and "licence size limit" in row["message"]
-    assert code == 0
+    assert row["solver_status"] == "skipped" and not row["verified"]
+    assert code == 1  # no schedule came out
 
 
 def test_bad_input_exit_2(tmp_path, capsys):
@@ -128,3 +129,65 @@ def test_unsupported_producer_is_a_one_line_error_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert err[0].startswith("error: ") and "ring5-gather.toml" in err[0] and "does not support" in err[0]
+
+
+# ---- provenance: which method produced the row ------------------------------------------------
+
+def fields(row, *names):
+    return tuple(row[n] for n in names)
+
+
+def test_without_driver_the_row_names_the_default_driver_and_what_found_the_schedule(tmp_path, capsys):
+    # K4 allgather: every chunk is one hop from every node, so shortest-path recovery meets the
+    # lower bound of 1 step and no solver runs at all
+    inst = write(tmp_path, "k4", "complete", "nodes = 4")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
+                       "--param", "lp_bound=false")
+    assert code == 0
+    assert fields(row, "driver", "found_by", "solver_status", "status", "steps") == ("horizon", "recovery", "", "optimal", 1)
+    # 3x3 mesh allgather: a corner takes 8 chunks over 2 links (4 steps) and recovery needs more,
+    # so the ILP at horizon 4 finds it
+    inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
+    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
+                       "--param", "lp_bound=false")
+    assert code == 0
+    assert fields(row, "driver", "found_by", "solver_status", "status", "steps") == ("horizon", "ilp@h=4", "optimal", "optimal", 4)
+    assert row["solve_s"] > 0 and row["build_s"] > 0 and row["wall_s"] >= row["solve_s"] + row["build_s"]
+
+
+@pytest.mark.parametrize("producer,driver,found", [
+    ("ten-ilp", "time-cluster", r"time-cluster(\+recovery)?|recovery"),
+    ("ten-ilp", "early-stop", r"(ilp|warm-start)@h=4(\+recovery)?|time-cluster(\+recovery)?|recovery"),
+    ("ten-lp", None, r"lp-rounding@h=4(\+repair|\+recovery)?"),
+    ("bfb-lp", None, r"bfb-lp"),
+    ("greedy", None, r"greedy"),
+    ("ring", None, r"closed-form"),
+])
+def test_every_row_says_how_its_schedule_was_found(tmp_path, capsys, producer, driver, found):
+    import re
+
+    inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
+    argv = ["solve", str(inst), "--producer", producer, "--time-limit", "30"] + (["--driver", driver] if driver else [])
+    code, row, _ = run(capsys, *argv)
+    assert code == 0 and row["verified"]
+    assert re.fullmatch(found, row["found_by"]), row["found_by"]
+    uses_solver = producer in ("ten-ilp", "ten-lp", "bfb-lp")
+    assert row["driver"] == (driver or ("horizon" if producer.startswith("ten") else ""))
+    assert (row["solver"] == "highs") == uses_solver and (row["solver_status"] == "optimal") == uses_solver
+
+
+def test_producers_json_lists_typed_parameters(capsys):
+    from collsynth.solvers.ten import drivers
+
+    code, data, _ = run(capsys, "producers")
+    assert code == 0
+    names = {p["name"]: p for p in data["producers"]}
+    for p in data["producers"]:
+        for q in p["params"]:
+            assert set(q) == {"name", "type", "default", "help"} and q["help"]
+    params = {q["name"]: q for q in names["ten-ilp"]["params"]}
+    assert drivers.DRIVER_PARAMS <= set(params)  # every parameter the drivers read is declared
+    assert params["window"]["type"] == "int" and params["objective"]["type"] == "arrivals | makespan"
+    assert {q["name"]: q["type"] for q in names["swing-bw"]["params"]}["multiport"] == "bool"
+    assert names["ring"]["params"] == [] and names["ten-ilp"]["default_driver"] == "horizon"
+    assert names["greedy"]["default_driver"] == ""

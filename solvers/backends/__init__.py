@@ -32,6 +32,7 @@ Backends:
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -43,6 +44,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyomo.environ as pe
+
+from ... import InputError
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")
 ORTOOLS = {"cpsat": "sat", "scip": "scip", "glop": "glop", "pdlp": "pdlp"}
@@ -86,6 +89,27 @@ def canonical(name: str) -> str:
     """The backend's canonical name (``cp-sat`` -> ``cpsat``, ``gurobi_direct`` -> ``gurobi``)."""
     name = name.strip().lower()
     return ALIASES.get(name, name)
+
+
+def pyomo_names() -> tuple[str, ...]:
+    """Solver names Pyomo's own factory registers (reachable through the legacy interface)."""
+    return tuple(sorted(n for n in pe.SolverFactory if not n.startswith("_")))
+
+
+def check_name(name: str, where: str = "--solver") -> str:
+    """The canonical name of a solver a user asked for; an InputError listing the known
+    backends (and the closest match) when neither collsynth nor Pyomo knows it.
+
+    >>> check_name("CP-SAT")
+    'cpsat'
+    """
+    canon = canonical(str(name))
+    if canon in KNOWN or canon in pyomo_names():
+        return canon
+    close = difflib.get_close_matches(canon, KNOWN + tuple(ALIASES) + pyomo_names(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise InputError(where, f"unknown solver {name!r}{hint}; known: {', '.join(KNOWN)}, "
+                            "or another solver Pyomo registers (cplex, xpress, ipopt, ...)")
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:

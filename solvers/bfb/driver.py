@@ -46,7 +46,7 @@ from ...instances.topology import Topology, moore_bound
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
 from .. import backends
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
 STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, "infeasible": 3, "error": 4, "skipped": 5}
@@ -557,7 +557,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
     kw: dict[str, Any] = dict(
         method=method, solver=options.solver, time_limit=options.time_limit, gap=options.gap,
         threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)),
-        orbit=p.get("orbit", "auto"), chunks_per_node=coll.chunks_per_node,
+        orbit={"auto": "auto", "true": True, "false": False}[str(p.get("orbit", "auto")).lower()], chunks_per_node=coll.chunks_per_node,
         message_bytes=coll.message_bytes,
     )
     if method in ("chunked", "chunked-round"):
@@ -604,6 +604,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
         units="M/B", build_s=sum(r.build_s for r in parts), solve_s=sum(r.solve_s for r in parts),
         solver=parts[-1].solver or (options.solver if parts[-1].solved else ""), version=parts[-1].version,
         message="; ".join(r.message for r in parts if r.message), extra=extra,
+        found_by=f"bfb-{method}", solver_status=status if any(r.solved for r in parts) else "",
     )
 
 
@@ -625,12 +626,20 @@ def _run_hetero(instance: Instance, options: Options) -> Outcome:
     return _outcome(instance, options, "hetero")
 
 
+COMMON_PARAMS = (
+    Param("jobs", int, 1, "processes solving the per-(node, step) problems"),
+    Param("orbit", ("auto", "true", "false"), "auto", "solve node 0 only and translate (auto: when the topology's "
+          "Cayley translations are verified)"),
+)
+
 PRODUCERS = [
     Producer("bfb-lp", "bfb", _run_lp, "BFB schedule: LP (3) per (node, step), exact rational shares (seed 000 §6.1)",
-             uses_solver=True),
+             uses_solver=True,
+             params=(Param("method", ("lp", "flow"), "lp", "LP (3), or its max-flow form"),) + COMMON_PARAMS),
     Producer("bfb-chunked", "bfb", _run_chunked,
              "BFB with integer shares of K = chunks_per_node chunks: IP (12) exact, and the rounded LP (Thm 20)",
-             uses_solver=True),
+             uses_solver=True,
+             params=(Param("mode", ("exact", "round"), "exact", "IP (12), or the LP rounded (Thm 20)"),) + COMMON_PARAMS),
     Producer("bfb-hetero", "bfb", _run_hetero, "BFB for per-link alpha and bandwidth: LP (13) (seed 000 App. D.3)",
-             uses_solver=True),
+             uses_solver=True, params=COMMON_PARAMS),
 ]

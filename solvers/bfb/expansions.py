@@ -62,7 +62,7 @@ from ...instances.topology import Topology, moore_bound
 from ...tens import cost, verify
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .driver import solve_bfb
 
 
@@ -591,5 +591,6 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
 PRODUCERS = [
     Producer("expansion", "expansion", _run_expansion,
              "Line-graph / degree / Cartesian expansion of the base's BFB schedule (seed 000 §5, App. C)",
-             uses_solver=True),
+             uses_solver=True,
+             params=(Param("bfb_method", ("lp", "flow"), "lp", "how the base topology's BFB schedule is solved"),)),
 ]

@@ -6,11 +6,15 @@ stderr as one line ``error: <where>: <what>`` with exit code 2 for bad input
 :mod:`collsynth.solvers.cli.commands`, one module per group; each module has
 ``register(subparsers)`` that adds its parsers with ``set_defaults(func=...)``; a command
 function takes the parsed arguments and returns a dict (plus ``"exit": 1`` to fail).
+
+While a command runs, anything written to ``sys.stdout`` (library log messages, solver
+chatter) goes to stderr instead: stdout carries only the command's result.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
@@ -68,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [a for a in argv if a != "--json"]
     try:
         args = build_parser().parse_args(argv)
-        result = args.func(args)
+        with contextlib.redirect_stdout(sys.stderr):
+            result = args.func(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

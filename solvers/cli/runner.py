@@ -17,6 +17,8 @@ a re-run skips the keys already stored (``rerun=True`` forces them).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import difflib
 import glob
 import json
 import os
@@ -37,6 +39,7 @@ from typing import Any, Iterable, Sequence
 from ... import InputError
 from ...instances import CORPUS, load_instance
 from ...results import store as result_store
+from .. import backends
 from .. import producers as registry
 
 # seconds a job may run past its time limit (model building, pricing) before it is killed
@@ -67,14 +70,63 @@ class Job:
 
 # ---- planning -------------------------------------------------------------------------------
 
+SUITE_KEYS = {"producers": list, "solvers": list, "drivers": list, "seeds": list, "time_limit": (int, float),
+              "params": dict}
+
+
 def suites() -> dict[str, dict]:
-    """The suite definitions of ``instances/corpus/suites.toml`` (default producers, limits)."""
+    """The suite definitions of ``instances/corpus/suites.toml`` (default producers, limits),
+    each checked: known keys of the right type (names are checked when a batch is planned)."""
     if not SUITES_FILE.exists():
         return {}
     try:
-        return tomllib.loads(SUITES_FILE.read_text())
+        data = tomllib.loads(SUITES_FILE.read_text())
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(SUITES_FILE), f"malformed TOML: {e}") from None
+    for name, spec in data.items():
+        if not isinstance(spec, dict):
+            raise InputError(str(SUITES_FILE), f"{name}: expected a [{name}] table")
+        for key, value in spec.items():
+            kind = SUITE_KEYS.get(key)
+            if kind is None:
+                raise InputError(str(SUITES_FILE), f"{name}.{key}: unknown key; expected one of {', '.join(SUITE_KEYS)}")
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InputError(str(SUITES_FILE), f"{name}.{key}: expected a {getattr(kind, '__name__', 'number')}")
+    return data
+
+
+def suite_tags() -> dict[str, list[Path]]:
+    """Every suite name the corpus files' ``suites`` lists use, with the files using it."""
+    tags: dict[str, list[Path]] = {}
+    for path in sorted(CORPUS.glob("*.toml")):
+        if path.name == SUITES_FILE.name:
+            continue
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(str(path), f"malformed TOML: {e}") from None
+        names = data.get("suites", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InputError(str(path), "suites: expected a list of suite names")
+        for tag in names:
+            tags.setdefault(tag, []).append(path)
+    return tags
+
+
+def check_suite(name: str) -> dict:
+    """The definition of suite ``name`` ({} for a tag the corpus uses without a definition in
+    suites.toml); an InputError listing the suites and tags when it is neither."""
+    defined = suites()
+    tags = suite_tags()
+    if name in defined:
+        return defined[name]
+    if name in tags:
+        return {}
+    close = difflib.get_close_matches(name, list(defined) + list(tags), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    undefined = sorted(set(tags) - set(defined))
+    raise InputError("--suite", f"unknown suite {name!r}{hint}; suites: {', '.join(defined) or 'none'}"
+                                + (f"; tags: {', '.join(undefined)}" if undefined else ""))
 
 
 def select_instances(suite: str | None = None, pattern: str | None = None) -> list[Path]:
@@ -86,19 +138,10 @@ def select_instances(suite: str | None = None, pattern: str | None = None) -> li
         return files
     if not suite:
         raise InputError("bench", "give --suite NAME or --instances GLOB")
-    files = []
-    for path in sorted(CORPUS.glob("*.toml")):
-        if path.name == SUITES_FILE.name:
-            continue
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise InputError(str(path), f"malformed TOML: {e}") from None
-        if suite in data.get("suites", []):
-            files.append(path)
+    check_suite(suite)
+    files = suite_tags().get(suite, [])
     if not files:
-        known = sorted({s for p in CORPUS.glob("*.toml") if p != SUITES_FILE for s in tomllib.loads(p.read_text()).get("suites", [])})
-        raise InputError("--suite", f"no instance is in suite {suite!r}; suites: {', '.join(known) or 'none'}")
+        raise InputError("--suite", f"no instance is in suite {suite!r}; tag instance files with suites = [{suite!r}]")
     return files
 
 
@@ -113,24 +156,28 @@ def plan(
     suite: str = "",
 ) -> list[Job]:
     """Every job of the cross product; ``--solver`` only multiplies producers that use one,
-    ``--driver`` only those that accept drivers (others run once with their default)."""
-    table = registry.producers()
-    for name in producer_names:
-        if name not in table:
-            raise InputError("--producers", f"unknown producer {name!r}; known: {', '.join(sorted(table))}")
-    param_text = json.dumps(params or {}, sort_keys=True)
+    ``--driver`` only those that accept drivers (others run once with their default driver,
+    which the job names). Every name is checked first (producers, solvers, drivers), and each
+    parameter goes only to the producers declaring it (:func:`~collsynth.solvers.producers.route_params`)."""
+    selected = [registry.get(name, "--producers") for name in producer_names]
+    solvers = [backends.check_name(s, "--solvers") for s in solvers]
+    for d in drivers:
+        if not any(d in prod.drivers for prod in selected):
+            takes = sorted({x for prod in selected for x in prod.drivers})
+            raise InputError("--drivers", f"no selected producer takes driver {d!r} (drivers: {', '.join(takes) or 'none'})")
+    shares = {name: json.dumps(p, sort_keys=True) for name, p in registry.route_params(selected, params or {}).items()}
     jobs = []
     for path in files:
         inst = load_instance(path)  # validates every file before anything runs
-        for name in producer_names:
-            prod = table[name]
+        for prod in selected:
+            name = prod.name
             for solver in (solvers if prod.uses_solver else ("",)):
-                usable = [d for d in drivers if d in prod.drivers] or [""]
+                usable = [d for d in drivers if d in prod.drivers] or [prod.default_driver]
                 for driver in usable:
                     for seed in seeds:
                         jobs.append(Job(
                             instance_file=str(Path(path).resolve()), instance=inst.name, producer=name,
-                            solver=solver, driver=driver, seed=int(seed), params=param_text,
+                            solver=solver, driver=driver, seed=int(seed), params=shares[name],
                             time_limit=float(time_limit), suite=suite,
                             message_bytes=inst.collectives[0].message_bytes,
                         ))
@@ -264,12 +311,17 @@ def _run_one(job: Job) -> dict[str, Any]:
 
 
 def _worker_main() -> int:
-    """Worker-process entry: one job (JSON) per stdin line, one result (JSON) per stdout line."""
+    """Worker-process entry: one job (JSON) per stdin line, one result (JSON) per stdout line.
+
+    Whatever a job prints (library log messages, solver chatter) goes to stderr: stdout
+    carries only the result lines."""
+    channel = sys.stdout
     for line in sys.stdin:
         if line.strip():
-            result = _run_one(Job(**json.loads(line)))
-            sys.stdout.write(json.dumps(result, default=str) + "\n")
-            sys.stdout.flush()
+            with contextlib.redirect_stdout(sys.stderr):
+                result = _run_one(Job(**json.loads(line)))
+            channel.write(json.dumps(result, default=str) + "\n")
+            channel.flush()
     return 0
 
 

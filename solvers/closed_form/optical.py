@@ -49,7 +49,7 @@ import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import Schedule, from_arrays
-from ..producers import Outcome, Producer, Unsupported
+from ..producers import Outcome, Param, Producer, Unsupported
 
 
 # ---- stages and the wavelength checker ------------------------------------------------------
@@ -828,7 +828,17 @@ def _producer(name: str) -> Producer:
         return Outcome(sched, "constructed", objective=float(ev["slots"]), units="slots",
                        extra={"closed_form": cf})
 
-    return Producer(name, "closed-form", run, SUMMARIES[name])
+    return Producer(name, "closed-form", run, SUMMARIES[name], params=PARAMS.get(name, ()))
 
 
+PARAMS = {
+    "wrht": (
+        Param("group", int, None, "nodes per group at each level (default: 2w+1)"),
+    ),
+    "optree": (
+        Param("radices", list[int], None, "the tree's level sizes, top first (default: the best tree for N and w)"),
+        Param("depth", int, None, "tree depth h, with k-ary levels (default: the best tree for N and w)"),
+        Param("k", int, None, "level size with depth (default: the smallest k with k^h >= N)"),
+    ),
+}
 PRODUCERS = [_producer(n) for n in SUMMARIES]

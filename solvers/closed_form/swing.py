@@ -52,7 +52,7 @@ import numpy as np
 from ...instances import Instance
 from ...instances.topology import Topology
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, concat, from_arrays, reverse
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 ALGORITHMS = ("swing", "recursive_doubling")
 MAX_SENDS = 20_000_000  # producers refuse larger chunk-level schedules (params: max_sends)
@@ -828,5 +828,10 @@ _VARIANTS = (  # name, algorithm, variant, mirrored, summary
     ("recursive-doubling-lat-mirrored", "recursive_doubling", "lat", True,
      "Recursive doubling latency-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 4.1)"),
 )
-PRODUCERS = [Producer(name, "closed-form", _make_run(algo, variant, mirrored), summary)
+PARAMS = (
+    Param("multiport", bool, None, "2D collectives at once, one per port (default: Swing on a torus, and the -mirrored variants)"),
+    Param("mirrored", bool, None, "half of the collectives mirrored (default: as multiport)"),
+    Param("max_sends", int, MAX_SENDS, "refuse chunk-level schedules with more sends than this"),
+)
+PRODUCERS = [Producer(name, "closed-form", _make_run(algo, variant, mirrored), summary, params=PARAMS)
              for name, algo, variant, mirrored, summary in _VARIANTS]

@@ -63,7 +63,7 @@ from ...instances.topology import Topology
 from ...tens import schedule as sched_mod
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.ten import link_delays
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 INF = np.iinfo(np.int32).max
 PRIORITIES = ("random", "fifo", "lifo")
@@ -1026,9 +1026,17 @@ def produce(instance: Instance, options: Options) -> Outcome:
     )
 
 
+PARAMS = (
+    Param("priority", PRIORITIES, "random", "order among chunks competing for a link"),
+    Param("matching", MATCHINGS, "maximum", "link-chunk matching in each timestep"),
+    Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed)"),
+)
+
 PRODUCERS = [
     Producer(
         "greedy", "greedy", produce,
         summary="TACOS-Greedy (seed 001 §VI): randomised link-chunk matching on the TEN; best of --starts seeds",
+        params=PARAMS,
     ),
 ]

@@ -28,6 +28,11 @@ clustering or the recovery schedule.
 
 Statuses: ``optimal`` only when the number of timesteps is proven minimal (every smaller
 horizon proven unable to deliver everything, or the lower bound met); ``feasible`` otherwise.
+Every outcome says which method found its schedule (``found_by``): ``ilp@h=H`` (the ILP at
+horizon H delivered everything), ``ilp@h=H+recovery`` (its incumbent completed by
+shortest-path recovery), ``warm-start@h=H+recovery`` (the ILP did not improve on its
+warm start), ``time-cluster`` (``+recovery``) or ``recovery``; and ``solver_status``, the
+backend's own status on the last solve.
 """
 
 from __future__ import annotations
@@ -151,7 +156,7 @@ def recovery_schedule(instance, timestep=None):
 
 # ---- helpers -------------------------------------------------------------------------------
 
-def _outcome(schedule, status, steps, bound, stats, message="", extra=None) -> Outcome:
+def _outcome(schedule, status, steps, bound, stats, message="", extra=None, found_by="") -> Outcome:
     gap = None
     if steps is not None and bound is not None and steps > 0:
         gap = max(0.0, (steps - bound) / steps)
@@ -160,18 +165,21 @@ def _outcome(schedule, status, steps, bound, stats, message="", extra=None) -> O
         bound=None if bound is None else float(bound), gap=gap, units="timesteps",
         build_s=stats["build_s"], solve_s=stats["solve_s"], solver=stats.get("solver", ""),
         version=stats.get("version", ""), nodes=stats.get("nodes"), message=message,
-        extra=dict(extra or {}),
+        extra=dict(extra or {}), found_by=found_by if schedule is not None else "",
+        solver_status=stats.get("solver_status", ""),
     )
 
 
 def _stats(solver):
-    return {"build_s": 0.0, "solve_s": 0.0, "solver": backends.canonical(solver), "version": "", "nodes": None}
+    return {"build_s": 0.0, "solve_s": 0.0, "solver": backends.canonical(solver), "version": "", "nodes": None,
+            "solver_status": ""}
 
 
 def _add(stats, res: backends.SolveResult):
     stats["build_s"] += res.build_s
     stats["solve_s"] += res.solve_s
     stats["version"] = res.version or stats["version"]
+    stats["solver_status"] = res.status
     if res.nodes is not None:
         stats["nodes"] = (stats["nodes"] or 0) + res.nodes
 
@@ -206,11 +214,12 @@ class _Known:
     data: ten.TenData
     rows: np.ndarray
     steps: int
+    found_by: str
 
 
-def _known(how, data, rows) -> _Known:
+def _known(how, data, rows, found_by: str | None = None) -> _Known:
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
-    return _Known(how, data, rows, int(rows[:, 2].max()) if len(rows) else 0)
+    return _Known(how, data, rows, int(rows[:, 2].max()) if len(rows) else 0, found_by or how)
 
 
 def warm_ok(formulation, form_params) -> bool:
@@ -283,9 +292,10 @@ def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share:
     if o.nodes is not None:
         stats["nodes"] = (stats["nodes"] or 0) + o.nodes
     stats["version"] = o.version or stats["version"]
+    stats["solver_status"] = o.solver_status or stats["solver_status"]
     if o.schedule is None:
         return None, o
-    return _known("time-cluster", data, rows), o
+    return _known("time-cluster", data, rows, o.found_by), o
 
 
 def _better(a: _Known | None, b: _Known | None) -> _Known | None:
@@ -400,7 +410,8 @@ class _Search:
             held = view.holdings(upto=h)
             cand = ten.prune(view.data, np.concatenate([rows[rows[:, 2] <= h], recover(view.data, held, h)]))
             self.known = _better(self.known, _known(
-                f"incumbent at horizon {h} completed by shortest-path recovery", view.data, cand))
+                f"incumbent at horizon {h} completed by shortest-path recovery", view.data, cand,
+                f"ilp@h={h}+recovery"))
         self.tried.append({"horizon": h, "status": res.status, "objective": res.objective,
                            "required": view.required(), "complete": ok,
                            "warm_start": None if start is None else start["objective"]})
@@ -409,7 +420,7 @@ class _Search:
 
 def _linear_search(search: _Search, lb: int):
     """Horizons ``lb, lb + 1, ...`` up to ``search.top`` until one delivers everything:
-    (proven lower bound, (steps, schedule) or None, the failed solve or None)."""
+    (proven lower bound, (steps, schedule, horizon) or None, the failed solve or None)."""
     proven_lb = lb
     h = lb
     while h <= search.top and not search.clock.out():
@@ -417,7 +428,7 @@ def _linear_search(search: _Search, lb: int):
         if res.status in ("error", "skipped"):
             return proven_lb, None, res
         if ok:
-            return proven_lb, (sched.num_steps, sched), None
+            return proven_lb, (sched.num_steps, sched, h), None
         if res.status in ("optimal", "infeasible") and proven_lb == h:
             proven_lb = h + 1
         h += 1
@@ -435,7 +446,7 @@ def _binary_search(search: _Search, lb: int):
         if res.status in ("error", "skipped"):
             return proven_lb, None, res
         if ok:
-            best = (sched.num_steps if sched is not None else mid, sched)
+            best = (sched.num_steps if sched is not None else mid, sched, mid)
             hi_h = mid - 1
         else:
             if res.status in ("optimal", "infeasible"):
@@ -450,11 +461,11 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     meets the bound."""
     stats, known, tried = search.stats, search.known, search.tried
     if best is not None and (known is None or best[0] <= known.steps):
-        steps, sched = best
+        steps, sched, at = best
         extra["used"] = "ilp"
         status = "optimal" if steps <= proven_lb else "feasible"
         msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
-        return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+        return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra, f"ilp@h={at}")
     if known is None:
         return _outcome(None, "no-solution", None, proven_lb, stats,
                         f"no horizon up to {tried[-1]['horizon'] if tried else lb} completed in time", extra)
@@ -468,7 +479,7 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
         msg = f"no horizon below {steps} completed in time; {known.how}"
     else:
         msg = f"{known.how}; proven lower bound {proven_lb}"
-    return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra)
+    return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra, known.found_by)
 
 
 RESTRICTED_OBJECTIVE = "driver_arrivals_at"  # the objective a persistent re-solve puts in place
@@ -545,7 +556,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return _outcome(sched, status, steps, min(lb, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra)
+                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
 
 
 def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: _Clock, stats,
@@ -570,7 +581,9 @@ def _incumbent_recovered(instance, formulation: TenFormulation, options: Options
         rows, held = np.zeros((0, 3), np.int64), data.pre.copy()
     extra["recovered_pairs"] = int((data.post & ~held).sum())
     more = recover(data, held, h)
-    return _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more]))), res
+    same = info is not None and res.objective is not None and res.objective <= info["objective"]
+    found = ("warm-start" if same else "ilp") + f"@h={h}" + ("+recovery" if extra["recovered_pairs"] else "")
+    return _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more])), found), res
 
 
 # ---- time clustering -------------------------------------------------------------------------
@@ -633,15 +646,16 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         extra["recovered_pairs"] = int((data0.post & ~state).sum())
         rows = np.concatenate([rows, recover(data0, state, offset)])
     rows = ten.prune(data0, rows)
+    found = "time-cluster+recovery" if "recovered_pairs" in extra else "time-cluster"
     if (int(rows[:, 2].max()) if len(rows) else 0) > rsteps:
         rows = ten.prune(rdata, rrows)
-        extra["used"] = "recovery"
+        extra["used"] = found = "recovery"
     rows = _compact(data0, rows)
     sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
     status = "optimal" if steps <= lb else "feasible"
     return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra),
+                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, found),
             data0, rows)
 
 

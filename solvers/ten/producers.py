@@ -30,12 +30,42 @@ import time
 from dataclasses import replace
 
 from ... import InputError
-from ...formulations import TenFormulation, ten_family, ten_formulation, ten_lp, ten_model
+from ...formulations import OBJECTIVES, TenFormulation, ten_family, ten_formulation, ten_lp, ten_model
 from ...tens import ten
 from ...tens.schedule import concat
 from .. import backends
 from . import drivers
-from ..producers import Options, Outcome, Producer, Unsupported
+from ..producers import Options, Outcome, Param, Producer, Unsupported
+
+# parameters of the drivers (solvers.ten.drivers)
+DRIVER_PARAMS = (
+    Param("binary", bool, False, "horizon search: binary search up to the best known schedule instead of upward"),
+    Param("persistent", bool, False, "horizon search: re-solve one model built at the largest horizon (HiGHS, Gurobi)"),
+    Param("max_horizon", int, None, "horizon search: largest horizon tried (default: the best known schedule's length)"),
+    Param("warm", bool, True, "horizon search, early-stop: warm-start the ILP from time clustering"),
+    Param("warm_share", float, drivers.WARM_SHARE, "share of the time limit the warm-start time clustering may use"),
+    Param("horizon", int, None, "early-stop: the horizon solved (default: the lower bound)"),
+    Param("window", int, None, "time-cluster: timesteps per window (default: max(2, longest link delay))"),
+    Param("lookahead", int, None, "time-cluster: timesteps after a window in which relays count (default: TEN diameter)"),
+)
+# parameters of the TEN ILP (formulations.ten_ilp.build), the default of a formulation that
+# declares no PARAMS (a tuple of (name, type, default, help), see collsynth.formulations)
+ILP_PARAMS = (
+    Param("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
+    Param("capacity", bool, True, "one chunk per link per timestep (false: the congestion-blind model)"),
+    Param("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+)
+# the TEN LP bound computed beside every ILP result
+LP_BESIDE_PARAMS = (
+    Param("lp_bound", bool, True, "compute the TEN LP bound beside the result (about 20% of the time limit)"),
+    Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
+)
+# the producer of a relaxation (ROLE = "relaxation"); its model's own parameters come from PARAMS
+RELAXATION_PARAMS = (
+    Param("binary", bool, False, "binary search for the relaxation bound (up to the recovery schedule's length)"),
+    Param("polish", bool, True, "re-solve the relaxation for little, early traffic before realising the schedule"),
+)
 
 LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
 
@@ -175,15 +205,19 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
         build_s=rs.build_s + ag.build_s, solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
                  "the decomposition is not proven optimal for allreduce"),
-        extra=extra,
+        extra=extra, found_by=_phase_found_by(rs, ag), solver_status=ag.solver_status,
     )
+
+
+def _phase_found_by(rs: Outcome, ag: Outcome) -> str:
+    """``found_by`` of an allreduce made of a reduce_scatter and an allgather phase."""
+    return f"reduce_scatter {rs.found_by}, allgather {ag.found_by}"
 
 
 # ---- relaxations: bound search, fractional schedule ----------------------------------------
 
 BUILD_S_PER_UNIT = 3e-4  # seconds to build and load an LP, per chunk x link pair x timestep (measured,
 # meshes 5x5..8x8 on this machine); a search with a time limit skips models it cannot afford
-LP_PARAMS = ("lp_bound", "polish", "cuts")  # ours, popped before drivers / ILP formulations see them
 
 
 def _flag(params: dict, name: str, default: bool = True) -> bool:
@@ -219,7 +253,7 @@ def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo
     the bound came from ``known``).
     """
     out = {"bound": None, "model": None, "horizons": [], "build_s": 0.0, "solve_s": 0.0,
-           "solver": backends.canonical(solver), "version": "", "message": ""}
+           "solver": backends.canonical(solver), "version": "", "message": "", "solver_status": ""}
     top = hi if known is None else min(hi, known)
     attempt = _lp_attempt(instance, formulation, solver, form, out, time_limit, known, threads, seed)
     best = None  # (horizon, model)
@@ -278,6 +312,7 @@ def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_l
             return None, None
         res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
         out["solve_s"] += res.solve_s
+        out["solver_status"] = res.status
         out["version"] = res.version or out["version"]
         out["solver"] = res.solver or out["solver"]
         if res.status != "optimal":
@@ -326,7 +361,8 @@ def _relaxation_run(formulation: TenFormulation):
         rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
         if rsteps == 0:  # nothing to deliver
             return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status="optimal", objective=0.0,
-                           bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0})
+                           bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0},
+                           found_by="recovery")
         s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
                       binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
         extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
@@ -334,11 +370,14 @@ def _relaxation_run(formulation: TenFormulation):
             proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
             return Outcome(schedule=None, status="no-solution", bound=float(proven), units="timesteps",
                            build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
-                           message=s["message"] or "no LP bound", extra=extra)
-        cands, refined, times = _realise_all(formulation, s["model"], solver, options, do_refine, t0)
+                           message=s["message"] or "no LP bound", extra=extra,
+                           solver_status=s["solver_status"])
+        cands, refined, times, refine_status = _realise_all(formulation, s["model"], solver, options, do_refine, t0)
         how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
+        found_by = f"lp-rounding@h={s['bound']}" + (f"+{how}" if short else "")
         if sched.num_steps > rsteps:
             how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
+            found_by = "recovery"
         h, steps = s["bound"], sched.num_steps
         extra.update({
             "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": refined,
@@ -351,7 +390,8 @@ def _relaxation_run(formulation: TenFormulation):
         return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
                        gap=(steps - h) / steps if steps else 0.0, units="timesteps",
                        build_s=s["build_s"] + times[0], solve_s=s["solve_s"] + times[1], solver=s["solver"],
-                       version=s["version"], message=msg, extra=extra)
+                       version=s["version"], message=msg, extra=extra, found_by=found_by,
+                       solver_status=refine_status or s["solver_status"])
 
     return run
 
@@ -359,10 +399,10 @@ def _relaxation_run(formulation: TenFormulation):
 def _realise_all(formulation: TenFormulation, model, solver: str, options: Options, do_refine: bool, t0: float):
     """Schedules of a solved complete relaxation as found and, with ``do_refine``, re-solved
     after its ``refine``: ``(candidates (completion, schedule, pairs short, "arrivals" |
-    "polished"), refined and re-solved, (extra build_s, extra solve_s))``."""
+    "polished"), refined and re-solved, (extra build_s, extra solve_s), the re-solve's status)``."""
     cands = [(how, sched, short, "arrivals") for how, sched, short in formulation.schedules(model, drivers.recover)]
     if not do_refine:
-        return cands, False, (0.0, 0.0)
+        return cands, False, (0.0, 0.0), None
     tb = time.perf_counter()
     formulation.refine(model)
     build_s = time.perf_counter() - tb
@@ -371,7 +411,7 @@ def _realise_all(formulation: TenFormulation, model, solver: str, options: Optio
     refined = res.status == "optimal" and formulation.bound(model) <= ten_model(model).data.horizon
     if refined:
         cands += [(how, sched, short, "polished") for how, sched, short in formulation.schedules(model, drivers.recover)]
-    return cands, refined, (build_s, res.solve_s)
+    return cands, refined, (build_s, res.solve_s), res.status
 
 
 def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
@@ -399,6 +439,7 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
                "denominator": int(sched.denom),
                "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
                "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)},
+        found_by=_phase_found_by(rs, ag), solver_status=ag.solver_status,
     )
 
 
@@ -417,8 +458,10 @@ def producer(formulation) -> Producer:
             outcome.schedule.meta["producer"] = f.name
         return outcome
 
+    form = tuple(Param(*p) for p in f.params) if f.params is not None else ILP_PARAMS
+    params = RELAXATION_PARAMS + form if f.is_relaxation else DRIVER_PARAMS + form + LP_BESIDE_PARAMS
     return Producer(f.name, "formulation", named, f.summary, uses_solver=True,
-                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS)
+                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS, params=params)
 
 
 def ten_producers() -> list[Producer]:

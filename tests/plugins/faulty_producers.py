@@ -2,7 +2,8 @@
 
 Loaded through the ``COLLSYNTH_PRODUCERS`` plug-in variable; they stand in for a solver that
 never returns and one that takes its process down (segfault-like exit), which the batch
-runner must record without stopping.
+runner must record without stopping, and for a library that logs to stdout (Pyomo's log
+handler does), which must never reach a ``--json`` result or the batch worker's channel.
 """
 
 import os
@@ -27,7 +28,16 @@ def _slow_ring(instance, options):
     return get("ring").run(instance, options)
 
 
+def _chatty_ring(instance, options):
+    from collsynth.solvers.producers import get
+
+    print("WARNING: Failed to create solver with name 'x'")
+    print("Traceback (most recent call last):\n  File \"solvers.py\", line 178, in __call__")
+    return get("ring").run(instance, options)
+
+
 PRODUCERS = [
+    Producer("test-chatty-ring", "test", _chatty_ring, "the ring schedule, after a log message on stdout"),
     Producer("test-slow-ring", "test", _slow_ring, "the ring schedule, one second late"),
     Producer("test-hang", "test", _hang, "never returns"),
     Producer("test-crash", "test", _crash, "kills its own process"),

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .... import InputError
+from ...producers import get
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,10 +54,13 @@ def bench(args) -> dict:
     from .. import runner as batch
     from .solve import parse_params
 
-    spec = batch.suites().get(args.suite, {}) if args.suite else {}
+    spec = batch.check_suite(args.suite) if args.suite else {}
     producers = _split(args.producers) or list(spec.get("producers", []))
     if not producers:
-        raise InputError("--producers", "no producers given and the suite lists none in suites.toml")
+        where = f"suite {args.suite!r} lists none in suites.toml" if args.suite else "none given"
+        raise InputError("--producers", f"expected comma-separated producers ({where})")
+    if _split(args.solvers) and not any(get(n, "--producers").uses_solver for n in producers):
+        raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
     solvers = _split(args.solvers) or list(spec.get("solvers", ["highs"]))
     drivers = _split(args.drivers) or list(spec.get("drivers", []))
     try:

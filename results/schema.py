@@ -1,0 +1,137 @@
+"""The result schema: every field of a run's row, written once.
+
+:class:`Result` is the single list of fields. Everything else derives from it:
+
+- the row :func:`collsynth.solvers.pipeline.run` returns (and ``collsynth solve --json``
+  prints): :data:`ROW_FIELDS`, the key fields without ``params`` then the result fields;
+- the SQLite table of :mod:`collsynth.results.store`: :data:`COLUMNS` with
+  :func:`sql_type` of each field (an older store gains the missing columns when it is opened
+  for writing, see :func:`collsynth.results.store.connect`);
+- ``runs.csv`` of :mod:`collsynth.results.render`: :data:`ROW_FIELDS`.
+
+Each field has a ``role``: ``key`` (the run's identity in the store), ``result`` (what the
+run found; in the pipeline row) or ``stored`` (batch provenance the store adds). A new field
+is one line here, typed, documented and defaulting to None.
+
+>>> [f for f in ROW_FIELDS[:5]]
+['instance', 'producer', 'solver', 'driver', 'seed']
+>>> sql_type("steps"), sql_type("T_L_s"), sql_type("verified"), sql_type("message")
+('INTEGER', 'REAL', 'INTEGER', 'TEXT')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _f(doc: str, role: str = "result", default: Any = None) -> Any:
+    return field(default=default, metadata={"doc": doc, "role": role})
+
+
+@dataclass
+class Result:
+    """One run of a producer on an instance: its key, what it found, and batch provenance.
+
+    Times are seconds. ``status`` is collsynth's verdict (``optimal`` only when a lower bound
+    in the run's own units is met); ``solver_status`` is what the solver itself reported.
+    """
+
+    # the key: which run this is
+    instance: str | None = _f("instance name", "key")
+    producer: str | None = _f("producer name (see `collsynth producers`)", "key")
+    solver: str | None = _f("solver backend the producer used ('' for producers that use none)", "key")
+    driver: str | None = _f("driver actually run (the producer's default when none was asked; "
+                            "'' for producers that take no driver)", "key")
+    seed: int | None = _f("random seed", "key")
+    params: str | None = _f("producer parameters as sorted JSON (store key only)", "key")
+    # what the run found
+    status: str | None = _f("optimal / feasible / heuristic / constructed / infeasible / no-solution / "
+                            "error / skipped / invalid")
+    found_by: str | None = _f("how the schedule was found: ilp@h=H, ilp@h=H+recovery, "
+                              "warm-start@h=H+recovery, time-cluster, recovery, lp-rounding@h=H+..., "
+                              "or the producer family (closed-form, greedy, bfb-lp, ...)")
+    solver_status: str | None = _f("the solver's own status on the run's last solve ('' when nothing "
+                                   "was solved)")
+    verified: bool | None = _f("the schedule passed collsynth.tens.verify")
+    steps: int | None = _f("communication steps of the verified schedule")
+    T_L_s: float | None = _f("latency part of the synchronous alpha-beta price")
+    T_B_s: float | None = _f("bandwidth part of the synchronous alpha-beta price")
+    time_sync_s: float | None = _f("synchronous alpha-beta price (T_L_s + T_B_s)")
+    time_ten_s: float | None = _f("TEN timestep price")
+    time_event_s: float | None = _f("congestion-aware event simulation price")
+    lower_bound_s: float | None = _f("lower bound on the synchronous price")
+    lower_bound_steps: int | None = _f("lower bound on steps")
+    lower_bound_ten_s: float | None = _f("lower bound on the TEN timestep price")
+    lower_bound_event_s: float | None = _f("lower bound on the event-simulation price")
+    bound_source: str | None = _f("which argument proved the reported lower bound")
+    objective: float | None = _f("the producer's objective, in `units`")
+    bound: float | None = _f("the bound the producer proved, in `units`")
+    gap: float | None = _f("relative gap between objective and bound")
+    units: str | None = _f("units of objective and bound (steps, timesteps, M/B, slots)")
+    relaxation: bool | None = _f("the row is a relaxation's result (its bound, a fractional schedule)")
+    build_s: float | None = _f("model building and loading time")
+    solve_s: float | None = _f("the solver's own time (or the heuristic's run time)")
+    verify_s: float | None = _f("verification time")
+    price_sync_s: float | None = _f("time to price under the synchronous model")
+    price_ten_s: float | None = _f("time to price under the TEN timestep model")
+    price_event_s: float | None = _f("time to price under the event simulation")
+    wall_s: float | None = _f("wall time of the producer's run")
+    sends: int | None = _f("number of sends in the schedule")
+    message: str | None = _f("what the producer said (why it stopped, what it proved)")
+    # batch provenance, added by the store
+    suite: str | None = _f("suite the batch ran", "stored")
+    instance_file: str | None = _f("instance file path", "stored")
+    message_bytes: float | None = _f("message size M of the instance", "stored")
+    schedule_path: str | None = _f("stored schedule file, relative to the store", "stored")
+    extra: str | None = _f("producer-specific figures (JSON)", "stored")
+    provenance: str | None = _f("package versions, git commit, host (JSON)", "stored")
+    time_limit: float | None = _f("per-job time limit", "stored")
+    threads: int | None = _f("solver threads", "stored")
+    created_at: float | None = _f("when the row was stored (Unix time)", "stored")
+
+
+FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(Result)
+_HINTS = typing.get_type_hints(Result)
+
+
+def names(role: str | None = None) -> tuple[str, ...]:
+    """Field names of :class:`Result` in order, optionally only those of one ``role``."""
+    return tuple(f.name for f in FIELDS if role is None or f.metadata["role"] == role)
+
+
+def python_type(name: str) -> type:
+    """The field's value type without its ``None`` (``int | None`` -> ``int``)."""
+    hint = _HINTS[name]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def sql_type(name: str) -> str:
+    """The SQLite column type of a field: INTEGER for int and bool, REAL for float, else TEXT."""
+    t = python_type(name)
+    return "INTEGER" if t in (int, bool) else "REAL" if t is float else "TEXT"
+
+
+def doc(name: str) -> str:
+    """The field's one-line description."""
+    return next(f.metadata["doc"] for f in FIELDS if f.name == name)
+
+
+KEY_COLUMNS = names("key")
+RESULT_COLUMNS = names("result")
+STORED_COLUMNS = names("stored")
+COLUMNS = names()
+ROW_FIELDS = tuple(n for n in KEY_COLUMNS if n != "params") + RESULT_COLUMNS
+
+
+def empty_row(**values: Any) -> dict[str, Any]:
+    """A pipeline row: every field of :data:`ROW_FIELDS` set to None, then ``values``."""
+    unknown = set(values) - set(ROW_FIELDS)
+    if unknown:
+        raise KeyError(f"not result fields: {', '.join(sorted(unknown))}")
+    return {**dict.fromkeys(ROW_FIELDS), **values}
