@@ -105,6 +105,10 @@ def build(
         raise InputError(f"{where}.bandwidth", f"expected a positive number of bytes/s, got {bw}")
     if not al >= 0:
         raise InputError(f"{where}.alpha", f"expected a non-negative latency in seconds, got {al}")
+    if "link_classes" in topo.meta and (bandwidth is not None or alpha is not None):
+        key = "bandwidth" if bandwidth is not None else "alpha"
+        raise InputError(f"{where}.{key}", f"generator {name!r} sets every link's bandwidth and alpha from its own "
+                         f"parameters (see `collsynth topologies`); remove {key!r}")
     meta = dict(topo.meta)
     meta.setdefault("generator", name)
     meta.setdefault("params", {k: _plain(v) for k, v in kwargs.items()})
