@@ -17,6 +17,13 @@ Instances are read from TOML files (design "Contracts: instance files")::
     [expect]
     optimal_steps = 13
 
+An optional top-level ``epoch = "fastest-link"`` (or ``"slowest-link"``) sets the TEN timestep
+to one chunk's time on the fastest (slowest) physical link, TE-CCL's epoch choice
+(:func:`epoch_timestep`), so epoch counts compare with TE-CCL's. Published numbers a run is
+compared with are ``[[expect.paper]]`` tables (:func:`paper_entry_from_dict`): each names the
+paper's table, the metric, our producer that stands for the paper's method, the value and
+its source.
+
 Every error is an :class:`~collsynth.InputError` naming the file and the field.
 """
 
@@ -43,8 +50,19 @@ EXPECT_KEYS = {
     "bw_optimal": bool,
     "moore_optimal": bool,
     "note": str,
+    "paper": list,
 }
-TOP_KEYS = {"name", "description", "suites", "topology", "collective", "expect"}
+TOP_KEYS = {"name", "description", "suites", "epoch", "topology", "collective", "expect"}
+EPOCHS = ("fastest-link", "slowest-link")
+# What a published number measures, and how ours is computed (collsynth.results.paper):
+# normalized_time: our time over the reference method's time (the paper's normalisation);
+# synthesis_s / solver_s: wall time of the run; epochs: TEN timesteps of the schedule;
+# finish_time_s: epochs x epoch duration; algo_bandwidth_GBps: output buffer / finish time.
+PAPER_METRICS = ("normalized_time", "synthesis_s", "solver_s", "epochs", "finish_time_s", "algo_bandwidth_GBps")
+PAPER_KEYS = {"table": str, "row": str, "column": str, "metric": str, "producer": str, "driver": str,
+              "reference": str, "reference_driver": str, "model": str, "value": float, "source": str, "why": str}
+PAPER_REQUIRED = ("table", "metric", "producer", "source")
+TIME_MODELS = ("sync", "ten", "event")
 COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
 
 
@@ -62,6 +80,7 @@ class Instance:
     source: str = ""
     suites: tuple[str, ...] = ()
     description: str = ""
+    epoch: str = ""
 
     @property
     def collective(self) -> Collective:
@@ -93,6 +112,8 @@ class Instance:
             "topology": self.topology.summary(),
             "collectives": [c.describe() for c in self.collectives],
             "expect": dict(self.expect),
+            "epoch": self.epoch or None,
+            "epoch_timestep_s": epoch_timestep(self),
         }
 
 
@@ -168,6 +189,9 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
         where = "collective" if not isinstance(raw, list) else f"collective[{i}]"
         collectives.append(collective_from_dict(table, topology, where))
     expect = expect_from_dict(data.get("expect", {}))
+    epoch = data.get("epoch", "")
+    if epoch not in ("", *EPOCHS):
+        raise InputError("epoch", f"expected one of {', '.join(EPOCHS)}, got {epoch!r}")
     return Instance(
         name=name,
         topology=topology,
@@ -176,7 +200,43 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
         source=source,
         suites=tuple(suites),
         description=str(data.get("description", "")),
+        epoch=epoch,
     )
+
+
+def epoch_timestep(instance: Instance) -> float | None:
+    """The TEN timestep (s) of the instance's ``epoch`` choice; None without one (TEN default).
+
+    TE-CCL (Liu et al., "Rethinking Machine Learning Collective Communication as a
+    Multi-Commodity Flow Problem", SIGCOMM 2024, section 4 and its repository's
+    ``EpochType``: FASTEST_LINK / SLOWEST_LINK) sets the epoch to the time one chunk takes on
+    the fastest (slowest) link. Here a link's chunk time is the TEN's own cost
+    ``alpha + chunk_bytes / bandwidth`` (so with ``fastest-link`` the fastest link takes exactly
+    one timestep, as in TACOS section IV-C), over the physical link classes of
+    ``topology.meta["link_classes"]`` when the generator declares them (per-port figures before
+    switch unwinding), else over the live links (one parallel link each). The chunk is the
+    largest of the instance's collectives.
+
+    >>> from dataclasses import replace
+    >>> from collsynth.instances import generators
+    >>> t = generators.build("ring", {"nodes": 3}, bandwidth=1e9, alpha=1e-6)
+    >>> inst = make_instance(t, "allgather", message_bytes=3e6)
+    >>> epoch_timestep(inst) is None, round(epoch_timestep(replace(inst, epoch="slowest-link")), 9)
+    (True, 0.001001)
+    """
+    if not instance.epoch:
+        return None
+    chunk = max(c.chunk_bytes for c in instance.collectives)
+    classes = instance.topology.meta.get("link_classes")
+    if classes:
+        present = {cls for _, _, cls in instance.topology.graph.edges(data="link_class")}
+        costs = [c["alpha"] + chunk / c["bandwidth"] for name, c in classes.items() if name in present]
+    else:
+        la = instance.topology.link_arrays
+        costs = list(la.alpha + chunk / (la.bandwidth / np.maximum(la.count, 1)))
+    if not costs:
+        raise InputError(instance.source or instance.name, "epoch: the topology has no live links")
+    return float(min(costs) if instance.epoch == "fastest-link" else max(costs))
 
 
 def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), where: str = "topology") -> Topology:
@@ -274,13 +334,18 @@ def check_reachable(topology: Topology, coll: Collective, where: str) -> None:
 
 
 def expect_from_dict(table: Any) -> dict:
-    """Validate the optional ``[expect]`` table (known optima and bounds)."""
+    """Validate the optional ``[expect]`` table (known optima and bounds, published numbers)."""
     if not isinstance(table, dict):
         raise InputError("expect", "expected a table")
     out = {}
     for key, value in table.items():
         if key not in EXPECT_KEYS:
             raise InputError(f"expect.{key}", f"unknown key; expected one of {', '.join(sorted(EXPECT_KEYS))}")
+        if key == "paper":
+            if not isinstance(value, list) or not value:
+                raise InputError("expect.paper", "expected [[expect.paper]] tables")
+            out[key] = [paper_entry_from_dict(e, f"expect.paper[{i}]") for i, e in enumerate(value)]
+            continue
         typ = EXPECT_KEYS[key]
         ok = isinstance(value, typ) and not (typ is not bool and isinstance(value, bool))
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
@@ -288,4 +353,41 @@ def expect_from_dict(table: Any) -> dict:
         if not ok:
             raise InputError(f"expect.{key}", f"expected {typ.__name__}, got {value!r}")
         out[key] = value
+    return out
+
+
+def paper_entry_from_dict(entry: Any, where: str) -> dict:
+    """Validate one ``[[expect.paper]]`` table: a published number and what it is compared with.
+
+    Keys: ``table`` (the paper and table, e.g. "TACOS Table I"), ``row``, ``column`` (the
+    paper's labels), ``metric`` (one of :data:`PAPER_METRICS`), ``producer`` and optional
+    ``driver`` (our method standing for the paper's), ``reference`` / ``reference_driver``
+    (the method ``normalized_time`` divides by, as the paper normalises), ``model`` (the cost
+    model of a time: sync, ten or event; default event), ``value`` (the paper's number;
+    omitted when it cannot be derived) and ``source`` (where the number is printed), ``why``
+    (required without a value: why it cannot be derived; else an optional caveat).
+    """
+    if not isinstance(entry, dict):
+        raise InputError(where, "expected a table")
+    out = {}
+    for key, value in entry.items():
+        if key not in PAPER_KEYS:
+            raise InputError(f"{where}.{key}", f"unknown key; expected one of {', '.join(sorted(PAPER_KEYS))}")
+        typ = PAPER_KEYS[key]
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, typ) or isinstance(value, bool):
+            raise InputError(f"{where}.{key}", f"expected {typ.__name__}, got {value!r}")
+        out[key] = value
+    for key in PAPER_REQUIRED:
+        if key not in out:
+            raise InputError(f"{where}.{key}", "missing")
+    if out["metric"] not in PAPER_METRICS:
+        raise InputError(f"{where}.metric", f"expected one of {', '.join(PAPER_METRICS)}, got {out['metric']!r}")
+    if out.get("model", "event") not in TIME_MODELS:
+        raise InputError(f"{where}.model", f"expected one of {', '.join(TIME_MODELS)}, got {out['model']!r}")
+    if out["metric"] == "normalized_time" and "reference" not in out:
+        raise InputError(f"{where}.reference", "a normalized_time needs the reference method it divides by")
+    if "value" not in out and "why" not in out:
+        raise InputError(f"{where}.why", "without a value, say why the paper value cannot be derived")
     return out

@@ -72,30 +72,31 @@ def link_class(bandwidth: float, alpha: float, source: str) -> dict:
     return {"bandwidth": float(bandwidth), "alpha": float(alpha), "source": source}
 
 
-def _edge(u: int, v: int, classes: dict, cls: str, share: float = 1.0) -> tuple:
+def class_edge(u: int, v: int, classes: dict, cls: str, share: float = 1.0) -> tuple:
     """A directed link of class ``cls`` carrying ``share`` of the class's port bandwidth."""
     c = classes[cls]
     return (u, v, {"bandwidth": c["bandwidth"] * share, "alpha": c["alpha"], "link_class": cls})
 
 
-def _group(members: list[int], classes: dict, cls: str, unwind: int, switch_id: int,
+def switch_group(members: list[int], classes: dict, cls: str, unwind: int, switch_id: int,
            where: str) -> tuple[list[tuple], list[int]]:
     """Links of ``members`` joined by one switch: kept as node ``switch_id`` (``unwind = 0``,
     a link each way per member) or unwound to degree d (member i -> i+1..i+d, each link 1/d of
     the port bandwidth; TACOS section IV-D). Returns (edges, switch ids)."""
     n = len(members)
     if unwind == 0:
-        edges = [_edge(m, switch_id, classes, cls) for m in members]
-        edges += [_edge(switch_id, m, classes, cls) for m in members]
+        edges = [class_edge(m, switch_id, classes, cls) for m in members]
+        edges += [class_edge(switch_id, m, classes, cls) for m in members]
         return edges, [switch_id]
     if not 1 <= unwind <= n - 1:
         raise InputError(where, f"expected 0 (keep the switch) or a degree in 1..{n - 1}, got {unwind}")
-    edges = [_edge(members[i], members[(i + k) % n], classes, cls, 1.0 / unwind)
+    edges = [class_edge(members[i], members[(i + k) % n], classes, cls, 1.0 / unwind)
              for i in range(n) for k in range(1, unwind + 1)]
     return edges, []
 
 
-def _topology(size: int, edges: list, switches: list[int], name: str, classes: dict, **meta) -> Topology:
+def classed_topology(size: int, edges: list, switches: list[int], name: str, classes: dict, **meta) -> Topology:
+    """A topology of :func:`class_edge` links whose ``meta["link_classes"]`` is ``classes``."""
     return from_edges(size, edges, switches=switches, name=name,
                       meta={"link_classes": classes, **meta})
 
@@ -134,23 +135,23 @@ def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: floa
         "nvlink_x2": link_class(2 * nvlink_bandwidth, nvlink_alpha, f"{TECCL}/ndv2.py; {TACCL}, generic.py ndv2()"),
         "ib": link_class(nic_bandwidth, nic_alpha, f"{TECCL}/ndv2.py"),
     }
-    edges = [_edge(8 * c + i, 8 * c + j, classes, f"nvlink_x{k}")
+    edges = [class_edge(8 * c + i, 8 * c + j, classes, f"nvlink_x{k}")
              for c in range(chassis) for i, row in enumerate(CUBE_MESH) for j, k in enumerate(row) if k]
     switches: list[int] = []
     if chassis > 1:
         senders, receivers = [8 * c for c in range(chassis)], [8 * c + 1 for c in range(chassis)]
         if inter_chassis == "direct":
-            edges += [_edge(senders[a], receivers[b], classes, "ib") for a, b in itertools.permutations(range(chassis), 2)]
+            edges += [class_edge(senders[a], receivers[b], classes, "ib") for a, b in itertools.permutations(range(chassis), 2)]
         elif inter_chassis == "switch":
             sw = 8 * chassis
-            edges += [_edge(s, sw, classes, "ib") for s in senders] + [_edge(sw, r, classes, "ib") for r in receivers]
+            edges += [class_edge(s, sw, classes, "ib") for s in senders] + [class_edge(sw, r, classes, "ib") for r in receivers]
             switches = [sw]
         else:
             d = chassis - 1
-            edges += [_edge(senders[c], receivers[(c + k) % chassis], classes, "ib", 1.0 / d)
+            edges += [class_edge(senders[c], receivers[(c + k) % chassis], classes, "ib", 1.0 / d)
                       for c in range(chassis) for k in range(1, d + 1)]
     size = 8 * chassis + len(switches)
-    return _topology(size, edges, switches, f"ndv2x{chassis}{'' if chassis == 1 else '-' + inter_chassis}",
+    return classed_topology(size, edges, switches, f"ndv2x{chassis}{'' if chassis == 1 else '-' + inter_chassis}",
                      classes, gpus_per_chassis=8)
 
 
@@ -177,12 +178,12 @@ def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, n
     edges, switches = [], []
     gpus = 16 * chassis
     for c in range(chassis):
-        e, s = _group(list(range(16 * c, 16 * c + 16)), classes, "nvswitch", unwind, gpus + c, "unwind")
+        e, s = switch_group(list(range(16 * c, 16 * c + 16)), classes, "nvswitch", unwind, gpus + c, "unwind")
         edges += e
         switches += s
-    edges += [_edge(16 * a + 2 * k + 1, 16 * b + 2 * k, classes, "ib")
+    edges += [class_edge(16 * a + 2 * k + 1, 16 * b + 2 * k, classes, "ib")
               for a, b in itertools.permutations(range(chassis), 2) for k in range(8)]
-    return _topology(gpus + len(switches), edges, switches, f"dgx2x{chassis}" + (f"-unwind{unwind}" if unwind else ""),
+    return classed_topology(gpus + len(switches), edges, switches, f"dgx2x{chassis}" + (f"-unwind{unwind}" if unwind else ""),
                      classes, gpus_per_chassis=16)
 
 
@@ -197,17 +198,17 @@ def _dgx_rails(nodes: int, unwind_nvswitch: int, unwind_rail: int, classes: dict
     gpus = 8 * nodes
     edges, switches = [], []
     for n in range(nodes):
-        e, s = _group(list(range(8 * n, 8 * n + 8)), classes, "nvswitch", unwind_nvswitch, gpus + n, "unwind_nvswitch")
+        e, s = switch_group(list(range(8 * n, 8 * n + 8)), classes, "nvswitch", unwind_nvswitch, gpus + n, "unwind_nvswitch")
         edges += e
         switches += s
     if nodes > 1:
         base = gpus + len(switches)
         for g in range(8):
-            e, s = _group([8 * n + g for n in range(nodes)], classes, "rail", unwind_rail, base + g, "unwind_rail")
+            e, s = switch_group([8 * n + g for n in range(nodes)], classes, "rail", unwind_rail, base + g, "unwind_rail")
             edges += e
             switches += s
     suffix = "".join(f"-{k}{v}" for k, v in (("nvs", unwind_nvswitch), ("rail", unwind_rail)) if v)
-    return _topology(gpus + len(switches), edges, switches, f"{name}x{nodes}{suffix}", classes, gpus_per_node=8)
+    return classed_topology(gpus + len(switches), edges, switches, f"{name}x{nodes}{suffix}", classes, gpus_per_node=8)
 
 
 @generator
@@ -269,7 +270,7 @@ def mi250(nodes: int = 1, unwind: int = 0, xgmi_bandwidth: float = 50e9, xgmi_al
     _count(nodes, "nodes", 1)
     classes = {f"xgmi_x{k}": link_class(k * xgmi_bandwidth, xgmi_alpha, f"{TECCL}/amd.py; {RCCL_LAT}") for k in (1, 2, 4)}
     classes["nic"] = link_class(nic_bandwidth, nic_alpha, f"{TECCL}/amd.py; {RCCL_LAT}")
-    edges = [_edge(16 * n + i, 16 * n + j, classes, f"xgmi_x{k}")
+    edges = [class_edge(16 * n + i, 16 * n + j, classes, f"xgmi_x{k}")
              for n in range(nodes) for i, row in MI250_XGMI.items() for j, k in row.items()]
     switches: list[int] = []
     gcds = 16 * nodes
@@ -278,15 +279,15 @@ def mi250(nodes: int = 1, unwind: int = 0, xgmi_bandwidth: float = 50e9, xgmi_al
         for n in range(nodes):
             for k in range(8):
                 nic = gcds + 8 * n + k
-                e, _ = _group([16 * n + 2 * k, 16 * n + 2 * k + 1, fabric], classes, "nic", 0, nic, "unwind")
+                e, _ = switch_group([16 * n + 2 * k, 16 * n + 2 * k + 1, fabric], classes, "nic", 0, nic, "unwind")
                 edges += e
                 switches.append(nic)
         switches.append(fabric)
     elif nodes > 1:
         _count(unwind, "unwind", 0, nodes - 1)
-        edges += [_edge(16 * n + g, 16 * ((n + k) % nodes) + g, classes, "nic", 1.0 / (2 * unwind))
+        edges += [class_edge(16 * n + g, 16 * ((n + k) % nodes) + g, classes, "nic", 1.0 / (2 * unwind))
                   for n in range(nodes) for g in range(16) for k in range(1, unwind + 1)]
-    return _topology(gcds + len(switches), edges, switches, f"mi250x{nodes}" + (f"-unwind{unwind}" if unwind else ""),
+    return classed_topology(gcds + len(switches), edges, switches, f"mi250x{nodes}" + (f"-unwind{unwind}" if unwind else ""),
                      classes, gpus_per_node=16)
 
 
@@ -313,8 +314,8 @@ def _hierarchy(levels: list[str], dims: list[int], bandwidths: list[float], alph
         else:
             level = switch_level[max(u, v)]
         cls = f"level{level}_{levels[level]}"
-        edges.append(_edge(u, v, classes, cls, float(data.get("scale", 1.0))))
-    return _topology(base.size, edges, sorted(base.switches), name, classes, dims=list(dims), levels=list(levels))
+        edges.append(class_edge(u, v, classes, cls, float(data.get("scale", 1.0))))
+    return classed_topology(base.size, edges, sorted(base.switches), name, classes, dims=list(dims), levels=list(levels))
 
 
 def _switch_levels(levels: list[str], dims: list[int], unwind: list[int], n: int) -> dict[int, int]:
@@ -390,4 +391,4 @@ def class_counts(topology: Topology) -> dict[str, int]:
 
 
 __all__ = ["ndv2", "dgx2", "dgx_a100", "dgx_h100", "mi250", "ring_fc_switch", "ring_ring", "switch_switch",
-           "class_counts", "link_class", "CUBE_MESH", "MI250_XGMI"]
+           "class_counts", "link_class", "class_edge", "switch_group", "classed_topology", "CUBE_MESH", "MI250_XGMI"]

@@ -10,6 +10,9 @@ Every row says which method produced it: the producer, the solver and the driver
 (a producer's default driver when none was asked), ``found_by`` (the ILP at a horizon, time
 clustering, recovery, LP rounding, a construction, ...) and the solver's own status and time
 (``solver_status``, ``solve_s``) apart from model building (``build_s``).
+
+An instance with an ``epoch`` choice runs on that TEN timestep (given to every producer that
+declares a ``timestep`` parameter, unless the run sets its own) and is TEN-priced on it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from .. import InputError
 from ..instances import Instance
+from ..instances.instance import epoch_timestep
 from ..tens import cost, verify
 from ..results import schema
 from ..tens.schedule import Schedule
@@ -40,6 +44,13 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     """
     options = options or Options()
     prod = get(producer)
+    epoch_step = epoch_timestep(instance)
+    if epoch_step is not None and options.params.get("timestep") is None:
+        # the instance's epoch choice (TE-CCL's fastest/slowest link) is the TEN timestep
+        if any(p.name == "timestep" for p in prod.params):
+            options = replace(options, params={**options.params, "timestep": epoch_step})
+    else:
+        epoch_step = None
     driver = prod.driver_for(options.driver)
     solver = backends.check_name(options.solver) if prod.uses_solver else ""
     options = replace(options, driver=driver or None, solver=solver or options.solver,
@@ -89,6 +100,6 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     row["steps"] = schedule.num_steps
     sync = cost.price(schedule, instance, "sync")
     row["T_L_s"], row["T_B_s"], row["time_sync_s"] = sync.T_L_s, sync.T_B_s, sync.total_s
-    row["time_ten_s"] = cost.price(schedule, instance, "ten").total_s
+    row["time_ten_s"] = cost.price(schedule, instance, "ten", timestep=epoch_step).total_s
     row["time_event_s"] = cost.price(schedule, instance, "event").total_s
     return row, schedule

@@ -8,7 +8,8 @@
   regular, diameter, moore_bound`` (links count parallel links; ``degree`` is the common degree
   of a regular topology, else null) plus ``generator, params, cayley, dims``.
 - ``collsynth instance FILE.toml [--json]``: validate an instance file and print
-  :meth:`Instance.summary` with ``valid: true``.
+  :meth:`Instance.summary` with ``valid: true``. ``--from teccl|taccl|msccl`` reads a peer's
+  own input instead (:mod:`collsynth.instances.peers`), ``--peer k=v`` gives reader options.
 
 Bad input raises :class:`~collsynth.InputError` (one ``error:`` line, exit 2).
 """
@@ -19,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from .... import InputError
-from ....instances import generators
+from ....instances import generators, peers
 from ....instances.files import FORMATS, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
@@ -39,8 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--failed-links", default="", help="comma-separated directed links u-v to fail")
     t.set_defaults(func=topology)
 
-    i = sub.add_parser("instance", help="validate an instance TOML file and summarise it")
-    i.add_argument("file", help="instance file (instances/corpus/*.toml)")
+    i = sub.add_parser("instance", help="validate an instance TOML file (or a peer's input) and summarise it")
+    i.add_argument("file", help="instance file (instances/corpus/*.toml), or a peer's input with --from")
+    i.add_argument("--from", dest="peer_format", default="toml", choices=("toml",) + peers.FORMATS,
+                   help="read a peer's input: TE-CCL input JSON, TACCL topology profile, msccl-tools topology")
+    i.add_argument("--peer", action="append", default=[], metavar="K=V",
+                   help="reader option (taccl: nodes, sketch, collective, chunk_bytes, time_unit_s, topology, unwind; "
+                        "msccl: nodes, bandwidth, alpha, collective, message_bytes, unwind)")
     i.set_defaults(func=instance)
 
 
@@ -136,8 +142,13 @@ def topology(args: argparse.Namespace) -> dict:
 
 
 def instance(args: argparse.Namespace) -> dict:
-    """Validate an instance file and summarise it."""
-    inst = load_instance(args.file)
+    """Validate an instance file (or read a peer's input) and summarise it."""
+    if args.peer_format == "toml":
+        if args.peer:
+            raise InputError("--peer", "reader options need --from teccl|taccl|msccl")
+        inst = load_instance(args.file)
+    else:
+        inst = peers.read_peer(args.file, args.peer_format, parse_pairs(args.peer, "--peer"))
     out = {"valid": True, **inst.summary()}
     topo = out["topology"]
     colls = "; ".join(
@@ -149,6 +160,7 @@ def instance(args: argparse.Namespace) -> dict:
         f"{inst.name} ({inst.source}): valid\n"
         f"  topology {topo['name']}: {topo['nodes']} nodes, {topo['links']} links, diameter {topo['diameter']}\n"
         f"  {colls}\n"
-        f"  expect {inst.expect or '{}'}"
+        + (f"  epoch {inst.epoch}: TEN timestep {out['epoch_timestep_s']:.6g} s\n" if inst.epoch else "")
+        + f"  expect {inst.expect or '{}'}"
     )
     return out
