@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--plots", default="results/plots")
     t.add_argument("--seed-tables", action="store_true",
                    help="also regenerate the seeds' analytic tables (OpTree Table I, BFB Tables 4-5, Swing Table 2)")
+    t.add_argument("--paper", action="store_true",
+                   help="also write paper | ours | ratio tables: one per paper-* suite from the store (paper_<suite>), "
+                        "and with --seed-tables the seeds' tables in that form (paper_optree_table1, ...)")
     t.set_defaults(func=tables)
 
     d = sub.add_parser("draw", help="draw a schedule on its TEN, or its per-step link loads")
@@ -102,8 +105,52 @@ def tables(args) -> dict:
     if args.seed_tables:
         for name, table in seed_tables():
             written += render.write_table(table, Path(args.out), name)
+    if args.paper:
+        for name, table in paper_tables(df, seed=args.seed_tables):
+            written += render.write_table(table, Path(args.out), name)
     return {"runs": len(df), "written": [str(p) for p in written],
             "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
+
+
+def paper_instances(suite: str) -> list:
+    """The instances of ``suite`` that carry published numbers (``[[expect.paper]]``)."""
+    import tomllib
+
+    from ...instances import load_instance
+    from .. import batch
+
+    out = []
+    for path in batch.select_instances(suite, None):
+        if tomllib.loads(path.read_text()).get("expect", {}).get("paper"):
+            out.append(load_instance(path))
+    return out
+
+
+def paper_tables(df, seed: bool = False):
+    """paper | ours | ratio tables (:mod:`collsynth.results.paper`): one per ``paper-*`` suite
+    whose instances carry ``[[expect.paper]]`` entries, from the stored runs ``df``; with
+    ``seed`` also the seeds' analytic tables (OpTree Table I, Swing Table 2, BFB Tables 4-5)
+    in the same form. BFB Table 4 is computed at M = 2^20 B, the size its printed lower bound
+    (267.6 us = 2 (5 alpha + 1023/1024 M/B)) implies."""
+    from ...results import paper
+    from .. import batch
+
+    for suite in sorted(batch.suites()):
+        if suite.startswith("paper-"):
+            instances = paper_instances(suite)
+            if instances:
+                yield f"paper_{suite.removeprefix('paper-')}", paper.suite_table(df, instances)
+    if not seed:
+        return
+    import pandas as pd
+
+    from ..closed_form import deficiency, optical
+    from .. import finder
+
+    yield "paper_optree_table1", paper.optree_rows(pd.DataFrame(optical.optree_table(1024, 64)))
+    yield "paper_swing_table2", paper.swing_rows(deficiency.deficiency_table())
+    yield "paper_bfb_table4", paper.bfb_table4_rows(finder.table_pareto(1024, 4, message=1 << 20), 1 << 20)
+    yield "paper_bfb_table5", paper.bfb_table5_rows(finder.table_small(range(5, 13), 4))
 
 
 def seed_tables():
