@@ -207,9 +207,8 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
 def epoch_timestep(instance: Instance) -> float | None:
     """The TEN timestep (s) of the instance's ``epoch`` choice; None without one (TEN default).
 
-    TE-CCL (Liu et al., "Rethinking Machine Learning Collective Communication as a
-    Multi-Commodity Flow Problem", SIGCOMM 2024, section 4 and its repository's
-    ``EpochType``: FASTEST_LINK / SLOWEST_LINK) sets the epoch to the time one chunk takes on
+    TE-CCL (Liu et al., SIGCOMM 2024 (TE-CCL), its epochs, and the repository's
+    ``teccl/input_data.py`` ``EpochType``: FASTEST_LINK / SLOWEST_LINK) sets the epoch to the time one chunk takes on
     the fastest (slowest) link. Here a link's chunk time is the TEN's own cost
     ``alpha + chunk_bytes / bandwidth`` (so with ``fastest-link`` the fastest link takes exactly
     one timestep, as in TACOS section IV-C), over the physical link classes of

@@ -9,12 +9,13 @@ constraint that is no switch. Reader options (``collsynth instance FILE --from t
 --peer nodes=2``) say what the peer takes from its command line rather than from the file.
 
 - :func:`read_teccl`: TE-CCL's ``TopologyParams`` / ``InstanceParams`` JSON (repository
-  microsoft/TE-CCL, ``teccl/input_data.py``; Liu et al., SIGCOMM 2024).
+  microsoft/TE-CCL, ``teccl/input_data.py``; Liu et al., SIGCOMM 2024 (TE-CCL)).
 - :func:`read_taccl`: TACCL's topology profile JSON (microsoft/taccl ``INPUT_GUIDE.md``,
-  ``taccl/topologies/generic.py``; Shah et al., NSDI 2023), with an optional sketch file for
+  ``taccl/topologies/generic.py``; Shah et al., NSDI 2023 (TACCL)), with an optional sketch file for
   the node count and inter-node wiring.
 - :func:`read_msccl`: msccl-tools' named topologies (``msccl/topologies/*.py``) or a
-  serialized topology (``{"msccl_type": "topology", "links": ..., "switches": ...}``).
+  serialized topology (``{"msccl_type": "topology", "links": ..., "switches": ...}``;
+  repository microsoft/msccl-tools, the tools of Cowan et al., ASPLOS 2023 (MSCCLang)).
 """
 
 from __future__ import annotations

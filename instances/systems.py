@@ -28,11 +28,11 @@ from .. import InputError
 from .generators import build, generator, hierarchical
 from .topology import Topology, from_edges
 
-TECCL = "TE-CCL repository (Liu et al., 'Rethinking Machine Learning Collective Communication as a Multi-Commodity Flow Problem', SIGCOMM 2024), teccl/topologies"
-TACCL = "TACCL repository (Shah et al., 'TACCL: Guiding Collective Algorithm Synthesis using Communication Sketches', NSDI 2023)"
+TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
+TACCL = "Shah et al., NSDI 2023 (TACCL), repository microsoft/taccl"
 NCCL_LAT = "NCCL src/graph/tuning.cc hwLat, Ring/LL per-hop latency"
 RCCL_LAT = "RCCL src/graph/tuning.cc hwLat, Ring/LL per-hop latency"
-TACOS = "Won et al., 'TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training', arXiv:2304.05301, 2023"
+TACOS = "Won et al., TACOS, 2023"
 
 # NVLink pairs of the V100 hybrid cube-mesh (DGX-1 / Azure NDv2): the number of NVLinks joining
 # GPU i and GPU j (TACCL taccl/topologies/generic.py ndv2(), beta_m1 = 2 links, beta_m2 = 1;

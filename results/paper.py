@@ -28,12 +28,12 @@ from ..instances.instance import epoch_timestep
 COLUMNS = ("table", "instance", "row", "column", "metric", "method", "paper", "ours", "ratio", "source", "why")
 TIME_COLUMN = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
-BFB = "Zhao et al., 'Efficient Direct-Connect Topologies for Collective Communications', NSDI 2025"
-SWING = "De Sensi et al., 'Swing: Short-cutting Rings for Higher Bandwidth Allreduce', NSDI 2024"
-OPTREE = "'OpTree: An Efficient Algorithm for All-gather Operation in Optical Interconnect Systems'"
-# BFB Table 4 (N = 1024, d = 4), allreduce time per row of the Pareto frontier, top (Moore
-# optimal) to bottom (BW optimal), and the theoretical lower bound; the topology names did not
-# survive the text extraction of the paper (seeds/000, section 5.4).
+BFB = "Zhao et al., NSDI 2025"
+SWING = "De Sensi et al., NSDI 2024"
+OPTREE = "Dai et al., ICC 2023"
+# Zhao et al., NSDI 2025, Table 4 (N = 1024, d = 4): allreduce time per row of the Pareto
+# frontier, top (Moore optimal) to bottom (BW optimal), and the theoretical lower bound; the
+# topology names did not survive the text extraction of the paper (section 5.4).
 BFB_TABLE4_US = (323.5, 291.0, 328.4, 387.8, 567.6)
 BFB_TABLE4_BOUND_US = 267.6
 

@@ -116,8 +116,8 @@ def paper_instances(suite: str) -> list:
     """The instances of ``suite`` that carry published numbers (``[[expect.paper]]``)."""
     import tomllib
 
-    from ...instances import load_instance
-    from .. import batch
+    from ....instances import load_instance
+    from .. import runner as batch
 
     out = []
     for path in batch.select_instances(suite, None):
@@ -132,8 +132,8 @@ def paper_tables(df, seed: bool = False):
     ``seed`` also the seeds' analytic tables (OpTree Table I, Swing Table 2, BFB Tables 4-5)
     in the same form. BFB Table 4 is computed at M = 2^20 B, the size its printed lower bound
     (267.6 us = 2 (5 alpha + 1023/1024 M/B)) implies."""
-    from ...results import paper
-    from .. import batch
+    from ....results import paper
+    from .. import runner as batch
 
     for suite in sorted(batch.suites()):
         if suite.startswith("paper-"):
@@ -144,8 +144,9 @@ def paper_tables(df, seed: bool = False):
         return
     import pandas as pd
 
-    from ..closed_form import deficiency, optical
-    from .. import finder
+    from ...bfb import finder
+    from ...closed_form import optical
+    from ...reports import deficiency
 
     yield "paper_optree_table1", paper.optree_rows(pd.DataFrame(optical.optree_table(1024, 64)))
     yield "paper_swing_table2", paper.swing_rows(deficiency.deficiency_table())
