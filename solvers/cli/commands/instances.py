@@ -107,7 +107,7 @@ def topology_fields(topo: Topology) -> dict:
     out["params"] = topo.meta.get("params", {})
     out["cayley"] = topo.meta.get("cayley")
     out["dims"] = topo.meta.get("dims")
-    for key in ("self_loops_dropped", "optical", "file", "intersection_array"):
+    for key in ("self_loops_dropped", "optical", "file", "intersection_array", "link_classes"):
         if key in topo.meta:
             out[key] = topo.meta[key]
     return out
