@@ -14,6 +14,7 @@ GPUs) with ``unwind = 0``, or unwound to point-to-point links of degree d (TACOS
 member i links to members i+1..i+d of its group, each link with 1/d of the port bandwidth),
 which is what the TEN formulations and the greedy need.
 
+>>> from collsynth.instances.generators import build
 >>> t = build("ndv2", {"chassis": 2})
 >>> len(t.npus), t.num_links, sorted(t.meta["link_classes"])
 (16, 66, ['ib', 'nvlink_x1', 'nvlink_x2'])
@@ -25,7 +26,7 @@ import itertools
 import math
 
 from .. import InputError
-from .generators import build, generator, hierarchical
+from .generators import generator, hierarchical
 from .topology import Topology, from_edges
 
 TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
@@ -381,6 +382,7 @@ def switch_switch(dims: list[int] = [8, 4], bandwidths: list[float] = [300e9, 25
 def class_counts(topology: Topology) -> dict[str, int]:
     """Live directed links per ``link_class`` (for tests and summaries).
 
+    >>> from collsynth.instances.generators import build
     >>> class_counts(build("ndv2", {"chassis": 1}))
     {'nvlink_x1': 16, 'nvlink_x2': 16}
     """

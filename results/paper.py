@@ -143,7 +143,8 @@ def swing_rows(table: pd.DataFrame) -> pd.DataFrame:
         for name in ("Lambda", "Psi", "Xi"):
             why = "" if "measured" in str(measured) else f"{measured}: not measured"
             if name == "Xi" and pd.notna(r.get("Xi_table2_p")):
-                why = (f"Table 2 prints the large-p limit; the paper's model at p = {r['p']} gives {r['Xi_table2_p']:.6g}"
+                why = (f"Table 2 prints a large-p limit (bandwidth-optimal rows) or a bound summed over steps "
+                       f"(latency-optimal rows); the paper's model at p = {r['p']} gives {r['Xi_table2_p']:.6g}"
                        + (f"; {why}" if why else ""))
             rows.append(_row("Swing Table 2", label, name, "deficiency", r["algorithm"], r.get(f"{name}_table2"),
                              r.get(name), f"{SWING}, Table 2, row {r['algorithm']}", why))

@@ -102,11 +102,11 @@ def tables(args) -> dict:
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
     df = store.load(args.store)
     written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
-    if args.seed_tables:
-        for name, table in seed_tables():
-            written += render.write_table(table, Path(args.out), name)
+    seeds = dict(seed_tables()) if args.seed_tables else {}
+    for name, table in seeds.items():
+        written += render.write_table(table, Path(args.out), name)
     if args.paper:
-        for name, table in paper_tables(df, seed=args.seed_tables):
+        for name, table in paper_tables(df, seeds):
             written += render.write_table(table, Path(args.out), name)
     return {"runs": len(df), "written": [str(p) for p in written],
             "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
@@ -126,12 +126,12 @@ def paper_instances(suite: str) -> list:
     return out
 
 
-def paper_tables(df, seed: bool = False):
+def paper_tables(df, seeds: dict | None = None):
     """paper | ours | ratio tables (:mod:`collsynth.results.paper`): one per ``paper-*`` suite
-    whose instances carry ``[[expect.paper]]`` entries, from the stored runs ``df``; with
-    ``seed`` also the seeds' analytic tables (OpTree Table I, Swing Table 2, BFB Tables 4-5)
-    in the same form. BFB Table 4 is computed at M = 2^20 B, the size its printed lower bound
-    (267.6 us = 2 (5 alpha + 1023/1024 M/B)) implies."""
+    whose instances carry ``[[expect.paper]]`` entries, from the stored runs ``df``; given the
+    computed ``seeds`` tables (:func:`seed_tables`) also OpTree Table I, Swing Table 2 and BFB
+    Tables 4-5 in the same form. BFB Table 4 is recomputed at M = 2^20 B, the size its printed
+    lower bound (267.6 us = 2 (5 alpha + 1023/1024 M/B)) implies."""
     from ....results import paper
     from .. import runner as batch
 
@@ -140,18 +140,14 @@ def paper_tables(df, seed: bool = False):
             instances = paper_instances(suite)
             if instances:
                 yield f"paper_{suite.removeprefix('paper-')}", paper.suite_table(df, instances)
-    if not seed:
+    if not seeds:
         return
-    import pandas as pd
-
     from ...bfb import finder
-    from ...closed_form import optical
-    from ...reports import deficiency
 
-    yield "paper_optree_table1", paper.optree_rows(pd.DataFrame(optical.optree_table(1024, 64)))
-    yield "paper_swing_table2", paper.swing_rows(deficiency.deficiency_table())
+    yield "paper_optree_table1", paper.optree_rows(seeds["seed_optree_table1"])
+    yield "paper_swing_table2", paper.swing_rows(seeds["seed_swing_table2"])
     yield "paper_bfb_table4", paper.bfb_table4_rows(finder.table_pareto(1024, 4, message=1 << 20), 1 << 20)
-    yield "paper_bfb_table5", paper.bfb_table5_rows(finder.table_small(range(5, 13), 4))
+    yield "paper_bfb_table5", paper.bfb_table5_rows(seeds["seed_bfb_table5"])
 
 
 def seed_tables():
