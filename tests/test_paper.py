@@ -15,7 +15,8 @@ import pytest
 from collsynth import InputError
 from collsynth.instances import CORPUS, load_instance
 from collsynth.instances.instance import epoch_timestep, instance_from_dict
-from collsynth.results import paper
+from collsynth.results import paper, store
+from collsynth.solvers.cli.commands import bench as tables_command
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 
@@ -113,10 +114,20 @@ def _solve(path, producers, time_limit=20.0):
     return inst, pd.DataFrame(rows)
 
 
-def test_quick_subset_tacos_table1_8_npus():
+def test_quick_subset_tacos_table1_8_npus(tmp_path):
     inst, runs = _solve(CORPUS / "paper-tacos-t1-ring-fc-switch-1nodes-allreduce.toml",
                         ["ten-ilp", "greedy", "ring", "direct"])
     assert runs["verified"].all()
+    for row in runs.to_dict("records"):  # `collsynth tables --paper` renders the same numbers from a store
+        store.put(tmp_path / "store", {**row, "message_bytes": inst.collective.message_bytes})
+    rendered = dict(tables_command.paper_tables(store.load(tmp_path / "store")))
+    assert set(rendered) == {"paper_tacos", "paper_teccl"}
+    tacos = rendered["paper_tacos"]
+    mine = tacos[(tacos["instance"] == inst.name) & (tacos["metric"] == "normalized_time")].set_index("method")
+    assert set(mine.index) >= {"ten-ilp/horizon", "greedy", "ring", "direct", "ten-ilp-nocongestion/horizon"}
+    assert mine.loc["ten-ilp/horizon", "ours"] == 1.0 and np.isfinite(mine.loc["direct", "ratio"])
+    assert rendered["paper_teccl"]["ours"].isna().all()  # nothing stored for TE-CCL: every row says so
+    assert rendered["paper_teccl"]["why"].str.contains("no verified").all()
     t = paper.suite_table(runs, [inst])
     norm = t[t["metric"] == "normalized_time"].set_index("method")
     assert norm.loc["ten-ilp/horizon", "ours"] == 1.0  # the reference divided by itself
