@@ -1,11 +1,17 @@
-"""Plots from the results store (PNG and PDF) and schedule pictures.
+"""Plots from the results store (PNG and PDF), each readable without the code.
 
-- :func:`performance_profile`: Dolan-More performance profiles of solver wall times.
-- :func:`ratio_to_bound`: each method's synchronous time over the instance's lower bound.
-- :func:`size_sweep`: time vs message size per method for one instance (``T_L + T_B M/M0``).
-- :func:`draw_ten`: a small schedule on its time-expanded network (TACOS Fig. 20 style:
-  which chunk uses which link in which step).
-- :func:`link_load_heatmap`: per-step load of every link, for a schedule of any size.
+Every plot says in its title which suite(s) and metric it shows, labels its axes with units,
+accounts for every instance of the runs it is given (or names the ones it leaves out and
+why), and states how its numbers were obtained:
+
+- :func:`performance_profile`: Dolan and More performance profiles of the methods (every
+  ``producer/solver/driver``) on schedule cost and on time to produce a verified schedule.
+- :func:`ratio_to_bound`: each method's synchronous time over the instance's lower bound, as
+  an annotated instance x method grid (ratio 1 is a labelled cell, never a missing bar).
+- :func:`size_sweep`: time vs message size, one panel per instance, every stored schedule
+  re-priced at other sizes (``T_L + T_B M/M0``) without a re-run.
+
+Schedule and topology pictures live in :mod:`collsynth.results.pictures`.
 """
 
 from __future__ import annotations
@@ -18,148 +24,353 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from ..instances import Topology  # noqa: E402
-from ..tens.schedule import Schedule  # noqa: E402
 from .render import method  # noqa: E402
 
 plt.rcParams.update({"svg.hashsalt": "collsynth", "pdf.compression": 6})
 _META = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
+PROFILE_METRICS = {
+    "time_sync_s": "schedule cost: synchronous alpha-beta time",
+    "wall_s": "time to produce: wall clock of the run",
+}
+WALL_FLOOR_S = 1e-3  # wall times below the clock's noise count as this much in profiles
+RATIO_TICKS = (1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100)
+SWEEP_SIZES = np.logspace(10, 30, 41, base=2)  # 1 KiB .. 1 GiB
+_LINESTYLES = ("-", "--", "-.", ":")
 
 
-def save(fig, out_dir: Path, name: str) -> list[Path]:
-    """Save ``fig`` as ``name.png`` and ``name.pdf`` (no timestamps in the files)."""
+def save(fig, out_dir: Path, name: str, formats=("png", "pdf"), dpi: int = 110) -> list[Path]:
+    """Save ``fig`` as ``name.<format>`` for each format (no timestamps in the files)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext in ("png", "pdf"):
+    for ext in formats:
         p = out_dir / f"{name}.{ext}"
-        fig.savefig(p, dpi=110, bbox_inches="tight", metadata=_META[ext])
+        fig.savefig(p, dpi=dpi, bbox_inches="tight", metadata=_META[ext])
         paths.append(p)
     plt.close(fig)
     return paths
 
 
-def performance_profile(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Fraction of instances each solver finishes (optimal) within a factor tau of the best."""
-    sol = df[(df["solver"].fillna("") != "")].copy()
-    if sol.empty:
-        return []
-    sol["key"] = sol["instance"] + "|" + sol["producer"] + "|" + sol["driver"].fillna("")
-    t = sol.pivot_table(index="key", columns="solver", values="wall_s", aggfunc="min")
-    solved = sol.assign(ok=sol["status"] == "optimal").pivot_table(index="key", columns="solver", values="ok", aggfunc="max")
-    t = t.where(solved.fillna(False).astype(bool))
-    best = t.min(axis=1)
-    ratios = t.div(best, axis=0)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    taus = np.logspace(0, 3, 200)
-    for s in ratios.columns:
-        r = ratios[s].to_numpy(dtype=float)
-        ax.step(taus, [(r <= tau).mean() for tau in taus], where="post", label=s)
-    ax.set_xscale("log")
-    ax.set_xlabel("tau (time / best time)")
-    ax.set_ylabel("fraction solved")
-    ax.set_ylim(0, 1.02)
-    ax.legend()
-    ax.set_title("Solver performance profile")
-    return save(fig, out_dir, "performance_profile")
+def scope(df: pd.DataFrame) -> str:
+    """How a plot names the runs it covers: ``suite quick`` or ``suites a, b``."""
+    suites = sorted({str(s) for s in df.get("suite", pd.Series(dtype=str)).dropna() if str(s)})
+    if not suites:
+        return "all stored runs"
+    return ("suite " if len(suites) == 1 else "suites ") + ", ".join(suites)
 
 
-def ratio_to_bound(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Bar chart: each method's best synchronous time divided by the lower bound, per instance."""
+def seconds_label(v: float, _pos=None) -> str:
+    """A time in seconds with an SI prefix: ``2.5e-06 -> '2.5 µs'``.
+
+    >>> seconds_label(2.5e-6), seconds_label(0.01), seconds_label(3.0)
+    ('2.5 µs', '10 ms', '3 s')
+    """
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if abs(v) >= scale or unit == "ns":
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.3g} s"
+
+
+def bytes_label(v: float, _pos=None) -> str:
+    """A size in bytes with a binary prefix: ``1048576 -> '1 MiB'``.
+
+    >>> bytes_label(1024), bytes_label(1 << 20), bytes_label(3 << 29), bytes_label(100)
+    ('1 KiB', '1 MiB', '1.5 GiB', '100 B')
+    """
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if v >= 1 << k:
+            return f"{v / (1 << k):.3g} {unit}"
+    return f"{v:.3g} B"
+
+
+def ratio_label(v: float, _pos=None) -> str:
+    """A ratio as plain decimals (no ``6x10^0`` ticks).
+
+    >>> ratio_label(1.5), ratio_label(20.0), ratio_label(1024.0)
+    ('1.5', '20', '1024')
+    """
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def method_styles(methods) -> dict[str, dict]:
+    """One colour and line style per method, stable across every plot of a report (styles
+    differ in dash pattern too, so methods whose lines coincide stay visible)."""
+    cmap = plt.get_cmap("tab10")
+    return {m: {"color": cmap(i % 10), "linestyle": _LINESTYLES[i % 4]}
+            for i, m in enumerate(sorted(methods))}
+
+
+def _footnote(fig, text: str, lines: int = 2) -> None:
+    """Write ``text`` under the plot, in space the figure's layout keeps free for it."""
+    height = fig.get_figheight()
+    reserve = (0.18 * lines + 0.1) / height
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.set(rect=(0, reserve, 1, 1 - reserve))
+    fig.text(0.01, 0.06 / height, text, ha="left", va="bottom", fontsize=8, wrap=True, color="0.25")
+
+
+# ---- performance profiles ---------------------------------------------------------------------
+
+def best_per_method(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``[instance, method]`` table of the best (smallest) ``metric`` over each method's
+    verified runs (NaN where the method has no verified schedule for the instance)."""
     ok = df[df["verified"]].copy()
-    if ok.empty:
-        return []
     ok["method"] = method(ok)
-    ok["ratio"] = ok["time_sync_s"] / ok["lower_bound_s"]
-    piv = ok.groupby(["instance", "method"])["ratio"].min().unstack("method").sort_index()
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(piv)), 4))
-    piv.plot.bar(ax=ax, width=0.85)
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_ylabel("time / lower bound")
-    ax.set_yscale("log")
-    ax.legend(fontsize=6, ncol=3)
-    ax.set_title("Synchronous alpha-beta time relative to the lower bound")
-    return save(fig, out_dir, "ratio_to_bound")
+    table = ok.groupby(["instance", "method"])[metric].min().unstack("method")
+    return table.reindex(sorted(df["instance"].unique())).reindex(columns=sorted(method(df).unique()))
 
 
-def size_sweep(df: pd.DataFrame, out_dir: Path, instance: str | None = None) -> list[Path]:
-    """Time vs message size for every method on one instance (the one with most methods)."""
-    ok = df[df["verified"] & df["T_B_s"].notna()].copy()
-    if ok.empty:
+def profile_ratios(df: pd.DataFrame, metric: str, floor: float = 0.0) -> pd.DataFrame:
+    """Performance ratios ``r[p, s] = t[p, s] / min_s t[p, s]`` (Dolan and More, "Benchmarking
+    optimization software with performance profiles", Math. Programming 91, 2002, section 2)
+    over every instance of ``df`` and every method; ``inf`` where a method produced no verified
+    schedule. Values below ``floor`` count as ``floor``.
+
+    >>> runs = pd.DataFrame({"instance": ["a", "a", "b"], "producer": ["x", "y", "x"],
+    ...     "solver": "", "driver": "", "verified": True, "t": [2.0, 1.0, 3.0]})
+    >>> profile_ratios(runs, "t").to_dict()
+    {'x': {'a': 2.0, 'b': 1.0}, 'y': {'a': 1.0, 'b': inf}}
+    """
+    t = best_per_method(df, metric).clip(lower=floor)
+    return t.div(t.min(axis=1), axis=0).fillna(np.inf)
+
+
+def _log_ticks(top: float) -> list[float]:
+    """At most about eight readable ticks from 1 to ``top`` on a log axis.
+
+    >>> _log_ticks(5), _log_ticks(3000)
+    ([1, 1.5, 2, 3, 4], [1, 4, 16, 64, 256, 1024])
+    """
+    if top <= 16:
+        return [t for t in (1, 1.5, 2, 3, 4, 6, 8, 12, 16) if t <= top]
+    step = max(1, int(np.ceil(np.log2(top) / 7)))
+    return [2 ** k for k in range(0, int(np.log2(top)) + 1, step)]
+
+
+def _profile_panel(ax, ratios: pd.DataFrame, styles: dict, title: str) -> None:
+    finite = ratios.to_numpy()[np.isfinite(ratios.to_numpy())]
+    top = max(2.0, float(finite.max()) * 1.15) if finite.size else 2.0
+    taus = np.unique(np.concatenate([[1.0, top], finite]))
+    n = len(ratios)
+    for m in ratios.columns:
+        r = ratios[m].to_numpy()
+        frac = [(r <= tau).sum() / n for tau in taus]
+        wins = int((r <= 1.0).sum())
+        ax.step(taus, frac, where="post", lw=1.8, label=f"{m} (best on {wins}/{n})", **styles[m])
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, top)
+    ax.xaxis.set_major_locator(FixedLocator(_log_ticks(top)))
+    ax.xaxis.set_major_formatter(FuncFormatter(ratio_label))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_xlabel("τ: method's value / best method's value on the instance (log scale)")
+    ax.set_ylabel(f"fraction of the {n} instances within τ")
+    ax.set_title(title, fontsize=10)
+
+
+def performance_profile(df: pd.DataFrame, out_dir: Path, name: str = "performance_profile",
+                        formats=("png", "pdf")) -> list[Path]:
+    """Performance profiles of every method on two metrics side by side: the synchronous time
+    of its schedule, and the wall time of the run that produced it (Dolan and More, Math.
+    Programming 91, 2002). A method with no verified schedule for an instance never reaches
+    it. Needs at least two methods (one method is a flat line at 1); returns [] otherwise."""
+    methods = sorted(method(df).unique())
+    if len(methods) < 2 or not df["verified"].any():
         return []
+    styles = method_styles(methods)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.13 * len(methods)), layout="constrained")
+    for ax, (metric, title) in zip(axes, PROFILE_METRICS.items()):
+        floor = WALL_FLOOR_S if metric == "wall_s" else 0.0
+        _profile_panel(ax, profile_ratios(df, metric, floor), styles, title)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    n_inst = df["instance"].nunique()
+    fig.suptitle(f"{scope(df)}: performance profiles of {len(methods)} methods over {n_inst} instances")
+    _footnote(fig, (
+        f"Covers {len(df)} stored runs. A method counts on an instance only with a verified schedule "
+        "(best of its seeds); unsupported, failed or timed-out runs never reach the curve, so a curve's "
+        "right end is the share of instances the method handles. "
+        f"Wall times under {WALL_FLOOR_S * 1e3:g} ms count as {WALL_FLOOR_S * 1e3:g} ms (clock noise)."))
+    return save(fig, out_dir, name, formats)
+
+
+# ---- ratio to the lower bound ------------------------------------------------------------------
+
+def bound_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """``[instance, method]``: the best synchronous time of each method over the instance's
+    lower bound (NaN: no verified schedule); rows are every instance of ``df``."""
+    bound = df.groupby("instance")["lower_bound_s"].max()
+    return best_per_method(df, "time_sync_s").div(bound, axis=0)
+
+
+def ratio_to_bound(df: pd.DataFrame, out_dir: Path, name: str = "ratio_to_bound",
+                   formats=("png", "pdf")) -> list[Path]:
+    """Instance x method grid of the synchronous alpha-beta time over the instance's lower
+    bound, each cell labelled with its ratio (the best per instance in bold); a dash where
+    the method has no verified schedule. Colour is on a log scale from 1 (meets the bound)."""
+    if not df["verified"].any():
+        return []
+    ratios = bound_ratios(df)
+    values = ratios.to_numpy(dtype=float)
+    rows, cols = values.shape
+    fig, ax = plt.subplots(figsize=(2.6 + 1.05 * cols, 1.6 + 0.3 * rows), layout="constrained")
+    top = max(10.0, float(np.nanmax(values)))
+    im = ax.imshow(np.ma.masked_invalid(values), cmap="YlOrRd", norm=LogNorm(1.0, top), aspect="auto")
+    ax.set_facecolor("0.92")
+    best = np.nanmin(values, axis=1)
+    for i in range(rows):
+        for j in range(cols):
+            v = values[i, j]
+            text = "—" if np.isnan(v) else f"{v:.2f}"
+            dark = not np.isnan(v) and np.log(v) / np.log(top) > 0.6
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black",
+                    fontweight="bold" if not np.isnan(v) and v <= best[i] * (1 + 1e-9) else "normal")
+    ax.set_xticks(range(cols), ratios.columns, rotation=30, ha="left", rotation_mode="anchor", fontsize=9)
+    ax.set_yticks(range(rows), ratios.index, fontsize=8)
+    ax.set_xlabel("method (producer/solver/driver)")
+    ax.set_ylabel("instance")
+    ax.xaxis.set_ticks_position("top")
+    ax.xaxis.set_label_position("top")
+    bar = fig.colorbar(im, ax=ax, shrink=min(1.0, 8 / max(rows, 1) + 0.3), pad=0.01, aspect=30)
+    bar.set_label("time / lower bound (1 = meets the bound)")
+    bar.set_ticks([t for t in RATIO_TICKS if t <= top], labels=[ratio_label(t) for t in RATIO_TICKS if t <= top])
+    bar.ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_title(f"{scope(df)}: synchronous alpha-beta time / lower bound "
+                 f"({rows} instances x {cols} methods)", pad=12)
+    missing = int(np.isnan(values).sum())
+    _footnote(fig, (
+        "Each cell: the method's best verified schedule priced under the synchronous alpha-beta model, "
+        "divided by the instance's lower bound (distance x alpha + bandwidth bound). Bold: the best on "
+        f"the instance. —: no verified schedule ({missing} cells: the producer does not support the "
+        "instance, or its run failed; the instance pages say which)."))
+    return save(fig, out_dir, name, formats)
+
+
+# ---- message-size sweep ------------------------------------------------------------------------
+
+def sweep_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Per instance and method, the verified run a size sweep re-prices: the one with the least
+    synchronous time at its stored size (rows need ``T_L_s``, ``T_B_s`` and ``message_bytes``)."""
+    ok = df[df["verified"] & df["T_B_s"].notna() & df["T_L_s"].notna() & df["message_bytes"].notna()].copy()
     ok["method"] = method(ok)
-    if instance is None:
-        instance = ok.groupby("instance")["method"].nunique().sort_values(kind="stable").index[-1]
-    g = ok[ok["instance"] == instance].groupby("method").first()
-    sizes = np.logspace(10, 30, 41, base=2)
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for m, r in g.iterrows():
-        ax.plot(sizes, r["T_L_s"] + r["T_B_s"] * sizes / r["message_bytes"], label=m)
+    ok = ok.sort_values(["instance", "method", "time_sync_s"], kind="stable")
+    return ok.groupby(["instance", "method"], as_index=False).first()
+
+
+def repriced(row, sizes: np.ndarray) -> np.ndarray:
+    """The synchronous time of a stored schedule at message sizes ``sizes``: ``T_L + T_B M/M0``
+    (every load scales with M under the alpha-beta model; Shi et al., "Swing", NSDI 2024, section 2).
+
+    >>> repriced({"T_L_s": 1e-6, "T_B_s": 2e-6, "message_bytes": 1024}, np.array([1024, 4096]))
+    array([3.e-06, 9.e-06])
+    """
+    return row["T_L_s"] + row["T_B_s"] * np.asarray(sizes, dtype=float) / row["message_bytes"]
+
+
+def _sweep_lines(rows: pd.DataFrame, relative: bool) -> dict[str, np.ndarray]:
+    lines = {r["method"]: repriced(r, SWEEP_SIZES) for _, r in rows.iterrows()}
+    if relative:
+        fastest = np.min(list(lines.values()), axis=0)
+        lines = {m: t / fastest for m, t in lines.items()}
+    return lines
+
+
+def _sweep_panel(ax, rows: pd.DataFrame, styles: dict, title: str, relative: bool,
+                 ylim: tuple[float, float] | None = None) -> None:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("time (s)")
-    ax.set_title(f"{instance}: time vs message size")
-    ax.legend(fontsize=6)
-    return save(fig, out_dir, "size_sweep")
+    for m, t in _sweep_lines(rows, relative).items():
+        ax.plot(SWEEP_SIZES, t, lw=1.5, label=m, **styles[m])
+    for m0 in sorted(rows["message_bytes"].unique()):
+        ax.axvline(m0, color="0.4", lw=0.8, ls=(0, (3, 3)))
+        if not relative:
+            ax.annotate(f" priced at {bytes_label(m0)}", (m0, 0.02), xycoords=("data", "axes fraction"),
+                        fontsize=8, color="0.3")
+    ax.set_xlim(SWEEP_SIZES[0], SWEEP_SIZES[-1])
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in (10, 20, 30)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
+    ax.xaxis.set_minor_locator(NullLocator())
+    if relative:
+        ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
+        ax.yaxis.set_major_formatter(FuncFormatter(ratio_label))
+        ax.yaxis.set_minor_locator(NullLocator())
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(seconds_label))
+    ax.grid(alpha=0.3, which="major")
+    ax.set_title(title, fontsize=8 if relative else 10)
+
+
+SWEEP_NOTE = ("Each line is a stored verified schedule (the method's best) re-priced at size M as "
+              "T_L + T_B x M / M0 under the synchronous alpha-beta model, without a re-run; dashed: "
+              "M0, the size it was solved and priced at.")
+
+
+def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", formats=("png", "pdf"),
+               columns: int = 5) -> list[Path]:
+    """Time vs message size, one line per method: each stored schedule re-priced at every size
+    by :func:`repriced` (no re-run). One instance: absolute times. Several: one panel per
+    instance with a verified, priced schedule (the others named in a note), each method's time
+    over the fastest method's at that size, so crossovers show (1 = fastest)."""
+    rows = sweep_rows(df)
+    instances = sorted(rows["instance"].unique())
+    if not instances:
+        return []
+    styles = method_styles(method(df).unique())
+    note = SWEEP_NOTE
+    left_out = sorted(set(df["instance"]) - set(instances))
+    if left_out:
+        note += f" Left out (no verified schedule priced under this model): {', '.join(left_out)}."
+    if len(instances) == 1:
+        fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
+        _sweep_panel(ax, rows, styles, f"{instances[0]}: synchronous time vs message size", relative=False)
+        ax.set_ylabel("synchronous time (log)")
+        ax.set_xlabel("message size M (log)")
+        ax.legend(fontsize=8, loc="upper left", ncol=2)
+        _footnote(fig, note, lines=3)
+        return save(fig, out_dir, name, formats)
+    fig = _sweep_grid(rows, instances, styles, columns)
+    fig.suptitle(f"{scope(df)}: synchronous time vs message size, relative to the fastest method, "
+                 f"{len(instances)} instances", y=1 - 0.12 / fig.get_figheight(), va="top")
+    _footnote(fig, note, lines=1 + len(note) // 220)
+    return save(fig, out_dir, name, formats)
+
+
+def _sweep_grid(rows: pd.DataFrame, instances: list[str], styles: dict, columns: int):
+    """Small multiples of :func:`_sweep_panel` (relative times), shared axes, one legend on top."""
+    ncols = min(columns, len(instances))
+    nrows = -(-len(instances) // ncols)
+    top_in, bottom_in, panel_w, panel_h = 1.0, 1.0, 2.8, 2.1
+    width, height = 0.9 + panel_w * ncols, top_in + bottom_in + panel_h * nrows
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
+    fig.subplots_adjust(left=0.9 / width, right=1 - 0.1 / width, top=1 - top_in / height,
+                        bottom=bottom_in / height, hspace=0.35, wspace=0.2)
+    groups = {inst: rows[rows["instance"] == inst] for inst in instances}
+    top = max(float(np.max(list(_sweep_lines(g, True).values()))) for g in groups.values())
+    for k, (ax, (inst, g)) in enumerate(zip(axes.flat, groups.items())):
+        _sweep_panel(ax, g, styles, inst, relative=True, ylim=(0.9, top * 1.15))
+        if k % ncols:
+            ax.tick_params(labelleft=False)
+        if k + ncols < len(instances):
+            ax.tick_params(labelbottom=False)
+    for ax in axes.flat[len(instances):]:
+        ax.set_visible(False)
+    shown = sorted(rows["method"].unique())
+    handles = [plt.Line2D([], [], lw=2, **styles[m]) for m in shown]
+    fig.legend(handles, shown, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height),
+               ncol=min(len(shown), 8), fontsize=8, frameon=False)
+    fig.text(0.15 / width, 0.5, "time / fastest method's time at that size (log)", rotation=90,
+             va="center", ha="left")
+    fig.text(0.5, 0.55 / height, "message size M (log)", ha="center", va="center")
+    return fig
 
 
 def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Every store plot into ``out_dir``."""
     out_dir = Path(out_dir)
     return performance_profile(df, out_dir) + ratio_to_bound(df, out_dir) + size_sweep(df, out_dir)
-
-
-# ---- schedule pictures ------------------------------------------------------------------------
-
-def link_loads(schedule: Schedule, topology: Topology) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Per-step load (chunk units) of every directed link pair used: ``[step, pair]``."""
-    pairs = sorted(set(zip(schedule.src.tolist(), schedule.dst.tolist())))
-    index = {p: i for i, p in enumerate(pairs)}
-    loads = np.zeros((schedule.num_steps, len(pairs)))
-    col = np.fromiter((index[p] for p in zip(schedule.src.tolist(), schedule.dst.tolist())), dtype=np.int64, count=len(schedule))
-    np.add.at(loads, (schedule.step - 1, col), schedule.size)
-    return loads, pairs
-
-
-def link_load_heatmap(schedule: Schedule, topology: Topology, out: Path) -> Path:
-    """Heatmap of per-step link loads (rows: links, columns: steps) for any schedule size."""
-    loads, pairs = link_loads(schedule, topology)
-    fig, ax = plt.subplots(figsize=(min(14, 3 + 0.25 * loads.shape[0]), min(12, 2 + 0.12 * len(pairs))))
-    im = ax.imshow(loads.T, aspect="auto", interpolation="nearest", cmap="viridis")
-    ax.set_xlabel("step")
-    ax.set_ylabel("link")
-    if len(pairs) <= 60:
-        ax.set_yticks(range(len(pairs)), [f"{u}->{v}" for u, v in pairs], fontsize=6)
-    ax.set_xticks(range(loads.shape[0]), [str(t + 1) for t in range(loads.shape[0])], fontsize=6)
-    fig.colorbar(im, ax=ax, label="load (chunks)")
-    ax.set_title("Per-step link load")
-    fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out
-
-
-def draw_ten(schedule: Schedule, topology: Topology, out: Path) -> Path:
-    """The schedule on its TEN: nodes in rows, steps in columns, one coloured arrow per send
-    (colour = chunk), labelled with the chunk id (TACOS Fig. 20 style). For small schedules."""
-    nodes = list(topology.nodes)
-    row = {n: i for i, n in enumerate(nodes)}
-    T = schedule.num_steps
-    fig, ax = plt.subplots(figsize=(2 + 1.2 * T, 1 + 0.45 * len(nodes)))
-    for t in range(T + 1):
-        ax.scatter([t] * len(nodes), range(len(nodes)), s=18, color="0.6", zorder=3)
-    cmap = plt.get_cmap("tab20")
-    for c, s, d, st, size in zip(schedule.chunk.tolist(), schedule.src.tolist(), schedule.dst.tolist(), schedule.step.tolist(), schedule.size.tolist()):
-        y0, y1 = row[s], row[d]
-        ax.annotate("", xy=(st, y1), xytext=(st - 1, y0),
-                    arrowprops={"arrowstyle": "->", "color": cmap(c % 20), "lw": 0.8 + 1.5 * size})
-        ax.text(st - 0.5, (y0 + y1) / 2, str(c), fontsize=6, color=cmap(c % 20), ha="center")
-    ax.set_yticks(range(len(nodes)), [str(n) for n in nodes])
-    ax.set_xticks(range(T + 1))
-    ax.set_xlabel("step (end of)")
-    ax.set_ylabel("node")
-    ax.set_title(f"{schedule.collective} on {topology.name}: sends per step (label = chunk)")
-    ax.invert_yaxis()
-    fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.image import imread
 
 from collsynth.instances import CORPUS
-from collsynth.results.figures import link_loads
+from collsynth.results.pictures import link_loads
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends, read_json, write_json
 

@@ -39,12 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and with --seed-tables the seeds' tables in that form (paper_optree_table1, ...)")
     t.set_defaults(func=tables)
 
-    d = sub.add_parser("draw", help="draw a schedule on its TEN, or its per-step link loads")
+    d = sub.add_parser("draw", help="draw a schedule: on its TEN, step by step, or its per-step link loads")
     d.add_argument("schedule")
     d.add_argument("instance")
     d.add_argument("--out", required=True, help="output image (.png or .pdf)")
-    d.add_argument("--kind", default="auto", choices=["auto", "ten", "heatmap"],
-                   help="ten: TACOS Fig. 20 style (small schedules); heatmap: link load per step")
+    d.add_argument("--kind", default="auto", choices=["auto", "ten", "steps", "heatmap"],
+                   help="ten: on the time-expanded network (tiny schedules); steps: one topology panel per "
+                        "step (small ones); heatmap: link load per step (any size); auto: by size")
     d.set_defaults(func=draw)
 
 
@@ -167,22 +168,15 @@ def seed_tables():
 
 
 def draw(args) -> dict:
-    """Verify the schedule, then draw it (TEN picture for small schedules, else a heatmap)."""
-    from ....results import figures
+    """Verify the schedule, then draw it in the view its size suits (or the one asked for)."""
+    from ....results import pictures
     from .schedules import load_verified
 
     sched, inst, refusal = load_verified(args, "draw")
     if refusal:
         return refusal
-    kind = args.kind
-    if kind == "auto":
-        kind = "ten" if len(sched) <= 400 and len(inst.topology.nodes) <= 32 else "heatmap"
     out = Path(args.out)
     if out.suffix not in (".png", ".pdf"):
         raise InputError("--out", f"expected a .png or .pdf file name, got {args.out!r}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "ten":
-        figures.draw_ten(sched, inst.topology, out)
-    else:
-        figures.link_load_heatmap(sched, inst.topology, out)
+    kind = pictures.draw(sched, inst, out, args.kind)
     return {"verified": True, "kind": kind, "out": str(out), "text": f"wrote {out} ({kind})"}
