@@ -16,6 +16,7 @@ Schedule and topology pictures live in :mod:`collsynth.results.pictures`.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -45,9 +46,10 @@ def save(fig, out_dir: Path, name: str, formats=("png", "pdf"), dpi: int = 110) 
     """Save ``fig`` as ``name.<format>`` for each format (no timestamps in the files)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    tight = None if fig.get_layout_engine() is not None else "tight"  # a layout engine already fits it
     for ext in formats:
         p = out_dir / f"{name}.{ext}"
-        fig.savefig(p, dpi=dpi, bbox_inches="tight", metadata=_META[ext])
+        fig.savefig(p, dpi=dpi, bbox_inches=tight, metadata=_META[ext])
         paths.append(p)
     plt.close(fig)
     return paths
@@ -102,14 +104,16 @@ def method_styles(methods) -> dict[str, dict]:
             for i, m in enumerate(sorted(methods))}
 
 
-def _footnote(fig, text: str, lines: int = 2) -> None:
-    """Write ``text`` under the plot, in space the figure's layout keeps free for it."""
-    height = fig.get_figheight()
-    reserve = (0.18 * lines + 0.1) / height
+def _footnote(fig, text: str) -> None:
+    """Write ``text`` under the plot, wrapped to the figure's width, in space the figure's
+    layout keeps free for it."""
+    height, width = fig.get_figheight(), fig.get_figwidth()
+    lines = textwrap.wrap(text, width=int(width * 15))  # about 15 characters per inch at 8 pt
+    reserve = (0.16 * len(lines) + 0.12) / height
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.set(rect=(0, reserve, 1, 1 - reserve))
-    fig.text(0.01, 0.06 / height, text, ha="left", va="bottom", fontsize=8, wrap=True, color="0.25")
+    fig.text(0.01, 0.06 / height, "\n".join(lines), ha="left", va="bottom", fontsize=8, color="0.25")
 
 
 # ---- performance profiles ---------------------------------------------------------------------
@@ -302,6 +306,7 @@ def _sweep_panel(ax, rows: pd.DataFrame, styles: dict, title: str, relative: boo
         ax.yaxis.set_minor_locator(NullLocator())
     else:
         ax.yaxis.set_major_formatter(FuncFormatter(seconds_label))
+        ax.yaxis.set_minor_locator(NullLocator())
     ax.grid(alpha=0.3, which="major")
     ax.set_title(title, fontsize=8 if relative else 10)
 
@@ -332,12 +337,12 @@ def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", format
         ax.set_ylabel("synchronous time (log)")
         ax.set_xlabel("message size M (log)")
         ax.legend(fontsize=8, loc="upper left", ncol=2)
-        _footnote(fig, note, lines=3)
+        _footnote(fig, note)
         return save(fig, out_dir, name, formats)
     fig = _sweep_grid(rows, instances, styles, columns)
     fig.suptitle(f"{scope(df)}: synchronous time vs message size, relative to the fastest method, "
                  f"{len(instances)} instances", y=1 - 0.12 / fig.get_figheight(), va="top")
-    _footnote(fig, note, lines=1 + len(note) // 220)
+    _footnote(fig, note)
     return save(fig, out_dir, name, formats)
 
 

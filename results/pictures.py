@@ -9,7 +9,9 @@ stays readable at any size, for the rest. Links are always named ``u->v``.
 
 from __future__ import annotations
 
+import textwrap
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import EllipseCollection, LineCollection, PolyCollection  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from ..instances import Instance, Topology  # noqa: E402
 from ..tens.schedule import Schedule  # noqa: E402
@@ -65,19 +68,36 @@ def draw(schedule: Schedule, instance: Instance, out: Path, kind: str = "auto", 
 def _save(fig, out: Path, dpi: int = 100) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"Software": None} if out.suffix == ".png" else {"CreationDate": None, "Producer": None, "Creator": None}
-    tight = None if fig.get_layout_engine() is not None else "tight"  # a layout engine already fits it
-    fig.savefig(out, dpi=dpi, bbox_inches=tight, metadata=meta)
+    png = out.suffix == ".png"
+    meta = {"Software": None} if png else {"CreationDate": None, "Producer": None, "Creator": None}
+    fig.savefig(out, dpi=dpi, metadata=meta,  # fixed geometry (see _figure): nothing to trim
+                pil_kwargs={"compress_level": 3} if png else None)  # about twice as fast as 6, 10% larger
     plt.close(fig)
     return out
+
+
+def _figure(width: float, height: float):
+    """A figure of ``width`` x ``height`` inches whose axes are placed by :func:`_axes` (fixed
+    geometry in inches: one draw per picture, no layout passes)."""
+    return plt.figure(figsize=(width, height))
+
+
+def _axes(fig, left: float, bottom: float, width: float, height: float):
+    """Axes at a position given in inches from the figure's lower left corner."""
+    W, H = fig.get_figwidth(), fig.get_figheight()
+    return fig.add_axes((left / W, bottom / H, width / W, height / H))
 
 
 def _kinds(instance: Instance) -> str:
     return " + ".join(c.kind for c in instance.collectives)
 
 
-def _title(instance: Instance, what: str, label: str) -> str:
-    return f"{instance.name}: {what}" + (f"\n{label}" if label else "")
+def _suptitle(fig, instance: Instance, what: str, label: str = "", fontsize: float = 10) -> None:
+    """The picture's title (instance, what is shown, and ``label``), wrapped to the figure."""
+    width = int(fig.get_figwidth() * 130 / fontsize)  # characters per line
+    lines = textwrap.wrap(f"{instance.name}: {what}", width) + [ln for part in label.split("\n")
+                                                                for ln in textwrap.wrap(part, width)]
+    fig.suptitle("\n".join(lines), fontsize=fontsize, y=1 - 0.08 / fig.get_figheight(), va="top")
 
 
 def piece_label(chunk: int, lo: int, hi: int, denom: int) -> str:
@@ -113,27 +133,35 @@ def link_load_heatmap(schedule: Schedule, instance: Instance, out: Path, label: 
     size (at most ~150 labelled rows)."""
     loads, pairs = link_loads(schedule)
     steps = loads.shape[0]
-    rows_shown = min(len(pairs), 150)
-    fig, ax = plt.subplots(figsize=(min(16, 5.0 + 0.45 * steps), min(26, 2.2 + 0.15 * rows_shown)),
-                           layout="constrained")
+    k = _every(len(pairs), 150)
+    labels = [f"{u}->{v}" for u, v in pairs[::k]]
+    rows_shown = len(labels)
+    font = max(5.0, min(9.0, 700 / max(rows_shown, 1)))
+    label_w = 0.6 * font / 72 * max((len(t) for t in labels), default=1)
+    left = 0.75 + label_w
+    plot_w, plot_h = min(11.0, 1.5 + 0.45 * steps), min(22.0, 0.6 + 0.155 * rows_shown)
+    fig = _figure(max(6.5, left + plot_w + 1.5), plot_h + 1.4)
+    ax = _axes(fig, left, 0.6, plot_w, plot_h)
     im = ax.imshow(loads.T, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0)
-    if steps <= 16 and len(pairs) <= 150:
+    if steps * len(pairs) <= 64:
         top = loads.max() or 1.0
         for (t, p), v in np.ndenumerate(loads):
             if v:
                 ax.text(t, p, f"{v:.3g}", ha="center", va="center", fontsize=7,
                         color="black" if v > 0.6 * top else "white")
-    k = _every(len(pairs), 150)
-    ax.set_yticks(range(0, len(pairs), k), [f"{u}->{v}" for u, v in pairs[::k]],
-                  fontsize=max(5.0, min(9.0, 700 / max(rows_shown, 1))))
+    ax.set_yticks([])  # row labels as plain text: many tick objects cost more than the picture
+    at_left = blended_transform_factory(ax.transAxes, ax.transData)
+    for i, text in zip(range(0, len(pairs), k), labels):
+        ax.text(-0.015, i, text, transform=at_left, ha="right", va="center", fontsize=font)
     kx = _every(steps, 40)
     ax.set_xticks(range(0, steps, kx), [str(t + 1) for t in range(0, steps, kx)], fontsize=8)
     ax.set_xlabel("step")
-    ax.set_ylabel("link u->v" + (f" (every {k}th of {len(pairs)})" if k > 1 else f" ({len(pairs)} used)"))
-    bar = fig.colorbar(im, ax=ax, fraction=0.08, aspect=40)
+    ax.text(-(label_w + 0.3) / plot_w, 0.5, "link u->v" + (f" (every {k}th of {len(pairs)})" if k > 1 else f" ({len(pairs)} used)"),
+            transform=ax.transAxes, rotation=90, ha="right", va="center", fontsize=10)
+    bar = fig.colorbar(im, cax=_axes(fig, left + plot_w + 0.15, 0.6, 0.18, plot_h))
     bar.set_label("load in the step (chunks; a piece counts its fraction)")
     what = f"per-step link load, {_kinds(instance)} schedule of {len(schedule)} sends in {steps} steps"
-    ax.set_title(_title(instance, what, label), fontsize=10)
+    _suptitle(fig, instance, what, label, 10)
     return _save(fig, out)
 
 
@@ -146,7 +174,9 @@ def draw_ten(schedule: Schedule, instance: Instance, out: Path, label: str = "")
     nodes = list(instance.topology.nodes)
     row = {n: i for i, n in enumerate(nodes)}
     T = schedule.num_steps
-    fig, ax = plt.subplots(figsize=(2.5 + 1.4 * T, 1.4 + 0.5 * len(nodes)))
+    plot_w, plot_h = 1.0 + 1.4 * T, 0.3 + 0.5 * len(nodes)
+    fig = _figure(max(6.5, plot_w + 1.0), plot_h + 1.7)
+    ax = _axes(fig, (fig.get_figwidth() - plot_w + 0.5) / 2, 0.85, plot_w, plot_h)
     for t in range(T + 1):
         ax.scatter([t] * len(nodes), range(len(nodes)), s=22, color="0.55", zorder=3)
     cmap = plt.get_cmap("tab20")
@@ -161,11 +191,11 @@ def draw_ten(schedule: Schedule, instance: Instance, out: Path, label: str = "")
                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_yticks(range(len(nodes)), [str(n) for n in nodes])
     ax.set_xticks(range(T + 1), ["start"] + [f"end of {t}" for t in range(1, T + 1)], fontsize=8)
-    ax.set_xlabel("time (step boundaries); an arrow is a send u->v during the step")
+    ax.set_xlabel("step boundaries (an arrow: a send u->v in the step)")
     ax.set_ylabel("node")
     ax.invert_yaxis()
     what = f"{_kinds(instance)} schedule on its time-expanded network (arrow label: chunk[piece])"
-    ax.set_title(_title(instance, what, label), fontsize=10)
+    _suptitle(fig, instance, what, label, 10)
     return _save(fig, out)
 
 
@@ -175,6 +205,7 @@ NODE_RADIUS = 0.22  # in layout units: the two nearest nodes are one unit apart
 INCH_PER_UNIT = 0.8
 
 
+@lru_cache(maxsize=32)
 def node_positions(topology: Topology) -> dict[int, tuple[float, float]]:
     """Drawing positions, scaled so the two nearest nodes are one unit apart: a grid for
     two-dimensional ``meta["dims"]`` (row-major ids, failed nodes included), a circle for
@@ -296,7 +327,8 @@ def draw_topology(instance: Instance, out: Path) -> Path:
     topo = instance.topology
     pos = node_positions(topo)
     w, h = _extent(pos)
-    fig, ax = plt.subplots(figsize=(max(5.5, INCH_PER_UNIT * w), INCH_PER_UNIT * h + 1.1), layout="constrained")
+    fig = _figure(max(5.5, INCH_PER_UNIT * w + 0.4), INCH_PER_UNIT * h + 1.1)
+    ax = _axes(fig, (fig.get_figwidth() - INCH_PER_UNIT * w) / 2, 0.1, INCH_PER_UNIT * w, INCH_PER_UNIT * h)
     roots = {c.root for c in instance.collectives if c.root is not None}
     _draw_network(ax, topo, pos, marked=roots)
     failed = [_arc(pos[u], pos[v], 0.1) for u, v in topo.failed_links if u in pos and v in pos]
@@ -310,7 +342,7 @@ def draw_topology(instance: Instance, out: Path) -> Path:
     key = "\n".join(filter(None, ["line: link both ways; arrow: one-way link", "; ".join(extras)]))
     s = topo.summary()
     what = f"{topo.name}, {s['nodes']} nodes, {s['links']} directed links, diameter {s['diameter']}"
-    ax.set_title(_title(instance, what, key), fontsize=9)
+    _suptitle(fig, instance, what, key, 9)
     return _save(fig, out)
 
 
@@ -350,15 +382,14 @@ def draw_steps(schedule: Schedule, instance: Instance, out: Path, label: str = "
     ncols = min(4, max(T, 1))
     nrows = -(-T // ncols)
     w, h = _extent(pos)
-    scale = min(INCH_PER_UNIT, 3.6 / max(w, h))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.4, scale * w) * ncols, scale * h * nrows + 1.0),
-                             squeeze=False, layout="constrained")
+    scale = min(INCH_PER_UNIT, 3.4 / max(w, h))
+    cell_w, cell_h, head = max(2.6, scale * w + 0.2), scale * h + 0.35, 0.75
+    fig = _figure(cell_w * ncols, cell_h * nrows + head)
     cmap = plt.get_cmap("tab20")
-    for t, ax in enumerate(axes.flat, start=1):
-        if t > T:
-            ax.set_visible(False)
-        else:
-            _step_panel(ax, schedule, instance, pos, t, cmap)
+    for t in range(1, T + 1):
+        row, col = divmod(t - 1, ncols)
+        ax = _axes(fig, col * cell_w + (cell_w - scale * w) / 2, (nrows - 1 - row) * cell_h + 0.05, scale * w, scale * h)
+        _step_panel(ax, schedule, instance, pos, t, cmap)
     what = f"{_kinds(instance)} schedule step by step, {len(schedule)} sends (arrow u->v, label: chunk[piece])"
-    fig.suptitle(_title(instance, what, label), fontsize=10)
+    _suptitle(fig, instance, what, label, 10)
     return _save(fig, out)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+import pytest
 from matplotlib.image import imread
 
 from collsynth.instances import CORPUS
+from collsynth.results import store
 from collsynth.results.pictures import link_loads
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends, read_json, write_json
@@ -41,3 +46,25 @@ def test_draw_refuses_an_invalid_schedule(tmp_path, capsys):
     assert main(["draw", str(bad), INSTANCE, "--out", str(tmp_path / "x.png"), "--json"]) == 1
     assert not (tmp_path / "x.png").exists()
     assert '"verified": false' in capsys.readouterr().out
+
+
+QUICK_STORE = Path(__file__).resolve().parent.parent / "results" / "quick-store"
+
+
+def _stored_schedule(instance: str, producer: str) -> Path:
+    runs = store.load(QUICK_STORE)
+    row = runs[(runs["instance"] == instance) & (runs["producer"] == producer)].iloc[0].to_dict()
+    return store.schedule_file(QUICK_STORE, row)
+
+
+@pytest.mark.parametrize("instance, producer, view", [
+    ("torus4x4-allgather", "bfb-lp", "heatmap"),  # 320 sends in 4 steps: 80 a step, too many per panel
+    ("ring8-allgather", "ring", "steps"),          # 56 sends (> 48: no TEN), 8 a step on 8 nodes
+    ("ring6-reduce", "greedy", "ten"),             # 5 sends on 6 nodes
+])
+def test_draw_chooses_the_view_by_size(tmp_path, capsys, instance, producer, view):
+    png = tmp_path / "auto.png"
+    args = ["draw", str(_stored_schedule(instance, producer)), str(CORPUS / f"{instance}.toml"), "--out", str(png)]
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == view
+    assert imread(png).std() > 0.01

@@ -1,8 +1,9 @@
-"""``collsynth bench``, ``collsynth tables`` and ``collsynth draw``."""
+"""``collsynth bench``, ``collsynth tables``, ``collsynth report`` and ``collsynth draw``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from .... import InputError
@@ -10,7 +11,7 @@ from ...producers import get
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the batch, tables and draw commands."""
+    """Add the batch, tables, report and draw commands."""
     p = sub.add_parser("bench", help="run a batch: instances x producers x solvers x drivers x seeds (resumable)")
     p.add_argument("--suite", help="corpus suite (instances whose `suites` list it)")
     p.add_argument("--instances", help="glob of instance TOML files instead of a suite")
@@ -38,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write paper | ours | ratio tables: one per paper-* suite from the store (paper_<suite>), "
                         "and with --seed-tables the seeds' tables in that form (paper_optree_table1, ...)")
     t.set_defaults(func=tables)
+
+    r = sub.add_parser("report", help="write a static HTML report of the results store (open index.html)")
+    r.add_argument("--store", default="results/store")
+    r.add_argument("--out", default="results/report")
+    r.add_argument("--jobs", type=int, default=None, help="processes drawing the pictures (default: cores)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=report)
 
     d = sub.add_parser("draw", help="draw a schedule: on its TEN, step by step, or its per-step link loads")
     d.add_argument("schedule")
@@ -149,6 +157,18 @@ def paper_tables(df, seeds: dict | None = None):
     yield "paper_swing_table2", paper.swing_rows(seeds["seed_swing_table2"])
     yield "paper_bfb_table4", paper.bfb_table4_rows(finder.table_pareto(1024, 4, message=1 << 20), 1 << 20)
     yield "paper_bfb_table5", paper.bfb_table5_rows(seeds["seed_bfb_table5"])
+
+
+def report(args) -> dict:
+    """Write the static HTML report of the store (:mod:`collsynth.results.report`)."""
+    from ....results import report as site
+
+    if not (Path(args.store) / "runs.sqlite").exists():
+        raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
+    done = site.build(args.store, args.out, jobs=args.jobs or os.cpu_count() or 1, progress=not args.no_progress)
+    return {**done, "text": f"{done['pages']} instance pages, {done['pictures']} pictures -> open {done['index']}"}
 
 
 def seed_tables():

@@ -1,0 +1,477 @@
+"""A static HTML report of a results store: open ``index.html`` from disk, no server needed.
+
+Layout of a report folder (default ``results/report``)::
+
+    index.html                 the optimality and steps tables (sortable, filterable) and, per
+                               suite, the bound-ratio grid, performance profiles and size sweeps
+    instances/<name>.html      one page per instance: every run, the lower bound and the argument
+                               that proves it, provenance, pictures of the best schedule
+    img/...                    PNG plots (matplotlib) the pages show
+    schedules/<run id>.json    the verified schedule of every run that has one
+    runs.csv                   every stored run (the ``tables`` command's ``runs.csv``)
+    report.css, report.js      the style and the few lines that sort and filter tables
+
+The pages are plain HTML written with Jinja2 from ``results/site/``; the tables sort and filter
+with a few lines of inline-free JavaScript shipped beside them (no CDN, works from ``file://``
+offline), and every picture is a matplotlib PNG like the ``tables`` command's plots. Pictures
+are drawn only from stored schedules that verify against the instance file again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import jinja2
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.progress import Progress
+
+from ..instances import CORPUS, load_instance
+from ..tens import cost
+from ..tens.schedule import read_json
+from ..tens.verify import verify
+from . import figures, pictures, render, store
+
+SITE = Path(__file__).parent / "site"
+DEFAULT_OUT = Path("results") / "report"
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of an instance name.
+
+    >>> slug("mesh4x4-failed-allgather"), slug("a/b c")
+    ('mesh4x4-failed-allgather', 'a_b_c')
+    """
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def instance_path(row: dict) -> Path | None:
+    """The instance file a run was made from: its stored path, else the corpus file of that
+    name (a store copied from another machine); None when neither exists."""
+    stored = _text(row.get("instance_file"))
+    for path in (Path(stored), CORPUS / Path(stored).name) if stored else ():
+        if path.is_file():
+            return path
+    return None
+
+
+# ---- cells and tables ---------------------------------------------------------------------------
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA or v is pd.NaT
+
+
+def _text(v) -> str:
+    """A stored text field ('' where the database holds NULL)."""
+    return "" if _missing(v) else str(v)
+
+
+def cell(value, kind: str = "text", href: str | None = None, cls: str = "", sort=None) -> dict:
+    """One table cell: the text shown, the key it sorts by (numbers raw, blanks last; ``sort``
+    overrides it), a link.
+
+    Kinds: ``s`` (seconds with an SI prefix), ``ratio`` (three decimals), ``int``, ``num``
+    (``%.6g``), ``text``, ``details`` (text folded away until clicked).
+
+    >>> cell(2.5e-6, "s")["text"], cell(2.5e-6, "s")["sort"], cell(None, "ratio")["text"]
+    ('2.5 µs', '2.5e-06', '—')
+    """
+    cls = " ".join(filter(None, [cls, "txt" if kind in ("text", "details") else ""]))
+    if _missing(value):
+        return {"text": "—", "sort": "", "href": None, "cls": cls, "details": False}
+    if kind == "s":
+        text, key = figures.seconds_label(float(value)), repr(float(value))
+    elif kind == "ratio":
+        text, key = f"{float(value):.3f}", repr(float(value))
+    elif kind == "int":
+        text, key = str(int(value)), str(int(value))
+    elif kind == "num":
+        text, key = f"{float(value):.6g}", repr(float(value))
+    else:
+        text, key = str(value), str(value)
+    return {"text": text, "sort": key if sort is None else repr(float(sort)), "href": href, "cls": cls,
+            "details": kind == "details"}
+
+
+def table(table_id: str, columns: list[tuple[str, str]], rows: list[list[dict]], caption: str = "") -> dict:
+    """A sortable, filterable table for the templates: ``columns`` are (title, tooltip); a
+    column of text cells is left-aligned, numbers right-aligned."""
+    text = [all("txt" in row[i]["cls"] for row in rows if row[i]["sort"] != "") for i in range(len(columns))]
+    return {"id": table_id, "caption": caption, "rows": rows,
+            "columns": [{"title": t, "tip": tip, "cls": "txt" if txt else ""} for (t, tip), txt in zip(columns, text)]}
+
+
+def _suites_of(df: pd.DataFrame) -> pd.Series:
+    return df.groupby("instance")["suite"].agg(lambda s: ", ".join(sorted({str(x) for x in s if str(x)})))
+
+
+def optimality_table(df: pd.DataFrame) -> dict:
+    """The optimality table (:func:`collsynth.results.render.optimality`) with links to the
+    instance pages and each instance's best ratio marked."""
+    opt = render.optimality(df)
+    suites = _suites_of(df)
+    methods = [c[: -len(" ratio")] for c in opt.columns if c.endswith(" ratio")]
+    columns = [("instance", "open the instance page"), ("suites", ""),
+               ("lower bound", "latency + bandwidth lower bound, synchronous model"),
+               ("best time", "least synchronous alpha-beta time of any verified schedule"),
+               ("best method", ""), ("best / bound", "1 = provably optimal")]
+    columns += [(m, f"{m}: its best synchronous time / lower bound") for m in methods]
+    rows = []
+    for _, r in opt.iterrows():
+        row = [cell(r["instance"], href=f"instances/{slug(r['instance'])}.html"), cell(suites.get(r["instance"], "")),
+               cell(r["lower_bound_s"], "s"), cell(r["best_s"], "s"), cell(r["best_method"]),
+               cell(r["best/bound"], "ratio")]
+        for m in methods:
+            v = r[f"{m} ratio"]
+            best = not _missing(v) and np.isclose(v, r["best/bound"], rtol=1e-9)
+            row.append(cell(v, "ratio", cls="best" if best else ""))
+        rows.append(row)
+    return table("optimality", columns, rows,
+                 "Synchronous alpha-beta time of each method's best verified schedule over the instance's lower "
+                 "bound (bold: the best on the instance; —: no verified schedule).")
+
+
+def steps_table(df: pd.DataFrame) -> dict:
+    """The steps table (:func:`collsynth.results.render.steps_table`) with links."""
+    st = render.steps_table(df)
+    rest = [c for c in st.columns if c != "instance"]
+    tips = {"lower_bound_steps": "no schedule can use fewer steps",
+            "lp_bound_timesteps": "TEN LP relaxation's lower bound on timesteps"}
+    columns = [("instance", "open the instance page")] + [(c, tips.get(c, f"{c}: fewest steps")) for c in rest]
+    rows = [[cell(r["instance"], href=f"instances/{slug(r['instance'])}.html")] + [cell(r[c], "num") for c in rest]
+            for _, r in st.iterrows()]
+    return table("steps", columns, rows,
+                 "Fewest steps of each method (TEN timesteps for TEN and greedy producers, communication steps "
+                 "for the others).")
+
+
+# ---- instance pages -----------------------------------------------------------------------------
+
+RUN_COLUMNS = (
+    ("method", "text", "producer/solver/driver"), ("seed", "int", ""),
+    ("status", "text", "optimal: proved optimal in its own units; skipped: the producer does not support the instance"),
+    ("verified", "text", "the schedule passed the verifier"), ("steps", "int", ""), ("sends", "int", ""),
+    ("T_L_s", "s", "latency part of the synchronous time"), ("T_B_s", "s", "bandwidth part of the synchronous time"),
+    ("time_sync_s", "s", "synchronous alpha-beta time"), ("over bound", "ratio", "synchronous time / lower bound"),
+    ("time_ten_s", "s", "TEN timestep model"), ("time_event_s", "s", "congestion-aware event simulation"),
+    ("objective", "num", "the producer's own objective (units column)"),
+    ("bound", "num", "the producer's own proved bound (units column)"),
+    ("gap", "num", "relative gap between objective and bound"), ("units", "text", ""),
+    ("wall_s", "s", "wall clock of the run"), ("schedule", "text", "the verified schedule (JSON)"),
+    ("message", "text", ""),
+)
+
+
+def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
+    """Every run of one instance, one row each, with its schedule file linked."""
+    rows = []
+    for _, r in runs.iterrows():
+        row = []
+        for key, kind, _ in RUN_COLUMNS:
+            if key == "over bound":
+                row.append(cell(r["time_sync_s"] / bound_s if r["verified"] and bound_s else None, kind))
+            elif key == "verified":
+                row.append(cell("yes" if r["verified"] else "no"))
+            elif key == "schedule":
+                stored = not _missing(r["schedule_path"]) and bool(r["schedule_path"])
+                row.append(cell("json" if stored else None,
+                                href=f"../schedules/{Path(r['schedule_path']).name}" if stored else None))
+            elif key == "status":
+                row.append(cell(r["status"], cls=f"status-{r['status']}"))
+            else:
+                row.append(cell(r[key], kind))
+        rows.append(row)
+    columns = [(k, tip) for k, _, tip in RUN_COLUMNS]
+    return table("runs", columns, rows, "Every stored run of this instance (best first).")
+
+
+SWEEP_SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 26, 1 << 30)
+
+
+def sizes_table(runs: pd.DataFrame) -> dict:
+    """Each method's best stored schedule re-priced at other message sizes (synchronous model,
+    ``T_L + T_B M/M0``; :func:`collsynth.results.figures.repriced`), the fastest per size in bold."""
+    rows = figures.sweep_rows(runs)
+    times = np.array([figures.repriced(r, np.array(SWEEP_SIZES)) for _, r in rows.iterrows()]).reshape(len(rows), -1)
+    fastest = times.min(axis=0) if len(rows) else []
+    body = [[cell(r["method"]), cell(figures.bytes_label(r["message_bytes"]), sort=r["message_bytes"])]
+            + [cell(t, "s", cls="best" if np.isclose(t, f, rtol=1e-12) else "") for t, f in zip(times[i], fastest)]
+            for i, (_, r) in enumerate(rows.iterrows())]
+    columns = [("method", ""), ("solved at (bytes)", "M0: the size the schedule was solved and priced at")]
+    columns += [(f"M = {figures.bytes_label(m)}", "synchronous time at this size") for m in SWEEP_SIZES]
+    return table("sizes", columns, body, "Each method's best verified schedule re-priced at other message sizes "
+                 "under the synchronous alpha-beta model (T_L + T_B x M / M0; no re-run). Bold: the fastest.")
+
+
+def _json(text) -> dict:
+    try:
+        return json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+
+
+def provenance_table(runs: pd.DataFrame) -> dict:
+    """Where each run came from: code commit, host, package versions, limits, time."""
+    rows = []
+    for _, r in runs.iterrows():
+        prov, extra = _json(r["provenance"]), _json(r["extra"])
+        versions = ", ".join(f"{k} {v}" for k, v in sorted((prov.get("versions") or {}).items()))
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created_at"])) if not _missing(r["created_at"]) else None
+        commit = str(prov.get("git_commit") or "")[:10] + (" (dirty)" if prov.get("git_dirty") else "")
+        rows.append([cell(r["method"]), cell(r["seed"], "int"), cell(commit or None), cell(prov.get("host")),
+                     cell(prov.get("python")), cell(prov.get("cores"), "int"), cell(r["threads"], "int"),
+                     cell(r["time_limit"], "num"), cell(extra.get("solver_version")), cell(created),
+                     cell(versions or None, cls="small"),
+                     cell(json.dumps(extra, sort_keys=True, default=str, indent=1) if extra else None, "details")])
+    columns = [("method", ""), ("seed", ""), ("git commit", ""), ("host", ""), ("python", ""), ("cores", ""),
+               ("threads", "solver threads"), ("time limit (s)", ""), ("solver version", ""),
+               ("finished (UTC)", ""), ("package versions", ""), ("details", "the producer's extra fields")]
+    return table("provenance", columns, rows, "Provenance of every run.")
+
+
+def bound_rows(instance, runs: pd.DataFrame, lp_bound: float) -> list[dict]:
+    """The instance's lower bounds with the argument behind each (recomputed from the instance
+    file by :func:`collsynth.tens.cost.lower_bounds`), the TEN LP bound runs proved, and the
+    instance's expected values."""
+    b = cost.lower_bounds(instance)
+    alpha = float(instance.topology.link_arrays.alpha.min())
+    rows = [
+        {"name": "lower bound (synchronous model)", "value": figures.seconds_label(b["total_s"]),
+         "why": "latency bound + bandwidth bound; every run's 'over bound' divides by it"},
+        {"name": "latency bound", "value": figures.seconds_label(b["latency_s"]),
+         "why": f"{b['steps']} hops (the farthest a required piece must travel) x the least link alpha "
+                f"{figures.seconds_label(alpha)}"},
+        {"name": "bandwidth bound", "value": figures.seconds_label(b["bandwidth_s"]),
+         "why": "the busiest node's bytes to receive (send) over its total in- (out-) bandwidth"},
+        {"name": "steps", "value": str(b["steps"]), "why": "no schedule finishes in fewer communication steps"},
+        {"name": "TEN timesteps (inbound)", "value": str(b["inbound_steps"]),
+         "why": "chunks a node must take in (send out) over its parallel links, one chunk per link per timestep"},
+        {"name": "diameter / Moore bound", "value": f"{b['diameter']} / {b['moore_bound']}",
+         "why": "the smallest diameter any digraph of this order and degree can have"},
+    ]
+    if not _missing(lp_bound):
+        rows.append({"name": "TEN LP bound (timesteps)", "value": f"{lp_bound:.6g}",
+                     "why": "the TEN LP relaxation's optimum, proved by a ten-lp run or beside a TEN ILP run"})
+    for key, value in sorted(instance.expect.items()):
+        rows.append({"name": f"expected {key}", "value": str(value), "why": "from the instance file's [expect]"})
+    stored = runs["lower_bound_s"].max()
+    if not _missing(stored) and not np.isclose(stored, b["total_s"], rtol=1e-9):
+        rows.append({"name": "stored lower bound", "value": figures.seconds_label(stored), "warn": True,
+                     "why": "differs from the bound of the instance file as it is now: the file changed since the runs"})
+    return rows
+
+
+# ---- pictures -----------------------------------------------------------------------------------
+
+def picture_task(name: str, runs: pd.DataFrame, store_path: Path, img_dir: Path) -> dict:
+    """What :func:`instance_pictures` needs for one instance (plain, picklable data): the
+    instance file, the best verified schedule (least synchronous time) and the runs."""
+    ok = runs[runs["verified"] & runs["schedule_path"].fillna("").astype(bool)]
+    best = ok.sort_values(["time_sync_s", "method"], kind="stable").head(1)
+    sched = None if best.empty else store.schedule_file(store_path, best.iloc[0].to_dict())
+    path = instance_path(runs.iloc[0].to_dict())
+    return {"name": name, "slug": slug(name), "instance_file": str(path) if path else None,
+            "stored_file": _text(runs.iloc[0]["instance_file"]), "img_dir": str(img_dir),
+            "schedule": str(sched) if sched else None, "method": None if best.empty else best.iloc[0]["method"]}
+
+
+PICTURE_ORDER = ("topology", "steps", "heatmap")
+
+
+def instance_pictures(task: dict) -> dict:
+    """Draw one instance's pictures: topology, and the best schedule step by step (small ones)
+    and as a link-load heatmap. The schedule is verified against the instance file first; what
+    cannot be drawn gets a note saying why."""
+    img, base = Path(task["img_dir"]), task["slug"]
+    pics, notes = {}, []
+    if task["instance_file"] is None:
+        notes.append(f"Instance file not found ({task['stored_file']}): no topology or schedule pictures.")
+    else:
+        instance = load_instance(task["instance_file"])
+        pictures.draw_topology(instance, img / f"{base}-topology.png")
+        pics["topology"] = "Topology."
+        notes += _schedule_pictures(task, instance, img, pics)
+    return {"pictures": [{"src": f"{base}-{k}.png", "caption": pics[k]} for k in PICTURE_ORDER if k in pics],
+            "notes": notes}
+
+
+def _schedule_pictures(task: dict, instance, img: Path, pics: dict) -> list[str]:
+    """The best schedule's step-by-step view (when small) and heatmap; returns notes."""
+    if task["schedule"] is None:
+        return ["No verified schedule stored: no schedule pictures."]
+    schedule = read_json(task["schedule"])
+    violation = verify(schedule, instance)
+    method = task["method"]
+    if violation is not None:
+        return [f"The stored schedule of {method} no longer verifies against the instance file ({violation}): not drawn."]
+    label, base, notes = f"best schedule: {method}", task["slug"], []
+    if pictures.choose_view(schedule, instance.topology) != "heatmap":
+        pictures.draw_steps(schedule, instance, img / f"{base}-steps.png", label)
+        pics["steps"] = f"The best schedule ({method}) step by step."
+    else:
+        notes.append(f"Step-by-step view left out: the best schedule ({method}) has {len(schedule)} sends in "
+                     f"{schedule.num_steps} steps, too many to read per step; the heatmap shows every link and step.")
+    pictures.link_load_heatmap(schedule, instance, img / f"{base}-heatmap.png", label)
+    pics["heatmap"] = f"Per-step link loads of the best schedule ({method})."
+    return notes
+
+
+def _map(fn, tasks: list, jobs: int, progress: bool, what: str) -> list:
+    """``[fn(t) for t in tasks]``, on ``jobs`` processes when more than one, with a progress bar."""
+    with Progress(console=Console(stderr=True), transient=True, disable=not progress) as bar:
+        task = bar.add_task(what, total=len(tasks))
+        if jobs <= 1:
+            out = []
+            for t in tasks:
+                out.append(fn(t))
+                bar.advance(task)
+            return out
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            out = []
+            for result in pool.map(fn, tasks):
+                out.append(result)
+                bar.advance(task)
+            return out
+
+
+# ---- the site -----------------------------------------------------------------------------------
+
+SUITE_PLOTS = {
+    "ratio_to_bound": "Each method's synchronous time over the instance's lower bound.",
+    "performance_profile": "Performance profiles: the share of instances on which each method is within a factor "
+                           "of the best, on schedule cost and on time to produce.",
+    "size_sweep": "Synchronous time vs message size per instance, relative to the fastest method at each size "
+                  "(stored schedules re-priced, no re-run).",
+}
+
+
+def _suites(df: pd.DataFrame):
+    return df.groupby(df["suite"].fillna("").astype(str))
+
+
+def suite_jobs(df: pd.DataFrame, img_root: Path) -> list[dict]:
+    """One drawing job per suite and plot of :data:`SUITE_PLOTS` (plain, picklable data)."""
+    return [{"plot": plot, "runs": runs, "folder": str(img_root / slug(suite or "no-suite"))}
+            for suite, runs in _suites(df) for plot in SUITE_PLOTS]
+
+
+def suite_plot(job: dict) -> list[Path]:
+    """Draw one suite plot job; returns the files written (none when the plot is left out)."""
+    return getattr(figures, job["plot"])(job["runs"], Path(job["folder"]), formats=("png",))
+
+
+def suite_sections(df: pd.DataFrame, img_root: Path, drawn: list[list[Path]]) -> list[dict]:
+    """Per suite: its plots (``drawn``, in :func:`suite_jobs` order) with captions, or a note
+    saying why a plot is left out."""
+    sections, results = [], iter(drawn)
+    for suite, runs in _suites(df):
+        name = suite or "(no suite)"
+        plots, notes = [], []
+        for plot, caption in SUITE_PLOTS.items():
+            written = next(results)
+            if written:
+                plots.append({"src": Path(written[0]).relative_to(img_root.parent).as_posix(), "caption": caption})
+            else:
+                notes.append(f"{plot.replace('_', ' ')} left out: "
+                             + ("fewer than two methods to compare." if runs["verified"].any() else "no verified run."))
+        sections.append({"name": name, "id": f"suite-{slug(name)}", "runs": len(runs),
+                         "instances": runs["instance"].nunique(), "methods": runs["method"].nunique(),
+                         "plots": plots, "notes": notes})
+    return sections
+
+
+def draw_job(job: dict):
+    """Run one drawing job of the report (a suite plot or an instance's pictures)."""
+    return suite_plot(job) if "plot" in job else instance_pictures(job)
+
+
+def summary(df: pd.DataFrame, store_path: Path) -> dict:
+    """The index page's header: what the store holds and where it came from."""
+    commits = sorted({str(_json(p).get("git_commit") or "")[:10] for p in df["provenance"]} - {""})
+    created = df["created_at"].dropna()
+    stamp = (lambda t: time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)))
+    return {
+        "store": str(store_path), "runs": len(df), "instances": df["instance"].nunique(),
+        "methods": df["method"].nunique(), "suites": sorted({str(s) for s in df["suite"].dropna()} - {""}),
+        "statuses": df["status"].value_counts().sort_index().to_dict(), "commits": commits,
+        "finished": f"{stamp(created.min())} – {stamp(created.max())} UTC" if len(created) else "",
+    }
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(SITE), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["bytes"] = figures.bytes_label
+    return env
+
+
+def _prepare(out: Path) -> None:
+    """Create the report folder, clearing the generated parts of an earlier report there."""
+    marker = out / "index.html"
+    if marker.exists() and GENERATOR in marker.read_text(errors="replace"):
+        for sub in ("instances", "img", "schedules"):
+            shutil.rmtree(out / sub, ignore_errors=True)
+    for sub in ("instances/img", "img", "schedules"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    for asset in ("report.css", "report.js"):
+        shutil.copyfile(SITE / asset, out / asset)
+
+
+GENERATOR = "collsynth report"
+
+
+def build(store_path: str | Path = store.DEFAULT_STORE, out_dir: str | Path = DEFAULT_OUT,
+          jobs: int = 1, progress: bool = False) -> dict:
+    """Write the static report of the store ``store_path`` into ``out_dir``; returns what was
+    written (``index``, ``pages``, ``pictures``, ``files``). ``jobs`` processes draw the
+    instance pictures."""
+    store_path, out = Path(store_path), Path(out_dir)
+    df = store.load(store_path)
+    df["method"] = render.method(df)
+    _prepare(out)
+    render.runs(df).to_csv(out / "runs.csv", index=False, float_format=render.FLOAT_FORMAT, lineterminator="\n")
+    for rel in df["schedule_path"].dropna():
+        if rel and (store_path / rel).is_file():
+            shutil.copyfile(store_path / rel, out / "schedules" / Path(rel).name)
+    env = _environment()
+    names = sorted(df["instance"].unique())
+    groups = {n: g.sort_values(["time_sync_s", "method", "seed"], kind="stable", na_position="last")
+              for n, g in df.groupby("instance")}
+    tasks = [picture_task(n, groups[n], store_path, out / "instances" / "img") for n in names]
+    plots = suite_jobs(df, out / "img")
+    results = _map(draw_job, plots + tasks, jobs, progress, "report pictures")
+    drawn = results[len(plots):]
+    lp = render.lp_bounds(df)
+    for i, name in enumerate(names):
+        page = instance_page(name, groups[name], tasks[i], drawn[i], lp.get(name, np.nan))
+        (out / "instances" / f"{slug(name)}.html").write_text(
+            env.get_template("instance.html").render(generator=GENERATOR, **page))
+    index = {"generator": GENERATOR, "summary": summary(df, store_path),
+             "tables": [optimality_table(df), steps_table(df)],
+             "suites": suite_sections(df, out / "img", results[:len(plots)]),
+             "instances": [{"name": n, "href": f"instances/{slug(n)}.html"} for n in names]}
+    (out / "index.html").write_text(env.get_template("index.html").render(**index))
+    files = sorted(p for p in out.rglob("*") if p.is_file())
+    return {"index": str(out / "index.html"), "pages": len(names),
+            "pictures": sum(len(d["pictures"]) for d in drawn), "files": len(files)}
+
+
+def instance_page(name: str, runs: pd.DataFrame, task: dict, drawn: dict, lp_bound: float) -> dict:
+    """The template fields of one instance page."""
+    instance = load_instance(task["instance_file"]) if task["instance_file"] else None
+    bound_s = float(runs["lower_bound_s"].max())  # the stored bound, as in the index's tables
+    about = {"file": task["instance_file"] or task["stored_file"], "suites": ", ".join(sorted(set(runs["suite"].astype(str)) - {""}))}
+    if instance is not None:
+        topo = instance.topology.summary()
+        about.update(description=instance.description, topology=topo,
+                     collectives=[c.describe() for c in instance.collectives])
+    return {"name": name, "about": about, "bounds": bound_rows(instance, runs, lp_bound) if instance else [],
+            "runs_table": runs_table(runs, bound_s), "provenance_table": provenance_table(runs),
+            "sizes_table": sizes_table(runs),
+            "pictures": [{**p, "src": f"img/{p['src']}"} for p in drawn["pictures"]], "notes": drawn["notes"]}
