@@ -156,6 +156,7 @@ def steps_table(df: pd.DataFrame) -> dict:
 RUN_COLUMNS = (
     ("method", "text", "producer/solver/driver"), ("seed", "int", ""),
     ("status", "text", "optimal: proved optimal in its own units; skipped: the producer does not support the instance"),
+    ("found_by", "text", "how the schedule was found (ILP at a horizon, recovery, rounding, the producer family)"),
     ("verified", "text", "the schedule passed the verifier"), ("steps", "int", ""), ("sends", "int", ""),
     ("T_L_s", "s", "latency part of the synchronous time"), ("T_B_s", "s", "bandwidth part of the synchronous time"),
     ("time_sync_s", "s", "synchronous alpha-beta time"), ("over bound", "ratio", "synchronous time / lower bound"),
@@ -185,7 +186,7 @@ def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
             elif key == "status":
                 row.append(cell(r["status"], cls=f"status-{r['status']}"))
             else:
-                row.append(cell(r[key], kind))
+                row.append(cell(r.get(key), kind))
         rows.append(row)
     columns = [(k, tip) for k, _, tip in RUN_COLUMNS]
     return table("runs", columns, rows, "Every stored run of this instance (best first).")
@@ -259,7 +260,14 @@ def bound_rows(instance, runs: pd.DataFrame, lp_bound: float) -> list[dict]:
         rows.append({"name": "TEN LP bound (timesteps)", "value": f"{lp_bound:.6g}",
                      "why": "the TEN LP relaxation's optimum, proved by a ten-lp run or beside a TEN ILP run"})
     for key, value in sorted(instance.expect.items()):
-        rows.append({"name": f"expected {key}", "value": str(value), "why": "from the instance file's [expect]"})
+        if isinstance(value, (bool, int, float)):
+            rows.append({"name": f"expected {key}", "value": str(value), "why": "from the instance file's [expect]"})
+        else:  # a note or a table (published numbers): shown as written
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            rows.append({"name": f"expected {key}", "value": "", "why": f"the instance file's [expect]: {text}"})
+    sources = sorted({_text(v) for v in runs.get("bound_source", pd.Series(dtype=str))} - {""})
+    if sources:
+        rows.append({"name": "bound source recorded with the runs", "value": "", "why": "; ".join(sources)})
     stored = runs["lower_bound_s"].max()
     if not _missing(stored) and not np.isclose(stored, b["total_s"], rtol=1e-9):
         rows.append({"name": "stored lower bound", "value": figures.seconds_label(stored), "warn": True,
@@ -281,7 +289,7 @@ def picture_task(name: str, runs: pd.DataFrame, store_path: Path, img_dir: Path)
             "schedule": str(sched) if sched else None, "method": None if best.empty else best.iloc[0]["method"]}
 
 
-PICTURE_ORDER = ("topology", "steps", "heatmap")
+PICTURE_ORDER = ("topology", "heatmap", "steps")
 
 
 def instance_pictures(task: dict) -> dict:
