@@ -220,7 +220,7 @@ def ratio_to_bound(df: pd.DataFrame, out_dir: Path, name: str = "ratio_to_bound"
     ratios = bound_ratios(df)
     values = ratios.to_numpy(dtype=float)
     rows, cols = values.shape
-    fig, ax = plt.subplots(figsize=(2.6 + 1.05 * cols, 1.6 + 0.3 * rows), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(7.0, 2.6 + 1.05 * cols), max(4.5, 1.9 + 0.3 * rows)), layout="constrained")
     top = max(10.0, float(np.nanmax(values)))
     im = ax.imshow(np.ma.masked_invalid(values), cmap="YlOrRd", norm=LogNorm(1.0, top), aspect="auto")
     ax.set_facecolor("0.92")
@@ -243,8 +243,8 @@ def ratio_to_bound(df: pd.DataFrame, out_dir: Path, name: str = "ratio_to_bound"
     bar.set_label("time / lower bound (1 = meets the bound)")
     bar.set_ticks([t for t in RATIO_TICKS if t <= top], labels=[ratio_label(t) for t in RATIO_TICKS if t <= top])
     bar.ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_title(f"{scope(df)}: synchronous alpha-beta time / lower bound "
-                 f"({rows} instances x {cols} methods)", pad=12)
+    title = f"{scope(df)}: synchronous alpha-beta time / lower bound ({rows} instances x {cols} methods)"
+    ax.set_title("\n".join(textwrap.wrap(title, int(fig.get_figwidth() * 10))), pad=12)
     missing = int(np.isnan(values).sum())
     _footnote(fig, (
         "Each cell: the method's best verified schedule priced under the synchronous alpha-beta model, "
@@ -339,19 +339,22 @@ def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", format
         ax.legend(fontsize=8, loc="upper left", ncol=2)
         _footnote(fig, note)
         return save(fig, out_dir, name, formats)
-    fig = _sweep_grid(rows, instances, styles, columns)
+    fig = _sweep_grid(rows, instances, styles, columns, note)
     fig.suptitle(f"{scope(df)}: synchronous time vs message size, relative to the fastest method, "
                  f"{len(instances)} instances", y=1 - 0.12 / fig.get_figheight(), va="top")
     _footnote(fig, note)
     return save(fig, out_dir, name, formats)
 
 
-def _sweep_grid(rows: pd.DataFrame, instances: list[str], styles: dict, columns: int):
-    """Small multiples of :func:`_sweep_panel` (relative times), shared axes, one legend on top."""
+def _sweep_grid(rows: pd.DataFrame, instances: list[str], styles: dict, columns: int, note: str):
+    """Small multiples of :func:`_sweep_panel` (relative times), shared axes, one legend on top,
+    room under them for the footnote ``note`` (written by :func:`_footnote`)."""
     ncols = min(columns, len(instances))
     nrows = -(-len(instances) // ncols)
-    top_in, bottom_in, panel_w, panel_h = 1.0, 1.0, 2.8, 2.1
-    width, height = 0.9 + panel_w * ncols, top_in + bottom_in + panel_h * nrows
+    panel_w, panel_h = 2.8, 2.1
+    width = 0.9 + panel_w * ncols
+    top_in, bottom_in = 1.0, 0.75 + 0.16 * len(textwrap.wrap(note, int(width * 15)))
+    height = top_in + bottom_in + panel_h * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
     fig.subplots_adjust(left=0.9 / width, right=1 - 0.1 / width, top=1 - top_in / height,
                         bottom=bottom_in / height, hspace=0.35, wspace=0.2)
@@ -369,9 +372,9 @@ def _sweep_grid(rows: pd.DataFrame, instances: list[str], styles: dict, columns:
     handles = [plt.Line2D([], [], lw=2, **styles[m]) for m in shown]
     fig.legend(handles, shown, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height),
                ncol=min(len(shown), 8), fontsize=8, frameon=False)
-    fig.text(0.15 / width, 0.5, "time / fastest method's time at that size (log)", rotation=90,
-             va="center", ha="left")
-    fig.text(0.5, 0.55 / height, "message size M (log)", ha="center", va="center")
+    middle = (bottom_in + (height - top_in - bottom_in) / 2) / height
+    fig.text(0.15 / width, middle, "time / fastest at that size", rotation=90, va="center", ha="left")
+    fig.text(0.5, (bottom_in - 0.45) / height, "message size M (log)", ha="center", va="center")
     return fig
 
 
