@@ -6,15 +6,19 @@ Layout of a report folder (default ``results/report``)::
                                suite, the bound-ratio grid, performance profiles and size sweeps
     instances/<name>.html      one page per instance: every run, the lower bound and the argument
                                that proves it, provenance, pictures of the best schedule
-    img/...                    PNG plots (matplotlib) the pages show
+    img/<suite>/*.png          the suites' plots; instances/img/*.png the instance pictures
     schedules/<run id>.json    the verified schedule of every run that has one
     runs.csv                   every stored run (the ``tables`` command's ``runs.csv``)
     report.css, report.js      the style and the few lines that sort and filter tables
 
-The pages are plain HTML written with Jinja2 from ``results/site/``; the tables sort and filter
-with a few lines of inline-free JavaScript shipped beside them (no CDN, works from ``file://``
-offline), and every picture is a matplotlib PNG like the ``tables`` command's plots. Pictures
-are drawn only from stored schedules that verify against the instance file again.
+Why plain pages: the pages are HTML written with Jinja2 (already a dependency) from
+``results/site/``; the tables sort and filter with about forty lines of JavaScript shipped
+beside them, so a report opens from ``file://`` offline with nothing to fetch. Plotly, Bokeh
+or Altair would either load their library from a CDN (no network where reports are read) or
+inline megabytes of it into every page, for tables that need no more than sorting; the
+pictures are matplotlib PNGs like the ``tables`` command's plots, so a figure looks the same
+in a paper and in the report. Pictures are drawn only from stored schedules that verify
+against the instance file again.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def table(table_id: str, columns: list[tuple[str, str]], rows: list[list[dict]],
 
 
 def _suites_of(df: pd.DataFrame) -> pd.Series:
-    return df.groupby("instance")["suite"].agg(lambda s: ", ".join(sorted({str(x) for x in s if str(x)})))
+    return df.groupby("instance")["suite"].agg(lambda s: ", ".join(sorted({_text(x) for x in s} - {""})))
 
 
 def optimality_table(df: pd.DataFrame) -> dict:
@@ -474,7 +478,7 @@ def instance_page(name: str, runs: pd.DataFrame, task: dict, drawn: dict, lp_bou
     """The template fields of one instance page."""
     instance = load_instance(task["instance_file"]) if task["instance_file"] else None
     bound_s = float(runs["lower_bound_s"].max())  # the stored bound, as in the index's tables
-    about = {"file": task["instance_file"] or task["stored_file"], "suites": ", ".join(sorted(set(runs["suite"].astype(str)) - {""}))}
+    about = {"file": task["instance_file"] or task["stored_file"], "suites": _suites_of(runs).get(name, "")}
     if instance is not None:
         topo = instance.topology.summary()
         about.update(description=instance.description, topology=topo,

@@ -199,3 +199,17 @@ def test_the_filter_hides_rows_that_do_not_match(site, browser):
     box.clear()
     box.send_keys(" ")  # an input event with no words: every row again
     assert len(_column(browser, "steps", "instance")[0]) == len(stored)
+
+
+def test_a_store_whose_instance_file_is_gone_still_reports(tmp_path, capsys):
+    st = tmp_path / "store"
+    shutil.copytree(QUICK_STORE, st)
+    con = sqlite3.connect(st / "runs.sqlite")
+    con.execute("DELETE FROM runs WHERE instance != 'ring8-allgather'")
+    con.execute("UPDATE runs SET instance_file = '/nowhere/ring8-moved.toml'")
+    con.commit()
+    con.close()
+    assert main(["report", "--store", str(st), "--out", str(tmp_path / "r"), "--jobs", "1", "--no-progress"]) == 0
+    page = (tmp_path / "r" / "instances" / "ring8-allgather.html").read_text()
+    assert "Instance file not found (/nowhere/ring8-moved.toml)" in page
+    assert page.count("<img") == 0 and "<h2>Runs</h2>" in page
