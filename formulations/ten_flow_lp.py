@@ -1,0 +1,273 @@
+"""TEN flow LP: one unit flow per (chunk, destination) through the TEN, link use counted once per chunk.
+
+The hold/sent LP (:mod:`.ten_lp`) lets one fraction of a chunk that reaches a node count for
+every node downstream of it: a third of a chunk across a slow link "fills" a whole chassis
+behind it. This model gives each postcondition pair ``(c, d)`` not held at the start its own
+unit flow (a multicommodity flow relaxation of the Steiner-arborescence packing the TEN ILP
+solves; Magnanti and Wolsey, "Optimal trees", Handbooks in OR & MS vol. 7, 1995, Section 4 for
+the directed multicommodity flow formulation of Steiner trees):
+
+- ``flow[i]`` (row ``i`` = chunk ``c``, destination ``d``, link pair ``l``, arrival ``t``): the
+  part of ``d``'s unit of chunk ``c`` that crosses ``l = u -> v`` (delay ``k``), leaving ``u``
+  at the end of timestep ``t-k`` and arriving at the end of ``t``;
+- storage between timesteps at every node: for each flow and each node ``u`` that neither
+  holds ``c`` at the start nor is ``d``, what left ``u`` by the end of ``tau`` is at most what
+  arrived there by the end of ``tau`` (``ineq_flow_storage``; holders are sources of any
+  amount);
+- ``hold[c, d, t]``: the part of ``d``'s unit arrived by the end of ``t`` (at most 1,
+  ``eq_arrivals``);
+- ``sent[c, l, t] >= flow[c, d, l, t]`` for every destination ``d`` (``ineq_link_use``): a
+  piece that crosses ``l`` once serves every destination behind it, so it is paid once;
+- ``sum_c sent[c, l, t']`` over the arrivals ``t'`` whose occupancy ``[t'-k+1, t']`` covers a
+  timestep is at most the pair's ``capacity`` (``ineq_link_capacity``, as in the TEN ILP).
+
+Objective: maximise ``sum hold[c, d, T]``. :func:`bound` is ``T`` when every unit arrives,
+else ``T + 1``.
+
+Validity: take any schedule on the TEN (whole chunks, at most ``capacity`` chunks on a pair in
+any timestep, a send starting once its source holds the chunk) that delivers everything by
+``T``. For a pair ``(c, d)`` follow the first arrival of ``c`` at ``d`` back: its source got
+``c`` first at an earlier timestep, from a send that started even earlier, ..., down to a
+holder at time 0. Put ``flow = 1`` on that path and ``sent = 1`` on every send of the
+schedule. The path leaves each intermediate node after it arrived there, never enters a start
+holder (holders never receive), arrives by ``T``; ``sent >= flow``; capacity holds because it
+holds for the schedule. So the model at ``T`` is feasible with objective = every pair, and the
+smallest ``T`` at which it delivers everything is a lower bound on every TEN schedule of every
+formulation that respects link capacity. A fraction ``x`` crossing a cut now carries at most
+``x`` of each destination's unit across, however many destinations lie behind it.
+
+Variables exist only where they can matter for their destination: a flow row needs
+``t - k >= earliest[c, u]`` (delay-weighted distance from the nearest holder) and
+``t + dist(v, d) <= T``; pairs into start holders and out of ``d`` are dropped. The size is
+about chunks x destinations x link pairs x horizon, so :func:`build` counts the rows first and
+refuses (``NotSupported``, the bound is then not computed, never 0) beyond ``max_variables``.
+
+Its schedule is realised from the ``sent`` amounts exactly as the hold/sent LP's (atoms walked
+in time order, short pairs completed by repair or by shortest-path recovery).
+
+>>> from collsynth.instances.generators import build as topo
+>>> from collsynth.instances.instance import make_instance
+>>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=2)
+>>> m.ineq_link_use.doc
+'a piece crossing a link pair serves every destination behind it: sent >= each destination flow'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyomo.environ as pe
+
+from ..tens.schedule import Schedule
+from ..tens.ten import INF, NotSupported, TenData, lower_bound, prepare, reach  # noqa: F401 - same combinatorial bound
+from . import TenModel, expose, ten_lp, ten_model
+
+NAME = "ten-flow-lp"
+SUMMARY = "flow LP on the TEN: a unit flow per (chunk, destination), each link crossing paid once"
+DRIVER_FAMILY = "ten"
+ROLE = "relaxation"
+MAX_VARIABLES = 200_000  # default size guard (flow rows + sent + hold variables)
+PARAMS = (
+    ("max_variables", int, MAX_VARIABLES, "refuse the flow LP (no bound) above this many variables"),
+    ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+)
+
+
+@dataclass
+class FlowIndex:
+    """The flow rows of :func:`build` as parallel arrays: row ``i`` is chunk ``chunk[i]``,
+    destination ``dest[i]``, link pair ``pair[i]``, arrival ``step[i]``."""
+
+    chunk: np.ndarray
+    dest: np.ndarray
+    pair: np.ndarray
+    step: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+
+def flow_index(data: TenData) -> FlowIndex:
+    """Every (chunk, destination, link pair, arrival) a unit flow can use by the horizon (module
+    doc: leave the source after it can hold the chunk, arrive where ``d`` is still reachable)."""
+    T = data.horizon
+    earliest, _ = reach(data)
+    cs, ds = np.nonzero(data.post & ~data.pre)
+    parts = []
+    for c, d in zip(cs.tolist(), ds.tolist()):
+        g = int(data.group[c])
+        k = data.delay[g]
+        back = data.dist[g][:, d]
+        back = np.where(np.isinf(back), INF, back).astype(np.int64)
+        ok = (~data.pre[c, data.dst]) & (data.src != d) & (earliest[c, data.src] < INF) & (back[data.dst] < INF)
+        ls = np.flatnonzero(ok)
+        lo = np.maximum(earliest[c, data.src[ls]] + k[ls], 1)
+        hi = T - back[data.dst[ls]]
+        n = np.maximum(hi - lo + 1, 0)
+        if not n.sum():
+            continue
+        rows_l = np.repeat(ls, n)
+        start = np.repeat(lo, n)
+        offs = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        parts.append(np.stack([np.full(len(rows_l), c), np.full(len(rows_l), d), rows_l, start + offs], 1))
+    rows = np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+    rows = rows.astype(np.int64)
+    return FlowIndex(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3])
+
+
+def size(data: TenData, idx: FlowIndex | None = None) -> int:
+    """Variables :func:`build` would create: flow rows, distinct ``sent`` triples and ``hold``
+    entries (an estimate made before any Pyomo object exists)."""
+    idx = flow_index(data) if idx is None else idx
+    if not len(idx):
+        return 0
+    L = len(data.src)
+    sent = len(np.unique((idx.chunk * L + idx.pair) * (data.horizon + 1) + idx.step))
+    into = data.dst[idx.pair] == idx.dest
+    first = {}
+    for c, d, t in zip(idx.chunk[into].tolist(), idx.dest[into].tolist(), idx.step[into].tolist()):
+        first[(c, d)] = min(t, first.get((c, d), t))
+    hold = sum(data.horizon - t + 1 for t in first.values())
+    return len(idx) + sent + hold
+
+
+def build(instance, horizon: int, state=None, *, max_variables: int = MAX_VARIABLES,
+          timestep: float | None = None, objective: str = "arrivals", lookahead: int = 0,
+          **params) -> pe.ConcreteModel:
+    """The flow LP of the module doc for ``instance`` over ``horizon`` timesteps.
+
+    ``state`` replaces the precondition (model direction); ``objective`` must be
+    ``"arrivals"`` and ``lookahead`` is ignored (a bound has no windows). Raises
+    :class:`~collsynth.tens.ten.NotSupported` when the model would have more than
+    ``max_variables`` variables (counted before building).
+    """
+    params.pop("cuts", None)
+    params.pop("capacity", None)
+    if params:
+        raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
+    if objective != "arrivals":
+        raise NotSupported("the flow LP is a bound: objective must be arrivals")
+    data = prepare(instance, horizon, state, timestep)
+    idx = flow_index(data)
+    n = size(data, idx)
+    if n > int(max_variables):
+        raise NotSupported(f"flow LP at horizon {data.horizon}: {n} variables, over the budget of "
+                           f"{int(max_variables)} (max_variables); bound not computed")
+    m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
+    _add_variables(m, data, idx)
+    _add_link_use(m, data, idx)
+    _add_storage(m, data, idx)
+    _add_arrivals(m, data, idx)
+    _add_capacity(m, data)
+    m.arrivals = pe.Objective(expr=sum(m.hold[c, d, t] for c, d, t in m.HOLD if t == data.horizon) + 0,
+                              sense=pe.maximize, doc="units of (chunk, destination) flow arrived by the horizon")
+    return expose(m, TenModel(data=data, sent=m.sent, hold=m.hold, objective="arrivals"))
+
+
+def _add_variables(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
+    T = data.horizon
+    trip = sorted(set(zip(idx.chunk.tolist(), idx.pair.tolist(), idx.step.tolist())))
+    into = data.dst[idx.pair] == idx.dest
+    first: dict[tuple[int, int], int] = {}
+    for c, d, t in zip(idx.chunk[into].tolist(), idx.dest[into].tolist(), idx.step[into].tolist()):
+        first[(c, d)] = min(t, first.get((c, d), t))
+    hold = [(c, d, t) for (c, d), lo in sorted(first.items()) for t in range(lo, T + 1)]
+    # SETS
+    m.FLOW = pe.RangeSet(0, len(idx) - 1, doc="flow rows (chunk, destination, link pair, arrival)")
+    m.SENT = pe.Set(initialize=trip, dimen=3, ordered=False, doc="(chunk, link pair, arrival timestep)")
+    m.HOLD = pe.Set(initialize=hold, dimen=3, ordered=False, doc="(chunk, destination, timestep)")
+    # VARIABLES
+    m.flow = pe.Var(m.FLOW, domain=pe.UnitInterval, doc="part of a destination's unit crossing a link pair")
+    m.sent = pe.Var(m.SENT, domain=pe.UnitInterval, doc="part of a chunk crossing a link pair (paid once)")
+    m.hold = pe.Var(m.HOLD, domain=pe.UnitInterval, doc="part of a destination's unit arrived by the end of t")
+
+
+def _add_link_use(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
+    c, l, t = idx.chunk.tolist(), idx.pair.tolist(), idx.step.tolist()
+    m.ineq_link_use = pe.Constraint(
+        m.FLOW, rule=lambda m, i: m.sent[c[i], l[i], t[i]] >= m.flow[i],
+        doc="a piece crossing a link pair serves every destination behind it: sent >= each destination flow")
+
+
+def _add_storage(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
+    """At an intermediate node, a flow leaves by the end of tau at most what arrived by then."""
+    k = data.delay[data.group[idx.chunk], idx.pair]
+    u, v = data.src[idx.pair], data.dst[idx.pair]
+    out: dict[tuple[int, int, int], list] = {}
+    inn: dict[tuple[int, int, int], list] = {}
+    for i, (c, d, a, b, t, kk) in enumerate(zip(idx.chunk.tolist(), idx.dest.tolist(), u.tolist(), v.tolist(),
+                                               idx.step.tolist(), k.tolist())):
+        if not data.pre[c, a]:
+            out.setdefault((c, d, a), []).append((t - kk, i))
+        if b != d:
+            inn.setdefault((c, d, b), []).append((t, i))
+    rows = []  # (out rows leaving by tau, in rows arriving by tau)
+    for key, leaving in out.items():
+        leaving.sort()
+        arriving = sorted(inn.get(key, []))
+        for tau in sorted({x for x, _ in leaving}):
+            rows.append(([i for x, i in leaving if x <= tau], [i for x, i in arriving if x <= tau]))
+    m.STORE = pe.RangeSet(0, len(rows) - 1, doc="(flow, intermediate node, departure timestep)")
+    m.ineq_flow_storage = pe.Constraint(
+        m.STORE, rule=lambda m, j: sum(m.flow[i] for i in rows[j][0]) <= sum(m.flow[i] for i in rows[j][1]) + 0,
+        doc="a flow leaves an intermediate node by the end of tau at most what arrived there by then")
+
+
+def _add_arrivals(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
+    into = np.flatnonzero(data.dst[idx.pair] == idx.dest)
+    arr: dict[tuple[int, int, int], list] = {}
+    for i in into.tolist():
+        arr.setdefault((int(idx.chunk[i]), int(idx.dest[i]), int(idx.step[i])), []).append(i)
+
+    def _update(m, c, d, t):
+        before = m.hold[c, d, t - 1] if (c, d, t - 1) in m.HOLD else 0
+        return m.hold[c, d, t] == before + sum(m.flow[i] for i in arr.get((c, d, t), ()))
+
+    m.eq_arrivals = pe.Constraint(m.HOLD, rule=_update,
+                                  doc="a destination's unit arrived by t: by t-1 plus what arrives at t")
+
+
+def _add_capacity(m: pe.ConcreteModel, data: TenData) -> None:
+    occupancy: dict[tuple[int, int], list] = {}
+    for c, l, t in m.SENT:
+        k = int(data.delay[data.group[c], l])
+        for tau in range(t - k + 1, t + 1):
+            occupancy.setdefault((l, tau), []).append((c, l, t))
+    busy = sorted(key for key, v in occupancy.items() if len(v) > int(data.capacity[key[0]]))
+    m.BUSY = pe.Set(initialize=busy, dimen=2, doc="(link pair, timestep) that could be over-used")
+    m.ineq_link_capacity = pe.Constraint(
+        m.BUSY, rule=lambda m, l, tau: sum(m.sent[i] for i in occupancy[(l, tau)]) <= int(data.capacity[l]),
+        doc="at most `capacity` chunks occupy a link pair in any timestep (multi-timestep arcs count every timestep)")
+
+
+def bound(model):
+    """Lower bound on timesteps proven by the solved flow LP: its horizon when every
+    (chunk, destination) unit arrives, else the horizon + 1 (module doc: validity)."""
+    return ten_lp.bound(model)
+
+
+def extract(model) -> Schedule:
+    """A verified-completable schedule realising the solved LP's ``sent`` amounts (the hold/sent
+    LP's walk and repair, :func:`collsynth.formulations.ten_lp.extract`)."""
+    return ten_lp.extract(model)
+
+
+def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
+    """Schedules realising the solved flow LP's ``sent`` amounts, completed by repair or by
+    shortest-path recovery (:func:`collsynth.formulations.ten_lp.schedules`)."""
+    return ten_lp.schedules(model, recover)
+
+
+refine = ten_lp.polish  # re-aim a complete solved LP at little, early traffic before realising it
+
+
+def flows(model) -> list[tuple[int, int, int, int, float]]:
+    """The solved model's flows ``(chunk, destination, link pair, arrival, amount)`` above 1e-6."""
+    data = ten_model(model).data
+    idx = flow_index(data)
+    return [(int(idx.chunk[i]), int(idx.dest[i]), int(idx.pair[i]), int(idx.step[i]), float(v.value))
+            for i, v in model.flow.items() if v.value is not None and v.value > 1e-6]
+
+
+__all__ = ["NAME", "build", "extract", "bound", "schedules", "refine", "flow_index", "size", "flows", "FlowIndex"]
