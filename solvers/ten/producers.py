@@ -30,7 +30,7 @@ import time
 from dataclasses import replace
 
 from ... import InputError
-from ...formulations import OBJECTIVES, TenFormulation, ten_family, ten_formulation, ten_lp, ten_model
+from ...formulations import OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_lp, ten_model
 from ...tens import ten
 from ...tens.schedule import concat
 from .. import backends
@@ -60,6 +60,8 @@ ILP_PARAMS = (
 LP_BESIDE_PARAMS = (
     Param("lp_bound", bool, True, "compute the TEN LP bound beside the result (about 20% of the time limit)"),
     Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
+    Param("flow_lp", bool, True, "also the flow LP bound beside the result (when it fits the size guard and budget)"),
+    Param("max_variables", int, ten_flow_lp.MAX_VARIABLES, "flow LP beside the result: refuse above this many variables"),
 )
 # the producer of a relaxation (ROLE = "relaxation"); its model's own parameters come from PARAMS
 RELAXATION_PARAMS = (
@@ -68,6 +70,8 @@ RELAXATION_PARAMS = (
 )
 
 LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
+FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
+FLOW_BUILD_S_PER_VAR = 3e-5  # seconds to build and load the flow LP, per variable (measured: two-chassis, dgx1)
 
 
 def _phases(instance):
@@ -101,16 +105,20 @@ def _capacity_blind(formulation: TenFormulation, form: dict) -> bool:
 
 def _lp_beside(instance, formulation: TenFormulation, options: Options, form: dict, outcome: Outcome,
                budget: float | None) -> Outcome:
-    """Compute the TEN LP bound for one (non-allreduce) run and fold it into its outcome.
+    """Compute the LP bounds for one (non-allreduce) run and fold the strongest into its outcome.
 
-    The congested LP (:func:`lp_search` on :data:`LP`, whatever the formulation) bounds every
-    schedule that respects link capacity, so for such formulations the outcome's bound becomes
-    ``max(driver bound, LP bound)`` (status ``optimal`` when the schedule meets it) and the
-    search stops below the schedule's length (at that length the LP is complete). For a
-    capacity-blind formulation it is only recorded. ``extra["lp_bound"]`` is None, with
-    ``lp_bound_note`` saying why, when it did not finish within ``budget`` seconds.
+    The congested hold/sent LP (:func:`lp_search` on :data:`LP`) and, with ``flow=True`` in
+    ``form`` (default), the flow LP (:data:`FLOW`, searched from the hold/sent bound upward:
+    only a larger value adds anything) bound every schedule that respects link capacity, so for
+    such formulations the outcome's bound becomes ``max(driver bound, LP bounds)`` (status
+    ``optimal`` when the schedule meets it) and each search stops below the schedule's length.
+    For a capacity-blind formulation they are only recorded. ``extra["lp_bound"]`` is the
+    larger, ``extra["lp_bound_source"]`` the formulation that proved it and
+    ``extra["lp_bounds"]`` each one (None, with ``lp_bound_note`` / ``flow_lp_note`` saying
+    why, when one was not computed within ``budget`` seconds or its size guard).
     """
     blind = _capacity_blind(formulation, form)
+    want_flow = form.get("flow", True)
     lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts")}
     t0 = time.perf_counter()
     steps = None if outcome.schedule is None else outcome.schedule.num_steps
@@ -122,25 +130,91 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: {e}"
         return outcome
-    for attempt in (_lp_solver(options.solver), "highs"):
-        left = None if budget is None else budget - (time.perf_counter() - t0)
-        s = lp_search(instance, LP, attempt, lp_form, lb, max(hi, lb), time_limit=left, known=known,
-                      threads=options.threads, seed=options.seed)
-        trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
-        if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
-            break  # else: the run's solver could not take the LP (licence, crash): HiGHS can
+    s = _search_beside(instance, LP, options, lp_form, lb, max(hi, lb), known, budget)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
                           "lp_bound_s": round(time.perf_counter() - t0, 4),
-                          "lp_bound_horizons": [x["horizon"] for x in s["horizons"]]})
+                          "lp_bound_horizons": [x["horizon"] for x in s["horizons"]],
+                          "lp_bound_source": LP.name if s["bound"] is not None else None,
+                          "lp_bounds": {LP.name: s["bound"]}})
     if s["bound"] is None:
         outcome.extra["lp_bound_note"] = f"not finished: {s['message']}" + (
             f" (budget {budget:.3g} s)" if budget is not None else "")
-    elif blind:
+    if want_flow:
+        left = None if budget is None else budget - (time.perf_counter() - t0)
+        flow_form = {k: v for k, v in form.items() if k in ("timestep", "max_variables")}
+        _flow_beside(instance, options, flow_form, max(lb, s["bound"] or lb), max(hi, lb), known, left, outcome)
+    best = outcome.extra["lp_bound"]
+    if best is not None and blind:
         outcome.extra["lp_bound_note"] = ("the congested LP bound; this formulation ignores link capacity, "
                                           "so it does not bound its timesteps")
-    else:
-        _prove_with(outcome, float(s["bound"]), steps)
+    elif best is not None:
+        _prove_with(outcome, float(best), steps)
     return outcome
+
+
+def _search_beside(instance, relaxation: TenFormulation, options: Options, form: dict, lo: int, hi: int,
+                   known: int | None, budget: float | None) -> dict:
+    """:func:`lp_search` for a bound beside a run, on the run's solver (HiGHS for CP-SAT) and
+    on HiGHS again if that solver could not take the LP (licence, crash)."""
+    t0 = time.perf_counter()
+    for attempt in (_lp_solver(options.solver), "highs"):
+        left = None if budget is None else budget - (time.perf_counter() - t0)
+        s = lp_search(instance, relaxation, attempt, form, lo, hi, time_limit=left, known=known,
+                      threads=options.threads, seed=options.seed)
+        trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
+        if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
+            break
+    return s
+
+
+def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known: int | None,
+                 budget: float | None, outcome: Outcome) -> None:
+    """The flow LP bound searched from ``lo`` (the hold/sent bound) and folded into ``extra``:
+    the source becomes the flow LP when it proves more. Refused (``flow_lp_note``, bound None)
+    when its first model is over the size guard or would not build within ``budget``."""
+    t0 = time.perf_counter()
+    extra = outcome.extra
+    extra["lp_bounds"][FLOW.name] = None
+    if known is not None and lo >= known:
+        extra["flow_lp_note"] = f"not needed: the schedule meets the bound {lo}"
+        return
+    try:
+        data = ten.prepare(instance, lo, timestep=form.get("timestep"))
+        n = ten_flow_lp.size(data)
+    except ten.NotSupported as e:
+        extra["flow_lp_note"] = f"not computed: {e}"
+        return
+    cap = int(form.get("max_variables", ten_flow_lp.MAX_VARIABLES))
+    est = FLOW_BUILD_S_PER_VAR * n
+    if n > cap:
+        extra["flow_lp_note"] = f"not computed: {n} variables at horizon {lo}, over the budget of {cap} (max_variables)"
+        return
+    if budget is not None and est > budget:
+        extra["flow_lp_note"] = (f"not computed: {n} variables at horizon {lo} would take about {est:.3g} s "
+                                 f"to build ({budget:.3g} s left)")
+        return
+    try:
+        s = _search_beside(instance, FLOW, options, form, lo, hi, known, budget)
+    except Unsupported as e:  # a later horizon over the size guard
+        extra["flow_lp_note"] = f"not computed: {e}"
+        return
+    extra["flow_lp_s"] = round(time.perf_counter() - t0, 4)
+    extra["flow_lp_horizons"] = [x["horizon"] for x in s["horizons"]]
+    bound = s["bound"]
+    if bound is None:  # unfinished: every horizon proven incomplete still bounds from below
+        proven = [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False]
+        extra["flow_lp_note"] = f"not finished: {s['message']}" + (
+            f"; incomplete up to horizon {max(proven) - 1}" if proven else "")
+        if not proven:
+            return
+        bound = max(proven)
+    if bound == lo and lo == extra.get("lp_bound"):
+        extra["flow_lp_note"] = f"complete at the hold/sent LP bound {lo}: proves nothing more"
+        return
+    extra["lp_bounds"][FLOW.name] = bound
+    if extra.get("lp_bound") is None or bound > extra["lp_bound"]:
+        extra["lp_bound"], extra["lp_bound_source"] = bound, FLOW.name
+        extra.pop("lp_bound_note", None)
 
 
 def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None) -> None:
@@ -163,10 +237,12 @@ def _with_driver(formulation: TenFormulation):
         want_lp = _flag(params, "lp_bound", True)
         params.pop("polish", None)
         cuts = _flag(params, "cuts", True)  # for the LP bound; the ILPs take no cuts
+        flow = _flag(params, "flow_lp", True)
+        beside = {"max_variables": params.pop("max_variables")} if "max_variables" in params else {}
         options = replace(options, params=params)
         budget = None if options.time_limit is None else 0.2 * options.time_limit
         drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
-        form = dict(drivers.split_params(params)[1], cuts=cuts)
+        form = dict(drivers.split_params(params)[1], cuts=cuts, flow=flow, **beside)
         phases = _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
@@ -197,6 +273,8 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
     if want_lp:
         lps = [rs.extra.get("lp_bound"), ag.extra.get("lp_bound")]
         extra["lp_bound"] = None if None in lps else max(lps)
+        if extra["lp_bound"] is not None:
+            extra["lp_bound_source"] = max((rs, ag), key=lambda o: o.extra["lp_bound"]).extra.get("lp_bound_source")
         if extra["lp_bound"] is None:
             extra["lp_bound_note"] = "a phase's LP bound did not finish"
     return Outcome(
