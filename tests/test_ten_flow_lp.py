@@ -1,0 +1,130 @@
+"""TEN flow LP: a bound that does not double count across cuts, its size guard, and the
+strongest LP bound beside every ILP row."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collsynth.formulations import ten_family, ten_flow_lp, ten_ilp, ten_lp
+from collsynth.instances.instance import make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.solvers import backends as B
+from collsynth.solvers import pipeline
+from collsynth.solvers.producers import Options
+from collsynth.solvers.ten import drivers
+from collsynth.tens import ten, verify
+
+
+def relaxation_bound(module, instance, **params) -> int:
+    """Smallest horizon whose relaxation delivers everything (plain upward search)."""
+    h = max(1, ten.lower_bound(instance))
+    while True:
+        m = module.build(instance, h, **params)
+        assert B.solve(m, "highs").status == "optimal"
+        if module.bound(m) <= h:
+            return h
+        h += 1
+
+
+def ilp_optimum(instance) -> int:
+    o = drivers.horizon_search(instance, ten_ilp, Options(time_limit=60))
+    assert o.status == "optimal", o.message
+    return int(o.objective)
+
+
+def two_chassis(slow_delay: int):
+    """Two 4-GPU NVLink cliques (0-3, 4-7), one slow link 0 <-> 4 each way, ``slow_delay``
+    times the NVLink cost per chunk (no latency, so delays are exact)."""
+    fast = {"bandwidth": 100e9, "alpha": 0.0}
+    slow = {"bandwidth": 100e9 / slow_delay, "alpha": 0.0}
+    edges = [(a, b, fast) for base in (0, 4) for a, b in itertools.permutations(range(base, base + 4), 2)]
+    edges += [(0, 4, slow), (4, 0, slow)]
+    return from_edges(8, edges, name=f"two-chassis-slow{slow_delay}")
+
+
+# ---- the two-chassis case: the cut is counted once --------------------------------------------
+
+def test_two_chassis_flow_bound_is_the_cut_bound():
+    # Hand analysis of the cut: the 4 chunks of chassis A must all cross 0 -> 4, a pair of
+    # capacity 1 and delay 2, so the last one starts no earlier than timestep 7 and arrives at
+    # node 4 at the end of 8; nodes 5..7 get it only through node 4: at least 9 timesteps
+    # (symmetrically for chassis B). 9 is reached (the verified schedule below).
+    inst = make_instance(two_chassis(2), "allgather")
+    flow, holdsent = relaxation_bound(ten_flow_lp, inst), relaxation_bound(ten_lp, inst)
+    assert flow == 9
+    assert holdsent <= 6 < flow  # a sliver across the slow link "fills" the other chassis
+    row, sched = pipeline.run(inst, "ten-flow-lp", Options(time_limit=60))
+    assert row["verified"] and verify.verify(sched, inst) is None
+    assert row["bound"] == 9 and row["steps"] == 9 and row["status"] == "optimal"
+
+
+def test_two_chassis_unit_delay_flow_bound_equals_ilp_optimum():
+    # delay 1: the last of 4 chunks crosses at timestep 4, reaches chassis B's others at 5
+    inst = make_instance(two_chassis(1), "allgather")
+    assert relaxation_bound(ten_flow_lp, inst) == 5 == ilp_optimum(inst)
+    assert relaxation_bound(ten_lp, inst) < 5
+
+
+def test_ilp_row_takes_the_stronger_bound_and_says_which():
+    inst = make_instance(two_chassis(1), "allgather")
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60, params={"horizon": 5}))
+    x = row["extra"]
+    assert row["verified"] and row["steps"] == 5 and row["status"] == "optimal"
+    assert x["lp_bounds"]["ten-lp"] == 4 and x["lp_bounds"]["ten-flow-lp"] == 5
+    assert x["lp_bound"] == 5 and x["lp_bound_source"] == "ten-flow-lp" and row["bound"] == 5
+    off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60,
+                                                   params={"horizon": 5, "flow_lp": False}))
+    assert off["extra"]["lp_bound"] == 4 and off["extra"]["lp_bound_source"] == "ten-lp"
+    assert "ten-flow-lp" not in off["extra"]["lp_bounds"]
+
+
+# ---- size guard -------------------------------------------------------------------------------
+
+def test_size_guard_refuses_and_never_reports_zero():
+    inst = make_instance(two_chassis(1), "allgather")
+    n = ten_flow_lp.size(ten.prepare(inst, 5))
+    m = ten_flow_lp.build(inst, 5)
+    built = sum(v.dim() and len(v) for v in (m.flow, m.sent, m.hold))
+    assert n == built  # the estimate made before building is the model's variable count
+    with pytest.raises(ten.NotSupported, match="over the budget of 100"):
+        ten_flow_lp.build(inst, 5, max_variables=100)
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60,
+                                                   params={"horizon": 5, "max_variables": 100}))
+    x = row["extra"]
+    assert x["lp_bounds"]["ten-flow-lp"] is None and "over the budget of 100" in x["flow_lp_note"]
+    assert x["lp_bound"] == 4 and x["lp_bound_source"] == "ten-lp"
+    row, sched = pipeline.run(inst, "ten-flow-lp", Options(time_limit=60, params={"max_variables": 100}))
+    assert sched is None and row["status"] == "skipped" and row["bound"] is None
+    assert "over the budget" in row["message"]
+
+
+def test_registered_as_a_relaxation():
+    f = ten_family()["ten-flow-lp"]
+    assert f.is_relaxation and f.respects_capacity and f.refine is not None
+
+
+# ---- random digraphs: the flow bound is a bound -------------------------------------------------
+
+@st.composite
+def small_digraphs(draw):
+    """Strongly connected digraphs on 3-4 nodes; links of 1-2x the base cost, some doubled."""
+    n = draw(st.integers(3, 4))
+    cycle = draw(st.permutations(range(n)))
+    pairs = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3))
+    pairs |= {(u, v) for u, v in extra if u != v}
+    edges = []
+    for u, v in sorted(pairs):
+        attrs = {"bandwidth": 1e9 / draw(st.sampled_from([1, 2])), "alpha": 0.0}
+        edges += [(u, v, attrs)] * draw(st.sampled_from([1, 1, 2]))  # parallel links: capacity 2
+    return from_edges(n, edges, name="rand")
+
+
+@settings(max_examples=10, deadline=None)
+@given(small_digraphs(), st.sampled_from(["allgather", "broadcast", "reduce_scatter", "alltoall"]))
+def test_random_digraphs_flow_bound_below_ilp_optimum(t, kind):
+    inst = make_instance(t, kind, root=0 if kind == "broadcast" else None)
+    assert ten.lower_bound(inst) <= relaxation_bound(ten_flow_lp, inst) <= ilp_optimum(inst)
