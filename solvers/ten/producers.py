@@ -9,11 +9,13 @@ name; what differs is what the formulation declares:
 
 - ``ROLE = "schedule"`` (ten-ilp, ten-ilp-nocongestion, ten-ilp-oneport, ...): solved by a
   driver of :mod:`collsynth.solvers.ten.drivers` (``--driver horizon|early-stop|time-cluster``).
-  Every such run reports the TEN LP bound beside its result (``extra["lp_bound"]``, at most
-  ~20% of the time limit; ``--param lp_bound=false`` skips it) and, when the formulation
-  respects link capacity (``RESPECTS_CAPACITY``), proves with it: the outcome's bound is the
-  larger of the driver's and the LP's.
-- ``ROLE = "relaxation"`` (ten-lp): the smallest horizon whose relaxation delivers everything
+  Every such run reports the LP bound beside its result (``extra["lp_bound"]``, at most
+  ~20% of the time limit; ``--param lp_bound=false`` skips it): the stronger of the
+  hold/sent TEN LP and the flow LP (``extra["lp_bound_source"]`` names it, ``lp_bounds``
+  lists both; ``--param flow_lp=false`` skips the flow LP, ``max_variables=N`` is its size
+  guard) and, when the formulation respects link capacity (``RESPECTS_CAPACITY``), proves
+  with it: the outcome's bound is the larger of the driver's and the LP's.
+- ``ROLE = "relaxation"`` (ten-lp, ten-flow-lp): the smallest horizon whose relaxation delivers everything
   is its bound (``extra["lp_bound"]`` as well), and the solved relaxation's ``schedules`` give
   a verified fractional schedule (``--param polish=false`` skips the re-solve of its
   ``refine``; ``cuts=false`` switches off the LP's cumulative-send cuts).
@@ -71,7 +73,7 @@ RELAXATION_PARAMS = (
 
 LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
 FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
-FLOW_BUILD_S_PER_VAR = 3e-5  # seconds to build and load the flow LP, per variable (measured: two-chassis, dgx1)
+FLOW_BUILD_S_PER_VAR = 1.5e-4  # seconds to build the flow LP, per variable (measured: 6.1 s for 47k on mesh4x4-failed)
 
 
 def _phases(instance):
