@@ -150,7 +150,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
         outcome.extra["lp_bound_note"] = ("the congested LP bound; this formulation ignores link capacity, "
                                           "so it does not bound its timesteps")
     elif best is not None:
-        _prove_with(outcome, float(best), steps)
+        _prove_with(outcome, float(best), steps, outcome.extra.get("lp_bound_source") or "TEN LP")
     return outcome
 
 
@@ -219,7 +219,7 @@ def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known
         extra.pop("lp_bound_note", None)
 
 
-def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None) -> None:
+def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None, source: str = "TEN LP") -> None:
     """Raise the outcome's bound to the LP bound (capped at its own length); optimal when met."""
     if outcome.bound is not None and lp_bound <= outcome.bound:
         return
@@ -228,7 +228,7 @@ def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None) -> None:
         outcome.gap = max(0.0, (outcome.objective - outcome.bound) / outcome.objective)
     if steps is not None and outcome.status == "feasible" and steps <= lp_bound:
         outcome.status = "optimal"
-        outcome.message = f"{outcome.message}; optimal: meets the TEN LP bound {lp_bound:g}".lstrip("; ")
+        outcome.message = f"{outcome.message}; optimal: meets the {source} bound {lp_bound:g}".lstrip("; ")
 
 
 def _with_driver(formulation: TenFormulation):
