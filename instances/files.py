@@ -12,11 +12,17 @@ The format follows the suffix:
     ``alpha``.
 ``.csv``
     a header line naming the columns (``src,dst`` required, ``bandwidth`` and ``alpha``
-    optional, any order), then one directed link per row. Empty ``bandwidth``/``alpha``
-    cells take the defaults. Lines starting with ``#`` are comments, except
-    ``# key = value`` lines for ``nodes`` (the id count), ``name``, ``switches``,
-    ``failed_nodes`` (comma-separated ids) and ``failed_links`` (``u-v`` pairs), which
-    :func:`write_topology` emits so that failures keep their ids.
+    optional, any order), then one link per row: a directed link ``src -> dst``, or a link
+    both ways when the file says ``# directed = false``. Empty ``bandwidth``/``alpha`` cells
+    take the defaults. Lines starting with ``#`` are comments, except ``# key = value`` lines
+    for ``directed`` (``true``, the default, or ``false``), ``nodes`` (the id count),
+    ``name``, ``switches``, ``failed_nodes`` (comma-separated ids) and ``failed_links``
+    (``u-v`` pairs), which :func:`write_topology` emits so that failures keep their ids.
+
+Directedness: a node-link file says it with ``"directed"`` (default true), a GraphML file with
+its ``edgedefault``, a CSV file with ``# directed = ...`` (default true). The ``directed``
+argument of :func:`read_topology` (the instance TOML's ``directed`` key) sets it for a file
+that does not say it, and must agree with a file that does.
 
 Nodes may carry ``switch`` (a switch node) and ``failed`` (a failed node: it keeps its id but
 has no links) attributes. Node ids that are the integers ``0..N-1`` (or their decimal strings)
@@ -42,12 +48,17 @@ from .topology import Topology, with_link_costs
 
 FORMATS = {".json": "node-link", ".graphml": "graphml", ".csv": "csv"}
 CSV_COLUMNS = ("src", "dst", "bandwidth", "alpha")
+CSV_SETTINGS = ("directed", "nodes", "name", "switches", "failed_nodes", "failed_links")
 
 
-def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float | None = None) -> Topology:
+def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float | None = None,
+                  directed: bool | None = None) -> Topology:
     """Read a topology file (format by suffix, see the module docstring).
 
     ``bandwidth`` (bytes/s) and ``alpha`` (s) fill the links the file leaves without them.
+    ``directed=False`` reads every link of a file that does not state its directedness as two
+    directed links (None: what the file says, else directed); the topology's
+    ``meta["directed"]`` records how the file was read.
 
     >>> import tempfile, os
     >>> from collsynth.instances import generators
@@ -79,9 +90,16 @@ def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float
         parts = _parse_graphml(text, where)
     else:
         parts = _parse_csv(text, where)
+    if directed is not None:
+        if not isinstance(directed, bool):
+            raise InputError("topology.directed", f"expected true or false, got {directed!r}")
+        if parts["declared"] and parts["directed"] != directed:
+            raise InputError("topology.directed", f"{where} says directed = {str(parts['directed']).lower()}; "
+                                                  "drop the key or make it agree with the file")
+        parts["directed"] = directed
     topo = _assemble(parts, where)
     topo = with_link_costs(topo, bw, al)
-    object.__setattr__(topo, "meta", {**topo.meta, "file": where, "format": fmt})
+    object.__setattr__(topo, "meta", {**topo.meta, "file": where, "format": fmt, "directed": parts["directed"]})
     return topo
 
 
@@ -97,7 +115,7 @@ def write_topology(topology: Topology, path: str | Path) -> None:
         raise InputError(str(path), f"unknown topology file type {path.suffix!r}; expected .json, .graphml or .csv")
     edges = sorted((u, v, float(d["bandwidth"]), float(d["alpha"])) for u, v, d in topology.graph.edges(data=True))
     failed_links = sorted([list(p) for p in topology.failed_links])
-    meta = {k: v for k, v in topology.meta.items() if k not in ("file", "format")}
+    meta = {k: v for k, v in topology.meta.items() if k not in ("file", "format", "directed")}
     if fmt == "csv":
         lines = [f"# name = {topology.name}", f"# nodes = {topology.size}"]
         if topology.switches:
@@ -163,6 +181,7 @@ def _parse_node_link(text: str, where: str) -> dict:
         "nodes": node_rows,
         "edges": edge_rows,
         "directed": bool(data.get("directed", True)),
+        "declared": "directed" in data,
         "name": str(graph.get("name", "")),
         "failed_links": graph.get("failed_links", []),
         "meta": graph.get("meta", {}) if isinstance(graph.get("meta", {}), dict) else {},
@@ -187,6 +206,7 @@ def _parse_graphml(text: str, where: str) -> dict:
         "nodes": node_rows,
         "edges": edge_rows,
         "directed": g.is_directed(),
+        "declared": True,
         "name": str(g.graph.get("name", "")),
         "failed_links": failed_links,
         "meta": meta if isinstance(meta, dict) else {},
@@ -204,7 +224,7 @@ def _parse_csv(text: str, where: str) -> dict:
         if stripped.startswith("#"):
             key, sep, value = stripped[1:].partition("=")
             key = key.strip()
-            if sep and key in ("nodes", "name", "switches", "failed_nodes", "failed_links"):
+            if sep and key in CSV_SETTINGS:
                 settings[key] = (lineno, value.strip())
             continue
         cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
@@ -248,6 +268,12 @@ def _parse_csv(text: str, where: str) -> dict:
         if not value.isdigit():
             raise InputError(f"{where}: line {lineno}", f"nodes: expected a node count, got {value!r}")
         nodes_count = int(value)
+    directed = True
+    if "directed" in settings:
+        lineno, value = settings["directed"]
+        if value.lower() not in ("true", "false"):
+            raise InputError(f"{where}: line {lineno}", f"directed: expected true or false, got {value!r}")
+        directed = value.lower() == "true"
     switches, failed = set(ids("switches")), set(ids("failed_nodes"))
     node_ids: set[int] = set(switches | failed)
     for src, dst, _, field in edge_rows:
@@ -265,7 +291,8 @@ def _parse_csv(text: str, where: str) -> dict:
     return {
         "nodes": node_rows,
         "edges": edge_rows,
-        "directed": True,
+        "directed": directed,
+        "declared": "directed" in settings,
         "name": settings.get("name", (0, ""))[1],
         "failed_links": failed_links,
         "meta": {},

@@ -24,7 +24,8 @@ compared with are ``[[expect.paper]]`` tables (:func:`paper_entry_from_dict`): e
 paper's table, the metric, our producer that stands for the paper's method, the value and
 its source.
 
-Every error is an :class:`~collsynth.InputError` naming the file and the field.
+Every key is described in ``docs/instances.md``. Every error is an
+:class:`~collsynth.InputError` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from .. import InputError
-from . import generators
+from . import files, generators
 from .collective import Collective, make
 from .topology import Topology
 
@@ -64,6 +66,9 @@ PAPER_KEYS = {"table": str, "row": str, "column": str, "metric": str, "producer"
 PAPER_REQUIRED = ("table", "metric", "producer", "source")
 TIME_MODELS = ("sync", "ten", "event")
 COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
+# [topology] keys besides a generator's own parameters (see `collsynth topologies`)
+TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links"}
+FILE_TOPOLOGY_KEYS = TOPOLOGY_KEYS - {"generator"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,14 +258,14 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
             raise InputError(f"{where}.generator", f"expected a generator name, got {gen!r}")
         topo = generators.build(gen, table, bandwidth=bandwidth, alpha=alpha, where=where)
     elif "file" in table:
-        from . import files
-
         fname = table.pop("file")
+        directed = table.pop("directed", None)
         if table:
-            raise InputError(f"{where}.{next(iter(table))}", "unknown key for a topology file")
+            raise InputError(f"{where}.{next(iter(table))}",
+                             f"unknown key for a topology file; expected one of {', '.join(sorted(FILE_TOPOLOGY_KEYS))}")
         if not isinstance(fname, str):
             raise InputError(f"{where}.file", f"expected a path, got {fname!r}")
-        topo = files.read_topology(base_dir / fname, bandwidth=bandwidth, alpha=alpha)
+        topo = files.read_topology(base_dir / fname, bandwidth=bandwidth, alpha=alpha, directed=directed)
     else:
         raise InputError(where, "expected 'generator = NAME' or 'file = PATH'")
     if not isinstance(failed_nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in failed_nodes):
@@ -288,7 +293,16 @@ def check_topology(topo: Topology, where: str) -> None:
         ids = np.asarray(topo.npus)
         sub = d[np.ix_(ids, ids)]
         u, v = np.argwhere(sub < 0)[0]
-        raise InputError(where, f"disconnected topology: node {ids[u]} cannot reach node {ids[v]}")
+        raise InputError(where, f"disconnected topology: node {ids[u]} cannot reach node {ids[v]}{one_way_hint(topo)}")
+
+
+def one_way_hint(topo: Topology) -> str:
+    """What to say when a file read as directed is disconnected but would be connected with
+    every link both ways (an undirected edge list read as one-way links)."""
+    if "file" not in topo.meta or not topo.meta.get("directed") or not nx.is_weakly_connected(topo.graph):
+        return ""
+    return ("; the file's links are one-way: for an undirected edge list write 'directed = false' "
+            "under [topology] (or a '# directed = false' line in a CSV file)")
 
 
 def collective_from_dict(table: dict[str, Any], topology: Topology, where: str = "collective") -> Collective:

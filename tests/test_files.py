@@ -147,3 +147,69 @@ def test_missing_file_and_bad_defaults(tmp_path):
     with pytest.raises(InputError, match="alpha"):
         read_topology(p, alpha="x")
     assert read_topology(p, alpha=0).num_links == 2
+
+
+# ---- directedness: an undirected edge list is said so, and a one-way reading explains itself ----
+
+PATH4 = "src,dst\n0,1\n1,2\n2,3\n"  # the path 0-1-2-3 written once per link
+
+
+def test_csv_directed_false_reads_links_both_ways(tmp_path):
+    p = tmp_path / "path4.csv"
+    p.write_text("# directed = false\n" + PATH4)
+    topo = read_topology(p)
+    assert sorted(topo.graph.edges()) == [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)]
+    assert topo.meta["directed"] is False
+    assert topo.diameter == 3
+    p.write_text(PATH4)  # the default: one-way links as written
+    assert sorted(read_topology(p).graph.edges()) == [(0, 1), (1, 2), (2, 3)]
+    assert sorted(read_topology(p, directed=False).graph.edges()) == [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)]
+
+
+def _instance(tmp_path, topology_lines, csv_text):
+    (tmp_path / "edges.csv").write_text(csv_text)
+    toml = tmp_path / "mine.toml"
+    toml.write_text('name = "mine"\n[topology]\nfile = "edges.csv"\n' + topology_lines
+                    + '[collective]\nkind = "allgather"\n')
+    return toml
+
+
+def test_instance_directed_key_and_the_one_way_hint(tmp_path):
+    from collsynth.instances.instance import load_instance
+
+    inst = load_instance(_instance(tmp_path, "directed = false\n", PATH4))
+    assert inst.topology.num_links == 6 and inst.topology.diameter == 3
+    with pytest.raises(InputError) as e:
+        load_instance(_instance(tmp_path, "", PATH4))
+    assert "disconnected topology" in e.value.what
+    assert "directed = false" in e.value.what  # points to the fix
+    # a graph that is disconnected either way gets no such hint
+    with pytest.raises(InputError) as e:
+        load_instance(_instance(tmp_path, "directed = false\n", "src,dst\n0,1\n2,3\n"))
+    assert "disconnected topology" in e.value.what and "directed = false" not in e.value.what
+
+
+@pytest.mark.parametrize("lines,text,what", [
+    ("directed = true\n", "# directed = false\n" + PATH4, "says directed = false"),
+    ('directed = "no"\n', PATH4, "expected true or false"),
+    ("", "# directed = maybe\n" + PATH4, "directed: expected true or false"),
+])
+def test_bad_directedness(tmp_path, lines, text, what):
+    from collsynth.instances.instance import load_instance
+
+    with pytest.raises(InputError) as e:
+        load_instance(_instance(tmp_path, lines, text))
+    assert what in e.value.what
+
+
+def test_directed_key_agrees_with_a_node_link_file(tmp_path):
+    from collsynth.instances.instance import load_instance
+
+    (tmp_path / "g.json").write_text(json.dumps({"directed": False, "nodes": [{"id": 0}, {"id": 1}, {"id": 2}],
+                                                 "edges": [{"source": 0, "target": 1}, {"source": 1, "target": 2}]}))
+    toml = tmp_path / "g.toml"
+    toml.write_text('name = "g"\n[topology]\nfile = "g.json"\ndirected = false\n[collective]\nkind = "broadcast"\nroot = 0\n')
+    assert load_instance(toml).topology.num_links == 4
+    toml.write_text(toml.read_text().replace("directed = false", "directed = true"))
+    with pytest.raises(InputError, match="says directed = false"):
+        load_instance(toml)
