@@ -103,6 +103,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
+from .verify import check
 
 MAX_CHUNKS = 4096
 # runtime limits: msccl-executor-nccl src/include/msccl/msccl_struct.h and makefiles/common.mk
@@ -382,6 +383,18 @@ def to_msccl_xml(
                 idx += 1
     ET.indent(algo, space="  ")
     return rank_comment(instance) + ET.tostring(algo, encoding="unicode") + "\n"
+
+
+def verified_msccl_xml(schedule: Schedule, instance: Instance, **options) -> str:
+    """:func:`to_msccl_xml` of a schedule that verifies, itself read back by
+    :func:`interpret_msccl_xml` and verified: raises
+    :class:`~collsynth.tens.verify.VerificationError` when the schedule does not implement the
+    collective, or when the program written for it would not (``options`` as for
+    :func:`to_msccl_xml`)."""
+    check(schedule, instance)
+    xml = to_msccl_xml(schedule, instance, **options)
+    check(interpret_msccl_xml(xml, instance), instance)
+    return xml
 
 
 def _checked_sends(s: Schedule, lay: _Layout, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

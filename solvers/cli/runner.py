@@ -184,6 +184,38 @@ def plan(
     return jobs
 
 
+def plan_batch(
+    suite: str | None = None,
+    pattern: str | None = None,
+    producers: Sequence[str] = (),
+    solvers: Sequence[str] = (),
+    drivers: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+    time_limit: float | None = None,
+    params: dict[str, Any] | None = None,
+) -> tuple[list[Path], list[Job]]:
+    """The instance files and jobs of a batch (``collsynth bench``, :func:`collsynth.bench`):
+    the instances of ``suite`` or of the glob ``pattern``; producers, solvers, drivers, seeds,
+    time limit and parameters as given, else the suite's defaults in ``suites.toml`` (else
+    highs, each producer's default driver, seed 0, 60 s, none)."""
+    spec = check_suite(suite) if suite else {}
+    producers = list(producers) or list(spec.get("producers", []))
+    if not producers:
+        where = f"suite {suite!r} lists none in suites.toml" if suite else "none given"
+        raise InputError("--producers", f"expected comma-separated producers ({where})")
+    if solvers and not any(registry.get(n, "--producers").uses_solver for n in producers):
+        raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
+    solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
+    drivers = list(drivers) or list(spec.get("drivers", []))
+    seeds = list(seeds) or list(spec.get("seeds", [0]))
+    time_limit = time_limit if time_limit is not None else float(spec.get("time_limit", 60.0))
+    if not time_limit > 0:
+        raise InputError("--time-limit", f"expected a positive number of seconds, got {time_limit}")
+    params = {**spec.get("params", {}), **(params or {})}
+    files = select_instances(suite, pattern)
+    return files, plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=suite or "")
+
+
 # ---- running one job --------------------------------------------------------------------------
 #
 # Jobs run in long-lived worker processes (``python -m collsynth.solvers.cli.runner``), one per

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 from .... import InputError
-from ...producers import get
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,27 +65,16 @@ def bench(args) -> dict:
     from .. import runner as batch
     from .solve import parse_params
 
-    spec = batch.check_suite(args.suite) if args.suite else {}
-    producers = _split(args.producers) or list(spec.get("producers", []))
-    if not producers:
-        where = f"suite {args.suite!r} lists none in suites.toml" if args.suite else "none given"
-        raise InputError("--producers", f"expected comma-separated producers ({where})")
-    if _split(args.solvers) and not any(get(n, "--producers").uses_solver for n in producers):
-        raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
-    solvers = _split(args.solvers) or list(spec.get("solvers", ["highs"]))
-    drivers = _split(args.drivers) or list(spec.get("drivers", []))
     try:
-        seeds = [int(s) for s in _split(args.seeds)] if args.seeds else list(spec.get("seeds", [0]))
+        seeds = [int(s) for s in _split(args.seeds)]
     except ValueError:
         raise InputError("--seeds", f"expected comma-separated integers, got {args.seeds!r}") from None
-    time_limit = args.time_limit if args.time_limit is not None else float(spec.get("time_limit", 60.0))
-    if not time_limit > 0:
-        raise InputError("--time-limit", f"expected a positive number of seconds, got {time_limit}")
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
-    params = {**spec.get("params", {}), **parse_params(args.param)}
-    files = batch.select_instances(args.suite, args.instances)
-    jobs = batch.plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=args.suite or "")
+    files, jobs = batch.plan_batch(
+        args.suite, args.instances, _split(args.producers), _split(args.solvers), _split(args.drivers), seeds,
+        args.time_limit, parse_params(args.param),
+    )
     summary = batch.execute(
         jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
         rerun=args.rerun, progress=not args.no_progress,

@@ -24,7 +24,7 @@ from .... import InputError
 from ....instances.instance import load_instance
 from ....tens import cost, export
 from ....tens.schedule import read_json, to_json, write_json
-from ....tens.verify import verify as verify_schedule
+from ....tens.verify import VerificationError, verify as verify_schedule
 
 FORMATS = ("msccl-xml", "json")
 
@@ -113,11 +113,12 @@ def export_cmd(args) -> dict:
         return refusal
     out = {"format": args.format, "verified": True, "sends": len(schedule)}
     if args.format == "msccl-xml":
-        content = export.to_msccl_xml(schedule, instance, name=args.name, proto=args.proto, dialect=args.msccl_dialect)
-        v = verify_schedule(export.interpret_msccl_xml(content, instance), instance)
-        if v is not None:
-            return {**out, "exit": 1, "violation": _violation(v),
-                    "text": f"refusing to write an MSCCL program that does not implement the collective: {v}"}
+        try:
+            content = export.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
+                                                dialect=args.msccl_dialect)
+        except VerificationError as e:
+            return {**out, "exit": 1, "violation": _violation(e.violation),
+                    "text": f"refusing to write an MSCCL program that does not implement the collective: {e}"}
         out["dialect"] = args.msccl_dialect
         out["ranks_renumbered"] = export.ranks_renumbered(instance)
         out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
