@@ -10,9 +10,26 @@ The package is laid out as its architecture (imports flow one way)::
 - :mod:`collsynth.formulations` -- solver-agnostic Pyomo models, one module each.
 - :mod:`collsynth.solvers` -- backends, drivers, greedy, closed forms, expansions, batch, CLI.
 - :mod:`collsynth.results` -- the results store and table/plot rendering.
+
+The Python API (:mod:`collsynth.api`) is reached from here: ``load_instance``,
+``make_instance``, ``solve``, ``compare``, ``bench``, ``open_store``, ``verify``, ``price``,
+``export`` and the ``Result`` and ``Store`` they return. It is loaded on first use, so that
+``import collsynth`` stays light: every batch worker and OR-Tools child process imports this
+package, and the API brings Pyomo, pandas and every producer with it.
+
+>>> import collsynth as cs
+>>> r = cs.solve(cs.make_instance("dgx1", "allgather"), "bfb-lp")
+>>> r.status, r.verified, r.row["steps"]
+('optimal', True, 2)
 """
 
+import importlib
+
 __version__ = "0.1.0"
+
+API = ("load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price", "export",
+       "Result", "Store")
+__all__ = ["InputError", "__version__", *API]
 
 
 class InputError(ValueError):
@@ -25,3 +42,14 @@ class InputError(ValueError):
         self.where = str(where)
         self.what = str(what)
         super().__init__(f"{self.where}: {self.what}")
+
+
+def __getattr__(name: str):
+    """The API's names, from :mod:`collsynth.api` when first asked for."""
+    if name in API:
+        return getattr(importlib.import_module(f"{__name__}.api"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(API))

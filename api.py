@@ -1,0 +1,327 @@
+"""The Python API: what a notebook needs, re-exported as ``collsynth.<name>``.
+
+Instances come from a TOML file (:func:`load_instance`, the format of ``docs/instances.md``)
+or from code (:func:`make_instance`). :func:`solve` runs one producer through the one path
+every schedule takes (produce, verify, price; :mod:`collsynth.solvers.pipeline`) and returns a
+:class:`Result`; :func:`compare` runs several and returns a :class:`pandas.DataFrame` with one
+row per producer; :func:`bench` runs a batch into a results store and :func:`open_store` reads
+one back. :func:`verify`, :func:`price` and :func:`export` work on any schedule, and refuse
+(price, export) one that does not verify. The row fields are the result columns of
+``docs/results.md``; producers are listed by ``collsynth producers``.
+
+>>> import collsynth as cs
+>>> inst = cs.make_instance({"generator": "ring", "nodes": 8}, "allgather", message_bytes=8 << 20)
+>>> r = cs.solve(inst, "ring")
+>>> r.status, r.verified, r.row["steps"], r.bounds["lower_bound_steps"]
+('constructed', True, 7, 4)
+>>> df = cs.compare(inst, ["ring", "recursive-doubling"])
+>>> df[["producer", "steps"]].to_dict("records")
+[{'producer': 'ring', 'steps': 7}, {'producer': 'recursive-doubling', 'steps': 3}]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from . import InputError
+from .instances import Instance, files, instance as instance_file
+from .instances import load_instance, make_instance as instance_of_topology
+from .instances.topology import Topology
+from .results import schema, store as result_store
+from .solvers import compare as comparison
+from .solvers.cli import runner
+from .solvers.pipeline import run
+from .solvers.producers import Options, get
+from .tens import cost, export as exports, schedule as schedules, verify as verification
+
+__all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
+           "export", "Result", "Store"]
+
+EXPORT_FORMATS = ("msccl-xml", "json")
+
+
+def make_instance(
+    topology: Topology | dict | str | Path,
+    kind: str,
+    *,
+    name: str = "",
+    chunks_per_node: int = 1,
+    message_bytes: float = 1 << 20,
+    root: int | None = None,
+    nodes: Sequence[int] | None = None,
+    expect: dict | None = None,
+) -> Instance:
+    """An instance of one collective ``kind`` on ``topology``, checked as a TOML file is.
+
+    ``topology`` is a :class:`~collsynth.instances.topology.Topology`, a ``[topology]`` table
+    as a dict (the keys of ``docs/instances.md``: a generator and its parameters, or a file,
+    with ``bandwidth``, ``alpha``, ``failed_nodes``, ...), a generator name without
+    parameters, or a topology file (``.json``, ``.graphml``, ``.csv``). The other arguments are
+    the ``[collective]`` keys (``nodes``: the participants, default every live NPU).
+
+    >>> inst = make_instance({"generator": "torus", "dims": [4, 4], "failed_nodes": [5]}, "broadcast", root=0)
+    >>> inst.name, len(inst.collective.nodes)
+    ('torus4x4-broadcast', 15)
+    >>> make_instance({"generator": "mesh", "dims": [2, 2], "bandwith": 1e9}, "allgather")
+    Traceback (most recent call last):
+    ...
+    collsynth.InputError: topology.bandwith: unknown parameter for generator 'mesh' (parameters: dims)
+    """
+    if isinstance(topology, (str, Path)):
+        is_file = Path(topology).suffix.lower() in files.FORMATS
+        topology = {"file": str(topology)} if is_file else {"generator": str(topology)}
+    if isinstance(topology, dict):
+        topology = instance_file.topology_from_dict(topology)
+    if not isinstance(topology, Topology):
+        raise InputError("topology", f"expected a Topology, a [topology] table, a generator name or a file, "
+                                     f"got {type(topology).__name__}")
+    return instance_of_topology(topology, kind, name=name, chunks_per_node=chunks_per_node,
+                                message_bytes=message_bytes, root=root, nodes=nodes, expect=expect)
+
+
+def _instance(instance: Instance | str | Path) -> Instance:
+    return instance if isinstance(instance, Instance) else load_instance(instance)
+
+
+def _schedule(schedule: schedules.Schedule | str | Path) -> schedules.Schedule:
+    return schedule if isinstance(schedule, schedules.Schedule) else schedules.read_json(schedule)
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """One producer's run on one instance (what :func:`solve` returns).
+
+    ``row``: the result fields of ``docs/results.md`` (``status``, ``verified``, ``steps``,
+    ``time_sync_s``, ...; ``extra`` holds the producer's own figures). ``schedule``: the
+    verified schedule, or None when the producer gave none or it did not verify (``row``
+    says why). ``instance``: what was solved.
+    """
+
+    row: dict[str, Any]
+    schedule: schedules.Schedule | None
+    instance: Instance
+
+    @property
+    def status(self) -> str:
+        """collsynth's verdict: optimal, feasible, heuristic, constructed, skipped, error, ..."""
+        return self.row["status"]
+
+    @property
+    def verified(self) -> bool:
+        """True when the producer's schedule passed the verifier (only then is it priced)."""
+        return bool(self.row["verified"])
+
+    @property
+    def bounds(self) -> dict[str, Any]:
+        """The lower bounds reported beside the result (the row's ``lower_bound_*`` fields and
+        ``bound_source``)."""
+        return {k: v for k, v in self.row.items() if k.startswith("lower_bound") or k == "bound_source"}
+
+    def __repr__(self) -> str:
+        head = f"Result({self.row['producer']} on {self.row['instance']}: {self.status}"
+        if not self.verified:
+            return head + (f", {self.row['message']})" if self.row.get("message") else ")")
+        return (head + f", {self.row['steps']} steps, sync {self.row['time_sync_s']:.4g} s, "
+                f"lower bound {self.row['lower_bound_s']:.4g} s)")
+
+
+def solve(
+    instance: Instance | str | Path,
+    producer: str,
+    *,
+    solver: str | None = None,
+    driver: str | None = None,
+    time_limit: float = 60.0,
+    gap: float | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    starts: int = 1,
+    **params: Any,
+) -> Result:
+    """Run ``producer`` on ``instance`` (an Instance or a TOML file): produce, verify, price.
+
+    The options are those of ``collsynth solve``: ``solver`` (for producers that use one,
+    default highs; refused for those that do not), ``driver`` (default: the producer's
+    first), ``time_limit`` (s), ``gap``, ``threads``, ``seed``, ``starts``; any other keyword
+    is a producer parameter (``collsynth producers`` lists them), typed and checked. Unknown
+    names raise :class:`~collsynth.InputError`; a producer that fails or does not support the
+    instance gives a Result whose ``status`` and ``row["message"]`` say so.
+
+    >>> from collsynth.instances import CORPUS
+    >>> r = solve(CORPUS / "ring8-allgather.toml", "greedy", starts=2)
+    >>> r.verified, r.row["steps"] >= r.bounds["lower_bound_steps"], len(r.schedule) == r.row["sends"]
+    (True, True, True)
+    >>> solve(CORPUS / "ring8-allgather.toml", "ring", solver="highs")
+    Traceback (most recent call last):
+    ...
+    collsynth.InputError: solver: ring uses no solver
+    """
+    prod = get(producer, "producer")
+    if solver is not None and not prod.uses_solver:
+        raise InputError("solver", f"{prod.name} uses no solver")
+    inst = _instance(instance)
+    options = Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
+                      seed=seed, starts=starts, params=params)
+    row, schedule = run(inst, prod.name, options)
+    return Result(row, schedule, inst)
+
+
+def compare(
+    instance: Instance | str | Path,
+    producers: Sequence[str] | str,
+    *,
+    solver: str | None = None,
+    driver: str | None = None,
+    time_limit: float = 60.0,
+    gap: float | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    starts: int = 1,
+    **params: Any,
+) -> pd.DataFrame:
+    """One row per producer (in the order given) of :func:`solve`'s fields on one instance.
+
+    ``producers`` is a list or ``"a,b,c"``. Options go only to the producers that take them
+    (``solver`` to those that use one, ``driver`` to those that accept it, each parameter to
+    those declaring it), as in a batch. The columns are the result fields of
+    ``docs/results.md`` (``extra``, the producers' own figures, is left out).
+
+    >>> from collsynth.instances import CORPUS
+    >>> df = compare(CORPUS / "hypercube3-allgather.toml", "recursive-doubling,bfb-lp,greedy", starts=2)
+    >>> list(df["producer"]), bool(df["verified"].all()), list(df["steps"])
+    (['recursive-doubling', 'bfb-lp', 'greedy'], True, [3, 3, 3])
+    """
+    inst = _instance(instance)
+    options = Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
+                      seed=seed, starts=starts, params=params)
+    runs = comparison.compare(inst, comparison.split_names(producers, "producers"), options,
+                              solver_given=solver is not None)
+    return pd.DataFrame([row for row, _ in runs], columns=list(schema.ROW_FIELDS))
+
+
+def bench(
+    suite: str | None = None,
+    *,
+    instances: str | None = None,
+    producers: Sequence[str] = (),
+    solvers: Sequence[str] = (),
+    drivers: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+    time_limit: float | None = None,
+    params: dict[str, Any] | None = None,
+    store: str | Path = result_store.DEFAULT_STORE,
+    jobs: int | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    rerun: bool = False,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run a batch as ``collsynth bench`` does and return its rows from the store.
+
+    The instances of ``suite`` (or the glob ``instances``) times ``producers`` x ``solvers`` x
+    ``drivers`` x ``seeds``; what is not given comes from the suite's line in ``suites.toml``.
+    Every finished run is committed to ``store`` at once and runs already stored are not
+    repeated (``rerun=True`` repeats them). The result has one row per planned run (columns of
+    :meth:`Store.runs`), including those stored before.
+    """
+    _, planned = runner.plan_batch(suite, instances, list(producers), list(solvers), list(drivers), list(seeds),
+                                   time_limit, params)
+    if jobs is not None and jobs < 1:
+        raise InputError("jobs", f"expected a positive integer, got {jobs}")
+    runner.execute(planned, store, executor=executor, workers=jobs, address=address, rerun=rerun,
+                   progress=progress)
+    df = open_store(store).runs()
+    keys = {job.key() for job in planned}
+    mine = [result_store.run_key(row) in keys for row in df.to_dict("records")]
+    return df[mine].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Store:
+    """A results store folder (``runs.sqlite`` and ``schedules/``), read only."""
+
+    path: Path
+
+    def runs(self) -> pd.DataFrame:
+        """Every stored run, one row each (the columns of ``docs/results.md`` plus ``id``)."""
+        return result_store.load(self.path)
+
+    def schedule(self, run: dict | pd.Series) -> schedules.Schedule | None:
+        """The verified schedule of a stored run (a row of :meth:`runs`); None if it has none."""
+        path = result_store.schedule_file(self.path, dict(run))
+        return None if path is None else schedules.read_json(path)
+
+    def __len__(self) -> int:
+        return result_store.count(self.path)
+
+
+def open_store(path: str | Path = result_store.DEFAULT_STORE) -> Store:
+    """The results store at ``path`` (as written by ``collsynth bench`` or :func:`bench`).
+
+    >>> from collsynth.instances import CORPUS
+    >>> s = open_store(CORPUS.parent.parent / "results" / "quick-store")
+    >>> df = s.runs()
+    >>> len(df) == len(s) > 0, s.schedule(df[df["verified"]].iloc[0]) is not None
+    (True, True)
+    """
+    path = Path(path)
+    if not (path / "runs.sqlite").exists():
+        raise InputError(str(path), "no results store here (no runs.sqlite); run collsynth bench first")
+    return Store(path)
+
+
+def verify(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path) -> verification.Violation | None:
+    """The first violation of ``schedule`` on ``instance`` (objects or files), or None if the
+    schedule implements the instance's collective (:func:`collsynth.tens.verify.verify`)."""
+    return verification.verify(_schedule(schedule), _instance(instance))
+
+
+def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, model: str = "sync",
+          **options: Any) -> cost.Cost:
+    """The cost of a verified schedule under ``model`` (``sync``, ``ten`` or ``event``; see
+    ``docs/cost-models.md``): ``total_s`` = ``T_L_s`` + ``T_B_s``. A schedule that does not
+    verify raises :class:`~collsynth.tens.verify.VerificationError`.
+
+    >>> from collsynth.instances import CORPUS
+    >>> r = solve(CORPUS / "ring8-allgather.toml", "ring")
+    >>> c = price(r.schedule, r.instance, "sync")
+    >>> c.steps, c.total_s == r.row["time_sync_s"]
+    (7, True)
+    """
+    sched, inst = _schedule(schedule), _instance(instance)
+    verification.check(sched, inst)
+    return cost.price(sched, inst, model, **options)
+
+
+def export(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, format: str = "msccl-xml",
+           path: str | Path | None = None, **options: Any) -> str:
+    """A verified schedule as MSCCL XML (read back and verified before it is returned) or as
+    schedule JSON; written to ``path`` when given. ``options`` for MSCCL XML: ``name``,
+    ``proto``, ``dialect`` (:func:`collsynth.tens.export.to_msccl_xml`). A schedule that does
+    not verify raises :class:`~collsynth.tens.verify.VerificationError`.
+
+    >>> from collsynth.instances import CORPUS
+    >>> r = solve(CORPUS / "ring8-allgather.toml", "ring")
+    >>> xml = export(r.schedule, r.instance, "msccl-xml")
+    >>> xml.splitlines()[0].startswith('<algo name="collsynth"'), xml.count("<gpu ")
+    (True, 8)
+    """
+    if format not in EXPORT_FORMATS:
+        raise InputError("format", f"expected one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
+    sched, inst = _schedule(schedule), _instance(instance)
+    if format == "msccl-xml":
+        content = exports.verified_msccl_xml(sched, inst, **options)
+    else:
+        verification.check(sched, inst)
+        content = json.dumps(schedules.to_json(sched)) + "\n"
+    if path is not None:
+        try:
+            Path(path).write_text(content)
+        except OSError as e:
+            raise InputError(str(path), f"cannot write: {e.strerror}") from None
+    return content
