@@ -9,6 +9,9 @@ function takes the parsed arguments and returns a dict (plus ``"exit": 1`` to fa
 
 While a command runs, anything written to ``sys.stdout`` (library log messages, solver
 chatter) goes to stderr instead: stdout carries only the command's result.
+
+``collsynth --version`` prints the version (with ``--json``: ``{"version": ..., "python": ...}``).
+Every command's ``--help`` lists ``--json`` and shows each option's default.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import argparse
 import contextlib
 import importlib
 import json
+import platform
 import sys
 from typing import Sequence
 
-from ... import InputError
+from ... import InputError, __version__
 
 COMMAND_MODULES = (
     "collsynth.solvers.cli.commands.instances",  # topologies, topology, instance
@@ -31,15 +35,35 @@ COMMAND_MODULES = (
 )
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, unless the help text already says it or there is
+    none to show (no value, or a flag that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default in ([], "") or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, exit 2 (argparse's own errors are bad input)
         raise InputError(self.prog, message)
+
+
+JSON_HELP = "print exactly one JSON object on stdout instead of text"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command group that is installed."""
     parser = _Parser(prog="collsynth", description="Synthesize and compare collective-communication schedules.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="store_true", help="print collsynth's version and exit")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -48,7 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for command in sub.choices.values():
+        command.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
+
+
+def version() -> dict:
+    """``collsynth --version``."""
+    return {"version": __version__, "python": platform.python_version(), "text": f"collsynth {__version__}"}
 
 
 def render(result: dict) -> str:
@@ -72,8 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [a for a in argv if a != "--json"]
     try:
         args = build_parser().parse_args(argv)
-        with contextlib.redirect_stdout(sys.stderr):
-            result = args.func(args)
+        if args.version:
+            result = version()
+        elif args.command is None:
+            raise InputError("collsynth", "expected a command (`collsynth --help` lists them)")
+        else:
+            with contextlib.redirect_stdout(sys.stderr):
+                result = args.func(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,31 +12,32 @@ from .... import InputError
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the batch, tables, report and draw commands."""
     p = sub.add_parser("bench", help="run a batch: instances x producers x solvers x drivers x seeds (resumable)")
-    p.add_argument("--suite", help="corpus suite (instances whose `suites` list it)")
-    p.add_argument("--instances", help="glob of instance TOML files instead of a suite")
+    p.add_argument("--suite", help="corpus suite or tag: the instances whose `suites` list it (`collsynth corpus` lists them; default: none, give --instances)")
+    p.add_argument("--instances", help="glob of instance TOML files instead of a suite (default: none)")
     p.add_argument("--producers", help="comma-separated producers (default: the suite's list in suites.toml)")
     p.add_argument("--solvers", help="comma-separated solver backends for producers that use one (default: highs)")
-    p.add_argument("--drivers", default="", help="comma-separated drivers for producers that accept them")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
-    p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds")
-    p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter (repeatable)")
-    p.add_argument("--executor", default="local", choices=["local", "dask"])
-    p.add_argument("--address", help="tcp://HOST:PORT of a Dask scheduler (with --executor dask)")
+    p.add_argument("--drivers", default="", help="comma-separated drivers for producers that accept them (default: the suite's, else each producer's first)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default: the suite's, else 0)")
+    p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds (default: the suite's, else 60)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter, repeatable; goes to the producers declaring it (default: the suite's)")
+    p.add_argument("--executor", default="local", choices=["local", "dask"],
+                   help="local worker processes, or a Dask cluster at --address")
+    p.add_argument("--address", help="tcp://HOST:PORT of a Dask scheduler, with --executor dask (default: none)")
     p.add_argument("--jobs", type=int, default=None, help="jobs at once on the local pool (default: cores)")
     p.add_argument("--store", default="results/store", help="results store folder")
-    p.add_argument("--rerun", action="store_true", help="run jobs again even if stored")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     p.set_defaults(func=bench)
 
     t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
-    t.add_argument("--store", default="results/store")
-    t.add_argument("--out", default="results/tables")
-    t.add_argument("--plots", default="results/plots")
+    t.add_argument("--store", default="results/store", help="results store folder")
+    t.add_argument("--out", default="results/tables", help="folder for the tables")
+    t.add_argument("--plots", default="results/plots", help="folder for the plots")
     t.add_argument("--seed-tables", action="store_true",
-                   help="also regenerate the seeds' analytic tables (OpTree Table I, BFB Tables 4-5, Swing Table 2)")
+                   help="also regenerate the seeds' analytic tables: OpTree Table I, BFB Tables 4-5, Swing Table 2 (default: off)")
     t.add_argument("--paper", action="store_true",
                    help="also write paper | ours | ratio tables: one per paper-* suite from the store (paper_<suite>), "
-                        "and with --seed-tables the seeds' tables in that form (paper_optree_table1, ...)")
+                        "and with --seed-tables the seeds' tables in that form (paper_optree_table1, ...) (default: off)")
     t.set_defaults(func=tables)
 
     r = sub.add_parser("report", help="write a static HTML report of the results store (open index.html)")

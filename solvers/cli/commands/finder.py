@@ -21,17 +21,17 @@ from ...bfb import finder
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the finder command."""
     p = sub.add_parser("finder", help="Pareto frontier of (T_L, T_B) topologies for N nodes of degree d, and the best pick")
-    p.add_argument("--nodes", type=int, default=None, help="target number of nodes N")
-    p.add_argument("--degree", type=int, default=None, help="target degree d (links per node)")
+    p.add_argument("--nodes", type=int, default=None, help="target number of nodes N (no default: required unless --table)")
+    p.add_argument("--degree", type=int, default=None, help="target degree d, links per node (no default: required unless --table)")
     p.add_argument("--alpha", type=float, default=finder.PAPER_ALPHA, help="node latency per comm step, s (default 10e-6)")
     p.add_argument("--bandwidth", type=float, default=finder.PAPER_BANDWIDTH,
                    help="node bandwidth B, bytes/s (default 12.5e9 = 100 Gbps)")
     p.add_argument("--message", type=float, action="append", default=None,
                    help="allreduce size M in bytes (repeatable: the pick minimises the sum; default 1e6)")
-    p.add_argument("--confirm", action="store_true", help="build, verify and price every frontier schedule")
+    p.add_argument("--confirm", action="store_true", help="build, verify and price every frontier schedule (default: off)")
     p.add_argument("--table", type=int, choices=(4, 5, 9), default=None,
                    help="regenerate the Table 4 (N=1024, d=4), Table 5 (N=5..12, d=4) or Table 9 (base catalogue, "
-                        "d=2,3,4) analogue")
+                        "d=2,3,4) analogue (default: none, the frontier for --nodes and --degree)")
     p.add_argument("--out", default="results/tables", help="directory for --table output (default results/tables)")
     p.set_defaults(func=run)
 

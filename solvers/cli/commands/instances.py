@@ -10,6 +10,11 @@
 - ``collsynth instance FILE.toml [--json]``: validate an instance file and print
   :meth:`Instance.summary` with ``valid: true``. ``--from teccl|taccl|msccl`` reads a peer's
   own input instead (:mod:`collsynth.instances.peers`), ``--peer k=v`` gives reader options.
+- ``collsynth corpus [--suite S] [--json]``: the corpus ``instances/corpus/``: every instance
+  file (name, suites and tags it is in, topology, collective kinds), the suites defined in
+  ``suites.toml`` (default producers, solvers, drivers, time limit, instance count) and the
+  tags instance files use without a definition there. ``--suite`` keeps the instances of one
+  suite or tag. Files are read, not built (``collsynth instance FILE`` validates one).
 
 Bad input raises :class:`~collsynth.InputError` (one ``error:`` line, exit 2).
 """
@@ -17,13 +22,17 @@ Bad input raises :class:`~collsynth.InputError` (one ``error:`` line, exit 2).
 from __future__ import annotations
 
 import argparse
+import tomllib
 from pathlib import Path
 
+import pandas as pd
+
 from .... import InputError
-from ....instances import generators, peers
+from ....instances import CORPUS, generators, peers
 from ....instances.files import FORMATS, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
+from .. import runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("topology", help="build a topology and print its size, degree, diameter, Moore bound")
     t.add_argument("generator", help="generator name (see `collsynth topologies`) or a .json/.graphml/.csv file")
     t.add_argument("params", nargs="*", metavar="K=V", help="generator parameters; lists as 5,7")
-    t.add_argument("--bandwidth", default=None, help="bytes/s of every link the generator leaves unset")
-    t.add_argument("--alpha", default=None, help="latency (s) of every link the generator leaves unset")
-    t.add_argument("--failed-nodes", default="", help="comma-separated node ids to fail (ids are kept)")
-    t.add_argument("--failed-links", default="", help="comma-separated directed links u-v to fail")
+    t.add_argument("--bandwidth", default=None, help="bytes/s of every link the generator leaves unset (default 100e9)")
+    t.add_argument("--alpha", default=None, help="latency (s) of every link the generator leaves unset (default 0.5e-6)")
+    t.add_argument("--failed-nodes", default="", help="comma-separated node ids to fail, ids are kept (default: none)")
+    t.add_argument("--failed-links", default="", help="comma-separated directed links u-v to fail (default: none)")
     t.set_defaults(func=topology)
 
     i = sub.add_parser("instance", help="validate an instance TOML file (or a peer's input) and summarise it")
@@ -46,8 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read a peer's input: TE-CCL input JSON, TACCL topology profile, msccl-tools topology")
     i.add_argument("--peer", action="append", default=[], metavar="K=V",
                    help="reader option (taccl: nodes, sketch, collective, chunk_bytes, time_unit_s, topology, unwind; "
-                        "msccl: nodes, bandwidth, alpha, collective, message_bytes, unwind)")
+                        "msccl: nodes, bandwidth, alpha, collective, message_bytes, unwind; default: none)")
     i.set_defaults(func=instance)
+
+    c = sub.add_parser("corpus", help="list the corpus: instances with their suites and tags, suites, tags")
+    c.add_argument("--suite", default=None, help="only the instances of this suite or tag (default: every instance)")
+    c.set_defaults(func=corpus)
 
 
 def topologies(args: argparse.Namespace) -> dict:
@@ -164,3 +177,49 @@ def instance(args: argparse.Namespace) -> dict:
         + f"  expect {inst.expect or '{}'}"
     )
     return out
+
+
+def corpus_entry(path: Path) -> dict:
+    """What an instance file says about itself, read without building it."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(str(path), f"malformed TOML: {e}") from None
+    topo = data.get("topology", {})
+    if "file" in topo:
+        where = f"file {topo['file']}"
+    else:
+        params = " ".join(f"{k}={v}" for k, v in topo.items() if k not in generators.RESERVED)
+        where = f"{topo.get('generator', '?')} {params}".strip()
+    failed = len(topo.get("failed_nodes", [])) + len(topo.get("failed_links", []))
+    colls = data.get("collective", [])
+    colls = colls if isinstance(colls, list) else [colls]
+    return {"name": data.get("name", path.stem), "file": str(path.relative_to(CORPUS)),
+            "suites": list(data.get("suites", [])), "topology": where + (f" ({failed} failed)" if failed else ""),
+            "collectives": [c.get("kind", "?") for c in colls], "description": data.get("description", "")}
+
+
+def _count(n: int) -> str:
+    return f"{n:>3} instance{'s' if n != 1 else ' '}"
+
+
+def corpus(args: argparse.Namespace) -> dict:
+    """The corpus's instances, suites and tags (``--suite``: one suite's instances)."""
+    defined, tags = runner.suites(), runner.suite_tags()
+    files = runner.select_instances(args.suite) if args.suite else sorted(
+        p for p in CORPUS.glob("*.toml") if p.name != runner.SUITES_FILE.name)
+    entries = [corpus_entry(p) for p in files]
+    suites = [{"name": name, **spec, "instances": len(tags.get(name, []))} for name, spec in defined.items()]
+    undefined = [{"name": name, "instances": len(paths)} for name, paths in sorted(tags.items()) if name not in defined]
+    table = pd.DataFrame([{**e, "suites": ",".join(e["suites"]), "collectives": "+".join(e["collectives"])}
+                          for e in entries], columns=["name", "suites", "topology", "collectives"])
+    lines = [f"instances ({len(entries)}{f' in {args.suite}' if args.suite else ''}; "
+             f"files under {CORPUS}; `collsynth instance FILE` validates one):",
+             table.to_markdown(index=False, tablefmt="plain"), "",
+             f"suites (defined in {runner.SUITES_FILE.name}; `collsynth bench --suite NAME` runs one):"]
+    for row in suites:
+        lines.append(f"  {row['name']:<14} {_count(row['instances'])}  producers: {', '.join(row.get('producers', []))}"
+                     f"  time limit {row.get('time_limit', 60)} s")
+    lines.append("tags (in instance files' suites lists, without a definition: bench them with --producers):")
+    lines += [f"  {row['name']:<18} {_count(row['instances'])}" for row in undefined]
+    return {"instances": entries, "suites": suites, "tags": undefined, "text": "\n".join(lines)}

@@ -12,6 +12,11 @@
   is a failure, exit 1). When the MSCCL ranks are not the node ids (failed nodes), the map
   ``node -> rank`` is in the XML (a comment), in the output (``ranks``) and, with ``--out``,
   in ``F.ranks.json``.
+- ``show SCHED.json INSTANCE.toml [--steps A-B] [--max-sends K]``: the schedule step by step
+  (:mod:`collsynth.results.steps`): each step's sends by link with chunk, piece, operation and
+  bytes, and, for a verified schedule, the step's synchronous alpha-beta time. A schedule that
+  does not verify is shown up to the step of its first violation, which is printed (exit 1);
+  it is not priced.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from .... import InputError
 from ....instances.instance import load_instance
+from ....results import steps as step_view
 from ....tens import cost, export
 from ....tens.schedule import read_json, to_json, write_json
 from ....tens.verify import VerificationError, verify as verify_schedule
@@ -40,19 +46,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("instance", help="instance TOML file")
     p.add_argument("--model", default="sync", choices=cost.MODELS, help="cost model (default sync)")
-    p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds (ten model)")
+    p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
     p.set_defaults(func=price)
 
     e = sub.add_parser("export", help="export a verified schedule (MSCCL XML or schedule JSON)")
     e.add_argument("schedule", help="schedule JSON file")
     e.add_argument("instance", help="instance TOML file")
-    e.add_argument("--format", default="msccl-xml", choices=FORMATS)
+    e.add_argument("--format", default="msccl-xml", choices=FORMATS, help="what to write")
     e.add_argument("--out", help="output file (default: stdout)")
     e.add_argument("--name", default="collsynth", help="MSCCL algorithm name")
     e.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"], help="MSCCL protocol")
     e.add_argument("--msccl-dialect", default=export.DEFAULT_DIALECT, choices=export.DIALECTS,
                    help="collective names of the MSCCL runtime (default: msccl-executor)")
     e.set_defaults(func=export_cmd)
+
+    w = sub.add_parser("show", help="print a schedule step by step: sends per link, bytes, per-step time")
+    w.add_argument("schedule", help="schedule JSON file")
+    w.add_argument("instance", help="instance TOML file")
+    w.add_argument("--steps", default=None, metavar="A-B", help="only steps A to B, or only step A (default: every step)")
+    w.add_argument("--max-sends", type=int, default=50, metavar="K", help="sends listed per step (the others are counted)")
+    w.set_defaults(func=show)
 
 
 def _load(args) -> tuple:
@@ -145,4 +158,50 @@ def export_cmd(args) -> dict:
         out["ranks_out"] = str(ranks_path)
         pairs = " ".join(f"{node}->{rank}" for node, rank in out["ranks"].items())
         out["text"] += f"; gpu ids are ranks, not node ids (node->rank: {pairs}), written to {ranks_path}"
+    return out
+
+
+def _step_range(text: str | None, num_steps: int) -> tuple[int, int]:
+    """``A-B`` or ``A`` (steps from 1) as ``(first, last)``; None: every step."""
+    if text is None:
+        return 1, num_steps
+    a, sep, b = text.partition("-")
+    if not a.strip().isdigit() or (sep and not b.strip().isdigit()):
+        raise InputError("--steps", f"expected A-B or A (steps from 1), got {text!r}")
+    first, last = int(a), int(b) if sep else int(a)
+    if not 1 <= first <= last:
+        raise InputError("--steps", f"expected 1 <= A <= B, got {text!r}")
+    return first, last
+
+
+def show(args) -> dict:
+    """``collsynth show``: the schedule step by step; priced only when it verifies."""
+    schedule, instance = _load(args)
+    first, last = _step_range(args.steps, schedule.num_steps)
+    if args.max_sends < 0:
+        raise InputError("--max-sends", f"expected a number of sends >= 0, got {args.max_sends}")
+    v = verify_schedule(schedule, instance)
+    out: dict = {"instance": instance.name, "collective": schedule.collective, "nodes": schedule.nodes,
+                 "chunks": schedule.chunks, "sends": len(schedule), "steps": schedule.num_steps,
+                 "verified": v is None}
+    per_step = None
+    if v is None:
+        sync = cost.price(schedule, instance, "sync")
+        per_step = sync.extra.get("per_step")
+        out.update(T_L_s=sync.T_L_s, T_B_s=sync.T_B_s, time_sync_s=sync.total_s)
+    else:
+        last = min(last, v.step)
+        out.update(violation=_violation(v), exit=1)
+    rows = step_view.steps(schedule, cost.chunk_bytes_of(instance), per_step=per_step, first=first, last=last,
+                           max_sends=args.max_sends)
+    out["by_step"] = rows
+    legend = step_view.CHUNK_IDS.get(schedule.collective, "chunk ids of the merged concurrent collectives")
+    head = (f"{schedule.collective} on {instance.name}: {len(schedule)} sends in {schedule.num_steps} steps "
+            f"over {schedule.nodes} node ids ({legend}; c = {instance.collectives[0].chunks_per_node})")
+    if v is None:
+        tail = (f"verified; sync {out['time_sync_s']:.4g} s = T_L {out['T_L_s']:.4g} + T_B {out['T_B_s']:.4g} "
+                "(collsynth price --model ten|event for the other cost models)")
+    else:
+        tail = f"not verified: {v}"
+    out["text"] = "\n".join([head, step_view.render(rows), tail])
     return out

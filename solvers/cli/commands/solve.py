@@ -13,17 +13,27 @@
   one or a malformed value is bad input, exit 2); ``--solver`` for a producer that uses no
   solver is refused. Exit 1 when no verified schedule came out (error, invalid, infeasible,
   no-solution, a solver missing or over its licence).
+- ``collsynth solve INSTANCE.toml --producer a,b,c [...]``: every producer in turn
+  (:func:`collsynth.solvers.compare.compare`: ``--solver`` to those that use one, ``--driver``
+  to those that take it, each ``--param`` to those declaring it) and a comparison table:
+  ``rows`` holds each producer's fields as above. A producer that does not support the
+  instance is a ``skipped`` row; exit 1 when any other gave no verified schedule. With
+  ``--out S.json`` each verified schedule goes to ``S.<producer>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+import pandas as pd
 
 from .... import InputError
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backends
+from ...compare import TABLE_COLUMNS, compare, split_names
 from ...pipeline import run
 from ...producers import Options, check_params, describe_params, get, producers
 
@@ -35,19 +45,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("solve", help="synthesize, verify and price a schedule for an instance")
     s.add_argument("instance", help="instance TOML file")
-    s.add_argument("--producer", required=True, help="producer name (see `collsynth producers`)")
+    s.add_argument("--producer", required=True,
+                   help="producer name (see `collsynth producers`), or several comma-separated to compare them in one table")
     s.add_argument("--solver", default=None,
                    help="solver backend for producers that use one (default highs; gurobi, cpsat, scip, glop, pdlp, cbc, ...)")
     s.add_argument("--driver", default=None,
                    help="horizon | early-stop | time-cluster (producers that take one; default: the producer's first)")
     s.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole run (default 60)")
-    s.add_argument("--gap", type=float, default=None, help="relative MIP gap to stop at")
+    s.add_argument("--gap", type=float, default=None, help="relative MIP gap to stop at (default: none, solve to the solver's own tolerance)")
     s.add_argument("--threads", type=int, default=1, help="solver threads (default 1)")
     s.add_argument("--seed", type=int, default=0, help="random seed")
     s.add_argument("--starts", type=int, default=1, help="restarts / seeds for randomised producers")
     s.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="producer parameter (repeatable; `collsynth producers` lists each producer's), e.g. window=3")
-    s.add_argument("--out", default=None, help="write the verified schedule JSON here")
+                   help="producer parameter, repeatable; `collsynth producers` lists each producer's, e.g. window=3 "
+                        "(default: none, the producer's own defaults)")
+    s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
 
 
@@ -89,20 +101,29 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return out
 
 
-def solve(args: argparse.Namespace) -> dict:
-    """Run one producer on one instance through the pipeline (produce, verify, price)."""
-    prod = get(args.producer)
-    if args.solver is not None and not prod.uses_solver:
-        raise InputError("--solver", f"{prod.name} uses no solver")
-    solver = backends.check_name(args.solver) if args.solver is not None else "highs"
-    driver = prod.driver_for(args.driver)
-    params = check_params(prod, parse_params(args.param))
+def check_limits(args: argparse.Namespace) -> None:
+    """``--time-limit``, ``--gap`` and ``--threads`` in range, else an InputError."""
     if args.time_limit is not None and not args.time_limit > 0:
         raise InputError("--time-limit", f"expected a positive number of seconds, got {args.time_limit}")
     if args.gap is not None and not 0 <= args.gap < 1:
         raise InputError("--gap", f"expected a relative gap in [0, 1), got {args.gap}")
     if args.threads < 1:
         raise InputError("--threads", f"expected a positive integer, got {args.threads}")
+
+
+def solve(args: argparse.Namespace) -> dict:
+    """Run one producer on one instance through the pipeline (produce, verify, price); several
+    comma-separated producers: :func:`solve_many`."""
+    names = split_names(args.producer)
+    if len(names) > 1:
+        return solve_many(args, names)
+    prod = get(args.producer)
+    if args.solver is not None and not prod.uses_solver:
+        raise InputError("--solver", f"{prod.name} uses no solver")
+    solver = backends.check_name(args.solver) if args.solver is not None else "highs"
+    driver = prod.driver_for(args.driver)
+    params = check_params(prod, parse_params(args.param))
+    check_limits(args)
     instance = load_instance(args.instance)
     options = Options(
         solver=solver, driver=driver or None, time_limit=args.time_limit, gap=args.gap,
@@ -117,3 +138,38 @@ def solve(args: argparse.Namespace) -> dict:
     if schedule is None:
         row["exit"] = 1
     return row
+
+
+def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
+    """Several producers on one instance, one row each, and the comparison table."""
+    check_limits(args)
+    instance = load_instance(args.instance)
+    options = Options(
+        solver=args.solver or "highs", driver=args.driver, time_limit=args.time_limit, gap=args.gap,
+        threads=args.threads, seed=args.seed, starts=args.starts, params=parse_params(args.param),
+    )
+    runs = compare(instance, names, options, solver_given=args.solver is not None)
+    rows = [row for row, _ in runs]
+    written = {}
+    if args.out:
+        out = Path(args.out)
+        for row, schedule in runs:
+            if schedule is not None:
+                path = out.with_name(f"{out.stem}.{row['producer']}{out.suffix or '.json'}")
+                write_json(schedule, path)
+                written[row["producer"]] = str(path)
+    unsupported = [r for r in rows if r["status"] == "skipped" and str(r["message"]).startswith("unsupported: ")]
+    failed = [r for r in rows if not r["verified"] and r not in unsupported]
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    table["over_bound"] = table["time_sync_s"] / table["lower_bound_s"]
+    table = table.astype(object).where(table.notna(), None)
+    lines = [f"{instance.name}: {len(rows)} producers (times in s; over_bound = time_sync_s / lower_bound_s)",
+             table.to_markdown(index=False, tablefmt="plain", floatfmt=".4g", missingval="-")]
+    lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
+    lines += [f"wrote {path}" for path in written.values()]
+    result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
+    if written:
+        result["out"] = written
+    if failed:
+        result["exit"] = 1
+    return result
