@@ -36,7 +36,7 @@ lines += [f"{a},{b},50e9" for a, b in quads] + [f"{i},{i + 4},25e9" for i in ran
 (out / "my8gpu.csv").write_text("\n".join(lines) + "\n")
 mine = cs.make_instance({"file": str(out / "my8gpu.csv"), "alpha": 1e-6}, "allreduce", name="my8gpu-allreduce",
                         message_bytes=64 << 20)
-print(mine.summary()["topology"])
+print(mine.name, mine.summary()["topology"])
 print(cs.compare(mine, "ring,recursive-doubling,greedy")[["producer", "status", "steps", "time_sync_s"]]
       .to_string(index=False))
 
