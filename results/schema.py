@@ -135,3 +135,35 @@ def empty_row(**values: Any) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"not result fields: {', '.join(sorted(unknown))}")
     return {**dict.fromkeys(ROW_FIELDS), **values}
+
+
+# ---- the result-columns table of docs/results.md ----------------------------------------------
+
+UNITS = {"steps": "steps", "sends": "sends", "message_bytes": "bytes", "objective": "`units`", "bound": "`units`",
+         "gap": "fraction", "time_limit": "s", "created_at": "s (Unix time)"}
+SUFFIX_UNITS = (("_timesteps", "timesteps"), ("_steps", "steps"), ("_s", "s"))
+
+
+def unit(name: str) -> str:
+    """The unit of a field's values ('' for names, flags and counts of no unit).
+
+    >>> unit("time_event_s"), unit("lower_bound_steps"), unit("objective"), unit("status")
+    ('s', 'steps', '`units`', '')
+    """
+    if name in UNITS:
+        return UNITS[name]
+    return next((u for suffix, u in SUFFIX_UNITS if name.endswith(suffix)), "")
+
+
+def markdown() -> str:
+    """Every field as a Markdown table row (``docs/results.md`` carries this table; regenerate
+    it with ``python -m collsynth.results.schema``)."""
+    lines = ["| column | type | unit | role | meaning |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        lines.append(f"| `{f.name}` | {python_type(f.name).__name__} | {unit(f.name)} | {f.metadata['role']} "
+                     f"| {f.metadata['doc'].replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown())

@@ -34,6 +34,7 @@ OP_DEFAULT, OP_COPY, OP_REDUCE = 0, 1, 2
 OP_NAMES = {OP_COPY: "copy", OP_REDUCE: "reduce"}
 OP_CODES = {"copy": OP_COPY, "reduce": OP_REDUCE}
 ROUTINGS = ("links", "shortest-path")
+JSON_KEYS = ("format", "collective", "nodes", "chunks", "routing", "meta", "sends")  # docs/schedules.md
 REVERSED_KIND = {
     "allgather": "reduce_scatter",
     "reduce_scatter": "allgather",
@@ -246,6 +247,9 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
         raise InputError(where, "expected a JSON object")
     if data.get("format") != FORMAT:
         raise InputError(f"{where}: format", f"expected {FORMAT!r}, got {data.get('format')!r}")
+    for key in data:
+        if key not in JSON_KEYS:
+            raise InputError(f"{where}: {key}", f"unknown key; expected one of {', '.join(JSON_KEYS)}")
     for key, typ in (("collective", str), ("nodes", int), ("chunks", int), ("sends", list)):
         if not isinstance(data.get(key), typ) or isinstance(data.get(key), bool):
             raise InputError(f"{where}: {key}", f"expected {typ.__name__}, got {data.get(key)!r}")
