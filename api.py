@@ -126,8 +126,12 @@ class Result:
         head = f"Result({self.row['producer']} on {self.row['instance']}: {self.status}"
         if not self.verified:
             return head + (f", {self.row['message']})" if self.row.get("message") else ")")
-        return (head + f", {self.row['steps']} steps, sync {self.row['time_sync_s']:.4g} s, "
-                f"lower bound {self.row['lower_bound_s']:.4g} s)")
+        return (head + f", {self.row['steps']} steps, sync {_seconds(self.row['time_sync_s'])}, "
+                f"lower bound {_seconds(self.row['lower_bound_s'])})")
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g} s"
 
 
 def solve(
