@@ -41,10 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=tables)
 
     r = sub.add_parser("report", help="write a static HTML report of the results store (open index.html)")
-    r.add_argument("--store", default="results/store")
-    r.add_argument("--out", default="results/report")
+    r.add_argument("--store", default="results/store", help="results store folder")
+    r.add_argument("--out", default="results/report", help="folder for the report")
     r.add_argument("--jobs", type=int, default=None, help="processes drawing the pictures (default: cores)")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     r.set_defaults(func=report)
 
     d = sub.add_parser("draw", help="draw a schedule: on its TEN, step by step, or its per-step link loads")
