@@ -73,8 +73,8 @@ from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import cost_kernels as kern
 from .dependencies import (PAIR_BUDGET, Deps, counting_order, counting_order_of, dependencies, dependency_pairs,
-                           step_order)
-from .routing import MAX_INDEX, Routes, routes
+                           step_view)
+from .routing import MAX_INDEX, Routes, route_sends, routes
 from .schedule import Schedule
 from .ten import REL_TOL, link_delays
 
@@ -172,13 +172,13 @@ def price_sync(schedule: Schedule, instance: Instance) -> Cost:
     if len(s) == 0:
         return Cost("sync", 0, 0.0, 0.0, 0.0, {"T_B_chunks": Fraction(0), "per_step": [], "coupled_s": 0.0})
     cb = _checked_chunk_bytes(s, instance)
-    rt = routes(s, instance.topology)
-    order, bounds = step_order(s.step)
+    view = step_view(s)
+    rt = route_sends(view.src, view.dst, s.routing, instance.topology)
     mult = _homogeneous_units(s, instance, cb)
     lat, bw, coupled, units = kern.sync_steps(
-        order, bounds, rt.r, rt.ptr, rt.links, rt.latency, s.chunk, s.lo, s.hi, s.denom, cb,
+        view.bounds, rt.r, rt.ptr, rt.links, rt.latency, view.chunk, view.lo, view.hi, s.denom, cb,
         la.bandwidth, la.alpha, np.zeros(len(la), np.int64) if mult is None else mult)
-    steps_used = s.step[order[bounds[:-1]]]
+    steps_used = view.steps
     T_L, T_B = float(lat.sum()), float(bw.sum())
     extra: dict = {"coupled_s": float(coupled.sum()), "T_B_chunks": None}
     if mult is not None:
@@ -201,7 +201,7 @@ def _dependencies(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, n
     pairs = dependency_pairs(schedule, instance)
     if pairs is None:
         raise InputError("schedule", f"more than {PAIR_BUDGET} data dependencies between sends")
-    return pairs[0].astype(np.int64), pairs[1].astype(np.int64)
+    return pairs
 
 
 def _csr(key: np.ndarray, items: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -244,18 +244,18 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     if len(s) == 0:
         return Cost("ten", 0, 0.0, 0.0, 0.0, {"timestep_s": f, "timesteps": 0})
     cb = _checked_chunk_bytes(s, instance)
-    rt = routes(s, topo)
-    dep = dependencies(s, instance, exact_deps)
-    order, bounds = step_order(s.step)
+    view = step_view(s)
+    rt = route_sends(view.src, view.dst, s.routing, topo)
+    dep = dependencies(view, instance, exact_deps)
     slot_ptr = np.zeros(len(la) + 1, dtype=np.int64)
     np.cumsum(capacity, out=slot_ptr[1:])
-    if dep.pairs is not None:
-        dptr, ditems = _csr(dep.pairs[0], dep.pairs[1], len(s))
-    else:
-        dptr, ditems = np.zeros(1, np.int64), np.zeros(0, np.int32)
+    exact = dep.pairs is not None
+    dptr, ditems = _csr(dep.pairs[0], dep.pairs[1], len(s)) if exact else (np.zeros(1, np.int64), np.zeros(0, np.int32))
+    ga, g_in, groups = dep.ga, dep.g_in, dep.groups
+    del dep
     last = kern.ten_timesteps(
-        order, bounds, rt.r, rt.ptr, rt.links, s.chunk, s.lo, s.hi, s.denom, cb, cbmax, la.alpha, per_link_bw,
-        delay, f, 1 - REL_TOL, slot_ptr, dep.pairs is not None, dptr, ditems, dep.ga, dep.g_in, len(dep.gstart) - 1)
+        view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, la.alpha, per_link_bw,
+        delay, f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups)
     total = last * f
     T_L = last * alpha_share
     return Cost("ten", last, T_L, total - T_L, total, {"timestep_s": f, "timesteps": last})
@@ -263,12 +263,28 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 
 # ---- event -----------------------------------------------------------------------------------
 
-def _waiting_lists(order: np.ndarray, dep: Deps) -> tuple[np.ndarray, np.ndarray]:
-    """Sends that wait for a prefix of a group, grouped by that group in step order (so by
-    prefix length): ``(items, ptr)``."""
-    waiting = order[dep.g_in[order] >= 0]
-    groups = len(dep.gstart) - 1
-    return counting_order_of(dep.g_in, groups, waiting)
+def _prefix_tables(dep: Deps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The event kernel's prefix-mode tables: ``(members, groups, waiting)``.
+
+    ``members`` (one record per arrival, in group order: time, hop, group), ``groups`` (one row
+    per group plus a sentinel: start, frontier, next waiting, end of waiting) and ``waiting``
+    (rows ``(send, p)``: the sends that wait for a prefix of each group, by group, then ``p``).
+    """
+    n = len(dep.ga)
+    members = np.empty(n, dtype=kern.MEMBER)
+    members["val"] = 0.0
+    members["frm"] = -1
+    members["grp"] = dep.ga[dep.members]
+    waiting_sends = np.flatnonzero(dep.g_in >= 0).astype(np.int32)  # positions: step order, so p ascends
+    items, wptr = counting_order_of(dep.g_in, dep.groups, waiting_sends)
+    waiting = np.empty((len(items), 2), dtype=np.int32)
+    waiting[:, 0] = items
+    waiting[:, 1] = dep.p[items]
+    groups = np.zeros((dep.groups + 1, 4), dtype=np.int32)
+    groups[:, kern.GROUP_START] = dep.gstart
+    groups[:-1, kern.GROUP_NEXT] = wptr[:-1]
+    groups[:-1, kern.GROUP_WAIT_END] = wptr[1:]
+    return members, groups, waiting
 
 
 def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None) -> Cost:
@@ -288,33 +304,36 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
-    rt = routes(s, topo)
+    view = step_view(s)
+    rt = route_sends(view.src, view.dst, s.routing, topo)
     per_send_hops = rt.hops[rt.r]
     H = int(per_send_hops.sum(dtype=np.int64))
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
-    if H == n:
-        hstart = np.zeros(0, np.int64)
-    else:
+    hstart = np.zeros(0, np.int64)
+    if H != n:
         hstart = np.zeros(n + 1, np.int64)
         np.cumsum(per_send_hops, out=hstart[1:])
     del per_send_hops
-    dep = dependencies(s, instance, True if exact_deps is None else exact_deps)
-    order, _ = step_order(s.step)
-    seq = np.empty(n, np.int32)
-    seq[order] = np.arange(n, dtype=np.int32)
+    dep = dependencies(view, instance, True if exact_deps is None else exact_deps)
+    nbytes = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
+    del view
     z32, z64 = np.zeros(0, np.int32), np.zeros(1, np.int64)
-    if dep.pairs is not None:
+    members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
+    exact = dep.pairs is not None
+    if exact:
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
         dptr, ditems = _csr(dj, di, n)  # dependents of each j
-        w_items, w_ptr = z32, z64
+        g_in, pos = z32, z32
     else:
         need, dptr, ditems = z32, z64, z32
-        w_items, w_ptr = _waiting_lists(order, dep)
+        members, groups, waiting = _prefix_tables(dep)
+        g_in, pos = dep.g_in, dep.pos
+    del dep
     best_t, T_L, served = kern.event_times(
-        order, seq, rt.r, rt.ptr, rt.links, hstart, H, s.chunk, s.lo, s.hi, s.denom, cb, la.bandwidth, la.alpha,
-        dep.pairs is not None, need, dptr, ditems, dep.ga, dep.g_in, dep.p, dep.pos, dep.gstart, w_items, w_ptr)
+        rt.r, rt.ptr, rt.links, hstart, H, nbytes, la.bandwidth, la.alpha, exact, need,
+        dptr, ditems, g_in, pos, members, groups, waiting)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -30,14 +30,13 @@ for _k in range(64):
 # ---- sync --------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def sync_steps(order, bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk_bytes, bandwidth, alpha,
-               unit_mult):
+def sync_steps(bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk_bytes, bandwidth, alpha, unit_mult):
     """Per used step: ``(latency, bandwidth time, coupled time, max chunk units)``.
 
-    Loads per link pair of one step are summed in send-index order; the step's bandwidth time
-    is ``max_l load_l / bandwidth_l``, its coupled time ``max_l (load_l / bandwidth_l + alpha_l)``,
-    its latency the largest route latency of its sends and its units
-    ``max_l units_l * unit_mult_l`` (piece numerators, exact integers).
+    Sends in step order (``bounds`` delimit the steps). Loads per link pair of one step are
+    summed in send order; the step's bandwidth time is ``max_l load_l / bandwidth_l``, its
+    coupled time ``max_l (load_l / bandwidth_l + alpha_l)``, its latency the largest route
+    latency of its sends and its units ``max_l units_l * unit_mult_l`` (piece numerators).
     """
     T = len(bounds) - 1
     L = len(bandwidth)
@@ -52,8 +51,7 @@ def sync_steps(order, bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk
     for k in range(T):
         nt = 0
         step_lat = -np.inf
-        for x in range(bounds[k], bounds[k + 1]):
-            i = order[x]
+        for i in range(bounds[k], bounds[k + 1]):
             route = r[i]
             piece = hi[i] - lo[i]
             nbytes = piece / denom * chunk_bytes[chunk[i]]
@@ -84,6 +82,15 @@ def sync_steps(order, bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk
         coupled[k] = step_coupled
         units[k] = step_units
     return lat, bw, coupled, units
+
+
+@njit(cache=True, nogil=True)
+def piece_bytes(chunk, lo, hi, denom, chunk_bytes):
+    """Bytes of every send's piece: ``(hi - lo) / denom * chunk_bytes[chunk]``."""
+    out = np.empty(len(chunk))
+    for i in range(len(chunk)):
+        out[i] = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
+    return out
 
 
 # ---- ten: occupancy of every parallel link ----------------------------------------------------
@@ -210,19 +217,21 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k):
 
 
 @njit(cache=True, nogil=True)
-def ten_timesteps(order, bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw,
-                  delay, timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups):
+def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
+                  timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups):
     """Last arrival timestep of ASAP dispatch with back-filling (TACOS TEN timesteps).
 
-    Steps in order, sends of a step in index order; a send is ready one timestep after the
-    latest arrival it depends on (exact pairs ``dptr``/``ditems``, or the latest arrival of its
-    group ``g_in`` over the steps already finished). Each hop takes the TEN delay of its link
-    for a whole largest chunk, else ``max(1, ceil(cost / timestep * shrink))`` timesteps, on the
-    parallel link of its pair that can start it first.
+    Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
+    latest arrival it depends on (exact pairs: the sends ``ditems[dptr[i]:dptr[i + 1]]``; or the
+    latest arrival of its group ``g_in`` over the steps already finished). Each hop takes the
+    TEN delay of its link for a whole largest chunk, else
+    ``max(1, ceil(cost / timestep * shrink))`` timesteps, on the parallel link of its pair that
+    can start it first.
     """
-    n = len(order)
+    n = len(r)
     slots = slot_ptr[-1]
-    arrival = np.zeros(n, np.int64)
+    arrival = np.zeros(n if exact else 0, np.int64)
+    step_arrival = np.zeros(0 if exact else 1, np.int64)
     gmax = np.zeros(groups, np.int64)
     keys = np.full(1024, -1, np.int64)
     masks = np.zeros(1024, np.uint64)
@@ -231,8 +240,10 @@ def ten_timesteps(order, bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_by
     tol = 1e-12 * abs(largest)
     last = 0
     for s in range(len(bounds) - 1):
-        for x in range(bounds[s], bounds[s + 1]):
-            i = order[x]
+        b0, b1 = bounds[s], bounds[s + 1]
+        if not exact and len(step_arrival) < b1 - b0:
+            step_arrival = np.zeros(2 * (b1 - b0), np.int64)
+        for i in range(b0, b1):
             ready = 0
             if exact:
                 for q in range(dptr[i], dptr[i + 1]):
@@ -256,184 +267,198 @@ def ten_timesteps(order, bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_by
                         best, best_slot = start, slot
                 keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k)
                 t = best + k
-            arrival[i] = t - 1
+            if exact:
+                arrival[i] = t - 1
+            else:
+                step_arrival[i - b0] = t - 1
             last = max(last, t - 1)
-        if not exact:
-            for x in range(bounds[s], bounds[s + 1]):
-                i = order[x]
-                gmax[ga[i]] = max(gmax[ga[i]], arrival[i])
+        if not exact:  # this step's arrivals become visible to later steps
+            for i in range(b0, b1):
+                gmax[ga[i]] = max(gmax[ga[i]], step_arrival[i - b0])
     return last
 
 
-# ---- event: the heap of ready messages ---------------------------------------------------------
+# ---- event -------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def _heap_grow(ht, hs, hk, hp):
-    cap = 2 * len(ht)
-    t2 = np.empty(cap, ht.dtype)
-    s2 = np.empty(cap, hs.dtype)
-    k2 = np.empty(cap, hk.dtype)
-    p2 = np.empty(cap, hp.dtype)
-    t2[:len(ht)] = ht
-    s2[:len(hs)] = hs
-    k2[:len(hk)] = hk
-    p2[:len(hp)] = hp
-    return t2, s2, k2, p2
+MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
+GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def _sift_up(ht, hs, hk, hp, j, t, s, k, p):
+def _less(heap, a, b):
+    return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
+
+
+@njit(cache=True, nogil=True)
+def _push(heap, size, tbits, word):
+    """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
+    j = size
     while j > 0:
-        parent = (j - 1) >> 1
-        if ht[parent] < t or (ht[parent] == t and hs[parent] < s):
+        parent = (j - 1) >> 2
+        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
             break
-        ht[j], hs[j], hk[j], hp[j] = ht[parent], hs[parent], hk[parent], hp[parent]
+        heap[j, 0] = heap[parent, 0]
+        heap[j, 1] = heap[parent, 1]
         j = parent
-    ht[j], hs[j], hk[j], hp[j] = t, s, k, p
+    heap[j, 0] = tbits
+    heap[j, 1] = word
 
 
 @njit(cache=True, nogil=True)
-def _sift_down(ht, hs, hk, hp, size, t, s, k, p):
+def _pop(heap, size):
+    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size."""
+    size -= 1
+    tbits, word = heap[size, 0], heap[size, 1]
     j = 0
     while True:
-        c = 2 * j + 1
+        c = 4 * j + 1
         if c >= size:
             break
-        if c + 1 < size and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
-            c += 1
-        if t < ht[c] or (t == ht[c] and s < hs[c]):
+        best = c
+        for x in range(c + 1, min(c + 4, size)):
+            if _less(heap, x, best):
+                best = x
+        if tbits < heap[best, 0] or (tbits == heap[best, 0] and word < heap[best, 1]):
             break
-        ht[j], hs[j], hk[j], hp[j] = ht[c], hs[c], hk[c], hp[c]
-        j = c
-    ht[j], hs[j], hk[j], hp[j] = t, s, k, p
+        heap[j, 0] = heap[best, 0]
+        heap[j, 1] = heap[best, 1]
+        j = best
+    heap[j, 0] = tbits
+    heap[j, 1] = word
+
+
+@njit(cache=True, nogil=True)
+def _room(heap, size):
+    if size < len(heap):
+        return heap
+    bigger = np.empty((2 * len(heap), 2), np.int64)
+    bigger[:size] = heap[:size]
+    return bigger
 
 
 @njit(cache=True, nogil=True)
 def _hop_link(e, hstart, r, rptr, rlinks):
-    """Link pair of hop (event) ``e``: hop ``e - hstart[i]`` of send ``i``."""
+    """Link pair of hop ``e``: hop ``e - hstart[q]`` of send ``q`` (``q = e`` without ``hstart``)."""
     if len(hstart) == 0:
         return rlinks[rptr[r[e]]]
-    i = np.searchsorted(hstart, e, side="right") - 1
-    return rlinks[rptr[r[i]] + e - hstart[i]]
+    q = np.searchsorted(hstart, e, side="right") - 1
+    return rlinks[rptr[r[q]] + e - hstart[q]]
 
 
 @njit(cache=True, nogil=True)
-def event_times(order, seq, r, rptr, rlinks, hstart, hops, chunk, lo, hi, denom, chunk_bytes, bandwidth, alpha,
-                exact, need, dptr, ditems, ga, g_in, p, pos, gstart, w_items, w_ptr):
+def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, need, dptr, ditems,
+                g_in, pos, members, groups, waiting):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    A heap of ready hops keyed ``(ready time, position in step order)``; popping one serves it
-    on its link (FIFO: it starts when both it and the link are ready). A send's first hop is
-    ready when its data has arrived: every exact dependency (``need`` counts, dependents of
-    ``j`` in ``ditems[dptr[j]:dptr[j + 1]]``) or the first ``p`` arrivals of group ``g_in``
-    (waiting sends of group ``g`` in ``w_items[w_ptr[g]:w_ptr[g + 1]]``, sorted by ``p``).
-    Hop ids: ``hstart[i] + k`` (``i`` itself when every send has one hop, ``hstart`` empty).
+    Sends in step order (position = tie-break). A 4-ary heap of ready hops keyed
+    ``(ready time, position)`` (the time's IEEE bits: times are non-negative); popping one
+    serves it on its link (FIFO: it starts when both it and the link are ready). A send's first
+    hop is ready when its data has arrived: every exact dependency (``need`` counts; the
+    dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first ``p`` arrivals of
+    group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting range, sorted by
+    ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and ``groups`` rows the
+    group's start, frontier and waiting range). Hop ids: ``hstart[q] + k`` (``q`` itself when
+    every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that decided ``e``'s start:
+    ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message.
     """
-    n = len(order)
-    L = len(bandwidth)
-    ev_pred = np.full(hops, -1, np.int32)
-    ev_link = np.zeros(hops, np.bool_)
-    free = np.zeros(L)
-    last_on = np.full(L, -1, np.int32)
+    n = len(r)
+    routed = len(hstart) > 0
+    ev = np.full(hops, -1, np.int32)
+    free = np.zeros(len(bandwidth))
+    last_on = np.full(len(bandwidth), -1, np.int32)
+    hop_k = np.zeros(n if routed else 0, np.int32)
     ready = np.zeros(n if exact else 0)
     ready_from = np.full(n if exact else 0, -1, np.int32)
-    groups = len(gstart) - 1
-    done = np.zeros(0 if exact else n, np.bool_)
-    val = np.zeros(0 if exact else n)
-    val_from = np.full(0 if exact else n, -1, np.int32)
-    frontier = np.zeros(0 if exact else groups, np.int32)
-    w_next = np.zeros(0 if exact else groups, np.int64)
-    if not exact:
-        w_next[:] = w_ptr[:-1]
-    cap = 1024
-    ht = np.empty(cap)
-    hs = np.empty(cap, np.int32)
-    hk = np.empty(cap, np.int32)
-    hp = np.empty(cap, np.int32)
+    fbuf = np.zeros(1)
+    ibuf = fbuf.view(np.int64)
+    heap = np.empty((1024, 2), np.int64)
     size = 0
-    for x in range(n):  # sends that need nothing, in step order
-        i = order[x]
-        if (exact and need[i] == 0) or (not exact and g_in[i] < 0):
-            if size == len(ht):
-                ht, hs, hk, hp = _heap_grow(ht, hs, hk, hp)
-            _sift_up(ht, hs, hk, hp, size, 0.0, x, 0, -1)
+    for q in range(n):  # sends that need nothing
+        if (exact and need[q] == 0) or (not exact and g_in[q] < 0):
+            heap = _room(heap, size)
+            _push(heap, size, 0, (np.int64(q) << 32) | 0)
             size += 1
     best_t, best_e, served = 0.0, -1, 0
     while size > 0:
-        t, sq, k, pred = ht[0], hs[0], hk[0], hp[0]
+        ibuf[0] = heap[0, 0]
+        t = fbuf[0]
+        q = heap[0, 1] >> 32
+        pred = (heap[0, 1] & 0xFFFFFFFF) - 1
+        _pop(heap, size)
         size -= 1
-        if size > 0:
-            _sift_down(ht, hs, hk, hp, size, ht[size], hs[size], hk[size], hp[size])
         served += 1
-        i = order[sq]
-        route = r[i]
+        route = r[q]
+        k = hop_k[q] if routed else 0
         link = rlinks[rptr[route] + k]
-        e = i if len(hstart) == 0 else hstart[i] + k
+        e = hstart[q] + k if routed else q
         fl = free[link]
         if fl > t:
             start = fl
-            ev_pred[e] = last_on[link]
-            ev_link[e] = True
+            ev[e] = -2 - last_on[link]
         else:
             start = t
-            ev_pred[e] = pred
-        fl = start + ((hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]) / bandwidth[link]
+            ev[e] = pred
+        fl = start + nbytes[q] / bandwidth[link]
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
         if rptr[route] + k + 1 < rptr[route + 1]:
-            if size == len(ht):
-                ht, hs, hk, hp = _heap_grow(ht, hs, hk, hp)
-            _sift_up(ht, hs, hk, hp, size, arr, sq, k + 1, e)
+            hop_k[q] = k + 1
+            fbuf[0] = arr
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (q << 32) | (e + 1))
             size += 1
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
         if exact:
-            for q in range(dptr[i], dptr[i + 1]):
-                d = ditems[q]
+            for x in range(dptr[q], dptr[q + 1]):
+                d = ditems[x]
                 if arr >= ready[d]:
                     ready[d] = arr
                     ready_from[d] = e
                 need[d] -= 1
                 if need[d] == 0:
-                    if size == len(ht):
-                        ht, hs, hk, hp = _heap_grow(ht, hs, hk, hp)
-                    _sift_up(ht, hs, hk, hp, size, ready[d], seq[d], 0, ready_from[d])
+                    fbuf[0] = ready[d]
+                    heap = _room(heap, size)
+                    _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
                     size += 1
             continue
-        q = pos[i]
-        done[q] = True
-        val[q] = arr
-        val_from[q] = e
-        g = ga[i]
-        st0 = gstart[g]
-        f = frontier[g]
-        while st0 + f < gstart[g + 1] and done[st0 + f]:
+        at = pos[q]
+        members[at].val = arr
+        members[at].frm = e
+        g = members[at].grp
+        st0 = groups[g, GROUP_START]
+        f = groups[g, GROUP_FRONTIER]
+        end = groups[g + 1, GROUP_START]
+        while st0 + f < end and members[st0 + f].frm >= 0:  # advance the group's finished prefix
             at = st0 + f
-            if f > 0 and not val[at] >= val[at - 1]:  # the running maximum of the group's arrivals
-                val[at] = val[at - 1]
-                val_from[at] = val_from[at - 1]
+            if f > 0 and not members[at].val >= members[at - 1].val:  # running maximum
+                members[at].val = members[at - 1].val
+                members[at].frm = members[at - 1].frm
             f += 1
-        frontier[g] = f
-        w = w_next[g]
-        while w < w_ptr[g + 1] and p[w_items[w]] <= f:
-            d = w_items[w]
-            at = st0 + p[d] - 1
-            if size == len(ht):
-                ht, hs, hk, hp = _heap_grow(ht, hs, hk, hp)
-            _sift_up(ht, hs, hk, hp, size, val[at], seq[d], 0, val_from[at])
+        groups[g, GROUP_FRONTIER] = f
+        w = groups[g, GROUP_NEXT]
+        while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
+            d = waiting[w, 0]
+            at = st0 + waiting[w, 1] - 1
+            fbuf[0] = members[at].val
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
             size += 1
             w += 1
-        w_next[g] = w
+        groups[g, GROUP_NEXT] = w
     # critical path: latency of every data edge on it (the last hop's own alpha included)
     e = best_e
     T_L = 0.0
     if e >= 0:
         T_L = alpha[_hop_link(e, hstart, r, rptr, rlinks)]
     while e >= 0:
-        prev = ev_pred[e]
-        if prev >= 0 and not ev_link[e]:
-            T_L += alpha[_hop_link(prev, hstart, r, rptr, rlinks)]
-        e = prev
+        prev = ev[e]
+        if prev >= -1:
+            if prev >= 0:
+                T_L += alpha[_hop_link(prev, hstart, r, rptr, rlinks)]
+            e = prev
+        else:
+            e = -2 - prev
     return best_t, T_L, served

@@ -165,9 +165,11 @@ def _route_pairs(src, dst, routed, by_src_ptr, adj_ptr, nbr, row_ptr, link_dst, 
         for q in range(a, b):
             i = routed[q]
             v = dst[i]
-            if dist[v] <= 0:  # unreachable, or the source itself
-                for x in range(reached):
-                    dist[queue[x]] = -1
+            if dist[v] <= 0:  # unreachable, or the source itself: name the smallest such pair
+                for x in range(a, b):
+                    j = routed[x]
+                    if dist[dst[j]] <= 0 and dst[j] < dst[i]:
+                        i = j
                 return ptr[:npairs + 1], links[:ptr[npairs]], latency[:npairs], hops[:npairs], i
             if pair_of[v] < 0:
                 pair_of[v] = npairs
@@ -200,18 +202,22 @@ def _route_pairs(src, dst, routed, by_src_ptr, adj_ptr, nbr, row_ptr, link_dst, 
 
 
 def routes(schedule: Schedule, topology: Topology) -> Routes:
-    """Route every send of ``schedule`` on ``topology`` (see :class:`Routes` and the module doc).
+    """Route every send of ``schedule`` on ``topology`` (see :class:`Routes` and the module doc)."""
+    return route_sends(schedule.src, schedule.dst, schedule.routing, topology)
+
+
+def route_sends(src: np.ndarray, dst: np.ndarray, routing: str, topology: Topology) -> Routes:
+    """Route the sends ``src[i] -> dst[i]`` of a schedule with ``routing`` on ``topology``.
 
     Raises :class:`~collsynth.InputError` for a node id out of range, a send off the links of a
-    ``routing == "links"`` schedule (the pair with the smallest ``src * size + dst`` is named),
-    or a routed send with no live path.
+    ``routing == "links"`` schedule or a routed send with no live path (both name the pair
+    with the smallest ``src * size + dst``).
     """
     la = topology.link_arrays
     size = topology.size
-    n = len(schedule)
+    n = len(src)
     if n >= MAX_INDEX:
         raise InputError("schedule", f"{n} sends: at most {MAX_INDEX - 1} are supported")
-    src, dst = schedule.src, schedule.dst
     if n and (max(src.max(), dst.max()) >= size or min(src.min(), dst.min()) < 0):
         raise InputError("schedule", f"a send names a node outside 0..{size - 1}")
     L = len(la)
@@ -221,8 +227,8 @@ def routes(schedule: Schedule, topology: Topology) -> Routes:
     ptr, links = np.arange(L + 1, dtype=np.int64), np.arange(L, dtype=np.int32)
     latency, hops = la.alpha.astype(np.float64), np.ones(L, dtype=np.int32)
     off = np.flatnonzero(r < 0)
-    if len(off) and schedule.routing != "shortest-path":
-        k = int(np.argmin(src[off] * size + dst[off]))
+    if len(off) and routing != "shortest-path":
+        k = int(np.argmin(src[off].astype(np.int64) * size + dst[off]))
         u, v = int(src[off[k]]), int(dst[off[k]])
         raise InputError("schedule", f"send {u}->{v} is not a live link (routing is 'links')")
     if len(off):
