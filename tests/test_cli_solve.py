@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from collsynth.solvers import pipeline
 from collsynth.solvers.cli import main
 from collsynth.tens import verify
 from collsynth.tens.schedule import read_json
@@ -191,3 +193,23 @@ def test_producers_json_lists_typed_parameters(capsys):
     assert {q["name"]: q["type"] for q in names["swing-bw"]["params"]}["multiport"] == "bool"
     assert names["ring"]["params"] == [] and names["ten-ilp"]["default_driver"] == "horizon"
     assert names["greedy"]["default_driver"] == ""
+
+
+STAGES = ("verify_s", "price_sync_s", "price_ten_s", "price_event_s")
+
+
+def test_rows_time_every_stage(tmp_path, capsys):
+    """Verification and each cost model are timed on their own, beside the producer's wall_s."""
+    code, row, _ = run(capsys, "solve", str(write(tmp_path)), "--producer", "ring")
+    assert code == 0 and row["verified"]
+    for k in STAGES + ("wall_s",):
+        assert isinstance(row[k], float) and 0 <= row[k] < 60, k
+
+
+def test_a_schedule_that_fails_verification_is_timed_but_never_priced(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_PRODUCERS", "faulty_producers")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    row, sched = pipeline.run(load_instance(write(tmp_path)), "test-broken-ring")
+    assert sched is None and row["status"] == "invalid" and "verification failed" in row["message"]
+    assert isinstance(row["verify_s"], float) and row["verify_s"] >= 0
+    assert all(row[k] is None for k in STAGES[1:]) and row["time_sync_s"] is None

@@ -1,4 +1,4 @@
-"""Fault injection for the batch runner tests: producers that hang, crash, or are slow.
+"""Fault injection for the batch runner tests: producers that hang, crash, are slow or wrong.
 
 Loaded through the ``COLLSYNTH_PRODUCERS`` plug-in variable; they stand in for a solver that
 never returns and one that takes its process down (segfault-like exit), which the batch
@@ -36,7 +36,16 @@ def _chatty_ring(instance, options):
     return get("ring").run(instance, options)
 
 
+def _broken_ring(instance, options):
+    from collsynth.solvers.producers import get
+
+    out = get("ring").run(instance, options)
+    out.schedule = out.schedule.select(slice(0, len(out.schedule) - 1))  # the last send dropped
+    return out
+
+
 PRODUCERS = [
+    Producer("test-broken-ring", "test", _broken_ring, "the ring schedule without its last send (never verifies)"),
     Producer("test-chatty-ring", "test", _chatty_ring, "the ring schedule, after a log message on stdout"),
     Producer("test-slow-ring", "test", _slow_ring, "the ring schedule, one second late"),
     Producer("test-hang", "test", _hang, "never returns"),

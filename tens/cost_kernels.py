@@ -1,0 +1,464 @@
+"""Compiled loops of the three cost models (:mod:`collsynth.tens.cost` holds their definitions).
+
+Each kernel streams over the sends in step order and walks every send's route as it goes
+(:mod:`collsynth.tens.routing`): nothing is materialised per hop except what the event model's
+critical path needs (its predecessor per hop). The piece size in bytes,
+``(hi - lo) / denom * chunk_bytes[chunk]``, is recomputed where it is used, with the same
+floating-point operations as the vectorised definitions, so results do not depend on the
+evaluation order.
+
+Occupancy of the TEN model: every parallel link ("slot") keeps its busy timesteps as 64-bit
+pages in one open-addressing hash table keyed by ``(page, slot)``; a full page points past
+itself to the next page that may have room (a union-find over pages, with path halving), so
+finding the first free timestep is near constant time however long the busy run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_POS = np.zeros(64, dtype=np.int64)
+for _k in range(64):
+    _DEBRUIJN_POS[(((1 << _k) * int(_DEBRUIJN)) & 0xFFFFFFFFFFFFFFFF) >> 58] = _k
+
+
+# ---- sync --------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def sync_steps(bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk_bytes, bandwidth, alpha, unit_mult):
+    """Per used step: ``(latency, bandwidth time, coupled time, max chunk units)``.
+
+    Sends in step order (``bounds`` delimit the steps). Loads per link pair of one step are
+    summed in send order; the step's bandwidth time is ``max_l load_l / bandwidth_l``, its
+    coupled time ``max_l (load_l / bandwidth_l + alpha_l)``, its latency the largest route
+    latency of its sends and its units ``max_l units_l * unit_mult_l`` (piece numerators).
+    """
+    T = len(bounds) - 1
+    L = len(bandwidth)
+    lat = np.empty(T)
+    bw = np.empty(T)
+    coupled = np.empty(T)
+    units = np.zeros(T, np.int64)
+    load = np.zeros(L)
+    count = np.zeros(L, np.int64)
+    used = np.zeros(L, np.bool_)
+    touched = np.empty(L, np.int32)
+    for k in range(T):
+        nt = 0
+        step_lat = -np.inf
+        for i in range(bounds[k], bounds[k + 1]):
+            route = r[i]
+            piece = hi[i] - lo[i]
+            nbytes = piece / denom * chunk_bytes[chunk[i]]
+            if rlat[route] > step_lat:
+                step_lat = rlat[route]
+            for h in range(rptr[route], rptr[route + 1]):
+                link = rlinks[h]
+                if not used[link]:
+                    used[link] = True
+                    touched[nt] = link
+                    nt += 1
+                    load[link] = 0.0
+                    count[link] = 0
+                load[link] += nbytes
+                count[link] += piece
+        step_bw = -np.inf
+        step_coupled = -np.inf
+        step_units = 0
+        for q in range(nt):
+            link = touched[q]
+            used[link] = False
+            busy = load[link] / bandwidth[link]
+            step_bw = max(step_bw, busy)
+            step_coupled = max(step_coupled, busy + alpha[link])
+            step_units = max(step_units, count[link] * unit_mult[link])
+        lat[k] = step_lat
+        bw[k] = step_bw
+        coupled[k] = step_coupled
+        units[k] = step_units
+    return lat, bw, coupled, units
+
+
+@njit(cache=True, nogil=True)
+def piece_bytes(chunk, lo, hi, denom, chunk_bytes):
+    """Bytes of every send's piece: ``(hi - lo) / denom * chunk_bytes[chunk]``."""
+    out = np.empty(len(chunk))
+    for i in range(len(chunk)):
+        out[i] = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
+    return out
+
+
+# ---- ten: occupancy of every parallel link ----------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _ctz(x):
+    """Index of the lowest set bit of a non-zero uint64."""
+    low = x & (~x + np.uint64(1))
+    return _DEBRUIJN_POS[(low * _DEBRUIJN) >> np.uint64(58)]
+
+
+@njit(cache=True, nogil=True)
+def _mix(key):
+    z = np.uint64(key)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _find(keys, key):
+    """Index of ``key`` in the table, or of the empty cell where it would go."""
+    m = np.uint64(len(keys) - 1)
+    h = np.int64(_mix(key) & m)
+    while keys[h] != -1 and keys[h] != key:
+        h = (h + 1) & (len(keys) - 1)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _rehash(keys, masks, skips):
+    cap = 2 * len(keys)
+    k2 = np.full(cap, -1, np.int64)
+    m2 = np.zeros(cap, np.uint64)
+    s2 = np.zeros(cap, np.int64)
+    for h in range(len(keys)):
+        if keys[h] != -1:
+            g = _find(k2, keys[h])
+            k2[g] = keys[h]
+            m2[g] = masks[h]
+            s2[g] = skips[h]
+    return k2, m2, s2
+
+
+@njit(cache=True, nogil=True)
+def _first_free(keys, masks, skips, slots, slot, t):
+    """Smallest free timestep ``>= t`` of one slot."""
+    page = t >> 6
+    bit = t & 63
+    while True:
+        h = _find(keys, page * slots + slot)
+        if keys[h] == -1:
+            return (page << 6) + bit
+        m = masks[h]
+        free = ~m & (ALL << np.uint64(bit))
+        if free != np.uint64(0):
+            return (page << 6) + _ctz(free)
+        if m == ALL:  # follow the full page's pointer, halving the path
+            nxt = skips[h]
+            g = _find(keys, nxt * slots + slot)
+            if keys[g] != -1 and masks[g] == ALL:
+                nxt = skips[g]
+                skips[h] = nxt
+            page = nxt
+        else:
+            page += 1
+        bit = 0
+
+
+@njit(cache=True, nogil=True)
+def _first_busy(keys, masks, slots, slot, a, b):
+    """First busy timestep in ``[a, b)`` of one slot, -1 if all are free."""
+    while a < b:
+        page = a >> 6
+        bit = a & 63
+        end = min(64, bit + (b - a))
+        h = _find(keys, page * slots + slot)
+        if keys[h] != -1:
+            width = end - bit
+            rng = (ALL >> np.uint64(64 - width)) << np.uint64(bit)
+            busy = masks[h] & rng
+            if busy != np.uint64(0):
+                return (page << 6) + _ctz(busy)
+        a = (page << 6) + end
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _place(keys, masks, skips, slots, slot, t, k):
+    """First start ``>= t`` with timesteps ``start .. start + k - 1`` all free on one slot."""
+    while True:
+        t = _first_free(keys, masks, skips, slots, slot, t)
+        if k == 1:
+            return t
+        busy = _first_busy(keys, masks, slots, slot, t + 1, t + k)
+        if busy < 0:
+            return t
+        t = busy
+
+
+@njit(cache=True, nogil=True)
+def _occupy(keys, masks, skips, fill, slots, slot, t, k):
+    """Mark ``t .. t + k - 1`` busy on one slot; returns the (possibly grown) table."""
+    a, b = t, t + k
+    while a < b:
+        page = a >> 6
+        bit = a & 63
+        end = min(64, bit + (b - a))
+        key = page * slots + slot
+        h = _find(keys, key)
+        if keys[h] == -1:
+            if 2 * (fill[0] + 1) > len(keys):
+                keys, masks, skips = _rehash(keys, masks, skips)
+                h = _find(keys, key)
+            keys[h] = key
+            masks[h] = np.uint64(0)
+            fill[0] += 1
+        width = end - bit
+        masks[h] |= (ALL >> np.uint64(64 - width)) << np.uint64(bit)
+        if masks[h] == ALL:
+            skips[h] = page + 1
+        a = (page << 6) + end
+    return keys, masks, skips
+
+
+@njit(cache=True, nogil=True)
+def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
+                  timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups):
+    """Last arrival timestep of ASAP dispatch with back-filling (TACOS TEN timesteps).
+
+    Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
+    latest arrival it depends on (exact pairs: the sends ``ditems[dptr[i]:dptr[i + 1]]``; or the
+    latest arrival of its group ``g_in`` over the steps already finished). Each hop takes the
+    TEN delay of its link for a whole largest chunk, else
+    ``max(1, ceil(cost / timestep * shrink))`` timesteps, on the parallel link of its pair that
+    can start it first.
+    """
+    n = len(r)
+    slots = slot_ptr[-1]
+    arrival = np.zeros(n if exact else 0, np.int64)
+    step_arrival = np.zeros(0 if exact else 1, np.int64)
+    gmax = np.zeros(groups, np.int64)
+    keys = np.full(1024, -1, np.int64)
+    masks = np.zeros(1024, np.uint64)
+    skips = np.zeros(1024, np.int64)
+    fill = np.zeros(1, np.int64)
+    tol = 1e-12 * abs(largest)
+    last = 0
+    for s in range(len(bounds) - 1):
+        b0, b1 = bounds[s], bounds[s + 1]
+        if not exact and len(step_arrival) < b1 - b0:
+            step_arrival = np.zeros(2 * (b1 - b0), np.int64)
+        for i in range(b0, b1):
+            ready = 0
+            if exact:
+                for q in range(dptr[i], dptr[i + 1]):
+                    ready = max(ready, arrival[ditems[q]])
+            elif g_in[i] >= 0:
+                ready = gmax[g_in[i]]
+            t = ready + 1
+            nbytes = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
+            route = r[i]
+            for h in range(rptr[route], rptr[route + 1]):
+                link = rlinks[h]
+                if abs(nbytes - largest) <= tol:
+                    k = delay[link]
+                else:
+                    k = max(1, np.int64(math.ceil((alpha[link] + nbytes / per_link_bw[link]) / timestep * shrink)))
+                best = -1
+                best_slot = slot_ptr[link]
+                for slot in range(slot_ptr[link], slot_ptr[link + 1]):
+                    start = _place(keys, masks, skips, slots, slot, t, k)
+                    if best < 0 or start < best:
+                        best, best_slot = start, slot
+                keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k)
+                t = best + k
+            if exact:
+                arrival[i] = t - 1
+            else:
+                step_arrival[i - b0] = t - 1
+            last = max(last, t - 1)
+        if not exact:  # this step's arrivals become visible to later steps
+            for i in range(b0, b1):
+                gmax[ga[i]] = max(gmax[ga[i]], step_arrival[i - b0])
+    return last
+
+
+# ---- event -------------------------------------------------------------------------------------
+
+MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
+GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def _less(heap, a, b):
+    return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
+
+
+@njit(cache=True, nogil=True)
+def _push(heap, size, tbits, word):
+    """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
+    j = size
+    while j > 0:
+        parent = (j - 1) >> 2
+        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
+            break
+        heap[j, 0] = heap[parent, 0]
+        heap[j, 1] = heap[parent, 1]
+        j = parent
+    heap[j, 0] = tbits
+    heap[j, 1] = word
+
+
+@njit(cache=True, nogil=True)
+def _pop(heap, size):
+    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size."""
+    size -= 1
+    tbits, word = heap[size, 0], heap[size, 1]
+    j = 0
+    while True:
+        c = 4 * j + 1
+        if c >= size:
+            break
+        best = c
+        for x in range(c + 1, min(c + 4, size)):
+            if _less(heap, x, best):
+                best = x
+        if tbits < heap[best, 0] or (tbits == heap[best, 0] and word < heap[best, 1]):
+            break
+        heap[j, 0] = heap[best, 0]
+        heap[j, 1] = heap[best, 1]
+        j = best
+    heap[j, 0] = tbits
+    heap[j, 1] = word
+
+
+@njit(cache=True, nogil=True)
+def _room(heap, size):
+    if size < len(heap):
+        return heap
+    bigger = np.empty((2 * len(heap), 2), np.int64)
+    bigger[:size] = heap[:size]
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _hop_link(e, hstart, r, rptr, rlinks):
+    """Link pair of hop ``e``: hop ``e - hstart[q]`` of send ``q`` (``q = e`` without ``hstart``)."""
+    if len(hstart) == 0:
+        return rlinks[rptr[r[e]]]
+    q = np.searchsorted(hstart, e, side="right") - 1
+    return rlinks[rptr[r[q]] + e - hstart[q]]
+
+
+@njit(cache=True, nogil=True)
+def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, need, dptr, ditems,
+                g_in, pos, members, groups, waiting):
+    """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
+
+    Sends in step order (position = tie-break). A 4-ary heap of ready hops keyed
+    ``(ready time, position)`` (the time's IEEE bits: times are non-negative); popping one
+    serves it on its link (FIFO: it starts when both it and the link are ready). A send's first
+    hop is ready when its data has arrived: every exact dependency (``need`` counts; the
+    dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first ``p`` arrivals of
+    group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting range, sorted by
+    ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and ``groups`` rows the
+    group's start, frontier and waiting range). Hop ids: ``hstart[q] + k`` (``q`` itself when
+    every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that decided ``e``'s start:
+    ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message.
+    """
+    n = len(r)
+    routed = len(hstart) > 0
+    ev = np.full(hops, -1, np.int32)
+    free = np.zeros(len(bandwidth))
+    last_on = np.full(len(bandwidth), -1, np.int32)
+    hop_k = np.zeros(n if routed else 0, np.int32)
+    ready = np.zeros(n if exact else 0)
+    ready_from = np.full(n if exact else 0, -1, np.int32)
+    fbuf = np.zeros(1)
+    ibuf = fbuf.view(np.int64)
+    heap = np.empty((1024, 2), np.int64)
+    size = 0
+    for q in range(n):  # sends that need nothing
+        if (exact and need[q] == 0) or (not exact and g_in[q] < 0):
+            heap = _room(heap, size)
+            _push(heap, size, 0, (np.int64(q) << 32) | 0)
+            size += 1
+    best_t, best_e, served = 0.0, -1, 0
+    while size > 0:
+        ibuf[0] = heap[0, 0]
+        t = fbuf[0]
+        q = heap[0, 1] >> 32
+        pred = (heap[0, 1] & 0xFFFFFFFF) - 1
+        _pop(heap, size)
+        size -= 1
+        served += 1
+        route = r[q]
+        k = hop_k[q] if routed else 0
+        link = rlinks[rptr[route] + k]
+        e = hstart[q] + k if routed else q
+        fl = free[link]
+        if fl > t:
+            start = fl
+            ev[e] = -2 - last_on[link]
+        else:
+            start = t
+            ev[e] = pred
+        fl = start + nbytes[q] / bandwidth[link]
+        free[link] = fl
+        last_on[link] = e
+        arr = fl + alpha[link]
+        if rptr[route] + k + 1 < rptr[route + 1]:
+            hop_k[q] = k + 1
+            fbuf[0] = arr
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (q << 32) | (e + 1))
+            size += 1
+            continue
+        if arr > best_t or best_e < 0:
+            best_t, best_e = arr, e
+        if exact:
+            for x in range(dptr[q], dptr[q + 1]):
+                d = ditems[x]
+                if arr >= ready[d]:
+                    ready[d] = arr
+                    ready_from[d] = e
+                need[d] -= 1
+                if need[d] == 0:
+                    fbuf[0] = ready[d]
+                    heap = _room(heap, size)
+                    _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+                    size += 1
+            continue
+        at = pos[q]
+        members[at].val = arr
+        members[at].frm = e
+        g = members[at].grp
+        st0 = groups[g, GROUP_START]
+        f = groups[g, GROUP_FRONTIER]
+        end = groups[g + 1, GROUP_START]
+        while st0 + f < end and members[st0 + f].frm >= 0:  # advance the group's finished prefix
+            at = st0 + f
+            if f > 0 and not members[at].val >= members[at - 1].val:  # running maximum
+                members[at].val = members[at - 1].val
+                members[at].frm = members[at - 1].frm
+            f += 1
+        groups[g, GROUP_FRONTIER] = f
+        w = groups[g, GROUP_NEXT]
+        while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
+            d = waiting[w, 0]
+            at = st0 + waiting[w, 1] - 1
+            fbuf[0] = members[at].val
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
+            size += 1
+            w += 1
+        groups[g, GROUP_NEXT] = w
+    # critical path: latency of every data edge on it (the last hop's own alpha included)
+    e = best_e
+    T_L = 0.0
+    if e >= 0:
+        T_L = alpha[_hop_link(e, hstart, r, rptr, rlinks)]
+    while e >= 0:
+        prev = ev[e]
+        if prev >= -1:
+            if prev >= 0:
+                T_L += alpha[_hop_link(prev, hstart, r, rptr, rlinks)]
+            e = prev
+        else:
+            e = -2 - prev
+    return best_t, T_L, served

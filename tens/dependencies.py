@@ -1,0 +1,326 @@
+"""Sends in step order, and the data dependencies between them (shared by the ``ten`` and
+``event`` models, the verifier and the MSCCL export).
+
+:class:`StepView` lists the sends in stable step order (the order every model dispatches them
+in) as compact columns, so the compiled loops read them sequentially; position ``q`` of the
+view is send ``order[q]`` of the schedule.
+
+A send of chunk ``c`` from ``u`` in step ``t`` needs what earlier steps delivered to ``u``:
+the arrivals of the *group* ``(u, c)`` (every send of chunk ``c`` to ``u``) in steps before
+``t``. A source that holds a non-combining chunk from the start needs nothing. With pieces
+only the arrivals of overlapping pieces are needed (``exact`` pairs); the whole earlier part of
+the group (the *prefix*) is exact for whole chunks and conservative for pieces.
+
+Everything here is linear in the number of sends: stable counting sorts (by step, then by
+chunk) and one pass per chunk that names the groups with a per-node scratch array (no
+``nodes x chunks`` table, no comparison sort).
+
+>>> import numpy as np
+>>> order, starts = counting_order(np.array([2, 1, 2, 1]), 3)
+>>> order.tolist(), starts.tolist()
+([1, 3, 0, 2], [0, 0, 2, 4])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .. import InputError
+from ..instances.instance import Instance
+from .routing import MAX_INDEX
+from .schedule import Schedule
+
+PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode
+
+
+@njit(cache=True, nogil=True)
+def counting_order(key, num_keys):
+    """Stable counting sort of small non-negative integer keys: ``(order, starts)``.
+
+    ``order`` (int32) lists the indices by key, equal keys in index order; the indices with key
+    ``k`` are ``order[starts[k]:starts[k + 1]]``.
+    """
+    starts = np.zeros(num_keys + 1, np.int64)
+    for i in range(len(key)):
+        starts[key[i] + 1] += 1
+    for k in range(num_keys):
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    order = np.empty(len(key), np.int32)
+    for i in range(len(key)):
+        k = key[i]
+        order[fill[k]] = i
+        fill[k] += 1
+    return order, starts
+
+
+@njit(cache=True, nogil=True)
+def counting_order_of(key, num_keys, items):
+    """:func:`counting_order` of the indices ``items`` by ``key`` (stable: ``items``' order
+    among equal keys); returns ``(indices, starts)``."""
+    starts = np.zeros(num_keys + 1, np.int64)
+    for x in range(len(items)):
+        starts[key[items[x]] + 1] += 1
+    for k in range(num_keys):
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    order = np.empty(len(items), np.int32)
+    for x in range(len(items)):
+        i = items[x]
+        k = key[i]
+        order[fill[k]] = i
+        fill[k] += 1
+    return order, starts
+
+
+def step_order(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sends in stable step order and the start of every used step: ``(order, bounds)``.
+
+    ``order[bounds[k]:bounds[k + 1]]`` are the sends of the k-th used step (ascending steps,
+    index order inside). Linear for the usual step numbers; a comparison sort otherwise.
+    """
+    n = len(step)
+    if n == 0:
+        return np.zeros(0, np.int32), np.zeros(1, np.int64)
+    lo, hi = int(step.min()), int(step.max())
+    if lo >= 0 and hi <= 2 * n + (1 << 20):
+        order, starts = counting_order(step, hi + 1)
+        return order, np.unique(starts)
+    order = np.argsort(step, kind="stable").astype(np.int32)
+    s = step[order]
+    return order, np.flatnonzero(np.r_[True, s[1:] != s[:-1], True]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StepView:
+    """The sends of a schedule in stable step order (position ``q`` is send ``order[q]``).
+
+    ``order`` is ``None`` when the schedule is already in step order. ``bounds[k] ..
+    bounds[k + 1]`` are the positions of the k-th used step, ``steps[k]`` its step number and
+    ``rank[q]`` (int32) the k of position ``q``. ``chunk``, ``src``, ``dst`` are int32; pieces
+    are ``[lo / denom, hi / denom)``.
+    """
+
+    order: np.ndarray | None
+    bounds: np.ndarray
+    steps: np.ndarray
+    rank: np.ndarray
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    denom: int
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def original(self, positions: np.ndarray) -> np.ndarray:
+        """Schedule indices of view positions."""
+        return positions if self.order is None else self.order[positions]
+
+
+@njit(cache=True, nogil=True)
+def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi):
+    """Counting sort by ``step - first`` that writes every column to its sorted place in the
+    same pass (reads stream through the schedule once; writes go to one run per step)."""
+    n = len(step)
+    starts = np.zeros(num_keys + 1, np.int64)
+    for i in range(n):
+        starts[step[i] - first + 1] += 1
+    rank_of = np.zeros(num_keys, np.int32)
+    used = 0
+    for k in range(num_keys):
+        rank_of[k] = used
+        if starts[k + 1] > 0:
+            used += 1
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    order = np.empty(n, np.int32)
+    rank = np.empty(n, np.int32)
+    c2, s2, d2 = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    lo2, hi2 = np.empty(len(lo), lo.dtype), np.empty(len(hi), hi.dtype)
+    for i in range(n):
+        k = step[i] - first
+        x = fill[k]
+        fill[k] += 1
+        order[x] = i
+        rank[x] = rank_of[k]
+        c2[x], s2[x], d2[x] = chunk[i], src[i], dst[i]
+        if len(lo):
+            lo2[x], hi2[x] = lo[i], hi[i]
+    return order, starts, rank, c2, s2, d2, lo2, hi2
+
+
+def step_view(schedule: Schedule) -> StepView:
+    """:class:`StepView` of ``schedule`` (linear for the usual step numbers)."""
+    s = schedule
+    n = len(s)
+    if n >= MAX_INDEX:
+        raise InputError("schedule", f"{n} sends: at most {MAX_INDEX - 1} are supported")
+    for name in ("chunk", "src", "dst"):
+        col = getattr(s, name)
+        if n and (col.max() >= MAX_INDEX or col.min() < -MAX_INDEX):
+            raise InputError("schedule", f"{name} ids must fit in 32 bits")
+    if n == 0:
+        z = np.zeros(0, np.int32)
+        return StepView(None, np.zeros(1, np.int64), np.zeros(0, np.int64), z, z, z, z, s.lo, s.hi, s.denom)
+    first, last = int(s.step.min()), int(s.step.max())
+    if bool((s.step[1:] >= s.step[:-1]).all()):
+        bounds = np.flatnonzero(np.r_[True, s.step[1:] != s.step[:-1], True]).astype(np.int64)
+        rank = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
+        return StepView(None, bounds, s.step[bounds[:-1]], rank, s.chunk.astype(np.int32), s.src.astype(np.int32),
+                        s.dst.astype(np.int32), s.lo, s.hi, s.denom)
+    if last - first <= 2 * n + (1 << 20):
+        whole = bool(((s.lo == 0) & (s.hi == s.denom)).all())
+        empty = s.lo[:0]
+        order, starts, rank, chunk, src, dst, lo, hi = _scatter_by_step(
+            s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo, empty if whole else s.hi)
+        if whole:
+            lo, hi = np.zeros(n, np.int64), np.full(n, s.denom, np.int64)
+        bounds = np.unique(starts)
+        return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
+    order, bounds = step_order(s.step)
+    rank = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
+    return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, s.chunk[order].astype(np.int32),
+                    s.src[order].astype(np.int32), s.dst[order].astype(np.int32), s.lo[order], s.hi[order], s.denom)
+
+
+@njit(cache=True, nogil=True)
+def _name_groups(chunk, src, dst, rank, held, by_chunk, chunk_starts, size):
+    """One pass per chunk (its sends in step order): the arrival group ``ga`` of every send,
+    the group ``g_in`` it reads (-1: nothing arrived at its source before its step, or the
+    source holds the chunk) and ``p``, the arrivals of that group in earlier steps."""
+    n = len(chunk)
+    ga = np.empty(n, np.int32)
+    g_in = np.full(n, -1, np.int32)
+    p = np.zeros(n, np.int32)
+    gid = np.full(size, -1, np.int32)
+    count = np.zeros(size, np.int32)
+    groups = 0
+    for c in range(len(chunk_starts) - 1):
+        a, b = chunk_starts[c], chunk_starts[c + 1]
+        q = a
+        while q < b:
+            t = rank[by_chunk[q]]
+            e = q
+            while e < b and rank[by_chunk[e]] == t:
+                e += 1
+            for x in range(q, e):  # reads see the arrivals of earlier steps only
+                i = by_chunk[x]
+                u = src[i]
+                if not held[i] and count[u] > 0:
+                    g_in[i] = gid[u]
+                    p[i] = count[u]
+            for x in range(q, e):
+                i = by_chunk[x]
+                v = dst[i]
+                if gid[v] < 0:
+                    gid[v] = groups
+                    groups += 1
+                ga[i] = gid[v]
+                count[v] += 1
+            q = e
+        for x in range(a, b):
+            v = dst[by_chunk[x]]
+            gid[v] = -1
+            count[v] = 0
+    return ga, g_in, p, groups
+
+
+@njit(cache=True, nogil=True)
+def _pairs(g_in, p, lo, hi, members, gstart, total):
+    """Exact dependency pairs ``(i, j)``: ``j`` among the first ``p[i]`` arrivals of group
+    ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order."""
+    di = np.empty(total, np.int32)
+    dj = np.empty(total, np.int32)
+    k = 0
+    for i in range(len(g_in)):
+        g = g_in[i]
+        if g < 0:
+            continue
+        base = gstart[g]
+        for q in range(p[i]):
+            j = members[base + q]
+            if lo[j] < hi[i] and lo[i] < hi[j]:
+                di[k] = i
+                dj[k] = j
+                k += 1
+    return di[:k], dj[:k]
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Data dependencies of every send, in :class:`StepView` positions (see the module doc).
+
+    Position ``q`` belongs to arrival group ``ga[q]``, at place ``pos[q]`` of the groups'
+    member list ``members`` (group ``g`` is ``members[gstart[g]:gstart[g + 1]]``, in step
+    order). It reads group ``g_in[q]`` (-1: it needs nothing) and needs its first ``p[q]``
+    members. ``pairs`` are the exact (overlapping pieces) pairs ``(q, j)`` when asked for and
+    at most :data:`PAIR_BUDGET`; otherwise ``None`` (prefix mode).
+    """
+
+    ga: np.ndarray
+    g_in: np.ndarray
+    p: np.ndarray
+    members: np.ndarray
+    gstart: np.ndarray
+    pos: np.ndarray
+    pairs: tuple[np.ndarray, np.ndarray] | None
+
+    @property
+    def groups(self) -> int:
+        return len(self.gstart) - 1
+
+
+def held_at_source(view: StepView, instance: Instance) -> np.ndarray:
+    """Per position: its source holds the (non-combining) chunk from the start."""
+    held = np.zeros(len(view), dtype=bool)
+    for off, coll in zip(instance.chunk_offsets, instance.collectives):
+        if coll.combining:
+            continue
+        idx = np.flatnonzero((view.chunk >= off) & (view.chunk < off + coll.num_chunks))
+        held[idx] = coll.precondition[view.chunk[idx] - off, view.src[idx]]
+    return held
+
+
+def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = None) -> Deps:
+    """Group the arrivals and locate what every send needs (see :class:`Deps`).
+
+    ``want_pairs`` defaults to "the schedule has pieces" (whole chunks need no pairs: the
+    prefix is exact for them). The view needs ``chunk``, ``src``, ``dst``, ``lo``, ``hi``.
+    """
+    n = len(view)
+    C = int(view.chunk.max()) + 1 if n else 0
+    size = max(instance.topology.size, int(max(view.src.max(), view.dst.max())) + 1 if n else 0)
+    by_chunk, chunk_starts = counting_order(view.chunk, C)
+    ga, g_in, p, groups = _name_groups(view.chunk, view.src, view.dst, view.rank, held_at_source(view, instance),
+                                       by_chunk, chunk_starts, size)
+    members, gstart = counting_order_of(ga, groups, by_chunk)
+    del by_chunk
+    pos = np.empty(n, np.int32)
+    pos[members] = np.arange(n, dtype=np.int32)
+    if want_pairs is None:
+        want_pairs = not bool(((view.lo == 0) & (view.hi == view.denom)).all())
+    pairs = None
+    total = int(p.sum(dtype=np.int64))
+    if want_pairs and total <= PAIR_BUDGET:
+        pairs = _pairs(g_in, p, view.lo, view.hi, members, gstart, total)
+    return Deps(ga, g_in, p, members, gstart, pos, pairs)
+
+
+def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pairs ``(i, j)`` of schedule indices: send ``i`` needs the arrival of send ``j`` at its
+    source (``j`` delivers an overlapping piece of the same chunk there in an earlier step),
+    listed by ``i``, then ``j`` in (step, index) order; ``None`` if there are more than
+    :data:`PAIR_BUDGET` candidates."""
+    view = step_view(schedule)
+    pairs = dependencies(view, instance, want_pairs=True).pairs
+    if pairs is None:
+        return None
+    i, j = view.original(pairs[0]), view.original(pairs[1])
+    by_i = np.argsort(i, kind="stable")
+    return i[by_i].astype(np.int64), j[by_i].astype(np.int64)

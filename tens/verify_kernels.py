@@ -1,0 +1,482 @@
+"""Compiled loops of the verifier (:mod:`collsynth.tens.verify` holds the semantics and messages).
+
+Chunks evolve independently, so the holdings are simulated one chunk at a time over the sends
+of that chunk in step order (ties: schedule order), with state only for the chunk's elementary
+segments x nodes, initialised lazily per node. Copying collectives keep one flag per (node,
+segment); combining ones the set of contributing ranks as ``W`` uint64 words.
+
+Each simulation returns the first violation over all chunks: the smallest ``(step, index)``
+of a send that breaks a rule, else the first chunk (and node) whose postcondition fails. Run
+again on that one chunk with ``detail`` it also returns what the message needs (the chunk's
+segment breakpoints and which segments are missing, or the contributions counted twice).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .routing import _find_link
+
+NONE = np.iinfo(np.int64).max
+NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order on ties)
+
+
+@njit(cache=True, nogil=True)
+def first_malformed(step, chunk, lo, hi, op, src, dst, denom, total, alive, row_ptr, link_dst, routed):
+    """First send failing a static check and the check's number, ``(-1, -1)`` if none.
+
+    Checks in order: 0 step < 1, 1 piece not within ``[0, denom)`` or empty, 2 chunk id out of
+    range, 3 unknown op, 4 node id out of range, 5 failed node, 6 same source and destination,
+    7 no live link (``routed``: not checked here, see :func:`first_unreachable`).
+    """
+    size = len(alive)
+    for i in range(len(step)):
+        code = -1
+        u, v = src[i], dst[i]
+        if step[i] < 1:
+            code = 0
+        elif lo[i] < 0 or hi[i] > denom or lo[i] >= hi[i]:
+            code = 1
+        elif chunk[i] < 0 or chunk[i] >= total:
+            code = 2
+        elif op[i] != 0 and op[i] != 1 and op[i] != 2:
+            code = 3
+        elif u < 0 or u >= size or v < 0 or v >= size:
+            code = 4
+        elif not alive[u] or not alive[v]:
+            code = 5
+        elif u == v:
+            code = 6
+        elif not routed and _find_link(u, v, row_ptr, link_dst) < 0:
+            code = 7
+        if code >= 0:
+            return i, code
+    return -1, -1
+
+
+@njit(cache=True, nogil=True)
+def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr):
+    """Smallest index ``< limit`` of a send whose destination its source cannot reach through
+    live links (-1 if none); sends are assumed to pass the checks before it. One breadth-first
+    search per source that has a send off the links."""
+    size = len(adj_ptr) - 1
+    count = np.zeros(size + 1, np.int64)
+    for i in range(limit):
+        if _find_link(src[i], dst[i], row_ptr, link_dst) < 0:
+            count[src[i] + 1] += 1
+    for u in range(size):
+        count[u + 1] += count[u]
+    fill = count[:-1].copy()
+    items = np.empty(count[-1], np.int64)
+    for i in range(limit):
+        if _find_link(src[i], dst[i], row_ptr, link_dst) < 0:
+            items[fill[src[i]]] = i
+            fill[src[i]] += 1
+    seen = np.full(size, -1, np.int64)
+    queue = np.empty(size, np.int64)
+    best = -1
+    for u in range(size):
+        if count[u] == count[u + 1]:
+            continue
+        head, tail = 0, 1
+        queue[0] = u
+        seen[u] = u
+        while head < tail:
+            v = queue[head]
+            head += 1
+            for e in range(adj_ptr[v], adj_ptr[v + 1]):
+                w = nbr[e]
+                if seen[w] != u:
+                    seen[w] = u
+                    queue[tail] = w
+                    tail += 1
+        for x in range(count[u], count[u + 1]):
+            i = items[x]
+            if seen[dst[i]] != u and (best < 0 or i < best):
+                best = i
+    return best
+
+
+@njit(cache=True, nogil=True)
+def chunk_major(chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
+    """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk (stable: schedule
+    order inside), one counting-sort scatter: ``(starts, index, src, dst, step, lo, hi, op)``
+    (``lo``/``hi`` empty when ``whole``)."""
+    starts = np.zeros(num_chunks + 1, np.int64)
+    for i in range(len(chunk)):
+        c = chunk[i] - off
+        if 0 <= c < num_chunks:
+            starts[c + 1] += 1
+    for c in range(num_chunks):
+        starts[c + 1] += starts[c]
+    m = starts[-1]
+    fill = starts[:-1].copy()
+    index = np.empty(m, np.int32)
+    s2, d2 = np.empty(m, np.int32), np.empty(m, np.int32)
+    t2 = np.empty(m, np.int64)
+    lo2 = np.empty(0 if whole else m, np.int64)
+    hi2 = np.empty(0 if whole else m, np.int64)
+    op2 = np.empty(m, np.int8)
+    for i in range(len(chunk)):
+        c = chunk[i] - off
+        if 0 <= c < num_chunks:
+            x = fill[c]
+            fill[c] += 1
+            index[x], s2[x], d2[x], t2[x], op2[x] = i, src[i], dst[i], step[i], op[i]
+            if not whole:
+                lo2[x], hi2[x] = lo[i], hi[i]
+    return starts, index, s2, d2, t2, lo2, hi2, op2
+
+
+@njit(cache=True, nogil=True)
+def _segments(lo, hi, a, b, denom, pts):
+    """Breakpoints of one chunk's segments into ``pts`` (grown if needed): 0, denom and every
+    lo/hi of its sends ``a .. b - 1``, sorted and distinct. Returns ``(nseg, pts)``."""
+    if len(lo) == 0:
+        pts[0], pts[1] = 0, denom
+        return 1, pts
+    need = 2 * (b - a) + 2
+    if len(pts) < need:
+        pts = np.empty(2 * need, np.int64)
+    pts[0], pts[1] = 0, denom
+    m = 2
+    for x in range(a, b):
+        pts[m], pts[m + 1] = lo[x], hi[x]
+        m += 2
+    pts[:m].sort()
+    k = 1
+    for y in range(1, m):
+        if pts[y] != pts[k - 1]:
+            pts[k] = pts[y]
+            k += 1
+    return k - 1, pts
+
+
+@njit(cache=True, nogil=True)
+def _seg_range(lo, hi, x, pts, nseg):
+    """First and one-past-last segment of send ``x``."""
+    if len(lo) == 0:
+        return 0, 1
+    return np.searchsorted(pts[:nseg + 1], lo[x]), np.searchsorted(pts[:nseg + 1], hi[x])
+
+
+@njit(cache=True, nogil=True)
+def _step_order(step, a, b):
+    """Positions ``a .. b - 1`` in stable step order."""
+    ordered = True
+    for x in range(a + 1, b):
+        if step[x] < step[x - 1]:
+            ordered = False
+            break
+    if ordered:
+        return np.arange(a, b)
+    return a + np.argsort(step[a:b], kind="mergesort")
+
+
+@njit(cache=True, nogil=True)
+def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c1, detail):
+    """Boolean holdings of the chunks ``c0 .. c1 - 1`` of a copying collective.
+
+    Returns ``(t, i, x, c, post_c, post_v, nseg, pts, mask)``: the first send violation (step
+    ``t``, schedule index ``i``, chunk-major position ``x``, chunk ``c``; ``i == NONE`` if
+    none), the first chunk/node whose postcondition fails (-1 if none) and, with ``detail``,
+    the last simulated chunk's breakpoints and per-segment mask (segments the violating send's
+    source lacks, or the failing node lacks).
+    """
+    size = pre.shape[1]
+    stamp = np.full(size, -1, np.int64)
+    H = np.zeros(size, np.bool_)
+    pts = np.empty(16, np.int64)
+    best_t, best_i, best_x, best_c = NONE, NONE, -1, -1
+    post_c, post_v, nseg = -1, -1, 1
+    mask = np.zeros(0, np.bool_)
+    for c in range(c0, c1):
+        a, b = starts[c], starts[c + 1]
+        nseg, pts = _segments(lo, hi, a, b, denom, pts)
+        if nseg * size > len(H):
+            H = np.zeros(nseg * size, np.bool_)
+            stamp[:] = -1
+        order = _step_order(step, a, b)
+        bad = False
+        p0 = 0
+        while p0 < b - a and not bad:
+            t = step[order[p0]]
+            if t > best_t:
+                break
+            p1 = p0
+            while p1 < b - a and step[order[p1]] == t:
+                p1 += 1
+            for y in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
+                x = order[y]
+                u = src[x]
+                _init_flags(H, stamp, pre, c, u, nseg)
+                f, l = _seg_range(lo, hi, x, pts, nseg)
+                for g in range(f, l):
+                    if not H[u * nseg + g]:
+                        bad = True
+                if bad:
+                    if (t, index[x]) < (best_t, best_i):
+                        best_t, best_i, best_x, best_c = t, index[x], x, c
+                    if detail:
+                        mask = np.zeros(nseg, np.bool_)
+                        for g in range(f, l):
+                            mask[g] = not H[u * nseg + g]
+                    break
+            if bad:
+                break
+            for y in range(p0, p1):
+                x = order[y]
+                v = dst[x]
+                _init_flags(H, stamp, pre, c, v, nseg)
+                f, l = _seg_range(lo, hi, x, pts, nseg)
+                for g in range(f, l):
+                    H[v * nseg + g] = True
+            p0 = p1
+        if bad or best_i != NONE or post_c >= 0:
+            continue
+        for v in range(size):
+            if not post[c, v]:
+                continue
+            lacking = False
+            for g in range(nseg):
+                held = H[v * nseg + g] if stamp[v] == c else pre[c, v]
+                if not held:
+                    lacking = True
+            if lacking:
+                post_c, post_v = c, v
+                if detail:
+                    mask = np.zeros(nseg, np.bool_)
+                    for g in range(nseg):
+                        mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
+                break
+    return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
+
+
+@njit(cache=True, nogil=True)
+def _init_flags(H, stamp, pre, c, v, nseg):
+    if stamp[v] != c:
+        stamp[v] = c
+        for g in range(nseg):
+            H[v * nseg + g] = pre[c, v]
+
+
+@njit(cache=True, nogil=True)
+def _init_sets(C, stamp, pre, c, v, nseg, rank_of):
+    """Node ``v``'s contribution sets for chunk ``c`` (its own rank if it contributes)."""
+    if stamp[v] == c:
+        return
+    stamp[v] = c
+    W = C.shape[1]
+    for g in range(nseg):
+        row = v * nseg + g
+        for w in range(W):
+            C[row, w] = 0
+        if pre[c, v] and rank_of[v] >= 0:
+            C[row, rank_of[v] >> 6] = np.uint64(1) << np.uint64(rank_of[v] & 63)
+
+
+@njit(cache=True, nogil=True)
+def _empty(C, row):
+    for w in range(C.shape[1]):
+        if C[row, w] != 0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _key(table, tstamp, group, key_row, nkeys, row):
+    """The key (receiving row) ``row``'s slot in this step group, created if new."""
+    if tstamp[row] == group:
+        return table[row], nkeys, False
+    tstamp[row] = group
+    table[row] = nkeys
+    key_row[nkeys] = row
+    return nkeys, nkeys + 1, True
+
+
+@njit(cache=True, nogil=True)
+def _differs(A, i, B, j):
+    for w in range(A.shape[1]):
+        if A[i, w] != B[j, w]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _overlaps(A, i, B, j):
+    for w in range(A.shape[1]):
+        if A[i, w] & B[j, w] != 0:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _grow_rows(a, need):
+    """``a`` (2-d) with at least ``need`` rows."""
+    if need <= a.shape[0]:
+        return a
+    b = np.zeros((max(need, 2 * a.shape[0]), a.shape[1]), a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, need):
+    """``a`` (1-d) with at least ``need`` entries."""
+    if need <= len(a):
+        return a
+    b = np.zeros(max(need, 2 * len(a)), a.dtype)
+    b[:len(a)] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, post, rank_of, ranks, c0, c1,
+                       detail):
+    """Contribution sets of the chunks ``c0 .. c1 - 1`` of a combining collective.
+
+    In each step (state at the end of the previous one): a source must hold some contribution
+    to every segment it sends; copies (``op == 1``) replace the receiver's set and must agree
+    with the first copy of the same segment to the same node; reductions add to it (to the
+    copy when one arrives in the same step) and must never count a rank twice. The first
+    violation in a step is the smallest index (ties: missing source, conflict, double count).
+
+    Returns ``(t, i, x, c, kind, post_c, post_v, nseg, pts, mask, node, dups, have)`` like
+    :func:`simulate_copy`, with the violation's kind; under ``detail`` also the conflicting
+    copies' node, the doubly counted ranks of each segment of the violating reduction and the
+    set the failing node holds.
+    """
+    size = pre.shape[1]
+    W = (ranks + 63) // 64
+    full = np.zeros((1, W), np.uint64)
+    for k in range(ranks):
+        full[0, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+    stamp = np.full(size, -1, np.int64)
+    C = np.zeros((size, W), np.uint64)
+    table = np.zeros(size, np.int64)
+    tstamp = np.full(size, -1, np.int64)
+    kval = np.zeros((16, W), np.uint64)
+    key_row = np.zeros(16, np.int64)
+    kdup = np.zeros(16, np.bool_)
+    pts = np.empty(16, np.int64)
+    best_t, best_i, best_x, best_c, best_kind = NONE, NONE, -1, -1, -1
+    post_c, post_v, nseg, node, group = -1, -1, 1, -1, 0
+    mask = np.zeros(0, np.bool_)
+    dups = np.zeros((0, W), np.uint64)
+    have = np.zeros((1, W), np.uint64)
+    for c in range(c0, c1):
+        a, b = starts[c], starts[c + 1]
+        nseg, pts = _segments(lo, hi, a, b, denom, pts)
+        if nseg * size > C.shape[0]:
+            C = np.zeros((nseg * size, W), np.uint64)
+            table = np.zeros(nseg * size, np.int64)
+            tstamp = np.full(nseg * size, -1, np.int64)
+            stamp[:] = -1
+        order = _step_order(step, a, b)
+        bad = False
+        p0 = 0
+        while p0 < b - a:
+            t = step[order[p0]]
+            if t > best_t:
+                break
+            p1 = p0
+            while p1 < b - a and step[order[p1]] == t:
+                p1 += 1
+            group += 1
+            j_nh, x_nh, j_cf, cf_key, j_dup, x_dup, ndup, nkeys = NONE, -1, NONE, NONE, NONE, -1, 0, 0
+            for y in range(p0, p1):  # sources must hold some contribution to every segment
+                x = order[y]
+                _init_sets(C, stamp, pre, c, src[x], nseg, rank_of)
+                _init_sets(C, stamp, pre, c, dst[x], nseg, rank_of)
+                f, l = _seg_range(lo, hi, x, pts, nseg)
+                for g in range(f, l):
+                    if j_nh == NONE and _empty(C, src[x] * nseg + g):
+                        j_nh, x_nh = index[x], x
+            for y in range(p0, p1):  # copies: the first copy of a segment to a node wins
+                x = order[y]
+                if op[x] != 1:
+                    continue
+                f, l = _seg_range(lo, hi, x, pts, nseg)
+                for g in range(f, l):
+                    row, srow = dst[x] * nseg + g, src[x] * nseg + g
+                    kval = _grow_rows(kval, nkeys + 1)
+                    key_row = _grow(key_row, nkeys + 1)
+                    kdup = _grow(kdup, nkeys + 1)
+                    k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
+                    if new:
+                        kval[k, :] = C[srow, :]
+                        kdup[k] = False
+                    elif _differs(kval, k, C, srow):
+                        j_cf = min(j_cf, index[x])
+                        cf_key = min(cf_key, g * size + dst[x])
+            for y in range(p0, p1):  # reductions: add to the receiver's set (or the copy)
+                x = order[y]
+                if op[x] == 1:
+                    continue
+                f, l = _seg_range(lo, hi, x, pts, nseg)
+                for g in range(f, l):
+                    row, srow = dst[x] * nseg + g, src[x] * nseg + g
+                    kval = _grow_rows(kval, nkeys + 1)
+                    key_row = _grow(key_row, nkeys + 1)
+                    kdup = _grow(kdup, nkeys + 1)
+                    k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
+                    if new:
+                        kval[k, :] = C[row, :]
+                        kdup[k] = False
+                    if kdup[k]:
+                        continue
+                    if _overlaps(kval, k, C, srow):
+                        kdup[k] = True
+                        if index[x] < j_dup:
+                            j_dup, x_dup, ndup = index[x], x, 0
+                        if detail and index[x] == j_dup:
+                            dups = _grow_rows(dups, ndup + 1)
+                            for w in range(W):
+                                dups[ndup, w] = kval[k, w] & C[srow, w]
+                            ndup += 1
+                    else:
+                        for w in range(W):
+                            kval[k, w] |= C[srow, w]
+            j = min(j_nh, j_cf, j_dup)
+            if j != NONE:
+                bad = True
+                kind = NOT_HELD if j == j_nh else CONFLICT if j == j_cf else DOUBLE
+                x = x_nh if kind == NOT_HELD else x_dup
+                if kind == CONFLICT:  # the violating copy's position
+                    for y in range(p0, p1):
+                        if index[order[y]] == j:
+                            x = order[y]
+                if (t, j) < (best_t, best_i):
+                    best_t, best_i, best_x, best_c, best_kind = t, j, x, c, kind
+                if detail:
+                    node = cf_key % size
+                    dups = dups[:ndup]
+                    mask = np.zeros(nseg, np.bool_)
+                    f, l = _seg_range(lo, hi, x, pts, nseg)
+                    for g in range(f, l):
+                        mask[g] = _empty(C, src[x] * nseg + g)
+                break
+            for k in range(nkeys):
+                C[key_row[k], :] = kval[k, :]
+            p0 = p1
+        if bad or best_i != NONE or post_c >= 0:
+            continue
+        for v in range(size):
+            if not post[c, v]:
+                continue
+            _init_sets(C, stamp, pre, c, v, nseg, rank_of)
+            first = -1
+            for g in range(nseg):
+                if _differs(C, v * nseg + g, full, 0) and first < 0:
+                    first = g
+            if first >= 0:
+                post_c, post_v = c, v
+                if detail:
+                    mask = np.zeros(nseg, np.bool_)
+                    for g in range(nseg):
+                        mask[g] = _differs(C, v * nseg + g, full, 0)
+                    have[0, :] = C[v * nseg + first, :]
+                break
+    return (best_t, best_i, best_x, best_c, best_kind, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask, node,
+            dups, have[0])

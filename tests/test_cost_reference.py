@@ -1,0 +1,145 @@
+"""The compiled cost models agree with the slow reference (today's vectorised numpy and
+plain-Python event loops, kept in ``reference_cost.py``) on random schedules: all three models,
+links and shortest-path routing, fractional pieces, copying and combining kinds, explicit
+dependency pairs and group prefixes, parallel links, heterogeneous links."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import reference_cost as ref
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.tens import cost, dependencies
+from collsynth.tens.schedule import from_sends, reverse
+from collsynth.tens.verify import verify
+from test_cost import ALPHA, BW, M, greedy_allgather
+
+KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "alltoall", "reduce")
+
+
+@st.composite
+def networks(draw, max_nodes: int = 6):
+    """A directed ring plus random links (repeats are parallel links), random costs."""
+    n = draw(st.integers(2, max_nodes))
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    rnd = draw(st.randoms(use_true_random=False))
+    hetero = draw(st.booleans())
+    edges = []
+    for u, v in [(u, (u + 1) % n) for u in range(n)] + [(u, v) for u, v in extra if u != v]:
+        bw = BW * (rnd.choice([1, 2, 3]) if hetero else 1)
+        a = ALPHA * (rnd.choice([0, 1, 3]) if hetero else 1)
+        edges.append((u, v, {"bandwidth": bw, "alpha": a}))
+    return from_edges(n, edges, name="random")
+
+
+@st.composite
+def priced_cases(draw):
+    """A random network, collective and random sends (pieces with denominators up to 4, steps
+    up to 6, explicit copy/reduce ops on combining kinds), over links or routed."""
+    topo = draw(networks())
+    kind = draw(st.sampled_from(KINDS))
+    root = 0 if kind in ("broadcast", "reduce") else None
+    inst = make_instance(topo, kind, root=root, chunks_per_node=draw(st.integers(1, 2)),
+                         message_bytes=M * draw(st.sampled_from([1, 3])))
+    n = topo.size
+    chunks = inst.collective.num_chunks
+    routed = draw(st.booleans())
+    links = sorted(set(topo.graph.edges()))
+    hot = draw(st.integers(1, min(chunks, 3)))  # most sends share a few chunks: long dependency chains
+    sends = []
+    for _ in range(draw(st.integers(1, 40))):
+        c = draw(st.integers(0, hot - 1) | st.integers(0, chunks - 1))
+        if routed:
+            u = draw(st.integers(0, n - 1))
+            v = draw(st.sampled_from([w for w in range(n) if w != u]))
+        else:
+            u, v = draw(st.sampled_from(links))
+        d = draw(st.sampled_from([1, 2, 3, 4]))
+        lo = draw(st.integers(0, d - 1))
+        hi = draw(st.integers(lo + 1, d))
+        op = draw(st.sampled_from([None, "copy", "reduce"])) if inst.collective.combining else None
+        sends.append((c, Fraction(lo, d), Fraction(hi, d), u, v, draw(st.integers(1, 6)), op))
+    sched = from_sends(sends, kind, n, chunks, routing="shortest-path" if routed else "links")
+    return sched, inst
+
+
+def assert_same(fast: cost.Cost, slow, rel: float = 1e-12):
+    assert fast.model == slow.model and fast.steps == slow.steps
+    for name in ("total_s", "T_L_s", "T_B_s"):
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a == pytest.approx(b, rel=rel, abs=1e-300), (name, a, b)
+    assert fast.extra.keys() == slow.extra.keys()
+    for key, b in slow.extra.items():
+        a = fast.extra[key]
+        if key == "per_step":
+            assert [t for t, _, _ in a] == [t for t, _, _ in b]
+            assert np.allclose([x[1:] for x in a], [x[1:] for x in b], rtol=rel, atol=0)
+        elif isinstance(b, float):
+            assert a == pytest.approx(b, rel=rel, abs=1e-300), key
+        else:
+            assert a == b, key
+
+
+@settings(max_examples=60)
+@given(case=priced_cases(), deps=st.sampled_from([None, True, False]))
+def test_every_model_matches_the_reference(case, deps):
+    sched, inst = case
+    for model in cost.MODELS:
+        opts = {} if model == "sync" else {"exact_deps": deps}
+        assert_same(cost.price(sched, inst, model, **opts), ref.price(sched, inst, model, **opts))
+
+
+@given(case=priced_cases(), factor=st.sampled_from([0.25, 0.5, 1.0, 3.0]))
+def test_ten_model_with_a_given_timestep_matches_the_reference(case, factor):
+    sched, inst = case
+    f = factor * cost.ten_parameters(inst.topology, inst.collective.chunk_bytes)[0]
+    assert_same(cost.price(sched, inst, "ten", timestep=f), ref.price(sched, inst, "ten", timestep=f))
+
+
+@given(case=priced_cases())
+def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
+    """With more dependency pairs than the budget both fall back to group prefixes."""
+    sched, inst = case
+    with patch.object(dependencies, "PAIR_BUDGET", 3), patch.object(ref, "PAIR_BUDGET", 3):
+        for model in ("ten", "event"):
+            assert_same(cost.price(sched, inst, model), ref.price(sched, inst, model))
+
+
+@given(case=priced_cases())
+def test_dependency_pairs_match_the_reference(case):
+    sched, inst = case
+    di, dj = cost._dependencies(sched, inst)
+    ri, rj = ref._dependencies(sched, inst)
+    assert di.tolist() == ri.tolist() and dj.tolist() == rj.tolist()
+
+
+@given(case=priced_cases())
+def test_routes_carry_the_reference_links_and_latency(case):
+    sched, inst = case
+    fast, slow = cost.routes(sched, inst.topology), ref.routes(sched, inst.topology)
+    fs, fl = fast.expand()
+    ss, sl = slow.expand()
+    assert fs.tolist() == ss.tolist() and fl.tolist() == sl.tolist()
+    assert np.allclose(fast.latency[fast.r], slow.latency[slow.r], rtol=1e-12, atol=0)
+
+
+@settings(max_examples=15)
+@given(st.sampled_from([("torus", {"dims": [4, 5]}), ("hypercube", {"dim": 4}), ("ring", {"nodes": 9})]),
+       st.randoms(use_true_random=False))
+def test_valid_schedules_and_their_reversal_match_the_reference(net, rnd):
+    """Greedy allgathers (several chunks per link and step) and their reduce-scatter reversal."""
+    topo = build(net[0], net[1], bandwidth=BW, alpha=ALPHA)
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    s = greedy_allgather(topo, rnd, per_link=2)
+    assert verify(s, inst) is None
+    r_inst = make_instance(topo.transpose(), "reduce_scatter", message_bytes=M)
+    for sched, i in ((s, inst), (reverse(s), r_inst)):
+        for model in cost.MODELS:
+            assert_same(cost.price(sched, i, model), ref.price(sched, i, model))
