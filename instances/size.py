@@ -32,7 +32,8 @@ BYTES_PER_LINK = 1300  # a directed link in the networkx graph, with its costs (
 BYTES_PER_NODE = 600
 DISTANCE_BYTES = 21  # per ordered node pair while the hop-distance matrix is computed
 BYTES_PER_SEND = 768  # a send of a schedule, peak through production, verification and pricing
-# (swing-bw allreduce on a 16x16 torus: 772; greedy and ring allgather on 24x24: 577, 594)
+# (swing-bw allreduce on a 16x16 torus: 772; greedy and ring allgather on 24x24: 577, 594; ring
+# allgather on 32x32, 1.05 million sends: 610)
 BYTES_PER_VARIABLE = 2200  # per chunk x (link pair + node) x timestep of a TEN model, built in Pyomo
 # and loaded into the solver (TEN ILP, mesh 6x6 allgather, horizon 12)
 
@@ -96,6 +97,18 @@ def _dragonfly(p: dict) -> tuple[int, int, str]:
     return g * a, g * a * (a - 1) + g * (g - 1), "group_size"
 
 
+def _rails(p: dict) -> tuple[int, int, str]:
+    n = p.get("nodes", 2)
+    return 9 * n + 8, 16 * n * (max(1, p.get("unwind_nvswitch", 0)) + max(1, p.get("unwind_rail", 0))), "nodes"
+
+
+def _levels(dims: list[int], field: str) -> tuple[int, int, str]:
+    """A hierarchy of groups (one level per dimension): NPUs, one switch per group at most,
+    and at most every group member linked to every other both ways."""
+    n = _prod(dims)
+    return 2 * n, 2 * n * sum(int(d) for d in dims), field
+
+
 # name -> counts(params) = (node ids, directed links (an upper bound), the size parameter)
 COUNTS: dict[str, Callable[[dict], tuple[int, int, str]]] = {
     "ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
@@ -119,9 +132,18 @@ COUNTS: dict[str, Callable[[dict], tuple[int, int, str]]] = {
     "hammingmesh": lambda p: (_prod(p["board"]) * _prod(p["grid"]) + sum(p["board"]) * sum(p["grid"]),
                               2 * _prod(p["board"]) * _prod(p["grid"]) * (2 + sum(p["grid"])), "grid"),
     "switch": lambda p: (p["nodes"] + 1, 2 * p["nodes"] * max(1, p.get("unwind", 0)), "nodes"),
-    "hierarchical": lambda p: (_prod(p["dims"]) + _prod(p["dims"]),
-                               2 * _prod(p["dims"]) * sum(p["dims"]), "dims"),
+    "hierarchical": lambda p: _levels(p["dims"], "dims"),
     "optical_ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
+    # systems (collsynth.instances.systems): GPUs, switch nodes and links per chassis or node
+    "ndv2": lambda p: (8 * p.get("chassis", 2) + 1, 48 * p.get("chassis", 2) + 2 * p.get("chassis", 2) ** 2, "chassis"),
+    "dgx2": lambda p: (17 * p.get("chassis", 2), 32 * p.get("chassis", 2) * max(1, p.get("unwind", 0))
+                       + 16 * p.get("chassis", 2) ** 2, "chassis"),
+    "dgx_a100": lambda p: _rails(p),
+    "dgx_h100": lambda p: _rails(p),
+    "mi250": lambda p: (25 * p.get("nodes", 1) + 1, p.get("nodes", 1) * (100 + 32 * max(1, p.get("unwind", 0))), "nodes"),
+    "ring_fc_switch": lambda p: _levels([p.get("ring", 2), p.get("fully_connected", 4), p["nodes"]], "nodes"),
+    "ring_ring": lambda p: _levels(p["dims"], "dims"),
+    "switch_switch": lambda p: _levels(p.get("dims", [8, 4]), "dims"),
 }
 NESTED: dict[str, Callable[[dict, Resolve, str], tuple[int, int, str]]] = {
     "line_graph": _line_graph,
