@@ -37,6 +37,8 @@ from . import InputError
 
 GRACE_S = 2.0  # seconds a run may take past its time limit: stopping, verifying and pricing
 # what was found at the limit (benchmarks/bench_limits.py measures the overshoot per producer)
+HARD_MARGIN_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "10"))  # after the limit and the
+# grace, a process still running a job is killed (solve's watchdog, the batch runner's hard kill)
 MEMORY_ENV = "COLLSYNTH_MAX_MEMORY"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -156,6 +158,53 @@ def seconds_left(limit: float | None = None) -> float | None:
         left = d.left()
         limit = left if limit is None else min(limit, left)
     return limit
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float | None, message: str) -> Iterator[None]:
+    """The last resort of a process running one job: if the body is still running after
+    ``seconds`` (a call that neither returns nor lets the timer of :func:`enforce` in), write
+    ``message`` as one ``error:`` line on stderr, kill this process's children (solver
+    sub-processes, pool workers) and exit with code 1. The batch runner does the same from
+    outside (it kills a worker's process group)."""
+    if seconds is None:
+        yield
+        return
+
+    def give_up() -> None:
+        os.write(2, f"error: {message}\n".encode())
+        for pid in reversed(_descendants(os.getpid())):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before their children (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += children.get(p, [])
+    return out
 
 
 # ---- memory ---------------------------------------------------------------------------------

@@ -167,3 +167,23 @@ def test_two_benches_on_one_store_share_the_work(tmp_path):
     assert ra["ran"] + rb["ran"] == 4, (ra, rb)  # every job once, whoever ran it
     df = store.load(st)
     assert len(df) == 4 and not df.duplicated(KEY).any()
+
+
+def test_solve_that_cannot_be_interrupted_is_killed_with_its_children(tmp_path):
+    """The last resort of ``collsynth solve``: a producer ignoring the deadline's timer (and
+    leaving a child process) ends at the limit + grace + margin, one error line, exit 1."""
+    path = tmp_path / "ring5.toml"
+    write_rings(tmp_path, (5,))
+    tag = uuid.uuid4().hex
+    env = {**environment(tag), "COLLSYNTH_JOB_GRACE_S": "1"}
+    proc = subprocess.Popen(CLI + ["solve", str(tmp_path / "ring5.toml"), "--producer", "test-stuck",
+                                   "--time-limit", "1", "--json"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    wait_for(lambda: len(tagged(tag)) >= 2 or proc.poll() is not None, what="the stuck solver's child")
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and out == b""
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: killed after 4 s"), lines
+    assert time.monotonic() - t0 < 4 + 2
+    wait_for(lambda: not tagged(tag), timeout=2, what="the child killed too")

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Sequence
 
 from ... import InputError
 from ...instances import CORPUS, load_instance
-from ...limits import GRACE_S, TooBig
+from ...limits import GRACE_S, HARD_MARGIN_S, TooBig
 from ...results import store as result_store
 from ...tens.schedule import from_json, to_json
 from .. import backends
@@ -49,8 +49,6 @@ from .. import producers as registry
 from ..pipeline import run
 from ..producers import Options
 
-# seconds a worker may run past its job's time limit and the pipeline's grace before it is killed
-HARD_MARGIN_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "10"))
 SUITES_FILE = CORPUS / "suites.toml"
 
 

@@ -1,19 +1,23 @@
 """Producers for the time-limit and interrupt tests, loaded through ``COLLSYNTH_PRODUCERS``.
 
-- ``test-stuck`` stands in for a library call that never returns and cannot be interrupted:
-  it ignores the timer signal the pipeline's deadline uses, so only the batch runner's hard
-  kill of its worker ends it.
+- ``test-stuck`` stands in for a solver that started a child process and then never returns
+  and cannot be interrupted: it ignores the timer signal the pipeline's deadline uses, so only
+  the last resort ends it (the batch runner's kill of its worker's process group, the
+  watchdog of ``collsynth solve``), and the child must go with it.
 - ``test-sleepy-ring`` is the ring schedule two seconds late: a batch of a few such jobs is
   still running when a test interrupts it.
 """
 
 import signal
+import subprocess
+import sys
 import time
 
 from collsynth.solvers.producers import Producer, get
 
 
 def _stuck(instance, options):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
     while True:
         time.sleep(1)

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from .... import InputError
-from ....limits import TooBig
+from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backends
@@ -133,8 +133,10 @@ def solve(args: argparse.Namespace) -> dict:
         solver=solver, driver=driver or None, time_limit=args.time_limit, gap=args.gap,
         threads=args.threads, seed=args.seed, starts=args.starts, params=params,
     )
+    hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
-        row, schedule = run(instance, prod.name, options)
+        with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
+            row, schedule = run(instance, prod.name, options)
     except TooBig as e:
         raise InputError(f"{args.instance}: {e.where}", e.what) from None
     if row["status"] == "skipped" and str(row.get("message", "")).startswith("unsupported: "):
