@@ -35,7 +35,7 @@ from typing import Iterator
 
 from . import InputError
 
-GRACE_S = 2.0  # seconds a run may take past its time limit: stopping, verifying and pricing
+GRACE_S = 3.0  # seconds a run may take past its time limit: stopping, verifying and pricing
 # what was found at the limit (benchmarks/bench_limits.py measures the overshoot per producer)
 HARD_MARGIN_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "10"))  # after the limit and the
 # grace, a process still running a job is killed (solve's watchdog, the batch runner's hard kill)
