@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 import os
 import subprocess
@@ -46,7 +47,16 @@ from typing import Any
 import pyomo.environ as pe
 
 from ... import InputError
-from ...limits import seconds_left, shielded
+from ...limits import TimeLimitReached, seconds_left, shielded
+
+
+def _not_a_time_limit(record: logging.LogRecord) -> bool:
+    """Drop Pyomo's "Constructing component ... failed" log of a build the run's deadline
+    stopped (:class:`~collsynth.limits.TimeLimitReached`): the row says where the run stopped."""
+    return not any(a == TimeLimitReached.__name__ or isinstance(a, TimeLimitReached) for a in record.args or ())
+
+
+logging.getLogger("pyomo.core").addFilter(_not_a_time_limit)
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")
 ORTOOLS = {"cpsat": "sat", "scip": "scip", "glop": "glop", "pdlp": "pdlp"}
