@@ -27,6 +27,7 @@ allgather; allreduce = reduce_scatter then allgather.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Iterable
@@ -201,8 +202,9 @@ def make(
             raise InputError(f"{where}.nodes", f"node {n} is not in 0..{size - 1}")
     if not isinstance(chunks_per_node, int) or isinstance(chunks_per_node, bool) or chunks_per_node < 1:
         raise InputError(f"{where}.chunks_per_node", f"expected a positive integer, got {chunks_per_node!r}")
-    if not isinstance(message_bytes, (int, float)) or isinstance(message_bytes, bool) or not message_bytes > 0:
-        raise InputError(f"{where}.message_bytes", f"expected a positive number of bytes, got {message_bytes!r}")
+    if (not isinstance(message_bytes, (int, float)) or isinstance(message_bytes, bool) or not message_bytes > 0
+            or not math.isfinite(message_bytes)):
+        raise InputError(f"{where}.message_bytes", f"expected a positive, finite number of bytes, got {message_bytes!r}")
     if kind in ROOTED:
         if root is None:
             raise InputError(f"{where}.root", f"{kind} needs a root node")

@@ -44,7 +44,7 @@ import networkx as nx
 
 from .. import InputError
 from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, coerce
-from .topology import Topology, with_link_costs
+from .topology import Topology, check_costs, with_link_costs
 
 FORMATS = {".json": "node-link", ".graphml": "graphml", ".csv": "csv"}
 CSV_COLUMNS = ("src", "dst", "bandwidth", "alpha")
@@ -74,10 +74,7 @@ def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float
         raise InputError(where, f"unknown topology file type {path.suffix!r}; expected .json (node-link), .graphml or .csv")
     bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, "topology.bandwidth")
     al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, "topology.alpha")
-    if not bw > 0:
-        raise InputError("topology.bandwidth", f"expected a positive number of bytes/s, got {bw}")
-    if not al >= 0:
-        raise InputError("topology.alpha", f"expected a non-negative latency in seconds, got {al}")
+    check_costs(bw, al)
     try:
         text = path.read_text()
     except FileNotFoundError:

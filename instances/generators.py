@@ -23,8 +23,8 @@ import typing
 from typing import Any, Callable
 
 from .. import InputError
-from . import constructions
-from .topology import Topology, from_edges, with_link_costs
+from . import constructions, size
+from .topology import Topology, check_costs, from_edges, with_link_costs
 
 GENERATORS: dict[str, Callable[..., Topology]] = {}
 
@@ -79,18 +79,8 @@ def build(
     ``where.<param>`` and what was expected.
     """
     func = _lookup(name, f"{where}.generator")
-    hints = typing.get_type_hints(func)
-    sig = inspect.signature(func)
-    params = dict(params or {})
-    kwargs = {}
-    for key, value in params.items():
-        if key not in sig.parameters:
-            known = ", ".join(sig.parameters) or "none"
-            raise InputError(f"{where}.{key}", f"unknown parameter for generator {name!r} (parameters: {known})")
-        kwargs[key] = coerce(value, hints.get(key, str), f"{where}.{key}")
-    for p in sig.parameters.values():
-        if p.default is inspect.Parameter.empty and p.name not in kwargs:
-            raise InputError(f"{where}.{p.name}", f"generator {name!r} needs parameter {p.name!r} ({_type_name(hints.get(p.name, str))})")
+    kwargs = _arguments(name, params, where)
+    size.check_generator(name, kwargs, _nested_arguments, where)
     try:
         topo = func(**kwargs)
     except InputError as e:
@@ -101,10 +91,7 @@ def build(
         raise InputError(f"{where}", f"generator {name!r}: {e}") from None
     bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, f"{where}.bandwidth")
     al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, f"{where}.alpha")
-    if not bw > 0:
-        raise InputError(f"{where}.bandwidth", f"expected a positive number of bytes/s, got {bw}")
-    if not al >= 0:
-        raise InputError(f"{where}.alpha", f"expected a non-negative latency in seconds, got {al}")
+    check_costs(bw, al, where)
     if "link_classes" in topo.meta and (bandwidth is not None or alpha is not None):
         key = "bandwidth" if bandwidth is not None else "alpha"
         raise InputError(f"{where}.{key}", f"generator {name!r} sets every link's bandwidth and alpha from its own "
@@ -115,6 +102,35 @@ def build(
     topo = with_link_costs(topo, bw, al)
     object.__setattr__(topo, "meta", meta)
     return topo
+
+
+def _arguments(name: str, params: dict[str, Any] | None, where: str) -> dict[str, Any]:
+    """``params`` checked against generator ``name``'s signature and converted to its types."""
+    func = _lookup(name, f"{where}.generator")
+    hints = typing.get_type_hints(func)
+    sig = inspect.signature(func)
+    kwargs = {}
+    for key, value in dict(params or {}).items():
+        if key not in sig.parameters:
+            known = ", ".join(sig.parameters) or "none"
+            raise InputError(f"{where}.{key}", f"unknown parameter for generator {name!r} (parameters: {known})")
+        kwargs[key] = coerce(value, hints.get(key, str), f"{where}.{key}")
+    for p in sig.parameters.values():
+        if p.default is inspect.Parameter.empty and p.name not in kwargs:
+            raise InputError(f"{where}.{p.name}", f"generator {name!r} needs parameter {p.name!r} ({_type_name(hints.get(p.name, str))})")
+    return kwargs
+
+
+def _nested_arguments(table: dict, where: str) -> tuple[str, dict[str, Any]]:
+    """A nested base topology table as ``(generator name, checked parameters)``."""
+    table = dict(table)
+    gen = table.pop("generator", None)
+    if not isinstance(gen, str):
+        raise InputError(f"{where}.generator", "a nested topology needs 'generator = NAME'")
+    for key in RESERVED:
+        if key in table:
+            raise InputError(f"{where}.{key}", "not allowed in a nested base topology (expansions are graph-only)")
+    return gen, _arguments(gen, table, where)
 
 
 def coerce(value: Any, typ: Any, where: str) -> Any:
@@ -730,14 +746,8 @@ def distance_regular(name: str) -> Topology:
 
 def _base(table: dict, where: str) -> Topology:
     """Build a nested base topology table ``{generator = ..., params...}`` (links only)."""
-    table = dict(table)
-    gen = table.pop("generator", None)
-    if not isinstance(gen, str):
-        raise InputError(f"{where}.generator", "a nested topology needs 'generator = NAME'")
-    for key in RESERVED:
-        if key in table:
-            raise InputError(f"{where}.{key}", "not allowed in a nested base topology (expansions are graph-only)")
-    topo = build(gen, table, where=where)
+    gen, _ = _nested_arguments(table, where)
+    topo = build(gen, {k: v for k, v in table.items() if k != "generator"}, where=where)
     if topo.switches:
         raise InputError(where, f"generator {gen!r} has switch nodes; expansions take point-to-point topologies")
     return topo

@@ -39,7 +39,7 @@ import networkx as nx
 import numpy as np
 
 from .. import InputError
-from . import files, generators
+from . import files, generators, size
 from .collective import Collective, make
 from .topology import Topology
 
@@ -266,6 +266,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
         if not isinstance(fname, str):
             raise InputError(f"{where}.file", f"expected a path, got {fname!r}")
         topo = files.read_topology(base_dir / fname, bandwidth=bandwidth, alpha=alpha, directed=directed)
+        size.check_nodes(topo.size, topo.num_links, f"{where}.file")
     else:
         raise InputError(where, "expected 'generator = NAME' or 'file = PATH'")
     if not isinstance(failed_nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in failed_nodes):
@@ -333,6 +334,8 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
         root=root,
         where=where,
     )
+    size.check_collective(coll.kind, topology.size, len(coll.nodes), coll.chunks_per_node, where,
+                          size.topology_field(topology))
     check_reachable(topology, coll, where)
     return coll
 

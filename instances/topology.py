@@ -16,6 +16,7 @@ Everything expensive (shortest paths, link arrays, diameter) is computed once an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Mapping
@@ -324,8 +325,22 @@ def with_link_costs(topology: Topology, bandwidth: float | None, alpha: float | 
             data["bandwidth"] = float(bandwidth) * float(data.pop("scale", 1.0))
         if data.get("alpha") is None:
             data["alpha"] = float(alpha) * float(data.pop("alpha_scale", 1.0))
-        if not data["bandwidth"] > 0:
-            raise InputError("bandwidth", f"link {u}->{v} has bandwidth {data['bandwidth']}, expected > 0")
-        if not data["alpha"] >= 0:
-            raise InputError("alpha", f"link {u}->{v} has alpha {data['alpha']}, expected >= 0")
+        if not 0 < data["bandwidth"] < math.inf:
+            raise InputError("bandwidth", f"link {u}->{v} has bandwidth {data['bandwidth']}, expected a finite number > 0")
+        if not 0 <= data["alpha"] < math.inf:
+            raise InputError("alpha", f"link {u}->{v} has alpha {data['alpha']}, expected a finite number >= 0")
     return replace(topology, graph=g)
+
+
+def check_costs(bandwidth: float, alpha: float, where: str = "topology") -> None:
+    """Refuse link costs that are not a positive, finite bandwidth (bytes/s) and a
+    non-negative, finite latency (s): TOML's ``inf`` and ``nan`` included.
+
+    >>> check_costs(float("inf"), 0.0)
+    Traceback (most recent call last):
+    collsynth.InputError: topology.bandwidth: expected a positive, finite number of bytes/s, got inf
+    """
+    if not 0 < bandwidth < math.inf:
+        raise InputError(f"{where}.bandwidth", f"expected a positive, finite number of bytes/s, got {bandwidth}")
+    if not 0 <= alpha < math.inf:
+        raise InputError(f"{where}.alpha", f"expected a non-negative, finite latency in seconds, got {alpha}")

@@ -50,7 +50,8 @@ class Result:
     params: str | None = _f("producer parameters as sorted JSON (store key only)", "key")
     # what the run found
     status: str | None = _f("optimal / feasible / heuristic / constructed / infeasible / no-solution / "
-                            "error / skipped / invalid")
+                            "error / skipped / invalid / timeout (the time limit ended the run before "
+                            "it had a verified schedule)")
     found_by: str | None = _f("how the schedule was found: ilp@h=H, ilp@h=H+recovery, "
                               "warm-start@h=H+recovery, time-cluster, recovery, lp-rounding@h=H+..., "
                               "or the producer family (closed-form, greedy, bfb-lp, ...)")

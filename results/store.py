@@ -13,6 +13,15 @@ the old row (``--rerun``), and :func:`done_keys` lets a re-run skip what is done
 
 Only verified schedules are stored as schedule files; failed runs are stored as rows with
 their status and message (and no schedule).
+
+Several batches may write one store at once: a batch claims a run (table ``claims``:
+:func:`claim`) before starting it, and a run another live batch has claimed is left to that
+batch; storing the run drops its claim, and a batch that stops releases the claims of what
+it did not finish (:func:`release`). A claim whose batch died (its process is gone, or the
+claim's time is up) is taken over.
+
+A folder that cannot be written is refused with an :class:`~collsynth.InputError` naming it;
+reading (:func:`load`, :func:`count`, :func:`done_keys`) needs no write access.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import tempfile
 import time
@@ -28,6 +38,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .. import InputError
 from ..tens.schedule import Schedule, write_json
 from . import schema
 
@@ -52,19 +63,25 @@ def _run_id(key: tuple) -> str:
 
 def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
     """Open (creating if needed) the store folder's database for writing: WAL mode, table
-    ``runs`` with every column of :mod:`collsynth.results.schema`.
+    ``runs`` with every column of :mod:`collsynth.results.schema`, and table ``claims``.
 
     A store written by an older schema gains the columns it lacks (empty in its old rows), so
-    adding a result field never breaks an existing store.
+    adding a result field never breaks an existing store. A folder that cannot be written is
+    an InputError naming it and saying why.
     """
     folder = Path(store)
-    (folder / "schedules").mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(folder / "runs.sqlite", timeout=60, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
-    con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
-    migrate(con)
+    try:
+        (folder / "schedules").mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(folder / "runs.sqlite", timeout=60, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
+        con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
+        con.execute("CREATE TABLE IF NOT EXISTS claims (id TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, "
+                    "expires REAL)")
+        migrate(con)
+    except (OSError, sqlite3.Error) as e:
+        raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
     return con
 
 
@@ -94,15 +111,47 @@ def migrate(con: sqlite3.Connection) -> list[str]:
     return added
 
 
+def _reason(folder: Path, e: Exception) -> str:
+    """Why a store folder cannot be used, in words (not an exception name)."""
+    for p in (folder, *folder.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder"
+            break
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror.lower()
+    for target in (folder / "runs.sqlite", folder):
+        try:
+            if target.is_dir():
+                tempfile.TemporaryFile(dir=target).close()
+            elif target.exists():
+                open(target, "r+b").close()
+        except OSError as probe:
+            return f"{target} cannot be written ({(probe.strerror or str(probe)).lower()})"
+    return str(e)
+
+
 def _read_only(store: str | Path) -> sqlite3.Connection | None:
     """An existing store's database opened for reading: nothing is created or altered,
-    whatever its schema (:func:`load` fills the columns an older store lacks); None when there
-    is no database or its ``runs`` table is not created yet. (A read-write handle, so that
-    closing it tidies SQLite's WAL files away.)"""
+    whatever its schema (:func:`load` fills the columns an older store lacks), and a store on
+    a folder or disk that cannot be written is read as it is; None when there is no database
+    or its ``runs`` table is not created yet."""
     path = Path(store) / "runs.sqlite"
-    if not path.exists():
+    if not path.is_file():
+        if path.exists() or (Path(store).exists() and not Path(store).is_dir()):
+            raise InputError(str(store), f"not a results store: {_reason(Path(store), OSError())}")
         return None
-    con = sqlite3.connect(path, timeout=60)
+    try:
+        con = sqlite3.connect(path, timeout=60)  # read-write handle: closing it tidies WAL files away
+        con.execute("SELECT 1 FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:  # a WAL database in a folder we cannot write: read it as is
+        try:
+            con = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+            con.execute("SELECT 1 FROM sqlite_master").fetchone()
+        except sqlite3.Error as e:
+            raise InputError(str(path), f"cannot read the results store: {e}") from None
+    except sqlite3.DatabaseError as e:
+        raise InputError(str(path), f"not a results database: {e}") from None
     if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
         con.close()
         return None
@@ -140,10 +189,66 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
     try:
         con.execute("BEGIN IMMEDIATE")
         con.execute(f"INSERT OR REPLACE INTO runs (id, {names}) VALUES (?, {marks})", [rid, *record.values()])
+        con.execute("DELETE FROM claims WHERE id = ?", [rid])
         con.execute("COMMIT")
     finally:
         con.close()
     return rid
+
+
+def claim(store: str | Path, key: tuple, owner: str, expires: float, *, rerun: bool = False) -> str:
+    """Claim the run ``key`` for batch ``owner`` until ``expires`` (Unix time).
+
+    Returns ``"claimed"``, ``"done"`` (the run is stored and ``rerun`` is false) or
+    ``"taken"`` (another batch holds a live claim on it). A claim is live while its batch's
+    process runs (same host) and its time is not up.
+    """
+    rid = _run_id(tuple(key))
+    host, pid = socket.gethostname(), os.getpid()
+    con = connect(store)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        if not rerun and con.execute("SELECT 1 FROM runs WHERE id = ?", [rid]).fetchone():
+            con.execute("COMMIT")
+            return "done"
+        held = con.execute("SELECT owner, host, pid, expires FROM claims WHERE id = ?", [rid]).fetchone()
+        if held and held[0] != owner and _live(held[1], held[2], held[3]):
+            con.execute("COMMIT")
+            return "taken"
+        con.execute("INSERT OR REPLACE INTO claims (id, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
+                    [rid, owner, host, pid, expires])
+        con.execute("COMMIT")
+        return "claimed"
+    finally:
+        con.close()
+
+
+def _live(host: str, pid: int, expires: float) -> bool:
+    if time.time() > expires:
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release(store: str | Path, keys: Iterable[tuple], owner: str) -> None:
+    """Drop ``owner``'s claims on ``keys`` (runs it did not finish)."""
+    ids = [_run_id(tuple(k)) for k in keys]
+    if not ids:
+        return
+    con = connect(store)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany("DELETE FROM claims WHERE id = ? AND owner = ?", [(i, owner) for i in ids])
+        con.execute("COMMIT")
+    finally:
+        con.close()
 
 
 def done_keys(store: str | Path) -> set[tuple]:

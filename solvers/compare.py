@@ -14,6 +14,8 @@ from typing import Sequence
 
 from .. import InputError
 from ..instances import Instance
+from ..limits import TooBig
+from ..results import schema
 from ..tens.schedule import Schedule
 from . import backends
 from .pipeline import run
@@ -43,7 +45,8 @@ def compare(instance: Instance, names: Sequence[str], options: Options | None = 
     ``options.driver`` goes to the producers that take it and must suit at least one;
     ``options.params`` are routed by declaration; ``solver_given`` says the solver was asked
     for explicitly, which then must suit at least one producer. A producer that does not
-    support the instance gives a ``skipped`` row (it does not stop the others).
+    support the instance, or whose run would exceed the memory budget
+    (:class:`~collsynth.limits.TooBig`), gives a ``skipped`` row (it does not stop the others).
     """
     options = options or Options()
     selected = [get(n) for n in split_names(names)]
@@ -58,5 +61,9 @@ def compare(instance: Instance, names: Sequence[str], options: Options | None = 
     out = []
     for prod in selected:
         driver = options.driver if options.driver in prod.drivers else None
-        out.append(run(instance, prod.name, replace(options, solver=solver, driver=driver, params=shares[prod.name])))
+        try:
+            out.append(run(instance, prod.name, replace(options, solver=solver, driver=driver, params=shares[prod.name])))
+        except TooBig as e:  # this producer's run would not fit in memory; the others still run
+            out.append((schema.empty_row(instance=instance.name, producer=prod.name, status="skipped", verified=False,
+                                         message=f"{e.where}: {e.what}"), None))
     return out

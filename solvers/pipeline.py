@@ -13,18 +13,30 @@ clustering, recovery, LP rounding, a construction, ...) and the solver's own sta
 
 An instance with an ``epoch`` choice runs on that TEN timestep (given to every producer that
 declares a ``timestep`` parameter, unless the run sets its own) and is TEN-priced on it.
+
+The run's ``time_limit`` is one :class:`~collsynth.limits.Deadline` for all of it: the lower
+bounds and the producer (model builds, LP bounds, recovery included) stop by the limit;
+verification and pricing of what was found by then get the rest of
+:data:`collsynth.limits.GRACE_S`. Each stage runs under :func:`collsynth.limits.enforce`, so
+one that does not check the deadline itself is interrupted. A run stopped before it had a
+verified schedule has status ``timeout`` and says where it stopped and what it had done; one
+stopped while pricing keeps its verified schedule and the prices it finished. Each stage's time
+is in the row (``verify_s``, ``price_*_s``) and in ``extra["stages_s"]``. Before anything runs,
+the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from dataclasses import replace
-from typing import Any
+from typing import Any, Iterator
 
 from .. import InputError
-from ..instances import Instance
+from ..instances import Instance, size
 from ..instances.instance import epoch_timestep
+from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import cost, verify
 from ..results import schema
 from ..tens.schedule import Schedule
@@ -32,17 +44,21 @@ from . import backends
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
+ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer this much later
+STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
     """Run ``producer`` on ``instance``; return the result row and the verified schedule.
 
     The schedule is ``None`` unless it verified. Producer failures become rows with status
-    ``error`` (or ``skipped`` when the producer does not support the instance); bad input
-    (:class:`~collsynth.InputError`: an unknown solver or driver, a parameter the producer
-    does not declare or a malformed value) propagates to the caller.
+    ``error`` (``skipped`` when the producer does not support the instance, ``timeout`` when
+    the time limit ended the run first); bad input (:class:`~collsynth.InputError`: an unknown
+    solver or driver, a parameter the producer does not declare or a malformed value, a run
+    too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
     """
     options = options or Options()
+    deadline = options.deadline or Deadline.after(options.time_limit)
     prod = get(producer)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:
@@ -54,25 +70,64 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     driver = prod.driver_for(options.driver)
     solver = backends.check_name(options.solver) if prod.uses_solver else ""
     options = replace(options, driver=driver or None, solver=solver or options.solver,
-                      params=check_params(prod, options.params))
+                      params=check_params(prod, options.params), deadline=deadline)
     row = schema.empty_row(
         instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
         verified=False, found_by="", solver_status="", message="",
     )
-    bounds = cost.lower_bounds(instance)
+    size.check_run(instance)
+    stages: dict[str, float] = {}
+    row["extra"] = {"stages_s": stages}
+    try:
+        with _stage(deadline, "lower bounds", stages):
+            bounds = cost.lower_bounds(instance)
+    except TimeLimitReached as e:
+        return _timed_out(row, e, deadline, stages, "lower bounds"), None
     row["lower_bound_s"] = bounds["total_s"]
     row["lower_bound_steps"] = bounds["steps"]
+    outcome = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
+    _record(row, prod, outcome)
+    schedule = outcome.schedule
+    if schedule is None:
+        return row, None
+    return _check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+
+
+@contextlib.contextmanager
+def _stage(deadline: Deadline, name: str, stages: dict[str, float]) -> Iterator[None]:
+    """Run a stage under the deadline (:func:`~collsynth.limits.enforce`), timing it."""
     t0 = time.perf_counter()
     try:
-        outcome = prod.run(instance, options)
+        with enforce(deadline, name):
+            yield
+    finally:
+        stages[name] = round(time.perf_counter() - t0, 4)
+
+
+def _produce(prod, instance: Instance, options: Options, deadline: Deadline, stages: dict[str, float]) -> Outcome:
+    """The producer's outcome; a crash, an unsupported instance or the time limit as a status.
+
+    The producer sees ``deadline`` (``options.deadline``); the timer that stops it if it does
+    not check goes off :data:`ALARM_LAG_S` later, so that a producer checking its deadline
+    stops first and says how far it got."""
+    try:
+        with _stage(deadline.extended(ALARM_LAG_S), "produce", stages):
+            return prod.run(instance, options)
     except InputError:
         raise
     except Unsupported as e:
-        outcome = Outcome(None, "skipped", message=f"unsupported: {e}")
+        return Outcome(None, "skipped", message=f"unsupported: {e}")
+    except TimeLimitReached as e:
+        return Outcome(None, "timeout", message=_limit_message(e, deadline, stages, "produce"))
     except Exception as e:  # noqa: BLE001 - a producer crash is a recorded failure, not a dead batch
         outcome = Outcome(None, "error", message=f"{type(e).__name__}: {e}")
         outcome.extra["traceback"] = traceback.format_exc(limit=8)
-    row["wall_s"] = time.perf_counter() - t0
+        return outcome
+
+
+def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
+    """The producer's outcome into the row."""
+    row["wall_s"] = row["extra"]["stages_s"].get("produce")
     row.update(
         status=outcome.status, objective=outcome.objective, bound=outcome.bound, gap=outcome.gap,
         units=outcome.units, build_s=outcome.build_s, solve_s=outcome.solve_s,
@@ -81,33 +136,60 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     )
     if prod.uses_solver and outcome.solver:
         row["solver"] = outcome.solver
-    extra = dict(outcome.extra)
+    extra = {**outcome.extra, "stages_s": row["extra"]["stages_s"]}
     if outcome.version:
         extra["solver_version"] = outcome.version
     if outcome.nodes is not None:
         extra["solver_nodes"] = outcome.nodes
     row["extra"] = extra
-    schedule = outcome.schedule
-    if schedule is None:
-        return row, None
+
+
+def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
+                     stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
+    """Verify the schedule, then price it under the three cost models, within ``deadline``."""
     row["sends"] = len(schedule)
-    t0 = time.perf_counter()
-    violation = verify.verify(schedule, instance)
-    row["verify_s"] = time.perf_counter() - t0
+    try:
+        with _stage(deadline, "verification", stages):
+            violation = verify.verify(schedule, instance)
+    except TimeLimitReached as e:
+        return _timed_out(row, e, deadline, stages, "verification", f"a schedule of {len(schedule):,} sends, not kept"), None
+    finally:
+        row["verify_s"] = stages.get("verification")
     if violation is not None:
         row["status"] = "invalid"
         row["message"] = f"verification failed: {violation}"
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
-    prices = {}
-    for model in cost.MODELS:  # each stage timed on its own: the row shows where the time goes
-        t0 = time.perf_counter()
-        options = {"timestep": epoch_step} if model == "ten" else {}
-        prices[model] = cost.price(schedule, instance, model, **options)
-        row[f"price_{model}_s"] = time.perf_counter() - t0
-    sync = prices["sync"]
-    row["T_L_s"], row["T_B_s"], row["time_sync_s"] = sync.T_L_s, sync.T_B_s, sync.total_s
-    row["time_ten_s"] = prices["ten"].total_s
-    row["time_event_s"] = prices["event"].total_s
+    for model in ("sync", "ten", "event"):
+        stage = f"pricing ({model})"
+        try:
+            with _stage(deadline, stage, stages):
+                price = cost.price(schedule, instance, model, **({"timestep": epoch_step} if model == "ten" else {}))
+        except TimeLimitReached as e:
+            note = _limit_message(e, deadline, stages, stage)
+            row["message"] = f"{row['message']}; {note}: not priced under {model} and later models".lstrip("; ")
+            break
+        finally:
+            row[f"price_{model}_s"] = stages.get(stage)
+        row[f"time_{model}_s"] = price.total_s
+        if model == "sync":
+            row["T_L_s"], row["T_B_s"] = price.T_L_s, price.T_B_s
     return row, schedule
+
+
+def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, float], stage: str) -> str:
+    """``time limit 5 s reached during produce (greedy matching: ...); done: lower bounds 0.01 s``."""
+    done = ", ".join(f"{k} {v:.3g} s" for k, v in stages.items() if k != stage)
+    inner = ": ".join(x for x in (e.stage if e.stage != stage else "", e.done) if x)
+    return (f"time limit {deadline.limit:g} s reached during {stage}" + (f" ({inner})" if inner else "")
+            + (f"; done: {done}" if done else ""))
+
+
+def _timed_out(row: dict[str, Any], e: TimeLimitReached, deadline: Deadline, stages: dict[str, float],
+               stage: str, found: str = "") -> dict[str, Any]:
+    """The row of a run the time limit ended (in ``stage``) before it had a verified schedule."""
+    row["status"] = "timeout"
+    row["verified"] = False
+    row["message"] = _limit_message(e, deadline, stages, stage) + (f"; found {found}" if found else "")
+    return row

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import InputError
 from ..instances import Instance
+from ..limits import Deadline
 from ..tens.schedule import Schedule
 
 FAMILY_MODULES = (
@@ -36,7 +37,8 @@ FAMILY_MODULES = (
     "collsynth.solvers.bfb.expansions",  # line-graph, degree, cartesian expansions
 )
 
-STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed")
+STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed",
+            "timeout")
 
 
 class Unsupported(Exception):
@@ -151,6 +153,14 @@ class Options:
     seed: int = 0
     starts: int = 1
     params: dict[str, Any] = field(default_factory=dict)
+    deadline: Deadline | None = None  # the run's end (the pipeline sets it from time_limit)
+
+    def timer(self) -> Deadline:
+        """The run's deadline: ``deadline``, or ``time_limit`` seconds from now when unset.
+
+        Producers check it between units of work (``timer().check(stage, done)``) and give
+        solvers what is left (``timer().left()``)."""
+        return self.deadline if self.deadline is not None else Deadline.after(self.time_limit)
 
 
 @dataclass
@@ -158,8 +168,9 @@ class Outcome:
     """What a producer returns: a schedule (or none) and what it knows about it.
 
     ``status``: optimal / feasible (limit hit, incumbent kept) / infeasible / no-solution /
-    error / skipped (licence limit, unavailable) for solver-based producers; ``heuristic``
-    (greedy) or ``constructed`` (closed forms, expansions) otherwise. ``objective``/``bound``
+    error / skipped (licence limit, unavailable, too big) for solver-based producers;
+    ``heuristic`` (greedy) or ``constructed`` (closed forms, expansions) otherwise;
+    ``timeout`` when the run's time limit ended it before it had a schedule. ``objective``/``bound``
     are in the producer's own units (``units`` says which, e.g. "steps"). ``extra`` holds
     method-specific figures (closed-form T_L/T_B, theorem predictions, seed spread, ...).
     ``found_by`` says which method found the schedule (``ilp@h=5``, ``time-cluster``,

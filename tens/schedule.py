@@ -299,6 +299,25 @@ def read_json(path: str | Path) -> Schedule:
     return from_json(data, where)
 
 
+def check_header(schedule: Schedule, instance, where: str = "schedule") -> None:
+    """Refuse a schedule whose header does not describe ``instance``: ``collective`` must be
+    its kind (``concurrent`` for several collectives), ``nodes`` its topology's node ids and
+    ``chunks`` its chunk ids (summed over concurrent collectives). Errors name ``where`` and
+    the field; a schedule written for another instance is never verified against this one.
+    """
+    colls = instance.collectives
+    want = {
+        "collective": colls[0].kind if len(colls) == 1 else "concurrent",
+        "nodes": instance.topology.size,
+        "chunks": sum(c.num_chunks for c in colls),
+    }
+    have = {"collective": schedule.collective, "nodes": schedule.nodes, "chunks": schedule.chunks}
+    for field, value in want.items():
+        if have[field] != value:
+            raise InputError(f"{where}: {field}", f"expected {value!r} for instance {instance.name!r}, "
+                                                  f"got {have[field]!r}")
+
+
 # ---- algebra: reversal, concatenation, relabelling, merging ---------------------------------
 
 def reverse(schedule: Schedule) -> Schedule:

@@ -2,8 +2,10 @@
 that names the file (for instance files) and the field."""
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +260,136 @@ def test_library_chatter_on_stdout_never_reaches_the_json(tmp_path, capsys, monk
     row = json.loads(out)
     assert row["verified"] and row["steps"] == 5  # the ring algorithm on 6 nodes: N - 1 steps
     assert "Traceback" not in out and "Traceback" in err
+
+
+# ---- limits: non-finite costs, instances too big for the memory budget, schedules for another
+# instance, stores that cannot be written ----------------------------------------------------
+
+LIMIT_INSTANCES = [
+    ("alpha-inf", instance_text(GOOD_TOPOLOGY + "alpha = inf\n"), ["topology.alpha", "finite"]),
+    ("bandwidth-inf", instance_text(GOOD_TOPOLOGY + "bandwidth = inf\n"), ["topology.bandwidth", "finite"]),
+    ("bandwidth-nan", instance_text(GOOD_TOPOLOGY + "bandwidth = nan\n"), ["topology.bandwidth", "finite"]),
+    ("message-inf", instance_text(collective=GOOD_COLLECTIVE + "message_bytes = inf\n"), ["collective.message_bytes", "finite"]),
+    # 40,000 nodes: the hop distances alone are 1.6e9 pairs (over 30 GiB)
+    ("torus-200x200", instance_text('generator = "torus"\ndims = [200, 200]\n'), ["topology.dims", "too big", "40,000 nodes"]),
+    # K(50, 5): 50^5 + 50^4 nodes
+    ("kautz-50-5", instance_text('generator = "kautz"\ndegree = 50\ndiameter = 5\n'), ["topology.degree", "too big"]),
+    # 6 x 10^10 chunk ids on 6 nodes: the pre/postconditions alone
+    ("chunks-10e10", instance_text(collective=GOOD_COLLECTIVE + "chunks_per_node = 10000000000\n"),
+     ["collective.chunks_per_node", "too big"]),
+    # all-to-all on 4096 ranks has 4096^2 chunk ids (an allgather of the same ranks would fit)
+    ("alltoall-64x64", instance_text('generator = "torus"\ndims = [64, 64]\n', 'kind = "alltoall"\n'),
+     ["collective.kind", "too big"]),
+]
+
+
+@pytest.mark.parametrize("case,text,must", LIMIT_INSTANCES, ids=[c[0] for c in LIMIT_INSTANCES])
+def test_instance_beyond_limits(tmp_path, capsys, case, text, must):
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    t0 = time.monotonic()
+    code, out, err = run_cli(["instance", str(path), "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path)] + must)
+    assert time.monotonic() - t0 < 30  # refused from the parameters, nothing built
+
+
+def test_a_run_beyond_memory_is_refused_naming_the_field(tmp_path, capsys):
+    path = tmp_path / "c.toml"  # loads (36 x 10^6 chunk ids), but a schedule has 1.26 x 10^9 sends
+    path.write_text(instance_text('generator = "torus"\ndims = [6, 6]\n', GOOD_COLLECTIVE + "chunks_per_node = 1000000\n"))
+    code, out, err = run_cli(["solve", str(path), "--producer", "greedy", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), "collective.chunks_per_node", "too big", "1,260,000,000 sends"])
+    # a TEN model of a 40x40 torus allgather is refused before it is built
+    path = tmp_path / "t.toml"
+    path.write_text(instance_text('generator = "torus"\ndims = [40, 40]\n'))
+    code, out, err = run_cli(["solve", str(path), "--producer", "ten-ilp", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), "topology.dims", "TEN model"])
+
+
+def test_max_memory_budget(tmp_path, capsys):
+    path = tmp_path / "r.toml"
+    path.write_text(instance_text())
+    code, out, err = run_cli(["instance", str(path), "--max-memory", "1k", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), "topology.nodes", "--max-memory budget", "1.0 KiB"])
+    code, out, err = run_cli(["instance", str(path), "--max-memory", "lots", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, ["--max-memory", "size"])
+    code, out, err = run_cli(["instance", str(path), "--json"], capsys)  # the budget held for one command only
+    assert code == 0 and err == ""
+
+
+@pytest.fixture
+def ring_schedule(tmp_path, capsys):
+    inst = tmp_path / "ring.toml"
+    inst.write_text(instance_text())
+    sched = tmp_path / "ring.json"
+    code, _, _ = run_cli(["solve", str(inst), "--producer", "ring", "--out", str(sched), "--json"], capsys)
+    assert code == 0
+    return inst, json.loads(sched.read_text())
+
+
+HEADERS = [("chunks", 7, "expected 6"), ("nodes", 9, "expected 6"), ("collective", "broadcast", "expected 'allgather'"),
+           ("collective", "reduce_scatter", "expected 'allgather'")]
+
+
+@pytest.mark.parametrize("field,value,expected", HEADERS, ids=[f"{f}={v}" for f, v, _ in HEADERS])
+@pytest.mark.parametrize("command", ["verify", "price", "export"])
+def test_schedule_header_contradicting_the_instance(tmp_path, capsys, ring_schedule, field, value, expected, command):
+    inst, data = ring_schedule
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**data, field: value}))
+    code, out, err = run_cli([command, str(bad), str(inst), "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [f"{bad}: {field}", expected])
+
+
+def make_read_only(path) -> bool:
+    """Make ``path`` unwritable even for root (chmod, else chattr +i); False when impossible."""
+    os.chmod(path, 0o555)
+    try:
+        (path / ".probe").touch()
+    except OSError:
+        return True
+    (path / ".probe").unlink()
+    return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+
+
+def undo_read_only(path) -> None:
+    subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    os.chmod(path, 0o755)
+
+
+def test_store_that_is_a_file_or_read_only(tmp_path, capsys):
+    inst_dir = tmp_path / "inst"
+    inst_dir.mkdir()
+    (inst_dir / "r.toml").write_text(instance_text())
+    pattern = str(inst_dir / "*.toml")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for store in (afile, afile / "sub"):
+        code, out, err = run_cli(["bench", "--no-progress", "--instances", pattern, "--producers", "ring",
+                                  "--store", str(store), "--json"], capsys)
+        assert code == 2 and out == ""
+        assert_one_error_line(err, [str(store), "cannot write a results store", f"{afile} is a file"])
+    code, out, err = run_cli(["tables", "--store", str(afile), "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(afile)])
+    # a store on a read-only folder: tables read it; bench cannot write it and says where
+    st = tmp_path / "store"
+    code, _, _ = run_cli(["bench", "--no-progress", "--instances", pattern, "--producers", "ring", "--store", str(st)], capsys)
+    assert code == 0
+    if not make_read_only(st):
+        pytest.skip("cannot make a folder read-only here")
+    try:
+        code, out, err = run_cli(["tables", "--store", str(st), "--out", str(tmp_path / "t"),
+                                  "--plots", str(tmp_path / "p"), "--json"], capsys)
+        assert code == 0 and json.loads(out)["runs"] == 1, err
+        code, out, err = run_cli(["bench", "--no-progress", "--instances", pattern, "--producers", "greedy",
+                                  "--store", str(st), "--json"], capsys)
+        assert code == 2 and out == ""
+        assert_one_error_line(err, [str(st), "cannot write a results store", "cannot be written"])
+    finally:
+        undo_read_only(st)

@@ -55,7 +55,7 @@ def plugin_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", PLUGINS + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("COLLSYNTH_JOB_GRACE_S", "20")
     monkeypatch.syspath_prepend(PLUGINS)
-    monkeypatch.setattr(batch, "GRACE_S", 20.0)
+    monkeypatch.setattr(batch, "HARD_MARGIN_S", 20.0)
 
 
 def test_store_put_load_replace(tmp_path):
@@ -179,14 +179,19 @@ def test_bench_runs_every_job_once_and_resumes(tmp_path, capsys):
     assert len(store.load(st)) == 4
 
 
-def test_hanging_and_crashing_jobs_are_recorded_and_the_batch_continues(tmp_path, plugin_env, capsys):
+def test_hanging_and_crashing_jobs_are_recorded_and_the_batch_continues(tmp_path, plugin_env, capsys, monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_PRODUCERS", "faulty_producers,slow_producers")
+    monkeypatch.setattr(batch, "HARD_MARGIN_S", 2.0)
     pattern = write_instances(tmp_path / "inst", ["ring5-ag"])
     st = tmp_path / "store"
-    code = bench("--instances", pattern, "--producers", "test-hang,test-crash,test-chatty-ring,ring", "--time-limit", "1",
+    code = bench("--instances", pattern, "--producers", "test-hang,test-stuck,test-crash,test-chatty-ring,ring",
+                 "--time-limit", "1",
                  "--store", str(st), "--jobs", "2", "--json")
     assert code == 0
     df = store.load(st).set_index("producer")
-    assert df.loc["test-hang", "status"] == "error" and "killed" in df.loc["test-hang", "message"]
+    # the deadline's timer stops a loop that ignores its limit; a call that blocks the timer is killed
+    assert df.loc["test-hang", "status"] == "timeout" and "time limit 1 s reached" in df.loc["test-hang", "message"]
+    assert df.loc["test-stuck", "status"] == "timeout" and "killed after" in df.loc["test-stuck", "message"]
     assert df.loc["test-crash", "status"] == "error" and "exited with code 139" in df.loc["test-crash", "message"]
     assert df.loc["ring", "verified"]
     # a job printing to stdout (as Pyomo's log handler does) does not garble the worker's result line

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 import os
 import subprocess
@@ -46,6 +47,16 @@ from typing import Any
 import pyomo.environ as pe
 
 from ... import InputError
+from ...limits import TimeLimitReached, seconds_left, shielded
+
+
+def _not_a_time_limit(record: logging.LogRecord) -> bool:
+    """Drop Pyomo's "Constructing component ... failed" log of a build the run's deadline
+    stopped (:class:`~collsynth.limits.TimeLimitReached`): the row says where the run stopped."""
+    return not any(a == TimeLimitReached.__name__ or isinstance(a, TimeLimitReached) for a in record.args or ())
+
+
+logging.getLogger("pyomo.core").addFilter(_not_a_time_limit)
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")
 ORTOOLS = {"cpsat": "sat", "scip": "scip", "glop": "glop", "pdlp": "pdlp"}
@@ -257,15 +268,10 @@ def solve(
     """
     name = canonical(session.solver if session is not None else solver)
     t0 = time.perf_counter()
+    time_limit = seconds_left(time_limit)  # never past the run's deadline
     try:
-        if name == "highs":
-            res = _solve_v2(model, "highs", time_limit, gap, threads, seed, session, warm_start=warm_start)
-        elif name == "gurobi":
-            res = _solve_gurobi(model, time_limit, gap, threads, seed, session, warm_start=warm_start)
-        elif name in ORTOOLS:
-            res = _solve_ortools(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
-        else:
-            res = _solve_legacy(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
+        with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
+            res = _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start)
     except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
         res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
     res.solver = res.solver or name
@@ -273,6 +279,17 @@ def solve(
     if res.gap is None:
         res.gap = _gap(res.objective, res.bound)
     return res
+
+
+def _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start) -> SolveResult:
+    """The backend ``name``'s solve."""
+    if name == "highs":
+        return _solve_v2(model, "highs", time_limit, gap, threads, seed, session, warm_start=warm_start)
+    if name == "gurobi":
+        return _solve_gurobi(model, time_limit, gap, threads, seed, session, warm_start=warm_start)
+    if name in ORTOOLS:
+        return _solve_ortools(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
+    return _solve_legacy(model, name, time_limit, gap, threads, seed, warm_start=warm_start)
 
 
 def _sense_max(model) -> bool:

@@ -38,6 +38,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
 from ... import InputError
+from ...limits import Deadline
 from ...formulations import bfb_chunked, bfb_hetero, bfb_lp
 from ...formulations.bfb_chunked import chunk_schedule
 from ...formulations.bfb_lp import StepLP, step_data
@@ -221,7 +222,11 @@ def _build_step_model(data: StepLP, method: str, settings: dict):
 
 
 def _solve_model(model, settings: dict):
-    return backends.solve(model, settings.get("solver", "highs"), time_limit=settings.get("time_limit", 60.0),
+    limit = settings.get("time_limit", 60.0)
+    deadline = settings.get("deadline")
+    if deadline is not None and deadline.at is not None:
+        limit = deadline.left() if limit is None else min(limit, deadline.left())
+    return backends.solve(model, settings.get("solver", "highs"), time_limit=limit,
                           gap=settings.get("gap"), threads=settings.get("threads", 1), seed=settings.get("seed", 0))
 
 
@@ -314,7 +319,18 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
 
 def _solve_batch(args) -> list[dict]:
     batch, method, settings = args
-    return [solve_problem(d, method, settings) for d in batch]
+    return _solve_in_turn(batch, method, settings)
+
+
+def _solve_in_turn(problems: list[StepLP], method: str, settings: dict) -> list[dict]:
+    """The problems one after another, stopping past ``settings["deadline"]``."""
+    deadline = settings.get("deadline")
+    out = []
+    for i, p in enumerate(problems):
+        if deadline is not None:
+            deadline.check("BFB per-(node, step) problems", f"{i} of {len(problems)} solved")
+        out.append(solve_problem(p, method, settings))
+    return out
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -333,6 +349,7 @@ def solve_bfb(
     chunks_per_node: int = 1,
     message_bytes: float | None = None,
     chunks: int | None = None,
+    deadline: Deadline | None = None,
 ) -> BFBResult:
     """The BFB allgather schedule of ``topology`` (Zhao et al., NSDI 2025, Section 6.1 and
     Appendix D).
@@ -341,7 +358,9 @@ def solve_bfb(
     translations, ``True`` requires it, ``False`` solves every node. ``jobs > 1`` solves the
     problems in a process pool. ``chunks`` is K for the chunked methods (IP (12)); the
     schedule is then in whole chunks (``chunks_per_node = K``). ``message_bytes`` is needed by
-    ``hetero`` (the shard size enters LP (13)).
+    ``hetero`` (the shard size enters LP (13)). Each solve gets at most what is left before
+    ``deadline``, and past it the remaining problems are not started
+    (:class:`~collsynth.limits.TimeLimitReached`).
     """
     if method not in METHODS:
         raise InputError("method", f"expected one of {', '.join(METHODS)}, got {method!r}")
@@ -357,6 +376,7 @@ def solve_bfb(
     orders = _orbit_orders(topo, method, orbit)
     solve_nodes = [0] if orders is not None else list(topo.npus)
     settings = {"solver": solver, "time_limit": time_limit, "gap": gap, "threads": threads, "seed": seed,
+                "deadline": deadline,
                 **_method_settings(topo, method, solve_nodes, chunks or chunks_per_node, message_bytes)}
     problems = [step_data(topo, u, t, D) for u in solve_nodes for t in range(1, T + 1)]
     results = _solve_all(problems, method, settings, jobs)
@@ -418,7 +438,7 @@ def _solve_all(problems: list[StepLP], method: str, settings: dict, jobs: int) -
         batches = [problems[i:i + size] for i in range(0, len(problems), size)]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             return [r for part in pool.map(_solve_batch, [(b, method, settings) for b in batches]) for r in part]
-    return [solve_problem(p, method, settings) for p in problems]
+    return _solve_in_turn(problems, method, settings)
 
 
 def _common_denominator(results: list[dict]):
@@ -556,7 +576,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
     p = dict(options.params)
     kw: dict[str, Any] = dict(
         method=method, solver=options.solver, time_limit=options.time_limit, gap=options.gap,
-        threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)),
+        threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)), deadline=options.timer(),
         orbit={"auto": "auto", "true": True, "false": False}[str(p.get("orbit", "auto")).lower()], chunks_per_node=coll.chunks_per_node,
         message_bytes=coll.message_bytes,
     )

@@ -46,6 +46,7 @@ import networkx as nx
 import numpy as np
 
 from ... import InputError
+from ...limits import Deadline
 from ...formulations.bfb_lp import optimal_loads
 from ...instances import catalogue, generators
 from ...instances.constructions import (
@@ -453,12 +454,13 @@ def _same_graph(a: Topology, b: Topology) -> bool:
 
 
 def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_method: str = "lp",
-                       solver: str = "highs") -> tuple[Schedule, dict]:
+                       solver: str = "highs", deadline: Deadline | None = None) -> tuple[Schedule, dict]:
     """The expansion schedule for a topology built by the ``line_graph`` / ``degree_expansion``
     / ``cartesian`` generators (read from ``topology.meta``); with ``transpose`` the allgather
     on the transposed topology (for reduce-scatter), built from the transposed base.
 
     Returns the schedule (on ``topology`` or its transpose) and the prediction/base figures.
+    The base's BFB solves stop at ``deadline`` (:class:`~collsynth.limits.TimeLimitReached`).
     """
     meta = topology.meta or {}
     gen = meta.get("generator")
@@ -474,7 +476,7 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
     info: dict[str, Any] = {"expansion": gen, "base": base.name}
 
     def bfb(t: Topology):
-        r = solve_bfb(t, method=bfb_method, solver=solver)
+        r = solve_bfb(t, method=bfb_method, solver=solver, deadline=deadline)
         info.setdefault("base_T_L", r.steps)
         info.setdefault("base_T_B", str(r.T_B_units))
         info.setdefault("base_bw_optimal", r.bw_optimal)
@@ -502,9 +504,9 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
             if transpose:
                 h = h.transpose()
             cur_t = cartesian_topology([base, h])
-            r = solve_bfb(cur_t, method=bfb_method, solver=solver)
+            r = solve_bfb(cur_t, method=bfb_method, solver=solver, deadline=deadline)
             cur_s = r.schedule
-            rb, rh = solve_bfb(base, method="flow"), solve_bfb(h, method="flow")
+            rb, rh = solve_bfb(base, method="flow", deadline=deadline), solve_bfb(h, method="flow", deadline=deadline)
             if rb.bw_optimal and rh.bw_optimal:
                 info["predicted"] = predict("cartesian_product", len(base.npus), base.out_degree_range[1], rb.steps,
                                             rb.T_B_units, other=(len(h.npus), h.out_degree_range[1], rh.steps))
@@ -564,11 +566,12 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
         raise Unsupported("expansions need every node to take part")
     method = str(options.params.get("bfb_method", "lp"))
     if coll.kind == "allgather":
-        s, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
+        s, info = expanded_allgather(topo, bfb_method=method, solver=options.solver, deadline=options.timer())
         ag = s
     elif coll.kind in ("reduce_scatter", "allreduce"):
-        ag, info = expanded_allgather(topo, bfb_method=method, solver=options.solver)
-        rs_ag, _ = expanded_allgather(topo, transpose=True, bfb_method=method, solver=options.solver)
+        ag, info = expanded_allgather(topo, bfb_method=method, solver=options.solver, deadline=options.timer())
+        rs_ag, _ = expanded_allgather(topo, transpose=True, bfb_method=method, solver=options.solver,
+                                      deadline=options.timer())
         rs = sch.reverse(rs_ag)
         s = rs if coll.kind == "reduce_scatter" else sch.concat(rs, ag, "allreduce")
         if coll.kind == "reduce_scatter":

@@ -12,6 +12,11 @@ chatter) goes to stderr instead: stdout carries only the command's result.
 
 ``collsynth --version`` prints the version (with ``--json``: ``{"version": ..., "python": ...}``).
 Every command's ``--help`` lists ``--json`` and shows each option's default.
+
+Every command also takes ``--max-memory SIZE`` (e.g. ``8G``): instances whose estimated
+memory exceeds it (default: the machine's memory) are refused before anything is allocated
+(:mod:`collsynth.instances.size`). An interrupt (SIGINT, or SIGTERM where a command handles it)
+ends with one line ``error: interrupted...`` and exit code 130.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import platform
 import sys
 from typing import Sequence
 
 from ... import InputError, __version__
+from ...limits import MEMORY_ENV, set_memory_budget
 
 COMMAND_MODULES = (
     "collsynth.solvers.cli.commands.instances",  # topologies, topology, instance
@@ -74,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for command in sub.choices.values():
         command.add_argument("--json", action="store_true", help=JSON_HELP)
+        command.add_argument("--max-memory", metavar="SIZE", default=None,
+                             help="refuse instances estimated to need more memory (e.g. 8G; default: the machine's)")
     return parser
 
 
@@ -101,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     argv = [a for a in argv if a != "--json"]
+    budget = os.environ.get(MEMORY_ENV)
     try:
         args = build_parser().parse_args(argv)
         if args.version:
@@ -108,17 +118,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command is None:
             raise InputError("collsynth", "expected a command (`collsynth --help` lists them)")
         else:
+            args.command_line = ["collsynth", *argv, *(["--json"] if as_json else [])]
+            if args.max_memory is not None:
+                set_memory_budget(args.max_memory)
             with contextlib.redirect_stdout(sys.stderr):
                 result = args.func(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"error: interrupted{f' by {e}' if str(e) else ''}", file=sys.stderr)
         return 130
     except Exception as e:  # a failure, not bad input: one line, exit 1
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    finally:  # --max-memory holds for this command only
+        os.environ.pop(MEMORY_ENV, None) if budget is None else os.environ.update({MEMORY_ENV: budget})
     code = int(result.pop("exit", 0)) if isinstance(result, dict) else 0
     result.pop("text", None) if as_json else None
     try:

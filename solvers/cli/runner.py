@@ -16,21 +16,24 @@ a re-run skips the keys already stored (``rerun=True`` forces them).
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import collections
 import contextlib
 import difflib
 import glob
 import json
 import os
 import platform
+import queue
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tomllib
+import uuid
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -38,12 +41,14 @@ from typing import Any, Iterable, Sequence
 
 from ... import InputError
 from ...instances import CORPUS, load_instance
+from ...limits import GRACE_S, HARD_MARGIN_S, TooBig
 from ...results import store as result_store
+from ...tens.schedule import from_json, to_json
 from .. import backends
 from .. import producers as registry
+from ..pipeline import run
+from ..producers import Options
 
-# seconds a job may run past its time limit (model building, pricing) before it is killed
-GRACE_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "30"))
 SUITES_FILE = CORPUS / "suites.toml"
 
 
@@ -221,24 +226,78 @@ def plan_batch(
 # Jobs run in long-lived worker processes (``python -m collsynth.solvers.cli.runner``), one per
 # executor thread, reading one job per line on stdin and answering one line on stdout, so the
 # imports (Pyomo, solvers, networkx) are paid once per worker rather than once per job. A worker
-# that exceeds a job's limit is killed with its process group and replaced; one that dies is
-# recorded and replaced.
+# leads its own process group (solver children included), says ``ready`` once its imports are
+# done, and kills its group when the process that started it is gone (no orphans after a
+# ``kill -9`` of the batch). The pipeline ends every job within its time limit plus
+# :data:`collsynth.limits.GRACE_S`; a worker still busy :data:`HARD_MARGIN_S` after that is
+# killed with its group and replaced, and one that dies is recorded and replaced.
 
-_local = threading.local()
-_workers: list[subprocess.Popen] = []
-_workers_lock = threading.Lock()
+READY = b"ready\n"
+STARTUP_S = 600.0  # a worker must have its imports done by then (a loaded machine is slow)
+INTERRUPTED = {"interrupted": True}  # what a job stopped by the batch's interrupt returns
 
 
-def _start_worker() -> subprocess.Popen:
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=log, start_new_session=True,
-    )
-    proc.log = log  # type: ignore[attr-defined]
-    with _workers_lock:
-        _workers.append(proc)
-    return proc
+class Workers:
+    """The worker processes of one batch (or of one Dask worker): one per thread, started on
+    demand. :meth:`stop` kills them all (their process groups) and starts no more."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: list[subprocess.Popen] = []
+        self.stopped = False
+        self.local = threading.local()
+
+    def current(self) -> subprocess.Popen | None:
+        """This thread's ready worker, started if needed; None once stopped. Raises
+        ``RuntimeError`` with the worker's last stderr line when it cannot start."""
+        proc = getattr(self.local, "proc", None)
+        if proc is not None and proc.poll() is None:
+            return proc
+        with self.lock:
+            if self.stopped:
+                return None
+            self.procs = [p for p in self.procs if p.poll() is None]
+            log = tempfile.TemporaryFile()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+            )
+            proc.log = log  # type: ignore[attr-defined]
+            self.procs.append(proc)
+        line = _read_line(proc, time.monotonic() + STARTUP_S)
+        if line == READY:
+            self.local.proc = proc
+            return proc
+        _kill_group(proc)
+        if self.stopped:
+            return None
+        raise RuntimeError(f"the job process did not start: {_last_words(proc)}")
+
+    def forget(self) -> None:
+        """Drop this thread's worker (it was killed or died)."""
+        self.local.proc = None
+
+    def stop(self) -> None:
+        """Kill every worker's process group now and start no more."""
+        with self.lock:
+            self.stopped = True
+            procs = list(self.procs)
+        for proc in procs:
+            _kill_group(proc, wait=False)
+
+    def close(self) -> None:
+        """Close every worker (each exits when its stdin closes); kill those that do not."""
+        with self.lock:
+            procs, self.procs = list(self.procs), []
+        for proc in procs:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                _kill_group(proc)
+
+
+_default_workers = Workers()  # for run_isolated called without a batch (Dask workers)
 
 
 def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
@@ -260,61 +319,75 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
             return bytes(buf)
 
 
-def run_isolated(job: Job | dict) -> dict[str, Any]:
+def hard_limit(job: Job) -> float:
+    """Seconds after which a job's worker is killed: its time limit, the pipeline's grace and
+    :data:`HARD_MARGIN_S`."""
+    return job.time_limit + GRACE_S + HARD_MARGIN_S
+
+
+def run_isolated(job: Job | dict, workers: Workers | None = None) -> dict[str, Any]:
     """Run one job in this thread's worker process with a hard limit; never raises.
 
-    Returns the result row and, if the schedule verified, ``"schedule"`` (its JSON object). A
-    worker still busy after ``time_limit + GRACE_S`` is killed with its whole process group
-    (solver sub-processes included) and the job recorded as ``error``; the next job gets a
-    fresh worker.
+    Returns the result row and, if the schedule verified, ``"schedule"`` (its JSON object);
+    :data:`INTERRUPTED` when ``workers`` were stopped before the job finished. A worker still
+    busy after :func:`hard_limit` is killed with its whole process group (solver
+    sub-processes included) and the job recorded as ``timeout``; the next job gets a fresh
+    worker.
     """
     job = Job(**job) if isinstance(job, dict) else job
-    limit = job.time_limit + GRACE_S
-    proc = getattr(_local, "proc", None)
-    if proc is None or proc.poll() is not None:
-        proc = _local.proc = _start_worker()
+    workers = workers or _default_workers
     t0 = time.perf_counter()
+    try:
+        proc = workers.current()
+    except RuntimeError as e:
+        return _failure_row(job, "error", str(e), time.perf_counter() - t0)
+    if proc is None:
+        return INTERRUPTED
+    limit = hard_limit(job)
     try:
         proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
         proc.stdin.flush()
         line = _read_line(proc, time.monotonic() + limit)
     except (BrokenPipeError, OSError):
         line = b""
+    if line and line.strip():
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return _failure_row(job, "error", "job process wrote an unreadable result", time.perf_counter() - t0)
+    workers.forget()
+    if workers.stopped:
+        _kill_group(proc)
+        return INTERRUPTED
     if line is None:
         _kill_group(proc)
-        _local.proc = None
-        return _failure_row(job, "error", f"killed: the job exceeded its limit of {limit:g} s", time.perf_counter() - t0)
-    if not line.strip():
-        code = proc.wait()
-        proc.log.seek(0)
-        last = (proc.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        _local.proc = None
-        return _failure_row(job, "error", f"job process exited with code {code}: {last}", time.perf_counter() - t0)
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return _failure_row(job, "error", "job process wrote an unreadable result", time.perf_counter() - t0)
+        return _failure_row(job, "timeout", f"killed after {limit:g} s: the job did not stop at its time limit "
+                                            f"({job.time_limit:g} s + {GRACE_S:g} s grace)", time.perf_counter() - t0)
+    proc.wait()
+    return _failure_row(job, "error", f"job process {_exit_words(proc.returncode)}: {_last_words(proc)}",
+                        time.perf_counter() - t0)
 
 
-def shutdown_workers() -> None:
-    """Close every worker this process started (they exit when their stdin closes)."""
-    with _workers_lock:
-        procs, _workers[:] = list(_workers), []
-    for proc in procs:
-        try:
-            proc.stdin.close()
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            _kill_group(proc)
-    _local.proc = None
+def _exit_words(code: int) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name
+        why = " (out of memory, or killed from outside)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{why}"
+    return f"exited with code {code}"
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _last_words(proc: subprocess.Popen) -> str:
+    proc.log.seek(0)
+    return (proc.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+
+
+def _kill_group(proc: subprocess.Popen, wait: bool = True) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    if wait:
+        proc.wait()
 
 
 def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str, Any]:
@@ -325,10 +398,6 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
 
 
 def _run_one(job: Job) -> dict[str, Any]:
-    from ...tens.schedule import to_json
-    from ..pipeline import run
-    from ..producers import Options
-
     try:
         instance = load_instance(job.instance_file)
         options = Options(
@@ -336,18 +405,38 @@ def _run_one(job: Job) -> dict[str, Any]:
             threads=job.threads, seed=job.seed, params=json.loads(job.params),
         )
         row, schedule = run(instance, job.producer, options)
+    except TooBig as e:
+        return _failure_row(job, "skipped", str(e), 0.0)
     except InputError as e:
         return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
     return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
 
 
+def _watch_parent() -> None:
+    """Kill this worker's process group (itself and its solver children) once the process
+    that started it is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _worker_main() -> int:
-    """Worker-process entry: one job (JSON) per stdin line, one result (JSON) per stdout line.
+    """Worker-process entry: ``ready`` once imported, then one job (JSON) per stdin line and
+    one result (JSON) per stdout line.
 
     Whatever a job prints (library log messages, solver chatter) goes to stderr: stdout
     carries only the result lines."""
+    _watch_parent()
+    registry.producers()  # the producer families' imports, paid before the first job's clock
     channel = sys.stdout
+    channel.buffer.write(READY)
+    channel.flush()
     for line in sys.stdin:
         if line.strip():
             with contextlib.redirect_stdout(sys.stderr):
@@ -383,13 +472,102 @@ def provenance() -> dict[str, Any]:
 
 @dataclass
 class BatchSummary:
-    """What a batch did: counts by status, skipped (already done) jobs, wall time."""
+    """What a batch did: counts by status, jobs skipped (already stored, or running in another
+    batch on the same store), jobs an interrupt stopped, wall time."""
 
     planned: int = 0
     skipped_done: int = 0
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
+    elsewhere: int = 0
+    interrupted: int = 0
+    not_started: int = 0
+    signal: str = ""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A batch stopped by SIGINT or SIGTERM; ``summary`` says what it kept."""
+
+    def __init__(self, summary: BatchSummary):
+        super().__init__(summary.signal)
+        self.summary = summary
+
+
+class _Signals:
+    """SIGINT/SIGTERM while a batch runs: the first sets :attr:`signal` (the batch stops
+    launching and kills its running jobs), the second kills the workers and exits at once
+    (code 130). Only the main thread can install handlers; elsewhere nothing changes."""
+
+    def __init__(self, workers: list[Workers]):
+        self.signal = ""
+        self.workers = workers
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Signals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal:
+            for w in self.workers:
+                w.stop()
+            os.write(2, b"error: interrupted again: stopped at once; every finished run is in the store\n")
+            os._exit(130)
+        self.signal = signal.Signals(signum).name
+
+
+class _Batch:
+    """One batch's bookkeeping: claims on the store, commits, the summary."""
+
+    def __init__(self, store: str | Path, summary: BatchSummary, rerun: bool):
+        self.store, self.summary, self.rerun = store, summary, rerun
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.prov = provenance()
+        self.claimed: set[tuple] = set()
+        self.settled = 0
+
+    def claim(self, job: Job) -> str:
+        """``claimed``, ``done`` (stored meanwhile) or ``taken`` (another batch runs it)."""
+        expires = time.time() + hard_limit(job) + STARTUP_S
+        state = result_store.claim(self.store, job.key(), self.owner, expires, rerun=self.rerun)
+        if state == "claimed":
+            self.claimed.add(job.key())
+        return state
+
+    def settle(self, state: str, job: Job, result: dict[str, Any] | None) -> bool:
+        """Record what happened to a job; True when a row was committed."""
+        self.settled += 1
+        if state == "done":
+            self.summary.skipped_done += 1
+        elif state == "taken":
+            self.summary.elsewhere += 1
+        elif result is INTERRUPTED or (result or {}).get("interrupted"):
+            self.summary.interrupted += 1
+        else:
+            self.commit(result)
+            return True
+        return False
+
+    def commit(self, result: dict[str, Any]) -> None:
+        row = result["row"]
+        row["provenance"] = self.prov
+        sched = from_json(result["schedule"]) if result.get("schedule") else None
+        result_store.put(self.store, row, sched)
+        self.claimed.discard(result_store.run_key(row))
+        self.summary.ran += 1
+        self.summary.statuses[row["status"]] = self.summary.statuses.get(row["status"], 0) + 1
+
+    def release(self) -> None:
+        """Drop the claims of the jobs this batch did not finish."""
+        result_store.release(self.store, self.claimed, self.owner)
+        self.claimed.clear()
 
 
 def execute(
@@ -402,59 +580,118 @@ def execute(
     rerun: bool = False,
     progress: bool = True,
 ) -> BatchSummary:
-    """Run the jobs not yet in the store; commit each finished one at once."""
-    from ...tens.schedule import from_json
+    """Run the jobs not yet in the store; commit each finished one at once.
 
+    Jobs another batch on the same store has claimed are left to it. On SIGINT or SIGTERM
+    nothing more starts, the running jobs are killed (their process groups) and
+    :class:`Interrupted` is raised once every finished job is committed; a second signal
+    exits at once.
+    """
     t0 = time.perf_counter()
     summary = BatchSummary(planned=len(jobs))
+    result_store.connect(store).close()  # a store that cannot be written is refused before any job
     done = set() if rerun else result_store.done_keys(store)
     todo = [j for j in jobs if j.key() not in done]
     summary.skipped_done = len(jobs) - len(todo)
-    prov = provenance()
-
-    def commit(result: dict[str, Any]) -> None:
-        row = result["row"]
-        row["provenance"] = prov
-        sched = from_json(result["schedule"]) if result.get("schedule") else None
-        result_store.put(store, row, sched)
-        summary.ran += 1
-        summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
-
+    batch = _Batch(store, summary, rerun)
+    pool = Workers()
     bar = _progress(progress, len(todo))
     try:
-        if executor == "local":
-            n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-            with cf.ThreadPoolExecutor(max_workers=n) as pool:
-                futures = [pool.submit(run_isolated, j) for j in todo]
-                for fut in cf.as_completed(futures):
-                    commit(fut.result())
-                    bar.advance()
-        elif executor == "dask":
-            if not address:
-                raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
-            try:
-                from distributed import Client, as_completed
-            except ImportError:
-                raise InputError("--executor", "dask is not installed: pip install 'collsynth[dask]'") from None
-            try:
-                client = Client(address, timeout=30)
-            except OSError as e:
-                raise InputError("--address", f"cannot reach the dask scheduler at {address}: {e}") from None
-            try:
-                futures = [client.submit(run_isolated, asdict(j), pure=False) for j in todo]
-                for fut in as_completed(futures):
-                    commit(fut.result())
-                    bar.advance()
-            finally:
-                client.close()
-        else:
-            raise InputError("--executor", f"unknown executor {executor!r}; expected local or dask")
+        with _Signals([pool]) as signals:
+            if executor == "local":
+                n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+                _run_local(todo, n, batch, pool, signals, bar)
+            elif executor == "dask":
+                _run_dask(todo, address, batch, signals, bar)
+            else:
+                raise InputError("--executor", f"unknown executor {executor!r}; expected local or dask")
     finally:
         bar.close()
-        if executor == "local":
-            shutdown_workers()
+        batch.release()
     summary.wall_s = time.perf_counter() - t0
+    if signals.signal:
+        summary.signal = signals.signal
+        summary.not_started = len(todo) - batch.settled
+        raise Interrupted(summary)
     return summary
+
+
+def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _Signals, bar) -> None:
+    """``n`` threads take jobs in turn, each driving its worker; the main thread commits."""
+    pending = collections.deque(todo)
+    results: queue.Queue = queue.Queue()
+    take = threading.Lock()
+
+    def slot() -> None:
+        try:
+            while not signals.signal:
+                with take:
+                    job = pending.popleft() if pending else None
+                if job is None:
+                    return
+                state = batch.claim(job)
+                results.put((state, job, run_isolated(job, pool) if state == "claimed" else None))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which re-raises it
+            results.put(("failed", None, e))
+
+    threads = [threading.Thread(target=slot, name=f"bench-slot-{i}", daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads) or not results.empty():
+            if signals.signal and not pool.stopped:
+                pool.stop()
+            try:
+                state, job, result = results.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if state == "failed":
+                raise result
+            if batch.settle(state, job, result):
+                bar.advance()
+    finally:
+        if signals.signal or any(t.is_alive() for t in threads):
+            pool.stop()
+        pool.close()
+        for t in threads:
+            t.join(timeout=10)
+
+
+def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Signals, bar) -> None:
+    """The jobs on a Dask scheduler; its workers call :func:`run_isolated`. An interrupt
+    cancels what has not finished (a job already running on a Dask worker runs to its limit)."""
+    if not address:
+        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
+    try:
+        from distributed import Client, wait
+    except ImportError:
+        raise InputError("--executor", "dask is not installed: pip install 'collsynth[dask]'") from None
+    try:
+        client = Client(address, timeout=30)
+    except OSError as e:
+        raise InputError("--address", f"cannot reach the dask scheduler at {address}: {e}") from None
+    try:
+        futures = {}
+        for job in todo:
+            state = batch.claim(job)
+            if state == "claimed":
+                futures[client.submit(run_isolated, asdict(job), pure=False)] = job
+            else:
+                batch.settle(state, job, None)
+        remaining = set(futures)
+        while remaining and not signals.signal:
+            try:
+                finished, remaining = wait(remaining, timeout=0.2, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for fut in finished:
+                batch.settle("claimed", futures[fut], fut.result())
+                bar.advance()
+        if remaining:
+            client.cancel(list(remaining))
+            batch.summary.interrupted += len(remaining)
+    finally:
+        client.close()
 
 
 class _progress:

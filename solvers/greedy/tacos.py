@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ... import InputError
+from ...limits import Deadline, TimeLimitReached
 from ...instances.collective import Collective
 from ...instances.instance import Instance
 from ...instances.topology import Topology
@@ -174,6 +175,7 @@ def match(
     matching: str = "maximum",
     busy: dict[int, np.ndarray] | None = None,
     max_steps: int | None = None,
+    deadline: Deadline | None = None,
 ) -> Result:
     """Run TACOS-Greedy from holdings ``avail`` until every request in ``want`` is met.
 
@@ -188,7 +190,8 @@ def match(
     shorter link); ``maximum`` first takes a maximum bipartite matching of link slots to
     requests per delay class (shortest links first; random among maximum matchings through a
     random relabelling), so no link idles that could serve a request, then greedy rounds.
-    Returns the sends with ``step`` = the arrival timestep (COMMON convention).
+    Returns the sends with ``step`` = the arrival timestep (COMMON convention). Past
+    ``deadline`` it stops with :class:`~collsynth.limits.TimeLimitReached` saying how far it got.
     """
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
@@ -220,6 +223,7 @@ def match(
             dd[dd < 0] = INF
             np.minimum.at(frontier, hold_c, dd)
     remaining = int(want.sum())
+    requests = remaining
     # arrivals bucketed by step: (node, chunk) that become usable in the step after
     buckets: dict[int, list] = {}
     n0, c0 = np.nonzero(A < INF)
@@ -256,6 +260,9 @@ def match(
     pending_max = 0  # latest planned arrival: a faster copy may still overtake it
     while remaining > 0 or t + 1 < pending_max:
         t += 1
+        if deadline is not None and deadline.expired():
+            raise TimeLimitReached("greedy matching", f"timestep {t - 1}: {requests - remaining:,} of {requests:,} "
+                                                      "requests met")
         if t > max_steps:
             raise RuntimeError(f"greedy made no progress after {max_steps} timesteps")
         if t in release:
@@ -699,13 +706,14 @@ def _check_supported(instance: Instance) -> None:
 
 
 def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random", matching: str = "maximum",
-               timestep: float | None = None) -> Schedule:
+               timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
     """One TACOS-Greedy run (seed 001 §VI) on ``instance``: a schedule, step = arrival timestep.
 
     Non-combining collectives are matched directly; reduce and reduce_scatter are the reversal
     of broadcast / allgather matched on ``topology.transpose()``; allreduce is
     ``concat(reduce_scatter, allgather, "allreduce")``; concurrent collectives are matched
     jointly (combining parts first, on the transpose; the rest then around their link use).
+    Past ``deadline`` it stops (:class:`~collsynth.limits.TimeLimitReached`).
     """
     _check_supported(instance)
     rng = np.random.default_rng(seed)
@@ -716,7 +724,7 @@ def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random", m
     if matching not in MATCHINGS:
         raise InputError("params.matching", f"expected one of {', '.join(MATCHINGS)}, got {matching!r}")
     stats: dict = {}
-    cfg = {"priority": priority, "matching": matching, "stats": stats}
+    cfg = {"priority": priority, "matching": matching, "stats": stats, "deadline": deadline}
     meta = {"producer": "greedy", "seed": int(seed), "priority": priority, "matching": matching, "stats": stats}
     if not instance.concurrent:
         coll = instance.collective
@@ -904,7 +912,7 @@ def _sync_time(schedule: Schedule, instance: Instance) -> float:
     return float(cost.price(schedule, instance, "sync").total_s)
 
 
-def one_start(instance: Instance, seed: int, params: dict) -> dict:
+def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | None = None) -> dict:
     """Run one seed, verify its schedule (``tens.verify.verify``) and measure it.
 
     Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid) and ``schedule``.
@@ -913,7 +921,7 @@ def one_start(instance: Instance, seed: int, params: dict) -> dict:
 
     t0 = time.perf_counter()
     s = synthesize(instance, seed, priority=params.get("priority", "random"),
-                   matching=params.get("matching", "maximum"), timestep=params.get("timestep"))
+                   matching=params.get("matching", "maximum"), timestep=params.get("timestep"), deadline=deadline)
     seconds = time.perf_counter() - t0
     v = verify(s, instance)
     return {
@@ -923,17 +931,21 @@ def one_start(instance: Instance, seed: int, params: dict) -> dict:
 
 
 def _one_start_job(args):
-    instance, seed, params = args
-    return one_start(instance, seed, params)
+    instance, seed, params, deadline = args
+    return one_start(instance, seed, params, deadline)
 
 
-def multi_start(instance: Instance, seeds, params: dict | None = None, workers: int | None = None):
+def multi_start(instance: Instance, seeds, params: dict | None = None, workers: int | None = None,
+                deadline: Deadline | None = None):
     """Best verified schedule over ``seeds`` (TACOS §VI-C), runs in parallel processes.
 
     At most ``os.cpu_count()`` worker processes (``workers`` caps it further; 1 runs in this
     process). The best schedule has the fewest timesteps, then the lowest synchronous time,
     then the smallest seed. Returns ``(best_run, runs)``; ``runs`` are the per-seed summaries
-    without schedules; ``best_run`` is ``None`` when no seed gave a valid schedule.
+    without schedules; ``best_run`` is ``None`` when no seed gave a valid schedule. Past
+    ``deadline`` the seeds still running stop: the best of those that finished is kept (the
+    runs list says which did), and with none finished
+    :class:`~collsynth.limits.TimeLimitReached` says how far the first seed got.
     """
     params = dict(params or {})
     seeds = [int(s) for s in seeds]
@@ -950,13 +962,25 @@ def multi_start(instance: Instance, seeds, params: dict | None = None, workers: 
             if best is None or key < (best["steps"], best["sync_s"], best["seed"]):
                 best = {**r, "schedule": sched}
 
+    stopped: list[TimeLimitReached] = []
     if workers == 1:
         for s in seeds:
-            take(one_start(instance, s, params))
+            try:
+                take(one_start(instance, s, params, deadline))
+            except TimeLimitReached as e:
+                stopped.append(e)
+                break
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for r in pool.map(_one_start_job, [(instance, s, params) for s in seeds]):
-                take(r)
+            futures = [pool.submit(_one_start_job, (instance, s, params, deadline)) for s in seeds]
+            for fut in futures:
+                try:
+                    take(fut.result())
+                except TimeLimitReached as e:
+                    stopped.append(e)
+    if stopped and not runs:
+        first = stopped[0]
+        raise TimeLimitReached(first.stage, "; ".join(x for x in ("no seed finished", first.done) if x))
     runs.sort(key=lambda r: r["seed"])
     return best, runs
 
@@ -998,7 +1022,7 @@ def produce(instance: Instance, options: Options) -> Outcome:
     t0 = time.perf_counter()
     bound = lower_bound(instance, params.get("timestep"))
     seeds = range(options.seed, options.seed + options.starts)
-    best, runs = multi_start(instance, seeds, params, params.get("workers"))
+    best, runs = multi_start(instance, seeds, params, params.get("workers"), options.timer())
     wall = time.perf_counter() - t0
     steps = [r["steps"] for r in runs if r["violation"] is None]
     extra = {
@@ -1021,7 +1045,8 @@ def produce(instance: Instance, options: Options) -> Outcome:
     return Outcome(
         best["schedule"], "heuristic", objective=float(best["steps"]), bound=float(bound), gap=gap,
         units="timesteps", build_s=0.0, solve_s=wall, solver="greedy",
-        message=f"best of {options.starts} seed(s): {best['steps']} timesteps (seed {best['seed']}), lower bound {bound}",
+        message=f"best of {options.starts} seed(s): {best['steps']} timesteps (seed {best['seed']}), lower bound {bound}"
+        + ("" if len(runs) == options.starts else f"; the time limit stopped it after {len(runs)} seed(s)"),
         extra=extra,
     )
 

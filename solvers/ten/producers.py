@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from ... import InputError
 from ...formulations import OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_lp, ten_model
+from ...instances import size
 from ...tens import ten
 from ...tens.schedule import concat
 from .. import backends
@@ -235,6 +236,7 @@ def _with_driver(formulation: TenFormulation):
     """The producer run of a schedule formulation: a driver, then the LP bound beside it."""
 
     def run(instance, options: Options) -> Outcome:
+        size.check_ten(instance)
         params = dict(options.params)
         want_lp = _flag(params, "lp_bound", True)
         params.pop("polish", None)
@@ -427,6 +429,7 @@ def _relaxation_run(formulation: TenFormulation):
     """
 
     def run(instance, options: Options) -> Outcome:
+        size.check_ten(instance)
         phases = _checked(lambda: _phases(instance))
         if phases is not None:
             return _relaxation_allreduce(run, phases, options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 from .... import InputError
@@ -76,20 +77,32 @@ def bench(args) -> dict:
         args.suite, args.instances, _split(args.producers), _split(args.solvers), _split(args.drivers), seeds,
         args.time_limit, parse_params(args.param),
     )
-    summary = batch.execute(
-        jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
-        rerun=args.rerun, progress=not args.no_progress,
-    )
+    try:
+        summary = batch.execute(
+            jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
+            rerun=args.rerun, progress=not args.no_progress,
+        )
+    except batch.Interrupted as e:
+        raise KeyboardInterrupt(_kept(e.summary, args)) from None
     result = {
         "store": str(args.store), "instances": len(files), "planned": summary.planned,
-        "skipped_done": summary.skipped_done, "ran": summary.ran, "statuses": summary.statuses,
-        "wall_s": round(summary.wall_s, 3),
+        "skipped_done": summary.skipped_done, "running_elsewhere": summary.elsewhere, "ran": summary.ran,
+        "statuses": summary.statuses, "wall_s": round(summary.wall_s, 3),
     }
+    elsewhere = f", {summary.elsewhere} running in another bench on this store" if summary.elsewhere else ""
     result["text"] = (
-        f"{summary.ran} runs in {summary.wall_s:.1f} s ({summary.skipped_done} already stored) -> {args.store}\n"
+        f"{summary.ran} runs in {summary.wall_s:.1f} s ({summary.skipped_done} already stored{elsewhere}) -> {args.store}\n"
         + "  ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items()))
     )
     return result
+
+
+def _kept(summary, args) -> str:
+    """What an interrupted batch kept and the command that finishes it."""
+    line = [a for a in getattr(args, "command_line", ["collsynth", "bench"]) if a != "--rerun"]
+    return (f"{summary.signal}: kept {summary.ran} finished run(s) in {args.store} "
+            f"({summary.skipped_done} stored before); {summary.interrupted} stopped and "
+            f"{summary.not_started} not started; resume with: {shlex.join(line)}")
 
 
 def tables(args) -> dict:

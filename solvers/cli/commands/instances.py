@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from .... import InputError
-from ....instances import CORPUS, generators, peers
+from ....instances import CORPUS, generators, peers, size
 from ....instances.files import FORMATS, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
@@ -163,6 +163,9 @@ def instance(args: argparse.Namespace) -> dict:
     else:
         inst = peers.read_peer(args.file, args.peer_format, parse_pairs(args.peer, "--peer"))
     out = {"valid": True, **inst.summary()}
+    est = size.estimate(inst)
+    out["size"] = {"sends_at_least": est.sends, "bytes_at_least": est.bytes, "ten_variables": est.variables,
+                   "ten_horizon": est.horizon, "ten_bytes": est.ten_bytes, "field": est.field}
     topo = out["topology"]
     colls = "; ".join(
         f"{c['kind']}" + (f" root {c['root']}" if c["root"] is not None else "")
@@ -174,7 +177,8 @@ def instance(args: argparse.Namespace) -> dict:
         f"  topology {topo['name']}: {topo['nodes']} nodes, {topo['links']} links, diameter {topo['diameter']}\n"
         f"  {colls}\n"
         + (f"  epoch {inst.epoch}: TEN timestep {out['epoch_timestep_s']:.6g} s\n" if inst.epoch else "")
-        + f"  expect {inst.expect or '{}'}"
+        + f"  expect {inst.expect or '{}'}\n"
+        + f"  size: {est.describe()}"
     )
     return out
 

@@ -29,7 +29,7 @@ from .... import InputError
 from ....instances.instance import load_instance
 from ....results import steps as step_view
 from ....tens import cost, export
-from ....tens.schedule import read_json, to_json, write_json
+from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, verify as verify_schedule
 
 FORMATS = ("msccl-xml", "json")
@@ -69,8 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args) -> tuple:
+    """The instance and the schedule file, whose header must describe that instance."""
     instance = load_instance(args.instance)
     schedule = read_json(args.schedule)
+    check_header(schedule, instance, args.schedule)
     return schedule, instance
 
 

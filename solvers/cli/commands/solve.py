@@ -19,6 +19,9 @@
   ``rows`` holds each producer's fields as above. A producer that does not support the
   instance is a ``skipped`` row; exit 1 when any other gave no verified schedule. With
   ``--out S.json`` each verified schedule goes to ``S.<producer>.json``.
+  A timeout (status ``timeout``) exits 1 too. The run (model builds, bounds, verification
+  and pricing included) ends within ``--time-limit`` plus :data:`collsynth.limits.GRACE_S`;
+  an instance too big for the memory budget is refused (exit 2) before anything is allocated.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from .... import InputError
+from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backends
@@ -129,7 +133,12 @@ def solve(args: argparse.Namespace) -> dict:
         solver=solver, driver=driver or None, time_limit=args.time_limit, gap=args.gap,
         threads=args.threads, seed=args.seed, starts=args.starts, params=params,
     )
-    row, schedule = run(instance, prod.name, options)
+    hard = args.time_limit + GRACE_S + HARD_MARGIN_S
+    try:
+        with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
+            row, schedule = run(instance, prod.name, options)
+    except TooBig as e:
+        raise InputError(f"{args.instance}: {e.where}", e.what) from None
     if row["status"] == "skipped" and str(row.get("message", "")).startswith("unsupported: "):
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
     if args.out and schedule is not None:

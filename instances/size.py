@@ -1,0 +1,345 @@
+"""How big an instance is, and what a run of it needs, known before anything is allocated.
+
+Every allocation that grows with an instance is estimated here first, and refused with a
+one-line :class:`collsynth.limits.TooBig` naming the field that makes it big when it exceeds
+the memory budget (:func:`collsynth.limits.memory_budget`):
+
+- a generated topology, from the generator's parameters alone (:func:`check_generator`): the
+  graph (``BYTES_PER_LINK`` a directed link) and the hop-distance matrix every instance
+  computes (``DISTANCE_BYTES`` per ordered node pair, the peak while it is built);
+- a collective, before its pre/postcondition matrices exist (:func:`check_collective`):
+  one byte per chunk id and node id in each;
+- a run (:func:`estimate`, :func:`check_run`, before a producer starts): the fewest sends any
+  schedule of the instance has (``BYTES_PER_SEND`` each: the schedule, its verification and
+  pricing), and TEN variables (chunks x (links + nodes) x horizon) that producers building
+  TEN models check before building (:func:`check_ten`; a formulation may refine the count).
+
+The per-item figures were measured on this code (``benchmarks/bench_limits.py`` prints them).
+
+>>> fewest_sends("allgather", 4, 2), fewest_sends("broadcast", 4, 2), fewest_sends("allreduce", 4, 1)
+(24, 6, 24)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..limits import human_bytes, memory_budget, require
+
+BYTES_PER_LINK = 1300  # a directed link in the networkx graph, with its costs (peak while built)
+BYTES_PER_NODE = 600
+DISTANCE_BYTES = 21  # per ordered node pair while the hop-distance matrix is computed
+BYTES_PER_SEND = 768  # a send of a schedule, peak through production, verification and pricing
+# (swing-bw allreduce on a 16x16 torus: 772; greedy and ring allgather on 24x24: 577, 594; ring
+# allgather on 32x32, 1.05 million sends: 610)
+BYTES_PER_VARIABLE = 2200  # per chunk x (link pair + node) x timestep of a TEN model, built in Pyomo
+# and loaded into the solver (TEN ILP, mesh 6x6 allgather, horizon 12)
+
+# ---- topologies, from generator parameters ---------------------------------------------------
+
+Resolve = Callable[[dict, str], tuple[str, dict]]
+
+
+HUGE = 1 << 80  # a count beyond any machine: exponents are capped here before Python computes them
+
+
+def _pow(base: int, exp: int) -> int:
+    """``base ** exp``, capped at :data:`HUGE` (a parameter such as ``dim = 10**9`` must not
+    make the estimate itself expensive)."""
+    if base <= 1 or exp <= 0:
+        return base ** max(exp, 0) if exp >= 0 else 0
+    return HUGE if exp * math.log2(base) > 80 else base ** exp
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out = min(out * int(v), HUGE)
+    return out
+
+
+def _larger(params: dict, a: str, b: str) -> str:
+    return a if params[a] >= params[b] else b
+
+
+def _nested(params: dict, key: str, resolve: Resolve, where: str) -> tuple[int, int, str]:
+    name, kwargs = resolve(params[key], f"{where}.{key}")
+    return generator_counts(name, kwargs, resolve, f"{where}.{key}") or (0, 0, key)
+
+
+def _line_graph(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
+    n, links, _ = _nested(p, "base", resolve, where)
+    for _ in range(p.get("times", 1)):
+        n, links = links, (links * links) // max(n, 1)  # L(G): a node per arc, d arcs each
+    return n, links, "times" if p.get("times", 1) > 1 else "base"
+
+
+def _degree_expansion(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
+    n, links, _ = _nested(p, "base", resolve, where)
+    k = p["copies"]
+    return n * k, links * k * k, "copies"
+
+
+def _cartesian(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
+    n, links, _ = _nested(p, "base", resolve, where)
+    if p.get("other") is not None:
+        m, other_links, _ = _nested(p, "other", resolve, where)
+        return n * m, n * other_links + m * links, "base"
+    t = p.get("times", 2)
+    return _pow(n, t), t * _pow(n, t - 1) * links, "times"
+
+
+def _dragonfly(p: dict) -> tuple[int, int, str]:
+    a, h = p["group_size"], p.get("global_links", 1)
+    g = p.get("groups") or a * h + 1
+    return g * a, g * a * (a - 1) + g * (g - 1), "group_size"
+
+
+def _rails(p: dict) -> tuple[int, int, str]:
+    n = p.get("nodes", 2)
+    return 9 * n + 8, 16 * n * (max(1, p.get("unwind_nvswitch", 0)) + max(1, p.get("unwind_rail", 0))), "nodes"
+
+
+def _levels(dims: list[int], field: str) -> tuple[int, int, str]:
+    """A hierarchy of groups (one level per dimension): NPUs, one switch per group at most,
+    and at most every group member linked to every other both ways."""
+    n = _prod(dims)
+    return 2 * n, 2 * n * sum(int(d) for d in dims), field
+
+
+# name -> counts(params) = (node ids, directed links (an upper bound), the size parameter)
+COUNTS: dict[str, Callable[[dict], tuple[int, int, str]]] = {
+    "ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
+    "mesh": lambda p: (_prod(p["dims"]), 2 * len(p["dims"]) * _prod(p["dims"]), "dims"),
+    "torus": lambda p: (_prod(p["dims"]), 2 * len(p["dims"]) * _prod(p["dims"]), "dims"),
+    "hypercube": lambda p: (_pow(2, p["dim"]), p["dim"] * _pow(2, p["dim"]), "dim"),
+    "complete": lambda p: (p["nodes"], p["nodes"] * (p["nodes"] - 1), "nodes"),
+    "complete_bipartite": lambda p: (2 * p["degree"], 2 * p["degree"] ** 2, "degree"),
+    "hamming": lambda p: (_pow(p["q"], p["dims"]), _pow(p["q"], p["dims"]) * p["dims"] * (p["q"] - 1),
+                          _larger(p, "q", "dims")),
+    "circulant": lambda p: (p["nodes"], 2 * p["nodes"] * len(p["offsets"]), "nodes"),
+    "kautz": lambda p: ((p["degree"] + 1) * _pow(p["degree"], p["diameter"] - 1),
+                        (p["degree"] + 1) * _pow(p["degree"], p["diameter"]), _larger(p, "degree", "diameter")),
+    "generalized_kautz": lambda p: (p["nodes"], p["nodes"] * p["degree"], _larger(p, "nodes", "degree")),
+    "de_bruijn": lambda p: (_pow(p["degree"], p["diameter"]), _pow(p["degree"], p["diameter"] + 1),
+                            _larger(p, "degree", "diameter")),
+    "twisted_torus": lambda p: (2 * p["a"] ** 2, 8 * p["a"] ** 2, "a"),
+    "dgx1": lambda p: (8, 48, "generator"),
+    "dragonfly": _dragonfly,
+    "hyperx": lambda p: (_prod(p["dims"]), _prod(p["dims"]) * sum(d - 1 for d in p["dims"]) * p.get("trunking", 1), "dims"),
+    "hammingmesh": lambda p: (_prod(p["board"]) * _prod(p["grid"]) + sum(p["board"]) * sum(p["grid"]),
+                              2 * _prod(p["board"]) * _prod(p["grid"]) * (2 + sum(p["grid"])), "grid"),
+    "switch": lambda p: (p["nodes"] + 1, 2 * p["nodes"] * max(1, p.get("unwind", 0)), "nodes"),
+    "hierarchical": lambda p: _levels(p["dims"], "dims"),
+    "optical_ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
+    # systems (collsynth.instances.systems): GPUs, switch nodes and links per chassis or node
+    "ndv2": lambda p: (8 * p.get("chassis", 2) + 1, 48 * p.get("chassis", 2) + 2 * p.get("chassis", 2) ** 2, "chassis"),
+    "dgx2": lambda p: (17 * p.get("chassis", 2), 32 * p.get("chassis", 2) * max(1, p.get("unwind", 0))
+                       + 16 * p.get("chassis", 2) ** 2, "chassis"),
+    "dgx_a100": lambda p: _rails(p),
+    "dgx_h100": lambda p: _rails(p),
+    "mi250": lambda p: (25 * p.get("nodes", 1) + 1, p.get("nodes", 1) * (100 + 32 * max(1, p.get("unwind", 0))), "nodes"),
+    "ring_fc_switch": lambda p: _levels([p.get("ring", 2), p.get("fully_connected", 4), p["nodes"]], "nodes"),
+    "ring_ring": lambda p: _levels(p["dims"], "dims"),
+    "switch_switch": lambda p: _levels(p.get("dims", [8, 4]), "dims"),
+}
+NESTED: dict[str, Callable[[dict, Resolve, str], tuple[int, int, str]]] = {
+    "line_graph": _line_graph,
+    "degree_expansion": _degree_expansion,
+    "cartesian": _cartesian,
+}
+FIXED = ("distance_regular",)  # a catalogue of small named graphs
+
+
+def generator_counts(name: str, params: dict, resolve: Resolve, where: str = "topology") -> tuple[int, int, str] | None:
+    """``(node ids, directed links, size parameter)`` of generator ``name`` with validated
+    ``params``, computed from the parameters alone (links are an upper bound); None for the
+    generators of fixed small graphs. ``resolve`` validates a nested topology table into
+    ``(generator name, parameters)``.
+
+    >>> generator_counts("torus", {"dims": [200, 200]}, None)
+    (40000, 160000, 'dims')
+    """
+    if name in NESTED:
+        return NESTED[name](params, resolve, where)
+    if name in COUNTS:
+        return COUNTS[name](params)
+    return None
+
+
+def topology_bytes(nodes: int, links: int) -> int:
+    """Memory of a topology with its hop-distance matrix (the peak while both are built)."""
+    return nodes * BYTES_PER_NODE + links * BYTES_PER_LINK + DISTANCE_BYTES * nodes * nodes
+
+
+def check_generator(name: str, params: dict, resolve: Resolve, where: str = "topology") -> None:
+    """Refuse a generated topology (and its hop distances) over the memory budget before it
+    is built; the error names ``where.<size parameter>``."""
+    counts = generator_counts(name, params, resolve, where)
+    if counts is None:
+        return
+    n, links, field = counts
+    require(topology_bytes(n, links), f"{where}.{field}",
+            f"{name} with {_shown(params, field)} has {_n(n)} nodes and up to {_n(links)} links; "
+            "its graph and hop distances")
+
+
+def check_nodes(nodes: int, links: int, where: str) -> None:
+    """Refuse a topology read from a file whose hop distances would not fit (``where``: the
+    file field)."""
+    require(topology_bytes(nodes, links), where, f"{_n(nodes)} nodes and {_n(links)} links: the graph and hop distances")
+
+
+def _n(count: int) -> str:
+    """A count for a message: ``40,000``, or ``1.2e+24`` when it is astronomical."""
+    return f"{count:,}" if count < 10**12 else f"{float(count):.2g}"
+
+
+def _shown(params: dict, field: str) -> str:
+    value = params.get(field)
+    return f"{field} = {value!r}" if not isinstance(value, dict) else f"this {field}"
+
+
+# ---- collectives and runs ------------------------------------------------------------------
+
+def chunk_ids(kind: str, size: int, chunks_per_node: int) -> int:
+    """Chunk ids of a collective (see :class:`collsynth.instances.collective.Collective`)."""
+    if kind in ("broadcast", "reduce"):
+        return chunks_per_node
+    if kind == "alltoall":
+        return size * size * chunks_per_node
+    return size * chunks_per_node
+
+
+def used_chunks(kind: str, ranks: int, chunks_per_node: int) -> int:
+    """Chunk ids some participant holds or needs (without building the condition matrices)."""
+    if kind in ("broadcast", "reduce"):
+        return chunks_per_node
+    if kind == "alltoall":
+        return ranks * ranks * chunks_per_node
+    return ranks * chunks_per_node
+
+
+def fewest_sends(kind: str, ranks: int, chunks_per_node: int) -> int:
+    """Sends no schedule of the collective can do without: every chunk reaches (or, reduced,
+    leaves) each rank that lacks it at least once; allreduce moves it both ways."""
+    n, c = ranks, chunks_per_node
+    per_rank = {"broadcast": c, "reduce": c, "scatter": c, "gather": c}
+    if kind in per_rank:
+        return (n - 1) * per_rank[kind]
+    if kind == "allreduce":  # each block: n - 1 sends to reduce it, n - 1 to share it
+        return 2 * n * (n - 1) * c
+    return n * (n - 1) * c  # allgather, reduce_scatter, alltoall
+
+
+def conditions_bytes(kind: str, size: int, chunks_per_node: int) -> int:
+    """The pre/postcondition matrices of one collective (a byte per chunk id and node id each)."""
+    return 2 * chunk_ids(kind, size, chunks_per_node) * size
+
+
+def check_collective(kind: str, size: int, ranks: int, chunks_per_node: int, where: str, topology_field: str) -> None:
+    """Refuse a collective whose pre/postcondition matrices exceed the memory budget, naming
+    the field that makes it big (see :func:`blame`)."""
+    need = conditions_bytes(kind, size, chunks_per_node)
+    field = blame(lambda k, c: conditions_bytes(k, size, c), kind, chunks_per_node, where, topology_field)
+    require(need, field, f"{kind} on {_n(ranks)} ranks with {_n(chunks_per_node)} chunk(s) per node: the "
+                         f"pre/postconditions of {_n(chunk_ids(kind, size, chunks_per_node))} chunk ids")
+
+
+def blame(need: Callable[[str, int], int], kind: str, chunks_per_node: int, where: str, topology_field: str) -> str:
+    """The field that makes ``need(kind, chunks_per_node)`` bytes too many: ``where.chunks_per_node``
+    when one chunk per node would fit, ``where.kind`` when an allgather of the same ranks
+    would (all-to-all grows as N^3), else ``topology_field`` (the topology's size)."""
+    budget = memory_budget()[0]
+    if chunks_per_node > 1 and need(kind, 1) <= budget:
+        return f"{where}.chunks_per_node"
+    if kind == "alltoall" and need("allgather", chunks_per_node) <= budget:
+        return f"{where}.kind"
+    return topology_field
+
+
+@dataclass(frozen=True)
+class Size:
+    """What a run of an instance needs at least: ``sends`` (the fewest sends of a schedule
+    of it), ``bytes`` (the instance's arrays and those sends through production, verification
+    and pricing), ``variables`` (TEN variables at ``horizon``: chunks x (``pairs``, the
+    directed node pairs joined by links, + nodes) x horizon) and ``ten_bytes`` (a TEN model of
+    them); ``field`` names the instance field that makes it big."""
+
+    nodes: int
+    links: int
+    pairs: int
+    chunks: int
+    sends: int
+    horizon: int
+    variables: int
+    bytes: int
+    ten_bytes: int
+    field: str
+
+    def describe(self) -> str:
+        """One line: nodes, links, chunks, sends, TEN variables and memory."""
+        return (f"{_n(self.nodes)} nodes, {_n(self.links)} links, {_n(self.chunks)} chunks, at least "
+                f"{_n(self.sends)} sends ({human_bytes(self.bytes)}), {_n(self.variables)} TEN variables "
+                f"at horizon {self.horizon} ({human_bytes(self.ten_bytes)})")
+
+
+def estimate(instance: Any, horizon: int | None = None, variables_per_unit: float = 1.0) -> Size:
+    """The :class:`Size` of a run of ``instance`` (an :class:`~collsynth.instances.Instance`).
+
+    ``horizon``: the TEN horizon to count variables at (default: the topology's diameter,
+    a lower bound for every TEN schedule). ``variables_per_unit``: a formulation's variables
+    per chunk x (link pair + node) x timestep, to refine the count for its own model.
+    """
+    topo = instance.topology
+    n, pairs = topo.size, len(topo.link_arrays)
+    h = max(1, int(horizon if horizon is not None else max(topo.diameter, 1)))
+    colls = instance.collectives
+    chunks = sum(used_chunks(c.kind, len(c.nodes), c.chunks_per_node) for c in colls)
+    sends = sum(fewest_sends(c.kind, len(c.nodes), c.chunks_per_node) for c in colls)
+    variables = int(chunks * (pairs + n) * h * variables_per_unit)
+    base = topology_bytes(n, topo.num_links)
+
+    def need(kind: str, c: int, coll=colls[0]) -> int:  # the first collective as (kind, c), the others as they are
+        rest = sum(conditions_bytes(x.kind, n, x.chunks_per_node) + BYTES_PER_SEND * fewest_sends(
+            x.kind, len(x.nodes), x.chunks_per_node) for x in colls[1:])
+        return base + rest + conditions_bytes(kind, n, c) + BYTES_PER_SEND * fewest_sends(kind, len(coll.nodes), c)
+
+    where = "collective" if len(colls) == 1 else "collective[0]"
+    field = blame(need, colls[0].kind, colls[0].chunks_per_node, where, topology_field(topo))
+    return Size(n, topo.num_links, pairs, chunks, sends, h, variables, need(colls[0].kind, colls[0].chunks_per_node),
+                variables * BYTES_PER_VARIABLE, field)
+
+
+def check_run(instance: Any) -> Size:
+    """Refuse (:class:`~collsynth.limits.TooBig`) a run whose fewest sends and instance arrays
+    exceed the memory budget; returns the :class:`Size` otherwise."""
+    size = estimate(instance)
+    require(size.bytes, size.field, f"the instance's arrays and a schedule of at least {_n(size.sends)} sends")
+    return size
+
+
+def check_ten(instance: Any, horizon: int | None = None, variables_per_unit: float = 1.0) -> Size:
+    """Refuse (:class:`~collsynth.limits.TooBig`) a TEN model of ``instance`` at ``horizon``
+    over the memory budget; returns the :class:`Size` otherwise."""
+    size = estimate(instance, horizon, variables_per_unit)
+    require(size.ten_bytes, size.field, f"the {_n(size.variables)} variables of a TEN model ({_n(size.chunks)} chunks "
+                                        f"x ({_n(size.pairs)} links + {_n(size.nodes)} nodes) x {size.horizon} timesteps)")
+    return size
+
+
+def topology_field(topology: Any) -> str:
+    """The instance field that sets a topology's size: ``topology.<size parameter>`` of its
+    generator, or ``topology.file``."""
+    meta = topology.meta or {}
+    name, params = meta.get("generator"), meta.get("params") or {}
+    if name in COUNTS:
+        try:
+            return f"topology.{COUNTS[name](params)[2]}"
+        except (KeyError, TypeError):
+            return "topology"
+    if name in NESTED:
+        return "topology.base"
+    return "topology" if name else "topology.file"

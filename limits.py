@@ -1,0 +1,288 @@
+"""Run limits shared by every layer: a wall-clock deadline and a memory budget.
+
+A run's ``--time-limit`` is one :class:`Deadline` (an absolute ``time.monotonic()`` instant, the
+same clock in every process of the host, so it can be handed to pool workers). Code that loops
+checks it (:meth:`Deadline.check`) and stops with :class:`TimeLimitReached`, saying what it had
+done; :func:`enforce` is the last resort for code that does not check (a model build, a long
+library call): a timer interrupts the main thread at the deadline with the same exception.
+A run stops at most :data:`GRACE_S` after its limit (measured by
+``benchmarks/bench_limits.py``).
+
+The memory budget is what an instance may need before anything is allocated for it (see
+:mod:`collsynth.instances.size`): the machine's physical memory (or its cgroup limit), or
+``--max-memory`` (:func:`set_memory_budget`; kept in the ``COLLSYNTH_MAX_MEMORY`` environment
+variable so that batch workers inherit it). An instance over budget is refused with
+:class:`TooBig`, a one-line :class:`~collsynth.InputError` naming the field that makes it big.
+
+>>> parse_bytes("1.5G"), parse_bytes("512MiB"), parse_bytes("1000")
+(1610612736, 536870912, 1000)
+>>> Deadline.after(None).left() is None
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from . import InputError
+
+GRACE_S = 3.0  # seconds a run may take past its time limit: stopping, verifying and pricing
+# what was found at the limit (benchmarks/bench_limits.py measures the overshoot per producer)
+HARD_MARGIN_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "10"))  # after the limit and the
+# grace, a process still running a job is killed (solve's watchdog, the batch runner's hard kill)
+MEMORY_ENV = "COLLSYNTH_MAX_MEMORY"
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class TimeLimitReached(BaseException):
+    """The deadline passed while ``stage`` ran; ``done`` says what had been done by then.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``): code that turns failures into statuses
+    (``except Exception``) must not swallow the end of the run's time.
+    """
+
+    def __init__(self, stage: str, done: str = ""):
+        super().__init__(stage, done)  # the arguments, so that it pickles (pool workers raise it)
+        self.stage = stage
+        self.done = done
+
+    def __str__(self) -> str:
+        return f"time limit reached during {self.stage}" + (f" ({self.done})" if self.done else "")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The instant ``at`` (``time.monotonic()`` seconds; None: no limit) a run must stop by,
+    and the ``limit`` in seconds it was given."""
+
+    at: float | None
+    limit: float | None
+
+    @classmethod
+    def after(cls, seconds: float | None) -> "Deadline":
+        """A deadline ``seconds`` from now (None: never)."""
+        if seconds is None:
+            return cls(None, None)
+        return cls(time.monotonic() + float(seconds), float(seconds))
+
+    def left(self) -> float | None:
+        """Seconds left, never negative (None without a limit)."""
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        return self.at is not None and time.monotonic() >= self.at
+
+    def check(self, stage: str, done: str = "") -> None:
+        """Raise :class:`TimeLimitReached` (``stage``, ``done``) if the deadline has passed."""
+        if self.expired():
+            raise TimeLimitReached(stage, done)
+
+    def extended(self, seconds: float) -> "Deadline":
+        """The same deadline ``seconds`` later (the grace given to verification and pricing)."""
+        return self if self.at is None else Deadline(self.at + seconds, self.limit)
+
+
+_alarm_lock = threading.Lock()
+_active: list[Deadline] = []  # the deadlines of the enforce blocks around the running code
+_shields = [0]  # depth of shielded() blocks in the main thread
+RETRY_S = 0.05  # a timer that lands in a shielded block fires again this much later
+
+
+@contextlib.contextmanager
+def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
+    """Interrupt the body with :class:`TimeLimitReached` (``stage``) when ``deadline`` passes.
+
+    A real-time timer (``SIGALRM``) raises the exception in the main thread between two Python
+    bytecodes, so it stops pure-Python work at once and a C call (a large numpy operation)
+    when it returns; inside :func:`shielded` it waits for the block's end. Outside the main
+    thread, or without a deadline, the body runs unguarded (cooperative
+    :meth:`Deadline.check` calls still apply). Not reentrant: the innermost ``enforce`` owns
+    the timer until it exits. :func:`seconds_left` tells code inside what is left.
+    """
+    if deadline.at is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    armed = [True]
+
+    def fire(signum, frame):
+        if not armed[0]:
+            return
+        if _shields[0]:
+            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+            return
+        armed[0] = False
+        raise TimeLimitReached(stage)
+
+    with _alarm_lock:
+        previous = signal.signal(signal.SIGALRM, fire)
+        left = deadline.at - time.monotonic()
+        if left <= 0:
+            signal.signal(signal.SIGALRM, previous)
+            raise TimeLimitReached(stage)
+        signal.setitimer(signal.ITIMER_REAL, left)
+    _active.append(deadline)
+    try:
+        yield
+    except SystemError as e:  # the timer fired inside a compiled (numba) call: CPython wraps it
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, TimeLimitReached):
+            raise cause from None
+        raise
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _active.remove(deadline)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Let the body finish before an :func:`enforce` timer interrupts: for calls that stop by
+    their own time limit (a solver given :func:`seconds_left`) and must not be cut half-way
+    (a library redirecting file descriptors while it runs)."""
+    _shields[0] += 1
+    try:
+        yield
+    finally:
+        _shields[0] -= 1
+
+
+def seconds_left(limit: float | None = None) -> float | None:
+    """``limit`` capped by what is left of the deadlines being enforced (None: no limit)."""
+    for d in _active:
+        left = d.left()
+        limit = left if limit is None else min(limit, left)
+    return limit
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float | None, message: str) -> Iterator[None]:
+    """The last resort of a process running one job: if the body is still running after
+    ``seconds`` (a call that neither returns nor lets the timer of :func:`enforce` in), write
+    ``message`` as one ``error:`` line on stderr, kill this process's children (solver
+    sub-processes, pool workers) and exit with code 1. The batch runner does the same from
+    outside (it kills a worker's process group)."""
+    if seconds is None:
+        yield
+        return
+
+    def give_up() -> None:
+        os.write(2, f"error: {message}\n".encode())
+        for pid in reversed(_descendants(os.getpid())):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before their children (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+# ---- memory ---------------------------------------------------------------------------------
+
+def parse_bytes(text: str | int | float, where: str = "--max-memory") -> int:
+    """A size written ``1000``, ``512M``, ``1.5G``, ``2GiB`` or ``4GB`` (powers of 1024) in bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, unit = float(text), ""
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", str(text))
+        if not m:
+            raise InputError(where, f"expected a size such as 4G, 512M or 1000000 (bytes), got {text!r}")
+        value, unit = float(m.group(1)), m.group(2).lower()
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(where, f"expected a positive size, got {text!r}")
+    return int(value * _UNITS[unit])
+
+
+def machine_memory() -> int:
+    """Physical memory of this machine in bytes, or the cgroup's limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def set_memory_budget(text: str | int | None) -> None:
+    """Set the budget (``--max-memory``) for this process and the processes it starts;
+    None restores the default (the machine's memory)."""
+    if text is None:
+        os.environ.pop(MEMORY_ENV, None)
+    else:
+        os.environ[MEMORY_ENV] = str(parse_bytes(text))
+
+
+def memory_budget() -> tuple[int, str]:
+    """``(bytes, what it is)``: ``--max-memory`` when set, else the machine's memory."""
+    text = os.environ.get(MEMORY_ENV)
+    if text:
+        return parse_bytes(text, MEMORY_ENV), "the --max-memory budget"
+    return machine_memory(), "this machine's memory"
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes as ``1.5 GiB`` (binary units).
+
+    >>> human_bytes(3 << 30), human_bytes(1536)
+    ('3.0 GiB', '1.5 KiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB" if n < 1024 else f"{n:.2g} TiB"
+
+
+class TooBig(InputError):
+    """An instance (or a run of it) would need more memory than the budget: ``where`` names
+    the field that makes it big."""
+
+
+def require(need: float, where: str, what: str) -> None:
+    """Refuse (:class:`TooBig` at ``where``) when ``need`` bytes exceed the memory budget.
+
+    ``what`` describes the need, e.g. ``"40000 nodes: hop distances (N^2)"``.
+    """
+    budget, source = memory_budget()
+    if need > budget:
+        hint = "" if os.environ.get(MEMORY_ENV) else "; --max-memory sets another budget"
+        raise TooBig(where, f"too big: {what} need about {human_bytes(need)}, more than {source} "
+                            f"({human_bytes(budget)}{hint})")
