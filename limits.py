@@ -96,6 +96,7 @@ _alarm_lock = threading.Lock()
 _active: list[Deadline] = []  # the deadlines of the enforce blocks around the running code
 _shields = [0]  # depth of shielded() blocks in the main thread
 RETRY_S = 0.05  # a timer that lands in a shielded block fires again this much later
+AGAIN_S = 0.5  # and one whose exception did not stop the body, this much later
 
 
 @contextlib.contextmanager
@@ -120,7 +121,9 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         if _shields[0]:
             signal.setitimer(signal.ITIMER_REAL, RETRY_S)
             return
-        armed[0] = False
+        # fire again later in case this exception is swallowed (raised inside a C callback,
+        # which only prints it); the body's exit disarms the timer when it does propagate
+        signal.setitimer(signal.ITIMER_REAL, AGAIN_S)
         raise TimeLimitReached(stage)
 
     with _alarm_lock:

@@ -28,18 +28,20 @@ the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import traceback
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any, Iterator
 
 from .. import InputError
-from ..instances import Instance, size
-from ..instances.instance import epoch_timestep
+from ..instances import Instance, generators, size
+from ..instances.instance import epoch_timestep, make_instance
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import cost, verify
 from ..results import schema
-from ..tens.schedule import Schedule
+from ..tens.schedule import Schedule, from_sends, reverse
 from . import backends
 from .producers import Options, Outcome, Unsupported, check_params, get
 
@@ -57,6 +59,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     solver or driver, a parameter the producer does not declare or a malformed value, a run
     too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
     """
+    warm_kernels()
     options = options or Options()
     deadline = options.deadline or Deadline.after(options.time_limit)
     prod = get(producer)
@@ -91,6 +94,33 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     if schedule is None:
         return row, None
     return _check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+
+
+@functools.cache
+def warm_kernels() -> list[str]:
+    """Compile (or load from numba's cache) the verification and pricing kernels, once per
+    process, before any run's clock starts: a first compile takes tens of seconds, which is
+    no run's verification or pricing time. Verifies and prices tiny schedules of every kind of
+    send the kernels treat apart (whole and fractional copies, reductions, routed sends);
+    returns their violations (none)."""
+    ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
+    ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
+    half = Fraction(1, 2)
+    copies = from_sends([(i, lo, hi, i, (i + d) % 3, step) for i in range(3) for d in (1, 2)
+                         for lo, hi, step in ((0, half, 1), (half, 1, 2))], "allgather", 3, 3)
+    direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
+                        routing="shortest-path")
+    cases = [(copies, ring3), (reverse(copies), replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))),
+             (direct, ring4)]
+    violations = []
+    for sched, inst in cases:
+        v = verify.verify(sched, inst)
+        if v is not None:
+            violations.append(str(v))
+            continue
+        for model in cost.MODELS:
+            cost.price(sched, inst, model)
+    return violations
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from collsynth.instances.instance import instance_from_dict
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
-from collsynth.solvers.pipeline import run
+from collsynth.solvers.pipeline import run, warm_kernels
 from collsynth.solvers.producers import Options, producers
 
 LIMIT = 5.0
@@ -237,3 +237,31 @@ def test_a_dead_batch_claim_is_taken_over(tmp_path):
     con.close()
     assert store.claim(tmp_path, key, "next", time.time() + 3600) == "claimed"
 
+
+
+def test_kernels_are_compiled_before_the_clock_starts():
+    """The warm-up's tiny schedules (whole and fractional copies, a reduction, routed sends)
+    verify, and once it ran a run's verification and pricing are the run's own work."""
+    assert warm_kernels() == []
+    inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
+                               "collective": {"kind": "allreduce"}})
+    row, _ = run(inst, "ring", Options(time_limit=1))
+    assert row["verified"] and row["time_event_s"] is not None, row["message"]
+    assert row["verify_s"] + row["price_sync_s"] + row["price_ten_s"] + row["price_event_s"] < 1
+
+
+def test_a_swallowed_timer_fires_again():
+    """A timer exception raised where it cannot propagate (a C callback only prints it) is
+    raised again until the body stops."""
+    swallowed = []
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimitReached):
+        with enforce(Deadline.after(0.1), "stage"):
+            try:
+                while True:
+                    pass
+            except TimeLimitReached:
+                swallowed.append(time.monotonic() - t0)
+            while True:
+                pass
+    assert len(swallowed) == 1 and time.monotonic() - t0 < 0.1 + GRACE_S

@@ -46,7 +46,7 @@ from ...results import store as result_store
 from ...tens.schedule import from_json, to_json
 from .. import backends
 from .. import producers as registry
-from ..pipeline import run
+from ..pipeline import run, warm_kernels
 from ..producers import Options
 
 SUITES_FILE = CORPUS / "suites.toml"
@@ -434,6 +434,7 @@ def _worker_main() -> int:
     carries only the result lines."""
     _watch_parent()
     registry.producers()  # the producer families' imports, paid before the first job's clock
+    warm_kernels()  # and the compiled verification and pricing kernels
     channel = sys.stdout
     channel.buffer.write(READY)
     channel.flush()
