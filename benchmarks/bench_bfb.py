@@ -1,4 +1,4 @@
-"""BFB schedule generation and the topology finder at scale (seed 000 Table 6, section 5.4).
+"""BFB schedule generation and the topology finder at scale (Zhao et al., NSDI 2025, Table 6, section 5.4).
 
 Run: ``python -m pytest -m benchmark benchmarks/bench_bfb.py -s``. Prints
 

@@ -1,4 +1,4 @@
-"""Swing at scale (seed 002): Xi convergence on large tori, goodput curves of Figs 6, 10-14.
+"""Swing at scale (De Sensi et al., NSDI 2024): Xi convergence on large tori, goodput curves of Figs 6, 10-14.
 
 Run: ``python -m pytest -m benchmark -s benchmarks/bench_swing.py`` (prints the figures). The
 committed tables and plots are produced by

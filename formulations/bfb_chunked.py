@@ -1,4 +1,4 @@
-"""Chunked BFB (seed 000 Appendix D.2, IP (12)): integer shares out of K chunks per shard.
+"""Chunked BFB (Zhao et al., NSDI 2025, Appendix D.2, IP (12)): integer shares out of K chunks per shard.
 
 For node ``u`` and step ``t`` (sources, in-neighbours and admissible pairs as in LP (3),
 :class:`collsynth.formulations.bfb_lp.StepLP`) choose how many of the ``K`` chunks of source

@@ -1,4 +1,4 @@
-"""Heterogeneous BFB (seed 000 Appendix D.3, LP (13)): per-link latency and bandwidth.
+"""Heterogeneous BFB (Zhao et al., NSDI 2025, Appendix D.3, LP (13)): per-link latency and bandwidth.
 
 For node ``u`` and step ``t`` (sources, in-neighbours and admissible pairs as in LP (3)) the
 step time of ``u``'s in-links is ``alpha_l + load_l / b_l`` (load in bytes: shares times the

@@ -1,4 +1,4 @@
-"""BFB schedule LP (seed 000 section 6.1, LP (3)): one small LP per (node u, comm step t).
+"""BFB schedule LP (Zhao et al., NSDI 2025, Section 6.1, LP (3)): one small LP per (node u, comm step t).
 
 Breadth-first broadcast: in step ``t`` every node ``u`` receives the shard of every source ``v``
 with ``dist(v -> u) = t`` from its in-neighbours ``w`` with ``dist(v -> w) = t - 1`` (they all
@@ -70,7 +70,7 @@ def in_neighbours(topology: Topology, node: int) -> tuple[np.ndarray, np.ndarray
 
 
 def step_data(topology: Topology, node: int, step: int, distances: np.ndarray | None = None) -> StepLP:
-    """The data of LP (3) for ``(node, step)`` on ``topology`` (seed 000 eq. (3))."""
+    """The data of LP (3) for ``(node, step)`` on ``topology`` (Zhao et al., NSDI 2025, Eq. (3))."""
     D = topology.distances if distances is None else distances
     nbrs, caps = in_neighbours(topology, node)
     sources = np.flatnonzero(D[:, node] == step).astype(np.int64)
@@ -86,7 +86,7 @@ def step_data(topology: Topology, node: int, step: int, distances: np.ndarray | 
 
 def build(instance: Instance | Topology, horizon: int | None = None, state: Any = None, *,
           node: int = 0, step: int = 1, data: StepLP | None = None, **params) -> pe.ConcreteModel:
-    """LP (3) of seed 000 for ``(node, step)`` of ``instance``'s topology.
+    """LP (3) of Zhao et al., NSDI 2025 for ``(node, step)`` of ``instance``'s topology.
 
     ``horizon`` and ``state`` are part of the formulation interface and unused (a BFB LP is one
     comm step of one node). Pass ``data`` (from :func:`step_data`) to skip recomputing it.

@@ -1,4 +1,4 @@
-"""TACOS-ILP: chunk holdings and sends on the time-expanded network (seed 001, section V-A).
+"""TACOS-ILP: chunk holdings and sends on the time-expanded network (Won et al., TACOS, 2023, Section V-A).
 
 The topology is unrolled over ``horizon`` timesteps (the TEN, :mod:`collsynth.tens.ten`). A
 link pair ``u -> v`` whose per-chunk cost spans ``k`` timesteps (heterogeneous links,
@@ -26,7 +26,7 @@ nodes that already hold the chunk at the start are never created.
 
 Collectives: every non-combining kind directly (allgather, gather, scatter, broadcast, and
 all-to-all with its personalised chunks); combining ones (reduce, reduce_scatter) as their
-non-combining dual on the transposed topology, reversed in time by :func:`extract` (seed 000
+non-combining dual on the transposed topology, reversed in time by :func:`extract` (Zhao et al., NSDI 2025
 Appendix A, TACOS section V); allreduce is reduce_scatter then allgather (two models, see
 :mod:`collsynth.solvers.ten.producers`). Several concurrent collectives (TACOS VIII-G, multi-tenant)
 share one model: chunk ids are shifted by the instance's chunk offsets and the objective adds

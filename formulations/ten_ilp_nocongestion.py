@@ -1,6 +1,6 @@
 """The congestion-blind TEN ILP (a TACCL-like baseline): TACOS-ILP without link capacity.
 
-Same holdings and sends as :mod:`.ten_ilp` (seed 001 V-A) but no ``ineq_link_capacity``
+Same holdings and sends as :mod:`.ten_ilp` (Won et al., TACOS, 2023, Section V-A) but no ``ineq_link_capacity``
 rows: any number of chunks may cross a link in a timestep, as in synthesizers that ignore
 contention. The schedules it finds are valid (every send has its data) but may overload links;
 the pipeline prices every schedule with the same congestion-aware cost models

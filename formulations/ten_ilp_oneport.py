@@ -1,8 +1,8 @@
 """TACOS ILP with one-port nodes: a node sends at most one chunk in any timestep.
 
-The TEN ILP of :mod:`collsynth.formulations.ten_ilp` (seed 001 section V-A) lets a node drive
-all of its out-links at once (the multi-port model of TACOS and BFB). Many analyses (seed 004's
-alpha-beta lecture, the single-port variants of seed 002) assume one port per node instead;
+The TEN ILP of :mod:`collsynth.formulations.ten_ilp` (Won et al., TACOS, 2023, Section V-A) lets a node drive
+all of its out-links at once (the multi-port model of TACOS and BFB). Many analyses (the alpha-beta model of Thakur et al., IJHPCA
+2005, the single-port variants of De Sensi et al., NSDI 2024) assume one port per node instead;
 this module adds that constraint and nothing else, and is the worked example of README's
 "Adding a formulation": one file, registered by ``NAME``, turned into a producer with the
 TEN drivers by ``DRIVER_FAMILY = "ten"``, with no change anywhere else.

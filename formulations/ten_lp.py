@@ -1,4 +1,4 @@
-"""TEN LP: the fractional relaxation of the TACOS ILP (seed 001 V-A): a bound and a fractional schedule.
+"""TEN LP: the fractional relaxation of the TACOS ILP (Won et al., TACOS, 2023, Section V-A): a bound and a fractional schedule.
 
 Same model as :mod:`.ten_ilp` with ``hold`` and ``sent`` continuous in [0, 1]. Any schedule
 that delivers everything in ``T`` timesteps is a feasible point of the LP at horizon ``T``
@@ -264,7 +264,7 @@ def amounts(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_
 
 
 def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS) -> Walk:
-    """Pieces realising the solved LP's amounts (see the module doc; seed 001 V-A relaxed).
+    """Pieces realising the solved LP's amounts (see the module doc; Won et al., TACOS, 2023, Section V-A relaxed).
 
     Timesteps are walked in order. A send arriving at ``t`` over a pair of delay ``k`` may use
     the atoms its source held at the end of ``t-k``; it takes, of those the destination has

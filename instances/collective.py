@@ -153,7 +153,7 @@ class Collective:
         """The non-combining dual (or back): reduce <-> broadcast, reduce_scatter <-> allgather.
 
         The combining collective is the time reversal of its dual on the transposed topology
-        (seed 000 Appendix A; TACOS section V). Allreduce has no single dual (it is
+        (Zhao et al., NSDI 2025, Appendix A; TACOS section V). Allreduce has no single dual (it is
         reduce_scatter then allgather); asking for one is an error.
         """
         if self.kind not in DUAL:

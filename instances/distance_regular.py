@@ -1,8 +1,8 @@
-"""A catalogue of named distance-regular graphs (seed 000 §E.3, Table 7), built with networkx.
+"""A catalogue of named distance-regular graphs (Zhao et al., NSDI 2025, §E.3, Table 7), built with networkx.
 
-Distance-regular graphs admit BW-optimal BFB schedules (seed 000 §E.3), and many have a
+Distance-regular graphs admit BW-optimal BFB schedules (Zhao et al., NSDI 2025, §E.3), and many have a
 diameter at or near the Moore bound. Every entry records the order N, the degree d, the
-diameter D of seed 000 Table 7 and the intersection array {b_0, ..., b_{D-1}; c_1, ..., c_D}
+diameter D of Zhao et al., NSDI 2025, Table 7 and the intersection array {b_0, ..., b_{D-1}; c_1, ..., c_D}
 (Brouwer, Cohen and Neumaier; distanceregular.org); the tests rebuild each graph and check
 all of them with :func:`networkx.intersection_array`.
 
@@ -25,7 +25,7 @@ from .topology import Topology, from_edges
 
 @dataclass(frozen=True)
 class Entry:
-    """One catalogue graph: how to build it and what seed 000 Table 7 says about it."""
+    """One catalogue graph: how to build it and what Zhao et al., NSDI 2025, Table 7 says about it."""
 
     title: str
     build: Callable[[], nx.Graph]

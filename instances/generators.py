@@ -346,7 +346,7 @@ def complete_bipartite(degree: int) -> Topology:
 
     degree: d (>= 1). The two sides are the even and the odd ids (node i is linked to every j
     with i - j odd), so K_{d,d} is the circulant C(2d, {1, 3, 5, ...}): a Cayley graph of
-    Z_{2d} (``meta["cayley"] = [2d]``). Distance-regular (seed 000 Figure 1, §E.3).
+    Z_{2d} (``meta["cayley"] = [2d]``). Distance-regular (Zhao et al., NSDI 2025, Figure 1, §E.3).
     """
     _positive(degree, "degree", 1)
     n = 2 * degree
@@ -375,8 +375,8 @@ def circulant(nodes: int, offsets: list[int], directed: bool = False) -> Topolog
 
     nodes: N (>= 2). offsets: the a_i, each in 1..N-1 (duplicates and a, N-a pairs collapse).
     directed: only the + arcs (a directed circulant). The graph must be connected:
-    gcd(N, a_1, ..., a_k) = 1 (seed 000 §E.4). For degree 4 the best diameter is reached by
-    C(N, {a, a+1}) with a = floor(sqrt((N-2)/2)) (seed 000 Theorem 23 / [17]).
+    gcd(N, a_1, ..., a_k) = 1 (Zhao et al., NSDI 2025, §E.4). For degree 4 the best diameter is reached by
+    C(N, {a, a+1}) with a = floor(sqrt((N-2)/2)) (Zhao et al., NSDI 2025, Theorem 23 / [17]).
     A Cayley graph of Z_N (``meta["cayley"] = [N]``).
     """
     _positive(nodes, "nodes", 2)
@@ -400,7 +400,7 @@ def kautz(degree: int, diameter: int) -> Topology:
 
     degree: d (>= 1). diameter: D (>= 1). Nodes are the words s_1..s_D over {0..d} with
     s_i != s_{i+1}, numbered in lexicographic order; arcs s_1..s_D -> s_2..s_D x for every
-    x != s_D (seed 000 §E.2: Pi(d, d^D + d^(D-1)) is isomorphic to it).
+    x != s_D (Zhao et al., NSDI 2025, §E.2: Pi(d, d^D + d^(D-1)) is isomorphic to it).
     """
     _positive(degree, "degree", 1)
     _positive(diameter, "diameter", 1)
@@ -415,7 +415,7 @@ def kautz(degree: int, diameter: int) -> Topology:
 def generalized_kautz(degree: int, nodes: int) -> Topology:
     """Generalized Kautz digraph Pi(d, N): arcs x -> (-d*x - a) mod N for a = 1..d.
 
-    degree: d (>= 1). nodes: N (>= 2). Defined for every d and N (seed 000 Definition 16);
+    degree: d (>= 1). nodes: N (>= 2). Defined for every d and N (Zhao et al., NSDI 2025, Definition 16);
     its diameter is at most one above the Moore bound (Theorem 21). Self-loops (x with
     (d+1)x + a = 0 mod N) are dropped, so those nodes have out-degree d-1; their number is
     ``meta["self_loops_dropped"]``. Parallel arcs (possible when N < d) are kept.
@@ -447,7 +447,7 @@ def de_bruijn(degree: int, diameter: int) -> Topology:
 @generator
 def twisted_torus(a: int) -> Topology:
     """Rectangular twisted torus RTT(a): a 2a x a torus whose short-dimension wrap-around links
-    are twisted by a (Cámara et al. [25] of seed 000, used by TPU v4; seed 000 §E, Table 9).
+    are twisted by a (Cámara et al. [25] of Zhao et al., NSDI 2025, used by TPU v4; Zhao et al., NSDI 2025, §E, Table 9).
 
     a: the short side (>= 2); 2a^2 nodes, degree 4, diameter a (a plain 2a x a torus has
     a + floor(a/2)). Node (x, y), x in 0..2a-1, y in 0..a-1 has id x*a + y; links
@@ -484,7 +484,7 @@ def dgx1() -> Topology:
     """NVIDIA DGX-1 (8 V100 GPUs, hybrid cube-mesh NVLink): 6 NVLinks per GPU.
 
     No parameters. A pair joined by two NVLinks has two parallel directed links each way
-    (``DGX1_NVLINKS`` is the count matrix, seeds/README.md); every link gets the instance
+    (``DGX1_NVLINKS`` is the count matrix of NVIDIA's DGX-1 with V100, as in the DGX-1 system architecture whitepaper); every link gets the instance
     bandwidth, so a double pair carries twice as much.
     """
     edges = [(i, j) for i, row in enumerate(DGX1_NVLINKS) for j, k in enumerate(row) for _ in range(k)]
@@ -532,7 +532,7 @@ def hyperx(dims: list[int], trunking: int = 1) -> Topology:
     dims: size of each dimension (each >= 1). trunking: K parallel links per connected pair
     (>= 1). Ids row-major; a Cayley graph of Z_{dims[0]} x ... (``meta["cayley"] = dims``).
     HyperX with equal dims is the Hamming graph; a 2D HyperX is HammingMesh with 1x1 boards
-    (seed 002 §5.4.2).
+    (De Sensi et al., NSDI 2024, §5.4.2).
     """
     if not dims:
         raise InputError("dims", "expected at least one dimension")
@@ -556,7 +556,7 @@ def hyperx(dims: list[int], trunking: int = 1) -> Topology:
 
 @generator
 def hammingmesh(board: list[int], grid: list[int], fabric: str = "direct") -> Topology:
-    """HammingMesh HxMesh (seed 002 §5.4.1, Hoefler et al. SC'22): 2D-mesh boards whose edge
+    """HammingMesh HxMesh (De Sensi et al., NSDI 2024, §5.4.1, Hoefler et al. SC'22): 2D-mesh boards whose edge
     nodes are joined per global row and per global column.
 
     board: [a, b], the rows and columns of a board's 2D mesh. grid: [x, y], boards per
@@ -698,7 +698,7 @@ def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None 
 @generator
 def optical_ring(nodes: int, wavelengths: int, wavelength_bandwidth: float | None = None,
                  reconfig_s: float = 0.0, oeo_s: float = 0.0) -> Topology:
-    """An optical (WDM) ring for OpTree and its peers (seed 003): a bidirectional ring whose
+    """An optical (WDM) ring for OpTree and its peers (Dai et al., ICC 2023): a bidirectional ring whose
     ``meta["optical"]`` records the optical parameters.
 
     nodes: N (>= 2). wavelengths: w per fiber (>= 1). wavelength_bandwidth: bytes/s of one
@@ -730,7 +730,7 @@ def optical_ring(nodes: int, wavelengths: int, wavelength_bandwidth: float | Non
 
 @generator
 def distance_regular(name: str) -> Topology:
-    """A named distance-regular graph from the catalogue of seed 000 Table 7 (bidirectional).
+    """A named distance-regular graph from the catalogue of Zhao et al., NSDI 2025, Table 7 (bidirectional).
 
     name: one of ``collsynth.instances.distance_regular.CATALOGUE`` (octahedron, paley9,
     k55_minus_matching, heawood_distance3, petersen_line, cube4, heawood_line,
@@ -742,7 +742,7 @@ def distance_regular(name: str) -> Topology:
     return dr.topology(name)
 
 
-# ---- graph-only expansions (seed 000 §4; numbering in the module docstring of COMMON) ----
+# ---- graph-only expansions (Zhao et al., NSDI 2025, §4; numbering in the module docstring of COMMON) ----
 
 def _base(table: dict, where: str) -> Topology:
     """Build a nested base topology table ``{generator = ..., params...}`` (links only)."""
@@ -755,7 +755,7 @@ def _base(table: dict, where: str) -> Topology:
 
 @generator
 def line_graph(base: dict, times: int = 1) -> Topology:
-    """Line-graph expansion L(G) applied ``times`` times (seed 000 §4.1): N' = dN, d' = d.
+    """Line-graph expansion L(G) applied ``times`` times (Zhao et al., NSDI 2025, §4.1): N' = dN, d' = d.
 
     base: a nested topology table, e.g. {generator = "kautz", degree = 2, diameter = 2}
     (on the command line JSON or ``kautz:degree=2:diameter=2``). times: >= 1. Node id of
@@ -768,7 +768,7 @@ def line_graph(base: dict, times: int = 1) -> Topology:
 
 @generator
 def degree_expansion(base: dict, copies: int) -> Topology:
-    """Degree expansion G*n (seed 000 §4.2): N' = nN, d' = nd.
+    """Degree expansion G*n (Zhao et al., NSDI 2025, §4.2): N' = nN, d' = nd.
 
     base: a nested topology table (see line_graph). copies: n >= 1. Node (v, i) has id
     v*n + i; arcs (u, i) -> (v, j) for every arc u -> v of G and all i, j.
@@ -779,7 +779,7 @@ def degree_expansion(base: dict, copies: int) -> Topology:
 
 @generator
 def cartesian(base: dict, times: int = 2, other: dict | None = None) -> Topology:
-    """Cartesian power G^times, or the product G x H with ``other`` (seed 000 §4.3).
+    """Cartesian power G^times, or the product G x H with ``other`` (Zhao et al., NSDI 2025, §4.3).
 
     base: a nested topology table (see line_graph). times: the power (>= 1; must stay 2
     when ``other`` is given). other: a second nested topology H. Node (g, h) has id

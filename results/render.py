@@ -140,7 +140,7 @@ def _sgm(seconds: pd.Series) -> float:
 
 
 def who_wins(df: pd.DataFrame, sizes=SIZES) -> pd.DataFrame:
-    """Per instance and message size: the fastest method (seed 000 Fig. 13, seed 002 Fig. 15).
+    """Per instance and message size: the fastest method (Zhao et al., NSDI 2025, Fig. 13, De Sensi et al., NSDI 2024, Fig. 15).
 
     A stored run priced at message size M0 with latency T_L and bandwidth time T_B costs
     ``T_L + T_B * M / M0`` at size M under the synchronous model (loads scale linearly with M),

@@ -4,7 +4,7 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
 ``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.
 
 ``sync``  -- synchronous alpha-beta steps, the papers' model (Zhao et al., "Efficient
-    Direct-Connect Topologies for Collective Communications", NSDI 2025, sections 2-3): in step
+    Direct-Connect Topologies for Collective Communications", NSDI 2025, Sections 2-3): in step
     ``t`` every send moves ``(hi - lo) * chunk_bytes`` bytes; a logical send between
     non-adjacent nodes (``routing == "shortest-path"``: Swing, recursive doubling on a torus) is
     routed on ``topology.shortest_path(u, v)`` and loads every link it crosses. Per directed
@@ -346,15 +346,15 @@ def lower_bounds(instance: Instance) -> dict:
 
     - ``steps``: the largest hop distance a required piece must travel: for non-combining
       collectives from the nearest precondition holder of the chunk to each node that must
-      receive it; for combining ones (the dual on the transposed topology, seed 000 Appendix A)
+      receive it; for combining ones (the dual on the transposed topology, Zhao et al., NSDI 2025, Appendix A)
       from the farthest contributor. It is at least the diameter for allgather and implies the
-      Moore bound for degree-d digraphs (seed 000 section 2), reported as ``moore_bound``.
+      Moore bound for degree-d digraphs (Zhao et al., NSDI 2025, Section 2), reported as ``moore_bound``.
     - ``inbound_steps``: TEN timesteps (TACOS: one chunk per link per timestep) a node needs to
       take in (send out) the chunks it must receive (send), over its parallel in-(out-)links:
       ``max_v ceil(chunks_v / links_v)``.
     - ``latency_s = steps * min alpha``.
     - ``bandwidth_s = max_v max(recv_bytes_v / in_bandwidth_v, send_bytes_v / out_bandwidth_v)``;
-      for allgather on a regular graph ``(N-1)/N * M / B_node`` (seed 000 section 3, ``T_B*``).
+      for allgather on a regular graph ``(N-1)/N * M / B_node`` (Zhao et al., NSDI 2025, Section 3, ``T_B*``).
       A node must receive every chunk it needs and does not hold (combining: every chunk it
       must hold whose result depends on another contributor) and send every chunk only it can
       supply (combining: every chunk its contribution is needed for elsewhere).

@@ -324,7 +324,7 @@ def reverse(schedule: Schedule) -> Schedule:
     """Time reversal: send ``u -> v`` in step ``t`` becomes ``v -> u`` in step ``T + 1 - t``.
 
     Valid on the transposed topology for the reversed collective (allgather <-> reduce_scatter,
-    broadcast <-> reduce, scatter <-> gather; seed 000 Appendix A). Explicit ``copy`` and
+    broadcast <-> reduce, scatter <-> gather; Zhao et al., NSDI 2025, Appendix A). Explicit ``copy`` and
     ``reduce`` ops swap; default ops stay default (they follow the new kind).
     """
     T = schedule.num_steps

@@ -1,4 +1,4 @@
-"""The time-expanded network (TEN) of a topology (TACOS, seed 001, section IV).
+"""The time-expanded network (TEN) of a topology (TACOS, Won et al., TACOS, 2023, Section IV).
 
 A TEN copies the node set once per timestep and joins ``u`` at time ``s-1`` to ``v`` at time
 ``s + k - 1`` when a chunk sent over ``u -> v`` in timestep ``s`` needs ``k`` timesteps
@@ -148,7 +148,7 @@ class TenData:
 def dual_instance(instance: Instance) -> Instance:
     """The non-combining dual on the transposed topology of a combining instance (else itself).
 
-    Reduce <-> broadcast and reduce_scatter <-> allgather (seed 000 Appendix A); allreduce has
+    Reduce <-> broadcast and reduce_scatter <-> allgather (Zhao et al., NSDI 2025, Appendix A); allreduce has
     no single dual (solve it as reduce_scatter then allgather); mixing combining and
     non-combining concurrent collectives is not expressible in one time direction.
     """
@@ -290,7 +290,7 @@ def lower_bound(instance: Instance, state=None, timestep: float | None = None) -
     that needs a chunk, and (b) the inbound throughput bound: a pair with delay k and capacity
     c delivers at most ``c * floor(T / k)`` chunks in T timesteps, so a node needing R chunks
     needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
-    timestep; seed 000 section 3 for the bandwidth argument).
+    timestep; Zhao et al., NSDI 2025, Section 3 for the bandwidth argument).
     """
     data, need, far = _distance(instance, state, timestep)
     if not need.any():

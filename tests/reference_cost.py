@@ -7,7 +7,7 @@ Pricing: what a schedule costs on its instance's network, under three models (de
 Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwidth part
 ``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.
 
-``sync``  -- synchronous alpha-beta steps, the papers' model (seed 000 section 2-3, seed 004):
+``sync``  -- synchronous alpha-beta steps, the papers' model (Zhao et al., NSDI 2025, Section 2-3, Thakur et al., IJHPCA 2005):
     in step ``t`` every send moves ``(hi - lo) * chunk_bytes`` bytes; a logical send between
     non-adjacent nodes (``routing == "shortest-path"``: Swing, recursive doubling on a torus) is
     routed on ``topology.shortest_path(u, v)`` and loads every link it crosses. Per directed
@@ -16,13 +16,13 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
     the largest route latency (sum of the per-hop ``alpha``) of its sends.
     ``T_L = sum_t latency(t)``, ``T_B = sum_t bandwidth time(t)``, total = T_L + T_B.
     ``extra["T_B_chunks"]`` is the exact :class:`~fractions.Fraction`
-    ``sum_t max_l load_l(t) / count_l`` in chunks (BFB's ``sum_t max_u U*[u, t]``, seed 000
+    ``sum_t max_l load_l(t) / count_l`` in chunks (BFB's ``sum_t max_u U*[u, t]``, Zhao et al., NSDI 2025
     LP (3)), so ``T_B = T_B_chunks * chunk_bytes / b`` with ``b`` the per-link bandwidth; it is
     ``None`` unless every link has the same bandwidth and every chunk the same size.
     ``extra["coupled_s"]`` is the design's literal ``sum_t max_l (alpha_l + load_l / bw_l)``
     over the links each step uses (equal to ``total_s`` on homogeneous direct-link schedules).
 
-``ten``   -- TACOS TEN timesteps (seed 001 section IV-A/IV-C): a timestep lasts
+``ten``   -- TACOS TEN timesteps (Won et al., TACOS, 2023, Section IV-A/IV-C): a timestep lasts
     ``f = min_l (alpha_l + chunk_bytes / b_l)`` (:func:`collsynth.tens.ten.build_ten`), link pair
     ``l`` needs ``k_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` timesteps per chunk and has
     ``count_l`` parallel links, each carrying one chunk at a time. Sends are dispatched in
@@ -600,15 +600,15 @@ def lower_bounds(instance: Instance) -> dict:
 
     - ``steps``: the largest hop distance a required piece must travel: for non-combining
       collectives from the nearest precondition holder of the chunk to each node that must
-      receive it; for combining ones (the dual on the transposed topology, seed 000 Appendix A)
+      receive it; for combining ones (the dual on the transposed topology, Zhao et al., NSDI 2025, Appendix A)
       from the farthest contributor. It is at least the diameter for allgather and implies the
-      Moore bound for degree-d digraphs (seed 000 section 2), reported as ``moore_bound``.
+      Moore bound for degree-d digraphs (Zhao et al., NSDI 2025, Section 2), reported as ``moore_bound``.
     - ``inbound_steps``: TEN timesteps (TACOS: one chunk per link per timestep) a node needs to
       take in (send out) the chunks it must receive (send), over its parallel in-(out-)links:
       ``max_v ceil(chunks_v / links_v)``.
     - ``latency_s = steps * min alpha``.
     - ``bandwidth_s = max_v max(recv_bytes_v / in_bandwidth_v, send_bytes_v / out_bandwidth_v)``;
-      for allgather on a regular graph ``(N-1)/N * M / B_node`` (seed 000 section 3, ``T_B*``).
+      for allgather on a regular graph ``(N-1)/N * M / B_node`` (Zhao et al., NSDI 2025, Section 3, ``T_B*``).
       A node must receive every chunk it needs and does not hold (combining: every chunk it
       must hold whose result depends on another contributor) and send every chunk only it can
       supply (combining: every chunk its contribution is needed for elsewhere).

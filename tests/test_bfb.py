@@ -1,4 +1,4 @@
-"""BFB (seed 000 section 6, Appendix D): LP (3) per (node, step), orbit solving, chunked IP (12),
+"""BFB (Zhao et al., NSDI 2025, Section 6, Appendix D): LP (3) per (node, step), orbit solving, chunked IP (12),
 heterogeneous LP (13), and the producers through the verify+price pipeline."""
 
 from __future__ import annotations

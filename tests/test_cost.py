@@ -1,6 +1,6 @@
 """Cost models (tens/cost.py): lecture closed forms, hand-computed cases, invariants.
 
-Helpers here build the lecture's schedules (seed 004) and random valid schedules; the export
+Helpers here build the lecture's schedules (Thakur et al., IJHPCA 2005) and random valid schedules; the export
 and CLI tests import them.
 """
 
@@ -25,7 +25,7 @@ from collsynth.tens.verify import verify
 ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)
 
 
-# ---- lecture schedules (seed 004) -------------------------------------------------------------
+# ---- lecture schedules (Thakur et al., IJHPCA 2005) -------------------------------------------------------------
 
 def ring_allgather(n: int):
     """Ring allgather: in step t node u forwards chunk (u - t + 1) mod n to u + 1."""

@@ -1,4 +1,4 @@
-"""Expansions (seed 000 section 5, Appendices C and F): every expanded schedule verifies and its
+"""Expansions (Zhao et al., NSDI 2025, Section 5, Appendices C and F): every expanded schedule verifies and its
 priced T_L / T_B equal the theorem formulas exactly; topologies match the generators' numbering."""
 
 from __future__ import annotations

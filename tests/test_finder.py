@@ -1,4 +1,4 @@
-"""Topology finder (seed 000 section 5.4): Pareto frontier, confirmation by construction, selection,
+"""Topology finder (Zhao et al., NSDI 2025, Section 5.4): Pareto frontier, confirmation by construction, selection,
 tables and the ``collsynth finder`` command."""
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_circulant_diameter_by_definition(n, data, directed):
 
 @given(st.integers(6, 200))
 def test_circulant_degree4_best_diameter(n):
-    """C(N, {a, a+1}), a = floor(sqrt((N-2)/2)), has diameter ceil((sqrt(2N-1)-1)/2) (seed 000 E.4, [17])."""
+    """C(N, {a, a+1}), a = floor(sqrt((N-2)/2)), has diameter ceil((sqrt(2N-1)-1)/2) (Zhao et al., NSDI 2025, E.4, [17])."""
     a = math.floor(math.sqrt((n - 2) / 2))
     t = build("circulant", nodes=n, offsets=[a, a + 1])
     assert t.diameter == math.ceil((math.sqrt(2 * n - 1) - 1) / 2)
@@ -152,7 +152,7 @@ def test_generalized_kautz_by_definition(d, n):
     assert arcs(t) == want
     assert t.meta["self_loops_dropped"] == sum(1 for x in range(n) for y in succ(x) if x == y)
     if d >= 2:
-        assert t.diameter <= moore_bound(n, d) + 1  # seed 000 Theorem 21
+        assert t.diameter <= moore_bound(n, d) + 1  # Zhao et al., NSDI 2025, Theorem 21
 
 
 @pytest.mark.parametrize("d,D", [(1, 1), (2, 1), (2, 2), (2, 3), (3, 2), (2, 4), (4, 2)])
@@ -162,7 +162,7 @@ def test_kautz(d, D):
     assert len(t.npus) == n and t.regular and t.out_degree_range == (d, d)
     assert t.diameter == D
     assert D == moore_bound(n, d) or d == 1  # Moore optimal
-    if n <= 40:  # Pi(d, d^D + d^(D-1)) is the Kautz graph (seed 000 Definition 16)
+    if n <= 40:  # Pi(d, d^D + d^(D-1)) is the Kautz graph (Zhao et al., NSDI 2025, Definition 16)
         gk = build("generalized_kautz", degree=d, nodes=n)
         assert nx.is_isomorphic(nx.DiGraph(t.graph), nx.DiGraph(gk.graph))
 
@@ -340,7 +340,7 @@ def test_line_graph_numbering(base):
     want = Counter((i, j) for i, e in enumerate(garcs) for j, f in enumerate(garcs) if e[1] == f[0])
     assert arcs(lg) == want
     if g.regular:
-        assert lg.diameter == g.diameter + 1  # seed 000: T_L' = T_L + 1 (BFB steps = diameter)
+        assert lg.diameter == g.diameter + 1  # Zhao et al., NSDI 2025: T_L' = T_L + 1 (BFB steps = diameter)
 
 
 @pytest.mark.parametrize("base", BASES)

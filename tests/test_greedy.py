@@ -1,4 +1,4 @@
-"""TACOS-Greedy (seed 001 §VI): bounds reached on meshes/tori, every schedule verifies,
+"""TACOS-Greedy (Won et al., TACOS, 2023, §VI): bounds reached on meshes/tori, every schedule verifies,
 determinism, chunk replacement on heterogeneous links, relays, concurrency, the producer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpTree and its optical-ring peers (seed 003): wavelength checker, step formulas, Table I,
+"""OpTree and its optical-ring peers (Dai et al., ICC 2023): wavelength checker, step formulas, Table I,
 and the emitted schedules (verified on the optical_ring topology)."""
 
 from __future__ import annotations

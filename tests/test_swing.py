@@ -1,4 +1,4 @@
-"""Swing and recursive doubling (seed 002): schedules verify, prices equal the closed forms where
+"""Swing and recursive doubling (De Sensi et al., NSDI 2024): schedules verify, prices equal the closed forms where
 the algorithm is congestion-free, peers follow pi(r, s), Xi approaches Table 2, Swing beats
 recursive doubling on tori (Figure 6)."""
 

@@ -1,4 +1,4 @@
-"""The verifier: lecture schedules (seed 004) verify; every mutant class is rejected with its own
+"""The verifier: lecture schedules (Thakur et al., IJHPCA 2005) verify; every mutant class is rejected with its own
 reason; hypothesis properties of the schedule algebra (relabel, JSON, reverse, merge)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import reference_verify as reference_vectorised
 F = Fraction
 
 
-# ---- topologies and hand-written schedules (lecture seed 004) ------------------------------
+# ---- topologies and hand-written schedules (lecture Thakur et al., IJHPCA 2005) ------------------------------
 
 def ring(n, bidirectional=True):
     return build("ring", {"nodes": n, "bidirectional": bidirectional}, bandwidth=1.0, alpha=0.0)

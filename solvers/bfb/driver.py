@@ -1,4 +1,4 @@
-"""BFB schedules (seed 000 section 6 and Appendix D): the driver that solves the per-(node,
+"""BFB schedules (Zhao et al., NSDI 2025, Section 6 and Appendix D): the driver that solves the per-(node,
 step) problems and assembles the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
 ``bfb-hetero``.
 
@@ -653,13 +653,13 @@ COMMON_PARAMS = (
 )
 
 PRODUCERS = [
-    Producer("bfb-lp", "bfb", _run_lp, "BFB schedule: LP (3) per (node, step), exact rational shares (seed 000 §6.1)",
+    Producer("bfb-lp", "bfb", _run_lp, "BFB schedule: LP (3) per (node, step), exact rational shares (Zhao et al., NSDI 2025, §6.1)",
              uses_solver=True,
              params=(Param("method", ("lp", "flow"), "lp", "LP (3), or its max-flow form"),) + COMMON_PARAMS),
     Producer("bfb-chunked", "bfb", _run_chunked,
              "BFB with integer shares of K = chunks_per_node chunks: IP (12) exact, and the rounded LP (Thm 20)",
              uses_solver=True,
              params=(Param("mode", ("exact", "round"), "exact", "IP (12), or the LP rounded (Thm 20)"),) + COMMON_PARAMS),
-    Producer("bfb-hetero", "bfb", _run_hetero, "BFB for per-link alpha and bandwidth: LP (13) (seed 000 App. D.3)",
+    Producer("bfb-hetero", "bfb", _run_hetero, "BFB for per-link alpha and bandwidth: LP (13) (Zhao et al., NSDI 2025 App. D.3)",
              uses_solver=True, params=COMMON_PARAMS),
 ]

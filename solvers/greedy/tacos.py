@@ -1,4 +1,4 @@
-"""TACOS-Greedy: randomised link-chunk matching over the time-expanded network (seed 001 §VI).
+"""TACOS-Greedy: randomised link-chunk matching over the time-expanded network (Won et al., TACOS, 2023, §VI).
 
 The synthesizer walks the TEN one timestep at a time. In every timestep each free link slot
 ``u -> v`` is matched to a chunk that ``u`` already holds (arrival-time analysis: a chunk that
@@ -707,7 +707,7 @@ def _check_supported(instance: Instance) -> None:
 
 def synthesize(instance: Instance, seed: int = 0, *, priority: str = "random", matching: str = "maximum",
                timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
-    """One TACOS-Greedy run (seed 001 §VI) on ``instance``: a schedule, step = arrival timestep.
+    """One TACOS-Greedy run (Won et al., TACOS, 2023, §VI) on ``instance``: a schedule, step = arrival timestep.
 
     Non-combining collectives are matched directly; reduce and reduce_scatter are the reversal
     of broadcast / allgather matched on ``topology.transpose()``; allreduce is
@@ -1061,7 +1061,7 @@ PARAMS = (
 PRODUCERS = [
     Producer(
         "greedy", "greedy", produce,
-        summary="TACOS-Greedy (seed 001 §VI): randomised link-chunk matching on the TEN; best of --starts seeds",
+        summary="TACOS-Greedy (Won et al., TACOS, 2023, §VI): randomised link-chunk matching on the TEN; best of --starts seeds",
         params=PARAMS,
     ),
 ]

@@ -1,4 +1,4 @@
-"""Deficiency report for Swing and recursive doubling (seed 002, Table 2 and Figures 6, 10-14).
+"""Deficiency report for Swing and recursive doubling (De Sensi et al., NSDI 2024, Table 2 and Figures 6, 10-14).
 
 Everything is measured from each algorithm's schedule priced by the shared synchronous cost
 model (:mod:`collsynth.tens.cost`: logical sends routed on ``topology.shortest_path``, loads

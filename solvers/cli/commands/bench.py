@@ -175,8 +175,8 @@ def report(args) -> dict:
 
 def seed_tables():
     """The seeds' tables that need no batch run, computed by their producers' modules:
-    OpTree Table I (seed 003), BFB Tables 4 and 5 (seed 000 section 5.4, via the finder),
-    Swing Table 2 deficiencies measured on tori D = 1..4 (seed 002)."""
+    OpTree Table I (Dai et al., ICC 2023), BFB Tables 4 and 5 (Zhao et al., NSDI 2025, Section 5.4, via the finder),
+    Swing Table 2 deficiencies measured on tori D = 1..4 (De Sensi et al., NSDI 2024)."""
     import pandas as pd
 
     from ...reports import deficiency

@@ -1,4 +1,4 @@
-"""``collsynth finder`` (design "Contracts: command line"; seed 000 section 5.4).
+"""``collsynth finder`` (design "Contracts: command line"; Zhao et al., NSDI 2025, Section 5.4).
 
 - ``collsynth finder --nodes N --degree D [--alpha A --bandwidth B --message M ...] [--confirm]``:
   the Pareto frontier of (T_L, T_B) over base topologies and expansions (T_B in units of M/B),
@@ -50,18 +50,18 @@ def run(args: argparse.Namespace) -> dict:
         if args.table == 4:
             df = finder.table_pareto(args.nodes or 1024, args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
                                      message=messages[0], confirm_max_nodes=(args.nodes or 1024) if args.confirm else 0)
-            title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (seed 000 Table 4 analogue); "
+            title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 4 analogue); "
                      f"T_B in M/B, allreduce for alpha = {args.alpha} s, B = {args.bandwidth} B/s, M = {messages[0]} B")
             stem = "finder_table4"
         elif args.table == 9:
             df = finder.table_catalogue((args.degree,) if args.degree else (2, 3, 4), args.nodes or 64)
-            title = ("Base topologies (seed 000 Table 9 analogue): BFB schedule built and verified, T_L, "
+            title = ("Base topologies (Zhao et al., NSDI 2025, Table 9 analogue): BFB schedule built and verified, T_L, "
                      "T_B in M/B, flags")
             stem = "finder_table9"
         else:
             df = finder.table_small(range(5, 13), args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
                                     messages=args.message or (1e3, 1e6, 1e9))
-            title = (f"Best topology for N = 5..12, d = {args.degree or 4} (seed 000 Table 5 analogue), chosen by the "
+            title = (f"Best topology for N = 5..12, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 5 analogue), chosen by the "
                      f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
             stem = "finder_table5"
         csv, md, tex = render.write_table(df, args.out, stem, title)
