@@ -26,7 +26,7 @@ import itertools
 import math
 
 from .. import InputError
-from .generators import generator, hierarchical
+from .generators import DGX1_NVLINKS, generator, hierarchical
 from .topology import Topology, from_edges
 
 TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
@@ -38,16 +38,7 @@ TACOS = "Won et al., TACOS, 2023"
 # NVLink pairs of the V100 hybrid cube-mesh (DGX-1 / Azure NDv2): the number of NVLinks joining
 # GPU i and GPU j (TACCL taccl/topologies/generic.py ndv2(), beta_m1 = 2 links, beta_m2 = 1;
 # msccl-tools msccl/topologies/nvidia.py dgx1()).
-CUBE_MESH = (
-    (0, 2, 1, 1, 2, 0, 0, 0),
-    (2, 0, 1, 2, 0, 1, 0, 0),
-    (1, 1, 0, 2, 0, 0, 2, 0),
-    (1, 2, 2, 0, 0, 0, 0, 1),
-    (2, 0, 0, 0, 0, 2, 1, 1),
-    (0, 1, 0, 0, 2, 0, 1, 2),
-    (0, 0, 2, 0, 1, 1, 0, 2),
-    (0, 0, 0, 1, 1, 2, 2, 0),
-)
+CUBE_MESH = DGX1_NVLINKS  # the same hybrid cube-mesh as the DGX-1 generator's
 
 # xGMI links between the 16 GCDs of an 8 x MI250 node (TE-CCL teccl/topologies/amd.py
 # adjacency_list): GCDs 2k and 2k+1 are the two dies of one OAM package, joined by 4 links.
