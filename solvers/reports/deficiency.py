@@ -29,7 +29,7 @@ evaluated as ``T(n) = T_L + n T_B(1)``.
 per-hop packet processing. The sync model charges the sum of the link ``alpha`` along a route,
 so every link gets ``alpha = 100 ns + 300 ns = 400 ns``: a message over h hops pays 400h ns.
 
-Ring and bucket (Table 2's congestion-free references) come from helper D1's closed forms
+Ring and bucket (Table 2's congestion-free references) come from the classic closed forms
 (:func:`collsynth.solvers.closed_form.classics.closed_form`), labelled ``source = closed form``.
 """
 
@@ -47,6 +47,7 @@ from ...instances.topology import Topology
 from ...tens import cost
 from ...tens.schedule import from_arrays
 from ..closed_form import swing as sw
+from ..closed_form.classics import closed_form as classic
 
 PAPER_LINK_BANDWIDTH = 400e9 / 8  # bytes/s (400 Gb/s)
 PAPER_LINK_LATENCY = 100e-9
@@ -276,12 +277,8 @@ def _classic_curves(topology: Topology, dims: list[int], sizes) -> list[dict]:
 
     Bucket on a rectangular torus: the paper's collectives move from one dimension to the next
     synchronously (section 4.2, Fig. 9), so every phase takes ``D (d_max - 1)`` steps
-    (Lambda = 2 D d_max / log2 p); its bandwidth term is D1's (Table 2: Psi = Xi = 1).
+    (Lambda = 2 D d_max / log2 p); its bandwidth term is the classic closed form's (Table 2: Psi = Xi = 1).
     """
-    try:
-        from ..closed_form.classics import closed_form as classic
-    except ImportError:  # helper D1's module absent
-        return []
     p = math.prod(dims)
     active = [d for d in dims if d > 1]
     rows = []
