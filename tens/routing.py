@@ -17,7 +17,7 @@ compiled kernel, and keeps one source's predecessors at a time (no N x N table).
 >>> ring = build("ring", {"nodes": 6}, bandwidth=1.0, alpha=1.0)
 >>> s = from_arrays("allgather", 6, 6, chunk=[0, 0], src=[0, 0], dst=[1, 3], step=[1, 1], routing="shortest-path")
 >>> rt = routes(s, ring)
->>> [rt.hops[k] for k in rt.r], rt.latency[rt.r[1]]
+>>> [int(rt.hops[k]) for k in rt.r], float(rt.latency[rt.r[1]])
 ([1, 3], 3.0)
 """
 
