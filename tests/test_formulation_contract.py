@@ -18,7 +18,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.solvers.ten.producers import producer
-from collsynth.tens import ten, verify
+from collsynth.tens import bounds, ten, verify
 
 PLUGINS = str(Path(__file__).parent / "plugins")
 
@@ -35,7 +35,7 @@ def test_the_renamed_formulation_exposes_its_own_components(renamed):
     f = ten_formulation(renamed)
     assert (f.name, f.role, f.recovery_valid, f.warm_start, f.respects_capacity) == (
         "test-ten-renamed", "schedule", True, True, True)
-    assert f.lower_bound is ten.lower_bound and f.bound(None) is None  # the contract's defaults
+    assert f.lower_bound is bounds.lower_bound and f.bound(None) is None  # the contract's defaults
     assert f.summary.startswith("A TEN ILP written apart from")
     inst = make_instance(topo("ring", {"nodes": 4}), "allgather")
     model = f.build(inst, 2)
@@ -123,7 +123,7 @@ def test_a_relaxation_is_run_as_one_whatever_its_name():
 
 def test_declared_capabilities_replace_names():
     nc = ten_formulation(ten_ilp_nocongestion)
-    assert not nc.respects_capacity and nc.lower_bound is ten.distance_bound
+    assert not nc.respects_capacity and nc.lower_bound is bounds.distance_bound
     assert ten_formulation(ten_lp).is_relaxation and not ten_formulation(ten_ilp).is_relaxation
 
 
