@@ -55,7 +55,8 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterable
 
 import networkx as nx
@@ -620,7 +621,7 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
                     top, top_wit, top_extra = q + extra, wit, extra
             done += 1
             spent = time.perf_counter() - t0
-            if spent > budget_s or (done >= 3 and spent / done * len(order) > 2 * budget_s):
+            if spent > budget_s or spent / done * len(order) > (2 if done >= 3 else 4) * budget_s:
                 return None, None, 0, (f"the min-cut search (about {len(order)} anchor sets per family) would "
                                     f"exceed its {budget_s:g} s budget ({done} done in {spent:.3g} s)")
         if exact and fam != "bisection":
@@ -696,22 +697,73 @@ def _alpha_weights(arcs: Arcs) -> tuple[np.ndarray, float]:
 
 # ---- the bounds of an instance ---------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Bounds:
     """The best bound of every model for one instance, and every argument tried (``parts``).
 
-    ``timestep_s`` is the TEN's timestep (what ``timesteps`` counts), ``ten_timestep_s`` the
-    TEN cost model's (what the ``ten`` seconds are multiples of).
+    Each model is computed on first use (a caller that needs only TEN timesteps pays for
+    nothing else). ``timestep_s`` is the TEN's timestep (what ``timesteps`` counts),
+    ``ten_timestep_s`` the TEN cost model's (what the ``ten`` seconds are multiples of).
     """
 
-    timesteps: Bound
-    ten: Bound
-    event: Bound
-    sync: Bound
-    steps: Bound
-    parts: dict = field(default_factory=dict)
-    timestep_s: float | None = None
-    ten_timestep_s: float | None = None
+    def __init__(self, instance: Instance, timestep: float | None, budget_s: float):
+        self.instance, self.timestep, self.budget_s = instance, timestep, budget_s
+        self._parts: dict[str, tuple[Bound, ...]] = {}
+        self.timestep_s: float | None = None
+        self.ten_timestep_s: float | None = None
+
+    @cached_property
+    def _arcs_demand(self) -> tuple[Arcs, Demand]:
+        return arcs_of(self.instance.topology), demand_of(self.instance)
+
+    def _get(self, name: str) -> tuple[Bound, ...]:
+        if name not in self._parts:
+            arcs, demand = self._arcs_demand
+            if name == "timesteps":
+                parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s)
+                self._parts[name] = tuple(parts)
+            elif name == "ten":
+                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s)
+                self._parts[name] = tuple(parts)
+            elif name in ("event", "sync_latency", "sync_bandwidth"):
+                event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
+                self._parts.update(event=tuple(event), sync_latency=tuple(lat), sync_bandwidth=tuple(bw))
+            elif name == "steps":
+                self._parts[name] = (_distance_bound("steps", arcs, demand, np.ones(len(arcs.src))),)
+            else:
+                raise KeyError(name)
+        return self._parts[name]
+
+    @property
+    def timesteps(self) -> Bound:
+        """TEN timesteps of capacity-respecting schedules."""
+        return best(self._get("timesteps"), "timesteps")
+
+    @property
+    def ten(self) -> Bound:
+        """Seconds under the TEN cost model."""
+        return best(self._get("ten"), "ten")
+
+    @property
+    def event(self) -> Bound:
+        """Seconds under the event simulation."""
+        return best(self._get("event"), "event")
+
+    @property
+    def sync(self) -> Bound:
+        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound."""
+        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
+
+    @property
+    def steps(self) -> Bound:
+        """Steps (hop distance) of schedules sent on links."""
+        return self._get("steps")[0]
+
+    @property
+    def parts(self) -> dict[str, tuple[Bound, ...]]:
+        """Every argument tried, per model (``sync_latency`` and ``sync_bandwidth`` for sync)."""
+        for name in ("timesteps", "ten", "event", "steps"):
+            self._get(name)
+        return dict(self._parts)
 
     def of(self, model: str) -> Bound:
         """The best bound of ``model`` (one of :data:`MODELS` or ``steps``)."""
@@ -720,7 +772,7 @@ class Bounds:
     def part(self, name: str, source: str | None = None) -> Bound:
         """The best of the parts ``name`` (a model, ``sync_latency`` or ``sync_bandwidth``),
         or of those with ``source`` (e.g. ``inbound``)."""
-        parts = [b for b in self.parts.get(name, ()) if source is None or b.source == source]
+        parts = [b for b in self._get(name) if source is None or b.source == source]
         return best(parts, name if name in MODELS else "sync")
 
     def as_dict(self) -> dict:
@@ -825,7 +877,8 @@ _CACHE: dict[str, Bounds] = {}
 
 
 def instance_bounds(instance: Instance, *, timestep: float | None = None, budget_s: float = CUT_BUDGET_S) -> Bounds:
-    """Every model's best lower bound for ``instance`` (computed once per process and instance).
+    """Every model's best lower bound for ``instance`` (each computed once per process and
+    instance, when first asked for).
 
     ``timestep`` is the TEN timestep the ``timesteps`` bound counts in (default: the TEN's,
     the cheapest link cost); ``budget_s`` the time each model's min-cut search may take (a
@@ -838,25 +891,11 @@ def instance_bounds(instance: Instance, *, timestep: float | None = None, budget
         if abs(float(timestep) - default) <= 1e-12 * default:
             timestep = None  # the TEN's own timestep: one cache entry
     key = _fingerprint(instance, timestep, budget_s)
-    if key in _CACHE:
-        return _CACHE[key]
-    arcs, demand = arcs_of(instance.topology), demand_of(instance)
-    ts_parts, f_ts = _timesteps_parts(instance, arcs, demand, timestep, budget_s)
-    ten_parts, f_ten = _ten_parts(instance, arcs, demand, budget_s)
-    event_parts, sync_lat, sync_bw = _seconds_parts(instance, arcs, demand, budget_s)
-    hops = _distance_bound("steps", arcs, demand, np.ones(len(arcs.src)))
-    lat, bw = best(sync_lat, "sync"), best(sync_bw, "sync")
-    out = Bounds(
-        timesteps=best(ts_parts, "timesteps"), ten=best(ten_parts, "ten"), event=best(event_parts, "event"),
-        sync=_sync_total(lat, bw), steps=hops,
-        parts={"timesteps": tuple(ts_parts), "ten": tuple(ten_parts), "event": tuple(event_parts),
-               "sync_latency": tuple(sync_lat), "sync_bandwidth": tuple(sync_bw), "steps": (hops,)},
-        timestep_s=f_ts, ten_timestep_s=f_ten,
-    )
-    if len(_CACHE) >= 64:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = out
-    return out
+    if key not in _CACHE:
+        if len(_CACHE) >= 64:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = Bounds(instance, timestep, budget_s)
+    return _CACHE[key]
 
 
 # ---- the TEN bound formulations and drivers start from ----------------------------------------
