@@ -688,6 +688,62 @@ def _distance_bound(model: str, arcs: Arcs, demand: Demand, arc_weight: np.ndarr
     return Bound(value, UNITS[model], model, "distance", None if pair is None else f"{pair[0]}->{pair[1]}")
 
 
+def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
+    """Per row: the least total ``arc_weight`` its chunk's copies (or partial sums) spend on links.
+
+    Non-combining: every node that needs the chunk receives it over one of its in-links, and
+    the farthest of them is a path away from the nearest holder; combining: every contributor
+    that does not need the result sends over one of its out-links, every target with a
+    contributor elsewhere receives over one of its in-links, and the farthest contributor is
+    a path away. The largest of these (per chunk).
+    """
+    if not len(demand):
+        return np.zeros(0)
+    n = arcs.size
+    w = arc_weight.astype(float)
+    min_in = np.full(n, np.inf)
+    np.minimum.at(min_in, arcs.dst, w)
+    min_out = np.full(n, np.inf)
+    np.minimum.at(min_out, arcs.src, w)
+    srcs = np.flatnonzero(demand.pre.any(axis=0))
+    adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(n, n))
+    D = dijkstra(adj, directed=True, indices=srcs)
+    row_of = np.full(n, -1)
+    row_of[srcs] = np.arange(len(srcs))
+    out = np.zeros(len(demand))
+    for r in range(len(demand)):
+        pre, post = demand.pre[r], demand.post[r]
+        H = np.flatnonzero(pre)
+        if demand.combining[r]:
+            P = np.flatnonzero(post)
+            fed = post & ((pre.sum() - pre) > 0)  # targets with a contributor elsewhere
+            spread = max(float(min_out[pre & ~post].sum()), float(min_in[fed].sum()))
+            far = float(D[np.ix_(row_of[H], P)].max())
+        else:
+            P = np.flatnonzero(post & ~pre)
+            spread = float(min_in[P].sum())
+            far = float(D[np.ix_(row_of[H], P)].min(axis=0).max())
+        out[r] = max(spread, far)
+    return out
+
+
+def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
+                  occupancy: np.ndarray | None = None) -> Bound:
+    """Every link at once (the set of all links): the demand times the links each chunk must
+    cross (:func:`crossings`, one per hop) against what all links deliver; for TEN timesteps
+    also the link-timesteps the chunks occupy (``occupancy``: delays) against ``T`` times the
+    parallel links."""
+    hops = crossings(arcs, demand, np.ones(len(arcs.src)))
+    need = float((weight * hops).sum())
+    if not math.isfinite(need):
+        return not_computed(model, "volume", "a needed chunk cannot reach its node")
+    value = supply.smallest(np.arange(len(arcs.src)), need)
+    if occupancy is not None:
+        busy = float((demand.count * crossings(arcs, demand, occupancy)).sum())
+        value = max(value, int(math.ceil(busy / float(arcs.cap.sum()) - TOL)))
+    return Bound(convert(value), UNITS[model], model, "volume", "all links")
+
+
 def _alpha_weights(arcs: Arcs) -> tuple[np.ndarray, float]:
     """Arc latencies as Dijkstra weights (zero latencies become a tiny positive weight so
     the arc stays an edge) and the slack to subtract from a path's length."""
@@ -817,8 +873,9 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep, b
         parts.append(_distance_bound("timesteps", arcs, demand.select(rows), delay[g]))
     kmin = delay.min(axis=0)
     first = _roots(instance)
-    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), TimestepSupply(cap, kmin),
-                        first, budget_s, int, kmin)
+    supply = TimestepSupply(cap, kmin)
+    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin))
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int, kmin)
     if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
         for g in range(delay.shape[0]):
             sub = demand.select(np.flatnonzero(demand.group == g))
@@ -833,9 +890,10 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tupl
     cb = max(c.chunk_bytes for c in instance.collectives)
     f = float(link_costs(instance.topology, cb).min())
     kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
-    parts = [_distance_bound("ten", arcs, demand, kmin, f)]
-    parts += _cut_parts("ten", arcs, demand, demand.nbytes, PieceSupply(arcs, f, cb), _roots(instance),
-                        budget_s, lambda T: T * f, kmin)
+    supply = PieceSupply(arcs, f, cb)
+    parts = [_distance_bound("ten", arcs, demand, kmin, f),
+             _volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f)]
+    parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
     return parts, f
 
 
@@ -846,10 +904,12 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     if lat.computed:
         lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
     first = _roots(instance)
-    event = [lat] + _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
-                               inner=np.maximum(arcs.alpha, 0.0))
+    event = [lat, _volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs))]
+    event += _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
+                        inner=np.maximum(arcs.alpha, 0.0))
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
-    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
+    sync_bw = [_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs))]
+    sync_bw += _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
     return event, [sync_lat], sync_bw
 
 

@@ -29,6 +29,7 @@ bounds when a chunk can first be at a node and when it is last useful there;
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np

@@ -76,15 +76,17 @@ def test_every_driver_runs_the_renamed_formulation(renamed, driver, kwargs, gen,
 
 
 def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed):
-    """A 5-ring all-to-all: the lower bound 2 is not enough (proven), 3 is; the persistent
-    search re-solves one renamed model at both horizons."""
-    inst = make_instance(topo("ring", {"nodes": 5}), "alltoall")
+    """A 2x3 mesh broadcasting 3 chunks from a corner: the lower bound 3 (the far corner is 3
+    hops away) is not enough (proven), 4 is (the root's 2 links carry the 3 chunks by timestep 2
+    at best, and the last one still has 2 hops to go); the persistent search re-solves one
+    renamed model at both horizons."""
+    inst = make_instance(topo("mesh", {"dims": [2, 3]}), "broadcast", root=0, chunks_per_node=3)
     ref = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
-    for kwargs in ({"warm": False}, {"persistent": True}):
+    for kwargs in ({"warm": False}, {"persistent": True, "warm": False}):
         o = drivers.horizon_search(inst, renamed, Options(time_limit=60), **kwargs)
-        assert [x["horizon"] for x in o.extra["horizons"]] == [2, 3]
+        assert [x["horizon"] for x in o.extra["horizons"]] == [3, 4]
         assert o.extra["horizons"][0]["complete"] is False and o.extra["horizons"][0]["status"] == "optimal"
-        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 3
+        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 4
         assert verify.verify(o.schedule, inst) is None
     for run in (drivers.early_stop, drivers.time_cluster):  # heuristics: valid, between the bounds
         o = run(inst, renamed, Options(time_limit=30))
