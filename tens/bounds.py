@@ -8,8 +8,7 @@ proved it). :func:`instance_bounds` computes all of them for an instance, once p
 Models (what a bound of that model bounds)
 ------------------------------------------
 ``timesteps``
-    TEN timesteps (Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for
-    Distributed Training", MICRO 2024, section IV) of every schedule that respects the TEN's
+    TEN timesteps (Won et al., TACOS, 2023, Section IV) of every schedule that respects the TEN's
     link capacity: a send of (a piece of) a chunk over link pair ``l`` occupies it for the
     chunk's delay ``k_l`` timesteps, and the pieces occupying ``l`` in any timestep add up to at
     most its ``cap_l`` parallel links (:func:`respects_ten_capacity` checks a schedule). This is
@@ -36,11 +35,19 @@ Arguments (``source``)
     for a node set ``S`` the chunks some node in ``S`` needs and no node in ``S`` holds
     (combining: whose result some node in ``S`` needs and some contributor outside ``S``
     supplies) must cross the links entering ``S``; the bound is the largest over all ``S``
-    of the time those links need to carry them, found by parametric min-cut
-    (:func:`cut_search`).
+    of the time those links need to carry them (plus the way the last of them still has to go
+    inside ``S``), found by parametric min-cut (:func:`cut_search`). It generalises the
+    per-node bounds and the per-link one (a set entered by a single link: a bridge).
+``volume``
+    all links at once: every chunk crosses at least as many links as its path from a holder is
+    long (and as many as there are nodes needing it), against what all links deliver.
 ``lp``
-    the TEN LP relaxation's bound (TACOS section V-A relaxed), passed in by the producers
-    (:func:`from_lp`).
+    the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
+    by the producers (:func:`from_lp`).
+
+The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
+2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
+node set rather than to one node.
 
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.instance import make_instance
@@ -144,7 +151,8 @@ def best(bounds: Iterable[Bound], model: str) -> Bound:
 
 
 def from_lp(value, note: str = "") -> Bound:
-    """The TEN LP relaxation's bound (timesteps; TACOS section V-A relaxed) as a record."""
+    """The TEN LP relaxation's bound (timesteps; Won et al., TACOS, 2023, Section V-A relaxed)
+    as a record."""
     if value is None:
         return not_computed("timesteps", "lp", note or "the LP search did not finish")
     return Bound(int(value), "timesteps", "timesteps", "lp", "TEN LP", note)
@@ -261,10 +269,11 @@ def arcs_of(topology) -> Arcs:
 # ---- supply: what the links entering a set deliver, per model -------------------------------
 
 class TimestepSupply:
-    """TEN timesteps, whole-chunk occupancy: pair ``l`` delivers at most ``cap_l * floor(T /
-    k_l)`` chunks (or pieces adding up to that many) by the end of timestep ``T`` (a send
-    arriving by ``T`` starts by ``T - k_l + 1``; the starts in each block of ``k_l``
-    consecutive timesteps all occupy the link in the block's last one). Demand in chunks."""
+    """TEN timesteps (Won et al., TACOS, 2023, Section IV-A/C), whole-chunk occupancy: pair
+    ``l`` delivers at most ``cap_l * floor(T / k_l)`` chunks (or pieces adding up to that
+    many) by the end of timestep ``T`` (a send arriving by ``T`` starts by ``T - k_l + 1``; the
+    starts in each block of ``k_l`` consecutive timesteps all occupy the link in the block's
+    last one). Demand in chunks."""
 
     integral = True
 
@@ -293,7 +302,8 @@ class TimestepSupply:
 
 
 class PieceSupply:
-    """TEN cost model in timesteps, pieces of any size: one parallel link of pair ``l`` (per-link
+    """TEN cost model in timesteps (Won et al., TACOS, 2023, Section IV-C discretisation),
+    pieces of any size: one parallel link of pair ``l`` (per-link
     bandwidth ``b_l``) carries a piece of ``y`` bytes in ``ceil((alpha_l + y / b_l) / f)``
     timesteps, so a piece occupying it ``k`` timesteps has at most ``y(k) = min(chunk, (k f -
     alpha_l) b_l)`` bytes; by timestep ``T`` it delivers at most ``V_l(T)``, the best packing of
@@ -355,7 +365,8 @@ class PieceSupply:
 
 
 class EventSupply:
-    """Event simulation: pair ``l`` is one FIFO sending at its pooled bandwidth ``bw_l``; a
+    """Event simulation (the congestion-aware link model of :mod:`collsynth.tens.cost`): pair
+    ``l`` is one FIFO sending at its pooled bandwidth ``bw_l``; a
     message arrives ``alpha_l`` after it leaves the link, so by time ``tau`` it has delivered
     at most ``bw_l * max(0, tau - alpha_l)`` bytes (latency counted once per link, overlapped
     with the next message). Demand in bytes."""
@@ -385,9 +396,10 @@ class EventSupply:
 
 
 class SyncSupply:
-    """Synchronous alpha-beta bandwidth time: the bytes crossing into ``S`` over all steps
-    divided by the bandwidth into ``S`` (each step's busiest link time is at least the step's
-    bytes into ``S`` over the bandwidth into ``S``). Demand in bytes; parameter in seconds."""
+    """Synchronous alpha-beta bandwidth time (Chan et al., CCPE 2007, Section 3): the bytes
+    crossing into ``S`` over all steps divided by the bandwidth into ``S`` (each step's
+    busiest link time is at least the step's bytes into ``S`` over the bandwidth into ``S``).
+    Demand in bytes; parameter in seconds."""
 
     integral = False
 
@@ -452,8 +464,8 @@ def _terms(demand: Demand, weight: np.ndarray, A_in: np.ndarray, A_out: np.ndarr
     """The min-cut terms of every row for anchors ``A_in`` (in S) and ``A_out`` (not in S).
 
     Each row's crossing indicator is replaced by a lower estimate that a cut can represent
-    (Kolmogorov and Zabih, "What energy functions can be minimized via graph cuts?", IEEE
-    TPAMI 2004): a constant, ``x_p`` (p in S), ``[S misses H]`` or ``x_p - [S meets H]``
+    (Kolmogorov and Zabih, TPAMI 2004, Section 3: submodular terms of up to three
+    variables): a constant, ``x_p`` (p in S), ``[S misses H]`` or ``x_p - [S meets H]``
     (non-combining rows: the set must meet the row's targets and miss its holders; combining
     rows: meet its targets and leave a contributor outside). ``exact`` says whether every
     estimate equals its indicator on every anchored set.
@@ -500,7 +512,8 @@ def _best_set(arcs: Arcs, supply_w: np.ndarray, terms: _Terms, A_in, A_out) -> t
     ``p`` is outside ``S`` (edge ``p -> t``); ``[S misses H]`` costs ``w`` when some ``h`` of
     ``H`` is in ``S`` (edge ``s -> a`` and ``a -> h`` uncuttable; ``s -> h`` for one ``h``).
     Anchored nodes are merged into ``s`` (``A_out``) and ``t`` (``A_in``). Boykov and
-    Kolmogorov's max-flow (IEEE TPAMI 2004) finds the cut. Returns ``(the maximum, S)``.
+    Kolmogorov's max-flow (Boykov and Kolmogorov, TPAMI 2004) finds the cut. Returns
+    ``(the maximum, S)``.
     """
     name = {v: v for v in arcs.nodes.tolist()}
     name.update({v: "s" for v in np.flatnonzero(A_out).tolist()})
@@ -555,7 +568,8 @@ def _family(size: int, order: list[int], family: str):
 
 
 def _bisection(arcs: Arcs):
-    """Both halves of a Kernighan-Lin bisection (networkx, seeded) as "out" anchors."""
+    """Both halves of a Kernighan-Lin bisection (Kernighan and Lin, BSTJ 1970; networkx,
+    seeded) as "out" anchors."""
     und = nx.Graph()
     und.add_nodes_from(arcs.nodes.tolist())
     und.add_edges_from(zip(arcs.src.tolist(), arcs.dst.tolist()))
@@ -569,10 +583,9 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
                *, first: Iterable[int] = (), budget_s: float = CUT_BUDGET_S, inner: np.ndarray | None = None):
     """The largest over node sets ``S`` of ``supply.smallest(arcs entering S, demand(S))``.
 
-    Parametric min-cut (Gallo, Grigoriadis and Tarjan, "A fast parametric maximum flow
-    algorithm and applications", SIAM J. Computing 1989, with Dinkelbach's update,
-    Management Science 1967): at the current value ``p`` one min cut per anchor pair
-    (:func:`_family`) finds the ``S`` maximising ``demand(S) - supply_p(S)``; if it is
+    Parametric min-cut (Gallo et al., SIAM J. Computing 1989, Section 4, with Dinkelbach's
+    update, Dinkelbach, Management Science 1967): at the current value ``p`` one min cut per
+    anchor pair (:func:`_family`) finds the ``S`` maximising ``demand(S) - supply_p(S)``; if it is
     positive, ``p`` jumps to that ``S``'s exact bound and the anchor is tried again. Supply
     grows with ``p``, so an anchor with no violated set at ``p`` has none later: every set is
     checked at a value no larger than the result. ``start`` (with its ``witness``) must
@@ -861,7 +874,8 @@ def _cut_parts(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, suppl
     return out
 
 
-def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep, budget_s) -> tuple[list[Bound], float | None]:
+def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
+                     budget_s) -> tuple[list[Bound], float | None]:
     """Distance (per collective, its delays), per-node and cut bounds in TEN timesteps."""
     try:
         delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep)
