@@ -21,6 +21,7 @@ benchmarks/bench_bounds.py``). Prints
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import tempfile
 import time
@@ -47,11 +48,18 @@ def gap_table(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Per producer: verified runs, optimal runs and gap-0 fractions, before and after."""
     from collsynth.results import render
 
-    a, b = render.proofs(before).set_index("producer"), render.proofs(after).set_index("producer")
-    out = a.join(b, how="outer", lsuffix=" before", rsuffix=" after")
-    order = [f"{c} {w}" for c in ("verified", "optimal", "gap0", "gap0_sync", "gap0_ten", "gap0_event")
-             for w in ("before", "after")]
-    return out[[c for c in order if c in out.columns]].reset_index()
+    out = pd.merge(render.proofs(before), render.proofs(after), on="producer", how="outer",
+                   suffixes=(" before", " after"))
+    order = ["producer"] + [f"{c} {w}" for c in ("verified", "optimal", "gap0", "gap0_sync", "gap0_ten", "gap0_event")
+                            for w in ("before", "after")]
+    return out[[c for c in order if c in out.columns]]
+
+
+def _extra(row) -> dict:
+    try:
+        return json.loads(row.get("extra") or "{}")
+    except (TypeError, ValueError):
+        return {}
 
 
 def open_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -69,12 +77,17 @@ def open_rows(df: pd.DataFrame) -> pd.DataFrame:
             elif inst in optimum.index:
                 why = f"bound {bound:g} below the proven optimum {optimum[inst]}"
             else:
-                why = f"no proven optimum; bound {bound:g} ({r.get('bound_source')})"
+                why = f"no row proves an optimum; bound {bound:g} ({r.get('bound_source')})"
             rows.append({"instance": inst, "producer": r["producer"], "result": f"{steps} timesteps", "why": why})
         else:
             t, lb = r["time_sync_s"], r["lower_bound_s"]
+            sync = _extra(r).get("bounds", {}).get("sync", {})
+            parts = ""
+            if sync.get("latency_s") and sync.get("bandwidth_s"):
+                parts = (f": T_L {r['T_L_s'] / sync['latency_s']:.2f} x the distance bound, "
+                         f"T_B {r['T_B_s'] / sync['bandwidth_s']:.2f} x the bandwidth bound")
             rows.append({"instance": inst, "producer": r["producer"], "result": f"{t:.4g} s (sync)",
-                         "why": f"{t / lb:.3f} x the sync bound ({r.get('bound_source')})"})
+                         "why": f"{t / lb:.3f} x the sync bound{parts} ({r.get('bound_source')})"})
     return pd.DataFrame(rows, columns=["instance", "producer", "result", "why"])
 
 

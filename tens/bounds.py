@@ -73,7 +73,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from ..instances.instance import Instance
 from .schedule import Schedule
-from .ten import INF, NotSupported, discretize, link_costs, link_delays, prepare
+from .ten import NotSupported, discretize, dual_instance, link_costs, link_delays, prepare
 
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
@@ -888,8 +888,8 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     kmin = delay.min(axis=0)
     first = _roots(instance)
     supply = TimestepSupply(cap, kmin)
-    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin))
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int, kmin)
+    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin))
     if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
         for g in range(delay.shape[0]):
             sub = demand.select(np.flatnonzero(demand.group == g))
@@ -905,9 +905,9 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tupl
     f = float(link_costs(instance.topology, cb).min())
     kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
     supply = PieceSupply(arcs, f, cb)
-    parts = [_distance_bound("ten", arcs, demand, kmin, f),
-             _volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f)]
+    parts = [_distance_bound("ten", arcs, demand, kmin, f)]
     parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
+    parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
     return parts, f
 
 
@@ -918,12 +918,12 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     if lat.computed:
         lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
     first = _roots(instance)
-    event = [lat, _volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs))]
-    event += _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
-                        inner=np.maximum(arcs.alpha, 0.0))
+    event = [lat] + _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
+                               inner=np.maximum(arcs.alpha, 0.0))
+    event.append(_volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs)))
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
-    sync_bw = [_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs))]
-    sync_bw += _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
+    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
+    sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
     return event, [sync_lat], sync_bw
 
 
@@ -1005,8 +1005,11 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
 
 
 def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
-    """TEN timesteps no capacity-respecting schedule can beat (:func:`timesteps_bound`): the
-    largest of the delay-weighted distance, the per-node and the cut bounds."""
+    """TEN timesteps no capacity-respecting schedule can beat (:func:`timesteps_bound`: the
+    largest of the delay-weighted distance, per-node, volume and cut bounds), as the TEN
+    formulations start from it: :class:`~collsynth.tens.ten.NotSupported` when one TEN model
+    cannot express the instance (allreduce, combining mixed with non-combining collectives)."""
+    dual_instance(instance)
     return int(timesteps_bound(instance, state, timestep).value)
 
 

@@ -813,12 +813,12 @@ def _concurrent(instance: Instance, rng, cfg: dict, timestep: float | None, meta
 # ---- bounds -------------------------------------------------------------------------------
 
 def lower_bound(instance: Instance, timestep: float | None = None) -> int:
-    """Timesteps no schedule on the greedy's TEN can beat (:func:`collsynth.tens.bounds.lower_bound`:
-    delay-weighted distance, per-node and cut bounds), in the greedy's timestep: the cheapest
-    link cost for the largest chunk unless ``timestep`` is given."""
+    """Timesteps no schedule on the greedy's TEN can beat (:func:`collsynth.tens.bounds.timesteps_bound`:
+    delay-weighted distance, per-node, volume and cut bounds), in the greedy's timestep: the
+    cheapest link cost for the largest chunk unless ``timestep`` is given."""
     if timestep is None:
         timestep = float(link_costs(instance.topology, _chunk_bytes(instance)).min())
-    return bounds.lower_bound(instance, timestep=timestep)
+    return int(bounds.timesteps_bound(instance, timestep=timestep).value)
 
 
 # ---- multi-start and the producer ----------------------------------------------------------
