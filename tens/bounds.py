@@ -78,6 +78,8 @@ from .ten import NotSupported, discretize, dual_instance, link_costs, link_delay
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
 CUT_BUDGET_S = 5.0  # seconds per model for the parametric min-cut search
+FLOW_S_PER_UNIT = 1e-6  # one min cut takes about this times links x nodes seconds (measured: a
+# 32x32 torus, 4096 links, 4 s per cut with networkx); a search needs one per node
 TOL = 1e-9  # relative tolerance of float comparisons (times meeting bounds, cut violations)
 TEN_SLACK = 2e-9  # discretize() rounds down costs within 1e-9 of a multiple of the timestep
 
@@ -284,6 +286,10 @@ class TimestepSupply:
         """Chunks each pair can deliver by timestep ``T``."""
         return self.cap * (int(T) // self.delay)
 
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.cap[idx].tolist(), self.delay[idx].tolist())))
+
     def smallest(self, idx: np.ndarray, need: float) -> float:
         """Smallest ``T`` at which the pairs ``idx`` deliver ``need`` chunks (inf if never)."""
         if need <= 0:
@@ -291,7 +297,8 @@ class TimestepSupply:
         if not len(idx):
             return math.inf
         cap, k = self.cap[idx], self.delay[idx]
-        lo, hi = 1, int((k * -(-int(math.ceil(need)) // cap)).min())
+        # all pairs together deliver at least sum cap (T / k - 1) by T
+        lo, hi = 1, int(math.ceil((need + cap.sum()) / (cap / k).sum()))
         while lo < hi:
             mid = (lo + hi) // 2
             if int((cap * (mid // k)).sum()) >= need:
@@ -341,6 +348,10 @@ class PieceSupply:
         self.tables[kind] = new
         return new
 
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.cap[idx].tolist(), self.kind[idx].tolist())))
+
     def arc_supply(self, T) -> np.ndarray:
         """Bytes each pair can deliver by timestep ``T``."""
         T = int(T)
@@ -353,8 +364,9 @@ class PieceSupply:
             return 0
         if not len(idx):
             return math.inf
-        whole = self.whole[self.kind[idx]] * np.ceil(need / (self.cap[idx] * self.chunk) * (1 + TOL))
-        lo, hi = 1, int(whole.min())
+        cap, k = self.cap[idx], self.whole[self.kind[idx]]
+        # whole chunks alone: all pairs deliver at least sum cap (T / k - 1) chunks by T
+        lo, hi = 1, int(math.ceil((need / self.chunk * (1 + TOL) + cap.sum()) / (cap / k).sum()))
         while lo < hi:
             mid = (lo + hi) // 2
             if self.arc_supply(mid)[idx].sum() >= need * (1 - TOL):
@@ -379,6 +391,10 @@ class EventSupply:
     def arc_supply(self, tau) -> np.ndarray:
         """Bytes each pair can deliver by time ``tau``."""
         return self.bw * np.maximum(0.0, float(tau) - self.alpha)
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.bw[idx].tolist(), self.alpha[idx].tolist())))
 
     def smallest(self, idx: np.ndarray, need: float) -> float:
         """Smallest ``tau`` with ``sum_l bw_l max(0, tau - alpha_l) >= need`` over ``idx``."""
@@ -410,6 +426,10 @@ class SyncSupply:
         """Bytes each pair carries in ``lam`` seconds of bandwidth time."""
         return self.bw * float(lam)
 
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(self.bw[idx].tolist()))
+
     def smallest(self, idx: np.ndarray, need: float) -> float:
         """``need / bandwidth into the set`` (inf if no link enters it)."""
         if need <= 0:
@@ -440,7 +460,7 @@ def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[fl
         seen: dict = {}
         for v in arcs.nodes[need[arcs.nodes] > 0].tolist():
             idx = np.flatnonzero(ends == v)
-            key = (float(need[v]), tuple(np.sort(idx)))
+            key = (float(need[v]), supply.key(idx))
             if key not in seen:
                 seen[key] = supply.smallest(idx, float(need[v]))
             if seen[key] > best_v[0]:
@@ -609,6 +629,10 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
     """
     t0 = time.perf_counter()
     order = _order(arcs, demand, first)
+    guess = FLOW_S_PER_UNIT * len(arcs.src) * len(order) * len(order)
+    if guess > 2 * budget_s:
+        return None, None, 0, (f"about {len(order)} min cuts on {len(arcs.src)} links (estimated {guess:.3g} s) "
+                               f"would exceed the {budget_s:g} s budget")
     p, wit, done = start, witness, 0
     top, top_wit, top_extra = start, witness, 0
     families = ("out", "in") if demand.combining.any() else ("in", "out")
@@ -666,6 +690,26 @@ def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.nd
 
 # ---- distances ------------------------------------------------------------------------------
 
+_PATHS: dict[str, np.ndarray] = {}
+
+
+def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """``arc_weight``-shortest path lengths ``[source, node]`` (scipy's Dijkstra; a breadth-first
+    search when every weight is 1), kept for the few weightings one instance's bounds reuse."""
+    w = np.asarray(arc_weight, dtype=float)
+    h = hashlib.sha1()
+    for a in (arcs.src, arcs.dst, w, np.asarray(sources)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    key = h.hexdigest()
+    if key not in _PATHS:
+        adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+        unit = bool(len(w)) and bool((w == 1).all())
+        if len(_PATHS) >= 2:
+            _PATHS.pop(next(iter(_PATHS)))
+        _PATHS[key] = dijkstra(adj, directed=True, indices=sources, unweighted=unit)
+    return _PATHS[key]
+
+
 def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float, tuple | None]:
     """Largest over needed (chunk, node) of the ``arc_weight``-shortest path it must travel.
 
@@ -676,8 +720,7 @@ def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float,
     if not len(demand):
         return 0.0, None
     srcs = np.flatnonzero(demand.pre.any(axis=0))
-    adj = sp.csr_matrix((arc_weight.astype(float), (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
-    D = dijkstra(adj, directed=True, indices=srcs)
+    D = shortest_paths(arcs, arc_weight, srcs)
     row_of = np.full(arcs.size, -1)
     row_of[srcs] = np.arange(len(srcs))
     best, pair = 0.0, None
@@ -719,8 +762,7 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
     min_out = np.full(n, np.inf)
     np.minimum.at(min_out, arcs.src, w)
     srcs = np.flatnonzero(demand.pre.any(axis=0))
-    adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(n, n))
-    D = dijkstra(adj, directed=True, indices=srcs)
+    D = shortest_paths(arcs, w, srcs)
     row_of = np.full(n, -1)
     row_of[srcs] = np.arange(len(srcs))
     out = np.zeros(len(demand))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from collsynth.instances import CORPUS, load_instance
-from collsynth.instances.collective import KINDS, ROOTED, make
+from collsynth.instances.collective import KINDS, ROOTED
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
