@@ -816,8 +816,10 @@ class Bounds:
     ``ten_timestep_s`` the TEN cost model's (what the ``ten`` seconds are multiples of).
     """
 
-    def __init__(self, instance: Instance, timestep: float | None, budget_s: float):
+    def __init__(self, instance: Instance, timestep: float | None, budget_s: float,
+                 ten_timestep: float | None = None):
         self.instance, self.timestep, self.budget_s = instance, timestep, budget_s
+        self.ten_timestep = ten_timestep
         self._parts: dict[str, tuple[Bound, ...]] = {}
         self.timestep_s: float | None = None
         self.ten_timestep_s: float | None = None
@@ -833,7 +835,7 @@ class Bounds:
                 parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s)
                 self._parts[name] = tuple(parts)
             elif name == "ten":
-                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s)
+                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s, self.ten_timestep)
                 self._parts[name] = tuple(parts)
             elif name in ("event", "sync_latency", "sync_bandwidth"):
                 event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
@@ -940,11 +942,12 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     return parts, f
 
 
-def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tuple[list[Bound], float]:
-    """Bounds under the TEN cost model: timestep ``f`` of its pricing (the cheapest link's
-    cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
+def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
+               timestep: float | None = None) -> tuple[list[Bound], float]:
+    """Bounds under the TEN cost model: timestep ``f`` of its pricing (``timestep``, else the
+    cheapest link's cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
     cb = max(c.chunk_bytes for c in instance.collectives)
-    f = float(link_costs(instance.topology, cb).min())
+    f = float(timestep) if timestep is not None else float(link_costs(instance.topology, cb).min())
     kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
     supply = PieceSupply(arcs, f, cb)
     parts = [_distance_bound("ten", arcs, demand, kmin, f)]
@@ -992,12 +995,14 @@ def _fingerprint(instance: Instance, *extra) -> str:
 _CACHE: dict[str, Bounds] = {}
 
 
-def instance_bounds(instance: Instance, *, timestep: float | None = None, budget_s: float = CUT_BUDGET_S) -> Bounds:
+def instance_bounds(instance: Instance, *, timestep: float | None = None, budget_s: float = CUT_BUDGET_S,
+                    ten_timestep: float | None = None) -> Bounds:
     """Every model's best lower bound for ``instance`` (each computed once per process and
     instance, when first asked for).
 
     ``timestep`` is the TEN timestep the ``timesteps`` bound counts in (default: the TEN's,
-    the cheapest link cost); ``budget_s`` the time each model's min-cut search may take (a
+    the cheapest link cost), ``ten_timestep`` the one the TEN cost model prices in (default:
+    its own, the cheapest link cost for the largest chunk; an instance's epoch); ``budget_s`` the time each model's min-cut search may take (a
     search that would exceed it is reported as not computed, and the per-node and distance
     bounds remain).
     """
@@ -1006,11 +1011,11 @@ def instance_bounds(instance: Instance, *, timestep: float | None = None, budget
         default = float(np.min([link_costs(instance.topology, b).min() for b in sizes]))
         if abs(float(timestep) - default) <= 1e-12 * default:
             timestep = None  # the TEN's own timestep: one cache entry
-    key = _fingerprint(instance, timestep, budget_s)
+    key = _fingerprint(instance, timestep, budget_s, ten_timestep)
     if key not in _CACHE:
         if len(_CACHE) >= 64:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Bounds(instance, timestep, budget_s)
+        _CACHE[key] = Bounds(instance, timestep, budget_s, ten_timestep)
     return _CACHE[key]
 
 
