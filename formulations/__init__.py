@@ -24,7 +24,7 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
     WARM_START: bool        = True   it accepts a time-clustering schedule as a MIP start
     RESPECTS_CAPACITY: bool = True   its schedules keep at most `capacity` chunks on a link pair
     lower_bound(instance, state=None, timestep=None) -> int
-                            = collsynth.tens.ten.lower_bound (collsynth.tens.ten.distance_bound
+                            = collsynth.tens.bounds.lower_bound (collsynth.tens.bounds.distance_bound
                               when RESPECTS_CAPACITY is False)
     schedules(model, recover) -> [(how, Schedule, pairs completed)]     relaxations only
                             = [("extract", extract(model), 0)]
@@ -65,7 +65,7 @@ import numpy as np
 import pyomo.environ as pe
 
 from .. import InputError
-from ..tens import ten
+from ..tens import bounds, ten
 from ..tens.schedule import Schedule
 
 FAMILIES = (None, "ten")  # DRIVER_FAMILY values: none (run by its own producer) or the TEN drivers
@@ -171,7 +171,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
     relaxation = flags["ROLE"] == "relaxation"
     if relaxation and "bound" not in vars(module):
         raise ContractError(f"{_where(module)}: a relaxation needs bound(model) -> the smallest horizon it allows")
-    default_lb = ten.lower_bound if flags["RESPECTS_CAPACITY"] else ten.distance_bound
+    default_lb = bounds.lower_bound if flags["RESPECTS_CAPACITY"] else bounds.distance_bound
     doc = (module.__doc__ or "").strip()
     return TenFormulation(
         name=name_of(module),

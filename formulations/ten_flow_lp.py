@@ -60,7 +60,8 @@ import numpy as np
 import pyomo.environ as pe
 
 from ..tens.schedule import Schedule
-from ..tens.ten import INF, NotSupported, TenData, lower_bound, prepare, reach  # noqa: F401 - same combinatorial bound
+from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
+from ..tens.ten import INF, NotSupported, TenData, prepare, reach
 from . import TenModel, expose, ten_lp, ten_model
 
 NAME = "ten-flow-lp"

@@ -53,7 +53,8 @@ import pyomo.environ as pe
 
 from ..instances.instance import Instance
 from ..tens.schedule import Schedule
-from ..tens.ten import NotSupported, TenData, lower_bound, prepare, prune, reach, schedule_from_rows
+from ..tens.bounds import lower_bound
+from ..tens.ten import NotSupported, TenData, prepare, prune, reach, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
 
 NAME = "ten-ilp"

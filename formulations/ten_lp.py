@@ -42,7 +42,8 @@ import numpy as np
 import pyomo.environ as pe
 
 from ..tens.schedule import Schedule, from_arrays, merge
-from ..tens.ten import NotSupported, TenData, lower_bound  # noqa: F401 - same combinatorial bound
+from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
+from ..tens.ten import NotSupported, TenData
 from . import ten_ilp, ten_model
 
 NAME = "ten-lp"

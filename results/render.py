@@ -19,6 +19,12 @@ from . import schema
 
 RUN_COLUMNS = schema.ROW_FIELDS  # runs.csv: the key fields, then the result fields of `solve`
 TIMING_COLUMNS = ("build_s", "solve_s", "wall_s")
+MODEL_COLUMNS = {  # cost model -> (time column, lower bound column): each time against its own bound
+    "sync": ("time_sync_s", "lower_bound_s"),
+    "ten": ("time_ten_s", "lower_bound_ten_s"),
+    "event": ("time_event_s", "lower_bound_event_s"),
+}
+GAP_TOL = 1e-9  # a time within this relative distance of its bound has gap 0
 SGM_SHIFT_S = 1.0  # shift of the shifted geometric mean of solve times (seconds)
 FLOAT_FORMAT = "%.6g"
 SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 26, 1 << 30)  # message sizes for the who-wins table
@@ -52,6 +58,9 @@ def optimality(df: pd.DataFrame) -> pd.DataFrame:
     best_per = ok.groupby(["instance", "method"])["time_sync_s"].min().unstack("method")
     bound = df.groupby("instance")["lower_bound_s"].max()
     out = pd.DataFrame({"lower_bound_s": bound.reindex(best_per.index)})
+    source = bound_labels(df, "sync").reindex(best_per.index)
+    if source.notna().any():
+        out["bound_source"] = source
     out["best_s"] = best_per.min(axis=1)
     out["best_method"] = best_per.idxmin(axis=1)
     out["best/bound"] = out["best_s"] / out["lower_bound_s"]
@@ -76,6 +85,79 @@ def _extra_field(df: pd.DataFrame, key: str) -> pd.Series:
     return df["extra"].map(get).astype(float)
 
 
+def bound_labels(df: pd.DataFrame, model: str) -> pd.Series:
+    """Per instance: which argument proved its ``model`` lower bound (``extra["bounds"]``, as
+    :func:`collsynth.tens.bounds.Bound.label` wrote it: e.g. ``cut S={8-15}``); NaN where no
+    stored run says."""
+    def get(text):
+        try:
+            b = json.loads(text)["bounds"][model]
+        except (TypeError, ValueError, KeyError):
+            return np.nan
+        return b.get("label") if b.get("value") is not None else f"none ({b.get('note', '')})"
+
+    if "extra" not in df.columns or df.empty:
+        return pd.Series(dtype=object)
+    return df["extra"].map(get).groupby(df["instance"]).first()
+
+
+def gaps(df: pd.DataFrame) -> pd.DataFrame:
+    """Per verified run: the relative gap of its result to its own bound, in its own units
+    (``gap``, timesteps or the producer's units) and under each cost model
+    (``1 - lower bound / time``); NaN where a bound or time is missing."""
+    ok = df[df["verified"].astype(bool)]
+    out = pd.DataFrame({"gap": pd.to_numeric(ok.get("gap"), errors="coerce")}, index=ok.index)
+    for model, (time_col, lb_col) in MODEL_COLUMNS.items():
+        t = pd.to_numeric(ok.get(time_col, pd.Series(np.nan, index=ok.index)), errors="coerce")
+        lb = pd.to_numeric(ok.get(lb_col, pd.Series(np.nan, index=ok.index)), errors="coerce")
+        out[f"gap_{model}"] = (1 - lb / t).where(t > 0)
+    return out
+
+
+def proofs(df: pd.DataFrame) -> pd.DataFrame:
+    """Per producer: verified runs, how many are proven ``optimal``, and the fraction with gap 0
+    in their own units and under each cost model (each time against its own bound)."""
+    ok = df[df["verified"].astype(bool)].copy()
+    cols = ["producer", "verified", "optimal", "gap0", "gap0_sync", "gap0_ten", "gap0_event"]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    g = gaps(ok)
+    rows = []
+    for prod, idx in ok.groupby("producer").groups.items():
+        sub = g.loc[idx]
+        row = {"producer": prod, "verified": len(idx), "optimal": int((ok.loc[idx, "status"] == "optimal").sum())}
+        for name, col in (("gap0", "gap"), ("gap0_sync", "gap_sync"), ("gap0_ten", "gap_ten"), ("gap0_event", "gap_event")):
+            have = sub[col].dropna()
+            row[name] = float((have <= GAP_TOL).mean()) if len(have) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols).sort_values("producer").reset_index(drop=True)
+
+
+def bounds_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per instance and cost model: the lower bound, the argument that proved it, the best
+    verified time under that model and its ratio to the bound (each time against its own
+    bound: the event simulation's bound is weaker than the synchronous one)."""
+    ok = df[df["verified"].astype(bool)].copy()
+    cols = ["instance", "model", "lower_bound_s", "bound_source", "best_s", "best_method", "best/bound"]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    ok["method"] = method(ok)
+    rows = []
+    for model, (time_col, lb_col) in MODEL_COLUMNS.items():
+        if time_col not in ok.columns or lb_col not in df.columns:
+            continue
+        labels = bound_labels(df, model)
+        for inst, g in ok.groupby("instance"):
+            t = pd.to_numeric(g[time_col], errors="coerce")
+            lb = pd.to_numeric(df.loc[df["instance"] == inst, lb_col], errors="coerce").max()
+            if t.isna().all():
+                continue
+            i = t.idxmin()
+            rows.append({"instance": inst, "model": model, "lower_bound_s": lb, "bound_source": labels.get(inst, np.nan),
+                         "best_s": t[i], "best_method": g.loc[i, "method"], "best/bound": t[i] / lb if lb > 0 else np.nan})
+    return pd.DataFrame(rows, columns=cols).sort_values(["instance", "model"]).reset_index(drop=True)
+
+
 def lp_bounds(df: pd.DataFrame) -> pd.Series:
     """Per instance: the TEN LP lower bound on timesteps (TACOS section V-A relaxed), the
     largest ``lp_bound`` any run recorded in its ``extra`` (a relaxation run's own bound, or the
@@ -84,14 +166,20 @@ def lp_bounds(df: pd.DataFrame) -> pd.Series:
 
 
 def steps_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per instance: the step lower bound, the TEN LP bound (timesteps; TACOS V-A relaxation,
-    when a run computed it) and each method's fewest steps (TACOS-table style)."""
+    """Per instance: the step lower bound (hop distance), the TEN timesteps bound with the
+    argument that proved it and the TEN LP bound (timesteps; TACOS V-A relaxation, when a run
+    computed it), and each method's fewest steps (TACOS-table style)."""
     ok = df[df["verified"]].copy()
     if ok.empty:
         return pd.DataFrame(columns=["instance", "lower_bound_steps"])
     ok["method"] = method(ok)
     steps = ok.groupby(["instance", "method"])["steps"].min().unstack("method")
     out = pd.DataFrame({"lower_bound_steps": df.groupby("instance")["lower_bound_steps"].max().reindex(steps.index)})
+    if "lower_bound_timesteps" in df.columns:
+        ten = pd.to_numeric(df["lower_bound_timesteps"], errors="coerce").groupby(df["instance"]).max()
+        if ten.notna().any():
+            out["lower_bound_timesteps"] = ten.reindex(steps.index)
+            out["timesteps_bound_source"] = bound_labels(df, "timesteps").reindex(steps.index)
     lp = lp_bounds(df).reindex(steps.index)
     if lp.notna().any():
         out["lp_bound_timesteps"] = lp
@@ -103,9 +191,11 @@ def steps_table(df: pd.DataFrame) -> pd.DataFrame:
 def solver_status(df: pd.DataFrame) -> pd.DataFrame:
     """Solver comparison, deterministic part: status, objective, bound and gap per instance
     for every producer that uses a solver, with the instance's TEN LP bound (:func:`lp_bounds`)
-    beside every row."""
+    beside every row and the bound that proved (or bounds) each result (``bound_source``)."""
     sol = df[df["solver"].fillna("") != ""].copy()
     cols = ["instance", "producer", "driver", "solver", "status", "objective", "bound", "lp_bound", "gap"]
+    if "bound_source" in df.columns:
+        cols.append("bound_source")
     if sol.empty:
         return pd.DataFrame(columns=cols)
     sol["lp_bound"] = sol["instance"].map(lp_bounds(df))
@@ -174,6 +264,8 @@ TABLES = {
     "det_optimality": optimality,
     "det_steps": steps_table,
     "det_solver_status": solver_status,
+    "det_bounds": bounds_table,
+    "det_proofs": proofs,
     "det_who_wins": who_wins,
     "solver_times": solver_times,
 }

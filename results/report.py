@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from ..instances import CORPUS, load_instance
-from ..tens import cost
+from ..tens import bounds
 from ..tens.schedule import read_json
 from ..tens.verify import verify
 from . import figures, pictures, render, store
@@ -241,23 +241,34 @@ def provenance_table(runs: pd.DataFrame) -> dict:
 
 
 def bound_rows(instance, runs: pd.DataFrame, lp_bound: float) -> list[dict]:
-    """The instance's lower bounds with the argument behind each (recomputed from the instance
-    file by :func:`collsynth.tens.cost.lower_bounds`), the TEN LP bound runs proved, and the
-    instance's expected values."""
-    b = cost.lower_bounds(instance)
-    alpha = float(instance.topology.link_arrays.alpha.min())
+    """The instance's lower bounds, one per cost model, with the argument and node set behind
+    each (recomputed from the instance file by :func:`collsynth.tens.bounds.instance_bounds`),
+    the TEN LP bound runs proved, and the instance's expected values."""
+    b = bounds.instance_bounds(instance)
+
+    def shown(bound, fmt=figures.seconds_label):
+        return fmt(bound.value) if bound.computed else "not computed"
+
+    def why(bound, text):
+        return f"{text}; proved by {bound.label()}" + (f" ({bound.note})" if bound.note else "") \
+            if bound.computed else bound.note
+    lat, bw = b.part("sync_latency"), b.part("sync_bandwidth")
     rows = [
-        {"name": "lower bound (synchronous model)", "value": figures.seconds_label(b["total_s"]),
+        {"name": "lower bound (synchronous model)", "value": shown(b.sync),
          "why": "latency bound + bandwidth bound; every run's 'over bound' divides by it"},
-        {"name": "latency bound", "value": figures.seconds_label(b["latency_s"]),
-         "why": f"{b['steps']} hops (the farthest a required piece must travel) x the least link alpha "
-                f"{figures.seconds_label(alpha)}"},
-        {"name": "bandwidth bound", "value": figures.seconds_label(b["bandwidth_s"]),
-         "why": "the busiest node's bytes to receive (send) over its total in- (out-) bandwidth"},
-        {"name": "steps", "value": str(b["steps"]), "why": "no schedule finishes in fewer communication steps"},
-        {"name": "TEN timesteps (inbound)", "value": str(b["inbound_steps"]),
-         "why": "chunks a node must take in (send out) over its parallel links, one chunk per link per timestep"},
-        {"name": "diameter / Moore bound", "value": f"{b['diameter']} / {b['moore_bound']}",
+        {"name": "latency bound", "value": shown(lat),
+         "why": why(lat, "the farthest a required piece must travel, each link costing its alpha")},
+        {"name": "bandwidth bound", "value": shown(bw),
+         "why": why(bw, "the bytes that must enter a node set over the bandwidth into it")},
+        {"name": "lower bound (TEN cost model)", "value": shown(b.ten),
+         "why": why(b.ten, "TEN timesteps of any schedule, pieces of any size, times the timestep")},
+        {"name": "lower bound (event simulation)", "value": shown(b.event),
+         "why": why(b.event, "FIFO links, latency counted once per link")},
+        {"name": "TEN timesteps", "value": shown(b.timesteps, str),
+         "why": why(b.timesteps, "schedules that respect the TEN's link capacity (TEN ILP, LP, greedy)")},
+        {"name": "steps", "value": shown(b.steps, str),
+         "why": why(b.steps, "no schedule sent on links finishes in fewer communication steps")},
+        {"name": "diameter / Moore bound", "value": f"{instance.topology.diameter} / {instance.topology.moore_bound}",
          "why": "the smallest diameter any digraph of this order and degree can have"},
     ]
     if not _missing(lp_bound):
@@ -273,7 +284,7 @@ def bound_rows(instance, runs: pd.DataFrame, lp_bound: float) -> list[dict]:
     if sources:
         rows.append({"name": "bound source recorded with the runs", "value": "", "why": "; ".join(sources)})
     stored = runs["lower_bound_s"].max()
-    if not _missing(stored) and not np.isclose(stored, b["total_s"], rtol=1e-9):
+    if not _missing(stored) and b.sync.computed and not np.isclose(stored, b.sync.value, rtol=1e-9):
         rows.append({"name": "stored lower bound", "value": figures.seconds_label(stored), "warn": True,
                      "why": "differs from the bound of the instance file as it is now: the file changed since the runs"})
     return rows

@@ -65,10 +65,13 @@ class Result:
     time_ten_s: float | None = _f("TEN timestep price")
     time_event_s: float | None = _f("congestion-aware event simulation price")
     lower_bound_s: float | None = _f("lower bound on the synchronous price")
-    lower_bound_steps: int | None = _f("lower bound on steps")
+    lower_bound_steps: int | None = _f("lower bound on the steps of schedules sent on links (hop distance)")
+    lower_bound_timesteps: int | None = _f("lower bound on TEN timesteps of schedules that respect the TEN's "
+                                           "link capacity (what TEN producers count)")
     lower_bound_ten_s: float | None = _f("lower bound on the TEN timestep price")
     lower_bound_event_s: float | None = _f("lower bound on the event-simulation price")
-    bound_source: str | None = _f("which argument proved the reported lower bound")
+    bound_source: str | None = _f("the bound that proved the row optimal, else the best bound in the "
+                                  "row's units (model: argument and witness, e.g. 'timesteps: cut S={0-7}')")
     objective: float | None = _f("the producer's objective, in `units`")
     bound: float | None = _f("the bound the producer proved, in `units`")
     gap: float | None = _f("relative gap between objective and bound")

@@ -6,6 +6,13 @@ under all three cost models of the design and reports the lower bounds beside it
 dict carries the ``collsynth solve --json`` fields (:data:`collsynth.results.schema.ROW_FIELDS`);
 the batch runner stores exactly these rows.
 
+The lower bounds come from :mod:`collsynth.tens.bounds`, one per cost model:
+``lower_bound_s`` (synchronous alpha-beta), ``lower_bound_ten_s``, ``lower_bound_event_s``,
+``lower_bound_timesteps`` (TEN timesteps of capacity-respecting schedules) and
+``lower_bound_steps`` (hop distance: steps of schedules sent on links). Status from proofs
+only (:func:`judge`): a row is ``optimal`` when its result meets a lower bound in the same
+units, and ``bound_source`` names that bound.
+
 Every row says which method produced it: the producer, the solver and the driver actually run
 (a producer's default driver when none was asked), ``found_by`` (the ILP at a horizon, time
 clustering, recovery, LP rounding, a construction, ...) and the solver's own status and time
@@ -39,7 +46,8 @@ from .. import InputError
 from ..instances import Instance, generators, size
 from ..instances.instance import epoch_timestep, make_instance
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
-from ..tens import cost, verify
+from ..tens import bounds, cost, verify
+from ..tens.bounds import Bound, Bounds
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
 from . import backends
@@ -48,6 +56,7 @@ from .producers import Options, Outcome, Unsupported, check_params, get
 RESULT_FIELDS = schema.ROW_FIELDS
 ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer this much later
 STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
+TIME_OF = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
@@ -81,19 +90,33 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     size.check_run(instance)
     stages: dict[str, float] = {}
     row["extra"] = {"stages_s": stages}
+    timestep = _timestep(options)
     try:
         with _stage(deadline, "lower bounds", stages):
-            bounds = cost.lower_bounds(instance)
+            bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
+            row.update(lower_bound_s=bnds.sync.value, lower_bound_steps=bnds.steps.value,
+                       lower_bound_timesteps=bnds.timesteps.value, lower_bound_ten_s=bnds.ten.value,
+                       lower_bound_event_s=bnds.event.value)
     except TimeLimitReached as e:
         return _timed_out(row, e, deadline, stages, "lower bounds"), None
-    row["lower_bound_s"] = bounds["total_s"]
-    row["lower_bound_steps"] = bounds["steps"]
     outcome = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
     _record(row, prod, outcome)
+    row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
     if schedule is None:
         return row, None
-    return _check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+    row, kept = _check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+    if kept is not None:
+        judge(row, outcome, kept, instance, bnds, timestep)
+    return row, kept
+
+
+def _bounds_extra(bnds: Bounds) -> dict:
+    """Every model's best bound for the row's ``extra``: value, argument and witness, note."""
+    out = {m: {k: v for k, v in bnds.of(m).as_dict().items() if k in ("value", "label", "note")}
+           for m in bounds.MODELS + ("steps",)}
+    out["sync"].update(latency_s=bnds.part("sync_latency").value, bandwidth_s=bnds.part("sync_bandwidth").value)
+    return out
 
 
 @functools.cache
@@ -223,3 +246,61 @@ def _timed_out(row: dict[str, Any], e: TimeLimitReached, deadline: Deadline, sta
     row["verified"] = False
     row["message"] = _limit_message(e, deadline, stages, stage) + (f"; found {found}" if found else "")
     return row
+
+
+def _timestep(options: Options) -> float | None:
+    """The TEN timestep a producer was asked to count in (``--param timestep=S``), if any."""
+    t = (options.params or {}).get("timestep")
+    try:
+        return None if t is None else float(t)
+    except (TypeError, ValueError):
+        return None  # the producer reports the bad parameter
+
+
+def _met(value, bound: Bound) -> bool:
+    return value is not None and bound.computed and float(value) <= float(bound.value) * (1 + bounds.TOL)
+
+
+def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, bnds: Bounds,
+          timestep: float | None) -> None:
+    """Status, bound, gap and ``bound_source`` of a verified row, from proofs only.
+
+    The proofs, first match wins: (1) TEN timesteps -- a row counted in timesteps whose
+    schedule respects the TEN's link capacity in them
+    (:func:`~collsynth.tens.bounds.respects_ten_capacity`) meets the ``timesteps`` bound or
+    the TEN LP bound its producer computed; (2) seconds -- the schedule's time under the
+    sync, TEN or event model meets that model's bound; (3) the producer's own bound -- its
+    objective meets the bound it proved in its units (an ILP's dual bound or horizon search,
+    an LP's optimum over its schedule class). A producer's ``optimal`` without any of them
+    becomes ``feasible``; any other status becomes ``optimal`` with one. Rows in timesteps
+    get the best applicable bound as ``bound`` and their gap against it.
+    """
+    units, steps = row["units"], row["steps"]
+    ten_bounds = []
+    if units == "timesteps" and bounds.respects_ten_capacity(schedule, instance, timestep):
+        ten_bounds = [bnds.timesteps]
+        if outcome.extra.get("lp_bound") is not None:
+            ten_bounds.append(bounds.from_lp(outcome.extra["lp_bound"]))
+    ten_best = bounds.best(ten_bounds, "timesteps")
+    if units == "timesteps" and ten_best.computed and steps:
+        b = max(float(ten_best.value), float(outcome.bound or 0))
+        row["bound"] = b
+        row["gap"] = max(0.0, (steps - b) / steps)
+    proofs = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
+    proofs += [(f"{m}: {bnds.of(m).label()}", row[TIME_OF[m]], bnds.of(m)) for m in ("sync", "ten", "event")]
+    if outcome.bound is not None:
+        own = Bound(outcome.bound, units, units, f"{row['producer']} bound")
+        proofs.append((f"{units}: {row['producer']}'s own bound", outcome.objective, own))
+    proven = next((label for label, value, b in proofs if _met(value, b)), None)
+    if proven is not None:
+        row["status"] = "optimal"
+        row["bound_source"] = proven
+        return
+    if units == "timesteps" and (ten_best.computed or outcome.bound is None):
+        row["bound_source"] = proofs[0][0] if ten_best.computed else proofs[1][0]
+    else:
+        row["bound_source"] = proofs[-1][0] if outcome.bound is not None else proofs[1][0]
+    if row["status"] == "optimal":
+        row["status"] = "feasible"
+        row["message"] = (f"{row['message']}; " if row["message"] else "") + (
+            f"no lower bound proves it optimal (best: {row['bound_source']})")

@@ -4,7 +4,9 @@
   concatenation, relabelling, merging.
 - :mod:`.verify` -- the verifier every producer's schedule passes before it is priced.
 - :mod:`.cost` -- the three cost models (synchronous alpha-beta, TEN timesteps, event
-  simulation) and the lower bounds reported beside every result.
+  simulation).
+- :mod:`.bounds` -- every lower bound reported beside a result, per cost model, each with
+  the argument (distance, per-node, cut, LP) and the node set that proved it.
 - :mod:`.ten` -- the time-expanded network formulations index their variables by.
 - :mod:`.export` -- MSCCL XML (and schedule JSON) exports.
 """

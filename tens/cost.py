@@ -43,7 +43,7 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
 Each model streams over the sends in step order in one compiled loop
 (:mod:`collsynth.tens.cost_kernels`) and walks routes per distinct (source, destination) pair
 (:mod:`collsynth.tens.routing`); memory is a few int32/float64 columns per send.
-:func:`lower_bounds` gives the bounds reported beside every result.
+The lower bounds reported beside every result are in :mod:`collsynth.tens.bounds`.
 
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.instance import make_instance
@@ -78,7 +78,7 @@ from .routing import MAX_INDEX, Routes, route_sends, routes
 from .schedule import Schedule
 from .ten import REL_TOL, link_delays
 
-__all__ = ["MODELS", "PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of", "lower_bounds",
+__all__ = ["MODELS", "PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of",
            "price", "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
 
 MODELS = ("sync", "ten", "event")
@@ -337,97 +337,3 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})
-
-
-# ---- lower bounds ----------------------------------------------------------------------------
-
-def lower_bounds(instance: Instance) -> dict:
-    """Lower bounds on any schedule for ``instance`` (reported beside every result).
-
-    - ``steps``: the largest hop distance a required piece must travel: for non-combining
-      collectives from the nearest precondition holder of the chunk to each node that must
-      receive it; for combining ones (the dual on the transposed topology, Zhao et al., NSDI 2025, Appendix A)
-      from the farthest contributor. It is at least the diameter for allgather and implies the
-      Moore bound for degree-d digraphs (Zhao et al., NSDI 2025, Section 2), reported as ``moore_bound``.
-    - ``inbound_steps``: TEN timesteps (TACOS: one chunk per link per timestep) a node needs to
-      take in (send out) the chunks it must receive (send), over its parallel in-(out-)links:
-      ``max_v ceil(chunks_v / links_v)``.
-    - ``latency_s = steps * min alpha``.
-    - ``bandwidth_s = max_v max(recv_bytes_v / in_bandwidth_v, send_bytes_v / out_bandwidth_v)``;
-      for allgather on a regular graph ``(N-1)/N * M / B_node`` (Zhao et al., NSDI 2025, Section 3, ``T_B*``).
-      A node must receive every chunk it needs and does not hold (combining: every chunk it
-      must hold whose result depends on another contributor) and send every chunk only it can
-      supply (combining: every chunk its contribution is needed for elsewhere).
-    - ``total_s = latency_s + bandwidth_s``: valid under the ``sync`` model (each step costs at
-      least its latency plus its busiest in-link's bytes over the node's in-bandwidth).
-    """
-    topo = instance.topology
-    la = topo.link_arrays
-    size = topo.size
-    D = topo.distances.astype(np.float64)
-    D[D < 0] = np.inf
-    steps = 0.0
-    recv_b = np.zeros(size)
-    send_b = np.zeros(size)
-    recv_c = np.zeros(size)
-    send_c = np.zeros(size)
-    for coll in instance.collectives:
-        pre, post = coll.precondition, coll.postcondition
-        used = coll.used_chunks
-        pre_u, post_u = pre[used], post[used]
-        cnt_pre = pre_u.sum(axis=1)
-        need_all = post_u if coll.combining else post_u & ~pre_u
-        single = np.flatnonzero(cnt_pre == 1)
-        for b0 in range(0, len(single), 256):  # one holder: its row of D, in blocks
-            rows_c = single[b0:b0 + 256]
-            h = pre_u[rows_c].argmax(axis=1)
-            blk = np.where(need_all[rows_c], D[h], -np.inf)
-            steps = max(steps, float(blk.max(initial=0.0)))
-        multi = np.flatnonzero(cnt_pre > 1)
-        groups: dict[bytes, list[int]] = {}
-        if len(multi):
-            packed = np.packbits(pre_u[multi], axis=1)
-            for r, key in zip(multi.tolist(), packed):
-                groups.setdefault(key.tobytes(), []).append(r)
-        for members in groups.values():  # several holders (combining: every contributor)
-            holders = np.flatnonzero(pre_u[members[0]])
-            rows = D[holders]
-            far = rows.max(axis=0) if coll.combining else rows.min(axis=0)
-            need = need_all[members].any(axis=0)
-            if need.any():
-                steps = max(steps, float(far[need].max()))
-        if coll.combining:
-            others_contribute = (cnt_pre[:, None] - pre_u) > 0
-            recv = post_u & others_contribute
-            cnt_post = post_u.sum(axis=1)
-            needed_elsewhere = (cnt_post[:, None] - post_u) > 0
-            send = pre_u & needed_elsewhere
-        else:
-            recv = post_u & ~pre_u
-            wanted = recv.any(axis=1)
-            send = pre_u & ((cnt_pre == 1) & wanted)[:, None]
-        rc, sc = recv.sum(axis=0), send.sum(axis=0)
-        recv_c += rc
-        send_c += sc
-        recv_b += rc * coll.chunk_bytes
-        send_b += sc * coll.chunk_bytes
-    in_bw = np.bincount(la.dst, weights=la.bandwidth, minlength=size)
-    out_bw = np.bincount(la.src, weights=la.bandwidth, minlength=size)
-    in_links = np.bincount(la.dst, weights=la.count, minlength=size)
-    out_links = np.bincount(la.src, weights=la.count, minlength=size)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bw = np.maximum(np.where(recv_b > 0, recv_b / in_bw, 0.0), np.where(send_b > 0, send_b / out_bw, 0.0))
-        inbound = np.maximum(np.where(recv_c > 0, np.ceil(recv_c / in_links), 0),
-                             np.where(send_c > 0, np.ceil(send_c / out_links), 0))
-    steps_i = int(steps) if np.isfinite(steps) else -1
-    latency = steps_i * float(la.alpha.min()) if len(la) else 0.0
-    bandwidth = float(bw.max()) if len(bw) else 0.0
-    return {
-        "steps": steps_i,
-        "inbound_steps": int(inbound.max()) if len(inbound) else 0,
-        "latency_s": latency,
-        "bandwidth_s": bandwidth,
-        "total_s": latency + bandwidth,
-        "diameter": topo.diameter,
-        "moore_bound": topo.moore_bound,
-    }

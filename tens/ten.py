@@ -264,60 +264,6 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
     return earliest, latest
 
 
-def _distance(instance: Instance, state=None, timestep: float | None = None):
-    """(TEN data, needed pairs, delay-weighted distance from the nearest holder to the farthest
-    node that needs a chunk); 0 when nothing is needed."""
-    data = prepare(instance, 1, state, timestep)
-    earliest, _ = reach(data)
-    need = data.post & ~data.pre
-    if not need.any():
-        return data, need, 0
-    far = int(earliest[need].max())
-    if far >= INF:
-        raise NotSupported("some required chunk cannot reach its destination")
-    return data, need, far
-
-
-def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
-    """Delay-weighted distance from the nearest holder to the farthest node needing a chunk."""
-    return _distance(instance, state, timestep)[2]
-
-
-def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
-    """A lower bound on the TEN timesteps any schedule needs (from ``state`` if given).
-
-    The larger of (a) the delay-weighted distance from the nearest holder to the farthest node
-    that needs a chunk, and (b) the inbound throughput bound: a pair with delay k and capacity
-    c delivers at most ``c * floor(T / k)`` chunks in T timesteps, so a node needing R chunks
-    needs the smallest T with ``sum_l c_l floor(T / k_l) >= R`` (TACOS: one chunk per link per
-    timestep; Zhao et al., NSDI 2025, Section 3 for the bandwidth argument).
-    """
-    data, need, far = _distance(instance, state, timestep)
-    if not need.any():
-        return 0
-    R = np.bincount(np.nonzero(need)[1], minlength=data.pre.shape[1])
-    best = far
-    G = data.delay.shape[0]
-    same = G == 1 or bool((data.delay == data.delay[0]).all())
-    for n in np.flatnonzero(R):
-        ins = np.flatnonzero(data.dst == n)
-        caps = data.capacity[ins]
-        if same:
-            groups = [(int(R[n]), data.delay[0, ins])]
-        else:  # concurrent chunk sizes with different delays: bound each size on its own, and
-            # the total occupancy (a size-g chunk holds an in-link for >= its smallest delay)
-            Rg = np.bincount(data.group[need[:, n]], minlength=G)
-            groups = [(int(Rg[g]), data.delay[g, ins]) for g in range(G) if Rg[g]]
-            occ = sum(int(Rg[g]) * int(data.delay[g, ins].min()) for g in range(G) if Rg[g])
-            best = max(best, int(math.ceil(occ / caps.sum())))
-        for r, ks in groups:
-            T = max(1, int(math.ceil(r / caps.sum())))
-            while (caps * (T // ks)).sum() < r:
-                T += 1
-            best = max(best, T)
-    return int(best)
-
-
 def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
     """Drop sends that deliver nothing: a second arrival of a chunk at a node, or a chunk sent
     to a node that neither needs it nor forwards it afterwards (repeated to a fixed point)."""

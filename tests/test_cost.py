@@ -18,7 +18,7 @@ from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.tens import cost
+from collsynth.tens import bounds, cost
 from collsynth.tens.schedule import from_arrays, from_sends, relabel, reverse
 from collsynth.tens.verify import verify
 
@@ -183,7 +183,7 @@ def test_routed_recursive_doubling_on_ring_shows_congestion():
     assert c_ring.T_B_s == pytest.approx(ref, rel=1e-12)
     # routed sends in the event model: store-and-forward over the same routes
     ev = cost.price(s, ring, "event")
-    assert ev.total_s >= cost.lower_bounds(ring)["bandwidth_s"]
+    assert ev.total_s >= bounds.instance_bounds(ring).event.value
 
 
 # ---- hand-computed cases ---------------------------------------------------------------------
@@ -278,47 +278,6 @@ def test_unknown_model_and_bad_sends():
     assert cost.price(from_sends([], "allgather", 4, 4), inst, "event").total_s == 0.0
 
 
-# ---- lower bounds ---------------------------------------------------------------------------
-
-def test_lower_bounds_match_known_values():
-    n = 8
-    ring = build("ring", {"nodes": n, "bidirectional": False}, bandwidth=BW, alpha=ALPHA)
-    lb = cost.lower_bounds(_instance(ring))
-    assert lb["steps"] == n - 1 and lb["inbound_steps"] == n - 1
-    assert lb["bandwidth_s"] == pytest.approx((n - 1) / n * M / BW)
-    assert lb["total_s"] == pytest.approx((n - 1) * ALPHA + (n - 1) / n * M / BW)
-    # reduce_scatter = allgather reversed on the transpose: the same bounds on the ring
-    rs = cost.lower_bounds(_instance(ring, "reduce_scatter"))
-    assert rs["steps"] == n - 1 and rs["bandwidth_s"] == pytest.approx(lb["bandwidth_s"])
-    full = build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA)
-    lb = cost.lower_bounds(_instance(full))
-    assert lb["steps"] == 1 and lb["inbound_steps"] == 1
-    assert lb["bandwidth_s"] == pytest.approx((n - 1) / n * M / ((n - 1) * BW))  # B_node = (n-1) b
-    hc = build("hypercube", {"dim": 4}, bandwidth=BW, alpha=ALPHA)
-    lb = cost.lower_bounds(_instance(hc))
-    assert lb["steps"] == 4 and lb["inbound_steps"] == math.ceil(15 / 4)
-    assert lb["bandwidth_s"] == pytest.approx(15 / 16 * M / (4 * BW))
-    bc = cost.lower_bounds(_instance(ring, "broadcast", root=3))
-    assert bc["steps"] == n - 1 and bc["bandwidth_s"] == pytest.approx(M / BW)
-    red = cost.lower_bounds(_instance(ring, "reduce", root=3))
-    assert red["steps"] == n - 1 and red["bandwidth_s"] == pytest.approx(M / BW)
-    ar = cost.lower_bounds(_instance(hc, "allreduce"))
-    assert ar["steps"] == 4 and ar["bandwidth_s"] == pytest.approx(M / (4 * BW))
-    torus = build("torus", {"dims": [4, 4]}, bandwidth=BW, alpha=ALPHA)
-    lb = cost.lower_bounds(_instance(torus))
-    assert lb["steps"] == torus.diameter == 4 and lb["moore_bound"] == 2
-
-
-def test_lower_bounds_with_failures_and_subsets():
-    torus = build("torus", {"dims": [3, 3]}, bandwidth=BW, alpha=ALPHA).with_failures([4])
-    lb = cost.lower_bounds(_instance(torus))
-    assert lb["steps"] == torus.diameter
-    sub = _instance(build("ring", {"nodes": 6, "bidirectional": False}, bandwidth=BW, alpha=ALPHA), nodes=[0, 3])
-    lb = cost.lower_bounds(sub)
-    assert lb["steps"] == 3  # 0 -> 3 and 3 -> 0 are 3 hops each
-    assert lb["bandwidth_s"] == pytest.approx(M / 2 / BW)
-
-
 # ---- properties -----------------------------------------------------------------------------
 
 @given(topologies(), st.randoms(use_true_random=False))
@@ -326,15 +285,16 @@ def test_valid_schedules_respect_lower_bounds(topo, rnd):
     inst = _instance(topo)
     s = greedy_allgather(topo, rnd)
     assert verify(s, inst) is None
-    lb = cost.lower_bounds(inst)
+    lb = bounds.instance_bounds(inst)
     sync = cost.price(s, inst, "sync")
     ev = cost.price(s, inst, "event")
     tol = 1 + 1e-9
-    assert sync.T_B_s * tol >= lb["bandwidth_s"]
-    assert sync.T_L_s * tol >= lb["latency_s"]
-    assert sync.total_s * tol >= lb["total_s"]
-    assert ev.total_s * tol >= lb["bandwidth_s"]
-    assert s.num_steps >= lb["steps"]
+    assert sync.T_B_s * tol >= lb.part("sync_bandwidth").value
+    assert sync.T_L_s * tol >= lb.part("sync_latency").value
+    assert sync.total_s * tol >= lb.sync.value
+    assert ev.total_s * tol >= lb.event.value
+    assert cost.price(s, inst, "ten").total_s * tol >= lb.ten.value
+    assert s.num_steps >= lb.steps.value
     assert sync.total_s == pytest.approx(sync.T_L_s + sync.T_B_s)
     assert ev.total_s == pytest.approx(ev.T_L_s + ev.T_B_s)
     assert ev.T_L_s >= 0 and ev.T_B_s >= -1e-15
@@ -354,8 +314,9 @@ def test_relabelling_nodes_keeps_every_cost(topo, rnd, prnd):
         a, b = cost.price(s, inst, model), cost.price(s_p, inst_p, model)
         assert (a.steps, a.total_s, a.T_L_s) == (b.steps, pytest.approx(b.total_s), pytest.approx(b.T_L_s))
     assert cost.price(s, inst, "sync").extra["T_B_chunks"] == cost.price(s_p, inst_p, "sync").extra["T_B_chunks"]
-    la, lb = cost.lower_bounds(inst), cost.lower_bounds(inst_p)
-    assert la["steps"] == lb["steps"] and la["bandwidth_s"] == pytest.approx(lb["bandwidth_s"])
+    la, lb = bounds.instance_bounds(inst), bounds.instance_bounds(inst_p)
+    assert la.steps.value == lb.steps.value and la.sync.value == pytest.approx(lb.sync.value)
+    assert la.timesteps.value == lb.timesteps.value and la.event.value == pytest.approx(lb.event.value)
 
 
 @given(topologies(), st.randoms(use_true_random=False))
@@ -368,7 +329,8 @@ def test_doubling_bandwidth_halves_sync_T_B_and_never_slows_events(topo, rnd):
     assert b.T_L_s == pytest.approx(a.T_L_s, rel=1e-12)
     assert b.extra["T_B_chunks"] == a.extra["T_B_chunks"]
     assert cost.price(s, fast, "event").total_s <= cost.price(s, inst, "event").total_s * (1 + 1e-12)
-    assert cost.lower_bounds(fast)["bandwidth_s"] == pytest.approx(cost.lower_bounds(inst)["bandwidth_s"] / 2)
+    bw_fast = bounds.instance_bounds(fast).part("sync_bandwidth").value
+    assert bw_fast == pytest.approx(bounds.instance_bounds(inst).part("sync_bandwidth").value / 2)
     # twice the bandwidth and half the latency: every model's time halves exactly
     edges = [(u, v, {"bandwidth": d["bandwidth"] * 2, "alpha": d["alpha"] / 2}) for u, v, d in topo.graph.edges(data=True)]
     twice = _instance(from_edges(topo.size, edges))
@@ -405,7 +367,7 @@ def test_ten_model_is_steps_times_timestep_for_ten_feasible_schedules(n, kind, r
     if _tight_chain(s):
         assert c.total_s == pytest.approx(s.num_steps * f)
         assert c.extra["timesteps"] == s.num_steps
-    assert c.extra["timesteps"] >= cost.lower_bounds(inst)["inbound_steps"]
+    assert c.extra["timesteps"] >= bounds.instance_bounds(inst).timesteps.value
 
 
 @given(topologies(), st.randoms(use_true_random=False))
@@ -423,8 +385,8 @@ def test_reversal_mirrors_per_step_loads(topo, rnd):
     for t in fwd:
         assert fwd[t] == pytest.approx(back[t], rel=1e-12)
     assert a.extra["T_B_chunks"] == b.extra["T_B_chunks"]
-    lb_a, lb_b = cost.lower_bounds(inst), cost.lower_bounds(inst_r)
-    assert lb_a["steps"] == lb_b["steps"] and lb_a["bandwidth_s"] == pytest.approx(lb_b["bandwidth_s"])
+    lb_a, lb_b = bounds.instance_bounds(inst), bounds.instance_bounds(inst_r)
+    assert lb_a.steps.value == lb_b.steps.value and lb_a.sync.value == pytest.approx(lb_b.sync.value)
 
 
 def test_concurrent_collectives_share_links():
@@ -443,8 +405,9 @@ def test_concurrent_collectives_share_links():
     assert c.T_B_s == pytest.approx((n - 1) * 3 * M / n / BW)
     assert c.extra["T_B_chunks"] is None  # chunk sizes differ
     ev = cost.price(s, inst, "event")
-    assert ev.total_s >= cost.lower_bounds(inst)["bandwidth_s"]
-    assert cost.lower_bounds(inst)["bandwidth_s"] == pytest.approx((n - 1) / n * 3 * M / BW)
+    lb = bounds.instance_bounds(inst)
+    assert ev.total_s >= lb.event.value
+    assert lb.part("sync_bandwidth").value == pytest.approx((n - 1) / n * 3 * M / BW)
 
 
 @given(topologies(), st.randoms(use_true_random=False))

@@ -18,7 +18,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.solvers.ten.producers import producer
-from collsynth.tens import ten, verify
+from collsynth.tens import bounds, ten, verify
 
 PLUGINS = str(Path(__file__).parent / "plugins")
 
@@ -35,7 +35,7 @@ def test_the_renamed_formulation_exposes_its_own_components(renamed):
     f = ten_formulation(renamed)
     assert (f.name, f.role, f.recovery_valid, f.warm_start, f.respects_capacity) == (
         "test-ten-renamed", "schedule", True, True, True)
-    assert f.lower_bound is ten.lower_bound and f.bound(None) is None  # the contract's defaults
+    assert f.lower_bound is bounds.lower_bound and f.bound(None) is None  # the contract's defaults
     assert f.summary.startswith("A TEN ILP written apart from")
     inst = make_instance(topo("ring", {"nodes": 4}), "allgather")
     model = f.build(inst, 2)
@@ -76,15 +76,17 @@ def test_every_driver_runs_the_renamed_formulation(renamed, driver, kwargs, gen,
 
 
 def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed):
-    """A 5-ring all-to-all: the lower bound 2 is not enough (proven), 3 is; the persistent
-    search re-solves one renamed model at both horizons."""
-    inst = make_instance(topo("ring", {"nodes": 5}), "alltoall")
+    """A 2x3 mesh broadcasting 3 chunks from a corner: the lower bound 3 (the far corner is 3
+    hops away) is not enough (proven), 4 is (the root's 2 links carry the 3 chunks by timestep 2
+    at best, and the last one still has 2 hops to go); the persistent search re-solves one
+    renamed model at both horizons."""
+    inst = make_instance(topo("mesh", {"dims": [2, 3]}), "broadcast", root=0, chunks_per_node=3)
     ref = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
-    for kwargs in ({"warm": False}, {"persistent": True}):
+    for kwargs in ({"warm": False}, {"persistent": True, "warm": False}):
         o = drivers.horizon_search(inst, renamed, Options(time_limit=60), **kwargs)
-        assert [x["horizon"] for x in o.extra["horizons"]] == [2, 3]
+        assert [x["horizon"] for x in o.extra["horizons"]] == [3, 4]
         assert o.extra["horizons"][0]["complete"] is False and o.extra["horizons"][0]["status"] == "optimal"
-        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 3
+        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 4
         assert verify.verify(o.schedule, inst) is None
     for run in (drivers.early_stop, drivers.time_cluster):  # heuristics: valid, between the bounds
         o = run(inst, renamed, Options(time_limit=30))
@@ -123,7 +125,7 @@ def test_a_relaxation_is_run_as_one_whatever_its_name():
 
 def test_declared_capabilities_replace_names():
     nc = ten_formulation(ten_ilp_nocongestion)
-    assert not nc.respects_capacity and nc.lower_bound is ten.distance_bound
+    assert not nc.respects_capacity and nc.lower_bound is bounds.distance_bound
     assert ten_formulation(ten_lp).is_relaxation and not ten_formulation(ten_ilp).is_relaxation
 
 

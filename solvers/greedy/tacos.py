@@ -63,7 +63,8 @@ from ...instances.instance import Instance
 from ...instances.topology import Topology
 from ...tens import schedule as sched_mod
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
-from ...tens.ten import link_delays
+from ...tens import bounds
+from ...tens.ten import link_costs, link_delays
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 INF = np.iinfo(np.int32).max
@@ -812,95 +813,12 @@ def _concurrent(instance: Instance, rng, cfg: dict, timestep: float | None, meta
 # ---- bounds -------------------------------------------------------------------------------
 
 def lower_bound(instance: Instance, timestep: float | None = None) -> int:
-    """Timesteps no TEN schedule can beat: per-node inbound bound and delay-weighted distance.
-
-    Inbound (TACOS TEN, one chunk per link per timestep): a node that must receive ``m``
-    chunks over in-links carrying ``k`` chunks per timestep needs ``ceil(m / k)`` timesteps
-    (a link of delay ``d`` is busy ``d`` timesteps per chunk: the smallest ``T`` with
-    ``sum_l k_l * floor(T / d_l) >= m``);
-    combining collectives count sends over out-links instead (their dual on the transpose),
-    concurrent collectives add their needs per node. Distance: a request needs the
-    delay-weighted shortest path from its nearest holder (combining: from the farthest
-    contributor). Also ``tens.cost.lower_bounds(instance)["inbound_steps"]``.
-    """
-    topo = instance.topology
-    cb = _chunk_bytes(instance)
-    tr = topo.transpose()
-    comb, fwd = [], []
-    best = 0
-    for c in instance.collectives:
-        if c.kind == "allreduce":
-            comb.append(c.with_kind("allgather"))
-            fwd.append(c.with_kind("allgather"))
-        elif c.combining:
-            comb.append(c.dual())
-        else:
-            fwd.append(c)
-    for t, cs in ((tr, comb), (topo, fwd)):
-        if cs:
-            best = max(best, _bound_forward(t, cs, cb, timestep))
-    try:
-        from ...tens import cost
-
-        best = max(best, int(cost.lower_bounds(instance)["inbound_steps"]))
-    except (ImportError, KeyError):
-        pass
-    return int(best)
-
-
-def _bound_forward(topo: Topology, colls: list[Collective], cb: float, timestep, distance: bool = True) -> int:
-    lk = links(topo, cb, timestep)
-    inc = np.zeros(topo.size, np.int64)
-    np.add.at(inc, lk.dst, lk.cap)
-    need = np.zeros(topo.size, np.int64)
-    for c in colls:
-        need += (c.postcondition & ~c.precondition).sum(axis=0)
-    if (lk.delay == 1).all():
-        per = np.where(need > 0, -(-need // np.maximum(inc, 1)), 0)
-        best = int(per.max(initial=0))
-    else:  # a link busy d timesteps per chunk completes at most floor(T / d) chunks by T
-        best = 0
-        order = np.argsort(lk.dst, kind="stable")
-        ptr = np.searchsorted(lk.dst[order], np.arange(topo.size + 1))
-        seen: dict = {}
-        for v in np.flatnonzero(need > 0).tolist():
-            ls = order[ptr[v]:ptr[v + 1]]
-            key = (int(need[v]), tuple(sorted(zip(lk.delay[ls].tolist(), lk.cap[ls].tolist()))))
-            if key not in seen:
-                d, k = lk.delay[ls], lk.cap[ls]
-                lo, hi = 1, int(need[v]) * int(d.min(initial=1))
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if int((k * (mid // d)).sum()) >= need[v]:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                seen[key] = lo
-            best = max(best, seen[key])
-    if distance and len(lk):
-        if (lk.delay == 1).all():
-            Dw = topo.distances.astype(np.float64)
-            Dw[Dw < 0] = np.inf
-        else:
-            import scipy.sparse as sp
-            from scipy.sparse.csgraph import shortest_path
-
-            W = sp.csr_matrix((lk.delay.astype(float), (lk.src, lk.dst)), shape=(topo.size, topo.size))
-            Dw = shortest_path(W, method="D", directed=True)
-        for c in colls:
-            pre, post = c.precondition, c.postcondition & ~c.precondition
-            rows = np.flatnonzero(post.any(axis=1) & (pre.sum(axis=1) == 1))
-            if len(rows):
-                holder = np.argmax(pre[rows], axis=1)
-                d = np.where(post[rows], Dw[holder], -np.inf).max()
-                if np.isfinite(d):
-                    best = max(best, int(d))
-            for ch in np.flatnonzero(post.any(axis=1) & (pre.sum(axis=1) > 1)).tolist():
-                h = np.flatnonzero(pre[ch])
-                d = Dw[np.ix_(h, np.flatnonzero(post[ch]))].min(axis=0).max()
-                if np.isfinite(d):
-                    best = max(best, int(d))
-    return best
+    """Timesteps no schedule on the greedy's TEN can beat (:func:`collsynth.tens.bounds.timesteps_bound`:
+    delay-weighted distance, per-node, volume and cut bounds), in the greedy's timestep: the
+    cheapest link cost for the largest chunk unless ``timestep`` is given."""
+    if timestep is None:
+        timestep = float(link_costs(instance.topology, _chunk_bytes(instance)).min())
+    return int(bounds.timesteps_bound(instance, timestep=timestep).value)
 
 
 # ---- multi-start and the producer ----------------------------------------------------------

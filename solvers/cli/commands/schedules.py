@@ -28,7 +28,7 @@ from pathlib import Path
 from .... import InputError
 from ....instances.instance import load_instance
 from ....results import steps as step_view
-from ....tens import cost, export
+from ....tens import bounds, cost, export
 from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, verify as verify_schedule
 
@@ -112,12 +112,18 @@ def price(args) -> dict:
     if refusal:
         return refusal
     c = cost.price(schedule, instance, args.model, timestep=args.timestep)
-    bounds = cost.lower_bounds(instance)
+    bnds = bounds.instance_bounds(instance)
+    own = bnds.of(args.model)
+    if args.model == "ten" and args.timestep is not None:
+        own = bounds.not_computed("ten", "ten", "the bound is for the TEN cost model's own timestep")
     out = {"model": c.model, "verified": True, **{k: val for k, val in c.as_dict().items() if k != "model"}}
-    out["lower_bound_s"] = bounds["total_s"]
-    out["lower_bound_steps"] = bounds["steps"]
+    out["lower_bound_s"] = bnds.sync.value
+    out["lower_bound_steps"] = bnds.steps.value
+    out["lower_bound_model_s"] = own.value
+    out["bound_source"] = own.label() if own.computed else own.note
+    shown = f"{own.value:.6g} s ({own.label()})" if own.computed else own.note
     out["text"] = (f"{c.model}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
-                   f"lower bound {bounds['total_s']:.6g} s")
+                   f"lower bound under this model {shown}")
     return out
 
 

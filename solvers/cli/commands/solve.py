@@ -8,8 +8,9 @@
   synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON has
   the fields of the contract (``instance, producer, solver, driver, status, verified, steps,
   T_L_s, T_B_s, time_sync_s, time_ten_s, time_event_s, lower_bound_s, objective, bound, gap,
-  build_s, solve_s, wall_s`` ...). The schedule is written to ``--out`` only if it verified.
-  Names are checked before anything runs (producer, solver, driver, parameters: an unknown
+  build_s, solve_s, wall_s`` ..., and the per-model bounds ``lower_bound_ten_s``,
+  ``lower_bound_event_s``, ``lower_bound_timesteps`` with ``bound_source``). The schedule is
+  written to ``--out`` only if it verified. Names are checked before anything runs (producer, solver, driver, parameters: an unknown
   one or a malformed value is bad input, exit 2); ``--solver`` for a producer that uses no
   solver is refused. Exit 1 when no verified schedule came out (error, invalid, infeasible,
   no-solution, a solver missing or over its licence).

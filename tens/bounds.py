@@ -1,0 +1,1115 @@
+"""Every lower bound the project reports, per cost model, each saying which argument proved it.
+
+A bound is a :class:`Bound` record: its value (``None`` when it was not computed, with
+``note`` saying why -- never 0 or a guess), its units and cost model, its ``source`` (the
+argument) and its ``witness`` (the node set ``S``, the node, or the holder and target that
+proved it). :func:`instance_bounds` computes all of them for an instance, once per process.
+
+Models (what a bound of that model bounds)
+------------------------------------------
+``timesteps``
+    TEN timesteps (Won et al., TACOS, 2023, Section IV) of every schedule that respects the TEN's
+    link capacity: a send of (a piece of) a chunk over link pair ``l`` occupies it for the
+    chunk's delay ``k_l`` timesteps, and the pieces occupying ``l`` in any timestep add up to at
+    most its ``cap_l`` parallel links (:func:`respects_ten_capacity` checks a schedule). This is
+    what the TEN ILP, its LP and the greedy count.
+``ten``
+    seconds under the TEN cost model (``tens.cost.price(..., "ten")``) of every verified
+    schedule: a piece of ``y`` bytes occupies a link for ``ceil((alpha + y/b) / f)`` timesteps
+    of ``f`` seconds, so pieces smaller than a chunk may be faster than whole chunks.
+``event``
+    seconds under the congestion-aware event simulation of every verified schedule.
+``sync``
+    seconds under the synchronous alpha-beta model (the papers' model) of every verified
+    schedule; the ``steps`` bound (hop distance) bounds the steps of schedules sent on links.
+
+Arguments (``source``)
+----------------------
+``distance``
+    a needed chunk travels from its nearest holder (combining: from every contributor) to
+    each node that needs it; every link on the way costs its delay (TEN), at least its
+    latency ``alpha`` (seconds), or one hop (steps).
+``inbound`` / ``outbound``
+    the cut argument below for ``S = {v}`` / ``S = V \\ {u}`` (per-node bounds).
+``cut``
+    for a node set ``S`` the chunks some node in ``S`` needs and no node in ``S`` holds
+    (combining: whose result some node in ``S`` needs and some contributor outside ``S``
+    supplies) must cross the links entering ``S``; the bound is the largest over all ``S``
+    of the time those links need to carry them (plus the way the last of them still has to go
+    inside ``S``), found by parametric min-cut (:func:`cut_search`). It generalises the
+    per-node bounds and the per-link one (a set entered by a single link: a bridge).
+``volume``
+    all links at once: every chunk crosses at least as many links as its path from a holder is
+    long (and as many as there are nodes needing it), against what all links deliver.
+``lp``
+    the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
+    by the producers (:func:`from_lp`).
+
+The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
+2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
+node set rather than to one node.
+
+>>> from collsynth.instances.generators import build
+>>> from collsynth.instances.instance import make_instance
+>>> ring = build("ring", {"nodes": 6, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
+>>> b = instance_bounds(make_instance(ring, "allgather", message_bytes=6.0))
+>>> b.timesteps.value, b.timesteps.source, b.sync.value
+(5, 'distance', 5.0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from ..instances.instance import Instance
+from .schedule import Schedule
+from .ten import NotSupported, discretize, dual_instance, link_costs, link_delays, prepare
+
+MODELS = ("timesteps", "ten", "event", "sync")
+UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
+CUT_BUDGET_S = 5.0  # seconds per model for the parametric min-cut search
+FLOW_S_PER_UNIT = 1e-6  # one min cut takes about this times links x nodes seconds (measured: a
+# 32x32 torus, 4096 links, 4 s per cut with networkx); a search needs one per node
+TOL = 1e-9  # relative tolerance of float comparisons (times meeting bounds, cut violations)
+TEN_SLACK = 2e-9  # discretize() rounds down costs within 1e-9 of a multiple of the timestep
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A lower bound: ``value`` in ``units`` under ``model``, proved by ``source`` on ``witness``.
+
+    ``value`` is ``None`` when the bound was not computed; ``note`` then says why.
+    """
+
+    value: float | None
+    units: str
+    model: str
+    source: str
+    witness: Any = None
+    note: str = ""
+
+    @property
+    def computed(self) -> bool:
+        """True when the bound has a value."""
+        return self.value is not None
+
+    def label(self) -> str:
+        """``source`` and a short witness, e.g. ``cut S={8-15}`` or ``inbound v=2``.
+
+        >>> Bound(16, "timesteps", "timesteps", "cut", (8, 9, 10, 11, 12, 13, 14, 15)).label()
+        'cut S={8-15}'
+        """
+        w = self.witness
+        if w is None:
+            return self.source
+        if isinstance(w, tuple) and all(isinstance(x, (int, np.integer)) for x in w):
+            return f"{self.source} S={{{_ranges(w)}}}"
+        return f"{self.source} {w}"
+
+    def as_dict(self) -> dict:
+        """Plain JSON fields."""
+        w = self.witness
+        return {"value": self.value, "units": self.units, "model": self.model, "source": self.source,
+                "witness": list(w) if isinstance(w, tuple) else w, "label": self.label(), "note": self.note}
+
+
+def _ranges(ids) -> str:
+    """``0,1,2,5`` -> ``0-2,5``."""
+    ids = sorted(int(x) for x in ids)
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def not_computed(model: str, source: str, why: str) -> Bound:
+    """A bound that could not be computed, and why (never 0, never a guess)."""
+    return Bound(None, UNITS[model], model, source, None, f"not computed: {why}")
+
+
+def best(bounds: Iterable[Bound], model: str) -> Bound:
+    """The largest computed bound (the first of equals); not computed if none is."""
+    bounds = list(bounds)
+    have = [b for b in bounds if b.computed]
+    if not have:
+        why = "; ".join(f"{b.source}: {b.note}" for b in bounds) or "no argument applies"
+        return Bound(None, UNITS[model], model, "none", None, why)
+    top = max(b.value for b in have)
+    return next(b for b in have if b.value == top)
+
+
+def from_lp(value, note: str = "") -> Bound:
+    """The TEN LP relaxation's bound (timesteps; Won et al., TACOS, 2023, Section V-A relaxed)
+    as a record."""
+    if value is None:
+        return not_computed("timesteps", "lp", note or "the LP search did not finish")
+    return Bound(int(value), "timesteps", "timesteps", "lp", "TEN LP", note)
+
+
+# ---- what must cross into a node set --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Demand:
+    """Chunks that must reach nodes, grouped into rows of identical conditions.
+
+    Row ``r`` stands for ``count[r]`` chunks of collective ``group[r]`` (``nbytes[r]`` bytes in
+    all): ``pre[r]`` holds them (combining: contributes to them), ``post[r]`` must hold them
+    (the full result, if combining) at the end.
+    """
+
+    pre: np.ndarray
+    post: np.ndarray
+    combining: np.ndarray
+    count: np.ndarray
+    nbytes: np.ndarray
+    group: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    def crossing(self, inside: np.ndarray) -> np.ndarray:
+        """Per row: must the row's chunks cross into the node set ``inside`` (bool mask)?
+
+        Non-combining: some node of the set needs them and none holds them. Combining: some
+        node of the set needs the result and some contributor is outside the set.
+        """
+        hit = self.post[:, inside].any(axis=1)
+        held = self.pre[:, inside].any(axis=1)
+        outside = self.pre[:, ~inside].any(axis=1)
+        return hit & np.where(self.combining, outside, ~held)
+
+    def select(self, rows: np.ndarray) -> "Demand":
+        """The rows ``rows`` only."""
+        return Demand(self.pre[rows], self.post[rows], self.combining[rows], self.count[rows],
+                      self.nbytes[rows], self.group[rows])
+
+
+def demand_of(instance: Instance) -> Demand:
+    """The :class:`Demand` of every collective of ``instance``, in its own time direction.
+
+    Combining chunks are kept as they are (contributors and targets) rather than turned into
+    their dual on the transposed topology: "the result some node of ``S`` needs depends on a
+    contribution from outside ``S``" is the same condition as the dual's "``V \\ S`` holds a
+    chunk nobody in it needs ... " read backwards in time, and it also covers allreduce, which
+    has no single dual.
+    """
+    n = instance.topology.size
+    pres, posts, combs, counts, sizes, groups = [], [], [], [], [], []
+    for g, coll in enumerate(instance.collectives):
+        used = coll.used_chunks
+        pre, post = coll.precondition[used], coll.postcondition[used]
+        want = post.any(axis=1) & pre.any(axis=1)
+        if not coll.combining:
+            want &= (post & ~pre).any(axis=1)
+        pre, post = pre[want], post[want]
+        if not len(pre):
+            continue
+        keys = np.concatenate([np.packbits(pre, axis=1), np.packbits(post, axis=1)], axis=1)
+        _, first, cnt = np.unique(keys, axis=0, return_index=True, return_counts=True)
+        pres.append(pre[first])
+        posts.append(post[first])
+        combs.append(np.full(len(first), coll.combining))
+        counts.append(cnt.astype(np.int64))
+        sizes.append(cnt * float(coll.chunk_bytes))
+        groups.append(np.full(len(first), g, np.int64))
+    if not pres:
+        z = np.zeros((0, n), bool)
+        return Demand(z, z, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    return Demand(np.concatenate(pres), np.concatenate(posts), np.concatenate(combs),
+                  np.concatenate(counts), np.concatenate(sizes), np.concatenate(groups))
+
+
+def _demand_of_ten(data) -> Demand:
+    """The :class:`Demand` of a TEN model's data (its direction: the dual for combining)."""
+    need = data.post & ~data.pre
+    want = need.any(axis=1) & data.pre.any(axis=1)
+    rows = np.flatnonzero(want)
+    sizes = np.array([c.chunk_bytes for c in data.instance.collectives])[data.group[rows]]
+    return Demand(data.pre[rows], data.post[rows], np.zeros(len(rows), bool), np.ones(len(rows), np.int64),
+                  sizes.astype(float), data.group[rows])
+
+
+@dataclass(frozen=True)
+class Arcs:
+    """Directed link pairs: ``src -> dst`` with ``cap`` parallel links, pooled ``bandwidth``
+    (bytes/s) and latency ``alpha`` (s); ``nodes`` are the live node ids."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    cap: np.ndarray
+    bandwidth: np.ndarray
+    alpha: np.ndarray
+    nodes: np.ndarray
+    size: int
+
+    def entering(self, inside: np.ndarray) -> np.ndarray:
+        """Indices of the arcs entering the node set ``inside`` (bool mask over node ids)."""
+        return np.flatnonzero(inside[self.dst] & ~inside[self.src])
+
+
+def arcs_of(topology) -> Arcs:
+    """The live link pairs of a topology as :class:`Arcs`."""
+    la = topology.link_arrays
+    return Arcs(la.src, la.dst, la.count.astype(np.int64), la.bandwidth, la.alpha,
+                np.asarray(topology.nodes, np.int64), topology.size)
+
+
+# ---- supply: what the links entering a set deliver, per model -------------------------------
+
+class TimestepSupply:
+    """TEN timesteps (Won et al., TACOS, 2023, Section IV-A/C), whole-chunk occupancy: pair
+    ``l`` delivers at most ``cap_l * floor(T / k_l)`` chunks (or pieces adding up to that
+    many) by the end of timestep ``T`` (a send arriving by ``T`` starts by ``T - k_l + 1``; the
+    starts in each block of ``k_l`` consecutive timesteps all occupy the link in the block's
+    last one). Demand in chunks."""
+
+    integral = True
+
+    def __init__(self, cap: np.ndarray, delay: np.ndarray):
+        self.cap, self.delay = cap.astype(np.int64), delay.astype(np.int64)
+
+    def arc_supply(self, T) -> np.ndarray:
+        """Chunks each pair can deliver by timestep ``T``."""
+        return self.cap * (int(T) // self.delay)
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.cap[idx].tolist(), self.delay[idx].tolist())))
+
+    def smallest(self, idx: np.ndarray, need: float) -> float:
+        """Smallest ``T`` at which the pairs ``idx`` deliver ``need`` chunks (inf if never)."""
+        if need <= 0:
+            return 0
+        if not len(idx):
+            return math.inf
+        cap, k = self.cap[idx], self.delay[idx]
+        # all pairs together deliver at least sum cap (T / k - 1) by T
+        lo, hi = 1, int(math.ceil((need + cap.sum()) / (cap / k).sum()))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int((cap * (mid // k)).sum()) >= need:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+class PieceSupply:
+    """TEN cost model in timesteps (Won et al., TACOS, 2023, Section IV-C discretisation),
+    pieces of any size: one parallel link of pair ``l`` (per-link
+    bandwidth ``b_l``) carries a piece of ``y`` bytes in ``ceil((alpha_l + y / b_l) / f)``
+    timesteps, so a piece occupying it ``k`` timesteps has at most ``y(k) = min(chunk, (k f -
+    alpha_l) b_l)`` bytes; by timestep ``T`` it delivers at most ``V_l(T)``, the best packing of
+    piece lengths into ``T`` (an unbounded knapsack, computed exactly). Demand in bytes."""
+
+    integral = True
+
+    def __init__(self, arcs: Arcs, f: float, chunk: float):
+        per_link = arcs.bandwidth / np.maximum(arcs.cap, 1)
+        self.cap, self.f, self.chunk = arcs.cap.astype(np.int64), float(f), float(chunk)
+        kinds = np.stack([arcs.alpha, per_link], axis=1)
+        self.kinds, self.kind = np.unique(kinds, axis=0, return_inverse=True)
+        self.kind = self.kind.ravel()
+        self.tables = [np.zeros(1) for _ in range(len(self.kinds))]
+        self.whole = np.array([self._piece_steps(a, b) for a, b in self.kinds], np.int64)
+
+    def _piece_bytes(self, alpha: float, b: float, k: np.ndarray) -> np.ndarray:
+        return np.clip((k * self.f * (1 + TEN_SLACK) - alpha) * b, 0.0, self.chunk)
+
+    def _piece_steps(self, alpha: float, b: float) -> int:
+        return int(discretize(np.array([alpha + self.chunk / b]), self.f)[0])
+
+    def _table(self, kind: int, T: int) -> np.ndarray:
+        tab = self.tables[kind]
+        if len(tab) > T:
+            return tab
+        a, b = self.kinds[kind]
+        K = int(self.whole[kind])
+        y = self._piece_bytes(a, b, np.arange(1, K + 1, dtype=float))
+        new = np.zeros(max(T + 1, 2 * len(tab)))
+        new[:len(tab)] = tab
+        for t in range(len(tab), len(new)):
+            m = min(t, K)
+            new[t] = (new[t - m:t][::-1] + y[:m]).max() if m else 0.0
+        self.tables[kind] = new
+        return new
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.cap[idx].tolist(), self.kind[idx].tolist())))
+
+    def arc_supply(self, T) -> np.ndarray:
+        """Bytes each pair can deliver by timestep ``T``."""
+        T = int(T)
+        per = np.array([self._table(k, T)[T] for k in range(len(self.kinds))])
+        return self.cap * per[self.kind]
+
+    def smallest(self, idx: np.ndarray, need: float) -> float:
+        """Smallest ``T`` at which the pairs ``idx`` deliver ``need`` bytes (inf if never)."""
+        if need <= 0:
+            return 0
+        if not len(idx):
+            return math.inf
+        cap, k = self.cap[idx], self.whole[self.kind[idx]]
+        # whole chunks alone: all pairs deliver at least sum cap (T / k - 1) chunks by T
+        lo, hi = 1, int(math.ceil((need / self.chunk * (1 + TOL) + cap.sum()) / (cap / k).sum()))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.arc_supply(mid)[idx].sum() >= need * (1 - TOL):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+class EventSupply:
+    """Event simulation (the congestion-aware link model of :mod:`collsynth.tens.cost`): pair
+    ``l`` is one FIFO sending at its pooled bandwidth ``bw_l``; a
+    message arrives ``alpha_l`` after it leaves the link, so by time ``tau`` it has delivered
+    at most ``bw_l * max(0, tau - alpha_l)`` bytes (latency counted once per link, overlapped
+    with the next message). Demand in bytes."""
+
+    integral = False
+
+    def __init__(self, arcs: Arcs):
+        self.bw, self.alpha = arcs.bandwidth.astype(float), arcs.alpha.astype(float)
+
+    def arc_supply(self, tau) -> np.ndarray:
+        """Bytes each pair can deliver by time ``tau``."""
+        return self.bw * np.maximum(0.0, float(tau) - self.alpha)
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(zip(self.bw[idx].tolist(), self.alpha[idx].tolist())))
+
+    def smallest(self, idx: np.ndarray, need: float) -> float:
+        """Smallest ``tau`` with ``sum_l bw_l max(0, tau - alpha_l) >= need`` over ``idx``."""
+        if need <= 0:
+            return 0.0
+        if not len(idx):
+            return math.inf
+        order = np.argsort(self.alpha[idx])
+        a, b = self.alpha[idx][order], self.bw[idx][order]
+        for j in range(len(a)):  # with links 0..j active: tau = (need + sum b a) / sum b
+            tau = (need + float((b[:j + 1] * a[:j + 1]).sum())) / float(b[:j + 1].sum())
+            if j + 1 == len(a) or tau <= a[j + 1]:
+                return max(tau, float(a[j]))
+        return math.inf
+
+
+class SyncSupply:
+    """Synchronous alpha-beta bandwidth time (Chan et al., CCPE 2007, Section 3): the bytes
+    crossing into ``S`` over all steps divided by the bandwidth into ``S`` (each step's
+    busiest link time is at least the step's bytes into ``S`` over the bandwidth into ``S``).
+    Demand in bytes; parameter in seconds."""
+
+    integral = False
+
+    def __init__(self, arcs: Arcs):
+        self.bw = arcs.bandwidth.astype(float)
+
+    def arc_supply(self, lam) -> np.ndarray:
+        """Bytes each pair carries in ``lam`` seconds of bandwidth time."""
+        return self.bw * float(lam)
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx``."""
+        return tuple(sorted(self.bw[idx].tolist()))
+
+    def smallest(self, idx: np.ndarray, need: float) -> float:
+        """``need / bandwidth into the set`` (inf if no link enters it)."""
+        if need <= 0:
+            return 0.0
+        if not len(idx):
+            return math.inf
+        return float(need) / float(self.bw[idx].sum())
+
+
+# ---- per-node bounds and the parametric min-cut ---------------------------------------------
+
+def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[float, str, int | None]:
+    """The cut bound for ``S = {v}`` (inbound) and ``S = V \\ {u}`` (outbound), best over nodes.
+
+    Returns ``(value, "inbound" | "outbound", node)``; ``(0, "inbound", None)`` when nothing
+    must move.
+    """
+    if not len(demand):
+        return 0, "inbound", None
+    pre, post = demand.pre, demand.post
+    n_pre, n_post = pre.sum(axis=1), post.sum(axis=1)
+    comb = demand.combining[:, None]
+    into = post & np.where(comb, (n_pre[:, None] - pre) > 0, ~pre)
+    out_of = np.where(comb, pre, pre & (n_pre[:, None] == 1)) & ((n_post[:, None] - post) > 0)
+    best_v = (0, "inbound", None)
+    for name, mask, ends in (("inbound", into, arcs.dst), ("outbound", out_of, arcs.src)):
+        need = weight @ mask
+        seen: dict = {}
+        for v in arcs.nodes[need[arcs.nodes] > 0].tolist():
+            idx = np.flatnonzero(ends == v)
+            key = (float(need[v]), supply.key(idx))
+            if key not in seen:
+                seen[key] = supply.smallest(idx, float(need[v]))
+            if seen[key] > best_v[0]:
+                best_v = (seen[key], name, v)
+    return best_v
+
+
+@dataclass
+class _Terms:
+    """A min-cut's terms (see :func:`_terms`): a constant, ``x_p`` weights ``linear[p]``,
+    ``[S misses {h}]`` weights ``single[h]``, ``[S misses H]`` weights ``multi[H]``."""
+
+    const: float
+    linear: np.ndarray
+    single: np.ndarray
+    multi: dict
+    exact: bool
+
+
+def _terms(demand: Demand, weight: np.ndarray, A_in: np.ndarray, A_out: np.ndarray) -> _Terms:
+    """The min-cut terms of every row for anchors ``A_in`` (in S) and ``A_out`` (not in S).
+
+    Each row's crossing indicator is replaced by a lower estimate that a cut can represent
+    (Kolmogorov and Zabih, TPAMI 2004, Section 3: submodular terms of up to three
+    variables): a constant, ``x_p`` (p in S), ``[S misses H]`` or ``x_p - [S meets H]``
+    (non-combining rows: the set must meet the row's targets and miss its holders; combining
+    rows: meet its targets and leave a contributor outside). ``exact`` says whether every
+    estimate equals its indicator on every anchored set.
+    """
+    pre, post, comb = demand.pre, demand.post, demand.combining
+    n = demand.pre.shape[1]
+    live = weight > 0
+    forced = (post & A_in).any(axis=1)
+    pre_in = (pre & A_in).any(axis=1)
+    pre_out = (pre & A_out).any(axis=1)
+    free_h, free_p = pre & ~A_out, post & ~A_out
+    nh, np_ = free_h.sum(axis=1), free_p.sum(axis=1)
+    p = np.argmax(free_p, axis=1)
+    h = np.argmax(free_h, axis=1)
+    # combining rows
+    c_const = live & comb & forced & pre_out
+    c_lin = live & comb & ~forced & (np_ > 0) & pre_out
+    c_loose = live & comb & ((forced & ~pre_out & ~(pre <= A_in).all(axis=1))
+                             | (~forced & (np_ > 0) & ~pre_out) | (c_lin & (np_ > 1)))
+    # non-combining rows
+    nc = live & ~comb & ~pre_in & (forced | (np_ > 0))
+    n_const = nc & forced & (nh == 0)
+    n_miss = nc & forced & (nh > 0)
+    n_lin = nc & ~forced & (nh == 0)
+    n_pair = nc & ~forced & (nh > 0) & (np_ == 1)  # x_p [S misses H] >= x_p - [S meets H]
+    n_loose = (n_lin & (np_ > 1)) | (nc & ~forced & (nh > 0))
+    lin = c_lin | n_lin | n_pair
+    linear = np.bincount(p[lin], weights=weight[lin], minlength=n)
+    miss = n_miss | n_pair
+    one = miss & (nh == 1)
+    single = np.bincount(h[one], weights=weight[one], minlength=n)
+    multi: dict = {}
+    for r in np.flatnonzero(miss & (nh > 1)).tolist():
+        H = tuple(np.flatnonzero(free_h[r]).tolist())
+        multi[H] = multi.get(H, 0.0) + float(weight[r])
+    const = float(weight[c_const | n_const].sum() - weight[n_pair].sum())
+    return _Terms(const, linear, single, multi, not bool((c_loose | n_loose).any()))
+
+
+def _best_set(arcs: Arcs, supply_w: np.ndarray, terms: _Terms, A_in, A_out) -> tuple[float, np.ndarray]:
+    """``max_S (estimated demand(S) - supply(S))`` over ``S`` with the anchors, by one min cut.
+
+    ``S`` is the sink side: an arc ``u -> v`` entering ``S`` is cut; ``x_p`` costs ``w`` when
+    ``p`` is outside ``S`` (edge ``p -> t``); ``[S misses H]`` costs ``w`` when some ``h`` of
+    ``H`` is in ``S`` (edge ``s -> a`` and ``a -> h`` uncuttable; ``s -> h`` for one ``h``).
+    Anchored nodes are merged into ``s`` (``A_out``) and ``t`` (``A_in``). Boykov and
+    Kolmogorov's max-flow (Boykov and Kolmogorov, TPAMI 2004) finds the cut. Returns
+    ``(the maximum, S)``.
+    """
+    name = {v: v for v in arcs.nodes.tolist()}
+    name.update({v: "s" for v in np.flatnonzero(A_out).tolist()})
+    name.update({v: "t" for v in np.flatnonzero(A_in).tolist()})
+    cap: dict = {}
+
+    def add(u, v, c):
+        if u == v or u == "t" or v == "s":
+            return  # inside one side, or from the sink side to the source side: never cut
+        cap[(u, v)] = cap.get((u, v), 0.0) + c
+
+    for u, v, c in zip(arcs.src.tolist(), arcs.dst.tolist(), supply_w.tolist()):
+        if c > 0:
+            add(name[u], name[v], c)
+    total = terms.const + float(terms.linear.sum()) + float(terms.single.sum())
+    for q in np.flatnonzero(terms.linear).tolist():
+        add(name[q], "t", float(terms.linear[q]))
+    for q in np.flatnonzero(terms.single).tolist():
+        add("s", name[q], float(terms.single[q]))
+    for i, (H, w) in enumerate(terms.multi.items()):
+        total += w
+        add("s", ("any", i), w)
+        for q in H:
+            add(("any", i), name[q], math.inf)
+    G = nx.DiGraph()
+    G.add_nodes_from(["s", "t"])
+    G.add_edges_from((u, v, {"capacity": c}) for (u, v), c in cap.items())
+    R = nx.algorithms.flow.boykov_kolmogorov(G, "s", "t")
+    source_side = R.graph["trees"][0]  # what s still reaches in the residual network
+    inside = A_in.copy()
+    inside[[x for x in G if isinstance(x, int) and x not in source_side]] = True
+    return total - R.graph["flow_value"], inside
+
+
+def _order(arcs: Arcs, demand: Demand, first: Iterable[int]) -> list[int]:
+    """Live nodes: ``first``, then nodes that need or hold something, then the rest."""
+    nodes = arcs.nodes.tolist()
+    live = set(nodes)
+    active = set(np.flatnonzero((demand.pre | demand.post).any(axis=0)).tolist())
+    return list(dict.fromkeys([v for v in first if v in live] + [v for v in nodes if v in active] + nodes))
+
+
+def _family(size: int, order: list[int], family: str):
+    """Anchor pairs ``(A_in, A_out)``: the i-th "in" anchor forces node i of ``order`` into
+    ``S`` and nodes ``0..i-1`` out (every non-empty ``S`` has a first node in the order); the
+    i-th "out" anchor forces node i out and ``0..i-1`` in (every ``S != V``)."""
+    for i, v in enumerate(order):
+        fixed, other = np.zeros(size, bool), np.zeros(size, bool)
+        fixed[v] = True
+        other[order[:i]] = True
+        yield (fixed, other) if family == "in" else (other, fixed)
+
+
+def _bisection(arcs: Arcs):
+    """Both halves of a Kernighan-Lin bisection (Kernighan and Lin, BSTJ 1970; networkx,
+    seeded) as "out" anchors."""
+    und = nx.Graph()
+    und.add_nodes_from(arcs.nodes.tolist())
+    und.add_edges_from(zip(arcs.src.tolist(), arcs.dst.tolist()))
+    for half in nx.algorithms.community.kernighan_lin_bisection(und, seed=0):
+        mask = np.zeros(arcs.size, bool)
+        mask[list(half)] = True
+        yield np.zeros(arcs.size, bool), mask
+
+
+def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: float, witness=None,
+               *, first: Iterable[int] = (), budget_s: float = CUT_BUDGET_S, inner: np.ndarray | None = None):
+    """The largest over node sets ``S`` of ``supply.smallest(arcs entering S, demand(S))``.
+
+    Parametric min-cut (Gallo et al., SIAM J. Computing 1989, Section 4, with Dinkelbach's
+    update, Dinkelbach, Management Science 1967): at the current value ``p`` one min cut per
+    anchor pair (:func:`_family`) finds the ``S`` maximising ``demand(S) - supply_p(S)``; if it is
+    positive, ``p`` jumps to that ``S``'s exact bound and the anchor is tried again. Supply
+    grows with ``p``, so an anchor with no violated set at ``p`` has none later: every set is
+    checked at a value no larger than the result. ``start`` (with its ``witness``) must
+    itself be a valid bound (the per-node bound, a special case).
+
+    Exactness: each row's crossing indicator is replaced by the estimate of :func:`_terms`,
+    never more than the indicator, and every found ``S`` is re-checked with its exact demand,
+    so the result is always a valid bound. One anchor family whose estimates are all exact
+    makes the search exact over all sets: the "in" family for allgather, broadcast, gather
+    and scatter, the "out" family for reduce and reduce_scatter (whatever the chunks per
+    node, failed nodes or participant subset); allreduce needs both families, whose exact
+    anchors (all but the first of each) cover every set. For all-to-all and mixed concurrent
+    collectives the search is a relaxation: both families plus a Kernighan-Lin bisection.
+
+    ``inner`` (arc lengths in the parameter's units): every set the search visits is also
+    credited with :func:`inner_distance`, the way its last chunk still has to go inside it.
+
+    Returns ``(value, witness S as a tuple of nodes or the start's witness, the inner
+    distance included in the value, None)`` or ``(None, None, 0, why)`` when the search
+    would exceed ``budget_s``.
+    """
+    t0 = time.perf_counter()
+    order = _order(arcs, demand, first)
+    guess = FLOW_S_PER_UNIT * len(arcs.src) * len(order) * len(order)
+    if guess > 2 * budget_s:
+        return None, None, 0, (f"about {len(order)} min cuts on {len(arcs.src)} links (estimated {guess:.3g} s) "
+                               f"would exceed the {budget_s:g} s budget")
+    p, wit, done = start, witness, 0
+    top, top_wit, top_extra = start, witness, 0
+    families = ("out", "in") if demand.combining.any() else ("in", "out")
+    for fam in families + ("bisection",):
+        anchors = _bisection(arcs) if fam == "bisection" else _family(arcs.size, order, fam)
+        if fam == "bisection" and not (len(order) >= 4 and (~demand.combining).any()):
+            break
+        exact = True
+        for A_in, A_out in anchors:
+            terms = _terms(demand, weight, A_in, A_out)
+            exact &= terms.exact
+            while True:
+                gain, inside = _best_set(arcs, supply.arc_supply(p), terms, A_in, A_out)
+                if gain <= (0.5 if supply.integral else TOL * max(1.0, float(weight.sum()))):
+                    break
+                need = float(weight[demand.crossing(inside)].sum())
+                q = supply.smallest(arcs.entering(inside), need)
+                if not q > p * (1 + (0 if supply.integral else TOL)):
+                    break
+                p, wit = q, tuple(np.flatnonzero(inside).tolist())
+                extra = 0 if inner is None else inner_distance(arcs, demand, inside, inner)
+                if q + extra > top:
+                    top, top_wit, top_extra = q + extra, wit, extra
+            done += 1
+            spent = time.perf_counter() - t0
+            if spent > budget_s or spent / done * len(order) > (2 if done >= 3 else 4) * budget_s:
+                return None, None, 0, (f"the min-cut search (about {len(order)} anchor sets per family) would "
+                                    f"exceed its {budget_s:g} s budget ({done} done in {spent:.3g} s)")
+        if exact and fam != "bisection":
+            break
+    return (top, top_wit, top_extra, None) if top > p else (p, wit, 0, None)
+
+
+def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.ndarray) -> float:
+    """How far, after crossing into ``S``, the last chunk to cross must still travel.
+
+    Some piece of the demand of ``S`` first crosses no earlier than the cut bound of ``S``
+    (before it the entering links have not carried all of it); every copy of it enters at a
+    head of an entering link no earlier, and still has to reach each node of ``S`` that needs
+    it. The piece is unknown, so this is the least over the crossing rows of the farthest
+    needing node of ``S`` from the nearest head (``length``-shortest paths in the whole
+    network). Adding it to the cut bound of ``S`` keeps a lower bound.
+    """
+    idx = arcs.entering(inside)
+    rows = np.flatnonzero(demand.crossing(inside))
+    if not len(idx) or not len(rows):
+        return 0
+    adj = sp.csr_matrix((length.astype(float), (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+    d = dijkstra(adj, directed=True, indices=np.unique(arcs.dst[idx]), min_only=True)
+    need = demand.post[rows] & inside[None, :] & np.where(demand.combining[rows][:, None], True, ~demand.pre[rows])
+    far = np.where(need, d[None, :], -np.inf).max(axis=1)
+    val = float(far.min())
+    return val if math.isfinite(val) else 0
+
+
+# ---- distances ------------------------------------------------------------------------------
+
+_PATHS: dict[str, np.ndarray] = {}
+
+
+def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """``arc_weight``-shortest path lengths ``[source, node]`` (scipy's Dijkstra; a breadth-first
+    search when every weight is 1), kept for the few weightings one instance's bounds reuse."""
+    w = np.asarray(arc_weight, dtype=float)
+    h = hashlib.sha1()
+    for a in (arcs.src, arcs.dst, w, np.asarray(sources)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    key = h.hexdigest()
+    if key not in _PATHS:
+        adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+        unit = bool(len(w)) and bool((w == 1).all())
+        if len(_PATHS) >= 2:
+            _PATHS.pop(next(iter(_PATHS)))
+        _PATHS[key] = dijkstra(adj, directed=True, indices=sources, unweighted=unit)
+    return _PATHS[key]
+
+
+def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float, tuple | None]:
+    """Largest over needed (chunk, node) of the ``arc_weight``-shortest path it must travel.
+
+    Non-combining: from its nearest holder; combining: from its farthest contributor (the
+    result needs every contribution). Returns ``(value, (from, to))``; ``(0, None)`` when
+    nothing must move and ``(inf, pair)`` when a needed chunk cannot reach its node.
+    """
+    if not len(demand):
+        return 0.0, None
+    srcs = np.flatnonzero(demand.pre.any(axis=0))
+    D = shortest_paths(arcs, arc_weight, srcs)
+    row_of = np.full(arcs.size, -1)
+    row_of[srcs] = np.arange(len(srcs))
+    best, pair = 0.0, None
+    for r in range(len(demand)):
+        H = np.flatnonzero(demand.pre[r])
+        P = np.flatnonzero(demand.post[r] if demand.combining[r] else demand.post[r] & ~demand.pre[r])
+        sub = D[np.ix_(row_of[H], P)]
+        far = sub.max(axis=0) if demand.combining[r] else sub.min(axis=0)
+        j = int(np.argmax(far))
+        if far[j] > best:
+            i = int(np.argmax(sub[:, j]) if demand.combining[r] else np.argmin(sub[:, j]))
+            best, pair = float(far[j]), (int(H[i]), int(P[j]))
+    return best, pair
+
+
+def _distance_bound(model: str, arcs: Arcs, demand: Demand, arc_weight: np.ndarray, scale: float = 1.0) -> Bound:
+    d, pair = distance(arcs, demand, arc_weight)
+    if not math.isfinite(d):
+        return not_computed(model, "distance", f"node {pair[1]} cannot be reached from {pair[0]}")
+    value = int(round(d)) if model in ("timesteps", "steps") else d * scale
+    return Bound(value, UNITS[model], model, "distance", None if pair is None else f"{pair[0]}->{pair[1]}")
+
+
+def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
+    """Per row: the least total ``arc_weight`` its chunk's copies (or partial sums) spend on links.
+
+    Non-combining: every node that needs the chunk receives it over one of its in-links, and
+    the farthest of them is a path away from the nearest holder; combining: every contributor
+    that does not need the result sends over one of its out-links, every target with a
+    contributor elsewhere receives over one of its in-links, and the farthest contributor is
+    a path away. The largest of these (per chunk).
+    """
+    if not len(demand):
+        return np.zeros(0)
+    n = arcs.size
+    w = arc_weight.astype(float)
+    min_in = np.full(n, np.inf)
+    np.minimum.at(min_in, arcs.dst, w)
+    min_out = np.full(n, np.inf)
+    np.minimum.at(min_out, arcs.src, w)
+    srcs = np.flatnonzero(demand.pre.any(axis=0))
+    D = shortest_paths(arcs, w, srcs)
+    row_of = np.full(n, -1)
+    row_of[srcs] = np.arange(len(srcs))
+    out = np.zeros(len(demand))
+    for r in range(len(demand)):
+        pre, post = demand.pre[r], demand.post[r]
+        H = np.flatnonzero(pre)
+        if demand.combining[r]:
+            P = np.flatnonzero(post)
+            fed = post & ((pre.sum() - pre) > 0)  # targets with a contributor elsewhere
+            spread = max(float(min_out[pre & ~post].sum()), float(min_in[fed].sum()))
+            far = float(D[np.ix_(row_of[H], P)].max())
+        else:
+            P = np.flatnonzero(post & ~pre)
+            spread = float(min_in[P].sum())
+            far = float(D[np.ix_(row_of[H], P)].min(axis=0).max())
+        out[r] = max(spread, far)
+    return out
+
+
+def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
+                  occupancy: np.ndarray | None = None) -> Bound:
+    """Every link at once (the set of all links): the demand times the links each chunk must
+    cross (:func:`crossings`, one per hop) against what all links deliver; for TEN timesteps
+    also the link-timesteps the chunks occupy (``occupancy``: delays) against ``T`` times the
+    parallel links."""
+    hops = crossings(arcs, demand, np.ones(len(arcs.src)))
+    need = float((weight * hops).sum())
+    if not math.isfinite(need):
+        return not_computed(model, "volume", "a needed chunk cannot reach its node")
+    value = supply.smallest(np.arange(len(arcs.src)), need)
+    if occupancy is not None:
+        busy = float((demand.count * crossings(arcs, demand, occupancy)).sum())
+        value = max(value, int(math.ceil(busy / float(arcs.cap.sum()) - TOL)))
+    return Bound(convert(value), UNITS[model], model, "volume", "all links")
+
+
+def _alpha_weights(arcs: Arcs) -> tuple[np.ndarray, float]:
+    """Arc latencies as Dijkstra weights (zero latencies become a tiny positive weight so
+    the arc stays an edge) and the slack to subtract from a path's length."""
+    tiny = 1e-300
+    return np.maximum(arcs.alpha, tiny), tiny * max(1, arcs.size)
+
+
+# ---- the bounds of an instance ---------------------------------------------------------------
+
+class Bounds:
+    """The best bound of every model for one instance, and every argument tried (``parts``).
+
+    Each model is computed on first use (a caller that needs only TEN timesteps pays for
+    nothing else). ``timestep_s`` is the TEN's timestep (what ``timesteps`` counts),
+    ``ten_timestep_s`` the TEN cost model's (what the ``ten`` seconds are multiples of).
+    """
+
+    def __init__(self, instance: Instance, timestep: float | None, budget_s: float,
+                 ten_timestep: float | None = None):
+        self.instance, self.timestep, self.budget_s = instance, timestep, budget_s
+        self.ten_timestep = ten_timestep
+        self._parts: dict[str, tuple[Bound, ...]] = {}
+        self.timestep_s: float | None = None
+        self.ten_timestep_s: float | None = None
+
+    @cached_property
+    def _arcs_demand(self) -> tuple[Arcs, Demand]:
+        return arcs_of(self.instance.topology), demand_of(self.instance)
+
+    def _get(self, name: str) -> tuple[Bound, ...]:
+        if name not in self._parts:
+            arcs, demand = self._arcs_demand
+            if name == "timesteps":
+                parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s)
+                self._parts[name] = tuple(parts)
+            elif name == "ten":
+                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s, self.ten_timestep)
+                self._parts[name] = tuple(parts)
+            elif name in ("event", "sync_latency", "sync_bandwidth"):
+                event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
+                self._parts.update(event=tuple(event), sync_latency=tuple(lat), sync_bandwidth=tuple(bw))
+            elif name == "steps":
+                self._parts[name] = (_distance_bound("steps", arcs, demand, np.ones(len(arcs.src))),)
+            else:
+                raise KeyError(name)
+        return self._parts[name]
+
+    @property
+    def timesteps(self) -> Bound:
+        """TEN timesteps of capacity-respecting schedules."""
+        return best(self._get("timesteps"), "timesteps")
+
+    @property
+    def ten(self) -> Bound:
+        """Seconds under the TEN cost model."""
+        return best(self._get("ten"), "ten")
+
+    @property
+    def event(self) -> Bound:
+        """Seconds under the event simulation."""
+        return best(self._get("event"), "event")
+
+    @property
+    def sync(self) -> Bound:
+        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound."""
+        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
+
+    @property
+    def steps(self) -> Bound:
+        """Steps (hop distance) of schedules sent on links."""
+        return self._get("steps")[0]
+
+    @property
+    def parts(self) -> dict[str, tuple[Bound, ...]]:
+        """Every argument tried, per model (``sync_latency`` and ``sync_bandwidth`` for sync)."""
+        for name in ("timesteps", "ten", "event", "steps"):
+            self._get(name)
+        return dict(self._parts)
+
+    def of(self, model: str) -> Bound:
+        """The best bound of ``model`` (one of :data:`MODELS` or ``steps``)."""
+        return getattr(self, model)
+
+    def part(self, name: str, source: str | None = None) -> Bound:
+        """The best of the parts ``name`` (a model, ``sync_latency`` or ``sync_bandwidth``),
+        or of those with ``source`` (e.g. ``inbound``)."""
+        parts = [b for b in self._get(name) if source is None or b.source == source]
+        return best(parts, name if name in MODELS else "sync")
+
+    def as_dict(self) -> dict:
+        """Plain JSON: the best bound per model and every part."""
+        return {"best": {m: self.of(m).as_dict() for m in MODELS + ("steps",)},
+                "parts": {m: [b.as_dict() for b in bs] for m, bs in self.parts.items()},
+                "timestep_s": self.timestep_s, "ten_timestep_s": self.ten_timestep_s}
+
+
+def _roots(instance: Instance) -> list[int]:
+    return [c.root for c in instance.collectives if c.root is not None]
+
+
+def _cut_parts(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, first,
+               budget_s: float, convert=lambda p: p, inner: np.ndarray | None = None) -> list[Bound]:
+    """The per-node bound and the cut bound of one model (values through ``convert``;
+    ``inner``: arc lengths for :func:`inner_distance`)."""
+    units = UNITS[model]
+    v, name, node = per_node(arcs, demand, weight, supply)
+    if not math.isfinite(v):
+        return [not_computed(model, name, f"nothing enters the set of node {node}")]
+    out = [Bound(convert(v), units, model, name, None if node is None else f"v={node}")]
+    p, wit, extra, why = cut_search(arcs, demand, weight, supply, v, None, first=first, budget_s=budget_s,
+                                    inner=inner)
+    if why is not None:
+        return out + [not_computed(model, "cut", why)]
+    if wit is not None and p > v:
+        note = f"{convert(p - extra)} to cross into S, then {convert(extra)} inside it" if extra else ""
+        out.append(Bound(convert(p), units, model, "cut", wit, note))
+    return out
+
+
+def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
+                     budget_s) -> tuple[list[Bound], float | None]:
+    """Distance (per collective, its delays), per-node and cut bounds in TEN timesteps."""
+    try:
+        delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep)
+    except NotSupported as e:
+        return [not_computed("timesteps", "ten", str(e))], None
+    parts = []
+    for g in range(delay.shape[0]):
+        rows = np.flatnonzero(demand.group == g)
+        parts.append(_distance_bound("timesteps", arcs, demand.select(rows), delay[g]))
+    kmin = delay.min(axis=0)
+    first = _roots(instance)
+    supply = TimestepSupply(cap, kmin)
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int, kmin)
+    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin))
+    if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
+        for g in range(delay.shape[0]):
+            sub = demand.select(np.flatnonzero(demand.group == g))
+            parts += _cut_parts("timesteps", arcs, sub, sub.count.astype(float),
+                                TimestepSupply(cap, delay[g]), first, budget_s, int, delay[g])
+    return parts, f
+
+
+def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
+               timestep: float | None = None) -> tuple[list[Bound], float]:
+    """Bounds under the TEN cost model: timestep ``f`` of its pricing (``timestep``, else the
+    cheapest link's cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
+    cb = max(c.chunk_bytes for c in instance.collectives)
+    f = float(timestep) if timestep is not None else float(link_costs(instance.topology, cb).min())
+    kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
+    supply = PieceSupply(arcs, f, cb)
+    parts = [_distance_bound("ten", arcs, demand, kmin, f)]
+    parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
+    parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
+    return parts, f
+
+
+def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tuple[list, list, Bound]:
+    """Event-model parts and the sync model's latency and bandwidth parts."""
+    w, slack = _alpha_weights(arcs)
+    lat = _distance_bound("event", arcs, demand, w)
+    if lat.computed:
+        lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
+    first = _roots(instance)
+    event = [lat] + _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
+                               inner=np.maximum(arcs.alpha, 0.0))
+    event.append(_volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs)))
+    sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
+    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
+    sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
+    return event, [sync_lat], sync_bw
+
+
+def _sync_total(latency: Bound, bandwidth: Bound) -> Bound:
+    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``."""
+    if not (latency.computed and bandwidth.computed):
+        return Bound(None, "s", "sync", "distance+bandwidth", None,
+                     f"not computed: latency {latency.note or 'ok'}; bandwidth {bandwidth.note or 'ok'}")
+    return Bound(latency.value + bandwidth.value, "s", "sync", f"distance+{bandwidth.source}", bandwidth.witness,
+                 f"latency {latency.value:.6g} s ({latency.label()}) + bandwidth {bandwidth.value:.6g} s "
+                 f"({bandwidth.label()})")
+
+
+def _fingerprint(instance: Instance, *extra) -> str:
+    la = instance.topology.link_arrays
+    h = hashlib.sha1()
+    for a in (la.src, la.dst, la.count, la.bandwidth, la.alpha):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr((instance.topology.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
+                                             for c in instance.collectives], extra)).encode())
+    return h.hexdigest()
+
+
+_CACHE: dict[str, Bounds] = {}
+
+
+def instance_bounds(instance: Instance, *, timestep: float | None = None, budget_s: float = CUT_BUDGET_S,
+                    ten_timestep: float | None = None) -> Bounds:
+    """Every model's best lower bound for ``instance`` (each computed once per process and
+    instance, when first asked for).
+
+    ``timestep`` is the TEN timestep the ``timesteps`` bound counts in (default: the TEN's,
+    the cheapest link cost), ``ten_timestep`` the one the TEN cost model prices in (default:
+    its own, the cheapest link cost for the largest chunk; an instance's epoch); ``budget_s`` the time each model's min-cut search may take (a
+    search that would exceed it is reported as not computed, and the per-node and distance
+    bounds remain).
+    """
+    if timestep is not None:
+        sizes = [c.chunk_bytes for c in instance.collectives]
+        default = float(np.min([link_costs(instance.topology, b).min() for b in sizes]))
+        if abs(float(timestep) - default) <= 1e-12 * default:
+            timestep = None  # the TEN's own timestep: one cache entry
+    key = _fingerprint(instance, timestep, budget_s, ten_timestep)
+    if key not in _CACHE:
+        if len(_CACHE) >= 64:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = Bounds(instance, timestep, budget_s, ten_timestep)
+    return _CACHE[key]
+
+
+# ---- the TEN bound formulations and drivers start from ----------------------------------------
+
+def timesteps_bound(instance: Instance, state=None, timestep: float | None = None,
+                    budget_s: float = CUT_BUDGET_S) -> Bound:
+    """The ``timesteps`` bound, from the start or (``state``: holdings ``[chunk, node]`` of the
+    TEN model's direction, the dual for combining collectives) from an intermediate state.
+
+    From a state the TEN model's own data is used: combining collectives are bounded through
+    their dual on the transposed topology (time reversed), as the TEN formulations solve them.
+    Raises :class:`~collsynth.tens.ten.NotSupported` when the instance has no TEN.
+    """
+    if state is None:
+        b = instance_bounds(instance, timestep=timestep, budget_s=budget_s).timesteps
+        if not b.computed:
+            raise NotSupported(b.note)
+        return b
+    data = prepare(instance, 1, state, timestep)
+    topo = data.instance.topology
+    arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
+                np.asarray(topo.nodes, np.int64), topo.size)
+    demand = _demand_of_ten(data)
+    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
+             for g in range(data.delay.shape[0])]
+    kmin = data.delay.min(axis=0)
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), TimestepSupply(data.capacity, kmin),
+                        _roots(data.instance), budget_s, int, kmin)
+    b = best(parts, "timesteps")
+    if not b.computed:
+        raise NotSupported(b.note)
+    return b
+
+
+def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """TEN timesteps no capacity-respecting schedule can beat (:func:`timesteps_bound`: the
+    largest of the delay-weighted distance, per-node, volume and cut bounds), as the TEN
+    formulations start from it: :class:`~collsynth.tens.ten.NotSupported` when one TEN model
+    cannot express the instance (allreduce, combining mixed with non-combining collectives)."""
+    dual_instance(instance)
+    return int(timesteps_bound(instance, state, timestep).value)
+
+
+def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
+    """Delay-weighted distance from the nearest holder to the farthest node needing a chunk
+    (TEN timesteps; the only bound that holds when link capacity is ignored)."""
+    data = prepare(instance, 1, state, timestep)
+    topo = data.instance.topology
+    arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
+                np.asarray(topo.nodes, np.int64), topo.size)
+    demand = _demand_of_ten(data)
+    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
+             for g in range(data.delay.shape[0])]
+    b = best(parts, "timesteps")
+    if not b.computed:
+        raise NotSupported(b.note.replace("not computed: ", "") or "some required chunk cannot reach its destination")
+    return int(b.value)
+
+
+# ---- which schedules the timesteps bound applies to ------------------------------------------
+
+def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: float | None = None) -> bool:
+    """Whether ``schedule``'s steps are TEN timesteps in which it respects link capacity.
+
+    Every send must be on a link (``routing == "links"``) and start at timestep 1 or later;
+    a send of chunk fraction ``x`` arriving at step ``t`` over pair ``l`` occupies ``l`` in
+    timesteps ``t - k + 1 .. t`` (``k``: its collective's delay on ``l``, :func:`link_delays`)
+    and the fractions occupying a pair in any timestep add up to at most its parallel links.
+    These are the schedules the ``timesteps`` bound bounds.
+    """
+    if schedule.routing != "links":
+        return False
+    if not len(schedule):
+        return True
+    try:
+        delay, cap, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep)
+    except NotSupported:
+        return False
+    la = instance.topology.link_arrays
+    pair = la.lookup(schedule.src, schedule.dst)
+    if (pair < 0).any():
+        return False
+    offs = np.asarray(instance.chunk_offsets)
+    group = np.searchsorted(offs, schedule.chunk, side="right") - 1
+    k = delay[group, pair]
+    start = schedule.step - k + 1
+    if (start < 1).any():
+        return False
+    frac = (schedule.hi - schedule.lo).astype(np.int64)
+    reps = k.astype(np.int64)
+    idx = np.repeat(np.arange(len(schedule)), reps)
+    t = np.repeat(start, reps) + (np.arange(len(idx)) - np.repeat(np.cumsum(reps) - reps, reps))
+    T = int(schedule.step.max()) + 1
+    load = np.bincount(pair[idx] * T + t, weights=frac[idx].astype(float), minlength=len(la) * T)
+    limit = np.repeat(cap, T) * schedule.denom
+    return bool((load <= limit + 0.5).all())
