@@ -211,6 +211,36 @@ def _parse_graphml(text: str, where: str) -> dict:
 
 
 def _parse_csv(text: str, where: str) -> dict:
+    settings, edge_rows = _csv_lines(text, where)
+    failed_links = _csv_failed_links(settings, where)
+    nodes_count = _csv_setting(settings, "nodes", where, str.isdigit, "a node count", int)
+    directed = _csv_setting(settings, "directed", where, lambda v: v.lower() in ("true", "false"),
+                            "true or false", lambda v: v.lower() == "true")
+    switches, failed = set(_csv_ids(settings, "switches", where)), set(_csv_ids(settings, "failed_nodes", where))
+    node_ids: set[int] = set(switches | failed)
+    for src, dst, _, field in edge_rows:
+        for col, val in (("src", src), ("dst", dst)):
+            if not val.isdigit():
+                raise InputError(f"{where}: {field}", f"{col}: expected a node id (integer >= 0), got {val!r}")
+            node_ids.add(int(val))
+    size = max(node_ids, default=-1) + 1
+    if nodes_count is not None:
+        if nodes_count < size:
+            raise InputError(f"{where}: line {settings['nodes'][0]}", f"nodes: {nodes_count} is less than the largest id + 1 ({size})")
+        size = nodes_count
+    return {
+        "nodes": [(n, {"switch": n in switches, "failed": n in failed}, f"node {n}") for n in range(size)],
+        "edges": [(int(s), int(d), a, f) for s, d, a, f in edge_rows],
+        "directed": True if directed is None else directed,
+        "declared": "directed" in settings,
+        "name": settings.get("name", (0, ""))[1],
+        "failed_links": failed_links,
+        "meta": {},
+    }
+
+
+def _csv_lines(text: str, where: str) -> tuple[dict[str, tuple[int, str]], list]:
+    """The ``# key = value`` settings (with their line numbers) and the link rows of a CSV file."""
     header = None
     settings: dict[str, tuple[int, str]] = {}
     edge_rows = []
@@ -239,61 +269,44 @@ def _parse_csv(text: str, where: str) -> dict:
         edge_rows.append((row["src"], row["dst"], attrs, f"line {lineno}"))
     if header is None:
         raise InputError(where, "expected a header line 'src,dst,bandwidth,alpha' and one link per row")
+    return settings, edge_rows
 
-    def ids(key: str) -> list[int]:
-        if key not in settings:
-            return []
-        lineno, value = settings[key]
-        try:
-            return [int(x) for x in value.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise InputError(f"{where}: line {lineno}", f"{key}: expected comma-separated node ids, got {value!r}") from None
 
-    failed_links = []
-    if "failed_links" in settings:
-        lineno, value = settings["failed_links"]
-        for pair in value.replace(" ", "").split(","):
-            if not pair:
-                continue
-            u, sep, v = pair.partition("-")
-            if not sep or not u.isdigit() or not v.isdigit():
-                raise InputError(f"{where}: line {lineno}", f"failed_links: expected u-v pairs, got {pair!r}")
-            failed_links.append([int(u), int(v)])
-    nodes_count = None
-    if "nodes" in settings:
-        lineno, value = settings["nodes"]
-        if not value.isdigit():
-            raise InputError(f"{where}: line {lineno}", f"nodes: expected a node count, got {value!r}")
-        nodes_count = int(value)
-    directed = True
-    if "directed" in settings:
-        lineno, value = settings["directed"]
-        if value.lower() not in ("true", "false"):
-            raise InputError(f"{where}: line {lineno}", f"directed: expected true or false, got {value!r}")
-        directed = value.lower() == "true"
-    switches, failed = set(ids("switches")), set(ids("failed_nodes"))
-    node_ids: set[int] = set(switches | failed)
-    for src, dst, _, field in edge_rows:
-        for col, val in (("src", src), ("dst", dst)):
-            if not val.isdigit():
-                raise InputError(f"{where}: {field}", f"{col}: expected a node id (integer >= 0), got {val!r}")
-            node_ids.add(int(val))
-    size = max(node_ids, default=-1) + 1
-    if nodes_count is not None:
-        if nodes_count < size:
-            raise InputError(f"{where}: line {settings['nodes'][0]}", f"nodes: {nodes_count} is less than the largest id + 1 ({size})")
-        size = nodes_count
-    node_rows = [(n, {"switch": n in switches, "failed": n in failed}, f"node {n}") for n in range(size)]
-    edge_rows = [(int(s), int(d), a, f) for s, d, a, f in edge_rows]
-    return {
-        "nodes": node_rows,
-        "edges": edge_rows,
-        "directed": directed,
-        "declared": "directed" in settings,
-        "name": settings.get("name", (0, ""))[1],
-        "failed_links": failed_links,
-        "meta": {},
-    }
+def _csv_setting(settings: dict, key: str, where: str, valid, expected: str, convert):
+    """``convert(value)`` of setting ``key``, None when absent; a one-line error when not ``valid``."""
+    if key not in settings:
+        return None
+    lineno, value = settings[key]
+    if not valid(value):
+        raise InputError(f"{where}: line {lineno}", f"{key}: expected {expected}, got {value!r}")
+    return convert(value)
+
+
+def _csv_ids(settings: dict, key: str, where: str) -> list[int]:
+    """The comma-separated node ids of setting ``key`` (empty when absent)."""
+    if key not in settings:
+        return []
+    lineno, value = settings[key]
+    try:
+        return [int(x) for x in value.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise InputError(f"{where}: line {lineno}", f"{key}: expected comma-separated node ids, got {value!r}") from None
+
+
+def _csv_failed_links(settings: dict, where: str) -> list[list[int]]:
+    """The ``u-v`` pairs of the ``failed_links`` setting."""
+    if "failed_links" not in settings:
+        return []
+    lineno, value = settings["failed_links"]
+    pairs = []
+    for pair in value.replace(" ", "").split(","):
+        if not pair:
+            continue
+        u, sep, v = pair.partition("-")
+        if not sep or not u.isdigit() or not v.isdigit():
+            raise InputError(f"{where}: line {lineno}", f"failed_links: expected u-v pairs, got {pair!r}")
+        pairs.append([int(u), int(v)])
+    return pairs
 
 
 def _assemble(parts: dict, where: str) -> Topology:
