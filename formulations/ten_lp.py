@@ -41,7 +41,8 @@ from fractions import Fraction
 import numpy as np
 import pyomo.environ as pe
 
-from ..tens.schedule import Schedule, from_arrays, merge
+from ..tens import ten
+from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
 from ..tens.ten import NotSupported, TenData
 from . import ten_ilp, ten_model
@@ -319,10 +320,7 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
         cover[c, pick] += 1
         for tau in span:
             used[(l, tau)] = used.get((l, tau), 0) + n
-        w.chunk.append(c)
-        w.pair.append(l)
-        w.step.append(t)
-        w.atoms.append(pick)
+        _record(w, c, l, t, pick)
     _trim(w)
     w.held = _held(w)
     return w
@@ -387,10 +385,7 @@ def extend(w: Walk, rows: np.ndarray) -> Walk:
         if not len(pick):
             continue
         arr[pick] = t
-        w.chunk.append(c)
-        w.pair.append(l)
-        w.step.append(t)
-        w.atoms.append(pick)
+        _record(w, c, l, t, pick)
     w.held = _held(w)
     return w
 
@@ -423,10 +418,7 @@ def repair(w: Walk) -> Walk:
             pick = M[arr[M] == _NEVER]
             arr[pick] = a
             _occupy(used, l, a, int(data.delay[data.group[c], l]), len(pick))
-            w.chunk.append(c)
-            w.pair.append(l)
-            w.step.append(a)
-            w.atoms.append(pick)
+            _record(w, c, l, a, pick)
     w.held = _held(w)
     return w
 
@@ -494,6 +486,14 @@ def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs
     return path[::-1]
 
 
+def _record(w: Walk, chunk: int, pair: int, step: int, atoms: np.ndarray) -> None:
+    """Append one send of ``atoms`` of ``chunk`` over ``pair`` arriving at ``step`` to the walk."""
+    w.chunk.append(chunk)
+    w.pair.append(pair)
+    w.step.append(step)
+    w.atoms.append(atoms)
+
+
 def _runs(atoms: np.ndarray) -> list[tuple[int, int]]:
     """Contiguous runs ``[lo, hi)`` of sorted atom indices."""
     if not len(atoms):
@@ -517,28 +517,10 @@ def to_schedule(w: Walk) -> Schedule:
             t.append(ti)
             lo.append(a0)
             hi.append(a1)
-    c, l, t = (np.asarray(x, np.int64) for x in (c, l, t))
     lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
-    src, dst = data.src[l], data.dst[l]
-    if data.reversed and len(t):
-        k = data.delay[data.group[c], l]
-        T = int(t.max())
-        src, dst, t = dst, src, T + k - t
     g = np.gcd.reduce(np.concatenate([lo, hi, [w.denom]])) if len(lo) else w.denom
-    denom = w.denom // g
-    lo, hi = lo // g, hi // g
-    inst = data.original
-    parts = []
-    for grp, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
-        sel = data.group[c] == grp
-        parts.append(from_arrays(
-            coll.kind, inst.topology.size, coll.num_chunks,
-            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel], lo=lo[sel], hi=hi[sel],
-            denom=denom, meta={"producer": NAME, "timestep_s": data.timestep},
-        ))
-    if len(parts) == 1:
-        return parts[0]
-    return merge(parts, inst.chunk_offsets)
+    rows = np.asarray([c, l, t], np.int64).T
+    return ten.schedule_from_rows(data, rows, NAME, pieces=(lo // g, hi // g, w.denom // g))
 
 
 def extract(model) -> Schedule:

@@ -236,16 +236,22 @@ def family_modules() -> tuple[str, ...]:
     return FAMILY_MODULES + tuple(extra)
 
 
+def import_if_present(name: str):
+    """The module ``name``, or None when that module itself is absent (an optional family or
+    command); an import error inside it is raised, never hidden."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name == name:
+            return None
+        raise
+
+
 def producers() -> dict[str, Producer]:
     """Every installed producer by name (families whose module is absent are skipped)."""
     out: dict[str, Producer] = {}
     for name in family_modules():
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:
-                continue
-            raise
+        module = import_if_present(name)
         for p in getattr(module, "PRODUCERS", ()):
             if p.name in out:
                 raise RuntimeError(f"producer {p.name!r} registered twice ({name})")

@@ -43,18 +43,7 @@ def counting_order(key, num_keys):
     ``order`` (int32) lists the indices by key, equal keys in index order; the indices with key
     ``k`` are ``order[starts[k]:starts[k + 1]]``.
     """
-    starts = np.zeros(num_keys + 1, np.int64)
-    for i in range(len(key)):
-        starts[key[i] + 1] += 1
-    for k in range(num_keys):
-        starts[k + 1] += starts[k]
-    fill = starts[:-1].copy()
-    order = np.empty(len(key), np.int32)
-    for i in range(len(key)):
-        k = key[i]
-        order[fill[k]] = i
-        fill[k] += 1
-    return order, starts
+    return counting_order_of(key, num_keys, np.arange(len(key)))
 
 
 @njit(cache=True, nogil=True)

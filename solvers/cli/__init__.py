@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import os
 import platform
@@ -32,6 +31,7 @@ from typing import Sequence
 
 from ... import InputError, __version__
 from ...limits import MEMORY_ENV, set_memory_budget
+from ..producers import import_if_present
 
 COMMAND_MODULES = (
     "collsynth.solvers.cli.commands.instances",  # topologies, topology, instance
@@ -72,13 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:
-                continue
-            raise
-        module.register(sub)
+        module = import_if_present(name)
+        if module is not None:
+            module.register(sub)
     for command in sub.choices.values():
         command.add_argument("--json", action="store_true", help=JSON_HELP)
         command.add_argument("--max-memory", metavar="SIZE", default=None,
