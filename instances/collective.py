@@ -1,6 +1,6 @@
 """Collectives: who holds which chunk before, who must hold it after.
 
-Eight kinds (design "core data model"): ``broadcast``, ``reduce``, ``scatter``, ``gather``,
+Eight kinds (``docs/instances.md``): ``broadcast``, ``reduce``, ``scatter``, ``gather``,
 ``allgather``, ``reduce_scatter``, ``allreduce``, ``alltoall``. A collective runs over a set of
 live ranks (node ids of a topology); chunk ids follow the schedule-file contract, with ``c``
 chunks per shard and ``S`` node ids (``topology.size``):

@@ -1,6 +1,6 @@
 """Instance: a topology, one or more collectives on it, and what is expected of a solution.
 
-Instances are read from TOML files (design "Contracts: instance files")::
+Instances are read from TOML files (``docs/instances.md``)::
 
     name = "mesh4x4-failed-allgather"
     suites = ["quick"]                # optional: which corpus suites list it

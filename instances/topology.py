@@ -244,7 +244,7 @@ class Topology:
         )
 
     def summary(self) -> dict:
-        """The `collsynth topology --json` fields (design contract)."""
+        """The `collsynth topology --json` fields (``docs/topology-files.md``)."""
         lo_i, hi_i = self.in_degree_range
         lo_o, hi_o = self.out_degree_range
         return {

@@ -48,7 +48,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
 def optimality(df: pd.DataFrame) -> pd.DataFrame:
     """Per instance: lower bound, best verified time, and each method's time and ratio to the bound.
 
-    Time is the synchronous alpha-beta price (design "Pricing" 1) of the stored verified
+    Time is the synchronous alpha-beta price (``docs/cost-models.md``) of the stored verified
     schedule; the best of a method's seeds counts. Deterministic columns only.
     """
     ok = df[df["verified"]].copy()

@@ -3,7 +3,7 @@
 Layout of a store folder (default ``results/store``)::
 
     runs.sqlite          one row per run (table ``runs``)
-    schedules/<id>.json  the verified schedule of a run (design "Schedule files")
+    schedules/<id>.json  the verified schedule of a run (``docs/schedules.md``)
 
 Every run is committed on its own transaction the moment it finishes (SQLite in WAL mode;
 the schedule file is written to a temporary name and renamed first), so a batch killed at any

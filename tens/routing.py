@@ -1,4 +1,4 @@
-"""Routes: the directed link pairs every send of a schedule crosses (design "Pricing").
+"""Routes: the directed link pairs every send of a schedule crosses (``docs/cost-models.md``).
 
 A send over a live link uses that link's pair. A send of a ``routing == "shortest-path"``
 schedule between non-adjacent nodes (Swing, recursive doubling on a torus) follows one fixed

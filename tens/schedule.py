@@ -1,6 +1,6 @@
 """Schedules: who sends which piece of which chunk over which link in which step.
 
-A schedule is columnar data (design "Scale"): numpy columns ``chunk, lo, hi, src, dst, step,
+A schedule is columnar data (``docs/schedules.md``): numpy columns ``chunk, lo, hi, src, dst, step,
 op`` where the piece ``[lo/denom, hi/denom)`` of chunk ``chunk`` moves over ``src -> dst`` in
 comm step ``step`` (steps start at 1). ``denom`` is one shared denominator, so piece bounds are
 exact rationals kept as integers; whole-chunk schedules have ``denom == 1``.
@@ -212,7 +212,7 @@ def from_sends(
     )
 
 
-# ---- JSON (design "Schedule files") ---------------------------------------------------------
+# ---- JSON (docs/schedules.md) ------------------------------------------------------------------
 
 def _frac_str(num: int, denom: int) -> str:
     f = Fraction(num, denom)

@@ -5,7 +5,7 @@ and limits (time, relative gap, threads, seed) and returns a :class:`SolveResult
 ``optimal`` / ``feasible`` (a limit was hit, the incumbent is kept) / ``infeasible`` /
 ``no-solution`` / ``error`` / ``skipped`` (licence limit, solver not installed, wrong model
 class). Whenever a solution exists its values are loaded into the Pyomo model, so a
-formulation's ``extract(model)`` reads them directly (design "Solvers and drivers").
+formulation's ``extract(model)`` reads them directly (``formulations/__init__.py``).
 
 Backends:
 

@@ -1,4 +1,4 @@
-"""The ``collsynth`` command line (design "Contracts: command line").
+"""The ``collsynth`` command line (``collsynth --help``; README.md).
 
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Errors go to
 stderr as one line ``error: <where>: <what>`` with exit code 2 for bad input

@@ -1,4 +1,4 @@
-"""``collsynth finder`` (design "Contracts: command line"; Zhao et al., NSDI 2025, Section 5.4).
+"""``collsynth finder`` (Zhao et al., NSDI 2025, Section 5.4).
 
 - ``collsynth finder --nodes N --degree D [--alpha A --bandwidth B --message M ...] [--confirm]``:
   the Pareto frontier of (T_L, T_B) over base topologies and expansions (T_B in units of M/B),

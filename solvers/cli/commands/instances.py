@@ -1,4 +1,4 @@
-"""``collsynth topologies``, ``collsynth topology`` and ``collsynth instance`` (design "Contracts").
+"""``collsynth topologies``, ``collsynth topology`` and ``collsynth instance`` (``docs/instances.md``, ``docs/topology-files.md``).
 
 - ``collsynth topologies [--json]``: every generator, its one-line summary, parameters
   (type, default, required) and full docstring.

@@ -1,4 +1,4 @@
-"""``collsynth verify``, ``collsynth price`` and ``collsynth export`` (design "Command line").
+"""``collsynth verify``, ``collsynth price`` and ``collsynth export`` (``docs/schedules.md``, ``docs/cost-models.md``).
 
 - ``verify SCHED.json INSTANCE.toml``: exit 0 and ``{"verified": true}``, or exit 1 with the
   first violation (send, step, reason).

@@ -1,4 +1,4 @@
-"""``collsynth producers`` and ``collsynth solve`` (design "Contracts: command line").
+"""``collsynth producers`` and ``collsynth solve`` (``docs/results.md``).
 
 - ``collsynth producers [--json]``: every producer (name, family, summary, whether
   ``--solver`` applies, drivers and the default one, its parameters with type, default and
