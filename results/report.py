@@ -146,9 +146,11 @@ def steps_table(df: pd.DataFrame) -> dict:
     st = render.steps_table(df)
     rest = [c for c in st.columns if c != "instance"]
     tips = {"lower_bound_steps": "no schedule can use fewer steps",
-            "lp_bound_timesteps": "TEN LP relaxation's lower bound on timesteps"}
+            "lp_bound_timesteps": "TEN LP relaxation's lower bound on timesteps",
+            "timesteps_bound_source": "the argument behind the timesteps bound"}
+    kinds = {c: "text" if c.endswith("_source") else "num" for c in rest}
     columns = [("instance", "open the instance page")] + [(c, tips.get(c, f"{c}: fewest steps")) for c in rest]
-    rows = [[cell(r["instance"], href=f"instances/{slug(r['instance'])}.html")] + [cell(r[c], "num") for c in rest]
+    rows = [[cell(r["instance"], href=f"instances/{slug(r['instance'])}.html")] + [cell(r[c], kinds[c]) for c in rest]
             for _, r in st.iterrows()]
     return table("steps", columns, rows,
                  "Fewest steps of each method (TEN timesteps for TEN and greedy producers, communication steps "

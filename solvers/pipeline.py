@@ -56,6 +56,8 @@ from .producers import Options, Outcome, Unsupported, check_params, get
 RESULT_FIELDS = schema.ROW_FIELDS
 ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer this much later
 STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
+BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
+BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
 TIME_OF = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
 
@@ -91,14 +93,18 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     stages: dict[str, float] = {}
     row["extra"] = {"stages_s": stages}
     timestep = _timestep(options)
+    bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
+    share = _bounds_share(deadline)
     try:
-        with _stage(deadline, "lower bounds", stages):
-            bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
-            row.update(lower_bound_s=bnds.sync.value, lower_bound_steps=bnds.steps.value,
-                       lower_bound_timesteps=bnds.timesteps.value, lower_bound_ten_s=bnds.ten.value,
-                       lower_bound_event_s=bnds.event.value)
+        with _stage(share, "lower bounds", stages):
+            bnds.sync, bnds.steps, bnds.timesteps, bnds.ten, bnds.event  # noqa: B018 - computed here, on the clock
     except TimeLimitReached as e:
-        return _timed_out(row, e, deadline, stages, "lower bounds"), None
+        if deadline.expired():
+            return _timed_out(row, e, deadline, stages, "lower bounds"), None
+        bnds = bnds.settled(f"the bounds' share of the time limit ran out after {stages['lower bounds']:.3g} s")
+    row.update(lower_bound_s=bnds.sync.value, lower_bound_steps=bnds.steps.value,
+               lower_bound_timesteps=bnds.timesteps.value, lower_bound_ten_s=bnds.ten.value,
+               lower_bound_event_s=bnds.event.value)
     outcome = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
     _record(row, prod, outcome)
     row["extra"]["bounds"] = _bounds_extra(bnds)
@@ -109,6 +115,15 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
     return row, kept
+
+
+def _bounds_share(deadline: Deadline) -> Deadline:
+    """The deadline of the bounds stage: :data:`BOUNDS_SHARE` of the run's limit (at least
+    :data:`BOUNDS_MIN_S`), so that the producer always gets the rest."""
+    if deadline.at is None:
+        return deadline
+    share = max(BOUNDS_MIN_S, BOUNDS_SHARE * deadline.limit)
+    return Deadline(min(deadline.at, time.monotonic() + share), deadline.limit)
 
 
 def _bounds_extra(bnds: Bounds) -> dict:
@@ -280,7 +295,8 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
     if units == "timesteps" and bounds.respects_ten_capacity(schedule, instance, timestep):
         ten_bounds = [bnds.timesteps]
         if outcome.extra.get("lp_bound") is not None:
-            ten_bounds.append(bounds.from_lp(outcome.extra["lp_bound"]))
+            ten_bounds.append(bounds.from_lp(outcome.extra["lp_bound"],
+                                             relaxation=outcome.extra.get("lp_bound_source") or "TEN LP"))
     ten_best = bounds.best(ten_bounds, "timesteps")
     if units == "timesteps" and ten_best.computed and steps:
         b = max(float(ten_best.value), float(outcome.bound or 0))

@@ -60,6 +60,7 @@ node set rather than to one node.
 from __future__ import annotations
 
 import hashlib
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -152,12 +153,12 @@ def best(bounds: Iterable[Bound], model: str) -> Bound:
     return next(b for b in have if b.value == top)
 
 
-def from_lp(value, note: str = "") -> Bound:
-    """The TEN LP relaxation's bound (timesteps; Won et al., TACOS, 2023, Section V-A relaxed)
-    as a record."""
+def from_lp(value, note: str = "", relaxation: str = "TEN LP") -> Bound:
+    """The bound of a TEN LP relaxation (timesteps; Won et al., TACOS, 2023, Section V-A
+    relaxed), named by ``relaxation`` (the producer that proved it), as a record."""
     if value is None:
         return not_computed("timesteps", "lp", note or "the LP search did not finish")
-    return Bound(int(value), "timesteps", "timesteps", "lp", "TEN LP", note)
+    return Bound(int(value), "timesteps", "timesteps", "lp", relaxation, note)
 
 
 # ---- what must cross into a node set --------------------------------------------------------
@@ -877,6 +878,16 @@ class Bounds:
         for name in ("timesteps", "ten", "event", "steps"):
             self._get(name)
         return dict(self._parts)
+
+    def settled(self, why: str) -> "Bounds":
+        """A copy whose models not computed yet are reported as not computed, ``why`` (a run
+        whose bounds stage ran out of time); this object keeps computing them when asked."""
+        out = copy.copy(self)
+        out._parts = dict(self._parts)
+        for name in ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth", "steps"):
+            model = "sync" if name.startswith("sync_") else name
+            out._parts.setdefault(name, (not_computed(model, "none", why),))
+        return out
 
     def of(self, model: str) -> Bound:
         """The best bound of ``model`` (one of :data:`MODELS` or ``steps``)."""

@@ -88,7 +88,7 @@ def test_corpus_lists_every_instance_suite_and_tag(capsys):
 def test_corpus_of_one_suite(capsys):
     code, data, _ = run(capsys, "corpus", "--suite", "file")
     in_file = [p.name for p in corpus_files() if "file" in tomllib.loads(p.read_text()).get("suites", [])]
-    assert code == 0 and sorted(e["file"] for e in data["instances"]) == sorted(in_file) and len(in_file) == 3
+    assert code == 0 and sorted(e["file"] for e in data["instances"]) == sorted(in_file) and len(in_file) >= 3
     code, out, err = run(capsys, "corpus", "--suite", "quik", as_json=False)
     assert code == 2 and out == "" and "did you mean 'quick'" in err and err.count("\n") == 1
 

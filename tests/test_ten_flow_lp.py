@@ -19,8 +19,10 @@ from collsynth.tens import bounds, ten, verify
 
 
 def relaxation_bound(module, instance, **params) -> int:
-    """Smallest horizon whose relaxation delivers everything (plain upward search)."""
-    h = max(1, bounds.lower_bound(instance))
+    """Smallest horizon whose relaxation delivers everything (plain upward search from the
+    distance bound, where every chunk can reach every node, so the relaxation's own bound and
+    not the cut bound a run would start from)."""
+    h = max(1, bounds.distance_bound(instance))
     while True:
         m = module.build(instance, h, **params)
         assert B.solve(m, "highs").status == "optimal"
@@ -75,17 +77,36 @@ def test_two_chassis_unit_delay_flow_bound_equals_ilp_optimum():
     assert relaxation_bound(ten_lp, inst) < 5
 
 
+def slow_joined_triangles():
+    """Two 3-GPU NVLink cliques (0-2, 3-5) joined by one link 0 <-> 3 of half the bandwidth
+    (delay 2); reduce-scatter on it: the combinatorial bound and the hold/sent LP both say 6,
+    the flow LP 7, the ILP optimum is 7 (a search over such cases found it)."""
+    fast = {"bandwidth": 100e9, "alpha": 0.0}
+    slow = {"bandwidth": 50e9, "alpha": 0.0}
+    edges = [(a, b, fast) for base in (0, 3) for a, b in itertools.permutations(range(base, base + 3), 2)]
+    edges += [(0, 3, slow), (3, 0, slow)]
+    return make_instance(from_edges(6, edges, name="triangles-slow2"), "reduce_scatter")
+
+
 def test_ilp_row_takes_the_stronger_bound_and_says_which():
-    inst = make_instance(two_chassis(1), "allgather")
-    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60, params={"horizon": 5}))
+    inst = slow_joined_triangles()
+    assert bounds.lower_bound(inst) == 6 and relaxation_bound(ten_lp, inst) == 6
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60))
     x = row["extra"]
-    assert row["verified"] and row["steps"] == 5 and row["status"] == "optimal"
-    assert x["lp_bounds"]["ten-lp"] == 4 and x["lp_bounds"]["ten-flow-lp"] == 5
-    assert x["lp_bound"] == 5 and x["lp_bound_source"] == "ten-flow-lp" and row["bound"] == 5
-    off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60,
-                                                   params={"horizon": 5, "flow_lp": False}))
-    assert off["extra"]["lp_bound"] == 4 and off["extra"]["lp_bound_source"] == "ten-lp"
-    assert "ten-flow-lp" not in off["extra"]["lp_bounds"]
+    assert row["verified"] and row["steps"] == 7 and row["status"] == "optimal"
+    assert x["lp_bounds"]["ten-lp"] == 6 and x["lp_bounds"]["ten-flow-lp"] == 7
+    assert x["lp_bound"] == 7 and x["lp_bound_source"] == "ten-flow-lp" and row["bound"] == 7
+    assert "ten-flow-lp" in row["bound_source"]
+    off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60, params={"flow_lp": False}))
+    assert off["extra"]["lp_bound"] == 6 and off["extra"]["lp_bound_source"] == "ten-lp"
+    assert "ten-flow-lp" not in off["extra"]["lp_bounds"] and off["status"] == "feasible"
+
+
+def test_the_flow_lp_is_not_searched_when_the_combinatorial_bound_is_met():
+    inst = make_instance(two_chassis(1), "allgather")  # the cut bound is 5 = the optimum
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60, params={"horizon": 5}))
+    assert row["status"] == "optimal" and row["steps"] == 5
+    assert row["extra"]["flow_lp_note"] == "not needed: the schedule meets the bound 5"
 
 
 # ---- size guard -------------------------------------------------------------------------------
@@ -98,11 +119,11 @@ def test_size_guard_refuses_and_never_reports_zero():
     assert n == built  # the estimate made before building is the model's variable count
     with pytest.raises(ten.NotSupported, match="over the budget of 100"):
         ten_flow_lp.build(inst, 5, max_variables=100)
-    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60,
-                                                   params={"horizon": 5, "max_variables": 100}))
+    row, _ = pipeline.run(slow_joined_triangles(), "ten-ilp", Options(driver="early-stop", time_limit=60,
+                                                                      params={"max_variables": 100}))
     x = row["extra"]
     assert x["lp_bounds"]["ten-flow-lp"] is None and "over the budget of 100" in x["flow_lp_note"]
-    assert x["lp_bound"] == 4 and x["lp_bound_source"] == "ten-lp"
+    assert x["lp_bound"] == 6 and x["lp_bound_source"] == "ten-lp" and row["status"] == "feasible"
     row, sched = pipeline.run(inst, "ten-flow-lp", Options(time_limit=60, params={"max_variables": 100}))
     assert sched is None and row["status"] == "skipped" and row["bound"] is None
     assert "over the budget" in row["message"]
