@@ -289,7 +289,7 @@ def check_topology(topo: Topology, where: str) -> None:
     """Reject a topology whose live NPUs cannot all reach each other."""
     if len(topo.npus) < 2:
         raise InputError(where, f"expected at least 2 live NPUs, got {len(topo.npus)}")
-    if topo.diameter < 0:
+    if not topo.reach_each_other(topo.npus):
         d = topo.distances
         ids = np.asarray(topo.npus)
         sub = d[np.ix_(ids, ids)]
@@ -342,6 +342,8 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
 
 def check_reachable(topology: Topology, coll: Collective, where: str) -> None:
     """Every participant must reach every other through live links (else the collective is impossible)."""
+    if topology.reach_each_other(coll.nodes):
+        return
     ids = np.asarray(coll.nodes)
     sub = topology.distances[np.ix_(ids, ids)]
     if (sub < 0).any():

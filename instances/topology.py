@@ -153,19 +153,35 @@ class Topology:
     @cached_property
     def distances(self) -> np.ndarray:
         """Hop distances ``D[u, v]`` between node ids (-1 where unreachable or failed)."""
-        import scipy.sparse as sp
         from scipy.sparse.csgraph import shortest_path
 
-        la = self.link_arrays
-        adj = sp.csr_matrix(
-            (np.ones(len(la), dtype=np.float64), (la.src, la.dst)), shape=(self.size, self.size)
-        )
-        dist = shortest_path(adj, method="D", unweighted=True, directed=True)
+        dist = shortest_path(self._adjacency, method="D", unweighted=True, directed=True)
         out = np.where(np.isinf(dist), -1, dist).astype(np.int32)
         dead = np.setdiff1d(np.arange(self.size), np.asarray(self.nodes, dtype=np.int64))
         out[dead, :] = -1
         out[:, dead] = -1
         return out
+
+    @cached_property
+    def _strong_components(self) -> np.ndarray:
+        from scipy.sparse.csgraph import connected_components
+
+        return connected_components(self._adjacency, directed=True, connection="strong")[1]
+
+    def reach_each_other(self, ids: Iterable[int]) -> bool:
+        """True if each of the nodes ``ids`` reaches every other (through any live nodes): one
+        strongly connected component holds them all, found in linear time, without all-pairs
+        distances."""
+        ids = np.asarray(list(ids), dtype=np.int64)
+        label = self._strong_components
+        return len(ids) == 0 or bool((label[ids] == label[ids[0]]).all())
+
+    @cached_property
+    def _adjacency(self):
+        import scipy.sparse as sp
+
+        la = self.link_arrays
+        return sp.csr_matrix((np.ones(len(la), dtype=np.float64), (la.src, la.dst)), shape=(self.size, self.size))
 
     @cached_property
     def strongly_connected(self) -> bool:
