@@ -278,62 +278,161 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     return last
 
 
-# ---- event -------------------------------------------------------------------------------------
+# ---- event: a monotone radix queue of ready hops ------------------------------------------------
+#
+# Keys are (time, position in step order). A time's IEEE-754 bits order like the times (times
+# are >= 0), and no key ever goes below the last one taken (every new ready time is an arrival
+# at or after the current time): what a radix heap needs. Bucket b >= 1 holds the keys whose
+# highest bit differing from the last time taken is bit b - 1, in blocks of BLOCK entries
+# (appends and whole-bucket drains only: sequential memory); bucket 0, the keys whose time
+# equals the last one, is a binary heap on (position << 32 | predecessor + 1).
 
+BLOCK = 64
+Q_LAST, Q_FREE, Q_NFREE, Q_HEAP0, Q_SIZE = 0, 1, 2, 3, 4
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def _less(heap, a, b):
-    return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
+def _q_new(blocks):
+    nxt = np.arange(1, blocks + 1, dtype=np.int64)
+    nxt[-1] = -1
+    meta = np.zeros(5, np.int64)
+    meta[Q_NFREE] = blocks
+    return (np.empty((blocks, BLOCK), np.int64), np.empty((blocks, BLOCK), np.int64), nxt,
+            np.full(65, -1, np.int64), np.full(65, -1, np.int64), np.zeros(65, np.int64), np.zeros(65, np.int64),
+            np.empty(256, np.int64), meta)
 
 
 @njit(cache=True, nogil=True)
-def _push(heap, size, tbits, word):
-    """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
-    j = size
-    while j > 0:
-        parent = (j - 1) >> 2
-        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
-            break
-        heap[j, 0] = heap[parent, 0]
-        heap[j, 1] = heap[parent, 1]
-        j = parent
-    heap[j, 0] = tbits
-    heap[j, 1] = word
+def _q_reserve(q, blocks, heap0):
+    """The queue with at least ``blocks`` free blocks and room for ``heap0`` bucket-0 entries."""
+    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
+    if meta[Q_NFREE] < blocks:
+        nb = len(nxt)
+        grow = max(nb, blocks)
+        t2 = np.empty((nb + grow, BLOCK), np.int64)
+        w2 = np.empty((nb + grow, BLOCK), np.int64)
+        t2[:nb] = blk_t
+        w2[:nb] = blk_w
+        n2 = np.empty(nb + grow, np.int64)
+        n2[:nb] = nxt
+        n2[nb:] = np.arange(nb + 1, nb + grow + 1)
+        n2[-1] = meta[Q_FREE]
+        meta[Q_FREE] = nb
+        meta[Q_NFREE] += grow
+        blk_t, blk_w, nxt = t2, w2, n2
+    if len(h0) < heap0:
+        h2 = np.empty(max(heap0, 2 * len(h0)), np.int64)
+        h2[:meta[Q_HEAP0]] = h0[:meta[Q_HEAP0]]
+        h0 = h2
+    return (blk_t, blk_w, nxt, head, tail, fill, count, h0, meta)
 
 
 @njit(cache=True, nogil=True)
-def _pop(heap, size):
-    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size."""
-    size -= 1
-    tbits, word = heap[size, 0], heap[size, 1]
+def _bit_length(x):
+    n = 0
+    for shift in (32, 16, 8, 4, 2, 1):
+        if x >> shift:
+            x >>= shift
+            n += shift
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _q_put(q, tbits, word):
+    """Insert a key; the caller reserved a free block and bucket-0 room."""
+    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
+    meta[Q_SIZE] += 1
+    x = tbits ^ meta[Q_LAST]
+    if x == 0:
+        j = meta[Q_HEAP0]
+        meta[Q_HEAP0] += 1
+        while j > 0:
+            parent = (j - 1) >> 1
+            if h0[parent] < word:
+                break
+            h0[j] = h0[parent]
+            j = parent
+        h0[j] = word
+        return
+    b = _bit_length(x)
+    if tail[b] < 0 or fill[b] == BLOCK:
+        blk = meta[Q_FREE]
+        meta[Q_FREE] = nxt[blk]
+        meta[Q_NFREE] -= 1
+        nxt[blk] = -1
+        if tail[b] < 0:
+            head[b] = blk
+        else:
+            nxt[tail[b]] = blk
+        tail[b] = blk
+        fill[b] = 0
+    blk_t[tail[b], fill[b]] = tbits
+    blk_w[tail[b], fill[b]] = word
+    fill[b] += 1
+    count[b] += 1
+
+
+@njit(cache=True, nogil=True)
+def _q_push(q, tbits, word):
+    q = _q_reserve(q, 1, q[8][Q_HEAP0] + 1)
+    _q_put(q, tbits, word)
+    return q
+
+
+@njit(cache=True, nogil=True)
+def _q_refill(q):
+    """Bucket 0 is empty: drain the lowest non-empty bucket into lower ones (its smallest time
+    becomes the last time taken)."""
+    b = 1
+    while q[6][b] == 0:
+        b += 1
+    q = _q_reserve(q, q[6][b] // BLOCK + 66, q[8][Q_HEAP0] + q[6][b])
+    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
+    m = np.iinfo(np.int64).max
+    blk = head[b]
+    while blk >= 0:
+        for k in range(fill[b] if blk == tail[b] else BLOCK):
+            m = min(m, blk_t[blk, k])
+        blk = nxt[blk]
+    meta[Q_LAST] = m
+    blk, last_blk, last_fill = head[b], tail[b], fill[b]
+    meta[Q_SIZE] -= count[b]
+    head[b], tail[b], fill[b], count[b] = -1, -1, 0, 0
+    while blk >= 0:
+        for k in range(last_fill if blk == last_blk else BLOCK):
+            _q_put(q, blk_t[blk, k], blk_w[blk, k])
+        after = nxt[blk]
+        nxt[blk] = meta[Q_FREE]
+        meta[Q_FREE] = blk
+        meta[Q_NFREE] += 1
+        blk = after
+    return q
+
+
+@njit(cache=True, nogil=True)
+def _q_take(q):
+    """Remove the smallest bucket-0 word (the caller made bucket 0 non-empty)."""
+    h0, meta = q[7], q[8]
+    top = h0[0]
+    meta[Q_HEAP0] -= 1
+    meta[Q_SIZE] -= 1
+    size = meta[Q_HEAP0]
+    last = h0[size]
     j = 0
     while True:
-        c = 4 * j + 1
+        c = 2 * j + 1
         if c >= size:
             break
-        best = c
-        for x in range(c + 1, min(c + 4, size)):
-            if _less(heap, x, best):
-                best = x
-        if tbits < heap[best, 0] or (tbits == heap[best, 0] and word < heap[best, 1]):
+        if c + 1 < size and h0[c + 1] < h0[c]:
+            c += 1
+        if last < h0[c]:
             break
-        heap[j, 0] = heap[best, 0]
-        heap[j, 1] = heap[best, 1]
-        j = best
-    heap[j, 0] = tbits
-    heap[j, 1] = word
-
-
-@njit(cache=True, nogil=True)
-def _room(heap, size):
-    if size < len(heap):
-        return heap
-    bigger = np.empty((2 * len(heap), 2), np.int64)
-    bigger[:size] = heap[:size]
-    return bigger
+        h0[j] = h0[c]
+        j = c
+    h0[j] = last
+    return top
 
 
 @njit(cache=True, nogil=True)
@@ -346,20 +445,26 @@ def _hop_link(e, hstart, r, rptr, rlinks):
 
 
 @njit(cache=True, nogil=True)
+def _independent(q, exact, need, g_in):
+    return (exact and need[q] == 0) or (not exact and g_in[q] < 0)
+
+
+@njit(cache=True, nogil=True)
 def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, need, dptr, ditems,
                 g_in, pos, members, groups, waiting):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    Sends in step order (position = tie-break). A 4-ary heap of ready hops keyed
-    ``(ready time, position)`` (the time's IEEE bits: times are non-negative); popping one
-    serves it on its link (FIFO: it starts when both it and the link are ready). A send's first
-    hop is ready when its data has arrived: every exact dependency (``need`` counts; the
-    dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first ``p`` arrivals of
-    group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting range, sorted by
-    ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and ``groups`` rows the
-    group's start, frontier and waiting range). Hop ids: ``hstart[q] + k`` (``q`` itself when
-    every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that decided ``e``'s start:
-    ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message.
+    Sends in step order (position = tie-break). Ready hops are taken in ``(ready time,
+    position)`` order (the radix queue above; the sends that need nothing are a stream at time
+    0 in position order) and served on their link (FIFO: a hop starts when both it and the link
+    are ready). A send's first hop is ready when its data has arrived: every exact dependency
+    (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
+    ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
+    range, sorted by ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and
+    ``groups`` rows the group's start, frontier and waiting range). Hop ids: ``hstart[q] + k``
+    (``q`` itself when every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that
+    decided ``e``'s start: ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's
+    previous message.
     """
     n = len(r)
     routed = len(hstart) > 0
@@ -371,21 +476,25 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
     ready_from = np.full(n if exact else 0, -1, np.int32)
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
-    heap = np.empty((1024, 2), np.int64)
-    size = 0
-    for q in range(n):  # sends that need nothing
-        if (exact and need[q] == 0) or (not exact and g_in[q] < 0):
-            heap = _room(heap, size)
-            _push(heap, size, 0, (np.int64(q) << 32) | 0)
-            size += 1
+    pq = _q_new(64)
+    stream = 0
     best_t, best_e, served = 0.0, -1, 0
-    while size > 0:
-        ibuf[0] = heap[0, 0]
-        t = fbuf[0]
-        q = heap[0, 1] >> 32
-        pred = (heap[0, 1] & 0xFFFFFFFF) - 1
-        _pop(heap, size)
-        size -= 1
+    while True:
+        while stream < n and not _independent(stream, exact, need, g_in):
+            stream += 1
+        meta = pq[8]
+        if stream < n and meta[Q_LAST] == 0 and (meta[Q_HEAP0] == 0 or (np.int64(stream) << 32) < pq[7][0]):
+            t, q, pred = 0.0, np.int64(stream), np.int64(-1)
+            stream += 1
+        elif meta[Q_SIZE] > 0:
+            if meta[Q_HEAP0] == 0:
+                pq = _q_refill(pq)
+            ibuf[0] = pq[8][Q_LAST]
+            t = fbuf[0]
+            word = _q_take(pq)
+            q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
+        else:
+            break
         served += 1
         route = r[q]
         k = hop_k[q] if routed else 0
@@ -402,12 +511,10 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
+        fbuf[0] = arr
         if rptr[route] + k + 1 < rptr[route + 1]:
             hop_k[q] = k + 1
-            fbuf[0] = arr
-            heap = _room(heap, size)
-            _push(heap, size, ibuf[0], (q << 32) | (e + 1))
-            size += 1
+            pq = _q_push(pq, ibuf[0], (q << 32) | (e + 1))
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
@@ -419,37 +526,46 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
                     ready_from[d] = e
                 need[d] -= 1
                 if need[d] == 0:
+                    need[d] = -1  # queued (0 marks the sends of the time-0 stream)
                     fbuf[0] = ready[d]
-                    heap = _room(heap, size)
-                    _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
-                    size += 1
+                    pq = _q_push(pq, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
             continue
-        at = pos[q]
-        members[at].val = arr
-        members[at].frm = e
-        g = members[at].grp
-        st0 = groups[g, GROUP_START]
-        f = groups[g, GROUP_FRONTIER]
-        end = groups[g + 1, GROUP_START]
-        while st0 + f < end and members[st0 + f].frm >= 0:  # advance the group's finished prefix
-            at = st0 + f
-            if f > 0 and not members[at].val >= members[at - 1].val:  # running maximum
-                members[at].val = members[at - 1].val
-                members[at].frm = members[at - 1].frm
-            f += 1
-        groups[g, GROUP_FRONTIER] = f
-        w = groups[g, GROUP_NEXT]
-        while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
-            d = waiting[w, 0]
-            at = st0 + waiting[w, 1] - 1
-            fbuf[0] = members[at].val
-            heap = _room(heap, size)
-            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
-            size += 1
-            w += 1
-        groups[g, GROUP_NEXT] = w
-    # critical path: latency of every data edge on it (the last hop's own alpha included)
-    e = best_e
+        pq = _release_waiters(pq, q, arr, e, pos, members, groups, waiting, fbuf, ibuf)
+    return best_t, _critical_latency(best_e, ev, hstart, r, rptr, rlinks, alpha), served
+
+
+@njit(cache=True, nogil=True)
+def _release_waiters(pq, q, arr, e, pos, members, groups, waiting, fbuf, ibuf):
+    """Send ``q`` arrived at ``arr`` (hop ``e``): extend its group's finished prefix (with the
+    running maximum of arrival times) and queue the sends waiting for that prefix."""
+    at = pos[q]
+    members[at].val = arr
+    members[at].frm = e
+    g = members[at].grp
+    st0 = groups[g, GROUP_START]
+    f = groups[g, GROUP_FRONTIER]
+    end = groups[g + 1, GROUP_START]
+    while st0 + f < end and members[st0 + f].frm >= 0:
+        at = st0 + f
+        if f > 0 and not members[at].val >= members[at - 1].val:
+            members[at].val = members[at - 1].val
+            members[at].frm = members[at - 1].frm
+        f += 1
+    groups[g, GROUP_FRONTIER] = f
+    w = groups[g, GROUP_NEXT]
+    while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
+        d = waiting[w, 0]
+        at = st0 + waiting[w, 1] - 1
+        fbuf[0] = members[at].val
+        pq = _q_push(pq, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
+        w += 1
+    groups[g, GROUP_NEXT] = w
+    return pq
+
+
+@njit(cache=True, nogil=True)
+def _critical_latency(e, ev, hstart, r, rptr, rlinks, alpha):
+    """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's."""
     T_L = 0.0
     if e >= 0:
         T_L = alpha[_hop_link(e, hstart, r, rptr, rlinks)]
@@ -461,4 +577,4 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
             e = prev
         else:
             e = -2 - prev
-    return best_t, T_L, served
+    return T_L
