@@ -278,161 +278,66 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     return last
 
 
-# ---- event: a monotone radix queue of ready hops ------------------------------------------------
+# ---- event: a 4-ary heap of ready hops ----------------------------------------------------------
 #
-# Keys are (time, position in step order). A time's IEEE-754 bits order like the times (times
-# are >= 0), and no key ever goes below the last one taken (every new ready time is an arrival
-# at or after the current time): what a radix heap needs. Bucket b >= 1 holds the keys whose
-# highest bit differing from the last time taken is bit b - 1, in blocks of BLOCK entries
-# (appends and whole-bucket drains only: sequential memory); bucket 0, the keys whose time
-# equals the last one, is a binary heap on (position << 32 | predecessor + 1).
+# Entries are two int64 words: the ready time's IEEE-754 bits (times are >= 0, so the bits order
+# like the times) and ``position << 32 | predecessor + 1``; positions are unique, so the order
+# is (time, position in step order). The 4 children of a node share one cache line.
 
-BLOCK = 64
-Q_LAST, Q_FREE, Q_NFREE, Q_HEAP0, Q_SIZE = 0, 1, 2, 3, 4
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def _q_new(blocks):
-    nxt = np.arange(1, blocks + 1, dtype=np.int64)
-    nxt[-1] = -1
-    meta = np.zeros(5, np.int64)
-    meta[Q_NFREE] = blocks
-    return (np.empty((blocks, BLOCK), np.int64), np.empty((blocks, BLOCK), np.int64), nxt,
-            np.full(65, -1, np.int64), np.full(65, -1, np.int64), np.zeros(65, np.int64), np.zeros(65, np.int64),
-            np.empty(256, np.int64), meta)
+def _less(heap, a, b):
+    return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
 
 
 @njit(cache=True, nogil=True)
-def _q_reserve(q, blocks, heap0):
-    """The queue with at least ``blocks`` free blocks and room for ``heap0`` bucket-0 entries."""
-    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
-    if meta[Q_NFREE] < blocks:
-        nb = len(nxt)
-        grow = max(nb, blocks)
-        t2 = np.empty((nb + grow, BLOCK), np.int64)
-        w2 = np.empty((nb + grow, BLOCK), np.int64)
-        t2[:nb] = blk_t
-        w2[:nb] = blk_w
-        n2 = np.empty(nb + grow, np.int64)
-        n2[:nb] = nxt
-        n2[nb:] = np.arange(nb + 1, nb + grow + 1)
-        n2[-1] = meta[Q_FREE]
-        meta[Q_FREE] = nb
-        meta[Q_NFREE] += grow
-        blk_t, blk_w, nxt = t2, w2, n2
-    if len(h0) < heap0:
-        h2 = np.empty(max(heap0, 2 * len(h0)), np.int64)
-        h2[:meta[Q_HEAP0]] = h0[:meta[Q_HEAP0]]
-        h0 = h2
-    return (blk_t, blk_w, nxt, head, tail, fill, count, h0, meta)
+def _push(heap, size, tbits, word):
+    """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
+    j = size
+    while j > 0:
+        parent = (j - 1) >> 2
+        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
+            break
+        heap[j, 0] = heap[parent, 0]
+        heap[j, 1] = heap[parent, 1]
+        j = parent
+    heap[j, 0] = tbits
+    heap[j, 1] = word
 
 
 @njit(cache=True, nogil=True)
-def _bit_length(x):
-    n = 0
-    for shift in (32, 16, 8, 4, 2, 1):
-        if x >> shift:
-            x >>= shift
-            n += shift
-    return n + 1
-
-
-@njit(cache=True, nogil=True)
-def _q_put(q, tbits, word):
-    """Insert a key; the caller reserved a free block and bucket-0 room."""
-    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
-    meta[Q_SIZE] += 1
-    x = tbits ^ meta[Q_LAST]
-    if x == 0:
-        j = meta[Q_HEAP0]
-        meta[Q_HEAP0] += 1
-        while j > 0:
-            parent = (j - 1) >> 1
-            if h0[parent] < word:
-                break
-            h0[j] = h0[parent]
-            j = parent
-        h0[j] = word
-        return
-    b = _bit_length(x)
-    if tail[b] < 0 or fill[b] == BLOCK:
-        blk = meta[Q_FREE]
-        meta[Q_FREE] = nxt[blk]
-        meta[Q_NFREE] -= 1
-        nxt[blk] = -1
-        if tail[b] < 0:
-            head[b] = blk
-        else:
-            nxt[tail[b]] = blk
-        tail[b] = blk
-        fill[b] = 0
-    blk_t[tail[b], fill[b]] = tbits
-    blk_w[tail[b], fill[b]] = word
-    fill[b] += 1
-    count[b] += 1
-
-
-@njit(cache=True, nogil=True)
-def _q_push(q, tbits, word):
-    q = _q_reserve(q, 1, q[8][Q_HEAP0] + 1)
-    _q_put(q, tbits, word)
-    return q
-
-
-@njit(cache=True, nogil=True)
-def _q_refill(q):
-    """Bucket 0 is empty: drain the lowest non-empty bucket into lower ones (its smallest time
-    becomes the last time taken)."""
-    b = 1
-    while q[6][b] == 0:
-        b += 1
-    q = _q_reserve(q, q[6][b] // BLOCK + 66, q[8][Q_HEAP0] + q[6][b])
-    blk_t, blk_w, nxt, head, tail, fill, count, h0, meta = q
-    m = np.iinfo(np.int64).max
-    blk = head[b]
-    while blk >= 0:
-        for k in range(fill[b] if blk == tail[b] else BLOCK):
-            m = min(m, blk_t[blk, k])
-        blk = nxt[blk]
-    meta[Q_LAST] = m
-    blk, last_blk, last_fill = head[b], tail[b], fill[b]
-    meta[Q_SIZE] -= count[b]
-    head[b], tail[b], fill[b], count[b] = -1, -1, 0, 0
-    while blk >= 0:
-        for k in range(last_fill if blk == last_blk else BLOCK):
-            _q_put(q, blk_t[blk, k], blk_w[blk, k])
-        after = nxt[blk]
-        nxt[blk] = meta[Q_FREE]
-        meta[Q_FREE] = blk
-        meta[Q_NFREE] += 1
-        blk = after
-    return q
-
-
-@njit(cache=True, nogil=True)
-def _q_take(q):
-    """Remove the smallest bucket-0 word (the caller made bucket 0 non-empty)."""
-    h0, meta = q[7], q[8]
-    top = h0[0]
-    meta[Q_HEAP0] -= 1
-    meta[Q_SIZE] -= 1
-    size = meta[Q_HEAP0]
-    last = h0[size]
+def _pop(heap, size):
+    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size."""
+    size -= 1
+    tbits, word = heap[size, 0], heap[size, 1]
     j = 0
     while True:
-        c = 2 * j + 1
+        c = 4 * j + 1
         if c >= size:
             break
-        if c + 1 < size and h0[c + 1] < h0[c]:
-            c += 1
-        if last < h0[c]:
+        best = c
+        for x in range(c + 1, min(c + 4, size)):
+            if _less(heap, x, best):
+                best = x
+        if tbits < heap[best, 0] or (tbits == heap[best, 0] and word < heap[best, 1]):
             break
-        h0[j] = h0[c]
-        j = c
-    h0[j] = last
-    return top
+        heap[j, 0] = heap[best, 0]
+        heap[j, 1] = heap[best, 1]
+        j = best
+    heap[j, 0] = tbits
+    heap[j, 1] = word
+
+
+@njit(cache=True, nogil=True)
+def _room(heap, size):
+    if size < len(heap):
+        return heap
+    bigger = np.empty((2 * len(heap), 2), np.int64)
+    bigger[:size] = heap[:size]
+    return bigger
 
 
 @njit(cache=True, nogil=True)
@@ -455,8 +360,8 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     Sends in step order (position = tie-break). Ready hops are taken in ``(ready time,
-    position)`` order (the radix queue above; the sends that need nothing are a stream at time
-    0 in position order) and served on their link (FIFO: a hop starts when both it and the link
+    position)`` order (the heap above; the sends that need nothing are a stream at time 0 in
+    position order, never in the heap) and served on their link (FIFO: a hop starts when both it and the link
     are ready). A send's first hop is ready when its data has arrived: every exact dependency
     (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
     ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
@@ -476,23 +381,22 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
     ready_from = np.full(n if exact else 0, -1, np.int32)
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
-    pq = _q_new(64)
-    stream = 0
+    heap = np.empty((1024, 2), np.int64)
+    size = 0
+    stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served = 0.0, -1, 0
     while True:
         while stream < n and not _independent(stream, exact, need, g_in):
             stream += 1
-        meta = pq[8]
-        if stream < n and meta[Q_LAST] == 0 and (meta[Q_HEAP0] == 0 or (np.int64(stream) << 32) < pq[7][0]):
+        if stream < n and (size == 0 or heap[0, 0] > 0 or (np.int64(stream) << 32) < heap[0, 1]):
             t, q, pred = 0.0, np.int64(stream), np.int64(-1)
             stream += 1
-        elif meta[Q_SIZE] > 0:
-            if meta[Q_HEAP0] == 0:
-                pq = _q_refill(pq)
-            ibuf[0] = pq[8][Q_LAST]
+        elif size > 0:
+            ibuf[0] = heap[0, 0]
             t = fbuf[0]
-            word = _q_take(pq)
-            q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
+            q, pred = heap[0, 1] >> 32, (heap[0, 1] & 0xFFFFFFFF) - 1
+            _pop(heap, size)
+            size -= 1
         else:
             break
         served += 1
@@ -514,7 +418,9 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
         fbuf[0] = arr
         if rptr[route] + k + 1 < rptr[route + 1]:
             hop_k[q] = k + 1
-            pq = _q_push(pq, ibuf[0], (q << 32) | (e + 1))
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (q << 32) | (e + 1))
+            size += 1
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
@@ -528,14 +434,16 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
                 if need[d] == 0:
                     need[d] = -1  # queued (0 marks the sends of the time-0 stream)
                     fbuf[0] = ready[d]
-                    pq = _q_push(pq, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+                    heap = _room(heap, size)
+                    _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+                    size += 1
             continue
-        pq = _release_waiters(pq, q, arr, e, pos, members, groups, waiting, fbuf, ibuf)
+        heap, size = _release_waiters(heap, size, q, arr, e, pos, members, groups, waiting, fbuf, ibuf)
     return best_t, _critical_latency(best_e, ev, hstart, r, rptr, rlinks, alpha), served
 
 
 @njit(cache=True, nogil=True)
-def _release_waiters(pq, q, arr, e, pos, members, groups, waiting, fbuf, ibuf):
+def _release_waiters(heap, size, q, arr, e, pos, members, groups, waiting, fbuf, ibuf):
     """Send ``q`` arrived at ``arr`` (hop ``e``): extend its group's finished prefix (with the
     running maximum of arrival times) and queue the sends waiting for that prefix."""
     at = pos[q]
@@ -557,10 +465,12 @@ def _release_waiters(pq, q, arr, e, pos, members, groups, waiting, fbuf, ibuf):
         d = waiting[w, 0]
         at = st0 + waiting[w, 1] - 1
         fbuf[0] = members[at].val
-        pq = _q_push(pq, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
+        heap = _room(heap, size)
+        _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
+        size += 1
         w += 1
     groups[g, GROUP_NEXT] = w
-    return pq
+    return heap, size
 
 
 @njit(cache=True, nogil=True)
