@@ -285,6 +285,7 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
 # is (time, position in step order). The 4 children of a node share one cache line.
 
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
+SEND = np.dtype([("nbytes", np.float64), ("route", np.int32), ("pos", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
@@ -341,12 +342,12 @@ def _room(heap, size):
 
 
 @njit(cache=True, nogil=True)
-def _hop_link(e, hstart, r, rptr, rlinks):
+def _hop_link(e, hstart, sends, rptr, rlinks):
     """Link pair of hop ``e``: hop ``e - hstart[q]`` of send ``q`` (``q = e`` without ``hstart``)."""
     if len(hstart) == 0:
-        return rlinks[rptr[r[e]]]
+        return rlinks[rptr[sends[e].route]]
     q = np.searchsorted(hstart, e, side="right") - 1
-    return rlinks[rptr[r[q]] + e - hstart[q]]
+    return rlinks[rptr[sends[q].route] + e - hstart[q]]
 
 
 @njit(cache=True, nogil=True)
@@ -355,23 +356,24 @@ def _independent(q, exact, need, g_in):
 
 
 @njit(cache=True, nogil=True)
-def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, need, dptr, ditems,
-                g_in, pos, members, groups, waiting):
+def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need, dptr, ditems, g_in, members,
+                groups, waiting):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    Sends in step order (position = tie-break). Ready hops are taken in ``(ready time,
+    ``sends`` (one :data:`SEND` record per position, in step order: piece bytes, route id,
+    place in the group member list) are read once per hop. Ready hops are taken in ``(ready time,
     position)`` order (the heap above; the sends that need nothing are a stream at time 0 in
     position order, never in the heap) and served on their link (FIFO: a hop starts when both it and the link
     are ready). A send's first hop is ready when its data has arrived: every exact dependency
     (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
     ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
-    range, sorted by ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and
+    range, sorted by ``p``; ``members[sends[q].pos]`` holds arrival ``q``'s time, hop and group, and
     ``groups`` rows the group's start, frontier and waiting range). Hop ids: ``hstart[q] + k``
     (``q`` itself when every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that
     decided ``e``'s start: ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's
     previous message.
     """
-    n = len(r)
+    n = len(sends)
     routed = len(hstart) > 0
     ev = np.full(hops, -1, np.int32)
     free = np.zeros(len(bandwidth))
@@ -400,7 +402,7 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
         else:
             break
         served += 1
-        route = r[q]
+        route = sends[q].route
         k = hop_k[q] if routed else 0
         link = rlinks[rptr[route] + k]
         e = hstart[q] + k if routed else q
@@ -411,7 +413,7 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
         else:
             start = t
             ev[e] = pred
-        fl = start + nbytes[q] / bandwidth[link]
+        fl = start + sends[q].nbytes / bandwidth[link]
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
@@ -438,15 +440,14 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
                     _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
                     size += 1
             continue
-        heap, size = _release_waiters(heap, size, q, arr, e, pos, members, groups, waiting, fbuf, ibuf)
-    return best_t, _critical_latency(best_e, ev, hstart, r, rptr, rlinks, alpha), served
+        heap, size = _release_waiters(heap, size, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
+    return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
 
 
 @njit(cache=True, nogil=True)
-def _release_waiters(heap, size, q, arr, e, pos, members, groups, waiting, fbuf, ibuf):
-    """Send ``q`` arrived at ``arr`` (hop ``e``): extend its group's finished prefix (with the
-    running maximum of arrival times) and queue the sends waiting for that prefix."""
-    at = pos[q]
+def _release_waiters(heap, size, at, arr, e, members, groups, waiting, fbuf, ibuf):
+    """The arrival at member place ``at`` came at ``arr`` (hop ``e``): extend its group's finished
+    prefix (with the running maximum of arrival times) and queue the sends waiting for it."""
     members[at].val = arr
     members[at].frm = e
     g = members[at].grp
@@ -474,16 +475,16 @@ def _release_waiters(heap, size, q, arr, e, pos, members, groups, waiting, fbuf,
 
 
 @njit(cache=True, nogil=True)
-def _critical_latency(e, ev, hstart, r, rptr, rlinks, alpha):
+def _critical_latency(e, ev, hstart, sends, rptr, rlinks, alpha):
     """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's."""
     T_L = 0.0
     if e >= 0:
-        T_L = alpha[_hop_link(e, hstart, r, rptr, rlinks)]
+        T_L = alpha[_hop_link(e, hstart, sends, rptr, rlinks)]
     while e >= 0:
         prev = ev[e]
         if prev >= -1:
             if prev >= 0:
-                T_L += alpha[_hop_link(prev, hstart, r, rptr, rlinks)]
+                T_L += alpha[_hop_link(prev, hstart, sends, rptr, rlinks)]
             e = prev
         else:
             e = -2 - prev
