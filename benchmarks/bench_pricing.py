@@ -15,12 +15,17 @@ is that child's own:
    (``verify_s``, ``price_sync_s``, ``price_ten_s``, ``price_event_s``), peak RSS. The child
    keeps the verified schedule and saves it (after measuring) for the next two;
 2. the compiled path alone on that schedule: verify, then the sync, ten and event models;
-3. the former path (``tests/reference_verify.py``, ``tests/reference_cost.py``) on the same
-   schedule, stage by stage (each stage's line is kept even if a later one is cut off).
+3. the former path (``tests/reference_verify.py``, ``tests/reference_cost.py``: the vectorised
+   numpy and plain-Python event loops the kernels replaced) on the same schedule, each stage
+   in its own child stopped after ``--old-timeout`` seconds (default 60, so that the big table
+   fits in about a quarter of an hour on a shared machine); a stopped stage prints as
+   ``>seconds`` with its ratio as a lower bound.
 
 The table prints seconds per stage for both paths and their ratio (former / compiled), the
-throughput of the compiled path (sends per second per stage), peak RSS of the pricing children
-in bytes per send, and the end-to-end solve time against the producer's own.
+throughput of the compiled path (sends per second per stage), peak RSS in bytes per send (the
+compiled child's whole peak, in brackets its peak above the process before the schedule was
+loaded, i.e. the schedule itself plus verify and the three models; the former path's largest
+single-stage peak), and the end-to-end solve time against the producer's own with its peak.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -109,9 +116,10 @@ def _load(npz: str):
                     z["step"], z["op"], m["denom"], m["routing"], {})
 
 
-def child_price(instance: str, npz: str, path: str) -> None:
+def child_price(instance: str, npz: str, path: str, stages: str = ",".join(STAGES)) -> None:
     """Verify and price one saved schedule with the compiled (``new``) or former (``old``) path,
-    printing one JSON line per stage (seconds, peak RSS so far)."""
+    printing one JSON line per stage (seconds, peak RSS so far) and one before each stage starts
+    (so that the parent can bound a stage it had to stop)."""
     from collsynth.instances.instance import load_instance
 
     if path == "old":
@@ -119,11 +127,16 @@ def child_price(instance: str, npz: str, path: str) -> None:
         import reference_cost as cost
         import reference_verify as verify
     else:
+        from collsynth.solvers.pipeline import warm_kernels
         from collsynth.tens import cost, verify
+
+        warm_kernels()  # compiled once per process, as every run does before its clock starts
     inst = load_instance(instance)
+    print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes()}), flush=True)
     sched = _load(npz)
     print(json.dumps({"stage": "loaded", "peak_bytes": _peak_bytes()}), flush=True)
-    for stage in STAGES:
+    for stage in stages.split(","):
+        print(json.dumps({"start": stage, "at": time.time()}), flush=True)
         t0 = time.perf_counter()
         if stage == "verify":
             v = verify.verify(sched, inst)
@@ -137,22 +150,42 @@ def child_price(instance: str, npz: str, path: str) -> None:
 
 # ---- parent ------------------------------------------------------------------------------------
 
-def _child(args: list[str], timeout: float) -> list[dict]:
+def _child(args: list[str], stage_limit: float) -> list[dict]:
+    """JSON lines of one child. A stage (announced by a ``start`` line) still running after
+    ``stage_limit`` seconds stops the child and leaves a ``cut`` line for it: the seconds it had
+    run, a lower bound on that stage's time."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    try:
-        res = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True,
-                             timeout=timeout, env=env)
-        out, err = res.stdout, res.stderr
-    except subprocess.TimeoutExpired as e:
-        out, err = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
-    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"child {args[:2]} failed: {err[-2000:]}")
-    return lines
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=env)
+        inbox: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [inbox.put(x) for x in proc.stdout] + [inbox.put(None)], daemon=True).start()
+        lines, running = [], None
+        while True:
+            try:
+                text = inbox.get(timeout=0.5)
+            except queue.Empty:
+                text = ""
+            if text is None:
+                break
+            if text.startswith("{"):
+                x = json.loads(text)
+                running = x if "start" in x else None if x.get("stage") == (running or {}).get("start") else running
+                lines.append(x)
+            if running and time.time() - running["at"] > stage_limit:
+                proc.kill()
+                lines.append({"stage": running["start"], "cut": time.time() - running["at"]})
+                running = None
+        proc.wait()
+        err.seek(0)
+        if not lines:
+            raise RuntimeError(f"child {args[:2]} failed: {err.read()[-2000:]}")
+    return [x for x in lines if "start" not in x]
 
 
 def measure(name: str, spec: tuple, folder: Path, old: bool, old_timeout: float) -> dict:
-    """Every figure of one case (see the module doc)."""
+    """Every figure of one case (see the module doc); each former stage in its own child, stopped
+    after ``old_timeout`` seconds."""
     producer, topology, kind, message = spec
     inst = folder / f"{producer}.toml"
     inst.write_text(f'name = "{name}"\n[topology]\n{topology}\n[collective]\nkind = "{kind}"\n'
@@ -163,39 +196,50 @@ def measure(name: str, spec: tuple, folder: Path, old: bool, old_timeout: float)
     out = {"case": name, "sends": solve["sends"], "produce": row["wall_s"], "solve_wall": solve["solve_wall_s"],
            "solve_peak": solve["solve_peak_bytes"], "row": {k: row[k] for k in
                                                            ("verify_s", "price_sync_s", "price_ten_s", "price_event_s")}}
-    for path in ("new", "old") if old else ("new",):
-        lines = _child(["price", str(inst), str(npz), path], old_timeout if path == "old" else 3600)
-        out[path] = {x["stage"]: x for x in lines}
+    out["new"] = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "new"], 3600)}
+    if old:
+        out["old"] = {}
+        for stage in STAGES:
+            lines = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "old", stage], old_timeout)}
+            out["old"][stage] = lines[stage]
+            out["old"][stage]["ready_bytes"] = lines["ready"]["peak_bytes"]
     npz.unlink()
     return out
 
 
+def _stage_cell(new: dict | None, old: dict | None) -> str:
+    """``compiled s / former s = ratio``; a former stage stopped at its limit reads ``>limit``."""
+    txt = f"{new['s']:6.2f}" if new and "s" in new else "     -"
+    if not old:
+        return txt + "/      -       "
+    if "cut" in old:
+        return txt + f"/>{old['cut']:5.0f}>={old['cut'] / new['s']:4.0f}x" if new and "s" in new else txt + "/ cut"
+    return txt + f"/{old['s']:6.1f}={old['s'] / new['s']:5.0f}x" if new and "s" in new else txt
+
+
 def report(results: list[dict]) -> str:
     """The table: seconds per stage (compiled / former, ratio), throughput, memory, solve."""
-    head = (f"{'case':38s} {'sends':>11s} {'produce':>8s} | " + " | ".join(f"{s:>19s}" for s in STAGES)
-            + f" | {'peak RSS B/send':>17s} | {'solve s':>8s} {'/produce':>8s} {'peak GiB':>8s}")
-    lines = [head, " " * 60 + "(stage: compiled s / former s = ratio; compiled Msends/s)", "-" * len(head)]
+    head = (f"{'case':38s} {'sends':>11s} {'produce':>8s} | " + " | ".join(f"{s:>21s}" for s in STAGES)
+            + f" | {'B/send new (net) old':>22s} | {'solve s':>8s} {'/produce':>8s} {'peak GiB':>8s}")
+    lines = [head, " " * 50 + "(stage: compiled s / former s = ratio; '>' a former stage stopped at its limit)",
+             "-" * len(head)]
     for r in results:
         n = r["sends"]
-        cells = []
-        for st in STAGES:
-            new = r["new"].get(st, {}).get("s")
-            old = r.get("old", {}).get(st, {}).get("s")
-            txt = f"{new:6.2f}" if new is not None else "     -"
-            txt += f"/{old:6.1f}={old / new:4.0f}x" if old is not None and new else "/     -      "
-            cells.append(txt)
-        peak_new = max(x["peak_bytes"] for x in r["new"].values()) / n
-        peak_old = max(x["peak_bytes"] for x in r["old"].values()) / n if r.get("old") else float("nan")
+        new, old = r["new"], r.get("old", {})
+        cells = [_stage_cell(new.get(st), old.get(st)) for st in STAGES]
+        peak_new = max(x["peak_bytes"] for x in new.values())
+        net_new = peak_new - new["ready"]["peak_bytes"]
+        peak_old = max((x["peak_bytes"] for x in old.values() if "peak_bytes" in x), default=float("nan"))
         lines.append(f"{r['case']:38s} {n:11,d} {r['produce']:8.1f} | " + " | ".join(cells)
-                     + f" | {peak_new:7.0f} / {peak_old:7.0f} | {r['solve_wall']:8.1f} "
+                     + f" | {peak_new / n:5.0f} ({net_new / n:4.0f}) {peak_old / n:6.0f} | {r['solve_wall']:8.1f} "
                      f"{r['solve_wall'] / r['produce']:8.2f} {r['solve_peak'] / 2**30:8.2f}")
-        rate = "  ".join(f"{st} {n / r['new'][st]['s'] / 1e6:5.2f}" for st in STAGES if st in r["new"])
+        rate = "  ".join(f"{st} {n / new[st]['s'] / 1e6:5.2f}" for st in STAGES if "s" in new.get(st, {}))
         row = "  ".join(f"{k} {v:.2f}" for k, v in r["row"].items())
         lines.append(f"{'':38s} compiled Msends/s: {rate};  solve row: {row}")
     return "\n".join(lines)
 
 
-def run(cases: dict, old: bool = True, old_timeout: float = 3600.0) -> list[dict]:
+def run(cases: dict, old: bool = True, old_timeout: float = 60.0) -> list[dict]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec in cases.items():
@@ -206,7 +250,7 @@ def run(cases: dict, old: bool = True, old_timeout: float = 3600.0) -> list[dict
 
 @pytest.mark.benchmark
 def test_pricing_mid_size_table():
-    results = run(MID)
+    results = run(MID, old_timeout=1800.0)
     print("\n" + report(results))
     for r in results:  # every stage of both paths finished, and both agree on the prices
         for st in STAGES[1:]:
@@ -227,7 +271,8 @@ def _main(argv: list[str]) -> None:
     p.add_argument("--big", action="store_true", help="the issue's cases (minutes; the former path much longer)")
     p.add_argument("--skip-old", action="store_true", help="only the compiled path")
     p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
-    p.add_argument("--old-timeout", type=float, default=3600.0, help="seconds for the former path per case")
+    p.add_argument("--old-timeout", type=float, default=60.0,
+                   help="seconds for each stage of the former path (a stopped stage reads '>limit')")
     args = p.parse_args(argv)
     cases = BIG if args.big else MID
     if args.cases:
