@@ -1,94 +1,286 @@
-"""Pricing throughput: seconds to price ~1e5-send schedules under each cost model.
+"""Verification and pricing at scale: the compiled path against the former one, per stage.
 
-Run with ``python -m pytest -m benchmark -s benchmarks/bench_pricing.py`` (prints the table) or
-``python benchmarks/bench_pricing.py``. Schedules:
+Run ``python benchmarks/bench_pricing.py`` (mid-size cases, a few minutes) or
+``python benchmarks/bench_pricing.py --big`` (the cases of the "Ten million sends in seconds"
+issue: BFB on a 50x50 torus, OpTree on a 1024-node optical ring with 64 wavelengths, Swing
+on a 32x32 torus (allreduce, 1 GiB), greedy on a 64x64 torus; the former path takes many
+minutes on them), or ``python -m pytest -m benchmark -s benchmarks/bench_pricing.py`` (the
+mid-size table). ``--skip-old`` leaves the former path out.
 
-- ``bfs-torus16x20``: BFS-tree allgather on a 16x20 torus (320 * 319 = 102,080 sends);
-- ``ring317``: ring allgather on a 317-node directed ring (317 * 316 = 100,172 sends);
-- ``rd-torus16x16-routed``: recursive doubling allgather on a 16x16 torus, logical sends routed
-  over shortest paths (256 * 255 = 65,280 sends, ~0.5M link hops);
-- ``bfs-torus32x32`` (sync and event only with ``--big``): ~1.05M sends.
+Every measurement runs in a fresh child process, so each peak resident set (``ru_maxrss``)
+is that child's own:
+
+1. ``collsynth solve INSTANCE --producer P --json`` end to end (through the command line's own
+   ``main``): wall time, the producer's own ``wall_s`` and the stage timings of the row
+   (``verify_s``, ``price_sync_s``, ``price_ten_s``, ``price_event_s``), peak RSS. The child
+   keeps the verified schedule and saves it (after measuring) for the next two;
+2. the compiled path alone on that schedule: verify, then the sync, ten and event models;
+3. the former path (``tests/reference_verify.py``, ``tests/reference_cost.py``: the vectorised
+   numpy and plain-Python event loops the kernels replaced) on the same schedule, each stage
+   in its own child stopped after ``--old-timeout`` seconds (default 60, so that the big table
+   fits in about a quarter of an hour on a shared machine); a stopped stage prints as
+   ``>seconds`` with its ratio as a lower bound.
+
+The table prints seconds per stage for both paths and their ratio (former / compiled), the
+throughput of the compiled path (sends per second per stage), peak RSS in bytes per send (the
+compiled child's whole peak, in brackets its peak above the process before the schedule was
+loaded, i.e. the schedule itself plus verify and the three models; the former path's largest
+single-stage peak), and the end-to-end solve time against the producer's own with its peak.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import queue
+import resource
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 
-import numpy as np
 import pytest
 
-from collsynth.instances.generators import build
-from collsynth.instances.instance import make_instance
-from collsynth.tens import cost
-from collsynth.tens.schedule import from_arrays
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent / "tests"
+STAGES = ("verify", "sync", "ten", "event")
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from bench_verify import bfs_allgather  # noqa: E402
-
-
-def ring_allgather(n: int):
-    t = np.repeat(np.arange(1, n), n)
-    u = np.tile(np.arange(n), n - 1)
-    return from_arrays("allgather", n, n, chunk=(u - t + 1) % n, src=u, dst=(u + 1) % n, step=t)
-
-
-def recursive_doubling(n: int):
-    k = int(np.log2(n))
-    cols = {"chunk": [], "src": [], "dst": [], "step": []}
-    for s in range(1, k + 1):
-        d = 1 << (s - 1)
-        u = np.repeat(np.arange(n), d)
-        off = np.tile(np.arange(d), n)
-        cols["chunk"].append((u & ~(d - 1)) + off)
-        cols["src"].append(u)
-        cols["dst"].append(u ^ d)
-        cols["step"].append(np.full(len(u), s))
-    return from_arrays("allgather", n, n, routing="shortest-path", **{k: np.concatenate(v) for k, v in cols.items()})
+MID = {
+    "bfb-lp torus 20x20 allgather": ("bfb-lp", 'generator = "torus"\ndims = [20, 20]', "allgather", 1 << 26),
+    "greedy torus 16x16 allgather": ("greedy", 'generator = "torus"\ndims = [16, 16]', "allgather", 1 << 26),
+    "swing-bw torus 16x16 allreduce": ("swing-bw", 'generator = "torus"\ndims = [16, 16]', "allreduce", 1 << 30),
+    "optree optical ring 256 w=32": ("optree", 'generator = "optical_ring"\nnodes = 256\nwavelengths = 32\n'
+                                      'wavelength_bandwidth = 12500000000.0\nreconfig_s = 2.5e-05\noeo_s = 1e-06',
+                                      "allgather", 1 << 20),
+}
+BIG = {
+    "bfb-lp torus 50x50 allgather": ("bfb-lp", 'generator = "torus"\ndims = [50, 50]', "allgather", 1 << 26),
+    "optree optical ring 1024 w=64": ("optree", 'generator = "optical_ring"\nnodes = 1024\nwavelengths = 64\n'
+                                       'wavelength_bandwidth = 12500000000.0\nreconfig_s = 2.5e-05\noeo_s = 1e-06',
+                                       "allgather", 1 << 20),
+    "swing-bw torus 32x32 allreduce 1 GiB": ("swing-bw", 'generator = "torus"\ndims = [32, 32]', "allreduce", 1 << 30),
+    "greedy torus 64x64 allgather": ("greedy", 'generator = "torus"\ndims = [64, 64]', "allgather", 1 << 26),
+}
 
 
-def cases(big: bool = False):
-    t = build("torus", {"dims": [16, 20]})
-    yield "bfs-torus16x20", make_instance(t, "allgather"), bfs_allgather(t)
-    r = build("ring", {"nodes": 317, "bidirectional": False})
-    yield "ring317", make_instance(r, "allgather"), ring_allgather(317)
-    t = build("torus", {"dims": [16, 16]})
-    yield "rd-torus16x16-routed", make_instance(t, "allgather"), recursive_doubling(256)
-    if big:
-        t = build("torus", {"dims": [32, 32]})
-        yield "bfs-torus32x32", make_instance(t, "allgather"), bfs_allgather(t)
+# ---- children ----------------------------------------------------------------------------------
+
+def _peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(name, inst, sched, models=cost.MODELS):
-    """Price ``sched`` under each model; rows of (case, sends, model, wall s, CPU s, total_s)."""
-    rows = []
-    for model in models:
-        t0, c0 = time.perf_counter(), time.process_time()
-        c = cost.price(sched, inst, model)
-        rows.append((name, len(sched), model, time.perf_counter() - t0, time.process_time() - c0, c.total_s))
-    return rows
+def child_solve(instance: str, producer: str, out: str) -> dict:
+    """``collsynth solve`` through the command line's ``main``; keeps the schedule to save it."""
+    import numpy as np
+
+    from collsynth.solvers.cli import main
+    from collsynth.solvers.cli.commands import solve as solve_command
+
+    kept = []
+    run = solve_command.run
+
+    def run_and_keep(*args, **kwargs):
+        row, schedule = run(*args, **kwargs)
+        kept.append((row, schedule))
+        return row, schedule
+
+    solve_command.run = run_and_keep
+    real_stdout = sys.stdout
+    sys.stdout = open(os.devnull, "w")  # the row is taken from the pipeline, not re-parsed
+    t0 = time.perf_counter()
+    code = main(["solve", instance, "--producer", producer, "--time-limit", "3600", "--json"])
+    wall = time.perf_counter() - t0
+    sys.stdout = real_stdout
+    peak = _peak_bytes()
+    row, s = kept[0]
+    np.savez(out, chunk=s.chunk, lo=s.lo, hi=s.hi, src=s.src, dst=s.dst, step=s.step, op=s.op,
+             meta=np.array(json.dumps({"collective": s.collective, "nodes": s.nodes, "chunks": s.chunks,
+                                       "denom": s.denom, "routing": s.routing})))
+    fields = ("status", "wall_s", "verify_s", "price_sync_s", "price_ten_s", "price_event_s", "time_sync_s",
+              "time_ten_s", "time_event_s")
+    return {"code": code, "solve_wall_s": wall, "solve_peak_bytes": peak, "sends": len(s),
+            "row": {k: row[k] for k in fields}}
 
 
-def report(rows):
-    print(f"{'case':24s} {'sends':>9s} {'model':6s} {'wall s':>8s} {'CPU s':>8s} {'total_s':>12s}")
-    for name, n, model, dt, cpu, total in rows:
-        print(f"{name:24s} {n:9d} {model:6s} {dt:8.3f} {cpu:8.3f} {total:12.6g}")
+def _load(npz: str):
+    import numpy as np
+
+    from collsynth.tens.schedule import Schedule
+
+    z = np.load(npz)
+    m = json.loads(str(z["meta"]))
+    return Schedule(m["collective"], m["nodes"], m["chunks"], z["chunk"], z["lo"], z["hi"], z["src"], z["dst"],
+                    z["step"], z["op"], m["denom"], m["routing"], {})
+
+
+def child_price(instance: str, npz: str, path: str, stages: str = ",".join(STAGES)) -> None:
+    """Verify and price one saved schedule with the compiled (``new``) or former (``old``) path,
+    printing one JSON line per stage (seconds, peak RSS so far) and one before each stage starts
+    (so that the parent can bound a stage it had to stop)."""
+    from collsynth.instances.instance import load_instance
+
+    if path == "old":
+        sys.path.insert(0, str(TESTS))
+        import reference_cost as cost
+        import reference_verify as verify
+    else:
+        from collsynth.solvers.pipeline import warm_kernels
+        from collsynth.tens import cost, verify
+
+        warm_kernels()  # compiled once per process, as every run does before its clock starts
+    inst = load_instance(instance)
+    print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes()}), flush=True)
+    sched = _load(npz)
+    print(json.dumps({"stage": "loaded", "peak_bytes": _peak_bytes()}), flush=True)
+    for stage in stages.split(","):
+        print(json.dumps({"start": stage, "at": time.time()}), flush=True)
+        t0 = time.perf_counter()
+        if stage == "verify":
+            v = verify.verify(sched, inst)
+            assert v is None, str(v)
+            value = None
+        else:
+            value = cost.price(sched, inst, stage).total_s
+        print(json.dumps({"stage": stage, "s": time.perf_counter() - t0, "total_s": value,
+                          "peak_bytes": _peak_bytes()}), flush=True)
+
+
+# ---- parent ------------------------------------------------------------------------------------
+
+def _child(args: list[str], stage_limit: float) -> list[dict]:
+    """JSON lines of one child. A stage (announced by a ``start`` line) still running after
+    ``stage_limit`` seconds stops the child and leaves a ``cut`` line for it: the seconds it had
+    run, a lower bound on that stage's time."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=env)
+        inbox: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [inbox.put(x) for x in proc.stdout] + [inbox.put(None)], daemon=True).start()
+        lines, running = [], None
+        while True:
+            try:
+                text = inbox.get(timeout=0.5)
+            except queue.Empty:
+                text = ""
+            if text is None:
+                break
+            if text.startswith("{"):
+                x = json.loads(text)
+                running = x if "start" in x else None if x.get("stage") == (running or {}).get("start") else running
+                lines.append(x)
+            if running and time.time() - running["at"] > stage_limit:
+                proc.kill()
+                lines.append({"stage": running["start"], "cut": time.time() - running["at"]})
+                running = None
+        proc.wait()
+        err.seek(0)
+        if not lines:
+            raise RuntimeError(f"child {args[:2]} failed: {err.read()[-2000:]}")
+    return [x for x in lines if "start" not in x]
+
+
+def measure(name: str, spec: tuple, folder: Path, old: bool, old_timeout: float) -> dict:
+    """Every figure of one case (see the module doc); each former stage in its own child, stopped
+    after ``old_timeout`` seconds."""
+    producer, topology, kind, message = spec
+    inst = folder / f"{producer}.toml"
+    inst.write_text(f'name = "{name}"\n[topology]\n{topology}\n[collective]\nkind = "{kind}"\n'
+                    f"message_bytes = {message}\n")
+    npz = folder / f"{producer}.npz"
+    solve = _child(["solve", str(inst), producer, str(npz)], 7200)[-1]
+    row = solve["row"]
+    out = {"case": name, "sends": solve["sends"], "produce": row["wall_s"], "solve_wall": solve["solve_wall_s"],
+           "solve_peak": solve["solve_peak_bytes"], "row": {k: row[k] for k in
+                                                           ("verify_s", "price_sync_s", "price_ten_s", "price_event_s")}}
+    out["new"] = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "new"], 3600)}
+    if old:
+        out["old"] = {}
+        for stage in STAGES:
+            lines = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "old", stage], old_timeout)}
+            out["old"][stage] = lines[stage]
+            out["old"][stage]["ready_bytes"] = lines["ready"]["peak_bytes"]
+    npz.unlink()
+    return out
+
+
+def _stage_cell(new: dict | None, old: dict | None) -> str:
+    """``compiled s / former s = ratio``; a former stage stopped at its limit reads ``>limit``."""
+    txt = f"{new['s']:6.2f}" if new and "s" in new else "     -"
+    if not old:
+        return txt + "/      -       "
+    if "cut" in old:
+        return txt + f"/>{old['cut']:5.0f}>={old['cut'] / new['s']:4.0f}x" if new and "s" in new else txt + "/ cut"
+    return txt + f"/{old['s']:6.1f}={old['s'] / new['s']:5.0f}x" if new and "s" in new else txt
+
+
+def report(results: list[dict]) -> str:
+    """The table: seconds per stage (compiled / former, ratio), throughput, memory, solve."""
+    head = (f"{'case':38s} {'sends':>11s} {'produce':>8s} | " + " | ".join(f"{s:>21s}" for s in STAGES)
+            + f" | {'B/send new (net) old':>22s} | {'solve s':>8s} {'/produce':>8s} {'peak GiB':>8s}")
+    lines = [head, " " * 50 + "(stage: compiled s / former s = ratio; '>' a former stage stopped at its limit)",
+             "-" * len(head)]
+    for r in results:
+        n = r["sends"]
+        new, old = r["new"], r.get("old", {})
+        cells = [_stage_cell(new.get(st), old.get(st)) for st in STAGES]
+        peak_new = max(x["peak_bytes"] for x in new.values())
+        net_new = peak_new - new["ready"]["peak_bytes"]
+        peak_old = max((x["peak_bytes"] for x in old.values() if "peak_bytes" in x), default=float("nan"))
+        lines.append(f"{r['case']:38s} {n:11,d} {r['produce']:8.1f} | " + " | ".join(cells)
+                     + f" | {peak_new / n:5.0f} ({net_new / n:4.0f}) {peak_old / n:6.0f} | {r['solve_wall']:8.1f} "
+                     f"{r['solve_wall'] / r['produce']:8.2f} {r['solve_peak'] / 2**30:8.2f}")
+        rate = "  ".join(f"{st} {n / new[st]['s'] / 1e6:5.2f}" for st in STAGES if "s" in new.get(st, {}))
+        row = "  ".join(f"{k} {v:.2f}" for k, v in r["row"].items())
+        lines.append(f"{'':38s} compiled Msends/s: {rate};  solve row: {row}")
+    return "\n".join(lines)
+
+
+def run(cases: dict, old: bool = True, old_timeout: float = 60.0) -> list[dict]:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in cases.items():
+            results.append(measure(name, spec, Path(tmp), old, old_timeout))
+            print(report(results[-1:]).splitlines()[-2], flush=True)
+    return results
 
 
 @pytest.mark.benchmark
-def test_pricing_throughput():
-    rows = []
-    for name, inst, sched in cases():
-        rows += measure(name, inst, sched)
-    report(rows)
-    for name, n, model, dt, cpu, _ in rows:
-        assert cpu < 10.0, (name, model, cpu)  # "a 100k-send schedule in a few seconds"
+def test_pricing_mid_size_table():
+    results = run(MID, old_timeout=1800.0)
+    print("\n" + report(results))
+    for r in results:  # every stage of both paths finished, and both agree on the prices
+        for st in STAGES[1:]:
+            assert r["new"][st]["total_s"] == pytest.approx(r["old"][st]["total_s"], rel=1e-9), (r["case"], st)
+
+
+def _main(argv: list[str]) -> None:
+    if argv and argv[0] == "--child":
+        kind, *rest = argv[1:]
+        if kind == "solve":
+            instance, producer, npz = rest
+            out = child_solve(instance, producer, npz)
+            print(json.dumps(out))
+        else:
+            child_price(*rest)
+        return
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--big", action="store_true", help="the issue's cases (minutes; the former path much longer)")
+    p.add_argument("--skip-old", action="store_true", help="only the compiled path")
+    p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
+    p.add_argument("--old-timeout", type=float, default=60.0,
+                   help="seconds for each stage of the former path (a stopped stage reads '>limit')")
+    args = p.parse_args(argv)
+    cases = BIG if args.big else MID
+    if args.cases:
+        cases = {k: v for k, v in cases.items() if any(c in k for c in args.cases.split(","))}
+    results = run(cases, not args.skip_old, args.old_timeout)
+    print("\n" + report(results))
+    print("\n" + json.dumps(results, default=str))
 
 
 if __name__ == "__main__":
-    big = "--big" in sys.argv
-    rows = []
-    for name, inst, sched in cases(big):
-        models = cost.MODELS if len(sched) < 500_000 else ("sync", "event", "ten")
-        rows += measure(name, inst, sched, models)
-    report(rows)
+    _main(sys.argv[1:])

@@ -316,7 +316,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         np.cumsum(per_send_hops, out=hstart[1:])
     del per_send_hops
     dep = dependencies(view, instance, True if exact_deps is None else exact_deps)
-    nbytes = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
+    sends = np.empty(n, dtype=kern.SEND)
+    sends["nbytes"] = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
+    sends["route"] = rt.r
+    sends["pos"] = dep.pos
     del view
     z32, z64 = np.zeros(0, np.int32), np.zeros(1, np.int64)
     members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
@@ -325,15 +328,14 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
         dptr, ditems = _csr(dj, di, n)  # dependents of each j
-        g_in, pos = z32, z32
+        g_in = z32
     else:
         need, dptr, ditems = z32, z64, z32
         members, groups, waiting = _prefix_tables(dep)
-        g_in, pos = dep.g_in, dep.pos
+        g_in = dep.g_in
     del dep
-    best_t, T_L, served = kern.event_times(
-        rt.r, rt.ptr, rt.links, hstart, H, nbytes, la.bandwidth, la.alpha, exact, need,
-        dptr, ditems, g_in, pos, members, groups, waiting)
+    best_t, T_L, served = kern.event_times(sends, rt.ptr, rt.links, hstart, H, la.bandwidth, la.alpha, exact, need,
+                                           dptr, ditems, g_in, members, groups, waiting)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

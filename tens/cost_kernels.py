@@ -278,9 +278,14 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     return last
 
 
-# ---- event -------------------------------------------------------------------------------------
+# ---- event: a 4-ary heap of ready hops ----------------------------------------------------------
+#
+# Entries are two int64 words: the ready time's IEEE-754 bits (times are >= 0, so the bits order
+# like the times) and ``position << 32 | predecessor + 1``; positions are unique, so the order
+# is (time, position in step order). The 4 children of a node share one cache line.
 
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
+SEND = np.dtype([("nbytes", np.float64), ("route", np.int32), ("pos", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
@@ -337,31 +342,38 @@ def _room(heap, size):
 
 
 @njit(cache=True, nogil=True)
-def _hop_link(e, hstart, r, rptr, rlinks):
+def _hop_link(e, hstart, sends, rptr, rlinks):
     """Link pair of hop ``e``: hop ``e - hstart[q]`` of send ``q`` (``q = e`` without ``hstart``)."""
     if len(hstart) == 0:
-        return rlinks[rptr[r[e]]]
+        return rlinks[rptr[sends[e].route]]
     q = np.searchsorted(hstart, e, side="right") - 1
-    return rlinks[rptr[r[q]] + e - hstart[q]]
+    return rlinks[rptr[sends[q].route] + e - hstart[q]]
 
 
 @njit(cache=True, nogil=True)
-def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, need, dptr, ditems,
-                g_in, pos, members, groups, waiting):
+def _independent(q, exact, need, g_in):
+    return (exact and need[q] == 0) or (not exact and g_in[q] < 0)
+
+
+@njit(cache=True, nogil=True)
+def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need, dptr, ditems, g_in, members,
+                groups, waiting):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    Sends in step order (position = tie-break). A 4-ary heap of ready hops keyed
-    ``(ready time, position)`` (the time's IEEE bits: times are non-negative); popping one
-    serves it on its link (FIFO: it starts when both it and the link are ready). A send's first
-    hop is ready when its data has arrived: every exact dependency (``need`` counts; the
-    dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first ``p`` arrivals of
-    group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting range, sorted by
-    ``p``; ``members[pos[q]]`` holds arrival ``q``'s time, hop and group, and ``groups`` rows the
-    group's start, frontier and waiting range). Hop ids: ``hstart[q] + k`` (``q`` itself when
-    every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that decided ``e``'s start:
-    ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message.
+    ``sends`` (one :data:`SEND` record per position, in step order: piece bytes, route id,
+    place in the group member list) are read once per hop. Ready hops are taken in ``(ready time,
+    position)`` order (the heap above; the sends that need nothing are a stream at time 0 in
+    position order, never in the heap) and served on their link (FIFO: a hop starts when both it and the link
+    are ready). A send's first hop is ready when its data has arrived: every exact dependency
+    (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
+    ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
+    range, sorted by ``p``; ``members[sends[q].pos]`` holds arrival ``q``'s time, hop and group, and
+    ``groups`` rows the group's start, frontier and waiting range). Hop ids: ``hstart[q] + k``
+    (``q`` itself when every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that
+    decided ``e``'s start: ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's
+    previous message.
     """
-    n = len(r)
+    n = len(sends)
     routed = len(hstart) > 0
     ev = np.full(hops, -1, np.int32)
     free = np.zeros(len(bandwidth))
@@ -373,21 +385,24 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
     ibuf = fbuf.view(np.int64)
     heap = np.empty((1024, 2), np.int64)
     size = 0
-    for q in range(n):  # sends that need nothing
-        if (exact and need[q] == 0) or (not exact and g_in[q] < 0):
-            heap = _room(heap, size)
-            _push(heap, size, 0, (np.int64(q) << 32) | 0)
-            size += 1
+    stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served = 0.0, -1, 0
-    while size > 0:
-        ibuf[0] = heap[0, 0]
-        t = fbuf[0]
-        q = heap[0, 1] >> 32
-        pred = (heap[0, 1] & 0xFFFFFFFF) - 1
-        _pop(heap, size)
-        size -= 1
+    while True:
+        while stream < n and not _independent(stream, exact, need, g_in):
+            stream += 1
+        if stream < n and (size == 0 or heap[0, 0] > 0 or (np.int64(stream) << 32) < heap[0, 1]):
+            t, q, pred = 0.0, np.int64(stream), np.int64(-1)
+            stream += 1
+        elif size > 0:
+            ibuf[0] = heap[0, 0]
+            t = fbuf[0]
+            q, pred = heap[0, 1] >> 32, (heap[0, 1] & 0xFFFFFFFF) - 1
+            _pop(heap, size)
+            size -= 1
+        else:
+            break
         served += 1
-        route = r[q]
+        route = sends[q].route
         k = hop_k[q] if routed else 0
         link = rlinks[rptr[route] + k]
         e = hstart[q] + k if routed else q
@@ -398,13 +413,13 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
         else:
             start = t
             ev[e] = pred
-        fl = start + nbytes[q] / bandwidth[link]
+        fl = start + sends[q].nbytes / bandwidth[link]
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
+        fbuf[0] = arr
         if rptr[route] + k + 1 < rptr[route + 1]:
             hop_k[q] = k + 1
-            fbuf[0] = arr
             heap = _room(heap, size)
             _push(heap, size, ibuf[0], (q << 32) | (e + 1))
             size += 1
@@ -419,46 +434,58 @@ def event_times(r, rptr, rlinks, hstart, hops, nbytes, bandwidth, alpha, exact, 
                     ready_from[d] = e
                 need[d] -= 1
                 if need[d] == 0:
+                    need[d] = -1  # queued (0 marks the sends of the time-0 stream)
                     fbuf[0] = ready[d]
                     heap = _room(heap, size)
                     _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
                     size += 1
             continue
-        at = pos[q]
-        members[at].val = arr
-        members[at].frm = e
-        g = members[at].grp
-        st0 = groups[g, GROUP_START]
-        f = groups[g, GROUP_FRONTIER]
-        end = groups[g + 1, GROUP_START]
-        while st0 + f < end and members[st0 + f].frm >= 0:  # advance the group's finished prefix
-            at = st0 + f
-            if f > 0 and not members[at].val >= members[at - 1].val:  # running maximum
-                members[at].val = members[at - 1].val
-                members[at].frm = members[at - 1].frm
-            f += 1
-        groups[g, GROUP_FRONTIER] = f
-        w = groups[g, GROUP_NEXT]
-        while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
-            d = waiting[w, 0]
-            at = st0 + waiting[w, 1] - 1
-            fbuf[0] = members[at].val
-            heap = _room(heap, size)
-            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
-            size += 1
-            w += 1
-        groups[g, GROUP_NEXT] = w
-    # critical path: latency of every data edge on it (the last hop's own alpha included)
-    e = best_e
+        heap, size = _release_waiters(heap, size, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
+    return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
+
+
+@njit(cache=True, nogil=True)
+def _release_waiters(heap, size, at, arr, e, members, groups, waiting, fbuf, ibuf):
+    """The arrival at member place ``at`` came at ``arr`` (hop ``e``): extend its group's finished
+    prefix (with the running maximum of arrival times) and queue the sends waiting for it."""
+    members[at].val = arr
+    members[at].frm = e
+    g = members[at].grp
+    st0 = groups[g, GROUP_START]
+    f = groups[g, GROUP_FRONTIER]
+    end = groups[g + 1, GROUP_START]
+    while st0 + f < end and members[st0 + f].frm >= 0:
+        at = st0 + f
+        if f > 0 and not members[at].val >= members[at - 1].val:
+            members[at].val = members[at - 1].val
+            members[at].frm = members[at - 1].frm
+        f += 1
+    groups[g, GROUP_FRONTIER] = f
+    w = groups[g, GROUP_NEXT]
+    while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
+        d = waiting[w, 0]
+        at = st0 + waiting[w, 1] - 1
+        fbuf[0] = members[at].val
+        heap = _room(heap, size)
+        _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
+        size += 1
+        w += 1
+    groups[g, GROUP_NEXT] = w
+    return heap, size
+
+
+@njit(cache=True, nogil=True)
+def _critical_latency(e, ev, hstart, sends, rptr, rlinks, alpha):
+    """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's."""
     T_L = 0.0
     if e >= 0:
-        T_L = alpha[_hop_link(e, hstart, r, rptr, rlinks)]
+        T_L = alpha[_hop_link(e, hstart, sends, rptr, rlinks)]
     while e >= 0:
         prev = ev[e]
         if prev >= -1:
             if prev >= 0:
-                T_L += alpha[_hop_link(prev, hstart, r, rptr, rlinks)]
+                T_L += alpha[_hop_link(prev, hstart, sends, rptr, rlinks)]
             e = prev
         else:
             e = -2 - prev
-    return best_t, T_L, served
+    return T_L

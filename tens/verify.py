@@ -48,6 +48,7 @@ from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
+from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, Send
 
@@ -207,7 +208,10 @@ def _simulate(s: Schedule, coll: Collective, off: int) -> Violation | None:
             return _at(s, reduces[0], f"a reduce send in a {coll.kind}, which does not combine")
     del part
     whole = bool(((s.lo == 0) & (s.hi == s.denom)).all())
-    cm = kern.chunk_major(s.chunk, off, nc, s.src, s.dst, s.step, s.lo, s.hi, s.op, whole)
+    in_order = bool((s.step[1:] >= s.step[:-1]).all())
+    order = np.zeros(0, np.int32) if in_order else step_order(s.step)[0]
+    cm = kern.chunk_major(order, s.chunk, off, nc, s.src, s.dst, s.step, s.lo, s.hi, s.op, whole)
+    del order
     starts, index, src, dst, step, lo, hi, op = cm
     pre, post = coll.precondition, coll.postcondition
     if coll.combining:

@@ -99,10 +99,11 @@ def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr):
 
 
 @njit(cache=True, nogil=True)
-def chunk_major(chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
-    """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk (stable: schedule
-    order inside), one counting-sort scatter: ``(starts, index, src, dst, step, lo, hi, op)``
-    (``lo``/``hi`` empty when ``whole``)."""
+def chunk_major(order, chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
+    """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk, in the order
+    ``order`` inside each chunk (sends in stable step order: so by step, then schedule index),
+    one counting-sort scatter: ``(starts, index, src, dst, step, lo, hi, op)`` (``lo``/``hi``
+    empty when ``whole``)."""
     starts = np.zeros(num_chunks + 1, np.int64)
     for i in range(len(chunk)):
         c = chunk[i] - off
@@ -118,7 +119,8 @@ def chunk_major(chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
     lo2 = np.empty(0 if whole else m, np.int64)
     hi2 = np.empty(0 if whole else m, np.int64)
     op2 = np.empty(m, np.int8)
-    for i in range(len(chunk)):
+    for y in range(len(chunk)):
+        i = order[y] if len(order) else y
         c = chunk[i] - off
         if 0 <= c < num_chunks:
             x = fill[c]
@@ -127,6 +129,33 @@ def chunk_major(chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
             if not whole:
                 lo2[x], hi2[x] = lo[i], hi[i]
     return starts, index, s2, d2, t2, lo2, hi2, op2
+
+
+@njit(cache=True, nogil=True)
+def _heapsort(a):
+    """Sort ``a`` in place (small code: the breakpoints of one chunk)."""
+    n = len(a)
+    for start in range(n // 2 - 1, -1, -1):
+        _sift(a, start, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift(a, 0, end)
+
+
+@njit(cache=True, nogil=True)
+def _sift(a, j, n):
+    v = a[j]
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and a[c + 1] > a[c]:
+            c += 1
+        if v >= a[c]:
+            break
+        a[j] = a[c]
+        j = c
+    a[j] = v
 
 
 @njit(cache=True, nogil=True)
@@ -144,7 +173,7 @@ def _segments(lo, hi, a, b, denom, pts):
     for x in range(a, b):
         pts[m], pts[m + 1] = lo[x], hi[x]
         m += 2
-    pts[:m].sort()
+    _heapsort(pts[:m])
     k = 1
     for y in range(1, m):
         if pts[y] != pts[k - 1]:
@@ -159,19 +188,6 @@ def _seg_range(lo, hi, x, pts, nseg):
     if len(lo) == 0:
         return 0, 1
     return np.searchsorted(pts[:nseg + 1], lo[x]), np.searchsorted(pts[:nseg + 1], hi[x])
-
-
-@njit(cache=True, nogil=True)
-def _step_order(step, a, b):
-    """Positions ``a .. b - 1`` in stable step order."""
-    ordered = True
-    for x in range(a + 1, b):
-        if step[x] < step[x - 1]:
-            ordered = False
-            break
-    if ordered:
-        return np.arange(a, b)
-    return a + np.argsort(step[a:b], kind="mergesort")
 
 
 @njit(cache=True, nogil=True)
@@ -197,18 +213,16 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c
         if nseg * size > len(H):
             H = np.zeros(nseg * size, np.bool_)
             stamp[:] = -1
-        order = _step_order(step, a, b)
         bad = False
-        p0 = 0
-        while p0 < b - a and not bad:
-            t = step[order[p0]]
+        p0 = a
+        while p0 < b and not bad:
+            t = step[p0]
             if t > best_t:
                 break
             p1 = p0
-            while p1 < b - a and step[order[p1]] == t:
+            while p1 < b and step[p1] == t:
                 p1 += 1
-            for y in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
-                x = order[y]
+            for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
                 u = src[x]
                 _init_flags(H, stamp, pre, c, u, nseg)
                 f, l = _seg_range(lo, hi, x, pts, nseg)
@@ -225,8 +239,7 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c
                     break
             if bad:
                 break
-            for y in range(p0, p1):
-                x = order[y]
+            for x in range(p0, p1):
                 v = dst[x]
                 _init_flags(H, stamp, pre, c, v, nseg)
                 f, l = _seg_range(lo, hi, x, pts, nseg)
@@ -373,28 +386,25 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
             table = np.zeros(nseg * size, np.int64)
             tstamp = np.full(nseg * size, -1, np.int64)
             stamp[:] = -1
-        order = _step_order(step, a, b)
         bad = False
-        p0 = 0
-        while p0 < b - a:
-            t = step[order[p0]]
+        p0 = a
+        while p0 < b:
+            t = step[p0]
             if t > best_t:
                 break
             p1 = p0
-            while p1 < b - a and step[order[p1]] == t:
+            while p1 < b and step[p1] == t:
                 p1 += 1
             group += 1
             j_nh, x_nh, j_cf, cf_key, j_dup, x_dup, ndup, nkeys = NONE, -1, NONE, NONE, NONE, -1, 0, 0
-            for y in range(p0, p1):  # sources must hold some contribution to every segment
-                x = order[y]
+            for x in range(p0, p1):  # sources must hold some contribution to every segment
                 _init_sets(C, stamp, pre, c, src[x], nseg, rank_of)
                 _init_sets(C, stamp, pre, c, dst[x], nseg, rank_of)
                 f, l = _seg_range(lo, hi, x, pts, nseg)
                 for g in range(f, l):
                     if j_nh == NONE and _empty(C, src[x] * nseg + g):
                         j_nh, x_nh = index[x], x
-            for y in range(p0, p1):  # copies: the first copy of a segment to a node wins
-                x = order[y]
+            for x in range(p0, p1):  # copies: the first copy of a segment to a node wins
                 if op[x] != 1:
                     continue
                 f, l = _seg_range(lo, hi, x, pts, nseg)
@@ -410,8 +420,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
                     elif _differs(kval, k, C, srow):
                         j_cf = min(j_cf, index[x])
                         cf_key = min(cf_key, g * size + dst[x])
-            for y in range(p0, p1):  # reductions: add to the receiver's set (or the copy)
-                x = order[y]
+            for x in range(p0, p1):  # reductions: add to the receiver's set (or the copy)
                 if op[x] == 1:
                     continue
                 f, l = _seg_range(lo, hi, x, pts, nseg)
@@ -445,8 +454,8 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
                 x = x_nh if kind == NOT_HELD else x_dup
                 if kind == CONFLICT:  # the violating copy's position
                     for y in range(p0, p1):
-                        if index[order[y]] == j:
-                            x = order[y]
+                        if index[y] == j:
+                            x = y
                 if (t, j) < (best_t, best_i):
                     best_t, best_i, best_x, best_c, best_kind = t, j, x, c, kind
                 if detail:
