@@ -90,6 +90,14 @@ def links(topology: Topology, chunk_bytes: float, timestep: float | None = None)
                  out_ptr=out_ptr, out_idx=out_idx)
 
 
+def _reordered(lk: Links, order: np.ndarray) -> Links:
+    """The same links numbered in ``order``."""
+    src = lk.src[order]
+    out_ptr, out_idx = _csr(src, lk.size)
+    return Links(src=src, dst=lk.dst[order], delay=lk.delay[order], cap=lk.cap[order], size=lk.size,
+                 timestep=lk.timestep, out_ptr=out_ptr, out_idx=out_idx)
+
+
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Row pointers and the stable order grouping ``keys`` (0..n-1)."""
     order = np.argsort(keys, kind="stable")
@@ -204,7 +212,7 @@ def _state(lk: Links, A: np.ndarray, want: np.ndarray) -> K.State:
     slots = int(lk.cap.sum())
     unit = bool((lk.delay == 1).all())
     return K.State(
-        A=A, want=want, left=want.sum(axis=1).astype(np.int64),
+        A=A, want=want, wants_all=bool((want == (A == INF)).all()), left=want.sum(axis=1).astype(np.int64),
         slot_free=np.zeros(slots, np.int64), slot_send=np.zeros(slots, np.int64),
         slot_start=np.zeros(slots, np.int64),
         send_of=np.zeros(1 if unit else N * C, np.int32),
@@ -230,6 +238,8 @@ class _Run:
     def __init__(self, lk: Links, A: np.ndarray, want: np.ndarray, rng, rules: Rules, distances,
                  busy: dict[int, np.ndarray] | None, max_steps: int | None):
         N, C = want.shape
+        order = np.lexsort((lk.delay, lk.dst))  # a destination's in-links side by side (cache)
+        lk = _reordered(lk, order)
         self.lk = lk
         self.net = _net(lk)
         self.st = _state(lk, A, want)
@@ -237,7 +247,7 @@ class _Run:
         self.isl = _islands(lk, A)
         self.rule = K.Rule(policy=_POLICY[rules.priority], endgame=rules.endgame)
         self.maximum = rules.matching == "maximum"
-        self.busy = busy or {}
+        self.busy = {t: b[order] for t, b in (busy or {}).items()}
         self.no_busy = np.zeros(len(lk), np.int64)
         self.max_steps = max_steps or (4 * (C + N) * int(lk.delay.max(initial=1)) + 16)
         self.maxd = int(lk.delay.max(initial=1))

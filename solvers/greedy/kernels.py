@@ -8,7 +8,8 @@ Plain arrays grouped in named tuples (numba passes them as records):
   ``node * classes + class``) and ``rate`` (chunks per timestep its in-links deliver);
   ``class_links``/``class_ptr`` list the links of each delay class.
 - :data:`State` — ``A[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` (its
-  planned arrival; ``INF`` while nobody sends it); ``want`` the requests; ``left[node]`` its
+  planned arrival; ``INF`` while nobody sends it); ``want`` the requests (``wants_all``: every
+  node wants every chunk it lacks, so ``want`` need not be read); ``left[node]`` its
   unmet requests; per link slot the step it is free again, the send it
   carries and the step that send started; ``send_of[node * C + chunk]`` the send planned to
   deliver it (multi-timestep links only: chunk replacement).
@@ -42,7 +43,7 @@ _DOMINATED = 1 << 40  # key offset of an entry whose island already holds or awa
 _NO_KEY = np.int64(1) << 62
 
 Net = namedtuple("Net", "src dst delay link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_links class_ptr")
-State = namedtuple("State", "A want left slot_free slot_send slot_start send_of")
+State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of")
 Relay = namedtuple("Relay", "on D single target frontier")
 Islands = namedtuple("Islands", "on label has")
 Pool = namedtuple("Pool", "chunk start cap head tail")
@@ -149,7 +150,7 @@ def admit(t, nodes, chunks, net, st, relay, pool):
     """Pool entries for chunks usable from step ``t`` on (they arrived at the end of ``t - 1``):
     one per out-link whose destination wants the chunk (or is a useful relay). Needs room for
     one entry per arrival at the link's source (:func:`reserve`)."""
-    A, want = st.A, st.want
+    A, want, wants_all = st.A, st.want, st.wants_all
     dst, delay, out_ptr, out_idx = net.dst, net.delay, net.out_ptr, net.out_idx
     arena, tail = pool.chunk, pool.tail
     for i in range(len(nodes)):
@@ -159,7 +160,7 @@ def admit(t, nodes, chunks, net, st, relay, pool):
             w = dst[l]
             if A[w, c] <= t + delay[l] - 1:
                 continue
-            if not want[w, c] and not (relay.on and relay_admissible(u, w, c, st, relay)):
+            if not wants_all and not want[w, c] and not (relay.on and relay_admissible(u, w, c, st, relay)):
                 continue
             arena[tail[l]] = c
             tail[l] += 1
@@ -284,7 +285,7 @@ def deliver_new(v, c, arrive, j, net, st, relay, isl, sends, tally):
 def deliver(v, c, arrive, j, st, relay, isl, tally):
     """Send ``j`` brings ``c`` to ``v`` at the end of step ``arrive``: bookkeeping of arrivals,
     unmet requests, island holdings and the relay frontier."""
-    if st.A[v, c] == INF and st.want[v, c]:
+    if st.A[v, c] == INF and (st.wants_all or st.want[v, c]):
         st.left[v] -= 1
         tally[T_REMAINING] -= 1
     st.A[v, c] = arrive
