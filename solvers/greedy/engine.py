@@ -230,6 +230,30 @@ def _grow(arrays, need: int):
     return out
 
 
+def new_pool(n_links: int, tally: np.ndarray) -> K.Pool:
+    """Empty candidate queues: 8 entries of room per link to start with."""
+    first = 8 * np.arange(n_links, dtype=np.int64)
+    tally[K.T_ARENA] = 8 * n_links
+    return K.Pool(chunk=np.zeros(8 * n_links + 1024, np.int32), start=first, cap=np.full(n_links, 8, np.int64),
+                  head=first.copy(), tail=first.copy())
+
+
+def reserve_pool(pool: K.Pool, add: np.ndarray, tally: np.ndarray) -> K.Pool:
+    """The pool with room for ``add[l]`` more entries on every link ``l``
+    (:func:`collsynth.solvers.greedy.kernels.reserve`); the arena is repacked when moved
+    ranges left more than half of it unused, and doubles otherwise."""
+    while (need := K.reserve(add, pool, tally)) > 0:
+        arena = pool.chunk
+        if tally[K.T_GARBAGE] > len(arena) // 2:
+            live = int((pool.tail - pool.head).sum())
+            size = max(len(arena), 2 * live + 8 * len(pool.start) + need - int(tally[K.T_ARENA]))
+            arena = K.repack(pool, np.zeros(size, np.int32), tally)
+        else:
+            arena = np.concatenate([arena, np.zeros(max(need, 2 * len(arena)) - len(arena), np.int32)])
+        pool = pool._replace(chunk=arena)
+    return pool
+
+
 # ---- the run ------------------------------------------------------------------------------
 
 class _Run:
@@ -251,17 +275,13 @@ class _Run:
         self.no_busy = np.zeros(len(lk), np.int64)
         self.max_steps = max_steps or (4 * (C + N) * int(lk.delay.max(initial=1)) + 16)
         self.maxd = int(lk.delay.max(initial=1))
-        L = len(lk)
-        self.pool = K.Pool(chunk=np.zeros(8 * L + 1024, np.int32), start=8 * np.arange(L, dtype=np.int64),
-                           cap=np.full(L, 8, np.int64), head=8 * np.arange(L, dtype=np.int64),
-                           tail=8 * np.arange(L, dtype=np.int64))
         cap = max(1024, int(want.sum()) + 16)
         self.sends = K.Sends(link=np.zeros(cap, np.int32), chunk=np.zeros(cap, np.int32),
                              arrive=np.zeros(cap, np.int32), ok=np.zeros(cap, bool),
                              first=np.zeros(self.max_steps + 2, np.int64))
         self.tally = np.zeros(K.TALLY_SIZE, np.int64)
         self.tally[K.T_REMAINING] = int(want.sum())
-        self.tally[K.T_ARENA] = 8 * L
+        self.pool = new_pool(len(lk), self.tally)
         self.idle = np.zeros(len(lk), np.int64)
         nodes, chunks = np.nonzero(A < INF)
         order = np.lexsort((rng.random(len(nodes)), A[nodes, chunks]))
@@ -305,16 +325,7 @@ class _Run:
 
     def _reserve_pool(self, nodes: np.ndarray) -> None:
         """Room in every link's pool for one entry per chunk its source just received."""
-        add = np.bincount(nodes, minlength=self.lk.size)[self.lk.src]
-        while (need := K.reserve(add, self.pool, self.tally)) > 0:
-            arena = self.pool.chunk
-            if self.tally[K.T_GARBAGE] > len(arena) // 2:
-                live = int((self.pool.tail - self.pool.head).sum())
-                size = max(len(arena), 2 * live + 8 * len(self.lk) + need - self.tally[K.T_ARENA])
-                arena = K.repack(self.pool, np.zeros(size, np.int32), self.tally)
-            else:
-                arena = np.concatenate([arena, np.zeros(max(need, 2 * len(arena)) - len(arena), np.int32)])
-            self.pool = self.pool._replace(chunk=arena)
+        self.pool = reserve_pool(self.pool, np.bincount(nodes, minlength=self.lk.size)[self.lk.src], self.tally)
 
     def _reserve_sends(self) -> None:
         """Room for one more step of sends (at most one per link slot)."""
