@@ -148,8 +148,10 @@ def arrivals(t, lo, hi, net, st, sends, nodes, chunks):
 @_borrowing
 def admit(t, nodes, chunks, net, st, relay, pool):
     """Pool entries for chunks usable from step ``t`` on (they arrived at the end of ``t - 1``):
-    one per out-link whose destination wants the chunk (or is a useful relay). Needs room for
-    one entry per arrival at the link's source (:func:`reserve`)."""
+    one per out-link whose destination wants the chunk (or is a useful relay). When every node
+    wants every chunk it lacks, entries are not checked here (one memory access fewer each;
+    :func:`best_entry` drops those the destination already has). Needs room for one entry per
+    arrival at the link's source (:func:`reserve`)."""
     A, want, wants_all = st.A, st.want, st.wants_all
     dst, delay, out_ptr, out_idx = net.dst, net.delay, net.out_ptr, net.out_idx
     arena, tail = pool.chunk, pool.tail
@@ -158,9 +160,8 @@ def admit(t, nodes, chunks, net, st, relay, pool):
         for p in range(out_ptr[u], out_ptr[u + 1]):
             l = out_idx[p]
             w = dst[l]
-            if A[w, c] <= t + delay[l] - 1:
-                continue
-            if not wants_all and not want[w, c] and not (relay.on and relay_admissible(u, w, c, st, relay)):
+            if not wants_all and (A[w, c] <= t + delay[l] - 1 or not (
+                    want[w, c] or (relay.on and relay_admissible(u, w, c, st, relay)))):
                 continue
             arena[tail[l]] = c
             tail[l] += 1
@@ -270,7 +271,7 @@ def commit(l, c, t, net, st, relay, isl, sends, tally):
     deliver_new(net.dst[l], c, t + net.delay[l] - 1, j, net, st, relay, isl, sends, tally)
 
 
-@_inlined
+@_borrowing
 def deliver_new(v, c, arrive, j, net, st, relay, isl, sends, tally):
     """Send ``j`` brings ``c`` to ``v`` at ``arrive``; a slower planned copy it overtakes is
     replaced."""
@@ -281,7 +282,7 @@ def deliver_new(v, c, arrive, j, net, st, relay, isl, sends, tally):
         replace(v, overtaken, old, net, st, relay, isl, sends, tally)
 
 
-@_inlined
+@_borrowing
 def deliver(v, c, arrive, j, st, relay, isl, tally):
     """Send ``j`` brings ``c`` to ``v`` at the end of step ``arrive``: bookkeeping of arrivals,
     unmet requests, island holdings and the relay frontier."""
