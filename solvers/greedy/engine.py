@@ -6,8 +6,8 @@ In step ``t`` every free link slot ``u -> v`` is matched to a chunk ``u`` holds 
 step ``t - 1`` (arrival-time analysis, §VI-B) and ``v`` still lacks; a request is served once
 (a copy in flight is only overtaken by one that arrives strictly earlier, and the slower send
 is then *replaced* by another chunk its source held, §VI-B "chunk replacement"). Links are
-matched in delay classes, shortest first ("shorter-link-first", §VI-B), in random order within
-a class (§VI-A). Each link's candidates (the *pool*) are kept oldest first; a link takes
+matched in delay classes, shortest first ("shorter-link-first", §VI-B); within a class the
+destinations come in random order and each one's in-links in random order (§VI-A). Each link's candidates (the *pool*) are kept oldest first; a link takes
 
 - ``priority="fifo"``: its oldest usable candidate (chunk-level pipelining);
 - ``"lifo"``: its newest; ``"random"``: one at random (the paper's choice);
@@ -146,12 +146,11 @@ def _net(lk: Links) -> K.Net:
     in_ptr, in_idx = _csr(lk.dst * len(classes) + link_class, n * len(classes))
     rate = np.zeros(n)
     np.add.at(rate, lk.dst, lk.cap / lk.delay)
-    class_ptr, class_links = _csr(link_class.astype(np.int64), len(classes))
     return K.Net(
         src=lk.src, dst=lk.dst, delay=lk.delay, link_class=link_class.astype(np.int64),
         slot_ptr=np.concatenate([[0], np.cumsum(lk.cap)]).astype(np.int64),
         out_ptr=lk.out_ptr, out_idx=lk.out_idx, in_ptr=in_ptr, in_idx=in_idx,
-        rate=rate, class_links=class_links, class_ptr=class_ptr,
+        rate=rate, class_delay=classes.astype(np.int64),
     )
 
 

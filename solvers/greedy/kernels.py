@@ -6,7 +6,7 @@ Plain arrays grouped in named tuples (numba passes them as records):
   (rank of its delay, 0 = fastest), ``slot_ptr`` (CSR of its parallel slots); per node its
   out-links (``out_ptr``/``out_idx``), its in-links per delay class (``in_ptr``/``in_idx`` by
   ``node * classes + class``) and ``rate`` (chunks per timestep its in-links deliver);
-  ``class_links``/``class_ptr`` list the links of each delay class.
+  ``class_delay[k]`` is the delay of class ``k``.
 - :data:`State` — ``A[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` (its
   planned arrival; ``INF`` while nobody sends it); ``want`` the requests (``wants_all``: every
   node wants every chunk it lacks, so ``want`` need not be read); ``left[node]`` its
@@ -42,7 +42,7 @@ TALLY_SIZE = 9
 _DOMINATED = 1 << 40  # key offset of an entry whose island already holds or awaits the chunk
 _NO_KEY = np.int64(1) << 62
 
-Net = namedtuple("Net", "src dst delay link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_links class_ptr")
+Net = namedtuple("Net", "src dst delay link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay")
 State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of")
 Relay = namedtuple("Relay", "on D single target frontier")
 Islands = namedtuple("Islands", "on label has")
@@ -183,7 +183,7 @@ def trim(l, arrive, A, v, arena, head, tail):
 def holders(v, c, t, net, A):
     """How many in-links of ``v`` could deliver ``c`` in step ``t`` (their source holds it):
     the rarity of the request."""
-    ncls = len(net.class_ptr) - 1
+    ncls = len(net.class_delay)
     n = 0
     for p in range(net.in_ptr[v * ncls], net.in_ptr[(v + 1) * ncls]):
         if A[net.src[net.in_idx[p]], c] <= t - 1:
@@ -342,7 +342,7 @@ def match_step(t, busy, net, st, relay, isl, pool, sends, rule, tally, idle):
     uses in this step. Links left with a free slot and a non-empty pool are written to
     ``idle``; returns their count."""
     n_idle = 0
-    for k in range(len(net.class_ptr) - 1):
+    for k in range(len(net.class_delay)):
         order = np.random.permutation(len(net.rate))
         n_idle = serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally, idle, n_idle)
     return n_idle
@@ -352,7 +352,7 @@ def match_step(t, busy, net, st, relay, isl, pool, sends, rule, tally, idle):
 def serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally, idle, n_idle):
     """The links of delay class ``k``, destinations in ``order``, each one's in-links shuffled
     (see :func:`match_step`); returns the new count of ``idle`` links."""
-    ncls = len(net.class_ptr) - 1
+    ncls = len(net.class_delay)
     in_ptr, in_idx = net.in_ptr, net.in_idx
     for v in order:
         lo, hi = in_ptr[v * ncls + k], in_ptr[v * ncls + k + 1]
@@ -409,7 +409,7 @@ def augment(l0, t, net, st, pool, sends):
     v, arrive = net.dst[l0], t + net.delay[l0] - 1
     A, want, arena, head, tail = st.A, st.want, pool.chunk, pool.head, pool.tail
     slot_ptr, slot_start, slot_send, send_ok, send_chunk = net.slot_ptr, st.slot_start, st.slot_send, sends.ok, sends.chunk
-    ncls = len(net.class_ptr) - 1
+    ncls = len(net.class_delay)
     group = v * ncls + net.link_class[l0]
     sib = net.in_idx[net.in_ptr[group]:net.in_ptr[group + 1]].copy()
     sib[np.argmax(sib == l0)], sib[0] = sib[0], l0

@@ -41,10 +41,11 @@ from ...limits import Deadline, TimeLimitReached
 from ...instances.collective import Collective
 from ...instances.instance import Instance
 from ...instances.topology import Topology
+from ...tens import bounds, cost
 from ...tens import schedule as sched_mod
-from ...tens import bounds
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.ten import link_costs
+from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay
 
@@ -264,8 +265,6 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
 
 def _sync_time(schedule: Schedule, instance: Instance) -> float:
     """Synchronous alpha-beta time (``tens.cost.price``), the tie-breaker between seeds."""
-    from ...tens import cost
-
     return float(cost.price(schedule, instance, "sync").total_s)
 
 
@@ -274,8 +273,6 @@ def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | 
 
     Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid) and ``schedule``.
     """
-    from ...tens.verify import verify
-
     t0 = time.perf_counter()
     s = synthesize(instance, seed, priority=params.get("priority", "fifo"), matching=params.get("matching", "maximum"),
                    endgame=params.get("endgame", ENDGAME), timestep=params.get("timestep"), deadline=deadline)
