@@ -19,8 +19,11 @@ Columns of the quality table:
 - ``inbound``: the per-node inbound bound, computed here by hand: the largest, over nodes, of
   the smallest ``T`` with ``sum over in-links of cap * floor(T / delay) >= chunks the node
   lacks`` (combining collectives count a node's sends instead);
-- ``cut``: the cut bound of ``collsynth.tens.bounds`` where that module exists, ``-``
-  otherwise; ``bound``: ``greedy.lower_bound`` of the revision under test;
+- ``cut``: the cut bound in timesteps of ``collsynth.tens.bounds`` (its parametric min-cut
+  search; when it finds no node set beating single nodes, the cut bound is the per-node
+  bound, shown as that value), ``-`` where the search was refused (over its time budget) or
+  the revision has no such module; ``bound``: ``greedy.lower_bound`` of the revision under
+  test (the best of ``collsynth.tens.bounds``' distance, per-node, volume and cut bounds);
 - ``tacos_pub``: TACOS's published figure (Won et al., TACOS, arXiv:2304.05301, 2023, §VIII):
   the paper gives no timestep counts for these systems (Table I normalises Ring x FC x Switch
   allreduce times to its own greedy), hence ``-``;
@@ -48,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-BASELINE = "5bc6b1b"  # main before the compiled matching engine
+BASELINE = "86e3cd1"  # main before the compiled matching engine (the numpy matching, tens/bounds.py)
 REPO = Path(__file__).resolve().parent.parent
 TACOS_RULE = {"priority": "random", "matching": "greedy", "endgame": 0}
 
@@ -109,8 +112,14 @@ def cut_bound(inst):
         return None
     from collsynth.tens import bounds
 
-    b = bounds.instance_bounds(inst).part("timesteps", "cut")
-    return int(b.value) if b.computed else None
+    b = bounds.instance_bounds(inst)
+    cuts = [p for p in b.parts["timesteps"] if p.source == "cut"]
+    if any(not p.computed for p in cuts):
+        return None
+    if cuts:
+        return int(max(p.value for p in cuts))
+    nodes = [p.value for p in b.parts["timesteps"] if p.source in ("inbound", "outbound") and p.computed]
+    return int(max(nodes)) if nodes else None  # no set beat single nodes: the per-node bound
 
 
 def run_case(case: dict) -> dict:
@@ -191,14 +200,16 @@ def sweep(max_npus=4096, baseline: str | None = BASELINE, timeout=1800.0, cases=
             row["tacos_rule"] = child({**case, "rules": TACOS_RULE}, root, timeout).get("steps", "timeout")
             if base_root:
                 b = child(case, base_root, timeout)
-                row.update(before=b.get("steps", b.get("error")), before_s=b.get("wall_s"), before_cpu_s=b.get("cpu_s"))
+                row.update(before=b.get("steps", b.get("error")), before_s=b.get("wall_s"), before_cpu_s=b.get("cpu_s"),
+                           before_peak_mb=b.get("peak_mb"))
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
 
 
 COLUMNS = ["topology", "npus", "kind", "steps", "inbound", "cut", "bound", "tacos_pub", "tacos_rule", "before",
-           "before_s", "before_cpu_s", "wall_s", "cpu_s", "load_s", "peak_mb", "verified", "verify_s"]
+           "before_s", "before_cpu_s", "before_peak_mb", "wall_s", "cpu_s", "load_s", "peak_mb", "verified",
+           "verify_s"]
 
 
 def table(rows) -> str:
