@@ -271,6 +271,35 @@ def test_every_kind_on_failed_mesh_verifies():
     assert greedy.synthesize(ag, 0).num_steps == greedy.lower_bound(ag) == 13  # TACOS Table III topology
 
 
+# ---- compiled code: warmed once, one version per kernel ------------------------------------
+
+ENTRY_KERNELS = ("seed", "reserve", "repack", "arrivals", "admit", "match_step", "augment_step")
+
+
+def test_warm_compiles_every_kernel_and_runs_compile_nothing_more():
+    engine.warm()
+    compiled = {name: len(getattr(kernels, name).signatures) for name in ENTRY_KERNELS}
+    assert compiled == {name: 1 for name in ENTRY_KERNELS}
+    # relays (gather, scatter on a failed mesh), multi-timestep links, combining duals on the
+    # transpose, allreduce, concurrent parts around busy link slots: the same compiled code
+    topo = build("mesh", {"dims": [3, 3]}, bandwidth=100e9, alpha=0.5e-6).with_failures([4])
+    for kind in ("gather", "scatter", "reduce_scatter", "allreduce"):
+        inst = make_instance(topo, kind, root=0 if kind in ROOTED else None)
+        assert verify(greedy.synthesize(inst, 0), inst) is None
+    hetero = make_instance(_hetero_topology(), "broadcast", root=0, chunks_per_node=4, message_bytes=4e9)
+    assert verify(greedy.synthesize(hetero, 0), hetero) is None
+    npus = list(topo.npus)
+    both = Instance("concurrent", topo, (make("reduce_scatter", npus, topo.size), make("allgather", npus[:4], topo.size)))
+    assert verify(greedy.synthesize(both, 0), both) is None
+    assert {name: len(getattr(kernels, name).signatures) for name in ENTRY_KERNELS} == compiled
+
+
+def test_the_pipeline_warms_the_producer_it_runs():
+    assert pipeline.get("greedy").warm is engine.warm
+    pipeline.warm_producer("greedy")
+    assert all(getattr(kernels, name).signatures for name in ENTRY_KERNELS)
+
+
 # ---- heterogeneous links: shorter-link-first, arrival times, chunk replacement ---------------
 
 def _hetero_topology():

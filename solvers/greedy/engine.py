@@ -185,7 +185,7 @@ def _relay(lk: Links, A: np.ndarray, want: np.ndarray, distances: np.ndarray | N
         return K.Relay(on=False, D=np.zeros((1, 1), np.int32), single=single, target=target, frontier=frontier)
     if distances is None:
         raise ValueError("relaying chunks needs the hop-distance matrix")
-    D = np.asarray(distances, dtype=np.int32)
+    D = np.ascontiguousarray(distances, dtype=np.int32)  # one array layout: one compiled version
     hold_n, hold_c = np.nonzero((A < INF) & single[None, :])
     dd = D[hold_n, target[hold_c]].astype(np.int64)
     dd[dd < 0] = INF
@@ -380,6 +380,25 @@ def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generat
         t += 1
         run.step(t)
     return run.result(want)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel this module calls, on a 4-node
+    bidirectional ring allgather: a first compile takes minutes on a loaded machine, which is no
+    run's synthesis time. Every run passes the kernels arrays of the same types and layouts,
+    so nothing compiles again."""
+    src = np.array([0, 1, 2, 3, 1, 2, 3, 0], np.int64)
+    dst = np.array([1, 2, 3, 0, 0, 1, 2, 3], np.int64)
+    out_ptr, out_idx = _csr(src, 4)
+    lk = Links(src=src, dst=dst, delay=np.ones(8, np.int64), cap=np.ones(8, np.int64), size=4, timestep=1.0,
+               out_ptr=out_ptr, out_idx=out_idx)
+    avail = np.where(np.eye(4, dtype=bool), 0, INF).astype(np.int32)
+    match(lk, avail, ~np.eye(4, dtype=bool), np.random.default_rng(0))
+    run = _Run(lk, avail, ~np.eye(4, dtype=bool), np.random.default_rng(0), Rules(), None, None, None)
+    run.step(1)  # the kernels a step may skip: augmenting paths, a repacked arena
+    K.augment_step(1, run.no_busy, run.idle[:0], run.net, run.st, run.relay, run.isl, run.pool, run.sends,
+                   run.tally)
+    K.repack(run.pool, np.zeros(len(run.pool.chunk), np.int32), run.tally)
 
 
 def _prune(ok: np.ndarray, link: np.ndarray, chunk: np.ndarray, lk: Links, want: np.ndarray) -> int:

@@ -47,7 +47,7 @@ from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.ten import link_costs
 from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay
+from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay, warm
 
 __all__ = ["ENDGAME", "MATCHINGS", "PRIORITIES", "Links", "links", "lower_bound", "multi_start",
            "one_start", "produce", "synthesize"]
@@ -417,6 +417,6 @@ PRODUCERS = [
         "greedy", "greedy", produce,
         summary="TACOS-Greedy (Won et al. 2023, §VI) with a rarest-first endgame and maximum matching: "
                 "link-chunk matching on the TEN; best of --starts seeds",
-        params=PARAMS,
+        params=PARAMS, warm=warm,
     ),
 ]
