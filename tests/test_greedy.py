@@ -15,6 +15,7 @@ from collsynth.instances.collective import KINDS, ROOTED, make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
+from collsynth.limits import Deadline, TimeLimitReached
 from collsynth.solvers.greedy import engine, kernels
 from collsynth.solvers.greedy import tacos as greedy
 from collsynth.solvers import pipeline
@@ -298,6 +299,16 @@ def test_the_pipeline_warms_the_producer_it_runs():
     assert pipeline.get("greedy").warm is engine.warm
     pipeline.warm_producer("greedy")
     assert all(getattr(kernels, name).signatures for name in ENTRY_KERNELS)
+
+
+def test_a_passed_deadline_stops_the_matching_saying_how_far_it_got():
+    inst = _grid("torus", (4, 4))  # 16 nodes lacking 15 chunks each: 240 requests
+    with pytest.raises(TimeLimitReached) as err:
+        greedy.synthesize(inst, 0, deadline=Deadline.after(0))
+    assert err.value.stage == "greedy matching" and err.value.done == "timestep 0: 0 of 240 requests met"
+    with pytest.raises(TimeLimitReached) as err:
+        greedy.multi_start(inst, [0, 1], workers=1, deadline=Deadline.after(0))
+    assert err.value.done.startswith("no seed finished; timestep 0")
 
 
 # ---- heterogeneous links: shorter-link-first, arrival times, chunk replacement ---------------
