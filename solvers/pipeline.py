@@ -71,6 +71,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
     """
     warm_kernels()
+    warm_producer(producer)
     options = options or Options()
     deadline = options.deadline or Deadline.after(options.time_limit)
     prod = get(producer)
@@ -159,6 +160,16 @@ def warm_kernels() -> list[str]:
         for model in cost.MODELS:
             cost.price(sched, inst, model)
     return violations
+
+
+@functools.cache
+def warm_producer(name: str) -> None:
+    """Compile (or load from numba's cache) the kernels of producer ``name`` (its ``warm``),
+    once per process, before a run's clock starts: like :func:`warm_kernels`, a first compile
+    is no run's time."""
+    prod = get(name)
+    if prod.warm is not None:
+        prod.warm()
 
 
 @contextlib.contextmanager

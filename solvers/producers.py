@@ -202,7 +202,9 @@ class Producer:
     ``family`` groups producers in listings (formulation, bfb, greedy, closed-form,
     expansion); ``uses_solver`` says whether ``--solver`` applies; ``drivers`` lists the
     drivers it accepts, the first being its default (empty: none); ``params`` the
-    parameters it takes.
+    parameters it takes; ``warm`` (optional) compiles, or loads from numba's cache, the
+    producer's own compiled kernels (:func:`collsynth.solvers.pipeline.warm_producer` runs it
+    once per process before a run's clock starts).
     """
 
     name: str
@@ -212,6 +214,7 @@ class Producer:
     uses_solver: bool = False
     drivers: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
+    warm: Callable[[], object] | None = None
 
     @property
     def default_driver(self) -> str:

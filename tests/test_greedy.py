@@ -1,5 +1,7 @@
-"""TACOS-Greedy (Won et al., TACOS, 2023, §VI): bounds reached on meshes/tori, every schedule verifies,
-determinism, chunk replacement on heterogeneous links, relays, concurrency, the producer."""
+"""The greedy (Won et al., TACOS, arXiv:2304.05301, 2023, §VI, and its rarest-first endgame):
+bounds reached on meshes, tori and a switch hierarchy, every schedule verifies, maximum
+matching by augmenting paths, the candidate arena, determinism, chunk replacement on
+heterogeneous links, relays, concurrency, the producer."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from collsynth.instances.collective import KINDS, ROOTED, make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
+from collsynth.limits import Deadline, TimeLimitReached
+from collsynth.solvers.greedy import engine, kernels
 from collsynth.solvers.greedy import tacos as greedy
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
@@ -68,14 +72,108 @@ def test_large_meshes_with_chunks_reach_bound(gen, dims, chunks):
     assert _best_of(inst, 3, bound) == bound
 
 
-@pytest.mark.benchmark
 @pytest.mark.parametrize("gen,dims,chunks", [("torus", (10, 10), 2), ("torus", (7, 12), 3)])
 def test_large_tori_with_chunks_reach_bound(gen, dims, chunks):
     # multi-chunk pipelining: "fifo" (a link's oldest candidate first) reaches the bound where
     # the paper's uniform choice stays one timestep above (10x10, 2 chunks: 51 vs 50)
     inst = _grid(gen, dims, chunks)
-    bound = greedy.lower_bound(inst)
-    assert _best_of(inst, 20, bound, priority="fifo") == bound
+    n = int(np.prod(dims))
+    assert greedy.lower_bound(inst) == -(-(n - 1) * chunks // 4)  # chunks over 4 in-links
+    assert _best_of(inst, 3, -(-(n - 1) * chunks // 4)) == -(-(n - 1) * chunks // 4)
+
+
+# ---- beyond TACOS: every in-link busy to the last timestep ----------------------------------
+
+@pytest.mark.parametrize("gen,dims,bound", [
+    ("torus", (8, 8), 16),       # 63 chunks over 4 in-links
+    ("torus", (16, 16), 64),     # 255 over 4
+    ("torus", (4, 4, 4), 11),    # 63 over 6
+    ("torus", (4, 4), 4),        # 15 over 4, antipode at 4 hops: no timestep to spare
+    ("mesh", (8, 8), 32),        # a corner: 63 over 2
+])
+def test_one_seed_reaches_the_per_node_inbound_bound(gen, dims, bound):
+    inst = _grid(gen, dims)
+    assert greedy.lower_bound(inst) == bound
+    assert _best_of(inst, 2, bound) == bound
+
+
+def test_rarest_first_endgame_is_what_keeps_the_last_timesteps_full():
+    # 8x8 torus: 63 of the 64 in-link slots of each node over 16 timesteps must carry a new
+    # chunk. Without the endgame the last requests of a node bunch up behind one in-link.
+    inst = _grid("torus", (8, 8))
+    with_endgame = [greedy.synthesize(inst, s).num_steps for s in range(3)]
+    without = [greedy.synthesize(inst, s, endgame=0).num_steps for s in range(3)]
+    paper = [greedy.synthesize(inst, s, priority="random", matching="greedy", endgame=0).num_steps
+             for s in range(3)]
+    assert with_endgame == [16, 16, 16]
+    assert min(without) >= 16 and max(without) > 16 and min(paper) > 16
+
+
+def _ring_fc_switch(servers):
+    """TACOS §VIII-B system: 2-NPU rings (200 GB/s) x 4-way fully connected (100 GB/s) per
+    server, servers on a switch unwound to a one-way ring (50 GB/s)."""
+    return build("hierarchical", {"levels": ["ring", "complete", "switch"], "dims": [2, 4, servers],
+                                  "scales": [4.0, 2.0, 1.0], "unwind": [0, 0, 1]}, bandwidth=50e9, alpha=0.5e-6)
+
+
+def test_ring_fc_switch_allgather_within_one_timestep_of_the_distance_bound():
+    # 4 servers of 8 NPUs: one timestep is a ring link (1), an FC link takes 2, a switch
+    # link 4. The farthest chunk crosses 3 switch links, one FC link and one ring link:
+    # 3 * 4 + 2 + 1 = 15 timesteps. Server-aware choice (a chunk the server already holds
+    # or awaits comes last on a switch link) keeps every switch link importing new chunks;
+    # the randomised matching without it took 25.
+    inst = make_instance(_ring_fc_switch(4), "allgather", message_bytes=64 << 20)
+    assert sorted(set(greedy.links(inst.topology, inst.collective.chunk_bytes).delay.tolist())) == [1, 2, 4]
+    assert greedy.lower_bound(inst) == 15
+    s = greedy.synthesize(inst, 0)
+    assert verify(s, inst) is None
+    assert s.num_steps <= 16
+    ar = make_instance(_ring_fc_switch(4), "allreduce", message_bytes=64 << 20)
+    s = greedy.synthesize(ar, 0)
+    assert verify(s, ar) is None and s.num_steps <= 32  # reduce-scatter, then allgather
+
+
+def test_augmenting_path_keeps_every_in_link_busy():
+    # node 0 wants a and b; node 1 holds a and b, node 2 holds a only. Serving a over 1 -> 0
+    # first idles 2 -> 0; the augmenting path moves a to 2 -> 0 and b to 1 -> 0: one step.
+    # (The rarest-first endgame alone avoids this trap here, so it is off.)
+    topo = from_edges(3, [(1, 0, {"bandwidth": 1e9, "alpha": 0.0}), (2, 0, {"bandwidth": 1e9, "alpha": 0.0})])
+    lk = greedy.links(topo, 1e6)
+    INF = np.iinfo(np.int32).max
+    avail = np.array([[INF, INF], [0, 0], [0, INF]], dtype=np.int32)
+    want = np.array([[True, True], [False, False], [False, False]])
+    steps = {m: [engine.match(lk, avail, want, np.random.default_rng(s), distances=topo.distances,
+                              rules=engine.Rules(matching=m, endgame=0)).steps
+                 for s in range(12)] for m in greedy.MATCHINGS}
+    assert set(steps["maximum"]) == {1}
+    assert max(steps["greedy"]) == 2  # some seeds serve a over 1 -> 0 first
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9), st.integers(0, 3)), max_size=60))
+def test_candidate_arena_keeps_every_links_entries(links_n, ops):
+    # a model of the per-link candidate queues: appends at the tail (reserve, then write),
+    # takes from the head; a small arena forces moves, growth and repacking
+    L = links_n
+    tally = np.zeros(kernels.TALLY_SIZE, np.int64)
+    pool = engine.new_pool(L, tally)
+    pool = pool._replace(chunk=pool.chunk[:8 * L].copy())  # no spare room: moves happen early
+    model = [[] for _ in range(L)]
+    for link, count, take in ops:
+        link %= L
+        add = np.zeros(L, np.int64)
+        add[link] = count
+        pool = engine.reserve_pool(pool, add, tally)
+        for k in range(count):
+            pool.chunk[pool.tail[link]] = 100 * link + len(model[link]) + k
+            pool.tail[link] += 1
+        model[link] += [100 * link + len(model[link]) + k for k in range(count)]
+        taken = min(take, len(model[link]))
+        pool.head[link] += taken
+        model[link] = model[link][taken:]
+        for l in range(L):
+            assert pool.chunk[pool.head[l]:pool.tail[l]].tolist() == model[l]
+            assert pool.start[l] <= pool.head[l] <= pool.tail[l] <= pool.start[l] + pool.cap[l]
 
 
 def test_maximum_matching_beats_plain_greedy_on_3x3_torus():
@@ -174,6 +272,45 @@ def test_every_kind_on_failed_mesh_verifies():
     assert greedy.synthesize(ag, 0).num_steps == greedy.lower_bound(ag) == 13  # TACOS Table III topology
 
 
+# ---- compiled code: warmed once, one version per kernel ------------------------------------
+
+ENTRY_KERNELS = ("seed", "reserve", "repack", "arrivals", "admit", "match_step", "augment_step")
+
+
+def test_warm_compiles_every_kernel_and_runs_compile_nothing_more():
+    engine.warm()
+    compiled = {name: len(getattr(kernels, name).signatures) for name in ENTRY_KERNELS}
+    assert compiled == {name: 1 for name in ENTRY_KERNELS}
+    # relays (gather, scatter on a failed mesh), multi-timestep links, combining duals on the
+    # transpose, allreduce, concurrent parts around busy link slots: the same compiled code
+    topo = build("mesh", {"dims": [3, 3]}, bandwidth=100e9, alpha=0.5e-6).with_failures([4])
+    for kind in ("gather", "scatter", "reduce_scatter", "allreduce"):
+        inst = make_instance(topo, kind, root=0 if kind in ROOTED else None)
+        assert verify(greedy.synthesize(inst, 0), inst) is None
+    hetero = make_instance(_hetero_topology(), "broadcast", root=0, chunks_per_node=4, message_bytes=4e9)
+    assert verify(greedy.synthesize(hetero, 0), hetero) is None
+    npus = list(topo.npus)
+    both = Instance("concurrent", topo, (make("reduce_scatter", npus, topo.size), make("allgather", npus[:4], topo.size)))
+    assert verify(greedy.synthesize(both, 0), both) is None
+    assert {name: len(getattr(kernels, name).signatures) for name in ENTRY_KERNELS} == compiled
+
+
+def test_the_pipeline_warms_the_producer_it_runs():
+    assert pipeline.get("greedy").warm is engine.warm
+    pipeline.warm_producer("greedy")
+    assert all(getattr(kernels, name).signatures for name in ENTRY_KERNELS)
+
+
+def test_a_passed_deadline_stops_the_matching_saying_how_far_it_got():
+    inst = _grid("torus", (4, 4))  # 16 nodes lacking 15 chunks each: 240 requests
+    with pytest.raises(TimeLimitReached) as err:
+        greedy.synthesize(inst, 0, deadline=Deadline.after(0))
+    assert err.value.stage == "greedy matching" and err.value.done == "timestep 0: 0 of 240 requests met"
+    with pytest.raises(TimeLimitReached) as err:
+        greedy.multi_start(inst, [0, 1], workers=1, deadline=Deadline.after(0))
+    assert err.value.done.startswith("no seed finished; timestep 0")
+
+
 # ---- heterogeneous links: shorter-link-first, arrival times, chunk replacement ---------------
 
 def _hetero_topology():
@@ -260,3 +397,7 @@ def test_bad_parameters_are_input_errors():
         greedy.produce(inst, Options(params={"bogus": 1}))
     with pytest.raises(InputError, match="starts"):
         greedy.produce(inst, Options(starts=0))
+    with pytest.raises(InputError, match="params.endgame"):
+        greedy.produce(inst, Options(params={"endgame": -1}))
+    with pytest.raises(InputError, match="params.matching"):
+        greedy.synthesize(inst, 0, matching="best")

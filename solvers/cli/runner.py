@@ -46,7 +46,7 @@ from ...results import store as result_store
 from ...tens.schedule import from_json, to_json
 from .. import backends
 from .. import producers as registry
-from ..pipeline import run, warm_kernels
+from ..pipeline import run, warm_kernels, warm_producer
 from ..producers import Options
 
 SUITES_FILE = CORPUS / "suites.toml"
@@ -433,7 +433,8 @@ def _worker_main() -> int:
     Whatever a job prints (library log messages, solver chatter) goes to stderr: stdout
     carries only the result lines."""
     _watch_parent()
-    registry.producers()  # the producer families' imports, paid before the first job's clock
+    for name in registry.producers():  # the producer families' imports, paid before the first job's clock
+        warm_producer(name)  # with their compiled kernels
     warm_kernels()  # and the compiled verification and pricing kernels
     channel = sys.stdout
     channel.buffer.write(READY)

@@ -39,7 +39,7 @@ from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backends
 from ...compare import TABLE_COLUMNS, compare, split_names
-from ...pipeline import run, warm_kernels
+from ...pipeline import run, warm_kernels, warm_producer
 from ...producers import Options, check_params, describe_params, get, producers
 
 
@@ -135,6 +135,7 @@ def solve(args: argparse.Namespace) -> dict:
         threads=args.threads, seed=args.seed, starts=args.starts, params=params,
     )
     warm_kernels()  # compiling the kernels is no part of the run's time
+    warm_producer(prod.name)
     hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
         with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):

@@ -1,0 +1,424 @@
+"""The greedy link-chunk matching over the time-expanded network (Won et al., "TACOS:
+Topology-Aware Collective Algorithm Synthesizer for Distributed Training", arXiv:2304.05301,
+2023, Section VI), one timestep at a time.
+
+In step ``t`` every free link slot ``u -> v`` is matched to a chunk ``u`` holds by the end of
+step ``t - 1`` (arrival-time analysis, §VI-B) and ``v`` still lacks; a request is served once
+(a copy in flight is only overtaken by one that arrives strictly earlier, and the slower send
+is then *replaced* by another chunk its source held, §VI-B "chunk replacement"). Links are
+matched in delay classes, shortest first ("shorter-link-first", §VI-B); within a class the
+destinations come in random order and each one's in-links in random order (§VI-A). Each link's candidates (the *pool*) are kept oldest first; a link takes
+
+- ``priority="fifo"``: its oldest usable candidate (chunk-level pipelining);
+- ``"lifo"``: its newest; ``"random"``: one at random (the paper's choice);
+
+and, within ``endgame`` timesteps of its destination's last request (when the destination's
+unmet requests fit in ``endgame`` timesteps of its in-links' rate), the candidate the fewest
+in-links of the destination can deliver (rarest first): a destination's last requests then
+stay spread over its in-links, so the final timesteps keep every in-link busy. On links slower
+than the fastest, a chunk the island of faster links around the destination already holds or
+awaits comes last (shorter-link-first at island level: servers import each chunk once).
+``matching="maximum"`` then grows each destination's matching per delay class with augmenting
+paths, so no link idles that a reassignment could keep busy.
+
+Chunks no intermediate node wants (gather, scatter, all-to-all, collectives over a subset of
+the nodes) are relayed: ``u -> w`` may carry ``c`` for a ``w`` that does not want it if ``w`` is
+strictly closer (in hops) to a node still lacking ``c``; a single-target chunk keeps one copy
+moving (its frontier distance must strictly drop).
+
+The inner loops are compiled (:mod:`collsynth.solvers.greedy.kernels`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ...instances.topology import Topology
+from ...limits import Deadline, TimeLimitReached
+from ...tens.ten import link_delays
+from . import kernels as K
+
+INF = K.INF
+PRIORITIES = ("fifo", "random", "lifo")
+MATCHINGS = ("maximum", "greedy")
+ENDGAME = 8  # timesteps before a destination's last request when rarest-first takes over
+_POLICY = {"random": K.RANDOM, "fifo": K.FIFO, "lifo": K.LIFO}
+
+
+# ---- the TEN view the greedy needs --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Links:
+    """Directed link pairs of a topology as the greedy sees them (TEN arcs, TACOS §IV).
+
+    ``delay[i]`` is the number of timesteps a chunk needs on pair ``i`` (>= 1) and ``cap[i]``
+    how many chunks it carries at once (parallel links). ``out_ptr``/``out_idx`` list the
+    pairs leaving each node (CSR).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    delay: np.ndarray
+    cap: np.ndarray
+    size: int
+    timestep: float
+    out_ptr: np.ndarray
+    out_idx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def links(topology: Topology, chunk_bytes: float, timestep: float | None = None) -> Links:
+    """Per link pair: delay ``ceil((alpha + chunk_bytes / b) / timestep)`` and capacity.
+
+    ``b`` is one link's bandwidth (a pair of ``count`` parallel links carries ``count`` chunks
+    per timestep). ``timestep`` defaults to the cheapest link's cost, so homogeneous topologies
+    have delay 1 everywhere (TACOS §IV-C): :func:`collsynth.tens.ten.link_delays`, so the greedy
+    and the ILP see the same TEN.
+    """
+    la = topology.link_arrays
+    delays, cap, timestep = link_delays(topology, chunk_bytes, timestep)
+    src = la.src.astype(np.int64)
+    out_ptr, out_idx = _csr(src, topology.size)
+    return Links(src=src, dst=la.dst.astype(np.int64), delay=delays[0].astype(np.int64),
+                 cap=np.asarray(cap, np.int64), size=topology.size, timestep=float(timestep),
+                 out_ptr=out_ptr, out_idx=out_idx)
+
+
+def _reordered(lk: Links, order: np.ndarray) -> Links:
+    """The same links numbered in ``order``."""
+    src = lk.src[order]
+    out_ptr, out_idx = _csr(src, lk.size)
+    return Links(src=src, dst=lk.dst[order], delay=lk.delay[order], cap=lk.cap[order], size=lk.size,
+                 timestep=lk.timestep, out_ptr=out_ptr, out_idx=out_idx)
+
+
+def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row pointers and the stable order grouping ``keys`` (0..n-1)."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(ptr, keys + 1, 1)
+    return np.cumsum(ptr), order.astype(np.int64)
+
+
+@dataclass
+class Result:
+    """Raw greedy output: sends as columns (``step`` = arrival timestep) and run statistics."""
+
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    step: np.ndarray
+    delay: np.ndarray
+    steps: int
+    replaced: int
+    dropped: int
+    augmented: int
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How the greedy chooses (see the module docstring)."""
+
+    priority: str = "fifo"
+    matching: str = "maximum"
+    endgame: int = ENDGAME
+
+    def __post_init__(self):
+        if self.priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {self.priority!r}")
+        if self.matching not in MATCHINGS:
+            raise ValueError(f"matching must be one of {MATCHINGS}, got {self.matching!r}")
+        if not (isinstance(self.endgame, int) and self.endgame >= 0):
+            raise ValueError(f"endgame must be a non-negative integer, got {self.endgame!r}")
+
+
+# ---- building the compiled state ----------------------------------------------------------
+
+def _net(lk: Links) -> K.Net:
+    classes, link_class = np.unique(lk.delay, return_inverse=True)
+    n = lk.size
+    in_ptr, in_idx = _csr(lk.dst * len(classes) + link_class, n * len(classes))
+    rate = np.zeros(n)
+    np.add.at(rate, lk.dst, lk.cap / lk.delay)
+    return K.Net(
+        src=lk.src, dst=lk.dst, delay=lk.delay, link_class=link_class.astype(np.int64),
+        slot_ptr=np.concatenate([[0], np.cumsum(lk.cap)]).astype(np.int64),
+        out_ptr=lk.out_ptr, out_idx=lk.out_idx, in_ptr=in_ptr, in_idx=in_idx,
+        rate=rate, class_delay=classes.astype(np.int64),
+    )
+
+
+def _islands(lk: Links, A: np.ndarray) -> K.Islands:
+    """Per delay class above the fastest: the islands (weak components) of the links faster
+    than it, numbered globally, and which island holds or awaits which chunk."""
+    classes = np.unique(lk.delay)
+    label = np.full((len(classes), lk.size), -1, np.int64)
+    base = 0
+    for k, d in enumerate(classes.tolist()):
+        if k == 0:
+            continue
+        m = lk.delay < d
+        g = sp.csr_matrix((np.ones(int(m.sum())), (lk.src[m], lk.dst[m])), shape=(lk.size, lk.size))
+        count, lab = connected_components(g, directed=True, connection="weak")
+        label[k] = lab + base
+        base += count
+    has = np.zeros((max(base, 1), A.shape[1]), dtype=bool)
+    nodes, chunks = np.nonzero(A < INF)
+    for k in range(1, len(classes)):
+        has[label[k, nodes], chunks] = True
+    return K.Islands(on=len(classes) > 1, label=label, has=has)
+
+
+def _relay(lk: Links, A: np.ndarray, want: np.ndarray, distances: np.ndarray | None) -> K.Relay:
+    """Relay data: only built when some requested chunk must pass nodes that do not want it."""
+    C = want.shape[1]
+    single = want.sum(axis=0) == 1
+    target = np.where(single, np.argmax(want, axis=0), 0).astype(np.int64)
+    frontier = np.full(C, INF, dtype=np.int64)
+    if not needs_relay(lk, A, want):
+        return K.Relay(on=False, D=np.zeros((1, 1), np.int32), single=single, target=target, frontier=frontier)
+    if distances is None:
+        raise ValueError("relaying chunks needs the hop-distance matrix")
+    D = np.ascontiguousarray(distances, dtype=np.int32)  # one array layout: one compiled version
+    hold_n, hold_c = np.nonzero((A < INF) & single[None, :])
+    dd = D[hold_n, target[hold_c]].astype(np.int64)
+    dd[dd < 0] = INF
+    np.minimum.at(frontier, hold_c, dd)
+    return K.Relay(on=True, D=D, single=single, target=target, frontier=frontier)
+
+
+def needs_relay(lk: Links, A: np.ndarray, want: np.ndarray) -> bool:
+    """True unless every live node holds or requests every requested chunk (then requesters
+    alone carry everything, as in allgather or broadcast over all nodes)."""
+    if (want.sum(axis=0) == 1).any():
+        return True
+    live = np.zeros(lk.size, dtype=bool)
+    live[lk.src] = True
+    live[lk.dst] = True
+    requested = want.any(axis=0)
+    cover = ((A < INF) | want)[np.ix_(live, requested)]
+    return not bool(cover.all())
+
+
+def _state(lk: Links, A: np.ndarray, want: np.ndarray) -> K.State:
+    N, C = want.shape
+    slots = int(lk.cap.sum())
+    unit = bool((lk.delay == 1).all())
+    return K.State(
+        A=A, want=want, wants_all=bool((want == (A == INF)).all()), left=want.sum(axis=1).astype(np.int64),
+        slot_free=np.zeros(slots, np.int64), slot_send=np.zeros(slots, np.int64),
+        slot_start=np.zeros(slots, np.int64),
+        send_of=np.zeros(1 if unit else N * C, np.int32),
+    )
+
+
+def _grow(arrays, need: int):
+    """Columns re-allocated to hold at least ``need`` rows (capacity doubles)."""
+    cap = max(need, 2 * len(arrays[0]))
+    out = []
+    for a in arrays:
+        b = np.zeros(cap, a.dtype)
+        b[:len(a)] = a
+        out.append(b)
+    return out
+
+
+def new_pool(n_links: int, tally: np.ndarray) -> K.Pool:
+    """Empty candidate queues: 8 entries of room per link to start with."""
+    first = 8 * np.arange(n_links, dtype=np.int64)
+    tally[K.T_ARENA] = 8 * n_links
+    return K.Pool(chunk=np.zeros(8 * n_links + 1024, np.int32), start=first, cap=np.full(n_links, 8, np.int64),
+                  head=first.copy(), tail=first.copy())
+
+
+def reserve_pool(pool: K.Pool, add: np.ndarray, tally: np.ndarray) -> K.Pool:
+    """The pool with room for ``add[l]`` more entries on every link ``l``
+    (:func:`collsynth.solvers.greedy.kernels.reserve`); the arena is repacked when moved
+    ranges left more than half of it unused, and doubles otherwise."""
+    while (need := K.reserve(add, pool, tally)) > 0:
+        arena = pool.chunk
+        if tally[K.T_GARBAGE] > len(arena) // 2:
+            live = int((pool.tail - pool.head).sum())
+            size = max(len(arena), 2 * live + 8 * len(pool.start) + need - int(tally[K.T_ARENA]))
+            arena = K.repack(pool, np.zeros(size, np.int32), tally)
+        else:
+            arena = np.concatenate([arena, np.zeros(max(need, 2 * len(arena)) - len(arena), np.int32)])
+        pool = pool._replace(chunk=arena)
+    return pool
+
+
+# ---- the run ------------------------------------------------------------------------------
+
+class _Run:
+    """One greedy run: the compiled state and the Python-side time loop."""
+
+    def __init__(self, lk: Links, A: np.ndarray, want: np.ndarray, rng, rules: Rules, distances,
+                 busy: dict[int, np.ndarray] | None, max_steps: int | None):
+        N, C = want.shape
+        order = np.lexsort((lk.delay, lk.dst))  # a destination's in-links side by side (cache)
+        lk = _reordered(lk, order)
+        self.lk = lk
+        self.net = _net(lk)
+        self.st = _state(lk, A, want)
+        self.relay = _relay(lk, A, want, distances)
+        self.isl = _islands(lk, A)
+        self.rule = K.Rule(policy=_POLICY[rules.priority], endgame=rules.endgame)
+        self.maximum = rules.matching == "maximum"
+        self.busy = {t: b[order] for t, b in (busy or {}).items()}
+        self.no_busy = np.zeros(len(lk), np.int64)
+        self.max_steps = max_steps or (4 * (C + N) * int(lk.delay.max(initial=1)) + 16)
+        self.maxd = int(lk.delay.max(initial=1))
+        cap = max(1024, int(want.sum()) + 16)
+        self.sends = K.Sends(link=np.zeros(cap, np.int32), chunk=np.zeros(cap, np.int32),
+                             arrive=np.zeros(cap, np.int32), ok=np.zeros(cap, bool),
+                             first=np.zeros(self.max_steps + 2, np.int64))
+        self.tally = np.zeros(K.TALLY_SIZE, np.int64)
+        self.tally[K.T_REMAINING] = int(want.sum())
+        self.pool = new_pool(len(lk), self.tally)
+        self.idle = np.zeros(len(lk), np.int64)
+        nodes, chunks = np.nonzero(A < INF)
+        order = np.lexsort((rng.random(len(nodes)), A[nodes, chunks]))
+        self.init_nodes, self.init_chunks = nodes[order].astype(np.int64), chunks[order].astype(np.int64)
+        self.init_step = A[self.init_nodes, self.init_chunks].astype(np.int64)
+        K.seed(int(rng.integers(0, 2**32 - 1)))
+
+    def active(self, t: int) -> bool:
+        """More steps are needed: unmet requests, or planned arrivals a faster copy may beat."""
+        return self.tally[K.T_REMAINING] > 0 or t + 1 < self.tally[K.T_PENDING]
+
+    def arrivals(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(node, chunk) pairs usable from step ``t`` on: initial holdings ready at ``t - 1``
+        (in random order) and planned sends arriving at the end of ``t - 1``."""
+        lo, hi = np.searchsorted(self.init_step, [t - 1, t])
+        a = self.sends.first[max(1, t - self.maxd)] if t > 1 else 0
+        b = int(self.tally[K.T_SENDS])
+        nodes, chunks = np.empty(b - a, np.int64), np.empty(b - a, np.int64)
+        n = K.arrivals(t, a, b, self.net, self.st, self.sends, nodes, chunks)
+        if hi > lo:
+            return (np.concatenate([self.init_nodes[lo:hi], nodes[:n]]),
+                    np.concatenate([self.init_chunks[lo:hi], chunks[:n]]))
+        return nodes[:n], chunks[:n]
+
+    def step(self, t: int) -> None:
+        """Timestep ``t``: admit new candidates, rebuild the pool, match, augment."""
+        if t > self.max_steps:
+            raise RuntimeError(f"greedy made no progress after {self.max_steps} timesteps")
+        self.sends.first[t] = self.tally[K.T_SENDS]
+        nodes, chunks = self.arrivals(t)
+        self._reserve_pool(nodes)
+        K.admit(t, nodes, chunks, self.net, self.st, self.relay, self.pool)
+        self._reserve_sends()
+        busy = self.busy.get(t, self.no_busy)
+        n_idle = K.match_step(t, busy, self.net, self.st, self.relay, self.isl, self.pool, self.sends,
+                              self.rule, self.tally, self.idle)
+        if self.maximum and n_idle:
+            K.augment_step(t, busy, self.idle[:n_idle], self.net, self.st, self.relay, self.isl,
+                           self.pool, self.sends, self.tally)
+        self._check_stuck(t)
+
+    def _reserve_pool(self, nodes: np.ndarray) -> None:
+        """Room in every link's pool for one entry per chunk its source just received."""
+        self.pool = reserve_pool(self.pool, np.bincount(nodes, minlength=self.lk.size)[self.lk.src], self.tally)
+
+    def _reserve_sends(self) -> None:
+        """Room for one more step of sends (at most one per link slot)."""
+        need = int(self.tally[K.T_SENDS]) + len(self.st.slot_free) + 1
+        s = self.sends
+        if need > len(s.link):
+            link, chunk, arrive, ok = _grow([s.link, s.chunk, s.arrive, s.ok], need)
+            self.sends = s._replace(link=link, chunk=chunk, arrive=arrive, ok=ok)
+
+    def _check_stuck(self, t: int) -> None:
+        tl = self.tally
+        if (tl[K.T_REMAINING] > 0 and tl[K.T_PENDING] < t and tl[K.T_LAST] < t
+                and t > int(self.init_step[-1] if len(self.init_step) else 0) and t > max(self.busy, default=0)):
+            raise RuntimeError(f"greedy is stuck at timestep {t}: {tl[K.T_REMAINING]} requests cannot be served")
+
+    def result(self, want: np.ndarray) -> Result:
+        n = int(self.tally[K.T_SENDS])
+        s = self.sends
+        ok = s.ok[:n].copy()
+        link, chunk = s.link[:n].astype(np.int64), s.chunk[:n].astype(np.int64)
+        pruned = _prune(ok, link, chunk, self.lk, want) if self.relay.on else 0
+        link, chunk, arrive = link[ok], chunk[ok], s.arrive[:n][ok].astype(np.int64)
+        tl = self.tally
+        return Result(chunk=chunk, src=self.lk.src[link], dst=self.lk.dst[link], step=arrive,
+                      delay=self.lk.delay[link], steps=int(arrive.max(initial=0)),
+                      replaced=int(tl[K.T_REPLACED]), dropped=int(tl[K.T_DROPPED]) + pruned,
+                      augmented=int(tl[K.T_AUGMENTED]))
+
+
+def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generator, *,
+          distances: np.ndarray | None = None, rules: Rules = Rules(),
+          busy: dict[int, np.ndarray] | None = None, max_steps: int | None = None,
+          deadline: Deadline | None = None) -> Result:
+    """Run the greedy from holdings ``avail`` until every request in ``want`` is met.
+
+    ``avail[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` at the start
+    (0 for the precondition, a later step for data that becomes ready later, ``INF`` if not
+    held). ``want[node, chunk]``: the requests (postcondition). ``distances`` (hop matrix) is
+    needed when some chunk must be relayed through nodes that do not want it. ``busy[step]``
+    gives link slots already taken in that step (by another part of a concurrent schedule).
+    Returns the sends with ``step`` = the arrival timestep. Past ``deadline`` (checked once per
+    timestep) it stops with :class:`~collsynth.limits.TimeLimitReached` saying how far it got.
+    """
+    A = np.array(avail, dtype=np.int32, copy=True)
+    want = np.ascontiguousarray(want & (A == INF))  # requests met by the initial holdings drop
+    run = _Run(lk, A, want, rng, rules, distances, busy, max_steps)
+    requests = int(want.sum())
+    t = 0
+    while run.active(t):
+        if deadline is not None and deadline.expired():
+            met = requests - int(run.tally[K.T_REMAINING])
+            raise TimeLimitReached("greedy matching", f"timestep {t}: {met:,} of {requests:,} requests met")
+        t += 1
+        run.step(t)
+    return run.result(want)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel this module calls, on a 4-node
+    bidirectional ring allgather: a first compile takes minutes on a loaded machine, which is no
+    run's synthesis time. Every run passes the kernels arrays of the same types and layouts,
+    so nothing compiles again."""
+    src = np.array([0, 1, 2, 3, 1, 2, 3, 0], np.int64)
+    dst = np.array([1, 2, 3, 0, 0, 1, 2, 3], np.int64)
+    out_ptr, out_idx = _csr(src, 4)
+    lk = Links(src=src, dst=dst, delay=np.ones(8, np.int64), cap=np.ones(8, np.int64), size=4, timestep=1.0,
+               out_ptr=out_ptr, out_idx=out_idx)
+    avail = np.where(np.eye(4, dtype=bool), 0, INF).astype(np.int32)
+    match(lk, avail, ~np.eye(4, dtype=bool), np.random.default_rng(0))
+    run = _Run(lk, avail, ~np.eye(4, dtype=bool), np.random.default_rng(0), Rules(), None, None, None)
+    run.step(1)  # the kernels a step may skip: augmenting paths, a repacked arena
+    K.augment_step(1, run.no_busy, run.idle[:0], run.net, run.st, run.relay, run.isl, run.pool, run.sends,
+                   run.tally)
+    K.repack(run.pool, np.zeros(len(run.pool.chunk), np.int32), run.tally)
+
+
+def _prune(ok: np.ndarray, link: np.ndarray, chunk: np.ndarray, lk: Links, want: np.ndarray) -> int:
+    """Drop (in ``ok``) relay sends whose receiver neither wants the chunk nor forwards it, to a
+    fixpoint; returns how many.
+
+    Such sends are harmless forwards but would make a reversed (combining) schedule send from
+    a node without contribution. Every (node, chunk) is received at most once, so a forward
+    from the receiver is necessarily later than the arrival."""
+    C = want.shape[1]
+    total = 0
+    while True:
+        idx = np.flatnonzero(ok)
+        dst = lk.dst[link[idx]]
+        relay = ~want[dst, chunk[idx]]
+        if not relay.any():
+            return total
+        fwd = lk.src[link[idx]] * C + chunk[idx]
+        useless = relay & ~np.isin(dst * C + chunk[idx], fwd)
+        if not useless.any():
+            return total
+        ok[idx[useless]] = False
+        total += int(useless.sum())

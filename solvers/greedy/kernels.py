@@ -1,0 +1,491 @@
+"""Compiled inner loops of the greedy link-chunk matching (numba).
+
+Plain arrays grouped in named tuples (numba passes them as records):
+
+- :data:`Net` — the TEN arcs: per link ``src``, ``dst``, ``delay`` (timesteps), ``link_class``
+  (rank of its delay, 0 = fastest), ``slot_ptr`` (CSR of its parallel slots); per node its
+  out-links (``out_ptr``/``out_idx``), its in-links per delay class (``in_ptr``/``in_idx`` by
+  ``node * classes + class``) and ``rate`` (chunks per timestep its in-links deliver);
+  ``class_delay[k]`` is the delay of class ``k``.
+- :data:`State` — ``A[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` (its
+  planned arrival; ``INF`` while nobody sends it); ``want`` the requests (``wants_all``: every
+  node wants every chunk it lacks, so ``want`` need not be read); ``left[node]`` its
+  unmet requests; per link slot the step it is free again, the send it
+  carries and the step that send started; ``send_of[node * C + chunk]`` the send planned to
+  deliver it (multi-timestep links only: chunk replacement).
+- :data:`Relay` — hop distances ``D`` and, per chunk, whether it has a single target, that
+  target and the frontier (the target's smallest distance to a holder).
+- :data:`Islands` — per delay class above the fastest, the island (weak component of the faster
+  links) of every node (``label[class, node]``, -1 for the fastest class) and
+  ``has[island, chunk]``: the island holds or awaits the chunk.
+- :data:`Pool` — each link's candidate chunks, oldest first, in ``chunk[head[l]:tail[l]]`` of a
+  shared arena (link ``l`` owns ``chunk[start[l]:start[l] + cap[l]]``); used entries become -1.
+- :data:`Sends` — the planned sends (link, chunk, arrival step, still valid) and ``first[s]``,
+  the index of the first send started in step ``s``.
+- :data:`Rule` — ``policy`` (:data:`RANDOM`, :data:`FIFO`, :data:`LIFO`), ``endgame`` window
+  (timesteps; 0 = off).
+
+Counters live in one int64 array ``tally`` indexed by the ``T_*`` constants.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+INF = np.iinfo(np.int32).max
+RANDOM, FIFO, LIFO = 0, 1, 2
+T_SENDS, T_REMAINING, T_PENDING, T_REPLACED, T_DROPPED, T_AUGMENTED, T_LAST, T_ARENA, T_GARBAGE = range(9)
+TALLY_SIZE = 9
+_DOMINATED = 1 << 40  # key offset of an entry whose island already holds or awaits the chunk
+_NO_KEY = np.int64(1) << 62
+
+Net = namedtuple("Net", "src dst delay link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay")
+State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of")
+Relay = namedtuple("Relay", "on D single target frontier")
+Islands = namedtuple("Islands", "on label has")
+Pool = namedtuple("Pool", "chunk start cap head tail")
+Sends = namedtuple("Sends", "link chunk arrive ok first")
+Rule = namedtuple("Rule", "policy endgame")
+
+# Functions that allocate nothing and only borrow their caller's arrays are compiled without
+# the runtime's reference counting: a call passing records then costs no atomic counter
+# updates per array (tens of nanoseconds each), which dominated the per-send cost.
+_borrowing = njit(cache=True, _nrt=False)
+_inlined = njit(cache=True, _nrt=False, inline="always")
+
+
+@njit(cache=True)
+def seed(value):
+    """Seed the compiled code's random generator (numba keeps its own state per thread)."""
+    np.random.seed(value)
+
+
+# ---- the pool -----------------------------------------------------------------------------
+
+@njit(cache=True)
+def reserve(add, pool, tally):
+    """Room for ``add[l]`` more entries at the tail of every link ``l``: a link's live range
+    moves to the front of its space, or to a new space twice as large at the arena's end.
+    Returns 0, or the arena size needed when the arena is too small (then call again)."""
+    chunk, start, cap, head, tail = pool.chunk, pool.start, pool.cap, pool.head, pool.tail
+    need = 0
+    for l in range(len(add)):
+        if add[l] == 0 or tail[l] + add[l] <= start[l] + cap[l]:
+            continue
+        live = tail[l] - head[l]
+        if live + add[l] <= cap[l]:
+            new = start[l]
+        else:
+            size = max(2 * cap[l], live + add[l], 8)
+            if tally[T_ARENA] + size > len(chunk):
+                need = max(need, tally[T_ARENA] + size)
+                continue
+            new = tally[T_ARENA]
+            tally[T_ARENA] += size
+            tally[T_GARBAGE] += cap[l]
+            start[l], cap[l] = new, size
+        chunk[new:new + live] = chunk[head[l]:tail[l]]
+        head[l], tail[l] = new, new + live
+    return need
+
+
+@njit(cache=True)
+def repack(pool, arena, tally):
+    """Copy every link's live range into the fresh ``arena`` back to back (with as much room
+    again), dropping the garbage of moved ranges; returns the new arena (set it in the pool)."""
+    start, cap, head, tail = pool.start, pool.cap, pool.head, pool.tail
+    at = 0
+    for l in range(len(start)):
+        live = tail[l] - head[l]
+        size = max(2 * live, 8)
+        arena[at:at + live] = pool.chunk[head[l]:tail[l]]
+        start[l], cap[l], head[l], tail[l] = at, size, at, at + live
+        at += size
+    tally[T_ARENA], tally[T_GARBAGE] = at, 0
+    return arena
+
+
+@_borrowing
+def relay_useful(v, c, relay):
+    """``v`` does not want ``c`` but carrying it there moves a single-target chunk strictly
+    closer to its target (multi-target relays were checked on admission)."""
+    dv = relay.D[v, relay.target[c]]
+    return (not relay.single[c]) or (dv >= 0 and dv < relay.frontier[c])
+
+
+@_borrowing
+def relay_admissible(u, w, c, st, relay):
+    """Entry ``u -> w`` for a chunk ``w`` does not want: ``w`` is closer (in hops) to a node
+    still lacking it (single target: closer than the chunk's frontier)."""
+    ok = relay.single[c] and relay_useful(w, c, relay)
+    if not relay.single[c]:
+        for n in range(st.A.shape[0]):
+            if st.want[n, c] and st.A[n, c] == INF and 0 <= relay.D[w, n] < relay.D[u, n]:
+                ok = True
+                break
+    return ok
+
+
+@_borrowing
+def arrivals(t, lo, hi, net, st, sends, nodes, chunks):
+    """Writes to ``nodes``/``chunks`` the (node, chunk) pairs that sends ``lo..hi`` deliver at
+    the end of step ``t - 1`` (unless a faster copy came first); returns their count. Sends
+    of one step are grouped by destination, so the pairs of one node come together."""
+    n = 0
+    A, dst = st.A, net.dst
+    for j in range(lo, hi):
+        if sends.ok[j] and sends.arrive[j] == t - 1:
+            v, c = dst[sends.link[j]], sends.chunk[j]
+            if A[v, c] == t - 1:
+                nodes[n], chunks[n] = v, c
+                n += 1
+    return n
+
+
+@_borrowing
+def admit(t, nodes, chunks, net, st, relay, pool):
+    """Pool entries for chunks usable from step ``t`` on (they arrived at the end of ``t - 1``):
+    one per out-link whose destination wants the chunk (or is a useful relay). When every node
+    wants every chunk it lacks, entries are not checked here (one memory access fewer each;
+    :func:`best_entry` drops those the destination already has). Needs room for one entry per
+    arrival at the link's source (:func:`reserve`)."""
+    A, want, wants_all = st.A, st.want, st.wants_all
+    dst, delay, out_ptr, out_idx = net.dst, net.delay, net.out_ptr, net.out_idx
+    arena, tail = pool.chunk, pool.tail
+    for i in range(len(nodes)):
+        u, c = nodes[i], chunks[i]
+        for p in range(out_ptr[u], out_ptr[u + 1]):
+            l = out_idx[p]
+            w = dst[l]
+            if not wants_all and (A[w, c] <= t + delay[l] - 1 or not (
+                    want[w, c] or (relay.on and relay_admissible(u, w, c, st, relay)))):
+                continue
+            arena[tail[l]] = c
+            tail[l] += 1
+
+
+# ---- one link's choice --------------------------------------------------------------------
+
+@_inlined
+def trim(l, arrive, A, v, arena, head, tail):
+    """Drop used entries and entries whose chunk ``v`` holds or gets before ``arrive`` from
+    both ends of link ``l``'s range (they never become usable again)."""
+    while head[l] < tail[l] and (arena[head[l]] < 0 or A[v, arena[head[l]]] < arrive):
+        head[l] += 1
+    while tail[l] > head[l] and (arena[tail[l] - 1] < 0 or A[v, arena[tail[l] - 1]] < arrive):
+        tail[l] -= 1
+
+
+@_inlined
+def holders(v, c, t, net, A):
+    """How many in-links of ``v`` could deliver ``c`` in step ``t`` (their source holds it):
+    the rarity of the request."""
+    ncls = len(net.class_delay)
+    n = 0
+    for p in range(net.in_ptr[v * ncls], net.in_ptr[(v + 1) * ncls]):
+        if A[net.src[net.in_idx[p]], c] <= t - 1:
+            n += 1
+    return n
+
+
+@_inlined
+def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
+    """Arena index of the entry link ``l`` sends in step ``t`` (-1: none usable).
+
+    Lower key first: entries whose island already holds or awaits the chunk last
+    (shorter-link-first at island level); in the ``endgame``, the chunks the fewest in-links
+    of the destination can deliver first (rarest first). Among equal keys ``FIFO``/``LIFO``
+    take the oldest/newest entry, ``RANDOM`` one at random (reservoir sampling, TACOS §VI-A).
+    Entries whose chunk the destination gets earlier are marked used on the way."""
+    v, arrive = net.dst[l], t + net.delay[l] - 1
+    A, want = st.A, st.want
+    arena, head, tail = pool.chunk, pool.head, pool.tail
+    trim(l, arrive, A, v, arena, head, tail)
+    island = isl.label[net.link_class[l], v] if isl.on else -1
+    has = isl.has
+    policy = rule.policy
+    scan_all = endgame or policy == RANDOM
+    lo, hi = head[l], tail[l]
+    best, best_key, ties = -1, _NO_KEY, 0
+    for i in range(hi - lo):
+        j = hi - 1 - i if policy == LIFO else lo + i
+        c = arena[j]
+        if c < 0 or A[v, c] == arrive:  # used, or taken in this step by another link
+            continue
+        if A[v, c] < arrive or (relay.on and not want[v, c] and not relay_useful(v, c, relay)):
+            arena[j] = -1
+            continue
+        key = 0
+        if island >= 0 and has[island, c]:
+            key += _DOMINATED
+        if endgame and want[v, c]:
+            key += holders(v, c, t, net, A)
+        if key < best_key:
+            best, best_key, ties = j, key, 1
+        elif key == best_key and policy == RANDOM:
+            ties += 1
+            if np.random.randint(ties) == 0:
+                best = j
+        if best_key == 0 and not scan_all:
+            break
+    return best
+
+
+@_inlined
+def free_slots(l, t, slot_ptr, slot_free):
+    """Slots of link ``l`` free to start a send in step ``t``."""
+    n = 0
+    for s in range(slot_ptr[l], slot_ptr[l + 1]):
+        if slot_free[s] <= t:
+            n += 1
+    return n
+
+
+# ---- committing a send --------------------------------------------------------------------
+
+@_inlined
+def record(l, c, t, net, st, sends, tally):
+    """Take a free slot of link ``l`` in step ``t`` for ``c`` and record the send; returns it."""
+    slot_free = st.slot_free
+    for s in range(net.slot_ptr[l], net.slot_ptr[l + 1]):
+        if slot_free[s] <= t:
+            slot_free[s] = t + net.delay[l]
+            st.slot_send[s] = tally[T_SENDS]
+            st.slot_start[s] = t
+            break
+    j = tally[T_SENDS]
+    sends.link[j], sends.chunk[j], sends.arrive[j], sends.ok[j] = l, c, t + net.delay[l] - 1, True
+    tally[T_SENDS] = j + 1
+    tally[T_LAST] = t
+    return j
+
+
+@_inlined
+def commit(l, c, t, net, st, relay, isl, sends, tally):
+    """Plan ``c`` over link ``l`` starting in step ``t`` and deliver it (a slower planned copy
+    it overtakes is replaced)."""
+    j = record(l, c, t, net, st, sends, tally)
+    deliver_new(net.dst[l], c, t + net.delay[l] - 1, j, net, st, relay, isl, sends, tally)
+
+
+@_borrowing
+def deliver_new(v, c, arrive, j, net, st, relay, isl, sends, tally):
+    """Send ``j`` brings ``c`` to ``v`` at ``arrive``; a slower planned copy it overtakes is
+    replaced."""
+    old = st.A[v, c]
+    overtaken = st.send_of[v * st.A.shape[1] + c] if old != INF and len(st.send_of) > 1 else -1
+    deliver(v, c, arrive, j, st, relay, isl, tally)
+    if overtaken >= 0:
+        replace(v, overtaken, old, net, st, relay, isl, sends, tally)
+
+
+@_borrowing
+def deliver(v, c, arrive, j, st, relay, isl, tally):
+    """Send ``j`` brings ``c`` to ``v`` at the end of step ``arrive``: bookkeeping of arrivals,
+    unmet requests, island holdings and the relay frontier."""
+    if st.A[v, c] == INF and (st.wants_all or st.want[v, c]):
+        st.left[v] -= 1
+        tally[T_REMAINING] -= 1
+    st.A[v, c] = arrive
+    if len(st.send_of) > 1:
+        st.send_of[v * st.A.shape[1] + c] = j
+    if arrive > tally[T_PENDING]:
+        tally[T_PENDING] = arrive
+    if isl.on:
+        for k in range(1, isl.label.shape[0]):
+            isl.has[isl.label[k, v], c] = True
+    if relay.on and relay.single[c]:
+        dv = relay.D[v, relay.target[c]]
+        if 0 <= dv < relay.frontier[c]:
+            relay.frontier[c] = dv
+
+
+@_borrowing
+def replace(v, j, old, net, st, relay, isl, sends, tally):
+    """Chunk replacement (TACOS §VI-B): send ``j``, overtaken by a faster copy of its chunk to
+    ``v``, carries instead a chunk its source held when it started and ``v`` still lacks (at
+    random) and arrives at ``old`` as planned; a chunk so moved earlier frees its own later
+    send in turn. A send with no such chunk is dropped."""
+    A, want, C = st.A, st.want, st.A.shape[1]
+    while j >= 0:
+        u = net.src[sends.link[j]]
+        start = old - net.delay[sends.link[j]] + 1
+        pick, seen = -1, 0
+        for c2 in range(C):
+            if want[v, c2] and A[u, c2] <= start - 1 and A[v, c2] > old:
+                seen += 1
+                if np.random.randint(seen) == 0:
+                    pick = c2
+        if pick < 0:
+            sends.ok[j] = False
+            tally[T_DROPPED] += 1
+            j = -1
+        else:
+            prev = A[v, pick]
+            prev_send = st.send_of[v * C + pick] if prev != INF else -1
+            sends.chunk[j] = pick
+            deliver(v, pick, old, j, st, relay, isl, tally)
+            tally[T_REPLACED] += 1
+            j, old = prev_send, prev
+
+
+# ---- one timestep ---------------------------------------------------------------------------
+
+@njit(cache=True)
+def match_step(t, busy, net, st, relay, isl, pool, sends, rule, tally, idle):
+    """Greedy matching of step ``t`` (TACOS §VI): delay classes shortest first; within a class,
+    destinations in random order and each destination's in-links in random order
+    (:func:`serve_link`; a destination's links in a row keep its holdings in cache). ``busy[l]``: slots of ``l`` another part already
+    uses in this step. Links left with a free slot and a non-empty pool are written to
+    ``idle``; returns their count."""
+    n_idle = 0
+    for k in range(len(net.class_delay)):
+        order = np.random.permutation(len(net.rate))
+        n_idle = serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally, idle, n_idle)
+    return n_idle
+
+
+@_borrowing
+def serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally, idle, n_idle):
+    """The links of delay class ``k``, destinations in ``order``, each one's in-links shuffled
+    (see :func:`match_step`); returns the new count of ``idle`` links."""
+    ncls = len(net.class_delay)
+    in_ptr, in_idx = net.in_ptr, net.in_idx
+    for v in order:
+        lo, hi = in_ptr[v * ncls + k], in_ptr[v * ncls + k + 1]
+        for i in range(hi - 1, lo, -1):  # Fisher-Yates
+            r = lo + np.random.randint(i - lo + 1)
+            in_idx[i], in_idx[r] = in_idx[r], in_idx[i]
+        for p in range(lo, hi):
+            l = in_idx[p]
+            if serve_link(l, t, busy[l], net, st, relay, isl, pool, sends, rule, tally):
+                idle[n_idle] = l
+                n_idle += 1
+    return n_idle
+
+
+@_inlined
+def serve_link(l, t, busy, net, st, relay, isl, pool, sends, rule, tally):
+    """Each free slot of link ``l`` (``busy`` of them taken by another part) takes the link's
+    best usable entry; claims are immediate, so a request is served once and a later link sees
+    it taken. Returns True if a slot stays free although the link has candidates."""
+    free = free_slots(l, t, net.slot_ptr, st.slot_free) - busy
+    v = net.dst[l]
+    late = rule.endgame > 0 and st.left[v] <= rule.endgame * net.rate[v]
+    while free > 0:
+        j = best_entry(l, t, late, net, st, relay, isl, pool, rule)
+        if j < 0:
+            break
+        commit(l, pool.chunk[j], t, net, st, relay, isl, sends, tally)
+        pool.chunk[j] = -1
+        free -= 1
+    return free > 0 and pool.tail[l] > pool.head[l]
+
+
+# ---- maximum matching per destination -------------------------------------------------------
+
+@_borrowing
+def step_send(l, c, t, slot_ptr, slot_start, slot_send, send_ok, send_chunk):
+    """Index of the send link ``l`` started in step ``t`` carrying ``c`` (-1: none)."""
+    found = -1
+    for s in range(slot_ptr[l], slot_ptr[l + 1]):
+        j = slot_send[s]
+        if slot_start[s] == t and send_ok[j] and send_chunk[j] == c:
+            found = j
+            break
+    return found
+
+
+@njit(cache=True)
+def augment(l0, t, net, st, pool, sends):
+    """An augmenting path (Hopcroft and Karp, SIAM J. Comput. 2(4), 1973) among the same-class
+    in-links of ``v = dst[l0]`` in step ``t``, found breadth first: ``l0`` takes a chunk a
+    sibling sends to ``v`` in this step, that sibling takes another, ... until a link takes a
+    request nobody serves. Returns ``(links, chunks each takes)`` from ``l0`` on, empty if
+    there is no such path."""
+    v, arrive = net.dst[l0], t + net.delay[l0] - 1
+    A, want, arena, head, tail = st.A, st.want, pool.chunk, pool.head, pool.tail
+    slot_ptr, slot_start, slot_send, send_ok, send_chunk = net.slot_ptr, st.slot_start, st.slot_send, sends.ok, sends.chunk
+    ncls = len(net.class_delay)
+    group = v * ncls + net.link_class[l0]
+    sib = net.in_idx[net.in_ptr[group]:net.in_ptr[group + 1]].copy()
+    sib[np.argmax(sib == l0)], sib[0] = sib[0], l0
+    m = len(sib)
+    parent = np.full(m, -1, np.int64)
+    taken = np.full(m, -1, np.int64)  # the chunk the parent takes from this link
+    seen = np.zeros(m, np.bool_)
+    queue = np.empty(m, np.int64)
+    queue[0], seen[0], n_q = 0, True, 1
+    end, c_end, q = -1, -1, 0
+    while q < n_q and end < 0:
+        x = sib[queue[q]]
+        for j in range(head[x], tail[x]):
+            c = arena[j]
+            if c < 0 or not want[v, c] or A[v, c] < arrive:
+                continue
+            if A[v, c] > arrive:
+                end, c_end = queue[q], c
+                break
+            for y in range(m):
+                if not seen[y] and step_send(sib[y], c, t, slot_ptr, slot_start, slot_send, send_ok, send_chunk) >= 0:
+                    seen[y], parent[y], taken[y] = True, queue[q], c
+                    queue[n_q] = y
+                    n_q += 1
+        q += 1
+    return _path(end, c_end, sib, parent, taken)
+
+
+@njit(cache=True)
+def _path(end, c_end, sib, parent, taken):
+    """Links along an augmenting path from its root to ``end`` and the chunk each takes
+    (empty when ``end`` is -1: no path)."""
+    n = 0
+    x = end
+    while x >= 0:
+        x = parent[x]
+        n += 1
+    links = np.empty(n, np.int64)
+    chunks = np.empty(n, np.int64)
+    x, c = end, c_end
+    for i in range(n - 1, -1, -1):
+        links[i], chunks[i] = sib[x], c
+        c = taken[x]
+        x = parent[x]
+    return links, chunks
+
+
+@njit(cache=True)
+def augment_step(t, busy, idle, net, st, relay, isl, pool, sends, tally):
+    """Grow the step's matching to a maximum one per destination and delay class: every idle
+    link slot in ``idle`` that an augmenting path can serve gets a send."""
+    for i in range(len(idle)):
+        l0 = idle[i]
+        while free_slots(l0, t, net.slot_ptr, st.slot_free) - busy[l0] > 0:
+            links, chunks = augment(l0, t, net, st, pool, sends)
+            if len(links) == 0:
+                break
+            apply_path(links, chunks, t, net, st, relay, isl, sends, tally)
+            tally[T_AUGMENTED] += 1
+
+
+@njit(cache=True)
+def apply_path(links, chunks, t, net, st, relay, isl, sends, tally):
+    """Carry out an augmenting path: the last link switches its send to the new request, each
+    earlier one takes over the chunk its successor gave up, the first gets a new send."""
+    v, arrive = net.dst[links[0]], t + net.delay[links[0]] - 1
+    C, n = st.A.shape[1], len(links)
+    for i in range(n - 1, 0, -1):
+        j = step_send(links[i], chunks[i - 1], t, net.slot_ptr, st.slot_start, st.slot_send, sends.ok, sends.chunk)
+        sends.chunk[j] = chunks[i]
+        if i == n - 1:
+            deliver_new(v, chunks[i], arrive, j, net, st, relay, isl, sends, tally)
+        elif len(st.send_of) > 1:
+            st.send_of[v * C + chunks[i]] = j
+    j = record(links[0], chunks[0], t, net, st, sends, tally)
+    if n == 1:
+        deliver_new(v, chunks[0], arrive, j, net, st, relay, isl, sends, tally)
+    elif len(st.send_of) > 1:  # the chunk its successor gave up: already delivered
+        st.send_of[v * C + chunks[0]] = j
