@@ -246,21 +246,27 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
     earliest = np.full((C, S), INF, np.int64)
     latest = np.full((C, S), -1, np.int64)
     need = data.post & ~data.pre
+    holders = data.pre.sum(axis=1)
     for g in range(data.dist.shape[0]):
         D = data.dist[g]
         rows = np.flatnonzero(data.group == g)
         if not len(rows):
             continue
         Dm = np.where(np.isinf(D), INF, D).astype(np.int64)
-        # earliest[c, n] = min over holders h of D[h, n]
-        for c in rows:
-            h = np.flatnonzero(data.pre[c])
-            if len(h):
-                earliest[c] = Dm[h].min(axis=0)
+        # earliest[c, n] = min over holders h of D[h, n]; one row of D for single-holder chunks
+        one = rows[holders[rows] == 1]
+        earliest[one] = Dm[np.argmax(data.pre[one], axis=1)]
+        for c in rows[holders[rows] > 1].tolist():
+            earliest[c] = Dm[data.pre[c]].min(axis=0)
+        # latest: a node needing c is 0 away from the nearest needing node; only the others
+        # (usually few: the holders) need a minimum over the needing nodes
+        for c in rows[need[rows].any(axis=1)].tolist():
             m = np.flatnonzero(need[c])
-            if len(m):
-                back = Dm[:, m].min(axis=1)  # distance from n to the nearest needing node
-                latest[c] = np.where(back >= INF, -1, data.horizon - back)
+            q = np.flatnonzero(~need[c])
+            back = np.zeros(S, np.int64)
+            if len(q):
+                back[q] = Dm[np.ix_(q, m)].min(axis=1)  # distance from n to the nearest needing node
+            latest[c] = np.where(back >= INF, -1, data.horizon - back)
     return earliest, latest
 
 
