@@ -1,7 +1,6 @@
 """TEN models from arrays: index sets and constraint rows computed with numpy, Pyomo in bulk.
 
-The TACOS ILP (Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for
-Distributed Machine Learning", MICRO 2024, Section V-A, Fig. 12) has binary ``hold[c, n, t]``
+The TACOS ILP (Won et al., TACOS, 2023, Section V-A, Fig. 12) has binary ``hold[c, n, t]``
 and ``sent[c, l, t]`` variables and three families of rows. Built row by row through Pyomo
 rules (a Python closure per row looking up tuples in dictionaries) most of the time goes to
 Python; here every index set is a numpy array, every row family a sparse matrix in CSR form
@@ -351,5 +350,78 @@ def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str
     return con
 
 
+# ---- objectives -------------------------------------------------------------------------------
+
+def needed_pairs(data: TenData) -> tuple[np.ndarray, np.ndarray]:
+    """Local ``(chunk, node)`` postcondition pairs not held at the start (what must arrive)."""
+    return np.nonzero(data.post & ~data.pre)
+
+
+def _expression(cols: np.ndarray, coefs: np.ndarray, columns: list, constant: float = 0.0):
+    Mono = MonomialTermExpression
+    args = [columns[j] if a == 1.0 else Mono((a, columns[j])) for j, a in zip(cols.tolist(), coefs.tolist())]
+    if constant:
+        args.append(float(constant))
+    return LinearExpression(args)
+
+
+def add_arrivals_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, columns: list, weights,
+                           lookahead: int = 0) -> None:
+    """``m.arrivals``: maximise the (weighted) postcondition pairs held at the horizon (TACOS);
+    with ``lookahead``, relays (useful pairs outside the postcondition) held at the horizon earn
+    1 each and every arrival earns more than all of them together."""
+    T = ix.horizon
+    pc, pn = needed_pairs(data)
+    col = ix.hold_column(pc, pn, np.full(len(pc), T))
+    w = np.asarray(weights, float)[data.group[pc]]
+    cols, coefs = col[col >= 0], w[col >= 0]
+    if lookahead:
+        rc, rn = np.nonzero(ix.useful & ~data.post)
+        rcol = ix.hold_column(rc, rn, np.full(len(rc), T))
+        rcol = rcol[rcol >= 0]
+        cols = np.concatenate([cols, rcol])
+        coefs = np.concatenate([coefs * float(len(rcol) + 1), np.ones(len(rcol))])
+    # OBJECTIVE
+    m.arrivals = pe.Objective(expr=_expression(cols, coefs, columns), sense=pe.maximize,
+                              doc="postcondition pairs (chunk, node) held at the horizon (weighted per collective)")
+
+
+def add_makespan_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, columns: list, relax: bool) -> None:
+    """Every postcondition pair arrives by the horizon; ``done[t]`` indicators minimise the
+    first timestep by which all have arrived (``P done[t] <= pairs held at t``)."""
+    T = ix.horizon
+    pc, pn = needed_pairs(data)
+    P = len(pc)
+    at_T = ix.hold_column(pc, pn, np.full(P, T))
+    m.done = pe.Var(pe.RangeSet(1, T), domain=pe.UnitInterval if relax else pe.Binary,
+                    doc="every postcondition pair has arrived by timestep t")
+    done = [m.done[t] for t in range(1, T + 1)]
+    have = at_T >= 0
+    # CONSTRAINTS
+    keys = _keys(ix.chunk_ids[pc[have]], pn[have])
+    rows = csr_rows(keys, np.arange(len(keys)), at_T[have], np.ones(len(keys)), 1.0, 1.0)
+    add_rows(m, "eq_all_arrive", rows, columns, "every postcondition pair arrives by the horizon")
+    m.eq_done_at_horizon = pe.Constraint(expr=done[T - 1] == 1, doc="the collective is done at the horizon")
+    if not have.all():  # some pair cannot arrive in time: state the infeasibility explicitly
+        m.unreachable = pe.Var(bounds=(0, 0), doc="pairs that cannot arrive by the horizon")
+        m.ineq_unreachable = pe.Constraint(expr=m.unreachable >= 1, doc=f"{int((~have).sum())} pairs cannot arrive in time")
+    if P:
+        tt = np.repeat(np.arange(1, T + 1), P)
+        col = ix.hold_column(np.tile(pc, T), np.tile(pn, T), tt)
+        ok = col >= 0
+        bodies = [LinearExpression([MonomialTermExpression((float(P), d))]) for d in done]
+        held = csr_rows(list(range(1, T + 1)), tt[ok] - 1, col[ok], -np.ones(int(ok.sum())), -np.inf, 0.0)
+        sums = linear_bodies(held, columns)
+        m.ineq_done = pe.Constraint(
+            list(range(1, T + 1)), rule=lambda m, t: LinearExpression(list(bodies[t - 1].args) + list(sums[t - 1].args)) <= 0,
+            doc="done at t only if all pairs are held at t")
+    m.ineq_done_monotone = pe.Constraint(list(range(1, T)), rule=lambda m, t: done[t - 1] <= done[t],
+                                         doc="done stays done")
+    # OBJECTIVE
+    m.makespan = pe.Objective(expr=T + 1 - sum(done), sense=pe.minimize,
+                              doc="the first timestep by which every pair has arrived")
+
+
 __all__ = ["ranges", "TenArrays", "ten_arrays", "Rows", "csr_rows", "flow_rows", "capacity_rows", "Size",
-           "estimate", "check_size", "BuildTooLarge", "add_variables", "linear_bodies", "add_rows"]
+           "estimate", "check_size", "BuildTooLarge", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
+           "add_arrivals_objective", "add_makespan_objective"]

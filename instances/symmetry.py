@@ -5,9 +5,9 @@ regularly: for every pair of nodes exactly one element maps the first to the sec
 hypercubes, Hamming graphs, circulants, complete graphs and Cartesian products of those are
 Cayley graphs of abelian groups ``Z_n1 x .. x Z_nk`` whose elements act as translations of
 row-major node coordinates. On such a topology a schedule for the chunks of one node,
-translated by every element, is a schedule for every node's chunks (the orbit solvers of
-Zhao et al., "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025,
-Section 6, solve one node per step on vertex-transitive graphs for this reason).
+translated by every element, is a schedule for every node's chunks (the BFB schedules of
+Zhao et al., NSDI 2025, Section 6, are solved for one node per step on such graphs for this
+reason).
 
 :func:`regular_group` finds such a group without being told: it checks the generator's
 declaration (``meta["cayley"]``), then translations of ``Z_N`` and of every row-major product

@@ -430,8 +430,8 @@ def _solve_highs(model, time_limit, gap, threads, seed, warm_start=False) -> Sol
         message = (message + "; " if message else "") + f"MIP start of {r.start_values} values passed"
     obj = r.objective if status in ("optimal", "feasible") else None
     bound = r.bound if r.bound is not None else (obj if status == "optimal" else None)
-    return SolveResult(status, _finite(obj), _finite(bound), None, r.load_s, r.run_s, 0.0, "highs", r.version,
-                       r.nodes, message)
+    return SolveResult(status=status, objective=_finite(obj), bound=_finite(bound), build_s=r.load_s,
+                       solve_s=r.run_s, solver="highs", version=r.version, nodes=r.nodes, message=message)
 
 
 def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None, warm_start=False) -> SolveResult:
