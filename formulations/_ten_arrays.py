@@ -27,7 +27,8 @@ import pyomo.environ as pe
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.core.expr.relational_expr import EqualityExpression, InequalityExpression
 
-from ..tens.ten import NotSupported, TenData, reach
+from ..tens.ten import TenData, reach
+from . import BuildTooLarge
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
 # variables, rows and nonzeros; and memory per variable and per nonzero (bytes).
@@ -37,10 +38,6 @@ SECONDS_PER_NONZERO = 1.0e-6
 BYTES_PER_VARIABLE = 900
 BYTES_PER_ROW = 700
 BYTES_PER_NONZERO = 120
-
-
-class BuildTooLarge(NotSupported):
-    """The model would not be built within the time left (or would not fit in memory)."""
 
 
 def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +286,7 @@ def check_size(size: Size, time_limit: float | None, what: str) -> None:
         raise BuildTooLarge(
             f"{what}: {size.variables} variables, {size.rows} rows and {size.nonzeros} nonzeros would take "
             f"about {size.seconds:.0f} s to build, more than the {float(time_limit):.1f} s left")
-    free = available_bytes()
+    free = available_bytes() if size.bytes > 2**28 else None  # only a big model needs the check
     if free is not None and size.bytes > 0.8 * free:
         raise BuildTooLarge(
             f"{what}: {size.variables} variables, {size.rows} rows and {size.nonzeros} nonzeros need about "
@@ -316,23 +313,40 @@ def add_variables(m: pe.ConcreteModel, ix: TenArrays, relax: bool) -> list:
     return list(m.sent.values()) + list(m.hold.values())
 
 
-def linear_bodies(rows: Rows, columns: list) -> list:
-    """One ``LinearExpression`` per row of ``rows`` over the variables ``columns``."""
+def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
+    """One ``LinearExpression`` per row of ``rows`` over the variables ``columns``. A term
+    ``a * x_j`` with ``a != 1`` is one ``MonomialTermExpression`` shared by every row that has
+    it (``terms`` keeps them across calls; expressions are immutable, so sharing is safe)."""
     cols = rows.cols.tolist()
     vals = rows.vals.tolist()
     ptr = rows.indptr.tolist()
     Mono = MonomialTermExpression
+    terms = {} if terms is None else terms
     out = []
     for a, b in zip(ptr[:-1], ptr[1:]):
-        out.append(LinearExpression([columns[j] if v == 1.0 else Mono((v, columns[j]))
-                                     for j, v in zip(cols[a:b], vals[a:b])]))
+        args = []
+        for j, v in zip(cols[a:b], vals[a:b]):
+            if v == 1.0:
+                args.append(columns[j])
+            else:
+                term = terms.get((j, v))
+                if term is None:
+                    term = terms[(j, v)] = Mono((v, columns[j]))
+                args.append(term)
+        out.append(LinearExpression(args))
     return out
 
 
-def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str, index=None) -> pe.Constraint:
-    """``m.<name>``: one constraint per row of ``rows`` (indexed by ``rows.keys``, or by the
-    Pyomo set ``index`` built from them), created in bulk."""
-    bodies = linear_bodies(rows, columns)
+MATRIX_ATTRIBUTE = "matrix_rows"  # where add_rows records each component's rows for the HiGHS backend
+
+
+def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str) -> pe.Constraint:
+    """``m.<name>``: one constraint per row of ``rows`` (indexed by ``rows.keys``), created in
+    bulk. The rows are also recorded on the model (``matrix_rows``: component name -> (rows,
+    columns)) so that a backend may load them as a matrix instead of reading every body back;
+    rows added this way are never modified afterwards (a caller replaces the component)."""
+    terms = vars(m).setdefault("_shared_terms", {})
+    bodies = linear_bodies(rows, columns, terms)
     rels = []
     for body, lo, up in zip(bodies, rows.lower.tolist(), rows.upper.tolist()):
         if lo == up:
@@ -344,9 +358,10 @@ def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str
         else:
             rels.append((lo, body, up))
     table = dict(zip(rows.keys, rels))
-    con = pe.Constraint(rows.keys if index is None else index, rule=lambda m, *key: table[key if len(key) > 1 else key[0]],
-                        doc=doc)
+    con = pe.Constraint(rows.keys, rule=lambda m, *key: table[key if len(key) > 1 else key[0]], doc=doc)
     setattr(m, name, con)
+    vars(m).setdefault(MATRIX_ATTRIBUTE, {})[name] = (con, rows.indptr, rows.cols, rows.vals, rows.lower, rows.upper,
+                                                      columns)
     return con
 
 
@@ -423,5 +438,5 @@ def add_makespan_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, co
 
 
 __all__ = ["ranges", "TenArrays", "ten_arrays", "Rows", "csr_rows", "flow_rows", "capacity_rows", "Size",
-           "estimate", "check_size", "BuildTooLarge", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
+           "estimate", "check_size", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
            "add_arrivals_objective", "add_makespan_objective"]

@@ -54,6 +54,7 @@ from ._ten_arrays import (add_arrivals_objective, add_makespan_objective, add_ro
 NAME = "ten-ilp-orbit"
 SUMMARY = "TEN ILP over one chunk orbit of a Cayley topology (the best symmetric schedule), translated"
 DRIVER_FAMILY = "ten"
+SYMMETRIC = True  # its optimum is the best symmetric schedule: infeasible horizons prove nothing else
 PARAMS = (  # what build takes (name, type, default, help)
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
     ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
@@ -105,7 +106,7 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     Same parameters as :func:`collsynth.formulations.ten_ilp.build` (no ``capacity=False``:
     without capacity rows there is nothing for symmetry to save); ``build_limit`` (seconds):
     the size is estimated from the index arrays first and a model that would take longer to
-    build is refused (:class:`~collsynth.formulations._ten_arrays.BuildTooLarge`).
+    build is refused (:class:`~collsynth.formulations.BuildTooLarge`).
     """
     if params:
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")

@@ -36,6 +36,7 @@ from ..instances.topology import Topology
 from .ten import NotSupported, TenData
 
 _GROUPS: dict[bytes, RegularGroup | None] = {}  # group per topology fingerprint (windows rebuild often)
+_ORBITS: dict[bytes, "TenOrbits"] = {}  # orbits per (topology, collective) fingerprint
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class TenOrbits:
     """
 
     group: RegularGroup
+    moved_by: np.ndarray  # [g, y]: the node g^-1(y), so pattern[moved_by[g]] is g(pattern)
     reps: np.ndarray
     image: np.ndarray
     link_orbit: np.ndarray
@@ -128,7 +130,7 @@ def _link_orbits(data: TenData, group: RegularGroup) -> tuple[np.ndarray, np.nda
 def _chunk_orbits(data: TenData, group: RegularGroup) -> tuple[np.ndarray, np.ndarray]:
     pre, post = _conditions(data)
     active = np.flatnonzero((post & ~pre).any(axis=1))
-    moved_by = group.table[group.inverse]  # row g: node y -> g^-1(y); pattern[g^-1(y)] is g(pattern)[y]
+    moved_by = group.table[group.inverse]  # row g: node y -> g^-1(y); pattern[moved_by[g]] is g(pattern)
     patterns: dict[bytes, list[int]] = {}
     keys = {}
     for c in active.tolist():
@@ -171,9 +173,19 @@ def ten_orbits(data: TenData) -> TenOrbits:
         raise NotSupported(f"no symmetry to reduce by: {why_no_group(topo)}")
     if data.pre.shape[1] != group.size:
         raise NotSupported("the group does not act on every node id")
-    orbit, out0, cap = _link_orbits(data, group)
-    reps, image = _chunk_orbits(data, group)
-    orb = TenOrbits(group, reps, image, orbit, out0, cap, data.src, data.dst, group.size)
+    h = hashlib.blake2b(_fingerprint(topo), digest_size=20)
+    h.update(repr([(c.kind, c.nodes, c.size, c.chunks_per_node, c.root) for c in data.instance.collectives]).encode())
+    for a in (data.delay, data.capacity):
+        h.update(np.ascontiguousarray(a).tobytes())
+    key = h.digest()
+    if key not in _ORBITS:
+        if len(_ORBITS) > 16:
+            _ORBITS.clear()
+        orbit, out0, cap = _link_orbits(data, group)
+        reps, image = _chunk_orbits(data, group)
+        _ORBITS[key] = TenOrbits(group, group.table[group.inverse].astype(np.int32), reps, image, orbit, out0, cap, data.src,
+                                 data.dst, group.size)
+    orb = _ORBITS[key]
     if not symmetric(orb, data.pre):
         raise NotSupported("the start state is not symmetric under the group (a window of time clustering "
                            "must start from the translated holdings of the previous one)")
@@ -183,11 +195,8 @@ def ten_orbits(data: TenData) -> TenOrbits:
 def symmetric(orb: TenOrbits, held: np.ndarray) -> bool:
     """Whether the holdings ``held[chunk, node]`` are invariant: ``g(c)`` is held at ``g(x)``
     exactly when ``c`` is held at ``x``, for every chunk orbit."""
-    moved = orb.group.table
     for r, c in enumerate(orb.reps.tolist()):
-        full = np.zeros((orb.size, orb.size), bool)
-        full[np.arange(orb.size)[:, None], moved] = held[c][None, :]
-        if (held[orb.image[r]] != full).any():
+        if (held[orb.image[r]] != held[c][orb.moved_by]).any():
             return False
     return True
 
@@ -211,7 +220,6 @@ def translate_holdings(orb: TenOrbits, held: np.ndarray) -> np.ndarray:
     """Holdings ``[chunk, node]`` whose representatives' rows are right, completed by
     translation: ``g(c)`` is held at ``g(x)`` iff ``c`` is held at ``x``."""
     out = held.copy()
-    moved = orb.group.table
     for r, c in enumerate(orb.reps.tolist()):
-        out[orb.image[r][:, None], moved] = held[c][None, :]
+        out[orb.image[r]] = held[c][orb.moved_by]
     return out

@@ -29,6 +29,7 @@ from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpressio
 from pyomo.repn.standard_repn import generate_standard_repn
 
 NONLINEAR = "the HiGHS backend solves linear models only"
+MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
 
 
 @dataclass
@@ -104,8 +105,22 @@ class _Terms:
         return float(pe.value(repn.constant))
 
 
-def _bound(x) -> float | None:
-    return None if x is None else float(pe.value(x))
+def _recorded(rec, terms: _Terms):
+    """A component's recorded rows over the model's columns: (CSR, lower, upper); fixed
+    variables' terms move into the bounds."""
+    _, indptr, cols, vals, lower, upper, columns = rec
+    colmap = np.fromiter((-1 if v.fixed else terms.col(v) for v in columns), np.int64, len(columns))
+    A = sp.csr_matrix((vals, cols, indptr), shape=(len(indptr) - 1, len(columns)))
+    fixed = np.flatnonzero(colmap < 0)
+    const = np.zeros(A.shape[0])
+    if len(fixed):
+        value = np.array([columns[j].value for j in fixed.tolist()], float)
+        const = A[:, fixed] @ value
+        A = A[:, np.flatnonzero(colmap >= 0)]
+        colmap = colmap[colmap >= 0]
+    A = A.tocoo()
+    B = sp.csr_matrix((A.data, (A.row, colmap[A.col])), shape=(A.shape[0], len(terms.vars)))
+    return B, lower - const, upper - const
 
 
 def compile_linear(model: pe.ConcreteModel) -> LinearModel:
@@ -119,13 +134,26 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
         if not v.fixed:
             terms.col(v)
     lower, upper = [], []
+    blocks = []  # rows recorded as matrices: (first row, CSR over the model's columns, lower, upper)
     row = 0
-    for con in model.component_data_objects(pe.Constraint, active=True, descend_into=True):
-        lo, body, up = con.to_bounded_expression(evaluate_bounds=True)
-        const = terms.body(body, row)
-        lower.append(-math.inf if lo is None else float(lo) - const)
-        upper.append(math.inf if up is None else float(up) - const)
-        row += 1
+    recorded = vars(model).get(MATRIX_ATTRIBUTE, {})
+    for comp in model.component_objects(pe.Constraint, active=True, descend_into=True):
+        rec = recorded.get(comp.local_name) if comp.parent_block() is model else None
+        if rec is not None and rec[0] is comp and len(comp) == len(rec[4]) and all(c.active for c in comp.values()):
+            A, lo, up = _recorded(rec, terms)
+            blocks.append((row, A))
+            lower.extend(lo.tolist())
+            upper.extend(up.tolist())
+            row += A.shape[0]
+            continue
+        for con in comp.values():
+            if not con.active:
+                continue
+            lo, body, up = con.to_bounded_expression(evaluate_bounds=True)
+            const = terms.body(body, row)
+            lower.append(-math.inf if lo is None else float(lo) - const)
+            upper.append(math.inf if up is None else float(up) - const)
+            row += 1
     objectives = list(model.component_data_objects(pe.Objective, active=True, descend_into=True))
     if len(objectives) > 1:
         raise ValueError(f"the model has {len(objectives)} active objectives; expected at most one")
@@ -138,8 +166,13 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     n = len(terms.vars)
     cost = np.zeros(n)
     np.add.at(cost, np.asarray(obj_terms.cols, np.int64), np.asarray(obj_terms.vals, float))
-    A = sp.csc_matrix((np.asarray(terms.vals, float), (np.asarray(terms.rows, np.int64), np.asarray(terms.cols, np.int64))),
-                      shape=(row, n))
+    rr, cc, vv = [np.asarray(terms.rows, np.int64)], [np.asarray(terms.cols, np.int64)], [np.asarray(terms.vals, float)]
+    for first, B in blocks:
+        B = B.tocoo()
+        rr.append(B.row.astype(np.int64) + first)
+        cc.append(B.col.astype(np.int64))
+        vv.append(B.data)
+    A = sp.csc_matrix((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(row, n))
     A.sum_duplicates()
     col_lower = np.array([-math.inf if v.lb is None else float(v.lb) for v in terms.vars])
     col_upper = np.array([math.inf if v.ub is None else float(v.ub) for v in terms.vars])
