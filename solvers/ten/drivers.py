@@ -132,7 +132,8 @@ def build(formulation: TenFormulation, clock: _Clock, instance, horizon: int, **
     formulation takes one (it raises :class:`~collsynth.formulations.BuildTooLarge` rather
     than build a model that would not be ready in time)."""
     if formulation.takes_build_limit and clock.limit is not None:
-        params = {**params, "build_limit": clock.left()}
+        asked = params.get("build_limit")
+        params = {**params, "build_limit": clock.left() if asked is None else min(float(asked), clock.left())}
     return formulation.build(instance, horizon, **params)
 
 
