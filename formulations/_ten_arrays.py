@@ -317,24 +317,15 @@ def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
     """One ``LinearExpression`` per row of ``rows`` over the variables ``columns``. A term
     ``a * x_j`` with ``a != 1`` is one ``MonomialTermExpression`` shared by every row that has
     it (``terms`` keeps them across calls; expressions are immutable, so sharing is safe)."""
-    cols = rows.cols.tolist()
-    vals = rows.vals.tolist()
-    ptr = rows.indptr.tolist()
-    Mono = MonomialTermExpression
     terms = {} if terms is None else terms
-    out = []
-    for a, b in zip(ptr[:-1], ptr[1:]):
-        args = []
-        for j, v in zip(cols[a:b], vals[a:b]):
-            if v == 1.0:
-                args.append(columns[j])
-            else:
-                term = terms.get((j, v))
-                if term is None:
-                    term = terms[(j, v)] = Mono((v, columns[j]))
-                args.append(term)
-        out.append(LinearExpression(args))
-    return out
+    Mono = MonomialTermExpression
+    other = rows.vals != 1.0
+    for j, v in set(zip(rows.cols[other].tolist(), rows.vals[other].tolist())):
+        if (j, v) not in terms:
+            terms[(j, v)] = Mono((v, columns[j]))
+    args = [columns[j] if v == 1.0 else terms[(j, v)] for j, v in zip(rows.cols.tolist(), rows.vals.tolist())]
+    ptr = rows.indptr.tolist()
+    return [LinearExpression(args[a:b]) for a, b in zip(ptr[:-1], ptr[1:])]
 
 
 MATRIX_ATTRIBUTE = "matrix_rows"  # where add_rows records each component's rows for the HiGHS backend
@@ -347,16 +338,15 @@ def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str
     rows added this way are never modified afterwards (a caller replaces the component)."""
     terms = vars(m).setdefault("_shared_terms", {})
     bodies = linear_bodies(rows, columns, terms)
-    rels = []
-    for body, lo, up in zip(bodies, rows.lower.tolist(), rows.upper.tolist()):
-        if lo == up:
-            rels.append(EqualityExpression((body, lo)))
-        elif lo == -np.inf:
-            rels.append(InequalityExpression((body, up), False))
-        elif up == np.inf:
-            rels.append(InequalityExpression((lo, body), False))
-        else:
-            rels.append((lo, body, up))
+    lower, upper = rows.lower, rows.upper
+    if (lower == upper).all():
+        rels = [EqualityExpression((b, u)) for b, u in zip(bodies, upper.tolist())]
+    elif np.isneginf(lower).all():
+        rels = [InequalityExpression((b, u), False) for b, u in zip(bodies, upper.tolist())]
+    else:
+        rels = [EqualityExpression((b, lo)) if lo == up else InequalityExpression((b, up), False) if lo == -np.inf
+                else InequalityExpression((lo, b), False) if up == np.inf else (lo, b, up)
+                for b, lo, up in zip(bodies, lower.tolist(), upper.tolist())]
     table = dict(zip(rows.keys, rels))
     con = pe.Constraint(rows.keys, rule=lambda m, *key: table[key if len(key) > 1 else key[0]], doc=doc)
     setattr(m, name, con)

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pe
+from pyomo.common.gc_manager import PauseGC
 
 from ..instances.instance import Instance
 from ..tens.schedule import Schedule
@@ -129,6 +130,12 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
         raise NotSupported(f"weights: expected {len(data.instance.collectives)} values, got {len(w)}")
     ix = ten_arrays(data, int(lookahead))
     check_size(estimate(data, ix, capacity), build_limit, f"{NAME} at horizon {data.horizon}")
+    with PauseGC():  # many small objects, no cycles to free: the collector only slows the build
+        return _pyomo_model(instance, data, ix, objective, capacity, relax, w, int(lookahead))
+
+
+def _pyomo_model(instance, data: TenData, ix: TenArrays, objective: str, capacity: bool, relax: bool, w,
+                 lookahead: int) -> Assembly:
     m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
     # PARAMETERS (plain data on the TenModel: pre, post, src, dst, capacity, delay, timestep)
     m.horizon = pe.Param(initialize=data.horizon, doc="number of TEN timesteps")
@@ -144,7 +151,7 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
         add_rows(m, "ineq_link_capacity", capacity_rows(data, ix), columns,
                  "at most `capacity` chunks occupy a link pair in any timestep (multi-timestep arcs count every timestep)")
     if objective == "arrivals":
-        add_arrivals_objective(m, data, ix, columns, w, int(lookahead))
+        add_arrivals_objective(m, data, ix, columns, w, lookahead)
     else:
         add_makespan_objective(m, data, ix, columns, relax)
     expose(m, TenModel(data=data, sent=m.sent, hold=m.hold, objective=objective))

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyomo.environ as pe
+from pyomo.common.gc_manager import PauseGC
 
 from ..instances.instance import Instance
 from ..tens.orbits import TenOrbits, ten_orbits, translate_holdings, translate_rows
@@ -120,6 +121,12 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     local = restricted(data, orbits)
     ix = ten_arrays(local, int(lookahead), chunk_ids=orbits.reps)
     check_size(estimate(local, ix), build_limit, f"{NAME} at horizon {data.horizon}")
+    with PauseGC():  # many small objects, no cycles to free: the collector only slows the build
+        return _pyomo_model(instance, data, orbits, local, ix, objective, relax, w, int(lookahead))
+
+
+def _pyomo_model(instance, data: TenData, orbits: TenOrbits, local: TenData, ix, objective: str, relax: bool, w,
+                 lookahead: int) -> pe.ConcreteModel:
     m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
     m.horizon = pe.Param(initialize=data.horizon, doc="number of TEN timesteps")
     m.timestep_s = pe.Param(initialize=data.timestep, doc="seconds per TEN timestep")
@@ -134,7 +141,7 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
              "the representatives' sends over the link pairs of one orbit occupy at most one pair's capacity "
              "in any timestep (the translated schedule then keeps every pair's capacity)")
     if objective == "arrivals":
-        add_arrivals_objective(m, local, ix, columns, w, int(lookahead))
+        add_arrivals_objective(m, local, ix, columns, w, lookahead)
     else:
         add_makespan_objective(m, local, ix, columns, relax)
     return expose(m, OrbitTenModel(data=data, sent=m.sent, hold=m.hold, objective=objective,

@@ -40,6 +40,7 @@ from fractions import Fraction
 
 import numpy as np
 import pyomo.environ as pe
+from pyomo.common.gc_manager import PauseGC
 
 from ..tens import ten
 from ..tens.schedule import Schedule
@@ -79,10 +80,11 @@ def build(instance, horizon: int, state=None, *, cuts: bool = True, **params) ->
     parts = ten_ilp.assemble(instance, horizon, state, relax=True, **params)
     if cuts:
         rows = cumulative_send_rows(parts.data, parts.ix)
-        # CONSTRAINTS
-        add_rows(parts.model, "ineq_cumulative_send", rows, parts.columns,
-                 "a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k "
-                 "total at most the holding of u at t-k")
+        with PauseGC():  # as in ten_ilp.assemble
+            # CONSTRAINTS
+            add_rows(parts.model, "ineq_cumulative_send", rows, parts.columns,
+                     "a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k "
+                     "total at most the holding of u at t-k")
     return parts.model
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pe
 import scipy.sparse as sp
+from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.standard_repn import generate_standard_repn
 
@@ -105,22 +106,24 @@ class _Terms:
         return float(pe.value(repn.constant))
 
 
-def _recorded(rec, terms: _Terms):
-    """A component's recorded rows over the model's columns: (CSR, lower, upper); fixed
-    variables' terms move into the bounds."""
+def _recorded(rec, colmaps: dict, terms: _Terms):
+    """A component's recorded rows as COO triples over the model's columns, with its lower and
+    upper bounds; fixed variables' terms move into the bounds. ``colmaps`` remembers the
+    column of every variable of a recorded column list (components share one; -1: fixed)."""
     _, indptr, cols, vals, lower, upper, columns = rec
-    colmap = np.fromiter((-1 if v.fixed else terms.col(v) for v in columns), np.int64, len(columns))
-    A = sp.csr_matrix((vals, cols, indptr), shape=(len(indptr) - 1, len(columns)))
-    fixed = np.flatnonzero(colmap < 0)
-    const = np.zeros(A.shape[0])
-    if len(fixed):
-        value = np.array([columns[j].value for j in fixed.tolist()], float)
-        const = A[:, fixed] @ value
-        A = A[:, np.flatnonzero(colmap >= 0)]
-        colmap = colmap[colmap >= 0]
-    A = A.tocoo()
-    B = sp.csr_matrix((A.data, (A.row, colmap[A.col])), shape=(A.shape[0], len(terms.vars)))
-    return B, lower - const, upper - const
+    colmap = colmaps.get(id(columns))
+    if colmap is None:
+        get = terms.column.get  # every unfixed variable has its column already
+        colmap = colmaps[id(columns)] = np.fromiter((get(id(v), -1) for v in columns), np.int64, len(columns))
+    row = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    col = colmap[cols]
+    fixed = col < 0
+    if fixed.any():
+        value = np.array([columns[j].value for j in cols[fixed].tolist()], float)
+        const = np.bincount(row[fixed], weights=vals[fixed] * value, minlength=len(indptr) - 1)
+        lower, upper = lower - const, upper - const
+        row, col, vals = row[~fixed], col[~fixed], vals[~fixed]
+    return (row, col, vals), lower, upper
 
 
 def compile_linear(model: pe.ConcreteModel) -> LinearModel:
@@ -133,6 +136,7 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     for v in model.component_data_objects(pe.Var, active=True, descend_into=True):
         if not v.fixed:
             terms.col(v)
+    colmaps: dict[int, np.ndarray] = {}
     lower, upper = [], []
     blocks = []  # rows recorded as matrices: (first row, CSR over the model's columns, lower, upper)
     row = 0
@@ -140,11 +144,11 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     for comp in model.component_objects(pe.Constraint, active=True, descend_into=True):
         rec = recorded.get(comp.local_name) if comp.parent_block() is model else None
         if rec is not None and rec[0] is comp and len(comp) == len(rec[4]) and all(c.active for c in comp.values()):
-            A, lo, up = _recorded(rec, terms)
-            blocks.append((row, A))
+            coo, lo, up = _recorded(rec, colmaps, terms)
+            blocks.append((row, coo))
             lower.extend(lo.tolist())
             upper.extend(up.tolist())
-            row += A.shape[0]
+            row += len(lo)
             continue
         for con in comp.values():
             if not con.active:
@@ -167,15 +171,15 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     cost = np.zeros(n)
     np.add.at(cost, np.asarray(obj_terms.cols, np.int64), np.asarray(obj_terms.vals, float))
     rr, cc, vv = [np.asarray(terms.rows, np.int64)], [np.asarray(terms.cols, np.int64)], [np.asarray(terms.vals, float)]
-    for first, B in blocks:
-        B = B.tocoo()
-        rr.append(B.row.astype(np.int64) + first)
-        cc.append(B.col.astype(np.int64))
-        vv.append(B.data)
+    for first, (r, c, v) in blocks:
+        rr.append(r + first)
+        cc.append(c)
+        vv.append(v)
     A = sp.csc_matrix((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(row, n))
     A.sum_duplicates()
-    col_lower = np.array([-math.inf if v.lb is None else float(v.lb) for v in terms.vars])
-    col_upper = np.array([math.inf if v.ub is None else float(v.ub) for v in terms.vars])
+    bounds = np.array([v.bounds for v in terms.vars], float).reshape(-1, 2)  # None -> nan
+    col_lower = np.where(np.isnan(bounds[:, 0]), -math.inf, bounds[:, 0])
+    col_upper = np.where(np.isnan(bounds[:, 1]), math.inf, bounds[:, 1])
     integer = np.array([v.is_integer() for v in terms.vars], bool)
     return LinearModel(terms.vars, col_lower, col_upper, integer, A, np.asarray(lower, float),
                        np.asarray(upper, float), cost, float(offset), maximize)
@@ -229,7 +233,8 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
 
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
-    lm = compile_linear(model)
+    with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
+        lm = compile_linear(model)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", int(threads))
