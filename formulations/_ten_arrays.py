@@ -13,9 +13,9 @@ Columns: ``sent`` first (``0..S-1``), then ``hold`` (``S..S+H-1``). Chunks are t
 ``data.pre`` (local ids ``0..C-1``); ``chunk_ids`` maps them to the chunk ids the Pyomo
 variables are indexed by (the global ids, for a model over a subset of the chunks).
 
-:func:`estimate` predicts a model's size and build seconds from the index arrays alone, so a
-build that would not fit in the time left (or in memory) stops before creating anything
-(:class:`BuildTooLarge`).
+:func:`count` predicts a model's size and build seconds from the timestep windows alone, so a
+build that would not fit in the time left (or in memory) stops before expanding an index array
+or creating a Pyomo object (:class:`BuildTooLarge`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from . import BuildTooLarge
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
 # variables, rows and nonzeros; and memory per variable and per nonzero (bytes).
-SECONDS_PER_VARIABLE = 6e-6
-SECONDS_PER_ROW = 6e-6
-SECONDS_PER_NONZERO = 1.0e-6
+SECONDS_PER_VARIABLE = 3e-6
+SECONDS_PER_ROW = 5e-6
+SECONDS_PER_NONZERO = 1.5e-6
 BYTES_PER_VARIABLE = 900
 BYTES_PER_ROW = 700
 BYTES_PER_NONZERO = 120
@@ -98,15 +98,23 @@ class TenArrays:
         return np.where(ok, self.num_sent + self.hold_base[c, n] + t, -1)
 
 
-def ten_arrays(data: TenData, lookahead: int = 0, chunk_ids=None) -> TenArrays:
-    """The variables of the TACOS ILP over ``data`` (see :class:`TenArrays`).
+@dataclass
+class _Windows:
+    """The timestep window of every hold pair and every (chunk, pair) send, before expansion."""
 
-    A chunk cannot reach a node before its delay-weighted distance from the nearest holder,
-    and a send into a node is useless later than the horizon minus the distance from there to
-    the nearest node still needing it; with ``lookahead`` the usefulness reaches that many
-    timesteps past the horizon (relays for time clustering). Sends into nodes that hold the
-    chunk at the start are never created.
-    """
+    earliest: np.ndarray
+    latest: np.ndarray
+    useful: np.ndarray
+    hold_c: np.ndarray
+    hold_n: np.ndarray
+    hold_lo: np.ndarray
+    sent_c: np.ndarray
+    sent_l: np.ndarray
+    sent_lo: np.ndarray
+    sent_hi: np.ndarray
+
+
+def _windows(data: TenData, lookahead: int) -> _Windows:
     T = int(data.horizon)
     if lookahead:
         data.horizon = T + int(lookahead)
@@ -118,16 +126,8 @@ def ten_arrays(data: TenData, lookahead: int = 0, chunk_ids=None) -> TenArrays:
     else:
         earliest, latest = reach(data)
     pre = data.pre
-    C, S = pre.shape
     useful = (~pre) & (earliest <= T) & (latest >= earliest)
     pc, pn = np.nonzero(useful)
-    lo = np.maximum(1, earliest[pc, pn])
-    owner, ht = ranges(lo, np.full(len(lo), T))
-    hold_lo = np.full((C, S), T + 1, np.int64)
-    hold_lo[pc, pn] = lo
-    first = np.cumsum(T - lo + 1) - (T - lo + 1)
-    hold_base = np.zeros((C, S), np.int64)
-    hold_base[pc, pn] = first - lo
     # sends: chunk c over pair l arriving at t, t - k >= earliest[c, src], t <= latest[c, dst]
     src, dst = data.src, data.dst
     ok = (~pre[:, dst]) & useful[:, dst] & (pre[:, src] | useful[:, src])
@@ -135,10 +135,51 @@ def ten_arrays(data: TenData, lookahead: int = 0, chunk_ids=None) -> TenArrays:
     k = data.delay[data.group[sc], sl]
     slo = np.maximum(np.maximum(earliest[sc, src[sl]] + k, earliest[sc, dst[sl]]), 1)
     shi = np.minimum(T, latest[sc, dst[sl]])
-    sowner, st = ranges(slo, shi)
+    return _Windows(earliest, latest, useful, pc, pn, np.maximum(1, earliest[pc, pn]), sc, sl, slo, shi)
+
+
+def count(data: TenData, lookahead: int = 0, capacity: bool = True, windows: _Windows | None = None) -> "Size":
+    """The size of the TACOS ILP over ``data`` (variables, rows, nonzeros) from the timestep
+    windows alone, before any index array is expanded: one row per send whose source does not
+    hold the chunk at the start, one per hold variable, at most one capacity row per (pair,
+    timestep)."""
+    w = _windows(data, lookahead) if windows is None else windows
+    T = int(data.horizon)
+    H = int(np.maximum(T - w.hold_lo + 1, 0).sum())
+    n = np.maximum(w.sent_hi - w.sent_lo + 1, 0)
+    S = int(n.sum())
+    occupancy = int((n * data.delay[data.group[w.sent_c], w.sent_l]).sum())
+    rows = S + H + (min(occupancy, len(data.src) * T) if capacity else 0)
+    nnz = 3 * S + 2 * H + (occupancy if capacity else 0)
+    return Size(S + H, rows, nnz)
+
+
+def ten_arrays(data: TenData, lookahead: int = 0, chunk_ids=None, *, build_limit: float | None = None,
+               capacity: bool = True, what: str = "the TEN model") -> TenArrays:
+    """The variables of the TACOS ILP over ``data`` (see :class:`TenArrays`).
+
+    A chunk cannot reach a node before its delay-weighted distance from the nearest holder,
+    and a send into a node is useless later than the horizon minus the distance from there to
+    the nearest node still needing it; with ``lookahead`` the usefulness reaches that many
+    timesteps past the horizon (relays for time clustering). Sends into nodes that hold the
+    chunk at the start are never created. The size is counted from the timestep windows
+    first (:func:`count`) and checked against ``build_limit`` and the memory available
+    (:func:`check_size`, naming ``what``) before any index array is expanded.
+    """
+    T = int(data.horizon)
+    w = _windows(data, lookahead)
+    check_size(count(data, lookahead, capacity, w), build_limit, what)
+    C, S = data.pre.shape
+    owner, ht = ranges(w.hold_lo, np.full(len(w.hold_lo), T))
+    hold_lo = np.full((C, S), T + 1, np.int64)
+    hold_lo[w.hold_c, w.hold_n] = w.hold_lo
+    first = np.cumsum(T - w.hold_lo + 1) - (T - w.hold_lo + 1)
+    hold_base = np.zeros((C, S), np.int64)
+    hold_base[w.hold_c, w.hold_n] = first - w.hold_lo
+    sowner, st = ranges(w.sent_lo, w.sent_hi)
     ids = np.arange(C, dtype=np.int64) if chunk_ids is None else np.asarray(chunk_ids, np.int64)
-    return TenArrays(T, ids, earliest, latest, useful, pc[owner], pn[owner], ht, hold_lo, hold_base,
-                     sc[sowner], sl[sowner], st)
+    return TenArrays(T, ids, w.earliest, w.latest, w.useful, w.hold_c[owner], w.hold_n[owner], ht, hold_lo,
+                     hold_base, w.sent_c[sowner], w.sent_l[sowner], st)
 
 
 # ---- rows as sparse matrices ------------------------------------------------------------------
@@ -254,17 +295,6 @@ class Size:
     @property
     def bytes(self) -> int:
         return self.variables * BYTES_PER_VARIABLE + self.rows * BYTES_PER_ROW + self.nonzeros * BYTES_PER_NONZERO
-
-
-def estimate(data: TenData, ix: TenArrays, capacity: bool = True) -> Size:
-    """The size of the TACOS ILP on ``ix`` before any Pyomo object exists: one row per send
-    whose source does not hold the chunk at the start, one per hold variable, and at most one
-    capacity row per (pair, timestep)."""
-    S, H = ix.num_sent, ix.num_hold
-    k = data.delay[data.group[ix.sent_c], ix.sent_l]
-    rows = S + H + (min(int(k.sum()), len(data.src) * ix.horizon) if capacity else 0)
-    nnz = 2 * S + 2 * H + S + (int(k.sum()) if capacity else 0)
-    return Size(S + H, rows, nnz)
 
 
 def available_bytes() -> int | None:
@@ -428,5 +458,5 @@ def add_makespan_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, co
 
 
 __all__ = ["ranges", "TenArrays", "ten_arrays", "Rows", "csr_rows", "flow_rows", "capacity_rows", "Size",
-           "estimate", "check_size", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
+           "count", "check_size", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
            "add_arrivals_objective", "add_makespan_objective"]

@@ -59,7 +59,7 @@ from ..tens.bounds import lower_bound
 from ..tens.ten import NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
 from ._ten_arrays import (TenArrays, add_arrivals_objective, add_makespan_objective, add_rows, add_variables,
-                          capacity_rows, check_size, estimate, flow_rows, ten_arrays)
+                          capacity_rows, flow_rows, ten_arrays)
 
 NAME = "ten-ilp"
 SUMMARY = "TACOS ILP on the time-expanded network (exact with the horizon driver)"
@@ -128,8 +128,8 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
     w = np.ones(len(data.instance.collectives)) if weights is None else np.asarray(weights, float)
     if len(w) != len(data.instance.collectives):
         raise NotSupported(f"weights: expected {len(data.instance.collectives)} values, got {len(w)}")
-    ix = ten_arrays(data, int(lookahead))
-    check_size(estimate(data, ix, capacity), build_limit, f"{NAME} at horizon {data.horizon}")
+    ix = ten_arrays(data, int(lookahead), build_limit=build_limit, capacity=capacity,
+                    what=f"{NAME} at horizon {data.horizon}")
     with PauseGC():  # many small objects, no cycles to free: the collector only slows the build
         return _pyomo_model(instance, data, ix, objective, capacity, relax, w, int(lookahead))
 

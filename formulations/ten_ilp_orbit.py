@@ -50,7 +50,7 @@ from ..tens.schedule import Schedule
 from ..tens.ten import NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
 from ._ten_arrays import (add_arrivals_objective, add_makespan_objective, add_rows, add_variables, capacity_rows,
-                          check_size, estimate, flow_rows, ten_arrays)
+                          flow_rows, ten_arrays)
 
 NAME = "ten-ilp-orbit"
 SUMMARY = "TEN ILP over one chunk orbit of a Cayley topology (the best symmetric schedule), translated"
@@ -119,8 +119,8 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
         raise NotSupported(f"weights: expected {len(data.instance.collectives)} values, got {len(w)}")
     orbits = ten_orbits(data)
     local = restricted(data, orbits)
-    ix = ten_arrays(local, int(lookahead), chunk_ids=orbits.reps)
-    check_size(estimate(local, ix), build_limit, f"{NAME} at horizon {data.horizon}")
+    ix = ten_arrays(local, int(lookahead), chunk_ids=orbits.reps, build_limit=build_limit,
+                    what=f"{NAME} at horizon {data.horizon}")
     with PauseGC():  # many small objects, no cycles to free: the collector only slows the build
         return _pyomo_model(instance, data, orbits, local, ix, objective, relax, w, int(lookahead))
 
