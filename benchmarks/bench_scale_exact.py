@@ -27,7 +27,7 @@ from collsynth.formulations import _ten_arrays, ten_ilp_orbit
 from collsynth.instances.instance import load_instance
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
-from collsynth.tens import orbits, ten
+from collsynth.tens import bounds, orbits, ten
 
 pytestmark = pytest.mark.benchmark
 CORPUS = Path(__file__).resolve().parents[1] / "instances" / "corpus"
@@ -64,7 +64,7 @@ def run_one(path: Path, limit: float = LIMIT, window: int = 1) -> dict:
     c0, t0 = time.process_time(), time.perf_counter()
     row, sched = pipeline.run(inst, "ten-ilp-orbit", opts)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-    lb = ten.lower_bound(inst) if "allreduce" not in kinds else None
+    lb = bounds.lower_bound(inst) if "allreduce" not in kinds else None
     orbit_vars, full_vars = sizes(inst, lb) if lb else ("-", "-")
     windows = (row.get("extra") or {}).get("windows", []) if isinstance(row.get("extra"), dict) else []
     return {"instance": inst.name, "N": len(inst.topology.nodes), "bound": lb if lb is not None else row.get("bound"),

@@ -16,7 +16,7 @@ every chunk, which the verifier checks like any other.
 What it proves: its optimum is the best SYMMETRIC schedule. A horizon at which the orbit model
 is infeasible proves nothing about asymmetric schedules, so a run is optimal only when its
 length meets a bound that holds for every schedule (the TEN lower bound of
-:func:`collsynth.tens.ten.lower_bound`, or the LP bound: the LP relaxation loses nothing by
+:func:`collsynth.tens.bounds.lower_bound`, or the LP bound: the LP relaxation loses nothing by
 symmetry, since averaging any fractional schedule over ``G`` gives a symmetric one with the same
 objective). Where no group acts regularly, or the collective or the start state is not
 symmetric, :func:`build` refuses with the reason.

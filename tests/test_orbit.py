@@ -15,12 +15,13 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from collsynth.formulations import ten_ilp, ten_ilp_orbit, ten_model
 from collsynth.instances import symmetry
 from collsynth.instances.generators import build as topo
-from collsynth.instances.instance import make_instance
+from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import backends
+from collsynth.solvers.cli import runner
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
-from collsynth.tens import orbits, ten, verify
+from collsynth.tens import bounds, orbits, ten, verify
 
 
 def _edge_set(topology):
@@ -66,17 +67,24 @@ def test_group_found_in_an_undeclared_labelling():
     assert not _automorphism(bare, (np.arange(15) + 1) % 15)
 
 
+def _maps_node_to(graph, a: int, b: int) -> bool:
+    """Brute force (networkx VF2): some automorphism of ``graph`` maps node ``a`` to node ``b``."""
+    g, h = nx.DiGraph(graph), nx.DiGraph(graph)
+    nx.set_node_attributes(g, {n: int(n == a) for n in g}, "mark")
+    nx.set_node_attributes(h, {n: int(n == b) for n in h}, "mark")
+    return DiGraphMatcher(g, h, node_match=lambda x, y: x["mark"] == y["mark"]).is_isomorphic()
+
+
 def test_no_group_on_a_mesh_or_a_generalized_kautz_graph():
     assert symmetry.regular_group(topo("mesh", {"dims": [3, 3]})) is None
     assert "not vertex-transitive" in symmetry.why_no_group(topo("mesh", {"dims": [3, 3]}))
-    gk = topo("generalized_kautz", {"degree": 4, "nodes": 1000})
-    assert symmetry.regular_group(gk) is None
-    # independently (networkx VF2): no automorphism maps node 0 to node 1, so Pi(4, 1000) is not
-    # vertex-transitive and no group can act regularly on it
-    a, b = nx.DiGraph(gk.graph), nx.DiGraph(gk.graph)
-    nx.set_node_attributes(a, {n: int(n == 0) for n in a}, "mark")
-    nx.set_node_attributes(b, {n: int(n == 1) for n in b}, "mark")
-    assert not DiGraphMatcher(a, b, node_match=lambda x, y: x["mark"] == y["mark"]).is_isomorphic()
+    assert symmetry.regular_group(topo("generalized_kautz", {"degree": 4, "nodes": 1000})) is None
+    # independently, on a generalized Kautz graph small enough for VF2: some node is the image
+    # of node 0 under no automorphism, so the graph is not vertex-transitive and no group acts
+    # regularly on it
+    small = topo("generalized_kautz", {"degree": 3, "nodes": 20})
+    assert symmetry.regular_group(small) is None
+    assert not all(_maps_node_to(small.graph, 0, v) for v in range(1, 20))
 
 
 def test_failed_node_breaks_the_symmetry():
@@ -182,7 +190,7 @@ def test_orbit_optimum_is_the_symmetric_optimum_of_the_full_ilp(inst):
     unrestricted optimum)."""
     if inst is None:
         return
-    lb = ten.lower_bound(inst)
+    lb = bounds.lower_bound(inst)
     h_orbit, m = _smallest_complete(ten_ilp_orbit.build, inst, lb, lb + 6)
     assert h_orbit is not None
     sched = ten_ilp_orbit.extract(m)
@@ -202,13 +210,16 @@ def test_orbit_model_is_the_group_order_smaller():
 # ---- drivers: what the orbit model proves ---------------------------------------------------------
 
 def test_symmetric_optimum_is_not_claimed_optimal():
-    """All-to-all on the 3x3 torus: the TEN bound is 2, the orbit model needs 3. Horizon search
-    reports the symmetric optimum but keeps the status feasible and the bound 2 (the orbit
-    model's infeasibility at 2 rules out symmetric schedules only)."""
-    inst = make_instance(topo("torus", {"dims": [3, 3]}), "alltoall")
+    """All-to-all on the one-way 2x3 torus: the global TEN bound is 5, the best symmetric
+    schedule takes 6 (the full ILP restricted to symmetric schedules first completes at 6).
+    Horizon search reports the symmetric optimum but keeps the status feasible and the bound 5:
+    the orbit model's infeasibility at 5 rules out symmetric schedules only."""
+    inst = make_instance(topo("torus", {"dims": [2, 3], "bidirectional": False}), "alltoall")
+    assert bounds.lower_bound(inst) == 5
+    assert _smallest_complete(_symmetric_full_model, inst, 5, 6)[0] == 6
     o = drivers.horizon_search(inst, ten_ilp_orbit, Options(time_limit=60), warm=False)
-    assert o.extra["symmetric_optimum"] == 3 and o.objective == 3
-    assert o.status == "feasible" and o.bound == 2
+    assert o.extra["symmetric_optimum"] == 6 and o.objective == 6
+    assert o.status == "feasible" and o.bound == 5
     assert "best symmetric schedule" in o.message
     assert verify.verify(o.schedule, inst) is None
 
@@ -216,7 +227,7 @@ def test_symmetric_optimum_is_not_claimed_optimal():
 def test_time_clustering_with_orbit_windows_meets_the_bound():
     inst = make_instance(topo("torus", {"dims": [6, 6]}), "allgather")
     o = drivers.time_cluster(inst, ten_ilp_orbit, Options(time_limit=60), window=1)
-    assert o.status == "optimal" and o.objective == 9 == ten.lower_bound(inst)
+    assert o.status == "optimal" and o.objective == 9 == bounds.lower_bound(inst)
     assert verify.verify(o.schedule, inst) is None
 
 
@@ -224,4 +235,27 @@ def test_reduce_scatter_runs_on_the_transposed_orbit():
     inst = make_instance(topo("torus", {"dims": [3, 3], "bidirectional": False}), "reduce_scatter")
     o = drivers.horizon_search(inst, ten_ilp_orbit, Options(time_limit=60))
     assert o.schedule is not None and verify.verify(o.schedule, inst) is None
-    assert o.objective == ten.lower_bound(inst) == 4 and o.status == "optimal"
+    assert o.objective == bounds.lower_bound(inst) == 4 and o.status == "optimal"
+
+
+# ---- the scale-exact suite (loaded and checked here; run by benchmarks/bench_scale_exact.py) ------
+
+def test_scale_exact_suite_loads_with_its_expectations():
+    """Every file of the suite loads; the allgather expectations are the in-degree bound by hand:
+    each node receives ``(N - 1) * chunks`` chunks over its in-links, one per link per step."""
+    assert runner.check_suite("scale-exact")["producers"] == ["ten-ilp-orbit"]
+    files = runner.select_instances("scale-exact")
+    assert len(files) >= 10
+    for path in files:
+        inst = load_instance(path)
+        kind, = {c.kind for c in inst.collectives}
+        expect = inst.expect
+        assert "optimal_steps" in expect or "lower_bound_steps" in expect, path
+        if kind != "allgather":
+            continue
+        t = inst.topology
+        n, cpn = t.size, inst.collectives[0].chunks_per_node
+        in_degree = {int(v) for _, v in t.graph.in_degree()}
+        assert len(in_degree) == 1, path
+        steps = -(-(n - 1) * cpn // in_degree.pop())
+        assert expect.get("optimal_steps", expect.get("lower_bound_steps")) == steps, path
