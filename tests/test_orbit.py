@@ -17,7 +17,7 @@ from collsynth.instances import symmetry
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.solvers import backends
+from collsynth.solvers import backends, pipeline
 from collsynth.solvers.cli import runner
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
@@ -222,6 +222,9 @@ def test_symmetric_optimum_is_not_claimed_optimal():
     assert o.status == "feasible" and o.bound == 5
     assert "best symmetric schedule" in o.message
     assert verify.verify(o.schedule, inst) is None
+    row, sched = pipeline.run(inst, "ten-ilp-orbit", Options(time_limit=60, params={"lp_bound": False}))
+    assert row["status"] == "feasible" and row["steps"] == 6 and row["bound"] == 5 and row["verified"]
+    assert "best symmetric schedule" in row["bound_source"]
 
 
 def test_time_clustering_with_orbit_windows_meets_the_bound():

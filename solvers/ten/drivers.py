@@ -423,6 +423,8 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     the best known schedule; optimal when every shorter horizon is proven impossible or it
     meets the bound."""
     stats, known, tried = search.stats, search.known, search.tried
+    if search.formulation.symmetric:
+        extra["symmetric_bound"] = search.symmetric_lb  # holds for symmetric schedules only
     if search.too_large:
         extra["build_refused"] = search.too_large
     if best is not None and (known is None or best[0] <= known.steps):
