@@ -273,8 +273,11 @@ def solve(
     t0 = time.perf_counter()
     time_limit = seconds_left(time_limit)  # never past the run's deadline
     try:
-        with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
-            res = _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start)
+        if name == "highs" and session is None:  # compiling stays interruptible; HiGHS' run is shielded
+            res = _solve_highs(model, time_limit, gap, threads, seed, warm_start)
+        else:
+            with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
+                res = _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start)
     except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
         res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
     res.solver = res.solver or name
@@ -285,10 +288,8 @@ def solve(
 
 
 def _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start) -> SolveResult:
-    """The backend ``name``'s solve: HiGHS outside a persistent session loads the model as one
-    matrix (:mod:`.highs_direct`); inside one, through Pyomo's persistent interface."""
-    if name == "highs" and session is None:
-        return _solve_highs(model, time_limit, gap, threads, seed, warm_start)
+    """The backend ``name``'s solve through Pyomo (HiGHS in a persistent session; outside one,
+    :func:`solve` loads the model as one matrix, :mod:`.highs_direct`)."""
     if name == "highs":
         return _solve_v2(model, "highs", time_limit, gap, threads, seed, session, warm_start=warm_start)
     if name == "gurobi":

@@ -29,6 +29,8 @@ from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.standard_repn import generate_standard_repn
 
+from ...limits import shielded
+
 NONLINEAR = "the HiGHS backend solves linear models only"
 MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
 
@@ -258,7 +260,8 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     if deadline is not None:
         h.setOptionValue("time_limit", max(0.05, deadline - time.perf_counter()))
     t1 = time.perf_counter()
-    h.run()
+    with shielded():  # HiGHS stops by its own limit; the model's compiling above stays interruptible
+        h.run()
     run_s = time.perf_counter() - t1
     status = h.getModelStatus()
     info = h.getInfo()
