@@ -23,6 +23,10 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
     RECOVERY_VALID: bool    = True   shortest-path recovery sends obey its rules
     WARM_START: bool        = True   it accepts a time-clustering schedule as a MIP start
     RESPECTS_CAPACITY: bool = True   its schedules keep at most `capacity` chunks on a link pair
+    SYMMETRIC: bool         = False  its model ranges over the schedules a group of automorphisms
+                                     maps onto themselves (one chunk orbit, translated): a
+                                     horizon it proves impossible rules out symmetric schedules
+                                     only, so drivers prove optimality by bounds on every schedule
     lower_bound(instance, state=None, timestep=None) -> int
                             = collsynth.tens.bounds.lower_bound (collsynth.tens.bounds.distance_bound
                               when RESPECTS_CAPACITY is False)
@@ -33,6 +37,10 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
     PARAMS: tuple           = none    the parameters build takes, each (name, type, default,
                                       help); none: those of the TEN ILP (objective, capacity,
                                       weights, timestep)
+
+A formulation whose ``PARAMS`` name ``build_limit`` gets the seconds left on the drivers' clock
+as ``build_limit`` and raises :class:`BuildTooLarge` instead of building a model that would not
+be ready in time (the drivers then stop searching larger models).
 
 The drivers call ``build(instance, horizon, state=None, objective="arrivals", lookahead=0,
 **params)``: ``state`` (bool ``[chunk, node]``, the model's direction) replaces the
@@ -80,11 +88,17 @@ TEN_DEFAULTS: dict[str, Any] = {
     "RECOVERY_VALID": True,
     "WARM_START": True,
     "RESPECTS_CAPACITY": True,
+    "SYMMETRIC": False,
 }
 
 
 class ContractError(TypeError):
     """A formulation module or model does not follow the contract (the message names what)."""
+
+
+class BuildTooLarge(ten.NotSupported):
+    """The model would not be built within the time left, or would not fit in memory (the
+    message gives its estimated size)."""
 
 
 def _no_bound(model: pe.ConcreteModel) -> None:
@@ -104,6 +118,7 @@ class TenFormulation:
     recovery_valid: bool
     warm_start: bool
     respects_capacity: bool
+    symmetric: bool
     build: Callable[..., pe.ConcreteModel]
     extract: Callable[[pe.ConcreteModel], Schedule]
     bound: Callable[[pe.ConcreteModel], float | None]
@@ -116,6 +131,11 @@ class TenFormulation:
     @property
     def is_relaxation(self) -> bool:
         return self.role == "relaxation"
+
+    @property
+    def takes_build_limit(self) -> bool:
+        """Whether ``build`` takes ``build_limit`` (seconds) and may raise :class:`BuildTooLarge`."""
+        return any(p[0] == "build_limit" for p in self.params or ())
 
 
 def _where(module: ModuleType) -> str:
@@ -180,6 +200,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
         recovery_valid=flags["RECOVERY_VALID"],
         warm_start=flags["WARM_START"],
         respects_capacity=flags["RESPECTS_CAPACITY"],
+        symmetric=flags["SYMMETRIC"],
         build=vars(module)["build"],
         extract=extract,
         bound=_member(module, "bound", callable, _no_bound),

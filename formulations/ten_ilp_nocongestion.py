@@ -19,6 +19,7 @@ NAME = "ten-ilp-nocongestion"
 SUMMARY = "TEN ILP without link capacity (TACCL-like baseline), priced with congestion"
 DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drivers
 RESPECTS_CAPACITY = False  # its timesteps are bounded by distance only (the contract's default bound)
+PARAMS = tuple(p for p in ten_ilp.PARAMS if p[0] != "capacity")  # what build takes
 extract = ten_ilp.extract
 
 

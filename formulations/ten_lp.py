@@ -40,12 +40,14 @@ from fractions import Fraction
 
 import numpy as np
 import pyomo.environ as pe
+from pyomo.common.gc_manager import PauseGC
 
 from ..tens import ten
 from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
 from ..tens.ten import NotSupported, TenData
 from . import ten_ilp, ten_model
+from ._ten_arrays import Rows, TenArrays, add_rows, csr_rows, ranges
 
 NAME = "ten-lp"
 SUMMARY = "LP relaxation of the TEN ILP: a polynomial lower bound on timesteps and a fractional schedule"
@@ -56,6 +58,7 @@ PARAMS = (  # what build takes (name, type, default, help)
     ("capacity", bool, True, "one chunk per link per timestep"),
     ("weights", list[float], None, "one weight per concurrent collective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )
 TOL = 1e-6
 MAX_DENOMINATOR = 64  # an LP amount is snapped to the nearest fraction with at most this denominator
@@ -74,49 +77,48 @@ def build(instance, horizon: int, state=None, *, cuts: bool = True, **params) ->
     three times over one link, or bounce a half to a neighbour and back, and count it whole.
     """
     params.pop("relax", None)
-    m = ten_ilp.build(instance, horizon, state, relax=True, **params)
+    parts = ten_ilp.assemble(instance, horizon, state, relax=True, **params)
     if cuts:
-        _add_cuts(m)
-    return m
+        rows = cumulative_send_rows(parts.data, parts.ix)
+        with PauseGC():  # as in ten_ilp.assemble
+            # CONSTRAINTS
+            add_rows(parts.model, "ineq_cumulative_send", rows, parts.columns,
+                     "a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k "
+                     "total at most the holding of u at t-k")
+    return parts.model
 
 
-def _add_cuts(m: pe.ConcreteModel) -> None:
-    view = ten_model(m)
-    data, sent, hold = view.data, view.sent, view.hold
-    times: dict[tuple[int, int], list[int]] = {}
-    for c, l, t in sent:
-        times.setdefault((c, l), []).append(t)
-    for ts in times.values():
-        ts.sort()
-    pair_of = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
-    back = {l: pair_of.get((int(data.dst[l]), int(data.src[l]))) for l in range(len(data.src))}
-    rows = []
-    for (c, l), ts in times.items():
-        k = int(data.delay[data.group[c], l])
-        s = int(data.src[l])
-        if data.pre[c, s]:
-            continue
-        rb = back[l]
-        rts = times.get((c, rb), []) if rb is not None else []
-        for t in ts:
-            if (c, s, t - k) not in hold:
-                continue
-            if len(ts) > 1 or any(u <= t - k for u in rts):
-                rows.append((c, l, t))
-
-    def _cum(m, c, l, t):
-        k = int(data.delay[data.group[c], l])
-        out = sum(sent[c, l, u] for u in times[(c, l)] if u <= t)
-        rb = back[l]
-        if rb is not None:
-            out += sum(sent[c, rb, u] for u in times.get((c, rb), ()) if u <= t - k)
-        return out <= hold[c, int(data.src[l]), t - k]
-
-    m.CUT = pe.Set(initialize=sorted(rows), dimen=3, doc="(chunk, link pair, arrival) with a cumulative-send cut")
-    m.ineq_cumulative_send = pe.Constraint(
-        m.CUT, rule=_cum,
-        doc="a chunk crosses a link pair at most once and never back: sends u->v by t plus v->u by t-k "
-            "total at most the holding of u at t-k")
+def cumulative_send_rows(data: TenData, ix: TenArrays) -> Rows:
+    """The cumulative-send cuts (see :func:`build`) as rows, keyed ``(chunk, pair, arrival)``:
+    one per send whose source does not hold the chunk from the start and has a holding at
+    ``t - k``, when the chunk may cross the pair more than once or come back over the reverse
+    pair by ``t - k`` (otherwise the row repeats ``ineq_send_needs_hold``)."""
+    c, l, t = ix.sent_c, ix.sent_l, ix.sent_t  # sorted by (chunk, pair, arrival)
+    L = len(data.src)
+    k = data.delay[data.group[c], l]
+    src = data.src[l]
+    key = c * L + l
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    size = np.diff(np.r_[first, len(key)])
+    start = np.repeat(first, size)  # first send of each send's (chunk, pair)
+    S = data.pre.shape[1]
+    pairs = data.src * S + data.dst  # sorted
+    pos = np.minimum(np.searchsorted(pairs, data.dst * S + data.src), L - 1)
+    back = np.where(pairs[pos] == data.dst * S + data.src, pos, -1)[l]  # the reverse pair, -1 if none
+    T2 = ix.horizon + 2
+    order_key = key * T2 + t  # sorted
+    rkey = c * L + np.maximum(back, 0)
+    rfirst = np.searchsorted(order_key, rkey * T2)
+    rcount = np.where(back >= 0, np.searchsorted(order_key, rkey * T2 + (t - k), side="right") - rfirst, 0)
+    h = ix.hold_column(c, src, t - k)
+    own = np.arange(len(c)) - start + 1  # sends of the same (chunk, pair) arriving by t
+    sel = np.flatnonzero(~data.pre[c, src] & (h >= 0) & ((np.repeat(size, size) > 1) | (rcount > 0)))
+    r = np.arange(len(sel))
+    o_owner, o_col = ranges(start[sel], start[sel] + own[sel] - 1)
+    b_owner, b_col = ranges(rfirst[sel], rfirst[sel] + rcount[sel] - 1)
+    keys = list(zip(ix.chunk_ids[c[sel]].tolist(), l[sel].tolist(), t[sel].tolist()))
+    return csr_rows(keys, np.concatenate([o_owner, b_owner, r]), np.concatenate([o_col, b_col, h[sel]]),
+                    np.concatenate([np.ones(len(o_owner) + len(b_owner)), -np.ones(len(sel))]), -np.inf, 0.0)
 
 
 def integral(model) -> bool:

@@ -327,6 +327,11 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
         row["bound_source"] = proofs[0][0] if ten_best.computed else proofs[1][0]
     else:
         row["bound_source"] = proofs[-1][0] if outcome.bound is not None else proofs[1][0]
+    symmetric = outcome.extra.get("symmetric_bound")  # a symmetric formulation's proof: symmetric schedules only
+    if symmetric is not None and steps is not None and symmetric > float(row.get("bound") or 0):
+        row["bound_source"] += (f"; {steps} timesteps is the best symmetric schedule" if steps <= symmetric else
+                                f"; no symmetric schedule under {symmetric} timesteps") + (
+            " (proved over symmetric schedules only: nothing of asymmetric ones)")
     if row["status"] == "optimal":
         row["status"] = "feasible"
         row["message"] = (f"{row['message']}; " if row["message"] else "") + (

@@ -29,6 +29,7 @@ bounds when a chunk can first be at a node and when it is last useful there;
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 
@@ -196,7 +197,25 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
     return delay, topology.link_arrays.count.astype(np.int64), f
 
 
+_DISTS: dict[bytes, np.ndarray] = {}  # recent distance matrices (time clustering prepares a TEN per window)
+
+
 def _dists(src, dst, delay_row, size) -> np.ndarray:
+    """Delay-weighted distances between all nodes (remembered for the last few link sets)."""
+    h = hashlib.blake2b(digest_size=20)
+    for a in (src, dst, delay_row):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    h.update(str(size).encode())
+    key = h.digest()
+    if key not in _DISTS:
+        if len(_DISTS) >= 8:
+            _DISTS.pop(next(iter(_DISTS)))
+        _DISTS[key] = _all_dists(src, dst, delay_row, size)
+        _DISTS[key].flags.writeable = False
+    return _DISTS[key]
+
+
+def _all_dists(src, dst, delay_row, size) -> np.ndarray:
     if len(src) == 0:
         d = np.full((size, size), np.inf)
         np.fill_diagonal(d, 0)
@@ -230,9 +249,15 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
         pre = state.copy()
     la = topo.link_arrays
     delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep)
-    dist = np.stack([_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))])
+    dists = [_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))]
+    dist = dists[0][None] if len(dists) == 1 else np.stack(dists)  # one group: a view, no copy
     return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
                    la.src.copy(), la.dst.copy(), cap, delay, timestep, dist)
+
+
+def _steps(d: np.ndarray) -> np.ndarray:
+    """Distances as integer timesteps (``INF`` where unreachable)."""
+    return np.where(np.isinf(d), INF, d).astype(np.int64)
 
 
 def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
@@ -246,21 +271,26 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
     earliest = np.full((C, S), INF, np.int64)
     latest = np.full((C, S), -1, np.int64)
     need = data.post & ~data.pre
+    holders = data.pre.sum(axis=1)
     for g in range(data.dist.shape[0]):
         D = data.dist[g]
         rows = np.flatnonzero(data.group == g)
         if not len(rows):
             continue
-        Dm = np.where(np.isinf(D), INF, D).astype(np.int64)
-        # earliest[c, n] = min over holders h of D[h, n]
-        for c in rows:
-            h = np.flatnonzero(data.pre[c])
-            if len(h):
-                earliest[c] = Dm[h].min(axis=0)
+        # earliest[c, n] = min over holders h of D[h, n]; one row of D for single-holder chunks
+        one = rows[holders[rows] == 1]
+        earliest[one] = _steps(D[np.argmax(data.pre[one], axis=1)])
+        for c in rows[holders[rows] > 1].tolist():
+            earliest[c] = _steps(D[data.pre[c]].min(axis=0))
+        # latest: a node needing c is 0 away from the nearest needing node; only the others
+        # (usually few: the holders) need a minimum over the needing nodes
+        for c in rows[need[rows].any(axis=1)].tolist():
             m = np.flatnonzero(need[c])
-            if len(m):
-                back = Dm[:, m].min(axis=1)  # distance from n to the nearest needing node
-                latest[c] = np.where(back >= INF, -1, data.horizon - back)
+            q = np.flatnonzero(~need[c])
+            back = np.zeros(S, np.int64)
+            if len(q):
+                back[q] = _steps(D[np.ix_(q, m)].min(axis=1))  # distance from n to the nearest needing node
+            latest[c] = np.where(back >= INF, -1, data.horizon - back)
     return earliest, latest
 
 
@@ -279,21 +309,18 @@ def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
     first = np.ones(len(rows), bool)
     first[1:] = (c[1:] != c[:-1]) | (dst[1:] != dst[:-1])
     rows = rows[first]
+    c, l = rows[:, 0], rows[:, 1]
+    S = data.pre.shape[1]
+    needed = data.post[c, data.dst[l]]
+    arrives = c * S + data.dst[l]  # (chunk, node) the send delivers to
+    leaves = c * S + data.src[l]  # (chunk, node) the send forwards from
     keep = np.ones(len(rows), bool)
-    need = data.post
     while True:
-        c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
-        src, dst = data.src[l], data.dst[l]
-        forwards = set(zip(c[keep].tolist(), src[keep].tolist()))
-        changed = False
-        for i in np.flatnonzero(keep):
-            ci, di = int(c[i]), int(dst[i])
-            if need[ci, di] or (ci, di) in forwards:
-                continue
-            keep[i] = False
-            changed = True
-        if not changed:
+        forwards = np.unique(leaves[keep])
+        new = keep & (needed | np.isin(arrives, forwards, assume_unique=False))
+        if (new == keep).all():
             break
+        keep = new
     return rows[keep]
 
 

@@ -222,14 +222,14 @@ def test_warm_start_is_the_incumbent_under_a_tiny_time_limit(solver, knapsack_op
 
 
 def test_highs_time_limit_counts_model_loading():
-    """HiGHS' own limit is cut to what is left after Pyomo loads the model, so the whole call
-    keeps the limit: a hard knapsack padded with 6000 LP rows (about 1 s to load) given 2.5 s
-    runs HiGHS for about 2.5 s minus the loading, not 2.5 s after it."""
+    """HiGHS' own limit is cut to what is left after the model is loaded, so the whole call
+    keeps the limit: a hard knapsack padded with 60000 LP rows (a few tenths of a second to
+    load) given 2.5 s runs HiGHS for about 2.5 s minus the loading, not 2.5 s after it."""
     import time
 
     m, _, _ = multi_knapsack(n=150, seed=5)
-    m.y = pe.Var(range(6000), bounds=(0, 1))
-    m.cy = pe.Constraint(range(5999), rule=lambda m, i: m.y[i] + m.y[i + 1] <= 1)
+    m.y = pe.Var(range(60000), bounds=(0, 1))
+    m.cy = pe.Constraint(range(59999), rule=lambda m, i: m.y[i] + m.y[i + 1] <= 1)
     limit = 2.5
     t0 = time.perf_counter()
     r = B.solve(m, "highs", time_limit=limit)

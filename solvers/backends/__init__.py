@@ -9,7 +9,9 @@ formulation's ``extract(model)`` reads them directly (``formulations/__init__.py
 
 Backends:
 
-- ``highs``: HiGHS through Pyomo's v2 (persistent) interface, embedded; the default.
+- ``highs``: HiGHS, embedded; the default. The model is compiled into one sparse matrix and
+  passed to HiGHS in one call (:mod:`collsynth.solvers.backends.highs_direct`); a persistent
+  :class:`Session` uses Pyomo's v2 (persistent) interface instead.
 - ``gurobi``: Gurobi through Pyomo's v2 ``gurobi_direct``; the bundled size-limited licence
   refuses models over 2000 variables or constraints (error 10010): counted before solving and
   caught at solve, both reported as ``skipped: licence size limit``.
@@ -48,6 +50,7 @@ import pyomo.environ as pe
 
 from ... import InputError
 from ...limits import TimeLimitReached, seconds_left, shielded
+from . import highs_direct
 
 
 def _not_a_time_limit(record: logging.LogRecord) -> bool:
@@ -270,8 +273,11 @@ def solve(
     t0 = time.perf_counter()
     time_limit = seconds_left(time_limit)  # never past the run's deadline
     try:
-        with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
-            res = _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start)
+        if name == "highs" and session is None:  # compiling stays interruptible; HiGHS' run is shielded
+            res = _solve_highs(model, time_limit, gap, threads, seed, warm_start)
+        else:
+            with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
+                res = _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start)
     except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
         res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
     res.solver = res.solver or name
@@ -282,7 +288,8 @@ def solve(
 
 
 def _dispatch(model, name, time_limit, gap, threads, seed, session, warm_start) -> SolveResult:
-    """The backend ``name``'s solve."""
+    """The backend ``name``'s solve through Pyomo (HiGHS in a persistent session; outside one,
+    :func:`solve` loads the model as one matrix, :mod:`.highs_direct`)."""
     if name == "highs":
         return _solve_v2(model, "highs", time_limit, gap, threads, seed, session, warm_start=warm_start)
     if name == "gurobi":
@@ -392,6 +399,40 @@ def _highs_hook(opt, model, warm_start: bool, deadline: float | None):
             del opt.__dict__["add_block"]
 
     return undo, info
+
+
+_HIGHS_STATUS = {
+    "kOptimal": ("optimal", ""), "kModelEmpty": ("optimal", ""),
+    "kInfeasible": ("infeasible", "the model is infeasible"),
+    "kUnboundedOrInfeasible": ("infeasible", "the model is infeasible or unbounded"),
+    "kUnbounded": ("error", "error: the model is unbounded"),
+}
+
+
+def _solve_highs(model, time_limit, gap, threads, seed, warm_start=False) -> SolveResult:
+    """HiGHS on the model compiled into one matrix (:mod:`.highs_direct`); ``build_s`` is the
+    compiling and loading, ``solve_s`` HiGHS' run."""
+    if not available("highs")[0]:
+        return SolveResult("skipped", solver="highs", message="skipped: highs not installed")
+    start = start_values(model) if warm_start else None
+    r = highs_direct.run(model, time_limit=time_limit, gap=gap, threads=threads, seed=seed, start=start)
+    status, message = _HIGHS_STATUS.get(r.model_status, (None, ""))
+    if status is None:
+        if r.has_solution:
+            status, message = "feasible", f"limit hit ({r.model_status}); incumbent kept"
+        elif r.model_status in ("kTimeLimit", "kIterationLimit", "kInterrupt", "kHighsInterrupt",
+                                "kObjectiveBound", "kObjectiveTarget", "kSolutionLimit", "kMemoryLimit"):
+            status, message = "no-solution", f"limit hit ({r.model_status}) before any solution"
+        else:
+            status, message = "error", f"error: HiGHS reported {r.model_status}"
+    if status == "optimal" and not r.has_solution:
+        status, message = "error", "error: HiGHS reported optimal without a solution"
+    if warm_start and r.start_values:
+        message = (message + "; " if message else "") + f"MIP start of {r.start_values} values passed"
+    obj = r.objective if status in ("optimal", "feasible") else None
+    bound = r.bound if r.bound is not None else (obj if status == "optimal" else None)
+    return SolveResult(status=status, objective=_finite(obj), bound=_finite(bound), build_s=r.load_s,
+                       solve_s=r.run_s, solver="highs", version=r.version, nodes=r.nodes, message=message)
 
 
 def _solve_v2(model, name, time_limit, gap, threads, seed, session, options=None, warm_start=False) -> SolveResult:

@@ -43,6 +43,7 @@ from ...formulations import bfb_chunked, bfb_hetero, bfb_lp
 from ...formulations.bfb_chunked import chunk_schedule
 from ...formulations.bfb_lp import StepLP, step_data
 from ...instances.instance import Instance
+from ...instances.symmetry import cayley_orders, coords, translate, translation_table
 from ...instances.topology import Topology, moore_bound
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
@@ -99,69 +100,6 @@ class BFBResult:
             "solved": self.solved,
             **self.extra,
         }
-
-
-# ---- Cayley translations ----------------------------------------------------------------------
-
-def cayley_orders(topology: Topology) -> list[int] | None:
-    """The translation group orders when translations are automorphisms of ``topology``.
-
-    ``meta["cayley"] = [n1, .., nk]`` says node ids are row-major coordinates in
-    ``Z_n1 x .. x Z_nk``; this checks (vectorised) that translating by each unit vector maps
-    every link to a link with the same multiplicity, so every translation is an automorphism.
-    Returns ``None`` otherwise (failed nodes, switches, missing or wrong meta).
-    """
-    orders = topology.meta.get("cayley") if topology.meta else None
-    if not orders or topology.switches or topology.failed_nodes or topology.failed_links:
-        return None
-    orders = [int(x) for x in orders]
-    if math.prod(orders) != topology.size or len(topology.nodes) != topology.size:
-        return None
-    la = topology.link_arrays
-    for k in range(len(orders)):
-        g = np.zeros(len(orders), np.int64)
-        g[k] = 1
-        a = translate(la.src, g, orders)
-        b = translate(la.dst, g, orders)
-        idx = la.lookup(a, b)
-        if (idx < 0).any() or (la.count[idx] != la.count).any():
-            return None
-    return orders
-
-
-def coords(ids: np.ndarray, orders: list[int]) -> np.ndarray:
-    """Row-major coordinates ``[len(ids), k]`` of node ids."""
-    ids = np.asarray(ids, dtype=np.int64)
-    out = np.zeros((len(ids), len(orders)), np.int64)
-    rest = ids.copy()
-    for k in range(len(orders) - 1, -1, -1):
-        out[:, k] = rest % orders[k]
-        rest //= orders[k]
-    return out
-
-
-def translate(ids: np.ndarray, g: np.ndarray, orders: list[int]) -> np.ndarray:
-    """Node ids translated by the group element ``g`` (coordinates added modulo the orders).
-
-    ``g`` is one element (``[k]``) or one per id (``[len(ids), k]``).
-    """
-    c = (coords(ids, orders) + np.asarray(g, dtype=np.int64)) % np.asarray(orders)
-    out = np.zeros(len(c), np.int64)
-    for k, n in enumerate(orders):
-        out = out * n + c[:, k]
-    return out
-
-
-def translation_table(orders: list[int]) -> np.ndarray:
-    """``table[g, x]``: node id of ``x`` translated by group element ``g`` (ids row-major)."""
-    n = math.prod(orders)
-    ids = np.arange(n, dtype=np.int64)
-    C = coords(ids, orders)
-    table = np.zeros((n, n), np.int64)
-    for k, o in enumerate(orders):
-        table *= o
-        table += (C[:, k][:, None] + C[:, k][None, :]) % o
-    return table
 
 
 # ---- one problem ------------------------------------------------------------------------------

@@ -37,21 +37,19 @@ backend's own status on the last solve.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyomo.environ as pe
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 from ... import InputError
-from ...formulations import TenFormulation, TenModel, ten_formulation, ten_model
+from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
 from ..producers import Options, Outcome, Unsupported
+from .recovery import recover  # noqa: F401 - the drivers' recovery, also used by the producers
 
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
@@ -80,68 +78,6 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 
 # ---- recovery: shortest-path delivery of whatever is missing ---------------------------------
-
-def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray | None = None) -> np.ndarray:
-    """Deliver every missing postcondition pair along delay-shortest paths after ``start``.
-
-    ``held`` (bool [chunk, node], the model's direction) is what is held at the end of
-    timestep ``start``. Each missing pair (chunk c, node n) is routed from the holder that can
-    deliver it earliest; every hop takes the earliest start timestep after the chunk is at the
-    hop's source and at which the link pair has a free unit of capacity for all ``delay``
-    timesteps it occupies (TACOS early termination). Returns rows ``(chunk, pair, arrival)``.
-    ``avail[c, n]`` optionally gives when a holder got the chunk (default: ``start``).
-    """
-    C, S = held.shape
-    need = data.post & ~held
-    if not need.any():
-        return np.zeros((0, 3), np.int64)
-    pair_of = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
-    ngroups = data.delay.shape[0]
-    dist, pred = [], []
-    for g in range(ngroups):
-        adj = sp.csr_matrix((data.delay[g].astype(float), (data.src, data.dst)), shape=(S, S))
-        d, p = dijkstra(adj, directed=True, return_predecessors=True)
-        dist.append(d)
-        pred.append(p)
-    when = np.where(held, start, -1).astype(np.int64)
-    if avail is not None:
-        when = np.where(held, np.minimum(when, avail), -1)
-    load: dict[tuple[int, int], int] = {}
-    rows: list[tuple[int, int, int]] = []
-    cs, ns = np.nonzero(need)
-    order = np.lexsort((ns, cs))
-    for i in order:
-        c, n = int(cs[i]), int(ns[i])
-        if when[c, n] >= 0:
-            continue
-        g = int(data.group[c])
-        holders = np.flatnonzero(when[c] >= 0)
-        eta = when[c, holders] + dist[g][holders, n]
-        h = int(holders[np.argmin(eta)])
-        if not math.isfinite(float(dist[g][h, n])):
-            raise RuntimeError(f"chunk {c} cannot reach node {n}")
-        path = [n]
-        while path[-1] != h:
-            path.append(int(pred[g][h, path[-1]]))
-        path.reverse()
-        t = int(when[c, h])
-        for u, v in zip(path[:-1], path[1:]):
-            if when[c, v] >= 0:  # already there (an earlier route passed by)
-                t = int(when[c, v])
-                continue
-            l = pair_of[(u, v)]
-            k = int(data.delay[g, l])
-            cap = int(data.capacity[l])
-            s = max(t + 1, start + 1)
-            while any(load.get((l, tau), 0) >= cap for tau in range(s, s + k)):
-                s += 1
-            for tau in range(s, s + k):
-                load[(l, tau)] = load.get((l, tau), 0) + 1
-            t = s + k - 1
-            rows.append((c, l, t))
-            when[c, v] = t
-    return np.array(rows, np.int64).reshape(-1, 3)
-
 
 def recovery_schedule(instance, timestep=None):
     """The pure shortest-path delivery schedule from the precondition: (data, rows, steps).
@@ -189,6 +125,16 @@ def _solve(model, options: Options, clock: _Clock, stats, session=None, warm_sta
                          threads=options.threads, seed=options.seed, session=session, warm_start=warm_start)
     _add(stats, res)
     return res
+
+
+def build(formulation: TenFormulation, clock: _Clock, instance, horizon: int, **params):
+    """``formulation.build`` with the seconds left on ``clock`` as ``build_limit`` when the
+    formulation takes one (it raises :class:`~collsynth.formulations.BuildTooLarge` rather
+    than build a model that would not be ready in time)."""
+    if formulation.takes_build_limit and clock.limit is not None:
+        asked = params.get("build_limit")
+        params = {**params, "build_limit": clock.left() if asked is None else min(float(asked), clock.left())}
+    return formulation.build(instance, horizon, **params)
 
 
 def _lower_bound(formulation: TenFormulation, instance, form_params) -> int:
@@ -385,20 +331,28 @@ class _Search:
     session: Any = None
     shared: Any = None  # one model at the largest horizon, re-solved per horizon when persistent
     tried: list = field(default_factory=list)
+    too_large: str = ""  # why a model was not built (BuildTooLarge): larger horizons are larger
+    symmetric_lb: int = 0  # symmetric formulations: smallest horizon not proven impossible for symmetric schedules
 
     def model(self, h: int):
         """The model of horizon ``h``: built, or the shared persistent one restricted to ``h``."""
         if self.session is None or not self.session.persistent or self.form_params["objective"] != "arrivals":
-            return self.formulation.build(self.instance, h, **self.form_params)
+            return build(self.formulation, self.clock, self.instance, h, **self.form_params)
         if self.shared is None:
-            self.shared = self.formulation.build(self.instance, max(self.top, h), **self.form_params)
+            self.shared = build(self.formulation, self.clock, self.instance, max(self.top, h), **self.form_params)
         _restrict(self.shared, h)
         return self.shared
 
     def attempt(self, h: int):
         """Solve horizon ``h``: (solver result, whether it delivers everything, its schedule)."""
         t0 = time.perf_counter()
-        model = self.model(h)
+        try:
+            model = self.model(h)
+        except BuildTooLarge as e:
+            self.stats["build_s"] += time.perf_counter() - t0
+            self.too_large = str(e)
+            self.tried.append({"horizon": h, "status": "skipped", "message": str(e), "complete": False})
+            return backends.SolveResult("no-solution", message=str(e)), False, None
         start = set_start(model, self.known.rows, h) if self.use_warm and self.known is not None else None
         self.stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, self.options, self.clock, self.stats, self.session, warm_start=start is not None)
@@ -422,15 +376,19 @@ def _linear_search(search: _Search, lb: int):
     """Horizons ``lb, lb + 1, ...`` up to ``search.top`` until one delivers everything:
     (proven lower bound, (steps, schedule, horizon) or None, the failed solve or None)."""
     proven_lb = lb
-    h = lb
+    search.symmetric_lb = h = lb
     while h <= search.top and not search.clock.out():
         res, ok, sched = search.attempt(h)
         if res.status in ("error", "skipped"):
             return proven_lb, None, res
         if ok:
             return proven_lb, (sched.num_steps, sched, h), None
-        if res.status in ("optimal", "infeasible") and proven_lb == h:
-            proven_lb = h + 1
+        if search.too_large:
+            break
+        if res.status in ("optimal", "infeasible") and search.symmetric_lb == h:
+            search.symmetric_lb = h + 1
+            if not search.formulation.symmetric:
+                proven_lb = h + 1
         h += 1
     return proven_lb, None, None
 
@@ -439,7 +397,8 @@ def _binary_search(search: _Search, lb: int):
     """Binary search of the smallest complete horizon in ``[lb, search.top]`` (as
     :func:`_linear_search`)."""
     proven_lb, best = lb, None
-    lo_h, hi_h = lb, search.top
+    search.symmetric_lb = lo_h = lb
+    hi_h = search.top
     while lo_h <= hi_h and not search.clock.out():
         mid = (lo_h + hi_h) // 2
         res, ok, sched = search.attempt(mid)
@@ -448,9 +407,13 @@ def _binary_search(search: _Search, lb: int):
         if ok:
             best = (sched.num_steps if sched is not None else mid, sched, mid)
             hi_h = mid - 1
+        elif search.too_large:  # smaller horizons build smaller models
+            search.too_large, hi_h = "", mid - 1
         else:
             if res.status in ("optimal", "infeasible"):
-                proven_lb = max(proven_lb, mid + 1)
+                search.symmetric_lb = max(search.symmetric_lb, mid + 1)
+                if not search.formulation.symmetric:
+                    proven_lb = max(proven_lb, mid + 1)
             lo_h = mid + 1
     return proven_lb, best, None
 
@@ -460,11 +423,21 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     the best known schedule; optimal when every shorter horizon is proven impossible or it
     meets the bound."""
     stats, known, tried = search.stats, search.known, search.tried
+    if search.formulation.symmetric:
+        extra["symmetric_bound"] = search.symmetric_lb  # holds for symmetric schedules only
+    if search.too_large:
+        extra["build_refused"] = search.too_large
     if best is not None and (known is None or best[0] <= known.steps):
         steps, sched, at = best
         extra["used"] = "ilp"
         status = "optimal" if steps <= proven_lb else "feasible"
         msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+        if search.formulation.symmetric and at <= search.symmetric_lb:
+            extra["symmetric_optimum"] = steps
+            if status != "optimal":
+                msg = (f"the best symmetric schedule ({steps} timesteps: the solver proved every shorter "
+                       f"symmetric one impossible, which says nothing of asymmetric schedules); "
+                       f"lower bound {proven_lb}")
         return _outcome(sched, status, steps, min(proven_lb, steps), stats, msg, extra, f"ilp@h={at}")
     if known is None:
         return _outcome(None, "no-solution", None, proven_lb, stats,
@@ -545,10 +518,14 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
         if tc is not None:
             cands.append(tc)
     if tc is None or tc.steps > lb:
-        ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
-        if res.status in ("error", "skipped"):
-            return _fail(res, stats, lb, extra)
-        cands.insert(0, ilp)
+        try:
+            ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
+        except BuildTooLarge as e:
+            extra["build_refused"] = str(e)
+        else:
+            if res.status in ("error", "skipped"):
+                return _fail(res, stats, lb, extra)
+            cands.insert(0, ilp)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
@@ -565,7 +542,7 @@ def _incumbent_recovered(instance, formulation: TenFormulation, options: Options
     its incumbent completed by :func:`recover`: (that schedule as ``_Known``, the solve result).
     Records the solve in ``extra``."""
     t0 = time.perf_counter()
-    model = formulation.build(instance, h, **form_params)
+    model = build(formulation, clock, instance, h, **form_params)
     view = ten_model(model)
     info = set_start(model, start.rows, h) if start is not None else None
     stats["build_s"] += time.perf_counter() - t0
@@ -617,11 +594,16 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     if lookahead and form_params["objective"] == "arrivals":
         form_params["lookahead"] = lookahead
     state = data0.pre.copy()
-    offset, stalls, pot = 0, 0, _potential(data0, state)
+    offset, stalls = 0, 0
     all_rows, windows = [], []
     while (data0.post & ~state).any() and not clock.out() and stalls < 2:
         t0 = time.perf_counter()
-        model = formulation.build(instance, k, state=state, **form_params)
+        try:
+            model = build(formulation, clock, instance, k, state=state, **form_params)
+        except BuildTooLarge as e:
+            stats["build_s"] += time.perf_counter() - t0
+            windows.append({"start": offset, "status": "skipped", "message": str(e)})
+            break
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
         if res.status in ("error", "skipped"):
@@ -630,15 +612,15 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
             break
         view = ten_model(model)
         rows, new_state = view.sends(), view.holdings()
-        new_pot = _potential(data0, new_state)
         gained = int((new_state & ~state & data0.post).sum())
         windows.append({"start": offset, "status": res.status, "arrivals": gained})
-        stalls = stalls + 1 if gained == 0 and new_pot >= pot else 0
+        # no arrival: progress only if chunks moved closer to where they are needed
+        stalls = stalls + 1 if gained == 0 and _potential(data0, new_state) >= _potential(data0, state) else 0
         if len(rows):
             rows[:, 2] += offset
             all_rows.append(rows)
         # time advances by the window (sends of later windows start after it)
-        state, pot = new_state, new_pot
+        state = new_state
         offset += k
     rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
     extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
@@ -663,11 +645,16 @@ def _potential(data: ten.TenData, held: np.ndarray) -> float:
     """Sum over missing postcondition pairs of the delay-weighted distance from the nearest
     holder: a window that lowers it moved chunks closer even without an arrival."""
     need = data.post & ~held
+    rows = np.flatnonzero(need.any(axis=1))
+    holders = held[rows].sum(axis=1)
     tot = 0.0
-    for c in np.flatnonzero(need.any(axis=1)):
+    one = rows[holders == 1]  # one holder: its row of distances (in bulk)
+    if len(one):
+        D = data.dist[data.group[one], np.argmax(held[one], axis=1)]
+        tot += float(np.where(need[one], D, 0.0).sum())
+    for c in rows[holders != 1].tolist():
         D = data.dist[data.group[c]]
-        h = np.flatnonzero(held[c])
-        tot += D[np.ix_(h, np.flatnonzero(need[c]))].min(axis=0).sum()
+        tot += D[np.ix_(np.flatnonzero(held[c]), np.flatnonzero(need[c]))].min(axis=0).sum()
     return tot
 
 
@@ -676,9 +663,11 @@ def _compact(data: ten.TenData, rows: np.ndarray) -> np.ndarray:
     if not len(rows):
         return rows
     k = data.delay[data.group[rows[:, 0]], rows[:, 1]]
-    busy = np.zeros(int(rows[:, 2].max()) + 1, bool)
-    for s, e in zip((rows[:, 2] - k + 1).tolist(), rows[:, 2].tolist()):
-        busy[s:e + 1] = True
+    T = int(rows[:, 2].max())
+    edges = np.zeros(T + 2, np.int64)  # +1 where an occupancy starts, -1 after it ends
+    np.add.at(edges, rows[:, 2] - k + 1, 1)
+    np.add.at(edges, rows[:, 2] + 1, -1)
+    busy = np.cumsum(edges)[:T + 1] > 0
     busy[0] = True  # timestep 0 is the precondition, never removed
     idle = np.cumsum(~busy)
     out = rows.copy()

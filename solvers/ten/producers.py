@@ -232,11 +232,19 @@ def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None, source: st
         outcome.message = f"{outcome.message}; optimal: meets the {source} bound {lp_bound:g}".lstrip("; ")
 
 
+def _check_size(formulation: TenFormulation, instance) -> None:
+    """Refuse a TEN model over the memory budget before anything is built: a symmetric
+    formulation holds one chunk orbit, ``1/N`` of the full model's variables (a group acting
+    regularly has one element per node; without one the formulation refuses by itself)."""
+    per_unit = 1.0 / max(1, instance.topology.size) if formulation.symmetric else 1.0
+    size.check_ten(instance, variables_per_unit=per_unit)
+
+
 def _with_driver(formulation: TenFormulation):
     """The producer run of a schedule formulation: a driver, then the LP bound beside it."""
 
     def run(instance, options: Options) -> Outcome:
-        size.check_ten(instance)
+        _check_size(formulation, instance)
         params = dict(options.params)
         want_lp = _flag(params, "lp_bound", True)
         params.pop("polish", None)

@@ -1,0 +1,285 @@
+"""HiGHS fed a Pyomo model as one sparse matrix (the loading path of the ``highs`` backend).
+
+Pyomo's HiGHS interface loads a model constraint by constraint: for each row it walks the
+expression twice (variables, then the standard representation), registers the row in several
+maps and may add columns one call at a time; on a TEN model that costs 100-150 us per row,
+more than HiGHS needs to solve many of them. Here the model is compiled in one pass
+(:func:`compile_linear`): every active constraint's body is read term by term when it is a
+``LinearExpression`` (how the TEN formulations build their rows; operator-built sums of
+variables are too), any other linear body through Pyomo's standard representation; fixed
+variables are constants. The matrix goes to HiGHS with one ``passModel`` call, and the
+solution values are written back into the Pyomo variables, so the model stays an ordinary
+Pyomo model every other backend can solve too.
+
+highspy is imported when a solve runs, never at import time: a process that imports this
+package may be an OR-Tools child, and highspy and ortools cannot be loaded into one process.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pe
+import scipy.sparse as sp
+from pyomo.common.gc_manager import PauseGC
+from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
+from pyomo.repn.standard_repn import generate_standard_repn
+
+from ...limits import shielded
+
+NONLINEAR = "the HiGHS backend solves linear models only"
+MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
+
+
+@dataclass
+class LinearModel:
+    """A Pyomo model as arrays: ``columns[j]`` is the variable of column ``j``.
+
+    Rows ``row_lower <= A x <= row_upper`` (``A`` in CSC form), columns
+    ``col_lower <= x <= col_upper``, ``integer[j]`` for integer columns; the objective is
+    ``cost @ x + offset``, maximised when ``maximize``.
+    """
+
+    columns: list
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray
+    A: sp.csc_matrix
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    cost: np.ndarray
+    offset: float
+    maximize: bool
+
+
+class _Terms:
+    """Collects (row, column, value) triples, creating columns for variables on first use."""
+
+    def __init__(self):
+        self.column: dict[int, int] = {}
+        self.vars: list = []
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+
+    def col(self, var) -> int:
+        j = self.column.get(id(var))
+        if j is None:
+            j = self.column[id(var)] = len(self.vars)
+            self.vars.append(var)
+        return j
+
+    def body(self, expr, row: int) -> float:
+        """Add the linear terms of ``expr`` to ``row``; returns its constant part."""
+        if expr.__class__ is LinearExpression:
+            const = 0.0
+            rows, cols, vals, col = self.rows, self.cols, self.vals, self.col
+            for a in expr.args:
+                cls = a.__class__
+                if cls is MonomialTermExpression:
+                    coef, v = a.args
+                    coef = pe.value(coef)
+                else:
+                    coef, v = 1.0, a
+                if v.__class__ in (int, float):
+                    const += coef * v
+                elif not v.is_variable_type():
+                    const += coef * pe.value(v)
+                elif v.fixed:
+                    const += coef * v.value
+                else:
+                    rows.append(row)
+                    cols.append(col(v))
+                    vals.append(float(coef))
+            return const
+        if expr.__class__ in (int, float):
+            return float(expr)
+        repn = generate_standard_repn(expr, quadratic=False, compute_values=True)
+        if repn.nonlinear_expr is not None:
+            raise ValueError(NONLINEAR)
+        for coef, v in zip(repn.linear_coefs, repn.linear_vars):
+            self.rows.append(row)
+            self.cols.append(self.col(v))
+            self.vals.append(float(coef))
+        return float(pe.value(repn.constant))
+
+
+def _recorded(rec, colmaps: dict, terms: _Terms):
+    """A component's recorded rows as COO triples over the model's columns, with its lower and
+    upper bounds; fixed variables' terms move into the bounds. ``colmaps`` remembers the
+    column of every variable of a recorded column list (components share one; -1: fixed)."""
+    _, indptr, cols, vals, lower, upper, columns = rec
+    colmap = colmaps.get(id(columns))
+    if colmap is None:
+        get = terms.column.get  # every unfixed variable has its column already
+        colmap = colmaps[id(columns)] = np.fromiter((get(id(v), -1) for v in columns), np.int64, len(columns))
+    row = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    col = colmap[cols]
+    fixed = col < 0
+    if fixed.any():
+        value = np.array([columns[j].value for j in cols[fixed].tolist()], float)
+        const = np.bincount(row[fixed], weights=vals[fixed] * value, minlength=len(indptr) - 1)
+        lower, upper = lower - const, upper - const
+        row, col, vals = row[~fixed], col[~fixed], vals[~fixed]
+    return (row, col, vals), lower, upper
+
+
+def compile_linear(model: pe.ConcreteModel) -> LinearModel:
+    """The model's active linear constraints and objective as arrays (see :class:`LinearModel`).
+
+    Columns are the model's unfixed variables: first every variable in declaration order
+    (so a variable no row mentions still gets a value), then none twice.
+    """
+    terms = _Terms()
+    for v in model.component_data_objects(pe.Var, active=True, descend_into=True):
+        if not v.fixed:
+            terms.col(v)
+    colmaps: dict[int, np.ndarray] = {}
+    lower, upper = [], []
+    blocks = []  # rows recorded as matrices: (first row, CSR over the model's columns, lower, upper)
+    row = 0
+    recorded = vars(model).get(MATRIX_ATTRIBUTE, {})
+    for comp in model.component_objects(pe.Constraint, active=True, descend_into=True):
+        rec = recorded.get(comp.local_name) if comp.parent_block() is model else None
+        if rec is not None and rec[0] is comp and len(comp) == len(rec[4]) and all(c.active for c in comp.values()):
+            coo, lo, up = _recorded(rec, colmaps, terms)
+            blocks.append((row, coo))
+            lower.extend(lo.tolist())
+            upper.extend(up.tolist())
+            row += len(lo)
+            continue
+        for con in comp.values():
+            if not con.active:
+                continue
+            lo, body, up = con.to_bounded_expression(evaluate_bounds=True)
+            const = terms.body(body, row)
+            lower.append(-math.inf if lo is None else float(lo) - const)
+            upper.append(math.inf if up is None else float(up) - const)
+            row += 1
+    objectives = list(model.component_data_objects(pe.Objective, active=True, descend_into=True))
+    if len(objectives) > 1:
+        raise ValueError(f"the model has {len(objectives)} active objectives; expected at most one")
+    obj_terms = _Terms()
+    obj_terms.column, obj_terms.vars = terms.column, terms.vars
+    offset, maximize = 0.0, False
+    if objectives:
+        offset = obj_terms.body(objectives[0].expr, 0)
+        maximize = objectives[0].sense == pe.maximize
+    n = len(terms.vars)
+    cost = np.zeros(n)
+    np.add.at(cost, np.asarray(obj_terms.cols, np.int64), np.asarray(obj_terms.vals, float))
+    rr, cc, vv = [np.asarray(terms.rows, np.int64)], [np.asarray(terms.cols, np.int64)], [np.asarray(terms.vals, float)]
+    for first, (r, c, v) in blocks:
+        rr.append(r + first)
+        cc.append(c)
+        vv.append(v)
+    A = sp.csc_matrix((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(row, n))
+    A.sum_duplicates()
+    bounds = np.array([v.bounds for v in terms.vars], float).reshape(-1, 2)  # None -> nan
+    col_lower = np.where(np.isnan(bounds[:, 0]), -math.inf, bounds[:, 0])
+    col_upper = np.where(np.isnan(bounds[:, 1]), math.inf, bounds[:, 1])
+    integer = np.array([v.is_integer() for v in terms.vars], bool)
+    return LinearModel(terms.vars, col_lower, col_upper, integer, A, np.asarray(lower, float),
+                       np.asarray(upper, float), cost, float(offset), maximize)
+
+
+def _highs_lp(lm: LinearModel, highspy) -> Any:
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(lm.columns)
+    lp.num_row_ = lm.A.shape[0]
+    lp.col_cost_ = lm.cost
+    lp.col_lower_ = lm.col_lower
+    lp.col_upper_ = lm.col_upper
+    lp.row_lower_ = lm.row_lower
+    lp.row_upper_ = lm.row_upper
+    lp.offset_ = lm.offset
+    lp.sense_ = highspy.ObjSense.kMaximize if lm.maximize else highspy.ObjSense.kMinimize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = lm.A.indptr
+    lp.a_matrix_.index_ = lm.A.indices
+    lp.a_matrix_.value_ = lm.A.data
+    if lm.integer.any():
+        lp.integrality_ = [highspy.HighsVarType.kInteger if x else highspy.HighsVarType.kContinuous
+                           for x in lm.integer.tolist()]
+    return lp
+
+
+@dataclass
+class Run:
+    """What one HiGHS run gave: the status name HiGHS reports, whether a primal solution
+    exists, objective, dual bound, B&B nodes, load and run seconds, start values passed."""
+
+    model_status: str
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    nodes: int | None
+    load_s: float
+    run_s: float
+    start_values: int
+    version: str
+
+
+def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None, threads: int, seed: int,
+        start: list | None = None, options: dict | None = None) -> Run:
+    """Compile ``model``, solve it with HiGHS and load the solution's values into it.
+
+    ``time_limit`` counts from the call: HiGHS gets what is left after compiling and loading.
+    ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start.
+    """
+    import highspy  # here, not at import time: see the module doc
+
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + float(time_limit)
+    with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
+        lm = compile_linear(model)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", int(threads))
+    h.setOptionValue("random_seed", int(seed))
+    if gap is not None:
+        h.setOptionValue("mip_rel_gap", float(gap))
+    mip = bool(lm.integer.any())
+    if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
+        h.setOptionValue("solver", "ipm")
+    for key, val in (options or {}).items():
+        h.setOptionValue(key, val)
+    h.passModel(_highs_lp(lm, highspy))
+    passed = 0
+    if start and mip:
+        index = {id(v): j for j, v in enumerate(lm.columns)}
+        idx = [index[id(v)] for v, _ in start if id(v) in index]
+        val = [x for v, x in start if id(v) in index]
+        if idx:
+            h.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
+            passed = len(idx)
+    if deadline is not None:
+        h.setOptionValue("time_limit", max(0.05, deadline - time.perf_counter()))
+    t1 = time.perf_counter()
+    with shielded():  # HiGHS stops by its own limit; the model's compiling above stays interruptible
+        h.run()
+    run_s = time.perf_counter() - t1
+    status = h.getModelStatus()
+    info = h.getInfo()
+    has = int(info.primal_solution_status) == 2 or status == highspy.HighsModelStatus.kOptimal
+    if status == highspy.HighsModelStatus.kModelEmpty:
+        has = True
+    objective = float(info.objective_function_value) if has else None
+    if status == highspy.HighsModelStatus.kModelEmpty:
+        objective = lm.offset
+    bound = None
+    if mip:
+        b = float(info.mip_dual_bound)
+        bound = b if math.isfinite(b) else None
+    elif status in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kModelEmpty):
+        bound = objective
+    if has and lm.columns:
+        values = np.asarray(h.getSolution().col_value, float)
+        for v, x in zip(lm.columns, values.tolist()):
+            v.set_value(x, skip_validation=True)
+    nodes = int(info.mip_node_count) if mip and info.mip_node_count >= 0 else None
+    return Run(status.name, has, objective, bound, nodes, t1 - t0, run_s, passed, h.version())
