@@ -70,11 +70,12 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     solver or driver, a parameter the producer does not declare or a malformed value, a run
     too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
     """
-    warm_kernels()
-    warm_producer(producer)
     options = options or Options()
-    deadline = options.deadline or Deadline.after(options.time_limit)
     prod = get(producer)
+    size.check_run(instance)  # refused before anything compiles or the clock starts
+    warm_kernels()
+    warm_producer(prod.name)
+    deadline = options.deadline or Deadline.after(options.time_limit)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:
         # the instance's epoch choice (TE-CCL's fastest/slowest link) is the TEN timestep
@@ -90,7 +91,6 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
         instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
         verified=False, found_by="", solver_status="", message="",
     )
-    size.check_run(instance)
     stages: dict[str, float] = {}
     row["extra"] = {"stages_s": stages}
     timestep = _timestep(options)

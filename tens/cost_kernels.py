@@ -427,21 +427,29 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
         if exact:
-            for x in range(dptr[q], dptr[q + 1]):
-                d = ditems[x]
-                if arr >= ready[d]:
-                    ready[d] = arr
-                    ready_from[d] = e
-                need[d] -= 1
-                if need[d] == 0:
-                    need[d] = -1  # queued (0 marks the sends of the time-0 stream)
-                    fbuf[0] = ready[d]
-                    heap = _room(heap, size)
-                    _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
-                    size += 1
+            heap, size = _release_dependents(heap, size, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf)
             continue
         heap, size = _release_waiters(heap, size, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
     return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
+
+
+@njit(cache=True, nogil=True)
+def _release_dependents(heap, size, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf):
+    """Send ``q`` arrived at ``arr`` (hop ``e``): each dependent's ready time is the latest of
+    its data, and a dependent whose last need this was goes on the heap."""
+    for x in range(dptr[q], dptr[q + 1]):
+        d = ditems[x]
+        if arr >= ready[d]:
+            ready[d] = arr
+            ready_from[d] = e
+        need[d] -= 1
+        if need[d] == 0:
+            need[d] = -1  # queued (0 marks the sends of the time-0 stream)
+            fbuf[0] = ready[d]
+            heap = _room(heap, size)
+            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+            size += 1
+    return heap, size
 
 
 @njit(cache=True, nogil=True)

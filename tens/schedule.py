@@ -312,10 +312,10 @@ def check_header(schedule: Schedule, instance, where: str = "schedule") -> None:
         "chunks": sum(c.num_chunks for c in colls),
     }
     have = {"collective": schedule.collective, "nodes": schedule.nodes, "chunks": schedule.chunks}
-    for field, value in want.items():
-        if have[field] != value:
-            raise InputError(f"{where}: {field}", f"expected {value!r} for instance {instance.name!r}, "
-                                                  f"got {have[field]!r}")
+    for name, value in want.items():
+        if have[name] != value:
+            raise InputError(f"{where}: {name}", f"expected {value!r} for instance {instance.name!r}, "
+                                                 f"got {have[name]!r}")
 
 
 # ---- algebra: reversal, concatenation, relabelling, merging ---------------------------------

@@ -50,7 +50,7 @@ from ..instances.topology import Topology
 from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
-from .schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, Send
+from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
 
 
 @dataclass(frozen=True)

@@ -345,6 +345,137 @@ def _grow(a, need):
 
 
 @njit(cache=True, nogil=True)
+def _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, init):
+    """The step's slot of receiving row ``row`` (a new one starts as ``C[init]``):
+    ``(kval, key_row, kdup, k, nkeys, new)``, the buffers grown as needed."""
+    kval = _grow_rows(kval, nkeys + 1)
+    key_row = _grow(key_row, nkeys + 1)
+    kdup = _grow(kdup, nkeys + 1)
+    k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
+    if new:
+        kval[k, :] = C[init, :]
+        kdup[k] = False
+    return kval, key_row, kdup, k, nkeys, new
+
+
+@njit(cache=True, nogil=True)
+def _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c, rank_of):
+    """The first send of the step ``p0 .. p1 - 1`` whose source holds no contribution to one
+    of its segments: ``(index, position)``, ``(NONE, -1)`` if none."""
+    j_nh, x_nh = NONE, -1
+    for x in range(p0, p1):
+        _init_sets(C, stamp, pre, c, src[x], nseg, rank_of)
+        _init_sets(C, stamp, pre, c, dst[x], nseg, rank_of)
+        f, l = _seg_range(lo, hi, x, pts, nseg)
+        for g in range(f, l):
+            if j_nh == NONE and _empty(C, src[x] * nseg + g):
+                j_nh, x_nh = index[x], x
+    return j_nh, x_nh
+
+
+@njit(cache=True, nogil=True)
+def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, key_row, kdup, table, tstamp,
+                 group):
+    """The step's copies into its slots: the first copy of a segment to a node sets it, a later
+    different one conflicts. Returns the buffers, their count and the first conflict
+    ``(index, segment * size + node)``."""
+    j_cf, cf_key, nkeys = NONE, NONE, 0
+    for x in range(p0, p1):
+        if op[x] != 1:
+            continue
+        f, l = _seg_range(lo, hi, x, pts, nseg)
+        for g in range(f, l):
+            row, srow = dst[x] * nseg + g, src[x] * nseg + g
+            kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, srow)
+            if not new and _differs(kval, k, C, srow):
+                j_cf = min(j_cf, index[x])
+                cf_key = min(cf_key, g * size + dst[x])
+    return kval, key_row, kdup, nkeys, j_cf, cf_key
+
+
+@njit(cache=True, nogil=True)
+def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, C, kval, key_row, kdup, table, tstamp, group,
+                     nkeys, detail, dups):
+    """The step's reductions added to their slots (the receiver's set, or the copy arriving in
+    the same step). Returns the buffers, their count, the first double count ``(index,
+    position)`` and, under ``detail``, its doubly counted ranks per segment."""
+    j_dup, x_dup, ndup = NONE, -1, 0
+    for x in range(p0, p1):
+        if op[x] == 1:
+            continue
+        f, l = _seg_range(lo, hi, x, pts, nseg)
+        for g in range(f, l):
+            row, srow = dst[x] * nseg + g, src[x] * nseg + g
+            kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, row)
+            if kdup[k]:
+                continue
+            if _overlaps(kval, k, C, srow):
+                kdup[k] = True
+                if index[x] < j_dup:
+                    j_dup, x_dup, ndup = index[x], x, 0
+                if detail and index[x] == j_dup:
+                    dups = _grow_rows(dups, ndup + 1)
+                    for w in range(C.shape[1]):
+                        dups[ndup, w] = kval[k, w] & C[srow, w]
+                    ndup += 1
+            else:
+                for w in range(C.shape[1]):
+                    kval[k, w] |= C[srow, w]
+    return kval, key_row, kdup, nkeys, j_dup, x_dup, ndup, dups
+
+
+@njit(cache=True, nogil=True)
+def _first_unreduced(C, stamp, pre, post, c, nseg, rank_of, full):
+    """The first node that must end with chunk ``c`` fully reduced but does not, and its first
+    incomplete segment: ``(node, segment)``, ``(-1, -1)`` if none."""
+    for v in range(pre.shape[1]):
+        if not post[c, v]:
+            continue
+        _init_sets(C, stamp, pre, c, v, nseg, rank_of)
+        for g in range(nseg):
+            if _differs(C, v * nseg + g, full, 0):
+                return v, g
+    return -1, -1
+
+
+@njit(cache=True, nogil=True)
+def _all_ranks(ranks, W):
+    """The set of every rank ``0 .. ranks - 1`` as one row of ``W`` 64-bit words."""
+    full = np.zeros((1, W), np.uint64)
+    for k in range(ranks):
+        full[0, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+    return full
+
+
+@njit(cache=True, nogil=True)
+def _position_of(index, p0, p1, j):
+    """The position in ``p0 .. p1 - 1`` of the send with index ``j``."""
+    for y in range(p0, p1):
+        if index[y] == j:
+            return y
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _not_held_mask(C, v, lo, hi, x, pts, nseg):
+    """Which segments of send ``x`` node ``v`` holds no contribution to."""
+    mask = np.zeros(nseg, np.bool_)
+    f, l = _seg_range(lo, hi, x, pts, nseg)
+    for g in range(f, l):
+        mask[g] = _empty(C, v * nseg + g)
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def _unreduced_mask(C, v, nseg, full):
+    """Which segments node ``v`` does not hold fully reduced."""
+    mask = np.zeros(nseg, np.bool_)
+    for g in range(nseg):
+        mask[g] = _differs(C, v * nseg + g, full, 0)
+    return mask
+
+
+@njit(cache=True, nogil=True)
 def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, post, rank_of, ranks, c0, c1,
                        detail):
     """Contribution sets of the chunks ``c0 .. c1 - 1`` of a combining collective.
@@ -362,9 +493,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
     """
     size = pre.shape[1]
     W = (ranks + 63) // 64
-    full = np.zeros((1, W), np.uint64)
-    for k in range(ranks):
-        full[0, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+    full = _all_ranks(ranks, W)
     stamp = np.full(size, -1, np.int64)
     C = np.zeros((size, W), np.uint64)
     table = np.zeros(size, np.int64)
@@ -396,96 +525,34 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
             while p1 < b and step[p1] == t:
                 p1 += 1
             group += 1
-            j_nh, x_nh, j_cf, cf_key, j_dup, x_dup, ndup, nkeys = NONE, -1, NONE, NONE, NONE, -1, 0, 0
-            for x in range(p0, p1):  # sources must hold some contribution to every segment
-                _init_sets(C, stamp, pre, c, src[x], nseg, rank_of)
-                _init_sets(C, stamp, pre, c, dst[x], nseg, rank_of)
-                f, l = _seg_range(lo, hi, x, pts, nseg)
-                for g in range(f, l):
-                    if j_nh == NONE and _empty(C, src[x] * nseg + g):
-                        j_nh, x_nh = index[x], x
-            for x in range(p0, p1):  # copies: the first copy of a segment to a node wins
-                if op[x] != 1:
-                    continue
-                f, l = _seg_range(lo, hi, x, pts, nseg)
-                for g in range(f, l):
-                    row, srow = dst[x] * nseg + g, src[x] * nseg + g
-                    kval = _grow_rows(kval, nkeys + 1)
-                    key_row = _grow(key_row, nkeys + 1)
-                    kdup = _grow(kdup, nkeys + 1)
-                    k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
-                    if new:
-                        kval[k, :] = C[srow, :]
-                        kdup[k] = False
-                    elif _differs(kval, k, C, srow):
-                        j_cf = min(j_cf, index[x])
-                        cf_key = min(cf_key, g * size + dst[x])
-            for x in range(p0, p1):  # reductions: add to the receiver's set (or the copy)
-                if op[x] == 1:
-                    continue
-                f, l = _seg_range(lo, hi, x, pts, nseg)
-                for g in range(f, l):
-                    row, srow = dst[x] * nseg + g, src[x] * nseg + g
-                    kval = _grow_rows(kval, nkeys + 1)
-                    key_row = _grow(key_row, nkeys + 1)
-                    kdup = _grow(kdup, nkeys + 1)
-                    k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
-                    if new:
-                        kval[k, :] = C[row, :]
-                        kdup[k] = False
-                    if kdup[k]:
-                        continue
-                    if _overlaps(kval, k, C, srow):
-                        kdup[k] = True
-                        if index[x] < j_dup:
-                            j_dup, x_dup, ndup = index[x], x, 0
-                        if detail and index[x] == j_dup:
-                            dups = _grow_rows(dups, ndup + 1)
-                            for w in range(W):
-                                dups[ndup, w] = kval[k, w] & C[srow, w]
-                            ndup += 1
-                    else:
-                        for w in range(W):
-                            kval[k, w] |= C[srow, w]
+            j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c, rank_of)
+            kval, key_row, kdup, nkeys, j_cf, cf_key = _step_copies(
+                p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, key_row, kdup, table, tstamp, group)
+            kval, key_row, kdup, nkeys, j_dup, x_dup, ndup, dups = _step_reductions(
+                p0, p1, index, src, dst, lo, hi, op, pts, nseg, C, kval, key_row, kdup, table, tstamp, group, nkeys,
+                detail, dups)
             j = min(j_nh, j_cf, j_dup)
             if j != NONE:
                 bad = True
                 kind = NOT_HELD if j == j_nh else CONFLICT if j == j_cf else DOUBLE
-                x = x_nh if kind == NOT_HELD else x_dup
-                if kind == CONFLICT:  # the violating copy's position
-                    for y in range(p0, p1):
-                        if index[y] == j:
-                            x = y
+                x = x_nh if kind == NOT_HELD else x_dup if kind == DOUBLE else _position_of(index, p0, p1, j)
                 if (t, j) < (best_t, best_i):
                     best_t, best_i, best_x, best_c, best_kind = t, j, x, c, kind
                 if detail:
                     node = cf_key % size
                     dups = dups[:ndup]
-                    mask = np.zeros(nseg, np.bool_)
-                    f, l = _seg_range(lo, hi, x, pts, nseg)
-                    for g in range(f, l):
-                        mask[g] = _empty(C, src[x] * nseg + g)
+                    mask = _not_held_mask(C, src[x], lo, hi, x, pts, nseg)
                 break
             for k in range(nkeys):
                 C[key_row[k], :] = kval[k, :]
             p0 = p1
         if bad or best_i != NONE or post_c >= 0:
             continue
-        for v in range(size):
-            if not post[c, v]:
-                continue
-            _init_sets(C, stamp, pre, c, v, nseg, rank_of)
-            first = -1
-            for g in range(nseg):
-                if _differs(C, v * nseg + g, full, 0) and first < 0:
-                    first = g
-            if first >= 0:
-                post_c, post_v = c, v
-                if detail:
-                    mask = np.zeros(nseg, np.bool_)
-                    for g in range(nseg):
-                        mask[g] = _differs(C, v * nseg + g, full, 0)
-                    have[0, :] = C[v * nseg + first, :]
-                break
+        v, first = _first_unreduced(C, stamp, pre, post, c, nseg, rank_of, full)
+        if v >= 0:
+            post_c, post_v = c, v
+            if detail:
+                mask = _unreduced_mask(C, v, nseg, full)
+                have[0, :] = C[v * nseg + first, :]
     return (best_t, best_i, best_x, best_c, best_kind, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask, node,
             dups, have[0])

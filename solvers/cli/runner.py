@@ -37,7 +37,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from ... import InputError
 from ...instances import CORPUS, load_instance

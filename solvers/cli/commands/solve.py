@@ -28,13 +28,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .... import InputError
 from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
+from ....instances import size
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backends
@@ -134,10 +134,11 @@ def solve(args: argparse.Namespace) -> dict:
         solver=solver, driver=driver or None, time_limit=args.time_limit, gap=args.gap,
         threads=args.threads, seed=args.seed, starts=args.starts, params=params,
     )
-    warm_kernels()  # compiling the kernels is no part of the run's time
-    warm_producer(prod.name)
     hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
+        size.check_run(instance)  # a run too big is refused before anything compiles
+        warm_kernels()  # compiling the kernels is no part of the run's time
+        warm_producer(prod.name)
         with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
             row, schedule = run(instance, prod.name, options)
     except TooBig as e:
