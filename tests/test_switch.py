@@ -221,10 +221,10 @@ def switch_topologies(draw):
 
 
 @settings(max_examples=10, deadline=None)
-@given(switch_topologies(), st.sampled_from(["allgather", "broadcast", "scatter"]), st.booleans())
+@given(switch_topologies(), st.sampled_from(["allgather", "broadcast", "scatter", "gather", "alltoall"]), st.booleans())
 def test_every_switch_ilp_schedule_verifies_and_meets_the_bound(topo, kind, copy):
     assume(nx.is_strongly_connected(topo.graph))
-    kw = {"root": 0} if kind in ("broadcast", "scatter") else {}
+    kw = {"root": 0} if kind in ("broadcast", "scatter", "gather") else {}
     inst = make_instance(topo, kind, message_bytes=float(len(topo.npus)), **kw)
     out = drivers.run("horizon", inst, ten_ilp, Options(solver="highs", time_limit=20,
                                                         params={"switch_copy": copy, "warm": False}))
