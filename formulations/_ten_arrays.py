@@ -127,7 +127,7 @@ def _windows(data: TenData, lookahead: int) -> _Windows:
         earliest, latest = reach(data)
     pre = data.pre
     useful = (~pre) & (earliest <= T) & (latest >= earliest)
-    pc, pn = np.nonzero(useful)
+    pc, pn = np.nonzero(useful & ~data.switch[None, :])  # a switch node holds nothing
     # sends: chunk c over pair l arriving at t, t - k >= earliest[c, src], t <= latest[c, dst]
     src, dst = data.src, data.dst
     ok = (~pre[:, dst]) & useful[:, dst] & (pre[:, src] | useful[:, src])
@@ -232,7 +232,7 @@ def flow_rows(data: TenData, ix: TenArrays) -> tuple[Rows, Rows]:
     c, l, t = ix.sent_c, ix.sent_l, ix.sent_t
     k = data.delay[data.group[c], l]
     src = data.src[l]
-    need = ~data.pre[c, src]
+    need = ~data.pre[c, src] & ~data.switch[src]  # out of a switch: switch_rows
     j = np.flatnonzero(need)
     h = ix.hold_column(c[j], src[j], t[j] - k[j])
     has = h >= 0
@@ -244,14 +244,47 @@ def flow_rows(data: TenData, ix: TenArrays) -> tuple[Rows, Rows]:
     hr = np.arange(H)
     prev = ix.hold_column(ix.hold_c, ix.hold_n, ix.hold_t - 1)
     hp = prev >= 0
-    target = ix.hold_column(c, data.dst[l], t) - S
+    into = np.flatnonzero(~data.switch[data.dst[l]])  # a send into a switch holds nothing there
+    target = ix.hold_column(c[into], data.dst[l[into]], t[into]) - S
     if (target < 0).any():
         raise AssertionError("a send arrives where the model has no holding")  # ten_arrays guarantees it
     rows2 = csr_rows(_keys(ix.chunk_ids[ix.hold_c], ix.hold_n, ix.hold_t),
                      np.concatenate([hr, hr[hp], target]),
-                     np.concatenate([S + hr, prev[hp], np.arange(S)]),
-                     np.concatenate([np.ones(H), -np.ones(int(hp.sum())), -np.ones(S)]), 0.0, 0.0)
+                     np.concatenate([S + hr, prev[hp], into]),
+                     np.concatenate([np.ones(H), -np.ones(int(hp.sum())), -np.ones(len(into))]), 0.0, 0.0)
     return rows1, rows2
+
+
+def switch_rows(data: TenData, ix: TenArrays) -> tuple[str, Rows]:
+    """The rows of switch nodes (TE-CCL, Liu et al., SIGCOMM 2024, Section 4: a switch stores
+    nothing) and their component name. A send out of switch ``s`` over a pair of delay ``k``
+    arriving at ``t`` uses what arrived at ``s`` at the end of ``t - k``: with
+    ``data.switch_copy`` each such send is at most those arrivals (``ineq_switch_forward``,
+    keys ``(chunk, pair, arrival)``), without copy all of them together are
+    (``ineq_switch_conservation``, keys ``(chunk, switch, arrival timestep)``)."""
+    c, l, t = ix.sent_c, ix.sent_l, ix.sent_t
+    src, dst = data.src[l], data.dst[l]
+    k = data.delay[data.group[c], l]
+    S, T2 = data.pre.shape[1], ix.horizon + 2
+    inn = np.flatnonzero(data.switch[dst])
+    out = np.flatnonzero(data.switch[src])
+    akey = (c[inn] * S + dst[inn]) * T2 + t[inn]
+    order = np.argsort(akey, kind="stable")
+    akey, inn = akey[order], inn[order]
+    okey = (c[out] * S + src[out]) * T2 + (t[out] - k[out])
+    if data.switch_copy:
+        a_owner, a_pos = ranges(np.searchsorted(akey, okey), np.searchsorted(akey, okey, side="right") - 1)
+        r = np.arange(len(out))
+        return "ineq_switch_forward", csr_rows(
+            _keys(ix.chunk_ids[c[out]], l[out], t[out]), np.concatenate([r, a_owner]),
+            np.concatenate([out, inn[a_pos]]), np.concatenate([np.ones(len(out)), -np.ones(len(a_pos))]), -np.inf, 0.0)
+    uk, row = np.unique(okey, return_inverse=True)
+    a_owner, a_pos = ranges(np.searchsorted(akey, uk), np.searchsorted(akey, uk, side="right") - 1)
+    cs, tau = uk // T2, uk % T2
+    keys = _keys(ix.chunk_ids[cs // S], cs % S, tau)
+    return "ineq_switch_conservation", csr_rows(
+        keys, np.concatenate([row.ravel(), a_owner]), np.concatenate([out, inn[a_pos]]),
+        np.concatenate([np.ones(len(out)), -np.ones(len(a_pos))]), -np.inf, 0.0)
 
 
 def capacity_rows(data: TenData, ix: TenArrays, link_class=None, class_capacity=None) -> Rows:
@@ -457,6 +490,6 @@ def add_makespan_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, co
                               doc="the first timestep by which every pair has arrived")
 
 
-__all__ = ["ranges", "TenArrays", "ten_arrays", "Rows", "csr_rows", "flow_rows", "capacity_rows", "Size",
+__all__ = ["ranges", "TenArrays", "ten_arrays", "Rows", "csr_rows", "flow_rows", "switch_rows", "capacity_rows", "Size",
            "count", "check_size", "add_variables", "linear_bodies", "add_rows", "needed_pairs",
            "add_arrivals_objective", "add_makespan_objective"]

@@ -14,6 +14,10 @@ the directed multicommodity flow formulation of Steiner trees):
   holds ``c`` at the start nor is ``d``, what left ``u`` by the end of ``tau`` is at most what
   arrived there by the end of ``tau`` (``ineq_flow_storage``; holders are sources of any
   amount);
+- at a switch node (TE-CCL's model, Liu et al., SIGCOMM 2024, Section 4: it stores nothing)
+  what leaves after ``tau`` is at most what arrived at the end of ``tau`` itself
+  (``ineq_flow_storage`` with equal timesteps); the path argument below passes a switch in
+  one timestep, so the bound holds with and without switch copy;
 - ``hold[c, d, t]``: the part of ``d``'s unit arrived by the end of ``t`` (at most 1,
   ``eq_arrivals``);
 - ``sent[c, l, t] >= flow[c, d, l, t]`` for every destination ``d`` (``ineq_link_use``): a
@@ -61,7 +65,7 @@ import pyomo.environ as pe
 
 from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
-from ..tens.ten import INF, NotSupported, TenData, prepare, reach
+from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, reach
 from . import TenModel, expose, ten_lp, ten_model
 
 NAME = "ten-flow-lp"
@@ -72,6 +76,8 @@ MAX_VARIABLES = 200_000  # default size guard (flow rows + sent + hold variables
 PARAMS = (
     ("max_variables", int, MAX_VARIABLES, "refuse the flow LP (no bound) above this many variables"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (the schedule "
+                                       "realised from the LP; the bound holds either way)"),
 )
 
 
@@ -135,7 +141,7 @@ def size(data: TenData, idx: FlowIndex | None = None) -> int:
 
 def build(instance, horizon: int, state=None, *, max_variables: int = MAX_VARIABLES,
           timestep: float | None = None, objective: str = "arrivals", lookahead: int = 0,
-          **params) -> pe.ConcreteModel:
+          switch_copy: bool = SWITCH_COPY, **params) -> pe.ConcreteModel:
     """The flow LP of the module doc for ``instance`` over ``horizon`` timesteps.
 
     ``state`` replaces the precondition (model direction); ``objective`` must be
@@ -149,7 +155,7 @@ def build(instance, horizon: int, state=None, *, max_variables: int = MAX_VARIAB
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
     if objective != "arrivals":
         raise NotSupported("the flow LP is a bound: objective must be arrivals")
-    data = prepare(instance, horizon, state, timestep)
+    data = prepare(instance, horizon, state, timestep, switch_copy=switch_copy)
     idx = flow_index(data)
     n = size(data, idx)
     if n > int(max_variables):
@@ -203,12 +209,14 @@ def _add_storage(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
             out.setdefault((c, d, a), []).append((t - kk, i))
         if b != d:
             inn.setdefault((c, d, b), []).append((t, i))
-    rows = []  # (out rows leaving by tau, in rows arriving by tau)
+    rows = []  # (out rows leaving by tau, in rows arriving by tau; at a switch: at tau)
     for key, leaving in out.items():
         leaving.sort()
         arriving = sorted(inn.get(key, []))
+        now = bool(data.switch[key[2]])
         for tau in sorted({x for x, _ in leaving}):
-            rows.append(([i for x, i in leaving if x <= tau], [i for x, i in arriving if x <= tau]))
+            rows.append(([i for x, i in leaving if x == tau or (x < tau and not now)],
+                         [i for x, i in arriving if x == tau or (x < tau and not now)]))
     m.STORE = pe.RangeSet(0, len(rows) - 1, doc="(flow, intermediate node, departure timestep)")
     m.ineq_flow_storage = pe.Constraint(
         m.STORE, rule=lambda m, j: sum(m.flow[i] for i in rows[j][0]) <= sum(m.flow[i] for i in rows[j][1]) + 0,

@@ -33,6 +33,16 @@ al., NSDI 2025, Appendix A; Won et al., TACOS, 2023, Section V); allreduce is re
 share one model: chunk ids are shifted by the instance's chunk offsets and the objective adds
 up (``weights=[...]`` to weigh the tenants). Failed nodes and links are simply absent.
 
+Switch nodes (a topology that keeps its switches, e.g. ``switch unwind=0``) are TEN nodes that
+store nothing, as TE-CCL models them (Liu et al., "Rethinking Machine Learning Collective
+Communication as a Multi-Commodity Flow Problem", SIGCOMM 2024, Section 4, its switch
+buffers fixed at zero): a switch has no ``hold`` variables; a send out of it starting in
+timestep ``t + 1`` needs a send of the chunk into it arriving at the end of ``t``
+(``ineq_switch_forward``: each out-send at most the arrivals, with ``switch_copy=True``, the
+default as in TE-CCL: multicast) or, with ``switch_copy=False``, the sends leaving it then
+add up to at most the arrivals (``ineq_switch_conservation``: flow conservation, no copy).
+The switch's links carry their own delays and capacities like any link.
+
 ``state`` (bool ``[chunk, node]`` over the global chunk ids of the model's direction, i.e. of
 the dual for combining collectives) replaces the precondition: time clustering starts each
 window from the holdings the previous one reached.
@@ -56,10 +66,10 @@ from pyomo.common.gc_manager import PauseGC
 from ..instances.instance import Instance
 from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound
-from ..tens.ten import NotSupported, TenData, prepare, prune, schedule_from_rows
+from ..tens.ten import SWITCH_COPY, NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
 from ._ten_arrays import (TenArrays, add_arrivals_objective, add_makespan_objective, add_rows, add_variables,
-                          capacity_rows, flow_rows, ten_arrays)
+                          capacity_rows, flow_rows, switch_rows, ten_arrays)
 
 NAME = "ten-ilp"
 SUMMARY = "TACOS ILP on the time-expanded network (exact with the horizon driver)"
@@ -74,6 +84,8 @@ PARAMS = (  # what build takes (name, type, default, help)
     ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
+    ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
+                                       "TE-CCL's default); false: one out-send per arrival"),
 )
 
 
@@ -101,7 +113,8 @@ def build(instance: Instance, horizon: int, state=None, **params) -> pe.Concrete
 
 def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals",
              capacity: bool = True, relax: bool = False, weights=None, timestep: float | None = None,
-             lookahead: int = 0, build_limit: float | None = None, **params) -> Assembly:
+             lookahead: int = 0, build_limit: float | None = None, switch_copy: bool = SWITCH_COPY,
+             **params) -> Assembly:
     """The TACOS ILP with what it was built from (see :class:`Assembly`).
 
     ``objective``: ``"arrivals"`` (maximise postcondition pairs held at the horizon) or
@@ -109,6 +122,8 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
     ``capacity=False`` drops the link capacity rows (the congestion-blind baseline);
     ``relax=True`` makes every variable continuous in [0, 1] (the LP relaxation).
     ``weights``: one weight per concurrent collective in the arrivals objective.
+    ``switch_copy``: whether switch nodes may forward one arrival on several out-links (see
+    the module doc; TE-CCL, Liu et al., SIGCOMM 2024, Section 4).
     ``lookahead`` > 0 (time clustering): chunks may also move to nodes from which they can
     reach a node needing them within ``lookahead`` timesteps after the horizon, and every such
     relay holding at the horizon earns 1 while every arrival earns more than all relays
@@ -124,7 +139,7 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
     if objective not in OBJECTIVES:
         raise NotSupported(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    data = prepare(instance, horizon, state, timestep)
+    data = prepare(instance, horizon, state, timestep, switch_copy=switch_copy)
     w = np.ones(len(data.instance.collectives)) if weights is None else np.asarray(weights, float)
     if len(w) != len(data.instance.collectives):
         raise NotSupported(f"weights: expected {len(data.instance.collectives)} values, got {len(w)}")
@@ -147,6 +162,10 @@ def _pyomo_model(instance, data: TenData, ix: TenArrays, objective: str, capacit
              "a chunk leaves a node only if the node held it when the send started (end of t-k)")
     add_rows(m, "eq_hold_update", update, columns,
              "a node holds a chunk at t iff it held it at t-1 or it arrives at t (at most one arrival, holdings persist)")
+    if data.has_switches:
+        name, rows = switch_rows(data, ix)
+        add_rows(m, name, rows, columns, "a switch forwards a chunk only in the timestep after it arrived: each send "
+                 "at most the arrivals (copy: several out-links) or all sends together (no copy)")
     if capacity:
         add_rows(m, "ineq_link_capacity", capacity_rows(data, ix), columns,
                  "at most `capacity` chunks occupy a link pair in any timestep (multi-timestep arcs count every timestep)")

@@ -24,6 +24,13 @@ collectives reversed from their dual on the transpose, concurrent collectives me
 much less; ``cuts=True`` (default) adds valid cumulative-send inequalities that stop the LP
 from sending one held fraction over a link several times.
 
+Switch nodes (TE-CCL's model, Liu et al., SIGCOMM 2024, Section 4; see :mod:`.ten_ilp`) hold
+nothing: the LP relaxes the ILP's switch rows as they are, the cuts leave out links at switches
+(a switch may receive and forward a chunk several times), and the walk lets a switch forward
+only the atoms that arrived at it the timestep before the send starts (each of them once
+without ``switch_copy``); it completes the pairs it leaves short by shortest-path recovery
+only (:func:`repair` assumes that nodes keep what they receive).
+
 >>> from collsynth.instances.generators import build as topo
 >>> from collsynth.instances.instance import make_instance
 >>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=2)
@@ -45,7 +52,7 @@ from pyomo.common.gc_manager import PauseGC
 from ..tens import ten
 from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
-from ..tens.ten import NotSupported, TenData
+from ..tens.ten import SWITCH_COPY, NotSupported, TenData
 from . import ten_ilp, ten_model
 from ._ten_arrays import Rows, TenArrays, add_rows, csr_rows, ranges
 
@@ -58,6 +65,8 @@ PARAMS = (  # what build takes (name, type, default, help)
     ("capacity", bool, True, "one chunk per link per timestep"),
     ("weights", list[float], None, "one weight per concurrent collective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
+                                       "TE-CCL's default); false: one out-send per arrival"),
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )
 TOL = 1e-6
@@ -112,7 +121,9 @@ def cumulative_send_rows(data: TenData, ix: TenArrays) -> Rows:
     rcount = np.where(back >= 0, np.searchsorted(order_key, rkey * T2 + (t - k), side="right") - rfirst, 0)
     h = ix.hold_column(c, src, t - k)
     own = np.arange(len(c)) - start + 1  # sends of the same (chunk, pair) arriving by t
-    sel = np.flatnonzero(~data.pre[c, src] & (h >= 0) & ((np.repeat(size, size) > 1) | (rcount > 0)))
+    # no cut at switches: a switch may receive and forward a chunk more than once
+    sel = np.flatnonzero(~data.pre[c, src] & (h >= 0) & ~data.switch[data.dst[l]]
+                         & ((np.repeat(size, size) > 1) | (rcount > 0)))
     r = np.arange(len(sel))
     o_owner, o_col = ranges(start[sel], start[sel] + own[sel] - 1)
     b_owner, b_col = ranges(rfirst[sel], rfirst[sel] + rcount[sel] - 1)
@@ -290,6 +301,7 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
     suppliers: dict[tuple[int, int], list] = {}
     for i, (c, l, t) in enumerate(rows.tolist()):
         suppliers.setdefault((c, int(data.dst[l])), []).append((i, int(data.src[l])))
+    forwarded: dict[tuple[int, int], np.ndarray] = {}  # atoms a switch has sent on (no copy: once each)
     for i, ((c, l, t), a) in enumerate(zip(rows.tolist(), counts.tolist())):
         s, d = int(data.src[l]), int(data.dst[l])
         if data.pre[c, d]:
@@ -301,7 +313,13 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
         if dst_arr is None:
             dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
         k = int(data.delay[data.group[c], l])
-        useful = np.flatnonzero((src_arr <= t - k) & (dst_arr == _NEVER))
+        if data.switch[s]:  # a switch forwards what arrived the timestep before the send starts
+            ready = src_arr == t - k
+            if not data.switch_copy:
+                ready &= ~forwarded.setdefault((c, s), np.zeros(D, bool))
+        else:
+            ready = src_arr <= t - k
+        useful = np.flatnonzero(ready & (dst_arr == _NEVER))
         span = range(t - k + 1, t + 1)
         free = int(data.capacity[l]) * D - max(used.get((l, tau), 0) for tau in span)
         n = min(a, len(useful), free)
@@ -318,6 +336,8 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
                     owned += arr[useful] != _NEVER
             score = owned * (S + 1) + score
         pick = np.sort(useful[np.argsort(score, kind="stable")[:n]])
+        if data.switch[s] and not data.switch_copy:
+            forwarded[(c, s)][pick] = True
         dst_arr[pick] = t
         cover[c, pick] += 1
         for tau in span:
@@ -381,7 +401,7 @@ def extend(w: Walk, rows: np.ndarray) -> Walk:
         if data.pre[c, d]:
             continue
         arr = w.arrival.get((c, d))
-        if arr is None:
+        if arr is None or data.switch[d]:  # a switch forwards the whole recovery chunk on at once
             arr = w.arrival[(c, d)] = np.full(w.denom, _NEVER, np.int64)
         pick = allatoms[arr == _NEVER]
         if not len(pick):
@@ -528,8 +548,10 @@ def to_schedule(w: Walk) -> Schedule:
 def extract(model) -> Schedule:
     """The fractional schedule of a solved, complete LP: :func:`walk`, :func:`repair` of the
     pairs it leaves short, :func:`to_schedule` (it delivers everything whenever the topology
-    connects every holder to every node that needs a chunk)."""
-    return to_schedule(repair(walk(model)))
+    connects every holder to every node that needs a chunk; with switch nodes the walk alone,
+    see the module doc)."""
+    w = walk(model)
+    return to_schedule(w if w.data.has_switches else repair(w))
 
 
 def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
@@ -542,9 +564,10 @@ def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
     data = first.data
     short = int((data.post & ~first.held).sum())
     out = []
-    repaired = repair(first)
-    if not (data.post & ~repaired.held).any():
-        out.append(("repair", to_schedule(repaired), short))
+    if not data.has_switches:
+        repaired = repair(first)
+        if not (data.post & ~repaired.held).any():
+            out.append(("repair", to_schedule(repaired), short))
     w = walk(model)
     w = extend(w, recover(data, w.held, data.horizon))
     out.append(("recovery", to_schedule(w), short))

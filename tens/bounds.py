@@ -45,6 +45,10 @@ Arguments (``source``)
     the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
     by the producers (:func:`from_lp`).
 
+Switch nodes (kept, not unwound) neither hold nor need anything: they appear only as the
+ends of links, so every argument above holds whether a switch copies or not and whatever it
+buffers (each counts what must cross links, never what a switch keeps or receives).
+
 The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
 2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
 node set rather than to one node.
@@ -933,7 +937,8 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
                      budget_s) -> tuple[list[Bound], float | None]:
     """Distance (per collective, its delays), per-node and cut bounds in TEN timesteps."""
     try:
-        delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep)
+        delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
+                                    switches=True)
     except NotSupported as e:
         return [not_computed("timesteps", "ten", str(e))], None
     parts = []
@@ -1046,7 +1051,7 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
         if not b.computed:
             raise NotSupported(b.note)
         return b
-    data = prepare(instance, 1, state, timestep)
+    data = prepare(instance, 1, state, timestep, switch_copy=True)  # copying switches: the larger set of schedules
     topo = data.instance.topology
     arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
                 np.asarray(topo.nodes, np.int64), topo.size)
@@ -1074,7 +1079,7 @@ def lower_bound(instance: Instance, state=None, timestep: float | None = None) -
 def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
     """Delay-weighted distance from the nearest holder to the farthest node needing a chunk
     (TEN timesteps; the only bound that holds when link capacity is ignored)."""
-    data = prepare(instance, 1, state, timestep)
+    data = prepare(instance, 1, state, timestep, switch_copy=True)
     topo = data.instance.topology
     arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
                 np.asarray(topo.nodes, np.int64), topo.size)
@@ -1103,7 +1108,8 @@ def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: floa
     if not len(schedule):
         return True
     try:
-        delay, cap, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep)
+        delay, cap, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
+                                    switches=True)
     except NotSupported:
         return False
     la = instance.topology.link_arrays

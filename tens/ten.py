@@ -4,8 +4,16 @@ A TEN copies the node set once per timestep and joins ``u`` at time ``s-1`` to `
 ``s + k - 1`` when a chunk sent over ``u -> v`` in timestep ``s`` needs ``k`` timesteps
 (section IV-A); "stay" arcs ``u_t -> u_{t+1}`` let a chunk remain where it is. Heterogeneous
 links are discretised (section IV-C): with a timestep (discretisation factor) ``f`` seconds, a
-link of cost ``c = alpha + chunk_bytes / bandwidth`` spans ``ceil(c / f)`` timesteps. Switches
-must be unwound into point-to-point links first (section IV-D, :func:`unwind_switches`).
+link of cost ``c = alpha + chunk_bytes / bandwidth`` spans ``ceil(c / f)`` timesteps. A switch
+is either unwound into point-to-point links (section IV-D, :func:`unwind_switches`) or kept as
+a TEN node the way TE-CCL models it (Liu et al., "Rethinking Machine Learning Collective
+Communication as a Multi-Commodity Flow Problem", SIGCOMM 2024, Section 4 and its
+``switch_copy`` option): a switch node stores nothing, needs nothing and is never a source or
+destination of the collective; a chunk that arrives at it at the end of timestep ``t`` may only
+leave on sends that start in timestep ``t + 1``. With ``switch_copy`` one arrival may leave on
+several out-links (multicast); without it every send out of a switch needs an arrival of its
+own (flow conservation at the switch). The switch's links are ordinary links: their bandwidth
+and alpha give their delay and their parallel links their capacity (its port capacities).
 
 Time conventions (shared with :mod:`.schedule`): timesteps are numbered ``1..horizon``; TEN
 vertex ``(v, t)`` (``t = 0..horizon``) is node ``v`` at the END of timestep ``t`` (``t = 0`` is
@@ -42,6 +50,7 @@ from ..instances.instance import Instance
 from ..instances.topology import Topology
 from .schedule import Schedule, from_arrays, merge
 
+SWITCH_COPY = True  # TE-CCL's default (its InstanceParams.switch_copy): switches multicast
 REL_TOL = 1e-9  # costs within this relative distance of a multiple of the timestep round down
 INF = 1 << 30  # "unreachable" in integer timestep arrays
 
@@ -144,6 +153,17 @@ class TenData:
     delay: np.ndarray
     timestep: float
     dist: np.ndarray = field(repr=False, default=None)  # delay-weighted distances [g, u, v]
+    switch: np.ndarray = field(repr=False, default=None)  # bool [node]: a switch node (stores nothing)
+    switch_copy: bool = SWITCH_COPY  # a switch may forward one arrival on several out-links
+
+    def __post_init__(self):
+        if self.switch is None:
+            self.switch = np.zeros(self.pre.shape[1], bool)
+
+    @property
+    def has_switches(self) -> bool:
+        """Whether the TEN keeps switch nodes (see the module doc)."""
+        return bool(self.switch.any())
 
 
 def dual_instance(instance: Instance) -> Instance:
@@ -179,7 +199,8 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
     have delay 1 everywhere. ``chunk_bytes`` may be a list (concurrent collectives): one delay
     row per size, all on one timestep (the cheapest cost over all sizes). A TEN model needs
     point-to-point links, so switches are refused unless ``switches=True`` (pricing a schedule
-    on the links as they are).
+    on the links as they are, or a TEN that keeps switch nodes: a switch's links are timed like
+    any other link).
     """
     sizes = list(chunk_bytes) if isinstance(chunk_bytes, (list, tuple, np.ndarray)) else [chunk_bytes]
     if not switches and topology.switches & set(topology.nodes):
@@ -225,13 +246,29 @@ def _all_dists(src, dst, delay_row, size) -> np.ndarray:
     return dijkstra(adj, directed=True)
 
 
-def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None) -> TenData:
-    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps."""
+def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None,
+            switch_copy: bool | None = None) -> TenData:
+    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps.
+
+    ``switch_copy``: how switch nodes forward (see the module doc); ``None`` says the caller
+    models point-to-point links only, and a topology that keeps switch nodes is refused.
+    """
     if not isinstance(horizon, (int, np.integer)) or horizon < 1:
         raise NotSupported(f"horizon must be a positive integer, got {horizon!r}")
+    if switch_copy is not None and not isinstance(switch_copy, (bool, np.bool_)):
+        raise NotSupported(f"switch_copy must be true or false, got {switch_copy!r}")
     inst = dual_instance(instance)
     topo = inst.topology
     S = topo.size
+    switch = np.zeros(S, bool)
+    switch[[s for s in topo.switches if s in topo.graph]] = True
+    if switch.any():
+        if switch_copy is None:
+            raise NotSupported("the topology keeps switch nodes and this model needs point-to-point links: "
+                               "unwind them (switch unwind=d) or use a formulation that models switch nodes")
+        if inst is not instance:
+            raise NotSupported("switch nodes in a combining collective (a switch would relay or reduce partial "
+                               "sums): unwind the switches (switch unwind=d)")
     colls = inst.collectives
     offsets = inst.chunk_offsets
     total = sum(c.num_chunks for c in colls)
@@ -246,13 +283,14 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
         state = np.asarray(state, dtype=bool)
         if state.shape != pre.shape:
             raise NotSupported(f"state must be a bool matrix of shape {pre.shape}, got {state.shape}")
-        pre = state.copy()
+        pre = state & ~switch
     la = topo.link_arrays
-    delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep)
+    delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep, switches=True)
     dists = [_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))]
     dist = dists[0][None] if len(dists) == 1 else np.stack(dists)  # one group: a view, no copy
     return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
-                   la.src.copy(), la.dst.copy(), cap, delay, timestep, dist)
+                   la.src.copy(), la.dst.copy(), cap, delay, timestep, dist, switch,
+                   SWITCH_COPY if switch_copy is None else bool(switch_copy))
 
 
 def _steps(d: np.ndarray) -> np.ndarray:
@@ -296,9 +334,12 @@ def reach(data: TenData) -> tuple[np.ndarray, np.ndarray]:
 
 def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
     """Drop sends that deliver nothing: a second arrival of a chunk at a node, or a chunk sent
-    to a node that neither needs it nor forwards it afterwards (repeated to a fixed point)."""
+    to a node that neither needs it nor forwards it afterwards (repeated to a fixed point).
+    With switch nodes: :func:`prune_switches`."""
     if not len(rows):
         return rows
+    if data.has_switches:
+        return prune_switches(data, rows)
     c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
     dst = data.dst[l]
     # first arrival per (chunk, dst): sort by (c, dst, t), keep the first of each group
@@ -324,6 +365,63 @@ def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
     return rows[keep]
 
 
+def prune_switches(data: TenData, rows: np.ndarray) -> np.ndarray:
+    """:func:`prune` on a TEN with switch nodes (repeated to a fixed point).
+
+    A second arrival of a chunk at an NPU is dropped, and so is a send to an NPU that neither
+    needs the chunk nor forwards it. A switch keeps nothing, so a send into a switch arriving
+    at ``t`` is kept only while sends of the chunk leave the switch in timestep ``t + 1``: one
+    such arrival when the switch copies, as many arrivals as those sends otherwise (the rule
+    the model obeyed, TE-CCL, Liu et al., SIGCOMM 2024, Section 4).
+    """
+    rows = np.asarray(rows, np.int64).reshape(-1, 3)
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    dst = data.dst[l]
+    order = np.lexsort((l, t, dst, c))
+    rows = rows[order]
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    src, dst = data.src[l], data.dst[l]
+    to_switch = data.switch[dst]
+    first = np.ones(len(rows), bool)
+    first[1:] = (c[1:] != c[:-1]) | (dst[1:] != dst[:-1])
+    rows = rows[first | to_switch]
+    c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
+    src, dst = data.src[l], data.dst[l]
+    to_switch, from_switch = data.switch[dst], data.switch[src]
+    start = t - data.delay[data.group[c], l]  # a send out of a switch uses the arrival at its start - 1
+    keep = np.ones(len(rows), bool)
+    while True:
+        forwards = set(zip(c[keep & ~from_switch].tolist(), src[keep & ~from_switch].tolist()))
+        leaving: dict[tuple[int, int, int], int] = {}
+        for i in np.flatnonzero(keep & from_switch).tolist():
+            key = (int(c[i]), int(src[i]), int(start[i]))
+            leaving[key] = leaving.get(key, 0) + 1
+        new = keep.copy()
+        used: dict[tuple[int, int, int], int] = {}
+        for i in np.flatnonzero(keep).tolist():
+            ci, di = int(c[i]), int(dst[i])
+            if not to_switch[i]:
+                new[i] = bool(data.post[ci, di]) or (ci, di) in forwards
+                continue
+            key = (ci, di, int(t[i]))
+            room = min(leaving.get(key, 0), 1) if data.switch_copy else leaving.get(key, 0)
+            used[key] = used.get(key, 0) + 1
+            new[i] = used[key] <= room
+        if (new == keep).all():
+            break
+        keep = new
+    return rows[keep]
+
+
+def schedule_meta(data: TenData, producer: str) -> dict:
+    """The meta of a schedule read from a TEN model: its producer, the TEN timestep and, with
+    switch nodes, how they forwarded (``switch_copy``, which the verifier checks)."""
+    meta = {"producer": producer, "timestep_s": data.timestep}
+    if data.has_switches:
+        meta["switch_copy"] = bool(data.switch_copy)
+    return meta
+
+
 def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp", *,
                        pieces: tuple[np.ndarray, np.ndarray, int] | None = None) -> Schedule:
     """Turn ``(chunk, pair, arrival)`` rows of the model's direction into the user's schedule.
@@ -346,8 +444,10 @@ def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp
         parts.append(from_arrays(
             coll.kind, inst.topology.size, coll.num_chunks,
             chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel],
-            meta={"producer": producer, "timestep_s": data.timestep}, **piece,
+            meta=schedule_meta(data, producer), **piece,
         ))
     if len(parts) == 1:
         return parts[0]
-    return merge(parts, inst.chunk_offsets)
+    merged = merge(parts, inst.chunk_offsets)
+    merged.meta.update(schedule_meta(data, producer))  # the verifier reads the TEN timestep and switch_copy
+    return merged

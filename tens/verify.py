@@ -17,6 +17,18 @@ of its Fig. 12, with pieces and contributions added):
   is a violation if a rank would be counted twice (overlap with the receiver's set, or between
   two arrivals in the same step); a ``copy`` send overwrites the receiver's set. At the end
   every required ``(c, v)`` must hold each participant exactly once.
+- Switch nodes (a topology that keeps its switches) hold nothing and need nothing, as TE-CCL
+  models them (Liu et al., "Rethinking Machine Learning Collective Communication as a
+  Multi-Commodity Flow Problem", SIGCOMM 2024, Section 4): a send into a switch delivers
+  nothing; a send out of switch ``s`` over a link of delay ``k`` in step ``t`` (it starts in
+  step ``t - k + 1``) forwards what arrived at ``s`` at the end of step ``t - k``, and every
+  part of its piece must have arrived then. ``k`` is 1 unless the schedule declares the TEN
+  timestep it was built on (``meta["timestep_s"]``), which gives every link its TEN delay
+  (:func:`collsynth.tens.ten.link_delays`). With ``meta["switch_copy"]`` false (no multicast)
+  the sends of a piece leaving a switch after one step may not outnumber its arrivals in that
+  step; true (the default, as TE-CCL's) lets one arrival leave on several links.
+  :func:`switch_violation` checks these rules; combining collectives through switch nodes are
+  not verified (refused with a violation).
 - Malformed sends are violations too: step < 1, a piece outside ``[0, 1)``, a chunk id outside
   the collective(s), a node id out of range or failed, a missing or failed link.
 
@@ -51,6 +63,7 @@ from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
+from .ten import SWITCH_COPY, NotSupported, link_delays
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,10 @@ def verify(schedule: Schedule, instance: Instance) -> Violation | None:
     v = _static(schedule, topo, total)
     if v is not None:
         return v
-    found = [v for coll, off in zip(colls, offsets) if (v := _simulate(schedule, coll, off)) is not None]
+    switch = _switch_mask(topo)
+    found = [v for coll, off in zip(colls, offsets) if (v := _simulate(schedule, coll, off, switch)) is not None]
+    if switch.any() and (v := switch_violation(schedule, instance)) is not None:
+        found.append(v)
     if not found:
         return None
     return min(found, key=lambda v: (v.step, v.index is None, v.index or 0))
@@ -198,10 +214,22 @@ def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
 
 # ---- simulation ----------------------------------------------------------------------------
 
-def _simulate(s: Schedule, coll: Collective, off: int) -> Violation | None:
+def _switch_mask(topo: Topology) -> np.ndarray:
+    """bool ``[node]``: the live switch nodes."""
+    mask = np.zeros(topo.size, dtype=bool)
+    mask[[v for v in topo.switches if v in topo.graph]] = True
+    return mask
+
+
+def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``."""
     nc = coll.num_chunks
     part = (s.chunk >= off) & (s.chunk < off + nc)
+    if coll.combining and switch.any():
+        touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
+        if len(touch):
+            return _at(s, touch[0], f"a {coll.kind} relayed through a switch node: switch relays of combining "
+                                    "collectives are not verified (unwind the switches)")
     if not coll.combining:
         reduces = np.flatnonzero(part & (s.op == OP_REDUCE))
         if len(reduces):
@@ -223,7 +251,7 @@ def _simulate(s: Schedule, coll: Collective, off: int) -> Violation | None:
             starts, index, src, dst, step, lo, hi, op, s.denom, pre, post, rank_of, len(ranks), c0, c1, detail)
     else:
         run = lambda c0, c1, detail: kern.simulate_copy(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, s.denom, pre, post, c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, s.denom, pre, post, switch, c0, c1, detail)
     res = run(0, nc, False)
     i, c, post_c = int(res[1]), int(res[3]), int(res[5 if coll.combining else 4])
     if i == kern.NONE and post_c < 0:
@@ -303,3 +331,94 @@ def _combining_message(s: Schedule, coll: Collective, off: int, cm, detail) -> V
                   f"reduced over {int(np.bitwise_count(have).sum())} of {len(ranks)} ranks at the end "
                   f"(missing contributions of ranks {miss[:8]}{'...' if len(miss) > 8 else ''})")
     return Violation(None, None, s.num_steps, reason)
+
+
+# ---- switch nodes ----------------------------------------------------------------------------
+
+def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
+    """Per send: the steps its link takes (1, or its TEN delay when the schedule declares the
+    TEN timestep ``meta["timestep_s"]`` it was built on; sends off the links count 1)."""
+    f = schedule.meta.get("timestep_s")
+    k = np.ones(len(schedule), dtype=np.int64)
+    if f is None or not len(schedule):
+        return k
+    try:
+        delay, _, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], float(f),
+                                  switches=True)
+    except (NotSupported, TypeError, ValueError):
+        return k
+    pair = instance.topology.link_arrays.lookup(schedule.src, schedule.dst)
+    group = np.searchsorted(np.asarray(instance.chunk_offsets), schedule.chunk, side="right") - 1
+    on = pair >= 0
+    k[on] = delay[np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
+    return k
+
+
+def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None:
+    """The first send out of a switch node that breaks the switch rules (module doc), or None.
+
+    Per (chunk, switch, arrival step) the pieces that arrived and the pieces the sends leaving
+    one step later carry are swept over their breakpoints (``denom`` units): with copy every
+    point a leaving send carries must have arrived; without, at every point the leaving
+    sends may not outnumber the arrivals. The first offending send is the smallest (step,
+    index); its message says whether the piece never reached the switch, reached it later,
+    reached it earlier (a switch stores nothing), or was copied without ``switch_copy``.
+    """
+    s = schedule
+    switch = _switch_mask(instance.topology)
+    copy = bool(s.meta.get("switch_copy", SWITCH_COPY))
+    into = np.flatnonzero(switch[s.dst])
+    out = np.flatnonzero(switch[s.src])
+    if not len(out):
+        return None
+    k = switch_delays(s, instance)
+    node = np.concatenate([s.dst[into], s.src[out]])
+    when = np.concatenate([s.step[into], s.step[out] - k[out]])
+    chunk = np.concatenate([s.chunk[into], s.chunk[out]])
+    keys, key = np.unique(np.stack([chunk, node, when]), axis=1, return_inverse=True)
+    key = key.ravel()
+    n_in = len(into)
+    lo = np.concatenate([s.lo[into], s.lo[out]])
+    hi = np.concatenate([s.hi[into], s.hi[out]])
+    width = s.denom + 1
+    pos = np.concatenate([key * width + lo, key * width + hi])
+    is_in = np.concatenate([np.arange(len(key)) < n_in] * 2)
+    sign = np.concatenate([np.ones(len(key), np.int64), -np.ones(len(key), np.int64)])
+    order = np.argsort(pos, kind="stable")
+    pos, d_in, d_out = pos[order], np.where(is_in, sign, 0)[order], np.where(is_in, 0, sign)[order]
+    cov_in, cov_out = np.cumsum(d_in), np.cumsum(d_out)
+    last = np.r_[pos[1:] != pos[:-1], True]  # coverage after every event at a position
+    seg, cov_in, cov_out = pos[last], cov_in[last], cov_out[last]
+    bad = (cov_out > 0) & ((cov_in == 0) if copy else (cov_out > cov_in))
+    if not bad.any():
+        return None
+    # a leaving send is bad if a bad segment starts inside its piece or its piece starts in one
+    bad_before = np.r_[0, np.cumsum(bad)]
+    o_lo, o_hi = key[n_in:] * width + s.lo[out], key[n_in:] * width + s.hi[out]
+    first = np.searchsorted(seg, o_lo, side="right") - 1  # the segment its piece starts in
+    end = np.searchsorted(seg, o_hi, side="left")  # segments starting before its piece ends
+    hit = bad_before[end] - bad_before[np.maximum(first, 0)] > 0
+    cand = out[hit]
+    i = int(cand[np.lexsort((cand, s.step[cand]))[0]])
+    return _at(s, i, _switch_reason(s, i, int(k[i]), into, copy))
+
+
+def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) -> str:
+    """Why send ``i`` may not leave its switch (see :func:`switch_violation`)."""
+    sw, c, t = int(s.src[i]), int(s.chunk[i]), int(s.step[i])
+    want = t - k  # the arrival step this send forwards from
+    arr = into[(s.dst[into] == sw) & (s.chunk[into] == c) & (s.lo[into] < s.hi[i]) & (s.hi[into] > s.lo[i])]
+    steps = sorted(set(s.step[arr].tolist()))
+    if not steps:
+        return f"switch {sw} forwards a piece it never received"
+    if want not in steps:
+        earlier = [x for x in steps if x < want]
+        if not earlier:
+            return (f"switch {sw} forwards the piece before it arrives: it arrives at the end of step "
+                    f"{steps[0]}, so this send could be step {steps[0] + k} at the earliest")
+        return (f"switch {sw} stores nothing: the piece arrived at the end of step {earlier[-1]}, so this send "
+                f"had to be step {earlier[-1] + k}")
+    if copy:
+        return f"switch {sw} forwards part of the piece that did not arrive at the end of step {want}"
+    return (f"switch {sw} copies the piece without switch_copy: more sends of it leave after step {want} "
+            f"than arrived at the end of it")

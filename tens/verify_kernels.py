@@ -191,8 +191,12 @@ def _seg_range(lo, hi, x, pts, nseg):
 
 
 @njit(cache=True, nogil=True)
-def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c1, detail):
+def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switch, c0, c1, detail):
     """Boolean holdings of the chunks ``c0 .. c1 - 1`` of a copying collective.
+
+    ``switch[v]``: node ``v`` is a switch, which holds nothing: a send into it delivers
+    nothing and a send out of it is not checked here (the switch rules are checked on their
+    own, :func:`collsynth.tens.verify.switch_violation`).
 
     Returns ``(t, i, x, c, post_c, post_v, nseg, pts, mask)``: the first send violation (step
     ``t``, schedule index ``i``, chunk-major position ``x``, chunk ``c``; ``i == NONE`` if
@@ -224,6 +228,8 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c
                 p1 += 1
             for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
                 u = src[x]
+                if switch[u]:
+                    continue
                 _init_flags(H, stamp, pre, c, u, nseg)
                 f, l = _seg_range(lo, hi, x, pts, nseg)
                 for g in range(f, l):
@@ -241,6 +247,8 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, c0, c
                 break
             for x in range(p0, p1):
                 v = dst[x]
+                if switch[v]:
+                    continue
                 _init_flags(H, stamp, pre, c, v, nseg)
                 f, l = _seg_range(lo, hi, x, pts, nseg)
                 for g in range(f, l):

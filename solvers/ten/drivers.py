@@ -79,12 +79,12 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 # ---- recovery: shortest-path delivery of whatever is missing ---------------------------------
 
-def recovery_schedule(instance, timestep=None):
+def recovery_schedule(instance, timestep=None, switch_copy: bool = ten.SWITCH_COPY):
     """The pure shortest-path delivery schedule from the precondition: (data, rows, steps).
 
     Its length is the "recovery bound" early termination and time clustering never exceed.
     """
-    data = ten.prepare(instance, 1, None, timestep)
+    data = ten.prepare(instance, 1, None, timestep, switch_copy=bool(switch_copy))  # valid either way
     rows = recover(data, data.pre, 0)
     steps = int(rows[:, 2].max()) if len(rows) else 0
     return data, rows, steps
@@ -183,7 +183,8 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     time-clustering or recovery schedule) is cut to the sends arriving by ``upto`` (default:
     the model's horizon); a send is kept only when the model has its variable and its source
     holds the chunk when it starts (in arrival order, so dropping one drops what depended on
-    it). ``sent`` is 1 on the kept sends, ``hold[c, n, t]`` is 1 from the kept arrival on: the
+    it; a switch node forwards only what arrived the timestep before, once per arrival without
+    switch copy). ``sent`` is 1 on the kept sends, ``hold[c, n, t]`` is 1 from the kept arrival on: the
     holdings they imply. A truncated valid schedule keeps link capacity and the one-arrival
     rule, so this is a feasible point of the arrivals-objective ILP (TACOS V-A). Every other
     variable of ``sent``/``hold`` is set to 0 (fixed variables are left alone). Returns
@@ -202,10 +203,25 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     when = np.where(data.pre, 0, ten.INF).astype(np.int64)
     kept = []
     sent = view.sent
+    at_switch: dict[tuple[int, int, int], int] = {}  # kept arrivals at a switch (it stores nothing)
     for c, l, t in rows.tolist():
         k = int(data.delay[data.group[c], l])
         u, v = int(data.src[l]), int(data.dst[l])
-        if when[c, u] > t - k or when[c, v] <= t or (c, l, t) not in sent:
+        if (c, l, t) not in sent:
+            continue
+        if data.switch[u]:  # forwards only an arrival of the timestep before it starts
+            left = at_switch.get((c, u, t - k), 0)
+            if not left or when[c, v] <= t:
+                continue
+            if not data.switch_copy:
+                at_switch[(c, u, t - k)] = left - 1
+        elif when[c, u] > t - k:
+            continue
+        if data.switch[v]:
+            at_switch[(c, v, t)] = at_switch.get((c, v, t), 0) + 1
+            kept.append((c, l, t))
+            continue
+        if when[c, v] <= t:
             continue
         when[c, v] = t
         kept.append((c, l, t))
@@ -280,7 +296,8 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     search = _Search(instance, formulation, options, form_params, clock, _stats(options.solver),
                      use_warm=bool(warm) and warm_ok(formulation, form_params))
     lb = _lower_bound(formulation, instance, form_params)
-    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
+                                                form_params.get("switch_copy", ten.SWITCH_COPY))
     if formulation.recovery_valid:
         search.known = _known("recovery", rdata, ten.prune(rdata, rrows))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
@@ -505,7 +522,8 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
     h = lb if horizon is None else int(horizon)
-    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
+                                                form_params.get("switch_copy", ten.SWITCH_COPY))
     cands = [_known("recovery", rdata, ten.prune(rdata, rrows))]
     extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
     tc = None
@@ -585,7 +603,8 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
-    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"))
+    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
+                                                form_params.get("switch_copy", ten.SWITCH_COPY))
     data0 = rdata
     k = int(window) if window else max(2, int(data0.delay.max()))
     if lookahead is None:

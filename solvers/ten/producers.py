@@ -58,6 +58,8 @@ ILP_PARAMS = (
     Param("capacity", bool, True, "one chunk per link per timestep (false: the congestion-blind model)"),
     Param("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
     Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    Param("switch_copy", bool, ten.SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
+                                                "TE-CCL's default); false: one out-send per arrival"),
 )
 # the TEN LP bound computed beside every ILP result
 LP_BESIDE_PARAMS = (
@@ -122,13 +124,14 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     """
     blind = _capacity_blind(formulation, form)
     want_flow = form.get("flow", True)
-    lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts")}
+    lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts", "switch_copy")}
     t0 = time.perf_counter()
     steps = None if outcome.schedule is None else outcome.schedule.num_steps
     known = steps if (steps is not None and not blind) else None
     try:
         lb = LP.lower_bound(instance, timestep=lp_form.get("timestep"))
-        hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
+        hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"),
+                                                                   lp_form.get("switch_copy", ten.SWITCH_COPY))[2]
     except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: {e}"
@@ -144,7 +147,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
             f" (budget {budget:.3g} s)" if budget is not None else "")
     if want_flow:
         left = None if budget is None else budget - (time.perf_counter() - t0)
-        flow_form = {k: v for k, v in form.items() if k in ("timestep", "max_variables")}
+        flow_form = {k: v for k, v in form.items() if k in ("timestep", "max_variables", "switch_copy")}
         _flow_beside(instance, options, flow_form, max(lb, s["bound"] or lb), max(hi, lb), known, left, outcome)
     best = outcome.extra["lp_bound"]
     if best is not None and blind:
@@ -182,7 +185,8 @@ def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known
         extra["flow_lp_note"] = f"not needed: the schedule meets the bound {lo}"
         return
     try:
-        data = ten.prepare(instance, lo, timestep=form.get("timestep"))
+        data = ten.prepare(instance, lo, timestep=form.get("timestep"),
+                           switch_copy=bool(form.get("switch_copy", ten.SWITCH_COPY)))
         n = ten_flow_lp.size(data)
     except ten.NotSupported as e:
         extra["flow_lp_note"] = f"not computed: {e}"
@@ -449,7 +453,8 @@ def _relaxation_run(formulation: TenFormulation):
         t0 = time.perf_counter()
         solver = _lp_solver(options.solver)
         lb = _checked(lambda: formulation.lower_bound(instance, timestep=form.get("timestep")))
-        rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"))
+        rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"),
+                                                            form.get("switch_copy", ten.SWITCH_COPY))
         if rsteps == 0:  # nothing to deliver
             return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status="optimal", objective=0.0,
                            bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0},

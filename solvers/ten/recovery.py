@@ -6,7 +6,10 @@ holder that can deliver it earliest (its holding time plus the delay-weighted di
 the lowest node id) along that holder's shortest-path tree; every hop starts at the earliest
 timestep after the chunk is at the hop's source (and after ``start``) at which the link pair
 has a free unit of capacity for all ``delay`` timesteps it occupies. Hops into nodes an earlier
-route already reached reuse that arrival. The loop is sequential (each route takes capacity
+route already reached reuse that arrival. A switch node stores nothing (TE-CCL, Liu et al.,
+SIGCOMM 2024, Section 4), so the hops through switches leave right after they arrive: such a
+run of hops starts at the first timestep at which all of them find capacity, and no switch
+counts as a holder; every route forwards each arrival once, valid with and without switch copy. The loop is sequential (each route takes capacity
 the next one sees), so it is compiled (numba); a 32x32 torus allgather (a million pairs) takes
 about a second instead of minutes in Python.
 """
@@ -22,7 +25,7 @@ from ...tens import ten
 
 
 @numba.njit(cache=True)
-def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capacity, start, rows):
+def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capacity, switch, start, rows):
     """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
     (count, index of a pair whose chunk cannot reach its node)."""
     L = len(capacity)
@@ -64,38 +67,56 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
             m += 1
             path[m] = v
         t = when[c, h]
-        for j in range(m, 0, -1):
-            u, v = path[j], path[j - 1]
+        j = m
+        while j > 0:  # hop j goes path[j] -> path[j - 1]; through switches hops follow without a pause
+            e = j
+            while e > 1 and switch[path[e - 1]]:
+                e -= 1
+            v = path[e - 1]
             if when[c, v] >= 0:  # already there (an earlier route passed by)
                 t = when[c, v]
+                j = e - 1
                 continue
-            lo, hi = out_start[u], out_start[u + 1]
-            l = lo + np.searchsorted(out_dst[lo:hi], v)
-            k = delay[g, l]
             s = max(t + 1, start + 1)
             while True:
-                if s + k > load.shape[1]:
-                    grown = np.zeros((L, 2 * (s + k)), np.int32)
-                    grown[:, :load.shape[1]] = load
-                    load = grown
                 free = True
-                for tau in range(s, s + k):
-                    if load[l, tau] >= capacity[l]:
-                        free = False
+                x = s
+                for q in range(j, e - 1, -1):
+                    a, b = path[q], path[q - 1]
+                    lo, hi = out_start[a], out_start[a + 1]
+                    l = lo + np.searchsorted(out_dst[lo:hi], b)
+                    k = delay[g, l]
+                    if x + k > load.shape[1]:
+                        grown = np.zeros((L, 2 * (x + k)), np.int32)
+                        grown[:, :load.shape[1]] = load
+                        load = grown
+                    for tau in range(x, x + k):
+                        if load[l, tau] >= capacity[l]:
+                            free = False
+                            break
+                    if not free:
                         break
+                    x += k
                 if free:
                     break
                 s += 1
-            for tau in range(s, s + k):
-                load[l, tau] += 1
-            t = s + k - 1
-            rows[count, 0] = c
-            rows[count, 1] = l
-            rows[count, 2] = t
-            count += 1
+            for q in range(j, e - 1, -1):
+                a, b = path[q], path[q - 1]
+                lo, hi = out_start[a], out_start[a + 1]
+                l = lo + np.searchsorted(out_dst[lo:hi], b)
+                k = delay[g, l]
+                for tau in range(s, s + k):
+                    load[l, tau] += 1
+                s += k
+                rows[count, 0] = c
+                rows[count, 1] = l
+                rows[count, 2] = s - 1
+                count += 1
+            t = s - 1
             when[c, v] = t
             holders[nh] = v
             nh += 1
+            j = e - 1
     return count, -1
 
 
@@ -120,10 +141,12 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
         when = np.where(held, np.minimum(when, avail), -1).astype(np.int64)
     cs, ns = np.nonzero(need)  # row-major: sorted by (chunk, node)
     out_start = np.searchsorted(data.src, np.arange(S + 1))  # pairs are sorted by (src, dst)
-    rows = np.empty((int((~held).sum()), 3), np.int64)  # at most one arrival per pair not held
+    # at most one arrival per pair not held, plus one per switch a route passes
+    rows = np.empty((int((~held).sum()) + int(need.sum()) * int(data.switch.sum()), 3), np.int64)
     count, bad = _route_all(when, cs.astype(np.int64), ns.astype(np.int64), data.group.astype(np.int64), dist,
                             pred, out_start.astype(np.int64), data.dst.astype(np.int64),
-                            data.delay.astype(np.int64), data.capacity.astype(np.int64), int(start), rows)
+                            data.delay.astype(np.int64), data.capacity.astype(np.int64), data.switch.astype(np.bool_),
+                            int(start), rows)
     if bad >= 0:
         raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
     return rows[:count].copy()

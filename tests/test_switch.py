@@ -1,0 +1,301 @@
+"""Switch nodes as TE-CCL models them (Liu et al., SIGCOMM 2024, Section 4): they store nothing,
+forward an arrival in the next step, with or without multicast copy.
+
+Verifier: hand-built valid and invalid schedules. Cost models: hand computations. TEN ILP:
+optima derived by hand on a 4-NPU switch, kept against unwound, and every schedule it emits
+verifies and respects the lower bound (hypothesis). The CLI solves a kept switch end to end.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import networkx as nx
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from collsynth.formulations import ten_flow_lp, ten_ilp, ten_lp
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.solvers import backends
+from collsynth.solvers.cli import main
+from collsynth.solvers.producers import Options
+from collsynth.solvers.ten import drivers
+from collsynth.tens import bounds, ten
+from collsynth.tens.cost import price
+from collsynth.tens.schedule import from_sends
+from collsynth.tens.verify import verify
+
+
+def switch4(kind="allgather", **kw):
+    return make_instance(build("switch", {"nodes": 4, "unwind": 0}, bandwidth=1.0, alpha=0.0), kind,
+                         message_bytes=4.0, **kw)
+
+
+def bcast3():
+    """Three NPUs on switch 3, broadcast from NPU 0."""
+    return make_instance(build("switch", {"nodes": 3, "unwind": 0}), "broadcast", root=0)
+
+
+def sched(sends, kind="broadcast", nodes=4, chunks=1, **meta):
+    return from_sends([(c, 0, 1, u, v, t) for c, u, v, t in sends], kind, nodes, chunks, meta=meta)
+
+
+# ---- verifier ---------------------------------------------------------------------------------
+
+def test_switch_multicast_is_valid_with_copy_only():
+    inst = bcast3()
+    fan = [(0, 0, 3, 1), (0, 3, 1, 2), (0, 3, 2, 2)]
+    assert verify(sched(fan), inst) is None  # switch_copy defaults to true (TE-CCL's default)
+    assert verify(sched(fan, switch_copy=True), inst) is None
+    v = verify(sched(fan, switch_copy=False), inst)
+    assert v is not None and v.step == 2 and "copies the piece without switch_copy" in v.reason
+    # without copy every out-send needs its own arrival: two arrivals, two forwards
+    twice = [(0, 0, 3, 1), (0, 0, 3, 2), (0, 3, 1, 2), (0, 3, 2, 3)]
+    assert verify(sched(twice, switch_copy=False), inst) is None
+
+
+@pytest.mark.parametrize("sends, step, words", [
+    ([(0, 3, 1, 2), (0, 3, 2, 2)], 2, "never received"),
+    ([(0, 0, 3, 2), (0, 3, 1, 2), (0, 3, 2, 3)], 2, "before it arrives: it arrives at the end of step 2"),
+    ([(0, 0, 3, 1), (0, 3, 1, 3), (0, 3, 2, 2)], 3, "stores nothing: the piece arrived at the end of step 1"),
+])
+def test_bad_switch_forwards_are_rejected(sends, step, words):
+    v = verify(sched(sends), bcast3())
+    assert v is not None and v.step == step and words in v.reason and v.send.src == 3
+
+
+def test_a_send_into_a_switch_is_not_a_delivery():
+    inst = bcast3()
+    v = verify(sched([(0, 0, 3, 1), (0, 3, 1, 2)]), inst)  # node 2 only ever "reached" the switch
+    assert v is not None and v.send is None and "node 2 does not hold chunk 0" in v.reason
+    # the switch itself is never asked to hold anything: a complete schedule ends with it empty
+    assert verify(sched([(0, 0, 1, 0), (0, 0, 3, 1), (0, 3, 1, 2), (0, 3, 2, 2)][1:]), inst) is None
+
+
+def test_switch_rules_on_pieces_and_ten_delays():
+    inst = bcast3()
+    half = from_sends([(0, 0, "1/2", 0, 3, 1), (0, 0, 1, 3, 1, 2)], "broadcast", 4, 1)
+    v = verify(half, inst)
+    assert v is not None and "part of the piece that did not arrive" in v.reason
+    # TEN delays: link 3->1 costs 2 timesteps of the declared TEN timestep, so the forward of
+    # an arrival at the end of step 1 completes at step 3 (starts in step 2)
+    fast = {"alpha": 0.0, "bandwidth": 1.0}
+    topo = from_edges(4, [(0, 3, fast), (3, 1, {"alpha": 1.0, "bandwidth": 1.0}), (3, 2, fast),
+                          (1, 3, fast), (2, 3, fast), (3, 0, fast)], switches=[3])
+    inst = make_instance(topo, "broadcast", root=0, message_bytes=1.0)
+    ok = [(0, 0, 3, 1), (0, 3, 1, 3), (0, 3, 2, 2)]
+    assert verify(sched(ok, timestep_s=1.0), inst) is None
+    late = verify(sched(ok), inst)  # without the TEN timestep every link takes one step
+    assert late is not None and "stores nothing" in late.reason and late.step == 3
+    early = verify(sched([(0, 0, 3, 1), (0, 3, 1, 2), (0, 3, 2, 2)], timestep_s=1.0), inst)
+    assert early is not None and "before it arrives" in early.reason
+
+
+def test_combining_relays_through_switches_are_refused():
+    inst = make_instance(build("switch", {"nodes": 2, "unwind": 0}), "reduce", root=0)
+    v = verify(sched([(0, 1, 2, 1), (0, 2, 0, 2)], kind="reduce", nodes=3), inst)
+    assert v is not None and "not verified" in v.reason
+    with pytest.raises(ten.NotSupported, match="combining"):
+        ten_ilp.build(inst, 2)
+
+
+# ---- cost models -------------------------------------------------------------------------------
+
+def gather_through_switch():
+    """NPUs 0 and 2 send their chunks to NPU 1 through switch 3: up-links alpha 1 s, 1 B/s;
+    the down-link 3->1 alpha 0.5 s, 1 B/s; chunks of 1 B."""
+    up = {"alpha": 1.0, "bandwidth": 1.0}
+    down = {"alpha": 0.5, "bandwidth": 1.0}
+    topo = from_edges(4, [(0, 3, up), (2, 3, up), (1, 3, up), (3, 0, down), (3, 1, down), (3, 2, down)],
+                      switches=[3])
+    inst = make_instance(topo, "gather", root=1, message_bytes=3.0)
+    s = sched([(0, 0, 3, 1), (2, 2, 3, 1), (0, 3, 1, 2), (2, 3, 1, 2)], kind="gather", chunks=3)
+    return inst, s
+
+
+def test_switch_hops_priced_by_hand():
+    inst, s = gather_through_switch()
+    assert inst.collective.chunk_bytes == 1.0 and verify(s, inst) is None
+    sync = price(s, inst, "sync")
+    # step 1: two up-links, each 1 B: latency 1, bandwidth 1; step 2: 2 B on 3->1: latency 0.5, bandwidth 2
+    assert (sync.T_L_s, sync.T_B_s, sync.total_s) == pytest.approx((1.5, 3.0, 4.5))
+    event = price(s, inst, "event")
+    # both chunks reach the switch at 1 + 1 = 2; the out-port 3->1 serves them one after the
+    # other (FIFO): 2 + 1 + 1 = 4, plus its latency 0.5
+    assert event.total_s == pytest.approx(4.5) and event.T_L_s == pytest.approx(1.5)
+    ten_cost = price(s, inst, "ten")
+    # timestep f = min(1 + 1, 0.5 + 1) = 1.5; up-links take ceil(2 / 1.5) = 2 timesteps, the
+    # down-link 1: arrivals at the switch end of timestep 2, then 3->1 carries one chunk in
+    # timestep 3 and the other in 4: 4 timesteps = 6 s, latency share 4 * min(0.5, 1.5)
+    assert ten_cost.total_s == pytest.approx(6.0) and ten_cost.T_L_s == pytest.approx(2.0)
+
+
+# ---- the TEN ILP -------------------------------------------------------------------------------
+
+def ilp_optimum(inst, **params):
+    """Smallest horizon at which the makespan ILP is feasible, with its schedule."""
+    for T in range(1, 10):
+        m = ten_ilp.build(inst, T, objective="makespan", **params)
+        if backends.solve(m, "highs").status == "optimal":
+            return T, ten_ilp.extract(m)
+    raise AssertionError("no horizon up to 9")
+
+
+@pytest.mark.parametrize("kind, kw, copy, expected", [
+    # allgather, 4 NPUs each with one link up to the switch and one down: each NPU receives 3
+    # chunks over its down-link, which can carry nothing in timestep 1 (the switch starts
+    # empty): >= 1 + 3 = 4; with copy each NPU sends its chunk up once and the switch multicasts
+    # it (4 reached); without copy it sends it up 3 times in timesteps 1..3, each forwarded
+    # once in 2..4 (4 reached too)
+    ("allgather", {}, True, 4),
+    ("allgather", {}, False, 4),
+    # broadcast from NPU 0: with copy up in 1, multicast in 2; without copy the switch gets at
+    # most one arrival per holder and timestep: holders {0} in 1, {0, a} in 2 (a got it at 2),
+    # so deliveries end of 2: 1, end of 3: 1, the third only at the end of 4
+    ("broadcast", {"root": 0}, True, 2),
+    ("broadcast", {"root": 0}, False, 4),
+])
+def test_ilp_optimum_on_a_switch_matches_hand_derivation(kind, kw, copy, expected):
+    inst = switch4(kind, **kw)
+    T, s = ilp_optimum(inst, switch_copy=copy)
+    assert T == expected and s.num_steps == expected
+    assert s.meta["switch_copy"] is copy and verify(s, inst) is None
+    assert bounds.lower_bound(inst) <= expected
+    for relaxation in (ten_lp, ten_flow_lp):  # the relaxations never prove more than the optimum
+        m = relaxation.build(inst, expected, switch_copy=copy)
+        assert backends.solve(m, "highs").status == "optimal" and relaxation.bound(m) == expected
+
+
+def test_no_copy_schedule_never_multicasts():
+    inst = switch4("broadcast", root=0)
+    _, s = ilp_optimum(inst, switch_copy=False)
+    into = sorted((int(c), int(t)) for c, u, v, t in zip(s.chunk, s.src, s.dst, s.step) if v == 4)
+    out = sorted((int(c), int(t) - 1) for c, u, v, t in zip(s.chunk, s.src, s.dst, s.step) if u == 4)
+    assert into == out  # every forward has its own arrival one step before
+
+
+def test_kept_switch_against_unwound_on_a_dgx2_like_switch():
+    """Six GPUs on one NVSwitch (DGX-2 link figures, 125 GB/s and 0.35 us per port), allgather.
+
+    Kept: each GPU's down-port carries 5 chunks and is idle in the first timestep, so N = 6
+    timesteps of ``alpha + m / b``. Unwound to degree 5 every GPU has a link to every other at
+    b / 5: one timestep of ``alpha + 5 m / b``. Unwinding wins: the kept switch stores and
+    forwards, paying a second hop (one more chunk time and a second alpha) that the direct
+    links do not.
+    """
+    b, a, M = 125e9, 0.35e-6, 6 * 2**20
+    m = M / 6
+    kept = make_instance(build("switch", {"nodes": 6, "unwind": 0}, bandwidth=b, alpha=a), "allgather", message_bytes=M)
+    unwound = make_instance(build("switch", {"nodes": 6, "unwind": 5}, bandwidth=b, alpha=a), "allgather",
+                            message_bytes=M)
+    T_kept, s_kept = ilp_optimum(kept)
+    T_unw, s_unw = ilp_optimum(unwound)
+    assert (T_kept, T_unw) == (6, 1)
+    assert verify(s_kept, kept) is None and verify(s_unw, unwound) is None
+    t_kept, t_unw = price(s_kept, kept, "ten").total_s, price(s_unw, unwound, "ten").total_s
+    assert t_kept == pytest.approx(6 * (a + m / b)) and t_unw == pytest.approx(a + 5 * m / b)
+    assert t_unw < t_kept
+
+
+@st.composite
+def switch_topologies(draw):
+    """2-4 NPUs, one or two switches (ids after the NPUs), every NPU on some switch, optional
+    direct NPU links; link classes of 1 or 2 timesteps."""
+    n = draw(st.integers(2, 4))
+    k = draw(st.integers(1, 2))
+    fast, slow = {"alpha": 0.0, "bandwidth": 1.0}, {"alpha": 1.0, "bandwidth": 1.0}
+    edges = []
+    for v in range(n):
+        s = n + draw(st.integers(0, k - 1))
+        edges += [(v, s, draw(st.sampled_from([fast, slow]))), (s, v, draw(st.sampled_from([fast, slow])))]
+    if k == 2 and draw(st.booleans()):
+        edges += [(n, n + 1, fast), (n + 1, n, fast)]
+    for u in range(n):
+        for v in range(n):
+            if u != v and draw(st.integers(0, 4)) == 0:
+                edges.append((u, v, slow))
+    return from_edges(n + k, edges, switches=range(n, n + k))
+
+
+@settings(max_examples=10, deadline=None)
+@given(switch_topologies(), st.sampled_from(["allgather", "broadcast", "scatter", "gather", "alltoall"]), st.booleans())
+def test_every_switch_ilp_schedule_verifies_and_meets_the_bound(topo, kind, copy):
+    assume(nx.is_strongly_connected(topo.graph))
+    kw = {"root": 0} if kind in ("broadcast", "scatter", "gather") else {}
+    inst = make_instance(topo, kind, message_bytes=float(len(topo.npus)), **kw)
+    out = drivers.run("horizon", inst, ten_ilp, Options(solver="highs", time_limit=20,
+                                                        params={"switch_copy": copy, "warm": False}))
+    assert out.schedule is not None
+    s = out.schedule
+    assert verify(s, inst) is None
+    assert s.meta.get("switch_copy") is copy
+    assert s.num_steps >= bounds.lower_bound(inst)
+
+
+# ---- command line ---------------------------------------------------------------------------------
+
+TOML = """
+name = "sw4"
+[topology]
+generator = "switch"
+nodes = 4
+unwind = 0
+bandwidth = 100e9
+alpha = 0.5e-6
+[collective]
+kind = "broadcast"
+root = 0
+message_bytes = 1048576
+"""
+
+
+@pytest.mark.parametrize("params, steps", [((), 2), (("--param", "switch_copy=false"), 4)])
+def test_cli_solves_a_kept_switch(tmp_path, capsys, params, steps):
+    p = tmp_path / "sw4.toml"
+    p.write_text(TOML)
+    code = main(["solve", str(p), "--producer", "ten-ilp", *params, "--json"])
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 0 and data["verified"] is True and data["steps"] == steps and data["status"] == "optimal"
+
+
+@pytest.mark.parametrize("producer", ["greedy", "bfb-lp"])
+def test_cli_refuses_switch_nodes_in_one_line(tmp_path, capsys, producer):
+    p = tmp_path / "sw4.toml"
+    p.write_text(TOML.replace('kind = "broadcast"\nroot = 0', 'kind = "allgather"'))
+    code = main(["solve", str(p), "--producer", producer])
+    out, err = capsys.readouterr()
+    assert code != 0 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "switch" in lines[0]
+
+
+def test_models_without_switch_nodes_refuse_them_and_concurrent_schedules_keep_the_rules():
+    inst = switch4()
+    with pytest.raises(ten.NotSupported, match="point-to-point"):
+        ten.prepare(inst, 3)  # a caller that does not say how switches forward
+    # two concurrent broadcasts through the switch: the merged schedule still declares how
+    # the switch forwards (and the TEN timestep), so the verifier checks the right rule
+    one = switch4("broadcast", root=0)
+    two = replace(one, collectives=one.collectives * 2)
+    T, s = ilp_optimum(two, switch_copy=False)
+    assert s.meta["switch_copy"] is False and "timestep_s" in s.meta and verify(s, two) is None
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_warm_start_from_recovery_is_feasible_with_switch_nodes(copy):
+    import pyomo.environ as pe
+
+    inst = switch4("broadcast", root=0)
+    data, rows, steps = drivers.recovery_schedule(inst, switch_copy=copy)
+    m = ten_ilp.build(inst, steps, switch_copy=copy)
+    info = drivers.set_start(m, rows)
+    assert info["sends"] == len(rows) and info["dropped"] == 0
+    for con in m.component_data_objects(pe.Constraint, active=True):
+        body = pe.value(con.body)
+        assert (con.lower is None or body >= pe.value(con.lower) - 1e-9) and \
+               (con.upper is None or body <= pe.value(con.upper) + 1e-9), con.name
+    assert info["objective"] == 3  # the recovery schedule delivers all three pairs
