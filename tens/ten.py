@@ -225,11 +225,18 @@ def _all_dists(src, dst, delay_row, size) -> np.ndarray:
     return dijkstra(adj, directed=True)
 
 
-def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None) -> TenData:
-    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps."""
+def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None, *,
+            native: bool = False) -> TenData:
+    """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps.
+
+    ``native=True`` keeps combining collectives in their own direction (for a formulation that
+    models reductions itself, any mix of kinds): a combining chunk's ``pre`` row is then where
+    the fully reduced chunk is held at the start (only at a sole contributor), its ``post`` row
+    where the result is needed, and its contributors are its collective's precondition.
+    """
     if not isinstance(horizon, (int, np.integer)) or horizon < 1:
         raise NotSupported(f"horizon must be a positive integer, got {horizon!r}")
-    inst = dual_instance(instance)
+    inst = instance if native else dual_instance(instance)
     topo = inst.topology
     S = topo.size
     colls = inst.collectives
@@ -239,7 +246,10 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
     post = np.zeros((total, S), bool)
     group = np.zeros(total, np.int64)
     for g, (c, off) in enumerate(zip(colls, offsets)):
-        pre[off:off + c.num_chunks] = c.precondition
+        own = c.precondition
+        if native and c.combining:  # the full result: held at the start by a sole contributor only
+            own = own & (own.sum(axis=1, keepdims=True) == 1)
+        pre[off:off + c.num_chunks] = own
         post[off:off + c.num_chunks] = c.postcondition
         group[off:off + c.num_chunks] = g
     if state is not None:
