@@ -1,11 +1,12 @@
 """TEN ILP with native reductions: partial sums forwarded once along reduction trees, then copies of the result.
 
 The time-expanded network of the TACOS ILP (Won et al., "TACOS: Topology-Aware Collective
-Algorithm Synthesizer for Distributed Machine Learning", MICRO 2024, Section V-A, Fig. 12) with
+Algorithm Synthesizer for Distributed Training", MICRO 2024, Section V-A, Fig. 12) with
 combining chunks modelled in their own direction instead of as the time reversal of their
-non-combining dual (Zhao et al., NSDI 2025, Appendix A), in the spirit of the multi-commodity
-flow view of Liu et al., "Rethinking Machine Learning Collective Communication as a
-Multi-Commodity Flow Problem", SIGCOMM 2024 (Section 4, where a reduction's flows merge).
+non-combining dual (Zhao et al., NSDI 2025, Appendix A; TACOS Section VII-A). Liu et al.,
+"Rethinking Machine Learning Collective Communication as a Multi-Commodity Flow Problem",
+SIGCOMM 2024, model collectives as flows over the same kind of time-expanded network; here the
+flows of a reduction merge at the nodes that add them up.
 
 Non-combining chunks (allgather, broadcast, gather, scatter, all-to-all) are the TACOS ILP's:
 ``hold[c, n, t]``, ``sent[c, l, t]`` (arrival timestep ``t``), a send needs the chunk at its
@@ -39,8 +40,10 @@ bounds every schedule. For reduce and reduce_scatter the trees lose nothing: a r
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 
-Objective ``"arrivals"``: postcondition pairs held at the horizon (a combining chunk counts
-only where its full result is held); ``"makespan"``: all of them, with ``done[t]`` indicators.
+Objective ``"arrivals"``: every reduction completes and its result is held wherever it is
+needed by the horizon (a row, so a horizon too short for them is infeasible), and the
+postcondition pairs of non-combining chunks held at the horizon are maximised;
+``"makespan"``: all pairs by the horizon, with ``done[t]`` indicators.
 
 >>> from collsynth.instances.generators import build as topo
 >>> from collsynth.instances.instance import make_instance
@@ -69,7 +72,9 @@ DRIVER_FAMILY = "ten"
 RECOVERY_VALID = False  # shortest-path recovery would copy partial sums
 WARM_START = False
 NATIVE_REDUCTIONS = True
+ROOTS = ("any", "owner")  # where an allreduce chunk's reduction may complete
 PARAMS = (
+    ("roots", ROOTS, "owner", "allreduce: a chunk's reduction completes at its owner (default) or at any participant"),
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
     ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
@@ -122,7 +127,7 @@ def _copy_index(data: TenData, c: int, earliest, latest, idx: CombiningIndex) ->
         idx.sent.extend((c, int(l), t) for t in range(lo, min(T, int(latest[c, v])) + 1))
 
 
-def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningIndex) -> None:
+def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningIndex, owner: int | None) -> None:
     """Variables of combining chunk ``c`` (contributors ``contrib``): a partial can leave ``u``
     once some contribution can be there and is useful into ``v`` while a root can still finish
     and copy the result out; copies leave a node once a root can have finished."""
@@ -134,7 +139,8 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
     P = np.flatnonzero(contrib)
     head = D[P].max(axis=0)  # the farthest contributor's distance to each node
     ecc = D[:, need].max(axis=1)  # distance to the farthest node needing the result
-    roots = [int(r) for r in np.intersect1d(need, P) if head[r] + ecc[r] <= T]
+    candidates = np.intersect1d(need, P) if owner is None else np.array([owner])
+    roots = [int(r) for r in candidates if head[r] + ecc[r] <= T]
     if not roots:
         idx.unreachable += len(need)
         return
@@ -164,8 +170,9 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
         idx.hold.extend((c, n, t) for t in range(max(1, int(efull[n])), T + 1))
 
 
-def index_sets(data: TenData) -> CombiningIndex:
-    """The variables :func:`build` creates (see :class:`CombiningIndex`)."""
+def index_sets(data: TenData, roots: str = "owner") -> CombiningIndex:
+    """The variables :func:`build` creates (see :class:`CombiningIndex`); ``roots="owner"``
+    completes each allreduce chunk at its owner (the node that owns its block)."""
     idx = CombiningIndex()
     earliest, latest = reach(data)
     inst = data.instance
@@ -174,7 +181,8 @@ def index_sets(data: TenData) -> CombiningIndex:
             c = off + j
             contrib = coll.precondition[j]
             if coll.combining and contrib.sum() > 1 and (data.post[c] & ~data.pre[c]).any():
-                _reduction_index(data, c, contrib, idx)
+                owner = j // coll.chunks_per_node if roots == "owner" and coll.kind == "allreduce" else None
+                _reduction_index(data, c, contrib, idx, owner)
             else:
                 _copy_index(data, c, earliest, latest, idx)
     idx.sent = sorted(set(idx.sent) | set(idx.partial))
@@ -184,13 +192,16 @@ def index_sets(data: TenData) -> CombiningIndex:
 # ---- the model -----------------------------------------------------------------------------
 
 def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals", weights=None,
-          timestep: float | None = None, lookahead: int = 0, relax: bool = False, **params) -> pe.ConcreteModel:
+          timestep: float | None = None, lookahead: int = 0, relax: bool = False, roots: str = "owner",
+          **params) -> pe.ConcreteModel:
     """The TEN ILP with native reductions for ``instance`` over ``horizon`` timesteps (module
     doc; Won et al., TACOS, MICRO 2024, Section V-A for the non-combining part).
 
-    ``objective``: ``"arrivals"`` (maximise the weighted postcondition pairs held at the horizon,
-    a combining chunk counting where its full result is held) or ``"makespan"``. ``weights``:
-    one per concurrent collective. ``lookahead`` is accepted and ignored (no time clustering:
+    ``objective``: ``"arrivals"`` (every reduction's result held where needed at the horizon;
+    maximise the weighted non-combining postcondition pairs held there) or ``"makespan"``. ``weights``:
+    one per concurrent collective. ``roots``: ``"any"`` (an allreduce chunk's reduction may
+    complete at any participant) or ``"owner"`` (at the node owning its block, as in
+    reduce-scatter; copies still start as soon as it completes). ``lookahead`` is accepted and ignored (no time clustering:
     ``state`` is refused). ``relax=True`` makes every variable continuous in [0, 1].
     """
     if params:
@@ -203,7 +214,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     w = np.ones(len(instance.collectives)) if weights is None else np.asarray(weights, float)
     if len(w) != len(instance.collectives):
         raise NotSupported(f"weights: expected {len(instance.collectives)} values, got {len(w)}")
-    idx = index_sets(data)
+    if roots not in ROOTS:
+        raise NotSupported(f"roots must be one of {', '.join(ROOTS)}, got {roots!r}")
+    idx = index_sets(data, roots)
     m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
     domain = pe.UnitInterval if relax else pe.Binary
     m.hold = pe.Var(pe.Set(initialize=idx.hold, dimen=3, ordered=False), domain=domain,
@@ -221,7 +234,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     _add_reductions(m, data, idx)
     _add_capacity(m, data, idx)
     if objective == "arrivals":
-        expr = sum(float(w[data.group[c]]) * H(c, n, data.horizon) for c, n in _needed(data))
+        _add_reductions_complete(m, data, idx)
+        comb = _combining_chunks(data)
+        expr = sum(float(w[data.group[c]]) * H(c, n, data.horizon) for c, n in _needed(data) if not comb[c])
         m.arrivals = pe.Objective(expr=expr + 0, sense=pe.maximize,
                                   doc="postcondition pairs held at the horizon (weighted per collective)")
     else:
@@ -384,6 +399,22 @@ def _add_capacity(m, data: TenData, idx: CombiningIndex) -> None:
     m.ineq_link_capacity = pe.Constraint(
         busy, rule=lambda m, l, tau: sum(m.sent[i] for i in occupancy[(l, tau)]) <= int(data.capacity[l]),
         doc="at most `capacity` chunks occupy a link pair in any timestep")
+
+
+def _add_reductions_complete(m, data: TenData, idx: CombiningIndex) -> None:
+    """Objective ``arrivals``: every combining chunk's result is held wherever it is needed at
+    the horizon (a reduction short of a contribution is worth nothing, and this model has no
+    later window to finish it in), so a horizon too short for the reductions is infeasible."""
+    T = data.horizon
+    comb = _combining_chunks(data)
+    pairs = [(c, n) for c, n in _needed(data) if comb[c]]
+    hold_set = set(idx.hold)
+    m.eq_reductions_complete = pe.Constraint(
+        [(c, n) for c, n in pairs if (c, n, T) in hold_set], rule=lambda m, c, n: m.hold[c, n, T] == 1,
+        doc="every reduction's result is held where it is needed at the horizon")
+    if any((c, n, T) not in hold_set for c, n in pairs):
+        m.unreachable = pe.Var(bounds=(0, 0), doc="results that cannot be held by the horizon")
+        m.ineq_unreachable = pe.Constraint(expr=m.unreachable >= 1, doc="some result cannot be held in time")
 
 
 def _add_makespan(m, data: TenData, idx: CombiningIndex, H, domain) -> None:

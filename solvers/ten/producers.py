@@ -23,7 +23,9 @@ name; what differs is what the formulation declares:
 Collectives: non-combining ones directly; reduce and reduce_scatter as the dual on the
 transposed topology, reversed (inside the formulation); allreduce as reduce_scatter then
 allgather, two runs concatenated (its bound is the larger phase bound: the decomposition is
-not proven optimal for allreduce). Objectives and bounds are TEN timesteps.
+not proven optimal for allreduce). A formulation that declares ``NATIVE_REDUCTIONS``
+(ten-ilp-combining) gets every instance whole, allreduce and concurrent mixes of kinds
+included. Objectives and bounds are TEN timesteps.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
         hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"))[2]
     except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
-        outcome.extra["lp_bound_note"] = f"not computed: {e}"
+        outcome.extra["lp_bound_note"] = f"not computed: the TEN LP reverses combining collectives: {e}"
         return outcome
     s = _search_beside(instance, LP, options, lp_form, lb, max(hi, lb), known, budget)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
@@ -255,7 +257,7 @@ def _with_driver(formulation: TenFormulation):
         budget = None if options.time_limit is None else 0.2 * options.time_limit
         drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
         form = dict(drivers.split_params(params)[1], cuts=cuts, flow=flow, **beside)
-        phases = _checked(lambda: _phases(instance))
+        phases = None if formulation.native_reductions else _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
             return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
