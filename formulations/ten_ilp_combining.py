@@ -40,10 +40,9 @@ bounds every schedule. For reduce and reduce_scatter the trees lose nothing: a r
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 
-Objective ``"arrivals"``: every reduction completes and its result is held wherever it is
-needed by the horizon (a row, so a horizon too short for them is infeasible), and the
-postcondition pairs of non-combining chunks held at the horizon are maximised;
-``"makespan"``: all pairs by the horizon, with ``done[t]`` indicators.
+Objective ``"arrivals"``: the postcondition pairs held at the horizon, each of which must be
+(rows: the horizon search needs complete schedules only, and a horizon too short is proven
+infeasible); ``"makespan"``: all pairs by the horizon, with ``done[t]`` indicators.
 
 >>> from collsynth.instances.generators import build as topo
 >>> from collsynth.instances.instance import make_instance
@@ -197,8 +196,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     """The TEN ILP with native reductions for ``instance`` over ``horizon`` timesteps (module
     doc; Won et al., TACOS, MICRO 2024, Section V-A for the non-combining part).
 
-    ``objective``: ``"arrivals"`` (every reduction's result held where needed at the horizon;
-    maximise the weighted non-combining postcondition pairs held there) or ``"makespan"``. ``weights``:
+    ``objective``: ``"arrivals"`` (every postcondition pair held at the horizon, a combining
+    chunk where its full result is held; the weighted count is the objective) or
+    ``"makespan"``. ``weights``:
     one per concurrent collective. ``roots``: ``"any"`` (an allreduce chunk's reduction may
     complete at any participant) or ``"owner"`` (at the node owning its block, as in
     reduce-scatter; copies still start as soon as it completes). ``lookahead`` is accepted and ignored (no time clustering:
@@ -234,9 +234,8 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     _add_reductions(m, data, idx)
     _add_capacity(m, data, idx)
     if objective == "arrivals":
-        _add_reductions_complete(m, data, idx)
-        comb = _combining_chunks(data)
-        expr = sum(float(w[data.group[c]]) * H(c, n, data.horizon) for c, n in _needed(data) if not comb[c])
+        _add_all_held(m, data, idx)
+        expr = sum(float(w[data.group[c]]) * H(c, n, data.horizon) for c, n in _needed(data))
         m.arrivals = pe.Objective(expr=expr + 0, sense=pe.maximize,
                                   doc="postcondition pairs held at the horizon (weighted per collective)")
     else:
@@ -401,20 +400,20 @@ def _add_capacity(m, data: TenData, idx: CombiningIndex) -> None:
         doc="at most `capacity` chunks occupy a link pair in any timestep")
 
 
-def _add_reductions_complete(m, data: TenData, idx: CombiningIndex) -> None:
-    """Objective ``arrivals``: every combining chunk's result is held wherever it is needed at
-    the horizon (a reduction short of a contribution is worth nothing, and this model has no
-    later window to finish it in), so a horizon too short for the reductions is infeasible."""
+def _add_all_held(m, data: TenData, idx: CombiningIndex) -> None:
+    """Objective ``arrivals``: every postcondition pair is held at the horizon (a row), so the
+    model is a feasibility problem and a horizon too short is proven infeasible. A partial
+    reduction is worth nothing to a later window (this model has none, it does not resume from
+    holdings), and HiGHS decides these models far faster than when it maximises arrivals."""
     T = data.horizon
-    comb = _combining_chunks(data)
-    pairs = [(c, n) for c, n in _needed(data) if comb[c]]
+    pairs = _needed(data)
     hold_set = set(idx.hold)
-    m.eq_reductions_complete = pe.Constraint(
+    m.eq_all_held = pe.Constraint(
         [(c, n) for c, n in pairs if (c, n, T) in hold_set], rule=lambda m, c, n: m.hold[c, n, T] == 1,
-        doc="every reduction's result is held where it is needed at the horizon")
+        doc="every postcondition pair is held at the horizon")
     if any((c, n, T) not in hold_set for c, n in pairs):
-        m.unreachable = pe.Var(bounds=(0, 0), doc="results that cannot be held by the horizon")
-        m.ineq_unreachable = pe.Constraint(expr=m.unreachable >= 1, doc="some result cannot be held in time")
+        m.unreachable = pe.Var(bounds=(0, 0), doc="pairs that cannot be held by the horizon")
+        m.ineq_unreachable = pe.Constraint(expr=m.unreachable >= 1, doc="some pair cannot be held in time")
 
 
 def _add_makespan(m, data: TenData, idx: CombiningIndex, H, domain) -> None:
