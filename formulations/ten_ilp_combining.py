@@ -72,11 +72,13 @@ RECOVERY_VALID = False  # shortest-path recovery would copy partial sums
 WARM_START = False
 NATIVE_REDUCTIONS = True
 ROOTS = ("any", "owner")  # where an allreduce chunk's reduction may complete
+SIZE_LIMIT = 400_000  # variables; a Pyomo model this large takes minutes and gigabytes to build
 PARAMS = (
     ("roots", ROOTS, "owner", "allreduce: a chunk's reduction completes at its owner (default) or at any participant"),
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
     ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
+    ("size_limit", int, SIZE_LIMIT, "refuse to build a model with more variables than this"),
 )
 
 
@@ -192,17 +194,18 @@ def index_sets(data: TenData, roots: str = "owner") -> CombiningIndex:
 
 def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals", weights=None,
           timestep: float | None = None, lookahead: int = 0, relax: bool = False, roots: str = "owner",
-          **params) -> pe.ConcreteModel:
+          size_limit: int | None = SIZE_LIMIT, **params) -> pe.ConcreteModel:
     """The TEN ILP with native reductions for ``instance`` over ``horizon`` timesteps (module
     doc; Won et al., TACOS, MICRO 2024, Section V-A for the non-combining part).
 
     ``objective``: ``"arrivals"`` (every postcondition pair held at the horizon, a combining
     chunk where its full result is held; the weighted count is the objective) or
-    ``"makespan"``. ``weights``:
-    one per concurrent collective. ``roots``: ``"any"`` (an allreduce chunk's reduction may
-    complete at any participant) or ``"owner"`` (at the node owning its block, as in
-    reduce-scatter; copies still start as soon as it completes). ``lookahead`` is accepted and ignored (no time clustering:
-    ``state`` is refused). ``relax=True`` makes every variable continuous in [0, 1].
+    ``"makespan"``. ``weights``: one per concurrent collective. ``roots``: ``"owner"`` (an
+    allreduce chunk's reduction completes at the node owning its block, as in reduce-scatter;
+    its copies still start as soon as it completes) or ``"any"`` (at any participant).
+    ``size_limit``: refuse (:class:`~collsynth.tens.ten.NotSupported`, saying how many) a model
+    with more variables. ``lookahead`` is accepted and ignored (no time clustering: ``state``
+    is refused). ``relax=True`` makes every variable continuous in [0, 1].
     """
     if params:
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
@@ -217,6 +220,10 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     if roots not in ROOTS:
         raise NotSupported(f"roots must be one of {', '.join(ROOTS)}, got {roots!r}")
     idx = index_sets(data, roots)
+    size = len(idx.sent) + len(idx.hold) + len(idx.partial) + len(idx.complete)
+    if size_limit is not None and size > int(size_limit):
+        raise NotSupported(f"{size} variables at horizon {data.horizon}, over size_limit={int(size_limit)} "
+                           "(a coarser --param timestep=SECONDS shortens the horizon)")
     m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
     domain = pe.UnitInterval if relax else pe.Binary
     m.hold = pe.Var(pe.Set(initialize=idx.hold, dimen=3, ordered=False), domain=domain,
