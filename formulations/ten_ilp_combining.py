@@ -35,8 +35,9 @@ allgather phase), and concurrent collectives of any mix of kinds share one model
 Section VIII-G, Table V). The model covers schedules in which every chunk is reduced along one
 tree and then copied out; reductions that complete at several nodes independently (recursive
 doubling's butterflies) are outside it, so for allreduce a horizon this model proves
-impossible bounds its own class; the instance's lower bound (:mod:`collsynth.tens.bounds`)
-bounds every schedule. For reduce and reduce_scatter the trees lose nothing: a reduction tree
+impossible bounds its own class only; the instance's lower bound (:mod:`collsynth.tens.bounds`)
+bounds every schedule, and the TEN producers report that one (and the model's in
+``extra["model_bound"]``). For reduce and reduce_scatter the trees lose nothing: a reduction tree
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 

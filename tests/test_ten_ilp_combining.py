@@ -63,10 +63,13 @@ def test_allreduce_on_a_four_ring():
     end of timestep 2 at the earliest and the result reaches it back at 4: no schedule of
     the model beats 4. Every chunk takes 3 forwards (each non-root contributor once) and 3
     copies (each non-root node receives the result once): 24 sends on 8 links, 3 per timestep
-    on average, so 4 timesteps leave room. RS + AG also takes 2 + 2 = 4."""
+    on average, so 4 timesteps leave room. RS + AG also takes 2 + 2 = 4. The instance's bound
+    (3: those 24 sends on 8 links) covers every schedule, so the run is optimal for the model
+    only, and says so."""
     inst = make_instance(topo("ring", {"nodes": 4}), "allreduce")
     o = native(inst)
-    assert (o.status, o.objective) == ("optimal", 4.0)
+    assert (o.status, o.objective, o.bound) == ("feasible", 4.0, 3.0)
+    assert o.extra["model_optimal"] and o.extra["model_bound"] == 4.0
     assert verify.verify(o.schedule, inst) is None
     for c in range(4):
         mine = o.schedule.select(o.schedule.chunk == c)

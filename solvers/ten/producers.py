@@ -260,6 +260,8 @@ def _with_driver(formulation: TenFormulation):
         phases = None if formulation.native_reductions else _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
+            if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
+                o = _model_class_proof(o)
             return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
         outs = []
         t0 = time.perf_counter()
@@ -276,6 +278,27 @@ def _with_driver(formulation: TenFormulation):
         return _allreduce_outcome(*outs, want_lp)
 
     return run
+
+
+def _model_class_proof(o: Outcome) -> Outcome:
+    """An allreduce solved by a native-reduction formulation: a horizon its model proves
+    impossible rules out that model's schedules only (one reduction tree per chunk, then
+    copies; recursive doubling's butterflies are outside it), so the outcome's bound and status
+    rest on the instance's lower bound, and ``extra["model_bound"]`` /
+    ``extra["model_optimal"]`` keep what the search proved about the model."""
+    lb = o.extra.get("lower_bound")
+    if lb is None or o.bound is None or o.bound <= lb:
+        return o
+    o.extra["model_bound"] = o.bound
+    o.extra["model_optimal"] = o.status == "optimal"
+    o.bound = float(lb)
+    if o.objective is not None and o.objective > lb:
+        o.gap = (o.objective - lb) / o.objective
+        if o.status == "optimal":
+            o.status = "feasible"
+            o.message = (f"optimal among the model's schedules (one reduction tree per chunk, then copies); "
+                         f"instance lower bound {lb}").lstrip("; ")
+    return o
 
 
 def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
