@@ -62,8 +62,8 @@ import pyomo.environ as pe
 
 from ..instances.instance import Instance
 from ..tens import bounds
-from ..tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, from_arrays, merge
-from ..tens.ten import INF, NotSupported, TenData, prepare, prune, reach
+from ..tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
+from ..tens.ten import INF, NotSupported, TenData, prepare, prune, reach, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
 
 NAME = "ten-ilp-combining"
@@ -505,22 +505,8 @@ def extract(model: pe.ConcreteModel) -> Schedule:
         cps = _useful_copies(data, int(c), red, cps)
         parts.append(np.column_stack([red, np.full(len(red), OP_REDUCE)]))
         parts.append(np.column_stack([cps, np.full(len(cps), OP_COPY)]))
-    return schedule_from_op_rows(data, np.concatenate(parts).reshape(-1, 4))
-
-
-def schedule_from_op_rows(data: TenData, rows: np.ndarray) -> Schedule:
-    """Rows ``(chunk, pair, arrival, op)`` in the instance's own direction as its schedule
-    (concurrent collectives merged with their chunk offsets)."""
-    rows = np.asarray(rows, np.int64).reshape(-1, 4)
-    c, l, t, op = rows.T
-    inst = data.instance
-    out = []
-    for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
-        sel = data.group[c] == g
-        out.append(from_arrays(coll.kind, inst.topology.size, coll.num_chunks, chunk=c[sel] - off,
-                               src=data.src[l[sel]], dst=data.dst[l[sel]], step=t[sel], op=op[sel],
-                               meta={"producer": NAME, "timestep_s": data.timestep}))
-    return out[0] if len(out) == 1 else merge(out, inst.chunk_offsets)
+    rows = np.concatenate(parts).reshape(-1, 4)
+    return schedule_from_rows(data, rows[:, :3], NAME, ops=rows[:, 3])
 
 
 def bound(model: pe.ConcreteModel):

@@ -335,11 +335,14 @@ def prune(data: TenData, rows: np.ndarray) -> np.ndarray:
 
 
 def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp", *,
-                       pieces: tuple[np.ndarray, np.ndarray, int] | None = None) -> Schedule:
+                       pieces: tuple[np.ndarray, np.ndarray, int] | None = None,
+                       ops: np.ndarray | None = None) -> Schedule:
     """Turn ``(chunk, pair, arrival)`` rows of the model's direction into the user's schedule.
 
     ``pieces = (lo, hi, denom)`` makes row ``i`` carry the piece ``[lo[i], hi[i]) / denom`` of
-    its chunk instead of the whole chunk (fractional schedules)."""
+    its chunk instead of the whole chunk (fractional schedules); ``ops[i]`` is row ``i``'s
+    :mod:`.schedule` op code (``reduce`` / ``copy`` sends of natively modelled reductions;
+    default: the collective's own)."""
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
     c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
     src, dst = data.src[l], data.dst[l]
@@ -353,9 +356,10 @@ def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp
     for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
         sel = data.group[c] == g
         piece = {} if pieces is None else {"lo": pieces[0][sel], "hi": pieces[1][sel], "denom": pieces[2]}
+        op = None if ops is None else np.asarray(ops)[sel]
         parts.append(from_arrays(
             coll.kind, inst.topology.size, coll.num_chunks,
-            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel],
+            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel], op=op,
             meta={"producer": producer, "timestep_s": data.timestep}, **piece,
         ))
     if len(parts) == 1:
