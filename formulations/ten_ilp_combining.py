@@ -99,7 +99,8 @@ class CombiningIndex:
     """Variables of the model: ``hold``/``sent`` as in the TACOS ILP plus, per combining chunk,
     ``partial`` (forwards of partial sums, a subset of ``sent``), ``root`` (chunk, node) and
     ``complete`` (chunk, root, timestep). ``contributors[c]``: the nodes contributing to
-    combining chunk ``c``; ``copy_only``/``partial_only``: sends of one sort only."""
+    combining chunk ``c`` (those in ``combining``, the chunks reduced in the model);
+    ``unreachable``: postcondition pairs of reductions no root can finish in time."""
 
     hold: list = field(default_factory=list)
     sent: list = field(default_factory=list)
@@ -316,7 +317,7 @@ def _add_sends(m, data: TenData, idx: CombiningIndex, H) -> None:
 def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
     """Partial sums: each node forwards its partial once, after every partial routed through it
     has arrived; the reduction completes at one root, once nothing more arrives there."""
-    src, dst, delay, group = data.src, data.dst, data.delay, data.group
+    src, dst = data.src, data.dst
     P = idx.partial
     out_of = _by([(c, int(src[l])) for c, l, t in P], P)
     per_arc = _by([(c, l) for c, l, t in P], P)
@@ -370,7 +371,6 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
                                                    doc="complete at t only if no partial arrives at the root after t")
     for i, e in enumerate(rows):
         m.ineq_complete_after_arrivals[i] = e
-    del group, delay
 
 
 def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs_into) -> None:
