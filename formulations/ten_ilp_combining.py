@@ -64,7 +64,7 @@ from ..instances.instance import Instance
 from ..tens import bounds
 from ..tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ..tens.ten import INF, NotSupported, TenData, prepare, prune, reach, schedule_from_rows
-from . import OBJECTIVES, TenModel, expose, ten_model
+from . import OBJECTIVES, BuildTooLarge, TenModel, expose, ten_model
 
 NAME = "ten-ilp-combining"
 SUMMARY = "TEN ILP with native reductions (partial sums forwarded once; allreduce without a barrier; any mix of kinds)"
@@ -205,8 +205,8 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     ``"makespan"``. ``weights``: one per concurrent collective. ``roots``: ``"owner"`` (an
     allreduce chunk's reduction completes at the node owning its block, as in reduce-scatter;
     its copies still start as soon as it completes) or ``"any"`` (at any participant).
-    ``size_limit``: refuse (:class:`~collsynth.tens.ten.NotSupported`, saying how many) a model
-    with more variables. ``lookahead`` is accepted and ignored (no time clustering: ``state``
+    ``size_limit``: refuse (:class:`~collsynth.formulations.BuildTooLarge`, saying how many) a
+    model with more variables (the drivers then stop searching larger horizons). ``lookahead`` is accepted and ignored (no time clustering: ``state``
     is refused). ``relax=True`` makes every variable continuous in [0, 1].
     """
     if params:
@@ -224,7 +224,7 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     idx = index_sets(data, roots)
     size = len(idx.sent) + len(idx.hold) + len(idx.partial) + len(idx.complete)
     if size_limit is not None and size > int(size_limit):
-        raise NotSupported(f"{size} variables at horizon {data.horizon}, over size_limit={int(size_limit)} "
+        raise BuildTooLarge(f"{size} variables at horizon {data.horizon}, over size_limit={int(size_limit)} "
                            "(a coarser --param timestep=SECONDS shortens the horizon)")
     m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
     domain = pe.UnitInterval if relax else pe.Binary
