@@ -57,6 +57,17 @@ def test_reduce_on_a_three_node_line():
     assert sends(o.schedule) == {(0, 0, 1, 1, "reduce"), (0, 2, 1, 1, "reduce")}
 
 
+def test_a_node_without_a_contribution_relays_partials():
+    """Line 0 - 1 - 2 reducing over ranks {0, 2} only, to 0: node 1 contributes nothing, so it
+    may not send before it received (the verifier: no contribution to send), and forwards
+    node 2's partial once: 2 -> 1 in step 1, 1 -> 0 in step 2."""
+    inst = make_instance(topo("mesh", {"dims": [3]}), "reduce", root=0, nodes=[0, 2])
+    o = native(inst)
+    assert (o.status, o.objective) == ("optimal", 2.0)
+    assert sends(o.schedule) == {(0, 2, 1, 1, "reduce"), (0, 1, 0, 2, "reduce")}
+    assert verify.verify(o.schedule, inst) is None
+
+
 def test_allreduce_on_a_four_ring():
     """Bidirectional 4-ring, one chunk per node. A chunk reduced at its owner r along a tree
     and copied out: the node opposite r is 2 hops away, so its contribution reaches r at the
