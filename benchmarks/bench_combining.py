@@ -26,6 +26,7 @@ per run, default 120). HiGHS, 1 thread.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import replace
@@ -42,7 +43,7 @@ from collsynth.tens import bounds, ten, verify
 pytestmark = pytest.mark.benchmark
 CORPUS = Path(__file__).resolve().parent.parent / "instances" / "corpus"
 NATIVE, REVERSAL = producer(ten_ilp_combining), producer(ten_ilp)
-LIMIT = float(__import__("os").environ.get("BENCH_LIMIT", "120"))
+LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
 
 
 def _run(prod, inst, limit, **params):
