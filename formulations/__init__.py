@@ -27,6 +27,10 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
                                      maps onto themselves (one chunk orbit, translated): a
                                      horizon it proves impossible rules out symmetric schedules
                                      only, so drivers prove optimality by bounds on every schedule
+    NATIVE_REDUCTIONS: bool = False  its models express combining collectives in their own
+                                     direction (reduce, reduce_scatter, allreduce, and concurrent
+                                     collectives of any mix of kinds): producers pass them whole
+                                     instead of reversing them or splitting allreduce in two
     lower_bound(instance, state=None, timestep=None) -> int
                             = collsynth.tens.bounds.lower_bound (collsynth.tens.bounds.distance_bound
                               when RESPECTS_CAPACITY is False)
@@ -89,6 +93,7 @@ TEN_DEFAULTS: dict[str, Any] = {
     "WARM_START": True,
     "RESPECTS_CAPACITY": True,
     "SYMMETRIC": False,
+    "NATIVE_REDUCTIONS": False,
 }
 
 
@@ -119,6 +124,7 @@ class TenFormulation:
     warm_start: bool
     respects_capacity: bool
     symmetric: bool
+    native_reductions: bool
     build: Callable[..., pe.ConcreteModel]
     extract: Callable[[pe.ConcreteModel], Schedule]
     bound: Callable[[pe.ConcreteModel], float | None]
@@ -201,6 +207,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
         warm_start=flags["WARM_START"],
         respects_capacity=flags["RESPECTS_CAPACITY"],
         symmetric=flags["SYMMETRIC"],
+        native_reductions=flags["NATIVE_REDUCTIONS"],
         build=vars(module)["build"],
         extract=extract,
         bound=_member(module, "bound", callable, _no_bound),

@@ -757,6 +757,15 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
     that does not need the result sends over one of its out-links, every target with a
     contributor elsewhere receives over one of its in-links, and the farthest contributor is
     a path away. The largest of these (per chunk).
+
+    Combining chunks also obey the one-way gossip count (Harary and Schwenk, "The communication
+    problem on graphs and digraphs", J. Franklin Institute, 1974: ``2n - 2`` one-way calls for
+    ``n`` people to learn everything), with contributors ``A`` and targets ``B``: let ``x`` be
+    a node that holds every contribution first (in a step-by-step order of the sends); before
+    that every contributor but ``x`` has sent (its contribution left it), after it every target
+    but ``x`` receives (it did not hold everything yet): ``|A| + |B| - 2`` distinct sends, each
+    costing at least its sender's cheapest out-link or its receiver's cheapest in-link. An
+    allreduce chunk over ``P`` ranks therefore crosses at least ``2P - 2`` links.
     """
     if not len(demand):
         return np.zeros(0)
@@ -777,7 +786,9 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
         if demand.combining[r]:
             P = np.flatnonzero(post)
             fed = post & ((pre.sum() - pre) > 0)  # targets with a contributor elsewhere
-            spread = max(float(min_out[pre & ~post].sum()), float(min_in[fed].sum()))
+            gossip = (float(min_out[pre].sum()) + float(min_in[post].sum())
+                      - float((np.where(pre, min_out, 0.0) + np.where(post, min_in, 0.0)).max()))
+            spread = max(float(min_out[pre & ~post].sum()), float(min_in[fed].sum()), gossip)
             far = float(D[np.ix_(row_of[H], P)].max())
         else:
             P = np.flatnonzero(post & ~pre)

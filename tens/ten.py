@@ -247,17 +247,21 @@ def _all_dists(src, dst, delay_row, size) -> np.ndarray:
 
 
 def prepare(instance: Instance, horizon: int, state=None, timestep: float | None = None,
-            switch_copy: bool | None = None) -> TenData:
+            switch_copy: bool | None = None, *, native: bool = False) -> TenData:
     """The plain data of a TEN model for ``instance`` over ``horizon`` timesteps.
 
     ``switch_copy``: how switch nodes forward (see the module doc); ``None`` says the caller
     models point-to-point links only, and a topology that keeps switch nodes is refused.
+    ``native=True`` keeps combining collectives in their own direction (for a formulation that
+    models reductions itself, any mix of kinds): a combining chunk's ``pre`` row is then where
+    the fully reduced chunk is held at the start (only at a sole contributor), its ``post`` row
+    where the result is needed, and its contributors are its collective's precondition.
     """
     if not isinstance(horizon, (int, np.integer)) or horizon < 1:
         raise NotSupported(f"horizon must be a positive integer, got {horizon!r}")
     if switch_copy is not None and not isinstance(switch_copy, (bool, np.bool_)):
         raise NotSupported(f"switch_copy must be true or false, got {switch_copy!r}")
-    inst = dual_instance(instance)
+    inst = instance if native else dual_instance(instance)
     topo = inst.topology
     S = topo.size
     switch = np.zeros(S, bool)
@@ -276,7 +280,10 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
     post = np.zeros((total, S), bool)
     group = np.zeros(total, np.int64)
     for g, (c, off) in enumerate(zip(colls, offsets)):
-        pre[off:off + c.num_chunks] = c.precondition
+        own = c.precondition
+        if native and c.combining:  # the full result: held at the start by a sole contributor only
+            own = own & (own.sum(axis=1, keepdims=True) == 1)
+        pre[off:off + c.num_chunks] = own
         post[off:off + c.num_chunks] = c.postcondition
         group[off:off + c.num_chunks] = g
     if state is not None:
@@ -423,11 +430,14 @@ def schedule_meta(data: TenData, producer: str) -> dict:
 
 
 def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp", *,
-                       pieces: tuple[np.ndarray, np.ndarray, int] | None = None) -> Schedule:
+                       pieces: tuple[np.ndarray, np.ndarray, int] | None = None,
+                       ops: np.ndarray | None = None) -> Schedule:
     """Turn ``(chunk, pair, arrival)`` rows of the model's direction into the user's schedule.
 
     ``pieces = (lo, hi, denom)`` makes row ``i`` carry the piece ``[lo[i], hi[i]) / denom`` of
-    its chunk instead of the whole chunk (fractional schedules)."""
+    its chunk instead of the whole chunk (fractional schedules); ``ops[i]`` is row ``i``'s
+    :mod:`.schedule` op code (``reduce`` / ``copy`` sends of natively modelled reductions;
+    default: the collective's own)."""
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
     c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
     src, dst = data.src[l], data.dst[l]
@@ -441,9 +451,10 @@ def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp
     for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
         sel = data.group[c] == g
         piece = {} if pieces is None else {"lo": pieces[0][sel], "hi": pieces[1][sel], "denom": pieces[2]}
+        op = None if ops is None else np.asarray(ops)[sel]
         parts.append(from_arrays(
             coll.kind, inst.topology.size, coll.num_chunks,
-            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel],
+            chunk=c[sel] - off, src=src[sel], dst=dst[sel], step=t[sel], op=op,
             meta=schedule_meta(data, producer), **piece,
         ))
     if len(parts) == 1:

@@ -83,8 +83,10 @@ def test_solve_lp_reports_bound(tmp_path, capsys):
     assert code == 0 and row["bound"] is not None and row["bound"] <= 3
     inst = write(tmp_path, "ring6ar", kind="allreduce")
     code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
-    # allreduce: the larger phase LP bound, and a verified fractional RS + AG schedule beside it
-    assert code == 0 and row["status"] == "feasible" and row["bound"] == 3 and row["verified"] and row["steps"] >= 6
+    # allreduce: a verified fractional RS + AG schedule; the bound is the instance's volume bound
+    # (6 chunks x 2 * 5 sends, one-way gossip, on 12 links: 5), above the larger phase LP bound 3
+    assert code == 0 and row["status"] == "feasible" and row["bound"] == 5 and row["verified"] and row["steps"] >= 6
+    assert row["bound_source"] == "timesteps: volume all links"
 
 
 def test_gurobi_over_licence_is_a_skipped_row_and_exit_1(tmp_path, capsys):

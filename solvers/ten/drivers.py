@@ -90,6 +90,15 @@ def recovery_schedule(instance, timestep=None, switch_copy: bool = ten.SWITCH_CO
     return data, rows, steps
 
 
+def _recovery_steps(instance, timestep=None, switch_copy=ten.SWITCH_COPY) -> int | None:
+    """The recovery schedule's length, or None when one TEN direction cannot carry the
+    instance (allreduce, combining mixed with non-combining collectives)."""
+    try:
+        return recovery_schedule(instance, timestep, switch_copy)[2]
+    except ten.NotSupported:
+        return None
+
+
 # ---- helpers -------------------------------------------------------------------------------
 
 def _outcome(schedule, status, steps, bound, stats, message="", extra=None, found_by="") -> Outcome:
@@ -296,10 +305,12 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     search = _Search(instance, formulation, options, form_params, clock, _stats(options.solver),
                      use_warm=bool(warm) and warm_ok(formulation, form_params))
     lb = _lower_bound(formulation, instance, form_params)
-    rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
-                                                form_params.get("switch_copy", ten.SWITCH_COPY))
     if formulation.recovery_valid:
+        rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
+                                                 form_params.get("switch_copy", ten.SWITCH_COPY))
         search.known = _known("recovery", rdata, ten.prune(rdata, rrows))
+    else:  # its schedules need not be recoveries (and one direction may not carry them all: allreduce)
+        rsteps = _recovery_steps(instance, form_params.get("timestep"), form_params.get("switch_copy", ten.SWITCH_COPY))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     if search.use_warm:
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
@@ -311,7 +322,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     if search.known is not None:
         hi = search.known.steps if max_horizon is None else min(int(max_horizon), search.known.steps)
     else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
-        hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps, lb)
+        hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps or 0, lb)
     hi = max(hi, lb)
     # horizons at or beyond the known schedule's length need no solve
     search.top = hi - 1 if search.known is not None and search.known.steps <= hi else hi

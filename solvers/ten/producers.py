@@ -23,7 +23,9 @@ name; what differs is what the formulation declares:
 Collectives: non-combining ones directly; reduce and reduce_scatter as the dual on the
 transposed topology, reversed (inside the formulation); allreduce as reduce_scatter then
 allgather, two runs concatenated (its bound is the larger phase bound: the decomposition is
-not proven optimal for allreduce). Objectives and bounds are TEN timesteps.
+not proven optimal for allreduce). A formulation that declares ``NATIVE_REDUCTIONS``
+(ten-ilp-combining) gets every instance whole, allreduce and concurrent mixes of kinds
+included. Objectives and bounds are TEN timesteps.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
                                                                    lp_form.get("switch_copy", ten.SWITCH_COPY))[2]
     except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
-        outcome.extra["lp_bound_note"] = f"not computed: {e}"
+        outcome.extra["lp_bound_note"] = f"not computed: the TEN LP reverses combining collectives: {e}"
         return outcome
     s = _search_beside(instance, LP, options, lp_form, lb, max(hi, lb), known, budget)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
@@ -259,9 +261,11 @@ def _with_driver(formulation: TenFormulation):
         budget = None if options.time_limit is None else 0.2 * options.time_limit
         drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
         form = dict(drivers.split_params(params)[1], cuts=cuts, flow=flow, **beside)
-        phases = _checked(lambda: _phases(instance))
+        phases = None if formulation.native_reductions else _checked(lambda: _phases(instance))
         if phases is None:
             o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
+            if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
+                o = _model_class_proof(o)
             return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
         outs = []
         t0 = time.perf_counter()
@@ -278,6 +282,27 @@ def _with_driver(formulation: TenFormulation):
         return _allreduce_outcome(*outs, want_lp)
 
     return run
+
+
+def _model_class_proof(o: Outcome) -> Outcome:
+    """An allreduce solved by a native-reduction formulation: a horizon its model proves
+    impossible rules out that model's schedules only (one reduction tree per chunk, then
+    copies; recursive doubling's butterflies are outside it), so the outcome's bound and status
+    rest on the instance's lower bound, and ``extra["model_bound"]`` /
+    ``extra["model_optimal"]`` keep what the search proved about the model."""
+    lb = o.extra.get("lower_bound")
+    if lb is None or o.bound is None or o.bound <= lb:
+        return o
+    o.extra["model_bound"] = o.bound
+    o.extra["model_optimal"] = o.status == "optimal"
+    o.bound = float(lb)
+    if o.objective is not None and o.objective > lb:
+        o.gap = (o.objective - lb) / o.objective
+        if o.status == "optimal":
+            o.status = "feasible"
+            o.message = (f"optimal among the model's schedules (one reduction tree per chunk, then copies); "
+                         f"instance lower bound {lb}").lstrip("; ")
+    return o
 
 
 def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
