@@ -376,6 +376,23 @@ def add_variables(m: pe.ConcreteModel, ix: TenArrays, relax: bool) -> list:
     return list(m.sent.values()) + list(m.hold.values())
 
 
+def flow_model(name: str, data: TenData, local: TenData, ix: TenArrays, relax: bool) -> tuple[pe.ConcreteModel, list]:
+    """A model named ``name`` with the TEN's horizon and timestep, the send/hold columns of
+    ``ix`` and the rows every TEN formulation shares (Won et al., TACOS, 2023, Section V-A):
+    a send needs the chunk held when it starts, a holding persists or comes from one arrival
+    (``local``: the TEN the rows are written over, ``data`` itself unless one orbit's)."""
+    m = pe.ConcreteModel(name=name)
+    m.horizon = pe.Param(initialize=data.horizon, doc="number of TEN timesteps")
+    m.timestep_s = pe.Param(initialize=data.timestep, doc="seconds per TEN timestep")
+    columns = add_variables(m, ix, relax)
+    needs_hold, update = flow_rows(local, ix)
+    add_rows(m, "ineq_send_needs_hold", needs_hold, columns,
+             "a chunk leaves a node only if the node held it when the send started (end of t-k)")
+    add_rows(m, "eq_hold_update", update, columns,
+             "a node holds a chunk at t iff it held it at t-1 or it arrives at t (at most one arrival, holdings persist)")
+    return m, columns
+
+
 def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
     """One ``LinearExpression`` per row of ``rows`` over the variables ``columns``. A term
     ``a * x_j`` with ``a != 1`` is one ``MonomialTermExpression`` shared by every row that has

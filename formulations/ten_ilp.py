@@ -68,8 +68,8 @@ from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound
 from ..tens.ten import SWITCH_COPY, NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
-from ._ten_arrays import (TenArrays, add_arrivals_objective, add_makespan_objective, add_rows, add_variables,
-                          capacity_rows, flow_rows, switch_rows, ten_arrays)
+from ._ten_arrays import (TenArrays, add_arrivals_objective, add_makespan_objective, add_rows, capacity_rows,
+                          flow_model, switch_rows, ten_arrays)
 
 NAME = "ten-ilp"
 SUMMARY = "TACOS ILP on the time-expanded network (exact with the horizon driver)"
@@ -151,17 +151,9 @@ def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "
 
 def _pyomo_model(instance, data: TenData, ix: TenArrays, objective: str, capacity: bool, relax: bool, w,
                  lookahead: int) -> Assembly:
-    m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
-    # PARAMETERS (plain data on the TenModel: pre, post, src, dst, capacity, delay, timestep)
-    m.horizon = pe.Param(initialize=data.horizon, doc="number of TEN timesteps")
-    m.timestep_s = pe.Param(initialize=data.timestep, doc="seconds per TEN timestep")
-    columns = add_variables(m, ix, relax)
-    needs_hold, update = flow_rows(data, ix)
-    # CONSTRAINTS
-    add_rows(m, "ineq_send_needs_hold", needs_hold, columns,
-             "a chunk leaves a node only if the node held it when the send started (end of t-k)")
-    add_rows(m, "eq_hold_update", update, columns,
-             "a node holds a chunk at t iff it held it at t-1 or it arrives at t (at most one arrival, holdings persist)")
+    # PARAMETERS (plain data on the TenModel: pre, post, src, dst, capacity, delay, timestep), the
+    # variables and the flow rows; then this formulation's own CONSTRAINTS
+    m, columns = flow_model(f"{NAME}:{instance.name}:T={data.horizon}", data, data, ix, relax)
     if data.has_switches:
         name, rows = switch_rows(data, ix)
         add_rows(m, name, rows, columns, "a switch forwards a chunk only in the timestep after it arrived: each send "

@@ -49,8 +49,7 @@ from ..tens.orbits import TenOrbits, ten_orbits, translate_holdings, translate_r
 from ..tens.schedule import Schedule
 from ..tens.ten import NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
-from ._ten_arrays import (add_arrivals_objective, add_makespan_objective, add_rows, add_variables, capacity_rows,
-                          flow_rows, ten_arrays)
+from ._ten_arrays import add_arrivals_objective, add_makespan_objective, add_rows, capacity_rows, flow_model, ten_arrays
 
 NAME = "ten-ilp-orbit"
 SUMMARY = "TEN ILP over one chunk orbit of a Cayley topology (the best symmetric schedule), translated"
@@ -127,16 +126,7 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
 
 def _pyomo_model(instance, data: TenData, orbits: TenOrbits, local: TenData, ix, objective: str, relax: bool, w,
                  lookahead: int) -> pe.ConcreteModel:
-    m = pe.ConcreteModel(name=f"{NAME}:{instance.name}:T={data.horizon}")
-    m.horizon = pe.Param(initialize=data.horizon, doc="number of TEN timesteps")
-    m.timestep_s = pe.Param(initialize=data.timestep, doc="seconds per TEN timestep")
-    columns = add_variables(m, ix, relax)
-    needs_hold, update = flow_rows(local, ix)
-    # CONSTRAINTS
-    add_rows(m, "ineq_send_needs_hold", needs_hold, columns,
-             "a chunk leaves a node only if the node held it when the send started (end of t-k)")
-    add_rows(m, "eq_hold_update", update, columns,
-             "a node holds a chunk at t iff it held it at t-1 or it arrives at t (at most one arrival)")
+    m, columns = flow_model(f"{NAME}:{instance.name}:T={data.horizon}", data, local, ix, relax)
     add_rows(m, "ineq_orbit_capacity", capacity_rows(local, ix, orbits.link_orbit, orbits.orbit_capacity), columns,
              "the representatives' sends over the link pairs of one orbit occupy at most one pair's capacity "
              "in any timestep (the translated schedule then keeps every pair's capacity)")

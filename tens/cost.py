@@ -1,4 +1,4 @@
-"""Pricing: what a schedule costs on its instance's network, under three models (design "Pricing").
+"""Pricing: what a schedule costs on its instance's network, under three models (``docs/cost-models.md``).
 
 Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwidth part
 ``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.

@@ -1,6 +1,6 @@
 """Verification: does a schedule implement its instance's collective(s) on its topology?
 
-Semantics (design "Verification"; the holdings ``H_t`` of Won et al., "TACOS: Topology-Aware
+Semantics (``docs/schedules.md``; the holdings ``H_t`` of Won et al., "TACOS: Topology-Aware
 Collective Algorithm Synthesizer for Distributed Training", MICRO 2024, section IV-B and the ILP
 of its Fig. 12, with pieces and contributions added):
 
