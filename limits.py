@@ -140,6 +140,8 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         cause = e.__cause__ or e.__context__
         if isinstance(cause, TimeLimitReached):
             raise cause from None
+        if deadline.expired() and "exception set" in str(e):  # the wrapped exception was lost on the way
+            raise TimeLimitReached(stage) from None
         raise
     finally:
         armed[0] = False

@@ -58,6 +58,10 @@ ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer th
 STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
 BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
 BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
+# sends per second each cost model prices at the least (bfb-lp and greedy tori of 2.5-17 M sends
+# on 2 loaded cores, benchmarks/bench_pricing.py): a model that would not finish in the time left
+# is not started, since its compiled loop cannot be interrupted
+PRICE_RATE = {"sync": 3.0e6, "ten": 0.5e6, "event": 0.15e6}
 TIME_OF = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
 
@@ -242,6 +246,12 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
     row["steps"] = schedule.num_steps
     for model in ("sync", "ten", "event"):
         stage = f"pricing ({model})"
+        left, need = deadline.left(), len(schedule) / PRICE_RATE[model]
+        if left is not None and need > left:  # a compiled pricing loop cannot be stopped midway
+            row["message"] = (f"{row['message']}; {stage} not started: about {need:.3g} s needed at "
+                              f"{PRICE_RATE[model]:.3g} sends/s, {left:.3g} s left: not priced under {model} "
+                              "and later models").lstrip("; ")
+            break
         try:
             with _stage(deadline, stage, stages):
                 price = cost.price(schedule, instance, model, **({"timestep": epoch_step} if model == "ten" else {}))

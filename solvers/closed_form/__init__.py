@@ -1,4 +1,4 @@
-"""Closed-form algorithm families (seeds 002, 003, 004), one module per family.
+"""Closed-form algorithm families (classic collectives, Swing, OpTree and the optical baselines), one module per family.
 
 Each module defines a ``PRODUCERS`` list of :class:`~collsynth.solvers.producers.Producer`;
 this package collects them all, so adding a family is adding one module.
