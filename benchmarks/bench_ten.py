@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
+from collsynth.formulations import ten_family, ten_ilp, ten_ilp_nocongestion, ten_lp
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends as B
@@ -47,20 +47,23 @@ def _inst(gen, n, failed=()):
 
 
 def test_build_vs_solve():
-    print("\n| formulation | topology | horizon | variables | constraints | build s | solve s | status |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| formulation | topology | horizon | variables | constraints | build s | load s | solve s "
+          "| (build + load) / solve | status |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for gen, n in [("mesh", 3), ("mesh", 4), ("torus", 4), ("mesh", 5), ("torus", 6)]:
         inst = _inst(gen, n)
-        h = ten_ilp.lower_bound(inst)
+        family = ten_family()
+        h = family[ten_ilp.NAME].lower_bound(inst)
         for mod in (ten_ilp, ten_lp, ten_ilp_nocongestion):
-            hh = mod.lower_bound(inst)
+            hh = family[mod.NAME].lower_bound(inst)
             t0 = time.perf_counter()
             m = mod.build(inst, max(h, hh))
             b = time.perf_counter() - t0
             st = B.model_stats(m)
             r = B.solve(m, "highs", time_limit=LIMIT)
+            share = (b + r.build_s) / r.solve_s if r.solve_s else float("inf")
             print(f"| {mod.NAME} | {gen} {n}x{n} | {max(h, hh)} | {st['variables']} | {st['constraints']} "
-                  f"| {b:.2f} | {r.solve_s:.2f} | {r.status} |", flush=True)
+                  f"| {b:.2f} | {r.build_s:.2f} | {r.solve_s:.2f} | {share:.2f} | {r.status} |", flush=True)
 
 
 def test_horizon_persistent_vs_rebuilt():
