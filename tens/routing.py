@@ -131,10 +131,11 @@ def _bfs(source, adj_ptr, nbr, pred, dist, queue):
 
 
 @njit(cache=True, nogil=True)
-def _grow(a, need):
+def grow(a, need):
+    """``a`` (1-d) with at least ``need`` entries: doubled, the new ones zero."""
     if need <= len(a):
         return a
-    b = np.empty(max(need, 2 * len(a)), a.dtype)
+    b = np.zeros(max(need, 2 * len(a)), a.dtype)
     b[:len(a)] = a
     return b
 
@@ -179,11 +180,11 @@ def _route_pairs(src, dst, routed, by_src_ptr, adj_ptr, nbr, row_ptr, link_dst, 
                     path[k + 1] = w
                     w = pred[w]
                 path[0] = u
-                ptr = _grow(ptr, npairs + 2)
-                latency = _grow(latency, npairs + 1)
-                hops = _grow(hops, npairs + 1)
+                ptr = grow(ptr, npairs + 2)
+                latency = grow(latency, npairs + 1)
+                hops = grow(hops, npairs + 1)
                 start = ptr[npairs]
-                links = _grow(links, start + h)
+                links = grow(links, start + h)
                 lat = 0.0
                 for k in range(h):
                     lk = _find_link(path[k], path[k + 1], row_ptr, link_dst)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .routing import _find_link
+from .routing import _find_link, grow
 
 NONE = np.iinfo(np.int64).max
 NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order on ties)
@@ -343,22 +343,12 @@ def _grow_rows(a, need):
 
 
 @njit(cache=True, nogil=True)
-def _grow(a, need):
-    """``a`` (1-d) with at least ``need`` entries."""
-    if need <= len(a):
-        return a
-    b = np.zeros(max(need, 2 * len(a)), a.dtype)
-    b[:len(a)] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
 def _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, init):
     """The step's slot of receiving row ``row`` (a new one starts as ``C[init]``):
     ``(kval, key_row, kdup, k, nkeys, new)``, the buffers grown as needed."""
     kval = _grow_rows(kval, nkeys + 1)
-    key_row = _grow(key_row, nkeys + 1)
-    kdup = _grow(kdup, nkeys + 1)
+    key_row = grow(key_row, nkeys + 1)
+    kdup = grow(kdup, nkeys + 1)
     k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
     if new:
         kval[k, :] = C[init, :]
