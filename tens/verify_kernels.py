@@ -191,6 +191,15 @@ def _seg_range(lo, hi, x, pts, nseg):
 
 
 @njit(cache=True, nogil=True)
+def _step_end(step, p0, b):
+    """The end of the run of sends ``p0 ..`` (before ``b``) in the step of ``p0``."""
+    p1 = p0
+    while p1 < b and step[p1] == step[p0]:
+        p1 += 1
+    return p1
+
+
+@njit(cache=True, nogil=True)
 def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switch, c0, c1, detail):
     """Boolean holdings of the chunks ``c0 .. c1 - 1`` of a copying collective.
 
@@ -223,9 +232,7 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
             t = step[p0]
             if t > best_t:
                 break
-            p1 = p0
-            while p1 < b and step[p1] == t:
-                p1 += 1
+            p1 = _step_end(step, p0, b)
             for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
                 u = src[x]
                 if switch[u]:
@@ -519,9 +526,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
             t = step[p0]
             if t > best_t:
                 break
-            p1 = p0
-            while p1 < b and step[p1] == t:
-                p1 += 1
+            p1 = _step_end(step, p0, b)
             group += 1
             j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c, rank_of)
             kval, key_row, kdup, nkeys, j_cf, cf_key = _step_copies(
