@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
@@ -57,32 +57,10 @@ import numpy as np
 from collsynth import InputError
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
+from collsynth.tens.cost import MODELS, Cost  # the result types; the models below are the former loops
 from collsynth.tens.schedule import Schedule
 
-MODELS = ("sync", "ten", "event")
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
-
-
-@dataclass
-class Cost:
-    """The price of a schedule under one model (seconds; ``steps`` as the model counts them)."""
-
-    model: str
-    steps: int
-    T_L_s: float
-    T_B_s: float
-    total_s: float
-    extra: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        """Plain fields for JSON (``extra`` values that are Fractions become strings)."""
-        out = {"model": self.model, "steps": self.steps, "T_L_s": self.T_L_s, "T_B_s": self.T_B_s,
-               "total_s": self.total_s}
-        for k, v in self.extra.items():
-            if k == "per_step":
-                continue
-            out[k] = str(v) if isinstance(v, Fraction) else v
-        return out
 
 
 def price(schedule: Schedule, instance: Instance, model: str = "sync", **options) -> Cost:

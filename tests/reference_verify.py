@@ -38,45 +38,9 @@ from collsynth.instances.collective import Collective
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
 from collsynth.tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, Send
+from collsynth.tens.verify import Violation  # the result type; the algorithm below is the former one
 
 MEMORY_BUDGET = 1 << 27  # bytes of holdings state simulated at once (chunks are batched to fit)
-
-
-@dataclass(frozen=True)
-class Violation:
-    """The first thing wrong with a schedule.
-
-    ``index`` is the position of the offending send in the schedule and ``send`` that send
-    (chunk ids as in the schedule, i.e. with concurrent offsets); both are ``None`` when the
-    postcondition fails at the end (``step`` is then the schedule's last step).
-    """
-
-    index: int | None
-    send: Send | None
-    step: int
-    reason: str
-
-    def __str__(self) -> str:
-        if self.send is None:
-            return f"after step {self.step}: {self.reason}"
-        s = self.send
-        op = f" {s.op}" if s.op else ""
-        return f"step {self.step}, send [chunk {s.chunk} [{s.lo}, {s.hi}) {s.src}->{s.dst}{op}]: {self.reason}"
-
-
-class VerificationError(Exception):
-    """Raised by :func:`check`; ``violation`` is the :class:`Violation`."""
-
-    def __init__(self, violation: Violation):
-        self.violation = violation
-        super().__init__(str(violation))
-
-
-def check(schedule: Schedule, instance: Instance) -> None:
-    """Raise :class:`VerificationError` unless ``schedule`` implements ``instance``."""
-    v = verify(schedule, instance)
-    if v is not None:
-        raise VerificationError(v)
 
 
 def verify(schedule: Schedule, instance: Instance) -> Violation | None:
