@@ -37,7 +37,7 @@ from .solvers import compare as comparison
 from .solvers.cli import runner
 from .solvers.pipeline import run
 from .solvers.producers import Options, get
-from .tens import cost, export as exports, schedule as schedules, verify as verification
+from .tens import cost, cost_models, export as exports, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
            "export", "Result", "Store"]
@@ -287,8 +287,8 @@ def verify(schedule: schedules.Schedule | str | Path, instance: Instance | str |
 
 def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, model: str = "sync",
           **options: Any) -> cost.Cost:
-    """The cost of a verified schedule under ``model`` (``sync``, ``ten`` or ``event``; see
-    ``docs/cost-models.md``): ``total_s`` = ``T_L_s`` + ``T_B_s``. A schedule that does not
+    """The cost of a verified schedule under ``model`` (a name of
+    :data:`collsynth.tens.cost_models.MODELS`: ``sync``, ``ten``, ``event``; see ``docs/cost-models.md``): ``total_s`` = ``T_L_s`` + ``T_B_s``. A schedule that does not
     verify raises :class:`~collsynth.tens.verify.VerificationError`.
 
     >>> from collsynth.instances import CORPUS
@@ -299,7 +299,7 @@ def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | 
     """
     sched, inst = _schedule(schedule), _instance(instance)
     verification.check(sched, inst)
-    return cost.price(sched, inst, model, **options)
+    return cost_models.price(sched, inst, model, **options)
 
 
 def export(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, format: str = "msccl-xml",

@@ -41,7 +41,7 @@ def _run(name, topo, **kw):
         t1 = time.perf_counter()
         bad = verify.verify(res.schedule, inst)
         t2 = time.perf_counter()
-        c = cost.price(res.schedule, inst, "sync")
+        c = cost.price_sync(res.schedule, inst)
         t3 = time.perf_counter()
         line += f" | verify {t2 - t1:.1f} s ({'ok' if bad is None else bad}), price {t3 - t2:.1f} s, T_B_chunks={c.extra['T_B_chunks']}"
         assert bad is None

@@ -128,7 +128,7 @@ def child_price(instance: str, npz: str, path: str, stages: str = ",".join(STAGE
         import reference_verify as verify
     else:
         from collsynth.solvers.pipeline import warm_kernels
-        from collsynth.tens import cost, verify
+        from collsynth.tens import cost_models as cost, verify
 
         warm_kernels()  # compiled once per process, as every run does before its clock starts
     inst = load_instance(instance)

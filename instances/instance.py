@@ -64,7 +64,6 @@ PAPER_METRICS = ("normalized_time", "synthesis_s", "solver_s", "epochs", "finish
 PAPER_KEYS = {"table": str, "row": str, "column": str, "metric": str, "producer": str, "driver": str,
               "reference": str, "reference_driver": str, "model": str, "value": float, "source": str, "why": str}
 PAPER_REQUIRED = ("table", "metric", "producer", "source")
-TIME_MODELS = ("sync", "ten", "event")
 COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
 # [topology] keys besides a generator's own parameters (see `collsynth topologies`)
 TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links"}
@@ -402,8 +401,6 @@ def paper_entry_from_dict(entry: Any, where: str) -> dict:
             raise InputError(f"{where}.{key}", "missing")
     if out["metric"] not in PAPER_METRICS:
         raise InputError(f"{where}.metric", f"expected one of {', '.join(PAPER_METRICS)}, got {out['metric']!r}")
-    if out.get("model", "event") not in TIME_MODELS:
-        raise InputError(f"{where}.model", f"expected one of {', '.join(TIME_MODELS)}, got {out['model']!r}")
     if out["metric"] == "normalized_time" and "reference" not in out:
         raise InputError(f"{where}.reference", "a normalized_time needs the reference method it divides by")
     if "value" not in out and "why" not in out:

@@ -22,11 +22,12 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .. import InputError
 from ..instances import Instance
 from ..instances.instance import epoch_timestep
+from ..tens import cost_models
 
 COLUMNS = ("table", "instance", "row", "column", "metric", "method", "paper", "ours", "ratio", "source", "why")
-TIME_COLUMN = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
 BFB = "Zhao et al., NSDI 2025"
 SWING = "De Sensi et al., NSDI 2024"
@@ -57,6 +58,15 @@ def _best(rows: pd.DataFrame, key: str) -> pd.Series | None:
     return rows.sort_values([key, "wall_s"]).iloc[0]
 
 
+def _model(entry: dict, instance: Instance) -> cost_models.CostModel:
+    """The cost model an entry's time is in (default the event simulation)."""
+    name = entry.get("model", "event")
+    if name not in cost_models.MODELS:
+        raise InputError(f"{instance.name}: expect.paper.model",
+                         f"expected one of {', '.join(cost_models.names())}, got {name!r}")
+    return cost_models.MODELS[name]
+
+
 def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, str]:
     """Our number for one ``[[expect.paper]]`` entry and a note ('' when computed).
 
@@ -71,7 +81,7 @@ def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, st
     method = _method(entry["producer"], entry.get("driver"))
     metric = entry["metric"]
     if metric == "normalized_time":
-        col = TIME_COLUMN[entry.get("model", "event")]
+        col = _model(entry, instance).time_column
         run = _best(mine, col)
         ref = _best(_runs_of(runs, instance.name, entry["reference"], entry.get("reference_driver")), col)
         if run is None or ref is None:

@@ -15,15 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..tens import cost_models
 from . import schema
 
 RUN_COLUMNS = schema.ROW_FIELDS  # runs.csv: the key fields, then the result fields of `solve`
 TIMING_COLUMNS = ("build_s", "solve_s", "wall_s")
 MODEL_COLUMNS = {  # cost model -> (time column, lower bound column): each time against its own bound
-    "sync": ("time_sync_s", "lower_bound_s"),
-    "ten": ("time_ten_s", "lower_bound_ten_s"),
-    "event": ("time_event_s", "lower_bound_event_s"),
-}
+    m.name: (m.time_column, m.lower_bound_column) for m in cost_models.MODELS.values()}
 GAP_TOL = 1e-9  # a time within this relative distance of its bound has gap 0
 SGM_SHIFT_S = 1.0  # shift of the shifted geometric mean of solve times (seconds)
 FLOAT_FORMAT = "%.6g"
@@ -118,7 +116,7 @@ def proofs(df: pd.DataFrame) -> pd.DataFrame:
     """Per producer: verified runs, how many are proven ``optimal``, and the fraction with gap 0
     in their own units and under each cost model (each time against its own bound)."""
     ok = df[df["verified"].astype(bool)].copy()
-    cols = ["producer", "verified", "optimal", "gap0", "gap0_sync", "gap0_ten", "gap0_event"]
+    cols = ["producer", "verified", "optimal", "gap0"] + [f"gap0_{m}" for m in MODEL_COLUMNS]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     g = gaps(ok)
@@ -126,7 +124,7 @@ def proofs(df: pd.DataFrame) -> pd.DataFrame:
     for prod, idx in ok.groupby("producer").groups.items():
         sub = g.loc[idx]
         row = {"producer": prod, "verified": len(idx), "optimal": int((ok.loc[idx, "status"] == "optimal").sum())}
-        for name, col in (("gap0", "gap"), ("gap0_sync", "gap_sync"), ("gap0_ten", "gap_ten"), ("gap0_event", "gap_event")):
+        for name, col in [("gap0", "gap")] + [(f"gap0_{m}", f"gap_{m}") for m in MODEL_COLUMNS]:
             have = sub[col].dropna()
             row[name] = float((have <= GAP_TOL).mean()) if len(have) else np.nan
         rows.append(row)

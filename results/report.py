@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from ..instances import CORPUS, load_instance
-from ..tens import bounds
+from ..tens import bounds, cost_models
 from ..tens.schedule import read_json
 from ..tens.verify import verify
 from . import figures, pictures, render, store
@@ -166,7 +166,7 @@ RUN_COLUMNS = (
     ("verified", "text", "the schedule passed the verifier"), ("steps", "int", ""), ("sends", "int", ""),
     ("T_L_s", "s", "latency part of the synchronous time"), ("T_B_s", "s", "bandwidth part of the synchronous time"),
     ("time_sync_s", "s", "synchronous alpha-beta time"), ("over bound", "ratio", "synchronous time / lower bound"),
-    ("time_ten_s", "s", "TEN timestep model"), ("time_event_s", "s", "congestion-aware event simulation"),
+    *((m.time_column, "s", m.doc) for m in cost_models.MODELS.values() if m.name != "sync"),
     ("objective", "num", "the producer's own objective (units column)"),
     ("bound", "num", "the producer's own proved bound (units column)"),
     ("gap", "num", "relative gap between objective and bound"), ("units", "text", ""),

@@ -11,7 +11,9 @@
 
 Each field has a ``role``: ``key`` (the run's identity in the store), ``result`` (what the
 run found; in the pipeline row) or ``stored`` (batch provenance the store adds). A new field
-is one line here, typed, documented and defaulting to None.
+is one line here, typed, documented and defaulting to None. The fields of each cost model (its
+time, its lower bound, its pricing time and any columns of its own) come from the model's
+module in :mod:`collsynth.tens.cost_models`: :func:`model_fields`.
 
 >>> [f for f in ROW_FIELDS[:5]]
 ['instance', 'producer', 'solver', 'driver', 'seed']
@@ -27,18 +29,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tens.cost_models import MODELS
+
 
 def _f(doc: str, role: str = "result", default: Any = None) -> Any:
     return field(default=default, metadata={"doc": doc, "role": role})
 
 
 @dataclass
-class Result:
-    """One run of a producer on an instance: its key, what it found, and batch provenance.
-
-    Times are seconds. ``status`` is collsynth's verdict (``optimal`` only when a lower bound
-    in the run's own units is met); ``solver_status`` is what the solver itself reported.
-    """
+class _Run:
+    """The fields of :class:`Result` that are not a cost model's."""
 
     # the key: which run this is
     instance: str | None = _f("instance name", "key")
@@ -59,17 +59,9 @@ class Result:
                                    "was solved)")
     verified: bool | None = _f("the schedule passed collsynth.tens.verify")
     steps: int | None = _f("communication steps of the verified schedule")
-    T_L_s: float | None = _f("latency part of the synchronous alpha-beta price")
-    T_B_s: float | None = _f("bandwidth part of the synchronous alpha-beta price")
-    time_sync_s: float | None = _f("synchronous alpha-beta price (T_L_s + T_B_s)")
-    time_ten_s: float | None = _f("TEN timestep price")
-    time_event_s: float | None = _f("congestion-aware event simulation price")
-    lower_bound_s: float | None = _f("lower bound on the synchronous price")
     lower_bound_steps: int | None = _f("lower bound on the steps of schedules sent on links (hop distance)")
     lower_bound_timesteps: int | None = _f("lower bound on TEN timesteps of schedules that respect the TEN's "
                                            "link capacity (what TEN producers count)")
-    lower_bound_ten_s: float | None = _f("lower bound on the TEN timestep price")
-    lower_bound_event_s: float | None = _f("lower bound on the event-simulation price")
     bound_source: str | None = _f("the bound that proved the row optimal, else the best bound in the "
                                   "row's units (model: argument and witness, e.g. 'timesteps: cut S={0-7}')")
     objective: float | None = _f("the producer's objective, in `units`")
@@ -80,9 +72,6 @@ class Result:
     build_s: float | None = _f("model building and loading time")
     solve_s: float | None = _f("the solver's own time (or the heuristic's run time)")
     verify_s: float | None = _f("verification time")
-    price_sync_s: float | None = _f("time to price under the synchronous model")
-    price_ten_s: float | None = _f("time to price under the TEN timestep model")
-    price_event_s: float | None = _f("time to price under the event simulation")
     wall_s: float | None = _f("wall time of the producer's run")
     sends: int | None = _f("number of sends in the schedule")
     message: str | None = _f("what the producer said (why it stopped, what it proved)")
@@ -97,6 +86,34 @@ class Result:
     threads: int | None = _f("solver threads", "stored")
     created_at: float | None = _f("when the row was stored (Unix time)", "stored")
 
+
+def model_fields() -> tuple[list[tuple], list[tuple]]:
+    """The result fields of every cost model: after ``steps``, each model's own columns, its
+    time ``time_<name>_s`` and its lower bound; after ``verify_s``, its pricing time."""
+    priced, bounded, timed = [], [], []
+    for m in MODELS.values():
+        priced += [(c.name, float | None, _f(c.doc)) for c in m.columns]
+        priced.append((m.time_column, float | None, _f(m.doc)))
+        bounded.append((m.lower_bound_column, float | None, _f(f"lower bound on the {m.doc}")))
+        timed.append((m.price_column, float | None, _f(f"time to price under the {m.name} model")))
+    return priced + bounded, timed
+
+
+def _with_model_fields() -> list[tuple]:
+    after_steps, after_verify = model_fields()
+    out = []
+    for f in dataclasses.fields(_Run):
+        out.append((f.name, f.type, field(default=f.default, metadata=f.metadata)))
+        out += after_steps if f.name == "steps" else after_verify if f.name == "verify_s" else []
+    return out
+
+
+Result = dataclasses.make_dataclass("Result", _with_model_fields(), namespace={"__module__": __name__})
+Result.__doc__ = """One run of a producer on an instance: its key, what it found, and batch provenance.
+
+Times are seconds. ``status`` is collsynth's verdict (``optimal`` only when a lower bound in
+the run's own units is met); ``solver_status`` is what the solver itself reported.
+"""
 
 FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(Result)
 _HINTS = typing.get_type_hints(Result)

@@ -16,14 +16,15 @@ from .. import InputError
 from ..instances import Instance
 from ..limits import TooBig
 from ..results import schema
+from ..tens import cost_models
 from ..tens.schedule import Schedule
 from . import backends
 from .pipeline import run
 from .producers import Options, get, route_params
 
 # the columns of a comparison table, in order (a subset of the result schema)
-TABLE_COLUMNS = ("producer", "solver", "driver", "status", "steps", "time_sync_s", "time_ten_s",
-                 "time_event_s", "lower_bound_s", "wall_s")
+TABLE_COLUMNS = ("producer", "solver", "driver", "status", "steps",
+                 *(m.time_column for m in cost_models.MODELS.values()), "lower_bound_s", "wall_s")
 
 
 def split_names(text: str | Sequence[str], where: str = "--producer") -> list[str]:

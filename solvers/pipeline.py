@@ -2,12 +2,14 @@
 
 :func:`run` calls a producer, verifies its schedule against the instance (a schedule that fails
 verification is never priced, stored or exported: the row says ``invalid`` and why), prices it
-under all three cost models of the design and reports the lower bounds beside it. The returned
+under every cost model of :mod:`collsynth.tens.cost_models` (cheapest first) and reports the
+lower bounds beside it. The returned
 dict carries the ``collsynth solve --json`` fields (:data:`collsynth.results.schema.ROW_FIELDS`);
 the batch runner stores exactly these rows.
 
-The lower bounds come from :mod:`collsynth.tens.bounds`, one per cost model:
-``lower_bound_s`` (synchronous alpha-beta), ``lower_bound_ten_s``, ``lower_bound_event_s``,
+The lower bounds come from :mod:`collsynth.tens.bounds`, one per cost model (its
+``lower_bound_column``: ``lower_bound_s`` synchronous alpha-beta, ``lower_bound_ten_s``,
+``lower_bound_event_s``),
 ``lower_bound_timesteps`` (TEN timesteps of capacity-respecting schedules) and
 ``lower_bound_steps`` (hop distance: steps of schedules sent on links). Status from proofs
 only (:func:`judge`): a row is ``optimal`` when its result meets a lower bound in the same
@@ -46,7 +48,7 @@ from .. import InputError
 from ..instances import Instance, generators, size
 from ..instances.instance import epoch_timestep, make_instance
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
-from ..tens import bounds, cost, verify
+from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
@@ -58,11 +60,6 @@ ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer th
 STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
 BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
 BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
-# sends per second each cost model prices at the least (bfb-lp and greedy tori of 2.5-17 M sends
-# on 2 loaded cores, benchmarks/bench_pricing.py): a model that would not finish in the time left
-# is not started, since its compiled loop cannot be interrupted
-PRICE_RATE = {"sync": 3.0e6, "ten": 0.5e6, "event": 0.15e6}
-TIME_OF = {"sync": "time_sync_s", "ten": "time_ten_s", "event": "time_event_s"}
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
@@ -107,9 +104,9 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
         if deadline.expired():
             return _timed_out(row, e, deadline, stages, "lower bounds"), None
         bnds = bnds.settled(f"the bounds' share of the time limit ran out after {stages['lower bounds']:.3g} s")
-    row.update(lower_bound_s=bnds.sync.value, lower_bound_steps=bnds.steps.value,
-               lower_bound_timesteps=bnds.timesteps.value, lower_bound_ten_s=bnds.ten.value,
-               lower_bound_event_s=bnds.event.value)
+    row.update(lower_bound_steps=bnds.steps.value, lower_bound_timesteps=bnds.timesteps.value)
+    for model in cost_models.MODELS.values():
+        row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
     outcome = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
     _record(row, prod, outcome)
     row["extra"]["bounds"] = _bounds_extra(bnds)
@@ -161,8 +158,8 @@ def warm_kernels() -> list[str]:
         if v is not None:
             violations.append(str(v))
             continue
-        for model in cost.MODELS:
-            cost.price(sched, inst, model)
+        for model in cost_models.names():
+            cost_models.price(sched, inst, model)
     return violations
 
 
@@ -229,7 +226,10 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
-    """Verify the schedule, then price it under the three cost models, within ``deadline``."""
+    """Verify the schedule, then price it under every cost model, cheapest first, within ``deadline``.
+
+    A model that would not finish in the time left (at its ``rate``) is not started, since its
+    compiled loop cannot be interrupted; nor are the models after it."""
     row["sends"] = len(schedule)
     try:
         with _stage(deadline, "verification", stages):
@@ -244,26 +244,25 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
-    for model in ("sync", "ten", "event"):
-        stage = f"pricing ({model})"
-        left, need = deadline.left(), len(schedule) / PRICE_RATE[model]
-        if left is not None and need > left:  # a compiled pricing loop cannot be stopped midway
+    for model in cost_models.MODELS.values():
+        stage = f"pricing ({model.name})"
+        left, need = deadline.left(), len(schedule) / model.rate
+        if left is not None and need > left:
             row["message"] = (f"{row['message']}; {stage} not started: about {need:.3g} s needed at "
-                              f"{PRICE_RATE[model]:.3g} sends/s, {left:.3g} s left: not priced under {model} "
+                              f"{model.rate:.3g} sends/s, {left:.3g} s left: not priced under {model.name} "
                               "and later models").lstrip("; ")
             break
         try:
             with _stage(deadline, stage, stages):
-                price = cost.price(schedule, instance, model, **({"timestep": epoch_step} if model == "ten" else {}))
+                price = model.price(schedule, instance, timestep=epoch_step)
         except TimeLimitReached as e:
             note = _limit_message(e, deadline, stages, stage)
-            row["message"] = f"{row['message']}; {note}: not priced under {model} and later models".lstrip("; ")
+            row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")
             break
         finally:
-            row[f"price_{model}_s"] = stages.get(stage)
-        row[f"time_{model}_s"] = price.total_s
-        if model == "sync":
-            row["T_L_s"], row["T_B_s"] = price.T_L_s, price.T_B_s
+            row[model.price_column] = stages.get(stage)
+        row[model.time_column] = price.total_s
+        row.update({column.name: column.value(price) for column in model.columns})
     return row, schedule
 
 
@@ -324,7 +323,8 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
         row["bound"] = b
         row["gap"] = max(0.0, (steps - b) / steps)
     proofs = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
-    proofs += [(f"{m}: {bnds.of(m).label()}", row[TIME_OF[m]], bnds.of(m)) for m in ("sync", "ten", "event")]
+    proofs += [(f"{m.name}: {b.label()}", row[m.time_column], b)
+               for m, b in ((m, m.bound(bnds)) for m in cost_models.MODELS.values() if m.bound)]
     if outcome.bound is not None:
         own = Bound(outcome.bound, units, units, f"{row['producer']} bound")
         proofs.append((f"{units}: {row['producer']}'s own bound", outcome.objective, own))

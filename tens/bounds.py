@@ -143,7 +143,7 @@ def _ranges(ids) -> str:
 
 def not_computed(model: str, source: str, why: str) -> Bound:
     """A bound that could not be computed, and why (never 0, never a guess)."""
-    return Bound(None, UNITS[model], model, source, None, f"not computed: {why}")
+    return Bound(None, UNITS.get(model, "s"), model, source, None, f"not computed: {why}")
 
 
 def best(bounds: Iterable[Bound], model: str) -> Bound:

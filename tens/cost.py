@@ -1,5 +1,8 @@
 """Pricing: what a schedule costs on its instance's network, under three models (``docs/cost-models.md``).
 
+The models are registered in :mod:`collsynth.tens.cost_models` (one module each), whose
+:func:`~collsynth.tens.cost_models.price` prices a schedule under any of them by name.
+
 Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwidth part
 ``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.
 
@@ -54,9 +57,9 @@ The lower bounds reported beside every result are in :mod:`collsynth.tens.bounds
 >>> ring = from_arrays("allgather", n, n, chunk=[(u - t + 1) % n for t in range(1, n) for u in range(n)],
 ...                    src=[u for t in range(1, n) for u in range(n)],
 ...                    dst=[(u + 1) % n for t in range(1, n) for u in range(n)], step=s)
->>> c = price(ring, inst, "sync"); (c.T_L_s, c.T_B_s, str(c.extra["T_B_chunks"]))
+>>> c = price_sync(ring, inst); (c.T_L_s, c.T_B_s, str(c.extra["T_B_chunks"]))
 (3.0, 3.0, '3')
->>> [round(price(ring, inst, m).total_s, 9) for m in ("ten", "event")]
+>>> [round(price(ring, inst).total_s, 9) for price in (price_ten, price_event)]
 [6.0, 6.0]
 """
 
@@ -78,10 +81,9 @@ from .routing import MAX_INDEX, Routes, route_sends, routes
 from .schedule import Schedule
 from .ten import REL_TOL, link_delays
 
-__all__ = ["MODELS", "PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of",
-           "price", "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
+__all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of",
+           "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
 
-MODELS = ("sync", "ten", "event")
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
 
 
@@ -105,23 +107,6 @@ class Cost:
                 continue
             out[k] = str(v) if isinstance(v, Fraction) else v
         return out
-
-
-def price(schedule: Schedule, instance: Instance, model: str = "sync", **options) -> Cost:
-    """The cost of ``schedule`` on ``instance`` under ``model`` (``sync``, ``ten`` or ``event``).
-
-    The schedule is assumed verified (:func:`collsynth.tens.verify.verify`); a send off the
-    links of a ``routing == "links"`` schedule raises :class:`~collsynth.InputError`.
-    ``options``: ``timestep`` (seconds) for the ``ten`` model; ``exact_deps`` (bool) forces
-    how data dependencies are tracked (see :func:`price_ten`, :func:`price_event`).
-    """
-    if model == "sync":
-        return price_sync(schedule, instance)
-    if model == "ten":
-        return price_ten(schedule, instance, timestep=options.get("timestep"), exact_deps=options.get("exact_deps"))
-    if model == "event":
-        return price_event(schedule, instance, exact_deps=options.get("exact_deps"))
-    raise InputError("model", f"unknown cost model {model!r}, expected one of {', '.join(MODELS)}")
 
 
 # ---- shared preparation --------------------------------------------------------------------

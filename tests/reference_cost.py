@@ -57,7 +57,8 @@ import numpy as np
 from collsynth import InputError
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
-from collsynth.tens.cost import MODELS, Cost  # the result types; the models below are the former loops
+from collsynth.tens.cost import Cost  # the result type; the models below are the former loops
+from collsynth.tens.cost_models import MODELS
 from collsynth.tens.schedule import Schedule
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps

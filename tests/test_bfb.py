@@ -54,7 +54,7 @@ def test_lp_bfb_is_bw_optimal_on_symmetric_topologies(gen, params):
     inst = make_instance(topo, "allgather")
     assert verify(res.schedule, inst) is None
     # the priced schedule (exact sync T_B in chunks) agrees with the LP figures
-    c = cost.price(res.schedule, inst, "sync")
+    c = cost.price_sync(res.schedule, inst)
     assert c.extra["T_B_chunks"] * Fraction(res.degree, N) == res.T_B_units
     assert c.steps == topo.diameter
 
@@ -195,7 +195,7 @@ def test_chunked_exact_and_rounded_theorem20(K):
         assert ip.step_max[t] <= rd.step_max[t]
         assert rd.step_max[t] <= lp.step_max[t] + Fraction(1, K)  # Theorem 20, per link per step
     # priced T_B (chunk units) agrees with the shard-unit figure
-    c = cost.price(rd.schedule, inst, "sync")
+    c = cost.price_sync(rd.schedule, inst)
     assert c.extra["T_B_chunks"] / K * Fraction(rd.degree, rd.nodes) == rd.T_B_units
 
 
@@ -225,9 +225,9 @@ def test_hetero_lp_uses_faster_links():
     row, sched = pipeline.run(inst, "bfb-hetero", Options())
     assert row["verified"], row["message"]
     plain, _ = pipeline.run(inst, "bfb-lp", Options())
-    het_cost = cost.price(sched, inst, "sync").extra["coupled_s"]
+    het_cost = cost.price_sync(sched, inst).extra["coupled_s"]
     lp_sched = bfb.solve_bfb(het).schedule
-    lp_cost = cost.price(lp_sched, inst, "sync").extra["coupled_s"]
+    lp_cost = cost.price_sync(lp_sched, inst).extra["coupled_s"]
     assert het_cost < lp_cost  # LP (13) exploits the faster link
     assert abs(row["extra"]["hetero_time_s"] - het_cost) < 1e-9 * max(1.0, het_cost) + 1e-12
     m = bfb_hetero.build(inst, node=0, step=2)
@@ -267,4 +267,4 @@ def test_hetero_drops_idle_high_latency_link():
     step2 = [s for s in r.schedule.sends() if s.step == 2 and s.dst == 0]
     assert step2 and all(s.src == 2 for s in step2)
     assert r.extra["hetero_step_s"][1] < 1e-5  # step 2 does not pay the 1 ms latency
-    assert abs(cost.price(r.schedule, inst, "sync").extra["coupled_s"] - r.extra["hetero_time_s"]) < 1e-12
+    assert abs(cost.price_sync(r.schedule, inst).extra["coupled_s"] - r.extra["hetero_time_s"]) < 1e-12

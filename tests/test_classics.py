@@ -15,7 +15,7 @@ from collsynth.instances import generators, make_instance
 from collsynth.solvers import pipeline
 from collsynth.solvers.closed_form import classics as C
 from collsynth.solvers.producers import Options, Unsupported
-from collsynth.tens.cost import price
+from collsynth.tens.cost_models import price
 from collsynth.tens.verify import verify
 
 ROOTED = ("broadcast", "reduce", "scatter", "gather")

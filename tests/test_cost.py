@@ -18,7 +18,7 @@ from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.tens import bounds, cost
+from collsynth.tens import bounds, cost, cost_models
 from collsynth.tens.schedule import from_arrays, from_sends, relabel, reverse
 from collsynth.tens.verify import verify
 
@@ -110,15 +110,15 @@ def test_ring_allgather_closed_form(n):
     s = ring_allgather(n)
     assert verify(s, inst) is None
     expect = (n - 1) * (ALPHA + M / (n * BW))
-    for model in cost.MODELS:  # the ring is tight: every model gives the closed form
-        c = cost.price(s, inst, model)
+    for model in cost_models.names():  # the ring is tight: every model gives the closed form
+        c = cost_models.price(s, inst, model)
         assert c.total_s == pytest.approx(expect, rel=1e-12), model
         assert c.T_L_s == pytest.approx((n - 1) * ALPHA, rel=1e-12), model
         assert c.T_B_s == pytest.approx((n - 1) * M / (n * BW), rel=1e-9), model
-    sync = cost.price(s, inst, "sync")
+    sync = cost.price_sync(s, inst)
     assert sync.extra["T_B_chunks"] == Fraction(n - 1)
     assert sync.steps == n - 1
-    assert cost.price(s, inst, "ten").extra["timesteps"] == n - 1
+    assert cost_models.price(s, inst, "ten").extra["timesteps"] == n - 1
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
@@ -126,7 +126,7 @@ def test_recursive_doubling_allgather_on_complete_graph(n):
     inst = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA))
     s = recursive_doubling_allgather(n)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "sync")
+    c = cost.price_sync(s, inst)
     k = int(math.log2(n))
     assert c.T_L_s == pytest.approx(k * ALPHA, rel=1e-12)
     assert c.T_B_s == pytest.approx((n - 1) / n * M / BW, rel=1e-12)
@@ -140,13 +140,13 @@ def test_binomial_broadcast_closed_form(n):
     inst = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA), "broadcast", root=0)
     s = binomial_broadcast(n)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "sync")
+    c = cost.price_sync(s, inst)
     k = int(math.log2(n))
     assert c.total_s == pytest.approx(k * (ALPHA + M / BW), rel=1e-12)
     assert c.T_L_s == pytest.approx(k * ALPHA, rel=1e-12)
     # the root holds the data from the start, so the event model overlaps its sends:
     # the last node (n-1) is reached along the chain 0 -> n/2 -> ... after k hops at most
-    ev = cost.price(s, inst, "event")
+    ev = cost_models.price(s, inst, "event")
     assert ev.total_s <= c.total_s * (1 + 1e-12)
     assert ev.total_s >= ALPHA + M / BW - 1e-15
 
@@ -161,8 +161,8 @@ def test_routed_recursive_doubling_on_ring_shows_congestion():
     full = _instance(build("complete", {"nodes": n}, bandwidth=BW, alpha=ALPHA))
     assert verify(s, ring) is None
     with pytest.raises(InputError):  # the same sends with routing "links" are off the ring's links
-        cost.price(recursive_doubling_allgather(n), ring, "sync")
-    c_ring, c_full = cost.price(s, ring, "sync"), cost.price(s, full, "sync")
+        cost.price_sync(recursive_doubling_allgather(n), ring)
+    c_ring, c_full = cost.price_sync(s, ring), cost.price_sync(s, full)
     chunk = M / n
     for (t, lat_r, bw_r), (_, lat_f, bw_f) in zip(c_ring.extra["per_step"], c_full.extra["per_step"]):
         d = 1 << (t - 1)
@@ -182,7 +182,7 @@ def test_routed_recursive_doubling_on_ring_shows_congestion():
     ref = sum(max(v for (t, _, _), v in loads.items() if t == step) for step in range(1, 5)) * chunk / BW
     assert c_ring.T_B_s == pytest.approx(ref, rel=1e-12)
     # routed sends in the event model: store-and-forward over the same routes
-    ev = cost.price(s, ring, "event")
+    ev = cost_models.price(s, ring, "event")
     assert ev.total_s >= bounds.instance_bounds(ring).event.value
 
 
@@ -196,14 +196,14 @@ def test_ten_heterogeneous_link_spans_two_timesteps():
     inst = _instance(from_edges(3, edges), message_bytes=3 * cb)
     s = ring_allgather(3)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "ten")
+    c = cost_models.price(s, inst, "ten")
     # step 1: 2->0 occupies timesteps 1-2; step 2: 0->1 (chunk 2) waits for it, starts at 3;
     # 2->1... chunk 1 over 2->0 starts at 3 (link busy until 2), arrives at the end of 4
     assert c.extra["timestep_s"] == pytest.approx(1.0)
     assert c.extra["timesteps"] == 4
     assert c.total_s == pytest.approx(4.0)
     # a smaller timestep discretises finer: every link cost is a multiple of 0.5 s
-    assert cost.price(s, inst, "ten", timestep=0.5).total_s == pytest.approx(4.0)
+    assert cost_models.price(s, inst, "ten", timestep=0.5).total_s == pytest.approx(4.0)
 
 
 def test_ten_parallel_links_carry_one_chunk_each_per_timestep():
@@ -215,9 +215,9 @@ def test_ten_parallel_links_carry_one_chunk_each_per_timestep():
     s = from_sends([(c, 0, 1, 0, 1, 1) for c in chunk_ids] + [(c, 0, 1, 1, 0, t + 1) for t, c in enumerate(back)],
                    "alltoall", 2, 12)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "ten")
+    c = cost_models.price(s, inst, "ten")
     assert c.extra["timesteps"] == 3  # the single 1->0 link needs 3
-    sync = cost.price(s, inst, "sync")
+    sync = cost.price_sync(s, inst)
     # step 1 moves 3 chunks of 10 B over the 20 B/s pair (1.5 s) and 1 over 1->0 (1 s)
     assert sync.extra["per_step"][0][2] == pytest.approx(1.5)
     assert sync.extra["T_B_chunks"] == Fraction(3, 2) + 1 + 1
@@ -231,11 +231,11 @@ def test_event_store_and_forward_and_fifo():
     inst = _instance(topo, "alltoall", chunks_per_node=2, message_bytes=2 * B * 3)
     ids = [(0 * 3 + 2) * 2 + j for j in range(2)]
     s = from_sends([(c, 0, 1, 0, 2, 1) for c in ids], "alltoall", 3, 18, routing="shortest-path")
-    c = cost.price(s, inst, "event")
+    c = cost_models.price(s, inst, "event")
     assert c.total_s == pytest.approx(3 * B / b + 2 * a)
     assert c.T_L_s == pytest.approx(2 * a)
     assert c.T_B_s == pytest.approx(3 * B / b)
-    sync = cost.price(s, inst, "sync")  # one step: 2B on each link, 2 hops of latency
+    sync = cost.price_sync(s, inst)  # one step: 2B on each link, 2 hops of latency
     assert sync.T_B_s == pytest.approx(2 * B / b)
     assert sync.T_L_s == pytest.approx(2 * a)
 
@@ -247,11 +247,11 @@ def test_event_waits_for_data_not_for_steps():
     topo = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=1.0)
     inst = _instance(topo, message_bytes=3.0)
     s = from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 2, 2), (0, 0, 1, 1, 2, 3)], "allgather", 3, 3)
-    assert cost.price(s, inst, "event").total_s == pytest.approx(4.0)
-    assert cost.price(s, inst, "sync").total_s == pytest.approx(6.0)
-    assert cost.price(s, inst, "ten").extra["timesteps"] == 2  # chunk 1 goes in timestep 1
+    assert cost_models.price(s, inst, "event").total_s == pytest.approx(4.0)
+    assert cost.price_sync(s, inst).total_s == pytest.approx(6.0)
+    assert cost_models.price(s, inst, "ten").extra["timesteps"] == 2  # chunk 1 goes in timestep 1
     empty_step = from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 1, 2, 3)], "allgather", 3, 3)
-    assert cost.price(empty_step, inst, "sync").total_s == pytest.approx(4.0)  # step 2 is free
+    assert cost.price_sync(empty_step, inst).total_s == pytest.approx(4.0)  # step 2 is free
 
 
 def test_fractional_pieces_are_priced_by_size():
@@ -260,22 +260,22 @@ def test_fractional_pieces_are_priced_by_size():
     s = from_sends([(0, 0, Fraction(1, 2), 0, 1, 1), (0, Fraction(1, 2), 1, 0, 2, 1),
                     (0, 0, Fraction(1, 2), 1, 2, 2), (0, Fraction(1, 2), 1, 2, 1, 2)], "broadcast", 3, 1)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "sync")
+    c = cost.price_sync(s, inst)
     assert c.extra["T_B_chunks"] == 1
     assert c.total_s == pytest.approx(2 * ALPHA + M / BW)
-    ev = cost.price(s, inst, "event")
+    ev = cost_models.price(s, inst, "event")
     assert ev.total_s == pytest.approx(2 * ALPHA + M / BW)
-    ten = cost.price(s, inst, "ten")  # half chunks need ceil((a + M/2b) / (a + M/b)) = 1 timestep
+    ten = cost_models.price(s, inst, "ten")  # half chunks need ceil((a + M/2b) / (a + M/b)) = 1 timestep
     assert ten.extra["timesteps"] == 2
 
 
 def test_unknown_model_and_bad_sends():
     inst = _instance(build("ring", {"nodes": 4}, bandwidth=BW, alpha=ALPHA))
     with pytest.raises(InputError, match="model"):
-        cost.price(ring_allgather(4), inst, "magic")
+        cost_models.price(ring_allgather(4), inst, "magic")
     with pytest.raises(InputError, match="not a live link"):
-        cost.price(from_sends([(0, 0, 1, 0, 2, 1)], "allgather", 4, 4), inst, "sync")
-    assert cost.price(from_sends([], "allgather", 4, 4), inst, "event").total_s == 0.0
+        cost_models.price(from_sends([(0, 0, 1, 0, 2, 1)], "allgather", 4, 4), inst, "sync")
+    assert cost_models.price(from_sends([], "allgather", 4, 4), inst, "event").total_s == 0.0
 
 
 # ---- properties -----------------------------------------------------------------------------
@@ -286,14 +286,14 @@ def test_valid_schedules_respect_lower_bounds(topo, rnd):
     s = greedy_allgather(topo, rnd)
     assert verify(s, inst) is None
     lb = bounds.instance_bounds(inst)
-    sync = cost.price(s, inst, "sync")
-    ev = cost.price(s, inst, "event")
+    sync = cost.price_sync(s, inst)
+    ev = cost_models.price(s, inst, "event")
     tol = 1 + 1e-9
     assert sync.T_B_s * tol >= lb.part("sync_bandwidth").value
     assert sync.T_L_s * tol >= lb.part("sync_latency").value
     assert sync.total_s * tol >= lb.sync.value
     assert ev.total_s * tol >= lb.event.value
-    assert cost.price(s, inst, "ten").total_s * tol >= lb.ten.value
+    assert cost_models.price(s, inst, "ten").total_s * tol >= lb.ten.value
     assert s.num_steps >= lb.steps.value
     assert sync.total_s == pytest.approx(sync.T_L_s + sync.T_B_s)
     assert ev.total_s == pytest.approx(ev.T_L_s + ev.T_B_s)
@@ -310,10 +310,10 @@ def test_relabelling_nodes_keeps_every_cost(topo, rnd, prnd):
     inst_p = _instance(from_edges(topo.size, edges))
     s_p = relabel(s, perm)
     assert verify(s_p, inst_p) is None
-    for model in cost.MODELS:
-        a, b = cost.price(s, inst, model), cost.price(s_p, inst_p, model)
+    for model in cost_models.names():
+        a, b = cost_models.price(s, inst, model), cost_models.price(s_p, inst_p, model)
         assert (a.steps, a.total_s, a.T_L_s) == (b.steps, pytest.approx(b.total_s), pytest.approx(b.T_L_s))
-    assert cost.price(s, inst, "sync").extra["T_B_chunks"] == cost.price(s_p, inst_p, "sync").extra["T_B_chunks"]
+    assert cost.price_sync(s, inst).extra["T_B_chunks"] == cost.price_sync(s_p, inst_p).extra["T_B_chunks"]
     la, lb = bounds.instance_bounds(inst), bounds.instance_bounds(inst_p)
     assert la.steps.value == lb.steps.value and la.sync.value == pytest.approx(lb.sync.value)
     assert la.timesteps.value == lb.timesteps.value and la.event.value == pytest.approx(lb.event.value)
@@ -324,18 +324,18 @@ def test_doubling_bandwidth_halves_sync_T_B_and_never_slows_events(topo, rnd):
     inst = _instance(topo)
     fast = _instance(_scaled(topo, 2.0))
     s = greedy_allgather(topo, rnd)
-    a, b = cost.price(s, inst, "sync"), cost.price(s, fast, "sync")
+    a, b = cost.price_sync(s, inst), cost.price_sync(s, fast)
     assert b.T_B_s == pytest.approx(a.T_B_s / 2, rel=1e-12)
     assert b.T_L_s == pytest.approx(a.T_L_s, rel=1e-12)
     assert b.extra["T_B_chunks"] == a.extra["T_B_chunks"]
-    assert cost.price(s, fast, "event").total_s <= cost.price(s, inst, "event").total_s * (1 + 1e-12)
+    assert cost_models.price(s, fast, "event").total_s <= cost_models.price(s, inst, "event").total_s * (1 + 1e-12)
     bw_fast = bounds.instance_bounds(fast).part("sync_bandwidth").value
     assert bw_fast == pytest.approx(bounds.instance_bounds(inst).part("sync_bandwidth").value / 2)
     # twice the bandwidth and half the latency: every model's time halves exactly
     edges = [(u, v, {"bandwidth": d["bandwidth"] * 2, "alpha": d["alpha"] / 2}) for u, v, d in topo.graph.edges(data=True)]
     twice = _instance(from_edges(topo.size, edges))
-    for model in cost.MODELS:
-        x, y = cost.price(s, inst, model), cost.price(s, twice, model)
+    for model in cost_models.names():
+        x, y = cost_models.price(s, inst, model), cost_models.price(s, twice, model)
         assert y.total_s == pytest.approx(x.total_s / 2, rel=1e-9), model
         assert y.T_L_s == pytest.approx(x.T_L_s / 2, rel=1e-9), model
 
@@ -360,7 +360,7 @@ def test_ten_model_is_steps_times_timestep_for_ten_feasible_schedules(n, kind, r
     topo = build(kind, params, bandwidth=BW, alpha=ALPHA)
     inst = _instance(topo)
     s = greedy_allgather(topo, rnd)  # at most one chunk per link per step: TEN-feasible
-    c = cost.price(s, inst, "ten")
+    c = cost_models.price(s, inst, "ten")
     f = ALPHA + inst.collective.chunk_bytes / BW
     assert c.extra["timestep_s"] == pytest.approx(f)
     assert c.extra["timesteps"] <= s.num_steps
@@ -377,7 +377,7 @@ def test_reversal_mirrors_per_step_loads(topo, rnd):
     r = reverse(s)
     inst_r = _instance(topo.transpose(), "reduce_scatter")
     assert verify(r, inst_r) is None
-    a, b = cost.price(s, inst, "sync"), cost.price(r, inst_r, "sync")
+    a, b = cost.price_sync(s, inst), cost.price_sync(r, inst_r)
     T = s.num_steps
     fwd = {t: (lat, bw) for t, lat, bw in a.extra["per_step"]}
     back = {T + 1 - t: (lat, bw) for t, lat, bw in b.extra["per_step"]}
@@ -401,10 +401,10 @@ def test_concurrent_collectives_share_links():
     inst = Instance("two", topo, colls)
     s = merge([ring_allgather(n), ring_allgather(n)], inst.chunk_offsets)
     assert verify(s, inst) is None
-    c = cost.price(s, inst, "sync")
+    c = cost.price_sync(s, inst)
     assert c.T_B_s == pytest.approx((n - 1) * 3 * M / n / BW)
     assert c.extra["T_B_chunks"] is None  # chunk sizes differ
-    ev = cost.price(s, inst, "event")
+    ev = cost_models.price(s, inst, "event")
     lb = bounds.instance_bounds(inst)
     assert ev.total_s >= lb.event.value
     assert lb.part("sync_bandwidth").value == pytest.approx((n - 1) / n * 3 * M / BW)
@@ -417,8 +417,8 @@ def test_dependency_modes_agree_on_whole_chunks(topo, rnd):
     s = greedy_allgather(topo, rnd, per_link=2)
     for sched, inst in ((s, _instance(topo)), (reverse(s), _instance(topo.transpose(), "reduce_scatter"))):
         for model in ("ten", "event"):
-            a = cost.price(sched, inst, model, exact_deps=True)
-            b = cost.price(sched, inst, model, exact_deps=False)
+            a = cost_models.price(sched, inst, model, exact_deps=True)
+            b = cost_models.price(sched, inst, model, exact_deps=False)
             assert a.total_s == pytest.approx(b.total_s, rel=1e-12), model
 
 
@@ -430,8 +430,8 @@ def test_prefix_dependencies_are_conservative_for_pieces():
     s = from_sends([(0, 0, Fraction(1, 2), 0, 1, 1), (0, Fraction(1, 2), 1, 0, 1, 2),
                     (0, 0, Fraction(1, 2), 1, 2, 3), (0, Fraction(1, 2), 1, 0, 2, 1)], "broadcast", 3, 1)
     assert verify(s, inst) is None
-    exact = cost.price(s, inst, "event", exact_deps=True)
-    prefix = cost.price(s, inst, "event", exact_deps=False)
+    exact = cost_models.price(s, inst, "event", exact_deps=True)
+    prefix = cost_models.price(s, inst, "event", exact_deps=False)
     assert exact.total_s == pytest.approx(2.0)  # 0->1 half (1 s), then 1->2 half (1 s)
     assert prefix.total_s == pytest.approx(3.0)  # waits for the second half, which queues behind the first
     assert prefix.total_s >= exact.total_s

@@ -18,7 +18,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.reports import deficiency as dfc
 from collsynth.solvers.closed_form import swing as sw
 from collsynth.solvers.producers import Options, Unsupported, producers
-from collsynth.tens.cost import price
+from collsynth.tens.cost_models import price
 from collsynth.tens.verify import verify
 
 NAMES = ["swing-bw", "swing-lat", "recursive-doubling-bw", "recursive-doubling-lat",

@@ -24,7 +24,7 @@ from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.tens import bounds, ten
-from collsynth.tens.cost import price
+from collsynth.tens.cost_models import price
 from collsynth.tens.schedule import from_sends
 from collsynth.tens.verify import verify
 

@@ -356,7 +356,7 @@ def price_schedule(topology: Topology, schedule: Schedule, predicted: dict | Non
     if bad is not None:
         return Priced(topology=topology, schedule=schedule, verified=False, violation=str(bad),
                       steps=schedule.num_steps, T_B_chunks=None, T_B=None, predicted=dict(predicted or {}))
-    c = cost.price(schedule, inst, "sync")
+    c = cost.price_sync(schedule, inst)
     chunks = c.extra.get("T_B_chunks")
     N = len(topology.npus)
     d = topology.out_degree_range[1]

@@ -265,7 +265,7 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
 
 def _sync_time(schedule: Schedule, instance: Instance) -> float:
     """Synchronous alpha-beta time (``tens.cost.price``), the tie-breaker between seeds."""
-    return float(cost.price(schedule, instance, "sync").total_s)
+    return float(cost.price_sync(schedule, instance).total_s)
 
 
 def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | None = None) -> dict:

@@ -136,7 +136,7 @@ def price_many(topology: Topology, tables: dict, message_bytes: float = 1.0,
         sched, inst = message_level_schedule(topology, m, message_bytes)
         T = int(m.step.max()) if len(m.step) else 0
         if len(sources) <= source_batch:
-            c = cost.price(sched, inst, "sync")
+            c = cost.price_sync(sched, inst)
             lat, bw = np.zeros(T), np.zeros(T)
             for t, a, b in c.extra.get("per_step") or []:
                 lat[t - 1], bw[t - 1] = a, b

@@ -28,7 +28,7 @@ from pathlib import Path
 from .... import InputError
 from ....instances.instance import load_instance
 from ....results import steps as step_view
-from ....tens import bounds, cost, export
+from ....tens import bounds, cost, cost_models, export
 from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, verify as verify_schedule
 
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("instance", help="instance TOML file")
-    p.add_argument("--model", default="sync", choices=cost.MODELS, help="cost model (default sync)")
+    p.add_argument("--model", default="sync", choices=cost_models.names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
     p.set_defaults(func=price)
 
@@ -111,9 +111,10 @@ def price(args) -> dict:
     schedule, instance, refusal = load_verified(args, "price", model=args.model)
     if refusal:
         return refusal
-    c = cost.price(schedule, instance, args.model, timestep=args.timestep)
+    model = cost_models.get(args.model)
+    c = model.price(schedule, instance, timestep=args.timestep)
     bnds = bounds.instance_bounds(instance)
-    own = bnds.of(args.model)
+    own = model.bound(bnds) if model.bound else bounds.not_computed(model.name, "none", "no lower bound is known for this model")
     if args.model == "ten" and args.timestep is not None:
         own = bounds.not_computed("ten", "ten", "the bound is for the TEN cost model's own timestep")
     out = {"model": c.model, "verified": True, **{k: val for k, val in c.as_dict().items() if k != "model"}}
@@ -194,7 +195,7 @@ def show(args) -> dict:
                  "verified": v is None}
     per_step = None
     if v is None:
-        sync = cost.price(schedule, instance, "sync")
+        sync = cost.price_sync(schedule, instance)
         per_step = sync.extra.get("per_step")
         out.update(T_L_s=sync.T_L_s, T_B_s=sync.T_B_s, time_sync_s=sync.total_s)
     else:

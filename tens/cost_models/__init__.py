@@ -1,0 +1,118 @@
+"""The cost models every verified schedule is priced under: one module each, discovered.
+
+A cost model is a module of this package that defines ``MODEL``, a :class:`CostModel`: its
+name, what its time means, the function that prices a schedule, how fast that function is at
+the least (so a run does not start a model that would not finish in the time it has left), and
+where its lower bound comes from (:mod:`collsynth.tens.bounds`). Everything else derives from
+the registry :data:`MODELS`: the pipeline prices under every model, cheapest first; the result
+schema gains the model's columns (``time_<name>_s``, its bound column, ``price_<name>_s`` and
+any columns of its own); the tables compare each model's times against its own bound; the CLI
+and the API accept its name. Adding a cost model is adding one module here (and its test).
+The models are described in ``docs/cost-models.md``.
+
+>>> names()
+('sync', 'ten', 'event')
+>>> MODELS["ten"].time_column, MODELS["sync"].bound_column, MODELS["event"].price_column
+('time_ten_s', 'lower_bound_s', 'price_event_s')
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ... import InputError
+from ...instances.instance import Instance
+from ..bounds import Bound, Bounds
+from ..cost import Cost
+from ..schedule import Schedule
+
+__all__ = ["MODELS", "Column", "CostModel", "get", "names", "price"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A result column a cost model fills from its :class:`~collsynth.tens.cost.Cost` besides its
+    time (``T_L_s`` of the synchronous model, say): name, one-line meaning, and the value."""
+
+    name: str
+    doc: str
+    value: Callable[[Cost], float]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """One cost model: what a module of this package declares as ``MODEL``.
+
+    ``price(schedule, instance, timestep=None, exact_deps=None)`` returns the schedule's
+    :class:`~collsynth.tens.cost.Cost` (a model ignores the options it has no use for:
+    ``timestep`` is the TEN timestep in seconds, ``exact_deps`` forces how data dependencies
+    are tracked). ``rate`` is the sends per second it prices at the least on 2 loaded cores
+    (``benchmarks/bench_pricing.py``). ``bound`` picks the model's lower bound out of the
+    instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
+    rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``.
+    """
+
+    name: str
+    doc: str
+    price: Callable[..., Cost]
+    rate: float
+    bound: Callable[[Bounds], Bound] | None = None
+    bound_column: str = ""
+    columns: tuple[Column, ...] = ()
+
+    @property
+    def time_column(self) -> str:
+        """The result column of the model's time: ``time_<name>_s``."""
+        return f"time_{self.name}_s"
+
+    @property
+    def lower_bound_column(self) -> str:
+        """The result column of the model's lower bound."""
+        return self.bound_column or f"lower_bound_{self.name}_s"
+
+    @property
+    def price_column(self) -> str:
+        """The result column of the time pricing took: ``price_<name>_s``."""
+        return f"price_{self.name}_s"
+
+
+def _discover() -> dict[str, CostModel]:
+    """Every ``MODEL`` of this package's modules, cheapest (highest ``rate``) first."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        model = getattr(module, "MODEL", None)
+        if not isinstance(model, CostModel):
+            raise TypeError(f"{module.__name__}: a cost-model module defines MODEL = CostModel(...)")
+        found.append(model)
+    found.sort(key=lambda m: (-m.rate, m.name))
+    return {m.name: m for m in found}
+
+
+MODELS: dict[str, CostModel] = _discover()
+
+
+def names() -> tuple[str, ...]:
+    """The cost models' names, cheapest first."""
+    return tuple(MODELS)
+
+
+def get(name: str) -> CostModel:
+    """The cost model called ``name``; an :class:`~collsynth.InputError` naming the known ones."""
+    if name not in MODELS:
+        raise InputError("model", f"unknown cost model {name!r}, expected one of {', '.join(MODELS)}")
+    return MODELS[name]
+
+
+def price(schedule: Schedule, instance: Instance, model: str = "sync", **options: Any) -> Cost:
+    """The cost of ``schedule`` on ``instance`` under cost model ``model`` (one of :func:`names`).
+
+    The schedule is assumed verified (:func:`collsynth.tens.verify.verify`); a send off the
+    links of a ``routing == "links"`` schedule raises :class:`~collsynth.InputError`.
+    ``options``: ``timestep`` (seconds, the TEN timestep) and ``exact_deps`` (bool), passed to
+    the model, which ignores what it does not use.
+    """
+    return get(model).price(schedule, instance, **options)

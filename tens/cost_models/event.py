@@ -1,0 +1,18 @@
+"""The congestion-aware event simulation: FIFO links, store-and-forward routes, data
+dependencies and no step barriers (the implementation and its rules are
+:func:`collsynth.tens.cost.price_event`; ``docs/cost-models.md``)."""
+
+from __future__ import annotations
+
+import operator
+
+from ..cost import Cost, price_event
+from . import CostModel
+
+
+def _price(schedule, instance, timestep=None, exact_deps=None) -> Cost:
+    return price_event(schedule, instance, exact_deps=exact_deps)
+
+
+MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=0.15e6,
+                  bound=operator.attrgetter("event"))

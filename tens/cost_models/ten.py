@@ -1,0 +1,13 @@
+"""The TEN timestep model (Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer
+for Distributed Training", MICRO 2024, Sections IV-A and IV-C; the implementation and its
+rules are :func:`collsynth.tens.cost.price_ten`)."""
+
+from __future__ import annotations
+
+import operator
+
+from ..cost import price_ten
+from . import CostModel
+
+MODEL = CostModel(name="ten", doc="TEN timestep price", price=price_ten, rate=0.5e6,
+                  bound=operator.attrgetter("ten"))
