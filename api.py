@@ -169,28 +169,25 @@ def solve(
     if solver is not None and not prod.uses_solver:
         raise InputError("solver", f"{prod.name} uses no solver")
     inst = _instance(instance)
-    options = Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
-                      seed=seed, starts=starts, params=params)
+    options = _options(solver=solver, driver=driver, time_limit=time_limit, gap=gap, threads=threads, seed=seed,
+                       starts=starts, **params)
     row, schedule = run(inst, prod.name, options)
     return Result(row, schedule, inst)
 
 
-def compare(
-    instance: Instance | str | Path,
-    producers: Sequence[str] | str,
-    *,
-    solver: str | None = None,
-    driver: str | None = None,
-    time_limit: float = 60.0,
-    gap: float | None = None,
-    threads: int = 1,
-    seed: int = 0,
-    starts: int = 1,
-    **params: Any,
-) -> pd.DataFrame:
+def _options(solver: str | None = None, driver: str | None = None, time_limit: float = 60.0,
+             gap: float | None = None, threads: int = 1, seed: int = 0, starts: int = 1, **params: Any) -> Options:
+    """The run options of :func:`solve` and :func:`compare` (every other keyword is a parameter)."""
+    return Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
+                   seed=seed, starts=starts, params=params)
+
+
+def compare(instance: Instance | str | Path, producers: Sequence[str] | str, **options: Any) -> pd.DataFrame:
     """One row per producer (in the order given) of :func:`solve`'s fields on one instance.
 
-    ``producers`` is a list or ``"a,b,c"``. Options go only to the producers that take them
+    ``producers`` is a list or ``"a,b,c"``; ``options`` are :func:`solve`'s (``solver``,
+    ``driver``, ``time_limit``, ``gap``, ``threads``, ``seed``, ``starts`` and producer
+    parameters). Options go only to the producers that take them
     (``solver`` to those that use one, ``driver`` to those that accept it, each parameter to
     those declaring it), as in a batch. The columns are the result fields of
     ``docs/results.md`` (``extra``, the producers' own figures, is left out).
@@ -201,40 +198,34 @@ def compare(
     (['recursive-doubling', 'bfb-lp', 'greedy'], True, [3, 3, 3])
     """
     inst = _instance(instance)
-    options = Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
-                      seed=seed, starts=starts, params=params)
-    runs = comparison.compare(inst, comparison.split_names(producers, "producers"), options,
-                              solver_given=solver is not None)
+    runs = comparison.compare(inst, comparison.split_names(producers, "producers"), _options(**options),
+                              solver_given=options.get("solver") is not None)
     return pd.DataFrame([row for row, _ in runs], columns=list(schema.ROW_FIELDS))
 
 
 def bench(
     suite: str | None = None,
     *,
-    instances: str | None = None,
-    producers: Sequence[str] = (),
-    solvers: Sequence[str] = (),
-    drivers: Sequence[str] = (),
-    seeds: Sequence[int] = (),
-    time_limit: float | None = None,
-    params: dict[str, Any] | None = None,
     store: str | Path = result_store.DEFAULT_STORE,
     jobs: int | None = None,
     executor: str = "local",
     address: str | None = None,
     rerun: bool = False,
     progress: bool = False,
+    **batch: Any,
 ) -> pd.DataFrame:
     """Run a batch as ``collsynth bench`` does and return its rows from the store.
 
-    The instances of ``suite`` (or the glob ``instances``) times ``producers`` x ``solvers`` x
-    ``drivers`` x ``seeds``; what is not given comes from the suite's line in ``suites.toml``.
+    ``batch`` names what runs (each optional): the instances of ``suite`` or of the glob
+    ``instances``, times ``producers`` x ``solvers`` x ``drivers`` x ``seeds`` (lists), with
+    ``time_limit`` (s) and producer ``params`` (a dict), as
+    :func:`collsynth.solvers.cli.runner.plan_batch` takes them; what is not given comes from
+    the suite's line in ``suites.toml``.
     Every finished run is committed to ``store`` at once and runs already stored are not
     repeated (``rerun=True`` repeats them). The result has one row per planned run (columns of
     :meth:`Store.runs`), including those stored before.
     """
-    _, planned = runner.plan_batch(suite, instances, list(producers), list(solvers), list(drivers), list(seeds),
-                                   time_limit, params)
+    _, planned = runner.plan_batch(suite, **batch)
     if jobs is not None and jobs < 1:
         raise InputError("jobs", f"expected a positive integer, got {jobs}")
     runner.execute(planned, store, executor=executor, workers=jobs, address=address, rerun=rerun,

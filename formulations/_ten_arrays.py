@@ -27,7 +27,7 @@ import pyomo.environ as pe
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.core.expr.relational_expr import EqualityExpression, InequalityExpression
 
-from ..tens.ten import TenData, reach
+from ..tens.ten import ParallelArrays, TenData, reach
 from . import BuildTooLarge
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
@@ -185,7 +185,7 @@ def ten_arrays(data: TenData, lookahead: int = 0, chunk_ids=None, *, build_limit
 # ---- rows as sparse matrices ------------------------------------------------------------------
 
 @dataclass
-class Rows:
+class Rows(ParallelArrays):
     """A family of rows ``lower <= sum_j vals[j] x[cols[j]] <= upper`` in CSR form; ``keys``:
     the index of each row in its Pyomo component (tuples or integers)."""
 
@@ -195,9 +195,6 @@ class Rows:
     vals: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.keys)
 
     @property
     def nnz(self) -> int:

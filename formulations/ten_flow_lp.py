@@ -49,11 +49,15 @@ refuses (``NotSupported``, the bound is then not computed, never 0) beyond ``max
 Its schedule is realised from the ``sent`` amounts exactly as the hold/sent LP's (atoms walked
 in time order, short pairs completed by repair or by shortest-path recovery).
 
+A 4-node ring at horizon 2: chunk 0 reaches node 1 over the pair 0->1 arriving in timestep 1
+or 2 (two rows; node 3 alike), and node 2 over 0->1 or 0->3 in timestep 1, then 1->2 or 3->2
+in timestep 2 (four rows): 8 rows a chunk, 32 in all, each with its ``ineq_link_use`` row:
+
 >>> from collsynth.instances.generators import build as topo
 >>> from collsynth.instances.instance import make_instance
->>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=2)
->>> m.ineq_link_use.doc
-'a piece crossing a link pair serves every destination behind it: sent >= each destination flow'
+>>> ring = make_instance(topo("ring", {"nodes": 4}), "allgather")
+>>> len(flow_index(prepare(ring, 2))), len(build(ring, horizon=2).ineq_link_use)
+(32, 32)
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ import pyomo.environ as pe
 
 from ..tens.schedule import Schedule
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
-from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, reach
+from ..tens.ten import INF, SWITCH_COPY, NotSupported, ParallelArrays, TenData, prepare, reach
 from . import TenModel, expose, ten_lp, ten_model
 
 NAME = "ten-flow-lp"
@@ -82,7 +86,7 @@ PARAMS = (
 
 
 @dataclass
-class FlowIndex:
+class FlowIndex(ParallelArrays):
     """The flow rows of :func:`build` as parallel arrays: row ``i`` is chunk ``chunk[i]``,
     destination ``dest[i]``, link pair ``pair[i]``, arrival ``step[i]``."""
 
@@ -90,9 +94,6 @@ class FlowIndex:
     dest: np.ndarray
     pair: np.ndarray
     step: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.chunk)
 
 
 def flow_index(data: TenData) -> FlowIndex:

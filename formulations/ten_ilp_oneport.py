@@ -6,12 +6,6 @@ all of its out-links at once (the multi-port model of TACOS and BFB). Many analy
 this module adds that constraint and nothing else, and is the worked example of README's
 "Adding a formulation": one file, registered by ``NAME``, turned into a producer with the
 TEN drivers by ``DRIVER_FAMILY = "ten"``, with no change anywhere else.
-
->>> from collsynth.instances.generators import build as topo
->>> from collsynth.instances.instance import make_instance
->>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=3)
->>> m.ineq_one_port.doc
-'a node sends at most one chunk in any timestep (one port)'
 """
 
 from __future__ import annotations
@@ -31,6 +25,12 @@ def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
 
     A send arriving at ``t`` over a link whose delay is ``k`` timesteps occupies its source's
     port in timesteps ``t-k+1 .. t``.
+
+    >>> from collsynth.instances.generators import build as topo
+    >>> from collsynth.instances.instance import make_instance
+    >>> m = build(make_instance(topo("ring", {"nodes": 4}), "allgather"), horizon=3)
+    >>> m.ineq_one_port.doc
+    'a node sends at most one chunk in any timestep (one port)'
     """
     model = ten_ilp.build(instance, horizon, state, **params)
     view = ten_model(model)  # the TEN index and the sent / hold variables ten_ilp built

@@ -78,7 +78,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from ..instances.instance import Instance
 from .schedule import Schedule
-from .ten import NotSupported, discretize, dual_instance, link_costs, link_delays, prepare
+from .ten import NotSupported, ParallelArrays, discretize, dual_instance, link_costs, link_delays, prepare
 
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
@@ -168,7 +168,7 @@ def from_lp(value, note: str = "", relaxation: str = "TEN LP") -> Bound:
 # ---- what must cross into a node set --------------------------------------------------------
 
 @dataclass(frozen=True)
-class Demand:
+class Demand(ParallelArrays):
     """Chunks that must reach nodes, grouped into rows of identical conditions.
 
     Row ``r`` stands for ``count[r]`` chunks of collective ``group[r]`` (``nbytes[r]`` bytes in
@@ -182,9 +182,6 @@ class Demand:
     count: np.ndarray
     nbytes: np.ndarray
     group: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.count)
 
     def crossing(self, inside: np.ndarray) -> np.ndarray:
         """Per row: must the row's chunks cross into the node set ``inside`` (bool mask)?
@@ -275,7 +272,44 @@ def arcs_of(topology) -> Arcs:
 
 # ---- supply: what the links entering a set deliver, per model -------------------------------
 
-class TimestepSupply:
+class Supply:
+    """What link pairs can deliver by a given time, under one cost model: the strategy
+    :func:`cut_search` runs with. A model's supply sets ``integral`` (times are whole
+    timesteps), ``params`` (the per-pair arrays its answers depend on) and implements
+    ``arc_supply(time)`` (what each pair delivers by then) and ``_smallest(idx, need)``."""
+
+    integral = False
+    params: tuple[np.ndarray, ...] = ()
+
+    def key(self, idx: np.ndarray) -> tuple:
+        """What :meth:`smallest` depends on for the pairs ``idx`` (a cache key)."""
+        return tuple(sorted(zip(*(p[idx].tolist() for p in self.params))))
+
+    def smallest(self, idx: np.ndarray, need: float) -> float:
+        """Smallest time by which the pairs ``idx`` deliver ``need`` (0 when nothing is needed,
+        inf when no pair enters the set)."""
+        if need <= 0:
+            return 0 if self.integral else 0.0
+        if not len(idx):
+            return math.inf
+        return self._smallest(idx, need)
+
+    def _smallest(self, idx: np.ndarray, need: float) -> float:
+        raise NotImplementedError
+
+
+def _first_timestep(lo: int, hi: int, enough) -> int:
+    """The smallest ``T`` in ``[lo, hi]`` with ``enough(T)`` (monotone; ``hi`` is enough)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+class TimestepSupply(Supply):
     """TEN timesteps (Won et al., TACOS, 2023, Section IV-A/C), whole-chunk occupancy: pair
     ``l`` delivers at most ``cap_l * floor(T / k_l)`` chunks (or pieces adding up to that
     many) by the end of timestep ``T`` (a send arriving by ``T`` starts by ``T - k_l + 1``; the
@@ -286,34 +320,20 @@ class TimestepSupply:
 
     def __init__(self, cap: np.ndarray, delay: np.ndarray):
         self.cap, self.delay = cap.astype(np.int64), delay.astype(np.int64)
+        self.params = (self.cap, self.delay)
 
     def arc_supply(self, T) -> np.ndarray:
         """Chunks each pair can deliver by timestep ``T``."""
         return self.cap * (int(T) // self.delay)
 
-    def key(self, idx: np.ndarray) -> tuple:
-        """What :meth:`smallest` depends on for the pairs ``idx``."""
-        return tuple(sorted(zip(self.cap[idx].tolist(), self.delay[idx].tolist())))
-
-    def smallest(self, idx: np.ndarray, need: float) -> float:
-        """Smallest ``T`` at which the pairs ``idx`` deliver ``need`` chunks (inf if never)."""
-        if need <= 0:
-            return 0
-        if not len(idx):
-            return math.inf
+    def _smallest(self, idx: np.ndarray, need: float) -> float:
         cap, k = self.cap[idx], self.delay[idx]
         # all pairs together deliver at least sum cap (T / k - 1) by T
-        lo, hi = 1, int(math.ceil((need + cap.sum()) / (cap / k).sum()))
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if int((cap * (mid // k)).sum()) >= need:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        hi = int(math.ceil((need + cap.sum()) / (cap / k).sum()))
+        return _first_timestep(1, hi, lambda T: int((cap * (T // k)).sum()) >= need)
 
 
-class PieceSupply:
+class PieceSupply(Supply):
     """TEN cost model in timesteps (Won et al., TACOS, 2023, Section IV-C discretisation),
     pieces of any size: one parallel link of pair ``l`` (per-link
     bandwidth ``b_l``) carries a piece of ``y`` bytes in ``ceil((alpha_l + y / b_l) / f)``
@@ -331,6 +351,7 @@ class PieceSupply:
         self.kind = self.kind.ravel()
         self.tables = [np.zeros(1) for _ in range(len(self.kinds))]
         self.whole = np.array([self._piece_steps(a, b) for a, b in self.kinds], np.int64)
+        self.params = (self.cap, self.kind)
 
     def _piece_bytes(self, alpha: float, b: float, k: np.ndarray) -> np.ndarray:
         return np.clip((k * self.f * (1 + TEN_SLACK) - alpha) * b, 0.0, self.chunk)
@@ -353,35 +374,20 @@ class PieceSupply:
         self.tables[kind] = new
         return new
 
-    def key(self, idx: np.ndarray) -> tuple:
-        """What :meth:`smallest` depends on for the pairs ``idx``."""
-        return tuple(sorted(zip(self.cap[idx].tolist(), self.kind[idx].tolist())))
-
     def arc_supply(self, T) -> np.ndarray:
         """Bytes each pair can deliver by timestep ``T``."""
         T = int(T)
         per = np.array([self._table(k, T)[T] for k in range(len(self.kinds))])
         return self.cap * per[self.kind]
 
-    def smallest(self, idx: np.ndarray, need: float) -> float:
-        """Smallest ``T`` at which the pairs ``idx`` deliver ``need`` bytes (inf if never)."""
-        if need <= 0:
-            return 0
-        if not len(idx):
-            return math.inf
+    def _smallest(self, idx: np.ndarray, need: float) -> float:
         cap, k = self.cap[idx], self.whole[self.kind[idx]]
         # whole chunks alone: all pairs deliver at least sum cap (T / k - 1) chunks by T
-        lo, hi = 1, int(math.ceil((need / self.chunk * (1 + TOL) + cap.sum()) / (cap / k).sum()))
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.arc_supply(mid)[idx].sum() >= need * (1 - TOL):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        hi = int(math.ceil((need / self.chunk * (1 + TOL) + cap.sum()) / (cap / k).sum()))
+        return _first_timestep(1, hi, lambda T: self.arc_supply(T)[idx].sum() >= need * (1 - TOL))
 
 
-class EventSupply:
+class EventSupply(Supply):
     """Event simulation (the congestion-aware link model of :mod:`collsynth.tens.cost`): pair
     ``l`` is one FIFO sending at its pooled bandwidth ``bw_l``; a
     message arrives ``alpha_l`` after it leaves the link, so by time ``tau`` it has delivered
@@ -392,21 +398,14 @@ class EventSupply:
 
     def __init__(self, arcs: Arcs):
         self.bw, self.alpha = arcs.bandwidth.astype(float), arcs.alpha.astype(float)
+        self.params = (self.bw, self.alpha)
 
     def arc_supply(self, tau) -> np.ndarray:
         """Bytes each pair can deliver by time ``tau``."""
         return self.bw * np.maximum(0.0, float(tau) - self.alpha)
 
-    def key(self, idx: np.ndarray) -> tuple:
-        """What :meth:`smallest` depends on for the pairs ``idx``."""
-        return tuple(sorted(zip(self.bw[idx].tolist(), self.alpha[idx].tolist())))
-
-    def smallest(self, idx: np.ndarray, need: float) -> float:
-        """Smallest ``tau`` with ``sum_l bw_l max(0, tau - alpha_l) >= need`` over ``idx``."""
-        if need <= 0:
-            return 0.0
-        if not len(idx):
-            return math.inf
+    def _smallest(self, idx: np.ndarray, need: float) -> float:
+        # the smallest tau with sum_l bw_l max(0, tau - alpha_l) >= need
         order = np.argsort(self.alpha[idx])
         a, b = self.alpha[idx][order], self.bw[idx][order]
         for j in range(len(a)):  # with links 0..j active: tau = (need + sum b a) / sum b
@@ -416,7 +415,7 @@ class EventSupply:
         return math.inf
 
 
-class SyncSupply:
+class SyncSupply(Supply):
     """Synchronous alpha-beta bandwidth time (Chan et al., CCPE 2007, Section 3): the bytes
     crossing into ``S`` over all steps divided by the bandwidth into ``S`` (each step's
     busiest link time is at least the step's bytes into ``S`` over the bandwidth into ``S``).
@@ -426,21 +425,13 @@ class SyncSupply:
 
     def __init__(self, arcs: Arcs):
         self.bw = arcs.bandwidth.astype(float)
+        self.params = (self.bw,)
 
     def arc_supply(self, lam) -> np.ndarray:
         """Bytes each pair carries in ``lam`` seconds of bandwidth time."""
         return self.bw * float(lam)
 
-    def key(self, idx: np.ndarray) -> tuple:
-        """What :meth:`smallest` depends on for the pairs ``idx``."""
-        return tuple(sorted(self.bw[idx].tolist()))
-
-    def smallest(self, idx: np.ndarray, need: float) -> float:
-        """``need / bandwidth into the set`` (inf if no link enters it)."""
-        if need <= 0:
-            return 0.0
-        if not len(idx):
-            return math.inf
+    def _smallest(self, idx: np.ndarray, need: float) -> float:
         return float(need) / float(self.bw[idx].sum())
 
 
@@ -1062,13 +1053,7 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
         if not b.computed:
             raise NotSupported(b.note)
         return b
-    data = prepare(instance, 1, state, timestep, switch_copy=True)  # copying switches: the larger set of schedules
-    topo = data.instance.topology
-    arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
-                np.asarray(topo.nodes, np.int64), topo.size)
-    demand = _demand_of_ten(data)
-    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
-             for g in range(data.delay.shape[0])]
+    data, arcs, demand, parts = _ten_distance_parts(instance, state, timestep)
     kmin = data.delay.min(axis=0)
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), TimestepSupply(data.capacity, kmin),
                         _roots(data.instance), budget_s, int, kmin)
@@ -1076,6 +1061,19 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
     if not b.computed:
         raise NotSupported(b.note)
     return b
+
+
+def _ten_distance_parts(instance: Instance, state, timestep: float | None) -> tuple:
+    """The TEN of ``instance`` (copying switches: the larger set of schedules), its link pairs,
+    its demand and the delay-weighted distance bound of each chunk group."""
+    data = prepare(instance, 1, state, timestep, switch_copy=True)
+    topo = data.instance.topology
+    arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
+                np.asarray(topo.nodes, np.int64), topo.size)
+    demand = _demand_of_ten(data)
+    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
+             for g in range(data.delay.shape[0])]
+    return data, arcs, demand, parts
 
 
 def lower_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
@@ -1090,13 +1088,7 @@ def lower_bound(instance: Instance, state=None, timestep: float | None = None) -
 def distance_bound(instance: Instance, state=None, timestep: float | None = None) -> int:
     """Delay-weighted distance from the nearest holder to the farthest node needing a chunk
     (TEN timesteps; the only bound that holds when link capacity is ignored)."""
-    data = prepare(instance, 1, state, timestep, switch_copy=True)
-    topo = data.instance.topology
-    arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
-                np.asarray(topo.nodes, np.int64), topo.size)
-    demand = _demand_of_ten(data)
-    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
-             for g in range(data.delay.shape[0])]
+    parts = _ten_distance_parts(instance, state, timestep)[3]
     b = best(parts, "timesteps")
     if not b.computed:
         raise NotSupported(b.note.replace("not computed: ", "") or "some required chunk cannot reach its destination")

@@ -189,18 +189,11 @@ def plan(
     return jobs
 
 
-def plan_batch(
-    suite: str | None = None,
-    pattern: str | None = None,
-    producers: Sequence[str] = (),
-    solvers: Sequence[str] = (),
-    drivers: Sequence[str] = (),
-    seeds: Sequence[int] = (),
-    time_limit: float | None = None,
-    params: dict[str, Any] | None = None,
-) -> tuple[list[Path], list[Job]]:
+def plan_batch(suite: str | None = None, instances: str | None = None, producers: Sequence[str] = (),
+               solvers: Sequence[str] = (), drivers: Sequence[str] = (), seeds: Sequence[int] = (),
+               time_limit: float | None = None, params: dict[str, Any] | None = None) -> tuple[list[Path], list[Job]]:
     """The instance files and jobs of a batch (``collsynth bench``, :func:`collsynth.bench`):
-    the instances of ``suite`` or of the glob ``pattern``; producers, solvers, drivers, seeds,
+    the instances of ``suite`` or of the glob ``instances``; producers, solvers, drivers, seeds,
     time limit and parameters as given, else the suite's defaults in ``suites.toml`` (else
     highs, each producer's default driver, seed 0, 60 s, none)."""
     spec = check_suite(suite) if suite else {}
@@ -217,7 +210,7 @@ def plan_batch(
     if not time_limit > 0:
         raise InputError("--time-limit", f"expected a positive number of seconds, got {time_limit}")
     params = {**spec.get("params", {}), **(params or {})}
-    files = select_instances(suite, pattern)
+    files = select_instances(suite, instances)
     return files, plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=suite or "")
 
 
