@@ -298,14 +298,24 @@ def _csv_failed_links(settings: dict, where: str) -> list[list[int]]:
     if "failed_links" not in settings:
         return []
     lineno, value = settings["failed_links"]
+    return [list(p) for p in link_pairs(value, f"{where}: line {lineno}", "failed_links: expected u-v pairs")]
+
+
+def link_pairs(text: str, where: str, expected: str = "expected directed links as u-v") -> list[tuple[int, int]]:
+    """The directed links ``"0-1, 2-3"`` as ``[(0, 1), (2, 3)]``; a malformed pair is refused
+    naming ``where``.
+
+    >>> link_pairs("0-1, 2-3,", "--failed-links")
+    [(0, 1), (2, 3)]
+    """
     pairs = []
-    for pair in value.replace(" ", "").split(","):
+    for pair in text.replace(" ", "").split(","):
         if not pair:
             continue
         u, sep, v = pair.partition("-")
         if not sep or not u.isdigit() or not v.isdigit():
-            raise InputError(f"{where}: line {lineno}", f"failed_links: expected u-v pairs, got {pair!r}")
-        pairs.append([int(u), int(v)])
+            raise InputError(where, f"{expected}, got {pair!r}")
+        pairs.append((int(u), int(v)))
     return pairs
 
 

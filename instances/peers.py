@@ -20,10 +20,11 @@ constraint that is no switch. Reader options (``collsynth instance FILE --from t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import InputError
 from . import generators, systems
@@ -58,6 +59,23 @@ def read_peer(path: str | Path, fmt: str, options: dict[str, str] | None = None)
 
 
 # ---- shared checks -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _in_file(where: str | Path) -> Iterator[None]:
+    """Errors raised inside name the file first: ``<file>: <field>``."""
+    try:
+        yield
+    except InputError as e:
+        raise InputError(f"{where}: {e.where}".rstrip(": "), e.what) from None
+
+
+def _json_object(path: Path, expected: str) -> dict:
+    """The JSON object in ``path``; anything else is refused naming the file and ``expected``."""
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"expected {expected}")
+    return data
+
 
 def _load_json(path: Path) -> Any:
     try:
@@ -113,12 +131,9 @@ def _no_more(options: dict, known: str) -> None:
 
 
 def _instance(path: Path, topology: Topology, kind: str, message_bytes: float, chunks: int, epoch: str = "") -> Instance:
-    where = str(path)
-    try:  # make_instance checks that every NPU reaches every other
+    with _in_file(path):  # make_instance checks that every NPU reaches every other
         inst = make_instance(topology, kind, name=f"{path.stem}", chunks_per_node=chunks, message_bytes=message_bytes)
-    except InputError as e:
-        raise InputError(f"{where}: {e.where}", e.what) from None
-    return Instance(name=inst.name, topology=inst.topology, collectives=inst.collectives, source=where, epoch=epoch)
+    return Instance(name=inst.name, topology=inst.topology, collectives=inst.collectives, source=str(path), epoch=epoch)
 
 
 # ---- TE-CCL --------------------------------------------------------------------------------
@@ -139,11 +154,8 @@ def read_teccl(path: str | Path) -> Instance:
     ``epoch_multiplier`` other than 1 has no counterpart and is refused.
     """
     path = Path(path)
-    data = _load_json(path)
-    where = str(path)
-    try:
-        if not isinstance(data, dict):
-            raise InputError("", "expected a JSON object with TopologyParams and InstanceParams")
+    data = _json_object(path, "a JSON object with TopologyParams and InstanceParams")
+    with _in_file(path):
         topo_p = _field(data, "TopologyParams", dict, "")
         inst_p = _field(data, "InstanceParams", dict, "")
         topology = _teccl_topology(topo_p)
@@ -159,8 +171,6 @@ def read_teccl(path: str | Path) -> Instance:
         chunk_gb = _field(topo_p, "chunk_size", (int, float), "TopologyParams")
         if not chunk_gb > 0:
             raise InputError("TopologyParams.chunk_size", f"expected a positive size in GB, got {chunk_gb}")
-    except InputError as e:
-        raise InputError(f"{where}: {e.where}".rstrip(": "), e.what) from None
     message = len(topology.npus) * chunks * chunk_gb * GB
     return _instance(path, topology, kind, message, chunks, epoch)
 
@@ -228,12 +238,9 @@ def read_taccl(path: str | Path, **options: str) -> Instance:
     (allgather, alltoall, allreduce; default allgather): each GPU's chunk is one profile chunk.
     """
     path = Path(path)
-    where = str(path)
-    data = _load_json(path)
+    data = _json_object(path, "a JSON object (a TACCL topology profile)")
     opts = dict(options)
-    try:
-        if not isinstance(data, dict):
-            raise InputError("", "expected a JSON object (a TACCL topology profile)")
+    with _in_file(path):
         kind = _option(opts, "collective", str, "allgather")
         if kind not in ("allgather", "alltoall", "allreduce"):
             raise InputError("--peer collective", f"TACCL synthesises allgather, alltoall and allreduce; got {kind!r}")
@@ -247,8 +254,6 @@ def read_taccl(path: str | Path, **options: str) -> Instance:
         if not unit > 0 or not chunk > 0:
             raise InputError("--peer time_unit_s" if not unit > 0 else "--peer chunk_bytes", "expected a positive number")
         topology = _taccl_topology(data, topo_name, nodes, conn, chunk, unit, unwind)
-    except InputError as e:
-        raise InputError(f"{where}: {e.where}".rstrip(": "), e.what) from None
     n = len(topology.npus)
     return _instance(path, topology, kind, n * chunk, 1)
 
@@ -277,12 +282,10 @@ def _taccl_nodes(opts: dict, base: Path, topo_name: str) -> tuple[int, dict]:
     if sketch is not None:
         spath = Path(sketch) if Path(sketch).is_absolute() else base / sketch
         sk = _load_json(spath)
-        try:
+        with _in_file(spath):
             nodes = _field(sk, "nnodes", int, "")
             inter = _field(sk, "internode_sketch", dict, "", {})
             conn = _field(inter, "internode_conn", dict, "internode_sketch", conn)
-        except InputError as e:
-            raise InputError(f"{spath}: {e.where}", e.what) from None
     nodes = 1 if nodes is None else nodes
     if nodes < 1:
         raise InputError("nnodes", f"expected a positive number of nodes, got {nodes}")
@@ -355,7 +358,7 @@ def read_msccl(path: str | Path, **options: str) -> Instance:
     opts = dict(options)
     name = str(path)
     known = MSCCL_SIZED + MSCCL_FIXED + ("NVLinkOnly",)
-    try:
+    with _in_file(name):
         nodes = _option(opts, "nodes", int, None)
         bw = _option(opts, "bandwidth", float, DEFAULT_BANDWIDTH)
         alpha = _option(opts, "alpha", float, DEFAULT_ALPHA)
@@ -375,8 +378,6 @@ def read_msccl(path: str | Path, **options: str) -> Instance:
         else:
             raise InputError("topology", f"no such file, and not an msccl-tools topology name; known: {', '.join(known)}")
         topology = _msccl_topology(links, switches, bw, alpha, unwind, label)
-    except InputError as e:
-        raise InputError(f"{name}: {e.where}", e.what) from None
     return _instance(Path(name), topology, kind, message, 1)
 
 

@@ -213,15 +213,6 @@ def chunk_ids(kind: str, size: int, chunks_per_node: int) -> int:
     return size * chunks_per_node
 
 
-def used_chunks(kind: str, ranks: int, chunks_per_node: int) -> int:
-    """Chunk ids some participant holds or needs (without building the condition matrices)."""
-    if kind in ("broadcast", "reduce"):
-        return chunks_per_node
-    if kind == "alltoall":
-        return ranks * ranks * chunks_per_node
-    return ranks * chunks_per_node
-
-
 def fewest_sends(kind: str, ranks: int, chunks_per_node: int) -> int:
     """Sends no schedule of the collective can do without: every chunk reaches (or, reduced,
     leaves) each rank that lacks it at least once; allreduce moves it both ways."""
@@ -297,7 +288,8 @@ def estimate(instance: Any, horizon: int | None = None, variables_per_unit: floa
     n, pairs = topo.size, len(topo.link_arrays)
     h = max(1, int(horizon if horizon is not None else max(topo.diameter, 1)))
     colls = instance.collectives
-    chunks = sum(used_chunks(c.kind, len(c.nodes), c.chunks_per_node) for c in colls)
+    # chunk ids some participant holds or needs: a collective over its ranks alone
+    chunks = sum(chunk_ids(c.kind, len(c.nodes), c.chunks_per_node) for c in colls)
     sends = sum(fewest_sends(c.kind, len(c.nodes), c.chunks_per_node) for c in colls)
     variables = int(chunks * (pairs + n) * h * variables_per_unit)
     base = topology_bytes(n, topo.num_links)

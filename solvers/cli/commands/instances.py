@@ -29,7 +29,7 @@ import pandas as pd
 
 from .... import InputError
 from ....instances import CORPUS, generators, peers, size
-from ....instances.files import FORMATS, read_topology
+from ....instances.files import FORMATS, link_pairs, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
 from .. import runner
@@ -99,18 +99,6 @@ def _ids(text: str, where: str) -> list[int]:
         raise InputError(where, f"expected comma-separated node ids, got {text!r}") from None
 
 
-def _links(text: str, where: str) -> list[tuple[int, int]]:
-    out = []
-    for pair in text.replace(" ", "").split(","):
-        if not pair:
-            continue
-        u, sep, v = pair.partition("-")
-        if not sep or not u.isdigit() or not v.isdigit():
-            raise InputError(where, f"expected directed links as u-v, got {pair!r}")
-        out.append((int(u), int(v)))
-    return out
-
-
 def topology_fields(topo: Topology) -> dict:
     """The ``collsynth topology --json`` object of a built topology."""
     out = topo.summary()
@@ -136,7 +124,7 @@ def topology(args: argparse.Namespace) -> dict:
     else:
         topo = generators.build(args.generator, params, bandwidth=args.bandwidth, alpha=args.alpha)
     failed_nodes = _ids(args.failed_nodes, "--failed-nodes")
-    failed_links = _links(args.failed_links, "--failed-links")
+    failed_links = link_pairs(args.failed_links, "--failed-links")
     if failed_nodes or failed_links:
         try:
             topo = topo.with_failures(failed_nodes, failed_links)
