@@ -307,8 +307,10 @@ def estimate(instance: Any, horizon: int | None = None, variables_per_unit: floa
 
 def check_run(instance: Any) -> Size:
     """Refuse (:class:`~collsynth.limits.TooBig`) a run whose fewest sends and instance arrays
-    exceed the memory budget; returns the :class:`Size` otherwise."""
-    size = estimate(instance)
+    exceed the memory budget; returns the :class:`Size` otherwise (counted at horizon 1: a
+    run's own arrays do not depend on a horizon, and the all-pairs diameter would take seconds
+    on thousands of nodes before the run's clock starts)."""
+    size = estimate(instance, horizon=1)
     require(size.bytes, size.field, f"the instance's arrays and a schedule of at least {_n(size.sends)} sends")
     return size
 

@@ -687,11 +687,14 @@ def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.nd
 # ---- distances ------------------------------------------------------------------------------
 
 _PATHS: dict[str, np.ndarray] = {}
+PATH_BATCH = 1 << 20  # entries of the distance matrix one call computes
 
 
 def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """``arc_weight``-shortest path lengths ``[source, node]`` (scipy's Dijkstra; a breadth-first
-    search when every weight is 1), kept for the few weightings one instance's bounds reuse."""
+    search when every weight is 1), kept for the few weightings one instance's bounds reuse.
+    Sources go in batches of about :data:`PATH_BATCH` entries, so a time limit can stop the
+    search between two of them (one C call for thousands of sources takes seconds)."""
     w = np.asarray(arc_weight, dtype=float)
     h = hashlib.sha1()
     for a in (arcs.src, arcs.dst, w, np.asarray(sources)):
@@ -702,7 +705,11 @@ def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> n
         unit = bool(len(w)) and bool((w == 1).all())
         if len(_PATHS) >= 2:
             _PATHS.pop(next(iter(_PATHS)))
-        _PATHS[key] = dijkstra(adj, directed=True, indices=sources, unweighted=unit)
+        sources = np.asarray(sources, np.int64)
+        step = max(1, PATH_BATCH // max(arcs.size, 1))
+        parts = [dijkstra(adj, directed=True, indices=sources[i:i + step], unweighted=unit)
+                 for i in range(0, len(sources), step)]
+        _PATHS[key] = np.concatenate(parts) if parts else np.zeros((0, arcs.size))
     return _PATHS[key]
 
 

@@ -16,7 +16,7 @@ from collsynth.instances.instance import instance_from_dict
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
-from collsynth.solvers.pipeline import run, warm_kernels
+from collsynth.solvers.pipeline import run, warm_kernels, warm_producer
 from collsynth.solvers.producers import Options, producers
 
 LIMIT = 5.0
@@ -41,7 +41,9 @@ TOO_BIG_TO_FINISH = [
 @pytest.mark.slow
 @pytest.mark.parametrize("producer,topology,done", TOO_BIG_TO_FINISH, ids=[c[0] for c in TOO_BIG_TO_FINISH])
 def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topology, done):
-    producers()  # the families' imports are not the run's
+    producers()  # the families' imports and the kernels' compilation are not the run's (run() warms
+    warm_kernels()  # them before its clock starts, once per process)
+    warm_producer(producer)
     inst = instance_from_dict({"name": producer, "topology": topology, "collective": {"kind": "allgather"}})
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
@@ -200,11 +202,10 @@ def test_ten_models_are_estimated_before_they_are_built():
     # 1600 chunks x (6400 link pairs + 1600 nodes) x horizon 40 (the diameter): by hand
     assert (est.chunks, est.pairs, est.horizon) == (1600, 6400, 40)
     assert est.variables == 1600 * 8000 * 40
-    t0 = time.monotonic()
-    with pytest.raises(TooBig) as err:
+    with pytest.raises(TooBig) as err:  # refused from the estimate: no model of 512 million variables is built
         run(inst, "ten-ilp", Options(time_limit=60))
-    assert time.monotonic() - t0 < 5 and err.value.where == "topology.dims"
-    assert "TEN model" in err.value.what
+    assert err.value.where == "topology.dims"
+    assert "variables of a TEN model" in err.value.what and "timesteps" in err.value.what
 
 
 def test_store_claims_share_work_between_batches(tmp_path):

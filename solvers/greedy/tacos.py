@@ -261,6 +261,20 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
     return int(bounds.timesteps_bound(instance, timestep=timestep).value)
 
 
+def _bound_in_time(instance: Instance, timestep: float | None, deadline: Deadline, found: bool) -> int | None:
+    """:func:`lower_bound` if it is done before ``deadline`` (cached when the run's bounds stage
+    finished it); ``None`` when the limit ends it first and a schedule was ``found``, which is
+    kept rather than lost to the bound."""
+    if found and deadline.expired():
+        return None
+    try:
+        return lower_bound(instance, timestep)
+    except TimeLimitReached:
+        if not found:
+            raise
+        return None
+
+
 # ---- multi-start and the producer ----------------------------------------------------------
 
 def _sync_time(schedule: Schedule, instance: Instance) -> float:
@@ -371,10 +385,11 @@ def produce(instance: Instance, options: Options) -> Outcome:
         raise InputError("--starts", f"expected a positive integer, got {options.starts!r}")
     params = _params(options)
     t0 = time.perf_counter()
-    bound = lower_bound(instance, params.get("timestep"))
+    deadline = options.timer()
     seeds = range(options.seed, options.seed + options.starts)
-    best, runs = multi_start(instance, seeds, params, params.get("workers"), options.timer())
+    best, runs = multi_start(instance, seeds, params, params.get("workers"), deadline)
     wall = time.perf_counter() - t0
+    bound = _bound_in_time(instance, params.get("timestep"), deadline, found=best is not None)
     steps = [r["steps"] for r in runs if r["violation"] is None]
     extra = {
         "starts": options.starts,
@@ -393,11 +408,12 @@ def produce(instance: Instance, options: Options) -> Outcome:
         return Outcome(None, "error", bound=bound, units="timesteps", solve_s=wall,
                        message=f"no seed gave a valid schedule: {bad and bad['violation']}", extra=extra)
     extra["best_seed"] = best["seed"]
-    gap = (best["steps"] - bound) / best["steps"] if best["steps"] else 0.0
+    gap = (best["steps"] - bound) / best["steps"] if best["steps"] and bound is not None else None
     return Outcome(
-        best["schedule"], "heuristic", objective=float(best["steps"]), bound=float(bound), gap=gap,
-        units="timesteps", build_s=0.0, solve_s=wall, solver="greedy",
-        message=f"best of {options.starts} seed(s): {best['steps']} timesteps (seed {best['seed']}), lower bound {bound}"
+        best["schedule"], "heuristic", objective=float(best["steps"]), bound=None if bound is None else float(bound),
+        gap=gap, units="timesteps", build_s=0.0, solve_s=wall, solver="greedy",
+        message=f"best of {options.starts} seed(s): {best['steps']} timesteps (seed {best['seed']}), lower bound "
+                + (f"{bound}" if bound is not None else "not computed within the time limit")
         + ("" if len(runs) == options.starts else f"; the time limit stopped it after {len(runs)} seed(s)"),
         extra=extra,
     )
