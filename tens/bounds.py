@@ -565,11 +565,13 @@ def _best_set(arcs: Arcs, supply_w: np.ndarray, terms: _Terms, A_in, A_out) -> t
 
 
 def _order(arcs: Arcs, demand: Demand, first: Iterable[int]) -> list[int]:
-    """Live nodes: ``first``, then nodes that need or hold something, then the rest."""
+    """Live nodes: those of ``first`` that need or hold something, then the others that do,
+    then the rest. Nodes that take part come first: the "out" anchors of a combining
+    collective are exact only at a contributor (:func:`cut_search`), and a set with demand
+    has a contributor outside it, so its first node outside, in this order, is one."""
     nodes = arcs.nodes.tolist()
-    live = set(nodes)
     active = set(np.flatnonzero((demand.pre | demand.post).any(axis=0)).tolist())
-    return list(dict.fromkeys([v for v in first if v in live] + [v for v in nodes if v in active] + nodes))
+    return list(dict.fromkeys([v for v in first if v in active] + [v for v in nodes if v in active] + nodes))
 
 
 def _family(size: int, order: list[int], family: str):

@@ -347,7 +347,12 @@ def test_lp_bound_respects_its_time_budget():
     inst = make_instance(topo("torus", {"dims": [3, 3]}), "scatter", root=0, chunks_per_node=2)
     bounds.instance_bounds(inst).parts  # noqa: B018 - computed once per process: the run's 2 ms go to the producer
     row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=0.002, params={"horizon": 8}))
-    assert row["extra"]["lp_bound"] is None and "not finished" in row["extra"]["lp_bound_note"]
+    extra = row["extra"]
+    assert extra.get("lp_bound") is None  # never a number found after the limit
+    if "lp_bound" in extra:  # the producer got to its LP search: it says why there is no bound
+        assert "not finished" in extra["lp_bound_note"]
+    else:  # on a loaded machine the 2 ms can end before the producer starts its LP search
+        assert row["status"] == "timeout" and row["message"].startswith("time limit 0.002 s reached")
 
 
 def test_nocongestion_records_but_does_not_use_the_congested_bound():
