@@ -4,7 +4,8 @@
   concatenation, relabelling, merging.
 - :mod:`.verify` -- the verifier every producer's schedule passes before it is priced.
 - :mod:`.cost` -- the three cost models (synchronous alpha-beta, TEN timesteps, event
-  simulation).
+  simulation); :mod:`.cost_models` -- their registry, one module per model, which every run
+  prices under.
 - :mod:`.bounds` -- every lower bound reported beside a result, per cost model, each with
   the argument (distance, per-node, cut, LP) and the node set that proved it.
 - :mod:`.ten` -- the time-expanded network formulations index their variables by.
