@@ -103,9 +103,10 @@ def flow_index(data: TenData) -> FlowIndex:
     earliest, _ = reach(data)
     cs, ds = np.nonzero(data.post & ~data.pre)
     parts = []
+    lag = data.lag  # the delay; one less out of a switch whose hop is instant
     for c, d in zip(cs.tolist(), ds.tolist()):
         g = int(data.group[c])
-        k = data.delay[g]
+        k = lag[g]
         back = data.dist[g][:, d]
         back = np.where(np.isinf(back), INF, back).astype(np.int64)
         ok = (~data.pre[c, data.dst]) & (data.src != d) & (earliest[c, data.src] < INF) & (back[data.dst] < INF)
@@ -200,7 +201,7 @@ def _add_link_use(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
 
 def _add_storage(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
     """At an intermediate node, a flow leaves by the end of tau at most what arrived by then."""
-    k = data.delay[data.group[idx.chunk], idx.pair]
+    k = data.lag[data.group[idx.chunk], idx.pair]  # leaving u at the end of t - k (see reach)
     u, v = data.src[idx.pair], data.dst[idx.pair]
     out: dict[tuple[int, int, int], list] = {}
     inn: dict[tuple[int, int, int], list] = {}

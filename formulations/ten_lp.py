@@ -314,7 +314,7 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
             dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
         k = int(data.delay[data.group[c], l])
         if data.switch[s]:  # a switch forwards what arrived the timestep before the send starts
-            ready = src_arr == t - k
+            ready = src_arr == t - k + int(data.switch_instant)  # (instant hop: in the timestep it starts)
             if not data.switch_copy:
                 ready &= ~forwarded.setdefault((c, s), np.zeros(D, bool))
         else:

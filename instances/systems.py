@@ -27,7 +27,7 @@ import math
 
 from .. import InputError
 from .generators import DGX1_NVLINKS, generator, hierarchical
-from .topology import Topology, from_edges
+from .topology import SWITCH_HOPS, Topology, from_edges
 
 TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
 TACCL = "Shah et al., NSDI 2023 (TACCL), repository microsoft/taccl"
@@ -151,7 +151,7 @@ def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: floa
 
 @generator
 def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, nvswitch_alpha: float = 0.35e-6,
-         nic_bandwidth: float = 12.5e9, nic_alpha: float = 2.6e-6) -> Topology:
+         nic_bandwidth: float = 12.5e9, nic_alpha: float = 2.6e-6, switch_hop: str = "timestep") -> Topology:
     """NVIDIA DGX-2: 16 V100 behind NVSwitch per chassis, 8 InfiniBand NICs per chassis.
 
     chassis: 1..4; GPU g of chassis c has id 16c + g. NVSwitch (class ``nvswitch``): one
@@ -161,8 +161,13 @@ def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, n
     ``nics_per_node = 8``): odd GPU 2k+1 of a chassis sends to even GPU 2k of every other
     chassis (TE-CCL dgx2.py; TACCL sketch sk1-dgx2-n2 ``internode_conn``), nic_bandwidth
     12.5 GB/s, nic_alpha 2.6 us (TE-CCL dgx2.py; TACCL dgx2 profile remote_alpha 2.6 us).
+    switch_hop (kept switches only): ``"timestep"`` (a chunk leaves the NVSwitch in the
+    timestep after it arrived) or ``"instant"`` (in the same timestep: TE-CCL's default
+    ``switch_to_gpu_link_on = False``; :func:`collsynth.tens.ten.switch_hop_instant`).
     """
     _count(chassis, "chassis", 1, 4)
+    if switch_hop not in SWITCH_HOPS:
+        raise InputError("switch_hop", f"expected one of {', '.join(SWITCH_HOPS)}, got {switch_hop!r}")
     classes = {
         "nvswitch": link_class(nvswitch_bandwidth, nvswitch_alpha, f"{TECCL}/dgx2.py"),
         "ib": link_class(nic_bandwidth, nic_alpha, f"{TECCL}/dgx2.py; {TACCL}, examples/sketch/sk1-dgx2-n2.json"),
@@ -175,8 +180,9 @@ def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, n
         switches += s
     edges += [class_edge(16 * a + 2 * k + 1, 16 * b + 2 * k, classes, "ib")
               for a, b in itertools.permutations(range(chassis), 2) for k in range(8)]
+    hop = {"switch_hop": switch_hop} if switches and switch_hop != "timestep" else {}
     return classed_topology(gpus + len(switches), edges, switches, f"dgx2x{chassis}" + (f"-unwind{unwind}" if unwind else ""),
-                     classes, gpus_per_chassis=16)
+                     classes, gpus_per_chassis=16, **hop)
 
 
 # ---- DGX A100 / H100 with rail-optimised leaf switches -----------------------------------

@@ -27,6 +27,9 @@ import numpy as np
 from .. import InputError
 
 
+SWITCH_HOPS = ("timestep", "instant")  # meta "switch_hop": a chunk leaves a switch the timestep after it arrived, or in it
+
+
 @dataclass(frozen=True)
 class LinkArrays:
     """Directed node pairs joined by at least one live link, as parallel numpy columns.

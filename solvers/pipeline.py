@@ -52,6 +52,7 @@ from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
+from ..tens.ten import NotSupported
 from . import backends
 from .producers import Options, Outcome, Unsupported, check_params, get
 
@@ -259,6 +260,9 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
             note = _limit_message(e, deadline, stages, stage)
             row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")
             break
+        except NotSupported as e:  # the model cannot represent the schedule's timing: no price, said why
+            row["message"] = f"{row['message']}; not priced under {model.name}: {e}".lstrip("; ")
+            continue
         finally:
             row[model.price_column] = stages.get(stage)
         row[model.time_column] = price.total_s

@@ -47,7 +47,11 @@ Arguments (``source``)
 
 Switch nodes (kept, not unwound) neither hold nor need anything: they appear only as the
 ends of links, so every argument above holds whether a switch copies or not and whatever it
-buffers (each counts what must cross links, never what a switch keeps or receives).
+buffers (each counts what must cross links, never what a switch keeps or receives). When the
+hop out of a switch is instant (topology ``meta["switch_hop"]``, TE-CCL's default,
+:func:`collsynth.tens.ten.switch_hop_instant`) a switch's out-links add one timestep less to a
+path (its delay minus one), no hop to the step count and no latency to a sync step, so the
+``distance`` lengths and the ``cut`` bound's inner distances count them so (:func:`instant_out`).
 
 The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
 2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
@@ -78,7 +82,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from ..instances.instance import Instance
 from .schedule import Schedule
-from .ten import NotSupported, ParallelArrays, discretize, dual_instance, link_costs, link_delays, prepare
+from .ten import NotSupported, ParallelArrays, discretize, dual_instance, link_costs, link_delays, prepare, switch_hop_instant
 
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
@@ -261,6 +265,17 @@ class Arcs:
     def entering(self, inside: np.ndarray) -> np.ndarray:
         """Indices of the arcs entering the node set ``inside`` (bool mask over node ids)."""
         return np.flatnonzero(inside[self.dst] & ~inside[self.src])
+
+
+def instant_out(topology) -> np.ndarray:
+    """bool ``[pair]``: the out-links of switches whose hop is instant (module doc), whose
+    send arrives in the step the chunk reached the switch (a path gains no step over them)."""
+    la = topology.link_arrays
+    live = np.zeros(topology.size, bool)
+    live[[s for s in topology.switches if s in topology.graph]] = True
+    if not live.any() or not switch_hop_instant(topology):
+        return np.zeros(len(la.src), bool)
+    return live[la.src]
 
 
 def arcs_of(topology) -> Arcs:
@@ -799,11 +814,11 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
 
 
 def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
-                  occupancy: np.ndarray | None = None) -> Bound:
+                  occupancy: np.ndarray | None = None, per_timestep: np.ndarray | None = None) -> Bound:
     """Every link at once (the set of all links): the demand times the links each chunk must
     cross (:func:`crossings`, one per hop) against what all links deliver; for TEN timesteps
     also the link-timesteps the chunks occupy (``occupancy``: delays) against ``T`` times the
-    parallel links."""
+    chunks the links carry per timestep (``per_timestep``, default their parallel links)."""
     hops = crossings(arcs, demand, np.ones(len(arcs.src)))
     need = float((weight * hops).sum())
     if not math.isfinite(need):
@@ -811,7 +826,8 @@ def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, su
     value = supply.smallest(np.arange(len(arcs.src)), need)
     if occupancy is not None:
         busy = float((demand.count * crossings(arcs, demand, occupancy)).sum())
-        value = max(value, int(math.ceil(busy / float(arcs.cap.sum()) - TOL)))
+        cap = arcs.cap if per_timestep is None else per_timestep
+        value = max(value, int(math.ceil(busy / float(cap.sum()) - TOL)))
     return Bound(convert(value), UNITS[model], model, "volume", "all links")
 
 
@@ -857,7 +873,8 @@ class Bounds:
                 event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
                 self._parts.update(event=tuple(event), sync_latency=tuple(lat), sync_bandwidth=tuple(bw))
             elif name == "steps":
-                self._parts[name] = (_distance_bound("steps", arcs, demand, np.ones(len(arcs.src))),)
+                hops = 1 - instant_out(self.instance.topology).astype(np.int64)
+                self._parts[name] = (_distance_bound("steps", arcs, demand, hops),)
             else:
                 raise KeyError(name)
         return self._parts[name]
@@ -953,19 +970,21 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     except NotSupported as e:
         return [not_computed("timesteps", "ten", str(e))], None
     parts = []
+    lag = delay - instant_out(instance.topology)[None, :]  # path lengths (module doc: instant switch hops)
     for g in range(delay.shape[0]):
         rows = np.flatnonzero(demand.group == g)
-        parts.append(_distance_bound("timesteps", arcs, demand.select(rows), delay[g]))
+        parts.append(_distance_bound("timesteps", arcs, demand.select(rows), lag[g]))
     kmin = delay.min(axis=0)
     first = _roots(instance)
     supply = TimestepSupply(cap, kmin)
-    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int, kmin)
-    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin))
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
+                        lag.min(axis=0))
+    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
     if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
         for g in range(delay.shape[0]):
             sub = demand.select(np.flatnonzero(demand.group == g))
             parts += _cut_parts("timesteps", arcs, sub, sub.count.astype(float),
-                                TimestepSupply(cap, delay[g]), first, budget_s, int, delay[g])
+                                TimestepSupply(cap, delay[g]), first, budget_s, int, lag[g])
     return parts, f
 
 
@@ -986,6 +1005,7 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
 def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tuple[list, list, Bound]:
     """Event-model parts and the sync model's latency and bandwidth parts."""
     w, slack = _alpha_weights(arcs)
+    w = np.where(instant_out(instance.topology), slack / max(1, arcs.size), w)  # in the step it arrived: no latency
     lat = _distance_bound("event", arcs, demand, w)
     if lat.computed:
         lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
@@ -1063,9 +1083,10 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
             raise NotSupported(b.note)
         return b
     data, arcs, demand, parts = _ten_distance_parts(instance, state, timestep)
+    lag = data.lag
     kmin = data.delay.min(axis=0)
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), TimestepSupply(data.capacity, kmin),
-                        _roots(data.instance), budget_s, int, kmin)
+                        _roots(data.instance), budget_s, int, lag.min(axis=0))
     b = best(parts, "timesteps")
     if not b.computed:
         raise NotSupported(b.note)
@@ -1074,13 +1095,14 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
 
 def _ten_distance_parts(instance: Instance, state, timestep: float | None) -> tuple:
     """The TEN of ``instance`` (copying switches: the larger set of schedules), its link pairs,
-    its demand and the delay-weighted distance bound of each chunk group."""
+    its demand and the delay-weighted distance bound of each chunk group (path lengths: the
+    delays, one less out of an instant-hop switch)."""
     data = prepare(instance, 1, state, timestep, switch_copy=True)
     topo = data.instance.topology
     arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,
                 np.asarray(topo.nodes, np.int64), topo.size)
     demand = _demand_of_ten(data)
-    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.delay[g])
+    parts = [_distance_bound("timesteps", arcs, demand.select(np.flatnonzero(demand.group == g)), data.lag[g])
              for g in range(data.delay.shape[0])]
     return data, arcs, demand, parts
 

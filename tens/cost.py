@@ -26,7 +26,10 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
     for Distributed Training", MICRO 2024, sections IV-A and IV-C): a timestep lasts
     ``f = min_l (alpha_l + chunk_bytes / b_l)`` (:func:`collsynth.tens.ten.build_ten`), link pair
     ``l`` needs ``k_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` timesteps per chunk and has
-    ``count_l`` parallel links, each carrying one chunk at a time. Sends are dispatched in
+    ``count_l`` parallel links, each carrying one chunk at a time (a link faster than a
+    timestep chosen longer than the cheapest link, e.g. TE-CCL's slowest-link epoch, carries
+    ``floor((f - alpha_l) * b_l / chunk_bytes)`` chunks per timestep:
+    :func:`collsynth.tens.ten.chunks_per_timestep`). Sends are dispatched in
     schedule order (stable by step), each as soon as possible: at the first timestep after its
     piece is ready at the source at which one of the pair's parallel links is free for ``k``
     timesteps (earlier gaps are back-filled); it arrives at the end of ``start + k - 1``.
@@ -79,7 +82,7 @@ from .dependencies import (PAIR_BUDGET, Deps, counting_order, counting_order_of,
                            step_view)
 from .routing import MAX_INDEX, Routes, route_sends, routes
 from .schedule import Schedule
-from .ten import REL_TOL, link_delays
+from .ten import REL_TOL, NotSupported, link_delays, switch_hop_instant
 
 __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of",
            "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
@@ -107,6 +110,20 @@ class Cost:
                 continue
             out[k] = str(v) if isinstance(v, Fraction) else v
         return out
+
+
+def _refuse_instant_switch(schedule: Schedule, instance: Instance, model: str) -> None:
+    """:class:`~collsynth.tens.ten.NotSupported` when a send leaves a switch whose hop is
+    instant (TE-CCL's switch-to-GPU link, :func:`collsynth.tens.ten.switch_hop_instant`): its
+    data arrived in its own step, which the ``ten`` and ``event`` models cannot express."""
+    topo = instance.topology
+    live = [s for s in topo.switches if s in topo.graph]
+    if not live or not len(schedule) or not switch_hop_instant(topo):
+        return
+    if bool(np.isin(schedule.src, live).any()):
+        raise NotSupported(f"the {model} model dispatches a send after the arrivals of earlier steps: a send out of a "
+                           "switch whose hop is instant (topology switch_hop) starts in its arrival's step; price it "
+                           "with the sync model or keep switch_hop = timestep")
 
 
 # ---- shared preparation --------------------------------------------------------------------
@@ -217,7 +234,9 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     dependencies. ``exact_deps`` (default: only for fractional pieces, while the pairs number
     at most ``PAIR_BUDGET``) lists them pair by pair (overlapping pieces); otherwise the latest
     arrival at its (node, chunk) over the finished steps is used (the same for whole chunks).
+    A send out of a switch whose hop is instant raises :class:`~collsynth.tens.ten.NotSupported`.
     """
+    _refuse_instant_switch(schedule, instance, "ten")
     topo = instance.topology
     la = topo.link_arrays
     cbmax = max(c.chunk_bytes for c in instance.collectives)
@@ -280,8 +299,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     last arrival, whichever of data readiness or the link's previous message determined each
     start. Dependencies are explicit pairs (``exact_deps``, the default while they number at
     most ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact
-    for whole chunks).
+    for whole chunks). A send out of a switch whose hop is instant raises
+    :class:`~collsynth.tens.ten.NotSupported`.
     """
+    _refuse_instant_switch(schedule, instance, "event")
     topo = instance.topology
     la = topo.link_arrays
     s = schedule

@@ -14,6 +14,19 @@ leave on sends that start in timestep ``t + 1``. With ``switch_copy`` one arriva
 several out-links (multicast); without it every send out of a switch needs an arrival of its
 own (flow conservation at the switch). The switch's links are ordinary links: their bandwidth
 and alpha give their delay and their parallel links their capacity (its port capacities).
+The hop out of a switch is timed by the topology's ``meta["switch_hop"]``
+(:func:`switch_hop_instant`): ``"timestep"`` (the default, above) or ``"instant"``, TE-CCL's
+default (its ``InstanceParams.switch_to_gpu_link_on = False``): a chunk that arrives at a switch
+at the end of timestep ``t`` may leave on sends that start in timestep ``t`` itself, so a
+send out of the switch over a link of delay ``k`` arrives ``k - 1`` timesteps after the chunk
+reached the switch (GPU -> switch -> GPU in one timestep, as TE-CCL counts its epochs); the
+switch's out-link is still occupied for its ``k`` timesteps (its capacity binds every
+timestep, as TE-CCL's capacity rows on the switch-to-GPU links do).
+
+A link faster than the timestep carries several chunks per timestep back to back (the latency
+once, then one chunk every ``chunk_bytes / b``): its capacity per timestep is its parallel links
+times ``floor((f - alpha) * b / chunk_bytes)`` (TE-CCL's epoch capacity, bandwidth x epoch
+duration in chunks, when the epoch is the slowest link's chunk time).
 
 Time conventions (shared with :mod:`.schedule`): timesteps are numbered ``1..horizon``; TEN
 vertex ``(v, t)`` (``t = 0..horizon``) is node ``v`` at the END of timestep ``t`` (``t = 0`` is
@@ -48,7 +61,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from .. import InputError
 from ..instances.instance import Instance
-from ..instances.topology import Topology
+from ..instances.topology import SWITCH_HOPS, Topology
 from .schedule import Schedule, from_arrays, merge
 
 SWITCH_COPY = True  # TE-CCL's default (its InstanceParams.switch_copy): switches multicast
@@ -75,6 +88,24 @@ def discretize(cost_s: np.ndarray, timestep: float) -> np.ndarray:
     """
     ratio = np.asarray(cost_s, dtype=np.float64) / float(timestep)
     return np.maximum(1, np.ceil(ratio * (1 - REL_TOL))).astype(np.int64)
+
+
+def switch_hop_instant(topology: Topology) -> bool:
+    """Whether a chunk leaves a switch in the timestep it arrived (``meta["switch_hop"]``).
+
+    ``"timestep"`` (default): it leaves in the next timestep; ``"instant"``: the switch-to-NPU
+    hop adds no timestep, TE-CCL's default (Liu et al., SIGCOMM 2024, Section 4; its
+    ``switch_to_gpu_link_on = False``: "the link from switch to node is taken as
+    instantaneous"). See the module doc.
+
+    >>> from collsynth.instances.generators import build
+    >>> switch_hop_instant(build("switch", {"nodes": 4}, bandwidth=1.0, alpha=0.0))
+    False
+    """
+    hop = topology.meta.get("switch_hop", "timestep")
+    if hop not in SWITCH_HOPS:
+        raise InputError("switch_hop", f"expected one of {', '.join(SWITCH_HOPS)}, got {hop!r}")
+    return hop == "instant"
 
 
 def unwind_switches(topology: Topology, degree: int) -> Topology:
@@ -164,6 +195,7 @@ class TenData:
     dist: np.ndarray = field(repr=False, default=None)  # delay-weighted distances [g, u, v]
     switch: np.ndarray = field(repr=False, default=None)  # bool [node]: a switch node (stores nothing)
     switch_copy: bool = SWITCH_COPY  # a switch may forward one arrival on several out-links
+    switch_instant: bool = False  # a chunk leaves a switch in the timestep it arrived (module doc)
 
     def __post_init__(self):
         if self.switch is None:
@@ -173,6 +205,15 @@ class TenData:
     def has_switches(self) -> bool:
         """Whether the TEN keeps switch nodes (see the module doc)."""
         return bool(self.switch.any())
+
+    @property
+    def lag(self) -> np.ndarray:
+        """``[group, pair]``: timesteps between the chunk being at a pair's source (end of
+        ``t``) and the earliest arrival over the pair (end of ``t + lag``): its delay, one less
+        out of a switch whose hop is instant (module doc)."""
+        if not (self.switch_instant and self.has_switches):
+            return self.delay
+        return self.delay - self.switch[self.src][None, :].astype(np.int64)
 
 
 def dual_instance(instance: Instance) -> Instance:
@@ -224,7 +265,26 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
     if not f > 0 or not math.isfinite(f):
         raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
     delay = np.stack([discretize(row, f) for row in costs])
-    return delay, topology.link_arrays.count.astype(np.int64), f
+    return delay, chunks_per_timestep(topology, max(sizes), f), f
+
+
+def chunks_per_timestep(topology, chunk_bytes: float, timestep: float) -> np.ndarray:
+    """Capacity of each link pair in chunks per timestep: its parallel links times the chunks
+    one link sends back to back in a timestep, ``floor((f - alpha) * b / chunk_bytes)`` and at
+    least 1 (the latency once, then a chunk every ``chunk_bytes / b``; TE-CCL, Liu et al.,
+    SIGCOMM 2024, Section 4: a link's capacity per epoch is its bandwidth times the epoch
+    duration, in chunks). With the default timestep (the cheapest link) every pair carries one
+    chunk per parallel link.
+
+    >>> from collsynth.instances.generators import build
+    >>> t = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.5)
+    >>> chunks_per_timestep(t, 1.0, 1.5).tolist(), chunks_per_timestep(t, 1.0, 3.6).tolist()
+    ([1, 1, 1], [3, 3, 3])
+    """
+    la = topology.link_arrays
+    per_link = la.bandwidth / np.maximum(la.count, 1)
+    fit = np.floor((float(timestep) - la.alpha) * per_link / float(chunk_bytes) * (1 + REL_TOL))
+    return (la.count * np.maximum(1, fit)).astype(np.int64)
 
 
 _DISTS: dict[bytes, np.ndarray] = {}  # recent distance matrices (time clustering prepares a TEN per window)
@@ -302,11 +362,13 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
         pre = state & ~switch
     la = topo.link_arrays
     delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep, switches=True)
-    dists = [_dists(la.src, la.dst, delay[g], S) for g in range(len(colls))]
+    instant = bool(switch.any()) and switch_hop_instant(topo)
+    lag = delay - (instant & switch[la.src])[None, :].astype(np.int64)
+    dists = [_dists(la.src, la.dst, lag[g], S) for g in range(len(colls))]
     dist = dists[0][None] if len(dists) == 1 else np.stack(dists)  # one group: a view, no copy
     return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
                    la.src.copy(), la.dst.copy(), cap, delay, timestep, dist, switch,
-                   SWITCH_COPY if switch_copy is None else bool(switch_copy))
+                   SWITCH_COPY if switch_copy is None else bool(switch_copy), instant)
 
 
 def _steps(d: np.ndarray) -> np.ndarray:
@@ -386,7 +448,8 @@ def prune_switches(data: TenData, rows: np.ndarray) -> np.ndarray:
 
     A second arrival of a chunk at an NPU is dropped, and so is a send to an NPU that neither
     needs the chunk nor forwards it. A switch keeps nothing, so a send into a switch arriving
-    at ``t`` is kept only while sends of the chunk leave the switch in timestep ``t + 1``: one
+    at ``t`` is kept only while sends of the chunk leave the switch in timestep ``t + 1`` (``t``
+    with an instant switch hop): one
     such arrival when the switch copies, as many arrivals as those sends otherwise (the rule
     the model obeyed, TE-CCL, Liu et al., SIGCOMM 2024, Section 4).
     """
@@ -404,7 +467,7 @@ def prune_switches(data: TenData, rows: np.ndarray) -> np.ndarray:
     c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
     src, dst = data.src[l], data.dst[l]
     to_switch, from_switch = data.switch[dst], data.switch[src]
-    start = t - data.delay[data.group[c], l]  # a send out of a switch uses the arrival at its start - 1
+    start = t - data.lag[data.group[c], l]  # the switch arrival a send out of it uses (module doc)
     keep = np.ones(len(rows), bool)
     while True:
         forwards = set(zip(c[keep & ~from_switch].tolist(), src[keep & ~from_switch].tolist()))
@@ -435,6 +498,7 @@ def schedule_meta(data: TenData, producer: str) -> dict:
     meta = {"producer": producer, "timestep_s": data.timestep}
     if data.has_switches:
         meta["switch_copy"] = bool(data.switch_copy)
+        meta["switch_hop"] = "instant" if data.switch_instant else "timestep"
     return meta
 
 

@@ -26,7 +26,10 @@ of its Fig. 12, with pieces and contributions added):
   timestep it was built on (``meta["timestep_s"]``), which gives every link its TEN delay
   (:func:`collsynth.tens.ten.link_delays`). With ``meta["switch_copy"]`` false (no multicast)
   the sends of a piece leaving a switch after one step may not outnumber its arrivals in that
-  step; true (the default, as TE-CCL's) lets one arrival leave on several links.
+  step; true (the default, as TE-CCL's) lets one arrival leave on several links. When the
+  topology's ``meta["switch_hop"]`` is ``"instant"`` (TE-CCL's default switch-to-GPU hop,
+  :func:`collsynth.tens.ten.switch_hop_instant`) the send out of the switch forwards what
+  arrived at the end of step ``t - k + 1``: it starts in the step the piece reached the switch.
   :func:`switch_violation` checks these rules; combining collectives through switch nodes are
   not verified (refused with a violation).
 - Malformed sends are violations too: step < 1, a piece outside ``[0, 1)``, a chunk id outside
@@ -63,7 +66,7 @@ from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import SWITCH_COPY, NotSupported, link_delays
+from .ten import SWITCH_COPY, NotSupported, link_delays, switch_hop_instant
 
 
 @dataclass(frozen=True)
@@ -371,7 +374,7 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
     out = np.flatnonzero(switch[s.src])
     if not len(out):
         return None
-    k = switch_delays(s, instance)
+    k = switch_delays(s, instance) - int(switch_hop_instant(instance.topology))  # steps back to the arrival
     node = np.concatenate([s.dst[into], s.src[out]])
     when = np.concatenate([s.step[into], s.step[out] - k[out]])
     chunk = np.concatenate([s.chunk[into], s.chunk[out]])
@@ -404,7 +407,8 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
 
 
 def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) -> str:
-    """Why send ``i`` may not leave its switch (see :func:`switch_violation`)."""
+    """Why send ``i`` may not leave its switch (see :func:`switch_violation`); ``k`` is the
+    number of steps between the arrival it forwards and its own step."""
     sw, c, t = int(s.src[i]), int(s.chunk[i]), int(s.step[i])
     want = t - k  # the arrival step this send forwards from
     arr = into[(s.dst[into] == sw) & (s.chunk[into] == c) & (s.lo[into] < s.hi[i]) & (s.hi[into] > s.lo[i])]

@@ -213,12 +213,13 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     kept = []
     sent = view.sent
     at_switch: dict[tuple[int, int, int], int] = {}  # kept arrivals at a switch (it stores nothing)
+    lag = data.lag  # the delay; one less out of a switch whose hop is instant
     for c, l, t in rows.tolist():
-        k = int(data.delay[data.group[c], l])
+        k = int(lag[data.group[c], l])
         u, v = int(data.src[l]), int(data.dst[l])
         if (c, l, t) not in sent:
             continue
-        if data.switch[u]:  # forwards only an arrival of the timestep before it starts
+        if data.switch[u]:  # forwards only the arrival at its start - 1 (instant hop: at its start)
             left = at_switch.get((c, u, t - k), 0)
             if not left or when[c, v] <= t:
                 continue

@@ -7,7 +7,8 @@ the lowest node id) along that holder's shortest-path tree; every hop starts at 
 timestep after the chunk is at the hop's source (and after ``start``) at which the link pair
 has a free unit of capacity for all ``delay`` timesteps it occupies. Hops into nodes an earlier
 route already reached reuse that arrival. A switch node stores nothing (TE-CCL, Liu et al.,
-SIGCOMM 2024, Section 4), so the hops through switches leave right after they arrive: such a
+SIGCOMM 2024, Section 4), so the hops through switches leave right after they arrive (in the
+timestep after, or the same timestep with an instant switch hop): such a
 run of hops starts at the first timestep at which all of them find capacity, and no switch
 counts as a holder; every route forwards each arrival once, valid with and without switch copy. The loop is sequential (each route takes capacity
 the next one sees), so it is compiled (numba); a 32x32 torus allgather (a million pairs) takes
@@ -25,9 +26,10 @@ from ...tens import ten
 
 
 @numba.njit(cache=True)
-def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capacity, switch, start, rows):
+def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capacity, switch, instant, start, rows):
     """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
-    (count, index of a pair whose chunk cannot reach its node)."""
+    (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop out of a
+    switch starts in the timestep the chunk arrived there (else the one after)."""
     L = len(capacity)
     horizon = start + 64
     load = np.zeros((L, horizon), np.int32)
@@ -96,7 +98,7 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
                             break
                     if not free:
                         break
-                    x += k
+                    x += k - 1 if instant and switch[b] else k
                 if free:
                     break
                 s += 1
@@ -107,10 +109,10 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
                 k = delay[g, l]
                 for tau in range(s, s + k):
                     load[l, tau] += 1
-                s += k
                 rows[count, 0] = c
                 rows[count, 1] = l
-                rows[count, 2] = s - 1
+                rows[count, 2] = s + k - 1
+                s += k - 1 if instant and switch[b] else k
                 count += 1
             t = s - 1
             when[c, v] = t
@@ -133,7 +135,7 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     dist = np.empty((G, S, S))
     pred = np.empty((G, S, S), np.int64)
     for g in range(G):
-        adj = sp.csr_matrix((data.delay[g].astype(float), (data.src, data.dst)), shape=(S, S))
+        adj = sp.csr_matrix((data.lag[g].astype(float), (data.src, data.dst)), shape=(S, S))
         d, p = dijkstra(adj, directed=True, return_predecessors=True)
         dist[g], pred[g] = d, p
     when = np.where(held, start, -1).astype(np.int64)
@@ -146,7 +148,7 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     count, bad = _route_all(when, cs.astype(np.int64), ns.astype(np.int64), data.group.astype(np.int64), dist,
                             pred, out_start.astype(np.int64), data.dst.astype(np.int64),
                             data.delay.astype(np.int64), data.capacity.astype(np.int64), data.switch.astype(np.bool_),
-                            int(start), rows)
+                            bool(data.switch_instant), int(start), rows)
     if bad >= 0:
         raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
     return rows[:count].copy()
