@@ -143,7 +143,9 @@ def read_teccl(path: str | Path) -> Instance:
 
     The topology is TE-CCL's by name (repository microsoft/TE-CCL, ``teccl/topologies``):
     ``NDv2`` -> ``ndv2(chassis, inter_chassis = "direct" for 2 chassis, else "switch")``,
-    ``DGX2`` -> ``dgx2(2)`` (TE-CCL builds 2 chassis only), ``DGX1`` -> the cube-mesh at
+    ``DGX2`` -> ``dgx2(2)`` (TE-CCL builds 2 chassis only; its NVSwitch kept as a switch node
+    whose hop to a GPU is instant unless ``InstanceParams.switch_to_gpu_link_on`` is true, as in
+    TE-CCL: topology ``switch_hop``), ``DGX1`` -> the cube-mesh at
     25 GB/s per NVLink and ``alpha[0]``, ``AMD`` -> ``mi250(chassis)`` with ``alpha`` as
     (xGMI, NIC) alphas, ``Mesh`` -> TE-CCL's mesh (node i linked to i +- 1 and i +- side over
     the whole id range, so a row's last node also links to the next row's first, 100 GB/s,
@@ -158,7 +160,8 @@ def read_teccl(path: str | Path) -> Instance:
     with _in_file(path):
         topo_p = _field(data, "TopologyParams", dict, "")
         inst_p = _field(data, "InstanceParams", dict, "")
-        topology = _teccl_topology(topo_p)
+        link_on = _field(inst_p, "switch_to_gpu_link_on", bool, "InstanceParams", False)
+        topology = _teccl_topology(topo_p, "timestep" if link_on else "instant")
         kind = _teccl_choice(inst_p, "collective", TECCL_COLLECTIVES)
         epoch = _teccl_choice(inst_p, "epoch_type", TECCL_EPOCHS)
         if _field(inst_p, "epoch_multiplier", (int, float), "InstanceParams", 1) != 1:
@@ -182,7 +185,7 @@ def _teccl_choice(table: dict, key: str, choices: dict) -> str:
     return choices[value]
 
 
-def _teccl_topology(p: dict) -> Topology:
+def _teccl_topology(p: dict, switch_hop: str) -> Topology:
     name = _field(p, "name", str, "TopologyParams")
     if name not in TECCL_TOPOLOGIES:
         raise InputError("TopologyParams.name", f"unknown topology {name!r}; TE-CCL's topologies: {', '.join(TECCL_TOPOLOGIES)}")
@@ -196,7 +199,7 @@ def _teccl_topology(p: dict) -> Topology:
         return generators.build("ndv2", {"chassis": chassis, "inter_chassis": "direct" if chassis <= 2 else "switch"}, where=where)
     if name == "DGX2":
         _within(chassis, 2, 2, "TopologyParams.chassis", "TE-CCL's dgx2.py builds 2 chassis whatever this says")
-        return generators.build("dgx2", {"chassis": 2}, where=where)
+        return generators.build("dgx2", {"chassis": 2, "switch_hop": switch_hop}, where=where)
     if name == "DGX1":
         _within(chassis, 1, 1, "TopologyParams.chassis", "TE-CCL's DGX1 is one chassis")
         return generators.build("ndv2", {"chassis": 1, "nvlink_bandwidth": 25e9, "nvlink_alpha": float(alpha[0])}, where=where)
