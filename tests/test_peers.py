@@ -166,3 +166,17 @@ def test_instance_epoch_field_is_validated(tmp_path):
     with pytest.raises(InputError) as err:
         load_instance(bad)
     assert err.value.where == f"{bad}: epoch"
+
+
+def test_teccl_dgx2_switch_hop_follows_switch_to_gpu_link_on(tmp_path):
+    # TE-CCL's InstanceParams.switch_to_gpu_link_on (default false: "the link from switch to node
+    # is taken as instantaneous") becomes the NVSwitch's topology switch_hop
+    data = json.loads((DATA / "teccl-dgx2-alltoall-slow.json").read_text())
+    assert read_teccl(_write(tmp_path, "default.json", data)).topology.meta["switch_hop"] == "instant"
+    data["InstanceParams"]["switch_to_gpu_link_on"] = True
+    assert read_teccl(_write(tmp_path, "on.json", data)).topology.meta.get("switch_hop", "timestep") == "timestep"
+    data["InstanceParams"]["switch_to_gpu_link_on"] = "yes"
+    path = _write(tmp_path, "bad.json", data)
+    with pytest.raises(InputError) as err:
+        read_teccl(path)
+    assert err.value.where == f"{path}: InstanceParams.switch_to_gpu_link_on"

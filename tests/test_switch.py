@@ -299,3 +299,101 @@ def test_warm_start_from_recovery_is_feasible_with_switch_nodes(copy):
         assert (con.lower is None or body >= pe.value(con.lower) - 1e-9) and \
                (con.upper is None or body <= pe.value(con.upper) + 1e-9), con.name
     assert info["objective"] == 3  # the recovery schedule delivers all three pairs
+
+
+# ---- instant switch hop (TE-CCL's switch_to_gpu_link_on = False) -----------------------------------
+
+def instant(inst):
+    """The instance with its switches' hop made instant (topology meta ``switch_hop``)."""
+    topo = inst.topology
+    return replace(inst, topology=replace(topo, meta={**topo.meta, "switch_hop": "instant"}))
+
+
+def test_instant_hop_forwards_in_the_arrivals_step():
+    inst, slow = instant(bcast3()), bcast3()
+    same = [(0, 0, 3, 1), (0, 3, 1, 1), (0, 3, 2, 1)]
+    assert verify(sched(same), inst) is None
+    v = verify(sched(same), slow)
+    assert v is not None and "before it arrives" in v.reason
+    later = [(0, 0, 3, 1), (0, 3, 1, 2), (0, 3, 2, 2)]  # valid with a timestep hop
+    assert verify(sched(later), slow) is None
+    v = verify(sched(later), inst)
+    assert v is not None and v.step == 2 and "stores nothing: the piece arrived at the end of step 1" in v.reason
+
+
+@pytest.mark.parametrize("kind, kw, copy, expected", [
+    # allgather on 4 NPUs: each down-link carries one of the 3 missing chunks per timestep,
+    # now from timestep 1 on (GPU -> switch -> GPU within one timestep): >= 3, and 3 suffice
+    # (with copy: NPUs 0, 1 send up in 1, NPUs 2, 3 in 2, each multicast to two others; then
+    # each NPU sends up the one chunk another still lacks; without copy NPU i sends its own
+    # chunk up for NPU i + s in timestep s = 1, 2, 3)
+    ("allgather", {}, True, 3),
+    ("allgather", {}, False, 3),
+    # broadcast from 0: with copy up and multicast in timestep 1; without copy the switch gets
+    # one arrival per holder and timestep: one delivery in 1, two in 2
+    ("broadcast", {"root": 0}, True, 1),
+    ("broadcast", {"root": 0}, False, 2),
+])
+def test_ilp_optimum_with_an_instant_hop_matches_hand_derivation(kind, kw, copy, expected):
+    inst = instant(switch4(kind, **kw))
+    T, s = ilp_optimum(inst, switch_copy=copy)
+    assert T == expected and s.num_steps == expected
+    assert s.meta["switch_hop"] == "instant" and verify(s, inst) is None
+    assert verify(s, switch4(kind, **kw)) is not None  # not a schedule of the timestep hop
+    # the bounds ignore copy: allgather 3 chunks down one link each (inbound), broadcast one hop
+    # through the switch, now one timestep (distance)
+    assert bounds.lower_bound(inst) == (3 if kind == "allgather" else 1)
+    for relaxation in (ten_lp, ten_flow_lp):  # a relaxation never proves more than the optimum
+        m = relaxation.build(inst, expected, switch_copy=copy)
+        assert backends.solve(m, "highs").status == "optimal" and relaxation.bound(m) <= expected
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_recovery_and_warm_start_obey_an_instant_hop(copy):
+    import pyomo.environ as pe
+
+    inst = instant(switch4("allgather"))
+    data, rows, steps = drivers.recovery_schedule(inst, switch_copy=copy)
+    s = ten.schedule_from_rows(data, rows)
+    assert verify(s, inst) is None
+    m = ten_ilp.build(inst, steps, switch_copy=copy)
+    info = drivers.set_start(m, rows)
+    assert info["dropped"] == 0
+    for con in m.component_data_objects(pe.Constraint, active=True):
+        body = pe.value(con.body)
+        assert (con.lower is None or body >= pe.value(con.lower) - 1e-9) and \
+               (con.upper is None or body <= pe.value(con.upper) + 1e-9), con.name
+
+
+def test_instant_hop_pricing_says_what_it_cannot_price():
+    inst = instant(bcast3())
+    s = sched([(0, 0, 3, 1), (0, 3, 1, 1), (0, 3, 2, 1)])
+    assert price(s, inst, "sync").steps == 1
+    for model in ("ten", "event"):
+        with pytest.raises(ten.NotSupported, match="instant"):
+            price(s, inst, model)
+
+
+def test_links_faster_than_the_timestep_carry_several_chunks():
+    # a 4-NPU switch at 125 B/s, alpha 0, chunks of 125 B: a 12.5 s timestep (longer than the
+    # links' 1 s chunk time, as TE-CCL's slowest-link epoch is) fits floor(12.5 * 125 / 125) = 12
+    # chunks per link
+    topo = build("switch", {"nodes": 4, "unwind": 0}, bandwidth=125.0, alpha=0.0)
+    delay, cap, f = ten.link_delays(topo, 125.0, 12.5, switches=True)
+    assert f == 12.5 and set(delay.ravel().tolist()) == {1} and set(cap.tolist()) == {12}
+    # with a 1 s latency the chunks follow it back to back: floor((12.5 - 1) * 125 / 125) = 11
+    topo = build("switch", {"nodes": 4, "unwind": 0}, bandwidth=125.0, alpha=1.0)
+    assert set(ten.link_delays(topo, 125.0, 12.5, switches=True)[1].tolist()) == {11}
+
+
+def test_dgx2_slow_epoch_allgather_bound_is_te_ccls_four_epochs():
+    from collsynth.instances import CORPUS, load_instance
+    from collsynth.instances.instance import epoch_timestep
+
+    inst = load_instance(CORPUS / "teccl-dgx2-2ch-allgather-slow-1gb.toml")
+    assert inst.topology.meta["switch_hop"] == "instant" and len(inst.topology.switches) == 2
+    # an odd GPU has no InfiniBand in-link: its 31 chunks come down its NVSwitch link, which
+    # carries 125 GB/s x 2.5 ms / 31.25 MB = 10 chunks per slowest-link epoch: ceil(31 / 10) = 4,
+    # TE-CCL's provided output (DGX2 2 chassis AllGather Slow 1GB: 4 epochs)
+    b = bounds.timesteps_bound(inst, timestep=epoch_timestep(inst))
+    assert (b.value, b.source, b.witness) == (4, "inbound", "v=1")
