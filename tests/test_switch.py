@@ -397,3 +397,18 @@ def test_dgx2_slow_epoch_allgather_bound_is_te_ccls_four_epochs():
     # TE-CCL's provided output (DGX2 2 chassis AllGather Slow 1GB: 4 epochs)
     b = bounds.timesteps_bound(inst, timestep=epoch_timestep(inst))
     assert (b.value, b.source, b.witness) == (4, "inbound", "v=1")
+
+
+def test_recovery_never_takes_a_switch_for_a_holder():
+    # a walk that sent the whole chunk into switch 3 marks it "received" there; the switch kept
+    # nothing, so recovery must start again from NPU 0 (up, then down: once per NPU it serves,
+    # as it forwards every arrival once), not from the switch
+    from collsynth.solvers.ten import recovery
+
+    for inst in (bcast3(), instant(bcast3())):
+        data = ten.prepare(inst, 1, None, None, switch_copy=True)
+        held = data.pre.copy()
+        held[0, 3] = True
+        rows = recovery.recover(data, held, 1)
+        assert sorted(int(data.src[l]) for _, l, _ in rows.tolist()).count(0) == 2
+        assert verify(ten.schedule_from_rows(data, rows), inst) is None

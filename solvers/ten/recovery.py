@@ -128,6 +128,7 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     end of timestep ``start``; ``avail[c, n]`` optionally gives when a holder got the chunk
     (default: ``start``). Returns rows ``(chunk, pair, arrival)``."""
     C, S = held.shape
+    held = held & ~data.switch[None, :]  # a switch stores nothing: what reached it is gone
     need = data.post & ~held
     if not need.any():
         return np.zeros((0, 3), np.int64)
