@@ -10,7 +10,11 @@ Two sources of rows, one layout (:data:`COLUMNS`):
 - ``optree_rows``, ``swing_rows``, ``bfb_table4_rows``, ``bfb_table5_rows``: the seeds'
   analytic tables (computed by the solvers' modules, no store) in the same form.
 
-``ratio`` is ours / paper. The paper value is never computed here: it is a transcription
+``ratio`` is ours / paper. ``bound`` is what we proved for the metric (epochs, finish time:
+the largest TEN-timestep lower bound any stored run of the instance proved, in epochs or times
+the epoch; algorithm bandwidth: the output buffer over that time, an upper bound; empty for
+the other metrics). An entry whose ``producer`` is ``"*"`` (:data:`ANY`) stands for our best
+run of any producer. The paper value is never computed here: it is a transcription
 (the corpus files and the constants below say where from); a row whose paper value cannot be
 derived says why.
 """
@@ -27,7 +31,8 @@ from ..instances import Instance
 from ..instances.instance import epoch_timestep
 from ..tens import cost_models
 
-COLUMNS = ("table", "instance", "row", "column", "metric", "method", "paper", "ours", "ratio", "source", "why")
+COLUMNS = ("table", "instance", "row", "column", "metric", "method", "paper", "ours", "bound", "ratio", "source", "why")
+ANY = "*"  # an entry's producer standing for every producer: our best run of the instance
 
 BFB = "Zhao et al., NSDI 2025"
 SWING = "De Sensi et al., NSDI 2024"
@@ -40,14 +45,43 @@ BFB_TABLE4_BOUND_US = 267.6
 
 
 def _method(producer: str, driver: str | None) -> str:
+    if producer == ANY:
+        return "best of ours"
     return producer + (f"/{driver}" if driver else "")
 
 
 def _runs_of(runs: pd.DataFrame, instance: str, producer: str, driver: str | None) -> pd.DataFrame:
-    sel = (runs["instance"] == instance) & (runs["producer"] == producer) & runs["verified"].astype(bool)
-    if driver:
-        sel &= runs["driver"].fillna("") == driver
+    sel = (runs["instance"] == instance) & runs["verified"].astype(bool)
+    if producer != ANY:
+        sel &= runs["producer"] == producer
+        if driver:
+            sel &= runs["driver"].fillna("") == driver
     return runs[sel]
+
+
+def proven(entry: dict, instance: Instance, runs: pd.DataFrame) -> float:
+    """What we proved for an entry's metric (NaN if nothing or not applicable): the largest TEN
+    timestep lower bound over the stored runs of the instance (the bounds stage's
+    ``lower_bound_timesteps`` and every producer's ``bound`` in timesteps) as ``epochs``, times
+    the epoch as ``finish_time_s``, and the output buffer over that time as
+    ``algo_bandwidth_GBps`` (an upper bound). Only with an epoch timestep (every run of the
+    instance is then on it)."""
+    metric = entry["metric"]
+    step = epoch_timestep(instance)
+    if metric not in ("epochs", "finish_time_s", "algo_bandwidth_GBps") or step is None:
+        return np.nan
+    mine = runs[runs["instance"] == instance.name]
+    values = [mine["lower_bound_timesteps"]] if "lower_bound_timesteps" in mine else []
+    if "bound" in mine and "units" in mine:
+        values.append(mine.loc[mine["units"] == "timesteps", "bound"])
+    b = max((float(v.max()) for v in values if v.notna().any()), default=np.nan)
+    if not np.isfinite(b) or b <= 0:
+        return np.nan
+    if metric == "epochs":
+        return b
+    if metric == "finish_time_s":
+        return b * step
+    return max(c.message_bytes for c in instance.collectives) / (b * step) / 1e9
 
 
 def _best(rows: pd.DataFrame, key: str) -> pd.Series | None:
@@ -75,7 +109,8 @@ def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, st
     ``finish_time_s``: those epochs x the instance's epoch timestep (TE-CCL: epochs x epoch
     duration; the TEN-priced time without an epoch); ``algo_bandwidth_GBps``: output buffer
     (bytes) / finish time / 1e9 (TE-CCL: GPUs x chunk size / finish time, GB/s);
-    ``synthesis_s`` / ``solver_s``: wall time of the method's best run.
+    ``synthesis_s`` / ``solver_s``: wall time of the method's best run (with an epoch: the run
+    of fewest epochs, else of the least time).
     """
     mine = _runs_of(runs, instance.name, entry["producer"], entry.get("driver"))
     method = _method(entry["producer"], entry.get("driver"))
@@ -88,14 +123,15 @@ def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, st
             missing = method if run is None else _method(entry["reference"], entry.get("reference_driver"))
             return np.nan, f"no verified {missing} run stored"
         return float(run[col]) / float(ref[col]), ""
-    run = _best(mine, "steps" if metric in ("epochs", "finish_time_s", "algo_bandwidth_GBps") else "time_event_s")
+    step = epoch_timestep(instance)
+    by_steps = metric in ("epochs", "finish_time_s", "algo_bandwidth_GBps") or step is not None
+    run = _best(mine, "steps" if by_steps else "time_event_s")  # with an epoch: the run of fewest epochs
     if run is None:
         return np.nan, f"no verified {method} run stored"
     if metric in ("synthesis_s", "solver_s"):
         return float(run["wall_s"]), ""
     if metric == "epochs":
         return float(run["steps"]), ""
-    step = epoch_timestep(instance)
     finish = float(run["steps"]) * step if step is not None else float(run["time_ten_s"])
     if metric == "finish_time_s":
         return finish, ""
@@ -110,12 +146,14 @@ def suite_table(runs: pd.DataFrame, instances: Iterable[Instance]) -> pd.DataFra
         note = str(inst.expect.get("note", ""))
         for e in inst.expect.get("paper", ()):
             value, missing = ours(e, inst, runs)
+            bound = proven(e, inst, runs)
             paper = e.get("value", np.nan)
             why = "; ".join(x for x in (e.get("why", ""), missing, note) if x)
             rows.append({
                 "table": e["table"], "instance": inst.name, "row": e.get("row", ""), "column": e.get("column", ""),
                 "metric": e["metric"], "method": _method(e["producer"], e.get("driver")), "paper": paper,
-                "ours": value, "ratio": value / paper if paper and np.isfinite(paper) and np.isfinite(value) else np.nan,
+                "ours": value, "bound": bound,
+                "ratio": value / paper if paper and np.isfinite(paper) and np.isfinite(value) else np.nan,
                 "source": e["source"], "why": why,
             })
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -126,7 +164,7 @@ def _row(table, row, column, metric, method, paper, ours_value, source, why="") 
     ours_value = np.nan if ours_value is None or pd.isna(ours_value) else float(ours_value)
     ratio = ours_value / paper if np.isfinite(paper) and paper and np.isfinite(ours_value) else np.nan
     return {"table": table, "instance": "", "row": row, "column": column, "metric": metric, "method": method,
-            "paper": paper, "ours": ours_value, "ratio": ratio, "source": source, "why": why}
+            "paper": paper, "ours": ours_value, "bound": np.nan, "ratio": ratio, "source": source, "why": why}
 
 
 def optree_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -71,6 +71,30 @@ def test_te_ccl_finish_time_and_algorithm_bandwidth():
     assert t.loc["epochs", "ratio"] == pytest.approx(6 / 5)
 
 
+def test_bound_column_and_best_of_any_producer():
+    entries = [{"table": "T", "metric": m, "producer": p, "value": 5.0, "source": "s"}
+               for m, p in (("epochs", "greedy"), ("epochs", "*"), ("finish_time_s", "*"), ("algo_bandwidth_GBps", "*"),
+                            ("solver_s", "*"))]
+    inst = _instance(entries, epoch="slowest-link")
+    step = epoch_timestep(inst)
+    runs = _runs([
+        {"producer": "greedy", "steps": 7, "time_event_s": 1.0, "wall_s": 0.5, "lower_bound_timesteps": 3},
+        {"producer": "ten-ilp", "driver": "horizon", "steps": 5, "time_event_s": 1.0, "wall_s": 2.0,
+         "lower_bound_timesteps": 3, "bound": 4.0, "units": "timesteps"},
+        {"producer": "ten-lp", "steps": 4, "time_event_s": 1.0, "wall_s": 1.0, "verified": False,
+         "bound": 4.5, "units": "timesteps"},  # an unverified schedule is not ours, its bound still holds
+        {"producer": "bfb-lp", "steps": 9, "time_event_s": 1.0, "wall_s": 1.0, "bound": 99.0, "units": "M/B"},
+    ])
+    t = paper.suite_table(runs, [inst])
+    assert list(t.columns) == list(paper.COLUMNS)
+    greedy, best, finish, bw, wall = (t.iloc[i] for i in range(5))
+    assert (greedy["ours"], greedy["bound"], greedy["method"]) == (7, 4.5, "greedy")
+    assert (best["ours"], best["bound"], best["method"]) == (5, 4.5, "best of ours")  # ten-ilp's 5 epochs
+    assert finish["bound"] == pytest.approx(4.5 * step) and finish["ours"] == pytest.approx(5 * step)
+    assert bw["bound"] == pytest.approx(4e6 / (4.5 * step) / 1e9)  # an upper bound on bandwidth
+    assert wall["ours"] == 2.0 and math.isnan(wall["bound"])  # the wall time of that best run
+
+
 @pytest.mark.parametrize("entry,field", [
     ({"table": "T", "metric": "epochs", "producer": "greedy", "value": 1.0}, "source"),
     ({"table": "T", "metric": "epochs", "producer": "greedy", "source": "s"}, "why"),
