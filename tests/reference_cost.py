@@ -315,8 +315,10 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
     The definitions of :func:`collsynth.tens.ten.build_ten` (shared helpers ``link_costs`` and
     ``discretize``): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
     bandwidth unless ``timestep`` is given, ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)``
-    and ``capacity_l`` the parallel links. Unlike ``build_ten`` it accepts switches (pricing
-    needs no point-to-point unwinding).
+    and ``capacity_l`` the chunks the pair carries per timestep: its parallel links times the
+    most chunks one link sends back to back within ``f`` (the latency once, then one chunk
+    every ``chunk_bytes / b_l``; at least one), found here by bisection. Unlike ``build_ten`` it
+    accepts switches (pricing needs no point-to-point unwinding).
     """
     from collsynth.tens.ten import discretize, link_costs
 
@@ -324,7 +326,19 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
     f = float(cost.min()) if timestep is None else float(timestep)
     if not f > 0 or not math.isfinite(f):
         raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
-    return f, discretize(cost, f).astype(np.int64), topology.link_arrays.count.astype(np.int64)
+    la = topology.link_arrays
+    fits = []
+    for alpha, bw, count in zip(la.alpha.tolist(), la.bandwidth.tolist(), la.count.tolist()):
+        per_chunk = chunk_bytes / (bw / count)
+        room = (f - alpha) * (1 + 1e-9)
+        lo, hi = 1, 2
+        while hi * per_chunk <= room:  # hi chunks still fit: look further
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:  # lo chunks fit, hi do not
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * per_chunk <= room else (lo, mid)
+        fits.append(int(count) * lo)
+    return f, discretize(cost, f).astype(np.int64), np.asarray(fits, dtype=np.int64)
 
 
 def _first_free(nxt: dict, s: int) -> int:
