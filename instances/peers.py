@@ -144,8 +144,9 @@ def read_teccl(path: str | Path) -> Instance:
     The topology is TE-CCL's by name (repository microsoft/TE-CCL, ``teccl/topologies``):
     ``NDv2`` -> ``ndv2(chassis, inter_chassis = "direct" for 2 chassis, else "switch")``,
     ``DGX2`` -> ``dgx2(2)`` (TE-CCL builds 2 chassis only; its NVSwitch kept as a switch node
-    whose hop to a GPU is instant unless ``InstanceParams.switch_to_gpu_link_on`` is true, as in
-    TE-CCL: topology ``switch_hop``), ``DGX1`` -> the cube-mesh at
+    whose hop to a GPU is instant in an allgather unless ``InstanceParams.switch_to_gpu_link_on``
+    is true, and takes an epoch in an all-to-all, as in TE-CCL's allgather.py and alltoall.py:
+    topology ``switch_hop``), ``DGX1`` -> the cube-mesh at
     25 GB/s per NVLink and ``alpha[0]``, ``AMD`` -> ``mi250(chassis)`` with ``alpha`` as
     (xGMI, NIC) alphas, ``Mesh`` -> TE-CCL's mesh (node i linked to i +- 1 and i +- side over
     the whole id range, so a row's last node also links to the next row's first, 100 GB/s,
@@ -161,8 +162,9 @@ def read_teccl(path: str | Path) -> Instance:
         topo_p = _field(data, "TopologyParams", dict, "")
         inst_p = _field(data, "InstanceParams", dict, "")
         link_on = _field(inst_p, "switch_to_gpu_link_on", bool, "InstanceParams", False)
-        topology = _teccl_topology(topo_p, "timestep" if link_on else "instant")
         kind = _teccl_choice(inst_p, "collective", TECCL_COLLECTIVES)
+        # its allgather honours the flag; its all-to-all LP forwards out of a switch the epoch after
+        topology = _teccl_topology(topo_p, "instant" if kind == "allgather" and not link_on else "timestep")
         epoch = _teccl_choice(inst_p, "epoch_type", TECCL_EPOCHS)
         if _field(inst_p, "epoch_multiplier", (int, float), "InstanceParams", 1) != 1:
             raise InputError("InstanceParams.epoch_multiplier", "only 1 maps to an epoch choice (a multiple of it does not)")

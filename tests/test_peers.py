@@ -170,8 +170,11 @@ def test_instance_epoch_field_is_validated(tmp_path):
 
 def test_teccl_dgx2_switch_hop_follows_switch_to_gpu_link_on(tmp_path):
     # TE-CCL's InstanceParams.switch_to_gpu_link_on (default false: "the link from switch to node
-    # is taken as instantaneous") becomes the NVSwitch's topology switch_hop
+    # is taken as instantaneous") becomes the NVSwitch's topology switch_hop in an allgather;
+    # TE-CCL's all-to-all LP (alltoall.py) forwards out of a switch in the epoch after either way
     data = json.loads((DATA / "teccl-dgx2-alltoall-slow.json").read_text())
+    assert read_teccl(_write(tmp_path, "a2a.json", data)).topology.meta.get("switch_hop", "timestep") == "timestep"
+    data["InstanceParams"]["collective"] = 1  # allgather
     assert read_teccl(_write(tmp_path, "default.json", data)).topology.meta["switch_hop"] == "instant"
     data["InstanceParams"]["switch_to_gpu_link_on"] = True
     assert read_teccl(_write(tmp_path, "on.json", data)).topology.meta.get("switch_hop", "timestep") == "timestep"
