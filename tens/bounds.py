@@ -1034,8 +1034,10 @@ def _fingerprint(instance: Instance, *extra) -> str:
     h = hashlib.sha1()
     for a in (la.src, la.dst, la.count, la.bandwidth, la.alpha):
         h.update(np.ascontiguousarray(a).tobytes())
-    h.update(repr((instance.topology.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
-                                             for c in instance.collectives], extra)).encode())
+    topo = instance.topology
+    switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"))  # the switch model counts too
+    h.update(repr((topo.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
+                               for c in instance.collectives], switches, extra)).encode())
     return h.hexdigest()
 
 
