@@ -26,7 +26,11 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
     SYMMETRIC: bool         = False  its model ranges over the schedules a group of automorphisms
                                      maps onto themselves (one chunk orbit, translated): a
                                      horizon it proves impossible rules out symmetric schedules
-                                     only, so drivers prove optimality by bounds on every schedule
+                                     only, so drivers prove optimality by bounds on every schedule.
+                                     A symmetric relaxation is a convex LP invariant under the
+                                     group restricted to its symmetric points: averaging any
+                                     solution over the group gives one, so its bound holds for
+                                     every schedule (ten-lp-orbit: the TEN LP bound)
     NATIVE_REDUCTIONS: bool = False  its models express combining collectives in their own
                                      direction (reduce, reduce_scatter, allreduce, and concurrent
                                      collectives of any mix of kinds): producers pass them whole

@@ -49,6 +49,7 @@ from ..tens.orbits import TenOrbits, ten_orbits, translate_holdings, translate_r
 from ..tens.schedule import Schedule
 from ..tens.ten import NotSupported, TenData, prepare, prune, schedule_from_rows
 from . import OBJECTIVES, TenModel, expose, ten_model
+from .ten_ilp import Assembly
 from ._ten_arrays import add_arrivals_objective, add_makespan_objective, add_rows, capacity_rows, flow_model, ten_arrays
 
 NAME = "ten-ilp-orbit"
@@ -98,12 +99,20 @@ def restricted(data: TenData, orbits: TenOrbits) -> TenData:
     return replace(data, pre=data.pre[r], post=data.post[r], group=data.group[r])
 
 
-def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals", relax: bool = False,
-          weights=None, timestep: float | None = None, lookahead: int = 0, build_limit: float | None = None,
-          **params) -> pe.ConcreteModel:
-    """The orbit model of ``instance`` over ``horizon`` timesteps (module doc).
+def build(instance: Instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
+    """The orbit model of ``instance`` over ``horizon`` timesteps (module doc); parameters as
+    :func:`assemble`."""
+    return assemble(instance, horizon, state, **params).model
 
-    Same parameters as :func:`collsynth.formulations.ten_ilp.build` (no ``capacity=False``:
+
+def assemble(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals", relax: bool = False,
+             weights=None, timestep: float | None = None, lookahead: int = 0, build_limit: float | None = None,
+             **params) -> Assembly:
+    """The orbit model with what it was built from: an :class:`~collsynth.formulations.ten_ilp.Assembly`
+    whose ``data`` is the TEN of the representatives alone (the rows are written over it, so a
+    formulation that adds rows to the orbit model builds them from the same arrays).
+
+    Same parameters as :func:`collsynth.formulations.ten_ilp.assemble` (no ``capacity=False``:
     without capacity rows there is nothing for symmetry to save); ``build_limit`` (seconds):
     the size is estimated from the index arrays first and a model that would take longer to
     build is refused (:class:`~collsynth.formulations.BuildTooLarge`).
@@ -121,11 +130,12 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     ix = ten_arrays(local, int(lookahead), chunk_ids=orbits.reps, build_limit=build_limit,
                     what=f"{NAME} at horizon {data.horizon}")
     with PauseGC():  # many small objects, no cycles to free: the collector only slows the build
-        return _pyomo_model(instance, data, orbits, local, ix, objective, relax, w, int(lookahead))
+        m, columns = _pyomo_model(instance, data, orbits, local, ix, objective, relax, w, int(lookahead))
+    return Assembly(m, local, ix, columns)
 
 
 def _pyomo_model(instance, data: TenData, orbits: TenOrbits, local: TenData, ix, objective: str, relax: bool, w,
-                 lookahead: int) -> pe.ConcreteModel:
+                 lookahead: int) -> tuple[pe.ConcreteModel, list]:
     m, columns = flow_model(f"{NAME}:{instance.name}:T={data.horizon}", data, local, ix, relax)
     add_rows(m, "ineq_orbit_capacity", capacity_rows(local, ix, orbits.link_orbit, orbits.orbit_capacity), columns,
              "the representatives' sends over the link pairs of one orbit occupy at most one pair's capacity "
@@ -134,8 +144,8 @@ def _pyomo_model(instance, data: TenData, orbits: TenOrbits, local: TenData, ix,
         add_arrivals_objective(m, local, ix, columns, w, lookahead)
     else:
         add_makespan_objective(m, local, ix, columns, relax)
-    return expose(m, OrbitTenModel(data=data, sent=m.sent, hold=m.hold, objective=objective,
-                                   orbits=orbits, local=local))
+    expose(m, OrbitTenModel(data=data, sent=m.sent, hold=m.hold, objective=objective, orbits=orbits, local=local))
+    return m, columns
 
 
 def extract(model: pe.ConcreteModel) -> Schedule:
@@ -156,4 +166,4 @@ def bound(model: pe.ConcreteModel):
     return None
 
 
-__all__ = ["NAME", "build", "extract", "bound", "OrbitTenModel", "restricted"]
+__all__ = ["NAME", "build", "assemble", "extract", "bound", "OrbitTenModel", "restricted"]

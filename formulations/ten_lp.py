@@ -278,7 +278,8 @@ def amounts(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_
     return r[order], counts[order], int(D)
 
 
-def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS) -> Walk:
+def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS, *,
+         link_class: np.ndarray | None = None, class_capacity: np.ndarray | None = None) -> Walk:
     """Pieces realising the solved LP's amounts (see the module doc; Won et al., TACOS, 2023, Section V-A relaxed).
 
     Timesteps are walked in order. A send arriving at ``t`` over a pair of delay ``k`` may use
@@ -289,8 +290,13 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
     over timesteps ``t-k+1..t``
     (``capacity * D`` atoms each). Sends to nodes that neither need nor forward their atoms
     are trimmed afterwards. ``Walk.held`` says which (chunk, node) pairs ended whole.
+
+    ``link_class`` (``[pair]``) and ``class_capacity`` (``[class]``) share the capacity over
+    classes of pairs instead (the orbit model's rows: the sends over every pair of one class
+    occupy at most one class capacity in any timestep).
     """
     data: TenData = ten_model(model).data
+    cls, cap = _classes(data, link_class, class_capacity)
     rows, counts, D = amounts(model, max_denominator, max_atoms)
     C, S = data.pre.shape
     w = Walk(data, D, horizon=data.horizon)
@@ -321,7 +327,8 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
             ready = src_arr <= t - k
         useful = np.flatnonzero(ready & (dst_arr == _NEVER))
         span = range(t - k + 1, t + 1)
-        free = int(data.capacity[l]) * D - max(used.get((l, tau), 0) for tau in span)
+        slot = int(cls[l])
+        free = int(cap[slot]) * D - max(used.get((slot, tau), 0) for tau in span)
         n = min(a, len(useful), free)
         if n <= 0:
             continue
@@ -341,11 +348,18 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
         dst_arr[pick] = t
         cover[c, pick] += 1
         for tau in span:
-            used[(l, tau)] = used.get((l, tau), 0) + n
+            used[(slot, tau)] = used.get((slot, tau), 0) + n
         _record(w, c, l, t, pick)
     _trim(w)
     w.held = _held(w)
     return w
+
+
+def _classes(data: TenData, link_class, class_capacity) -> tuple[np.ndarray, np.ndarray]:
+    """(class of every link pair, capacity of every class): each pair its own class by default."""
+    if link_class is None:
+        return np.arange(len(data.src)), np.asarray(data.capacity)
+    return np.asarray(link_class, np.int64), np.asarray(class_capacity, np.int64)
 
 
 def _held(w: Walk) -> np.ndarray:
@@ -412,46 +426,56 @@ def extend(w: Walk, rows: np.ndarray) -> Walk:
     return w
 
 
-def repair(w: Walk) -> Walk:
+def repair(w: Walk, *, chunks: np.ndarray | None = None, link_class: np.ndarray | None = None,
+           class_capacity: np.ndarray | None = None) -> Walk:
     """Complete every pair the walk left short, using free link capacity from timestep 1 on.
 
     For each short (chunk, node) pair (in chunk, node order), the missing atoms ``M`` travel
     as one group along an earliest-arrival path of the TEN (:func:`_earliest_path`). Hops
     carry only the atoms their destination lacks, so no atom reaches a node twice. Unlike
     shortest-path recovery after the horizon this reuses capacity the LP left idle inside the
-    horizon; without a path it leaves the pair short.
+    horizon; without a path it leaves the pair short. ``chunks``: repair only these chunks
+    (default: all); ``link_class`` / ``class_capacity``: capacity shared over classes of pairs,
+    as in :func:`walk`.
     """
     data = w.data
     S = data.pre.shape[1]
+    cls, cap = _classes(data, link_class, class_capacity)
     used: dict[tuple[int, int], int] = {}
     for c, l, t, a in zip(w.chunk, w.pair, w.step, w.atoms):
-        _occupy(used, l, t, int(data.delay[data.group[c], l]), len(a))
+        _occupy(used, int(cls[l]), t, int(data.delay[data.group[c], l]), len(a))
     out_pairs = [np.flatnonzero(data.src == u).tolist() for u in range(S)]
-    for c, n in zip(*np.nonzero(data.post & ~_held(w))):
+    short = data.post & ~_held(w)
+    if chunks is not None:
+        keep = np.zeros(len(short), bool)
+        keep[np.asarray(chunks, np.int64)] = True
+        short &= keep[:, None]
+    for c, n in zip(*np.nonzero(short)):
         c, n = int(c), int(n)
         arr_n = w.arrival.get((c, n))
         M = np.arange(w.denom) if arr_n is None else np.flatnonzero(arr_n == _NEVER)
         if not len(M):
             continue
-        for l, a, v in _earliest_path(w, c, n, M, used, out_pairs):
+        for l, a, v in _earliest_path(w, c, n, M, used, out_pairs, cls, cap):
             arr = w.arrival.get((c, v))
             if arr is None:
                 arr = w.arrival[(c, v)] = np.full(w.denom, _NEVER, np.int64)
             pick = M[arr[M] == _NEVER]
             arr[pick] = a
-            _occupy(used, l, a, int(data.delay[data.group[c], l]), len(pick))
+            _occupy(used, int(cls[l]), a, int(data.delay[data.group[c], l]), len(pick))
             _record(w, c, l, a, pick)
     w.held = _held(w)
     return w
 
 
-def _occupy(used: dict, l: int, arrival: int, k: int, atoms: int) -> None:
-    """Count ``atoms`` on pair ``l`` in the ``k`` timesteps a send arriving at ``arrival`` uses."""
+def _occupy(used: dict, slot: int, arrival: int, k: int, atoms: int) -> None:
+    """Count ``atoms`` on capacity class ``slot`` in the ``k`` timesteps a send arriving at ``arrival`` uses."""
     for tau in range(arrival - k + 1, arrival + 1):
-        used[(l, tau)] = used.get((l, tau), 0) + atoms
+        used[(slot, tau)] = used.get((slot, tau), 0) + atoms
 
 
-def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs: list) -> list:
+def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs: list, cls: np.ndarray,
+                   cap: np.ndarray) -> list:
     """Hops ``(pair, arrival, node)`` bringing atoms ``M`` of chunk ``c`` to node ``n`` earliest.
 
     A time-dependent Dijkstra: a node is labelled with the timestep by which it holds all of
@@ -489,9 +513,10 @@ def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs
             if v in done or not len(lack):
                 continue
             k = int(data.delay[g, l])
-            room = int(data.capacity[l]) * w.denom - len(lack)
+            slot = int(cls[l])
+            room = int(cap[slot]) * w.denom - len(lack)
             s = tv + 1
-            while any(used.get((l, tau), 0) > room for tau in range(s, s + k)):
+            while any(used.get((slot, tau), 0) > room for tau in range(s, s + k)):
                 s += 1
             held_m = M if arr is None else M[arr[M] != _NEVER]
             lab = max(s + k - 1, int(arr[held_m].max()) if arr is not None and len(held_m) else 0)
@@ -516,7 +541,7 @@ def _record(w: Walk, chunk: int, pair: int, step: int, atoms: np.ndarray) -> Non
     w.atoms.append(atoms)
 
 
-def _runs(atoms: np.ndarray) -> list[tuple[int, int]]:
+def runs(atoms: np.ndarray) -> list[tuple[int, int]]:
     """Contiguous runs ``[lo, hi)`` of sorted atom indices."""
     if not len(atoms):
         return []
@@ -533,7 +558,7 @@ def to_schedule(w: Walk) -> Schedule:
     data = w.data
     c, l, t, lo, hi = [], [], [], [], []
     for ci, li, ti, a in zip(w.chunk, w.pair, w.step, w.atoms):
-        for a0, a1 in _runs(a):
+        for a0, a1 in runs(a):
             c.append(ci)
             l.append(li)
             t.append(ti)
@@ -578,4 +603,4 @@ refine = polish  # the contract's name: re-aim a complete solved LP before a re-
 
 
 __all__ = ["NAME", "build", "extract", "bound", "fractional", "integral", "complete", "lower_bound",
-           "polish", "refine", "schedules", "Walk", "amounts", "walk", "repair", "extend", "to_schedule"]
+           "polish", "refine", "schedules", "Walk", "amounts", "walk", "repair", "extend", "runs", "to_schedule"]

@@ -271,7 +271,7 @@ def test_amounts_exact_or_apportioned():
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 12)), min_size=1, max_size=6))
 def test_runs_round_trip(spans):
     atoms = sorted({a for s, n in spans for a in range(s * 5, s * 5 + n)})
-    runs = ten_lp._runs(np.array(atoms))
+    runs = ten_lp.runs(np.array(atoms))
     back = [a for lo, hi in runs for a in range(lo, hi)]
     assert back == atoms
     assert all(r1[1] < r2[0] for r1, r2 in zip(runs, runs[1:]))  # maximal runs

@@ -34,7 +34,8 @@ import time
 from dataclasses import replace
 
 from ... import InputError
-from ...formulations import OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_lp, ten_model
+from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_lp, ten_lp_orbit,
+                              ten_model)
 from ...instances import size
 from ...tens import ten
 from ...tens.schedule import concat
@@ -77,6 +78,7 @@ RELAXATION_PARAMS = (
 )
 
 LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
+ORBIT_LP = ten_formulation(ten_lp_orbit)  # the same bound from one chunk orbit, beside symmetric formulations
 FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
 FLOW_BUILD_S_PER_VAR = 1.5e-4  # seconds to build the flow LP, per variable (measured: 6.1 s for 47k on mesh4x4-failed)
 
@@ -126,24 +128,25 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     """
     blind = _capacity_blind(formulation, form)
     want_flow = form.get("flow", True)
-    lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts", "switch_copy")}
+    relaxation = ORBIT_LP if formulation.symmetric else LP  # the same bound (ten_lp_orbit), |G| times smaller
+    lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts", "switch_copy") and k in _param_names(relaxation)}
     t0 = time.perf_counter()
     steps = None if outcome.schedule is None else outcome.schedule.num_steps
     known = steps if (steps is not None and not blind) else None
     try:
-        lb = LP.lower_bound(instance, timestep=lp_form.get("timestep"))
+        lb = relaxation.lower_bound(instance, timestep=lp_form.get("timestep"))
         hi = known if known is not None else drivers.recovery_schedule(instance, lp_form.get("timestep"),
                                                                    lp_form.get("switch_copy", ten.SWITCH_COPY))[2]
     except ten.NotSupported as e:
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: the TEN LP reverses combining collectives: {e}"
         return outcome
-    s = _search_beside(instance, LP, options, lp_form, lb, max(hi, lb), known, budget)
+    s = _search_beside(instance, relaxation, options, lp_form, lb, max(hi, lb), known, budget)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
                           "lp_bound_s": round(time.perf_counter() - t0, 4),
                           "lp_bound_horizons": [x["horizon"] for x in s["horizons"]],
-                          "lp_bound_source": LP.name if s["bound"] is not None else None,
-                          "lp_bounds": {LP.name: s["bound"]}})
+                          "lp_bound_source": relaxation_source(relaxation) if s["bound"] is not None else None,
+                          "lp_bounds": {relaxation.name: s["bound"]}})
     if s["bound"] is None:
         outcome.extra["lp_bound_note"] = f"not finished: {s['message']}" + (
             f" (budget {budget:.3g} s)" if budget is not None else "")
@@ -158,6 +161,22 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     elif best is not None:
         _prove_with(outcome, float(best), steps, outcome.extra.get("lp_bound_source") or "TEN LP")
     return outcome
+
+
+def _param_names(formulation: TenFormulation) -> set[str]:
+    """The parameters ``formulation.build`` takes (those of the TEN ILP when it declares none)."""
+    return {p[0] for p in (formulation.params if formulation.params is not None else ILP_PARAMS)}
+
+
+def relaxation_source(formulation: TenFormulation) -> str:
+    """How a relaxation's bound is named in ``lp_bound_source`` (and so in a row's
+    ``bound_source``): its name, and for a symmetric one why it bounds every schedule (the
+    contract: a symmetric relaxation is a convex, group-invariant LP restricted to symmetric
+    points, and averaging any solution over the group gives such a point)."""
+    if not formulation.symmetric:
+        return formulation.name
+    return (f"{formulation.name} (every schedule: the LP is convex and invariant under the group, so averaging a "
+            "solution over the group gives a symmetric one)")
 
 
 def _search_beside(instance, relaxation: TenFormulation, options: Options, form: dict, lo: int, hi: int,
@@ -407,6 +426,8 @@ def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_l
     proven incomplete, or None: undecided; the solved model when complete), recorded in ``out``."""
     t0 = time.perf_counter()
     units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
+    if formulation.symmetric:  # one chunk orbit: a group acting regularly has one element per node
+        units /= max(1, instance.topology.size)
 
     def left():
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
@@ -466,7 +487,7 @@ def _relaxation_run(formulation: TenFormulation):
     """
 
     def run(instance, options: Options) -> Outcome:
-        size.check_ten(instance)
+        _check_size(formulation, instance)
         phases = _checked(lambda: _phases(instance))
         if phases is not None:
             return _relaxation_allreduce(run, phases, options)
@@ -486,7 +507,8 @@ def _relaxation_run(formulation: TenFormulation):
                            found_by="recovery")
         s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
                       binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
-        extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"]}
+        extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"],
+                 "lp_bound_source": relaxation_source(formulation)}
         if s["bound"] is None or s["model"] is None:
             proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
             return Outcome(schedule=None, status="no-solution", bound=float(proven), units="timesteps",
@@ -556,7 +578,8 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
         solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "
                  f"reduce_scatter ({rs.objective:g}) + allgather ({ag.objective:g})"),
-        extra={"lp_bound": int(b), "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
+        extra={"lp_bound": int(b), "lp_bound_source": max((rs, ag), key=lambda o: o.bound).extra.get("lp_bound_source"),
+               "phases": {"reduce_scatter": rs.extra, "allgather": ag.extra},
                "denominator": int(sched.denom),
                "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
                "recovered_pairs": rs.extra.get("recovered_pairs", 0) + ag.extra.get("recovered_pairs", 0)},
