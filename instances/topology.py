@@ -224,13 +224,20 @@ class Topology:
 
     # ---- derived topologies --------------------------------------------------------------
     def transpose(self) -> "Topology":
-        """The topology with every link reversed (same costs); transpose twice is identity."""
-        return replace(
+        """The topology with every link reversed (same costs); transpose twice is identity
+        (the same object: the transpose is made once and remembers its origin)."""
+        return self._transposed
+
+    @cached_property
+    def _transposed(self) -> "Topology":
+        t = replace(
             self,
             graph=self.graph.reverse(copy=True),
             failed_links=frozenset((v, u) for u, v in self.failed_links),
             name=f"{self.name}^T" if not self.name.endswith("^T") else self.name[:-2],
         )
+        t.__dict__["_transposed"] = self  # cached_property's own slot
+        return t
 
     def with_failures(
         self, nodes: Iterable[int] = (), links: Iterable[tuple[int, int]] = ()

@@ -67,8 +67,20 @@ def count_bound(inst) -> int:
             k, deg = (pre & ~post).sum(axis=0), topo.out_degrees
         else:  # every chunk's result at v needs at least one piece from another node
             k, deg = post.sum(axis=0), topo.in_degrees
+            best = max(best, gossip_volume(inst, coll))
         best = max([best] + [math.ceil(k[v] / deg[v]) for v in coll.nodes if k[v]])
     return best
+
+
+def gossip_volume(inst, coll) -> int:
+    """TEN timesteps an allreduce needs by link volume: one-way gossip among ``P`` ranks takes
+    ``2P - 2`` calls (Harary and Schwenk, "The communication problem on graphs and digraphs",
+    J. Franklin Institute, 1974): every rank but the first to hold the full sum sends before
+    it, every rank but it receives after it, so each chunk crosses ``2P - 2`` links, and all
+    links together carry their total capacity per step."""
+    P = len(coll.nodes)
+    links = int(inst.topology.link_arrays.count.sum())
+    return math.ceil(len(coll.used_chunks) * (2 * P - 2) / links) if P > 1 else 0
 
 
 def test_corpus_size_and_coverage():

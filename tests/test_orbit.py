@@ -253,11 +253,20 @@ def test_scale_exact_suite_loads_with_its_expectations():
         kind, = {c.kind for c in inst.collectives}
         expect = inst.expect
         assert "optimal_steps" in expect or "lower_bound_steps" in expect, path
-        if kind != "allgather":
+        if kind not in ("allgather", "allreduce"):
             continue
         t = inst.topology
         n, cpn = t.size, inst.collectives[0].chunks_per_node
         in_degree = {int(v) for _, v in t.graph.in_degree()}
         assert len(in_degree) == 1, path
-        steps = -(-(n - 1) * cpn // in_degree.pop())
+        d = in_degree.pop()
+        steps = -(-(n - 1) * cpn // d)
+        if kind == "allreduce":
+            # one-way gossip: 2n - 2 sends per block, n blocks over n * d links; on these tori
+            # reduce-scatter then allgather, each at the allgather bound, take exactly that
+            volume = -(-n * cpn * (2 * n - 2) // (n * d))
+            assert expect["lower_bound_steps"] == volume, path
+            if "optimal_steps" in expect:
+                assert expect["optimal_steps"] == volume == 2 * steps, path
+            continue
         assert expect.get("optimal_steps", expect.get("lower_bound_steps")) == steps, path
