@@ -124,3 +124,16 @@ def test_unwinding_errors_and_ten_refuses_switches():
         ten.prepare(make_instance(uniring(), "allgather"), 0)
     plain = uniring()
     assert unwind_switches(plain, 2) is plain
+
+
+def test_dual_instance_is_made_once_per_instance():
+    """Reduce-scatter's dual (allgather on the transposed topology) is built once per
+    instance object, so every window of time clustering reuses it; another instance object
+    gets its own."""
+    topo = build("ring", {"nodes": 4, "bidirectional": False})
+    inst = make_instance(topo, "reduce_scatter")
+    dual = ten.dual_instance(inst)
+    assert ten.dual_instance(inst) is dual and dual.collective.kind == "allgather"
+    assert dual.topology.has_link(1, 0) and not dual.topology.has_link(0, 1)
+    other = make_instance(topo, "reduce_scatter")
+    assert ten.dual_instance(other) is not dual

@@ -144,3 +144,12 @@ def test_with_link_costs_scales_and_rejects_bad_values():
     with pytest.raises(InputError, match="alpha"):
         with_link_costs(topo, 1.0, -1.0)
     assert np.isclose(with_link_costs(topo, 1.0, 0.0).link_arrays.alpha, 0.0).all()
+
+
+def test_transpose_is_made_once_and_remembers_its_origin():
+    """Time clustering prepares a TEN per window: the transposed copy (a graph copy) is made
+    once per topology, its transpose is the topology itself, and its links are reversed."""
+    topo = generators.build("torus", {"dims": [3, 4], "bidirectional": False})
+    t = topo.transpose()
+    assert topo.transpose() is t and t.transpose() is topo
+    assert sorted(t.graph.edges()) == sorted((v, u) for u, v in topo.graph.edges())
