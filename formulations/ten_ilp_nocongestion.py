@@ -4,7 +4,7 @@ Same holdings and sends as :mod:`.ten_ilp` (Won et al., TACOS, 2023, Section V-A
 rows: any number of chunks may cross a link in a timestep, as in synthesizers that ignore
 contention. The schedules it finds are valid (every send has its data) but may overload links;
 the pipeline prices every schedule with the same congestion-aware cost models
-(:func:`collsynth.tens.cost.price`), so the comparison with ten-ilp is honest. Its timestep
+(:func:`collsynth.tens.cost_models.price`), so the comparison with ten-ilp is honest. Its timestep
 lower bound is only the delay-weighted distance (no inbound-throughput term): the contract's
 default for a formulation that declares ``RESPECTS_CAPACITY = False``.
 """

@@ -14,7 +14,7 @@ Models (what a bound of that model bounds)
     most its ``cap_l`` parallel links (:func:`respects_ten_capacity` checks a schedule). This is
     what the TEN ILP, its LP and the greedy count.
 ``ten``
-    seconds under the TEN cost model (``tens.cost.price(..., "ten")``) of every verified
+    seconds under the TEN cost model (``tens.cost_models.price(..., "ten")``) of every verified
     schedule: a piece of ``y`` bytes occupies a link for ``ceil((alpha + y/b) / f)`` timesteps
     of ``f`` seconds, so pieces smaller than a chunk may be faster than whole chunks.
 ``event``

@@ -32,7 +32,7 @@ Everything here follows De Sensi et al., NSDI 2024, Sections 3-4:
   coordinate reflected), so the 2D collectives use 2D different ports in each step.
 
 Schedules use ``routing="shortest-path"``: a logical peer that is not a neighbour is reached
-over the network, and the shared cost model (:func:`collsynth.tens.cost.price`) charges every
+over the network, and the shared cost model (:func:`collsynth.tens.cost_models.price`) charges every
 link of the route, which is where the congestion deficiency comes from.
 
 Every builder returns a :class:`~collsynth.tens.schedule.Schedule`; :func:`closed_form` gives

@@ -278,7 +278,7 @@ def _bound_in_time(instance: Instance, timestep: float | None, deadline: Deadlin
 # ---- multi-start and the producer ----------------------------------------------------------
 
 def _sync_time(schedule: Schedule, instance: Instance) -> float:
-    """Synchronous alpha-beta time (``tens.cost.price``), the tie-breaker between seeds."""
+    """Synchronous alpha-beta time (``tens.cost.price_sync``), the tie-breaker between seeds."""
     return float(cost.price_sync(schedule, instance).total_s)
 
 

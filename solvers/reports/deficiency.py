@@ -117,7 +117,7 @@ def price_messages(topology: Topology, m: sw.Messages, message_bytes: float = 1.
                    source_batch: int = 512) -> Priced:
     """Price a message table under the shared sync model (see the module docstring).
 
-    Small tables go through :func:`collsynth.tens.cost.price` itself; larger ones are routed in
+    Small tables go through :func:`collsynth.tens.cost.price_sync` itself; larger ones are routed in
     batches of ``source_batch`` sources with :func:`collsynth.tens.cost.routes` and aggregated the
     way ``price_sync`` does (loads per (step, link pair) / bandwidth, maximum per step; latency:
     the longest route of the step).
