@@ -50,6 +50,7 @@ from ..instances.instance import epoch_timestep, make_instance
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
+from ..tens.plan import PricingPlan
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
 from ..tens.ten import NotSupported
@@ -245,6 +246,8 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
+    plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
+                                                        if m.uses_plan))  # derived once for them
     for model in cost_models.MODELS.values():
         stage = f"pricing ({model.name})"
         left, need = deadline.left(), len(schedule) / model.rate
@@ -255,7 +258,8 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
             break
         try:
             with _stage(deadline, stage, stages):
-                price = model.price(schedule, instance, timestep=epoch_step)
+                shared = {"plan": plan} if model.uses_plan else {}
+                price = model.price(schedule, instance, timestep=epoch_step, **shared)
         except TimeLimitReached as e:
             note = _limit_message(e, deadline, stages, stage)
             row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")

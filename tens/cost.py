@@ -78,13 +78,13 @@ from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import cost_kernels as kern
-from .dependencies import (PAIR_BUDGET, Deps, counting_order, counting_order_of, dependencies, dependency_pairs,
-                           step_view)
-from .routing import MAX_INDEX, Routes, route_sends, routes
+from .dependencies import PAIR_BUDGET, Deps, counting_order, counting_order_of, dependency_pairs
+from .plan import PricingPlan
+from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
 from .ten import REL_TOL, NotSupported, link_delays, switch_hop_instant
 
-__all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "Routes", "chunk_bytes_of",
+__all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "chunk_bytes_of", "plan_for",
            "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
@@ -128,6 +128,15 @@ def _refuse_instant_switch(schedule: Schedule, instance: Instance, model: str) -
 
 # ---- shared preparation --------------------------------------------------------------------
 
+def plan_for(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None) -> PricingPlan:
+    """``plan`` if it was made for ``schedule`` on ``instance``, a new plan if none was given."""
+    if plan is None:
+        return PricingPlan(schedule, instance)
+    if not plan.belongs_to(schedule, instance):
+        raise ValueError("the pricing plan was made for another schedule or instance")
+    return plan
+
+
 def chunk_bytes_of(instance: Instance, num: int | None = None) -> np.ndarray:
     """Bytes of every chunk id of the (merged) schedule: each collective's ``chunk_bytes``."""
     offs = instance.chunk_offsets
@@ -163,7 +172,7 @@ def _homogeneous_units(schedule: Schedule, instance: Instance, cb: np.ndarray) -
 
 # ---- sync ------------------------------------------------------------------------------------
 
-def price_sync(schedule: Schedule, instance: Instance) -> Cost:
+def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None) -> Cost:
     """Synchronous alpha-beta steps with shortest-path routing and per-link loads (see module doc).
 
     One pass over the sends in step order (:func:`collsynth.tens.cost_kernels.sync_steps`);
@@ -174,8 +183,8 @@ def price_sync(schedule: Schedule, instance: Instance) -> Cost:
     if len(s) == 0:
         return Cost("sync", 0, 0.0, 0.0, 0.0, {"T_B_chunks": Fraction(0), "per_step": [], "coupled_s": 0.0})
     cb = _checked_chunk_bytes(s, instance)
-    view = step_view(s)
-    rt = route_sends(view.src, view.dst, s.routing, instance.topology)
+    plan = plan_for(s, instance, plan)
+    view, rt = plan.view, plan.routes
     mult = _homogeneous_units(s, instance, cb)
     lat, bw, coupled, units = kern.sync_steps(
         view.bounds, rt.r, rt.ptr, rt.links, rt.latency, view.chunk, view.lo, view.hi, s.denom, cb,
@@ -227,7 +236,7 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
 
 
 def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = None,
-              exact_deps: bool | None = None) -> Cost:
+              exact_deps: bool | None = None, plan: PricingPlan | None = None) -> Cost:
     """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; TACOS §IV).
 
     Sends are processed step by step; a send's ready timestep is the latest arrival of its
@@ -248,9 +257,8 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     if len(s) == 0:
         return Cost("ten", 0, 0.0, 0.0, 0.0, {"timestep_s": f, "timesteps": 0})
     cb = _checked_chunk_bytes(s, instance)
-    view = step_view(s)
-    rt = route_sends(view.src, view.dst, s.routing, topo)
-    dep = dependencies(view, instance, exact_deps)
+    plan = plan_for(s, instance, plan)
+    view, rt, dep = plan.view, plan.routes, plan.deps(exact_deps)
     slot_ptr = np.zeros(len(la) + 1, dtype=np.int64)
     np.cumsum(capacity, out=slot_ptr[1:])
     exact = dep.pairs is not None
@@ -291,7 +299,8 @@ def _prefix_tables(dep: Deps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return members, groups, waiting
 
 
-def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None) -> Cost:
+def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None,
+                plan: PricingPlan | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
     A heap of ready hops keyed (ready time, position in step order); popping one serves it on
@@ -310,8 +319,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
-    view = step_view(s)
-    rt = route_sends(view.src, view.dst, s.routing, topo)
+    plan = plan_for(s, instance, plan)
+    view, rt = plan.view, plan.routes
     per_send_hops = rt.hops[rt.r]
     H = int(per_send_hops.sum(dtype=np.int64))
     if H >= MAX_INDEX:
@@ -321,7 +330,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         hstart = np.zeros(n + 1, np.int64)
         np.cumsum(per_send_hops, out=hstart[1:])
     del per_send_hops
-    dep = dependencies(view, instance, True if exact_deps is None else exact_deps)
+    dep = plan.deps(True if exact_deps is None else exact_deps)
     sends = np.empty(n, dtype=kern.SEND)
     sends["nbytes"] = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
     sends["route"] = rt.r

@@ -23,7 +23,7 @@ chunk) and one pass per chunk that names the groups with a per-node scratch arra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -221,6 +221,23 @@ def _name_groups(chunk, src, dst, rank, held, by_chunk, chunk_starts, size):
 
 
 @njit(cache=True, nogil=True)
+def _renumber_by_first_arrival(ga, g_in, groups):
+    """Renumber the groups (in place) in the order of their first arrival's position, so that
+    group tables are read roughly in step order, as the sends are."""
+    new = np.full(groups, -1, np.int32)
+    k = 0
+    for q in range(len(ga)):
+        g = ga[q]
+        if new[g] < 0:
+            new[g] = k
+            k += 1
+        ga[q] = new[g]
+    for q in range(len(g_in)):
+        if g_in[q] >= 0:
+            g_in[q] = new[g_in[q]]
+
+
+@njit(cache=True, nogil=True)
 def _pairs(g_in, p, lo, hi, members, gstart, total):
     """Exact dependency pairs ``(i, j)``: ``j`` among the first ``p[i]`` arrivals of group
     ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order."""
@@ -288,17 +305,26 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     by_chunk, chunk_starts = counting_order(view.chunk, C)
     ga, g_in, p, groups = _name_groups(view.chunk, view.src, view.dst, view.rank, held_at_source(view, instance),
                                        by_chunk, chunk_starts, size)
-    members, gstart = counting_order_of(ga, groups, by_chunk)
     del by_chunk
+    _renumber_by_first_arrival(ga, g_in, groups)
+    members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
     pos = np.empty(n, np.int32)
     pos[members] = np.arange(n, dtype=np.int32)
     if want_pairs is None:
         want_pairs = not bool(((view.lo == 0) & (view.hi == view.denom)).all())
-    pairs = None
-    total = int(p.sum(dtype=np.int64))
-    if want_pairs and total <= PAIR_BUDGET:
-        pairs = _pairs(g_in, p, view.lo, view.hi, members, gstart, total)
-    return Deps(ga, g_in, p, members, gstart, pos, pairs)
+    deps = Deps(ga, g_in, p, members, gstart, pos, None)
+    if want_pairs:
+        return replace(deps, pairs=dependency_pairs_of(view, deps))
+    return deps
+
+
+def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndarray] | None:
+    """The exact pairs ``(q, j)`` of :class:`Deps` (int32 positions, ``q`` ascending, then
+    ``j`` in group order), or ``None`` beyond :data:`PAIR_BUDGET` candidates."""
+    total = int(deps.p.sum(dtype=np.int64))
+    if total > PAIR_BUDGET:
+        return None
+    return _pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
 
 
 def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:

@@ -90,10 +90,23 @@ def assert_same(fast: cost.Cost, slow, rel: float = 1e-12):
 @settings(max_examples=60)
 @given(case=priced_cases(), deps=st.sampled_from([None, True, False]))
 def test_every_model_matches_the_reference(case, deps):
+    """The three models share one pricing plan (step order, routes, dependencies), as in a run."""
     sched, inst = case
+    plan = cost.PricingPlan(sched, inst)
     for model in cost_models.names():
         opts = {} if model == "sync" else {"exact_deps": deps}
-        assert_same(cost_models.price(sched, inst, model, **opts), ref.price(sched, inst, model, **opts))
+        assert_same(cost_models.price(sched, inst, model, plan=plan, **opts), ref.price(sched, inst, model, **opts))
+    assert_same(cost_models.price(sched, inst, "event", plan=plan, exact_deps=not deps),
+                ref.price(sched, inst, "event", exact_deps=not deps))
+
+
+def test_a_plan_of_another_schedule_is_refused():
+    topo = build("ring", {"nodes": 3}, bandwidth=BW, alpha=ALPHA)
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    s = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", 3, 3)
+    other = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", 3, 3)
+    with pytest.raises(ValueError, match="another schedule"):
+        cost.price_event(s, inst, plan=cost.PricingPlan(other, inst))
 
 
 @given(case=priced_cases(), factor=st.sampled_from([0.25, 0.5, 1.0, 3.0]))

@@ -49,8 +49,10 @@ class CostModel:
     ``price(schedule, instance, timestep=None, exact_deps=None)`` returns the schedule's
     :class:`~collsynth.tens.cost.Cost` (a model ignores the options it has no use for:
     ``timestep`` is the TEN timestep in seconds, ``exact_deps`` forces how data dependencies
-    are tracked). ``rate`` is the sends per second it prices at the least on 2 loaded cores
-    (``benchmarks/bench_pricing.py``). ``bound`` picks the model's lower bound out of the
+    are tracked). A model with ``uses_plan`` also takes ``plan``, the schedule's
+    :class:`~collsynth.tens.plan.PricingPlan` (step order, routes, dependencies), which a run
+    derives once for all such models. ``rate`` is the sends per second it prices at the least
+    on 2 loaded cores (``benchmarks/bench_pricing.py``). ``bound`` picks the model's lower bound out of the
     instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
     rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``.
     """
@@ -62,6 +64,7 @@ class CostModel:
     bound: Callable[[Bounds], Bound] | None = None
     bound_column: str = ""
     columns: tuple[Column, ...] = ()
+    uses_plan: bool = False
 
     @property
     def time_column(self) -> str:

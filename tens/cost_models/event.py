@@ -10,9 +10,9 @@ from ..cost import Cost, price_event
 from . import CostModel
 
 
-def _price(schedule, instance, timestep=None, exact_deps=None) -> Cost:
-    return price_event(schedule, instance, exact_deps=exact_deps)
+def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cost:
+    return price_event(schedule, instance, exact_deps=exact_deps, plan=plan)
 
 
 MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=0.15e6,
-                  bound=operator.attrgetter("event"))
+                  bound=operator.attrgetter("event"), uses_plan=True)

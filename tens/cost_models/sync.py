@@ -10,13 +10,13 @@ from ..cost import Cost, price_sync
 from . import Column, CostModel
 
 
-def _price(schedule, instance, timestep=None, exact_deps=None) -> Cost:
-    return price_sync(schedule, instance)
+def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cost:
+    return price_sync(schedule, instance, plan=plan)
 
 
 MODEL = CostModel(
     name="sync", doc="synchronous alpha-beta price", price=_price, rate=3.0e6,
-    bound=operator.attrgetter("sync"), bound_column="lower_bound_s",
+    bound=operator.attrgetter("sync"), bound_column="lower_bound_s", uses_plan=True,
     columns=(Column("T_L_s", "latency part of the synchronous alpha-beta price", operator.attrgetter("T_L_s")),
              Column("T_B_s", "bandwidth part of the synchronous alpha-beta price", operator.attrgetter("T_B_s"))),
 )

@@ -9,5 +9,5 @@ import operator
 from ..cost import price_ten
 from . import CostModel
 
-MODEL = CostModel(name="ten", doc="TEN timestep price", price=price_ten, rate=0.5e6,
-                  bound=operator.attrgetter("ten"))
+MODEL = CostModel(name="ten", doc="TEN timestep price", price=price_ten, rate=0.6e6,
+                  bound=operator.attrgetter("ten"), uses_plan=True)
