@@ -311,7 +311,12 @@ def _push(heap, size, tbits, word):
 
 @njit(cache=True, nogil=True)
 def _pop(heap, size):
-    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size."""
+    """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size.
+
+    Bottom-up: the hole left by the root sinks along the smallest children to a leaf without
+    comparing against the last entry, which then rises from there (it came from the bottom, so
+    it rarely rises far): about one comparison per level fewer than the textbook sift-down.
+    """
     size -= 1
     tbits, word = heap[size, 0], heap[size, 1]
     j = 0
@@ -323,11 +328,16 @@ def _pop(heap, size):
         for x in range(c + 1, min(c + 4, size)):
             if _less(heap, x, best):
                 best = x
-        if tbits < heap[best, 0] or (tbits == heap[best, 0] and word < heap[best, 1]):
-            break
         heap[j, 0] = heap[best, 0]
         heap[j, 1] = heap[best, 1]
         j = best
+    while j > 0:
+        parent = (j - 1) >> 2
+        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
+            break
+        heap[j, 0] = heap[parent, 0]
+        heap[j, 1] = heap[parent, 1]
+        j = parent
     heap[j, 0] = tbits
     heap[j, 1] = word
 
