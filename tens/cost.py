@@ -88,6 +88,7 @@ __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "ch
            "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
+DENSE_CELLS = 1 << 21  # TEN occupancy: dense (page, slot) cells up to this many, or half the sends
 
 
 @dataclass
@@ -267,7 +268,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     del dep
     last = kern.ten_timesteps(
         view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, la.alpha, per_link_bw,
-        delay, f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups)
+        delay, f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups, max(DENSE_CELLS, len(s) // 2))
     total = last * f
     T_L = last * alpha_share
     return Cost("ten", last, T_L, total - T_L, total, {"timestep_s": f, "timesteps": last})

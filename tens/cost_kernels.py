@@ -8,7 +8,9 @@ floating-point operations as the vectorised definitions, so results do not depen
 evaluation order.
 
 Occupancy of the TEN model: every parallel link ("slot") keeps its busy timesteps as 64-bit
-pages in one open-addressing hash table keyed by ``(page, slot)``; a full page points past
+pages, cell ``page * slots + slot`` of a dense table while the pages reached fit in a budget of
+cells (the pages of one time span are then adjacent, and sends in step order work in one or
+two of them), else in an open-addressing hash table keyed the same way; a full page points past
 itself to the next page that may have room (a union-find over pages, with path halving), so
 finding the first free timestep is near constant time however long the busy run.
 """
@@ -112,7 +114,10 @@ def _mix(key):
 
 @njit(cache=True, nogil=True)
 def _find(keys, key):
-    """Index of ``key`` in the table, or of the empty cell where it would go."""
+    """Cell of page ``key``: itself in a dense table (``keys`` empty), else its index in the
+    hash table or of the empty cell where it would go."""
+    if len(keys) == 0:
+        return key
     m = np.uint64(len(keys) - 1)
     h = np.int64(_mix(key) & m)
     while keys[h] != -1 and keys[h] != key:
@@ -121,15 +126,24 @@ def _find(keys, key):
 
 
 @njit(cache=True, nogil=True)
-def _rehash(keys, masks, skips):
-    cap = 2 * len(keys)
+def _absent(keys, masks, h):
+    """Cell ``h`` holds no page yet (a dense table's cells past its end, an empty hash cell)."""
+    if len(keys) == 0:
+        return h >= len(masks)
+    return keys[h] == -1
+
+
+@njit(cache=True, nogil=True)
+def _rehash(keys, masks, skips, cap):
+    """A hash table of ``cap`` cells with the pages of ``keys, masks, skips`` (dense or hash)."""
     k2 = np.full(cap, -1, np.int64)
     m2 = np.zeros(cap, np.uint64)
     s2 = np.zeros(cap, np.int64)
-    for h in range(len(keys)):
-        if keys[h] != -1:
-            g = _find(k2, keys[h])
-            k2[g] = keys[h]
+    for h in range(len(masks)):
+        key = h if len(keys) == 0 else keys[h]
+        if key != -1 and (len(keys) > 0 or masks[h] != np.uint64(0)):
+            g = _find(k2, key)
+            k2[g] = key
             m2[g] = masks[h]
             s2[g] = skips[h]
     return k2, m2, s2
@@ -142,7 +156,7 @@ def _first_free(keys, masks, skips, slots, slot, t):
     bit = t & 63
     while True:
         h = _find(keys, page * slots + slot)
-        if keys[h] == -1:
+        if _absent(keys, masks, h):
             return (page << 6) + bit
         m = masks[h]
         free = ~m & (ALL << np.uint64(bit))
@@ -151,7 +165,7 @@ def _first_free(keys, masks, skips, slots, slot, t):
         if m == ALL:  # follow the full page's pointer, halving the path
             nxt = skips[h]
             g = _find(keys, nxt * slots + slot)
-            if keys[g] != -1 and masks[g] == ALL:
+            if not _absent(keys, masks, g) and masks[g] == ALL:
                 nxt = skips[g]
                 skips[h] = nxt
             page = nxt
@@ -168,7 +182,7 @@ def _first_busy(keys, masks, slots, slot, a, b):
         bit = a & 63
         end = min(64, bit + (b - a))
         h = _find(keys, page * slots + slot)
-        if keys[h] != -1:
+        if not _absent(keys, masks, h):
             width = end - bit
             rng = (ALL >> np.uint64(64 - width)) << np.uint64(bit)
             busy = masks[h] & rng
@@ -192,7 +206,35 @@ def _place(keys, masks, skips, slots, slot, t, k):
 
 
 @njit(cache=True, nogil=True)
-def _occupy(keys, masks, skips, fill, slots, slot, t, k):
+def _room_for(keys, masks, skips, fill, key, dense_cells):
+    """The table with a cell for page ``key``: a dense table grows (doubling) while it stays
+    within ``dense_cells`` cells, else becomes a hash table; a hash table doubles at half full."""
+    if len(keys) == 0:
+        if key < len(masks):
+            return keys, masks, skips
+        cap = max(2 * len(masks), key + 1)
+        if cap <= dense_cells:
+            m2 = np.zeros(cap, np.uint64)
+            s2 = np.zeros(cap, np.int64)
+            m2[:len(masks)] = masks
+            s2[:len(skips)] = skips
+            return keys, m2, s2
+        used = 0
+        for h in range(len(masks)):
+            if masks[h] != np.uint64(0):
+                used += 1
+        fill[0] = used
+        cap = 1024
+        while cap < 4 * (used + 1):
+            cap *= 2
+        return _rehash(keys, masks, skips, cap)
+    if 2 * (fill[0] + 1) > len(keys):
+        return _rehash(keys, masks, skips, 2 * len(keys))
+    return keys, masks, skips
+
+
+@njit(cache=True, nogil=True)
+def _occupy(keys, masks, skips, fill, slots, slot, t, k, dense_cells):
     """Mark ``t .. t + k - 1`` busy on one slot; returns the (possibly grown) table."""
     a, b = t, t + k
     while a < b:
@@ -201,13 +243,13 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k):
         end = min(64, bit + (b - a))
         key = page * slots + slot
         h = _find(keys, key)
-        if keys[h] == -1:
-            if 2 * (fill[0] + 1) > len(keys):
-                keys, masks, skips = _rehash(keys, masks, skips)
-                h = _find(keys, key)
-            keys[h] = key
-            masks[h] = np.uint64(0)
-            fill[0] += 1
+        if _absent(keys, masks, h):
+            keys, masks, skips = _room_for(keys, masks, skips, fill, key, dense_cells)
+            h = _find(keys, key)
+            if len(keys) > 0 and keys[h] == -1:
+                keys[h] = key
+                masks[h] = np.uint64(0)
+                fill[0] += 1
         width = end - bit
         masks[h] |= (ALL >> np.uint64(64 - width)) << np.uint64(bit)
         if masks[h] == ALL:
@@ -218,7 +260,7 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k):
 
 @njit(cache=True, nogil=True)
 def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
-                  timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups):
+                  timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells):
     """Last arrival timestep of ASAP dispatch with back-filling (TACOS TEN timesteps).
 
     Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
@@ -226,16 +268,17 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     latest arrival of its group ``g_in`` over the steps already finished). Each hop takes the
     TEN delay of its link for a whole largest chunk, else
     ``max(1, ceil(cost / timestep * shrink))`` timesteps, on the parallel link of its pair that
-    can start it first.
+    can start it first. Occupancy is a dense table of at most ``dense_cells`` cells, then a hash
+    table (module doc).
     """
     n = len(r)
     slots = slot_ptr[-1]
     arrival = np.zeros(n if exact else 0, np.int64)
     step_arrival = np.zeros(0 if exact else 1, np.int64)
     gmax = np.zeros(groups, np.int64)
-    keys = np.full(1024, -1, np.int64)
-    masks = np.zeros(1024, np.uint64)
-    skips = np.zeros(1024, np.int64)
+    keys = np.zeros(0, np.int64)  # dense pages (page * slots + slot) while they fit in dense_cells
+    masks = np.zeros(0, np.uint64)
+    skips = np.zeros(0, np.int64)
     fill = np.zeros(1, np.int64)
     tol = 1e-12 * abs(largest)
     last = 0
@@ -265,7 +308,7 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
                     start = _place(keys, masks, skips, slots, slot, t, k)
                     if best < 0 or start < best:
                         best, best_slot = start, slot
-                keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k)
+                keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k, dense_cells)
                 t = best + k
             if exact:
                 arrival[i] = t - 1

@@ -179,62 +179,74 @@ def step_view(schedule: Schedule) -> StepView:
 
 
 @njit(cache=True, nogil=True)
-def _name_groups(chunk, src, dst, rank, held, by_chunk, chunk_starts, size):
-    """One pass per chunk (its sends in step order): the arrival group ``ga`` of every send,
-    the group ``g_in`` it reads (-1: nothing arrived at its source before its step, or the
-    source holds the chunk) and ``p``, the arrivals of that group in earlier steps."""
+def _chunk_major(chunk, src, dst, rank, held, num_chunks):
+    """Stable counting sort of the positions by chunk that writes, in the same pass, one record
+    per send ``(position, source, destination, step rank)`` in chunk-major order (the source
+    as ``-1 - source`` when it holds the chunk from the start): reads stream through the view
+    once, and the group naming then reads its records sequentially. Returns ``(records,
+    starts)``; chunk ``c`` is ``records[starts[c]:starts[c + 1]]``."""
     n = len(chunk)
+    starts = np.zeros(num_chunks + 1, np.int64)
+    for i in range(n):
+        starts[chunk[i] + 1] += 1
+    for c in range(num_chunks):
+        starts[c + 1] += starts[c]
+    fill = starts[:-1].copy()
+    rec = np.empty((n, 4), np.int32)
+    for i in range(n):
+        x = fill[chunk[i]]
+        fill[chunk[i]] += 1
+        rec[x, 0] = i
+        rec[x, 1] = -1 - src[i] if held[i] else src[i]
+        rec[x, 2] = dst[i]
+        rec[x, 3] = rank[i]
+    return rec, starts
+
+
+@njit(cache=True, nogil=True)
+def _name_groups(rec, chunk_starts, size):
+    """One pass per chunk over its records (:func:`_chunk_major`, sends in step order): the
+    arrival group ``ga`` of every send, the group ``g_in`` it reads (-1: nothing arrived at its
+    source before its step, or the source holds the chunk) and ``p``, the arrivals of that
+    group in earlier steps. Groups are named by the position of their first arrival, then
+    numbered in that order (so group tables are read roughly in step order, as the sends are)."""
+    n = len(rec)
     ga = np.empty(n, np.int32)
     g_in = np.full(n, -1, np.int32)
     p = np.zeros(n, np.int32)
-    gid = np.full(size, -1, np.int32)
+    first = np.full(size, -1, np.int32)
     count = np.zeros(size, np.int32)
-    groups = 0
+    is_first = np.zeros(n + 1, np.int32)
     for c in range(len(chunk_starts) - 1):
         a, b = chunk_starts[c], chunk_starts[c + 1]
         q = a
         while q < b:
-            t = rank[by_chunk[q]]
             e = q
-            while e < b and rank[by_chunk[e]] == t:
+            while e < b and rec[e, 3] == rec[q, 3]:
                 e += 1
             for x in range(q, e):  # reads see the arrivals of earlier steps only
-                i = by_chunk[x]
-                u = src[i]
-                if not held[i] and count[u] > 0:
-                    g_in[i] = gid[u]
-                    p[i] = count[u]
+                u = rec[x, 1]
+                if u >= 0 and count[u] > 0:
+                    g_in[rec[x, 0]] = first[u]
+                    p[rec[x, 0]] = count[u]
             for x in range(q, e):
-                i = by_chunk[x]
-                v = dst[i]
-                if gid[v] < 0:
-                    gid[v] = groups
-                    groups += 1
-                ga[i] = gid[v]
+                i, v = rec[x, 0], rec[x, 2]
+                if first[v] < 0:
+                    first[v] = i
+                    is_first[i + 1] = 1
+                ga[i] = first[v]
                 count[v] += 1
             q = e
         for x in range(a, b):
-            v = dst[by_chunk[x]]
-            gid[v] = -1
-            count[v] = 0
-    return ga, g_in, p, groups
-
-
-@njit(cache=True, nogil=True)
-def _renumber_by_first_arrival(ga, g_in, groups):
-    """Renumber the groups (in place) in the order of their first arrival's position, so that
-    group tables are read roughly in step order, as the sends are."""
-    new = np.full(groups, -1, np.int32)
-    k = 0
-    for q in range(len(ga)):
-        g = ga[q]
-        if new[g] < 0:
-            new[g] = k
-            k += 1
-        ga[q] = new[g]
-    for q in range(len(g_in)):
-        if g_in[q] >= 0:
-            g_in[q] = new[g_in[q]]
+            first[rec[x, 2]] = -1
+            count[rec[x, 2]] = 0
+    for i in range(n):  # group number: its first arrival's rank among the first arrivals
+        is_first[i + 1] += is_first[i]
+    for i in range(n):
+        ga[i] = is_first[ga[i]]
+        if g_in[i] >= 0:
+            g_in[i] = is_first[g_in[i]]
+    return ga, g_in, p, is_first[n]
 
 
 @njit(cache=True, nogil=True)
@@ -302,11 +314,9 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     n = len(view)
     C = int(view.chunk.max()) + 1 if n else 0
     size = max(instance.topology.size, int(max(view.src.max(), view.dst.max())) + 1 if n else 0)
-    by_chunk, chunk_starts = counting_order(view.chunk, C)
-    ga, g_in, p, groups = _name_groups(view.chunk, view.src, view.dst, view.rank, held_at_source(view, instance),
-                                       by_chunk, chunk_starts, size)
-    del by_chunk
-    _renumber_by_first_arrival(ga, g_in, groups)
+    rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, held_at_source(view, instance), C)
+    ga, g_in, p, groups = _name_groups(rec, chunk_starts, size)
+    del rec
     members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
     pos = np.empty(n, np.int32)
     pos[members] = np.arange(n, dtype=np.int32)

@@ -116,6 +116,16 @@ def test_ten_model_with_a_given_timestep_matches_the_reference(case, factor):
     assert_same(cost_models.price(sched, inst, "ten", timestep=f), ref.price(sched, inst, "ten", timestep=f))
 
 
+@settings(max_examples=40)
+@given(case=priced_cases(), factor=st.sampled_from([0.25, 1.0]))
+def test_ten_occupancy_in_a_hash_table_matches_the_reference(case, factor):
+    """A dense occupancy table over its budget moves to the hash table midway: same timesteps."""
+    sched, inst = case
+    f = factor * cost.ten_parameters(inst.topology, inst.collective.chunk_bytes)[0]
+    with patch.object(cost, "DENSE_CELLS", 1):
+        assert_same(cost.price(sched, inst, "ten", timestep=f), ref.price(sched, inst, "ten", timestep=f))
+
+
 @given(case=priced_cases())
 def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
     """With more dependency pairs than the budget both fall back to group prefixes."""
