@@ -198,6 +198,7 @@ def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None 
         extra["T_B_chunks"] = Fraction(sum(units.tolist()), s.denom * K)
     if len(steps_used) <= PER_STEP_LIMIT:
         extra["per_step"] = [(int(t), float(a), float(b)) for t, a, b in zip(steps_used, lat, bw)]
+    plan.done("sync")
     return Cost("sync", s.num_steps, T_L, T_B, T_L + T_B, extra)
 
 
@@ -269,6 +270,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     last = kern.ten_timesteps(
         view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, la.alpha, per_link_bw,
         delay, f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups, max(DENSE_CELLS, len(s) // 2))
+    plan.done("ten")
     total = last * f
     T_L = last * alpha_share
     return Cost("ten", last, T_L, total - T_L, total, {"timestep_s": f, "timesteps": last})
@@ -336,7 +338,9 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     sends["nbytes"] = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
     sends["route"] = rt.r
     sends["pos"] = dep.pos
-    del view
+    rptr, rlinks = rt.ptr, rt.links
+    plan.done("event")  # if it was the plan's last model, its view and routes go now, its groups with dep
+    del view, rt
     z32, z64 = np.zeros(0, np.int32), np.zeros(1, np.int64)
     members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
     exact = dep.pairs is not None
@@ -350,7 +354,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         members, groups, waiting = _prefix_tables(dep)
         g_in = dep.g_in
     del dep
-    best_t, T_L, served = kern.event_times(sends, rt.ptr, rt.links, hstart, H, la.bandwidth, la.alpha, exact, need,
+    best_t, T_L, served = kern.event_times(sends, rptr, rlinks, hstart, H, la.bandwidth, la.alpha, exact, need,
                                            dptr, ditems, g_in, members, groups, waiting)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")

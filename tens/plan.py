@@ -22,6 +22,10 @@ explicit dependency pairs (:func:`collsynth.tens.dependencies.dependencies`).
 ([0, 1, 2], [-1, 0])
 >>> plan.deps(None) is plan.deps(False)
 True
+>>> kept = PricingPlan(s, inst, models=("ten", "event")); kept.deps(None).groups
+2
+>>> kept.done("ten"); "groups" in vars(kept), kept.done("event"), "groups" in vars(kept)
+(True, None, False)
 """
 
 from __future__ import annotations
@@ -42,10 +46,23 @@ class PricingPlan:
     first use and kept (see the module doc). A plan belongs to one schedule and one instance:
     the cost models refuse a plan of another (:func:`collsynth.tens.cost.plan_for`)."""
 
-    def __init__(self, schedule: Schedule, instance: Instance):
+    def __init__(self, schedule: Schedule, instance: Instance, models: tuple[str, ...] | None = None):
         self.schedule = schedule
         self.instance = instance
         self._pairs: tuple[np.ndarray, np.ndarray] | None | bool = False  # False: not computed yet
+        self._left = None if models is None else set(models)
+
+    def done(self, model: str) -> None:
+        """``model`` has taken what it needs from the plan. Once every model of ``models`` (the
+        plan's constructor argument) has, the plan drops its arrays, so that the last model's
+        compiled loop runs without them; a plan made without ``models`` keeps them."""
+        if self._left is None:
+            return
+        self._left.discard(model)
+        if not self._left:
+            for name in ("view", "routes", "groups", "whole"):
+                self.__dict__.pop(name, None)
+            self._pairs = False
 
     def belongs_to(self, schedule: Schedule, instance: Instance) -> bool:
         """Whether this plan was made for ``schedule`` on ``instance`` (the same objects)."""
