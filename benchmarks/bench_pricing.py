@@ -5,7 +5,8 @@ Run ``python benchmarks/bench_pricing.py`` (mid-size cases, a few minutes) or
 issue: BFB on a 50x50 torus, OpTree on a 1024-node optical ring with 64 wavelengths, Swing
 on a 32x32 torus (allreduce, 1 GiB), greedy on a 64x64 torus; the former path takes many
 minutes on them), or ``python -m pytest -m benchmark -s benchmarks/bench_pricing.py`` (the
-mid-size table). ``--skip-old`` leaves the former path out.
+mid-size table). ``--skip-old`` leaves the former path out; ``--old-rev REV`` names the former
+code (default: where this branch left ``main``, ``git merge-base HEAD main``).
 
 Every measurement runs in a fresh child process, so each peak resident set (``ru_maxrss``)
 is that child's own:
@@ -15,11 +16,15 @@ is that child's own:
    (``verify_s``, ``price_sync_s``, ``price_ten_s``, ``price_event_s``), peak RSS. The child
    keeps the verified schedule and saves it (after measuring) for the next two;
 2. the compiled path alone on that schedule: verify, then the sync, ten and event models;
-3. the former path (``tests/reference_verify.py``, ``tests/reference_cost.py``: the vectorised
-   numpy and plain-Python event loops the kernels replaced) on the same schedule, each stage
-   in its own child stopped after ``--old-timeout`` seconds (default 60, so that the big table
-   fits in about a quarter of an hour on a shared machine); a stopped stage prints as
-   ``>seconds`` with its ratio as a lower bound.
+3. the former path: the package as it was at git revision ``--old-rev`` (exported with
+   ``git archive`` into a temporary folder that the child imports ``collsynth`` from; its
+   compiled kernels are compiled there once, before any clock starts) on the same schedule,
+   each stage in its own child stopped after ``--old-timeout`` seconds (default 60, so that the
+   big table fits in about a quarter of an hour on a shared machine); a stopped stage prints
+   as ``>seconds`` with its ratio as a lower bound.
+
+Every stage line carries wall and CPU seconds (``time.process_time``) and the load average when
+it ended, so that figures taken on a shared machine can be read honestly.
 
 The table prints seconds per stage for both paths and their ratio (former / compiled), the
 throughput of the compiled path (sends per second per stage), peak RSS in bytes per send (the
@@ -31,6 +36,8 @@ single-stage peak), and the end-to-end solve time against the producer's own wit
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import queue
@@ -45,7 +52,6 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent / "tests"
 STAGES = ("verify", "sync", "ten", "event")
 
 MID = {
@@ -90,9 +96,9 @@ def child_solve(instance: str, producer: str, out: str) -> dict:
     solve_command.run = run_and_keep
     real_stdout = sys.stdout
     sys.stdout = open(os.devnull, "w")  # the row is taken from the pipeline, not re-parsed
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     code = main(["solve", instance, "--producer", producer, "--time-limit", "3600", "--json"])
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     sys.stdout = real_stdout
     peak = _peak_bytes()
     row, s = kept[0]
@@ -101,7 +107,8 @@ def child_solve(instance: str, producer: str, out: str) -> dict:
                                        "denom": s.denom, "routing": s.routing})))
     fields = ("status", "wall_s", "verify_s", "price_sync_s", "price_ten_s", "price_event_s", "time_sync_s",
               "time_ten_s", "time_event_s")
-    return {"code": code, "solve_wall_s": wall, "solve_peak_bytes": peak, "sends": len(s),
+    return {"code": code, "solve_wall_s": wall, "solve_cpu_s": cpu, "solve_load": os.getloadavg()[0],
+            "solve_peak_bytes": peak, "sends": len(s),
             "row": {k: row[k] for k in fields}}
 
 
@@ -116,45 +123,50 @@ def _load(npz: str):
                     z["step"], z["op"], m["denom"], m["routing"], {})
 
 
-def child_price(instance: str, npz: str, path: str, stages: str = ",".join(STAGES)) -> None:
-    """Verify and price one saved schedule with the compiled (``new``) or former (``old``) path,
-    printing one JSON line per stage (seconds, peak RSS so far) and one before each stage starts
-    (so that the parent can bound a stage it had to stop)."""
+def child_price(instance: str, npz: str, stages: str = ",".join(STAGES)) -> None:
+    """Verify and price one saved schedule with the ``collsynth`` this child imports (the
+    working tree, or the former revision's export), printing one JSON line per stage (wall and
+    CPU seconds, load average, peak RSS so far) and one before each stage starts (so that the
+    parent can bound a stage it had to stop). The models share one pricing plan where the
+    package has one, as a run's pipeline does."""
     from collsynth.instances.instance import load_instance
+    from collsynth.solvers.pipeline import warm_kernels
+    from collsynth.tens import cost as cost_module, verify
 
-    if path == "old":
-        sys.path.insert(0, str(TESTS))
-        import reference_cost as cost
-        import reference_verify as verify
-    else:
-        from collsynth.solvers.pipeline import warm_kernels
-        from collsynth.tens import cost_models as cost, verify
-
-        warm_kernels()  # compiled once per process, as every run does before its clock starts
+    # the model registry where the revision has one, else the cost module's own price()
+    registry = importlib.util.find_spec("collsynth.tens.cost_models") is not None
+    cost = importlib.import_module("collsynth.tens.cost_models") if registry else cost_module
+    warm_kernels()  # compiled once per process, as every run does before its clock starts
     inst = load_instance(instance)
-    print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes()}), flush=True)
+    print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes(), "package": cost_module.__file__}), flush=True)
     sched = _load(npz)
     print(json.dumps({"stage": "loaded", "peak_bytes": _peak_bytes()}), flush=True)
+    models = [st for st in stages.split(",") if st != "verify"]
+    plan = ({"plan": cost_module.PricingPlan(sched, inst, models=tuple(models))}
+            if hasattr(cost_module, "PricingPlan") else {})
     for stage in stages.split(","):
         print(json.dumps({"start": stage, "at": time.time()}), flush=True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if stage == "verify":
             v = verify.verify(sched, inst)
             assert v is None, str(v)
             value = None
         else:
-            value = cost.price(sched, inst, stage).total_s
-        print(json.dumps({"stage": stage, "s": time.perf_counter() - t0, "total_s": value,
-                          "peak_bytes": _peak_bytes()}), flush=True)
+            value = cost.price(sched, inst, stage, **plan).total_s
+        print(json.dumps({"stage": stage, "s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                          "load": os.getloadavg()[0], "total_s": value, "peak_bytes": _peak_bytes()}), flush=True)
 
 
 # ---- parent ------------------------------------------------------------------------------------
 
-def _child(args: list[str], stage_limit: float) -> list[dict]:
-    """JSON lines of one child. A stage (announced by a ``start`` line) still running after
-    ``stage_limit`` seconds stops the child and leaves a ``cut`` line for it: the seconds it had
-    run, a lower bound on that stage's time."""
+def _child(args: list[str], stage_limit: float, package_root: str | None = None) -> list[dict]:
+    """JSON lines of one child (importing ``collsynth`` from ``package_root`` when given). A
+    stage (announced by a ``start`` line) still running after ``stage_limit`` seconds stops the
+    child and leaves a ``cut`` line for it: the seconds it had run, a lower bound on that
+    stage's time."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if package_root is not None:
+        env["PYTHONPATH"] = package_root
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, stderr=err,
                                 text=True, env=env)
@@ -183,9 +195,28 @@ def _child(args: list[str], stage_limit: float) -> list[dict]:
     return [x for x in lines if "start" not in x]
 
 
-def measure(name: str, spec: tuple, folder: Path, old: bool, old_timeout: float) -> dict:
-    """Every figure of one case (see the module doc); each former stage in its own child, stopped
-    after ``old_timeout`` seconds."""
+def export_revision(rev: str, folder: Path) -> str:
+    """The package at git revision ``rev`` exported under ``folder/collsynth``; returns the
+    folder to put on ``PYTHONPATH`` and the commit."""
+    repo = HERE.parent
+    commit = subprocess.run(["git", "rev-parse", rev], cwd=repo, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    target = folder / "collsynth"
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit], cwd=repo, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return str(folder), commit
+
+
+def default_old_rev() -> str:
+    """Where this branch left ``main`` (the former code of the branch's changes)."""
+    return subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=HERE.parent, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def measure(name: str, spec: tuple, folder: Path, old_root: str | None, old_timeout: float) -> dict:
+    """Every figure of one case (see the module doc); each former stage in its own child (the
+    package under ``old_root``), stopped after ``old_timeout`` seconds."""
     producer, topology, kind, message = spec
     inst = folder / f"{producer}.toml"
     inst.write_text(f'name = "{name}"\n[topology]\n{topology}\n[collective]\nkind = "{kind}"\n'
@@ -194,13 +225,14 @@ def measure(name: str, spec: tuple, folder: Path, old: bool, old_timeout: float)
     solve = _child(["solve", str(inst), producer, str(npz)], 7200)[-1]
     row = solve["row"]
     out = {"case": name, "sends": solve["sends"], "produce": row["wall_s"], "solve_wall": solve["solve_wall_s"],
+           "solve_cpu": solve["solve_cpu_s"], "solve_load": solve["solve_load"],
            "solve_peak": solve["solve_peak_bytes"], "row": {k: row[k] for k in
                                                            ("verify_s", "price_sync_s", "price_ten_s", "price_event_s")}}
-    out["new"] = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "new"], 3600)}
-    if old:
+    out["new"] = {x["stage"]: x for x in _child(["price", str(inst), str(npz)], 3600)}
+    if old_root is not None:
         out["old"] = {}
         for stage in STAGES:
-            lines = {x["stage"]: x for x in _child(["price", str(inst), str(npz), "old", stage], old_timeout)}
+            lines = {x["stage"]: x for x in _child(["price", str(inst), str(npz), stage], old_timeout, old_root)}
             out["old"][stage] = lines[stage]
             out["old"][stage]["ready_bytes"] = lines["ready"]["peak_bytes"]
     npz.unlink()
@@ -234,23 +266,31 @@ def report(results: list[dict]) -> str:
                      + f" | {peak_new / n:5.0f} ({net_new / n:4.0f}) {peak_old / n:6.0f} | {r['solve_wall']:8.1f} "
                      f"{r['solve_wall'] / r['produce']:8.2f} {r['solve_peak'] / 2**30:8.2f}")
         rate = "  ".join(f"{st} {n / new[st]['s'] / 1e6:5.2f}" for st in STAGES if "s" in new.get(st, {}))
+        cpu = "  ".join(f"{st} {new[st]['cpu_s']:.2f}/{new[st]['load']:.1f}" for st in STAGES if "s" in new.get(st, {}))
         row = "  ".join(f"{k} {v:.2f}" for k, v in r["row"].items())
         lines.append(f"{'':38s} compiled Msends/s: {rate};  solve row: {row}")
+        lines.append(f"{'':38s} compiled CPU s / load average: {cpu};  solve CPU {r['solve_cpu']:.1f} s, "
+                     f"load {r['solve_load']:.1f}")
     return "\n".join(lines)
 
 
-def run(cases: dict, old: bool = True, old_timeout: float = 60.0) -> list[dict]:
+def run(cases: dict, old_rev: str | None = None, old_timeout: float = 60.0) -> list[dict]:
+    """Measure ``cases``; the former path is the package at ``old_rev`` (``None``: left out)."""
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        old_root = None
+        if old_rev is not None:
+            old_root, commit = export_revision(old_rev, Path(tmp) / "former")
+            print(f"former path: revision {commit}", flush=True)
         for name, spec in cases.items():
-            results.append(measure(name, spec, Path(tmp), old, old_timeout))
-            print(report(results[-1:]).splitlines()[-2], flush=True)
+            results.append(measure(name, spec, Path(tmp), old_root, old_timeout))
+            print("\n".join(report(results[-1:]).splitlines()[-3:]), flush=True)
     return results
 
 
 @pytest.mark.benchmark
 def test_pricing_mid_size_table():
-    results = run(MID, old_timeout=1800.0)
+    results = run(MID, default_old_rev(), old_timeout=1800.0)
     print("\n" + report(results))
     for r in results:  # every stage of both paths finished, and both agree on the prices
         for st in STAGES[1:]:
@@ -271,13 +311,14 @@ def _main(argv: list[str]) -> None:
     p.add_argument("--big", action="store_true", help="the issue's cases (minutes; the former path much longer)")
     p.add_argument("--skip-old", action="store_true", help="only the compiled path")
     p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
+    p.add_argument("--old-rev", default=None, help="git revision of the former path (default: merge-base with main)")
     p.add_argument("--old-timeout", type=float, default=60.0,
                    help="seconds for each stage of the former path (a stopped stage reads '>limit')")
     args = p.parse_args(argv)
     cases = BIG if args.big else MID
     if args.cases:
         cases = {k: v for k, v in cases.items() if any(c in k for c in args.cases.split(","))}
-    results = run(cases, not args.skip_old, args.old_timeout)
+    results = run(cases, None if args.skip_old else (args.old_rev or default_old_rev()), args.old_timeout)
     print("\n" + report(results))
     print("\n" + json.dumps(results, default=str))
 
