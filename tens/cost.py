@@ -78,7 +78,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import cost_kernels as kern
-from .dependencies import PAIR_BUDGET, Deps, counting_order, counting_order_of, dependency_pairs
+from .dependencies import PAIR_BUDGET, Deps, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
@@ -290,11 +290,7 @@ def _prefix_tables(dep: Deps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     members["val"] = 0.0
     members["frm"] = -1
     members["grp"] = dep.ga[dep.members]
-    waiting_sends = np.flatnonzero(dep.g_in >= 0).astype(np.int32)  # positions: step order, so p ascends
-    items, wptr = counting_order_of(dep.g_in, dep.groups, waiting_sends)
-    waiting = np.empty((len(items), 2), dtype=np.int32)
-    waiting[:, 0] = items
-    waiting[:, 1] = dep.p[items]
+    waiting, wptr = kern.waiting_by_group(dep.g_in, dep.p, dep.groups)
     groups = np.zeros((dep.groups + 1, 4), dtype=np.int32)
     groups[:, kern.GROUP_START] = dep.gstart
     groups[:-1, kern.GROUP_NEXT] = wptr[:-1]

@@ -333,6 +333,28 @@ GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
+def waiting_by_group(g_in, p, groups):
+    """Rows ``(send, p)`` of the sends that read a group (``g_in >= 0``), by group and in
+    position order inside (step order, so ``p`` ascends), and each group's row range
+    ``starts[g] .. starts[g + 1]``: one counting sort, no per-send temporaries."""
+    starts = np.zeros(groups + 1, np.int64)
+    for q in range(len(g_in)):
+        if g_in[q] >= 0:
+            starts[g_in[q] + 1] += 1
+    for g in range(groups):
+        starts[g + 1] += starts[g]
+    fill = starts[:-1].copy()
+    rows = np.empty((starts[-1], 2), np.int32)
+    for q in range(len(g_in)):
+        g = g_in[q]
+        if g >= 0:
+            rows[fill[g], 0] = q
+            rows[fill[g], 1] = p[q]
+            fill[g] += 1
+    return rows, starts
+
+
+@njit(cache=True, nogil=True)
 def _less(heap, a, b):
     return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
 
