@@ -123,7 +123,7 @@ def test_ten_occupancy_in_a_hash_table_matches_the_reference(case, factor):
     sched, inst = case
     f = factor * cost.ten_parameters(inst.topology, inst.collective.chunk_bytes)[0]
     with patch.object(cost, "DENSE_CELLS", 1):
-        assert_same(cost.price(sched, inst, "ten", timestep=f), ref.price(sched, inst, "ten", timestep=f))
+        assert_same(cost.price_ten(sched, inst, timestep=f), ref.price(sched, inst, "ten", timestep=f))
 
 
 @given(case=priced_cases())
