@@ -713,6 +713,9 @@ def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> n
     Sources go in batches of about :data:`PATH_BATCH` entries, so a time limit can stop the
     search between two of them (one C call for thousands of sources takes seconds)."""
     w = np.asarray(arc_weight, dtype=float)
+    if len(w) and w[0] > 1 and w[0] == int(w[0]) and bool((w == w[0]).all()):
+        # a uniform integer weight (TEN delays): hop counts times it, exactly as Dijkstra sums it
+        return w[0] * shortest_paths(arcs, np.ones(len(w)), sources)
     h = hashlib.sha1()
     for a in (arcs.src, arcs.dst, w, np.asarray(sources)):
         h.update(np.ascontiguousarray(a).tobytes())
@@ -743,17 +746,36 @@ def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float,
     D = shortest_paths(arcs, arc_weight, srcs)
     row_of = np.full(arcs.size, -1)
     row_of[srcs] = np.arange(len(srcs))
-    best, pair = 0.0, None
-    for r in range(len(demand)):
+    far = np.full(len(demand), -np.inf)
+    pairs = np.zeros((len(demand), 2), np.int64)
+    single = ~demand.combining & (demand.pre.sum(axis=1) == 1)
+    _farthest_of_single_holders(D, row_of, demand, np.flatnonzero(single), far, pairs)
+    for r in np.flatnonzero(~single).tolist():
         H = np.flatnonzero(demand.pre[r])
         P = np.flatnonzero(demand.post[r] if demand.combining[r] else demand.post[r] & ~demand.pre[r])
         sub = D[np.ix_(row_of[H], P)]
-        far = sub.max(axis=0) if demand.combining[r] else sub.min(axis=0)
-        j = int(np.argmax(far))
-        if far[j] > best:
-            i = int(np.argmax(sub[:, j]) if demand.combining[r] else np.argmin(sub[:, j]))
-            best, pair = float(far[j]), (int(H[i]), int(P[j]))
-    return best, pair
+        reach = sub.max(axis=0) if demand.combining[r] else sub.min(axis=0)
+        j = int(np.argmax(reach))
+        i = int(np.argmax(sub[:, j]) if demand.combining[r] else np.argmin(sub[:, j]))
+        far[r], pairs[r] = reach[j], (H[i], P[j])
+    r = int(np.argmax(far))  # the first row of the largest, as a scan in row order finds it
+    if not far[r] > 0:
+        return 0.0, None
+    return float(far[r]), (int(pairs[r, 0]), int(pairs[r, 1]))
+
+
+def _farthest_of_single_holders(D: np.ndarray, row_of: np.ndarray, demand: Demand, rows: np.ndarray,
+                                far: np.ndarray, pairs: np.ndarray, batch: int = 256) -> None:
+    """For the rows ``rows`` held by one node each: the farthest node needing the row's chunks
+    (``far[r]``, ``pairs[r] = (holder, node)``), a batch of rows at a time."""
+    for lo in range(0, len(rows), batch):
+        rs = rows[lo:lo + batch]
+        holder = demand.pre[rs].argmax(axis=1)
+        need = demand.post[rs] & ~demand.pre[rs]
+        dist = np.where(need, D[row_of[holder]], -np.inf)
+        j = dist.argmax(axis=1)
+        far[rs] = dist[np.arange(len(rs)), j]
+        pairs[rs, 0], pairs[rs, 1] = holder, j
 
 
 def _distance_bound(model: str, arcs: Arcs, demand: Demand, arc_weight: np.ndarray, scale: float = 1.0) -> Bound:
