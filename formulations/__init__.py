@@ -42,6 +42,10 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
                             = [("extract", extract(model), 0)]
     refine(model) -> model  = none    relaxations only: re-aim a complete solved model before
                                       a re-solve (e.g. little, early traffic)
+    start_from_schedule(model, schedule) -> dict | None
+                            = none    set the built model's variables to a verified schedule
+                                      of its instance (a MIP start; None: outside the model's
+                                      class): the producers then improve a known schedule
     PARAMS: tuple           = none    the parameters build takes, each (name, type, default,
                                       help); none: those of the TEN ILP (objective, capacity,
                                       weights, timestep)
@@ -135,6 +139,7 @@ class TenFormulation:
     lower_bound: Callable[..., int]
     schedules: Callable[[pe.ConcreteModel, Callable], list]
     refine: Callable[[pe.ConcreteModel], Any] | None
+    start_from_schedule: Callable[[pe.ConcreteModel, Schedule], dict | None] | None
     params: tuple | None
     module: ModuleType
 
@@ -218,6 +223,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
         lower_bound=_member(module, "lower_bound", callable, default_lb),
         schedules=_member(module, "schedules", callable, lambda model, recover: [("extract", extract(model), 0)]),
         refine=_member(module, "refine", callable, None),
+        start_from_schedule=_member(module, "start_from_schedule", callable, None),
         params=_member(module, "PARAMS", tuple, None),
         module=module,
     )

@@ -73,6 +73,7 @@ RECOVERY_VALID = False  # shortest-path recovery would copy partial sums
 WARM_START = False
 NATIVE_REDUCTIONS = True
 ROOTS = ("any", "owner")  # where an allreduce chunk's reduction may complete
+STARTS = ("reversal", "none")  # what the producer starts a single combining collective from
 SIZE_LIMIT = 400_000  # variables; a Pyomo model this large takes minutes and gigabytes to build
 PARAMS = (
     ("roots", ROOTS, "owner", "allreduce: a chunk's reduction completes at its owner (default) or at any participant"),
@@ -80,6 +81,9 @@ PARAMS = (
     ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("size_limit", int, SIZE_LIMIT, "refuse to build a model with more variables than this"),
+    ("start", STARTS, "reversal", "a single combining collective: improve the TEN ILP's reversal schedule "
+                                   "(RS + AG for allreduce) as a MIP start of the makespan model (reversal), "
+                                   "or search horizons upward from the lower bound (none)"),
 )
 
 
@@ -446,6 +450,100 @@ def _add_makespan(m, data: TenData, idx: CombiningIndex, H, domain) -> None:
     m.eq_done_at_horizon = pe.Constraint(expr=m.done[T] == 1, doc="done at the horizon")
     m.makespan = pe.Objective(expr=T + 1 - sum(m.done[t] for t in range(1, T + 1)), sense=pe.minimize,
                               doc="the first timestep by which every pair is held")
+
+
+# ---- a known schedule as a MIP start ---------------------------------------------------------
+
+def _rows_of(data: TenData, schedule: Schedule) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(chunk, pair, arrival)`` rows and op codes of ``schedule`` in the model's indexing, or
+    None when it cannot be one of the model's schedules (another TEN timestep, a send off the
+    model's link pairs, pieces of chunks)."""
+    step = schedule.meta.get("timestep_s")
+    if step is None or not np.isclose(float(step), data.timestep, rtol=1e-9) or schedule.denom != 1:
+        return None
+    if len(schedule) and (schedule.hi - schedule.lo != 1).any():
+        return None
+    pair = {(int(u), int(v)): l for l, (u, v) in enumerate(zip(data.src.tolist(), data.dst.tolist()))}
+    ls = [pair.get((int(u), int(v)), -1) for u, v in zip(schedule.src.tolist(), schedule.dst.tolist())]
+    if -1 in ls:
+        return None
+    rows = np.column_stack([schedule.chunk + data.offsets[0], ls, schedule.step]).astype(np.int64).reshape(-1, 3)
+    return rows, np.asarray(schedule.op)
+
+
+def start_from_schedule(model: pe.ConcreteModel, schedule: Schedule) -> dict | None:
+    """Set the model's variables to a verified ``schedule`` of its instance (a MIP start).
+
+    ``schedule`` is in the instance's direction and TEN timestep (for example reduce-scatter
+    then allgather, the reversal's allreduce); its ``reduce`` sends of combining chunks are
+    forwards of partial sums (``partial``), its other sends copies. A reduction's root is the
+    node its partials end at, complete from the last one's arrival; holdings follow the
+    arrivals of copies; ``done[t]`` (makespan objective) once every pair is held. Every other
+    variable is 0. A schedule outside the model's class (a send without a variable, a
+    reduction completed at a node that may not be its root) is refused: returns None and
+    changes nothing. Otherwise ``{"sends", "objective"}`` (the active objective at the start).
+    Single collectives only (a concurrent instance's schedule numbers chunks per collective).
+    """
+    view = ten_model(model)
+    data = view.data
+    got = _rows_of(data, schedule) if len(data.instance.collectives) == 1 else None
+    if got is None:
+        return None
+    rows, ops = got
+    comb = _combining_chunks(data)
+    is_partial = comb[rows[:, 0]] & ((ops == OP_REDUCE) | (ops == OP_DEFAULT))  # a combining kind's own op reduces
+    keys = [tuple(r) for r in rows.tolist()]
+    if any(k not in model.sent for k in keys) or any(k not in model.partial for k, p in zip(keys, is_partial) if p):
+        return None
+    roots, complete = _reduction_roots(data, rows[is_partial])
+    if any(k not in model.root for k in roots.items()):
+        return None
+    when = _arrivals(data, rows[~is_partial], roots, complete)
+    values = {id(v): 0.0 for v in model.component_data_objects(pe.Var)}
+    for k, p in zip(keys, is_partial):
+        values[id(model.sent[k])] = 1.0
+        if p:
+            values[id(model.partial[k])] = 1.0
+    for c, r in roots.items():
+        values[id(model.root[c, r])] = 1.0
+    for (c, r, t), v in model.complete.items():
+        if roots.get(c) == r and t >= complete[c]:
+            values[id(v)] = 1.0
+    for (c, n, t), v in model.hold.items():
+        if when.get((c, n), INF) <= t:
+            values[id(v)] = 1.0
+    if model.component("done") is not None:
+        need = _needed(data)
+        for t, v in model.done.items():
+            if all(data.pre[c, n] or when.get((c, n), INF) <= t for c, n in need):
+                values[id(v)] = 1.0
+    for v in model.component_data_objects(pe.Var):
+        if not v.fixed:
+            v.set_value(values[id(v)])
+    obj = next((float(pe.value(o)) for o in model.component_data_objects(pe.Objective, active=True)), None)
+    return {"sends": len(rows), "objective": obj}
+
+
+def _reduction_roots(data: TenData, partials: np.ndarray) -> tuple[dict, dict]:
+    """Per combining chunk with forwarded partials: the node they end at (it receives partials
+    and forwards none) and the timestep the last one arrives there."""
+    roots, complete = {}, {}
+    for c in np.unique(partials[:, 0]).tolist():
+        mine = partials[partials[:, 0] == c]
+        ends = set(data.dst[mine[:, 1]].tolist()) - set(data.src[mine[:, 1]].tolist())
+        r = min(ends) if ends else -1
+        roots[c] = r
+        complete[c] = int(mine[data.dst[mine[:, 1]] == r, 2].max()) if ends else INF
+    return roots, complete
+
+
+def _arrivals(data: TenData, copies: np.ndarray, roots: dict, complete: dict) -> dict:
+    """``(chunk, node) -> timestep`` from which the node holds the chunk (combining: its
+    result): a reduction's root from its completion, every node from its first copy's arrival."""
+    when = {(c, r): complete[c] for c, r in roots.items()}
+    for c, l, t in copies[np.argsort(copies[:, 2], kind="stable")].tolist():
+        when.setdefault((c, int(data.dst[l])), t)
+    return when
 
 
 # ---- reading a solution back -----------------------------------------------------------------

@@ -4,8 +4,10 @@ arrivals, copies of the result), against hand-derived optima, the reversal and R
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
+import pyomo.environ as pe
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
+from collsynth.solvers.ten import drivers
 from collsynth.solvers.ten.producers import producer
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import OP_COPY, OP_REDUCE
@@ -193,3 +196,44 @@ def test_every_native_schedule_verifies_and_meets_the_bound(inst):
     assert verify.verify(o.schedule, inst) is None
     assert bounds.respects_ten_capacity(o.schedule, inst)
     assert o.schedule.num_steps >= bounds.instance_bounds(inst).timesteps.value
+
+
+def _violated(model, tol=1e-6):
+    """Names of the active constraints the model's current values break."""
+    bad = []
+    for con in model.component_data_objects(pe.Constraint, active=True):
+        body = pe.value(con.body)
+        if (con.lower is not None and body < pe.value(con.lower) - tol) or \
+                (con.upper is not None and body > pe.value(con.upper) + tol):
+            bad.append(con.name)
+    return bad
+
+
+def test_the_reversal_schedule_is_a_feasible_start_of_the_makespan_model():
+    """RS + AG on the bidirectional 4-ring (4 timesteps, see the test above) is one of the
+    native model's schedules: set as a MIP start it breaks no row of the makespan model built
+    at its length, and its makespan is its length. The same schedule claimed at another TEN
+    timestep is not one of the model's and is refused."""
+    inst = make_instance(topo("ring", {"nodes": 4}), "allreduce")
+    ref = REVERSAL.run(inst, Options(time_limit=60, params=QUICK)).schedule
+    assert ref.num_steps == 4 and ref.meta["timestep_s"] > 0
+    model = ten_ilp_combining.build(inst, 4, objective="makespan")
+    info = ten_ilp_combining.start_from_schedule(model, ref)
+    assert info == {"sends": len(ref), "objective": 4.0}
+    assert _violated(model) == []
+    other = replace(ref, meta={**ref.meta, "timestep_s": 2 * ref.meta["timestep_s"]})
+    assert ten_ilp_combining.start_from_schedule(ten_ilp_combining.build(inst, 4, objective="makespan"), other) is None
+
+
+def test_descend_shortens_a_delayed_schedule_to_the_model_optimum():
+    """RS + AG on the 4-ring delayed by one idle timestep (5 timesteps, still valid) as the
+    start: the makespan model finds the model's optimum, 4 timesteps (the hand argument of
+    test_allreduce_on_a_four_ring), and proves it."""
+    inst = make_instance(topo("ring", {"nodes": 4}), "allreduce")
+    ref = REVERSAL.run(inst, Options(time_limit=60, params=QUICK)).schedule
+    late = replace(ref, step=ref.step + 1)
+    assert late.num_steps == 5 and verify.verify(late, inst) is None
+    o = drivers.descend(inst, ten_ilp_combining, Options(time_limit=60), late)
+    assert (o.status, o.objective, o.bound) == ("optimal", 4.0, 4.0)
+    assert o.extra["warm_start"]["objective"] == 5.0
+    assert verify.verify(o.schedule, inst) is None

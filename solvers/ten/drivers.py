@@ -593,6 +593,55 @@ def _incumbent_recovered(instance, formulation: TenFormulation, options: Options
     return _known("ilp+recovery", data, ten.prune(data, np.concatenate([rows, more])), found), res
 
 
+# ---- improving a known schedule ----------------------------------------------------------------
+
+def descend(instance, formulation, options: Options, start, *, proven: int = 0, **form_params) -> Outcome:
+    """Improve a known complete schedule ``start`` (a verified :class:`~collsynth.tens.schedule.Schedule`
+    of ``instance`` in the formulation's TEN timestep): the formulation's model at the
+    schedule's length with the ``makespan`` objective, ``start`` as its MIP start
+    (``start_from_schedule``), solved under the time limit.
+
+    The solver starts from an incumbent as long as ``start``, so the answer is never longer and
+    the run always has a schedule of the model's own (the makespan ILP covers every horizon up
+    to the schedule's length at once: the early-termination idea of Won et al., TACOS, MICRO
+    2024, Section V-B, applied from above). The bound is the largest of the formulation's lower
+    bound, ``proven`` (a horizon known to be the model's least, e.g. from a horizon search
+    that proved the ones below it impossible) and the ILP's dual bound on the makespan
+    (rounded up), so ``optimal`` means no shorter schedule of the model's class exists. Raises
+    :class:`~collsynth.tens.ten.NotSupported` when the formulation takes no schedule as a
+    start or refuses this one (the caller then searches horizons as usual).
+    """
+    formulation = ten_formulation(formulation)
+    if formulation.start_from_schedule is None:
+        raise ten.NotSupported(f"{formulation.name} takes no schedule as a MIP start")
+    clock = _Clock(options.time_limit, time.perf_counter())
+    stats = _stats(options.solver)
+    form_params = {**form_params, "objective": "makespan"}
+    lb = _lower_bound(formulation, instance, form_params)
+    h = int(start.num_steps)
+    extra: dict[str, Any] = {"lower_bound": lb, "start_steps": h}
+    t0 = time.perf_counter()
+    model = build(formulation, clock, instance, h, **form_params)
+    info = formulation.start_from_schedule(model, start)
+    stats["build_s"] += time.perf_counter() - t0
+    if info is None:
+        raise ten.NotSupported(f"the {h}-timestep start schedule is outside {formulation.name}'s class")
+    extra["warm_start"] = info
+    res = _solve(model, options, clock, stats, warm_start=True)
+    extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound})
+    if res.status in ("error", "skipped") or not _complete(ten_model(model), res):
+        return _fail(res, stats, lb, extra)
+    sched = formulation.extract(model)
+    steps = sched.num_steps
+    proven = max(lb, int(proven), 0 if res.bound is None else int(np.ceil(res.bound - 1e-6)))
+    if res.status == "optimal" and res.objective is not None:
+        proven = max(proven, int(round(res.objective)))
+    status = "optimal" if steps <= proven else "feasible"
+    found = ("warm-start" if steps >= h else "ilp") + f"@makespan<={h}"
+    msg = "" if status == "optimal" else f"{steps} timesteps (start {h}); proven lower bound {proven}"
+    return _outcome(sched, status, steps, min(proven, steps), stats, msg, extra, found)
+
+
 # ---- time clustering -------------------------------------------------------------------------
 
 def time_cluster(instance, formulation, options: Options, *, window: int | None = None,

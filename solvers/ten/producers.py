@@ -34,8 +34,8 @@ import time
 from dataclasses import replace
 
 from ... import InputError
-from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_lp, ten_lp_orbit,
-                              ten_model)
+from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_ilp, ten_lp,
+                              ten_lp_orbit, ten_model)
 from ...instances import size
 from ...tens import ten
 from ...tens.schedule import concat
@@ -80,6 +80,8 @@ RELAXATION_PARAMS = (
 LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported beside every schedule run
 ORBIT_LP = ten_formulation(ten_lp_orbit)  # the same bound from one chunk orbit, beside symmetric formulations
 FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
+REVERSAL = ten_formulation(ten_ilp)  # reductions reversed, allreduce as RS + AG: a start for native models
+START_SHARE = 0.3  # share of the time limit the reversal's start schedule may use
 FLOW_BUILD_S_PER_VAR = 1.5e-4  # seconds to build the flow LP, per variable (measured: 6.1 s for 47k on mesh4x4-failed)
 
 
@@ -271,6 +273,7 @@ def _with_driver(formulation: TenFormulation):
     def run(instance, options: Options) -> Outcome:
         _check_size(formulation, instance)
         params = dict(options.params)
+        start = params.pop("start", "reversal")  # formulations taking a schedule as a MIP start
         want_lp = _flag(params, "lp_bound", True)
         params.pop("polish", None)
         cuts = _flag(params, "cuts", True)  # for the LP bound; the ILPs take no cuts
@@ -282,7 +285,11 @@ def _with_driver(formulation: TenFormulation):
         form = dict(drivers.split_params(params)[1], cuts=cuts, flow=flow, **beside)
         phases = None if formulation.native_reductions else _checked(lambda: _phases(instance))
         if phases is None:
-            o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
+            o, used = _from_start(instance, formulation, drive) if start == "reversal" else (None, 0.0)
+            if o is None:
+                rest = drive if drive.time_limit is None or not used else replace(
+                    drive, time_limit=max(1.0, drive.time_limit - used))
+                o = _checked(lambda: drivers.run(drive.driver, instance, formulation, rest))
             if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
                 o = _model_class_proof(o)
             return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
@@ -301,6 +308,60 @@ def _with_driver(formulation: TenFormulation):
         return _allreduce_outcome(*outs, want_lp)
 
     return run
+
+
+def _from_start(instance, formulation: TenFormulation, options: Options):
+    """A formulation that takes a schedule as a MIP start (``start_from_schedule``) on a single
+    combining collective: the reversal's schedule (:data:`REVERSAL`: reductions reversed,
+    allreduce as reduce-scatter then allgather) with :data:`START_SHARE` of the time limit;
+    then horizons from the lower bound up to one below that schedule's length (horizon
+    search, half the time left: quick where the bound is tight); if none completes, the
+    reversal's schedule improved by :func:`~collsynth.solvers.ten.drivers.descend` in the
+    rest, with what the search proved. Returns (the outcome or None, seconds spent): None when
+    it does not apply, there is no start or the model refused it (the caller then searches
+    horizons in the time left)."""
+    if (formulation.start_from_schedule is None or options.driver not in (None, "horizon")
+            or instance.concurrent or not instance.collective.combining):
+        return None, 0.0
+    t0 = time.perf_counter()
+
+    def left(share: float = 1.0):
+        if options.time_limit is None:
+            return None
+        return max(1.0, share * (options.time_limit - (time.perf_counter() - t0)))
+
+    form = drivers.split_params(dict(options.params))[1]
+    keep = {k: form[k] for k in ("timestep",) if k in form}
+    seed = _with_driver(REVERSAL)(instance, replace(options, time_limit=left(START_SHARE), driver=None,
+                                                    params={**keep, "lp_bound": False}))
+    if seed.schedule is None:
+        return None, time.perf_counter() - t0
+    about = {"producer": REVERSAL.name, "steps": seed.objective, "status": seed.status,
+             "bound": seed.bound, "found_by": seed.found_by}
+    h = seed.schedule.num_steps
+    searched = None
+    if formulation.lower_bound(instance, timestep=form.get("timestep")) < h:
+        searched = drivers.run("horizon", instance, formulation, replace(
+            options, time_limit=left(0.5), params={**options.params, "max_horizon": h - 1}))
+        if searched.schedule is not None:
+            searched.extra["start"] = about
+            return searched, time.perf_counter() - t0
+    proven = int(searched.bound or 0) if searched is not None else 0
+    try:
+        o = drivers.descend(instance, formulation, replace(options, time_limit=left()), seed.schedule,
+                            proven=proven, **form)
+    except ten.NotSupported:
+        return None, time.perf_counter() - t0
+    if o.schedule is None:
+        return None, time.perf_counter() - t0
+    o.extra["start"] = about
+    if searched is not None:
+        o.extra["horizons"] = searched.extra.get("horizons")
+    for part in (seed, searched):
+        if part is not None:
+            o.build_s += part.build_s
+            o.solve_s += part.solve_s
+    return o, time.perf_counter() - t0
 
 
 def _model_class_proof(o: Outcome) -> Outcome:
@@ -325,8 +386,12 @@ def _model_class_proof(o: Outcome) -> Outcome:
 
 
 def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
-    """reduce_scatter then allgather, concatenated; the bound is the larger phase bound."""
+    """reduce_scatter then allgather, concatenated; the bound is the larger phase bound. The
+    schedule keeps the TEN meta both phases agree on (timestep, switch forwarding)."""
     sched = concat(rs.schedule, ag.schedule, "allreduce")
+    for key in ("timestep_s", "switch_copy"):
+        if key in rs.schedule.meta and rs.schedule.meta[key] == ag.schedule.meta.get(key):
+            sched.meta[key] = rs.schedule.meta[key]
     steps = sched.num_steps
     bound = max(rs.bound or 0, ag.bound or 0)
     extra = {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}}
