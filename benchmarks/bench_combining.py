@@ -10,8 +10,11 @@ Figures for the closing note of issue 13 (native reductions); each part prints a
 - ``allreduce``: DGX-1, hypercube 3 and the 4x4 mesh with failed NPUs 7 and 9 (TACOS Table
   III): reduce-scatter (reversal and native) and allgather phases, RS + AG with the barrier
   (``ten-ilp``'s allreduce), the native model without a barrier (reductions complete at the
-  owners; ``roots=any`` too, which may complete anywhere, with half the time limit), and the
-  instance's lower bound (:mod:`collsynth.tens.bounds`). A native run's own bound comes from
+  owners) as the producer runs it (``start=reversal``: the RS + AG schedule first, horizons
+  below it, else that schedule improved as the MIP start of the makespan model) and by plain
+  horizon search from the lower bound (``start=none``), ``roots=any`` too (reductions may
+  complete anywhere, half the time limit), and the instance's lower bound
+  (:mod:`collsynth.tens.bounds`). A native run's own bound comes from
   horizons it proved impossible: it holds for the model's schedules (one reduction tree per
   chunk, rooted at its owner by default), the instance's bound for every schedule.
 - ``concurrent``: TACOS Section VIII-G, Table V (``mesh6x6-concurrent``: broadcast from 2,
@@ -46,21 +49,31 @@ NATIVE, REVERSAL = producer(ten_ilp_combining), producer(ten_ilp)
 LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
 
 
+def _machine() -> str:
+    """CPU seconds of this process so far and the load average: figures on a shared machine."""
+    return f"(process CPU {time.process_time():.1f} s; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())})"
+
+
 def _run(prod, inst, limit, **params):
-    """(steps, status, bound, seconds, message) of one verified run."""
+    """(steps, status, bound, seconds, message, extra) of one verified run; seconds are wall-clock
+    (CPU seconds: :func:`_machine`)."""
     t0 = time.perf_counter()
     o = prod.run(inst, Options(time_limit=limit, params={"lp_bound": False, **params}))
     s = time.perf_counter() - t0
     if o.schedule is None:
-        return None, o.status, o.bound, s, o.message
+        return None, o.status, o.bound, s, o.message, o.extra
     bad = verify.verify(o.schedule, inst)
     assert bad is None, f"{prod.name} on {inst.name}: {bad}"
-    return o.schedule.num_steps, o.status, o.bound, s, o.message
+    return o.schedule.num_steps, o.status, o.bound, s, o.message, o.extra
 
 
 def _cell(r):
-    steps, status, bound, s, _ = r
+    steps, status, bound, s, _, extra = r
     b = "" if bound is None else f", bound {bound:g}"
+    if extra.get("model_bound") is not None:
+        b += f", model bound {extra['model_bound']:g}"
+    if extra.get("start"):
+        b += f", from {extra['start']['steps']:g}"
     return f"{steps if steps is not None else '-'} ({status}{b}; {s:.1f} s)"
 
 
@@ -84,18 +97,21 @@ def _phase(inst, kind):
 
 def allreduce(limit: float = LIMIT) -> list[tuple]:
     """Barrier (RS + AG) vs overlap (native) for allreduce on three corpus instances."""
+    print(f"\n{_machine()}")
     print("\n| instance | bound | RS reversal | RS native | AG | RS + AG, barrier (ten-ilp) "
-          "| native, roots at owners | native, roots anywhere |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| native, roots at owners | native, start=none | native, roots anywhere |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name in ("dgx1-allreduce", "hypercube3-allreduce", "mesh4x4-failed-allreduce"):
         inst = load_instance(CORPUS / f"{name}.toml")
         lb = bounds.instance_bounds(inst).timesteps
         rs = _phase(inst, "reduce_scatter")
         cells = [_run(REVERSAL, rs, limit), _run(NATIVE, rs, limit), _run(REVERSAL, _phase(inst, "allgather"), limit),
-                 _run(REVERSAL, inst, limit), _run(NATIVE, inst, limit), _run(NATIVE, inst, limit / 2, roots="any")]
+                 _run(REVERSAL, inst, limit), _run(NATIVE, inst, limit), _run(NATIVE, inst, limit, start="none"),
+                 _run(NATIVE, inst, limit / 2, roots="any")]
         print(f"| {name} | {lb.value} ({lb.source}) | " + " | ".join(_cell(c) for c in cells) + " |", flush=True)
         rows.append((name, lb.value, cells))
+    print(_machine())
     return rows
 
 

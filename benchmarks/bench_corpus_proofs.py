@@ -105,8 +105,8 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _reason(row: pd.Series, inst: pd.DataFrame) -> str:
-    """Why a verified row does not meet its bound (see :func:`open_rows`)."""
+def _reason(row: pd.Series, inst: pd.DataFrame) -> tuple[str, str]:
+    """Why a verified row does not meet its bound: (kind, details); see :func:`open_rows`."""
     own = pd.notna(row["bound"])
     same = inst[inst["verified"].astype(bool)]
     same = same[(same["units"] == row["units"]) & same["bound"].notna()] if own else same
@@ -117,16 +117,16 @@ def _reason(row: pd.Series, inst: pd.DataFrame) -> str:
         f"no producer meets it (best {best:.4g} {units})"
     msg = str(row["message"] or "")
     if row["status"] in NO_CLAIM:
-        return f"{row['status']}: no optimality claim; {tight}"
+        return row["status"], f"no optimality claim; {tight}"
     if row["status"] == "optimal":
-        return f"declared optimal by {row['bound_source']}, but its {row['units']} exceed its own bound"
+        return "proven in another unit", f"{row['bound_source']}; the bound in its own {row['units']} is weaker"
     if "decomposition is not proven" in msg:
-        return f"allreduce as reduce-scatter + allgather with a barrier: not proven; {tight}"
+        return "allreduce RS + AG", f"reduce-scatter + allgather with a barrier, not proven; {tight}"
     if "fractional schedule" in msg:
-        return f"relaxation: its rounded schedule exceeds its LP bound; {tight}"
+        return "relaxation rounding", f"its realised schedule exceeds its LP bound; {tight}"
     if any(s in msg for s in ("time limit", "completed in time", "not finished", "would take")):
-        return f"solver time limit: shorter horizons not decided; {tight}"
-    return f"{msg[:80]}; {tight}"
+        return "solver time limit", f"shorter horizons not decided; {tight}"
+    return "other", f"{msg[:80]}; {tight}"
 
 
 def open_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -142,19 +142,20 @@ def open_rows(df: pd.DataFrame) -> pd.DataFrame:
         inst = df[df["instance"] == row["instance"]]
         if verified[i] and met.get(i) == True:  # noqa: E712
             continue
-        reason = _reason(row, inst) if verified[i] else f"no verified schedule: {str(row['message'] or '')[:100]}"
+        kind, why = _reason(row, inst) if verified[i] else (
+            f"no schedule ({row['status']})", str(row["message"] or "")[:100])
         rows.append({"instance": row["instance"], "producer": row["producer"], "status": row["status"],
                      "result": row["objective"], "bound": row["bound"], "units": row["units"],
-                     "time_sync_s": row["time_sync_s"], "lower_bound_s": row["lower_bound_s"], "reason": reason})
+                     "time_sync_s": row["time_sync_s"], "lower_bound_s": row["lower_bound_s"],
+                     "kind": kind, "reason": why})
     out = pd.DataFrame(rows, columns=["instance", "producer", "status", "result", "bound", "units", "time_sync_s",
-                                      "lower_bound_s", "reason"])
+                                      "lower_bound_s", "kind", "reason"])
     return out.sort_values(["producer", "instance"]).reset_index(drop=True)
 
 
 def reason_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """Open rows per producer and kind of reason (the text before the first ``:``)."""
-    kind = table["reason"].str.split(":").str[0]
-    return table.assign(kind=kind).groupby(["producer", "kind"]).size().rename("rows").reset_index()
+    """Open rows per producer and kind of reason."""
+    return table.groupby(["producer", "kind"]).size().rename("rows").reset_index()
 
 
 def main(argv: list[str] | None = None) -> int:
