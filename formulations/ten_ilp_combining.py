@@ -41,6 +41,11 @@ bounds every schedule, and the TEN producers report that one (and the model's in
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 
+A known schedule of a single collective (the reversal's, reduce-scatter then allgather for
+allreduce) becomes a MIP start through :func:`start_from_schedule` (its ``reduce`` sends are
+forwards of partial sums, the rest copies); the producer improves it with the makespan
+objective when no horizon below its length completes in time.
+
 Objective ``"arrivals"``: the postcondition pairs held at the horizon, each of which must be
 (rows: the horizon search needs complete schedules only, and a horizon too short is proven
 infeasible); ``"makespan"``: all pairs by the horizon, with ``done[t]`` indicators.
