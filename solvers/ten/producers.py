@@ -341,8 +341,8 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
     h = seed.schedule.num_steps
     searched = None
     if formulation.lower_bound(instance, timestep=form.get("timestep")) < h:
-        searched = drivers.run("horizon", instance, formulation, replace(
-            options, time_limit=left(0.5), params={**options.params, "max_horizon": h - 1}))
+        searched = _checked(lambda: drivers.run("horizon", instance, formulation, replace(
+            options, time_limit=left(0.5), params={**options.params, "max_horizon": h - 1})))
         if searched.schedule is not None:
             searched.extra["start"] = about
             return searched, time.perf_counter() - t0
