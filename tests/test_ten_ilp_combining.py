@@ -237,3 +237,15 @@ def test_descend_shortens_a_delayed_schedule_to_the_model_optimum():
     assert (o.status, o.objective, o.bound) == ("optimal", 4.0, 4.0)
     assert o.extra["warm_start"]["objective"] == 5.0
     assert verify.verify(o.schedule, inst) is None
+
+
+def test_descend_reads_back_a_start_that_meets_the_bound():
+    """Told that 4 timesteps is the least (``proven=4``), descend does not search: the RS + AG
+    schedule of the 4-ring goes through the arrivals model at its length, where it holds all
+    16 postcondition pairs (4 chunks' results at 4 nodes), and comes back optimal."""
+    inst = make_instance(topo("ring", {"nodes": 4}), "allreduce")
+    ref = REVERSAL.run(inst, Options(time_limit=60, params=QUICK)).schedule
+    o = drivers.descend(inst, ten_ilp_combining, Options(time_limit=60), ref, proven=4)
+    assert (o.status, o.objective, o.bound) == ("optimal", 4.0, 4.0)
+    assert o.extra["warm_start"]["objective"] == 16.0
+    assert verify.verify(o.schedule, inst) is None

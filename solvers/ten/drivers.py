@@ -607,7 +607,9 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     2024, Section V-B, applied from above). The bound is the largest of the formulation's lower
     bound, ``proven`` (a horizon known to be the model's least, e.g. from a horizon search
     that proved the ones below it impossible) and the ILP's dual bound on the makespan
-    (rounded up), so ``optimal`` means no shorter schedule of the model's class exists. Raises
+    (rounded up), so ``optimal`` means no shorter schedule of the model's class exists. A start
+    that already meets that bound is only read back through the model (its arrivals
+    objective, which the start solves outright). Raises
     :class:`~collsynth.tens.ten.NotSupported` when the formulation takes no schedule as a
     start or refuses this one (the caller then searches horizons as usual).
     """
@@ -616,9 +618,10 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
         raise ten.NotSupported(f"{formulation.name} takes no schedule as a MIP start")
     clock = _Clock(options.time_limit, time.perf_counter())
     stats = _stats(options.solver)
-    form_params = {**form_params, "objective": "makespan"}
     lb = _lower_bound(formulation, instance, form_params)
     h = int(start.num_steps)
+    # a start that meets a bound needs no improving: the arrivals model accepts it outright
+    form_params = {**form_params, "objective": "arrivals" if h <= max(lb, int(proven)) else "makespan"}
     extra: dict[str, Any] = {"lower_bound": lb, "start_steps": h}
     t0 = time.perf_counter()
     model = build(formulation, clock, instance, h, **form_params)
@@ -634,7 +637,7 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     sched = formulation.extract(model)
     steps = sched.num_steps
     proven = max(lb, int(proven), 0 if res.bound is None else int(np.ceil(res.bound - 1e-6)))
-    if res.status == "optimal" and res.objective is not None:
+    if res.status == "optimal" and res.objective is not None and form_params["objective"] == "makespan":
         proven = max(proven, int(round(res.objective)))
     status = "optimal" if steps <= proven else "feasible"
     found = ("warm-start" if steps >= h else "ilp") + f"@makespan<={h}"
