@@ -237,8 +237,7 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
                 u = src[x]
                 if switch[u]:
                     continue
-                _init_flags(H, stamp, pre, c, u, nseg)
-                f, l = _seg_range(lo, hi, x, pts, nseg)
+                f, l = _node_segments(H, stamp, pre, c, u, nseg, lo, hi, x, pts)
                 for g in range(f, l):
                     if not H[u * nseg + g]:
                         bad = True
@@ -256,8 +255,7 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
                 v = dst[x]
                 if switch[v]:
                     continue
-                _init_flags(H, stamp, pre, c, v, nseg)
-                f, l = _seg_range(lo, hi, x, pts, nseg)
+                f, l = _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts)
                 for g in range(f, l):
                     H[v * nseg + g] = True
             p0 = p1
@@ -279,6 +277,14 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
                         mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
                 break
     return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
+
+
+@njit(cache=True, nogil=True)
+def _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts):
+    """Node ``v``'s holding flags of chunk ``c`` (initialised on first use) and the segment
+    range ``[f, l)`` of send ``x``'s piece."""
+    _init_flags(H, stamp, pre, c, v, nseg)
+    return _seg_range(lo, hi, x, pts, nseg)
 
 
 @njit(cache=True, nogil=True)
