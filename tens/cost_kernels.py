@@ -362,7 +362,12 @@ def _less(heap, a, b):
 @njit(cache=True, nogil=True)
 def _push(heap, size, tbits, word):
     """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
-    j = size
+    _rise(heap, size, tbits, word)
+
+
+@njit(cache=True, nogil=True)
+def _rise(heap, j, tbits, word):
+    """Put ``(tbits, word)`` in the hole at ``j`` or above it, moving larger parents down."""
     while j > 0:
         parent = (j - 1) >> 2
         if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
@@ -396,15 +401,7 @@ def _pop(heap, size):
         heap[j, 0] = heap[best, 0]
         heap[j, 1] = heap[best, 1]
         j = best
-    while j > 0:
-        parent = (j - 1) >> 2
-        if heap[parent, 0] < tbits or (heap[parent, 0] == tbits and heap[parent, 1] < word):
-            break
-        heap[j, 0] = heap[parent, 0]
-        heap[j, 1] = heap[parent, 1]
-        j = parent
-    heap[j, 0] = tbits
-    heap[j, 1] = word
+    _rise(heap, j, tbits, word)
 
 
 @njit(cache=True, nogil=True)
