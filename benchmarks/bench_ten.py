@@ -1,10 +1,13 @@
-"""TEN formulation benchmarks (run: ``python -m pytest -m benchmark -s benchmarks/bench_ten.py``,
+"""TEN formulation benchmarks (run: ``python -m pytest -m benchmark -s -n 0 benchmarks/bench_ten.py``;
+``-n 0`` because the project's pytest options start xdist workers, which swallow ``-s`` output;
 or the Table II analogue alone: ``python benchmarks/bench_ten.py table2 [--min 4] [--max 8]
 [--limit 60] [--solver highs]``).
 
 Figures for the closing note of issue 4; each test prints a Markdown table.
 
-- build vs solve time per formulation (ten-ilp, ten-lp, ten-ilp-nocongestion) and size;
+- build vs solve time per formulation (ten-ilp, ten-lp, ten-ilp-nocongestion) and size: build, load
+  into HiGHS and solve seconds (wall and CPU), (build + load) / solve against the 0.25 target and the
+  load average; models HiGHS solves in under a second are marked (no build is a quarter of that);
 - horizon search with a persistent model (built once at the largest horizon, re-solved)
   vs rebuilt per horizon;
 - the largest mesh / torus each driver solves (verified schedule) within 60 s;
