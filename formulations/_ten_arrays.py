@@ -406,22 +406,24 @@ def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
     terms = {} if terms is None else terms
     n = len(columns)
     key = id(columns)
-    variables = terms.get((key, 1.0))
-    if variables is None:
-        variables = terms[(key, 1.0)] = np.empty(n, object)
+    if terms.get(key, (None,))[0] is not columns:  # the entry keeps the list alive, so its id stays its own
+        variables = np.empty(n, object)
         variables[:] = columns
+        terms[key] = (columns, variables, {})
+    _, variables, monomials = terms[key]
     cols, vals = rows.cols, rows.vals
     args = variables[cols]
     other = vals != 1.0
     for v in np.unique(vals[other]).tolist():
-        monomials = terms.get((key, v))
-        if monomials is None:
-            monomials = terms[(key, v)] = np.empty(n, object)
+        if v not in monomials:
+            monomials[v] = (np.empty(n, object), np.zeros(n, bool))  # terms, and which exist
+        mono, made = monomials[v]
         at = vals == v
         j = cols[at]
-        missing = np.unique(j[np.equal(monomials[j], None)])
-        monomials[missing] = [MonomialTermExpression((v, columns[i])) for i in missing.tolist()]
-        args[at] = monomials[j]
+        missing = np.unique(j[~made[j]])
+        mono[missing] = [MonomialTermExpression((v, columns[i])) for i in missing.tolist()]
+        made[missing] = True
+        args[at] = mono[j]
     args = args.tolist()
     ptr = rows.indptr.tolist()
     return [LinearExpression(args[a:b]) for a, b in zip(ptr[:-1], ptr[1:])]
