@@ -27,7 +27,8 @@ import pyomo.environ as pe
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.core.expr.relational_expr import EqualityExpression, InequalityExpression
 
-from ..tens.ten import ParallelArrays, TenData, reach
+from ..instances.topology import ParallelArrays
+from ..tens.ten import TenData, reach
 from . import BuildTooLarge
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
@@ -195,10 +196,6 @@ class Rows(ParallelArrays):
     vals: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-
-    @property
-    def nnz(self) -> int:
-        return len(self.cols)
 
 
 def csr_rows(keys, row, col, val, lower, upper) -> Rows:

@@ -67,9 +67,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pe
 
-from ..tens.schedule import Schedule
+from ..instances.topology import ParallelArrays
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
-from ..tens.ten import INF, SWITCH_COPY, NotSupported, ParallelArrays, TenData, prepare, reach
+from ..tens.schedule import Schedule
+from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, reach
 from . import TenModel, expose, ten_lp, ten_model
 
 NAME = "ten-flow-lp"

@@ -16,6 +16,7 @@ Everything expensive (shortest paths, link arrays, diameter) is computed once an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -30,8 +31,16 @@ from .. import InputError
 SWITCH_HOPS = ("timestep", "instant")  # meta "switch_hop": a chunk leaves a switch the timestep after it arrived, or in it
 
 
+class ParallelArrays:
+    """A record of parallel arrays, one entry per row (a dataclass whose fields are the
+    columns): its length is the number of rows, its first field's length."""
+
+    def __len__(self) -> int:
+        return len(getattr(self, dataclasses.fields(self)[0].name))
+
+
 @dataclass(frozen=True)
-class LinkArrays:
+class LinkArrays(ParallelArrays):
     """Directed node pairs joined by at least one live link, as parallel numpy columns.
 
     ``src[i] -> dst[i]`` has ``count[i]`` parallel links with summed ``bandwidth[i]`` (bytes/s)
@@ -45,9 +54,6 @@ class LinkArrays:
     bandwidth: np.ndarray
     alpha: np.ndarray
     size: int
-
-    def __len__(self) -> int:
-        return len(self.src)
 
     def lookup(self, src, dst) -> np.ndarray:
         """Pair indices of the directed pairs ``src -> dst`` (-1 where there is no live link).

@@ -55,8 +55,7 @@ class _Run:
     found_by: str | None = _f("how the schedule was found: ilp@h=H, ilp@h=H+recovery, "
                               "warm-start@h=H+recovery, time-cluster, recovery, lp-rounding@h=H+..., "
                               "or the producer family (closed-form, greedy, bfb-lp, ...)")
-    solver_status: str | None = _f("the solver's own status on the run's last solve ('' when nothing "
-                                   "was solved)")
+    solver_status: str | None = _f("the solver's own status on the run's last solve ('' when none ran)")
     verified: bool | None = _f("the schedule passed collsynth.tens.verify")
     steps: int | None = _f("communication steps of the verified schedule")
     lower_bound_steps: int | None = _f("lower bound on the steps of schedules sent on links (hop distance)")

@@ -180,19 +180,21 @@ class Outcome:
 
     schedule: Schedule | None
     status: str
+    # what it found, in its own units
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None
     units: str = "steps"
-    build_s: float = 0.0
-    solve_s: float = 0.0
+    # how: the method, and the solver it ran (if any) with what that solver said
+    found_by: str = ""
     solver: str = ""
     version: str = ""
+    solver_status: str = ""
     nodes: int | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    found_by: str = ""
-    solver_status: str = ""
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,8 @@ node set rather than to one node.
 
 from __future__ import annotations
 
-import hashlib
 import copy
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -81,8 +81,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from ..instances.instance import Instance
+from ..instances.topology import ParallelArrays
 from .schedule import Schedule
-from .ten import NotSupported, ParallelArrays, discretize, dual_instance, link_costs, link_delays, prepare, switch_hop_instant
+from .ten import NotSupported, discretize, dual_instance, link_costs, link_delays, prepare, switch_hop_instant
 
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}

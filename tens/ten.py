@@ -50,7 +50,6 @@ bounds when a chunk can first be at a node and when it is last useful there;
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass, field, replace
@@ -157,14 +156,6 @@ def unwind_switches(topology: Topology, degree: int) -> Topology:
 
 
 # ---- the TEN index every TEN formulation, driver, greedy and the TEN cost model use --------
-
-class ParallelArrays:
-    """A record of parallel arrays, one entry per row (a dataclass whose fields are the
-    columns): its length is the number of rows, its first field's length."""
-
-    def __len__(self) -> int:
-        return len(getattr(self, dataclasses.fields(self)[0].name))
-
 
 class NotSupported(ValueError):
     """This formulation cannot express the instance (the message says why)."""

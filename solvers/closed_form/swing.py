@@ -814,24 +814,32 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
     return run
 
 
-_VARIANTS = (  # name, algorithm, variant, mirrored, summary
-    ("swing-bw", "swing", "bw", None,
-     "Swing bandwidth-optimal allreduce/reduce-scatter/allgather (De Sensi et al., NSDI 2024; multiport on tori)"),
-    ("swing-lat", "swing", "lat", None,
-     "Swing latency-optimal allreduce, whole vector each step (De Sensi et al., NSDI 2024, Section 3.1.2; multiport on tori)"),
-    ("recursive-doubling-bw", "recursive_doubling", "bw", False,
-     "Bandwidth-optimized recursive doubling (Rabenseifner, torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.3)"),
-    ("recursive-doubling-lat", "recursive_doubling", "lat", False,
-     "Latency-optimal recursive doubling allreduce (torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.2)"),
-    ("recursive-doubling-bw-mirrored", "recursive_doubling", "bw", True,
-     "Recursive doubling bandwidth-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 5.1)"),
-    ("recursive-doubling-lat-mirrored", "recursive_doubling", "lat", True,
-     "Recursive doubling latency-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 4.1)"),
-)
+SUMMARIES = {  # producer name: [swing | recursive-doubling]-[bw | lat][-mirrored]
+    "swing-bw": "Swing bandwidth-optimal allreduce/reduce-scatter/allgather (De Sensi et al., NSDI 2024; multiport on tori)",
+    "swing-lat": "Swing latency-optimal allreduce, whole vector each step (De Sensi et al., NSDI 2024, Section 3.1.2; multiport on tori)",
+    "recursive-doubling-bw": "Bandwidth-optimized recursive doubling (Rabenseifner, torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.3)",
+    "recursive-doubling-lat": "Latency-optimal recursive doubling allreduce (torus-ordered, one port; De Sensi et al., NSDI 2024, Section 2.3.2)",
+    "recursive-doubling-bw-mirrored": "Recursive doubling bandwidth-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 5.1)",
+    "recursive-doubling-lat-mirrored": "Recursive doubling latency-optimal with D plain + D mirrored collectives (De Sensi et al., NSDI 2024, Section 4.1)",
+}
+
+
+def variant_of(name: str) -> tuple[str, str, bool | None]:
+    """``(algorithm, variant, mirrored)`` of a producer name of :data:`SUMMARIES`; ``mirrored``
+    is None for Swing, whose default depends on the network.
+
+    >>> variant_of("swing-lat"), variant_of("recursive-doubling-bw-mirrored")
+    (('swing', 'lat', None), ('recursive_doubling', 'bw', True))
+    """
+    algorithm = "swing" if name.startswith("swing-") else "recursive_doubling"
+    variant = "lat" if "-lat" in name else "bw"
+    return algorithm, variant, None if algorithm == "swing" else name.endswith("-mirrored")
+
+
 PARAMS = (
     Param("multiport", bool, None, "2D collectives at once, one per port (default: Swing on a torus, and the -mirrored variants)"),
     Param("mirrored", bool, None, "half of the collectives mirrored (default: as multiport)"),
     Param("max_sends", int, MAX_SENDS, "refuse chunk-level schedules with more sends than this"),
 )
-PRODUCERS = [Producer(name, "closed-form", _make_run(algo, variant, mirrored), summary, params=PARAMS)
-             for name, algo, variant, mirrored, summary in _VARIANTS]
+PRODUCERS = [Producer(name, "closed-form", _make_run(*variant_of(name)), summary, params=PARAMS)
+             for name, summary in SUMMARIES.items()]
