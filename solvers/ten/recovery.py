@@ -30,9 +30,7 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
     """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
     (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop out of a
     switch starts in the timestep the chunk arrived there (else the one after)."""
-    L = len(capacity)
-    horizon = start + 64
-    load = np.zeros((L, horizon), np.int32)
+    load = np.zeros((len(capacity), start + 64), np.int32)
     count = 0
     S = when.shape[1]
     path = np.empty(S + 1, np.int64)
@@ -51,23 +49,10 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
         if when[c, n] >= 0:
             continue
         g = group[c]
-        h = -1
-        best = np.inf
-        for j in range(nh):
-            u = holders[j]
-            eta = when[c, u] + dist[g, u, n]
-            if eta < best or (eta == best and u < h):
-                best = eta
-                h = u
+        h = _nearest_holder(when, dist[g], c, n, holders, nh)
         if h < 0 or not np.isfinite(dist[g, h, n]):
             return count, i
-        m = 0
-        v = n
-        path[m] = v
-        while v != h:
-            v = pred[g, h, v]
-            m += 1
-            path[m] = v
+        m = _path_to(pred[g], h, n, path)
         t = when[c, h]
         j = m
         while j > 0:  # hop j goes path[j] -> path[j - 1]; through switches hops follow without a pause
@@ -81,45 +66,88 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
                 continue
             s = max(t + 1, start + 1)
             while True:
-                free = True
-                x = s
-                for q in range(j, e - 1, -1):
-                    a, b = path[q], path[q - 1]
-                    lo, hi = out_start[a], out_start[a + 1]
-                    l = lo + np.searchsorted(out_dst[lo:hi], b)
-                    k = delay[g, l]
-                    if x + k > load.shape[1]:
-                        grown = np.zeros((L, 2 * (x + k)), np.int32)
-                        grown[:, :load.shape[1]] = load
-                        load = grown
-                    for tau in range(x, x + k):
-                        if load[l, tau] >= capacity[l]:
-                            free = False
-                            break
-                    if not free:
-                        break
-                    x += k - 1 if instant and switch[b] else k
+                free, load = _run_is_free(load, path, j, e, s, out_start, out_dst, delay[g], capacity, switch, instant)
                 if free:
                     break
                 s += 1
-            for q in range(j, e - 1, -1):
-                a, b = path[q], path[q - 1]
-                lo, hi = out_start[a], out_start[a + 1]
-                l = lo + np.searchsorted(out_dst[lo:hi], b)
-                k = delay[g, l]
-                for tau in range(s, s + k):
-                    load[l, tau] += 1
-                rows[count, 0] = c
-                rows[count, 1] = l
-                rows[count, 2] = s + k - 1
-                s += k - 1 if instant and switch[b] else k
-                count += 1
+            count, s = _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay[g], switch, instant)
             t = s - 1
             when[c, v] = t
             holders[nh] = v
             nh += 1
             j = e - 1
     return count, -1
+
+
+@numba.njit(cache=True)
+def _nearest_holder(when, dist, c, n, holders, nh):
+    """The holder of chunk ``c`` that can deliver it to ``n`` earliest (ties: lowest id), -1 if none."""
+    h = -1
+    best = np.inf
+    for j in range(nh):
+        u = holders[j]
+        eta = when[c, u] + dist[u, n]
+        if eta < best or (eta == best and u < h):
+            best = eta
+            h = u
+    return h
+
+
+@numba.njit(cache=True)
+def _path_to(pred, h, n, path):
+    """The shortest path from ``h`` to ``n`` backwards into ``path`` (``path[0] = n``); its hops."""
+    m = 0
+    v = n
+    path[m] = v
+    while v != h:
+        v = pred[h, v]
+        m += 1
+        path[m] = v
+    return m
+
+
+@numba.njit(cache=True)
+def _pair(out_start, out_dst, a, b):
+    lo, hi = out_start[a], out_start[a + 1]
+    return lo + np.searchsorted(out_dst[lo:hi], b)
+
+
+@numba.njit(cache=True)
+def _run_is_free(load, path, j, e, s, out_start, out_dst, delay, capacity, switch, instant):
+    """Whether hops ``j .. e`` of ``path``, the first starting at ``s``, all find capacity;
+    ``load`` (grown when the run reaches past its end)."""
+    x = s
+    for q in range(j, e - 1, -1):
+        b = path[q - 1]
+        l = _pair(out_start, out_dst, path[q], b)
+        k = delay[l]
+        if x + k > load.shape[1]:
+            grown = np.zeros((load.shape[0], 2 * (x + k)), np.int32)
+            grown[:, :load.shape[1]] = load
+            load = grown
+        for tau in range(x, x + k):
+            if load[l, tau] >= capacity[l]:
+                return False, load
+        x += k - 1 if instant and switch[b] else k
+    return True, load
+
+
+@numba.njit(cache=True)
+def _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay, switch, instant):
+    """Take the capacity of hops ``j .. e`` starting at ``s`` and write their rows; returns the
+    row count and the timestep after the run's last arrival."""
+    for q in range(j, e - 1, -1):
+        b = path[q - 1]
+        l = _pair(out_start, out_dst, path[q], b)
+        k = delay[l]
+        for tau in range(s, s + k):
+            load[l, tau] += 1
+        rows[count, 0] = c
+        rows[count, 1] = l
+        rows[count, 2] = s + k - 1
+        s += k - 1 if instant and switch[b] else k
+        count += 1
+    return count, s
 
 
 def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray | None = None) -> np.ndarray:
