@@ -1,7 +1,8 @@
 """Classic collective algorithms as constructed schedules with their closed-form costs.
 
-Seed 004 (the collectives lecture: ring, binary and binomial trees, butterfly / recursive
-doubling, recursive halving, scatter + allgather broadcast), NCCL's double binary tree, MPI's
+The algorithms of the alpha-beta literature (Thakur, Rabenseifner and Gropp, IJHPCA 2005; Chan
+et al., CCPE 2007: ring, binary and binomial trees, butterfly / recursive doubling, recursive
+halving, scatter + allgather broadcast), NCCL's double binary tree, MPI's
 Bruck and Rabenseifner algorithms, the bucket algorithm on D-dimensional tori, rings on
 edge-disjoint Hamiltonian cycles of 2D tori, and the BFB ring of Zhao et al., NSDI 2025, Appendix E.1.
 
