@@ -2,46 +2,10 @@
 tests compare :mod:`collsynth.tens.cost` with. Vectorised numpy plus plain-Python event loops
 (heapq, dicts); do not use it outside the tests.
 
-Pricing: what a schedule costs on its instance's network, under three models (design "Pricing").
-
-Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwidth part
-``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.
-
-``sync``  -- synchronous alpha-beta steps, the papers' model (Zhao et al., NSDI 2025, Section 2-3, Thakur et al., IJHPCA 2005):
-    in step ``t`` every send moves ``(hi - lo) * chunk_bytes`` bytes; a logical send between
-    non-adjacent nodes (``routing == "shortest-path"``: Swing, recursive doubling on a torus) is
-    routed on ``topology.shortest_path(u, v)`` and loads every link it crosses. Per directed
-    node pair ``l`` (parallel links pooled: their bandwidths add) ``load_l(t)`` is the bytes
-    crossing it; the step's bandwidth time is ``max_l load_l(t) / bandwidth_l`` and its latency
-    the largest route latency (sum of the per-hop ``alpha``) of its sends.
-    ``T_L = sum_t latency(t)``, ``T_B = sum_t bandwidth time(t)``, total = T_L + T_B.
-    ``extra["T_B_chunks"]`` is the exact :class:`~fractions.Fraction`
-    ``sum_t max_l load_l(t) / count_l`` in chunks (BFB's ``sum_t max_u U*[u, t]``, Zhao et al., NSDI 2025
-    LP (3)), so ``T_B = T_B_chunks * chunk_bytes / b`` with ``b`` the per-link bandwidth; it is
-    ``None`` unless every link has the same bandwidth and every chunk the same size.
-    ``extra["coupled_s"]`` is the design's literal ``sum_t max_l (alpha_l + load_l / bw_l)``
-    over the links each step uses (equal to ``total_s`` on homogeneous direct-link schedules).
-
-``ten``   -- TACOS TEN timesteps (Won et al., TACOS, 2023, Section IV-A/IV-C): a timestep lasts
-    ``f = min_l (alpha_l + chunk_bytes / b_l)`` (:func:`collsynth.tens.ten.build_ten`), link pair
-    ``l`` needs ``k_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` timesteps per chunk and has
-    ``count_l`` parallel links, each carrying one chunk at a time. Sends are dispatched in
-    schedule order (stable by step), each as soon as possible: at the first timestep after its
-    piece is ready at the source at which one of the pair's parallel links is free for ``k``
-    timesteps (earlier gaps are back-filled); it arrives at the end of ``start + k - 1``.
-    ``total_s = (last arrival timestep) * f``; ``T_L_s = timesteps * min(alpha_*, f)`` where
-    ``alpha_*`` is the latency of the link defining ``f``, and ``T_B_s`` the remainder.
-
-``event`` -- congestion-aware event simulation (seeds/README "Useful facts"): every directed
-    node pair is one FIFO (its parallel links pooled, like ``sync``) serving one message at a
-    time for ``bytes / bandwidth``; the message reaches the next node ``alpha`` after it leaves
-    the link (latency overlaps the next message); store-and-forward along the fixed shortest
-    route. A send starts when its piece has arrived at its source: it waits for every earlier
-    step's arrival of an overlapping piece of the same chunk at the source (the schedule's data
-    dependencies), never for step barriers. ``T_L_s`` is the latency summed along the critical
-    path, ``T_B_s`` the serialisation on it (``total_s = T_L_s + T_B_s``).
-
-:func:`lower_bounds` gives the bounds reported beside every result.
+The models' rules are those of :mod:`collsynth.tens.cost` (its module docstring and
+``docs/cost-models.md``); this file computes them the former, independent way: the ``sync``
+loads per step with numpy, the ``ten`` occupancy in dicts, the ``event`` simulation with a
+``heapq`` of ready hops.
 """
 
 from __future__ import annotations
@@ -58,6 +22,7 @@ from collsynth import InputError
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
 from collsynth.tens.cost import Cost  # the result type; the models below are the former loops
+from collsynth.tens.cost import chunk_bytes_of  # the input (bytes per chunk id), not a model
 from collsynth.tens.cost_models import MODELS
 from collsynth.tens.schedule import Schedule
 
@@ -82,16 +47,6 @@ def price(schedule: Schedule, instance: Instance, model: str = "sync", **options
 
 
 # ---- shared preparation --------------------------------------------------------------------
-
-def chunk_bytes_of(instance: Instance, num: int | None = None) -> np.ndarray:
-    """Bytes of every chunk id of the (merged) schedule: each collective's ``chunk_bytes``."""
-    offs = instance.chunk_offsets
-    total = offs[-1] + instance.collectives[-1].num_chunks
-    out = np.zeros(max(total, num or 0), dtype=np.float64)
-    for off, coll in zip(offs, instance.collectives):
-        out[off:off + coll.num_chunks] = coll.chunk_bytes
-    return out
-
 
 def _merged_conditions(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
     """``(holds_at_start[chunk, node] for non-combining chunks, combining[chunk])`` over merged ids."""

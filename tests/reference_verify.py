@@ -30,28 +30,24 @@ segments, and holdings are tracked per (segment, node). Work is vectorised per s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from collsynth.instances.collective import Collective
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
-from collsynth.tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, Send
+from collsynth.tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from collsynth.tens.verify import Violation  # the result type; the algorithm below is the former one
+# the messages are the library's own words (their wording is not what is checked)
+from collsynth.tens.verify import _at, _dead_reason, _interval, _intervals, _link_reason
 
 MEMORY_BUDGET = 1 << 27  # bytes of holdings state simulated at once (chunks are batched to fit)
 
 
 def verify(schedule: Schedule, instance: Instance) -> Violation | None:
-    """The first violation of ``schedule`` on ``instance``, or ``None`` if it is valid.
-
-    Malformed sends are reported first (smallest index); then the simulation reports the
-    earliest step with an illegal send (smallest index within it), else the first missing
-    postcondition. Concurrent instances are split by ``instance.chunk_offsets`` and each
-    collective is verified on its own chunk ids (they share only the network); the earliest
-    violation over them is returned.
-    """
+    """The former verifier: the contract of :func:`collsynth.tens.verify.verify` (first malformed
+    send, else the earliest illegal step, else the first missing postcondition; concurrent
+    collectives each on their own chunk ids), with holdings simulated in plain numpy."""
     topo = instance.topology
     colls = instance.collectives
     offsets = instance.chunk_offsets
@@ -71,35 +67,6 @@ def verify(schedule: Schedule, instance: Instance) -> Violation | None:
 
 
 # ---- helpers -------------------------------------------------------------------------------
-
-def _send(schedule: Schedule, i: int) -> Send:
-    d = schedule.denom
-    op = int(schedule.op[i])
-    return Send(
-        int(schedule.chunk[i]), Fraction(int(schedule.lo[i]), d), Fraction(int(schedule.hi[i]), d),
-        int(schedule.src[i]), int(schedule.dst[i]), int(schedule.step[i]),
-        {OP_COPY: "copy", OP_REDUCE: "reduce"}.get(op),
-    )
-
-
-def _at(schedule: Schedule, i: int, reason: str) -> Violation:
-    return Violation(int(i), _send(schedule, int(i)), int(schedule.step[i]), reason)
-
-
-def _interval(lo: int, hi: int, d: int) -> str:
-    return f"[{Fraction(lo, d)}, {Fraction(hi, d)})"
-
-
-def _intervals(los: np.ndarray, his: np.ndarray, d: int) -> str:
-    """Merge adjacent ``[lo, hi)`` intervals (sorted) and print them."""
-    out: list[list[int]] = []
-    for a, b in zip(los.tolist(), his.tolist()):
-        if out and out[-1][1] == a:
-            out[-1][1] = b
-        else:
-            out.append([a, b])
-    return ", ".join(_interval(a, b, d) for a, b in out)
-
 
 def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
     """Malformed sends (vectorised): steps, pieces, chunk ids, ops, node ids, links."""
@@ -140,20 +107,6 @@ def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
         if mask[i]:
             return _at(s, i, reason(i))
     raise AssertionError("unreachable")
-
-
-def _dead_reason(topo: Topology, node: int) -> str:
-    if node in topo.failed_nodes:
-        return f"node {node} has failed"
-    return f"node {node} is not a live node of the topology"
-
-
-def _link_reason(s: Schedule, topo: Topology, u: int, v: int) -> str:
-    if s.routing == "shortest-path":
-        return f"no live path {u}->{v}"
-    if (u, v) in topo.failed_links:
-        return f"link {u}->{v} has failed"
-    return f"no link {u}->{v} in the topology"
 
 
 # ---- simulation ----------------------------------------------------------------------------
