@@ -16,7 +16,6 @@ Everything expensive (shortest paths, link arrays, diameter) is computed once an
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -36,7 +35,7 @@ class ParallelArrays:
     columns): its length is the number of rows, its first field's length."""
 
     def __len__(self) -> int:
-        return len(getattr(self, dataclasses.fields(self)[0].name))
+        return len(getattr(self, next(iter(self.__dataclass_fields__))))  # the first field, in order
 
 
 @dataclass(frozen=True)
