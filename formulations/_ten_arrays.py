@@ -217,14 +217,14 @@ def _keys(*cols) -> list:
 def flow_rows(data: TenData, ix: TenArrays) -> tuple[Rows, Rows]:
     """``(send needs hold, hold update)`` rows of the TACOS ILP.
 
-    A send arriving at ``t`` over a pair of delay ``k`` needs the chunk at its source at the
-    end of ``t - k``: ``sent - hold <= 0`` (no row when the source holds it from the start;
+    A send arriving at ``t`` over a pair of lag ``k`` (its delay plus its latency, ``data.lag``)
+    needs the chunk at its source at the end of ``t - k``: ``sent - hold <= 0`` (no row when the source holds it from the start;
     ``sent <= 0`` when it cannot). ``hold[c, n, t] - hold[c, n, t-1] - (arrivals of c at n in
     t) = 0``: holdings persist and a chunk arrives at a node at most once.
     """
     S = ix.num_sent
     c, l, t = ix.sent_c, ix.sent_l, ix.sent_t
-    k = data.delay[data.group[c], l]
+    k = data.lag[data.group[c], l]
     src = data.src[l]
     need = ~data.pre[c, src] & ~data.switch[src]  # out of a switch: switch_rows
     j = np.flatnonzero(need)
@@ -284,15 +284,15 @@ def switch_rows(data: TenData, ix: TenArrays) -> tuple[str, Rows]:
 
 def capacity_rows(data: TenData, ix: TenArrays, link_class=None, class_capacity=None) -> Rows:
     """At most ``capacity`` chunks occupy a link pair in any timestep; a send over a pair of
-    delay ``k`` arriving at ``t`` occupies it in timesteps ``t-k+1 .. t``. Rows only where more
+    delay ``k`` and latency ``L`` arriving at ``t`` occupies it in timesteps ``t-L-k+1 .. t-L``
+    (:meth:`~collsynth.tens.ten.TenData.occupied`). Rows only where more
     sends than the capacity could overlap; keys ``(pair, timestep)``.
 
     ``link_class`` (``[pair]``) and ``class_capacity`` (``[class]``) sum the sends over classes
     of pairs instead (one row per class and timestep; keys ``(class, timestep)``).
     """
     c, l, t = ix.sent_c, ix.sent_l, ix.sent_t
-    k = data.delay[data.group[c], l]
-    owner, tau = ranges(t - k + 1, t)
+    owner, tau = ranges(*data.occupied(data.group[c], l, t))
     cls = l if link_class is None else np.asarray(link_class, np.int64)[l]
     cap = data.capacity if class_capacity is None else np.asarray(class_capacity, np.int64)
     key = cls[owner] * (ix.horizon + 1) + tau

@@ -104,7 +104,7 @@ def flow_index(data: TenData) -> FlowIndex:
     earliest, _ = reach(data)
     cs, ds = np.nonzero(data.post & ~data.pre)
     parts = []
-    lag = data.lag  # the delay; one less out of a switch whose hop is instant
+    lag = data.lag  # the delay plus the latency; one less out of a switch whose hop is instant
     for c, d in zip(cs.tolist(), ds.tolist()):
         g = int(data.group[c])
         k = lag[g]
@@ -243,8 +243,8 @@ def _add_arrivals(m: pe.ConcreteModel, data: TenData, idx: FlowIndex) -> None:
 def _add_capacity(m: pe.ConcreteModel, data: TenData) -> None:
     occupancy: dict[tuple[int, int], list] = {}
     for c, l, t in m.SENT:
-        k = int(data.delay[data.group[c], l])
-        for tau in range(t - k + 1, t + 1):
+        first, last = data.occupied(int(data.group[c]), l, t)  # before the latency, if any
+        for tau in range(int(first), int(last) + 1):
             occupancy.setdefault((l, tau), []).append((c, l, t))
     busy = sorted(key for key, v in occupancy.items() if len(v) > int(data.capacity[key[0]]))
     m.BUSY = pe.Set(initialize=busy, dimen=2, doc="(link pair, timestep) that could be over-used")

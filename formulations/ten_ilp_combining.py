@@ -225,6 +225,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     if objective not in OBJECTIVES:
         raise NotSupported(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     data = prepare(instance, horizon, None, timestep, native=True)
+    if data.pipelined:
+        raise NotSupported("a pipelined link latency (topology latency = pipelined): this model times partial sums "
+                           "by the link delay alone; use latency = serial or the dual TEN formulations")
     w = np.ones(len(instance.collectives)) if weights is None else np.asarray(weights, float)
     if len(w) != len(instance.collectives):
         raise NotSupported(f"weights: expected {len(instance.collectives)} values, got {len(w)}")

@@ -24,7 +24,8 @@ def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
     """The TEN ILP plus ``ineq_one_port``: the chunks leaving a node in a timestep sum to <= 1.
 
     A send arriving at ``t`` over a link whose delay is ``k`` timesteps occupies its source's
-    port in timesteps ``t-k+1 .. t``.
+    port in timesteps ``t-k+1 .. t`` (before the link's latency, if pipelined:
+    :meth:`~collsynth.tens.ten.TenData.occupied`).
 
     >>> from collsynth.instances.generators import build as topo
     >>> from collsynth.instances.instance import make_instance
@@ -37,8 +38,8 @@ def build(instance, horizon: int, state=None, **params) -> pe.ConcreteModel:
     data = view.data
     leaving: dict[tuple[int, int], list] = {}
     for c, l, t in view.sent:
-        k = int(data.delay[data.group[c], l])
-        for tau in range(t - k + 1, t + 1):
+        first, last = data.occupied(int(data.group[c]), l, t)
+        for tau in range(int(first), int(last) + 1):
             leaving.setdefault((int(data.src[l]), tau), []).append((c, l, t))
     # CONSTRAINTS
     model.ineq_one_port = pe.Constraint(

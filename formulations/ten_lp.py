@@ -104,7 +104,7 @@ def cumulative_send_rows(data: TenData, ix: TenArrays) -> Rows:
     pair by ``t - k`` (otherwise the row repeats ``ineq_send_needs_hold``)."""
     c, l, t = ix.sent_c, ix.sent_l, ix.sent_t  # sorted by (chunk, pair, arrival)
     L = len(data.src)
-    k = data.delay[data.group[c], l]
+    k = data.lag[data.group[c], l]  # its delay plus its latency (the sources here are no switches)
     src = data.src[l]
     key = c * L + l
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
@@ -318,15 +318,17 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
         dst_arr = w.arrival.get((c, d))
         if dst_arr is None:
             dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
-        k = int(data.delay[data.group[c], l])
+        g = int(data.group[c])
+        k = int(data.lag[g, l])  # delay + latency (one less out of an instant-hop switch)
         if data.switch[s]:  # a switch forwards what arrived the timestep before the send starts
-            ready = src_arr == t - k + int(data.switch_instant)  # (instant hop: in the timestep it starts)
+            ready = src_arr == t - k  # (instant hop: in the timestep it starts)
             if not data.switch_copy:
                 ready &= ~forwarded.setdefault((c, s), np.zeros(D, bool))
         else:
             ready = src_arr <= t - k
         useful = np.flatnonzero(ready & (dst_arr == _NEVER))
-        span = range(t - k + 1, t + 1)
+        first, last = data.occupied(g, l, t)
+        span = range(int(first), int(last) + 1)
         slot = int(cls[l])
         free = int(cap[slot]) * D - max(used.get((slot, tau), 0) for tau in span)
         n = min(a, len(useful), free)
@@ -443,7 +445,7 @@ def repair(w: Walk, *, chunks: np.ndarray | None = None, link_class: np.ndarray 
     cls, cap = _classes(data, link_class, class_capacity)
     used: dict[tuple[int, int], int] = {}
     for c, l, t, a in zip(w.chunk, w.pair, w.step, w.atoms):
-        _occupy(used, int(cls[l]), t, int(data.delay[data.group[c], l]), len(a))
+        _occupy(used, int(cls[l]), *data.occupied(int(data.group[c]), l, t), len(a))
     out_pairs = [np.flatnonzero(data.src == u).tolist() for u in range(S)]
     short = data.post & ~_held(w)
     if chunks is not None:
@@ -462,15 +464,16 @@ def repair(w: Walk, *, chunks: np.ndarray | None = None, link_class: np.ndarray 
                 arr = w.arrival[(c, v)] = np.full(w.denom, _NEVER, np.int64)
             pick = M[arr[M] == _NEVER]
             arr[pick] = a
-            _occupy(used, int(cls[l]), a, int(data.delay[data.group[c], l]), len(pick))
+            _occupy(used, int(cls[l]), *data.occupied(int(data.group[c]), l, a), len(pick))
             _record(w, c, l, a, pick)
     w.held = _held(w)
     return w
 
 
-def _occupy(used: dict, slot: int, arrival: int, k: int, atoms: int) -> None:
-    """Count ``atoms`` on capacity class ``slot`` in the ``k`` timesteps a send arriving at ``arrival`` uses."""
-    for tau in range(arrival - k + 1, arrival + 1):
+def _occupy(used: dict, slot: int, first, last, atoms: int) -> None:
+    """Count ``atoms`` on capacity class ``slot`` in the timesteps ``first .. last`` a send
+    occupies (:meth:`~collsynth.tens.ten.TenData.occupied`)."""
+    for tau in range(int(first), int(last) + 1):
         used[(slot, tau)] = used.get((slot, tau), 0) + atoms
 
 
@@ -480,7 +483,8 @@ def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs
 
     A time-dependent Dijkstra: a node is labelled with the timestep by which it holds all of
     ``M``; a hop over a pair of delay ``k`` starts at the first timestep after its source's
-    label whose ``k`` timesteps have room (``used``) for the atoms its destination lacks.
+    label whose ``k`` timesteps have room (``used``) for the atoms its destination lacks, and
+    arrives the pair's latency after them.
     Empty when no path exists.
     """
     data = w.data
@@ -512,17 +516,17 @@ def _earliest_path(w: Walk, c: int, n: int, M: np.ndarray, used: dict, out_pairs
             lack = M if arr is None else M[arr[M] == _NEVER]
             if v in done or not len(lack):
                 continue
-            k = int(data.delay[g, l])
+            k, lat = int(data.delay[g, l]), int(data.latency[l])
             slot = int(cls[l])
             room = int(cap[slot]) * w.denom - len(lack)
             s = tv + 1
             while any(used.get((slot, tau), 0) > room for tau in range(s, s + k)):
                 s += 1
             held_m = M if arr is None else M[arr[M] != _NEVER]
-            lab = max(s + k - 1, int(arr[held_m].max()) if arr is not None and len(held_m) else 0)
+            lab = max(s + k - 1 + lat, int(arr[held_m].max()) if arr is not None and len(held_m) else 0)
             if lab < label.get(v, _NEVER):
                 label[v] = lab
-                prev[v] = (u, l, s + k - 1)
+                prev[v] = (u, l, s + k - 1 + lat)
                 heapq.heappush(heap, (lab, v))
     path = []
     v = n

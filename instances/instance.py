@@ -10,6 +10,7 @@ Instances are read from TOML files (``docs/instances.md``)::
     bandwidth = 100e9
     alpha = 0.5e-6
     failed_nodes = [7, 9]
+    latency = "serial"                # or "pipelined": alpha delays arrivals, not link occupancy
     [collective]                      # or [[collective]] tables for concurrent collectives
     kind = "allgather"
     chunks_per_node = 1
@@ -41,7 +42,7 @@ import numpy as np
 from .. import InputError
 from . import files, generators, size
 from .collective import Collective, make
-from .topology import Topology
+from .topology import LATENCIES, Topology, with_latency
 
 EXPECT_KEYS = {
     "optimal_steps": int,
@@ -66,7 +67,7 @@ PAPER_KEYS = {"table": str, "row": str, "column": str, "metric": str, "producer"
 PAPER_REQUIRED = ("table", "metric", "producer", "source")
 COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
 # [topology] keys besides a generator's own parameters (see `collsynth topologies`)
-TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links"}
+TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links", "latency"}
 FILE_TOPOLOGY_KEYS = TOPOLOGY_KEYS - {"generator"}
 
 
@@ -215,7 +216,9 @@ def epoch_timestep(instance: Instance) -> float | None:
     ``teccl/input_data.py`` ``EpochType``: FASTEST_LINK / SLOWEST_LINK) sets the epoch to the time one chunk takes on
     the fastest (slowest) link. Here a link's chunk time is the TEN's own cost
     ``alpha + chunk_bytes / bandwidth`` (so with ``fastest-link`` the fastest link takes exactly
-    one timestep, as in TACOS section IV-C), over the physical link classes of
+    one timestep, as in TACOS section IV-C), or ``chunk_bytes / bandwidth`` exactly as TE-CCL's
+    epoch when the topology's latency is pipelined (``meta["latency"]``,
+    :func:`collsynth.tens.ten.latency_pipelined`), over the physical link classes of
     ``topology.meta["link_classes"]`` when the generator declares them (per-port figures before
     switch unwinding), else over the live links (one parallel link each). The chunk is the
     largest of the instance's collectives.
@@ -231,12 +234,13 @@ def epoch_timestep(instance: Instance) -> float | None:
         return None
     chunk = max(c.chunk_bytes for c in instance.collectives)
     classes = instance.topology.meta.get("link_classes")
+    serial = float(instance.topology.meta.get("latency", "serial") != "pipelined")  # pipelined: no alpha
     if classes:
         present = {cls for _, _, cls in instance.topology.graph.edges(data="link_class")}
-        costs = [c["alpha"] + chunk / c["bandwidth"] for name, c in classes.items() if name in present]
+        costs = [serial * c["alpha"] + chunk / c["bandwidth"] for name, c in classes.items() if name in present]
     else:
         la = instance.topology.link_arrays
-        costs = list(la.alpha + chunk / (la.bandwidth / np.maximum(la.count, 1)))
+        costs = list(serial * la.alpha + chunk / (la.bandwidth / np.maximum(la.count, 1)))
     if not costs:
         raise InputError(instance.source or instance.name, "epoch: the topology has no live links")
     return float(min(costs) if instance.epoch == "fastest-link" else max(costs))
@@ -249,6 +253,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
     failed_links = table.pop("failed_links", [])
     bandwidth = table.pop("bandwidth", None)
     alpha = table.pop("alpha", None)
+    latency = table.pop("latency", "serial")
     if "generator" in table and "file" in table:
         raise InputError(where, "give either 'generator' or 'file', not both")
     if "generator" in table:
@@ -280,6 +285,10 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
             topo = topo.with_failures(failed_nodes, [tuple(p) for p in failed_links])
         except InputError as e:
             raise InputError(f"{where}.{e.where}", e.what) from None
+    if latency not in LATENCIES:
+        raise InputError(f"{where}.latency", f"expected one of {', '.join(LATENCIES)}, got {latency!r}")
+    if latency != "serial":
+        topo = with_latency(topo, latency)
     check_topology(topo, where)
     return topo
 

@@ -30,7 +30,7 @@ from .. import InputError
 from . import generators, systems
 from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH
 from .instance import Instance, make_instance
-from .topology import Topology
+from .topology import Topology, with_latency
 
 GB = 1e9  # TE-CCL's chunk_size and capacities are in GB and GB/s
 TECCL_TOPOLOGIES = ("NDv2", "DGX2", "DGX1", "AMD", "Mesh")
@@ -154,7 +154,10 @@ def read_teccl(path: str | Path) -> Instance:
     2 alltoall) moves ``num_chunks`` chunks per GPU (allgather) or per GPU pair (alltoall),
     so the output buffer is GPUs x num_chunks x chunk_size. ``epoch_type`` 1 / 2 become the
     instance's ``epoch`` (fastest-link / slowest-link); a user epoch (3) or an
-    ``epoch_multiplier`` other than 1 has no counterpart and is refused.
+    ``epoch_multiplier`` other than 1 has no counterpart and is refused. The topology's latency
+    is pipelined (``meta["latency"]``, :mod:`collsynth.tens.ten`): TE-CCL's epoch is the
+    transmission time and a link's alpha adds ``ceil(alpha / epoch)`` epochs to the arrival
+    (its ``get_alpha_num_back``), overlapping the next chunk's transmission.
     """
     path = Path(path)
     data = _json_object(path, "a JSON object with TopologyParams and InstanceParams")
@@ -177,7 +180,8 @@ def read_teccl(path: str | Path) -> Instance:
         if not chunk_gb > 0:
             raise InputError("TopologyParams.chunk_size", f"expected a positive size in GB, got {chunk_gb}")
     message = len(topology.npus) * chunks * chunk_gb * GB
-    return _instance(path, topology, kind, message, chunks, epoch)
+    # TE-CCL's links are busy for the transmission and alpha only delays the arrival
+    return _instance(path, with_latency(topology, "pipelined"), kind, message, chunks, epoch)
 
 
 def _teccl_choice(table: dict, key: str, choices: dict) -> str:

@@ -28,6 +28,7 @@ from .. import InputError
 
 
 SWITCH_HOPS = ("timestep", "instant")  # meta "switch_hop": a chunk leaves a switch the timestep after it arrived, or in it
+LATENCIES = ("serial", "pipelined")  # meta "latency": a link's alpha occupies it, or only delays the arrival
 
 
 class ParallelArrays:
@@ -375,3 +376,22 @@ def check_costs(bandwidth: float, alpha: float, where: str = "topology") -> None
         raise InputError(f"{where}.bandwidth", f"expected a positive, finite number of bytes/s, got {bandwidth}")
     if not 0 <= alpha < math.inf:
         raise InputError(f"{where}.alpha", f"expected a non-negative, finite latency in seconds, got {alpha}")
+
+
+def with_latency(topology: Topology, mode: str) -> Topology:
+    """``topology`` with ``meta["latency"] = mode``: ``"serial"`` (the default: a link's alpha
+    occupies it with the chunk) or ``"pipelined"`` (TE-CCL's model, Liu et al., "Rethinking
+    Machine Learning Collective Communication as a Multi-Commodity Flow Problem", SIGCOMM 2024,
+    Section 4: the link is busy for the transmission only and alpha delays the arrival;
+    :mod:`collsynth.tens.ten`).
+
+    >>> t = from_edges(2, [(0, 1), (1, 0)])
+    >>> with_latency(t, "pipelined").meta["latency"], "latency" in with_latency(t, "serial").meta
+    ('pipelined', False)
+    """
+    if mode not in LATENCIES:
+        raise InputError("latency", f"expected one of {', '.join(LATENCIES)}, got {mode!r}")
+    meta = {k: v for k, v in topology.meta.items() if k != "latency"}
+    if mode != "serial":
+        meta["latency"] = mode
+    return replace(topology, meta=meta)

@@ -122,8 +122,9 @@ def _link_orbits(data: TenData, group: RegularGroup) -> tuple[np.ndarray, np.nda
     if len(out0) == 0 or (np.minimum(orbit, len(out0) - 1) != orbit).any() or (dst[out0][orbit] != seen_from_0).any():
         raise NotSupported("the group does not map link pairs onto link pairs")
     rep = out0[orbit]
-    if (data.delay[:, rep] != data.delay).any() or (data.capacity[rep] != data.capacity).any():
-        raise NotSupported("link pairs of one orbit differ in delay or capacity")
+    if ((data.delay[:, rep] != data.delay).any() or (data.capacity[rep] != data.capacity).any()
+            or (data.latency[rep] != data.latency).any()):
+        raise NotSupported("link pairs of one orbit differ in delay, latency or capacity")
     return orbit, out0, data.capacity[out0].copy()
 
 
@@ -175,7 +176,7 @@ def ten_orbits(data: TenData) -> TenOrbits:
         raise NotSupported("the group does not act on every node id")
     h = hashlib.blake2b(_fingerprint(topo), digest_size=20)
     h.update(repr([(c.kind, c.nodes, c.size, c.chunks_per_node, c.root) for c in data.instance.collectives]).encode())
-    for a in (data.delay, data.capacity):
+    for a in (data.delay, data.capacity, data.latency):
         h.update(np.ascontiguousarray(a).tobytes())
     key = h.digest()
     if key not in _ORBITS:

@@ -30,10 +30,35 @@ duration in chunks, when the epoch is the slowest link's chunk time).
 
 Time conventions (shared with :mod:`.schedule`): timesteps are numbered ``1..horizon``; TEN
 vertex ``(v, t)`` (``t = 0..horizon``) is node ``v`` at the END of timestep ``t`` (``t = 0`` is
-the precondition). A send on link pair ``l`` that starts in timestep ``s`` occupies the link in
-timesteps ``s .. s + delay[l] - 1`` and arrives at the end of ``e = s + delay[l] - 1``; its
-schedule step is ``e`` (a send's step is the step in which it completes). Only arcs with
-``e <= horizon`` exist.
+the precondition). Three numbers per link pair ``l`` (and chunk group ``g``) time a send:
+
+- when it may start: in timestep ``tau + 1`` once the chunk is at the source at the end of
+  ``tau`` (in ``tau`` itself out of a switch whose hop is instant, above);
+- how long it occupies the link, ``delay[g, l] = k`` timesteps: a send that starts in ``s``
+  holds one of the pair's ``capacity[l]`` slots in ``s .. s + k - 1``;
+- when it arrives, ``latency[l] = L`` timesteps after it leaves the link: at the end of
+  ``e = s + k - 1 + L``.
+
+So a chunk at the source at the end of ``tau`` can be at the destination at the end of
+``tau + lag`` at the earliest, ``lag = k + L`` (``k + L - 1`` out of an instant-hop switch,
+:attr:`TenData.lag`), and a send arriving at the end of ``e`` occupied the link in
+``e - L - k + 1 .. e - L`` (:meth:`TenData.occupied`). A send's schedule step is ``e`` (the
+step in which it completes, arrival included); only arcs with ``e <= horizon`` exist.
+
+The topology's ``meta["latency"]`` (:func:`latency_pipelined`) chooses how ``alpha`` enters:
+
+- ``"serial"`` (the default, TACOS section IV-C): a link's cost ``alpha + chunk_bytes / b``
+  is its occupancy, ``k = ceil(cost / f)``, ``L = 0`` and the default timestep is the
+  cheapest cost; a link faster than the timestep carries the latency once, then one chunk
+  every ``chunk_bytes / b`` (above).
+- ``"pipelined"``, TE-CCL's model (Liu et al., SIGCOMM 2024, Section 4; its
+  ``get_alpha_num_back`` and ``get_beta_num_back``): the link is busy only for the
+  transmission, ``k = ceil((chunk_bytes / b) / f)``, the latency overlaps the next chunk's
+  transmission and delays the arrival by ``L = ceil(alpha / f)`` timesteps, or 0 when
+  ``alpha / f`` is at most TE-CCL's ``alpha_threshold`` 0.1 (:data:`LATENCY_THRESHOLD`); the
+  default timestep is the fastest transmission ``min chunk_bytes / b`` (TE-CCL's
+  fastest-link epoch) and a link carries ``floor(f * b / chunk_bytes)`` chunks per timestep
+  per parallel link (its bandwidth x epoch duration).
 
 The index every TEN formulation, driver, greedy and the TEN cost model share is
 :class:`TenData` (:func:`prepare`): link pairs with their delays and capacities, pre- and
@@ -46,6 +71,9 @@ bounds when a chunk can first be at a node and when it is last useful there;
 >>> delay, capacity, timestep = link_delays(build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.0), 1.0)
 >>> delay.tolist(), capacity.tolist(), timestep
 ([[1, 1, 1]], [1, 1, 1], 1.0)
+>>> piped = with_latency(build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=2.0), "pipelined")
+>>> link_delays(piped, 1.0)[0].tolist(), link_latency(piped, 1.0).tolist()
+([[1, 1, 1]], [2, 2, 2])
 """
 
 from __future__ import annotations
@@ -60,12 +88,13 @@ from scipy.sparse.csgraph import dijkstra
 
 from .. import InputError
 from ..instances.instance import Instance
-from ..instances.topology import SWITCH_HOPS, Topology
+from ..instances.topology import LATENCIES, SWITCH_HOPS, Topology, with_latency
 from .schedule import Schedule, from_arrays, merge
 
 SWITCH_COPY = True  # TE-CCL's default (its InstanceParams.switch_copy): switches multicast
 REL_TOL = 1e-9  # costs within this relative distance of a multiple of the timestep round down
 INF = 1 << 30  # "unreachable" in integer timestep arrays
+LATENCY_THRESHOLD = 0.1  # pipelined latency: alpha / timestep at most this adds no timestep (TE-CCL's alpha_threshold)
 
 
 def link_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
@@ -77,6 +106,56 @@ def link_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
     la = topology.link_arrays
     per_link = la.bandwidth / np.maximum(la.count, 1)
     return la.alpha + float(chunk_bytes) / per_link
+
+
+def occupancy_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
+    """Seconds one chunk occupies each directed link pair: :func:`link_costs` (``alpha +
+    chunk_bytes / b``), or only the transmission ``chunk_bytes / b`` when the topology's latency
+    is pipelined (:func:`latency_pipelined`; the module doc).
+
+    >>> from collsynth.instances.generators import build
+    >>> t = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=2.0, alpha=1.0)
+    >>> occupancy_costs(t, 4.0).tolist(), occupancy_costs(with_latency(t, "pipelined"), 4.0).tolist()
+    ([3.0, 3.0, 3.0], [2.0, 2.0, 2.0])
+    """
+    if not latency_pipelined(topology):
+        return link_costs(topology, chunk_bytes)
+    la = topology.link_arrays
+    return float(chunk_bytes) / (la.bandwidth / np.maximum(la.count, 1))
+
+
+def latency_pipelined(topology: Topology) -> bool:
+    """Whether a link's ``alpha`` only delays the arrival (``meta["latency"] == "pipelined"``,
+    TE-CCL's model) instead of occupying the link with the chunk (``"serial"``, the default).
+    See the module doc.
+
+    >>> from collsynth.instances.generators import build
+    >>> latency_pipelined(build("ring", {"nodes": 3}, bandwidth=1.0, alpha=0.0))
+    False
+    """
+    mode = topology.meta.get("latency", "serial")
+    if mode not in LATENCIES:
+        raise InputError("latency", f"expected one of {', '.join(LATENCIES)}, got {mode!r}")
+    return mode == "pipelined"
+
+
+def link_latency(topology: Topology, timestep: float) -> np.ndarray:
+    """Timesteps each link pair's latency adds to an arrival after the chunk leaves the link:
+    0 everywhere unless the latency is pipelined, then ``ceil(alpha / timestep)`` where
+    ``alpha / timestep`` exceeds :data:`LATENCY_THRESHOLD` (TE-CCL, Liu et al., SIGCOMM 2024,
+    Section 4, its ``get_alpha_num_back``), else 0.
+
+    >>> from collsynth.instances.generators import build
+    >>> t = with_latency(build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.25), "pipelined")
+    >>> link_latency(t, 0.1).tolist(), link_latency(t, 3.0).tolist()
+    ([3, 3, 3], [0, 0, 0])
+    """
+    la = topology.link_arrays
+    if not latency_pipelined(topology):
+        return np.zeros(len(la), np.int64)
+    ratio = la.alpha / float(timestep)
+    steps = np.ceil(ratio * (1 - REL_TOL)).astype(np.int64)
+    return np.where(ratio > LATENCY_THRESHOLD, steps, 0).astype(np.int64)
 
 
 def discretize(cost_s: np.ndarray, timestep: float) -> np.ndarray:
@@ -187,10 +266,25 @@ class TenData:
     switch: np.ndarray = field(repr=False, default=None)  # bool [node]: a switch node (stores nothing)
     switch_copy: bool = SWITCH_COPY  # a switch may forward one arrival on several out-links
     switch_instant: bool = False  # a chunk leaves a switch in the timestep it arrived (module doc)
+    latency: np.ndarray = field(repr=False, default=None)  # int [pair]: timesteps from leaving the link to arrival
 
     def __post_init__(self):
         if self.switch is None:
             self.switch = np.zeros(self.pre.shape[1], bool)
+        if self.latency is None:
+            self.latency = np.zeros(len(self.src), np.int64)
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether some link's latency delays its arrivals past its occupancy (module doc)."""
+        return bool(self.latency.any())
+
+    def occupied(self, group, pair, arrival) -> tuple[np.ndarray, np.ndarray]:
+        """``(first, last)`` timesteps a send of a ``group`` chunk over ``pair`` arriving at the
+        end of ``arrival`` occupies the link: ``last = arrival - latency``, ``first = last -
+        delay + 1`` (module doc). Arguments broadcast."""
+        last = np.asarray(arrival) - self.latency[pair]
+        return last - self.delay[group, pair] + 1, last
 
     @property
     def has_switches(self) -> bool:
@@ -200,11 +294,12 @@ class TenData:
     @property
     def lag(self) -> np.ndarray:
         """``[group, pair]``: timesteps between the chunk being at a pair's source (end of
-        ``t``) and the earliest arrival over the pair (end of ``t + lag``): its delay, one less
-        out of a switch whose hop is instant (module doc)."""
+        ``t``) and the earliest arrival over the pair (end of ``t + lag``): its delay plus its
+        latency, one less out of a switch whose hop is instant (module doc)."""
+        lag = self.delay + self.latency[None, :] if self.pipelined else self.delay
         if not (self.switch_instant and self.has_switches):
-            return self.delay
-        return self.delay - self.switch[self.src][None, :].astype(np.int64)
+            return lag
+        return lag - self.switch[self.src][None, :].astype(np.int64)
 
 
 def dual_instance(instance: Instance) -> Instance:
@@ -244,10 +339,11 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
     """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
 
     The TEN's discretisation (TACOS section IV-C): a link pair's cost is
-    ``alpha + chunk_bytes / b`` (:func:`link_costs`, ``b`` one parallel link's bandwidth), its
-    delay ``ceil(cost / timestep)`` (:func:`discretize`) and its capacity the number of
+    ``alpha + chunk_bytes / b`` (:func:`link_costs`, ``b`` one parallel link's bandwidth; only
+    ``chunk_bytes / b`` when the latency is pipelined, :func:`occupancy_costs`), its delay
+    (occupancy) ``ceil(cost / timestep)`` (:func:`discretize`) and its capacity the number of
     parallel links; the timestep defaults to the cheapest link cost, so homogeneous topologies
-    have delay 1 everywhere. ``chunk_bytes`` may be a list (concurrent collectives): one delay
+    have delay 1 everywhere. A pipelined latency's arrival timesteps: :func:`link_latency`. ``chunk_bytes`` may be a list (concurrent collectives): one delay
     row per size, all on one timestep (the cheapest cost over all sizes). A TEN model needs
     point-to-point links, so switches are refused unless ``switches=True`` (pricing a schedule
     on the links as they are, or a TEN that keeps switch nodes: a switch's links are timed like
@@ -258,7 +354,7 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
         raise NotSupported("the topology has switches: unwind them to point-to-point links first")
     if len(topology.link_arrays) == 0:
         raise NotSupported("the topology has no live links")
-    costs = np.array([link_costs(topology, b) for b in sizes])
+    costs = np.array([occupancy_costs(topology, b) for b in sizes])
     try:
         f = float(costs.min()) if timestep is None else float(timestep)
     except (TypeError, ValueError):
@@ -284,7 +380,8 @@ def chunks_per_timestep(topology, chunk_bytes: float, timestep: float) -> np.nda
     """
     la = topology.link_arrays
     per_link = la.bandwidth / np.maximum(la.count, 1)
-    fit = np.floor((float(timestep) - la.alpha) * per_link / float(chunk_bytes) * (1 + REL_TOL))
+    alpha = 0.0 if latency_pipelined(topology) else la.alpha  # pipelined: the latency overlaps the chunks
+    fit = np.floor((float(timestep) - alpha) * per_link / float(chunk_bytes) * (1 + REL_TOL))
     return (la.count * np.maximum(1, fit)).astype(np.int64)
 
 
@@ -364,12 +461,13 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
     la = topo.link_arrays
     delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep, switches=True)
     instant = bool(switch.any()) and switch_hop_instant(topo)
-    lag = delay - (instant & switch[la.src])[None, :].astype(np.int64)
+    latency = link_latency(topo, timestep)
+    lag = delay + latency[None, :] - (instant & switch[la.src])[None, :].astype(np.int64)
     dists = [_dists(la.src, la.dst, lag[g], S) for g in range(len(colls))]
     dist = dists[0][None] if len(dists) == 1 else np.stack(dists)  # one group: a view, no copy
     return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
                    la.src.copy(), la.dst.copy(), cap, delay, timestep, dist, switch,
-                   SWITCH_COPY if switch_copy is None else bool(switch_copy), instant)
+                   SWITCH_COPY if switch_copy is None else bool(switch_copy), instant, latency)
 
 
 def _steps(d: np.ndarray) -> np.ndarray:
@@ -515,10 +613,12 @@ def schedule_from_rows(data: TenData, rows: np.ndarray, producer: str = "ten-ilp
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
     c, l, t = rows[:, 0], rows[:, 1], rows[:, 2]
     src, dst = data.src[l], data.dst[l]
-    k = data.delay[data.group[c], l] if len(rows) else np.zeros(0, np.int64)
-    if data.reversed:
+    k = data.lag[data.group[c], l] if len(rows) else np.zeros(0, np.int64)
+    if data.reversed:  # (no switch nodes: lag = delay + latency)
         T = int(t.max()) if len(t) else 0
-        # mirror the occupancy interval [t-k+1, t] to [T+1-t, T+k-t]; the arrival is its end
+        # mirror the flight [t-k+1, t] (occupancy, then latency) to [T+1-t, T+k-t]: the reversed
+        # send occupies its first delay timesteps (every send on a pair shifts alike, so the
+        # capacity still holds) and arrives at its end
         src, dst, t = dst, src, T + k - t
     inst = data.original
     parts = []

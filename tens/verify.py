@@ -32,6 +32,17 @@ of its Fig. 12, with pieces and contributions added):
   arrived at the end of step ``t - k + 1``: it starts in the step the piece reached the switch.
   :func:`switch_violation` checks these rules; combining collectives through switch nodes are
   not verified (refused with a violation).
+- A pipelined link latency (topology ``meta["latency"] == "pipelined"``, TE-CCL's model,
+  :func:`collsynth.tens.ten.latency_pipelined`) makes a schedule's steps TEN timesteps: when it
+  declares the TEN timestep ``meta["timestep_s"]``, a send over a link pair of delay ``k`` and
+  latency ``L`` (:func:`collsynth.tens.ten.link_latency`) arriving in step ``e`` occupied the
+  pair in steps ``e - L - k + 1 .. e - L`` and read its source at the end of step
+  ``e - L - k`` (``e - L - k + 1`` out of an instant-hop switch): :func:`pipelined_violation`
+  checks that the source held the piece by then (capacity by occupancy: at most the pair's
+  chunks per timestep, :func:`collsynth.tens.ten.chunks_per_timestep`, in every step;
+  availability by arrival: for a combining collective no overlapping piece reaches the source
+  between that step and ``e - 1``, so the state the simulation checks at ``e - 1`` is the one
+  read). Without a pipelined latency steps are checked as above (each send reads step ``e - 1``).
 - Malformed sends are violations too: step < 1, a piece outside ``[0, 1)``, a chunk id outside
   the collective(s), a node id out of range or failed, a missing or failed link.
 
@@ -66,7 +77,8 @@ from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import SWITCH_COPY, NotSupported, link_delays, switch_hop_instant
+from .ten import (SWITCH_COPY, NotSupported, chunks_per_timestep, latency_pipelined, link_delays, link_latency,
+                  switch_hop_instant)
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,8 @@ def verify(schedule: Schedule, instance: Instance) -> Violation | None:
     switch = _switch_mask(topo)
     found = [v for coll, off in zip(colls, offsets) if (v := _simulate(schedule, coll, off, switch)) is not None]
     if switch.any() and (v := switch_violation(schedule, instance)) is not None:
+        found.append(v)
+    if (v := pipelined_violation(schedule, instance)) is not None:
         found.append(v)
     if not found:
         return None
@@ -338,23 +352,145 @@ def _combining_message(s: Schedule, coll: Collective, off: int, cm, detail) -> V
 
 # ---- switch nodes ----------------------------------------------------------------------------
 
-def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
-    """Per send: the steps its link takes (1, or its TEN delay when the schedule declares the
-    TEN timestep ``meta["timestep_s"]`` it was built on; sends off the links count 1)."""
+def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per send: ``(pair, delay, latency, capacity)`` on the TEN timestep the schedule declares
+    (``meta["timestep_s"]``; :func:`collsynth.tens.ten.link_delays`, ``link_latency``,
+    ``chunks_per_timestep``), ``pair`` -1 and the rest 1, 0, 1 for sends off the links; None
+    without a usable declared timestep."""
     f = schedule.meta.get("timestep_s")
-    k = np.ones(len(schedule), dtype=np.int64)
     if f is None or not len(schedule):
-        return k
+        return None
+    topo = instance.topology
     try:
-        delay, _, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], float(f),
-                                  switches=True)
+        f = float(f)
+        delay, _, _ = link_delays(topo, [c.chunk_bytes for c in instance.collectives], f, switches=True)
     except (NotSupported, TypeError, ValueError):
-        return k
-    pair = instance.topology.link_arrays.lookup(schedule.src, schedule.dst)
+        return None
+    pair = topo.link_arrays.lookup(schedule.src, schedule.dst)
     group = np.searchsorted(np.asarray(instance.chunk_offsets), schedule.chunk, side="right") - 1
     on = pair >= 0
+    n = len(schedule)
+    k, lat, cap = np.ones(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
     k[on] = delay[np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
-    return k
+    lat[on] = link_latency(topo, f)[pair[on]]
+    cap[on] = np.array([chunks_per_timestep(topo, c.chunk_bytes, f) for c in instance.collectives])[
+        np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
+    return pair, k, lat, cap
+
+
+def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
+    """Per send: the steps from leaving its source to arriving (1, or its TEN delay plus its
+    latency when the schedule declares the TEN timestep ``meta["timestep_s"]`` it was built on,
+    :func:`ten_timing`; sends off the links count 1)."""
+    timing = ten_timing(schedule, instance)
+    if timing is None:
+        return np.ones(len(schedule), dtype=np.int64)
+    pair, k, lat, _ = timing
+    return k + lat
+
+
+def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | None:
+    """The first send that breaks the TEN timing of a pipelined link latency (module doc), or
+    None (also when the latency is serial or the schedule declares no TEN timestep).
+
+    Capacity: per link pair and step, the pieces occupying it (in chunks) sum to at most its
+    chunks per timestep. Availability: a send arriving in step ``e`` reads its source at the end
+    of ``e - lag`` (``lag`` = delay + latency, one less out of an instant-hop switch); for a
+    copying collective the source must hold every segment of the piece by then (switch sources:
+    :func:`switch_violation`), for a combining one no overlapping piece of the chunk may reach
+    the source in steps ``e - lag + 1 .. e - 1``. The first offending send is the smallest
+    (step, index)."""
+    s = schedule
+    if not len(s) or not latency_pipelined(instance.topology):
+        return None
+    timing = ten_timing(s, instance)
+    if timing is None:
+        return None
+    pair, k, lat, cap = timing
+    switch = _switch_mask(instance.topology)
+    lag = k + lat - (switch[s.src] & switch_hop_instant(instance.topology)).astype(np.int64)
+    bad = _over_capacity(s, pair, k, lat, cap)
+    late = _read_too_early(s, instance, lag, switch)
+    cands = [(int(s.step[i]), int(i), why) for i, why in (bad, late) if i is not None]
+    if not cands:
+        return None
+    step, i, why = min(cands)
+    return _at(s, i, why)
+
+
+def _over_capacity(s: Schedule, pair, k, lat, cap) -> tuple[int | None, str]:
+    """The first send (step, index) on a pair and step whose occupying pieces exceed its capacity."""
+    on = np.flatnonzero(pair >= 0)
+    if not len(on):
+        return None, ""
+    last = s.step[on] - lat[on]
+    first = last - k[on] + 1
+    span = np.maximum(last - first + 1, 0)
+    owner = np.repeat(on, span)
+    tau = np.repeat(first, span) + np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
+    width = int(max(s.step.max(), 0)) + 2
+    keys, slot = np.unique(pair[owner] * width + np.maximum(tau, 0), return_inverse=True)
+    load = np.bincount(slot.ravel(), weights=(s.hi - s.lo)[owner].astype(float), minlength=len(keys))
+    over = load[slot.ravel()] > cap[owner] * s.denom + 1e-9
+    if not over.any():
+        return None, ""
+    hit = owner[over]
+    pick = np.lexsort((hit, s.step[hit]))[0]
+    i, t = int(hit[pick]), int(tau[over][pick])
+    return i, (f"link {s.src[i]}->{s.dst[i]} carries more than its {int(cap[i])} chunk(s) per timestep in step {t} "
+               f"(a send occupies it {int(k[i])} step(s), then arrives {int(lat[i])} step(s) later)")
+
+
+def _read_too_early(s: Schedule, instance: Instance, lag, switch) -> tuple[int | None, str]:
+    """The first send (step, index) whose source lacks (copying) or is still receiving
+    (combining) its piece at the end of step ``e - lag`` (see :func:`pipelined_violation`)."""
+    offsets = np.asarray(instance.chunk_offsets)
+    group = np.searchsorted(offsets, s.chunk, side="right") - 1
+    worst = None
+    for g, coll in enumerate(instance.collectives):
+        mine = np.flatnonzero((group == g) & ~switch[s.src] & (lag > 1))
+        if not len(mine):
+            continue
+        ready = _ready_steps(s, coll, int(offsets[g]), mine, lag)
+        late = mine[ready > s.step[mine] - lag[mine]]
+        if len(late):
+            i = int(late[np.lexsort((late, s.step[late]))[0]])
+            if worst is None or (s.step[i], i) < (s.step[worst], worst):
+                worst = i
+    if worst is None:
+        return None, ""
+    i = worst
+    return i, (f"source does not hold the piece at the end of step {int(s.step[i] - lag[i])}: over this link it "
+               f"leaves {int(lag[i])} step(s) before it arrives (its delay plus its pipelined latency)")
+
+
+def _ready_steps(s: Schedule, coll: Collective, off: int, mine: np.ndarray, lag) -> np.ndarray:
+    """Per send of ``mine``: the step by which its source holds its piece (copying: the latest
+    over the piece's segments of the earliest arrival there, 0 for the precondition, a huge
+    number if never) or, combining, the last step before its own in which an overlapping piece
+    reaches its source (0 if none)."""
+    out = np.zeros(len(mine), np.int64)
+    never = np.iinfo(np.int64).max // 4
+    into: dict[tuple[int, int], list[int]] = {}
+    order = np.argsort(s.chunk, kind="stable")
+    for j in order.tolist():
+        into.setdefault((int(s.chunk[j]), int(s.dst[j])), []).append(j)
+    pre = coll.precondition
+    for x, i in enumerate(mine.tolist()):
+        c, u, lo, hi, e = int(s.chunk[i]), int(s.src[i]), int(s.lo[i]), int(s.hi[i]), int(s.step[i])
+        came = [j for j in into.get((c, u), ()) if s.lo[j] < hi and s.hi[j] > lo and s.step[j] < e]
+        if coll.combining:
+            out[x] = max((int(s.step[j]) for j in came), default=0)
+            continue
+        if pre[c - off, u]:
+            continue
+        pts = sorted({lo, hi} | {int(v) for j in came for v in (s.lo[j], s.hi[j]) if lo < v < hi})
+        need = 0
+        for a, b in zip(pts[:-1], pts[1:]):
+            first = min((int(s.step[j]) for j in came if s.lo[j] <= a and s.hi[j] >= b), default=never)
+            need = max(need, first)
+        out[x] = need
+    return out
 
 
 def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None:

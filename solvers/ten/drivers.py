@@ -670,7 +670,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
                                                 form_params.get("switch_copy", ten.SWITCH_COPY))
     data0 = rdata
-    k = int(window) if window else max(2, int(data0.delay.max()))
+    k = int(window) if window else max(2, int(data0.lag.max()))
     if lookahead is None:
         finite = data0.dist[np.isfinite(data0.dist)]
         lookahead = int(finite.max()) if finite.size else k
@@ -745,9 +745,9 @@ def _compact(data: ten.TenData, rows: np.ndarray) -> np.ndarray:
     """Drop timesteps in which nothing is on any link (a window that ended early)."""
     if not len(rows):
         return rows
-    k = data.delay[data.group[rows[:, 0]], rows[:, 1]]
+    k = data.delay[data.group[rows[:, 0]], rows[:, 1]] + data.latency[rows[:, 1]]  # in flight: occupancy, latency
     T = int(rows[:, 2].max())
-    edges = np.zeros(T + 2, np.int64)  # +1 where an occupancy starts, -1 after it ends
+    edges = np.zeros(T + 2, np.int64)  # +1 where a flight starts, -1 after it ends
     np.add.at(edges, rows[:, 2] - k + 1, 1)
     np.add.at(edges, rows[:, 2] + 1, -1)
     busy = np.cumsum(edges)[:T + 1] > 0

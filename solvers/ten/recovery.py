@@ -5,7 +5,8 @@ Every missing postcondition pair ``(chunk c, node n)``, in ``(c, n)`` order, is 
 holder that can deliver it earliest (its holding time plus the delay-weighted distance; ties to
 the lowest node id) along that holder's shortest-path tree; every hop starts at the earliest
 timestep after the chunk is at the hop's source (and after ``start``) at which the link pair
-has a free unit of capacity for all ``delay`` timesteps it occupies. Hops into nodes an earlier
+has a free unit of capacity for all ``delay`` timesteps it occupies; it arrives the pair's
+``latency`` timesteps after them (a pipelined latency, :mod:`collsynth.tens.ten`). Hops into nodes an earlier
 route already reached reuse that arrival. A switch node stores nothing (TE-CCL, Liu et al.,
 SIGCOMM 2024, Section 4), so the hops through switches leave right after they arrive (in the
 timestep after, or the same timestep with an instant switch hop): such a
@@ -26,7 +27,8 @@ from ...tens import ten
 
 
 @numba.njit(cache=True)
-def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capacity, switch, instant, start, rows):
+def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, latency, capacity, switch, instant, start,
+               rows):
     """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
     (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop out of a
     switch starts in the timestep the chunk arrived there (else the one after)."""
@@ -66,11 +68,13 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, capac
                 continue
             s = max(t + 1, start + 1)
             while True:
-                free, load = _run_is_free(load, path, j, e, s, out_start, out_dst, delay[g], capacity, switch, instant)
+                free, load = _run_is_free(load, path, j, e, s, out_start, out_dst, delay[g], latency, capacity, switch,
+                                          instant)
                 if free:
                     break
                 s += 1
-            count, s = _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay[g], switch, instant)
+            count, s = _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay[g], latency, switch,
+                                 instant)
             t = s - 1
             when[c, v] = t
             holders[nh] = v
@@ -113,7 +117,7 @@ def _pair(out_start, out_dst, a, b):
 
 
 @numba.njit(cache=True)
-def _run_is_free(load, path, j, e, s, out_start, out_dst, delay, capacity, switch, instant):
+def _run_is_free(load, path, j, e, s, out_start, out_dst, delay, latency, capacity, switch, instant):
     """Whether hops ``j .. e`` of ``path``, the first starting at ``s``, all find capacity;
     ``load`` (grown when the run reaches past its end)."""
     x = s
@@ -128,12 +132,12 @@ def _run_is_free(load, path, j, e, s, out_start, out_dst, delay, capacity, switc
         for tau in range(x, x + k):
             if load[l, tau] >= capacity[l]:
                 return False, load
-        x += k - 1 if instant and switch[b] else k
+        x += k + latency[l] - (1 if instant and switch[b] else 0)
     return True, load
 
 
 @numba.njit(cache=True)
-def _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay, switch, instant):
+def _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay, latency, switch, instant):
     """Take the capacity of hops ``j .. e`` starting at ``s`` and write their rows; returns the
     row count and the timestep after the run's last arrival."""
     for q in range(j, e - 1, -1):
@@ -144,8 +148,8 @@ def _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay, sw
             load[l, tau] += 1
         rows[count, 0] = c
         rows[count, 1] = l
-        rows[count, 2] = s + k - 1
-        s += k - 1 if instant and switch[b] else k
+        rows[count, 2] = s + k - 1 + latency[l]
+        s += k + latency[l] - (1 if instant and switch[b] else 0)
         count += 1
     return count, s
 
@@ -176,7 +180,8 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     rows = np.empty((int((~held).sum()) + int(need.sum()) * int(data.switch.sum()), 3), np.int64)
     count, bad = _route_all(when, cs.astype(np.int64), ns.astype(np.int64), data.group.astype(np.int64), dist,
                             pred, out_start.astype(np.int64), data.dst.astype(np.int64),
-                            data.delay.astype(np.int64), data.capacity.astype(np.int64), data.switch.astype(np.bool_),
+                            data.delay.astype(np.int64), data.latency.astype(np.int64),
+                            data.capacity.astype(np.int64), data.switch.astype(np.bool_),
                             bool(data.switch_instant), int(start), rows)
     if bad >= 0:
         raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
