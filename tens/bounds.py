@@ -53,6 +53,14 @@ hop out of a switch is instant (topology ``meta["switch_hop"]``, TE-CCL's defaul
 path (its delay minus one), no hop to the step count and no latency to a sync step, so the
 ``distance`` lengths and the ``cut`` bound's inner distances count them so (:func:`instant_out`).
 
+A pipelined link latency (topology ``meta["latency"]``, TE-CCL's model,
+:func:`collsynth.tens.ten.latency_pipelined`) separates a link's occupancy ``k_l`` from its
+arrival lag ``k_l + L_l`` (:func:`collsynth.tens.ten.link_latency`): TEN distances are lags
+(arrival), the supply of a pair by timestep ``T`` counts the sends whose occupancy ends by
+``T - L_l`` (capacity by occupancy; :class:`TimestepSupply`), and the ``ten`` cost model's
+pieces occupy ``ceil((y / b_l) / f)`` timesteps with ``f`` the fastest transmission; the
+``event`` and ``sync`` models already overlap a link's latency with its next message.
+
 The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
 2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
 node set rather than to one node.
@@ -71,7 +79,7 @@ import copy
 import hashlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Iterable
 
@@ -83,7 +91,8 @@ from scipy.sparse.csgraph import dijkstra
 from ..instances.instance import Instance
 from ..instances.topology import ParallelArrays
 from .schedule import Schedule
-from .ten import NotSupported, discretize, dual_instance, link_costs, link_delays, prepare, switch_hop_instant
+from .ten import (NotSupported, discretize, dual_instance, latency_pipelined, link_delays, link_latency,
+                  occupancy_costs, prepare, switch_hop_instant)
 
 MODELS = ("timesteps", "ten", "event", "sync")
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
@@ -334,19 +343,20 @@ class TimestepSupply(Supply):
 
     integral = True
 
-    def __init__(self, cap: np.ndarray, delay: np.ndarray):
+    def __init__(self, cap: np.ndarray, delay: np.ndarray, latency: np.ndarray | None = None):
         self.cap, self.delay = cap.astype(np.int64), delay.astype(np.int64)
-        self.params = (self.cap, self.delay)
+        self.latency = np.zeros_like(self.delay) if latency is None else np.asarray(latency, np.int64)
+        self.params = (self.cap, self.delay, self.latency)
 
     def arc_supply(self, T) -> np.ndarray:
-        """Chunks each pair can deliver by timestep ``T``."""
-        return self.cap * (int(T) // self.delay)
+        """Chunks each pair can deliver by timestep ``T`` (occupancies ending by ``T - L``)."""
+        return self.cap * (np.maximum(int(T) - self.latency, 0) // self.delay)
 
     def _smallest(self, idx: np.ndarray, need: float) -> float:
-        cap, k = self.cap[idx], self.delay[idx]
-        # all pairs together deliver at least sum cap (T / k - 1) by T
-        hi = int(math.ceil((need + cap.sum()) / (cap / k).sum()))
-        return _first_timestep(1, hi, lambda T: int((cap * (T // k)).sum()) >= need)
+        cap, k, L = self.cap[idx], self.delay[idx], self.latency[idx]
+        # all pairs together deliver at least sum cap ((T - L) / k - 1) by T
+        hi = int(math.ceil((need + cap.sum()) / (cap / k).sum())) + int(L.max(initial=0))
+        return _first_timestep(1, hi, lambda T: int((cap * (np.maximum(T - L, 0) // k)).sum()) >= need)
 
 
 class PieceSupply(Supply):
@@ -993,13 +1003,14 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     except NotSupported as e:
         return [not_computed("timesteps", "ten", str(e))], None
     parts = []
-    lag = delay - instant_out(instance.topology)[None, :]  # path lengths (module doc: instant switch hops)
+    latency = link_latency(instance.topology, f)
+    lag = delay + latency[None, :] - instant_out(instance.topology)[None, :]  # path lengths (module doc)
     for g in range(delay.shape[0]):
         rows = np.flatnonzero(demand.group == g)
         parts.append(_distance_bound("timesteps", arcs, demand.select(rows), lag[g]))
     kmin = delay.min(axis=0)
     first = _roots(instance)
-    supply = TimestepSupply(cap, kmin)
+    supply = TimestepSupply(cap, kmin, latency)
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
                         lag.min(axis=0))
     parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
@@ -1007,7 +1018,7 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
         for g in range(delay.shape[0]):
             sub = demand.select(np.flatnonzero(demand.group == g))
             parts += _cut_parts("timesteps", arcs, sub, sub.count.astype(float),
-                                TimestepSupply(cap, delay[g]), first, budget_s, int, lag[g])
+                                TimestepSupply(cap, delay[g], latency), first, budget_s, int, lag[g])
     return parts, f
 
 
@@ -1016,9 +1027,14 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
     """Bounds under the TEN cost model: timestep ``f`` of its pricing (``timestep``, else the
     cheapest link's cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
     cb = max(c.chunk_bytes for c in instance.collectives)
-    f = float(timestep) if timestep is not None else float(link_costs(instance.topology, cb).min())
-    kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
-    supply = PieceSupply(arcs, f, cb)
+    topo = instance.topology
+    f = float(timestep) if timestep is not None else float(occupancy_costs(topo, cb).min())
+    if latency_pipelined(topo):  # a hop: at least one timestep on the link, then its latency
+        kmin = 1 + link_latency(topo, f)
+        arcs = replace(arcs, alpha=np.zeros(len(arcs.alpha)))  # pieces occupy a link for y / b only
+    else:
+        kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
+    supply = PieceSupply(arcs, f, cb)  # pipelined: by T, not T - L (larger, so still a bound)
     parts = [_distance_bound("ten", arcs, demand, kmin, f)]
     parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
     parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
@@ -1058,7 +1074,8 @@ def _fingerprint(instance: Instance, *extra) -> str:
     for a in (la.src, la.dst, la.count, la.bandwidth, la.alpha):
         h.update(np.ascontiguousarray(a).tobytes())
     topo = instance.topology
-    switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"))  # the switch model counts too
+    switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"),  # the switch model counts too
+                topo.meta.get("latency", "serial"))
     h.update(repr((topo.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
                                for c in instance.collectives], switches, extra)).encode())
     return h.hexdigest()
@@ -1080,7 +1097,7 @@ def instance_bounds(instance: Instance, *, timestep: float | None = None, budget
     """
     if timestep is not None:
         sizes = [c.chunk_bytes for c in instance.collectives]
-        default = float(np.min([link_costs(instance.topology, b).min() for b in sizes]))
+        default = float(np.min([occupancy_costs(instance.topology, b).min() for b in sizes]))
         if abs(float(timestep) - default) <= 1e-12 * default:
             timestep = None  # the TEN's own timestep: one cache entry
     key = _fingerprint(instance, timestep, budget_s, ten_timestep)
@@ -1110,7 +1127,8 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
     data, arcs, demand, parts = _ten_distance_parts(instance, state, timestep)
     lag = data.lag
     kmin = data.delay.min(axis=0)
-    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), TimestepSupply(data.capacity, kmin),
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float),
+                        TimestepSupply(data.capacity, kmin, data.latency),
                         _roots(data.instance), budget_s, int, lag.min(axis=0))
     b = best(parts, "timesteps")
     if not b.computed:
@@ -1158,8 +1176,9 @@ def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: floa
 
     Every send must be on a link (``routing == "links"``) and start at timestep 1 or later;
     a send of chunk fraction ``x`` arriving at step ``t`` over pair ``l`` occupies ``l`` in
-    timesteps ``t - k + 1 .. t`` (``k``: its collective's delay on ``l``, :func:`link_delays`)
-    and the fractions occupying a pair in any timestep add up to at most its parallel links.
+    timesteps ``t - L - k + 1 .. t - L`` (``k``: its collective's delay on ``l``,
+    :func:`link_delays`; ``L`` its pipelined latency, :func:`link_latency`, else 0) and the
+    fractions occupying a pair in any timestep add up to at most its chunks per timestep.
     These are the schedules the ``timesteps`` bound bounds.
     """
     if schedule.routing != "links":
@@ -1167,10 +1186,11 @@ def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: floa
     if not len(schedule):
         return True
     try:
-        delay, cap, _ = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
+        delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
                                     switches=True)
     except NotSupported:
         return False
+    latency = link_latency(instance.topology, f)
     la = instance.topology.link_arrays
     pair = la.lookup(schedule.src, schedule.dst)
     if (pair < 0).any():
@@ -1178,7 +1198,7 @@ def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: floa
     offs = np.asarray(instance.chunk_offsets)
     group = np.searchsorted(offs, schedule.chunk, side="right") - 1
     k = delay[group, pair]
-    start = schedule.step - k + 1
+    start = schedule.step - latency[pair] - k + 1
     if (start < 1).any():
         return False
     frac = (schedule.hi - schedule.lo).astype(np.int64)

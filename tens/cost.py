@@ -35,6 +35,17 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
     timesteps (earlier gaps are back-filled); it arrives at the end of ``start + k - 1``.
     ``total_s = (last arrival timestep) * f``; ``T_L_s = timesteps * min(alpha_*, f)`` where
     ``alpha_*`` is the latency of the link defining ``f``, and ``T_B_s`` the remainder.
+    With a pipelined latency (topology ``meta["latency"]``, TE-CCL's model,
+    :func:`collsynth.tens.ten.latency_pipelined`) a hop occupies its link
+    ``k_l = ceil((chunk_bytes / b_l) / f)`` timesteps from ``f = min_l chunk_bytes / b_l`` and
+    arrives ``L_l = ceil(alpha_l / f)`` timesteps after it leaves the link
+    (:func:`collsynth.tens.ten.link_latency`; 0 when ``alpha_l / f <= 0.1``), so the latency
+    overlaps the next send; ``T_L_s`` is then the latency timesteps of the last-arriving send's
+    hops times ``f``.
+
+The ``sync`` step time ``max_l (alpha_l + load_l / b_l)`` and the ``event`` model already
+overlap a link's latency with its next message, so a pipelined latency leaves them unchanged:
+within a step a link is busy for ``load_l / b_l`` and its last piece arrives ``alpha_l`` later.
 
 ``event`` -- congestion-aware event simulation: every directed node pair is one FIFO (its
     parallel links pooled, like ``sync``) serving one message at a time for
@@ -82,7 +93,7 @@ from .dependencies import PAIR_BUDGET, Deps, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
-from .ten import REL_TOL, NotSupported, link_delays, switch_hop_instant
+from .ten import REL_TOL, NotSupported, latency_pipelined, link_delays, link_latency, switch_hop_instant
 
 __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "chunk_bytes_of", "plan_for",
            "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
@@ -253,8 +264,10 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     cbmax = max(c.chunk_bytes for c in instance.collectives)
     f, delay, capacity = ten_parameters(topo, cbmax, timestep)
     per_link_bw = la.bandwidth / la.count
+    pipelined = latency_pipelined(topo)
+    occupying_alpha = np.zeros(len(la)) if pipelined else la.alpha  # pipelined: alpha only delays the arrival
     star = int(np.argmin(la.alpha + cbmax / per_link_bw))
-    alpha_share = min(float(la.alpha[star]), f)
+    alpha_share = 0.0 if pipelined else min(float(la.alpha[star]), f)
     s = schedule
     if len(s) == 0:
         return Cost("ten", 0, 0.0, 0.0, 0.0, {"timestep_s": f, "timesteps": 0})
@@ -267,12 +280,13 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     dptr, ditems = _csr(dep.pairs[0], dep.pairs[1], len(s)) if exact else (np.zeros(1, np.int64), np.zeros(0, np.int32))
     ga, g_in, groups = dep.ga, dep.g_in, dep.groups
     del dep
-    last = kern.ten_timesteps(
-        view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, la.alpha, per_link_bw,
-        delay, f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups, max(DENSE_CELLS, len(s) // 2))
+    last, last_lat = kern.ten_timesteps(
+        view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, occupying_alpha,
+        per_link_bw, delay, link_latency(topo, f), f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups,
+        max(DENSE_CELLS, len(s) // 2))
     plan.done("ten")
     total = last * f
-    T_L = last * alpha_share
+    T_L = last_lat * f if pipelined else last * alpha_share
     return Cost("ten", last, T_L, total - T_L, total, {"timestep_s": f, "timesteps": last})
 
 

@@ -260,16 +260,19 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k, dense_cells):
 
 @njit(cache=True, nogil=True)
 def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
-                  timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells):
+                  latency, timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells):
     """Last arrival timestep of ASAP dispatch with back-filling (TACOS TEN timesteps).
 
     Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
     latest arrival it depends on (exact pairs: the sends ``ditems[dptr[i]:dptr[i + 1]]``; or the
     latest arrival of its group ``g_in`` over the steps already finished). Each hop takes the
     TEN delay of its link for a whole largest chunk, else
-    ``max(1, ceil(cost / timestep * shrink))`` timesteps, on the parallel link of its pair that
-    can start it first. Occupancy is a dense table of at most ``dense_cells`` cells, then a hash
-    table (module doc).
+    ``max(1, ceil(cost / timestep * shrink))`` timesteps (``cost = alpha + bytes / bandwidth``;
+    pass ``alpha`` 0 for a pipelined latency), on the parallel link of its pair that can start
+    it first, and reaches the next node ``latency[link]`` timesteps after it leaves the link.
+    Occupancy is a dense table of at most ``dense_cells`` cells, then a hash table (module doc).
+    Returns the last arrival timestep and the latency timesteps of the hops of the send that
+    arrives then.
     """
     n = len(r)
     slots = slot_ptr[-1]
@@ -282,6 +285,7 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     fill = np.zeros(1, np.int64)
     tol = 1e-12 * abs(largest)
     last = 0
+    last_lat = 0
     for s in range(len(bounds) - 1):
         b0, b1 = bounds[s], bounds[s + 1]
         if not exact and len(step_arrival) < b1 - b0:
@@ -296,6 +300,7 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
             t = ready + 1
             nbytes = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
             route = r[i]
+            lat = 0
             for h in range(rptr[route], rptr[route + 1]):
                 link = rlinks[h]
                 if abs(nbytes - largest) <= tol:
@@ -309,16 +314,18 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
                     if best < 0 or start < best:
                         best, best_slot = start, slot
                 keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k, dense_cells)
-                t = best + k
+                t = best + k + latency[link]
+                lat += latency[link]
             if exact:
                 arrival[i] = t - 1
             else:
                 step_arrival[i - b0] = t - 1
-            last = max(last, t - 1)
+            if t - 1 > last:
+                last, last_lat = t - 1, lat
         if not exact:  # this step's arrivals become visible to later steps
             for i in range(b0, b1):
                 gmax[ga[i]] = max(gmax[ga[i]], step_arrival[i - b0])
-    return last
+    return last, last_lat
 
 
 # ---- event: a 4-ary heap of ready hops ----------------------------------------------------------

@@ -411,10 +411,10 @@ def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | N
     lag = k + lat - (switch[s.src] & switch_hop_instant(instance.topology)).astype(np.int64)
     bad = _over_capacity(s, pair, k, lat, cap)
     late = _read_too_early(s, instance, lag, switch)
-    cands = [(int(s.step[i]), int(i), why) for i, why in (bad, late) if i is not None]
+    cands = [(int(s.step[i]), int(i), rank, why) for rank, (i, why) in enumerate((late, bad)) if i is not None]
     if not cands:
         return None
-    step, i, why = min(cands)
+    step, i, _, why = min(cands)
     return _at(s, i, why)
 
 
@@ -431,7 +431,7 @@ def _over_capacity(s: Schedule, pair, k, lat, cap) -> tuple[int | None, str]:
     width = int(max(s.step.max(), 0)) + 2
     keys, slot = np.unique(pair[owner] * width + np.maximum(tau, 0), return_inverse=True)
     load = np.bincount(slot.ravel(), weights=(s.hi - s.lo)[owner].astype(float), minlength=len(keys))
-    over = load[slot.ravel()] > cap[owner] * s.denom + 1e-9
+    over = (load[slot.ravel()] > cap[owner] * s.denom + 1e-9) & (tau >= 1)  # earlier: a read too early
     if not over.any():
         return None, ""
     hit = owner[over]
@@ -452,15 +452,16 @@ def _read_too_early(s: Schedule, instance: Instance, lag, switch) -> tuple[int |
         if not len(mine):
             continue
         ready = _ready_steps(s, coll, int(offsets[g]), mine, lag)
-        late = mine[ready > s.step[mine] - lag[mine]]
+        late = mine[(ready > s.step[mine] - lag[mine]) | (s.step[mine] - lag[mine] < 0)]
         if len(late):
             i = int(late[np.lexsort((late, s.step[late]))[0]])
             if worst is None or (s.step[i], i) < (s.step[worst], worst):
                 worst = i
     if worst is None:
         return None, ""
-    i = worst
-    return i, (f"source does not hold the piece at the end of step {int(s.step[i] - lag[i])}: over this link it "
+    i, read = worst, int(s.step[worst] - lag[worst])
+    when = f"at the end of step {read}" if read >= 0 else f"before step 1 (step {read + 1})"
+    return i, (f"the send would have to leave {when}, when its source does not hold the piece: over this link it "
                f"leaves {int(lag[i])} step(s) before it arrives (its delay plus its pipelined latency)")
 
 

@@ -28,8 +28,10 @@ def test_teccl_ndv2_sample():
     assert coll.chunk_bytes == pytest.approx(0.0625e9)  # chunk_size 0.0625 GB
     assert coll.message_bytes == pytest.approx(16 * 0.0625e9)
     assert inst.epoch == "fastest-link"
-    # fastest link: the 2-NVLink pair at 50 GB/s with alpha 0.7 us (TE-CCL ndv2.py)
-    assert epoch_timestep(inst) == pytest.approx(0.7e-6 + 0.0625e9 / 50e9)
+    # fastest link: the 2-NVLink pair at 50 GB/s (TE-CCL ndv2.py); TE-CCL's epoch is the chunk's
+    # transmission (topology.py get_epoch_duration_fast_link), its alpha adds epochs to arrivals
+    assert inst.topology.meta["latency"] == "pipelined"
+    assert epoch_timestep(inst) == pytest.approx(0.0625e9 / 50e9)
     assert class_counts(inst.topology)["ib"] == 2
 
 
@@ -49,7 +51,7 @@ def test_teccl_dgx2_alltoall_slowest_link():
     inst = read_teccl(DATA / "teccl-dgx2-alltoall-slow.json")
     assert inst.collective.kind == "alltoall" and len(inst.collective.nodes) == 32
     assert len(inst.topology.switches) == 2  # one NVSwitch per chassis, kept
-    assert epoch_timestep(inst) == pytest.approx(2.6e-6 + 3.125e-5 * 1e9 / 12.5e9)
+    assert epoch_timestep(inst) == pytest.approx(3.125e-5 * 1e9 / 12.5e9)  # the NIC's transmission
 
 
 def test_teccl_mesh_links_rows_end_to_end():

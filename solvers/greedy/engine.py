@@ -39,7 +39,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ...instances.topology import Topology
 from ...limits import Deadline, TimeLimitReached
-from ...tens.ten import link_delays
+from ...tens.ten import link_delays, link_latency
 from . import kernels as K
 
 INF = K.INF
@@ -55,8 +55,10 @@ _POLICY = {"random": K.RANDOM, "fifo": K.FIFO, "lifo": K.LIFO}
 class Links:
     """Directed link pairs of a topology as the greedy sees them (TEN arcs, TACOS §IV).
 
-    ``delay[i]`` is the number of timesteps a chunk needs on pair ``i`` (>= 1) and ``cap[i]``
-    how many chunks it carries at once (parallel links). ``out_ptr``/``out_idx`` list the
+    ``delay[i]`` is the number of timesteps a chunk needs on pair ``i`` (>= 1, from its start
+    to its arrival), ``busy[i]`` how many of them it occupies the pair (``delay`` minus a
+    pipelined latency, :mod:`collsynth.tens.ten`) and ``cap[i]`` how many chunks it carries at
+    once (parallel links, or chunks per timestep). ``out_ptr``/``out_idx`` list the
     pairs leaving each node (CSR).
     """
 
@@ -68,13 +70,20 @@ class Links:
     timestep: float
     out_ptr: np.ndarray
     out_idx: np.ndarray
+    busy: np.ndarray = None
+
+    def __post_init__(self):
+        if self.busy is None:
+            object.__setattr__(self, "busy", self.delay)
 
     def __len__(self) -> int:
         return len(self.src)
 
 
 def links(topology: Topology, chunk_bytes: float, timestep: float | None = None) -> Links:
-    """Per link pair: delay ``ceil((alpha + chunk_bytes / b) / timestep)`` and capacity.
+    """Per link pair: delay ``ceil((alpha + chunk_bytes / b) / timestep)`` and capacity (with a
+    pipelined latency: occupancy ``ceil((chunk_bytes / b) / timestep)`` and delay that plus
+    ``ceil(alpha / timestep)``, :func:`collsynth.tens.ten.link_latency`).
 
     ``b`` is one link's bandwidth (a pair of ``count`` parallel links carries ``count`` chunks
     per timestep). ``timestep`` defaults to the cheapest link's cost, so homogeneous topologies
@@ -83,11 +92,12 @@ def links(topology: Topology, chunk_bytes: float, timestep: float | None = None)
     """
     la = topology.link_arrays
     delays, cap, timestep = link_delays(topology, chunk_bytes, timestep)
+    busy = delays[0].astype(np.int64)
     src = la.src.astype(np.int64)
     out_ptr, out_idx = _csr(src, topology.size)
-    return Links(src=src, dst=la.dst.astype(np.int64), delay=delays[0].astype(np.int64),
+    return Links(src=src, dst=la.dst.astype(np.int64), delay=busy + link_latency(topology, timestep),
                  cap=np.asarray(cap, np.int64), size=topology.size, timestep=float(timestep),
-                 out_ptr=out_ptr, out_idx=out_idx)
+                 out_ptr=out_ptr, out_idx=out_idx, busy=busy)
 
 
 def _reordered(lk: Links, order: np.ndarray) -> Links:
@@ -95,7 +105,7 @@ def _reordered(lk: Links, order: np.ndarray) -> Links:
     src = lk.src[order]
     out_ptr, out_idx = _csr(src, lk.size)
     return Links(src=src, dst=lk.dst[order], delay=lk.delay[order], cap=lk.cap[order], size=lk.size,
-                 timestep=lk.timestep, out_ptr=out_ptr, out_idx=out_idx)
+                 timestep=lk.timestep, out_ptr=out_ptr, out_idx=out_idx, busy=lk.busy[order])
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,9 +155,9 @@ def _net(lk: Links) -> K.Net:
     n = lk.size
     in_ptr, in_idx = _csr(lk.dst * len(classes) + link_class, n * len(classes))
     rate = np.zeros(n)
-    np.add.at(rate, lk.dst, lk.cap / lk.delay)
+    np.add.at(rate, lk.dst, lk.cap / lk.busy)
     return K.Net(
-        src=lk.src, dst=lk.dst, delay=lk.delay, link_class=link_class.astype(np.int64),
+        src=lk.src, dst=lk.dst, delay=lk.delay, busy=lk.busy, link_class=link_class.astype(np.int64),
         slot_ptr=np.concatenate([[0], np.cumsum(lk.cap)]).astype(np.int64),
         out_ptr=lk.out_ptr, out_idx=lk.out_idx, in_ptr=in_ptr, in_idx=in_idx,
         rate=rate, class_delay=classes.astype(np.int64),

@@ -2,7 +2,8 @@
 
 Plain arrays grouped in named tuples (numba passes them as records):
 
-- :data:`Net` — the TEN arcs: per link ``src``, ``dst``, ``delay`` (timesteps), ``link_class``
+- :data:`Net` — the TEN arcs: per link ``src``, ``dst``, ``delay`` (timesteps from start to
+  arrival), ``busy`` (timesteps it occupies a slot: ``delay`` less a pipelined latency), ``link_class``
   (rank of its delay, 0 = fastest), ``slot_ptr`` (CSR of its parallel slots); per node its
   out-links (``out_ptr``/``out_idx``), its in-links per delay class (``in_ptr``/``in_idx`` by
   ``node * classes + class``) and ``rate`` (chunks per timestep its in-links deliver);
@@ -42,7 +43,7 @@ TALLY_SIZE = 9
 _DOMINATED = 1 << 40  # key offset of an entry whose island already holds or awaits the chunk
 _NO_KEY = np.int64(1) << 62
 
-Net = namedtuple("Net", "src dst delay link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay")
+Net = namedtuple("Net", "src dst delay busy link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay")
 State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of")
 Relay = namedtuple("Relay", "on D single target frontier")
 Islands = namedtuple("Islands", "on label has")
@@ -252,7 +253,7 @@ def record(l, c, t, net, st, sends, tally):
     slot_free = st.slot_free
     for s in range(net.slot_ptr[l], net.slot_ptr[l + 1]):
         if slot_free[s] <= t:
-            slot_free[s] = t + net.delay[l]
+            slot_free[s] = t + net.busy[l]
             st.slot_send[s] = tally[T_SENDS]
             st.slot_start[s] = t
             break
