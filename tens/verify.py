@@ -38,11 +38,13 @@ of its Fig. 12, with pieces and contributions added):
   latency ``L`` (:func:`collsynth.tens.ten.link_latency`) arriving in step ``e`` occupied the
   pair in steps ``e - L - k + 1 .. e - L`` and read its source at the end of step
   ``e - L - k`` (``e - L - k + 1`` out of an instant-hop switch): :func:`pipelined_violation`
-  checks that the source held the piece by then (capacity by occupancy: at most the pair's
-  chunks per timestep, :func:`collsynth.tens.ten.chunks_per_timestep`, in every step;
-  availability by arrival: for a combining collective no overlapping piece reaches the source
-  between that step and ``e - 1``, so the state the simulation checks at ``e - 1`` is the one
-  read). Without a pipelined latency steps are checked as above (each send reads step ``e - 1``).
+  checks that the source held the piece by then (availability by arrival; for a combining
+  collective: no overlapping piece reaches the source between that step and ``e - 1``, so the
+  state the simulation checks at ``e - 1`` is the one read). Link capacity is not part of
+  validity, with either latency: congestion is what the cost models price, and whether a
+  schedule's steps respect the TEN's capacity by occupancy (so that the ``timesteps`` lower
+  bound applies to it) is :func:`collsynth.tens.bounds.respects_ten_capacity`. Without a
+  pipelined latency steps are checked as above (each send reads step ``e - 1``).
 - Malformed sends are violations too: step < 1, a piece outside ``[0, 1)``, a chunk id outside
   the collective(s), a node id out of range or failed, a missing or failed link.
 
@@ -77,7 +79,7 @@ from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import (SWITCH_COPY, NotSupported, chunks_per_timestep, latency_pipelined, link_delays, link_latency,
+from .ten import (SWITCH_COPY, NotSupported, latency_pipelined, link_delays, link_latency,
                   switch_hop_instant)
 
 
@@ -352,11 +354,10 @@ def _combining_message(s: Schedule, coll: Collective, off: int, cm, detail) -> V
 
 # ---- switch nodes ----------------------------------------------------------------------------
 
-def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per send: ``(pair, delay, latency, capacity)`` on the TEN timestep the schedule declares
-    (``meta["timestep_s"]``; :func:`collsynth.tens.ten.link_delays`, ``link_latency``,
-    ``chunks_per_timestep``), ``pair`` -1 and the rest 1, 0, 1 for sends off the links; None
-    without a usable declared timestep."""
+def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per send: ``(delay, latency)`` on the TEN timestep the schedule declares
+    (``meta["timestep_s"]``; :func:`collsynth.tens.ten.link_delays` and ``link_latency``), 1 and
+    0 for sends off the links; None without a usable declared timestep."""
     f = schedule.meta.get("timestep_s")
     if f is None or not len(schedule):
         return None
@@ -370,12 +371,10 @@ def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.n
     group = np.searchsorted(np.asarray(instance.chunk_offsets), schedule.chunk, side="right") - 1
     on = pair >= 0
     n = len(schedule)
-    k, lat, cap = np.ones(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64)
+    k, lat = np.ones(n, np.int64), np.zeros(n, np.int64)
     k[on] = delay[np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
     lat[on] = link_latency(topo, f)[pair[on]]
-    cap[on] = np.array([chunks_per_timestep(topo, c.chunk_bytes, f) for c in instance.collectives])[
-        np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
-    return pair, k, lat, cap
+    return k, lat
 
 
 def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
@@ -385,60 +384,31 @@ def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
     timing = ten_timing(schedule, instance)
     if timing is None:
         return np.ones(len(schedule), dtype=np.int64)
-    pair, k, lat, _ = timing
+    k, lat = timing
     return k + lat
 
 
 def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | None:
-    """The first send that breaks the TEN timing of a pipelined link latency (module doc), or
-    None (also when the latency is serial or the schedule declares no TEN timestep).
+    """The first send that reads its source before its piece is there under a pipelined link
+    latency (module doc), or None (also when the latency is serial or the schedule declares no
+    TEN timestep).
 
-    Capacity: per link pair and step, the pieces occupying it (in chunks) sum to at most its
-    chunks per timestep. Availability: a send arriving in step ``e`` reads its source at the end
-    of ``e - lag`` (``lag`` = delay + latency, one less out of an instant-hop switch); for a
-    copying collective the source must hold every segment of the piece by then (switch sources:
-    :func:`switch_violation`), for a combining one no overlapping piece of the chunk may reach
-    the source in steps ``e - lag + 1 .. e - 1``. The first offending send is the smallest
-    (step, index)."""
+    A send arriving in step ``e`` reads its source at the end of ``e - lag`` (``lag`` = delay +
+    latency, one less out of an instant-hop switch); for a copying collective the source must
+    hold every segment of the piece by then (switch sources: :func:`switch_violation`), for a
+    combining one no overlapping piece of the chunk may reach the source in steps
+    ``e - lag + 1 .. e - 1``. The first offending send is the smallest (step, index)."""
     s = schedule
     if not len(s) or not latency_pipelined(instance.topology):
         return None
     timing = ten_timing(s, instance)
     if timing is None:
         return None
-    pair, k, lat, cap = timing
+    k, lat = timing
     switch = _switch_mask(instance.topology)
     lag = k + lat - (switch[s.src] & switch_hop_instant(instance.topology)).astype(np.int64)
-    bad = _over_capacity(s, pair, k, lat, cap)
-    late = _read_too_early(s, instance, lag, switch)
-    cands = [(int(s.step[i]), int(i), rank, why) for rank, (i, why) in enumerate((late, bad)) if i is not None]
-    if not cands:
-        return None
-    step, i, _, why = min(cands)
-    return _at(s, i, why)
-
-
-def _over_capacity(s: Schedule, pair, k, lat, cap) -> tuple[int | None, str]:
-    """The first send (step, index) on a pair and step whose occupying pieces exceed its capacity."""
-    on = np.flatnonzero(pair >= 0)
-    if not len(on):
-        return None, ""
-    last = s.step[on] - lat[on]
-    first = last - k[on] + 1
-    span = np.maximum(last - first + 1, 0)
-    owner = np.repeat(on, span)
-    tau = np.repeat(first, span) + np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
-    width = int(max(s.step.max(), 0)) + 2
-    keys, slot = np.unique(pair[owner] * width + np.maximum(tau, 0), return_inverse=True)
-    load = np.bincount(slot.ravel(), weights=(s.hi - s.lo)[owner].astype(float), minlength=len(keys))
-    over = (load[slot.ravel()] > cap[owner] * s.denom + 1e-9) & (tau >= 1)  # earlier: a read too early
-    if not over.any():
-        return None, ""
-    hit = owner[over]
-    pick = np.lexsort((hit, s.step[hit]))[0]
-    i, t = int(hit[pick]), int(tau[over][pick])
-    return i, (f"link {s.src[i]}->{s.dst[i]} carries more than its {int(cap[i])} chunk(s) per timestep in step {t} "
-               f"(a send occupies it {int(k[i])} step(s), then arrives {int(lat[i])} step(s) later)")
+    i, why = _read_too_early(s, instance, lag, switch)
+    return None if i is None else _at(s, i, why)
 
 
 def _read_too_early(s: Schedule, instance: Instance, lag, switch) -> tuple[int | None, str]:

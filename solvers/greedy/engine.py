@@ -124,11 +124,16 @@ class Result:
     src: np.ndarray
     dst: np.ndarray
     step: np.ndarray
-    delay: np.ndarray
+    delay: np.ndarray  # timesteps from start to arrival
     steps: int
     replaced: int
     dropped: int
     augmented: int
+    busy: np.ndarray = None  # timesteps on the link (the delay less a pipelined latency)
+
+    def __post_init__(self):
+        if self.busy is None:
+            self.busy = self.delay
 
 
 @dataclass(frozen=True)
@@ -359,7 +364,7 @@ class _Run:
         link, chunk, arrive = link[ok], chunk[ok], s.arrive[:n][ok].astype(np.int64)
         tl = self.tally
         return Result(chunk=chunk, src=self.lk.src[link], dst=self.lk.dst[link], step=arrive,
-                      delay=self.lk.delay[link], steps=int(arrive.max(initial=0)),
+                      delay=self.lk.delay[link], busy=self.lk.busy[link], steps=int(arrive.max(initial=0)),
                       replaced=int(tl[K.T_REPLACED]), dropped=int(tl[K.T_DROPPED]) + pruned,
                       augmented=int(tl[K.T_AUGMENTED]))
 

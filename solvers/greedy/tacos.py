@@ -44,7 +44,7 @@ from ...instances.topology import Topology
 from ...tens import bounds, cost
 from ...tens import schedule as sched_mod
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
-from ...tens.ten import link_costs
+from ...tens.ten import latency_pipelined, link_costs
 from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay, warm
@@ -152,6 +152,18 @@ def _rules(priority: str, matching: str, endgame: int) -> Rules:
 
 def synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", matching: str = "maximum",
                endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
+    """One greedy run (see :func:`_synthesize`); with a pipelined link latency the schedule
+    declares its TEN timestep (``meta["timestep_s"]``), so the verifier checks its sends
+    against each link's delay and latency (:func:`collsynth.tens.verify.pipelined_violation`)."""
+    out = _synthesize(instance, seed, priority=priority, matching=matching, endgame=endgame, timestep=timestep,
+                      deadline=deadline)
+    if latency_pipelined(instance.topology) and "timestep_s" in out.meta.get("stats", {}):
+        out = replace(out, meta={**out.meta, "timestep_s": out.meta["stats"]["timestep_s"]})
+    return out
+
+
+def _synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", matching: str = "maximum",
+                endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
     """One greedy run (TACOS §VI, with the rules of :mod:`collsynth.solvers.greedy.engine`)
     on ``instance``: a schedule, step = arrival timestep.
 
@@ -220,14 +232,17 @@ def _concurrent(instance: Instance, ctx: _Context, meta: dict) -> Schedule:
 
 
 def _link_use(res: Result, topo: Topology, n_links: int) -> dict[int, np.ndarray]:
-    """Per timestep, how many slots of each link pair the sends of ``res`` occupy."""
+    """Per timestep, how many slots of each link pair the sends of ``res`` occupy (a send
+    arriving at ``e`` with ``busy`` occupancy and latency ``delay - busy`` occupies
+    ``e - latency - busy + 1 .. e - latency``)."""
     busy: dict[int, np.ndarray] = {}
     idx = topo.link_arrays.lookup(res.src, res.dst)
-    for k in range(int(res.delay.max(initial=1))):
-        m = res.delay > k
-        for s in np.unique(res.step[m] - k).tolist():
+    last = res.step - (res.delay - res.busy)  # the last timestep each send is on its link
+    for k in range(int(res.busy.max(initial=1))):
+        m = res.busy > k
+        for s in np.unique(last[m] - k).tolist():
             b = busy.setdefault(int(s), np.zeros(n_links, np.int64))
-            np.add.at(b, idx[m & (res.step - k == s)], 1)
+            np.add.at(b, idx[m & (last - k == s)], 1)
     return busy
 
 
