@@ -6,7 +6,13 @@ Two sources of rows, one layout (:data:`COLUMNS`):
   I-V, TE-CCL's provided outputs), each set beside our number computed from the stored runs
   the way the paper computes its own (:func:`ours`): a normalised time divides by the
   reference method's time as the paper normalises; TE-CCL's finish time is epochs x epoch
-  duration and its algorithm bandwidth the output buffer over that time.
+  duration (its ``4-Collective_Finish_Time = 1-Epoch_Duration x 3-Epochs_Required``,
+  teccl/solvers/allgather.py: no latency term is added, the ``ceil(alpha / epoch)`` epochs a
+  hop's latency takes are inside the epoch count) and its algorithm bandwidth the output
+  buffer over that time. Ours is computed the same way on the instance's epoch
+  (:func:`~collsynth.instances.instance.epoch_timestep`), which for TE-CCL's instances
+  (topology ``latency = "pipelined"``) is TE-CCL's: a chunk's transmission on the fastest or
+  slowest link, with the latency in the epoch count as in TE-CCL.
 - ``optree_rows``, ``swing_rows``, ``bfb_table4_rows``, ``bfb_table5_rows``: the seeds'
   analytic tables (computed by the solvers' modules, no store) in the same form.
 
@@ -107,7 +113,8 @@ def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, st
     ``normalized_time``: the method's best time under ``model`` (default the event
     simulation) over the reference method's; ``epochs``: fewest TEN timesteps;
     ``finish_time_s``: those epochs x the instance's epoch timestep (TE-CCL: epochs x epoch
-    duration; the TEN-priced time without an epoch); ``algo_bandwidth_GBps``: output buffer
+    duration, latency epochs included, no separate latency term; the TEN-priced time without
+    an epoch); ``algo_bandwidth_GBps``: output buffer
     (bytes) / finish time / 1e9 (TE-CCL: GPUs x chunk size / finish time, GB/s);
     ``synthesis_s`` / ``solver_s``: wall time of the method's best run (with an epoch: the run
     of fewest epochs, else of the least time).
