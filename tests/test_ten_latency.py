@@ -172,3 +172,20 @@ def test_every_producer_at_or_above_the_bounds(n, chunks, alpha, producer):
         bound = getattr(b, model)
         if bound.computed and r.row.get(col) is not None and np.isfinite(r.row[col]):
             assert r.row[col] >= bound.value * (1 - 1e-9), (model, r.row[col], bound.value)
+
+
+def test_verifier_combining_reads_its_inputs_after_they_arrive():
+    # reduce to node 0 on the 3-ring 0 -> 1 -> 2 -> 0: node 1's contribution reaches node 2 at the
+    # end of 3 (1 on the link + 2 latency); node 2's partial sum must leave after that (read at the
+    # end of 3 at the earliest) and arrives at 0 at the end of 6
+    inst = make_instance(ring(3), "reduce", root=0, message_bytes=1.0)
+
+    def sched(second):
+        return from_arrays("reduce", 3, 1, chunk=[0, 0], src=[1, 2], dst=[2, 0], step=[3, second],
+                           meta={"timestep_s": 1.0})
+
+    assert verify(sched(6), inst) is None
+    v = verify(sched(5), inst)  # it would read node 2 at the end of 2, before node 1's input arrives
+    assert v is not None and v.index == 1 and "end of step 2" in v.reason
+    # the event model prices the valid one the same way: 3 s per hop
+    assert price_event(sched(6), inst).total_s == pytest.approx(6.0)
