@@ -38,6 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import pickle
+import select
+import signal
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -62,6 +67,8 @@ ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer th
 STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
 BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
 BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
+BOUNDS_APART_NODES = 256  # from this many nodes, the bounds run in a child process beside the producer
+BOUNDS_KILL_LAG_S = 1.0  # a bounds child still running this long after its share ends is killed
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
@@ -99,17 +106,19 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     timestep = _timestep(options)
     bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
     share = _bounds_share(deadline)
-    try:
-        with _stage(share, "lower bounds", stages):
-            bnds.parts  # noqa: B018 - every model's bound computed here, on the clock
-    except TimeLimitReached as e:
-        if deadline.expired():
-            return _timed_out(row, e, deadline, stages, "lower bounds"), None
-        bnds = bnds.settled(f"the bounds' share of the time limit ran out after {stages['lower bounds']:.3g} s")
+    with bounds_apart(bnds, share) as apart:
+        if apart is None:  # a small instance: its bounds first, here
+            bnds, ended = _bounds_here(bnds, share, deadline, stages)
+            if ended is not None:
+                return _timed_out(row, ended, deadline, stages, "lower bounds"), None
+        outcome, stopped = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
+        if apart is not None:  # a big one: computed in a child process while the producer ran
+            bnds = apart.collect(stages)
+    if stopped is not None:
+        outcome.message = _limit_message(stopped, deadline, stages, "produce")
     row.update(lower_bound_steps=bnds.steps.value, lower_bound_timesteps=bnds.timesteps.value)
     for model in cost_models.MODELS.values():
         row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
-    outcome = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
     _record(row, prod, outcome)
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
@@ -119,6 +128,124 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
     return row, kept
+
+
+def _bounds_here(bnds: Bounds, share: Deadline, deadline: Deadline,
+                 stages: dict[str, float]) -> tuple[Bounds, TimeLimitReached | None]:
+    """Every model's bound computed in this process within ``share``; the bounds (those not
+    computed in time reported so) and the limit's exception if the run's whole time is up."""
+    try:
+        with _stage(share, "lower bounds", stages):
+            bnds.parts  # noqa: B018 - every model's bound computed here, on the clock
+    except TimeLimitReached as e:
+        if deadline.expired():
+            return bnds, e
+        return bnds.settled(_share_ran_out(stages["lower bounds"])), None
+    return bnds, None
+
+
+def _share_ran_out(seconds: float) -> str:
+    return f"the bounds' share of the time limit ran out after {seconds:.3g} s"
+
+
+class BoundsApart:
+    """The lower bounds of a big instance computed in a forked child process (the second
+    core) while this process runs the producer: the child computes every model's bound within
+    the bounds' share of the time limit (:func:`_bounds_share`) and sends back what it
+    computed (:meth:`~collsynth.tens.bounds.Bounds.computed_state`, a few kilobytes); a child
+    still running :data:`BOUNDS_KILL_LAG_S` after its share is killed."""
+
+    def __init__(self, bnds: Bounds, share: Deadline):
+        self.bnds, self.share = bnds, share
+        self.started = time.perf_counter()
+        self.collected = False
+        read, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: compute, send, leave without running the parent's exit code
+            os.close(read)
+            try:
+                with os.fdopen(write, "wb") as out:
+                    out.write(_bounds_payload(bnds, share))
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.fd = read
+
+    def collect(self, stages: dict[str, float]) -> Bounds:
+        """The bounds as the child computed them (those it did not reported as not computed,
+        and why); the child's time is the ``lower bounds`` stage."""
+        at = None if self.share.at is None else self.share.at + BOUNDS_KILL_LAG_S
+        data = _read_all(self.fd, at)
+        self.close()
+        stages["lower bounds"] = round(time.perf_counter() - self.started, 4)
+        if data is None:  # killed at its share's end: nothing of it is kept
+            return self.bnds.settled(_share_ran_out(stages["lower bounds"]))
+        payload = pickle.loads(data)
+        if "error" in payload:
+            raise payload["error"]
+        stages["lower bounds"] = payload["seconds"]
+        self.bnds.adopt(payload["state"])
+        return self.bnds.settled(_share_ran_out(payload["seconds"])) if payload["stopped"] else self.bnds
+
+    def close(self) -> None:
+        """Stop the child (if still running) and reap it."""
+        if self.collected:
+            return
+        self.collected = True
+        os.close(self.fd)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+
+@contextlib.contextmanager
+def bounds_apart(bnds: Bounds, share: Deadline) -> Iterator[BoundsApart | None]:
+    """A :class:`BoundsApart` for an instance of at least :data:`BOUNDS_APART_NODES` nodes
+    (``None`` for a smaller one: its bounds take less than forking would save); the child is
+    stopped and reaped however the body ends."""
+    if bnds.instance.topology.size < BOUNDS_APART_NODES or bnds.complete():
+        yield None
+        return
+    apart = BoundsApart(bnds, share)
+    try:
+        yield apart
+    finally:
+        apart.close()
+
+
+def _bounds_payload(bnds: Bounds, share: Deadline) -> bytes:
+    """In the child: every model's bound within ``share``, pickled with what was computed,
+    whether the share ran out and the seconds taken (or the error that stopped it)."""
+    t0 = time.perf_counter()
+    stopped = False
+    try:
+        with enforce(share, "lower bounds"):
+            bnds.parts  # noqa: B018 - every model's bound computed, on the share's clock
+    except TimeLimitReached:
+        stopped = True
+    except BaseException as e:  # noqa: BLE001 - carried to the parent, which raises it
+        try:
+            return pickle.dumps({"error": pickle.loads(pickle.dumps(e))})
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+            return pickle.dumps({"error": RuntimeError(f"lower bounds: {type(e).__name__}: {e}\n"
+                                                       f"{traceback.format_exc(limit=8)}")})
+    return pickle.dumps({"state": bnds.computed_state(), "stopped": stopped,
+                         "seconds": round(time.perf_counter() - t0, 4)})
+
+
+def _read_all(fd: int, at: float | None) -> bytes | None:
+    """Everything written to ``fd`` until its end, or ``None`` if it has not ended by the
+    ``time.monotonic()`` instant ``at``."""
+    data = []
+    while True:
+        wait = None if at is None else max(0.0, at - time.monotonic())
+        ready, _, _ = select.select([fd], [], [], wait)
+        if not ready:
+            return None
+        piece = os.read(fd, 1 << 20)
+        if not piece:
+            return b"".join(data)
+        data.append(piece)
 
 
 def _bounds_share(deadline: Deadline) -> Deadline:
@@ -187,25 +314,28 @@ def _stage(deadline: Deadline, name: str, stages: dict[str, float]) -> Iterator[
         stages[name] = round(time.perf_counter() - t0, 4)
 
 
-def _produce(prod, instance: Instance, options: Options, deadline: Deadline, stages: dict[str, float]) -> Outcome:
-    """The producer's outcome; a crash, an unsupported instance or the time limit as a status.
+def _produce(prod, instance: Instance, options: Options, deadline: Deadline,
+             stages: dict[str, float]) -> tuple[Outcome, TimeLimitReached | None]:
+    """The producer's outcome; a crash, an unsupported instance or the time limit as a status
+    (with the limit's exception: the caller writes where it stopped once every stage beside the
+    producer has ended).
 
     The producer sees ``deadline`` (``options.deadline``); the timer that stops it if it does
     not check goes off :data:`ALARM_LAG_S` later, so that a producer checking its deadline
     stops first and says how far it got."""
     try:
         with _stage(deadline.extended(ALARM_LAG_S), "produce", stages):
-            return prod.run(instance, options)
+            return prod.run(instance, options), None
     except InputError:
         raise
     except Unsupported as e:
-        return Outcome(None, "skipped", message=f"unsupported: {e}")
+        return Outcome(None, "skipped", message=f"unsupported: {e}"), None
     except TimeLimitReached as e:
-        return Outcome(None, "timeout", message=_limit_message(e, deadline, stages, "produce"))
+        return Outcome(None, "timeout"), e
     except Exception as e:  # noqa: BLE001 - a producer crash is a recorded failure, not a dead batch
         outcome = Outcome(None, "error", message=f"{type(e).__name__}: {e}")
         outcome.extra["traceback"] = traceback.format_exc(limit=8)
-        return outcome
+        return outcome, None
 
 
 def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
@@ -229,50 +359,114 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
-    """Verify the schedule, then price it under every cost model, cheapest first, within ``deadline``.
-
-    A model that would not finish in the time left (at its ``rate``) is not started, since its
-    compiled loop cannot be interrupted; nor are the models after it."""
+    """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
+    model, cheapest first, within ``deadline``; the prices go into the row only once the
+    schedule has verified (a schedule that fails, or whose verification the limit stops, is
+    reported unpriced)."""
     row["sends"] = len(schedule)
+    pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
     try:
         with _stage(deadline, "verification", stages):
             violation = verify.verify(schedule, instance)
     except TimeLimitReached as e:
+        pricing.cancel()
         return _timed_out(row, e, deadline, stages, "verification", f"a schedule of {len(schedule):,} sends, not kept"), None
+    except BaseException:
+        pricing.cancel()
+        raise
     finally:
         row["verify_s"] = stages.get("verification")
     if violation is not None:
+        pricing.cancel()
         row["status"] = "invalid"
         row["message"] = f"verification failed: {violation}"
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
-    plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
-                                                        if m.uses_plan))  # derived once for them
-    for model in cost_models.MODELS.values():
+    for model, result, seconds in pricing.results():
         stage = f"pricing ({model.name})"
-        left, need = deadline.left(), len(schedule) / model.rate
-        if left is not None and need > left:
-            row["message"] = (f"{row['message']}; {stage} not started: about {need:.3g} s needed at "
-                              f"{model.rate:.3g} sends/s, {left:.3g} s left: not priced under {model.name} "
-                              "and later models").lstrip("; ")
-            break
-        try:
-            with _stage(deadline, stage, stages):
-                shared = {"plan": plan} if model.uses_plan else {}
-                price = model.price(schedule, instance, timestep=epoch_step, **shared)
-        except TimeLimitReached as e:
-            note = _limit_message(e, deadline, stages, stage)
+        if seconds is not None:
+            stages[stage] = row[model.price_column] = seconds
+        if isinstance(result, (str, TimeLimitReached)):  # not started, or the limit came: this and later models unpriced
+            note = _limit_message(result, deadline, stages, stage) if isinstance(result, TimeLimitReached) else result
             row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")
             break
-        except NotSupported as e:  # the model cannot represent the schedule's timing: no price, said why
-            row["message"] = f"{row['message']}; not priced under {model.name}: {e}".lstrip("; ")
+        if isinstance(result, NotSupported):  # the model cannot represent the schedule's timing: said why
+            row["message"] = f"{row['message']}; not priced under {model.name}: {result}".lstrip("; ")
             continue
-        finally:
-            row[model.price_column] = stages.get(stage)
-        row[model.time_column] = price.total_s
-        row.update({column.name: column.value(price) for column in model.columns})
+        if isinstance(result, BaseException):
+            raise result
+        row[model.time_column] = result.total_s
+        row.update({column.name: column.value(result) for column in model.columns})
     return row, schedule
+
+
+class SpeculativePricing:
+    """A schedule priced under every cost model (cheapest first, sharing one
+    :class:`~collsynth.tens.plan.PricingPlan`) in a thread of its own, started while the
+    calling thread verifies the schedule: the compiled kernels of both release the GIL, so
+    verification and pricing run on two cores. Nothing priced here is reported unless the
+    schedule verified (:func:`_check_and_price` reads :meth:`results` only then).
+
+    A model that would not finish in the time left (at its ``rate``) is not started, since its
+    compiled loop cannot be interrupted; nor are the models after it. :meth:`cancel` stops the
+    thread before its next model."""
+
+    def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None):
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._done: list[tuple[Any, Any, float | None]] = []  # (model, Cost / exception / note, seconds)
+        self._running: tuple[Any, float] | None = None  # the model being priced, since when
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._price_all, args=(schedule, instance, epoch_step),
+                                        name="collsynth pricing", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Price no further model (the one being priced finishes; its price is dropped)."""
+        self._cancelled.set()
+
+    def results(self) -> list[tuple[Any, Any, float | None]]:
+        """``(model, result, seconds)`` for every model in order, once the thread has ended or
+        the deadline passed: result is the model's :class:`~collsynth.tens.cost.Cost`, the
+        :class:`~collsynth.tens.ten.NotSupported` or other exception it raised, or a note
+        saying why it was not started for want of time, or :class:`~collsynth.limits.TimeLimitReached` for
+        the model the deadline passed in."""
+        self._thread.join(self.deadline.left())
+        with self._lock:
+            out = list(self._done)
+            running = self._running if self._thread.is_alive() else None
+            self._cancelled.set()
+        if running is not None:
+            model, t0 = running
+            out.append((model, TimeLimitReached(f"pricing ({model.name})"), round(time.perf_counter() - t0, 4)))
+        return out
+
+    def _price_all(self, schedule: Schedule, instance: Instance, epoch_step: float | None) -> None:
+        plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
+                                                            if m.uses_plan))  # derived once for them
+        for model in cost_models.MODELS.values():
+            left, need = self.deadline.left(), len(schedule) / model.rate
+            with self._lock:
+                if self._cancelled.is_set():
+                    return
+                if left is not None and need > left:
+                    self._done.append((model, f"pricing ({model.name}) not started: about {need:.3g} s needed at "
+                                              f"{model.rate:.3g} sends/s, {left:.3g} s left", None))
+                    return
+                t0 = time.perf_counter()
+                self._running = (model, t0)
+            try:
+                shared = {"plan": plan} if model.uses_plan else {}
+                result = model.price(schedule, instance, timestep=epoch_step, **shared)
+            except BaseException as e:  # noqa: BLE001 - given to the verifying thread, which decides
+                result = e
+            with self._lock:
+                self._running = None
+                if not self._cancelled.is_set():
+                    self._done.append((model, result, round(time.perf_counter() - t0, 4)))
+            if isinstance(result, BaseException) and not isinstance(result, NotSupported):
+                return
 
 
 def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, float], stage: str) -> str:

@@ -954,6 +954,26 @@ class Bounds:
             out._parts.setdefault(name, (not_computed(model, "none", why),))
         return out
 
+    def computed_state(self) -> dict:
+        """What has been computed so far, as plain picklable data: the parts per model and
+        the timesteps they count in (for :meth:`adopt` in another process)."""
+        return {"parts": dict(self._parts), "timestep_s": self.timestep_s, "ten_timestep_s": self.ten_timestep_s}
+
+    def complete(self) -> bool:
+        """Whether every model's parts have been computed."""
+        return all(name in self._parts for name in ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth",
+                                                     "steps"))
+
+    def adopt(self, state: dict) -> None:
+        """Take the parts another process computed for this instance (``state`` from its
+        :meth:`computed_state`); parts this object has already computed are kept."""
+        for name, parts in state["parts"].items():
+            self._parts.setdefault(name, tuple(parts))
+        if self.timestep_s is None:
+            self.timestep_s = state["timestep_s"]
+        if self.ten_timestep_s is None:
+            self.ten_timestep_s = state["ten_timestep_s"]
+
     def of(self, model: str) -> Bound:
         """The best bound of ``model`` (one of :data:`MODELS` or ``steps``)."""
         return getattr(self, model)

@@ -1,0 +1,122 @@
+"""The run's stages side by side: lower bounds in a child process beside the producer, pricing
+in a thread beside verification. Results are those of the stages run one after the other;
+nothing priced is reported for a schedule that does not verify; the time limit still holds."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
+from collsynth.solvers import pipeline
+from collsynth.solvers.producers import Options, get
+from collsynth.tens import bounds, cost_models
+from collsynth.tens.schedule import from_arrays
+
+
+def _ring_allgather(n: int):
+    """The unidirectional ring allgather by hand: chunk ``c`` leaves node ``c`` and goes one
+    hop a step, ``n - 1`` steps, ``n (n - 1)`` sends."""
+    c = np.repeat(np.arange(n), n - 1)
+    k = np.tile(np.arange(n - 1), n)
+    return from_arrays("allgather", n, n, chunk=c, src=(c + k) % n, dst=(c + k + 1) % n, step=k + 1)
+
+
+def test_bounds_from_the_child_process_are_the_bounds_computed_here():
+    inst = make_instance(build("ring", {"nodes": 6}), "allgather")
+    here = bounds.Bounds(inst, None, bounds.CUT_BUDGET_S)
+    stages = {}
+    apart = pipeline.BoundsApart(bounds.Bounds(inst, None, bounds.CUT_BUDGET_S), Deadline.after(None))
+    there = apart.collect(stages)
+    assert there.parts == here.parts and there.timestep_s == here.timestep_s
+    assert there.steps.value == 3  # a bidirectional ring of 6: the farthest node is 3 hops away
+    assert there.complete() and 0 <= stages["lower bounds"] < 60
+
+
+def test_a_bounds_child_out_of_time_reports_every_bound_not_computed():
+    inst = make_instance(build("ring", {"nodes": 6}), "allgather")
+    spent = Deadline(time.monotonic() - 1.0, 1.0)
+    stages = {}
+    settled = pipeline.BoundsApart(bounds.Bounds(inst, None, bounds.CUT_BUDGET_S), spent).collect(stages)
+    for model in bounds.MODELS + ("steps",):
+        b = settled.of(model)
+        assert not b.computed and "share of the time limit ran out" in b.note, (model, b)
+
+
+def test_a_run_with_its_bounds_apart_matches_the_run_without(monkeypatch):
+    inst = make_instance(build("torus", {"dims": [3, 4]}), "allgather")
+    bounds._CACHE.clear()
+    here, sched_here = pipeline.run(inst, "ring")
+    bounds._CACHE.clear()
+    monkeypatch.setattr(pipeline, "BOUNDS_APART_NODES", 1)
+    apart, sched_apart = pipeline.run(inst, "ring")
+    assert "lower bounds" in apart["extra"]["stages_s"]
+    same = [k for k in here if not k.endswith("_s") or k.startswith(("time_", "lower_bound"))]
+    assert {k: here[k] for k in same if k != "extra"} == {k: apart[k] for k in same if k != "extra"}
+    assert here["extra"]["bounds"] == apart["extra"]["bounds"]
+    assert np.array_equal(sched_here.src, sched_apart.src)
+
+
+def test_speculative_prices_are_the_prices_of_each_model_alone():
+    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
+    sched = _ring_allgather(40)
+    results = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None).results()
+    assert [m.name for m, _, _ in results] == list(cost_models.names())
+    for model, cost, seconds in results:
+        assert cost.total_s == cost_models.price(sched, inst, model.name).total_s and seconds >= 0
+
+
+def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(monkeypatch):
+    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
+    sched = _ring_allgather(40)
+    broken = sched.select(slice(0, len(sched) - 1))  # the last send dropped: node 38 misses chunk 39
+    # pricing the broken schedule beside its verification does price it ...
+    priced = pipeline.SpeculativePricing(broken, inst, Deadline.after(None), None).results()
+    assert all(cost.total_s > 0 for _, cost, _ in priced)
+    # ... and the run that verifies it reports no price at all
+    row = pipeline.schema.empty_row(message="")
+    stages = {}
+    row, kept = pipeline._check_and_price(row, broken, inst, Deadline.after(None), stages, None)
+    assert kept is None and row["status"] == "invalid" and not row["verified"]
+    assert "verification failed" in row["message"]
+    for model in cost_models.MODELS.values():
+        assert row[model.time_column] is None and row[model.price_column] is None
+        assert f"pricing ({model.name})" not in stages
+
+
+def test_a_time_limit_during_verification_and_pricing_still_holds():
+    """A million sends produced at once (the ring allgather on 1000 nodes) under a one-second
+    limit: verification and pricing side by side get the grace, and the models that cannot
+    finish in it are not started."""
+    n, limit = 1000, 1.0
+    inst = make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather")
+    pipeline.warm_kernels()
+    pipeline.warm_producer("ring")
+    get("ring")
+    t0 = time.monotonic()
+    row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
+    elapsed = time.monotonic() - t0
+    assert elapsed <= limit + GRACE_S, (elapsed, row["message"])
+    assert row["time_event_s"] is None  # 999,000 sends at the event model's rate: about 7 s
+    if row["verified"]:
+        assert "not priced under" in row["message"], row["message"]
+    else:
+        assert row["status"] == "timeout" and "time limit 1 s reached" in row["message"], row["message"]
+
+
+def test_a_deadline_passing_while_a_model_prices_names_that_model():
+    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
+    pricing = pipeline.SpeculativePricing(_ring_allgather(300), inst, Deadline(time.monotonic() + 0.02, 0.02), None)
+    t0 = time.monotonic()
+    results = pricing.results()
+    assert time.monotonic() - t0 < 0.5
+    last = results[-1][1]
+    assert isinstance(last, (str, TimeLimitReached)), results  # stopped, or not started for want of time
+    if isinstance(last, TimeLimitReached):
+        assert last.stage == f"pricing ({results[-1][0].name})"
+    else:
+        assert "not started" in last
