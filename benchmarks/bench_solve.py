@@ -1,0 +1,128 @@
+"""``collsynth solve`` end to end against the producer's own time, on the big cases.
+
+Run ``python benchmarks/bench_solve.py`` (the three cases of the issue "solve within 2x of the
+producer": BFB LP on a 50x50 torus allgather, Swing on a 32x32 torus allreduce of 1 GiB,
+TACOS-Greedy on a 64x64 torus allgather; a few minutes on a shared machine), ``--cases greedy``
+to pick some, ``--repeat N`` to run each N times, or ``python -m pytest -m benchmark -s
+benchmarks/bench_solve.py``.
+
+Each run is the command line exactly as a user types it, in a fresh process::
+
+    python -m collsynth.solvers.cli solve FILE --producer P --json --time-limit 600
+
+and the parent takes that process's own resource usage (``os.wait4``): wall seconds, CPU
+seconds (user + system, the child processes it waited for included), peak resident set. The
+table prints, per case side by side: the producer's own time (the row's ``wall_s``), the solve
+wall time and their ratio, the row's stage times (``lower bounds``, ``verification``, each
+``pricing (model)``: the bounds run beside the producer and pricing beside verification, so
+they add up to more than the wall time), ``rest``: the wall time outside the two pairs of
+stages (start-up: imports, kernel loading, reading the instance; writing the result), peak RSS, CPU seconds and the load
+average before and after the run, so that figures taken on a shared machine read honestly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE.parent / "instances" / "corpus"
+SWING_TOML = ('name = "torus32x32-allreduce-1GiB"\n[topology]\ngenerator = "torus"\ndims = [32, 32]\n'
+              '[collective]\nkind = "allreduce"\nmessage_bytes = 1073741824\n')
+CASES = {  # name: (producer, corpus file or TOML text)
+    "bfb-lp torus 50x50 allgather": ("bfb-lp", CORPUS / "scale-torus50x50-allgather.toml"),
+    "swing-bw torus 32x32 allreduce 1 GiB": ("swing-bw", SWING_TOML),
+    "greedy torus 64x64 allgather": ("greedy", CORPUS / "scale-torus64x64-allgather.toml"),
+}
+STAGES = ("lower bounds", "produce", "verification", "pricing (sync)", "pricing (ten)", "pricing (event)")
+
+
+def solve_once(producer: str, instance: Path, time_limit: float = 600.0) -> dict:
+    """One ``collsynth solve`` in a fresh process: its row and its own wall, CPU and peak."""
+    cmd = [sys.executable, "-m", "collsynth.solvers.cli", "solve", str(instance), "--producer", producer, "--json",
+           "--time-limit", f"{time_limit:g}"]
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        started = time.time()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {errors[-2000:]}")
+    row = json.loads(text)
+    return {"row": row, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_bytes": usage.ru_maxrss * 1024,
+            "load_before": load0, "load_after": os.getloadavg()[0], "started": started}
+
+
+def figures(name: str, run: dict) -> dict:
+    """The table's figures of one run."""
+    row = run["row"]
+    stages = row["extra"]["stages_s"]
+    produce = row["wall_s"]
+    t = {k: stages.get(k) or 0.0 for k in STAGES}
+    inside = max(t["lower bounds"], t["produce"]) + max(t["verification"], sum(t[k] for k in STAGES[3:]))
+    return {"case": name, "sends": row["sends"], "status": row["status"], "produce_s": produce,
+            "rest_s": run["wall_s"] - inside,
+            "solve_s": run["wall_s"], "ratio": run["wall_s"] / produce, "stages": {k: stages.get(k) for k in STAGES},
+            "peak_gib": run["peak_bytes"] / 2**30, "cpu_s": run["cpu_s"], "load": (run["load_before"], run["load_after"])}
+
+
+def report(rows: list[dict]) -> str:
+    """Side by side: produce, solve, ratio, stages, peak, CPU, load."""
+    short = {"lower bounds": "bounds", "produce": "produce", "verification": "verify", "pricing (sync)": "sync",
+             "pricing (ten)": "ten", "pricing (event)": "event"}
+    head = (f"{'case':38s} {'sends':>11s} {'produce s':>9s} {'solve s':>8s} {'ratio':>6s} | "
+            + " ".join(f"{short[s]:>7s}" for s in STAGES) + f" {'rest':>6s} | {'peak GiB':>8s} {'CPU s':>7s} {'load':>10s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        cells = " ".join(f"{v:7.2f}" if v is not None else f"{'-':>7s}" for v in r["stages"].values())
+        lines.append(f"{r['case']:38s} {r['sends']:11,d} {r['produce_s']:9.2f} {r['solve_s']:8.2f} {r['ratio']:6.2f} | "
+                     f"{cells} {r['rest_s']:6.2f} | {r['peak_gib']:8.2f} {r['cpu_s']:7.1f} {r['load'][0]:4.1f}->{r['load'][1]:4.1f}")
+    return "\n".join(lines)
+
+
+def run(cases: dict, repeat: int = 1) -> list[dict]:
+    """Every case ``repeat`` times, printing each line as it comes."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (producer, source) in cases.items():
+            path = source if isinstance(source, Path) else Path(tmp) / f"{producer}.toml"
+            if not isinstance(source, Path):
+                path.write_text(source)
+            for _ in range(repeat):
+                rows.append(figures(name, solve_once(producer, path)))
+                print(report(rows[-1:]).splitlines()[-1], flush=True)
+    return rows
+
+
+@pytest.mark.benchmark
+def test_solve_against_produce():
+    rows = run(CASES)
+    print("\n" + report(rows))
+    assert all(r["status"] in ("optimal", "feasible", "constructed", "heuristic") for r in rows)
+
+
+def _main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
+    p.add_argument("--repeat", type=int, default=1, help="runs per case")
+    args = p.parse_args(argv)
+    cases = {k: v for k, v in CASES.items() if not args.cases or any(c in k for c in args.cases.split(","))}
+    rows = run(cases, args.repeat)
+    print("\n" + report(rows))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
