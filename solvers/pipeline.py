@@ -36,7 +36,6 @@ the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import os
@@ -360,10 +359,10 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
-    """Verify the schedule while a :class:`SpeculativePricing` prices it under the dearest cost
-    models, then help it price the rest, within ``deadline``; the prices go into the row only
-    once the schedule has verified (a schedule that fails, or whose verification the limit
-    stops, is reported unpriced)."""
+    """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
+    model, cheapest first, within ``deadline``; the prices go into the row only once the
+    schedule has verified (a schedule that fails, or whose verification the limit stops, is
+    reported unpriced)."""
     row["sends"] = len(schedule)
     pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
     try:
@@ -384,108 +383,90 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
-    pricing.price_here()
-    notes = []
     for model, result, seconds in pricing.results():
         stage = f"pricing ({model.name})"
         if seconds is not None:
             stages[stage] = row[model.price_column] = seconds
-        if result is None or isinstance(result, str):  # not started: the limit came first, or not enough time left
-            notes.append(f"{result or f'{stage} not started: the time limit came first'}: not priced under {model.name}")
-        elif isinstance(result, TimeLimitReached):
-            notes.append(f"{_limit_message(result, deadline, stages, stage)}: not priced under {model.name}")
-        elif isinstance(result, NotSupported):  # the model cannot represent the schedule's timing: said why
-            notes.append(f"not priced under {model.name}: {result}")
-        elif isinstance(result, BaseException):
+        if isinstance(result, (str, TimeLimitReached)):  # not started, or the limit came: this and later models unpriced
+            note = _limit_message(result, deadline, stages, stage) if isinstance(result, TimeLimitReached) else result
+            row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")
+            break
+        if isinstance(result, NotSupported):  # the model cannot represent the schedule's timing: said why
+            row["message"] = f"{row['message']}; not priced under {model.name}: {result}".lstrip("; ")
+            continue
+        if isinstance(result, BaseException):
             raise result
-        else:
-            row[model.time_column] = result.total_s
-            row.update({column.name: column.value(result) for column in model.columns})
-    row["message"] = "; ".join([row["message"]] + notes if row["message"] else notes)
+        row[model.time_column] = result.total_s
+        row.update({column.name: column.value(result) for column in model.columns})
     return row, schedule
 
 
 class SpeculativePricing:
-    """A schedule priced under every cost model, on two lanes sharing one
-    :class:`~collsynth.tens.plan.PricingPlan`: a thread of its own takes the models dearest
-    first (lowest ``rate``) as soon as the schedule is produced, while the calling thread
-    verifies the schedule; once verified, the calling thread takes the models left cheapest
-    first (:meth:`price_here`). The compiled kernels release the GIL, so verification and
-    pricing use two cores. Nothing priced here is reported unless the schedule verified
-    (:func:`_check_and_price` reads :meth:`results` only then).
+    """A schedule priced under every cost model (cheapest first, sharing one
+    :class:`~collsynth.tens.plan.PricingPlan`) in a thread of its own, started while the
+    calling thread verifies the schedule: the compiled kernels of both release the GIL, so
+    verification and pricing run on two cores. Nothing priced here is reported unless the
+    schedule verified (:func:`_check_and_price` reads :meth:`results` only then).
 
     A model that would not finish in the time left (at its ``rate``) is not started, since its
-    compiled loop cannot be interrupted. :meth:`cancel` stops both lanes before their next model."""
+    compiled loop cannot be interrupted; nor are the models after it. :meth:`cancel` stops the
+    thread before its next model."""
 
     def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None):
-        self.schedule, self.instance, self.deadline, self.epoch_step = schedule, instance, deadline, epoch_step
-        self.plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
-                                                                 if m.uses_plan))  # derived once for them
+        self.deadline = deadline
         self._lock = threading.Lock()
-        self._todo = collections.deque(cost_models.MODELS.values())  # cheapest first
-        self._done: dict[str, tuple[Any, float | None]] = {}  # model name: (Cost / exception / note, seconds)
-        self._running: dict[str, float] = {}  # model name: when its pricing started
+        self._done: list[tuple[Any, Any, float | None]] = []  # (model, Cost / exception / note, seconds)
+        self._running: tuple[Any, float] | None = None  # the model being priced, since when
         self._cancelled = threading.Event()
-        self._thread = threading.Thread(target=self._lane, args=(True,), name="collsynth pricing", daemon=True)
+        self._thread = threading.Thread(target=self._price_all, args=(schedule, instance, epoch_step),
+                                        name="collsynth pricing", daemon=True)
         self._thread.start()
 
     def cancel(self) -> None:
-        """Price no further model (those being priced finish; their prices are dropped)."""
+        """Price no further model (the one being priced finishes; its price is dropped)."""
         self._cancelled.set()
 
-    def price_here(self) -> None:
-        """Price the models the thread has not taken, cheapest first, in the calling thread (a
-        model the deadline interrupts is recorded so, and no further model is taken)."""
-        try:
-            with enforce(self.deadline, "pricing"):
-                self._lane(False)
-        except TimeLimitReached:  # landed between two models: the one started is reported interrupted
-            pass
-
     def results(self) -> list[tuple[Any, Any, float | None]]:
-        """``(model, result, seconds)`` for every model in registry order, once the thread has
-        ended or the deadline passed. ``result`` is the model's :class:`~collsynth.tens.cost.Cost`;
-        the :class:`~collsynth.tens.ten.NotSupported` or other exception it raised; a note saying
-        it was not started for want of time; :class:`~collsynth.limits.TimeLimitReached` for a
-        model the deadline passed in; ``None`` for a model never started (the limit came first)."""
+        """``(model, result, seconds)`` for every model in order, once the thread has ended or
+        the deadline passed: result is the model's :class:`~collsynth.tens.cost.Cost`, the
+        :class:`~collsynth.tens.ten.NotSupported` or other exception it raised, or a note
+        saying why it was not started for want of time, or :class:`~collsynth.limits.TimeLimitReached` for
+        the model the deadline passed in."""
         self._thread.join(self.deadline.left())
         with self._lock:
+            out = list(self._done)
+            running = self._running if self._thread.is_alive() else None
             self._cancelled.set()
-            done, running = dict(self._done), dict(self._running)
-        now = time.perf_counter()
-        for name, t0 in running.items():
-            done[name] = (TimeLimitReached(f"pricing ({name})"), round(now - t0, 4))
-        return [(m, *done.get(m.name, (None, None))) for m in cost_models.MODELS.values()]
+        if running is not None:
+            model, t0 = running
+            out.append((model, TimeLimitReached(f"pricing ({model.name})"), round(time.perf_counter() - t0, 4)))
+        return out
 
-    def _lane(self, dearest_first: bool) -> None:
-        while not self._cancelled.is_set() and not self.deadline.expired():
+    def _price_all(self, schedule: Schedule, instance: Instance, epoch_step: float | None) -> None:
+        plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
+                                                            if m.uses_plan))  # derived once for them
+        for model in cost_models.MODELS.values():
+            left, need = self.deadline.left(), len(schedule) / model.rate
             with self._lock:
-                if not self._todo:
+                if self._cancelled.is_set():
                     return
-                model = self._todo.pop() if dearest_first else self._todo.popleft()
-                left, need = self.deadline.left(), len(self.schedule) / model.rate
                 if left is not None and need > left:
-                    self._done[model.name] = (f"pricing ({model.name}) not started: about {need:.3g} s needed at "
-                                              f"{model.rate:.3g} sends/s, {left:.3g} s left", None)
-                    continue
-                self._running[model.name] = t0 = time.perf_counter()
-            result = self._price(model)
+                    self._done.append((model, f"pricing ({model.name}) not started: about {need:.3g} s needed at "
+                                              f"{model.rate:.3g} sends/s, {left:.3g} s left", None))
+                    return
+                t0 = time.perf_counter()
+                self._running = (model, t0)
+            try:
+                shared = {"plan": plan} if model.uses_plan else {}
+                result = model.price(schedule, instance, timestep=epoch_step, **shared)
+            except BaseException as e:  # noqa: BLE001 - given to the verifying thread, which decides
+                result = e
             with self._lock:
-                del self._running[model.name]
+                self._running = None
                 if not self._cancelled.is_set():
-                    self._done[model.name] = (result, round(time.perf_counter() - t0, 4))
-            if isinstance(result, TimeLimitReached):
+                    self._done.append((model, result, round(time.perf_counter() - t0, 4)))
+            if isinstance(result, BaseException) and not isinstance(result, NotSupported):
                 return
-
-    def _price(self, model) -> Any:
-        """The model's price, or what it raised (given to the verifying thread, which decides)."""
-        try:
-            shared = {"plan": self.plan} if model.uses_plan else {}
-            return model.price(self.schedule, self.instance, timestep=self.epoch_step, **shared)
-        except TimeLimitReached as e:  # the calling thread's timer: named after the model
-            return TimeLimitReached(f"pricing ({model.name})", e.done)
-        except BaseException as e:  # noqa: BLE001 - a model's failure is reported after verification
-            return e
 
 
 def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, float], stage: str) -> str:

@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from functools import cached_property
 
@@ -44,9 +43,7 @@ from .schedule import Schedule
 
 class PricingPlan:
     """Step order, routes and dependencies of ``schedule`` on ``instance``, each computed on
-    first use and kept (see the module doc); models pricing in two threads share one plan
-    (each derived array is computed once: ``cached_property`` locks on Python 3.11, a lock
-    guards the dependency pairs). A plan belongs to one schedule and one instance:
+    first use and kept (see the module doc). A plan belongs to one schedule and one instance:
     the cost models refuse a plan of another (:func:`collsynth.tens.cost.plan_for`)."""
 
     def __init__(self, schedule: Schedule, instance: Instance, models: tuple[str, ...] | None = None):
@@ -54,7 +51,6 @@ class PricingPlan:
         self.instance = instance
         self._pairs: tuple[np.ndarray, np.ndarray] | None | bool = False  # False: not computed yet
         self._left = None if models is None else set(models)
-        self._pairs_lock = threading.Lock()  # two models may price side by side (threads)
 
     def done(self, model: str) -> None:
         """``model`` has taken what it needs from the plan. Once every model of ``models`` (the
@@ -103,8 +99,6 @@ class PricingPlan:
             want_pairs = not self.whole
         if not want_pairs:
             return self.groups
-        with self._pairs_lock:
-            if self._pairs is False:
-                self._pairs = dependency_pairs_of(self.view, self.groups)
-            pairs = self._pairs
-        return self.groups if pairs is None else replace(self.groups, pairs=pairs)
+        if self._pairs is False:
+            self._pairs = dependency_pairs_of(self.view, self.groups)
+        return self.groups if self._pairs is None else replace(self.groups, pairs=self._pairs)

@@ -64,12 +64,8 @@ def test_a_run_with_its_bounds_apart_matches_the_run_without(monkeypatch):
 def test_speculative_prices_are_the_prices_of_each_model_alone():
     inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
     sched = _ring_allgather(40)
-    alone = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None).results()  # the thread's lane only
-    both = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None)
-    both.price_here()  # this thread takes the cheap models the other has not
-    results = both.results()
-    assert [m.name for m, _, _ in results] == [m.name for m, _, _ in alone] == list(cost_models.names())
-    assert [c.total_s for _, c, _ in alone] == [c.total_s for _, c, _ in results]
+    results = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None).results()
+    assert [m.name for m, _, _ in results] == list(cost_models.names())
     for model, cost, seconds in results:
         assert cost.total_s == cost_models.price(sched, inst, model.name).total_s and seconds >= 0
 
