@@ -32,6 +32,14 @@ verified schedule has status ``timeout`` and says where it stopped and what it h
 stopped while pricing keeps its verified schedule and the prices it finished. Each stage's time
 is in the row (``verify_s``, ``price_*_s``) and in ``extra["stages_s"]``. Before anything runs,
 the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
+
+Stages run side by side on two cores: the lower bounds of an instance of at least
+:data:`BOUNDS_APART_NODES` nodes are computed in a forked child process while the producer
+runs (:class:`BoundsApart`; smaller ones first, in this process), and the cost models price
+the schedule in a thread while this thread verifies it (:class:`SpeculativePricing`: the
+compiled kernels release the GIL). Only the times overlap: the bounds, the verdict and the
+prices are those of the stages run one after the other, and nothing priced is reported for a
+schedule that does not verify.
 """
 
 from __future__ import annotations
