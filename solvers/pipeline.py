@@ -203,7 +203,8 @@ class BoundsApart:
         os.close(self.fd)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
+        with contextlib.suppress(ChildProcessError):  # reaped already by a producer waiting for any child
+            os.waitpid(self.pid, 0)
 
 
 @contextlib.contextmanager
