@@ -180,8 +180,8 @@ class BoundsApart:
         self.fd = read
 
     def collect(self, stages: dict[str, float]) -> Bounds:
-        """The bounds as the child computed them (those it did not reported as not computed,
-        and why); the child's time is the ``lower bounds`` stage."""
+        """The bounds as the child computed them (those it did not, reported as not
+        computed, and why); the child's time is the ``lower bounds`` stage."""
         at = None if self.share.at is None else self.share.at + BOUNDS_KILL_LAG_S
         data = _read_all(self.fd, at)
         self.close()
@@ -371,22 +371,28 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
     """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
     model, cheapest first, within ``deadline``; the prices go into the row only once the
     schedule has verified (a schedule that fails, or whose verification the limit stops, is
-    reported unpriced)."""
+    reported unpriced). Pricing starts once no send is malformed
+    (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range."""
     row["sends"] = len(schedule)
-    pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
+    pricing = None
     try:
         with _stage(deadline, "verification", stages):
-            violation = verify.verify(schedule, instance)
-    except TimeLimitReached as e:
-        pricing.cancel()
-        return _timed_out(row, e, deadline, stages, "verification", f"a schedule of {len(schedule):,} sends, not kept"), None
-    except BaseException:
-        pricing.cancel()
+            violation = verify.malformed(schedule, instance)
+            if violation is None:  # every id in range: the pricing kernels may read the schedule
+                pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
+                violation = verify.verify(schedule, instance, well_formed=True)
+    except BaseException as e:
+        if pricing is not None:
+            pricing.cancel()
+        if isinstance(e, TimeLimitReached):
+            return _timed_out(row, e, deadline, stages, "verification",
+                              f"a schedule of {len(schedule):,} sends, not kept"), None
         raise
     finally:
         row["verify_s"] = stages.get("verification")
     if violation is not None:
-        pricing.cancel()
+        if pricing is not None:
+            pricing.cancel()
         row["status"] = "invalid"
         row["message"] = f"verification failed: {violation}"
         return row, None

@@ -120,10 +120,11 @@ def check(schedule: Schedule, instance: Instance) -> None:
         raise VerificationError(v)
 
 
-def verify(schedule: Schedule, instance: Instance) -> Violation | None:
+def verify(schedule: Schedule, instance: Instance, *, well_formed: bool = False) -> Violation | None:
     """The first violation of ``schedule`` on ``instance``, or ``None`` if it is valid.
 
-    Malformed sends are reported first (smallest index); then the simulation reports the
+    Malformed sends are reported first (smallest index; :func:`malformed`, skipped when
+    ``well_formed`` says it has been checked); then the simulation reports the
     earliest step with an illegal send (smallest index within it), else the first missing
     postcondition. Concurrent instances are split by ``instance.chunk_offsets`` and each
     collective is verified on its own chunk ids (they share only the network); the earliest
@@ -132,8 +133,7 @@ def verify(schedule: Schedule, instance: Instance) -> Violation | None:
     topo = instance.topology
     colls = instance.collectives
     offsets = instance.chunk_offsets
-    total = offsets[-1] + colls[-1].num_chunks
-    v = _static(schedule, topo, total)
+    v = None if well_formed else malformed(schedule, instance)
     if v is not None:
         return v
     switch = _switch_mask(topo)
@@ -193,6 +193,16 @@ def _link_reason(s: Schedule, topo: Topology, u: int, v: int) -> str:
 
 
 # ---- malformed sends -----------------------------------------------------------------------
+
+def malformed(schedule: Schedule, instance: Instance) -> Violation | None:
+    """The first malformed send of ``schedule`` on ``instance`` (a step before 1, a piece
+    outside ``[0, 1)``, a chunk id outside the collective(s), an unknown op, a node id out of
+    range or failed, a send to itself, a missing or failed link, a routed send with no path), or
+    ``None``: every send's ids then index the instance's arrays, which is all the cost models'
+    compiled loops need to read a schedule safely (what it implements is :func:`verify`'s)."""
+    colls, offsets = instance.collectives, instance.chunk_offsets
+    return _static(schedule, instance.topology, offsets[-1] + colls[-1].num_chunks)
+
 
 def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
     """Malformed sends: steps, pieces, chunk ids, ops, node ids, links (one compiled pass; a

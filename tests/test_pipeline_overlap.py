@@ -14,7 +14,7 @@ from collsynth.instances.instance import make_instance
 from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options, get
-from collsynth.tens import bounds, cost_models
+from collsynth.tens import bounds, cost_models, verify
 from collsynth.tens.schedule import from_arrays
 
 
@@ -120,3 +120,19 @@ def test_a_deadline_passing_while_a_model_prices_names_that_model():
         assert last.stage == f"pricing ({results[-1][0].name})"
     else:
         assert "not started" in last
+
+
+def test_a_malformed_schedule_is_refused_before_any_pricing_starts():
+    """Pricing starts only once every send's ids are in range: the kernels index the instance's
+    arrays with them."""
+    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
+    sched = _ring_allgather(40)
+    assert verify.malformed(sched, inst) is None
+    far = from_arrays("allgather", 40, 40, chunk=[0, 0], src=[0, 1], dst=[1, 10**6], step=[1, 2])
+    v = verify.malformed(far, inst)
+    assert v is not None and v.index == 1 and "not in 0..39" in str(v)
+    stages = {}
+    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), far, inst, Deadline.after(None),
+                                          stages, None)
+    assert kept is None and row["status"] == "invalid" and "not in 0..39" in row["message"]
+    assert list(stages) == ["verification"] and row["time_sync_s"] is None
