@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
