@@ -102,7 +102,8 @@ def _count(value: int, where: str, lo: int, hi: int | None = None) -> None:
 
 @generator
 def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: float = 25e9,
-         nvlink_alpha: float = 0.7e-6, nic_bandwidth: float = 12.5e9, nic_alpha: float = 1.3e-6) -> Topology:
+         nvlink_alpha: float = 0.7e-6, nic_bandwidth: float = 12.5e9, nic_alpha: float = 1.3e-6,
+         switch_hop: str = "timestep") -> Topology:
     """Azure NDv2: 8 V100 per chassis in the hybrid cube-mesh, InfiniBand between chassis.
 
     chassis: 1..4. GPU g of chassis c has id 8c + g. NVLink pairs (``CUBE_MESH``, TACCL
@@ -118,10 +119,15 @@ def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: floa
     relay sketch); ``switch`` keeps one InfiniBand switch node (id 8 * chassis; TE-CCL's
     wiring for more than 2 chassis); ``unwound`` is that switch unwound at degree
     chassis - 1 (GPU 0 of c to GPU 1 of c+1..c+chassis-1, each 1/(chassis-1) of the NIC).
+    switch_hop (``switch`` only): ``"timestep"`` (a chunk leaves the InfiniBand switch in the
+    timestep after it arrived) or ``"instant"`` (in the same timestep: TE-CCL's default
+    ``switch_to_gpu_link_on = False``; :func:`collsynth.tens.ten.switch_hop_instant`).
     """
     _count(chassis, "chassis", 1, 4)
     if inter_chassis not in INTER_CHASSIS:
         raise InputError("inter_chassis", f"expected one of {', '.join(INTER_CHASSIS)}, got {inter_chassis!r}")
+    if switch_hop not in SWITCH_HOPS:
+        raise InputError("switch_hop", f"expected one of {', '.join(SWITCH_HOPS)}, got {switch_hop!r}")
     classes = {
         "nvlink_x1": link_class(nvlink_bandwidth, nvlink_alpha, f"{TECCL}/ndv2.py; {TACCL}, generic.py ndv2()"),
         "nvlink_x2": link_class(2 * nvlink_bandwidth, nvlink_alpha, f"{TECCL}/ndv2.py; {TACCL}, generic.py ndv2()"),
@@ -143,8 +149,9 @@ def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: floa
             edges += [class_edge(senders[c], receivers[(c + k) % chassis], classes, "ib", 1.0 / d)
                       for c in range(chassis) for k in range(1, d + 1)]
     size = 8 * chassis + len(switches)
+    hop = {"switch_hop": switch_hop} if switches and switch_hop != "timestep" else {}
     return classed_topology(size, edges, switches, f"ndv2x{chassis}{'' if chassis == 1 else '-' + inter_chassis}",
-                     classes, gpus_per_chassis=8)
+                     classes, gpus_per_chassis=8, **hop)
 
 
 # ---- NVIDIA DGX-2 ----------------------------------------------------------------------------
