@@ -142,7 +142,8 @@ def read_teccl(path: str | Path) -> Instance:
     """A TE-CCL input JSON (``TopologyParams``, ``InstanceParams``) as an Instance.
 
     The topology is TE-CCL's by name (repository microsoft/TE-CCL, ``teccl/topologies``):
-    ``NDv2`` -> ``ndv2(chassis, inter_chassis = "direct" for 2 chassis, else "switch")``,
+    ``NDv2`` -> ``ndv2(chassis, inter_chassis = "direct" for 2 chassis, else "switch")`` (its
+    InfiniBand switch's hop to a GPU timed as the DGX-2's NVSwitch below),
     ``DGX2`` -> ``dgx2(2)`` (TE-CCL builds 2 chassis only; its NVSwitch kept as a switch node
     whose hop to a GPU is instant in an allgather unless ``InstanceParams.switch_to_gpu_link_on``
     is true, and takes an epoch in an all-to-all, as in TE-CCL's allgather.py and alltoall.py:
@@ -202,7 +203,8 @@ def _teccl_topology(p: dict, switch_hop: str) -> Topology:
     where = "TopologyParams"
     if name == "NDv2":
         _within(chassis, 1, 4, "TopologyParams.chassis", "TE-CCL's NDv2 as ndv2")
-        return generators.build("ndv2", {"chassis": chassis, "inter_chassis": "direct" if chassis <= 2 else "switch"}, where=where)
+        wiring = {"inter_chassis": "direct"} if chassis <= 2 else {"inter_chassis": "switch", "switch_hop": switch_hop}
+        return generators.build("ndv2", {"chassis": chassis, **wiring}, where=where)
     if name == "DGX2":
         _within(chassis, 2, 2, "TopologyParams.chassis", "TE-CCL's dgx2.py builds 2 chassis whatever this says")
         return generators.build("dgx2", {"chassis": 2, "switch_hop": switch_hop}, where=where)

@@ -185,3 +185,15 @@ def test_teccl_dgx2_switch_hop_follows_switch_to_gpu_link_on(tmp_path):
     with pytest.raises(InputError) as err:
         read_teccl(path)
     assert err.value.where == f"{path}: InstanceParams.switch_to_gpu_link_on"
+
+
+def test_teccl_ndv2_4_chassis_switch_hop_follows_switch_to_gpu_link_on(tmp_path):
+    # more than 2 NDv2 chassis meet at one InfiniBand switch (TE-CCL ndv2.py), timed as the
+    # DGX-2's NVSwitch: instant out of the switch in an allgather unless switch_to_gpu_link_on
+    data = json.loads((DATA / "teccl-ndv2-2chassis.json").read_text())
+    data["TopologyParams"]["chassis"] = 4
+    data["InstanceParams"]["collective"] = 1  # allgather
+    topo = read_teccl(_write(tmp_path, "ag.json", data)).topology
+    assert topo.switches == {32} and topo.meta["switch_hop"] == "instant"
+    data["InstanceParams"]["switch_to_gpu_link_on"] = True
+    assert read_teccl(_write(tmp_path, "on.json", data)).topology.meta.get("switch_hop", "timestep") == "timestep"

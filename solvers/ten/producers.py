@@ -37,7 +37,7 @@ from ... import InputError
 from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_ilp, ten_lp,
                               ten_lp_orbit, ten_model)
 from ...instances import size
-from ...tens import ten
+from ...tens import orbits, ten
 from ...tens.schedule import concat
 from .. import backends
 from . import drivers
@@ -130,7 +130,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     """
     blind = _capacity_blind(formulation, form)
     want_flow = form.get("flow", True)
-    relaxation = ORBIT_LP if formulation.symmetric else LP  # the same bound (ten_lp_orbit), |G| times smaller
+    relaxation = relaxation_beside(formulation, instance)
     lp_form = {k: v for k, v in form.items() if k in ("timestep", "cuts", "switch_copy") and k in _param_names(relaxation)}
     t0 = time.perf_counter()
     steps = None if outcome.schedule is None else outcome.schedule.num_steps
@@ -163,6 +163,16 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     elif best is not None:
         _prove_with(outcome, float(best), steps, outcome.extra.get("lp_bound_source") or "TEN LP")
     return outcome
+
+
+def relaxation_beside(formulation: TenFormulation, instance) -> TenFormulation:
+    """The TEN LP whose bound is computed beside a run: its orbit form (the same bound, ``|G|``
+    times smaller) for a symmetric formulation on a topology a group acts on regularly, the
+    full TEN LP otherwise (a symmetric formulation may tie its variables by a group that is
+    not regular, which the orbit LP cannot express)."""
+    if formulation.symmetric and orbits.group_of(instance.topology) is not None:
+        return ORBIT_LP
+    return LP
 
 
 def _param_names(formulation: TenFormulation) -> set[str]:
