@@ -63,7 +63,8 @@ def build(instance: Instance, horizon: int, state=None, **params) -> pe.Concrete
     rows = symmetry_rows(asm.data, asm.ix, gens)
     add_rows(asm.model, "eq_symmetric", rows, asm.columns,
              "a send and its image under each generator of the group are both made or both not")
-    asm.model.group_order = pe.Param(initialize=len(group) if gens else 1, doc="order of the symmetry group")
+    order = len(closure(gens, len(group[0]))) if gens else 1
+    asm.model.group_order = pe.Param(initialize=order, doc="order of the group the sends are tied by")
     return asm.model
 
 
