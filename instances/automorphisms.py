@@ -10,8 +10,9 @@ every element of a group ``G`` maps onto itself is fully described by one chunk 
 reduction of an integer program by fixing the orbits of its variables, Margot, "Symmetry in
 Integer Linear Programming", 50 Years of Integer Programming, Springer 2010, Section 6).
 
-:func:`semiregular_group` builds such a ``G``: automorphisms found by VF2 subgraph
-isomorphism on the coloured graph (nodes by colour refinement class and switch flag, links by
+:func:`semiregular_group` builds such a ``G``: automorphisms found by VF2 (Cordella, Foggia,
+Sansone and Vento, "A (Sub)Graph Isomorphism Algorithm for Matching Large Graphs", IEEE TPAMI
+26(10), 2004) on the coloured graph (nodes by colour refinement class and switch flag, links by
 multiplicity, latency and bandwidth), each required to move every NPU, kept while the group
 they generate still moves every NPU under every non-identity element (it acts freely, or
 semi-regularly, on the NPUs; then a chunk's orbit has ``|G|`` distinct chunks and no element
