@@ -10,7 +10,8 @@ Learning Collective Communication as a Multi-Commodity Flow Problem", SIGCOMM 20
 outputs). The machine is shared: read CPU seconds beside the load.
 
 - DGX-2, 2 chassis, fast epochs (1 GB, 1 MB, 64 KB): ``ten-ilp-symmetric`` (the TEN ILP tied by
-  a group of 16 automorphisms acting freely on the GPUs) meets the inbound bound of 31 epochs;
+  a group of 16 automorphisms acting freely on the GPUs); at 1 GB it meets the inbound bound of
+  31 epochs (TE-CCL's optimum), at 1 MB and 64 KB (latency epochs counted) it does not yet;
 - NDv2, 4 chassis, slow epochs, 1 GB, with the InfiniBand switch kept as TE-CCL keeps it:
   ``ten-ilp`` meets the bound of 26 epochs.
 
