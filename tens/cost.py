@@ -316,8 +316,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
                 plan: PricingPlan | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
-    A heap of ready hops keyed (ready time, position in step order); popping one serves it on
-    its link. ``T_L_s`` sums the latencies on the critical path found by following, from the
+    A queue of ready hops keyed (ready time, position in step order), kept by time level
+    (:mod:`collsynth.tens.cost_kernels`); taking the least serves it on its link. ``T_L_s`` sums the latencies on the critical path found by following, from the
     last arrival, whichever of data readiness or the link's previous message determined each
     start. Dependencies are explicit pairs (``exact_deps``, the default while they number at
     most ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact

@@ -328,11 +328,20 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     return last, last_lat
 
 
-# ---- event: a 4-ary heap of ready hops ----------------------------------------------------------
+# ---- event: the queue of ready hops ------------------------------------------------------------
 #
 # Entries are two int64 words: the ready time's IEEE-754 bits (times are >= 0, so the bits order
 # like the times) and ``position << 32 | predecessor + 1``; positions are unique, so the order
-# is (time, position in step order). The 4 children of a node share one cache line.
+# is (time, position in step order). Entries are kept by *time level* (one list per distinct
+# time, a calendar queue in spirit: R. Brown, "Calendar Queues: A Fast O(1) Priority Queue
+# Implementation for the Simulation Event Set Problem", CACM 31(10), 1988): a push appends to
+# its level's list, and the earliest level, once nothing earlier is queued, is sorted and taken
+# in order. Schedules priced by this model have few distinct times (equal pieces on equal links),
+# so this replaces a heap of hundreds of thousands of entries (a cache miss per level of it) by
+# appends and small sorts. Entries no later than the level being taken, or beyond the fixed
+# number of levels, go to a 4-ary heap (the *late* heap; its 4 children share one cache line).
+# Every array of the queue is sized for the most entries it can hold (one per send) and
+# allocated untouched, so only the pages used are resident and nothing is reallocated.
 
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
 SEND = np.dtype([("nbytes", np.float64), ("route", np.int32), ("pos", np.int32)], align=True)
@@ -361,18 +370,18 @@ def waiting_by_group(g_in, p, groups):
     return rows, starts
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline='always')
 def _less(heap, a, b):
     return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline='always')
 def _push(heap, size, tbits, word):
     """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
     _rise(heap, size, tbits, word)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline='always')
 def _rise(heap, j, tbits, word):
     """Put ``(tbits, word)`` in the hole at ``j`` or above it, moving larger parents down."""
     while j > 0:
@@ -386,7 +395,7 @@ def _rise(heap, j, tbits, word):
     heap[j, 1] = word
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline='always')
 def _pop(heap, size):
     """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size.
 
@@ -411,13 +420,189 @@ def _pop(heap, size):
     _rise(heap, j, tbits, word)
 
 
+LEVELS = 1024  # time levels kept apart at once (entries of further times go to the late heap)
+LEVEL_MAP = 4 * LEVELS  # cells of the map from a level's time bits to its slot (linear probing)
+BLOCK = 127  # entries per row of the level lists; column BLOCK links a row to the next one
+QS_TIME, QS_CURSOR, QS_LEN, QS_LATE, QS_FREE_ROW, QS_ROWS, QS_LEVELS, QS_FREE_SLOT = range(8)
+
+
 @njit(cache=True, nogil=True)
-def _room(heap, size):
-    if size < len(heap):
-        return heap
-    bigger = np.empty((2 * len(heap), 2), np.int64)
-    bigger[:size] = heap[:size]
-    return bigger
+def queue_new(n):
+    """An empty queue for at most ``n`` entries at once: the tuple ``(state, level map, level
+    slots, level heap, rows, run, late heap)`` that :func:`queue_push`, :func:`queue_first` and
+    :func:`queue_drop` share. ``state`` holds the time bits of the level being taken (the *run*,
+    sorted entries ``run[cursor:length]``), the late heap's size, the free lists of rows and
+    slots and the number of levels; a slot is ``(first row, last row, entries, next free)``."""
+    qs = np.zeros(8, np.int64)
+    qs[QS_TIME] = -1
+    qs[QS_FREE_ROW] = -1
+    lmap = np.full((LEVEL_MAP, 2), -1, np.int64)
+    slots = np.zeros((LEVELS, 4), np.int64)
+    slots[:, 3] = np.arange(1, LEVELS + 1)
+    slots[LEVELS - 1, 3] = -1
+    lheap = np.zeros((LEVELS, 2), np.int64)
+    rows = np.empty((n // BLOCK + LEVELS + 1, BLOCK + 1), np.int64)
+    return qs, lmap, slots, lheap, rows, np.empty(n + 1, np.int64), np.empty((n + 1, 2), np.int64)
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _map_find(lmap, key):
+    """Cell of time bits ``key`` in the level map, or the empty cell where it would go."""
+    h = np.int64(_mix(key) & np.uint64(LEVEL_MAP - 1))
+    while lmap[h, 0] != -1 and lmap[h, 0] != key:
+        h = (h + 1) & (LEVEL_MAP - 1)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _map_delete(lmap, h):
+    """Empty cell ``h`` of the level map, moving back the later cells of its probe run that
+    would otherwise be cut off from their home cell (deletion without tombstones)."""
+    j = h
+    while True:
+        j = (j + 1) & (LEVEL_MAP - 1)
+        if lmap[j, 0] == -1:
+            break
+        home = np.int64(_mix(lmap[j, 0]) & np.uint64(LEVEL_MAP - 1))
+        if (j > h and (home <= h or home > j)) or (j < h and h >= home > j):
+            lmap[h, 0], lmap[h, 1] = lmap[j, 0], lmap[j, 1]
+            h = j
+    lmap[h, 0] = -1
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _new_row(qs, rows):
+    """A row for a level list: the last one freed, else the first never used."""
+    r = qs[QS_FREE_ROW]
+    if r >= 0:
+        qs[QS_FREE_ROW] = rows[r, BLOCK]
+    else:
+        r = qs[QS_ROWS]
+        qs[QS_ROWS] += 1
+    rows[r, BLOCK] = -1
+    return r
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _lheap_push(lheap, size, tb, slot):
+    """Insert level ``(tb, slot)`` into the binary min-heap of level times ``lheap[:size]``."""
+    j = size
+    while j > 0:
+        parent = (j - 1) >> 1
+        if lheap[parent, 0] <= tb:
+            break
+        lheap[j, 0], lheap[j, 1] = lheap[parent, 0], lheap[parent, 1]
+        j = parent
+    lheap[j, 0], lheap[j, 1] = tb, slot
+
+
+@njit(cache=True, nogil=True)
+def _lheap_pop(lheap, size):
+    """Remove the root of the level heap ``lheap[:size]`` (``size`` is the old size)."""
+    size -= 1
+    tb, slot = lheap[size, 0], lheap[size, 1]
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= size:
+            break
+        if c + 1 < size and lheap[c + 1, 0] < lheap[c, 0]:
+            c += 1
+        if tb <= lheap[c, 0]:
+            break
+        lheap[j, 0], lheap[j, 1] = lheap[c, 0], lheap[c, 1]
+        j = c
+    lheap[j, 0], lheap[j, 1] = tb, slot
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _level_slot(Q, tb):
+    """Slot of the level of time bits ``tb``, opened if new; -1 when every slot is taken."""
+    qs, lmap, slots, lheap, rows = Q[0], Q[1], Q[2], Q[3], Q[4]
+    h = _map_find(lmap, tb)
+    if lmap[h, 0] == tb:
+        return lmap[h, 1]
+    slot = qs[QS_FREE_SLOT]
+    if slot >= 0:
+        qs[QS_FREE_SLOT] = slots[slot, 3]
+        lmap[h, 0], lmap[h, 1] = tb, slot
+        r = _new_row(qs, rows)
+        slots[slot, 0], slots[slot, 1], slots[slot, 2] = r, r, 0
+        _lheap_push(lheap, qs[QS_LEVELS], tb, slot)
+        qs[QS_LEVELS] += 1
+    return slot
+
+
+@njit(cache=True, nogil=True, inline='always')
+def queue_push(Q, tb, word):
+    """Queue entry ``(tb, word)``: appended to its time level's list when its time is after
+    the run's, else (or when no level slot is free) pushed on the late heap."""
+    qs, slots, rows, late = Q[0], Q[2], Q[4], Q[6]
+    slot = _level_slot(Q, tb) if tb > qs[QS_TIME] else -1
+    if slot < 0:
+        _push(late, qs[QS_LATE], tb, word)
+        qs[QS_LATE] += 1
+        return
+    fill = slots[slot, 2] % BLOCK
+    if fill == 0 and slots[slot, 2] > 0:
+        r = _new_row(qs, rows)
+        rows[slots[slot, 1], BLOCK] = r
+        slots[slot, 1] = r
+    rows[slots[slot, 1], fill] = word
+    slots[slot, 2] += 1
+
+
+@njit(cache=True, nogil=True)
+def _take_level(Q):
+    """The earliest level becomes the run: its entries, sorted; its rows and slot are freed."""
+    qs, lmap, slots, lheap, rows, run = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
+    tb, slot = lheap[0, 0], lheap[0, 1]
+    _lheap_pop(lheap, qs[QS_LEVELS])
+    qs[QS_LEVELS] -= 1
+    _map_delete(lmap, _map_find(lmap, tb))
+    count = slots[slot, 2]
+    r, x = slots[slot, 0], 0
+    while r >= 0:
+        take = min(BLOCK, count - x)
+        run[x:x + take] = rows[r, :take]
+        x += take
+        nxt = rows[r, BLOCK]
+        rows[r, BLOCK] = qs[QS_FREE_ROW]
+        qs[QS_FREE_ROW] = r
+        r = nxt
+    run[:count].sort()
+    slots[slot, 3] = qs[QS_FREE_SLOT]
+    qs[QS_FREE_SLOT] = slot
+    qs[QS_TIME], qs[QS_CURSOR], qs[QS_LEN] = tb, 0, count
+
+
+@njit(cache=True, nogil=True, inline='always')
+def queue_first(Q):
+    """``(where, tb, word)``: the least queued entry, not removed; ``where`` is 1 for the run,
+    2 for the late heap, 0 when the queue is empty. Levels hold only times after the run's, so
+    the next level becomes the run once the run is used up and no late entry is earlier."""
+    qs, lheap, run, late = Q[0], Q[3], Q[5], Q[6]
+    if qs[QS_CURSOR] == qs[QS_LEN] and qs[QS_LEVELS] > 0 and (qs[QS_LATE] == 0 or lheap[0, 0] <= late[0, 0]):
+        _take_level(Q)
+    if qs[QS_CURSOR] < qs[QS_LEN]:
+        tb, word = qs[QS_TIME], run[qs[QS_CURSOR]]
+        if qs[QS_LATE] > 0 and (late[0, 0] < tb or (late[0, 0] == tb and late[0, 1] < word)):
+            return 2, late[0, 0], late[0, 1]
+        return 1, tb, word
+    if qs[QS_LATE] > 0:
+        return 2, late[0, 0], late[0, 1]
+    return 0, np.int64(0), np.int64(0)
+
+
+@njit(cache=True, nogil=True, inline='always')
+def queue_drop(Q, where):
+    """Remove the entry :func:`queue_first` found at ``where``."""
+    qs = Q[0]
+    if where == 1:
+        qs[QS_CURSOR] += 1
+    else:
+        _pop(Q[6], qs[QS_LATE])
+        qs[QS_LATE] -= 1
 
 
 @njit(cache=True, nogil=True)
@@ -429,7 +614,7 @@ def _hop_link(e, hstart, sends, rptr, rlinks):
     return rlinks[rptr[sends[q].route] + e - hstart[q]]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline='always')
 def _independent(q, exact, need, g_in):
     return (exact and need[q] == 0) or (not exact and g_in[q] < 0)
 
@@ -441,9 +626,9 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
 
     ``sends`` (one :data:`SEND` record per position, in step order: piece bytes, route id,
     place in the group member list) are read once per hop. Ready hops are taken in ``(ready time,
-    position)`` order (the heap above; the sends that need nothing are a stream at time 0 in
-    position order, never in the heap) and served on their link (FIFO: a hop starts when both it and the link
-    are ready). A send's first hop is ready when its data has arrived: every exact dependency
+    position)`` order (the queue above; the sends that need nothing are a stream at time 0 in
+    position order, never queued) and served on their link (FIFO: a hop starts when both it and
+    the link are ready). A send's first hop is ready when its data has arrived: every exact dependency
     (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
     ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
     range, sorted by ``p``; ``members[sends[q].pos]`` holds arrival ``q``'s time, hop and group, and
@@ -462,22 +647,21 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
     ready_from = np.full(n if exact else 0, -1, np.int32)
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
-    heap = np.empty((1024, 2), np.int64)
-    size = 0
+    Q = queue_new(n)
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served = 0.0, -1, 0
     while True:
         while stream < n and not _independent(stream, exact, need, g_in):
             stream += 1
-        if stream < n and (size == 0 or heap[0, 0] > 0 or (np.int64(stream) << 32) < heap[0, 1]):
+        where, tb, word = queue_first(Q)
+        if stream < n and (where == 0 or tb > 0 or (np.int64(stream) << 32) < word):
             t, q, pred = 0.0, np.int64(stream), np.int64(-1)
             stream += 1
-        elif size > 0:
-            ibuf[0] = heap[0, 0]
+        elif where > 0:
+            ibuf[0] = tb
             t = fbuf[0]
-            q, pred = heap[0, 1] >> 32, (heap[0, 1] & 0xFFFFFFFF) - 1
-            _pop(heap, size)
-            size -= 1
+            q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
+            queue_drop(Q, where)
         else:
             break
         served += 1
@@ -499,23 +683,21 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
         fbuf[0] = arr
         if rptr[route] + k + 1 < rptr[route + 1]:
             hop_k[q] = k + 1
-            heap = _room(heap, size)
-            _push(heap, size, ibuf[0], (q << 32) | (e + 1))
-            size += 1
+            queue_push(Q, ibuf[0], (q << 32) | (e + 1))
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
         if exact:
-            heap, size = _release_dependents(heap, size, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf)
+            _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf)
             continue
-        heap, size = _release_waiters(heap, size, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
+        _release_waiters(Q, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
     return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
 
 
-@njit(cache=True, nogil=True)
-def _release_dependents(heap, size, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf):
+@njit(cache=True, nogil=True, inline='always')
+def _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf):
     """Send ``q`` arrived at ``arr`` (hop ``e``): each dependent's ready time is the latest of
-    its data, and a dependent whose last need this was goes on the heap."""
+    its data, and a dependent whose last need this was is queued."""
     for x in range(dptr[q], dptr[q + 1]):
         d = ditems[x]
         if arr >= ready[d]:
@@ -525,14 +707,11 @@ def _release_dependents(heap, size, q, arr, e, dptr, ditems, need, ready, ready_
         if need[d] == 0:
             need[d] = -1  # queued (0 marks the sends of the time-0 stream)
             fbuf[0] = ready[d]
-            heap = _room(heap, size)
-            _push(heap, size, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
-            size += 1
-    return heap, size
+            queue_push(Q, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
 
 
-@njit(cache=True, nogil=True)
-def _release_waiters(heap, size, at, arr, e, members, groups, waiting, fbuf, ibuf):
+@njit(cache=True, nogil=True, inline='always')
+def _release_waiters(Q, at, arr, e, members, groups, waiting, fbuf, ibuf):
     """The arrival at member place ``at`` came at ``arr`` (hop ``e``): extend its group's finished
     prefix (with the running maximum of arrival times) and queue the sends waiting for it."""
     members[at].val = arr
@@ -553,12 +732,9 @@ def _release_waiters(heap, size, at, arr, e, members, groups, waiting, fbuf, ibu
         d = waiting[w, 0]
         at = st0 + waiting[w, 1] - 1
         fbuf[0] = members[at].val
-        heap = _room(heap, size)
-        _push(heap, size, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
-        size += 1
+        queue_push(Q, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
         w += 1
     groups[g, GROUP_NEXT] = w
-    return heap, size
 
 
 @njit(cache=True, nogil=True)
