@@ -100,6 +100,7 @@ __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "ch
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
 DENSE_CELLS = 1 << 21  # TEN occupancy: dense (page, slot) cells up to this many, or half the sends
+EVENT_LEVELS = 1024  # event queue: distinct ready times kept apart at once (later ones in a heap)
 
 
 @dataclass
@@ -365,7 +366,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         g_in = dep.g_in
     del dep
     best_t, T_L, served = kern.event_times(sends, rptr, rlinks, hstart, H, la.bandwidth, la.alpha, exact, need,
-                                           dptr, ditems, g_in, members, groups, waiting)
+                                           dptr, ditems, g_in, members, groups, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -420,15 +420,14 @@ def _pop(heap, size):
     _rise(heap, j, tbits, word)
 
 
-LEVELS = 1024  # time levels kept apart at once (entries of further times go to the late heap)
-LEVEL_MAP = 4 * LEVELS  # cells of the map from a level's time bits to its slot (linear probing)
 BLOCK = 127  # entries per row of the level lists; column BLOCK links a row to the next one
 QS_TIME, QS_CURSOR, QS_LEN, QS_LATE, QS_FREE_ROW, QS_ROWS, QS_LEVELS, QS_FREE_SLOT = range(8)
 
 
 @njit(cache=True, nogil=True)
-def queue_new(n):
-    """An empty queue for at most ``n`` entries at once: the tuple ``(state, level map, level
+def queue_new(n, levels):
+    """An empty queue for at most ``n`` entries at once, ``levels`` of them kept apart by time
+    (entries of further times go to the late heap): the tuple ``(state, level map, level
     slots, level heap, rows, run, late heap)`` that :func:`queue_push`, :func:`queue_first` and
     :func:`queue_drop` share. ``state`` holds the time bits of the level being taken (the *run*,
     sorted entries ``run[cursor:length]``), the late heap's size, the free lists of rows and
@@ -436,21 +435,25 @@ def queue_new(n):
     qs = np.zeros(8, np.int64)
     qs[QS_TIME] = -1
     qs[QS_FREE_ROW] = -1
-    lmap = np.full((LEVEL_MAP, 2), -1, np.int64)
-    slots = np.zeros((LEVELS, 4), np.int64)
-    slots[:, 3] = np.arange(1, LEVELS + 1)
-    slots[LEVELS - 1, 3] = -1
-    lheap = np.zeros((LEVELS, 2), np.int64)
-    rows = np.empty((n // BLOCK + LEVELS + 1, BLOCK + 1), np.int64)
+    cells = 4
+    while cells < 4 * levels:
+        cells *= 2
+    lmap = np.full((cells, 2), -1, np.int64)  # level time bits -> slot, linear probing
+    slots = np.zeros((levels, 4), np.int64)
+    slots[:, 3] = np.arange(1, levels + 1)
+    slots[levels - 1, 3] = -1
+    lheap = np.zeros((levels, 2), np.int64)
+    rows = np.empty((n // BLOCK + levels + 1, BLOCK + 1), np.int64)
     return qs, lmap, slots, lheap, rows, np.empty(n + 1, np.int64), np.empty((n + 1, 2), np.int64)
 
 
 @njit(cache=True, nogil=True, inline='always')
 def _map_find(lmap, key):
     """Cell of time bits ``key`` in the level map, or the empty cell where it would go."""
-    h = np.int64(_mix(key) & np.uint64(LEVEL_MAP - 1))
+    m = len(lmap) - 1
+    h = np.int64(_mix(key) & np.uint64(m))
     while lmap[h, 0] != -1 and lmap[h, 0] != key:
-        h = (h + 1) & (LEVEL_MAP - 1)
+        h = (h + 1) & m
     return h
 
 
@@ -458,12 +461,13 @@ def _map_find(lmap, key):
 def _map_delete(lmap, h):
     """Empty cell ``h`` of the level map, moving back the later cells of its probe run that
     would otherwise be cut off from their home cell (deletion without tombstones)."""
+    m = len(lmap) - 1
     j = h
     while True:
-        j = (j + 1) & (LEVEL_MAP - 1)
+        j = (j + 1) & m
         if lmap[j, 0] == -1:
             break
-        home = np.int64(_mix(lmap[j, 0]) & np.uint64(LEVEL_MAP - 1))
+        home = np.int64(_mix(lmap[j, 0]) & np.uint64(m))
         if (j > h and (home <= h or home > j)) or (j < h and h >= home > j):
             lmap[h, 0], lmap[h, 1] = lmap[j, 0], lmap[j, 1]
             h = j
@@ -621,7 +625,7 @@ def _independent(q, exact, need, g_in):
 
 @njit(cache=True, nogil=True)
 def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need, dptr, ditems, g_in, members,
-                groups, waiting):
+                groups, waiting, levels):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     ``sends`` (one :data:`SEND` record per position, in step order: piece bytes, route id,
@@ -635,7 +639,7 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
     ``groups`` rows the group's start, frontier and waiting range). Hop ids: ``hstart[q] + k``
     (``q`` itself when every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that
     decided ``e``'s start: ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's
-    previous message.
+    previous message. ``levels``: time levels the queue keeps apart at once (:func:`queue_new`).
     """
     n = len(sends)
     routed = len(hstart) > 0
@@ -647,7 +651,7 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
     ready_from = np.full(n if exact else 0, -1, np.int32)
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
-    Q = queue_new(n)
+    Q = queue_new(n, levels)
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served = 0.0, -1, 0
     while True:

@@ -126,6 +126,16 @@ def test_ten_occupancy_in_a_hash_table_matches_the_reference(case, factor):
         assert_same(cost.price_ten(sched, inst, timestep=f), ref.price(sched, inst, "ten", timestep=f))
 
 
+@settings(max_examples=40)
+@given(case=priced_cases(), deps=st.sampled_from([True, False]), levels=st.sampled_from([1, 2]))
+def test_event_queue_beyond_its_time_levels_matches_the_reference(case, deps, levels):
+    """With room for one or two time levels most ready hops go to the queue's late heap:
+    same prices as the reference (and as the queue with room for every level)."""
+    sched, inst = case
+    with patch.object(cost, "EVENT_LEVELS", levels):
+        assert_same(cost.price_event(sched, inst, exact_deps=deps), ref.price(sched, inst, "event", exact_deps=deps))
+
+
 @given(case=priced_cases())
 def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
     """With more dependency pairs than the budget both fall back to group prefixes."""
