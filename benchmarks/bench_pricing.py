@@ -249,6 +249,13 @@ def _stage_cell(new: dict | None, old: dict | None) -> str:
     return txt + f"/{old['s']:6.1f}={old['s'] / new['s']:5.0f}x" if new and "s" in new else txt
 
 
+def _cpu_rate(sends: int, stage: dict | None) -> str:
+    """Millions of sends per CPU second of one stage ('-' if it did not finish)."""
+    if not stage or "cpu_s" not in stage:
+        return "-"
+    return f"{sends / max(stage['cpu_s'], 1e-9) / 1e6:.2f}"
+
+
 def report(results: list[dict]) -> str:
     """The table: seconds per stage (compiled / former, ratio), throughput, memory, solve."""
     head = (f"{'case':38s} {'sends':>11s} {'produce':>8s} | " + " | ".join(f"{s:>21s}" for s in STAGES)
@@ -271,6 +278,8 @@ def report(results: list[dict]) -> str:
         lines.append(f"{'':38s} compiled Msends/s: {rate};  solve row: {row}")
         lines.append(f"{'':38s} compiled CPU s / load average: {cpu};  solve CPU {r['solve_cpu']:.1f} s, "
                      f"load {r['solve_load']:.1f}")
+        by_cpu = "  ".join(f"{st} {_cpu_rate(n, new.get(st))}/{_cpu_rate(n, old.get(st))}" for st in STAGES)
+        lines.append(f"{'':38s} Msends/s by CPU time, compiled/former: {by_cpu}")
     return "\n".join(lines)
 
 
