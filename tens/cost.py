@@ -318,11 +318,12 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
     A queue of ready hops keyed (ready time, position in step order), kept by time level
-    (:mod:`collsynth.tens.cost_kernels`); taking the least serves it on its link. ``T_L_s`` sums the latencies on the critical path found by following, from the
-    last arrival, whichever of data readiness or the link's previous message determined each
-    start. Dependencies are explicit pairs (``exact_deps``, the default while they number at
-    most ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact
-    for whole chunks). A send out of a switch whose hop is instant raises
+    (:mod:`collsynth.tens.cost_kernels`); taking the least serves it on its link. ``T_L_s``
+    sums the latencies on the critical path found by following, from the last arrival,
+    whichever of data readiness or the link's previous message determined each start.
+    Dependencies are explicit pairs (``exact_deps``, the default while they number at most
+    ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact for
+    whole chunks). A send out of a switch whose hop is instant raises
     :class:`~collsynth.tens.ten.NotSupported`.
     """
     _refuse_instant_switch(schedule, instance, "event")
