@@ -49,6 +49,11 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
     PARAMS: tuple           = none    the parameters build takes, each (name, type, default,
                                       help); none: those of the TEN ILP (objective, capacity,
                                       weights, timestep)
+    model_units(instance) -> float
+                            = chunks x link pairs (1/N of that when SYMMETRIC: one chunk orbit)
+                                      the commodities x link pairs its variables range over per
+                                      timestep, for the drivers' size and build-time estimates
+                                      (a model with one commodity per source: sources x pairs)
 
 A formulation whose ``PARAMS`` name ``build_limit`` gets the seconds left on the drivers' clock
 as ``build_limit`` and raises :class:`BuildTooLarge` instead of building a model that would not
@@ -142,6 +147,15 @@ class TenFormulation:
     start_from_schedule: Callable[[pe.ConcreteModel, Schedule], dict | None] | None
     params: tuple | None
     module: ModuleType
+    model_units: Callable[[Any], float] | None = None
+
+    def units(self, instance) -> float:
+        """Commodities x link pairs the model's variables range over per timestep (module
+        doc: ``model_units``; by default the instance's chunks, one orbit's when symmetric)."""
+        if self.model_units is not None:
+            return float(self.model_units(instance))
+        units = float(sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays)))
+        return units / max(1, instance.topology.size) if self.symmetric else units
 
     @property
     def is_relaxation(self) -> bool:
@@ -226,6 +240,7 @@ def ten_formulation(module: ModuleType | TenFormulation) -> TenFormulation:
         start_from_schedule=_member(module, "start_from_schedule", callable, None),
         params=_member(module, "PARAMS", tuple, None),
         module=module,
+        model_units=_member(module, "model_units", callable, None),
     )
 
 

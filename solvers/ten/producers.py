@@ -270,11 +270,11 @@ def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None, source: st
 
 
 def _check_size(formulation: TenFormulation, instance) -> None:
-    """Refuse a TEN model over the memory budget before anything is built: a symmetric
-    formulation holds one chunk orbit, ``1/N`` of the full model's variables (a group acting
-    regularly has one element per node; without one the formulation refuses by itself)."""
-    per_unit = 1.0 / max(1, instance.topology.size) if formulation.symmetric else 1.0
-    size.check_ten(instance, variables_per_unit=per_unit)
+    """Refuse a TEN model over the memory budget before anything is built, scaled by the
+    formulation's ``units`` (a symmetric one holds one chunk orbit, ``1/N`` of the full
+    model's variables; a per-source one one commodity per source instead of per chunk)."""
+    chunk_units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
+    size.check_ten(instance, variables_per_unit=formulation.units(instance) / max(1, chunk_units))
 
 
 def _with_driver(formulation: TenFormulation):
@@ -500,9 +500,7 @@ def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_l
     """``attempt(h)`` for :func:`lp_search`: (True / False: the relaxation at ``h`` is complete /
     proven incomplete, or None: undecided; the solved model when complete), recorded in ``out``."""
     t0 = time.perf_counter()
-    units = sum(c.num_chunks for c in instance.collectives) * max(1, len(instance.topology.link_arrays))
-    if formulation.symmetric:  # one chunk orbit: a group acting regularly has one element per node
-        units /= max(1, instance.topology.size)
+    units = formulation.units(instance)  # one chunk orbit when symmetric, one commodity per source, ...
 
     def left():
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
