@@ -1,4 +1,4 @@
-"""Per-source flow LP on the TEN: one commodity per source for collectives that never copy a chunk (all-to-all, scatter, gather).
+"""Per-source flow LP on the TEN: a commodity per source, for collectives that never copy (all-to-all, scatter, gather).
 
 In an all-to-all no chunk is ever copied: chunk ``(s, d)`` starts at ``s`` and is needed at
 ``d`` only. The flows of all chunks leaving one source can then be added up into one
@@ -83,6 +83,9 @@ PARAMS = (
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )
 TOL = 1e-6
+NO_CROSSOVER_FLOWS = 20_000  # above this many flow variables the arrivals LP is solved without crossover
+# (HiGHS' interior point): completeness is read from the objective, and the polished re-solve
+# (:func:`polish`, with crossover) gives the vertex whose flows decompose exactly
 MAX_DENOMINATOR = 256  # a flow amount is snapped to the nearest fraction with at most this denominator
 MAX_ATOMS = 1 << 20  # cap on the common denominator; beyond it amounts are rounded to 1/2**16
 
@@ -317,6 +320,9 @@ def _pyomo_model(instance, data: TenData, com: Commodities, ix: SourceArrays, in
     # OBJECTIVE
     m.arrivals = pe.Objective(expr=LinearExpression(list(m.deliver.values())) if len(ix.a_q) else 0,
                               sense=pe.maximize, doc="chunks absorbed by their destinations by the horizon")
+    # a solver hint (HiGHS): the arrivals LP has a huge optimal face, whose crossover to a vertex
+    # takes far longer than the interior point solve; only its objective is needed
+    m.highs_options = {"run_crossover": "off" if len(ix.f_q) > NO_CROSSOVER_FLOWS else "on"}
     m.commodities = com  # plain data for extract
     m.source_arrays = ix
     # the drivers' view: sent[q, l, t] / hold[q, d, t] are indexed by commodity (a source), not chunk
@@ -356,6 +362,7 @@ def polish(model) -> pe.ConcreteModel:
     model.early_traffic = pe.Objective(
         expr=LinearExpression([MonomialTermExpression((1 + t / (T + 1), v)) for (q, l, t), v in model.flow.items()]),
         sense=pe.minimize, doc="little and early traffic among complete solutions")
+    model.highs_options = {"run_crossover": "on"}  # a vertex: its flows decompose into exact pieces
     return model
 
 
@@ -363,12 +370,13 @@ refine = polish  # the contract's name: re-aim a complete solved model before a 
 
 
 def atoms(values: np.ndarray, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATOMS):
-    """``(counts, D)``: the amounts as multiples of ``1/D``; exact when every amount is within
-    1e-6 of a fraction of denominator at most ``max_denominator`` and their lcm is at most
-    ``max_atoms``, else rounded to ``1/2**16``.
+    """``(counts, D, exact)``: the amounts as multiples of ``1/D``; exact when every amount is
+    within 1e-6 of a fraction of denominator at most ``max_denominator`` and their lcm is at
+    most ``max_atoms``, else rounded to ``1/2**16``.
 
-    >>> atoms(np.array([0.5, 1.0, 1/3]))[0].tolist(), atoms(np.array([0.5, 1.0, 1/3]))[1]
-    ([3, 6, 2], 6)
+    >>> counts, D, exact = atoms(np.array([0.5, 1.0, 1/3]))
+    >>> counts.tolist(), D, exact
+    ([3, 6, 2], 6, True)
     """
     fr = [Fraction(float(x)).limit_denominator(max_denominator) for x in values.tolist()]
     D, exact = 1, all(abs(float(f) - x) <= TOL for f, x in zip(fr, values.tolist()))
@@ -379,13 +387,14 @@ def atoms(values: np.ndarray, max_denominator: int = MAX_DENOMINATOR, max_atoms:
             break
     if not exact:
         D = 1 << 16
-        return np.rint(values * D).astype(np.int64), D
-    return np.array([f.numerator * (D // f.denominator) for f in fr], np.int64), D
+        return np.rint(values * D).astype(np.int64), D, False
+    return np.array([f.numerator * (D // f.denominator) for f in fr], np.int64), D, True
 
 
-def paths(model) -> tuple[list, int]:
+def paths(model) -> tuple[list, int, bool]:
     """The flow decomposition of the loaded solution: ``([(commodity, destination, atoms,
-    [flow row, ...] from the source on)], D)`` (amounts in ``1/D`` chunks).
+    [flow row, ...] from the source on)], D, exact)`` (amounts in ``1/D`` chunks; ``exact``:
+    they are the solution's, not rounded, see :func:`atoms`).
 
     Each delivery is traced back to its source: at a node, the latest arrival with flow left
     that is no later than the departure (at a switch: exactly at it). Taking the latest keeps
@@ -395,11 +404,9 @@ def paths(model) -> tuple[list, int]:
     """
     data = ten_model(model).data
     com, ix = model.commodities, model.source_arrays
-    fval = np.array([v.value or 0.0 for v in model.flow.values()], float)
-    aval = np.array([v.value or 0.0 for v in model.deliver.values()], float)
-    vals = np.concatenate([fval, aval])
-    vals = np.where(vals > TOL, vals, 0.0)
-    counts, D = atoms(vals) if len(vals) else (np.zeros(0, np.int64), 1)
+    vals = _values(model)
+    fval = vals[:len(ix.f_q)]
+    counts, D, exact = atoms(vals) if len(vals) else (np.zeros(0, np.int64), 1, True)
     left, absorbed = counts[:len(fval)].copy(), counts[len(fval):]
     lag = data.lag[com.group[ix.f_q], ix.f_l] if len(ix.f_q) else np.zeros(0, np.int64)
     head, tail = data.dst[ix.f_l], data.src[ix.f_l]
@@ -423,7 +430,14 @@ def paths(model) -> tuple[list, int]:
                     _drop(incoming, (q, int(head[i])), i, int(ix.f_t[i]))
             want -= amount
             out.append((q, d, amount, hops[::-1]))
-    return out, D
+    return out, D, exact
+
+
+def _values(model) -> np.ndarray:
+    """The loaded flows then deliveries (amounts up to 1e-6 read as 0)."""
+    vals = np.array([v.value or 0.0 for v in model.flow.values()] + [v.value or 0.0 for v in model.deliver.values()],
+                    float)
+    return np.where(vals > TOL, vals, 0.0)
 
 
 def _trace(q, d, t, s, incoming, left, lag, tail, switch) -> list | None:
@@ -448,14 +462,14 @@ def _drop(incoming, key, i, t) -> None:
     del ts[pos], rows[pos]
 
 
-def decompose(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+def decompose(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, bool]:
     """The decomposition as sends in the model's direction: ``(rows (chunk, pair, arrival),
-    lo, hi, D, held)``. The paths of ``(s, d)`` take consecutive stretches of its chunks laid
+    lo, hi, D, held, exact)``. The paths of ``(s, d)`` take consecutive stretches of its chunks laid
     end to end (``D`` atoms each), so a path's piece of each chunk crosses each of its hops;
     ``held[c, n]``: node ``n`` ends with all of chunk ``c``."""
     data = ten_model(model).data
     com, ix = model.commodities, model.source_arrays
-    found, D = paths(model)
+    found, D, exact = paths(model)
     cursor: dict[tuple[int, int], int] = {}
     rows, lo, hi = [], [], []
     for q, d, amount, hops in found:
@@ -475,7 +489,8 @@ def decompose(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
     for (q, d), n in cursor.items():
         whole = min(n // D, len(com.chunks[q][d]))
         held[com.chunks[q][d][:whole], d] = True
-    return (np.array(rows, np.int64).reshape(-1, 3), np.array(lo, np.int64), np.array(hi, np.int64), int(D), held)
+    return (np.array(rows, np.int64).reshape(-1, 3), np.array(lo, np.int64), np.array(hi, np.int64), int(D), held,
+            exact)
 
 
 def _schedule(data: TenData, rows, lo, hi, D) -> Schedule:
@@ -487,16 +502,22 @@ def extract(model) -> Schedule:
     """The schedule of the solved model: its flow decomposition (:func:`paths`), pieces of
     ``1/D`` chunks (whole chunks when the flows are integral); it delivers everything when the
     model is complete and its amounts are exact fractions."""
-    rows, lo, hi, D, _ = decompose(model)
+    rows, lo, hi, D, _, _ = decompose(model)
     return _schedule(ten_model(model).data, rows, lo, hi, D)
 
 
 def schedules(model, recover) -> list[tuple[str, Schedule, int]]:
-    """``[(completion, schedule, chunks short)]``: the decomposition, and when it leaves chunks
-    short (amounts rounded off the solution's lattice) those chunks dropped from it and sent
-    whole by ``recover(data, held, horizon)`` (shortest-path recovery after the horizon)."""
+    """``[(completion, schedule, chunks short)]``: the decomposition when the solution's
+    amounts are exact fractions (a vertex); chunks it leaves short are dropped from it and
+    sent whole by ``recover(data, held, horizon)`` (shortest-path recovery after the horizon).
+    An interior solution (amounts off any small lattice) gives the pure recovery schedule:
+    its polished re-solve (:func:`polish`) is the one to decompose."""
     data = ten_model(model).data
-    rows, lo, hi, D, held = decompose(model)
+    if not atoms(_values(model))[2]:
+        more = np.asarray(recover(data, data.pre, 0), np.int64).reshape(-1, 3)
+        ones = np.ones(len(more), np.int64)
+        return [("recovery", _schedule(data, more, 0 * ones, ones, 1), int((data.post & ~data.pre).sum()))]
+    rows, lo, hi, D, held, _ = decompose(model)
     short = data.post & ~held
     if not short.any():
         return [("decomposition", _schedule(data, rows, lo, hi, D), 0)]

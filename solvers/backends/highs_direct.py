@@ -33,6 +33,7 @@ from ...limits import shielded
 
 NONLINEAR = "the HiGHS backend solves linear models only"
 MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
+OPTIONS_ATTRIBUTE = "highs_options"  # HiGHS options a formulation attached to a model (e.g. run_crossover)
 
 
 @dataclass
@@ -255,7 +256,9 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     """Compile ``model``, solve it with HiGHS and load the solution's values into it.
 
     ``time_limit`` counts from the call: HiGHS gets what is left after compiling and loading.
-    ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start.
+    ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
+    before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
+    where only the objective value is read), are set as HiGHS options.
     """
     import highspy  # here, not at import time: see the module doc
 
@@ -272,7 +275,7 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     mip = bool(lm.integer.any())
     if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
         h.setOptionValue("solver", "ipm")
-    for key, val in (options or {}).items():
+    for key, val in {**vars(model).get(OPTIONS_ATTRIBUTE, {}), **(options or {})}.items():
         h.setOptionValue(key, val)
     h.passModel(_highs_lp(lm, highspy))
     passed = 0
