@@ -83,9 +83,10 @@ PARAMS = (
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )
 TOL = 1e-6
-NO_CROSSOVER_FLOWS = 20_000  # above this many flow variables the arrivals LP skips crossover unless
-# HiGHS' interior point ends imprecise ("choose"): completeness is read from the objective, and the
-# polished re-solve (:func:`polish`, with crossover) gives the vertex whose flows decompose exactly
+NO_CROSSOVER_FLOWS = 20_000  # above this many flow variables the arrivals LP skips crossover (HiGHS'
+# interior point, possibly unverified: status "feasible"): completeness is read from what it
+# delivers, and the polished re-solve (:func:`polish`, with crossover) gives the vertex whose flows
+# decompose exactly
 MAX_DENOMINATOR = 256  # a flow amount is snapped to the nearest fraction with at most this denominator
 MAX_ATOMS = 1 << 20  # cap on the common denominator; beyond it amounts are rounded to 1/2**16
 
@@ -321,9 +322,8 @@ def _pyomo_model(instance, data: TenData, com: Commodities, ix: SourceArrays, in
     m.arrivals = pe.Objective(expr=LinearExpression(list(m.deliver.values())) if len(ix.a_q) else 0,
                               sense=pe.maximize, doc="chunks absorbed by their destinations by the horizon")
     # a solver hint (HiGHS): the arrivals LP has a huge optimal face, whose crossover to a vertex
-    # takes far longer than the interior point solve; only its objective is needed (crossover
-    # still runs when the interior point solution is imprecise, so the status stays optimal)
-    m.highs_options = {"run_crossover": "choose" if len(ix.f_q) > NO_CROSSOVER_FLOWS else "on"}
+    # takes far longer than the interior point solve; only what it delivers is needed
+    m.highs_options = {"run_crossover": "off" if len(ix.f_q) > NO_CROSSOVER_FLOWS else "on"}
     m.commodities = com  # plain data for extract
     m.source_arrays = ix
     # the drivers' view: sent[q, l, t] / hold[q, d, t] are indexed by commodity (a source), not chunk

@@ -460,7 +460,9 @@ def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo
     Completeness is monotone in the horizon, so the search is linear from ``lo`` (the
     combinatorial bound) or binary (``binary=True``). ``known``: a horizon at which the
     relaxation is known to be complete (a capacity-respecting schedule of that length exists),
-    never solved. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
+    never solved. A horizon counts as complete on a solution that delivers everything, optimal
+    or not (the interior point without crossover may end with such a point unverified), and as
+    incomplete only on an optimal one. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
     "version", "message"}``; ``bound`` is None when the search did not finish (time limit,
     solver trouble), and ``model`` is the solved complete relaxation at ``bound`` (None when
     the bound came from ``known``).
@@ -528,7 +530,8 @@ def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_l
         out["solver_status"] = res.status
         out["version"] = res.version or out["version"]
         out["solver"] = res.solver or out["solver"]
-        if res.status != "optimal":
+        complete = res.status == "feasible" and formulation.bound(model) <= h  # a point delivering all proves it
+        if res.status != "optimal" and not complete:
             out["message"] = res.message or f"LP at horizon {h}: {res.status}"
             out["horizons"].append({"horizon": h, "status": res.status})
             return None, None
