@@ -24,7 +24,8 @@ of ``t`` plus what it absorbs and keeps is at most what it kept at ``t - 1`` plu
 at ``t`` (the source starts with its whole supply; at a switch what leaves is at most what
 arrived in that timestep); ``ineq_demand[q, d]``: ``d`` absorbs at most its demand;
 ``ineq_link_capacity[l, tau]``: the flows occupying a pair in a timestep (a flow arriving at
-``t`` occupies ``t - k + 1 .. t``) total at most its ``capacity``. Objective ``arrivals``:
+``t`` occupies the pair for its ``delay`` timesteps before its latency, ``t - k + 1 .. t``
+without one) total at most its ``capacity``. Objective ``arrivals``:
 maximise what is absorbed by the horizon. :func:`bound` is the horizon when every demand is
 met, else the horizon + 1.
 
@@ -244,10 +245,11 @@ def conservation_rows(data: TenData, com: Commodities, ix: SourceArrays):
 
 def capacity_rows(data: TenData, com: Commodities, ix: SourceArrays):
     """``ineq_link_capacity`` rows keyed ``(pair, timestep)``: the flows occupying a pair in a
-    timestep (arrival ``t``, delay ``k``: timesteps ``t-k+1 .. t``) total at most its capacity."""
+    timestep (arrival ``t``: the ``delay`` timesteps before its latency,
+    :meth:`~collsynth.tens.ten.TenData.occupied`) total at most its capacity."""
     T = data.horizon
-    k = data.delay[com.group[ix.f_q], ix.f_l]
-    owner, tau = ranges(ix.f_t - k + 1, ix.f_t)
+    first, last = data.occupied(com.group[ix.f_q], ix.f_l, ix.f_t)
+    owner, tau = ranges(first, last)
     key = ix.f_l[owner] * (T + 1) + tau
     uniq, row = np.unique(key, return_inverse=True)
     pair = uniq // (T + 1)
