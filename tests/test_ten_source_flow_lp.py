@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from collsynth.formulations import ten_flow_lp, ten_ilp, ten_lp, ten_source_flow_lp as S
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
-from collsynth.instances.topology import from_edges
+from collsynth.instances.topology import from_edges, with_latency
 from collsynth.solvers import backends as B
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options, get as get_producer
@@ -175,6 +175,21 @@ def test_fractional_schedule_verifies_and_its_mutants_do_not():
     early = sched.step.copy()
     early[relay] = 1  # before the piece can have reached it
     assert verify.verify(subset(sched, everything, early), inst) is not None
+
+
+def test_pipelined_latency_by_hand():
+    # unidirectional 3-ring, TE-CCL's pipelined latency: a chunk occupies a link for one
+    # timestep (its transmission) and arrives one timestep after leaving it. A 2-hop chunk
+    # needs 2 x (1 + 1) = 4 timesteps; 4 suffice (each link sends its own 2-hop chunk in 1,
+    # its 1-hop chunk in 2 and forwards the 2-hop chunk that arrived at the end of 2 in 3)
+    t = with_latency(topo("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=1.0), "pipelined")
+    inst = make_instance(t, "alltoall", message_bytes=9.0)
+    data = ten.prepare(inst, 4, switch_copy=True)
+    assert data.delay.tolist() == [[1, 1, 1]] and data.latency.tolist() == [1, 1, 1]
+    h, m = least_horizon(S, inst)
+    assert h == 4
+    sched = S.extract(m)
+    assert verify.verify(sched, inst) is None and sched.num_steps == 4
 
 
 # ---- switch nodes -------------------------------------------------------------------------------------
