@@ -14,12 +14,13 @@ Variables (a commodity ``q`` is one source ``s`` of one collective, units are ch
 
 - ``flow[q, l, t] >= 0``: the part of ``q`` crossing link pair ``l = u -> v`` (delay ``k``),
   leaving ``u`` at the end of ``t - lag`` and arriving at the end of ``t`` (``lag`` is the
-  delay, one less out of a switch whose hop is instant, :attr:`TenData.lag`);
+  delay plus the link's latency, one less out of a switch whose hop is instant,
+  :attr:`TenData.lag`);
 - ``buffer[q, v, t] >= 0``: what of ``q`` node ``v`` keeps at the end of ``t`` to send later
   (TE-CCL's buffers; switch nodes store nothing, so they have none);
 - ``deliver[q, d, t] >= 0``: what of ``q`` destination ``d`` absorbs at the end of ``t``.
 
-Rows: ``eq``-free conservation, ``ineq_conservation[q, v, t]``: what leaves ``v`` at the end
+Rows: ``ineq_conservation[q, v, t]``: what leaves ``v`` at the end
 of ``t`` plus what it absorbs and keeps is at most what it kept at ``t - 1`` plus what arrived
 at ``t`` (the source starts with its whole supply; at a switch what leaves is at most what
 arrived in that timestep); ``ineq_demand[q, d]``: ``d`` absorbs at most its demand;
@@ -42,7 +43,8 @@ fraction may be forwarded on two links) and the flow LP (:mod:`.ten_flow_lp`) eq
 
 Collectives that copy (allgather, broadcast) or combine (reduce, reduce_scatter, allreduce)
 are refused with a one-line reason. A 4-node unidirectional ring, all-to-all at horizon 3:
-three commodities' worth of flows on four pairs:
+each source's flow may use the 3 pairs that do not enter it, from the timestep it can reach
+them on (3 + 2 + 1 flows a source, 24 in all), and each pair has a capacity row per timestep:
 
 >>> from collsynth.instances.generators import build as topo
 >>> from collsynth.instances.instance import make_instance
