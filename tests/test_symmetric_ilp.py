@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 import pytest
 
-from collsynth.formulations import ten_ilp_symmetric
+from collsynth.formulations import ten_formulation, ten_ilp_symmetric
 from collsynth.instances.automorphisms import acts_freely, closure, semiregular_group
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
@@ -25,6 +25,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.solvers.pipeline import run
 from collsynth.solvers import backends
 from collsynth.solvers.producers import Options
+from collsynth.solvers.ten import producers
 from collsynth.tens.ten import prepare
 from collsynth.tens.verify import verify
 
@@ -123,8 +124,6 @@ def test_symmetric_schedule_is_invariant_under_the_swap():
 
 
 def test_lp_beside_a_symmetric_run_is_the_orbit_lp_only_for_a_regular_group():
-    from collsynth.formulations import ten_formulation
-    from collsynth.solvers.ten import producers
     sym = ten_formulation(ten_ilp_symmetric)
     assert producers.relaxation_beside(sym, toy_instance()).name == "ten-lp"  # switches: no regular group
     ring = make_instance(build("ring", {"nodes": 6}), "allgather")
