@@ -133,10 +133,7 @@ def latency_pipelined(topology: Topology) -> bool:
     >>> latency_pipelined(build("ring", {"nodes": 3}, bandwidth=1.0, alpha=0.0))
     False
     """
-    mode = topology.meta.get("latency", "serial")
-    if mode not in LATENCIES:
-        raise InputError("latency", f"expected one of {', '.join(LATENCIES)}, got {mode!r}")
-    return mode == "pipelined"
+    return _meta_choice(topology, "latency", LATENCIES) == "pipelined"
 
 
 def link_latency(topology: Topology, timestep: float) -> np.ndarray:
@@ -180,10 +177,15 @@ def switch_hop_instant(topology: Topology) -> bool:
     >>> switch_hop_instant(build("switch", {"nodes": 4}, bandwidth=1.0, alpha=0.0))
     False
     """
-    hop = topology.meta.get("switch_hop", "timestep")
-    if hop not in SWITCH_HOPS:
-        raise InputError("switch_hop", f"expected one of {', '.join(SWITCH_HOPS)}, got {hop!r}")
-    return hop == "instant"
+    return _meta_choice(topology, "switch_hop", SWITCH_HOPS) == "instant"
+
+
+def _meta_choice(topology: Topology, key: str, choices: tuple) -> str:
+    """The topology's ``meta[key]``, one of ``choices`` (the first when it is not set)."""
+    value = topology.meta.get(key, choices[0])
+    if value not in choices:
+        raise InputError(key, f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def unwind_switches(topology: Topology, degree: int) -> Topology:
