@@ -89,8 +89,8 @@ def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(m
 
 def test_a_time_limit_during_verification_and_pricing_still_holds():
     """Half a million sends (the ring allgather on 700 nodes, about a second to produce) under a
-    two-second limit: verification and pricing side by side get the grace, and the models that
-    cannot finish in it are not started."""
+    two-second limit: verification and pricing side by side get the grace, and a model that
+    cannot finish in it is not started, and named (which models fit depends on the machine)."""
     n, limit = 700, 2.0
     inst = make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather")
     pipeline.warm_kernels()
@@ -99,9 +99,10 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
     elapsed = time.monotonic() - t0
     assert elapsed <= limit + GRACE_S, (elapsed, row["message"])
-    assert row["time_event_s"] is None  # 489,300 sends at the event model's rate: about 3.3 s
     if row["verified"]:
-        assert "not priced under" in row["message"], row["message"]
+        unpriced = [m.name for m in cost_models.MODELS.values() if row[m.time_column] is None]
+        if unpriced:  # the first model left out is named, with "and later models"
+            assert f"not priced under {unpriced[0]}" in row["message"], row["message"]
     else:
         assert row["status"] == "timeout" and "time limit 2 s reached" in row["message"], row["message"]
 
