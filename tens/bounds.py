@@ -95,6 +95,7 @@ from .ten import (NotSupported, discretize, dual_instance, latency_pipelined, li
                   occupancy_costs, prepare, switch_hop_instant)
 
 MODELS = ("timesteps", "ten", "event", "sync")
+PARTS = ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth", "steps")  # what Bounds computes, by name
 UNITS = {"timesteps": "timesteps", "ten": "s", "event": "s", "sync": "s", "steps": "steps"}
 CUT_BUDGET_S = 5.0  # seconds per model for the parametric min-cut search
 FLOW_S_PER_UNIT = 1e-6  # one min cut takes about this times links x nodes seconds (measured: a
@@ -940,7 +941,7 @@ class Bounds:
     @property
     def parts(self) -> dict[str, tuple[Bound, ...]]:
         """Every argument tried, per model (``sync_latency`` and ``sync_bandwidth`` for sync)."""
-        for name in ("timesteps", "ten", "event", "steps"):
+        for name in PARTS:
             self._get(name)
         return dict(self._parts)
 
@@ -949,7 +950,7 @@ class Bounds:
         whose bounds stage ran out of time); this object keeps computing them when asked."""
         out = copy.copy(self)
         out._parts = dict(self._parts)
-        for name in ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth", "steps"):
+        for name in PARTS:
             model = "sync" if name.startswith("sync_") else name
             out._parts.setdefault(name, (not_computed(model, "none", why),))
         return out
@@ -961,8 +962,7 @@ class Bounds:
 
     def complete(self) -> bool:
         """Whether every model's parts have been computed."""
-        return all(name in self._parts for name in ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth",
-                                                     "steps"))
+        return all(name in self._parts for name in PARTS)
 
     def adopt(self, state: dict) -> None:
         """Take the parts another process computed for this instance (``state`` from its
