@@ -1,0 +1,417 @@
+"""Earliest-arrival scheduling on the TEN for collectives that never copy a chunk (all-to-all,
+scatter, gather): bottleneck slots assigned by a bipartite matching, the rest on
+earliest-arrival paths.
+
+Every chunk has one holder and one node that needs it, so a schedule is one time-respecting
+path per chunk. A chunk's path is found by an earliest-arrival search in the time-expanded
+network left by the chunks routed before it (a chunk may wait at an NPU; a switch node stores
+nothing and forwards in the timestep after the arrival, or in the same one with an instant
+switch hop), and its link capacity is then reserved for every timestep its sends occupy: list
+scheduling of a flow over time along earliest-arrival paths (Ford and Fulkerson, "Flows in
+Networks", Princeton University Press, 1962, Chapter III, the time-expanded network of a
+dynamic flow; Skutella, "An Introduction to Network Flows over Time", Research Trends in
+Combinatorial Optimization, Springer, 2009, Section 3), on the TEN of TACOS (Won et al.,
+"TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training",
+arXiv:2304.05301, 2023, Section IV) with TE-CCL's switch nodes and pipelined latency (Liu et
+al., "Rethinking Machine Learning Collective Communication as a Multi-Commodity Flow Problem",
+SIGCOMM 2024, Section 4).
+
+The slowest link pairs (largest per-chunk occupancy) are the bottleneck, as the InfiniBand
+links between DGX-2 chassis are. A chunk that must cross exactly one of them (no path avoids
+them) is given a slot first: the bottleneck pairs are cut into back-to-back slots from the
+start (one send each, ``capacity`` sends per slot), a chunk may take a slot on pair ``l`` that
+leaves no earlier than its distance to ``l``'s tail and arrives early enough for its distance
+from ``l``'s head to end by the horizon ``T`` (distances over the other pairs), and the
+smallest ``T`` with a slot for every crossing chunk is found by maximum bipartite matching
+(Hopcroft and Karp, "An n^5/2 Algorithm for Maximum Matchings in Bipartite Graphs", SIAM J.
+Computing 2(4), 1973) and bisection. The slots are booked, then the way to each slot and the
+way from it are routed (earliest arrival over the other pairs; a chunk late for its slot
+takes the pair's next free one), then every other chunk whole. When no pair is slower than
+the others, or a bottleneck pair touches a switch, the chunks are routed whole, the farthest
+first. That is how a schedule meets the cut bound ``(chunks over the cut / pairs) x occupancy
++ latency`` (:mod:`collsynth.tens.bounds`): the bottleneck is busy from the first timestep to
+the last, the first slots carry chunks already at the tail and the last ones chunks for the
+head.
+
+A 4-node unidirectional ring of unit links, all-to-all: each link carries its tail's 3 chunks,
+2 from the node before and 1 from the one before that, so 6 timesteps, the volume bound:
+
+>>> from collsynth.instances.generators import build
+>>> from collsynth.instances.instance import make_instance
+>>> ring = make_instance(build("ring", {"nodes": 4, "bidirectional": False}, bandwidth=1.0, alpha=0.0), "alltoall")
+>>> synthesize(ring).num_steps
+6
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse.csgraph import dijkstra, maximum_bipartite_matching
+
+from ...instances.instance import Instance
+from ...tens.schedule import Schedule
+from ...tens.ten import NotSupported, TenData, prepare, schedule_from_rows
+
+NAME = "earliest-arrival"
+PLANS = ("slots", "order")
+UNREACHED = np.iinfo(np.int64).max // 4
+
+
+# ---- the route of one chunk (compiled: a loop over timesteps and link pairs) ----------------
+
+@numba.njit(cache=True)
+def _free(load, l, arrival, delay, latency, capacity):
+    """Whether pair ``l`` has a unit free in every timestep a send arriving at ``arrival`` occupies."""
+    last = arrival - latency[l]
+    for tau in range(last - delay[l] + 1, last + 1):
+        if load[l, tau] >= capacity[l]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _book(load, l, arrival, delay, latency, step):
+    """Add ``step`` to pair ``l``'s use in the timesteps a send arriving at ``arrival`` occupies."""
+    last = arrival - latency[l]
+    for tau in range(last - delay[l] + 1, last + 1):
+        load[l, tau] += step
+
+
+@numba.njit(cache=True)
+def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, capacity, switch, load, first, parent,
+           sw_parent):
+    """The earliest-arrival path of a chunk held at NPU ``s`` from the end of timestep ``t0``
+    to ``d``, over the pairs ``allowed``, in the TEN whose link use so far is
+    ``load[pair, timestep]``; its sends are booked.
+
+    ``first[v]``: the earliest timestep NPU ``v`` holds the chunk (it may wait there);
+    ``parent[v]``: the pair and departure that brought it; at a switch node only the exact
+    arrival timesteps count (``sw_parent[v, t]``: it stores nothing). Returns the sends as
+    rows ``(pair, arrival)`` from ``d`` back to ``s``, or no rows when ``load`` is too short
+    to reach ``d`` (the caller grows it)."""
+    S = len(first)
+    T = load.shape[1]
+    first[:] = UNREACHED
+    sw_parent[:, :, :] = -1
+    first[s] = t0
+    t = t0
+    while t < T and first[d] > t:
+        for phase in range(2):  # switches first: an instant hop may reach an NPU at t itself
+            for v in range(S):
+                if switch[v]:
+                    if phase == 1 or sw_parent[v, t, 0] < 0:
+                        continue
+                elif phase == 0 or first[v] > t:
+                    continue
+                for i in range(out_ptr[v], out_ptr[v + 1]):
+                    l = pairs[i]
+                    u = dst[l]
+                    a = t + lag[l]
+                    if not allowed[l] or a >= T:
+                        continue
+                    if (switch[u] and sw_parent[u, a, 0] >= 0) or (not switch[u] and first[u] <= a):
+                        continue
+                    if not _free(load, l, a, delay, latency, capacity):
+                        continue
+                    if switch[u]:
+                        sw_parent[u, a, 0] = l
+                        sw_parent[u, a, 1] = t
+                    else:
+                        first[u] = a
+                        parent[u, 0] = l
+                        parent[u, 1] = t
+        t += 1
+    if first[d] >= T:
+        return np.zeros((0, 2), np.int64)
+    hops = np.zeros((S * 4 + 4, 2), np.int64)
+    n = 0
+    a = first[d]
+    l, dep = parent[d, 0], parent[d, 1]
+    while True:
+        if n == len(hops):
+            hops = np.concatenate((hops, np.zeros_like(hops)))
+        hops[n, 0] = l
+        hops[n, 1] = a
+        n += 1
+        _book(load, l, a, delay, latency, 1)
+        v, a = src[l], dep
+        if v == s and not switch[v]:
+            break
+        if switch[v]:  # it left at its arrival
+            l, dep = sw_parent[v, a, 0], sw_parent[v, a, 1]
+        else:  # it waited there since its first arrival
+            l, dep, a = parent[v, 0], parent[v, 1], first[v]
+    return hops[:n]
+
+
+# ---- the network being filled ----------------------------------------------------------------
+
+@dataclass
+class Network:
+    """The TEN's link use so far (``load[pair, timestep]``) and the arrays the compiled search
+    reads; :meth:`route` finds and books one chunk's path, growing the time axis as needed."""
+
+    data: TenData
+    load: np.ndarray
+    out_ptr: np.ndarray
+    pairs: np.ndarray
+    latency: np.ndarray
+    capacity: np.ndarray
+
+    @classmethod
+    def empty(cls, data: TenData, horizon: int) -> "Network":
+        S = data.pre.shape[1]
+        return cls(data, np.zeros((len(data.src), max(8, horizon)), np.int64),
+                   np.concatenate([[0], np.cumsum(np.bincount(data.src, minlength=S))]).astype(np.int64),
+                   np.argsort(data.src, kind="stable").astype(np.int64), data.latency.astype(np.int64),
+                   data.capacity.astype(np.int64))
+
+    def grow(self, horizon: int) -> None:
+        """Make room for arrivals up to ``horizon``."""
+        if horizon >= self.load.shape[1]:
+            more = np.zeros((self.load.shape[0], max(horizon + 1, 2 * self.load.shape[1])), np.int64)
+            more[:, :self.load.shape[1]] = self.load
+            self.load = more
+
+    def route(self, g: int, s: int, t0: int, d: int, allowed: np.ndarray) -> np.ndarray:
+        """Book the earliest-arrival path of a group-``g`` chunk at ``s`` from ``t0`` to ``d``
+        over ``allowed`` pairs (:func:`_route`); its sends ``(pair, arrival)``, last first."""
+        data, S = self.data, self.data.pre.shape[1]
+        first, parent = np.zeros(S, np.int64), np.zeros((S, 2), np.int64)
+        while True:
+            sw_parent = np.full((S, self.load.shape[1], 2), -1, np.int64)
+            hops = _route(s, t0, d, allowed, self.out_ptr, self.pairs, data.src.astype(np.int64),
+                          data.dst.astype(np.int64), data.lag[g].astype(np.int64), data.delay[g].astype(np.int64),
+                          self.latency, self.capacity, data.switch, self.load, first, parent, sw_parent)
+            if len(hops):
+                return hops
+            self.grow(2 * self.load.shape[1])
+
+    def free(self, g: int, l: int, arrival: int) -> bool:
+        self.grow(arrival)
+        return _free(self.load, l, arrival, self.data.delay[g], self.latency, self.capacity)
+
+    def book(self, g: int, l: int, arrival: int, step: int = 1) -> None:
+        self.grow(arrival)
+        _book(self.load, l, arrival, self.data.delay[g], self.latency, step)
+
+
+# ---- chunks, bottleneck, slots ---------------------------------------------------------------
+
+def endpoints(data: TenData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunk, source, destination)`` of every chunk that must move: its one holder and the
+    one node that needs it. Raises :class:`~collsynth.tens.ten.NotSupported` for a chunk
+    needed at several nodes (a copy), held at several, or unable to reach its destination."""
+    need = data.post & ~data.pre
+    moving = np.flatnonzero(need.any(axis=1))
+    many = moving[need[moving].sum(axis=1) > 1]
+    if len(many):
+        raise NotSupported(f"chunk {int(many[0])} is needed at {int(need[many[0]].sum())} nodes; earliest-arrival "
+                           "routes collectives that never copy a chunk (all-to-all, scatter, gather)")
+    held = data.pre[moving].sum(axis=1)
+    if (held != 1).any():
+        c = int(moving[np.flatnonzero(held != 1)[0]])
+        raise NotSupported(f"chunk {c} must move and is held at {int(data.pre[c].sum())} nodes")
+    src, dst = np.argmax(data.pre[moving], axis=1), np.argmax(need[moving], axis=1)
+    far = ~np.isfinite(data.dist[data.group[moving], src, dst])
+    if far.any():
+        i = int(np.flatnonzero(far)[0])
+        raise NotSupported(f"chunk {int(moving[i])} cannot reach node {int(dst[i])} from node {int(src[i])}")
+    return moving, src, dst
+
+
+def bottleneck(data: TenData, g: int) -> np.ndarray:
+    """Bool per link pair: the slowest pairs for chunks of group ``g`` (largest occupancy in
+    timesteps), none when every pair is equally slow."""
+    k = data.delay[g]
+    return k == k.max() if k.max() > k.min() else np.zeros(len(k), bool)
+
+
+def distances(data: TenData, g: int, keep: np.ndarray) -> np.ndarray:
+    """Lag-weighted distances between all nodes over the pairs ``keep`` (a path through a
+    switch node counts its forwarding as the lag of the pair out of it)."""
+    S = data.pre.shape[1]
+    adj = sp.csr_matrix((data.lag[g][keep].astype(float), (data.src[keep], data.dst[keep])), shape=(S, S))
+    return dijkstra(adj, directed=True)
+
+
+@dataclass
+class Crossing:
+    """The chunks that must cross one bottleneck pair (positions ``at`` into the chunk
+    arrays) with, per bottleneck pair (columns, ids ``pairs``), the distance ``before`` from
+    the chunk's source to the pair's tail and ``after`` from its head to the destination
+    (``inf``: not that way)."""
+
+    at: np.ndarray
+    pairs: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+
+
+def crossing(data: TenData, g: int, src: np.ndarray, dst: np.ndarray) -> Crossing | None:
+    """The group-``g`` chunks (endpoints ``src``, ``dst``) that have no path avoiding the
+    bottleneck pairs but one crossing exactly one (module doc); None when the bottleneck does
+    not apply: no pair is slower, or a bottleneck pair starts or ends at a switch node."""
+    slow = bottleneck(data, g)
+    if not slow.any() or data.switch[data.src[slow]].any() or data.switch[data.dst[slow]].any():
+        return None
+    D = distances(data, g, ~slow)
+    pairs = np.flatnonzero(slow)
+    before = D[np.ix_(src, data.src[pairs])]
+    after = D[np.ix_(data.dst[pairs], dst)].T
+    ok = np.isfinite(before) & np.isfinite(after)
+    at = np.flatnonzero(~np.isfinite(D[src, dst]) & ok.any(axis=1))
+    return Crossing(at, pairs, np.where(ok, before, np.inf)[at], np.where(ok, after, np.inf)[at])
+
+
+def _slots(data: TenData, g: int, cx: Crossing, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every unit of every back-to-back slot of the bottleneck pairs arriving by ``horizon``:
+    ``(column into cx.pairs, departure timestep)`` (slot ``j`` of a pair of delay ``k`` leaves
+    the tail at the end of ``j * k``)."""
+    cols, deps = [], []
+    for col, l in enumerate(cx.pairs.tolist()):
+        k, lag, cap = int(data.delay[g, l]), int(data.lag[g, l]), int(data.capacity[l])
+        dep = np.arange(0, max(0, horizon - lag) + 1, k)
+        cols.append(np.full(len(dep) * cap, col))
+        deps.append(np.repeat(dep, cap))
+    return np.concatenate(cols), np.concatenate(deps)
+
+
+BALANCE_CELLS = 40_000_000  # chunks x slots above which the balanced assignment is skipped (dense costs)
+
+
+def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = False):
+    """A slot for every crossing chunk such that each reaches its slot and its destination by
+    ``horizon`` (uncongested distances): ``(pair, departure)`` per chunk of ``cx``, or None
+    when a maximum matching (Hopcroft-Karp) leaves a chunk without one.
+
+    ``balanced``: among such assignments the one of least ``sum (arrival at the destination)^2
+    + (horizon - departure + distance to the tail)^2`` (a linear assignment, Crouse, "On
+    implementing 2D rectangular assignment algorithms", IEEE Trans. Aerospace and Electronic
+    Systems 52(4), 2016): the chunks with far to go after the bottleneck take its early slots
+    and those with far to go before it the late ones, so their ways to and from it keep slack
+    for queueing at the ports they share."""
+    col, dep = _slots(data, g, cx, horizon)
+    lag = data.lag[g, cx.pairs][col]
+    end = dep[None, :] + lag[None, :] + cx.after[:, col]
+    start = horizon - dep[None, :] + cx.before[:, col]
+    fits = (dep[None, :] >= cx.before[:, col]) & (end <= horizon)
+    if balanced and fits.size <= BALANCE_CELLS:
+        cost = np.where(fits, np.where(fits, end, 0) ** 2 + np.where(fits, start, 0) ** 2, 0.0)
+        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))
+        if fits[rows, cols].all():
+            match = np.empty(len(fits), np.int64)
+            match[rows] = cols
+            return cx.pairs[col[match]], dep[match]
+    match = maximum_bipartite_matching(sp.csr_matrix(fits.astype(np.int8)), perm_type="column")
+    if (match < 0).any():
+        return None
+    return cx.pairs[col[match]], dep[match]
+
+
+def plan(data: TenData, g: int, cx: Crossing) -> tuple[int, np.ndarray, np.ndarray]:
+    """The smallest horizon at which :func:`assign` gives every crossing chunk a slot, and
+    that assignment (bisection: more horizon never takes a slot away)."""
+    lag = data.lag[g, cx.pairs]
+    lo = int((cx.before + lag[None, :] + cx.after).min(axis=1).max())  # the farthest chunk
+    hi = lo
+    while assign(data, g, cx, hi) is None:
+        lo, hi = hi + 1, 2 * hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if assign(data, g, cx, mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    return (hi, *assign(data, g, cx, hi, balanced=True))
+
+
+# ---- the schedule ----------------------------------------------------------------------------
+
+def _rows(g: int, c: int, hops: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.full(len(hops), c, np.int64), hops])
+
+
+def _late(net: Network, g: int, l: int, arrival: int, ready: int) -> int:
+    """A chunk at the tail of ``l`` only at the end of ``ready``, after its slot (arriving at
+    ``arrival``) left: free that slot and book the first one it can take; its arrival."""
+    net.book(g, l, arrival, -1)
+    a = ready + int(net.data.lag[g, l])
+    while not net.free(g, l, a):
+        a += 1
+    net.book(g, l, a)
+    return a
+
+
+def slotted(net: Network, g: int, chunks, src, dst, cx: Crossing, deadline=None) -> list[np.ndarray]:
+    """Rows ``(chunk, pair, arrival)`` of the crossing chunks ``cx`` of group ``g``: their
+    slots (:func:`plan`) booked, then the ways to them in departure order, then the ways from
+    them in arrival order, over the pairs other than the bottleneck (module doc)."""
+    data = net.data
+    _, pair, dep = plan(data, g, cx)
+    arrival = dep + data.lag[g, pair]
+    for l, a in zip(pair.tolist(), arrival.tolist()):
+        net.book(g, l, a)
+    other = ~bottleneck(data, g)
+    out = []
+    for n, i in enumerate(np.argsort(dep, kind="stable").tolist()):
+        if deadline is not None and n % 64 == 0:
+            deadline.check("earliest-arrival routing", f"{n} of {len(dep)} ways to the bottleneck routed")
+        c, s, l = int(chunks[cx.at[i]]), int(src[cx.at[i]]), int(pair[i])
+        tail = int(data.src[l])
+        hops = net.route(g, s, 0, tail, other) if s != tail else np.zeros((0, 2), np.int64)
+        if len(hops) and hops[0, 1] > dep[i]:
+            arrival[i] = _late(net, g, l, int(arrival[i]), int(hops[0, 1]))
+        out += [_rows(g, c, hops), _rows(g, c, np.array([[l, arrival[i]]]))]
+    for n, i in enumerate(np.argsort(arrival, kind="stable").tolist()):
+        if deadline is not None and n % 64 == 0:
+            deadline.check("earliest-arrival routing", f"{n} of {len(dep)} ways from the bottleneck routed")
+        c, d, head = int(chunks[cx.at[i]]), int(dst[cx.at[i]]), int(data.dst[pair[i]])
+        if d != head:
+            out.append(_rows(g, c, net.route(g, head, int(arrival[i]), d, other)))
+    return out
+
+
+def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarray:
+    """Rows ``(chunk, pair, arrival)`` of the whole schedule: per group, the crossing chunks
+    in their slots (``how="slots"``, when the bottleneck applies: :func:`crossing`), then
+    every other chunk whole on its earliest-arrival path, the farthest first."""
+    if how not in PLANS:
+        raise NotSupported(f"plan must be one of {', '.join(PLANS)}, got {how!r}")
+    chunks, src, dst = endpoints(data)
+    net = Network.empty(data, int(4 * data.dist[np.isfinite(data.dist)].max()) + 1)
+    done = np.zeros(len(chunks), bool)
+    out = []
+    for g in np.unique(data.group[chunks]).tolist():
+        sel = np.flatnonzero(data.group[chunks] == g)
+        cx = crossing(data, g, src[sel], dst[sel]) if how == "slots" else None
+        if cx is None or not len(cx.at):
+            continue
+        out += slotted(net, g, chunks[sel], src[sel], dst[sel], cx, deadline)
+        done[sel[cx.at]] = True
+    rest = np.flatnonzero(~done)
+    far = data.dist[data.group[chunks[rest]], src[rest], dst[rest]]
+    every = np.ones(len(data.src), bool)
+    for n, i in enumerate(rest[np.lexsort((chunks[rest], -far))].tolist()):
+        if deadline is not None and n % 64 == 0:
+            deadline.check("earliest-arrival routing", f"{n} of {len(rest)} chunks routed")
+        g = int(data.group[chunks[i]])
+        out.append(_rows(g, int(chunks[i]), net.route(g, int(src[i]), 0, int(dst[i]), every)))
+    return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
+
+
+def synthesize(instance: Instance, how: str = "slots", timestep: float | None = None, deadline=None) -> Schedule:
+    """The earliest-arrival schedule of ``instance`` (module doc), whole chunks, on the TEN of
+    ``timestep`` seconds (default: the TEN's own). Raises
+    :class:`~collsynth.tens.ten.NotSupported` for collectives that copy or combine."""
+    for coll in instance.collectives:
+        if coll.combining:
+            raise NotSupported(f"{coll.kind} combines partial sums; earliest-arrival routes collectives that never "
+                               "copy or combine a chunk (all-to-all, scatter, gather)")
+    data = prepare(instance, 1, timestep=timestep, switch_copy=False)
+    return schedule_from_rows(data, schedule_rows(data, how, deadline), NAME)
