@@ -33,6 +33,7 @@ FAMILY_MODULES = (
     "collsynth.solvers.ten.producers",  # ten-ilp, ten-lp, ten-ilp-nocongestion (formulations + drivers)
     "collsynth.solvers.bfb.driver",  # bfb-lp, bfb-chunked, bfb-hetero
     "collsynth.solvers.greedy.tacos",  # greedy (TACOS-Greedy)
+    "collsynth.solvers.greedy.earliest",  # earliest-arrival (bottleneck slots, earliest-arrival paths)
     "collsynth.solvers.closed_form",  # ring, trees, butterfly, swing, optree, ...
     "collsynth.solvers.bfb.expansions",  # line-graph, degree, cartesian expansions
 )
