@@ -156,29 +156,43 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
 
 # ---- the network being filled ----------------------------------------------------------------
 
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
+
+
+MAX_TIMESTEPS = 1 << 22  # a route still unfinished this far is a defect, not a long schedule
+
+
 @dataclass
 class Network:
-    """The TEN's link use so far (``load[pair, timestep]``) and the arrays the compiled search
-    reads; :meth:`route` finds and books one chunk's path, growing the time axis as needed."""
+    """The TEN's link use so far (``load[pair, timestep]``) and the int64 arrays the compiled
+    search reads; :meth:`route` finds and books one chunk's path, growing the time axis."""
 
     data: TenData
     load: np.ndarray
-    out_ptr: np.ndarray
+    out_ptr: np.ndarray  # pairs leaving node v: pairs[out_ptr[v]:out_ptr[v + 1]]
     pairs: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    lag: np.ndarray  # [group, pair]
+    delay: np.ndarray  # [group, pair]
     latency: np.ndarray
     capacity: np.ndarray
 
     @classmethod
     def empty(cls, data: TenData, horizon: int) -> "Network":
+        """No link in use yet, room for arrivals up to ``horizon``."""
         S = data.pre.shape[1]
-        return cls(data, np.zeros((len(data.src), max(8, horizon)), np.int64),
-                   np.concatenate([[0], np.cumsum(np.bincount(data.src, minlength=S))]).astype(np.int64),
-                   np.argsort(data.src, kind="stable").astype(np.int64), data.latency.astype(np.int64),
-                   data.capacity.astype(np.int64))
+        return cls(data, np.zeros((len(data.src), max(8, horizon + 1)), np.int64),
+                   _i64(np.concatenate([[0], np.cumsum(np.bincount(data.src, minlength=S))])),
+                   _i64(np.argsort(data.src, kind="stable")), _i64(data.src), _i64(data.dst), _i64(data.lag),
+                   _i64(data.delay), _i64(data.latency), _i64(data.capacity))
 
     def grow(self, horizon: int) -> None:
         """Make room for arrivals up to ``horizon``."""
         if horizon >= self.load.shape[1]:
+            if horizon >= MAX_TIMESTEPS:
+                raise RuntimeError(f"a route needs more than {MAX_TIMESTEPS} timesteps")
             more = np.zeros((self.load.shape[0], max(horizon + 1, 2 * self.load.shape[1])), np.int64)
             more[:, :self.load.shape[1]] = self.load
             self.load = more
@@ -186,24 +200,26 @@ class Network:
     def route(self, g: int, s: int, t0: int, d: int, allowed: np.ndarray) -> np.ndarray:
         """Book the earliest-arrival path of a group-``g`` chunk at ``s`` from ``t0`` to ``d``
         over ``allowed`` pairs (:func:`_route`); its sends ``(pair, arrival)``, last first."""
-        data, S = self.data, self.data.pre.shape[1]
+        S = len(self.out_ptr) - 1
         first, parent = np.zeros(S, np.int64), np.zeros((S, 2), np.int64)
         while True:
             sw_parent = np.full((S, self.load.shape[1], 2), -1, np.int64)
-            hops = _route(s, t0, d, allowed, self.out_ptr, self.pairs, data.src.astype(np.int64),
-                          data.dst.astype(np.int64), data.lag[g].astype(np.int64), data.delay[g].astype(np.int64),
-                          self.latency, self.capacity, data.switch, self.load, first, parent, sw_parent)
+            hops = _route(s, t0, d, allowed, self.out_ptr, self.pairs, self.src, self.dst, self.lag[g],
+                          self.delay[g], self.latency, self.capacity, self.data.switch, self.load, first, parent,
+                          sw_parent)
             if len(hops):
                 return hops
             self.grow(2 * self.load.shape[1])
 
     def free(self, g: int, l: int, arrival: int) -> bool:
+        """Whether pair ``l`` can take one more group-``g`` send arriving at ``arrival``."""
         self.grow(arrival)
-        return _free(self.load, l, arrival, self.data.delay[g], self.latency, self.capacity)
+        return _free(self.load, l, arrival, self.delay[g], self.latency, self.capacity)
 
     def book(self, g: int, l: int, arrival: int, step: int = 1) -> None:
+        """Take (``step = -1``: give back) one unit of pair ``l`` for a send arriving at ``arrival``."""
         self.grow(arrival)
-        _book(self.load, l, arrival, self.data.delay[g], self.latency, step)
+        _book(self.load, l, arrival, self.delay[g], self.latency, step)
 
 
 # ---- chunks, bottleneck, slots ---------------------------------------------------------------
@@ -307,8 +323,8 @@ def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = F
     start = horizon - dep[None, :] + cx.before[:, col]
     fits = (dep[None, :] >= cx.before[:, col]) & (end <= horizon)
     if balanced and fits.size <= BALANCE_CELLS:
-        cost = np.where(fits, np.where(fits, end, 0) ** 2 + np.where(fits, start, 0) ** 2, 0.0)
-        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))
+        cost = np.where(fits, np.where(fits, end, 0.0) ** 2 + np.where(fits, start, 0.0) ** 2, 0.0)
+        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))  # unfit: dearer than all
         if fits[rows, cols].all():
             match = np.empty(len(fits), np.int64)
             match[rows] = cols
