@@ -15,6 +15,7 @@ import pytest
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges, with_latency
+from collsynth.limits import Deadline, TimeLimitReached
 from collsynth.solvers.greedy import earliest as E
 from collsynth.solvers.producers import Options, Unsupported, get as get_producer
 from collsynth.tens import bounds, ten
@@ -156,3 +157,18 @@ def test_dgx2_two_chassis_alltoall_fast_epochs(size, bound, teccl):
     assert verify(out.schedule, inst) is None
     assert out.bound == bound and out.objective == bound < teccl
     assert out.status == "optimal"
+
+
+def test_too_many_slots_routes_whole(monkeypatch):
+    # above the matrix cap no slots are assigned: every chunk is routed whole, still verified
+    inst = alltoall(two_chassis(2.5))
+    data = ten.prepare(inst, 1, switch_copy=False)
+    _, src, dst = E.endpoints(data)
+    monkeypatch.setattr(E, "MAX_CELLS", 10)
+    assert E.plan(data, 0, E.crossing(data, 0, src, dst)) is None
+    assert steps_and_bound(inst, "slots")[0] == steps_and_bound(inst, "order")[0]
+
+
+def test_an_expired_deadline_stops_the_routing():
+    with pytest.raises(TimeLimitReached):
+        E.synthesize(alltoall(two_chassis()), deadline=Deadline.after(0.0))

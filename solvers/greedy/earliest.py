@@ -88,17 +88,17 @@ def _book(load, l, arrival, delay, latency, step):
 
 
 @numba.njit(cache=True)
-def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, capacity, switch, load, first, parent,
+def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, capacity, sw, load, first, parent,
            sw_parent):
     """The earliest-arrival path of a chunk held at NPU ``s`` from the end of timestep ``t0``
     to ``d``, over the pairs ``allowed``, in the TEN whose link use so far is
     ``load[pair, timestep]``; its sends are booked.
 
     ``first[v]``: the earliest timestep NPU ``v`` holds the chunk (it may wait there);
-    ``parent[v]``: the pair and departure that brought it; at a switch node only the exact
-    arrival timesteps count (``sw_parent[v, t]``: it stores nothing). Returns the sends as
-    rows ``(pair, arrival)`` from ``d`` back to ``s``, or no rows when ``load`` is too short
-    to reach ``d`` (the caller grows it)."""
+    ``parent[v]``: the pair and departure that brought it. Switch node ``v`` (``sw[v] >= 0``,
+    else -1) stores nothing, so only its exact arrival timesteps count:
+    ``sw_parent[sw[v], t]``. Returns the sends as rows ``(pair, arrival)`` from ``d`` back to
+    ``s``, or no rows when ``load`` is too short to reach ``d`` (the caller grows it)."""
     S = len(first)
     T = load.shape[1]
     first[:] = UNREACHED
@@ -108,8 +108,8 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
     while t < T and first[d] > t:
         for phase in range(2):  # switches first: an instant hop may reach an NPU at t itself
             for v in range(S):
-                if switch[v]:
-                    if phase == 1 or sw_parent[v, t, 0] < 0:
+                if sw[v] >= 0:
+                    if phase == 1 or sw_parent[sw[v], t, 0] < 0:
                         continue
                 elif phase == 0 or first[v] > t:
                     continue
@@ -119,13 +119,13 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
                     a = t + lag[l]
                     if not allowed[l] or a >= T:
                         continue
-                    if (switch[u] and sw_parent[u, a, 0] >= 0) or (not switch[u] and first[u] <= a):
+                    if (sw[u] >= 0 and sw_parent[sw[u], a, 0] >= 0) or (sw[u] < 0 and first[u] <= a):
                         continue
                     if not _free(load, l, a, delay, latency, capacity):
                         continue
-                    if switch[u]:
-                        sw_parent[u, a, 0] = l
-                        sw_parent[u, a, 1] = t
+                    if sw[u] >= 0:
+                        sw_parent[sw[u], a, 0] = l
+                        sw_parent[sw[u], a, 1] = t
                     else:
                         first[u] = a
                         parent[u, 0] = l
@@ -145,10 +145,10 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
         n += 1
         _book(load, l, a, delay, latency, 1)
         v, a = src[l], dep
-        if v == s and not switch[v]:
+        if v == s and sw[v] < 0:
             break
-        if switch[v]:  # it left at its arrival
-            l, dep = sw_parent[v, a, 0], sw_parent[v, a, 1]
+        if sw[v] >= 0:  # it left at its arrival
+            l, dep = sw_parent[sw[v], a, 0], sw_parent[sw[v], a, 1]
         else:  # it waited there since its first arrival
             l, dep, a = parent[v, 0], parent[v, 1], first[v]
     return hops[:n]
@@ -178,6 +178,7 @@ class Network:
     delay: np.ndarray  # [group, pair]
     latency: np.ndarray
     capacity: np.ndarray
+    sw: np.ndarray  # switch node v: its row sw[v] of the search's switch arrivals; NPUs: -1
 
     @classmethod
     def empty(cls, data: TenData, horizon: int) -> "Network":
@@ -186,7 +187,8 @@ class Network:
         return cls(data, np.zeros((len(data.src), max(8, horizon + 1)), np.int64),
                    _i64(np.concatenate([[0], np.cumsum(np.bincount(data.src, minlength=S))])),
                    _i64(np.argsort(data.src, kind="stable")), _i64(data.src), _i64(data.dst), _i64(data.lag),
-                   _i64(data.delay), _i64(data.latency), _i64(data.capacity))
+                   _i64(data.delay), _i64(data.latency), _i64(data.capacity),
+                   np.where(data.switch, np.cumsum(data.switch) - 1, -1).astype(np.int64))
 
     def grow(self, horizon: int) -> None:
         """Make room for arrivals up to ``horizon``."""
@@ -203,9 +205,9 @@ class Network:
         S = len(self.out_ptr) - 1
         first, parent = np.zeros(S, np.int64), np.zeros((S, 2), np.int64)
         while True:
-            sw_parent = np.full((S, self.load.shape[1], 2), -1, np.int64)
+            sw_parent = np.full((max(1, int(self.data.switch.sum())), self.load.shape[1], 2), -1, np.int64)
             hops = _route(s, t0, d, allowed, self.out_ptr, self.pairs, self.src, self.dst, self.lag[g],
-                          self.delay[g], self.latency, self.capacity, self.data.switch, self.load, first, parent,
+                          self.delay[g], self.latency, self.capacity, self.sw, self.load, first, parent,
                           sw_parent)
             if len(hops):
                 return hops
@@ -303,7 +305,7 @@ def _slots(data: TenData, g: int, cx: Crossing, horizon: int) -> tuple[np.ndarra
     return np.concatenate(cols), np.concatenate(deps)
 
 
-BALANCE_CELLS = 40_000_000  # chunks x slots above which the balanced assignment is skipped (dense costs)
+MAX_CELLS = 4_000_000  # crossing chunks x slots beyond which no slots are assigned (dense matrices, 32 MB)
 
 
 def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = False):
@@ -322,7 +324,7 @@ def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = F
     end = dep[None, :] + lag[None, :] + cx.after[:, col]
     start = horizon - dep[None, :] + cx.before[:, col]
     fits = (dep[None, :] >= cx.before[:, col]) & (end <= horizon)
-    if balanced and fits.size <= BALANCE_CELLS:
+    if balanced:
         cost = np.where(fits, np.where(fits, end, 0.0) ** 2 + np.where(fits, start, 0.0) ** 2, 0.0)
         rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))  # unfit: dearer than all
         if fits[rows, cols].all():
@@ -335,13 +337,18 @@ def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = F
     return cx.pairs[col[match]], dep[match]
 
 
-def plan(data: TenData, g: int, cx: Crossing) -> tuple[int, np.ndarray, np.ndarray]:
+def plan(data: TenData, g: int, cx: Crossing) -> tuple[int, np.ndarray, np.ndarray] | None:
     """The smallest horizon at which :func:`assign` gives every crossing chunk a slot, and
-    that assignment (bisection: more horizon never takes a slot away)."""
+    the balanced assignment there (bisection: more horizon never takes a slot away); None
+    when the chunks times the slots exceed :data:`MAX_CELLS`."""
     lag = data.lag[g, cx.pairs]
     lo = int((cx.before + lag[None, :] + cx.after).min(axis=1).max())  # the farthest chunk
     hi = lo
-    while assign(data, g, cx, hi) is None:
+    while True:
+        if len(cx.at) * len(_slots(data, g, cx, hi)[0]) > MAX_CELLS:
+            return None
+        if assign(data, g, cx, hi) is not None:
+            break
         lo, hi = hi + 1, 2 * hi
     while lo < hi:
         mid = (lo + hi) // 2
@@ -369,12 +376,12 @@ def _late(net: Network, g: int, l: int, arrival: int, ready: int) -> int:
     return a
 
 
-def slotted(net: Network, g: int, chunks, src, dst, cx: Crossing, deadline=None) -> list[np.ndarray]:
+def slotted(net: Network, g: int, chunks, src, dst, cx: Crossing, planned, deadline=None) -> list[np.ndarray]:
     """Rows ``(chunk, pair, arrival)`` of the crossing chunks ``cx`` of group ``g``: their
-    slots (:func:`plan`) booked, then the ways to them in departure order, then the ways from
+    slots (``planned``, from :func:`plan`) booked, then the ways to them in departure order, then the ways from
     them in arrival order, over the pairs other than the bottleneck (module doc)."""
     data = net.data
-    _, pair, dep = plan(data, g, cx)
+    _, pair, dep = planned
     arrival = dep + data.lag[g, pair]
     for l, a in zip(pair.tolist(), arrival.tolist()):
         net.book(g, l, a)
@@ -411,9 +418,10 @@ def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarra
     for g in np.unique(data.group[chunks]).tolist():
         sel = np.flatnonzero(data.group[chunks] == g)
         cx = crossing(data, g, src[sel], dst[sel]) if how == "slots" else None
-        if cx is None or not len(cx.at):
+        planned = plan(data, g, cx) if cx is not None and len(cx.at) else None
+        if planned is None:
             continue
-        out += slotted(net, g, chunks[sel], src[sel], dst[sel], cx, deadline)
+        out += slotted(net, g, chunks[sel], src[sel], dst[sel], cx, planned, deadline)
         done[sel[cx.at]] = True
     rest = np.flatnonzero(~done)
     far = data.dist[data.group[chunks[rest]], src[rest], dst[rest]]
