@@ -278,7 +278,7 @@ class Crossing:
 
 def crossing(data: TenData, g: int, src: np.ndarray, dst: np.ndarray) -> Crossing | None:
     """The group-``g`` chunks (endpoints ``src``, ``dst``) that have no path avoiding the
-    bottleneck pairs but one crossing exactly one (module doc); None when the bottleneck does
+    bottleneck pairs but have one crossing exactly one of them (module doc); None when the bottleneck does
     not apply: no pair is slower, or a bottleneck pair starts or ends at a switch node."""
     slow = bottleneck(data, g)
     if not slow.any() or data.switch[data.src[slow]].any() or data.switch[data.dst[slow]].any():
@@ -325,8 +325,8 @@ def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = F
     start = horizon - dep[None, :] + cx.before[:, col]
     fits = (dep[None, :] >= cx.before[:, col]) & (end <= horizon)
     if balanced:
-        cost = np.where(fits, np.where(fits, end, 0.0) ** 2 + np.where(fits, start, 0.0) ** 2, 0.0)
-        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))  # unfit: dearer than all
+        cost = np.where(fits, end, 0.0) ** 2 + np.where(fits, start, 0.0) ** 2  # 0 where unfit ...
+        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))  # ... then dearest
         if fits[rows, cols].all():
             match = np.empty(len(fits), np.int64)
             match[rows] = cols
