@@ -172,3 +172,17 @@ def test_too_many_slots_routes_whole(monkeypatch):
 def test_an_expired_deadline_stops_the_routing():
     with pytest.raises(TimeLimitReached):
         E.synthesize(alltoall(two_chassis()), deadline=Deadline.after(0.0))
+
+
+@pytest.mark.parametrize("topology", [two_chassis(2.5), two_chassis(2.5, "instant")] +
+                         [random_topology(seed) for seed in range(4)])
+def test_a_lone_chunk_arrives_at_the_lag_weighted_distance(topology):
+    # on an empty network the earliest arrival is the shortest path (Dijkstra on the lags)
+    inst = make_instance(topology, "alltoall", message_bytes=float(topology.size))
+    data = ten.prepare(inst, 1, switch_copy=False)
+    _, src, dst = E.endpoints(data)
+    every = np.ones(len(data.src), bool)
+    for s, d in zip(src.tolist(), dst.tolist()):
+        hops = E.Network.empty(data, 4).route(0, s, 0, d, every)
+        assert hops[0, 1] == data.dist[0, s, d]
+        assert data.src[hops[-1, 0]] == s and data.dst[hops[0, 0]] == d
