@@ -160,11 +160,11 @@ def test_dgx2_two_chassis_alltoall_fast_epochs(size, bound, teccl):
 
 
 def test_too_many_slots_routes_whole(monkeypatch):
-    # above the matrix cap no slots are assigned: every chunk is routed whole, still verified
+    # above the edge cap no slots are assigned: every chunk is routed whole, still verified
     inst = alltoall(two_chassis(2.5))
     data = ten.prepare(inst, 1, switch_copy=False)
     _, src, dst = E.endpoints(data)
-    monkeypatch.setattr(E, "MAX_CELLS", 10)
+    monkeypatch.setattr(E, "MAX_EDGES", 10)
     assert E.plan(data, 0, E.crossing(data, 0, src, dst)) is None
     assert steps_and_bound(inst, "slots")[0] == steps_and_bound(inst, "order")[0]
 
@@ -186,3 +186,14 @@ def test_a_lone_chunk_arrives_at_the_lag_weighted_distance(topology):
         hops = E.Network.empty(data, 4).route(0, s, 0, d, every)
         assert hops[0, 1] == data.dist[0, s, d]
         assert data.src[hops[-1, 0]] == s and data.dst[hops[0, 0]] == d
+
+
+def test_best_plan_is_the_shorter_one():
+    # a scatter sends every chunk through its root's one port, which the slots ignore
+    inst = make_instance(two_chassis(2.5), "scatter", message_bytes=8.0, root=3)
+    found = E.synthesize_plans(inst, "best")
+    assert set(found) == {"slots", "order"} and all(verify(s, inst) is None for s in found.values())
+    out = get_producer("earliest-arrival").run(inst, Options(time_limit=30))
+    assert out.objective == min(s.num_steps for s in found.values())
+    assert out.extra["steps_by_plan"] == {p: s.num_steps for p, s in found.items()}
+    assert out.schedule.num_steps == found[out.extra["plan"]].num_steps

@@ -31,7 +31,8 @@ the others, or a bottleneck pair touches a switch, the chunks are routed whole, 
 first. That is how a schedule meets the cut bound ``(chunks over the cut / pairs) x occupancy
 + latency`` (:mod:`collsynth.tens.bounds`): the bottleneck is busy from the first timestep to
 the last, the first slots carry chunks already at the tail and the last ones chunks for the
-head.
+head. The slots ignore queueing at shared ports (a scatter's root sends everything through
+one), so the producer keeps the shorter of both plans.
 
 A 4-node unidirectional ring of unit links, all-to-all: each link carries its tail's 3 chunks,
 2 from the node before and 1 from the one before that, so 6 timesteps, the volume bound:
@@ -51,8 +52,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
-from scipy.sparse.csgraph import dijkstra, maximum_bipartite_matching
+from scipy.sparse.csgraph import dijkstra, maximum_bipartite_matching, min_weight_full_bipartite_matching
 
 from ...instances.instance import Instance, make_instance
 from ...instances.topology import from_edges
@@ -63,7 +63,7 @@ from ...tens.ten import NotSupported, TenData, prepare, schedule_from_rows
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 NAME = "earliest-arrival"
-PLANS = ("slots", "order")
+PLANS = ("best", "slots", "order")
 UNREACHED = np.iinfo(np.int64).max // 4
 
 
@@ -292,60 +292,84 @@ def crossing(data: TenData, g: int, src: np.ndarray, dst: np.ndarray) -> Crossin
     return Crossing(at, pairs, np.where(ok, before, np.inf)[at], np.where(ok, after, np.inf)[at])
 
 
-def _slots(data: TenData, g: int, cx: Crossing, horizon: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every unit of every back-to-back slot of the bottleneck pairs arriving by ``horizon``:
-    ``(column into cx.pairs, departure timestep)`` (slot ``j`` of a pair of delay ``k`` leaves
-    the tail at the end of ``j * k``)."""
-    cols, deps = [], []
-    for col, l in enumerate(cx.pairs.tolist()):
-        k, lag, cap = int(data.delay[g, l]), int(data.lag[g, l]), int(data.capacity[l])
-        dep = np.arange(0, max(0, horizon - lag) + 1, k)
-        cols.append(np.full(len(dep) * cap, col))
-        deps.append(np.repeat(dep, cap))
-    return np.concatenate(cols), np.concatenate(deps)
+MAX_EDGES = 4_000_000  # chunk-slot pairs beyond which no slots are assigned (memory: about 40 B each)
 
 
-MAX_CELLS = 4_000_000  # crossing chunks x slots beyond which no slots are assigned (dense matrices, 32 MB)
+def _edges(data: TenData, g: int, cx: Crossing, horizon: int):
+    """The slots of the bottleneck pairs and which crossing chunk may take which: ``(chunk,
+    slot)`` edges (positions into ``cx.at``; slot ids), then per slot its pair and departure.
+
+    The slots of a pair of delay ``k``, capacity ``c`` and lag ``L`` are back to back: slot
+    ``j`` leaves the tail at the end of ``j * k`` (``c`` units each) and arrives ``L`` later,
+    by ``horizon``. A chunk may take slot ``j`` of the pair when it can be at the tail by
+    then (``before``) and at its destination by ``horizon`` (``after``); those ``j`` form a
+    range. None when there are more than :data:`MAX_EDGES` edges."""
+    k = data.delay[g, cx.pairs]
+    lag = data.lag[g, cx.pairs]
+    cap = data.capacity[cx.pairs]
+    count = np.maximum(0, (horizon - lag) // k + 1)  # slots per pair
+    base = np.concatenate([[0], np.cumsum(count * cap)])
+    with np.errstate(invalid="ignore"):
+        lo = np.ceil(cx.before / k[None, :])
+        hi = np.floor((horizon - lag[None, :] - cx.after) / k[None, :])
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    lo, hi = np.where(ok, lo, 0).astype(np.int64), np.where(ok, np.minimum(hi, count - 1), -1).astype(np.int64)
+    width = np.maximum(0, hi - lo + 1) * cap[None, :]
+    if width.sum() > MAX_EDGES:
+        return None
+    chunk, col = np.nonzero(width)
+    n = width[chunk, col]
+    owner = np.repeat(np.arange(len(chunk)), n)
+    offset = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    slot = base[col[owner]] + (lo[chunk, col][owner] + offset // cap[col[owner]]) * cap[col[owner]] \
+        + offset % cap[col[owner]]
+    slot_col = np.repeat(np.arange(len(cx.pairs)), count * cap)
+    slot_dep = (np.concatenate([np.repeat(np.arange(m), c) for m, c in zip(count.tolist(), cap.tolist())])
+                * k[slot_col])
+    return chunk[owner], slot, cx.pairs[slot_col], slot_dep
 
 
 def assign(data: TenData, g: int, cx: Crossing, horizon: int, balanced: bool = False):
     """A slot for every crossing chunk such that each reaches its slot and its destination by
-    ``horizon`` (uncongested distances): ``(pair, departure)`` per chunk of ``cx``, or None
-    when a maximum matching (Hopcroft-Karp) leaves a chunk without one.
+    ``horizon`` (uncongested distances, :func:`_edges`): ``(pair, departure)`` per chunk of
+    ``cx``, or None when a maximum matching (Hopcroft and Karp, "An n^5/2 Algorithm for
+    Maximum Matchings in Bipartite Graphs", SIAM J. Computing 2(4), 1973) leaves a chunk
+    without one, or when there are too many edges.
 
-    ``balanced``: among such assignments the one of least ``sum (arrival at the destination)^2
-    + (horizon - departure + distance to the tail)^2`` (a linear assignment, Crouse, "On
-    implementing 2D rectangular assignment algorithms", IEEE Trans. Aerospace and Electronic
-    Systems 52(4), 2016): the chunks with far to go after the bottleneck take its early slots
-    and those with far to go before it the late ones, so their ways to and from it keep slack
-    for queueing at the ports they share."""
-    col, dep = _slots(data, g, cx, horizon)
-    lag = data.lag[g, cx.pairs][col]
-    end = dep[None, :] + lag[None, :] + cx.after[:, col]
-    start = horizon - dep[None, :] + cx.before[:, col]
-    fits = (dep[None, :] >= cx.before[:, col]) & (end <= horizon)
-    if balanced:
-        cost = np.where(fits, end, 0.0) ** 2 + np.where(fits, start, 0.0) ** 2  # 0 where unfit ...
-        rows, cols = linear_sum_assignment(np.where(fits, cost, cost.max() * len(fits) + 1.0))  # ... then dearest
-        if fits[rows, cols].all():
-            match = np.empty(len(fits), np.int64)
-            match[rows] = cols
-            return cx.pairs[col[match]], dep[match]
-    match = maximum_bipartite_matching(sp.csr_matrix(fits.astype(np.int8)), perm_type="column")
+    ``balanced``: among such assignments one of least ``sum (arrival at the destination)^2 +
+    (horizon - departure + distance to the tail)^2`` (a minimum-weight full matching, Jonker
+    and Volgenant, "A Shortest Augmenting Path Algorithm for Dense and Sparse Linear
+    Assignment Problems", Computing 38, 1987): the chunks with far to go after the bottleneck
+    take its early slots and those with far to go before it the late ones, so their ways to
+    and from it keep slack for queueing at the ports they share."""
+    edges = _edges(data, g, cx, horizon)
+    if edges is None or len(cx.at) > len(edges[2]):
+        return None
+    chunk, slot, pair, dep = edges
+    shape = (len(cx.at), len(pair))
+    fits = sp.csr_matrix((np.ones(len(chunk), np.int8), (chunk, slot)), shape=shape)
+    match = maximum_bipartite_matching(fits, perm_type="column")
     if (match < 0).any():
         return None
-    return cx.pairs[col[match]], dep[match]
+    if balanced:
+        cols = np.searchsorted(cx.pairs, pair[slot])
+        end = dep[slot] + data.lag[g, pair[slot]] + cx.after[chunk, cols]
+        start = horizon - dep[slot] + cx.before[chunk, cols]
+        weight = sp.csr_matrix((1.0 + end ** 2 + start ** 2, (chunk, slot)), shape=shape)  # weights must be nonzero
+        _, match = min_weight_full_bipartite_matching(weight)
+    return pair[match], dep[match]
 
 
 def plan(data: TenData, g: int, cx: Crossing) -> tuple[int, np.ndarray, np.ndarray] | None:
     """The smallest horizon at which :func:`assign` gives every crossing chunk a slot, and
     the balanced assignment there (bisection: more horizon never takes a slot away); None
-    when the chunks times the slots exceed :data:`MAX_CELLS`."""
+    when the chunk-slot edges exceed :data:`MAX_EDGES` first."""
     lag = data.lag[g, cx.pairs]
     lo = int((cx.before + lag[None, :] + cx.after).min(axis=1).max())  # the farthest chunk
     hi = lo
     while True:
-        if len(cx.at) * len(_slots(data, g, cx, hi)[0]) > MAX_CELLS:
+        edges = _edges(data, g, cx, hi)
+        if edges is None:
             return None
         if assign(data, g, cx, hi) is not None:
             break
@@ -409,8 +433,8 @@ def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarra
     """Rows ``(chunk, pair, arrival)`` of the whole schedule: per group, the crossing chunks
     in their slots (``how="slots"``, when the bottleneck applies: :func:`crossing`), then
     every other chunk whole on its earliest-arrival path, the farthest first."""
-    if how not in PLANS:
-        raise NotSupported(f"plan must be one of {', '.join(PLANS)}, got {how!r}")
+    if how not in ("slots", "order"):
+        raise NotSupported(f"plan must be slots or order, got {how!r}")
     chunks, src, dst = endpoints(data)
     net = Network.empty(data, int(4 * data.dist[np.isfinite(data.dist)].max()) + 1)
     done = np.zeros(len(chunks), bool)
@@ -434,16 +458,26 @@ def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarra
     return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
 
 
-def synthesize(instance: Instance, how: str = "slots", timestep: float | None = None, deadline=None) -> Schedule:
-    """The earliest-arrival schedule of ``instance`` (module doc), whole chunks, on the TEN of
-    ``timestep`` seconds (default: the TEN's own). Raises
+def synthesize_plans(instance: Instance, how: str = "best", timestep: float | None = None,
+                     deadline=None) -> dict[str, Schedule]:
+    """The earliest-arrival schedules of ``instance`` (module doc) by plan, whole chunks, on
+    the TEN of ``timestep`` seconds (default: the TEN's own): ``how`` alone, or with
+    ``how="best"`` both ``slots`` and ``order``. Raises
     :class:`~collsynth.tens.ten.NotSupported` for collectives that copy or combine."""
+    if how not in PLANS:
+        raise NotSupported(f"plan must be one of {', '.join(PLANS)}, got {how!r}")
     for coll in instance.collectives:
         if coll.combining:
             raise NotSupported(f"{coll.kind} combines partial sums; earliest-arrival routes collectives that never "
                                "copy or combine a chunk (all-to-all, scatter, gather)")
     data = prepare(instance, 1, timestep=timestep, switch_copy=False)
-    return schedule_from_rows(data, schedule_rows(data, how, deadline), NAME)
+    plans = ("slots", "order") if how == "best" else (how,)
+    return {p: schedule_from_rows(data, schedule_rows(data, p, deadline), NAME) for p in plans}
+
+
+def synthesize(instance: Instance, how: str = "best", timestep: float | None = None, deadline=None) -> Schedule:
+    """The shortest of :func:`synthesize_plans` (the first plan on a tie: slots)."""
+    return min(synthesize_plans(instance, how, timestep, deadline).values(), key=lambda sched: sched.num_steps)
 
 
 # ---- the producer ----------------------------------------------------------------------------
@@ -461,32 +495,34 @@ def produce(instance: Instance, options: Options) -> Outcome:
     (:func:`collsynth.tens.bounds.timesteps_bound`, on the same timestep); status ``optimal``
     when the schedule meets it, else ``heuristic``."""
     params = dict(options.params or {})
-    how, timestep = params.get("plan", "slots"), params.get("timestep")
+    how, timestep = params.get("plan", "best"), params.get("timestep")
     deadline = options.timer()
     t0 = time.perf_counter()
     try:
-        sched = synthesize(instance, how, timestep, deadline)
+        found = synthesize_plans(instance, how, timestep, deadline)
     except NotSupported as e:
         raise Unsupported(str(e)) from None
     wall = time.perf_counter() - t0
+    plan_used, sched = min(found.items(), key=lambda item: item[1].num_steps)
     steps = int(sched.num_steps)
+    extra = {"plan": plan_used, "steps_by_plan": {p: int(s.num_steps) for p, s in found.items()}}
     try:
         bound = int(bounds.timesteps_bound(instance, timestep=sched.meta["timestep_s"]).value)
     except (TimeLimitReached, NotSupported) as e:
         return Outcome(sched, "heuristic", objective=float(steps), units="timesteps", solve_s=wall, solver=NAME,
-                       message=f"{steps} timesteps; lower bound not computed ({e})", extra={"plan": how})
+                       message=f"{steps} timesteps; lower bound not computed ({e})", extra=extra)
     met = steps <= bound
     return Outcome(
         sched, "optimal" if met else "heuristic", objective=float(steps), bound=float(bound),
         gap=(steps - bound) / steps if steps else 0.0, units="timesteps", solve_s=wall, solver=NAME,
         message=f"{steps} timesteps, lower bound {bound}" + ("; optimal: meets the bound" if met else ""),
-        extra={"plan": how, "lower_bound_steps": bound},
+        extra={**extra, "lower_bound_steps": bound},
     )
 
 
 PARAMS = (
-    Param("plan", PLANS, "slots", "slots: chunks that must cross the slowest links get slots on them by bipartite "
-          "matching first; order: every chunk whole, the farthest first"),
+    Param("plan", PLANS, "best", "slots: chunks that must cross the slowest links get slots on them by bipartite "
+          "matching first; order: every chunk whole, the farthest first; best: the shorter of both"),
     Param("timestep", float, None, "seconds per TEN timestep (default: the TEN's, the cheapest link per chunk)"),
 )
 
