@@ -385,7 +385,7 @@ def plan(data: TenData, g: int, cx: Crossing) -> tuple[int, np.ndarray, np.ndarr
 
 # ---- the schedule ----------------------------------------------------------------------------
 
-def _rows(g: int, c: int, hops: np.ndarray) -> np.ndarray:
+def _rows(c: int, hops: np.ndarray) -> np.ndarray:
     return np.column_stack([np.full(len(hops), c, np.int64), hops])
 
 
@@ -402,8 +402,9 @@ def _late(net: Network, g: int, l: int, arrival: int, ready: int) -> int:
 
 def slotted(net: Network, g: int, chunks, src, dst, cx: Crossing, planned, deadline=None) -> list[np.ndarray]:
     """Rows ``(chunk, pair, arrival)`` of the crossing chunks ``cx`` of group ``g``: their
-    slots (``planned``, from :func:`plan`) booked, then the ways to them in departure order, then the ways from
-    them in arrival order, over the pairs other than the bottleneck (module doc)."""
+    slots (``planned``, from :func:`plan`) booked, then the ways to them in departure order,
+    then the ways from them in arrival order, over the pairs other than the bottleneck (module
+    doc)."""
     data = net.data
     _, pair, dep = planned
     arrival = dep + data.lag[g, pair]
@@ -419,13 +420,13 @@ def slotted(net: Network, g: int, chunks, src, dst, cx: Crossing, planned, deadl
         hops = net.route(g, s, 0, tail, other) if s != tail else np.zeros((0, 2), np.int64)
         if len(hops) and hops[0, 1] > dep[i]:
             arrival[i] = _late(net, g, l, int(arrival[i]), int(hops[0, 1]))
-        out += [_rows(g, c, hops), _rows(g, c, np.array([[l, arrival[i]]]))]
+        out += [_rows(c, hops), _rows(c, np.array([[l, arrival[i]]]))]
     for n, i in enumerate(np.argsort(arrival, kind="stable").tolist()):
         if deadline is not None and n % 64 == 0:
             deadline.check("earliest-arrival routing", f"{n} of {len(dep)} ways from the bottleneck routed")
         c, d, head = int(chunks[cx.at[i]]), int(dst[cx.at[i]]), int(data.dst[pair[i]])
         if d != head:
-            out.append(_rows(g, c, net.route(g, head, int(arrival[i]), d, other)))
+            out.append(_rows(c, net.route(g, head, int(arrival[i]), d, other)))
     return out
 
 
@@ -454,7 +455,7 @@ def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarra
         if deadline is not None and n % 64 == 0:
             deadline.check("earliest-arrival routing", f"{n} of {len(rest)} chunks routed")
         g = int(data.group[chunks[i]])
-        out.append(_rows(g, int(chunks[i]), net.route(g, int(src[i]), 0, int(dst[i]), every)))
+        out.append(_rows(int(chunks[i]), net.route(g, int(src[i]), 0, int(dst[i]), every)))
     return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
 
 
