@@ -262,10 +262,10 @@ def test_cli_solves_a_kept_switch(tmp_path, capsys, params, steps):
     assert code == 0 and data["verified"] is True and data["steps"] == steps and data["status"] == "optimal"
 
 
-@pytest.mark.parametrize("producer", ["greedy", "bfb-lp"])
-def test_cli_refuses_switch_nodes_in_one_line(tmp_path, capsys, producer):
+@pytest.mark.parametrize("producer, kind", [("greedy", "reduce_scatter"), ("bfb-lp", "allgather")])
+def test_cli_refuses_switch_nodes_in_one_line(tmp_path, capsys, producer, kind):
     p = tmp_path / "sw4.toml"
-    p.write_text(TOML.replace('kind = "broadcast"\nroot = 0', 'kind = "allgather"'))
+    p.write_text(TOML.replace('kind = "broadcast"\nroot = 0', f'kind = "{kind}"'))
     code = main(["solve", str(p), "--producer", producer])
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in err

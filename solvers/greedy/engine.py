@@ -26,12 +26,21 @@ the nodes) are relayed: ``u -> w`` may carry ``c`` for a ``w`` that does not wan
 strictly closer (in hops) to a node still lacking ``c``; a single-target chunk keeps one copy
 moving (its frontier distance must strictly drop).
 
+Kept switch nodes (:mod:`collsynth.tens.ten`: a switch stores nothing and forwards what it
+receives) never hold a chunk here: NPU ``w`` has one virtual in-link per route ``u -> s_1 ->
+... -> w`` through switches (:mod:`collsynth.solvers.greedy.routes`), matched like a link of the
+route's delay; its send reserves every switch link it crosses (the switch's ports, a calendar
+of slots per timestep) at the timesteps the chunk is on it. When switches copy
+(``switch_copy``), a route whose chunk reaches its last switch at the very timestep another
+send brings it there shares that arrival (multicast) and reserves only the switch's out-port;
+such chunks come first, and a route whose NPU-to-switch link is full can still take them.
+
 The inner loops are compiled (:mod:`collsynth.solvers.greedy.kernels`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,8 +48,9 @@ from scipy.sparse.csgraph import connected_components
 
 from ...instances.topology import Topology
 from ...limits import Deadline, TimeLimitReached
-from ...tens.ten import link_delays, link_latency
+from ...tens.ten import SWITCH_COPY, link_delays, link_latency, switch_hop_instant
 from . import kernels as K
+from .routes import Routes, no_routes, switch_mask, switch_routes
 
 INF = K.INF
 PRIORITIES = ("fifo", "random", "lifo")
@@ -60,6 +70,11 @@ class Links:
     pipelined latency, :mod:`collsynth.tens.ten`) and ``cap[i]`` how many chunks it carries at
     once (parallel links, or chunks per timestep). ``out_ptr``/``out_idx`` list the
     pairs leaving each node (CSR).
+
+    With kept switch nodes, ``route[i]`` is the route (:class:`~.routes.Routes`) pair ``i``
+    stands for (-1: a link between NPUs); a route has no slots of its own (``cap`` 0) but
+    reserves the switch links ``routes.ports`` (``port_cap`` chunks per timestep, occupied
+    ``port_busy`` timesteps). ``copy``: switches multicast; ``instant``: their hop is instant.
     """
 
     src: np.ndarray
@@ -71,16 +86,29 @@ class Links:
     out_ptr: np.ndarray
     out_idx: np.ndarray
     busy: np.ndarray = None
+    route: np.ndarray = None
+    routes: Routes = None
+    port_cap: np.ndarray = None
+    port_busy: np.ndarray = None
+    copy: bool = SWITCH_COPY
+    instant: bool = False
 
     def __post_init__(self):
         if self.busy is None:
             object.__setattr__(self, "busy", self.delay)
+        if self.route is None:
+            object.__setattr__(self, "route", np.full(len(self.src), -1, np.int64))
+        if self.routes is None:
+            object.__setattr__(self, "routes", no_routes())
+            object.__setattr__(self, "port_cap", np.zeros(0, np.int64))
+            object.__setattr__(self, "port_busy", np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.src)
 
 
-def links(topology: Topology, chunk_bytes: float, timestep: float | None = None) -> Links:
+def links(topology: Topology, chunk_bytes: float, timestep: float | None = None,
+          switch_copy: bool = SWITCH_COPY) -> Links:
     """Per link pair: delay ``ceil((alpha + chunk_bytes / b) / timestep)`` and capacity (with a
     pipelined latency: occupancy ``ceil((chunk_bytes / b) / timestep)`` and delay that plus
     ``ceil(alpha / timestep)``, :func:`collsynth.tens.ten.link_latency`).
@@ -88,24 +116,54 @@ def links(topology: Topology, chunk_bytes: float, timestep: float | None = None)
     ``b`` is one link's bandwidth (a pair of ``count`` parallel links carries ``count`` chunks
     per timestep). ``timestep`` defaults to the cheapest link's cost, so homogeneous topologies
     have delay 1 everywhere (TACOS §IV-C): :func:`collsynth.tens.ten.link_delays`, so the greedy
-    and the ILP see the same TEN.
+    and the ILP see the same TEN. Links touching a kept switch node give way to routes through
+    the switches (:func:`collsynth.solvers.greedy.routes.switch_routes`; ``switch_copy``: the
+    switches multicast).
     """
     la = topology.link_arrays
-    delays, cap, timestep = link_delays(topology, chunk_bytes, timestep)
+    delays, cap, timestep = link_delays(topology, chunk_bytes, timestep, switches=True)
     busy = delays[0].astype(np.int64)
-    src = la.src.astype(np.int64)
+    latency = link_latency(topology, timestep)
+    cap = np.asarray(cap, np.int64)
+    sw = switch_mask(topology)
+    if not sw.any():
+        src = la.src.astype(np.int64)
+        out_ptr, out_idx = _csr(src, topology.size)
+        return Links(src=src, dst=la.dst.astype(np.int64), delay=busy + latency, cap=cap, size=topology.size,
+                     timestep=float(timestep), out_ptr=out_ptr, out_idx=out_idx, busy=busy)
+    instant = switch_hop_instant(topology)
+    R = switch_routes(topology, busy, latency, instant)
+    plain = np.flatnonzero(~sw[la.src] & ~sw[la.dst])
+    src = np.concatenate([la.src[plain], R.src]).astype(np.int64)
+    delay = np.concatenate([busy[plain] + latency[plain], R.delay]).astype(np.int64)
     out_ptr, out_idx = _csr(src, topology.size)
-    return Links(src=src, dst=la.dst.astype(np.int64), delay=busy + link_latency(topology, timestep),
-                 cap=np.asarray(cap, np.int64), size=topology.size, timestep=float(timestep),
-                 out_ptr=out_ptr, out_idx=out_idx, busy=busy)
+    return Links(src=src, dst=np.concatenate([la.dst[plain], R.dst]).astype(np.int64), delay=delay,
+                 cap=np.concatenate([cap[plain], np.zeros(len(R), np.int64)]), size=topology.size,
+                 timestep=float(timestep), out_ptr=out_ptr, out_idx=out_idx,
+                 busy=np.concatenate([busy[plain], R.delay]).astype(np.int64),
+                 route=np.concatenate([np.full(len(plain), -1, np.int64), np.arange(len(R), dtype=np.int64)]),
+                 routes=R, port_cap=cap[R.ports], port_busy=busy[R.ports], copy=bool(switch_copy), instant=instant)
+
+
+def _rate(lk: Links) -> np.ndarray:
+    """Chunks per timestep each node's in-links deliver (a switch's port into an NPU counted
+    once, not once per route through it)."""
+    rate = np.zeros(lk.size)
+    plain = lk.route < 0
+    np.add.at(rate, lk.dst[plain], lk.cap[plain] / lk.busy[plain])
+    R = lk.routes
+    if len(R):
+        down = np.unique(R.hop_port[R.hop_ptr[1:] - 1])  # switch links into NPUs
+        np.add.at(rate, R.port_dst[down], lk.port_cap[down] / lk.port_busy[down])
+    return rate
 
 
 def _reordered(lk: Links, order: np.ndarray) -> Links:
     """The same links numbered in ``order``."""
     src = lk.src[order]
     out_ptr, out_idx = _csr(src, lk.size)
-    return Links(src=src, dst=lk.dst[order], delay=lk.delay[order], cap=lk.cap[order], size=lk.size,
-                 timestep=lk.timestep, out_ptr=out_ptr, out_idx=out_idx, busy=lk.busy[order])
+    return replace(lk, src=src, dst=lk.dst[order], delay=lk.delay[order], cap=lk.cap[order], out_ptr=out_ptr,
+                   out_idx=out_idx, busy=lk.busy[order], route=lk.route[order])
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,13 +217,14 @@ def _net(lk: Links) -> K.Net:
     classes, link_class = np.unique(lk.delay, return_inverse=True)
     n = lk.size
     in_ptr, in_idx = _csr(lk.dst * len(classes) + link_class, n * len(classes))
-    rate = np.zeros(n)
-    np.add.at(rate, lk.dst, lk.cap / lk.busy)
+    R = lk.routes
     return K.Net(
         src=lk.src, dst=lk.dst, delay=lk.delay, busy=lk.busy, link_class=link_class.astype(np.int64),
         slot_ptr=np.concatenate([[0], np.cumsum(lk.cap)]).astype(np.int64),
         out_ptr=lk.out_ptr, out_idx=lk.out_idx, in_ptr=in_ptr, in_idx=in_idx,
-        rate=rate, class_delay=classes.astype(np.int64),
+        rate=_rate(lk), class_delay=classes.astype(np.int64),
+        route=lk.route, hop_ptr=R.hop_ptr, hop_port=R.hop_port, hop_off=R.off, hop_busy=R.busy, hop_lag=R.lag,
+        hop_switch=R.enters, port_cap=lk.port_cap, copy=bool(lk.copy), instant=int(lk.instant),
     )
 
 
@@ -221,6 +280,14 @@ def needs_relay(lk: Links, A: np.ndarray, want: np.ndarray) -> bool:
     return not bool(cover.all())
 
 
+def calendar_width(lk: Links) -> int:
+    """Columns of the switch ports' slot calendar: a power of two past the last timestep a
+    route reserves, counted from its start (1 without switch nodes)."""
+    R = lk.routes
+    span = int((R.off + R.busy).max(initial=0))
+    return 1 if not len(R) else 1 << (span + 1).bit_length()
+
+
 def _state(lk: Links, A: np.ndarray, want: np.ndarray) -> K.State:
     N, C = want.shape
     slots = int(lk.cap.sum())
@@ -230,6 +297,8 @@ def _state(lk: Links, A: np.ndarray, want: np.ndarray) -> K.State:
         slot_free=np.zeros(slots, np.int64), slot_send=np.zeros(slots, np.int64),
         slot_start=np.zeros(slots, np.int64),
         send_of=np.zeros(1 if unit else N * C, np.int32),
+        port_use=np.zeros((max(1, len(lk.port_cap)), calendar_width(lk)), np.int64),
+        switch_arrival=np.full((max(1, lk.routes.n_switches), C if len(lk.routes) else 1), -1, np.int32),
     )
 
 
@@ -292,7 +361,9 @@ class _Run:
         cap = max(1024, int(want.sum()) + 16)
         self.sends = K.Sends(link=np.zeros(cap, np.int32), chunk=np.zeros(cap, np.int32),
                              arrive=np.zeros(cap, np.int32), ok=np.zeros(cap, bool),
-                             first=np.zeros(self.max_steps + 2, np.int64))
+                             first=np.zeros(self.max_steps + 2, np.int64),
+                             hop_lo=np.zeros(cap, np.int32), hop_hi=np.zeros(cap, np.int32))
+        self.calendar_mask = self.st.port_use.shape[1] - 1
         self.tally = np.zeros(K.TALLY_SIZE, np.int64)
         self.tally[K.T_REMAINING] = int(want.sum())
         self.pool = new_pool(len(lk), self.tally)
@@ -325,6 +396,8 @@ class _Run:
         if t > self.max_steps:
             raise RuntimeError(f"greedy made no progress after {self.max_steps} timesteps")
         self.sends.first[t] = self.tally[K.T_SENDS]
+        if self.calendar_mask:
+            self.st.port_use[:, (t - 1) & self.calendar_mask] = 0  # the column is reused for step t - 1 + width
         nodes, chunks = self.arrivals(t)
         self._reserve_pool(nodes)
         K.admit(t, nodes, chunks, self.net, self.st, self.relay, self.pool)
@@ -346,8 +419,8 @@ class _Run:
         need = int(self.tally[K.T_SENDS]) + len(self.st.slot_free) + 1
         s = self.sends
         if need > len(s.link):
-            link, chunk, arrive, ok = _grow([s.link, s.chunk, s.arrive, s.ok], need)
-            self.sends = s._replace(link=link, chunk=chunk, arrive=arrive, ok=ok)
+            link, chunk, arrive, ok, lo, hi = _grow([s.link, s.chunk, s.arrive, s.ok, s.hop_lo, s.hop_hi], need)
+            self.sends = s._replace(link=link, chunk=chunk, arrive=arrive, ok=ok, hop_lo=lo, hop_hi=hi)
 
     def _check_stuck(self, t: int) -> None:
         tl = self.tally
@@ -361,12 +434,17 @@ class _Run:
         ok = s.ok[:n].copy()
         link, chunk = s.link[:n].astype(np.int64), s.chunk[:n].astype(np.int64)
         pruned = _prune(ok, link, chunk, self.lk, want) if self.relay.on else 0
-        link, chunk, arrive = link[ok], chunk[ok], s.arrive[:n][ok].astype(np.int64)
+        lk, arrive = self.lk, s.arrive[:n].astype(np.int64)
+        plain = ok & (lk.route[link] < 0)
+        cols = [chunk[plain], lk.src[link[plain]], lk.dst[link[plain]], arrive[plain], lk.delay[link[plain]],
+                lk.busy[link[plain]]]
+        if len(lk.routes):
+            hops = _route_hops(lk, link, chunk, arrive, ok, s.hop_lo[:n], s.hop_hi[:n])
+            cols = [np.concatenate([a, b]) for a, b in zip(cols, hops)]
         tl = self.tally
-        return Result(chunk=chunk, src=self.lk.src[link], dst=self.lk.dst[link], step=arrive,
-                      delay=self.lk.delay[link], busy=self.lk.busy[link], steps=int(arrive.max(initial=0)),
-                      replaced=int(tl[K.T_REPLACED]), dropped=int(tl[K.T_DROPPED]) + pruned,
-                      augmented=int(tl[K.T_AUGMENTED]))
+        return Result(chunk=cols[0], src=cols[1], dst=cols[2], step=cols[3], delay=cols[4], busy=cols[5],
+                      steps=int(cols[3].max(initial=0)), replaced=int(tl[K.T_REPLACED]),
+                      dropped=int(tl[K.T_DROPPED]) + pruned, augmented=int(tl[K.T_AUGMENTED]))
 
 
 def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generator, *,
@@ -414,6 +492,45 @@ def warm() -> None:
     K.augment_step(1, run.no_busy, run.idle[:0], run.net, run.st, run.relay, run.isl, run.pool, run.sends,
                    run.tally)
     K.repack(run.pool, np.zeros(len(run.pool.chunk), np.int32), run.tally)
+
+
+def _route_hops(lk: Links, link, chunk, arrive, ok, hop_lo, hop_hi) -> list[np.ndarray]:
+    """The sends over real links of the route sends among ``link`` (chunk, src, dst, arrival,
+    delay, occupancy): hops ``hop_lo .. hop_hi - 1`` of each (a send whose delivery was
+    dropped, or pruned as a useless relay, keeps the hops into its switches, which other
+    routes may share); hops into a switch that no send leaving it uses are then dropped
+    (:func:`_unused_switch_arrivals`)."""
+    R = lk.routes
+    mine = np.flatnonzero(lk.route[link] >= 0)
+    r = lk.route[link[mine]]
+    first = R.hop_ptr[r]
+    n_hops = R.hop_ptr[r + 1] - first
+    hi = np.where(ok[mine], hop_hi[mine], np.minimum(hop_hi[mine], n_hops - 1)).astype(np.int64)
+    lo = hop_lo[mine].astype(np.int64)
+    count = np.maximum(hi - lo, 0)
+    h = np.repeat(first + lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+    start = np.repeat(arrive[mine] - lk.delay[link[mine]] + 1, count)
+    rows = [np.repeat(chunk[mine], count), R.port_src[R.hop_port[h]], R.port_dst[R.hop_port[h]],
+            start + R.off[h] + R.lag[h] - 1, R.lag[h], R.busy[h]]
+    keep = ~_unused_switch_arrivals(R, lk.size, int(lk.instant), *rows[:5])
+    return [c[keep] for c in rows]
+
+
+def _unused_switch_arrivals(R: Routes, size: int, instant: int, chunk, src, dst, arrive, lag) -> np.ndarray:
+    """bool per hop: it enters a switch and no kept hop leaves that switch with the chunk
+    from that arrival (in the next timestep, or the same one with an ``instant`` hop), to a
+    fixed point (chains of switches)."""
+    into, out = R.is_switch[dst], R.is_switch[src]
+    read = arrive - lag + instant  # the arrival a hop out of a switch forwards
+    T = int(arrive.max(initial=0)) + 2
+    key_in = (chunk * size + dst) * T + arrive
+    key_out = (chunk * size + src) * T + read
+    drop = np.zeros(len(chunk), bool)
+    while True:
+        new = into & ~np.isin(key_in, key_out[out & ~drop])
+        if (new == drop).all():
+            return drop
+        drop = new
 
 
 def _prune(ok: np.ndarray, link: np.ndarray, chunk: np.ndarray, lk: Links, want: np.ndarray) -> int:

@@ -7,13 +7,21 @@ Plain arrays grouped in named tuples (numba passes them as records):
   (rank of its delay, 0 = fastest), ``slot_ptr`` (CSR of its parallel slots); per node its
   out-links (``out_ptr``/``out_idx``), its in-links per delay class (``in_ptr``/``in_idx`` by
   ``node * classes + class``) and ``rate`` (chunks per timestep its in-links deliver);
-  ``class_delay[k]`` is the delay of class ``k``.
+  ``class_delay[k]`` is the delay of class ``k``. Routes through switch nodes
+  (:mod:`collsynth.solvers.greedy.routes`): ``route[l]`` (-1 for a link between NPUs), the
+  hops of route ``r`` in ``hop_ptr[r] .. hop_ptr[r + 1] - 1`` with their switch port
+  ``hop_port``, start offset ``hop_off``, occupancy ``hop_busy``, delay ``hop_lag`` and the
+  switch they enter ``hop_switch`` (-1: the NPU); ``port_cap`` per port; ``copy`` (switches
+  multicast) and ``instant`` (1: a switch forwards in the arrival's timestep).
 - :data:`State` — ``A[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` (its
   planned arrival; ``INF`` while nobody sends it); ``want`` the requests (``wants_all``: every
   node wants every chunk it lacks, so ``want`` need not be read); ``left[node]`` its
   unmet requests; per link slot the step it is free again, the send it
   carries and the step that send started; ``send_of[node * C + chunk]`` the send planned to
-  deliver it (multi-timestep links only: chunk replacement).
+  deliver it (multi-timestep links only: chunk replacement); ``port_use[port, step & mask]``
+  the slots of each switch port taken in a step (a calendar as wide as routes reach ahead);
+  ``switch_arrival[switch, chunk]`` the latest step at whose end a planned send brings the
+  chunk to the switch (multicast sharing).
 - :data:`Relay` — hop distances ``D`` and, per chunk, whether it has a single target, that
   target and the frontier (the target's smallest distance to a holder).
 - :data:`Islands` — per delay class above the fastest, the island (weak component of the faster
@@ -22,7 +30,9 @@ Plain arrays grouped in named tuples (numba passes them as records):
 - :data:`Pool` — each link's candidate chunks, oldest first, in ``chunk[head[l]:tail[l]]`` of a
   shared arena (link ``l`` owns ``chunk[start[l]:start[l] + cap[l]]``); used entries become -1.
 - :data:`Sends` — the planned sends (link, chunk, arrival step, still valid) and ``first[s]``,
-  the index of the first send started in step ``s``.
+  the index of the first send started in step ``s``; a route's send crosses its hops
+  ``hop_lo .. hop_hi - 1`` (``hop_lo`` is the last hop when it shares a multicast arrival,
+  ``hop_hi`` drops the last hop when a faster copy overtook its delivery).
 - :data:`Rule` — ``policy`` (:data:`RANDOM`, :data:`FIFO`, :data:`LIFO`), ``endgame`` window
   (timesteps; 0 = off).
 
@@ -41,14 +51,16 @@ RANDOM, FIFO, LIFO = 0, 1, 2
 T_SENDS, T_REMAINING, T_PENDING, T_REPLACED, T_DROPPED, T_AUGMENTED, T_LAST, T_ARENA, T_GARBAGE = range(9)
 TALLY_SIZE = 9
 _DOMINATED = 1 << 40  # key offset of an entry whose island already holds or awaits the chunk
+_UNSHARED = 1 << 30  # key offset of a route's entry that needs a new send into the switch (copying switches)
 _NO_KEY = np.int64(1) << 62
 
-Net = namedtuple("Net", "src dst delay busy link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay")
-State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of")
+Net = namedtuple("Net", "src dst delay busy link_class slot_ptr out_ptr out_idx in_ptr in_idx rate class_delay "
+                        "route hop_ptr hop_port hop_off hop_busy hop_lag hop_switch port_cap copy instant")
+State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of port_use switch_arrival")
 Relay = namedtuple("Relay", "on D single target frontier")
 Islands = namedtuple("Islands", "on label has")
 Pool = namedtuple("Pool", "chunk start cap head tail")
-Sends = namedtuple("Sends", "link chunk arrive ok first")
+Sends = namedtuple("Sends", "link chunk arrive ok first hop_lo hop_hi")
 Rule = namedtuple("Rule", "policy endgame")
 
 # Functions that allocate nothing and only borrow their caller's arrays are compiled without
@@ -312,6 +324,11 @@ def replace(v, j, old, net, st, relay, isl, sends, tally):
     send in turn. A send with no such chunk is dropped."""
     A, want, C = st.A, st.want, st.A.shape[1]
     while j >= 0:
+        r = net.route[sends.link[j]]
+        if r >= 0:  # a route's send: its hops into the switches stay (others may share them)
+            sends.hop_hi[j] = net.hop_ptr[r + 1] - net.hop_ptr[r] - 1
+            tally[T_DROPPED] += 1
+            break
         u = net.src[sends.link[j]]
         start = old - net.delay[sends.link[j]] + 1
         pick, seen = -1, 0
@@ -362,7 +379,9 @@ def serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally
             in_idx[i], in_idx[r] = in_idx[r], in_idx[i]
         for p in range(lo, hi):
             l = in_idx[p]
-            if serve_link(l, t, busy[l], net, st, relay, isl, pool, sends, rule, tally):
+            if net.route[l] >= 0:
+                serve_route(l, t, net, st, relay, isl, pool, sends, rule, tally)
+            elif serve_link(l, t, busy[l], net, st, relay, isl, pool, sends, rule, tally):
                 idle[n_idle] = l
                 n_idle += 1
     return n_idle
@@ -384,6 +403,123 @@ def serve_link(l, t, busy, net, st, relay, isl, pool, sends, rule, tally):
         pool.chunk[j] = -1
         free -= 1
     return free > 0 and pool.tail[l] > pool.head[l]
+
+
+# ---- routes through switch nodes ------------------------------------------------------------
+
+@_borrowing
+def ports_free(r, a, b, t, net, st):
+    """Whether hops ``a .. b - 1`` of route ``r`` started in step ``t`` find a free slot of
+    their switch port in every timestep they occupy it."""
+    use, mask = st.port_use, st.port_use.shape[1] - 1
+    free = True
+    for h in range(net.hop_ptr[r] + a, net.hop_ptr[r] + b):
+        p, first = net.hop_port[h], t + net.hop_off[h]
+        for s in range(first, first + net.hop_busy[h]):
+            if use[p, s & mask] >= net.port_cap[p]:
+                free = False
+    return free
+
+
+@_borrowing
+def take_ports(r, a, b, t, net, st):
+    """Reserve the switch ports of hops ``a .. b - 1`` of route ``r`` started in step ``t``."""
+    use, mask = st.port_use, st.port_use.shape[1] - 1
+    for h in range(net.hop_ptr[r] + a, net.hop_ptr[r] + b):
+        p, first = net.hop_port[h], t + net.hop_off[h]
+        for s in range(first, first + net.hop_busy[h]):
+            use[p, s & mask] += 1
+
+
+@_borrowing
+def best_route_entry(l, t, endgame, own, k, share_at, net, st, relay, isl, pool, rule):
+    """:func:`best_entry` for route ``l``: with copying switches, entries whose chunk reaches
+    the route's last switch ``k`` at the end of ``share_at`` (another send's arrival the route
+    can share) come first, and only those when ``own`` is false (the hops into the switch
+    have no free slot)."""
+    v, arrive = net.dst[l], t + net.delay[l] - 1
+    A, want = st.A, st.want
+    arena, head, tail = pool.chunk, pool.head, pool.tail
+    trim(l, arrive, A, v, arena, head, tail)
+    island = isl.label[net.link_class[l], v] if isl.on else -1
+    policy = rule.policy
+    scan_all = endgame or policy == RANDOM
+    lo, hi = head[l], tail[l]
+    best, best_key, ties = -1, _NO_KEY, 0
+    for i in range(hi - lo):
+        j = hi - 1 - i if policy == LIFO else lo + i
+        c = arena[j]
+        if c < 0 or A[v, c] == arrive:
+            continue
+        if A[v, c] < arrive or (relay.on and not want[v, c] and not relay_useful(v, c, relay)):
+            arena[j] = -1
+            continue
+        shared = net.copy and st.switch_arrival[k, c] == share_at
+        if not (own or shared):
+            continue
+        key = 0
+        if island >= 0 and isl.has[island, c]:
+            key += _DOMINATED
+        if net.copy and not shared:
+            key += _UNSHARED
+        if endgame and want[v, c]:
+            key += holders(v, c, t, net, A)
+        if key < best_key:
+            best, best_key, ties = j, key, 1
+        elif key == best_key and policy == RANDOM:
+            ties += 1
+            if np.random.randint(ties) == 0:
+                best = j
+        if best_key == 0 and not scan_all:
+            break
+    return best
+
+
+@_borrowing
+def serve_route(l, t, net, st, relay, isl, pool, sends, rule, tally):
+    """Route ``l`` (NPU -> switches -> NPU) takes chunks in step ``t`` while its last hop,
+    the switch's port into the NPU, has a free slot in the timesteps it would occupy it:
+    each chunk either shares an arrival at the last switch (copying switches) or needs free
+    slots on every earlier hop too."""
+    r = net.route[l]
+    n = net.hop_ptr[r + 1] - net.hop_ptr[r]
+    last = net.hop_ptr[r] + n - 1
+    k = net.hop_switch[last - 1]
+    share_at = t + net.hop_off[last] - 1 + net.instant  # the arrival the last hop forwards
+    v = net.dst[l]
+    late = rule.endgame > 0 and st.left[v] <= rule.endgame * net.rate[v]
+    while ports_free(r, n - 1, n, t, net, st):
+        own = ports_free(r, 0, n - 1, t, net, st)
+        if not (own or net.copy):
+            break
+        j = best_route_entry(l, t, late, own, k, share_at, net, st, relay, isl, pool, rule)
+        if j < 0:
+            break
+        c = pool.chunk[j]
+        commit_route(l, r, n, c, t, net.copy and st.switch_arrival[k, c] == share_at, net, st, relay, isl, sends,
+                     tally)
+        pool.chunk[j] = -1
+
+
+@_borrowing
+def commit_route(l, r, n, c, t, shared, net, st, relay, isl, sends, tally):
+    """Plan ``c`` over route ``l`` (route ``r`` of ``n`` hops) from step ``t``: reserve its
+    ports (the last one only when it ``shared`` an arrival at the last switch), record the
+    arrivals at its switches, and deliver it."""
+    lo = n - 1 if shared else 0
+    take_ports(r, lo, n, t, net, st)
+    if not shared:
+        for h in range(net.hop_ptr[r], net.hop_ptr[r] + n - 1):
+            at = t + net.hop_off[h] + net.hop_lag[h] - 1
+            if at > st.switch_arrival[net.hop_switch[h], c]:
+                st.switch_arrival[net.hop_switch[h], c] = at
+    j = tally[T_SENDS]
+    arrive = t + net.delay[l] - 1
+    sends.link[j], sends.chunk[j], sends.arrive[j], sends.ok[j] = l, c, arrive, True
+    sends.hop_lo[j], sends.hop_hi[j] = lo, n
+    tally[T_SENDS] = j + 1
+    tally[T_LAST] = t
+    deliver_new(net.dst[l], c, arrive, j, net, st, relay, isl, sends, tally)
 
 
 # ---- maximum matching per destination -------------------------------------------------------

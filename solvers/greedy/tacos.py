@@ -44,7 +44,7 @@ from ...instances.topology import Topology
 from ...tens import bounds, cost
 from ...tens import schedule as sched_mod
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
-from ...tens.ten import latency_pipelined, link_costs
+from ...tens.ten import SWITCH_COPY, latency_pipelined, link_delays, switch_hop_instant
 from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay, warm
@@ -71,7 +71,8 @@ class _Part:
 class _Context:
     """What every matching of one synthesis shares: the TEN timestep (the largest chunk over
     the cheapest link unless ``timestep`` is given), the random generator, the rules, the
-    statistics gathered over all matchings and the deadline every matching stops at."""
+    statistics gathered over all matchings, the deadline every matching stops at and whether
+    kept switch nodes multicast (``switch_copy``)."""
 
     chunk_bytes: float
     timestep: float | None
@@ -79,6 +80,7 @@ class _Context:
     rules: Rules
     stats: dict
     deadline: Deadline | None = None
+    switch_copy: bool = SWITCH_COPY
 
 
 def _problem(parts: list[_Part], size: int):
@@ -100,7 +102,7 @@ def _problem(parts: list[_Part], size: int):
 
 def _forward(topology: Topology, parts: list[_Part], ctx: _Context, busy=None) -> Result:
     """Greedy matching for non-combining parts on ``topology``; chunk ids made global."""
-    lk = links(topology, ctx.chunk_bytes, ctx.timestep)
+    lk = links(topology, ctx.chunk_bytes, ctx.timestep, ctx.switch_copy)
     avail, want, ids = _problem(parts, topology.size)
     res = match(lk, avail, want, ctx.rng, distances=topology.distances if needs_relay(lk, avail, want) else None,
                 rules=ctx.rules, busy=busy, deadline=ctx.deadline)
@@ -135,9 +137,20 @@ def _chunk_bytes(instance: Instance) -> float:
 
 
 def _check_supported(instance: Instance) -> None:
+    """Kept switch nodes carry non-combining collectives only: a switch would relay or reduce
+    partial sums, which the verifier does not check (as the TEN models refuse them)."""
     topo = instance.topology
-    if topo.switches:
-        raise Unsupported("the greedy matches point-to-point links; unwind the switches first (switch unwind=d)")
+    if topo.switches & set(topo.nodes) and any(c.combining for c in instance.collectives):
+        raise Unsupported("switch nodes in a combining collective (a switch would relay or reduce partial sums): "
+                          "unwind the switches (switch unwind=d)")
+
+
+def _switch_meta(instance: Instance, switch_copy: bool) -> dict:
+    """How kept switch nodes forwarded (the verifier checks the schedule by it), or nothing."""
+    topo = instance.topology
+    if not topo.switches & set(topo.nodes):
+        return {}
+    return {"switch_copy": bool(switch_copy), "switch_hop": "instant" if switch_hop_instant(topo) else "timestep"}
 
 
 def _rules(priority: str, matching: str, endgame: int) -> Rules:
@@ -151,19 +164,24 @@ def _rules(priority: str, matching: str, endgame: int) -> Rules:
 
 
 def synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", matching: str = "maximum",
-               endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
-    """One greedy run (see :func:`_synthesize`); with a pipelined link latency the schedule
-    declares its TEN timestep (``meta["timestep_s"]``), so the verifier checks its sends
-    against each link's delay and latency (:func:`collsynth.tens.verify.pipelined_violation`)."""
+               endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None,
+               switch_copy: bool = SWITCH_COPY) -> Schedule:
+    """One greedy run (see :func:`_synthesize`); with a pipelined link latency or kept switch
+    nodes the schedule declares its TEN timestep (``meta["timestep_s"]``), so the verifier
+    checks its sends against each link's delay and latency
+    (:func:`collsynth.tens.verify.pipelined_violation`) and what each switch forwards
+    (:func:`collsynth.tens.verify.switch_violation`, with ``meta["switch_copy"]``)."""
     out = _synthesize(instance, seed, priority=priority, matching=matching, endgame=endgame, timestep=timestep,
-                      deadline=deadline)
-    if latency_pipelined(instance.topology) and "timestep_s" in out.meta.get("stats", {}):
+                      deadline=deadline, switch_copy=switch_copy)
+    declare = latency_pipelined(instance.topology) or bool(instance.topology.switches & set(instance.topology.nodes))
+    if declare and "timestep_s" in out.meta.get("stats", {}):
         out = replace(out, meta={**out.meta, "timestep_s": out.meta["stats"]["timestep_s"]})
     return out
 
 
 def _synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", matching: str = "maximum",
-                endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None) -> Schedule:
+                endgame: int = ENDGAME, timestep: float | None = None, deadline: Deadline | None = None,
+                switch_copy: bool = SWITCH_COPY) -> Schedule:
     """One greedy run (TACOS §VI, with the rules of :mod:`collsynth.solvers.greedy.engine`)
     on ``instance``: a schedule, step = arrival timestep.
 
@@ -171,13 +189,16 @@ def _synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", ma
     of broadcast / allgather matched on ``topology.transpose()``; allreduce is
     ``concat(reduce_scatter, allgather, "allreduce")``; concurrent collectives are matched
     jointly (combining parts first, on the transpose; the rest then around their link use).
+    Kept switch nodes (non-combining collectives only) are crossed by routes
+    (:mod:`collsynth.solvers.greedy.engine`); ``switch_copy``: they multicast.
     Past ``deadline`` it stops (:class:`~collsynth.limits.TimeLimitReached`).
     """
     _check_supported(instance)
     ctx = _Context(chunk_bytes=_chunk_bytes(instance), timestep=timestep, rng=np.random.default_rng(seed),
-                   rules=_rules(priority, matching, endgame), stats={}, deadline=deadline)
+                   rules=_rules(priority, matching, endgame), stats={}, deadline=deadline,
+                   switch_copy=bool(switch_copy))
     meta = {"producer": "greedy", "seed": int(seed), "priority": priority, "matching": matching,
-            "endgame": endgame, "stats": ctx.stats}
+            "endgame": endgame, "stats": ctx.stats, **_switch_meta(instance, switch_copy)}
     topo = instance.topology
     if instance.concurrent:
         return _concurrent(instance, ctx, meta)
@@ -272,7 +293,7 @@ def lower_bound(instance: Instance, timestep: float | None = None) -> int:
     delay-weighted distance, per-node, volume and cut bounds), in the greedy's timestep: the
     cheapest link cost for the largest chunk unless ``timestep`` is given."""
     if timestep is None:
-        timestep = float(link_costs(instance.topology, _chunk_bytes(instance)).min())
+        timestep = link_delays(instance.topology, _chunk_bytes(instance), switches=True)[2]
     return int(bounds.timesteps_bound(instance, timestep=timestep).value)
 
 
@@ -304,7 +325,8 @@ def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | 
     """
     t0 = time.perf_counter()
     s = synthesize(instance, seed, priority=params.get("priority", "fifo"), matching=params.get("matching", "maximum"),
-                   endgame=params.get("endgame", ENDGAME), timestep=params.get("timestep"), deadline=deadline)
+                   endgame=params.get("endgame", ENDGAME), timestep=params.get("timestep"), deadline=deadline,
+                   switch_copy=params.get("switch_copy", SWITCH_COPY))
     seconds = time.perf_counter() - t0
     v = verify(s, instance)
     return {
@@ -370,7 +392,7 @@ def multi_start(instance: Instance, seeds, params: dict | None = None, workers: 
 
 def _params(options: Options) -> dict:
     p = dict(options.params or {})
-    known = {"priority", "matching", "endgame", "timestep", "workers"}
+    known = {"priority", "matching", "endgame", "timestep", "workers", "switch_copy"}
     for k in p:
         if k not in known:
             raise InputError(f"params.{k}", f"unknown greedy parameter; expected one of {', '.join(sorted(known))}")
@@ -381,6 +403,8 @@ def _params(options: Options) -> dict:
             raise InputError("params.timestep", f"expected seconds, got {p['timestep']!r}") from None
         if not p["timestep"] > 0:
             raise InputError("params.timestep", f"expected a positive number of seconds, got {p['timestep']!r}")
+    if "switch_copy" in p and not isinstance(p["switch_copy"], (bool, np.bool_)):
+        raise InputError("params.switch_copy", f"expected true or false, got {p['switch_copy']!r}")
     if "workers" in p:
         if not isinstance(p["workers"], int) or isinstance(p["workers"], bool) or p["workers"] < 1:
             raise InputError("params.workers", f"expected a positive integer, got {p['workers']!r}")
@@ -441,6 +465,8 @@ PARAMS = (
           "chunks first (0: off)"),
     Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed)"),
+    Param("switch_copy", bool, SWITCH_COPY, "kept switch nodes forward one arrival on several out-links (multicast, "
+                                            "TE-CCL's default); false: one out-send per arrival"),
 )
 
 PRODUCERS = [
