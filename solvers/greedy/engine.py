@@ -364,6 +364,7 @@ class _Run:
                              first=np.zeros(self.max_steps + 2, np.int64),
                              hop_lo=np.zeros(cap, np.int32), hop_hi=np.zeros(cap, np.int32))
         self.calendar_mask = self.st.port_use.shape[1] - 1
+        self.port_slots = int(lk.port_cap.sum())
         self.tally = np.zeros(K.TALLY_SIZE, np.int64)
         self.tally[K.T_REMAINING] = int(want.sum())
         self.pool = new_pool(len(lk), self.tally)
@@ -415,8 +416,9 @@ class _Run:
         self.pool = reserve_pool(self.pool, np.bincount(nodes, minlength=self.lk.size)[self.lk.src], self.tally)
 
     def _reserve_sends(self) -> None:
-        """Room for one more step of sends (at most one per link slot)."""
-        need = int(self.tally[K.T_SENDS]) + len(self.st.slot_free) + 1
+        """Room for one more step of sends (at most one per link slot, and one per slot of a
+        switch port: a route's send takes a slot of its last port in one timestep)."""
+        need = int(self.tally[K.T_SENDS]) + len(self.st.slot_free) + self.port_slots + 1
         s = self.sends
         if need > len(s.link):
             link, chunk, arrive, ok, lo, hi = _grow([s.link, s.chunk, s.arrive, s.ok, s.hop_lo, s.hop_hi], need)
