@@ -200,3 +200,23 @@ def test_cli_greedy_on_a_kept_switch(tmp_path, capsys, params, steps):
 def test_producer_row_on_a_kept_switch_is_verified_and_bounded():
     r = api.solve(on_switch("alltoall", "instant"), "greedy")
     assert r.verified and r.row["steps"] >= r.bounds["lower_bound_timesteps"]
+
+
+def test_nics_beside_switch_ports_are_the_slow_links_between_chassis_islands():
+    # DGX-2, 2 chassis, TE-CCL's slow epoch: a route through an NVSwitch and a NIC link both
+    # take 3 epochs, but a switch port carries 10 chunks per epoch and a NIC 1; the NICs are
+    # the slower class, and the islands of the faster links are the two chassis (GPU 16c + g)
+    from collsynth.instances import CORPUS, load_instance
+    from collsynth.instances.instance import epoch_timestep
+
+    inst = load_instance(CORPUS / "teccl-dgx2-2ch-allgather-slow-1mb.toml")
+    lk = engine.links(inst.topology, greedy._chunk_bytes(inst), epoch_timestep(inst))
+    assert set(lk.delay.tolist()) == {3}
+    rate = engine.link_rate(lk)
+    assert set(rate[lk.route >= 0].tolist()) == {10.0} and set(rate[lk.route < 0].tolist()) == {1.0}
+    isl = engine._islands(lk, greedy._problem([greedy._Part(0, inst.collective, 0)], inst.topology.size)[0])
+    nic = int(isl.cls[lk.route < 0][0])
+    assert nic == 1 and set(isl.cls[lk.route >= 0].tolist()) == {0}
+    chassis = isl.label[nic, :32]
+    assert len(set(chassis[:16].tolist())) == 1 and len(set(chassis[16:].tolist())) == 1
+    assert chassis[0] != chassis[16]

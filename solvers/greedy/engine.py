@@ -228,25 +228,42 @@ def _net(lk: Links) -> K.Net:
     )
 
 
+def link_rate(lk: Links) -> np.ndarray:
+    """Chunks per timestep each link pair carries: its slots over its occupancy, and for a
+    route the smallest of its switch ports'."""
+    rate = lk.cap / lk.busy
+    R = lk.routes
+    if len(R):
+        hop = lk.port_cap[R.hop_port] / lk.port_busy[R.hop_port]
+        per_route = np.minimum.reduceat(hop, R.hop_ptr[:-1])
+        mine = lk.route >= 0
+        rate = np.where(mine, per_route[np.maximum(lk.route, 0)], rate)
+    return rate
+
+
 def _islands(lk: Links, A: np.ndarray) -> K.Islands:
-    """Per delay class above the fastest: the islands (weak components) of the links faster
-    than it, numbered globally, and which island holds or awaits which chunk."""
-    classes = np.unique(lk.delay)
-    label = np.full((len(classes), lk.size), -1, np.int64)
+    """Per speed class above the fastest: the islands (weak components) of the links faster
+    than it, numbered globally, and which island holds or awaits which chunk.
+
+    Links are ranked by delay, then by chunks per timestep (:func:`link_rate`), fastest
+    first: a link as long as others but carrying fewer chunks per timestep (a NIC beside a
+    switch's ports) is a slow link whose island is the faster links around it."""
+    keys, cls = np.unique(np.stack([lk.delay.astype(float), -link_rate(lk)]), axis=1, return_inverse=True)
+    cls = cls.ravel().astype(np.int64)
+    n_cls = keys.shape[1]
+    label = np.full((n_cls, lk.size), -1, np.int64)
     base = 0
-    for k, d in enumerate(classes.tolist()):
-        if k == 0:
-            continue
-        m = lk.delay < d
+    for k in range(1, n_cls):
+        m = cls < k
         g = sp.csr_matrix((np.ones(int(m.sum())), (lk.src[m], lk.dst[m])), shape=(lk.size, lk.size))
         count, lab = connected_components(g, directed=True, connection="weak")
         label[k] = lab + base
         base += count
     has = np.zeros((max(base, 1), A.shape[1]), dtype=bool)
     nodes, chunks = np.nonzero(A < INF)
-    for k in range(1, len(classes)):
+    for k in range(1, n_cls):
         has[label[k, nodes], chunks] = True
-    return K.Islands(on=len(classes) > 1, label=label, has=has)
+    return K.Islands(on=n_cls > 1, label=label, has=has, cls=cls)
 
 
 def _relay(lk: Links, A: np.ndarray, want: np.ndarray, distances: np.ndarray | None) -> K.Relay:

@@ -24,9 +24,10 @@ Plain arrays grouped in named tuples (numba passes them as records):
   chunk to the switch (multicast sharing).
 - :data:`Relay` — hop distances ``D`` and, per chunk, whether it has a single target, that
   target and the frontier (the target's smallest distance to a holder).
-- :data:`Islands` — per delay class above the fastest, the island (weak component of the faster
-  links) of every node (``label[class, node]``, -1 for the fastest class) and
-  ``has[island, chunk]``: the island holds or awaits the chunk.
+- :data:`Islands` — per speed class above the fastest (``cls[l]``: link ``l``'s, by delay then
+  chunks per timestep), the island (weak component of the faster links) of every node
+  (``label[class, node]``, -1 for the fastest class) and ``has[island, chunk]``: the island
+  holds or awaits the chunk.
 - :data:`Pool` — each link's candidate chunks, oldest first, in ``chunk[head[l]:tail[l]]`` of a
   shared arena (link ``l`` owns ``chunk[start[l]:start[l] + cap[l]]``); used entries become -1.
 - :data:`Sends` — the planned sends (link, chunk, arrival step, still valid) and ``first[s]``,
@@ -58,7 +59,7 @@ Net = namedtuple("Net", "src dst delay busy link_class slot_ptr out_ptr out_idx 
                         "route hop_ptr hop_port hop_off hop_busy hop_lag hop_switch port_cap copy instant")
 State = namedtuple("State", "A want wants_all left slot_free slot_send slot_start send_of port_use switch_arrival")
 Relay = namedtuple("Relay", "on D single target frontier")
-Islands = namedtuple("Islands", "on label has")
+Islands = namedtuple("Islands", "on label has cls")
 Pool = namedtuple("Pool", "chunk start cap head tail")
 Sends = namedtuple("Sends", "link chunk arrive ok first hop_lo hop_hi")
 Rule = namedtuple("Rule", "policy endgame")
@@ -217,7 +218,7 @@ def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
     A, want = st.A, st.want
     arena, head, tail = pool.chunk, pool.head, pool.tail
     trim(l, arrive, A, v, arena, head, tail)
-    island = isl.label[net.link_class[l], v] if isl.on else -1
+    island = isl.label[isl.cls[l], v] if isl.on else -1
     has = isl.has
     policy = rule.policy
     scan_all = endgame or policy == RANDOM
@@ -441,7 +442,7 @@ def best_route_entry(l, t, endgame, own, k, share_at, net, st, relay, isl, pool,
     A, want = st.A, st.want
     arena, head, tail = pool.chunk, pool.head, pool.tail
     trim(l, arrive, A, v, arena, head, tail)
-    island = isl.label[net.link_class[l], v] if isl.on else -1
+    island = isl.label[isl.cls[l], v] if isl.on else -1
     policy = rule.policy
     scan_all = endgame or policy == RANDOM
     lo, hi = head[l], tail[l]
