@@ -558,16 +558,20 @@ def _prune(ok: np.ndarray, link: np.ndarray, chunk: np.ndarray, lk: Links, want:
 
     Such sends are harmless forwards but would make a reversed (combining) schedule send from
     a node without contribution. Every (node, chunk) is received at most once, so a forward
-    from the receiver is necessarily later than the arrival."""
+    from the receiver is necessarily later than the arrival. A route's send counts as a
+    forward from its source even once dropped: its hops into the switches stay while other
+    routes share them (:func:`_route_hops`)."""
     C = want.shape[1]
     total = 0
+    routed = lk.route[link] >= 0
+    kept_fwd = lk.src[link[routed]] * C + chunk[routed]
     while True:
         idx = np.flatnonzero(ok)
         dst = lk.dst[link[idx]]
         relay = ~want[dst, chunk[idx]]
         if not relay.any():
             return total
-        fwd = lk.src[link[idx]] * C + chunk[idx]
+        fwd = np.concatenate([lk.src[link[idx]] * C + chunk[idx], kept_fwd])
         useless = relay & ~np.isin(dst * C + chunk[idx], fwd)
         if not useless.any():
             return total
