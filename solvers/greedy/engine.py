@@ -379,7 +379,8 @@ class _Run:
         self.sends = K.Sends(link=np.zeros(cap, np.int32), chunk=np.zeros(cap, np.int32),
                              arrive=np.zeros(cap, np.int32), ok=np.zeros(cap, bool),
                              first=np.zeros(self.max_steps + 2, np.int64),
-                             hop_lo=np.zeros(cap, np.int32), hop_hi=np.zeros(cap, np.int32))
+                             hop_lo=np.zeros(cap if len(lk.routes) else 1, np.int32),
+                             hop_hi=np.zeros(cap if len(lk.routes) else 1, np.int32))
         self.calendar_mask = self.st.port_use.shape[1] - 1
         self.port_slots = int(lk.port_cap.sum())
         self.tally = np.zeros(K.TALLY_SIZE, np.int64)
@@ -438,8 +439,11 @@ class _Run:
         need = int(self.tally[K.T_SENDS]) + len(self.st.slot_free) + self.port_slots + 1
         s = self.sends
         if need > len(s.link):
-            link, chunk, arrive, ok, lo, hi = _grow([s.link, s.chunk, s.arrive, s.ok, s.hop_lo, s.hop_hi], need)
-            self.sends = s._replace(link=link, chunk=chunk, arrive=arrive, ok=ok, hop_lo=lo, hop_hi=hi)
+            link, chunk, arrive, ok = _grow([s.link, s.chunk, s.arrive, s.ok], need)
+            self.sends = s._replace(link=link, chunk=chunk, arrive=arrive, ok=ok)
+            if self.port_slots:  # the hops of route sends (none without switch nodes)
+                lo, hi = _grow([s.hop_lo, s.hop_hi], need)
+                self.sends = self.sends._replace(hop_lo=lo, hop_hi=hi)
 
     def _check_stuck(self, t: int) -> None:
         tl = self.tally
@@ -453,12 +457,14 @@ class _Run:
         ok = s.ok[:n].copy()
         link, chunk = s.link[:n].astype(np.int64), s.chunk[:n].astype(np.int64)
         pruned = _prune(ok, link, chunk, self.lk, want) if self.relay.on else 0
-        lk, arrive = self.lk, s.arrive[:n].astype(np.int64)
-        plain = ok & (lk.route[link] < 0)
-        cols = [chunk[plain], lk.src[link[plain]], lk.dst[link[plain]], arrive[plain], lk.delay[link[plain]],
-                lk.busy[link[plain]]]
+        lk = self.lk
+        hops = None
         if len(lk.routes):
-            hops = _route_hops(lk, link, chunk, arrive, ok, s.hop_lo[:n], s.hop_hi[:n])
+            hops = _route_hops(lk, link, chunk, s.arrive[:n].astype(np.int64), ok, s.hop_lo[:n], s.hop_hi[:n])
+            ok &= lk.route[link] < 0
+        link, chunk, arrive = link[ok], chunk[ok], s.arrive[:n][ok].astype(np.int64)
+        cols = [chunk, lk.src[link], lk.dst[link], arrive, lk.delay[link], lk.busy[link]]
+        if hops is not None:
             cols = [np.concatenate([a, b]) for a, b in zip(cols, hops)]
         tl = self.tally
         return Result(chunk=cols[0], src=cols[1], dst=cols[2], step=cols[3], delay=cols[4], busy=cols[5],
