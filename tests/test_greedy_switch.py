@@ -54,6 +54,11 @@ def seeds(inst, n, **kw):
     ("allgather", {}, "instant", True, 3),
     ("allgather", {}, "timestep", True, 4),
     ("allgather", {}, "instant", False, 3),  # NPU i sends its chunk up for NPU i + s in timestep s
+    # without copy, timestep hop: NPU i sends its chunk up for NPU i + s in timestep s = 1..3,
+    # each forwarded in the next: 4, as with copy
+    ("allgather", {}, "timestep", False, 4),
+    # all-to-all: each NPU receives 3 chunks through its port out of the switch, as allgather
+    ("alltoall", {}, "instant", True, 3),
     # broadcast from 0: with copy, up in 1 and multicast to the 3 others (in 2, or in 1 with an
     # instant hop); without copy every send out of the switch needs its own arrival and NPU 0
     # has one port up: instant, one delivery in 1, then two holders send up in 2; timestep hop,
