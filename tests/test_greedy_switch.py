@@ -238,3 +238,16 @@ def test_relays_through_chains_of_switches_verify(kind):
         s = greedy.synthesize(inst, 0, switch_copy=copy)
         assert verify(s, inst) is None, str(verify(s, inst))
         assert s.num_steps >= bounds.lower_bound(inst)
+
+
+@pytest.mark.parametrize("hop", ["timestep", "instant"])
+@pytest.mark.parametrize("copy", [True, False])
+def test_concurrent_collectives_share_the_switch_ports(hop, copy):
+    # a broadcast and an allgather matched jointly: the merged schedule declares how the
+    # switch forwards and its TEN timestep, verifies, and the two never overfill a port
+    one = on_switch("broadcast", hop, root=0)
+    both = replace(one, collectives=(one.collective, on_switch("allgather", hop).collective))
+    s = greedy.synthesize(both, 0, switch_copy=copy)
+    assert s.meta["switch_copy"] is copy and s.meta["switch_hop"] == hop
+    assert verify(s, both) is None and bounds.respects_ten_capacity(s, both, s.meta["timestep_s"])
+    assert s.num_steps >= greedy.lower_bound(both)  # in the greedy's timestep: the larger chunk's
