@@ -15,6 +15,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from collsynth.formulations import ten_ilp, ten_model
 from collsynth.instances import CORPUS, load_instance
+from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges, with_latency
 from collsynth.solvers import backends
@@ -73,6 +74,18 @@ def test_release_times_alone_count_late_chunks():
     assert (b.timesteps.value, b.timesteps.source) == (10, "arrivals")
     assert max(p.value for p in b.parts["timesteps"] if p.source != "arrivals") == 9  # the distance
     assert not solves_by(inst2, 9) and solves_by(inst2, 10)
+
+
+def test_a_ball_around_the_node_raises_the_releases():
+    # a ring of 5 broadcasting 4 chunks from node 0: node 2 (two hops away) takes in two chunks
+    # per timestep from timestep 2 on (distances alone: 3), but by the end of 2 only one chunk
+    # can be there: node 1 holds one by the end of 1 and node 3 none before the end of 2. So 3
+    # arrive in 3 .. T at two per timestep: T >= 4, the optimum (the set S = {2}: its two
+    # entering links deliver one chunk by the end of 2)
+    inst = make_instance(build("ring", {"nodes": 5}), "broadcast", root=0, chunks_per_node=4)
+    b = bounds.arrival_bound(ten.prepare(inst, 1))
+    assert (b.value, b.witness) == (4, "v=2 S={2}")
+    assert not solves_by(inst, 3) and solves_by(inst, 4)
 
 
 def test_dgx2_fast_epoch_allgather_bounds_are_te_ccls_epochs():

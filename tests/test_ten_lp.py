@@ -328,17 +328,20 @@ def test_ilp_rows_carry_the_lp_bound():
 
 
 def test_lp_bound_proves_what_the_driver_cannot():
-    # a ring of 5 broadcasting 4 chunks from node 0: the combinatorial bounds give 2 (distance;
-    # 4 chunks over the root's 2 links); the LP proves 4 (the chunks cannot all leave the root
-    # at once and still travel 2 hops), so a schedule of 4 timesteps is optimal, the gap honest
-    inst = make_instance(topo("ring", {"nodes": 5}), "broadcast", root=0, chunks_per_node=4)
+    # a 4-NPU switch node that does not copy, broadcasting one chunk from NPU 0: the
+    # combinatorial bounds hold whether a switch copies or not, and give 2 (up to the switch,
+    # down to an NPU); the LP without copy proves 4 (the switch forwards each arrival once, so
+    # the holders double at best: one delivery in 2, one in 3, the third in 4; the optimum,
+    # derived in test_switch), so a schedule of 4 timesteps is optimal, the gap honest
+    inst = make_instance(topo("switch", {"nodes": 4, "unwind": 0}), "broadcast", root=0)
     assert ten_ilp.lower_bound(inst) == 2
-    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30, params={"horizon": 4}))
+    params = {"horizon": 4, "switch_copy": False}
+    row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30, params=params))
     assert row["verified"] and row["extra"]["lp_bound"] == 4
     assert row["bound"] == 4 and row["steps"] >= 4
     assert row["status"] == ("optimal" if row["steps"] == 4 else "feasible")
     off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30,
-                                                   params={"horizon": 4, "lp_bound": False}))
+                                                   params={**params, "lp_bound": False}))
     assert off["bound"] < 4 and "lp_bound" not in off["extra"]
 
 
