@@ -880,9 +880,10 @@ def _alpha_weights(arcs: Arcs) -> tuple[np.ndarray, float]:
 # ---- arrivals at one node, with release times ------------------------------------------------
 
 ARRIVAL_CELLS = 4_000_000  # chunks x nodes above which the arrival bound is not computed (memory, time)
+ARRIVAL_BUDGET_S = 1.0  # seconds the arrival bound may spend on nodes (at most the models' budget)
 
 
-def arrival_bound(data, budget_s: float = CUT_BUDGET_S) -> Bound:
+def arrival_bound(data, budget_s: float = ARRIVAL_BUDGET_S) -> Bound:
     """TEN timesteps from the arrivals one node must take in, each no earlier than it can come.
 
     A node ``v`` takes in at most ``m`` chunks per timestep, the capacity of its in-links
@@ -910,8 +911,10 @@ def arrival_bound(data, budget_s: float = CUT_BUDGET_S) -> Bound:
 
     ``data`` is a TEN's :class:`~collsynth.tens.ten.TenData` (any horizon; switch nodes
     copying or not); only chunks of non-combining collectives are counted (a subset of what
-    must arrive still bounds). Nodes are tried farthest first within ``budget_s`` seconds;
-    every node tried gives a valid bound, so a search cut short still returns one.
+    must arrive still bounds). Nodes are tried farthest first within ``budget_s`` seconds,
+    one of each set with the same in-capacity, releases and distances (on a symmetric
+    topology, one per orbit); every node tried gives a valid bound, so a search cut short
+    still returns one.
     """
     t0 = time.perf_counter()
     C, S = data.pre.shape
@@ -930,8 +933,13 @@ def arrival_bound(data, budget_s: float = CUT_BUDGET_S) -> Bound:
     np.add.at(m_in, data.dst, data.capacity)
     nodes = np.flatnonzero(need.any(axis=0))
     nodes = nodes[np.argsort(-np.where(need[:, nodes], earliest[:, nodes], 0).max(axis=0), kind="stable")]
-    top = (0, None, "")
+    top, seen = (0, None, ""), set()
     for v in nodes.tolist():
+        rows = np.flatnonzero(need[:, v])
+        key = (int(m_in[v]), np.sort(earliest[rows, v]).tobytes(), np.sort(dist[:, v]).tobytes())
+        if key in seen:  # the same releases and distances (a symmetric node, most likely): skipped
+            continue
+        seen.add(key)
         found = _arrivals_at(data, need, earliest, v, int(m_in[v]), lag, delay, dist)
         if found[0] > top[0]:
             top = found
@@ -1153,7 +1161,8 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
                         lag.min(axis=0))
     parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
     try:
-        parts.append(arrival_bound(prepare(instance, 1, None, timestep, switch_copy=True, native=True), budget_s))
+        data = prepare(instance, 1, None, timestep, switch_copy=True, native=True)
+        parts.append(arrival_bound(data, min(budget_s, ARRIVAL_BUDGET_S)))
     except NotSupported as e:
         parts.append(not_computed("timesteps", "arrivals", str(e)))
     if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
@@ -1272,7 +1281,7 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float),
                         TimestepSupply(data.capacity, kmin, data.latency),
                         _roots(data.instance), budget_s, int, lag.min(axis=0))
-    parts.append(arrival_bound(data, budget_s))
+    parts.append(arrival_bound(data, min(budget_s, ARRIVAL_BUDGET_S)))
     b = best(parts, "timesteps")
     if not b.computed:
         raise NotSupported(b.note)
