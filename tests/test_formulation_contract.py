@@ -14,6 +14,7 @@ from collsynth.formulations import (ContractError, TenModel, check, expose, ten_
                                     ten_ilp_nocongestion, ten_lp, ten_model)
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
+from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
@@ -75,18 +76,24 @@ def test_every_driver_runs_the_renamed_formulation(renamed, driver, kwargs, gen,
     assert mine.objective == ref.objective == mine.schedule.num_steps
 
 
+GAP_LINKS = [(0, 1, 1.0), (0, 3, 0.5), (1, 0, 0.5), (1, 4, 0.5), (2, 0, 1.0), (2, 1, 0.5), (2, 5, 1.0), (3, 1, 1.0),
+             (3, 5, 1.0), (4, 1, 1.0), (4, 2, 0.5), (4, 5, 1.0), (5, 0, 1.0), (5, 4, 0.5)]  # (u, v, bandwidth)
+
+
 def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed):
-    """A 2x3 mesh broadcasting 3 chunks from a corner: the lower bound 3 (the far corner is 3
-    hops away) is not enough (proven), 4 is (the root's 2 links carry the 3 chunks by timestep 2
-    at best, and the last one still has 2 hops to go); the persistent search re-solves one
-    renamed model at both horizons."""
-    inst = make_instance(topo("mesh", {"dims": [2, 3]}), "broadcast", root=0, chunks_per_node=3)
+    """A scatter of 2 chunks per node from node 0 on a 6-node digraph of 1- and 2-timestep
+    links (found by searching random digraphs for an instance whose optimum is above the lower
+    bound): the lower bound 8 (the cut into {2, ..., 5}) is not enough (proven), 9 is; the
+    persistent search re-solves one renamed model at both horizons."""
+    links = from_edges(6, [(u, v, {"alpha": 0.0, "bandwidth": b}) for u, v, b in GAP_LINKS])
+    inst = make_instance(links, "scatter", root=0, chunks_per_node=2, message_bytes=12.0)
+    assert bounds.lower_bound(inst) == 8
     ref = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
     for kwargs in ({"warm": False}, {"persistent": True, "warm": False}):
         o = drivers.horizon_search(inst, renamed, Options(time_limit=60), **kwargs)
-        assert [x["horizon"] for x in o.extra["horizons"]] == [3, 4]
+        assert [x["horizon"] for x in o.extra["horizons"]] == [8, 9]
         assert o.extra["horizons"][0]["complete"] is False and o.extra["horizons"][0]["status"] == "optimal"
-        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 4
+        assert o.status == ref.status == "optimal" and o.objective == ref.objective == 9
         assert verify.verify(o.schedule, inst) is None
     for run in (drivers.early_stop, drivers.time_cluster):  # heuristics: valid, between the bounds
         o = run(inst, renamed, Options(time_limit=30))
