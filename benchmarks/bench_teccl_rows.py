@@ -1,6 +1,6 @@
 """The hard TE-CCL allgather rows against TE-CCL's provided outputs (run: ``python -m pytest -m
 benchmark -s -n 0 benchmarks/bench_teccl_rows.py``, or ``python benchmarks/bench_teccl_rows.py
-[--limit 120]``).
+[--limit 300]``).
 
 For each corpus instance and producer: our epochs (TEN timesteps, TE-CCL's epochs), the lower
 bound every schedule obeys, proven or not, wall and CPU seconds of the run (produce, verify,
@@ -18,7 +18,8 @@ outputs). The machine is shared: read CPU seconds beside the load.
 - NDv2, 4 chassis, slow epochs, 1 GB, with the InfiniBand switch kept as TE-CCL keeps it:
   ``ten-ilp`` meets the bound of 26 epochs.
 
-Environment: ``BENCH_LIMIT`` (s per run, default 120).
+Environment: ``BENCH_LIMIT`` (s per run, default 300: the 64 KB row needs about 120 s of solving on a
+shared 2-core machine, and the driver gets 80% of the limit, the LP bound beside it the rest).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 
 pytestmark = pytest.mark.benchmark
-LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
+LIMIT = float(os.environ.get("BENCH_LIMIT", "300"))
 ROWS = (  # instance, producer, producer parameters
     ("teccl-dgx2-2ch-allgather-fast-1gb", "ten-ilp-symmetric", {"warm": False}),
     ("teccl-dgx2-2ch-allgather-fast-1mb", "ten-ilp-symmetric", {"warm": False}),
