@@ -343,6 +343,15 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
 # Every array of the queue is sized for the most entries it can hold (one per send) and
 # allocated untouched, so only the pages used are resident and nothing is reallocated.
 
+# The event loop and the queue operations it calls allocate nothing and only borrow arrays that
+# event_times owns: they are compiled without the runtime's reference counting (numba's
+# ``_nrt=False`` target option, as the greedy kernels are). Otherwise every array an inlined
+# helper receives costs an atomic increment and decrement of its count (the queue's seven arrays
+# on every push and take): measured at about 40% of the loop, and each one a barrier that keeps
+# the loop's reads from overlapping. A function called from the loop inherits the option.
+_borrowing = njit(cache=True, nogil=True, _nrt=False)
+_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
+
 MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
 SEND = np.dtype([("nbytes", np.float64), ("route", np.int32), ("pos", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
@@ -370,18 +379,18 @@ def waiting_by_group(g_in, p, groups):
     return rows, starts
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _less(heap, a, b):
     return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _push(heap, size, tbits, word):
     """Insert ``(tbits, word)`` into the 4-ary min-heap ``heap[:size]`` (capacity permitting)."""
     _rise(heap, size, tbits, word)
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _rise(heap, j, tbits, word):
     """Put ``(tbits, word)`` in the hole at ``j`` or above it, moving larger parents down."""
     while j > 0:
@@ -395,7 +404,7 @@ def _rise(heap, j, tbits, word):
     heap[j, 1] = word
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _pop(heap, size):
     """Remove the root of ``heap[:size]`` (the caller read it); ``size`` is the old size.
 
@@ -447,7 +456,7 @@ def queue_new(n, levels):
     return qs, lmap, slots, lheap, rows, np.empty(n + 1, np.int64), np.empty((n + 1, 2), np.int64)
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _map_find(lmap, key):
     """Cell of time bits ``key`` in the level map, or the empty cell where it would go."""
     m = len(lmap) - 1
@@ -457,7 +466,7 @@ def _map_find(lmap, key):
     return h
 
 
-@njit(cache=True, nogil=True)
+@_borrowing
 def _map_delete(lmap, h):
     """Empty cell ``h`` of the level map, moving back the later cells of its probe run that
     would otherwise be cut off from their home cell (deletion without tombstones)."""
@@ -474,7 +483,7 @@ def _map_delete(lmap, h):
     lmap[h, 0] = -1
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _new_row(qs, rows):
     """A row for a level list: the last one freed, else the first never used."""
     r = qs[QS_FREE_ROW]
@@ -487,7 +496,7 @@ def _new_row(qs, rows):
     return r
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _lheap_push(lheap, size, tb, slot):
     """Insert level ``(tb, slot)`` into the binary min-heap of level times ``lheap[:size]``."""
     j = size
@@ -500,7 +509,7 @@ def _lheap_push(lheap, size, tb, slot):
     lheap[j, 0], lheap[j, 1] = tb, slot
 
 
-@njit(cache=True, nogil=True)
+@_borrowing
 def _lheap_pop(lheap, size):
     """Remove the root of the level heap ``lheap[:size]`` (``size`` is the old size)."""
     size -= 1
@@ -519,7 +528,7 @@ def _lheap_pop(lheap, size):
     lheap[j, 0], lheap[j, 1] = tb, slot
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _level_slot(Q, tb):
     """Slot of the level of time bits ``tb``, opened if new; -1 when every slot is taken."""
     qs, lmap, slots, lheap, rows = Q[0], Q[1], Q[2], Q[3], Q[4]
@@ -537,7 +546,7 @@ def _level_slot(Q, tb):
     return slot
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def queue_push(Q, tb, word):
     """Queue entry ``(tb, word)``: appended to its time level's list when its time is after
     the run's, else (or when no level slot is free) pushed on the late heap."""
@@ -556,9 +565,10 @@ def queue_push(Q, tb, word):
     slots[slot, 2] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def _take_level(Q):
-    """The earliest level becomes the run: its entries, sorted; its rows and slot are freed."""
+    """The earliest level becomes the run: its entries, sorted; its rows and slot are freed.
+    Compiled with the runtime (numba's sort keeps its stack in a list): called once per level."""
     qs, lmap, slots, lheap, rows, run = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
     tb, slot = lheap[0, 0], lheap[0, 1]
     _lheap_pop(lheap, qs[QS_LEVELS])
@@ -580,7 +590,7 @@ def _take_level(Q):
     qs[QS_TIME], qs[QS_CURSOR], qs[QS_LEN] = tb, 0, count
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def queue_first(Q):
     """``(where, tb, word)``: the least queued entry, not removed; ``where`` is 1 for the run,
     2 for the late heap, 0 when the queue is empty. Levels hold only times after the run's, so
@@ -598,7 +608,7 @@ def queue_first(Q):
     return 0, np.int64(0), np.int64(0)
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def queue_drop(Q, where):
     """Remove the entry :func:`queue_first` found at ``where``."""
     qs = Q[0]
@@ -612,7 +622,7 @@ def queue_drop(Q, where):
 AHEAD = 16  # entries of the run read ahead of the one taken
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _read_ahead(Q, sends, ev, hop_k, dptr, members, groups, waiting, exact):
     """Read what the event loop will need for the entries of the run ``AHEAD`` places on and
     less (their send records, then member records, group rows, first waiting rows), so that
@@ -647,7 +657,7 @@ def _hop_link(e, hstart, sends, rptr, rlinks):
     return rlinks[rptr[sends[q].route] + e - hstart[q]]
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _independent(q, exact, need, g_in):
     return (exact and need[q] == 0) or (not exact and g_in[q] < 0)
 
@@ -681,6 +691,19 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
+    best_t, best_e, served = _event_loop(sends, rptr, rlinks, hstart, bandwidth, alpha, exact, need, dptr, ditems, g_in,
+                                         members, groups, waiting, ev, free, last_on, hop_k, ready, ready_from,
+                                         fbuf, ibuf, Q)
+    return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
+
+
+@_borrowing
+def _event_loop(sends, rptr, rlinks, hstart, bandwidth, alpha, exact, need, dptr, ditems, g_in, members, groups,
+                waiting, ev, free, last_on, hop_k, ready, ready_from, fbuf, ibuf, Q):
+    """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
+    hops served)``."""
+    n = len(sends)
+    routed = len(hstart) > 0
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served = 0.0, -1, 0
     touched = 0  # a sum of what _read_ahead read, so that its reads are kept
@@ -729,10 +752,10 @@ def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need
         _release_waiters(Q, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
     if touched < 0:  # never (every value read ahead is >= 0): this use of the sum keeps the reads
         raise ValueError("negative index read ahead")
-    return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
+    return best_t, best_e, served
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf):
     """Send ``q`` arrived at ``arr`` (hop ``e``): each dependent's ready time is the latest of
     its data, and a dependent whose last need this was is queued."""
@@ -748,7 +771,7 @@ def _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbu
             queue_push(Q, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
 
 
-@njit(cache=True, nogil=True, inline='always')
+@_inlined
 def _release_waiters(Q, at, arr, e, members, groups, waiting, fbuf, ibuf):
     """The arrival at member place ``at`` came at ``arr`` (hop ``e``): extend its group's finished
     prefix (with the running maximum of arrival times) and queue the sends waiting for it."""
