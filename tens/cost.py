@@ -89,7 +89,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import cost_kernels as kern
-from .dependencies import PAIR_BUDGET, Deps, counting_order, dependency_pairs
+from .dependencies import PAIR_BUDGET, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
@@ -101,6 +101,7 @@ __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "ch
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
 DENSE_CELLS = 1 << 21  # TEN occupancy: dense (page, slot) cells up to this many, or half the sends
 EVENT_LEVELS = 1024  # event queue: distinct ready times kept apart at once (later ones in a heap)
+EVENT_SINGLE = True  # event model: a group of one arrival releases its waiting sends itself (no group row)
 
 
 @dataclass
@@ -293,26 +294,6 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 
 # ---- event -----------------------------------------------------------------------------------
 
-def _prefix_tables(dep: Deps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The event kernel's prefix-mode tables: ``(members, groups, waiting)``.
-
-    ``members`` (one record per arrival, in group order: time, hop, group), ``groups`` (one row
-    per group plus a sentinel: start, frontier, next waiting, end of waiting) and ``waiting``
-    (rows ``(send, p)``: the sends that wait for a prefix of each group, by group, then ``p``).
-    """
-    n = len(dep.ga)
-    members = np.empty(n, dtype=kern.MEMBER)
-    members["val"] = 0.0
-    members["frm"] = -1
-    members["grp"] = dep.ga[dep.members]
-    waiting, wptr = kern.waiting_by_group(dep.g_in, dep.p, dep.groups)
-    groups = np.zeros((dep.groups + 1, 4), dtype=np.int32)
-    groups[:, kern.GROUP_START] = dep.gstart
-    groups[:-1, kern.GROUP_NEXT] = wptr[:-1]
-    groups[:-1, kern.GROUP_WAIT_END] = wptr[1:]
-    return members, groups, waiting
-
-
 def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None,
                 plan: PricingPlan | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
@@ -336,38 +317,30 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     cb = _checked_chunk_bytes(s, instance)
     plan = plan_for(s, instance, plan)
     view, rt = plan.view, plan.routes
-    per_send_hops = rt.hops[rt.r]
-    H = int(per_send_hops.sum(dtype=np.int64))
+    H = int(rt.hops[rt.r].sum(dtype=np.int64))
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
-    hstart = np.zeros(0, np.int64)
-    if H != n:
-        hstart = np.zeros(n + 1, np.int64)
-        np.cumsum(per_send_hops, out=hstart[1:])
-    del per_send_hops
     dep = plan.deps(True if exact_deps is None else exact_deps)
-    sends = np.empty(n, dtype=kern.SEND)
-    sends["nbytes"] = kern.piece_bytes(view.chunk, view.lo, view.hi, s.denom, cb)
-    sends["route"] = rt.r
-    sends["pos"] = dep.pos
+    rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cb, rt.r)
     rptr, rlinks = rt.ptr, rt.links
     plan.done("event")  # if it was the plan's last model, its view and routes go now, its groups with dep
     del view, rt
-    z32, z64 = np.zeros(0, np.int32), np.zeros(1, np.int64)
+    z32 = np.zeros(0, np.int32)
     members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
     exact = dep.pairs is not None
     if exact:
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
         dptr, ditems = _csr(dj, di, n)  # dependents of each j
+        kern.release_dependents(rec, dptr)
         g_in = z32
     else:
-        need, dptr, ditems = z32, z64, z32
-        members, groups, waiting = _prefix_tables(dep)
+        need, ditems = z32, z32
+        members, groups, waiting = kern.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, EVENT_SINGLE)
         g_in = dep.g_in
     del dep
-    best_t, T_L, served = kern.event_times(sends, rptr, rlinks, hstart, H, la.bandwidth, la.alpha, exact, need,
-                                           dptr, ditems, g_in, members, groups, waiting, EVENT_LEVELS)
+    best_t, T_L, served = kern.event_times(rec, rptr, rlinks, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
+                                           members, groups, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -86,15 +86,6 @@ def sync_steps(bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk_bytes,
     return lat, bw, coupled, units
 
 
-@njit(cache=True, nogil=True)
-def piece_bytes(chunk, lo, hi, denom, chunk_bytes):
-    """Bytes of every send's piece: ``(hi - lo) / denom * chunk_bytes[chunk]``."""
-    out = np.empty(len(chunk))
-    for i in range(len(chunk)):
-        out[i] = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
-    return out
-
-
 # ---- ten: occupancy of every parallel link ----------------------------------------------------
 
 @njit(cache=True, nogil=True)
@@ -352,9 +343,43 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
 
-MEMBER = np.dtype([("val", np.float64), ("frm", np.int32), ("grp", np.int32)], align=True)
-SEND = np.dtype([("nbytes", np.float64), ("route", np.int32), ("pos", np.int32)], align=True)
+# One record per send, in step order (the order the loop takes equal times in), holding all that
+# the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
+# its next hop, the decision of its first hop's start (``ev``) and what its arrival releases. An
+# arrival of a group with other members updates that group's prefix (``group`` >= 0: the group's
+# row of ``groups``, ``start`` its place in ``members``); otherwise (``group`` -1) it releases rows
+# ``start .. end`` of one table: its dependents (exact pairs) or the sends waiting for its group
+# (a group of one arrival: every send reading it waits for that arrival alone).
+EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int32), ("start", np.int32),
+                  ("end", np.int32), ("ev", np.int32), ("hop", np.int32)], align=True)
+MEMBER = np.dtype([("val", np.float64), ("frm", np.int32)], align=True)
 GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def event_records(chunk, lo, hi, denom, chunk_bytes, r):
+    """One :data:`EVENT` record per position: piece bytes ``(hi - lo) / denom *
+    chunk_bytes[chunk]``, route ``r``, first hop, nothing released yet (rows ``0 .. 0``)."""
+    n = len(chunk)
+    rec = np.empty(n, EVENT)
+    for q in range(n):
+        x = rec[q]
+        x.nbytes = (hi[q] - lo[q]) / denom * chunk_bytes[chunk[q]]
+        x.route = r[q]
+        x.group = -1
+        x.start = 0
+        x.end = 0
+        x.ev = -1
+        x.hop = 0
+    return rec
+
+
+@njit(cache=True, nogil=True)
+def release_dependents(rec, dptr):
+    """Exact pairs: the arrival of position ``q`` releases rows ``dptr[q] .. dptr[q + 1]``."""
+    for q in range(len(rec)):
+        rec[q].start = dptr[q]
+        rec[q].end = dptr[q + 1]
 
 
 @njit(cache=True, nogil=True)
@@ -377,6 +402,48 @@ def waiting_by_group(g_in, p, groups):
             rows[fill[g], 1] = p[q]
             fill[g] += 1
     return rows, starts
+
+
+@njit(cache=True, nogil=True)
+def release_groups(rec, order, gstart, g_in, p, single):
+    """Group prefixes: ``(members, groups, waiting)`` and every record's release.
+
+    ``order[gstart[g]:gstart[g + 1]]`` are the positions of group ``g`` in step order. A group
+    of one arrival (when ``single``) gets no row: its arrival releases the group's waiting rows
+    itself. Every other group gets a row of ``groups`` (start in ``members``, frontier, next
+    waiting row, end of its waiting rows; plus a sentinel row) and one :data:`MEMBER` per
+    arrival (time, hop; -1 until it arrives). ``waiting``: :func:`waiting_by_group`.
+    """
+    G = len(gstart) - 1
+    waiting, wptr = waiting_by_group(g_in, p, G)
+    rows, places = 0, 0
+    for g in range(G):
+        if not single or gstart[g + 1] - gstart[g] > 1:
+            rows += 1
+            places += gstart[g + 1] - gstart[g]
+    groups = np.zeros((rows + 1, 4), np.int32)
+    members = np.empty(places, MEMBER)
+    rows, places = 0, 0
+    for g in range(G):
+        size = gstart[g + 1] - gstart[g]
+        if single and size == 1:
+            q = order[gstart[g]]
+            rec[q].start = wptr[g]
+            rec[q].end = wptr[g + 1]
+            continue
+        groups[rows, GROUP_START] = places
+        groups[rows, GROUP_NEXT] = wptr[g]
+        groups[rows, GROUP_WAIT_END] = wptr[g + 1]
+        for x in range(size):
+            q = order[gstart[g] + x]
+            rec[q].group = rows
+            rec[q].start = places + x
+            members[places + x].val = 0.0
+            members[places + x].frm = -1
+        rows += 1
+        places += size
+    groups[rows, GROUP_START] = places
+    return members, groups, waiting
 
 
 @_inlined
@@ -623,38 +690,33 @@ AHEAD = 16  # entries of the run read ahead of the one taken
 
 
 @_inlined
-def _read_ahead(Q, sends, ev, hop_k, dptr, members, groups, waiting, exact):
-    """Read what the event loop will need for the entries of the run ``AHEAD`` places on and
-    less (their send records, then member records, group rows, first waiting rows), so that
-    it is in cache when they are taken: the run is sorted by position, but its positions are
-    strided over several tables the loop would otherwise wait for one miss at a time (numba
-    has no prefetch instruction; the sum of what was read, >= 0, is returned so the reads stay)."""
+def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
+    """Read what the event loop will need for the entries of the run ``AHEAD`` places on (their
+    records) and half as far (the first row their arrival releases, or their member record and
+    group row), so that it is in cache when they are taken: the run is sorted by position, but
+    its positions are strided over the tables, which the loop would otherwise wait for one miss
+    at a time (numba has no prefetch instruction; the sum of what was read, >= 0, is returned so
+    the reads stay)."""
     qs, run = Q[0], Q[5]
     c, end = qs[QS_CURSOR], qs[QS_LEN]
     total = 0
     if c + AHEAD < end:
-        a = run[c + AHEAD] >> 32
-        total += sends[a].pos + (hop_k[a] if len(hop_k) else ev[a] + 1) + (dptr[a] if exact else 0)
-    if exact:
-        return total
-    if c + AHEAD * 3 // 4 < end:
-        total += members[sends[run[c + AHEAD * 3 // 4] >> 32].pos].grp
+        total += rec[run[c + AHEAD] >> 32].hop
     if c + AHEAD // 2 < end:
-        g = members[sends[run[c + AHEAD // 2] >> 32].pos].grp
-        total += groups[g, GROUP_NEXT] + groups[g + 1, GROUP_START]
-    if c + AHEAD // 4 < end:
-        w = groups[members[sends[run[c + AHEAD // 4] >> 32].pos].grp, GROUP_NEXT]
-        total += waiting[w, 0] if w < len(waiting) else 0
+        x = rec[run[c + AHEAD // 2] >> 32]
+        if x.group >= 0:
+            total += members[x.start].frm + 1 + groups[x.group, GROUP_NEXT]
+        elif x.start < x.end:
+            total += ditems[x.start] if exact else waiting[x.start, 0]
     return total
 
 
 @njit(cache=True, nogil=True)
-def _hop_link(e, hstart, sends, rptr, rlinks):
-    """Link pair of hop ``e``: hop ``e - hstart[q]`` of send ``q`` (``q = e`` without ``hstart``)."""
-    if len(hstart) == 0:
-        return rlinks[rptr[sends[e].route]]
-    q = np.searchsorted(hstart, e, side="right") - 1
-    return rlinks[rptr[sends[q].route] + e - hstart[q]]
+def _hop_link(e, rec, xlink, rptr, rlinks):
+    """Link pair of hop ``e``: the first hop of position ``e`` (``e < len(rec)``), else the later
+    hop served ``e - len(rec)``-th."""
+    n = len(rec)
+    return rlinks[rptr[rec[e].route]] if e < n else xlink[e - n]
 
 
 @_inlined
@@ -663,49 +725,48 @@ def _independent(q, exact, need, g_in):
 
 
 @njit(cache=True, nogil=True)
-def event_times(sends, rptr, rlinks, hstart, hops, bandwidth, alpha, exact, need, dptr, ditems, g_in, members,
-                groups, waiting, levels):
+def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, g_in, members, groups, waiting,
+                levels):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    ``sends`` (one :data:`SEND` record per position, in step order: piece bytes, route id,
-    place in the group member list) are read once per hop. Ready hops are taken in ``(ready time,
-    position)`` order (the queue above; the sends that need nothing are a stream at time 0 in
-    position order, never queued) and served on their link (FIFO: a hop starts when both it and
-    the link are ready). A send's first hop is ready when its data has arrived: every exact dependency
-    (``need`` counts; the dependents of ``j`` are ``ditems[dptr[j]:dptr[j + 1]]``), or the first
-    ``p`` arrivals of group ``g_in`` (``waiting[w] = (send, p)`` for ``w`` in the group's waiting
-    range, sorted by ``p``; ``members[sends[q].pos]`` holds arrival ``q``'s time, hop and group, and
-    ``groups`` rows the group's start, frontier and waiting range). Hop ids: ``hstart[q] + k``
-    (``q`` itself when every send has one hop, ``hstart`` empty). ``ev[e]`` is the hop that
-    decided ``e``'s start: ``>= -1`` its data, ``<= -2`` (encoded ``-2 - hop``) the link's
-    previous message. ``levels``: time levels the queue keeps apart at once (:func:`queue_new`).
+    ``rec`` (one :data:`EVENT` record per position, in step order) is read once per hop. Ready
+    hops are taken in ``(ready time, position)`` order (the queue above; the sends that need
+    nothing are a stream at time 0 in position order, never queued) and served on their link
+    (FIFO: a hop starts when both it and the link are ready). A send's first hop is ready when
+    its data has arrived: every exact dependency (``need`` counts; the arrival of ``j`` releases
+    ``ditems[rec[j].start:rec[j].end]``), or the first ``p`` arrivals of group ``g_in`` (rows
+    ``waiting[w] = (send, p)``, sorted by ``p`` within a group; a group of one arrival is
+    released by it directly, any other keeps its arrivals' times in ``members`` and its frontier
+    and waiting range in its ``groups`` row). Hop ids: a send's first hop is its position, every
+    later hop ``n + k`` for the ``k``-th such hop served (its link in ``xlink``). ``ev`` of a hop
+    (``rec[q].ev`` for a first hop, else ``xev``) is the hop that decided its start: ``>= -1`` its
+    data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
+    ``levels``: time levels the queue keeps apart at once (:func:`queue_new`).
     """
-    n = len(sends)
-    routed = len(hstart) > 0
-    ev = np.full(hops, -1, np.int32)
+    n = len(rec)
+    xev = np.full(hops - n, -1, np.int32)
+    xlink = np.empty(hops - n, np.int32)
     free = np.zeros(len(bandwidth))
     last_on = np.full(len(bandwidth), -1, np.int32)
-    hop_k = np.zeros(n if routed else 0, np.int32)
     ready = np.zeros(n if exact else 0)
     ready_from = np.full(n if exact else 0, -1, np.int32)
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    best_t, best_e, served = _event_loop(sends, rptr, rlinks, hstart, bandwidth, alpha, exact, need, dptr, ditems, g_in,
-                                         members, groups, waiting, ev, free, last_on, hop_k, ready, ready_from,
-                                         fbuf, ibuf, Q)
-    return best_t, _critical_latency(best_e, ev, hstart, sends, rptr, rlinks, alpha), served
+    best_t, best_e, served = _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, members,
+                                         groups, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
+                                         Q)
+    return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, rlinks, alpha), served
 
 
 @_borrowing
-def _event_loop(sends, rptr, rlinks, hstart, bandwidth, alpha, exact, need, dptr, ditems, g_in, members, groups,
-                waiting, ev, free, last_on, hop_k, ready, ready_from, fbuf, ibuf, Q):
+def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, members, groups, waiting, xev, xlink,
+                free, last_on, ready, ready_from, fbuf, ibuf, Q):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``."""
-    n = len(sends)
-    routed = len(hstart) > 0
+    n = len(rec)
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
-    best_t, best_e, served = 0.0, -1, 0
+    best_t, best_e, served, later = 0.0, -1, 0, 0
     touched = 0  # a sum of what _read_ahead read, so that its reads are kept
     while True:
         while stream < n and not _independent(stream, exact, need, g_in):
@@ -720,46 +781,53 @@ def _event_loop(sends, rptr, rlinks, hstart, bandwidth, alpha, exact, need, dptr
             q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
             queue_drop(Q, where)
             if where == 1:
-                touched += _read_ahead(Q, sends, ev, hop_k, dptr, members, groups, waiting, exact)
+                touched += _read_ahead(Q, rec, ditems, members, groups, waiting, exact)
         else:
             break
         served += 1
-        route = sends[q].route
-        k = hop_k[q] if routed else 0
-        link = rlinks[rptr[route] + k]
-        e = hstart[q] + k if routed else q
+        x = rec[q]
+        k = x.hop
+        h = rptr[x.route] + k
+        link = rlinks[h]
         fl = free[link]
-        if fl > t:
-            start = fl
-            ev[e] = -2 - last_on[link]
+        start = fl if fl > t else t
+        decided = -2 - last_on[link] if fl > t else pred
+        if k == 0:
+            e = q
+            x.ev = decided
         else:
-            start = t
-            ev[e] = pred
-        fl = start + sends[q].nbytes / bandwidth[link]
+            e = n + later
+            xev[later] = decided
+            xlink[later] = link
+            later += 1
+        fl = start + x.nbytes / bandwidth[link]
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
         fbuf[0] = arr
-        if rptr[route] + k + 1 < rptr[route + 1]:
-            hop_k[q] = k + 1
+        if h + 1 < rptr[x.route + 1]:
+            x.hop = k + 1
             queue_push(Q, ibuf[0], (q << 32) | (e + 1))
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
-        if exact:
-            _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf)
-            continue
-        _release_waiters(Q, sends[q].pos, arr, e, members, groups, waiting, fbuf, ibuf)
+        if x.group >= 0:
+            _release_prefix(Q, x.group, x.start, arr, e, members, groups, waiting, fbuf, ibuf)
+        elif exact:
+            _release_dependents(Q, x.start, x.end, arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
+        else:
+            for w in range(x.start, x.end):  # a group of one arrival: its waiting sends are ready
+                queue_push(Q, ibuf[0], (np.int64(waiting[w, 0]) << 32) | (e + 1))
     if touched < 0:  # never (every value read ahead is >= 0): this use of the sum keeps the reads
         raise ValueError("negative index read ahead")
     return best_t, best_e, served
 
 
 @_inlined
-def _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbuf, ibuf):
-    """Send ``q`` arrived at ``arr`` (hop ``e``): each dependent's ready time is the latest of
-    its data, and a dependent whose last need this was is queued."""
-    for x in range(dptr[q], dptr[q + 1]):
+def _release_dependents(Q, lo, hi, arr, e, ditems, need, ready, ready_from, fbuf, ibuf):
+    """A send arrived at ``arr`` (hop ``e``) and releases ``ditems[lo:hi]``: each dependent's
+    ready time is the latest of its data, and a dependent whose last need this was is queued."""
+    for x in range(lo, hi):
         d = ditems[x]
         if arr >= ready[d]:
             ready[d] = arr
@@ -772,12 +840,12 @@ def _release_dependents(Q, q, arr, e, dptr, ditems, need, ready, ready_from, fbu
 
 
 @_inlined
-def _release_waiters(Q, at, arr, e, members, groups, waiting, fbuf, ibuf):
-    """The arrival at member place ``at`` came at ``arr`` (hop ``e``): extend its group's finished
-    prefix (with the running maximum of arrival times) and queue the sends waiting for it."""
+def _release_prefix(Q, g, at, arr, e, members, groups, waiting, fbuf, ibuf):
+    """The arrival at member place ``at`` of group row ``g`` came at ``arr`` (hop ``e``): extend
+    the group's finished prefix (with the running maximum of arrival times) and queue the sends
+    waiting for it."""
     members[at].val = arr
     members[at].frm = e
-    g = members[at].grp
     st0 = groups[g, GROUP_START]
     f = groups[g, GROUP_FRONTIER]
     end = groups[g + 1, GROUP_START]
@@ -799,16 +867,17 @@ def _release_waiters(Q, at, arr, e, members, groups, waiting, fbuf, ibuf):
 
 
 @njit(cache=True, nogil=True)
-def _critical_latency(e, ev, hstart, sends, rptr, rlinks, alpha):
+def _critical_latency(e, rec, xev, xlink, rptr, rlinks, alpha):
     """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's."""
+    n = len(rec)
     T_L = 0.0
     if e >= 0:
-        T_L = alpha[_hop_link(e, hstart, sends, rptr, rlinks)]
+        T_L = alpha[_hop_link(e, rec, xlink, rptr, rlinks)]
     while e >= 0:
-        prev = ev[e]
+        prev = rec[e].ev if e < n else xev[e - n]
         if prev >= -1:
             if prev >= 0:
-                T_L += alpha[_hop_link(prev, hstart, sends, rptr, rlinks)]
+                T_L += alpha[_hop_link(prev, rec, xlink, rptr, rlinks)]
             e = prev
         else:
             e = -2 - prev

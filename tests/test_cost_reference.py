@@ -5,6 +5,7 @@ dependency pairs and group prefixes, parallel links, heterogeneous links."""
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 from unittest.mock import patch
 
@@ -16,7 +17,7 @@ import reference_cost as ref
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.tens import cost, cost_models, dependencies
+from collsynth.tens import cost, cost_kernels as kern, cost_models, dependencies
 from collsynth.tens.schedule import from_sends, reverse
 from collsynth.tens.verify import verify
 from test_cost import ALPHA, BW, M, greedy_allgather
@@ -134,6 +135,35 @@ def test_event_queue_beyond_its_time_levels_matches_the_reference(case, deps, le
     sched, inst = case
     with patch.object(cost, "EVENT_LEVELS", levels):
         assert_same(cost.price_event(sched, inst, exact_deps=deps), ref.price(sched, inst, "event", exact_deps=deps))
+
+
+@settings(max_examples=40)
+@given(case=priced_cases(), single=st.booleans())
+def test_event_groups_of_one_arrival_released_directly_or_by_prefix_match_the_reference(case, single):
+    """Group prefixes with a group of one arrival releasing its waiting sends itself (the
+    default) or through its group row like any other group: same prices as the reference."""
+    sched, inst = case
+    with patch.object(cost, "EVENT_SINGLE", single):
+        assert_same(cost.price_event(sched, inst, exact_deps=False), ref.price(sched, inst, "event", exact_deps=False))
+
+
+def test_event_groups_of_one_arrival_are_released_directly():
+    """A greedy allgather (every node receives every chunk once: every group has one arrival)
+    gets no group rows with the direct release and one per group without; prices agree."""
+    topo = build("torus", {"dims": [3, 4]}, bandwidth=BW, alpha=ALPHA)
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    s = greedy_allgather(topo, random.Random(3), per_link=1)
+    plan = cost.PricingPlan(s, inst)
+    view, dep = plan.view, plan.deps(False)
+    assert (np.diff(dep.gstart) == 1).all()
+    tables = {}
+    for single in (True, False):
+        rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst), plan.routes.r)
+        members, groups, _ = kern.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
+        tables[single] = (len(members), len(groups) - 1, int((rec["group"] >= 0).sum()))
+        with patch.object(cost, "EVENT_SINGLE", single):
+            assert_same(cost.price_event(s, inst, exact_deps=False), ref.price(s, inst, "event", exact_deps=False))
+    assert tables == {True: (0, 0, 0), False: (len(s), dep.groups, len(s))}
 
 
 @given(case=priced_cases())
