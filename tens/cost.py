@@ -321,24 +321,28 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
     dep = plan.deps(True if exact_deps is None else exact_deps)
-    rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cb, rt.r)
-    rptr, rlinks = rt.ptr, rt.links
-    plan.done("event")  # if it was the plan's last model, its view and routes go now, its groups with dep
-    del view, rt
-    z32 = np.zeros(0, np.int32)
-    members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
+    chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
     exact = dep.pairs is not None
+    z32 = np.zeros(0, np.int32)
+    need, ditems, g_in = z32, z32, z32
     if exact:
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
         dptr, ditems = _csr(dj, di, n)  # dependents of each j
-        kern.release_dependents(rec, dptr)
-        g_in = z32
+        del di, dj
     else:
-        need, ditems = z32, z32
-        members, groups, waiting = kern.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, EVENT_SINGLE)
-        g_in = dep.g_in
-    del dep
+        order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
+    plan.done("event")  # if it was the plan's last model, the columns not kept here go now
+    del view, rt, dep
+    rec = kern.event_records(chunk, lo, hi, s.denom, cb, r)
+    del chunk, lo, hi, r
+    members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
+    if exact:
+        kern.release_dependents(rec, dptr)
+        del dptr
+    else:
+        members, groups, waiting = kern.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
+        del order, gstart, p
     best_t, T_L, served = kern.event_times(rec, rptr, rlinks, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
                                            members, groups, waiting, EVENT_LEVELS)
     if served != H:
