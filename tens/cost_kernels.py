@@ -386,22 +386,23 @@ def release_dependents(rec, dptr):
 def waiting_by_group(g_in, p, groups):
     """Rows ``(send, p)`` of the sends that read a group (``g_in >= 0``), by group and in
     position order inside (step order, so ``p`` ascends), and each group's row range
-    ``starts[g] .. starts[g + 1]``: one counting sort, no per-send temporaries."""
-    starts = np.zeros(groups + 1, np.int64)
+    ``starts[g] .. starts[g + 1]``: one counting sort whose fill pointers are the starts
+    themselves, shifted by one (no copy, no per-send temporaries)."""
+    starts = np.zeros(groups + 2, np.int32)
     for q in range(len(g_in)):
         if g_in[q] >= 0:
-            starts[g_in[q] + 1] += 1
+            starts[g_in[q] + 2] += 1
     for g in range(groups):
-        starts[g + 1] += starts[g]
-    fill = starts[:-1].copy()
-    rows = np.empty((starts[-1], 2), np.int32)
+        starts[g + 2] += starts[g + 1]
+    rows = np.empty((starts[groups + 1], 2), np.int32)
     for q in range(len(g_in)):
         g = g_in[q]
         if g >= 0:
-            rows[fill[g], 0] = q
-            rows[fill[g], 1] = p[q]
-            fill[g] += 1
-    return rows, starts
+            x = starts[g + 1]
+            rows[x, 0] = q
+            rows[x, 1] = p[q]
+            starts[g + 1] = x + 1
+    return rows, starts[:groups + 1]
 
 
 @njit(cache=True, nogil=True)

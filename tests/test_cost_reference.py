@@ -166,6 +166,17 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert tables == {True: (0, 0, 0), False: (len(s), dep.groups, len(s))}
 
 
+@given(g_in=st.lists(st.integers(-1, 5), max_size=40), groups=st.integers(6, 8))
+def test_waiting_rows_by_group_are_a_stable_sort(g_in, groups):
+    """The sends reading each group, in position order, and each group's row range."""
+    g = np.array(g_in, np.int32)
+    p = np.arange(len(g), dtype=np.int32) * 3
+    rows, starts = kern.waiting_by_group(g, p, groups)
+    expected = [[q, 3 * q] for k in range(groups) for q in range(len(g_in)) if g_in[q] == k]
+    assert rows.tolist() == expected
+    assert starts.tolist() == [sum(0 <= x < k for x in g_in) for k in range(groups + 1)]
+
+
 @given(case=priced_cases())
 def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
     """With more dependency pairs than the budget both fall back to group prefixes."""
