@@ -337,9 +337,9 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
 # The event loop and the queue operations it calls allocate nothing and only borrow arrays that
 # event_times owns: they are compiled without the runtime's reference counting (numba's
 # ``_nrt=False`` target option, as the greedy kernels are). Otherwise every array an inlined
-# helper receives costs an atomic increment and decrement of its count (the queue's seven arrays
-# on every push and take): measured at about 40% of the loop, and each one a barrier that keeps
-# the loop's reads from overlapping. A function called from the loop inherits the option.
+# function receives costs an atomic increment and decrement of its count (the queue's seven
+# arrays on every push and take): measured at about 40% of the loop, and each one a barrier that
+# keeps the loop's reads from overlapping. A function called from the loop inherits the option.
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
 
