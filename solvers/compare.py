@@ -18,7 +18,7 @@ from ..limits import TooBig
 from ..results import schema
 from ..tens import cost_models
 from ..tens.schedule import Schedule
-from . import backends
+from . import backend_names
 from .pipeline import run
 from .producers import Options, get, route_params
 
@@ -53,7 +53,7 @@ def compare(instance: Instance, names: Sequence[str], options: Options | None = 
     selected = [get(n) for n in split_names(names)]
     if solver_given and not any(p.uses_solver for p in selected):
         raise InputError("--solver", f"no selected producer uses a solver ({', '.join(p.name for p in selected)})")
-    solver = backends.check_name(options.solver)
+    solver = backend_names.check_name(options.solver)
     if options.driver and not any(options.driver in p.drivers for p in selected):
         takes = sorted({d for p in selected for d in p.drivers})
         raise InputError("--driver", f"no selected producer takes driver {options.driver!r} "

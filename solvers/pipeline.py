@@ -67,7 +67,7 @@ from ..tens.plan import PricingPlan
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
 from ..tens.ten import NotSupported
-from . import backends
+from . import backend_names
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -102,7 +102,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     else:
         epoch_step = None
     driver = prod.driver_for(options.driver)
-    solver = backends.check_name(options.solver) if prod.uses_solver else ""
+    solver = backend_names.check_name(options.solver) if prod.uses_solver else ""
     options = replace(options, driver=driver or None, solver=solver or options.solver,
                       params=check_params(prod, options.params), deadline=deadline)
     row = schema.empty_row(

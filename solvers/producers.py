@@ -1,10 +1,15 @@
 """The producer registry: every method that turns an Instance into a Schedule, by name.
 
 A producer family is a module listed in :data:`FAMILY_MODULES` with a module-level
-``PRODUCERS`` list of :class:`Producer`. A producer's ``run(instance, options)`` returns an
-:class:`Outcome`: the schedule (unverified; :func:`collsynth.solvers.pipeline.run` verifies and
-prices every schedule before anything else sees it) and what the method knows about it
-(solver status, objective, bound, closed-form cost, ...).
+``PRODUCERS`` list of :class:`Producer`. Asking for one producer (:func:`get`) imports the
+families that use no solver first and stops at the one that has it, so that a greedy or
+closed-form run does not load Pyomo and the solver backends (a second of start-up); listing
+them all (:func:`producers`) imports every family.
+
+A producer's ``run(instance, options)`` returns an :class:`Outcome`: the schedule (unverified;
+:func:`collsynth.solvers.pipeline.run` verifies and prices every schedule before anything else
+sees it) and what the method knows about it (solver status, objective, bound, closed-form
+cost, ...).
 
 A producer that cannot handle an instance raises :class:`Unsupported` with a reason; the
 pipeline turns it into a clear one-line error (CLI) or a ``skipped`` row (batch).
@@ -36,6 +41,11 @@ FAMILY_MODULES = (
     "collsynth.solvers.greedy.earliest",  # earliest-arrival (bottleneck slots, earliest-arrival paths)
     "collsynth.solvers.closed_form",  # ring, trees, butterfly, swing, optree, ...
     "collsynth.solvers.bfb.expansions",  # line-graph, degree, cartesian expansions
+)
+SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
+    "collsynth.solvers.ten.producers",
+    "collsynth.solvers.bfb.driver",
+    "collsynth.solvers.bfb.expansions",
 )
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed",
@@ -235,11 +245,15 @@ class Producer:
         return asked
 
 
+def plugin_modules() -> tuple[str, ...]:
+    """The plug-in modules named in ``COLLSYNTH_PRODUCERS`` (comma-separated importable
+    modules, each with a ``PRODUCERS`` list)."""
+    return tuple(m.strip() for m in os.environ.get("COLLSYNTH_PRODUCERS", "").split(",") if m.strip())
+
+
 def family_modules() -> tuple[str, ...]:
-    """The built-in families plus plug-in modules named in ``COLLSYNTH_PRODUCERS``
-    (comma-separated importable modules, each with a ``PRODUCERS`` list)."""
-    extra = [m.strip() for m in os.environ.get("COLLSYNTH_PRODUCERS", "").split(",") if m.strip()]
-    return FAMILY_MODULES + tuple(extra)
+    """The built-in families plus the plug-in modules (:func:`plugin_modules`)."""
+    return FAMILY_MODULES + plugin_modules()
 
 
 def import_if_present(name: str):
@@ -265,12 +279,24 @@ def producers() -> dict[str, Producer]:
     return out
 
 
+def lookup_order() -> tuple[str, ...]:
+    """The order :func:`get` imports the families in: those that use no solver first, then
+    :data:`SOLVER_FAMILIES`, then the plug-ins.
+
+    >>> lookup_order()[:2]
+    ('collsynth.solvers.greedy.tacos', 'collsynth.solvers.closed_form')
+    """
+    return tuple(sorted(FAMILY_MODULES, key=lambda m: m in SOLVER_FAMILIES)) + plugin_modules()
+
+
 def get(name: str, where: str = "--producer") -> Producer:
-    """The producer called ``name``; an InputError listing the known ones otherwise."""
-    table = producers()
-    if name not in table:
-        raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(table))}")
-    return table[name]
+    """The producer called ``name``, importing families (:func:`lookup_order`) only until one
+    registers it; an InputError listing every producer otherwise."""
+    for module in lookup_order():
+        found = next((p for p in getattr(import_if_present(module), "PRODUCERS", ()) if p.name == name), None)
+        if found is not None:
+            return found
+    raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(producers()))}")
 
 
 def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:

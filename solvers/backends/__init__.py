@@ -34,7 +34,6 @@ Backends:
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import math
@@ -48,8 +47,8 @@ from typing import Any
 
 import pyomo.environ as pe
 
-from ... import InputError
 from ...limits import TimeLimitReached, seconds_left, shielded
+from ..backend_names import ALIASES, KNOWN, canonical, check_name, pyomo_names  # noqa: F401 - re-exported
 from . import highs_direct
 
 
@@ -63,9 +62,7 @@ logging.getLogger("pyomo.core").addFilter(_not_a_time_limit)
 
 STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")
 ORTOOLS = {"cpsat": "sat", "scip": "scip", "glop": "glop", "pdlp": "pdlp"}
-ALIASES = {"cp-sat": "cpsat", "sat": "cpsat", "gurobi_direct": "gurobi", "gurobi_persistent": "gurobi"}
 GUROBI_LIMIT = 2000  # the bundled (size-limited) Gurobi licence: at most 2000 variables and constraints
-KNOWN = ("highs", "gurobi", "cpsat", "scip", "glop", "pdlp", "cbc", "glpk")
 
 
 @dataclass
@@ -97,33 +94,6 @@ class SolveResult:
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
         return asdict(self)
-
-
-def canonical(name: str) -> str:
-    """The backend's canonical name (``cp-sat`` -> ``cpsat``, ``gurobi_direct`` -> ``gurobi``)."""
-    name = name.strip().lower()
-    return ALIASES.get(name, name)
-
-
-def pyomo_names() -> tuple[str, ...]:
-    """Solver names Pyomo's own factory registers (reachable through the legacy interface)."""
-    return tuple(sorted(n for n in pe.SolverFactory if not n.startswith("_")))
-
-
-def check_name(name: str, where: str = "--solver") -> str:
-    """The canonical name of a solver a user asked for; an InputError listing the known
-    backends (and the closest match) when neither collsynth nor Pyomo knows it.
-
-    >>> check_name("CP-SAT")
-    'cpsat'
-    """
-    canon = canonical(str(name))
-    if canon in KNOWN or canon in pyomo_names():
-        return canon
-    close = difflib.get_close_matches(canon, KNOWN + tuple(ALIASES) + pyomo_names(), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise InputError(where, f"unknown solver {name!r}{hint}; known: {', '.join(KNOWN)}, "
-                            "or another solver Pyomo registers (cplex, xpress, ipopt, ...)")
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:

@@ -6,6 +6,8 @@ stderr as one line ``error: <where>: <what>`` with exit code 2 for bad input
 :mod:`collsynth.solvers.cli.commands`, one module per group; each module has
 ``register(subparsers)`` that adds its parsers with ``set_defaults(func=...)``; a command
 function takes the parsed arguments and returns a dict (plus ``"exit": 1`` to fail).
+:data:`COMMANDS` names each module's commands, so that a command line imports the module of
+its own command only (``--help`` and an unknown command import them all).
 
 While a command runs, anything written to ``sys.stdout`` (library log messages, solver
 chatter) goes to stderr instead: stdout carries only the command's result.
@@ -33,13 +35,15 @@ from ... import InputError, __version__
 from ...limits import MEMORY_ENV, set_memory_budget
 from ..producers import import_if_present
 
-COMMAND_MODULES = (
-    "collsynth.solvers.cli.commands.instances",  # topologies, topology, instance
-    "collsynth.solvers.cli.commands.schedules",  # verify, price, export
-    "collsynth.solvers.cli.commands.solve",  # producers, solve
-    "collsynth.solvers.cli.commands.finder",  # finder
-    "collsynth.solvers.cli.commands.bench",  # bench, tables, draw
-)
+COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py checks both agree)
+    "collsynth.solvers.cli.commands.instances": ("topologies", "topology", "instance", "corpus"),
+    "collsynth.solvers.cli.commands.schedules": ("verify", "price", "export", "show"),
+    "collsynth.solvers.cli.commands.producers": ("producers",),
+    "collsynth.solvers.cli.commands.solve": ("solve",),
+    "collsynth.solvers.cli.commands.finder": ("finder",),
+    "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
+}
+COMMAND_MODULES = tuple(COMMANDS)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -65,13 +69,16 @@ class _Parser(argparse.ArgumentParser):
 JSON_HELP = "print exactly one JSON object on stdout instead of text"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command group that is installed."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every command group that is installed, or, for a ``command``
+    that :data:`COMMANDS` names, with that command's group only: a command imports only what
+    it runs (``collsynth solve`` with a greedy producer loads neither Pyomo nor pandas)."""
     parser = _Parser(prog="collsynth", description="Synthesize and compare collective-communication schedules.")
     parser.add_argument("--version", action="store_true", help="print collsynth's version and exit")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    owners = [module for module, names in COMMANDS.items() if command in names]
+    for name in owners or COMMAND_MODULES:
         module = import_if_present(name)
         if module is not None:
             module.register(sub)
@@ -80,6 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--max-memory", metavar="SIZE", default=None,
                              help="refuse instances estimated to need more memory (e.g. 8G; default: the machine's)")
     return parser
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The command a command line asks for: its first word that is not an option (the
+    top-level options take no value).
+
+    >>> _command_word(["--version"]), _command_word(["solve", "x.toml", "--producer", "ring"])
+    (None, 'solve')
+    """
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def version() -> dict:
@@ -108,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [a for a in argv if a != "--json"]
     budget = os.environ.get(MEMORY_ENV)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_command_word(argv)).parse_args(argv)
         if args.version:
             result = version()
         elif args.command is None:

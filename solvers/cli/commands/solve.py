@@ -1,8 +1,5 @@
-"""``collsynth producers`` and ``collsynth solve`` (``docs/results.md``).
+"""``collsynth solve`` (``docs/results.md``; ``collsynth producers`` lists what it runs).
 
-- ``collsynth producers [--json]``: every producer (name, family, summary, whether
-  ``--solver`` applies, drivers and the default one, its parameters with type, default and
-  help) and every solver backend with its availability.
 - ``collsynth solve INSTANCE.toml --producer NAME [--solver S] [--driver D] [--time-limit S]
   [--gap G] [--threads K] [--seed N] [--starts K] [--param k=v ...] [--out SCHED.json]``:
   synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON has
@@ -30,24 +27,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
+from tabulate import tabulate
 
 from .... import InputError
 from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
-from ... import backends
+from ... import backend_names
 from ...compare import TABLE_COLUMNS, compare, split_names
 from ...pipeline import run, warm_kernels, warm_producer
-from ...producers import Options, check_params, describe_params, get, producers
+from ...producers import Options, check_params, get
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the producers and solve commands."""
-    p = sub.add_parser("producers", help="list producers, drivers and solver backends (with availability)")
-    p.set_defaults(func=list_producers)
-
+    """Add the solve command."""
     s = sub.add_parser("solve", help="synthesize, verify and price a schedule for an instance")
     s.add_argument("instance", help="instance TOML file")
     s.add_argument("--producer", required=True,
@@ -66,27 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: none, the producer's own defaults)")
     s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
-
-
-def list_producers(args: argparse.Namespace) -> dict:
-    """Every producer and every backend with its availability."""
-    rows = []
-    for name, p in sorted(producers().items()):
-        rows.append({"name": name, "family": p.family, "summary": p.summary, "uses_solver": p.uses_solver,
-                     "drivers": list(p.drivers), "default_driver": p.default_driver,
-                     "params": describe_params(p)})
-    bk = backends.backends()
-    lines = ["producers:"]
-    for r in rows:
-        drv = f" [drivers: {', '.join(r['drivers'])}]" if r["drivers"] else ""
-        lines.append(f"  {r['name']:<24} {r['family']:<12} {r['summary']}{drv}")
-        for q in r["params"]:
-            dflt = "" if q["default"] is None else f" (default {q['default']})"
-            lines.append(f"  {'':<24}   --param {q['name']}=<{q['type']}>{dflt}: {q['help']}")
-    lines.append("backends:")
-    for b in bk:
-        lines.append(f"  {b['name']:<8} {'yes' if b['available'] else 'no ':<4} {b['reason']}")
-    return {"producers": rows, "backends": bk, "text": "\n".join(lines)}
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -125,7 +98,7 @@ def solve(args: argparse.Namespace) -> dict:
     prod = get(args.producer)
     if args.solver is not None and not prod.uses_solver:
         raise InputError("--solver", f"{prod.name} uses no solver")
-    solver = backends.check_name(args.solver) if args.solver is not None else "highs"
+    solver = backend_names.check_name(args.solver) if args.solver is not None else "highs"
     driver = prod.driver_for(args.driver)
     params = check_params(prod, parse_params(args.param))
     check_limits(args)
@@ -173,11 +146,8 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 written[row["producer"]] = str(path)
     unsupported = [r for r in rows if r["status"] == "skipped" and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    table["over_bound"] = table["time_sync_s"] / table["lower_bound_s"]
-    table = table.astype(object).where(table.notna(), None)
     lines = [f"{instance.name}: {len(rows)} producers (times in s; over_bound = time_sync_s / lower_bound_s)",
-             table.to_markdown(index=False, tablefmt="plain", floatfmt=".4g", missingval="-")]
+             comparison_table(rows)]
     lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
     lines += [f"wrote {path}" for path in written.values()]
     result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
@@ -186,3 +156,19 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     if failed:
         result["exit"] = 1
     return result
+
+
+def comparison_table(rows: list[dict]) -> str:
+    """The rows' :data:`~collsynth.solvers.compare.TABLE_COLUMNS` and ``over_bound`` (the
+    synchronous time over its lower bound) as a plain text table, ``-`` where a value is missing.
+
+    >>> print(comparison_table([{c: None for c in TABLE_COLUMNS} | {"producer": "ring", "time_sync_s": 3.0,
+    ...                                                               "lower_bound_s": 2.0}]).split()[-1])
+    1.5
+    """
+    body = []
+    for row in rows:
+        sync, bound = row.get("time_sync_s"), row.get("lower_bound_s")
+        over = sync / bound if sync is not None and bound else None
+        body.append([row.get(c) for c in TABLE_COLUMNS] + [over])
+    return tabulate(body, headers=[*TABLE_COLUMNS, "over_bound"], tablefmt="plain", floatfmt=".4g", missingval="-")
