@@ -276,7 +276,7 @@ def _bounds_extra(bnds: Bounds) -> dict:
 
 @functools.cache
 def warm_kernels() -> list[str]:
-    """Compile (or load from numba's cache) the verification and pricing kernels, once per
+    """Compile (or load from numba's cache) the verification, pricing and judging kernels, once per
     process, before any run's clock starts: a first compile takes tens of seconds, which is
     no run's verification or pricing time. Verifies and prices tiny schedules of every kind of
     send the kernels treat apart (whole and fractional copies, reductions, routed sends);
@@ -296,6 +296,7 @@ def warm_kernels() -> list[str]:
         if v is not None:
             violations.append(str(v))
             continue
+        bounds.respects_ten_capacity(sched, inst)  # judge()'s check of the schedules counted in timesteps
         for model in cost_models.names():
             cost_models.price(sched, inst, model)
             cost_models.price(sched, inst, model, exact_deps=False)  # group prefixes: the biggest schedules' mode

@@ -91,6 +91,7 @@ from typing import Any, Iterable
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from scipy.sparse.csgraph import dijkstra
 
 from ..instances.instance import Instance
@@ -1342,22 +1343,35 @@ def respects_ten_capacity(schedule: Schedule, instance: Instance, timestep: floa
                                     switches=True)
     except NotSupported:
         return False
-    latency = link_latency(instance.topology, f)
     la = instance.topology.link_arrays
-    pair = la.lookup(schedule.src, schedule.dst)
-    if (pair < 0).any():
-        return False
-    offs = np.asarray(instance.chunk_offsets)
-    group = np.searchsorted(offs, schedule.chunk, side="right") - 1
-    k = delay[group, pair]
-    start = schedule.step - latency[pair] - k + 1
-    if (start < 1).any():
-        return False
-    frac = (schedule.hi - schedule.lo).astype(np.int64)
-    reps = k.astype(np.int64)
-    idx = np.repeat(np.arange(len(schedule)), reps)
-    t = np.repeat(start, reps) + (np.arange(len(idx)) - np.repeat(np.cumsum(reps) - reps, reps))
-    T = int(schedule.step.max()) + 1
-    load = np.bincount(pair[idx] * T + t, weights=frac[idx].astype(float), minlength=len(la) * T)
-    limit = np.repeat(cap, T) * schedule.denom
-    return bool((load <= limit + 0.5).all())
+    return _fits_ten_capacity(la.src * instance.topology.size + la.dst, instance.topology.size,
+                              np.asarray(instance.chunk_offsets, dtype=np.int64), np.ascontiguousarray(delay, np.int64),
+                              link_latency(instance.topology, f).astype(np.int64), np.asarray(cap, np.int64),
+                              schedule.src, schedule.dst, schedule.chunk, schedule.step, schedule.lo, schedule.hi,
+                              schedule.denom, int(schedule.step.max()) + 1)
+
+
+@njit(cache=True, nogil=True)
+def _fits_ten_capacity(keys, size, offs, delay, latency, cap, src, dst, chunk, step, lo, hi, denom, T):
+    """:func:`respects_ten_capacity` in one pass over the sends: every send on a link pair
+    (``keys``: the pairs' sorted ``src * size + dst``), starting at timestep 1 or later, and
+    the chunk fractions occupying each pair in each timestep (counted in ``1 / denom``) at
+    most its capacity."""
+    load = np.zeros(len(keys) * T, np.int64)
+    for i in range(len(src)):
+        want = src[i] * size + dst[i]
+        pair = np.searchsorted(keys, want)
+        if pair == len(keys) or keys[pair] != want:
+            return False
+        group = np.searchsorted(offs, chunk[i], side="right") - 1
+        k = delay[group, pair]
+        start = step[i] - latency[pair] - k + 1
+        if start < 1:
+            return False
+        for t in range(start, start + k):
+            load[pair * T + t] += hi[i] - lo[i]
+    for pair in range(len(keys)):
+        for t in range(T):
+            if load[pair * T + t] > cap[pair] * denom:
+                return False
+    return True

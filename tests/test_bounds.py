@@ -21,7 +21,7 @@ from collsynth.solvers.greedy import tacos as greedy
 from collsynth.solvers.producers import Options, producers
 from collsynth.tens import bounds
 from collsynth.tens.schedule import from_sends
-from collsynth.tens.ten import NotSupported, link_delays
+from collsynth.tens.ten import NotSupported, link_delays, link_latency
 
 ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)
 TOL = 1 + 1e-9
@@ -307,6 +307,44 @@ def test_respects_ten_capacity_rejects_overloads_routes_and_early_sends():
     early = from_sends([(0, 0, 1, 0, 3, 2)], "allgather", 6, 6)  # a 3-timestep link cannot deliver at 2
     assert not bounds.respects_ten_capacity(early, bar)
     assert bounds.respects_ten_capacity(from_sends([(0, 0, 1, 0, 3, 3)], "allgather", 6, 6), bar)
+
+
+
+def _fits_by_hand(sched, inst) -> bool:
+    """respects_ten_capacity counted send by send, timestep by timestep, in plain Python."""
+    if sched.routing != "links":
+        return False
+    topo = inst.topology
+    delay, cap, f = link_delays(topo, [c.chunk_bytes for c in inst.collectives], None, switches=True)
+    lat = link_latency(topo, f)
+    la = topo.link_arrays
+    pair_of = {(int(u), int(v)): p for p, (u, v) in enumerate(zip(la.src, la.dst))}
+    load: dict[tuple[int, int], int] = {}
+    for c, lo, hi, u, v, step in zip(sched.chunk, sched.lo, sched.hi, sched.src, sched.dst, sched.step):
+        p = pair_of.get((int(u), int(v)))
+        if p is None:
+            return False
+        group = max(g for g, off in enumerate(inst.chunk_offsets) if off <= c)
+        k, last = int(delay[group, p]), int(step) - int(lat[p])
+        for t in range(last - k + 1, last + 1):
+            if t < 1:
+                return False
+            load[p, t] = load.get((p, t), 0) + int(hi - lo)
+    return all(x <= cap[p] * sched.denom for (p, _), x in load.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([(0, 2), (0, 1), (1, 2)]), st.integers(0, 5),
+                          st.integers(0, 5), st.integers(1, 7)), min_size=1, max_size=12),
+       st.booleans())
+def test_respects_ten_capacity_is_the_count_by_hand(sends, barbell):
+    """Random sends (halves and wholes, some off the links, some too early for the barbell's
+    3-timestep bridge) on a barbell or a bidirectional ring of 6."""
+    topo = _barbell() if barbell else build("ring", {"nodes": 6}, bandwidth=BW, alpha=ALPHA)
+    inst = make_instance(topo, "allgather", message_bytes=6e6)
+    sched = from_sends([(c, f"{lo}/2", f"{hi}/2", u, v, step) for c, (lo, hi), u, v, step in sends if u != v],
+                       "allgather", 6, 6)
+    assert bounds.respects_ten_capacity(sched, inst) == _fits_by_hand(sched, inst)
 
 
 # ---- status from proofs only ---------------------------------------------------------------------
