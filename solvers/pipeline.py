@@ -2,8 +2,8 @@
 
 :func:`run` calls a producer, verifies its schedule against the instance (a schedule that fails
 verification is never priced, stored or exported: the row says ``invalid`` and why), prices it
-under every cost model of :mod:`collsynth.tens.cost_models` (cheapest first) and reports the
-lower bounds beside it. The returned
+under every cost model of :mod:`collsynth.tens.cost_models` and reports the lower bounds
+beside it. The returned
 dict carries the ``collsynth solve --json`` fields (:data:`collsynth.results.schema.ROW_FIELDS`);
 the batch runner stores exactly these rows.
 
@@ -36,10 +36,10 @@ the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
 Stages run side by side on two cores: the lower bounds of an instance of at least
 :data:`BOUNDS_APART_NODES` nodes are computed in a forked child process while the producer
 runs (:class:`BoundsApart`; smaller ones first, in this process), and the cost models price
-the schedule in a thread while this thread verifies it (:class:`SpeculativePricing`: the
-compiled kernels release the GIL). Only the times overlap: the bounds, the verdict and the
-prices are those of the stages run one after the other, and nothing priced is reported for a
-schedule that does not verify.
+the schedule in a thread while this thread verifies it, the cheapest model in this thread once
+it has verified (:class:`SpeculativePricing`: the compiled kernels release the GIL). Only the times
+overlap: the bounds, the verdict and the prices are those of the stages run one after the
+other, and nothing priced is reported for a schedule that does not verify.
 """
 
 from __future__ import annotations
@@ -370,9 +370,9 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
     """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
-    model, cheapest first, within ``deadline``; the prices go into the row only once the
-    schedule has verified (a schedule that fails, or whose verification the limit stops, is
-    reported unpriced). Pricing starts once no send is malformed
+    model within ``deadline`` (this thread prices the cheapest once verification is done); the
+    prices go into the row only once the schedule has verified (a schedule that fails, or
+    whose verification the limit stops, is reported unpriced). Pricing starts once no send is malformed
     (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range."""
     row["sends"] = len(schedule)
     pricing = None
@@ -399,14 +399,17 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
         return row, None
     row["verified"] = True
     row["steps"] = schedule.num_steps
+    with contextlib.suppress(TimeLimitReached):  # the model it stopped is in the results
+        with enforce(deadline, "pricing"):
+            pricing.share()
     for model, result, seconds in pricing.results():
         stage = f"pricing ({model.name})"
         if seconds is not None:
             stages[stage] = row[model.price_column] = seconds
-        if isinstance(result, (str, TimeLimitReached)):  # not started, or the limit came: this and later models unpriced
+        if isinstance(result, (str, TimeLimitReached)):  # not started, or the limit came: this model unpriced
             note = _limit_message(result, deadline, stages, stage) if isinstance(result, TimeLimitReached) else result
-            row["message"] = f"{row['message']}; {note}: not priced under {model.name} and later models".lstrip("; ")
-            break
+            row["message"] = f"{row['message']}; {note}: not priced under {model.name}".lstrip("; ")
+            continue
         if isinstance(result, NotSupported):  # the model cannot represent the schedule's timing: said why
             row["message"] = f"{row['message']}; not priced under {model.name}: {result}".lstrip("; ")
             continue
@@ -418,71 +421,103 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
 
 
 class SpeculativePricing:
-    """A schedule priced under every cost model (cheapest first, sharing one
+    """A schedule priced under every cost model (sharing one
     :class:`~collsynth.tens.plan.PricingPlan`) in a thread of its own, started while the
     calling thread verifies the schedule: the compiled kernels of both release the GIL, so
-    verification and pricing run on two cores. Nothing priced here is reported unless the
-    schedule verified (:func:`_check_and_price` reads :meth:`results` only then).
+    verification and pricing run on two cores. The pricing thread takes the models cheapest
+    (highest ``rate``) first, except that while the calling thread verifies, it leaves that
+    thread the cheapest one, which the calling thread prices once the schedule has verified
+    (:meth:`share`), beside the costlier ones. Only the cheapest model runs beside another: on
+    the biggest schedules the working memory of two costly ones would add up.
+    Nothing priced here is reported unless the schedule verified (:func:`_check_and_price`
+    reads :meth:`results` only then).
 
     A model that would not finish in the time left (at its ``rate``) is not started, since its
-    compiled loop cannot be interrupted; nor are the models after it. :meth:`cancel` stops the
-    thread before its next model."""
+    compiled loop cannot be interrupted; a cheaper one after it may be. :meth:`cancel` stops
+    both threads before their next model."""
 
     def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None):
         self.deadline = deadline
+        self.schedule, self.instance, self.epoch_step = schedule, instance, epoch_step
+        self.plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
+                                                                 if m.uses_plan))  # derived once for them
         self._lock = threading.Lock()
-        self._done: list[tuple[Any, Any, float | None]] = []  # (model, Cost / exception / note, seconds)
-        self._running: tuple[Any, float] | None = None  # the model being priced, since when
+        self._todo = list(cost_models.MODELS.values())  # cheapest (highest rate) first
+        self._done: dict[str, tuple[Any, Any, float | None]] = {}  # model name: (model, Cost / exception / note, s)
+        self._running: dict[str, tuple[Any, float]] = {}  # the models being priced, since when
         self._cancelled = threading.Event()
-        self._thread = threading.Thread(target=self._price_all, args=(schedule, instance, epoch_step),
-                                        name="collsynth pricing", daemon=True)
+        self._failed = threading.Event()  # a model raised: no further model starts
+        self._verified = threading.Event()  # the calling thread has verified and prices too
+        self._thread = threading.Thread(target=self._take_all, name="collsynth pricing", daemon=True)
         self._thread.start()
 
     def cancel(self) -> None:
-        """Price no further model (the one being priced finishes; its price is dropped)."""
+        """Price no further model (those being priced finish; their prices are dropped)."""
         self._cancelled.set()
 
+    def share(self) -> None:
+        """Price, in the calling thread, the cheapest model unless the pricing thread has
+        started it (a :class:`~collsynth.limits.TimeLimitReached` raised in it ends that model,
+        which :meth:`results` reports so)."""
+        self._verified.set()
+        self._take_all(cheapest_only=True)
+
     def results(self) -> list[tuple[Any, Any, float | None]]:
-        """``(model, result, seconds)`` for every model in order, once the thread has ended or
-        the deadline passed: result is the model's :class:`~collsynth.tens.cost.Cost`, the
+        """``(model, result, seconds)`` for every model started or refused, in the order of
+        :data:`~collsynth.tens.cost_models.MODELS`, once the pricing thread has ended or the
+        deadline passed: result is the model's :class:`~collsynth.tens.cost.Cost`, the
         :class:`~collsynth.tens.ten.NotSupported` or other exception it raised, or a note
-        saying why it was not started for want of time, or :class:`~collsynth.limits.TimeLimitReached` for
-        the model the deadline passed in."""
+        saying why it was not started for want of time, or
+        :class:`~collsynth.limits.TimeLimitReached` for a model the deadline passed in."""
         self._thread.join(self.deadline.left())
         with self._lock:
-            out = list(self._done)
-            running = self._running if self._thread.is_alive() else None
+            done, running = dict(self._done), dict(self._running)
             self._cancelled.set()
-        if running is not None:
-            model, t0 = running
-            out.append((model, TimeLimitReached(f"pricing ({model.name})"), round(time.perf_counter() - t0, 4)))
+        out = []
+        for model in cost_models.MODELS.values():
+            if model.name in done:
+                out.append(done[model.name])
+            elif model.name in running:
+                t0 = running[model.name][1]
+                out.append((model, TimeLimitReached(f"pricing ({model.name})"), round(time.perf_counter() - t0, 4)))
         return out
 
-    def _price_all(self, schedule: Schedule, instance: Instance, epoch_step: float | None) -> None:
-        plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
-                                                            if m.uses_plan))  # derived once for them
-        for model in cost_models.MODELS.values():
-            left, need = self.deadline.left(), len(schedule) / model.rate
-            with self._lock:
-                if self._cancelled.is_set():
-                    return
+    def _next(self, cheapest_only: bool = False):
+        """The cheapest model no thread has started that fits in the time left (those that do
+        not are noted as not started), or None; while the calling thread verifies, the pricing
+        thread leaves it the cheapest unless no other is left. ``cheapest_only``: the cheapest
+        of all models or None."""
+        mine = threading.current_thread() is self._thread
+        with self._lock:
+            while self._todo and not (self._cancelled.is_set() or self._failed.is_set()):
+                if cheapest_only and self._todo[0] is not next(iter(cost_models.MODELS.values())):
+                    return None
+                leave = mine and not self._verified.is_set() and len(self._todo) > 1
+                model = self._todo.pop(1 if leave else 0)
+                left, need = self.deadline.left(), len(self.schedule) / model.rate
                 if left is not None and need > left:
-                    self._done.append((model, f"pricing ({model.name}) not started: about {need:.3g} s needed at "
-                                              f"{model.rate:.3g} sends/s, {left:.3g} s left", None))
-                    return
-                t0 = time.perf_counter()
-                self._running = (model, t0)
+                    self._done[model.name] = (model, f"pricing ({model.name}) not started: about {need:.3g} s needed "
+                                                     f"at {model.rate:.3g} sends/s, {left:.3g} s left", None)
+                    continue
+                self._running[model.name] = (model, time.perf_counter())
+                return model
+        return None
+
+    def _take_all(self, cheapest_only: bool = False) -> None:
+        while (model := self._next(cheapest_only)) is not None:
+            t0 = self._running[model.name][1]
             try:
-                shared = {"plan": plan} if model.uses_plan else {}
-                result = model.price(schedule, instance, timestep=epoch_step, **shared)
+                shared = {"plan": self.plan} if model.uses_plan else {}
+                result = model.price(self.schedule, self.instance, timestep=self.epoch_step, **shared)
             except BaseException as e:  # noqa: BLE001 - given to the verifying thread, which decides
-                result = e
+                timer = isinstance(e, TimeLimitReached) or isinstance(e.__cause__ or e.__context__, TimeLimitReached)
+                result = TimeLimitReached(f"pricing ({model.name})") if timer else e  # the timer: calling thread only
             with self._lock:
-                self._running = None
+                del self._running[model.name]
                 if not self._cancelled.is_set():
-                    self._done.append((model, result, round(time.perf_counter() - t0, 4)))
-            if isinstance(result, BaseException) and not isinstance(result, NotSupported):
-                return
+                    self._done[model.name] = (model, result, round(time.perf_counter() - t0, 4))
+                if isinstance(result, BaseException) and not isinstance(result, NotSupported):
+                    self._failed.set()
 
 
 def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, float], stage: str) -> str:

@@ -4,7 +4,9 @@ nothing priced is reported for a schedule that does not verify; the time limit s
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -67,6 +69,32 @@ def test_speculative_prices_are_the_prices_of_each_model_alone():
     assert [m.name for m, _, _ in results] == list(cost_models.names())
     for model, cost, seconds in results:
         assert cost.total_s == cost_models.price(sched, inst, model.name).total_s and seconds >= 0
+
+
+
+def test_once_verified_the_calling_thread_prices_the_cheapest_model_beside_the_costlier(monkeypatch):
+    """The pricing thread leaves the cheapest model to the verifying thread while that one
+    verifies and prices every other; the prices are still those of each model alone."""
+    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
+    sched = _ring_allgather(300)
+    priced_in = {}
+
+    def recorded(model):
+        def price(*args, **kwargs):
+            priced_in[model.name] = threading.current_thread().name
+            return model.price(*args, **kwargs)
+        return replace(model, price=price)
+
+    monkeypatch.setattr(cost_models, "MODELS", {k: recorded(m) for k, m in cost_models.MODELS.items()})
+    cheapest = next(iter(cost_models.MODELS))
+    pricing = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None)
+    pricing.share()
+    results = pricing.results()
+    assert [m.name for m, _, _ in results] == list(cost_models.MODELS)
+    assert priced_in.pop(cheapest) == threading.current_thread().name
+    assert set(priced_in.values()) == {"collsynth pricing"}
+    for model, cost, _ in results:
+        assert cost.total_s == cost_models.price(sched, inst, model.name).total_s
 
 
 def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(monkeypatch):
