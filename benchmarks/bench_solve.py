@@ -3,8 +3,9 @@
 Run ``python benchmarks/bench_solve.py`` (the three cases of the issue "solve within 2x of the
 producer": BFB LP on a 50x50 torus allgather, Swing on a 32x32 torus allreduce of 1 GiB,
 TACOS-Greedy on a 64x64 torus allgather; a few minutes on a shared machine), ``--cases greedy``
-to pick some, ``--repeat N`` to run each N times, or ``python -m pytest -m benchmark -s
-benchmarks/bench_solve.py``.
+to pick some, ``--repeat N`` to run each N times, ``--against PYTHONPATH`` to time another
+version of collsynth (imported from that path) in turn with this one, or
+``python -m pytest -m benchmark -s benchmarks/bench_solve.py``.
 
 Each run is the command line exactly as a user types it, in a fresh process::
 
@@ -47,15 +48,17 @@ CASES = {  # name: (producer, corpus file or TOML text)
 STAGES = ("lower bounds", "produce", "verification", "pricing (sync)", "pricing (ten)", "pricing (event)")
 
 
-def solve_once(producer: str, instance: Path, time_limit: float = 600.0) -> dict:
-    """One ``collsynth solve`` in a fresh process: its row and its own wall, CPU and peak."""
+def solve_once(producer: str, instance: Path, time_limit: float = 600.0, path: str | None = None) -> dict:
+    """One ``collsynth solve`` in a fresh process: its row and its own wall, CPU and peak
+    (``path``: the PYTHONPATH it imports collsynth from; None: this process's)."""
     cmd = [sys.executable, "-m", "collsynth.solvers.cli", "solve", str(instance), "--producer", producer, "--json",
            "--time-limit", f"{time_limit:g}"]
+    env = os.environ if path is None else {**os.environ, "PYTHONPATH": path}
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         started = time.time()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -88,18 +91,21 @@ def report(rows: list[dict]) -> str:
     """Side by side: produce, solve, ratio, stages, peak, CPU, load."""
     short = {"lower bounds": "bounds", "produce": "produce", "verification": "verify", "pricing (sync)": "sync",
              "pricing (ten)": "ten", "pricing (event)": "event"}
-    head = (f"{'case':38s} {'sends':>11s} {'produce s':>9s} {'solve s':>8s} {'ratio':>6s} | "
+    head = (f"{'case':43s} {'sends':>11s} {'produce s':>9s} {'solve s':>8s} {'ratio':>6s} | "
             + " ".join(f"{short[s]:>7s}" for s in STAGES) + f" {'start':>6s} | {'peak GiB':>8s} {'CPU s':>7s} {'load':>10s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         cells = " ".join(f"{v:7.2f}" if v is not None else f"{'-':>7s}" for v in r["stages"].values())
-        lines.append(f"{r['case']:38s} {r['sends']:11,d} {r['produce_s']:9.2f} {r['solve_s']:8.2f} {r['ratio']:6.2f} | "
+        lines.append(f"{r['case']:43s} {r['sends']:11,d} {r['produce_s']:9.2f} {r['solve_s']:8.2f} {r['ratio']:6.2f} | "
                      f"{cells} {r['startup_s']:6.2f} | {r['peak_gib']:8.2f} {r['cpu_s']:7.1f} {r['load'][0]:4.1f}->{r['load'][1]:4.1f}")
     return "\n".join(lines)
 
 
-def run(cases: dict, repeat: int = 1) -> list[dict]:
-    """Every case ``repeat`` times, printing each line as it comes."""
+def run(cases: dict, repeat: int = 1, paths: dict[str, str | None] | None = None) -> list[dict]:
+    """Every case ``repeat`` times, printing each line as it comes; with ``paths`` (label:
+    PYTHONPATH) each run of a case goes once through each of them in turn, so that two versions
+    of collsynth are timed in the same window of a shared machine (case names get the label)."""
+    paths = paths or {"": None}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, (producer, source) in cases.items():
@@ -109,9 +115,11 @@ def run(cases: dict, repeat: int = 1) -> list[dict]:
             tiny = Path(tmp) / f"{producer}-tiny.toml"
             tiny.write_text(_tiny(path.read_text()))
             for _ in range(repeat):
-                startup = solve_once(producer, tiny)["wall_s"]
-                rows.append(figures(name, {**solve_once(producer, path), "startup_s": startup}))
-                print(report(rows[-1:]).splitlines()[-1], flush=True)
+                for label, where in paths.items():
+                    startup = solve_once(producer, tiny, path=where)["wall_s"]
+                    run_ = {**solve_once(producer, path, path=where), "startup_s": startup}
+                    rows.append(figures(f"{name} {label}".strip(), run_))
+                    print(report(rows[-1:]).splitlines()[-1], flush=True)
     return rows
 
 
@@ -126,9 +134,12 @@ def _main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
     p.add_argument("--repeat", type=int, default=1, help="runs per case")
+    p.add_argument("--against", metavar="PYTHONPATH", default=None,
+                   help="also run each case with collsynth imported from this PYTHONPATH (e.g. a checkout of main "
+                        "linked as DIR/collsynth), alternating with this one: rows 'base' and 'new'")
     args = p.parse_args(argv)
     cases = {k: v for k, v in CASES.items() if not args.cases or any(c in k for c in args.cases.split(","))}
-    rows = run(cases, args.repeat)
+    rows = run(cases, args.repeat, {"base": args.against, "new": None} if args.against else None)
     print("\n" + report(rows))
 
 
