@@ -36,8 +36,8 @@ the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
 Stages run side by side on two cores: the lower bounds of an instance of at least
 :data:`BOUNDS_APART_NODES` nodes are computed in a forked child process while the producer
 runs (:class:`BoundsApart`; smaller ones first, in this process), and the cost models price
-the schedule in a thread while this thread verifies it, the cheapest model in this thread once
-it has verified (:class:`SpeculativePricing`: the compiled kernels release the GIL). Only the times
+the schedule in a thread while this thread verifies it, and in this thread too once it has
+verified (:class:`SpeculativePricing`: the compiled kernels release the GIL). Only the times
 overlap: the bounds, the verdict and the prices are those of the stages run one after the
 other, and nothing priced is reported for a schedule that does not verify.
 """
@@ -77,6 +77,9 @@ BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
 BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
 BOUNDS_APART_NODES = 256  # from this many nodes, the bounds run in a child process beside the producer
 BOUNDS_KILL_LAG_S = 1.0  # a bounds child still running this long after its share ends is killed
+PRICING_APART_SENDS = 12_000_000  # from this many sends, the costly cost models price one after the other
+# (each needs up to about 45 bytes a send of its own beside the schedule and the plan: the 64x64 torus
+# greedy allgather, 16.8 M sends, peaks at 3.06 GiB with ten and event side by side, 2.63 GiB without)
 
 
 def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
@@ -370,7 +373,7 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
     """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
-    model within ``deadline`` (this thread prices the cheapest once verification is done); the
+    model within ``deadline`` (this thread prices too once verification is done); the
     prices go into the row only once the schedule has verified (a schedule that fails, or
     whose verification the limit stops, is reported unpriced). Pricing starts once no send is malformed
     (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range."""
@@ -424,12 +427,13 @@ class SpeculativePricing:
     """A schedule priced under every cost model (sharing one
     :class:`~collsynth.tens.plan.PricingPlan`) in a thread of its own, started while the
     calling thread verifies the schedule: the compiled kernels of both release the GIL, so
-    verification and pricing run on two cores. The pricing thread takes the models cheapest
-    (highest ``rate``) first, except that while the calling thread verifies, it leaves that
-    thread the cheapest one, which the calling thread prices once the schedule has verified
-    (:meth:`share`), beside the costlier ones. Only the cheapest model runs beside another: on
-    the biggest schedules the working memory of two costly ones would add up.
-    Nothing priced here is reported unless the schedule verified (:func:`_check_and_price`
+    verification and pricing run on two cores; once the schedule has verified, the calling
+    thread prices beside the pricing thread (:meth:`share`). Below
+    :data:`PRICING_APART_SENDS` sends both threads take the costliest (lowest ``rate``) model
+    no thread has started, so that the longest one starts beside verification. From that many,
+    only the cheapest model runs beside another (the working memory of two costly ones would
+    add up): the pricing thread takes the models cheapest first but leaves the cheapest to the
+    calling thread while that one verifies. Nothing priced here is reported unless the schedule verified (:func:`_check_and_price`
     reads :meth:`results` only then).
 
     A model that would not finish in the time left (at its ``rate``) is not started, since its
@@ -448,6 +452,7 @@ class SpeculativePricing:
         self._cancelled = threading.Event()
         self._failed = threading.Event()  # a model raised: no further model starts
         self._verified = threading.Event()  # the calling thread has verified and prices too
+        self.side_by_side = len(schedule) < PRICING_APART_SENDS  # any two models at once
         self._thread = threading.Thread(target=self._take_all, name="collsynth pricing", daemon=True)
         self._thread.start()
 
@@ -456,11 +461,12 @@ class SpeculativePricing:
         self._cancelled.set()
 
     def share(self) -> None:
-        """Price, in the calling thread, the cheapest model unless the pricing thread has
-        started it (a :class:`~collsynth.limits.TimeLimitReached` raised in it ends that model,
-        which :meth:`results` reports so)."""
+        """Price, in the calling thread, the models left to it (every model no thread has
+        started, or from :data:`PRICING_APART_SENDS` sends the cheapest only); a
+        :class:`~collsynth.limits.TimeLimitReached` raised in it ends the model it stopped,
+        which :meth:`results` reports so."""
         self._verified.set()
-        self._take_all(cheapest_only=True)
+        self._take_all()
 
     def results(self) -> list[tuple[Any, Any, float | None]]:
         """``(model, result, seconds)`` for every model started or refused, in the order of
@@ -482,18 +488,21 @@ class SpeculativePricing:
                 out.append((model, TimeLimitReached(f"pricing ({model.name})"), round(time.perf_counter() - t0, 4)))
         return out
 
-    def _next(self, cheapest_only: bool = False):
-        """The cheapest model no thread has started that fits in the time left (those that do
-        not are noted as not started), or None; while the calling thread verifies, the pricing
-        thread leaves it the cheapest unless no other is left. ``cheapest_only``: the cheapest
-        of all models or None."""
+    def _next(self):
+        """The model this thread takes next (see the class doc) that fits in the time left
+        (those that do not are noted as not started), or None."""
         mine = threading.current_thread() is self._thread
         with self._lock:
             while self._todo and not (self._cancelled.is_set() or self._failed.is_set()):
-                if cheapest_only and self._todo[0] is not next(iter(cost_models.MODELS.values())):
+                if self.side_by_side:
+                    pick = -1  # the costliest
+                elif mine:  # the cheapest, or the next one while the calling thread verifies
+                    pick = 1 if not self._verified.is_set() and len(self._todo) > 1 else 0
+                elif self._todo[0] is next(iter(cost_models.MODELS.values())):
+                    pick = 0  # the calling thread: the cheapest of all, if still there
+                else:
                     return None
-                leave = mine and not self._verified.is_set() and len(self._todo) > 1
-                model = self._todo.pop(1 if leave else 0)
+                model = self._todo.pop(pick)
                 left, need = self.deadline.left(), len(self.schedule) / model.rate
                 if left is not None and need > left:
                     self._done[model.name] = (model, f"pricing ({model.name}) not started: about {need:.3g} s needed "
@@ -503,8 +512,8 @@ class SpeculativePricing:
                 return model
         return None
 
-    def _take_all(self, cheapest_only: bool = False) -> None:
-        while (model := self._next(cheapest_only)) is not None:
+    def _take_all(self) -> None:
+        while (model := self._next()) is not None:
             t0 = self._running[model.name][1]
             try:
                 shared = {"plan": self.plan} if model.uses_plan else {}

@@ -72,11 +72,8 @@ def test_speculative_prices_are_the_prices_of_each_model_alone():
 
 
 
-def test_once_verified_the_calling_thread_prices_the_cheapest_model_beside_the_costlier(monkeypatch):
-    """The pricing thread leaves the cheapest model to the verifying thread while that one
-    verifies and prices every other; the prices are still those of each model alone."""
-    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
-    sched = _ring_allgather(300)
+def _threads_pricing(monkeypatch, sched, inst) -> tuple[dict, list]:
+    """Which thread priced each model when the calling thread shares at once, and the results."""
     priced_in = {}
 
     def recorded(model):
@@ -86,15 +83,30 @@ def test_once_verified_the_calling_thread_prices_the_cheapest_model_beside_the_c
         return replace(model, price=price)
 
     monkeypatch.setattr(cost_models, "MODELS", {k: recorded(m) for k, m in cost_models.MODELS.items()})
-    cheapest = next(iter(cost_models.MODELS))
     pricing = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None)
     pricing.share()
     results = pricing.results()
+    threads = dict(priced_in)
     assert [m.name for m, _, _ in results] == list(cost_models.MODELS)
+    for model, cost, _ in results:  # the prices of each model alone
+        assert cost.total_s == cost_models.price(sched, inst, model.name).total_s
+    return threads, results
+
+
+def test_once_verified_the_calling_thread_prices_beside_the_pricing_thread(monkeypatch):
+    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
+    priced_in, _ = _threads_pricing(monkeypatch, _ring_allgather(300), inst)
+    assert set(priced_in.values()) == {"collsynth pricing", threading.current_thread().name}
+
+
+def test_from_pricing_apart_sends_the_calling_thread_prices_the_cheapest_model_only(monkeypatch):
+    """On the biggest schedules only the cheapest model runs beside another (memory)."""
+    monkeypatch.setattr(pipeline, "PRICING_APART_SENDS", 1000)
+    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
+    priced_in, _ = _threads_pricing(monkeypatch, _ring_allgather(300), inst)
+    cheapest = next(iter(cost_models.MODELS))
     assert priced_in.pop(cheapest) == threading.current_thread().name
     assert set(priced_in.values()) == {"collsynth pricing"}
-    for model, cost, _ in results:
-        assert cost.total_s == cost_models.price(sched, inst, model.name).total_s
 
 
 def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(monkeypatch):
