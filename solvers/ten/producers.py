@@ -14,7 +14,9 @@ name; what differs is what the formulation declares:
   hold/sent TEN LP and the flow LP (``extra["lp_bound_source"]`` names it, ``lp_bounds``
   lists both; ``--param flow_lp=false`` skips the flow LP, ``max_variables=N`` is its size
   guard) and, when the formulation respects link capacity (``RESPECTS_CAPACITY``), proves
-  with it: the outcome's bound is the larger of the driver's and the LP's.
+  with it: the outcome's bound is the larger of the driver's and the LP's. A schedule that
+  already meets the combinatorial lower bound leaves nothing to search: no LP is solved and
+  ``lp_bound`` is None (``lp_bound_note`` says so).
 - ``ROLE = "relaxation"`` (ten-lp, ten-flow-lp): the smallest horizon whose relaxation delivers everything
   is its bound (``extra["lp_bound"]`` as well), and the solved relaxation's ``schedules`` give
   a verified fractional schedule (``--param polish=false`` skips the re-solve of its
@@ -126,7 +128,10 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     For a capacity-blind formulation they are only recorded. ``extra["lp_bound"]`` is the
     larger, ``extra["lp_bound_source"]`` the formulation that proved it and
     ``extra["lp_bounds"]`` each one (None, with ``lp_bound_note`` / ``flow_lp_note`` saying
-    why, when one was not computed within ``budget`` seconds or its size guard).
+    why, when one was not computed within ``budget`` seconds or its size guard). When the
+    schedule of a capacity-respecting run already meets the combinatorial lower bound no LP is
+    solved, and all of them are None (:func:`_lp_not_needed`): a row records an LP bound only
+    when an LP proved it.
     """
     blind = _capacity_blind(formulation, form)
     want_flow = form.get("flow", True)
@@ -143,6 +148,8 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
         outcome.extra["lp_bound"] = None
         outcome.extra["lp_bound_note"] = f"not computed: the TEN LP reverses combining collectives: {e}"
         return outcome
+    if known is not None and max(lb, 1) >= known:  # the search would start at ``known``: nothing to solve
+        return _lp_not_needed(outcome, relaxation, lb, known, want_flow)
     s = _search_beside(instance, relaxation, options, lp_form, lb, max(hi, lb), known, budget)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
                           "lp_bound_s": round(time.perf_counter() - t0, 4),
@@ -162,6 +169,17 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
                                           "so it does not bound its timesteps")
     elif best is not None:
         _prove_with(outcome, float(best), steps, outcome.extra.get("lp_bound_source") or "TEN LP")
+    return outcome
+
+
+def _lp_not_needed(outcome: Outcome, relaxation: TenFormulation, lb: int, steps: int, flow: bool) -> Outcome:
+    """Record that no LP bound was computed beside a run whose schedule (``steps`` timesteps)
+    already meets the combinatorial lower bound ``lb`` (the search would start at ``lb`` and
+    solve nothing): ``lp_bound`` None, each relaxation in ``lp_bounds`` None, and
+    ``lp_bound_note`` saying why. The row's proof is then the combinatorial bound's own."""
+    why = f"not computed: the combinatorial lower bound {lb} meets the schedule's {steps} timesteps; no LP was solved"
+    outcome.extra.update({"lp_bound": None, "lp_bound_note": why,
+                          "lp_bounds": {relaxation.name: None, **({FLOW.name: None} if flow else {})}})
     return outcome
 
 
@@ -406,12 +424,7 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
     bound = max(rs.bound or 0, ag.bound or 0)
     extra = {"phases": {"reduce_scatter": rs.extra, "allgather": ag.extra}}
     if want_lp:
-        lps = [rs.extra.get("lp_bound"), ag.extra.get("lp_bound")]
-        extra["lp_bound"] = None if None in lps else max(lps)
-        if extra["lp_bound"] is not None:
-            extra["lp_bound_source"] = max((rs, ag), key=lambda o: o.extra["lp_bound"]).extra.get("lp_bound_source")
-        if extra["lp_bound"] is None:
-            extra["lp_bound_note"] = "a phase's LP bound did not finish"
+        extra.update(_allreduce_lp_bound(rs, ag))
     return Outcome(
         schedule=sched, status="optimal" if steps <= bound else "feasible", objective=float(steps),
         bound=float(bound), gap=(steps - bound) / steps if steps else 0.0, units="timesteps",
@@ -420,6 +433,24 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
                  "the decomposition is not proven optimal for allreduce"),
         extra=extra, found_by=_phase_found_by(rs, ag), solver_status=ag.solver_status,
     )
+
+
+def _allreduce_lp_bound(rs: Outcome, ag: Outcome) -> dict:
+    """The LP bound of an allreduce from its phases' (``lp_bound``, ``lp_bound_source``,
+    ``lp_bound_note``): the larger of the phases' LP bounds (an allreduce schedule contains both
+    a reduce_scatter and an allgather); None when a phase's LP search ran and did not finish,
+    or when no phase solved an LP (a phase whose schedule meets its combinatorial bound solves
+    none). A phase without an LP search contributes nothing."""
+    phases = {"reduce_scatter": rs.extra, "allgather": ag.extra}
+    solved = {name: x for name, x in phases.items() if x.get("lp_bound") is not None}
+    unfinished = [name for name, x in phases.items() if x.get("lp_bound") is None and "lp_bound_horizons" in x]
+    if unfinished or not solved:
+        why = "; ".join(f"{name}: {x.get('lp_bound_note', 'no LP bound')}" for name, x in phases.items()
+                        if x.get("lp_bound") is None)
+        head = "a phase's LP bound did not finish" if unfinished else "not computed: no phase solved an LP"
+        return {"lp_bound": None, "lp_bound_note": f"{head} ({why})"}
+    name = max(solved, key=lambda n: solved[n]["lp_bound"])
+    return {"lp_bound": solved[name]["lp_bound"], "lp_bound_source": solved[name].get("lp_bound_source")}
 
 
 def _phase_found_by(rs: Outcome, ag: Outcome) -> str:
