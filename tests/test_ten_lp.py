@@ -17,6 +17,7 @@ from collsynth.solvers import backends as B
 from collsynth.solvers.ten import drivers
 from collsynth.solvers import pipeline
 from collsynth.solvers.cli import main
+from collsynth.results import render, store
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import read_json
@@ -317,8 +318,21 @@ def test_random_digraphs_lp_schedule_verifies_and_bound_below_ilp(t, kind, cpn):
 
 # ---- the LP bound beside every ILP ----------------------------------------------------------
 
+GAP_LINKS = [(0, 1, 1.0), (0, 3, 0.5), (1, 0, 0.5), (1, 4, 0.5), (2, 0, 1.0), (2, 1, 0.5), (2, 5, 1.0), (3, 1, 1.0),
+             (3, 5, 1.0), (4, 1, 1.0), (4, 2, 0.5), (4, 5, 1.0), (5, 0, 1.0), (5, 4, 0.5)]  # (u, v, bandwidth)
+
+
+def gap_scatter():
+    """A scatter of 2 chunks per node from node 0 on a 6-node digraph of 1- and 2-timestep
+    links whose optimum is above the combinatorial bound (8, the cut into {2, ..., 5})."""
+    links = from_edges(6, [(u, v, {"alpha": 0.0, "bandwidth": b}) for u, v, b in GAP_LINKS])
+    return make_instance(links, "scatter", root=0, chunks_per_node=2, message_bytes=12.0)
+
+
 def test_ilp_rows_carry_the_lp_bound():
-    inst = make_instance(topo("torus", {"dims": [2, 3]}), "broadcast", root=0, chunks_per_node=3)
+    # the schedule is longer than the combinatorial bound 8, so the LP search beside it solves LPs
+    inst = gap_scatter()
+    assert bounds.lower_bound(inst) == 8
     row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=60))
     assert row["verified"] and row["status"] == "optimal"
     lp = row["extra"]["lp_bound"]
@@ -343,6 +357,53 @@ def test_lp_bound_proves_what_the_driver_cannot():
     off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30,
                                                    params={**params, "lp_bound": False}))
     assert off["bound"] < 4 and "lp_bound" not in off["extra"]
+
+
+@pytest.mark.parametrize("producer", ["ten-ilp", "ten-ilp-symmetric"])
+def test_no_lp_bound_is_recorded_when_no_lp_was_solved(producer, tmp_path):
+    """A bidirectional 4-ring allgather, one chunk per node: the far node is 2 hops away, and
+    each node sends its chunk both ways at timestep 1 and on at timestep 2, so the distance
+    bound 2 is the optimum. The schedule meets the combinatorial bound, the LP search beside it
+    has nothing to solve, and the row (stored and read back as the tables read it) holds no LP
+    bound and does not credit an LP with the proof."""
+    inst = make_instance(topo("ring", {"nodes": 4}), "allgather")
+    assert bounds.lower_bound(inst) == 2
+    row, sched = pipeline.run(inst, producer, Options(time_limit=30, params={"warm": False}))
+    assert row["verified"] and row["steps"] == 2 and row["status"] == "optimal"
+    extra = row["extra"]
+    assert extra["lp_bound"] is None and "no LP was solved" in extra["lp_bound_note"]
+    assert extra["lp_bounds"] and all(v is None for v in extra["lp_bounds"].values())
+    assert "lp_bound_source" not in extra and "ten-lp" not in row["bound_source"]
+    store.put(tmp_path, row, sched)
+    df = store.load(tmp_path)
+    assert render.lp_bounds(df).isna().all()
+    assert "lp_bound_timesteps" not in render.steps_table(df).columns
+    assert render.solver_status(df)["lp_bound"].isna().all()
+
+
+def test_an_allreduce_whose_phases_solve_no_lp_records_no_lp_bound():
+    # the 4-ring reduce_scatter and allgather (one chunk per node) each take 2 timesteps, their
+    # distance bound (the reduce_scatter is the allgather reversed)
+    inst = make_instance(topo("ring", {"nodes": 4}), "allreduce")
+    row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=30, params={"warm": False}))
+    assert row["verified"] and row["steps"] == 4
+    phases = row["extra"]["phases"]
+    assert phases["reduce_scatter"]["lp_bound"] is None and phases["allgather"]["lp_bound"] is None
+    assert row["extra"]["lp_bound"] is None and "no phase solved an LP" in row["extra"]["lp_bound_note"]
+
+
+def test_an_lp_bound_is_recorded_when_an_lp_proves_it():
+    """The 4-NPU switch without copy broadcasting one chunk (as in
+    test_lp_bound_proves_what_the_driver_cannot): combinatorial bound 2, optimum 4; the
+    search beside the horizon search solves the LP at horizons 2 and 3 (both incomplete) and
+    the row records the LP's 4, named after it."""
+    inst = make_instance(topo("switch", {"nodes": 4, "unwind": 0}), "broadcast", root=0)
+    row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=30, params={"switch_copy": False, "warm": False}))
+    assert row["verified"] and row["steps"] == 4 and row["status"] == "optimal"
+    extra = row["extra"]
+    assert extra["lp_bound"] == 4 and extra["lp_bound_source"] == "ten-lp"
+    assert extra["lp_bound_horizons"] == [2, 3] and extra["lp_bounds"]["ten-lp"] == 4
+    assert "ten-lp" in row["bound_source"]
 
 
 def test_lp_bound_respects_its_time_budget():
