@@ -102,14 +102,19 @@ def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed
 
 
 def test_the_renamed_formulation_is_a_producer_plugin(renamed, monkeypatch):
-    """Loaded through COLLSYNTH_PRODUCERS, it is solved, verified, priced and gets the LP bound."""
+    """Loaded through COLLSYNTH_PRODUCERS, it is solved, verified, priced and gets the LP bound
+    (on the digraph scatter of ``GAP_LINKS``: its optimum 9 is above the combinatorial bound 8,
+    so the LP search beside the run has a horizon to solve)."""
     monkeypatch.syspath_prepend(PLUGINS)
     monkeypatch.setenv("COLLSYNTH_PRODUCERS", "ten_renamed")
-    inst = make_instance(topo("mesh", {"dims": [2, 3]}), "allgather")
-    ref, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60))
-    row, sched = pipeline.run(inst, "test-ten-renamed", Options(driver="early-stop", time_limit=60))
-    assert row["verified"] and row["status"] == ref["status"] == "optimal" and row["steps"] == ref["steps"]
+    links = from_edges(6, [(u, v, {"alpha": 0.0, "bandwidth": b}) for u, v, b in GAP_LINKS])
+    inst = make_instance(links, "scatter", root=0, chunks_per_node=2, message_bytes=12.0)
+    opts = Options(time_limit=60, params={"warm": False})
+    ref, _ = pipeline.run(inst, "ten-ilp", opts)
+    row, sched = pipeline.run(inst, "test-ten-renamed", opts)
+    assert row["verified"] and row["status"] == ref["status"] == "optimal" and row["steps"] == ref["steps"] == 9
     assert sched.meta["producer"] == "test-ten-renamed"
+    assert ref["extra"]["lp_bound_horizons"] and row["extra"]["lp_bound_horizons"]  # an LP was solved
     assert row["extra"]["lp_bound"] == ref["extra"]["lp_bound"] <= row["steps"]
 
 

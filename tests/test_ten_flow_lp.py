@@ -107,6 +107,7 @@ def test_the_flow_lp_is_not_searched_when_the_combinatorial_bound_is_met():
     row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=60, params={"horizon": 5}))
     assert row["status"] == "optimal" and row["steps"] == 5
     assert row["extra"]["flow_lp_note"] == "not needed: the schedule meets the bound 5"
+    assert row["extra"]["lp_bounds"] == {"ten-lp": None, "ten-flow-lp": None} and row["extra"]["lp_bound"] is None
 
 
 # ---- size guard -------------------------------------------------------------------------------

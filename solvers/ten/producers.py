@@ -176,10 +176,12 @@ def _lp_not_needed(outcome: Outcome, relaxation: TenFormulation, lb: int, steps:
     """Record that no LP bound was computed beside a run whose schedule (``steps`` timesteps)
     already meets the combinatorial lower bound ``lb`` (the search would start at ``lb`` and
     solve nothing): ``lp_bound`` None, each relaxation in ``lp_bounds`` None, and
-    ``lp_bound_note`` saying why. The row's proof is then the combinatorial bound's own."""
+    ``lp_bound_note`` (``flow_lp_note`` for the flow LP) saying why. The row's proof is then the combinatorial bound's own."""
     why = f"not computed: the combinatorial lower bound {lb} meets the schedule's {steps} timesteps; no LP was solved"
     outcome.extra.update({"lp_bound": None, "lp_bound_note": why,
                           "lp_bounds": {relaxation.name: None, **({FLOW.name: None} if flow else {})}})
+    if flow:
+        outcome.extra["flow_lp_note"] = f"not needed: the schedule meets the bound {lb}"
     return outcome
 
 
