@@ -53,10 +53,11 @@ Arguments (``source``)
 Switch nodes (kept, not unwound) neither hold nor need anything: they appear only as the
 ends of links, so every argument above holds whether a switch copies or not and whatever it
 buffers (each counts what must cross links, never what a switch keeps or receives). When the
-hop out of a switch is instant (topology ``meta["switch_hop"]``, TE-CCL's default,
-:func:`collsynth.tens.ten.switch_hop_instant`) a switch's out-links add one timestep less to a
+hop from a switch to an NPU is instant (topology ``meta["switch_hop"]``, TE-CCL's default,
+:func:`collsynth.tens.ten.instant_hops`) a switch's links to NPUs add one timestep less to a
 path (its delay minus one), no hop to the step count and no latency to a sync step, so the
-``distance`` lengths and the ``cut`` bound's inner distances count them so (:func:`instant_out`).
+``distance`` lengths and the ``cut`` bound's inner distances count them so (:func:`instant_out`);
+a link from a switch to a switch is never instant and counts in full.
 
 A pipelined link latency (topology ``meta["latency"]``, TE-CCL's model,
 :func:`collsynth.tens.ten.latency_pipelined`) separates a link's occupancy ``k_l`` from its
@@ -97,8 +98,8 @@ from scipy.sparse.csgraph import dijkstra
 from ..instances.instance import Instance
 from ..instances.topology import ParallelArrays
 from .schedule import Schedule
-from .ten import (INF, NotSupported, discretize, dual_instance, latency_pipelined, link_delays, link_latency,
-                  occupancy_costs, prepare, reach, switch_hop_instant)
+from .ten import (INF, NotSupported, discretize, dual_instance, instant_hops, latency_pipelined, link_delays,
+                  link_latency, occupancy_costs, prepare, reach)
 
 MODELS = ("timesteps", "ten", "event", "sync")
 PARTS = ("timesteps", "ten", "event", "sync_latency", "sync_bandwidth", "steps")  # what Bounds computes, by name
@@ -285,14 +286,10 @@ class Arcs:
 
 
 def instant_out(topology) -> np.ndarray:
-    """bool ``[pair]``: the out-links of switches whose hop is instant (module doc), whose
-    send arrives in the step the chunk reached the switch (a path gains no step over them)."""
-    la = topology.link_arrays
-    live = np.zeros(topology.size, bool)
-    live[[s for s in topology.switches if s in topology.graph]] = True
-    if not live.any() or not switch_hop_instant(topology):
-        return np.zeros(len(la.src), bool)
-    return live[la.src]
+    """bool ``[pair]``: the links from a switch to an NPU whose hop is instant (module doc,
+    :func:`collsynth.tens.ten.instant_hops`), whose send arrives in the step the chunk reached
+    the switch (a path gains no step over them)."""
+    return instant_hops(topology)
 
 
 def arcs_of(topology) -> Arcs:
@@ -1292,7 +1289,7 @@ def timesteps_bound(instance: Instance, state=None, timestep: float | None = Non
 def _ten_distance_parts(instance: Instance, state, timestep: float | None) -> tuple:
     """The TEN of ``instance`` (copying switches: the larger set of schedules), its link pairs,
     its demand and the delay-weighted distance bound of each chunk group (path lengths: the
-    delays, one less out of an instant-hop switch)."""
+    delays, one less over an instant switch-to-NPU hop)."""
     data = prepare(instance, 1, state, timestep, switch_copy=True)
     topo = data.instance.topology
     arcs = Arcs(data.src, data.dst, data.capacity, topo.link_arrays.bandwidth, topo.link_arrays.alpha,

@@ -93,7 +93,7 @@ from .dependencies import PAIR_BUDGET, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
-from .ten import REL_TOL, NotSupported, latency_pipelined, link_delays, link_latency, switch_hop_instant
+from .ten import REL_TOL, NotSupported, instant_hops, latency_pipelined, link_delays, link_latency
 
 __all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "chunk_bytes_of", "plan_for",
            "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
@@ -127,17 +127,16 @@ class Cost:
 
 
 def _refuse_instant_switch(schedule: Schedule, instance: Instance, model: str) -> None:
-    """:class:`~collsynth.tens.ten.NotSupported` when a send leaves a switch whose hop is
-    instant (TE-CCL's switch-to-GPU link, :func:`collsynth.tens.ten.switch_hop_instant`): its
-    data arrived in its own step, which the ``ten`` and ``event`` models cannot express."""
-    topo = instance.topology
-    live = [s for s in topo.switches if s in topo.graph]
-    if not live or not len(schedule) or not switch_hop_instant(topo):
+    """:class:`~collsynth.tens.ten.NotSupported` when a send crosses an instant hop (from a
+    switch to an NPU when the switch hop is instant, TE-CCL's switch-to-GPU link,
+    :func:`collsynth.tens.ten.instant_hops`): its data arrived in its own step, which the
+    ``ten`` and ``event`` models cannot express. A send from a switch to a switch is never
+    instant and is priced as any other."""
+    if not len(schedule) or not instant_hops(instance.topology, schedule.src, schedule.dst).any():
         return
-    if bool(np.isin(schedule.src, live).any()):
-        raise NotSupported(f"the {model} model dispatches a send after the arrivals of earlier steps: a send out of a "
-                           "switch whose hop is instant (topology switch_hop) starts in its arrival's step; price it "
-                           "with the sync model or keep switch_hop = timestep")
+    raise NotSupported(f"the {model} model dispatches a send after the arrivals of earlier steps: a send from a "
+                       "switch to an NPU whose hop is instant (topology switch_hop) starts in its arrival's step; "
+                       "price it with the sync model or keep switch_hop = timestep")
 
 
 # ---- shared preparation --------------------------------------------------------------------
@@ -258,7 +257,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     dependencies. ``exact_deps`` (default: only for fractional pieces, while the pairs number
     at most ``PAIR_BUDGET``) lists them pair by pair (overlapping pieces); otherwise the latest
     arrival at its (node, chunk) over the finished steps is used (the same for whole chunks).
-    A send out of a switch whose hop is instant raises :class:`~collsynth.tens.ten.NotSupported`.
+    A send over an instant switch-to-NPU hop raises :class:`~collsynth.tens.ten.NotSupported`.
     """
     _refuse_instant_switch(schedule, instance, "ten")
     topo = instance.topology
@@ -304,7 +303,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     whichever of data readiness or the link's previous message determined each start.
     Dependencies are explicit pairs (``exact_deps``, the default while they number at most
     ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact for
-    whole chunks). A send out of a switch whose hop is instant raises
+    whole chunks). A send over an instant switch-to-NPU hop raises
     :class:`~collsynth.tens.ten.NotSupported`.
     """
     _refuse_instant_switch(schedule, instance, "event")

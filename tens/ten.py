@@ -14,14 +14,19 @@ leave on sends that start in timestep ``t + 1``. With ``switch_copy`` one arriva
 several out-links (multicast); without it every send out of a switch needs an arrival of its
 own (flow conservation at the switch). The switch's links are ordinary links: their bandwidth
 and alpha give their delay and their parallel links their capacity (its port capacities).
-The hop out of a switch is timed by the topology's ``meta["switch_hop"]``
+The hop from a switch to an NPU is timed by the topology's ``meta["switch_hop"]``
 (:func:`switch_hop_instant`): ``"timestep"`` (the default, above) or ``"instant"``, TE-CCL's
-default (its ``InstanceParams.switch_to_gpu_link_on = False``): a chunk that arrives at a switch
-at the end of timestep ``t`` may leave on sends that start in timestep ``t`` itself, so a
-send out of the switch over a link of delay ``k`` arrives ``k - 1`` timesteps after the chunk
-reached the switch (GPU -> switch -> GPU in one timestep, as TE-CCL counts its epochs); the
-switch's out-link is still occupied for its ``k`` timesteps (its capacity binds every
-timestep, as TE-CCL's capacity rows on the switch-to-GPU links do).
+default (its ``InstanceParams.switch_to_gpu_link_on = False``: the switch-to-GPU link is
+instantaneous): a chunk that arrives at a switch at the end of timestep ``t`` may leave on a
+send to an NPU that starts in timestep ``t`` itself, so such a send over a link of delay ``k``
+arrives ``k - 1`` timesteps after the chunk reached the switch (GPU -> switch -> GPU in one
+timestep, as TE-CCL counts its epochs); the switch's out-link is still occupied for its ``k``
+timesteps (its capacity binds every timestep, as TE-CCL's capacity rows on the switch-to-GPU
+links do). A send from a switch to another switch always starts in timestep ``t + 1``
+(:func:`instant_hops`): were it instant too, two switches linked both ways would pass a chunk
+round a cycle of zero timesteps, each arrival supporting the other's send, and deliver a chunk
+nobody sent (GPU -> switch -> switch -> GPU takes two timesteps, one more than through one
+switch).
 
 A link faster than the timestep carries several chunks per timestep back to back (the latency
 once, then one chunk every ``chunk_bytes / b``): its capacity per timestep is its parallel links
@@ -33,15 +38,15 @@ vertex ``(v, t)`` (``t = 0..horizon``) is node ``v`` at the END of timestep ``t`
 the precondition). Three numbers per link pair ``l`` (and chunk group ``g``) time a send:
 
 - when it may start: in timestep ``tau + 1`` once the chunk is at the source at the end of
-  ``tau`` (in ``tau`` itself out of a switch whose hop is instant, above);
+  ``tau`` (in ``tau`` itself over an instant switch-to-NPU hop, above);
 - how long it occupies the link, ``delay[g, l] = k`` timesteps: a send that starts in ``s``
   holds one of the pair's ``capacity[l]`` slots in ``s .. s + k - 1``;
 - when it arrives, ``latency[l] = L`` timesteps after it leaves the link: at the end of
   ``e = s + k - 1 + L``.
 
 So a chunk at the source at the end of ``tau`` can be at the destination at the end of
-``tau + lag`` at the earliest, ``lag = k + L`` (``k + L - 1`` out of an instant-hop switch,
-:attr:`TenData.lag`), and a send arriving at the end of ``e`` occupied the link in
+``tau + lag`` at the earliest, ``lag = k + L`` (``k + L - 1`` over an instant switch-to-NPU
+hop, :attr:`TenData.lag`), and a send arriving at the end of ``e`` occupied the link in
 ``e - L - k + 1 .. e - L`` (:meth:`TenData.occupied`). A send's schedule step is ``e`` (the
 step in which it completes, arrival included); only arcs with ``e <= horizon`` exist.
 
@@ -180,6 +185,29 @@ def switch_hop_instant(topology: Topology) -> bool:
     return _meta_choice(topology, "switch_hop", SWITCH_HOPS) == "instant"
 
 
+def instant_hops(topology: Topology, src=None, dst=None) -> np.ndarray:
+    """bool per link ``src -> dst`` (default: the topology's link pairs): the hop is instant,
+    from a live switch to an NPU when the topology's switch hop is ``"instant"`` (TE-CCL's
+    ``switch_to_gpu_link_on = False``, Liu et al., SIGCOMM 2024, Section 4); a send over it may
+    start in the timestep the chunk reached the switch. A switch-to-switch link is never
+    instant (module doc: no cycle of zero timesteps).
+
+    >>> from collsynth.instances.topology import from_edges
+    >>> topo = from_edges(4, [(0, 2), (2, 0), (2, 3), (3, 2), (3, 1), (1, 3)], bandwidth=1.0, alpha=0.0,
+    ...                   switches=[2, 3], meta={"switch_hop": "instant"})
+    >>> [(int(u), int(v)) for u, v, i in zip(topo.link_arrays.src, topo.link_arrays.dst, instant_hops(topo)) if i]
+    [(2, 0), (3, 1)]
+    """
+    la = topology.link_arrays
+    src = la.src if src is None else np.asarray(src, np.int64)
+    dst = la.dst if dst is None else np.asarray(dst, np.int64)
+    switch = np.zeros(topology.size, bool)
+    switch[[s for s in topology.switches if s in topology.graph]] = True
+    if not switch.any() or not switch_hop_instant(topology):
+        return np.zeros(len(src), bool)
+    return switch[src] & ~switch[dst]
+
+
 def _meta_choice(topology: Topology, key: str, choices: tuple) -> str:
     """The topology's ``meta[key]``, one of ``choices`` (the first when it is not set)."""
     value = topology.meta.get(key, choices[0])
@@ -267,7 +295,7 @@ class TenData:
     dist: np.ndarray = field(repr=False, default=None)  # delay-weighted distances [g, u, v]
     switch: np.ndarray = field(repr=False, default=None)  # bool [node]: a switch node (stores nothing)
     switch_copy: bool = SWITCH_COPY  # a switch may forward one arrival on several out-links
-    switch_instant: bool = False  # a chunk leaves a switch in the timestep it arrived (module doc)
+    switch_instant: bool = False  # a chunk leaves a switch for an NPU in the timestep it arrived (module doc)
     latency: np.ndarray = field(repr=False, default=None)  # int [pair]: timesteps from leaving the link to arrival
 
     def __post_init__(self):
@@ -297,11 +325,17 @@ class TenData:
     def lag(self) -> np.ndarray:
         """``[group, pair]``: timesteps between the chunk being at a pair's source (end of
         ``t``) and the earliest arrival over the pair (end of ``t + lag``): its delay plus its
-        latency, one less out of a switch whose hop is instant (module doc)."""
+        latency, one less over an instant switch-to-NPU hop (module doc, :attr:`instant`)."""
         lag = self.delay + self.latency[None, :] if self.pipelined else self.delay
         if not (self.switch_instant and self.has_switches):
             return lag
-        return lag - self.switch[self.src][None, :].astype(np.int64)
+        return lag - self.instant[None, :].astype(np.int64)
+
+    @property
+    def instant(self) -> np.ndarray:
+        """bool ``[pair]``: the pair's hop is instant, from a switch to an NPU when the switch
+        hop is instant (module doc, :func:`instant_hops`)."""
+        return self.switch_instant & self.switch[self.src] & ~self.switch[self.dst]
 
 
 def dual_instance(instance: Instance) -> Instance:
@@ -464,7 +498,7 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
     delay, cap, timestep = link_delays(topo, [c.chunk_bytes for c in colls], timestep, switches=True)
     instant = bool(switch.any()) and switch_hop_instant(topo)
     latency = link_latency(topo, timestep)
-    lag = delay + latency[None, :] - (instant & switch[la.src])[None, :].astype(np.int64)
+    lag = delay + latency[None, :] - instant_hops(topo)[None, :].astype(np.int64)
     dists = [_dists(la.src, la.dst, lag[g], S) for g in range(len(colls))]
     dist = dists[0][None] if len(dists) == 1 else np.stack(dists)  # one group: a view, no copy
     return TenData(inst, instance, inst is not instance, int(horizon), pre, post, group, offsets,
@@ -550,7 +584,7 @@ def prune_switches(data: TenData, rows: np.ndarray) -> np.ndarray:
     A second arrival of a chunk at an NPU is dropped, and so is a send to an NPU that neither
     needs the chunk nor forwards it. A switch keeps nothing, so a send into a switch arriving
     at ``t`` is kept only while sends of the chunk leave the switch in timestep ``t + 1`` (``t``
-    with an instant switch hop): one
+    for an NPU with an instant switch hop): one
     such arrival when the switch copies, as many arrivals as those sends otherwise (the rule
     the model obeyed, TE-CCL, Liu et al., SIGCOMM 2024, Section 4).
     """

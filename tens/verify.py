@@ -28,8 +28,11 @@ of its Fig. 12, with pieces and contributions added):
   the sends of a piece leaving a switch after one step may not outnumber its arrivals in that
   step; true (the default, as TE-CCL's) lets one arrival leave on several links. When the
   topology's ``meta["switch_hop"]`` is ``"instant"`` (TE-CCL's default switch-to-GPU hop,
-  :func:`collsynth.tens.ten.switch_hop_instant`) the send out of the switch forwards what
-  arrived at the end of step ``t - k + 1``: it starts in the step the piece reached the switch.
+  :func:`collsynth.tens.ten.switch_hop_instant`) a send from the switch to an NPU forwards what
+  arrived at the end of step ``t - k + 1``: it starts in the step the piece reached the switch;
+  a send from the switch to another switch never does (:func:`collsynth.tens.ten.instant_hops`:
+  two switches linked both ways would otherwise pass a piece nobody sent round a cycle of
+  zero steps).
   :func:`switch_violation` checks these rules; combining collectives through switch nodes are
   not verified (refused with a violation).
 - A pipelined link latency (topology ``meta["latency"] == "pipelined"``, TE-CCL's model,
@@ -37,7 +40,7 @@ of its Fig. 12, with pieces and contributions added):
   declares the TEN timestep ``meta["timestep_s"]``, a send over a link pair of delay ``k`` and
   latency ``L`` (:func:`collsynth.tens.ten.link_latency`) arriving in step ``e`` occupied the
   pair in steps ``e - L - k + 1 .. e - L`` and read its source at the end of step
-  ``e - L - k`` (``e - L - k + 1`` out of an instant-hop switch): :func:`pipelined_violation`
+  ``e - L - k`` (``e - L - k + 1`` over an instant switch-to-NPU hop): :func:`pipelined_violation`
   checks that the source held the piece by then (availability by arrival; for a combining
   collective: no overlapping piece reaches the source between that step and ``e - 1``, so the
   state the simulation checks at ``e - 1`` is the one read). Link capacity is not part of
@@ -79,8 +82,7 @@ from . import verify_kernels as kern
 from .dependencies import step_order
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import (SWITCH_COPY, NotSupported, latency_pipelined, link_delays, link_latency,
-                  switch_hop_instant)
+from .ten import SWITCH_COPY, NotSupported, instant_hops, latency_pipelined, link_delays, link_latency
 
 
 @dataclass(frozen=True)
@@ -404,7 +406,7 @@ def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | N
     TEN timestep).
 
     A send arriving in step ``e`` reads its source at the end of ``e - lag`` (``lag`` = delay +
-    latency, one less out of an instant-hop switch); for a copying collective the source must
+    latency, one less over an instant switch-to-NPU hop); for a copying collective the source must
     hold every segment of the piece by then (switch sources: :func:`switch_violation`), for a
     combining one no overlapping piece of the chunk may reach the source in steps
     ``e - lag + 1 .. e - 1``. The first offending send is the smallest (step, index)."""
@@ -416,7 +418,7 @@ def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | N
         return None
     k, lat = timing
     switch = _switch_mask(instance.topology)
-    lag = k + lat - (switch[s.src] & switch_hop_instant(instance.topology)).astype(np.int64)
+    lag = k + lat - instant_hops(instance.topology, s.src, s.dst).astype(np.int64)
     i, why = _read_too_early(s, instance, lag, switch)
     return None if i is None else _at(s, i, why)
 
@@ -497,7 +499,7 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
     out = np.flatnonzero(switch[s.src])
     if not len(out):
         return None
-    k = switch_delays(s, instance) - int(switch_hop_instant(instance.topology))  # steps back to the arrival
+    k = switch_delays(s, instance) - instant_hops(instance.topology, s.src, s.dst)  # steps back to the arrival
     node = np.concatenate([s.dst[into], s.src[out]])
     when = np.concatenate([s.step[into], s.step[out] - k[out]])
     chunk = np.concatenate([s.chunk[into], s.chunk[out]])

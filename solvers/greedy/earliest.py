@@ -5,8 +5,8 @@ earliest-arrival paths.
 Every chunk has one holder and one node that needs it, so a schedule is one time-respecting
 path per chunk. A chunk's path is found by an earliest-arrival search in the time-expanded
 network left by the chunks routed before it (a chunk may wait at an NPU; a switch node stores
-nothing and forwards in the timestep after the arrival, or in the same one with an instant
-switch hop), and its link capacity is then reserved for every timestep its sends occupy: list
+nothing and forwards in the timestep after the arrival, or to an NPU in the same one with an
+instant switch hop), and its link capacity is then reserved for every timestep its sends occupy: list
 scheduling of a flow over time along earliest-arrival paths (Ford and Fulkerson, "Flows in
 Networks", Princeton University Press, 1962, Chapter III, the time-expanded network of a
 dynamic flow; Skutella, "An Introduction to Network Flows over Time", Research Trends in

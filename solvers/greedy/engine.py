@@ -74,7 +74,7 @@ class Links:
     With kept switch nodes, ``route[i]`` is the route (:class:`~.routes.Routes`) pair ``i``
     stands for (-1: a link between NPUs); a route has no slots of its own (``cap`` 0) but
     reserves the switch links ``routes.ports`` (``port_cap`` chunks per timestep, occupied
-    ``port_busy`` timesteps). ``copy``: switches multicast; ``instant``: their hop is instant.
+    ``port_busy`` timesteps). ``copy``: switches multicast; ``instant``: their hop to an NPU is instant.
     """
 
     src: np.ndarray
@@ -543,10 +543,10 @@ def _route_hops(lk: Links, link, chunk, arrive, ok, hop_lo, hop_hi) -> list[np.n
 
 def _unused_switch_arrivals(R: Routes, size: int, instant: int, chunk, src, dst, arrive, lag) -> np.ndarray:
     """bool per hop: it enters a switch and no kept hop leaves that switch with the chunk
-    from that arrival (in the next timestep, or the same one with an ``instant`` hop), to a
-    fixed point (chains of switches)."""
+    from that arrival (in the next timestep, or the same one with an ``instant`` hop to an
+    NPU), to a fixed point (chains of switches)."""
     into, out = R.is_switch[dst], R.is_switch[src]
-    read = arrive - lag + instant  # the arrival a hop out of a switch forwards
+    read = arrive - lag + instant * ~into  # the arrival a hop out of a switch forwards (a switch: the one before)
     T = int(arrive.max(initial=0)) + 2
     key_in = (chunk * size + dst) * T + arrive
     key_out = (chunk * size + src) * T + read

@@ -12,7 +12,8 @@ Plain arrays grouped in named tuples (numba passes them as records):
   hops of route ``r`` in ``hop_ptr[r] .. hop_ptr[r + 1] - 1`` with their switch port
   ``hop_port``, start offset ``hop_off``, occupancy ``hop_busy``, delay ``hop_lag`` and the
   switch they enter ``hop_switch`` (-1: the NPU); ``port_cap`` per port; ``copy`` (switches
-  multicast) and ``instant`` (1: a switch forwards in the arrival's timestep).
+  multicast) and ``instant`` (1: a switch forwards to an NPU in the arrival's timestep;
+  only a route's last hop, into its NPU, is instant).
 - :data:`State` — ``A[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` (its
   planned arrival; ``INF`` while nobody sends it); ``want`` the requests (``wants_all``: every
   node wants every chunk it lacks, so ``want`` need not be read); ``left[node]`` its

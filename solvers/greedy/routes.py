@@ -3,8 +3,9 @@
 A switch node stores nothing and forwards what it receives (Liu et al., "Rethinking Machine
 Learning Collective Communication as a Multi-Commodity Flow Problem", SIGCOMM 2024, Section 4;
 :mod:`collsynth.tens.ten`): a chunk sent into a switch is useful only for the sends that leave
-the switch in the timestep after it arrives (``switch_hop = "timestep"``) or in the timestep it
-arrives (``"instant"``). The greedy therefore never lets a switch hold a chunk: it matches
+the switch in the timestep after it arrives (``switch_hop = "timestep"``) or, for an NPU, in the
+timestep it arrives (``"instant"``: only a switch-to-NPU hop is instant, a switch-to-switch hop
+never is, :func:`collsynth.tens.ten.instant_hops`). The greedy therefore never lets a switch hold a chunk: it matches
 whole *routes* ``u -> s_1 -> ... -> s_k -> w`` from an NPU to an NPU through switches only,
 one virtual in-link of ``w`` per route, and a route's send reserves each of its switch links
 (the switch's ports) at the timesteps the chunk crosses them:
@@ -12,8 +13,9 @@ one virtual in-link of ``w`` per route, and a route's send reserves each of its 
 - hop ``j`` starts ``off[j]`` timesteps after the route's start (``off[0] = 0``) and occupies
   its link for ``busy[j]`` timesteps;
 - it arrives ``lag[j] = busy[j] + latency[j]`` timesteps after its start, less one (end of its
-  last timestep), at a switch that forwards it from the next timestep on, or (instant hop) in
-  the same timestep: ``off[j + 1] = off[j] + lag[j] - instant``;
+  last timestep), at a switch that forwards it from the next timestep on, ``off[j + 1] = off[j]
+  + lag[j]``, or, when hop ``j + 1`` is the last (into the NPU) and the hop is instant, in the
+  same timestep: ``off[j + 1] = off[j] + lag[j] - 1``;
 - the route delivers at ``w`` at the end of ``start + off[-1] + lag[-1] - 1``.
 
 Every NPU-to-switch link starts one route to each NPU the switch chain reaches, along the
@@ -87,8 +89,8 @@ def switch_mask(topology: Topology) -> np.ndarray:
 
 def switch_routes(topology: Topology, busy: np.ndarray, latency: np.ndarray, instant: bool) -> Routes:
     """The routes of ``topology`` (module doc), given each link pair's occupancy ``busy`` and
-    pipelined ``latency`` in timesteps; ``instant``: a switch forwards in the arrival's own
-    timestep."""
+    pipelined ``latency`` in timesteps; ``instant``: a switch forwards to an NPU in the arrival's
+    own timestep (to another switch always in the next)."""
     la = topology.link_arrays
     sw = switch_mask(topology)
     if not sw.any():
@@ -120,9 +122,11 @@ def switch_routes(topology: Topology, busy: np.ndarray, latency: np.ndarray, ins
 
 def _paths_from(first: int, src, dst, lag, sw, out: dict, instant: int) -> list[tuple[list[int], list[int]]]:
     """From the NPU-to-switch link ``first``: per NPU reached through switches only, the hops
-    and their start offsets of the fewest-timestep path (Dijkstra; ties: the first found)."""
+    and their start offsets of the fewest-timestep path (Dijkstra; ties: the first found).
+    ``instant`` (0 or 1) is subtracted from the offset of the last hop only, the one into the
+    NPU."""
     u, s0 = int(src[first]), int(dst[first])
-    leave = {s0: int(lag[first]) - instant}  # switch -> offset at which the chunk leaves it
+    leave = {s0: int(lag[first])}  # switch -> offset from which the chunk may leave it for a switch
     prev: dict[int, tuple[int, int]] = {s0: (-1, first)}  # switch -> (previous switch, link into it)
     heap = [(leave[s0], s0)]
     best: dict[int, tuple[int, int, int]] = {}  # NPU -> (arrival offset, switch it leaves, link)
@@ -131,13 +135,13 @@ def _paths_from(first: int, src, dst, lag, sw, out: dict, instant: int) -> list[
         if at > leave[s]:
             continue
         for l in out.get(s, ()):
-            x, arrive = int(dst[l]), at + int(lag[l])
+            x = int(dst[l])
             if sw[x]:
-                if arrive - instant < leave.get(x, 1 << 62):
-                    leave[x], prev[x] = arrive - instant, (s, l)
-                    heapq.heappush(heap, (arrive - instant, x))
-            elif x != u and (x not in best or arrive < best[x][0]):
-                best[x] = (arrive, s, l)
+                if at + int(lag[l]) < leave.get(x, 1 << 62):
+                    leave[x], prev[x] = at + int(lag[l]), (s, l)
+                    heapq.heappush(heap, (leave[x], x))
+            elif x != u and (x not in best or at - instant + int(lag[l]) < best[x][0]):
+                best[x] = (at - instant + int(lag[l]), s, l)
     paths = []
     for w in sorted(best):
         _, s, l = best[w]
@@ -148,6 +152,7 @@ def _paths_from(first: int, src, dst, lag, sw, out: dict, instant: int) -> list[
         hops.reverse()
         offs = [0]
         for h in hops[:-1]:
-            offs.append(offs[-1] + int(lag[h]) - instant)
+            offs.append(offs[-1] + int(lag[h]))
+        offs[-1] -= instant  # the last hop, into the NPU, may leave in the arrival's timestep
         paths.append((hops, offs))
     return paths

@@ -219,7 +219,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
         u, v = int(data.src[l]), int(data.dst[l])
         if (c, l, t) not in sent:
             continue
-        if data.switch[u]:  # forwards only the arrival at its start - 1 (instant hop: at its start)
+        if data.switch[u]:  # forwards only the arrival at its start - 1 (instant hop to an NPU: at its start)
             left = at_switch.get((c, u, t - k), 0)
             if not left or when[c, v] <= t:
                 continue

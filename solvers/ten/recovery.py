@@ -9,7 +9,7 @@ has a free unit of capacity for all ``delay`` timesteps it occupies; it arrives 
 ``latency`` timesteps after them (a pipelined latency, :mod:`collsynth.tens.ten`). Hops into nodes an earlier
 route already reached reuse that arrival. A switch node stores nothing (TE-CCL, Liu et al.,
 SIGCOMM 2024, Section 4), so the hops through switches leave right after they arrive (in the
-timestep after, or the same timestep with an instant switch hop): such a
+timestep after, or the same timestep into an NPU with an instant switch hop): such a
 run of hops starts at the first timestep at which all of them find capacity, and no switch
 counts as a holder; every route forwards each arrival once, valid with and without switch copy. The loop is sequential (each route takes capacity
 the next one sees), so it is compiled (numba); a 32x32 torus allgather (a million pairs) takes
@@ -30,8 +30,9 @@ from ...tens import ten
 def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, latency, capacity, switch, instant, start,
                rows):
     """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
-    (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop out of a
-    switch starts in the timestep the chunk arrived there (else the one after)."""
+    (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop from a
+    switch to an NPU starts in the timestep the chunk arrived there (else, and always to a
+    switch, the one after)."""
     load = np.zeros((len(capacity), start + 64), np.int32)
     count = 0
     S = when.shape[1]
@@ -132,7 +133,7 @@ def _run_is_free(load, path, j, e, s, out_start, out_dst, delay, latency, capaci
         for tau in range(x, x + k):
             if load[l, tau] >= capacity[l]:
                 return False, load
-        x += k + latency[l] - (1 if instant and switch[b] else 0)
+        x += k + latency[l] - (1 if instant and switch[b] and not switch[path[q - 2]] else 0)
     return True, load
 
 
@@ -149,7 +150,7 @@ def _book_run(load, rows, count, c, path, j, e, s, out_start, out_dst, delay, la
         rows[count, 0] = c
         rows[count, 1] = l
         rows[count, 2] = s + k - 1 + latency[l]
-        s += k + latency[l] - (1 if instant and switch[b] else 0)
+        s += k + latency[l] - (1 if instant and switch[b] and not switch[path[q - 2]] else 0)
         count += 1
     return count, s
 
