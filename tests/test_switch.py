@@ -374,6 +374,76 @@ def test_instant_hop_pricing_says_what_it_cannot_price():
             price(s, inst, model)
 
 
+def two_switch_chain(hop="instant"):
+    """NPU 0 - switch 2 - switch 3 - NPU 1, every link both ways, 1 B/s, no latency, 1-byte
+    chunks: one timestep per link."""
+    edges = [(0, 2), (2, 0), (2, 3), (3, 2), (3, 1), (1, 3)]
+    return from_edges(4, edges, bandwidth=1.0, alpha=0.0, switches=[2, 3], meta={"switch_hop": hop})
+
+
+def test_a_hop_between_switches_is_never_instant():
+    # GPU 0 -> switch 2 -> switch 3 -> GPU 1. Timestep hop: one timestep per link, 3. Instant
+    # hop (TE-CCL's switch-to-GPU link only): 0 -> 2 arrives at the end of 1, 2 -> 3 leaves in
+    # 2 and arrives at the end of 2, 3 -> 1 leaves in 2 as well: 2, one timestep more than the
+    # 1 every link out of a switch being instant gave
+    inst = make_instance(two_switch_chain(), "broadcast", root=0, message_bytes=1.0)
+    data = ten.prepare(inst, 3, switch_copy=True)
+    lag = {(int(u), int(v)): int(k) for u, v, k in zip(data.src, data.dst, data.lag[0])}
+    assert lag == {(0, 2): 1, (1, 3): 1, (2, 0): 0, (2, 3): 1, (3, 1): 0, (3, 2): 1}
+    la = inst.topology.link_arrays
+    assert {(int(u), int(v)) for u, v, i in zip(la.src, la.dst, ten.instant_hops(inst.topology)) if i} == \
+        {(2, 0), (3, 1)}
+    assert int(data.dist[0, 0, 1]) == 2 and bounds.lower_bound(inst) == 2
+    for copy in (True, False):
+        T, s = ilp_optimum(inst, switch_copy=copy)
+        assert T == 2 and verify(s, inst) is None
+        data, rows, steps = drivers.recovery_schedule(inst, switch_copy=copy)
+        assert steps == 2 and verify(ten.schedule_from_rows(data, rows), inst) is None
+    assert verify(sched([(0, 0, 2, 1), (0, 2, 3, 2), (0, 3, 1, 2)]), inst) is None
+    v = verify(sched([(0, 0, 2, 1), (0, 2, 3, 1), (0, 3, 1, 1)]), inst)
+    assert v is not None and v.step == 1 and (v.send.src, v.send.dst) == (2, 3) and "before it arrives" in v.reason
+    slow = make_instance(two_switch_chain("timestep"), "broadcast", root=0, message_bytes=1.0)
+    assert ilp_optimum(slow, switch_copy=True)[0] == 3 and bounds.lower_bound(slow) == 3
+    # a scatter moves the one chunk the same way: the earliest-arrival path takes 2 as well
+    from collsynth.solvers.greedy import earliest
+
+    scatter = make_instance(two_switch_chain(), "scatter", root=0, message_bytes=2.0)
+    s = earliest.synthesize(scatter)
+    assert s.num_steps == 2 and verify(s, scatter) is None
+
+
+def cycle_of_switches():
+    """GPUs 0, 1; switches 2, 3 linked both ways; 0 <-> 2, 2 -> 1 and a half-speed 1 -> 2 (2
+    timesteps per 1-byte chunk); pipelined latency of 0, instant hop; allgather of 2 chunks
+    per GPU (chunks 0, 1 at GPU 0, chunks 2, 3 at GPU 1)."""
+    topo = from_edges(4, [(0, 2), (2, 0), (1, 2, {"bandwidth": 0.5}), (2, 1), (2, 3), (3, 2)], bandwidth=1.0,
+                      alpha=0.0, switches=[2, 3], meta={"latency": "pipelined", "switch_hop": "instant"})
+    return make_instance(topo, "allgather", chunks_per_node=2, message_bytes=2.0)
+
+
+def test_two_switches_linked_both_ways_deliver_nothing_nobody_sent():
+    # GPU 1's only out-link, 1 -> 2, holds a chunk for 2 timesteps: its second chunk arrives
+    # at switch 2 at the end of 4 at the earliest, and reaches GPU 0 in 4 (instant 2 -> 0).
+    # 4 suffice: GPU 0's chunks go 0 -> 2 -> 1 in timesteps 1 and 2. Were the links between
+    # the switches instant, 2 -> 3 -> 2 would be a cycle of zero timesteps bringing chunks to
+    # switch 2 from nowhere (the TEN ILP found 3)
+    inst = cycle_of_switches()
+    assert bounds.lower_bound(inst) == 4
+    for copy in (True, False):
+        T, s = ilp_optimum(inst, switch_copy=copy)
+        assert T == 4 and s.num_steps == 4 and verify(s, inst) is None
+    # GPU 1's second chunk (3) delivered from nowhere in timestep 3 round the switch cycle
+    # (arrivals and departures in the same timestep, each supporting the other); everything
+    # else by the rules
+    fake = [(0, 0, 2, 1), (0, 2, 1, 1), (1, 0, 2, 2), (1, 2, 1, 2), (2, 1, 2, 2), (2, 2, 0, 2),
+            (3, 2, 3, 3), (3, 3, 2, 3), (3, 2, 0, 3)]
+    v = verify(sched(fake, "allgather", chunks=4, timestep_s=1.0), inst)
+    assert v is not None and v.step == 3 and {v.send.src, v.send.dst} == {2, 3} and v.send.chunk == 3
+    assert "before it arrives: it arrives at the end of step 3" in v.reason
+    real = fake[:6] + [(3, 1, 2, 4), (3, 2, 0, 4)]  # chunk 3 up 1 -> 2 in 3..4, down in 4
+    assert verify(sched(real, "allgather", chunks=4, timestep_s=1.0), inst) is None
+
+
 def test_links_faster_than_the_timestep_carry_several_chunks():
     # a 4-NPU switch at 125 B/s, alpha 0, chunks of 125 B: a 12.5 s timestep (longer than the
     # links' 1 s chunk time, as TE-CCL's slowest-link epoch is) fits floor(12.5 * 125 / 125) = 12
