@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
@@ -137,6 +138,37 @@ def test_chains_of_switches_and_direct_links():
     for copy in (True, False):
         got = seeds(inst, 3, switch_copy=copy)
         assert min(got) >= bounds.lower_bound(inst)
+
+
+def test_an_instant_hop_saves_only_the_timestep_into_the_npu():
+    # the same chains with an instant hop (TE-CCL's switch-to-GPU link): 0 -> 4 -> 1 in 1
+    # timestep; 0 -> 4 -> 5 -> 2 in 2 (4 -> 5 leaves the timestep after the arrival at 4, as
+    # between switches it always does; 5 -> 2 in the same timestep as the arrival at 5), one
+    # more than with every hop out of a switch instant
+    fast = {"alpha": 0.0, "bandwidth": 1.0}
+    edges = [(0, 4, fast), (4, 0, fast), (1, 4, fast), (4, 1, fast), (2, 5, fast), (5, 2, fast), (3, 5, fast),
+             (5, 3, fast), (4, 5, fast), (5, 4, fast)]
+    topo = from_edges(6, edges, switches=[4, 5], meta={"switch_hop": "instant"})
+    lk = engine.links(topo, 1.0)
+    delay = {(int(u), int(v)): int(d) for u, v, d in zip(lk.src, lk.dst, lk.delay)}
+    assert delay[(0, 1)] == 1 and delay[(0, 2)] == 2 and delay[(3, 0)] == 2
+    R = lk.routes
+    r = int(np.flatnonzero((R.src == 0) & (R.dst == 2))[0])
+    assert R.off[R.hop_ptr[r]:R.hop_ptr[r + 1]].tolist() == [0, 1, 1]
+    inst = make_instance(topo, "broadcast", root=0, message_bytes=1.0)
+    assert bounds.lower_bound(inst) == 2
+    for copy in (True, False):
+        assert min(seeds(inst, 2, switch_copy=copy)) >= 2
+
+
+def test_two_switches_linked_both_ways_are_no_shortcut():
+    # GPU 1's only out-link to switch 2 holds each of its 2 chunks for 2 timesteps: >= 4
+    # (tests/test_switch.py derives 4 as the optimum); the greedy's schedules verify
+    topo = from_edges(4, [(0, 2), (2, 0), (1, 2, {"bandwidth": 0.5}), (2, 1), (2, 3), (3, 2)], bandwidth=1.0,
+                      alpha=0.0, switches=[2, 3], meta={"latency": "pipelined", "switch_hop": "instant"})
+    inst = make_instance(topo, "allgather", chunks_per_node=2, message_bytes=2.0)
+    for copy in (True, False):
+        assert min(seeds(inst, 2, switch_copy=copy)) >= 4
 
 
 @st.composite
