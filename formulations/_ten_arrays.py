@@ -133,7 +133,7 @@ def _windows(data: TenData, lookahead: int) -> _Windows:
     src, dst = data.src, data.dst
     ok = (~pre[:, dst]) & useful[:, dst] & (pre[:, src] | useful[:, src])
     sc, sl = np.nonzero(ok)
-    k = data.lag[data.group[sc], sl]  # the delay; one less out of a switch with an instant hop
+    k = data.lag[data.group[sc], sl]  # the delay; one less over an instant switch-to-NPU hop
     slo = np.maximum(np.maximum(earliest[sc, src[sl]] + k, earliest[sc, dst[sl]]), 1)
     shi = np.minimum(T, latest[sc, dst[sl]])
     return _Windows(earliest, latest, useful, pc, pn, np.maximum(1, earliest[pc, pn]), sc, sl, slo, shi)
@@ -252,8 +252,8 @@ def flow_rows(data: TenData, ix: TenArrays) -> tuple[Rows, Rows]:
 def switch_rows(data: TenData, ix: TenArrays) -> tuple[str, Rows]:
     """The rows of switch nodes (TE-CCL, Liu et al., SIGCOMM 2024, Section 4: a switch stores
     nothing) and their component name. A send out of switch ``s`` over a pair of delay ``k``
-    arriving at ``t`` uses what arrived at ``s`` at the end of ``t - k`` (``t - k + 1`` when the
-    switch hop is instant, TE-CCL's ``switch_to_gpu_link_on = False``; ``data.lag``): with
+    arriving at ``t`` uses what arrived at ``s`` at the end of ``t - k`` (``t - k + 1`` to an NPU
+    when the switch hop is instant, TE-CCL's ``switch_to_gpu_link_on = False``; ``data.lag``): with
     ``data.switch_copy`` each such send is at most those arrivals (``ineq_switch_forward``,
     keys ``(chunk, pair, arrival)``), without copy all of them together are
     (``ineq_switch_conservation``, keys ``(chunk, switch, arrival timestep)``)."""

@@ -104,7 +104,7 @@ def flow_index(data: TenData) -> FlowIndex:
     earliest, _ = reach(data)
     cs, ds = np.nonzero(data.post & ~data.pre)
     parts = []
-    lag = data.lag  # the delay plus the latency; one less out of a switch whose hop is instant
+    lag = data.lag  # the delay plus the latency; one less over an instant switch-to-NPU hop
     for c, d in zip(cs.tolist(), ds.tolist()):
         g = int(data.group[c])
         k = lag[g]

@@ -319,7 +319,7 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
         if dst_arr is None:
             dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
         g = int(data.group[c])
-        k = int(data.lag[g, l])  # delay + latency (one less out of an instant-hop switch)
+        k = int(data.lag[g, l])  # delay + latency (one less over an instant switch-to-NPU hop)
         if data.switch[s]:  # a switch forwards what arrived the timestep before the send starts
             ready = src_arr == t - k  # (instant hop: in the timestep it starts)
             if not data.switch_copy:

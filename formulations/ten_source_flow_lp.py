@@ -14,7 +14,7 @@ Variables (a commodity ``q`` is one source ``s`` of one collective, units are ch
 
 - ``flow[q, l, t] >= 0``: the part of ``q`` crossing link pair ``l = u -> v`` (delay ``k``),
   leaving ``u`` at the end of ``t - lag`` and arriving at the end of ``t`` (``lag`` is the
-  delay plus the link's latency, one less out of a switch whose hop is instant,
+  delay plus the link's latency, one less over an instant switch-to-NPU hop,
   :attr:`TenData.lag`);
 - ``buffer[q, v, t] >= 0``: what of ``q`` node ``v`` keeps at the end of ``t`` to send later
   (TE-CCL's buffers; switch nodes store nothing, so they have none);

@@ -213,7 +213,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     kept = []
     sent = view.sent
     at_switch: dict[tuple[int, int, int], int] = {}  # kept arrivals at a switch (it stores nothing)
-    lag = data.lag  # the delay; one less out of a switch whose hop is instant
+    lag = data.lag  # the delay; one less over an instant switch-to-NPU hop
     for c, l, t in rows.tolist():
         k = int(lag[data.group[c], l])
         u, v = int(data.src[l]), int(data.dst[l])
