@@ -9,7 +9,6 @@ respects the switch ports' capacity and never beats the lower bounds.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import networkx as nx
@@ -21,7 +20,6 @@ from collsynth import api
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges, with_latency
-from collsynth.solvers.cli import main
 from collsynth.solvers.greedy import engine, tacos as greedy
 from collsynth.tens import bounds
 from collsynth.tens.verify import verify
@@ -208,30 +206,6 @@ def test_every_schedule_verifies_and_meets_the_bounds(topo, kind, copy, chunks, 
     assert bounds.respects_ten_capacity(s, inst, s.meta["timestep_s"])
     assert s.num_steps >= bounds.lower_bound(inst)
 
-
-TOML = """
-name = "sw4"
-[topology]
-generator = "switch"
-nodes = 4
-unwind = 0
-bandwidth = 100e9
-alpha = 0.5e-6
-[collective]
-kind = "broadcast"
-root = 0
-message_bytes = 1048576
-"""
-
-
-@pytest.mark.parametrize("params, steps", [((), 2), (("--param", "switch_copy=false"), 4)])
-def test_cli_greedy_on_a_kept_switch(tmp_path, capsys, params, steps):
-    # the hand counts of the broadcast rows above, on a timestep-hop switch of equal links
-    p = tmp_path / "sw4.toml"
-    p.write_text(TOML)
-    code = main(["solve", str(p), "--producer", "greedy", *params, "--json"])
-    data = json.loads(capsys.readouterr().out)
-    assert code == 0 and data["verified"] is True and data["steps"] == steps
 
 
 def test_producer_row_on_a_kept_switch_is_verified_and_bounded():

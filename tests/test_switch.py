@@ -252,14 +252,17 @@ message_bytes = 1048576
 """
 
 
+@pytest.mark.parametrize("producer", ["ten-ilp", "greedy"])
 @pytest.mark.parametrize("params, steps", [((), 2), (("--param", "switch_copy=false"), 4)])
-def test_cli_solves_a_kept_switch(tmp_path, capsys, params, steps):
+def test_cli_solves_a_kept_switch(tmp_path, capsys, producer, params, steps):
+    # the hand counts of the broadcast rows above; the greedy meets them too
     p = tmp_path / "sw4.toml"
     p.write_text(TOML)
-    code = main(["solve", str(p), "--producer", "ten-ilp", *params, "--json"])
+    code = main(["solve", str(p), "--producer", producer, *params, "--json"])
     out, err = capsys.readouterr()
     data = json.loads(out)
-    assert code == 0 and data["verified"] is True and data["steps"] == steps and data["status"] == "optimal"
+    assert code == 0 and data["verified"] is True and data["steps"] == steps
+    assert data["status"] == "optimal" or producer == "greedy"
 
 
 @pytest.mark.parametrize("producer, kind", [("greedy", "reduce_scatter"), ("bfb-lp", "allgather")])

@@ -233,20 +233,37 @@ def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
         if A[v, c] < arrive or (relay.on and not want[v, c] and not relay_useful(v, c, relay)):
             arena[j] = -1
             continue
-        key = 0
-        if island >= 0 and has[island, c]:
-            key += _DOMINATED
-        if endgame and want[v, c]:
-            key += holders(v, c, t, net, A)
-        if key < best_key:
-            best, best_key, ties = j, key, 1
-        elif key == best_key and policy == RANDOM:
-            ties += 1
-            if np.random.randint(ties) == 0:
-                best = j
+        key = entry_key(v, c, t, island, endgame, has, want, net, A)
+        best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
         if best_key == 0 and not scan_all:
             break
     return best
+
+
+@_inlined
+def entry_key(v, c, t, island, endgame, has, want, net, A):
+    """The order key of chunk ``c`` for destination ``v`` (lower first, :func:`best_entry`):
+    its island already holds or awaits it, then, in the endgame, its rarity."""
+    key = 0
+    if island >= 0 and has[island, c]:
+        key += _DOMINATED
+    if endgame and want[v, c]:
+        key += holders(v, c, t, net, A)
+    return key
+
+
+@_inlined
+def prefer(j, key, best, best_key, ties, policy):
+    """``(best, best_key, ties)`` after entry ``j`` of order ``key`` is seen: a lower key
+    wins; among equal keys ``RANDOM`` keeps one at random (reservoir sampling), the others the
+    first seen."""
+    if key < best_key:
+        return j, key, 1
+    if key == best_key and policy == RANDOM:
+        ties += 1
+        if np.random.randint(ties) == 0:
+            return j, best_key, ties
+    return best, best_key, ties
 
 
 @_inlined
@@ -459,19 +476,10 @@ def best_route_entry(l, t, endgame, own, k, share_at, net, st, relay, isl, pool,
         shared = net.copy and st.switch_arrival[k, c] == share_at
         if not (own or shared):
             continue
-        key = 0
-        if island >= 0 and isl.has[island, c]:
-            key += _DOMINATED
+        key = entry_key(v, c, t, island, endgame, isl.has, want, net, A)
         if net.copy and not shared:
             key += _UNSHARED
-        if endgame and want[v, c]:
-            key += holders(v, c, t, net, A)
-        if key < best_key:
-            best, best_key, ties = j, key, 1
-        elif key == best_key and policy == RANDOM:
-            ties += 1
-            if np.random.randint(ties) == 0:
-                best = j
+        best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
         if best_key == 0 and not scan_all:
             break
     return best
