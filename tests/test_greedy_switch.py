@@ -23,6 +23,7 @@ from collsynth.instances.topology import from_edges, with_latency
 from collsynth.solvers.greedy import engine, tacos as greedy
 from collsynth.tens import bounds
 from collsynth.tens.verify import verify
+from switch_strategies import switch_topologies
 
 
 def on_switch(kind="allgather", hop="timestep", nodes=4, alpha=0.0, pipelined=False, message=None, **kw):
@@ -169,31 +170,9 @@ def test_two_switches_linked_both_ways_are_no_shortcut():
         assert min(seeds(inst, 2, switch_copy=copy)) >= 4
 
 
-@st.composite
-def switch_topologies(draw):
-    """2-4 NPUs, one or two switches (ids after the NPUs), every NPU on some switch, optional
-    switch-to-switch and direct NPU links; links of cost 1 or 2 s for 1-byte chunks."""
-    n = draw(st.integers(2, 4))
-    k = draw(st.integers(1, 2))
-    fast, slow = {"alpha": 0.0, "bandwidth": 1.0}, {"alpha": 1.0, "bandwidth": 1.0}
-    edges = []
-    for v in range(n):
-        s = n + draw(st.integers(0, k - 1))
-        edges += [(v, s, draw(st.sampled_from([fast, slow]))), (s, v, draw(st.sampled_from([fast, slow])))]
-    if k == 2 and draw(st.booleans()):
-        edges += [(n, n + 1, draw(st.sampled_from([fast, slow]))), (n + 1, n, fast)]
-    for u in range(n):
-        for v in range(n):
-            if u != v and draw(st.integers(0, 4)) == 0:
-                edges.append((u, v, slow))
-    meta = {"switch_hop": draw(st.sampled_from(["timestep", "instant"]))}
-    if draw(st.booleans()):
-        meta["latency"] = "pipelined"
-    return from_edges(n + k, edges, switches=range(n, n + k), meta=meta)
-
-
 @settings(max_examples=40, deadline=None)
-@given(switch_topologies(), st.sampled_from(["allgather", "broadcast", "scatter", "gather", "alltoall"]),
+@given(switch_topologies(slow_between_switches=True, timing=True),
+       st.sampled_from(["allgather", "broadcast", "scatter", "gather", "alltoall"]),
        st.booleans(), st.integers(1, 2), st.integers(0, 3))
 def test_every_schedule_verifies_and_meets_the_bounds(topo, kind, copy, chunks, seed):
     assume(nx.is_strongly_connected(topo.graph))

@@ -27,6 +27,7 @@ from collsynth.tens import bounds, ten
 from collsynth.tens.cost_models import price
 from collsynth.tens.schedule import from_sends
 from collsynth.tens.verify import verify
+from switch_strategies import switch_topologies
 
 
 def switch4(kind="allgather", **kw):
@@ -198,26 +199,6 @@ def test_kept_switch_against_unwound_on_a_dgx2_like_switch():
     t_kept, t_unw = price(s_kept, kept, "ten").total_s, price(s_unw, unwound, "ten").total_s
     assert t_kept == pytest.approx(6 * (a + m / b)) and t_unw == pytest.approx(a + 5 * m / b)
     assert t_unw < t_kept
-
-
-@st.composite
-def switch_topologies(draw):
-    """2-4 NPUs, one or two switches (ids after the NPUs), every NPU on some switch, optional
-    direct NPU links; link classes of 1 or 2 timesteps."""
-    n = draw(st.integers(2, 4))
-    k = draw(st.integers(1, 2))
-    fast, slow = {"alpha": 0.0, "bandwidth": 1.0}, {"alpha": 1.0, "bandwidth": 1.0}
-    edges = []
-    for v in range(n):
-        s = n + draw(st.integers(0, k - 1))
-        edges += [(v, s, draw(st.sampled_from([fast, slow]))), (s, v, draw(st.sampled_from([fast, slow])))]
-    if k == 2 and draw(st.booleans()):
-        edges += [(n, n + 1, fast), (n + 1, n, fast)]
-    for u in range(n):
-        for v in range(n):
-            if u != v and draw(st.integers(0, 4)) == 0:
-                edges.append((u, v, slow))
-    return from_edges(n + k, edges, switches=range(n, n + k))
 
 
 @settings(max_examples=10, deadline=None)
