@@ -47,6 +47,7 @@ RESULT_COLUMNS = schema.RESULT_COLUMNS
 PROVENANCE_COLUMNS = schema.STORED_COLUMNS
 COLUMNS = schema.COLUMNS
 DEFAULT_STORE = Path("results") / "store"
+LOCK_WAIT_S = 60.0  # how long a writer waits for another one to release the store
 
 
 def run_key(row: dict[str, Any]) -> tuple:
@@ -72,17 +73,41 @@ def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
     folder = Path(store)
     try:
         (folder / "schedules").mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(folder / "runs.sqlite", timeout=60, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=FULL")
-        cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
-        con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
-        con.execute("CREATE TABLE IF NOT EXISTS claims (id TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, "
-                    "expires REAL)")
-        migrate(con)
+        con = sqlite3.connect(folder / "runs.sqlite", timeout=LOCK_WAIT_S, isolation_level=None)
+        _retry_while_locked(lambda: _set_up(con), LOCK_WAIT_S)
     except (OSError, sqlite3.Error) as e:
         raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
     return con
+
+
+def _set_up(con: sqlite3.Connection) -> None:
+    """WAL mode and the store's tables on a fresh connection (see :func:`connect`)."""
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
+    con.execute(f"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, {cols})")
+    con.execute("CREATE TABLE IF NOT EXISTS claims (id TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, "
+                "expires REAL)")
+    migrate(con)
+
+
+def _retry_while_locked(step, wait_s: float) -> None:
+    """Run ``step`` again while SQLite answers "database is locked", for up to ``wait_s``
+    seconds. Two processes creating one store at once need this: switching a new database to
+    WAL mode can fail at once with SQLITE_BUSY, without waiting for the connection's busy
+    timeout (https://sqlite.org/pragma.html#pragma_journal_mode and
+    https://sqlite.org/c3ref/busy_handler.html: the busy handler is not called where waiting
+    could deadlock)."""
+    give_up = time.monotonic() + wait_s
+    pause = 0.01
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def missing_columns(con: sqlite3.Connection) -> list[str]:

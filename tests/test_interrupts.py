@@ -5,6 +5,7 @@ one store share the work."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shlex
 import signal
@@ -168,6 +169,34 @@ def test_two_benches_on_one_store_share_the_work(tmp_path):
     assert ra["ran"] + rb["ran"] == 4, (ra, rb)  # every job once, whoever ran it
     df = store.load(st)
     assert len(df) == 4 and not df.duplicated(KEY).any()
+
+
+def _open_at_the_barrier(folder, barrier, errors):
+    barrier.wait()
+    try:
+        store.connect(folder).close()
+    except Exception as e:  # reported to the parent, which asserts there was none
+        errors.put(str(e))
+
+
+def test_two_processes_creating_one_store_at_once_both_open_it(tmp_path):
+    # switching a new database to WAL mode can fail at once with "database is locked" while
+    # another process does the same; without the retry about a third of these rounds failed
+    ctx = multiprocessing.get_context("fork")
+    errors = ctx.Queue()
+    for i in range(20):
+        barrier = ctx.Barrier(2)
+        procs = [ctx.Process(target=_open_at_the_barrier, args=(tmp_path / f"s{i}", barrier, errors))
+                 for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert all(p.exitcode == 0 for p in procs)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert not found, found
 
 
 def test_solve_that_cannot_be_interrupted_is_killed_with_its_children(tmp_path):
