@@ -215,29 +215,46 @@ def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
     of the destination can deliver first (rarest first). Among equal keys ``FIFO``/``LIFO``
     take the oldest/newest entry, ``RANDOM`` one at random (reservoir sampling, TACOS §VI-A).
     Entries whose chunk the destination gets earlier are marked used on the way."""
-    v, arrive = net.dst[l], t + net.delay[l] - 1
-    A, want = st.A, st.want
-    arena, head, tail = pool.chunk, pool.head, pool.tail
-    trim(l, arrive, A, v, arena, head, tail)
-    island = isl.label[isl.cls[l], v] if isl.on else -1
-    has = isl.has
+    v, arrive, island, lo, hi = entries_of(l, t, net, st, isl, pool)
     policy = rule.policy
     scan_all = endgame or policy == RANDOM
-    lo, hi = head[l], tail[l]
     best, best_key, ties = -1, _NO_KEY, 0
     for i in range(hi - lo):
         j = hi - 1 - i if policy == LIFO else lo + i
-        c = arena[j]
-        if c < 0 or A[v, c] == arrive:  # used, or taken in this step by another link
+        c = usable(j, v, arrive, st, relay, pool)
+        if c < 0:
             continue
-        if A[v, c] < arrive or (relay.on and not want[v, c] and not relay_useful(v, c, relay)):
-            arena[j] = -1
-            continue
-        key = entry_key(v, c, t, island, endgame, has, want, net, A)
+        key = entry_key(v, c, t, island, endgame, isl.has, st.want, net, st.A)
         best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
         if best_key == 0 and not scan_all:
             break
     return best
+
+
+@_inlined
+def entries_of(l, t, net, st, isl, pool):
+    """Link ``l``'s destination ``v``, the step end ``arrive`` of a send it starts in step
+    ``t``, the island of ``v`` (-1 without islands) and the arena range ``lo .. hi`` of its
+    entries, after the entries its destination already holds are trimmed from both ends."""
+    v, arrive = net.dst[l], t + net.delay[l] - 1
+    trim(l, arrive, st.A, v, pool.chunk, pool.head, pool.tail)
+    island = isl.label[isl.cls[l], v] if isl.on else -1
+    return v, arrive, island, pool.head[l], pool.tail[l]
+
+
+@_inlined
+def usable(j, v, arrive, st, relay, pool):
+    """The chunk of arena entry ``j`` if destination ``v`` may take it in a send ending at
+    ``arrive``, else -1: an entry used already, or taken in this step by another link, is
+    skipped; one whose chunk ``v`` gets earlier, or which no longer helps any relay, is
+    marked used."""
+    c = pool.chunk[j]
+    if c < 0 or st.A[v, c] == arrive:
+        return -1
+    if st.A[v, c] < arrive or (relay.on and not st.want[v, c] and not relay_useful(v, c, relay)):
+        pool.chunk[j] = -1
+        return -1
+    return c
 
 
 @_inlined
@@ -456,27 +473,19 @@ def best_route_entry(l, t, endgame, own, k, share_at, net, st, relay, isl, pool,
     the route's last switch ``k`` at the end of ``share_at`` (another send's arrival the route
     can share) come first, and only those when ``own`` is false (the hops into the switch
     have no free slot)."""
-    v, arrive = net.dst[l], t + net.delay[l] - 1
-    A, want = st.A, st.want
-    arena, head, tail = pool.chunk, pool.head, pool.tail
-    trim(l, arrive, A, v, arena, head, tail)
-    island = isl.label[isl.cls[l], v] if isl.on else -1
+    v, arrive, island, lo, hi = entries_of(l, t, net, st, isl, pool)
     policy = rule.policy
     scan_all = endgame or policy == RANDOM
-    lo, hi = head[l], tail[l]
     best, best_key, ties = -1, _NO_KEY, 0
     for i in range(hi - lo):
         j = hi - 1 - i if policy == LIFO else lo + i
-        c = arena[j]
-        if c < 0 or A[v, c] == arrive:
-            continue
-        if A[v, c] < arrive or (relay.on and not want[v, c] and not relay_useful(v, c, relay)):
-            arena[j] = -1
+        c = usable(j, v, arrive, st, relay, pool)
+        if c < 0:
             continue
         shared = net.copy and st.switch_arrival[k, c] == share_at
         if not (own or shared):
             continue
-        key = entry_key(v, c, t, island, endgame, isl.has, want, net, A)
+        key = entry_key(v, c, t, island, endgame, isl.has, st.want, net, st.A)
         if net.copy and not shared:
             key += _UNSHARED
         best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
