@@ -243,6 +243,10 @@ def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
     return _at(s, i, reasons[code]())
 
 
+# Pieces of a schedule whose denominator is at most this are located by a table of its
+# breakpoints (``denom + 1`` entries) rather than by a search.
+SEGMENT_TABLE = 1 << 20
+
 # ---- simulation ----------------------------------------------------------------------------
 
 def _switch_mask(topo: Topology) -> np.ndarray:
@@ -267,11 +271,9 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
             return _at(s, reduces[0], f"a reduce send in a {coll.kind}, which does not combine")
     del part
     whole = bool(((s.lo == 0) & (s.hi == s.denom)).all())
-    in_order = bool((s.step[1:] >= s.step[:-1]).all())
-    order = np.zeros(0, np.int32) if in_order else step_order(s.step)[0]
-    cm = kern.chunk_major(order, s.chunk, off, nc, s.src, s.dst, s.step, s.lo, s.hi, s.op, whole)
-    del order
+    cm = _chunk_major(s, off, nc, whole)
     starts, index, src, dst, step, lo, hi, op = cm
+    seg_of = np.full(0 if whole or s.denom > SEGMENT_TABLE else s.denom + 1, -1, np.int32)
     pre, post = coll.precondition, coll.postcondition
     if coll.combining:
         ranks = np.asarray(coll.nodes, dtype=np.int64)
@@ -279,10 +281,10 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
         rank_of[ranks] = np.arange(len(ranks))
         op = np.where(op == OP_COPY, OP_COPY, OP_REDUCE).astype(np.int8)
         run = lambda c0, c1, detail: kern.simulate_combining(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, op, s.denom, pre, post, rank_of, len(ranks), c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, op, s.denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
     else:
         run = lambda c0, c1, detail: kern.simulate_copy(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, s.denom, pre, post, switch, c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, s.denom, seg_of, pre, post, switch, c0, c1, detail)
     res = run(0, nc, False)
     i, c, post_c = int(res[1]), int(res[3]), int(res[5 if coll.combining else 4])
     if i == kern.NONE and post_c < 0:
@@ -291,6 +293,17 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
     if coll.combining:
         return _combining_message(s, coll, off, cm, detail)
     return _copy_message(s, off, cm, detail)
+
+
+def _chunk_major(s: Schedule, off: int, nc: int, whole: bool):
+    """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside
+    (:func:`collsynth.tens.verify_kernels.chunk_major`): one counting sort on (chunk, step)
+    when that key is small, else a step order first."""
+    if len(s) and s.step.min() >= 0 and nc * (s.num_steps + 1) <= 2 * len(s) + (1 << 20):
+        return kern.chunk_step_major(s.chunk, off, nc, s.step, s.num_steps, s.src, s.dst, s.lo, s.hi, s.op, whole)
+    in_order = bool((s.step[1:] >= s.step[:-1]).all())
+    order = np.zeros(0, np.int32) if in_order else step_order(s.step)[0]
+    return kern.chunk_major(order, s.chunk, off, nc, s.src, s.dst, s.step, s.lo, s.hi, s.op, whole)
 
 
 def _missing_piece(s: Schedule, cm, x: int, t: int, pts: np.ndarray, mask: np.ndarray, what: str, part: str) -> str:

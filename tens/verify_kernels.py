@@ -19,6 +19,13 @@ from numba import njit
 from .routing import _find_link, grow
 
 NONE = np.iinfo(np.int64).max
+
+# The per-chunk step loops allocate nothing and only borrow the arrays their callers own:
+# compiled without the runtime's reference counting (numba's ``_nrt=False`` target option, as
+# the event model's loop in :mod:`collsynth.tens.cost_kernels`), which otherwise costs an
+# atomic increment and decrement per array an inlined function receives, per send. A function
+# they call inherits the option.
+_borrowing = njit(cache=True, nogil=True, _nrt=False)
 NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order on ties)
 
 
@@ -132,6 +139,41 @@ def chunk_major(order, chunk, off, num_chunks, src, dst, step, lo, hi, op, whole
 
 
 @njit(cache=True, nogil=True)
+def chunk_step_major(chunk, off, num_chunks, step, num_steps, src, dst, lo, hi, op, whole):
+    """:func:`chunk_major` by one stable counting sort on the key ``(chunk, step)`` (steps
+    ``0 .. num_steps``; ties in schedule order): the schedule is read in its own order, not
+    through a step order, and the sends of a chunk land in step order at once."""
+    K = num_steps + 1
+    fill = np.zeros(num_chunks * K + 1, np.int64)
+    for i in range(len(chunk)):
+        c = chunk[i] - off
+        if 0 <= c < num_chunks:
+            fill[c * K + step[i] + 1] += 1
+    for k in range(num_chunks * K):
+        fill[k + 1] += fill[k]
+    starts = np.empty(num_chunks + 1, np.int64)
+    for c in range(num_chunks + 1):
+        starts[c] = fill[c * K]
+    m = starts[-1]
+    index = np.empty(m, np.int32)
+    s2, d2 = np.empty(m, np.int32), np.empty(m, np.int32)
+    t2 = np.empty(m, np.int64)
+    lo2 = np.empty(0 if whole else m, np.int64)
+    hi2 = np.empty(0 if whole else m, np.int64)
+    op2 = np.empty(m, np.int8)
+    for i in range(len(chunk)):
+        c = chunk[i] - off
+        if 0 <= c < num_chunks:
+            key = c * K + step[i]
+            x = fill[key]
+            fill[key] = x + 1
+            index[x], s2[x], d2[x], t2[x], op2[x] = i, src[i], dst[i], step[i], op[i]
+            if not whole:
+                lo2[x], hi2[x] = lo[i], hi[i]
+    return starts, index, s2, d2, t2, lo2, hi2, op2
+
+
+@njit(cache=True, nogil=True)
 def _heapsort(a):
     """Sort ``a`` in place (small code: the breakpoints of one chunk)."""
     n = len(a)
@@ -159,12 +201,40 @@ def _sift(a, j, n):
 
 
 @njit(cache=True, nogil=True)
-def _segments(lo, hi, a, b, denom, pts):
+def _segments(lo, hi, a, b, denom, pts, marked, seg_of):
     """Breakpoints of one chunk's segments into ``pts`` (grown if needed): 0, denom and every
-    lo/hi of its sends ``a .. b - 1``, sorted and distinct. Returns ``(nseg, pts)``."""
+    lo/hi of its sends ``a .. b - 1``, sorted and distinct. Returns ``(nseg, pts)``.
+
+    With ``seg_of`` (``denom + 1`` entries, -1 except at the previous chunk's ``marked``
+    breakpoints ``pts[:marked]``, which are cleared first) the distinct breakpoints are found
+    by marking, and ``seg_of[p]`` is left as the number of the segment starting at breakpoint
+    ``p`` (:func:`_seg_range` then looks pieces up instead of searching)."""
     if len(lo) == 0:
         pts[0], pts[1] = 0, denom
         return 1, pts
+    if len(seg_of):
+        _unmark(seg_of, pts, marked)
+        need = min(2 * (b - a) + 2, denom + 1)
+        if len(pts) < need:
+            pts = np.empty(2 * need, np.int64)
+        pts[0], pts[1] = 0, denom
+        seg_of[0], seg_of[denom] = 0, 0
+        m = 2
+        for x in range(a, b):
+            p = lo[x]
+            if seg_of[p] < 0:
+                seg_of[p] = 0
+                pts[m] = p
+                m += 1
+            p = hi[x]
+            if seg_of[p] < 0:
+                seg_of[p] = 0
+                pts[m] = p
+                m += 1
+        _heapsort(pts[:m])
+        for k in range(m):
+            seg_of[pts[k]] = k
+        return m - 1, pts
     need = 2 * (b - a) + 2
     if len(pts) < need:
         pts = np.empty(2 * need, np.int64)
@@ -183,11 +253,34 @@ def _segments(lo, hi, a, b, denom, pts):
 
 
 @njit(cache=True, nogil=True)
-def _seg_range(lo, hi, x, pts, nseg):
+def _unmark(seg_of, pts, marked):
+    """``seg_of`` back to all -1 (it is marked at the breakpoints ``pts[:marked]``)."""
+    if len(seg_of):
+        for k in range(marked):
+            seg_of[pts[k]] = -1
+
+
+@njit(cache=True, nogil=True)
+def _seg_range(lo, hi, x, pts, nseg, seg_of):
     """First and one-past-last segment of send ``x``."""
     if len(lo) == 0:
         return 0, 1
-    return np.searchsorted(pts[:nseg + 1], lo[x]), np.searchsorted(pts[:nseg + 1], hi[x])
+    if len(seg_of):
+        return seg_of[lo[x]], seg_of[hi[x]]
+    return _bisect(pts, nseg + 1, lo[x]), _bisect(pts, nseg + 1, hi[x])
+
+
+@njit(cache=True, nogil=True)
+def _bisect(a, n, v):
+    """The first position in sorted ``a[:n]`` whose value is at least ``v`` (``n`` if none)."""
+    f, l = 0, n
+    while f < l:
+        m = (f + l) >> 1
+        if a[m] < v:
+            f = m + 1
+        else:
+            l = m
+    return f
 
 
 @njit(cache=True, nogil=True)
@@ -200,7 +293,7 @@ def _step_end(step, p0, b):
 
 
 @njit(cache=True, nogil=True)
-def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switch, c0, c1, detail):
+def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, switch, c0, c1, detail):
     """Boolean holdings of the chunks ``c0 .. c1 - 1`` of a copying collective.
 
     ``switch[v]``: node ``v`` is a switch, which holds nothing: a send into it delivers
@@ -218,47 +311,26 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
     H = np.zeros(size, np.bool_)
     pts = np.empty(16, np.int64)
     best_t, best_i, best_x, best_c = NONE, NONE, -1, -1
-    post_c, post_v, nseg = -1, -1, 1
+    post_c, post_v, nseg, marked = -1, -1, 1, 0
     mask = np.zeros(0, np.bool_)
     for c in range(c0, c1):
         a, b = starts[c], starts[c + 1]
-        nseg, pts = _segments(lo, hi, a, b, denom, pts)
+        nseg, pts = _segments(lo, hi, a, b, denom, pts, marked, seg_of)
+        marked = nseg + 1
         if nseg * size > len(H):
             H = np.zeros(nseg * size, np.bool_)
             stamp[:] = -1
-        bad = False
-        p0 = a
-        while p0 < b and not bad:
-            t = step[p0]
-            if t > best_t:
-                break
-            p1 = _step_end(step, p0, b)
-            for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
+        t, x = _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch, H, stamp, best_t)
+        bad = x >= 0
+        if bad:
+            if (t, index[x]) < (best_t, best_i):
+                best_t, best_i, best_x, best_c = t, index[x], x, c
+            if detail:
                 u = src[x]
-                if switch[u]:
-                    continue
-                f, l = _node_segments(H, stamp, pre, c, u, nseg, lo, hi, x, pts)
+                f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
+                mask = np.zeros(nseg, np.bool_)
                 for g in range(f, l):
-                    if not H[u * nseg + g]:
-                        bad = True
-                if bad:
-                    if (t, index[x]) < (best_t, best_i):
-                        best_t, best_i, best_x, best_c = t, index[x], x, c
-                    if detail:
-                        mask = np.zeros(nseg, np.bool_)
-                        for g in range(f, l):
-                            mask[g] = not H[u * nseg + g]
-                    break
-            if bad:
-                break
-            for x in range(p0, p1):
-                v = dst[x]
-                if switch[v]:
-                    continue
-                f, l = _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts)
-                for g in range(f, l):
-                    H[v * nseg + g] = True
-            p0 = p1
+                    mask[g] = not H[u * nseg + g]
         if bad or best_i != NONE or post_c >= 0:
             continue
         for v in range(size):
@@ -276,15 +348,47 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, pre, post, switc
                     for g in range(nseg):
                         mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
                 break
+    _unmark(seg_of, pts, marked)
     return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
 
 
+@_borrowing
+def _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch, H, stamp, best_t):
+    """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
+    holdings ``H`` up to step ``best_t``: ``(t, x)``, the step and chunk-major position of the
+    first send whose source lacks part of its piece, ``x == -1`` if none (``H`` then holds
+    the chunk at the end of its last step; else at the end of step ``t - 1``)."""
+    p0 = a
+    while p0 < b:
+        t = step[p0]
+        if t > best_t:
+            break
+        p1 = _step_end(step, p0, b)
+        for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
+            u = src[x]
+            if switch[u]:
+                continue
+            f, l = _node_segments(H, stamp, pre, c, u, nseg, lo, hi, x, pts, seg_of)
+            for g in range(f, l):
+                if not H[u * nseg + g]:
+                    return t, x
+        for x in range(p0, p1):
+            v = dst[x]
+            if switch[v]:
+                continue
+            f, l = _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts, seg_of)
+            for g in range(f, l):
+                H[v * nseg + g] = True
+        p0 = p1
+    return NONE, -1
+
+
 @njit(cache=True, nogil=True)
-def _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts):
+def _node_segments(H, stamp, pre, c, v, nseg, lo, hi, x, pts, seg_of):
     """Node ``v``'s holding flags of chunk ``c`` (initialised on first use) and the segment
     range ``[f, l)`` of send ``x``'s piece."""
     _init_flags(H, stamp, pre, c, v, nseg)
-    return _seg_range(lo, hi, x, pts, nseg)
+    return _seg_range(lo, hi, x, pts, nseg, seg_of)
 
 
 @njit(cache=True, nogil=True)
@@ -370,14 +474,14 @@ def _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, init):
 
 
 @njit(cache=True, nogil=True)
-def _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c, rank_of):
+def _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of):
     """The first send of the step ``p0 .. p1 - 1`` whose source holds no contribution to one
     of its segments: ``(index, position)``, ``(NONE, -1)`` if none."""
     j_nh, x_nh = NONE, -1
     for x in range(p0, p1):
         _init_sets(C, stamp, pre, c, src[x], nseg, rank_of)
         _init_sets(C, stamp, pre, c, dst[x], nseg, rank_of)
-        f, l = _seg_range(lo, hi, x, pts, nseg)
+        f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
         for g in range(f, l):
             if j_nh == NONE and _empty(C, src[x] * nseg + g):
                 j_nh, x_nh = index[x], x
@@ -385,7 +489,7 @@ def _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c
 
 
 @njit(cache=True, nogil=True)
-def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, key_row, kdup, table, tstamp,
+def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C, kval, key_row, kdup, table, tstamp,
                  group):
     """The step's copies into its slots: the first copy of a segment to a node sets it, a later
     different one conflicts. Returns the buffers, their count and the first conflict
@@ -394,7 +498,7 @@ def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, 
     for x in range(p0, p1):
         if op[x] != 1:
             continue
-        f, l = _seg_range(lo, hi, x, pts, nseg)
+        f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
         for g in range(f, l):
             row, srow = dst[x] * nseg + g, src[x] * nseg + g
             kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, srow)
@@ -405,7 +509,7 @@ def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, 
 
 
 @njit(cache=True, nogil=True)
-def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, C, kval, key_row, kdup, table, tstamp, group,
+def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, kval, key_row, kdup, table, tstamp, group,
                      nkeys, detail, dups):
     """The step's reductions added to their slots (the receiver's set, or the copy arriving in
     the same step). Returns the buffers, their count, the first double count ``(index,
@@ -414,7 +518,7 @@ def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, C, kval, ke
     for x in range(p0, p1):
         if op[x] == 1:
             continue
-        f, l = _seg_range(lo, hi, x, pts, nseg)
+        f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
         for g in range(f, l):
             row, srow = dst[x] * nseg + g, src[x] * nseg + g
             kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, row)
@@ -468,10 +572,10 @@ def _position_of(index, p0, p1, j):
 
 
 @njit(cache=True, nogil=True)
-def _not_held_mask(C, v, lo, hi, x, pts, nseg):
+def _not_held_mask(C, v, lo, hi, x, pts, nseg, seg_of):
     """Which segments of send ``x`` node ``v`` holds no contribution to."""
     mask = np.zeros(nseg, np.bool_)
-    f, l = _seg_range(lo, hi, x, pts, nseg)
+    f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
     for g in range(f, l):
         mask[g] = _empty(C, v * nseg + g)
     return mask
@@ -487,7 +591,7 @@ def _unreduced_mask(C, v, nseg, full):
 
 
 @njit(cache=True, nogil=True)
-def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, post, rank_of, ranks, c0, c1,
+def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of, pre, post, rank_of, ranks, c0, c1,
                        detail):
     """Contribution sets of the chunks ``c0 .. c1 - 1`` of a combining collective.
 
@@ -514,13 +618,14 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
     kdup = np.zeros(16, np.bool_)
     pts = np.empty(16, np.int64)
     best_t, best_i, best_x, best_c, best_kind = NONE, NONE, -1, -1, -1
-    post_c, post_v, nseg, node, group = -1, -1, 1, -1, 0
+    post_c, post_v, nseg, node, group, marked = -1, -1, 1, -1, 0, 0
     mask = np.zeros(0, np.bool_)
     dups = np.zeros((0, W), np.uint64)
     have = np.zeros((1, W), np.uint64)
     for c in range(c0, c1):
         a, b = starts[c], starts[c + 1]
-        nseg, pts = _segments(lo, hi, a, b, denom, pts)
+        nseg, pts = _segments(lo, hi, a, b, denom, pts, marked, seg_of)
+        marked = nseg + 1
         if nseg * size > C.shape[0]:
             C = np.zeros((nseg * size, W), np.uint64)
             table = np.zeros(nseg * size, np.int64)
@@ -534,11 +639,11 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
                 break
             p1 = _step_end(step, p0, b)
             group += 1
-            j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, C, stamp, pre, c, rank_of)
+            j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of)
             kval, key_row, kdup, nkeys, j_cf, cf_key = _step_copies(
-                p0, p1, index, src, dst, lo, hi, op, pts, nseg, size, C, kval, key_row, kdup, table, tstamp, group)
+                p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C, kval, key_row, kdup, table, tstamp, group)
             kval, key_row, kdup, nkeys, j_dup, x_dup, ndup, dups = _step_reductions(
-                p0, p1, index, src, dst, lo, hi, op, pts, nseg, C, kval, key_row, kdup, table, tstamp, group, nkeys,
+                p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, kval, key_row, kdup, table, tstamp, group, nkeys,
                 detail, dups)
             j = min(j_nh, j_cf, j_dup)
             if j != NONE:
@@ -550,7 +655,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
                 if detail:
                     node = cf_key % size
                     dups = dups[:ndup]
-                    mask = _not_held_mask(C, src[x], lo, hi, x, pts, nseg)
+                    mask = _not_held_mask(C, src[x], lo, hi, x, pts, nseg, seg_of)
                 break
             for k in range(nkeys):
                 C[key_row[k], :] = kval[k, :]
@@ -563,5 +668,6 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, pre, po
             if detail:
                 mask = _unreduced_mask(C, v, nseg, full)
                 have[0, :] = C[v * nseg + first, :]
+    _unmark(seg_of, pts, marked)
     return (best_t, best_i, best_x, best_c, best_kind, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask, node,
             dups, have[0])
