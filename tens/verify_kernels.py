@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .routing import _find_link, grow
+from .routing import _find_link
 
 NONE = np.iinfo(np.int64).max
 
@@ -450,27 +450,15 @@ def _overlaps(A, i, B, j):
 
 
 @njit(cache=True, nogil=True)
-def _grow_rows(a, need):
-    """``a`` (2-d) with at least ``need`` rows."""
-    if need <= a.shape[0]:
-        return a
-    b = np.zeros((max(need, 2 * a.shape[0]), a.shape[1]), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
 def _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, init):
     """The step's slot of receiving row ``row`` (a new one starts as ``C[init]``):
-    ``(kval, key_row, kdup, k, nkeys, new)``, the buffers grown as needed."""
-    kval = _grow_rows(kval, nkeys + 1)
-    key_row = grow(key_row, nkeys + 1)
-    kdup = grow(kdup, nkeys + 1)
+    ``(k, nkeys, new)`` (the buffers hold a slot per row of ``C``)."""
     k, nkeys, new = _key(table, tstamp, group, key_row, nkeys, row)
     if new:
-        kval[k, :] = C[init, :]
+        for w in range(C.shape[1]):
+            kval[k, w] = C[init, w]
         kdup[k] = False
-    return kval, key_row, kdup, k, nkeys, new
+    return k, nkeys, new
 
 
 @njit(cache=True, nogil=True)
@@ -492,8 +480,8 @@ def _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp
 def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C, kval, key_row, kdup, table, tstamp,
                  group):
     """The step's copies into its slots: the first copy of a segment to a node sets it, a later
-    different one conflicts. Returns the buffers, their count and the first conflict
-    ``(index, segment * size + node)``."""
+    different one conflicts. Returns the slots' count and the first conflict ``(index,
+    segment * size + node)``."""
     j_cf, cf_key, nkeys = NONE, NONE, 0
     for x in range(p0, p1):
         if op[x] != 1:
@@ -501,19 +489,20 @@ def _step_copies(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C
         f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
         for g in range(f, l):
             row, srow = dst[x] * nseg + g, src[x] * nseg + g
-            kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, srow)
+            k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, srow)
             if not new and _differs(kval, k, C, srow):
                 j_cf = min(j_cf, index[x])
                 cf_key = min(cf_key, g * size + dst[x])
-    return kval, key_row, kdup, nkeys, j_cf, cf_key
+    return nkeys, j_cf, cf_key
 
 
 @njit(cache=True, nogil=True)
 def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, kval, key_row, kdup, table, tstamp, group,
                      nkeys, detail, dups):
     """The step's reductions added to their slots (the receiver's set, or the copy arriving in
-    the same step). Returns the buffers, their count, the first double count ``(index,
-    position)`` and, under ``detail``, its doubly counted ranks per segment."""
+    the same step). Returns the slots' count, the first double count ``(index, position)`` and,
+    under ``detail``, the number of rows of ``dups`` (one per segment, at most ``nseg``) that
+    hold its doubly counted ranks."""
     j_dup, x_dup, ndup = NONE, -1, 0
     for x in range(p0, p1):
         if op[x] == 1:
@@ -521,7 +510,7 @@ def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, 
         f, l = _seg_range(lo, hi, x, pts, nseg, seg_of)
         for g in range(f, l):
             row, srow = dst[x] * nseg + g, src[x] * nseg + g
-            kval, key_row, kdup, k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, row)
+            k, nkeys, new = _slot(kval, key_row, kdup, table, tstamp, group, nkeys, row, C, row)
             if kdup[k]:
                 continue
             if _overlaps(kval, k, C, srow):
@@ -529,14 +518,51 @@ def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, 
                 if index[x] < j_dup:
                     j_dup, x_dup, ndup = index[x], x, 0
                 if detail and index[x] == j_dup:
-                    dups = _grow_rows(dups, ndup + 1)
                     for w in range(C.shape[1]):
                         dups[ndup, w] = kval[k, w] & C[srow, w]
                     ndup += 1
             else:
                 for w in range(C.shape[1]):
                     kval[k, w] |= C[srow, w]
-    return kval, key_row, kdup, nkeys, j_dup, x_dup, ndup, dups
+    return nkeys, j_dup, x_dup, ndup
+
+
+@_borrowing
+def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_of, pre, rank_of, C, stamp, kval,
+                     key_row, kdup, table, tstamp, dups, group, best_t, detail):
+    """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
+    contribution sets ``C`` up to step ``best_t`` (``kval``, ``key_row``, ``kdup``, ``table``,
+    ``tstamp``: a step's slots, one per row of ``C``; ``group`` numbers the steps).
+
+    Returns ``(t, j, x, kind, cf_key, ndup, group)``: the first violation's step, index,
+    position and kind (``j == NONE`` if none; ``C`` is then the end of the chunk's last step,
+    else the end of step ``t - 1``), the conflict's ``segment * size + node`` and, under
+    ``detail``, the rows of ``dups`` holding the doubly counted ranks; ``group`` as it ends."""
+    size = pre.shape[1]
+    p0 = a
+    while p0 < b:
+        t = step[p0]
+        if t > best_t:
+            break
+        p1 = _step_end(step, p0, b)
+        group += 1
+        j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of)
+        nkeys, j_cf, cf_key = _step_copies(
+            p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C, kval, key_row, kdup, table, tstamp, group)
+        nkeys, j_dup, x_dup, ndup = _step_reductions(
+            p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, kval, key_row, kdup, table, tstamp, group, nkeys,
+            detail, dups)
+        j = min(j_nh, j_cf, j_dup)
+        if j != NONE:
+            kind = NOT_HELD if j == j_nh else CONFLICT if j == j_cf else DOUBLE
+            x = x_nh if kind == NOT_HELD else x_dup if kind == DOUBLE else _position_of(index, p0, p1, j)
+            return t, j, x, kind, cf_key, ndup, group
+        for k in range(nkeys):
+            row = key_row[k]
+            for w in range(C.shape[1]):
+                C[row, w] = kval[k, w]
+        p0 = p1
+    return NONE, NONE, -1, -1, NONE, 0, group
 
 
 @njit(cache=True, nogil=True)
@@ -613,14 +639,15 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
     C = np.zeros((size, W), np.uint64)
     table = np.zeros(size, np.int64)
     tstamp = np.full(size, -1, np.int64)
-    kval = np.zeros((16, W), np.uint64)
-    key_row = np.zeros(16, np.int64)
-    kdup = np.zeros(16, np.bool_)
+    kval = np.zeros((size, W), np.uint64)
+    key_row = np.zeros(size, np.int64)
+    kdup = np.zeros(size, np.bool_)
     pts = np.empty(16, np.int64)
     best_t, best_i, best_x, best_c, best_kind = NONE, NONE, -1, -1, -1
     post_c, post_v, nseg, node, group, marked = -1, -1, 1, -1, 0, 0
     mask = np.zeros(0, np.bool_)
-    dups = np.zeros((0, W), np.uint64)
+    dups = np.zeros((1, W), np.uint64)
+    ndup = 0
     have = np.zeros((1, W), np.uint64)
     for c in range(c0, c1):
         a, b = starts[c], starts[c + 1]
@@ -628,38 +655,24 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
         marked = nseg + 1
         if nseg * size > C.shape[0]:
             C = np.zeros((nseg * size, W), np.uint64)
+            kval = np.zeros((nseg * size, W), np.uint64)
+            key_row = np.zeros(nseg * size, np.int64)
+            kdup = np.zeros(nseg * size, np.bool_)
             table = np.zeros(nseg * size, np.int64)
             tstamp = np.full(nseg * size, -1, np.int64)
             stamp[:] = -1
-        bad = False
-        p0 = a
-        while p0 < b:
-            t = step[p0]
-            if t > best_t:
-                break
-            p1 = _step_end(step, p0, b)
-            group += 1
-            j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of)
-            kval, key_row, kdup, nkeys, j_cf, cf_key = _step_copies(
-                p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, size, C, kval, key_row, kdup, table, tstamp, group)
-            kval, key_row, kdup, nkeys, j_dup, x_dup, ndup, dups = _step_reductions(
-                p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, kval, key_row, kdup, table, tstamp, group, nkeys,
-                detail, dups)
-            j = min(j_nh, j_cf, j_dup)
-            if j != NONE:
-                bad = True
-                kind = NOT_HELD if j == j_nh else CONFLICT if j == j_cf else DOUBLE
-                x = x_nh if kind == NOT_HELD else x_dup if kind == DOUBLE else _position_of(index, p0, p1, j)
-                if (t, j) < (best_t, best_i):
-                    best_t, best_i, best_x, best_c, best_kind = t, j, x, c, kind
-                if detail:
-                    node = cf_key % size
-                    dups = dups[:ndup]
-                    mask = _not_held_mask(C, src[x], lo, hi, x, pts, nseg, seg_of)
-                break
-            for k in range(nkeys):
-                C[key_row[k], :] = kval[k, :]
-            p0 = p1
+        if nseg > dups.shape[0]:
+            dups = np.zeros((nseg, W), np.uint64)
+        t, j, x, kind, cf_key, nd, group = _combining_chunk(
+            a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_of, pre, rank_of, C, stamp, kval, key_row, kdup,
+            table, tstamp, dups, group, best_t, detail)
+        bad = j != NONE
+        if bad:
+            if (t, j) < (best_t, best_i):
+                best_t, best_i, best_x, best_c, best_kind = t, j, x, c, kind
+            if detail:
+                node, ndup = cf_key % size, nd
+                mask = _not_held_mask(C, src[x], lo, hi, x, pts, nseg, seg_of)
         if bad or best_i != NONE or post_c >= 0:
             continue
         v, first = _first_unreduced(C, stamp, pre, post, c, nseg, rank_of, full)
@@ -670,4 +683,4 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
                 have[0, :] = C[v * nseg + first, :]
     _unmark(seg_of, pts, marked)
     return (best_t, best_i, best_x, best_c, best_kind, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask, node,
-            dups, have[0])
+            dups[:ndup].copy(), have[0])
