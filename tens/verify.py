@@ -296,14 +296,26 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
 
 
 def _chunk_major(s: Schedule, off: int, nc: int, whole: bool):
-    """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside
-    (:func:`collsynth.tens.verify_kernels.chunk_major`): one counting sort on (chunk, step)
-    when that key is small, else a step order first."""
-    if len(s) and s.step.min() >= 0 and nc * (s.num_steps + 1) <= 2 * len(s) + (1 << 20):
-        return kern.chunk_step_major(s.chunk, off, nc, s.step, s.num_steps, s.src, s.dst, s.lo, s.hi, s.op, whole)
-    in_order = bool((s.step[1:] >= s.step[:-1]).all())
-    order = np.zeros(0, np.int32) if in_order else step_order(s.step)[0]
-    return kern.chunk_major(order, s.chunk, off, nc, s.src, s.dst, s.step, s.lo, s.hi, s.op, whole)
+    """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside:
+    ``(starts, index, src, dst, step, lo, hi, op)`` (:func:`collsynth.tens.verify_kernels.chunk_major`;
+    ``lo``/``hi`` empty when ``whole``). One counting sort on (chunk, step) when that key is
+    small, else on chunks over a step order. The columns are allocated by numpy, which asks
+    for transparent huge pages on large arrays: a quarter of the time of the scatter went to
+    faulting in the pages of the runtime's own allocations."""
+    T = s.num_steps
+    keyed = len(s) > 0 and s.step.min() >= 0 and nc * (T + 1) <= 2 * len(s) + (1 << 20)
+    K = T + 1 if keyed else 1
+    if keyed or bool((s.step[1:] >= s.step[:-1]).all()):
+        order = np.zeros(0, np.int32)
+    else:
+        order = step_order(s.step)[0]
+    fill = kern.chunk_buckets(s.chunk, off, nc, s.step, K)
+    m = int(fill[-1])
+    starts = fill[::K].copy()
+    cols = (np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int64),
+            np.empty(0 if whole else m, np.int64), np.empty(0 if whole else m, np.int64), np.empty(m, np.int8))
+    kern.chunk_major(order, s.chunk, off, nc, s.step, K, s.src, s.dst, s.lo, s.hi, s.op, whole, fill, *cols)
+    return (starts, *cols)
 
 
 def _missing_piece(s: Schedule, cm, x: int, t: int, pts: np.ndarray, mask: np.ndarray, what: str, part: str) -> str:

@@ -106,71 +106,40 @@ def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr):
 
 
 @njit(cache=True, nogil=True)
-def chunk_major(order, chunk, off, num_chunks, src, dst, step, lo, hi, op, whole):
-    """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk, in the order
-    ``order`` inside each chunk (sends in stable step order: so by step, then schedule index),
-    one counting-sort scatter: ``(starts, index, src, dst, step, lo, hi, op)`` (``lo``/``hi``
-    empty when ``whole``)."""
-    starts = np.zeros(num_chunks + 1, np.int64)
-    for i in range(len(chunk)):
-        c = chunk[i] - off
-        if 0 <= c < num_chunks:
-            starts[c + 1] += 1
-    for c in range(num_chunks):
-        starts[c + 1] += starts[c]
-    m = starts[-1]
-    fill = starts[:-1].copy()
-    index = np.empty(m, np.int32)
-    s2, d2 = np.empty(m, np.int32), np.empty(m, np.int32)
-    t2 = np.empty(m, np.int64)
-    lo2 = np.empty(0 if whole else m, np.int64)
-    hi2 = np.empty(0 if whole else m, np.int64)
-    op2 = np.empty(m, np.int8)
-    for y in range(len(chunk)):
-        i = order[y] if len(order) else y
-        c = chunk[i] - off
-        if 0 <= c < num_chunks:
-            x = fill[c]
-            fill[c] += 1
-            index[x], s2[x], d2[x], t2[x], op2[x] = i, src[i], dst[i], step[i], op[i]
-            if not whole:
-                lo2[x], hi2[x] = lo[i], hi[i]
-    return starts, index, s2, d2, t2, lo2, hi2, op2
-
-
-@njit(cache=True, nogil=True)
-def chunk_step_major(chunk, off, num_chunks, step, num_steps, src, dst, lo, hi, op, whole):
-    """:func:`chunk_major` by one stable counting sort on the key ``(chunk, step)`` (steps
-    ``0 .. num_steps``; ties in schedule order): the schedule is read in its own order, not
-    through a step order, and the sends of a chunk land in step order at once."""
-    K = num_steps + 1
+def chunk_buckets(chunk, off, num_chunks, step, K):
+    """Where each bucket of a stable counting sort of the sends of chunks ``off .. off +
+    num_chunks - 1`` starts: bucket ``c * K + t`` holds chunk ``off + c``'s sends in step ``t``
+    (``K`` > 1: steps ``0 .. K - 1``) or, with ``K == 1``, all of them. ``num_chunks * K + 1``
+    entries, the last the number of sends."""
     fill = np.zeros(num_chunks * K + 1, np.int64)
     for i in range(len(chunk)):
         c = chunk[i] - off
         if 0 <= c < num_chunks:
-            fill[c * K + step[i] + 1] += 1
+            fill[c * K + (step[i] if K > 1 else 0) + 1] += 1
     for k in range(num_chunks * K):
         fill[k + 1] += fill[k]
-    starts = np.empty(num_chunks + 1, np.int64)
-    for c in range(num_chunks + 1):
-        starts[c] = fill[c * K]
-    m = starts[-1]
-    index = np.empty(m, np.int32)
-    s2, d2 = np.empty(m, np.int32), np.empty(m, np.int32)
-    t2 = np.empty(m, np.int64)
-    lo2 = np.empty(0 if whole else m, np.int64)
-    hi2 = np.empty(0 if whole else m, np.int64)
-    op2 = np.empty(m, np.int8)
-    for i in range(len(chunk)):
+    return fill
+
+
+@njit(cache=True, nogil=True)
+def chunk_major(order, chunk, off, num_chunks, step, K, src, dst, lo, hi, op, whole, fill, index, s2, d2, t2, lo2,
+                hi2, op2):
+    """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk, by step then
+    schedule index inside, scattered into ``index, s2, d2, t2, lo2, hi2, op2`` (``lo2``/``hi2``
+    unused when ``whole``) by the buckets ``fill`` of :func:`chunk_buckets` (advanced as they
+    fill). With ``K`` > 1 the buckets are (chunk, step) and the schedule is read in its own
+    order (``order`` empty); with ``K == 1`` they are chunks, read in the stable step order
+    ``order`` (empty: the schedule is in step order)."""
+    for y in range(len(chunk)):
+        i = order[y] if len(order) else y
         c = chunk[i] - off
         if 0 <= c < num_chunks:
-            key = c * K + step[i]
+            key = c * K + (step[i] if K > 1 else 0)
             x = fill[key]
             fill[key] = x + 1
             index[x], s2[x], d2[x], t2[x], op2[x] = i, src[i], dst[i], step[i], op[i]
             if not whole:
                 lo2[x], hi2[x] = lo[i], hi[i]
-    return starts, index, s2, d2, t2, lo2, hi2, op2
 
 
 @njit(cache=True, nogil=True)
