@@ -633,6 +633,23 @@ def test_verdict_and_message_match_the_vectorised_reference(case):
     assert fields(verify(sched, instance)) == fields(reference_vectorised.verify(sched, instance))
 
 
+@given(case=random_cases(), sparse=st.booleans())
+def test_large_denominators_and_sparse_steps_take_the_general_paths(case, sparse):
+    """Pieces over a denominator beyond the verifier's breakpoint table (located by search, not
+    looked up) and, with ``sparse``, step numbers too far apart for its counting sort on
+    (chunk, step) (a step order first) give the plain reference's verdict and the former
+    verifier's exact violation."""
+    from dataclasses import replace
+
+    sched, instance = case
+    k = 2_000_003 if sparse else 1
+    scaled = replace(sched.with_denom(sched.denom << 21), step=sched.step * k)
+    v = verify(scaled, instance)
+    ref = reference_verify(sched, instance)
+    assert (None if v is None else (v.index, v.step)) == (None if ref is None else (ref[0], ref[1] * k)), str(v)
+    assert fields(v) == fields(reference_vectorised.verify(scaled, instance))
+
+
 def fields(v) -> tuple | None:
     """A violation's fields (the reference has its own Violation class)."""
     return None if v is None else (v.index, v.send, v.step, v.reason)
