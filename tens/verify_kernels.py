@@ -385,10 +385,10 @@ def _init_sets(C, stamp, pre, c, v, nseg, rank_of):
 
 @njit(cache=True, nogil=True)
 def _empty(C, row):
-    for w in range(C.shape[1]):
-        if C[row, w] != 0:
-            return False
-    return True
+    acc = np.uint64(0)
+    for w in range(C.shape[1]):  # no early exit: the loop vectorises
+        acc |= C[row, w]
+    return acc == 0
 
 
 @njit(cache=True, nogil=True)
@@ -404,18 +404,18 @@ def _key(table, tstamp, group, key_row, nkeys, row):
 
 @njit(cache=True, nogil=True)
 def _differs(A, i, B, j):
+    acc = np.uint64(0)
     for w in range(A.shape[1]):
-        if A[i, w] != B[j, w]:
-            return True
-    return False
+        acc |= A[i, w] ^ B[j, w]
+    return acc != 0
 
 
 @njit(cache=True, nogil=True)
 def _overlaps(A, i, B, j):
+    acc = np.uint64(0)
     for w in range(A.shape[1]):
-        if A[i, w] & B[j, w] != 0:
-            return True
-    return False
+        acc |= A[i, w] & B[j, w]
+    return acc != 0
 
 
 @njit(cache=True, nogil=True)
