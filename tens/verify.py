@@ -224,7 +224,7 @@ def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
                                    link_dst, routed)
     if routed:
         adj_ptr, nbr = adjacency(topo)
-        far = kern.first_unreachable(s.src, s.dst, n if i < 0 else i, row_ptr, link_dst, adj_ptr, nbr)
+        far = kern.first_unreachable(s.src, s.dst, n if i < 0 else i, row_ptr, link_dst, adj_ptr, nbr, alive)
         if far >= 0:
             i, code = far, 7
     if i < 0:
@@ -259,19 +259,16 @@ def _switch_mask(topo: Topology) -> np.ndarray:
 def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``."""
     nc = coll.num_chunks
-    part = (s.chunk >= off) & (s.chunk < off + nc)
     if coll.combining and switch.any():
+        part = (s.chunk >= off) & (s.chunk < off + nc)
         touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
         if len(touch):
             return _at(s, touch[0], f"a {coll.kind} relayed through a switch node: switch relays of combining "
                                     "collectives are not verified (unwind the switches)")
-    if not coll.combining:
-        reduces = np.flatnonzero(part & (s.op == OP_REDUCE))
-        if len(reduces):
-            return _at(s, reduces[0], f"a reduce send in a {coll.kind}, which does not combine")
-    del part
-    whole = bool(((s.lo == 0) & (s.hi == s.denom)).all())
-    cm = _chunk_major(s, off, nc, whole)
+    first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
+    if not coll.combining and first_reduce >= 0:
+        return _at(s, first_reduce, f"a reduce send in a {coll.kind}, which does not combine")
+    cm = _chunk_major(s, off, nc, bool(whole), int(smin), int(smax), coll.combining)
     starts, index, src, dst, step, lo, hi, op = cm
     seg_of = np.full(0 if whole or s.denom > SEGMENT_TABLE else s.denom + 1, -1, np.int32)
     pre, post = coll.precondition, coll.postcondition
@@ -279,7 +276,6 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
         ranks = np.asarray(coll.nodes, dtype=np.int64)
         rank_of = np.full(pre.shape[1], -1, dtype=np.int64)
         rank_of[ranks] = np.arange(len(ranks))
-        op = np.where(op == OP_COPY, OP_COPY, OP_REDUCE).astype(np.int8)
         run = lambda c0, c1, detail: kern.simulate_combining(  # noqa: E731
             starts, index, src, dst, step, lo, hi, op, s.denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
     else:
@@ -295,15 +291,15 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
     return _copy_message(s, off, cm, detail)
 
 
-def _chunk_major(s: Schedule, off: int, nc: int, whole: bool):
+def _chunk_major(s: Schedule, off: int, nc: int, whole: bool, smin: int, T: int, combining: bool):
     """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside:
     ``(starts, index, src, dst, step, lo, hi, op)`` (:func:`collsynth.tens.verify_kernels.chunk_major`;
-    ``lo``/``hi`` empty when ``whole``). One counting sort on (chunk, step) when that key is
+    ``lo``/``hi`` empty when ``whole``; steps ``smin .. T``; ``combining``: ops other than copies
+    written as reductions). One counting sort on (chunk, step) when that key is
     small, else on chunks over a step order. The columns are allocated by numpy, which asks
     for transparent huge pages on large arrays: a quarter of the time of the scatter went to
     faulting in the pages of the runtime's own allocations."""
-    T = s.num_steps
-    keyed = len(s) > 0 and s.step.min() >= 0 and nc * (T + 1) <= 2 * len(s) + (1 << 20)
+    keyed = len(s) > 0 and smin >= 0 and nc * (T + 1) <= 2 * len(s) + (1 << 20)
     K = T + 1 if keyed else 1
     if keyed or bool((s.step[1:] >= s.step[:-1]).all()):
         order = np.zeros(0, np.int32)
@@ -314,7 +310,7 @@ def _chunk_major(s: Schedule, off: int, nc: int, whole: bool):
     starts = fill[::K].copy()
     cols = (np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int64),
             np.empty(0 if whole else m, np.int64), np.empty(0 if whole else m, np.int64), np.empty(m, np.int8))
-    kern.chunk_major(order, s.chunk, off, nc, s.step, K, s.src, s.dst, s.lo, s.hi, s.op, whole, fill, *cols)
+    kern.chunk_major(order, s.chunk, off, nc, s.step, K, s.src, s.dst, s.lo, s.hi, s.op, whole, combining, fill, *cols)
     return (starts, *cols)
 
 

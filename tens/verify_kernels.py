@@ -63,11 +63,14 @@ def first_malformed(step, chunk, lo, hi, op, src, dst, denom, total, alive, row_
 
 
 @njit(cache=True, nogil=True)
-def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr):
+def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr, alive):
     """Smallest index ``< limit`` of a send whose destination its source cannot reach through
-    live links (-1 if none); sends are assumed to pass the checks before it. One breadth-first
-    search per source that has a send off the links."""
+    live links (-1 if none); sends are assumed to pass the checks before it (their nodes are
+    ``alive``). None when the live nodes are strongly connected, else one breadth-first search
+    per source that has a send off the links."""
     size = len(adj_ptr) - 1
+    if _strongly_connected(alive, adj_ptr, nbr):
+        return -1
     count = np.zeros(size + 1, np.int64)
     for i in range(limit):
         if _find_link(src[i], dst[i], row_ptr, link_dst) < 0:
@@ -106,6 +109,74 @@ def first_unreachable(src, dst, limit, row_ptr, link_dst, adj_ptr, nbr):
 
 
 @njit(cache=True, nogil=True)
+def _reached(root, adj_ptr, nbr, seen):
+    """Breadth-first search from ``root``: marks ``seen`` and returns the number reached."""
+    queue = np.empty(len(seen), np.int64)
+    queue[0] = root
+    seen[root] = True
+    head, tail = 0, 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for e in range(adj_ptr[v], adj_ptr[v + 1]):
+            w = nbr[e]
+            if not seen[w]:
+                seen[w] = True
+                queue[tail] = w
+                tail += 1
+    return tail
+
+
+@njit(cache=True, nogil=True)
+def _strongly_connected(alive, adj_ptr, nbr):
+    """Whether every ``alive`` node reaches every other through the adjacency ``adj_ptr``/``nbr``:
+    the first one reaches them all and they all reach it (a search on the reversed arcs)."""
+    size = len(adj_ptr) - 1
+    root = -1
+    for v in range(size):
+        if alive[v]:
+            root = v
+            break
+    if root < 0:
+        return True
+    rev_ptr = np.zeros(size + 1, np.int64)
+    for e in range(len(nbr)):
+        rev_ptr[nbr[e] + 1] += 1
+    for v in range(size):
+        rev_ptr[v + 1] += rev_ptr[v]
+    fill = rev_ptr[:-1].copy()
+    rev = np.empty(len(nbr), np.int64)
+    for v in range(size):
+        for e in range(adj_ptr[v], adj_ptr[v + 1]):
+            rev[fill[nbr[e]]] = v
+            fill[nbr[e]] += 1
+    for ptr, arcs in ((adj_ptr, nbr.astype(np.int64)), (rev_ptr, rev)):
+        seen = np.zeros(size, np.bool_)
+        _reached(root, ptr, arcs, seen)
+        for v in range(size):
+            if alive[v] and not seen[v]:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def send_summary(chunk, off, num_chunks, op, lo, hi, denom, step):
+    """One pass over the sends: the first send of chunks ``off .. off + num_chunks - 1`` that
+    is a reduction (-1 if none), whether every piece is the whole chunk, and the smallest and
+    largest step (0, 0 for no sends)."""
+    first_reduce, whole = -1, True
+    smin, smax = (step[0], step[0]) if len(step) else (0, 0)
+    for i in range(len(chunk)):
+        c = chunk[i] - off
+        if first_reduce < 0 and 0 <= c < num_chunks and op[i] == 2:
+            first_reduce = i
+        if lo[i] != 0 or hi[i] != denom:
+            whole = False
+        smin, smax = min(smin, step[i]), max(smax, step[i])
+    return first_reduce, whole, smin, smax
+
+
+@njit(cache=True, nogil=True)
 def chunk_buckets(chunk, off, num_chunks, step, K):
     """Where each bucket of a stable counting sort of the sends of chunks ``off .. off +
     num_chunks - 1`` starts: bucket ``c * K + t`` holds chunk ``off + c``'s sends in step ``t``
@@ -122,14 +193,15 @@ def chunk_buckets(chunk, off, num_chunks, step, K):
 
 
 @njit(cache=True, nogil=True)
-def chunk_major(order, chunk, off, num_chunks, step, K, src, dst, lo, hi, op, whole, fill, index, s2, d2, t2, lo2,
-                hi2, op2):
+def chunk_major(order, chunk, off, num_chunks, step, K, src, dst, lo, hi, op, whole, combining, fill, index, s2, d2,
+                t2, lo2, hi2, op2):
     """The sends of chunks ``off .. off + num_chunks - 1`` grouped by chunk, by step then
     schedule index inside, scattered into ``index, s2, d2, t2, lo2, hi2, op2`` (``lo2``/``hi2``
     unused when ``whole``) by the buckets ``fill`` of :func:`chunk_buckets` (advanced as they
     fill). With ``K`` > 1 the buckets are (chunk, step) and the schedule is read in its own
     order (``order`` empty); with ``K == 1`` they are chunks, read in the stable step order
-    ``order`` (empty: the schedule is in step order)."""
+    ``order`` (empty: the schedule is in step order). ``combining``: every op other than a copy
+    (1) is written as a reduction (2)."""
     for y in range(len(chunk)):
         i = order[y] if len(order) else y
         c = chunk[i] - off
@@ -137,7 +209,8 @@ def chunk_major(order, chunk, off, num_chunks, step, K, src, dst, lo, hi, op, wh
             key = c * K + (step[i] if K > 1 else 0)
             x = fill[key]
             fill[key] = x + 1
-            index[x], s2[x], d2[x], t2[x], op2[x] = i, src[i], dst[i], step[i], op[i]
+            index[x], s2[x], d2[x], t2[x] = i, src[i], dst[i], step[i]
+            op2[x] = (1 if op[i] == 1 else 2) if combining else op[i]
             if not whole:
                 lo2[x], hi2[x] = lo[i], hi[i]
 

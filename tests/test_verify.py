@@ -26,7 +26,7 @@ from collsynth.tens.schedule import (
     relabel,
     reverse,
 )
-from collsynth.tens.verify import VerificationError, Violation, check, verify
+from collsynth.tens.verify import VerificationError, Violation, check, malformed, verify
 import reference_verify as reference_vectorised
 
 F = Fraction
@@ -308,6 +308,30 @@ def test_malformed_sends_are_violations():
     # a reduce send in a combining collective is fine, a copy too
     rs = inst(topo.transpose(), "reduce_scatter")
     assert verify(from_arrays("reduce_scatter", n, n, chunk=[0], src=[1], dst=[0], step=[1], op=[S.OP_COPY]), rs).index is None
+
+
+def test_routed_sends_need_a_live_path():
+    """Routed sends are legal between any two live nodes joined by a directed path of live
+    links, whether or not the topology is strongly connected: on the one-way line 0 -> 1 -> 2
+    (with 1 -> 0 back) 0 reaches 2 but 2 reaches nobody; failing 1 -> 2 on the ring 0 -> 1 ->
+    2 -> 0 leaves 2 -> 0 -> 1 but nothing out of 1 (hand-checked paths; the former verifier
+    reports the same violations)."""
+    line = from_edges(3, [(0, 1), (1, 2), (1, 0)], bandwidth=1.0, alpha=0.0)
+    ring3 = from_edges(3, [(0, 1), (1, 2), (2, 0)], bandwidth=1.0, alpha=0.0)
+    cut = ring3.with_failures(links=[(1, 2)])
+    cases = [(line, [(0, 2, 1)], None), (line, [(0, 2, 1), (1, 0, 1), (2, 1, 2)], 2),
+             (line, [(1, 0, 1), (2, 0, 1)], 1), (ring3, [(0, 2, 1), (2, 1, 2)], None),
+             (cut, [(0, 1, 1), (1, 0, 2)], 1), (cut, [(2, 1, 1)], None), (cut, [(1, 2, 1)], 0)]
+    for topo, sends, bad in cases:
+        i = Instance("paths", topo, (make("broadcast", topo.npus, 3, root=sends[0][0]),))  # not checked connected
+        sched = from_arrays("broadcast", 3, 1, chunk=[0] * len(sends), src=[u for u, _, _ in sends],
+                            dst=[v for _, v, _ in sends], step=[t for _, _, t in sends], routing="shortest-path")
+        v = malformed(sched, i)
+        assert (None if v is None else v.index) == bad, str(v)
+        if bad is not None:
+            u, w, _ = sends[bad]
+            assert v.reason == f"no live path {u}->{w}"
+            assert fields(verify(sched, i)) == fields(reference_vectorised.verify(sched, i))
 
 
 def test_duplicate_within_one_step_and_conflicting_copies():
