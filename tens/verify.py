@@ -268,50 +268,104 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
     first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
     if not coll.combining and first_reduce >= 0:
         return _at(s, first_reduce, f"a reduce send in a {coll.kind}, which does not combine")
-    cm = _chunk_major(s, off, nc, bool(whole), int(smin), int(smax), coll.combining)
+    units = _units(s, bool(whole), int(smin), int(smax))
+    cm = _chunk_major(s, off, nc, units, bool(whole), coll.combining)
     starts, index, src, dst, step, lo, hi, op = cm
-    seg_of = np.full(0 if whole or s.denom > SEGMENT_TABLE else s.denom + 1, -1, np.int32)
+    denom = units.denom
+    seg_of = np.full(0 if whole or denom > SEGMENT_TABLE else denom + 1, -1, np.int32)
     pre, post = coll.precondition, coll.postcondition
     if coll.combining:
         ranks = np.asarray(coll.nodes, dtype=np.int64)
         rank_of = np.full(pre.shape[1], -1, dtype=np.int64)
         rank_of[ranks] = np.arange(len(ranks))
         run = lambda c0, c1, detail: kern.simulate_combining(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, op, s.denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, op, denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
     else:
         run = lambda c0, c1, detail: kern.simulate_copy(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, s.denom, seg_of, pre, post, switch, c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, switch, c0, c1, detail)
     res = run(0, nc, False)
     i, c, post_c = int(res[1]), int(res[3]), int(res[5 if coll.combining else 4])
     if i == kern.NONE and post_c < 0:
         return None
     detail = run(c, c + 1, True) if i != kern.NONE else run(post_c, post_c + 1, True)
+    cm, detail = units.in_schedule_units(cm, detail, 8 if coll.combining else 7)
     if coll.combining:
         return _combining_message(s, coll, off, cm, detail)
     return _copy_message(s, off, cm, detail)
 
 
-def _chunk_major(s: Schedule, off: int, nc: int, whole: bool, smin: int, T: int, combining: bool):
+@dataclass(frozen=True)
+class _Units:
+    """The steps and piece bounds the simulation works in: the schedule's own (``None``), or
+    their ranks among the schedule's distinct values (``steps``: those values; ``bounds``: the
+    distinct bounds with 0 and the denominator, ``denom`` then the denominator's rank) when
+    they do not fit the 32 bits of :func:`_chunk_major`'s rows. Ranks keep every comparison the
+    simulation makes; messages print the values."""
+
+    step: np.ndarray
+    smin: int
+    smax: int
+    lo: np.ndarray
+    hi: np.ndarray
+    denom: int
+    steps: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+
+    def in_schedule_units(self, cm, detail, pts_at: int):
+        """The chunk-major columns and a simulation's ``detail`` (step first, breakpoints at
+        ``pts_at``) with steps and bounds in the schedule's units."""
+        if self.steps is None and self.bounds is None:
+            return cm, detail
+        starts, index, src, dst, step, lo, hi, op = cm
+        detail = list(detail)
+        if self.steps is not None:
+            step = self.steps[step]
+            if detail[0] != kern.NONE:
+                detail[0] = int(self.steps[detail[0]])
+        if self.bounds is not None:
+            lo, hi = self.bounds[lo], self.bounds[hi]
+            detail[pts_at] = self.bounds[detail[pts_at]]
+        return (starts, index, src, dst, step, lo, hi, op), tuple(detail)
+
+
+INT32 = np.iinfo(np.int32)
+
+
+def _units(s: Schedule, whole: bool, smin: int, smax: int) -> _Units:
+    """The steps and piece bounds to simulate in (:class:`_Units`)."""
+    step, lo, hi, denom, steps, bounds = s.step, s.lo, s.hi, s.denom, None, None
+    if smin < INT32.min or smax > INT32.max:
+        steps, step = np.unique(s.step, return_inverse=True)
+        smin, smax = 0, len(steps) - 1
+    if not whole and denom > INT32.max:
+        bounds, inverse = np.unique(np.concatenate([s.lo, s.hi, [0, denom]]), return_inverse=True)
+        lo, hi, denom = inverse[:len(s)], inverse[len(s):2 * len(s)], len(bounds) - 1
+    return _Units(step, smin, smax, lo, hi, denom, steps, bounds)
+
+
+def _chunk_major(s: Schedule, off: int, nc: int, units: _Units, whole: bool, combining: bool):
     """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside:
-    ``(starts, index, src, dst, step, lo, hi, op)`` (:func:`collsynth.tens.verify_kernels.chunk_major`;
-    ``lo``/``hi`` empty when ``whole``; steps ``smin .. T``; ``combining``: ops other than copies
-    written as reductions). One counting sort on (chunk, step) when that key is
-    small, else on chunks over a step order. The columns are allocated by numpy, which asks
-    for transparent huge pages on large arrays: a quarter of the time of the scatter went to
-    faulting in the pages of the runtime's own allocations."""
+    ``(starts, index, src, dst, step, lo, hi, op)``, views of the int32 rows
+    :func:`collsynth.tens.verify_kernels.chunk_major` fills (steps and bounds in ``units``;
+    ``lo``/``hi`` empty when ``whole``; ``combining``: ops other than copies written as
+    reductions). One counting sort on (chunk, step) when that key is small, else on chunks
+    over a step order. The rows are allocated by numpy, which asks for transparent huge pages
+    on large arrays (a quarter of the time of the scatter went to faulting in the pages of the
+    runtime's own allocations)."""
+    step, smin, T = units.step, units.smin, units.smax
     keyed = len(s) > 0 and smin >= 0 and nc * (T + 1) <= 2 * len(s) + (1 << 20)
     K = T + 1 if keyed else 1
-    if keyed or bool((s.step[1:] >= s.step[:-1]).all()):
+    if keyed or bool((step[1:] >= step[:-1]).all()):
         order = np.zeros(0, np.int32)
     else:
-        order = step_order(s.step)[0]
-    fill = kern.chunk_buckets(s.chunk, off, nc, s.step, K)
-    m = int(fill[-1])
-    starts = fill[::K].copy()
-    cols = (np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int64),
-            np.empty(0 if whole else m, np.int64), np.empty(0 if whole else m, np.int64), np.empty(m, np.int8))
-    kern.chunk_major(order, s.chunk, off, nc, s.step, K, s.src, s.dst, s.lo, s.hi, s.op, whole, combining, fill, *cols)
-    return (starts, *cols)
+        order = step_order(step)[0]
+    fill = kern.chunk_buckets(s.chunk, off, nc, step, K)
+    m, starts = int(fill[-1]), fill[::K].copy()
+    rec = np.empty((m, 8), np.int32)
+    kern.chunk_major(order, s.chunk, off, nc, step, K, s.src, s.dst, units.lo, units.hi, s.op, whole, combining, fill,
+                     rec)
+    pieces = rec[:0] if whole else rec
+    return starts, rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], pieces[:, 4], pieces[:, 5], rec[:, 6]
 
 
 def _missing_piece(s: Schedule, cm, x: int, t: int, pts: np.ndarray, mask: np.ndarray, what: str, part: str) -> str:

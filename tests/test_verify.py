@@ -657,17 +657,17 @@ def test_verdict_and_message_match_the_vectorised_reference(case):
     assert fields(verify(sched, instance)) == fields(reference_vectorised.verify(sched, instance))
 
 
-@given(case=random_cases(), sparse=st.booleans())
-def test_large_denominators_and_sparse_steps_take_the_general_paths(case, sparse):
+@given(case=random_cases(), shift=st.sampled_from([21, 33]), k=st.sampled_from([1, 2_000_003, 3_000_000_019]))
+def test_large_denominators_and_sparse_steps_take_the_general_paths(case, shift, k):
     """Pieces over a denominator beyond the verifier's breakpoint table (located by search, not
-    looked up) and, with ``sparse``, step numbers too far apart for its counting sort on
-    (chunk, step) (a step order first) give the plain reference's verdict and the former
-    verifier's exact violation."""
+    looked up) or beyond 32 bits (simulated on the ranks of the bounds), and step numbers ``k``
+    times apart (``k > 1``: too far apart for its counting sort on (chunk, step), a step order
+    first; beyond 32 bits: simulated on their ranks) give the plain reference's verdict and the
+    former verifier's exact violation."""
     from dataclasses import replace
 
     sched, instance = case
-    k = 2_000_003 if sparse else 1
-    scaled = replace(sched.with_denom(sched.denom << 21), step=sched.step * k)
+    scaled = replace(sched.with_denom(sched.denom << shift), step=sched.step * k)
     v = verify(scaled, instance)
     ref = reference_verify(sched, instance)
     assert (None if v is None else (v.index, v.step)) == (None if ref is None else (ref[0], ref[1] * k)), str(v)
