@@ -296,11 +296,12 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
 
 @dataclass(frozen=True)
 class _Units:
-    """The steps and piece bounds the simulation works in: the schedule's own (``None``), or
-    their ranks among the schedule's distinct values (``steps``: those values; ``bounds``: the
-    distinct bounds with 0 and the denominator, ``denom`` then the denominator's rank) when
-    they do not fit the 32 bits of :func:`_chunk_major`'s rows. Ranks keep every comparison the
-    simulation makes; messages print the values."""
+    """The steps (``step``, from ``smin`` to ``smax``) and piece bounds (``lo``, ``hi`` over
+    ``denom``) the simulation works in: the schedule's own, or, where they do not fit the 32
+    bits of :func:`_chunk_major`'s rows, their ranks among the schedule's distinct values
+    (``steps``: the distinct steps; ``bounds``: the distinct bounds with 0 and the
+    denominator, whose rank ``denom`` then is; ``None`` when not ranked). Ranks keep every
+    comparison the simulation makes; messages print the values."""
 
     step: np.ndarray
     smin: int
