@@ -25,7 +25,7 @@ NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order
 # compiled without the runtime's reference counting (numba's ``_nrt=False`` target option, as
 # the event model's loop in :mod:`collsynth.tens.cost_kernels`), which otherwise costs an
 # atomic increment and decrement per array an inlined function receives, per send (measured:
-# four fifths of the copy loop on a 50x50 torus allgather, three quarters of the combining one on
+# four fifths of the copy loop on a 50x50 torus allgather, two thirds of the combining one on
 # a 32x32 torus allreduce). A function they call inherits the option.
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
 
