@@ -103,7 +103,16 @@ def _mix(key):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True, nogil=True)
+# The TEN loop and the table operations it calls borrow the arrays that ten_timesteps owns and
+# allocate nothing: they are compiled without numba's reference counting (``_nrt=False``, as
+# the event loop below), which otherwise costs an atomic increment and decrement of the count of
+# every array passed to a call (the three table arrays on every page looked up). The table grows
+# outside that loop: the loop stops before a hop whose pages have no cells, ten_timesteps grows
+# the table (:func:`_grown`, with the runtime) and the loop resumes at that hop.
+_lean = njit(cache=True, nogil=True, _nrt=False)
+
+
+@_lean
 def _find(keys, key):
     """Cell of page ``key``: itself in a dense table (``keys`` empty), else its index in the
     hash table or of the empty cell where it would go."""
@@ -116,7 +125,7 @@ def _find(keys, key):
     return h
 
 
-@njit(cache=True, nogil=True)
+@_lean
 def _absent(keys, masks, h):
     """Cell ``h`` holds no page yet (a dense table's cells past its end, an empty hash cell)."""
     if len(keys) == 0:
@@ -140,7 +149,7 @@ def _rehash(keys, masks, skips, cap):
     return k2, m2, s2
 
 
-@njit(cache=True, nogil=True)
+@_lean
 def _first_free(keys, masks, skips, slots, slot, t):
     """Smallest free timestep ``>= t`` of one slot."""
     page = t >> 6
@@ -165,7 +174,7 @@ def _first_free(keys, masks, skips, slots, slot, t):
         bit = 0
 
 
-@njit(cache=True, nogil=True)
+@_lean
 def _first_busy(keys, masks, slots, slot, a, b):
     """First busy timestep in ``[a, b)`` of one slot, -1 if all are free."""
     while a < b:
@@ -183,7 +192,7 @@ def _first_busy(keys, masks, slots, slot, a, b):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@_lean
 def _place(keys, masks, skips, slots, slot, t, k):
     """First start ``>= t`` with timesteps ``start .. start + k - 1`` all free on one slot."""
     while True:
@@ -196,13 +205,26 @@ def _place(keys, masks, skips, slots, slot, t, k):
         t = busy
 
 
-@njit(cache=True, nogil=True)
-def _room_for(keys, masks, skips, fill, key, dense_cells):
-    """The table with a cell for page ``key``: a dense table grows (doubling) while it stays
-    within ``dense_cells`` cells, else becomes a hash table; a hash table doubles at half full."""
+@_lean
+def _missing(keys, masks, fill, slots, slot, t, k):
+    """0 when the table has a cell for every page of timesteps ``t .. t + k - 1`` of one slot
+    (a hash table: and stays at most half full with them), else how many pages lack one."""
+    first, last = t >> 6, (t + k - 1) >> 6
     if len(keys) == 0:
-        if key < len(masks):
-            return keys, masks, skips
+        return 0 if last * slots + slot < len(masks) else last - first + 1
+    absent = 0
+    for page in range(first, last + 1):
+        if keys[_find(keys, page * slots + slot)] == -1:
+            absent += 1
+    return 0 if 2 * (fill[0] + absent) <= len(keys) else absent
+
+
+@njit(cache=True, nogil=True)
+def _grown(keys, masks, skips, fill, key, pages, dense_cells):
+    """The table with cells for ``pages`` new pages up to page ``key``: a dense table grows
+    (doubling, at least to ``key``) while it stays within ``dense_cells`` cells, else becomes a
+    hash table; a hash table doubles until it is at most half full with them."""
+    if len(keys) == 0:
         cap = max(2 * len(masks), key + 1)
         if cap <= dense_cells:
             m2 = np.zeros(cap, np.uint64)
@@ -216,17 +238,19 @@ def _room_for(keys, masks, skips, fill, key, dense_cells):
                 used += 1
         fill[0] = used
         cap = 1024
-        while cap < 4 * (used + 1):
+        while cap < 4 * (used + pages):
             cap *= 2
         return _rehash(keys, masks, skips, cap)
-    if 2 * (fill[0] + 1) > len(keys):
-        return _rehash(keys, masks, skips, 2 * len(keys))
-    return keys, masks, skips
+    cap = len(keys)
+    while 2 * (fill[0] + pages) > cap:
+        cap *= 2
+    return _rehash(keys, masks, skips, cap)
 
 
-@njit(cache=True, nogil=True)
-def _occupy(keys, masks, skips, fill, slots, slot, t, k, dense_cells):
-    """Mark ``t .. t + k - 1`` busy on one slot; returns the (possibly grown) table."""
+@_lean
+def _occupy(keys, masks, skips, fill, slots, slot, t, k):
+    """Mark ``t .. t + k - 1`` busy on one slot (the table has a cell for each page of them:
+    :func:`_missing`)."""
     a, b = t, t + k
     while a < b:
         page = a >> 6
@@ -234,19 +258,22 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k, dense_cells):
         end = min(64, bit + (b - a))
         key = page * slots + slot
         h = _find(keys, key)
-        if _absent(keys, masks, h):
-            keys, masks, skips = _room_for(keys, masks, skips, fill, key, dense_cells)
-            h = _find(keys, key)
-            if len(keys) > 0 and keys[h] == -1:
-                keys[h] = key
-                masks[h] = np.uint64(0)
-                fill[0] += 1
+        if len(keys) > 0 and keys[h] == -1:
+            keys[h] = key
+            masks[h] = np.uint64(0)
+            fill[0] += 1
         width = end - bit
         masks[h] |= (ALL >> np.uint64(64 - width)) << np.uint64(bit)
         if masks[h] == ALL:
             skips[h] = page + 1
         a = (page << 6) + end
-    return keys, masks, skips
+    return 0
+
+
+# Where the TEN loop stands (:func:`_ten_loop`): the step, send and hop (of its route) it works
+# on, the hop's ready timestep and the latency timesteps so far, the last arrival and its latency,
+# and, when it stopped for room, the pages the hop lacks and the key of its last page.
+TS_STEP, TS_SEND, TS_HOP, TS_T, TS_LAT, TS_LAST, TS_LAST_LAT, TS_PAGES, TS_KEY = range(9)
 
 
 @njit(cache=True, nogil=True)
@@ -265,36 +292,56 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     Returns the last arrival timestep and the latency timesteps of the hops of the send that
     arrives then.
     """
-    n = len(r)
-    slots = slot_ptr[-1]
-    arrival = np.zeros(n if exact else 0, np.int64)
-    step_arrival = np.zeros(0 if exact else 1, np.int64)
+    widest = 0
+    if not exact:
+        for s in range(len(bounds) - 1):
+            widest = max(widest, bounds[s + 1] - bounds[s])
+    arrival = np.zeros(len(r) if exact else 0, np.int64)
+    step_arrival = np.zeros(widest, np.int64)
     gmax = np.zeros(groups, np.int64)
     keys = np.zeros(0, np.int64)  # dense pages (page * slots + slot) while they fit in dense_cells
     masks = np.zeros(0, np.uint64)
     skips = np.zeros(0, np.int64)
     fill = np.zeros(1, np.int64)
+    state = np.zeros(9, np.int64)
+    while not _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, bounds, r, rptr, rlinks, chunk,
+                        lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay, latency, timestep, shrink,
+                        slot_ptr, exact, dptr, ditems, ga, g_in):
+        keys, masks, skips = _grown(keys, masks, skips, fill, state[TS_KEY], state[TS_PAGES], dense_cells)
+    return state[TS_LAST], state[TS_LAST_LAT]
+
+
+@_lean
+def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, bounds, r, rptr, rlinks, chunk, lo, hi,
+              denom, chunk_bytes, largest, alpha, per_link_bw, delay, latency, timestep, shrink, slot_ptr, exact, dptr,
+              ditems, ga, g_in):
+    """The loop of :func:`ten_timesteps` from where ``state`` stands (``TS_*``): True when
+    every send is placed, False when it stopped before occupying a hop's pages that the table
+    has no cells for (``state`` says where, and how many pages); nothing of that hop is marked
+    yet, so placing it again after the table grew finds the same start."""
+    slots = slot_ptr[-1]
     tol = 1e-12 * abs(largest)
-    last = 0
-    last_lat = 0
-    for s in range(len(bounds) - 1):
+    s, i, hop = state[TS_STEP], state[TS_SEND], state[TS_HOP]
+    last, last_lat = state[TS_LAST], state[TS_LAST_LAT]
+    while s < len(bounds) - 1:
         b0, b1 = bounds[s], bounds[s + 1]
-        if not exact and len(step_arrival) < b1 - b0:
-            step_arrival = np.zeros(2 * (b1 - b0), np.int64)
-        for i in range(b0, b1):
-            ready = 0
-            if exact:
-                for q in range(dptr[i], dptr[i + 1]):
-                    ready = max(ready, arrival[ditems[q]])
-            elif g_in[i] >= 0:
-                ready = gmax[g_in[i]]
-            t = ready + 1
+        while i < b1:
+            if hop == 0:
+                ready = 0
+                if exact:
+                    for q in range(dptr[i], dptr[i + 1]):
+                        ready = max(ready, arrival[ditems[q]])
+                elif g_in[i] >= 0:
+                    ready = gmax[g_in[i]]
+                t, lat = ready + 1, 0
+            else:
+                t, lat = state[TS_T], state[TS_LAT]
             nbytes = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
+            whole = abs(nbytes - largest) <= tol
             route = r[i]
-            lat = 0
-            for h in range(rptr[route], rptr[route + 1]):
+            for h in range(rptr[route] + hop, rptr[route + 1]):
                 link = rlinks[h]
-                if abs(nbytes - largest) <= tol:
+                if whole:
                     k = delay[link]
                 else:
                     k = max(1, np.int64(math.ceil((alpha[link] + nbytes / per_link_bw[link]) / timestep * shrink)))
@@ -304,19 +351,29 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
                     start = _place(keys, masks, skips, slots, slot, t, k)
                     if best < 0 or start < best:
                         best, best_slot = start, slot
-                keys, masks, skips = _occupy(keys, masks, skips, fill, slots, best_slot, best, k, dense_cells)
+                pages = _missing(keys, masks, fill, slots, best_slot, best, k)
+                if pages > 0:
+                    state[TS_STEP], state[TS_SEND], state[TS_HOP] = s, i, h - rptr[route]
+                    state[TS_T], state[TS_LAT], state[TS_LAST], state[TS_LAST_LAT] = t, lat, last, last_lat
+                    state[TS_PAGES], state[TS_KEY] = pages, ((best + k - 1) >> 6) * slots + best_slot
+                    return False
+                _occupy(keys, masks, skips, fill, slots, best_slot, best, k)
                 t = best + k + latency[link]
                 lat += latency[link]
+            hop = 0
             if exact:
                 arrival[i] = t - 1
             else:
                 step_arrival[i - b0] = t - 1
             if t - 1 > last:
                 last, last_lat = t - 1, lat
+            i += 1
         if not exact:  # this step's arrivals become visible to later steps
-            for i in range(b0, b1):
-                gmax[ga[i]] = max(gmax[ga[i]], step_arrival[i - b0])
-    return last, last_lat
+            for q in range(b0, b1):
+                gmax[ga[q]] = max(gmax[ga[q]], step_arrival[q - b0])
+        s += 1
+    state[TS_LAST], state[TS_LAST_LAT] = last, last_lat
+    return True
 
 
 # ---- event: the queue of ready hops ------------------------------------------------------------
