@@ -127,6 +127,18 @@ def test_ten_occupancy_in_a_hash_table_matches_the_reference(case, factor):
         assert_same(cost.price_ten(sched, inst, timestep=f), ref.price(sched, inst, "ten", timestep=f))
 
 
+@settings(max_examples=30)
+@given(case=priced_cases(), factor=st.sampled_from([1 / 70, 1 / 300]), dense=st.sampled_from([1, 64, 1 << 21]))
+def test_ten_hops_over_many_pages_match_the_reference(case, factor, dense):
+    """Timesteps much shorter than a hop: every hop spans one to several 64-timestep pages, so
+    the occupancy table grows for many pages at once (dense, dense then hashed, hashed from
+    the start): same timesteps as the reference."""
+    sched, inst = case
+    f = factor * cost.ten_parameters(inst.topology, inst.collective.chunk_bytes)[0]
+    with patch.object(cost, "DENSE_CELLS", dense):
+        assert_same(cost.price_ten(sched, inst, timestep=f), ref.price(sched, inst, "ten", timestep=f))
+
+
 @settings(max_examples=40)
 @given(case=priced_cases(), deps=st.sampled_from([True, False]), levels=st.sampled_from([1, 2]))
 def test_event_queue_beyond_its_time_levels_matches_the_reference(case, deps, levels):
