@@ -110,9 +110,10 @@ def _mix(key):
 # outside that loop: the loop stops before a hop whose pages have no cells, ten_timesteps grows
 # the table (:func:`_grown`, with the runtime) and the loop resumes at that hop.
 _lean = njit(cache=True, nogil=True, _nrt=False)
+_lean_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
 
 
-@_lean
+@_lean_inlined
 def _find(keys, key):
     """Cell of page ``key``: itself in a dense table (``keys`` empty), else its index in the
     hash table or of the empty cell where it would go."""
@@ -125,7 +126,7 @@ def _find(keys, key):
     return h
 
 
-@_lean
+@_lean_inlined
 def _absent(keys, masks, h):
     """Cell ``h`` holds no page yet (a dense table's cells past its end, an empty hash cell)."""
     if len(keys) == 0:
@@ -149,7 +150,7 @@ def _rehash(keys, masks, skips, cap):
     return k2, m2, s2
 
 
-@_lean
+@_lean_inlined
 def _first_free(keys, masks, skips, slots, slot, t):
     """Smallest free timestep ``>= t`` of one slot."""
     page = t >> 6
@@ -174,7 +175,7 @@ def _first_free(keys, masks, skips, slots, slot, t):
         bit = 0
 
 
-@_lean
+@_lean_inlined
 def _first_busy(keys, masks, slots, slot, a, b):
     """First busy timestep in ``[a, b)`` of one slot, -1 if all are free."""
     while a < b:
@@ -192,7 +193,7 @@ def _first_busy(keys, masks, slots, slot, a, b):
     return -1
 
 
-@_lean
+@_lean_inlined
 def _place(keys, masks, skips, slots, slot, t, k):
     """First start ``>= t`` with timesteps ``start .. start + k - 1`` all free on one slot."""
     while True:
@@ -205,7 +206,7 @@ def _place(keys, masks, skips, slots, slot, t, k):
         t = busy
 
 
-@_lean
+@_lean_inlined
 def _missing(keys, masks, fill, slots, slot, t, k):
     """0 when the table has a cell for every page of timesteps ``t .. t + k - 1`` of one slot
     (a hash table: and stays at most half full with them), else how many pages lack one."""
@@ -247,7 +248,7 @@ def _grown(keys, masks, skips, fill, key, pages, dense_cells):
     return _rehash(keys, masks, skips, cap)
 
 
-@_lean
+@_lean_inlined
 def _occupy(keys, masks, skips, fill, slots, slot, t, k):
     """Mark ``t .. t + k - 1`` busy on one slot (the table has a cell for each page of them:
     :func:`_missing`)."""
