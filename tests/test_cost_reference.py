@@ -229,3 +229,10 @@ def test_valid_schedules_and_their_reversal_match_the_reference(net, rnd):
     for sched, i in ((s, inst), (reverse(s), r_inst)):
         for model in cost_models.names():
             assert_same(cost_models.price(sched, i, model), ref.price(sched, i, model))
+
+
+@given(x=st.integers(1, (1 << 64) - 1))
+def test_lowest_set_bit_of_an_occupancy_word(x):
+    """The TEN table's lowest-set-bit (first free or busy timestep of a 64-timestep page)
+    against Python's integers."""
+    assert kern._ctz(np.uint64(x)) == (x & -x).bit_length() - 1
