@@ -105,7 +105,8 @@ def _mix(key):
 # the event loop below), which otherwise costs an atomic increment and decrement of the count of
 # every array passed to a call (the three table arrays on every page looked up). The table grows
 # outside that loop: the loop stops before a hop whose pages have no cells, ten_timesteps grows
-# the table (:func:`_grown`, with the runtime) and the loop resumes at that hop.
+# the table (:func:`_grown`, with the runtime) and the loop resumes at that hop. The table
+# operations are inlined into the loop (a call passes each array as a structure of seven words).
 _lean = njit(cache=True, nogil=True, _nrt=False)
 _lean_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
 
@@ -265,7 +266,6 @@ def _occupy(keys, masks, skips, fill, slots, slot, t, k):
         if masks[h] == ALL:
             skips[h] = page + 1
         a = (page << 6) + end
-    return 0
 
 
 # Where the TEN loop stands (:func:`_ten_loop`): the step, send and hop (of its route) it works
