@@ -49,20 +49,21 @@ def counting_order(key, num_keys):
 @njit(cache=True, nogil=True)
 def counting_order_of(key, num_keys, items):
     """:func:`counting_order` of the indices ``items`` by ``key`` (stable: ``items``' order
-    among equal keys); returns ``(indices, starts)``."""
-    starts = np.zeros(num_keys + 1, np.int64)
+    among equal keys); returns ``(indices, starts)``. The starts, shifted by one place, are
+    their own fill pointers: once filled, ``starts[k + 1]`` has reached key ``k``'s end, which
+    is key ``k + 1``'s start (no copy of the starts, which number as many as the keys)."""
+    starts = np.zeros(num_keys + 2, np.int64)
     for x in range(len(items)):
-        starts[key[items[x]] + 1] += 1
+        starts[key[items[x]] + 2] += 1
     for k in range(num_keys):
-        starts[k + 1] += starts[k]
-    fill = starts[:-1].copy()
+        starts[k + 2] += starts[k + 1]
     order = np.empty(len(items), np.int32)
-    for x in range(len(items)):
+    for x in range(len(items)):  # starts[k + 1] fills key k, ending at key k's end
         i = items[x]
-        k = key[i]
-        order[fill[k]] = i
-        fill[k] += 1
-    return order, starts
+        k = key[i] + 1
+        order[starts[k]] = i
+        starts[k] += 1
+    return order, starts[:num_keys + 1]
 
 
 def step_order(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,44 +180,46 @@ def step_view(schedule: Schedule) -> StepView:
 
 
 @njit(cache=True, nogil=True)
-def _chunk_major(chunk, src, dst, rank, held, num_chunks):
+def _chunk_major(chunk, src, dst, rank, num_chunks):
     """Stable counting sort of the positions by chunk that writes, in the same pass, one record
-    per send ``(position, source, destination, step rank)`` in chunk-major order (the source
-    as ``-1 - source`` when it holds the chunk from the start): reads stream through the view
-    once, and the group naming then reads its records sequentially. Returns ``(records,
-    starts)``; chunk ``c`` is ``records[starts[c]:starts[c + 1]]``."""
+    per send ``(position, source, destination, step rank)`` in chunk-major order: reads stream
+    through the view once, and the group naming then reads its records sequentially. Returns
+    ``(records, starts)``; chunk ``c`` is ``records[starts[c]:starts[c + 1]]``."""
     n = len(chunk)
-    starts = np.zeros(num_chunks + 1, np.int64)
+    starts = np.zeros(num_chunks + 2, np.int64)
     for i in range(n):
-        starts[chunk[i] + 1] += 1
+        starts[chunk[i] + 2] += 1
     for c in range(num_chunks):
-        starts[c + 1] += starts[c]
-    fill = starts[:-1].copy()
+        starts[c + 2] += starts[c + 1]
     rec = np.empty((n, 4), np.int32)
-    for i in range(n):
-        x = fill[chunk[i]]
-        fill[chunk[i]] += 1
+    for i in range(n):  # starts[c + 1] fills chunk c (as in counting_order_of)
+        x = starts[chunk[i] + 1]
+        starts[chunk[i] + 1] = x + 1
         rec[x, 0] = i
-        rec[x, 1] = -1 - src[i] if held[i] else src[i]
+        rec[x, 1] = src[i]
         rec[x, 2] = dst[i]
         rec[x, 3] = rank[i]
-    return rec, starts
+    return rec, starts[:num_chunks + 1]
 
 
 @njit(cache=True, nogil=True)
-def _name_groups(rec, chunk_starts, size):
+def _name_groups(rec, chunk_starts, size, held):
     """One pass per chunk over its records (:func:`_chunk_major`, sends in step order): the
     arrival group ``ga`` of every send, the group ``g_in`` it reads (-1: nothing arrived at its
-    source before its step, or the source holds the chunk) and ``p``, the arrivals of that
-    group in earlier steps. Groups are named by the position of their first arrival, then
-    numbered in that order (so group tables are read roughly in step order, as the sends are)."""
+    source before its step, or the source holds the chunk from the start: ``held[chunk,
+    source]``, :func:`held_table`) and ``p``, the arrivals of that group in earlier steps.
+    Groups are named by the position of their first arrival, then numbered in that order (so
+    group tables are read roughly in step order, as the sends are).
+
+    The pass writes the three values of a send into one row of a table in position order (one
+    scattered write per send, not three), which a sequential pass then splits, numbering the
+    groups as it goes."""
     n = len(rec)
-    ga = np.empty(n, np.int32)
-    g_in = np.full(n, -1, np.int32)
-    p = np.zeros(n, np.int32)
+    named = np.empty((n, 4), np.int32)  # per position: first arrival of ga, of g_in (or -1), p
     first = np.full(size, -1, np.int32)
     count = np.zeros(size, np.int32)
     is_first = np.zeros(n + 1, np.int32)
+    rows, cols = held.shape
     for c in range(len(chunk_starts) - 1):
         a, b = chunk_starts[c], chunk_starts[c + 1]
         q = a
@@ -225,16 +228,19 @@ def _name_groups(rec, chunk_starts, size):
             while e < b and rec[e, 3] == rec[q, 3]:
                 e += 1
             for x in range(q, e):  # reads see the arrivals of earlier steps only
-                u = rec[x, 1]
-                if u >= 0 and count[u] > 0:
-                    g_in[rec[x, 0]] = first[u]
-                    p[rec[x, 0]] = count[u]
+                i, u, v = rec[x, 0], rec[x, 1], rec[x, 2]
+                if u >= 0 and count[u] > 0 and not (c < rows and u < cols and held[c, u]):
+                    named[i, 1] = first[u]
+                    named[i, 2] = count[u]
+                else:
+                    named[i, 1] = -1
+                    named[i, 2] = 0
             for x in range(q, e):
                 i, v = rec[x, 0], rec[x, 2]
                 if first[v] < 0:
                     first[v] = i
                     is_first[i + 1] = 1
-                ga[i] = first[v]
+                named[i, 0] = first[v]
                 count[v] += 1
             q = e
         for x in range(a, b):
@@ -242,10 +248,13 @@ def _name_groups(rec, chunk_starts, size):
             count[rec[x, 2]] = 0
     for i in range(n):  # group number: its first arrival's rank among the first arrivals
         is_first[i + 1] += is_first[i]
+    ga = np.empty(n, np.int32)
+    g_in = np.empty(n, np.int32)
+    p = np.empty(n, np.int32)
     for i in range(n):
-        ga[i] = is_first[ga[i]]
-        if g_in[i] >= 0:
-            g_in[i] = is_first[g_in[i]]
+        ga[i] = is_first[named[i, 0]]
+        g_in[i] = is_first[named[i, 1]] if named[i, 1] >= 0 else -1
+        p[i] = named[i, 2]
     return ga, g_in, p, is_first[n]
 
 
@@ -274,8 +283,8 @@ def _pairs(g_in, p, lo, hi, members, gstart, total):
 class Deps:
     """Data dependencies of every send, in :class:`StepView` positions (see the module doc).
 
-    Position ``q`` belongs to arrival group ``ga[q]``, at place ``pos[q]`` of the groups'
-    member list ``members`` (group ``g`` is ``members[gstart[g]:gstart[g + 1]]``, in step
+    Position ``q`` belongs to arrival group ``ga[q]``; the groups' member list ``members``
+    holds the positions by group (group ``g`` is ``members[gstart[g]:gstart[g + 1]]``, in step
     order). It reads group ``g_in[q]`` (-1: it needs nothing) and needs its first ``p[q]``
     members. ``pairs`` are the exact (overlapping pieces) pairs ``(q, j)`` when asked for and
     at most :data:`PAIR_BUDGET`; otherwise ``None`` (prefix mode).
@@ -286,7 +295,6 @@ class Deps:
     p: np.ndarray
     members: np.ndarray
     gstart: np.ndarray
-    pos: np.ndarray
     pairs: tuple[np.ndarray, np.ndarray] | None
 
     @property
@@ -294,14 +302,19 @@ class Deps:
         return len(self.gstart) - 1
 
 
-def held_at_source(view: StepView, instance: Instance) -> np.ndarray:
-    """Per position: its source holds the (non-combining) chunk from the start."""
-    held = np.zeros(len(view), dtype=bool)
-    for off, coll in zip(instance.chunk_offsets, instance.collectives):
-        if coll.combining:
-            continue
-        idx = np.flatnonzero((view.chunk >= off) & (view.chunk < off + coll.num_chunks))
-        held[idx] = coll.precondition[view.chunk[idx] - off, view.src[idx]]
+def held_table(instance: Instance, num_chunks: int) -> np.ndarray:
+    """``held[chunk, node]`` (global chunk ids): the node holds the chunk from the start, a
+    chunk of a non-combining collective in its precondition. The precondition itself when it
+    is the only collective's; rows of combining collectives' chunks are all False."""
+    colls, offs = instance.collectives, instance.chunk_offsets
+    if len(colls) == 1 and offs[0] == 0:
+        return np.zeros((0, 0), bool) if colls[0].combining else colls[0].precondition
+    nodes = max([instance.topology.size] + [c.precondition.shape[1] for c in colls if not c.combining])
+    held = np.zeros((max(num_chunks, offs[-1] + colls[-1].num_chunks), nodes), bool)
+    for off, coll in zip(offs, colls):
+        if not coll.combining:
+            pre = coll.precondition
+            held[off:off + len(pre), :pre.shape[1]] = pre
     return held
 
 
@@ -314,15 +327,13 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     n = len(view)
     C = int(view.chunk.max()) + 1 if n else 0
     size = max(instance.topology.size, int(max(view.src.max(), view.dst.max())) + 1 if n else 0)
-    rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, held_at_source(view, instance), C)
-    ga, g_in, p, groups = _name_groups(rec, chunk_starts, size)
+    rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, C)
+    ga, g_in, p, groups = _name_groups(rec, chunk_starts, size, held_table(instance, C))
     del rec
     members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
-    pos = np.empty(n, np.int32)
-    pos[members] = np.arange(n, dtype=np.int32)
     if want_pairs is None:
         want_pairs = not bool(((view.lo == 0) & (view.hi == view.denom)).all())
-    deps = Deps(ga, g_in, p, members, gstart, pos, None)
+    deps = Deps(ga, g_in, p, members, gstart, None)
     if want_pairs:
         return replace(deps, pairs=dependency_pairs_of(view, deps))
     return deps
