@@ -20,11 +20,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
+from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
+
+from .prefetch import prefetch
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -748,28 +747,6 @@ def queue_drop(Q, where):
 AHEAD = 16  # entries of the run read ahead of the one taken
 
 
-@intrinsic
-def _prefetch(typingctx, arr, index):
-    """Ask the processor to bring the cache line of ``arr[index]`` (of a 2-d array: the start
-    of row ``index``) into its caches: LLVM's ``llvm.prefetch`` intrinsic (read, high locality,
-    data). Unlike a load it never stalls the loop: nothing waits for it, and it cannot fault."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        aty, ity = signature.args
-        ary = context.make_array(aty)(context, builder, args[0])
-        at = [context.cast(builder, args[1], ity, types.intp)] + [context.get_constant(types.intp, 0)] * (aty.ndim - 1)
-        ptr = cgutils.get_item_pointer(context, builder, aty, ary, at, wraparound=False)
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return types.void(arr, index), codegen
-
-
 @_inlined
 def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
     """Prefetch what the event loop will need for the entries of the run ``AHEAD`` places on
@@ -782,21 +759,21 @@ def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
     qs, run = Q[0], Q[5]
     c, end = qs[QS_CURSOR], qs[QS_LEN]
     if c + AHEAD < end:
-        _prefetch(rec, run[c + AHEAD] >> 32)
+        prefetch(rec, run[c + AHEAD] >> 32)
     if c + AHEAD // 2 < end:
         x = rec[run[c + AHEAD // 2] >> 32]
         if x.group >= 0:
-            _prefetch(members, x.start)
-            _prefetch(groups, x.group)
+            prefetch(members, x.start)
+            prefetch(groups, x.group)
         elif x.start < x.end:
             if exact:
-                _prefetch(ditems, x.start)
+                prefetch(ditems, x.start)
             else:
-                _prefetch(waiting, x.start)
+                prefetch(waiting, x.start)
     if c + AHEAD // 4 < end:
         x = rec[run[c + AHEAD // 4] >> 32]
         if x.group >= 0:  # the group row came in at half the distance: its next waiting row
-            _prefetch(waiting, groups[x.group, GROUP_NEXT])
+            prefetch(waiting, groups[x.group, GROUP_NEXT])
 
 
 @njit(cache=True, nogil=True)

@@ -30,6 +30,7 @@ from numba import njit
 
 from .. import InputError
 from ..instances.instance import Instance
+from .prefetch import prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
 
@@ -202,6 +203,9 @@ def _chunk_major(chunk, src, dst, rank, num_chunks):
     return rec, starts[:num_chunks + 1]
 
 
+AHEAD = 16  # records of the chunk-major pass whose rows of the position table are prefetched
+
+
 @njit(cache=True, nogil=True)
 def _name_groups(rec, chunk_starts, size, held):
     """One pass per chunk over its records (:func:`_chunk_major`, sends in step order): the
@@ -211,14 +215,13 @@ def _name_groups(rec, chunk_starts, size, held):
     Groups are named by the position of their first arrival, then numbered in that order (so
     group tables are read roughly in step order, as the sends are).
 
-    The pass writes the three values of a send into one row of a table in position order (one
-    scattered write per send, not three), which a sequential pass then splits, numbering the
-    groups as it goes."""
+    The pass writes what it finds for a send into one row of a table in position order (one
+    scattered write per send, its line prefetched ``AHEAD`` records before), which sequential
+    passes then number and split."""
     n = len(rec)
-    named = np.empty((n, 4), np.int32)  # per position: first arrival of ga, of g_in (or -1), p
+    named = np.empty((n, 4), np.int32)  # per position: first arrival of ga, of g_in (or -1), p, is first
     first = np.full(size, -1, np.int32)
     count = np.zeros(size, np.int32)
-    is_first = np.zeros(n + 1, np.int32)
     rows, cols = held.shape
     for c in range(len(chunk_starts) - 1):
         a, b = chunk_starts[c], chunk_starts[c + 1]
@@ -228,7 +231,9 @@ def _name_groups(rec, chunk_starts, size, held):
             while e < b and rec[e, 3] == rec[q, 3]:
                 e += 1
             for x in range(q, e):  # reads see the arrivals of earlier steps only
-                i, u, v = rec[x, 0], rec[x, 1], rec[x, 2]
+                if x + AHEAD < n:
+                    prefetch_write(named, rec[x + AHEAD, 0])
+                i, u = rec[x, 0], rec[x, 1]
                 if u >= 0 and count[u] > 0 and not (c < rows and u < cols and held[c, u]):
                     named[i, 1] = first[u]
                     named[i, 2] = count[u]
@@ -237,25 +242,28 @@ def _name_groups(rec, chunk_starts, size, held):
                     named[i, 2] = 0
             for x in range(q, e):
                 i, v = rec[x, 0], rec[x, 2]
+                named[i, 3] = first[v] < 0
                 if first[v] < 0:
                     first[v] = i
-                    is_first[i + 1] = 1
                 named[i, 0] = first[v]
                 count[v] += 1
             q = e
         for x in range(a, b):
             first[rec[x, 2]] = -1
             count[rec[x, 2]] = 0
-    for i in range(n):  # group number: its first arrival's rank among the first arrivals
-        is_first[i + 1] += is_first[i]
+    number = np.empty(n, np.int32)  # at a first arrival's position: its group's number
+    groups = 0
+    for i in range(n):
+        number[i] = groups
+        groups += named[i, 3]
     ga = np.empty(n, np.int32)
     g_in = np.empty(n, np.int32)
     p = np.empty(n, np.int32)
     for i in range(n):
-        ga[i] = is_first[named[i, 0]]
-        g_in[i] = is_first[named[i, 1]] if named[i, 1] >= 0 else -1
+        ga[i] = number[named[i, 0]]
+        g_in[i] = number[named[i, 1]] if named[i, 1] >= 0 else -1
         p[i] = named[i, 2]
-    return ga, g_in, p, is_first[n]
+    return ga, g_in, p, groups
 
 
 @njit(cache=True, nogil=True)
