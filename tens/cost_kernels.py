@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .prefetch import prefetch
+from .prefetch import prefetch, prefetch_write
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -398,6 +398,7 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
 # arrays on every push and take): measured at about 40% of the loop, and each one a barrier that
 # keeps the loop's reads from overlapping. A function called from the loop inherits the option.
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
+AHEAD = 16  # entries read ahead (prefetched) of the one taken, in the event loop and its tables
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
 
 # One record per send, in step order (the order the loop takes equal times in), holding all that
@@ -452,7 +453,12 @@ def waiting_by_group(g_in, p, groups):
     for g in range(groups):
         starts[g + 2] += starts[g + 1]
     rows = np.empty((starts[groups + 1], 2), np.int32)
-    for q in range(len(g_in)):
+    n = len(g_in)
+    for q in range(n):
+        if q + 2 * AHEAD < n and g_in[q + 2 * AHEAD] >= 0:  # the fill pointers, then the rows they point at
+            prefetch_write(starts, g_in[q + 2 * AHEAD] + 1)
+        if q + AHEAD < n and g_in[q + AHEAD] >= 0:
+            prefetch_write(rows, starts[g_in[q + AHEAD] + 1])
         g = g_in[q]
         if g >= 0:
             x = starts[g + 1]
@@ -484,6 +490,8 @@ def release_groups(rec, order, gstart, g_in, p, single):
     rows, places = 0, 0
     for g in range(G):
         size = gstart[g + 1] - gstart[g]
+        for j in range(gstart[g] + AHEAD, min(gstart[g + 1] + AHEAD, len(order))):  # records AHEAD members on
+            prefetch_write(rec, order[j])
         if single and size == 1:
             q = order[gstart[g]]
             rec[q].start = wptr[g]
@@ -743,8 +751,6 @@ def queue_drop(Q, where):
         _pop(Q[6], qs[QS_LATE])
         qs[QS_LATE] -= 1
 
-
-AHEAD = 16  # entries of the run read ahead of the one taken
 
 
 @_inlined
