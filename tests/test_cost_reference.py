@@ -15,7 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 import reference_cost as ref
 from collsynth.instances.generators import build
-from collsynth.instances.instance import make_instance
+from collsynth.instances.collective import make
+from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.tens import cost, cost_kernels as kern, cost_models, dependencies
 from collsynth.tens.schedule import from_sends, reverse
@@ -69,6 +70,32 @@ def priced_cases(draw):
         sends.append((c, Fraction(lo, d), Fraction(hi, d), u, v, draw(st.integers(1, 6)), op))
     sched = from_sends(sends, kind, n, chunks, routing="shortest-path" if routed else "links")
     return sched, inst
+
+
+@st.composite
+def concurrent_cases(draw):
+    """Two collectives on one random network (copying and combining kinds mixed, so that some
+    chunk ids are held at their sources from the start and others never are) and random sends
+    over the merged chunk ids: whole chunks or pieces, over links."""
+    topo = draw(networks(max_nodes=5))
+    n = topo.size
+    colls = []
+    for _ in range(2):
+        kind = draw(st.sampled_from(KINDS))
+        colls.append(make(kind, range(n), n, chunks_per_node=draw(st.integers(1, 2)), message_bytes=M,
+                          root=0 if kind in ("broadcast", "reduce") else None))
+    inst = Instance("concurrent", topo, tuple(colls))
+    chunks = inst.chunk_offsets[-1] + colls[-1].num_chunks
+    links = sorted(set(topo.graph.edges()))
+    sends = []
+    for _ in range(draw(st.integers(1, 40))):
+        u, v = draw(st.sampled_from(links))
+        d = draw(st.sampled_from([1, 2]))
+        lo = draw(st.integers(0, d - 1))
+        hi = draw(st.integers(lo + 1, d))
+        sends.append((draw(st.integers(0, chunks - 1)), Fraction(lo, d), Fraction(hi, d), u, v,
+                      draw(st.integers(1, 5)), draw(st.sampled_from(["copy", "reduce"]))))
+    return from_sends(sends, "concurrent", n, chunks), inst
 
 
 def assert_same(fast: cost.Cost, slow, rel: float = 1e-12):
@@ -196,6 +223,21 @@ def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
     with patch.object(dependencies, "PAIR_BUDGET", 3), patch.object(ref, "PAIR_BUDGET", 3):
         for model in ("ten", "event"):
             assert_same(cost_models.price(sched, inst, model), ref.price(sched, inst, model))
+
+
+@settings(max_examples=40)
+@given(case=concurrent_cases(), deps=st.sampled_from([True, False]))
+def test_concurrent_collectives_match_the_reference(case, deps):
+    """Merged chunk ids of two collectives: which sources hold their chunk from the start
+    (each collective's own precondition, none for a combining one) decides the dependency
+    pairs and groups, and so the prices."""
+    sched, inst = case
+    di, dj = cost._dependencies(sched, inst)
+    ri, rj = ref._dependencies(sched, inst)
+    assert di.tolist() == ri.tolist() and dj.tolist() == rj.tolist()
+    for model in ("ten", "event"):
+        assert_same(cost_models.price(sched, inst, model, exact_deps=deps),
+                    ref.price(sched, inst, model, exact_deps=deps))
 
 
 @given(case=priced_cases())
