@@ -35,6 +35,7 @@ from .routing import MAX_INDEX
 from .schedule import Schedule
 
 PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode
+AHEAD = 16  # scattered writes of a counting sort or of the group naming are prefetched this many items on
 
 
 @njit(cache=True, nogil=True)
@@ -194,6 +195,8 @@ def _chunk_major(chunk, src, dst, rank, num_chunks):
         starts[c + 2] += starts[c + 1]
     rec = np.empty((n, 4), np.int32)
     for i in range(n):  # starts[c + 1] fills chunk c (as in counting_order_of)
+        if i + AHEAD < n:
+            prefetch_write(rec, starts[chunk[i + AHEAD] + 1])
         x = starts[chunk[i] + 1]
         starts[chunk[i] + 1] = x + 1
         rec[x, 0] = i
@@ -201,9 +204,6 @@ def _chunk_major(chunk, src, dst, rank, num_chunks):
         rec[x, 2] = dst[i]
         rec[x, 3] = rank[i]
     return rec, starts[:num_chunks + 1]
-
-
-AHEAD = 16  # records of the chunk-major pass whose rows of the position table are prefetched
 
 
 @njit(cache=True, nogil=True)
