@@ -398,8 +398,8 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
 # arrays on every push and take): measured at about 40% of the loop, and each one a barrier that
 # keeps the loop's reads from overlapping. A function called from the loop inherits the option.
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
-AHEAD = 16  # entries read ahead (prefetched) of the one taken, in the event loop and its tables
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
+AHEAD = 16  # entries prefetched ahead of the one taken (the event loop) or written (its tables)
 
 # One record per send, in step order (the order the loop takes equal times in), holding all that
 # the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
@@ -752,16 +752,15 @@ def queue_drop(Q, where):
         qs[QS_LATE] -= 1
 
 
-
 @_inlined
 def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
-    """Prefetch what the event loop will need for the entries of the run ``AHEAD`` places on
-    (their records), half as far (the first row their arrival releases, or their member record
-    and group row) and a quarter as far (a group's next waiting row, read from its row), so
-    that it is in cache when they are taken: the run is sorted by
-    position, but its positions are strided over the tables, which the loop would otherwise
-    wait for one miss at a time. Prefetches, not loads: a load read ahead holds up the loop's
-    instructions behind it until its line arrives."""
+    """Prefetch (:mod:`collsynth.tens.prefetch`) what the event loop will need for the entries
+    of the run ``AHEAD`` places on (their records), half as far (the first row their arrival
+    releases, or their member record and group row) and a quarter as far (a group's next
+    waiting row, read from its row), so that it is in cache when they are taken: the run is
+    sorted by position, but its positions are strided over the tables, which the loop would
+    otherwise wait for one miss at a time. Prefetches, not loads: a load read ahead holds up the
+    loop's instructions behind it until its line arrives."""
     qs, run = Q[0], Q[5]
     c, end = qs[QS_CURSOR], qs[QS_LEN]
     if c + AHEAD < end:
