@@ -215,9 +215,11 @@ def _name_groups(rec, chunk_starts, size, held):
     Groups are named by the position of their first arrival, then numbered in that order (so
     group tables are read roughly in step order, as the sends are).
 
-    The pass writes what it finds for a send into one row of a table in position order (one
-    scattered write per send, its line prefetched ``AHEAD`` records before), which sequential
-    passes then number and split."""
+    The pass writes what it finds for a send into one row ``(first arrival of its group, first
+    arrival of the group it reads or -1, p, whether it is its group's first arrival)`` of a
+    table in position order (one scattered write per send, its line prefetched ``AHEAD``
+    records before), which :func:`_number_groups` numbers and splits once the records are
+    dropped."""
     n = len(rec)
     named = np.empty((n, 4), np.int32)  # per position: first arrival of ga, of g_in (or -1), p, is first
     first = np.full(size, -1, np.int32)
@@ -251,6 +253,14 @@ def _name_groups(rec, chunk_starts, size, held):
         for x in range(a, b):
             first[rec[x, 2]] = -1
             count[rec[x, 2]] = 0
+    return named
+
+
+@njit(cache=True, nogil=True)
+def _number_groups(named):
+    """``(ga, g_in, p, groups)`` from the rows of :func:`_name_groups`: a group's number is its
+    first arrival's rank among the first arrivals, in position order."""
+    n = len(named)
     number = np.empty(n, np.int32)  # at a first arrival's position: its group's number
     groups = 0
     for i in range(n):
@@ -336,8 +346,10 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     C = int(view.chunk.max()) + 1 if n else 0
     size = max(instance.topology.size, int(max(view.src.max(), view.dst.max())) + 1 if n else 0)
     rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, C)
-    ga, g_in, p, groups = _name_groups(rec, chunk_starts, size, held_table(instance, C))
+    named = _name_groups(rec, chunk_starts, size, held_table(instance, C))
     del rec
+    ga, g_in, p, groups = _number_groups(named)
+    del named
     members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
     if want_pairs is None:
         want_pairs = not bool(((view.lo == 0) & (view.hi == view.denom)).all())
