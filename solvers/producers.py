@@ -1,10 +1,12 @@
 """The producer registry: every method that turns an Instance into a Schedule, by name.
 
-A producer family is a module listed in :data:`FAMILY_MODULES` with a module-level
+A producer family is a module listed in :data:`FAMILIES` with a module-level
 ``PRODUCERS`` list of :class:`Producer`. Asking for one producer (:func:`get`) imports the
-families that use no solver first and stops at the one that has it, so that a greedy or
-closed-form run does not load Pyomo and the solver backends (a second of start-up); listing
-them all (:func:`producers`) imports every family.
+family whose entry in :data:`FAMILIES` names it and no other (a BFB LP run loads neither the
+TEN formulations nor the greedy kernels); a name no entry holds is looked up in the families
+that discover their producers from their own modules, those that use no solver first, so that
+a greedy or closed-form run does not load Pyomo and the solver backends (a second of
+start-up). Listing them all (:func:`producers`) imports every family.
 
 A producer's ``run(instance, options)`` returns an :class:`Outcome`: the schedule (unverified;
 :func:`collsynth.solvers.pipeline.run` verifies and prices every schedule before anything else
@@ -34,14 +36,16 @@ from ..instances import Instance
 from ..limits import Deadline
 from ..tens.schedule import Schedule
 
-FAMILY_MODULES = (
-    "collsynth.solvers.ten.producers",  # ten-ilp, ten-lp, ten-ilp-nocongestion (formulations + drivers)
-    "collsynth.solvers.bfb.driver",  # bfb-lp, bfb-chunked, bfb-hetero
-    "collsynth.solvers.greedy.tacos",  # greedy (TACOS-Greedy)
-    "collsynth.solvers.greedy.earliest",  # earliest-arrival (bottleneck slots, earliest-arrival paths)
-    "collsynth.solvers.closed_form",  # ring, trees, butterfly, swing, optree, ...
-    "collsynth.solvers.bfb.expansions",  # line-graph, degree, cartesian expansions
-)
+FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks both agree), or None
+    # where the family discovers them from its own modules, so that adding one is adding a module
+    "collsynth.solvers.ten.producers": None,  # one per TEN formulation module (ten-ilp, ten-lp, ...)
+    "collsynth.solvers.bfb.driver": ("bfb-lp", "bfb-chunked", "bfb-hetero"),
+    "collsynth.solvers.greedy.tacos": ("greedy",),  # TACOS-Greedy
+    "collsynth.solvers.greedy.earliest": ("earliest-arrival",),  # bottleneck slots, earliest-arrival paths
+    "collsynth.solvers.closed_form": None,  # one module per family: ring, trees, butterfly, swing, optree, ...
+    "collsynth.solvers.bfb.expansions": ("expansion",),  # line-graph, degree, cartesian expansions
+}
+FAMILY_MODULES = tuple(FAMILIES)
 SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
     "collsynth.solvers.ten.producers",
     "collsynth.solvers.bfb.driver",
@@ -279,21 +283,28 @@ def producers() -> dict[str, Producer]:
     return out
 
 
-def lookup_order() -> tuple[str, ...]:
-    """The order :func:`get` imports the families in: those that use no solver first, then
-    :data:`SOLVER_FAMILIES`, then the plug-ins.
+def lookup_order(name: str) -> tuple[str, ...]:
+    """The families :func:`get` imports, in turn, to find producer ``name``: the one whose
+    :data:`FAMILIES` entry names it; otherwise those that discover their producers, the ones that
+    use no solver first (:data:`SOLVER_FAMILIES` last), then the plug-ins.
 
-    >>> order = lookup_order()
+    >>> lookup_order("bfb-lp")
+    ('collsynth.solvers.bfb.driver',)
+    >>> order = lookup_order("swing-bw")
     >>> order.index("collsynth.solvers.closed_form") < order.index("collsynth.solvers.ten.producers")
     True
     """
-    return tuple(sorted(FAMILY_MODULES, key=lambda m: m in SOLVER_FAMILIES)) + plugin_modules()
+    named = tuple(module for module, names in FAMILIES.items() if names is not None and name in names)
+    if named:
+        return named
+    discovered = [module for module, names in FAMILIES.items() if names is None]
+    return tuple(sorted(discovered, key=lambda m: m in SOLVER_FAMILIES)) + plugin_modules()
 
 
 def get(name: str, where: str = "--producer") -> Producer:
     """The producer called ``name``, importing families (:func:`lookup_order`) only until one
     registers it; an InputError listing every producer otherwise."""
-    for module in lookup_order():
+    for module in lookup_order(name):
         found = next((p for p in getattr(import_if_present(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:
             return found

@@ -1,10 +1,14 @@
 """Start-up of ``collsynth solve``: a command imports only what it runs.
 
-The producer registry looks a producer up in the families that use no solver first, and the
-command line imports the module of its own command only (its table of each module's commands
-is checked against the modules), so that ``collsynth solve --producer greedy`` (or a closed
-form) loads neither Pyomo (with ``scipy.stats``, which Pyomo pulls in) nor pandas: checked on
-the modules a real ``collsynth solve`` leaves loaded, in a fresh child process.
+The producer registry imports the one family its table names a producer in (the table is
+checked against the modules) and otherwise looks in the families that use no solver first, and
+the command line imports the module of its own command only (its table of each module's
+commands is checked against the modules), so that ``collsynth solve --producer greedy`` (or a
+closed form) loads neither Pyomo (with ``scipy.stats``, which Pyomo pulls in) nor pandas, and
+``--producer bfb-lp`` loads no TEN formulation, TEN driver or greedy kernel: checked on the
+modules a real ``collsynth solve`` leaves loaded, in a fresh child process. Kernels are loaded
+before a run's clock starts, those of reductions only for an instance that combines: checked
+on the compiled signatures of every kernel, in a fresh child process.
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ def test_a_command_s_parser_holds_its_own_group_and_no_command_holds_them_all():
     assert commands(build_parser()) == every == commands(build_parser("no-such-command"))
 
 
+def test_each_family_with_a_table_entry_registers_the_producers_the_table_names():
+    named = [name for names in registry.FAMILIES.values() if names is not None for name in names]
+    for module, names in registry.FAMILIES.items():
+        if names is not None:
+            assert tuple(p.name for p in importlib.import_module(module).PRODUCERS) == names, module
+    assert len(named) == len(set(named)) and set(named) < set(registry.producers())
+    assert registry.lookup_order("greedy") == ("collsynth.solvers.greedy.tacos",)
+    assert "collsynth.solvers.closed_form" in registry.lookup_order("ring")
+
+
 def test_get_finds_a_plug_in_s_producer_and_names_every_producer_for_an_unknown_one(monkeypatch):
     """A plug-in's producer (``COLLSYNTH_PRODUCERS``) is found; an unknown name lists every
     producer, the built-in families' and the plug-in's."""
@@ -62,7 +76,8 @@ CHILD = textwrap.dedent("""
         code = main(sys.argv[1:])
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pyomo", "pandas", "highspy")
                    or m.startswith(("scipy.stats", "scipy.optimize")))
-    print(json.dumps({"code": code, "row": json.loads(out.getvalue()), "heavy": heavy}))
+    ours = sorted(m for m in sys.modules if m.startswith(("collsynth.solvers.", "collsynth.formulations.")))
+    print(json.dumps({"code": code, "row": json.loads(out.getvalue()), "heavy": heavy, "ours": ours}))
 """)
 
 
@@ -84,3 +99,48 @@ def test_solve_with_a_solver_based_producer_loads_pyomo():
     got = _solve_in_a_child("solve", str(CORPUS / "ring8-allgather.toml"), "--producer", "bfb-lp", "--json")
     assert got["code"] == 0 and got["row"]["verified"]
     assert "pyomo" in got["heavy"]
+
+
+def test_solve_with_bfb_lp_loads_no_other_family_and_no_formulation_but_bfb_s():
+    got = _solve_in_a_child("solve", str(CORPUS / "ring8-allgather.toml"), "--producer", "bfb-lp", "--json")
+    assert got["code"] == 0 and got["row"]["verified"]
+    assert "collsynth.solvers.bfb.driver" in got["ours"] and "collsynth.formulations.bfb_lp" in got["ours"]
+    others = [m for m in got["ours"] if m.startswith(("collsynth.solvers.ten", "collsynth.solvers.greedy",
+                                                      "collsynth.solvers.closed_form", "collsynth.formulations.ten"))]
+    assert others == []
+
+
+KERNELS_CHILD = textwrap.dedent("""
+    import json, sys
+    from numba.core.dispatcher import Dispatcher
+    from collsynth.instances import load_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+
+    def loaded():
+        return {f"{name}.{k}": len(v.signatures) for name, module in list(sys.modules.items())
+                if name.startswith("collsynth.") for k, v in vars(module).items() if isinstance(v, Dispatcher)}
+
+    instance, producer = load_instance(sys.argv[1]), sys.argv[2]
+    pipeline.warm(instance, producer)
+    warmed = loaded()
+    row, _ = pipeline.run(instance, producer, Options())
+    after = loaded()
+    print(json.dumps({"verified": row["verified"], "warmed": sorted(k for k, n in warmed.items() if n),
+                      "on_the_clock": sorted(k for k, n in after.items() if n > warmed.get(k, 0))}))
+""")
+
+
+@pytest.mark.parametrize("instance, producer, combining", [
+    ("ring8-allgather.toml", "bfb-lp", False),
+    ("ring8-allgather.toml", "greedy", False),
+    ("mesh3x3-reduce-scatter.toml", "ring", True),
+])
+def test_a_run_loads_no_kernel_on_its_clock_and_reductions_only_for_a_combining_instance(instance, producer, combining):
+    done = subprocess.run([sys.executable, "-c", KERNELS_CHILD, str(CORPUS / instance), producer],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert got["verified"] and got["on_the_clock"] == []
+    assert "collsynth.tens.verify_kernels.first_malformed" in got["warmed"]
+    assert ("collsynth.tens.verify_kernels.simulate_combining" in got["warmed"]) == combining
