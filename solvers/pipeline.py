@@ -94,8 +94,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     options = options or Options()
     prod = get(producer)
     size.check_run(instance)  # refused before anything compiles or the clock starts
-    warm_kernels()
-    warm_producer(prod.name)
+    warm(instance, prod.name)
     deadline = options.deadline or Deadline.after(options.time_limit)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:
@@ -277,13 +276,22 @@ def _bounds_extra(bnds: Bounds) -> dict:
     return out
 
 
+def warm(instance: Instance, producer: str) -> None:
+    """Compile (or load from numba's cache), before a run's clock starts, the kernels a run of
+    ``producer`` on ``instance`` may use: the producer's own (:func:`warm_producer`) and those
+    of verification, pricing and judging (:func:`warm_kernels`), the reductions' only when a
+    collective of the instance combines."""
+    warm_kernels(combining=any(c.combining for c in instance.collectives))
+    warm_producer(producer)
+
+
 @functools.cache
-def warm_kernels() -> list[str]:
+def warm_kernels(combining: bool = True) -> list[str]:
     """Compile (or load from numba's cache) the verification, pricing and judging kernels, once per
     process, before any run's clock starts: a first compile takes tens of seconds, which is
     no run's verification or pricing time. Verifies and prices tiny schedules of every kind of
-    send the kernels treat apart (whole and fractional copies, reductions, routed sends);
-    returns their violations (none)."""
+    send the kernels treat apart (whole and fractional copies, routed sends and, with
+    ``combining``, reductions); returns their violations (none)."""
     ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
     ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
     half = Fraction(1, 2)
@@ -291,8 +299,9 @@ def warm_kernels() -> list[str]:
                          for lo, hi, step in ((0, half, 1), (half, 1, 2))], "allgather", 3, 3)
     direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
                         routing="shortest-path")
-    cases = [(copies, ring3), (reverse(copies), replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))),
-             (direct, ring4)]
+    cases = [(copies, ring3), (direct, ring4)]
+    if combining:
+        cases.append((reverse(copies), replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))))
     violations = []
     for sched, inst in cases:
         v = verify.verify(sched, inst)

@@ -36,7 +36,7 @@ from ....instances.instance import load_instance
 from ....tens.schedule import write_json
 from ... import backend_names
 from ...compare import TABLE_COLUMNS, compare, split_names
-from ...pipeline import run, warm_kernels, warm_producer
+from ...pipeline import run, warm
 from ...producers import Options, check_params, get
 
 
@@ -110,8 +110,7 @@ def solve(args: argparse.Namespace) -> dict:
     hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
         size.check_run(instance)  # a run too big is refused before anything compiles
-        warm_kernels()  # compiling the kernels is no part of the run's time
-        warm_producer(prod.name)
+        warm(instance, prod.name)  # compiling the kernels is no part of the run's time
         with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
             row, schedule = run(instance, prod.name, options)
     except TooBig as e:
