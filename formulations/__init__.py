@@ -2,12 +2,13 @@
 
 Every public module of this package is a formulation, registered by its ``NAME``, so adding a
 formulation is adding one file (``ten_ilp.py`` is the model to copy; no formulation imports a
-solver). :func:`check` holds a module to the contract below when :func:`registry` loads it and
+solver: models are built on Pyomo's modelling layer ``pyomo.core``, and Pyomo's solver plugins,
+``pyomo.environ``, are loaded by the backends that use them). :func:`check` holds a module to the contract below when :func:`registry` loads it and
 refuses it with a :class:`ContractError` naming the module and the member that is wrong.
 
 Every formulation module::
 
-    build(instance, horizon, state=None, **params) -> pyomo.environ.ConcreteModel   # required
+    build(instance, horizon, state=None, **params) -> pyomo.core.ConcreteModel      # required
     extract(model) -> collsynth.tens.schedule.Schedule                               # required
     NAME: str            = the module name with '-' for '_'    (the producer name)
     SUMMARY: str         = the first line of the module docstring
@@ -87,7 +88,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from .. import InputError
 from ..tens import bounds, ten

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ..instances.instance import Instance
 from ..instances.topology import Topology

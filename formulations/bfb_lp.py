@@ -30,7 +30,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ..instances.instance import Instance
 from ..instances.topology import Topology

@@ -65,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ..instances.topology import ParallelArrays
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from

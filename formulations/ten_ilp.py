@@ -60,7 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 from pyomo.common.gc_manager import PauseGC
 
 from ..instances.instance import Instance

@@ -63,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ..instances.instance import Instance
 from ..tens import bounds

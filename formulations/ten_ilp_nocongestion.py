@@ -11,7 +11,7 @@ default for a formulation that declares ``RESPECTS_CAPACITY = False``.
 
 from __future__ import annotations
 
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from . import ten_ilp
 

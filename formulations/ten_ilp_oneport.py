@@ -10,7 +10,7 @@ TEN drivers by ``DRIVER_FAMILY = "ten"``, with no change anywhere else.
 
 from __future__ import annotations
 
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from . import ten_ilp, ten_model
 

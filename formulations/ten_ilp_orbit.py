@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 from pyomo.common.gc_manager import PauseGC
 
 from ..instances.instance import Instance

@@ -32,7 +32,7 @@ dropped (with none left the model is the TACOS ILP).
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ..instances.automorphisms import closure, semiregular_group
 from ..instances.instance import Instance

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 from pyomo.common.gc_manager import PauseGC
 
 from ..tens import ten

@@ -36,7 +36,7 @@ by every element of ``G``.
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 from pyomo.common.gc_manager import PauseGC
 
 from ..instances.instance import Instance

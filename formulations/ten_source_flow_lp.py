@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 

@@ -35,6 +35,14 @@ def brute(weights, values, cap):
     return best
 
 
+def test_highs_availability_and_version_are_those_pyomo_s_highs_interface_reports():
+    """The embedded path answers without Pyomo's solver plugins, as Pyomo's v2 HiGHS interface would."""
+    from pyomo.contrib.solver.common.factory import SolverFactory
+
+    s = SolverFactory("highs")
+    assert B.available("highs") == (bool(s.available()), f"highs {'.'.join(map(str, s.version()))}")
+
+
 CASES = [
     ([3, 4, 5, 6, 2], [4, 5, 7, 8, 3], 10),
     ([1, 2, 3, 8, 7, 4], [10, 13, 18, 31, 7, 15], 11),

@@ -17,13 +17,14 @@ package may be an OR-Tools child, and highspy and ortools cannot be loaded into 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 import scipy.sparse as sp
 from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
@@ -249,6 +250,16 @@ class Run:
     version: str
     load_cpu_s: float
     run_cpu_s: float
+
+
+def available() -> tuple[bool, str]:
+    """Whether HiGHS can run here and its version (``highs 1.15.1``), as Pyomo's HiGHS interface
+    says it (highspy importable), without loading Pyomo's solver plugins."""
+    if importlib.util.find_spec("highspy") is None:
+        return False, "highspy not installed"
+    import highspy  # here, not at import time: see the module doc
+
+    return True, f"highs {highspy.Highs().version()}"
 
 
 def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None, threads: int, seed: int,

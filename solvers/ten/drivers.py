@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pe
+import pyomo.core as pe
 
 from ... import InputError
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
