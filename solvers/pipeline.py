@@ -291,7 +291,7 @@ def warm_kernels(combining: bool = True) -> list[str]:
     process, before any run's clock starts: a first compile takes tens of seconds, which is
     no run's verification or pricing time. Verifies and prices tiny schedules of every kind of
     send the kernels treat apart (whole and fractional copies, routed sends and, with
-    ``combining``, reductions); returns their violations (none)."""
+    ``combining``, whole and fractional reductions); returns their violations (none)."""
     ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
     ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
     half = Fraction(1, 2)
@@ -300,8 +300,10 @@ def warm_kernels(combining: bool = True) -> list[str]:
     direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
                         routing="shortest-path")
     cases = [(copies, ring3), (direct, ring4)]
-    if combining:
-        cases.append((reverse(copies), replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))))
+    if combining:  # reductions of fractional and of whole pieces (these pass empty piece bounds: kernels of their own)
+        whole = from_sends([(i, 0, 1, i, (i + d) % 3, 1) for i in range(3) for d in (1, 2)], "allgather", 3, 3)
+        reduce_scatter = replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))
+        cases += [(reverse(copies), reduce_scatter), (reverse(whole), reduce_scatter)]
     violations = []
     for sched, inst in cases:
         v = verify.verify(sched, inst)

@@ -143,3 +143,40 @@ def test_a_model_built_on_pyomo_core_alone_solves_on_a_backend_that_loads_pyomo_
     got = json.loads(done.stdout)
     assert got["highs"] == 11 and got["plugins"] is False
     assert got[backend] == 11 or (got[backend] == "absent" and backend in ("gurobi", "glpk"))
+
+
+KERNELS_CHILD = textwrap.dedent("""
+    import json, sys
+    from numba.core.dispatcher import Dispatcher
+    from collsynth.instances import load_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+
+    def loaded():
+        return {f"{name}.{k}": len(v.signatures) for name, module in list(sys.modules.items())
+                if name.startswith("collsynth.") for k, v in vars(module).items() if isinstance(v, Dispatcher)}
+
+    instance, producer = load_instance(sys.argv[1]), sys.argv[2]
+    pipeline.warm(instance, producer)
+    warmed = loaded()
+    row, _ = pipeline.run(instance, producer, Options())
+    after = loaded()
+    print(json.dumps({"verified": row["verified"], "warmed": sorted(k for k, n in warmed.items() if n),
+                      "on_the_clock": sorted(k for k, n in after.items() if n > warmed.get(k, 0))}))
+""")
+
+
+@pytest.mark.parametrize("instance, producer, combining", [
+    ("ring8-allgather.toml", "bfb-lp", False),
+    ("ring8-allgather.toml", "greedy", False),
+    ("mesh3x3-reduce-scatter.toml", "ring", True),
+    ("hypercube3-allreduce.toml", "greedy", True),
+])
+def test_a_run_loads_no_kernel_on_its_clock_and_reductions_only_for_a_combining_instance(instance, producer, combining):
+    done = subprocess.run([sys.executable, "-c", KERNELS_CHILD, str(CORPUS / instance), producer],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert got["verified"] and got["on_the_clock"] == []
+    assert "collsynth.tens.verify_kernels.first_malformed" in got["warmed"]
+    assert ("collsynth.tens.verify_kernels.simulate_combining" in got["warmed"]) == combining
