@@ -48,12 +48,17 @@ CASES = {  # name: (producer, corpus file or TOML text)
 STAGES = ("lower bounds", "produce", "verification", "pricing (sync)", "pricing (ten)", "pricing (event)")
 
 
-def solve_once(producer: str, instance: Path, time_limit: float = 600.0, path: str | None = None) -> dict:
+def solve_once(producer: str, instance: Path, time_limit: float = 600.0, path: str | None = None,
+               bytecode: str | None = None) -> dict:
     """One ``collsynth solve`` in a fresh process: its row and its own wall, CPU and peak
-    (``path``: the PYTHONPATH it imports collsynth from; None: this process's)."""
+    (``path``: the PYTHONPATH it imports collsynth from, None: this process's; ``bytecode``: the
+    folder it caches bytecode in, None: the environment as it is)."""
     cmd = [sys.executable, "-m", "collsynth.solvers.cli", "solve", str(instance), "--producer", producer, "--json",
            "--time-limit", f"{time_limit:g}"]
-    env = os.environ if path is None else {**os.environ, "PYTHONPATH": path}
+    env = dict(os.environ) if path is None else {**os.environ, "PYTHONPATH": path}
+    if bytecode is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = bytecode
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -101,23 +106,27 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(cases: dict, repeat: int = 1, paths: dict[str, str | None] | None = None) -> list[dict]:
+def run(cases: dict, repeat: int = 1, paths: dict[str, str | None] | None = None, env_as_is: bool = False) -> list[dict]:
     """Every case ``repeat`` times, printing each line as it comes; with ``paths`` (label:
     PYTHONPATH) each run of a case goes once through each of them in turn, so that two versions
-    of collsynth are timed in the same window of a shared machine (case names get the label)."""
+    of collsynth are timed in the same window of a shared machine (case names get the label).
+    Bytecode is cached in a folder of the run's own unless ``env_as_is`` (see the module doc)."""
     paths = paths or {"": None}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        bytecode = None if env_as_is else str(Path(tmp) / "bytecode")
         for name, (producer, source) in cases.items():
             path = source if isinstance(source, Path) else Path(tmp) / f"{producer}.toml"
             if not isinstance(source, Path):
                 path.write_text(source)
             tiny = Path(tmp) / f"{producer}-tiny.toml"
             tiny.write_text(_tiny(path.read_text()))
+            for where in paths.values():  # untimed: numba's kernels and the bytecode cached
+                solve_once(producer, tiny, path=where, bytecode=bytecode)
             for _ in range(repeat):
                 for label, where in paths.items():
-                    startup = solve_once(producer, tiny, path=where)["wall_s"]
-                    run_ = {**solve_once(producer, path, path=where), "startup_s": startup}
+                    startup = solve_once(producer, tiny, path=where, bytecode=bytecode)["wall_s"]
+                    run_ = {**solve_once(producer, path, path=where, bytecode=bytecode), "startup_s": startup}
                     rows.append(figures(f"{name} {label}".strip(), run_))
                     print(report(rows[-1:]).splitlines()[-1], flush=True)
     return rows
@@ -137,9 +146,11 @@ def _main(argv: list[str]) -> None:
     p.add_argument("--against", metavar="PYTHONPATH", default=None,
                    help="also run each case with collsynth imported from this PYTHONPATH (e.g. a checkout of main "
                         "linked as DIR/collsynth), alternating with this one: rows 'base' and 'new'")
+    p.add_argument("--env-as-is", action="store_true",
+                   help="run the children in this environment unchanged (see the module doc on bytecode)")
     args = p.parse_args(argv)
     cases = {k: v for k, v in CASES.items() if not args.cases or any(c in k for c in args.cases.split(","))}
-    rows = run(cases, args.repeat, {"base": args.against, "new": None} if args.against else None)
+    rows = run(cases, args.repeat, {"base": args.against, "new": None} if args.against else None, args.env_as_is)
     print("\n" + report(rows))
 
 

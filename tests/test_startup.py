@@ -180,3 +180,29 @@ def test_a_run_loads_no_kernel_on_its_clock_and_reductions_only_for_a_combining_
     assert got["verified"] and got["on_the_clock"] == []
     assert "collsynth.tens.verify_kernels.first_malformed" in got["warmed"]
     assert ("collsynth.tens.verify_kernels.simulate_combining" in got["warmed"]) == combining
+
+
+def test_the_command_line_ends_after_its_exit_handlers_with_all_output_and_its_exit_code(tmp_path):
+    """``run`` ends the process without the interpreter's teardown: the exit handlers still run
+    (here one that writes a file and one that prints), everything printed arrives, and the exit
+    code is main's: 0 for a solve, 2 for bad input."""
+    marker = tmp_path / "handler-ran"
+    instance = CORPUS / "ring8-allgather.toml"
+    script = textwrap.dedent(f"""
+        import atexit, sys
+        from pathlib import Path
+        from collsynth.solvers import cli
+        atexit.register(lambda: Path({str(marker)!r}).write_text("yes"))
+        atexit.register(lambda: print("handler printed", file=sys.stderr))
+        sys.argv = ["collsynth", *sys.argv[1:]]
+        cli.run()
+        raise AssertionError("run() returned")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, "solve", str(instance), "--producer", "ring", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verified"] is True
+    assert "handler printed" in done.stderr and marker.read_text() == "yes"
+    bad = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "solve", str(tmp_path / "missing.toml"),
+                          "--producer", "ring", "--json"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith("error: "), bad

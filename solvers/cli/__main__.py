@@ -1,7 +1,5 @@
 """``python -m collsynth.solvers.cli``: the same entry point as the ``collsynth`` script."""
 
-import sys
+from . import run
 
-from . import main
-
-sys.exit(main())
+run()
