@@ -317,7 +317,10 @@ def _seg_range(lo, hi, x, pts, nseg, seg_of):
 
 @njit(cache=True, nogil=True)
 def _bisect(a, n, v):
-    """The first position in sorted ``a[:n]`` whose value is at least ``v`` (``n`` if none)."""
+    """The first position in sorted ``a[:n]`` whose value is at least ``v`` (``n`` if none):
+    ``np.searchsorted(a[:n], v)`` without building the slice, which made the search path of
+    verification (denominators beyond :data:`~collsynth.tens.verify.SEGMENT_TABLE`) 25% slower
+    (BFB torus 50x50 with a denominator of 2^23: 1.15 s against 0.92 s CPU)."""
     f, l = 0, n
     while f < l:
         m = (f + l) >> 1
