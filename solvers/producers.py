@@ -45,7 +45,6 @@ FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks
     "collsynth.solvers.closed_form": None,  # one module per family: ring, trees, butterfly, swing, optree, ...
     "collsynth.solvers.bfb.expansions": ("expansion",),  # line-graph, degree, cartesian expansions
 }
-FAMILY_MODULES = tuple(FAMILIES)
 SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
     "collsynth.solvers.ten.producers",
     "collsynth.solvers.bfb.driver",
@@ -257,7 +256,7 @@ def plugin_modules() -> tuple[str, ...]:
 
 def family_modules() -> tuple[str, ...]:
     """The built-in families plus the plug-in modules (:func:`plugin_modules`)."""
-    return FAMILY_MODULES + plugin_modules()
+    return tuple(FAMILIES) + plugin_modules()
 
 
 def import_if_present(name: str):
