@@ -11,9 +11,11 @@ the arrivals of the *group* ``(u, c)`` (every send of chunk ``c`` to ``u``) in s
 only the arrivals of overlapping pieces are needed (``exact`` pairs); the whole earlier part of
 the group (the *prefix*) is exact for whole chunks and conservative for pieces.
 
-Everything here is linear in the number of sends: stable counting sorts (by step, then by
-chunk) and one pass per chunk that names the groups with a per-node scratch array (no
-``nodes x chunks`` table, no comparison sort).
+Everything here is linear in the number of sends. The view is a stable counting sort by step.
+The groups are named in one pass over the view with a ``chunks x nodes`` table of group numbers
+when that table is no bigger than about two entries per send (every collective whose chunks
+reach most nodes: allgather, reduce-scatter, allreduce); otherwise by a counting sort by chunk
+and one pass per chunk with a per-node scratch array. Both number the groups alike.
 
 >>> import numpy as np
 >>> order, starts = counting_order(np.array([2, 1, 2, 1]), 3)
@@ -30,11 +32,13 @@ from numba import njit
 
 from .. import InputError
 from ..instances.instance import Instance
-from .prefetch import prefetch_write
+from .prefetch import prefetch, prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
 
 PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode
+TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
+TABLE_SLACK = 1 << 22  # and this many more; beyond: chunk by chunk
 AHEAD = 16  # scattered writes of a counting sort or of the group naming are prefetched this many items on
 
 
@@ -136,12 +140,16 @@ def _column_ranges(step, chunk, src, dst, lo, hi, denom):
         ranges[1, 0], ranges[1, 1] = min(ranges[1, 0], chunk[i]), max(ranges[1, 1], chunk[i])
         ranges[2, 0], ranges[2, 1] = min(ranges[2, 0], src[i]), max(ranges[2, 1], src[i])
         ranges[3, 0], ranges[3, 1] = min(ranges[3, 0], dst[i]), max(ranges[3, 1], dst[i])
-    whole = True
+    return ranges, changes, _whole_pieces(lo, hi, denom)
+
+
+@njit(cache=True, nogil=True)
+def _whole_pieces(lo, hi, denom):
+    """Whether every piece is ``[0, denom)`` (stops at the first that is not)."""
     for i in range(len(lo)):
         if lo[i] != 0 or hi[i] != denom:
-            whole = False
-            break
-    return ranges, changes, whole
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -391,6 +399,110 @@ def held_table(instance: Instance, num_chunks: int) -> np.ndarray:
     return held
 
 
+@njit(cache=True, nogil=True)
+def _id_ranges(chunk, src, dst):
+    """``(smallest chunk, largest chunk, smallest node, largest node, same chunk, same source)``
+    of a non-empty view, the last two counting the positions whose chunk (source) is the one
+    before's: which of the group table's two layouts its reads walk along."""
+    c_lo, c_hi = chunk[0], chunk[0]
+    v_lo, v_hi = min(src[0], dst[0]), max(src[0], dst[0])
+    same_chunk = same_src = 0
+    for i in range(1, len(chunk)):
+        c, u, v = chunk[i], src[i], dst[i]
+        c_lo, c_hi = min(c_lo, c), max(c_hi, c)
+        v_lo, v_hi = min(v_lo, min(u, v)), max(v_hi, max(u, v))
+        same_chunk += c == chunk[i - 1]
+        same_src += u == src[i - 1]
+    return c_lo, c_hi, v_lo, v_hi, same_chunk, same_src
+
+
+@njit(cache=True, nogil=True)
+def _groups_by_table(chunk, src, dst, bounds, table, chunk_stride, node_stride, ga, g_in, p, k, count):
+    """Name the arrival groups in one pass over the view, step by step: reads first (they see
+    the arrivals of earlier steps only), then arrivals. ``table[chunk * chunk_stride + node *
+    node_stride]`` holds the group of ``(chunk, node)``: ``g >= 0``; -1 none yet; -2 none yet
+    and the node holds the chunk from the start (its sends need nothing); ``-3 - g`` group ``g``
+    at such a node. Groups are numbered in the order of their first arrivals, as
+    :func:`_number_groups` numbers them. Fills ``ga``, ``g_in``, ``p``, ``k`` (the number of
+    earlier members of the position's own group) and ``count`` (members per group); returns the
+    number of groups. The table's lines are prefetched ``AHEAD`` positions on."""
+    n = len(chunk)
+    groups = 0
+    for s in range(len(bounds) - 1):
+        a, b = bounds[s], bounds[s + 1]
+        for i in range(a, b):
+            if i + AHEAD < n:
+                prefetch(table, chunk[i + AHEAD] * chunk_stride + src[i + AHEAD] * node_stride)
+            g = table[chunk[i] * chunk_stride + src[i] * node_stride]
+            if g >= 0:
+                g_in[i] = g
+                p[i] = count[g]
+            else:
+                g_in[i] = -1
+                p[i] = 0
+        for i in range(a, b):
+            if i + AHEAD < n:
+                prefetch_write(table, chunk[i + AHEAD] * chunk_stride + dst[i + AHEAD] * node_stride)
+            key = chunk[i] * chunk_stride + dst[i] * node_stride
+            t = table[key]
+            if t >= 0:
+                g = t
+            elif t <= -3:
+                g = -3 - t
+            else:
+                g = groups
+                groups += 1
+                count[g] = 0
+                table[key] = g if t == -1 else -3 - g
+            ga[i] = g
+            k[i] = count[g]
+            count[g] += 1
+    return groups
+
+
+@njit(cache=True, nogil=True)
+def _members_by_group(ga, k, count, members, gstart):
+    """Fill ``gstart`` (the groups' starts, from their sizes ``count``) and ``members`` (the
+    positions by group, in position order inside: position ``i`` is its group's ``k[i]``-th)."""
+    gstart[0] = 0
+    for g in range(len(gstart) - 1):
+        gstart[g + 1] = gstart[g] + count[g]
+    for i in range(len(ga)):
+        members[gstart[ga[i]] + k[i]] = i
+
+
+def _table_groups(view: StepView, held: np.ndarray, num_chunks: int, size: int,
+                  node_major: bool) -> tuple[np.ndarray, ...]:
+    """``(ga, g_in, p, members, gstart)`` by :func:`_groups_by_table`, the table laid out
+    ``chunks x nodes`` or, ``node_major``, ``nodes x chunks``. Every array is allocated by numpy
+    (transparent huge pages, see :func:`step_view`)."""
+    n = len(view)
+    table = np.full(num_chunks * size, -1, np.int32)
+    codes = table.reshape(size, num_chunks).T if node_major else table.reshape(num_chunks, size)
+    rows, cols = min(held.shape[0], num_chunks), min(held.shape[1], size)
+    np.copyto(codes[:rows, :cols], -2, where=held[:rows, :cols])
+    chunk_stride, node_stride = (1, num_chunks) if node_major else (size, 1)
+    ga, g_in, p, k, count = (np.empty(n, np.int32) for _ in range(5))
+    groups = _groups_by_table(view.chunk, view.src, view.dst, view.bounds, table, chunk_stride, node_stride,
+                              ga, g_in, p, k, count)
+    del table
+    members, gstart = np.empty(n, np.int32), np.empty(groups + 1, np.int64)
+    _members_by_group(ga, k, count, members, gstart)
+    return ga, g_in, p, members, gstart
+
+
+def _chunk_groups(view: StepView, held: np.ndarray, num_chunks: int, size: int) -> tuple[np.ndarray, ...]:
+    """``(ga, g_in, p, members, gstart)`` chunk by chunk (:func:`_chunk_major`,
+    :func:`_name_groups`, :func:`_number_groups`): no table, for any number of chunks."""
+    rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, num_chunks)
+    named = _name_groups(rec, chunk_starts, size, held)
+    del rec
+    ga, g_in, p, groups = _number_groups(named)
+    del named
+    members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
+    return ga, g_in, p, members, gstart
+
+
 def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = None) -> Deps:
     """Group the arrivals and locate what every send needs (see :class:`Deps`).
 
@@ -398,16 +510,16 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     prefix is exact for them). The view needs ``chunk``, ``src``, ``dst``, ``lo``, ``hi``.
     """
     n = len(view)
-    C = int(view.chunk.max()) + 1 if n else 0
-    size = max(instance.topology.size, int(max(view.src.max(), view.dst.max())) + 1 if n else 0)
-    rec, chunk_starts = _chunk_major(view.chunk, view.src, view.dst, view.rank, C)
-    named = _name_groups(rec, chunk_starts, size, held_table(instance, C))
-    del rec
-    ga, g_in, p, groups = _number_groups(named)
-    del named
-    members, gstart = counting_order(ga, groups)  # positions by group, in step order inside
+    c_lo, c_hi, v_lo, v_hi, same_chunk, same_src = _id_ranges(view.chunk, view.src, view.dst) if n else (0, -1, 0, -1, 0, 0)
+    C = int(c_hi) + 1
+    size = max(instance.topology.size, int(v_hi) + 1)
+    held = held_table(instance, C)
+    if c_lo >= 0 and v_lo >= 0 and C * size <= TABLE_PER_SEND * n + TABLE_SLACK:
+        ga, g_in, p, members, gstart = _table_groups(view, held, C, size, node_major=same_src > same_chunk)
+    else:
+        ga, g_in, p, members, gstart = _chunk_groups(view, held, C, size)
     if want_pairs is None:
-        want_pairs = not bool(((view.lo == 0) & (view.hi == view.denom)).all())
+        want_pairs = not _whole_pieces(view.lo, view.hi, view.denom)
     deps = Deps(ga, g_in, p, members, gstart, None)
     if want_pairs:
         return replace(deps, pairs=dependency_pairs_of(view, deps))
