@@ -120,27 +120,34 @@ class StepView:
 
 
 @njit(cache=True, nogil=True)
-def _column_ranges(step, chunk, src, dst, lo, hi, denom):
-    """One pass over the schedule's columns: ``(ranges, changes, whole)`` with ``ranges`` the
-    (min, max) rows of step, chunk, src and dst, ``changes`` the number of places where the
-    step differs from the one before, or -1 if it ever decreases, and ``whole`` whether every
-    piece is ``[0, denom)``."""
+def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
+    """One pass over the schedule's columns: ``(ranges, used)`` with ``ranges`` the (min, max)
+    rows of step, chunk, src and dst and ``used`` the number of used steps if the sends are in
+    step order, -1 otherwise. While they are (all the way for a schedule in step order), the
+    pass also writes the view: the start of every used step and the end into ``bounds`` (room
+    for ``n + 1``), ``rank`` and the int32 copies of chunk, source and destination."""
     n = len(step)
-    ranges = np.empty((4, 2), np.int64)
-    ranges[0, 0], ranges[0, 1] = step[0], step[0]
-    ranges[1, 0], ranges[1, 1] = chunk[0], chunk[0]
-    ranges[2, 0], ranges[2, 1] = src[0], src[0]
-    ranges[3, 0], ranges[3, 1] = dst[0], dst[0]
-    changes = 0
-    for i in range(1, n):
-        t = step[i]
-        if t != step[i - 1]:
-            changes = -1 if changes < 0 or t < step[i - 1] else changes + 1
-        ranges[0, 0], ranges[0, 1] = min(ranges[0, 0], t), max(ranges[0, 1], t)
-        ranges[1, 0], ranges[1, 1] = min(ranges[1, 0], chunk[i]), max(ranges[1, 1], chunk[i])
-        ranges[2, 0], ranges[2, 1] = min(ranges[2, 0], src[i]), max(ranges[2, 1], src[i])
-        ranges[3, 0], ranges[3, 1] = min(ranges[3, 0], dst[i]), max(ranges[3, 1], dst[i])
-    return ranges, changes, _whole_pieces(lo, hi, denom)
+    t_lo, t_hi, c_lo, c_hi = step[0], step[0], chunk[0], chunk[0]
+    u_lo, u_hi, v_lo, v_hi = src[0], src[0], dst[0], dst[0]
+    k = 0
+    bounds[0] = 0
+    for i in range(n):
+        t, c, u, v = step[i], chunk[i], src[i], dst[i]
+        t_lo, t_hi, c_lo, c_hi = min(t_lo, t), max(t_hi, t), min(c_lo, c), max(c_hi, c)
+        u_lo, u_hi, v_lo, v_hi = min(u_lo, u), max(u_hi, u), min(v_lo, v), max(v_hi, v)
+        if k >= 0:
+            if i and t != step[i - 1]:
+                if t < step[i - 1]:
+                    k = -1
+                    continue
+                k += 1
+                bounds[k] = i
+            rank[i] = k
+            c2[i], s2[i], d2[i] = c, u, v
+    if k >= 0:
+        bounds[k + 1] = n
+    ranges = np.array([[t_lo, t_hi], [c_lo, c_hi], [u_lo, u_hi], [v_lo, v_hi]], np.int64)
+    return ranges, k + 1 if k >= 0 else -1
 
 
 @njit(cache=True, nogil=True)
@@ -153,64 +160,58 @@ def _whole_pieces(lo, hi, denom):
 
 
 @njit(cache=True, nogil=True)
-def _in_step_order(step, chunk, src, dst, bounds, rank, c2, s2, d2):
-    """Views of a schedule already in step order: fills ``bounds`` (the start of every used
-    step and the end), ``rank`` and the int32 copies of chunk, source and destination."""
-    n = len(step)
-    k = -1
-    for i in range(n):
-        if i == 0 or step[i] != step[i - 1]:
-            k += 1
-            bounds[k] = i
-        rank[i] = k
-        c2[i], s2[i], d2[i] = chunk[i], src[i], dst[i]
-    bounds[k + 1] = n
-
-
-@njit(cache=True, nogil=True)
-def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, order, rank, c2, s2, d2, lo2, hi2):
-    """Counting sort by ``step - first`` that writes every column to its sorted place in the
-    same pass (reads stream through the schedule once; writes go to one run per step) into the
-    given arrays (``lo2``, ``hi2`` only if ``lo`` is not empty); returns the bounds of the used
-    steps."""
+def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, place, order, rank, c2, s2, d2, lo2, hi2):
+    """Counting sort by ``step - first`` into the given arrays (``lo2``, ``hi2`` only if ``lo``
+    is not empty); returns the bounds of the used steps. A first pass puts every send's place
+    in step order into ``place``; then the columns go to their places one pass at a time (a
+    pass that wrote every column at once kept one partly written cache line per column and step
+    in flight: twice the time with 20 steps); ``rank`` is filled step by step."""
     n = len(step)
     fill = np.zeros(num_keys, np.int64)
     for i in range(n):
         fill[step[i] - first] += 1
-    rank_of = np.empty(num_keys, np.int32)
     used = 0
     for k in range(num_keys):
-        rank_of[k] = used
         if fill[k] > 0:
             used += 1
     bounds = np.empty(used + 1, np.int64)
     total = 0
+    used = 0
     for k in range(num_keys):  # fill[k]: where key k starts, then its next free place
         count = fill[k]
         if count > 0:
-            bounds[rank_of[k]] = total
+            bounds[used] = total
+            used += 1
         fill[k] = total
         total += count
     bounds[used] = n
     for i in range(n):
         k = step[i] - first
         x = fill[k]
-        fill[k] += 1
+        fill[k] = x + 1
+        place[i] = x
         order[x] = i
-        rank[x] = rank_of[k]
+    for r in range(used):
+        rank[bounds[r]:bounds[r + 1]] = r
+    for i in range(n):
+        x = place[i]
         c2[x], s2[x], d2[x] = chunk[i], src[i], dst[i]
-        if len(lo):
-            lo2[x], hi2[x] = lo[i], hi[i]
+    if len(lo):
+        for i in range(n):
+            lo2[place[i]] = lo[i]
+        for i in range(n):
+            hi2[place[i]] = hi[i]
     return bounds
 
 
 def step_view(schedule: Schedule) -> StepView:
     """:class:`StepView` of ``schedule`` (linear for the usual step numbers).
 
-    One compiled pass checks the columns (ranges, step order, whole pieces), a second one writes
-    the view. The view's columns are allocated here rather than in the compiled code: numpy asks
-    the kernel for transparent huge pages on large arrays, which takes a 2 MiB page fault where a
-    compiled allocation takes 512 small ones (half the time of the view on large schedules).
+    One compiled pass checks the columns (ranges, step order) and writes the view of a schedule
+    in step order; a second one (a counting sort by step) writes that of another. The view's
+    columns are allocated here rather than in the compiled code: numpy asks the kernel for
+    transparent huge pages on large arrays, which takes one 2 MiB page fault where a compiled
+    allocation takes 512 small ones (half the time of the view on large schedules).
     """
     s = schedule
     n = len(s)
@@ -219,22 +220,24 @@ def step_view(schedule: Schedule) -> StepView:
     if n == 0:
         z = np.zeros(0, np.int32)
         return StepView(None, np.zeros(1, np.int64), np.zeros(0, np.int64), z, z, z, z, s.lo, s.hi, s.denom)
-    ranges, changes, whole = _column_ranges(s.step, s.chunk, s.src, s.dst, s.lo, s.hi, s.denom)
+    rank, chunk, src, dst = (np.empty(n, np.int32) for _ in range(4))
+    room = np.empty(n + 1, np.int64)  # only the used steps' pages are ever touched
+    ranges, used = _scan_columns(s.step, s.chunk, s.src, s.dst, room, rank, chunk, src, dst)
     for row, name in enumerate(("chunk", "src", "dst"), start=1):
         if ranges[row, 1] >= MAX_INDEX or ranges[row, 0] < -MAX_INDEX:
             raise InputError("schedule", f"{name} ids must fit in 32 bits")
-    first, last = int(ranges[0, 0]), int(ranges[0, 1])
-    rank, chunk, src, dst = (np.empty(n, np.int32) for _ in range(4))
-    if changes >= 0:
-        bounds = np.empty(changes + 2, np.int64)
-        _in_step_order(s.step, s.chunk, s.src, s.dst, bounds, rank, chunk, src, dst)
+    if used >= 0:
+        bounds = room[:used + 1].copy()
         return StepView(None, bounds, s.step[bounds[:-1]], rank, chunk, src, dst, s.lo, s.hi, s.denom)
+    del room
+    first, last = int(ranges[0, 0]), int(ranges[0, 1])
     if last - first <= 2 * n + (1 << 20):
+        whole = _whole_pieces(s.lo, s.hi, s.denom)
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
         lo, hi = (empty, empty) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
         bounds = _scatter_by_step(s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo,
-                                  empty if whole else s.hi, order, rank, chunk, src, dst, lo, hi)
+                                  empty if whole else s.hi, np.empty(n, np.int32), order, rank, chunk, src, dst, lo, hi)
         if whole:
             lo, hi = np.zeros(n, np.int64), np.full(n, s.denom, np.int64)
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
