@@ -513,7 +513,8 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     prefix is exact for them). The view needs ``chunk``, ``src``, ``dst``, ``lo``, ``hi``.
     """
     n = len(view)
-    c_lo, c_hi, v_lo, v_hi, same_chunk, same_src = _id_ranges(view.chunk, view.src, view.dst) if n else (0, -1, 0, -1, 0, 0)
+    ids = _id_ranges(view.chunk, view.src, view.dst) if n else (0, -1, 0, -1, 0, 0)
+    c_lo, c_hi, v_lo, v_hi, same_chunk, same_src = ids
     C = int(c_hi) + 1
     size = max(instance.topology.size, int(v_hi) + 1)
     held = held_table(instance, C)
