@@ -160,13 +160,14 @@ def _whole_pieces(lo, hi, denom):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, place, order, rank, c2, s2, d2, lo2, hi2):
+def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, order, rank, c2, s2, d2, lo2, hi2):
     """Counting sort by ``step - first`` into the given arrays (``lo2``, ``hi2`` only if ``lo``
     is not empty); returns the bounds of the used steps. A first pass puts every send's place
-    in step order into ``place``; then the columns go to their places one pass at a time (a
-    pass that wrote every column at once kept one partly written cache line per column and step
-    in flight: twice the time with 20 steps); ``rank`` is filled step by step."""
+    in step order into ``rank`` (as scratch); then the columns go to their places one pass at a
+    time (a pass that wrote every column at once kept one partly written cache line per column
+    and step in flight: twice the time with 20 steps); last, ``rank`` is filled step by step."""
     n = len(step)
+    place = rank
     fill = np.zeros(num_keys, np.int64)
     for i in range(n):
         fill[step[i] - first] += 1
@@ -191,8 +192,6 @@ def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, place, orde
         fill[k] = x + 1
         place[i] = x
         order[x] = i
-    for r in range(used):
-        rank[bounds[r]:bounds[r + 1]] = r
     for i in range(n):
         x = place[i]
         c2[x], s2[x], d2[x] = chunk[i], src[i], dst[i]
@@ -201,6 +200,8 @@ def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, place, orde
             lo2[place[i]] = lo[i]
         for i in range(n):
             hi2[place[i]] = hi[i]
+    for r in range(used):
+        rank[bounds[r]:bounds[r + 1]] = r
     return bounds
 
 
@@ -237,7 +238,7 @@ def step_view(schedule: Schedule) -> StepView:
         order = np.empty(n, np.int32)
         lo, hi = (empty, empty) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
         bounds = _scatter_by_step(s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo,
-                                  empty if whole else s.hi, np.empty(n, np.int32), order, rank, chunk, src, dst, lo, hi)
+                                  empty if whole else s.hi, order, rank, chunk, src, dst, lo, hi)
         if whole:
             lo, hi = np.zeros(n, np.int64), np.full(n, s.denom, np.int64)
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
