@@ -335,15 +335,15 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     del view, rt, dep
     rec = kern.event_records(chunk, lo, hi, s.denom, cb, r)
     del chunk, lo, hi, r
-    members, groups, waiting = np.zeros(0, kern.MEMBER), np.zeros((1, 4), np.int32), np.zeros((0, 2), np.int32)
+    blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
     if exact:
         kern.release_dependents(rec, dptr)
         del dptr
     else:
-        members, groups, waiting = kern.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
+        blocks, block_ints, waiting = kern.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
         del order, gstart, p
     best_t, T_L, served = kern.event_times(rec, rptr, rlinks, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
-                                           members, groups, waiting, EVENT_LEVELS)
+                                           blocks, block_ints, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -404,14 +404,34 @@ AHEAD = 16  # entries prefetched ahead of the one taken (the event loop) or writ
 # One record per send, in step order (the order the loop takes equal times in), holding all that
 # the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
 # its next hop, the decision of its first hop's start (``ev``) and what its arrival releases. An
-# arrival of a group with other members updates that group's prefix (``group`` >= 0: the group's
-# row of ``groups``, ``start`` its place in ``members``); otherwise (``group`` -1) it releases rows
-# ``start .. end`` of one table: its dependents (exact pairs) or the sends waiting for its group
-# (a group of one arrival: every send reading it waits for that arrival alone).
+# arrival of a group with other members updates that group's block (``group`` >= 0: the block's
+# first granule, ``start`` the arrival's place among the group's members); otherwise (``group``
+# -1) it releases rows ``start .. end`` of one table: its dependents (exact pairs) or the sends
+# waiting for its group (a group of one arrival: every send reading it waits for that arrival
+# alone).
 EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int32), ("start", np.int32),
                   ("end", np.int32), ("ev", np.int32), ("hop", np.int32)], align=True)
-MEMBER = np.dtype([("val", np.float64), ("frm", np.int32)], align=True)
-GROUP_START, GROUP_FRONTIER, GROUP_NEXT, GROUP_WAIT_END = 0, 1, 2, 3
+
+# A group of several arrivals (the partial results of a reduction reaching one node, a chunk
+# received more than once) keeps what its arrivals read and write in one *block* of 8-byte words,
+# so that an arrival touches one or two adjacent cache lines where separate tables (its member
+# place, the group's row, the group's waiting rows) cost three misses at scattered places: the
+# arrivals of a group come at scattered times, so its state is never in cache when they do.
+# Blocks start on 32-byte granules of one float64 array (``blocks``; ``block_ints`` is the same
+# memory as int32) and hold, from the block's first word ``u``:
+#   words u .. u + 3, the header: int32 slots BLOCK_FRONTIER (arrivals in the finished prefix),
+#       BLOCK_PENDING (arrivals beyond it), BLOCK_NEXT (the word of the next waiting row),
+#       BLOCK_SLOTS (the word of the first member slot, past the last waiting row), BLOCK_TOP_FROM
+#       (the hop of the prefix's latest arrival) and BLOCK_MEMBERS, and the float64 BLOCK_TOP (that
+#       arrival's time, the running maximum over the prefix);
+#   words u + 4 .. u + slots - 1, the waiting rows: int32 pairs (send, p), by p;
+#   words u + slots .. u + slots + members - 1, the arrival times of members that came before the
+#       prefix reached them, and after them, as int32, their hops (-1 until they arrive).
+# Word offsets in the header are relative to ``u``.
+BLOCK_FRONTIER, BLOCK_PENDING, BLOCK_NEXT, BLOCK_SLOTS, BLOCK_TOP_FROM, BLOCK_MEMBERS = 0, 1, 2, 3, 6, 7
+BLOCK_TOP = 2  # a float64 word
+BLOCK_HEADER = 4  # words
+GRANULE = 4  # words per granule: a block starts at word 4 * rec.group
 
 
 @njit(cache=True, nogil=True)
@@ -470,46 +490,108 @@ def waiting_by_group(g_in, p, groups):
 
 @njit(cache=True, nogil=True)
 def release_groups(rec, order, gstart, g_in, p, single):
-    """Group prefixes: ``(members, groups, waiting)`` and every record's release.
+    """Group prefixes: ``(blocks, block_ints, waiting)`` and every record's release.
 
     ``order[gstart[g]:gstart[g + 1]]`` are the positions of group ``g`` in step order. A group
-    of one arrival (when ``single``) gets no row: its arrival releases the group's waiting rows
-    itself. Every other group gets a row of ``groups`` (start in ``members``, frontier, next
-    waiting row, end of its waiting rows; plus a sentinel row) and one :data:`MEMBER` per
-    arrival (time, hop; -1 until it arrives). ``waiting``: :func:`waiting_by_group`.
+    of one arrival (when ``single``) gets no block: its arrival releases the group's waiting rows
+    ``(send, p)`` in ``waiting`` itself (its record's ``start .. end``). Every other group gets
+    a block (the layout above: header, its waiting rows by ``p``, one slot per arrival) and its
+    members' records name the block and their place in it. A send reading a group waits for its
+    first ``p`` arrivals (Deps of :mod:`collsynth.tens.dependencies`); rows are in position order
+    within a group, so ``p`` ascends. One counting pass over the readers (their groups' row
+    counts), one over the groups (where each group's rows go), one writing the rows there
+    directly and one over the groups writing headers, slots and records.
     """
     G = len(gstart) - 1
-    waiting, wptr = waiting_by_group(g_in, p, G)
-    rows, places = 0, 0
+    count = np.zeros(G, np.int32)
+    for q in range(len(g_in)):
+        if g_in[q] >= 0:
+            count[g_in[q]] += 1
+    at = np.empty(G, np.int64)  # where group g's next row goes: word of its block, or ~row of waiting
+    rows, words = 0, 0
     for g in range(G):
-        if not single or gstart[g + 1] - gstart[g] > 1:
-            rows += 1
-            places += gstart[g + 1] - gstart[g]
-    groups = np.zeros((rows + 1, 4), np.int32)
-    members = np.empty(places, MEMBER)
-    rows, places = 0, 0
+        size = gstart[g + 1] - gstart[g]
+        if single and size == 1:
+            at[g] = ~rows
+            rows += count[g]
+        else:
+            at[g] = words + BLOCK_HEADER
+            words += _block_words(count[g], size)
+    if words // GRANULE >= np.iinfo(np.int32).max:
+        raise ValueError("too many group prefixes for 32-bit block granules")
+    blocks = np.empty(words)
+    block_ints = blocks.view(np.int32)
+    waiting = np.empty((rows, 2), np.int32)
+    _write_rows(g_in, p, at, block_ints, waiting)
+    rows, words = 0, 0
     for g in range(G):
         size = gstart[g + 1] - gstart[g]
         for j in range(gstart[g] + AHEAD, min(gstart[g + 1] + AHEAD, len(order))):  # records AHEAD members on
             prefetch_write(rec, order[j])
         if single and size == 1:
             q = order[gstart[g]]
-            rec[q].start = wptr[g]
-            rec[q].end = wptr[g + 1]
+            rec[q].start = rows
+            rec[q].end = rows + count[g]
+            rows += count[g]
             continue
-        groups[rows, GROUP_START] = places
-        groups[rows, GROUP_NEXT] = wptr[g]
-        groups[rows, GROUP_WAIT_END] = wptr[g + 1]
+        _block_header(blocks, block_ints, words, count[g], size)
         for x in range(size):
             q = order[gstart[g] + x]
-            rec[q].group = rows
-            rec[q].start = places + x
-            members[places + x].val = 0.0
-            members[places + x].frm = -1
-        rows += 1
-        places += size
-    groups[rows, GROUP_START] = places
-    return members, groups, waiting
+            rec[q].group = words // GRANULE
+            rec[q].start = x
+        words += _block_words(count[g], size)
+    return blocks, block_ints, waiting
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _block_words(readers, members):
+    """Words of a block: header, waiting rows, member times and hops, to a whole granule."""
+    words = BLOCK_HEADER + readers + members + (members + 1) // 2
+    return (words + GRANULE - 1) // GRANULE * GRANULE
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _block_header(blocks, block_ints, u, readers, members):
+    """An empty prefix for the block at word ``u``: no arrival yet, every waiting row to come."""
+    h = 2 * u
+    slots = BLOCK_HEADER + readers
+    block_ints[h + BLOCK_FRONTIER] = 0
+    block_ints[h + BLOCK_PENDING] = 0
+    block_ints[h + BLOCK_NEXT] = BLOCK_HEADER
+    block_ints[h + BLOCK_SLOTS] = slots
+    blocks[u + BLOCK_TOP] = 0.0
+    block_ints[h + BLOCK_TOP_FROM] = -1
+    block_ints[h + BLOCK_MEMBERS] = members
+    hops = 2 * (u + slots + members)
+    for x in range(members):
+        block_ints[hops + x] = -1
+
+
+@njit(cache=True, nogil=True)
+def _write_rows(g_in, p, at, block_ints, waiting):
+    """Every reader's row ``(send, p)`` at its group's fill pointer ``at`` (a block word, or
+    ``~row`` of ``waiting``), in position order; the pointers' and the rows' lines are prefetched
+    ahead."""
+    n = len(g_in)
+    for q in range(n):
+        if q + 2 * AHEAD < n and g_in[q + 2 * AHEAD] >= 0:  # the fill pointers, then the rows they point at
+            prefetch_write(at, g_in[q + 2 * AHEAD])
+        if q + AHEAD < n and g_in[q + AHEAD] >= 0:
+            w = at[g_in[q + AHEAD]]
+            if w >= 0:
+                prefetch_write(block_ints, 2 * w)
+            else:
+                prefetch_write(waiting, ~w)
+        g = g_in[q]
+        if g >= 0:
+            w = at[g]
+            if w >= 0:
+                block_ints[2 * w] = q
+                block_ints[2 * w + 1] = p[q]
+            else:
+                waiting[~w, 0] = q
+                waiting[~w, 1] = p[q]
+            at[g] = w + 1 if w >= 0 else w - 1
 
 
 @_inlined
@@ -753,11 +835,11 @@ def queue_drop(Q, where):
 
 
 @_inlined
-def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
+def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
     """Prefetch (:mod:`collsynth.tens.prefetch`) what the event loop will need for the entries
     of the run ``AHEAD`` places on (their records), half as far (the first row their arrival
-    releases, or their member record and group row) and a quarter as far (a group's next
-    waiting row, read from its row), so that it is in cache when they are taken: the run is
+    releases, or their group block's first two lines) and a quarter as far (a block's next
+    waiting row, read from its header), so that it is in cache when they are taken: the run is
     sorted by position, but its positions are strided over the tables, which the loop would
     otherwise wait for one miss at a time. Prefetches, not loads: a load read ahead holds up the
     loop's instructions behind it until its line arrives."""
@@ -768,8 +850,9 @@ def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
     if c + AHEAD // 2 < end:
         x = rec[run[c + AHEAD // 2] >> 32]
         if x.group >= 0:
-            prefetch(members, x.start)
-            prefetch(groups, x.group)
+            u = GRANULE * np.int64(x.group)
+            prefetch(blocks, u)
+            prefetch(blocks, u + 8)
         elif x.start < x.end:
             if exact:
                 prefetch(ditems, x.start)
@@ -777,8 +860,9 @@ def _read_ahead(Q, rec, ditems, members, groups, waiting, exact):
                 prefetch(waiting, x.start)
     if c + AHEAD // 4 < end:
         x = rec[run[c + AHEAD // 4] >> 32]
-        if x.group >= 0:  # the group row came in at half the distance: its next waiting row
-            prefetch(waiting, groups[x.group, GROUP_NEXT])
+        if x.group >= 0:  # the header came in at half the distance: the block's next waiting row
+            u = GRANULE * np.int64(x.group)
+            prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
 
 
 @njit(cache=True, nogil=True)
@@ -795,7 +879,7 @@ def _independent(q, exact, need, g_in):
 
 
 @njit(cache=True, nogil=True)
-def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, g_in, members, groups, waiting,
+def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
                 levels):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
@@ -823,15 +907,15 @@ def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    best_t, best_e, served = _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, members,
-                                         groups, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
+    best_t, best_e, served = _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, blocks,
+                                         block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
                                          Q)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, rlinks, alpha), served
 
 
 @_borrowing
-def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, members, groups, waiting, xev, xlink,
-                free, last_on, ready, ready_from, fbuf, ibuf, Q):
+def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
+                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``."""
     n = len(rec)
@@ -850,7 +934,7 @@ def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, 
             q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
             queue_drop(Q, where)
             if where == 1:
-                _read_ahead(Q, rec, ditems, members, groups, waiting, exact)
+                _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact)
         else:
             break
         served += 1
@@ -881,7 +965,7 @@ def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, 
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
         if x.group >= 0:
-            _release_prefix(Q, x.group, x.start, arr, e, members, groups, waiting, fbuf, ibuf)
+            _arrive_in_block(Q, GRANULE * np.int64(x.group), x.start, arr, e, blocks, block_ints, fbuf, ibuf)
         elif exact:
             _release_dependents(Q, x.start, x.end, arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
         else:
@@ -907,30 +991,43 @@ def _release_dependents(Q, lo, hi, arr, e, ditems, need, ready, ready_from, fbuf
 
 
 @_inlined
-def _release_prefix(Q, g, at, arr, e, members, groups, waiting, fbuf, ibuf):
-    """The arrival at member place ``at`` of group row ``g`` came at ``arr`` (hop ``e``): extend
-    the group's finished prefix (with the running maximum of arrival times) and queue the sends
-    waiting for it."""
-    members[at].val = arr
-    members[at].frm = e
-    st0 = groups[g, GROUP_START]
-    f = groups[g, GROUP_FRONTIER]
-    end = groups[g + 1, GROUP_START]
-    while st0 + f < end and members[st0 + f].frm >= 0:
-        at = st0 + f
-        if f > 0 and not members[at].val >= members[at - 1].val:
-            members[at].val = members[at - 1].val
-            members[at].frm = members[at - 1].frm
+def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
+    """The arrival at member ``place`` of the group block at word ``u`` came at ``arr`` (hop
+    ``e``). Beyond the finished prefix it waits in its slot; otherwise it extends the prefix,
+    with every arrival waiting in the slots after it, keeping the running maximum of their
+    times (a later arrival wins ties, as the prefix's latest), and each send waiting for a
+    prefix as long as the new one is queued at that prefix's maximum."""
+    h = 2 * u
+    f = block_ints[h + BLOCK_FRONTIER]
+    slots = u + block_ints[h + BLOCK_SLOTS]
+    members = block_ints[h + BLOCK_MEMBERS]
+    hops = 2 * (slots + members)
+    if place != f:
+        blocks[slots + place] = arr
+        block_ints[hops + place] = e
+        block_ints[h + BLOCK_PENDING] += 1
+        return
+    pending = block_ints[h + BLOCK_PENDING]
+    top, top_from = blocks[u + BLOCK_TOP], np.int64(block_ints[h + BLOCK_TOP_FROM])
+    w = u + block_ints[h + BLOCK_NEXT]
+    val, frm = arr, e
+    while True:
+        if f == 0 or val >= top:
+            top, top_from = val, frm
         f += 1
-    groups[g, GROUP_FRONTIER] = f
-    w = groups[g, GROUP_NEXT]
-    while w < groups[g, GROUP_WAIT_END] and waiting[w, 1] <= f:
-        d = waiting[w, 0]
-        at = st0 + waiting[w, 1] - 1
-        fbuf[0] = members[at].val
-        queue_push(Q, ibuf[0], (np.int64(d) << 32) | (members[at].frm + 1))
-        w += 1
-    groups[g, GROUP_NEXT] = w
+        while w < slots and block_ints[2 * w + 1] <= f:
+            fbuf[0] = top
+            queue_push(Q, ibuf[0], (np.int64(block_ints[2 * w]) << 32) | (top_from + 1))
+            w += 1
+        if pending == 0 or block_ints[hops + f] < 0:
+            break
+        val, frm = blocks[slots + f], np.int64(block_ints[hops + f])
+        pending -= 1
+    block_ints[h + BLOCK_FRONTIER] = f
+    block_ints[h + BLOCK_PENDING] = pending
+    block_ints[h + BLOCK_NEXT] = w - u
+    blocks[u + BLOCK_TOP] = top
+    block_ints[h + BLOCK_TOP_FROM] = top_from
 
 
 @njit(cache=True, nogil=True)
