@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .prefetch import prefetch, prefetch_write
+from .prefetch import huge_pages, prefetch, prefetch_write
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -440,6 +440,7 @@ def event_records(chunk, lo, hi, denom, chunk_bytes, r):
     chunk_bytes[chunk]``, route ``r``, first hop, nothing released yet (rows ``0 .. 0``)."""
     n = len(chunk)
     rec = np.empty(n, EVENT)
+    huge_pages(rec)
     for q in range(n):
         x = rec[q]
         x.nbytes = (hi[q] - lo[q]) / denom * chunk_bytes[chunk[q]]
@@ -520,8 +521,10 @@ def release_groups(rec, order, gstart, g_in, p, single):
     if words // GRANULE >= np.iinfo(np.int32).max:
         raise ValueError("too many group prefixes for 32-bit block granules")
     blocks = np.empty(words)
+    huge_pages(blocks)
     block_ints = blocks.view(np.int32)
     waiting = np.empty((rows, 2), np.int32)
+    huge_pages(waiting)
     _write_rows(g_in, p, at, block_ints, waiting)
     rows, words = 0, 0
     for g in range(G):
@@ -850,9 +853,7 @@ def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
     if c + AHEAD // 2 < end:
         x = rec[run[c + AHEAD // 2] >> 32]
         if x.group >= 0:
-            u = GRANULE * np.int64(x.group)
-            prefetch(blocks, u)
-            prefetch(blocks, u + 8)
+            prefetch(blocks, GRANULE * np.int64(x.group))
         elif x.start < x.end:
             if exact:
                 prefetch(ditems, x.start)
