@@ -425,8 +425,9 @@ EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int3
 #       (the hop of the prefix's latest arrival) and BLOCK_MEMBERS, and the float64 BLOCK_TOP (that
 #       arrival's time, the running maximum over the prefix);
 #   words u + 4 .. u + slots - 1, the waiting rows: int32 pairs (send, p), by p;
-#   words u + slots .. u + slots + members - 1, the arrival times of members that came before the
-#       prefix reached them, and after them, as int32, their hops (-1 until they arrive).
+#   words u + slots .. u + slots + 2 * members - 1, the member slots: a member that came before the
+#       prefix reached it keeps its arrival time (float64) and hop (the next word's first int32;
+#       -1 until it arrives) there.
 # Word offsets in the header are relative to ``u``.
 BLOCK_FRONTIER, BLOCK_PENDING, BLOCK_NEXT, BLOCK_SLOTS, BLOCK_TOP_FROM, BLOCK_MEMBERS = 0, 1, 2, 3, 6, 7
 BLOCK_TOP = 2  # a float64 word
@@ -551,8 +552,8 @@ def release_groups(rec, order, gstart, g_in, p, single):
 
 @njit(cache=True, nogil=True, inline='always')
 def _block_words(readers, members):
-    """Words of a block: header, waiting rows, member times and hops, to a whole granule."""
-    words = BLOCK_HEADER + readers + members + (members + 1) // 2
+    """Words of a block: header, waiting rows, member slots, to a whole granule."""
+    words = BLOCK_HEADER + readers + 2 * members
     return (words + GRANULE - 1) // GRANULE * GRANULE
 
 
@@ -568,9 +569,8 @@ def _block_header(blocks, block_ints, u, readers, members):
     blocks[u + BLOCK_TOP] = 0.0
     block_ints[h + BLOCK_TOP_FROM] = -1
     block_ints[h + BLOCK_MEMBERS] = members
-    hops = 2 * (u + slots + members)
     for x in range(members):
-        block_ints[hops + x] = -1
+        block_ints[2 * (u + slots + 2 * x + 1)] = -1
 
 
 @njit(cache=True, nogil=True)
@@ -940,9 +940,12 @@ def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
                 prefetch(waiting, x.start)
     if c + AHEAD // 4 < end:
         x = rec[run[c + AHEAD // 4] >> 32]
-        if x.group >= 0:  # the header came in at half the distance: the block's next waiting row
+        if x.group >= 0:  # the header came in at half the distance: the next waiting row and slot
             u = GRANULE * np.int64(x.group)
             prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
+            f = block_ints[2 * u + BLOCK_FRONTIER]
+            if x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0:
+                prefetch(blocks, u + block_ints[2 * u + BLOCK_SLOTS] + 2 * (x.start + (x.start == f)))
 
 
 @njit(cache=True, nogil=True)
@@ -1083,11 +1086,9 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     h = 2 * u
     f = block_ints[h + BLOCK_FRONTIER]
     slots = u + block_ints[h + BLOCK_SLOTS]
-    members = block_ints[h + BLOCK_MEMBERS]
-    hops = 2 * (slots + members)
     if place != f:
-        blocks[slots + place] = arr
-        block_ints[hops + place] = e
+        blocks[slots + 2 * place] = arr
+        block_ints[2 * (slots + 2 * place + 1)] = e
         block_ints[h + BLOCK_PENDING] += 1
         return
     pending = block_ints[h + BLOCK_PENDING]
@@ -1102,9 +1103,9 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
             fbuf[0] = top
             queue_push(Q, ibuf[0], (np.int64(block_ints[2 * w]) << 32) | (top_from + 1))
             w += 1
-        if pending == 0 or block_ints[hops + f] < 0:
+        if pending == 0 or block_ints[2 * (slots + 2 * f + 1)] < 0:
             break
-        val, frm = blocks[slots + f], np.int64(block_ints[hops + f])
+        val, frm = blocks[slots + 2 * f], np.int64(block_ints[2 * (slots + 2 * f + 1)])
         pending -= 1
     block_ints[h + BLOCK_FRONTIER] = f
     block_ints[h + BLOCK_PENDING] = pending
