@@ -651,7 +651,7 @@ def _pop(heap, size):
 
 
 BLOCK = 127  # entries per row of the level lists; column BLOCK links a row to the next one
-QS_TIME, QS_CURSOR, QS_LEN, QS_LATE, QS_FREE_ROW, QS_ROWS, QS_LEVELS, QS_FREE_SLOT = range(8)
+QS_TIME, QS_CURSOR, QS_LEN, QS_LATE, QS_FREE_ROW, QS_ROWS, QS_LEVELS, QS_FREE_SLOT, QS_LAST_TIME, QS_LAST_SLOT = range(10)
 
 
 @njit(cache=True, nogil=True)
@@ -664,8 +664,9 @@ def queue_new(n, levels):
     late heap's size, the free lists of rows and slots and the number of levels; a slot is
     ``(first row, last row, entries, next free)``. The spare run and the counts are the radix
     sort's (:func:`_sort_run`)."""
-    qs = np.zeros(8, np.int64)
+    qs = np.zeros(10, np.int64)
     qs[QS_TIME] = -1
+    qs[QS_LAST_TIME] = -1
     qs[QS_FREE_ROW] = -1
     cells = 4
     while cells < 4 * levels:
@@ -758,19 +759,26 @@ def _lheap_pop(lheap, size):
 
 @_inlined
 def _level_slot(Q, tb):
-    """Slot of the level of time bits ``tb``, opened if new; -1 when every slot is taken."""
+    """Slot of the level of time bits ``tb``, opened if new; -1 when every slot is taken. The
+    last level found is remembered: pushes come in runs of one time (the sends a level serves on
+    free links all arrive together), which then skip the level map."""
     qs, lmap, slots, lheap, rows = Q[0], Q[1], Q[2], Q[3], Q[4]
+    if tb == qs[QS_LAST_TIME]:
+        return qs[QS_LAST_SLOT]
     h = _map_find(lmap, tb)
     if lmap[h, 0] == tb:
-        return lmap[h, 1]
-    slot = qs[QS_FREE_SLOT]
-    if slot >= 0:
+        slot = lmap[h, 1]
+    else:
+        slot = qs[QS_FREE_SLOT]
+        if slot < 0:
+            return slot
         qs[QS_FREE_SLOT] = slots[slot, 3]
         lmap[h, 0], lmap[h, 1] = tb, slot
         r = _new_row(qs, rows)
         slots[slot, 0], slots[slot, 1], slots[slot, 2] = r, r, 0
         _lheap_push(lheap, qs[QS_LEVELS], tb, slot)
         qs[QS_LEVELS] += 1
+    qs[QS_LAST_TIME], qs[QS_LAST_SLOT] = tb, slot
     return slot
 
 
@@ -802,6 +810,8 @@ def _take_level(Q):
     _lheap_pop(lheap, qs[QS_LEVELS])
     qs[QS_LEVELS] -= 1
     _map_delete(lmap, _map_find(lmap, tb))
+    if qs[QS_LAST_TIME] == tb:
+        qs[QS_LAST_TIME] = -1
     count = slots[slot, 2]
     r, x = slots[slot, 0], 0
     while r >= 0:
