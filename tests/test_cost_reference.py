@@ -206,15 +206,93 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert tables == {True: (False, 0, 0), False: (True, dep.groups, len(s))}
 
 
-@given(g_in=st.lists(st.integers(-1, 5), max_size=40), groups=st.integers(6, 8))
-def test_waiting_rows_by_group_are_a_stable_sort(g_in, groups):
-    """The sends reading each group, in position order, and each group's row range."""
+@st.composite
+def combining_cases(draw):
+    """Reductions with many arrivals per (node, chunk): a few chunks, sends routed over
+    heterogeneous links, so that a group's arrivals often come out of step order (a later
+    step's send on a short route arrives before an earlier step's on a long one)."""
+    topo = draw(networks())
+    n = topo.size
+    kind = draw(st.sampled_from(("reduce_scatter", "allreduce", "reduce")))
+    inst = make_instance(topo, kind, root=0 if kind == "reduce" else None, message_bytes=M)
+    chunks = inst.collective.num_chunks
+    sends = []
+    for _ in range(draw(st.integers(2, 60))):
+        u = draw(st.integers(0, n - 1))
+        v = draw(st.sampled_from([w for w in range(n) if w != u]))
+        lo, hi = draw(st.sampled_from([(0, 1), (0, Fraction(1, 2)), (Fraction(1, 2), 1)]))
+        sends.append((draw(st.integers(0, min(1, chunks - 1))), lo, hi, u, v, draw(st.integers(1, 8))))
+    return from_sends(sends, kind, n, chunks, routing="shortest-path"), inst
+
+
+@settings(max_examples=60)
+@given(case=combining_cases(), single=st.booleans())
+def test_event_group_prefixes_of_reductions_match_the_reference(case, single):
+    """Group prefixes whose arrivals come out of order (waiting in their block's slots until
+    the prefix reaches them) and in order: same prices as the reference."""
+    sched, inst = case
+    with patch.object(cost, "EVENT_SINGLE", single):
+        assert_same(cost.price_event(sched, inst, exact_deps=False), ref.price(sched, inst, "event", exact_deps=False))
+
+
+def test_event_arrival_beyond_the_prefix_waits_and_wins_a_tie():
+    """Node 2 receives chunk 0 in step 1 from node 0 over two hops (arriving at 2 + 2 = 4) and
+    in step 2 from node 3 over one (0 + 1 + alpha 3 = 4), then sends it to node 0 (alpha 5).
+    The step-2 arrival is served first and waits beyond the prefix; when the step-1 arrival
+    completes the prefix both are at 4, and the later member, node 3's, is the prefix's latest
+    (the reference's rule): the send arrives at 4 + 1 + 5 = 10 with latency 5 + 3 = 8 on its
+    critical path (node 0's route would give 5 + 1 + 1 = 7)."""
+    link = {"bandwidth": 1.0, "alpha": 1.0}
+    topo = from_edges(4, [(0, 1, link), (1, 2, link), (3, 2, dict(link, alpha=3.0)), (2, 0, dict(link, alpha=5.0)),
+                          (2, 3, link)])
+    inst = make_instance(topo, "reduce_scatter", message_bytes=4.0)
+    s = from_sends([(0, 0, 1, 0, 2, 1), (0, 0, 1, 3, 2, 2), (0, 0, 1, 2, 0, 3)], "reduce_scatter", 4, 4,
+                   routing="shortest-path")
+    c = cost.price_event(s, inst, exact_deps=False)
+    assert (c.total_s, c.T_L_s, c.T_B_s) == (10.0, 8.0, 2.0)
+    assert_same(c, ref.price(s, inst, "event", exact_deps=False))
+
+
+@settings(max_examples=40)
+@given(g_in=st.lists(st.integers(-1, 5), max_size=40), sizes=st.lists(st.integers(1, 3), min_size=6, max_size=6),
+       single=st.booleans())
+def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
+    """Every group's waiting rows ``(send, p)`` in position order: in the group's block, or in
+    the waiting table for a group of one arrival released directly; the records of a group's
+    members name its block and their places in it."""
     g = np.array(g_in, np.int32)
     p = np.arange(len(g), dtype=np.int32) * 3
-    rows, starts = kern.waiting_by_group(g, p, groups)
-    expected = [[q, 3 * q] for k in range(groups) for q in range(len(g_in)) if g_in[q] == k]
-    assert rows.tolist() == expected
-    assert starts.tolist() == [sum(0 <= x < k for x in g_in) for k in range(groups + 1)]
+    gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
+    rec = np.zeros(max(gstart[-1], 1), kern.EVENT)
+    rec["group"] = -1
+    _, block_ints, waiting = kern.release_groups(rec, order, gstart, g, p, single)
+    for k, size in enumerate(sizes):
+        expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
+        members = order[gstart[k]:gstart[k + 1]]
+        if single and size == 1:
+            x = rec[members[0]]
+            assert x["group"] == -1 and waiting[x["start"]:x["end"]].tolist() == expected
+            continue
+        assert [rec[q]["start"] for q in members] == list(range(size))
+        u = kern.GRANULE * int(rec[members[0]]["group"])
+        assert {int(rec[q]["group"]) for q in members} == {u // kern.GRANULE}
+        rows = block_ints[2 * (u + kern.BLOCK_HEADER):2 * (u + block_ints[2 * u + kern.BLOCK_SLOTS])]
+        assert rows.reshape(-1, 2).tolist() == expected
+        assert block_ints[2 * u + kern.BLOCK_MEMBERS] == size
+
+
+@given(positions=st.lists(st.integers(0, (1 << 31) - 2), unique=True, max_size=3000),
+       preds=st.randoms(use_true_random=False), presorted=st.booleans())
+def test_a_time_levels_run_is_sorted_by_position(positions, preds, presorted):
+    """The radix sort of a level's entries (position in the high 32 bits, predecessor + 1 in
+    the low) against Python's sort: few entries, spans of one to four 8-bit digits, sorted input."""
+    if presorted:
+        positions = sorted(positions)
+    words = [(q << 32) | preds.randrange(1 << 31) for q in positions]
+    run = np.array(words + [7], np.int64)  # an entry past the run stays
+    kern._sort_run(run, len(words), np.empty(len(run), np.int64), np.empty(kern.DIGITS * kern.RADIX, np.int64))
+    assert run.tolist() == sorted(words) + [7]
 
 
 @given(case=priced_cases())
