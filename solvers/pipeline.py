@@ -37,7 +37,11 @@ Stages run side by side on two cores: the lower bounds of an instance of at leas
 :data:`BOUNDS_APART_NODES` nodes are computed in a forked child process while the producer
 runs (:class:`BoundsApart`; smaller ones first, in this process), and the cost models price
 the schedule in a thread while this thread verifies it, and in this thread too once it has
-verified (:class:`SpeculativePricing`: the compiled kernels release the GIL). Only the times
+verified (:class:`SpeculativePricing`: the compiled kernels release the GIL); before verifying,
+this thread computes the parts of the pricing plan the costliest model would otherwise derive
+after its dependency groups (the routes and the event records,
+:attr:`~collsynth.tens.cost_models.CostModel.prepare`), while the pricing thread computes those
+groups: the event simulation's preparation is then no longer one chain. Only the times
 overlap: the bounds, the verdict and the prices are those of the stages run one after the
 other, and nothing priced is reported for a schedule that does not verify.
 """
@@ -329,13 +333,14 @@ def warm_producer(name: str) -> None:
 
 @contextlib.contextmanager
 def _stage(deadline: Deadline, name: str, stages: dict[str, float]) -> Iterator[None]:
-    """Run a stage under the deadline (:func:`~collsynth.limits.enforce`), timing it."""
+    """Run a stage under the deadline (:func:`~collsynth.limits.enforce`), timing it (a stage
+    run in parts adds up their times)."""
     t0 = time.perf_counter()
     try:
         with enforce(deadline, name):
             yield
     finally:
-        stages[name] = round(time.perf_counter() - t0, 4)
+        stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
 def _produce(prod, instance: Instance, options: Options, deadline: Deadline,
@@ -384,7 +389,9 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
     """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
-    model within ``deadline`` (this thread prices too once verification is done); the
+    model within ``deadline`` (this thread first prepares parts of the pricing plan,
+    :meth:`SpeculativePricing.prepare`, stage ``pricing plan``, and prices too once verification
+    is done); the
     prices go into the row only once the schedule has verified (a schedule that fails, or
     whose verification the limit stops, is reported unpriced). Pricing starts once no send is malformed
     (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range."""
@@ -393,8 +400,11 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
     try:
         with _stage(deadline, "verification", stages):
             violation = verify.malformed(schedule, instance)
-            if violation is None:  # every id in range: the pricing kernels may read the schedule
-                pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
+        if violation is None:  # every id in range: the pricing kernels may read the schedule
+            pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
+            with _stage(deadline, "pricing plan", stages):
+                pricing.prepare()
+            with _stage(deadline, "verification", stages):
                 violation = verify.verify(schedule, instance, well_formed=True)
     except BaseException as e:
         if pricing is not None:
@@ -445,7 +455,10 @@ class SpeculativePricing:
     only the cheapest model runs beside another (the working memory of two costly ones would
     add up): the pricing thread takes the models cheapest first but leaves the cheapest to the
     calling thread while that one verifies. Nothing priced here is reported unless the schedule verified (:func:`_check_and_price`
-    reads :meth:`results` only then).
+    reads :meth:`results` only then). The threads share one
+    :class:`~collsynth.tens.plan.PricingPlan`, whose parts are each computed once, by the
+    first thread to ask (the other waits for it); the calling thread may compute some ahead
+    (:meth:`prepare`).
 
     A model that would not finish in the time left (at its ``rate``) is not started, since its
     compiled loop cannot be interrupted; a cheaper one after it may be. :meth:`cancel` stops
@@ -466,6 +479,29 @@ class SpeculativePricing:
         self.side_by_side = len(schedule) < PRICING_APART_SENDS  # any two models at once
         self._thread = threading.Thread(target=self._take_all, name="collsynth pricing", daemon=True)
         self._thread.start()
+
+    def prepare(self) -> None:
+        """Compute, in the calling thread and before it verifies, the plan parts the models
+        prepare ahead (:attr:`~collsynth.tens.cost_models.CostModel.prepare`: the event
+        model's routes and records) while the pricing thread derives the rest (the event model
+        asks for its dependency groups first), for every model that would be started in the
+        time left. Only while the models price side by side: from :data:`PRICING_APART_SENDS`
+        sends a part made ahead would be kept beside another model's working memory. A part
+        that raises is left to its model, which computes it again when it prices and reports
+        what that raises once the schedule has verified; the time limit's exception ends it."""
+        if not self.side_by_side:
+            return
+        for model in cost_models.MODELS.values():
+            left = self.deadline.left()
+            if model.prepare is None or self._cancelled.is_set() or self._failed.is_set():
+                continue
+            if left is not None and len(self.schedule) / model.rate > left:
+                continue  # the model will not be started
+            try:
+                model.prepare(self.plan)
+            except Exception as e:  # noqa: BLE001 - left to the model (see the doc)
+                if _by_timer(e):
+                    raise
 
     def cancel(self) -> None:
         """Price no further model (those being priced finish; their prices are dropped)."""
@@ -530,14 +566,18 @@ class SpeculativePricing:
                 shared = {"plan": self.plan} if model.uses_plan else {}
                 result = model.price(self.schedule, self.instance, timestep=self.epoch_step, **shared)
             except BaseException as e:  # noqa: BLE001 - given to the verifying thread, which decides
-                timer = isinstance(e, TimeLimitReached) or isinstance(e.__cause__ or e.__context__, TimeLimitReached)
-                result = TimeLimitReached(f"pricing ({model.name})") if timer else e  # the timer: calling thread only
+                result = TimeLimitReached(f"pricing ({model.name})") if _by_timer(e) else e  # the timer: calling thread only
             with self._lock:
                 del self._running[model.name]
                 if not self._cancelled.is_set():
                     self._done[model.name] = (model, result, round(time.perf_counter() - t0, 4))
                 if isinstance(result, BaseException) and not isinstance(result, NotSupported):
                     self._failed.set()
+
+
+def _by_timer(e: BaseException) -> bool:
+    """Whether ``e`` is the time limit's (raised, or wrapped by a compiled call it landed in)."""
+    return isinstance(e, TimeLimitReached) or isinstance(e.__cause__ or e.__context__, TimeLimitReached)
 
 
 def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, float], stage: str) -> str:

@@ -95,8 +95,9 @@ from .routing import MAX_INDEX, Routes, routes
 from .schedule import Schedule
 from .ten import REL_TOL, NotSupported, instant_hops, latency_pipelined, link_delays, link_latency
 
-__all__ = ["PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "chunk_bytes_of", "plan_for",
-           "price_event", "price_sync", "price_ten", "routes", "ten_parameters"]
+__all__ = ["EVENT_RECORDS", "PAIR_BUDGET", "PER_STEP_LIMIT", "Cost", "PricingPlan", "Routes", "chunk_bytes_of",
+           "event_records_of", "plan_for", "prepare_event", "price_event", "price_sync", "price_ten", "routes",
+           "ten_parameters"]
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
 DENSE_CELLS = 1 << 21  # TEN occupancy: dense (page, slot) cells up to this many, or half the sends
@@ -293,6 +294,25 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 
 # ---- event -----------------------------------------------------------------------------------
 
+EVENT_RECORDS = "event records"  # the plan part prepare_event computes ahead and price_event takes
+
+
+def event_records_of(plan: PricingPlan) -> np.ndarray:
+    """The event model's record of every position of the plan's view: its piece's bytes, its
+    route, nothing released yet (:func:`collsynth.tens.cost_kernels.event_records`)."""
+    view, rt = plan.view, plan.routes
+    return kern.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance), rt.r)
+
+
+def prepare_event(plan: PricingPlan) -> None:
+    """Compute ahead, in the calling thread, what :func:`price_event` takes from ``plan``
+    besides the dependency groups: the routes and the event records (:func:`event_records_of`),
+    so that a thread pricing the event model meanwhile computes the groups alone and takes
+    these (it waits for them while they are computed). The plan's schedule must be well formed
+    (:func:`collsynth.tens.verify.malformed`): the records read its chunk ids."""
+    plan.prepare(EVENT_RECORDS, event_records_of)
+
+
 def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None,
                 plan: PricingPlan | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
@@ -315,11 +335,13 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
     plan = plan_for(s, instance, plan)
-    view, rt = plan.view, plan.routes
+    view = plan.view
+    dep = plan.deps(True if exact_deps is None else exact_deps)  # the groups before the routes: another
+    rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
+    rt = plan.routes
     H = int(rt.hops[rt.r].sum(dtype=np.int64))
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
-    dep = plan.deps(True if exact_deps is None else exact_deps)
     chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
     exact = dep.pairs is not None
     z32 = np.zeros(0, np.int32)
@@ -333,7 +355,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
-    rec = kern.event_records(chunk, lo, hi, s.denom, cb, r)
+    if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
+        rec = kern.event_records(chunk, lo, hi, s.denom, cb, r)
     del chunk, lo, hi, r
     blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
     if exact:

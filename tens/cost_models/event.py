@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 
-from ..cost import Cost, price_event
+from ..cost import Cost, prepare_event, price_event
 from . import CostModel
 
 
@@ -15,4 +15,4 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
 
 
 MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=0.15e6,
-                  bound=operator.attrgetter("event"), uses_plan=True)
+                  bound=operator.attrgetter("event"), uses_plan=True, prepare=prepare_event)
