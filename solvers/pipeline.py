@@ -454,8 +454,8 @@ class SpeculativePricing:
     no thread has started, so that the longest one starts beside verification. From that many,
     only the cheapest model runs beside another (the working memory of two costly ones would
     add up): the pricing thread takes the models cheapest first but leaves the cheapest to the
-    calling thread while that one verifies. Nothing priced here is reported unless the schedule verified (:func:`_check_and_price`
-    reads :meth:`results` only then). The threads share one
+    calling thread while that one verifies. Nothing priced here is reported unless the schedule
+    verified (:func:`_check_and_price` reads :meth:`results` only then). The threads share one
     :class:`~collsynth.tens.plan.PricingPlan`, whose parts are each computed once, by the
     first thread to ask (the other waits for it); the calling thread may compute some ahead
     (:meth:`prepare`).
@@ -566,7 +566,8 @@ class SpeculativePricing:
                 shared = {"plan": self.plan} if model.uses_plan else {}
                 result = model.price(self.schedule, self.instance, timestep=self.epoch_step, **shared)
             except BaseException as e:  # noqa: BLE001 - given to the verifying thread, which decides
-                result = TimeLimitReached(f"pricing ({model.name})") if _by_timer(e) else e  # the timer: calling thread only
+                # the timer is the calling thread's: here it only says that the limit came
+                result = TimeLimitReached(f"pricing ({model.name})") if _by_timer(e) else e
             with self._lock:
                 del self._running[model.name]
                 if not self._cancelled.is_set():

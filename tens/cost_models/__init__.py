@@ -53,11 +53,12 @@ class CostModel:
     are tracked). A model with ``uses_plan`` also takes ``plan``, the schedule's
     :class:`~collsynth.tens.plan.PricingPlan` (step order, routes, dependencies), which a run
     derives once for all such models. ``rate`` is the sends per second it prices at the least
-    on 2 loaded cores (``benchmarks/bench_pricing.py``). ``prepare``, for a model with
-    ``uses_plan``, computes in the plan, ahead and in whichever thread calls it, a part of the
-    model's own that the model takes when it prices (:meth:`~collsynth.tens.plan.PricingPlan.prepare`;
-    a run calls it in the thread that verifies while another prices). ``bound`` picks the model's lower bound out of the
-    instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
+    on 2 loaded cores (``benchmarks/bench_pricing.py``). ``prepare(plan)``, for a model with
+    ``uses_plan``, computes ahead, in whichever thread calls it, a part of the plan of the
+    model's own that the model takes when it prices
+    (:meth:`~collsynth.tens.plan.PricingPlan.prepare`; a run calls it in the thread that
+    verifies, before verifying, while another thread prices). ``bound`` picks the model's
+    lower bound out of the instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
     rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``.
     """
 
