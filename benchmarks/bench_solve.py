@@ -15,7 +15,8 @@ and the parent takes that process's own resource usage (``os.wait4``): wall seco
 seconds (user + system, the child processes it waited for included), peak resident set. The
 table prints, per case side by side: the producer's own time (the row's ``wall_s``), the solve
 wall time and their ratio, the row's stage times (``lower bounds``, ``verification``, each
-``pricing (model)``: the bounds run beside the producer and pricing beside verification, so
+``pricing (model)``, and ``pricing plan``, the parts of the pricing plan the calling thread
+prepares before it verifies: the bounds run beside the producer and pricing beside verification, so
 they add up to more than the wall time), the start-up (the wall time of the same command on a
 4x4 torus of the same collective: imports, kernel loading, reading the instance, writing the
 row), peak RSS, CPU seconds and the load
@@ -45,7 +46,8 @@ CASES = {  # name: (producer, corpus file or TOML text)
     "swing-bw torus 32x32 allreduce 1 GiB": ("swing-bw", SWING_TOML),
     "greedy torus 64x64 allgather": ("greedy", CORPUS / "scale-torus64x64-allgather.toml"),
 }
-STAGES = ("lower bounds", "produce", "verification", "pricing (sync)", "pricing (ten)", "pricing (event)")
+STAGES = ("lower bounds", "produce", "pricing plan", "verification", "pricing (sync)", "pricing (ten)",
+          "pricing (event)")
 
 
 def solve_once(producer: str, instance: Path, time_limit: float = 600.0, path: str | None = None,
@@ -94,8 +96,8 @@ def figures(name: str, run: dict) -> dict:
 
 def report(rows: list[dict]) -> str:
     """Side by side: produce, solve, ratio, stages, peak, CPU, load."""
-    short = {"lower bounds": "bounds", "produce": "produce", "verification": "verify", "pricing (sync)": "sync",
-             "pricing (ten)": "ten", "pricing (event)": "event"}
+    short = {"lower bounds": "bounds", "produce": "produce", "pricing plan": "plan", "verification": "verify",
+             "pricing (sync)": "sync", "pricing (ten)": "ten", "pricing (event)": "event"}
     head = (f"{'case':43s} {'sends':>11s} {'produce s':>9s} {'solve s':>8s} {'ratio':>6s} | "
             + " ".join(f"{short[s]:>7s}" for s in STAGES) + f" {'start':>6s} | {'peak GiB':>8s} {'CPU s':>7s} {'load':>10s}")
     lines = [head, "-" * len(head)]
