@@ -60,6 +60,33 @@ def test_two_threads_asking_for_one_part_compute_it_once_and_the_second_waits():
     assert calls == ["first"] and got["first"] is got["second"]
 
 
+def test_a_model_taking_a_part_while_another_thread_prepares_it_waits_for_that_one():
+    inst, sched = _ring(6)
+    plan = PricingPlan(sched, inst)
+    started, release = threading.Event(), threading.Event()
+    made, got = [], {}
+
+    def compute(p):
+        started.set()
+        release.wait(WAIT_S)
+        made.append(object())
+        return made[-1]
+
+    preparing = threading.Thread(target=plan.prepare, args=("x", compute))
+    preparing.start()
+    assert started.wait(WAIT_S)
+    taking = threading.Thread(target=lambda: got.setdefault("taken", plan.take("x")))
+    taking.start()
+    taking.join(0.3)
+    assert taking.is_alive()  # waiting for the part being prepared, not answering None
+    release.set()
+    preparing.join(WAIT_S)
+    taking.join(WAIT_S)
+    assert len(made) == 1 and got["taken"] is made[0] and not plan.holds("x")
+    plan.prepare("x", compute)  # taken: not prepared again
+    assert len(made) == 1 and plan.take("x") is None
+
+
 def test_the_step_view_asked_by_two_threads_at_once_is_computed_once(monkeypatch):
     inst, sched = _ring(40)
     calls = []
