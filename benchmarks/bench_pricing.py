@@ -130,13 +130,18 @@ def child_price(instance: str, npz: str, stages: str = ",".join(STAGES)) -> None
     parent can bound a stage it had to stop). The models share one pricing plan where the
     package has one, as a run's pipeline does."""
     from collsynth.instances.instance import load_instance
-    from collsynth.solvers.pipeline import warm_kernels
     from collsynth.tens import cost as cost_module, verify
+
+    try:
+        from collsynth.solvers.pipeline import warm_kernels
+    except ImportError:  # a revision without compiled kernels (numpy and Python only): nothing to load
+        warm_kernels = None
 
     # the model registry where the revision has one, else the cost module's own price()
     registry = importlib.util.find_spec("collsynth.tens.cost_models") is not None
     cost = importlib.import_module("collsynth.tens.cost_models") if registry else cost_module
-    warm_kernels()  # compiled once per process, as every run does before its clock starts
+    if warm_kernels is not None:
+        warm_kernels()  # compiled once per process, as every run does before its clock starts
     inst = load_instance(instance)
     print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes(), "package": cost_module.__file__}), flush=True)
     sched = _load(npz)

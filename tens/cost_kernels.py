@@ -463,34 +463,6 @@ def release_dependents(rec, dptr):
 
 
 @njit(cache=True, nogil=True)
-def waiting_by_group(g_in, p, groups):
-    """Rows ``(send, p)`` of the sends that read a group (``g_in >= 0``), by group and in
-    position order inside (step order, so ``p`` ascends), and each group's row range
-    ``starts[g] .. starts[g + 1]``: one counting sort whose fill pointers are the starts
-    themselves, shifted by one (no copy, no per-send temporaries)."""
-    starts = np.zeros(groups + 2, np.int32)
-    for q in range(len(g_in)):
-        if g_in[q] >= 0:
-            starts[g_in[q] + 2] += 1
-    for g in range(groups):
-        starts[g + 2] += starts[g + 1]
-    rows = np.empty((starts[groups + 1], 2), np.int32)
-    n = len(g_in)
-    for q in range(n):
-        if q + 2 * AHEAD < n and g_in[q + 2 * AHEAD] >= 0:  # the fill pointers, then the rows they point at
-            prefetch_write(starts, g_in[q + 2 * AHEAD] + 1)
-        if q + AHEAD < n and g_in[q + AHEAD] >= 0:
-            prefetch_write(rows, starts[g_in[q + AHEAD] + 1])
-        g = g_in[q]
-        if g >= 0:
-            x = starts[g + 1]
-            rows[x, 0] = q
-            rows[x, 1] = p[q]
-            starts[g + 1] = x + 1
-    return rows, starts[:groups + 1]
-
-
-@njit(cache=True, nogil=True)
 def release_groups(rec, order, gstart, g_in, p, single):
     """Group prefixes: ``(blocks, block_ints, waiting)`` and every record's release.
 
