@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import importlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +43,7 @@ from collsynth.tens.verify import verify
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_pricing import _load, default_old_rev  # noqa: E402  (a sibling script, not a package)
+from bench_pricing import _load, default_old_rev, export_revision  # noqa: E402  (a sibling script, not a package)
 
 CASES = {
     "swing-bw torus 32x32 allreduce 1 GiB": ("swing-bw", ("torus", {"dims": [32, 32]}), "allreduce", 1 << 30),
@@ -56,14 +55,8 @@ CASES = {
 def import_revision(rev: str, folder: Path):
     """``collsynth.tens.dependencies`` of git revision ``rev``, exported under ``folder`` as the
     package ``collsynth_former`` (its modules import each other relatively); and the commit."""
-    repo = HERE.parent
-    commit = subprocess.run(["git", "rev-parse", rev], cwd=repo, check=True, capture_output=True,
-                            text=True).stdout.strip()
-    target = folder / "collsynth_former"
-    target.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", commit], cwd=repo, check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    sys.path.insert(0, str(folder))
+    root, commit = export_revision(rev, folder, "collsynth_former")
+    sys.path.insert(0, root)
     return importlib.import_module("collsynth_former.tens.dependencies"), commit
 
 

@@ -200,13 +200,13 @@ def _child(args: list[str], stage_limit: float, package_root: str | None = None)
     return [x for x in lines if "start" not in x]
 
 
-def export_revision(rev: str, folder: Path) -> str:
-    """The package at git revision ``rev`` exported under ``folder/collsynth``; returns the
-    folder to put on ``PYTHONPATH`` and the commit."""
+def export_revision(rev: str, folder: Path, package: str = "collsynth") -> tuple[str, str]:
+    """The package at git revision ``rev`` exported under ``folder/package``; returns the
+    folder to put on ``PYTHONPATH`` (or ``sys.path``) and the commit."""
     repo = HERE.parent
     commit = subprocess.run(["git", "rev-parse", rev], cwd=repo, check=True, capture_output=True,
                             text=True).stdout.strip()
-    target = folder / "collsynth"
+    target = folder / package
     target.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", commit], cwd=repo, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
