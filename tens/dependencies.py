@@ -151,8 +151,13 @@ def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
 
 
 @njit(cache=True, nogil=True)
-def _whole_pieces(lo, hi, denom):
-    """Whether every piece is ``[0, denom)`` (stops at the first that is not)."""
+def whole_pieces(lo, hi, denom):
+    """Whether every piece ``[lo, hi)`` is ``[0, denom)``, i.e. every send moves a whole chunk
+    (one compiled pass that stops at the first piece that is not; no temporaries).
+
+    >>> whole_pieces(np.array([0, 0]), np.array([2, 2]), 2), whole_pieces(np.array([0, 1]), np.array([2, 2]), 2)
+    (True, False)
+    """
     for i in range(len(lo)):
         if lo[i] != 0 or hi[i] != denom:
             return False
@@ -233,7 +238,7 @@ def step_view(schedule: Schedule) -> StepView:
     del room
     first, last = int(ranges[0, 0]), int(ranges[0, 1])
     if last - first <= 2 * n + (1 << 20):
-        whole = _whole_pieces(s.lo, s.hi, s.denom)
+        whole = whole_pieces(s.lo, s.hi, s.denom)
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
         lo, hi = (empty, empty) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
@@ -524,7 +529,7 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     else:
         ga, g_in, p, members, gstart = _chunk_groups(view, held, C, size)
     if want_pairs is None:
-        want_pairs = not _whole_pieces(view.lo, view.hi, view.denom)
+        want_pairs = not whole_pieces(view.lo, view.hi, view.denom)
     deps = Deps(ga, g_in, p, members, gstart, None)
     if want_pairs:
         return replace(deps, pairs=dependency_pairs_of(view, deps))

@@ -44,10 +44,8 @@ import threading
 from dataclasses import replace
 from typing import Any, Callable
 
-import numpy as np
-
 from ..instances.instance import Instance
-from .dependencies import Deps, StepView, dependencies, dependency_pairs_of, step_view
+from .dependencies import Deps, StepView, dependencies, dependency_pairs_of, step_view, whole_pieces
 from .routing import Routes, route_sends
 from .schedule import Schedule
 
@@ -168,4 +166,4 @@ def _routes(plan: PricingPlan) -> Routes:
 
 def _whole(plan: PricingPlan) -> bool:
     v = plan.view
-    return bool(((v.lo == 0) & (v.hi == v.denom)).all())
+    return whole_pieces(v.lo, v.hi, v.denom)

@@ -79,7 +79,7 @@ from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
-from .dependencies import step_order
+from .dependencies import step_order, whole_pieces
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
 from .ten import SWITCH_COPY, NotSupported, instant_hops, latency_pipelined, link_delays, link_latency
@@ -531,7 +531,7 @@ def _ready_steps(s: Schedule, coll: Collective, off: int, mine: np.ndarray, lag)
     out = np.zeros(len(mine), np.int64)
     never = np.iinfo(np.int64).max // 4
     pre = coll.precondition
-    if not coll.combining and bool(((s.lo == 0) & (s.hi == s.denom)).all()):  # whole chunks: one pass
+    if not coll.combining and whole_pieces(s.lo, s.hi, s.denom):  # whole chunks: one pass
         S = pre.shape[1]
         first = np.where(pre, 0, never).astype(np.int64).ravel()
         part = np.flatnonzero((s.chunk >= off) & (s.chunk < off + pre.shape[0]))
