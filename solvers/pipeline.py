@@ -492,11 +492,10 @@ class SpeculativePricing:
         if not self.side_by_side:
             return
         for model in cost_models.MODELS.values():
-            left = self.deadline.left()
             if model.prepare is None or self._cancelled.is_set() or self._failed.is_set():
                 continue
-            if left is not None and len(self.schedule) / model.rate > left:
-                continue  # the model will not be started
+            if self._not_started(model) is not None:
+                continue
             try:
                 model.prepare(self.plan)
             except Exception as e:  # noqa: BLE001 - left to the model (see the doc)
@@ -550,14 +549,21 @@ class SpeculativePricing:
                 else:
                     return None
                 model = self._todo.pop(pick)
-                left, need = self.deadline.left(), len(self.schedule) / model.rate
-                if left is not None and need > left:
-                    self._done[model.name] = (model, f"pricing ({model.name}) not started: about {need:.3g} s needed "
-                                                     f"at {model.rate:.3g} sends/s, {left:.3g} s left", None)
+                note = self._not_started(model)
+                if note is not None:
+                    self._done[model.name] = (model, note, None)
                     continue
                 self._running[model.name] = (model, time.perf_counter())
                 return model
         return None
+
+    def _not_started(self, model) -> str | None:
+        """Why ``model`` is not started (it would not finish in the time left at its
+        ``rate``: its compiled loop cannot be interrupted), or None."""
+        left, need = self.deadline.left(), len(self.schedule) / model.rate
+        if left is None or need <= left:
+            return None
+        return f"pricing ({model.name}) not started: about {need:.3g} s needed at {model.rate:.3g} sends/s, {left:.3g} s left"
 
     def _take_all(self) -> None:
         while (model := self._next()) is not None:
