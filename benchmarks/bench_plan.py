@@ -8,8 +8,8 @@ sends in pieces; greedy allgather on a 48x48 torus, 5.3 M whole sends already in
 ``NAME.toml`` instance in ``DIR``, in the format ``bench_pricing.py`` saves), or ``python -m
 pytest -m benchmark -s benchmarks/bench_plan.py``.
 
-The former code is the package at ``--old-rev`` (default: where this branch left ``main``,
-``git merge-base HEAD main``), exported with ``git archive`` and imported as a package of
+The former code is the package at ``--old-rev`` (default :data:`FORMER`, ``main`` before the
+compiled step view and the groups by table), exported with ``git archive`` and imported as a package of
 another name, so that both run on the same schedule in the same process, alternating (former
 first in odd rounds, this tree first in even ones); both compile their kernels on a tiny
 schedule before any clock starts. Every figure is CPU seconds (``time.process_time``: the page
@@ -43,8 +43,9 @@ from collsynth.tens.verify import verify
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_pricing import _load, default_old_rev, export_revision  # noqa: E402  (a sibling script, not a package)
+from bench_pricing import _load, export_revision  # noqa: E402  (a sibling script, not a package)
 
+FORMER = "ca66afa"  # main before the compiled step view and the groups by table
 CASES = {
     "swing-bw torus 32x32 allreduce 1 GiB": ("swing-bw", ("torus", {"dims": [32, 32]}), "allreduce", 1 << 30),
     "bfb-lp torus 50x50 allgather": ("bfb-lp", ("torus", {"dims": [50, 50]}), "allgather", 1 << 26),
@@ -133,7 +134,7 @@ def report(rows: list[dict], commit: str) -> str:
 def run(cases: dict[str, tuple[Schedule, Instance]] | None, old_rev: str | None, reps: int,
         saved: Path | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        former, commit = import_revision(old_rev or default_old_rev(), Path(tmp))
+        former, commit = import_revision(old_rev or FORMER, Path(tmp))
         warm(former)
         warm(new_deps)
         rows = []
@@ -160,7 +161,7 @@ def _main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--saved", type=Path, default=None, help="folder of NAME.npz schedules with NAME.toml instances "
                                                             "(then no schedule is produced)")
-    p.add_argument("--old-rev", default=None, help="git revision of the former code (default: merge-base with main)")
+    p.add_argument("--old-rev", default=None, help=f"git revision of the former code (default: {FORMER})")
     p.add_argument("--reps", type=int, default=3, help="rounds per case (best of)")
     args = p.parse_args(argv)
     print(run(None if args.saved else CASES, args.old_rev, args.reps, args.saved))

@@ -6,7 +6,7 @@ issue: BFB on a 50x50 torus, OpTree on a 1024-node optical ring with 64 waveleng
 on a 32x32 torus (allreduce, 1 GiB), greedy on a 64x64 torus; the former path takes many
 minutes on them), or ``python -m pytest -m benchmark -s benchmarks/bench_pricing.py`` (the
 mid-size table). ``--skip-old`` leaves the former path out; ``--old-rev REV`` names the former
-code (default: where this branch left ``main``, ``git merge-base HEAD main``).
+code (default :data:`FORMER`, the code that issue measured).
 
 Every measurement runs in a fresh child process, so each peak resident set (``ru_maxrss``)
 is that child's own:
@@ -53,6 +53,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("verify", "sync", "ten", "event")
+FORMER = "8cc15d1"  # the code the issue "Ten million sends in seconds" measured (numpy and Python)
 
 MID = {
     "bfb-lp torus 20x20 allgather": ("bfb-lp", 'generator = "torus"\ndims = [20, 20]', "allgather", 1 << 26),
@@ -213,12 +214,6 @@ def export_revision(rev: str, folder: Path, package: str = "collsynth") -> tuple
     return str(folder), commit
 
 
-def default_old_rev() -> str:
-    """Where this branch left ``main`` (the former code of the branch's changes)."""
-    return subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=HERE.parent, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def measure(name: str, spec: tuple, folder: Path, old_root: str | None, old_timeout: float) -> dict:
     """Every figure of one case (see the module doc); each former stage in its own child (the
     package under ``old_root``), stopped after ``old_timeout`` seconds."""
@@ -304,7 +299,7 @@ def run(cases: dict, old_rev: str | None = None, old_timeout: float = 60.0) -> l
 
 @pytest.mark.benchmark
 def test_pricing_mid_size_table():
-    results = run(MID, default_old_rev(), old_timeout=1800.0)
+    results = run(MID, FORMER, old_timeout=1800.0)
     print("\n" + report(results))
     for r in results:  # every stage of both paths finished, and both agree on the prices
         for st in STAGES[1:]:
@@ -325,14 +320,14 @@ def _main(argv: list[str]) -> None:
     p.add_argument("--big", action="store_true", help="the issue's cases (minutes; the former path much longer)")
     p.add_argument("--skip-old", action="store_true", help="only the compiled path")
     p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
-    p.add_argument("--old-rev", default=None, help="git revision of the former path (default: merge-base with main)")
+    p.add_argument("--old-rev", default=None, help=f"git revision of the former path (default: {FORMER})")
     p.add_argument("--old-timeout", type=float, default=60.0,
                    help="seconds for each stage of the former path (a stopped stage reads '>limit')")
     args = p.parse_args(argv)
     cases = BIG if args.big else MID
     if args.cases:
         cases = {k: v for k, v in cases.items() if any(c in k for c in args.cases.split(","))}
-    results = run(cases, None if args.skip_old else (args.old_rev or default_old_rev()), args.old_timeout)
+    results = run(cases, None if args.skip_old else (args.old_rev or FORMER), args.old_timeout)
     print("\n" + report(results))
     print("\n" + json.dumps(results, default=str))
 
