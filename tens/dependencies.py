@@ -125,8 +125,10 @@ def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
     rows of step, chunk, src and dst and ``used`` the number of used steps if the sends are in
     step order, -1 otherwise. While they are (all the way for a schedule in step order), the
     pass also writes the view: the start of every used step and the end into ``bounds`` (room
-    for ``n + 1``), ``rank`` and the int32 copies of chunk, source and destination."""
+    for ``n + 1``), ``rank`` and the int32 copies of chunk, source and destination (none if
+    ``c2`` is empty: the view then uses the columns themselves, int32 already)."""
     n = len(step)
+    copy = len(c2) > 0
     t_lo, t_hi, c_lo, c_hi = step[0], step[0], chunk[0], chunk[0]
     u_lo, u_hi, v_lo, v_hi = src[0], src[0], dst[0], dst[0]
     k = 0
@@ -143,10 +145,13 @@ def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
                 k += 1
                 bounds[k] = i
             rank[i] = k
-            c2[i], s2[i], d2[i] = c, u, v
+            if copy:
+                c2[i], s2[i], d2[i] = c, u, v
     if k >= 0:
         bounds[k + 1] = n
-    ranges = np.array([[t_lo, t_hi], [c_lo, c_hi], [u_lo, u_hi], [v_lo, v_hi]], np.int64)
+    ranges = np.empty((4, 2), np.int64)  # filled one by one: the columns' types may differ
+    ranges[0, 0], ranges[0, 1], ranges[1, 0], ranges[1, 1] = t_lo, t_hi, c_lo, c_hi
+    ranges[2, 0], ranges[2, 1], ranges[3, 0], ranges[3, 1] = u_lo, u_hi, v_lo, v_hi
     return ranges, k + 1 if k >= 0 else -1
 
 
@@ -225,32 +230,35 @@ def step_view(schedule: Schedule) -> StepView:
         raise InputError("schedule", f"{n} sends: at most {MAX_INDEX - 1} are supported")
     if n == 0:
         z = np.zeros(0, np.int32)
-        return StepView(None, np.zeros(1, np.int64), np.zeros(0, np.int64), z, z, z, z, s.lo, s.hi, s.denom)
-    rank, chunk, src, dst = (np.empty(n, np.int32) for _ in range(4))
+        return StepView(None, np.zeros(1, np.int64), s.step[:0], z, z, z, z, s.lo, s.hi, s.denom)
+    rank = np.empty(n, np.int32)
+    narrow = all(c.dtype == np.int32 for c in (s.chunk, s.src, s.dst))  # in step order, the view is the columns
+    none = np.zeros(0, np.int32)
+    copies = (none, none, none) if narrow else tuple(np.empty(n, np.int32) for _ in range(3))
     room = np.empty(n + 1, np.int64)  # only the used steps' pages are ever touched
-    ranges, used = _scan_columns(s.step, s.chunk, s.src, s.dst, room, rank, chunk, src, dst)
+    ranges, used = _scan_columns(s.step, s.chunk, s.src, s.dst, room, rank, *copies)
     for row, name in enumerate(("chunk", "src", "dst"), start=1):
         if ranges[row, 1] >= MAX_INDEX or ranges[row, 0] < -MAX_INDEX:
             raise InputError("schedule", f"{name} ids must fit in 32 bits")
     if used >= 0:
         bounds = room[:used + 1].copy()
+        chunk, src, dst = (s.chunk, s.src, s.dst) if narrow else copies
         return StepView(None, bounds, s.step[bounds[:-1]], rank, chunk, src, dst, s.lo, s.hi, s.denom)
     del room
     first, last = int(ranges[0, 0]), int(ranges[0, 1])
     if last - first <= 2 * n + (1 << 20):
-        whole = whole_pieces(s.lo, s.hi, s.denom)
+        chunk, src, dst = (np.empty(n, np.int32) for _ in range(3)) if narrow else copies
+        whole = whole_pieces(s.lo, s.hi, s.denom)  # then every piece is [0, denom): in any order, the columns
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
-        lo, hi = (empty, empty) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
+        lo, hi = (s.lo, s.hi) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
         bounds = _scatter_by_step(s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo,
                                   empty if whole else s.hi, order, rank, chunk, src, dst, lo, hi)
-        if whole:
-            lo, hi = np.zeros(n, np.int64), np.full(n, s.denom, np.int64)
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
     order, bounds = step_order(s.step)
     rank = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
-    return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, s.chunk[order].astype(np.int32),
-                    s.src[order].astype(np.int32), s.dst[order].astype(np.int32), s.lo[order], s.hi[order], s.denom)
+    chunk, src, dst = (c[order].astype(np.int32, copy=False) for c in (s.chunk, s.src, s.dst))
+    return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, s.lo[order], s.hi[order], s.denom)
 
 
 @njit(cache=True, nogil=True)

@@ -47,6 +47,28 @@ REVERSED_KIND = {
 }
 
 
+ID_COLUMNS = ("chunk", "src", "dst", "step")  # int32 where every id fits (see id_column)
+INT32 = np.iinfo(np.int32)
+
+
+def id_column(values) -> np.ndarray:
+    """``values`` as a flat id column: int32 when every value fits (4 bytes a send instead of 8),
+    int64 otherwise (a value out of range is kept whole for the verifier to name). numpy keeps
+    int32 in arithmetic with int32 and Python ints, so code that multiplies ids (a flat index
+    ``chunk * nodes + node``, a shift of chunk ids or steps) widens them first.
+
+    >>> id_column([0, 5, 2**31 - 1]).dtype, id_column([-1, 2**31]).dtype
+    (dtype('int32'), dtype('int64'))
+    """
+    column = np.asarray(values)
+    if column.dtype == np.int32:
+        return column.ravel()
+    column = np.asarray(column, dtype=np.int64).ravel()
+    if len(column) and (column.min() < INT32.min or column.max() > INT32.max):
+        return column
+    return column.astype(np.int32)
+
+
 class Send(NamedTuple):
     """One send: piece ``[lo, hi)`` of ``chunk`` over ``src -> dst`` in ``step`` (from 1)."""
 
@@ -82,6 +104,10 @@ class Schedule:
     denom: int = 1
     routing: str = "links"
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ID_COLUMNS:
+            object.__setattr__(self, name, id_column(getattr(self, name)))
 
     def __len__(self) -> int:
         return len(self.chunk)
@@ -152,8 +178,9 @@ def from_arrays(
     routing: str = "links",
     meta: dict | None = None,
 ) -> Schedule:
-    """Build a schedule from columns (whole chunks when ``lo``/``hi`` are omitted)."""
-    chunk = np.asarray(chunk, dtype=np.int64).ravel()
+    """Build a schedule from columns (whole chunks when ``lo``/``hi`` are omitted; ids int32
+    where they fit, :func:`id_column`)."""
+    chunk = id_column(chunk)
     n = len(chunk)
     lo = np.zeros(n, np.int64) if lo is None else np.asarray(lo, dtype=np.int64).ravel()
     hi = np.full(n, denom, np.int64) if hi is None else np.asarray(hi, dtype=np.int64).ravel()
@@ -166,9 +193,8 @@ def from_arrays(
     if routing not in ROUTINGS:
         raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
     return Schedule(
-        collective, int(nodes), int(chunks), chunk, lo, hi,
-        np.asarray(src, dtype=np.int64).ravel(), np.asarray(dst, dtype=np.int64).ravel(),
-        np.asarray(step, dtype=np.int64).ravel(), op, int(denom), routing, dict(meta or {}),
+        collective, int(nodes), int(chunks), chunk, lo, hi, id_column(src), id_column(dst), id_column(step), op,
+        int(denom), routing, dict(meta or {}),
     )
 
 
@@ -357,10 +383,10 @@ def _stack(parts: Sequence[Schedule], collective: str, chunks: int, steps_shift:
     routing = routing or ("shortest-path" if any(p.routing == "shortest-path" for p in parts) else "links")
     return from_arrays(
         collective, max(p.nodes for p in parts), chunks,
-        chunk=np.concatenate([p.chunk + k for p, k in zip(parts, chunk_shift)]),
+        chunk=np.concatenate([p.chunk.astype(np.int64) + k for p, k in zip(parts, chunk_shift)]),
         lo=np.concatenate([p.lo for p in parts]), hi=np.concatenate([p.hi for p in parts]),
         src=np.concatenate([p.src for p in parts]), dst=np.concatenate([p.dst for p in parts]),
-        step=np.concatenate([p.step + k for p, k in zip(parts, steps_shift)]),
+        step=np.concatenate([p.step.astype(np.int64) + k for p, k in zip(parts, steps_shift)]),
         denom=parts[0].denom, op=np.concatenate(op_cols), routing=routing,
     )
 

@@ -199,8 +199,8 @@ def instant_hops(topology: Topology, src=None, dst=None) -> np.ndarray:
     [(2, 0), (3, 1)]
     """
     la = topology.link_arrays
-    src = la.src if src is None else np.asarray(src, np.int64)
-    dst = la.dst if dst is None else np.asarray(dst, np.int64)
+    src = la.src if src is None else np.asarray(src)
+    dst = la.dst if dst is None else np.asarray(dst)
     switch = np.zeros(topology.size, bool)
     switch[[s for s in topology.switches if s in topology.graph]] = True
     if not switch.any() or not switch_hop_instant(topology):

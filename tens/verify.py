@@ -535,8 +535,8 @@ def _ready_steps(s: Schedule, coll: Collective, off: int, mine: np.ndarray, lag)
         S = pre.shape[1]
         first = np.where(pre, 0, never).astype(np.int64).ravel()
         part = np.flatnonzero((s.chunk >= off) & (s.chunk < off + pre.shape[0]))
-        np.minimum.at(first, (s.chunk[part] - off) * S + s.dst[part], s.step[part])
-        return first[(s.chunk[mine] - off) * S + s.src[mine]]
+        np.minimum.at(first, (s.chunk[part] - np.int64(off)) * S + s.dst[part], s.step[part])
+        return first[(s.chunk[mine] - np.int64(off)) * S + s.src[mine]]
     into: dict[tuple[int, int], list[int]] = {}
     order = np.argsort(s.chunk, kind="stable")
     for j in order.tolist():

@@ -88,7 +88,7 @@ def routes(schedule: Schedule, topology: Topology) -> Routes:
     if len(schedule) and (schedule.src.max() >= size or schedule.dst.max() >= size
                           or min(schedule.src.min(), schedule.dst.min()) < 0):
         raise InputError("schedule", f"a send names a node outside 0..{size - 1}")
-    key = schedule.src * size + schedule.dst
+    key = schedule.src.astype(np.int64) * size + schedule.dst
     ukey, r = np.unique(key, return_inverse=True)
     us, vs = ukey // size, ukey % size
     direct = la.lookup(us, vs)
@@ -138,7 +138,7 @@ def price_sync(schedule: Schedule, instance: Instance) -> Cost:
     rt = routes(schedule, topo)
     send, link = rt.expand()
     L = len(la)
-    step = schedule.step
+    step = schedule.step.astype(np.int64)
     # per (step, link) loads
     key = step[send] * L + link
     ukey, inv = np.unique(key, return_inverse=True)
@@ -208,8 +208,8 @@ def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None
     pre, _ = _merged_conditions(instance)
     C = max(pre.shape[0], int(s.chunk.max()) + 1)
     T = int(s.step.max()) + 2
-    key_in = s.dst * C + s.chunk
-    key_out = s.src * C + s.chunk
+    key_in = s.dst.astype(np.int64) * C + s.chunk  # ids are int32: flat keys widen first
+    key_out = s.src.astype(np.int64) * C + s.chunk
     order = np.lexsort((s.step, key_in))
     ks = key_in[order]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])

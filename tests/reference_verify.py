@@ -137,7 +137,7 @@ def _segments(chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray, denom: int, num
 def _simulate(s: Schedule, idx: np.ndarray, coll: Collective, off: int, topo: Topology) -> Violation | None:
     """Step-by-step holdings of one collective's sends ``idx`` (chunk ids shifted by ``off``)."""
     S = topo.size
-    chunk = s.chunk[idx] - off
+    chunk = s.chunk[idx].astype(np.int64) - off  # keys chunk * P + rank are computed in 64 bits
     src, dst, step = s.src[idx], s.dst[idx], s.step[idx]
     combining = coll.combining
     default = OP_REDUCE if combining else OP_COPY

@@ -117,7 +117,7 @@ def arranged(s: Schedule, arrangement: str) -> Schedule:
         return s.select(np.argsort(s.step, kind="stable"))
     if arrangement == "sparse steps":
         return from_arrays(s.collective, s.nodes, s.chunks, chunk=s.chunk, src=s.src, dst=s.dst,
-                           step=s.step * (1 << 22), lo=s.lo, hi=s.hi, denom=s.denom, op=s.op, routing=s.routing)
+                           step=s.step.astype(np.int64) * (1 << 22), lo=s.lo, hi=s.hi, denom=s.denom, op=s.op, routing=s.routing)
     return s
 
 

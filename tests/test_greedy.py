@@ -257,7 +257,7 @@ def test_concurrent_collectives_verify(case):
     assert s.num_steps >= greedy.lower_bound(inst)
     # link capacity is shared: at most one chunk per link pair per timestep
     pair = inst.topology.link_arrays.lookup(s.src, s.dst)
-    occ = s.step * len(inst.topology.link_arrays) + pair
+    occ = s.step.astype(np.int64) * len(inst.topology.link_arrays) + pair
     assert len(np.unique(occ)) == len(occ)
 
 

@@ -667,7 +667,7 @@ def test_large_denominators_and_sparse_steps_take_the_general_paths(case, shift,
     from dataclasses import replace
 
     sched, instance = case
-    scaled = replace(sched.with_denom(sched.denom << shift), step=sched.step * k)
+    scaled = replace(sched.with_denom(sched.denom << shift), step=sched.step.astype(np.int64) * k)
     v = verify(scaled, instance)
     ref = reference_verify(sched, instance)
     assert (None if v is None else (v.index, v.step)) == (None if ref is None else (ref[0], ref[1] * k)), str(v)

@@ -86,7 +86,7 @@ def replicate_chunks(schedule: Schedule, c: int) -> Schedule:
     j = np.tile(np.arange(c), n)
     rep = lambda a: np.repeat(a, c)  # noqa: E731
     return sch.from_arrays(schedule.collective, schedule.nodes, schedule.nodes * c,
-                           chunk=rep(schedule.chunk) * c + j, lo=rep(schedule.lo), hi=rep(schedule.hi),
+                           chunk=rep(schedule.chunk.astype(np.int64)) * c + j, lo=rep(schedule.lo), hi=rep(schedule.hi),
                            src=rep(schedule.src), dst=rep(schedule.dst), step=rep(schedule.step),
                            denom=schedule.denom, op=rep(schedule.op), routing=schedule.routing,
                            meta=schedule.meta)
@@ -104,7 +104,7 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
     in_order, in_starts = group_index(arcs[:, 1], base.size)
     # split sends over parallel arcs: one equal part per arc x -> y
     pair_key = arcs[:, 0] * base.size + arcs[:, 1]
-    send_key = s.src * base.size + s.dst
+    send_key = s.src.astype(np.int64) * base.size + s.dst  # ids are int32: widened before multiplying
     first = np.searchsorted(pair_key, send_key)
     last = np.searchsorted(pair_key, send_key, side="right")
     mult = last - first
@@ -161,8 +161,8 @@ def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topolo
     dl = int(np.lcm.reduce(np.unique(indeg[indeg > 0]))) if (indeg > 0).any() else 1
     denom = s.denom * n * dl
     scale = denom // s.denom
-    body = dict(chunk=rep(s.chunk) * n + i, lo=rep(s.lo) * scale, hi=rep(s.hi) * scale,
-                src=rep(s.src) * n + i, dst=rep(s.dst) * n + j, step=rep(s.step))
+    body = dict(chunk=rep(s.chunk.astype(np.int64)) * n + i, lo=rep(s.lo) * scale, hi=rep(s.hi) * scale,
+                src=rep(s.src.astype(np.int64)) * n + i, dst=rep(s.dst.astype(np.int64)) * n + j, step=rep(s.step))
     # parts: pair p (w -> v) with count c_p: n parts (one per i') of size c_p/(n*indeg(v)) each
     order, starts = group_index(la.dst, base.size)
     rows = []
@@ -216,10 +216,10 @@ def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topolog
         cc = np.tile(c, E)
         r = np.repeat(np.arange(E), combos)
         parts.append(dict(
-            chunk=np.tile(base_src, E) + s.chunk[r] * wk,
+            chunk=np.tile(base_src, E) + s.chunk[r].astype(np.int64) * wk,
             lo=s.lo[r], hi=s.hi[r],
-            src=np.tile(base_hold, E) + s.src[r] * wk,
-            dst=np.tile(base_hold, E) + s.dst[r] * wk,
+            src=np.tile(base_hold, E) + s.src[r].astype(np.int64) * wk,
+            dst=np.tile(base_hold, E) + s.dst[r].astype(np.int64) * wk,
             step=s.step[r] + k * T,
         ))
         del cc

@@ -156,7 +156,7 @@ def price_many(topology: Topology, tables: dict, message_bytes: float = 1.0,
             sub = sched.select(sel)
             rt = cost.routes(sub, topology)
             send, link = rt.expand()
-            keys.append(sub.step[send] * L + link)
+            keys.append(sub.step[send].astype(np.int64) * L + link)
             nbytes = (sub.hi - sub.lo) / sub.denom * message_bytes
             weights.append(nbytes[send])
             np.maximum.at(lat, sub.step - 1, rt.latency[rt.r])
