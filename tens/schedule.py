@@ -3,7 +3,8 @@
 A schedule is columnar data (``docs/schedules.md``): numpy columns ``chunk, lo, hi, src, dst, step,
 op`` where the piece ``[lo/denom, hi/denom)`` of chunk ``chunk`` moves over ``src -> dst`` in
 comm step ``step`` (steps start at 1). ``denom`` is one shared denominator, so piece bounds are
-exact rationals kept as integers; whole-chunk schedules have ``denom == 1``.
+exact rationals kept as integers; whole-chunk schedules have ``denom == 1``. The ids (``chunk``,
+``src``, ``dst``, ``step``) are int32 where they fit (:func:`id_column`), ``lo``/``hi`` int64.
 
 ``op`` says what the receiver does: ``OP_COPY`` (store the piece), ``OP_REDUCE`` (combine it
 with what it holds) or ``OP_DEFAULT`` (reduce for combining collectives, copy for the others).
