@@ -120,15 +120,13 @@ class StepView:
 
 
 @njit(cache=True, nogil=True)
-def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
+def _scan_columns(step, chunk, src, dst, bounds, rank):
     """One pass over the schedule's columns: ``(ranges, used)`` with ``ranges`` the (min, max)
     rows of step, chunk, src and dst and ``used`` the number of used steps if the sends are in
     step order, -1 otherwise. While they are (all the way for a schedule in step order), the
-    pass also writes the view: the start of every used step and the end into ``bounds`` (room
-    for ``n + 1``), ``rank`` and the int32 copies of chunk, source and destination (none if
-    ``c2`` is empty: the view then uses the columns themselves, int32 already)."""
+    pass also writes the rest of the view: the start of every used step and the end into
+    ``bounds`` (room for ``n + 1``) and ``rank``."""
     n = len(step)
-    copy = len(c2) > 0
     t_lo, t_hi, c_lo, c_hi = step[0], step[0], chunk[0], chunk[0]
     u_lo, u_hi, v_lo, v_hi = src[0], src[0], dst[0], dst[0]
     k = 0
@@ -145,8 +143,6 @@ def _scan_columns(step, chunk, src, dst, bounds, rank, c2, s2, d2):
                 k += 1
                 bounds[k] = i
             rank[i] = k
-            if copy:
-                c2[i], s2[i], d2[i] = c, u, v
     if k >= 0:
         bounds[k + 1] = n
     ranges = np.empty((4, 2), np.int64)  # filled one by one: the columns' types may differ
@@ -218,8 +214,9 @@ def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, order, rank
 def step_view(schedule: Schedule) -> StepView:
     """:class:`StepView` of ``schedule`` (linear for the usual step numbers).
 
-    One compiled pass checks the columns (ranges, step order) and writes the view of a schedule
-    in step order; a second one (a counting sort by step) writes that of another. The view's
+    One compiled pass checks the columns (ranges, step order); the view of a schedule in step
+    order shares its int32 columns, a second pass (a counting sort by step) writes that of
+    another. The view's
     columns are allocated here rather than in the compiled code: numpy asks the kernel for
     transparent huge pages on large arrays, which takes one 2 MiB page fault where a compiled
     allocation takes 512 small ones (half the time of the view on large schedules).
@@ -231,23 +228,22 @@ def step_view(schedule: Schedule) -> StepView:
     if n == 0:
         z = np.zeros(0, np.int32)
         return StepView(None, np.zeros(1, np.int64), s.step[:0], z, z, z, z, s.lo, s.hi, s.denom)
+    for name in ("chunk", "src", "dst"):
+        if getattr(s, name).dtype != np.int32:  # a schedule's ids are int32 unless one does not fit
+            raise InputError("schedule", f"{name} ids must fit in 32 bits")
     rank = np.empty(n, np.int32)
-    narrow = all(c.dtype == np.int32 for c in (s.chunk, s.src, s.dst))  # in step order, the view is the columns
-    none = np.zeros(0, np.int32)
-    copies = (none, none, none) if narrow else tuple(np.empty(n, np.int32) for _ in range(3))
     room = np.empty(n + 1, np.int64)  # only the used steps' pages are ever touched
-    ranges, used = _scan_columns(s.step, s.chunk, s.src, s.dst, room, rank, *copies)
+    ranges, used = _scan_columns(s.step, s.chunk, s.src, s.dst, room, rank)
     for row, name in enumerate(("chunk", "src", "dst"), start=1):
         if ranges[row, 1] >= MAX_INDEX or ranges[row, 0] < -MAX_INDEX:
             raise InputError("schedule", f"{name} ids must fit in 32 bits")
     if used >= 0:
         bounds = room[:used + 1].copy()
-        chunk, src, dst = (s.chunk, s.src, s.dst) if narrow else copies
-        return StepView(None, bounds, s.step[bounds[:-1]], rank, chunk, src, dst, s.lo, s.hi, s.denom)
+        return StepView(None, bounds, s.step[bounds[:-1]], rank, s.chunk, s.src, s.dst, s.lo, s.hi, s.denom)
     del room
     first, last = int(ranges[0, 0]), int(ranges[0, 1])
     if last - first <= 2 * n + (1 << 20):
-        chunk, src, dst = (np.empty(n, np.int32) for _ in range(3)) if narrow else copies
+        chunk, src, dst = (np.empty(n, np.int32) for _ in range(3))
         whole = whole_pieces(s.lo, s.hi, s.denom)  # then every piece is [0, denom): in any order, the columns
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
@@ -257,7 +253,7 @@ def step_view(schedule: Schedule) -> StepView:
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
     order, bounds = step_order(s.step)
     rank = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
-    chunk, src, dst = (c[order].astype(np.int32, copy=False) for c in (s.chunk, s.src, s.dst))
+    chunk, src, dst = (c[order] for c in (s.chunk, s.src, s.dst))
     return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, s.lo[order], s.hi[order], s.denom)
 
 

@@ -5,9 +5,11 @@ step view of a schedule in step order is the columns themselves."""
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from collsynth import InputError
 from collsynth.instances import generators
 from collsynth.instances.instance import make_instance
 from collsynth.tens import schedule as sch
@@ -79,3 +81,11 @@ def test_the_step_view_of_a_schedule_in_step_order_is_its_columns():
     assert not any(np.shares_memory(getattr(view, c), getattr(shuffled, c)) for c in ("chunk", "src", "dst"))
     assert view.chunk.tolist() == shuffled.chunk[view.order].tolist()
     assert view.steps.tolist() == list(range(1, 6))
+
+
+def test_the_step_view_refuses_ids_beyond_32_bits_by_name():
+    s = ring_allgather(4)
+    wide = replace(s, dst=np.where(np.arange(len(s)) == 2, 2**33, s.dst.astype(np.int64)))
+    assert wide.dst.dtype == np.int64
+    with pytest.raises(InputError, match="dst ids must fit in 32 bits"):
+        step_view(wide)
