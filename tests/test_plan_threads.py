@@ -9,7 +9,6 @@ import threading
 import time
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from collsynth.instances.generators import build
@@ -18,35 +17,34 @@ from collsynth.limits import Deadline
 from collsynth.solvers import pipeline
 from collsynth.tens import cost, cost_kernels, cost_models, plan as plan_module
 from collsynth.tens.plan import PricingPlan
-from collsynth.tens.schedule import from_arrays
+from test_cost import ring_allgather
 
 WAIT_S = 10.0  # the longest a test waits for another thread before it fails
 
 
-def _ring_allgather(n: int):
-    """The unidirectional ring allgather by hand: chunk ``c`` leaves node ``c`` and goes one
-    hop a step, ``n - 1`` steps, ``n (n - 1)`` sends."""
-    c = np.repeat(np.arange(n), n - 1)
-    k = np.tile(np.arange(n - 1), n)
-    return from_arrays("allgather", n, n, chunk=c, src=(c + k) % n, dst=(c + k + 1) % n, step=k + 1)
-
-
 def _ring(n: int):
-    return make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather"), _ring_allgather(n)
+    return make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather"), ring_allgather(n)
+
+
+def _held():
+    """A part's compute function that records ``(thread name, part)`` in ``made``, sets
+    ``started`` and returns only once ``release`` is set: ``(compute, started, release, made)``."""
+    started, release, made = threading.Event(), threading.Event(), []
+
+    def compute(p):
+        started.set()
+        release.wait(WAIT_S)  # held until the other thread has asked
+        made.append((threading.current_thread().name, object()))
+        return made[-1][1]
+
+    return compute, started, release, made
 
 
 def test_two_threads_asking_for_one_part_compute_it_once_and_the_second_waits():
     inst, sched = _ring(6)
     plan = PricingPlan(sched, inst)
-    started, release = threading.Event(), threading.Event()
-    calls, got = [], {}
-
-    def compute(p):
-        calls.append(threading.current_thread().name)
-        started.set()
-        release.wait(WAIT_S)  # held until the second thread has asked
-        return object()
-
+    compute, started, release, made = _held()
+    got = {}
     first = threading.Thread(target=lambda: got.setdefault("first", plan.part("x", compute)), name="first")
     first.start()
     assert started.wait(WAIT_S)
@@ -57,21 +55,14 @@ def test_two_threads_asking_for_one_part_compute_it_once_and_the_second_waits():
     release.set()
     first.join(WAIT_S)
     second.join(WAIT_S)
-    assert calls == ["first"] and got["first"] is got["second"]
+    assert [name for name, _ in made] == ["first"] and got["first"] is got["second"]
 
 
 def test_a_model_taking_a_part_while_another_thread_prepares_it_waits_for_that_one():
     inst, sched = _ring(6)
     plan = PricingPlan(sched, inst)
-    started, release = threading.Event(), threading.Event()
-    made, got = [], {}
-
-    def compute(p):
-        started.set()
-        release.wait(WAIT_S)
-        made.append(object())
-        return made[-1]
-
+    compute, started, release, made = _held()
+    got = {}
     preparing = threading.Thread(target=plan.prepare, args=("x", compute))
     preparing.start()
     assert started.wait(WAIT_S)
@@ -82,7 +73,7 @@ def test_a_model_taking_a_part_while_another_thread_prepares_it_waits_for_that_o
     release.set()
     preparing.join(WAIT_S)
     taking.join(WAIT_S)
-    assert len(made) == 1 and got["taken"] is made[0] and not plan.holds("x")
+    assert len(made) == 1 and got["taken"] is made[0][1] and not plan.holds("x")
     plan.prepare("x", compute)  # taken: not prepared again
     assert len(made) == 1 and plan.take("x") is None
 

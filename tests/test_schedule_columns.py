@@ -15,20 +15,15 @@ from collsynth.instances.instance import make_instance
 from collsynth.tens import schedule as sch
 from collsynth.tens.dependencies import step_view
 from collsynth.tens.verify import verify
+from test_cost import ring_allgather  # in step order
 
 ID_COLUMNS = ("chunk", "src", "dst", "step")
-
-
-def ring_allgather(n: int) -> sch.Schedule:
-    """The unidirectional ring allgather: chunk c moves c+t-1 -> c+t in step t (steps 1..n-1)."""
-    return sch.from_sends([(c, 0, 1, (c + t - 1) % n, (c + t) % n, t) for t in range(1, n) for c in range(n)],
-                          "allgather", n, n)
 
 
 def test_every_way_of_making_a_schedule_gives_int32_ids():
     s = ring_allgather(5)
     made = {
-        "from_sends": s,
+        "from_sends": sch.from_sends(s.sends(), "allgather", 5, 5),
         "from_arrays": sch.from_arrays("allgather", 5, 5, chunk=np.asarray(s.chunk, np.int64), src=s.src.tolist(),
                                        dst=s.dst, step=s.step),
         "from_json": sch.from_json(sch.to_json(s)),
