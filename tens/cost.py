@@ -301,7 +301,8 @@ def event_records_of(plan: PricingPlan) -> np.ndarray:
     """The event model's record of every position of the plan's view: its piece's bytes, its
     route, nothing released yet (:func:`collsynth.tens.cost_kernels.event_records`)."""
     view, rt = plan.view, plan.routes
-    return kern.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance), rt.r)
+    return kern.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance), rt.r,
+                              rt.ptr)
 
 
 def prepare_event(plan: PricingPlan) -> None:
@@ -356,7 +357,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
     if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
-        rec = kern.event_records(chunk, lo, hi, s.denom, cb, r)
+        rec = kern.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
     del chunk, lo, hi, r
     blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
     if exact:

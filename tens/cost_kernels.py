@@ -399,18 +399,19 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
 # keeps the loop's reads from overlapping. A function called from the loop inherits the option.
 _borrowing = njit(cache=True, nogil=True, _nrt=False)
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
+LATER_HOP = np.int64(1) << 31  # flag of a queued word: the send's second or later hop (hop ids are under 2 ** 31)
 AHEAD = 16  # entries prefetched ahead of the one taken (the event loop) or written (its tables)
 
 # One record per send, in step order (the order the loop takes equal times in), holding all that
 # the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
-# its next hop, the decision of its first hop's start (``ev``) and what its arrival releases. An
+# its next hop (``at``, its place in the route links), the decision of its first hop's start (``ev``) and what its arrival releases. An
 # arrival of a group with other members updates that group's block (``group`` >= 0: the block's
 # first granule, ``start`` the arrival's place among the group's members); otherwise (``group``
 # -1) it releases rows ``start .. end`` of one table: its dependents (exact pairs) or the sends
 # waiting for its group (a group of one arrival: every send reading it waits for that arrival
 # alone).
 EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int32), ("start", np.int32),
-                  ("end", np.int32), ("ev", np.int32), ("hop", np.int32)], align=True)
+                  ("end", np.int32), ("ev", np.int32), ("at", np.int32)], align=True)
 
 # A group of several arrivals (the partial results of a reduction reaching one node, a chunk
 # received more than once) keeps what its arrivals read and write in one *block* of 8-byte words,
@@ -436,9 +437,10 @@ GRANULE = 4  # words per granule: a block starts at word 4 * rec.group
 
 
 @njit(cache=True, nogil=True)
-def event_records(chunk, lo, hi, denom, chunk_bytes, r):
+def event_records(chunk, lo, hi, denom, chunk_bytes, r, rptr):
     """One :data:`EVENT` record per position: piece bytes ``(hi - lo) / denom *
-    chunk_bytes[chunk]``, route ``r``, first hop, nothing released yet (rows ``0 .. 0``)."""
+    chunk_bytes[chunk]``, route ``r``, its first hop (``at``: the hop's place in the route
+    links, ``rptr[r]``), nothing released yet (rows ``0 .. 0``)."""
     n = len(chunk)
     rec = np.empty(n, EVENT)
     huge_pages(rec)
@@ -450,7 +452,7 @@ def event_records(chunk, lo, hi, denom, chunk_bytes, r):
         x.start = 0
         x.end = 0
         x.ev = -1
-        x.hop = 0
+        x.at = rptr[r[q]]
     return rec
 
 
@@ -899,11 +901,12 @@ def queue_drop(Q, where):
 
 
 @_inlined
-def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
+def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_ints, waiting, exact):
     """Prefetch (:mod:`collsynth.tens.prefetch`) what the event loop will need for the entries
-    of the run ``AHEAD`` places on (their records), half as far (the first row their arrival
-    releases, or their group block's first two lines) and a quarter as far (a block's next
-    waiting row, read from its header), so that it is in cache when they are taken: the run is
+    of the run ``AHEAD`` places on (their records), half as far (their hop's link, and the first
+    row their arrival releases or their group block's first two lines) and a quarter as far (a
+    block's next waiting row, read from its header, or, for a last hop, its first dependents'
+    counts), so that it is in cache when they are taken: the run is
     sorted by position, but its positions are strided over the tables, which the loop would
     otherwise wait for one miss at a time. Prefetches, not loads: a load read ahead holds up the
     loop's instructions behind it until its line arrives."""
@@ -913,6 +916,7 @@ def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
         prefetch(rec, run[c + AHEAD] >> 32)
     if c + AHEAD // 2 < end:
         x = rec[run[c + AHEAD // 2] >> 32]
+        prefetch(marked, x.at)
         if x.group >= 0:
             prefetch(blocks, GRANULE * np.int64(x.group))
         elif x.start < x.end:
@@ -922,6 +926,11 @@ def _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact):
                 prefetch(waiting, x.start)
     if c + AHEAD // 4 < end:
         x = rec[run[c + AHEAD // 4] >> 32]
+        if exact and x.group < 0 and marked[x.at] < 0:
+            for y in range(x.start, min(x.end, x.start + 2)):
+                prefetch_write(ready, ditems[y])
+                prefetch_write(ready_from, ditems[y])
+                prefetch_write(need, ditems[y])
         if x.group >= 0:  # the header came in at half the distance: the next waiting row and slot
             u = GRANULE * np.int64(x.group)
             prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
@@ -975,17 +984,23 @@ def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    best_t, best_e, served = _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, blocks,
+    marked = rlinks.copy()  # every route's last link as ~link: the loop reads a hop's link and whether it is the last
+    for k in range(len(rptr) - 1):
+        if rptr[k + 1] > rptr[k]:
+            marked[rptr[k + 1] - 1] = ~marked[rptr[k + 1] - 1]
+    best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
                                          Q)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, rlinks, alpha), served
 
 
 @_borrowing
-def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
+def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
                 xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
-    hops served)``."""
+    hops served)``. ``marked``: the route links, each route's last one as ``~link``. A queued
+    word is ``(send << 32) | (hop that made it ready + 1)``, with :data:`LATER_HOP` set for a
+    send's second and later hops."""
     n = len(rec)
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served, later = 0.0, -1, 0, 0
@@ -994,26 +1009,27 @@ def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, 
             stream += 1
         where, tb, word = queue_first(Q)
         if stream < n and (where == 0 or tb > 0 or (np.int64(stream) << 32) < word):
-            t, q, pred = 0.0, np.int64(stream), np.int64(-1)
+            t, q, pred, first = 0.0, np.int64(stream), np.int64(-1), True
             stream += 1
         elif where > 0:
             ibuf[0] = tb
             t = fbuf[0]
-            q, pred = word >> 32, (word & 0xFFFFFFFF) - 1
+            q, pred, first = word >> 32, (word & (LATER_HOP - 1)) - 1, word & LATER_HOP == 0
             queue_drop(Q, where)
             if where == 1:
-                _read_ahead(Q, rec, ditems, blocks, block_ints, waiting, exact)
+                _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_ints, waiting, exact)
         else:
             break
         served += 1
         x = rec[q]
-        k = x.hop
-        h = rptr[x.route] + k
-        link = rlinks[h]
+        link = marked[x.at]
+        last = link < 0
+        if last:
+            link = ~link
         fl = free[link]
         start = fl if fl > t else t
         decided = -2 - last_on[link] if fl > t else pred
-        if k == 0:
+        if first:
             e = q
             x.ev = decided
         else:
@@ -1026,9 +1042,9 @@ def _event_loop(rec, rptr, rlinks, bandwidth, alpha, exact, need, ditems, g_in, 
         last_on[link] = e
         arr = fl + alpha[link]
         fbuf[0] = arr
-        if h + 1 < rptr[x.route + 1]:
-            x.hop = k + 1
-            queue_push(Q, ibuf[0], (q << 32) | (e + 1))
+        if not last:
+            x.at += 1
+            queue_push(Q, ibuf[0], (q << 32) | LATER_HOP | (e + 1))
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e

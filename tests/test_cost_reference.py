@@ -197,7 +197,8 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert (np.diff(dep.gstart) == 1).all()
     tables = {}
     for single in (True, False):
-        rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst), plan.routes.r)
+        rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst), plan.routes.r,
+                                 plan.routes.ptr)
         blocks, _, _ = kern.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
         named = rec["group"][rec["group"] >= 0]
         tables[single] = (len(blocks) > 0, len(np.unique(named)), len(named))
