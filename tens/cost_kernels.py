@@ -404,12 +404,12 @@ AHEAD = 16  # entries prefetched ahead of the one taken (the event loop) or writ
 
 # One record per send, in step order (the order the loop takes equal times in), holding all that
 # the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
-# its next hop (``at``, its place in the route links), the decision of its first hop's start (``ev``) and what its arrival releases. An
-# arrival of a group with other members updates that group's block (``group`` >= 0: the block's
-# first granule, ``start`` the arrival's place among the group's members); otherwise (``group``
-# -1) it releases rows ``start .. end`` of one table: its dependents (exact pairs) or the sends
-# waiting for its group (a group of one arrival: every send reading it waits for that arrival
-# alone).
+# its next hop (``at``, its place in the route links), the decision of its first hop's start
+# (``ev``) and what its arrival releases. An arrival of a group with other members updates that
+# group's block (``group`` >= 0: the block's first granule, ``start`` the arrival's place among
+# the group's members); otherwise (``group`` -1) it releases rows ``start .. end`` of one table:
+# its dependents (exact pairs) or the sends waiting for its group (a group of one arrival: every
+# send reading it waits for that arrival alone).
 EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int32), ("start", np.int32),
                   ("end", np.int32), ("ev", np.int32), ("at", np.int32)], align=True)
 
@@ -984,7 +984,7 @@ def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    marked = rlinks.copy()  # every route's last link as ~link: the loop reads a hop's link and whether it is the last
+    marked = rlinks.copy()  # each route's last link as ~link: the loop reads a hop's link and whether it is last
     for k in range(len(rptr) - 1):
         if rptr[k + 1] > rptr[k]:
             marked[rptr[k + 1] - 1] = ~marked[rptr[k + 1] - 1]
