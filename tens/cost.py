@@ -322,9 +322,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     (:mod:`collsynth.tens.cost_kernels`); taking the least serves it on its link. ``T_L_s``
     sums the latencies on the critical path found by following, from the last arrival,
     whichever of data readiness or the link's previous message determined each start.
-    Dependencies are explicit pairs (``exact_deps``, the default while they number at most
-    ``PAIR_BUDGET``) or group prefixes (:class:`~collsynth.tens.dependencies.Deps`; exact for
-    whole chunks). A send over an instant switch-to-NPU hop raises
+    Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
+    they number at most ``PAIR_BUDGET``) or group prefixes
+    (:class:`~collsynth.tens.dependencies.Deps`; exact for whole chunks, and the lighter of the
+    two: no pair is listed). A send over an instant switch-to-NPU hop raises
     :class:`~collsynth.tens.ten.NotSupported`.
     """
     _refuse_instant_switch(schedule, instance, "event")
@@ -337,7 +338,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     cb = _checked_chunk_bytes(s, instance)
     plan = plan_for(s, instance, plan)
     view = plan.view
-    dep = plan.deps(True if exact_deps is None else exact_deps)  # the groups before the routes: another
+    dep = plan.deps(exact_deps)  # the groups before the routes: another
     rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
     rt = plan.routes
     H = int(rt.hops[rt.r].sum(dtype=np.int64))

@@ -416,8 +416,9 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     latencies on the critical path found by following, from the last arrival, whichever of
     data readiness or the link's previous message determined each start.
 
-    Dependencies are explicit pairs (``exact_deps``, the default while they number at most
-    ``PAIR_BUDGET``) or group prefixes (see :class:`_Deps`; exact for whole chunks).
+    Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
+    they number at most ``PAIR_BUDGET``) or group prefixes (see :class:`_Deps`; exact for whole
+    chunks).
     """
     topo = instance.topology
     la = topo.link_arrays
@@ -440,7 +441,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     last_hop[hptr[1:] - 1] = True
     hop_last = last_hop.tolist()
     first_hop = hptr[:-1].tolist()
-    dep = _deps(s, instance, True if exact_deps is None else exact_deps)
+    dep = _deps(s, instance, exact_deps)
     exact = dep.pairs is not None
     if exact:
         di, dj = dep.pairs
