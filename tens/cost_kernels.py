@@ -1114,12 +1114,16 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
 
 @njit(cache=True, nogil=True)
 def _critical_latency(e, rec, xev, xlink, rptr, rlinks, alpha):
-    """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's."""
+    """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's.
+    The path visits each hop at most once (it goes back in time), so a walk longer than all hops
+    is an inconsistent record of deciding hops: an error, not an endless loop."""
     n = len(rec)
     T_L = 0.0
     if e >= 0:
         T_L = alpha[_hop_link(e, rec, xlink, rptr, rlinks)]
-    while e >= 0:
+    for _ in range(n + len(xev) + 1):
+        if e < 0:
+            return T_L
         prev = rec[e].ev if e < n else xev[e - n]
         if prev >= -1:
             if prev >= 0:
@@ -1127,4 +1131,4 @@ def _critical_latency(e, rec, xev, xlink, rptr, rlinks, alpha):
             e = prev
         else:
             e = -2 - prev
-    return T_L
+    raise ValueError("event model: the critical path's deciding hops form a cycle")

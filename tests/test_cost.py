@@ -435,3 +435,17 @@ def test_prefix_dependencies_are_conservative_for_pieces():
     assert exact.total_s == pytest.approx(2.0)  # 0->1 half (1 s), then 1->2 half (1 s)
     assert prefix.total_s == pytest.approx(3.0)  # waits for the second half, which queues behind the first
     assert prefix.total_s >= exact.total_s
+
+
+def test_the_event_model_lists_dependency_pairs_only_for_pieces():
+    """Whole chunks: the group prefixes are exact, so the event model lists no pair (the pairs
+    part is never computed); halved chunks: it lists them."""
+    inst = make_instance(build("ring", {"nodes": 4}), "allgather")
+    whole = ring_allgather(4)
+    halves = from_sends([(c, lo, hi, u, v, t) for c, u, v, t in zip(whole.chunk, whole.src, whole.dst, whole.step)
+                         for lo, hi in ((0, Fraction(1, 2)), (Fraction(1, 2), 1))], "allgather", 4, 4)
+    for sched, listed in ((whole, False), (halves, True)):
+        assert verify(sched, inst) is None
+        plan = cost.PricingPlan(sched, inst)
+        cost.price_event(sched, inst, plan=plan)
+        assert plan.holds("pairs") is listed
