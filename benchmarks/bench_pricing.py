@@ -27,10 +27,12 @@ Every stage line carries wall and CPU seconds (``time.process_time``) and the lo
 it ended, so that figures taken on a shared machine can be read honestly.
 
 The table prints seconds per stage for both paths and their ratio (former / compiled), the
-throughput of the compiled path (sends per second per stage), peak RSS in bytes per send (the
-compiled child's whole peak, in brackets its peak above the process before the schedule was
-loaded, i.e. the schedule itself plus verify and the three models; the former path's largest
-single-stage peak), and the end-to-end solve time against the producer's own with its peak.
+throughput of the compiled path (sends per second per stage, and hops per CPU second beside
+the least rate each cost model declares, by which a run decides whether the model fits in the
+time left), peak RSS in bytes per send (the compiled child's whole peak, in brackets its peak
+above the process before the schedule was loaded, i.e. the schedule itself plus verify and the
+three models; the former path's largest single-stage peak), and the end-to-end solve time
+against the producer's own with its peak.
 """
 
 from __future__ import annotations
@@ -161,6 +163,11 @@ def child_price(instance: str, npz: str, stages: str = ",".join(STAGES)) -> None
             value = cost.price(sched, inst, stage, **plan).total_s
         print(json.dumps({"stage": stage, "s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
                           "load": os.getloadavg()[0], "total_s": value, "peak_bytes": _peak_bytes()}), flush=True)
+    if importlib.util.find_spec("collsynth.tens.routing") is not None:  # counted last: no stage's peak includes it
+        from collsynth.tens.routing import route_sends
+
+        hops = route_sends(sched.src, sched.dst, sched.routing, inst.topology).total_hops
+        print(json.dumps({"stage": "hops", "hops": hops}), flush=True)
 
 
 # ---- parent ------------------------------------------------------------------------------------
@@ -256,6 +263,14 @@ def _cpu_rate(sends: int, stage: dict | None) -> str:
     return f"{sends / max(stage['cpu_s'], 1e-9) / 1e6:.2f}"
 
 
+def _declared_rates() -> str:
+    """The hops per second each cost model declares it prices at the least (its ``rate``, by
+    which a run decides whether a model fits in the time left)."""
+    from collsynth.tens import cost_models
+
+    return "  ".join(f"{m.name} {m.rate / 1e6:g}" for m in cost_models.MODELS.values())
+
+
 def report(results: list[dict]) -> str:
     """The table: seconds per stage (compiled / former, ratio), throughput, memory, solve."""
     head = (f"{'case':38s} {'sends':>11s} {'produce':>8s} | " + " | ".join(f"{s:>21s}" for s in STAGES)
@@ -266,7 +281,7 @@ def report(results: list[dict]) -> str:
         n = r["sends"]
         new, old = r["new"], r.get("old", {})
         cells = [_stage_cell(new.get(st), old.get(st)) for st in STAGES]
-        peak_new = max(x["peak_bytes"] for x in new.values())
+        peak_new = max(x["peak_bytes"] for x in new.values() if "peak_bytes" in x)
         net_new = peak_new - new["ready"]["peak_bytes"]
         peak_old = max((x["peak_bytes"] for x in old.values() if "peak_bytes" in x), default=float("nan"))
         lines.append(f"{r['case']:38s} {n:11,d} {r['produce']:8.1f} | " + " | ".join(cells)
@@ -280,6 +295,11 @@ def report(results: list[dict]) -> str:
                      f"load {r['solve_load']:.1f}")
         by_cpu = "  ".join(f"{st} {_cpu_rate(n, new.get(st))}/{_cpu_rate(n, old.get(st))}" for st in STAGES)
         lines.append(f"{'':38s} Msends/s by CPU time, compiled/former: {by_cpu}")
+        if "hops" in new:
+            hops = new["hops"]["hops"]
+            by_hop = "  ".join(f"{st} {_cpu_rate(hops, new.get(st))}" for st in STAGES if st != "verify")
+            lines.append(f"{'':38s} Mhops/s by CPU time ({hops:,} hops), compiled: {by_hop}  (each model's declared "
+                         f"least: {_declared_rates()})")
     return "\n".join(lines)
 
 
@@ -293,7 +313,7 @@ def run(cases: dict, old_rev: str | None = None, old_timeout: float = 60.0) -> l
             print(f"former path: revision {commit}", flush=True)
         for name, spec in cases.items():
             results.append(measure(name, spec, Path(tmp), old_root, old_timeout))
-            print("\n".join(report(results[-1:]).splitlines()[-3:]), flush=True)
+            print("\n".join(report(results[-1:]).splitlines()[3:]), flush=True)
     return results
 
 

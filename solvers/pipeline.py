@@ -460,7 +460,7 @@ class SpeculativePricing:
     first thread to ask (the other waits for it); the calling thread may compute some ahead
     (:meth:`prepare`).
 
-    A model that would not finish in the time left (at its ``rate``) is not started, since its
+    A model that would not finish in the time left (its ``rate`` over the schedule's hops) is not started, since its
     compiled loop cannot be interrupted; a cheaper one after it may be. :meth:`cancel` stops
     both threads before their next model."""
 
@@ -476,6 +476,7 @@ class SpeculativePricing:
         self._cancelled = threading.Event()
         self._failed = threading.Event()  # a model raised: no further model starts
         self._verified = threading.Event()  # the calling thread has verified and prices too
+        self._hops: int | None = None  # the hops the models walk, once counted (_count_hops)
         self.side_by_side = len(schedule) < PRICING_APART_SENDS  # any two models at once
         self._thread = threading.Thread(target=self._take_all, name="collsynth pricing", daemon=True)
         self._thread.start()
@@ -491,6 +492,7 @@ class SpeculativePricing:
         what that raises once the schedule has verified; the time limit's exception ends it."""
         if not self.side_by_side:
             return
+        self._count_hops()
         for model in cost_models.MODELS.values():
             if model.prepare is None or self._cancelled.is_set() or self._failed.is_set():
                 continue
@@ -538,6 +540,7 @@ class SpeculativePricing:
         """The model this thread takes next (see the class doc) that fits in the time left
         (those that do not are noted as not started), or None."""
         mine = threading.current_thread() is self._thread
+        self._count_hops()
         with self._lock:
             while self._todo and not (self._cancelled.is_set() or self._failed.is_set()):
                 if self.side_by_side:
@@ -559,11 +562,36 @@ class SpeculativePricing:
 
     def _not_started(self, model) -> str | None:
         """Why ``model`` is not started (it would not finish in the time left at its
-        ``rate``: its compiled loop cannot be interrupted), or None."""
-        left, need = self.deadline.left(), len(self.schedule) / model.rate
+        ``rate`` over the hops counted, :meth:`_count_hops`: its compiled loop cannot be
+        interrupted), or None."""
+        hops = self._hops or len(self.schedule)
+        left, need = self.deadline.left(), hops / model.rate
         if left is None or need <= left:
             return None
-        return f"pricing ({model.name}) not started: about {need:.3g} s needed at {model.rate:.3g} sends/s, {left:.3g} s left"
+        return (f"pricing ({model.name}) not started: about {need:.3g} s needed for {hops:,} hops at "
+                f"{model.rate:.3g} hops/s, {left:.3g} s left")
+
+    def _count_hops(self) -> None:
+        """Count, once, the hops the models walk, which :meth:`_not_started` weighs: one per send
+        of a schedule over direct links; every link each send of a routed one crosses, from the
+        plan's routes (the models take them from the plan, so they are routed once). Until
+        counted, and if the routes cannot be made (the models then say why), one hop per send,
+        the fewest there can be. Routes are made only under a time limit and while the sends
+        alone fit in the time left at the highest rate of the models not yet taken."""
+        if self._hops is not None:
+            return
+        if self.schedule.routing == "links":
+            self._hops = len(self.schedule)
+            return
+        left, rates = self.deadline.left(), [m.rate for m in list(self._todo)]
+        if left is None or not rates or len(self.schedule) / max(rates) > left:
+            return
+        try:
+            self._hops = self.plan.routes.total_hops
+        except Exception as e:  # noqa: BLE001 - left to the models, which raise it when they price
+            if _by_timer(e):
+                raise
+            self._hops = len(self.schedule)
 
     def _take_all(self) -> None:
         while (model := self._next()) is not None:

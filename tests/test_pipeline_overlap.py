@@ -161,6 +161,28 @@ def test_a_deadline_passing_while_a_model_prices_names_that_model():
         assert "not started" in last
 
 
+def test_a_routed_schedule_is_weighed_by_its_hops_before_a_model_starts():
+    """Every node of a ring of 256 sends its chunk straight to every other (shortest-path
+    routes, 64 hops a send on average): the costliest model, given half the time its rate
+    needs for the hops, is not started, though the sends alone would fit many times over."""
+    n = 256
+    inst = make_instance(build("ring", {"nodes": n}), "allgather")
+    src = np.repeat(np.arange(n), n - 1)
+    dst = (src + np.tile(np.arange(1, n), n)) % n
+    sched = from_arrays("allgather", n, n, chunk=src, src=src, dst=dst, step=np.ones(len(src), int),
+                        routing="shortest-path")
+    hops = int(np.minimum(np.abs(dst - src), n - np.abs(dst - src)).sum())
+    slowest = min(cost_models.MODELS.values(), key=lambda m: m.rate)
+    left = 0.5 * hops / slowest.rate
+    assert len(sched) / slowest.rate < left / 20  # by sends alone it would start
+    pricing = pipeline.SpeculativePricing(sched, inst, Deadline(time.monotonic() + left, left), None)
+    pricing.prepare()
+    pricing.share()
+    results = {model.name: result for model, result, _ in pricing.results()}
+    assert isinstance(results[slowest.name], str), results
+    assert "not started" in results[slowest.name] and f"{hops:,} hops" in results[slowest.name]
+
+
 def test_a_malformed_schedule_is_refused_before_any_pricing_starts():
     """Pricing starts only once every send's ids are in range: the kernels index the instance's
     arrays with them."""

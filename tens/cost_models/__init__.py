@@ -52,10 +52,11 @@ class CostModel:
     ``timestep`` is the TEN timestep in seconds, ``exact_deps`` forces how data dependencies
     are tracked). A model with ``uses_plan`` also takes ``plan``, the schedule's
     :class:`~collsynth.tens.plan.PricingPlan` (step order, routes, dependencies), which a run
-    derives once for all such models. ``rate`` is the sends per second it prices at the least
-    on 2 loaded cores (``benchmarks/bench_pricing.py``). ``prepare(plan)``, for a model with
-    ``uses_plan``, computes ahead, in whichever thread calls it, a part of the plan of the
-    model's own that the model takes when it prices
+    derives once for all such models. ``rate`` is the hops per second it prices at the least
+    on 2 loaded cores (a send over a direct link is one hop, a routed send one per link it
+    crosses; ``benchmarks/bench_pricing.py`` prints each model's rate per hop).
+    ``prepare(plan)``, for a model with ``uses_plan``, computes ahead, in whichever thread
+    calls it, a part of the plan of the model's own that the model takes when it prices
     (:meth:`~collsynth.tens.plan.PricingPlan.prepare`; a run calls it in the thread that
     verifies, before verifying, while another thread prices). ``bound`` picks the model's
     lower bound out of the instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and

@@ -14,5 +14,6 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
     return price_event(schedule, instance, exact_deps=exact_deps, plan=plan)
 
 
-MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=0.15e6,
+# rate: about a third of the least measured, 4.5 M hops/s (greedy on a 64x64 torus, benchmarks/bench_pricing.py)
+MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=1.5e6,
                   bound=operator.attrgetter("event"), uses_plan=True, prepare=prepare_event)

@@ -14,8 +14,9 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
     return price_sync(schedule, instance, plan=plan)
 
 
+# rate: about a third of the least measured, 28 M hops/s (greedy on a 64x64 torus, benchmarks/bench_pricing.py)
 MODEL = CostModel(
-    name="sync", doc="synchronous alpha-beta price", price=_price, rate=3.0e6,
+    name="sync", doc="synchronous alpha-beta price", price=_price, rate=9e6,
     bound=operator.attrgetter("sync"), bound_column="lower_bound_s", uses_plan=True,
     columns=(Column("T_L_s", "latency part of the synchronous alpha-beta price", operator.attrgetter("T_L_s")),
              Column("T_B_s", "bandwidth part of the synchronous alpha-beta price", operator.attrgetter("T_B_s"))),
