@@ -460,9 +460,9 @@ class SpeculativePricing:
     first thread to ask (the other waits for it); the calling thread may compute some ahead
     (:meth:`prepare`).
 
-    A model that would not finish in the time left (its ``rate`` over the schedule's hops) is not started, since its
-    compiled loop cannot be interrupted; a cheaper one after it may be. :meth:`cancel` stops
-    both threads before their next model."""
+    A model that would not finish in the time left (its ``rate`` over the schedule's hops) is
+    not started, since its compiled loop cannot be interrupted; a cheaper one after it may be.
+    :meth:`cancel` stops both threads before their next model."""
 
     def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None):
         self.deadline = deadline
