@@ -14,7 +14,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
     return price_sync(schedule, instance, plan=plan)
 
 
-# rate: about a third of the least measured, 28 M hops/s (greedy on a 64x64 torus, benchmarks/bench_pricing.py)
+# rate: at most a third of the least that `benchmarks/bench_pricing.py --big` measured, 28 M hops/s by CPU (greedy, 64x64 torus)
 MODEL = CostModel(
     name="sync", doc="synchronous alpha-beta price", price=_price, rate=9e6,
     bound=operator.attrgetter("sync"), bound_column="lower_bound_s", uses_plan=True,
