@@ -256,11 +256,11 @@ def _stage_cell(new: dict | None, old: dict | None) -> str:
     return txt + f"/{old['s']:6.1f}={old['s'] / new['s']:5.0f}x" if new and "s" in new else txt
 
 
-def _cpu_rate(sends: int, stage: dict | None) -> str:
-    """Millions of sends per CPU second of one stage ('-' if it did not finish)."""
+def _cpu_rate(count: int, stage: dict | None) -> str:
+    """Millions of ``count`` (sends, or hops) per CPU second of one stage ('-' if it did not finish)."""
     if not stage or "cpu_s" not in stage:
         return "-"
-    return f"{sends / max(stage['cpu_s'], 1e-9) / 1e6:.2f}"
+    return f"{count / max(stage['cpu_s'], 1e-9) / 1e6:.2f}"
 
 
 def _declared_rates() -> str:
