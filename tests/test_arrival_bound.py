@@ -34,13 +34,18 @@ def two_chassis():
     return make_instance(with_latency(topo, "pipelined"), "allgather", message_bytes=4.0)
 
 
-def solves_by(inst, horizon: int) -> bool:
-    """Whether the TEN ILP (copying switches) delivers everything within ``horizon``."""
+def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
+    """Whether the TEN ILP (copying switches) delivers everything within ``horizon``; ``None``
+    when ``time_limit`` ended the solve before it proved either (an incumbent that delivers
+    everything proves that it can)."""
     m = ten_ilp.build(inst, horizon)
-    res = backends.solve(m, "highs", time_limit=60)
-    assert res.status == "optimal"
+    res = backends.solve(m, "highs", time_limit=time_limit)
+    assert res.status in ("optimal", "feasible", "no-solution"), res.message  # the last two: the limit
+    if res.status == "no-solution":
+        return None
     view = ten_model(m)
-    return view.arrivals() >= view.required()
+    delivers = view.arrivals() >= view.required()
+    return delivers if res.status == "optimal" or delivers else None
 
 
 def test_two_chassis_hand_derivation():
@@ -56,7 +61,7 @@ def test_two_chassis_hand_derivation():
     assert (arrivals.value, arrivals.witness) == (8, "v=1 S={0-1,4}")
     assert b.timesteps.value == 8  # (the cut bound of {0, 1, 4} finds it too: 7 to cross, 1 inside)
     # and 8 is the optimum: the ILP cannot finish by 7 and can by 8
-    assert not solves_by(inst, 7) and solves_by(inst, 8)
+    assert solves_by(inst, 7) is False and solves_by(inst, 8) is True
 
 
 def test_release_times_alone_count_late_chunks():
@@ -73,7 +78,7 @@ def test_release_times_alone_count_late_chunks():
     b = bounds.instance_bounds(inst2)
     assert (b.timesteps.value, b.timesteps.source) == (10, "arrivals")
     assert max(p.value for p in b.parts["timesteps"] if p.source != "arrivals") == 9  # the distance
-    assert not solves_by(inst2, 9) and solves_by(inst2, 10)
+    assert solves_by(inst2, 9) is False and solves_by(inst2, 10) is True
 
 
 def test_a_ball_around_the_node_raises_the_releases():
@@ -85,7 +90,7 @@ def test_a_ball_around_the_node_raises_the_releases():
     inst = make_instance(build("ring", {"nodes": 5}), "broadcast", root=0, chunks_per_node=4)
     b = bounds.arrival_bound(ten.prepare(inst, 1))
     assert (b.value, b.witness) == (4, "v=2 S={2}")
-    assert not solves_by(inst, 3) and solves_by(inst, 4)
+    assert solves_by(inst, 3) is False and solves_by(inst, 4) is True
 
 
 def test_dgx2_fast_epoch_allgather_bounds_are_te_ccls_epochs():
@@ -139,14 +144,25 @@ def latency_topologies(draw):
     return with_latency(topo, draw(st.sampled_from(["pipelined", "serial"])))
 
 
+ILP_LIMIT_S = 15  # a draw whose ILP proves nothing in this long gives no verdict (it is rejected)
+KINDS = [(kind, chunks) for kind in ("allgather", "broadcast", "gather") for chunks in (1, 2)] + [("alltoall", 1)]
+
+
 @settings(max_examples=12, deadline=None)
-@given(latency_topologies(), st.sampled_from(["allgather", "broadcast", "gather", "alltoall"]), st.integers(1, 2))
-def test_the_ilp_never_finishes_before_the_arrival_bound(topo, kind, chunks):
+@given(latency_topologies(), st.sampled_from(KINDS))
+def test_the_ilp_never_finishes_before_the_arrival_bound(topo, kind_chunks):
+    """All-to-all keeps to one chunk per NPU and at most 5 NPUs: its ILP has a commodity per
+    (source, destination), and proving that 6 NPUs with 2 chunks cannot finish by the bound
+    took HiGHS over 60 s (13-30 s for 6 NPUs with one chunk, or 4 with two beside a switch)."""
+    kind, chunks = kind_chunks
     assume(nx.is_strongly_connected(topo.graph))
     kw = {"root": 0} if kind in ("broadcast", "gather") else {}
     n = len(topo.npus)
+    assume(kind != "alltoall" or n <= 5)
     inst = make_instance(topo, kind, message_bytes=float(n * chunks), chunks_per_node=chunks, **kw)
     b = bounds.arrival_bound(ten.prepare(inst, 1, switch_copy=True))
     assert b.computed
     if b.value > 1:
-        assert not solves_by(inst, int(b.value) - 1), b.label()
+        done = solves_by(inst, int(b.value) - 1, time_limit=ILP_LIMIT_S)
+        assume(done is not None)
+        assert not done, b.label()
