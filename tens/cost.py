@@ -367,7 +367,9 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     else:
         blocks, block_ints, waiting = kern.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
         del order, gstart, p
-    best_t, T_L, served = kern.event_times(rec, rptr, rlinks, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
+    marked = kern.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
+    del rlinks
+    best_t, T_L, served = kern.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
                                            blocks, block_ints, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")

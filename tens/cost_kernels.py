@@ -940,11 +940,13 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
 
 
 @njit(cache=True, nogil=True)
-def _hop_link(e, rec, xlink, rptr, rlinks):
-    """Link pair of hop ``e``: the first hop of position ``e`` (``e < len(rec)``), else the later
-    hop served ``e - len(rec)``-th."""
-    n = len(rec)
-    return rlinks[rptr[rec[e].route]] if e < n else xlink[e - n]
+def _hop_link(e, rec, xlink, rptr, marked):
+    """Link pair of hop ``e``: the first hop of position ``e`` (``e < len(rec)``; ``marked``: the
+    route links of :func:`marked_links`), else the later hop served ``e - len(rec)``-th."""
+    if e >= len(rec):
+        return xlink[e - len(rec)]
+    link = marked[rptr[rec[e].route]]
+    return link if link >= 0 else ~link
 
 
 @_inlined
@@ -953,7 +955,19 @@ def _independent(q, exact, need, g_in):
 
 
 @njit(cache=True, nogil=True)
-def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
+def marked_links(rptr, rlinks):
+    """A copy of the route links ``rlinks`` (route ``k``'s at ``rptr[k]:rptr[k + 1]``) in which
+    each route's last link is stored as ``~link``, so that :func:`event_times` reads a hop's
+    link and whether it is the route's last in one word."""
+    marked = rlinks.copy()
+    for k in range(len(rptr) - 1):
+        if rptr[k + 1] > rptr[k]:
+            marked[rptr[k + 1] - 1] = ~marked[rptr[k + 1] - 1]
+    return marked
+
+
+@njit(cache=True, nogil=True)
+def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
                 levels):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
@@ -969,7 +983,8 @@ def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, 
     later hop ``n + k`` for the ``k``-th such hop served (its link in ``xlink``). ``ev`` of a hop
     (``rec[q].ev`` for a first hop, else ``xev``) is the hop that decided its start: ``>= -1`` its
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
-    ``levels``: time levels the queue keeps apart at once (:func:`queue_new`).
+    ``levels``: time levels the queue keeps apart at once (:func:`queue_new`). ``marked``: the
+    route links as :func:`marked_links` stores them.
     """
     n = len(rec)
     xev = np.empty(hops - n, np.int32)
@@ -984,14 +999,10 @@ def event_times(rec, rptr, rlinks, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    marked = rlinks.copy()  # each route's last link as ~link: the loop reads a hop's link and whether it is last
-    for k in range(len(rptr) - 1):
-        if rptr[k + 1] > rptr[k]:
-            marked[rptr[k + 1] - 1] = ~marked[rptr[k + 1] - 1]
     best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
                                          Q)
-    return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, rlinks, alpha), served
+    return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, marked, alpha), served
 
 
 @_borrowing
@@ -1113,21 +1124,21 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
 
 
 @njit(cache=True, nogil=True)
-def _critical_latency(e, rec, xev, xlink, rptr, rlinks, alpha):
+def _critical_latency(e, rec, xev, xlink, rptr, marked, alpha):
     """Latency on the critical path ending at hop ``e``: its own alpha and every data edge's.
     The path visits each hop at most once (it goes back in time), so a walk longer than all hops
     is an inconsistent record of deciding hops: an error, not an endless loop."""
     n = len(rec)
     T_L = 0.0
     if e >= 0:
-        T_L = alpha[_hop_link(e, rec, xlink, rptr, rlinks)]
+        T_L = alpha[_hop_link(e, rec, xlink, rptr, marked)]
     for _ in range(n + len(xev) + 1):
         if e < 0:
             return T_L
         prev = rec[e].ev if e < n else xev[e - n]
         if prev >= -1:
             if prev >= 0:
-                T_L += alpha[_hop_link(prev, rec, xlink, rptr, rlinks)]
+                T_L += alpha[_hop_link(prev, rec, xlink, rptr, marked)]
             e = prev
         else:
             e = -2 - prev
