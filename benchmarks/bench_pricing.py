@@ -64,6 +64,7 @@ MID = {
     "optree optical ring 256 w=32": ("optree", 'generator = "optical_ring"\nnodes = 256\nwavelengths = 32\n'
                                       'wavelength_bandwidth = 12500000000.0\nreconfig_s = 2.5e-05\noeo_s = 1e-06',
                                       "allgather", 1 << 20),
+    "direct ring 512 allgather (long routes)": ("direct", 'generator = "ring"\nnodes = 512', "allgather", 1 << 20),
 }
 BIG = {
     "bfb-lp torus 50x50 allgather": ("bfb-lp", 'generator = "torus"\ndims = [50, 50]', "allgather", 1 << 26),

@@ -14,7 +14,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
     return price_event(schedule, instance, exact_deps=exact_deps, plan=plan)
 
 
-# rate: at most a third of the least measured, 4.5 M hops/s by CPU (greedy, 64x64 torus, deriving its pricing plan alone;
-# 6.9 M in `benchmarks/bench_pricing.py --big`, where it shares the plan of the models priced before it)
+# rate: at most a third of the least `benchmarks/bench_pricing.py --big` measured by CPU,
+# 6.9 M hops/s (greedy, 64x64 torus); 14 M on the long routes of its mid-size direct-ring case
 MODEL = CostModel(name="event", doc="congestion-aware event simulation price", price=_price, rate=1.5e6,
                   bound=operator.attrgetter("event"), uses_plan=True, prepare=prepare_event)

@@ -14,7 +14,8 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
     return price_sync(schedule, instance, plan=plan)
 
 
-# rate: at most a third of the least that `benchmarks/bench_pricing.py --big` measured, 28 M hops/s by CPU (greedy, 64x64 torus)
+# rate: at most a third of the least `benchmarks/bench_pricing.py --big` measured by CPU,
+# 28 M hops/s (greedy, 64x64 torus)
 MODEL = CostModel(
     name="sync", doc="synchronous alpha-beta price", price=_price, rate=9e6,
     bound=operator.attrgetter("sync"), bound_column="lower_bound_s", uses_plan=True,

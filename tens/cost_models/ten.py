@@ -9,6 +9,7 @@ import operator
 from ..cost import price_ten
 from . import CostModel
 
-# rate: at most a third of the least that `benchmarks/bench_pricing.py --big` measured, 8 M hops/s by CPU (greedy, 64x64 torus)
+# rate: at most a third of the least `benchmarks/bench_pricing.py --big` measured by CPU,
+# 8 M hops/s (greedy, 64x64 torus)
 MODEL = CostModel(name="ten", doc="TEN timestep price", price=price_ten, rate=2.5e6,
                   bound=operator.attrgetter("ten"), uses_plan=True)
