@@ -13,13 +13,12 @@ from dataclasses import replace
 import networkx as nx
 from hypothesis import assume, given, settings, strategies as st
 
-from collsynth.formulations import ten_ilp, ten_model
 from collsynth.instances import CORPUS, load_instance
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges, with_latency
-from collsynth.solvers import backends
 from collsynth.tens import bounds, ten
+from ilp_oracle import solves_by
 
 NVS = {"alpha": 0.0, "bandwidth": 1.0}  # 1-byte chunks: one timestep on the link, no latency
 IB = {"alpha": 3.0, "bandwidth": 0.5}  # two timesteps on the link, then 3 of latency: lag 5
@@ -32,20 +31,6 @@ def two_chassis():
              (5, 3, NVS), (1, 2, IB), (3, 0, IB)]
     topo = from_edges(6, edges, switches=(4, 5), meta={"switch_hop": "instant"})
     return make_instance(with_latency(topo, "pipelined"), "allgather", message_bytes=4.0)
-
-
-def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
-    """Whether the TEN ILP (copying switches) delivers everything within ``horizon``; ``None``
-    when ``time_limit`` ended the solve before it proved either (an incumbent that delivers
-    everything proves that it can)."""
-    m = ten_ilp.build(inst, horizon)
-    res = backends.solve(m, "highs", time_limit=time_limit)
-    assert res.status in ("optimal", "feasible", "no-solution"), res.message  # the last two: the limit
-    if res.status == "no-solution":
-        return None
-    view = ten_model(m)
-    delivers = view.arrivals() >= view.required()
-    return delivers if res.status == "optimal" or delivers else None
 
 
 def test_two_chassis_hand_derivation():

@@ -88,8 +88,30 @@ def test_orbit_solving_equals_all_node_solving():
     assert orb.T_B_units == full.T_B_units
     inst = make_instance(topo, "allgather")
     assert verify(orb.schedule, inst) is None and verify(full.schedule, inst) is None
-    # the orbit schedule is the base node's solution translated: same number of sends per receiver
-    assert np.array_equal(np.bincount(orb.schedule.dst), np.bincount(orb.schedule.dst[::-1]))
+    # the orbit schedule is the base node's solution translated: every translation of the torus
+    # (an automorphism, checked on its links) maps what each send carries onto the schedule itself
+    la = topo.link_arrays
+    for shift in ((1, 0), (0, 1), (2, 3)):
+        move = _translation([3, 4], shift)
+        assert set(zip(move[la.src], move[la.dst])) == set(zip(la.src, la.dst))
+        assert _carried(orb.schedule, move) == _carried(orb.schedule, np.arange(topo.size))
+
+
+def _translation(dims, shift):
+    """Node id -> the id of the node ``shift`` further along each torus dimension (row-major ids)."""
+    coords = np.unravel_index(np.arange(int(np.prod(dims))), dims)
+    return np.ravel_multi_index(tuple((c + s) % d for c, s, d in zip(coords, shift, dims)), dims)
+
+
+def _carried(schedule, move) -> dict:
+    """How much of its chunk each ``(chunk, src, dst, step)`` carries, with every node and chunk
+    id (allgather: a chunk is named by its source node) renamed by ``move``."""
+    s, out = schedule, {}
+    for c, lo, hi, u, v, t in zip(s.chunk.tolist(), s.lo.tolist(), s.hi.tolist(), s.src.tolist(), s.dst.tolist(),
+                                  s.step.tolist()):
+        key = (int(move[c]), int(move[u]), int(move[v]), t)
+        out[key] = out.get(key, 0) + Fraction(hi - lo, s.denom)
+    return out
 
 
 def test_cayley_translations_are_checked():

@@ -142,7 +142,9 @@ def test_a_model_built_on_pyomo_core_alone_solves_on_a_backend_that_loads_pyomo_
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
     assert got["highs"] == 11 and got["plugins"] is False
-    assert got[backend] == 11 or (got[backend] == "absent" and backend in ("gurobi", "glpk"))
+    if got[backend] == "absent" and backend in ("gurobi", "glpk"):
+        pytest.skip(f"{backend} is not installed here (the embedded HiGHS path above was checked)")
+    assert got[backend] == 11
 
 
 KERNELS_CHILD = textwrap.dedent("""

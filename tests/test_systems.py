@@ -11,8 +11,8 @@ import pytest
 
 from collsynth import InputError
 from collsynth.instances import generators
-from collsynth.instances.generators import DGX1_NVLINKS
 from collsynth.instances.systems import class_counts
+from published import DGX1_NVLINK_COUNTS
 
 
 def build(name, **params):
@@ -29,11 +29,11 @@ def test_ndv2_one_chassis_is_the_hybrid_cube_mesh():
     cross = {frozenset((i, i + 4)) for i in range(4)}
     assert {frozenset((u, v)) for u, v in t.graph.edges()} == quads | cross  # 16 GPU pairs
     assert t.num_links == 32 and not t.switches
-    # every V100 has 6 NVLinks: two pairs joined by two links, two by one (DGX-1 counts, seeds/README)
+    # every V100 has 6 NVLinks: two pairs joined by two links, two by one (DGX-1 counts, tests/published.py)
     units = Counter()
     for u, v, d in t.graph.edges(data=True):
         units[u] += 2 if d["link_class"] == "nvlink_x2" else 1
-        assert (2 if d["link_class"] == "nvlink_x2" else 1) == DGX1_NVLINKS[u][v]
+        assert (2 if d["link_class"] == "nvlink_x2" else 1) == DGX1_NVLINK_COUNTS[u][v]
     assert set(units.values()) == {6}
     assert class_counts(t) == {"nvlink_x1": 16, "nvlink_x2": 16}
 

@@ -1,0 +1,27 @@
+"""The TEN ILP as an oracle for the tests: whether a schedule exists within a horizon, solved
+directly at that horizon (no driver, no bound: independent of the bounds under test).
+
+The TEN ILP is TACOS-ILP: chunk holdings and sends on the time-expanded network (Won et al.,
+"TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training", 2023,
+Section V-A; :mod:`collsynth.formulations.ten_ilp`)."""
+
+from __future__ import annotations
+
+from collsynth.formulations import ten_ilp, ten_model
+from collsynth.solvers import backends
+
+
+def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
+    """Whether the TEN ILP (copying switches) delivers everything within ``horizon``; ``None``
+    when ``time_limit`` ended the solve before it proved either (an incumbent that delivers
+    everything proves that it can)."""
+    if horizon < 1:
+        return False
+    m = ten_ilp.build(inst, horizon)
+    res = backends.solve(m, "highs", time_limit=time_limit)
+    assert res.status in ("optimal", "feasible", "no-solution"), res.message  # the last two: the limit
+    if res.status == "no-solution":
+        return None
+    view = ten_model(m)
+    delivers = view.arrivals() >= view.required()
+    return delivers if res.status == "optimal" or delivers else None
