@@ -267,21 +267,20 @@ def _csr(i: np.ndarray, j: np.ndarray, n: int) -> tuple[list, list]:
 def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | None = None):
     """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (TACOS section IV-C).
 
-    The definitions of :func:`collsynth.tens.ten.build_ten` (shared helpers ``link_costs`` and
-    ``discretize``): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
+    The definitions of :func:`collsynth.tens.ten.build_ten`, written out again here (none of its
+    helpers is used): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
     bandwidth unless ``timestep`` is given, ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)``
     and ``capacity_l`` the chunks the pair carries per timestep: its parallel links times the
     most chunks one link sends back to back within ``f`` (the latency once, then one chunk
     every ``chunk_bytes / b_l``; at least one), found here by bisection. Unlike ``build_ten`` it
     accepts switches (pricing needs no point-to-point unwinding).
     """
-    from collsynth.tens.ten import discretize, link_costs
-
-    cost = link_costs(topology, chunk_bytes)
-    f = float(cost.min()) if timestep is None else float(timestep)
+    la = topology.link_arrays
+    cost = [alpha + chunk_bytes / (bw / max(count, 1))
+            for alpha, bw, count in zip(la.alpha.tolist(), la.bandwidth.tolist(), la.count.tolist())]
+    f = min(cost) if timestep is None else float(timestep)
     if not f > 0 or not math.isfinite(f):
         raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
-    la = topology.link_arrays
     fits = []
     for alpha, bw, count in zip(la.alpha.tolist(), la.bandwidth.tolist(), la.count.tolist()):
         per_chunk = chunk_bytes / (bw / count)
@@ -293,7 +292,13 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if mid * per_chunk <= room else (lo, mid)
         fits.append(int(count) * lo)
-    return f, discretize(cost, f).astype(np.int64), np.asarray(fits, dtype=np.int64)
+    return f, _timesteps(cost, f), np.asarray(fits, dtype=np.int64)
+
+
+def _timesteps(cost_s, f: float) -> np.ndarray:
+    """``ceil(cost / f)`` of each cost, at least 1; a cost within a relative 1e-9 of a multiple of
+    ``f`` is not rounded up (3 * 0.1 s over 0.1 s is 3 timesteps, not 4)."""
+    return np.array([max(1, math.ceil(c / f * (1 - 1e-9))) for c in cost_s], dtype=np.int64)
 
 
 def _first_free(nxt: dict, s: int) -> int:
@@ -327,8 +332,6 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     (overlapping pieces); otherwise a per-(node, chunk) maximum over finished steps is used
     (the same for whole chunks, and O(1) per send).
     """
-    from collsynth.tens.ten import discretize
-
     topo = instance.topology
     la = topo.link_arrays
     cbmax = max(c.chunk_bytes for c in instance.collectives)
@@ -346,7 +349,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     hsend, hlink = rt.expand()
     # timesteps each hop takes: the TEN delay for a whole largest chunk, else ceil(cost / f)
     cost = la.alpha[hlink] + nbytes[hsend] / per_link_bw[hlink]
-    k = discretize(cost, f).astype(np.int64)
+    k = _timesteps(cost.tolist(), f)
     whole = np.isclose(nbytes[hsend], cbmax, rtol=1e-12, atol=0)
     k[whole] = delay[hlink[whole]]
     hptr = np.zeros(n + 1, dtype=np.int64)

@@ -30,6 +30,7 @@ segments, and holdings are tracked per (segment, node). Work is vectorised per s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -38,10 +39,26 @@ from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
 from collsynth.tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from collsynth.tens.verify import Violation  # the result type; the algorithm below is the former one
-# the messages are the library's own words (their wording is not what is checked)
-from collsynth.tens.verify import _at, _dead_reason, _interval, _intervals, _link_reason
+# the messages are the library's own words (their wording is not what is checked); the pieces they
+# name are merged and printed here (_interval, _intervals below), since those are compared
+from collsynth.tens.verify import _at, _dead_reason, _link_reason
 
 MEMORY_BUDGET = 1 << 27  # bytes of holdings state simulated at once (chunks are batched to fit)
+
+
+def _interval(lo: int, hi: int, d: int) -> str:
+    """``[lo/d, hi/d)`` in lowest terms."""
+    return f"[{Fraction(int(lo), d)}, {Fraction(int(hi), d)})"
+
+
+def _intervals(los, his, d: int) -> str:
+    """The intervals ``[lo, hi)`` (sorted), touching ones merged into one, printed."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in zip(los.tolist(), his.tolist()):
+        if merged and merged[-1][1] == lo:
+            lo = merged.pop()[0]
+        merged.append((lo, hi))
+    return ", ".join(_interval(lo, hi, d) for lo, hi in merged)
 
 
 def verify(schedule: Schedule, instance: Instance) -> Violation | None:

@@ -14,12 +14,12 @@ from collsynth.formulations import (ContractError, TenModel, check, expose, ten_
                                     ten_ilp_nocongestion, ten_lp, ten_model)
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
-from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.solvers.ten.producers import producer
 from collsynth.tens import bounds, ten, verify
+from gap_instance import gap_scatter
 
 PLUGINS = str(Path(__file__).parent / "plugins")
 
@@ -60,33 +60,35 @@ DRIVER_RUNS = [
     ("early-stop", {}),
     ("time-cluster", {"window": 2}),
 ]
-OPTIMAL_CASES = [  # every driver proves its schedule optimal here, so steps must equal ten-ilp's
+OPTIMAL_CASES = [  # every driver proves its schedule optimal here, so steps must equal ten-ilp's; the
+    # shortest-path recovery is longer than the bound (7 > 4, 3 > 2), so the schedule is the model's
     ("mesh", {"dims": [3, 3]}, "allgather"),
-    ("ring", {"nodes": 6}, "reduce_scatter"),  # the dual on the transposed ring, reversed
+    ("torus", {"dims": [3, 3]}, "reduce_scatter"),  # the dual on the transposed torus, reversed
 ]
 
 
 @pytest.mark.parametrize("driver,kwargs", DRIVER_RUNS)
 @pytest.mark.parametrize("gen,params,kind", OPTIMAL_CASES)
-def test_every_driver_runs_the_renamed_formulation(renamed, driver, kwargs, gen, params, kind):
+def test_every_driver_runs_the_renamed_formulation(renamed, driver, kwargs, gen, params, kind, monkeypatch):
     inst = make_instance(topo(gen, params), kind)
+    built, build = [], renamed.build
+
+    def counted(*args, **kwargs):
+        built.append(args[1])  # the horizon
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(renamed, "build", counted)
     mine, ref = _run(driver, kwargs, inst, renamed), _run(driver, kwargs, inst, ten_ilp)
+    assert built and mine.extra.get("used") != "recovery"  # the renamed models were solved and gave the schedule
     assert verify.verify(mine.schedule, inst) is None and verify.verify(ref.schedule, inst) is None
     assert mine.status == ref.status == "optimal"
     assert mine.objective == ref.objective == mine.schedule.num_steps
 
 
-GAP_LINKS = [(0, 1, 1.0), (0, 3, 0.5), (1, 0, 0.5), (1, 4, 0.5), (2, 0, 1.0), (2, 1, 0.5), (2, 5, 1.0), (3, 1, 1.0),
-             (3, 5, 1.0), (4, 1, 1.0), (4, 2, 0.5), (4, 5, 1.0), (5, 0, 1.0), (5, 4, 0.5)]  # (u, v, bandwidth)
-
-
 def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed):
-    """A scatter of 2 chunks per node from node 0 on a 6-node digraph of 1- and 2-timestep
-    links (found by searching random digraphs for an instance whose optimum is above the lower
-    bound): the lower bound 8 (the cut into {2, ..., 5}) is not enough (proven), 9 is; the
-    persistent search re-solves one renamed model at both horizons."""
-    links = from_edges(6, [(u, v, {"alpha": 0.0, "bandwidth": b}) for u, v, b in GAP_LINKS])
-    inst = make_instance(links, "scatter", root=0, chunks_per_node=2, message_bytes=12.0)
+    """The gap scatter (tests/gap_instance.py): the lower bound 8 is not enough (proven), 9 is;
+    the persistent search re-solves one renamed model at both horizons."""
+    inst = gap_scatter()
     assert bounds.lower_bound(inst) == 8
     ref = drivers.horizon_search(inst, ten_ilp, Options(time_limit=60), warm=False)
     for kwargs in ({"warm": False}, {"persistent": True, "warm": False}):
@@ -103,12 +105,11 @@ def test_horizon_search_proves_a_horizon_impossible_on_the_renamed_model(renamed
 
 def test_the_renamed_formulation_is_a_producer_plugin(renamed, monkeypatch):
     """Loaded through COLLSYNTH_PRODUCERS, it is solved, verified, priced and gets the LP bound
-    (on the digraph scatter of ``GAP_LINKS``: its optimum 9 is above the combinatorial bound 8,
-    so the LP search beside the run has a horizon to solve)."""
+    (on the gap scatter, tests/gap_instance.py: its optimum 9 is above the combinatorial bound
+    8, so the LP search beside the run has a horizon to solve)."""
     monkeypatch.syspath_prepend(PLUGINS)
     monkeypatch.setenv("COLLSYNTH_PRODUCERS", "ten_renamed")
-    links = from_edges(6, [(u, v, {"alpha": 0.0, "bandwidth": b}) for u, v, b in GAP_LINKS])
-    inst = make_instance(links, "scatter", root=0, chunks_per_node=2, message_bytes=12.0)
+    inst = gap_scatter()
     opts = Options(time_limit=60, params={"warm": False})
     ref, _ = pipeline.run(inst, "ten-ilp", opts)
     row, sched = pipeline.run(inst, "test-ten-renamed", opts)

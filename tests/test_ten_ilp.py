@@ -17,6 +17,7 @@ from collsynth.solvers import backends as B
 from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
 from collsynth.tens import verify
+from ilp_oracle import solves_by
 
 ORTOOLS_OK = B.available("cpsat")[0]
 
@@ -151,6 +152,7 @@ def test_failed_mesh_small():
     inst = make_instance(t, "allgather")
     steps, sched = ilp_min_steps(inst)
     assert steps == ten_ilp.lower_bound(inst)
+    assert solves_by(inst, steps - 1) is False  # optimal: the ILP solved one timestep short (not from the bound)
     assert not (set(sched.src.tolist()) | set(sched.dst.tolist())) & {5, 6}
 
 
