@@ -160,6 +160,9 @@ class TenFormulation:
 
     @property
     def is_relaxation(self) -> bool:
+        """Whether the formulation is a relaxation (``ROLE = "relaxation"``): its ``bound(model)``
+        is the smallest horizon the solved model allows, and its schedules are realised from
+        fractional amounts (the module doc)."""
         return self.role == "relaxation"
 
     @property

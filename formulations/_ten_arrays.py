@@ -86,10 +86,12 @@ class TenArrays:
 
     @property
     def num_sent(self) -> int:
+        """The ``sent`` variables of the model."""
         return len(self.sent_c)
 
     @property
     def num_hold(self) -> int:
+        """The ``hold`` variables of the model."""
         return len(self.hold_c)
 
     def hold_column(self, c, n, t) -> np.ndarray:
@@ -317,11 +319,13 @@ class Size:
 
     @property
     def seconds(self) -> float:
+        """Predicted seconds to build the model (a linear fit per variable, row and nonzero)."""
         return (self.variables * SECONDS_PER_VARIABLE + self.rows * SECONDS_PER_ROW
                 + self.nonzeros * SECONDS_PER_NONZERO)
 
     @property
     def bytes(self) -> int:
+        """Predicted bytes the built model takes (a linear fit per variable, row and nonzero)."""
         return self.variables * BYTES_PER_VARIABLE + self.rows * BYTES_PER_ROW + self.nonzeros * BYTES_PER_NONZERO
 
 

@@ -220,10 +220,12 @@ class Walk:
 
     @property
     def fractional_sends(self) -> int:
+        """The sends that carry only part of a chunk (fewer than ``denom`` atoms)."""
         return sum(1 for a in self.atoms if len(a) < self.denom)
 
     @property
     def steps(self) -> int:
+        """The last timestep a send arrives in (0 when nothing is sent)."""
         return max(self.step, default=0)
 
 

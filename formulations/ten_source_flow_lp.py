@@ -174,6 +174,7 @@ class SourceArrays:
 
     @property
     def columns(self) -> int:
+        """The model's variables: flows, buffers and deliveries."""
         return len(self.f_q) + len(self.b_q) + len(self.a_q)
 
 

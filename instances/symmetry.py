@@ -153,6 +153,7 @@ class RegularGroup:
 
     @property
     def size(self) -> int:
+        """The order of the group (its number of elements, one per node)."""
         return int(self.table.shape[0])
 
     @property

@@ -209,8 +209,8 @@ class Topology:
         """Smallest diameter a digraph of this order and max out-degree d can have.
 
         A degree-d digraph of diameter k has at most ``1 + d + ... + d^k`` nodes (the Moore
-        bound for digraphs, Zhao et al., NSDI 2025, Section 2); this returns the smallest such k for the number
-        of live NPUs. Topologies with switches use their NPU-to-NPU out-degree.
+        bound for digraphs, Zhao et al., NSDI 2025, Section 3.2 and Appendix B); this returns the
+        smallest such k for the number of live NPUs. Topologies with switches use their NPU-to-NPU out-degree.
         """
         return moore_bound(len(self.npus), self.out_degree_range[1])
 
@@ -295,7 +295,8 @@ class Topology:
 
 
 def moore_bound(nodes: int, degree: int) -> int:
-    """Smallest k with ``1 + d + ... + d^k >= nodes`` (Moore bound for digraphs, Zhao et al., NSDI 2025, §2).
+    """Smallest k with ``1 + d + ... + d^k >= nodes`` (the Moore bound for digraphs, Zhao et al.,
+    NSDI 2025, Section 3.2).
 
     >>> moore_bound(1024, 4)
     5

@@ -19,8 +19,9 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
     ``sum_t max_l load_l(t) / count_l`` in chunks (BFB's ``sum_t max_u U*[u, t]``, LP (3) of
     the same paper), so ``T_B = T_B_chunks * chunk_bytes / b`` with ``b`` the per-link
     bandwidth; it is ``None`` unless every link has the same bandwidth and every chunk the same
-    size. ``extra["coupled_s"]`` is the design's literal ``sum_t max_l (alpha_l + load_l / bw_l)``
-    over the links each step uses (equal to ``total_s`` on homogeneous direct-link schedules).
+    size. ``extra["coupled_s"]`` is the alpha-beta step cost taken literally per link (Zhao et
+    al., NSDI 2025, Section 3.2), ``sum_t max_l (alpha_l + load_l / bw_l)`` over the links each
+    step uses (equal to ``total_s`` on homogeneous direct-link schedules).
 
 ``ten``   -- TEN timesteps (Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer
     for Distributed Training", MICRO 2024, sections IV-A and IV-C): a timestep lasts

@@ -393,6 +393,7 @@ class Deps:
 
     @property
     def groups(self) -> int:
+        """The number of arrival groups."""
         return len(self.gstart) - 1
 
 

@@ -10,7 +10,7 @@ exact rationals kept as integers; whole-chunk schedules have ``denom == 1``. The
 with what it holds) or ``OP_DEFAULT`` (reduce for combining collectives, copy for the others).
 
 Small schedules convert to and from :class:`Send` tuples with :class:`fractions.Fraction`
-bounds; the JSON file format of the design round-trips exactly:
+bounds; the JSON file format (``docs/schedules.md``) round-trips exactly:
 
 >>> s = from_sends([Send(0, Fraction(0), Fraction(1, 2), 0, 1, 1)], "allgather", nodes=2, chunks=2)
 >>> from_json(to_json(s)).sends() == s.sends()
@@ -247,7 +247,7 @@ def _frac_str(num: int, denom: int) -> str:
 
 
 def to_json(schedule: Schedule) -> dict:
-    """The schedule as the design's JSON object (``lo``/``hi`` as exact fraction strings)."""
+    """The schedule as its JSON object (``docs/schedules.md``) (``lo``/``hi`` as exact fraction strings)."""
     s = schedule
     d = s.denom
     rows = []
@@ -269,7 +269,7 @@ def to_json(schedule: Schedule) -> dict:
 
 
 def from_json(data: dict, where: str = "schedule") -> Schedule:
-    """Parse the design's JSON object; errors name ``where`` and the field."""
+    """Parse a schedule's JSON object (``docs/schedules.md``); errors name ``where`` and the field."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a JSON object")
     if data.get("format") != FORMAT:

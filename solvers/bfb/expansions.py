@@ -336,6 +336,8 @@ class Priced:
                 and self.T_B == self.predicted["T_B"])
 
     def summary(self) -> dict:
+        """The row written for this schedule: its topology, verdict, priced T_L and T_B beside
+        the theorem's prediction (as strings, exact) and whether they match."""
         N = len(self.topology.npus)
         d = self.topology.out_degree_range[1]
         return {

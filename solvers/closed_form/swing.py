@@ -118,6 +118,7 @@ class Pattern1D:
 
     @property
     def num_steps(self) -> int:
+        """The in-dimension steps of the pattern."""
         return len(self.steps)
 
 
@@ -184,7 +185,7 @@ def _rd_fold_steps(d: int, returns: bool) -> list[tuple[np.ndarray, np.ndarray, 
 
 
 def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False, returns: bool = True) -> Pattern1D:
-    """The 1D reduce-scatter pattern of a dimension of size ``d`` (section 3; README 002).
+    """The 1D reduce-scatter pattern of a dimension of size ``d`` (De Sensi et al., NSDI 2024, Section 3).
 
     Swing: any ``d`` (odd ``d``: the core runs on ``d-1`` ranks, rank ``d-1`` exchanges blocks
     directly). Recursive doubling: any ``d``; a power of two runs recursive halving, any other
@@ -376,10 +377,14 @@ class Plan:
 
     @property
     def num_collectives(self) -> int:
+        """The number of collectives run at once, each on its share of the data (``2D`` with
+        multiport: one plain and one mirrored starting in each dimension, De Sensi et al., NSDI
+        2024, Section 4.1; else one)."""
         return len(self.collectives)
 
     @property
     def num_steps(self) -> int:
+        """The steps of each collective (all have the same; 0 for a plan of none)."""
         return len(self.collectives[0][1]) if self.collectives else 0
 
 
