@@ -2,7 +2,7 @@
 (run: ``python -m pytest -m benchmark -s benchmarks/bench_combining.py``, or as a script:
 ``python benchmarks/bench_combining.py [reductions|allreduce|concurrent] [--limit 120]``).
 
-Figures for the closing note of issue 13 (native reductions); each part prints a Markdown table.
+Each part prints a Markdown table.
 
 - ``reductions``: reduce and reduce_scatter corpus instances solved by the TEN ILP of the
   reversed dual (``ten-ilp``) and natively (``ten-ilp-combining``): timesteps, status, seconds.

@@ -18,7 +18,7 @@ the run itself declared proven (``status``). The producers are the ``quick`` sui
 is importable as ``collsynth`` through ``--before-path`` (a folder holding a ``collsynth`` link
 to the checkout, as ``git worktree add`` plus one symlink gives).
 
-Example (the figures of issue 13's closing note)::
+Example::
 
     git worktree add /tmp/before 100176b && mkdir -p /tmp/before-pkg && ln -s /tmp/before /tmp/before-pkg/collsynth
     python benchmarks/bench_corpus_proofs.py --run --instances '/tmp/corpus-sel/*.toml' --time-limit 4 \\

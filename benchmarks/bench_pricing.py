@@ -1,12 +1,12 @@
 """Verification and pricing at scale: the compiled path against the former one, per stage.
 
 Run ``python benchmarks/bench_pricing.py`` (mid-size cases, a few minutes) or
-``python benchmarks/bench_pricing.py --big`` (the cases of the "Ten million sends in seconds"
-issue: BFB on a 50x50 torus, OpTree on a 1024-node optical ring with 64 wavelengths, Swing
+``python benchmarks/bench_pricing.py --big`` (the big cases: BFB on a 50x50 torus, OpTree on
+a 1024-node optical ring with 64 wavelengths, Swing
 on a 32x32 torus (allreduce, 1 GiB), greedy on a 64x64 torus; the former path takes many
 minutes on them), or ``python -m pytest -m benchmark -s benchmarks/bench_pricing.py`` (the
 mid-size table). ``--skip-old`` leaves the former path out; ``--old-rev REV`` names the former
-code (default :data:`FORMER`, the code that issue measured).
+code (default :data:`FORMER`, the numpy and Python path before the compiled kernels).
 
 Every measurement runs in a fresh child process, so each peak resident set (``ru_maxrss``)
 is that child's own:
@@ -55,7 +55,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("verify", "sync", "ten", "event")
-FORMER = "8cc15d1"  # the code the issue "Ten million sends in seconds" measured (numpy and Python)
+FORMER = "8cc15d1"  # the last numpy and Python path, before the compiled kernels
 
 MID = {
     "bfb-lp torus 20x20 allgather": ("bfb-lp", 'generator = "torus"\ndims = [20, 20]', "allgather", 1 << 26),
@@ -338,7 +338,7 @@ def _main(argv: list[str]) -> None:
             child_price(*rest)
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--big", action="store_true", help="the issue's cases (minutes; the former path much longer)")
+    p.add_argument("--big", action="store_true", help="the big cases (minutes; the former path much longer)")
     p.add_argument("--skip-old", action="store_true", help="only the compiled path")
     p.add_argument("--cases", default="", help="comma-separated substrings of case names to run")
     p.add_argument("--old-rev", default=None, help=f"git revision of the former path (default: {FORMER})")

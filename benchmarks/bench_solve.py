@@ -1,7 +1,7 @@
 """``collsynth solve`` end to end against the producer's own time, on the big cases.
 
-Run ``python benchmarks/bench_solve.py`` (the three cases of the issue "solve within 2x of the
-producer": BFB LP on a 50x50 torus allgather, Swing on a 32x32 torus allreduce of 1 GiB,
+Run ``python benchmarks/bench_solve.py`` (three cases whose target is a solve within 2x of the
+producer's own time: BFB LP on a 50x50 torus allgather, Swing on a 32x32 torus allreduce of 1 GiB,
 TACOS-Greedy on a 64x64 torus allgather; a few minutes on a shared machine), ``--cases greedy``
 to pick some, ``--repeat N`` to run each N times, ``--against PYTHONPATH`` to time another
 version of collsynth (imported from that path) in turn with this one, or

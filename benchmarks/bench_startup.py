@@ -7,8 +7,9 @@ turn with this one, or ``python -m pytest -m benchmark -s benchmarks/bench_start
 
 On an instance this small the producer's own work is a few milliseconds: what the command
 costs is the interpreter, the imports, the kernels loaded before the clock starts, reading the
-instance and writing the row, which every ``collsynth solve`` pays whatever its size (the
-issue "solve within 2x of the producer": BFB on a 50x50 torus produces in 4.2 s). Each run is
+instance and writing the row, which every ``collsynth solve`` pays whatever its size (beside,
+e.g., BFB on a 50x50 torus, which produces in 4.2 s, and whose solve should take at most 2x
+that). Each run is
 the command line as a user types it, in a fresh process (:func:`bench_solve.solve_once`: wall
 seconds, CPU seconds from ``os.wait4``, the load average before). Printed per producer and
 version: the best wall and CPU seconds of the repeats, each run's, and the load averages, so

@@ -3,7 +3,7 @@
 or the Table II analogue alone: ``python benchmarks/bench_ten.py table2 [--min 4] [--max 8]
 [--limit 60] [--solver highs]``).
 
-Figures for the closing note of issue 4; each test prints a Markdown table.
+Each test prints a Markdown table.
 
 - build vs solve time per formulation (ten-ilp, ten-lp, ten-ilp-nocongestion) and size: build, load
   into HiGHS and solve CPU seconds (best of three cold runs; wall beside them), (build + load) /
