@@ -217,12 +217,13 @@ def _keys(*cols) -> list:
 
 
 def flow_rows(data: TenData, ix: TenArrays) -> tuple[Rows, Rows]:
-    """``(send needs hold, hold update)`` rows of the TACOS ILP.
+    """``(send needs hold, hold update)`` rows of the ILP of Won et al., TACOS, 2023, Section V-A, Fig. 12(c).
 
     A send arriving at ``t`` over a pair of lag ``k`` (its delay plus its latency, ``data.lag``)
-    needs the chunk at its source at the end of ``t - k``: ``sent - hold <= 0`` (no row when the source holds it from the start;
-    ``sent <= 0`` when it cannot). ``hold[c, n, t] - hold[c, n, t-1] - (arrivals of c at n in
-    t) = 0``: holdings persist and a chunk arrives at a node at most once.
+    needs the chunk at its source at the end of ``t - k``: ``sent - hold <= 0`` (no row when the
+    source holds it from the start; ``sent <= 0`` when it cannot). ``hold[c, n, t] - hold[c, n,
+    t-1] - (arrivals of c at n in t) = 0``: holdings persist and a chunk arrives at a node at
+    most once (an equality here; the paper only asks that the destination hold the chunk after).
     """
     S = ix.num_sent
     c, l, t = ix.sent_c, ix.sent_l, ix.sent_t
@@ -285,10 +286,11 @@ def switch_rows(data: TenData, ix: TenArrays) -> tuple[str, Rows]:
 
 
 def capacity_rows(data: TenData, ix: TenArrays, link_class=None, class_capacity=None) -> Rows:
-    """At most ``capacity`` chunks occupy a link pair in any timestep; a send over a pair of
-    delay ``k`` and latency ``L`` arriving at ``t`` occupies it in timesteps ``t-L-k+1 .. t-L``
-    (:meth:`~collsynth.tens.ten.TenData.occupied`). Rows only where more
-    sends than the capacity could overlap; keys ``(pair, timestep)``.
+    """At most ``capacity`` chunks on a link pair in any timestep (Won et al., TACOS, 2023, Section V-A, Fig. 12(d)).
+
+    A send over a pair of delay ``k`` and latency ``L`` arriving at ``t`` occupies it in
+    timesteps ``t-L-k+1 .. t-L`` (:meth:`~collsynth.tens.ten.TenData.occupied`). Rows only where
+    more sends than the capacity could overlap; keys ``(pair, timestep)``.
 
     ``link_class`` (``[pair]``) and ``class_capacity`` (``[class]``) sum the sends over classes
     of pairs instead (one row per class and timestep; keys ``(class, timestep)``).
@@ -474,9 +476,10 @@ def _expression(cols: np.ndarray, coefs: np.ndarray, columns: list, constant: fl
 
 def add_arrivals_objective(m: pe.ConcreteModel, data: TenData, ix: TenArrays, columns: list, weights,
                            lookahead: int = 0) -> None:
-    """``m.arrivals``: maximise the (weighted) postcondition pairs held at the horizon (TACOS);
-    with ``lookahead``, relays (useful pairs outside the postcondition) held at the horizon earn
-    1 each and every arrival earns more than all of them together."""
+    """``m.arrivals``: maximise the (weighted) postcondition pairs held at the horizon (Won et al.,
+    TACOS, 2023, Section V-A, Fig. 12(b), whose formula also sums over earlier timesteps); with
+    ``lookahead``, relays (useful pairs outside the postcondition) held at the horizon earn 1
+    each and every arrival earns more than all of them together."""
     T = ix.horizon
     pc, pn = needed_pairs(data)
     col = ix.hold_column(pc, pn, np.full(len(pc), T))

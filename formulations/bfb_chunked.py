@@ -11,7 +11,7 @@ For node ``u`` and step ``t`` (sources, in-neighbours and admissible pairs as in
 
 ``U`` is in chunks. Solved exactly (a small MIP) or through its LP relaxation rounded by
 :func:`round_relaxation`: every row keeps its sum K and every column load rises by less than one
-chunk, so each step costs less than ``1/K`` shard more per link (Theorem 20).
+chunk, so each step costs less than ``1/K`` shard more per link (Appendix D.2, Theorem 20).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def bound(model: pe.ConcreteModel) -> float | None:
 
 
 def round_relaxation(model: pe.ConcreteModel) -> np.ndarray:
-    """Integer shares from the solved relaxation (Theorem 20's rounding).
+    """Integer shares from the solved relaxation, rounded as in Zhao et al., NSDI 2025, Appendix D.2, Theorem 20.
 
     Floors every ``y``, then distributes each source's missing chunks over its pairs with a
     fractional part by an integral max flow whose in-neighbour capacities are the ceilings of

@@ -43,7 +43,9 @@ def build(instance: Instance | Topology, horizon: int | None = None, state: Any 
 
 
 def build_step(data: StepLP, alpha, bandwidth, shard_bytes: float) -> pe.ConcreteModel:
-    """The Pyomo model of LP (13) for one :class:`StepLP`; ``alpha``/``bandwidth`` per neighbour."""
+    """The Pyomo model of LP (13) (Zhao et al., NSDI 2025, Appendix D.3) for one :class:`StepLP`.
+
+    ``alpha`` and ``bandwidth`` are per neighbour."""
     m = pe.ConcreteModel(name=f"bfb-hetero u={data.node} t={data.step}")
     # SETS
     nb, by_v, by_w = step_sets(m, data)

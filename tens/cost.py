@@ -6,9 +6,8 @@ The models are registered in :mod:`collsynth.tens.cost_models` (one module each)
 Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwidth part
 ``T_B_s`` and their sum ``total_s`` separately, so producers are compared on one footing.
 
-``sync``  -- synchronous alpha-beta steps, the papers' model (Zhao et al., "Efficient
-    Direct-Connect Topologies for Collective Communications", NSDI 2025, Sections 2-3): in step
-    ``t`` every send moves ``(hi - lo) * chunk_bytes`` bytes; a logical send between
+``sync``  -- synchronous alpha-beta steps, the papers' model (Zhao et al., NSDI 2025, Section
+    3.2): in step ``t`` every send moves ``(hi - lo) * chunk_bytes`` bytes; a logical send between
     non-adjacent nodes (``routing == "shortest-path"``: Swing, recursive doubling on a torus) is
     routed on ``topology.shortest_path(u, v)`` and loads every link it crosses. Per directed
     node pair ``l`` (parallel links pooled: their bandwidths add) ``load_l(t)`` is the bytes
@@ -17,14 +16,13 @@ Every model returns a :class:`Cost` with the latency part ``T_L_s``, the bandwid
     ``T_L = sum_t latency(t)``, ``T_B = sum_t bandwidth time(t)``, total = T_L + T_B.
     ``extra["T_B_chunks"]`` is the exact :class:`~fractions.Fraction`
     ``sum_t max_l load_l(t) / count_l`` in chunks (BFB's ``sum_t max_u U*[u, t]``, LP (3) of
-    the same paper), so ``T_B = T_B_chunks * chunk_bytes / b`` with ``b`` the per-link
+    the same paper, Section 6.1), so ``T_B = T_B_chunks * chunk_bytes / b`` with ``b`` the per-link
     bandwidth; it is ``None`` unless every link has the same bandwidth and every chunk the same
     size. ``extra["coupled_s"]`` is the alpha-beta step cost taken literally per link (Zhao et
     al., NSDI 2025, Section 3.2), ``sum_t max_l (alpha_l + load_l / bw_l)`` over the links each
     step uses (equal to ``total_s`` on homogeneous direct-link schedules).
 
-``ten``   -- TEN timesteps (Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer
-    for Distributed Training", MICRO 2024, sections IV-A and IV-C): a timestep lasts
+``ten``   -- TEN timesteps (Won et al., TACOS, 2023, Sections IV-A and IV-C): a timestep lasts
     ``f = min_l (alpha_l + chunk_bytes / b_l)`` (:func:`collsynth.tens.ten.build_ten`), link pair
     ``l`` needs ``k_l = ceil((alpha_l + chunk_bytes / b_l) / f)`` timesteps per chunk and has
     ``count_l`` parallel links, each carrying one chunk at a time (a link faster than a
@@ -190,8 +188,9 @@ def _homogeneous_units(schedule: Schedule, instance: Instance, cb: np.ndarray) -
 def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None) -> Cost:
     """Synchronous alpha-beta steps with shortest-path routing and per-link loads (see module doc).
 
-    One pass over the sends in step order (:func:`collsynth.tens.cost_kernels.sync_steps`);
-    per step the loads of the link pairs it touches, then their maxima.
+    The step time of the alpha-beta model (Zhao et al., NSDI 2025, Section 3.2). One pass over
+    the sends in step order (:func:`collsynth.tens.cost_kernels.sync_steps`); per step the loads
+    of the link pairs it touches, then their maxima.
     """
     la = instance.topology.link_arrays
     s = schedule
@@ -240,7 +239,7 @@ def _csr(key: np.ndarray, items: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
 # ---- ten -------------------------------------------------------------------------------------
 
 def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | None = None):
-    """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (TACOS, MICRO 2024, §IV-C).
+    """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (Won et al., TACOS, 2023, Section IV-C).
 
     The TEN layer's own (:func:`collsynth.tens.ten.link_delays`): ``f = min_l (alpha_l +
     chunk_bytes / b_l)`` with ``b_l`` the per-link bandwidth unless ``timestep`` is given,
@@ -253,7 +252,7 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
 
 def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = None,
               exact_deps: bool | None = None, plan: PricingPlan | None = None) -> Cost:
-    """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; TACOS §IV).
+    """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; Won et al., TACOS, 2023, Section IV).
 
     Sends are processed step by step; a send's ready timestep is the latest arrival of its
     dependencies. ``exact_deps`` (default: only for fractional pieces, while the pairs number

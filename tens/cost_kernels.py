@@ -34,10 +34,11 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 def sync_steps(bounds, r, rptr, rlinks, rlat, chunk, lo, hi, denom, chunk_bytes, bandwidth, alpha, unit_mult):
     """Per used step: ``(latency, bandwidth time, coupled time, max chunk units)``.
 
-    Sends in step order (``bounds`` delimit the steps). Loads per link pair of one step are
-    summed in send order; the step's bandwidth time is ``max_l load_l / bandwidth_l``, its
-    coupled time ``max_l (load_l / bandwidth_l + alpha_l)``, its latency the largest route
-    latency of its sends and its units ``max_l units_l * unit_mult_l`` (piece numerators).
+    The alpha-beta step cost of Zhao et al., NSDI 2025, Section 3.2. Sends in step order
+    (``bounds`` delimit the steps). Loads per link pair of one step are summed in send order;
+    the step's bandwidth time is ``max_l load_l / bandwidth_l``, its coupled time
+    ``max_l (load_l / bandwidth_l + alpha_l)``, its latency the largest route latency of its
+    sends and its units ``max_l units_l * unit_mult_l`` (piece numerators).
     """
     T = len(bounds) - 1
     L = len(bandwidth)
@@ -279,7 +280,7 @@ TS_STEP, TS_SEND, TS_HOP, TS_T, TS_LAT, TS_LAST, TS_LAST_LAT, TS_PAGES, TS_KEY =
 @njit(cache=True, nogil=True)
 def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
                   latency, timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells):
-    """Last arrival timestep of ASAP dispatch with back-filling (TACOS TEN timesteps).
+    """Last arrival timestep of ASAP dispatch with back-filling (Won et al., TACOS, 2023, Sections IV-A, IV-C).
 
     Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
     latest arrival it depends on (exact pairs: the sends ``ditems[dptr[i]:dptr[i + 1]]``; or the

@@ -1,4 +1,4 @@
-"""The time-expanded network (TEN) of a topology (TACOS, Won et al., TACOS, 2023, Section IV).
+"""The time-expanded network (TEN) of a topology (Won et al., TACOS, 2023, Section IV).
 
 A TEN copies the node set once per timestep and joins ``u`` at time ``s-1`` to ``v`` at time
 ``s + k - 1`` when a chunk sent over ``u -> v`` in timestep ``s`` needs ``k`` timesteps
@@ -52,7 +52,7 @@ step in which it completes, arrival included); only arcs with ``e <= horizon`` e
 
 The topology's ``meta["latency"]`` (:func:`latency_pipelined`) chooses how ``alpha`` enters:
 
-- ``"serial"`` (the default, TACOS section IV-C): a link's cost ``alpha + chunk_bytes / b``
+- ``"serial"`` (the default, Won et al., TACOS, 2023, Section IV-C): a link's cost ``alpha + chunk_bytes / b``
   is its occupancy, ``k = ceil(cost / f)``, ``L = 0`` and the default timestep is the
   cheapest cost; a link faster than the timestep carries the latency once, then one chunk
   every ``chunk_bytes / b`` (above).
@@ -106,7 +106,7 @@ def link_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
     """Seconds to move one chunk over each directed link pair: ``alpha + chunk_bytes / b``.
 
     ``b`` is the bandwidth of ONE of the pair's parallel links (their summed bandwidth divided
-    by their count); parallel links add capacity, not speed (TACOS section IV-A/IV-C).
+    by their count); parallel links add capacity, not speed (Won et al., TACOS, 2023, Sections IV-A, IV-C).
     """
     la = topology.link_arrays
     per_link = la.bandwidth / np.maximum(la.count, 1)
@@ -161,7 +161,7 @@ def link_latency(topology: Topology, timestep: float) -> np.ndarray:
 
 
 def discretize(cost_s: np.ndarray, timestep: float) -> np.ndarray:
-    """Timesteps of each link: ``ceil(cost / timestep)`` (TACOS section IV-C), at least 1.
+    """Timesteps of each link: ``ceil(cost / timestep)`` (Won et al., TACOS, 2023, Section IV-C), at least 1.
 
     Costs within a relative ``1e-9`` of a multiple of the timestep are not rounded up (float
     noise such as 3 * 0.1 / 0.1 must give 3, not 4).
@@ -217,7 +217,7 @@ def _meta_choice(topology: Topology, key: str, choices: tuple) -> str:
 
 
 def unwind_switches(topology: Topology, degree: int) -> Topology:
-    """Replace every switch by its degree-``d`` point-to-point unwinding (TACOS section IV-D).
+    """Replace every switch by its degree-``d`` point-to-point unwinding (Won et al., TACOS, 2023, Section IV-D).
 
     The N NPUs attached to a switch (its neighbours, sorted by id) are numbered 0..N-1 in that
     order; NPU ``n`` gets links ``n -> n+1, ..., n -> n+d (mod N)``. Each new link keeps the
@@ -374,7 +374,7 @@ _DUALS: dict[int, tuple[Instance, Instance]] = {}  # recent duals (instances are
 def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switches: bool = False):
     """(delay per link pair in timesteps, capacity per pair, timestep) for chunks of these sizes.
 
-    The TEN's discretisation (TACOS section IV-C): a link pair's cost is
+    The TEN's discretisation (Won et al., TACOS, 2023, Section IV-C): a link pair's cost is
     ``alpha + chunk_bytes / b`` (:func:`link_costs`, ``b`` one parallel link's bandwidth; only
     ``chunk_bytes / b`` when the latency is pipelined, :func:`occupancy_costs`), its delay
     (occupancy) ``ceil(cost / timestep)`` (:func:`discretize`) and its capacity the number of

@@ -264,8 +264,8 @@ def binomial_scatter_phase(p: int, root: int, denom: int = 1, piece_of=None) -> 
 
 
 def bruck_allgather_phase(p: int) -> Phase:
-    """Bruck allgather: in step k rank r sends blocks r .. r+n-1 (n = min(2^k, p-2^k)) to
-    rank r-2^k; ceil(log2 p) steps for any p, (p-1) blocks in all."""
+    """Bruck allgather (Bruck et al., TPDS 1997): in step k rank r sends blocks r .. r+n-1
+    (n = min(2^k, p-2^k)) to rank r-2^k; ceil(log2 p) steps for any p, (p-1) blocks in all."""
     ph = Phase()
     r = np.arange(p)
     k, dist = 1, 1
@@ -304,7 +304,8 @@ def doubling_allgather_phase(p: int) -> Phase:
 
 def rabenseifner_core(p: int) -> tuple[int, Phase, Phase]:
     """Recursive-halving reduce-scatter and recursive-doubling allgather among the p' core
-    ranks, core i carrying blocks {i, p'+i} (Rabenseifner); returns (p', rs, ag)."""
+    ranks, core i carrying blocks {i, p'+i} (Rabenseifner's allreduce, Thakur et al., IJHPCA 2005);
+    returns (p', rs, ag)."""
     pp = 1 << (p.bit_length() - 1)
     ag = Phase()
     _core_doubling(ag, pp, p - pp, 0)
@@ -328,8 +329,9 @@ def _core_doubling(ph: Phase, pp: int, e: int, t: int) -> int:
 
 
 def nccl_btree_parents(p: int) -> list[int]:
-    """Parent of each rank in NCCL's binary tree (ncclGetBtree): rank r with lowest set bit b
-    has parent (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root."""
+    """Parent of each rank in NCCL's binary tree (ncclGetBtree), the first tree of a double binary
+    tree (Sanders et al., Parallel Computing 2009): rank r with lowest set bit b has parent
+    (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root."""
     par = [-1] * p
     for r in range(1, p):
         b = r & -r
@@ -339,8 +341,9 @@ def nccl_btree_parents(p: int) -> list[int]:
 
 
 def double_binary_trees(p: int) -> list[list[int]]:
-    """NCCL's two complementary trees (ncclGetDtree): tree 0 is the btree, tree 1 its mirror
-    r -> p-1-r for even p or its shift r -> r+1 for odd p (each rank is a leaf in at most one)."""
+    """NCCL's two complementary trees (ncclGetDtree; Sanders et al., Parallel Computing 2009): tree 0
+    is the btree, tree 1 its mirror r -> p-1-r for even p or its shift r -> r+1 for odd p (each
+    rank is a leaf in at most one)."""
     t0 = nccl_btree_parents(p)
     if p % 2 == 0:
         f = lambda r: p - 1 - r  # noqa: E731
@@ -370,9 +373,10 @@ def _height(parents: list[int]) -> tuple[list[int], list[int]]:
 
 
 def double_tree_phases(p: int) -> tuple[Phase, Phase]:
-    """Double binary tree allreduce (NCCL): tree t handles piece [t/2, (t+1)/2) of every chunk;
-    reduce up (a rank sends when its subtree is done: step = its subtree height + 1), then
-    broadcast down (a rank at depth d receives at step d); both trees share the phase bounds."""
+    """Double binary tree allreduce (NCCL; Sanders et al., Parallel Computing 2009): tree t handles
+    piece [t/2, (t+1)/2) of every chunk; reduce up (a rank sends when its subtree is done: step =
+    its subtree height + 1), then broadcast down (a rank at depth d receives at step d); both
+    trees share the phase bounds."""
     up, down = Phase(2), Phase(2)
     blocks = np.arange(p)
     for t, par in enumerate(double_binary_trees(p)):
@@ -398,9 +402,10 @@ def torus_dims(instance: Instance) -> list[int]:
 
 
 def bucket_allgather_phase(dims: list[int]) -> Phase:
-    """Bucket allgather on a D-dimensional torus: 2D concurrent parts (each 1/(2D) of every
-    chunk), part (q, dir) runs ring allgathers of growing bundles along dimensions q, q+1, ...
-    (cyclically) in direction dir; with equal sides all parts use different links in every step.
+    """Bucket allgather on a D-dimensional torus (De Sensi et al., NSDI 2024, Section 2.3.4;
+    Chan et al., CCPE 2007): 2D concurrent parts (each 1/(2D) of every chunk), part (q, dir)
+    runs ring allgathers of growing bundles along dimensions q, q+1, ... (cyclically) in
+    direction dir; with equal sides all parts use different links in every step.
 
     Node ids are row-major (last coordinate fastest)."""
     D = len(dims)
@@ -537,17 +542,19 @@ def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: floa
 
     Returns ``steps`` (T_L = steps * alpha), ``T_B_chunks`` (exact: sum over steps of the
     largest per-link load in chunk units, chunk = M/(p c), or M/c for broadcast/reduce), and
-    ``T_L_s``, ``T_B_s``, ``total_s``. Formulas (Thakur et al., IJHPCA 2005 unless noted; M = message, B = link
-    bandwidth): ring (p-1)(alpha + M/p beta) per allgather / reduce-scatter phase and
-    (p-1)(alpha + M beta) for chain broadcast; bidirectional ring halves T_B; BFB ring
-    (Zhao et al., NSDI 2025, E.1) floor(p/2) steps, same T_B as bidirectional; binomial broadcast
-    ceil(log p)(alpha + M beta); binary tree 2 log p (alpha + M beta) (exactly 2(h-1) steps
-    for p = 2^h - 1); recursive doubling / halving and Bruck log p alpha + (p-1)/p M beta;
-    Rabenseifner 2 log p alpha + 2 (p-1)/p M beta (p' = 2^floor(log p) and two extra full
-    exchanges otherwise); binomial scatter / gather ceil(log p) alpha + (p-1)/p M beta; broadcast =
-    scatter + ring allgather (van de Geijn) (log p + p - 1) alpha + 2 (p-1)/p M beta; double
-    binary tree 2 ceil(log p) (alpha + M/2 beta); bucket on an n^D torus D(n-1) alpha +
-    (N-1)/(2 D N) M beta per phase; Hamiltonian rings on an n x n torus
+    ``T_L_s``, ``T_B_s``, ``total_s``. Formulas (M = message, B = link bandwidth; Thakur et al.,
+    IJHPCA 2005 unless noted): ring (p-1)(alpha + M/p beta) per allgather / reduce-scatter phase
+    and (p-1)(alpha + M beta) for chain broadcast; bidirectional ring halves T_B; BFB ring
+    (Zhao et al., NSDI 2025, Appendix E.1) floor(p/2) steps, same T_B as bidirectional; binomial
+    broadcast ceil(log p)(alpha + M beta); binary tree 2 log p (alpha + M beta) (exactly 2(h-1)
+    steps for p = 2^h - 1); recursive doubling / halving, and Bruck (Bruck et al., TPDS 1997),
+    log p alpha + (p-1)/p M beta; Rabenseifner 2 log p alpha + 2 (p-1)/p M beta (p' =
+    2^floor(log p) and two extra full exchanges otherwise); binomial scatter / gather ceil(log p)
+    alpha + (p-1)/p M beta; broadcast = scatter + ring allgather (Chan et al., CCPE 2007)
+    (log p + p - 1) alpha + 2 (p-1)/p M beta; double binary tree (Sanders et al., Parallel
+    Computing 2009) 2 ceil(log p) (alpha + M/2 beta); bucket on an n^D torus (De Sensi et al.,
+    NSDI 2024, Section 2.3.4; Chan et al., CCPE 2007) D(n-1) alpha + (N-1)/(2 D N) M beta per
+    phase; Hamiltonian rings on an n x n torus (De Sensi et al., NSDI 2024, Section 2.3.1)
     2(N-1)(alpha + M/(4N) beta).
     """
     F = Fraction
@@ -654,7 +661,7 @@ def ring_schedule(instance: Instance) -> Schedule:
 
 
 def bidirectional_ring_schedule(instance: Instance) -> Schedule:
-    """Half of every chunk goes clockwise, half counter-clockwise (Zhao et al., NSDI 2025, E.1's baseline)."""
+    """Half of every chunk goes clockwise, half counter-clockwise (Zhao et al., NSDI 2025, Appendix E.1's baseline)."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "bidirectional-ring")
     cw, ccw = np.arange(p), np.arange(p)[::-1]
@@ -712,7 +719,8 @@ def binary_tree_schedule(instance: Instance) -> Schedule:
 
 
 def double_binary_tree_schedule(instance: Instance) -> Schedule:
-    """NCCL double binary tree allreduce: two complementary trees, each half of the data."""
+    """NCCL double binary tree allreduce (Sanders et al., Parallel Computing 2009): two
+    complementary trees, each half of the data."""
     coll, p = _single(instance)
     _need(coll.kind, ("allreduce",), "double-binary-tree")
     up, down = double_tree_phases(p)
@@ -736,9 +744,10 @@ def recursive_halving_schedule(instance: Instance) -> Schedule:
 
 
 def rabenseifner_schedule(instance: Instance) -> Schedule:
-    """Rabenseifner allreduce: recursive-halving reduce-scatter + recursive-doubling allgather;
-    for p not a power of two the e = p - p' extra ranks first send their whole vector to a core
-    partner and get the result back at the end (the two extra exchanges)."""
+    """Rabenseifner allreduce (Thakur et al., IJHPCA 2005): recursive-halving reduce-scatter +
+    recursive-doubling allgather; for p not a power of two the e = p - p' extra ranks first send
+    their whole vector to a core partner and get the result back at the end (the two extra
+    exchanges)."""
     coll, p = _single(instance)
     _need(coll.kind, ("allreduce",), "rabenseifner")
     pp, rs, ag = rabenseifner_core(p)
@@ -759,15 +768,16 @@ def rabenseifner_schedule(instance: Instance) -> Schedule:
 
 
 def bruck_schedule(instance: Instance) -> Schedule:
-    """Bruck allgather (and its reversal, a reduce-scatter): ceil(log2 p) steps for any p."""
+    """Bruck allgather (Bruck et al., TPDS 1997) and its reversal, a reduce-scatter: ceil(log2 p)
+    steps for any p."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "bruck")
     return _rs_ag_ar(instance, "bruck", bruck_allgather_phase(p))
 
 
 def scatter_allgather_schedule(instance: Instance) -> Schedule:
-    """Broadcast = binomial scatter of p pieces + ring allgather of the pieces (van de Geijn;
-    Thakur et al., IJHPCA 2005); reduce is its reversal (reduce-scatter + gather)."""
+    """Broadcast = binomial scatter of p pieces + ring allgather of the pieces (Chan et al.,
+    CCPE 2007; Thakur et al., IJHPCA 2005); reduce is its reversal (reduce-scatter + gather)."""
     coll, p = _single(instance)
     _need(coll.kind, ("broadcast", "reduce"), "scatter-allgather")
     root = _root_rank(coll)
@@ -785,7 +795,8 @@ def scatter_allgather_schedule(instance: Instance) -> Schedule:
 
 def bucket_schedule(instance: Instance) -> Schedule:
     """Bucket algorithm on a D-dimensional torus (concurrent rings per dimension, data split
-    over 2D parts); allgather, reduce-scatter (reversal) and allreduce."""
+    over 2D parts; De Sensi et al., NSDI 2024, Section 2.3.4); allgather, reduce-scatter
+    (reversal) and allreduce."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "bucket")
     dims = torus_dims(instance)
@@ -794,7 +805,8 @@ def bucket_schedule(instance: Instance) -> Schedule:
 
 def hamiltonian_rings_schedule(instance: Instance) -> Schedule:
     """Allreduce on an n x n torus by ring allreduce on the four directed rings of two
-    edge-disjoint Hamiltonian cycles, each carrying a quarter of every chunk."""
+    edge-disjoint Hamiltonian cycles, each carrying a quarter of every chunk (De Sensi et al.,
+    NSDI 2024, Section 2.3.1)."""
     coll, p = _single(instance)
     _need(coll.kind, RS_AG_AR, "hamiltonian-rings")
     dims = torus_dims(instance)

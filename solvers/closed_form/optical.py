@@ -101,7 +101,8 @@ def fiber_loads(N: int, stage: Stage) -> np.ndarray:
 
 
 def stage_slots(N: int, w: int, stage: Stage) -> int:
-    """Time slots a stage needs: ceil(max directed fiber load / w)."""
+    """Time slots a stage needs: ceil(max directed fiber load / w) (a stage's communication steps,
+    Dai et al., ICC 2023, Section III-D2, proof of Theorem 1)."""
     return -(-int(fiber_loads(N, stage).max(initial=0)) // w)
 
 
@@ -164,7 +165,8 @@ def evaluate(N: int, w: int, stages: list[Stage], *, shard_bytes: float = 1.0,
              wavelength_bandwidth: float = 1.0, reconfig_s: float = 0.0, oeo_s: float = 0.0,
              check_first_fit: bool = False) -> dict:
     """Slots and time of a stage list: per-stage max loads and slots, their sums, the time
-    ``S (reconfig + oeo) + data / (w B_w)``; with ``check_first_fit`` also the first-fit slots."""
+    ``S (reconfig + oeo) + data / (w B_w)`` (Dai et al., ICC 2023, Section III-D3, Eq. (3)); with
+    ``check_first_fit`` also the first-fit slots."""
     loads = [int(fiber_loads(N, st).max(initial=0)) for st in stages]
     slots = [-(-ld // w) for ld in loads]
     S = sum(slots)
@@ -229,8 +231,9 @@ def neighbour_exchange_stages(N: int, payload: bool = False) -> list[Stage]:
 
 
 def one_stage_stages(N: int, payload: bool = False) -> list[Stage]:
-    """One-stage all-to-all broadcast (Lemma 1): every node sends its shard to every other in
-    a single stage along the shorter direction (antipodal pairs alternate); load ~ N^2/8."""
+    """One-stage all-to-all broadcast (Dai et al., ICC 2023, Lemma 1): every node sends its shard
+    to every other in a single stage along the shorter direction (antipodal pairs alternate);
+    load ~ N^2/8."""
     u, v = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")
     off = u != v
     u, v = u[off], v[off]
@@ -486,14 +489,16 @@ def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False,
 # ---- formulas (Dai et al., ICC 2023) ---------------------------------------------------------
 
 def optree_steps_formula(N: int, w: int, h: int, k: float | None = None) -> float:
-    """Theorem 1 as reconstructed: S = N k (2h - 1) / (8 w), k = N^(1/h) unless given."""
+    """OpTree's total steps S = N k (2h - 1) / (8 w), k = N^(1/h) unless given (Dai et al., ICC 2023,
+    Theorem 1, Eq. (1), as reconstructed)."""
     k = N ** (1.0 / h) if k is None else k
     return N * k * (2 * h - 1) / (8 * w)
 
 
 def optree_optimal_depth(N: int) -> int:
-    """Theorem 2: minimise N^(1+1/h) (2h-1) over real h: 2h^2 - 2h ln N + ln N = 0, so
-    h* = (ln N + sqrt(ln^2 N - 2 ln N)) / 2, rounded (6, 6, 7, 8 for N = 512 .. 4096)."""
+    """Optimal OpTree depth (Dai et al., ICC 2023, Theorem 2, Eq. (2)): minimise N^(1+1/h) (2h-1)
+    over real h: 2h^2 - 2h ln N + ln N = 0, so h* = (ln N + sqrt(ln^2 N - 2 ln N)) / 2, rounded
+    (6, 6, 7, 8 for N = 512 .. 4096)."""
     L = math.log(N)
     return int(round((L + math.sqrt(L * L - 2 * L)) / 2))
 
@@ -515,8 +520,9 @@ def optree_stage_loads_formula(N: int, radices: list[int]) -> list[int]:
 
 
 def one_stage_load_formula(N: int) -> int:
-    """Lemma 1 (ring): max fiber load of the one-stage all-to-all, m(m+1)/2 * ... = ~N^2/8:
-    with m = floor((N-1)/2), m(m+1)/2 + [N even] N/4 (antipodal pairs split both ways)."""
+    """Max fiber load of the one-stage all-to-all on a ring, ~N^2/8 (Dai et al., ICC 2023, Section
+    III-B, Lemma 1): with m = floor((N-1)/2), m(m+1)/2 + [N even] N/4 (antipodal pairs split
+    both ways)."""
     m = (N - 1) // 2
     return m * (m + 1) // 2 + (-(-N // 4) if N % 2 == 0 else 0)
 

@@ -1,4 +1,4 @@
-"""Swing and recursive-doubling allreduce on tori (De Sensi et al., NSDI 2024, Swing NSDI'24), as schedules.
+"""Swing and recursive-doubling allreduce on tori (De Sensi et al., NSDI 2024), as schedules.
 
 Everything here follows De Sensi et al., NSDI 2024, Sections 3-4:
 
@@ -62,7 +62,9 @@ KINDS = ("allreduce", "reduce_scatter", "allgather")
 # ---- peers (Eq. 2) ----------------------------------------------------------------------------
 
 def rho(s: int) -> int:
-    """``rho(s) = sum_{i=0..s} (-2)^i = (1 - (-2)^(s+1)) / 3``: 1, -1, 3, -5, 11, ... (Eq. 2).
+    """``rho(s) = sum_{i=0..s} (-2)^i``: 1, -1, 3, -5, 11, ... (De Sensi et al., NSDI 2024, Section 3.1.1, Eq. 2).
+
+    Computed as ``(1 - (-2)^(s+1)) / 3``.
 
     >>> [rho(s) for s in range(5)]
     [1, -1, 3, -5, 11]
@@ -71,12 +73,12 @@ def rho(s: int) -> int:
 
 
 def delta(s: int) -> int:
-    """``delta(s) = |rho(s)|``: the distance between Swing peers at step ``s`` (section 3.1.1)."""
+    """``delta(s) = |rho(s)|``: Swing peers' distance at step ``s`` (De Sensi et al., NSDI 2024, Section 3.1.1)."""
     return abs(rho(s))
 
 
 def pi(r: int, s: int, p: int) -> int:
-    """Swing peer of rank ``r`` at step ``s`` among ``p`` ranks (Eq. 2).
+    """Swing peer of rank ``r`` at step ``s`` among ``p`` ranks (De Sensi et al., NSDI 2024, Section 3.1.1, Eq. 2).
 
     >>> [pi(0, s, 16) for s in range(4)], [pi(1, s, 16) for s in range(4)]
     ([1, 15, 3, 11], [0, 2, 14, 6])
@@ -157,8 +159,9 @@ def _odd_groups(n: int, L: int) -> list[list[int]]:
 
 
 def _rd_fold_steps(d: int, returns: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Bandwidth-optimal recursive doubling on any ``d`` (Rabenseifner; De Sensi et al., NSDI 2024, Section 2.3.2):
-    ``m`` = the largest power of two <= d, extras ``e = m .. d-1`` with partners ``e - m``.
+    """Bandwidth-optimal recursive doubling on any ``d`` (Rabenseifner; De Sensi et al., NSDI 2024,
+    Sections 2.3.2-2.3.3): ``m`` = the largest power of two <= d, extras ``e = m .. d-1`` with
+    partners ``e - m``.
 
     Step 0 (fold): every extra sends its vector to its partner: every block but its own when
     the pattern ``returns`` (a reduce-scatter: it keeps its own block to reduce it at the end),
@@ -185,14 +188,14 @@ def _rd_fold_steps(d: int, returns: bool) -> list[tuple[np.ndarray, np.ndarray, 
 
 
 def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False, returns: bool = True) -> Pattern1D:
-    """The 1D reduce-scatter pattern of a dimension of size ``d`` (De Sensi et al., NSDI 2024, Section 3).
+    """The 1D reduce-scatter pattern of a dimension of size ``d`` (De Sensi et al., NSDI 2024, Sections 3.1.1, 3.2).
 
     Swing: any ``d`` (odd ``d``: the core runs on ``d-1`` ranks, rank ``d-1`` exchanges blocks
     directly). Recursive doubling: any ``d``; a power of two runs recursive halving, any other
     ``d`` folds the ranks beyond the largest power of two in first (:func:`_rd_fold_steps`;
     ``returns=False`` leaves their blocks with their partners, which only an allreduce may do:
     its mirrored half then sends them the whole result). ``mirrored`` flips every sign
-    (coordinates reflected, ``a -> -a`` on the core ring; section 4.1).
+    (coordinates reflected, ``a -> -a`` on the core ring; Section 4.1).
     """
     pat = Pattern1D(d)
     if d == 1:
@@ -235,7 +238,7 @@ def rs_pattern(d: int, algorithm: str = "swing", mirrored: bool = False, returns
 
 
 def lat_pattern(d: int, algorithm: str = "swing", mirrored: bool = False) -> Pattern1D:
-    """The 1D latency-optimal allreduce pattern of a dimension of size ``d`` (section 3.1.2).
+    """The 1D latency-optimal allreduce pattern of a size-``d`` dimension (De Sensi et al., NSDI 2024, Section 3.1.2).
 
     ``p'`` = the largest power of two <= d runs the exchange; a rank ``e >= p'`` sends its vector
     to both members of the step-0 pair of ``e - p'`` in step 0 and gets the result from
@@ -391,8 +394,8 @@ class Plan:
 def plan(dims: list[int], algorithm: str = "swing", variant: str = "bw", multiport: bool = True,
          mirrored: bool | None = None, kind: str | None = None) -> Plan:
     """The collectives of a run: ``2D`` (D plain + D mirrored, D = dimensions of size > 1) when
-    ``multiport``, else one plain collective (section 4.1). ``mirrored=False`` with multiport
-    gives D plain collectives only (each on 1/D of the data).
+    ``multiport``, else one plain collective (De Sensi et al., NSDI 2024, Section 4.1).
+    ``mirrored=False`` with multiport gives D plain collectives only (each on 1/D of the data).
 
     ``kind="allreduce"`` lets bandwidth-optimal recursive doubling on a dimension that is not a
     power of two skip the reduce-scatter's last step and the allgather's first (the extras'
@@ -665,7 +668,8 @@ def table2(algorithm: str, variant: str, D: int, p: int) -> dict:
 
 def recursive_doubling_closed_form(p: int, kind: str = "allreduce") -> tuple[int, Fraction]:
     """Steps and bandwidth term (in vectors: T_B = value * n * beta) of bandwidth-optimal
-    recursive doubling on ``p`` ranks with no congestion (De Sensi et al., NSDI 2024, Section 2.3.2; Rabenseifner).
+    recursive doubling on ``p`` ranks with no congestion (De Sensi et al., NSDI 2024, Sections
+    2.3.2-2.3.3; Rabenseifner).
 
     Power of two: reduce-scatter ``log2 p`` steps, ``(p-1)/p``; allreduce twice that. Otherwise,
     with ``p'`` the largest power of two below p and ``E = p - p'`` extras, the power-of-two cost

@@ -8,7 +8,7 @@ Every driver takes an instance, a TEN formulation (a module or a
 :class:`~collsynth.solvers.producers.Options`, and returns an
 :class:`~collsynth.solvers.producers.Outcome` whose objective and bound are TEN timesteps:
 
-- :func:`horizon_search`: horizons from the lower bound upward (TACOS V-A: "t_f = diameter,
+- :func:`horizon_search`: horizons from the lower bound upward (Section V-A: "t_f = diameter,
   diameter + 1, ... until all arrive"), or a binary search between the lower bound and the
   recovery schedule's length; with a persistent solver (HiGHS, Gurobi) one model built at the
   largest horizon is re-solved with the later sends fixed to zero instead of being rebuilt.
@@ -16,7 +16,7 @@ Every driver takes an instance, a TEN formulation (a module or a
   missing chunks along shortest paths after it without breaking link capacity
   (:func:`recover`), and report the optimality gap against the lower bound honestly.
 - :func:`time_cluster`: windows of k timesteps, each solved from the holdings the previous one
-  reached, until the postcondition holds (TACOS time clustering).
+  reached, until the postcondition holds (time clustering, Section V-C).
 
 Warm starts (``warm=True``, the default for formulations that allow recovery): horizon search
 and early-stop first run time clustering with a share of the time limit (``warm_share``,
@@ -195,7 +195,7 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     it; a switch node forwards only what arrived the timestep before, once per arrival without
     switch copy). ``sent`` is 1 on the kept sends, ``hold[c, n, t]`` is 1 from the kept arrival on: the
     holdings they imply. A truncated valid schedule keeps link capacity and the one-arrival
-    rule, so this is a feasible point of the arrivals-objective ILP (TACOS V-A). Every other
+    rule, so this is a feasible point of the arrivals-objective ILP (Won et al., TACOS, 2023, Section V-A). Every other
     variable of ``sent``/``hold`` is set to 0 (fixed variables are left alone). Returns
     ``{"sends", "dropped", "objective"}`` (the active objective at the start), or None when the
     model's objective is not ``arrivals``.
@@ -285,7 +285,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
                    warm_share: float = WARM_SHARE, **form_params) -> Outcome:
     """Smallest horizon at which the formulation delivers the whole postcondition.
 
-    Linear search from the formulation's ``lower_bound`` upward (TACOS section V-A: "t_f =
+    Linear search from the formulation's ``lower_bound`` upward (Won et al., TACOS, 2023, Section V-A: "t_f =
     diameter, diameter + 1, ... until all arrive"), or binary search up to the best known
     schedule's length. ``persistent=True`` (HiGHS, Gurobi) builds one model at the largest
     horizon and re-solves it per horizon with later sends fixed to zero (see
@@ -512,8 +512,8 @@ def _restrict(model, h: int) -> None:
 
 def early_stop(instance, formulation, options: Options, *, horizon: int | None = None, warm: bool = True,
                warm_share: float = WARM_SHARE, **form_params) -> Outcome:
-    """Solve one horizon with the time limit, keep the incumbent, recover the rest (TACOS
-    section V-B).
+    """Solve one horizon with the time limit, keep the incumbent, recover the rest (Won et al.,
+    TACOS, 2023, Section V-B).
 
     The horizon defaults to the lower bound. Missing chunks are delivered along shortest paths
     after the horizon without exceeding any link's capacity (:func:`recover`). The gap is
@@ -603,8 +603,8 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
 
     The solver starts from an incumbent as long as ``start``, so the answer is never longer and
     the run always has a schedule of the model's own (the makespan ILP covers every horizon up
-    to the schedule's length at once: the early-termination idea of Won et al., TACOS, MICRO
-    2024, Section V-B, applied from above). The bound is the largest of the formulation's lower
+    to the schedule's length at once: the early-termination idea of Won et al., TACOS, 2023,
+    Section V-B, applied from above). The bound is the largest of the formulation's lower
     bound, ``proven`` (a horizon known to be the model's least, e.g. from a horizon search
     that proved the ones below it impossible) and the ILP's dual bound on the makespan
     (rounded up), so ``optimal`` means no shorter schedule of the model's class exists. A start
@@ -651,7 +651,8 @@ def time_cluster(instance, formulation, options: Options, *, window: int | None 
                  lookahead: int | None = None, **form_params) -> Outcome:
     """Windows of ``window`` timesteps, each solved from the previous window's holdings.
 
-    Each window maximises the postcondition pairs held at its end (TACOS time clustering).
+    Each window maximises the postcondition pairs held at its end (time clustering, Won et al.,
+    TACOS, 2023, Section V-C).
     If a window makes no progress (no new arrival and no chunk closer to a node needing it),
     or time runs out, the rest is delivered by :func:`recover`. Never longer than the pure
     recovery schedule.
