@@ -99,6 +99,7 @@ from .schedule import Schedule, from_arrays, merge
 SWITCH_COPY = True  # TE-CCL's default (its InstanceParams.switch_copy): switches multicast
 REL_TOL = 1e-9  # costs within this relative distance of a multiple of the timestep round down
 INF = 1 << 30  # "unreachable" in integer timestep arrays
+MAX_HOP_TIMESTEPS = 1 << 20  # a chunk's hop may take at most this many timesteps (a finer timestep is refused)
 LATENCY_THRESHOLD = 0.1  # pipelined latency: alpha / timestep at most this adds no timestep (TE-CCL's alpha_threshold)
 
 
@@ -397,6 +398,11 @@ def link_delays(topology, chunk_bytes, timestep: float | None = None, *, switche
         f = math.nan
     if not f > 0 or not math.isfinite(f):
         raise InputError("timestep", f"expected a positive number of seconds, got {timestep!r}")
+    slowest = float(costs.max())
+    if slowest / f > MAX_HOP_TIMESTEPS:
+        raise InputError("timestep", f"{f:g} s makes a chunk's slowest hop ({slowest:g} s) take {slowest / f:.3g} "
+                         f"timesteps; expected at most {MAX_HOP_TIMESTEPS:,}: a timestep of at least "
+                         f"{slowest / MAX_HOP_TIMESTEPS:.3g} s")
     delay = np.stack([discretize(row, f) for row in costs])
     return delay, chunks_per_timestep(topology, max(sizes), f), f
 

@@ -393,3 +393,17 @@ def test_store_that_is_a_file_or_read_only(tmp_path, capsys):
         assert_one_error_line(err, [str(st), "cannot write a results store", "cannot be written"])
     finally:
         undo_read_only(st)
+
+
+def test_a_timestep_that_would_split_a_hop_into_more_than_a_million_timesteps_is_refused(tmp_path, capsys):
+    """1e-30 s on a ring of 1 us hops would make each hop 1e24 timesteps (the run used to allocate
+    until the machine ran out of memory); 1e-9 s (a few thousand per hop) is fine."""
+    inst = tmp_path / "r.toml"
+    inst.write_text(instance_text())
+    for argv in (["solve", str(inst), "--producer", "greedy", "--param", "timestep=1e-30", "--json"],
+                 ["solve", str(inst), "--producer", "ten-ilp", "--param", "timestep=1e-30", "--json"]):
+        code, out, err = run_cli(argv, capsys)
+        assert code == 2 and out == ""
+        assert_one_error_line(err, ["timestep", "expected at most 1,048,576", "a timestep of at least"])
+    code, out, err = run_cli(["solve", str(inst), "--producer", "greedy", "--param", "timestep=1e-9", "--json"], capsys)
+    assert code == 0 and json.loads(out)["verified"], err
