@@ -43,6 +43,11 @@ class InputError(ValueError):
         self.what = str(what)
         super().__init__(f"{self.where}: {self.what}")
 
+    def __reduce__(self):
+        """Pickled as its two parts, so that it crosses to a parent process intact (a process
+        pool re-raises a worker's exception there)."""
+        return InputError, (self.where, self.what)
+
 
 def __getattr__(name: str):
     """The API's names, from :mod:`collsynth.api` when first asked for."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from collsynth import InputError
 from collsynth.solvers.cli import main
 
 GOOD_TOPOLOGY = 'generator = "ring"\nnodes = 6\n'
@@ -407,3 +408,18 @@ def test_a_timestep_that_would_split_a_hop_into_more_than_a_million_timesteps_is
         assert_one_error_line(err, ["timestep", "expected at most 1,048,576", "a timestep of at least"])
     code, out, err = run_cli(["solve", str(inst), "--producer", "greedy", "--param", "timestep=1e-9", "--json"], capsys)
     assert code == 0 and json.loads(out)["verified"], err
+
+
+def _refuse(where):
+    raise InputError(where, "expected something else")
+
+
+def test_a_workers_input_error_reaches_the_parent_whole():
+    """A process pool pickles a worker's exception to its parent: an InputError must survive the
+    trip with its file and field (it used to fail to unpickle and break the pool)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1) as pool:
+        with pytest.raises(InputError) as caught:
+            pool.submit(_refuse, "runs.sqlite").result()
+    assert (caught.value.where, caught.value.what) == ("runs.sqlite", "expected something else")
