@@ -194,7 +194,12 @@ def make(
     """
     if kind not in KINDS:
         raise InputError(f"{where}.kind", f"unknown collective {kind!r}, expected one of {', '.join(KINDS)}")
-    ranks = tuple(sorted({int(n) for n in nodes}))
+    seen: set[int] = set()
+    for n in map(int, nodes):
+        if n in seen:
+            raise InputError(f"{where}.nodes", f"node {n} is listed twice; expected distinct node ids")
+        seen.add(n)
+    ranks = tuple(sorted(seen))
     if len(ranks) < 2:
         raise InputError(f"{where}.nodes", f"a collective needs at least 2 live nodes, got {len(ranks)}")
     for n in ranks:

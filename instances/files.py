@@ -44,6 +44,7 @@ import networkx as nx
 
 from .. import InputError
 from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, coerce
+from .size import check_nodes
 from .topology import Topology, check_costs, with_link_costs
 
 FORMATS = {".json": "node-link", ".graphml": "graphml", ".csv": "csv"}
@@ -75,18 +76,15 @@ def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float
     bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, "topology.bandwidth")
     al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, "topology.alpha")
     check_costs(bw, al)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(where, "no such topology file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(where, f"cannot read: {e}") from None
+    text = read_text(path, "no such topology file")
     if fmt == "node-link":
         parts = _parse_node_link(text, where)
     elif fmt == "graphml":
         parts = _parse_graphml(text, where)
     else:
         parts = _parse_csv(text, where)
+    links = len(parts["edges"]) * (1 if parts["directed"] else 2)
+    check_nodes(len(parts["nodes"]), links, where)
     if directed is not None:
         if not isinstance(directed, bool):
             raise InputError("topology.directed", f"expected true or false, got {directed!r}")
@@ -98,6 +96,30 @@ def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float
     topo = with_link_costs(topo, bw, al)
     object.__setattr__(topo, "meta", {**topo.meta, "file": where, "format": fmt, "directed": parts["directed"]})
     return topo
+
+
+def read_text(path: str | Path, missing: str = "no such file") -> str:
+    """The UTF-8 text of ``path`` (a leading byte-order mark dropped); a missing file, a folder,
+    an unreadable file or bytes that are not UTF-8 are refused naming the file.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.toml")
+    >>> _ = open(p, "wb").write(b"name = 'caf\\xe9'")
+    >>> read_text(p)
+    Traceback (most recent call last):
+    collsynth.InputError: ...x.toml: expected UTF-8 text (byte 0xe9 at offset 11)
+    """
+    where = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(where, missing) from None
+    except OSError as e:
+        raise InputError(where, f"cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(where, f"expected UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
 def write_topology(topology: Topology, path: str | Path) -> None:
@@ -218,16 +240,22 @@ def _parse_csv(text: str, where: str) -> dict:
                             "true or false", lambda v: v.lower() == "true")
     switches, failed = set(_csv_ids(settings, "switches", where)), set(_csv_ids(settings, "failed_nodes", where))
     node_ids: set[int] = set(switches | failed)
+    largest = (-1, "")  # the largest id and where it is written
+    for key in ("switches", "failed_nodes"):
+        for n in _csv_ids(settings, key, where):
+            largest = (n, f"line {settings[key][0]}: {key}") if n > largest[0] else largest
     for src, dst, _, field in edge_rows:
         for col, val in (("src", src), ("dst", dst)):
             if not val.isdigit():
                 raise InputError(f"{where}: {field}", f"{col}: expected a node id (integer >= 0), got {val!r}")
             node_ids.add(int(val))
-    size = max(node_ids, default=-1) + 1
+            largest = (int(val), f"{field}: {col}") if int(val) > largest[0] else largest
+    size = largest[0] + 1
     if nodes_count is not None:
         if nodes_count < size:
             raise InputError(f"{where}: line {settings['nodes'][0]}", f"nodes: {nodes_count} is less than the largest id + 1 ({size})")
-        size = nodes_count
+        size, largest = nodes_count, (nodes_count - 1, f"line {settings['nodes'][0]}: nodes")
+    _check_dense(size, len(node_ids), f"{where}: {largest[1]}")
     return {
         "nodes": [(n, {"switch": n in switches, "failed": n in failed}, f"node {n}") for n in range(size)],
         "edges": [(int(s), int(d), a, f) for s, d, a, f in edge_rows],
@@ -237,6 +265,22 @@ def _parse_csv(text: str, where: str) -> dict:
         "failed_links": failed_links,
         "meta": {},
     }
+
+
+def _check_dense(size: int, listed: int, where: str) -> None:
+    """Refuse node ids far beyond the nodes a file lists: every id up to the largest is a node
+    (the graph and the hop distances grow with it), so a file of a few lines must not ask for
+    a billion. At most ``10 x listed + 1000`` ids, where ``listed`` counts the distinct ids
+    the file writes (link ends, switches, failed nodes).
+
+    >>> _check_dense(1_000_000_000, 2, "g.csv: line 2: dst")
+    Traceback (most recent call last):
+    collsynth.InputError: g.csv: line 2: dst: node ids must be dense: id 999999999 for 2 listed nodes (at most 1020 ids, 10 x listed + 1000); renumber the nodes 0..N-1
+    """
+    limit = 10 * listed + 1000
+    if size > limit:
+        raise InputError(where, f"node ids must be dense: id {size - 1} for {listed} listed nodes (at most "
+                                f"{limit} ids, 10 x listed + 1000); renumber the nodes 0..N-1")
 
 
 def _csv_lines(text: str, where: str) -> tuple[dict[str, tuple[int, str]], list]:

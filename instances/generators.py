@@ -72,14 +72,16 @@ def build(
     bandwidth: float | None = None,
     alpha: float | None = None,
     where: str = "topology",
+    text: bool = True,
 ) -> Topology:
     """Validate ``params`` against generator ``name``'s signature, call it, set link costs.
 
-    Values may be native (TOML) or strings (``dims="5,7"`` from the command line). Errors name
-    ``where.<param>`` and what was expected.
+    Values may be native or, with ``text`` (the default), strings from the command line
+    (``dims="5,7"``); values read from a file (``text=False``: TOML) must have their own types
+    (an array, a boolean, a number). Errors name ``where.<param>`` and what was expected.
     """
     func = _lookup(name, f"{where}.generator")
-    kwargs = _arguments(name, params, where)
+    kwargs = _arguments(name, params, where, text)
     size.check_generator(name, kwargs, _nested_arguments, where)
     try:
         topo = func(**kwargs)
@@ -89,8 +91,8 @@ def build(
         raise InputError(f"{where}.{e.where}", e.what) from None
     except (ValueError, TypeError) as e:  # a generator rejecting a value it cannot build
         raise InputError(f"{where}", f"generator {name!r}: {e}") from None
-    bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, f"{where}.bandwidth")
-    al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, f"{where}.alpha")
+    bw = DEFAULT_BANDWIDTH if bandwidth is None else coerce(bandwidth, float, f"{where}.bandwidth", text)
+    al = DEFAULT_ALPHA if alpha is None else coerce(alpha, float, f"{where}.alpha", text)
     check_costs(bw, al, where)
     if "link_classes" in topo.meta and (bandwidth is not None or alpha is not None):
         key = "bandwidth" if bandwidth is not None else "alpha"
@@ -104,8 +106,9 @@ def build(
     return topo
 
 
-def _arguments(name: str, params: dict[str, Any] | None, where: str) -> dict[str, Any]:
-    """``params`` checked against generator ``name``'s signature and converted to its types."""
+def _arguments(name: str, params: dict[str, Any] | None, where: str, text: bool = True) -> dict[str, Any]:
+    """``params`` checked against generator ``name``'s signature and converted to its types
+    (``text``: strings from the command line may be parsed, see :func:`coerce`)."""
     func = _lookup(name, f"{where}.generator")
     hints = typing.get_type_hints(func)
     sig = inspect.signature(func)
@@ -114,14 +117,16 @@ def _arguments(name: str, params: dict[str, Any] | None, where: str) -> dict[str
         if key not in sig.parameters:
             known = ", ".join(sig.parameters) or "none"
             raise InputError(f"{where}.{key}", f"unknown parameter for generator {name!r} (parameters: {known})")
-        kwargs[key] = coerce(value, hints.get(key, str), f"{where}.{key}")
+        kwargs[key] = coerce(value, hints.get(key, str), f"{where}.{key}", text)
+        if not text and isinstance(kwargs[key], dict):  # a nested table from a file: its values too
+            _nested_arguments(kwargs[key], f"{where}.{key}", text)
     for p in sig.parameters.values():
         if p.default is inspect.Parameter.empty and p.name not in kwargs:
             raise InputError(f"{where}.{p.name}", f"generator {name!r} needs parameter {p.name!r} ({_type_name(hints.get(p.name, str))})")
     return kwargs
 
 
-def _nested_arguments(table: dict, where: str) -> tuple[str, dict[str, Any]]:
+def _nested_arguments(table: dict, where: str, text: bool = True) -> tuple[str, dict[str, Any]]:
     """A nested base topology table as ``(generator name, checked parameters)``."""
     table = dict(table)
     gen = table.pop("generator", None)
@@ -130,27 +135,42 @@ def _nested_arguments(table: dict, where: str) -> tuple[str, dict[str, Any]]:
     for key in RESERVED:
         if key in table:
             raise InputError(f"{where}.{key}", "not allowed in a nested base topology (expansions are graph-only)")
-    return gen, _arguments(gen, table, where)
+    return gen, _arguments(gen, table, where, text)
 
 
-def coerce(value: Any, typ: Any, where: str) -> Any:
-    """Convert ``value`` (native or a command-line string) to the annotated type ``typ``."""
+def coerce(value: Any, typ: Any, where: str, text: bool = True) -> Any:
+    """Convert ``value`` to the annotated type ``typ``.
+
+    With ``text`` a string from the command line is parsed (``"5,7"`` a list, ``"yes"`` a
+    boolean, ``"4"`` a number, ``"kautz:degree=2"`` a table); without it (a value read from a
+    file) only a ``str`` parameter takes a string.
+
+    >>> coerce("5,7", list[int], "topology.dims"), coerce([5, 7], list[int], "topology.dims", text=False)
+    ([5, 7], [5, 7])
+    >>> coerce("no", bool, "topology.bidirectional", text=False)
+    Traceback (most recent call last):
+    collsynth.InputError: topology.bidirectional: expected true or false (a boolean), got the string 'no'
+    """
     origin = typing.get_origin(typ)
     if origin is typing.Union or origin is getattr(__import__("types"), "UnionType", None):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
         if value is None:
             return None
-        return coerce(value, args[0], where)
+        return coerce(value, args[0], where, text)
+    if isinstance(value, str) and typ is not str and not text:
+        raise InputError(where, f"expected {_expected(typ)}, got the string {value!r}")
     if origin is list:
         (item,) = typing.get_args(typ) or (str,)
         if isinstance(value, str):
-            inner = typing.get_origin(item) is list
-            parts = [p for p in value.replace(" ", "").split(";" if inner else ",") if p]
+            sep = ";" if typing.get_origin(item) is list else ","
+            parts = value.replace(" ", "").split(sep)
+            if "" in parts:
+                raise InputError(where, f"expected {_plural(item)} separated by {sep!r}, got an empty element in {value!r}")
         elif isinstance(value, (list, tuple)):
             parts = list(value)
         else:
-            raise InputError(where, f"expected a list of {_type_name(item)}, got {value!r}")
-        return [coerce(p, item, where) for p in parts]
+            raise InputError(where, f"expected {_expected(typ)}, got {value!r}")
+        return [coerce(p, item, where, text) for p in parts]
     if typ is bool:
         if isinstance(value, bool):
             return value
@@ -172,6 +192,19 @@ def coerce(value: Any, typ: Any, where: str) -> Any:
             return value
         raise InputError(where, f"expected a string, got {value!r}")
     return value
+
+
+def _expected(typ: Any) -> str:
+    """What a value of the annotated type ``typ`` is, for a message: ``an array of integers``."""
+    if typing.get_origin(typ) is list:
+        (item,) = typing.get_args(typ) or (str,)
+        return f"an array of {_plural(item)}"
+    return {bool: "true or false (a boolean)", int: "an integer", float: "a number", str: "a string",
+            dict: "a table (a nested topology)"}.get(typ, _type_name(typ))
+
+
+def _plural(item: Any) -> str:
+    return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(item, "lists")
 
 
 def _number(value: Any, typ: type, where: str) -> int | float:

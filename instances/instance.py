@@ -151,12 +151,7 @@ def load_instance(path: str | Path) -> Instance:
     """Read and validate an instance TOML file; errors name the file and the field."""
     path = Path(path)
     where = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(where, "no such file") from None
-    except OSError as e:
-        raise InputError(where, f"cannot read: {e.strerror}") from None
+    text = files.read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -194,6 +189,9 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
         where = "collective" if not isinstance(raw, list) else f"collective[{i}]"
         collectives.append(collective_from_dict(table, topology, where))
     expect = expect_from_dict(data.get("expect", {}))
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise InputError("description", f"expected a string, got {description!r}")
     epoch = data.get("epoch", "")
     if epoch not in ("", *EPOCHS):
         raise InputError("epoch", f"expected one of {', '.join(EPOCHS)}, got {epoch!r}")
@@ -204,7 +202,7 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
         expect=expect,
         source=source,
         suites=tuple(suites),
-        description=str(data.get("description", "")),
+        description=description,
         epoch=epoch,
     )
 
@@ -251,8 +249,8 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
     table = dict(table)
     failed_nodes = table.pop("failed_nodes", [])
     failed_links = table.pop("failed_links", [])
-    bandwidth = table.pop("bandwidth", None)
-    alpha = table.pop("alpha", None)
+    bandwidth = _native(table.pop("bandwidth", None), float, f"{where}.bandwidth")
+    alpha = _native(table.pop("alpha", None), float, f"{where}.alpha")
     latency = table.pop("latency", "serial")
     if "generator" in table and "file" in table:
         raise InputError(where, "give either 'generator' or 'file', not both")
@@ -260,7 +258,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
         gen = table.pop("generator")
         if not isinstance(gen, str):
             raise InputError(f"{where}.generator", f"expected a generator name, got {gen!r}")
-        topo = generators.build(gen, table, bandwidth=bandwidth, alpha=alpha, where=where)
+        topo = generators.build(gen, table, bandwidth=bandwidth, alpha=alpha, where=where, text=False)
     elif "file" in table:
         fname = table.pop("file")
         directed = table.pop("directed", None)
@@ -293,6 +291,11 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
     return topo
 
 
+def _native(value: Any, typ: type, where: str) -> Any:
+    """A value read from a file converted to ``typ`` (None stays None): a string is not parsed."""
+    return None if value is None else generators.coerce(value, typ, where, text=False)
+
+
 def check_topology(topo: Topology, where: str) -> None:
     """Reject a topology whose live NPUs cannot all reach each other."""
     if len(topo.npus) < 2:
@@ -321,6 +324,8 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
             raise InputError(f"{where}.{key}", f"unknown key; expected one of {', '.join(sorted(COLLECTIVE_KEYS))}")
     if "kind" not in table:
         raise InputError(f"{where}.kind", "missing collective kind")
+    if not isinstance(table.get("name", ""), str):
+        raise InputError(f"{where}.name", f"expected a string, got {table['name']!r}")
     nodes = table.get("nodes", list(topology.npus))
     if not isinstance(nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in nodes):
         raise InputError(f"{where}.nodes", "expected a list of node ids")

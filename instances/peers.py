@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from .. import InputError
-from . import generators, systems
+from . import files, generators, systems
 from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH
 from .instance import Instance, make_instance
 from .topology import Topology, with_latency
@@ -41,6 +42,9 @@ TACCL_INTERNODE = {"NDv2": {"0": [1]}, "DGX2": {str(2 * k + 1): [2 * k] for k in
 MSCCL_SIZED = ("Ring", "FullyConnected", "HubAndSpoke", "Line", "Star")
 MSCCL_FIXED = ("DGX1", "DGX2", "AMD4", "AMD8", "DGX_A100")
 FORMATS = ("teccl", "taccl", "msccl")
+TACCL_OPTIONS = ("collective", "time_unit_s", "topology", "chunk_bytes", "nodes", "sketch", "unwind")
+MSCCL_OPTIONS = ("nodes", "bandwidth", "alpha", "collective", "message_bytes", "unwind")
+READER_OPTIONS = {"teccl": (), "taccl": TACCL_OPTIONS, "msccl": MSCCL_OPTIONS}  # what --peer k=v takes
 
 # msccl-tools msccl/topologies/amd.py (links[dst][src], bandwidth units)
 MSCCL_AMD4 = ((0, 1, 1, 0), (1, 0, 0, 1), (1, 0, 0, 1), (0, 1, 1, 0))
@@ -55,17 +59,22 @@ def read_peer(path: str | Path, fmt: str, options: dict[str, str] | None = None)
     readers = {"teccl": read_teccl, "taccl": read_taccl, "msccl": read_msccl}
     if fmt not in readers:
         raise InputError("--from", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
-    return readers[fmt](path, **dict(options or {}))
+    options = dict(options or {})
+    _no_more({k: v for k, v in options.items() if k not in READER_OPTIONS[fmt]}, fmt)
+    return readers[fmt](path, **options)
 
 
 # ---- shared checks -------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def _in_file(where: str | Path) -> Iterator[None]:
-    """Errors raised inside name the file first: ``<file>: <field>``."""
+    """Errors raised inside name the file first: ``<file>: <field>`` (once: an error that
+    already starts with the file's name is passed on as it is)."""
     try:
         yield
     except InputError as e:
+        if e.where == str(where) or e.where.startswith(f"{where}: "):
+            raise
         raise InputError(f"{where}: {e.where}".rstrip(": "), e.what) from None
 
 
@@ -78,12 +87,9 @@ def _json_object(path: Path, expected: str) -> dict:
 
 
 def _load_json(path: Path) -> Any:
+    text = files.read_text(path)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file") from None
-    except OSError as e:
-        raise InputError(str(path), f"cannot read: {e.strerror}") from None
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(str(path), f"malformed JSON: {e}") from None
 
@@ -119,15 +125,24 @@ def _square(matrix: Any, n: int | None, where: str) -> list[list[float]]:
     return [[float(x) for x in row] for row in matrix]
 
 
-def _option(options: dict, key: str, typ: Any, default: Any) -> Any:
+def _option(options: dict, key: str, typ: Any, default: Any, low: float | None = None, above: bool = False) -> Any:
+    """Reader option ``key`` (popped from ``options``) as ``typ``, ``default`` when absent; with
+    ``low`` it must be a finite value >= ``low`` (> ``low`` when ``above``)."""
     if key not in options:
         return default
-    return generators.coerce(options.pop(key), typ, f"--peer {key}")
+    value = generators.coerce(options.pop(key), typ, f"--peer {key}")
+    if low is not None and not (math.isfinite(value) and (value > low if above else value >= low)):
+        what = "an integer" if typ is int else "a finite number"
+        raise InputError(f"--peer {key}", f"expected {what} {'>' if above else '>='} {low:g}, got {value!r}")
+    return value
 
 
-def _no_more(options: dict, known: str) -> None:
+def _no_more(options: dict, fmt: str) -> None:
+    """Refuse reader options the ``fmt`` reader does not take, naming the ones it does."""
     if options:
-        raise InputError(f"--peer {next(iter(options))}", f"unknown reader option; expected one of {known}")
+        known = READER_OPTIONS[fmt]
+        takes = f"expected one of {', '.join(known)}" if known else "it takes none (everything is in the file)"
+        raise InputError(f"--peer {', '.join(options)}", f"unknown option for the {fmt} reader; {takes}")
 
 
 def _instance(path: Path, topology: Topology, kind: str, message_bytes: float, chunks: int, epoch: str = "") -> Instance:
@@ -138,7 +153,7 @@ def _instance(path: Path, topology: Topology, kind: str, message_bytes: float, c
 
 # ---- TE-CCL --------------------------------------------------------------------------------
 
-def read_teccl(path: str | Path) -> Instance:
+def read_teccl(path: str | Path, **options: str) -> Instance:
     """A TE-CCL input JSON (``TopologyParams``, ``InstanceParams``) as an Instance.
 
     The topology is TE-CCL's by name (repository microsoft/TE-CCL, ``teccl/topologies``):
@@ -160,6 +175,7 @@ def read_teccl(path: str | Path) -> Instance:
     transmission time and a link's alpha adds ``ceil(alpha / epoch)`` epochs to the arrival
     (its ``get_alpha_num_back``), overlapping the next chunk's transmission.
     """
+    _no_more(options, "teccl")
     path = Path(path)
     data = _json_object(path, "a JSON object with TopologyParams and InstanceParams")
     with _in_file(path):
@@ -255,15 +271,15 @@ def read_taccl(path: str | Path, **options: str) -> Instance:
         kind = _option(opts, "collective", str, "allgather")
         if kind not in ("allgather", "alltoall", "allreduce"):
             raise InputError("--peer collective", f"TACCL synthesises allgather, alltoall and allreduce; got {kind!r}")
-        unit = _option(opts, "time_unit_s", float, 1e-6)
+        unit = _option(opts, "time_unit_s", float, 1e-6, low=0, above=True)
         name = _field(data, "name", str, "")
-        topo_name = _option(opts, "topology", str, None) or _taccl_known(name, data)
-        chunk = _option(opts, "chunk_bytes", float, None) or _size_in_name(name)
+        topo_name = _option(opts, "topology", str, None)
+        topo_name = _taccl_known(name, data) if topo_name is None else topo_name
+        chunk = _option(opts, "chunk_bytes", float, None, low=0, above=True)
+        chunk = _size_in_name(name) if chunk is None else chunk
         nodes, conn = _taccl_nodes(opts, path.parent, topo_name)
-        unwind = _option(opts, "unwind", int, 0)
-        _no_more(opts, "collective, time_unit_s, topology, chunk_bytes, nodes, sketch, unwind")
-        if not unit > 0 or not chunk > 0:
-            raise InputError("--peer time_unit_s" if not unit > 0 else "--peer chunk_bytes", "expected a positive number")
+        unwind = _option(opts, "unwind", int, 0, low=0)
+        _no_more(opts, "taccl")
         topology = _taccl_topology(data, topo_name, nodes, conn, chunk, unit, unwind)
     n = len(topology.npus)
     return _instance(path, topology, kind, n * chunk, 1)
@@ -288,7 +304,7 @@ def _size_in_name(name: str) -> float:
 
 def _taccl_nodes(opts: dict, base: Path, topo_name: str) -> tuple[int, dict]:
     sketch = _option(opts, "sketch", str, None)
-    nodes = _option(opts, "nodes", int, None)
+    nodes = _option(opts, "nodes", int, None, low=1)
     conn = TACCL_INTERNODE.get(topo_name, {})
     if sketch is not None:
         spath = Path(sketch) if Path(sketch).is_absolute() else base / sketch
@@ -370,13 +386,13 @@ def read_msccl(path: str | Path, **options: str) -> Instance:
     name = str(path)
     known = MSCCL_SIZED + MSCCL_FIXED + ("NVLinkOnly",)
     with _in_file(name):
-        nodes = _option(opts, "nodes", int, None)
-        bw = _option(opts, "bandwidth", float, DEFAULT_BANDWIDTH)
-        alpha = _option(opts, "alpha", float, DEFAULT_ALPHA)
+        nodes = _option(opts, "nodes", int, None, low=2)
+        bw = _option(opts, "bandwidth", float, DEFAULT_BANDWIDTH, low=0, above=True)
+        alpha = _option(opts, "alpha", float, DEFAULT_ALPHA, low=0)
         kind = _option(opts, "collective", str, "allgather")
-        message = _option(opts, "message_bytes", float, float(1 << 20))
-        unwind = _option(opts, "unwind", int, 0)
-        _no_more(opts, "nodes, bandwidth, alpha, collective, message_bytes, unwind")
+        message = _option(opts, "message_bytes", float, float(1 << 20), low=0, above=True)
+        unwind = _option(opts, "unwind", int, 0, low=0)
+        _no_more(opts, "msccl")
         if Path(name).exists():
             data = _load_json(Path(name))
             if not isinstance(data, dict) or data.get("msccl_type") != "topology":
@@ -384,6 +400,8 @@ def read_msccl(path: str | Path, **options: str) -> Instance:
             links = _square(_field(data, "links", list, ""), None, "links")
             switches = _field(data, "switches", list, "", [])
             label = _field(data, "name", str, "", Path(name).stem)
+            if nodes is not None and nodes != len(links):
+                raise InputError("--peer nodes", f"the file's topology has {len(links)} nodes, got {nodes}")
         elif name in known:
             links, switches, label = _msccl_named(name, nodes)
         else:

@@ -19,8 +19,10 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -36,6 +38,11 @@ OP_NAMES = {OP_COPY: "copy", OP_REDUCE: "reduce"}
 OP_CODES = {"copy": OP_COPY, "reduce": OP_REDUCE}
 ROUTINGS = ("links", "shortest-path")
 JSON_KEYS = ("format", "collective", "nodes", "chunks", "routing", "meta", "sends")  # docs/schedules.md
+ID_LIMIT = 2**63  # ids read from JSON must fit an int64 column
+DENOM_LIMIT = 2**62  # the shared denominator of the pieces (an int64 column of lo/hi over it)
+# a piece bound written as text: "p/q" or a decimal, at most 19 digits a part (no exponent: a
+# string such as "1e-999999999" would make Fraction compute a billion-digit power of ten)
+PIECE_TEXT = re.compile(r"\s*(\d{1,19}(/\d{1,19})?|\d{0,19}\.\d{1,19})\s*")
 REVERSED_KIND = {
     "allgather": "reduce_scatter",
     "reduce_scatter": "allgather",
@@ -269,37 +276,95 @@ def to_json(schedule: Schedule) -> dict:
 
 
 def from_json(data: dict, where: str = "schedule") -> Schedule:
-    """Parse a schedule's JSON object (``docs/schedules.md``); errors name ``where`` and the field."""
+    """Parse a schedule's JSON object (``docs/schedules.md``); errors name ``where`` and the field.
+
+    >>> from_json({"format": FORMAT, "collective": "allgather", "nodes": 2, "chunks": 2,
+    ...            "sends": [[0, "0", "1", 0, 1, 1, "teleport"]]}, "s.json")
+    Traceback (most recent call last):
+    collsynth.InputError: s.json: sends[0]: op: expected 'copy' or 'reduce', got 'teleport'
+    """
     if not isinstance(data, dict):
         raise InputError(where, "expected a JSON object")
     if data.get("format") != FORMAT:
-        raise InputError(f"{where}: format", f"expected {FORMAT!r}, got {data.get('format')!r}")
+        raise InputError(f"{where}: format", f"expected {FORMAT!r}, got {_shown(data.get('format'))}")
     for key in data:
         if key not in JSON_KEYS:
-            raise InputError(f"{where}: {key}", f"unknown key; expected one of {', '.join(JSON_KEYS)}")
-    for key, typ in (("collective", str), ("nodes", int), ("chunks", int), ("sends", list)):
-        if not isinstance(data.get(key), typ) or isinstance(data.get(key), bool):
-            raise InputError(f"{where}: {key}", f"expected {typ.__name__}, got {data.get(key)!r}")
+            raise InputError(f"{where}: {_shown(key, quote=False)}", f"unknown key; expected one of {', '.join(JSON_KEYS)}")
+    for key, typ in (("collective", str), ("nodes", int), ("chunks", int), ("sends", list), ("meta", dict)):
+        value = data.get(key, {} if key == "meta" else None)
+        if not isinstance(value, typ) or isinstance(value, bool):
+            raise InputError(f"{where}: {key}", f"expected {_JSON_TYPES[typ]}, got {_shown(value)}")
+        if typ is int and not 0 <= value < ID_LIMIT:
+            raise InputError(f"{where}: {key}", f"expected a count in 0..2**63-1, got {_shown(value)}")
     routing = data.get("routing", "links")
     if routing not in ROUTINGS:
-        raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {routing!r}")
-    sends = []
+        raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {_shown(routing)}")
+    sends, denom = [], 1
     for i, row in enumerate(data["sends"]):
-        if not isinstance(row, list) or len(row) not in (6, 7):
-            raise InputError(f"{where}: sends[{i}]", "expected [chunk, lo, hi, src, dst, step] (+ optional op)")
-        try:
-            lo, hi = Fraction(str(row[1])), Fraction(str(row[2]))
-        except (ValueError, ZeroDivisionError):
-            raise InputError(f"{where}: sends[{i}]", f"bad fraction in {row[1]!r}, {row[2]!r}") from None
-        ints = [row[0], row[3], row[4], row[5]]
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ints):
-            raise InputError(f"{where}: sends[{i}]", "chunk, src, dst and step must be integers")
-        if not (0 <= lo < hi <= 1):
-            raise InputError(f"{where}: sends[{i}]", f"expected 0 <= lo < hi <= 1, got [{lo}, {hi})")
-        if row[5] < 1:
-            raise InputError(f"{where}: sends[{i}]", f"steps start at 1, got {row[5]}")
-        sends.append((row[0], lo, hi, row[3], row[4], row[5], row[6] if len(row) == 7 else None))
+        send = _send_row(row, f"{where}: sends[{i}]")
+        for f in send[1:3]:
+            denom = denom * f.denominator // math.gcd(denom, f.denominator)
+        if denom > DENOM_LIMIT:
+            raise InputError(f"{where}: sends[{i}]", "the pieces' common denominator exceeds 2**62; expected "
+                                                     "fractions with smaller denominators")
+        sends.append(send)
     return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
+
+
+_JSON_TYPES = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
+
+
+def _shown(value, limit: int = 60, quote: bool = True) -> str:
+    """``repr(value)`` (``str`` without ``quote``) cut to about ``limit`` characters for an
+    error message: a 10,000-digit value is not echoed whole."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= limit else f"{text[:limit - 15]}...{text[-12:]} ({len(text):,} characters)"
+
+
+def _send_row(row, where: str) -> tuple:
+    """One JSON send row checked: ``(chunk, lo, hi, src, dst, step, op)``; errors name ``where``
+    (the file and the send's index) and the field."""
+    if not isinstance(row, list) or len(row) not in (6, 7):
+        raise InputError(where, f"expected [chunk, lo, hi, src, dst, step] (+ optional op), got {_shown(row)}")
+    for name, x in zip(("chunk", "src", "dst", "step"), (row[0], row[3], row[4], row[5])):
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise InputError(where, f"{name}: expected an integer, got {_shown(x)}")
+        if not -ID_LIMIT <= x < ID_LIMIT:
+            raise InputError(where, f"{name}: expected an integer that fits in 64 bits, got {_shown(x)}")
+    lo, hi = _piece(row[1], where, "lo"), _piece(row[2], where, "hi")
+    if not 0 <= lo < hi <= 1:
+        raise InputError(where, f"expected 0 <= lo < hi <= 1, got [{_shown(str(lo), quote=False)}, "
+                                f"{_shown(str(hi), quote=False)})")
+    if row[5] < 1:
+        raise InputError(where, f"step: steps start at 1, got {row[5]}")
+    op = row[6] if len(row) == 7 else None
+    if op is not None and not (isinstance(op, str) and op in OP_CODES):
+        raise InputError(where, f"op: expected 'copy' or 'reduce', got {_shown(op)}")
+    return (row[0], lo, hi, row[3], row[4], row[5], op)
+
+
+def _piece(value, where: str, name: str) -> Fraction:
+    """A piece bound: a string ``"p/q"`` or decimal (at most 19 digits a part), or a JSON number."""
+    if isinstance(value, str):
+        bound = _piece_text(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        bound = Fraction(str(value))
+    else:
+        bound = None
+    if bound is None:
+        raise InputError(where, f"{name}: expected a fraction such as \"1/3\" in [0, 1], got {_shown(value)}")
+    return bound
+
+
+@functools.lru_cache(maxsize=4096)
+def _piece_text(text: str) -> Fraction | None:
+    """``text`` as a Fraction, None when it is no piece bound (schedules repeat a few bounds)."""
+    if not PIECE_TEXT.fullmatch(text):
+        return None
+    try:
+        return Fraction(text)
+    except ZeroDivisionError:
+        return None
 
 
 def write_json(schedule: Schedule, path: str | Path) -> None:
@@ -315,14 +380,16 @@ def write_json(schedule: Schedule, path: str | Path) -> None:
 
 def read_json(path: str | Path) -> Schedule:
     """Read a schedule JSON file; errors name the file."""
+    from ..instances.files import read_text
+
     where = str(path)
+    text = read_text(path)
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(where, "no such file") from None
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(where, f"malformed JSON: {e}") from None
+    except RecursionError:
+        raise InputError(where, "malformed JSON: nested too deeply") from None
     return from_json(data, where)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from collsynth import InputError
-from collsynth.solvers.cli import main
+from cli_errors import assert_one_error_line, run_cli
 
 GOOD_TOPOLOGY = 'generator = "ring"\nnodes = 6\n'
 GOOD_COLLECTIVE = 'kind = "allgather"\n'
@@ -79,21 +79,6 @@ BAD_INSTANCES = [
     ("bad-csv-row", instance_text('file = "g_bad.csv"\n'), ["g_bad.csv", "line 3", "bandwidth", "positive"]),
     ("bad-csv-header", instance_text('file = "g_nohead.csv"\n'), ["g_nohead.csv", "line 1", "header"]),
 ]
-
-
-def run_cli(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_error_line(err, must):
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), err
-    for m in must:
-        assert m in lines[0], (m, lines[0])
-    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("case,text,must", BAD_INSTANCES, ids=[c[0] for c in BAD_INSTANCES])
