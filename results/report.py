@@ -36,6 +36,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import Progress
 
+from .. import InputError
 from ..instances import CORPUS, load_instance
 from ..tens import bounds, cost_models
 from ..tens.schedule import read_json
@@ -330,7 +331,10 @@ def _schedule_pictures(task: dict, instance, img: Path, pics: dict) -> list[str]
     """The best schedule's step-by-step view (when small) and heatmap; returns notes."""
     if task["schedule"] is None:
         return ["No verified schedule stored: no schedule pictures."]
-    schedule = read_json(task["schedule"])
+    try:
+        schedule = read_json(task["schedule"])
+    except OSError as e:  # a folder, or a file that cannot be read, where the schedule should be
+        raise InputError(task["schedule"], f"cannot read the stored schedule: {e.strerror or e}") from None
     violation = verify(schedule, instance)
     method = task["method"]
     if violation is not None:
@@ -348,7 +352,8 @@ def _schedule_pictures(task: dict, instance, img: Path, pics: dict) -> list[str]
 
 
 def _map(fn, tasks: list, jobs: int, progress: bool, what: str) -> list:
-    """``[fn(t) for t in tasks]``, on ``jobs`` processes when more than one, with a progress bar."""
+    """``[fn(t) for t in tasks]``, on ``jobs`` processes when more than one, with a progress
+    bar; the first task's InputError (in task order) is raised whatever the pool."""
     with Progress(console=Console(stderr=True), transient=True, disable=not progress) as bar:
         task = bar.add_task(what, total=len(tasks))
         if jobs <= 1:
@@ -359,9 +364,13 @@ def _map(fn, tasks: list, jobs: int, progress: bool, what: str) -> list:
             return out
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             out = []
-            for result in pool.map(fn, tasks):
-                out.append(result)
-                bar.advance(task)
+            try:
+                for result in pool.map(fn, tasks):
+                    out.append(result)
+                    bar.advance(task)
+            except InputError:
+                pool.shutdown(cancel_futures=True)  # draw nothing more: the report is refused
+                raise
             return out
 
 

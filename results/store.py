@@ -46,6 +46,9 @@ KEY_COLUMNS = schema.KEY_COLUMNS
 RESULT_COLUMNS = schema.RESULT_COLUMNS
 PROVENANCE_COLUMNS = schema.STORED_COLUMNS
 COLUMNS = schema.COLUMNS
+# what every store since the first schema has; the other columns an older store may lack
+REQUIRED = {"runs": ("id", *KEY_COLUMNS, "status", "verified"), "claims": ("id", "owner", "host", "pid", "expires")}
+NUMERIC_COLUMNS = tuple(c for c in COLUMNS if schema.sql_type(c) != "TEXT")
 DEFAULT_STORE = Path("results") / "store"
 LOCK_WAIT_S = 60.0  # how long a writer waits for another one to release the store
 
@@ -68,20 +71,32 @@ def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
 
     A store written by an older schema gains the columns it lacks (empty in its old rows), so
     adding a result field never breaks an existing store. A folder that cannot be written is
-    an InputError naming it and saying why.
+    an InputError naming it and saying why; so is a database that is not a store
+    (:func:`check_tables`), which is left exactly as it was.
     """
     folder = Path(store)
     try:
-        (folder / "schedules").mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(folder / "runs.sqlite", timeout=LOCK_WAIT_S, isolation_level=None)
-        _retry_while_locked(lambda: _set_up(con), LOCK_WAIT_S)
     except (OSError, sqlite3.Error) as e:
         raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
+    try:
+        _retry_while_locked(lambda: _set_up(con, folder / "runs.sqlite"), LOCK_WAIT_S)
+        (folder / "schedules").mkdir(exist_ok=True)
+    except BaseException as e:
+        con.close()
+        if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError):
+            raise InputError(str(folder / "runs.sqlite"), f"not a results database: {e}") from None
+        if isinstance(e, (OSError, sqlite3.Error)):
+            raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
+        raise
     return con
 
 
-def _set_up(con: sqlite3.Connection) -> None:
-    """WAL mode and the store's tables on a fresh connection (see :func:`connect`)."""
+def _set_up(con: sqlite3.Connection, path: Path) -> None:
+    """WAL mode and the store's tables on a fresh connection (see :func:`connect`), once the
+    database at ``path`` is known to be a store or empty: nothing is altered otherwise."""
+    check_tables(con, path)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
     cols = ", ".join(f'"{c}" {schema.sql_type(c)}' for c in COLUMNS)
@@ -108,6 +123,49 @@ def _retry_while_locked(step, wait_s: float) -> None:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
+
+
+def check_tables(con: sqlite3.Connection, where: str | Path) -> None:
+    """Refuse (InputError naming ``where``, the database file) a database that is not a
+    results store: one whose ``runs`` or ``claims`` table lacks the columns every store has
+    (:data:`REQUIRED`), or that holds other tables but no ``runs``. An empty database passes."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                        "AND name NOT LIKE 'sqlite%'")}
+    if tables and "runs" not in tables:
+        raise InputError(str(where), f"not a collsynth store: it has table(s) {', '.join(sorted(tables))} "
+                                     "but no table runs")
+    for table in sorted(tables & set(REQUIRED)):
+        have = _columns(con, table)
+        lacks = [c for c in REQUIRED[table] if c not in have]
+        if lacks:
+            raise InputError(str(where), f"not a collsynth store: table {table} lacks column{'s' * (len(lacks) > 1)} "
+                                         f"{', '.join(lacks)} (expected the columns of collsynth.results.schema)")
+
+
+def check_values(con: sqlite3.Connection, where: str | Path) -> None:
+    """Refuse (InputError naming ``where`` and the column) a ``runs`` table with text where
+    :mod:`collsynth.results.schema` has a number (an INTEGER or REAL column)."""
+    cols = [c for c in NUMERIC_COLUMNS if c in _columns(con, "runs")]
+    if not cols:
+        return
+    text = " OR ".join(f"typeof(\"{c}\") IN ('text', 'blob')" for c in cols)
+    names = ", ".join(f'"{c}"' for c in cols)
+    row = con.execute(f"SELECT id, {names} FROM runs WHERE {text} LIMIT 1").fetchone()
+    if row is None:
+        return
+    col, value = next((c, v) for c, v in zip(cols, row[1:]) if isinstance(v, (str, bytes)))
+    kind = "an integer" if schema.sql_type(col) == "INTEGER" else "a number"
+    raise InputError(str(where), f"not a collsynth store: column {col} of run {row[0]} holds {_short(value)}; "
+                                 f"expected {kind} or nothing")
+
+
+def _short(value: str | bytes) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def missing_columns(con: sqlite3.Connection) -> list[str]:
@@ -160,7 +218,8 @@ def _read_only(store: str | Path) -> sqlite3.Connection | None:
     """An existing store's database opened for reading: nothing is created or altered,
     whatever its schema (:func:`load` fills the columns an older store lacks), and a store on
     a folder or disk that cannot be written is read as it is; None when there is no database
-    or its ``runs`` table is not created yet."""
+    or its ``runs`` table is not created yet. A database that is not a store is refused
+    (:func:`check_tables`, :func:`check_values`)."""
     path = Path(store) / "runs.sqlite"
     if not path.is_file():
         if path.exists() or (Path(store).exists() and not Path(store).is_dir()):
@@ -177,9 +236,15 @@ def _read_only(store: str | Path) -> sqlite3.Connection | None:
             raise InputError(str(path), f"cannot read the results store: {e}") from None
     except sqlite3.DatabaseError as e:
         raise InputError(str(path), f"not a results database: {e}") from None
-    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+    try:
+        check_tables(con, path)
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+            con.close()
+            return None
+        check_values(con, path)
+    except BaseException:
         con.close()
-        return None
+        raise
     return con
 
 
@@ -202,16 +267,13 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
             record[c] = json.dumps(record[c], default=str, sort_keys=True)
     record["verified"] = int(bool(record["verified"]))
     record["created_at"] = record["created_at"] or time.time()
-    if schedule is not None:
-        rel = Path("schedules") / f"{rid}.json"
-        fd, tmp = tempfile.mkstemp(dir=folder / "schedules", suffix=".tmp")
-        os.close(fd)
-        write_json(schedule, tmp)
-        os.replace(tmp, folder / rel)
-        record["schedule_path"] = str(rel)
-    names = ", ".join(f'"{c}"' for c in record)
-    marks = ", ".join("?" for _ in record)
     try:
+        if schedule is not None:
+            rel = Path("schedules") / f"{rid}.json"
+            _write_schedule(schedule, folder / rel)
+            record["schedule_path"] = str(rel)
+        names = ", ".join(f'"{c}"' for c in record)
+        marks = ", ".join("?" for _ in record)
         con.execute("BEGIN IMMEDIATE")
         con.execute(f"INSERT OR REPLACE INTO runs (id, {names}) VALUES (?, {marks})", [rid, *record.values()])
         con.execute("DELETE FROM claims WHERE id = ?", [rid])
@@ -219,6 +281,19 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
     finally:
         con.close()
     return rid
+
+
+def _write_schedule(schedule: Schedule, path: Path) -> None:
+    """Write the schedule file under a temporary name, then rename it to ``path``; a path
+    that cannot be written (a folder in its place, a full disk) is an InputError naming it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        write_json(schedule, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(str(path), f"cannot write the schedule file: {(e.strerror or str(e)).lower()}") from None
 
 
 def claim(store: str | Path, key: tuple, owner: str, expires: float, *, rerun: bool = False) -> str:

@@ -1,0 +1,184 @@
+"""Bad results stores through the real CLI: a database that is not a store, text where the
+schema has numbers, and schedule files that are corrupt or missing are refused with exit code
+2 and exactly one stderr line ``error: <where>: <what>`` naming the file, and nothing stored
+is lost or changed by the refusal."""
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cli_errors import assert_one_error_line, run_cli
+from collsynth.solvers.cli import main
+
+RING = 'name = "t"\n[topology]\ngenerator = "ring"\nnodes = 6\n[collective]\nkind = "allgather"\n'
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file of a store folder with its bytes, and every subfolder."""
+    return {p.relative_to(folder).as_posix(): (p.read_bytes() if p.is_file() else None) for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def good_store(tmp_path_factory):
+    """A store of two verified runs (ring and greedy on a 6-node ring), made once."""
+    root = tmp_path_factory.mktemp("good")
+    (root / "r.toml").write_text(RING)
+    code = main(["bench", "--no-progress", "--instances", str(root / "r.toml"), "--producers", "ring,greedy",
+                 "--store", str(root / "store")])
+    assert code == 0
+    assert len(list((root / "store" / "schedules").glob("*.json"))) == 2
+    return root
+
+
+@pytest.fixture
+def inst(tmp_path):
+    path = tmp_path / "r.toml"
+    path.write_text(RING)
+    return path
+
+
+def _run_sql(folder: Path, statements) -> Path:
+    con = sqlite3.connect(folder / "runs.sqlite")
+    for s in statements:
+        con.execute(s)
+    con.commit()
+    con.close()
+    return folder
+
+
+def sql_store(folder: Path, *statements) -> Path:
+    """A store folder whose runs.sqlite is made by ``statements``."""
+    folder.mkdir()
+    return _run_sql(folder, statements)
+
+
+def copy_store(good_store, folder: Path, *statements) -> Path:
+    """A copy of the good store with ``statements`` run on its database."""
+    shutil.copytree(good_store / "store", folder)
+    return _run_sql(folder, statements)
+
+
+def garbage(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "runs.sqlite").write_text("these are not the runs you are looking for\n")
+    return folder
+
+
+# (id, how the bad store is made, substrings the error line must contain besides the file name)
+BAD_STORES = [
+    ("foreign-runs", lambda g, f: sql_store(f, "CREATE TABLE runs (foo, bar)", "INSERT INTO runs VALUES (1, 2)"),
+     ["not a collsynth store", "table runs lacks columns id, instance, producer"]),
+    ("runs-without-key", lambda g, f: sql_store(f, "CREATE TABLE runs (id TEXT PRIMARY KEY, instance TEXT, "
+                                                   "status TEXT, verified INTEGER)"),
+     ["not a collsynth store", "lacks columns producer, solver, driver, seed, params"]),
+    ("foreign-claims", lambda g, f: copy_store(g, f, "DROP TABLE claims", "CREATE TABLE claims (x)"),
+     ["not a collsynth store", "table claims lacks columns id, owner"]),
+    ("other-tables", lambda g, f: sql_store(f, "CREATE TABLE users (name TEXT)"),
+     ["not a collsynth store", "users", "no table runs"]),
+    ("not-sqlite", lambda g, f: garbage(f), ["not a results database"]),
+    ("text-steps", lambda g, f: copy_store(g, f, "UPDATE runs SET steps = 'many' WHERE producer = 'ring'"),
+     ["column steps", "'many'", "expected an integer"]),
+    ("text-time", lambda g, f: copy_store(g, f, "UPDATE runs SET time_sync_s = 'fast'"),
+     ["column time_sync_s", "'fast'", "expected a number"]),
+    ("text-verified", lambda g, f: copy_store(g, f, "UPDATE runs SET verified = 'yes'"), ["column verified", "'yes'"]),
+    ("text-seed", lambda g, f: copy_store(g, f, "UPDATE runs SET seed = 'zero'"), ["column seed", "'zero'"]),
+]
+
+COMMANDS = {
+    "bench": ["bench", "--no-progress", "--instances", "{inst}", "--producers", "ring", "--store", "{store}"],
+    "bench-rerun": ["bench", "--no-progress", "--instances", "{inst}", "--producers", "ring", "--rerun",
+                    "--store", "{store}"],
+    "tables": ["tables", "--store", "{store}", "--out", "{tmp}/t", "--plots", "{tmp}/p", "--json"],
+    "report": ["report", "--no-progress", "--store", "{store}", "--out", "{tmp}/o", "--jobs", "2"],
+}
+
+
+# a re-run reads no stored values (it only adds rows, which the next read refuses): no text cases
+RUNS = [(command, *bad) for command in COMMANDS for bad in BAD_STORES
+        if not (command == "bench-rerun" and bad[0].startswith("text-"))]
+
+
+@pytest.mark.parametrize("command,case,make,must", RUNS, ids=[f"{r[0]}-{r[1]}" for r in RUNS])
+def test_a_bad_store_is_refused_and_left_as_it_was(tmp_path, capsys, good_store, inst, case, make, must, command):
+    store = make(good_store, tmp_path / "store")
+    before = snapshot(store)
+    argv = [a.format(inst=inst, store=store, tmp=tmp_path) for a in COMMANDS[command]]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == "", err
+    assert_one_error_line(err, [f"{store / 'runs.sqlite'}: "] + must)
+    assert snapshot(store) == before
+
+
+def test_the_python_api_refuses_a_foreign_store(tmp_path):
+    import collsynth as cs
+
+    store = sql_store(tmp_path / "store", "CREATE TABLE runs (foo, bar)")
+    for read in (lambda s: s.runs(), len):
+        with pytest.raises(cs.InputError, match="table runs lacks columns id"):
+            read(cs.open_store(store))
+
+
+def break_schedules(store: Path, how: str) -> list[Path]:
+    """Every schedule file of the store made corrupt, removed or replaced by a folder."""
+    files = sorted((store / "schedules").glob("*.json"))
+    for f in files:
+        if how == "corrupt":
+            f.write_text("{not json")
+        elif how == "missing":
+            f.unlink()
+        else:
+            f.unlink()
+            f.mkdir()
+    return files
+
+
+BROKEN = [("corrupt", "malformed JSON"), ("missing", "no such file"), ("folder", "irectory")]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("how,must", BROKEN, ids=[b[0] for b in BROKEN])
+def test_a_broken_schedule_file_is_named_whatever_the_pool(tmp_path, capsys, good_store, how, must, jobs):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    files = break_schedules(store, how)
+    before = snapshot(store)
+    code, out, err = run_cli(["report", "--no-progress", "--store", store, "--out", tmp_path / "o", "--jobs", jobs],
+                             capsys)
+    assert code == 2 and out == "", err
+    assert "BrokenProcessPool" not in err
+    assert_one_error_line(err, [must])
+    assert any(str(f) in err for f in files), err
+    assert snapshot(store) == before
+
+
+def test_a_schedule_that_cannot_be_written_is_named_and_nothing_stored_is_lost(tmp_path, capsys, good_store, inst):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    con = sqlite3.connect(store / "runs.sqlite")
+    path = con.execute("SELECT schedule_path FROM runs WHERE producer = 'ring'").fetchone()[0]
+    rows = con.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    con.close()
+    (store / path).unlink()
+    (store / path).mkdir()  # a folder where the re-run's schedule file goes
+    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring", "--rerun",
+                              "--store", store], capsys)
+    assert code == 2 and out == "", err
+    assert_one_error_line(err, [str(store / path), "cannot write the schedule file"])
+    con = sqlite3.connect(store / "runs.sqlite")
+    assert con.execute("SELECT * FROM runs ORDER BY id").fetchall() == rows
+    assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    con.close()
+    assert not list((store / "schedules").glob("*.tmp"))
+
+
+def test_a_good_store_still_reads_and_takes_new_runs(tmp_path, capsys, good_store, inst):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    code, out, err = run_cli(["tables", "--store", store, "--out", tmp_path / "t", "--plots", tmp_path / "p", "--json"],
+                             capsys)
+    assert code == 0 and '"runs": 2' in out, err
+    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring,greedy",
+                              "--store", store], capsys)
+    assert code == 0, err
