@@ -48,8 +48,9 @@ A TEN formulation (``DRIVER_FAMILY = "ten"``) also declares, with these defaults
                                       of its instance (a MIP start; None: outside the model's
                                       class): the producers then improve a known schedule
     PARAMS: tuple           = none    the parameters build takes, each (name, type, default,
-                                      help); none: those of the TEN ILP (objective, capacity,
-                                      weights, timestep)
+                                      help) and, for numbers, optionally (..., low, high): the
+                                      least and greatest value; none: those of the TEN ILP
+                                      (objective, capacity, weights, timestep)
     model_units(instance) -> float
                             = chunks x link pairs (1/N of that when SYMMETRIC: one chunk orbit)
                                       the commodities x link pairs its variables range over per

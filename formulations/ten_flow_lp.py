@@ -79,7 +79,7 @@ DRIVER_FAMILY = "ten"
 ROLE = "relaxation"
 MAX_VARIABLES = 200_000  # default size guard (flow rows + sent + hold variables)
 PARAMS = (
-    ("max_variables", int, MAX_VARIABLES, "refuse the flow LP (no bound) above this many variables"),
+    ("max_variables", int, MAX_VARIABLES, "refuse the flow LP (no bound) above this many variables", 1),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (the schedule "
                                        "realised from the LP; the bound holds either way)"),

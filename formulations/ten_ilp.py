@@ -81,7 +81,7 @@ DRIVER_FAMILY = "ten"  # solved by the horizon / early-stop / time-cluster drive
 PARAMS = (  # what build takes (name, type, default, help)
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
     ("capacity", bool, True, "one chunk per link per timestep (false: the congestion-blind model)"),
-    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective", 0),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
     ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "

@@ -83,9 +83,9 @@ SIZE_LIMIT = 400_000  # variables; a Pyomo model this large takes minutes and gi
 PARAMS = (
     ("roots", ROOTS, "owner", "allreduce: a chunk's reduction completes at its owner (default) or at any participant"),
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
-    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective", 0),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
-    ("size_limit", int, SIZE_LIMIT, "refuse to build a model with more variables than this"),
+    ("size_limit", int, SIZE_LIMIT, "refuse to build a model with more variables than this", 1),
     ("start", STARTS, "reversal", "a single combining collective: improve the TEN ILP's reversal schedule "
                                    "(RS + AG for allreduce) as a MIP start of the makespan model (reversal), "
                                    "or search horizons upward from the lower bound (none)"),

@@ -58,7 +58,7 @@ DRIVER_FAMILY = "ten"
 SYMMETRIC = True  # its optimum is the best symmetric schedule: infeasible horizons prove nothing else
 PARAMS = (  # what build takes (name, type, default, help)
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
-    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    ("weights", list[float], None, "one weight per concurrent collective in the arrivals objective", 0),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )

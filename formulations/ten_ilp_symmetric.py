@@ -46,7 +46,7 @@ SUMMARY = "TEN ILP over the schedules a group of automorphisms maps onto themsel
 DRIVER_FAMILY = "ten"
 SYMMETRIC = True  # infeasible horizons rule out symmetric schedules only
 PARAMS = ten_ilp.PARAMS + (
-    ("group_time", float, 5.0, "seconds the search for automorphisms may take"),
+    ("group_time", float, 5.0, "seconds the search for automorphisms may take", 0),
 )
 _GROUPS: dict[tuple, list[np.ndarray]] = {}  # group elements per topology (time clustering rebuilds often)
 

@@ -63,7 +63,7 @@ ROLE = "relaxation"  # bound(model) proves a horizon; the schedule is realised f
 PARAMS = (  # what build takes (name, type, default, help)
     ("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
     ("capacity", bool, True, "one chunk per link per timestep"),
-    ("weights", list[float], None, "one weight per concurrent collective"),
+    ("weights", list[float], None, "one weight per concurrent collective", 0),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("switch_copy", bool, SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
                                        "TE-CCL's default); false: one out-send per arrival"),

@@ -55,7 +55,7 @@ SYMMETRIC = True  # one chunk orbit; a convex, group-invariant relaxation: its b
 PARAMS = (  # what build takes (name, type, default, help)
     ("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
     ("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
-    ("weights", list[float], None, "one weight per concurrent collective"),
+    ("weights", list[float], None, "one weight per concurrent collective", 0),
     ("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     ("build_limit", float, None, "seconds the model build may take (estimated first; refused beyond)"),
 )

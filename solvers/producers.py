@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import numbers
 import os
 import typing
 from dataclasses import dataclass, field
@@ -65,13 +67,16 @@ class Param(NamedTuple):
     ``type``: ``bool``, ``int``, ``float``, ``str``, ``list[int]`` / ``list[float]`` (written
     ``1,2,3`` or ``[1, 2, 3]``), or a tuple of the allowed strings. ``default`` is what the
     producer uses when the parameter is not given (None: decided from the instance, ``help``
-    says how).
+    says how). ``low`` / ``high``: the least and greatest value a number (or each number of a
+    list) may take, None for no limit.
     """
 
     name: str
     type: Any
     default: Any
     help: str
+    low: Any = None
+    high: Any = None
 
 
 TRUE = ("true", "yes", "1")
@@ -98,6 +103,11 @@ def parse_value(param: Param, value: Any) -> Any:
     [4, 4, 2]
     """
     kind = param.type
+    if kind in (int, float):
+        return _in_range(param, _number(param, value))
+    if typing.get_origin(kind) is list and typing.get_args(kind)[0] in (int, float):
+        item = param._replace(type=typing.get_args(kind)[0])
+        return [_in_range(param, _number(item, x)) for x in _list(param, value)]
     where = f"--param {param.name}"
     text = value.strip() if isinstance(value, str) else None
 
@@ -112,20 +122,6 @@ def parse_value(param: Param, value: Any) -> Any:
         if text is not None and text.lower() in TRUE + FALSE:
             return text.lower() in TRUE
         raise bad("true or false")
-    if kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        try:
-            return int(text) if text is not None else _whole(value)
-        except (TypeError, ValueError):
-            raise bad("an integer") from None
-    if kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            raise bad("a number") from None
     if kind is str:
         if text is None:
             raise bad("a string")
@@ -136,23 +132,91 @@ def parse_value(param: Param, value: Any) -> Any:
             raise bad(f"one of {', '.join(kind)}")
         return word
     if typing.get_origin(kind) is list:
-        item = typing.get_args(kind)[0]
-        items = value
-        if text is not None:
-            try:
-                items = json.loads(text) if text.startswith("[") else [t for t in text.split(",") if t.strip()]
-            except json.JSONDecodeError:
-                raise bad(f"a list of {item.__name__}") from None
-        if not isinstance(items, list) or not items:
-            raise bad(f"a non-empty list of {item.__name__}")
-        return [parse_value(Param(param.name, item, None, ""), x) for x in items]
+        return [parse_value(param._replace(type=typing.get_args(kind)[0]), x) for x in _list(param, value)]
     raise TypeError(f"parameter {param.name}: unsupported type {kind!r}")
+
+
+def _bad(param: Param, value: Any, what: str) -> InputError:
+    return InputError(f"--param {param.name}", f"expected {what}, got {value!r}")
+
+
+def _number(param: Param, value: Any) -> int | float:
+    """``value`` as ``param``'s number type (``int`` or ``float``), from a string or a number."""
+    text = value.strip() if isinstance(value, str) else None
+    try:
+        if param.type is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            return int(text) if text is not None else _whole(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return float(text)
+    except (TypeError, ValueError):
+        raise _bad(param, value, "an integer" if param.type is int else "a number") from None
+
+
+def _in_range(param: Param, number: int | float) -> int | float:
+    """``number`` if it is finite and within ``param.low .. param.high``, else an InputError."""
+    low, high = param.low, param.high
+    if not math.isfinite(number) or (low is not None and number < low) or (high is not None and number > high):
+        span = {(True, True): f" in {low}..{high}", (True, False): f" of at least {low}",
+                (False, True): f" of at most {high}", (False, False): ""}[(low is not None, high is not None)]
+        raise _bad(param, number, f"a finite number{span}")
+    return number
+
+
+def _list(param: Param, value: Any) -> list:
+    """The items of a list parameter: a TOML/JSON list, or ``1,2,3`` / ``[1, 2, 3]`` text."""
+    item = typing.get_args(param.type)[0].__name__
+    items = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            items = json.loads(text) if text.startswith("[") else [t for t in text.split(",") if t.strip()]
+        except json.JSONDecodeError:
+            raise _bad(param, value, f"a list of {item}") from None
+    if not isinstance(items, list) or not items:
+        raise _bad(param, value, f"a non-empty list of {item}")
+    return items
 
 
 def _whole(value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise ValueError(value)
+
+
+MAX_TIME_LIMIT_S = 365 * 24 * 3600.0  # one year: a longer limit is a typo (and overflows the timers)
+MAX_SEED = 2**31 - 1  # the seed range every randomised producer and solver accepts
+MAX_THREADS = 1024  # solver threads: more is a typo (no machine here has that many cores)
+
+
+def check_time_limit(value: Any, where: str = "--time-limit") -> float:
+    """``value`` as a time limit in seconds: a finite number in (0, :data:`MAX_TIME_LIMIT_S`],
+    else an InputError naming ``where``.
+
+    >>> check_time_limit(30)
+    30.0
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 < value <= MAX_TIME_LIMIT_S:
+        raise InputError(where, f"expected a finite number of seconds in (0, {MAX_TIME_LIMIT_S:g}] "
+                                f"(at most a year), got {value}")
+    return float(value)
+
+
+def check_seed(value: Any, where: str = "--seed") -> int:
+    """``value`` as a random seed: an integer in 0 .. :data:`MAX_SEED`, else an InputError."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+        raise InputError(where, f"expected an integer seed in 0..{MAX_SEED}, got {value}")
+    return int(value)
+
+
+def check_threads(value: Any, where: str = "--threads") -> int:
+    """``value`` as a number of solver threads: an integer in 1 .. :data:`MAX_THREADS`."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value <= MAX_THREADS:
+        raise InputError(where, f"expected an integer number of threads in 1..{MAX_THREADS}, got {value}")
+    return int(value)
 
 
 @dataclass
@@ -248,10 +312,13 @@ class Producer:
         return asked
 
 
+PLUGINS_ENV = "COLLSYNTH_PRODUCERS"
+
+
 def plugin_modules() -> tuple[str, ...]:
     """The plug-in modules named in ``COLLSYNTH_PRODUCERS`` (comma-separated importable
     modules, each with a ``PRODUCERS`` list)."""
-    return tuple(m.strip() for m in os.environ.get("COLLSYNTH_PRODUCERS", "").split(",") if m.strip())
+    return tuple(m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip())
 
 
 def family_modules() -> tuple[str, ...]:
@@ -270,11 +337,25 @@ def import_if_present(name: str):
         raise
 
 
+def import_family(name: str):
+    """The family module ``name``: None for a built-in family that is not installed; a
+    plug-in module (:data:`PLUGINS_ENV`) that is absent or has no ``PRODUCERS`` list is an
+    InputError naming the variable and the module."""
+    module = import_if_present(name)
+    if name in FAMILIES:
+        return module
+    if module is None:
+        raise InputError(PLUGINS_ENV, f"cannot import plug-in module {name!r}: no such module")
+    if not isinstance(getattr(module, "PRODUCERS", None), (list, tuple)):
+        raise InputError(PLUGINS_ENV, f"plug-in module {name!r} has no PRODUCERS list")
+    return module
+
+
 def producers() -> dict[str, Producer]:
-    """Every installed producer by name (families whose module is absent are skipped)."""
+    """Every installed producer by name (built-in families whose module is absent are skipped)."""
     out: dict[str, Producer] = {}
     for name in family_modules():
-        module = import_if_present(name)
+        module = import_family(name)
         for p in getattr(module, "PRODUCERS", ()):
             if p.name in out:
                 raise RuntimeError(f"producer {p.name!r} registered twice ({name})")
@@ -304,7 +385,7 @@ def get(name: str, where: str = "--producer") -> Producer:
     """The producer called ``name``, importing families (:func:`lookup_order`) only until one
     registers it; an InputError listing every producer otherwise."""
     for module in lookup_order(name):
-        found = next((p for p in getattr(import_if_present(module), "PRODUCERS", ()) if p.name == name), None)
+        found = next((p for p in getattr(import_family(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:
             return found
     raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(producers()))}")

@@ -585,7 +585,7 @@ def _run_hetero(instance: Instance, options: Options) -> Outcome:
 
 
 COMMON_PARAMS = (
-    Param("jobs", int, 1, "processes solving the per-(node, step) problems"),
+    Param("jobs", int, 1, "processes solving the per-(node, step) problems", low=1),
     Param("orbit", ("auto", "true", "false"), "auto", "solve node 0 only and translate (auto: when the topology's "
           "Cayley translations are verified)"),
 )

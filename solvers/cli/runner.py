@@ -48,6 +48,7 @@ from .. import backends
 from .. import producers as registry
 from ..pipeline import run, warm_kernels, warm_producer
 from ..producers import Options
+from .checks import dask_address
 
 SUITES_FILE = CORPUS / "suites.toml"
 
@@ -205,10 +206,8 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
         raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
     solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
     drivers = list(drivers) or list(spec.get("drivers", []))
-    seeds = list(seeds) or list(spec.get("seeds", [0]))
-    time_limit = time_limit if time_limit is not None else float(spec.get("time_limit", 60.0))
-    if not time_limit > 0:
-        raise InputError("--time-limit", f"expected a positive number of seconds, got {time_limit}")
+    seeds = [registry.check_seed(s, "--seeds") for s in list(seeds) or list(spec.get("seeds", [0]))]
+    time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", 60.0))
     params = {**spec.get("params", {}), **(params or {})}
     files = select_instances(suite, instances)
     return files, plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=suite or "")
@@ -584,6 +583,10 @@ def execute(
     """
     t0 = time.perf_counter()
     summary = BatchSummary(planned=len(jobs))
+    if not str(store).strip():
+        raise InputError("--store", "expected a results store folder, got ''")
+    if executor == "dask":
+        dask_address(address)
     result_store.connect(store).close()  # a store that cannot be written is refused before any job
     done = set() if rerun else result_store.done_keys(store)
     todo = [j for j in jobs if j.key() not in done]
@@ -655,15 +658,14 @@ def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _
 def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Signals, bar) -> None:
     """The jobs on a Dask scheduler; its workers call :func:`run_isolated`. An interrupt
     cancels what has not finished (a job already running on a Dask worker runs to its limit)."""
-    if not address:
-        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
+    address = dask_address(address)
     try:
         from distributed import Client, wait
     except ImportError:
         raise InputError("--executor", "dask is not installed: pip install 'collsynth[dask]'") from None
     try:
         client = Client(address, timeout=30)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         raise InputError("--address", f"cannot reach the dask scheduler at {address}: {e}") from None
     try:
         futures = {}

@@ -848,7 +848,7 @@ def variant_of(name: str) -> tuple[str, str, bool | None]:
 PARAMS = (
     Param("multiport", bool, None, "2D collectives at once, one per port (default: Swing on a torus, and the -mirrored variants)"),
     Param("mirrored", bool, None, "half of the collectives mirrored (default: as multiport)"),
-    Param("max_sends", int, MAX_SENDS, "refuse chunk-level schedules with more sends than this"),
+    Param("max_sends", int, MAX_SENDS, "refuse chunk-level schedules with more sends than this", low=1),
 )
 PRODUCERS = [Producer(name, "closed-form", _make_run(*variant_of(name)), summary, params=PARAMS)
              for name, summary in SUMMARIES.items()]

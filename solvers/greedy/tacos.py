@@ -462,9 +462,9 @@ PARAMS = (
     Param("priority", PRIORITIES, "fifo", "order among a link's candidate chunks (random: the paper's choice)"),
     Param("matching", MATCHINGS, "maximum", "link-chunk matching in each timestep (greedy: the paper's rounds)"),
     Param("endgame", int, ENDGAME, "timesteps before a node's last request when its in-links take the rarest "
-          "chunks first (0: off)"),
+          "chunks first (0: off)", low=0),
     Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
-    Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed)"),
+    Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed)", low=1),
     Param("switch_copy", bool, SWITCH_COPY, "kept switch nodes forward one arrival on several out-links (multicast, "
                                             "TE-CCL's default); false: one out-send per arrival"),
 )

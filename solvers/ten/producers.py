@@ -49,19 +49,22 @@ from ..producers import Options, Outcome, Param, Producer, Unsupported
 DRIVER_PARAMS = (
     Param("binary", bool, False, "horizon search: binary search up to the best known schedule instead of upward"),
     Param("persistent", bool, False, "horizon search: re-solve one model built at the largest horizon (HiGHS, Gurobi)"),
-    Param("max_horizon", int, None, "horizon search: largest horizon tried (default: the best known schedule's length)"),
+    Param("max_horizon", int, None, "horizon search: largest horizon tried (default: the best known schedule's "
+          "length)", low=1),
     Param("warm", bool, True, "horizon search, early-stop: warm-start the ILP from time clustering"),
-    Param("warm_share", float, drivers.WARM_SHARE, "share of the time limit the warm-start time clustering may use"),
-    Param("horizon", int, None, "early-stop: the horizon solved (default: the lower bound)"),
-    Param("window", int, None, "time-cluster: timesteps per window (default: max(2, longest link delay))"),
-    Param("lookahead", int, None, "time-cluster: timesteps after a window in which relays count (default: TEN diameter)"),
+    Param("warm_share", float, drivers.WARM_SHARE, "share of the time limit the warm-start time clustering may use",
+          low=0, high=1),
+    Param("horizon", int, None, "early-stop: the horizon solved (default: the lower bound)", low=1),
+    Param("window", int, None, "time-cluster: timesteps per window (default: max(2, longest link delay))", low=1),
+    Param("lookahead", int, None, "time-cluster: timesteps after a window in which relays count (default: TEN "
+          "diameter)", low=0),
 )
 # parameters of the TEN ILP (formulations.ten_ilp.build), the default of a formulation that
 # declares no PARAMS (a tuple of (name, type, default, help), see collsynth.formulations)
 ILP_PARAMS = (
     Param("objective", OBJECTIVES, "arrivals", "arrivals (pairs held at the horizon) or makespan"),
     Param("capacity", bool, True, "one chunk per link per timestep (false: the congestion-blind model)"),
-    Param("weights", list[float], None, "one weight per concurrent collective in the arrivals objective"),
+    Param("weights", list[float], None, "one weight per concurrent collective in the arrivals objective", low=0),
     Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
     Param("switch_copy", bool, ten.SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
                                                 "TE-CCL's default); false: one out-send per arrival"),
@@ -71,7 +74,8 @@ LP_BESIDE_PARAMS = (
     Param("lp_bound", bool, True, "compute the TEN LP bound beside the result (about 20% of the time limit)"),
     Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
     Param("flow_lp", bool, True, "also the flow LP bound beside the result (when it fits the size guard and budget)"),
-    Param("max_variables", int, ten_flow_lp.MAX_VARIABLES, "flow LP beside the result: refuse above this many variables"),
+    Param("max_variables", int, ten_flow_lp.MAX_VARIABLES, "flow LP beside the result: refuse above this many "
+          "variables", low=1),
 )
 # the producer of a relaxation (ROLE = "relaxation"); its model's own parameters come from PARAMS
 RELAXATION_PARAMS = (

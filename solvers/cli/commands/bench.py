@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from .... import InputError
+from ..checks import dask_address, items, out_file, out_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,13 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instances", help="glob of instance TOML files instead of a suite (default: none)")
     p.add_argument("--producers", help="comma-separated producers (default: the suite's list in suites.toml)")
     p.add_argument("--solvers", help="comma-separated solver backends for producers that use one (default: highs)")
-    p.add_argument("--drivers", default="", help="comma-separated drivers for producers that accept them (default: the suite's, else each producer's first)")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds (default: the suite's, else 0)")
+    p.add_argument("--drivers", default=None, help="comma-separated drivers for producers that accept them (default: the suite's, else each producer's first)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds, each 0..2**31-1 (default: the suite's, else 0)")
     p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds (default: the suite's, else 60)")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter, repeatable; goes to the producers declaring it (default: the suite's)")
     p.add_argument("--executor", default="local", choices=["local", "dask"],
                    help="local worker processes, or a Dask cluster at --address")
-    p.add_argument("--address", help="tcp://HOST:PORT of a Dask scheduler, with --executor dask (default: none)")
+    p.add_argument("--address", help="HOST:PORT or tcp://HOST:PORT of a Dask scheduler, with --executor dask (default: none)")
     p.add_argument("--jobs", type=int, default=None, help="jobs at once on the local pool (default: cores)")
     p.add_argument("--store", default="results/store", help="results store folder")
     p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
@@ -58,24 +59,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=draw)
 
 
-def _split(text: str | None) -> list[str]:
-    return [s for s in (text or "").replace(" ", "").split(",") if s]
+def _seeds(text: str | None) -> list[int]:
+    """``--seeds`` as integers (their range is checked with the plan's)."""
+    given = items("--seeds", text)
+    try:
+        return [int(s) for s in given]
+    except ValueError:
+        raise InputError("--seeds", f"expected comma-separated integers, got {text!r}") from None
+
+
+def _store(text: str) -> str:
+    """``--store``: a folder name, not empty."""
+    if not str(text).strip():
+        raise InputError("--store", "expected a results store folder, got ''")
+    return text
 
 
 def bench(args) -> dict:
-    """Plan and run a batch; every finished job is committed to the store at once."""
+    """Plan and run a batch; every finished job is committed to the store at once. Every
+    option is checked before the plan loads an instance."""
     from .. import runner as batch
     from .solve import parse_params
 
-    try:
-        seeds = [int(s) for s in _split(args.seeds)]
-    except ValueError:
-        raise InputError("--seeds", f"expected comma-separated integers, got {args.seeds!r}") from None
+    seeds = _seeds(args.seeds)
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
+    _store(args.store)
+    if args.executor == "dask":
+        dask_address(args.address)
     files, jobs = batch.plan_batch(
-        args.suite, args.instances, _split(args.producers), _split(args.solvers), _split(args.drivers), seeds,
-        args.time_limit, parse_params(args.param),
+        args.suite, args.instances, items("--producers", args.producers), items("--solvers", args.solvers),
+        items("--drivers", args.drivers), seeds, args.time_limit, parse_params(args.param),
     )
     try:
         summary = batch.execute(
@@ -109,8 +123,10 @@ def tables(args) -> dict:
     """Regenerate the tables (Markdown, CSV, LaTeX) and plots (PNG, PDF) from the store."""
     from ....results import figures, render, store
 
-    if not (Path(args.store) / "runs.sqlite").exists():
+    if not (Path(_store(args.store)) / "runs.sqlite").exists():
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
+    out_folder("--out", args.out)
+    out_folder("--plots", args.plots)
     df = store.load(args.store)
     written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
     seeds = dict(seed_tables()) if args.seed_tables else {}
@@ -165,10 +181,11 @@ def report(args) -> dict:
     """Write the static HTML report of the store (:mod:`collsynth.results.report`)."""
     from ....results import report as site
 
-    if not (Path(args.store) / "runs.sqlite").exists():
+    if not (Path(_store(args.store)) / "runs.sqlite").exists():
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
+    out_folder("--out", args.out)
     done = site.build(args.store, args.out, jobs=args.jobs or os.cpu_count() or 1, progress=not args.no_progress)
     return {**done, "text": f"{done['pages']} instance pages, {done['pictures']} pictures -> open {done['index']}"}
 
@@ -194,11 +211,11 @@ def draw(args) -> dict:
     from ....results import pictures
     from .schedules import load_verified
 
+    out = out_file("--out", args.out)
+    if out.suffix not in (".png", ".pdf"):
+        raise InputError("--out", f"expected a .png or .pdf file name, got {args.out!r}")
     sched, inst, refusal = load_verified(args, "draw")
     if refusal:
         return refusal
-    out = Path(args.out)
-    if out.suffix not in (".png", ".pdf"):
-        raise InputError("--out", f"expected a .png or .pdf file name, got {args.out!r}")
     kind = pictures.draw(sched, inst, out, args.kind)
     return {"verified": True, "kind": kind, "out": str(out), "text": f"wrote {out} ({kind})"}

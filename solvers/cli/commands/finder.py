@@ -4,6 +4,8 @@
   the Pareto frontier of (T_L, T_B) over base topologies and expansions (T_B in units of M/B),
   each row with its allreduce time ``2 (T_L alpha + T_B M/B)`` summed over the message sizes,
   and the best pick. ``--confirm`` builds, verifies and prices every frontier schedule.
+  ``--nodes`` is 2..:data:`MAX_NODES`, ``--degree`` 1..min(N - 1, :data:`MAX_DEGREE`); alpha,
+  bandwidth and message sizes must be finite.
 - ``collsynth finder --table 4|5|9 [--out results/tables]``: regenerates the Table 4 analogue
   (N = 1024, d = 4 Pareto frontier), the Table 5 analogue (best topology for N = 5..12,
   d = 4) or the Table 9 analogue (base catalogue with BFB schedules) as Markdown and CSV.
@@ -16,13 +18,21 @@ import argparse
 from .... import InputError
 from ....results import render
 from ...bfb import finder
+from ..checks import finite, out_folder
+
+# The search runs bottom-up over every divisor of N and every degree up to d: N = 4096, d = 4 takes
+# ~12 s, N = 1024, d = 16 ~100 s, N = 4096, d = 16 over 5 minutes; far beyond, it never ends.
+MAX_NODES = 4096
+MAX_DEGREE = 16
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the finder command."""
     p = sub.add_parser("finder", help="Pareto frontier of (T_L, T_B) topologies for N nodes of degree d, and the best pick")
-    p.add_argument("--nodes", type=int, default=None, help="target number of nodes N (no default: required unless --table)")
-    p.add_argument("--degree", type=int, default=None, help="target degree d, links per node (no default: required unless --table)")
+    p.add_argument("--nodes", type=int, default=None,
+                   help=f"target number of nodes N, 2..{MAX_NODES} (no default: required unless --table)")
+    p.add_argument("--degree", type=int, default=None,
+                   help=f"target degree d, links per node, 1..min(N-1, {MAX_DEGREE}) (no default: required unless --table)")
     p.add_argument("--alpha", type=float, default=finder.PAPER_ALPHA, help="node latency per comm step, s (default 10e-6)")
     p.add_argument("--bandwidth", type=float, default=finder.PAPER_BANDWIDTH,
                    help="node bandwidth B, bytes/s (default 12.5e9 = 100 Gbps)")
@@ -36,17 +46,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> dict:
-    """The frontier and best pick (or a regenerated table)."""
-    if args.alpha < 0:
-        raise InputError("--alpha", f"expected a latency >= 0 s, got {args.alpha}")
-    if not args.bandwidth > 0:
-        raise InputError("--bandwidth", f"expected a positive bandwidth in bytes/s, got {args.bandwidth}")
+def check_size(args: argparse.Namespace) -> None:
+    """``--nodes`` in 2..:data:`MAX_NODES` and ``--degree`` in 1..:data:`MAX_DEGREE` (and below
+    ``--nodes``), those given, else an InputError: the search would run for hours."""
+    if args.nodes is not None and not 2 <= args.nodes <= MAX_NODES:
+        raise InputError("--nodes", f"expected 2..{MAX_NODES} nodes, got {args.nodes}")
+    if args.degree is not None and not 1 <= args.degree <= MAX_DEGREE:
+        raise InputError("--degree", f"expected a degree in 1..{MAX_DEGREE}, got {args.degree}")
+    if args.nodes is not None and args.degree is not None and args.degree > args.nodes - 1:
+        raise InputError("--degree", f"expected a degree <= nodes - 1 = {args.nodes - 1}, got {args.degree}")
+
+
+def check_model(args: argparse.Namespace) -> list[float]:
+    """``--alpha``, ``--bandwidth`` and ``--message`` finite and in range; the message sizes."""
+    finite("--alpha", args.alpha, "a finite latency >= 0 s")
+    finite("--bandwidth", args.bandwidth, "a finite positive bandwidth in bytes/s", strict=True)
     messages = args.message or [finder.PAPER_MESSAGE]
     for m in messages:
-        if not m > 0:
-            raise InputError("--message", f"expected a positive size in bytes, got {m}")
+        finite("--message", m, "a finite positive size in bytes", strict=True)
+    return messages
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The frontier and best pick (or a regenerated table)."""
+    messages = check_model(args)
+    check_size(args)
     if args.table is not None:
+        out_folder("--out", args.out)
         if args.table == 4:
             df = finder.table_pareto(args.nodes or 1024, args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
                                      message=messages[0], confirm_max_nodes=(args.nodes or 1024) if args.confirm else 0)
@@ -70,10 +96,6 @@ def run(args: argparse.Namespace) -> dict:
                 "text": df.to_markdown(index=False) + f"\n\nwritten: {md}, {csv}, {tex}"}
     if args.nodes is None or args.degree is None:
         raise InputError("finder", "give --nodes N and --degree D (or --table 4|5)")
-    if args.nodes < 2:
-        raise InputError("--nodes", f"expected at least 2 nodes, got {args.nodes}")
-    if args.degree < 1:
-        raise InputError("--degree", f"expected a degree >= 1, got {args.degree}")
     front = finder.frontier(args.nodes, args.degree)
     if not front:
         return {"nodes": args.nodes, "degree": args.degree, "frontier": [], "best": None, "exit": 1,

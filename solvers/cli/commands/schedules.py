@@ -16,7 +16,9 @@
   (:mod:`collsynth.results.steps`): each step's sends by link with chunk, piece, operation and
   bytes, and, for a verified schedule, the step's synchronous alpha-beta time. A schedule that
   does not verify is shown up to the step of its first violation, which is printed (exit 1);
-  it is not priced.
+  it is not priced. A malformed one (an id out of range, ...) is not shown: its violation is
+  printed as ``verify`` prints it (exit 1). When the range holds more than
+  :data:`MAX_EMPTY_STEPS` empty steps, only the steps with sends are listed.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
+
 from .... import InputError
 from ....instances.instance import load_instance
 from ....results import steps as step_view
 from ....tens import bounds, cost, cost_models, export
 from ....tens.schedule import check_header, read_json, to_json, write_json
-from ....tens.verify import VerificationError, verify as verify_schedule
+from ....tens.verify import VerificationError, malformed, verify as verify_schedule
 
 FORMATS = ("msccl-xml", "json")
 
@@ -183,13 +187,37 @@ def _step_range(text: str | None, num_steps: int) -> tuple[int, int]:
     return first, last
 
 
+MAX_EMPTY_STEPS = 1000  # more empty steps than this in the range shown: only the steps with sends are listed
+
+
+def _shown_steps(schedule, chunk_bytes, per_step, first: int, last: int, max_sends: int) -> tuple[list[dict], int]:
+    """The rows of :func:`collsynth.results.steps.steps` for ``first..last``, and how many
+    empty steps were left out: none, unless the range holds more than :data:`MAX_EMPTY_STEPS`
+    of them (a send at step 10**9), when only the steps with sends are listed."""
+    last = min(last, schedule.num_steps)
+    used = np.unique(schedule.step)
+    used = used[(used >= first) & (used <= last)]
+    empty = max(0, last - first + 1) - len(used)
+    if empty <= MAX_EMPTY_STEPS:
+        return step_view.steps(schedule, chunk_bytes, per_step=per_step, first=first, last=last,
+                               max_sends=max_sends), 0
+    rows = [row for t in used.tolist()
+            for row in step_view.steps(schedule, chunk_bytes, per_step=per_step, first=t, last=t, max_sends=max_sends)]
+    return rows, empty
+
+
 def show(args) -> dict:
-    """``collsynth show``: the schedule step by step; priced only when it verifies."""
+    """``collsynth show``: the schedule step by step (only those with sends when most are
+    empty, :func:`_shown_steps`); priced only when it verifies. A malformed schedule (an id
+    out of range, ...) is not shown: its violation is reported as ``verify`` reports it (exit 1)."""
     schedule, instance = _load(args)
     first, last = _step_range(args.steps, schedule.num_steps)
     if args.max_sends < 0:
         raise InputError("--max-sends", f"expected a number of sends >= 0, got {args.max_sends}")
-    v = verify_schedule(schedule, instance)
+    bad = malformed(schedule, instance)
+    if bad is not None:
+        return {"verified": False, "violation": _violation(bad), "exit": 1, "text": f"not verified: {bad}"}
+    v = verify_schedule(schedule, instance, well_formed=True)
     out: dict = {"instance": instance.name, "collective": schedule.collective, "nodes": schedule.nodes,
                  "chunks": schedule.chunks, "sends": len(schedule), "steps": schedule.num_steps,
                  "verified": v is None}
@@ -201,8 +229,7 @@ def show(args) -> dict:
     else:
         last = min(last, v.step)
         out.update(violation=_violation(v), exit=1)
-    rows = step_view.steps(schedule, cost.chunk_bytes_of(instance), per_step=per_step, first=first, last=last,
-                           max_sends=args.max_sends)
+    rows, empty = _shown_steps(schedule, cost.chunk_bytes_of(instance), per_step, first, last, args.max_sends)
     out["by_step"] = rows
     legend = step_view.CHUNK_IDS.get(schedule.collective, "chunk ids of the merged concurrent collectives")
     head = (f"{schedule.collective} on {instance.name}: {len(schedule)} sends in {schedule.num_steps} steps "
@@ -212,5 +239,7 @@ def show(args) -> dict:
                 "(collsynth price --model ten|event for the other cost models)")
     else:
         tail = f"not verified: {v}"
+    if empty:
+        head += f"; {empty} step{'s' if empty != 1 else ''} with no sends not listed"
     out["text"] = "\n".join([head, step_view.render(rows), tail])
     return out

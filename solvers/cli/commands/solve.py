@@ -37,7 +37,9 @@ from ....tens.schedule import write_json
 from ... import backend_names
 from ...compare import TABLE_COLUMNS, compare, split_names
 from ...pipeline import run, warm
-from ...producers import Options, check_params, get
+from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
+    check_time_limit, get
+from ..checks import items, out_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="solver backend for producers that use one (default highs; gurobi, cpsat, scip, glop, pdlp, cbc, ...)")
     s.add_argument("--driver", default=None,
                    help="horizon | early-stop | time-cluster (producers that take one; default: the producer's first)")
-    s.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole run (default 60)")
+    s.add_argument("--time-limit", type=float, default=60.0,
+                   help=f"seconds for the whole run, at most {MAX_TIME_LIMIT_S:g} (a year) (default 60)")
     s.add_argument("--gap", type=float, default=None, help="relative MIP gap to stop at (default: none, solve to the solver's own tolerance)")
-    s.add_argument("--threads", type=int, default=1, help="solver threads (default 1)")
-    s.add_argument("--seed", type=int, default=0, help="random seed")
+    s.add_argument("--threads", type=int, default=1, help=f"solver threads, 1..{MAX_THREADS} (default 1)")
+    s.add_argument("--seed", type=int, default=0, help="random seed, 0..2**31-1")
     s.add_argument("--starts", type=int, default=1, help="restarts / seeds for randomised producers")
     s.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="producer parameter, repeatable; `collsynth producers` lists each producer's, e.g. window=3 "
@@ -80,19 +83,21 @@ def parse_params(items: list[str]) -> dict[str, str]:
 
 
 def check_limits(args: argparse.Namespace) -> None:
-    """``--time-limit``, ``--gap`` and ``--threads`` in range, else an InputError."""
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise InputError("--time-limit", f"expected a positive number of seconds, got {args.time_limit}")
+    """``--time-limit``, ``--gap``, ``--threads`` and ``--seed`` in range and ``--out`` a file
+    that can be written (with several producers: its folder), else an InputError."""
+    check_time_limit(args.time_limit)
     if args.gap is not None and not 0 <= args.gap < 1:
         raise InputError("--gap", f"expected a relative gap in [0, 1), got {args.gap}")
-    if args.threads < 1:
-        raise InputError("--threads", f"expected a positive integer, got {args.threads}")
+    check_threads(args.threads)
+    check_seed(args.seed)
+    if args.out is not None:
+        out_file("--out", args.out)
 
 
 def solve(args: argparse.Namespace) -> dict:
     """Run one producer on one instance through the pipeline (produce, verify, price); several
     comma-separated producers: :func:`solve_many`."""
-    names = split_names(args.producer)
+    names = split_names(items("--producer", args.producer))
     if len(names) > 1:
         return solve_many(args, names)
     prod = get(args.producer)

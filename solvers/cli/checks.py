@@ -1,0 +1,94 @@
+"""Checks of command-line values that several commands share: output files and folders,
+comma-separated lists and Dask scheduler addresses. Each returns the value it checked or
+raises :class:`~collsynth.InputError` naming the option, before any long work starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from ... import InputError
+
+ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+def out_file(where: str, path: str | os.PathLike) -> Path:
+    """``path`` as a file to write: not empty, not a folder, in a folder that exists and can
+    be written (nothing is created).
+
+    >>> out_file("--out", "x.json").name
+    'x.json'
+    """
+    text = str(path)
+    if not text.strip():
+        raise InputError(where, "expected a file name, got ''")
+    p = Path(text)
+    if p.is_dir():
+        raise InputError(where, f"{text} is a folder; expected a file name")
+    folder = p.parent
+    if not folder.exists():
+        raise InputError(where, f"cannot write {text}: no such folder {folder}")
+    if not folder.is_dir():
+        raise InputError(where, f"cannot write {text}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(where, f"cannot write {text}: permission denied")
+    return p
+
+
+def out_folder(where: str, path: str | os.PathLike) -> Path:
+    """``path`` as a folder to write into, created (with its parents) if missing: not empty,
+    not a file, writable."""
+    text = str(path)
+    if not text.strip():
+        raise InputError(where, "expected a folder, got ''")
+    p = Path(text)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(where, f"{text} is a file; expected a folder") from None
+    except OSError as e:
+        raise InputError(where, f"cannot create folder {text}: {e.strerror}") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise InputError(where, f"cannot write into folder {text}: permission denied")
+    return p
+
+
+def items(where: str, text: str | None) -> list[str]:
+    """The comma-separated items of ``text`` (spaces dropped; None: none); an empty item
+    (``''``, ``a,,b``, ``a,``) is an InputError.
+
+    >>> items("--seeds", "1, 2"), items("--seeds", None)
+    (['1', '2'], [])
+    """
+    if text is None:
+        return []
+    parts = [s.strip() for s in text.split(",")]
+    if not all(parts):
+        raise InputError(where, f"expected comma-separated values with none empty, got {text!r}")
+    return parts
+
+
+def finite(where: str, value: float, what: str, low: float = 0.0, strict: bool = False) -> float:
+    """``value`` if it is a finite number >= ``low`` (> when ``strict``), else an InputError
+    saying ``what`` was expected."""
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise InputError(where, f"expected {what}, got {value}")
+    return value
+
+
+def dask_address(address: str | None) -> str:
+    """``--address`` of a Dask scheduler: ``host:port`` or ``tcp://host:port`` (also tls, ws,
+    wss, ucx), port 1..65535.
+
+    >>> dask_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    """
+    if not address:
+        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
+    m = ADDRESS.match(address.strip())
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        raise InputError("--address", f"expected HOST:PORT or tcp://HOST:PORT (port 1..65535), got {address!r}")
+    return address.strip()
