@@ -42,6 +42,8 @@ BAD_OPTIONS = [
     ("solve-out-folder", SOLVE + ["--out", "{adir}"], ["--out", "is a folder"]),
     ("solve-out-under-file", SOLVE + ["--out", "{afile}/x.json"], ["--out", "is not a folder"]),
     ("solve-out-empty", SOLVE + ["--out", ""], ["--out", "file name"]),
+    ("export-out-missing-folder", ["export", "{sched}", "{inst}", "--format", "json", "--out", "{tmp}/nodir/x.json"],
+     ["--out", "no such folder"]),
     ("solve-many-out-missing-folder", ["solve", "{inst}", "--producer", "greedy,ring", "--out", "{tmp}/nodir/x.json"],
      ["--out", "no such folder"]),
     ("solve-time-limit-inf", SOLVE + ["--time-limit", "inf"], ["--time-limit", "finite"]),
@@ -188,3 +190,14 @@ def test_a_producer_parameter_out_of_its_range_is_refused(tmp_path, capsys, prod
     code, out, err = run_cli(argv, capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, [f"--param {param.split('=')[0]}", says])
+
+
+@pytest.mark.parametrize("option,value", [("seed", -1), ("threads", 0), ("time_limit", float("inf"))])
+def test_the_python_api_checks_run_options_as_the_command_line_does(tmp_path, option, value):
+    import collsynth as cs
+
+    inst = tmp_path / "ring4.toml"
+    inst.write_text(RING4)
+    with pytest.raises(cs.InputError) as refused:
+        cs.solve(inst, "greedy", **{option: value})
+    assert refused.value.where == option

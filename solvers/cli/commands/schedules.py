@@ -35,6 +35,7 @@ from ....results import steps as step_view
 from ....tens import bounds, cost, cost_models, export
 from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, malformed, verify as verify_schedule
+from ..checks import out_file
 
 FORMATS = ("msccl-xml", "json")
 
@@ -134,6 +135,8 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
+    if args.out:
+        out_file("--out", args.out)  # before the schedule is read and verified
     schedule, instance, refusal = load_verified(args, "export", format=args.format)
     if refusal:
         return refusal

@@ -84,7 +84,7 @@ def parse_params(items: list[str]) -> dict[str, str]:
 
 def check_limits(args: argparse.Namespace) -> None:
     """``--time-limit``, ``--gap``, ``--threads`` and ``--seed`` in range and ``--out`` a file
-    that can be written (with several producers: its folder), else an InputError."""
+    that can be written (in an existing folder), else an InputError."""
     check_time_limit(args.time_limit)
     if args.gap is not None and not 0 <= args.gap < 1:
         raise InputError("--gap", f"expected a relative gap in [0, 1), got {args.gap}")
