@@ -241,9 +241,9 @@ def _parse_csv(text: str, where: str) -> dict:
     switches, failed = set(_csv_ids(settings, "switches", where)), set(_csv_ids(settings, "failed_nodes", where))
     node_ids: set[int] = set(switches | failed)
     largest = (-1, "")  # the largest id and where it is written
-    for key in ("switches", "failed_nodes"):
-        for n in _csv_ids(settings, key, where):
-            largest = (n, f"line {settings[key][0]}: {key}") if n > largest[0] else largest
+    for key, ids in (("switches", switches), ("failed_nodes", failed)):
+        if ids and max(ids) > largest[0]:
+            largest = (max(ids), f"line {settings[key][0]}: {key}")
     for src, dst, _, field in edge_rows:
         for col, val in (("src", src), ("dst", dst)):
             if not val.isdigit():

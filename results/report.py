@@ -331,10 +331,7 @@ def _schedule_pictures(task: dict, instance, img: Path, pics: dict) -> list[str]
     """The best schedule's step-by-step view (when small) and heatmap; returns notes."""
     if task["schedule"] is None:
         return ["No verified schedule stored: no schedule pictures."]
-    try:
-        schedule = read_json(task["schedule"])
-    except OSError as e:  # a folder, or a file that cannot be read, where the schedule should be
-        raise InputError(task["schedule"], f"cannot read the stored schedule: {e.strerror or e}") from None
+    schedule = read_json(task["schedule"])  # a missing, unreadable or malformed file: an InputError naming it
     violation = verify(schedule, instance)
     method = task["method"]
     if violation is not None:

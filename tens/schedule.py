@@ -31,6 +31,7 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from .. import InputError
+from ..instances.files import read_text
 
 FORMAT = "collsynth.schedule/1"
 OP_DEFAULT, OP_COPY, OP_REDUCE = 0, 1, 2
@@ -217,14 +218,19 @@ def from_sends(
     """Build a schedule from sends ``(chunk, lo, hi, src, dst, step[, op])``.
 
     ``lo``/``hi`` may be ints, Fractions or strings like ``"1/3"``; the shared denominator is
-    the least common multiple of theirs.
+    the least common multiple of theirs, at most :data:`DENOM_LIMIT` (the send that passes it is
+    refused).
     """
     rows = [tuple(s) for s in sends]
     fr_lo = [Fraction(r[1]) for r in rows]
     fr_hi = [Fraction(r[2]) for r in rows]
     denom = 1
-    for f in fr_lo + fr_hi:
-        denom = denom * f.denominator // math.gcd(denom, f.denominator)
+    for i, pair in enumerate(zip(fr_lo, fr_hi)):
+        for f in pair:
+            denom = denom * f.denominator // math.gcd(denom, f.denominator)
+        if denom > DENOM_LIMIT:
+            raise InputError(f"sends[{i}]", "the pieces' common denominator exceeds 2**62; expected fractions "
+                                            "with smaller denominators")
     ops = []
     for r in rows:
         o = r[6] if len(r) > 6 else None
@@ -254,7 +260,7 @@ def _frac_str(num: int, denom: int) -> str:
 
 
 def to_json(schedule: Schedule) -> dict:
-    """The schedule as its JSON object (``docs/schedules.md``) (``lo``/``hi`` as exact fraction strings)."""
+    """The schedule as its JSON object (``docs/schedules.md``; ``lo``/``hi`` as exact fraction strings)."""
     s = schedule
     d = s.denom
     rows = []
@@ -289,7 +295,8 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
         raise InputError(f"{where}: format", f"expected {FORMAT!r}, got {_shown(data.get('format'))}")
     for key in data:
         if key not in JSON_KEYS:
-            raise InputError(f"{where}: {_shown(key, quote=False)}", f"unknown key; expected one of {', '.join(JSON_KEYS)}")
+            raise InputError(f"{where}: {_shown(key, quote=False)}",
+                             f"unknown key; expected one of {', '.join(JSON_KEYS)}")
     for key, typ in (("collective", str), ("nodes", int), ("chunks", int), ("sends", list), ("meta", dict)):
         value = data.get(key, {} if key == "meta" else None)
         if not isinstance(value, typ) or isinstance(value, bool):
@@ -299,16 +306,11 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
     routing = data.get("routing", "links")
     if routing not in ROUTINGS:
         raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {_shown(routing)}")
-    sends, denom = [], 1
-    for i, row in enumerate(data["sends"]):
-        send = _send_row(row, f"{where}: sends[{i}]")
-        for f in send[1:3]:
-            denom = denom * f.denominator // math.gcd(denom, f.denominator)
-        if denom > DENOM_LIMIT:
-            raise InputError(f"{where}: sends[{i}]", "the pieces' common denominator exceeds 2**62; expected "
-                                                     "fractions with smaller denominators")
-        sends.append(send)
-    return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
+    sends = [_send_row(row, f"{where}: sends[{i}]") for i, row in enumerate(data["sends"])]
+    try:
+        return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
+    except InputError as e:  # named after the file too
+        raise InputError(f"{where}: {e.where}", e.what) from None
 
 
 _JSON_TYPES = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
@@ -380,8 +382,6 @@ def write_json(schedule: Schedule, path: str | Path) -> None:
 
 def read_json(path: str | Path) -> Schedule:
     """Read a schedule JSON file; errors name the file."""
-    from ..instances.files import read_text
-
     where = str(path)
     text = read_text(path)
     try:
