@@ -109,8 +109,32 @@ class Collective:
 
     @cached_property
     def used_chunks(self) -> np.ndarray:
-        """Chunk ids that appear in the pre- or postcondition."""
-        return np.flatnonzero(self.precondition.any(axis=1) | self.postcondition.any(axis=1))
+        """Chunk ids that appear in the pre- or postcondition, in increasing order (from the
+        chunk-id table above, without building the ``[chunk, node]`` matrices).
+
+        >>> make("alltoall", nodes=[0, 2], size=3).used_chunks.tolist()
+        [0, 2, 6, 8]
+        """
+        c, s = self.chunks_per_node, self.size
+        j = np.arange(c, dtype=np.int64)
+        if self.kind in ("broadcast", "reduce"):
+            return j
+        ranks = np.sort(np.asarray(self.nodes, dtype=np.int64))
+        if self.kind == "alltoall":
+            ranks = (ranks[:, None] * s + ranks[None, :]).ravel()
+        return (ranks[:, None] * c + j[None, :]).ravel()
+
+    @property
+    def num_used_chunks(self) -> int:
+        """How many chunk ids appear in the pre- or postcondition (``len(used_chunks)``, counted).
+
+        >>> make("alltoall", nodes=[0, 2], size=3, chunks_per_node=5).num_used_chunks
+        20
+        """
+        if self.kind in ("broadcast", "reduce"):
+            return self.chunks_per_node
+        shards = len(self.nodes) ** 2 if self.kind == "alltoall" else len(self.nodes)
+        return shards * self.chunks_per_node
 
     def _conditions(self) -> tuple[np.ndarray, np.ndarray]:
         c, s, kind = self.chunks_per_node, self.size, self.kind
@@ -171,7 +195,7 @@ class Collective:
             "nodes": len(self.nodes),
             "root": self.root,
             "chunks_per_node": self.chunks_per_node,
-            "chunks": int(len(self.used_chunks)),
+            "chunks": self.num_used_chunks,
             "message_bytes": self.message_bytes,
             "chunk_bytes": self.chunk_bytes,
             "combining": self.combining,
