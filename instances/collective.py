@@ -97,15 +97,15 @@ class Collective:
         c = self.chunks_per_node
         return range(node * c, node * c + c)
 
-    @cached_property
+    @property
     def precondition(self) -> np.ndarray:
         """``pre[chunk, node]``: the node holds (or, if combining, contributes to) the chunk."""
-        return self._conditions()[0]
+        return self._conditions[0]
 
-    @cached_property
+    @property
     def postcondition(self) -> np.ndarray:
         """``post[chunk, node]``: the node must hold the chunk (fully reduced if combining)."""
-        return self._conditions()[1]
+        return self._conditions[1]
 
     @cached_property
     def used_chunks(self) -> np.ndarray:
@@ -136,7 +136,9 @@ class Collective:
         shards = len(self.nodes) ** 2 if self.kind == "alltoall" else len(self.nodes)
         return shards * self.chunks_per_node
 
+    @cached_property
     def _conditions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Both condition matrices, built together once."""
         c, s, kind = self.chunks_per_node, self.size, self.kind
         ranks = np.asarray(self.nodes, dtype=np.int64)
         pre = np.zeros((self.num_chunks, s), dtype=bool)

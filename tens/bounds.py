@@ -87,7 +87,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import networkx as nx
 import numpy as np
@@ -109,6 +109,8 @@ FLOW_S_PER_UNIT = 1e-6  # one min cut takes about this times links x nodes secon
 # 32x32 torus, 4096 links, 4 s per cut with networkx); a search needs one per node
 TOL = 1e-9  # relative tolerance of float comparisons (times meeting bounds, cut violations)
 TEN_SLACK = 2e-9  # discretize() rounds down costs within 1e-9 of a multiple of the timestep
+BLOCK_CELLS = 1 << 22  # rows x nodes of the demand one vectorised step reads: its temporaries stay
+# this small (tens of MB) however many rows there are (an all-to-all on 1,024 nodes has 2^20 rows)
 
 
 @dataclass(frozen=True)
@@ -217,9 +219,34 @@ class Demand(ParallelArrays):
         return hit & np.where(self.combining, outside, ~held)
 
     def select(self, rows: np.ndarray) -> "Demand":
-        """The rows ``rows`` only."""
+        """The rows ``rows`` only (this demand itself when they are all of its rows, in order)."""
+        if len(rows) == len(self) and (rows == np.arange(len(self))).all():
+            return self
         return Demand(self.pre[rows], self.post[rows], self.combining[rows], self.count[rows],
                       self.nbytes[rows], self.group[rows])
+
+
+def row_blocks(rows: int, width: int, cells: int | None = None) -> Iterator[slice]:
+    """Consecutive slices of ``rows`` rows of ``width`` columns, each of at most ``cells``
+    cells (default :data:`BLOCK_CELLS`; at least one row): row-wise work on the demand a block
+    at a time, so that its temporaries never grow with the number of rows.
+
+    >>> list(row_blocks(5, 4, cells=8))
+    [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
+    """
+    step = max(1, (BLOCK_CELLS if cells is None else cells) // max(width, 1))
+    for lo in range(0, rows, step):
+        yield slice(lo, min(lo + step, rows))
+
+
+def _rows_needing(pre: np.ndarray, post: np.ndarray, rows: np.ndarray, combining: bool) -> np.ndarray:
+    """Per row of ``rows``: someone holds or contributes to it, someone needs it and, unless
+    combining, someone needing it does not hold it already; a block of rows at a time."""
+    want = np.zeros(len(rows), bool)
+    for b in row_blocks(len(rows), pre.shape[1]):
+        p, q = pre[rows[b]], post[rows[b]]
+        want[b] = p.any(axis=1) & (q.any(axis=1) if combining else (q & ~p).any(axis=1))
+    return want
 
 
 def demand_of(instance: Instance) -> Demand:
@@ -234,18 +261,15 @@ def demand_of(instance: Instance) -> Demand:
     n = instance.topology.size
     pres, posts, combs, counts, sizes, groups = [], [], [], [], [], []
     for g, coll in enumerate(instance.collectives):
-        used = coll.used_chunks
-        pre, post = coll.precondition[used], coll.postcondition[used]
-        want = post.any(axis=1) & pre.any(axis=1)
-        if not coll.combining:
-            want &= (post & ~pre).any(axis=1)
-        pre, post = pre[want], post[want]
-        if not len(pre):
+        pre, post = coll.precondition, coll.postcondition
+        first, cnt = distinct_rows(pre, post)
+        want = _rows_needing(pre, post, first, coll.combining)  # unused chunk ids are in no condition
+        first, cnt = first[want], cnt[want]
+        if not len(first):
             continue
-        keys = np.concatenate([np.packbits(pre, axis=1), np.packbits(post, axis=1)], axis=1)
-        _, first, cnt = np.unique(keys, axis=0, return_index=True, return_counts=True)
-        pres.append(pre[first])
-        posts.append(post[first])
+        whole = len(first) == len(pre)  # every row, in order: no copy
+        pres.append(pre if whole else pre[first])
+        posts.append(post if whole else post[first])
         combs.append(np.full(len(first), coll.combining))
         counts.append(cnt.astype(np.int64))
         sizes.append(cnt * float(coll.chunk_bytes))
@@ -253,8 +277,59 @@ def demand_of(instance: Instance) -> Demand:
     if not pres:
         z = np.zeros((0, n), bool)
         return Demand(z, z, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
-    return Demand(np.concatenate(pres), np.concatenate(posts), np.concatenate(combs),
-                  np.concatenate(counts), np.concatenate(sizes), np.concatenate(groups))
+    join = (lambda arrays: arrays[0]) if len(pres) == 1 else np.concatenate
+    return Demand(join(pres), join(posts), join(combs), join(counts), join(sizes), join(groups))
+
+
+def _row_hashes(words: list[np.ndarray]) -> np.ndarray:
+    """A 64-bit hash of each row of the unsigned 64-bit matrices ``words`` side by side: each
+    word mixed into the state by SplitMix64's finaliser (Steele, Lea and Flood, "Fast splittable
+    pseudorandom number generators", OOPSLA 2014)."""
+    h = np.full(len(words[0]), 0x9E3779B97F4A7C15, np.uint64)
+    for column in (w[:, j] for w in words for j in range(w.shape[1])):
+        h ^= column
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    return h
+
+
+def _packed_words(rows: np.ndarray) -> np.ndarray:
+    """Boolean rows as unsigned 64-bit words (their bits packed, zero-padded to whole words)."""
+    packed = np.packbits(rows, axis=1)
+    if packed.shape[1] % 8:
+        packed = np.pad(packed, ((0, 0), (0, -packed.shape[1] % 8)))
+    return packed.view(np.uint64)
+
+
+def distinct_rows(pre: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of each distinct pair of rows ``(pre[r], post[r])``, in row order, and how
+    many rows equal it. Rows are grouped by a 64-bit hash of their bits, then compared bit for
+    bit; should two different rows share a hash, numpy's exact row sort decides instead.
+
+    >>> pre = np.array([[1, 0], [0, 1], [1, 0]], bool)
+    >>> [a.tolist() for a in distinct_rows(pre, pre)]
+    [[0, 1], [2, 1]]
+    """
+    words = [_packed_words(pre), _packed_words(post)]
+    hashes = _row_hashes(words)
+    order = np.argsort(hashes, kind="stable")  # equal hashes in row order
+    hashes = hashes[order]
+    starts = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])
+    sizes = np.diff(np.r_[starts, len(order)])
+    heads = order[np.repeat(starts, sizes)]  # per sorted row: the first row of its hash
+    same = np.ones(len(order), bool)
+    for w in words:
+        for b in row_blocks(len(order), w.shape[1]):
+            same[b] &= (w[order[b]] == w[heads[b]]).all(axis=1)
+    if same.all():
+        first, count = order[starts], sizes
+    else:  # a hash shared by different rows
+        _, first, count = np.unique(np.concatenate(words, axis=1), axis=0, return_index=True, return_counts=True)
+    by_row = np.argsort(first, kind="stable")
+    return first[by_row], count[by_row]
 
 
 def _demand_of_ten(data) -> Demand:
@@ -475,14 +550,9 @@ def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[fl
     """
     if not len(demand):
         return 0, "inbound", None
-    pre, post = demand.pre, demand.post
-    n_pre, n_post = pre.sum(axis=1), post.sum(axis=1)
-    comb = demand.combining[:, None]
-    into = post & np.where(comb, (n_pre[:, None] - pre) > 0, ~pre)
-    out_of = np.where(comb, pre, pre & (n_pre[:, None] == 1)) & ((n_post[:, None] - post) > 0)
+    needs = _node_needs(demand, weight)
     best_v = (0, "inbound", None)
-    for name, mask, ends in (("inbound", into, arcs.dst), ("outbound", out_of, arcs.src)):
-        need = weight @ mask
+    for name, need, ends in (("inbound", needs[0], arcs.dst), ("outbound", needs[1], arcs.src)):
         seen: dict = {}
         for v in arcs.nodes[need[arcs.nodes] > 0].tolist():
             idx = np.flatnonzero(ends == v)
@@ -492,6 +562,35 @@ def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[fl
             if seen[key] > best_v[0]:
                 best_v = (seen[key], name, v)
     return best_v
+
+
+def _node_needs(demand: Demand, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per node ``v``: the ``weight`` of the rows that must cross into ``{v}`` (it needs them
+    and does not hold them; combining: it needs the result and another node contributes) and
+    of those that must leave it (it alone holds them, or contributes, and another node needs
+    them); a block of rows at a time."""
+    n = demand.pre.shape[1]
+    into, out_of = np.zeros(n), np.zeros(n)
+    _add_node_needs(np.ascontiguousarray(demand.pre), np.ascontiguousarray(demand.post), demand.combining,
+                    np.asarray(weight, dtype=float), into, out_of)
+    return into, out_of
+
+
+@njit(cache=True, nogil=True)
+def _add_node_needs(pre, post, combining, weight, into, out_of):
+    """:func:`_node_needs` in one pass over the rows: ``into[v]`` and ``out_of[v]`` grow by
+    each row's weight where the row must enter or leave ``{v}``."""
+    for r in range(pre.shape[0]):
+        n_pre, n_post = 0, 0
+        for v in range(pre.shape[1]):
+            n_pre += pre[r, v]
+            n_post += post[r, v]
+        for v in range(pre.shape[1]):
+            held, needed = pre[r, v], post[r, v]
+            if needed and ((n_pre > held) if combining[r] else not held):
+                into[v] += weight[r]
+            if held and (combining[r] or n_pre == 1) and n_post > needed:
+                out_of[v] += weight[r]
 
 
 @dataclass
@@ -600,7 +699,7 @@ def _order(arcs: Arcs, demand: Demand, first: Iterable[int]) -> list[int]:
     collective are exact only at a contributor (:func:`cut_search`), and a set with demand
     has a contributor outside it, so its first node outside, in this order, is one."""
     nodes = arcs.nodes.tolist()
-    active = set(np.flatnonzero((demand.pre | demand.post).any(axis=0)).tolist())
+    active = set(np.flatnonzero(demand.pre.any(axis=0) | demand.post.any(axis=0)).tolist())
     return list(dict.fromkeys([v for v in first if v in active] + [v for v in nodes if v in active] + nodes))
 
 
@@ -832,7 +931,10 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
     row_of = np.full(n, -1)
     row_of[srcs] = np.arange(len(srcs))
     out = np.zeros(len(demand))
-    for r in range(len(demand)):
+    single = ~demand.combining & (demand.pre.sum(axis=1) == 1)
+    _single_holder_crossings(np.ascontiguousarray(demand.pre), np.ascontiguousarray(demand.post),
+                             np.flatnonzero(single), min_in, D, row_of, out)
+    for r in np.flatnonzero(~single).tolist():
         pre, post = demand.pre[r], demand.post[r]
         H = np.flatnonzero(pre)
         if demand.combining[r]:
@@ -848,6 +950,23 @@ def crossings(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> np.ndarray:
             far = float(D[np.ix_(row_of[H], P)].min(axis=0).max())
         out[r] = max(spread, far)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _single_holder_crossings(pre, post, rows, min_in, D, row_of, out):
+    """:func:`crossings` of the non-combining ``rows`` held by one node each: the larger of
+    the cheapest in-links of the nodes needing the chunk and the farthest of them from the
+    holder (``D[row_of[holder]]``)."""
+    for r in rows:
+        h = 0
+        while not pre[r, h]:
+            h += 1
+        spread, far = 0.0, -np.inf
+        for v in range(pre.shape[1]):
+            if post[r, v] and not pre[r, v]:
+                spread += min_in[v]
+                far = max(far, D[row_of[h], v])
+        out[r] = max(spread, far)
 
 
 def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
@@ -879,6 +998,13 @@ def _alpha_weights(arcs: Arcs) -> tuple[np.ndarray, float]:
 
 ARRIVAL_CELLS = 4_000_000  # chunks x nodes above which the arrival bound is not computed (memory, time)
 ARRIVAL_BUDGET_S = 1.0  # seconds the arrival bound may spend on nodes (at most the models' budget)
+
+
+def _too_many_cells(chunks: int, nodes: int) -> Bound | None:
+    """The arrival bound refused for an instance of over :data:`ARRIVAL_CELLS` chunks x nodes."""
+    if chunks * nodes <= ARRIVAL_CELLS:
+        return None
+    return not_computed("timesteps", "arrivals", f"{chunks} chunks x {nodes} nodes is over {ARRIVAL_CELLS} cells")
 
 
 def arrival_bound(data, budget_s: float = ARRIVAL_BUDGET_S) -> Bound:
@@ -916,8 +1042,8 @@ def arrival_bound(data, budget_s: float = ARRIVAL_BUDGET_S) -> Bound:
     """
     t0 = time.perf_counter()
     C, S = data.pre.shape
-    if C * S > ARRIVAL_CELLS:
-        return not_computed("timesteps", "arrivals", f"{C} chunks x {S} nodes is over {ARRIVAL_CELLS} cells")
+    if (refused := _too_many_cells(C, S)) is not None:
+        return refused
     plain = np.array([not c.combining for c in data.instance.collectives], bool)[data.group]
     need = data.post & ~data.pre & plain[:, None]
     if not need.any():
@@ -1158,9 +1284,13 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
                         lag.min(axis=0))
     parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
+    C, S = sum(c.num_chunks for c in instance.collectives), instance.topology.size
     try:
-        data = prepare(instance, 1, None, timestep, switch_copy=True, native=True)
-        parts.append(arrival_bound(data, min(budget_s, ARRIVAL_BUDGET_S)))
+        if (refused := _too_many_cells(C, S)) is not None:  # said before the TEN's data is built
+            parts.append(refused)
+        else:
+            data = prepare(instance, 1, None, timestep, switch_copy=True, native=True)
+            parts.append(arrival_bound(data, min(budget_s, ARRIVAL_BUDGET_S)))
     except NotSupported as e:
         parts.append(not_computed("timesteps", "arrivals", str(e)))
     if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays

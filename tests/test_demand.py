@@ -1,0 +1,181 @@
+"""The demand the lower bounds read (tens/bounds.py): its distinct rows, the per-node needs and the
+per-row crossings, against plain whole-matrix formulas written out here, with any block size.
+That the bounds built on them stay valid is tests/test_bounds.py's business (optima, schedules)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collsynth.instances.collective import KINDS, ROOTED
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.tens import bounds
+
+
+@st.composite
+def bool_rows(draw):
+    """Two boolean matrices of equal shape, many of whose rows repeat."""
+    rows, width = draw(st.integers(1, 30)), draw(st.integers(1, 70))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    pre, post = rng.random((rows, width)) < 0.3, rng.random((rows, width)) < 0.3
+    copies = rng.integers(0, rows, rows // 2)
+    pre[copies], post[copies] = pre[0], post[0]
+    return pre, post
+
+
+def _by_numpy(pre, post):
+    keys = np.concatenate([np.packbits(pre, axis=1), np.packbits(post, axis=1)], axis=1)
+    _, first, count = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    return first[order].tolist(), count[order].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(bool_rows())
+def test_distinct_rows_are_numpys_unique_rows_in_row_order(pair):
+    first, count = bounds.distinct_rows(*pair)
+    assert (first.tolist(), count.tolist()) == _by_numpy(*pair)
+
+
+@settings(max_examples=40, deadline=None)
+@given(bool_rows())
+def test_distinct_rows_survive_every_hash_colliding(pair):
+    """A hash shared by different rows: the bit-for-bit check catches it and sorts exactly."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bounds, "_row_hashes", lambda words: np.zeros(len(words[0]), np.uint64))
+        first, count = bounds.distinct_rows(*pair)
+    assert (first.tolist(), count.tolist()) == _by_numpy(*pair)
+
+
+@st.composite
+def instances(draw):
+    """Every kind on a small ring, torus or complete graph, on all NPUs or some of them."""
+    gen, params = draw(st.sampled_from([("ring", {"nodes": 5}), ("torus", {"dims": [2, 3]}),
+                                        ("complete", {"nodes": 4})]))
+    topo = build(gen, params)
+    kind = draw(st.sampled_from(KINDS))
+    nodes = topo.npus
+    if kind not in ROOTED and draw(st.booleans()):
+        nodes = draw(st.lists(st.sampled_from(topo.npus), min_size=2, max_size=len(nodes), unique=True))
+    root = draw(st.sampled_from(nodes)) if kind in ROOTED else None
+    return make_instance(topo, kind, chunks_per_node=draw(st.integers(1, 3)), message_bytes=6e5, root=root,
+                         nodes=nodes)
+
+
+def _reference_rows(instance) -> Counter:
+    """(collective, pre row, post row) -> chunks, for every chunk that must move somewhere."""
+    rows: Counter = Counter()
+    for g, coll in enumerate(instance.collectives):
+        for pre, post in zip(coll.precondition, coll.postcondition):
+            if pre.any() and post.any() and (coll.combining or (post & ~pre).any()):
+                rows[g, pre.tobytes(), post.tobytes()] += 1
+    return rows
+
+
+@settings(max_examples=120, deadline=None)
+@given(instances(), st.sampled_from([None, 3, 40]))
+def test_demand_rows_are_the_moving_chunks_grouped(inst, cells):
+    """Each distinct (pre, post) row once, with its chunk count and bytes, whatever the block."""
+    with pytest.MonkeyPatch.context() as mp:
+        if cells is not None:
+            mp.setattr(bounds, "BLOCK_CELLS", cells)
+        d = bounds.demand_of(inst)
+    got = Counter({(int(g), p.tobytes(), q.tobytes()): int(c) for g, p, q, c in zip(d.group, d.pre, d.post, d.count)})
+    assert got == _reference_rows(inst) and len(got) == len(d)
+    sizes = np.array([c.chunk_bytes for c in inst.collectives])
+    assert np.allclose(d.nbytes, d.count * sizes[d.group], rtol=1e-12)
+    assert (d.combining == np.array([c.combining for c in inst.collectives])[d.group]).all()
+
+
+def _needs_by_formula(demand, weight):
+    pre, post = demand.pre, demand.post
+    n_pre, n_post = pre.sum(axis=1), post.sum(axis=1)
+    into = np.zeros(pre.shape[1])
+    out_of = np.zeros(pre.shape[1])
+    for r in range(len(demand)):
+        for v in range(pre.shape[1]):
+            others_hold = n_pre[r] - pre[r, v] > 0
+            if post[r, v] and (others_hold if demand.combining[r] else not pre[r, v]):
+                into[v] += weight[r]
+            alone = demand.combining[r] or n_pre[r] == 1
+            if pre[r, v] and alone and n_post[r] - post[r, v] > 0:
+                out_of[v] += weight[r]
+    return into, out_of
+
+
+def _crossings_by_formula(arcs, demand, w):
+    """Per row: the old whole-row formula (the cheapest in-links of every needing node, or the
+    farthest needing node from the nearest holder, whichever is more; combining rows too)."""
+    n = arcs.size
+    min_in, min_out = np.full(n, np.inf), np.full(n, np.inf)
+    np.minimum.at(min_in, arcs.dst, w)
+    np.minimum.at(min_out, arcs.src, w)
+    D = bounds.shortest_paths(arcs, w, np.arange(n))
+    out = []
+    for pre, post, comb in zip(demand.pre, demand.post, demand.combining):
+        H = np.flatnonzero(pre)
+        if comb:
+            fed = post & ((pre.sum() - pre) > 0)
+            gossip = min_out[pre].sum() + min_in[post].sum() - (np.where(pre, min_out, 0) + np.where(post, min_in, 0)).max()
+            spread = max(min_out[pre & ~post].sum(), min_in[fed].sum(), gossip)
+            far = D[np.ix_(H, np.flatnonzero(post))].max()
+        else:
+            P = np.flatnonzero(post & ~pre)
+            spread, far = min_in[P].sum(), D[np.ix_(H, P)].min(axis=0).max()
+        out.append(max(spread, far))
+    return np.array(out)
+
+
+@settings(max_examples=120, deadline=None)
+@given(instances(), st.integers(0, 2**32 - 1))
+def test_node_needs_and_crossings_are_the_whole_matrix_formulas(inst, seed):
+    demand, arcs = bounds.demand_of(inst), bounds.arcs_of(inst.topology)
+    weight = np.random.default_rng(seed).integers(1, 9, len(demand)).astype(float)  # sums exact in any order
+    into, out_of = bounds._node_needs(demand, weight)
+    want_in, want_out = _needs_by_formula(demand, weight)
+    assert into.tolist() == want_in.tolist() and out_of.tolist() == want_out.tolist()
+    lengths = np.random.default_rng(seed).integers(1, 4, len(arcs.src)).astype(float)
+    for w in (np.ones(len(arcs.src)), lengths):
+        assert bounds.crossings(arcs, demand, w).tolist() == _crossings_by_formula(arcs, demand, w).tolist()
+
+
+@settings(max_examples=120, deadline=None)
+@given(bool_rows(), st.integers(0, 2**32 - 1))
+def test_node_needs_and_crossings_of_any_rows(pair, seed):
+    """Rows no collective makes alone (several holders of a copied chunk: a TEN state), mixed
+    with combining rows, on a ring with random link lengths."""
+    pre, post = pair
+    rng = np.random.default_rng(seed)
+    n, rows = pre.shape[1] + 1, np.arange(len(pre))
+    pre, post = np.c_[pre, np.zeros(len(pre), bool)], np.c_[post, np.zeros(len(pre), bool)]
+    pre[rows, rng.integers(0, n, len(pre))] = True  # a holder and a node needing each row
+    post[rows, rng.integers(0, n, len(pre))] = True
+    combining = rng.random(len(pre)) < 0.3
+    post[~combining] |= ~pre[~combining] & (rng.random(((~combining).sum(), n)) < 0.5)
+    keep = combining | (post & ~pre).any(axis=1)
+    d = bounds.Demand(pre[keep], post[keep], combining[keep], np.ones(keep.sum(), np.int64), np.ones(keep.sum()),
+                      np.zeros(keep.sum(), np.int64))
+    weight = rng.integers(1, 9, len(d)).astype(float)
+    into, out_of = bounds._node_needs(d, weight)
+    want_in, want_out = _needs_by_formula(d, weight)
+    assert into.tolist() == want_in.tolist() and out_of.tolist() == want_out.tolist()
+    arcs = bounds.arcs_of(build("ring", {"nodes": max(n, 3)}))
+    d = bounds.Demand(*(np.c_[m, np.zeros((len(d), max(n, 3) - n), bool)] for m in (d.pre, d.post)),
+                      d.combining, d.count, d.nbytes, d.group)
+    w = rng.integers(1, 4, len(arcs.src)).astype(float)
+    assert bounds.crossings(arcs, d, w).tolist() == _crossings_by_formula(arcs, d, w).tolist()
+
+
+def test_a_demand_whose_every_chunk_moves_is_the_collectives_own_matrices():
+    """No copy of the condition matrices when every row moves and no two are alike (on an
+    all-to-all of 1,024 nodes each matrix is a GiB); an all-to-all drops the chunks a node
+    keeps for itself."""
+    full = make_instance(build("ring", {"nodes": 6}), "allgather")
+    g = bounds.demand_of(full)
+    assert g.pre is full.collective.precondition and g.post is full.collective.postcondition
+    assert len(bounds.demand_of(make_instance(build("ring", {"nodes": 6}), "alltoall"))) == 30  # 36 pairs less 6
