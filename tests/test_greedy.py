@@ -404,3 +404,22 @@ def test_bad_parameters_are_input_errors():
         greedy.produce(inst, Options(params={"endgame": -1}))
     with pytest.raises(InputError, match="params.matching"):
         greedy.synthesize(inst, 0, matching="best")
+
+
+def test_holdings_over_the_memory_budget_are_refused_and_parallel_seeds_capped(monkeypatch):
+    """The engine's holdings are dense (node x chunk id): an instance one seed's do not fit is
+    refused up front, naming the field that makes it big, instead of being killed by the
+    system; seeds run side by side only as far as the budget holds them."""
+    from collsynth.limits import MEMORY_ENV, TooBig
+
+    inst = make_instance(build("torus", {"dims": [4, 4]}), "allgather")
+    one_seed = greedy.HOLDING_BYTES * 16 * 16
+    monkeypatch.setenv(MEMORY_ENV, str(one_seed - 1))
+    with pytest.raises(TooBig) as err:
+        greedy.produce(inst, Options(starts=2))
+    assert err.value.where == "topology.dims" and "holdings of 16 nodes x 16 chunks" in err.value.what
+    monkeypatch.setenv(MEMORY_ENV, str(one_seed + 1))
+    out = greedy.produce(inst, Options(starts=2, params={"workers": 2}))
+    assert out.extra["workers"] == 1 and out.extra["seeds"] == [0, 1] and out.status == "heuristic"
+    monkeypatch.setenv(MEMORY_ENV, str(3 * one_seed))
+    assert greedy.produce(inst, Options(starts=2, params={"workers": 2})).extra["workers"] == 2

@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ... import InputError
-from ...limits import Deadline, TimeLimitReached
+from ...limits import Deadline, TimeLimitReached, memory_budget, require
+from ...instances import size
 from ...instances.collective import Collective
 from ...instances.instance import Instance
 from ...instances.topology import Topology
@@ -129,6 +130,21 @@ def _to_schedule(kind: str, res: Result, topology: Topology, chunks: int, op=Non
         kind, topology.size, chunks, chunk=res.chunk, src=res.src, dst=res.dst, step=res.step,
         op=op, meta=meta,
     )
+
+
+HOLDING_BYTES = 17  # per node x chunk id of one seed's holdings and requests, its peak through a run (an
+# all-to-all on a 16x32 torus: 17.0, on 32x32: 15.7; peak resident set over node x used chunk ids)
+
+
+def _seeds_that_fit(instance: Instance) -> int:
+    """How many seeds' holdings fit the memory budget side by side (:data:`HOLDING_BYTES` a node
+    and chunk id: the engine's matrices are dense); refuses (:class:`~collsynth.limits.TooBig`)
+    an instance one seed does not fit."""
+    cells = instance.topology.size * sum(c.num_used_chunks for c in instance.collectives)
+    need = HOLDING_BYTES * cells
+    require(need, size.estimate(instance, horizon=1).field,
+            f"the greedy's holdings of {instance.topology.size:,} nodes x {cells // instance.topology.size:,} chunks")
+    return max(1, int(memory_budget()[0] // max(need, 1)))
 
 
 def _chunk_bytes(instance: Instance) -> float:
@@ -426,12 +442,14 @@ def produce(instance: Instance, options: Options) -> Outcome:
     t0 = time.perf_counter()
     deadline = options.timer()
     seeds = range(options.seed, options.seed + options.starts)
-    best, runs = multi_start(instance, seeds, params, params.get("workers"), deadline)
+    workers = min(params.get("workers") or os.cpu_count() or 1, _seeds_that_fit(instance))
+    best, runs = multi_start(instance, seeds, params, workers, deadline)
     wall = time.perf_counter() - t0
     bound = _bound_in_time(instance, params.get("timestep"), deadline, found=best is not None)
     steps = [r["steps"] for r in runs if r["violation"] is None]
     extra = {
         "starts": options.starts,
+        "workers": min(workers, options.starts),
         "seeds": [r["seed"] for r in runs],
         "steps_min": min(steps) if steps else None,
         "steps_median": statistics.median(steps) if steps else None,
@@ -464,7 +482,8 @@ PARAMS = (
     Param("endgame", int, ENDGAME, "timesteps before a node's last request when its in-links take the rarest "
           "chunks first (0: off)", low=0),
     Param("timestep", float, None, "seconds per TEN timestep (default: the cheapest link's cost per chunk)"),
-    Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed)", low=1),
+    Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed and as many "
+                                "as the memory budget holds)", low=1),
     Param("switch_copy", bool, SWITCH_COPY, "kept switch nodes forward one arrival on several out-links (multicast, "
                                             "TE-CCL's default); false: one out-send per arrival"),
 )
