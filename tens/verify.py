@@ -281,8 +281,9 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
         run = lambda c0, c1, detail: kern.simulate_combining(  # noqa: E731
             starts, index, src, dst, step, lo, hi, op, denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
     else:
+        words = kern.row_words(post)
         run = lambda c0, c1, detail: kern.simulate_copy(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, switch, c0, c1, detail)
+            starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, words, switch, c0, c1, detail)
     res = run(0, nc, False)
     i, c, post_c = int(res[1]), int(res[3]), int(res[5 if coll.combining else 4])
     if i == kern.NONE and post_c < 0:

@@ -341,8 +341,12 @@ def _step_end(step, p0, b):
 
 
 @njit(cache=True, nogil=True)
-def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, switch, c0, c1, detail):
+def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, post_words, switch, c0, c1,
+                  detail):
     """Boolean holdings of the chunks ``c0 .. c1 - 1`` of a copying collective.
+
+    ``post_words``: the postcondition's rows read eight nodes at a time (:func:`row_words`), so
+    that a chunk few nodes need (all-to-all) is checked without reading every node's byte.
 
     ``switch[v]``: node ``v`` is a switch, which holds nothing: a send into it delivers
     nothing and a send out of it is not checked here (the switch rules are checked on their
@@ -381,9 +385,8 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, pos
                     mask[g] = not H[u * nseg + g]
         if bad or best_i != NONE or post_c >= 0:
             continue
-        for v in range(size):
-            if not post[c, v]:
-                continue
+        v = _next_needing(post, post_words, c, 0)
+        while v < size:
             lacking = False
             for g in range(nseg):
                 held = H[v * nseg + g] if stamp[v] == c else pre[c, v]
@@ -396,8 +399,33 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, pos
                     for g in range(nseg):
                         mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
                 break
+            v = _next_needing(post, post_words, c, v + 1)
     _unmark(seg_of, pts, marked)
     return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
+
+
+def row_words(rows: np.ndarray) -> np.ndarray:
+    """A boolean matrix's rows as unsigned 64-bit words, eight columns a word (a view, no copy),
+    when its rows are whole words; else no words (``shape[1] == 0``): :func:`_next_needing`
+    then reads column by column."""
+    if rows.shape[1] % 8 or not rows.flags.c_contiguous:
+        return np.zeros((len(rows), 0), np.uint64)
+    return rows.view(np.uint64)
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _next_needing(post, post_words, c, v):
+    """The first node from ``v`` on whose postcondition has chunk ``c`` (``post.shape[1]`` if
+    none), passing eight nodes at once over a zero word of ``post_words``."""
+    size = post.shape[1]
+    while v < size:
+        if (v & 7) == 0 and (v >> 3) < post_words.shape[1] and post_words[c, v >> 3] == 0:
+            v += 8
+        elif post[c, v]:
+            return v
+        else:
+            v += 1
+    return size
 
 
 @_borrowing
