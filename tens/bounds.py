@@ -969,6 +969,14 @@ def _single_holder_crossings(pre, post, rows, min_in, D, row_of, out):
         out[r] = max(spread, far)
 
 
+def warm(instance: Instance) -> None:
+    """Compile (or load from numba's cache) the kernels that read the demand, on a small
+    ``instance``: the per-node needs and the crossings of rows with one holder."""
+    arcs, demand = arcs_of(instance.topology), demand_of(instance)
+    _node_needs(demand, demand.nbytes)
+    crossings(arcs, demand, np.ones(len(arcs.src)))
+
+
 def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
                   occupancy: np.ndarray | None = None, per_timestep: np.ndarray | None = None) -> Bound:
     """Every link at once (the set of all links): the demand times the links each chunk must
