@@ -475,7 +475,7 @@ class _Run:
 def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generator, *,
           distances: np.ndarray | None = None, rules: Rules = Rules(),
           busy: dict[int, np.ndarray] | None = None, max_steps: int | None = None,
-          deadline: Deadline | None = None) -> Result:
+          deadline: Deadline | None = None, copy: bool = True) -> Result:
     """Run the greedy from holdings ``avail`` until every request in ``want`` is met.
 
     ``avail[node, chunk]``: the step at the end of which ``node`` holds ``chunk`` at the start
@@ -485,8 +485,10 @@ def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generat
     gives link slots already taken in that step (by another part of a concurrent schedule).
     Returns the sends with ``step`` = the arrival timestep. Past ``deadline`` (checked once per
     timestep) it stops with :class:`~collsynth.limits.TimeLimitReached` saying how far it got.
+    ``copy=False``: ``avail`` (32-bit, C order) is the caller's to give up: the run's holdings
+    grow in it rather than in a copy (an all-to-all on 1,024 nodes: 4 GiB fewer).
     """
-    A = np.array(avail, dtype=np.int32, copy=True)
+    A = np.array(avail, dtype=np.int32, order="C", copy=True if copy else None)  # None: only if it must
     want = np.ascontiguousarray(want & (A == INF))  # requests met by the initial holdings drop
     run = _Run(lk, A, want, rng, rules, distances, busy, max_steps)
     requests = int(want.sum())
