@@ -879,17 +879,27 @@ def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float,
 
 
 def _farthest_of_single_holders(D: np.ndarray, row_of: np.ndarray, demand: Demand, rows: np.ndarray,
-                                far: np.ndarray, pairs: np.ndarray, batch: int = 256) -> None:
+                                far: np.ndarray, pairs: np.ndarray) -> None:
     """For the rows ``rows`` held by one node each: the farthest node needing the row's chunks
-    (``far[r]``, ``pairs[r] = (holder, node)``), a batch of rows at a time."""
-    for lo in range(0, len(rows), batch):
-        rs = rows[lo:lo + batch]
-        holder = demand.pre[rs].argmax(axis=1)
-        need = demand.post[rs] & ~demand.pre[rs]
-        dist = np.where(need, D[row_of[holder]], -np.inf)
-        j = dist.argmax(axis=1)
-        far[rs] = dist[np.arange(len(rs)), j]
-        pairs[rs, 0], pairs[rs, 1] = holder, j
+    (``far[r]``, ``pairs[r] = (holder, node)``, the first such node; ``-inf`` and node 0 for
+    a row no node lacks)."""
+    _farthest_kernel(np.ascontiguousarray(demand.pre), np.ascontiguousarray(demand.post), rows,
+                     np.ascontiguousarray(D, dtype=float), row_of, far, pairs)
+
+
+@njit(cache=True, nogil=True)
+def _farthest_kernel(pre, post, rows, D, row_of, far, pairs):
+    """:func:`_farthest_of_single_holders` in one pass over the rows."""
+    for r in rows:
+        h = 0
+        while not pre[r, h]:
+            h += 1
+        best, node = -np.inf, 0
+        for v in range(pre.shape[1]):
+            if post[r, v] and not pre[r, v] and D[row_of[h], v] > best:
+                best, node = D[row_of[h], v], v
+        far[r] = best
+        pairs[r, 0], pairs[r, 1] = h, node
 
 
 def _distance_bound(model: str, arcs: Arcs, demand: Demand, arc_weight: np.ndarray, scale: float = 1.0) -> Bound:
@@ -971,10 +981,12 @@ def _single_holder_crossings(pre, post, rows, min_in, D, row_of, out):
 
 def warm(instance: Instance) -> None:
     """Compile (or load from numba's cache) the kernels that read the demand, on a small
-    ``instance``: the per-node needs and the crossings of rows with one holder."""
+    ``instance``: the per-node needs, and the crossings and farthest nodes of rows with one
+    holder."""
     arcs, demand = arcs_of(instance.topology), demand_of(instance)
     _node_needs(demand, demand.nbytes)
     crossings(arcs, demand, np.ones(len(arcs.src)))
+    distance(arcs, demand, np.ones(len(arcs.src)))
 
 
 def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,

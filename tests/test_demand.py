@@ -1,5 +1,6 @@
-"""The demand the lower bounds read (tens/bounds.py): its distinct rows, the per-node needs and the
-per-row crossings, against plain whole-matrix formulas written out here, with any block size.
+"""The demand the lower bounds read (tens/bounds.py): its distinct rows, the per-node needs, the
+per-row crossings and the distance, against plain whole-matrix formulas written out here, with
+any block size.
 That the bounds built on them stay valid is tests/test_bounds.py's business (optima, schedules)."""
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def test_node_needs_and_crossings_are_the_whole_matrix_formulas(inst, seed):
     lengths = np.random.default_rng(seed).integers(1, 4, len(arcs.src)).astype(float)
     for w in (np.ones(len(arcs.src)), lengths):
         assert bounds.crossings(arcs, demand, w).tolist() == _crossings_by_formula(arcs, demand, w).tolist()
+        _check_distance(arcs, demand, w)
 
 
 @settings(max_examples=120, deadline=None)
@@ -169,6 +171,19 @@ def test_node_needs_and_crossings_of_any_rows(pair, seed):
                       d.combining, d.count, d.nbytes, d.group)
     w = rng.integers(1, 4, len(arcs.src)).astype(float)
     assert bounds.crossings(arcs, d, w).tolist() == _crossings_by_formula(arcs, d, w).tolist()
+    _check_distance(arcs, d, w)
+
+
+def _check_distance(arcs, demand, w):
+    """The distance bound is the farthest needed (chunk, node) from its nearest holder (from
+    its farthest contributor, combining), and its witness pair is that far apart."""
+    D = bounds.shortest_paths(arcs, w, np.arange(arcs.size))
+    far = 0.0
+    for pre, post, comb in zip(demand.pre, demand.post, demand.combining):
+        sub = D[np.ix_(np.flatnonzero(pre), np.flatnonzero(post if comb else post & ~pre))]
+        far = max(far, float((sub.max(axis=0) if comb else sub.min(axis=0)).max()))
+    value, pair = bounds.distance(arcs, demand, w)
+    assert value == far and (pair is None if far == 0 else D[pair] == far)
 
 
 def test_a_demand_whose_every_chunk_moves_is_the_collectives_own_matrices():
