@@ -135,8 +135,9 @@ def _to_schedule(kind: str, res: Result, topology: Topology, chunks: int, op=Non
     )
 
 
-HOLDING_BYTES = 14  # per node x chunk id of one seed's holdings and requests, its peak through a run (an
-# all-to-all on a 16x32 torus: 13.9, on 32x32: 10.4; peak resident set over node x used chunk ids)
+HOLDING_BYTES = 18  # per node x chunk id: one seed's holdings and requests at their peak through a run (an
+# all-to-all on a 16x32 torus: 13.9, on 32x32: 10.4, peak resident set over node x used chunk ids), plus
+# the lower bounds' process beside it (4.0 on 32x32)
 
 
 def _seeds_that_fit(instance: Instance) -> int:
