@@ -293,9 +293,10 @@ def warm(instance: Instance, producer: str) -> None:
 def warm_kernels(combining: bool = True) -> list[str]:
     """Compile (or load from numba's cache) the lower bounds', verification, pricing and judging
     kernels, once per process, before any run's clock starts: a first compile takes tens of
-    seconds, which is no run's bounds, verification or pricing time. Verifies and prices tiny schedules of every kind of
-    send the kernels treat apart (whole and fractional copies, routed sends and, with
-    ``combining``, whole and fractional reductions); returns their violations (none)."""
+    seconds, which is no run's bounds, verification or pricing time. Bounds a 3-node ring, and
+    verifies and prices tiny schedules of every kind of send the kernels treat apart (whole and
+    fractional copies, routed sends and, with ``combining``, whole and fractional reductions);
+    returns their violations (none)."""
     ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
     ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
     half = Fraction(1, 2)

@@ -313,6 +313,8 @@ def distinct_rows(pre: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.nda
     >>> [a.tolist() for a in distinct_rows(pre, pre)]
     [[0, 1], [2, 1]]
     """
+    if not len(pre):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     words = [_packed_words(pre), _packed_words(post)]
     hashes = _row_hashes(words)
     order = np.argsort(hashes, kind="stable")  # equal hashes in row order
@@ -568,7 +570,7 @@ def _node_needs(demand: Demand, weight: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Per node ``v``: the ``weight`` of the rows that must cross into ``{v}`` (it needs them
     and does not hold them; combining: it needs the result and another node contributes) and
     of those that must leave it (it alone holds them, or contributes, and another node needs
-    them); a block of rows at a time."""
+    them); one compiled pass over the rows."""
     n = demand.pre.shape[1]
     into, out_of = np.zeros(n), np.zeros(n)
     _add_node_needs(np.ascontiguousarray(demand.pre), np.ascontiguousarray(demand.post), demand.combining,

@@ -38,9 +38,9 @@ import numpy as np
 
 from ... import InputError
 from ...limits import Deadline, TimeLimitReached, memory_budget, require
-from ...instances import size
 from ...instances.collective import Collective
 from ...instances.instance import Instance
+from ...instances.size import estimate
 from ...instances.topology import Topology
 from ...tens import bounds, cost
 from ...tens import schedule as sched_mod
@@ -146,7 +146,7 @@ def _seeds_that_fit(instance: Instance) -> int:
     an instance one seed does not fit."""
     cells = instance.topology.size * sum(c.num_used_chunks for c in instance.collectives)
     need = HOLDING_BYTES * cells
-    require(need, size.estimate(instance, horizon=1).field,
+    require(need, estimate(instance, horizon=1).field,
             f"the greedy's holdings of {instance.topology.size:,} nodes x {cells // instance.topology.size:,} chunks")
     return max(1, int(memory_budget()[0] // max(need, 1)))
 
