@@ -35,6 +35,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import InputError
+from .size import chunk_ids
 
 KINDS = (
     "broadcast",
@@ -131,46 +132,41 @@ class Collective:
         >>> make("alltoall", nodes=[0, 2], size=3, chunks_per_node=5).num_used_chunks
         20
         """
-        if self.kind in ("broadcast", "reduce"):
-            return self.chunks_per_node
-        shards = len(self.nodes) ** 2 if self.kind == "alltoall" else len(self.nodes)
-        return shards * self.chunks_per_node
+        return chunk_ids(self.kind, len(self.nodes), self.chunks_per_node)
 
     @cached_property
     def _conditions(self) -> tuple[np.ndarray, np.ndarray]:
         """Both condition matrices, built together once."""
-        c, s, kind = self.chunks_per_node, self.size, self.kind
-        ranks = np.asarray(self.nodes, dtype=np.int64)
-        pre = np.zeros((self.num_chunks, s), dtype=bool)
+        c, kind = self.chunks_per_node, self.kind
+        ranks = np.sort(np.asarray(self.nodes, dtype=np.int64))
+        pre = np.zeros((self.num_chunks, self.size), dtype=bool)
         post = np.zeros_like(pre)
-        j = np.arange(c)
-        owned = (ranks[:, None] * c + j[None, :]).ravel()  # chunk ids owned by participants
+        ids = self.used_chunks  # by rank, then piece (all-to-all: source, destination, piece)
         owner = np.repeat(ranks, c)
         if kind == "allgather":
-            pre[owned, owner] = True
-            post[np.ix_(owned, ranks)] = True
+            pre[ids, owner] = True
+            post[np.ix_(ids, ranks)] = True
         elif kind == "gather":
-            pre[owned, owner] = True
-            post[owned, self.root] = True
+            pre[ids, owner] = True
+            post[ids, self.root] = True
         elif kind == "scatter":
-            pre[owned, self.root] = True
-            post[owned, owner] = True
+            pre[ids, self.root] = True
+            post[ids, owner] = True
         elif kind == "reduce_scatter":
-            pre[np.ix_(owned, ranks)] = True
-            post[owned, owner] = True
+            pre[np.ix_(ids, ranks)] = True
+            post[ids, owner] = True
         elif kind == "allreduce":
-            pre[np.ix_(owned, ranks)] = True
-            post[np.ix_(owned, ranks)] = True
+            pre[np.ix_(ids, ranks)] = True
+            post[np.ix_(ids, ranks)] = True
         elif kind == "broadcast":
-            pre[j, self.root] = True
-            post[np.ix_(j, ranks)] = True
+            pre[ids, self.root] = True
+            post[np.ix_(ids, ranks)] = True
         elif kind == "reduce":
-            pre[np.ix_(j, ranks)] = True
-            post[j, self.root] = True
+            pre[np.ix_(ids, ranks)] = True
+            post[ids, self.root] = True
         elif kind == "alltoall":
             src = np.repeat(ranks, len(ranks))
             dst = np.tile(ranks, len(ranks))
-            ids = ((src * s + dst)[:, None] * c + j[None, :]).ravel()
             pre[ids, np.repeat(src, c)] = True
             post[ids, np.repeat(dst, c)] = True
         return pre, post

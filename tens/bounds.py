@@ -889,13 +889,20 @@ def _farthest_of_single_holders(D: np.ndarray, row_of: np.ndarray, demand: Deman
                      np.ascontiguousarray(D, dtype=float), row_of, far, pairs)
 
 
+@njit(cache=True, nogil=True, inline='always')
+def _holder(pre, r):
+    """The first node holding row ``r`` (rows given to it have one)."""
+    h = 0
+    while not pre[r, h]:
+        h += 1
+    return h
+
+
 @njit(cache=True, nogil=True)
 def _farthest_kernel(pre, post, rows, D, row_of, far, pairs):
     """:func:`_farthest_of_single_holders` in one pass over the rows."""
     for r in rows:
-        h = 0
-        while not pre[r, h]:
-            h += 1
+        h = _holder(pre, r)
         best, node = -np.inf, 0
         for v in range(pre.shape[1]):
             if post[r, v] and not pre[r, v] and D[row_of[h], v] > best:
@@ -970,9 +977,7 @@ def _single_holder_crossings(pre, post, rows, min_in, D, row_of, out):
     the cheapest in-links of the nodes needing the chunk and the farthest of them from the
     holder (``D[row_of[holder]]``)."""
     for r in rows:
-        h = 0
-        while not pre[r, h]:
-            h += 1
+        h = _holder(pre, r)
         spread, far = 0.0, -np.inf
         for v in range(pre.shape[1]):
             if post[r, v] and not pre[r, v]:
