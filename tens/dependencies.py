@@ -35,6 +35,7 @@ from ..instances.instance import Instance
 from .prefetch import prefetch, prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
+from .ten import SWITCH_COPY, NotSupported, instant_hops, link_delays, link_latency
 
 PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode
 TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
@@ -382,6 +383,12 @@ class Deps:
     order). It reads group ``g_in[q]`` (-1: it needs nothing) and needs its first ``p[q]``
     members. ``pairs`` are the exact (overlapping pieces) pairs ``(q, j)`` when asked for and
     at most :data:`PAIR_BUDGET`; otherwise ``None`` (prefix mode).
+
+    A send out of a switch node needs only the arrival it forwards (``forwards``, the
+    :class:`Forwards` in view positions; :func:`dependencies` with the schedule): every arrival
+    at a switch is then a group of its own when every send moves a whole chunk (the send reads
+    it, ``p`` 1), else the arrivals of one (chunk, switch, step) are a group, read whole (exact
+    with the pairs, conservative in prefix mode).
     """
 
     ga: np.ndarray
@@ -390,6 +397,7 @@ class Deps:
     members: np.ndarray
     gstart: np.ndarray
     pairs: tuple[np.ndarray, np.ndarray] | None
+    forwards: Forwards | None = None
 
     @property
     def groups(self) -> int:
@@ -517,11 +525,15 @@ def _chunk_groups(view: StepView, held: np.ndarray, num_chunks: int, size: int) 
     return ga, g_in, p, members, gstart
 
 
-def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = None) -> Deps:
+def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = None,
+                 schedule: Schedule | None = None) -> Deps:
     """Group the arrivals and locate what every send needs (see :class:`Deps`).
 
     ``want_pairs`` defaults to "the schedule has pieces" (whole chunks need no pairs: the
     prefix is exact for them). The view needs ``chunk``, ``src``, ``dst``, ``lo``, ``hi``.
+    ``schedule`` (the view's) gives the switch rule (its ``meta``: ``switch_copy``, the TEN
+    timestep): a send out of a switch node then needs only the arrival it forwards
+    (:func:`switch_forwards`); without it every earlier arrival at the switch is needed.
     """
     n = len(view)
     ids = _id_ranges(view.chunk, view.src, view.dst) if n else (0, -1, 0, -1, 0, 0)
@@ -533,21 +545,80 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
         ga, g_in, p, members, gstart = _table_groups(view, held, C, size, node_major=same_src > same_chunk)
     else:
         ga, g_in, p, members, gstart = _chunk_groups(view, held, C, size)
+    whole = whole_pieces(view.lo, view.hi, view.denom)
     if want_pairs is None:
-        want_pairs = not whole_pieces(view.lo, view.hi, view.denom)
+        want_pairs = not whole
     deps = Deps(ga, g_in, p, members, gstart, None)
+    if schedule is not None and n and instance.topology.switches:
+        deps = _forwarded(deps, view, schedule, instance, whole)
     if want_pairs:
         return replace(deps, pairs=dependency_pairs_of(view, deps))
     return deps
 
 
+def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instance, whole: bool) -> Deps:
+    """``deps`` with every send out of a switch needing only the arrival it forwards (the
+    switch rule above; :class:`Deps`): arrivals at switches regrouped (one group each when
+    ``whole``, else one per (chunk, switch, step)), groups numbered again by first arrival."""
+    switch = switch_mask(instance.topology)
+    leaving = np.flatnonzero(switch[view.src])
+    if not len(leaving):
+        return deps
+    back = switch_back(schedule, instance)
+    if view.order is not None:
+        back = back[view.order]
+    copy = bool(schedule.meta.get("switch_copy", SWITCH_COPY))
+    fw = switch_forwards(view.chunk, view.src, view.dst, view.lo, view.hi, view.steps[view.rank], back, switch, copy,
+                         view.denom)
+    G = deps.groups
+    key = deps.ga.astype(np.int64)
+    into = np.flatnonzero(fw.run >= 0)
+    key[into] = G + (np.arange(len(into)) if whole else fw.run[into])
+    ga, new, groups = _renumber(key, G + len(into))
+    g_in = np.where(deps.g_in >= 0, new[np.maximum(deps.g_in, 0)], -1).astype(np.int32)
+    p = deps.p.copy()
+    g_in[leaving], p[leaving] = -1, 0
+    members, gstart = counting_order(ga, groups)
+    first = np.r_[True, fw.leave[1:] != fw.leave[:-1]] if len(fw.leave) else np.zeros(0, bool)
+    d, a = fw.leave[first], fw.arrival[first]
+    g_in[d] = ga[a]
+    p[d] = 1 if whole else np.diff(gstart)[ga[a]]
+    return Deps(ga, g_in, p, members, gstart, None, fw)
+
+
+@njit(cache=True, nogil=True)
+def _renumber(key, keys):
+    """Group numbers in the order of first appearance of ``key`` (values below ``keys``):
+    ``(ga, new, groups)``, ``new[k]`` the number of key ``k`` (-1 if absent)."""
+    new = np.full(keys, -1, np.int64)
+    ga = np.empty(len(key), np.int32)
+    groups = 0
+    for i in range(len(key)):
+        k = key[i]
+        if new[k] < 0:
+            new[k] = groups
+            groups += 1
+        ga[i] = new[k]
+    return ga, new, groups
+
+
 def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact pairs ``(q, j)`` of :class:`Deps` (int32 positions, ``q`` ascending, then
-    ``j`` in group order), or ``None`` beyond :data:`PAIR_BUDGET` candidates."""
+    ``j`` in group order), or ``None`` beyond :data:`PAIR_BUDGET` candidates. A send out of a
+    switch is paired with the arrivals it forwards (``deps.forwards``)."""
     total = int(deps.p.sum(dtype=np.int64))
     if total > PAIR_BUDGET:
         return None
-    return _pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
+    fw = deps.forwards
+    if fw is None:
+        return _pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
+    g_in = deps.g_in.copy()
+    g_in[fw.leave] = -1
+    di, dj = _pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
+    i = np.concatenate([di, fw.leave.astype(np.int32)])
+    j = np.concatenate([dj, fw.arrival.astype(np.int32)])
+    by_i = np.argsort(i, kind="stable")
+    return i[by_i], j[by_i]
 
 
 def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
@@ -556,9 +627,205 @@ def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray
     listed by ``i``, then ``j`` in (step, index) order; ``None`` if there are more than
     :data:`PAIR_BUDGET` candidates."""
     view = step_view(schedule)
-    pairs = dependencies(view, instance, want_pairs=True).pairs
+    pairs = dependencies(view, instance, want_pairs=True, schedule=schedule).pairs
     if pairs is None:
         return None
     i, j = view.original(pairs[0]), view.original(pairs[1])
     by_i = np.argsort(i, kind="stable")
     return i[by_i].astype(np.int64), j[by_i].astype(np.int64)
+
+
+# ---- switch nodes: the arrival every send out of a switch forwards -------------------------------
+#
+# A switch kept as a node stores nothing (TE-CCL: Liu et al., "Rethinking Machine Learning
+# Collective Communication as a Multi-Commodity Flow Problem", SIGCOMM 2024, Section 4): a send
+# out of it forwards one particular arrival, not whatever reached it before. The pairing rule
+# (``docs/schedules.md``, "Switch nodes"): a send of chunk ``c`` out of switch ``s`` in step
+# ``t`` forwards from the arrivals of ``c`` at ``s`` at the end of step ``a = t - back`` (its
+# link's steps, one less over an instant hop). At every point of the chunk the arrivals of that
+# step covering it are taken in schedule order and the sends forwarding them in (step, index)
+# order: without ``switch_copy`` the j-th such send forwards the j-th arrival; with it the j-th
+# such send on one out-link does (one arrival may leave on several links, once on each). A send
+# with a point that has no arrival to forward is unpaired (the verifier's violation).
+
+
+def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per send: ``(delay, latency)`` on the TEN timestep the schedule declares
+    (``meta["timestep_s"]``; :func:`collsynth.tens.ten.link_delays` and ``link_latency``), 1 and
+    0 for sends off the links; None without a usable declared timestep."""
+    f = schedule.meta.get("timestep_s")
+    if f is None or not len(schedule):
+        return None
+    topo = instance.topology
+    try:
+        f = float(f)
+        delay, _, _ = link_delays(topo, [c.chunk_bytes for c in instance.collectives], f, switches=True)
+    except (NotSupported, TypeError, ValueError):
+        return None
+    pair = topo.link_arrays.lookup(schedule.src, schedule.dst)
+    group = np.searchsorted(np.asarray(instance.chunk_offsets), schedule.chunk, side="right") - 1
+    on = pair >= 0
+    n = len(schedule)
+    k, lat = np.ones(n, np.int64), np.zeros(n, np.int64)
+    k[on] = delay[np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
+    lat[on] = link_latency(topo, f)[pair[on]]
+    return k, lat
+
+
+def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
+    """Per send: the steps from leaving its source to arriving (1, or its TEN delay plus its
+    latency when the schedule declares the TEN timestep ``meta["timestep_s"]`` it was built on,
+    :func:`ten_timing`; sends off the links count 1)."""
+    timing = ten_timing(schedule, instance)
+    if timing is None:
+        return np.ones(len(schedule), dtype=np.int64)
+    k, lat = timing
+    return k + lat
+
+
+def switch_mask(topology) -> np.ndarray:
+    """bool ``[node]``: the live switch nodes."""
+    mask = np.zeros(topology.size, dtype=bool)
+    mask[[v for v in topology.switches if v in topology.graph]] = True
+    return mask
+
+
+def switch_back(schedule: Schedule, instance: Instance) -> np.ndarray:
+    """Per send: the steps between the arrival a send out of a switch forwards and its own step
+    (:func:`switch_delays`, one less over an instant switch-to-NPU hop,
+    :func:`collsynth.tens.ten.instant_hops`)."""
+    instant = instant_hops(instance.topology, schedule.src, schedule.dst)
+    return switch_delays(schedule, instance) - instant.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Forwards:
+    """Which arrival every send out of a switch forwards (the rule above), in the indices of
+    the arrays given to :func:`switch_forwards`.
+
+    ``leave``, ``arrival``: the pairs (int64), by ``leave`` then ``arrival``; a send of whole
+    chunks forwards one arrival, a piece one per part it takes from a different arrival.
+    ``unpaired``: the leaving sends with a point no arrival serves, ascending. ``run[i]``: for a
+    send into a switch, the number of its (chunk, switch, step) (-1 for the other sends).
+    """
+
+    leave: np.ndarray
+    arrival: np.ndarray
+    unpaired: np.ndarray
+    run: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _grown_pairs(pairs, k):
+    """``pairs`` with room for twice as many rows (the first ``k`` kept)."""
+    out = np.empty((2 * len(pairs), 2), np.int64)
+    out[:k] = pairs[:k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _pair_runs(idx, leaving, key, lo, hi, port, denom, copy, size, n):
+    """The pairing of every run of equal ``key`` (events sorted by key, arrivals first, each
+    part in (step, index) order): ``(pairs, k, unpaired, run)`` as :class:`Forwards` wants
+    them (``pairs[:k]`` unsorted). A run of whole chunks pairs by counting; one with pieces
+    point by point over its breakpoints. ``port``: each send's destination (its out-link)."""
+    m = len(idx)
+    pairs = np.empty((max(16, m), 2), np.int64)
+    k = 0
+    unpaired = np.zeros(n, np.bool_)
+    run = np.full(n, -1, np.int64)
+    count = np.zeros(size, np.int64)
+    cover = np.empty(m, np.int64)
+    pts = np.empty(2 * m, np.int64)
+    runs, a = 0, 0
+    while a < m:
+        b = a
+        while b < m and key[b] == key[a]:
+            b += 1
+        c = a
+        while c < b and not leaving[c]:
+            run[idx[c]] = runs
+            c += 1
+        runs += 1
+        np_ = 0
+        whole = True
+        for x in range(a, b):
+            q = idx[x]
+            whole = whole and lo[q] == 0 and hi[q] == denom
+            pts[np_], pts[np_ + 1] = lo[q], hi[q]
+            np_ += 2
+        cuts = np.unique(pts[:np_]) if not whole else np.array([0, denom], np.int64)
+        for g in range(len(cuts) - 1):
+            p0, p1 = cuts[g], cuts[g + 1]
+            na = 0
+            for x in range(a, c):
+                q = idx[x]
+                if lo[q] <= p0 and hi[q] >= p1:
+                    cover[na] = q
+                    na += 1
+            j = 0
+            for x in range(c, b):
+                q = idx[x]
+                if lo[q] <= p0 and hi[q] >= p1:
+                    if copy:
+                        jj = count[port[q]]
+                        count[port[q]] += 1
+                    else:
+                        jj = j
+                        j += 1
+                    if jj < na:
+                        if k == len(pairs):
+                            pairs = _grown_pairs(pairs, k)
+                        pairs[k, 0], pairs[k, 1] = q, cover[jj]
+                        k += 1
+                    else:
+                        unpaired[q] = True
+            if copy:
+                for x in range(c, b):
+                    count[port[idx[x]]] = 0
+        a = b
+    return pairs, k, unpaired, run
+
+
+def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, copy: bool, denom: int) -> Forwards:
+    """The :class:`Forwards` of sends given in stable step order (the rule above): ``back`` per
+    send, the steps from the arrival a send out of a switch forwards to its own step
+    (:func:`switch_back`); ``switch[node]`` the live switches; ``copy`` the schedule's
+    ``switch_copy``.
+
+    >>> sw = np.array([False, False, False, True])
+    >>> one = np.ones(4, np.int64)
+    >>> f = switch_forwards(np.zeros(4, np.int32), np.array([0, 0, 3, 3]), np.array([3, 3, 1, 2]),
+    ...                     np.zeros(4, np.int64), one, np.array([1, 1, 2, 2]), one, sw, False, 1)
+    >>> f.leave.tolist(), f.arrival.tolist(), f.unpaired.tolist()
+    ([2, 3], [0, 1], [])
+    >>> g = switch_forwards(np.zeros(3, np.int32), np.array([0, 3, 3]), np.array([3, 1, 2]),
+    ...                     np.zeros(3, np.int64), one[:3], np.array([1, 2, 2]), one[:3], sw, False, 1)
+    >>> g.leave.tolist(), g.arrival.tolist(), g.unpaired.tolist()
+    ([1], [0], [2])
+    """
+    n = len(chunk)
+    into = np.flatnonzero(switch[dst])
+    out = np.flatnonzero(switch[src])
+    z = np.zeros(0, np.int64)
+    if not len(out):
+        return Forwards(z, z, z, np.full(n, -1, np.int64))
+    idx = np.concatenate([into, out])
+    node = np.concatenate([dst[into], src[out]]).astype(np.int64)
+    when = np.concatenate([step[into], step[out] - back[out]]).astype(np.int64)
+    c = chunk[idx].astype(np.int64)
+    leaving = np.r_[np.zeros(len(into), bool), np.ones(len(out), bool)]
+    size = int(max(len(switch), node.max() + 1))
+    w0 = int(when.min())
+    span = int(when.max()) - w0 + 1
+    if (int(c.max()) + 1) * size * span < (1 << 61):  # one key: chunk, node, step, arrivals first
+        key = ((c * size + node) * span + (when - w0))
+        order = np.argsort(key * 2 + leaving, kind="stable")  # stable: step order within each part
+    else:
+        order = np.lexsort((leaving, when, node, c))
+        key = np.unique(np.stack([c, node, when]), axis=1, return_inverse=True)[1].ravel()
+    idx, leaving, key = idx[order], leaving[order], key[order]
+    pairs, k, unpaired, run = _pair_runs(idx, leaving, key, np.asarray(lo, np.int64), np.asarray(hi, np.int64),
+                                         np.asarray(dst, np.int64), denom, copy, size, n)
+    flat = np.unique(pairs[:k, 0] * np.int64(n) + pairs[:k, 1])
+    return Forwards(flat // n, flat % n, np.flatnonzero(unpaired), run)

@@ -139,7 +139,8 @@ class PricingPlan:
     @property
     def groups(self) -> Deps:
         """Arrival groups and what every position needs, without explicit pairs."""
-        return self.part("groups", lambda plan: dependencies(plan.view, plan.instance, want_pairs=False))
+        return self.part("groups", lambda plan: dependencies(plan.view, plan.instance, want_pairs=False,
+                                                             schedule=plan.schedule))
 
     @property
     def whole(self) -> bool:

@@ -79,10 +79,11 @@ from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
-from .dependencies import step_order, whole_pieces
+from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask, step_order,  # noqa: F401
+                           ten_timing, whole_pieces)
 from .routing import adjacency, row_pointers
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import SWITCH_COPY, NotSupported, instant_hops, latency_pipelined, link_delays, link_latency
+from .ten import SWITCH_COPY, instant_hops, latency_pipelined
 
 
 @dataclass(frozen=True)
@@ -251,9 +252,7 @@ SEGMENT_TABLE = 1 << 20
 
 def _switch_mask(topo: Topology) -> np.ndarray:
     """bool ``[node]``: the live switch nodes."""
-    mask = np.zeros(topo.size, dtype=bool)
-    mask[[v for v in topo.switches if v in topo.graph]] = True
-    return mask
+    return switch_mask(topo)
 
 
 def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
@@ -443,40 +442,6 @@ def _combining_message(s: Schedule, coll: Collective, off: int, cm, detail) -> V
 
 # ---- switch nodes ----------------------------------------------------------------------------
 
-def ten_timing(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per send: ``(delay, latency)`` on the TEN timestep the schedule declares
-    (``meta["timestep_s"]``; :func:`collsynth.tens.ten.link_delays` and ``link_latency``), 1 and
-    0 for sends off the links; None without a usable declared timestep."""
-    f = schedule.meta.get("timestep_s")
-    if f is None or not len(schedule):
-        return None
-    topo = instance.topology
-    try:
-        f = float(f)
-        delay, _, _ = link_delays(topo, [c.chunk_bytes for c in instance.collectives], f, switches=True)
-    except (NotSupported, TypeError, ValueError):
-        return None
-    pair = topo.link_arrays.lookup(schedule.src, schedule.dst)
-    group = np.searchsorted(np.asarray(instance.chunk_offsets), schedule.chunk, side="right") - 1
-    on = pair >= 0
-    n = len(schedule)
-    k, lat = np.ones(n, np.int64), np.zeros(n, np.int64)
-    k[on] = delay[np.clip(group[on], 0, delay.shape[0] - 1), pair[on]]
-    lat[on] = link_latency(topo, f)[pair[on]]
-    return k, lat
-
-
-def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
-    """Per send: the steps from leaving its source to arriving (1, or its TEN delay plus its
-    latency when the schedule declares the TEN timestep ``meta["timestep_s"]`` it was built on,
-    :func:`ten_timing`; sends off the links count 1)."""
-    timing = ten_timing(schedule, instance)
-    if timing is None:
-        return np.ones(len(schedule), dtype=np.int64)
-    k, lat = timing
-    return k + lat
-
-
 def pipelined_violation(schedule: Schedule, instance: Instance) -> Violation | None:
     """The first send that reads its source before its piece is there under a pipelined link
     latency (module doc), or None (also when the latency is serial or the schedule declares no
@@ -562,50 +527,28 @@ def _ready_steps(s: Schedule, coll: Collective, off: int, mine: np.ndarray, lag)
 def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None:
     """The first send out of a switch node that breaks the switch rules (module doc), or None.
 
-    Per (chunk, switch, arrival step) the pieces that arrived and the pieces the sends leaving
-    one step later carry are swept over their breakpoints (``denom`` units): with copy every
-    point a leaving send carries must have arrived; without, at every point the leaving
-    sends may not outnumber the arrivals. The first offending send is the smallest (step,
-    index); its message says whether the piece never reached the switch, reached it later,
-    reached it earlier (a switch stores nothing), or was copied without ``switch_copy``.
+    The sends out of switches are paired with the arrivals they forward
+    (:func:`collsynth.tens.dependencies.switch_forwards`, the rule of ``docs/schedules.md``);
+    the first one with a point no arrival serves, the smallest (step, index), is the violation.
+    Its message says whether the piece never reached the switch, reached it later, reached it
+    earlier (a switch stores nothing), did not all arrive in that step, was copied without
+    ``switch_copy``, or left twice on one link with one arrival.
     """
     s = schedule
     switch = _switch_mask(instance.topology)
+    if not switch[s.src].any():
+        return None
     copy = bool(s.meta.get("switch_copy", SWITCH_COPY))
-    into = np.flatnonzero(switch[s.dst])
-    out = np.flatnonzero(switch[s.src])
-    if not len(out):
+    back = switch_back(s, instance)  # steps back to the arrival
+    order = None if bool((s.step[1:] >= s.step[:-1]).all()) else step_order(s.step)[0]
+    cols = [s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back]
+    if order is not None:
+        cols = [c[order] for c in cols]
+    fw = switch_forwards(*cols, switch, copy, s.denom)
+    if not len(fw.unpaired):
         return None
-    k = switch_delays(s, instance) - instant_hops(instance.topology, s.src, s.dst)  # steps back to the arrival
-    node = np.concatenate([s.dst[into], s.src[out]])
-    when = np.concatenate([s.step[into], s.step[out] - k[out]])
-    chunk = np.concatenate([s.chunk[into], s.chunk[out]])
-    keys, key = np.unique(np.stack([chunk, node, when]), axis=1, return_inverse=True)
-    key = key.ravel()
-    n_in = len(into)
-    lo = np.concatenate([s.lo[into], s.lo[out]])
-    hi = np.concatenate([s.hi[into], s.hi[out]])
-    width = s.denom + 1
-    pos = np.concatenate([key * width + lo, key * width + hi])
-    is_in = np.concatenate([np.arange(len(key)) < n_in] * 2)
-    sign = np.concatenate([np.ones(len(key), np.int64), -np.ones(len(key), np.int64)])
-    order = np.argsort(pos, kind="stable")
-    pos, d_in, d_out = pos[order], np.where(is_in, sign, 0)[order], np.where(is_in, 0, sign)[order]
-    cov_in, cov_out = np.cumsum(d_in), np.cumsum(d_out)
-    last = np.r_[pos[1:] != pos[:-1], True]  # coverage after every event at a position
-    seg, cov_in, cov_out = pos[last], cov_in[last], cov_out[last]
-    bad = (cov_out > 0) & ((cov_in == 0) if copy else (cov_out > cov_in))
-    if not bad.any():
-        return None
-    # a leaving send is bad if a bad segment starts inside its piece or its piece starts in one
-    bad_before = np.r_[0, np.cumsum(bad)]
-    o_lo, o_hi = key[n_in:] * width + s.lo[out], key[n_in:] * width + s.hi[out]
-    first = np.searchsorted(seg, o_lo, side="right") - 1  # the segment its piece starts in
-    end = np.searchsorted(seg, o_hi, side="left")  # segments starting before its piece ends
-    hit = bad_before[end] - bad_before[np.maximum(first, 0)] > 0
-    cand = out[hit]
-    i = int(cand[np.lexsort((cand, s.step[cand]))[0]])
-    return _at(s, i, _switch_reason(s, i, int(k[i]), into, copy))
+    i = int(fw.unpaired[0] if order is None else order[fw.unpaired[0]])
+    return _at(s, i, _switch_reason(s, i, int(back[i]), np.flatnonzero(switch[s.dst]), copy))
 
 
 def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) -> str:
@@ -624,7 +567,22 @@ def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) ->
                     f"{steps[0]}, so this send could be step {steps[0] + k} at the earliest")
         return (f"switch {sw} stores nothing: the piece arrived at the end of step {earlier[-1]}, so this send "
                 f"had to be step {earlier[-1] + k}")
-    if copy:
+    came = arr[s.step[arr] == want]
+    if _covered(s.lo[came], s.hi[came], int(s.lo[i]), int(s.hi[i])):
+        if copy:
+            return (f"switch {sw} sends the piece on link {sw}->{int(s.dst[i])} more often than it arrived at the end "
+                    f"of step {want} (a copy leaves on distinct links)")
+    else:
         return f"switch {sw} forwards part of the piece that did not arrive at the end of step {want}"
     return (f"switch {sw} copies the piece without switch_copy: more sends of it leave after step {want} "
             f"than arrived at the end of it")
+
+
+def _covered(los: np.ndarray, his: np.ndarray, lo: int, hi: int) -> bool:
+    """The intervals ``[los, his)`` cover ``[lo, hi)``."""
+    reach = lo
+    for a, b in sorted(zip(los.tolist(), his.tolist())):
+        if a > reach:
+            break
+        reach = max(reach, b)
+    return reach >= hi
