@@ -573,8 +573,9 @@ def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instanc
     G = deps.groups
     key = deps.ga.astype(np.int64)
     into = np.flatnonzero(fw.run >= 0)
-    key[into] = G + (np.arange(len(into)) if whole else fw.run[into])
-    ga, new, groups = _renumber(key, G + len(into))
+    extra = np.arange(len(into)) if whole else fw.run[into]
+    key[into] = G + extra
+    ga, new, groups = _renumber(key, G + (int(extra.max()) + 1 if len(into) else 0))
     g_in = np.where(deps.g_in >= 0, new[np.maximum(deps.g_in, 0)], -1).astype(np.int32)
     p = deps.p.copy()
     g_in[leaving], p[leaving] = -1, 0

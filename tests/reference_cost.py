@@ -25,6 +25,7 @@ from collsynth.tens.cost import Cost  # the result type; the models below are th
 from collsynth.tens.cost import chunk_bytes_of  # the input (bytes per chunk id), not a model
 from collsynth.tens.cost_models import MODELS
 from collsynth.tens.schedule import Schedule
+from reference_verify import switch_pairing
 
 PER_STEP_LIMIT = 2000  # extra["per_step"] is kept for schedules with at most this many steps
 
@@ -238,7 +239,27 @@ def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None
         j = order[np.repeat(g0, cnt) + within]
         ok = (s.lo[j] < s.hi[i]) & (s.lo[i] < s.hi[j])
         pairs = (i[ok], j[ok])
+    forwards = switch_pairing(schedule, instance)[0] if _leaves_a_switch(schedule, instance) else None
+    if forwards is not None:  # a send out of a switch needs the arrival it forwards, listed pair by pair
+        if pairs is None:
+            i = np.repeat(np.arange(n), cnt)
+            within = np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            j = order[np.repeat(g0, cnt) + within]
+            ok = (s.lo[j] < s.hi[i]) & (s.lo[i] < s.hi[j])
+            pairs = (i[ok], j[ok])
+        live = [v for v in instance.topology.switches if v in instance.topology.graph]
+        keep = ~np.isin(s.src[pairs[0]], live)  # a send out of a switch needs what it forwards, nothing else
+        fi = np.array([a for a, _ in forwards], dtype=np.int64)
+        fj = np.array([b for _, b in forwards], dtype=np.int64)
+        pi, pj = np.concatenate([pairs[0][keep], fi]), np.concatenate([pairs[1][keep], fj])
+        by = np.lexsort((pj, s.step[pj], pi))
+        pairs = (pi[by], pj[by])
     return _Deps(g, cnt, starts, gsize, ga, pos, order, pairs)
+
+
+def _leaves_a_switch(schedule: Schedule, instance: Instance) -> bool:
+    live = [v for v in instance.topology.switches if v in instance.topology.graph]
+    return bool(np.isin(schedule.src, live).any())
 
 
 def _dependencies(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray]:

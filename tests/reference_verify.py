@@ -38,6 +38,7 @@ from collsynth.instances.collective import Collective
 from collsynth.instances.instance import Instance
 from collsynth.instances.topology import Topology
 from collsynth.tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
+from collsynth.tens.ten import link_delays  # the TEN delay of a link (its definition, not a verifier)
 from collsynth.tens.verify import Violation  # the result type; the algorithm below is the former one
 # the messages are the library's own words (their wording is not what is checked); the pieces they
 # name are merged and printed here (_interval, _intervals below), since those are compared
@@ -406,3 +407,52 @@ def _double(ctx, badg, rstart, rk, rin, rsends, base, S, names) -> tuple[int, st
             acc |= rin[r]
     assert best is not None
     return best
+
+
+# ---- switch nodes ------------------------------------------------------------------------------
+
+def switch_pairing(schedule: Schedule, instance: Instance) -> tuple[list[tuple[int, int]], list[int]]:
+    """``(pairs, unpaired)``: ``(leaving send, arrival it forwards)`` for every send out of a
+    switch node (schedule indices, sorted) and the leaving sends with a point no arrival serves
+    (by step, then index), by the rule of ``docs/schedules.md`` written out in plain Python: the
+    arrivals of its chunk at the switch ``back`` steps before its own (one, or its link's TEN
+    delay on the declared ``meta["timestep_s"]``, one less over an instant switch-to-NPU hop),
+    matched point by point, the j-th leaving send (by step, then index; per out-link with
+    ``switch_copy``) with the j-th arrival (by index)."""
+    s, topo = schedule, instance.topology
+    switch = {v for v in topo.switches if v in topo.graph}
+    copy = bool(s.meta.get("switch_copy", True))
+    instant = topo.meta.get("switch_hop") == "instant"
+    delay = None
+    if s.meta.get("timestep_s") is not None:
+        delay, _, _ = link_delays(topo, [c.chunk_bytes for c in instance.collectives], float(s.meta["timestep_s"]),
+                                  switches=True)
+        delay = delay[0]
+    la = topo.link_arrays
+    arrivals: dict[tuple, list[int]] = {}
+    out: dict[tuple, list[int]] = {}
+    for i in range(len(s)):
+        c, u, v, t = int(s.chunk[i]), int(s.src[i]), int(s.dst[i]), int(s.step[i])
+        if v in switch:
+            arrivals.setdefault((c, v, t), []).append(i)
+        if u in switch:
+            back = 1 if delay is None else int(delay[int(la.lookup(np.array([u]), np.array([v]))[0])])
+            out.setdefault((c, u, t - back + (instant and v not in switch)), []).append(i)
+    pairs, unpaired = set(), set()
+    for key, sends in out.items():
+        came = arrivals.get(key, [])
+        sends = sorted(sends, key=lambda i: (int(s.step[i]), i))
+        cuts = sorted({int(x) for q in came + sends for x in (s.lo[q], s.hi[q])})
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            cover = [j for j in came if s.lo[j] <= a and s.hi[j] >= b]
+            taken: dict = {}
+            for i in sends:
+                if s.lo[i] <= a and s.hi[i] >= b:
+                    port = int(s.dst[i]) if copy else None
+                    nth = taken.get(port, 0)
+                    taken[port] = nth + 1
+                    if nth < len(cover):
+                        pairs.add((i, cover[nth]))
+                    else:
+                        unpaired.add(i)
+    return sorted(pairs), sorted(unpaired, key=lambda i: (int(s.step[i]), i))
