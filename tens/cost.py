@@ -52,7 +52,9 @@ within a step a link is busy for ``load_l / b_l`` and its last piece arrives ``a
     (latency overlaps the next message); store-and-forward along the fixed shortest route. A
     send starts when its piece has arrived at its source: it waits for every earlier step's
     arrival of an overlapping piece of the same chunk at the source (the schedule's data
-    dependencies, :mod:`collsynth.tens.dependencies`), never for step barriers. ``T_L_s`` is
+    dependencies, :mod:`collsynth.tens.dependencies`), never for step barriers; a send out of
+    a switch node waits only for the arrivals it forwards
+    (:func:`collsynth.tens.dependencies.switch_forwards`), as a switch stores nothing. ``T_L_s`` is
     the latency summed along the critical path, ``T_B_s`` the serialisation on it
     (``total_s = T_L_s + T_B_s``).
 

@@ -24,9 +24,11 @@ of its Fig. 12, with pieces and contributions added):
   step ``t - k + 1``) forwards what arrived at ``s`` at the end of step ``t - k``, and every
   part of its piece must have arrived then. ``k`` is 1 unless the schedule declares the TEN
   timestep it was built on (``meta["timestep_s"]``), which gives every link its TEN delay
-  (:func:`collsynth.tens.ten.link_delays`). With ``meta["switch_copy"]`` false (no multicast)
-  the sends of a piece leaving a switch after one step may not outnumber its arrivals in that
-  step; true (the default, as TE-CCL's) lets one arrival leave on several links. When the
+  (:func:`collsynth.tens.ten.link_delays`). Each send out of a switch forwards particular
+  arrivals of that step (:func:`collsynth.tens.dependencies.switch_forwards`: at every point
+  the j-th send leaving forwards the j-th arrival); with ``meta["switch_copy"]`` false (no
+  multicast) the j counts every send leaving, true (the default, as TE-CCL's) counts those on
+  one out-link only, so one arrival may leave on several links, once on each. When the
   topology's ``meta["switch_hop"]`` is ``"instant"`` (TE-CCL's default switch-to-GPU hop,
   :func:`collsynth.tens.ten.switch_hop_instant`) a send from the switch to an NPU forwards what
   arrived at the end of step ``t - k + 1``: it starts in the step the piece reached the switch;
