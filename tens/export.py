@@ -50,8 +50,10 @@ The mapping used here:
 
 - GPUs are the collective's ranks: ``gpu id`` = position of the node in ``collective.nodes``
   (:func:`rank_map`; with failed nodes the ids are renumbered and the map must travel with
-  the XML). Only single-collective schedules whose sends join two ranks over a direct link
-  export.
+  the XML). Only single-collective schedules whose sends join two ranks over a direct link,
+  or through switch nodes, export: a route GPU -> switch(es) -> GPU becomes one send between
+  the two ranks (:func:`collsynth.tens.switch_routes.switch_routes`), on channels of its own
+  for every distinct switch path between them.
 - Buffers (chunk ``r`` in rank space: the schedule-file numbering with node ids replaced by
   ranks, ``c`` chunks per shard, ``n`` ranks). In place: allgather and broadcast keep
   everything in ``o`` at offset ``r``; reduce_scatter, allreduce and reduce in ``i`` at ``r``.
@@ -76,7 +78,8 @@ The mapping used here:
   ``srcbuf/srcoff``, store at ``dstbuf/dstoff``) where the collective combines (``op``
   reduce, or default of a combining kind); ``cpy`` for local copies.
 - Dependencies: a send waits for the receives that brought its piece (earlier steps,
-  overlapping, same chunk; none for data held from the start). In combining collectives a
+  overlapping, same chunk; none for data held from the start; a route through switches waits
+  for what its first hop needs). In combining collectives a
   receive also waits for the sends that read the same piece in the same or earlier steps
   (read before overwrite) and for earlier receives of it (no concurrent reductions into one
   buffer). Extra dependencies become ``nop`` steps before the step; ``hasdep="1"`` marks every
@@ -93,6 +96,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -103,6 +107,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
+from .switch_routes import switch_routes
 from .verify import check
 
 MAX_CHUNKS = 4096
@@ -343,17 +348,18 @@ def to_msccl_xml(
     if dialect not in DIALECTS:
         raise InputError("dialect", f"expected one of {', '.join(DIALECTS)}, got {dialect!r}")
     lay = _Layout(instance)
-    s = schedule
+    routes = switch_routes(schedule, instance)
+    s = routes.schedule
     D = s.denom
     per_loop = lay.loop_chunks(dialect) * D
     if max(per_loop, lay.n * lay.c * D) > max_chunks:
         raise InputError("schedule", f"pieces on a 1/{D} grid need {max(per_loop, lay.n * lay.c * D)} MSCCL chunks per "
                          f"buffer (more than {max_chunks}); export whole-chunk schedules or a coarser grid")
-    src_r, dst_r, rchunk = _checked_sends(s, lay, instance)
+    src_r, dst_r, rchunk = _checked_sends(s, lay, instance, routes.path)
     lay.assign_scratch(rchunk, dst_r)
     order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
-    deps = _op_dependencies(s, instance, order)
-    nchannels, tbs, pos = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect])
+    deps = _op_dependencies(s, instance, order, routes.pairs)
+    nchannels, tbs, pos = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path)
     _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
@@ -393,13 +399,18 @@ def verified_msccl_xml(schedule: Schedule, instance: Instance, **options) -> str
     :func:`to_msccl_xml`)."""
     check(schedule, instance)
     xml = to_msccl_xml(schedule, instance, **options)
-    check(interpret_msccl_xml(xml, instance), instance)
+    back = interpret_msccl_xml(xml, instance)
+    if any(switch_routes(schedule, instance).path):  # rank to rank through switches: routed sends
+        back = replace(back, routing="shortest-path")
+    check(back, instance)
     return xml
 
 
-def _checked_sends(s: Schedule, lay: _Layout, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _checked_sends(s: Schedule, lay: _Layout, instance: Instance,
+                   path: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(source rank, destination rank, rank-space chunk) of every send; refuses sends MSCCL
-    cannot run (off the ranks, off the links, chunks no rank owns, pieces too large)."""
+    cannot run (off the ranks, off the links but for routes through switches, ``path``,
+    chunks no rank owns, pieces too large)."""
     n_send = len(s)
     if not n_send:
         empty = np.zeros(0, dtype=np.int64)
@@ -412,8 +423,9 @@ def _checked_sends(s: Schedule, lay: _Layout, instance: Instance) -> tuple[np.nd
         i = int(bad[0])
         raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) touches a node that is not a rank of the collective")
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
-    if (pair < 0).any():
-        i = int(np.flatnonzero(pair < 0)[0])
+    off_links = (pair < 0) & ~np.array([bool(p) for p in path], dtype=bool)
+    if off_links.any():
+        i = int(np.flatnonzero(off_links)[0])
         raise InputError("schedule", f"send {i} ({s.src[i]}->{s.dst[i]}) is not over a direct link; only direct-link schedules export to MSCCL")
     rchunk = lay.to_rank_chunk(s.chunk)
     if (rchunk < 0).any():
@@ -455,12 +467,14 @@ def _copy_runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in runs]
 
 
-def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray) -> dict[tuple, list[tuple]]:
-    """The ops each op waits for (see the module doc)."""
+def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
+                     pairs: tuple[list[int], list[int]] | None = None) -> dict[tuple, list[tuple]]:
+    """The ops each op waits for (see the module doc); ``pairs``: the data dependencies
+    ``(i, j)`` between sends when given (routes through switches, :func:`switch_routes`)."""
     deps: dict[tuple, list[tuple]] = defaultdict(list)
     if not len(s):
         return deps
-    di, dj = _dependencies(s, instance)
+    di, dj = _dependencies(s, instance) if pairs is None else (np.asarray(pairs[0]), np.asarray(pairs[1]))
     for a, b in zip(di.tolist(), dj.tolist()):
         deps[("S", a)].append(("R", b))
     if instance.collective.combining:
@@ -468,14 +482,15 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray) -> dict
     return deps
 
 
-def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int):
-    """``(nchannels, thread blocks, op positions)``: a link's sends spread over as many
-    channels as keep every thread block within ``max_steps`` steps (nops included)."""
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path):
+    """``(nchannels, thread blocks, op positions)``: a link's (or a switch path's, ``path``)
+    sends spread over as many channels as keep every thread block within ``max_steps`` steps
+    (nops included)."""
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
-    count = instance.topology.link_arrays.count[pair] if len(s) else np.zeros(0, np.int64)
+    count = np.where(pair >= 0, instance.topology.link_arrays.count[pair], 1) if len(s) else np.zeros(0, np.int64)
     lane = max_steps
     while True:
-        chan = _channels(s, order, count, lane)
+        chan = _channels(s, order, count, lane, path)
         nchannels = int(chan.max()) + 1 if len(s) else 1
         if nchannels > MAX_CHANNELS:
             raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
@@ -540,30 +555,34 @@ def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, ds
     return "r", (sbuf, soff * D + lo, dbuf, doff * D + lo), hi - lo
 
 
-def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int) -> np.ndarray:
+def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int, path) -> np.ndarray:
     """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
     ``lanes = max(k, ceil(m / lane_steps))`` consecutive channels from a base chosen greedily so
     that no GPU has more than ``MAX_TB_PER_CHANNEL`` send (or receive) thread blocks on a
     channel; its sends take the lanes round-robin in program order (so the sends of one step
-    over parallel links use different links)."""
+    over parallel links use different links). A route through switches (``path[i]``, the
+    switches in order; ``()`` for a link) is a link of its own: the routes between two ranks
+    through different switches, and their direct link, never share a channel."""
     n = len(s)
     chan = np.zeros(n, dtype=np.int64)
     if n == 0:
         return chan
-    links: dict[tuple[int, int], list[int]] = defaultdict(list)
+    links: dict[tuple, list[int]] = defaultdict(list)
     for i in order.tolist():
-        links[(int(s.src[i]), int(s.dst[i]))].append(i)
+        links[(int(s.src[i]), int(s.dst[i]), path[i])].append(i)
     out_use: dict[int, Counter] = defaultdict(Counter)
     in_use: dict[int, Counter] = defaultdict(Counter)
-    for (u, v), members in sorted(links.items()):
+    taken: dict[tuple[int, int], set[int]] = defaultdict(set)  # channels of a rank pair's routes so far
+    for (u, v, _), members in sorted(links.items()):
         lanes = max(int(count[members[0]]), -(-len(members) // lane_steps))
         base = 0
         while any(out_use[u][base + q] >= MAX_TB_PER_CHANNEL or in_use[v][base + q] >= MAX_TB_PER_CHANNEL
-                  for q in range(lanes)):
+                  or base + q in taken[(u, v)] for q in range(lanes)):
             base += 1
         for q in range(lanes):
             out_use[u][base + q] += 1
             in_use[v][base + q] += 1
+            taken[(u, v)].add(base + q)
         for m, i in enumerate(members):
             chan[i] = base + m % lanes
     return chan

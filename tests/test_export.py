@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -24,7 +25,9 @@ from collsynth.instances import CORPUS
 from collsynth.instances.collective import make
 from collsynth.instances.generators import build
 from collsynth.instances.instance import Instance, load_instance, make_instance
+from collsynth.instances.topology import from_edges
 from collsynth.solvers.pipeline import run as produce_verify_price
+from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
 from collsynth.tens.export import (
     ALGO_ATTRS,
@@ -36,11 +39,13 @@ from collsynth.tens.export import (
     interpret_msccl_xml,
     rank_map,
     to_msccl_xml,
+    verified_msccl_xml,
 )
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify
 
 from msccl_sim import Rejected, run_msccl
+from reference_verify import switch_pairing
 from test_cost import (ALPHA, BW, binomial_broadcast, greedy_allgather, recursive_doubling_allgather,
                        ring_allgather, topologies)
 
@@ -571,3 +576,108 @@ def test_export_errors():
         interpret_msccl_xml(ET.tostring(root, encoding="unicode"), inst)
     with pytest.raises(InputError, match="coll"):
         interpret_msccl_xml(xml.replace('coll="allgather"', 'coll="custom"'), inst)
+
+
+# ---- routes through switch nodes ----------------------------------------------------------------
+
+def _port(u, v):
+    return (u, v, {"bandwidth": 1e11, "alpha": 5e-7})
+
+
+SWITCHED = {
+    "switch4": lambda: build("switch", {"nodes": 4, "unwind": 0}),
+    # two switch planes, every GPU on both: two switch paths between every two GPUs
+    "planes4": lambda: from_edges(6, [_port(g, s) for g in range(4) for s in (4, 5)]
+                                  + [_port(s, g) for g in range(4) for s in (4, 5)], switches=[4, 5]),
+    # GPUs 0, 1 on leaf 4, GPUs 2, 3 on leaf 5, the leaves joined by spine 6: routes over three switches
+    "leafspine4": lambda: from_edges(7, [_port(u, v) for u, v in LEAF_SPINE] + [_port(v, u) for u, v in LEAF_SPINE],
+                                     switches=[4, 5, 6]),
+}
+LEAF_SPINE = [(0, 4), (1, 4), (2, 5), (3, 5), (4, 6), (5, 6)]
+SWITCH_CASES = [(t, k, copy) for t in SWITCHED for k in KINDS if k not in ("reduce", "reduce_scatter", "allreduce")
+                for copy in (True, False)]
+
+
+def rank_routes(schedule, inst):
+    """Every GPU-to-GPU transfer of a verified whole-chunk schedule, ``(chunk, src, dst, path)``:
+    a send between GPUs as it is, a route through switches followed back from its delivery by
+    the plain-Python pairing of the switch rule (``reference_verify.switch_pairing``)."""
+    sw = set(inst.topology.switches)
+    pairs, unpaired = switch_pairing(schedule, inst)
+    assert not unpaired
+    came = defaultdict(list)
+    for leave, arrival in pairs:
+        came[leave].append(arrival)
+
+    def back(i, path):
+        if int(schedule.src[i]) not in sw:
+            return [(int(schedule.src[i]), path)]
+        return [found for a in came[i] for found in back(a, (int(schedule.src[i]),) + path)]
+
+    out = []
+    for i in range(len(schedule)):
+        if int(schedule.dst[i]) not in sw:
+            out += [(int(schedule.chunk[i]), src, int(schedule.dst[i]), path) for src, path in back(i, ())]
+    return out
+
+
+@pytest.mark.parametrize("topology,kind,copy", SWITCH_CASES, ids=[f"{t}-{k}-{'copy' if c else 'nocopy'}"
+                                                                  for t, k, c in SWITCH_CASES])
+def test_switch_routes_export_as_sends_between_ranks(topology, kind, copy):
+    """Greedy through kept switches (multicast on and off, two chunks per GPU): the exported
+    program runs on the executor's interpreter, reads back as the schedule's GPU-to-GPU routes
+    (each route one send between its two ranks, the read-back verified with those sends
+    routed), and the routes between two ranks through different switch paths never share a
+    channel."""
+    inst = make_instance(SWITCHED[topology](), kind, root=0 if kind in ROOTED else None, chunks_per_node=2)
+    row, schedule = produce_verify_price(inst, "greedy", Options(time_limit=20, params={"switch_copy": copy}))
+    assert row["verified"] and schedule.meta["switch_copy"] is copy
+    sw = set(inst.topology.switches)
+    assert any(int(u) in sw for u in schedule.src)
+    xml = verified_msccl_xml(schedule, inst)
+    check_structure(xml)
+    run_msccl(xml, kind, root=root_rank(inst))
+    back = interpret_msccl_xml(xml, inst)
+    assert verify(replace(back, routing="shortest-path"), inst) is None
+    routes = rank_routes(schedule, inst)
+    assert Counter((s.chunk, s.src, s.dst) for s in back.sends()) == Counter(r[:3] for r in routes)
+    per_path = defaultdict(Counter)
+    for _, u, v, path in routes:
+        per_path[(u, v)][path] += 1
+    per_channel = defaultdict(Counter)
+    for gpu in ET.fromstring(xml).findall("gpu"):
+        for tb in gpu.findall("tb"):
+            if tb.get("send") != "-1":
+                sends = sum(st.get("type") == "s" for st in tb.findall("step"))
+                per_channel[(int(gpu.get("id")), int(tb.get("send")))][tb.get("chan")] += sends
+    for (u, v), paths in per_path.items():  # ranks are the node ids here; one channel per path
+        assert sorted(per_channel[(u, v)].values()) == sorted(paths.values()), (u, v)
+    if topology == "planes4":  # two chunks per GPU: the greedy takes both planes between some ranks
+        assert max(len(paths) for paths in per_path.values()) == 2
+
+
+def test_pieces_through_a_switch_export():
+    """A broadcast piped through one switch in halves: each half is one send 0 -> 1 (in the
+    step it reaches 1), and the program runs."""
+    edges = [_port(0, 2), _port(2, 0), _port(1, 2), _port(2, 1)]
+    inst = make_instance(from_edges(3, edges, switches=[2]), "broadcast", root=0)
+    half = Fraction(1, 2)
+    s = from_sends([(0, 0, half, 0, 2, 1), (0, half, 1, 0, 2, 2), (0, 0, half, 2, 1, 2), (0, half, 1, 2, 1, 3)],
+                   "broadcast", 3, 1)
+    xml = verified_msccl_xml(s, inst)
+    run_msccl(xml, "broadcast", root=0)
+    back = interpret_msccl_xml(xml, inst)
+    assert sorted((x.lo, x.hi, x.src, x.dst) for x in back.sends()) == [(0, half, 0, 1), (half, 1, 0, 1)]
+
+
+def test_cli_exports_a_greedy_schedule_through_a_switch(tmp_path, capsys):
+    inst = CORPUS / "switch4-kept-broadcast.toml"
+    sched = tmp_path / "s.json"
+    assert main(["solve", str(inst), "--producer", "greedy", "--out", str(sched)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(sched), str(inst), "--format", "msccl-xml"]) == 0
+    xml = capsys.readouterr().out
+    instance = load_instance(inst)
+    run_msccl(xml, "broadcast", root=root_rank(instance))
+    assert {(s.src, s.dst) for s in interpret_msccl_xml(xml, instance).sends()} <= {(0, v) for v in (1, 2, 3)} | {
+        (u, v) for u in (1, 2, 3) for v in (1, 2, 3) if u != v}
