@@ -157,12 +157,12 @@ def test_a_run_prepares_the_event_records_in_the_calling_thread_and_prices_as_ea
     made_in = _recording(monkeypatch, "event_records")
     real_deps, calls = plan_module.dependencies, []
 
-    def groups_once_records_exist(view, instance, want_pairs=None):  # so the calling thread makes them first
+    def groups_once_records_exist(view, instance, want_pairs=None, schedule=None):  # the calling thread makes them first
         calls.append("dependencies")
         deadline = time.monotonic() + WAIT_S
         while not made_in and time.monotonic() < deadline:
             time.sleep(0.01)
-        return real_deps(view, instance, want_pairs)
+        return real_deps(view, instance, want_pairs, schedule)
 
     monkeypatch.setattr(plan_module, "dependencies", groups_once_records_exist)
     stages = {}
