@@ -564,9 +564,8 @@ def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instanc
     leaving = np.flatnonzero(switch[view.src])
     if not len(leaving):
         return deps
-    back = switch_back(schedule, instance)
-    if view.order is not None:
-        back = back[view.order]
+    back = np.ones(len(view), np.int64)  # read for the sends out of switches only
+    back[leaving] = switch_back(schedule, instance, leaving if view.order is None else view.order[leaving])
     copy = bool(schedule.meta.get("switch_copy", SWITCH_COPY))
     fw = switch_forwards(view.chunk, view.src, view.dst, view.lo, view.hi, view.steps[view.rank], back, switch, copy,
                          view.denom)
@@ -691,12 +690,16 @@ def switch_mask(topology) -> np.ndarray:
     return mask
 
 
-def switch_back(schedule: Schedule, instance: Instance) -> np.ndarray:
-    """Per send: the steps between the arrival a send out of a switch forwards and its own step
-    (:func:`switch_delays`, one less over an instant switch-to-NPU hop,
-    :func:`collsynth.tens.ten.instant_hops`)."""
-    instant = instant_hops(instance.topology, schedule.src, schedule.dst)
-    return switch_delays(schedule, instance) - instant.astype(np.int64)
+def switch_back(schedule: Schedule, instance: Instance, sends: np.ndarray | None = None) -> np.ndarray:
+    """Per send (of ``sends``, indices; default all): the steps between the arrival a send out
+    of a switch forwards and its own step (:func:`switch_delays`, one less over an instant
+    switch-to-NPU hop, :func:`collsynth.tens.ten.instant_hops`)."""
+    s = schedule
+    if sends is not None:
+        s = Schedule(s.collective, s.nodes, s.chunks, s.chunk[sends], s.lo[sends], s.hi[sends], s.src[sends],
+                     s.dst[sends], s.step[sends], s.op[sends], s.denom, s.routing, s.meta)
+    instant = instant_hops(instance.topology, s.src, s.dst)
+    return switch_delays(s, instance) - instant.astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -725,10 +728,10 @@ def _grown_pairs(pairs, k):
 
 
 @njit(cache=True, nogil=True)
-def _pair_runs(idx, leaving, key, lo, hi, port, denom, copy, size, n):
-    """The pairing of every run of equal ``key`` (events sorted by key, arrivals first, each
-    part in (step, index) order): ``(pairs, k, unpaired, run)`` as :class:`Forwards` wants
-    them (``pairs[:k]`` unsorted). A run of whole chunks pairs by counting; one with pieces
+def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy, size, n):
+    """The pairing of every run of one (chunk, switch, step) (events sorted by them, arrivals
+    first, each part in (step, index) order): ``(leave, arrival, unpaired, run)`` as
+    :class:`Forwards` holds them. A run of whole chunks pairs by counting; one with pieces
     point by point over its breakpoints. ``port``: each send's destination (its out-link)."""
     m = len(idx)
     pairs = np.empty((max(16, m), 2), np.int64)
@@ -741,23 +744,24 @@ def _pair_runs(idx, leaving, key, lo, hi, port, denom, copy, size, n):
     runs, a = 0, 0
     while a < m:
         b = a
-        while b < m and key[b] == key[a]:
+        while b < m and chunk[b] == chunk[a] and node[b] == node[a] and when[b] == when[a]:
             b += 1
         c = a
         while c < b and not leaving[c]:
             run[idx[c]] = runs
             c += 1
         runs += 1
-        np_ = 0
         whole = True
         for x in range(a, b):
-            q = idx[x]
-            whole = whole and lo[q] == 0 and hi[q] == denom
-            pts[np_], pts[np_ + 1] = lo[q], hi[q]
-            np_ += 2
-        cuts = np.unique(pts[:np_]) if not whole else np.array([0, denom], np.int64)
-        for g in range(len(cuts) - 1):
-            p0, p1 = cuts[g], cuts[g + 1]
+            whole = whole and lo[idx[x]] == 0 and hi[idx[x]] == denom
+        segments = 1
+        if not whole:  # the run's breakpoints (no allocation for whole chunks)
+            for x in range(a, b):
+                pts[2 * (x - a)], pts[2 * (x - a) + 1] = lo[idx[x]], hi[idx[x]]
+            cuts = np.unique(pts[:2 * (b - a)])
+            segments = len(cuts) - 1
+        for g in range(segments):
+            p0, p1 = (0, denom) if whole else (cuts[g], cuts[g + 1])
             na = 0
             for x in range(a, c):
                 q = idx[x]
@@ -785,7 +789,33 @@ def _pair_runs(idx, leaving, key, lo, hi, port, denom, copy, size, n):
                 for x in range(c, b):
                     count[port[idx[x]]] = 0
         a = b
-    return pairs, k, unpaired, run
+    leave, arrival = _by_leave(pairs[:k], n)
+    return leave, arrival, unpaired, run
+
+
+@njit(cache=True, nogil=True)
+def _by_leave(pairs, n):
+    """The distinct ``pairs`` sorted by leaving send, then arrival: a counting sort by leaving
+    send and, within one (a piece takes few arrivals), an insertion sort that drops repeats."""
+    order, starts = counting_order(pairs[:, 0], n)
+    leave = np.empty(len(pairs), np.int64)
+    arrival = np.empty(len(pairs), np.int64)
+    k = 0
+    for d in range(n):
+        first = k
+        for x in range(starts[d], starts[d + 1]):
+            a = pairs[order[x], 1]
+            y = k
+            while y > first and arrival[y - 1] > a:
+                y -= 1
+            if y > first and arrival[y - 1] == a:
+                continue
+            for z in range(k, y, -1):
+                arrival[z] = arrival[z - 1]
+            arrival[y] = a
+            leave[k] = d
+            k += 1
+    return leave[:k], arrival[:k]
 
 
 def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, copy: bool, denom: int) -> Forwards:
@@ -811,22 +841,29 @@ def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, cop
     z = np.zeros(0, np.int64)
     if not len(out):
         return Forwards(z, z, z, np.full(n, -1, np.int64))
-    idx = np.concatenate([into, out])
+    idx = np.concatenate([into, out])  # by (arriving or leaving, position): the order within a part
     node = np.concatenate([dst[into], src[out]]).astype(np.int64)
     when = np.concatenate([step[into], step[out] - back[out]]).astype(np.int64)
     c = chunk[idx].astype(np.int64)
     leaving = np.r_[np.zeros(len(into), bool), np.ones(len(out), bool)]
     size = int(max(len(switch), node.max() + 1))
-    w0 = int(when.min())
-    span = int(when.max()) - w0 + 1
-    if (int(c.max()) + 1) * size * span < (1 << 61):  # one key: chunk, node, step, arrivals first
-        key = ((c * size + node) * span + (when - w0))
-        order = np.argsort(key * 2 + leaving, kind="stable")  # stable: step order within each part
+    w0, c0 = int(when.min()), int(c.min())
+    span, chunks = int(when.max()) - w0 + 1, int(c.max()) - c0 + 1
+    if span <= 2 * len(idx) + (1 << 20) and chunks <= 2 * len(idx) + (1 << 20) and c0 >= 0 and node.min() >= 0:
+        order = _radix_order(c - c0, chunks, node, size, when - w0, span)  # stable counting sorts, least key first
     else:
-        order = np.lexsort((leaving, when, node, c))
-        key = np.unique(np.stack([c, node, when]), axis=1, return_inverse=True)[1].ravel()
-    idx, leaving, key = idx[order], leaving[order], key[order]
-    pairs, k, unpaired, run = _pair_runs(idx, leaving, key, np.asarray(lo, np.int64), np.asarray(hi, np.int64),
-                                         np.asarray(dst, np.int64), denom, copy, size, n)
-    flat = np.unique(pairs[:k, 0] * np.int64(n) + pairs[:k, 1])
-    return Forwards(flat // n, flat % n, np.flatnonzero(unpaired), run)
+        order = np.lexsort((when, node, c))  # stable: the concatenation's order within a part
+    idx, leaving, c, node, when = idx[order], leaving[order], c[order], node[order], when[order]
+    leave, arrival, unpaired, run = _pair_runs(idx, leaving, c, node, when, np.asarray(lo, np.int64),
+                                               np.asarray(hi, np.int64), np.asarray(dst, np.int64), denom, copy, size, n)
+    return Forwards(leave, arrival, np.flatnonzero(unpaired), run)
+
+
+@njit(cache=True, nogil=True)
+def _radix_order(chunk, chunks, node, size, when, span):
+    """The events by (chunk, node, step), stable: counting sorts by step, then node, then chunk
+    (least significant first; Knuth, "The Art of Computer Programming", vol. 3, section 5.2.5)."""
+    items = np.arange(len(chunk))
+    items = counting_order_of(when, span, items)[0]
+    items = counting_order_of(node, size, items)[0]
+    return counting_order_of(chunk, chunks, items)[0]
