@@ -95,6 +95,9 @@ def test_without_copy_the_jth_forward_takes_the_jth_arrival():
     assert verify(sched(fan), inst) is None
     v = verify(sched(fan, switch_copy=False), inst)
     assert v is not None and v.index == 3 and "without switch_copy" in v.reason
+    same_link = [(0, 0, 1, 1), (0, 1, 4, 2), (0, 4, 2, 3), (0, 4, 2, 3), (0, 4, 3, 3), (0, 0, 4, 4), (0, 4, 5, 5)]
+    v = verify(sched(same_link), inst)
+    assert v is not None and v.index == 3 and "on link 4->2 more often than it arrived" in v.reason
 
 
 def test_pieces_through_a_switch_in_a_pipeline():
