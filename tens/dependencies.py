@@ -762,35 +762,44 @@ def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy, size,
             segments = len(cuts) - 1
         for g in range(segments):
             p0, p1 = (0, denom) if whole else (cuts[g], cuts[g + 1])
-            na = 0
-            for x in range(a, c):
-                q = idx[x]
-                if lo[q] <= p0 and hi[q] >= p1:
-                    cover[na] = q
-                    na += 1
-            j = 0
-            for x in range(c, b):
-                q = idx[x]
-                if lo[q] <= p0 and hi[q] >= p1:
-                    if copy:
-                        jj = count[port[q]]
-                        count[port[q]] += 1
-                    else:
-                        jj = j
-                        j += 1
-                    if jj < na:
-                        if k == len(pairs):
-                            pairs = _grown_pairs(pairs, k)
-                        pairs[k, 0], pairs[k, 1] = q, cover[jj]
-                        k += 1
-                    else:
-                        unpaired[q] = True
-            if copy:
-                for x in range(c, b):
-                    count[port[idx[x]]] = 0
+            pairs, k = _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, count, cover, pairs, k, unpaired)
         a = b
     leave, arrival = _by_leave(pairs[:k], n)
     return leave, arrival, unpaired, run
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, count, cover, pairs, k, unpaired):
+    """Pair the forwards ``idx[c:b]`` covering ``[p0, p1)`` with the arrivals ``idx[a:c]``
+    covering it (the rule above; ``count``: per out-link, zero again on return); appends to
+    ``pairs[:k]`` and returns ``(pairs, k)``, marking forwards with no arrival ``unpaired``."""
+    na = 0
+    for x in range(a, c):
+        q = idx[x]
+        if lo[q] <= p0 and hi[q] >= p1:
+            cover[na] = q
+            na += 1
+    j = 0
+    for x in range(c, b):
+        q = idx[x]
+        if lo[q] <= p0 and hi[q] >= p1:
+            if copy:
+                jj = count[port[q]]
+                count[port[q]] += 1
+            else:
+                jj = j
+                j += 1
+            if jj < na:
+                if k == len(pairs):
+                    pairs = _grown_pairs(pairs, k)
+                pairs[k, 0], pairs[k, 1] = q, cover[jj]
+                k += 1
+            else:
+                unpaired[q] = True
+    if copy:
+        for x in range(c, b):
+            count[port[idx[x]]] = 0
+    return pairs, k
 
 
 @njit(cache=True, nogil=True)
