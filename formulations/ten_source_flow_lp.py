@@ -71,6 +71,7 @@ from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN fo
 from ..tens.schedule import Schedule
 from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, schedule_from_rows
 from . import TenModel, expose, ten_model
+from .ten_flow_lp import arrivals_only
 from ._ten_arrays import Size, add_rows, check_size, csr_rows, ranges
 
 NAME = "ten-source-flow-lp"
@@ -279,12 +280,7 @@ def build(instance: Instance, horizon: int, state=None, *, integer: bool = False
     :class:`~collsynth.tens.ten.NotSupported` for collectives that copy or combine, and
     :class:`~collsynth.formulations.BuildTooLarge` when the estimated build exceeds
     ``build_limit`` seconds. ``lookahead`` is ignored (no windows)."""
-    params.pop("cuts", None)
-    params.pop("capacity", None)
-    if params:
-        raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
-    if objective != "arrivals":
-        raise NotSupported("the per-source flow LP maximises what arrives by the horizon: objective must be arrivals")
+    arrivals_only(params, objective, "the per-source flow LP maximises what arrives by the horizon")
     why = refusal(instance)
     if why:
         raise NotSupported(why)
