@@ -67,6 +67,7 @@ from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 
 from ..instances.instance import Instance
+from ..instances.topology import ParallelArrays
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
 from ..tens.schedule import Schedule
 from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, schedule_from_rows
@@ -105,7 +106,7 @@ def model_units(instance: Instance) -> float:
 # ---- commodities -----------------------------------------------------------------------------
 
 @dataclass
-class Commodities:
+class Commodities(ParallelArrays):
     """The sources of a non-copying collective: commodity ``q`` is chunk group ``group[q]``
     leaving node ``source[q]``; ``demand[q, d]`` chunks of it are needed at ``d``, namely
     ``chunks[q][d]`` (global chunk ids, ascending)."""
@@ -114,9 +115,6 @@ class Commodities:
     source: np.ndarray
     demand: np.ndarray
     chunks: list
-
-    def __len__(self) -> int:
-        return len(self.source)
 
 
 def refusal(instance: Instance) -> str | None:
