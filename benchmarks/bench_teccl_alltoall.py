@@ -27,7 +27,7 @@ import pytest
 from collsynth.instances import CORPUS, load_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from teccl_common import cpu_seconds, paper_value
+from teccl_common import cpu_seconds, limit_argument, paper_value
 
 pytestmark = pytest.mark.benchmark
 LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
@@ -61,10 +61,8 @@ def table(limit: float = LIMIT) -> str:
 
 
 def test_teccl_alltoall_rows():
-    print()
-    print(table())
+    print("\n" + table())
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    print(table(float(args[args.index("--limit") + 1]) if "--limit" in args else LIMIT))
+    print(table(limit_argument(sys.argv[1:], LIMIT)))

@@ -22,3 +22,8 @@ def paper_value(inst, column: str, producer: str) -> float | None:
         if e["column"] == column and e.get("producer") == producer:
             return e["value"]
     return None
+
+
+def limit_argument(args: list[str], default: float) -> float:
+    """The seconds after ``--limit`` on a benchmark's command line, else ``default``."""
+    return float(args[args.index("--limit") + 1]) if "--limit" in args else default

@@ -65,6 +65,14 @@ class Classic:
     summary: str
 
 
+CLASSICS: dict[str, Classic] = {}  # every classic algorithm by name, in declaration order
+
+
+def declare(name: str, schedule, cost, summary: str) -> None:
+    """Add the classic algorithm ``name`` to :data:`CLASSICS`."""
+    CLASSICS[name] = Classic(name, schedule, cost, summary)
+
+
 # ---- shared pieces ----------------------------------------------------------------------
 
 def _single(instance: Instance):
@@ -128,10 +136,13 @@ def ring_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "ring", ring_allgather_phase(order), ring_reduce_scatter_phase(order))
 
 
-
 def _ring_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """(p-1)(alpha + M/p beta) per phase; chain broadcast/reduce (p-1)(alpha + M beta)."""
     return _phases(kind, p - 1, F(p - 1))
+
+
+declare("ring", ring_schedule, _ring_cost,
+        "ring allgather/reduce-scatter/allreduce, chain broadcast/reduce (Thakur et al., IJHPCA 2005, NCCL)")
 
 # ---- bidirectional ring --------------------------------------------------------------------
 
@@ -145,10 +156,13 @@ def bidirectional_ring_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "bidirectional-ring", ag, rs)
 
 
-
 def _bidirectional_ring_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """Half of the ring's bandwidth term (p = 2: both directions are the one link 0 -> 1)."""
     return _phases(kind, p - 1, F(p - 1, 2) if p > 2 else F(1))
+
+
+declare("bidirectional-ring", bidirectional_ring_schedule, _bidirectional_ring_cost,
+        "half of each chunk each way round the ring")
 
 # ---- BFB ring ------------------------------------------------------------------------------
 
@@ -159,10 +173,13 @@ def bfb_ring_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "bfb-ring", bfb_ring_allgather_phase(np.arange(p)))
 
 
-
 def _bfb_ring_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """floor(p/2) steps per phase, the bidirectional ring's bandwidth term (Zhao et al., NSDI 2025, E.1)."""
     return _phases(kind, p // 2, F(p - 1, 2) if p > 2 else F(1))
+
+
+declare("bfb-ring", bfb_ring_schedule, _bfb_ring_cost,
+        "BFB ring: half the steps of the ring, bandwidth-optimal (Zhao et al., NSDI 2025, E.1)")
 
 # ---- direct --------------------------------------------------------------------------------
 
@@ -178,10 +195,37 @@ def direct_schedule(instance: Instance) -> Schedule:
     return build(instance, [(direct_phase(coll.kind, p, root), OP_DEFAULT)], name="direct")
 
 
-
 def _direct_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """One step (two for allreduce), one chunk on every link."""
     return _phases(kind, 1, F(1))
+
+
+declare("direct", direct_schedule, _direct_cost,
+        "one step straight to every peer (shortest-path unless complete)")
+
+# ---- binary tree ---------------------------------------------------------------------------
+
+def binary_tree_schedule(instance: Instance) -> Schedule:
+    """Binary tree broadcast and reduce (its reversal), left child first (Thakur et al., IJHPCA 2005)."""
+    coll, p = _single(instance)
+    _need(coll.kind, ("broadcast", "reduce"), "binary-tree")
+    ph = binary_tree_broadcast_phase(p, _root_rank(coll))
+    if coll.kind == "reduce":
+        ph = ph.reversed()
+    return build(instance, [(ph, OP_DEFAULT)], name="binary-tree")
+
+
+def _binary_tree_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
+    """Left child first: the deepest arrival, 2(h-1) steps for p = 2^h - 1 (the lecture's 2 log p)."""
+    arrive = [0] * p
+    for i in range(1, p):
+        arrive[i] = arrive[(i - 1) // 2] + (1 if i % 2 else 2)
+    steps = max(arrive)
+    return steps, F(steps)
+
+
+declare("binary-tree", binary_tree_schedule, _binary_tree_cost,
+        "binary tree broadcast/reduce, 2 log p steps (Thakur et al., IJHPCA 2005)")
 
 # ---- binomial tree -------------------------------------------------------------------------
 
@@ -199,32 +243,14 @@ def binomial_tree_schedule(instance: Instance) -> Schedule:
     return build(instance, [(ph, OP_DEFAULT)], name="binomial-tree")
 
 
-
 def _binomial_tree_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """ceil(log p)(alpha + M beta) for broadcast/reduce; ceil(log p) alpha + (p-1)/p M beta for scatter/gather."""
     steps = _log2c(p)
     return steps, F(steps) if kind in ("broadcast", "reduce") else F(p - 1)
 
-# ---- binary tree ---------------------------------------------------------------------------
 
-def binary_tree_schedule(instance: Instance) -> Schedule:
-    """Binary tree broadcast and reduce (its reversal), left child first (Thakur et al., IJHPCA 2005)."""
-    coll, p = _single(instance)
-    _need(coll.kind, ("broadcast", "reduce"), "binary-tree")
-    ph = binary_tree_broadcast_phase(p, _root_rank(coll))
-    if coll.kind == "reduce":
-        ph = ph.reversed()
-    return build(instance, [(ph, OP_DEFAULT)], name="binary-tree")
-
-
-
-def _binary_tree_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
-    """Left child first: the deepest arrival, 2(h-1) steps for p = 2^h - 1 (the lecture's 2 log p)."""
-    arrive = [0] * p
-    for i in range(1, p):
-        arrive[i] = arrive[(i - 1) // 2] + (1 if i % 2 else 2)
-    steps = max(arrive)
-    return steps, F(steps)
+declare("binomial-tree", binomial_tree_schedule, _binomial_tree_cost,
+        "binomial tree broadcast/reduce/scatter/gather (Thakur et al., IJHPCA 2005)")
 
 # ---- double binary tree --------------------------------------------------------------------
 
@@ -237,11 +263,14 @@ def double_binary_tree_schedule(instance: Instance) -> Schedule:
     return build(instance, [(up, OP_REDUCE), (down, OP_COPY)], name="double-binary-tree")
 
 
-
 def _double_binary_tree_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """2 ceil(log p)(alpha + M/2 beta) for the whole allreduce (Sanders et al., Parallel Computing 2009)."""
     steps = 2 * _log2c(p)
     return steps, F(steps * p, 2)
+
+
+declare("double-binary-tree", double_binary_tree_schedule, _double_binary_tree_cost,
+        "NCCL double binary tree allreduce (two complementary trees)")
 
 # ---- recursive doubling and halving --------------------------------------------------------
 
@@ -253,7 +282,6 @@ def recursive_doubling_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "recursive-doubling", doubling_allgather_phase(p))
 
 
-
 def recursive_halving_schedule(instance: Instance) -> Schedule:
     """Recursive halving reduce-scatter (Thakur et al., IJHPCA 2005): the time reversal of recursive doubling,
     partners at distance p/2, p/4, ..., exchanging the halves the partner's side owns."""
@@ -262,13 +290,20 @@ def recursive_halving_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "recursive-halving", doubling_allgather_phase(p))
 
 
-
 def _doubling_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """log p alpha + (p-1)/p M beta per phase; p' = 2^floor(log p) and two extra steps otherwise."""
     pp = 1 << (p.bit_length() - 1)
     e = p - pp
     core = sum((1 << s) + min(1 << s, e) for s in range(pp.bit_length() - 1))
     return _phases(kind, pp.bit_length() - 1 + (2 if e else 0), F(core + (p if e else 0)))
+
+
+declare("recursive-doubling", recursive_doubling_schedule, _doubling_cost,
+        "butterfly / recursive doubling allgather, halving reduce-scatter")
+
+
+declare("recursive-halving", recursive_halving_schedule, _doubling_cost,
+        "recursive halving reduce-scatter (recursive doubling reversed)")
 
 # ---- Rabenseifner --------------------------------------------------------------------------
 
@@ -296,7 +331,6 @@ def rabenseifner_schedule(instance: Instance) -> Schedule:
     return build(instance, phases, name="rabenseifner")
 
 
-
 def _rabenseifner_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """2 log p alpha + 2 (p-1)/p M beta (p' = 2^floor(log p) and two extra full exchanges otherwise)."""
     pp = 1 << (p.bit_length() - 1)
@@ -304,6 +338,10 @@ def _rabenseifner_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     L = pp.bit_length() - 1
     core = sum((1 << s) + min(1 << s, e) for s in range(L))
     return 2 * L + (2 if e else 0), F(2 * core + (2 * p if e else 0))
+
+
+declare("rabenseifner", rabenseifner_schedule, _rabenseifner_cost,
+        "Rabenseifner allreduce: halving reduce-scatter + doubling allgather")
 
 # ---- Bruck ---------------------------------------------------------------------------------
 
@@ -315,10 +353,12 @@ def bruck_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "bruck", bruck_allgather_phase(p))
 
 
-
 def _bruck_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """ceil(log p) alpha + (p-1)/p M beta per phase (Bruck et al., TPDS 1997)."""
     return _phases(kind, _log2c(p), F(p - 1))
+
+
+declare("bruck", bruck_schedule, _bruck_cost, "Bruck allgather, ceil(log2 p) steps for any p")
 
 # ---- scatter + allgather broadcast ---------------------------------------------------------
 
@@ -340,10 +380,13 @@ def scatter_allgather_schedule(instance: Instance) -> Schedule:
     return build(instance, [(ag.reversed(), OP_REDUCE), (sc.reversed(), OP_COPY)], name="scatter-allgather")
 
 
-
 def _scatter_allgather_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """(log p + p - 1) alpha + 2 (p-1)/p M beta (Chan et al., CCPE 2007)."""
     return _log2c(p) + p - 1, F(2 * (p - 1), p)
+
+
+declare("scatter-allgather", scatter_allgather_schedule, _scatter_allgather_cost,
+        "van de Geijn broadcast = scatter + ring allgather")
 
 # ---- bucket --------------------------------------------------------------------------------
 
@@ -357,11 +400,14 @@ def bucket_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "bucket", bucket_allgather_phase(dims))
 
 
-
 def _bucket_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """D(n-1) alpha + (N-1)/(2 D N) M beta per phase on an n^D torus (De Sensi et al., NSDI 2024, 2.3.4)."""
     dims = list(dims or [p])
     return _phases(kind, sum(n - 1 for n in dims), F(p - 1, 2 * len(dims)))
+
+
+declare("bucket", bucket_schedule, _bucket_cost,
+        "bucket algorithm on D-dim tori: 2D concurrent rings per dimension")
 
 # ---- Hamiltonian rings ---------------------------------------------------------------------
 
@@ -384,43 +430,13 @@ def hamiltonian_rings_schedule(instance: Instance) -> Schedule:
     return _rs_ag_ar(instance, "hamiltonian-rings", ag, rs)
 
 
-
 def _hamiltonian_rings_cost(kind: str, p: int, dims) -> tuple[int, Fraction]:
     """2(N-1)(alpha + M/(4N) beta) for allreduce on an n x n torus (De Sensi et al., NSDI 2024, 2.3.1)."""
     return _phases(kind, p - 1, F(p - 1, 4))
 
-# ---- the catalogue ----------------------------------------------------------------------
 
-CLASSICS = {c.name: c for c in (
-    Classic("ring", ring_schedule, _ring_cost,
-            "ring allgather/reduce-scatter/allreduce, chain broadcast/reduce (Thakur et al., IJHPCA 2005, NCCL)"),
-    Classic("bidirectional-ring", bidirectional_ring_schedule, _bidirectional_ring_cost,
-            "half of each chunk each way round the ring"),
-    Classic("bfb-ring", bfb_ring_schedule, _bfb_ring_cost,
-            "BFB ring: half the steps of the ring, bandwidth-optimal (Zhao et al., NSDI 2025, E.1)"),
-    Classic("direct", direct_schedule, _direct_cost,
-            "one step straight to every peer (shortest-path unless complete)"),
-    Classic("binary-tree", binary_tree_schedule, _binary_tree_cost,
-            "binary tree broadcast/reduce, 2 log p steps (Thakur et al., IJHPCA 2005)"),
-    Classic("binomial-tree", binomial_tree_schedule, _binomial_tree_cost,
-            "binomial tree broadcast/reduce/scatter/gather (Thakur et al., IJHPCA 2005)"),
-    Classic("double-binary-tree", double_binary_tree_schedule, _double_binary_tree_cost,
-            "NCCL double binary tree allreduce (two complementary trees)"),
-    Classic("recursive-doubling", recursive_doubling_schedule, _doubling_cost,
-            "butterfly / recursive doubling allgather, halving reduce-scatter"),
-    Classic("recursive-halving", recursive_halving_schedule, _doubling_cost,
-            "recursive halving reduce-scatter (recursive doubling reversed)"),
-    Classic("rabenseifner", rabenseifner_schedule, _rabenseifner_cost,
-            "Rabenseifner allreduce: halving reduce-scatter + doubling allgather"),
-    Classic("bruck", bruck_schedule, _bruck_cost, "Bruck allgather, ceil(log2 p) steps for any p"),
-    Classic("scatter-allgather", scatter_allgather_schedule, _scatter_allgather_cost,
-            "van de Geijn broadcast = scatter + ring allgather"),
-    Classic("bucket", bucket_schedule, _bucket_cost,
-            "bucket algorithm on D-dim tori: 2D concurrent rings per dimension"),
-    Classic("hamiltonian-rings", hamiltonian_rings_schedule, _hamiltonian_rings_cost,
-            "allreduce on two edge-disjoint Hamiltonian cycles of an n x n torus"),
-)}
-
+declare("hamiltonian-rings", hamiltonian_rings_schedule, _hamiltonian_rings_cost,
+        "allreduce on two edge-disjoint Hamiltonian cycles of an n x n torus")
 
 def closed_form(name: str, kind: str, p: int, *, c: int = 1, message_bytes: float = 1.0,
                 alpha: float = 0.0, bandwidth: float = 1.0, dims: list[int] | None = None) -> dict:
