@@ -19,7 +19,6 @@ Environment: ``BENCH_LIMIT`` (s per run, default 120).
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 
@@ -28,6 +27,7 @@ import pytest
 from collsynth.instances import CORPUS, load_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
+from teccl_common import cpu_seconds, limit_argument, paper_value
 
 pytestmark = pytest.mark.benchmark
 LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
@@ -35,30 +35,16 @@ ROWS = tuple(f"teccl-dgx2-2ch-alltoall-fast-{size}" for size in ("1gb", "1mb", "
 PRODUCER = "earliest-arrival"
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _paper(inst, column: str) -> float | None:
-    """TE-CCL's figure in ``column`` for its all-to-all LP."""
-    for e in inst.expect.get("paper", []):
-        if e["column"] == column and e.get("producer") == "ten-source-flow-lp":
-            return e["value"]
-    return None
-
-
 def row(name: str, limit: float = LIMIT) -> dict:
     """One run of ``earliest-arrival`` on corpus instance ``name`` and its figures."""
     inst = load_instance(CORPUS / f"{name}.toml")
-    t0, c0 = time.perf_counter(), _cpu()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     result, _ = run(inst, PRODUCER, Options(time_limit=limit))
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     return {"instance": name, "epochs": result["steps"], "bound": result.get("lower_bound_timesteps"),
             "proven": result["status"] == "optimal", "verified": bool(result["verified"]),
             "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1),
-            "teccl_epochs": _paper(inst, "3-Epochs_Required"), "teccl_s": _paper(inst, "Solver_Time")}
+            "teccl_epochs": paper_value(inst, "3-Epochs_Required", "ten-source-flow-lp"), "teccl_s": paper_value(inst, "Solver_Time", "ten-source-flow-lp")}
 
 
 def table(limit: float = LIMIT) -> str:
@@ -75,10 +61,8 @@ def table(limit: float = LIMIT) -> str:
 
 
 def test_teccl_alltoall_rows():
-    print()
-    print(table())
+    print("\n" + table())
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    print(table(float(args[args.index("--limit") + 1]) if "--limit" in args else LIMIT))
+    print(table(limit_argument(sys.argv[1:], LIMIT)))

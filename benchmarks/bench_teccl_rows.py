@@ -26,7 +26,6 @@ shared 2-core machine, and the driver gets 80% of the limit, the LP bound beside
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 
@@ -35,6 +34,7 @@ import pytest
 from collsynth.instances import CORPUS, load_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
+from teccl_common import cpu_seconds, limit_argument, paper_value
 
 pytestmark = pytest.mark.benchmark
 LIMIT = float(os.environ.get("BENCH_LIMIT", "300"))
@@ -46,31 +46,18 @@ ROWS = (  # instance, producer, producer parameters
 )
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children (solver children included)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _paper(inst, column: str) -> float | None:
-    for e in inst.expect.get("paper", []):
-        if e["column"] == column and e.get("producer") == "ten-ilp":
-            return e["value"]
-    return None
-
-
 def row(name: str, producer: str, limit: float = LIMIT, params: dict | None = None) -> dict:
     """One run of ``producer`` (with ``params``) on corpus instance ``name`` (horizon driver)
     and its figures."""
     inst = load_instance(CORPUS / f"{name}.toml")
-    t0, c0 = time.perf_counter(), _cpu()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     result, schedule = run(inst, producer, Options(time_limit=limit, driver="horizon", params=dict(params or {})))
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     bound = result.get("lower_bound_timesteps")
     return {"instance": name, "producer": producer, "epochs": result["steps"], "bound": bound,
             "proven": result["status"] == "optimal", "verified": bool(result["verified"]),
             "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load": round(os.getloadavg()[0], 1),
-            "teccl_epochs": _paper(inst, "3-Epochs_Required"), "teccl_s": _paper(inst, "Solver_Time")}
+            "teccl_epochs": paper_value(inst, "3-Epochs_Required", "ten-ilp"), "teccl_s": paper_value(inst, "Solver_Time", "ten-ilp")}
 
 
 def table(limit: float = LIMIT) -> str:
@@ -86,10 +73,8 @@ def table(limit: float = LIMIT) -> str:
 
 
 def test_teccl_rows():
-    print()
-    print(table())
+    print("\n" + table())
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    print(table(float(args[args.index("--limit") + 1]) if "--limit" in args else LIMIT))
+    print(table(limit_argument(sys.argv[1:], LIMIT)))

@@ -142,6 +142,18 @@ def size(data: TenData, idx: FlowIndex | None = None) -> int:
     return len(idx) + sent + hold
 
 
+def arrivals_only(params: dict, objective: str, why: str) -> None:
+    """Refuse the TEN ILP's parameters a flow model cannot take: any but ``cuts`` and
+    ``capacity`` (which it ignores), and an objective other than ``"arrivals"`` (``why`` says
+    what the model is instead)."""
+    params.pop("cuts", None)
+    params.pop("capacity", None)
+    if params:
+        raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
+    if objective != "arrivals":
+        raise NotSupported(f"{why}: objective must be arrivals")
+
+
 def build(instance, horizon: int, state=None, *, max_variables: int = MAX_VARIABLES,
           timestep: float | None = None, objective: str = "arrivals", lookahead: int = 0,
           switch_copy: bool = SWITCH_COPY, **params) -> pe.ConcreteModel:
@@ -152,12 +164,7 @@ def build(instance, horizon: int, state=None, *, max_variables: int = MAX_VARIAB
     :class:`~collsynth.tens.ten.NotSupported` when the model would have more than
     ``max_variables`` variables (counted before building).
     """
-    params.pop("cuts", None)
-    params.pop("capacity", None)
-    if params:
-        raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
-    if objective != "arrivals":
-        raise NotSupported("the flow LP is a bound: objective must be arrivals")
+    arrivals_only(params, objective, "the flow LP is a bound")
     data = prepare(instance, horizon, state, timestep, switch_copy=switch_copy)
     idx = flow_index(data)
     n = size(data, idx)

@@ -67,10 +67,12 @@ from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 
 from ..instances.instance import Instance
+from ..instances.topology import ParallelArrays
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
 from ..tens.schedule import Schedule
 from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, schedule_from_rows
 from . import TenModel, expose, ten_model
+from .ten_flow_lp import arrivals_only
 from ._ten_arrays import Size, add_rows, check_size, csr_rows, ranges
 
 NAME = "ten-source-flow-lp"
@@ -104,7 +106,7 @@ def model_units(instance: Instance) -> float:
 # ---- commodities -----------------------------------------------------------------------------
 
 @dataclass
-class Commodities:
+class Commodities(ParallelArrays):
     """The sources of a non-copying collective: commodity ``q`` is chunk group ``group[q]``
     leaving node ``source[q]``; ``demand[q, d]`` chunks of it are needed at ``d``, namely
     ``chunks[q][d]`` (global chunk ids, ascending)."""
@@ -113,9 +115,6 @@ class Commodities:
     source: np.ndarray
     demand: np.ndarray
     chunks: list
-
-    def __len__(self) -> int:
-        return len(self.source)
 
 
 def refusal(instance: Instance) -> str | None:
@@ -279,12 +278,7 @@ def build(instance: Instance, horizon: int, state=None, *, integer: bool = False
     :class:`~collsynth.tens.ten.NotSupported` for collectives that copy or combine, and
     :class:`~collsynth.formulations.BuildTooLarge` when the estimated build exceeds
     ``build_limit`` seconds. ``lookahead`` is ignored (no windows)."""
-    params.pop("cuts", None)
-    params.pop("capacity", None)
-    if params:
-        raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
-    if objective != "arrivals":
-        raise NotSupported("the per-source flow LP maximises what arrives by the horizon: objective must be arrivals")
+    arrivals_only(params, objective, "the per-source flow LP maximises what arrives by the horizon")
     why = refusal(instance)
     if why:
         raise NotSupported(why)

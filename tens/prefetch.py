@@ -64,22 +64,21 @@ def _prefetch_codegen(write: int):
     return codegen
 
 
-@intrinsic
-def prefetch(typingctx, arr, index):
-    """Bring the cache line of ``arr[index]`` (of a 2-d array: the start of row ``index``) in
-    for reading."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-    return types.void(arr, index), _prefetch_codegen(0)
+def _prefetch_intrinsic(name: str, write: int, purpose: str):
+    """The intrinsic ``name(arr, index)`` prefetching the cache line of ``arr[index]`` for ``purpose``."""
+    def typer(typingctx, arr, index):
+        if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+            return None
+        return types.void(arr, index), _prefetch_codegen(write)
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = (f"Bring the cache line of ``arr[index]`` (of a 2-d array: the start of row "
+                     f"``index``) in for {purpose}.")
+    return intrinsic(typer)
 
 
-@intrinsic
-def prefetch_write(typingctx, arr, index):
-    """Bring the cache line of ``arr[index]`` (of a 2-d array: the start of row ``index``) in
-    for writing."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-    return types.void(arr, index), _prefetch_codegen(1)
+prefetch = _prefetch_intrinsic("prefetch", 0, "reading")
+prefetch_write = _prefetch_intrinsic("prefetch_write", 1, "writing")
 
 
 MADV_HUGEPAGE = 14  # Linux's madvise advice (asm-generic/mman-common.h)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from collsynth.instances import generators, make_instance
 from collsynth.solvers import pipeline
 from collsynth.solvers.closed_form import classics as C
+from collsynth.solvers.closed_form import phases as P
 from collsynth.solvers.producers import Options, Unsupported
 from collsynth.tens.cost_models import price
 from collsynth.tens.verify import verify
@@ -35,17 +36,17 @@ def supported(algo, kind):
     probe = {"bucket": topo("torus", dims=[3, 3]), "hamiltonian-rings": topo("torus", dims=[3, 3])}
     t = probe.get(algo, topo("complete", nodes=4))
     try:
-        C.SCHEDULES[algo](inst(t, kind))
+        C.CLASSICS[algo].schedule(inst(t, kind))
         return True
     except Unsupported:
         return False
 
 
-PAIRS = [(a, k) for a in C.SCHEDULES for k in KINDS if supported(a, k)]
+PAIRS = [(a, k) for a in C.CLASSICS for k in KINDS if supported(a, k)]
 
 
 def assert_matches_closed_form(algo, instance):
-    s = C.SCHEDULES[algo](instance)
+    s = C.CLASSICS[algo].schedule(instance)
     assert verify(s, instance) is None
     cost = price(s, instance, "sync")
     cf = C.closed_form_for(algo, instance)
@@ -58,7 +59,7 @@ def assert_matches_closed_form(algo, instance):
 
 def test_every_family_has_kinds():
     algos = {a for a, _ in PAIRS}
-    assert algos == set(C.SCHEDULES)
+    assert algos == set(C.CLASSICS)
     assert ("double-binary-tree", "allreduce") in PAIRS and ("bruck", "allgather") in PAIRS
     assert ("binary-tree", "allgather") not in PAIRS
 
@@ -134,7 +135,7 @@ def test_schedules_verify_for_any_p(p, c, data):
     root = data.draw(st.integers(0, p - 1))
     t = topo("ring", nodes=p) if algo in RING_FAMILY else topo("complete", nodes=p)
     i = inst(t, kind, c=c, root=root)
-    s = C.SCHEDULES[algo](i)
+    s = C.CLASSICS[algo].schedule(i)
     assert verify(s, i) is None
     assert s.num_steps == C.closed_form_for(algo, i)["steps"]
 
@@ -151,16 +152,16 @@ def test_hamiltonian_cycles_decompose_the_torus(m, n):
     for h in (h1, h2):
         assert sorted(h) == list(range(m * n))
         assert all(t.has_link(a, b) for a, b in zip(h, h[1:] + h[:1]))
-    e1, e2 = C._undirected_edges(h1), C._undirected_edges(h2)
+    e1, e2 = P.undirected_edges(h1), P.undirected_edges(h2)
     assert not e1 & e2 and e1 | e2 == all_edges
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 9, 16, 17, 31])
 def test_double_binary_trees_are_complementary(p):
-    t0, t1 = C.double_binary_trees(p)
+    t0, t1 = P.double_binary_trees(p)
     for par in (t0, t1):
         assert sum(x < 0 for x in par) == 1  # one root
-        depth, _ = C._height(par)  # every rank reaches the root
+        depth, _ = P._height(par)  # every rank reaches the root
         assert max(depth) == C._log2c(p) or p <= 2
     if p % 2 == 0 and p > 2:
         inner0 = {x for x in t0 if x >= 0}
@@ -218,7 +219,7 @@ def test_producers_refuse_what_they_do_not_support():
     assert row["status"] == "skipped" and "allreduce" in row["message"] and sched is None
 
 
-@pytest.mark.parametrize("name", sorted(C.SCHEDULES))
+@pytest.mark.parametrize("name", sorted(C.CLASSICS))
 def test_producer_outcome_carries_closed_form(name):
     t = topo("torus", dims=[3, 3])
     kind = "allreduce" if name in ("double-binary-tree", "rabenseifner", "bucket", "hamiltonian-rings", "ring") else None
@@ -236,9 +237,9 @@ def test_producer_outcome_carries_closed_form(name):
 def test_failed_nodes_and_subsets_use_live_ranks(algo, kind):
     t = topo("torus", dims=[4, 4]).with_failures(nodes=[5, 10])
     i = make_instance(t, kind, root=(0 if kind in ROOTED else None), message_bytes=M)
-    s = C.SCHEDULES[algo](i)
+    s = C.CLASSICS[algo].schedule(i)
     assert verify(s, i) is None
     assert not set(s.src.tolist()) & {5, 10} and not set(s.dst.tolist()) & {5, 10}
     sub = make_instance(topo("complete", nodes=9), kind, root=(2 if kind in ROOTED else None),
                         nodes=[0, 2, 3, 7, 8], message_bytes=M)
-    assert verify(C.SCHEDULES[algo](sub), sub) is None
+    assert verify(C.CLASSICS[algo].schedule(sub), sub) is None

@@ -215,6 +215,12 @@ def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
     of the destination can deliver first (rarest first). Among equal keys ``FIFO``/``LIFO``
     take the oldest/newest entry, ``RANDOM`` one at random (reservoir sampling, TACOS §VI-A).
     Entries whose chunk the destination gets earlier are marked used on the way."""
+    return _scan_entries(l, t, endgame, False, True, 0, 0, net, st, relay, isl, pool, rule)
+
+
+@_inlined
+def _scan_entries(l, t, endgame, route, own, k, share_at, net, st, relay, isl, pool, rule):
+    """The scan behind :func:`best_entry` (``route`` false) and :func:`best_route_entry`."""
     v, arrive, island, lo, hi = entries_of(l, t, net, st, isl, pool)
     policy = rule.policy
     scan_all = endgame or policy == RANDOM
@@ -224,7 +230,12 @@ def best_entry(l, t, endgame, net, st, relay, isl, pool, rule):
         c = usable(j, v, arrive, st, relay, pool)
         if c < 0:
             continue
+        shared = route and net.copy and st.switch_arrival[k, c] == share_at
+        if route and not (own or shared):
+            continue
         key = entry_key(v, c, t, island, endgame, isl.has, st.want, net, st.A)
+        if route and net.copy and not shared:
+            key += _UNSHARED
         best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
         if best_key == 0 and not scan_all:
             break
@@ -473,25 +484,7 @@ def best_route_entry(l, t, endgame, own, k, share_at, net, st, relay, isl, pool,
     the route's last switch ``k`` at the end of ``share_at`` (another send's arrival the route
     can share) come first, and only those when ``own`` is false (the hops into the switch
     have no free slot)."""
-    v, arrive, island, lo, hi = entries_of(l, t, net, st, isl, pool)
-    policy = rule.policy
-    scan_all = endgame or policy == RANDOM
-    best, best_key, ties = -1, _NO_KEY, 0
-    for i in range(hi - lo):
-        j = hi - 1 - i if policy == LIFO else lo + i
-        c = usable(j, v, arrive, st, relay, pool)
-        if c < 0:
-            continue
-        shared = net.copy and st.switch_arrival[k, c] == share_at
-        if not (own or shared):
-            continue
-        key = entry_key(v, c, t, island, endgame, isl.has, st.want, net, st.A)
-        if net.copy and not shared:
-            key += _UNSHARED
-        best, best_key, ties = prefer(j, key, best, best_key, ties, policy)
-        if best_key == 0 and not scan_all:
-            break
-    return best
+    return _scan_entries(l, t, endgame, True, own, k, share_at, net, st, relay, isl, pool, rule)
 
 
 @_borrowing

@@ -38,11 +38,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...instances.topology import Topology
+from ...instances.topology import ParallelArrays, Topology
 
 
 @dataclass(frozen=True)
-class Routes:
+class Routes(ParallelArrays):
     """Routes through switches (see the module doc), one per ``(src[r], dst[r])`` NPU pair and
     first switch link.
 
@@ -67,9 +67,6 @@ class Routes:
     port_dst: np.ndarray
     is_switch: np.ndarray
     n_switches: int
-
-    def __len__(self) -> int:
-        return len(self.src)
 
 
 def no_routes() -> Routes:
