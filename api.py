@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from . import InputError
+from .outputs import replaced_file
 from .instances import Instance, files, instance as instance_file
 from .instances import load_instance, make_instance as instance_of_topology
 from .instances.topology import Topology
@@ -318,7 +319,8 @@ def export(schedule: schedules.Schedule | str | Path, instance: Instance | str |
         content = json.dumps(schedules.to_json(sched)) + "\n"
     if path is not None:
         try:
-            Path(path).write_text(content)
+            with replaced_file(path) as staged:  # whole or not at all
+                staged.write_text(content)
         except OSError as e:
             raise InputError(str(path), f"cannot write: {e.strerror}") from None
     return content

@@ -31,6 +31,7 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from .. import InputError
+from ..outputs import replaced_file
 from ..instances.files import read_text
 
 FORMAT = "collsynth.schedule/1"
@@ -370,11 +371,12 @@ def _piece_text(text: str) -> Fraction | None:
 
 
 def write_json(schedule: Schedule, path: str | Path) -> None:
-    """Write the schedule JSON file (compact rows, one send per line)."""
+    """Write the schedule JSON file (compact rows, one send per line), whole or not at all
+    (:func:`collsynth.outputs.replaced_file`)."""
     data = to_json(schedule)
     sends = data.pop("sends")
     head = json.dumps(data)[:-1]
-    with open(path, "w") as f:
+    with replaced_file(path) as tmp, open(tmp, "w") as f:
         f.write(head + (', ' if len(data) else '') + '"sends": [\n')
         f.write(",\n".join(json.dumps(r) for r in sends))
         f.write("\n]}\n")

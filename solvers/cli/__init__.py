@@ -43,6 +43,7 @@ COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py 
     "collsynth.solvers.cli.commands.solve": ("solve",),
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
+    "collsynth.solvers.cli.commands.stores": ("store",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 
