@@ -13,7 +13,8 @@ What :func:`repair` rebuilds, and from what:
 - the database, from every row SQLite can still read: the ``runs`` table is read from its first
   row forward and from its last row backward, each up to the first damaged page, so only the
   rows on damaged pages are lost (an empty or truncated database whose first page is gone
-  gives no rows). The new database is made beside the old one and renamed into place; the
+  gives no rows). A row is kept only if its id is the hash of its key, as every stored run's
+  is, so no row made of a damaged page's bytes comes back. The new database is made beside the old one and renamed into place; the
   damaged one is kept beside it as ``runs.sqlite.damaged-<UTC time>`` (never deleted).
 - the runs, from the schedule files: a run whose schedule file is missing or does not parse is
   dropped (its file moved to ``schedules/damaged/``), so the next ``collsynth bench`` runs it
@@ -69,10 +70,21 @@ def readable_rows(db: Path) -> list[dict]:
                 names = [d[0] for d in cursor.description]
                 for values in cursor:
                     row = dict(zip(names, values))
-                    rows[str(row.get("id"))] = row
+                    if _genuine(row):
+                        rows[str(row["id"])] = row
             except sqlite3.DatabaseError:
                 continue
     return [rows[k] for k in sorted(rows)]
+
+
+def _genuine(row: dict) -> bool:
+    """Whether a row read from a damaged page is a run as it was stored: its id is the hash of
+    its key (:func:`collsynth.results.store.run_key`), which bytes of a damaged page do not
+    give by chance."""
+    try:
+        return row.get("id") == results_store._run_id(results_store.run_key(row))
+    except (TypeError, ValueError):
+        return False
 
 
 def _database_damage(db: Path) -> str | None:
