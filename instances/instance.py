@@ -347,6 +347,7 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
         root=root,
         where=where,
     )
+    size.check_chunk_bytes(coll, where)
     size.check_collective(coll.kind, topology.size, len(coll.nodes), coll.chunks_per_node, where,
                           size.topology_field(topology))
     check_reachable(topology, coll, where)
