@@ -347,9 +347,9 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
         root=root,
         where=where,
     )
-    size.check_chunk_bytes(coll, where)
     size.check_collective(coll.kind, topology.size, len(coll.nodes), coll.chunks_per_node, where,
                           size.topology_field(topology))
+    size.check_chunk_bytes(coll, where)
     check_reachable(topology, coll, where)
     return coll
 

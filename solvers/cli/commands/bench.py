@@ -94,7 +94,8 @@ def bench(args) -> dict:
     )
     from ....results import store
 
-    store.refuse_damaged(args.store)  # a damaged store gets no new rows
+    if (Path(args.store) / "runs.sqlite").is_file():  # a damaged store gets no new rows
+        store.refuse_damaged(args.store)
     try:
         summary = batch.execute(
             jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
