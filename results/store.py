@@ -121,6 +121,9 @@ def _create(path: Path) -> None:
             os.link(tmp, path)
         except FileExistsError:
             pass
+        except OSError:  # a file system without hard links: renamed in, unless another made it first
+            if not path.exists():
+                os.replace(tmp, path)
     finally:
         for extra in ("", "-wal", "-shm"):
             Path(f"{tmp}{extra}").unlink(missing_ok=True)
@@ -129,6 +132,7 @@ def _create(path: Path) -> None:
 # ---- damage: refused, named, never written to ---------------------------------------------------
 
 CHECK_S = 10.0  # at most this long for SQLite's quick check when a command opens a store
+SETTLE_S = 1.0  # a database file shorter than its header for this long is truncated (see refuse_damaged_file)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _checked: dict[str, tuple] = {}  # database files this process has quick-checked, by path: their identity
 
@@ -192,8 +196,13 @@ REFUSED = ("refused: nothing read or written (`collsynth store check` lists the 
 
 def refuse_damaged_file(path: Path) -> None:
     """An InputError naming the database file ``path`` when :func:`file_damage` finds it
-    empty or truncated."""
-    what = file_damage(path)
+    empty or truncated for a second (:data:`SETTLE_S`): while another process checkpoints
+    the WAL into the file, page 1 (with the new page count) can be written before the last
+    page, so a file shorter than its header for a moment is not yet damage."""
+    what, settle = file_damage(path), time.monotonic() + SETTLE_S
+    while what and what.startswith("truncated") and time.monotonic() < settle:
+        time.sleep(0.05)
+        what = file_damage(path)
     if what:
         raise InputError(str(path), f"damaged results database: {what}; {REFUSED}")
 
