@@ -111,6 +111,11 @@ def test_a_disconnected_topology_file_is_named(tmp_path, capsys):
     code, out, err = run_cli(["topology", csv], capsys)
     assert code == 2 and out == "", err
     assert_one_error_line(err, [f"{csv}: ", "disconnected topology", "node 0 cannot reach node 2"])
+    inst = write(tmp_path / "i.toml", 'name = "i"\n[topology]\nfile = "two-pairs.csv"\n[collective]\nkind = "allgather"\n')
+    for command in ("instance", "solve"):
+        code, out, err = run_cli([command, inst, *(["--producer", "greedy"] if command == "solve" else [])], capsys)
+        assert code == 2 and out == "", err
+        assert_one_error_line(err, [f"{inst}: topology.file {csv}: disconnected topology"])
 
 
 def test_the_cli_and_the_size_module_name_one_variable():
