@@ -30,7 +30,7 @@ import pandas as pd
 
 from . import InputError
 from .outputs import replaced_file
-from .instances import Instance, files, instance as instance_file
+from .instances import Instance, files, instance as instance_file, size
 from .instances import load_instance, make_instance as instance_of_topology
 from .instances.topology import Topology
 from .results import schema, store as result_store
@@ -81,8 +81,10 @@ def make_instance(
     if not isinstance(topology, Topology):
         raise InputError("topology", f"expected a Topology, a [topology] table, a generator name or a file, "
                                      f"got {type(topology).__name__}")
-    return instance_of_topology(topology, kind, name=name, chunks_per_node=chunks_per_node,
+    made = instance_of_topology(topology, kind, name=name, chunks_per_node=chunks_per_node,
                                 message_bytes=message_bytes, root=root, nodes=nodes, expect=expect)
+    size.check_chunk_bytes(made.collective, "collective")  # sub-byte chunks refused, as in a file
+    return made
 
 
 def _instance(instance: Instance | str | Path) -> Instance:
