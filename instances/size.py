@@ -281,9 +281,10 @@ def check_chunk_bytes(collective: Any, where: str) -> None:
     be big enough, else ``message_bytes``.
 
     >>> from collsynth.instances.collective import make
-    >>> check_chunk_bytes(make("allgather", range(16), 16, chunks_per_node=1000000, message_bytes=1 << 20), "collective")
+    >>> many = make("allgather", range(16), 16, chunks_per_node=1000000, message_bytes=1 << 20)
+    >>> check_chunk_bytes(many, "collective")
     Traceback (most recent call last):
-    collsynth.InputError: collective.chunks_per_node: chunks of 0.0655 B (message_bytes = 1048576 over 16 x 1000000 chunks); expected chunks of at least 1 B: fewer chunks per node or more bytes
+    collsynth.InputError: collective.chunks_per_node: chunks of 0.0655 B (message_bytes = 1048576 over 16 x ...
     """
     from .. import InputError
 
