@@ -22,6 +22,13 @@ claim's time is up) is taken over.
 
 A folder that cannot be written is refused with an :class:`~collsynth.InputError` naming it;
 reading (:func:`load`, :func:`count`, :func:`done_keys`) needs no write access.
+
+A damaged store is refused, named and never written to: a database file that is empty or
+truncated (:func:`file_damage`), one whose pages SQLite's quick check finds damaged
+(:func:`page_damage`, within :data:`CHECK_S` seconds, once per process and file), and, for the
+commands that call :func:`refuse_damaged` before they start, a stored run's schedule file that
+is missing or does not parse (:func:`schedule_damage`). :mod:`collsynth.results.repair` lists
+and repairs the damage.
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
     A store written by an older schema gains the columns it lacks (empty in its old rows), so
     adding a result field never breaks an existing store. A folder that cannot be written is
     an InputError naming it and saying why; so is a database that is not a store
-    (:func:`check_tables`) or is damaged (:func:`database_damage`; SQLite's quick check runs
+    (:func:`check_tables`) or is damaged (:func:`file_damage`, :func:`page_damage`: the quick check runs
     once per process and database file), which is left exactly as it was. A new database is
     made under a temporary name and linked into place whole, so no other process ever sees a
     half-made (0-byte) one.
