@@ -233,6 +233,8 @@ def bench(
     _, planned = runner.plan_batch(suite, **batch)
     if jobs is not None and jobs < 1:
         raise InputError("jobs", f"expected a positive integer, got {jobs}")
+    if (Path(store) / "runs.sqlite").is_file():
+        result_store.refuse_damaged(store)  # a damaged store gets no new rows
     runner.execute(planned, store, executor=executor, workers=jobs, address=address, rerun=rerun,
                    progress=progress)
     df = open_store(store).runs()

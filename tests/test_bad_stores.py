@@ -310,3 +310,16 @@ def test_store_repair_drops_a_run_whose_schedule_file_is_damaged(tmp_path, capsy
     code, out, err = run_cli(["tables", "--store", store, "--out", tmp_path / "t", "--plots", tmp_path / "p",
                               "--json"], capsys)
     assert code == 0 and '"runs": 1' in out, err
+
+
+def test_the_python_api_adds_no_run_to_a_damaged_store(tmp_path, good_store, inst):
+    import collsynth as cs
+
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    files = break_schedules(store, "corrupt")
+    before = snapshot(store)
+    with pytest.raises(cs.InputError, match="malformed JSON") as e:
+        cs.bench(instances=str(inst), producers=["ring"], store=store, rerun=True)
+    assert e.value.where == str(files[0])
+    assert snapshot(store) == before
