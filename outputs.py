@@ -5,7 +5,7 @@ temporary name and swapped in only when the whole of it is written.
   suffix, for writers that choose the format by it); when the block ends
   without an exception the temporary file is renamed over the target (:func:`os.replace`, one
   atomic step on POSIX), else it is removed and the target keeps every byte it had.
-- :func:`replaced_folder` yields a staging folder (``.<name>.tmp-XXXX`` inside the target, so
+- :func:`replaced_folder` yields a staging folder (``.<name>.tmp-<pid>-XXXX`` inside the target, so
   that every rename stays on one file system, whatever can be written beside it); when the
   block ends without an exception every file of the staging folder is renamed over its
   counterpart in the target, and every subfolder named in ``whole`` replaces the old one as a
@@ -82,7 +82,8 @@ def replaced_folder(target: str | os.PathLike, whole: Iterable[str] = ()) -> Ite
     folder = Path(target)
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=folder, prefix=f".{folder.name}.tmp-"))
+    _remove_abandoned(folder)
+    stage = Path(tempfile.mkdtemp(dir=folder, prefix=f".{folder.name}.tmp-{os.getpid()}-"))
     try:
         yield stage
         _swap_in(stage, folder, set(whole))
@@ -92,6 +93,25 @@ def replaced_folder(target: str | os.PathLike, whole: Iterable[str] = ()) -> Ite
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove staging folders in ``folder`` left by a run that was killed (``kill -9``) before
+    it could: their names carry the process id, and that process is gone."""
+    for stage in folder.glob(f".{folder.name}.tmp-*-*"):
+        pid = stage.name[len(f".{folder.name}.tmp-"):].split("-", 1)[0]
+        if pid.isdigit() and stage.is_dir() and not _alive(int(pid)):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _swap_in(stage: Path, folder: Path, whole: set[str]) -> None:

@@ -3,6 +3,7 @@
 before and after, no temporary file left), and one that succeeds replaces it."""
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -143,3 +144,22 @@ def test_export_that_fails_midway_leaves_the_old_file(old, capsys, monkeypatch):
     monkeypatch.undo()
     code, out, err = run_cli(["export", _schedule(old), old / "r.toml", "--format", "json", "--out", target], capsys)
     assert code == 0 and target.read_text().startswith('{"format"'), err
+
+
+def test_a_staging_folder_left_by_a_killed_run_is_removed_by_the_next_run(tmp_path):
+    import subprocess
+    import sys
+
+    from collsynth.outputs import replaced_folder
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    left = target / f".out.tmp-{int(dead.stdout)}-abc"  # a run killed while writing
+    (left / "half").mkdir(parents=True)
+    live = target / f".out.tmp-{os.getpid()}-xyz"  # a run still writing (this process)
+    live.mkdir()
+    with replaced_folder(target) as stage:
+        (stage / "new.txt").write_text("new")
+    assert sorted(p.name for p in target.iterdir()) == sorted(["new.txt", "old.txt", live.name])
