@@ -29,7 +29,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from . import InputError
-from .instances import Instance, files, instance as instance_file
+from .outputs import replaced_file
+from .instances import Instance, files, instance as instance_file, size
 from .instances import load_instance, make_instance as instance_of_topology
 from .instances.topology import Topology
 from .results import schema, store as result_store
@@ -80,8 +81,10 @@ def make_instance(
     if not isinstance(topology, Topology):
         raise InputError("topology", f"expected a Topology, a [topology] table, a generator name or a file, "
                                      f"got {type(topology).__name__}")
-    return instance_of_topology(topology, kind, name=name, chunks_per_node=chunks_per_node,
+    made = instance_of_topology(topology, kind, name=name, chunks_per_node=chunks_per_node,
                                 message_bytes=message_bytes, root=root, nodes=nodes, expect=expect)
+    size.check_chunk_bytes(made.collective, "collective")  # sub-byte chunks refused, as in a file
+    return made
 
 
 def _instance(instance: Instance | str | Path) -> Instance:
@@ -230,6 +233,8 @@ def bench(
     _, planned = runner.plan_batch(suite, **batch)
     if jobs is not None and jobs < 1:
         raise InputError("jobs", f"expected a positive integer, got {jobs}")
+    if (Path(store) / "runs.sqlite").is_file():
+        result_store.refuse_damaged(store)  # a damaged store gets no new rows
     runner.execute(planned, store, executor=executor, workers=jobs, address=address, rerun=rerun,
                    progress=progress)
     df = open_store(store).runs()
@@ -318,7 +323,8 @@ def export(schedule: schedules.Schedule | str | Path, instance: Instance | str |
         content = json.dumps(schedules.to_json(sched)) + "\n"
     if path is not None:
         try:
-            Path(path).write_text(content)
+            with replaced_file(path) as staged:  # whole or not at all
+                staged.write_text(content)
         except OSError as e:
             raise InputError(str(path), f"cannot write: {e.strerror}") from None
     return content

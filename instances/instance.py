@@ -252,6 +252,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
     bandwidth = _native(table.pop("bandwidth", None), float, f"{where}.bandwidth")
     alpha = _native(table.pop("alpha", None), float, f"{where}.alpha")
     latency = table.pop("latency", "serial")
+    named = where  # what a disconnection error names: the table, and the file it reads
     if "generator" in table and "file" in table:
         raise InputError(where, "give either 'generator' or 'file', not both")
     if "generator" in table:
@@ -269,6 +270,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
             raise InputError(f"{where}.file", f"expected a path, got {fname!r}")
         topo = files.read_topology(base_dir / fname, bandwidth=bandwidth, alpha=alpha, directed=directed)
         size.check_nodes(topo.size, topo.num_links, f"{where}.file")
+        named = f"{where}.file {base_dir / fname}"  # a disconnected file's error names it too
     else:
         raise InputError(where, "expected 'generator = NAME' or 'file = PATH'")
     if not isinstance(failed_nodes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in failed_nodes):
@@ -287,7 +289,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
         raise InputError(f"{where}.latency", f"expected one of {', '.join(LATENCIES)}, got {latency!r}")
     if latency != "serial":
         topo = with_latency(topo, latency)
-    check_topology(topo, where)
+    check_topology(topo, named)
     return topo
 
 
@@ -349,6 +351,7 @@ def collective_from_dict(table: dict[str, Any], topology: Topology, where: str =
     )
     size.check_collective(coll.kind, topology.size, len(coll.nodes), coll.chunks_per_node, where,
                           size.topology_field(topology))
+    size.check_chunk_bytes(coll, where)
     check_reachable(topology, coll, where)
     return coll
 

@@ -251,6 +251,54 @@ def blame(need: Callable[[str, int], int], kind: str, chunks_per_node: int, wher
     return topology_field
 
 
+MIN_CHUNK_ENV = "COLLSYNTH_MIN_CHUNK_BYTES"
+MIN_CHUNK_BYTES = 1.0  # the smallest chunk an instance may have, unless the environment sets another
+
+
+def min_chunk_bytes() -> float:
+    """The smallest chunk an instance may have, in bytes: :data:`MIN_CHUNK_BYTES` (one byte),
+    or the number in the environment variable ``COLLSYNTH_MIN_CHUNK_BYTES`` (the command
+    line's ``--min-chunk-bytes`` sets it for one command)."""
+    import os
+
+    text = os.environ.get(MIN_CHUNK_ENV, "").strip()
+    if not text:
+        return MIN_CHUNK_BYTES
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        from .. import InputError
+        raise InputError(MIN_CHUNK_ENV, f"expected a number of bytes >= 0, got {text!r}")
+    return value
+
+
+def check_chunk_bytes(collective: Any, where: str) -> None:
+    """Refuse (an InputError naming the field) a collective whose chunks are smaller than
+    :func:`min_chunk_bytes`: a chunk is the unit a schedule moves, and no network moves a
+    fraction of a byte. The field named is ``chunks_per_node`` when one chunk per node would
+    be big enough, else ``message_bytes``.
+
+    >>> from collsynth.instances.collective import make
+    >>> many = make("allgather", range(16), 16, chunks_per_node=1000000, message_bytes=1 << 20)
+    >>> check_chunk_bytes(many, "collective")
+    Traceback (most recent call last):
+    collsynth.InputError: collective.chunks_per_node: chunks of 0.0655 B (message_bytes = 1048576 over 16 x ...
+    """
+    from .. import InputError
+
+    least, chunk = min_chunk_bytes(), collective.chunk_bytes
+    if chunk >= least:
+        return
+    c = collective.chunks_per_node
+    field = "chunks_per_node" if chunk * c >= least and c > 1 else "message_bytes"
+    parts = c if collective.kind in ("broadcast", "reduce") else f"{len(collective.nodes)} x {c}"
+    raise InputError(f"{where}.{field}", f"chunks of {chunk:.3g} B (message_bytes = {collective.message_bytes:.15g} "
+                                         f"over {parts} chunks); expected chunks of at least {least:g} B: "
+                                         "fewer chunks per node or more bytes")
+
+
 @dataclass(frozen=True)
 class Size:
     """What a run of an instance needs at least: ``sends`` (the fewest sends of a schedule

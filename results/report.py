@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from .. import InputError
+from ..outputs import replaced_folder
 from ..instances import CORPUS, load_instance
 from ..tens import bounds, cost_models
 from ..tens.schedule import read_json
@@ -457,12 +458,29 @@ def _prepare(out: Path) -> None:
 GENERATOR = "collsynth report"
 
 
+GENERATED = ("instances", "img", "schedules")  # the report's own subfolders: replaced whole
+
+
 def build(store_path: str | Path = store.DEFAULT_STORE, out_dir: str | Path = DEFAULT_OUT,
           jobs: int = 1, progress: bool = False) -> dict:
-    """Write the static report of the store ``store_path`` into ``out_dir``; returns what was
-    written (``index``, ``pages``, ``pictures``, ``files``). ``jobs`` processes draw the
-    instance pictures."""
-    store_path, out = Path(store_path), Path(out_dir)
+    """Write the static report of the store ``store_path`` into ``out_dir``, whole or not at
+    all: it is written into a staging folder and swapped in only when every page and picture
+    is written (:func:`collsynth.outputs.replaced_folder`), so a run that fails midway leaves
+    an earlier report byte for byte; the subfolders of an earlier report (:data:`GENERATED`)
+    are replaced as a whole. Returns what was written (``index``, ``pages``, ``pictures``,
+    ``files``). ``jobs`` processes draw the instance pictures."""
+    target = Path(out_dir)
+    marker = target / "index.html"
+    ours = marker.is_file() and GENERATOR in marker.read_text(errors="replace")
+    with replaced_folder(target, whole=GENERATED if ours else ()) as stage:
+        done = write(store_path, stage, jobs, progress)
+    return {**done, "index": str(marker)}
+
+
+def write(store_path: str | Path, out: Path, jobs: int = 1, progress: bool = False) -> dict:
+    """Write the report of the store ``store_path`` into the folder ``out`` in place (see
+    :func:`build`, which calls it on a staging folder)."""
+    store_path, out = Path(store_path), Path(out)
     df = store.load(store_path)
     df["method"] = render.method(df)
     _prepare(out)

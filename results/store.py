@@ -22,6 +22,13 @@ claim's time is up) is taken over.
 
 A folder that cannot be written is refused with an :class:`~collsynth.InputError` naming it;
 reading (:func:`load`, :func:`count`, :func:`done_keys`) needs no write access.
+
+A damaged store is refused, named and never written to: a database file that is empty or
+truncated (:func:`file_damage`), one whose pages SQLite's quick check finds damaged
+(:func:`page_damage`, within :data:`CHECK_S` seconds, once per process and file), and, for the
+commands that call :func:`refuse_damaged` before they start, a stored run's schedule file that
+is missing or does not parse (:func:`schedule_damage`). :mod:`collsynth.results.repair` lists
+and repairs the damage.
 """
 
 from __future__ import annotations
@@ -72,16 +79,24 @@ def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
     A store written by an older schema gains the columns it lacks (empty in its old rows), so
     adding a result field never breaks an existing store. A folder that cannot be written is
     an InputError naming it and saying why; so is a database that is not a store
-    (:func:`check_tables`), which is left exactly as it was.
+    (:func:`check_tables`) or is damaged (:func:`file_damage`, :func:`page_damage`: the quick check runs
+    once per process and database file), which is left exactly as it was. A new database is
+    made under a temporary name and linked into place whole, so no other process ever sees a
+    half-made (0-byte) one.
     """
     folder = Path(store)
+    path = folder / "runs.sqlite"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(folder / "runs.sqlite", timeout=LOCK_WAIT_S, isolation_level=None)
+        if not path.exists():
+            _create(path)
+        refuse_damaged_file(path)
+        con = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as e:
         raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
     try:
-        _retry_while_locked(lambda: _set_up(con, folder / "runs.sqlite"), LOCK_WAIT_S)
+        _refuse_damaged_pages(con, path)
+        _retry_while_locked(lambda: _set_up(con, path), LOCK_WAIT_S)
         (folder / "schedules").mkdir(exist_ok=True)
     except BaseException as e:
         con.close()
@@ -91,6 +106,169 @@ def connect(store: str | Path = DEFAULT_STORE) -> sqlite3.Connection:
             raise InputError(str(folder), f"cannot write a results store here: {_reason(folder, e)}") from None
         raise
     return con
+
+
+def _create(path: Path) -> None:
+    """Make an empty store database at ``path``: set up under a temporary name beside it and
+    linked into place whole (another process creating it at the same moment wins; its database
+    is kept)."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.new-")
+    os.close(fd)
+    tmp = Path(name)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # as sqlite3 would create it
+    try:
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            _set_up(con, tmp)
+        finally:
+            con.close()  # the last connection: the WAL is checkpointed into the file and removed
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: renamed in, unless another made it first
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for extra in ("", "-wal", "-shm"):
+            Path(f"{tmp}{extra}").unlink(missing_ok=True)
+
+
+# ---- damage: refused, named, never written to ---------------------------------------------------
+
+CHECK_S = 10.0  # at most this long for SQLite's quick check when a command opens a store
+SETTLE_S = 1.0  # a database file shorter than its header for this long is truncated (see refuse_damaged_file)
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_checked: dict[str, tuple] = {}  # database files this process has quick-checked, by path: their identity
+
+
+def _identity(path: Path) -> tuple:
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
+def file_damage(path: str | Path) -> str | None:
+    """What is wrong with the SQLite database file ``path`` that its size and header show, in
+    words, or None: empty (0 bytes), or truncated (shorter than its 100-byte header, not a whole
+    number of pages, or shorter than the page count its header records). The header layout is
+    SQLite's (https://sqlite.org/fileformat2.html, section 1.3: page size at offset 16, page
+    count at 28, valid when the counters at 24 and 92 agree). A file that is not SQLite at all
+    is left to SQLite to refuse."""
+    size = Path(path).stat().st_size
+    if size == 0:
+        return "empty database file (0 bytes)"
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if not head.startswith(SQLITE_MAGIC[:min(len(head), 16)]):
+        return None
+    if len(head) < 100:
+        return f"truncated: {size} bytes, shorter than the 100-byte SQLite header"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if page and size % page:
+        return f"truncated: {size} bytes is not a whole number of {page}-byte pages"
+    if head[24:28] == head[92:96] and size < pages * page:
+        return f"truncated: {size} bytes where its header records {pages} pages of {page} bytes"
+    return None
+
+
+def page_damage(con: sqlite3.Connection, limit_s: float | None = CHECK_S) -> str | None:
+    """The first line SQLite's ``PRAGMA quick_check`` reports on the open database ``con`` (a
+    damaged page: https://sqlite.org/pragma.html#pragma_quick_check), or None when it says
+    ``ok`` or did not finish within ``limit_s`` seconds (None: no limit). The check reads every
+    page once, so its time grows with the database; the limit keeps opening a huge store quick."""
+    deadline = None if limit_s is None else time.monotonic() + limit_s
+    if deadline is not None:
+        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    try:
+        rows = con.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.OperationalError as e:
+        if "interrupt" in str(e):
+            return None
+        return f"damaged: {e}"
+    except sqlite3.DatabaseError as e:
+        return f"damaged: {e}"
+    finally:
+        con.set_progress_handler(None, 0)
+    lines = [line for r in rows for line in str(r[0]).splitlines() if line and not line.startswith("***")]
+    return None if lines == ["ok"] else f"damaged page(s), SQLite quick_check says: {lines[0] if lines else rows}"
+
+
+REFUSED = ("refused: nothing read or written (`collsynth store check` lists the damage, "
+           "`collsynth store repair` rebuilds the store)")
+
+
+def refuse_damaged_file(path: Path) -> None:
+    """An InputError naming the database file ``path`` when :func:`file_damage` finds it
+    empty or truncated for a second (:data:`SETTLE_S`): while another process checkpoints
+    the WAL into the file, page 1 (with the new page count) can be written before the last
+    page, so a file shorter than its header for a moment is not yet damage."""
+    what, settle = file_damage(path), time.monotonic() + SETTLE_S
+    while what and what.startswith("truncated") and time.monotonic() < settle:
+        time.sleep(0.05)
+        what = file_damage(path)
+    if what:
+        raise InputError(str(path), f"damaged results database: {what}; {REFUSED}")
+
+
+def _refuse_damaged_pages(con: sqlite3.Connection, path: Path) -> None:
+    """An InputError naming ``path`` (``con`` closed) when :func:`page_damage` finds a damaged
+    page; each database file is checked once per process (by path and inode)."""
+    key, identity = str(path.resolve()), _identity(path)
+    if _checked.get(key) == identity:
+        return
+    what = page_damage(con)
+    if what:
+        con.close()
+        raise InputError(str(path), f"damaged results database: {what}; {REFUSED}")
+    _checked[key] = identity
+
+
+def schedule_damage(store: str | Path, rows: Iterable[dict]) -> list[tuple[str, str]]:
+    """``(file, what)`` for every stored run's schedule file of ``rows`` that is missing, not
+    a file, not UTF-8 JSON or not a schedule (``docs/schedules.md``): each file is read and
+    parsed as JSON, its sends not built (that is what reading it for a picture does)."""
+    from ..instances.files import read_text
+
+    found = []
+    for row in rows:
+        path = schedule_file(store, row)
+        if path is None:
+            continue
+        try:
+            data = json.loads(read_text(path))
+        except InputError as e:
+            found.append((str(path), e.what))
+            continue
+        except (ValueError, RecursionError) as e:
+            found.append((str(path), f"malformed JSON: {e}"))
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("sends"), list):
+            found.append((str(path), "not a schedule file: expected a JSON object with a list of sends"))
+    return found
+
+
+def refuse_damaged(store: str | Path) -> None:
+    """Refuse (InputError naming the file) a store whose database is damaged or not a store,
+    or one of whose schedule files is (:func:`schedule_damage`); a store that does not exist
+    yet passes. Every command that reads or writes a store calls it once before it starts."""
+    con = _read_only(store)
+    if con is None:
+        return
+    try:
+        rows = con.execute("SELECT id, schedule_path FROM runs WHERE schedule_path IS NOT NULL "
+                           "AND schedule_path != '' ORDER BY id").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(str(Path(store) / "runs.sqlite"), f"damaged results database: {e}; {REFUSED}") from None
+    finally:
+        con.close()
+    found = schedule_damage(store, [{"id": i, "schedule_path": p} for i, p in rows])
+    if found:
+        more = f" (and {len(found) - 1} more schedule file(s))" if len(found) > 1 else ""
+        raise InputError(found[0][0], f"{found[0][1]}{more}; {REFUSED}")
 
 
 def _set_up(con: sqlite3.Connection, path: Path) -> None:
@@ -225,9 +403,11 @@ def _read_only(store: str | Path) -> sqlite3.Connection | None:
         if path.exists() or (Path(store).exists() and not Path(store).is_dir()):
             raise InputError(str(store), f"not a results store: {_reason(Path(store), OSError())}")
         return None
+    refuse_damaged_file(path)
     try:
         con = sqlite3.connect(path, timeout=60)  # read-write handle: closing it tidies WAL files away
         con.execute("SELECT 1 FROM sqlite_master").fetchone()
+        _refuse_damaged_pages(con, path)
     except sqlite3.OperationalError:  # a WAL database in a folder we cannot write: read it as is
         try:
             con = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
@@ -286,13 +466,9 @@ def put(store: str | Path, row: dict[str, Any], schedule: Schedule | None = None
 def _write_schedule(schedule: Schedule, path: Path) -> None:
     """Write the schedule file under a temporary name, then rename it to ``path``; a path
     that cannot be written (a folder in its place, a full disk) is an InputError naming it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
     try:
-        write_json(schedule, tmp)
-        os.replace(tmp, path)
+        write_json(schedule, path)  # under a temporary name, renamed (collsynth.outputs.replaced_file)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise InputError(str(path), f"cannot write the schedule file: {(e.strerror or str(e)).lower()}") from None
 
 

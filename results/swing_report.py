@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..outputs import replaced_folder  # noqa: E402
 from .figures import save  # noqa: E402
 from .render import write_table  # noqa: E402
 
@@ -93,14 +94,21 @@ def write_notes(tables_dir: str | Path) -> Path:
 def write_deficiency(df: pd.DataFrame, convergence: pd.DataFrame | None, tables_dir: str | Path) -> list[Path]:
     """``swing_deficiency.{md,csv,tex}`` (measured Lambda, Psi, Xi beside Table 2) and
     ``swing_xi_convergence.*`` (bandwidth-optimal Swing's Xi against 6/5, 28/27, 120/119)."""
-    tables_dir = Path(tables_dir)
-    cols = [c for c in DEFICIENCY_COLUMNS if c in df.columns]
-    paths = write_table(df[cols].sort_values(["D", "algorithm"]).reset_index(drop=True), tables_dir,
-                        "swing_deficiency")
-    if convergence is not None and len(convergence):
-        paths += write_table(convergence, tables_dir, "swing_xi_convergence")
-    paths.append(write_notes(tables_dir))
-    return paths
+    target = Path(tables_dir)
+    with replaced_folder(target) as stage:  # every table or none
+        tables_dir = stage
+        cols = [c for c in DEFICIENCY_COLUMNS if c in df.columns]
+        paths = write_table(df[cols].sort_values(["D", "algorithm"]).reset_index(drop=True), tables_dir,
+                            "swing_deficiency")
+        if convergence is not None and len(convergence):
+            paths += write_table(convergence, tables_dir, "swing_xi_convergence")
+        paths.append(write_notes(tables_dir))
+        return _written(paths, stage, target)
+
+
+def _written(paths: list[Path], stage: Path, target: Path) -> list[Path]:
+    """Where ``paths`` written under the staging folder ``stage`` end up: under ``target``."""
+    return [target / p.relative_to(stage) for p in paths if p.is_relative_to(stage)]
 
 
 def _size_label(n: int) -> str:
@@ -113,26 +121,28 @@ def _size_label(n: int) -> str:
 def write_goodput(df: pd.DataFrame, tables_dir: str | Path, plots_dir: str | Path) -> list[Path]:
     """``swing_goodput.{csv,md,tex}`` (every algorithm, size, time, goodput), a gain table
     (Swing over the best other algorithm, per figure and size) and one plot per figure."""
-    tables_dir, plots_dir = Path(tables_dir), Path(plots_dir)
-    cols = ["figure", "topology", "algorithm", "variant", "size", "time_s", "goodput_Gbps", "peak_Gbps", "source"]
-    out = df[[c for c in cols if c in df.columns]].sort_values(["figure", "algorithm", "size"]).reset_index(drop=True)
-    paths = write_table(out, tables_dir, "swing_goodput")
-    gains = []
-    for fig, g in df.groupby("figure"):
-        sw = g[g.algorithm == "swing"].set_index("size")["time_s"]
-        others = g[g.algorithm.isin(["recursive-doubling", "bucket", "ring"])]
-        for n, t in sw.items():
-            o = others[others["size"] == n]
-            if o.empty:
-                continue
-            best = o.loc[o["time_s"].idxmin()]
-            gains.append({"figure": fig, "size": _size_label(int(n)), "best_other": best["algorithm"],
-                          "gain_percent": 100.0 * (best["time_s"] / t - 1.0)})
-    if gains:
-        paths += write_table(pd.DataFrame(gains), tables_dir, "swing_goodput_gain")
-    for fig, g in df.groupby("figure"):
-        paths += plot_goodput(g, plots_dir, f"swing_goodput_{fig}")
-    return paths
+    target, plots_target = Path(tables_dir), Path(plots_dir)
+    with replaced_folder(target) as stage, replaced_folder(plots_target) as plots:  # every file or none
+        tables_dir, plots_dir = stage, plots
+        cols = ["figure", "topology", "algorithm", "variant", "size", "time_s", "goodput_Gbps", "peak_Gbps", "source"]
+        out = df[[c for c in cols if c in df.columns]].sort_values(["figure", "algorithm", "size"]).reset_index(drop=True)
+        paths = write_table(out, tables_dir, "swing_goodput")
+        gains = []
+        for fig, g in df.groupby("figure"):
+            sw = g[g.algorithm == "swing"].set_index("size")["time_s"]
+            others = g[g.algorithm.isin(["recursive-doubling", "bucket", "ring"])]
+            for n, t in sw.items():
+                o = others[others["size"] == n]
+                if o.empty:
+                    continue
+                best = o.loc[o["time_s"].idxmin()]
+                gains.append({"figure": fig, "size": _size_label(int(n)), "best_other": best["algorithm"],
+                              "gain_percent": 100.0 * (best["time_s"] / t - 1.0)})
+        if gains:
+            paths += write_table(pd.DataFrame(gains), tables_dir, "swing_goodput_gain")
+        for fig, g in df.groupby("figure"):
+            paths += plot_goodput(g, plots_dir, f"swing_goodput_{fig}")
+        return _written(paths, stage, target) + _written(paths, plots, plots_target)
 
 
 def plot_goodput(g: pd.DataFrame, plots_dir: Path, name: str) -> list[Path]:

@@ -31,6 +31,7 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from .. import InputError
+from ..outputs import replaced_file
 from ..instances.files import read_text
 
 FORMAT = "collsynth.schedule/1"
@@ -307,6 +308,7 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
     if routing not in ROUTINGS:
         raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {_shown(routing)}")
     sends = [_send_row(row, f"{where}: sends[{i}]") for i, row in enumerate(data["sends"])]
+    _check_ids(sends, data["nodes"], data["chunks"], where)
     try:
         return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
     except InputError as e:  # named after the file too
@@ -314,6 +316,24 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
 
 
 _JSON_TYPES = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
+
+
+def _check_ids(sends: list[tuple], nodes: int, chunks: int, where: str) -> None:
+    """Refuse a send whose node or chunk id is outside the file's own header (``0..nodes-1``,
+    ``0..chunks-1``): such a file is malformed, whatever instance it is read with (a send
+    between ids that exist but are not linked is well formed and fails verification).
+
+    >>> _check_ids([(0, 0, 1, 0, 4, 1, None)], 4, 1, "s.json")
+    Traceback (most recent call last):
+    collsynth.InputError: s.json: sends[0]: dst: expected a node id in 0..3 (the header's nodes = 4), got 4
+    """
+    for i, (chunk, _, _, src, dst, _, _) in enumerate(sends):
+        for name, value, count, what in (("chunk", chunk, chunks, "chunk id"), ("src", src, nodes, "node id"),
+                                         ("dst", dst, nodes, "node id")):
+            if not 0 <= value < count:
+                header = "chunks" if name == "chunk" else "nodes"
+                raise InputError(f"{where}: sends[{i}]", f"{name}: expected a {what} in 0..{count - 1} "
+                                                         f"(the header's {header} = {count}), got {value}")
 
 
 def _shown(value, limit: int = 60, quote: bool = True) -> str:
@@ -370,11 +390,12 @@ def _piece_text(text: str) -> Fraction | None:
 
 
 def write_json(schedule: Schedule, path: str | Path) -> None:
-    """Write the schedule JSON file (compact rows, one send per line)."""
+    """Write the schedule JSON file (compact rows, one send per line), whole or not at all
+    (:func:`collsynth.outputs.replaced_file`)."""
     data = to_json(schedule)
     sends = data.pop("sends")
     head = json.dumps(data)[:-1]
-    with open(path, "w") as f:
+    with replaced_file(path) as tmp, open(tmp, "w") as f:
         f.write(head + (', ' if len(data) else '') + '"sends": [\n')
         f.write(",\n".join(json.dumps(r) for r in sends))
         f.write("\n]}\n")

@@ -281,8 +281,9 @@ def test_instance_beyond_limits(tmp_path, capsys, case, text, must):
 
 
 def test_a_run_beyond_memory_is_refused_naming_the_field(tmp_path, capsys):
-    path = tmp_path / "c.toml"  # loads (36 x 10^6 chunk ids), but a schedule has 1.26 x 10^9 sends
-    path.write_text(instance_text('generator = "torus"\ndims = [6, 6]\n', GOOD_COLLECTIVE + "chunks_per_node = 1000000\n"))
+    path = tmp_path / "c.toml"  # loads (36 x 10^6 chunk ids of 1 kB), but a schedule has 1.26 x 10^9 sends
+    path.write_text(instance_text('generator = "torus"\ndims = [6, 6]\n', GOOD_COLLECTIVE + "chunks_per_node = 1000000\n"
+                                  "message_bytes = 36000000000\n"))
     code, out, err = run_cli(["solve", str(path), "--producer", "greedy", "--json"], capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, [str(path), "collective.chunks_per_node", "too big", "1,260,000,000 sends"])

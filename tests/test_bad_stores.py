@@ -66,8 +66,41 @@ def garbage(folder: Path) -> Path:
     return folder
 
 
+def cut(good_store, folder: Path, keep) -> Path:
+    """A copy of the good store whose database keeps only ``keep(size)`` of its first bytes."""
+    shutil.copytree(good_store / "store", folder)
+    db = folder / "runs.sqlite"
+    data = db.read_bytes()
+    db.write_bytes(data[:keep(len(data))])
+    return folder
+
+
+def damage_page(good_store, folder: Path, table: str) -> Path:
+    """A copy of the good store with bytes overwritten in the middle of the root page of
+    ``table`` (the runs table or its key's index): a damaged page SQLite's check finds."""
+    shutil.copytree(good_store / "store", folder)
+    db = folder / "runs.sqlite"
+    con = sqlite3.connect(db)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", [table]).fetchone()[0]
+    con.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * page_size + 8  # past the page's 8-byte header: its cell pointers
+    data[start:start + 192] = bytes(range(192))
+    db.write_bytes(bytes(data))
+    return folder
+
+
 # (id, how the bad store is made, substrings the error line must contain besides the file name)
 BAD_STORES = [
+    ("empty-database", lambda g, f: cut(g, f, lambda n: 0), ["damaged results database", "empty", "0 bytes"]),
+    ("truncated-mid-page", lambda g, f: cut(g, f, lambda n: n - 1000),
+     ["damaged results database", "truncated", "not a whole number of"]),
+    ("truncated-pages", lambda g, f: cut(g, f, lambda n: 2 * 4096),
+     ["damaged results database", "truncated", "header records"]),
+    ("damaged-table-page", lambda g, f: damage_page(g, f, "runs"), ["damaged results database", "quick_check"]),
+    ("damaged-index-page", lambda g, f: damage_page(g, f, "sqlite_autoindex_runs_1"),
+     ["damaged results database", "quick_check"]),
     ("foreign-runs", lambda g, f: sql_store(f, "CREATE TABLE runs (foo, bar)", "INSERT INTO runs VALUES (1, 2)"),
      ["not a collsynth store", "table runs lacks columns id, instance, producer"]),
     ("runs-without-key", lambda g, f: sql_store(f, "CREATE TABLE runs (id TEXT PRIMARY KEY, instance TEXT, "
@@ -158,11 +191,13 @@ def test_a_schedule_that_cannot_be_written_is_named_and_nothing_stored_is_lost(t
     shutil.copytree(good_store / "store", store)
     con = sqlite3.connect(store / "runs.sqlite")
     path = con.execute("SELECT schedule_path FROM runs WHERE producer = 'ring'").fetchone()[0]
+    con.execute("DELETE FROM runs WHERE producer = 'ring'")  # the ring run is still to do
+    con.commit()
     rows = con.execute("SELECT * FROM runs ORDER BY id").fetchall()
     con.close()
     (store / path).unlink()
-    (store / path).mkdir()  # a folder where the re-run's schedule file goes
-    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring", "--rerun",
+    (store / path).mkdir()  # a folder where the run's schedule file goes
+    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring",
                               "--store", store], capsys)
     assert code == 2 and out == "", err
     assert_one_error_line(err, [str(store / path), "cannot write the schedule file"])
@@ -170,7 +205,19 @@ def test_a_schedule_that_cannot_be_written_is_named_and_nothing_stored_is_lost(t
     assert con.execute("SELECT * FROM runs ORDER BY id").fetchall() == rows
     assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
     con.close()
-    assert not list((store / "schedules").glob("*.tmp"))
+    assert not [p for p in (store / "schedules").iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_schedule_file_of_a_stored_run_that_is_a_folder_is_damage(tmp_path, capsys, good_store, inst):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    files = break_schedules(store, "folder")
+    before = snapshot(store)
+    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring", "--rerun",
+                              "--store", store], capsys)
+    assert code == 2 and out == "", err
+    assert_one_error_line(err, [str(files[0]), "irectory", "store repair"])
+    assert snapshot(store) == before
 
 
 def test_a_good_store_still_reads_and_takes_new_runs(tmp_path, capsys, good_store, inst):
@@ -182,3 +229,97 @@ def test_a_good_store_still_reads_and_takes_new_runs(tmp_path, capsys, good_stor
     code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring,greedy",
                               "--store", store], capsys)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["tables", "bench"])
+def test_a_corrupt_schedule_file_is_refused_by_every_command(tmp_path, capsys, good_store, inst, command):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    files = break_schedules(store, "corrupt")
+    before = snapshot(store)
+    argv = [a.format(inst=inst, store=store, tmp=tmp_path) for a in COMMANDS[command]]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == "", err
+    assert_one_error_line(err, [str(files[0]), "malformed JSON", "store repair"])
+    assert snapshot(store) == before
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+DAMAGED = {case: make for case, make, _ in BAD_STORES if case.startswith(("empty", "truncated", "damaged"))}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_store_check_lists_the_damage_and_writes_nothing(tmp_path, capsys, good_store, case):
+    store = DAMAGED[case](good_store, tmp_path / "store")
+    before = snapshot(store)
+    code, out, err = run_cli(["store", "check", "--store", store, "--json"], capsys)
+    assert code == 1, err
+    import json
+
+    damaged = json.loads(out)["damaged"]
+    assert damaged[0]["file"] == str(store / "runs.sqlite")
+    assert snapshot(store) == before
+
+
+def _rows(store: Path) -> list:
+    con = sqlite3.connect(store / "runs.sqlite")
+    try:
+        return con.execute("SELECT id, instance, producer, status, schedule_path FROM runs ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_store_repair_keeps_the_readable_rows_and_the_store_takes_new_runs(tmp_path, capsys, good_store, inst,
+                                                                            case):
+    good_rows = _rows(good_store / "store")
+    store = DAMAGED[case](good_store, tmp_path / "store")
+    damaged_db = (store / "runs.sqlite").read_bytes()
+    code, out, err = run_cli(["store", "repair", "--store", store, "--json"], capsys)
+    assert code == 0, err
+    import json
+
+    done = json.loads(out)
+    kept = _rows(store)
+    assert set(kept) <= set(good_rows)  # nothing made up
+    if case.startswith("damaged-index"):
+        assert kept == good_rows  # the rows live on another page: all of them are read back
+    if case.startswith("empty"):
+        assert kept == [] and len(done["orphaned_files"]) == 2
+    assert Path(done["damaged_database"]).read_bytes() == damaged_db  # kept beside, never deleted
+    code, out, err = run_cli(["store", "check", "--store", store], capsys)
+    assert code == 0 and "no damage found" in out, err
+    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring,greedy",
+                              "--store", store, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["ran"] == len(good_rows) - len(kept)
+
+
+def test_store_repair_drops_a_run_whose_schedule_file_is_damaged(tmp_path, capsys, good_store):
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    rows = _rows(store)
+    bad = store / rows[0][4]
+    bad.write_text("{not json")
+    code, out, err = run_cli(["store", "check", "--store", store], capsys)
+    assert code == 1 and str(bad) in out and "malformed JSON" in out, err
+    code, out, err = run_cli(["store", "repair", "--store", store], capsys)
+    assert code == 0, err
+    assert _rows(store) == rows[1:]
+    assert (store / "schedules" / "damaged" / bad.name).read_text() == "{not json"
+    code, out, err = run_cli(["tables", "--store", store, "--out", tmp_path / "t", "--plots", tmp_path / "p",
+                              "--json"], capsys)
+    assert code == 0 and '"runs": 1' in out, err
+
+
+def test_the_python_api_adds_no_run_to_a_damaged_store(tmp_path, good_store, inst):
+    import collsynth as cs
+
+    store = tmp_path / "store"
+    shutil.copytree(good_store / "store", store)
+    files = break_schedules(store, "corrupt")
+    before = snapshot(store)
+    with pytest.raises(cs.InputError, match="malformed JSON") as e:
+        cs.bench(instances=str(inst), producers=["ring"], store=store, rerun=True)
+    assert e.value.where == str(files[0])
+    assert snapshot(store) == before

@@ -43,7 +43,9 @@ def test_an_id_beyond_32_bits_is_kept_whole_for_the_verifier_to_name():
     inst = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
     data = sch.to_json(ring_allgather(3))
     data["sends"][1][0] = 2**32 + 1  # would wrap to chunk 1 in int32
-    s = sch.from_json(data)
+    with pytest.raises(InputError, match=rf"sends\[1\]: chunk: .* got {2**32 + 1}$"):
+        sch.from_json(data)  # outside the file's own header: malformed, named whole
+    s = sch.from_sends(data["sends"], data["collective"], data["nodes"], data["chunks"])
     assert s.chunk.dtype == np.int64 and s.src.dtype == np.int32
     v = verify(s, inst)
     assert v is not None and v.index == 1 and f"chunk id {2**32 + 1} is outside 0..2" in v.reason

@@ -17,7 +17,8 @@ Every command's ``--help`` lists ``--json`` and shows each option's default.
 
 Every command also takes ``--max-memory SIZE`` (e.g. ``8G``): instances whose estimated
 memory exceeds it (default: the machine's memory) are refused before anything is allocated
-(:mod:`collsynth.instances.size`). An interrupt (SIGINT, or SIGTERM where a command handles it)
+(:mod:`collsynth.instances.size`), and ``--min-chunk-bytes B`` refuses instances whose chunks
+are smaller than B bytes (default one byte). An interrupt (SIGINT, or SIGTERM where a command handles it)
 ends with one line ``error: interrupted...`` and exit code 130.
 """
 
@@ -43,8 +44,10 @@ COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py 
     "collsynth.solvers.cli.commands.solve": ("solve",),
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
+    "collsynth.solvers.cli.commands.stores": ("store",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
+MIN_CHUNK_ENV = "COLLSYNTH_MIN_CHUNK_BYTES"  # collsynth.instances.size.MIN_CHUNK_ENV (not imported: it loads networkx)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -87,6 +90,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         command.add_argument("--json", action="store_true", help=JSON_HELP)
         command.add_argument("--max-memory", metavar="SIZE", default=None,
                              help="refuse instances estimated to need more memory (e.g. 8G; default: the machine's)")
+        command.add_argument("--min-chunk-bytes", metavar="B", default=None,
+                             help="refuse instances whose chunks are smaller (default: 1 byte)")
     return parser
 
 
@@ -139,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     argv = [a for a in argv if a != "--json"]
-    budget = os.environ.get(MEMORY_ENV)
+    budget, least = os.environ.get(MEMORY_ENV), os.environ.get(MIN_CHUNK_ENV)
     try:
         args = build_parser(_command_word(argv)).parse_args(argv)
         if args.version:
@@ -150,6 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.command_line = ["collsynth", *argv, *(["--json"] if as_json else [])]
             if args.max_memory is not None:
                 set_memory_budget(args.max_memory)
+            if args.min_chunk_bytes is not None:
+                from ...instances.size import min_chunk_bytes
+
+                os.environ[MIN_CHUNK_ENV] = str(args.min_chunk_bytes)
+                try:
+                    min_chunk_bytes()
+                except InputError as e:
+                    raise InputError("--min-chunk-bytes", e.what) from None
             with contextlib.redirect_stdout(sys.stderr):
                 result = args.func(args)
     except InputError as e:
@@ -161,8 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a failure, not bad input: one line, exit 1
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    finally:  # --max-memory holds for this command only
+    finally:  # --max-memory and --min-chunk-bytes hold for this command only
         os.environ.pop(MEMORY_ENV, None) if budget is None else os.environ.update({MEMORY_ENV: budget})
+        os.environ.pop(MIN_CHUNK_ENV, None) if least is None else os.environ.update({MIN_CHUNK_ENV: least})
     code = int(result.pop("exit", 0)) if isinstance(result, dict) else 0
     result.pop("text", None) if as_json else None
     try:

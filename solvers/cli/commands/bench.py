@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from .... import InputError
+from ....outputs import replaced_file, replaced_folder
 from ..checks import dask_address, items, out_file, out_folder
 
 
@@ -91,6 +92,10 @@ def bench(args) -> dict:
         args.suite, args.instances, items("--producers", args.producers), items("--solvers", args.solvers),
         items("--drivers", args.drivers), seeds, args.time_limit, parse_params(args.param),
     )
+    from ....results import store
+
+    if (Path(args.store) / "runs.sqlite").is_file():  # a damaged store gets no new rows
+        store.refuse_damaged(args.store)
     try:
         summary = batch.execute(
             jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
@@ -120,21 +125,26 @@ def _kept(summary, args) -> str:
 
 
 def tables(args) -> dict:
-    """Regenerate the tables (Markdown, CSV, LaTeX) and plots (PNG, PDF) from the store."""
+    """Regenerate the tables (Markdown, CSV, LaTeX) and plots (PNG, PDF) from the store, whole
+    or not at all (:mod:`collsynth.outputs`): a run that fails midway leaves the old ones."""
     from ....results import figures, render, store
 
     if not (Path(_store(args.store)) / "runs.sqlite").exists():
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
+    store.refuse_damaged(args.store)
     out_folder("--out", args.out)
     out_folder("--plots", args.plots)
     df = store.load(args.store)
-    written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
-    seeds = dict(seed_tables()) if args.seed_tables else {}
-    for name, table in seeds.items():
-        written += render.write_table(table, Path(args.out), name)
-    if args.paper:
-        for name, table in paper_tables(df, seeds):
-            written += render.write_table(table, Path(args.out), name)
+    with replaced_folder(args.out) as out, replaced_folder(args.plots) as plots:  # all or nothing
+        staged = render.write_all(df, out) + figures.write_all(df, plots)
+        seeds = dict(seed_tables()) if args.seed_tables else {}
+        for name, table in seeds.items():
+            staged += render.write_table(table, out, name)
+        if args.paper:
+            for name, table in paper_tables(df, seeds):
+                staged += render.write_table(table, out, name)
+        written = [Path(args.plots if p.is_relative_to(plots) else args.out) / p.relative_to(
+            plots if p.is_relative_to(plots) else out) for p in staged]
     return {"runs": len(df), "written": [str(p) for p in written],
             "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
 
@@ -179,12 +189,13 @@ def paper_tables(df, seeds: dict | None = None):
 
 def report(args) -> dict:
     """Write the static HTML report of the store (:mod:`collsynth.results.report`)."""
-    from ....results import report as site
+    from ....results import report as site, store
 
     if not (Path(_store(args.store)) / "runs.sqlite").exists():
         raise InputError(args.store, "no results store here; run `collsynth bench` first (or pass --store)")
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
+    store.refuse_damaged(args.store)
     out_folder("--out", args.out)
     done = site.build(args.store, args.out, jobs=args.jobs or os.cpu_count() or 1, progress=not args.no_progress)
     return {**done, "text": f"{done['pages']} instance pages, {done['pictures']} pictures -> open {done['index']}"}
@@ -217,5 +228,6 @@ def draw(args) -> dict:
     sched, inst, refusal = load_verified(args, "draw")
     if refusal:
         return refusal
-    kind = pictures.draw(sched, inst, out, args.kind)
+    with replaced_file(out) as staged:
+        kind = pictures.draw(sched, inst, staged, args.kind)
     return {"verified": True, "kind": kind, "out": str(out), "text": f"wrote {out} ({kind})"}

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from .... import InputError
+from ....limits import TooBig
 from ....instances import CORPUS, generators, peers, size
 from ....instances.files import FORMATS, link_pairs, read_topology
 from ....instances.instance import check_topology, load_instance
@@ -130,7 +131,7 @@ def topology(args: argparse.Namespace) -> dict:
             topo = topo.with_failures(failed_nodes, failed_links)
         except InputError as e:
             raise InputError(f"--{e.where.replace('_', '-')}", e.what) from None
-    check_topology(topo, "topology")
+    check_topology(topo, args.generator if Path(args.generator).suffix.lower() in FORMATS else "topology")
     out = topology_fields(topo)
     deg = out["degree"] if out["degree"] is not None else f"{topo.out_degree_range[0]}..{topo.out_degree_range[1]}"
     out["text"] = (
@@ -150,6 +151,10 @@ def instance(args: argparse.Namespace) -> dict:
         inst = load_instance(args.file)
     else:
         inst = peers.read_peer(args.file, args.peer_format, parse_pairs(args.peer, "--peer"))
+    try:
+        size.check_run(inst)  # what `solve` refuses before any producer starts, refused alike
+    except TooBig as e:
+        raise InputError(f"{args.file}: {e.where}", e.what) from None
     out = {"valid": True, **inst.summary()}
     est = size.estimate(inst)
     out["size"] = {"sends_at_least": est.sends, "bytes_at_least": est.bytes, "ten_variables": est.variables,

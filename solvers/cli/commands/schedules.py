@@ -24,12 +24,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
 import numpy as np
 
 from .... import InputError
+from ....outputs import replaced_file
 from ....instances.instance import load_instance
 from ....results import steps as step_view
 from ....tens import bounds, cost, cost_models, export
@@ -160,12 +162,14 @@ def export_cmd(args) -> dict:
     path = Path(args.out)
     ranks_path = Path(f"{path}.ranks.json") if out.get("ranks_renumbered") else None
     try:
-        if args.format == "json":
-            write_json(schedule, path)
-        else:
-            path.write_text(content)
-        if ranks_path is not None:
-            ranks_path.write_text(json.dumps({"xml": path.name, "ranks": out["ranks"]}, indent=1) + "\n")
+        with replaced_file(path) as staged, contextlib.ExitStack() as more:  # both files or neither
+            if args.format == "json":
+                write_json(schedule, staged)
+            else:
+                staged.write_text(content)
+            if ranks_path is not None:
+                ranks = more.enter_context(replaced_file(ranks_path))
+                ranks.write_text(json.dumps({"xml": path.name, "ranks": out["ranks"]}, indent=1) + "\n")
     except OSError as e:
         raise InputError(str(path), f"cannot write: {e.strerror}") from None
     out["out"] = str(path)
