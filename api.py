@@ -36,7 +36,8 @@ from .results import schema, store as result_store
 from .solvers import compare as comparison
 from .solvers.cli import runner
 from .solvers.pipeline import run
-from .solvers.producers import Options, check_seed, check_threads, check_time_limit, get
+from .limits import DEFAULT_TIME_LIMIT_S
+from .solvers.producers import Options, get
 from .tens import cost, cost_models, export as exports, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
@@ -140,7 +141,7 @@ def solve(
     *,
     solver: str | None = None,
     driver: str | None = None,
-    time_limit: float = 60.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
     gap: float | None = None,
     threads: int = 1,
     seed: int = 0,
@@ -175,13 +176,12 @@ def solve(
     return Result(row, schedule, inst)
 
 
-def _options(solver: str | None = None, driver: str | None = None, time_limit: float = 60.0,
+def _options(solver: str | None = None, driver: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_S,
              gap: float | None = None, threads: int = 1, seed: int = 0, starts: int = 1, **params: Any) -> Options:
-    """The run options of :func:`solve` and :func:`compare` (every other keyword is a parameter),
-    the time limit, threads and seed checked as the command line checks them."""
-    return Options(solver=solver or "highs", driver=driver, time_limit=check_time_limit(time_limit, "time_limit"),
-                   gap=gap, threads=check_threads(threads, "threads"), seed=check_seed(seed, "seed"), starts=starts,
-                   params=params)
+    """The run options of :func:`solve` and :func:`compare` (every other keyword is a parameter);
+    :class:`~collsynth.solvers.producers.Options` checks them as it checks the command line's."""
+    return Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
+                   seed=seed, starts=starts, params=params)
 
 
 def compare(instance: Instance | str | Path, producers: Sequence[str] | str, **options: Any) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from ..limits import TooBig
 from ..results import schema
 from ..tens import cost_models
 from ..tens.schedule import Schedule
-from . import backend_names
+from .backends import names as backend_names
 from .pipeline import run
 from .producers import Options, get, route_params
 

@@ -71,7 +71,7 @@ from ..tens.plan import PricingPlan
 from ..results import schema
 from ..tens.schedule import Schedule, from_sends, reverse
 from ..tens.ten import NotSupported
-from . import backend_names
+from .backends import names as backend_names
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -125,7 +125,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
             bnds, ended = _bounds_here(bnds, share, deadline, stages)
             if ended is not None:
                 return _timed_out(row, ended, deadline, stages, "lower bounds"), None
-        outcome, stopped = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
+        outcome, stopped = _produce(prod, instance, options, deadline, stages)
         if apart is not None:  # a big one: computed in a child process while the producer ran
             bnds = apart.collect(stages)
     if stopped is not None:
@@ -268,8 +268,7 @@ def _bounds_share(deadline: Deadline) -> Deadline:
     :data:`BOUNDS_MIN_S`), so that the producer always gets the rest."""
     if deadline.at is None:
         return deadline
-    share = max(BOUNDS_MIN_S, BOUNDS_SHARE * deadline.limit)
-    return Deadline(min(deadline.at, time.monotonic() + share), deadline.limit)
+    return deadline.child(max(BOUNDS_MIN_S, BOUNDS_SHARE * deadline.limit))
 
 
 def _bounds_extra(bnds: Bounds) -> dict:

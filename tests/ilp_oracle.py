@@ -7,6 +7,7 @@ Section V-A; :mod:`collsynth.formulations.ten_ilp`)."""
 
 from __future__ import annotations
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_model
 from collsynth.solvers import backends
 
@@ -18,7 +19,7 @@ def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
     if horizon < 1:
         return False
     m = ten_ilp.build(inst, horizon)
-    res = backends.solve(m, "highs", time_limit=time_limit)
+    res = backends.solve(m, "highs", deadline=Deadline.after(time_limit))
     assert res.status in ("optimal", "feasible", "no-solution"), res.message  # the last two: the limit
     if res.status == "no-solution":
         return None

@@ -7,6 +7,7 @@ import pyomo.environ as pe
 import pytest
 from pyomo.repn import generate_standard_repn
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
 from collsynth.formulations._ten_arrays import MATRIX_ATTRIBUTE
 from collsynth.instances.generators import build as topo
@@ -65,5 +66,5 @@ def test_nocongestion_is_ten_ilp_without_capacity_rows():
     assert capacity > 0
     assert names(blind) == {k: v for k, v in names(full).items() if k != "ineq_link_capacity"}
     for horizon, pairs in ((4, 72), (3, 68)):
-        r = B.solve(ten_ilp_nocongestion.build(inst, horizon), "highs", time_limit=30)
+        r = B.solve(ten_ilp_nocongestion.build(inst, horizon), "highs", deadline=Deadline.after(30))
         assert r.status == "optimal" and round(r.objective) == pairs

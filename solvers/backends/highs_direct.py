@@ -262,11 +262,13 @@ def available() -> tuple[bool, str]:
     return True, f"highs {highspy.Highs().version()}"
 
 
-def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None, threads: int, seed: int,
-        start: list | None = None, options: dict | None = None) -> Run:
-    """Compile ``model``, solve it with HiGHS and load the solution's values into it.
+def run(model: pe.ConcreteModel, request, start: list | None = None, options: dict | None = None) -> Run:
+    """Compile ``model``, solve it with HiGHS as ``request`` (a
+    :class:`~collsynth.solvers.backends.request.Request`) asks and load the solution's values
+    into it.
 
-    ``time_limit`` counts from the call: HiGHS gets what is left after compiling and loading.
+    HiGHS gets what is left of the request's deadline once the model is compiled and loaded,
+    minus the time to read the solution back (:meth:`~.request.Request.seconds`).
     ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
     before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
     where only the objective value is read), are set as HiGHS options.
@@ -274,15 +276,14 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     import highspy  # here, not at import time: see the module doc
 
     t0, c0 = time.perf_counter(), time.process_time()
-    deadline = None if time_limit is None else t0 + float(time_limit)
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", int(threads))
-    h.setOptionValue("random_seed", int(seed))
-    if gap is not None:
-        h.setOptionValue("mip_rel_gap", float(gap))
+    h.setOptionValue("threads", int(request.threads))
+    h.setOptionValue("random_seed", int(request.seed))
+    if request.gap is not None:
+        h.setOptionValue("mip_rel_gap", float(request.gap))
     mip = bool(lm.integer.any())
     if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
         h.setOptionValue("solver", "ipm")
@@ -297,8 +298,9 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
         if idx:
             h.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
             passed = len(idx)
-    if deadline is not None:
-        h.setOptionValue("time_limit", max(0.05, deadline - time.perf_counter()))
+    seconds = request.seconds()
+    if seconds is not None:
+        h.setOptionValue("time_limit", seconds)
     t1, c1 = time.perf_counter(), time.process_time()
     with shielded():  # HiGHS stops by its own limit; the model's compiling above stays interruptible
         h.run()

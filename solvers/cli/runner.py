@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from ... import InputError
 from ...instances import CORPUS, load_instance
-from ...limits import GRACE_S, HARD_MARGIN_S, TooBig
+from ...limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig
 from ...results import store as result_store
 from ...tens.schedule import from_json, to_json
 from .. import backends
@@ -64,7 +64,7 @@ class Job:
     driver: str = ""
     seed: int = 0
     params: str = "{}"
-    time_limit: float = 60.0
+    time_limit: float = DEFAULT_TIME_LIMIT_S
     threads: int = 1
     suite: str = ""
     message_bytes: float | None = None
@@ -158,7 +158,7 @@ def plan(
     drivers: Sequence[str] = (),
     seeds: Sequence[int] = (0,),
     params: dict[str, Any] | None = None,
-    time_limit: float = 60.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
     suite: str = "",
 ) -> list[Job]:
     """Every job of the cross product; ``--solver`` only multiplies producers that use one,
@@ -196,7 +196,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     """The instance files and jobs of a batch (``collsynth bench``, :func:`collsynth.bench`):
     the instances of ``suite`` or of the glob ``instances``; producers, solvers, drivers, seeds,
     time limit and parameters as given, else the suite's defaults in ``suites.toml`` (else
-    highs, each producer's default driver, seed 0, 60 s, none)."""
+    highs, each producer's default driver, seed 0, :data:`~collsynth.limits.DEFAULT_TIME_LIMIT_S`, none)."""
     spec = check_suite(suite) if suite else {}
     producers = list(producers) or list(spec.get("producers", []))
     if not producers:
@@ -207,7 +207,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
     drivers = list(drivers) or list(spec.get("drivers", []))
     seeds = [registry.check_seed(s, "--seeds") for s in list(seeds) or list(spec.get("seeds", [0]))]
-    time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", 60.0))
+    time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", DEFAULT_TIME_LIMIT_S))
     params = {**spec.get("params", {}), **(params or {})}
     files = select_instances(suite, instances)
     return files, plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=suite or "")

@@ -45,6 +45,7 @@ import numpy as np
 import pyomo.core as pe
 
 from ... import InputError
+from ...limits import Deadline
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
@@ -54,20 +55,6 @@ from .recovery import recover  # noqa: F401 - the drivers' recovery, also used b
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
 WARM_SHARE = 0.4  # share of the time limit the warm-starting time clustering may use
-
-
-@dataclass
-class _Clock:
-    limit: float | None
-    start: float
-
-    def left(self) -> float | None:
-        if self.limit is None:
-            return None
-        return max(0.5, self.limit - (time.perf_counter() - self.start))
-
-    def out(self) -> bool:
-        return self.limit is not None and time.perf_counter() - self.start >= self.limit
 
 
 def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -129,18 +116,21 @@ def _add(stats, res: backends.SolveResult):
         stats["nodes"] = (stats["nodes"] or 0) + res.nodes
 
 
-def _solve(model, options: Options, clock: _Clock, stats, session=None, warm_start=False) -> backends.SolveResult:
-    res = backends.solve(model, options.solver, time_limit=clock.left(), gap=options.gap,
-                         threads=options.threads, seed=options.seed, session=session, warm_start=warm_start)
+def _solve(model, options: Options, clock: Deadline, stats, session=None, warm_start=False) -> backends.SolveResult:
+    """Solve ``model`` by ``clock`` (the solver gets what is left of it) and count the solve in ``stats``."""
+    res = backends.solve(model, backends.Request(
+        options.solver, clock, gap=options.gap, threads=options.threads, seed=options.seed, session=session,
+        warm_start=warm_start))
     _add(stats, res)
     return res
 
 
-def build(formulation: TenFormulation, clock: _Clock, instance, horizon: int, **params):
-    """``formulation.build`` with the seconds left on ``clock`` as ``build_limit`` when the
-    formulation takes one (it raises :class:`~collsynth.formulations.BuildTooLarge` rather
-    than build a model that would not be ready in time)."""
-    if formulation.takes_build_limit and clock.limit is not None:
+def build(formulation: TenFormulation, clock: Deadline, instance, horizon: int, **params):
+    """``formulation.build`` by ``clock``: for a formulation that estimates its build time,
+    with the seconds left as ``build_limit`` (it raises
+    :class:`~collsynth.formulations.BuildTooLarge` rather than build a model that would not be
+    ready in time). The callers build nothing once the clock has run out."""
+    if formulation.takes_build_limit and clock.at is not None:
         asked = params.get("build_limit")
         params = {**params, "build_limit": clock.left() if asked is None else min(float(asked), clock.left())}
     return formulation.build(instance, horizon, **params)
@@ -251,13 +241,10 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     return {"sends": len(kept), "dropped": int(len(rows) - len(kept)), "objective": obj}
 
 
-def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share: float, stats,
+def _warm_cluster(instance, formulation, options: Options, clock: Deadline, share: float, stats,
                   form_params) -> tuple[_Known | None, Outcome | None]:
-    """Time clustering with ``share`` of the time limit: (its schedule as rows, its outcome)."""
-    limit = None if options.time_limit is None else max(0.01, share * float(options.time_limit))
-    if clock.limit is not None:
-        limit = min(limit, clock.left())
-    sub = replace(options, time_limit=limit)
+    """Time clustering with ``share`` of the time left on ``clock``: (its schedule as rows, its outcome)."""
+    sub = replace(options, deadline=clock.share(share))
     o, data, rows = _time_cluster(instance, formulation, sub, **form_params)
     stats["build_s"] += o.build_s
     stats["solve_s"] += o.solve_s
@@ -301,7 +288,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     schedule, the last incumbent completed by :func:`recover`, and pure recovery is returned.
     """
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     form_params = {"objective": "arrivals", **form_params}
     search = _Search(instance, formulation, options, form_params, clock, _stats(options.solver),
                      use_warm=bool(warm) and warm_ok(formulation, form_params))
@@ -352,7 +339,7 @@ class _Search:
     formulation: TenFormulation
     options: Options
     form_params: dict
-    clock: _Clock
+    clock: Deadline
     stats: dict
     use_warm: bool
     known: _Known | None = None
@@ -406,7 +393,7 @@ def _linear_search(search: _Search, lb: int):
     (proven lower bound, (steps, schedule, horizon) or None, the failed solve or None)."""
     proven_lb = lb
     search.symmetric_lb = h = lb
-    while h <= search.top and not search.clock.out():
+    while h <= search.top and not search.clock.expired():
         res, ok, sched = search.attempt(h)
         if res.status in ("error", "skipped"):
             return proven_lb, None, res
@@ -428,7 +415,7 @@ def _binary_search(search: _Search, lb: int):
     proven_lb, best = lb, None
     search.symmetric_lb = lo_h = lb
     hi_h = search.top
-    while lo_h <= hi_h and not search.clock.out():
+    while lo_h <= hi_h and not search.clock.expired():
         mid = (lo_h + hi_h) // 2
         res, ok, sched = search.attempt(mid)
         if res.status in ("error", "skipped"):
@@ -529,7 +516,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     the horizon) and the ILP's final objective.
     """
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
@@ -547,7 +534,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         if tc is not None:
             cands.append(tc)
-    if tc is None or tc.steps > lb:
+    if (tc is None or tc.steps > lb) and not clock.expired():
         try:
             ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
         except BuildTooLarge as e:
@@ -566,7 +553,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
 
 
-def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: _Clock, stats,
+def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: Deadline, stats,
                          form_params, h: int, start: _Known | None, extra: dict):
     """The model at horizon ``h`` solved under the clock (MIP start: ``start`` cut at ``h``),
     its incumbent completed by :func:`recover`: (that schedule as ``_Known``, the solve result).
@@ -616,7 +603,9 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     formulation = ten_formulation(formulation)
     if formulation.start_from_schedule is None:
         raise ten.NotSupported(f"{formulation.name} takes no schedule as a MIP start")
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
+    if clock.expired():
+        raise ten.NotSupported("no time left to improve the start schedule")
     stats = _stats(options.solver)
     lb = _lower_bound(formulation, instance, form_params)
     h = int(start.num_steps)
@@ -664,7 +653,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
                   lookahead: int | None = None, **form_params):
     """:func:`time_cluster`, also returning (TEN data, rows) of its schedule in the model's direction."""
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
@@ -680,7 +669,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     state = data0.pre.copy()
     offset, stalls = 0, 0
     all_rows, windows = [], []
-    while (data0.post & ~state).any() and not clock.out() and stalls < 2:
+    while (data0.post & ~state).any() and not clock.expired() and stalls < 2:
         t0 = time.perf_counter()
         try:
             model = build(formulation, clock, instance, k, state=state, **form_params)

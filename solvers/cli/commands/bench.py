@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from .... import InputError
+from ....limits import DEFAULT_TIME_LIMIT_S
 from ..checks import dask_address, items, out_file, out_folder
 
 
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solvers", help="comma-separated solver backends for producers that use one (default: highs)")
     p.add_argument("--drivers", default=None, help="comma-separated drivers for producers that accept them (default: the suite's, else each producer's first)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds, each 0..2**31-1 (default: the suite's, else 0)")
-    p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds (default: the suite's, else 60)")
+    p.add_argument("--time-limit", type=float, default=None, help=f"per-job solver time limit in seconds (default: the suite's, else {DEFAULT_TIME_LIMIT_S:g})")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter, repeatable; goes to the producers declaring it (default: the suite's)")
     p.add_argument("--executor", default="local", choices=["local", "dask"],
                    help="local worker processes, or a Dask cluster at --address")

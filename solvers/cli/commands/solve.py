@@ -30,11 +30,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .... import InputError
-from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
+from ....limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
-from ... import backend_names
+from ...backends import names as backend_names
 from ...compare import TABLE_COLUMNS, compare, split_names
 from ...pipeline import run, warm
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="solver backend for producers that use one (default highs; gurobi, cpsat, scip, glop, pdlp, cbc, ...)")
     s.add_argument("--driver", default=None,
                    help="horizon | early-stop | time-cluster (producers that take one; default: the producer's first)")
-    s.add_argument("--time-limit", type=float, default=60.0,
-                   help=f"seconds for the whole run, at most {MAX_TIME_LIMIT_S:g} (a year) (default 60)")
+    s.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                   help=f"seconds for the whole run, at most {MAX_TIME_LIMIT_S:g} (a year) (default {DEFAULT_TIME_LIMIT_S:g})")
     s.add_argument("--gap", type=float, default=None, help="relative MIP gap to stop at (default: none, solve to the solver's own tolerance)")
     s.add_argument("--threads", type=int, default=1, help=f"solver threads, 1..{MAX_THREADS} (default 1)")
     s.add_argument("--seed", type=int, default=0, help="random seed, 0..2**31-1")
