@@ -32,7 +32,8 @@ from . import InputError
 from .instances import Instance, files, instance as instance_file
 from .instances import load_instance, make_instance as instance_of_topology
 from .instances.topology import Topology
-from .results import schema, store as result_store
+from .results import store as result_store
+from .tens import schema
 from .solvers import compare as comparison
 from .solvers.cli import runner
 from .solvers.pipeline import run

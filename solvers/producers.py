@@ -37,6 +37,7 @@ from .. import InputError
 from ..instances import Instance
 from ..limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ..tens.schedule import Schedule
+from ..tens.status import Status
 
 FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks both agree), or None
     # where the family discovers them from its own modules, so that adding one is adding a module
@@ -52,9 +53,6 @@ SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get
     "collsynth.solvers.bfb.driver",
     "collsynth.solvers.bfb.expansions",
 )
-
-STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed",
-            "timeout")
 
 
 class Unsupported(Exception):
@@ -273,10 +271,13 @@ class Options:
 class Outcome:
     """What a producer returns: a schedule (or none) and what it knows about it.
 
-    ``status``: optimal / feasible (limit hit, incumbent kept) / infeasible / no-solution /
-    error / skipped (licence limit, unavailable, too big) for solver-based producers;
-    ``heuristic`` (greedy) or ``constructed`` (closed forms, expansions) otherwise;
-    ``timeout`` when the run's time limit ended it before it had a schedule. ``objective``/``bound``
+    ``status`` (a :class:`~collsynth.tens.status.Status`): optimal (in the producer's own
+    model: the row says ``optimal`` only with the instance's proof,
+    :func:`~collsynth.solvers.pipeline.judge`) / feasible (limit hit, incumbent kept) /
+    infeasible / no-solution / error / skipped (licence limit, unavailable, too big) for
+    solver-based producers; ``heuristic`` (greedy) or ``constructed`` (closed forms,
+    expansions) otherwise; ``timeout`` when the run's time limit ended it before it had a
+    schedule. ``objective``/``bound``
     are in the producer's own units (``units`` says which, e.g. "steps"). ``extra`` holds
     method-specific figures (closed-form T_L/T_B, theorem predictions, seed spread, ...).
     ``found_by`` says which method found the schedule (``ilp@h=5``, ``time-cluster``,
@@ -285,7 +286,7 @@ class Outcome:
     """
 
     schedule: Schedule | None
-    status: str
+    status: Status
     # what it found, in its own units
     objective: float | None = None
     bound: float | None = None

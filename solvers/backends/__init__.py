@@ -35,7 +35,7 @@ from .names import ALIASES, KNOWN, canonical, check_name, pyomo_names  # noqa: F
 
 _LAZY = {  # name: the module that defines it, imported on first use
     "solve": "dispatch", "available": "dispatch", "backends": "dispatch", "Session": "dispatch",
-    "Request": "request", "SolveResult": "request", "STATUSES": "request", "READBACK_S": "request",
+    "Request": "request", "SolveResult": "request", "READBACK_S": "request",
     "model_stats": "request", "start_values": "request", "solver_plugins": "request",
 }
 

@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ...tens.status import Status
 from ...limits import TimeLimitReached, shielded
 from . import gurobi, highs, highs_direct, legacy, ortools
 from .names import KNOWN, canonical
@@ -94,7 +95,7 @@ def solve(model, request: Request | str = "highs", **fields: Any) -> SolveResult
             with shielded():  # the solver stops by its limit; a timer must not cut Pyomo's I/O capture
                 res = _dispatch(model, request)
     except Exception as e:  # noqa: BLE001 - a solver failure is a status, not a crash
-        res = SolveResult("error", solver=name, message=f"error: {type(e).__name__}: {e}")
+        res = SolveResult(Status.ERROR, solver=name, message=f"error: {type(e).__name__}: {e}")
     res.solver = res.solver or name
     res.wall_s = time.perf_counter() - t0
     if res.gap is None:

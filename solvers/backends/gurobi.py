@@ -6,6 +6,7 @@ constraints (error 10010): counted before solving and caught at solve, both repo
 
 from __future__ import annotations
 
+from ...tens.status import Status
 from .highs import solve_v2
 from .request import Request, SolveResult, model_stats, solver_plugins
 
@@ -35,10 +36,10 @@ def solve(model, request: Request, precheck: bool = True) -> SolveResult:
     size-limited licence is ``skipped`` (counted first unless ``precheck`` is False)."""
     ok, why = available()
     if not ok:
-        return SolveResult("skipped", solver="gurobi", message="skipped: gurobi not installed")
+        return SolveResult(Status.SKIPPED, solver="gurobi", message="skipped: gurobi not installed")
     stats = model_stats(model)
     if precheck and "size-limited" in why and (stats["variables"] > LIMIT or stats["constraints"] > LIMIT):
-        return SolveResult("skipped", solver="gurobi", message=(
+        return SolveResult(Status.SKIPPED, solver="gurobi", message=(
             f"skipped: licence size limit ({stats['variables']} variables, {stats['constraints']} constraints > {LIMIT})"))
     if request.session is not None and request.session.handle is not None:
         handle = request.session.handle
@@ -51,7 +52,7 @@ def solve(model, request: Request, precheck: bool = True) -> SolveResult:
     except Exception as e:  # noqa: BLE001
         text = str(e)
         if "10010" in text or "size-limited" in text.lower() or "Model too large" in text:
-            return SolveResult("skipped", solver="gurobi", message="skipped: licence size limit")
+            return SolveResult(Status.SKIPPED, solver="gurobi", message="skipped: licence size limit")
         raise
     res.solver = "gurobi"
     return res

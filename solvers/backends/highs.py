@@ -12,6 +12,7 @@ from typing import Any
 
 import pyomo.core as pe
 
+from ...tens.status import Status
 from . import highs_direct
 from .request import Request, SolveResult, finite, model_stats, start_values, with_note
 
@@ -29,23 +30,23 @@ def solve(model, request: Request) -> SolveResult:
     """HiGHS on the model compiled into one matrix (:mod:`.highs_direct`); ``build_s`` is the
     compiling and loading, ``solve_s`` HiGHS' run."""
     if not highs_direct.available()[0]:
-        return SolveResult("skipped", solver="highs", message="skipped: highs not installed")
+        return SolveResult(Status.SKIPPED, solver="highs", message="skipped: highs not installed")
     start = start_values(model) if request.warm_start else None
     r = highs_direct.run(model, request, start=start)
     status, message = STATUS.get(r.model_status, (None, ""))
     if status is None:
         if r.has_solution:
-            status, message = "feasible", f"limit hit ({r.model_status}); incumbent kept"
+            status, message = Status.FEASIBLE, f"limit hit ({r.model_status}); incumbent kept"
         elif r.model_status in LIMITS:
-            status, message = "no-solution", f"limit hit ({r.model_status}) before any solution"
+            status, message = Status.NO_SOLUTION, f"limit hit ({r.model_status}) before any solution"
         else:
-            status, message = "error", f"error: HiGHS reported {r.model_status}"
-    if status == "optimal" and not r.has_solution:
-        status, message = "error", "error: HiGHS reported optimal without a solution"
+            status, message = Status.ERROR, f"error: HiGHS reported {r.model_status}"
+    if status == Status.OPTIMAL and not r.has_solution:
+        status, message = Status.ERROR, "error: HiGHS reported optimal without a solution"
     if request.warm_start and r.start_values:
         message = with_note(message, f"MIP start of {r.start_values} values passed")
-    obj = r.objective if status in ("optimal", "feasible") else None
-    bound = r.bound if r.bound is not None else (obj if status == "optimal" else None)
+    obj = r.objective if status in (Status.OPTIMAL, Status.FEASIBLE) else None
+    bound = r.bound if r.bound is not None else (obj if status == Status.OPTIMAL else None)
     return SolveResult(status=status, objective=finite(obj), bound=finite(bound), build_s=r.load_s,
                        solve_s=r.run_s, solver="highs", version=r.version, nodes=r.nodes, message=message)
 
@@ -137,7 +138,7 @@ def solve_v2(model, request: Request, handle, options: dict | None = None) -> So
     """Solve through a Pyomo v2 solver ``handle`` (HiGHS or Gurobi, persistent or direct)."""
     name = request.name
     if not handle.available():
-        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed")
+        return SolveResult(Status.SKIPPED, solver=name, message=f"skipped: {name} not installed")
     version = ".".join(map(str, handle.version()))
     solver_options = dict(options or {})
     kwargs: dict[str, Any] = {}
@@ -162,12 +163,12 @@ def solve_v2(model, request: Request, handle, options: dict | None = None) -> So
     status, message = v2_status(results)
     if start_info is not None and request.warm_start and start_info.get("values"):
         message = with_note(message, f"MIP start of {start_info['values']} values passed")
-    if status in ("optimal", "feasible"):
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
         results.solution_loader.load_vars()
     solve_s = _solver_seconds(results, start_info, elapsed)
-    obj = finite(results.incumbent_objective) if status in ("optimal", "feasible") else None
+    obj = finite(results.incumbent_objective) if status in (Status.OPTIMAL, Status.FEASIBLE) else None
     bound = finite(results.objective_bound)
-    if status == "optimal" and bound is None:
+    if status == Status.OPTIMAL and bound is None:
         bound = obj
     return SolveResult(status=status, objective=obj, bound=bound, build_s=max(0.0, elapsed - solve_s),
                        solve_s=solve_s, solver=name, version=version, nodes=_nodes(results), message=message)

@@ -8,6 +8,7 @@ import math
 
 import pyomo.core as pe
 
+from ...tens.status import Status
 from .request import Request, SolveResult, finite, solver_plugins
 
 TIME_OPTION = {"cbc": "sec", "glpk": "tmlim", "scip": "limits/time", "cplex": "timelimit"}
@@ -32,7 +33,7 @@ def solve(model, request: Request) -> SolveResult:
 
     name = request.name
     if not available(name)[0]:
-        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed")
+        return SolveResult(Status.SKIPPED, solver=name, message=f"skipped: {name} not installed")
     opt = solver_plugins().SolverFactory(name)
     seconds = request.seconds()
     if seconds is not None and name in TIME_OPTION:
@@ -48,17 +49,17 @@ def solve(model, request: Request) -> SolveResult:
     tc = results.solver.termination_condition
     has = len(results.solution) > 0
     if tc == TC.optimal and has:
-        status, msg = "optimal", ""
+        status, msg = Status.OPTIMAL, ""
     elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
-        status, msg = "infeasible", "the model is infeasible"
+        status, msg = Status.INFEASIBLE, "the model is infeasible"
     elif has:
-        status, msg = "feasible", f"limit hit ({tc}); incumbent kept"
+        status, msg = Status.FEASIBLE, f"limit hit ({tc}); incumbent kept"
     elif results.solver.status == SolverStatus.error:
-        status, msg = "error", f"error: {name} reported {tc}"
+        status, msg = Status.ERROR, f"error: {name} reported {tc}"
     else:
-        status, msg = "no-solution", f"no solution ({tc})"
-    obj, bound = _objective_and_bound(model, results) if status in ("optimal", "feasible") else (None, None)
-    if status == "optimal" and bound is None:
+        status, msg = Status.NO_SOLUTION, f"no solution ({tc})"
+    obj, bound = _objective_and_bound(model, results) if status in (Status.OPTIMAL, Status.FEASIBLE) else (None, None)
+    if status == Status.OPTIMAL and bound is None:
         bound = obj
     return SolveResult(status=status, objective=obj, bound=bound, solve_s=elapsed, solver=name, message=msg)
 

@@ -22,6 +22,7 @@ import tempfile
 import time
 from typing import Any
 
+from ...tens.status import Status
 from ...limits import seconds_left
 from .request import READBACK_S, Request, SolveResult, finite, model_stats, start_values, with_note
 
@@ -68,10 +69,10 @@ def solve(model, request: Request, *, wall_limit: float | None = None, extra_arg
     if isinstance(data, SolveResult):
         return data
     status = data["status"]
-    if status in ("optimal", "feasible"):
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
         missing = _load_values(data, symbol_map)
         if missing:
-            return SolveResult("error", solver=name, message=f"error: {missing} variable names did not map back")
+            return SolveResult(Status.ERROR, solver=name, message=f"error: {missing} variable names did not map back")
     message = data.get("message", "")
     if request.warm_start and data.get("start_values"):
         message = with_note(message, f"MIP start of {data['start_values']} values passed")
@@ -84,13 +85,13 @@ def _refusal(model, name: str) -> SolveResult | None:
     """A ``skipped`` result when OR-Tools is missing or ``name`` cannot take this model."""
     ok, why = installed()
     if not ok:
-        return SolveResult("skipped", solver=name, message=f"skipped: {name} not installed ({why})")
+        return SolveResult(Status.SKIPPED, solver=name, message=f"skipped: {name} not installed ({why})")
     stats = model_stats(model)
     if name == "cpsat" and stats["continuous"]:
-        return SolveResult("skipped", solver=name, message=(
+        return SolveResult(Status.SKIPPED, solver=name, message=(
             f"skipped: cpsat needs a pure-integer model ({stats['continuous']} continuous variables)"))
     if name in ("glop", "pdlp") and stats["integer"]:
-        return SolveResult("skipped", solver=name, message=(
+        return SolveResult(Status.SKIPPED, solver=name, message=(
             f"skipped: {name} is an LP solver ({stats['integer']} integer variables)"))
     return None
 
@@ -135,9 +136,9 @@ def _run_child(cmd: list[str], name: str, tmp: str, wall_limit: float | None, bu
         elapsed = time.perf_counter() - t1
         data = _read_json(os.path.join(tmp, "incumbent.json"))
         if data is None:
-            return SolveResult("error", solver=name, build_s=build_s, solve_s=elapsed,
+            return SolveResult(Status.ERROR, solver=name, build_s=build_s, solve_s=elapsed,
                                message=f"error: timed out (child killed after {wall_limit:.1f} s)"), elapsed
-        data["status"] = "feasible"
+        data["status"] = Status.FEASIBLE
         data["message"] = (f"child killed at its wall-clock deadline ({wall_limit:.1f} s); incumbent "
                            f"from its solution callback (solution {data.get('solutions', '?')})")
         data["solve_s"] = elapsed
@@ -153,7 +154,7 @@ def _run_child(cmd: list[str], name: str, tmp: str, wall_limit: float | None, bu
         why = f"killed by signal {-proc.returncode}"
     else:
         why = f"exit code {proc.returncode}"
-    return SolveResult("error", solver=name, build_s=build_s, solve_s=elapsed,
+    return SolveResult(Status.ERROR, solver=name, build_s=build_s, solve_s=elapsed,
                        message=f"error: {name} child process failed (exit {proc.returncode}): {why}"), elapsed
 
 

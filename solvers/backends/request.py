@@ -25,11 +25,11 @@ from typing import Any
 
 import pyomo.core as pe
 
+from ...tens.status import SOLVED, Status
 from ...limits import NO_LIMIT, Deadline, seconds_left
 from .names import canonical
 
 READBACK_S = 0.25  # of a solve's time, kept to read the incumbent back into the model and return
-STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped")  # a backend's own verdicts
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,11 @@ class SolveResult:
     ``build_s`` is the time spent translating the Pyomo model for the solver (loading it into
     the embedded solver or writing MPS), ``solve_s`` the solver's own time, ``wall_s`` the
     whole call. ``gap`` is ``|bound - objective| / max(1, |objective|)`` when both exist.
-    ``status`` is one of :data:`STATUSES`.
+    ``status`` is a :class:`~collsynth.tens.status.Status`: ``optimal`` (in this model),
+    ``feasible``, ``infeasible``, ``no-solution``, ``error`` or ``skipped``.
     """
 
-    status: str
+    status: Status
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None
@@ -84,7 +85,7 @@ class SolveResult:
     @property
     def has_solution(self) -> bool:
         """True when values were loaded into the model (optimal or feasible)."""
-        return self.status in ("optimal", "feasible")
+        return self.status in SOLVED
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""

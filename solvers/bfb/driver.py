@@ -37,6 +37,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
+from ...tens.status import Status
 from ... import InputError
 from ...limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ...formulations import bfb_chunked, bfb_hetero, bfb_lp
@@ -51,7 +52,7 @@ from .. import backends
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
-STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, "infeasible": 3, "error": 4, "skipped": 5}
+STATUS_RANK = {Status.OPTIMAL: 0, Status.CONSTRUCTED: 0, Status.FEASIBLE: 1, Status.NO_SOLUTION: 2, Status.INFEASIBLE: 3, Status.ERROR: 4, Status.SKIPPED: 5}
 
 
 @dataclass
@@ -75,7 +76,7 @@ class BFBResult:
     orbit: bool
     problems: int
     solved: int
-    status: str = "optimal"
+    status: str = Status.OPTIMAL
     solver: str = ""
     version: str = ""
     build_s: float = 0.0
@@ -224,7 +225,7 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
     """
     v = data.sources[data.pair_v]
     w = data.neighbours[data.pair_w]
-    out: dict[str, Any] = {"node": data.node, "step": data.step, "v": v, "w": w, "status": "optimal",
+    out: dict[str, Any] = {"node": data.node, "step": data.step, "v": v, "w": w, "status": Status.OPTIMAL,
                            "build_s": 0.0, "solve_s": 0.0, "solver": "", "version": "", "solved": 0}
     if len(v) == 0:
         out.update(num=np.zeros(0, np.int64), den=1)
@@ -434,7 +435,7 @@ def _summary(results: list[dict], method: str, T: int, unit: int) -> dict:
     if unit > 1:
         extra["chunks"] = unit
     return {
-        "status": max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default="optimal"),
+        "status": max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default=Status.OPTIMAL),
         "solver": next((r["solver"] for r in results if r["solver"]), ""),
         "version": next((r["version"] for r in results if r["version"]), ""),
         "message": "; ".join(sorted({r["message"] for r in results if r.get("message")}))[:500],

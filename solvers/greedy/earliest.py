@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra, maximum_bipartite_matching, min_weight_full_bipartite_matching
 
+from ...tens.status import Status
 from ...instances.instance import Instance, make_instance
 from ...instances.topology import from_edges
 from ...limits import TimeLimitReached
@@ -510,7 +511,7 @@ def produce(instance: Instance, options: Options) -> Outcome:
     try:
         bound = int(bounds.timesteps_bound(instance, timestep=sched.meta["timestep_s"]).value)
     except (TimeLimitReached, NotSupported) as e:
-        return Outcome(sched, "heuristic", objective=float(steps), units="timesteps", solve_s=wall, solver=NAME,
+        return Outcome(sched, Status.HEURISTIC, objective=float(steps), units="timesteps", solve_s=wall, solver=NAME,
                        message=f"{steps} timesteps; lower bound not computed ({e})", extra=extra)
     met = steps <= bound
     return Outcome(

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pyomo.core as pe
 
+from ...tens.status import Status
 from ... import InputError
 from ...limits import Deadline
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
@@ -145,7 +146,7 @@ def _complete(view: TenModel, res) -> bool:
 
 
 def _fail(res: backends.SolveResult, stats, lb, extra) -> Outcome:
-    status = res.status if res.status in ("error", "skipped", "infeasible") else "no-solution"
+    status = res.status if res.status in (Status.ERROR, Status.SKIPPED, Status.INFEASIBLE) else Status.NO_SOLUTION
     return _outcome(None, status, None, lb, stats, res.message or status, extra)
 
 
@@ -302,7 +303,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     if search.use_warm:
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
-        if tc is None and tco.status in ("error", "skipped"):
+        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
             return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
@@ -367,8 +368,8 @@ class _Search:
         except BuildTooLarge as e:
             self.stats["build_s"] += time.perf_counter() - t0
             self.too_large = str(e)
-            self.tried.append({"horizon": h, "status": "skipped", "message": str(e), "complete": False})
-            return backends.SolveResult("no-solution", message=str(e)), False, None
+            self.tried.append({"horizon": h, "status": Status.SKIPPED, "message": str(e), "complete": False})
+            return backends.SolveResult(Status.NO_SOLUTION, message=str(e)), False, None
         start = set_start(model, self.known.rows, h) if self.use_warm and self.known is not None else None
         self.stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, self.options, self.clock, self.stats, self.session, warm_start=start is not None)
@@ -395,13 +396,13 @@ def _linear_search(search: _Search, lb: int):
     search.symmetric_lb = h = lb
     while h <= search.top and not search.clock.expired():
         res, ok, sched = search.attempt(h)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
             return proven_lb, (sched.num_steps, sched, h), None
         if search.too_large:
             break
-        if res.status in ("optimal", "infeasible") and search.symmetric_lb == h:
+        if res.status in (Status.OPTIMAL, Status.INFEASIBLE) and search.symmetric_lb == h:
             search.symmetric_lb = h + 1
             if not search.formulation.symmetric:
                 proven_lb = h + 1
@@ -418,7 +419,7 @@ def _binary_search(search: _Search, lb: int):
     while lo_h <= hi_h and not search.clock.expired():
         mid = (lo_h + hi_h) // 2
         res, ok, sched = search.attempt(mid)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
             best = (sched.num_steps if sched is not None else mid, sched, mid)
@@ -426,7 +427,7 @@ def _binary_search(search: _Search, lb: int):
         elif search.too_large:  # smaller horizons build smaller models
             search.too_large, hi_h = "", mid - 1
         else:
-            if res.status in ("optimal", "infeasible"):
+            if res.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 search.symmetric_lb = max(search.symmetric_lb, mid + 1)
                 if not search.formulation.symmetric:
                     proven_lb = max(proven_lb, mid + 1)
@@ -446,11 +447,11 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     if best is not None and (known is None or best[0] <= known.steps):
         steps, sched, at = best
         extra["used"] = "ilp"
-        status = "optimal" if steps <= proven_lb else "feasible"
-        msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+        status = Status.OPTIMAL if steps <= proven_lb else Status.FEASIBLE
+        msg = "" if status == Status.OPTIMAL else f"best {steps} timesteps; proven lower bound {proven_lb}"
         if search.formulation.symmetric and at <= search.symmetric_lb:
             extra["symmetric_optimum"] = steps
-            if status != "optimal":
+            if status != Status.OPTIMAL:
                 msg = (f"the best symmetric schedule ({steps} timesteps: the solver proved every shorter "
                        f"symmetric one impossible, which says nothing of asymmetric schedules); "
                        f"lower bound {proven_lb}")
@@ -461,8 +462,8 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     sched = ten.schedule_from_rows(known.data, known.rows)
     steps = sched.num_steps
     extra["used"] = known.how
-    status = "optimal" if steps <= proven_lb else "feasible"
-    if status == "optimal":
+    status = Status.OPTIMAL if steps <= proven_lb else Status.FEASIBLE
+    if status == Status.OPTIMAL:
         msg = f"{known.how}: meets the proven lower bound {proven_lb}"
     elif tried and all(x["complete"] is False for x in tried) and search.top >= lb:
         msg = f"no horizon below {steps} completed in time; {known.how}"
@@ -528,7 +529,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     tc = None
     if bool(warm) and warm_ok(formulation, form_params):
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
-        if tc is None and tco.status in ("error", "skipped"):
+        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
             return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
@@ -540,7 +541,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
         except BuildTooLarge as e:
             extra["build_refused"] = str(e)
         else:
-            if res.status in ("error", "skipped"):
+            if res.status in (Status.ERROR, Status.SKIPPED):
                 return _fail(res, stats, lb, extra)
             cands.insert(0, ilp)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
@@ -548,9 +549,9 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     extra["candidates"] = {k.how: k.steps for k in cands}
     sched = ten.schedule_from_rows(win.data, win.rows)
     steps = sched.num_steps
-    status = "optimal" if steps <= lb else "feasible"
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
     return _outcome(sched, status, steps, min(lb, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
+                    "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
 
 
 def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: Deadline, stats,
@@ -621,16 +622,16 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     extra["warm_start"] = info
     res = _solve(model, options, clock, stats, warm_start=True)
     extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound})
-    if res.status in ("error", "skipped") or not _complete(ten_model(model), res):
+    if res.status in (Status.ERROR, Status.SKIPPED) or not _complete(ten_model(model), res):
         return _fail(res, stats, lb, extra)
     sched = formulation.extract(model)
     steps = sched.num_steps
     proven = max(lb, int(proven), 0 if res.bound is None else int(np.ceil(res.bound - 1e-6)))
-    if res.status == "optimal" and res.objective is not None and form_params["objective"] == "makespan":
+    if res.status == Status.OPTIMAL and res.objective is not None and form_params["objective"] == "makespan":
         proven = max(proven, int(round(res.objective)))
-    status = "optimal" if steps <= proven else "feasible"
+    status = Status.OPTIMAL if steps <= proven else Status.FEASIBLE
     found = ("warm-start" if steps >= h else "ilp") + f"@makespan<={h}"
-    msg = "" if status == "optimal" else f"{steps} timesteps (start {h}); proven lower bound {proven}"
+    msg = "" if status == Status.OPTIMAL else f"{steps} timesteps (start {h}); proven lower bound {proven}"
     return _outcome(sched, status, steps, min(proven, steps), stats, msg, extra, found)
 
 
@@ -675,11 +676,11 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
             model = build(formulation, clock, instance, k, state=state, **form_params)
         except BuildTooLarge as e:
             stats["build_s"] += time.perf_counter() - t0
-            windows.append({"start": offset, "status": "skipped", "message": str(e)})
+            windows.append({"start": offset, "status": Status.SKIPPED, "message": str(e)})
             break
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return _fail(res, stats, lb, {"windows": windows}), data0, None
         if not res.has_solution:
             break
@@ -708,9 +709,9 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     rows = _compact(data0, rows)
     sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
-    status = "optimal" if steps <= lb else "feasible"
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
     return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, found),
+                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
             data0, rows)
 
 

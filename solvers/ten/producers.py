@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ...tens.status import Status
 from ... import InputError
 from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_ilp, ten_lp,
                               ten_lp_orbit, ten_model)
@@ -224,7 +225,7 @@ def _search_beside(instance, relaxation: TenFormulation, options: Options, form:
     for attempt in (_lp_solver(options.solver), "highs"):
         s = lp_search(instance, relaxation, attempt, form, lo, hi, deadline=clock, known=known,
                       threads=options.threads, seed=options.seed)
-        trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
+        trouble = any(x["status"] in (Status.SKIPPED, Status.ERROR) for x in s["horizons"])
         if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
             break
     return s
@@ -290,8 +291,8 @@ def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None, source: st
     outcome.bound = lp_bound if steps is None else min(lp_bound, float(steps))
     if outcome.objective is not None and outcome.objective > 0:
         outcome.gap = max(0.0, (outcome.objective - outcome.bound) / outcome.objective)
-    if steps is not None and outcome.status == "feasible" and steps <= lp_bound:
-        outcome.status = "optimal"
+    if steps is not None and outcome.status == Status.FEASIBLE and steps <= lp_bound:
+        outcome.status = Status.OPTIMAL
         outcome.message = f"{outcome.message}; optimal: meets the {source} bound {lp_bound:g}".lstrip("; ")
 
 
@@ -401,12 +402,12 @@ def _model_class_proof(o: Outcome) -> Outcome:
     if lb is None or o.bound is None or o.bound <= lb:
         return o
     o.extra["model_bound"] = o.bound
-    o.extra["model_optimal"] = o.status == "optimal"
+    o.extra["model_optimal"] = o.status == Status.OPTIMAL
     o.bound = float(lb)
     if o.objective is not None and o.objective > lb:
         o.gap = (o.objective - lb) / o.objective
-        if o.status == "optimal":
-            o.status = "feasible"
+        if o.status == Status.OPTIMAL:
+            o.status = Status.FEASIBLE
             o.message = (f"optimal among the model's schedules (one reduction tree per chunk, then copies); "
                          f"instance lower bound {lb}").lstrip("; ")
     return o
@@ -425,7 +426,7 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
     if want_lp:
         extra.update(_allreduce_lp_bound(rs, ag))
     return Outcome(
-        schedule=sched, status="optimal" if steps <= bound else "feasible", objective=float(steps),
+        schedule=sched, status=Status.OPTIMAL if steps <= bound else Status.FEASIBLE, objective=float(steps),
         bound=float(bound), gap=(steps - bound) / steps if steps else 0.0, units="timesteps",
         build_s=rs.build_s + ag.build_s, solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
@@ -559,8 +560,8 @@ def _lp_attempt(instance, formulation: TenFormulation, request, form, out, known
         out["solver_status"] = res.status
         out["version"] = res.version or out["version"]
         out["solver"] = res.solver or out["solver"]
-        complete = res.status == "feasible" and formulation.bound(model) <= h  # a point delivering all proves it
-        if res.status != "optimal" and not complete:
+        complete = res.status == Status.FEASIBLE and formulation.bound(model) <= h  # a point delivering all proves it
+        if res.status != Status.OPTIMAL and not complete:
             out["message"] = res.message or f"LP at horizon {h}: {res.status}"
             out["horizons"].append({"horizon": h, "status": res.status})
             return None, None
@@ -607,7 +608,7 @@ def _relaxation_run(formulation: TenFormulation):
         rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"),
                                                             form.get("switch_copy", ten.SWITCH_COPY))
         if rsteps == 0:  # nothing to deliver
-            return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status="optimal", objective=0.0,
+            return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status=Status.OPTIMAL, objective=0.0,
                            bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0},
                            found_by="recovery")
         s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), deadline=clock,
@@ -616,7 +617,7 @@ def _relaxation_run(formulation: TenFormulation):
                  "lp_bound_source": relaxation_source(formulation)}
         if s["bound"] is None or s["model"] is None:
             proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
-            return Outcome(schedule=None, status="no-solution", bound=float(proven), units="timesteps",
+            return Outcome(schedule=None, status=Status.NO_SOLUTION, bound=float(proven), units="timesteps",
                            build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
                            message=s["message"] or "no LP bound", extra=extra,
                            solver_status=s["solver_status"])
@@ -632,8 +633,8 @@ def _relaxation_run(formulation: TenFormulation):
             "denominator": int(sched.denom), "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
             "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
         })
-        status = "optimal" if steps <= h else "feasible"
-        msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
+        status = Status.OPTIMAL if steps <= h else Status.FEASIBLE
+        msg = (f"fractional schedule meets the LP bound {h}" if status == Status.OPTIMAL
                else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
         return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
                        gap=(steps - h) / steps if steps else 0.0, units="timesteps",
@@ -656,7 +657,7 @@ def _realise_all(formulation: TenFormulation, model, solver: str, options: Optio
     formulation.refine(model)
     build_s = time.perf_counter() - tb
     res = backends.solve(model, backends.Request(solver, clock, threads=options.threads, seed=options.seed))
-    refined = res.status == "optimal" and formulation.bound(model) <= ten_model(model).data.horizon
+    refined = res.status == Status.OPTIMAL and formulation.bound(model) <= ten_model(model).data.horizon
     if refined:
         cands += [(how, sched, short, "polished") for how, sched, short in formulation.schedules(model, drivers.recover)]
     return cands, refined, (build_s, res.solve_s), res.status
@@ -677,7 +678,7 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
     steps = sched.num_steps
     b = max(rs.bound, ag.bound)
     return Outcome(
-        schedule=sched, status="optimal" if steps <= b else "feasible", objective=float(steps), bound=float(b),
+        schedule=sched, status=Status.OPTIMAL if steps <= b else Status.FEASIBLE, objective=float(steps), bound=float(b),
         gap=(steps - b) / steps if steps else 0.0, units="timesteps", build_s=rs.build_s + ag.build_s,
         solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "
