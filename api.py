@@ -35,7 +35,7 @@ from .instances.topology import Topology
 from .results import store as result_store
 from .tens import schema
 from .solvers import compare as comparison
-from .solvers.cli import runner
+from .solvers import batch as runner
 from .solvers.pipeline import run
 from .limits import DEFAULT_TIME_LIMIT_S
 from .solvers.producers import Options, get
@@ -222,7 +222,7 @@ def bench(
     ``batch`` names what runs (each optional): the instances of ``suite`` or of the glob
     ``instances``, times ``producers`` x ``solvers`` x ``drivers`` x ``seeds`` (lists), with
     ``time_limit`` (s) and producer ``params`` (a dict), as
-    :func:`collsynth.solvers.cli.runner.plan_batch` takes them; what is not given comes from
+    :func:`collsynth.solvers.batch.plan_batch` takes them; what is not given comes from
     the suite's line in ``suites.toml``.
     Every finished run is committed to ``store`` at once and runs already stored are not
     repeated (``rerun=True`` repeats them). The result has one row per planned run (columns of

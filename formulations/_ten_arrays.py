@@ -29,7 +29,7 @@ from pyomo.core.expr.relational_expr import EqualityExpression, InequalityExpres
 
 from ..instances.topology import ParallelArrays
 from ..tens.ten import TenData, reach
-from . import BuildTooLarge
+from . import BuildTooLarge, MatrixRows, record_rows
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
 # variables, rows and nonzeros; and memory per variable and per nonzero (bytes).
@@ -432,14 +432,13 @@ def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
     return [LinearExpression(args[a:b]) for a, b in zip(ptr[:-1], ptr[1:])]
 
 
-MATRIX_ATTRIBUTE = "matrix_rows"  # where add_rows records each component's rows for the HiGHS backend
 
 
 def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str) -> pe.Constraint:
     """``m.<name>``: one constraint per row of ``rows`` (indexed by ``rows.keys``), created in
-    bulk. The rows are also recorded on the model (``matrix_rows``: component name -> (rows,
-    columns)) so that a backend may load them as a matrix instead of reading every body back;
-    rows added this way are never modified afterwards (a caller replaces the component)."""
+    bulk. The rows are also recorded on the model (:class:`~collsynth.formulations.MatrixRows`)
+    so that a backend may load them as a matrix instead of reading every body back; rows added
+    this way are never modified afterwards (a caller replaces the component)."""
     terms = vars(m).setdefault("_shared_terms", {})
     bodies = linear_bodies(rows, columns, terms)
     lower, upper = rows.lower, rows.upper
@@ -454,8 +453,7 @@ def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str
     table = dict(zip(rows.keys, rels))
     con = pe.Constraint(rows.keys, rule=lambda m, *key: table[key if len(key) > 1 else key[0]], doc=doc)
     setattr(m, name, con)
-    vars(m).setdefault(MATRIX_ATTRIBUTE, {})[name] = (con, rows.indptr, rows.cols, rows.vals, rows.lower, rows.upper,
-                                                      columns)
+    record_rows(m, MatrixRows(con, rows.indptr, rows.cols, rows.vals, rows.lower, rows.upper, columns))
     return con
 
 

@@ -14,7 +14,7 @@ from collsynth.instances import KINDS, generators
 from collsynth.instances import files as topology_files
 from collsynth.instances import instance as instance_file
 from collsynth.results import schema
-from collsynth.solvers.cli import runner
+from collsynth.solvers import batch as runner
 from collsynth.tens import cost_models
 from collsynth.tens import schedule as schedule_file
 from collsynth.tens.verify import verify

@@ -54,7 +54,7 @@ def tagged(tag: str, runner_only: bool = False) -> list[int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if mark in env and state != "Z" and (not runner_only or b"collsynth.solvers.cli.runner" in cmd):
+        if mark in env and state != "Z" and (not runner_only or b"collsynth.solvers.batch" in cmd):
             out.append(int(pid))
     return out
 
@@ -135,7 +135,7 @@ def test_a_second_signal_exits_at_once(tmp_path):
     tag = uuid.uuid4().hex
     code = (
         "import os, signal, subprocess, sys, time\n"
-        "from collsynth.solvers.cli import runner\n"
+        "from collsynth.solvers import batch as runner\n"
         "pool = runner.Workers()\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
         "pool.procs.append(child)\n"

@@ -20,7 +20,7 @@ from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import backends, pipeline
-from collsynth.solvers.cli import runner
+from collsynth.solvers import batch as runner
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.tens import bounds, orbits, ten, verify

@@ -30,10 +30,10 @@ from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.standard_repn import generate_standard_repn
 
+from ...formulations import MatrixRows, recorded_rows
 from ...limits import shielded
 
 NONLINEAR = "the HiGHS backend solves linear models only"
-MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
 OPTIONS_ATTRIBUTE = "highs_options"  # HiGHS options a formulation attached to a model (e.g. run_crossover)
 
 
@@ -110,11 +110,11 @@ class _Terms:
         return float(pe.value(repn.constant))
 
 
-def _recorded(rec, colmaps: dict, terms: _Terms):
+def _recorded(rec: MatrixRows, colmaps: dict, terms: _Terms):
     """A component's recorded rows as COO triples over the model's columns, with its lower and
     upper bounds; fixed variables' terms move into the bounds. ``colmaps`` remembers the
     column of every variable of a recorded column list (components share one; -1: fixed)."""
-    _, indptr, cols, vals, lower, upper, columns = rec
+    indptr, cols, vals, lower, upper, columns = rec.indptr, rec.cols, rec.vals, rec.lower, rec.upper, rec.columns
     colmap = colmaps.get(id(columns))
     if colmap is None:
         get = terms.column.get  # every unfixed variable has its column already
@@ -170,10 +170,10 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     lower, upper = [], []
     blocks = []  # rows recorded as matrices: (first row, CSR over the model's columns, lower, upper)
     row = 0
-    recorded = vars(model).get(MATRIX_ATTRIBUTE, {})
+    recorded = recorded_rows(model)
     for comp in model.component_objects(pe.Constraint, active=True, descend_into=True):
         rec = recorded.get(comp.local_name) if comp.parent_block() is model else None
-        if rec is not None and rec[0] is comp and len(comp) == len(rec[4]) and all(c.active for c in comp.values()):
+        if rec is not None and rec.component is comp and len(comp) == len(rec.lower) and all(c.active for c in comp.values()):
             coo, lo, up = _recorded(rec, colmaps, terms)
             blocks.append((row, coo))
             lower.extend(lo.tolist())

@@ -33,7 +33,7 @@ from ....instances import CORPUS, generators, peers, size
 from ....instances.files import FORMATS, link_pairs, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
-from .. import runner
+from ... import batch as runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:

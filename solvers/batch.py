@@ -1,6 +1,11 @@
 """The batch runner: instances x producers x solvers x drivers x seeds, resumable.
 
-Every job runs in a worker child process (``python -m collsynth.solvers.cli.runner``) with a hard
+It is the top floor of the package with the command line (:mod:`collsynth.solvers.cli`) and
+the paper reports (:mod:`collsynth.solvers.reports`): the one place of :mod:`collsynth.solvers`
+besides them that writes the results store. The library API (:func:`collsynth.bench`) and
+``collsynth bench`` both call it; it imports nothing of the command line.
+
+Every job runs in a worker child process (``python -m collsynth.solvers.batch``) with a hard
 wall-clock limit, so a solver that hangs or crashes is killed and recorded, never a dead batch.
 The same job function, :func:`run_isolated`, is what both executors call:
 
@@ -24,6 +29,7 @@ import json
 import os
 import platform
 import queue
+import re
 import select
 import signal
 import socket
@@ -39,16 +45,33 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-from ... import InputError
-from ...instances import CORPUS, load_instance
-from ...limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig
-from ...results import store as result_store
-from ...tens.schedule import from_json, to_json
-from .. import backends
-from .. import producers as registry
-from ..pipeline import run, warm_kernels, warm_producer
-from ..producers import Options
-from .checks import dask_address
+from .. import InputError
+from ..instances import CORPUS, load_instance
+from ..limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig
+from ..results import store as result_store
+from ..tens.schedule import from_json, to_json
+from . import backends
+from . import producers as registry
+from .pipeline import run, warm_kernels, warm_producer
+from .producers import Options
+
+ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+def dask_address(address: str | None) -> str:
+    """``--address`` of a Dask scheduler: ``host:port`` or ``tcp://host:port`` (also tls, ws,
+    wss, ucx), port 1..65535.
+
+    >>> dask_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    """
+    if not address:
+        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
+    m = ADDRESS.match(address.strip())
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        raise InputError("--address", f"expected HOST:PORT or tcp://HOST:PORT (port 1..65535), got {address!r}")
+    return address.strip()
+
 
 SUITES_FILE = CORPUS / "suites.toml"
 
@@ -215,7 +238,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
 
 # ---- running one job --------------------------------------------------------------------------
 #
-# Jobs run in long-lived worker processes (``python -m collsynth.solvers.cli.runner``), one per
+# Jobs run in long-lived worker processes (``python -m collsynth.solvers.batch``), one per
 # executor thread, reading one job per line on stdin and answering one line on stdout, so the
 # imports (Pyomo, solvers, networkx) are paid once per worker rather than once per job. A worker
 # leads its own process group (solver children included), says ``ready`` once its imports are
@@ -251,7 +274,7 @@ class Workers:
             self.procs = [p for p in self.procs if p.poll() is None]
             log = tempfile.TemporaryFile()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "collsynth.solvers.batch"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True,
             )
             proc.log = log  # type: ignore[attr-defined]
