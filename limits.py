@@ -188,6 +188,15 @@ def shielded() -> Iterator[None]:
         _shields[0] -= 1
 
 
+def checkpoint(stage: str, done: str = "") -> None:
+    """Raise :class:`TimeLimitReached` (``stage``, ``done``) if a deadline being enforced
+    around the caller has passed: the cooperative check of code between two blocks of work (a
+    model build between its constraint blocks), which does not wait for the timer of
+    :func:`enforce` to land after a long C call on a loaded machine."""
+    for d in _active:
+        d.check(stage, done)
+
+
 def seconds_left(limit: float | None = None) -> float | None:
     """``limit`` capped by what is left of the deadlines being enforced (None: no limit)."""
     for d in _active:

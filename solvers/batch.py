@@ -249,6 +249,8 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
 
 READY = b"ready\n"
 STARTUP_S = 600.0  # a worker must have its imports done by then (a loaded machine is slow)
+INTERRUPT_S = 5.0  # an interrupted batch has killed its workers, kept what finished and exited within this
+# (tests/test_interrupts.py, scaled by the machine's slowdown; benchmarks/bench_limits.py measures it)
 INTERRUPTED = {"interrupted": True}  # what a job stopped by the batch's interrupt returns
 
 

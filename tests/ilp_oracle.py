@@ -12,10 +12,10 @@ from collsynth.formulations import ten_ilp, ten_model
 from collsynth.solvers import backends
 
 
-def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
+def solves_by(inst, horizon: int, time_limit: float | None = 60) -> bool | None:
     """Whether the TEN ILP (copying switches) delivers everything within ``horizon``; ``None``
-    when ``time_limit`` ended the solve before it proved either (an incumbent that delivers
-    everything proves that it can)."""
+    when ``time_limit`` (None: no limit) ended the solve before it proved either (an incumbent
+    that delivers everything proves that it can)."""
     if horizon < 1:
         return False
     m = ten_ilp.build(inst, horizon)
