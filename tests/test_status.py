@@ -101,3 +101,18 @@ def test_a_share_or_a_child_of_a_deadline_never_ends_after_it():
     assert d.child(60).at == d.at and d.child(1).at < d.at
     free = Deadline.after(None)
     assert free.share(0.5).at is None and free.child(5).left() <= 5
+
+
+def test_a_checkpoint_between_blocks_stops_a_build_once_its_deadline_passed():
+    """The cooperative check does not wait for the timer (which a shielded block, like a long C
+    call, holds back); outside an enforced deadline it never raises."""
+    import time
+
+    from collsynth.limits import TimeLimitReached, checkpoint, enforce, shielded
+
+    with pytest.raises(TimeLimitReached) as e:
+        with enforce(Deadline.after(0.05), "produce"), shielded():
+            time.sleep(0.1)
+            checkpoint("model build", "before the capacity rows")
+    assert e.value.stage == "model build" and e.value.done == "before the capacity rows"
+    checkpoint("model build")  # nothing enforced: nothing raised
