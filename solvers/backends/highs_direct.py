@@ -263,12 +263,9 @@ def available() -> tuple[bool, str]:
 
 
 def run(model: pe.ConcreteModel, request, start: list | None = None, options: dict | None = None) -> Run:
-    """Compile ``model``, solve it with HiGHS as ``request`` (a
-    :class:`~collsynth.solvers.backends.request.Request`) asks and load the solution's values
-    into it.
-
-    HiGHS gets what is left of the request's deadline once the model is compiled and loaded,
-    minus the time to read the solution back (:meth:`~.request.Request.seconds`).
+    """Compile ``model``, solve it with HiGHS as ``request`` (a :class:`~.request.Request`) asks
+    and load the solution's values into it. HiGHS gets what is left of the request's deadline
+    once the model is loaded, minus the time to read the solution back (``request.seconds()``).
     ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
     before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
     where only the objective value is read), are set as HiGHS options.
