@@ -18,7 +18,7 @@ from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enfor
 from collsynth.results import store
 from collsynth.solvers.pipeline import run, warm_kernels, warm_producer
 from collsynth.solvers.producers import Options, producers
-from machine import within
+from machine import SLOWDOWN, within
 
 LIMIT = 5.0
 
@@ -50,7 +50,7 @@ def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topo
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
     elapsed = time.monotonic() - t0
-    assert elapsed <= LIMIT + GRACE_S, (elapsed, row["message"])
+    assert elapsed <= within(LIMIT + GRACE_S), (elapsed, SLOWDOWN, row["message"])  # the contract, on this machine now
     stages = row["extra"]["stages_s"]
     assert "lower bounds" in stages and "produce" in stages
     if row["status"] == "timeout":  # stopped before a verified schedule: where, and what was done

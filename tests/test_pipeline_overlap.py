@@ -139,7 +139,7 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     t0 = time.monotonic()
     row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
     elapsed = time.monotonic() - t0
-    assert elapsed <= limit + GRACE_S, (elapsed, row["message"])
+    assert elapsed <= within(limit + GRACE_S), (elapsed, row["message"])
     if row["verified"]:
         unpriced = [m.name for m in cost_models.MODELS.values() if row[m.time_column] is None]
         for name in unpriced:  # every model left out is named
