@@ -33,11 +33,13 @@ from .outputs import replaced_file
 from .instances import Instance, files, instance as instance_file, size
 from .instances import load_instance, make_instance as instance_of_topology
 from .instances.topology import Topology
-from .results import schema, store as result_store
+from .results import store as result_store
+from .tens import schema
 from .solvers import compare as comparison
-from .solvers.cli import runner
+from .solvers import batch as runner
 from .solvers.pipeline import run
-from .solvers.producers import Options, check_seed, check_threads, check_time_limit, get
+from .limits import DEFAULT_TIME_LIMIT_S
+from .solvers.producers import Options, get
 from .tens import cost, cost_models, export as exports, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
@@ -143,7 +145,7 @@ def solve(
     *,
     solver: str | None = None,
     driver: str | None = None,
-    time_limit: float = 60.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
     gap: float | None = None,
     threads: int = 1,
     seed: int = 0,
@@ -178,13 +180,12 @@ def solve(
     return Result(row, schedule, inst)
 
 
-def _options(solver: str | None = None, driver: str | None = None, time_limit: float = 60.0,
+def _options(solver: str | None = None, driver: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_S,
              gap: float | None = None, threads: int = 1, seed: int = 0, starts: int = 1, **params: Any) -> Options:
-    """The run options of :func:`solve` and :func:`compare` (every other keyword is a parameter),
-    the time limit, threads and seed checked as the command line checks them."""
-    return Options(solver=solver or "highs", driver=driver, time_limit=check_time_limit(time_limit, "time_limit"),
-                   gap=gap, threads=check_threads(threads, "threads"), seed=check_seed(seed, "seed"), starts=starts,
-                   params=params)
+    """The run options of :func:`solve` and :func:`compare` (every other keyword is a parameter);
+    :class:`~collsynth.solvers.producers.Options` checks them as it checks the command line's."""
+    return Options(solver=solver or "highs", driver=driver, time_limit=time_limit, gap=gap, threads=threads,
+                   seed=seed, starts=starts, params=params)
 
 
 def compare(instance: Instance | str | Path, producers: Sequence[str] | str, **options: Any) -> pd.DataFrame:
@@ -224,7 +225,7 @@ def bench(
     ``batch`` names what runs (each optional): the instances of ``suite`` or of the glob
     ``instances``, times ``producers`` x ``solvers`` x ``drivers`` x ``seeds`` (lists), with
     ``time_limit`` (s) and producer ``params`` (a dict), as
-    :func:`collsynth.solvers.cli.runner.plan_batch` takes them; what is not given comes from
+    :func:`collsynth.solvers.batch.plan_batch` takes them; what is not given comes from
     the suite's line in ``suites.toml``.
     Every finished run is committed to ``store`` at once and runs already stored are not
     repeated (``rerun=True`` repeats them). The result has one row per planned run (columns of

@@ -8,6 +8,11 @@ library call): a timer interrupts the main thread at the deadline with the same 
 A run stops at most :data:`GRACE_S` after its limit (measured by
 ``benchmarks/bench_limits.py``).
 
+The deadline is the only budget: a stage that may use part of the run's time gets a deadline
+of its own cut from the run's (:meth:`Deadline.share`: a fraction of what is left;
+:meth:`Deadline.child`: at most so many seconds), never past the run's, and never a float
+of seconds counted from its own start. The default limit is :data:`DEFAULT_TIME_LIMIT_S`.
+
 The memory budget is what an instance may need before anything is allocated for it (see
 :mod:`collsynth.instances.size`): the machine's physical memory (or its cgroup limit), or
 ``--max-memory`` (:func:`set_memory_budget`; kept in the ``COLLSYNTH_MAX_MEMORY`` environment
@@ -18,6 +23,8 @@ variable so that batch workers inherit it). An instance over budget is refused w
 (1610612736, 536870912, 1000)
 >>> Deadline.after(None).left() is None
 True
+>>> d = Deadline.after(10); d.share(0.5).left() <= 5 < d.left(), d.child(60).at == d.at
+(True, True)
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Iterator
 
 from . import InputError
 
+DEFAULT_TIME_LIMIT_S = 60.0  # a run's time limit when none is given (CLI, API, batch suites)
 GRACE_S = 3.0  # seconds a run may take past its time limit: stopping, verifying and pricing
 # what was found at the limit (benchmarks/bench_limits.py measures the overshoot per producer)
 HARD_MARGIN_S = float(os.environ.get("COLLSYNTH_JOB_GRACE_S", "10"))  # after the limit and the
@@ -87,9 +95,27 @@ class Deadline:
         if self.expired():
             raise TimeLimitReached(stage, done)
 
+    def share(self, fraction: float) -> "Deadline":
+        """A deadline ``fraction`` (0..1) of the time left from now: a stage that must leave
+        the rest to the stages after it. Never later than this one."""
+        if self.at is None:
+            return self
+        now = time.monotonic()
+        return Deadline(min(self.at, now + max(0.0, float(fraction)) * max(0.0, self.at - now)), self.limit)
+
+    def child(self, seconds: float | None) -> "Deadline":
+        """A deadline at most ``seconds`` from now (None: this one), never later than this one."""
+        if seconds is None:
+            return self
+        at = time.monotonic() + max(0.0, float(seconds))
+        return Deadline(at if self.at is None else min(self.at, at), self.limit if self.at is not None else float(seconds))
+
     def extended(self, seconds: float) -> "Deadline":
         """The same deadline ``seconds`` later (the grace given to verification and pricing)."""
         return self if self.at is None else Deadline(self.at + seconds, self.limit)
+
+
+NO_LIMIT = Deadline(None, None)  # the deadline of a run without a time limit
 
 
 _alarm_lock = threading.Lock()
@@ -160,6 +186,15 @@ def shielded() -> Iterator[None]:
         yield
     finally:
         _shields[0] -= 1
+
+
+def checkpoint(stage: str, done: str = "") -> None:
+    """Raise :class:`TimeLimitReached` (``stage``, ``done``) if a deadline being enforced
+    around the caller has passed: the cooperative check of code between two blocks of work (a
+    model build between its constraint blocks), which does not wait for the timer of
+    :func:`enforce` to land after a long C call on a loaded machine."""
+    for d in _active:
+        d.check(stage, done)
 
 
 def seconds_left(limit: float | None = None) -> float | None:

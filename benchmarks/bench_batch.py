@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from collsynth.solvers.cli import runner as batch
+from collsynth.solvers import batch
 
 PRODUCERS = os.environ.get("BENCH_BATCH_PRODUCERS", "greedy,ring,ten-ilp").split(",")
 

@@ -33,7 +33,9 @@ from collsynth.formulations import ten_family, ten_ilp, ten_ilp_nocongestion, te
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends as B
+from collsynth.limits import Deadline
 from collsynth.solvers.backends import highs_direct
+from collsynth.solvers.backends.request import Request
 from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
 from collsynth.tens import verify
@@ -66,7 +68,7 @@ def build_vs_solve_row(mod, inst, horizon: int, repeats: int = REPEATS) -> dict:
         c0, t0 = time.process_time(), time.perf_counter()
         m = mod.build(inst, horizon)
         build_cpu, build_s = time.process_time() - c0, time.perf_counter() - t0
-        r = highs_direct.run(m, time_limit=LIMIT, gap=None, threads=1, seed=0)
+        r = highs_direct.run(m, Request("highs", Deadline.after(LIMIT)))
         if not best or build_cpu + r.load_cpu_s + r.run_cpu_s < best["total"]:
             best = {"total": build_cpu + r.load_cpu_s + r.run_cpu_s, "build_cpu": build_cpu, "build_s": build_s,
                     "load_cpu": r.load_cpu_s, "load_s": r.load_s, "solve_cpu": r.run_cpu_s, "solve_s": r.run_s,

@@ -331,6 +331,37 @@ class TenModel:
         return int((self.data.post & ~self.data.pre).sum())
 
 
+@dataclass(frozen=True)
+class MatrixRows:
+    """The rows of one constraint ``component`` as the formulation built them, a CSR matrix
+    over ``columns`` (the model's variables): row ``i`` is ``lower[i] <= sum(vals[k] *
+    columns[cols[k]]) <= upper[i]`` over ``k`` in ``indptr[i]:indptr[i + 1]``. Recorded on the
+    model (:func:`record_rows`) so that a backend loads them as a matrix
+    (:mod:`collsynth.solvers.backends.highs_direct`) instead of reading every body back; a
+    component recorded so is never modified afterwards (a formulation replaces it)."""
+
+    component: pe.Constraint
+    indptr: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    columns: list
+
+
+MATRIX_ATTRIBUTE = "matrix_rows"  # where record_rows() keeps them on the Pyomo model, by component name
+
+
+def record_rows(model: pe.ConcreteModel, rows: MatrixRows) -> None:
+    """Record ``rows`` on ``model`` under its component's name (:func:`recorded_rows`)."""
+    vars(model).setdefault(MATRIX_ATTRIBUTE, {})[rows.component.local_name] = rows
+
+
+def recorded_rows(model: pe.ConcreteModel) -> dict[str, MatrixRows]:
+    """The :class:`MatrixRows` recorded on ``model``, by component name (none: empty)."""
+    return vars(model).get(MATRIX_ATTRIBUTE, {})
+
+
 VIEW_ATTRIBUTE = "ten_model"  # where expose() keeps the view on the Pyomo model
 
 

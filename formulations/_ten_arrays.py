@@ -28,8 +28,9 @@ from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpressio
 from pyomo.core.expr.relational_expr import EqualityExpression, InequalityExpression
 
 from ..instances.topology import ParallelArrays
+from ..limits import checkpoint
 from ..tens.ten import TenData, reach
-from . import BuildTooLarge
+from . import BuildTooLarge, MatrixRows, record_rows
 
 # Build cost per item, measured on one core (benchmarks/bench_ten.py test_build_rates): Pyomo
 # variables, rows and nonzeros; and memory per variable and per nonzero (bytes).
@@ -365,11 +366,13 @@ def add_variables(m: pe.ConcreteModel, ix: TenArrays, relax: bool) -> list:
     domain = pe.UnitInterval if relax else pe.Binary
     dom_name = "in [0, 1]" if relax else "binary"
     ids = ix.chunk_ids
+    checkpoint("model build", "index arrays expanded; before the variables")
     # SETS
     m.SENT = pe.Set(initialize=_keys(ids[ix.sent_c], ix.sent_l, ix.sent_t), dimen=3, ordered=True,
                     doc="(chunk, link pair, arrival timestep)")
     m.HOLD = pe.Set(initialize=_keys(ids[ix.hold_c], ix.hold_n, ix.hold_t), dimen=3, ordered=True,
                     doc="(chunk, node, timestep) that may change")
+    checkpoint("model build", "index sets built; before the variables")
     # VARIABLES
     m.hold = pe.Var(m.HOLD, domain=domain, doc=f"node holds chunk at the end of timestep ({dom_name})")
     m.sent = pe.Var(m.SENT, domain=domain,
@@ -432,14 +435,14 @@ def linear_bodies(rows: Rows, columns: list, terms: dict | None = None) -> list:
     return [LinearExpression(args[a:b]) for a, b in zip(ptr[:-1], ptr[1:])]
 
 
-MATRIX_ATTRIBUTE = "matrix_rows"  # where add_rows records each component's rows for the HiGHS backend
 
 
 def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str) -> pe.Constraint:
     """``m.<name>``: one constraint per row of ``rows`` (indexed by ``rows.keys``), created in
-    bulk. The rows are also recorded on the model (``matrix_rows``: component name -> (rows,
-    columns)) so that a backend may load them as a matrix instead of reading every body back;
-    rows added this way are never modified afterwards (a caller replaces the component)."""
+    bulk. The rows are also recorded on the model (:class:`~collsynth.formulations.MatrixRows`)
+    so that a backend may load them as a matrix instead of reading every body back; rows added
+    this way are never modified afterwards (a caller replaces the component)."""
+    checkpoint("model build", f"before the {name} rows")  # between blocks, not only when the timer lands
     terms = vars(m).setdefault("_shared_terms", {})
     bodies = linear_bodies(rows, columns, terms)
     lower, upper = rows.lower, rows.upper
@@ -454,8 +457,7 @@ def add_rows(m: pe.ConcreteModel, name: str, rows: Rows, columns: list, doc: str
     table = dict(zip(rows.keys, rels))
     con = pe.Constraint(rows.keys, rule=lambda m, *key: table[key if len(key) > 1 else key[0]], doc=doc)
     setattr(m, name, con)
-    vars(m).setdefault(MATRIX_ATTRIBUTE, {})[name] = (con, rows.indptr, rows.cols, rows.vals, rows.lower, rows.upper,
-                                                      columns)
+    record_rows(m, MatrixRows(con, rows.indptr, rows.cols, rows.vals, rows.lower, rows.upper, columns))
     return con
 
 

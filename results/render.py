@@ -5,6 +5,11 @@ files) and :func:`write_all` writes each as ``<name>.md``, ``<name>.csv`` and ``
 Tables whose name starts with ``det_`` hold only deterministic columns (statuses, steps,
 costs, bounds: no wall-clock times), so regenerating them from the same runs reproduces them
 byte for byte; timing tables are written separately.
+
+Statuses are read under the proof rule of :class:`~collsynth.tens.status.Status`
+(:func:`statuses`: a stored ``optimal`` whose ``bound_source`` names no cost model is
+``best-in-model``), and every table with statuses carries their legend, generated from the
+enum's documentation (:data:`LEGENDS`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..tens import cost_models
+from ..tens.bounds import TOL
+from ..tens.status import Status, legend
 from . import schema
 
 RUN_COLUMNS = schema.ROW_FIELDS  # runs.csv: the key fields, then the result fields of `solve`
@@ -112,18 +119,39 @@ def gaps(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def statuses(df: pd.DataFrame) -> pd.Series:
+    """Each run's status under the proof rule (:meth:`~collsynth.tens.status.Status.of_row`):
+    ``optimal`` only when proven for the instance under a named cost model. A row stored
+    ``optimal`` before the rule, whose ``bound_source`` names another model, is ``optimal``
+    still when its stored time under a cost model meets that model's stored bound, and
+    ``best-in-model`` otherwise."""
+    source = df["bound_source"] if "bound_source" in df.columns else pd.Series(None, index=df.index)
+    out = pd.Series([Status.of_row(st, None if pd.isna(src) else src).value
+                     for st, src in zip(df["status"], source)], index=df.index, dtype=object)
+    met = pd.Series(False, index=df.index)
+    for time_col, bound_col in MODEL_COLUMNS.values():
+        if time_col in df.columns and bound_col in df.columns:
+            t, b = (pd.to_numeric(df[c], errors="coerce") for c in (time_col, bound_col))
+            met |= (t <= b * (1 + TOL)).fillna(False)
+    out[(out == Status.BEST_IN_MODEL) & (df["status"] == Status.OPTIMAL) & met] = Status.OPTIMAL.value
+    return out
+
+
 def proofs(df: pd.DataFrame) -> pd.DataFrame:
-    """Per producer: verified runs, how many are proven ``optimal``, and the fraction with gap 0
-    in their own units and under each cost model (each time against its own bound)."""
+    """Per producer: verified runs, how many are proven ``optimal`` for the instance and how
+    many only ``best-in-model`` (:func:`statuses`), and the fraction with gap 0 in their own
+    units and under each cost model (each time against its own bound)."""
     ok = df[df["verified"].astype(bool)].copy()
-    cols = ["producer", "verified", "optimal", "gap0"] + [f"gap0_{m}" for m in MODEL_COLUMNS]
+    cols = ["producer", "verified", "optimal", "best-in-model", "gap0"] + [f"gap0_{m}" for m in MODEL_COLUMNS]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     g = gaps(ok)
+    judged = statuses(ok)
     rows = []
     for prod, idx in ok.groupby("producer").groups.items():
         sub = g.loc[idx]
-        row = {"producer": prod, "verified": len(idx), "optimal": int((ok.loc[idx, "status"] == "optimal").sum())}
+        row = {"producer": prod, "verified": len(idx), "optimal": int((judged[idx] == Status.OPTIMAL).sum()),
+               "best-in-model": int((judged[idx] == Status.BEST_IN_MODEL).sum())}
         for name, col in [("gap0", "gap")] + [(f"gap0_{m}", f"gap_{m}") for m in MODEL_COLUMNS]:
             have = sub[col].dropna()
             row[name] = float((have <= GAP_TOL).mean()) if len(have) else np.nan
@@ -197,6 +225,7 @@ def solver_status(df: pd.DataFrame) -> pd.DataFrame:
     if sol.empty:
         return pd.DataFrame(columns=cols)
     sol["lp_bound"] = sol["instance"].map(lp_bounds(df))
+    sol["status"] = statuses(sol)
     return sol[cols].sort_values(cols[:4]).reset_index(drop=True)
 
 
@@ -215,8 +244,8 @@ def solver_times(df: pd.DataFrame) -> pd.DataFrame:
         t = g["solve_s"].astype(float).fillna(0.0)
         rows.append({
             "producer": prod, "driver": driver, "solver": solver, "runs": len(g),
-            "solved": int(g["status"].isin(["optimal"]).sum()),
-            "feasible": int(g["status"].isin(["feasible"]).sum()),
+            "solved": int(statuses(g).isin([Status.OPTIMAL, Status.BEST_IN_MODEL]).sum()),
+            "feasible": int((g["status"] == Status.FEASIBLE).sum()),
             "sgm_solve_s": _sgm(t), "sgm_wall_s": _sgm(w), "max_wall_s": float(w.max()),
         })
     return pd.DataFrame(rows).sort_values(["producer", "driver", "solver"]).reset_index(drop=True)
@@ -269,9 +298,22 @@ TABLES = {
 }
 
 
+LEGENDS = {  # table: the statuses its legend explains (the Markdown ends with it)
+    "det_proofs": (Status.OPTIMAL, Status.BEST_IN_MODEL),
+    "det_solver_status": tuple(Status),
+}
+
+
+def status_legend(statuses_shown) -> str:
+    """The Markdown legend of ``statuses_shown``, one line each, from the enum's documentation."""
+    lines = legend(statuses_shown)
+    return "Statuses:\n\n" + "".join(f"- {line}\n" for line in lines) if lines else ""
+
+
 def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None) -> list[Path]:
     """Write ``name.csv``, ``name.md`` and ``name.tex`` (floats as ``%.6g``; the Markdown starts
-    with ``# title`` when given); return the three paths in that order."""
+    with ``# title`` when given, and ends with the legend of the statuses it shows when
+    :data:`LEGENDS` names it); return the three paths in that order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
@@ -282,7 +324,10 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
     shown = shown.astype(object).where(shown.notna(), "")
     heading = f"# {title}\n\n" if title else ""
-    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n"))
+    shown_statuses = set(table["status"]) if "status" in table.columns else set()
+    legend_text = status_legend([s for s in LEGENDS.get(name, ()) if s in shown_statuses or "status" not in table])
+    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n")
+                        + (f"\n{legend_text}" if legend_text and len(shown) else ""))
     paths[2].write_text(shown.to_latex(index=False, escape=True) if len(shown) else "% no runs\n")
     return paths
 

@@ -41,6 +41,7 @@ from ..outputs import replaced_folder
 from ..instances import CORPUS, load_instance
 from ..tens import bounds, cost_models
 from ..tens.schedule import read_json
+from ..tens.status import Status, legend
 from ..tens.verify import verify
 from . import figures, pictures, render, store
 
@@ -163,7 +164,7 @@ def steps_table(df: pd.DataFrame) -> dict:
 
 RUN_COLUMNS = (
     ("method", "text", "producer/solver/driver"), ("seed", "int", ""),
-    ("status", "text", "optimal: proved optimal in its own units; skipped: the producer does not support the instance"),
+    ("status", "text", "; ".join(legend())),
     ("found_by", "text", "how the schedule was found (ILP at a horizon, recovery, rounding, the producer family)"),
     ("verified", "text", "the schedule passed the verifier"), ("steps", "int", ""), ("sends", "int", ""),
     ("T_L_s", "s", "latency part of the synchronous time"), ("T_B_s", "s", "bandwidth part of the synchronous time"),
@@ -192,12 +193,15 @@ def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
                 row.append(cell("json" if stored else None,
                                 href=f"../schedules/{Path(r['schedule_path']).name}" if stored else None))
             elif key == "status":
-                row.append(cell(r["status"], cls=f"status-{r['status']}"))
+                status = Status.of_row(r["status"], None if _missing(r.get("bound_source")) else r.get("bound_source"))
+                row.append(cell(status.value, cls=f"status-{status.value}"))
             else:
                 row.append(cell(r.get(key), kind))
         rows.append(row)
     columns = [(k, tip) for k, _, tip in RUN_COLUMNS]
-    return table("runs", columns, rows, "Every stored run of this instance (best first).")
+    shown = {row[[k for k, _, _ in RUN_COLUMNS].index("status")]["text"] for row in rows} if rows else set()
+    return table("runs", columns, rows, "Every stored run of this instance (best first). Statuses: "
+                 + "; ".join(legend(shown)) + ".")
 
 
 SWEEP_SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 26, 1 << 30)
@@ -431,7 +435,8 @@ def summary(df: pd.DataFrame, store_path: Path) -> dict:
     return {
         "store": str(store_path), "runs": len(df), "instances": df["instance"].nunique(),
         "methods": df["method"].nunique(), "suites": sorted({str(s) for s in df["suite"].dropna()} - {""}),
-        "statuses": df["status"].value_counts().sort_index().to_dict(), "commits": commits,
+        "statuses": render.statuses(df).value_counts().sort_index().to_dict(), "commits": commits,
+        "legend": legend(set(render.statuses(df))),
         "finished": f"{stamp(created.min())} – {stamp(created.max())} UTC" if len(created) else "",
     }
 

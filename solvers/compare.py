@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+from ..tens.status import Status
 from .. import InputError
 from ..instances import Instance
 from ..limits import TooBig
-from ..results import schema
+from ..tens import schema
 from ..tens import cost_models
 from ..tens.schedule import Schedule
-from . import backend_names
+from .backends import names as backend_names
 from .pipeline import run
 from .producers import Options, get, route_params
 
@@ -65,6 +66,6 @@ def compare(instance: Instance, names: Sequence[str], options: Options | None = 
         try:
             out.append(run(instance, prod.name, replace(options, solver=solver, driver=driver, params=shares[prod.name])))
         except TooBig as e:  # this producer's run would not fit in memory; the others still run
-            out.append((schema.empty_row(instance=instance.name, producer=prod.name, status="skipped", verified=False,
+            out.append((schema.empty_row(instance=instance.name, producer=prod.name, status=Status.SKIPPED, verified=False,
                                          message=f"{e.where}: {e.what}"), None))
     return out

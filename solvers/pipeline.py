@@ -68,10 +68,11 @@ from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
-from ..results import schema
+from ..tens import schema
 from ..tens.schedule import Schedule, from_sends, reverse
+from ..tens.status import Status
 from ..tens.ten import NotSupported
-from . import backend_names
+from .backends import names as backend_names
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -125,7 +126,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
             bnds, ended = _bounds_here(bnds, share, deadline, stages)
             if ended is not None:
                 return _timed_out(row, ended, deadline, stages, "lower bounds"), None
-        outcome, stopped = _produce(prod, instance, replace(options, time_limit=deadline.left()), deadline, stages)
+        outcome, stopped = _produce(prod, instance, options, deadline, stages)
         if apart is not None:  # a big one: computed in a child process while the producer ran
             bnds = apart.collect(stages)
     if stopped is not None:
@@ -268,8 +269,7 @@ def _bounds_share(deadline: Deadline) -> Deadline:
     :data:`BOUNDS_MIN_S`), so that the producer always gets the rest."""
     if deadline.at is None:
         return deadline
-    share = max(BOUNDS_MIN_S, BOUNDS_SHARE * deadline.limit)
-    return Deadline(min(deadline.at, time.monotonic() + share), deadline.limit)
+    return deadline.child(max(BOUNDS_MIN_S, BOUNDS_SHARE * deadline.limit))
 
 
 def _bounds_extra(bnds: Bounds) -> dict:
@@ -360,11 +360,11 @@ def _produce(prod, instance: Instance, options: Options, deadline: Deadline,
     except InputError:
         raise
     except Unsupported as e:
-        return Outcome(None, "skipped", message=f"unsupported: {e}"), None
+        return Outcome(None, Status.SKIPPED, message=f"unsupported: {e}"), None
     except TimeLimitReached as e:
-        return Outcome(None, "timeout"), e
+        return Outcome(None, Status.TIMEOUT), e
     except Exception as e:  # noqa: BLE001 - a producer crash is a recorded failure, not a dead batch
-        outcome = Outcome(None, "error", message=f"{type(e).__name__}: {e}")
+        outcome = Outcome(None, Status.ERROR, message=f"{type(e).__name__}: {e}")
         outcome.extra["traceback"] = traceback.format_exc(limit=8)
         return outcome, None
 
@@ -420,7 +420,7 @@ def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance
     if violation is not None:
         if pricing is not None:
             pricing.cancel()
-        row["status"] = "invalid"
+        row["status"] = Status.INVALID
         row["message"] = f"verification failed: {violation}"
         return row, None
     row["verified"] = True
@@ -628,7 +628,7 @@ def _limit_message(e: TimeLimitReached, deadline: Deadline, stages: dict[str, fl
 def _timed_out(row: dict[str, Any], e: TimeLimitReached, deadline: Deadline, stages: dict[str, float],
                stage: str, found: str = "") -> dict[str, Any]:
     """The row of a run the time limit ended (in ``stage``) before it had a verified schedule."""
-    row["status"] = "timeout"
+    row["status"] = Status.TIMEOUT
     row["verified"] = False
     row["message"] = _limit_message(e, deadline, stages, stage) + (f"; found {found}" if found else "")
     return row
@@ -649,51 +649,72 @@ def _met(value, bound: Bound) -> bool:
 
 def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, bnds: Bounds,
           timestep: float | None) -> None:
-    """Status, bound, gap and ``bound_source`` of a verified row, from proofs only.
+    """Status, bound, gap and ``bound_source`` of a verified row, from proofs only
+    (:class:`~collsynth.tens.status.Status` states the rule).
 
-    The proofs, first match wins: (1) TEN timesteps -- a row counted in timesteps whose
-    schedule respects the TEN's link capacity in them
-    (:func:`~collsynth.tens.bounds.respects_ten_capacity`) meets the ``timesteps`` bound or
-    the TEN LP bound its producer computed; (2) seconds -- the schedule's time under the
-    sync, TEN or event model meets that model's bound; (3) the producer's own bound -- its
-    objective meets the bound it proved in its units (an ILP's dual bound or horizon search,
-    an LP's optimum over its schedule class). A producer's ``optimal`` without any of them
-    becomes ``feasible``; any other status becomes ``optimal`` with one. Rows in timesteps
-    get the best applicable bound as ``bound`` and their gap against it.
+    A proof for the instance, first match wins: the schedule's time under the sync, TEN or
+    event model meets that model's lower bound: :attr:`~Status.OPTIMAL`. Else a proof within a
+    restricted model: a row counted in timesteps whose schedule respects the TEN's link
+    capacity in them (:func:`~collsynth.tens.bounds.respects_ten_capacity`) meets the
+    ``timesteps`` bound or the TEN LP bound its producer computed (the fewest TEN timesteps at
+    this chunking and timestep), or the producer's objective meets the bound it proved in its
+    own units (an ILP's dual bound or horizon search, an LP's optimum over its schedule class):
+    :attr:`~Status.BEST_IN_MODEL`. ``bound_source`` names the model that proved it (else the
+    best bound in the row's units). A producer's ``optimal`` without either becomes
+    ``feasible``. Rows in timesteps get the best applicable bound as ``bound`` and their gap
+    against it.
     """
     units, steps = row["units"], row["steps"]
-    ten_bounds = []
-    if units == "timesteps" and bounds.respects_ten_capacity(schedule, instance, timestep):
-        ten_bounds = [bnds.timesteps]
-        if outcome.extra.get("lp_bound") is not None:
-            ten_bounds.append(bounds.from_lp(outcome.extra["lp_bound"],
-                                             relaxation=outcome.extra.get("lp_bound_source") or "TEN LP"))
-    ten_best = bounds.best(ten_bounds, "timesteps")
-    if units == "timesteps" and ten_best.computed and steps:
-        b = max(float(ten_best.value), float(outcome.bound or 0))
-        row["bound"] = b
-        row["gap"] = max(0.0, (steps - b) / steps)
-    proofs = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
-    proofs += [(f"{m.name}: {b.label()}", row[m.time_column], b)
-               for m, b in ((m, m.bound(bnds)) for m in cost_models.MODELS.values() if m.bound)]
+    ten_best = _ten_timesteps_bound(row, outcome, schedule, instance, bnds, timestep)
+    in_instance = [(f"{m.name}: {b.label()}", row[m.time_column], b)
+                   for m, b in ((m, m.bound(bnds)) for m in cost_models.MODELS.values() if m.bound)]
+    in_model = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
     if outcome.bound is not None:
         own = Bound(outcome.bound, units, units, f"{row['producer']} bound")
-        proofs.append((f"{units}: {row['producer']}'s own bound", outcome.objective, own))
-    proven = next((label for label, value, b in proofs if _met(value, b)), None)
+        in_model.append((f"{units}: {row['producer']}'s own bound", outcome.objective, own))
+    proven = next((label for label, value, b in in_instance if _met(value, b)), None)
     if proven is not None:
-        row["status"] = "optimal"
-        row["bound_source"] = proven
+        row["status"], row["bound_source"] = Status.OPTIMAL.value, proven
+        return
+    best_in = next((label for label, value, b in in_model if _met(value, b)), None)
+    if best_in is not None:
+        row["status"], row["bound_source"] = Status.BEST_IN_MODEL.value, best_in
+        row["message"] = _with_note(row["message"], f"best within its model ({best_in}); no bound of the "
+                                                    "instance under a cost model is met")
         return
     if units == "timesteps" and (ten_best.computed or outcome.bound is None):
-        row["bound_source"] = proofs[0][0] if ten_best.computed else proofs[1][0]
+        row["bound_source"] = in_model[0][0] if ten_best.computed else in_instance[0][0]
     else:
-        row["bound_source"] = proofs[-1][0] if outcome.bound is not None else proofs[1][0]
+        row["bound_source"] = in_model[-1][0] if outcome.bound is not None else in_instance[0][0]
     symmetric = outcome.extra.get("symmetric_bound")  # a symmetric formulation's proof: symmetric schedules only
     if symmetric is not None and steps is not None and symmetric > float(row.get("bound") or 0):
         row["bound_source"] += (f"; {steps} timesteps is the best symmetric schedule" if steps <= symmetric else
                                 f"; no symmetric schedule under {symmetric} timesteps") + (
             " (proved over symmetric schedules only: nothing of asymmetric ones)")
-    if row["status"] == "optimal":
-        row["status"] = "feasible"
-        row["message"] = (f"{row['message']}; " if row["message"] else "") + (
-            f"no lower bound proves it optimal (best: {row['bound_source']})")
+    if Status(row["status"]) in (Status.OPTIMAL, Status.BEST_IN_MODEL):
+        row["status"] = Status.FEASIBLE.value
+        row["message"] = _with_note(row["message"], f"no lower bound proves it optimal (best: {row['bound_source']})")
+
+
+def _ten_timesteps_bound(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, bnds: Bounds,
+                         timestep: float | None) -> Bound:
+    """The best bound on the TEN timesteps of a row counted in them whose schedule respects
+    the TEN's capacity (the instance's ``timesteps`` bound, or the TEN LP bound its producer
+    computed); the row's ``bound`` and ``gap`` set against it. Not computed for other rows."""
+    ten_bounds = []
+    if row["units"] == "timesteps" and bounds.respects_ten_capacity(schedule, instance, timestep):
+        ten_bounds = [bnds.timesteps]
+        if outcome.extra.get("lp_bound") is not None:
+            ten_bounds.append(bounds.from_lp(outcome.extra["lp_bound"],
+                                             relaxation=outcome.extra.get("lp_bound_source") or "TEN LP"))
+    ten_best = bounds.best(ten_bounds, "timesteps")
+    steps = row["steps"]
+    if row["units"] == "timesteps" and ten_best.computed and steps:
+        b = max(float(ten_best.value), float(outcome.bound or 0))
+        row["bound"] = b
+        row["gap"] = max(0.0, (steps - b) / steps)
+    return ten_best
+
+
+def _with_note(message: str | None, note: str) -> str:
+    return f"{message}; {note}" if message else note

@@ -35,8 +35,9 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import InputError
 from ..instances import Instance
-from ..limits import Deadline
+from ..limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ..tens.schedule import Schedule
+from ..tens.status import Status
 
 FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks both agree), or None
     # where the family discovers them from its own modules, so that adding one is adding a module
@@ -52,9 +53,6 @@ SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get
     "collsynth.solvers.bfb.driver",
     "collsynth.solvers.bfb.expansions",
 )
-
-STATUSES = ("optimal", "feasible", "infeasible", "no-solution", "error", "skipped", "heuristic", "constructed",
-            "timeout")
 
 
 class Unsupported(Exception):
@@ -221,23 +219,51 @@ def check_threads(value: Any, where: str = "--threads") -> int:
 
 @dataclass
 class Options:
-    """What a user can ask of a producer run (CLI flags and batch axes)."""
+    """What a user can ask of a producer run (CLI flags, API keywords and batch axes), checked
+    once here, where it is made: a time limit out of range, a gap outside [0, 1), threads,
+    seed or starts out of range are an :class:`~collsynth.InputError` naming the field, for the
+    command line, the library API and batch suite files alike.
+
+    ``time_limit`` is what was asked (None: no limit); a run's only clock is ``deadline``
+    (:class:`~collsynth.limits.Deadline`), which :func:`collsynth.solvers.pipeline.run` starts
+    from it. Stages of a producer get deadlines cut from it (``replace(options,
+    deadline=options.timer().share(0.5))``), never seconds.
+
+    >>> Options(time_limit=0)
+    Traceback (most recent call last):
+    ...
+    collsynth.InputError: time_limit: expected a finite number of seconds in (0, 3.1536e+07] (at most a year), got 0
+    """
 
     solver: str = "highs"
     driver: str | None = None
-    time_limit: float = 60.0
+    time_limit: float | None = DEFAULT_TIME_LIMIT_S
     gap: float | None = None
     threads: int = 1
     seed: int = 0
     starts: int = 1
     params: dict[str, Any] = field(default_factory=dict)
-    deadline: Deadline | None = None  # the run's end (the pipeline sets it from time_limit)
+    deadline: Deadline | None = None  # the run's end (the pipeline starts it from time_limit)
+
+    def __post_init__(self) -> None:
+        if self.time_limit is not None:
+            self.time_limit = check_time_limit(self.time_limit, "time_limit")
+        if self.gap is not None:
+            ok = isinstance(self.gap, numbers.Real) and not isinstance(self.gap, bool) and 0 <= self.gap < 1
+            if not ok:
+                raise InputError("gap", f"expected a relative gap in [0, 1), got {self.gap}")
+        self.threads = check_threads(self.threads, "threads")
+        self.seed = check_seed(self.seed, "seed")
+        if not isinstance(self.starts, numbers.Integral) or isinstance(self.starts, bool) or self.starts < 1:
+            raise InputError("starts", f"expected a whole number of starts >= 1, got {self.starts}")
 
     def timer(self) -> Deadline:
-        """The run's deadline: ``deadline``, or ``time_limit`` seconds from now when unset.
+        """The run's deadline: ``deadline``, or ``time_limit`` seconds from now when unset (a
+        producer called outside the pipeline). A producer takes it once, at its start.
 
-        Producers check it between units of work (``timer().check(stage, done)``) and give
-        solvers what is left (``timer().left()``)."""
+        Producers check it between units of work (``timer().check(stage, done)``), cut it for
+        their stages (:meth:`~collsynth.limits.Deadline.share`) and pass it to solvers
+        (:class:`~collsynth.solvers.backends.Request`)."""
         return self.deadline if self.deadline is not None else Deadline.after(self.time_limit)
 
 
@@ -245,10 +271,13 @@ class Options:
 class Outcome:
     """What a producer returns: a schedule (or none) and what it knows about it.
 
-    ``status``: optimal / feasible (limit hit, incumbent kept) / infeasible / no-solution /
-    error / skipped (licence limit, unavailable, too big) for solver-based producers;
-    ``heuristic`` (greedy) or ``constructed`` (closed forms, expansions) otherwise;
-    ``timeout`` when the run's time limit ended it before it had a schedule. ``objective``/``bound``
+    ``status`` (a :class:`~collsynth.tens.status.Status`): optimal (in the producer's own
+    model: the row says ``optimal`` only with the instance's proof,
+    :func:`~collsynth.solvers.pipeline.judge`) / feasible (limit hit, incumbent kept) /
+    infeasible / no-solution / error / skipped (licence limit, unavailable, too big) for
+    solver-based producers; ``heuristic`` (greedy) or ``constructed`` (closed forms,
+    expansions) otherwise; ``timeout`` when the run's time limit ended it before it had a
+    schedule. ``objective``/``bound``
     are in the producer's own units (``units`` says which, e.g. "steps"). ``extra`` holds
     method-specific figures (closed-form T_L/T_B, theorem predictions, seed spread, ...).
     ``found_by`` says which method found the schedule (``ilp@h=5``, ``time-cluster``,
@@ -257,7 +286,7 @@ class Outcome:
     """
 
     schedule: Schedule | None
-    status: str
+    status: Status
     # what it found, in its own units
     objective: float | None = None
     bound: float | None = None

@@ -7,18 +7,19 @@ Section V-A; :mod:`collsynth.formulations.ten_ilp`)."""
 
 from __future__ import annotations
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_model
 from collsynth.solvers import backends
 
 
-def solves_by(inst, horizon: int, time_limit: float = 60) -> bool | None:
+def solves_by(inst, horizon: int, time_limit: float | None = 60) -> bool | None:
     """Whether the TEN ILP (copying switches) delivers everything within ``horizon``; ``None``
-    when ``time_limit`` ended the solve before it proved either (an incumbent that delivers
-    everything proves that it can)."""
+    when ``time_limit`` (None: no limit) ended the solve before it proved either (an incumbent
+    that delivers everything proves that it can)."""
     if horizon < 1:
         return False
     m = ten_ilp.build(inst, horizon)
-    res = backends.solve(m, "highs", time_limit=time_limit)
+    res = backends.solve(m, "highs", deadline=Deadline.after(time_limit))
     assert res.status in ("optimal", "feasible", "no-solution"), res.message  # the last two: the limit
     if res.status == "no-solution":
         return None

@@ -129,7 +129,6 @@ def latency_topologies(draw):
     return with_latency(topo, draw(st.sampled_from(["pipelined", "serial"])))
 
 
-ILP_LIMIT_S = 15  # a draw whose ILP proves nothing in this long gives no verdict (it is rejected)
 KINDS = [(kind, chunks) for kind in ("allgather", "broadcast", "gather") for chunks in (1, 2)] + [("alltoall", 1)]
 
 
@@ -148,6 +147,5 @@ def test_the_ilp_never_finishes_before_the_arrival_bound(topo, kind_chunks):
     b = bounds.arrival_bound(ten.prepare(inst, 1, switch_copy=True))
     assert b.computed
     if b.value > 1:
-        done = solves_by(inst, int(b.value) - 1, time_limit=ILP_LIMIT_S)
-        assume(done is not None)
-        assert not done, b.label()
+        done = solves_by(inst, int(b.value) - 1, time_limit=None)  # no limit: a verdict on every draw
+        assert done is False, b.label()

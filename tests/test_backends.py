@@ -7,7 +7,9 @@ import itertools
 import pyomo.environ as pe
 import pytest
 
+from collsynth.limits import GRACE_S, Deadline
 from collsynth.solvers import backends as B
+from collsynth.solvers.backends import gurobi, ortools
 
 ORTOOLS_OK = B.available("cpsat")[0]
 GUROBI_OK = B.available("gurobi")[0]
@@ -57,7 +59,7 @@ def test_integer_optimum_agrees_with_brute_force(solver, case):
         pytest.skip("ortools not installed")
     w, v, cap = case
     m = knapsack(w, v, cap)
-    r = B.solve(m, solver, time_limit=30)
+    r = B.solve(m, solver, deadline=Deadline.after(30))
     assert r.status == "optimal", r.message
     assert r.objective == pytest.approx(brute(w, v, cap))
     # values were loaded into the model and are consistent with the objective
@@ -81,7 +83,7 @@ def test_lp_solvers_agree(solver):
     if solver != "highs" and not ORTOOLS_OK:
         pytest.skip("ortools not installed")
     m = lp_model()
-    r = B.solve(m, solver, time_limit=30)
+    r = B.solve(m, solver, deadline=Deadline.after(30))
     assert r.status == "optimal", r.message
     assert r.objective == pytest.approx(1.5, abs=1e-6)
     assert m.x[0].value == pytest.approx(1.0, abs=1e-6)
@@ -131,20 +133,21 @@ def test_gurobi_over_licence_is_skipped_before_and_at_solve():
     r = B.solve(big_model(), "gurobi")
     assert r.status == "skipped" and r.message.startswith("skipped: licence size limit")
     # the error raised by gurobi itself (error 10010) is caught too, without the count
-    r = B._solve_gurobi(big_model(), 10, None, 1, 0, None, precheck=False)
+    r = gurobi.solve(big_model(), B.Request("gurobi", Deadline.after(10)), precheck=False)
     assert r.status == "skipped" and r.message == "skipped: licence size limit"
 
 
 @needs_ortools
-def test_hung_child_is_killed_and_recorded():
-    r = B._solve_ortools(lp_model(), "glop", 10, None, 1, 0, wall_limit=1.0, extra_args=("--debug-sleep", "30"))
+def test_hung_child_is_killed_at_the_deadline_and_recorded():
+    deadline = Deadline.after(1.0)
+    r = ortools.solve(lp_model(), B.Request("glop", deadline), extra_args=("--debug-sleep", "30"))
     assert r.status == "error" and "timed out" in r.message
-    assert r.solve_s < 10
+    assert deadline.expired() and r.solve_s < 1.0 + GRACE_S  # killed at the deadline, not when it woke
 
 
 @needs_ortools
 def test_crashing_child_is_recorded():
-    r = B._solve_ortools(lp_model(), "glop", 10, None, 1, 0, extra_args=("--debug-crash",))
+    r = ortools.solve(lp_model(), B.Request("glop", Deadline.after(10)), extra_args=("--debug-crash",))
     assert r.status == "error" and "child process failed" in r.message
 
 
@@ -163,7 +166,7 @@ def test_time_limit_keeps_incumbent():
         ww = [rnd.randint(20, 60) for _ in range(n)]
         m.rows.add(sum(ww[i] * m.x[i] for i in range(n)) <= sum(ww) // 2)
     m.o = pe.Objective(expr=sum(v[i] * m.x[i] for i in range(n)), sense=pe.maximize)
-    r = B.solve(m, "highs", time_limit=0.5)
+    r = B.solve(m, "highs", deadline=Deadline.after(0.5))
     assert r.status in ("feasible", "optimal")
     assert r.objective is not None and r.bound is not None and r.bound >= r.objective - 1e-6
     val = sum(v[i] * round(m.x[i].value) for i in range(n))
@@ -202,23 +205,29 @@ def multi_knapsack(n=60, seed=3):
 @pytest.fixture(scope="module")
 def knapsack_optimum():
     m, v, _ = multi_knapsack()
-    r = B.solve(m, "highs", time_limit=60)
+    r = B.solve(m, "highs", deadline=Deadline.after(60))
     assert r.status == "optimal"
     return r.objective, [round(m.x[i].value) for i in m.x]
+
+
+LIMITS = {"cpsat": 10.0, "scip": 10.0, "gurobi": 1.0}  # the deadlines of the warm-start test (HiGHS: 0.01 s)
 
 
 @pytest.mark.parametrize("solver", ["highs", "cpsat", "scip"] + (["gurobi"] if GUROBI_OK else []))
 def test_warm_start_is_the_incumbent_under_a_tiny_time_limit(solver, knapsack_optimum):
     """The optimal start, given as a MIP start, is what a very short solve returns (HiGHS alone
-    finds about 1528 < 1589 in 0.01 s; the OR-Tools children get 0.3 s, as CP-SAT may not reach
-    its hint in 0.01 s on a busy machine), with its objective and values."""
+    finds about 1528 < 1589 in 0.01 s), with its objective and values. The OR-Tools children
+    are killed at the deadline, which counts their start-up (seconds on a busy machine): they
+    get 10 s, and their answer must still be the start's objective and values; Gurobi, given no
+    time once :data:`~collsynth.solvers.backends.request.READBACK_S` is kept, does not read its
+    start: it gets 1 s."""
     if solver in ("cpsat", "scip") and not ORTOOLS_OK:
         pytest.skip("ortools not installed")
     opt, pick = knapsack_optimum
     m, v, rows = multi_knapsack()
     for i, x in enumerate(pick):
         m.x[i].set_value(x)
-    r = B.solve(m, solver, time_limit=0.3 if solver in ("cpsat", "scip") else 0.01, warm_start=True)
+    r = B.solve(m, solver, deadline=Deadline.after(LIMITS.get(solver, 0.01)), warm_start=True)
     assert r.status in ("feasible", "optimal"), r.message
     assert r.objective == pytest.approx(opt)
     got = [round(m.x[i].value) for i in m.x]
@@ -240,7 +249,7 @@ def test_highs_time_limit_counts_model_loading():
     m.cy = pe.Constraint(range(59999), rule=lambda m, i: m.y[i] + m.y[i + 1] <= 1)
     limit = 2.5
     t0 = time.perf_counter()
-    r = B.solve(m, "highs", time_limit=limit)
+    r = B.solve(m, "highs", deadline=Deadline.after(limit))
     wall = time.perf_counter() - t0
     assert r.status in ("feasible", "no-solution")  # too hard to prove in the time
     assert r.build_s > 0.0  # measured, whatever the machine's speed
@@ -271,7 +280,7 @@ def test_killed_cpsat_child_keeps_its_incumbent():
     (15 s leaves a machine loaded 4x over its cores time to start the child and find a first
     solution; 8 s did not.)"""
     m, a, d = market_split()
-    r = B._solve_ortools(m, "cpsat", 60, None, 1, 0, wall_limit=15.0)
+    r = ortools.solve(m, B.Request("cpsat", Deadline.after(60)), wall_limit=15.0)
     assert r.status == "feasible", r.message
     assert "killed" in r.message and r.solve_s < 30
     x = [round(m.x[j].value) for j in m.x]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from collsynth.results import render, schema, store
-from collsynth.solvers.cli import runner as batch
+from collsynth.solvers import batch
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends
 

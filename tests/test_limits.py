@@ -18,6 +18,7 @@ from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enfor
 from collsynth.results import store
 from collsynth.solvers.pipeline import run, warm_kernels, warm_producer
 from collsynth.solvers.producers import Options, producers
+from machine import SLOWDOWN, within
 
 LIMIT = 5.0
 
@@ -49,7 +50,7 @@ def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topo
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
     elapsed = time.monotonic() - t0
-    assert elapsed <= LIMIT + GRACE_S, (elapsed, row["message"])
+    assert elapsed <= within(LIMIT + GRACE_S), (elapsed, SLOWDOWN, row["message"])  # the contract, on this machine now
     stages = row["extra"]["stages_s"]
     assert "lower bounds" in stages and "produce" in stages
     if row["status"] == "timeout":  # stopped before a verified schedule: where, and what was done
@@ -249,7 +250,9 @@ def test_kernels_are_compiled_before_the_clock_starts():
                                "collective": {"kind": "allreduce"}})
     row, _ = run(inst, "ring", Options(time_limit=1))
     assert row["verified"] and row["time_event_s"] is not None, row["message"]
-    assert row["verify_s"] + row["price_sync_s"] + row["price_ten_s"] + row["price_event_s"] < 1
+    # the contract: a 1 s run verifies and prices by its limit plus the grace (a first compile
+    # of the kernels takes tens of seconds, far outside it)
+    assert row["verify_s"] + row["price_sync_s"] + row["price_ten_s"] + row["price_event_s"] <= within(1 + GRACE_S)
 
 
 def test_a_swallowed_timer_fires_again():

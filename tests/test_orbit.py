@@ -13,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_ilp_orbit, ten_model
 from collsynth.instances import symmetry
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import backends, pipeline
-from collsynth.solvers.cli import runner
+from collsynth.solvers import batch as runner
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.tens import bounds, orbits, ten, verify
@@ -155,7 +156,7 @@ def _symmetric_full_model(instance, horizon):
 def _smallest_complete(build, instance, lo, hi):
     for h in range(lo, hi + 1):
         m = build(instance, h)
-        r = backends.solve(m, "highs", time_limit=60)
+        r = backends.solve(m, "highs", deadline=Deadline.after(60))
         assert r.status == "optimal", r.message
         view = ten_model(m)
         if view.arrivals() >= view.required():

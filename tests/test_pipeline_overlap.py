@@ -17,6 +17,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, cost_models, verify
 from collsynth.tens.schedule import from_arrays
+from machine import within
 
 
 def _ring_allgather(n: int):
@@ -138,7 +139,7 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     t0 = time.monotonic()
     row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
     elapsed = time.monotonic() - t0
-    assert elapsed <= limit + GRACE_S, (elapsed, row["message"])
+    assert elapsed <= within(limit + GRACE_S), (elapsed, row["message"])
     if row["verified"]:
         unpriced = [m.name for m in cost_models.MODELS.values() if row[m.time_column] is None]
         for name in unpriced:  # every model left out is named
@@ -152,7 +153,9 @@ def test_a_deadline_passing_while_a_model_prices_names_that_model():
     pricing = pipeline.SpeculativePricing(_ring_allgather(300), inst, Deadline(time.monotonic() + 0.02, 0.02), None)
     t0 = time.monotonic()
     results = pricing.results()
-    assert time.monotonic() - t0 < 0.5
+    # the contract: the results are handed over by the deadline, plus what the grace keeps for
+    # the timer to land (STOP_S), not when the last model finishes
+    assert time.monotonic() - t0 <= within(0.02 + pipeline.STOP_S)
     last = results[-1][1]
     assert isinstance(last, (str, TimeLimitReached)), results  # stopped, or not started for want of time
     if isinstance(last, TimeLimitReached):

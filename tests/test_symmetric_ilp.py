@@ -16,6 +16,7 @@ import itertools
 import numpy as np
 import pytest
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_formulation, ten_ilp_symmetric
 from collsynth.instances.automorphisms import acts_freely, closure, semiregular_group
 from collsynth.instances.generators import build
@@ -118,7 +119,7 @@ def test_toy_optimum_by_hand(producer):
 def test_symmetric_schedule_is_invariant_under_the_swap():
     inst = toy_instance()
     model = ten_ilp_symmetric.build(inst, 5, objective="makespan")
-    backends.solve(model, "highs", time_limit=30)
+    backends.solve(model, "highs", deadline=Deadline.after(30))
     sched = ten_ilp_symmetric.extract(model)
     swap = {0: 2, 1: 3, 2: 0, 3: 1, 4: 5, 5: 4}
     sends = {(s.chunk, s.src, s.dst, s.step) for s in sched.sends()}

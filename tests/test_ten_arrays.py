@@ -7,8 +7,9 @@ import pyomo.environ as pe
 import pytest
 from pyomo.repn import generate_standard_repn
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
-from collsynth.formulations._ten_arrays import MATRIX_ATTRIBUTE
+from collsynth.formulations import recorded_rows
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends as B
@@ -33,10 +34,12 @@ def test_every_row_body_is_its_recorded_sparse_row(mod, topology, horizon, param
     """Pyomo's own reading of each constraint (standard repn) has exactly the coefficients and
     bounds of the CSR row it was built from."""
     m = mod.build(_inst(*topology), horizon, **params)
-    recorded = vars(m)[MATRIX_ATTRIBUTE]
+    recorded = recorded_rows(m)
     assert "eq_hold_update" in recorded and "ineq_send_needs_hold" in recorded
     checked = 0
-    for con, indptr, cols, vals, lower, upper, columns in recorded.values():
+    for rec in recorded.values():
+        con, indptr, cols, vals, lower, upper, columns = (rec.component, rec.indptr, rec.cols, rec.vals, rec.lower,
+                                                          rec.upper, rec.columns)
         assert len(con) == len(indptr) - 1
         for i, c in enumerate(con.values()):
             repn = generate_standard_repn(c.body, compute_values=False)
@@ -65,5 +68,5 @@ def test_nocongestion_is_ten_ilp_without_capacity_rows():
     assert capacity > 0
     assert names(blind) == {k: v for k, v in names(full).items() if k != "ineq_link_capacity"}
     for horizon, pairs in ((4, 72), (3, 68)):
-        r = B.solve(ten_ilp_nocongestion.build(inst, horizon), "highs", time_limit=30)
+        r = B.solve(ten_ilp_nocongestion.build(inst, horizon), "highs", deadline=Deadline.after(30))
         assert r.status == "optimal" and round(r.objective) == pairs

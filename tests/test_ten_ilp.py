@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp, ten_model
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import Instance, make_instance
@@ -107,7 +108,7 @@ def test_ilp_optimum_equals_exhaustive_search_on_random_digraphs(t, kind):
 
 def _arrivals(instance, horizon, solver):
     m = ten_ilp.build(instance, horizon)
-    r = B.solve(m, solver, time_limit=60)
+    r = B.solve(m, solver, deadline=Deadline.after(60))
     assert r.status == "optimal", (solver, r.message)
     assert ten_model(m).arrivals() == round(r.objective)
     sched = ten_ilp.extract(m)  # a partial schedule: every send must still be legal
@@ -177,7 +178,7 @@ def test_makespan_objective_matches_horizon_search():
     inst = make_instance(topo("mesh", {"dims": [2, 3]}), "allgather")
     steps, _ = ilp_min_steps(inst)
     m = ten_ilp.build(inst, steps + 2, objective="makespan")
-    r = B.solve(m, "highs", time_limit=60)
+    r = B.solve(m, "highs", deadline=Deadline.after(60))
     assert r.status == "optimal"
     assert round(r.objective) == steps
     sched = ten_ilp.extract(m)

@@ -22,6 +22,7 @@ from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import read_json
 from ilp_oracle import solves_by
+from proofs import proven_status
 
 
 def lp_bound(instance, **params) -> int:
@@ -92,7 +93,7 @@ def test_lp_schedule_verifies_and_respects_the_bound(gen, params, kind, root, cp
     # (the scatter: 10 chunks over the root's 3 out-links need 4 timesteps, the LP 3)
     assert row["bound"] == row["extra"]["lp_bound"] == max(h, ten_ilp.lower_bound(inst))
     assert row["steps"] >= row["bound"]
-    assert row["status"] == ("optimal" if row["steps"] == row["bound"] else "feasible")
+    assert row["status"] == (proven_status(row) if row["steps"] == row["bound"] else "feasible")
     assert row["extra"]["denominator"] == sched.denom
     assert row["extra"]["fractional_sends"] == int(((sched.hi - sched.lo) < sched.denom).sum())
     assert row["steps"] <= row["extra"]["recovery_steps"]  # never worse than recovery
@@ -131,7 +132,7 @@ def test_fractional_schedule_meets_lp_bound_and_ilp_optimum():
     # LP bound, which is the integral optimum
     inst = make_instance(topo("ring", {"nodes": 4}), "broadcast", root=0, chunks_per_node=3)
     row, sched = pipeline.run(inst, "ten-lp", Options(time_limit=30))
-    assert row["verified"] and row["status"] == "optimal"
+    assert row["verified"] and row["status"] == proven_status(row)
     assert row["steps"] == row["bound"] == lp_bound(inst) == ilp_optimum(inst)
 
 
@@ -336,7 +337,7 @@ def test_ilp_rows_carry_the_lp_bound():
     inst = gap_scatter()
     assert bounds.lower_bound(inst) == 8
     row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=60))
-    assert row["verified"] and row["status"] == "optimal"
+    assert row["verified"] and row["status"] == proven_status(row)
     lp = row["extra"]["lp_bound"]
     assert lp == lp_bound(inst) and row["bound"] >= lp and row["steps"] >= lp
     row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=60, params={"lp_bound": False}))
@@ -355,7 +356,7 @@ def test_lp_bound_proves_what_the_driver_cannot():
     row, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30, params=params))
     assert row["verified"] and row["extra"]["lp_bound"] == 4
     assert row["bound"] == 4 and row["steps"] >= 4
-    assert row["status"] == ("optimal" if row["steps"] == 4 else "feasible")
+    assert row["status"] == (proven_status(row) if row["steps"] == 4 else "feasible")
     off, _ = pipeline.run(inst, "ten-ilp", Options(driver="early-stop", time_limit=30,
                                                    params={**params, "lp_bound": False}))
     assert off["bound"] < 4 and "lp_bound" not in off["extra"]
@@ -401,7 +402,7 @@ def test_an_lp_bound_is_recorded_when_an_lp_proves_it():
     the row records the LP's 4, named after it."""
     inst = make_instance(topo("switch", {"nodes": 4, "unwind": 0}), "broadcast", root=0)
     row, _ = pipeline.run(inst, "ten-ilp", Options(time_limit=30, params={"switch_copy": False, "warm": False}))
-    assert row["verified"] and row["steps"] == 4 and row["status"] == "optimal"
+    assert row["verified"] and row["steps"] == 4 and row["status"] == proven_status(row)
     extra = row["extra"]
     assert extra["lp_bound"] == 4 and extra["lp_bound_source"] == "ten-lp"
     assert extra["lp_bound_horizons"] == [2, 3] and extra["lp_bounds"]["ten-lp"] == 4
@@ -460,7 +461,7 @@ def test_cli_solve_ten_lp(tmp_path, capsys):
     out = tmp_path / "s.json"
     code = main(["solve", str(p), "--producer", "ten-lp", "--out", str(out), "--json"])
     row = json.loads(capsys.readouterr().out)
-    assert code == 0 and row["verified"] and row["status"] == "optimal"
+    assert code == 0 and row["verified"] and row["status"] == proven_status(row)
     assert row["steps"] == row["bound"] == 3
     sched = read_json(out)
     assert verify.verify(sched, load_instance(p)) is None and sched.num_steps == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from collsynth.limits import Deadline
 from collsynth.formulations import registry, ten_formulation, ten_ilp, ten_ilp_orbit, ten_lp, ten_lp_orbit, ten_model
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import make_instance
@@ -29,7 +30,7 @@ def _instance(gen, params, kind, cpn):
 
 def _solved(build, inst, h):
     m = build(inst, h)
-    r = backends.solve(m, "highs", time_limit=60)
+    r = backends.solve(m, "highs", deadline=Deadline.after(60))
     assert r.status == "optimal", r.message
     return m, r.objective
 

@@ -30,10 +30,10 @@ from pyomo.common.gc_manager import PauseGC
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.standard_repn import generate_standard_repn
 
+from ...formulations import MatrixRows, recorded_rows
 from ...limits import shielded
 
 NONLINEAR = "the HiGHS backend solves linear models only"
-MATRIX_ATTRIBUTE = "matrix_rows"  # rows a formulation recorded as matrices (collsynth.formulations._ten_arrays)
 OPTIONS_ATTRIBUTE = "highs_options"  # HiGHS options a formulation attached to a model (e.g. run_crossover)
 
 
@@ -110,11 +110,11 @@ class _Terms:
         return float(pe.value(repn.constant))
 
 
-def _recorded(rec, colmaps: dict, terms: _Terms):
+def _recorded(rec: MatrixRows, colmaps: dict, terms: _Terms):
     """A component's recorded rows as COO triples over the model's columns, with its lower and
     upper bounds; fixed variables' terms move into the bounds. ``colmaps`` remembers the
     column of every variable of a recorded column list (components share one; -1: fixed)."""
-    _, indptr, cols, vals, lower, upper, columns = rec
+    indptr, cols, vals, lower, upper, columns = rec.indptr, rec.cols, rec.vals, rec.lower, rec.upper, rec.columns
     colmap = colmaps.get(id(columns))
     if colmap is None:
         get = terms.column.get  # every unfixed variable has its column already
@@ -170,10 +170,10 @@ def compile_linear(model: pe.ConcreteModel) -> LinearModel:
     lower, upper = [], []
     blocks = []  # rows recorded as matrices: (first row, CSR over the model's columns, lower, upper)
     row = 0
-    recorded = vars(model).get(MATRIX_ATTRIBUTE, {})
+    recorded = recorded_rows(model)
     for comp in model.component_objects(pe.Constraint, active=True, descend_into=True):
         rec = recorded.get(comp.local_name) if comp.parent_block() is model else None
-        if rec is not None and rec[0] is comp and len(comp) == len(rec[4]) and all(c.active for c in comp.values()):
+        if rec is not None and rec.component is comp and len(comp) == len(rec.lower) and all(c.active for c in comp.values()):
             coo, lo, up = _recorded(rec, colmaps, terms)
             blocks.append((row, coo))
             lower.extend(lo.tolist())
@@ -262,11 +262,10 @@ def available() -> tuple[bool, str]:
     return True, f"highs {highspy.Highs().version()}"
 
 
-def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None, threads: int, seed: int,
-        start: list | None = None, options: dict | None = None) -> Run:
-    """Compile ``model``, solve it with HiGHS and load the solution's values into it.
-
-    ``time_limit`` counts from the call: HiGHS gets what is left after compiling and loading.
+def run(model: pe.ConcreteModel, request, start: list | None = None, options: dict | None = None) -> Run:
+    """Compile ``model``, solve it with HiGHS as ``request`` (a :class:`~.request.Request`) asks
+    and load the solution's values into it. HiGHS gets what is left of the request's deadline
+    once the model is loaded, minus the time to read the solution back (``request.seconds()``).
     ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
     before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
     where only the objective value is read), are set as HiGHS options.
@@ -274,15 +273,14 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     import highspy  # here, not at import time: see the module doc
 
     t0, c0 = time.perf_counter(), time.process_time()
-    deadline = None if time_limit is None else t0 + float(time_limit)
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", int(threads))
-    h.setOptionValue("random_seed", int(seed))
-    if gap is not None:
-        h.setOptionValue("mip_rel_gap", float(gap))
+    h.setOptionValue("threads", int(request.threads))
+    h.setOptionValue("random_seed", int(request.seed))
+    if request.gap is not None:
+        h.setOptionValue("mip_rel_gap", float(request.gap))
     mip = bool(lm.integer.any())
     if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
         h.setOptionValue("solver", "ipm")
@@ -297,8 +295,9 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
         if idx:
             h.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
             passed = len(idx)
-    if deadline is not None:
-        h.setOptionValue("time_limit", max(0.05, deadline - time.perf_counter()))
+    seconds = request.seconds()
+    if seconds is not None:
+        h.setOptionValue("time_limit", seconds)
     t1, c1 = time.perf_counter(), time.process_time()
     with shielded():  # HiGHS stops by its own limit; the model's compiling above stays interruptible
         h.run()

@@ -3,7 +3,7 @@
 Run by :mod:`collsynth.solvers.backends` as::
 
     python -m collsynth.solvers.backends.ortools_worker MODEL.mps OUT.json --solver sat|scip|glop|pdlp
-        [--time-limit S] [--gap G] [--threads K] [--seed N] [--start START.json]
+        [--time-limit S] [--deadline AT] [--gap G] [--threads K] [--seed N] [--start START.json]
         [--incumbent INC.json]
 
 highspy and ortools cannot be loaded into one process, so OR-Tools only ever runs here. The
@@ -20,8 +20,13 @@ CP-SAT runs on a ``CpModel`` built from the MPS file (integer coefficients; othe
 generic model_builder path is used) so that a solution callback can write every improving
 solution atomically (temporary file, then rename) to ``--incumbent``: if the parent has to kill
 this process at its wall-clock deadline, it loads that file and keeps the incumbent. SCIP
-through MPSolver has no such callback: it relies on its own time limit (the parent's deadline
-is that limit plus a grace period), and a killed SCIP child loses its incumbent.
+through MPSolver has no such callback: it relies on its own time limit, and a killed SCIP child
+loses its incumbent.
+
+``--deadline AT`` is the run's deadline as a ``time.monotonic()`` instant (one clock for every
+process of the host): the solver's time limit is what is left of it once the model is read,
+minus ``--readback`` seconds to write the result; the parent kills this process at that
+deadline.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("out")
     ap.add_argument("--solver", required=True, choices=("sat", "scip", "glop", "pdlp"))
     ap.add_argument("--time-limit", type=float, default=None)
+    ap.add_argument("--deadline", type=float, default=None, help="time.monotonic() instant to stop by")
+    ap.add_argument("--readback", type=float, default=0.0, help="seconds kept before the deadline to write the result")
     ap.add_argument("--gap", type=float, default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
@@ -107,6 +114,9 @@ def main(argv=None) -> int:
     if args.start:
         with open(args.start) as f:
             start = json.load(f)
+    if args.deadline is not None:  # the time left once the model is read, not counted from the parent's call
+        left = max(0.0, args.deadline - time.monotonic() - args.readback)
+        args.time_limit = left if args.time_limit is None else min(args.time_limit, left)
     if args.solver == "sat" and _solve_cpsat(model, args, start, out):
         return _write(args.out, out)
     _solve_model_builder(mb, model, args, start, out)

@@ -37,8 +37,9 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
+from ...tens.status import Status
 from ... import InputError
-from ...limits import Deadline
+from ...limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ...formulations import bfb_chunked, bfb_hetero, bfb_lp
 from ...formulations.bfb_chunked import chunk_schedule
 from ...formulations.bfb_lp import StepLP, step_data
@@ -51,7 +52,7 @@ from .. import backends
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 
 METHODS = ("lp", "flow", "chunked", "chunked-round", "hetero")
-STATUS_RANK = {"optimal": 0, "constructed": 0, "feasible": 1, "no-solution": 2, "infeasible": 3, "error": 4, "skipped": 5}
+STATUS_RANK = {Status.OPTIMAL: 0, Status.CONSTRUCTED: 0, Status.FEASIBLE: 1, Status.NO_SOLUTION: 2, Status.INFEASIBLE: 3, Status.ERROR: 4, Status.SKIPPED: 5}
 
 
 @dataclass
@@ -75,7 +76,7 @@ class BFBResult:
     orbit: bool
     problems: int
     solved: int
-    status: str = "optimal"
+    status: str = Status.OPTIMAL
     solver: str = ""
     version: str = ""
     build_s: float = 0.0
@@ -160,12 +161,8 @@ def _build_step_model(data: StepLP, method: str, settings: dict):
 
 
 def _solve_model(model, settings: dict):
-    limit = settings.get("time_limit", 60.0)
-    deadline = settings.get("deadline")
-    if deadline is not None and deadline.at is not None:
-        limit = deadline.left() if limit is None else min(limit, deadline.left())
-    return backends.solve(model, settings.get("solver", "highs"), time_limit=limit,
-                          gap=settings.get("gap"), threads=settings.get("threads", 1), seed=settings.get("seed", 0))
+    """Solve one problem's model as the run's request asks (by the run's deadline)."""
+    return backends.solve(model, settings["request"])
 
 
 def _refine_hetero(data: StepLP, model, settings: dict) -> tuple[np.ndarray, int, float]:
@@ -228,7 +225,7 @@ def solve_problem(data: StepLP, method: str, settings: dict) -> dict:
     """
     v = data.sources[data.pair_v]
     w = data.neighbours[data.pair_w]
-    out: dict[str, Any] = {"node": data.node, "step": data.step, "v": v, "w": w, "status": "optimal",
+    out: dict[str, Any] = {"node": data.node, "step": data.step, "v": v, "w": w, "status": Status.OPTIMAL,
                            "build_s": 0.0, "solve_s": 0.0, "solver": "", "version": "", "solved": 0}
     if len(v) == 0:
         out.update(num=np.zeros(0, np.int64), den=1)
@@ -261,12 +258,11 @@ def _solve_batch(args) -> list[dict]:
 
 
 def _solve_in_turn(problems: list[StepLP], method: str, settings: dict) -> list[dict]:
-    """The problems one after another, stopping past ``settings["deadline"]``."""
-    deadline = settings.get("deadline")
+    """The problems one after another, stopping past the request's deadline."""
+    deadline = settings["request"].deadline
     out = []
     for i, p in enumerate(problems):
-        if deadline is not None:
-            deadline.check("BFB per-(node, step) problems", f"{i} of {len(problems)} solved")
+        deadline.check("BFB per-(node, step) problems", f"{i} of {len(problems)} solved")
         out.append(solve_problem(p, method, settings))
     return out
 
@@ -278,7 +274,6 @@ def solve_bfb(
     *,
     method: str = "lp",
     solver: str = "highs",
-    time_limit: float = 60.0,
     gap: float | None = None,
     threads: int = 1,
     seed: int = 0,
@@ -297,7 +292,8 @@ def solve_bfb(
     problems in a process pool. ``chunks`` is K for the chunked methods (IP (12)); the
     schedule is then in whole chunks (``chunks_per_node = K``). ``message_bytes`` is needed by
     ``hetero`` (the shard size enters LP (13)). Each solve gets at most what is left before
-    ``deadline``, and past it the remaining problems are not started
+    ``deadline`` (None: :data:`~collsynth.limits.DEFAULT_TIME_LIMIT_S` from the call), and
+    past it the remaining problems are not started, nor the orbit's translation finished
     (:class:`~collsynth.limits.TimeLimitReached`).
     """
     if method not in METHODS:
@@ -313,8 +309,8 @@ def solve_bfb(
     N, d = len(topo.npus), topo.out_degree_range[1]
     orders = _orbit_orders(topo, method, orbit)
     solve_nodes = [0] if orders is not None else list(topo.npus)
-    settings = {"solver": solver, "time_limit": time_limit, "gap": gap, "threads": threads, "seed": seed,
-                "deadline": deadline,
+    deadline = deadline if deadline is not None else Deadline.after(DEFAULT_TIME_LIMIT_S)
+    settings = {"request": backends.Request(solver, deadline, gap=gap, threads=threads, seed=seed),
                 **_method_settings(topo, method, solve_nodes, chunks or chunks_per_node, message_bytes)}
     problems = [step_data(topo, u, t, D) for u in solve_nodes for t in range(1, T + 1)]
     results = _solve_all(problems, method, settings, jobs)
@@ -324,7 +320,7 @@ def solve_bfb(
         for s_ in range(1, T + 1):
             U.setdefault((uu, s_), Fraction(0))
     if orders is not None:
-        (v, w, u, t, num), U = _translate_solution(topo, orders, (v, w, u, t, num), U, T)
+        (v, w, u, t, num), U = _translate_solution(topo, orders, (v, w, u, t, num), U, T, deadline)
     unit = int(settings.get("chunks", 1))
     if unit > 1:  # whole chunks: share num/den of a shard = num/den*K chunks; chunk ids v*K + j
         sched = _chunked_schedule(v, w, u, t, num, den, topo.size, unit)
@@ -396,8 +392,11 @@ def _common_denominator(results: list[dict]):
     return v, w, u, t, num, den
 
 
-def _translate_solution(topo: Topology, orders, cols: tuple, U: dict, T: int) -> tuple[tuple, dict]:
-    """Node 0's shares translated to every node g (``x -> x + g`` in the Cayley group)."""
+def _translate_solution(topo: Topology, orders, cols: tuple, U: dict, T: int,
+                        deadline: Deadline) -> tuple[tuple, dict]:
+    """Node 0's shares translated to every node g (``x -> x + g`` in the Cayley group), by
+    ``deadline`` (checked before and between the translations)."""
+    deadline.check("BFB orbit translation", "node 0's problems solved")
     v, w, u, t, num = cols
     G = np.arange(topo.size, dtype=np.int64)
     reps = len(G)
@@ -408,6 +407,7 @@ def _translate_solution(topo: Topology, orders, cols: tuple, U: dict, T: int) ->
     else:
         gg = np.repeat(coords(G, orders), len(v), axis=0)
         v, w, u = (translate(np.tile(a, reps), gg, orders) for a in (v, w, u))
+    deadline.check("BFB orbit translation", "shares translated")
     U = {(g, s): U[(0, s)] for g in G.tolist() for s in range(1, T + 1)}
     return (v, w, u, np.tile(t, reps), np.tile(num, reps)), U
 
@@ -435,7 +435,7 @@ def _summary(results: list[dict], method: str, T: int, unit: int) -> dict:
     if unit > 1:
         extra["chunks"] = unit
     return {
-        "status": max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default="optimal"),
+        "status": max((r["status"] for r in results), key=lambda s: STATUS_RANK.get(s, 9), default=Status.OPTIMAL),
         "solver": next((r["solver"] for r in results if r["solver"]), ""),
         "version": next((r["version"] for r in results if r["version"]), ""),
         "message": "; ".join(sorted({r["message"] for r in results if r.get("message")}))[:500],
@@ -513,7 +513,7 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
     topo = instance.topology
     p = dict(options.params)
     kw: dict[str, Any] = dict(
-        method=method, solver=options.solver, time_limit=options.time_limit, gap=options.gap,
+        method=method, solver=options.solver, gap=options.gap,
         threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)), deadline=options.timer(),
         orbit={"auto": "auto", "true": True, "false": False}[str(p.get("orbit", "auto")).lower()], chunks_per_node=coll.chunks_per_node,
         message_bytes=coll.message_bytes,

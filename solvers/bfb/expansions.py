@@ -45,6 +45,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from ...tens.status import Status
 from ... import InputError
 from ...limits import Deadline
 from ...formulations.bfb_lp import optimal_loads
@@ -590,7 +591,7 @@ def _run_expansion(instance: Instance, options: Options) -> Outcome:
                      moore_optimal=p.steps == moore_bound(N, d))
         if coll.kind == "allreduce":
             extra["note"] = "T_L/T_B are the allgather phase's; the allreduce doubles both"
-    return Outcome(s, "constructed", objective=float(s.num_steps), units="steps", extra=extra)
+    return Outcome(s, Status.CONSTRUCTED, objective=float(s.num_steps), units="steps", extra=extra)
 
 
 PRODUCERS = [

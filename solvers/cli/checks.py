@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 
 from ... import InputError
 
-ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
 def out_file(where: str, path: str | os.PathLike) -> Path:
@@ -77,18 +75,3 @@ def finite(where: str, value: float, what: str, low: float = 0.0, strict: bool =
     if not math.isfinite(value) or value < low or (strict and value == low):
         raise InputError(where, f"expected {what}, got {value}")
     return value
-
-
-def dask_address(address: str | None) -> str:
-    """``--address`` of a Dask scheduler: ``host:port`` or ``tcp://host:port`` (also tls, ws,
-    wss, ucx), port 1..65535.
-
-    >>> dask_address("tcp://127.0.0.1:8786")
-    'tcp://127.0.0.1:8786'
-    """
-    if not address:
-        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
-    m = ADDRESS.match(address.strip())
-    if m is None or not 1 <= int(m.group(1)) <= 65535:
-        raise InputError("--address", f"expected HOST:PORT or tcp://HOST:PORT (port 1..65535), got {address!r}")
-    return address.strip()

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...tens.status import Status
 from ...instances import Instance
 from ...tens.schedule import Schedule, from_arrays
 from ..producers import Outcome, Param, Producer, Unsupported
@@ -831,7 +832,7 @@ def _producer(name: str) -> Producer:
               "T_B_s": ev["T_B_s"], "total_s": ev["total_s"], **info}
         if "first_fit_slots" in ev:  # small rings: the first-fit assignment's slots too
             cf["first_fit_slots"] = ev["first_fit_slots"]
-        return Outcome(sched, "constructed", objective=float(ev["slots"]), units="slots",
+        return Outcome(sched, Status.CONSTRUCTED, objective=float(ev["slots"]), units="slots",
                        extra={"closed_form": cf})
 
     return Producer(name, "closed-form", run, SUMMARIES[name], params=PARAMS.get(name, ()))

@@ -49,6 +49,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ...tens.status import Status
 from ...instances import Instance
 from ...instances.topology import Topology
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule, concat, from_arrays, reverse
@@ -818,7 +819,7 @@ def _make_run(algorithm: str, variant: str, mirrored_default: bool | None):
         cf = closed_form(dims, coll.message_bytes, float(la.alpha.max()), float((la.bandwidth / la.count).min()),
                          algorithm=algorithm, variant=variant, multiport=multiport, mirrored=mirrored,
                          kind=coll.kind, network=network)
-        return Outcome(sched, "constructed", objective=sched.num_steps, units="steps",
+        return Outcome(sched, Status.CONSTRUCTED, objective=sched.num_steps, units="steps",
                        extra={"closed_form": cf})
     return run
 

@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra, maximum_bipartite_matching, min_weight_full_bipartite_matching
 
+from ...tens.status import Status
 from ...instances.instance import Instance, make_instance
 from ...instances.topology import from_edges
 from ...limits import TimeLimitReached
@@ -231,16 +232,19 @@ def endpoints(data: TenData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     one node that needs it. Raises :class:`~collsynth.tens.ten.NotSupported` for a chunk
     needed at several nodes (a copy), held at several, or unable to reach its destination."""
     need = data.post & ~data.pre
-    moving = np.flatnonzero(need.any(axis=1))
-    many = moving[need[moving].sum(axis=1) > 1]
+    wanted = np.count_nonzero(need, axis=1)
+    moving = np.flatnonzero(wanted)
+    many = moving[wanted[moving] > 1]
     if len(many):
         raise NotSupported(f"chunk {int(many[0])} is needed at {int(need[many[0]].sum())} nodes; earliest-arrival "
                            "routes collectives that never copy a chunk (all-to-all, scatter, gather)")
-    held = data.pre[moving].sum(axis=1)
+    every = len(moving) == len(need)  # an all-to-all moves every chunk: no copies of the [chunk, node] tables
+    pre, need = (data.pre, need) if every else (data.pre[moving], need[moving])
+    held = np.count_nonzero(pre, axis=1)
     if (held != 1).any():
         c = int(moving[np.flatnonzero(held != 1)[0]])
         raise NotSupported(f"chunk {c} must move and is held at {int(data.pre[c].sum())} nodes")
-    src, dst = np.argmax(data.pre[moving], axis=1), np.argmax(need[moving], axis=1)
+    src, dst = np.argmax(pre, axis=1), np.argmax(need, axis=1)
     far = ~np.isfinite(data.dist[data.group[moving], src, dst])
     if far.any():
         i = int(np.flatnonzero(far)[0])
@@ -437,6 +441,8 @@ def schedule_rows(data: TenData, how: str = "slots", deadline=None) -> np.ndarra
     if how not in ("slots", "order"):
         raise NotSupported(f"plan must be slots or order, got {how!r}")
     chunks, src, dst = endpoints(data)
+    if deadline is not None:
+        deadline.check("earliest-arrival routing", f"{len(chunks)} chunks to route, none routed")
     net = Network.empty(data, int(4 * data.dist[np.isfinite(data.dist)].max()) + 1)
     done = np.zeros(len(chunks), bool)
     out = []
@@ -472,6 +478,8 @@ def synthesize_plans(instance: Instance, how: str = "best", timestep: float | No
             raise NotSupported(f"{coll.kind} combines partial sums; earliest-arrival routes collectives that never "
                                "copy or combine a chunk (all-to-all, scatter, gather)")
     data = prepare(instance, 1, timestep=timestep, switch_copy=False)
+    if deadline is not None:
+        deadline.check("earliest-arrival", "the TEN prepared")
     plans = ("slots", "order") if how == "best" else (how,)
     return {p: schedule_from_rows(data, schedule_rows(data, p, deadline), NAME) for p in plans}
 
@@ -510,11 +518,11 @@ def produce(instance: Instance, options: Options) -> Outcome:
     try:
         bound = int(bounds.timesteps_bound(instance, timestep=sched.meta["timestep_s"]).value)
     except (TimeLimitReached, NotSupported) as e:
-        return Outcome(sched, "heuristic", objective=float(steps), units="timesteps", solve_s=wall, solver=NAME,
+        return Outcome(sched, Status.HEURISTIC, objective=float(steps), units="timesteps", solve_s=wall, solver=NAME,
                        message=f"{steps} timesteps; lower bound not computed ({e})", extra=extra)
     met = steps <= bound
     return Outcome(
-        sched, "optimal" if met else "heuristic", objective=float(steps), bound=float(bound),
+        sched, Status.OPTIMAL if met else Status.HEURISTIC, objective=float(steps), bound=float(bound),
         gap=(steps - bound) / steps if steps else 0.0, units="timesteps", solve_s=wall, solver=NAME,
         message=f"{steps} timesteps, lower bound {bound}" + ("; optimal: meets the bound" if met else ""),
         extra={**extra, "lower_bound_steps": bound},

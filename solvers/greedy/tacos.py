@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...tens.status import Status
 from ... import InputError
 from ...limits import Deadline, TimeLimitReached, memory_budget, require
 from ...instances.collective import Collective
@@ -466,7 +467,7 @@ def produce(instance: Instance, options: Options) -> Outcome:
     }
     if best is None:
         bad = next((r for r in runs if r["violation"]), None)
-        return Outcome(None, "error", bound=bound, units="timesteps", solve_s=wall,
+        return Outcome(None, Status.ERROR, bound=bound, units="timesteps", solve_s=wall,
                        message=f"no seed gave a valid schedule: {bad and bad['violation']}", extra=extra)
     extra["best_seed"] = best["seed"]
     gap = (best["steps"] - bound) / best["steps"] if best["steps"] and bound is not None else None

@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 import pyomo.core as pe
 
+from ...tens.status import Status
 from ... import InputError
+from ...limits import Deadline
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
@@ -54,20 +56,6 @@ from .recovery import recover  # noqa: F401 - the drivers' recovery, also used b
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
 WARM_SHARE = 0.4  # share of the time limit the warm-starting time clustering may use
-
-
-@dataclass
-class _Clock:
-    limit: float | None
-    start: float
-
-    def left(self) -> float | None:
-        if self.limit is None:
-            return None
-        return max(0.5, self.limit - (time.perf_counter() - self.start))
-
-    def out(self) -> bool:
-        return self.limit is not None and time.perf_counter() - self.start >= self.limit
 
 
 def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -129,18 +117,21 @@ def _add(stats, res: backends.SolveResult):
         stats["nodes"] = (stats["nodes"] or 0) + res.nodes
 
 
-def _solve(model, options: Options, clock: _Clock, stats, session=None, warm_start=False) -> backends.SolveResult:
-    res = backends.solve(model, options.solver, time_limit=clock.left(), gap=options.gap,
-                         threads=options.threads, seed=options.seed, session=session, warm_start=warm_start)
+def _solve(model, options: Options, clock: Deadline, stats, session=None, warm_start=False) -> backends.SolveResult:
+    """Solve ``model`` by ``clock`` (the solver gets what is left of it) and count the solve in ``stats``."""
+    res = backends.solve(model, backends.Request(
+        options.solver, clock, gap=options.gap, threads=options.threads, seed=options.seed, session=session,
+        warm_start=warm_start))
     _add(stats, res)
     return res
 
 
-def build(formulation: TenFormulation, clock: _Clock, instance, horizon: int, **params):
-    """``formulation.build`` with the seconds left on ``clock`` as ``build_limit`` when the
-    formulation takes one (it raises :class:`~collsynth.formulations.BuildTooLarge` rather
-    than build a model that would not be ready in time)."""
-    if formulation.takes_build_limit and clock.limit is not None:
+def build(formulation: TenFormulation, clock: Deadline, instance, horizon: int, **params):
+    """``formulation.build`` by ``clock``: for a formulation that estimates its build time,
+    with the seconds left as ``build_limit`` (it raises
+    :class:`~collsynth.formulations.BuildTooLarge` rather than build a model that would not be
+    ready in time). The callers build nothing once the clock has run out."""
+    if formulation.takes_build_limit and clock.at is not None:
         asked = params.get("build_limit")
         params = {**params, "build_limit": clock.left() if asked is None else min(float(asked), clock.left())}
     return formulation.build(instance, horizon, **params)
@@ -155,7 +146,7 @@ def _complete(view: TenModel, res) -> bool:
 
 
 def _fail(res: backends.SolveResult, stats, lb, extra) -> Outcome:
-    status = res.status if res.status in ("error", "skipped", "infeasible") else "no-solution"
+    status = res.status if res.status in (Status.ERROR, Status.SKIPPED, Status.INFEASIBLE) else Status.NO_SOLUTION
     return _outcome(None, status, None, lb, stats, res.message or status, extra)
 
 
@@ -251,13 +242,10 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     return {"sends": len(kept), "dropped": int(len(rows) - len(kept)), "objective": obj}
 
 
-def _warm_cluster(instance, formulation, options: Options, clock: _Clock, share: float, stats,
+def _warm_cluster(instance, formulation, options: Options, clock: Deadline, share: float, stats,
                   form_params) -> tuple[_Known | None, Outcome | None]:
-    """Time clustering with ``share`` of the time limit: (its schedule as rows, its outcome)."""
-    limit = None if options.time_limit is None else max(0.01, share * float(options.time_limit))
-    if clock.limit is not None:
-        limit = min(limit, clock.left())
-    sub = replace(options, time_limit=limit)
+    """Time clustering with ``share`` of the time left on ``clock``: (its schedule as rows, its outcome)."""
+    sub = replace(options, deadline=clock.share(share))
     o, data, rows = _time_cluster(instance, formulation, sub, **form_params)
     stats["build_s"] += o.build_s
     stats["solve_s"] += o.solve_s
@@ -301,7 +289,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     schedule, the last incumbent completed by :func:`recover`, and pure recovery is returned.
     """
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     form_params = {"objective": "arrivals", **form_params}
     search = _Search(instance, formulation, options, form_params, clock, _stats(options.solver),
                      use_warm=bool(warm) and warm_ok(formulation, form_params))
@@ -315,7 +303,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     if search.use_warm:
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
-        if tc is None and tco.status in ("error", "skipped"):
+        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
             return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
@@ -352,7 +340,7 @@ class _Search:
     formulation: TenFormulation
     options: Options
     form_params: dict
-    clock: _Clock
+    clock: Deadline
     stats: dict
     use_warm: bool
     known: _Known | None = None
@@ -380,8 +368,8 @@ class _Search:
         except BuildTooLarge as e:
             self.stats["build_s"] += time.perf_counter() - t0
             self.too_large = str(e)
-            self.tried.append({"horizon": h, "status": "skipped", "message": str(e), "complete": False})
-            return backends.SolveResult("no-solution", message=str(e)), False, None
+            self.tried.append({"horizon": h, "status": Status.SKIPPED, "message": str(e), "complete": False})
+            return backends.SolveResult(Status.NO_SOLUTION, message=str(e)), False, None
         start = set_start(model, self.known.rows, h) if self.use_warm and self.known is not None else None
         self.stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, self.options, self.clock, self.stats, self.session, warm_start=start is not None)
@@ -406,15 +394,15 @@ def _linear_search(search: _Search, lb: int):
     (proven lower bound, (steps, schedule, horizon) or None, the failed solve or None)."""
     proven_lb = lb
     search.symmetric_lb = h = lb
-    while h <= search.top and not search.clock.out():
+    while h <= search.top and not search.clock.expired():
         res, ok, sched = search.attempt(h)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
             return proven_lb, (sched.num_steps, sched, h), None
         if search.too_large:
             break
-        if res.status in ("optimal", "infeasible") and search.symmetric_lb == h:
+        if res.status in (Status.OPTIMAL, Status.INFEASIBLE) and search.symmetric_lb == h:
             search.symmetric_lb = h + 1
             if not search.formulation.symmetric:
                 proven_lb = h + 1
@@ -428,10 +416,10 @@ def _binary_search(search: _Search, lb: int):
     proven_lb, best = lb, None
     search.symmetric_lb = lo_h = lb
     hi_h = search.top
-    while lo_h <= hi_h and not search.clock.out():
+    while lo_h <= hi_h and not search.clock.expired():
         mid = (lo_h + hi_h) // 2
         res, ok, sched = search.attempt(mid)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
             best = (sched.num_steps if sched is not None else mid, sched, mid)
@@ -439,7 +427,7 @@ def _binary_search(search: _Search, lb: int):
         elif search.too_large:  # smaller horizons build smaller models
             search.too_large, hi_h = "", mid - 1
         else:
-            if res.status in ("optimal", "infeasible"):
+            if res.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 search.symmetric_lb = max(search.symmetric_lb, mid + 1)
                 if not search.formulation.symmetric:
                     proven_lb = max(proven_lb, mid + 1)
@@ -459,11 +447,11 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     if best is not None and (known is None or best[0] <= known.steps):
         steps, sched, at = best
         extra["used"] = "ilp"
-        status = "optimal" if steps <= proven_lb else "feasible"
-        msg = "" if status == "optimal" else f"best {steps} timesteps; proven lower bound {proven_lb}"
+        status = Status.OPTIMAL if steps <= proven_lb else Status.FEASIBLE
+        msg = "" if status == Status.OPTIMAL else f"best {steps} timesteps; proven lower bound {proven_lb}"
         if search.formulation.symmetric and at <= search.symmetric_lb:
             extra["symmetric_optimum"] = steps
-            if status != "optimal":
+            if status != Status.OPTIMAL:
                 msg = (f"the best symmetric schedule ({steps} timesteps: the solver proved every shorter "
                        f"symmetric one impossible, which says nothing of asymmetric schedules); "
                        f"lower bound {proven_lb}")
@@ -474,8 +462,8 @@ def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict)
     sched = ten.schedule_from_rows(known.data, known.rows)
     steps = sched.num_steps
     extra["used"] = known.how
-    status = "optimal" if steps <= proven_lb else "feasible"
-    if status == "optimal":
+    status = Status.OPTIMAL if steps <= proven_lb else Status.FEASIBLE
+    if status == Status.OPTIMAL:
         msg = f"{known.how}: meets the proven lower bound {proven_lb}"
     elif tried and all(x["complete"] is False for x in tried) and search.top >= lb:
         msg = f"no horizon below {steps} completed in time; {known.how}"
@@ -529,7 +517,7 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     the horizon) and the ILP's final objective.
     """
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
@@ -541,19 +529,19 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     tc = None
     if bool(warm) and warm_ok(formulation, form_params):
         tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
-        if tc is None and tco.status in ("error", "skipped"):
+        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
             return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         if tc is not None:
             cands.append(tc)
-    if tc is None or tc.steps > lb:
+    if (tc is None or tc.steps > lb) and not clock.expired():
         try:
             ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
         except BuildTooLarge as e:
             extra["build_refused"] = str(e)
         else:
-            if res.status in ("error", "skipped"):
+            if res.status in (Status.ERROR, Status.SKIPPED):
                 return _fail(res, stats, lb, extra)
             cands.insert(0, ilp)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
@@ -561,12 +549,12 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     extra["candidates"] = {k.how: k.steps for k in cands}
     sched = ten.schedule_from_rows(win.data, win.rows)
     steps = sched.num_steps
-    status = "optimal" if steps <= lb else "feasible"
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
     return _outcome(sched, status, steps, min(lb, steps), stats,
-                    "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
+                    "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, win.found_by)
 
 
-def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: _Clock, stats,
+def _incumbent_recovered(instance, formulation: TenFormulation, options: Options, clock: Deadline, stats,
                          form_params, h: int, start: _Known | None, extra: dict):
     """The model at horizon ``h`` solved under the clock (MIP start: ``start`` cut at ``h``),
     its incumbent completed by :func:`recover`: (that schedule as ``_Known``, the solve result).
@@ -616,7 +604,9 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     formulation = ten_formulation(formulation)
     if formulation.start_from_schedule is None:
         raise ten.NotSupported(f"{formulation.name} takes no schedule as a MIP start")
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
+    if clock.expired():
+        raise ten.NotSupported("no time left to improve the start schedule")
     stats = _stats(options.solver)
     lb = _lower_bound(formulation, instance, form_params)
     h = int(start.num_steps)
@@ -632,16 +622,16 @@ def descend(instance, formulation, options: Options, start, *, proven: int = 0, 
     extra["warm_start"] = info
     res = _solve(model, options, clock, stats, warm_start=True)
     extra.update({"ilp_status": res.status, "ilp_objective": res.objective, "ilp_bound": res.bound})
-    if res.status in ("error", "skipped") or not _complete(ten_model(model), res):
+    if res.status in (Status.ERROR, Status.SKIPPED) or not _complete(ten_model(model), res):
         return _fail(res, stats, lb, extra)
     sched = formulation.extract(model)
     steps = sched.num_steps
     proven = max(lb, int(proven), 0 if res.bound is None else int(np.ceil(res.bound - 1e-6)))
-    if res.status == "optimal" and res.objective is not None and form_params["objective"] == "makespan":
+    if res.status == Status.OPTIMAL and res.objective is not None and form_params["objective"] == "makespan":
         proven = max(proven, int(round(res.objective)))
-    status = "optimal" if steps <= proven else "feasible"
+    status = Status.OPTIMAL if steps <= proven else Status.FEASIBLE
     found = ("warm-start" if steps >= h else "ilp") + f"@makespan<={h}"
-    msg = "" if status == "optimal" else f"{steps} timesteps (start {h}); proven lower bound {proven}"
+    msg = "" if status == Status.OPTIMAL else f"{steps} timesteps (start {h}); proven lower bound {proven}"
     return _outcome(sched, status, steps, min(proven, steps), stats, msg, extra, found)
 
 
@@ -664,7 +654,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
                   lookahead: int | None = None, **form_params):
     """:func:`time_cluster`, also returning (TEN data, rows) of its schedule in the model's direction."""
     formulation = ten_formulation(formulation)
-    clock = _Clock(options.time_limit, time.perf_counter())
+    clock = options.timer()
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
@@ -680,17 +670,17 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     state = data0.pre.copy()
     offset, stalls = 0, 0
     all_rows, windows = [], []
-    while (data0.post & ~state).any() and not clock.out() and stalls < 2:
+    while (data0.post & ~state).any() and not clock.expired() and stalls < 2:
         t0 = time.perf_counter()
         try:
             model = build(formulation, clock, instance, k, state=state, **form_params)
         except BuildTooLarge as e:
             stats["build_s"] += time.perf_counter() - t0
-            windows.append({"start": offset, "status": "skipped", "message": str(e)})
+            windows.append({"start": offset, "status": Status.SKIPPED, "message": str(e)})
             break
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
-        if res.status in ("error", "skipped"):
+        if res.status in (Status.ERROR, Status.SKIPPED):
             return _fail(res, stats, lb, {"windows": windows}), data0, None
         if not res.has_solution:
             break
@@ -719,9 +709,9 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     rows = _compact(data0, rows)
     sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
-    status = "optimal" if steps <= lb else "feasible"
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
     return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == "optimal" else f"{steps} timesteps; lower bound {lb}", extra, found),
+                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
             data0, rows)
 
 

@@ -35,10 +35,12 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ...tens.status import Status
 from ... import InputError
 from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_ilp, ten_lp,
                               ten_lp_orbit, ten_model)
 from ...instances import size
+from ...limits import NO_LIMIT, Deadline
 from ...tens import orbits, ten
 from ...tens.schedule import concat
 from .. import backends
@@ -87,7 +89,8 @@ LP = ten_formulation(ten_lp)  # the congested TEN LP whose bound is reported bes
 ORBIT_LP = ten_formulation(ten_lp_orbit)  # the same bound from one chunk orbit, beside symmetric formulations
 FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
 REVERSAL = ten_formulation(ten_ilp)  # reductions reversed, allreduce as RS + AG: a start for native models
-START_SHARE = 0.3  # share of the time limit the reversal's start schedule may use
+START_SHARE = 0.3  # share of the time left the reversal's start schedule may use
+LP_SHARE = 0.2  # share of the time left kept for the LP bounds beside a driver's run
 FLOW_BUILD_S_PER_VAR = 1.5e-4  # seconds to build the flow LP, per variable (measured: 6.1 s for 47k on mesh4x4-failed)
 
 
@@ -121,7 +124,7 @@ def _capacity_blind(formulation: TenFormulation, form: dict) -> bool:
 
 
 def _lp_beside(instance, formulation: TenFormulation, options: Options, form: dict, outcome: Outcome,
-               budget: float | None) -> Outcome:
+               clock: Deadline) -> Outcome:
     """Compute the LP bounds for one (non-allreduce) run and fold the strongest into its outcome.
 
     The congested hold/sent LP (:func:`lp_search` on :data:`LP`) and, with ``flow=True`` in
@@ -132,7 +135,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
     For a capacity-blind formulation they are only recorded. ``extra["lp_bound"]`` is the
     larger, ``extra["lp_bound_source"]`` the formulation that proved it and
     ``extra["lp_bounds"]`` each one (None, with ``lp_bound_note`` / ``flow_lp_note`` saying
-    why, when one was not computed within ``budget`` seconds or its size guard). When the
+    why, when one was not computed by ``clock`` or within its size guard). When the
     schedule of a capacity-respecting run already meets the combinatorial lower bound no LP is
     solved, and all of them are None (:func:`_lp_not_needed`): a row records an LP bound only
     when an LP proved it.
@@ -154,7 +157,7 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
         return outcome
     if known is not None and max(lb, 1) >= known:  # the search would start at ``known``: nothing to solve
         return _lp_not_needed(outcome, relaxation, lb, known, want_flow)
-    s = _search_beside(instance, relaxation, options, lp_form, lb, max(hi, lb), known, budget)
+    s = _search_beside(instance, relaxation, options, lp_form, lb, max(hi, lb), known, clock)
     outcome.extra.update({"lp_bound_solver": s["solver"], "lp_bound": s["bound"],
                           "lp_bound_s": round(time.perf_counter() - t0, 4),
                           "lp_bound_horizons": [x["horizon"] for x in s["horizons"]],
@@ -162,11 +165,11 @@ def _lp_beside(instance, formulation: TenFormulation, options: Options, form: di
                           "lp_bounds": {relaxation.name: s["bound"]}})
     if s["bound"] is None:
         outcome.extra["lp_bound_note"] = f"not finished: {s['message']}" + (
-            f" (budget {budget:.3g} s)" if budget is not None else "")
+            f" (its share of the limit ended {time.perf_counter() - t0:.3g} s after it started)"
+            if clock.expired() else "")
     if want_flow:
-        left = None if budget is None else budget - (time.perf_counter() - t0)
         flow_form = {k: v for k, v in form.items() if k in ("timestep", "max_variables", "switch_copy")}
-        _flow_beside(instance, options, flow_form, max(lb, s["bound"] or lb), max(hi, lb), known, left, outcome)
+        _flow_beside(instance, options, flow_form, max(lb, s["bound"] or lb), max(hi, lb), known, clock, outcome)
     best = outcome.extra["lp_bound"]
     if best is not None and blind:
         outcome.extra["lp_bound_note"] = ("the congested LP bound; this formulation ignores link capacity, "
@@ -216,25 +219,24 @@ def relaxation_source(formulation: TenFormulation) -> str:
 
 
 def _search_beside(instance, relaxation: TenFormulation, options: Options, form: dict, lo: int, hi: int,
-                   known: int | None, budget: float | None) -> dict:
-    """:func:`lp_search` for a bound beside a run, on the run's solver (HiGHS for CP-SAT) and
-    on HiGHS again if that solver could not take the LP (licence, crash)."""
-    t0 = time.perf_counter()
+                   known: int | None, clock: Deadline) -> dict:
+    """:func:`lp_search` for a bound beside a run by ``clock``, on the run's solver (HiGHS for
+    CP-SAT) and on HiGHS again if that solver could not take the LP (licence, crash)."""
     for attempt in (_lp_solver(options.solver), "highs"):
-        left = None if budget is None else budget - (time.perf_counter() - t0)
-        s = lp_search(instance, relaxation, attempt, form, lo, hi, time_limit=left, known=known,
+        s = lp_search(instance, relaxation, attempt, form, lo, hi, deadline=clock, known=known,
                       threads=options.threads, seed=options.seed)
-        trouble = any(x["status"] in ("skipped", "error") for x in s["horizons"])
+        trouble = any(x["status"] in (Status.SKIPPED, Status.ERROR) for x in s["horizons"])
         if s["bound"] is not None or not trouble or backends.canonical(attempt) == "highs":
             break
     return s
 
 
 def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known: int | None,
-                 budget: float | None, outcome: Outcome) -> None:
-    """The flow LP bound searched from ``lo`` (the hold/sent bound) and folded into ``extra``:
-    the source becomes the flow LP when it proves more. Refused (``flow_lp_note``, bound None)
-    when its first model is over the size guard or would not build within ``budget``."""
+                 clock: Deadline, outcome: Outcome) -> None:
+    """The flow LP bound searched from ``lo`` (the hold/sent bound) by ``clock`` and folded
+    into ``extra``: the source becomes the flow LP when it proves more. Refused
+    (``flow_lp_note``, bound None) when its first model is over the size guard or would not
+    build in the time left."""
     t0 = time.perf_counter()
     extra = outcome.extra
     extra["lp_bounds"][FLOW.name] = None
@@ -253,12 +255,13 @@ def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known
     if n > cap:
         extra["flow_lp_note"] = f"not computed: {n} variables at horizon {lo}, over the budget of {cap} (max_variables)"
         return
-    if budget is not None and est > budget:
+    left = clock.left()
+    if left is not None and est > left:
         extra["flow_lp_note"] = (f"not computed: {n} variables at horizon {lo} would take about {est:.3g} s "
-                                 f"to build ({budget:.3g} s left)")
+                                 f"to build ({left:.3g} s left)")
         return
     try:
-        s = _search_beside(instance, FLOW, options, form, lo, hi, known, budget)
+        s = _search_beside(instance, FLOW, options, form, lo, hi, known, clock)
     except Unsupported as e:  # a later horizon over the size guard
         extra["flow_lp_note"] = f"not computed: {e}"
         return
@@ -288,8 +291,8 @@ def _prove_with(outcome: Outcome, lp_bound: float, steps: int | None, source: st
     outcome.bound = lp_bound if steps is None else min(lp_bound, float(steps))
     if outcome.objective is not None and outcome.objective > 0:
         outcome.gap = max(0.0, (outcome.objective - outcome.bound) / outcome.objective)
-    if steps is not None and outcome.status == "feasible" and steps <= lp_bound:
-        outcome.status = "optimal"
+    if steps is not None and outcome.status == Status.FEASIBLE and steps <= lp_bound:
+        outcome.status = Status.OPTIMAL
         outcome.message = f"{outcome.message}; optimal: meets the {source} bound {lp_bound:g}".lstrip("; ")
 
 
@@ -313,32 +316,29 @@ def _with_driver(formulation: TenFormulation):
         cuts = _flag(params, "cuts", True)  # for the LP bound; the ILPs take no cuts
         flow = _flag(params, "flow_lp", True)
         beside = {"max_variables": params.pop("max_variables")} if "max_variables" in params else {}
-        options = replace(options, params=params)
-        budget = None if options.time_limit is None else 0.2 * options.time_limit
-        drive = options if budget is None or not want_lp else replace(options, time_limit=options.time_limit - budget)
+        clock = options.timer()
+        options = replace(options, params=params, deadline=clock)
+        drive = replace(options, deadline=clock.share(1 - LP_SHARE) if want_lp else clock)
         form = dict(drivers.split_params(params)[1], cuts=cuts, flow=flow, **beside)
         phases = None if formulation.native_reductions else _checked(lambda: _phases(instance))
         if phases is None:
-            o, used = _from_start(instance, formulation, drive) if start == "reversal" else (None, 0.0)
+            o = _from_start(instance, formulation, drive) if start == "reversal" else None
             if o is None:
-                rest = drive if drive.time_limit is None or not used else replace(
-                    drive, time_limit=max(1.0, drive.time_limit - used))
-                o = _checked(lambda: drivers.run(drive.driver, instance, formulation, rest))
+                o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
             if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
                 o = _model_class_proof(o)
-            return _lp_beside(instance, formulation, options, form, o, budget) if want_lp else o
+            return _lp_beside(instance, formulation, options, form, o, clock) if want_lp else o
         outs = []
-        t0 = time.perf_counter()
-        for name, sub in phases:
-            left = None if drive.time_limit is None else max(1.0, drive.time_limit - (time.perf_counter() - t0))
-            o = _checked(lambda: drivers.run(drive.driver, sub, formulation, replace(drive, time_limit=left)))
+        for i, (name, sub) in enumerate(phases):  # each phase an equal share of what is left
+            part = replace(drive, deadline=drive.deadline.share(1 / (len(phases) - i)))
+            o = _checked(lambda: drivers.run(drive.driver, sub, formulation, part))
             if o.schedule is None:
                 o.message = f"{name} phase: {o.message}"
                 return o
             outs.append(o)
         if want_lp:
-            for (name, sub), o in zip(phases, outs):
-                _lp_beside(sub, formulation, options, form, o, None if budget is None else budget / 2)
+            for i, ((name, sub), o) in enumerate(zip(phases, outs)):
+                _lp_beside(sub, formulation, options, form, o, clock.share(1 / (len(phases) - i)))
         return _allreduce_outcome(*outs, want_lp)
 
     return run
@@ -351,43 +351,37 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
     then horizons from the lower bound up to one below that schedule's length (horizon
     search, half the time left: quick where the bound is tight); if none completes, the
     reversal's schedule improved by :func:`~collsynth.solvers.ten.drivers.descend` in the
-    rest, with what the search proved. Returns (the outcome or None, seconds spent): None when
-    it does not apply, there is no start or the model refused it (the caller then searches
-    horizons in the time left)."""
+    rest, with what the search proved. Returns the outcome, or None when it does not apply,
+    there is no start or the model refused it (the caller then searches horizons in the time
+    left). Every stage runs on a share of ``options``' deadline."""
     if (formulation.start_from_schedule is None or options.driver not in (None, "horizon")
             or instance.concurrent or not instance.collective.combining):
-        return None, 0.0
-    t0 = time.perf_counter()
-
-    def left(share: float = 1.0):
-        if options.time_limit is None:
-            return None
-        return max(1.0, share * (options.time_limit - (time.perf_counter() - t0)))
-
+        return None
+    clock = options.timer()
     form = drivers.split_params(dict(options.params))[1]
     keep = {k: form[k] for k in ("timestep",) if k in form}
-    seed = _with_driver(REVERSAL)(instance, replace(options, time_limit=left(START_SHARE), driver=None,
+    seed = _with_driver(REVERSAL)(instance, replace(options, deadline=clock.share(START_SHARE), driver=None,
                                                     params={**keep, "lp_bound": False}))
     if seed.schedule is None:
-        return None, time.perf_counter() - t0
+        return None
     about = {"producer": REVERSAL.name, "steps": seed.objective, "status": seed.status,
              "bound": seed.bound, "found_by": seed.found_by}
     h = seed.schedule.num_steps
     searched = None
     if formulation.lower_bound(instance, timestep=form.get("timestep")) < h:
         searched = _checked(lambda: drivers.run("horizon", instance, formulation, replace(
-            options, time_limit=left(0.5), params={**options.params, "max_horizon": h - 1})))
+            options, deadline=clock.share(0.5), params={**options.params, "max_horizon": h - 1})))
         if searched.schedule is not None:
             searched.extra["start"] = about
-            return searched, time.perf_counter() - t0
+            return searched
     proven = int(searched.bound or 0) if searched is not None else 0
     try:
-        o = drivers.descend(instance, formulation, replace(options, time_limit=left()), seed.schedule,
+        o = drivers.descend(instance, formulation, replace(options, deadline=clock), seed.schedule,
                             proven=proven, **form)
     except ten.NotSupported:
-        return None, time.perf_counter() - t0
+        return None
     if o.schedule is None:
-        return None, time.perf_counter() - t0
+        return None
     o.extra["start"] = about
     if searched is not None:
         o.extra["horizons"] = searched.extra.get("horizons")
@@ -395,7 +389,7 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
         if part is not None:
             o.build_s += part.build_s
             o.solve_s += part.solve_s
-    return o, time.perf_counter() - t0
+    return o
 
 
 def _model_class_proof(o: Outcome) -> Outcome:
@@ -408,12 +402,12 @@ def _model_class_proof(o: Outcome) -> Outcome:
     if lb is None or o.bound is None or o.bound <= lb:
         return o
     o.extra["model_bound"] = o.bound
-    o.extra["model_optimal"] = o.status == "optimal"
+    o.extra["model_optimal"] = o.status == Status.OPTIMAL
     o.bound = float(lb)
     if o.objective is not None and o.objective > lb:
         o.gap = (o.objective - lb) / o.objective
-        if o.status == "optimal":
-            o.status = "feasible"
+        if o.status == Status.OPTIMAL:
+            o.status = Status.FEASIBLE
             o.message = (f"optimal among the model's schedules (one reduction tree per chunk, then copies); "
                          f"instance lower bound {lb}").lstrip("; ")
     return o
@@ -432,7 +426,7 @@ def _allreduce_outcome(rs: Outcome, ag: Outcome, want_lp: bool) -> Outcome:
     if want_lp:
         extra.update(_allreduce_lp_bound(rs, ag))
     return Outcome(
-        schedule=sched, status="optimal" if steps <= bound else "feasible", objective=float(steps),
+        schedule=sched, status=Status.OPTIMAL if steps <= bound else Status.FEASIBLE, objective=float(steps),
         bound=float(bound), gap=(steps - bound) / steps if steps else 0.0, units="timesteps",
         build_s=rs.build_s + ag.build_s, solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"reduce_scatter ({rs.status}, {rs.objective:g}) + allgather ({ag.status}, {ag.objective:g}); "
@@ -488,7 +482,7 @@ def _lp_solver(solver: str) -> str:
 
 
 def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo: int, hi: int, *,
-              time_limit: float | None = None, known: int | None = None, binary: bool = False,
+              deadline: Deadline = NO_LIMIT, known: int | None = None, binary: bool = False,
               threads: int = 1, seed: int = 0) -> dict:
     """The relaxation lower bound: the smallest horizon in ``[lo, hi]`` whose relaxation
     (``formulation``, a ``ROLE = "relaxation"`` one such as :data:`LP`) delivers everything,
@@ -500,14 +494,15 @@ def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo
     never solved. A horizon counts as complete on a solution that delivers everything, optimal
     or not (the interior point without crossover may end with such a point unverified), and as
     incomplete only on an optimal one. Returns ``{"bound", "model", "horizons", "build_s", "solve_s", "solver",
-    "version", "message"}``; ``bound`` is None when the search did not finish (time limit,
+    "version", "message"}``; ``bound`` is None when the search did not finish (``deadline``,
     solver trouble), and ``model`` is the solved complete relaxation at ``bound`` (None when
     the bound came from ``known``).
     """
     out = {"bound": None, "model": None, "horizons": [], "build_s": 0.0, "solve_s": 0.0,
            "solver": backends.canonical(solver), "version": "", "message": "", "solver_status": ""}
     top = hi if known is None else min(hi, known)
-    attempt = _lp_attempt(instance, formulation, solver, form, out, time_limit, known, threads, seed)
+    attempt = _lp_attempt(instance, formulation, backends.Request(solver, deadline, threads=threads, seed=seed),
+                          form, out, known)
     best = None  # (horizon, model)
     if binary:
         a, b = max(int(lo), 1), top
@@ -535,14 +530,12 @@ def lp_search(instance, formulation: TenFormulation, solver: str, form: dict, lo
     return out
 
 
-def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_limit, known, threads, seed):
+def _lp_attempt(instance, formulation: TenFormulation, request, form, out, known):
     """``attempt(h)`` for :func:`lp_search`: (True / False: the relaxation at ``h`` is complete /
-    proven incomplete, or None: undecided; the solved model when complete), recorded in ``out``."""
-    t0 = time.perf_counter()
+    proven incomplete, or None: undecided; the solved model when complete), recorded in ``out``.
+    Each model is solved as ``request`` asks, by its deadline."""
     units = formulation.units(instance)  # one chunk orbit when symmetric, one commodity per source, ...
-
-    def left():
-        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+    left = request.deadline.left
 
     def attempt(h):
         if known is not None and h >= known:
@@ -562,13 +555,13 @@ def _lp_attempt(instance, formulation: TenFormulation, solver, form, out, time_l
         if rem is not None and rem <= 0:
             out["message"] = f"time limit reached while building the LP at horizon {h}"
             return None, None
-        res = backends.solve(model, solver, time_limit=rem, threads=threads, seed=seed)
+        res = backends.solve(model, request)
         out["solve_s"] += res.solve_s
         out["solver_status"] = res.status
         out["version"] = res.version or out["version"]
         out["solver"] = res.solver or out["solver"]
-        complete = res.status == "feasible" and formulation.bound(model) <= h  # a point delivering all proves it
-        if res.status != "optimal" and not complete:
+        complete = res.status == Status.FEASIBLE and formulation.bound(model) <= h  # a point delivering all proves it
+        if res.status != Status.OPTIMAL and not complete:
             out["message"] = res.message or f"LP at horizon {h}: {res.status}"
             out["horizons"].append({"horizon": h, "status": res.status})
             return None, None
@@ -609,26 +602,26 @@ def _relaxation_run(formulation: TenFormulation):
         do_refine = _flag(params, "polish", True) and formulation.refine is not None
         drv, form = drivers.split_params(params)
         form.pop("objective", None)
-        t0 = time.perf_counter()
+        clock = options.timer()
         solver = _lp_solver(options.solver)
         lb = _checked(lambda: formulation.lower_bound(instance, timestep=form.get("timestep")))
         rdata, rrows, rsteps = drivers.recovery_schedule(instance, form.get("timestep"),
                                                             form.get("switch_copy", ten.SWITCH_COPY))
         if rsteps == 0:  # nothing to deliver
-            return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status="optimal", objective=0.0,
+            return Outcome(schedule=ten.schedule_from_rows(rdata, rrows), status=Status.OPTIMAL, objective=0.0,
                            bound=0.0, gap=0.0, units="timesteps", message="nothing to deliver", extra={"lp_bound": 0},
                            found_by="recovery")
-        s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), time_limit=options.time_limit,
+        s = lp_search(instance, formulation, solver, form, lb, max(rsteps, lb), deadline=clock,
                       binary=bool(drv.get("binary")), threads=options.threads, seed=options.seed)
         extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"],
                  "lp_bound_source": relaxation_source(formulation)}
         if s["bound"] is None or s["model"] is None:
             proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
-            return Outcome(schedule=None, status="no-solution", bound=float(proven), units="timesteps",
+            return Outcome(schedule=None, status=Status.NO_SOLUTION, bound=float(proven), units="timesteps",
                            build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
                            message=s["message"] or "no LP bound", extra=extra,
                            solver_status=s["solver_status"])
-        cands, refined, times, refine_status = _realise_all(formulation, s["model"], solver, options, do_refine, t0)
+        cands, refined, times, refine_status = _realise_all(formulation, s["model"], solver, options, do_refine, clock)
         how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
         found_by = f"lp-rounding@h={s['bound']}" + (f"+{how}" if short else "")
         if sched.num_steps > rsteps:
@@ -640,8 +633,8 @@ def _relaxation_run(formulation: TenFormulation):
             "denominator": int(sched.denom), "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
             "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
         })
-        status = "optimal" if steps <= h else "feasible"
-        msg = (f"fractional schedule meets the LP bound {h}" if status == "optimal"
+        status = Status.OPTIMAL if steps <= h else Status.FEASIBLE
+        msg = (f"fractional schedule meets the LP bound {h}" if status == Status.OPTIMAL
                else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
         return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
                        gap=(steps - h) / steps if steps else 0.0, units="timesteps",
@@ -652,9 +645,10 @@ def _relaxation_run(formulation: TenFormulation):
     return run
 
 
-def _realise_all(formulation: TenFormulation, model, solver: str, options: Options, do_refine: bool, t0: float):
-    """Schedules of a solved complete relaxation as found and, with ``do_refine``, re-solved
-    after its ``refine``: ``(candidates (completion, schedule, pairs short, "arrivals" |
+def _realise_all(formulation: TenFormulation, model, solver: str, options: Options, do_refine: bool,
+                 clock: Deadline):
+    """Schedules of a solved complete relaxation as found and, with ``do_refine``, re-solved by
+    ``clock`` after its ``refine``: ``(candidates (completion, schedule, pairs short, "arrivals" |
     "polished"), refined and re-solved, (extra build_s, extra solve_s), the re-solve's status)``."""
     cands = [(how, sched, short, "arrivals") for how, sched, short in formulation.schedules(model, drivers.recover)]
     if not do_refine:
@@ -662,9 +656,8 @@ def _realise_all(formulation: TenFormulation, model, solver: str, options: Optio
     tb = time.perf_counter()
     formulation.refine(model)
     build_s = time.perf_counter() - tb
-    left = None if options.time_limit is None else max(0.5, options.time_limit - (time.perf_counter() - t0))
-    res = backends.solve(model, solver, time_limit=left, threads=options.threads, seed=options.seed)
-    refined = res.status == "optimal" and formulation.bound(model) <= ten_model(model).data.horizon
+    res = backends.solve(model, backends.Request(solver, clock, threads=options.threads, seed=options.seed))
+    refined = res.status == Status.OPTIMAL and formulation.bound(model) <= ten_model(model).data.horizon
     if refined:
         cands += [(how, sched, short, "polished") for how, sched, short in formulation.schedules(model, drivers.recover)]
     return cands, refined, (build_s, res.solve_s), res.status
@@ -673,10 +666,9 @@ def _realise_all(formulation: TenFormulation, model, solver: str, options: Optio
 def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
     """Allreduce for a relaxation: both phases, schedules concatenated, the larger bound."""
     outs = []
-    t0 = time.perf_counter()
-    for name, sub in phases:
-        left = None if options.time_limit is None else max(1.0, options.time_limit - (time.perf_counter() - t0))
-        o = run(sub, replace(options, time_limit=left))
+    clock = options.timer()
+    for i, (name, sub) in enumerate(phases):  # each phase an equal share of what is left
+        o = run(sub, replace(options, deadline=clock.share(1 / (len(phases) - i))))
         if o.schedule is None:
             o.message = f"{name} phase: {o.message}"
             return o
@@ -686,7 +678,7 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
     steps = sched.num_steps
     b = max(rs.bound, ag.bound)
     return Outcome(
-        schedule=sched, status="optimal" if steps <= b else "feasible", objective=float(steps), bound=float(b),
+        schedule=sched, status=Status.OPTIMAL if steps <= b else Status.FEASIBLE, objective=float(steps), bound=float(b),
         gap=(steps - b) / steps if steps else 0.0, units="timesteps", build_s=rs.build_s + ag.build_s,
         solve_s=rs.solve_s + ag.solve_s, solver=rs.solver, version=rs.version,
         message=(f"LP bound: max of reduce_scatter ({rs.bound:g}) and allgather ({ag.bound:g}); fractional "

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
+from ...limits import checkpoint
 from ...tens import ten
 
 
@@ -160,6 +161,7 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     (module doc). ``held`` (bool [chunk, node], the model's direction) is what is held at the
     end of timestep ``start``; ``avail[c, n]`` optionally gives when a holder got the chunk
     (default: ``start``). Returns rows ``(chunk, pair, arrival)``."""
+    checkpoint("recovery", "before the shortest-path delivery")  # the run's clock, before the compiled loop
     C, S = held.shape
     held = held & ~data.switch[None, :]  # a switch stores nothing: what reached it is gone
     need = data.post & ~held

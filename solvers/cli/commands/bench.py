@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .... import InputError
 from ....outputs import replaced_file, replaced_folder
-from ..checks import dask_address, items, out_file, out_folder
+from ....limits import DEFAULT_TIME_LIMIT_S
+from ..checks import items, out_file, out_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solvers", help="comma-separated solver backends for producers that use one (default: highs)")
     p.add_argument("--drivers", default=None, help="comma-separated drivers for producers that accept them (default: the suite's, else each producer's first)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds, each 0..2**31-1 (default: the suite's, else 0)")
-    p.add_argument("--time-limit", type=float, default=None, help="per-job solver time limit in seconds (default: the suite's, else 60)")
+    p.add_argument("--time-limit", type=float, default=None, help=f"per-job solver time limit in seconds (default: the suite's, else {DEFAULT_TIME_LIMIT_S:g})")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="producer parameter, repeatable; goes to the producers declaring it (default: the suite's)")
     p.add_argument("--executor", default="local", choices=["local", "dask"],
                    help="local worker processes, or a Dask cluster at --address")
@@ -79,7 +80,7 @@ def _store(text: str) -> str:
 def bench(args) -> dict:
     """Plan and run a batch; every finished job is committed to the store at once. Every
     option is checked before the plan loads an instance."""
-    from .. import runner as batch
+    from ... import batch
     from .solve import parse_params
 
     seeds = _seeds(args.seeds)
@@ -87,7 +88,7 @@ def bench(args) -> dict:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
     _store(args.store)
     if args.executor == "dask":
-        dask_address(args.address)
+        batch.dask_address(args.address)
     files, jobs = batch.plan_batch(
         args.suite, args.instances, items("--producers", args.producers), items("--solvers", args.solvers),
         items("--drivers", args.drivers), seeds, args.time_limit, parse_params(args.param),
@@ -154,7 +155,7 @@ def paper_instances(suite: str) -> list:
     import tomllib
 
     from ....instances import load_instance
-    from .. import runner as batch
+    from ... import batch
 
     out = []
     for path in batch.select_instances(suite, None):
@@ -170,7 +171,7 @@ def paper_tables(df, seeds: dict | None = None):
     Tables 4-5 in the same form. BFB Table 4 is recomputed at M = 2^20 B, the size its printed
     lower bound (267.6 us = 2 (5 alpha + 1023/1024 M/B)) implies."""
     from ....results import paper
-    from .. import runner as batch
+    from ... import batch
 
     for suite in sorted(batch.suites()):
         if suite.startswith("paper-"):

@@ -29,11 +29,12 @@ import pandas as pd
 
 from .... import InputError
 from ....limits import TooBig
+from ....limits import DEFAULT_TIME_LIMIT_S
 from ....instances import CORPUS, generators, peers, size
 from ....instances.files import FORMATS, link_pairs, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
-from .. import runner
+from ... import batch as runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -216,7 +217,7 @@ def corpus(args: argparse.Namespace) -> dict:
              f"suites (defined in {runner.SUITES_FILE.name}; `collsynth bench --suite NAME` runs one):"]
     for row in suites:
         lines.append(f"  {row['name']:<14} {_count(row['instances'])}  producers: {', '.join(row.get('producers', []))}"
-                     f"  time limit {row.get('time_limit', 60)} s")
+                     f"  time limit {row.get('time_limit', DEFAULT_TIME_LIMIT_S)} s")
     lines.append("tags (in instance files' suites lists, without a definition: bench them with --producers):")
     lines += [f"  {row['name']:<18} {_count(row['instances'])}" for row in undefined]
     return {"instances": entries, "suites": suites, "tags": undefined, "text": "\n".join(lines)}

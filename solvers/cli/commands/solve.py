@@ -20,6 +20,10 @@
   A timeout (status ``timeout``) exits 1 too. The run (model builds, bounds, verification
   and pricing included) ends within ``--time-limit`` plus :data:`collsynth.limits.GRACE_S`;
   an instance too big for the memory budget is refused (exit 2) before anything is allocated.
+
+Every output says what its statuses mean, from :class:`~collsynth.tens.status.Status`: one
+run's row carries ``status_meaning``; the comparison's text ends with the legend of the
+statuses it shows.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .... import InputError
-from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
+from ....limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
 from ....tens.schedule import write_json
-from ... import backend_names
+from ....tens.status import Status, legend
+from ...backends import names as backend_names
 from ...compare import TABLE_COLUMNS, compare, split_names
 from ...pipeline import run, warm
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
@@ -52,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="solver backend for producers that use one (default highs; gurobi, cpsat, scip, glop, pdlp, cbc, ...)")
     s.add_argument("--driver", default=None,
                    help="horizon | early-stop | time-cluster (producers that take one; default: the producer's first)")
-    s.add_argument("--time-limit", type=float, default=60.0,
-                   help=f"seconds for the whole run, at most {MAX_TIME_LIMIT_S:g} (a year) (default 60)")
+    s.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                   help=f"seconds for the whole run, at most {MAX_TIME_LIMIT_S:g} (a year) (default {DEFAULT_TIME_LIMIT_S:g})")
     s.add_argument("--gap", type=float, default=None, help="relative MIP gap to stop at (default: none, solve to the solver's own tolerance)")
     s.add_argument("--threads", type=int, default=1, help=f"solver threads, 1..{MAX_THREADS} (default 1)")
     s.add_argument("--seed", type=int, default=0, help="random seed, 0..2**31-1")
@@ -120,13 +125,14 @@ def solve(args: argparse.Namespace) -> dict:
             row, schedule = run(instance, prod.name, options)
     except TooBig as e:
         raise InputError(f"{args.instance}: {e.where}", e.what) from None
-    if row["status"] == "skipped" and str(row.get("message", "")).startswith("unsupported: "):
+    if row["status"] == Status.SKIPPED and str(row.get("message", "")).startswith("unsupported: "):
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
     if args.out and schedule is not None:
         write_json(schedule, args.out)
         row["out"] = args.out
     if schedule is None:
         row["exit"] = 1
+    row["status_meaning"] = Status(row["status"]).doc
     return row
 
 
@@ -148,11 +154,12 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 path = out.with_name(f"{out.stem}.{row['producer']}{out.suffix or '.json'}")
                 write_json(schedule, path)
                 written[row["producer"]] = str(path)
-    unsupported = [r for r in rows if r["status"] == "skipped" and str(r["message"]).startswith("unsupported: ")]
+    unsupported = [r for r in rows if r["status"] == Status.SKIPPED and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
     lines = [f"{instance.name}: {len(rows)} producers (times in s; over_bound = time_sync_s / lower_bound_s)",
              comparison_table(rows)]
     lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
+    lines += ["statuses: " + line for line in legend({r["status"] for r in rows})]
     lines += [f"wrote {path}" for path in written.values()]
     result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
     if written:

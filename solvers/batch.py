@@ -1,6 +1,11 @@
 """The batch runner: instances x producers x solvers x drivers x seeds, resumable.
 
-Every job runs in a worker child process (``python -m collsynth.solvers.cli.runner``) with a hard
+It is the top floor of the package with the command line (:mod:`collsynth.solvers.cli`) and
+the paper reports (:mod:`collsynth.solvers.reports`): the one place of :mod:`collsynth.solvers`
+besides them that writes the results store. The library API (:func:`collsynth.bench`) and
+``collsynth bench`` both call it; it imports nothing of the command line.
+
+Every job runs in a worker child process (``python -m collsynth.solvers.batch``) with a hard
 wall-clock limit, so a solver that hangs or crashes is killed and recorded, never a dead batch.
 The same job function, :func:`run_isolated`, is what both executors call:
 
@@ -24,6 +29,7 @@ import json
 import os
 import platform
 import queue
+import re
 import select
 import signal
 import socket
@@ -39,16 +45,33 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-from ... import InputError
-from ...instances import CORPUS, load_instance
-from ...limits import GRACE_S, HARD_MARGIN_S, TooBig
-from ...results import store as result_store
-from ...tens.schedule import from_json, to_json
-from .. import backends
-from .. import producers as registry
-from ..pipeline import run, warm_kernels, warm_producer
-from ..producers import Options
-from .checks import dask_address
+from .. import InputError
+from ..instances import CORPUS, load_instance
+from ..limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig
+from ..results import store as result_store
+from ..tens.schedule import from_json, to_json
+from . import backends
+from . import producers as registry
+from .pipeline import run, warm_kernels, warm_producer
+from .producers import Options
+
+ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+def dask_address(address: str | None) -> str:
+    """``--address`` of a Dask scheduler: ``host:port`` or ``tcp://host:port`` (also tls, ws,
+    wss, ucx), port 1..65535.
+
+    >>> dask_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    """
+    if not address:
+        raise InputError("--address", "the dask executor needs --address tcp://HOST:PORT of a running scheduler")
+    m = ADDRESS.match(address.strip())
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        raise InputError("--address", f"expected HOST:PORT or tcp://HOST:PORT (port 1..65535), got {address!r}")
+    return address.strip()
+
 
 SUITES_FILE = CORPUS / "suites.toml"
 
@@ -64,7 +87,7 @@ class Job:
     driver: str = ""
     seed: int = 0
     params: str = "{}"
-    time_limit: float = 60.0
+    time_limit: float = DEFAULT_TIME_LIMIT_S
     threads: int = 1
     suite: str = ""
     message_bytes: float | None = None
@@ -158,7 +181,7 @@ def plan(
     drivers: Sequence[str] = (),
     seeds: Sequence[int] = (0,),
     params: dict[str, Any] | None = None,
-    time_limit: float = 60.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
     suite: str = "",
 ) -> list[Job]:
     """Every job of the cross product; ``--solver`` only multiplies producers that use one,
@@ -196,7 +219,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     """The instance files and jobs of a batch (``collsynth bench``, :func:`collsynth.bench`):
     the instances of ``suite`` or of the glob ``instances``; producers, solvers, drivers, seeds,
     time limit and parameters as given, else the suite's defaults in ``suites.toml`` (else
-    highs, each producer's default driver, seed 0, 60 s, none)."""
+    highs, each producer's default driver, seed 0, :data:`~collsynth.limits.DEFAULT_TIME_LIMIT_S`, none)."""
     spec = check_suite(suite) if suite else {}
     producers = list(producers) or list(spec.get("producers", []))
     if not producers:
@@ -207,7 +230,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
     drivers = list(drivers) or list(spec.get("drivers", []))
     seeds = [registry.check_seed(s, "--seeds") for s in list(seeds) or list(spec.get("seeds", [0]))]
-    time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", 60.0))
+    time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", DEFAULT_TIME_LIMIT_S))
     params = {**spec.get("params", {}), **(params or {})}
     files = select_instances(suite, instances)
     return files, plan(files, producers, solvers, drivers, seeds, params, time_limit, suite=suite or "")
@@ -215,7 +238,7 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
 
 # ---- running one job --------------------------------------------------------------------------
 #
-# Jobs run in long-lived worker processes (``python -m collsynth.solvers.cli.runner``), one per
+# Jobs run in long-lived worker processes (``python -m collsynth.solvers.batch``), one per
 # executor thread, reading one job per line on stdin and answering one line on stdout, so the
 # imports (Pyomo, solvers, networkx) are paid once per worker rather than once per job. A worker
 # leads its own process group (solver children included), says ``ready`` once its imports are
@@ -226,6 +249,8 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
 
 READY = b"ready\n"
 STARTUP_S = 600.0  # a worker must have its imports done by then (a loaded machine is slow)
+INTERRUPT_S = 5.0  # an interrupted batch has killed its workers, kept what finished and exited within this
+# (tests/test_interrupts.py, scaled by the machine's slowdown; benchmarks/bench_limits.py measures it)
 INTERRUPTED = {"interrupted": True}  # what a job stopped by the batch's interrupt returns
 
 
@@ -251,7 +276,7 @@ class Workers:
             self.procs = [p for p in self.procs if p.poll() is None]
             log = tempfile.TemporaryFile()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "collsynth.solvers.batch"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True,
             )
             proc.log = log  # type: ignore[attr-defined]

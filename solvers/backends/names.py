@@ -1,6 +1,6 @@
 """Solver backend names: what a user may write for ``--solver`` and its canonical spelling.
 
-Kept apart from :mod:`collsynth.solvers.backends` (which loads Pyomo and the embedded solvers,
+Kept apart from the solving modules of :mod:`collsynth.solvers.backends` (which load Pyomo and the embedded solvers,
 a second of start-up) so that checking a run's options costs nothing for the producers that
 use no solver. A name outside collsynth's own backends (:data:`KNOWN`) is looked up in Pyomo's
 solver registry, which loads Pyomo then.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 
-from .. import InputError
+from ... import InputError
 
 KNOWN = ("highs", "gurobi", "cpsat", "scip", "glop", "pdlp", "cbc", "glpk")
 ALIASES = {"cp-sat": "cpsat", "sat": "cpsat", "gurobi_direct": "gurobi", "gurobi_persistent": "gurobi"}
