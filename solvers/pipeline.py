@@ -49,7 +49,6 @@ other, and nothing priced is reported for a schedule that does not verify.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pickle
 import select
@@ -58,20 +57,20 @@ import threading
 import time
 import traceback
 from dataclasses import replace
-from fractions import Fraction
 from typing import Any, Iterator
 
 from .. import InputError
-from ..instances import Instance, generators, size
-from ..instances.instance import epoch_timestep, make_instance
+from ..instances import Instance, size
+from ..instances.instance import epoch_timestep
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
 from ..results import schema
-from ..tens.schedule import Schedule, from_sends, reverse
+from ..tens.schedule import Schedule
 from ..tens.ten import NotSupported
 from . import backend_names
+from .compiling import compile_for_run, compile_kernels, compile_producer  # noqa: F401 - the run's kernels
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -98,7 +97,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     options = options or Options()
     prod = get(producer)
     size.check_run(instance)  # refused before anything compiles or the clock starts
-    warm(instance, prod.name)
+    compile_s = compile_for_run(instance, prod.name)  # before the clock: no stage's time
     deadline = options.deadline or Deadline.after(options.time_limit)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:
@@ -115,6 +114,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
         instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
         verified=False, found_by="", solver_status="", message="",
     )
+    row["compile_s"] = round(compile_s, 4)
     stages: dict[str, float] = {}
     row["extra"] = {"stages_s": stages}
     timestep = _timestep(options)
@@ -278,59 +278,6 @@ def _bounds_extra(bnds: Bounds) -> dict:
            for m in bounds.MODELS + ("steps",)}
     out["sync"].update(latency_s=bnds.part("sync_latency").value, bandwidth_s=bnds.part("sync_bandwidth").value)
     return out
-
-
-def warm(instance: Instance, producer: str) -> None:
-    """Compile (or load from numba's cache), before a run's clock starts, the kernels a run of
-    ``producer`` on ``instance`` may use: the producer's own (:func:`warm_producer`) and those
-    of verification, pricing and judging (:func:`warm_kernels`), the reductions' only when a
-    collective of the instance combines."""
-    warm_kernels(combining=any(c.combining for c in instance.collectives))
-    warm_producer(producer)
-
-
-@functools.cache
-def warm_kernels(combining: bool = True) -> list[str]:
-    """Compile (or load from numba's cache) the lower bounds', verification, pricing and judging
-    kernels, once per process, before any run's clock starts: a first compile takes tens of
-    seconds, which is no run's bounds, verification or pricing time. Bounds a 3-node ring, and
-    verifies and prices tiny schedules of every kind of send the kernels treat apart (whole and
-    fractional copies, routed sends and, with ``combining``, whole and fractional reductions);
-    returns their violations (none)."""
-    ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
-    ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
-    half = Fraction(1, 2)
-    copies = from_sends([(i, lo, hi, i, (i + d) % 3, step) for i in range(3) for d in (1, 2)
-                         for lo, hi, step in ((0, half, 1), (half, 1, 2))], "allgather", 3, 3)
-    direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
-                        routing="shortest-path")
-    cases = [(copies, ring3), (direct, ring4)]
-    if combining:  # reductions of fractional and of whole pieces (these pass empty piece bounds: kernels of their own)
-        whole = from_sends([(i, 0, 1, i, (i + d) % 3, 1) for i in range(3) for d in (1, 2)], "allgather", 3, 3)
-        reduce_scatter = replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))
-        cases += [(reverse(copies), reduce_scatter), (reverse(whole), reduce_scatter)]
-    bounds.warm(ring3)
-    violations = []
-    for sched, inst in cases:
-        v = verify.verify(sched, inst)
-        if v is not None:
-            violations.append(str(v))
-            continue
-        bounds.respects_ten_capacity(sched, inst)  # judge()'s check of the schedules counted in timesteps
-        for model in cost_models.names():
-            cost_models.price(sched, inst, model)
-            cost_models.price(sched, inst, model, exact_deps=False)  # group prefixes: the biggest schedules' mode
-    return violations
-
-
-@functools.cache
-def warm_producer(name: str) -> None:
-    """Compile (or load from numba's cache) the kernels of producer ``name`` (its ``warm``),
-    once per process, before a run's clock starts: like :func:`warm_kernels`, a first compile
-    is no run's time."""
-    prod = get(name)
-    if prod.warm is not None:
-        prod.warm()
 
 
 @contextlib.contextmanager

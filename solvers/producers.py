@@ -283,7 +283,7 @@ class Producer:
     expansion); ``uses_solver`` says whether ``--solver`` applies; ``drivers`` lists the
     drivers it accepts, the first being its default (empty: none); ``params`` the
     parameters it takes; ``warm`` (optional) compiles, or loads from numba's cache, the
-    producer's own compiled kernels (:func:`collsynth.solvers.pipeline.warm_producer` runs it
+    producer's own compiled kernels (:func:`collsynth.solvers.compiling.compile_producer` runs it
     once per process before a run's clock starts).
     """
 

@@ -159,7 +159,7 @@ KERNELS_CHILD = textwrap.dedent("""
                 if name.startswith("collsynth.") for k, v in vars(module).items() if isinstance(v, Dispatcher)}
 
     instance, producer = load_instance(sys.argv[1]), sys.argv[2]
-    pipeline.warm(instance, producer)
+    pipeline.compile_for_run(instance, producer)
     warmed = loaded()
     row, _ = pipeline.run(instance, producer, Options())
     after = loaded()

@@ -39,7 +39,7 @@ from ..producers import import_if_present
 COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py checks both agree)
     "collsynth.solvers.cli.commands.instances": ("topologies", "topology", "instance", "corpus"),
     "collsynth.solvers.cli.commands.schedules": ("verify", "price", "export", "show"),
-    "collsynth.solvers.cli.commands.producers": ("producers",),
+    "collsynth.solvers.cli.commands.producers": ("producers", "warmup"),
     "collsynth.solvers.cli.commands.solve": ("solve",),
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),

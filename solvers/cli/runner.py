@@ -46,7 +46,8 @@ from ...results import store as result_store
 from ...tens.schedule import from_json, to_json
 from .. import backends
 from .. import producers as registry
-from ..pipeline import run, warm_kernels, warm_producer
+from .. import compiling
+from ..pipeline import run
 from ..producers import Options
 from .checks import dask_address
 
@@ -233,11 +234,20 @@ class Workers:
     """The worker processes of one batch (or of one Dask worker): one per thread, started on
     demand. :meth:`stop` kills them all (their process groups) and starts no more."""
 
-    def __init__(self) -> None:
+    def __init__(self, shares: tuple[list[list[str]], bool] | None = None) -> None:
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
         self.stopped = False
         self.local = threading.local()
+        self.shares, self.combining = shares if shares is not None else ([], True)
+        self.started = 0
+
+    def _argv(self) -> list[str]:
+        """The next worker's command line: the share of the batch's kernels it compiles first."""
+        argv = [sys.executable, "-m", "collsynth.solvers.cli.runner"]
+        share = self.shares[self.started % len(self.shares)] if self.shares else []
+        self.started += 1
+        return argv + (["--compile", ",".join(share)] if share else []) + ([] if self.combining else ["--no-reductions"])
 
     def current(self) -> subprocess.Popen | None:
         """This thread's ready worker, started if needed; None once stopped. Raises
@@ -251,12 +261,12 @@ class Workers:
             self.procs = [p for p in self.procs if p.poll() is None]
             log = tempfile.TemporaryFile()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "collsynth.solvers.cli.runner"], stdin=subprocess.PIPE,
+                self._argv(), stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True,
             )
             proc.log = log  # type: ignore[attr-defined]
             self.procs.append(proc)
-        line = _read_line(proc, time.monotonic() + STARTUP_S)
+        line = _await_kernels(proc)  # its share of the kernels, then its imports
         if line == READY:
             self.local.proc = proc
             return proc
@@ -293,10 +303,11 @@ _default_workers = Workers()  # for run_isolated called without a batch (Dask wo
 
 
 def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
-    """One line from the worker, ``b""`` if it died, ``None`` if the deadline passed."""
+    """One line from the worker, ``b""`` if it died, ``None`` if the deadline passed (what
+    follows the line in a read is kept for the next call)."""
     fd = proc.stdout.fileno()
-    buf = bytearray()
-    while True:
+    buf = getattr(proc, "pending", bytearray())
+    while b"\n" not in buf:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
@@ -307,8 +318,27 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
         if not chunk:
             return b""
         buf += chunk
-        if buf.endswith(b"\n"):
-            return bytes(buf)
+    line, _, rest = bytes(buf).partition(b"\n")
+    proc.pending = bytearray(rest)  # type: ignore[attr-defined]
+    return line + b"\n"
+
+
+COMPILING = b"compiling\n"  # a worker compiles a kernel (not only loads it from the cache)
+COMPILED = b"compiled\n"  # a worker has its job's kernels: the job's clock starts
+_told = threading.Event()
+
+
+def _await_kernels(proc: subprocess.Popen) -> bytes | None:
+    """Wait (up to :data:`STARTUP_S`) for the worker to have its job's kernels, saying
+    :data:`collsynth.solvers.compiling.NOTICE` once per batch when it compiles; the line that
+    ended the wait (:data:`COMPILED`, or what the worker said instead)."""
+    while True:
+        line = _read_line(proc, time.monotonic() + STARTUP_S)
+        if line != COMPILING:
+            return line
+        if not _told.is_set():
+            _told.set()
+            print(compiling.NOTICE, file=sys.stderr, flush=True)
 
 
 def hard_limit(job: Job) -> float:
@@ -339,7 +369,12 @@ def run_isolated(job: Job | dict, workers: Workers | None = None) -> dict[str, A
     try:
         proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
         proc.stdin.flush()
-        line = _read_line(proc, time.monotonic() + limit)
+        line = _await_kernels(proc)  # compiling is no part of the job's time
+        if line == COMPILED:
+            ends = time.monotonic() + limit
+            line = _read_line(proc, ends)
+            while line == COMPILING:  # a kernel its compile step missed, compiled on the job's clock
+                line = _read_line(proc, ends)
     except (BrokenPipeError, OSError):
         line = b""
     if line and line.strip():
@@ -389,7 +424,16 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
     return {"row": row, "schedule": None}
 
 
-def _run_one(job: Job) -> dict[str, Any]:
+def _compile_for(job: Job) -> float:
+    """Compile (or load) the kernels of ``job`` before its clock; 0 when its instance does not
+    load or its producer is unknown (the run reports that)."""
+    try:
+        return compiling.compile_for_run(load_instance(job.instance_file), job.producer)
+    except Exception:  # noqa: BLE001 - the run itself records the failure
+        return 0.0
+
+
+def _run_one(job: Job, compile_s: float = 0.0) -> dict[str, Any]:
     try:
         instance = load_instance(job.instance_file)
         options = Options(
@@ -402,6 +446,7 @@ def _run_one(job: Job) -> dict[str, Any]:
     except InputError as e:
         return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
+    row["compile_s"] = round(compile_s + (row.get("compile_s") or 0.0), 4)
     return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
 
 
@@ -425,16 +470,27 @@ def _worker_main() -> int:
     Whatever a job prints (library log messages, solver chatter) goes to stderr: stdout
     carries only the result lines."""
     _watch_parent()
-    for name in registry.producers():  # the producer families' imports, paid before the first job's clock
-        warm_producer(name)  # with their compiled kernels
-    warm_kernels()  # and the compiled verification and pricing kernels
     channel = sys.stdout
-    channel.buffer.write(READY)
-    channel.flush()
+
+    def say(line: bytes) -> None:
+        channel.buffer.write(line)
+        channel.flush()
+
+    compiling.on_first_compile = lambda: say(COMPILING)
+    argv = sys.argv[1:]
+    share = argv[argv.index("--compile") + 1].split(",") if "--compile" in argv else []
+    with contextlib.redirect_stdout(sys.stderr):
+        for task in share:  # this worker's share of the batch's kernels (Workers.shares)
+            compiling.run_task(task, combining="--no-reductions" not in argv)
+    say(READY)
     for line in sys.stdin:
         if line.strip():
+            job = Job(**json.loads(line))
             with contextlib.redirect_stdout(sys.stderr):
-                result = _run_one(Job(**json.loads(line)))
+                compile_s = _compile_for(job)  # the job's own kernels only, before its clock
+            say(COMPILED)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = _run_one(job, compile_s)
             channel.write(json.dumps(result, default=str) + "\n")
             channel.flush()
     return 0
@@ -592,12 +648,12 @@ def execute(
     todo = [j for j in jobs if j.key() not in done]
     summary.skipped_done = len(jobs) - len(todo)
     batch = _Batch(store, summary, rerun)
-    pool = Workers()
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    pool = Workers(compile_shares(todo, n) if executor == "local" else None)
     bar = _progress(progress, len(todo))
     try:
         with _Signals([pool]) as signals:
             if executor == "local":
-                n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
                 _run_local(todo, n, batch, pool, signals, bar)
             elif executor == "dask":
                 _run_dask(todo, address, batch, signals, bar)
@@ -612,6 +668,17 @@ def execute(
         summary.not_started = len(todo) - batch.settled
         raise Interrupted(summary)
     return summary
+
+
+def compile_shares(todo: Sequence[Job], n: int) -> tuple[list[list[str]], bool]:
+    """The kernels the jobs use, as :func:`collsynth.solvers.compiling.compile_all`'s tasks
+    dealt to ``n`` workers (each compiles its share before its first job, so that a first run
+    on a machine compiles each kernel once, the cores sharing the work), and whether an
+    instance combines (the reductions' kernels are compiled only then)."""
+    files = sorted({j.instance_file for j in todo})
+    combining = any(c.combining for f in files for c in load_instance(f).collectives)
+    tasks = compiling.tasks_for(sorted({j.producer for j in todo}))
+    return [tasks[k::n] for k in range(n)], combining
 
 
 def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _Signals, bar) -> None:

@@ -702,6 +702,16 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
 
 # ---- one producer per TEN formulation --------------------------------------------------------
 
+def compile_recovery() -> None:
+    """Compile (or load from numba's cache) the shortest-path recovery kernel every TEN driver
+    may call (Won et al., TACOS, 2023, Section V-B), on a 3-node ring allgather, before a run's
+    clock starts."""
+    from ...instances import generators
+    from ...instances.instance import make_instance
+
+    drivers.recovery_schedule(make_instance(generators.build("ring", {"nodes": 3}), "allgather"))
+
+
 def producer(formulation) -> Producer:
     """The producer of a TEN formulation (a module or a :class:`TenFormulation`): the
     relaxation producer for ``ROLE = "relaxation"`` (horizon search by nature), the drivers'
@@ -718,7 +728,8 @@ def producer(formulation) -> Producer:
     form = tuple(Param(*p) for p in f.params) if f.params is not None else ILP_PARAMS
     params = RELAXATION_PARAMS + form if f.is_relaxation else DRIVER_PARAMS + form + LP_BESIDE_PARAMS
     return Producer(f.name, "formulation", named, f.summary, uses_solver=True,
-                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS, params=params)
+                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS, params=params,
+                    warm=compile_recovery)
 
 
 def ten_producers() -> list[Producer]:
