@@ -269,9 +269,11 @@ TABLES = {
 }
 
 
-def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None) -> list[Path]:
+def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None,
+                provenance: str | None = None) -> list[Path]:
     """Write ``name.csv``, ``name.md`` and ``name.tex`` (floats as ``%.6g``; the Markdown starts
-    with ``# title`` when given); return the three paths in that order."""
+    with ``# title`` when given and ends with the ``provenance`` line, the LaTeX starts with it as
+    a comment: :func:`latex`); return the three paths in that order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
@@ -282,15 +284,86 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
     shown = shown.astype(object).where(shown.notna(), "")
     heading = f"# {title}\n\n" if title else ""
-    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n"))
-    paths[2].write_text(shown.to_latex(index=False, escape=True) if len(shown) else "% no runs\n")
+    footer = f"\n{provenance}\n" if provenance else ""
+    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n") + footer)
+    paths[2].write_text((f"% {provenance}\n" if provenance else "") + latex(table))
     return paths
 
 
-def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Every table of :data:`TABLES` from the runs ``df`` into ``out_dir``."""
+def header(column: str) -> str:
+    """A readable header for a column name: words, and the unit of a ``_s`` / ``_bytes`` suffix.
+
+    >>> header("lower_bound_s"), header("best/bound"), header("message_bytes")
+    ('lower bound (s)', 'best/bound', 'message (bytes)')
+    """
+    for suffix, unit in (("_s", "s"), ("_bytes", "bytes"), ("_timesteps", "timesteps")):
+        if column.endswith(suffix) and column != suffix:
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def latex(table: pd.DataFrame) -> str:
+    """The table as a booktabs ``tabular`` for LaTeX with siunitx: number columns are ``S``
+    columns holding plain numbers (``2.83017e-06``: siunitx formats them, ``\\num`` style),
+    text columns ``l``, headers readable (:func:`header`) and braced, so that siunitx reads
+    them as text; special characters are escaped."""
+    if not len(table):
+        return "% no runs\n"
+
+    def escape(text: str) -> str:
+        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
+                     ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+            text = text.replace(a, b)
+        return text
+
+    numeric = [pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])
+               for c in table.columns]
+    spec = "".join("S" if n else "l" for n in numeric)
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join("{" + escape(header(str(c))) + "}" for c in table.columns) + r" \\", r"\midrule"]
+    for row in table.itertuples(index=False):
+        cells = []
+        for value, n in zip(row, numeric):
+            if value is None or (not isinstance(value, str) and pd.isna(value)):
+                cells.append("" if n else "{}")
+            elif n:
+                cells.append(FLOAT_FORMAT % value if isinstance(value, float) else str(value))
+            else:
+                cells.append(escape(str(value)))
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def provenance(df: pd.DataFrame, store: str | Path) -> str:
+    """The provenance line of tables made from the runs ``df`` of ``store``: the store's folder
+    name, its run count, and the newest run's date (UTC) and git commit, read from the store
+    (never the clock), so that the same store gives the same tables byte for byte.
+
+    >>> provenance(pd.DataFrame({"created_at": [0.0, 86400.0], "provenance": [None, '{"git_commit": "abcdef0123456", "git_dirty": true}']}), "s")
+    'Provenance: store s (2 runs), newest run 1970-01-02 00:00 UTC at commit abcdef012345 (uncommitted changes).'
+    """
+    import datetime
+
+    if not len(df) or "created_at" not in df or df["created_at"].isna().all():
+        return f"Provenance: store {Path(store).name} ({len(df)} runs)."
+    newest = df.loc[df["created_at"].idxmax()]
+    try:
+        prov = json.loads(newest.get("provenance") or "{}")
+    except (TypeError, ValueError):
+        prov = {}
+    when = datetime.datetime.fromtimestamp(float(newest["created_at"]), datetime.timezone.utc)
+    commit = str(prov.get("git_commit") or "unknown")[:12] + (" (uncommitted changes)" if prov.get("git_dirty") else "")
+    return (f"Provenance: store {Path(store).name} ({len(df)} runs), newest run "
+            f"{when:%Y-%m-%d %H:%M} UTC at commit {commit}.")
+
+
+def write_all(df: pd.DataFrame, out_dir: str | Path, store: str | Path | None = None) -> list[Path]:
+    """Every table of :data:`TABLES` from the runs ``df`` into ``out_dir``, each with the
+    :func:`provenance` line of ``store`` when given."""
     out_dir = Path(out_dir)
+    line = provenance(df, store) if store is not None else None
     written = []
     for name, fn in TABLES.items():
-        written += write_table(fn(df), out_dir, name)
+        written += write_table(fn(df), out_dir, name, provenance=line)
     return written

@@ -1,6 +1,6 @@
 """A static HTML report of a results store: open ``index.html`` from disk, no server needed.
 
-Layout of a report folder (default ``results/report``)::
+Layout of a report folder (default ``collsynth-results/report``)::
 
     index.html                 the optimality and steps tables (sortable, filterable) and, per
                                suite, the bound-ratio grid, performance profiles and size sweeps

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from .... import InputError
-from ..checks import dask_address, items, out_file, out_folder
+from ..checks import RESULTS, dask_address, ignore_results, items, out_file, out_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,15 +26,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local worker processes, or a Dask cluster at --address")
     p.add_argument("--address", help="HOST:PORT or tcp://HOST:PORT of a Dask scheduler, with --executor dask (default: none)")
     p.add_argument("--jobs", type=int, default=None, help="jobs at once on the local pool (default: cores)")
-    p.add_argument("--store", default="results/store", help="results store folder")
+    p.add_argument("--store", default=str(RESULTS / "store"), help="results store folder (created; default under ./collsynth-results/, where you run)")
     p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     p.set_defaults(func=bench)
 
     t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
-    t.add_argument("--store", default="results/store", help="results store folder")
-    t.add_argument("--out", default="results/tables", help="folder for the tables")
-    t.add_argument("--plots", default="results/plots", help="folder for the plots")
+    t.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
+    t.add_argument("--out", default=str(RESULTS / "tables"), help="folder for the tables")
+    t.add_argument("--plots", default=str(RESULTS / "plots"), help="folder for the plots")
     t.add_argument("--seed-tables", action="store_true",
                    help="also regenerate the seeds' analytic tables: OpTree Table I, BFB Tables 4-5, Swing Table 2 (default: off)")
     t.add_argument("--paper", action="store_true",
@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=tables)
 
     r = sub.add_parser("report", help="write a static HTML report of the results store (open index.html)")
-    r.add_argument("--store", default="results/store", help="results store folder")
-    r.add_argument("--out", default="results/report", help="folder for the report")
+    r.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
+    r.add_argument("--out", default=str(RESULTS / "report"), help="folder for the report")
     r.add_argument("--jobs", type=int, default=None, help="processes drawing the pictures (default: cores)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     r.set_defaults(func=report)
@@ -91,6 +91,9 @@ def bench(args) -> dict:
         args.suite, args.instances, items("--producers", args.producers), items("--solvers", args.solvers),
         items("--drivers", args.drivers), seeds, args.time_limit, parse_params(args.param),
     )
+    if RESULTS.name in Path(args.store).parts:  # the default results folder: created, and kept out of git
+        Path(args.store).mkdir(parents=True, exist_ok=True)
+        ignore_results(args.store)
     try:
         summary = batch.execute(
             jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
@@ -128,13 +131,15 @@ def tables(args) -> dict:
     out_folder("--out", args.out)
     out_folder("--plots", args.plots)
     df = store.load(args.store)
-    written = render.write_all(df, args.out) + figures.write_all(df, args.plots)
+    line = render.provenance(df, args.store)
+    written = render.write_all(df, args.out, args.store) + figures.write_all(df, args.plots)
     seeds = dict(seed_tables()) if args.seed_tables else {}
     for name, table in seeds.items():
-        written += render.write_table(table, Path(args.out), name)
+        written += render.write_table(table, Path(args.out), name, provenance="Provenance: computed by collsynth "
+                                      "from the seeds' formulas (no store).")
     if args.paper:
         for name, table in paper_tables(df, seeds):
-            written += render.write_table(table, Path(args.out), name)
+            written += render.write_table(table, Path(args.out), name, provenance=line)
     return {"runs": len(df), "written": [str(p) for p in written],
             "text": f"{len(df)} runs -> {len(written)} files under {args.out} and {args.plots}"}
 

@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tabulate import tabulate
-
 from .... import InputError
 from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
@@ -129,6 +127,10 @@ def solve(args: argparse.Namespace) -> dict:
         row["out"] = args.out
     if schedule is None:
         row["exit"] = 1
+    lines = [f"{instance.name}: {prod.name}", comparison_table([row], instance.collectives[0].message_bytes)]
+    lines += [f"{row['status']}: {row['message']}"] if row.get("message") else []
+    lines += [f"wrote {args.out}"] if row.get("out") else []
+    row["text"] = "\n".join(lines)
     return row
 
 
@@ -152,8 +154,9 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 written[row["producer"]] = str(path)
     unsupported = [r for r in rows if r["status"] == "skipped" and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
-    lines = [f"{instance.name}: {len(rows)} producers (times in s; over_bound = time_sync_s / lower_bound_s)",
-             comparison_table(rows)]
+    lines = [f"{instance.name}: {len(rows)} producers (steps: communication steps; TEN timesteps for the producers "
+             "counting them; x bound: sync time over its lower bound)",
+             comparison_table(rows, instance.collectives[0].message_bytes)]
     lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
     lines += [f"wrote {path}" for path in written.values()]
     result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
@@ -164,17 +167,77 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     return result
 
 
-def comparison_table(rows: list[dict]) -> str:
-    """The rows' :data:`~collsynth.solvers.compare.TABLE_COLUMNS` and ``over_bound`` (the
-    synchronous time over its lower bound) as a plain text table, ``-`` where a value is missing.
+def human_time(seconds: float | None) -> str:
+    """A duration with its unit (ns, µs, ms, s), three significant figures; ``-`` when missing.
 
-    >>> print(comparison_table([{c: None for c in TABLE_COLUMNS} | {"producer": "ring", "time_sync_s": 3.0,
-    ...                                                               "lower_bound_s": 2.0}]).split()[-1])
-    1.5
+    >>> human_time(5.499999999999999e-05), human_time(0.0123), human_time(2.5), human_time(None)
+    ('55 µs', '12.3 ms', '2.5 s', '-')
     """
-    body = []
+    if seconds is None or seconds != seconds:
+        return "-"
+    if seconds == 0:
+        return "0 s"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+    return "-"
+
+
+def bandwidth(message_bytes: float | None, seconds: float | None) -> str:
+    """Algorithm bandwidth, message bytes over time, in GB/s (``-`` when either is missing).
+
+    >>> bandwidth(1 << 20, 1e-4)
+    '10.5 GB/s'
+    """
+    if not message_bytes or not seconds:
+        return "-"
+    return f"{message_bytes / seconds / 1e9:.3g} GB/s"
+
+
+def comparison_table(rows: list[dict], message_bytes: float | None = None, width: int = 240) -> str:
+    """The rows as a table (rich) with units: the producer and how it ran, the status with the
+    bound that proved it, the schedule's length in its own unit (communication steps, or TEN
+    timesteps for the producers that count them), each cost model's time, the synchronous
+    lower bound and the time over it, the algorithm bandwidth, and the run's and compiling's
+    times.
+
+    >>> row = {c: None for c in TABLE_COLUMNS} | {"producer": "ring", "status": "constructed", "steps": 7,
+    ...                                           "time_sync_s": 3e-6, "lower_bound_s": 2e-6}
+    >>> "1.5" in comparison_table([row]) and "3 µs" in comparison_table([row])
+    True
+    """
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("producer")
+    table.add_column("solver / driver")
+    table.add_column("status")
+    table.add_column("steps", justify="right")
+    table.add_column("TEN timesteps", justify="right")
+    for name in ("sync", "ten", "event"):
+        table.add_column(name, justify="right")
+    table.add_column("bound (sync)", justify="right")
+    table.add_column("x bound", justify="right")
+    table.add_column("algbw", justify="right")
+    table.add_column("run", justify="right")
+    table.add_column("compile", justify="right")
+    table.add_column("bound's argument", no_wrap=True)
     for row in rows:
         sync, bound = row.get("time_sync_s"), row.get("lower_bound_s")
-        over = sync / bound if sync is not None and bound else None
-        body.append([row.get(c) for c in TABLE_COLUMNS] + [over])
-    return tabulate(body, headers=[*TABLE_COLUMNS, "over_bound"], tablefmt="plain", floatfmt=".4g", missingval="-")
+        in_timesteps = row.get("units") == "timesteps"
+        steps = "-" if row.get("steps") is None else str(row["steps"])
+        how = " / ".join(x for x in (row.get("solver"), row.get("driver")) if x) or "-"
+        table.add_row(
+            str(row.get("producer")), how, str(row.get("status")),
+            "-" if in_timesteps else steps, steps if in_timesteps else "-",
+            *(human_time(row.get(f"time_{m}_s")) for m in ("sync", "ten", "event")),
+            human_time(bound), f"{sync / bound:.4g}" if sync is not None and bound else "-",
+            bandwidth(message_bytes, sync), human_time(row.get("wall_s")), human_time(row.get("compile_s")),
+            str(row.get("bound_source") or "-"),
+        )
+    out = io.StringIO()
+    Console(file=out, width=width, no_color=True, highlight=False, soft_wrap=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
