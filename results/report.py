@@ -422,6 +422,41 @@ def draw_job(job: dict):
     return suite_plot(job) if "plot" in job else instance_pictures(job)
 
 
+STATUS_MEANINGS = {  # the report's status legend (docs/results.md, "status", says the same)
+    "optimal": "the result meets a lower bound in its own units: proven optimal (the bound's argument is in "
+               "bound_source)",
+    "feasible": "a limit stopped the solver with a verified schedule in hand; not proven optimal",
+    "heuristic": "a heuristic's verified schedule (greedy); not proven optimal",
+    "constructed": "a closed-form algorithm's or an expansion's verified schedule; not proven optimal",
+    "infeasible": "the solver proved that no schedule exists within the horizons tried",
+    "no-solution": "the producer ended without a schedule",
+    "error": "the producer failed (its message says how)",
+    "skipped": "not run: the producer does not support the instance, a solver is missing or over its licence, "
+               "or the run would exceed the memory budget",
+    "invalid": "the schedule failed verification (its message has the first violation); never priced",
+    "timeout": "the time limit ended the run before it had a verified schedule (its message says where)",
+}
+
+
+def status_legend(statuses) -> list[dict]:
+    """What each of ``statuses`` means, in the order given: from the ``Status`` enum of
+    :mod:`collsynth.results.schema` when it has one (its members' documentation), else
+    :data:`STATUS_MEANINGS`; a status neither knows is listed as such.
+
+    >>> status_legend(["optimal"])[0]["status"]
+    'optimal'
+    """
+    from . import schema
+
+    documented = dict(STATUS_MEANINGS)
+    enum = getattr(schema, "Status", None)
+    for member in (enum or ()):
+        doc = getattr(member, "doc", None) or getattr(member, "description", None)
+        if doc:
+            documented[str(getattr(member, "value", member))] = str(doc)
+    return [{"status": s, "meaning": documented.get(s, "(not documented)")} for s in statuses]
+
+
 def summary(df: pd.DataFrame, store_path: Path) -> dict:
     """The index page's header: what the store holds and where it came from."""
     commits = sorted({str(_json(p).get("git_commit") or "")[:10] for p in df["provenance"]} - {""})
@@ -431,6 +466,7 @@ def summary(df: pd.DataFrame, store_path: Path) -> dict:
         "store": str(store_path), "runs": len(df), "instances": df["instance"].nunique(),
         "methods": df["method"].nunique(), "suites": sorted({str(s) for s in df["suite"].dropna()} - {""}),
         "statuses": df["status"].value_counts().sort_index().to_dict(), "commits": commits,
+        "legend": status_legend(sorted(df["status"].dropna().unique())),
         "finished": f"{stamp(created.min())} – {stamp(created.max())} UTC" if len(created) else "",
     }
 

@@ -112,7 +112,7 @@ def test_solve_compares_producers_in_one_table(capsys, tmp_path):
         assert verify(read_json(tmp_path / f"s.{name}.json"), inst) is None
     assert not (tmp_path / "s.optree.json").exists()
     code, text, _ = run(capsys, "solve", RING8, "--producer", "ring,recursive-doubling", as_json=False)
-    assert code == 0 and re.search(r"^ring\s+constructed\s+7\s", text, re.M)
+    assert code == 0 and re.search(r"^ring\s+-\s+constructed\s+7\s+-\s", text, re.M)  # steps, no TEN timesteps
 
 
 def test_solve_comparison_routes_options_and_fails_on_an_invalid_schedule(capsys, monkeypatch):

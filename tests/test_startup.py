@@ -77,7 +77,7 @@ CHILD = textwrap.dedent("""
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pyomo", "pandas", "highspy")
                    or m.startswith(("scipy.stats", "scipy.optimize")))
     ours = sorted(m for m in sys.modules if m.startswith(("collsynth.solvers.", "collsynth.formulations.")))
-    print(json.dumps({"code": code, "row": json.loads(out.getvalue()), "heavy": heavy, "ours": ours}))
+    print(json.dumps({"code": code, "row": json.loads(out.getvalue())["rows"][0], "heavy": heavy, "ours": ours}))
 """)
 
 

@@ -2,8 +2,9 @@
 
 - ``collsynth solve INSTANCE.toml --producer NAME [--solver S] [--driver D] [--time-limit S]
   [--gap G] [--threads K] [--seed N] [--starts K] [--param k=v ...] [--out SCHED.json]``:
-  synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON has
-  the fields of the contract (``instance, producer, solver, driver, status, verified, steps,
+  synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON is
+  ``{"instance", "producers", "rows": [row], "out"}`` (the shape of several producers: one
+  shape whatever their number); the row has the fields of the contract (``instance, producer, solver, driver, status, verified, steps,
   T_L_s, T_B_s, time_sync_s, time_ten_s, time_event_s, lower_bound_s, objective, bound, gap,
   build_s, solve_s, wall_s`` ..., and the per-model bounds ``lower_bound_ten_s``,
   ``lower_bound_event_s``, ``lower_bound_timesteps`` with ``bound_source``). The schedule is
@@ -122,16 +123,11 @@ def solve(args: argparse.Namespace) -> dict:
         raise InputError(f"{args.instance}: {e.where}", e.what) from None
     if row["status"] == "skipped" and str(row.get("message", "")).startswith("unsupported: "):
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
+    written = {}
     if args.out and schedule is not None:
         write_json(schedule, args.out)
-        row["out"] = args.out
-    if schedule is None:
-        row["exit"] = 1
-    lines = [f"{instance.name}: {prod.name}", comparison_table([row], instance.collectives[0].message_bytes)]
-    lines += [f"{row['status']}: {row['message']}"] if row.get("message") else []
-    lines += [f"wrote {args.out}"] if row.get("out") else []
-    row["text"] = "\n".join(lines)
-    return row
+        written[prod.name] = args.out
+    return _result(instance, [prod.name], [row], written)
 
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
@@ -152,12 +148,20 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 path = out.with_name(f"{out.stem}.{row['producer']}{out.suffix or '.json'}")
                 write_json(schedule, path)
                 written[row["producer"]] = str(path)
+    return _result(instance, names, rows, written)
+
+
+def _result(instance, names: list[str], rows: list[dict], written: dict[str, str]) -> dict:
+    """``solve``'s result, one shape for one producer or several: ``instance``, ``producers``,
+    ``rows`` (one per producer, the fields of ``docs/results.md``), ``out`` (producer -> the
+    schedule file written, when any) and the text table; exit 1 when a producer that supports
+    the instance gave no verified schedule."""
     unsupported = [r for r in rows if r["status"] == "skipped" and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
-    lines = [f"{instance.name}: {len(rows)} producers (steps: communication steps; TEN timesteps for the producers "
+    lines = [f"{instance.name}: {', '.join(names)} (steps: communication steps; TEN timesteps for the producers "
              "counting them; x bound: sync time over its lower bound)",
              comparison_table(rows, instance.collectives[0].message_bytes)]
-    lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
+    lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if r.get("message")]
     lines += [f"wrote {path}" for path in written.values()]
     result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
     if written:
