@@ -106,6 +106,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
             options = replace(options, params={**options.params, "timestep": epoch_step})
     else:
         epoch_step = None
+    options, picked = _instance_defaults(prod, instance, options)
     driver = prod.driver_for(options.driver)
     solver = backend_names.check_name(options.solver) if prod.uses_solver else ""
     options = replace(options, driver=driver or None, solver=solver or options.solver,
@@ -116,7 +117,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     )
     row["compile_s"] = round(compile_s, 4)
     stages: dict[str, float] = {}
-    row["extra"] = {"stages_s": stages}
+    row["extra"] = {"stages_s": stages, **({"defaults": picked} if picked else {})}
     timestep = _timestep(options)
     bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
     share = _bounds_share(deadline)
@@ -134,6 +135,10 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     for model in cost_models.MODELS.values():
         row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
     _record(row, prod, outcome)
+    if picked:
+        said = ", ".join([*([f"driver {picked['driver']}"] if picked["driver"] else []),
+                          *(f"{k}={v}" for k, v in picked["params"].items())])
+        row["message"] = f"{row['message'] or ''}{'; ' if row['message'] else ''}picked for this instance: {said} ({picked['why']})"
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
     if schedule is None:
@@ -280,6 +285,21 @@ def _bounds_extra(bnds: Bounds) -> dict:
     return out
 
 
+def _instance_defaults(prod, instance: Instance, options: Options) -> tuple[Options, dict | None]:
+    """The driver and parameters ``prod`` picks for ``instance`` (its ``defaults``) where the run
+    set none, applied to ``options``; what was picked and why (None when nothing was)."""
+    if prod.defaults is None:
+        return options, None
+    driver, params, why = prod.defaults(instance, dict(options.params), options.driver or None)
+    declared = {p.name for p in prod.params}
+    params = {k: v for k, v in params.items() if k in declared and options.params.get(k) is None}
+    driver = driver if not options.driver and driver in prod.drivers else None
+    if not params and not driver:
+        return options, None
+    options = replace(options, driver=options.driver or driver, params={**options.params, **params})
+    return options, {"driver": driver or "", "params": params, "why": why}
+
+
 @contextlib.contextmanager
 def _stage(deadline: Deadline, name: str, stages: dict[str, float]) -> Iterator[None]:
     """Run a stage under the deadline (:func:`~collsynth.limits.enforce`), timing it (a stage
@@ -328,6 +348,8 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
     if prod.uses_solver and outcome.solver:
         row["solver"] = outcome.solver
     extra = {**outcome.extra, "stages_s": row["extra"]["stages_s"]}
+    if "defaults" in row["extra"]:  # what the producer picked for the instance (_instance_defaults)
+        extra["defaults"] = row["extra"]["defaults"]
     if outcome.version:
         extra["solver_version"] = outcome.version
     if outcome.nodes is not None:

@@ -284,7 +284,10 @@ class Producer:
     drivers it accepts, the first being its default (empty: none); ``params`` the
     parameters it takes; ``warm`` (optional) compiles, or loads from numba's cache, the
     producer's own compiled kernels (:func:`collsynth.solvers.compiling.compile_producer` runs it
-    once per process before a run's clock starts).
+    once per process before a run's clock starts); ``defaults`` (optional) picks, from the
+    instance, a driver and parameters for a run that sets none: ``defaults(instance, params,
+    driver) -> (driver or None, {param: value}, why)`` (:func:`collsynth.solvers.pipeline.run`
+    applies what the run left unset and records it in the row's ``extra["defaults"]``).
     """
 
     name: str
@@ -295,6 +298,7 @@ class Producer:
     drivers: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     warm: Callable[[], object] | None = None
+    defaults: Callable[[Instance, dict, str | None], tuple] | None = None
 
     @property
     def default_driver(self) -> str:
