@@ -33,7 +33,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple
 
-from .. import InputError
+from .. import InputError, did_you_mean
 from ..instances import Instance
 from ..limits import Deadline
 from ..tens.schedule import Schedule
@@ -312,7 +312,8 @@ class Producer:
             return self.default_driver
         if asked not in self.drivers:
             allowed = ", ".join(self.drivers) if self.drivers else "none"
-            raise InputError("--driver", f"{self.name} does not take driver {asked!r} (drivers: {allowed})")
+            raise InputError("--driver", f"{self.name} does not take driver {asked!r}"
+                                         f"{did_you_mean(asked, self.drivers)} (drivers: {allowed})")
         return asked
 
 
@@ -392,7 +393,8 @@ def get(name: str, where: str = "--producer") -> Producer:
         found = next((p for p in getattr(import_family(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:
             return found
-    raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(producers()))}")
+    known = sorted(producers())
+    raise InputError(where, f"unknown producer {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
 
 
 def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:
@@ -403,7 +405,8 @@ def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key not in declared:
             takes = ", ".join(declared) if declared else "none"
-            raise InputError(f"--param {key}", f"{producer.name} takes no parameter {key!r} (parameters: {takes})")
+            raise InputError(f"--param {key}", f"{producer.name} takes no parameter {key!r}"
+                                               f"{did_you_mean(key, declared)} (parameters: {takes})")
         out[key] = parse_value(declared[key], value)
     return out
 

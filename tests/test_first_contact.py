@@ -128,3 +128,84 @@ def test_a_row_records_compile_time_apart_from_its_run_times(monkeypatch):
     row, schedule = pipeline.run(instance, "ring")
     assert schedule is not None and row["compile_s"] == 3.0
     assert row["wall_s"] < 3.0 and all(s < 3.0 for s in row["extra"]["stages_s"].values())
+
+
+TYPO_TOML = """name = "t"
+[topology]
+generator = "torus"
+dims = [4, 4]
+bandwith = 1e9
+[collective]
+kind = "allgather"
+"""
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["solve", "{ring8}", "--producer", "rign"], "unknown producer 'rign' (did you mean 'ring'?)"),
+    (["solve", "{ring8}", "--producer", "ten-ilp", "--solver", "higs"], "(did you mean 'highs'?)"),
+    (["solve", "{ring8}", "--producer", "ten-ilp", "--driver", "horizn"], "(did you mean 'horizon'?)"),
+    (["solve", "{ring8}", "--producer", "ten-ilp", "--param", "windw=3"], "(did you mean 'window'?)"),
+    (["topology", "tors", "dims=4"], "unknown generator 'tors' (did you mean 'torus'?)"),
+    (["topology", "torus", "dims=4", "bidirectonal=true"], "(did you mean 'bidirectional'?)"),
+    (["instance", "{typo}"], "topology.bandwith: unknown parameter for generator 'torus' (did you mean 'bandwidth'?)"),
+    (["price", "{ring8}", "{ring8}", "--model", "evnt"], "invalid choice: 'evnt' (did you mean 'event'?)"),
+    (["solv", "{ring8}"], "invalid choice: 'solv' (did you mean 'solve'?)"),
+])
+def test_a_mistyped_name_is_answered_with_the_closest_one(tmp_path, capsys, argv, said):
+    from collsynth.solvers.cli import main
+
+    (tmp_path / "typo.toml").write_text(TYPO_TOML)
+    names = {"ring8": str(CORPUS / "ring8-allgather.toml"), "typo": str(tmp_path / "typo.toml")}
+    assert main([a.format(**names) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and said in err[0], err
+
+
+def test_a_cost_model_mistyped_in_the_api_is_answered_with_the_closest_one():
+    from collsynth import InputError
+    from collsynth.tens import cost_models
+
+    with pytest.raises(InputError, match="did you mean 'event'"):
+        cost_models.get("evnet")
+
+
+def test_a_suite_s_drivers_run_only_where_the_selected_producers_take_them():
+    """``bench --suite quick --producers ring,greedy``: the quick suite's ``horizon`` driver is no
+    selected producer's, so each runs its own default; a driver the user names is still checked."""
+    from collsynth import InputError
+    from collsynth.solvers.cli import runner
+
+    assert runner.suites()["quick"]["drivers"] == ["horizon"]
+    _, jobs = runner.plan_batch("quick", producers=["ring", "greedy"])
+    assert jobs and {j.producer for j in jobs} == {"ring", "greedy"} and {j.driver for j in jobs} == {""}
+    with pytest.raises(InputError, match="no selected producer takes driver 'horizon'"):
+        runner.plan_batch("quick", producers=["ring", "greedy"], drivers=["horizon"])
+
+
+def test_every_command_s_help_ends_with_two_examples_of_itself_and_its_summary_is_the_registered_one():
+    import argparse
+
+    from collsynth.solvers.cli import COMMANDS, SUMMARIES, build_parser
+
+    for names in COMMANDS.values():
+        for name in names:
+            (action,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
+            (summary,) = [c.help for c in action._choices_actions if c.dest == name]
+            assert SUMMARIES[name] == summary, name
+            tail = action.choices[name].format_help().rstrip().splitlines()[-3:]
+            assert tail[0] == "examples:", (name, tail)
+            assert all(line.startswith(f"  collsynth {name}") for line in tail[1:]), (name, tail)
+    assert sorted(SUMMARIES) == sorted(n for names in COMMANDS.values() for n in names)
+
+
+def test_the_top_level_help_imports_no_command_module():
+    """``collsynth --help`` lists every command from their summaries alone (its cost is
+    ``benchmarks/bench_help.py``'s)."""
+    code = ("import sys, contextlib, io\\nfrom collsynth.solvers.cli import main\\n"
+            "out = io.StringIO()\\n"
+            "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\\n    main(['--help'])\\n"
+            "print(sorted(m for m in sys.modules if m.startswith('collsynth.solvers.cli.commands.')))\\n"
+            "print('solve' in out.getvalue() and 'examples:' in out.getvalue())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\\n")[-3:-1] == ["[]", "True"]

@@ -206,7 +206,8 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     if solvers and not any(registry.get(n, "--producers").uses_solver for n in producers):
         raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
     solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
-    drivers = list(drivers) or list(spec.get("drivers", []))
+    if not drivers:  # the suite's drivers, where a selected producer takes them (a user's are checked in plan)
+        drivers = [d for d in spec.get("drivers", []) if any(d in registry.get(n, "--producers").drivers for n in producers)]
     seeds = [registry.check_seed(s, "--seeds") for s in list(seeds) or list(spec.get("seeds", [0]))]
     time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", 60.0))
     params = {**spec.get("params", {}), **(params or {})}

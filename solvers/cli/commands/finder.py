@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 
 from .... import InputError
-from ....results import render
 from ...bfb import finder
 from ..checks import finite, out_folder
 
@@ -90,6 +89,8 @@ def run(args: argparse.Namespace) -> dict:
             title = (f"Best topology for N = 5..12, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 5 analogue), chosen by the "
                      f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
             stem = "finder_table5"
+        from ....results import render
+
         csv, md, tex = render.write_table(df, args.out, stem, title)
         return {"table": args.table, "csv": str(csv), "markdown": str(md), "latex": str(tex),
                 "rows": df.to_dict(orient="records"),

@@ -17,8 +17,6 @@ import argparse
 import os
 
 from .... import InputError
-from ... import backends
-from ...producers import describe_params, get, producers
 from ..checks import items
 
 
@@ -35,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def warmup(args: argparse.Namespace) -> dict:
     """Compile (or load) every kernel the producers and every run use, ahead of any run."""
     from ...compiling import compile_all
+    from ...producers import get
 
     names = [get(n, "--producers").name for n in items("--producers", args.producers)] or None
     if args.jobs is not None and args.jobs < 1:
@@ -46,6 +45,9 @@ def warmup(args: argparse.Namespace) -> dict:
 
 def list_producers(args: argparse.Namespace) -> dict:
     """Every producer and every backend with its availability."""
+    from ... import backends
+    from ...producers import describe_params, producers
+
     rows = []
     for name, p in sorted(producers().items()):
         rows.append({"name": name, "family": p.family, "summary": p.summary, "uses_solver": p.uses_solver,

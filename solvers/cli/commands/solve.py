@@ -32,11 +32,7 @@ from .... import InputError
 from ....limits import GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
-from ....tens.schedule import write_json
 from ... import backend_names
-from ...compare import TABLE_COLUMNS, compare, split_names
-from ...compiling import compile_for_run
-from ...pipeline import run
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
     check_time_limit, get
 from ..checks import items, out_file
@@ -97,6 +93,10 @@ def check_limits(args: argparse.Namespace) -> None:
 def solve(args: argparse.Namespace) -> dict:
     """Run one producer on one instance through the pipeline (produce, verify, price); several
     comma-separated producers: :func:`solve_many`."""
+    from ...compare import split_names  # the run's modules, imported when it runs (--help stays light)
+    from ...compiling import compile_for_run
+    from ...pipeline import run
+
     names = split_names(items("--producer", args.producer))
     if len(names) > 1:
         return solve_many(args, names)
@@ -125,6 +125,8 @@ def solve(args: argparse.Namespace) -> dict:
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
     written = {}
     if args.out and schedule is not None:
+        from ....tens.schedule import write_json
+
         write_json(schedule, args.out)
         written[prod.name] = args.out
     return _result(instance, [prod.name], [row], written)
@@ -132,6 +134,9 @@ def solve(args: argparse.Namespace) -> dict:
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     """Several producers on one instance, one row each, and the comparison table."""
+    from ....tens.schedule import write_json
+    from ...compare import compare
+
     check_limits(args)
     instance = load_instance(args.instance)
     options = Options(
@@ -205,8 +210,7 @@ def comparison_table(rows: list[dict], message_bytes: float | None = None, width
     lower bound and the time over it, the algorithm bandwidth, and the run's and compiling's
     times.
 
-    >>> row = {c: None for c in TABLE_COLUMNS} | {"producer": "ring", "status": "constructed", "steps": 7,
-    ...                                           "time_sync_s": 3e-6, "lower_bound_s": 2e-6}
+    >>> row = {"producer": "ring", "status": "constructed", "steps": 7, "time_sync_s": 3e-6, "lower_bound_s": 2e-6}
     >>> "1.5" in comparison_table([row]) and "3 µs" in comparison_table([row])
     True
     """
