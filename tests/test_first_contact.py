@@ -209,3 +209,14 @@ def test_the_top_level_help_imports_no_command_module():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\\n")[-3:-1] == ["[]", "True"]
+
+
+def test_verbose_streams_the_solver_log_and_the_horizons_on_stderr_and_keeps_stdout_json(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "solve", str(CORPUS / "torus4x4-allgather.toml"),
+                           "--producer", "ten-ilp", "--param", "warm=false", "--verbose", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(done.stdout)["rows"]
+    assert row["found_by"].startswith("ilp@h=")
+    assert "Running HiGHS" in done.stderr  # the solver's own log
+    assert f"horizon {row['steps']}: optimal, complete" in done.stderr  # the driver's progress

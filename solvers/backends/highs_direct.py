@@ -17,6 +17,8 @@ package may be an OR-Tools child, and highspy and ortools cannot be loaded into 
 
 from __future__ import annotations
 
+import os
+
 import importlib.util
 import math
 import time
@@ -262,6 +264,9 @@ def available() -> tuple[bool, str]:
     return True, f"highs {highspy.Highs().version()}"
 
 
+VERBOSE_ENV = "COLLSYNTH_VERBOSE"  # set: the solver's log goes to stderr
+
+
 def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None, threads: int, seed: int,
         start: list | None = None, options: dict | None = None) -> Run:
     """Compile ``model``, solve it with HiGHS and load the solution's values into it.
@@ -278,7 +283,11 @@ def run(model: pe.ConcreteModel, *, time_limit: float | None, gap: float | None,
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
     h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    if os.environ.get(VERBOSE_ENV):  # collsynth solve --verbose: HiGHS' log on stderr (stdout is the result's)
+        h.setOptionValue("log_to_console", False)
+        h.setOptionValue("log_file", "/dev/stderr")
+    else:
+        h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", int(threads))
     h.setOptionValue("random_seed", int(seed))
     if gap is not None:

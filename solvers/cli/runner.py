@@ -696,6 +696,8 @@ def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _
                 if job is None:
                     return
                 state = batch.claim(job)
+                if state == "claimed":
+                    bar.running(job)
                 results.put((state, job, run_isolated(job, pool) if state == "claimed" else None))
         except BaseException as e:  # noqa: BLE001 - handed to the main thread, which re-raises it
             results.put(("failed", None, e))
@@ -714,7 +716,7 @@ def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _
             if state == "failed":
                 raise result
             if batch.settle(state, job, result):
-                bar.advance()
+                bar.advance(job, result["row"]["status"])
     finally:
         if signals.signal or any(t.is_alive() for t in threads):
             pool.stop()
@@ -750,8 +752,9 @@ def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Sig
             except TimeoutError:
                 continue
             for fut in finished:
-                batch.settle("claimed", futures[fut], fut.result())
-                bar.advance()
+                result = fut.result()
+                if batch.settle("claimed", futures[fut], result):
+                    bar.advance(futures[fut], result["row"]["status"])
         if remaining:
             client.cancel(list(remaining))
             batch.summary.interrupted += len(remaining)
@@ -760,24 +763,48 @@ def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Sig
 
 
 class _progress:
-    """A rich progress bar with ETA on stderr (silent when disabled)."""
+    """A rich progress bar with ETA on stderr (silent when disabled): the jobs running now
+    (instance and producer) and the finished ones counted by status as they come."""
 
     def __init__(self, enabled: bool, total: int):
         self.bar = None
+        self.lock = threading.Lock()
+        self.now: dict[tuple, str] = {}
+        self.counts: collections.Counter = collections.Counter()
         if enabled and total:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             self.bar = Progress(
                 TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
+                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"),
+                TextColumn("[dim]{task.fields[now]}"), console=Console(stderr=True),
             )
             self.bar.start()
-            self.task = self.bar.add_task("bench", total=total)
+            self.task = self.bar.add_task("bench", total=total, counts="", now="")
 
-    def advance(self) -> None:
+    def _show(self) -> None:
+        counts = " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        now = "running: " + ", ".join(self.now.values()) if self.now else ""
+        self.bar.update(self.task, counts=counts, now=now)
+
+    def running(self, job: Job) -> None:
+        """``job`` started."""
         if self.bar:
-            self.bar.advance(self.task)
+            with self.lock:
+                self.now[job.key()] = f"{job.instance} {job.producer}"
+                self._show()
+
+    def advance(self, job: Job | None = None, status: str | None = None) -> None:
+        """A job finished with ``status``."""
+        if self.bar:
+            with self.lock:
+                if job is not None:
+                    self.now.pop(job.key(), None)
+                if status:
+                    self.counts[status] += 1
+                self.bar.advance(self.task)
+                self._show()
 
     def close(self) -> None:
         if self.bar:

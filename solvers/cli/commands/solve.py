@@ -57,8 +57,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="producer parameter, repeatable; `collsynth producers` lists each producer's, e.g. window=3 "
                         "(default: none, the producer's own defaults)")
+    s.add_argument("--verbose", action="store_true",
+                   help="stream the solver's log and the driver's progress (horizons tried, status, bound, time left) "
+                        "on stderr (default: off)")
     s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
+
+
+def _verbose() -> None:
+    """``--verbose``: the solver's log (HiGHS writes it to stderr) and the progress the drivers
+    log (``logging`` at INFO) on stderr."""
+    import logging
+    import os
+    import sys
+
+    os.environ["COLLSYNTH_VERBOSE"] = "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(relativeCreated)8.0f ms  %(name)s: %(message)s"))
+    log = logging.getLogger("collsynth")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -93,6 +111,8 @@ def check_limits(args: argparse.Namespace) -> None:
 def solve(args: argparse.Namespace) -> dict:
     """Run one producer on one instance through the pipeline (produce, verify, price); several
     comma-separated producers: :func:`solve_many`."""
+    if args.verbose:
+        _verbose()
     from ...compare import split_names  # the run's modules, imported when it runs (--help stays light)
     from ...compiling import compile_for_run
     from ...pipeline import run
