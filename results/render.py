@@ -283,11 +283,42 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None
         if pd.api.types.is_float_dtype(shown[col]):
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
     shown = shown.astype(object).where(shown.notna(), "")
+    shown, notes = footnotes(shown)
     heading = f"# {title}\n\n" if title else ""
-    footer = f"\n{provenance}\n" if provenance else ""
+    footer = "".join(f"\n[{k}] {text}\n" for k, text in enumerate(notes, 1))
+    footer += f"\n{provenance}\n" if provenance else ""
     paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n") + footer)
-    paths[2].write_text((f"% {provenance}\n" if provenance else "") + latex(table))
+    marked, _ = footnotes(table)
+    notes_tex = "".join(f"\\par\\footnotesize [{k}] {_tex_escape(text)}\n" for k, text in enumerate(notes, 1))
+    paths[2].write_text((f"% {provenance}\n" if provenance else "") + latex(marked) + notes_tex)
     return paths
+
+
+FOOTNOTE_CHARS = 80  # a text cell longer than this becomes a numbered note under the table
+
+
+def footnotes(table: pd.DataFrame, longest: int = FOOTNOTE_CHARS) -> tuple[pd.DataFrame, list[str]]:
+    """The table with every text cell longer than ``longest`` characters replaced by a note
+    number ``[k]`` (one per distinct text, numbered in reading order), and the notes' texts: a
+    reason repeated on many rows is written once, under the table.
+
+    >>> t, notes = footnotes(pd.DataFrame({"x": [1, 2, 3], "why": ["long " * 20, "", "long " * 20]}))
+    >>> t["why"].tolist(), len(notes)
+    (['[1]', '', '[1]'], 1)
+    """
+    notes: dict[str, int] = {}
+    out = table.copy()
+    for col in out.columns:
+        if out[col].dtype != object and not pd.api.types.is_string_dtype(out[col]):
+            continue
+
+        def mark(value):
+            if isinstance(value, str) and len(value) > longest:
+                return f"[{notes.setdefault(value, len(notes) + 1)}]"
+            return value
+
+        out[col] = out[col].map(mark)
+    return out, list(notes)
 
 
 def header(column: str) -> str:
@@ -302,6 +333,21 @@ def header(column: str) -> str:
     return column.replace("_", " ")
 
 
+TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+               "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def _tex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped, in one pass.
+
+    >>> print(_tex_escape("a_b & {50%}"))
+    a\\_b \\& \\{50\\%\\}
+    """
+    import re
+
+    return re.sub(r"[\\&%$#_{}~^]", lambda m: TEX_SPECIAL[m.group()], text)
+
+
 def latex(table: pd.DataFrame) -> str:
     """The table as a booktabs ``tabular`` for LaTeX with siunitx: number columns are ``S``
     columns holding plain numbers (``2.83017e-06``: siunitx formats them, ``\\num`` style),
@@ -309,12 +355,7 @@ def latex(table: pd.DataFrame) -> str:
     them as text; special characters are escaped."""
     if not len(table):
         return "% no runs\n"
-
-    def escape(text: str) -> str:
-        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                     ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-            text = text.replace(a, b)
-        return text
+    escape = _tex_escape
 
     numeric = [pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])
                for c in table.columns]
