@@ -24,6 +24,7 @@ machine-code kernels, compiled once per machine.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from dataclasses import replace
@@ -197,3 +198,27 @@ def compile_all(producers=None, jobs: int = 1, combining: bool = True) -> dict:
             done = list(pool.map(run_task, tasks, [combining] * len(tasks)))
     return {"seconds": round(time.perf_counter() - t0, 3), "compiled": any(c for _, _, c in done),
             "tasks": {task: round(s, 3) for task, s, _ in done}}
+
+
+def cache_is_cold() -> bool:
+    """Whether numba's on-disk cache lacks the verifier's first kernel, which every run loads: a
+    sign that this machine (or this ``NUMBA_CACHE_DIR``) has compiled nothing yet. False when
+    numba's cache layout is not the one looked for."""
+    from ..tens import verify_kernels
+
+    try:
+        return not os.path.exists(verify_kernels.first_malformed._cache._cache_file._index_path)
+    except AttributeError:
+        return False
+
+
+def compile_ahead(instance: Instance, producers, jobs: int | None = None) -> float:
+    """Before a first run on a cold cache (:func:`cache_is_cold`), compile the kernels of
+    ``producers`` on ``instance`` over ``jobs`` processes (default: the cores) with
+    :func:`compile_all` rather than one after the other in this process; nothing otherwise.
+    Seconds taken."""
+    jobs = jobs or os.cpu_count() or 1
+    if jobs < 2 or not cache_is_cold():
+        return 0.0
+    combining = any(c.combining for c in instance.collectives)
+    return compile_all(list(producers), jobs=jobs, combining=combining)["seconds"]
