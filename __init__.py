@@ -49,6 +49,19 @@ class InputError(ValueError):
         return InputError, (self.where, self.what)
 
 
+def did_you_mean(name: object, choices) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a mistyped ``name`` (difflib's ratio),
+    or ``""`` when none is close: every "unknown name" error says it.
+
+    >>> did_you_mean("bandwith", ["dims", "bandwidth"]), did_you_mean("zzz", ["ring"])
+    (" (did you mean 'bandwidth'?)", '')
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def __getattr__(name: str):
     """The API's names, from :mod:`collsynth.api` when first asked for."""
     if name in API:

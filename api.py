@@ -43,7 +43,7 @@ from .solvers.producers import Options, get
 from .tens import cost, cost_models, export as exports, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
-           "export", "Result", "Store"]
+           "export", "Result", "Store", "Verification"]
 
 EXPORT_FORMATS = ("msccl-xml", "json")
 
@@ -278,10 +278,42 @@ def open_store(path: str | Path = result_store.DEFAULT_STORE) -> Store:
     return Store(path)
 
 
-def verify(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path) -> verification.Violation | None:
-    """The first violation of ``schedule`` on ``instance`` (objects or files), or None if the
-    schedule implements the instance's collective (:func:`collsynth.tens.verify.verify`)."""
-    return verification.verify(_schedule(schedule), _instance(instance))
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`verify` found: ``ok`` (the schedule implements the instance's collective),
+    the first ``violation`` (None when ok) and the schedule's counts (``sends``, ``steps``,
+    ``chunks``, ``nodes``). True in a condition only when the schedule is valid."""
+
+    ok: bool
+    violation: verification.Violation | None
+    sends: int
+    steps: int
+    chunks: int
+    nodes: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        counts = f"{self.sends:,} sends in {self.steps} steps"
+        return f"verified: {counts}" if self.ok else f"invalid ({counts}): {self.violation}"
+
+
+def verify(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path) -> Verification:
+    """Check ``schedule`` on ``instance`` (objects or files) with
+    :func:`collsynth.tens.verify.verify`: a :class:`Verification`, true only when the schedule
+    implements the instance's collective, with the first violation otherwise.
+
+    >>> from collsynth.instances import CORPUS
+    >>> r = solve(CORPUS / "ring8-allgather.toml", "ring")
+    >>> v = verify(r.schedule, r.instance)
+    >>> bool(v), v.violation, v.steps, str(v)
+    (True, None, 7, 'verified: 56 sends in 7 steps')
+    """
+    sched = _schedule(schedule)
+    violation = verification.verify(sched, _instance(instance))
+    return Verification(violation is None, violation, len(sched), int(sched.num_steps), int(sched.chunks),
+                        int(sched.nodes))
 
 
 def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, model: str = "sync",

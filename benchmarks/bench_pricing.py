@@ -137,15 +137,15 @@ def child_price(instance: str, npz: str, stages: str = ",".join(STAGES)) -> None
     from collsynth.tens import cost as cost_module, verify
 
     try:
-        from collsynth.solvers.pipeline import warm_kernels
+        from collsynth.solvers.pipeline import compile_kernels
     except ImportError:  # a revision without compiled kernels (numpy and Python only): nothing to load
-        warm_kernels = None
+        compile_kernels = None
 
     # the model registry where the revision has one, else the cost module's own price()
     registry = importlib.util.find_spec("collsynth.tens.cost_models") is not None
     cost = importlib.import_module("collsynth.tens.cost_models") if registry else cost_module
-    if warm_kernels is not None:
-        warm_kernels()  # compiled once per process, as every run does before its clock starts
+    if compile_kernels is not None:
+        compile_kernels()  # compiled once per process, as every run does before its clock starts
     inst = load_instance(instance)
     print(json.dumps({"stage": "ready", "peak_bytes": _peak_bytes(), "package": cost_module.__file__}), flush=True)
     sched = _load(npz)

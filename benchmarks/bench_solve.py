@@ -73,7 +73,7 @@ def solve_once(producer: str, instance: Path, time_limit: float = 600.0, path: s
         text, errors = out.read().decode(), err.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {errors[-2000:]}")
-    row = json.loads(text)
+    (row,) = json.loads(text)["rows"]  # solve --json: {instance, producers, rows}
     return {"row": row, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_bytes": usage.ru_maxrss * 1024,
             "load_before": load0, "load_after": os.getloadavg()[0], "started": started}
 

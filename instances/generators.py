@@ -22,7 +22,7 @@ import math
 import typing
 from typing import Any, Callable
 
-from .. import InputError
+from .. import InputError, did_you_mean
 from . import constructions, size
 from .topology import Topology, check_costs, from_edges, with_link_costs
 
@@ -81,7 +81,8 @@ def build(
     (an array, a boolean, a number). Errors name ``where.<param>`` and what was expected.
     """
     func = _lookup(name, f"{where}.generator")
-    kwargs = _arguments(name, params, where, text)
+    kwargs = _arguments(name, params, where, text, () if text else ("bandwidth", "alpha", "latency", "directed",
+                                                                     "failed_nodes", "failed_links"))
     size.check_generator(name, kwargs, _nested_arguments, where)
     try:
         topo = func(**kwargs)
@@ -106,9 +107,12 @@ def build(
     return topo
 
 
-def _arguments(name: str, params: dict[str, Any] | None, where: str, text: bool = True) -> dict[str, Any]:
+def _arguments(name: str, params: dict[str, Any] | None, where: str, text: bool = True,
+               also: tuple[str, ...] = ()) -> dict[str, Any]:
     """``params`` checked against generator ``name``'s signature and converted to its types
-    (``text``: strings from the command line may be parsed, see :func:`coerce`)."""
+    (``text``: strings from the command line may be parsed, see :func:`coerce`); an unknown
+    key's error suggests the closest parameter or key of ``also`` (the ``[topology]`` table's
+    own keys, for a file)."""
     func = _lookup(name, f"{where}.generator")
     hints = typing.get_type_hints(func)
     sig = inspect.signature(func)
@@ -116,7 +120,8 @@ def _arguments(name: str, params: dict[str, Any] | None, where: str, text: bool 
     for key, value in dict(params or {}).items():
         if key not in sig.parameters:
             known = ", ".join(sig.parameters) or "none"
-            raise InputError(f"{where}.{key}", f"unknown parameter for generator {name!r} (parameters: {known})")
+            hint = did_you_mean(key, [*sig.parameters, *also])
+            raise InputError(f"{where}.{key}", f"unknown parameter for generator {name!r}{hint} (parameters: {known})")
         kwargs[key] = coerce(value, hints.get(key, str), f"{where}.{key}", text)
         if not text and isinstance(kwargs[key], dict):  # a nested table from a file: its values too
             _nested_arguments(kwargs[key], f"{where}.{key}", text)
@@ -251,7 +256,8 @@ def _parse_table(text: str, where: str) -> dict:
 
 def _lookup(name: str, where: str) -> Callable[..., Topology]:
     if name not in GENERATORS:
-        raise InputError(where, f"unknown generator {name!r}; known: {', '.join(sorted(GENERATORS))}")
+        raise InputError(where, f"unknown generator {name!r}{did_you_mean(name, GENERATORS)}; "
+                                f"known: {', '.join(sorted(GENERATORS))}")
     return GENERATORS[name]
 
 

@@ -87,6 +87,16 @@ class Instance:
     description: str = ""
     epoch: str = ""
 
+    def __repr__(self) -> str:
+        """A short repr: name, topology size, each collective's kind, ranks and message size.
+
+        >>> from collsynth.instances import CORPUS
+        >>> load_instance(CORPUS / "ring8-allgather.toml")
+        Instance('ring8-allgather': 8 nodes, 16 links; allgather on 8 ranks, 1,048,576 B)
+        """
+        colls = "; ".join(f"{c.kind} on {len(c.nodes)} ranks, {c.message_bytes:,.0f} B" for c in self.collectives)
+        return f"Instance({self.name!r}: {self.topology.size} nodes, {self.topology.graph.number_of_edges()} links; {colls})"
+
     @property
     def collective(self) -> Collective:
         """The one collective of a single-collective instance."""

@@ -82,7 +82,7 @@ class Topology:
     (2, (1, 1))
     """
 
-    graph: nx.MultiDiGraph
+    graph: nx.MultiDiGraph = field(repr=False)
     size: int
     name: str = ""
     switches: frozenset[int] = frozenset()

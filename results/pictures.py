@@ -34,7 +34,8 @@ VIEWS = ("ten", "steps", "heatmap")
 
 def choose_view(schedule: Schedule, topology: Topology) -> str:
     """The most detailed view that stays readable: ``ten`` for tiny schedules (at most
-    ``TEN_VIEW`` sends and nodes), ``steps`` for small ones (``STEP_VIEW``), else ``heatmap``.
+    ``TEN_VIEW`` sends and nodes), ``steps`` for small ones (``STEP_VIEW``: steps with sends,
+    sends per step, nodes), else ``heatmap``.
 
     >>> from collsynth.instances import generators
     >>> from collsynth.tens.schedule import from_sends
@@ -50,7 +51,8 @@ def choose_view(schedule: Schedule, topology: Topology) -> str:
     if len(schedule) <= TEN_VIEW["sends"] and nodes <= TEN_VIEW["nodes"]:
         return "ten"
     per_step = np.bincount(schedule.step).max(initial=0) if len(schedule) else 0
-    if schedule.num_steps <= STEP_VIEW["steps"] and per_step <= STEP_VIEW["sends_per_step"] \
+    busy_steps = len(np.unique(schedule.step))  # draw_steps shows the steps with sends only
+    if busy_steps <= STEP_VIEW["steps"] and per_step <= STEP_VIEW["sends_per_step"] \
             and nodes <= STEP_VIEW["nodes"]:
         return "steps"
     return "heatmap"
@@ -113,13 +115,43 @@ def piece_label(chunk: int, lo: int, hi: int, denom: int) -> str:
 
 # ---- link loads ---------------------------------------------------------------------------------
 
-def link_loads(schedule: Schedule, topology: Topology | None = None) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Per-step load (chunk units) of every directed pair ``u->v`` a send uses: ``[step, pair]``."""
+def send_spans(schedule: Schedule, instance: Instance | None) -> np.ndarray:
+    """How many steps each send is on its link: for a schedule counted in TEN timesteps (its
+    ``meta["timestep_s"]``, sends on links), ``ceil(occupancy / timestep)`` with the occupancy
+    ``alpha + piece bytes / one parallel link's bandwidth`` (only the transmission when the latency
+    is pipelined), the TEN's discretisation (Won et al., TACOS, 2023, Section IV-C); its step is
+    the last of them. 1 for every send otherwise."""
+    ones = np.ones(len(schedule), np.int64)
+    timestep = schedule.meta.get("timestep_s") if isinstance(schedule.meta, dict) else None
+    if instance is None or not timestep or schedule.routing != "links" or not len(schedule):
+        return ones
+    from ..tens.ten import latency_pipelined
+
+    topo = instance.topology
+    la = topo.link_arrays
+    where = {(int(u), int(v)): i for i, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist()))}
+    link = np.fromiter((where.get(p, -1) for p in zip(schedule.src.tolist(), schedule.dst.tolist())), np.int64,
+                       count=len(schedule))
+    if (link < 0).any():
+        return ones
+    per_chunk = np.concatenate([np.full(c.num_chunks, c.chunk_bytes) for c in instance.collectives])
+    alpha = np.zeros(len(la)) if latency_pipelined(topo) else np.asarray(la.alpha, float)
+    cost = alpha[link] + per_chunk[schedule.chunk] * schedule.size / (la.bandwidth / la.count)[link]
+    return np.maximum(1, np.ceil(cost / float(timestep) - 1e-9)).astype(np.int64)
+
+
+def link_loads(schedule: Schedule, topology: Topology | None = None,
+               instance: Instance | None = None) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Per-step load (chunk units) of every directed pair ``u->v`` a send uses: ``[step, pair]``;
+    a send counts in every step it is on its link (:func:`send_spans`, given the ``instance``)."""
     pairs = sorted(set(zip(schedule.src.tolist(), schedule.dst.tolist())))
     index = {p: i for i, p in enumerate(pairs)}
     loads = np.zeros((schedule.num_steps, len(pairs)))
     col = np.fromiter((index[p] for p in zip(schedule.src.tolist(), schedule.dst.tolist())), dtype=np.int64, count=len(schedule))
-    np.add.at(loads, (schedule.step - 1, col), schedule.size)
+    spans = send_spans(schedule, instance)
+    send = np.repeat(np.arange(len(schedule)), spans)
+    back = np.arange(len(send)) - np.repeat(np.cumsum(spans) - spans, spans)  # 0 = its arrival step, 1 = the one before, ...
+    np.add.at(loads, (np.maximum(schedule.step[send] - 1 - back, 0), col[send]), schedule.size[send])
     return loads, pairs
 
 
@@ -131,7 +163,7 @@ def link_load_heatmap(schedule: Schedule, instance: Instance, out: Path, label: 
     """Heatmap of per-step link loads: one row per directed pair used, labelled ``u->v``, one
     column per step, loads written in the cells when they fit; readable for schedules of any
     size (at most ~150 labelled rows)."""
-    loads, pairs = link_loads(schedule)
+    loads, pairs = link_loads(schedule, instance=instance)
     steps = loads.shape[0]
     k = _every(len(pairs), 150)
     labels = [f"{u}->{v}" for u, v in pairs[::k]]
@@ -159,7 +191,7 @@ def link_load_heatmap(schedule: Schedule, instance: Instance, out: Path, label: 
     ax.text(-(label_w + 0.3) / plot_w, 0.5, "link u->v" + (f" (every {k}th of {len(pairs)})" if k > 1 else f" ({len(pairs)} used)"),
             transform=ax.transAxes, rotation=90, ha="right", va="center", fontsize=10)
     bar = fig.colorbar(im, cax=_axes(fig, left + plot_w + 0.15, 0.6, 0.18, plot_h))
-    bar.set_label("load in the step (chunks; a piece counts its fraction)")
+    bar.set_label("load in the step (chunks; a piece counts its fraction; a send counts in every step it is on its link)")
     what = f"per-step link load, {_kinds(instance)} schedule of {len(schedule)} sends in {steps} steps"
     _suptitle(fig, instance, what, label, 10)
     return _save(fig, out)
@@ -367,6 +399,18 @@ def _step_panel(ax, schedule: Schedule, instance: Instance, pos, t: int, cmap) -
     ax.set_title(f"step {t}: {len(sel)} sends", fontsize=9)
 
 
+def _chunk_legend(fig, chunks: list[int], cmap) -> None:
+    """The colour of each chunk, at the bottom of the figure (the first 20 chunks; colours
+    repeat every 20)."""
+    from matplotlib.patches import Patch
+
+    shown = chunks[:20]
+    handles = [Patch(color=cmap(_color_index(c)), label=f"chunk {c}") for c in shown]
+    title = "colour: chunk" + (f" (the first 20 of {len(chunks)}; colours repeat)" if len(chunks) > 20 else "")
+    fig.legend(handles=handles, loc="lower center", ncol=min(10, len(shown)), fontsize=7, title=title,
+               title_fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.0))
+
+
 def _color_index(chunk: int) -> int:
     """tab20 index of a chunk: the ten strong colours first, then their light partners."""
     return (2 * chunk) % 20 + (chunk // 10) % 2
@@ -378,18 +422,25 @@ def draw_steps(schedule: Schedule, instance: Instance, out: Path, label: str = "
     shortest-path schedules are drawn dashed from source to destination. For small schedules
     (see :func:`choose_view`)."""
     pos = node_positions(instance.topology)
-    T = schedule.num_steps
+    shown = sorted(set(schedule.step.tolist()))  # steps with sends: empty TEN timesteps are skipped
+    T = len(shown)
     ncols = min(4, max(T, 1))
     nrows = -(-T // ncols)
     w, h = _extent(pos)
     scale = min(INCH_PER_UNIT, 3.4 / max(w, h))
     cell_w, cell_h, head = max(2.6, scale * w + 0.2), scale * h + 0.35, 0.75
-    fig = _figure(cell_w * ncols, cell_h * nrows + head)
+    chunks = sorted(set(schedule.chunk.tolist()))
+    legend_h = 0.3 * -(-min(len(chunks), 20) // 10)
+    fig = _figure(cell_w * ncols, cell_h * nrows + head + legend_h)
     cmap = plt.get_cmap("tab20")
-    for t in range(1, T + 1):
-        row, col = divmod(t - 1, ncols)
-        ax = _axes(fig, col * cell_w + (cell_w - scale * w) / 2, (nrows - 1 - row) * cell_h + 0.05, scale * w, scale * h)
+    for k, t in enumerate(shown):
+        row, col = divmod(k, ncols)
+        ax = _axes(fig, col * cell_w + (cell_w - scale * w) / 2, (nrows - 1 - row) * cell_h + legend_h + 0.05,
+                   scale * w, scale * h)
         _step_panel(ax, schedule, instance, pos, t, cmap)
-    what = f"{_kinds(instance)} schedule step by step, {len(schedule)} sends (arrow u->v, label: chunk[piece])"
+    _chunk_legend(fig, chunks, cmap)
+    skipped = schedule.num_steps - T
+    what = (f"{_kinds(instance)} schedule step by step, {len(schedule)} sends (arrow u->v, label: chunk[piece])"
+            + (f"; {skipped} steps without sends not shown" if skipped else ""))
     _suptitle(fig, instance, what, label, 10)
     return _save(fig, out)

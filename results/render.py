@@ -310,10 +310,12 @@ def status_legend(statuses_shown) -> str:
     return "Statuses:\n\n" + "".join(f"- {line}\n" for line in lines) if lines else ""
 
 
-def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None) -> list[Path]:
+def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None = None,
+                provenance: str | None = None) -> list[Path]:
     """Write ``name.csv``, ``name.md`` and ``name.tex`` (floats as ``%.6g``; the Markdown starts
-    with ``# title`` when given, and ends with the legend of the statuses it shows when
-    :data:`LEGENDS` names it); return the three paths in that order."""
+    with ``# title`` when given, ends with the legend of the statuses it shows when
+    :data:`LEGENDS` names it, then the ``provenance`` line; the LaTeX starts with it as a
+    comment: :func:`latex`); return the three paths in that order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
@@ -323,19 +325,131 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str, title: str | None
         if pd.api.types.is_float_dtype(shown[col]):
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else FLOAT_FORMAT % v)
     shown = shown.astype(object).where(shown.notna(), "")
+    shown, notes = footnotes(shown)
     heading = f"# {title}\n\n" if title else ""
     shown_statuses = set(table["status"]) if "status" in table.columns else set()
     legend_text = status_legend([s for s in LEGENDS.get(name, ()) if s in shown_statuses or "status" not in table])
-    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n")
-                        + (f"\n{legend_text}" if legend_text and len(shown) else ""))
-    paths[2].write_text(shown.to_latex(index=False, escape=True) if len(shown) else "% no runs\n")
+    footer = "".join(f"\n[{k}] {text}\n" for k, text in enumerate(notes, 1))
+    footer += f"\n{legend_text}" if legend_text and len(shown) else ""
+    footer += f"\n{provenance}\n" if provenance else ""
+    paths[1].write_text(heading + (shown.to_markdown(index=False) + "\n" if len(shown) else "(no runs)\n") + footer)
+    marked, _ = footnotes(table)
+    notes_tex = "".join(f"\\par\\footnotesize [{k}] {_tex_escape(text)}\n" for k, text in enumerate(notes, 1))
+    paths[2].write_text((f"% {provenance}\n" if provenance else "") + latex(marked) + notes_tex)
     return paths
 
 
-def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Every table of :data:`TABLES` from the runs ``df`` into ``out_dir``."""
+FOOTNOTE_CHARS = 80  # a text cell longer than this becomes a numbered note under the table
+
+
+def footnotes(table: pd.DataFrame, longest: int = FOOTNOTE_CHARS) -> tuple[pd.DataFrame, list[str]]:
+    """The table with every text cell longer than ``longest`` characters replaced by a note
+    number ``[k]`` (one per distinct text, numbered in reading order), and the notes' texts: a
+    reason repeated on many rows is written once, under the table.
+
+    >>> t, notes = footnotes(pd.DataFrame({"x": [1, 2, 3], "why": ["long " * 20, "", "long " * 20]}))
+    >>> t["why"].tolist(), len(notes)
+    (['[1]', '', '[1]'], 1)
+    """
+    notes: dict[str, int] = {}
+    out = table.copy()
+    for col in out.columns:
+        if out[col].dtype != object and not pd.api.types.is_string_dtype(out[col]):
+            continue
+
+        def mark(value):
+            if isinstance(value, str) and len(value) > longest:
+                return f"[{notes.setdefault(value, len(notes) + 1)}]"
+            return value
+
+        out[col] = out[col].map(mark)
+    return out, list(notes)
+
+
+def header(column: str) -> str:
+    """A readable header for a column name: words, and the unit of a ``_s`` / ``_bytes`` suffix.
+
+    >>> header("lower_bound_s"), header("best/bound"), header("message_bytes")
+    ('lower bound (s)', 'best/bound', 'message (bytes)')
+    """
+    for suffix, unit in (("_s", "s"), ("_bytes", "bytes"), ("_timesteps", "timesteps")):
+        if column.endswith(suffix) and column != suffix:
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+               "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def _tex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped, in one pass.
+
+    >>> print(_tex_escape("a_b & {50%}"))
+    a\\_b \\& \\{50\\%\\}
+    """
+    import re
+
+    return re.sub(r"[\\&%$#_{}~^]", lambda m: TEX_SPECIAL[m.group()], text)
+
+
+def latex(table: pd.DataFrame) -> str:
+    """The table as a booktabs ``tabular`` for LaTeX with siunitx: number columns are ``S``
+    columns holding plain numbers (``2.83017e-06``: siunitx formats them, ``\\num`` style),
+    text columns ``l``, headers readable (:func:`header`) and braced, so that siunitx reads
+    them as text; special characters are escaped."""
+    if not len(table):
+        return "% no runs\n"
+    escape = _tex_escape
+
+    numeric = [pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])
+               for c in table.columns]
+    spec = "".join("S" if n else "l" for n in numeric)
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join("{" + escape(header(str(c))) + "}" for c in table.columns) + r" \\", r"\midrule"]
+    for row in table.itertuples(index=False):
+        cells = []
+        for value, n in zip(row, numeric):
+            if value is None or (not isinstance(value, str) and pd.isna(value)):
+                cells.append("" if n else "{}")
+            elif n:
+                cells.append(FLOAT_FORMAT % value if isinstance(value, float) else str(value))
+            else:
+                cells.append(escape(str(value)))
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def provenance(df: pd.DataFrame, store: str | Path) -> str:
+    """The provenance line of tables made from the runs ``df`` of ``store``: the store's folder
+    name, its run count, and the newest run's date (UTC) and git commit, read from the store
+    (never the clock), so that the same store gives the same tables byte for byte.
+
+    >>> provenance(pd.DataFrame({"created_at": [0.0, 86400.0], "provenance": [None, '{"git_commit": "abcdef0123456", "git_dirty": true}']}), "s")
+    'Provenance: store s (2 runs), newest run 1970-01-02 00:00 UTC at commit abcdef012345 (uncommitted changes).'
+    """
+    import datetime
+
+    if not len(df) or "created_at" not in df or df["created_at"].isna().all():
+        return f"Provenance: store {Path(store).name} ({len(df)} runs)."
+    newest = df.loc[df["created_at"].idxmax()]
+    try:
+        prov = json.loads(newest.get("provenance") or "{}")
+    except (TypeError, ValueError):
+        prov = {}
+    when = datetime.datetime.fromtimestamp(float(newest["created_at"]), datetime.timezone.utc)
+    commit = str(prov.get("git_commit") or "unknown")[:12] + (" (uncommitted changes)" if prov.get("git_dirty") else "")
+    return (f"Provenance: store {Path(store).name} ({len(df)} runs), newest run "
+            f"{when:%Y-%m-%d %H:%M} UTC at commit {commit}.")
+
+
+def write_all(df: pd.DataFrame, out_dir: str | Path, store: str | Path | None = None) -> list[Path]:
+    """Every table of :data:`TABLES` from the runs ``df`` into ``out_dir``, each with the
+    :func:`provenance` line of ``store`` when given."""
     out_dir = Path(out_dir)
+    line = provenance(df, store) if store is not None else None
     written = []
     for name, fn in TABLES.items():
-        written += write_table(fn(df), out_dir, name)
+        written += write_table(fn(df), out_dir, name, provenance=line)
     return written

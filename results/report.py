@@ -1,6 +1,6 @@
 """A static HTML report of a results store: open ``index.html`` from disk, no server needed.
 
-Layout of a report folder (default ``results/report``)::
+Layout of a report folder (default ``collsynth-results/report``)::
 
     index.html                 the optimality and steps tables (sortable, filterable) and, per
                                suite, the bound-ratio grid, performance profiles and size sweeps
@@ -427,6 +427,17 @@ def draw_job(job: dict):
     return suite_plot(job) if "plot" in job else instance_pictures(job)
 
 
+def status_legend(statuses) -> list[dict]:
+    """What each of ``statuses`` means (``status``, ``meaning``), in the enum's order, from the
+    documentation of :class:`~collsynth.tens.status.Status`.
+
+    >>> status_legend(["optimal"])[0]["status"]
+    'optimal'
+    """
+    wanted = {str(x) for x in statuses}
+    return [{"status": s.value, "meaning": s.doc} for s in Status if s.value in wanted]
+
+
 def summary(df: pd.DataFrame, store_path: Path) -> dict:
     """The index page's header: what the store holds and where it came from."""
     commits = sorted({str(_json(p).get("git_commit") or "")[:10] for p in df["provenance"]} - {""})
@@ -436,7 +447,7 @@ def summary(df: pd.DataFrame, store_path: Path) -> dict:
         "store": str(store_path), "runs": len(df), "instances": df["instance"].nunique(),
         "methods": df["method"].nunique(), "suites": sorted({str(s) for s in df["suite"].dropna()} - {""}),
         "statuses": render.statuses(df).value_counts().sort_index().to_dict(), "commits": commits,
-        "legend": legend(set(render.statuses(df))),
+        "legend": status_legend(set(render.statuses(df))),
         "finished": f"{stamp(created.min())} – {stamp(created.max())} UTC" if len(created) else "",
     }
 

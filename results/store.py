@@ -1,6 +1,6 @@
 """The results store: one folder with an SQLite database and the verified schedule files.
 
-Layout of a store folder (default ``results/store``)::
+Layout of a store folder (default ``collsynth-results/store``)::
 
     runs.sqlite          one row per run (table ``runs``)
     schedules/<id>.json  the verified schedule of a run (``docs/schedules.md``)
@@ -56,7 +56,7 @@ COLUMNS = schema.COLUMNS
 # what every store since the first schema has; the other columns an older store may lack
 REQUIRED = {"runs": ("id", *KEY_COLUMNS, "status", "verified"), "claims": ("id", "owner", "host", "pid", "expires")}
 NUMERIC_COLUMNS = tuple(c for c in COLUMNS if schema.sql_type(c) != "TEXT")
-DEFAULT_STORE = Path("results") / "store"
+DEFAULT_STORE = Path("collsynth-results") / "store"  # where the user runs, not in the package
 LOCK_WAIT_S = 60.0  # how long a writer waits for another one to release the store
 
 

@@ -52,7 +52,8 @@ from ..results import store as result_store
 from ..tens.schedule import from_json, to_json
 from . import backends
 from . import producers as registry
-from .pipeline import run, warm_kernels, warm_producer
+from . import compiling
+from .pipeline import run
 from .producers import Options
 
 ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -228,7 +229,8 @@ def plan_batch(suite: str | None = None, instances: str | None = None, producers
     if solvers and not any(registry.get(n, "--producers").uses_solver for n in producers):
         raise InputError("--solvers", f"no selected producer uses a solver ({', '.join(producers)})")
     solvers = list(solvers) or list(spec.get("solvers", ["highs"]))
-    drivers = list(drivers) or list(spec.get("drivers", []))
+    if not drivers:  # the suite's drivers, where a selected producer takes them (a user's are checked in plan)
+        drivers = [d for d in spec.get("drivers", []) if any(d in registry.get(n, "--producers").drivers for n in producers)]
     seeds = [registry.check_seed(s, "--seeds") for s in list(seeds) or list(spec.get("seeds", [0]))]
     time_limit = registry.check_time_limit(time_limit if time_limit is not None else spec.get("time_limit", DEFAULT_TIME_LIMIT_S))
     params = {**spec.get("params", {}), **(params or {})}
@@ -258,11 +260,20 @@ class Workers:
     """The worker processes of one batch (or of one Dask worker): one per thread, started on
     demand. :meth:`stop` kills them all (their process groups) and starts no more."""
 
-    def __init__(self) -> None:
+    def __init__(self, shares: tuple[list[list[str]], bool] | None = None) -> None:
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
         self.stopped = False
         self.local = threading.local()
+        self.shares, self.combining = shares if shares is not None else ([], True)
+        self.started = 0
+
+    def _argv(self) -> list[str]:
+        """The next worker's command line: the share of the batch's kernels it compiles first."""
+        argv = [sys.executable, "-m", "collsynth.solvers.batch"]
+        share = self.shares[self.started % len(self.shares)] if self.shares else []
+        self.started += 1
+        return argv + (["--compile", ",".join(share)] if share else []) + ([] if self.combining else ["--no-reductions"])
 
     def current(self) -> subprocess.Popen | None:
         """This thread's ready worker, started if needed; None once stopped. Raises
@@ -276,12 +287,12 @@ class Workers:
             self.procs = [p for p in self.procs if p.poll() is None]
             log = tempfile.TemporaryFile()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "collsynth.solvers.batch"], stdin=subprocess.PIPE,
+                self._argv(), stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True,
             )
             proc.log = log  # type: ignore[attr-defined]
             self.procs.append(proc)
-        line = _read_line(proc, time.monotonic() + STARTUP_S)
+        line = _await_kernels(proc)  # its share of the kernels, then its imports
         if line == READY:
             self.local.proc = proc
             return proc
@@ -318,10 +329,11 @@ _default_workers = Workers()  # for run_isolated called without a batch (Dask wo
 
 
 def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
-    """One line from the worker, ``b""`` if it died, ``None`` if the deadline passed."""
+    """One line from the worker, ``b""`` if it died, ``None`` if the deadline passed (what
+    follows the line in a read is kept for the next call)."""
     fd = proc.stdout.fileno()
-    buf = bytearray()
-    while True:
+    buf = getattr(proc, "pending", bytearray())
+    while b"\n" not in buf:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
@@ -332,8 +344,27 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> bytes | None:
         if not chunk:
             return b""
         buf += chunk
-        if buf.endswith(b"\n"):
-            return bytes(buf)
+    line, _, rest = bytes(buf).partition(b"\n")
+    proc.pending = bytearray(rest)  # type: ignore[attr-defined]
+    return line + b"\n"
+
+
+COMPILING = b"compiling\n"  # a worker compiles a kernel (not only loads it from the cache)
+COMPILED = b"compiled\n"  # a worker has its job's kernels: the job's clock starts
+_told = threading.Event()
+
+
+def _await_kernels(proc: subprocess.Popen) -> bytes | None:
+    """Wait (up to :data:`STARTUP_S`) for the worker to have its job's kernels, saying
+    :data:`collsynth.solvers.compiling.NOTICE` once per batch when it compiles; the line that
+    ended the wait (:data:`COMPILED`, or what the worker said instead)."""
+    while True:
+        line = _read_line(proc, time.monotonic() + STARTUP_S)
+        if line != COMPILING:
+            return line
+        if not _told.is_set():
+            _told.set()
+            print(compiling.NOTICE, file=sys.stderr, flush=True)
 
 
 def hard_limit(job: Job) -> float:
@@ -364,7 +395,12 @@ def run_isolated(job: Job | dict, workers: Workers | None = None) -> dict[str, A
     try:
         proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
         proc.stdin.flush()
-        line = _read_line(proc, time.monotonic() + limit)
+        line = _await_kernels(proc)  # compiling is no part of the job's time
+        if line == COMPILED:
+            ends = time.monotonic() + limit
+            line = _read_line(proc, ends)
+            while line == COMPILING:  # a kernel its compile step missed, compiled on the job's clock
+                line = _read_line(proc, ends)
     except (BrokenPipeError, OSError):
         line = b""
     if line and line.strip():
@@ -414,7 +450,16 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
     return {"row": row, "schedule": None}
 
 
-def _run_one(job: Job) -> dict[str, Any]:
+def _compile_for(job: Job) -> float:
+    """Compile (or load) the kernels of ``job`` before its clock; 0 when its instance does not
+    load or its producer is unknown (the run reports that)."""
+    try:
+        return compiling.compile_for_run(load_instance(job.instance_file), job.producer)
+    except Exception:  # noqa: BLE001 - the run itself records the failure
+        return 0.0
+
+
+def _run_one(job: Job, compile_s: float = 0.0) -> dict[str, Any]:
     try:
         instance = load_instance(job.instance_file)
         options = Options(
@@ -427,6 +472,7 @@ def _run_one(job: Job) -> dict[str, Any]:
     except InputError as e:
         return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
+    row["compile_s"] = round(compile_s + (row.get("compile_s") or 0.0), 4)
     return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
 
 
@@ -450,16 +496,27 @@ def _worker_main() -> int:
     Whatever a job prints (library log messages, solver chatter) goes to stderr: stdout
     carries only the result lines."""
     _watch_parent()
-    for name in registry.producers():  # the producer families' imports, paid before the first job's clock
-        warm_producer(name)  # with their compiled kernels
-    warm_kernels()  # and the compiled verification and pricing kernels
     channel = sys.stdout
-    channel.buffer.write(READY)
-    channel.flush()
+
+    def say(line: bytes) -> None:
+        channel.buffer.write(line)
+        channel.flush()
+
+    compiling.on_first_compile = lambda: say(COMPILING)
+    argv = sys.argv[1:]
+    share = argv[argv.index("--compile") + 1].split(",") if "--compile" in argv else []
+    with contextlib.redirect_stdout(sys.stderr):
+        for task in share:  # this worker's share of the batch's kernels (Workers.shares)
+            compiling.run_task(task, combining="--no-reductions" not in argv)
+    say(READY)
     for line in sys.stdin:
         if line.strip():
+            job = Job(**json.loads(line))
             with contextlib.redirect_stdout(sys.stderr):
-                result = _run_one(Job(**json.loads(line)))
+                compile_s = _compile_for(job)  # the job's own kernels only, before its clock
+            say(COMPILED)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = _run_one(job, compile_s)
             channel.write(json.dumps(result, default=str) + "\n")
             channel.flush()
     return 0
@@ -617,12 +674,12 @@ def execute(
     todo = [j for j in jobs if j.key() not in done]
     summary.skipped_done = len(jobs) - len(todo)
     batch = _Batch(store, summary, rerun)
-    pool = Workers()
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    pool = Workers(compile_shares(todo, n) if executor == "local" else None)
     bar = _progress(progress, len(todo))
     try:
         with _Signals([pool]) as signals:
             if executor == "local":
-                n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
                 _run_local(todo, n, batch, pool, signals, bar)
             elif executor == "dask":
                 _run_dask(todo, address, batch, signals, bar)
@@ -639,6 +696,17 @@ def execute(
     return summary
 
 
+def compile_shares(todo: Sequence[Job], n: int) -> tuple[list[list[str]], bool]:
+    """The kernels the jobs use, as :func:`collsynth.solvers.compiling.compile_all`'s tasks
+    dealt to ``n`` workers (each compiles its share before its first job, so that a first run
+    on a machine compiles each kernel once, the cores sharing the work), and whether an
+    instance combines (the reductions' kernels are compiled only then)."""
+    files = sorted({j.instance_file for j in todo})
+    combining = any(c.combining for f in files for c in load_instance(f).collectives)
+    tasks = compiling.tasks_for(sorted({j.producer for j in todo}))
+    return [tasks[k::n] for k in range(n)], combining
+
+
 def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _Signals, bar) -> None:
     """``n`` threads take jobs in turn, each driving its worker; the main thread commits."""
     pending = collections.deque(todo)
@@ -653,6 +721,8 @@ def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _
                 if job is None:
                     return
                 state = batch.claim(job)
+                if state == "claimed":
+                    bar.running(job)
                 results.put((state, job, run_isolated(job, pool) if state == "claimed" else None))
         except BaseException as e:  # noqa: BLE001 - handed to the main thread, which re-raises it
             results.put(("failed", None, e))
@@ -671,7 +741,7 @@ def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _
             if state == "failed":
                 raise result
             if batch.settle(state, job, result):
-                bar.advance()
+                bar.advance(job, result["row"]["status"])
     finally:
         if signals.signal or any(t.is_alive() for t in threads):
             pool.stop()
@@ -707,8 +777,9 @@ def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Sig
             except TimeoutError:
                 continue
             for fut in finished:
-                batch.settle("claimed", futures[fut], fut.result())
-                bar.advance()
+                result = fut.result()
+                if batch.settle("claimed", futures[fut], result):
+                    bar.advance(futures[fut], result["row"]["status"])
         if remaining:
             client.cancel(list(remaining))
             batch.summary.interrupted += len(remaining)
@@ -717,24 +788,48 @@ def _run_dask(todo: list[Job], address: str | None, batch: _Batch, signals: _Sig
 
 
 class _progress:
-    """A rich progress bar with ETA on stderr (silent when disabled)."""
+    """A rich progress bar with ETA on stderr (silent when disabled): the jobs running now
+    (instance and producer) and the finished ones counted by status as they come."""
 
     def __init__(self, enabled: bool, total: int):
         self.bar = None
+        self.lock = threading.Lock()
+        self.now: dict[tuple, str] = {}
+        self.counts: collections.Counter = collections.Counter()
         if enabled and total:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             self.bar = Progress(
                 TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
+                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"),
+                TextColumn("[dim]{task.fields[now]}"), console=Console(stderr=True),
             )
             self.bar.start()
-            self.task = self.bar.add_task("bench", total=total)
+            self.task = self.bar.add_task("bench", total=total, counts="", now="")
 
-    def advance(self) -> None:
+    def _show(self) -> None:
+        counts = " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        now = "running: " + ", ".join(self.now.values()) if self.now else ""
+        self.bar.update(self.task, counts=counts, now=now)
+
+    def running(self, job: Job) -> None:
+        """``job`` started."""
         if self.bar:
-            self.bar.advance(self.task)
+            with self.lock:
+                self.now[job.key()] = f"{job.instance} {job.producer}"
+                self._show()
+
+    def advance(self, job: Job | None = None, status: str | None = None) -> None:
+        """A job finished with ``status``."""
+        if self.bar:
+            with self.lock:
+                if job is not None:
+                    self.now.pop(job.key(), None)
+                if status:
+                    self.counts[status] += 1
+                self.bar.advance(self.task)
+                self._show()
 
     def close(self) -> None:
         if self.bar:

@@ -49,7 +49,6 @@ other, and nothing priced is reported for a schedule that does not verify.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pickle
 import select
@@ -58,21 +57,21 @@ import threading
 import time
 import traceback
 from dataclasses import replace
-from fractions import Fraction
 from typing import Any, Iterator
 
 from .. import InputError
-from ..instances import Instance, generators, size
-from ..instances.instance import epoch_timestep, make_instance
+from ..instances import Instance, size
+from ..instances.instance import epoch_timestep
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
 from ..tens import bounds, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
 from ..tens import schema
-from ..tens.schedule import Schedule, from_sends, reverse
+from ..tens.schedule import Schedule
 from ..tens.status import Status
 from ..tens.ten import NotSupported
 from .backends import names as backend_names
+from .compiling import compile_for_run, compile_kernels, compile_producer  # noqa: F401 - the run's kernels
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -99,7 +98,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     options = options or Options()
     prod = get(producer)
     size.check_run(instance)  # refused before anything compiles or the clock starts
-    warm(instance, prod.name)
+    compile_s = compile_for_run(instance, prod.name)  # before the clock: no stage's time
     deadline = options.deadline or Deadline.after(options.time_limit)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:
@@ -108,6 +107,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
             options = replace(options, params={**options.params, "timestep": epoch_step})
     else:
         epoch_step = None
+    options, picked = _instance_defaults(prod, instance, options)
     driver = prod.driver_for(options.driver)
     solver = backend_names.check_name(options.solver) if prod.uses_solver else ""
     options = replace(options, driver=driver or None, solver=solver or options.solver,
@@ -116,8 +116,9 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
         instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
         verified=False, found_by="", solver_status="", message="",
     )
+    row["compile_s"] = round(compile_s, 4)
     stages: dict[str, float] = {}
-    row["extra"] = {"stages_s": stages}
+    row["extra"] = {"stages_s": stages, **({"defaults": picked} if picked else {})}
     timestep = _timestep(options)
     bnds = bounds.instance_bounds(instance, timestep=timestep, ten_timestep=epoch_step)
     share = _bounds_share(deadline)
@@ -135,6 +136,10 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     for model in cost_models.MODELS.values():
         row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
     _record(row, prod, outcome)
+    if picked:
+        said = ", ".join([*([f"driver {picked['driver']}"] if picked["driver"] else []),
+                          *(f"{k}={v}" for k, v in picked["params"].items())])
+        row["message"] = f"{row['message'] or ''}{'; ' if row['message'] else ''}picked for this instance: {said} ({picked['why']})"
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
     if schedule is None:
@@ -280,57 +285,19 @@ def _bounds_extra(bnds: Bounds) -> dict:
     return out
 
 
-def warm(instance: Instance, producer: str) -> None:
-    """Compile (or load from numba's cache), before a run's clock starts, the kernels a run of
-    ``producer`` on ``instance`` may use: the producer's own (:func:`warm_producer`) and those
-    of verification, pricing and judging (:func:`warm_kernels`), the reductions' only when a
-    collective of the instance combines."""
-    warm_kernels(combining=any(c.combining for c in instance.collectives))
-    warm_producer(producer)
-
-
-@functools.cache
-def warm_kernels(combining: bool = True) -> list[str]:
-    """Compile (or load from numba's cache) the lower bounds', verification, pricing and judging
-    kernels, once per process, before any run's clock starts: a first compile takes tens of
-    seconds, which is no run's bounds, verification or pricing time. Bounds a 3-node ring, and
-    verifies and prices tiny schedules of every kind of send the kernels treat apart (whole and
-    fractional copies, routed sends and, with ``combining``, whole and fractional reductions);
-    returns their violations (none)."""
-    ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
-    ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
-    half = Fraction(1, 2)
-    copies = from_sends([(i, lo, hi, i, (i + d) % 3, step) for i in range(3) for d in (1, 2)
-                         for lo, hi, step in ((0, half, 1), (half, 1, 2))], "allgather", 3, 3)
-    direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
-                        routing="shortest-path")
-    cases = [(copies, ring3), (direct, ring4)]
-    if combining:  # reductions of fractional and of whole pieces (these pass empty piece bounds: kernels of their own)
-        whole = from_sends([(i, 0, 1, i, (i + d) % 3, 1) for i in range(3) for d in (1, 2)], "allgather", 3, 3)
-        reduce_scatter = replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))
-        cases += [(reverse(copies), reduce_scatter), (reverse(whole), reduce_scatter)]
-    bounds.warm(ring3)
-    violations = []
-    for sched, inst in cases:
-        v = verify.verify(sched, inst)
-        if v is not None:
-            violations.append(str(v))
-            continue
-        bounds.respects_ten_capacity(sched, inst)  # judge()'s check of the schedules counted in timesteps
-        for model in cost_models.names():
-            cost_models.price(sched, inst, model)
-            cost_models.price(sched, inst, model, exact_deps=False)  # group prefixes: the biggest schedules' mode
-    return violations
-
-
-@functools.cache
-def warm_producer(name: str) -> None:
-    """Compile (or load from numba's cache) the kernels of producer ``name`` (its ``warm``),
-    once per process, before a run's clock starts: like :func:`warm_kernels`, a first compile
-    is no run's time."""
-    prod = get(name)
-    if prod.warm is not None:
-        prod.warm()
+def _instance_defaults(prod, instance: Instance, options: Options) -> tuple[Options, dict | None]:
+    """The driver and parameters ``prod`` picks for ``instance`` (its ``defaults``) where the run
+    set none, applied to ``options``; what was picked and why (None when nothing was)."""
+    if prod.defaults is None:
+        return options, None
+    driver, params, why = prod.defaults(instance, dict(options.params), options.driver or None)
+    declared = {p.name for p in prod.params}
+    params = {k: v for k, v in params.items() if k in declared and options.params.get(k) is None}
+    driver = driver if not options.driver and driver in prod.drivers else None
+    if not params and not driver:
+        return options, None
+    options = replace(options, driver=options.driver or driver, params={**options.params, **params})
+    return options, {"driver": driver or "", "params": params, "why": why}
 
 
 @contextlib.contextmanager
@@ -381,6 +348,8 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
     if prod.uses_solver and outcome.solver:
         row["solver"] = outcome.solver
     extra = {**outcome.extra, "stages_s": row["extra"]["stages_s"]}
+    if "defaults" in row["extra"]:  # what the producer picked for the instance (_instance_defaults)
+        extra["defaults"] = row["extra"]["defaults"]
     if outcome.version:
         extra["solver_version"] = outcome.version
     if outcome.nodes is not None:

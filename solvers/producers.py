@@ -33,7 +33,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple
 
-from .. import InputError
+from .. import InputError, did_you_mean
 from ..instances import Instance
 from ..limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ..tens.schedule import Schedule
@@ -312,8 +312,11 @@ class Producer:
     expansion); ``uses_solver`` says whether ``--solver`` applies; ``drivers`` lists the
     drivers it accepts, the first being its default (empty: none); ``params`` the
     parameters it takes; ``warm`` (optional) compiles, or loads from numba's cache, the
-    producer's own compiled kernels (:func:`collsynth.solvers.pipeline.warm_producer` runs it
-    once per process before a run's clock starts).
+    producer's own compiled kernels (:func:`collsynth.solvers.compiling.compile_producer` runs it
+    once per process before a run's clock starts); ``defaults`` (optional) picks, from the
+    instance, a driver and parameters for a run that sets none: ``defaults(instance, params,
+    driver) -> (driver or None, {param: value}, why)`` (:func:`collsynth.solvers.pipeline.run`
+    applies what the run left unset and records it in the row's ``extra["defaults"]``).
     """
 
     name: str
@@ -324,6 +327,7 @@ class Producer:
     drivers: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     warm: Callable[[], object] | None = None
+    defaults: Callable[[Instance, dict, str | None], tuple] | None = None
 
     @property
     def default_driver(self) -> str:
@@ -337,7 +341,8 @@ class Producer:
             return self.default_driver
         if asked not in self.drivers:
             allowed = ", ".join(self.drivers) if self.drivers else "none"
-            raise InputError("--driver", f"{self.name} does not take driver {asked!r} (drivers: {allowed})")
+            raise InputError("--driver", f"{self.name} does not take driver {asked!r}"
+                                         f"{did_you_mean(asked, self.drivers)} (drivers: {allowed})")
         return asked
 
 
@@ -417,7 +422,8 @@ def get(name: str, where: str = "--producer") -> Producer:
         found = next((p for p in getattr(import_family(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:
             return found
-    raise InputError(where, f"unknown producer {name!r}; known: {', '.join(sorted(producers()))}")
+    known = sorted(producers())
+    raise InputError(where, f"unknown producer {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
 
 
 def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:
@@ -428,7 +434,8 @@ def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key not in declared:
             takes = ", ".join(declared) if declared else "none"
-            raise InputError(f"--param {key}", f"{producer.name} takes no parameter {key!r} (parameters: {takes})")
+            raise InputError(f"--param {key}", f"{producer.name} takes no parameter {key!r}"
+                                               f"{did_you_mean(key, declared)} (parameters: {takes})")
         out[key] = parse_value(declared[key], value)
     return out
 

@@ -77,6 +77,8 @@ class _Run:
     solve_s: float | None = _f("the solver's own time (or the heuristic's run time)")
     verify_s: float | None = _f("verification time")
     wall_s: float | None = _f("wall time of the producer's run")
+    compile_s: float | None = _f("time compiling, or loading from numba's on-disk cache, the run's kernels, "
+                                 "before its clock started (in no other time)")
     sends: int | None = _f("number of sends in the schedule")
     message: str | None = _f("what the producer said (why it stopped, what it proved)")
     # batch provenance, added by the store

@@ -91,13 +91,16 @@ def test_compare_routes_the_driver_and_keeps_the_order():
 def test_price_and_export_refuse_an_unverified_schedule(tmp_path):
     r = cs.solve(RING8, "ring")
     broken = r.schedule.select(np.arange(len(r.schedule)) != 3)
-    assert cs.verify(broken, r.instance) is not None
+    checked = cs.verify(broken, r.instance)
+    assert not checked and checked.violation is not None and checked.sends == len(r.schedule) - 1
+    assert str(checked.violation) in str(checked)
     for call in (lambda: cs.price(broken, r.instance), lambda: cs.export(broken, r.instance)):
         with pytest.raises(VerificationError):
             call()
     cs.export(r.schedule, RING8, "json", tmp_path / "s.json")
     assert read_json(tmp_path / "s.json").sends() == r.schedule.sends()
-    assert cs.verify(tmp_path / "s.json", RING8) is None
+    checked = cs.verify(tmp_path / "s.json", RING8)
+    assert checked and checked.ok and checked.violation is None and checked.sends == len(r.schedule)
     xml = cs.export(tmp_path / "s.json", RING8, "msccl-xml", tmp_path / "s.xml", dialect="msccl-tools")
     assert (tmp_path / "s.xml").read_text() == xml
     assert verify(exports.interpret_msccl_xml(xml, r.instance), r.instance) is None

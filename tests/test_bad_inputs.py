@@ -230,7 +230,7 @@ def test_a_solve_that_produced_nothing_exits_1_with_its_row(tmp_path, capsys):
     inst = tmp_path / "ring6.toml"
     inst.write_text(instance_text())
     code, out, err = run_cli(["solve", str(inst), "--producer", "ten-ilp", "--solver", "cbc", "--json"], capsys)
-    row = json.loads(out)  # exactly one JSON object on stdout
+    (row,) = json.loads(out)["rows"]  # exactly one JSON object on stdout, one row in it
     assert code == 1
     assert row["status"] == "skipped" and row["message"] == "skipped: cbc not installed"
     assert row["verified"] is False and row["steps"] is None and row["driver"] == "horizon"
@@ -243,7 +243,7 @@ def test_library_chatter_on_stdout_never_reaches_the_json(tmp_path, capsys, monk
     inst.write_text(instance_text())
     code, out, err = run_cli(["solve", str(inst), "--producer", "test-chatty-ring", "--json"], capsys)
     assert code == 0
-    row = json.loads(out)
+    (row,) = json.loads(out)["rows"]
     assert row["verified"] and row["steps"] == 5  # the ring algorithm on 6 nodes: N - 1 steps
     assert "Traceback" not in out and "Traceback" in err
 
@@ -393,7 +393,7 @@ def test_a_timestep_that_would_split_a_hop_into_more_than_a_million_timesteps_is
         assert code == 2 and out == ""
         assert_one_error_line(err, ["timestep", "expected at most 1,048,576", "a timestep of at least"])
     code, out, err = run_cli(["solve", str(inst), "--producer", "greedy", "--param", "timestep=1e-9", "--json"], capsys)
-    assert code == 0 and json.loads(out)["verified"], err
+    assert code == 0 and json.loads(out)["rows"][0]["verified"], err
 
 
 def _refuse(where):

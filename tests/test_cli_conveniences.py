@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from collsynth.instances import CORPUS
-from collsynth.solvers.cli import build_parser, main
+from collsynth.solvers.cli import COMMANDS, build_parser, main
 from collsynth.tens.schedule import read_json
 from collsynth.tens.verify import verify
 from collsynth.instances.instance import load_instance
@@ -30,9 +30,13 @@ def run(capsys, *argv, as_json=True):
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(action.choices)
+    """Every command's full parser (``build_parser()`` alone holds only their summaries)."""
+    out = {}
+    for names in COMMANDS.values():
+        for name in names:
+            (action,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
+            out[name] = action.choices[name]
+    return out
 
 
 # ---- --version, --help ------------------------------------------------------------------------
@@ -112,7 +116,7 @@ def test_solve_compares_producers_in_one_table(capsys, tmp_path):
         assert verify(read_json(tmp_path / f"s.{name}.json"), inst) is None
     assert not (tmp_path / "s.optree.json").exists()
     code, text, _ = run(capsys, "solve", RING8, "--producer", "ring,recursive-doubling", as_json=False)
-    assert code == 0 and re.search(r"^ring\s+constructed\s+7\s", text, re.M)
+    assert code == 0 and re.search(r"^ring\s+-\s+constructed\s+7\s+-\s", text, re.M)  # steps, no TEN timesteps
 
 
 def test_solve_comparison_routes_options_and_fails_on_an_invalid_schedule(capsys, monkeypatch):

@@ -39,6 +39,17 @@ def run(capsys, *argv):
     return code, (json.loads(out) if out.strip() else None), err
 
 
+def solve_one(capsys, *argv):
+    """``collsynth solve`` of one producer: the exit code, its one row (the JSON's shape is that
+    of several producers: instance, producers, rows) and stderr."""
+    code, data, err = run(capsys, *argv)
+    if data is None:
+        return code, None, err
+    assert {"instance", "producers", "rows"} <= set(data) and len(data["rows"]) == 1
+    assert data["producers"] == [data["rows"][0]["producer"]] and data["instance"] == data["rows"][0]["instance"]
+    return code, data["rows"][0], err
+
+
 def test_producers_lists_ten_family_and_backends(capsys):
     code, data, _ = run(capsys, "producers")
     assert code == 0
@@ -60,7 +71,7 @@ CONTRACT = ("instance", "producer", "solver", "driver", "status", "verified", "s
 def test_solve_writes_verified_schedule(tmp_path, capsys, driver):
     inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
     out = tmp_path / "s.json"
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--driver", driver,
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--driver", driver,
                        "--time-limit", "30", "--out", str(out))
     assert code == 0
     for k in CONTRACT:
@@ -72,17 +83,17 @@ def test_solve_writes_verified_schedule(tmp_path, capsys, driver):
 
 def test_solve_params_and_other_solver(tmp_path, capsys):
     inst = write(tmp_path, kind="reduce_scatter")
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "objective=makespan",
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "objective=makespan",
                        "--param", "binary=true", "--solver", "highs")
     assert code == 0 and row["status"] == "optimal" and row["steps"] == 3
 
 
 def test_solve_lp_reports_bound(tmp_path, capsys):
     inst = write(tmp_path, "mesh23", "mesh", "dims = [2, 3]")
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-lp")
     assert code == 0 and row["bound"] is not None and row["bound"] <= 3
     inst = write(tmp_path, "ring6ar", kind="allreduce")
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-lp")
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-lp")
     # allreduce: a verified fractional RS + AG schedule; the bound is the instance's volume bound
     # (6 chunks x 2 * 5 sends, one-way gossip, on 12 links: 5), above the larger phase LP bound 3
     assert code == 0 and row["status"] == "feasible" and row["bound"] == 5 and row["verified"] and row["steps"] >= 6
@@ -98,7 +109,7 @@ def test_gurobi_over_licence_is_a_skipped_row_and_exit_1(tmp_path, capsys):
     inst = write(tmp_path, "mesh44", "mesh", "dims = [4, 4]")
     # with warm starts on, time clustering solves the 4x4 mesh in windows small enough for the
     # licence; without them the full-horizon model is built and must be refused cleanly
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "gurobi",
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "gurobi",
                        "--param", "warm=false", "--param", "lp_bound=false")
     assert row["status"] == "skipped" and "licence size limit" in row["message"]
     assert row["solver_status"] == "skipped" and not row["verified"]
@@ -117,7 +128,7 @@ def test_bad_input_exit_2(tmp_path, capsys):
 
 def test_missing_solver_gives_skipped_row(tmp_path, capsys):
     inst = write(tmp_path)
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "cbc")
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--solver", "cbc")
     from collsynth.solvers.backends import available
 
     if available("cbc")[0]:
@@ -145,14 +156,14 @@ def test_without_driver_the_row_names_the_default_driver_and_what_found_the_sche
     # K4 allgather: every chunk is one hop from every node, so shortest-path recovery meets the
     # lower bound of 1 step and no solver runs at all
     inst = write(tmp_path, "k4", "complete", "nodes = 4")
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
                        "--param", "lp_bound=false")
     assert code == 0
     assert fields(row, "driver", "found_by", "solver_status", "status", "steps") == ("horizon", "recovery", "", "optimal", 1)
     # 3x3 mesh allgather: a corner takes 8 chunks over 2 links (4 steps) and recovery needs more,
     # so the ILP at horizon 4 finds it
     inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
-    code, row, _ = run(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
+    code, row, _ = solve_one(capsys, "solve", str(inst), "--producer", "ten-ilp", "--param", "warm=false",
                        "--param", "lp_bound=false")
     assert code == 0
     assert fields(row, "driver", "found_by", "solver_status", "status", "steps") == ("horizon", "ilp@h=4", "optimal", "optimal", 4)
@@ -172,7 +183,7 @@ def test_every_row_says_how_its_schedule_was_found(tmp_path, capsys, producer, d
 
     inst = write(tmp_path, "mesh3", "mesh", "dims = [3, 3]")
     argv = ["solve", str(inst), "--producer", producer, "--time-limit", "30"] + (["--driver", driver] if driver else [])
-    code, row, _ = run(capsys, *argv)
+    code, row, _ = solve_one(capsys, *argv)
     assert code == 0 and row["verified"]
     assert re.fullmatch(found, row["found_by"]), row["found_by"]
     uses_solver = producer in ("ten-ilp", "ten-lp", "bfb-lp")
@@ -202,7 +213,7 @@ STAGES = ("verify_s", "price_sync_s", "price_ten_s", "price_event_s")
 
 def test_rows_time_every_stage(tmp_path, capsys):
     """Verification and each cost model are timed on their own, beside the producer's wall_s."""
-    code, row, _ = run(capsys, "solve", str(write(tmp_path)), "--producer", "ring")
+    code, row, _ = solve_one(capsys, "solve", str(write(tmp_path)), "--producer", "ring")
     assert code == 0 and row["verified"]
     for k in STAGES + ("wall_s",):
         assert isinstance(row[k], float) and 0 <= row[k] < 60, k

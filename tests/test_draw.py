@@ -67,3 +67,50 @@ def test_draw_chooses_the_view_by_size(tmp_path, capsys, instance, producer, vie
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kind"] == view
     assert imread(png).std() > 0.01
+
+
+def test_a_send_counts_in_every_timestep_it_is_on_its_link():
+    """Two nodes, one link 0->1 whose chunk takes 3 timesteps (alpha 0, 3 bytes at 1 B/s, on a
+    timestep of 1 s) and one 1->0 taking 1: a chunk arriving at step 4 on the slow link loads
+    it at steps 2, 3 and 4 (by hand), the fast one only at its step."""
+    import numpy as np
+
+    from dataclasses import replace
+
+    from collsynth.instances import make_instance
+    from collsynth.instances.topology import from_edges
+
+    topo = from_edges(2, [(0, 1, {"bandwidth": 1.0 / 3.0}), (1, 0)], bandwidth=1.0, alpha=0.0)  # 0->1 the slow one
+    instance = make_instance(topo, "allgather", message_bytes=2.0)  # 1-byte chunks: 3 s on 0->1, 1 s on 1->0
+    sched = replace(from_sends([(0, 0, 1, 0, 1, 4), (1, 0, 1, 1, 0, 1)], "allgather", 2, 2), meta={"timestep_s": 1.0})
+    loads, pairs = link_loads(sched, instance=instance)
+    assert pairs == [(0, 1), (1, 0)]
+    assert loads[:, 0].tolist() == [0, 1, 1, 1] and loads[:, 1].tolist() == [1, 0, 0, 0]
+    assert np.array_equal(link_loads(sched)[0].sum(axis=0), [1, 1])  # without the instance: its arrival step only
+
+
+def test_the_step_view_skips_empty_steps_and_has_a_colour_legend(tmp_path):
+    from collsynth.instances import make_instance
+    from collsynth.instances.generators import build
+    from collsynth.results import pictures
+
+    instance = make_instance(build("ring", {"nodes": 4}), "allgather")
+    sends = [(c, 0, 1, c, (c + 1) % 4, 1) for c in range(4)] + [(c, 0, 1, (c + 1) % 4, (c + 2) % 4, 5) for c in range(4)] \
+        + [(c, 0, 1, (c + 2) % 4, (c + 3) % 4, 9) for c in range(4)]
+    sched = from_sends(sends, "allgather", 4, 4)
+    fig_calls = []
+    real = pictures._step_panel
+    pictures._step_panel = lambda ax, s, i, pos, t, cmap: (fig_calls.append(t), real(ax, s, i, pos, t, cmap))
+    try:
+        pictures.draw_steps(sched, instance, tmp_path / "s.png")
+    finally:
+        pictures._step_panel = real
+    assert fig_calls == [1, 5, 9]  # 3 panels for 9 steps
+    legends = []
+    real_legend = pictures._chunk_legend
+    pictures._chunk_legend = lambda fig, chunks, cmap: (legends.append(chunks), real_legend(fig, chunks, cmap))
+    try:
+        pictures.draw_steps(sched, instance, tmp_path / "s2.png")
+    finally:
+        pictures._chunk_legend = real_legend
+    assert legends == [[0, 1, 2, 3]]

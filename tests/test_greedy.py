@@ -297,7 +297,7 @@ def test_warm_compiles_every_kernel_and_runs_compile_nothing_more():
 
 def test_the_pipeline_warms_the_producer_it_runs():
     assert pipeline.get("greedy").warm is engine.warm
-    pipeline.warm_producer("greedy")
+    pipeline.compile_producer("greedy")
     assert all(getattr(kernels, name).signatures for name in ENTRY_KERNELS)
 
 

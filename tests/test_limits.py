@@ -16,7 +16,7 @@ from collsynth.instances.instance import instance_from_dict
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
-from collsynth.solvers.pipeline import run, warm_kernels, warm_producer
+from collsynth.solvers.pipeline import compile_kernels, compile_producer, run
 from collsynth.solvers.producers import Options, producers
 from machine import SLOWDOWN, within
 
@@ -44,8 +44,8 @@ TOO_BIG_TO_FINISH = [
 @pytest.mark.parametrize("producer,topology,done", TOO_BIG_TO_FINISH, ids=[c[0] for c in TOO_BIG_TO_FINISH])
 def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topology, done):
     producers()  # the families' imports and the kernels' compilation are not the run's (run() warms
-    warm_kernels()  # them before its clock starts, once per process)
-    warm_producer(producer)
+    compile_kernels()  # them before its clock starts, once per process)
+    compile_producer(producer)
     inst = instance_from_dict({"name": producer, "topology": topology, "collective": {"kind": "allgather"}})
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
@@ -245,7 +245,7 @@ def test_a_dead_batch_claim_is_taken_over(tmp_path):
 def test_kernels_are_compiled_before_the_clock_starts():
     """The warm-up's tiny schedules (whole and fractional copies, a reduction, routed sends)
     verify, and once it ran a run's verification and pricing are the run's own work."""
-    assert warm_kernels() == []
+    assert compile_kernels() == []
     inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
                                "collective": {"kind": "allreduce"}})
     row, _ = run(inst, "ring", Options(time_limit=1))

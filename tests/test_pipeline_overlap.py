@@ -134,8 +134,8 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     cannot finish in it is not started, and named (which models fit depends on the machine)."""
     n, limit = 700, 2.0
     inst = make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather")
-    pipeline.warm_kernels()
-    pipeline.warm_producer("ring")
+    pipeline.compile_kernels()
+    pipeline.compile_producer("ring")
     t0 = time.monotonic()
     row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
     elapsed = time.monotonic() - t0

@@ -16,6 +16,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+from collsynth.tens.status import Status
 from collsynth.results import report
 from collsynth.solvers.cli import main
 
@@ -213,3 +214,18 @@ def test_a_store_whose_instance_file_is_gone_still_reports(tmp_path, capsys):
     page = (tmp_path / "r" / "instances" / "ring8-allgather.html").read_text()
     assert "Instance file not found (/nowhere/ring8-moved.toml)" in page
     assert page.count("<img") == 0 and "<h2>Runs</h2>" in page
+
+
+def test_the_index_has_a_status_legend_of_every_stored_status(site, browser):
+    """In the browser: the legend section lists each status the store's rows have under the
+    proof rule (read straight from the database), in the enum's order, each with a meaning, and the table of contents links to it."""
+    _open(browser, site / "index.html")
+    legend = browser.find_element(By.ID, "status-legend")
+    assert legend.is_displayed()
+    terms = [e.text.strip() for e in legend.find_elements(By.TAG_NAME, "dt")]
+    meanings = [e.text.strip() for e in legend.find_elements(By.TAG_NAME, "dd")]
+    stored = {Status.of_row(s, b).value for (s, b) in _stored("SELECT status, bound_source FROM runs")}
+    assert set(terms) == stored and terms == [s.value for s in Status if s.value in stored]
+    assert len(meanings) == len(terms) and all(m and m != "(not documented)" for m in meanings)
+    assert "optimal" in terms and "lower bound" in meanings[terms.index("optimal")]
+    browser.find_element(By.CSS_SELECTOR, 'nav.toc a[href="#status-legend"]').click()

@@ -77,7 +77,7 @@ CHILD = textwrap.dedent("""
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pyomo", "pandas", "highspy")
                    or m.startswith(("scipy.stats", "scipy.optimize")))
     ours = sorted(m for m in sys.modules if m.startswith(("collsynth.solvers.", "collsynth.formulations.")))
-    print(json.dumps({"code": code, "row": json.loads(out.getvalue()), "heavy": heavy, "ours": ours}))
+    print(json.dumps({"code": code, "row": json.loads(out.getvalue())["rows"][0], "heavy": heavy, "ours": ours}))
 """)
 
 
@@ -159,7 +159,7 @@ KERNELS_CHILD = textwrap.dedent("""
                 if name.startswith("collsynth.") for k, v in vars(module).items() if isinstance(v, Dispatcher)}
 
     instance, producer = load_instance(sys.argv[1]), sys.argv[2]
-    pipeline.warm(instance, producer)
+    pipeline.compile_for_run(instance, producer)
     warmed = loaded()
     row, _ = pipeline.run(instance, producer, Options())
     after = loaded()

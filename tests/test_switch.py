@@ -242,7 +242,7 @@ def test_cli_solves_a_kept_switch(tmp_path, capsys, producer, params, steps):
     p.write_text(TOML)
     code = main(["solve", str(p), "--producer", producer, *params, "--json"])
     out, err = capsys.readouterr()
-    data = json.loads(out)
+    (data,) = json.loads(out)["rows"]
     assert code == 0 and data["verified"] is True and data["steps"] == steps
     assert data["status"] == proven_status(data) or producer == "greedy"
 

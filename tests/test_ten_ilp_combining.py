@@ -162,7 +162,7 @@ kind = "allgather"
 message_bytes = 4000
 """)
     code = main(["solve", str(p), "--producer", "ten-ilp-combining", "--time-limit", "60", "--json"])
-    out = json.loads(capsys.readouterr().out)
+    (out,) = json.loads(capsys.readouterr().out)["rows"]
     assert code == 0 and out["verified"] is True and out["producer"] == "ten-ilp-combining"
     assert out["steps"] >= out["lower_bound_timesteps"]
 

@@ -460,11 +460,11 @@ def test_cli_solve_ten_lp(tmp_path, capsys):
     p.write_text(TOML)
     out = tmp_path / "s.json"
     code = main(["solve", str(p), "--producer", "ten-lp", "--out", str(out), "--json"])
-    row = json.loads(capsys.readouterr().out)
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert code == 0 and row["verified"] and row["status"] == proven_status(row)
     assert row["steps"] == row["bound"] == 3
     sched = read_json(out)
     assert verify.verify(sched, load_instance(p)) is None and sched.num_steps == 3
     code = main(["solve", str(p), "--producer", "ten-ilp", "--param", "lp_bound=false", "--json"])
-    row = json.loads(capsys.readouterr().out)
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert code == 0 and row["verified"] and "lp_bound" not in row.get("extra", {})

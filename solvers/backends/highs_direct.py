@@ -17,6 +17,8 @@ package may be an OR-Tools child, and highspy and ortools cannot be loaded into 
 
 from __future__ import annotations
 
+import os
+
 import importlib.util
 import math
 import time
@@ -262,6 +264,9 @@ def available() -> tuple[bool, str]:
     return True, f"highs {highspy.Highs().version()}"
 
 
+VERBOSE_ENV = "COLLSYNTH_VERBOSE"  # set: the solver's log goes to stderr
+
+
 def run(model: pe.ConcreteModel, request, start: list | None = None, options: dict | None = None) -> Run:
     """Compile ``model``, solve it with HiGHS as ``request`` (a :class:`~.request.Request`) asks
     and load the solution's values into it. HiGHS gets what is left of the request's deadline
@@ -276,7 +281,11 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
     h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    if os.environ.get(VERBOSE_ENV):  # collsynth solve --verbose: HiGHS' log on stderr (stdout is the result's)
+        h.setOptionValue("log_to_console", False)
+        h.setOptionValue("log_file", "/dev/stderr")
+    else:
+        h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", int(request.threads))
     h.setOptionValue("random_seed", int(request.seed))
     if request.gap is not None:

@@ -40,7 +40,7 @@ from ..producers import import_if_present
 COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py checks both agree)
     "collsynth.solvers.cli.commands.instances": ("topologies", "topology", "instance", "corpus"),
     "collsynth.solvers.cli.commands.schedules": ("verify", "price", "export", "show"),
-    "collsynth.solvers.cli.commands.producers": ("producers",),
+    "collsynth.solvers.cli.commands.producers": ("producers", "warmup"),
     "collsynth.solvers.cli.commands.solve": ("solve",),
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
@@ -49,8 +49,50 @@ COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py 
 COMMAND_MODULES = tuple(COMMANDS)
 MIN_CHUNK_ENV = "COLLSYNTH_MIN_CHUNK_BYTES"  # collsynth.instances.size.MIN_CHUNK_ENV (not imported: it loads networkx)
 
+SUMMARIES = {  # each command's one-line help, for `collsynth --help` without importing the command modules
+    "topologies": "list the topology generators and their parameters",
+    "topology": "build a topology and print its size, degree, diameter, Moore bound",
+    "instance": "validate an instance TOML file (or a peer's input) and summarise it",
+    "corpus": "list the corpus: instances with their suites and tags, suites, tags",
+    "verify": "check that a schedule implements its instance's collective",
+    "price": "the cost of a verified schedule under one cost model",
+    "export": "export a verified schedule (MSCCL XML or schedule JSON)",
+    "show": "print a schedule step by step: sends per link, bytes, per-step time",
+    "producers": "list producers, drivers and solver backends (with availability)",
+    "warmup": "compile every numba kernel ahead (first run on a machine only; cached on disk)",
+    "solve": "synthesize, verify and price a schedule for an instance",
+    "finder": "Pareto frontier of (T_L, T_B) topologies for N nodes of degree d, and the best pick",
+    "bench": "run a batch: instances x producers x solvers x drivers x seeds (resumable)",
+    "tables": "regenerate every table and plot from the results store",
+    "report": "write a static HTML report of the results store (open index.html)",
+    "draw": "draw a schedule: on its TEN, step by step, or its per-step link loads",
+}
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+_RING8 = "instances/corpus/ring8-allgather.toml"
+EXAMPLES = {  # two examples per command, the end of its --help
+    "topologies": ("collsynth topologies", "collsynth topologies --json"),
+    "topology": ("collsynth topology torus dims=5,7", "collsynth topology ndv2 chassis=2 --json"),
+    "instance": ("collsynth instance instances/corpus/mesh4x4-failed-allgather.toml",
+                 "collsynth instance teccl_input.json --from teccl --json"),
+    "corpus": ("collsynth corpus", "collsynth corpus --suite quick --json"),
+    "verify": (f"collsynth verify s.json {_RING8}", f"collsynth verify s.json {_RING8} --json"),
+    "price": (f"collsynth price s.json {_RING8}", f"collsynth price s.json {_RING8} --model event --json"),
+    "export": (f"collsynth export s.json {_RING8} --format msccl-xml --out s.xml",
+               f"collsynth export s.json {_RING8} --format json --out copy.json"),
+    "show": (f"collsynth show s.json {_RING8}", f"collsynth show s.json {_RING8} --steps 1-3"),
+    "producers": ("collsynth producers", "collsynth producers --json"),
+    "warmup": ("collsynth warmup", "collsynth warmup --producers greedy,ring --jobs 1"),
+    "solve": (f"collsynth solve {_RING8} --producer greedy,ten-ilp,ring",
+              f"collsynth solve {_RING8} --producer ten-ilp --time-limit 30 --out s.json --json"),
+    "finder": ("collsynth finder --nodes 1024 --degree 4", "collsynth finder --nodes 64 --degree 4 --json"),
+    "bench": ("collsynth bench --suite quick", "collsynth bench --suite quick --producers ring,greedy --store my-store"),
+    "tables": ("collsynth tables", "collsynth tables --store my-store --out my-tables --plots my-plots"),
+    "report": ("collsynth report", "collsynth report --store results/quick-store --out quick-report"),
+    "draw": (f"collsynth draw s.json {_RING8} --out s.png", f"collsynth draw s.json {_RING8} --kind heatmap --out s.pdf"),
+}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Help that shows each option's default, unless the help text already says it or there is
     none to show (no value, or a flag that is off)."""
 
@@ -67,6 +109,14 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # one line, exit 2 (argparse's own errors are bad input)
+        import re
+
+        from ... import did_you_mean
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            hint = did_you_mean(choice[1], re.findall(r"'([^']*)'", choice[2]))
+            message = message.replace(f"'{choice[1]}'", f"'{choice[1]}'{hint}", 1)
         raise InputError(self.prog, message)
 
 
@@ -76,17 +126,25 @@ JSON_HELP = "print exactly one JSON object on stdout instead of text"
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every command group that is installed, or, for a ``command``
     that :data:`COMMANDS` names, with that command's group only: a command imports only what
-    it runs (``collsynth solve`` with a greedy producer loads neither Pyomo nor pandas)."""
-    parser = _Parser(prog="collsynth", description="Synthesize and compare collective-communication schedules.")
+    it runs (``collsynth solve`` with a greedy producer loads neither Pyomo nor pandas); with no
+    command (``collsynth --help``), the commands' summaries (:data:`SUMMARIES`) and no command
+    module. Each command's help ends with two examples (:data:`EXAMPLES`)."""
+    parser = _Parser(prog="collsynth", description="Synthesize and compare collective-communication schedules.",
+                     epilog="examples:\n  collsynth bench --suite quick && collsynth tables\n"
+                            f"  collsynth solve {_RING8} --producer greedy,ten-ilp,ring")
     parser.add_argument("--version", action="store_true", help="print collsynth's version and exit")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     owners = [module for module, names in COMMANDS.items() if command in names]
-    for name in owners or COMMAND_MODULES:
+    for name in owners:
         module = import_if_present(name)
         if module is not None:
             module.register(sub)
-    for command in sub.choices.values():
+    if not owners:  # no command named (--help, --version, a typo): each command's summary, no module imported
+        for name, summary in SUMMARIES.items():
+            sub.add_parser(name, help=summary)
+    for name, command in sub.choices.items():
+        command.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.get(name, ()))
         command.add_argument("--json", action="store_true", help=JSON_HELP)
         command.add_argument("--max-memory", metavar="SIZE", default=None,
                              help="refuse instances estimated to need more memory (e.g. 8G; default: the machine's)")

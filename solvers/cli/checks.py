@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ... import InputError
 
+RESULTS = Path("collsynth-results")  # the default results folder, in the folder the user runs from
 
 
 def out_file(where: str, path: str | os.PathLike) -> Path:
@@ -51,7 +52,18 @@ def out_folder(where: str, path: str | os.PathLike) -> Path:
         raise InputError(where, f"cannot create folder {text}: {e.strerror}") from None
     if not os.access(p, os.W_OK | os.X_OK):
         raise InputError(where, f"cannot write into folder {text}: permission denied")
+    ignore_results(p)
     return p
+
+
+def ignore_results(path: str | os.PathLike) -> None:
+    """Mark the default results folder :data:`RESULTS`, when ``path`` is in it, as generated
+    output: a ``.gitignore`` of ``*`` in it (as a virtual environment does), so that the main
+    job leaves a git checkout it runs in clean whichever folder it runs from."""
+    p = Path(path)
+    root = next((q for q in (p, *p.parents) if q.name == RESULTS.name), None)
+    if root is not None and root.is_dir() and not (root / ".gitignore").exists():
+        (root / ".gitignore").write_text("# written by collsynth: generated results, not tracked\n*\n")
 
 
 def items(where: str, text: str | None) -> list[str]:

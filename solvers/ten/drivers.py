@@ -37,6 +37,8 @@ backend's own status on the last solve.
 
 from __future__ import annotations
 
+import logging
+
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -389,6 +391,17 @@ class _Search:
         return res, ok, sched
 
 
+_log = logging.getLogger(__name__)  # the driver's progress (collsynth solve --verbose shows it)
+
+
+def _said(search: _Search, h: int, res, ok: bool, proven_lb: int) -> None:
+    """Log one horizon tried: its solve's status, whether it delivered everything, the proven
+    lower bound and the time left."""
+    left = search.clock.left()
+    _log.info("horizon %d: %s%s; proven lower bound %d%s", h, res.status, ", complete" if ok else "",
+              proven_lb, "" if left is None else f"; {left:.1f} s left")
+
+
 def _linear_search(search: _Search, lb: int):
     """Horizons ``lb, lb + 1, ...`` up to ``search.top`` until one delivers everything:
     (proven lower bound, (steps, schedule, horizon) or None, the failed solve or None)."""
@@ -396,6 +409,7 @@ def _linear_search(search: _Search, lb: int):
     search.symmetric_lb = h = lb
     while h <= search.top and not search.clock.expired():
         res, ok, sched = search.attempt(h)
+        _said(search, h, res, ok, proven_lb)
         if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
@@ -419,6 +433,7 @@ def _binary_search(search: _Search, lb: int):
     while lo_h <= hi_h and not search.clock.expired():
         mid = (lo_h + hi_h) // 2
         res, ok, sched = search.attempt(mid)
+        _said(search, mid, res, ok, proven_lb)
         if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:

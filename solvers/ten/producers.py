@@ -694,6 +694,50 @@ def _relaxation_allreduce(run, phases, options: Options) -> Outcome:
 
 # ---- one producer per TEN formulation --------------------------------------------------------
 
+BIG_NODES = 256  # from this many nodes, a TEN producer's default is time clustering in one-timestep windows
+MIXED_CHUNKS = 4.0  # a largest chunk this many default timesteps long sets the TEN timestep
+
+
+def instance_defaults(instance, params: dict, driver: str | None) -> tuple[str | None, dict, str]:
+    """The driver and parameters a TEN producer runs an instance with when the run sets none:
+
+    - from :data:`BIG_NODES` nodes, time clustering in windows of one timestep and no LP bound
+      beside it (the horizon search's whole-horizon ILP and the LP do not fit a limit there;
+      what the ``scale-exact`` suite sets: Won et al., TACOS, 2023, Section V-B clusters time the same
+      way);
+    - collectives of mixed chunk sizes whose largest chunk takes at least :data:`MIXED_CHUNKS`
+      of the default timesteps (the cheapest link's cost of the smallest chunk) on the cheapest
+      link: the largest chunk's time as the TEN timestep, so that a large chunk crosses a link
+      in one timestep and the small ones share it (TACOS's Table V instances, Section VI).
+
+    Returns ``(driver or None, params, why)``."""
+    picked, why, pick = {}, [], None
+    nodes = instance.topology.size
+    if driver is None and nodes >= BIG_NODES:
+        pick = "time-cluster"
+        picked.update(window=1, lp_bound=False)
+        why.append(f"{nodes:,} nodes: time clustering in one-timestep windows, no LP bound beside")
+    sizes = sorted({c.chunk_bytes for c in instance.collectives})
+    if params.get("timestep") is None and len(sizes) > 1:
+        small = ten.link_delays(instance.topology, sizes, switches=True)[2]
+        large = ten.link_delays(instance.topology, [sizes[-1]], switches=True)[2]
+        if large >= MIXED_CHUNKS * small:
+            picked["timestep"] = large
+            why.append(f"mixed chunk sizes: the TEN timestep of the largest chunk ({sizes[-1]:,.0f} bytes), "
+                       f"{large / small:.1f} of the smallest's")
+    return pick, picked, "; ".join(why)
+
+
+def compile_recovery() -> None:
+    """Compile (or load from numba's cache) the shortest-path recovery kernel every TEN driver
+    may call (Won et al., TACOS, 2023, Section V-B), on a 3-node ring allgather, before a run's
+    clock starts."""
+    from ...instances import generators
+    from ...instances.instance import make_instance
+
+    drivers.recovery_schedule(make_instance(generators.build("ring", {"nodes": 3}), "allgather"))
+
+
 def producer(formulation) -> Producer:
     """The producer of a TEN formulation (a module or a :class:`TenFormulation`): the
     relaxation producer for ``ROLE = "relaxation"`` (horizon search by nature), the drivers'
@@ -710,7 +754,8 @@ def producer(formulation) -> Producer:
     form = tuple(Param(*p) for p in f.params) if f.params is not None else ILP_PARAMS
     params = RELAXATION_PARAMS + form if f.is_relaxation else DRIVER_PARAMS + form + LP_BESIDE_PARAMS
     return Producer(f.name, "formulation", named, f.summary, uses_solver=True,
-                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS, params=params)
+                    drivers=("horizon",) if f.is_relaxation else drivers.DRIVERS, params=params,
+                    warm=compile_recovery, defaults=instance_defaults)
 
 
 def ten_producers() -> list[Producer]:

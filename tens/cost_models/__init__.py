@@ -23,7 +23,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ... import InputError
+from ... import InputError, did_you_mean
 from ...instances.instance import Instance
 from ..bounds import Bound, Bounds
 from ..cost import Cost
@@ -113,7 +113,8 @@ def names() -> tuple[str, ...]:
 def get(name: str) -> CostModel:
     """The cost model called ``name``; an :class:`~collsynth.InputError` naming the known ones."""
     if name not in MODELS:
-        raise InputError("model", f"unknown cost model {name!r}, expected one of {', '.join(MODELS)}")
+        raise InputError("model", f"unknown cost model {name!r}{did_you_mean(name, MODELS)}, "
+                                  f"expected one of {', '.join(MODELS)}")
     return MODELS[name]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from .... import InputError
 from ....outputs import replaced_file, replaced_folder
 from ....limits import DEFAULT_TIME_LIMIT_S
-from ..checks import items, out_file, out_folder
+from ..checks import RESULTS, ignore_results, items, out_file, out_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,15 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local worker processes, or a Dask cluster at --address")
     p.add_argument("--address", help="HOST:PORT or tcp://HOST:PORT of a Dask scheduler, with --executor dask (default: none)")
     p.add_argument("--jobs", type=int, default=None, help="jobs at once on the local pool (default: cores)")
-    p.add_argument("--store", default="results/store", help="results store folder")
+    p.add_argument("--store", default=str(RESULTS / "store"), help="results store folder (created; default under ./collsynth-results/, where you run)")
     p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     p.set_defaults(func=bench)
 
     t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
-    t.add_argument("--store", default="results/store", help="results store folder")
-    t.add_argument("--out", default="results/tables", help="folder for the tables")
-    t.add_argument("--plots", default="results/plots", help="folder for the plots")
+    t.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
+    t.add_argument("--out", default=str(RESULTS / "tables"), help="folder for the tables")
+    t.add_argument("--plots", default=str(RESULTS / "plots"), help="folder for the plots")
     t.add_argument("--seed-tables", action="store_true",
                    help="also regenerate the seeds' analytic tables: OpTree Table I, BFB Tables 4-5, Swing Table 2 (default: off)")
     t.add_argument("--paper", action="store_true",
@@ -45,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=tables)
 
     r = sub.add_parser("report", help="write a static HTML report of the results store (open index.html)")
-    r.add_argument("--store", default="results/store", help="results store folder")
-    r.add_argument("--out", default="results/report", help="folder for the report")
+    r.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
+    r.add_argument("--out", default=str(RESULTS / "report"), help="folder for the report")
     r.add_argument("--jobs", type=int, default=None, help="processes drawing the pictures (default: cores)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     r.set_defaults(func=report)
@@ -97,6 +97,9 @@ def bench(args) -> dict:
 
     if (Path(args.store) / "runs.sqlite").is_file():  # a damaged store gets no new rows
         store.refuse_damaged(args.store)
+    if RESULTS.name in Path(args.store).parts:  # the default results folder: created, and kept out of git
+        Path(args.store).mkdir(parents=True, exist_ok=True)
+        ignore_results(args.store)
     try:
         summary = batch.execute(
             jobs, args.store, executor=args.executor, workers=args.jobs, address=args.address,
@@ -136,14 +139,16 @@ def tables(args) -> dict:
     out_folder("--out", args.out)
     out_folder("--plots", args.plots)
     df = store.load(args.store)
+    line = render.provenance(df, args.store)
     with replaced_folder(args.out) as out, replaced_folder(args.plots) as plots:  # all or nothing
-        staged = render.write_all(df, out) + figures.write_all(df, plots)
+        staged = render.write_all(df, out, args.store) + figures.write_all(df, plots)
         seeds = dict(seed_tables()) if args.seed_tables else {}
         for name, table in seeds.items():
-            staged += render.write_table(table, out, name)
+            staged += render.write_table(table, out, name, provenance="Provenance: computed by collsynth "
+                                         "from the seeds' formulas (no store).")
         if args.paper:
             for name, table in paper_tables(df, seeds):
-                staged += render.write_table(table, out, name)
+                staged += render.write_table(table, out, name, provenance=line)
         written = [Path(args.plots if p.is_relative_to(plots) else args.out) / p.relative_to(
             plots if p.is_relative_to(plots) else out) for p in staged]
     return {"runs": len(df), "written": [str(p) for p in written],

@@ -6,7 +6,7 @@
   and the best pick. ``--confirm`` builds, verifies and prices every frontier schedule.
   ``--nodes`` is 2..:data:`MAX_NODES`, ``--degree`` 1..min(N - 1, :data:`MAX_DEGREE`); alpha,
   bandwidth and message sizes must be finite.
-- ``collsynth finder --table 4|5|9 [--out results/tables]``: regenerates the Table 4 analogue
+- ``collsynth finder --table 4|5|9 [--out collsynth-results/tables]``: regenerates the Table 4 analogue
   (N = 1024, d = 4 Pareto frontier), the Table 5 analogue (best topology for N = 5..12,
   d = 4) or the Table 9 analogue (base catalogue with BFB schedules) as Markdown and CSV.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 
 from .... import InputError
-from ....results import render
 from ...bfb import finder
 from ..checks import finite, out_folder
 
@@ -42,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--table", type=int, choices=(4, 5, 9), default=None,
                    help="regenerate the Table 4 (N=1024, d=4), Table 5 (N=5..12, d=4) or Table 9 (base catalogue, "
                         "d=2,3,4) analogue (default: none, the frontier for --nodes and --degree)")
-    p.add_argument("--out", default="results/tables", help="directory for --table output (default results/tables)")
+    p.add_argument("--out", default="collsynth-results/tables", help="directory for --table output (default collsynth-results/tables)")
     p.set_defaults(func=run)
 
 
@@ -90,6 +89,8 @@ def run(args: argparse.Namespace) -> dict:
             title = (f"Best topology for N = 5..12, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 5 analogue), chosen by the "
                      f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
             stem = "finder_table5"
+        from ....results import render
+
         csv, md, tex = render.write_table(df, args.out, stem, title)
         return {"table": args.table, "csv": str(csv), "markdown": str(md), "latex": str(tex),
                 "rows": df.to_dict(orient="records"),

@@ -25,8 +25,6 @@ import argparse
 import tomllib
 from pathlib import Path
 
-import pandas as pd
-
 from .... import InputError
 from ....limits import TooBig
 from ....limits import DEFAULT_TIME_LIMIT_S
@@ -34,7 +32,6 @@ from ....instances import CORPUS, generators, peers, size
 from ....instances.files import FORMATS, link_pairs, read_topology
 from ....instances.instance import check_topology, load_instance
 from ....instances.topology import Topology
-from ... import batch as runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -203,6 +200,10 @@ def _count(n: int) -> str:
 
 def corpus(args: argparse.Namespace) -> dict:
     """The corpus's instances, suites and tags (``--suite``: one suite's instances)."""
+    import pandas as pd  # imported when the command runs: --help stays light
+
+    from ... import batch as runner
+
     defined, tags = runner.suites(), runner.suite_tags()
     files = runner.select_instances(args.suite) if args.suite else sorted(
         p for p in CORPUS.glob("*.toml") if p.name != runner.SUITES_FILE.name)

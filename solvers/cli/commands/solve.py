@@ -2,8 +2,9 @@
 
 - ``collsynth solve INSTANCE.toml --producer NAME [--solver S] [--driver D] [--time-limit S]
   [--gap G] [--threads K] [--seed N] [--starts K] [--param k=v ...] [--out SCHED.json]``:
-  synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON has
-  the fields of the contract (``instance, producer, solver, driver, status, verified, steps,
+  synthesize, verify and price through :func:`collsynth.solvers.pipeline.run`; the JSON is
+  ``{"instance", "producers", "rows": [row], "out"}`` (the shape of several producers: one
+  shape whatever their number); the row has the fields of the contract (``instance, producer, solver, driver, status, verified, steps,
   T_L_s, T_B_s, time_sync_s, time_ten_s, time_event_s, lower_bound_s, objective, bound, gap,
   build_s, solve_s, wall_s`` ..., and the per-model bounds ``lower_bound_ten_s``,
   ``lower_bound_event_s``, ``lower_bound_timesteps`` with ``bound_source``). The schedule is
@@ -31,17 +32,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tabulate import tabulate
-
 from .... import InputError
 from ....limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
-from ....tens.schedule import write_json
 from ....tens.status import Status, legend
 from ...backends import names as backend_names
-from ...compare import TABLE_COLUMNS, compare, split_names
-from ...pipeline import run, warm
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
     check_time_limit, get
 from ..checks import items, out_file
@@ -66,8 +62,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="producer parameter, repeatable; `collsynth producers` lists each producer's, e.g. window=3 "
                         "(default: none, the producer's own defaults)")
+    s.add_argument("--verbose", action="store_true",
+                   help="stream the solver's log and the driver's progress (horizons tried, status, bound, time left) "
+                        "on stderr (default: off)")
     s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
+
+
+def _verbose() -> None:
+    """``--verbose``: the solver's log (HiGHS writes it to stderr) and the progress the drivers
+    log (``logging`` at INFO) on stderr."""
+    import logging
+    import os
+    import sys
+
+    os.environ["COLLSYNTH_VERBOSE"] = "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(relativeCreated)8.0f ms  %(name)s: %(message)s"))
+    log = logging.getLogger("collsynth")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -102,6 +116,12 @@ def check_limits(args: argparse.Namespace) -> None:
 def solve(args: argparse.Namespace) -> dict:
     """Run one producer on one instance through the pipeline (produce, verify, price); several
     comma-separated producers: :func:`solve_many`."""
+    if args.verbose:
+        _verbose()
+    from ...compare import split_names  # the run's modules, imported when it runs (--help stays light)
+    from ...compiling import compile_ahead, compile_for_run
+    from ...pipeline import run
+
     names = split_names(items("--producer", args.producer))
     if len(names) > 1:
         return solve_many(args, names)
@@ -120,26 +140,33 @@ def solve(args: argparse.Namespace) -> dict:
     hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
         size.check_run(instance)  # a run too big is refused before anything compiles
-        warm(instance, prod.name)  # compiling the kernels is no part of the run's time
+        ahead = compile_ahead(instance, [prod.name])  # a cold cache: over the cores
+        compile_s = ahead + compile_for_run(instance, prod.name)  # before the run's clock and its watchdog
         with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
             row, schedule = run(instance, prod.name, options)
+        row["compile_s"] = round(compile_s + (row["compile_s"] or 0.0), 4)
     except TooBig as e:
         raise InputError(f"{args.instance}: {e.where}", e.what) from None
     if row["status"] == Status.SKIPPED and str(row.get("message", "")).startswith("unsupported: "):
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
+    written = {}
     if args.out and schedule is not None:
+        from ....tens.schedule import write_json
+
         write_json(schedule, args.out)
-        row["out"] = args.out
-    if schedule is None:
-        row["exit"] = 1
-    row["status_meaning"] = Status(row["status"]).doc
-    return row
+        written[prod.name] = args.out
+    return _result(instance, [prod.name], [row], written)
 
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     """Several producers on one instance, one row each, and the comparison table."""
+    from ....tens.schedule import write_json
+    from ...compare import compare
+    from ...compiling import compile_ahead
+
     check_limits(args)
     instance = load_instance(args.instance)
+    compile_ahead(instance, [get(n).name for n in names])  # a cold cache: over the cores, before the first run
     options = Options(
         solver=args.solver or "highs", driver=args.driver, time_limit=args.time_limit, gap=args.gap,
         threads=args.threads, seed=args.seed, starts=args.starts, params=parse_params(args.param),
@@ -154,12 +181,23 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 path = out.with_name(f"{out.stem}.{row['producer']}{out.suffix or '.json'}")
                 write_json(schedule, path)
                 written[row["producer"]] = str(path)
+    return _result(instance, names, rows, written)
+
+
+def _result(instance, names: list[str], rows: list[dict], written: dict[str, str]) -> dict:
+    """``solve``'s result, one shape for one producer or several: ``instance``, ``producers``,
+    ``rows`` (one per producer, the fields of ``docs/results.md``), ``out`` (producer -> the
+    schedule file written, when any) and the text table; exit 1 when a producer that supports
+    the instance gave no verified schedule."""
     unsupported = [r for r in rows if r["status"] == Status.SKIPPED and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
-    lines = [f"{instance.name}: {len(rows)} producers (times in s; over_bound = time_sync_s / lower_bound_s)",
-             comparison_table(rows)]
-    lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if not r["verified"]]
+    lines = [f"{instance.name}: {', '.join(names)} (steps: communication steps; TEN timesteps for the producers "
+             "counting them; x bound: sync time over its lower bound)",
+             comparison_table(rows, instance.collectives[0].message_bytes)]
+    lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if r.get("message")]
     lines += ["statuses: " + line for line in legend({r["status"] for r in rows})]
+    for r in rows:
+        r["status_meaning"] = Status(r["status"]).doc
     lines += [f"wrote {path}" for path in written.values()]
     result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
     if written:
@@ -169,17 +207,76 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     return result
 
 
-def comparison_table(rows: list[dict]) -> str:
-    """The rows' :data:`~collsynth.solvers.compare.TABLE_COLUMNS` and ``over_bound`` (the
-    synchronous time over its lower bound) as a plain text table, ``-`` where a value is missing.
+def human_time(seconds: float | None) -> str:
+    """A duration with its unit (ns, µs, ms, s), three significant figures; ``-`` when missing.
 
-    >>> print(comparison_table([{c: None for c in TABLE_COLUMNS} | {"producer": "ring", "time_sync_s": 3.0,
-    ...                                                               "lower_bound_s": 2.0}]).split()[-1])
-    1.5
+    >>> human_time(5.499999999999999e-05), human_time(0.0123), human_time(2.5), human_time(None)
+    ('55 µs', '12.3 ms', '2.5 s', '-')
     """
-    body = []
+    if seconds is None or seconds != seconds:
+        return "-"
+    if seconds == 0:
+        return "0 s"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+    return "-"
+
+
+def bandwidth(message_bytes: float | None, seconds: float | None) -> str:
+    """Algorithm bandwidth, message bytes over time, in GB/s (``-`` when either is missing).
+
+    >>> bandwidth(1 << 20, 1e-4)
+    '10.5 GB/s'
+    """
+    if not message_bytes or not seconds:
+        return "-"
+    return f"{message_bytes / seconds / 1e9:.3g} GB/s"
+
+
+def comparison_table(rows: list[dict], message_bytes: float | None = None, width: int = 240) -> str:
+    """The rows as a table (rich) with units: the producer and how it ran, the status with the
+    bound that proved it, the schedule's length in its own unit (communication steps, or TEN
+    timesteps for the producers that count them), each cost model's time, the synchronous
+    lower bound and the time over it, the algorithm bandwidth, and the run's and compiling's
+    times.
+
+    >>> row = {"producer": "ring", "status": "constructed", "steps": 7, "time_sync_s": 3e-6, "lower_bound_s": 2e-6}
+    >>> "1.5" in comparison_table([row]) and "3 µs" in comparison_table([row])
+    True
+    """
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("producer")
+    table.add_column("solver / driver")
+    table.add_column("status")
+    table.add_column("steps", justify="right")
+    table.add_column("TEN timesteps", justify="right")
+    for name in ("sync", "ten", "event"):
+        table.add_column(name, justify="right")
+    table.add_column("bound (sync)", justify="right")
+    table.add_column("x bound", justify="right")
+    table.add_column("algbw", justify="right")
+    table.add_column("run", justify="right")
+    table.add_column("compile", justify="right")
+    table.add_column("bound's argument", no_wrap=True)
     for row in rows:
         sync, bound = row.get("time_sync_s"), row.get("lower_bound_s")
-        over = sync / bound if sync is not None and bound else None
-        body.append([row.get(c) for c in TABLE_COLUMNS] + [over])
-    return tabulate(body, headers=[*TABLE_COLUMNS, "over_bound"], tablefmt="plain", floatfmt=".4g", missingval="-")
+        in_timesteps = row.get("units") == "timesteps"
+        steps = "-" if row.get("steps") is None else str(row["steps"])
+        how = " / ".join(x for x in (row.get("solver"), row.get("driver")) if x) or "-"
+        table.add_row(
+            str(row.get("producer")), how, str(row.get("status")),
+            "-" if in_timesteps else steps, steps if in_timesteps else "-",
+            *(human_time(row.get(f"time_{m}_s")) for m in ("sync", "ten", "event")),
+            human_time(bound), f"{sync / bound:.4g}" if sync is not None and bound else "-",
+            bandwidth(message_bytes, sync), human_time(row.get("wall_s")), human_time(row.get("compile_s")),
+            str(row.get("bound_source") or "-"),
+        )
+    out = io.StringIO()
+    Console(file=out, width=width, no_color=True, highlight=False, soft_wrap=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())

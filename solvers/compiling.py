@@ -1,0 +1,224 @@
+"""Compiled kernels: compiled once, kept on disk, never on a run's clock.
+
+The inner loops of the lower bounds, the verifier, the cost models, the greedy and TEN recovery
+are numba kernels compiled with ``cache=True``: the first process that calls one compiles it
+(seconds to minutes on a loaded machine) and writes it to numba's on-disk cache (the
+``__pycache__`` folder beside the module, or ``NUMBA_CACHE_DIR``), and every later process loads
+it in milliseconds. This module calls them on tiny inputs *before* a run's clock starts:
+
+- :func:`compile_for_run` compiles (or loads) the kernels one run uses: the lower bounds',
+  verification's and pricing's (:func:`compile_kernels`; those of reductions only when a
+  collective combines) and the producer's own (:func:`compile_producer`); it returns the
+  seconds spent, which a row records as ``compile_s``, apart from ``wall_s`` and every solver
+  time;
+- :func:`compile_all` compiles every kernel ahead (``collsynth warmup``, and ``collsynth
+  bench`` for the producers it plans), split over a few processes.
+
+The first time a process compiles anything (a cache miss: numba's ``numba:compile`` event, which
+a load from the cache does not fire) one line is written to stderr: :data:`NOTICE`.
+
+Compiling is not MIP warm starting (``warm_start``, the drivers' ``warm`` parameter): these are
+machine-code kernels, compiled once per machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from dataclasses import replace
+from fractions import Fraction
+from typing import Callable
+
+from numba.core import event
+
+from ..instances import Instance, generators
+from ..instances.instance import make_instance
+from ..tens import bounds, cost_models, verify
+from ..tens.schedule import from_sends, reverse
+from . import producers as registry
+
+NOTICE = "compiling kernels, first run only (kept on disk; `collsynth warmup` compiles them ahead)"
+SHARED_TASKS = ("bounds", "verify", "price")  # the kernels every run uses, split for compile_all
+
+
+class _FirstCompile(event.Listener):
+    """Calls :data:`on_first_compile` at the first cache miss of the process (numba fires
+    ``numba:compile`` only when it compiles, not when it loads from its cache)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def on_start(self, ev) -> None:  # noqa: D102 - numba's Listener interface
+        if not self.seen:
+            self.seen = True
+            on_first_compile()
+
+    def on_end(self, ev) -> None:  # noqa: D102
+        pass
+
+
+def _say_compiling() -> None:
+    print(NOTICE, file=sys.stderr, flush=True)
+
+
+on_first_compile: Callable[[], None] = _say_compiling  # a batch worker replaces it (tells its parent)
+_LISTENER = _FirstCompile()
+event.register("numba:compile", _LISTENER)
+
+
+def compiled_in_this_process() -> bool:
+    """Whether this process has compiled a kernel (a cache miss), as opposed to only loading."""
+    return _LISTENER.seen
+
+
+def _tiny_cases(combining: bool) -> list[tuple]:
+    """Tiny (schedule, instance) pairs covering every kind of send the kernels treat apart:
+    whole and fractional copies, routed sends and, with ``combining``, whole and fractional
+    reductions."""
+    ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
+    ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
+    half = Fraction(1, 2)
+    copies = from_sends([(i, lo, hi, i, (i + d) % 3, step) for i in range(3) for d in (1, 2)
+                         for lo, hi, step in ((0, half, 1), (half, 1, 2))], "allgather", 3, 3)
+    direct = from_sends([(i, 0, 1, i, j, 1) for i in range(4) for j in range(4) if i != j], "allgather", 4, 4,
+                        routing="shortest-path")
+    cases = [(copies, ring3), (direct, ring4)]
+    if combining:  # reductions of fractional and of whole pieces (these pass empty piece bounds: kernels of their own)
+        whole = from_sends([(i, 0, 1, i, (i + d) % 3, 1) for i in range(3) for d in (1, 2)], "allgather", 3, 3)
+        reduce_scatter = replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))
+        cases += [(reverse(copies), reduce_scatter), (reverse(whole), reduce_scatter)]
+    return cases
+
+
+def compile_task(task: str, combining: bool = True) -> list[str]:
+    """Compile (or load) one group of shared kernels: ``bounds`` (the lower bounds of a 3-node
+    ring), ``verify`` (verification and the TEN capacity check of :func:`_tiny_cases`) or
+    ``price`` (every cost model on them, exact and grouped dependencies); returns the
+    violations of the tiny schedules (none)."""
+    if task == "bounds":
+        bounds.warm(make_instance(generators.build("ring", {"nodes": 3}), "allgather"))
+        return []
+    violations = []
+    for sched, inst in _tiny_cases(combining):
+        if task == "verify":
+            v = verify.verify(sched, inst)
+            violations += [] if v is None else [str(v)]
+            bounds.respects_ten_capacity(sched, inst)  # judge()'s check of the schedules counted in timesteps
+        elif task == "price":
+            for model in cost_models.names():
+                cost_models.price(sched, inst, model)
+                cost_models.price(sched, inst, model, exact_deps=False)  # group prefixes: the biggest schedules' mode
+        else:
+            raise ValueError(f"unknown compile task {task!r}; expected one of {', '.join(SHARED_TASKS)}")
+    return violations
+
+
+@functools.cache
+def compile_kernels(combining: bool = True) -> list[str]:
+    """Compile (or load from numba's cache) the lower bounds', verification, pricing and judging
+    kernels, once per process, before any run's clock starts (:func:`compile_task` of each of
+    :data:`SHARED_TASKS`); returns the tiny schedules' violations (none)."""
+    return [v for task in SHARED_TASKS for v in compile_task(task, combining)]
+
+
+@functools.cache
+def compile_producer(name: str) -> None:
+    """Compile (or load from numba's cache) the kernels of producer ``name`` (its ``warm``),
+    once per process, before a run's clock starts."""
+    prod = registry.get(name)
+    if prod.warm is not None:
+        prod.warm()
+
+
+def compile_for_run(instance: Instance, producer: str) -> float:
+    """Compile (or load) the kernels a run of ``producer`` on ``instance`` uses, the reductions'
+    only when a collective of the instance combines; returns the seconds it took (about 0 once
+    done in this process): a row's ``compile_s``."""
+    t0 = time.perf_counter()
+    compile_kernels(combining=any(c.combining for c in instance.collectives))
+    compile_producer(producer)
+    return time.perf_counter() - t0
+
+
+def tasks_for(producers) -> list[str]:
+    """The compile tasks of :func:`compile_all`: the shared kernels' groups, then one per
+    distinct producer ``warm`` (producers sharing kernels share a task)."""
+    tasks, seen = list(SHARED_TASKS), set()
+    for name in producers:
+        warm = registry.get(name).warm
+        if warm is not None and warm not in seen:
+            seen.add(warm)
+            tasks.append(f"producer:{name}")
+    return tasks
+
+
+def run_task(task: str, combining: bool = True) -> tuple[str, float, bool]:
+    """One compile task in this process: (task, seconds, whether anything compiled)."""
+    t0 = time.perf_counter()
+    if task.startswith("producer:"):
+        compile_producer(task.split(":", 1)[1])
+    else:
+        compile_task(task, combining)
+    return task, time.perf_counter() - t0, compiled_in_this_process()
+
+
+def _pool_start(flag, lock) -> None:
+    """In a compile process: the first one to compile says so, once for all of them."""
+    global on_first_compile
+
+    def tell() -> None:
+        with lock:
+            if not flag.value:
+                flag.value = 1
+                _say_compiling()
+
+    on_first_compile = tell
+
+
+def compile_all(producers=None, jobs: int = 1, combining: bool = True) -> dict:
+    """Compile (or load) every kernel the given producers (default: all) and every run use,
+    ahead of any run, over ``jobs`` processes (each compiles disjoint kernel groups; numba's cache
+    is shared through the disk). Returns ``{"seconds", "compiled", "tasks": {task: seconds}}``:
+    ``compiled`` is False when everything came from the cache."""
+    names = list(producers) if producers is not None else registry.producers()
+    tasks = tasks_for(names)
+    t0 = time.perf_counter()
+    if jobs <= 1:
+        done = [run_task(task, combining) for task in tasks]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")
+        flag, lock = ctx.Value("b", 0), ctx.Lock()
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=ctx, initializer=_pool_start,
+                                 initargs=(flag, lock)) as pool:
+            done = list(pool.map(run_task, tasks, [combining] * len(tasks)))
+    return {"seconds": round(time.perf_counter() - t0, 3), "compiled": any(c for _, _, c in done),
+            "tasks": {task: round(s, 3) for task, s, _ in done}}
+
+
+def cache_is_cold() -> bool:
+    """Whether numba's on-disk cache lacks the verifier's first kernel, which every run loads: a
+    sign that this machine (or this ``NUMBA_CACHE_DIR``) has compiled nothing yet. False when
+    numba's cache layout is not the one looked for."""
+    from ..tens import verify_kernels
+
+    try:
+        return not os.path.exists(verify_kernels.first_malformed._cache._cache_file._index_path)
+    except AttributeError:
+        return False
+
+
+def compile_ahead(instance: Instance, producers, jobs: int | None = None) -> float:
+    """Before a first run on a cold cache (:func:`cache_is_cold`), compile the kernels of
+    ``producers`` on ``instance`` over ``jobs`` processes (default: the cores) with
+    :func:`compile_all` rather than one after the other in this process; nothing otherwise.
+    Seconds taken."""
+    jobs = jobs or os.cpu_count() or 1
+    if jobs < 2 or not cache_is_cold():
+        return 0.0
+    combining = any(c.combining for c in instance.collectives)
+    return compile_all(list(producers), jobs=jobs, combining=combining)["seconds"]
