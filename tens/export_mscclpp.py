@@ -59,7 +59,7 @@ import numpy as np
 from .. import InputError
 from ..instances.instance import Instance
 from .export import rank_map
-from .schedule import OP_DEFAULT, OP_REDUCE, Schedule
+from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
 from .verify import check
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
@@ -67,7 +67,7 @@ COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "all
 MAX_OPERATION = 64  # ops per thread block (src/core/include/execution_common.hpp)
 MAX_FUSED = 8  # MAX_CHANNEL_PER_OPERATION: destinations of one put
 MAX_SEMAPHORES_PER_OP = 16  # MAX_DEVICE_SEMAPHORES
-MAX_CHUNKS = 4096
+MAX_CHUNKS = 1 << 16
 MAX_THREADBLOCKS = 108  # resident thread blocks (SMs of an A100); an option
 PORT_CLASSES = ("ib", "rail", "nic")
 PHASE_PUT, PHASE_WAIT, PHASE_LOCAL = 0, 1, 2
@@ -127,6 +127,31 @@ class _Plan:
         whole, share = self.cells, self.c * self.D
         i, o = {"allgather": (share, whole), "reduce_scatter": (whole, share)}.get(self.kind, (whole, whole))
         return {"input_chunks": i, "output_chunks": o, "scratch_chunks": self.scratch[g]}
+
+
+def relayed(schedule: Schedule, instance: Instance) -> Schedule:
+    """``schedule`` with every send on links: a shortest-path send (routing
+    ``shortest-path``, as the closed forms write on tori) becomes one send per link of
+    :meth:`~collsynth.instances.topology.Topology.shortest_path`, hop ``h`` of step ``t`` in
+    step ``(t - 1) * L + h`` (``L`` the longest route), each relay forwarding what it got
+    (an MSCCL++ put joins two ranks; the runtime routes nothing). Combining collectives are
+    refused: a relay would add its own contribution. Schedules on links are returned as they are.
+    """
+    if schedule.routing == "links":
+        return schedule
+    if instance.collective.combining:
+        raise InputError("schedule", "routing is shortest-path and the collective combines: a relay on the route "
+                         "would reduce into its own data; export a schedule whose sends use links")
+    topo = instance.topology
+    paths = [topo.shortest_path(int(u), int(v)) for u, v in zip(schedule.src.tolist(), schedule.dst.tolist())]
+    L = max((len(p) - 1 for p in paths), default=1)
+    rows = [(i, p[h - 1], p[h], (int(schedule.step[i]) - 1) * L + h)
+            for i, p in enumerate(paths) for h in range(1, len(p))]
+    idx = np.array([r[0] for r in rows], dtype=np.int64)
+    return from_arrays(schedule.collective, schedule.nodes, schedule.chunks, chunk=schedule.chunk[idx],
+                       lo=schedule.lo[idx], hi=schedule.hi[idx], src=[r[1] for r in rows], dst=[r[2] for r in rows],
+                       step=[r[3] for r in rows], denom=schedule.denom, op=schedule.op[idx], routing="links",
+                       meta=schedule.meta)
 
 
 # ---- transfers: sends between ranks, routes through switches collapsed -------------------------
@@ -452,9 +477,7 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     kind = instance.collective.kind
     if kind not in COLLECTIVES:
         raise InputError("instance", f"the MSCCL++ executor runs {', '.join(COLLECTIVES)}; this instance is a {kind}")
-    if schedule.routing != "links":
-        raise InputError("schedule", "routing is shortest-path: a send over several links needs a relay on each hop; "
-                         "export a schedule whose sends use links (or switches)")
+    schedule = relayed(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)
     if plan.cells > MAX_CHUNKS:
@@ -470,7 +493,9 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
 
 
 def verified_mscclpp_plan(schedule: Schedule, instance: Instance, **options) -> str:
-    """:func:`to_mscclpp_plan` of a schedule that verifies (raises
-    :class:`~collsynth.tens.verify.VerificationError` otherwise), as JSON text."""
+    """:func:`to_mscclpp_plan` of a schedule that verifies, as JSON text: raises
+    :class:`~collsynth.tens.verify.VerificationError` when the schedule, or its relayed
+    form on links (:func:`relayed`), does not implement the collective."""
     check(schedule, instance)
+    check(relayed(schedule, instance), instance)
     return json.dumps(to_mscclpp_plan(schedule, instance, **options), indent=1) + "\n"
