@@ -2,6 +2,10 @@
 
 - ``verify SCHED.json INSTANCE.toml``: exit 0 and ``{"verified": true}``, or exit 1 with the
   first violation (send, step, reason).
+- ``verify``/``price`` take ``--from msccl-xml|teccl-output``: the file is a peer's schedule
+  (an MSCCL XML program, a TE-CCL output JSON) read onto the instance
+  (:mod:`collsynth.tens.peer_schedules`); it is verified and priced like ours, and one that
+  does not verify gets its first violation, never a price.
 - ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
   (``model, verified, steps, T_L_s, T_B_s, total_s`` plus the model's extras and the lower
   bounds); an unverified schedule is refused (exit 1).
@@ -35,7 +39,7 @@ import numpy as np
 from .... import InputError
 from ....instances.instance import load_instance
 from ....results import steps as step_view
-from ....tens import bounds, cost, cost_models, export, export_mscclpp
+from ....tens import bounds, cost, cost_models, export, export_mscclpp, peer_schedules
 from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, malformed, verify as verify_schedule
 from ..checks import out_file
@@ -48,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("verify", help="check that a schedule implements its instance's collective")
     v.add_argument("schedule", help="schedule JSON file")
     v.add_argument("instance", help="instance TOML file")
+    _from_argument(v)
     v.set_defaults(func=verify)
 
     p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
@@ -55,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance TOML file")
     p.add_argument("--model", default="sync", choices=cost_models.names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
+    _from_argument(p)
     p.set_defaults(func=price)
 
     e = sub.add_parser("export", help="export a verified schedule (MSCCL XML or schedule JSON)")
@@ -80,9 +86,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.set_defaults(func=show)
 
 
+def _from_argument(parser) -> None:
+    parser.add_argument("--from", dest="peer_from", default="json", choices=("json",) + peer_schedules.FORMATS,
+                        help="the schedule file's format: ours (json, default), an MSCCL XML program "
+                             "(msccl-tools, TACCL, ForestColl) or a TE-CCL output JSON")
+
+
 def _load(args) -> tuple:
-    """The instance and the schedule file, whose header must describe that instance."""
+    """The instance and the schedule file, whose header must describe that instance; a peer's
+    schedule (``--from``) is read onto the instance (:mod:`collsynth.tens.peer_schedules`)."""
     instance = load_instance(args.instance)
+    fmt = getattr(args, "peer_from", "json")
+    if fmt != "json":
+        return peer_schedules.read_peer_schedule(args.schedule, fmt, instance), instance
     schedule = read_json(args.schedule)
     check_header(schedule, instance, args.schedule)
     return schedule, instance
