@@ -18,10 +18,12 @@ like ours (``collsynth verify|price FILE INSTANCE.toml --from msccl-xml|teccl-ou
 - :func:`read_teccl_output`: TE-CCL's output JSON (Liu et al., SIGCOMM 2024; microsoft/TE-CCL
   ``teccl/solvers/allgather.py``, ``dfs_remove_unnecessary_flows``): its ``7-Flows`` strings
   ``Chunk c from s traveled over i->j in epoch k [via switches w -> ...]`` become sends of
-  chunk ``s*C + c`` (allgather), hop by hop through the switches, the first in step ``k+1``;
-  a hop out of a switch leaves in the same step when the topology's switch hop is instant
-  (``meta.switch_hop``, TE-CCL's default) and in the next otherwise. ``1-Epoch_Duration``
-  is recorded as ``meta.timestep_s``. TE-CCL numbers a chassis' switch before its GPUs (its
+  chunk ``s*C + c`` (allgather), hop by hop through the switches. ``1-Epoch_Duration`` is
+  the schedule's TEN timestep (``meta.timestep_s``), so a step is an epoch and a send's step
+  is its arrival: the first hop reads its source at the end of step ``k`` (what arrived by
+  epoch ``k - 1``) and every hop arrives its link's delay plus pipelined latency later, less
+  one over an instant switch-to-GPU hop (:func:`collsynth.tens.verify.ten_timing`, the
+  verifier's own timing). TE-CCL numbers a chassis' switch before its GPUs (its
   ``dgx2.py``: switch ``17c``, GPU ``17c + 1 + g``); on a topology with one switch per chassis
   (``meta.gpus_per_chassis``) ids are mapped that way, elsewhere they are our node ids.
   All-to-all outputs (volumes per path) are refused.
@@ -37,11 +39,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 
 from .. import InputError
 from ..instances.instance import Instance
 from .export import ALGO_ATTRS, STEP_ATTRS, interpret_msccl_xml
 from .schedule import Schedule, from_sends
+from .ten import instant_hops
+from .verify import ten_timing
 
 FORMATS = ("msccl-xml", "teccl-output")
 FLOW = re.compile(r"Chunk (\d+) from (\d+) traveled over (\d+)->(\d+) (?:in|at) epoch (\d+)(?: via switches ([\d >-]+))?\s*$")
@@ -160,10 +166,8 @@ def read_teccl_output(text: str, instance: Instance) -> Schedule:
     if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or not epoch > 0:
         raise InputError("1-Epoch_Duration", f"expected a positive number of seconds, got {epoch!r}")
     ours = _teccl_ids(instance)
-    instant = instance.topology.meta.get("switch_hop") == "instant" if isinstance(instance.topology.meta, dict) else False
     S, C = coll.size, coll.chunks_per_node
-    switches = instance.topology.switches
-    rows = []
+    rows, epochs, flow_of = [], [], []
     for k, flow in enumerate(flows):
         m = FLOW.match(flow) if isinstance(flow, str) else None
         if m is None:
@@ -175,12 +179,20 @@ def read_teccl_output(text: str, instance: Instance) -> Schedule:
                 raise InputError(f"7-Flows[{k}]", f"{what} {node} is outside the instance's node ids 0..{S - 1}")
         if c >= C:
             raise InputError(f"7-Flows[{k}]", f"chunk {c}, the instance has {C} chunk(s) per GPU")
-        step = e + 1
-        for h, (a, b) in enumerate(zip(hops, hops[1:])):
-            if h and not (instant and a in switches and b not in switches):
-                step += 1
-            rows.append((ours(s) * C + c, 0, 1, a, b, step))
-    sched = from_sends(rows, coll.kind, S, coll.num_chunks, meta={"timestep_s": float(epoch), "peer": "teccl-output"})
+        for a, b in zip(hops, hops[1:]):
+            rows.append([ours(s) * C + c, 0, 1, a, b, 1])
+            epochs.append(e)
+            flow_of.append(k)
+    meta = {"timestep_s": float(epoch), "peer": "teccl-output"}
+    probe = from_sends(rows, coll.kind, S, coll.num_chunks, meta=meta)
+    timing = ten_timing(probe, instance)
+    lag = np.ones(len(rows), np.int64) if timing is None else \
+        timing[0] + timing[1] - instant_hops(instance.topology, probe.src, probe.dst).astype(np.int64)
+    step = 0
+    for r in range(len(rows)):  # a flow's first hop reads at the end of step e, each hop arrives lag later
+        step = (epochs[r] if r == 0 or flow_of[r] != flow_of[r - 1] else step) + int(lag[r])
+        rows[r][5] = max(step, 1)
+    sched = from_sends(rows, coll.kind, S, coll.num_chunks, meta=meta)
     return _routed(sched, instance)
 
 
