@@ -197,3 +197,13 @@ def test_verified_plan_text_is_json():
     schedule, inst = _solve({"generator": "ring", "nodes": 3}, "allgather", "ring")
     plan = json.loads(verified_mscclpp_plan(schedule, inst))
     assert plan["collective"] == "allgather" and len(plan["gpus"]) == 3
+
+
+def test_the_worked_example_in_the_docs_is_what_the_exporter_writes():
+    text = (ROOT / "docs" / "schedules.md").read_text()
+    block = text.split("### A worked example: allgather on 4 GPUs")[1].split("```json\n")[1].split("```")[0]
+    documented = json.loads(block)
+    schedule, inst = _solve({"generator": "ring", "nodes": 4, "bidirectional": False}, "allgather", "ring")
+    plan = to_mscclpp_plan(schedule, inst)
+    assert documented == plan["gpus"][0]
+    assert run_plan(json.loads(json.dumps(plan)), "allgather", 4)["ops"] > 0
