@@ -29,7 +29,9 @@ The mapping (docs/schedules.md, "MSCCL++ execution plans"):
   link, or the route through a switch, is a NIC's (link classes ``ib``, ``rail``, ``nic``)
   or joins two nodes (``meta.gpus_per_node``). A route ``u -> switch -> v`` of the
   schedule (the switch forwards what ``u`` sent) is a put from ``u`` to ``v`` on that
-  channel; NVLS ``switch`` channels (multicast) are not written.
+  channel; NVLS ``switch`` channels (multicast) are not written. A shortest-path schedule
+  (closed forms on tori) is relayed link by link (:func:`_hops`); the relays of a combining
+  collective pass the data through a scratch chunk without adding their own.
 - Thread blocks: one per channel, holding both directions of the pair in step order. A
   step's sends to the peer are ``put`` ops (fused up to 8), a ``nop`` (all threads'
   stores done), ``signal`` (port channels: then ``flush``, so a source is not rewritten
@@ -42,7 +44,7 @@ The mapping (docs/schedules.md, "MSCCL++ execution plans"):
   channel and thread block.
 
 A schedule the executor cannot run is refused (:class:`~collsynth.InputError`, one line
-saying why): another collective kind, concurrent collectives, shortest-path routing, a send
+saying why): another collective kind, concurrent collectives, a send
 between ranks neither linked nor joined through a switch, a switch forwarding what no
 single send brought, a grid of more than ``MAX_CHUNKS`` plan chunks per buffer, a step of
 one pair needing more than 64 ops, or more thread blocks on a GPU than ``max_threadblocks``
@@ -97,6 +99,7 @@ class _Plan:
         self.combining = coll.combining
         self.cells = self.n * self.c * denom  # plan chunks of the whole buffer
         self.scratch = [0] * self.n
+        self.relay: dict[tuple[int, int], tuple[int, tuple[str, int]]] = {}  # (flow, cell) -> (rank, place)
         self.where: list[dict[int, tuple[str, int]]] = [dict() for _ in range(self.n)]  # cell -> (buf, idx)
         share = self.c * denom
         for g in range(self.n):
@@ -129,29 +132,41 @@ class _Plan:
         return {"input_chunks": i, "output_chunks": o, "scratch_chunks": self.scratch[g]}
 
 
-def relayed(schedule: Schedule, instance: Instance) -> Schedule:
-    """``schedule`` with every send on links: a shortest-path send (routing
-    ``shortest-path``, as the closed forms write on tori) becomes one send per link of
-    :meth:`~collsynth.instances.topology.Topology.shortest_path`, hop ``h`` of step ``t`` in
-    step ``(t - 1) * L + h`` (``L`` the longest route), each relay forwarding what it got
-    (an MSCCL++ put joins two ranks; the runtime routes nothing). Combining collectives are
-    refused: a relay would add its own contribution. Schedules on links are returned as they are.
-    """
+def _hops(schedule: Schedule, instance: Instance) -> tuple[Schedule, np.ndarray, np.ndarray]:
+    """``(schedule on links, pass-through, flow)``: a shortest-path send becomes one send per
+    link of :meth:`~collsynth.instances.topology.Topology.shortest_path`, hop ``h`` of step
+    ``t`` in step ``(t - 1) * L + h`` (``L`` the longest route); ``flow`` is the send it came
+    from; ``pass-through`` marks the hops of a combining collective that land on a relay, which
+    forwards them untouched (its own data is not in them)."""
+    n = len(schedule)
     if schedule.routing == "links":
-        return schedule
-    if instance.collective.combining:
-        raise InputError("schedule", "routing is shortest-path and the collective combines: a relay on the route "
-                         "would reduce into its own data; export a schedule whose sends use links")
+        return schedule, np.zeros(n, dtype=bool), np.arange(n)
     topo = instance.topology
     paths = [topo.shortest_path(int(u), int(v)) for u, v in zip(schedule.src.tolist(), schedule.dst.tolist())]
     L = max((len(p) - 1 for p in paths), default=1)
-    rows = [(i, p[h - 1], p[h], (int(schedule.step[i]) - 1) * L + h)
+    rows = [(i, p[h - 1], p[h], (int(schedule.step[i]) - 1) * L + h, h == len(p) - 1)
             for i, p in enumerate(paths) for h in range(1, len(p))]
     idx = np.array([r[0] for r in rows], dtype=np.int64)
-    return from_arrays(schedule.collective, schedule.nodes, schedule.chunks, chunk=schedule.chunk[idx],
+    hops = from_arrays(schedule.collective, schedule.nodes, schedule.chunks, chunk=schedule.chunk[idx],
                        lo=schedule.lo[idx], hi=schedule.hi[idx], src=[r[1] for r in rows], dst=[r[2] for r in rows],
                        step=[r[3] for r in rows], denom=schedule.denom, op=schedule.op[idx], routing="links",
                        meta=schedule.meta)
+    through = np.array([not r[4] for r in rows], dtype=bool) & instance.collective.combining
+    return hops, through, idx
+
+
+def relayed(schedule: Schedule, instance: Instance) -> Schedule:
+    """``schedule`` with every send on links (:func:`_hops`: each relay forwards what it got;
+    an MSCCL++ put joins two ranks, the runtime routes nothing), for collectives that copy. A
+    relay of a combining collective passes data through without adding its own, which a
+    schedule cannot say: refused here (the plan still writes it). Schedules on links are
+    returned as they are."""
+    if schedule.routing == "links":
+        return schedule
+    if instance.collective.combining:
+        raise InputError("schedule", "routing is shortest-path and the collective combines: a relay that only "
+                         "forwards cannot be written as a schedule")
+    return _hops(schedule, instance)[0]
 
 
 # ---- transfers: sends between ranks, routes through switches collapsed -------------------------
@@ -169,8 +184,9 @@ def _channel_type(topo, u: int, v: int, via: list[int]) -> str:
     return "memory"
 
 
-def _transfers(s: Schedule, instance: Instance) -> list[tuple]:
-    """``(rank chunk, lo, hi, src node, dst node, step, reduces, via)`` between ranks: a send
+def _transfers(s: Schedule, instance: Instance, through: np.ndarray, flow: np.ndarray) -> list[tuple]:
+    """``(rank chunk, lo, hi, src node, dst node, step, reduces, via, pass-through, flow)``
+    between ranks (:func:`_hops` for the last two): a send
     out of a switch starts where the latest send into it (step <= its own) covering the piece
     started; sends into switches are not transfers."""
     topo = instance.topology
@@ -198,11 +214,35 @@ def _transfers(s: Schedule, instance: Instance) -> list[tuple]:
             u = int(s.src[j])
         if not via and not topo.has_link(u, v):
             raise InputError("schedule", f"send {i} ({u}->{v}) is not over a link")
-        out.append((int(rchunk[i]), int(s.lo[i]), int(s.hi[i]), u, v, int(s.step[i]), bool(reduce[i]), via))
+        out.append((int(rchunk[i]), int(s.lo[i]), int(s.hi[i]), u, v, int(s.step[i]), bool(reduce[i]), via,
+                    bool(through[i]), int(flow[i])))
     return out
 
 
 # ---- events: what each rank does, in schedule order --------------------------------------------
+
+def _place(plan: _Plan, g: int, x: int, red: bool, through: bool, flow: int) -> tuple[tuple, tuple | None]:
+    """Where plan chunk ``x`` arriving at rank ``g`` lands, and the local op that follows
+    (``("re"|"copy", place)`` or None): a first copy goes to its final place, anything else to a
+    fresh scratch chunk (a pass-through is remembered for the flow's next hop)."""
+    if through:
+        dst = plan.fresh(g)
+        plan.relay[(flow, x)] = (g, dst)
+        return dst, None
+    dst = None if red or plan.combining else plan.final(g, x)
+    if dst is not None and x in plan.where[g]:
+        dst = None
+    if dst is not None:
+        plan.where[g][x] = dst
+        return dst, None
+    dst = plan.fresh(g)
+    if red:
+        return dst, ("re", plan.where[g][x])
+    if plan.combining:
+        return dst, ("copy", plan.where[g][x])
+    plan.where[g].setdefault(x, dst)
+    return dst, None
+
 
 def _events(plan: _Plan, transfers: list, rank: dict, instance: Instance) -> tuple[list, dict]:
     """Events ``{gpu, peer, step, phase, kind, moves, reads, writes}`` and the channel type
@@ -224,32 +264,20 @@ def _events(plan: _Plan, transfers: list, rank: dict, instance: Instance) -> tup
     for step in sorted(by_step):
         sends: dict[tuple[int, int], list] = defaultdict(list)
         arrivals = []
-        for r, lo, hi, u, v, _, red, via in by_step[step]:
+        for r, lo, hi, u, v, _, red, via, through, flow in by_step[step]:
             gu, gv = rank[u], rank[v]
             key = frozenset((gu, gv))
             typ = _channel_type(instance.topology, u, v, via)
             ctype[key] = "port" if ctype.get(key) == "port" or typ == "port" else "memory"
             for y in range(lo, hi):
                 x = r * D + y
-                src = plan.where[gu].get(x)
+                held = plan.relay.get((flow, x))
+                src = held[1] if held and held[0] == gu else plan.where[gu].get(x)
                 if src is None:
                     raise InputError("schedule", f"rank {gu} sends plan chunk {x} in step {step} before it holds it")
-                arrivals.append((gu, gv, x, src, red))
-        for gu, gv, x, src, red in arrivals:  # all reads of a step see the state of the step before
-            dst = None if red or plan.combining else plan.final(gv, x)
-            if dst is not None and x in plan.where[gv]:
-                dst = None
-            local = None
-            if dst is None:
-                dst = plan.fresh(gv)
-                if red:
-                    local = ("re", plan.where[gv][x])
-                elif plan.combining:
-                    local = ("copy", plan.where[gv][x])
-                elif x not in plan.where[gv]:
-                    plan.where[gv][x] = dst
-            else:
-                plan.where[gv][x] = dst
+                arrivals.append((gu, gv, x, src, red, through, flow))
+        for gu, gv, x, src, red, through, flow in arrivals:  # all reads of a step see the state of the step before
+            dst, local = _place(plan, gv, x, red, through, flow)
             sends[(gu, gv)].append((src[0], src[1], dst[0], dst[1], local))
         for (gu, gv), moves in sorted(sends.items()):
             events.append({"gpu": gu, "peer": gv, "step": step, "phase": PHASE_PUT, "kind": "put", "moves": moves,
@@ -477,14 +505,14 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     kind = instance.collective.kind
     if kind not in COLLECTIVES:
         raise InputError("instance", f"the MSCCL++ executor runs {', '.join(COLLECTIVES)}; this instance is a {kind}")
-    schedule = relayed(schedule, instance)
+    schedule, through, flow = _hops(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)
     if plan.cells > MAX_CHUNKS:
         raise InputError("schedule", f"pieces on a 1/{D} grid need {plan.cells} plan chunks per buffer "
                          f"(more than {MAX_CHUNKS}); export whole-chunk schedules or a coarser grid")
     rank = rank_map(instance)
-    events, ctype = _events(plan, _transfers(schedule, instance), rank, instance)
+    events, ctype = _events(plan, _transfers(schedule, instance, through, flow), rank, instance)
     gpus = _layout_blocks(plan, events, ctype, max_threadblocks)
     return {"name": name, "collective": COLLECTIVES[kind], "protocol": "Simple", "inplace": kind != "alltoall",
             "reuse_resources": False, "gpus": gpus, "num_threads_per_block": 1024,
@@ -494,8 +522,9 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
 
 def verified_mscclpp_plan(schedule: Schedule, instance: Instance, **options) -> str:
     """:func:`to_mscclpp_plan` of a schedule that verifies, as JSON text: raises
-    :class:`~collsynth.tens.verify.VerificationError` when the schedule, or its relayed
-    form on links (:func:`relayed`), does not implement the collective."""
+    :class:`~collsynth.tens.verify.VerificationError` when the schedule, or (collectives that
+    copy) its relayed form on links (:func:`relayed`), does not implement the collective."""
     check(schedule, instance)
-    check(relayed(schedule, instance), instance)
+    if not instance.collective.combining:
+        check(relayed(schedule, instance), instance)
     return json.dumps(to_mscclpp_plan(schedule, instance, **options), indent=1) + "\n"
