@@ -28,6 +28,8 @@ like ours (``collsynth verify|price FILE INSTANCE.toml --from msccl-xml|teccl-ou
   (``meta.gpus_per_chassis``) ids are mapped that way, elsewhere they are our node ids.
   All-to-all outputs (volumes per path) are refused.
 
+- ``mscclpp-json``: an MSCCL++ execution plan, run op by op (:mod:`collsynth.tens.peer_plans`).
+
 Errors are :class:`~collsynth.InputError` naming the file and the field.
 """
 
@@ -49,7 +51,7 @@ from .schedule import Schedule, from_sends
 from .ten import instant_hops
 from .verify import ten_timing
 
-FORMATS = ("msccl-xml", "teccl-output")
+FORMATS = ("msccl-xml", "teccl-output", "mscclpp-json")
 FLOW = re.compile(r"Chunk (\d+) from (\d+) traveled over (\d+)->(\d+) (?:in|at) epoch (\d+)(?: via switches ([\d >-]+))?\s*$")
 
 
@@ -62,9 +64,11 @@ def read_peer_schedule(path: str | Path, fmt: str, instance: Instance) -> Schedu
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(str(path), f"cannot read: {getattr(e, 'strerror', None) or e}") from None
-    reader = read_msccl_xml if fmt == "msccl-xml" else read_teccl_output
+    from .peer_plans import read_mscclpp_plan
+    reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
     try:
-        return reader(text, instance)
+        schedule = reader(text, instance)
+        return _routed(schedule, instance) if fmt == "mscclpp-json" else schedule
     except InputError as e:
         raise InputError(str(path), f"{e.where}: {e.what}") from None
 

@@ -21,6 +21,7 @@ from cli_errors import assert_one_error_line, run_cli
 import collsynth as cs
 from collsynth.instances.instance import load_instance
 from collsynth.tens import export, peer_schedules
+from collsynth.tens.peer_plans import read_mscclpp_plan
 from collsynth.tens.verify import verify
 
 RING4 = 'name = "ring4-{kind}"\n[topology]\ngenerator = "ring"\nnodes = 4\n[collective]\nkind = "{kind}"\n'
@@ -164,3 +165,74 @@ def test_bench_takes_a_folder_of_peer_schedules(ring4, tmp_path):
     assert rows[f"peer:{folder}"]["verified"] and rows["ring"]["verified"]
     assert rows[f"peer:{folder}"]["time_sync_s"] == pytest.approx(rows["ring"]["time_sync_s"])
     assert out is not None
+
+
+@pytest.fixture()
+def ring4_plan(tmp_path):
+    """(instance file, our MSCCL++ plan of a greedy schedule on a 4-ring, as JSON text)."""
+    from collsynth.tens.export_mscclpp import verified_mscclpp_plan
+
+    out = {}
+    for kind in ("allgather", "reduce_scatter", "allreduce", "alltoall"):
+        toml = tmp_path / f"ring4-{kind}.toml"
+        toml.write_text(RING4.format(kind=kind))
+        inst = load_instance(toml)
+        r = cs.solve(inst, "greedy" if kind != "allreduce" else "ring")
+        out[kind] = (toml, inst, verified_mscclpp_plan(r.schedule, inst), r.schedule)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["allgather", "reduce_scatter", "allreduce", "alltoall"])
+def test_our_plans_read_back_as_schedules_that_verify(ring4_plan, tmp_path, capsys, kind):
+    toml, inst, text, schedule = ring4_plan[kind]
+    read = read_mscclpp_plan(text, inst)
+    assert verify(read, inst) is None
+    # every send is one put; steps are by readiness, so never later than the schedule's
+    assert len(read) == len(schedule) and read.num_steps <= schedule.num_steps
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    code, out, _ = run_cli(["verify", path, toml, "--from", "mscclpp-json", "--json"], capsys)
+    assert code == 0 and json.loads(out)["verified"] is True
+
+
+def _edit_plan(text: str, fn) -> str:
+    plan = json.loads(text)
+    fn(plan)
+    return json.dumps(plan)
+
+
+def _drop_a_put(plan):
+    tb = next(tb for g in plan["gpus"] for tb in g["threadblocks"] if any(op["name"] == "put" for op in tb["ops"]))
+    k = next(k for k, op in enumerate(tb["ops"]) if op["name"] == "put")
+    del tb["ops"][k]
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda t: t[:-10], "not well formed"),
+    (lambda t: _edit_plan(t, lambda p: p["gpus"][0]["remote_buffers"][0].update(rank=9)), "remote_buffers[0].rank"),
+    (lambda t: _edit_plan(t, lambda p: p["gpus"][1]["channels"][0]["connected_to"].__setitem__(0, 7)), "connected_to"),
+    (lambda t: _edit_plan(t, lambda p: p["gpus"][0].pop("input_chunks")), "'input_chunks'"),
+    (lambda t: _edit_plan(t, lambda p: p["gpus"][2]["threadblocks"][0]["ops"][0].pop("src_buff")), "'src_buff'"),
+    (lambda t: _edit_plan(t, lambda p: p.update(collective="alltoall")), "collective"),
+])
+def test_bad_plans_are_one_line_naming_file_and_field(ring4_plan, tmp_path, capsys, edit, field):
+    toml, _, text, _ = ring4_plan["allgather"]
+    path = tmp_path / "bad-plan.json"
+    path.write_text(edit(text))
+    for cmd in ("verify", "price"):
+        code, _, err = run_cli([cmd, path, toml, "--from", "mscclpp-json"], capsys)
+        assert code == 2
+        assert_one_error_line(err, [str(path), field])
+
+
+def test_a_plan_missing_a_put_gets_its_first_violation(ring4_plan, tmp_path, capsys):
+    toml, _, text, _ = ring4_plan["allgather"]
+    path = tmp_path / "short-plan.json"
+    path.write_text(_edit_plan(text, _drop_a_put))
+    code, out, err = run_cli(["verify", path, toml, "--from", "mscclpp-json", "--json"], capsys)
+    if code == 2:  # the data the dropped put carried is then forwarded from nowhere
+        assert_one_error_line(err, [str(path)])
+    else:
+        assert code == 1 and json.loads(out)["verified"] is False
+    code, out, _ = run_cli(["price", path, toml, "--from", "mscclpp-json", "--json"], capsys)
+    assert code in (1, 2) and "total_s" not in out

@@ -2,8 +2,8 @@
 
 - ``verify SCHED.json INSTANCE.toml``: exit 0 and ``{"verified": true}``, or exit 1 with the
   first violation (send, step, reason).
-- ``verify``/``price`` take ``--from msccl-xml|teccl-output``: the file is a peer's schedule
-  (an MSCCL XML program, a TE-CCL output JSON) read onto the instance
+- ``verify``/``price`` take ``--from msccl-xml|teccl-output|mscclpp-json``: the file is a
+  peer's schedule (an MSCCL XML program, a TE-CCL output JSON, an MSCCL++ plan) read onto the instance
   (:mod:`collsynth.tens.peer_schedules`); it is verified and priced like ours, and one that
   does not verify gets its first violation, never a price.
 - ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _from_argument(parser) -> None:
     parser.add_argument("--from", dest="peer_from", default="json", choices=("json",) + peer_schedules.FORMATS,
                         help="the schedule file's format: ours (json, default), an MSCCL XML program "
-                             "(msccl-tools, TACCL, ForestColl) or a TE-CCL output JSON")
+                             "(msccl-tools, TACCL, ForestColl), a TE-CCL output JSON or an MSCCL++ plan")
 
 
 def _load(args) -> tuple:
