@@ -218,3 +218,12 @@ def test_the_worked_example_in_the_docs_is_what_the_exporter_writes():
     plan = to_mscclpp_plan(schedule, inst)
     assert documented == plan["gpus"][0]
     assert run_plan(json.loads(json.dumps(plan)), "allgather", 4)["ops"] > 0
+
+
+def test_long_schedules_are_cut_into_windows_under_64_ops():
+    schedule, inst = _solve({"generator": "ring", "nodes": 16}, "allreduce", "ring")  # 30 steps
+    plan = to_mscclpp_plan(schedule, inst)
+    peers = plan["gpus"][0]["channels"][0]["connected_to"]
+    assert len(peers) > len(set(peers))  # several channels (windows) to one peer
+    assert max(len(tb["ops"]) for g in plan["gpus"] for tb in g["threadblocks"]) <= 64
+    assert run_plan(json.loads(json.dumps(plan)), "allreduce", 16)["ops"] > 0
