@@ -40,12 +40,12 @@ from .solvers import batch as runner
 from .solvers.pipeline import run
 from .limits import DEFAULT_TIME_LIMIT_S
 from .solvers.producers import Options, get
-from .tens import cost, cost_models, export as exports, schedule as schedules, verify as verification
+from .tens import cost, cost_models, export as exports, export_mscclpp, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
            "export", "Result", "Store", "Verification"]
 
-EXPORT_FORMATS = ("msccl-xml", "json")
+EXPORT_FORMATS = ("msccl-xml", "mscclpp-json", "json")
 
 
 def make_instance(
@@ -336,8 +336,11 @@ def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | 
 def export(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, format: str = "msccl-xml",
            path: str | Path | None = None, **options: Any) -> str:
     """A verified schedule as MSCCL XML (read back and verified before it is returned) or as
-    schedule JSON; written to ``path`` when given. ``options`` for MSCCL XML: ``name``,
-    ``proto``, ``dialect`` (:func:`collsynth.tens.export.to_msccl_xml`). A schedule that does
+    an MSCCL++ execution plan (``mscclpp-json``) or as schedule JSON; written to ``path``
+    when given. ``options`` for MSCCL XML: ``name``, ``proto``, ``dialect``
+    (:func:`collsynth.tens.export.to_msccl_xml`); for the plan: ``name``,
+    ``min_message_size``, ``max_message_size``, ``max_threadblocks``
+    (:func:`collsynth.tens.export_mscclpp.to_mscclpp_plan`). A schedule that does
     not verify raises :class:`~collsynth.tens.verify.VerificationError`.
 
     >>> from collsynth.instances import CORPUS
@@ -351,6 +354,8 @@ def export(schedule: schedules.Schedule | str | Path, instance: Instance | str |
     sched, inst = _schedule(schedule), _instance(instance)
     if format == "msccl-xml":
         content = exports.verified_msccl_xml(sched, inst, **options)
+    elif format == "mscclpp-json":
+        content = export_mscclpp.verified_mscclpp_plan(sched, inst, **options)
     else:
         verification.check(sched, inst)
         content = json.dumps(schedules.to_json(sched)) + "\n"

@@ -417,7 +417,11 @@ def lookup_order(name: str) -> tuple[str, ...]:
 
 def get(name: str, where: str = "--producer") -> Producer:
     """The producer called ``name``, importing families (:func:`lookup_order`) only until one
-    registers it; an InputError listing every producer otherwise."""
+    registers it; an InputError listing every producer otherwise. ``peer:<folder>`` is the
+    peers' schedules in a folder (:mod:`collsynth.solvers.peers`)."""
+    if name.startswith("peer:") and len(name) > len("peer:"):
+        from .peers import peer_producer
+        return peer_producer(name)
     for module in lookup_order(name):
         found = next((p for p in getattr(import_family(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:

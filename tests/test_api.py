@@ -105,7 +105,7 @@ def test_price_and_export_refuse_an_unverified_schedule(tmp_path):
     assert (tmp_path / "s.xml").read_text() == xml
     assert verify(exports.interpret_msccl_xml(xml, r.instance), r.instance) is None
     assert cs.price(r.schedule, r.instance, "event").total_s > 0
-    with pytest.raises(InputError, match="expected one of msccl-xml, json"):
+    with pytest.raises(InputError, match="expected one of msccl-xml, mscclpp-json, json"):
         cs.export(r.schedule, r.instance, "xml")
 
 

@@ -2,11 +2,18 @@
 
 - ``verify SCHED.json INSTANCE.toml``: exit 0 and ``{"verified": true}``, or exit 1 with the
   first violation (send, step, reason).
+- ``verify``/``price`` take ``--from msccl-xml|teccl-output|mscclpp-json``: the file is a
+  peer's schedule (an MSCCL XML program, a TE-CCL output JSON, an MSCCL++ plan) read onto the instance
+  (:mod:`collsynth.tens.peer_schedules`); it is verified and priced like ours, and one that
+  does not verify gets its first violation, never a price.
 - ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
   (``model, verified, steps, T_L_s, T_B_s, total_s`` plus the model's extras and the lower
   bounds); an unverified schedule is refused (exit 1).
-- ``export SCHED.json INSTANCE.toml --format msccl-xml|json [--out F] [--msccl-dialect D]``: a
-  verified schedule as MSCCL XML or schedule JSON, to stdout or to ``F``. The XML uses the
+- ``export SCHED.json INSTANCE.toml --format msccl-xml|mscclpp-json|json [--out F] [--msccl-dialect D]``:
+  a verified schedule as MSCCL XML, an MSCCL++ execution plan
+  (:mod:`collsynth.tens.export_mscclpp`; ``--min-bytes``, ``--max-bytes``,
+  ``--max-threadblocks``; a schedule the executor cannot run is refused in one line, exit 2)
+  or schedule JSON, to stdout or to ``F``. The XML uses the
   collective names of ``D`` (``msccl-executor``, the default, or ``msccl-tools``) and is read
   back and verified before it is written (a program that does not implement the collective
   is a failure, exit 1). When the MSCCL ranks are not the node ids (failed nodes), the map
@@ -34,12 +41,12 @@ from .... import InputError
 from ....outputs import replaced_file
 from ....instances.instance import load_instance
 from ....results import steps as step_view
-from ....tens import bounds, cost, cost_models, export
+from ....tens import bounds, cost, cost_models, export, export_mscclpp, peer_schedules
 from ....tens.schedule import check_header, read_json, to_json, write_json
 from ....tens.verify import VerificationError, malformed, verify as verify_schedule
 from ..checks import out_file
 
-FORMATS = ("msccl-xml", "json")
+FORMATS = ("msccl-xml", "mscclpp-json", "json")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("verify", help="check that a schedule implements its instance's collective")
     v.add_argument("schedule", help="schedule JSON file")
     v.add_argument("instance", help="instance TOML file")
+    _from_argument(v)
     v.set_defaults(func=verify)
 
     p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
@@ -54,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance TOML file")
     p.add_argument("--model", default="sync", choices=cost_models.names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
+    _from_argument(p)
     p.set_defaults(func=price)
 
     e = sub.add_parser("export", help="export a verified schedule (MSCCL XML or schedule JSON)")
@@ -65,6 +74,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"], help="MSCCL protocol")
     e.add_argument("--msccl-dialect", default=export.DEFAULT_DIALECT, choices=export.DIALECTS,
                    help="collective names of the MSCCL runtime (default: msccl-executor)")
+    e.add_argument("--min-bytes", type=int, default=0, help="MSCCL++ plan: smallest message size it is chosen for")
+    e.add_argument("--max-bytes", type=int, default=2**64 - 1, help="MSCCL++ plan: largest message size it is chosen for")
+    e.add_argument("--max-threadblocks", type=int, default=export_mscclpp.MAX_THREADBLOCKS,
+                   help="MSCCL++ plan: thread blocks per GPU that can be resident at once (default: 108, an A100's SMs)")
     e.set_defaults(func=export_cmd)
 
     w = sub.add_parser("show", help="print a schedule step by step: sends per link, bytes, per-step time")
@@ -75,9 +88,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.set_defaults(func=show)
 
 
+def _from_argument(parser) -> None:
+    parser.add_argument("--from", dest="peer_from", default="json", choices=("json",) + peer_schedules.FORMATS,
+                        help="the schedule file's format: ours (json, default), an MSCCL XML program "
+                             "(msccl-tools, TACCL, ForestColl), a TE-CCL output JSON or an MSCCL++ plan")
+
+
 def _load(args) -> tuple:
-    """The instance and the schedule file, whose header must describe that instance."""
+    """The instance and the schedule file, whose header must describe that instance; a peer's
+    schedule (``--from``) is read onto the instance (:mod:`collsynth.tens.peer_schedules`)."""
     instance = load_instance(args.instance)
+    fmt = getattr(args, "peer_from", "json")
+    if fmt != "json":
+        return peer_schedules.read_peer_schedule(args.schedule, fmt, instance), instance
     schedule = read_json(args.schedule)
     check_header(schedule, instance, args.schedule)
     return schedule, instance
@@ -143,7 +166,19 @@ def export_cmd(args) -> dict:
     if refusal:
         return refusal
     out = {"format": args.format, "verified": True, "sends": len(schedule)}
-    if args.format == "msccl-xml":
+    if args.format == "mscclpp-json":
+        try:
+            content = export_mscclpp.verified_mscclpp_plan(
+                schedule, instance, name=args.name, min_message_size=args.min_bytes,
+                max_message_size=args.max_bytes, max_threadblocks=args.max_threadblocks)
+        except VerificationError as e:
+            return {**out, "exit": 1, "violation": _violation(e.violation),
+                    "text": f"refusing to write an MSCCL++ plan of a schedule that does not implement the collective: {e}"}
+        except InputError as e:
+            raise InputError(args.schedule, f"the MSCCL++ executor cannot run it: {e.what}") from None
+        out["ranks_renumbered"] = export.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
+    elif args.format == "msccl-xml":
         try:
             content = export.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
                                                 dialect=args.msccl_dialect)
@@ -169,7 +204,7 @@ def export_cmd(args) -> dict:
                 staged.write_text(content)
             if ranks_path is not None:
                 ranks = more.enter_context(replaced_file(ranks_path))
-                ranks.write_text(json.dumps({"xml": path.name, "ranks": out["ranks"]}, indent=1) + "\n")
+                ranks.write_text(json.dumps({("xml" if args.format == "msccl-xml" else "plan"): path.name, "ranks": out["ranks"]}, indent=1) + "\n")
     except OSError as e:
         raise InputError(str(path), f"cannot write: {e.strerror}") from None
     out["out"] = str(path)

@@ -1,0 +1,202 @@
+"""Readers for the peers' own schedules: MSCCL XML and TE-CCL output JSON, as a Schedule.
+
+A schedule another tool wrote is read onto one of our instances, then verified and priced
+like ours (``collsynth verify|price FILE INSTANCE.toml --from msccl-xml|teccl-output``):
+
+- :func:`read_msccl_xml`: the MSCCL XML program format (``<algo><gpu><tb><step type=s|r|rcs|
+  rrc|rrs|rrcs|cpy|nop ...>``) that msccl-tools (Cowan et al., ASPLOS 2023, MSCCLang), TACCL
+  (Shah et al., NSDI 2023) and ForestColl (Zhao et al., arXiv 2402.06787) write. GPU ids are
+  the collective's ranks (the instance's collective nodes in order). The program is checked
+  here for what would otherwise fail deep inside (well-formedness, the ``algo`` attributes,
+  GPU and peer ids inside the instance's ranks, step attributes; an in-place allreduce's
+  ``o`` is its ``i``, as ``sendbuff == recvbuff`` makes it) and then executed by
+  :func:`collsynth.tens.export.interpret_msccl_xml` (send/receive pairing per channel, steps
+  by dependency depth). A send between two ranks that no link joins (a program for GPUs
+  behind NVSwitch or a NIC fabric names GPUs, not switches) makes the schedule's routing
+  ``shortest-path``: the verifier then checks a route exists and the cost models charge
+  every link of it.
+- :func:`read_teccl_output`: TE-CCL's output JSON (Liu et al., SIGCOMM 2024; microsoft/TE-CCL
+  ``teccl/solvers/allgather.py``, ``dfs_remove_unnecessary_flows``): its ``7-Flows`` strings
+  ``Chunk c from s traveled over i->j in epoch k [via switches w -> ...]`` become sends of
+  chunk ``s*C + c`` (allgather), hop by hop through the switches. ``1-Epoch_Duration`` is
+  the schedule's TEN timestep (``meta.timestep_s``), so a step is an epoch and a send's step
+  is its arrival: the first hop reads its source at the end of step ``k`` (what arrived by
+  epoch ``k - 1``) and every hop arrives its link's delay plus pipelined latency later, less
+  one over an instant switch-to-GPU hop (:func:`collsynth.tens.verify.ten_timing`, the
+  verifier's own timing). TE-CCL numbers a chassis' switch before its GPUs (its
+  ``dgx2.py``: switch ``17c``, GPU ``17c + 1 + g``); on a topology with one switch per chassis
+  (``meta.gpus_per_chassis``) ids are mapped that way, elsewhere they are our node ids.
+  All-to-all outputs (volumes per path) are refused.
+
+- ``mscclpp-json``: an MSCCL++ execution plan, run op by op (:mod:`collsynth.tens.peer_plans`).
+
+Errors are :class:`~collsynth.InputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+
+from .. import InputError
+from ..instances.instance import Instance
+from .export import ALGO_ATTRS, STEP_ATTRS, interpret_msccl_xml
+from .schedule import Schedule, from_sends
+from .ten import instant_hops
+from .verify import ten_timing
+
+FORMATS = ("msccl-xml", "teccl-output", "mscclpp-json")
+FLOW = re.compile(r"Chunk (\d+) from (\d+) traveled over (\d+)->(\d+) (?:in|at) epoch (\d+)(?: via switches ([\d >-]+))?\s*$")
+
+
+def read_peer_schedule(path: str | Path, fmt: str, instance: Instance) -> Schedule:
+    """The schedule in ``path`` (format ``fmt``: msccl-xml or teccl-output) on ``instance``."""
+    if fmt not in FORMATS:
+        raise InputError("--from", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(str(path), f"cannot read: {getattr(e, 'strerror', None) or e}") from None
+    from .peer_plans import read_mscclpp_plan
+    reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
+    try:
+        schedule = reader(text, instance)
+        return _routed(schedule, instance) if fmt == "mscclpp-json" else schedule
+    except InputError as e:
+        raise InputError(str(path), f"{e.where}: {e.what}") from None
+
+
+def _xml_int(el: ET.Element, attr: str, where: str, lo: int | None = None, hi: int | None = None) -> int:
+    v = el.get(attr)
+    if v is None:
+        raise InputError(where, f"missing attribute {attr!r}")
+    try:
+        x = int(v)
+    except ValueError:
+        raise InputError(f"{where}.{attr}", f"expected an integer, got {v!r}") from None
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise InputError(f"{where}.{attr}", f"{x} is outside {lo}..{hi} (the instance's ranks)")
+    return x
+
+
+def read_msccl_xml(text: str, instance: Instance) -> Schedule:
+    """The schedule an MSCCL XML program executes on ``instance`` (see the module doc)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise InputError("xml", f"not well formed: {e}") from None
+    if root.tag != "algo":
+        raise InputError("xml", f"expected an <algo> root element, got <{root.tag}>")
+    for a in ALGO_ATTRS:
+        if root.get(a) is None:
+            raise InputError("algo", f"missing attribute {a!r}")
+    n = len(instance.collective.nodes)
+    ngpus = _xml_int(root, "ngpus", "algo")
+    if ngpus != n:
+        raise InputError("algo.ngpus", f"the program has {ngpus} GPUs, the instance's collective {n} ranks")
+    for gpu in root.findall("gpu"):
+        g = _xml_int(gpu, "id", "gpu", 0, n - 1)
+        for tb in gpu.findall("tb"):
+            where = f"gpu {g} tb {tb.get('id')}"
+            for a in ("send", "recv"):
+                _xml_int(tb, a, where, -1, n - 1)
+            _xml_int(tb, "chan", where, 0)
+            for st in tb.findall("step"):
+                for a in STEP_ATTRS:
+                    if st.get(a) is None:
+                        raise InputError(f"{where} step {st.get('s')}", f"missing attribute {a!r}")
+    if root.get("coll") == "allreduce" and root.get("inplace") == "1":
+        for st in root.iter("step"):  # in place, an allreduce's output buffer is its input buffer
+            for a in ("srcbuf", "dstbuf"):
+                if st.get(a) == "o":
+                    st.set(a, "i")
+        text = ET.tostring(root, encoding="unicode")
+    try:
+        schedule = interpret_msccl_xml(text, instance)
+    except (IndexError, KeyError, ValueError) as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError("xml", f"the program does not describe this instance's collective ({type(e).__name__}: {e})") from None
+    return _routed(schedule, instance)
+
+
+def _routed(schedule: Schedule, instance: Instance) -> Schedule:
+    """``shortest-path`` routing when some send joins two nodes no link joins."""
+    if not len(schedule):
+        return schedule
+    pair = instance.topology.link_arrays.lookup(schedule.src, schedule.dst)
+    return replace(schedule, routing="shortest-path") if (pair < 0).any() else schedule
+
+
+def _teccl_ids(instance: Instance):
+    """TE-CCL node id -> our node id (see the module doc)."""
+    topo = instance.topology
+    per = topo.meta.get("gpus_per_chassis") if isinstance(topo.meta, dict) else None
+    if not per or not topo.switches:
+        return lambda t: t
+    npus = len(topo.npus)
+    chassis = npus // per
+    if len(topo.switches) != chassis:
+        return lambda t: t
+
+    def ours(t: int) -> int:
+        c, k = divmod(t, per + 1)
+        return npus + c if k == 0 else c * per + k - 1
+    return ours
+
+
+def read_teccl_output(text: str, instance: Instance) -> Schedule:
+    """The schedule of a TE-CCL allgather output JSON on ``instance`` (see the module doc)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError("json", f"not well formed: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError("json", "expected an object with 7-Flows")
+    coll = instance.collective
+    if coll.kind != "allgather":
+        raise InputError("instance", f"TE-CCL outputs are read for allgather; this instance is a {coll.kind}")
+    flows = data.get("7-Flows")
+    if not isinstance(flows, list):
+        raise InputError("7-Flows", "missing, or not a list of flow strings")
+    epoch = data.get("1-Epoch_Duration")
+    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or not epoch > 0:
+        raise InputError("1-Epoch_Duration", f"expected a positive number of seconds, got {epoch!r}")
+    ours = _teccl_ids(instance)
+    S, C = coll.size, coll.chunks_per_node
+    rows, epochs, flow_of = [], [], []
+    for k, flow in enumerate(flows):
+        m = FLOW.match(flow) if isinstance(flow, str) else None
+        if m is None:
+            raise InputError(f"7-Flows[{k}]", f"expected 'Chunk c from s traveled over i->j in epoch k [via switches ...]', got {flow!r}")
+        c, s, i, j, e = (int(x) for x in m.groups()[:5])
+        hops = [ours(i)] + [ours(int(w)) for w in re.findall(r"\d+", m.group(6) or "")] + [ours(j)]
+        for node, what in ((ours(s), "source"), *((h, "node") for h in hops)):
+            if not 0 <= node < S:
+                raise InputError(f"7-Flows[{k}]", f"{what} {node} is outside the instance's node ids 0..{S - 1}")
+        if c >= C:
+            raise InputError(f"7-Flows[{k}]", f"chunk {c}, the instance has {C} chunk(s) per GPU")
+        for a, b in zip(hops, hops[1:]):
+            rows.append([ours(s) * C + c, 0, 1, a, b, 1])
+            epochs.append(e)
+            flow_of.append(k)
+    meta = {"timestep_s": float(epoch), "peer": "teccl-output"}
+    probe = from_sends(rows, coll.kind, S, coll.num_chunks, meta=meta)
+    timing = ten_timing(probe, instance)
+    lag = np.ones(len(rows), np.int64) if timing is None else \
+        timing[0] + timing[1] - instant_hops(instance.topology, probe.src, probe.dst).astype(np.int64)
+    step = 0
+    for r in range(len(rows)):  # a flow's first hop reads at the end of step e, each hop arrives lag later
+        step = (epochs[r] if r == 0 or flow_of[r] != flow_of[r - 1] else step) + int(lag[r])
+        rows[r][5] = max(step, 1)
+    sched = from_sends(rows, coll.kind, S, coll.num_chunks, meta=meta)
+    return _routed(sched, instance)
+
+
