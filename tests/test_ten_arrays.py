@@ -51,7 +51,7 @@ def test_every_row_body_is_its_recorded_sparse_row(mod, topology, horizon, param
             assert (lo is None and lower[i] == float("-inf")) or lo == lower[i]
             assert (up is None and upper[i] == float("inf")) or up == upper[i]
             checked += 1
-    assert checked == sum(len(r[0]) for r in recorded.values()) > 0
+    assert checked == sum(len(r.component) for r in recorded.values()) > 0
 
 
 def test_nocongestion_is_ten_ilp_without_capacity_rows():

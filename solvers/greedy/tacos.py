@@ -109,6 +109,8 @@ def _forward(topology: Topology, parts: list[_Part], ctx: _Context, busy=None) -
     """Greedy matching for non-combining parts on ``topology``; chunk ids made global."""
     lk = links(topology, ctx.chunk_bytes, ctx.timestep, ctx.switch_copy)
     avail, want, ids = _problem(parts, topology.size)
+    if ctx.deadline is not None:  # before the matching's own tables (as big again) are made
+        ctx.deadline.check("greedy matching", "the holdings tables built; no timestep matched")
     res = match(lk, avail, want, ctx.rng, distances=topology.distances if needs_relay(lk, avail, want) else None,
                 rules=ctx.rules, busy=busy, deadline=ctx.deadline, copy=False)
     for k in ("replaced", "dropped", "augmented"):
