@@ -73,7 +73,7 @@ def make_instance(
     >>> make_instance({"generator": "mesh", "dims": [2, 2], "bandwith": 1e9}, "allgather")
     Traceback (most recent call last):
     ...
-    collsynth.InputError: topology.bandwith: unknown parameter for generator 'mesh' (parameters: dims)
+    collsynth.InputError: topology.bandwith: unknown parameter for generator 'mesh' (did you mean 'bandwidth'?) (parameters: dims)
     """
     if isinstance(topology, (str, Path)):
         is_file = Path(topology).suffix.lower() in files.FORMATS

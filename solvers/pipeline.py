@@ -136,10 +136,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     for model in cost_models.MODELS.values():
         row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
     _record(row, prod, outcome)
-    if picked:
-        said = ", ".join([*([f"driver {picked['driver']}"] if picked["driver"] else []),
-                          *(f"{k}={v}" for k, v in picked["params"].items())])
-        row["message"] = f"{row['message'] or ''}{'; ' if row['message'] else ''}picked for this instance: {said} ({picked['why']})"
+    _say_picked(row, picked)
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
     if schedule is None:
@@ -298,6 +295,14 @@ def _instance_defaults(prod, instance: Instance, options: Options) -> tuple[Opti
         return options, None
     options = replace(options, driver=options.driver or driver, params={**options.params, **params})
     return options, {"driver": driver or "", "params": params, "why": why}
+
+
+def _say_picked(row: dict[str, Any], picked: dict | None) -> None:
+    """Add to the row's message what the producer picked for the instance, and why."""
+    if picked:
+        said = ", ".join([*([f"driver {picked['driver']}"] if picked["driver"] else []),
+                          *(f"{k}={v}" for k, v in picked["params"].items())])
+        row["message"] = f"{row['message'] or ''}{'; ' if row['message'] else ''}picked for this instance: {said} ({picked['why']})"
 
 
 @contextlib.contextmanager

@@ -203,7 +203,7 @@ def test_the_command_line_ends_after_its_exit_handlers_with_all_output_and_its_e
     done = subprocess.run([sys.executable, "-c", script, "solve", str(instance), "--producer", "ring", "--json"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["verified"] is True
+    assert json.loads(done.stdout)["rows"][0]["verified"] is True
     assert "handler printed" in done.stderr and marker.read_text() == "yes"
     bad = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "solve", str(tmp_path / "missing.toml"),
                           "--producer", "ring", "--json"], capture_output=True, text=True, timeout=120)
