@@ -16,18 +16,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .compiled import append_unseen, borrowing, first_at_least
 from .routing import _find_link
 
 NONE = np.iinfo(np.int64).max
 NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order on ties)
 
-# The per-chunk step loops allocate nothing and only borrow the arrays their callers own:
-# compiled without the runtime's reference counting (numba's ``_nrt=False`` target option, as
-# the event model's loop in :mod:`collsynth.tens.cost_kernels`), which otherwise costs an
-# atomic increment and decrement per array an inlined function receives, per send (measured:
-# four fifths of the copy loop on a 50x50 torus allgather, two thirds of the combining one on
-# a 32x32 torus allreduce). A function they call inherits the option.
-_borrowing = njit(cache=True, nogil=True, _nrt=False)
+# The per-chunk step loops allocate nothing and only borrow the arrays their callers own
+# (:data:`collsynth.tens.compiled.borrowing`, as the event model's loop): the runtime's reference
+# counting otherwise costs an atomic increment and decrement per array an inlined function
+# receives, per send (measured: four fifths of the copy loop on a 50x50 torus allgather, two
+# thirds of the combining one on a 32x32 torus allreduce).
 
 
 @njit(cache=True, nogil=True)
@@ -120,11 +119,7 @@ def _reached(root, adj_ptr, nbr, seen):
         v = queue[head]
         head += 1
         for e in range(adj_ptr[v], adj_ptr[v + 1]):
-            w = nbr[e]
-            if not seen[w]:
-                seen[w] = True
-                queue[tail] = w
-                tail += 1
+            tail = append_unseen(seen, queue, tail, nbr[e])
     return tail
 
 
@@ -312,32 +307,19 @@ def _seg_range(lo, hi, x, pts, nseg, seg_of):
         return 0, 1
     if len(seg_of):
         return seg_of[lo[x]], seg_of[hi[x]]
-    return _bisect(pts, nseg + 1, lo[x]), _bisect(pts, nseg + 1, hi[x])
+    return first_at_least(pts, 0, nseg + 1, lo[x]), first_at_least(pts, 0, nseg + 1, hi[x])
 
 
 @njit(cache=True, nogil=True)
-def _bisect(a, n, v):
-    """The first position in sorted ``a[:n]`` whose value is at least ``v`` (``n`` if none):
-    ``np.searchsorted(a[:n], v)`` without building the slice, which made the search path of
-    verification (denominators beyond :data:`~collsynth.tens.verify.SEGMENT_TABLE`) 25% slower
-    (BFB torus 50x50 with a denominator of 2^23: 1.15 s against 0.92 s CPU)."""
-    f, l = 0, n
-    while f < l:
-        m = (f + l) >> 1
-        if a[m] < v:
-            f = m + 1
-        else:
-            l = m
-    return f
-
-
-@njit(cache=True, nogil=True)
-def _step_end(step, p0, b):
-    """The end of the run of sends ``p0 ..`` (before ``b``) in the step of ``p0``."""
+def _step_span(step, p0, b, best_t):
+    """``(t, p1)``: the step ``t`` of send ``p0`` and the end ``p1`` of the run of sends ``p0 ..``
+    (before ``b``) in it; ``p1 == p0`` when no send is left before ``b`` up to step ``best_t``."""
+    if p0 >= b or step[p0] > best_t:
+        return best_t, p0
     p1 = p0
     while p1 < b and step[p1] == step[p0]:
         p1 += 1
-    return p1
+    return step[p0], p1
 
 
 @njit(cache=True, nogil=True)
@@ -428,18 +410,17 @@ def _next_needing(post, post_words, c, v):
     return size
 
 
-@_borrowing
+@borrowing
 def _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch, H, stamp, best_t):
     """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
     holdings ``H`` up to step ``best_t``: ``(t, x)``, the step and chunk-major position of the
     first send whose source lacks part of its piece, ``x == -1`` if none (``H`` then holds
     the chunk at the end of its last step; else at the end of step ``t - 1``)."""
     p0 = a
-    while p0 < b:
-        t = step[p0]
-        if t > best_t:
+    while True:
+        t, p1 = _step_span(step, p0, b, best_t)
+        if p1 == p0:
             break
-        p1 = _step_end(step, p0, b)
         for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
             u = src[x]
             if switch[u]:
@@ -603,7 +584,7 @@ def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, 
     return nkeys, j_dup, x_dup, ndup
 
 
-@_borrowing
+@borrowing
 def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_of, pre, rank_of, C, stamp, kval,
                      key_row, kdup, table, tstamp, dups, group, best_t, detail):
     """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
@@ -616,11 +597,10 @@ def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_
     ``detail``, the rows of ``dups`` holding the doubly counted ranks; ``group`` as it ends."""
     size = pre.shape[1]
     p0 = a
-    while p0 < b:
-        t = step[p0]
-        if t > best_t:
+    while True:
+        t, p1 = _step_span(step, p0, b, best_t)
+        if p1 == p0:
             break
-        p1 = _step_end(step, p0, b)
         group += 1
         j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of)
         nkeys, j_cf, cf_key = _step_copies(
