@@ -180,14 +180,23 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
-        if x.group >= 0:
-            _arrive_in_block(Q, GRANULE * np.int64(x.group), x.start, arr, e, blocks, block_ints, fbuf, ibuf)
-        elif exact:
-            _release_dependents(Q, x.start, x.end, arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
-        else:
-            for w in range(x.start, x.end):  # a group of one arrival: its waiting sends are ready
-                queue_push(Q, ibuf[0], (np.int64(waiting[w, 0]) << 32) | (e + 1))
+        _arrive(Q, x.group, x.start, x.end, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting,
+                fbuf, ibuf)
     return best_t, best_e, served
+
+
+@borrowing_inlined
+def _arrive(Q, group, start, end, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting, fbuf,
+            ibuf):
+    """A send arrived at ``arr`` (its last hop ``e``; ``fbuf`` holds ``arr``): what its record's
+    ``group``, ``start`` and ``end`` release (:mod:`collsynth.tens.event_layout`) is queued."""
+    if group >= 0:
+        _arrive_in_block(Q, GRANULE * np.int64(group), start, arr, e, blocks, block_ints, fbuf, ibuf)
+    elif exact:
+        _release_dependents(Q, start, end, arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
+    else:
+        for w in range(start, end):  # a group of one arrival: its waiting sends are ready
+            queue_push(Q, ibuf[0], (np.int64(waiting[w, 0]) << 32) | (e + 1))
 
 
 @borrowing_inlined

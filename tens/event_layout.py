@@ -181,3 +181,4 @@ def _write_rows(g_in, p, at, block_ints, waiting):
             else:
                 waiting[~w, 0] = q
                 waiting[~w, 1] = p[q]
+            at[g] = w + 1 if w >= 0 else w - 1

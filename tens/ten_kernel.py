@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .compiled import borrowing
+from .compiled import borrowing, borrowing_inlined
 from .page_table import grown, missing, occupy, place
 
 # Where the TEN loop stands (:func:`_ten_loop`): the step, send and hop (of its route) it works
@@ -73,13 +73,7 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
         b0, b1 = bounds[s], bounds[s + 1]
         while i < b1:
             if hop == 0:
-                ready = 0
-                if exact:
-                    for q in range(dptr[i], dptr[i + 1]):
-                        ready = max(ready, arrival[ditems[q]])
-                elif g_in[i] >= 0:
-                    ready = gmax[g_in[i]]
-                t, lat = ready + 1, 0
+                t, lat = _ready(i, exact, dptr, ditems, arrival, g_in, gmax) + 1, 0
             else:
                 t, lat = state[TS_T], state[TS_LAT]
             nbytes = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
@@ -120,3 +114,16 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
         s += 1
     state[TS_LAST], state[TS_LAST_LAT] = last, last_lat
     return True
+
+
+@borrowing_inlined
+def _ready(i, exact, dptr, ditems, arrival, g_in, gmax):
+    """The latest arrival timestep send ``i`` waits for (0 if none): of its exact dependencies
+    ``ditems[dptr[i]:dptr[i + 1]]``, else of its group ``g_in[i]`` over the finished steps."""
+    ready = 0
+    if exact:
+        for q in range(dptr[i], dptr[i + 1]):
+            ready = max(ready, arrival[ditems[q]])
+    elif g_in[i] >= 0:
+        ready = gmax[g_in[i]]
+    return ready

@@ -367,21 +367,13 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, pos
                     mask[g] = not H[u * nseg + g]
         if bad or best_i != NONE or post_c >= 0:
             continue
-        v = _next_needing(post, post_words, c, 0)
-        while v < size:
-            lacking = False
-            for g in range(nseg):
-                held = H[v * nseg + g] if stamp[v] == c else pre[c, v]
-                if not held:
-                    lacking = True
-            if lacking:
-                post_c, post_v = c, v
-                if detail:
-                    mask = np.zeros(nseg, np.bool_)
-                    for g in range(nseg):
-                        mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
-                break
-            v = _next_needing(post, post_words, c, v + 1)
+        v = _first_lacking(H, stamp, pre, post, post_words, c, nseg)
+        if v < size:
+            post_c, post_v = c, v
+            if detail:
+                mask = np.zeros(nseg, np.bool_)
+                for g in range(nseg):
+                    mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
     _unmark(seg_of, pts, marked)
     return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
 
@@ -438,6 +430,20 @@ def _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch,
                 H[v * nseg + g] = True
         p0 = p1
     return NONE, -1
+
+
+@njit(cache=True, nogil=True)
+def _first_lacking(H, stamp, pre, post, post_words, c, nseg):
+    """The first node that must end holding chunk ``c`` (``post``, read as :func:`row_words`)
+    but lacks one of its ``nseg`` segments in the holdings ``H``, the node count if none."""
+    size = pre.shape[1]
+    v = _next_needing(post, post_words, c, 0)
+    while v < size:
+        for g in range(nseg):
+            if not (H[v * nseg + g] if stamp[v] == c else pre[c, v]):
+                return v
+        v = _next_needing(post, post_words, c, v + 1)
+    return size
 
 
 @njit(cache=True, nogil=True)
@@ -622,6 +628,15 @@ def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_
 
 
 @njit(cache=True, nogil=True)
+def _set_tables(rows, W):
+    """Empty tables for ``rows`` (node, segment) rows of ``W``-word rank sets: the contribution
+    sets ``C`` and a step's slots ``kval``, ``key_row``, ``kdup``, ``table`` and ``tstamp``
+    (:func:`_combining_chunk`)."""
+    return (np.zeros((rows, W), np.uint64), np.zeros((rows, W), np.uint64), np.zeros(rows, np.int64),
+            np.zeros(rows, np.bool_), np.zeros(rows, np.int64), np.full(rows, -1, np.int64))
+
+
+@njit(cache=True, nogil=True)
 def _first_unreduced(C, stamp, pre, post, c, nseg, rank_of, full):
     """The first node that must end with chunk ``c`` fully reduced but does not, and its first
     incomplete segment: ``(node, segment)``, ``(-1, -1)`` if none."""
@@ -692,12 +707,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
     W = (ranks + 63) // 64
     full = _all_ranks(ranks, W)
     stamp = np.full(size, -1, np.int64)
-    C = np.zeros((size, W), np.uint64)
-    table = np.zeros(size, np.int64)
-    tstamp = np.full(size, -1, np.int64)
-    kval = np.zeros((size, W), np.uint64)
-    key_row = np.zeros(size, np.int64)
-    kdup = np.zeros(size, np.bool_)
+    C, kval, key_row, kdup, table, tstamp = _set_tables(size, W)
     pts = np.empty(16, np.int64)
     best_t, best_i, best_x, best_c, best_kind = NONE, NONE, -1, -1, -1
     post_c, post_v, nseg, node, group, marked = -1, -1, 1, -1, 0, 0
@@ -710,12 +720,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
         nseg, pts = _segments(lo, hi, a, b, denom, pts, marked, seg_of)
         marked = nseg + 1
         if nseg * size > C.shape[0]:
-            C = np.zeros((nseg * size, W), np.uint64)
-            kval = np.zeros((nseg * size, W), np.uint64)
-            key_row = np.zeros(nseg * size, np.int64)
-            kdup = np.zeros(nseg * size, np.bool_)
-            table = np.zeros(nseg * size, np.int64)
-            tstamp = np.full(nseg * size, -1, np.int64)
+            C, kval, key_row, kdup, table, tstamp = _set_tables(nseg * size, W)
             stamp[:] = -1
         if nseg > dups.shape[0]:
             dups = np.zeros((nseg, W), np.uint64)
