@@ -303,8 +303,8 @@ def event_records_of(plan: PricingPlan) -> np.ndarray:
     """The event model's record of every position of the plan's view: its piece's bytes, its
     route, nothing released yet (:func:`collsynth.tens.event_layout.event_records`)."""
     view, rt = plan.view, plan.routes
-    return event_layout.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance), rt.r,
-                              rt.ptr)
+    return event_layout.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance),
+                                      rt.r, rt.ptr)
 
 
 def prepare_event(plan: PricingPlan) -> None:
@@ -371,8 +371,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         del order, gstart, p
     marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
-    best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
-                                           blocks, block_ints, waiting, EVENT_LEVELS)
+    best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
+                                                   g_in, blocks, block_ints, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -92,9 +92,10 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
                 levels):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
-    ``rec`` (one :data:`EVENT` record per position, in step order) is read once per hop. Ready
-    hops are taken in ``(ready time, position)`` order (the queue above; the sends that need
-    nothing are a stream at time 0 in position order, never queued) and served on their link
+    ``rec`` (one :data:`~collsynth.tens.event_layout.EVENT` record per position, in step order)
+    is read once per hop. Ready hops are taken in ``(ready time, position)`` order
+    (:mod:`collsynth.tens.event_queue`; the sends that need nothing are a stream at time 0 in
+    position order, never queued) and served on their link
     (FIFO: a hop starts when both it and the link are ready). A send's first hop is ready when
     its data has arrived: every exact dependency (``need`` counts; the arrival of ``j`` releases
     ``ditems[rec[j].start:rec[j].end]``), or the first ``p`` arrivals of group ``g_in`` (rows
@@ -104,7 +105,7 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     later hop ``n + k`` for the ``k``-th such hop served (its link in ``xlink``). ``ev`` of a hop
     (``rec[q].ev`` for a first hop, else ``xev``) is the hop that decided its start: ``>= -1`` its
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
-    ``levels``: time levels the queue keeps apart at once (:func:`queue_new`). ``marked``: the
+    ``levels``: time levels the queue keeps apart at once (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the
     route links as :func:`marked_links` stores them.
     """
     n = len(rec)

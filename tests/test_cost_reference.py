@@ -197,8 +197,8 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert (np.diff(dep.gstart) == 1).all()
     tables = {}
     for single in (True, False):
-        rec = event_layout.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst), plan.routes.r,
-                                 plan.routes.ptr)
+        rec = event_layout.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst),
+                                         plan.routes.r, plan.routes.ptr)
         blocks, _, _ = event_layout.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
         named = rec["group"][rec["group"] >= 0]
         tables[single] = (len(blocks) > 0, len(np.unique(named)), len(named))
@@ -292,7 +292,8 @@ def test_a_time_levels_run_is_sorted_by_position(positions, preds, presorted):
         positions = sorted(positions)
     words = [(q << 32) | preds.randrange(1 << 31) for q in positions]
     run = np.array(words + [7], np.int64)  # an entry past the run stays
-    event_queue._sort_run(run, len(words), np.empty(len(run), np.int64), np.empty(event_queue.DIGITS * event_queue.RADIX, np.int64))
+    counts = np.empty(event_queue.DIGITS * event_queue.RADIX, np.int64)
+    event_queue._sort_run(run, len(words), np.empty(len(run), np.int64), counts)
     assert run.tolist() == sorted(words) + [7]
 
 
