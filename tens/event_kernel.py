@@ -105,8 +105,9 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     later hop ``n + k`` for the ``k``-th such hop served (its link in ``xlink``). ``ev`` of a hop
     (``rec[q].ev`` for a first hop, else ``xev``) is the hop that decided its start: ``>= -1`` its
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
-    ``levels``: time levels the queue keeps apart at once (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the
-    route links as :func:`marked_links` stores them.
+    ``levels``: time levels the queue keeps apart at once
+    (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the route links as
+    :func:`marked_links` stores them.
     """
     n = len(rec)
     xev = np.empty(hops - n, np.int32)
