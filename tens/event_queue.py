@@ -26,6 +26,7 @@ from numba import njit
 from .compiled import borrowing, borrowing_inlined, hash_mix
 from .prefetch import huge_pages
 
+
 @borrowing_inlined
 def _less(heap, a, b):
     return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
