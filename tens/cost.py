@@ -58,9 +58,9 @@ within a step a link is busy for ``load_l / b_l`` and its last piece arrives ``a
     the latency summed along the critical path, ``T_B_s`` the serialisation on it
     (``total_s = T_L_s + T_B_s``).
 
-Each model streams over the sends in step order in one compiled loop
-(:mod:`collsynth.tens.cost_kernels`) and walks routes per distinct (source, destination) pair
-(:mod:`collsynth.tens.routing`); memory is a few int32/float64 columns per send.
+Each model streams over the sends in step order in one compiled loop (:mod:`collsynth.tens.sync_kernel`,
+:mod:`collsynth.tens.ten_kernel`, :mod:`collsynth.tens.event_kernel`) and walks routes per
+distinct (source, destination) pair (:mod:`collsynth.tens.routing`); memory is a few int32/float64 columns per send.
 The lower bounds reported beside every result are in :mod:`collsynth.tens.bounds`.
 
 >>> from collsynth.instances.generators import build
@@ -89,7 +89,7 @@ import numpy as np
 from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import Topology
-from . import cost_kernels as kern
+from . import event_kernel, event_layout, sync_kernel, ten_kernel
 from .dependencies import PAIR_BUDGET, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
@@ -191,7 +191,7 @@ def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None 
     """Synchronous alpha-beta steps with shortest-path routing and per-link loads (see module doc).
 
     The step time of the alpha-beta model (Zhao et al., NSDI 2025, Section 3.2). One pass over
-    the sends in step order (:func:`collsynth.tens.cost_kernels.sync_steps`); per step the loads
+    the sends in step order (:func:`collsynth.tens.sync_kernel.sync_steps`); per step the loads
     of the link pairs it touches, then their maxima.
     """
     la = instance.topology.link_arrays
@@ -202,7 +202,7 @@ def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None 
     plan = plan_for(s, instance, plan)
     view, rt = plan.view, plan.routes
     mult = _homogeneous_units(s, instance, cb)
-    lat, bw, coupled, units = kern.sync_steps(
+    lat, bw, coupled, units = sync_kernel.sync_steps(
         view.bounds, rt.r, rt.ptr, rt.links, rt.latency, view.chunk, view.lo, view.hi, s.denom, cb,
         la.bandwidth, la.alpha, np.zeros(len(la), np.int64) if mult is None else mult)
     steps_used = view.steps
@@ -284,7 +284,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     dptr, ditems = _csr(dep.pairs[0], dep.pairs[1], len(s)) if exact else (np.zeros(1, np.int64), np.zeros(0, np.int32))
     ga, g_in, groups = dep.ga, dep.g_in, dep.groups
     del dep
-    last, last_lat = kern.ten_timesteps(
+    last, last_lat = ten_kernel.ten_timesteps(
         view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, occupying_alpha,
         per_link_bw, delay, link_latency(topo, f), f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups,
         max(DENSE_CELLS, len(s) // 2))
@@ -301,10 +301,10 @@ EVENT_RECORDS = "event records"  # the plan part prepare_event computes ahead an
 
 def event_records_of(plan: PricingPlan) -> np.ndarray:
     """The event model's record of every position of the plan's view: its piece's bytes, its
-    route, nothing released yet (:func:`collsynth.tens.cost_kernels.event_records`)."""
+    route, nothing released yet (:func:`collsynth.tens.event_layout.event_records`)."""
     view, rt = plan.view, plan.routes
-    return kern.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance), rt.r,
-                              rt.ptr)
+    return event_layout.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance),
+                                      rt.r, rt.ptr)
 
 
 def prepare_event(plan: PricingPlan) -> None:
@@ -321,7 +321,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
     A queue of ready hops keyed (ready time, position in step order), kept by time level
-    (:mod:`collsynth.tens.cost_kernels`); taking the least serves it on its link. ``T_L_s``
+    (:mod:`collsynth.tens.event_queue`); taking the least serves it on its link. ``T_L_s``
     sums the latencies on the critical path found by following, from the last arrival,
     whichever of data readiness or the link's previous message determined each start.
     Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
@@ -360,19 +360,19 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
     if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
-        rec = kern.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
+        rec = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
     del chunk, lo, hi, r
     blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
     if exact:
-        kern.release_dependents(rec, dptr)
+        event_layout.release_dependents(rec, dptr)
         del dptr
     else:
-        blocks, block_ints, waiting = kern.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
+        blocks, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
         del order, gstart, p
-    marked = kern.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
+    marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
-    best_t, T_L, served = kern.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems, g_in,
-                                           blocks, block_ints, waiting, EVENT_LEVELS)
+    best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
+                                                   g_in, blocks, block_ints, waiting, EVENT_LEVELS)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -377,18 +377,26 @@ def to_msccl_xml(
                 "id": str(tb_id), "send": str(peer) if direction == "send" else "-1",
                 "recv": str(peer) if direction == "recv" else "-1", "chan": str(ch),
             })
-            idx = 0
-            for op in ops:
-                here = [pos[d] for d in deps.get(op, ())]
-                for dep_tb, dep_s in here[:-1]:
-                    ET.SubElement(tb, "step", _step(idx, "nop", "i", 0, "i", 0, 0, dep_tb, dep_s, 0))
-                    idx += 1
-                dep_tb, dep_s = here[-1] if here else (-1, -1)
-                typ, bufs, cnt = _op_fields(op, s, lay, g, rchunk, src_r, dst_r, reduce)
-                ET.SubElement(tb, "step", _step(idx, typ, *bufs, cnt, dep_tb, dep_s, int(op in hasdep)))
-                idx += 1
+            fields = lambda op: _op_fields(op, s, lay, g, rchunk, src_r, dst_r, reduce)  # noqa: E731
+            _add_steps(tb, ops, fields, deps, pos, hasdep)
     ET.indent(algo, space="  ")
     return rank_comment(instance) + ET.tostring(algo, encoding="unicode") + "\n"
+
+
+def _add_steps(tb: ET.Element, ops: list, fields, deps: dict, pos: dict, hasdep: set) -> None:
+    """The ``step`` elements of threadblock ``tb`` running ``ops`` in order: each op waits for
+    its last dependency in its own step and for every earlier one in a ``nop`` step before it;
+    ``fields(op)`` is its ``(type, buffers, count)``, ``hasdep`` the ops that others wait for."""
+    idx = 0
+    for op in ops:
+        here = [pos[d] for d in deps.get(op, ())]
+        for dep_tb, dep_s in here[:-1]:
+            ET.SubElement(tb, "step", _step(idx, "nop", "i", 0, "i", 0, 0, dep_tb, dep_s, 0))
+            idx += 1
+        dep_tb, dep_s = here[-1] if here else (-1, -1)
+        typ, bufs, cnt = fields(op)
+        ET.SubElement(tb, "step", _step(idx, typ, *bufs, cnt, dep_tb, dep_s, int(op in hasdep)))
+        idx += 1
 
 
 def verified_msccl_xml(schedule: Schedule, instance: Instance, **options) -> str:

@@ -30,6 +30,7 @@ from numba import njit
 
 from .. import InputError
 from ..instances.topology import LinkArrays, Topology
+from .compiled import first_at_least
 from .schedule import Schedule
 
 MAX_INDEX = np.iinfo(np.int32).max  # sends, hops and route ids are int32 columns
@@ -73,13 +74,7 @@ def row_pointers(la: LinkArrays) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _find_link(u, v, row_ptr, link_dst):
     """Index of the link pair ``u -> v`` (binary search in ``u``'s sorted row), -1 if none."""
-    a, b = row_ptr[u], row_ptr[u + 1]
-    while a < b:
-        m = (a + b) >> 1
-        if link_dst[m] < v:
-            a = m + 1
-        else:
-            b = m
+    a = first_at_least(link_dst, row_ptr[u], row_ptr[u + 1], v)
     if a < row_ptr[u + 1] and link_dst[a] == v:
         return a
     return -1

@@ -16,18 +16,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .compiled import append_unseen, borrowing, first_at_least
 from .routing import _find_link
 
 NONE = np.iinfo(np.int64).max
 NOT_HELD, CONFLICT, DOUBLE = 0, 1, 2  # kinds of send violation (and their order on ties)
 
-# The per-chunk step loops allocate nothing and only borrow the arrays their callers own:
-# compiled without the runtime's reference counting (numba's ``_nrt=False`` target option, as
-# the event model's loop in :mod:`collsynth.tens.cost_kernels`), which otherwise costs an
-# atomic increment and decrement per array an inlined function receives, per send (measured:
-# four fifths of the copy loop on a 50x50 torus allgather, two thirds of the combining one on
-# a 32x32 torus allreduce). A function they call inherits the option.
-_borrowing = njit(cache=True, nogil=True, _nrt=False)
+# The per-chunk step loops allocate nothing and only borrow the arrays their callers own
+# (:data:`collsynth.tens.compiled.borrowing`, as the event model's loop): the runtime's reference
+# counting otherwise costs an atomic increment and decrement per array an inlined function
+# receives, per send (measured: four fifths of the copy loop on a 50x50 torus allgather, two
+# thirds of the combining one on a 32x32 torus allreduce).
 
 
 @njit(cache=True, nogil=True)
@@ -120,11 +119,7 @@ def _reached(root, adj_ptr, nbr, seen):
         v = queue[head]
         head += 1
         for e in range(adj_ptr[v], adj_ptr[v + 1]):
-            w = nbr[e]
-            if not seen[w]:
-                seen[w] = True
-                queue[tail] = w
-                tail += 1
+            tail = append_unseen(seen, queue, tail, nbr[e])
     return tail
 
 
@@ -312,32 +307,19 @@ def _seg_range(lo, hi, x, pts, nseg, seg_of):
         return 0, 1
     if len(seg_of):
         return seg_of[lo[x]], seg_of[hi[x]]
-    return _bisect(pts, nseg + 1, lo[x]), _bisect(pts, nseg + 1, hi[x])
+    return first_at_least(pts, 0, nseg + 1, lo[x]), first_at_least(pts, 0, nseg + 1, hi[x])
 
 
 @njit(cache=True, nogil=True)
-def _bisect(a, n, v):
-    """The first position in sorted ``a[:n]`` whose value is at least ``v`` (``n`` if none):
-    ``np.searchsorted(a[:n], v)`` without building the slice, which made the search path of
-    verification (denominators beyond :data:`~collsynth.tens.verify.SEGMENT_TABLE`) 25% slower
-    (BFB torus 50x50 with a denominator of 2^23: 1.15 s against 0.92 s CPU)."""
-    f, l = 0, n
-    while f < l:
-        m = (f + l) >> 1
-        if a[m] < v:
-            f = m + 1
-        else:
-            l = m
-    return f
-
-
-@njit(cache=True, nogil=True)
-def _step_end(step, p0, b):
-    """The end of the run of sends ``p0 ..`` (before ``b``) in the step of ``p0``."""
+def _step_span(step, p0, b, best_t):
+    """``(t, p1)``: the step ``t`` of send ``p0`` and the end ``p1`` of the run of sends ``p0 ..``
+    (before ``b``) in it; ``p1 == p0`` when no send is left before ``b`` up to step ``best_t``."""
+    if p0 >= b or step[p0] > best_t:
+        return best_t, p0
     p1 = p0
     while p1 < b and step[p1] == step[p0]:
         p1 += 1
-    return p1
+    return step[p0], p1
 
 
 @njit(cache=True, nogil=True)
@@ -385,21 +367,13 @@ def simulate_copy(starts, index, src, dst, step, lo, hi, denom, seg_of, pre, pos
                     mask[g] = not H[u * nseg + g]
         if bad or best_i != NONE or post_c >= 0:
             continue
-        v = _next_needing(post, post_words, c, 0)
-        while v < size:
-            lacking = False
-            for g in range(nseg):
-                held = H[v * nseg + g] if stamp[v] == c else pre[c, v]
-                if not held:
-                    lacking = True
-            if lacking:
-                post_c, post_v = c, v
-                if detail:
-                    mask = np.zeros(nseg, np.bool_)
-                    for g in range(nseg):
-                        mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
-                break
-            v = _next_needing(post, post_words, c, v + 1)
+        v = _first_lacking(H, stamp, pre, post, post_words, c, nseg)
+        if v < size:
+            post_c, post_v = c, v
+            if detail:
+                mask = np.zeros(nseg, np.bool_)
+                for g in range(nseg):
+                    mask[g] = not (H[v * nseg + g] if stamp[v] == c else pre[c, v])
     _unmark(seg_of, pts, marked)
     return best_t, best_i, best_x, best_c, post_c, post_v, nseg, pts[:nseg + 1].copy(), mask
 
@@ -428,18 +402,17 @@ def _next_needing(post, post_words, c, v):
     return size
 
 
-@_borrowing
+@borrowing
 def _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch, H, stamp, best_t):
     """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
     holdings ``H`` up to step ``best_t``: ``(t, x)``, the step and chunk-major position of the
     first send whose source lacks part of its piece, ``x == -1`` if none (``H`` then holds
     the chunk at the end of its last step; else at the end of step ``t - 1``)."""
     p0 = a
-    while p0 < b:
-        t = step[p0]
-        if t > best_t:
+    while True:
+        t, p1 = _step_span(step, p0, b, best_t)
+        if p1 == p0:
             break
-        p1 = _step_end(step, p0, b)
         for x in range(p0, p1):  # every source must hold its whole piece (end of t - 1)
             u = src[x]
             if switch[u]:
@@ -457,6 +430,20 @@ def _copy_chunk(a, b, c, src, dst, step, lo, hi, nseg, pts, seg_of, pre, switch,
                 H[v * nseg + g] = True
         p0 = p1
     return NONE, -1
+
+
+@njit(cache=True, nogil=True)
+def _first_lacking(H, stamp, pre, post, post_words, c, nseg):
+    """The first node that must end holding chunk ``c`` (``post``, read as :func:`row_words`)
+    but lacks one of its ``nseg`` segments in the holdings ``H``, the node count if none."""
+    size = pre.shape[1]
+    v = _next_needing(post, post_words, c, 0)
+    while v < size:
+        for g in range(nseg):
+            if not (H[v * nseg + g] if stamp[v] == c else pre[c, v]):
+                return v
+        v = _next_needing(post, post_words, c, v + 1)
+    return size
 
 
 @njit(cache=True, nogil=True)
@@ -603,7 +590,7 @@ def _step_reductions(p0, p1, index, src, dst, lo, hi, op, pts, nseg, seg_of, C, 
     return nkeys, j_dup, x_dup, ndup
 
 
-@_borrowing
+@borrowing
 def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_of, pre, rank_of, C, stamp, kval,
                      key_row, kdup, table, tstamp, dups, group, best_t, detail):
     """Simulate the sends ``a .. b - 1`` of chunk ``c`` (segments ``pts[:nseg + 1]``) in the
@@ -616,11 +603,10 @@ def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_
     ``detail``, the rows of ``dups`` holding the doubly counted ranks; ``group`` as it ends."""
     size = pre.shape[1]
     p0 = a
-    while p0 < b:
-        t = step[p0]
-        if t > best_t:
+    while True:
+        t, p1 = _step_span(step, p0, b, best_t)
+        if p1 == p0:
             break
-        p1 = _step_end(step, p0, b)
         group += 1
         j_nh, x_nh = _first_not_held(p0, p1, index, src, dst, lo, hi, pts, nseg, seg_of, C, stamp, pre, c, rank_of)
         nkeys, j_cf, cf_key = _step_copies(
@@ -639,6 +625,15 @@ def _combining_chunk(a, b, c, index, src, dst, step, lo, hi, op, nseg, pts, seg_
                 C[row, w] = kval[k, w]
         p0 = p1
     return NONE, NONE, -1, -1, NONE, 0, group
+
+
+@njit(cache=True, nogil=True)
+def _set_tables(rows, W):
+    """Empty tables for ``rows`` (node, segment) rows of ``W``-word rank sets: the contribution
+    sets ``C`` and a step's slots ``kval``, ``key_row``, ``kdup``, ``table`` and ``tstamp``
+    (:func:`_combining_chunk`)."""
+    return (np.zeros((rows, W), np.uint64), np.zeros((rows, W), np.uint64), np.zeros(rows, np.int64),
+            np.zeros(rows, np.bool_), np.zeros(rows, np.int64), np.full(rows, -1, np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -712,12 +707,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
     W = (ranks + 63) // 64
     full = _all_ranks(ranks, W)
     stamp = np.full(size, -1, np.int64)
-    C = np.zeros((size, W), np.uint64)
-    table = np.zeros(size, np.int64)
-    tstamp = np.full(size, -1, np.int64)
-    kval = np.zeros((size, W), np.uint64)
-    key_row = np.zeros(size, np.int64)
-    kdup = np.zeros(size, np.bool_)
+    C, kval, key_row, kdup, table, tstamp = _set_tables(size, W)
     pts = np.empty(16, np.int64)
     best_t, best_i, best_x, best_c, best_kind = NONE, NONE, -1, -1, -1
     post_c, post_v, nseg, node, group, marked = -1, -1, 1, -1, 0, 0
@@ -730,12 +720,7 @@ def simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, seg_of,
         nseg, pts = _segments(lo, hi, a, b, denom, pts, marked, seg_of)
         marked = nseg + 1
         if nseg * size > C.shape[0]:
-            C = np.zeros((nseg * size, W), np.uint64)
-            kval = np.zeros((nseg * size, W), np.uint64)
-            key_row = np.zeros(nseg * size, np.int64)
-            kdup = np.zeros(nseg * size, np.bool_)
-            table = np.zeros(nseg * size, np.int64)
-            tstamp = np.full(nseg * size, -1, np.int64)
+            C, kval, key_row, kdup, table, tstamp = _set_tables(nseg * size, W)
             stamp[:] = -1
         if nseg > dups.shape[0]:
             dups = np.zeros((nseg, W), np.uint64)

@@ -18,7 +18,7 @@ from collsynth.instances.generators import build
 from collsynth.instances.collective import make
 from collsynth.instances.instance import Instance, make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.tens import cost, cost_kernels as kern, cost_models, dependencies
+from collsynth.tens import cost, cost_models, dependencies, event_layout, event_queue, page_table
 from collsynth.tens.schedule import from_sends, reverse
 from collsynth.tens.verify import verify
 from test_cost import ALPHA, BW, M, greedy_allgather
@@ -197,9 +197,9 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert (np.diff(dep.gstart) == 1).all()
     tables = {}
     for single in (True, False):
-        rec = kern.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst), plan.routes.r,
-                                 plan.routes.ptr)
-        blocks, _, _ = kern.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
+        rec = event_layout.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst),
+                                         plan.routes.r, plan.routes.ptr)
+        blocks, _, _ = event_layout.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
         named = rec["group"][rec["group"] >= 0]
         tables[single] = (len(blocks) > 0, len(np.unique(named)), len(named))
         with patch.object(cost, "EVENT_SINGLE", single):
@@ -265,9 +265,9 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
     p = np.arange(len(g), dtype=np.int32) * 3
     gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
-    rec = np.zeros(max(gstart[-1], 1), kern.EVENT)
+    rec = np.zeros(max(gstart[-1], 1), event_layout.EVENT)
     rec["group"] = -1
-    _, block_ints, waiting = kern.release_groups(rec, order, gstart, g, p, single)
+    _, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g, p, single)
     for k, size in enumerate(sizes):
         expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
         members = order[gstart[k]:gstart[k + 1]]
@@ -276,11 +276,11 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
             assert x["group"] == -1 and waiting[x["start"]:x["end"]].tolist() == expected
             continue
         assert [rec[q]["start"] for q in members] == list(range(size))
-        u = kern.GRANULE * int(rec[members[0]]["group"])
-        assert {int(rec[q]["group"]) for q in members} == {u // kern.GRANULE}
-        rows = block_ints[2 * (u + kern.BLOCK_HEADER):2 * (u + block_ints[2 * u + kern.BLOCK_SLOTS])]
+        u = event_layout.GRANULE * int(rec[members[0]]["group"])
+        assert {int(rec[q]["group"]) for q in members} == {u // event_layout.GRANULE}
+        rows = block_ints[2 * (u + event_layout.BLOCK_HEADER):2 * (u + block_ints[2 * u + event_layout.BLOCK_SLOTS])]
         assert rows.reshape(-1, 2).tolist() == expected
-        assert block_ints[2 * u + kern.BLOCK_MEMBERS] == size
+        assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
 
 
 @given(positions=st.lists(st.integers(0, (1 << 31) - 2), unique=True, max_size=3000),
@@ -292,7 +292,8 @@ def test_a_time_levels_run_is_sorted_by_position(positions, preds, presorted):
         positions = sorted(positions)
     words = [(q << 32) | preds.randrange(1 << 31) for q in positions]
     run = np.array(words + [7], np.int64)  # an entry past the run stays
-    kern._sort_run(run, len(words), np.empty(len(run), np.int64), np.empty(kern.DIGITS * kern.RADIX, np.int64))
+    counts = np.empty(event_queue.DIGITS * event_queue.RADIX, np.int64)
+    event_queue._sort_run(run, len(words), np.empty(len(run), np.int64), counts)
     assert run.tolist() == sorted(words) + [7]
 
 
@@ -357,4 +358,4 @@ def test_valid_schedules_and_their_reversal_match_the_reference(net, rnd):
 def test_lowest_set_bit_of_an_occupancy_word(x):
     """The TEN table's lowest-set-bit (first free or busy timestep of a 64-timestep page)
     against Python's integers."""
-    assert kern._ctz(np.uint64(x)) == (x & -x).bit_length() - 1
+    assert page_table._ctz(np.uint64(x)) == (x & -x).bit_length() - 1

@@ -15,7 +15,7 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.limits import Deadline
 from collsynth.solvers import pipeline
-from collsynth.tens import cost, cost_kernels, cost_models, plan as plan_module
+from collsynth.tens import cost, cost_models, event_layout, plan as plan_module
 from collsynth.tens.plan import PricingPlan
 from test_cost import ring_allgather
 
@@ -111,7 +111,7 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
     alone = cost.price_event(sched, inst)
     plan = PricingPlan(sched, inst)
     made, released = [], []
-    real_records, real_release = cost_kernels.event_records, cost_kernels.release_groups
+    real_records, real_release = event_layout.event_records, event_layout.release_groups
 
     def records(*args):
         made.append(real_records(*args))
@@ -121,8 +121,8 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
         released.append(rec)
         return real_release(rec, *args)
 
-    monkeypatch.setattr(cost_kernels, "event_records", records)
-    monkeypatch.setattr(cost_kernels, "release_groups", release)
+    monkeypatch.setattr(event_layout, "event_records", records)
+    monkeypatch.setattr(event_layout, "release_groups", release)
     cost.prepare_event(plan)
     assert len(made) == 1 and plan.holds(cost.EVENT_RECORDS)
     cost.prepare_event(plan)  # kept: not made again
@@ -139,15 +139,15 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
 
 
 def _recording(monkeypatch, name: str) -> list[str]:
-    """The threads that call ``cost_kernels.<name>``, in order."""
+    """The threads that call ``event_layout.<name>``, in order."""
     threads = []
-    real = getattr(cost_kernels, name)
+    real = getattr(event_layout, name)
 
     def recorded(*args):
         threads.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(cost_kernels, name, recorded)
+    monkeypatch.setattr(event_layout, name, recorded)
     return threads
 
 
