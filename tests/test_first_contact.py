@@ -173,7 +173,7 @@ def test_a_suite_s_drivers_run_only_where_the_selected_producers_take_them():
     """``bench --suite quick --producers ring,greedy``: the quick suite's ``horizon`` driver is no
     selected producer's, so each runs its own default; a driver the user names is still checked."""
     from collsynth import InputError
-    from collsynth.solvers.cli import runner
+    from collsynth.solvers import batch as runner
 
     assert runner.suites()["quick"]["drivers"] == ["horizon"]
     _, jobs = runner.plan_batch("quick", producers=["ring", "greedy"])

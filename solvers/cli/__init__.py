@@ -56,7 +56,7 @@ SUMMARIES = {  # each command's one-line help, for `collsynth --help` without im
     "corpus": "list the corpus: instances with their suites and tags, suites, tags",
     "verify": "check that a schedule implements its instance's collective",
     "price": "the cost of a verified schedule under one cost model",
-    "export": "export a verified schedule (MSCCL XML or schedule JSON)",
+    "export": "export a verified schedule (MSCCL XML, MSCCL++ execution plan or schedule JSON)",
     "show": "print a schedule step by step: sends per link, bytes, per-step time",
     "producers": "list producers, drivers and solver backends (with availability)",
     "warmup": "compile every numba kernel ahead (first run on a machine only; cached on disk)",
@@ -66,6 +66,7 @@ SUMMARIES = {  # each command's one-line help, for `collsynth --help` without im
     "tables": "regenerate every table and plot from the results store",
     "report": "write a static HTML report of the results store (open index.html)",
     "draw": "draw a schedule: on its TEN, step by step, or its per-step link loads",
+    "store": "check a results store for damage, or repair a damaged one",
 }
 
 _RING8 = "instances/corpus/ring8-allgather.toml"
@@ -88,6 +89,8 @@ EXAMPLES = {  # two examples per command, the end of its --help
     "bench": ("collsynth bench --suite quick", "collsynth bench --suite quick --producers ring,greedy --store my-store"),
     "tables": ("collsynth tables", "collsynth tables --store my-store --out my-tables --plots my-plots"),
     "report": ("collsynth report", "collsynth report --store results/quick-store --out quick-report"),
+    "store": ("collsynth store check --store collsynth-results/store",
+              "collsynth store repair --store collsynth-results/store --json"),
     "draw": (f"collsynth draw s.json {_RING8} --out s.png", f"collsynth draw s.json {_RING8} --kind heatmap --out s.pdf"),
 }
 

@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _from_argument(p)
     p.set_defaults(func=price)
 
-    e = sub.add_parser("export", help="export a verified schedule (MSCCL XML or schedule JSON)")
+    e = sub.add_parser("export", help="export a verified schedule (MSCCL XML, MSCCL++ execution plan or schedule JSON)")
     e.add_argument("schedule", help="schedule JSON file")
     e.add_argument("instance", help="instance TOML file")
     e.add_argument("--format", default="msccl-xml", choices=FORMATS, help="what to write")

@@ -185,10 +185,11 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
 
 
 def _result(instance, names: list[str], rows: list[dict], written: dict[str, str]) -> dict:
-    """``solve``'s result, one shape for one producer or several: ``instance``, ``producers``,
-    ``rows`` (one per producer, the fields of ``docs/results.md``), ``out`` (producer -> the
-    schedule file written, when any) and the text table; exit 1 when a producer that supports
-    the instance gave no verified schedule."""
+    """``solve``'s result, one shape for one producer or several: the fields of the best row
+    (:func:`best_row`) at the top level, as the command-line contract names them, then
+    ``producers``, ``best`` (its producer), ``rows`` (one per producer, the fields of
+    ``docs/results.md``), ``out`` (producer -> the schedule file written, when any) and the text
+    table; exit 1 when a producer that supports the instance gave no verified schedule."""
     unsupported = [r for r in rows if r["status"] == Status.SKIPPED and str(r["message"]).startswith("unsupported: ")]
     failed = [r for r in rows if not r["verified"] and r not in unsupported]
     lines = [f"{instance.name}: {', '.join(names)} (steps: communication steps; TEN timesteps for the producers "
@@ -199,12 +200,28 @@ def _result(instance, names: list[str], rows: list[dict], written: dict[str, str
     for r in rows:
         r["status_meaning"] = Status(r["status"]).doc
     lines += [f"wrote {path}" for path in written.values()]
-    result = {"instance": instance.name, "producers": names, "rows": rows, "text": "\n".join(lines)}
+    best = best_row(rows)
+    result = {**best, "instance": instance.name, "producers": names, "best": best["producer"], "rows": rows,
+              "text": "\n".join(lines)}
     if written:
         result["out"] = written
     if failed:
         result["exit"] = 1
     return result
+
+
+def best_row(rows: list[dict]) -> dict:
+    """The verified row fastest under the event model (then the sync model), else the first row.
+
+    >>> best_row([{"producer": "a", "verified": True, "time_event_s": 2.0, "time_sync_s": 1.0},
+    ...           {"producer": "b", "verified": True, "time_event_s": 1.0, "time_sync_s": 3.0}])["producer"]
+    'b'
+    """
+    def key(r: dict) -> tuple:
+        return tuple(float("inf") if r.get(k) is None else r[k] for k in ("time_event_s", "time_sync_s"))
+
+    verified = [r for r in rows if r.get("verified")]
+    return min(verified, key=key) if verified else rows[0]
 
 
 def human_time(seconds: float | None) -> str:

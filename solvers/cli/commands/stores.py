@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..checks import RESULTS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the store command."""
@@ -12,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=["check", "repair"],
                    help="check: list every damaged file (exit 1 if any); repair: rebuild the database from its "
                         "readable rows, drop runs whose schedule file is damaged (bench runs them again)")
-    p.add_argument("--store", default="results/store", help="results store folder")
+    p.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
     p.set_defaults(func=store)
 
 
