@@ -1,0 +1,193 @@
+"""The tree-packing producer: throughput-optimal pipelined trees (ForestColl) as a schedule.
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787), Sections 4-5: the optimum ``(tau, k)`` by the cut
+condition (:mod:`collsynth.tens.cut_optimum`), switches and other relays removed by edge
+splitting (:mod:`.splitting`), ``k`` out-trees per root packed on the compute nodes
+(:mod:`.trees`) and mapped back to routes through the switches. Each tree carries its share of
+its root's data (``1 / k`` per copy), cut into ``pieces`` pipeline pieces per chunk sent hop by
+hop: the ``q``-th piece crosses the ``h``-th hop of its route below the root in step ``q + h``,
+so a switch forwards in the step after a piece arrived and switch hops stay switch hops (the
+verifier and the cost models see the real routes). Every tree has its own pieces, so no two
+trees share a piece anywhere.
+
+Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
+topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
+reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
+through switch nodes are refused: the verifier does not check switch relays of reductions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...instances import Instance
+from ...tens.cut_optimum import FlowTooLarge, Optimum, flow_net, optimum
+from ...tens.schedule import Schedule, concat, from_arrays, reverse
+from ..producers import Options, Outcome, Param, Producer, Unsupported
+from .splitting import network, remove_relays
+from .trees import RoutedTree, pack, routed_trees
+
+KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
+SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
+DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
+
+
+@dataclass
+class Forest:
+    """The packed trees of one non-combining collective and what it took to find them."""
+
+    kind: str  # allgather or broadcast
+    transposed: bool
+    opt: Optimum
+    unit_bw: float
+    trees: list[RoutedTree]
+    flows: int
+    seconds: dict
+
+
+def forest(instance: Instance, kind: str, transposed: bool, deadline=None) -> Forest:
+    """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
+    the instance's participants, on the transposed topology when ``transposed``."""
+    coll = instance.collective
+    topo = instance.topology
+    weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
+    clock = {"start": time.perf_counter()}
+    net0 = flow_net(topo, coll.nodes, weight, transpose=transposed)
+    try:
+        opt = optimum(net0)
+    except FlowTooLarge as e:
+        raise Unsupported(f"tree-packing: {e}") from None
+    clock["optimum"] = time.perf_counter()
+    scale = opt.k * opt.tau
+    caps = [int(u * scale) for u in net0.units]
+    roots = {c: opt.k * w for c, w in zip(net0.compute, net0.weight)}
+    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight)
+    flows = opt.flows + remove_relays(net, deadline)
+    clock["splitting"] = time.perf_counter()
+    packed, more = pack(net, roots, deadline)
+    clock["packing"] = time.perf_counter()
+    trees = routed_trees(net, packed)
+    seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
+               "packing_s": clock["packing"] - clock["splitting"]}
+    return Forest(kind, transposed, opt, net0.unit_bw, trees, flows + more, seconds)
+
+
+def _tree_hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
+    """Every hop of a routed tree: ``(src, dst, hops below the root before it)``."""
+    depth = {tree.root: 0}
+    src, dst, before = [], [], []
+    for route in tree.routes:
+        d = depth[route[0]]
+        for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
+            src.append(a), dst.append(b), before.append(d + i)
+        depth[route[-1]] = d + len(route) - 1
+    return src, dst, before
+
+
+def depth_of(trees: list[RoutedTree]) -> int:
+    """The most hops from a root to a node over all trees."""
+    return max((max(_tree_hops(t)[2]) + 1 for t in trees if t.routes), default=0)
+
+
+def auto_pieces(trees: list[RoutedTree], chunks_per_root: int) -> int:
+    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
+    what keeps the schedule within :data:`SEND_BUDGET` sends."""
+    hops = sum(len(_tree_hops(t)[0]) for t in trees) * chunks_per_root
+    want = DEPTH_FACTOR * max(1, depth_of(trees))
+    return max(1, min(want, SEND_BUDGET // max(1, hops)))
+
+
+def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
+    """The forest as a schedule of its non-combining kind (module doc): chunk ids of the
+    collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``."""
+    coll = instance.collective
+    c = coll.chunks_per_node
+    k = f.opt.k
+    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
+    q = np.arange(c * pieces, dtype=np.int64)
+    j, p = q // pieces, q % pieces
+    for tree in f.trees:
+        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree))
+        width = tree.hi - tree.lo
+        base = (tree.root * c if f.kind == "allgather" else 0) + j
+        lo = tree.lo * pieces + p * width
+        H, Q = len(src), len(q)
+        cols["chunk"].append(np.tile(base, H))
+        cols["lo"].append(np.tile(lo, H))
+        cols["hi"].append(np.tile(lo + width, H))
+        cols["src"].append(np.repeat(src, Q))
+        cols["dst"].append(np.repeat(dst, Q))
+        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
+    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
+    sched = from_arrays(f.kind, coll.size, coll.num_chunks, denom=k * pieces, **arr)
+    return reverse(sched) if f.transposed else sched
+
+
+def _check(instance: Instance) -> None:
+    if instance.concurrent:
+        raise Unsupported("tree-packing takes a single collective, not concurrent ones")
+    coll = instance.collective
+    if coll.kind not in KINDS:
+        raise Unsupported(f"tree-packing implements {', '.join(KINDS)}, not {coll.kind}")
+    if coll.combining and instance.topology.switches:
+        raise Unsupported(f"tree-packing: a {coll.kind} through switch nodes cannot be verified (the verifier "
+                          "refuses switch relays of reductions); unwind the switches")
+
+
+def plan(kind: str) -> list[tuple[str, bool]]:
+    """The forests a collective is made of: ``(allgather | broadcast, transposed)`` in order."""
+    return {"allgather": [("allgather", False)], "broadcast": [("broadcast", False)],
+            "reduce_scatter": [("allgather", True)], "reduce": [("broadcast", True)],
+            "allreduce": [("allgather", True), ("allgather", False)]}[kind]
+
+
+def optimum_seconds(instance: Instance, f: Forest) -> float:
+    """The forest's cut optimum in seconds for the instance's data (``c`` chunks per root)."""
+    coll = instance.collective
+    return f.opt.seconds(coll.chunk_bytes * coll.chunks_per_node, f.unit_bw)
+
+
+def run(instance: Instance, options: Options) -> Outcome:
+    """Tree packing (module doc): the schedule, the cut optimum and what it took."""
+    _check(instance)
+    coll = instance.collective
+    deadline = options.timer()
+    t0 = time.perf_counter()
+    forests = [forest(instance, kind, transposed, deadline) for kind, transposed in plan(coll.kind)]
+    chosen = options.params.get("pieces")
+    parts = []
+    for f in forests:
+        pieces = chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests))
+        parts.append((emit(instance, f, pieces), pieces))
+    sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
+    sched = _with_header(sched, instance)
+    optimum_s = sum(optimum_seconds(instance, f) for f in forests)
+    extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
+             "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
+                          "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
+                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}}
+                         for f, (_, p) in zip(forests, parts)]}
+    return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
+                   found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def _with_header(sched: Schedule, instance: Instance) -> Schedule:
+    """The schedule with the instance's collective kind and chunk count in its header."""
+    from dataclasses import replace
+    coll = instance.collective
+    return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta={"algorithm": "tree-packing"})
+
+
+PARAMS = (
+    Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
+                               "within a budget of sends)", low=1, high=1_000_000),
+)
+
+PRODUCERS = [Producer("tree-packing", "tree-packing", run,
+                      "ForestColl: k pipelined spanning out-trees per GPU at the cut-condition optimum, "
+                      "switches removed by edge splitting", params=PARAMS)]

@@ -1,0 +1,145 @@
+"""Packing k out-arborescences per root (Edmonds' branching theorem) and mapping them to routes.
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787), Section 5.2: on the compute nodes left by edge splitting
+(:mod:`.splitting`), with integer arc capacities, Edmonds' theorem (J. Edmonds, "Edge-disjoint
+branchings", Combinatorial Algorithms 1973) gives ``k w_r`` spanning out-trees rooted at every
+root ``r`` that use each arc at most its capacity, because every set ``S`` is entered by at least
+as much capacity as there are trees whose partial vertex set misses it. Trees grow one arc at a
+time (Lovász's constructive proof, "On two minimax theorems in graph", JCT B 1976), a tree of
+multiplicity ``C`` taking arc ``x -> y`` for ``gamma`` of its copies, the largest amount for which
+the condition still holds: with a source node per partial tree ``i`` (arcs to its vertices) and
+arcs ``x -> s_i`` of capacity ``C_i`` for the other trees, ``gamma = min(C, cap(x, y),
+maxflow(x, y) - sum_i C_i)``. A tree that takes fewer copies than it has splits in two.
+
+Each tree arc then takes its copies from the arc's pool of original routes (through the removed
+switches); where the routes change along the copies the tree splits again (:func:`routed_trees`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...tens.cut_optimum import max_flow
+from .splitting import Network, _take
+
+
+@dataclass
+class Tree:
+    """A (partial) out-tree of ``root`` taken ``count`` times: its vertices and arcs (in the
+    order added, so every arc's tail is reached before it)."""
+
+    root: int
+    count: int
+    nodes: set = field(default_factory=set)
+    arcs: list = field(default_factory=list)
+
+    def copy(self, count: int) -> "Tree":
+        """The same partial tree with ``count`` copies."""
+        return Tree(self.root, count, set(self.nodes), list(self.arcs))
+
+
+def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int) -> int:
+    """How many copies of tree ``j`` may take arc ``x -> y`` (module doc)."""
+    others = [t for t in active if t is not j]
+    inf = sum(cap.values()) + sum(t.count for t in active) + 1
+    src, dst, c = [], [], []
+    for (a, b), v in cap.items():
+        src.append(a), dst.append(b), c.append(v)
+    for i, t in enumerate(active):
+        s_i = size + i
+        for v in t.nodes:
+            src.append(s_i), dst.append(v), c.append(inf)
+        if t is not j:
+            src.append(x), dst.append(s_i), c.append(t.count)
+    value, _ = max_flow(size + len(active), np.asarray(src), np.asarray(dst), np.asarray(c), x, y)
+    return max(0, min(j.count, cap.get((x, y), 0), value - sum(t.count for t in others)))
+
+
+def pack(net: Network, roots: dict[int, int], deadline=None) -> tuple[list[Tree], int]:
+    """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
+    copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
+    (each with its multiplicity) and the max flows run. Raises RuntimeError if a tree cannot be
+    completed (the condition did not hold)."""
+    cap = {key: c for key, c in net.cap.items() if key[0] != net.source}
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(cap):
+        out_of.setdefault(a, []).append(b)
+    queue = [Tree(r, c, {r}) for r, c in sorted(roots.items()) if c > 0]
+    active = list(queue)
+    everyone = set(net.compute)
+    flows = 0
+    done = []
+    while queue:
+        tree = queue.pop(0)
+        if deadline is not None:
+            deadline.check("tree packing", f"{len(active)} trees left")
+        frontier = [tree.root] + [y for _, y in tree.arcs]
+        while frontier and tree.nodes != everyone:
+            x = frontier.pop(0)
+            for y in out_of.get(x, ()):
+                if y in tree.nodes or cap.get((x, y), 0) == 0:
+                    continue
+                gain = _gain(cap, active, tree, x, y, net.nodes)
+                flows += 1
+                if gain == 0:
+                    continue
+                if gain < tree.count:
+                    rest = tree.copy(tree.count - gain)
+                    queue.append(rest)
+                    active.append(rest)
+                    tree.count = gain
+                tree.arcs.append((x, y))
+                tree.nodes.add(y)
+                frontier.append(y)
+                cap[(x, y)] -= gain
+        if tree.nodes != everyone:
+            raise RuntimeError(f"a tree rooted at {tree.root} cannot reach {sorted(everyone - tree.nodes)[:5]}")
+        active.remove(tree)
+        done.append(tree)
+    return done, flows
+
+
+@dataclass(frozen=True)
+class RoutedTree:
+    """Copies ``[lo, hi)`` of the ``k w_r`` units of root ``root``'s data, sent down
+    ``routes``: one route (original node ids) per tree arc, each tail reached before."""
+
+    root: int
+    lo: int
+    hi: int
+    routes: tuple[tuple[int, ...], ...]
+
+
+def routed_trees(net: Network, trees: list[Tree]) -> list[RoutedTree]:
+    """Every tree's arcs mapped to original routes from the split network's pools; a tree whose
+    copies take different routes on an arc is split where they change."""
+    offset: dict[int, int] = {}
+    out = []
+    for tree in sorted(trees, key=lambda t: t.root):
+        lo = offset.get(tree.root, 0)
+        offset[tree.root] = lo + tree.count
+        per_arc = [_take(net.pools[arc], tree.count) for arc in tree.arcs]
+        cuts = {0, tree.count}
+        for segs in per_arc:
+            at = 0
+            for _, amount in segs:
+                at += amount
+                cuts.add(at)
+        cuts = sorted(cuts)
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            routes = tuple(_route_at(segs, a) for segs in per_arc)
+            out.append(RoutedTree(tree.root, lo + a, lo + b, routes))
+    return out
+
+
+def _route_at(segs: list[list], unit: int) -> tuple[int, ...]:
+    """The route of the segment covering copy ``unit``."""
+    at = 0
+    for route, amount in segs:
+        if unit < at + amount:
+            return tuple(route)
+        at += amount
+    raise IndexError(unit)
