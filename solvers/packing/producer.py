@@ -50,7 +50,7 @@ class Forest:
     seconds: dict
 
 
-def forest(instance: Instance, kind: str, transposed: bool, deadline=None) -> Forest:
+def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False) -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``."""
     coll = instance.collective
@@ -69,7 +69,7 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None) -> Fo
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight)
     flows = opt.flows + remove_relays(net, deadline)
     clock["splitting"] = time.perf_counter()
-    packed, more = pack(net, roots, deadline)
+    packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()
     trees = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],

@@ -58,7 +58,7 @@ def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int) -> 
     return max(0, min(j.count, cap.get((x, y), 0), value - sum(t.count for t in others)))
 
 
-def pack(net: Network, roots: dict[int, int], deadline=None) -> tuple[list[Tree], int]:
+def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False) -> tuple[list[Tree], int]:
     """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
     copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
     (each with its multiplicity) and the max flows run. Raises RuntimeError if a tree cannot be
@@ -76,30 +76,45 @@ def pack(net: Network, roots: dict[int, int], deadline=None) -> tuple[list[Tree]
         tree = queue.pop(0)
         if deadline is not None:
             deadline.check("tree packing", f"{len(active)} trees left")
-        frontier = [tree.root] + [y for _, y in tree.arcs]
-        while frontier and tree.nodes != everyone:
-            x = frontier.pop(0)
-            for y in out_of.get(x, ()):
-                if y in tree.nodes or cap.get((x, y), 0) == 0:
-                    continue
-                gain = _gain(cap, active, tree, x, y, net.nodes)
-                flows += 1
-                if gain == 0:
-                    continue
-                if gain < tree.count:
-                    rest = tree.copy(tree.count - gain)
-                    queue.append(rest)
-                    active.append(rest)
-                    tree.count = gain
-                tree.arcs.append((x, y))
-                tree.nodes.add(y)
-                frontier.append(y)
-                cap[(x, y)] -= gain
+        flows += _grow(tree, cap, out_of, active, queue, everyone, net.nodes, depth_first)
         if tree.nodes != everyone:
             raise RuntimeError(f"a tree rooted at {tree.root} cannot reach {sorted(everyone - tree.nodes)[:5]}")
         active.remove(tree)
         done.append(tree)
     return done, flows
+
+
+def _grow(tree: Tree, cap: dict, out_of: dict, active: list, queue: list, everyone: set, size: int,
+          depth_first: bool) -> int:
+    """Grow ``tree`` until it spans ``everyone`` or no arc may be added, breadth first (the
+    oldest vertex first) or depth first (the newest); returns the flows run."""
+    frontier = [tree.root] + [y for _, y in tree.arcs]
+    flows = 0
+    while frontier and tree.nodes != everyone:
+        x = frontier[-1] if depth_first else frontier[0]
+        added = False
+        for y in out_of.get(x, ()):
+            if y in tree.nodes or cap.get((x, y), 0) == 0:
+                continue
+            gain = _gain(cap, active, tree, x, y, size)
+            flows += 1
+            if gain == 0:
+                continue
+            if gain < tree.count:
+                rest = tree.copy(tree.count - gain)
+                queue.append(rest)
+                active.append(rest)
+                tree.count = gain
+            tree.arcs.append((x, y))
+            tree.nodes.add(y)
+            frontier.append(y)
+            cap[(x, y)] -= gain
+            added = True
+            if depth_first:
+                break
+        if not added or not depth_first:
+            frontier.remove(x)
+    return flows
 
 
 @dataclass(frozen=True)
