@@ -240,3 +240,52 @@ def cut_seconds(net: FlowNet, witness: Iterable[int], shard_bytes: float) -> flo
     if w == 0 or not any(not inside[c] for c in net.compute):
         return 0.0
     return shard_bytes * w / out if out > 0 else math.inf
+
+
+def capacities(net: FlowNet, k: int, tau: Fraction) -> np.ndarray:
+    """Every link's capacity in trees of ``k`` per shard at time ``tau``: ``floor(k tau units)``."""
+    return np.asarray([(k * tau * int(u)).numerator // (k * tau * int(u)).denominator for u in net.units],
+                      dtype=np.int64)
+
+
+def holds_with(net: FlowNet, caps: np.ndarray, k: int) -> bool:
+    """Whether ``k w_r`` trees per root fit the integer link capacities ``caps``: every compute
+    node has a max flow of ``k W`` from a super source with arcs ``k w_r`` to the roots
+    (Edmonds' theorem, J. Edmonds, "Edge-disjoint branchings", 1973)."""
+    s = net.nodes
+    roots = [(c, w) for c, w in zip(net.compute, net.weight) if w]
+    src = np.concatenate([net.src, np.full(len(roots), s)])
+    dst = np.concatenate([net.dst, np.asarray([c for c, _ in roots], dtype=np.int64)])
+    cap = np.concatenate([caps, np.asarray([k * w for _, w in roots], dtype=np.int64)])
+    need = k * net.total_weight
+    return all(max_flow(s + 1, src, dst, cap, s, v)[0] >= need for v in net.compute)
+
+
+def fixed_k(net: FlowNet, k: int, tau_star: Fraction, stretch: Fraction = Fraction(2)) -> Fraction | None:
+    """The least time ``tau >= tau_star`` (at most ``stretch`` times it) at which ``k`` trees per
+    shard fit the floored capacities ``floor(k tau units)`` (ForestColl's fixed-k search, Zhao et
+    al., arXiv 2402.06787, Section 5 and Appendix); None if none does within ``stretch``. The
+    candidates are the times where some capacity steps up, searched by bisection.
+
+    >>> from collsynth.instances.generators import build
+    >>> net = flow_net(build("switch", {"nodes": 4, "unwind": 0}), range(4), [1, 1, 1, 1])
+    >>> fixed_k(net, 1, optimum(net).tau)
+    Fraction(3, 1)
+    """
+    top = tau_star * stretch
+    cands = {tau_star}
+    for u in {int(x) for x in net.units}:
+        m0 = math.ceil(k * tau_star * u)
+        m1 = math.floor(k * top * u)
+        cands.update(Fraction(m, k * u) for m in range(m0, m1 + 1))
+    cands = sorted(c for c in cands if tau_star <= c <= top)
+    lo, hi = 0, len(cands) - 1
+    if not cands or not holds_with(net, capacities(net, k, cands[hi]), k):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds_with(net, capacities(net, k, cands[mid]), k):
+            hi = mid
+        else:
+            lo = mid + 1
+    return cands[lo]

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...instances import Instance
-from ...tens.cut_optimum import FlowTooLarge, Optimum, flow_net, optimum
+from fractions import Fraction
+
+from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .splitting import network, remove_relays
@@ -35,6 +37,8 @@ from .trees import RoutedTree, pack, routed_trees
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
 SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
 DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
+MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
+CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
 
 
 @dataclass
@@ -44,13 +48,16 @@ class Forest:
     kind: str  # allgather or broadcast
     transposed: bool
     opt: Optimum
+    k: int  # trees per shard packed (the optimum's own k, or fewer at a slightly longer time)
+    tau: Fraction  # the time per shard the packed trees take (opt.tau when k is the optimum's)
     unit_bw: float
     trees: list[RoutedTree]
     flows: int
     seconds: dict
 
 
-def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False) -> Forest:
+def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
+           trees: int | None = None) -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``."""
     coll = instance.collective
@@ -62,19 +69,43 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
         opt = optimum(net0)
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
+    k, tau = choose_k(net0, opt, trees)
     clock["optimum"] = time.perf_counter()
-    scale = opt.k * opt.tau
-    caps = [int(u * scale) for u in net0.units]
-    roots = {c: opt.k * w for c, w in zip(net0.compute, net0.weight)}
-    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight)
+    caps = capacities(net0, k, tau)
+    roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
+    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
     flows = opt.flows + remove_relays(net, deadline)
     clock["splitting"] = time.perf_counter()
     packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()
-    trees = routed_trees(net, packed)
+    routed = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
-    return Forest(kind, transposed, opt, net0.unit_bw, trees, flows + more, seconds)
+    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+
+
+def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
+    """Trees per shard and their time: ``asked`` (its least feasible time, ForestColl's fixed-k
+    search), else the optimum's own ``k`` when it is at most :data:`MAX_TREES`, else the first
+    ``k`` in 1 .. :data:`MAX_TREES` within :data:`CLOSE_ENOUGH` of the optimum (the best of
+    them if none is)."""
+    if opt.tau == 0:
+        return 1, opt.tau
+    if asked is not None:
+        tau = fixed_k(net, asked, opt.tau, Fraction(64))
+        if tau is None:
+            raise Unsupported(f"tree-packing: {asked} trees per shard do not fit within 64 times the optimum")
+        return asked, tau
+    if opt.k <= MAX_TREES:
+        return opt.k, opt.tau
+    best = None
+    for k in range(1, MAX_TREES + 1):
+        tau = fixed_k(net, k, opt.tau)
+        if tau is not None and (best is None or tau < best[1]):
+            best = (k, tau)
+        if best is not None and best[1] <= opt.tau * CLOSE_ENOUGH:
+            break
+    return best if best is not None else (opt.k, opt.tau)
 
 
 def _tree_hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
@@ -107,7 +138,7 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``."""
     coll = instance.collective
     c = coll.chunks_per_node
-    k = f.opt.k
+    k = f.k
     cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
     q = np.arange(c * pieces, dtype=np.int64)
     j, p = q // pieces, q % pieces
@@ -158,7 +189,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     coll = instance.collective
     deadline = options.timer()
     t0 = time.perf_counter()
-    forests = [forest(instance, kind, transposed, deadline) for kind, transposed in plan(coll.kind)]
+    forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
+                      options.params.get("trees")) for kind, transposed in plan(coll.kind)]
     chosen = options.params.get("pieces")
     parts = []
     for f in forests:
@@ -169,6 +201,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
              "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
+                          "trees_per_shard": f.k, "tau_packed": str(f.tau),
+                          "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}}
                          for f, (_, p) in zip(forests, parts)]}
@@ -184,6 +218,9 @@ def _with_header(sched: Schedule, instance: Instance) -> Schedule:
 
 
 PARAMS = (
+    Param("trees", int, None, "trees per shard (default: the optimum's k when at most 16, else the first "
+                              "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
+    Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends)", low=1, high=1_000_000),
 )

@@ -48,8 +48,8 @@ class Network:
         """The super source's id."""
         return self.nodes
 
-    def flow(self, s: int, t: int, extra: list[tuple[int, int, int]] = ()) -> tuple[int, np.ndarray]:
-        """Max flow ``s -> t`` with the ``extra`` arcs added, and the minimal source side."""
+    def flow(self, s: int, t: int, extra: list[tuple[int, int, int]] = (), side: bool = True) -> tuple[int, np.ndarray]:
+        """Max flow ``s -> t`` with the ``extra`` arcs added, and (``side``) the minimal source side."""
         arcs = list(self.cap.items())
         src = np.fromiter((a[0][0] for a in arcs), np.int64, len(arcs))
         dst = np.fromiter((a[0][1] for a in arcs), np.int64, len(arcs))
@@ -57,7 +57,7 @@ class Network:
         if extra:
             e = np.asarray(extra, dtype=np.int64)
             src, dst, cap = np.concatenate([src, e[:, 0]]), np.concatenate([dst, e[:, 1]]), np.concatenate([cap, e[:, 2]])
-        return max_flow(self.nodes + 1, src, dst, cap, s, t, side=True)
+        return max_flow(self.nodes + 1, src, dst, cap, s, t, side=side)
 
     def infinite(self) -> int:
         """A capacity no cut of the network reaches."""
@@ -65,7 +65,7 @@ class Network:
 
     def holds(self) -> bool:
         """Whether every compute node has ``lambda(s, v) >= need``."""
-        return all(self.flow(self.source, v)[0] >= self.need for v in self.compute)
+        return all(self.flow(self.source, v, side=False)[0] >= self.need for v in self.compute)
 
 
 def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need: int) -> Network:
@@ -90,12 +90,11 @@ def _slack(net: Network, sources: list[int], sink: int, pinned: list[int], free:
     inf = net.infinite()
     s = net.source
     extra = [(s, x, inf) for x in sources] + [(x, sink, inf) for x in pinned]
-    value, side = net.flow(s, sink, extra)
+    value, side = net.flow(s, sink, extra, side=not free)
     if free or not all(side[c] for c in net.compute):
         return value - net.need
-    least = value
     others = [c for c in net.compute if c not in sources]
-    least = min(net.flow(s, sink, extra + [(v, sink, inf)])[0] for v in others) if others else inf
+    least = min(net.flow(s, sink, extra + [(v, sink, inf)], side=False)[0] for v in others) if others else inf
     return least - net.need
 
 
