@@ -41,21 +41,42 @@ class Tree:
         return Tree(self.root, count, set(self.nodes), list(self.arcs))
 
 
-def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int) -> int:
+class _Arcs:
+    """The flow network of :func:`_gain` without its per-test arcs, rebuilt only when the
+    packing changed (``version``): the remaining capacities, and an arc of infinite capacity
+    from every active tree's source node (ids from ``size``) to each of its vertices."""
+
+    def __init__(self):
+        self.version, self.built = 0, -1
+        self.base: tuple = ()
+
+    def changed(self) -> None:
+        """Mark the packing changed (an arc taken, a tree split or finished)."""
+        self.version += 1
+
+    def get(self, cap: dict, active: list[Tree], size: int) -> tuple:
+        """``(src, dst, cap, infinite, index of each active tree)`` for the current packing."""
+        if self.built != self.version:
+            inf = sum(cap.values()) + sum(t.count for t in active) + 1
+            keys = np.asarray(list(cap), dtype=np.int64).reshape(-1, 2)
+            owner = np.concatenate([np.full(len(t.nodes), size + i) for i, t in enumerate(active)])
+            members = np.concatenate([np.fromiter(t.nodes, np.int64, len(t.nodes)) for t in active])
+            src = np.concatenate([keys[:, 0], owner])
+            dst = np.concatenate([keys[:, 1], members])
+            c = np.concatenate([np.fromiter(cap.values(), np.int64, len(cap)), np.full(len(members), inf)])
+            self.base = (src, dst, c, {id(t): i for i, t in enumerate(active)})
+            self.built = self.version
+        return self.base
+
+
+def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int, arcs: _Arcs) -> int:
     """How many copies of tree ``j`` may take arc ``x -> y`` (module doc)."""
-    others = [t for t in active if t is not j]
-    inf = sum(cap.values()) + sum(t.count for t in active) + 1
-    src, dst, c = [], [], []
-    for (a, b), v in cap.items():
-        src.append(a), dst.append(b), c.append(v)
-    for i, t in enumerate(active):
-        s_i = size + i
-        for v in t.nodes:
-            src.append(s_i), dst.append(v), c.append(inf)
-        if t is not j:
-            src.append(x), dst.append(s_i), c.append(t.count)
-    value, _ = max_flow(size + len(active), np.asarray(src), np.asarray(dst), np.asarray(c), x, y)
-    return max(0, min(j.count, cap.get((x, y), 0), value - sum(t.count for t in others)))
+    src, dst, c, index = arcs.get(cap, active, size)
+    others = np.asarray([index[id(t)] for t in active if t is not j], dtype=np.int64)
+    counts = np.asarray([t.count for t in active if t is not j], dtype=np.int64)
+    value, _ = max_flow(size + len(active), np.concatenate([src, np.full(len(others), x)]),
+                        np.concatenate([dst, size + others]), np.concatenate([c, counts]), x, y)
+    return max(0, min(j.count, cap.get((x, y), 0), value - int(counts.sum())))
 
 
 def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False) -> tuple[list[Tree], int]:
@@ -72,20 +93,22 @@ def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool =
     everyone = set(net.compute)
     flows = 0
     done = []
+    arcs = _Arcs()
     while queue:
         tree = queue.pop(0)
         if deadline is not None:
             deadline.check("tree packing", f"{len(active)} trees left")
-        flows += _grow(tree, cap, out_of, active, queue, everyone, net.nodes, depth_first)
+        flows += _grow(tree, cap, out_of, active, queue, everyone, net.nodes, depth_first, arcs)
         if tree.nodes != everyone:
             raise RuntimeError(f"a tree rooted at {tree.root} cannot reach {sorted(everyone - tree.nodes)[:5]}")
         active.remove(tree)
+        arcs.changed()
         done.append(tree)
     return done, flows
 
 
 def _grow(tree: Tree, cap: dict, out_of: dict, active: list, queue: list, everyone: set, size: int,
-          depth_first: bool) -> int:
+          depth_first: bool, arcs: _Arcs) -> int:
     """Grow ``tree`` until it spans ``everyone`` or no arc may be added, breadth first (the
     oldest vertex first) or depth first (the newest); returns the flows run."""
     frontier = [tree.root] + [y for _, y in tree.arcs]
@@ -96,7 +119,7 @@ def _grow(tree: Tree, cap: dict, out_of: dict, active: list, queue: list, everyo
         for y in out_of.get(x, ()):
             if y in tree.nodes or cap.get((x, y), 0) == 0:
                 continue
-            gain = _gain(cap, active, tree, x, y, size)
+            gain = _gain(cap, active, tree, x, y, size, arcs)
             flows += 1
             if gain == 0:
                 continue
@@ -109,6 +132,7 @@ def _grow(tree: Tree, cap: dict, out_of: dict, active: list, queue: list, everyo
             tree.nodes.add(y)
             frontier.append(y)
             cap[(x, y)] -= gain
+            arcs.changed()
             added = True
             if depth_first:
                 break
