@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...instances import Instance
+from ...instances.size import BYTES_PER_SEND
+from ...limits import memory_budget, require
 from fractions import Fraction
 
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
@@ -125,12 +127,25 @@ def depth_of(trees: list[RoutedTree]) -> int:
     return max((max(_tree_hops(t)[2]) + 1 for t in trees if t.routes), default=0)
 
 
+def hops_of(trees: list[RoutedTree]) -> int:
+    """Hops of all routed trees (sends per piece)."""
+    return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
+
+
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
-    what keeps the schedule within :data:`SEND_BUDGET` sends."""
-    hops = sum(len(_tree_hops(t)[0]) for t in trees) * chunks_per_root
+    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget."""
+    hops = hops_of(trees) * chunks_per_root
+    budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
     want = DEPTH_FACTOR * max(1, depth_of(trees))
-    return max(1, min(want, SEND_BUDGET // max(1, hops)))
+    return max(1, min(want, budget // max(1, hops)))
+
+
+def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int) -> None:
+    """Refuse (:class:`collsynth.limits.TooBig`, before the schedule is built) a pipeline depth
+    whose sends would exceed the memory budget."""
+    sends = sum(hops_of(f.trees) * p for f, p in zip(forests, pieces)) * chunks_per_root
+    require(sends * BYTES_PER_SEND, "--param pieces", f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
 
 
 def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
@@ -192,10 +207,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees")) for kind, transposed in plan(coll.kind)]
     chosen = options.params.get("pieces")
-    parts = []
-    for f in forests:
-        pieces = chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests))
-        parts.append((emit(instance, f, pieces), pieces))
+    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests]
+    check_sends(forests, depths, coll.chunks_per_node)
+    parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
     sched = _with_header(sched, instance)
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
