@@ -83,34 +83,43 @@ def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need:
     return Network(nodes, caps, tuple(int(c) for c in compute), int(need), pools)
 
 
-def _slack(net: Network, sources: list[int], sink: int, pinned: list[int], free: bool) -> int:
+def _slack(net: Network, sources: list[int], sink: int, pinned: list[int], free: bool,
+           cap: int, lower: dict | None = None) -> int:
     """Least ``d+(S) - need`` over sets ``S`` with the super source and ``sources`` in and
     ``sink`` and ``pinned`` out, that miss some compute node (``free``: one of ``pinned`` is a
-    compute node, so every such set does)."""
+    compute node, so every such set does), or at least ``cap`` when it is no less. ``lower``:
+    a lower bound on ``lambda(s, v)`` per compute node ``v``; a set missing ``v`` is an
+    ``s``-``v`` cut, so nodes whose bound leaves ``cap`` of slack need no flow."""
     inf = net.infinite()
     s = net.source
     extra = [(s, x, inf) for x in sources] + [(x, sink, inf) for x in pinned]
     value, side = net.flow(s, sink, extra, side=not free)
     if free or not all(side[c] for c in net.compute):
         return value - net.need
-    others = [c for c in net.compute if c not in sources]
-    least = min(net.flow(s, sink, extra + [(v, sink, inf)], side=False)[0] for v in others) if others else inf
+    least = inf
+    for v in net.compute:
+        if v in sources or (lower is not None and lower[v] - net.need >= min(cap, least - net.need)):
+            continue
+        least = min(least, net.flow(s, sink, extra + [(v, sink, inf)], side=False)[0])
+        if least <= net.need:
+            break
     return least - net.need
 
 
-def split_amount(net: Network, u: int, w: int, t: int) -> int:
-    """The largest ``gamma`` that ``u -> w -> t`` may be split into ``u -> t`` by (module doc)."""
-    gamma = min(net.cap.get((u, w), 0), net.cap.get((w, t), 0))
+def split_amount(net: Network, u: int, w: int, t: int, lower: dict | None = None, most: int | None = None) -> int:
+    """The largest ``gamma`` (at most ``most``) that ``u -> w -> t`` may be split into ``u -> t``
+    by (module doc); ``lower``: lower bounds on ``lambda(s, v)`` (:func:`_slack`)."""
+    gamma = min(net.cap.get((u, w), 0), net.cap.get((w, t), 0), most if most is not None else net.infinite())
     if gamma <= 0:
         return 0
     compute = set(net.compute)
     # S holds s, u, t and misses w (and some compute node)
-    gamma = min(gamma, _slack(net, [u, t], w, [], False))
+    gamma = min(gamma, _slack(net, [u, t], w, [], False, gamma, lower))
     if gamma <= 0:
         return 0
     # S holds s and w and misses u and t
     pinned = [t] if t != u else []
-    return min(gamma, _slack(net, [w], u, pinned, u in compute or t in compute))
+    return min(gamma, _slack(net, [w], u, pinned, u in compute or t in compute, gamma, lower))
 
 
 def _take(pool: Pool, amount: int) -> list[list]:
@@ -164,6 +173,8 @@ def remove_node(net: Network, w: int) -> int:
     ins = sorted(u for (u, x) in net.cap if x == w and u != net.source)
     outs = sorted(t for (x, t) in net.cap if x == w)
     share = {u: -(-net.cap[(u, w)] // max(1, len(outs) - (u in outs))) for u in ins}
+    lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every split below
+    flows += len(lower)
     for fair in (True, False):  # first spread every in-link over all out-links (shallow trees), then the rest
         for u in ins:
             for t in sorted(outs, key=lambda t: (t == u, (t - u) % (net.nodes + 1))):
@@ -171,10 +182,12 @@ def remove_node(net: Network, w: int) -> int:
                     break
                 if net.cap.get((w, t), 0) == 0 or (fair and t == u):
                     continue
-                gamma = split_amount(net, u, w, t)
+                gamma = split_amount(net, u, w, t, lower, share[u] if fair else None)
                 flows += 2
                 if gamma > 0:
-                    split(net, u, w, t, min(gamma, share[u]) if fair else gamma)
+                    split(net, u, w, t, gamma)
+                    for v in lower:
+                        lower[v] -= gamma
     for key in [k for k in net.cap if w in k]:
         del net.cap[key]
         net.pools.pop(key, None)
