@@ -100,7 +100,11 @@ def max_flow(n: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, s: int, 
     cap = np.asarray(cap, dtype=np.int64)
     if len(cap) and (cap.max() > INT32_MAX or cap.sum() > INT32_MAX):
         raise FlowTooLarge(f"capacities up to {int(cap.sum())} exceed the int32 flow solver")
-    graph = sp.csr_matrix((cap.astype(np.int32), (src, dst)), shape=(n, n))
+    keys, where = np.unique(np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64), return_inverse=True)
+    data = np.bincount(where, weights=cap, minlength=len(keys)).astype(np.int32)  # parallel arcs add up
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(keys // n, minlength=n), out=indptr[1:])
+    graph = sp.csr_matrix((data, (keys % n).astype(np.int32), indptr), shape=(n, n))
     result = maximum_flow(graph, s, t, method="dinic")
     if not side:
         return int(result.flow_value), None
