@@ -166,15 +166,15 @@ def split(net: Network, u: int, w: int, t: int, gamma: int) -> None:
         net.pools.setdefault((u, t), []).extend(routes)
 
 
-def remove_node(net: Network, w: int) -> int:
+def remove_node(net: Network, w: int, lower: dict) -> int:
     """Split off every pair of links through ``w``, then drop what is left at ``w``; returns
-    the flows run. The condition is kept by every split (checked by the caller at the end)."""
+    the flows run. The condition is kept by every split (checked by the caller at the end).
+    ``lower`` (lower bounds on ``lambda(s, v)``) is lowered by what every split and the drop
+    may take from a cut."""
     flows = 0
     ins = sorted(u for (u, x) in net.cap if x == w and u != net.source)
     outs = sorted(t for (x, t) in net.cap if x == w)
     share = {u: -(-net.cap[(u, w)] // max(1, len(outs) - (u in outs))) for u in ins}
-    lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every split below
-    flows += len(lower)
     for fair in (True, False):  # first spread every in-link over all out-links (shallow trees), then the rest
         for u in ins:
             for t in sorted(outs, key=lambda t: (t == u, (t - u) % (net.nodes + 1))):
@@ -188,9 +188,12 @@ def remove_node(net: Network, w: int) -> int:
                     split(net, u, w, t, gamma)
                     for v in lower:
                         lower[v] -= gamma
+    dropped = 0
     for key in [k for k in net.cap if w in k]:
-        del net.cap[key]
+        dropped += net.cap.pop(key)
         net.pools.pop(key, None)
+    for v in lower:
+        lower[v] -= dropped
     return flows
 
 
@@ -200,11 +203,15 @@ def remove_relays(net: Network, deadline=None) -> int:
     theory promises was not found)."""
     compute = set(net.compute)
     relays = sorted({x for key in net.cap for x in key} - compute - {net.source})
-    flows = 0
-    for w in relays:
+    lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every change
+    flows = len(lower)
+    for i, w in enumerate(relays):
         if deadline is not None:
-            deadline.check("edge splitting", f"{relays.index(w)} of {len(relays)} relays removed")
-        flows += remove_node(net, w)
+            deadline.check("edge splitting", f"{i} of {len(relays)} relays removed")
+        if min(lower.values()) < net.need:  # the bounds ran out: measure again
+            lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}
+            flows += len(lower)
+        flows += remove_node(net, w, lower)
     if not net.holds():
         raise RuntimeError("edge splitting lost the cut condition")
     return flows
