@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
+from ...tens.ten import instant_hops
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees
@@ -110,16 +111,27 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
     return best if best is not None else (opt.k, opt.tau)
 
 
-def _tree_hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
-    """Every hop of a routed tree: ``(src, dst, hops below the root before it)``."""
+def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset()) -> tuple[list[int], list[int], list[int]]:
+    """Every hop of a routed tree: ``(src, dst, steps below the root before it)``. A hop in
+    ``instant`` (a switch-to-NPU hop of a topology whose switch hop is instant) leaves in the
+    step its piece reached the switch; every other hop one step after its piece arrived."""
     depth = {tree.root: 0}
     src, dst, before = [], [], []
     for route in tree.routes:
-        d = depth[route[0]]
+        at = depth[route[0]]
         for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
-            src.append(a), dst.append(b), before.append(d + i)
-        depth[route[-1]] = d + len(route) - 1
+            if i > 0 and (a, b) not in instant:
+                at += 1
+            src.append(a), dst.append(b), before.append(at)
+        depth[route[-1]] = at + 1
     return src, dst, before
+
+
+def instant_pairs(topology) -> frozenset:
+    """The switch-to-NPU link pairs whose hop is instant (:func:`collsynth.tens.ten.instant_hops`)."""
+    la = topology.link_arrays
+    hit = instant_hops(topology)
+    return frozenset(zip(la.src[hit].tolist(), la.dst[hit].tolist()))
 
 
 def depth_of(trees: list[RoutedTree]) -> int:
@@ -132,12 +144,21 @@ def hops_of(trees: list[RoutedTree]) -> int:
     return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
 
 
-def auto_pieces(trees: list[RoutedTree], chunks_per_root: int) -> int:
+def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
-    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget."""
+    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
+    a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
+    minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
+    event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
+    few pieces, large ones many."""
     hops = hops_of(trees) * chunks_per_root
     budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
-    want = DEPTH_FACTOR * max(1, depth_of(trees))
+    depth = max(1, depth_of(trees))
+    want = DEPTH_FACTOR * depth
+    if alpha > 0:
+        def estimate(P: int) -> float:
+            return (P + depth - 1) * (alpha + seconds / P) + seconds * (1 + (depth - 1) / P) + depth * alpha
+        want = min(range(1, want + 1), key=estimate)
     return max(1, min(want, budget // max(1, hops)))
 
 
@@ -157,8 +178,9 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
     q = np.arange(c * pieces, dtype=np.int64)
     j, p = q // pieces, q % pieces
+    instant = frozenset() if f.transposed else instant_pairs(instance.topology)
     for tree in f.trees:
-        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree))
+        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree, instant))
         width = tree.hi - tree.lo
         base = (tree.root * c if f.kind == "allgather" else 0) + j
         lo = tree.lo * pieces + p * width
@@ -207,7 +229,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees")) for kind, transposed in plan(coll.kind)]
     chosen = options.params.get("pieces")
-    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests]
+    alpha = float(instance.topology.link_arrays.alpha.max())
+    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests),
+                                    optimum_seconds(instance, f) / coll.chunks_per_node, alpha) for f in forests]
     check_sends(forests, depths, coll.chunks_per_node)
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
