@@ -77,7 +77,12 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
-    flows = opt.flows + remove_relays(net, deadline)
+    try:
+        flows = opt.flows + remove_relays(net, deadline)
+    except RuntimeError:
+        raise Unsupported("tree-packing: edge splitting could not keep the cut condition at a relay whose links "
+                          "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
+                          "out-capacity to match)") from None
     clock["splitting"] = time.perf_counter()
     packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()

@@ -175,7 +175,10 @@ def remove_node(net: Network, w: int, lower: dict) -> int:
     ins = sorted(u for (u, x) in net.cap if x == w and u != net.source)
     outs = sorted(t for (x, t) in net.cap if x == w)
     share = {u: -(-net.cap[(u, w)] // max(1, len(outs) - (u in outs))) for u in ins}
-    for fair in (True, False):  # first spread every in-link over all out-links (shallow trees), then the rest
+    passes = [True, False]  # first spread every in-link over all out-links (shallow trees), then the rest
+    while passes:
+        fair = passes.pop(0)
+        progress = False
         for u in ins:
             for t in sorted(outs, key=lambda t: (t == u, (t - u) % (net.nodes + 1))):
                 if net.cap.get((u, w), 0) == 0:
@@ -186,8 +189,11 @@ def remove_node(net: Network, w: int, lower: dict) -> int:
                 flows += 2
                 if gamma > 0:
                     split(net, u, w, t, gamma)
+                    progress = True
                     for v in lower:
                         lower[v] -= gamma
+        if not fair and progress and any(x == w for (_, x) in net.cap):
+            passes.append(False)  # a split can make another pair admissible: sweep again
     dropped = 0
     for key in [k for k in net.cap if w in k]:
         dropped += net.cap.pop(key)
