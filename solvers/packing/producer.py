@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import memory_budget, require
-from fractions import Fraction
-
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import instant_hops
@@ -255,7 +254,6 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def _with_header(sched: Schedule, instance: Instance) -> Schedule:
     """The schedule with the instance's collective kind and chunk count in its header."""
-    from dataclasses import replace
     coll = instance.collective
     return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta={"algorithm": "tree-packing"})
 
