@@ -253,3 +253,19 @@ def test_pipeline_depth_beyond_the_memory_budget_is_refused_before_it_is_built(t
     assert code == 2
     line = assert_one_error_line(err, ["--param pieces", "too big"])
     assert math.isfinite(len(line))
+
+
+def test_paper_rows_read_the_named_model():
+    """The paper-forestcoll rows compare ForestColl's optimal algbw with the output over our
+    time under the model each row names (no epoch: not the TEN model's time)."""
+    import pandas as pd
+
+    from collsynth.instances import CORPUS, load_instance
+    from collsynth.results import paper
+
+    inst = load_instance(CORPUS / "paper-forestcoll-a100-2box-allgather.toml")
+    runs = pd.DataFrame([{"instance": inst.name, "producer": "tree-packing", "driver": "", "verified": True,
+                          "steps": 1000, "wall_s": 1.0, "time_event_s": 5e-3, "time_sync_s": 2.9e-3,
+                          "time_ten_s": 0.5}])
+    got = {e["model"]: paper.ours(e, inst, runs)[0] for e in inst.expect["paper"]}
+    assert got == {"event": pytest.approx(M / 5e-3 / 1e9), "sync": pytest.approx(M / 2.9e-3 / 1e9)}
