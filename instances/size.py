@@ -141,6 +141,8 @@ COUNTS: dict[str, Callable[[dict], tuple[int, int, str]]] = {
     "dgx_a100": lambda p: _rails(p),
     "dgx_h100": lambda p: _rails(p),
     "mi250": lambda p: (25 * p.get("nodes", 1) + 1, p.get("nodes", 1) * (100 + 32 * max(1, p.get("unwind", 0))), "nodes"),
+    "forestcoll_a100": lambda p: (17 * p.get("nodes", 2) + 2, 48 * p.get("nodes", 2), "nodes"),
+    "forestcoll_mi250": lambda p: (16 * p.get("nodes", 2) + 1, 96 * p.get("nodes", 2), "nodes"),
     "ring_fc_switch": lambda p: _levels([p.get("ring", 2), p.get("fully_connected", 4), p["nodes"]], "nodes"),
     "ring_ring": lambda p: _levels(p["dims"], "dims"),
     "switch_switch": lambda p: _levels(p.get("dims", [8, 4]), "dims"),

@@ -296,6 +296,75 @@ def mi250(nodes: int = 1, unwind: int = 0, xgmi_bandwidth: float = 50e9, xgmi_al
                      classes, gpus_per_node=16)
 
 
+# ---- ForestColl's A100 and MI250 systems -------------------------------------------------
+
+FORESTCOLL = ("Zhao, Maleki, Yang, Pourreza, Krishnamurthy, ForestColl, arXiv 2402.06787, Section 6; "
+              "repository liangyuRain/ForestColl topologies.py")
+
+
+@generator
+def forestcoll_a100(nodes: int = 2, nvlink_bandwidth: float = 300e9, nvlink_alpha: float = 0.47e-6,
+                    nic_bandwidth: float = 25e9, nic_alpha: float = 2.7e-6) -> Topology:
+    """ForestColl's 8 x A100 boxes: NVSwitch in each box, a NIC per GPU, two InfiniBand switches.
+
+    As ForestColl's ``a100_topology`` (liangyuRain/ForestColl topologies.py; Zhao et al.,
+    arXiv 2402.06787, Section 6): GPU g of box n (id 8n + g) has a link each way to its box's
+    NVSwitch at nvlink_bandwidth 300 GB/s (``NVLINK_BW``) and, with nodes > 1, to its own NIC
+    (a switch node) at nic_bandwidth 25 GB/s (``A100_IB_BW``, one 200 Gb/s HDR NIC); NIC g
+    links each way to InfiniBand switch g mod 2 ("separate IBs for odd/even channel") at the
+    same 25 GB/s. Ids after the GPUs: the NVSwitches, then the NICs (8n + g), then the two IB
+    switches. ForestColl ignores latency; the alphas default to NCCL's (tuning.cc hwLat,
+    Ring/LL: NVLink 0.47 us, network 2.7 us; set them to 0 for ForestColl's model).
+    """
+    _count(nodes, "nodes", 1)
+    classes = {"nvswitch": link_class(nvlink_bandwidth, nvlink_alpha, f"{FORESTCOLL} NVLINK_BW; {NCCL_LAT}"),
+               "nic": link_class(nic_bandwidth, nic_alpha, f"{FORESTCOLL} A100_IB_BW; {NCCL_LAT}")}
+    gpus = 8 * nodes
+    edges, switches = [], []
+    for n in range(nodes):
+        e, s = switch_group(list(range(8 * n, 8 * n + 8)), classes, "nvswitch", 0, gpus + n, "nodes")
+        edges += e
+        switches += s
+    if nodes > 1:
+        nic0, ib0 = gpus + nodes, gpus + nodes + gpus
+        for g in range(gpus):
+            nic, ib = nic0 + g, ib0 + g % 2
+            edges += [class_edge(g, nic, classes, "nic"), class_edge(nic, g, classes, "nic"),
+                      class_edge(nic, ib, classes, "nic"), class_edge(ib, nic, classes, "nic")]
+        switches += list(range(nic0, nic0 + gpus)) + [ib0, ib0 + 1]
+    return classed_topology(gpus + len(switches), edges, switches, f"forestcoll_a100x{nodes}", classes,
+                            gpus_per_node=8)
+
+
+@generator
+def forestcoll_mi250(nodes: int = 2, xgmi_bandwidth: float = 50e9, xgmi_alpha: float = 2.3e-6,
+                     nic_bandwidth: float = 16e9, nic_alpha: float = 2.0e-6) -> Topology:
+    """ForestColl's 16-GCD MI250 boxes: the xGMI mesh, every GCD on one InfiniBand switch.
+
+    As ForestColl's ``mi250_topology`` (liangyuRain/ForestColl topologies.py; Zhao et al.,
+    arXiv 2402.06787, Section 6): GCD g of box n (id 16n + g) has the xGMI links of
+    ``MI250_XGMI`` (ForestColl's ``MI250_ADJ_MAT``, the same matrix), a pair joined by k links
+    one directed link each way of k x xgmi_bandwidth 50 GB/s (``xGMI_BW``); with nodes > 1 every
+    GCD links each way to one InfiniBand switch (id 16 * nodes) at nic_bandwidth 16 GB/s
+    (``MI250_IB_BW``). ForestColl ignores latency; the alphas default to RCCL's (tuning.cc
+    hwLat, Ring/LL: xGMI 2.3 us, network 2.0 us; set them to 0 for ForestColl's model).
+    """
+    _count(nodes, "nodes", 1)
+    classes = {f"xgmi_x{k}": link_class(k * xgmi_bandwidth, xgmi_alpha, f"{FORESTCOLL} xGMI_BW; {RCCL_LAT}")
+               for k in (1, 2, 4)}
+    classes["nic"] = link_class(nic_bandwidth, nic_alpha, f"{FORESTCOLL} MI250_IB_BW; {RCCL_LAT}")
+    edges = [class_edge(16 * n + i, 16 * n + j, classes, f"xgmi_x{k}")
+             for n in range(nodes) for i, row in MI250_XGMI.items() for j, k in row.items()]
+    switches: list[int] = []
+    gcds = 16 * nodes
+    if nodes > 1:
+        ib = gcds
+        edges += [e for g in range(gcds) for e in (class_edge(g, ib, classes, "nic"), class_edge(ib, g, classes, "nic"))]
+        switches = [ib]
+    return classed_topology(gcds + len(switches), edges, switches, f"forestcoll_mi250x{nodes}", classes,
+                            gpus_per_node=16)
+
+
 # ---- TACOS's multi-dimensional hierarchical systems --------------------------------------
 
 def _hierarchy(levels: list[str], dims: list[int], bandwidths: list[float], alpha: float,
@@ -396,5 +465,5 @@ def class_counts(topology: Topology) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-__all__ = ["ndv2", "dgx2", "dgx_a100", "dgx_h100", "mi250", "ring_fc_switch", "ring_ring", "switch_switch",
+__all__ = ["ndv2", "dgx2", "dgx_a100", "dgx_h100", "mi250", "forestcoll_a100", "forestcoll_mi250", "ring_fc_switch", "ring_ring", "switch_switch",
            "class_counts", "link_class", "class_edge", "switch_group", "classed_topology", "CUBE_MESH", "MI250_XGMI"]

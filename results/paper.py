@@ -131,15 +131,18 @@ def ours(entry: dict, instance: Instance, runs: pd.DataFrame) -> tuple[float, st
             return np.nan, f"no verified {missing} run stored"
         return float(run[col]) / float(ref[col]), ""
     step = epoch_timestep(instance)
-    by_steps = metric in ("epochs", "finish_time_s", "algo_bandwidth_GBps") or step is not None
-    run = _best(mine, "steps" if by_steps else "time_event_s")  # with an epoch: the run of fewest epochs
+    timed = step is None and "model" in entry and metric in ("finish_time_s", "algo_bandwidth_GBps")
+    by_steps = not timed and (metric in ("epochs", "finish_time_s", "algo_bandwidth_GBps") or step is not None)
+    col = _model(entry, instance).time_column if timed else "time_event_s"
+    run = _best(mine, "steps" if by_steps else col)  # with an epoch: the run of fewest epochs
     if run is None:
         return np.nan, f"no verified {method} run stored"
     if metric in ("synthesis_s", "solver_s"):
         return float(run["wall_s"]), ""
     if metric == "epochs":
         return float(run["steps"]), ""
-    finish = float(run["steps"]) * step if step is not None else float(run["time_ten_s"])
+    # without an epoch: the time under the entry's model when it names one, else the TEN model's
+    finish = float(run["steps"]) * step if step is not None else float(run[col if timed else "time_ten_s"])
     if metric == "finish_time_s":
         return finish, ""
     output = max(c.message_bytes for c in instance.collectives)

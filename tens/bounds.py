@@ -43,6 +43,10 @@ Arguments (``source``)
     chunk it needs no earlier than its release: its distance, or, for the chunks that must
     cross into a ball around the node, their rank among what the entering links can carry
     (:func:`arrival_bound`; it generalises ``inbound`` with release times).
+``forest``
+    (seconds) the exact cut optimum of an allgather, broadcast, reduce-scatter or reduce by
+    max-flow (:func:`forest_seconds`; Zhao et al., "ForestColl", arXiv 2402.06787, Section 4):
+    the cut argument over every node set ``S``, switches included, searched exactly.
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
@@ -1361,7 +1365,47 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
     sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
     sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
+    seconds = forest_seconds(instance)
+    event.append(_as_model(seconds, "event"))
+    sync_bw.append(_as_model(seconds, "sync"))
     return event, [sync_lat], sync_bw
+
+
+FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True}  # kind: transposed
+FOREST_CELLS = 4_000_000  # compute nodes x links above which the exact cut optimum is not computed (time)
+
+
+def forest_seconds(instance: Instance) -> Bound:
+    """The exact cut optimum of an allgather, broadcast, reduce-scatter or reduce as a bound in
+    seconds (bytes over bandwidth; latency only adds): ``(M / N) max_S |S ∩ Vc| / B+(S)``
+    (broadcast: ``M / B+(S)`` over sets holding the root), found by max-flow
+    (:func:`collsynth.tens.cut_optimum.optimum`; Zhao et al., "ForestColl", arXiv 2402.06787,
+    Section 4); reduce-scatter and reduce on the transposed network (a schedule's time reversal
+    loads the reversed links equally). The witness set is re-priced with the links' own
+    bandwidths, so the value is a bound whatever the flow's integer rounding. Its model is
+    ``event`` (:func:`_as_model` renames it).
+    """
+    from .cut_optimum import FlowTooLarge, cut_seconds, flow_net, optimum
+
+    if instance.concurrent or instance.collective.kind not in FOREST_KINDS:
+        return not_computed("event", "forest", "only a single allgather, broadcast, reduce-scatter or reduce")
+    coll, topo = instance.collective, instance.topology
+    if len(coll.nodes) * max(1, topo.num_links) > FOREST_CELLS:
+        return not_computed("event", "forest", f"more than {FOREST_CELLS:,} compute nodes x links")
+    weight = [1] * len(coll.nodes) if coll.kind in ("allgather", "reduce_scatter") else \
+        [int(v == coll.root) for v in coll.nodes]
+    net = flow_net(topo, coll.nodes, weight, transpose=FOREST_KINDS[coll.kind])
+    try:
+        opt = optimum(net)
+    except (FlowTooLarge, ValueError) as e:
+        return not_computed("event", "forest", str(e))
+    value = cut_seconds(net, opt.witness, coll.chunk_bytes * coll.chunks_per_node)
+    return Bound(value, "s", "event", "forest", opt.witness, f"exact cut optimum tau = {opt.tau} (k = {opt.k})")
+
+
+def _as_model(bound: Bound, model: str) -> Bound:
+    """``bound`` under ``model`` (a bytes-over-bandwidth bound holds in every seconds model)."""
+    return replace(bound, model=model)
 
 
 def _sync_total(latency: Bound, bandwidth: Bound) -> Bound:

@@ -145,7 +145,7 @@ def test_quick_subset_tacos_table1_8_npus(tmp_path):
     for row in runs.to_dict("records"):  # `collsynth tables --paper` renders the same numbers from a store
         store.put(tmp_path / "store", {**row, "message_bytes": inst.collective.message_bytes})
     rendered = dict(tables_command.paper_tables(store.load(tmp_path / "store")))
-    assert set(rendered) == {"paper_tacos", "paper_teccl"}
+    assert set(rendered) == {"paper_tacos", "paper_teccl", "paper_forestcoll"}
     tacos = rendered["paper_tacos"]
     mine = tacos[(tacos["instance"] == inst.name) & (tacos["metric"] == "normalized_time")].set_index("method")
     assert set(mine.index) >= {"ten-ilp/horizon", "greedy", "ring", "direct", "ten-ilp-nocongestion/horizon"}

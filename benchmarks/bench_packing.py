@@ -1,0 +1,127 @@
+"""Tree packing (Zhao et al., "ForestColl", arXiv 2402.06787) against the bound, 1 GB allgather at alpha 0.
+
+Run: ``python benchmarks/bench_packing.py`` (or ``python -m pytest -m benchmark
+benchmarks/bench_packing.py -s``; ``--only NAME`` for one row). Each row runs in its own process
+(so its peak memory is its own) through the normal pipeline (``collsynth.solvers.pipeline.run``:
+verified, then priced) and prints: the optimum by the cut formula (max-flow), the instance's
+event-model bound, our time under the event and the sync model, their ratios to the optimum,
+the generation time (optimum + edge splitting + packing + schedule), the peak memory, and
+ForestColl's published optimum (README: 2x8 A100 346.67 GB/s, 2x16 MI250 354.13 GB/s) beside
+ours. Rows too big to pack within the time limit print the optimum and bound alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import time
+
+import pytest
+
+M = 1e9
+TIME_LIMIT_S = 900
+PUBLISHED_GBPS = {"A100 x2": 346.67, "MI250 x2": 354.13}
+ROWS = [
+    ("A100 x1", "forestcoll_a100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("A100 x2", "forestcoll_a100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("A100 x4", "forestcoll_a100", {"nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("MI250 x1", "forestcoll_mi250", {"nodes": 1, "xgmi_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("MI250 x2", "forestcoll_mi250", {"nodes": 2, "xgmi_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("DGX-H100 x2", "dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("DGX-H100 x64", "dgx_h100", {"nodes": 64, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, False),
+    ("torus 4x4, one slow link", "slow-torus", {}, True),
+]
+
+
+def slow_torus():
+    """A 4x4 torus at 100 GB/s per directed link, the link 0 <-> 1 at 25 GB/s."""
+    from collsynth.instances.instance import topology_from_dict
+    from collsynth.instances.topology import from_edges
+
+    base = topology_from_dict({"generator": "torus", "dims": [4, 4], "bandwidth": 100e9, "alpha": 0.0})
+    edges = [(u, v, {"bandwidth": 25e9 if {u, v} == {0, 1} else 100e9, "alpha": 0.0})
+             for u, v in base.graph.edges()]
+    return from_edges(16, edges, name="torus4x4-slow01")
+
+
+def instance_of(generator: str, params: dict):
+    """The row's 1 GB allgather instance."""
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+
+    topo = slow_torus() if generator == "slow-torus" else build(generator, params)
+    return make_instance(topo, "allgather", message_bytes=M, name=f"{generator}-{params.get('nodes', '')}")
+
+
+def _row(args) -> dict:
+    label, generator, params, pack = args
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+    from collsynth.tens.bounds import instance_bounds
+    from collsynth.tens.cut_optimum import flow_net, optimum
+
+    inst = instance_of(generator, params)
+    coll = inst.collective
+    t0 = time.perf_counter()
+    net = flow_net(inst.topology, coll.nodes, [1] * len(coll.nodes))
+    opt = optimum(net)
+    out = {"system": label, "gpus": len(coll.nodes), "optimum_s": opt.seconds(M / len(coll.nodes), net.unit_bw),
+           "optimum_gen_s": time.perf_counter() - t0, "k": opt.k,
+           "bound_s": instance_bounds(inst).event.value}
+    if pack:
+        row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=TIME_LIMIT_S))
+        out.update(status=row["status"], verified=row["verified"], event_s=row["time_event_s"],
+                   sync_s=row["time_sync_s"], gen_s=row["build_s"], wall_s=row["wall_s"],
+                   sends=len(sched) if sched is not None else 0, message=row["message"])
+    out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _fmt(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ("| system | GPUs | optimum (cut) ms | our bound ms | event ms | event/opt | sync ms | sync/opt | "
+            "sends | generation s | peak MiB | ours GB/s | ForestColl GB/s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        ev, sy = r.get("event_s"), r.get("sync_s")
+        lines.append("| " + " | ".join([
+            r["system"], str(r["gpus"]), _fmt(r["optimum_s"] * 1e3, ".4f"), _fmt(r["bound_s"] * 1e3, ".4f"),
+            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / r["optimum_s"], ".4f"),
+            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / r["optimum_s"], ".4f"),
+            _fmt(r.get("sends"), ","), _fmt(r.get("gen_s", r["optimum_gen_s"]), ".1f"), _fmt(r["peak_MiB"], ".0f"),
+            _fmt(M / r["optimum_s"] / 1e9, ".2f"), _fmt(PUBLISHED_GBPS.get(r["system"]), ".2f"),
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def main(only: str | None = None) -> list[dict]:
+    """Every row (or the one named ``only``), each in a fresh process; prints the table."""
+    rows = []
+    ctx = mp.get_context("spawn")
+    for spec in ROWS:
+        if only and spec[0] != only:
+            continue
+        with ctx.Pool(1) as pool:
+            r = pool.apply(_row, (spec,))
+        rows.append(r)
+        print(f"{r['system']}: {r.get('status', 'optimum only')} {r.get('message', '')}", flush=True)
+    print(table(rows))
+    return rows
+
+
+@pytest.mark.benchmark
+def test_bench_packing():
+    rows = main()
+    for r in rows:
+        assert r["bound_s"] >= r["optimum_s"] * (1 - 1e-9)  # the bound is the optimum
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None, help="one system label, e.g. 'A100 x2'")
+    main(parser.parse_args().only)

@@ -1,0 +1,271 @@
+"""The tree-packing producer: throughput-optimal pipelined trees (ForestColl) as a schedule.
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787), Sections 4-5: the optimum ``(tau, k)`` by the cut
+condition (:mod:`collsynth.tens.cut_optimum`), switches and other relays removed by edge
+splitting (:mod:`.splitting`), ``k`` out-trees per root packed on the compute nodes
+(:mod:`.trees`) and mapped back to routes through the switches. Each tree carries its share of
+its root's data (``1 / k`` per copy), cut into ``pieces`` pipeline pieces per chunk sent hop by
+hop: the ``q``-th piece crosses the ``h``-th hop of its route below the root in step ``q + h``,
+so a switch forwards in the step after a piece arrived and switch hops stay switch hops (the
+verifier and the cost models see the real routes). Every tree has its own pieces, so no two
+trees share a piece anywhere.
+
+Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
+topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
+reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
+through switch nodes are refused: the verifier does not check switch relays of reductions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+
+from ...instances import Instance
+from ...instances.size import BYTES_PER_SEND
+from ...limits import memory_budget, require
+from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
+from ...tens.schedule import Schedule, concat, from_arrays, reverse
+from ...tens.ten import instant_hops
+from ..producers import Options, Outcome, Param, Producer, Unsupported
+from .splitting import network, remove_relays
+from .trees import RoutedTree, pack, routed_trees
+
+KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
+SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
+DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
+MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
+CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+
+
+@dataclass
+class Forest:
+    """The packed trees of one non-combining collective and what it took to find them."""
+
+    kind: str  # allgather or broadcast
+    transposed: bool
+    opt: Optimum
+    k: int  # trees per shard packed (the optimum's own k, or fewer at a slightly longer time)
+    tau: Fraction  # the time per shard the packed trees take (opt.tau when k is the optimum's)
+    unit_bw: float
+    trees: list[RoutedTree]
+    flows: int
+    seconds: dict
+
+
+def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
+           trees: int | None = None) -> Forest:
+    """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
+    the instance's participants, on the transposed topology when ``transposed``."""
+    coll = instance.collective
+    topo = instance.topology
+    weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
+    clock = {"start": time.perf_counter()}
+    net0 = flow_net(topo, coll.nodes, weight, transpose=transposed)
+    try:
+        opt = optimum(net0)
+    except FlowTooLarge as e:
+        raise Unsupported(f"tree-packing: {e}") from None
+    k, tau = choose_k(net0, opt, trees)
+    clock["optimum"] = time.perf_counter()
+    caps = capacities(net0, k, tau)
+    roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
+    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
+    try:
+        flows = opt.flows + remove_relays(net, deadline)
+    except RuntimeError:
+        raise Unsupported("tree-packing: edge splitting could not keep the cut condition at a relay whose links "
+                          "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
+                          "out-capacity to match)") from None
+    clock["splitting"] = time.perf_counter()
+    packed, more = pack(net, roots, deadline, depth_first)
+    clock["packing"] = time.perf_counter()
+    routed = routed_trees(net, packed)
+    seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
+               "packing_s": clock["packing"] - clock["splitting"]}
+    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+
+
+def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
+    """Trees per shard and their time: ``asked`` (its least feasible time, ForestColl's fixed-k
+    search), else the optimum's own ``k`` when it is at most :data:`MAX_TREES`, else the first
+    ``k`` in 1 .. :data:`MAX_TREES` within :data:`CLOSE_ENOUGH` of the optimum (the best of
+    them if none is)."""
+    if opt.tau == 0:
+        return 1, opt.tau
+    if asked is not None:
+        tau = fixed_k(net, asked, opt.tau, Fraction(64))
+        if tau is None:
+            raise Unsupported(f"tree-packing: {asked} trees per shard do not fit within 64 times the optimum")
+        return asked, tau
+    if opt.k <= MAX_TREES:
+        return opt.k, opt.tau
+    best = None
+    for k in range(1, MAX_TREES + 1):
+        tau = fixed_k(net, k, opt.tau)
+        if tau is not None and (best is None or tau < best[1]):
+            best = (k, tau)
+        if best is not None and best[1] <= opt.tau * CLOSE_ENOUGH:
+            break
+    return best if best is not None else (opt.k, opt.tau)
+
+
+def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset()) -> tuple[list[int], list[int], list[int]]:
+    """Every hop of a routed tree: ``(src, dst, steps below the root before it)``. A hop in
+    ``instant`` (a switch-to-NPU hop of a topology whose switch hop is instant) leaves in the
+    step its piece reached the switch; every other hop one step after its piece arrived."""
+    depth = {tree.root: 0}
+    src, dst, before = [], [], []
+    for route in tree.routes:
+        at = depth[route[0]]
+        for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
+            if i > 0 and (a, b) not in instant:
+                at += 1
+            src.append(a), dst.append(b), before.append(at)
+        depth[route[-1]] = at + 1
+    return src, dst, before
+
+
+def instant_pairs(topology) -> frozenset:
+    """The switch-to-NPU link pairs whose hop is instant (:func:`collsynth.tens.ten.instant_hops`)."""
+    la = topology.link_arrays
+    hit = instant_hops(topology)
+    return frozenset(zip(la.src[hit].tolist(), la.dst[hit].tolist()))
+
+
+def depth_of(trees: list[RoutedTree]) -> int:
+    """The most hops from a root to a node over all trees."""
+    return max((max(_tree_hops(t)[2]) + 1 for t in trees if t.routes), default=0)
+
+
+def hops_of(trees: list[RoutedTree]) -> int:
+    """Hops of all routed trees (sends per piece)."""
+    return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
+
+
+def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0) -> int:
+    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
+    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
+    a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
+    minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
+    event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
+    few pieces, large ones many."""
+    hops = hops_of(trees) * chunks_per_root
+    budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
+    depth = max(1, depth_of(trees))
+    want = DEPTH_FACTOR * depth
+    if alpha > 0:
+        def estimate(P: int) -> float:
+            return (P + depth - 1) * (alpha + seconds / P) + seconds * (1 + (depth - 1) / P) + depth * alpha
+        want = min(range(1, want + 1), key=estimate)
+    return max(1, min(want, budget // max(1, hops)))
+
+
+def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int) -> None:
+    """Refuse (:class:`collsynth.limits.TooBig`, before the schedule is built) a pipeline depth
+    whose sends would exceed the memory budget."""
+    sends = sum(hops_of(f.trees) * p for f, p in zip(forests, pieces)) * chunks_per_root
+    require(sends * BYTES_PER_SEND, "--param pieces", f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
+
+
+def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
+    """The forest as a schedule of its non-combining kind (module doc): chunk ids of the
+    collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``."""
+    coll = instance.collective
+    c = coll.chunks_per_node
+    k = f.k
+    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
+    q = np.arange(c * pieces, dtype=np.int64)
+    j, p = q // pieces, q % pieces
+    instant = frozenset() if f.transposed else instant_pairs(instance.topology)
+    for tree in f.trees:
+        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree, instant))
+        width = tree.hi - tree.lo
+        base = (tree.root * c if f.kind == "allgather" else 0) + j
+        lo = tree.lo * pieces + p * width
+        H, Q = len(src), len(q)
+        cols["chunk"].append(np.tile(base, H))
+        cols["lo"].append(np.tile(lo, H))
+        cols["hi"].append(np.tile(lo + width, H))
+        cols["src"].append(np.repeat(src, Q))
+        cols["dst"].append(np.repeat(dst, Q))
+        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
+    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
+    sched = from_arrays(f.kind, coll.size, coll.num_chunks, denom=k * pieces, **arr)
+    return reverse(sched) if f.transposed else sched
+
+
+def _check(instance: Instance) -> None:
+    if instance.concurrent:
+        raise Unsupported("tree-packing takes a single collective, not concurrent ones")
+    coll = instance.collective
+    if coll.kind not in KINDS:
+        raise Unsupported(f"tree-packing implements {', '.join(KINDS)}, not {coll.kind}")
+    if coll.combining and instance.topology.switches:
+        raise Unsupported(f"tree-packing: a {coll.kind} through switch nodes cannot be verified (the verifier "
+                          "refuses switch relays of reductions); unwind the switches")
+
+
+def plan(kind: str) -> list[tuple[str, bool]]:
+    """The forests a collective is made of: ``(allgather | broadcast, transposed)`` in order."""
+    return {"allgather": [("allgather", False)], "broadcast": [("broadcast", False)],
+            "reduce_scatter": [("allgather", True)], "reduce": [("broadcast", True)],
+            "allreduce": [("allgather", True), ("allgather", False)]}[kind]
+
+
+def optimum_seconds(instance: Instance, f: Forest) -> float:
+    """The forest's cut optimum in seconds for the instance's data (``c`` chunks per root)."""
+    coll = instance.collective
+    return f.opt.seconds(coll.chunk_bytes * coll.chunks_per_node, f.unit_bw)
+
+
+def run(instance: Instance, options: Options) -> Outcome:
+    """Tree packing (module doc): the schedule, the cut optimum and what it took."""
+    _check(instance)
+    coll = instance.collective
+    deadline = options.timer()
+    t0 = time.perf_counter()
+    forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
+                      options.params.get("trees")) for kind, transposed in plan(coll.kind)]
+    chosen = options.params.get("pieces")
+    alpha = float(instance.topology.link_arrays.alpha.max())
+    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests),
+                                    optimum_seconds(instance, f) / coll.chunks_per_node, alpha) for f in forests]
+    check_sends(forests, depths, coll.chunks_per_node)
+    parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
+    sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
+    sched = _with_header(sched, instance)
+    optimum_s = sum(optimum_seconds(instance, f) for f in forests)
+    extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
+             "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
+                          "trees_per_shard": f.k, "tau_packed": str(f.tau),
+                          "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
+                          "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
+                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}}
+                         for f, (_, p) in zip(forests, parts)]}
+    return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
+                   found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def _with_header(sched: Schedule, instance: Instance) -> Schedule:
+    """The schedule with the instance's collective kind and chunk count in its header."""
+    coll = instance.collective
+    return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta={"algorithm": "tree-packing"})
+
+
+PARAMS = (
+    Param("trees", int, None, "trees per shard (default: the optimum's k when at most 16, else the first "
+                              "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
+    Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
+    Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
+                               "within a budget of sends)", low=1, high=1_000_000),
+)
+
+PRODUCERS = [Producer("tree-packing", "tree-packing", run,
+                      "ForestColl: k pipelined spanning out-trees per GPU at the cut-condition optimum, "
+                      "switches removed by edge splitting", params=PARAMS)]

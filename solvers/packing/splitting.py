@@ -1,0 +1,223 @@
+"""Switch removal by edge splitting that keeps the cut condition (ForestColl, Section 5.1).
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787), Section 5.1 and Appendix: a node that is not a compute
+node (a switch, a NIC, a GPU outside the collective) is removed by replacing pairs of links
+``u -> w -> t`` with direct links ``u -> t`` of the same capacity, each split as large as the
+rooted condition allows (Bang-Jensen, Frank and Jackson, "Preserving and increasing local
+edge-connectivity in mixed graphs", SIAM J. Discrete Math. 1995).
+
+The condition (capacities in trees): a super source ``s`` with an arc ``s -> r`` of capacity
+``k w_r`` to every root, and every compute node ``v`` has ``lambda(s, v) >= k W``. Splitting
+``gamma`` off the pair lowers the out-capacity of exactly the sets ``S`` (with ``s``) that hold
+``u`` and ``t`` but not ``w``, or ``w`` but neither ``u`` nor ``t``, by ``gamma``; so the
+largest split is the least slack ``d+(S) - k W`` over those sets that miss some compute node,
+two minimum cuts with infinite arcs pinning ``u``, ``t`` and ``w`` to their sides (one per
+compute node only when every minimum cut holds all compute nodes).
+
+Every link of the split network carries a pool of routes in the original network
+(``route, capacity``): the routes through the removed nodes that :mod:`.trees` maps tree
+edges back to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...tens.cut_optimum import max_flow
+
+Pool = list  # [[route (tuple of node ids), capacity], ...]
+
+
+@dataclass
+class Network:
+    """A capacitated digraph over node ids ``0..nodes-1`` plus the super source ``nodes``: arc
+    capacities ``cap[(u, v)]`` (source arcs included), the compute nodes, the requirement
+    ``need`` (``k W``) and each arc's pool of original routes (source arcs have none)."""
+
+    nodes: int
+    cap: dict
+    compute: tuple[int, ...]
+    need: int
+    pools: dict = field(default_factory=dict)
+
+    @property
+    def source(self) -> int:
+        """The super source's id."""
+        return self.nodes
+
+    def flow(self, s: int, t: int, extra: list[tuple[int, int, int]] = (), side: bool = True) -> tuple[int, np.ndarray]:
+        """Max flow ``s -> t`` with the ``extra`` arcs added, and (``side``) the minimal source side."""
+        arcs = list(self.cap.items())
+        src = np.fromiter((a[0][0] for a in arcs), np.int64, len(arcs))
+        dst = np.fromiter((a[0][1] for a in arcs), np.int64, len(arcs))
+        cap = np.fromiter((a[1] for a in arcs), np.int64, len(arcs))
+        if extra:
+            e = np.asarray(extra, dtype=np.int64)
+            src, dst, cap = np.concatenate([src, e[:, 0]]), np.concatenate([dst, e[:, 1]]), np.concatenate([cap, e[:, 2]])
+        return max_flow(self.nodes + 1, src, dst, cap, s, t, side=side)
+
+    def infinite(self) -> int:
+        """A capacity no cut of the network reaches."""
+        return sum(self.cap.values()) + 1
+
+    def holds(self) -> bool:
+        """Whether every compute node has ``lambda(s, v) >= need``."""
+        return all(self.flow(self.source, v, side=False)[0] >= self.need for v in self.compute)
+
+
+def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need: int) -> Network:
+    """A :class:`Network` of arcs ``src -> dst`` of capacity ``cap`` (zero-capacity arcs left
+    out), each its own one-link route, and source arcs ``s -> r`` of ``root_caps[r]``."""
+    caps, pools = {}, {}
+    for u, v, c in zip(src, dst, cap):
+        if c > 0 and u != v:
+            key = (int(u), int(v))
+            caps[key] = caps.get(key, 0) + int(c)
+            pools.setdefault(key, []).append([key, int(c)])
+    for r, c in root_caps.items():
+        if c > 0:
+            caps[(nodes, int(r))] = int(c)
+    return Network(nodes, caps, tuple(int(c) for c in compute), int(need), pools)
+
+
+def _slack(net: Network, sources: list[int], sink: int, pinned: list[int], free: bool,
+           cap: int, lower: dict | None = None) -> int:
+    """Least ``d+(S) - need`` over sets ``S`` with the super source and ``sources`` in and
+    ``sink`` and ``pinned`` out, that miss some compute node (``free``: one of ``pinned`` is a
+    compute node, so every such set does), or at least ``cap`` when it is no less. ``lower``:
+    a lower bound on ``lambda(s, v)`` per compute node ``v``; a set missing ``v`` is an
+    ``s``-``v`` cut, so nodes whose bound leaves ``cap`` of slack need no flow."""
+    inf = net.infinite()
+    s = net.source
+    extra = [(s, x, inf) for x in sources] + [(x, sink, inf) for x in pinned]
+    value, side = net.flow(s, sink, extra, side=not free)
+    if free or not all(side[c] for c in net.compute):
+        return value - net.need
+    least = inf
+    for v in net.compute:
+        if v in sources or (lower is not None and lower[v] - net.need >= min(cap, least - net.need)):
+            continue
+        least = min(least, net.flow(s, sink, extra + [(v, sink, inf)], side=False)[0])
+        if least <= net.need:
+            break
+    return least - net.need
+
+
+def split_amount(net: Network, u: int, w: int, t: int, lower: dict | None = None, most: int | None = None) -> int:
+    """The largest ``gamma`` (at most ``most``) that ``u -> w -> t`` may be split into ``u -> t``
+    by (module doc); ``lower``: lower bounds on ``lambda(s, v)`` (:func:`_slack`)."""
+    gamma = min(net.cap.get((u, w), 0), net.cap.get((w, t), 0), most if most is not None else net.infinite())
+    if gamma <= 0:
+        return 0
+    compute = set(net.compute)
+    # S holds s, u, t and misses w (and some compute node)
+    gamma = min(gamma, _slack(net, [u, t], w, [], False, gamma, lower))
+    if gamma <= 0:
+        return 0
+    # S holds s and w and misses u and t
+    pinned = [t] if t != u else []
+    return min(gamma, _slack(net, [w], u, pinned, u in compute or t in compute, gamma, lower))
+
+
+def _take(pool: Pool, amount: int) -> list[list]:
+    """``amount`` of capacity taken from the front of ``pool``: ``[[route, capacity], ...]``."""
+    out = []
+    while amount > 0:
+        route, have = pool[0]
+        used = min(have, amount)
+        out.append([route, used])
+        amount -= used
+        if used == have:
+            pool.pop(0)
+        else:
+            pool[0][1] = have - used
+    return out
+
+
+def _join(first: list[list], second: list[list]) -> list[list]:
+    """Routes of ``first`` followed by routes of ``second``, matched capacity by capacity."""
+    out, i, j = [], 0, 0
+    first = [list(x) for x in first]
+    second = [list(x) for x in second]
+    while i < len(first) and j < len(second):
+        amount = min(first[i][1], second[j][1])
+        out.append([first[i][0] + second[j][0][1:], amount])
+        first[i][1] -= amount
+        second[j][1] -= amount
+        i += first[i][1] == 0
+        j += second[j][1] == 0
+    return out
+
+
+def split(net: Network, u: int, w: int, t: int, gamma: int) -> None:
+    """Replace ``gamma`` of ``u -> w`` and ``w -> t`` by ``u -> t`` (routes joined; a split
+    ``u -> w -> u`` is dropped)."""
+    routes = _join(_take(net.pools[(u, w)], gamma), _take(net.pools[(w, t)], gamma))
+    for key in ((u, w), (w, t)):
+        net.cap[key] -= gamma
+        if net.cap[key] == 0:
+            del net.cap[key]
+            del net.pools[key]
+    if u != t:
+        net.cap[(u, t)] = net.cap.get((u, t), 0) + gamma
+        net.pools.setdefault((u, t), []).extend(routes)
+
+
+def remove_node(net: Network, w: int, lower: dict) -> int:
+    """Split off every pair of links through ``w``, then drop what is left at ``w``; returns
+    the flows run. The condition is kept by every split (checked by the caller at the end).
+    ``lower`` (lower bounds on ``lambda(s, v)``) is lowered by what every split and the drop
+    may take from a cut."""
+    flows = 0
+    ins = sorted(u for (u, x) in net.cap if x == w and u != net.source)
+    outs = sorted(t for (x, t) in net.cap if x == w)
+    share = {u: -(-net.cap[(u, w)] // max(1, len(outs) - (u in outs))) for u in ins}
+    passes = [True, False]  # first spread every in-link over all out-links (shallow trees), then the rest
+    while passes:
+        fair = passes.pop(0)
+        progress = False
+        for u in ins:
+            for t in sorted(outs, key=lambda t: (t == u, (t - u) % (net.nodes + 1))):
+                if net.cap.get((u, w), 0) == 0:
+                    break
+                if net.cap.get((w, t), 0) == 0 or (fair and t == u):
+                    continue
+                gamma = split_amount(net, u, w, t, lower, share[u] if fair else None)
+                flows += 2
+                if gamma > 0:
+                    split(net, u, w, t, gamma)
+                    progress = True
+                    for v in lower:
+                        lower[v] -= gamma
+        if not fair and progress and any(x == w for (_, x) in net.cap):
+            passes.append(False)  # a split can make another pair admissible: sweep again
+    dropped = 0
+    for key in [k for k in net.cap if w in k]:
+        dropped += net.cap.pop(key)
+        net.pools.pop(key, None)
+    for v in lower:
+        lower[v] -= dropped
+    return flows
+
+
+def remove_relays(net: Network, deadline=None) -> int:
+    """Remove every node that is not a compute node (:func:`remove_node`), in id order; returns
+    the flows run. Raises RuntimeError if the condition no longer holds after (a split the
+    theory promises was not found)."""
+    compute = set(net.compute)
+    relays = sorted({x for key in net.cap for x in key} - compute - {net.source})
+    lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every change
+    flows = len(lower)
+    for i, w in enumerate(relays):
+        if deadline is not None:
+            deadline.check("edge splitting", f"{i} of {len(relays)} relays removed")
+        if min(lower.values()) < net.need:  # the bounds ran out: measure again
+            lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}
+            flows += len(lower)
+        flows += remove_node(net, w, lower)
+    if not net.holds():
+        raise RuntimeError("edge splitting lost the cut condition")
+    return flows

@@ -1,0 +1,184 @@
+"""Packing k out-arborescences per root (Edmonds' branching theorem) and mapping them to routes.
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787), Section 5.2: on the compute nodes left by edge splitting
+(:mod:`.splitting`), with integer arc capacities, Edmonds' theorem (J. Edmonds, "Edge-disjoint
+branchings", Combinatorial Algorithms 1973) gives ``k w_r`` spanning out-trees rooted at every
+root ``r`` that use each arc at most its capacity, because every set ``S`` is entered by at least
+as much capacity as there are trees whose partial vertex set misses it. Trees grow one arc at a
+time (Lovász's constructive proof, "On two minimax theorems in graph", JCT B 1976), a tree of
+multiplicity ``C`` taking arc ``x -> y`` for ``gamma`` of its copies, the largest amount for which
+the condition still holds: with a source node per partial tree ``i`` (arcs to its vertices) and
+arcs ``x -> s_i`` of capacity ``C_i`` for the other trees, ``gamma = min(C, cap(x, y),
+maxflow(x, y) - sum_i C_i)``. A tree that takes fewer copies than it has splits in two.
+
+Each tree arc then takes its copies from the arc's pool of original routes (through the removed
+switches); where the routes change along the copies the tree splits again (:func:`routed_trees`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...tens.cut_optimum import max_flow
+from .splitting import Network, _take
+
+
+@dataclass
+class Tree:
+    """A (partial) out-tree of ``root`` taken ``count`` times: its vertices and arcs (in the
+    order added, so every arc's tail is reached before it)."""
+
+    root: int
+    count: int
+    nodes: set = field(default_factory=set)
+    arcs: list = field(default_factory=list)
+
+    def copy(self, count: int) -> "Tree":
+        """The same partial tree with ``count`` copies."""
+        return Tree(self.root, count, set(self.nodes), list(self.arcs))
+
+
+class _Arcs:
+    """The flow network of :func:`_gain` without its per-test arcs, rebuilt only when the
+    packing changed (``version``): the remaining capacities, and an arc of infinite capacity
+    from every active tree's source node (ids from ``size``) to each of its vertices."""
+
+    def __init__(self):
+        self.version, self.built = 0, -1
+        self.base: tuple = ()
+
+    def changed(self) -> None:
+        """Mark the packing changed (an arc taken, a tree split or finished)."""
+        self.version += 1
+
+    def get(self, cap: dict, active: list[Tree], size: int) -> tuple:
+        """``(src, dst, cap, infinite, index of each active tree)`` for the current packing."""
+        if self.built != self.version:
+            inf = sum(cap.values()) + sum(t.count for t in active) + 1
+            keys = np.asarray(list(cap), dtype=np.int64).reshape(-1, 2)
+            owner = np.concatenate([np.full(len(t.nodes), size + i) for i, t in enumerate(active)])
+            members = np.concatenate([np.fromiter(t.nodes, np.int64, len(t.nodes)) for t in active])
+            src = np.concatenate([keys[:, 0], owner])
+            dst = np.concatenate([keys[:, 1], members])
+            c = np.concatenate([np.fromiter(cap.values(), np.int64, len(cap)), np.full(len(members), inf)])
+            self.base = (src, dst, c, {id(t): i for i, t in enumerate(active)})
+            self.built = self.version
+        return self.base
+
+
+def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int, arcs: _Arcs) -> int:
+    """How many copies of tree ``j`` may take arc ``x -> y`` (module doc)."""
+    src, dst, c, index = arcs.get(cap, active, size)
+    others = np.asarray([index[id(t)] for t in active if t is not j], dtype=np.int64)
+    counts = np.asarray([t.count for t in active if t is not j], dtype=np.int64)
+    value, _ = max_flow(size + len(active), np.concatenate([src, np.full(len(others), x)]),
+                        np.concatenate([dst, size + others]), np.concatenate([c, counts]), x, y)
+    return max(0, min(j.count, cap.get((x, y), 0), value - int(counts.sum())))
+
+
+def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False) -> tuple[list[Tree], int]:
+    """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
+    copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
+    (each with its multiplicity) and the max flows run. Raises RuntimeError if a tree cannot be
+    completed (the condition did not hold)."""
+    cap = {key: c for key, c in net.cap.items() if key[0] != net.source}
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(cap):
+        out_of.setdefault(a, []).append(b)
+    queue = [Tree(r, c, {r}) for r, c in sorted(roots.items()) if c > 0]
+    active = list(queue)
+    everyone = set(net.compute)
+    flows = 0
+    done = []
+    arcs = _Arcs()
+    while queue:
+        tree = queue.pop(0)
+        if deadline is not None:
+            deadline.check("tree packing", f"{len(active)} trees left")
+        flows += _grow(tree, cap, out_of, active, queue, everyone, net.nodes, depth_first, arcs)
+        if tree.nodes != everyone:
+            raise RuntimeError(f"a tree rooted at {tree.root} cannot reach {sorted(everyone - tree.nodes)[:5]}")
+        active.remove(tree)
+        arcs.changed()
+        done.append(tree)
+    return done, flows
+
+
+def _grow(tree: Tree, cap: dict, out_of: dict, active: list, queue: list, everyone: set, size: int,
+          depth_first: bool, arcs: _Arcs) -> int:
+    """Grow ``tree`` until it spans ``everyone`` or no arc may be added, breadth first (the
+    oldest vertex first) or depth first (the newest); returns the flows run."""
+    frontier = [tree.root] + [y for _, y in tree.arcs]
+    flows = 0
+    while frontier and tree.nodes != everyone:
+        x = frontier[-1] if depth_first else frontier[0]
+        added = False
+        for y in out_of.get(x, ()):
+            if y in tree.nodes or cap.get((x, y), 0) == 0:
+                continue
+            gain = _gain(cap, active, tree, x, y, size, arcs)
+            flows += 1
+            if gain == 0:
+                continue
+            if gain < tree.count:
+                rest = tree.copy(tree.count - gain)
+                queue.append(rest)
+                active.append(rest)
+                tree.count = gain
+            tree.arcs.append((x, y))
+            tree.nodes.add(y)
+            frontier.append(y)
+            cap[(x, y)] -= gain
+            arcs.changed()
+            added = True
+            if depth_first:
+                break
+        if not added or not depth_first:
+            frontier.remove(x)
+    return flows
+
+
+@dataclass(frozen=True)
+class RoutedTree:
+    """Copies ``[lo, hi)`` of the ``k w_r`` units of root ``root``'s data, sent down
+    ``routes``: one route (original node ids) per tree arc, each tail reached before."""
+
+    root: int
+    lo: int
+    hi: int
+    routes: tuple[tuple[int, ...], ...]
+
+
+def routed_trees(net: Network, trees: list[Tree]) -> list[RoutedTree]:
+    """Every tree's arcs mapped to original routes from the split network's pools; a tree whose
+    copies take different routes on an arc is split where they change."""
+    offset: dict[int, int] = {}
+    out = []
+    for tree in sorted(trees, key=lambda t: t.root):
+        lo = offset.get(tree.root, 0)
+        offset[tree.root] = lo + tree.count
+        per_arc = [_take(net.pools[arc], tree.count) for arc in tree.arcs]
+        cuts = {0, tree.count}
+        for segs in per_arc:
+            at = 0
+            for _, amount in segs:
+                at += amount
+                cuts.add(at)
+        cuts = sorted(cuts)
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            routes = tuple(_route_at(segs, a) for segs in per_arc)
+            out.append(RoutedTree(tree.root, lo + a, lo + b, routes))
+    return out
+
+
+def _route_at(segs: list[list], unit: int) -> tuple[int, ...]:
+    """The route of the segment covering copy ``unit``."""
+    at = 0
+    for route, amount in segs:
+        if unit < at + amount:
+            return tuple(route)
+        at += amount
+    raise IndexError(unit)
