@@ -191,8 +191,9 @@ def test_memory_budget_refuses_naming_the_field(monkeypatch):
 
 def test_pipeline_refuses_a_run_over_budget_before_the_producer_starts(monkeypatch):
     inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
-                               "collective": {"kind": "allgather", "chunks_per_node": 10**7}})
-    with pytest.raises(TooBig) as err:  # 300 million sends at least: beyond this machine
+                               "collective": {"kind": "allgather", "chunks_per_node": 10**7,
+                                                              "message_bytes": 10**9}})
+    with pytest.raises(TooBig) as err:  # 300 million sends at least (of 16-byte chunks): beyond this machine
         run(inst, "greedy", Options(time_limit=5))
     assert err.value.where == "collective.chunks_per_node"
 
