@@ -11,8 +11,8 @@ hold that shard whole at the end of step ``t - 1``). LP (3) chooses the share ``
                x >= 0
 
 ``capacity[w]`` is the number of parallel ``w -> u`` links, so ``U`` is the largest load of one
-link into ``u`` in shards. The LPs of different ``(u, t)`` are independent (section 6.1); the
-driver :mod:`collsynth.solvers.bfb.driver` solves them (in parallel, once per orbit on Cayley graphs)
+link into ``u`` in shards. The LPs of different ``(u, t)`` are independent (section 6.1);
+:mod:`collsynth.solvers.bfb.per_step` solves them (in parallel, once per orbit on Cayley graphs)
 and assembles the schedule.
 
 Besides the Pyomo model this module gives the LP's optimum *in closed form*: by Theorem 19

@@ -5,7 +5,7 @@ that delivers everything in ``T`` timesteps is a feasible point of the LP at hor
 with the full arrivals objective, so if the LP optimum at ``T`` falls short of the number of
 postcondition pairs, no schedule fits in ``T`` timesteps: :func:`bound` returns ``T + 1``, else
 ``T``. The smallest ``T`` whose LP delivers everything (found by
-:func:`collsynth.solvers.ten.producers` from the combinatorial lower bound upward) is the LP lower bound
+:func:`collsynth.solvers.ten.formulation_producers` from the combinatorial lower bound upward) is the LP lower bound
 reported beside every ILP.
 
 The LP's sends are amounts, not pieces with positions (two halves sent from one holder may be

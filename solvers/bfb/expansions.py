@@ -65,7 +65,7 @@ from ...tens import cost, verify
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from .driver import solve_bfb
+from .per_step import solve_bfb
 
 
 # ---- helpers ----------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from ...instances.instance import make_instance
 from ...instances.topology import moore_bound
 from ...tens.verify import verify
 from . import expansions as ex
-from .driver import solve_bfb
+from .per_step import solve_bfb
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""BFB schedules (Zhao et al., NSDI 2025, Section 6 and Appendix D): the driver that solves the per-(node,
-step) problems and assembles the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
+"""BFB schedules (Zhao et al., NSDI 2025, Section 6 and Appendix D): the per-(node, step)
+problems solved and assembled into the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
 ``bfb-hetero``.
 
 :func:`solve_bfb` solves LP (3) (:mod:`collsynth.formulations.bfb_lp`) for every node ``u`` and
@@ -267,7 +267,7 @@ def _solve_in_turn(problems: list[StepLP], method: str, settings: dict) -> list[
     return out
 
 
-# ---- the driver -------------------------------------------------------------------------------
+# ---- every (node, step) solved, assembled into the schedule ---------------------------------
 
 def solve_bfb(
     topology: Topology,
