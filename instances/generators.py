@@ -668,7 +668,6 @@ def switch(nodes: int, unwind: int = 0) -> Topology:
 HIERARCHY_KINDS = ("ring", "uniring", "line", "complete", "switch")
 
 
-@generator
 def _checked_hierarchy(levels: list[str], dims: list[int], scales: list[float] | None,
                        unwind: list[int] | None) -> tuple[list[float], list[int], int]:
     """(scales, unwind, NPU count) of :func:`hierarchical`'s arguments, defaults filled in, after
@@ -692,6 +691,7 @@ def _checked_hierarchy(levels: list[str], dims: list[int], scales: list[float] |
     return scales, unwind, n
 
 
+@generator
 def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None = None,
                  unwind: list[int] | None = None) -> Topology:
     """A multi-dimensional hierarchical system such as Ring x FullyConnected x Switch (TACOS VII-B).
