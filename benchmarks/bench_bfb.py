@@ -21,7 +21,7 @@ import pytest
 
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
-from collsynth.solvers.bfb import driver as bfb, finder
+from collsynth.solvers.bfb import per_step as bfb, finder
 
 VERIFY = os.environ.get("BENCH_BFB_VERIFY", "1") == "1"
 

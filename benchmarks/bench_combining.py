@@ -40,7 +40,7 @@ import pytest
 from collsynth.formulations import ten_ilp, ten_ilp_combining
 from collsynth.instances.instance import load_instance
 from collsynth.solvers.producers import Options
-from collsynth.solvers.ten.producers import producer
+from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens import bounds, ten, verify
 
 pytestmark = pytest.mark.benchmark

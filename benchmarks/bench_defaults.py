@@ -3,7 +3,7 @@
 
 - a 1,024-NPU hypercube allgather (``generator = "hypercube"``, ``dim = 10``) by
   ``ten-ilp-orbit``, limit 120 s: the producer picks time clustering in one-timestep windows
-  without the LP bound (:func:`collsynth.solvers.ten.producers.instance_defaults`);
+  without the LP bound (:func:`collsynth.solvers.ten.formulation_producers.instance_defaults`);
 - ``instances/corpus/mesh6x6-concurrent.toml`` (TACOS Table V) by ``ten-ilp-combining``, limit
   120 s: the producer picks the TEN timestep of the 1 MiB chunks.
 

@@ -11,8 +11,8 @@ hold that shard whole at the end of step ``t - 1``). LP (3) chooses the share ``
                x >= 0
 
 ``capacity[w]`` is the number of parallel ``w -> u`` links, so ``U`` is the largest load of one
-link into ``u`` in shards. The LPs of different ``(u, t)`` are independent (section 6.1); the
-driver :mod:`collsynth.solvers.bfb.driver` solves them (in parallel, once per orbit on Cayley graphs)
+link into ``u`` in shards. The LPs of different ``(u, t)`` are independent (section 6.1);
+:mod:`collsynth.solvers.bfb.per_step` solves them (in parallel, once per orbit on Cayley graphs)
 and assembles the schedule.
 
 Besides the Pyomo model this module gives the LP's optimum *in closed form*: by Theorem 19
@@ -310,37 +310,11 @@ def optimal_loads(topology: Topology, transpose: bool = False) -> dict:
     if kmax > MAX_SUBSET_DEGREE:
         raise ValueError(f"in-neighbour count {kmax} > {MAX_SUBSET_DEGREE}: use the LP")
     n = topo.size
-    # neighbour table Nb[u, k] (padded with u itself, never admissible since D[v,u]-1 != D[v,u])
-    order = np.lexsort((la.src, la.dst))
-    dst, src, cnt = la.dst[order], la.src[order], la.count[order]
-    first = np.searchsorted(dst, np.arange(n))
-    pos = np.arange(len(dst)) - first[dst]
-    Nb = np.tile(np.arange(n)[:, None], (1, kmax))
-    Cap = np.zeros((n, kmax), np.int64)
-    Nb[dst, pos] = src
-    Cap[dst, pos] = cnt
-    nmask = 1 << kmax
-    hist = np.zeros((n, T + 1, nmask), np.int64)
-    bits = (1 << np.arange(kmax)).astype(np.int64)
-    block = max(1, int(4e6 // max(1, n * kmax)))
-    for s in range(0, len(ids), block):  # sources in blocks to bound memory
-        vs = ids[s:s + block]
-        dv = D[vs]  # [b, n]: dist(v -> u)
-        dvw = dv[:, Nb]  # [b, n, k]: dist(v -> Nb[u, k])
-        admissible = (dvw == (dv[:, :, None] - 1)) & (Cap[None, :, :] > 0)
-        mask = (admissible * bits).sum(-1)  # [b, n]
-        valid = (dv >= 1)
-        uu = np.broadcast_to(np.arange(n)[None, :], dv.shape)
-        key = (uu[valid] * (T + 1) + dv[valid]) * nmask + mask[valid]
-        hist += np.bincount(key, minlength=n * (T + 1) * nmask).reshape(n, T + 1, nmask)
+    Nb, Cap = _neighbour_table(la, n, kmax)
+    hist = _admissible_histogram(D, ids, Nb, Cap, T)
     received = hist.sum(-1)
-    # zeta transform over subsets: f[Y] = sum over masks subset of Y
-    f = hist.copy()
-    for k in range(kmax):
-        b = 1 << k
-        f = f.reshape(n, T + 1, -1, 2, b)
-        f[:, :, :, 1, :] += f[:, :, :, 0, :]
-        f = f.reshape(n, T + 1, nmask)
+    f = _subset_sums(hist, kmax)
+    nmask = 1 << kmax
     # capacity of Y: sum of caps of its bits
     capY = (((np.arange(nmask)[:, None] >> np.arange(kmax)[None, :]) & 1)[None, :, :] * Cap[:, None, :]).sum(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -364,3 +338,55 @@ def optimal_loads(topology: Topology, transpose: bool = False) -> dict:
     bw = all(U[(u, t)] == Fraction(int(received[u, t]), d) for u in live for t in range(1, T + 1))
     return {"U": U, "step_max": step_max[1:], "received": received, "bw_optimal": bw, "steps": T,
             "degree": d}
+
+
+def _neighbour_table(la, n: int, kmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """In-neighbour table ``Nb[u, k]`` and its link counts ``Cap[u, k]``.
+
+    Rows are padded with ``u`` itself (capacity 0), never admissible since
+    ``D[v, u] - 1 != D[v, u]``.
+    """
+    order = np.lexsort((la.src, la.dst))
+    dst, src, cnt = la.dst[order], la.src[order], la.count[order]
+    first = np.searchsorted(dst, np.arange(n))
+    pos = np.arange(len(dst)) - first[dst]
+    Nb = np.tile(np.arange(n)[:, None], (1, kmax))
+    Cap = np.zeros((n, kmax), np.int64)
+    Nb[dst, pos] = src
+    Cap[dst, pos] = cnt
+    return Nb, Cap
+
+
+def _admissible_histogram(D: np.ndarray, ids: np.ndarray, Nb: np.ndarray, Cap: np.ndarray,
+                          T: int) -> np.ndarray:
+    """``hist[u, t, mask]``: how many sources ``v`` at distance ``t`` from ``u`` have exactly the
+    in-neighbours in ``mask`` on a shortest path (one step closer to ``v``)."""
+    n, kmax = Nb.shape
+    nmask = 1 << kmax
+    hist = np.zeros((n, T + 1, nmask), np.int64)
+    bits = (1 << np.arange(kmax)).astype(np.int64)
+    block = max(1, int(4e6 // max(1, n * kmax)))
+    for s in range(0, len(ids), block):  # sources in blocks to bound memory
+        vs = ids[s:s + block]
+        dv = D[vs]  # [b, n]: dist(v -> u)
+        dvw = dv[:, Nb]  # [b, n, k]: dist(v -> Nb[u, k])
+        admissible = (dvw == (dv[:, :, None] - 1)) & (Cap[None, :, :] > 0)
+        mask = (admissible * bits).sum(-1)  # [b, n]
+        valid = (dv >= 1)
+        uu = np.broadcast_to(np.arange(n)[None, :], dv.shape)
+        key = (uu[valid] * (T + 1) + dv[valid]) * nmask + mask[valid]
+        hist += np.bincount(key, minlength=n * (T + 1) * nmask).reshape(n, T + 1, nmask)
+    return hist
+
+
+def _subset_sums(hist: np.ndarray, kmax: int) -> np.ndarray:
+    """Zeta transform over subsets of the last axis: ``f[..., Y] = sum of hist[..., M]`` over
+    masks ``M`` subset of ``Y``."""
+    n, steps, nmask = hist.shape
+    f = hist.copy()
+    for k in range(kmax):
+        b = 1 << k
+        f = f.reshape(n, steps, -1, 2, b)
+        f[:, :, :, 1, :] += f[:, :, :, 0, :]
+        f = f.reshape(n, steps, nmask)
+    return f

@@ -29,7 +29,7 @@ Collectives: every non-combining kind directly (allgather, gather, scatter, broa
 all-to-all with its personalised chunks); combining ones (reduce, reduce_scatter) as their
 non-combining dual on the transposed topology, reversed in time by :func:`extract` (Zhao et
 al., NSDI 2025, Appendix A; Won et al., TACOS, 2023, Section V); allreduce is reduce_scatter then allgather (two models, see
-:mod:`collsynth.solvers.ten.producers`). Several concurrent collectives (TACOS VIII-G, multi-tenant)
+:mod:`collsynth.solvers.ten.formulation_producers`). Several concurrent collectives (TACOS VIII-G, multi-tenant)
 share one model: chunk ids are shifted by the instance's chunk offsets and the objective adds
 up (``weights=[...]`` to weigh the tenants). Failed nodes and links are simply absent.
 

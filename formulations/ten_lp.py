@@ -5,7 +5,7 @@ that delivers everything in ``T`` timesteps is a feasible point of the LP at hor
 with the full arrivals objective, so if the LP optimum at ``T`` falls short of the number of
 postcondition pairs, no schedule fits in ``T`` timesteps: :func:`bound` returns ``T + 1``, else
 ``T``. The smallest ``T`` whose LP delivers everything (found by
-:func:`collsynth.solvers.ten.producers` from the combinatorial lower bound upward) is the LP lower bound
+:func:`collsynth.solvers.ten.formulation_producers` from the combinatorial lower bound upward) is the LP lower bound
 reported beside every ILP.
 
 The LP's sends are amounts, not pieces with positions (two halves sent from one holder may be
@@ -300,15 +300,12 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
     data: TenData = ten_model(model).data
     cls, cap = _classes(data, link_class, class_capacity)
     rows, counts, D = amounts(model, max_denominator, max_atoms)
-    C, S = data.pre.shape
     w = Walk(data, D, horizon=data.horizon)
     cover = np.repeat(data.pre.sum(axis=1, dtype=np.int64)[:, None], D, axis=1)
     zeros = np.zeros(D, np.int64)
     used: dict[tuple[int, int], int] = {}
     # later suppliers of each (chunk, destination): the sources of its sends, by arrival order
-    suppliers: dict[tuple[int, int], list] = {}
-    for i, (c, l, t) in enumerate(rows.tolist()):
-        suppliers.setdefault((c, int(data.dst[l])), []).append((i, int(data.src[l])))
+    suppliers = _later_suppliers(data, rows)
     forwarded: dict[tuple[int, int], np.ndarray] = {}  # atoms a switch has sent on (no copy: once each)
     for i, ((c, l, t), a) in enumerate(zip(rows.tolist(), counts.tolist())):
         s, d = int(data.src[l]), int(data.dst[l])
@@ -322,30 +319,13 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
             dst_arr = w.arrival[(c, d)] = np.full(D, _NEVER, np.int64)
         g = int(data.group[c])
         k = int(data.lag[g, l])  # delay + latency (one less over an instant switch-to-NPU hop)
-        if data.switch[s]:  # a switch forwards what arrived the timestep before the send starts
-            ready = src_arr == t - k  # (instant hop: in the timestep it starts)
-            if not data.switch_copy:
-                ready &= ~forwarded.setdefault((c, s), np.zeros(D, bool))
-        else:
-            ready = src_arr <= t - k
+        ready = _ready(data, forwarded, src_arr, c, s, t - k)
         useful = np.flatnonzero(ready & (dst_arr == _NEVER))
-        first, last = data.occupied(g, l, t)
-        span = range(int(first), int(last) + 1)
-        slot = int(cls[l])
-        free = int(cap[slot]) * D - max(used.get((slot, tau), 0) for tau in span)
+        span, slot, free = _free_capacity(data, cls, cap, used, D, g, l, t)
         n = min(a, len(useful), free)
         if n <= 0:
             continue
-        # prefer atoms no later supplier of d holds yet, then the rarest ones
-        score = cover[c, useful].astype(np.int64)
-        others = {u for j, u in suppliers[(c, d)] if j > i and u != s}
-        if others:
-            owned = np.zeros(len(useful), np.int64)
-            for u in others:
-                arr = zeros if data.pre[c, u] else w.arrival.get((c, u))
-                if arr is not None:
-                    owned += arr[useful] != _NEVER
-            score = owned * (S + 1) + score
+        score = _preference(data, w, cover, suppliers[(c, d)], i, c, s, useful)
         pick = np.sort(useful[np.argsort(score, kind="stable")[:n]])
         if data.switch[s] and not data.switch_copy:
             forwarded[(c, s)][pick] = True
@@ -357,6 +337,55 @@ def walk(model, max_denominator: int = MAX_DENOMINATOR, max_atoms: int = MAX_ATO
     _trim(w)
     w.held = _held(w)
     return w
+
+
+def _later_suppliers(data: TenData, rows: np.ndarray) -> dict[tuple[int, int], list]:
+    """The sources of every (chunk, destination)'s sends, as (row index, source), by arrival order."""
+    suppliers: dict[tuple[int, int], list] = {}
+    for i, (c, l, t) in enumerate(rows.tolist()):
+        suppliers.setdefault((c, int(data.dst[l])), []).append((i, int(data.src[l])))
+    return suppliers
+
+
+def _ready(data: TenData, forwarded: dict, src_arr: np.ndarray, c: int, s: int,
+           latest: int) -> np.ndarray:
+    """Which atoms of chunk ``c`` source ``s`` may send when they must have arrived by ``latest``.
+
+    A switch forwards what arrived the timestep before the send starts (an instant hop: in the
+    timestep it starts), and without copying each atom once only.
+    """
+    if not data.switch[s]:
+        return src_arr <= latest
+    ready = src_arr == latest
+    if not data.switch_copy:
+        ready &= ~forwarded.setdefault((c, s), np.zeros(len(src_arr), bool))
+    return ready
+
+
+def _free_capacity(data: TenData, cls, cap, used: dict, D: int, g: int, l: int,
+                   t: int) -> tuple[range, int, int]:
+    """(timesteps a send over pair ``l`` arriving at ``t`` occupies, its class, atoms still free)."""
+    first, last = data.occupied(g, l, t)
+    span = range(int(first), int(last) + 1)
+    slot = int(cls[l])
+    free = int(cap[slot]) * D - max(used.get((slot, tau), 0) for tau in span)
+    return span, slot, free
+
+
+def _preference(data: TenData, w: Walk, cover: np.ndarray, suppliers: list, i: int, c: int,
+                s: int, useful: np.ndarray) -> np.ndarray:
+    """Sort keys over ``useful`` atoms: first those no later supplier of the destination holds
+    yet, then the rarest ones (fewest holders so far)."""
+    score = cover[c, useful].astype(np.int64)
+    others = {u for j, u in suppliers if j > i and u != s}
+    if not others:
+        return score
+    owned = np.zeros(len(useful), np.int64)
+    for u in others:
+        arr = np.zeros(w.denom, np.int64) if data.pre[c, u] else w.arrival.get((c, u))
+        if arr is not None:
+            owned += arr[useful] != _NEVER
+    return owned * (data.pre.shape[1] + 1) + score
 
 
 def _classes(data: TenData, link_class, class_capacity) -> tuple[np.ndarray, np.ndarray]:

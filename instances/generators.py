@@ -668,21 +668,10 @@ def switch(nodes: int, unwind: int = 0) -> Topology:
 HIERARCHY_KINDS = ("ring", "uniring", "line", "complete", "switch")
 
 
-@generator
-def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None = None,
-                 unwind: list[int] | None = None) -> Topology:
-    """A multi-dimensional hierarchical system such as Ring x FullyConnected x Switch (TACOS VII-B).
-
-    levels: the kind of each dimension: ring (bidirectional), uniring, line (a 1D mesh),
-    complete (fully connected), switch. dims: the size of each dimension. NPU ids are
-    row-major over the coordinates (the last dimension varies fastest); NPUs that differ only
-    in coordinate i form a group joined by level i's kind. scales: per-level link bandwidth
-    relative to the instance bandwidth (TACOS VII-B: levels=ring,complete,switch,
-    dims=2,4,K, bandwidth=50e9, scales=4,2,1 for 200/100/50 GB/s). unwind: per level, used
-    only by switch levels: 0 keeps one switch node per group (ids after the NPUs), d >= 1
-    unwinds it to degree d (each link gets 1/d of the level bandwidth; TACOS uses
-    degree-max for scale-up and degree 1 for scale-out switches).
-    """
+def _checked_hierarchy(levels: list[str], dims: list[int], scales: list[float] | None,
+                       unwind: list[int] | None) -> tuple[list[float], list[int], int]:
+    """(scales, unwind, NPU count) of :func:`hierarchical`'s arguments, defaults filled in, after
+    checking one known kind, a positive size, a positive scale and an unwind degree per level."""
     if not levels or len(levels) != len(dims):
         raise InputError("dims", f"expected one size per level ({len(levels)} levels), got {dims}")
     for k in levels:
@@ -699,6 +688,25 @@ def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None 
     n = math.prod(dims)
     if n < 2:
         raise InputError("dims", "expected at least 2 NPUs")
+    return scales, unwind, n
+
+
+@generator
+def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None = None,
+                 unwind: list[int] | None = None) -> Topology:
+    """A multi-dimensional hierarchical system such as Ring x FullyConnected x Switch (TACOS VII-B).
+
+    levels: the kind of each dimension: ring (bidirectional), uniring, line (a 1D mesh),
+    complete (fully connected), switch. dims: the size of each dimension. NPU ids are
+    row-major over the coordinates (the last dimension varies fastest); NPUs that differ only
+    in coordinate i form a group joined by level i's kind. scales: per-level link bandwidth
+    relative to the instance bandwidth (TACOS VII-B: levels=ring,complete,switch,
+    dims=2,4,K, bandwidth=50e9, scales=4,2,1 for 200/100/50 GB/s). unwind: per level, used
+    only by switch levels: 0 keeps one switch node per group (ids after the NPUs), d >= 1
+    unwinds it to degree d (each link gets 1/d of the level bandwidth; TACOS uses
+    degree-max for scale-up and degree 1 for scale-out switches).
+    """
+    scales, unwind, n = _checked_hierarchy(levels, dims, scales, unwind)
     edges: list = []
     switches = []
     next_id = n

@@ -41,8 +41,8 @@ from ..tens.status import Status
 
 FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks both agree), or None
     # where the family discovers them from its own modules, so that adding one is adding a module
-    "collsynth.solvers.ten.producers": None,  # one per TEN formulation module (ten-ilp, ten-lp, ...)
-    "collsynth.solvers.bfb.driver": ("bfb-lp", "bfb-chunked", "bfb-hetero"),
+    "collsynth.solvers.ten.formulation_producers": None,  # one per TEN formulation module (ten-ilp, ten-lp, ...)
+    "collsynth.solvers.bfb.per_step": ("bfb-lp", "bfb-chunked", "bfb-hetero"),
     "collsynth.solvers.greedy.tacos": ("greedy",),  # TACOS-Greedy
     "collsynth.solvers.greedy.earliest": ("earliest-arrival",),  # bottleneck slots, earliest-arrival paths
     "collsynth.solvers.closed_form": None,  # one module per family: ring, trees, butterfly, swing, optree, ...
@@ -50,8 +50,8 @@ FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks
     "collsynth.solvers.packing": ("tree-packing",),  # ForestColl tree packing
 }
 SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
-    "collsynth.solvers.ten.producers",
-    "collsynth.solvers.bfb.driver",
+    "collsynth.solvers.ten.formulation_producers",
+    "collsynth.solvers.bfb.per_step",
     "collsynth.solvers.bfb.expansions",
 )
 
@@ -404,9 +404,9 @@ def lookup_order(name: str) -> tuple[str, ...]:
     use no solver first (:data:`SOLVER_FAMILIES` last), then the plug-ins.
 
     >>> lookup_order("bfb-lp")
-    ('collsynth.solvers.bfb.driver',)
+    ('collsynth.solvers.bfb.per_step',)
     >>> order = lookup_order("swing-bw")
-    >>> order.index("collsynth.solvers.closed_form") < order.index("collsynth.solvers.ten.producers")
+    >>> order.index("collsynth.solvers.closed_form") < order.index("collsynth.solvers.ten.formulation_producers")
     True
     """
     named = tuple(module for module, names in FAMILIES.items() if names is not None and name in names)

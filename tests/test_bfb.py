@@ -15,7 +15,7 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges, moore_bound, with_link_costs
 from collsynth.solvers import backends, pipeline
-from collsynth.solvers.bfb import driver as bfb
+from collsynth.solvers.bfb import per_step as bfb
 from collsynth.solvers.producers import Options, Unsupported
 from collsynth.tens import cost
 from collsynth.tens.verify import verify

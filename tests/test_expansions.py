@@ -12,7 +12,7 @@ from collsynth.instances import catalogue
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.solvers.bfb import driver as bfb, expansions as ex
+from collsynth.solvers.bfb import per_step as bfb, expansions as ex
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.verify import verify

@@ -17,7 +17,7 @@ from collsynth.instances.instance import make_instance
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
-from collsynth.solvers.ten.producers import producer
+from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens import bounds, ten, verify
 from gap_instance import gap_scatter
 from proofs import proven_status

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collsynth.instances import CORPUS, generators, load_instance, make_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from collsynth.solvers.ten import producers as ten_producers
+from collsynth.solvers.ten import formulation_producers as ten_producers
 
 
 def test_mixed_chunk_sizes_run_on_the_large_chunk_s_timestep_and_are_proven_optimal():

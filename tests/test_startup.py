@@ -104,7 +104,7 @@ def test_solve_with_a_solver_based_producer_loads_pyomo():
 def test_solve_with_bfb_lp_loads_no_other_family_and_no_formulation_but_bfb_s():
     got = _solve_in_a_child("solve", str(CORPUS / "ring8-allgather.toml"), "--producer", "bfb-lp", "--json")
     assert got["code"] == 0 and got["row"]["verified"]
-    assert "collsynth.solvers.bfb.driver" in got["ours"] and "collsynth.formulations.bfb_lp" in got["ours"]
+    assert "collsynth.solvers.bfb.per_step" in got["ours"] and "collsynth.formulations.bfb_lp" in got["ours"]
     others = [m for m in got["ours"] if m.startswith(("collsynth.solvers.ten", "collsynth.solvers.greedy",
                                                       "collsynth.solvers.closed_form", "collsynth.formulations.ten"))]
     assert others == []

@@ -26,7 +26,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.solvers.pipeline import run
 from collsynth.solvers import backends
 from collsynth.solvers.producers import Options
-from collsynth.solvers.ten import producers
+from collsynth.solvers.ten import formulation_producers
 from collsynth.tens.ten import prepare
 from collsynth.tens.verify import verify
 from ilp_oracle import solves_by
@@ -128,6 +128,6 @@ def test_symmetric_schedule_is_invariant_under_the_swap():
 
 def test_lp_beside_a_symmetric_run_is_the_orbit_lp_only_for_a_regular_group():
     sym = ten_formulation(ten_ilp_symmetric)
-    assert producers.relaxation_beside(sym, toy_instance()).name == "ten-lp"  # switches: no regular group
+    assert formulation_producers.relaxation_beside(sym, toy_instance()).name == "ten-lp"  # switches: no regular group
     ring = make_instance(build("ring", {"nodes": 6}), "allgather")
-    assert producers.relaxation_beside(sym, ring).name == "ten-lp-orbit"
+    assert formulation_producers.relaxation_beside(sym, ring).name == "ten-lp-orbit"

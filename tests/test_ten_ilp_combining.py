@@ -19,7 +19,7 @@ from collsynth.instances.instance import Instance, make_instance
 from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
-from collsynth.solvers.ten.producers import producer
+from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import OP_COPY, OP_REDUCE
 

@@ -280,30 +280,10 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     t0, c0 = time.perf_counter(), time.process_time()
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
-    h = highspy.Highs()
-    if os.environ.get(VERBOSE_ENV):  # collsynth solve --verbose: HiGHS' log on stderr (stdout is the result's)
-        h.setOptionValue("log_to_console", False)
-        h.setOptionValue("log_file", "/dev/stderr")
-    else:
-        h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", int(request.threads))
-    h.setOptionValue("random_seed", int(request.seed))
-    if request.gap is not None:
-        h.setOptionValue("mip_rel_gap", float(request.gap))
     mip = bool(lm.integer.any())
-    if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
-        h.setOptionValue("solver", "ipm")
-    for key, val in {**vars(model).get(OPTIONS_ATTRIBUTE, {}), **(options or {})}.items():
-        h.setOptionValue(key, val)
+    h = _configured_highs(highspy, request, mip, {**vars(model).get(OPTIONS_ATTRIBUTE, {}), **(options or {})})
     h.passModel(_highs_lp(lm, highspy))
-    passed = 0
-    if start and mip:
-        index = {id(v): j for j, v in enumerate(lm.columns)}
-        idx = [index[id(v)] for v, _ in start if id(v) in index]
-        val = [x for v, x in start if id(v) in index]
-        if idx:
-            h.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
-            passed = len(idx)
+    passed = _pass_start(h, lm, start) if start and mip else 0
     seconds = request.seconds()
     if seconds is not None:
         h.setOptionValue("time_limit", seconds)
@@ -331,3 +311,34 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
             v.set_value(x, skip_validation=True)
     nodes = int(info.mip_node_count) if mip and info.mip_node_count >= 0 else None
     return Run(status.name, has, objective, bound, nodes, t1 - t0, run_s, passed, h.version(), c1 - c0, run_cpu_s)
+
+
+def _configured_highs(highspy, request, mip: bool, options: dict):
+    """A HiGHS instance with the request's threads, seed and gap, its log on stderr only under
+    ``collsynth solve --verbose``, the interior point method for LPs, then ``options``."""
+    h = highspy.Highs()
+    if os.environ.get(VERBOSE_ENV):  # collsynth solve --verbose: HiGHS' log on stderr (stdout is the result's)
+        h.setOptionValue("log_to_console", False)
+        h.setOptionValue("log_file", "/dev/stderr")
+    else:
+        h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", int(request.threads))
+    h.setOptionValue("random_seed", int(request.seed))
+    if request.gap is not None:
+        h.setOptionValue("mip_rel_gap", float(request.gap))
+    if not mip:  # the TEN LPs are highly degenerate: HiGHS' simplex stalls where its IPM does not
+        h.setOptionValue("solver", "ipm")
+    for key, val in options.items():
+        h.setOptionValue(key, val)
+    return h
+
+
+def _pass_start(h, lm, start: list) -> int:
+    """Give HiGHS the ``(variable, value)`` pairs of ``start`` that are columns of ``lm`` as a
+    MIP start; returns how many."""
+    index = {id(v): j for j, v in enumerate(lm.columns)}
+    idx = [index[id(v)] for v, _ in start if id(v) in index]
+    val = [x for v, x in start if id(v) in index]
+    if idx:
+        h.setSolution(len(idx), np.asarray(idx, np.int32), np.asarray(val, np.float64))
+    return len(idx)

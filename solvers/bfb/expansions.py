@@ -65,7 +65,7 @@ from ...tens import cost, verify
 from ...tens import schedule as sch
 from ...tens.schedule import Schedule
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from .driver import solve_bfb
+from .per_step import solve_bfb
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -486,38 +486,14 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
         return r
 
     if gen == "line_graph":
-        times = int(params.get("times", 1))
-        cur_t, cur_s = base, bfb(base).schedule
-        for _ in range(times):
-            N, d = len(cur_t.npus), cur_t.out_degree_range[1]
-            b = price_schedule(cur_t, cur_s)
-            pred = predict("line_graph", N, d, b.steps, b.T_B)
-            cur_t, cur_s = line_graph(cur_t, cur_s)
-        info["predicted"] = pred
+        cur_t, cur_s = _expand_line_graph(base, params, bfb, info)
     elif gen == "degree_expansion":
-        n = int(params["copies"])
-        b = price_schedule(base, bfb(base).schedule)
-        cur_t, cur_s = degree_expansion(base, b.schedule, n)
-        info["predicted"] = predict("degree_expansion", len(base.npus), base.out_degree_range[1], b.steps, b.T_B, n)
+        cur_t, cur_s = _expand_degree(base, params, bfb, info)
+    elif params.get("other") is not None:
+        cur_t, cur_s = _expand_cartesian_product(base, _base_from_meta(params["other"]), transpose, info,
+                                                 bfb_method=bfb_method, solver=solver, deadline=deadline)
     else:
-        other = params.get("other")
-        times = int(params.get("times", 2))
-        if other is not None:
-            h = _base_from_meta(other)
-            if transpose:
-                h = h.transpose()
-            cur_t = cartesian_topology([base, h])
-            r = solve_bfb(cur_t, method=bfb_method, solver=solver, deadline=deadline)
-            cur_s = r.schedule
-            rb, rh = solve_bfb(base, method="flow", deadline=deadline), solve_bfb(h, method="flow", deadline=deadline)
-            if rb.bw_optimal and rh.bw_optimal:
-                info["predicted"] = predict("cartesian_product", len(base.npus), base.out_degree_range[1], rb.steps,
-                                            rb.T_B_units, other=(len(h.npus), h.out_degree_range[1], rh.steps))
-        else:
-            b = price_schedule(base, bfb(base).schedule)
-            cur_t, cur_s = cartesian_power(base, b.schedule, times)
-            info["predicted"] = predict("cartesian_power", len(base.npus), base.out_degree_range[1], b.steps, b.T_B,
-                                        times)
+        cur_t, cur_s = _expand_cartesian_power(base, params, bfb, info)
     want = topology.transpose() if transpose else topology
     if gen == "line_graph" and transpose:
         # L^k(G^T) is isomorphic to L^k(G)^T: arc-node (a, b) of G^T is arc-node (b, a) of G
@@ -529,6 +505,56 @@ def expanded_allgather(topology: Topology, *, transpose: bool = False, bfb_metho
     if "predicted" in info:
         info["predicted"] = {k: (str(v) if isinstance(v, Fraction) else v) for k, v in info["predicted"].items()}
     return cur_s, info
+
+
+def _expand_line_graph(base: Topology, params: dict, bfb, info: dict) -> tuple[Topology, Schedule]:
+    """``times`` line-graph expansions of ``base`` and its BFB schedule; the prediction of the
+    last one goes to ``info["predicted"]``."""
+    times = int(params.get("times", 1))
+    cur_t, cur_s = base, bfb(base).schedule
+    for _ in range(times):
+        N, d = len(cur_t.npus), cur_t.out_degree_range[1]
+        b = price_schedule(cur_t, cur_s)
+        pred = predict("line_graph", N, d, b.steps, b.T_B)
+        cur_t, cur_s = line_graph(cur_t, cur_s)
+    info["predicted"] = pred
+    return cur_t, cur_s
+
+
+def _expand_degree(base: Topology, params: dict, bfb, info: dict) -> tuple[Topology, Schedule]:
+    """The degree expansion of ``base`` by ``copies`` and its schedule, with the prediction."""
+    n = int(params["copies"])
+    b = price_schedule(base, bfb(base).schedule)
+    cur_t, cur_s = degree_expansion(base, b.schedule, n)
+    info["predicted"] = predict("degree_expansion", len(base.npus), base.out_degree_range[1], b.steps, b.T_B, n)
+    return cur_t, cur_s
+
+
+def _expand_cartesian_product(base: Topology, h: Topology, transpose: bool, info: dict, *,
+                              bfb_method: str, solver: str,
+                              deadline: Deadline | None) -> tuple[Topology, Schedule]:
+    """The product of ``base`` and ``h`` solved by BFB directly; the prediction only when both
+    factors are BFB bandwidth-optimal."""
+    if transpose:
+        h = h.transpose()
+    cur_t = cartesian_topology([base, h])
+    r = solve_bfb(cur_t, method=bfb_method, solver=solver, deadline=deadline)
+    cur_s = r.schedule
+    rb, rh = solve_bfb(base, method="flow", deadline=deadline), solve_bfb(h, method="flow", deadline=deadline)
+    if rb.bw_optimal and rh.bw_optimal:
+        info["predicted"] = predict("cartesian_product", len(base.npus), base.out_degree_range[1], rb.steps,
+                                    rb.T_B_units, other=(len(h.npus), h.out_degree_range[1], rh.steps))
+    return cur_t, cur_s
+
+
+def _expand_cartesian_power(base: Topology, params: dict, bfb, info: dict) -> tuple[Topology, Schedule]:
+    """The ``times``-th cartesian power of ``base`` and its schedule, with the prediction."""
+    times = int(params.get("times", 2))
+    b = price_schedule(base, bfb(base).schedule)
+    cur_t, cur_s = cartesian_power(base, b.schedule, times)
+    info["predicted"] = predict("cartesian_power", len(base.npus), base.out_degree_range[1], b.steps, b.T_B,
+                                times)
+    return cur_t, cur_s
 
 
 def _line_transpose_perm(g: Topology, times: int) -> np.ndarray:

@@ -41,7 +41,7 @@ from ...instances.instance import make_instance
 from ...instances.topology import moore_bound
 from ...tens.verify import verify
 from . import expansions as ex
-from .driver import solve_bfb
+from .per_step import solve_bfb
 
 
 @dataclass(frozen=True)
@@ -223,26 +223,33 @@ def search(nodes: int, degree: int, *, kautz_limit: int | None = None, max_power
                             T_B = c.T_B * Fraction(b, b - 1) * Fraction(n - 1, n)
                             cands.append(_expanded(f"({c.expr})^{m}", ("power", c.tree, m), n, k, m * c.T_L, T_B,
                                                    c.regular))
-            # Cartesian product of two BW-optimal candidates (Theorem 13)
-            for n1 in divs:
-                if n1 < 2 or n % n1 or n1 * n1 > n:
-                    continue
-                n2 = n // n1
-                for k1 in range(1, k):
-                    k2 = k - k1
-                    if n1 == n2 and k1 > k2:
-                        continue
-                    for a in front.get((n1, k1), ()):
-                        if not a.bw_optimal:
-                            continue
-                        for b in front.get((n2, k2), ()):
-                            if not b.bw_optimal or (a.tree == b.tree):
-                                continue
-                            cands.append(_expanded(f"{a.expr} x {b.expr}", ("product", a.tree, b.tree), n, k,
-                                                   a.T_L + b.T_L, Fraction(n - 1, n), a.regular and b.regular))
+            cands += _product_candidates(front, divs, n, k)
             if cands:
                 front[(n, k)] = pareto(cands)
     return front
+
+
+def _product_candidates(front: dict, divs: list[int], n: int, k: int) -> list[Candidate]:
+    """Cartesian products of two distinct BW-optimal candidates of sizes ``n1 * n2 = n`` and
+    degrees ``k1 + k2 = k`` from the frontiers found so far (Zhao et al., NSDI 2025, Theorem 13)."""
+    out: list[Candidate] = []
+    for n1 in divs:
+        if n1 < 2 or n % n1 or n1 * n1 > n:
+            continue
+        n2 = n // n1
+        for k1 in range(1, k):
+            k2 = k - k1
+            if n1 == n2 and k1 > k2:
+                continue
+            for a in front.get((n1, k1), ()):
+                if not a.bw_optimal:
+                    continue
+                for b in front.get((n2, k2), ()):
+                    if not b.bw_optimal or (a.tree == b.tree):
+                        continue
+                    out.append(_expanded(f"{a.expr} x {b.expr}", ("product", a.tree, b.tree), n, k,
+                               a.T_L + b.T_L, Fraction(n - 1, n), a.regular and b.regular))
+    return out
 
 
 def frontier(nodes: int, degree: int, **kw) -> list[Candidate]:

@@ -434,57 +434,76 @@ def wrht_stages(N: int, w: int, group: int | None = None, payload: bool = False,
     if g < 2:
         raise ValueError("group size must be at least 2")
     held = {v: [v] for v in range(N)}
+    levels = _wrht_levels(N, g)
+    up = [_wrht_gather_stage(lvl, held, payload) for lvl in levels]
+    everything = set(range(N))
+    down = [_wrht_scatter_stage(lvl, held, everything, payload, multicast) for lvl in reversed(levels)]
+    return up + down
+
+
+def _wrht_levels(N: int, g: int) -> list[list[tuple[int, list[int]]]]:
+    """The WRHT tree, level by level: each level's (middle node, members) groups of up to ``g``
+    consecutive active nodes; the middle nodes are the next level's active nodes."""
     active = list(range(N))
-    levels = []  # per level: list of (rep, members)
+    levels = []
     while len(active) > 1:
         groups = [active[i:i + g] for i in range(0, len(active), g)]
         levels.append([(grp[len(grp) // 2], grp) for grp in groups])
         active = [rep for rep, _ in levels[-1]]
-    up = []
-    for lvl in levels:
-        src, dst, dr, units, pl = [], [], [], [], []
-        newly = {}
-        for rep, grp in lvl:
-            for m in grp:
-                if m == rep:
-                    continue
-                src.append(m)
-                dst.append(rep)
-                dr.append(1 if m < rep else -1)
-                units.append(len(held[m]))
-                pl.append(list(held[m]))
-                newly.setdefault(rep, []).extend(held[m])
-        for rep, add in newly.items():
-            held[rep] = held[rep] + add
-        up.append(make_stage(src, dst, dr, units, pl if payload else None))
-    down = []
-    everything = set(range(N))
-    for lvl in reversed(levels):
-        src, dst, dr, units, pl = [], [], [], [], []
-        for rep, grp in lvl:
-            for m in grp:
-                if m == rep:
-                    continue
-                lack = sorted(everything - set(held[m]))
-                src.append(rep)
-                dst.append(m)
-                dr.append(1 if m > rep else -1)
-                units.append(len(lack))
-                pl.append(lack)
-        for s_, d_, l_ in zip(src, dst, pl):
-            held[d_] = held[d_] + l_
-        if multicast:
-            trees = {}
-            for s_, d_, r_, l_ in zip(src, dst, dr, pl):
-                far, union = trees.get((s_, r_), (s_, set()))
-                far = d_ if abs(d_ - s_) > abs(far - s_) else far
-                trees[(s_, r_)] = (far, union | set(l_))
-            src = [k[0] for k in trees]
-            dr = [k[1] for k in trees]
-            dst = [v[0] for v in trees.values()]
-            units = [len(v[1]) for v in trees.values()]
-        down.append(make_stage(src, dst, dr, units, pl if payload else None))
-    return up + down
+    return levels
+
+
+def _wrht_gather_stage(lvl: list, held: dict, payload: bool) -> Stage:
+    """One upward stage: every member sends all it holds to its group's middle node (``held`` is
+    updated)."""
+    src, dst, dr, units, pl = [], [], [], [], []
+    newly = {}
+    for rep, grp in lvl:
+        for m in grp:
+            if m == rep:
+                continue
+            src.append(m)
+            dst.append(rep)
+            dr.append(1 if m < rep else -1)
+            units.append(len(held[m]))
+            pl.append(list(held[m]))
+            newly.setdefault(rep, []).extend(held[m])
+    for rep, add in newly.items():
+        held[rep] = held[rep] + add
+    return make_stage(src, dst, dr, units, pl if payload else None)
+
+
+def _wrht_scatter_stage(lvl: list, held: dict, everything: set, payload: bool, multicast: bool) -> Stage:
+    """One downward stage: every middle node sends each member what it lacks (``held`` is
+    updated); with ``multicast`` one light-tree per group and direction."""
+    src, dst, dr, units, pl = [], [], [], [], []
+    for rep, grp in lvl:
+        for m in grp:
+            if m == rep:
+                continue
+            lack = sorted(everything - set(held[m]))
+            src.append(rep)
+            dst.append(m)
+            dr.append(1 if m > rep else -1)
+            units.append(len(lack))
+            pl.append(lack)
+    for s_, d_, l_ in zip(src, dst, pl):
+        held[d_] = held[d_] + l_
+    if multicast:
+        src, dst, dr, units = _light_trees(src, dst, dr, pl)
+    return make_stage(src, dst, dr, units, pl if payload else None)
+
+
+def _light_trees(src: list, dst: list, dr: list, pl: list) -> tuple[list, list, list, list]:
+    """Point-to-point sends merged per (source, direction) into one tap-and-continue light-tree
+    reaching the farthest destination and carrying the union of the payloads."""
+    trees = {}
+    for s_, d_, r_, l_ in zip(src, dst, dr, pl):
+        far, union = trees.get((s_, r_), (s_, set()))
+        far = d_ if abs(d_ - s_) > abs(far - s_) else far
+        trees[(s_, r_)] = (far, union | set(l_))
+    return ([k[0] for k in trees], [v[0] for v in trees.values()], [k[1] for k in trees],
+            [len(v[1]) for v in trees.values()])
 
 
 # ---- formulas (Dai et al., ICC 2023) ---------------------------------------------------------

@@ -100,6 +100,18 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
     else -1) stores nothing, so only its exact arrival timesteps count:
     ``sw_parent[sw[v], t]``. Returns the sends as rows ``(pair, arrival)`` from ``d`` back to
     ``s``, or no rows when ``load`` is too short to reach ``d`` (the caller grows it)."""
+    _earliest_arrivals(s, t0, d, allowed, out_ptr, pairs, dst, lag, delay, latency, capacity, sw, load, first,
+                       parent, sw_parent)
+    if first[d] >= load.shape[1]:
+        return np.zeros((0, 2), np.int64)
+    return _book_path(s, d, src, delay, latency, sw, load, first, parent, sw_parent)
+
+
+@numba.njit(cache=True)
+def _earliest_arrivals(s, t0, d, allowed, out_ptr, pairs, dst, lag, delay, latency, capacity, sw, load, first,
+                       parent, sw_parent):
+    """Fill ``first`` / ``parent`` / ``sw_parent`` (see :func:`_route`) timestep by timestep
+    from ``t0`` until ``d`` is reached or ``load`` ends."""
     S = len(first)
     T = load.shape[1]
     first[:] = UNREACHED
@@ -132,8 +144,13 @@ def _route(s, t0, d, allowed, out_ptr, pairs, src, dst, lag, delay, latency, cap
                         parent[u, 0] = l
                         parent[u, 1] = t
         t += 1
-    if first[d] >= T:
-        return np.zeros((0, 2), np.int64)
+
+
+@numba.njit(cache=True)
+def _book_path(s, d, src, delay, latency, sw, load, first, parent, sw_parent):
+    """Book the sends of the path found to ``d`` and return them as rows ``(pair, arrival)``
+    from ``d`` back to ``s``."""
+    S = len(first)
     hops = np.zeros((S * 4 + 4, 2), np.int64)
     n = 0
     a = first[d]

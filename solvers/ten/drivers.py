@@ -201,10 +201,22 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     rows = np.asarray(rows, np.int64).reshape(-1, 3)
     rows = rows[rows[:, 2] <= h]
     rows = rows[np.argsort(rows[:, 2], kind="stable")]
-    C, S = data.pre.shape
+    kept, when = _feasible_prefix(data, view.sent, rows)
+    _set_start_values(view, kept, when)
+    obj = None
+    for o in model.component_data_objects(pe.Objective, active=True):
+        obj = float(pe.value(o))
+        break
+    return {"sends": len(kept), "dropped": int(len(rows) - len(kept)), "objective": obj}
+
+
+def _feasible_prefix(data, sent, rows: np.ndarray) -> tuple[list, np.ndarray]:
+    """The sends of ``rows`` (sorted by arrival) that the model has and whose source holds the
+    chunk when they start, and ``when[c, n]``: the arrival each kept send implies (``ten.INF``
+    if none). A switch forwards only what arrived the timestep before, once per arrival without
+    switch copy."""
     when = np.where(data.pre, 0, ten.INF).astype(np.int64)
     kept = []
-    sent = view.sent
     at_switch: dict[tuple[int, int, int], int] = {}  # kept arrivals at a switch (it stores nothing)
     lag = data.lag  # the delay; one less over an instant switch-to-NPU hop
     for c, l, t in rows.tolist():
@@ -228,6 +240,13 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
             continue
         when[c, v] = t
         kept.append((c, l, t))
+    return kept, when
+
+
+def _set_start_values(view, kept: list, when: np.ndarray) -> None:
+    """``sent`` 1 on the ``kept`` sends and 0 elsewhere, ``hold[c, n, t]`` 1 from ``when[c, n]``
+    on; fixed variables are left alone."""
+    sent = view.sent
     for v in sent.values():
         if not v.fixed:
             v.set_value(0)
@@ -237,11 +256,6 @@ def set_start(model, rows: np.ndarray, upto: int | None = None) -> dict[str, Any
     for (c, n, t), v in view.hold.items():
         if not v.fixed:
             v.set_value(1 if when[c, n] <= t else 0)
-    obj = None
-    for o in model.component_data_objects(pe.Objective, active=True):
-        obj = float(pe.value(o))
-        break
-    return {"sends": len(kept), "dropped": int(len(rows) - len(kept)), "objective": obj}
 
 
 def _warm_cluster(instance, formulation, options: Options, clock: Deadline, share: float, stats,
@@ -269,6 +283,18 @@ def _better(a: _Known | None, b: _Known | None) -> _Known | None:
 
 
 # ---- horizon search ------------------------------------------------------------------------
+
+def _top_horizon(known: _Known | None, lb: int, rsteps: int | None, max_horizon: int | None) -> int:
+    """The largest horizon the search solves: below the best ``known`` schedule's length (capped
+    by ``max_horizon``), else ``max_horizon`` or four times the recovery length, never below ``lb``."""
+    if known is not None:
+        hi = known.steps if max_horizon is None else min(int(max_horizon), known.steps)
+    else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
+        hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps or 0, lb)
+    hi = max(hi, lb)
+    # horizons at or beyond the known schedule's length need no solve
+    return hi - 1 if known is not None and known.steps <= hi else hi
+
 
 def horizon_search(instance, formulation, options: Options, *, binary: bool = False,
                    persistent: bool = False, max_horizon: int | None = None, warm: bool = True,
@@ -310,13 +336,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
         extra["time_cluster_steps"] = None if tc is None else tc.steps
         extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
         search.known = _better(search.known, tc)
-    if search.known is not None:
-        hi = search.known.steps if max_horizon is None else min(int(max_horizon), search.known.steps)
-    else:  # the recovery schedule may break the formulation's extra rules: no upper bound from it
-        hi = int(max_horizon) if max_horizon is not None else 4 * max(rsteps or 0, lb)
-    hi = max(hi, lb)
-    # horizons at or beyond the known schedule's length need no solve
-    search.top = hi - 1 if search.known is not None and search.known.steps <= hi else hi
+    search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
     if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
         search.session = backends.Session(options.solver)
     if search.known is not None and search.known.steps <= lb:
@@ -676,10 +696,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
                                                 form_params.get("switch_copy", ten.SWITCH_COPY))
     data0 = rdata
-    k = int(window) if window else max(2, int(data0.lag.max()))
-    if lookahead is None:
-        finite = data0.dist[np.isfinite(data0.dist)]
-        lookahead = int(finite.max()) if finite.size else k
+    k, lookahead = _window_sizes(data0, window, lookahead)
     if lookahead and form_params["objective"] == "arrivals":
         form_params["lookahead"] = lookahead
     state = data0.pre.copy()
@@ -711,23 +728,42 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         # time advances by the window (sends of later windows start after it)
         state = new_state
         offset += k
-    rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
     extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
-    if (data0.post & ~state).any():
-        extra["recovered_pairs"] = int((data0.post & ~state).sum())
-        rows = np.concatenate([rows, recover(data0, state, offset)])
-    rows = ten.prune(data0, rows)
-    found = "time-cluster+recovery" if "recovered_pairs" in extra else "time-cluster"
-    if (int(rows[:, 2].max()) if len(rows) else 0) > rsteps:
-        rows = ten.prune(rdata, rrows)
-        extra["used"] = found = "recovery"
-    rows = _compact(data0, rows)
+    rows, found = _clustered_rows(data0, all_rows, state, offset, (rdata, rrows, rsteps), extra)
     sched = ten.schedule_from_rows(data0, rows)
     steps = sched.num_steps
     status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
     return (_outcome(sched, status, steps, min(lb, steps), stats,
                      "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
             data0, rows)
+
+
+def _window_sizes(data: ten.TenData, window: int | None, lookahead: int | None) -> tuple[int, int]:
+    """(window length, lookahead) of time clustering: by default a window of the largest lag
+    (at least 2) and a lookahead of the largest finite distance (else the window)."""
+    k = int(window) if window else max(2, int(data.lag.max()))
+    if lookahead is None:
+        finite = data.dist[np.isfinite(data.dist)]
+        lookahead = int(finite.max()) if finite.size else k
+    return k, lookahead
+
+
+def _clustered_rows(data: ten.TenData, all_rows: list, state: np.ndarray, offset: int, recovery: tuple,
+                    extra: dict) -> tuple[np.ndarray, str]:
+    """(rows, found_by) of the windows' sends, completed by recovery from ``state`` at ``offset``
+    where needed, pruned; the pure recovery schedule ``recovery = (data, rows, steps)`` instead
+    when longer than it; compacted. ``extra`` gets ``recovered_pairs`` / ``used``."""
+    rdata, rrows, rsteps = recovery
+    rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
+    if (data.post & ~state).any():
+        extra["recovered_pairs"] = int((data.post & ~state).sum())
+        rows = np.concatenate([rows, recover(data, state, offset)])
+    rows = ten.prune(data, rows)
+    found = "time-cluster+recovery" if "recovered_pairs" in extra else "time-cluster"
+    if (int(rows[:, 2].max()) if len(rows) else 0) > rsteps:
+        rows = ten.prune(rdata, rrows)
+        extra["used"] = found = "recovery"
+    return _compact(data, rows), found
 
 
 def _potential(data: ten.TenData, held: np.ndarray) -> float:

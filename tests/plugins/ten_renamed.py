@@ -19,7 +19,7 @@ import numpy as np
 import pyomo.environ as pe
 
 from collsynth.formulations import TenModel, expose, ten_model
-from collsynth.solvers.ten.producers import producer
+from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens.ten import NotSupported, prepare, prune, schedule_from_rows
 
 NAME = "test-ten-renamed"

@@ -1,5 +1,5 @@
-"""BFB schedules (Zhao et al., NSDI 2025, Section 6 and Appendix D): the driver that solves the per-(node,
-step) problems and assembles the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
+"""BFB schedules (Zhao et al., NSDI 2025, Section 6 and Appendix D): the per-(node, step)
+problems solved and assembled into the schedule, and the producers ``bfb-lp``, ``bfb-chunked`` and
 ``bfb-hetero``.
 
 :func:`solve_bfb` solves LP (3) (:mod:`collsynth.formulations.bfb_lp`) for every node ``u`` and
@@ -267,7 +267,7 @@ def _solve_in_turn(problems: list[StepLP], method: str, settings: dict) -> list[
     return out
 
 
-# ---- the driver -------------------------------------------------------------------------------
+# ---- every (node, step) solved, assembled into the schedule ---------------------------------
 
 def solve_bfb(
     topology: Topology,
@@ -296,15 +296,9 @@ def solve_bfb(
     past it the remaining problems are not started, nor the orbit's translation finished
     (:class:`~collsynth.limits.TimeLimitReached`).
     """
-    if method not in METHODS:
-        raise InputError("method", f"expected one of {', '.join(METHODS)}, got {method!r}")
     t_wall = time.perf_counter()
     topo = topology
-    if topo.switches:
-        raise Unsupported("BFB needs a direct-connect topology (no switches)")
-    T = topo.diameter
-    if T < 0:
-        raise Unsupported("BFB needs a strongly connected topology")
+    T = _checked_steps(topo, method)
     D = topo.distances
     N, d = len(topo.npus), topo.out_degree_range[1]
     orders = _orbit_orders(topo, method, orbit)
@@ -322,10 +316,7 @@ def solve_bfb(
     if orders is not None:
         (v, w, u, t, num), U = _translate_solution(topo, orders, (v, w, u, t, num), U, T, deadline)
     unit = int(settings.get("chunks", 1))
-    if unit > 1:  # whole chunks: share num/den of a shard = num/den*K chunks; chunk ids v*K + j
-        sched = _chunked_schedule(v, w, u, t, num, den, topo.size, unit)
-    else:
-        sched = bfb_lp.pieces_schedule(v, w, u, t, num, den, topo.size, chunks_per_node)
+    sched = _bfb_schedule((v, w, u, t, num, den), topo.size, unit, chunks_per_node)
     summary = _summary(results, method, T, unit)
     return BFBResult(
         schedule=sched, steps=T, degree=d, nodes=N, U=U, step_max=step_max,
@@ -334,6 +325,29 @@ def solve_bfb(
         solved=sum(r["solved"] for r in results), build_s=sum(r["build_s"] for r in results),
         solve_s=sum(r["solve_s"] for r in results), wall_s=time.perf_counter() - t_wall, **summary,
     )
+
+
+def _checked_steps(topo: Topology, method: str) -> int:
+    """The BFB step count (the diameter) of ``topo``, after checking the method and that the
+    topology is switchless and strongly connected."""
+    if method not in METHODS:
+        raise InputError("method", f"expected one of {', '.join(METHODS)}, got {method!r}")
+    if topo.switches:
+        raise Unsupported("BFB needs a direct-connect topology (no switches)")
+    T = topo.diameter
+    if T < 0:
+        raise Unsupported("BFB needs a strongly connected topology")
+    return T
+
+
+def _bfb_schedule(sends: tuple, size: int, unit: int, chunks_per_node: int):
+    """The schedule of the solved shares ``sends = (v, w, u, t, num, den)``: in whole chunks
+    when ``unit`` (K) > 1 (share num/den of a shard = num/den*K chunks; chunk ids v*K + j),
+    else in pieces of ``chunks_per_node`` chunks per node."""
+    v, w, u, t, num, den = sends
+    if unit > 1:
+        return _chunked_schedule(v, w, u, t, num, den, size, unit)
+    return bfb_lp.pieces_schedule(v, w, u, t, num, den, size, chunks_per_node)
 
 
 def _orbit_orders(topo: Topology, method: str, orbit: str | bool):

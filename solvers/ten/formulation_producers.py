@@ -616,33 +616,49 @@ def _relaxation_run(formulation: TenFormulation):
         extra = {"horizons": s["horizons"], "combinatorial_bound": lb, "recovery_steps": rsteps, "lp_bound": s["bound"],
                  "lp_bound_source": relaxation_source(formulation)}
         if s["bound"] is None or s["model"] is None:
-            proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
-            return Outcome(schedule=None, status=Status.NO_SOLUTION, bound=float(proven), units="timesteps",
-                           build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
-                           message=s["message"] or "no LP bound", extra=extra,
-                           solver_status=s["solver_status"])
+            return _no_lp_bound(s, lb, extra)
         cands, refined, times, refine_status = _realise_all(formulation, s["model"], solver, options, do_refine, clock)
-        how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
-        found_by = f"lp-rounding@h={s['bound']}" + (f"+{how}" if short else "")
-        if sched.num_steps > rsteps:
-            how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
-            found_by = "recovery"
-        h, steps = s["bound"], sched.num_steps
-        extra.update({
-            "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": refined,
-            "denominator": int(sched.denom), "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
-            "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
-        })
-        status = Status.OPTIMAL if steps <= h else Status.FEASIBLE
-        msg = (f"fractional schedule meets the LP bound {h}" if status == Status.OPTIMAL
-               else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
-        return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
-                       gap=(steps - h) / steps if steps else 0.0, units="timesteps",
-                       build_s=s["build_s"] + times[0], solve_s=s["solve_s"] + times[1], solver=s["solver"],
-                       version=s["version"], message=msg, extra=extra, found_by=found_by,
-                       solver_status=refine_status or s["solver_status"])
+        recovery = (rdata, rrows, rsteps)
+        return _best_relaxation_schedule(s, cands, refined, times, refine_status, recovery, extra)
 
     return run
+
+
+def _no_lp_bound(s: dict, lb: int, extra: dict) -> Outcome:
+    """No schedule: no horizon's relaxation delivered everything before the search stopped; the
+    bound is one past the largest horizon proven too short (at least ``lb``)."""
+    proven = max([lb] + [x["horizon"] + 1 for x in s["horizons"] if x.get("complete") is False])
+    return Outcome(schedule=None, status=Status.NO_SOLUTION, bound=float(proven), units="timesteps",
+                   build_s=s["build_s"], solve_s=s["solve_s"], solver=s["solver"], version=s["version"],
+                   message=s["message"] or "no LP bound", extra=extra,
+                   solver_status=s["solver_status"])
+
+
+def _best_relaxation_schedule(s: dict, cands: list, refined, times, refine_status, recovery: tuple,
+                              extra: dict) -> Outcome:
+    """The outcome of the candidate with the fewest timesteps (on a tie the polished one, then
+    the fewest sends), or the pruned recovery schedule ``recovery = (data, rows, steps)`` when
+    every candidate is longer; ``optimal`` when it meets the LP bound ``s["bound"]``."""
+    rdata, rrows, rsteps = recovery
+    how, sched, short, which = min(cands, key=lambda x: (x[1].num_steps, x[3] != "polished", len(x[1])))
+    found_by = f"lp-rounding@h={s['bound']}" + (f"+{how}" if short else "")
+    if sched.num_steps > rsteps:
+        how, sched = "recovery-only", ten.schedule_from_rows(rdata, ten.prune(rdata, rrows))
+        found_by = "recovery"
+    h, steps = s["bound"], sched.num_steps
+    extra.update({
+        "recovered_pairs": short, "completion": how, "lp_solution": which, "polished": refined,
+        "denominator": int(sched.denom), "fractional_sends": int(((sched.hi - sched.lo) < sched.denom).sum()),
+        "candidates": {f"{c[3]}+{c[0]}": c[1].num_steps for c in cands},
+    })
+    status = Status.OPTIMAL if steps <= h else Status.FEASIBLE
+    msg = (f"fractional schedule meets the LP bound {h}" if status == Status.OPTIMAL
+           else f"fractional schedule of {steps} timesteps; LP bound {h}; {short} pairs completed by {how}")
+    return Outcome(schedule=sched, status=status, objective=float(steps), bound=float(h),
+                   gap=(steps - h) / steps if steps else 0.0, units="timesteps",
+                   build_s=s["build_s"] + times[0], solve_s=s["solve_s"] + times[1], solver=s["solver"],
+                   version=s["version"], message=msg, extra=extra, found_by=found_by,
+                   solver_status=refine_status or s["solver_status"])
 
 
 def _realise_all(formulation: TenFormulation, model, solver: str, options: Options, do_refine: bool,
