@@ -1,4 +1,4 @@
-"""Optimality tables that prove things: how many rows the bounds of ``tens/bounds.py`` close.
+"""Optimality tables that prove things: how many rows the bounds of ``tens/bounds/`` close.
 
 Run ``python benchmarks/bench_bounds.py`` (or ``python -m pytest -m benchmark -s
 benchmarks/bench_bounds.py``). Prints

@@ -97,12 +97,12 @@ def test_a_cut_short_search_still_bounds_and_big_instances_are_refused():
     data = ten.prepare(inst, 1, switch_copy=True)
     b = bounds.arrival_bound(data, budget_s=0.0)  # one node only: still a bound
     assert b.computed and 1 <= b.value <= 8
-    big = bounds.ARRIVAL_CELLS
+    big = bounds.arrivals.ARRIVAL_CELLS
     try:
-        bounds.ARRIVAL_CELLS = 4
+        bounds.arrivals.ARRIVAL_CELLS = 4
         assert not bounds.arrival_bound(data).computed
     finally:
-        bounds.ARRIVAL_CELLS = big
+        bounds.arrivals.ARRIVAL_CELLS = big
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Lower bounds (tens/bounds.py): hand-computed values, exactness of the min-cut search against
+"""Lower bounds (tens/bounds/): hand-computed values, exactness of the min-cut search against
 brute force over all node sets, validity against every producer's verified schedules in every
 cost model, the two-chassis cut, and bounds that cannot be computed."""
 

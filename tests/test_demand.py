@@ -48,7 +48,7 @@ def test_distinct_rows_are_numpys_unique_rows_in_row_order(pair):
 def test_distinct_rows_survive_every_hash_colliding(pair):
     """A hash shared by different rows: the bit-for-bit check catches it and sorts exactly."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bounds, "_row_hashes", lambda words: np.zeros(len(words[0]), np.uint64))
+        mp.setattr(bounds.demand, "_row_hashes", lambda words: np.zeros(len(words[0]), np.uint64))
         first, count = bounds.distinct_rows(*pair)
     assert (first.tolist(), count.tolist()) == _by_numpy(*pair)
 
@@ -84,7 +84,7 @@ def test_demand_rows_are_the_moving_chunks_grouped(inst, cells):
     """Each distinct (pre, post) row once, with its chunk count and bytes, whatever the block."""
     with pytest.MonkeyPatch.context() as mp:
         if cells is not None:
-            mp.setattr(bounds, "BLOCK_CELLS", cells)
+            mp.setattr(bounds.demand, "BLOCK_CELLS", cells)
         d = bounds.demand_of(inst)
     got = Counter({(int(g), p.tobytes(), q.tobytes()): int(c) for g, p, q, c in zip(d.group, d.pre, d.post, d.count)})
     assert got == _reference_rows(inst) and len(got) == len(d)
@@ -137,7 +137,7 @@ def _crossings_by_formula(arcs, demand, w):
 def test_node_needs_and_crossings_are_the_whole_matrix_formulas(inst, seed):
     demand, arcs = bounds.demand_of(inst), bounds.arcs_of(inst.topology)
     weight = np.random.default_rng(seed).integers(1, 9, len(demand)).astype(float)  # sums exact in any order
-    into, out_of = bounds._node_needs(demand, weight)
+    into, out_of = bounds.cuts._node_needs(demand, weight)
     want_in, want_out = _needs_by_formula(demand, weight)
     assert into.tolist() == want_in.tolist() and out_of.tolist() == want_out.tolist()
     lengths = np.random.default_rng(seed).integers(1, 4, len(arcs.src)).astype(float)
@@ -163,7 +163,7 @@ def test_node_needs_and_crossings_of_any_rows(pair, seed):
     d = bounds.Demand(pre[keep], post[keep], combining[keep], np.ones(keep.sum(), np.int64), np.ones(keep.sum()),
                       np.zeros(keep.sum(), np.int64))
     weight = rng.integers(1, 9, len(d)).astype(float)
-    into, out_of = bounds._node_needs(d, weight)
+    into, out_of = bounds.cuts._node_needs(d, weight)
     want_in, want_out = _needs_by_formula(d, weight)
     assert into.tolist() == want_in.tolist() and out_of.tolist() == want_out.tolist()
     arcs = bounds.arcs_of(build("ring", {"nodes": max(n, 3)}))

@@ -51,9 +51,9 @@ def test_a_bounds_child_out_of_time_reports_every_bound_not_computed():
 
 def test_a_run_with_its_bounds_apart_matches_the_run_without(monkeypatch):
     inst = make_instance(build("torus", {"dims": [3, 4]}), "allgather")
-    bounds._CACHE.clear()
+    bounds.instance._CACHE.clear()
     here, sched_here = pipeline.run(inst, "ring")
-    bounds._CACHE.clear()
+    bounds.instance._CACHE.clear()
     monkeypatch.setattr(pipeline, "BOUNDS_APART_NODES", 1)
     apart, sched_apart = pipeline.run(inst, "ring")
     assert "lower bounds" in apart["extra"]["stages_s"]

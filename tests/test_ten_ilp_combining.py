@@ -190,7 +190,7 @@ def combining_instances(draw):
 @given(combining_instances())
 def test_every_native_schedule_verifies_and_meets_the_bound(inst):
     """Whatever it emits is a schedule the verifier accepts, within the TEN's link capacity,
-    and no shorter than the instance's lower bound (tens/bounds.py)."""
+    and no shorter than the instance's lower bound (tens/bounds/)."""
     o = native(inst)
     assert o.schedule is not None, o.message
     assert verify.verify(o.schedule, inst) is None

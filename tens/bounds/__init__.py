@@ -1,0 +1,199 @@
+"""Every lower bound the project reports, per cost model, each saying which argument proved it.
+
+A bound is a :class:`Bound` record: its value (``None`` when it was not computed, with
+``note`` saying why -- never 0 or a guess), its units and cost model, its ``source`` (the
+argument) and its ``witness`` (the node set ``S``, the node, or the holder and target that
+proved it). :func:`instance_bounds` computes all of them for an instance, once per process.
+
+Models (what a bound of that model bounds)
+------------------------------------------
+``timesteps``
+    TEN timesteps (Won et al., TACOS, 2023, Section IV) of every schedule that respects the TEN's
+    link capacity: a send of (a piece of) a chunk over link pair ``l`` occupies it for the
+    chunk's delay ``k_l`` timesteps, and the pieces occupying ``l`` in any timestep add up to at
+    most its ``cap_l`` parallel links (:func:`respects_ten_capacity` checks a schedule). This is
+    what the TEN ILP, its LP and the greedy count.
+``ten``
+    seconds under the TEN cost model (``tens.cost_models.price(..., "ten")``) of every verified
+    schedule: a piece of ``y`` bytes occupies a link for ``ceil((alpha + y/b) / f)`` timesteps
+    of ``f`` seconds, so pieces smaller than a chunk may be faster than whole chunks.
+``event``
+    seconds under the congestion-aware event simulation of every verified schedule.
+``sync``
+    seconds under the synchronous alpha-beta model (the papers' model) of every verified
+    schedule; the ``steps`` bound (hop distance) bounds the steps of schedules sent on links.
+
+Arguments (``source``)
+----------------------
+``distance``
+    a needed chunk travels from its nearest holder (combining: from every contributor) to
+    each node that needs it; every link on the way costs its delay (TEN), at least its
+    latency ``alpha`` (seconds), or one hop (steps).
+``inbound`` / ``outbound``
+    the cut argument below for ``S = {v}`` / ``S = V \\ {u}`` (per-node bounds).
+``cut``
+    for a node set ``S`` the chunks some node in ``S`` needs and no node in ``S`` holds
+    (combining: whose result some node in ``S`` needs and some contributor outside ``S``
+    supplies) must cross the links entering ``S``; the bound is the largest over all ``S``
+    of the time those links need to carry them (plus the way the last of them still has to go
+    inside ``S``), found by parametric min-cut (:func:`cut_search`). It generalises the
+    per-node bounds and the per-link one (a set entered by a single link: a bridge).
+``arrivals``
+    (TEN timesteps) a node takes in at most its in-links' capacity per timestep, and each
+    chunk it needs no earlier than its release: its distance, or, for the chunks that must
+    cross into a ball around the node, their rank among what the entering links can carry
+    (:func:`arrival_bound`; it generalises ``inbound`` with release times).
+``forest``
+    (seconds) the exact cut optimum of an allgather, broadcast, reduce-scatter or reduce by
+    max-flow (:func:`forest_seconds`; Zhao et al., "ForestColl", arXiv 2402.06787, Section 4):
+    the cut argument over every node set ``S``, switches included, searched exactly.
+``volume``
+    all links at once: every chunk crosses at least as many links as its path from a holder is
+    long (and as many as there are nodes needing it), against what all links deliver.
+``lp``
+    the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
+    by the producers (:func:`from_lp`).
+
+Switch nodes (kept, not unwound) neither hold nor need anything: they appear only as the
+ends of links, so every argument above holds whether a switch copies or not and whatever it
+buffers (each counts what must cross links, never what a switch keeps or receives). When the
+hop from a switch to an NPU is instant (topology ``meta["switch_hop"]``, TE-CCL's default,
+:func:`collsynth.tens.ten.instant_hops`) a switch's links to NPUs add one timestep less to a
+path (its delay minus one), no hop to the step count and no latency to a sync step, so the
+``distance`` lengths and the ``cut`` bound's inner distances count them so (:func:`instant_out`);
+a link from a switch to a switch is never instant and counts in full.
+
+A pipelined link latency (topology ``meta["latency"]``, TE-CCL's model,
+:func:`collsynth.tens.ten.latency_pipelined`) separates a link's occupancy ``k_l`` from its
+arrival lag ``k_l + L_l`` (:func:`collsynth.tens.ten.link_latency`): TEN distances are lags
+(arrival), the supply of a pair by timestep ``T`` counts the sends whose occupancy ends by
+``T - L_l`` (capacity by occupancy; :class:`TimestepSupply`), and the ``ten`` cost model's
+pieces occupy ``ceil((y / b_l) / f)`` timesteps with ``f`` the fastest transmission; the
+``event`` and ``sync`` models already overlap a link's latency with its next message.
+
+The bandwidth arguments are those of the alpha-beta model's lower bounds (Chan et al., CCPE
+2007, Section 3; Zhao et al., NSDI 2025, Section 3: ``T_B* = (N-1)/N M/B``) applied to every
+node set rather than to one node.
+
+>>> from collsynth.instances.generators import build
+>>> from collsynth.instances.instance import make_instance
+>>> ring = build("ring", {"nodes": 6, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
+>>> b = instance_bounds(make_instance(ring, "allgather", message_bytes=6.0))
+>>> b.timesteps.value, b.timesteps.source, b.sync.value
+(5, 'distance', 5.0)
+
+Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must cross into a node
+set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
+min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
+:mod:`.instance` (:func:`instance_bounds`), :mod:`.timesteps` (the TEN bound and its capacity rule).
+"""
+
+from __future__ import annotations
+
+from .record import (
+    BLOCK_CELLS,
+    Bound,
+    CUT_BUDGET_S,
+    FLOW_S_PER_UNIT,
+    MODELS,
+    PARTS,
+    TEN_SLACK,
+    TOL,
+    UNITS,
+    best,
+    from_lp,
+    not_computed,
+)
+from .demand import (
+    Arcs,
+    Demand,
+    arcs_of,
+    demand_of,
+    distinct_rows,
+    instant_out,
+    row_blocks,
+)
+from .supply import (
+    EventSupply,
+    PieceSupply,
+    Supply,
+    SyncSupply,
+    TimestepSupply,
+)
+from .cuts import (
+    cut_search,
+    inner_distance,
+    per_node,
+)
+from .distances import (
+    PATH_BATCH,
+    crossings,
+    distance,
+    shortest_paths,
+    warm,
+)
+from .arrivals import (
+    ARRIVAL_BUDGET_S,
+    ARRIVAL_CELLS,
+    arrival_bound,
+)
+from .instance import (
+    Bounds,
+    FOREST_CELLS,
+    FOREST_KINDS,
+    forest_seconds,
+    instance_bounds,
+)
+from .timesteps import (
+    distance_bound,
+    lower_bound,
+    respects_ten_capacity,
+    timesteps_bound,
+)
+
+__all__ = [
+    "BLOCK_CELLS",
+    "Bound",
+    "CUT_BUDGET_S",
+    "FLOW_S_PER_UNIT",
+    "MODELS",
+    "PARTS",
+    "TEN_SLACK",
+    "TOL",
+    "UNITS",
+    "best",
+    "from_lp",
+    "not_computed",
+    "Arcs",
+    "Demand",
+    "arcs_of",
+    "demand_of",
+    "distinct_rows",
+    "instant_out",
+    "row_blocks",
+    "EventSupply",
+    "PieceSupply",
+    "Supply",
+    "SyncSupply",
+    "TimestepSupply",
+    "cut_search",
+    "inner_distance",
+    "per_node",
+    "PATH_BATCH",
+    "crossings",
+    "distance",
+    "shortest_paths",
+    "warm",
+    "ARRIVAL_BUDGET_S",
+    "ARRIVAL_CELLS",
+    "arrival_bound",
+    "Bounds",
+    "FOREST_CELLS",
+    "FOREST_KINDS",
+    "forest_seconds",
+    "instance_bounds",
+    "distance_bound",
+    "lower_bound",
+    "respects_ten_capacity",
+    "timesteps_bound",
+]

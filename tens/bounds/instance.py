@@ -1,0 +1,328 @@
+"""The bounds of an instance: every argument per cost model, computed once per process (:func:`instance_bounds`).
+
+Part of :mod:`collsynth.tens.bounds` (its module documentation describes every argument).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+from dataclasses import replace
+from functools import cached_property
+
+import numpy as np
+
+from ...instances.instance import Instance
+from ..ten import NotSupported, discretize, latency_pipelined, link_delays, link_latency, occupancy_costs, prepare
+from .arrivals import ARRIVAL_BUDGET_S, _too_many_cells, arrival_bound
+from .cuts import cut_search, per_node
+from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
+from .distances import _alpha_weights, _distance_bound, _volume_bound
+from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
+from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
+
+
+# ---- the bounds of an instance ---------------------------------------------------------------
+
+class Bounds:
+    """The best bound of every model for one instance, and every argument tried (``parts``).
+
+    Each model is computed on first use (a caller that needs only TEN timesteps pays for
+    nothing else). ``timestep_s`` is the TEN's timestep (what ``timesteps`` counts),
+    ``ten_timestep_s`` the TEN cost model's (what the ``ten`` seconds are multiples of).
+    """
+
+    def __init__(self, instance: Instance, timestep: float | None, budget_s: float,
+                 ten_timestep: float | None = None):
+        self.instance, self.timestep, self.budget_s = instance, timestep, budget_s
+        self.ten_timestep = ten_timestep
+        self._parts: dict[str, tuple[Bound, ...]] = {}
+        self.timestep_s: float | None = None
+        self.ten_timestep_s: float | None = None
+
+    @cached_property
+    def _arcs_demand(self) -> tuple[Arcs, Demand]:
+        return arcs_of(self.instance.topology), demand_of(self.instance)
+
+    def _get(self, name: str) -> tuple[Bound, ...]:
+        if name not in self._parts:
+            arcs, demand = self._arcs_demand
+            if name == "timesteps":
+                parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s)
+                self._parts[name] = tuple(parts)
+            elif name == "ten":
+                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s, self.ten_timestep)
+                self._parts[name] = tuple(parts)
+            elif name in ("event", "sync_latency", "sync_bandwidth"):
+                event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
+                self._parts.update(event=tuple(event), sync_latency=tuple(lat), sync_bandwidth=tuple(bw))
+            elif name == "steps":
+                hops = 1 - instant_out(self.instance.topology).astype(np.int64)
+                self._parts[name] = (_distance_bound("steps", arcs, demand, hops),)
+            else:
+                raise KeyError(name)
+        return self._parts[name]
+
+    @property
+    def timesteps(self) -> Bound:
+        """TEN timesteps of capacity-respecting schedules."""
+        return best(self._get("timesteps"), "timesteps")
+
+    @property
+    def ten(self) -> Bound:
+        """Seconds under the TEN cost model."""
+        return best(self._get("ten"), "ten")
+
+    @property
+    def event(self) -> Bound:
+        """Seconds under the event simulation."""
+        return best(self._get("event"), "event")
+
+    @property
+    def sync(self) -> Bound:
+        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound."""
+        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
+
+    @property
+    def steps(self) -> Bound:
+        """Steps (hop distance) of schedules sent on links."""
+        return self._get("steps")[0]
+
+    @property
+    def parts(self) -> dict[str, tuple[Bound, ...]]:
+        """Every argument tried, per model (``sync_latency`` and ``sync_bandwidth`` for sync)."""
+        for name in PARTS:
+            self._get(name)
+        return dict(self._parts)
+
+    def settled(self, why: str) -> "Bounds":
+        """A copy whose models not computed yet are reported as not computed, ``why`` (a run
+        whose bounds stage ran out of time); this object keeps computing them when asked."""
+        out = copy.copy(self)
+        out._parts = dict(self._parts)
+        for name in PARTS:
+            model = "sync" if name.startswith("sync_") else name
+            out._parts.setdefault(name, (not_computed(model, "none", why),))
+        return out
+
+    def computed_state(self) -> dict:
+        """What has been computed so far, as plain picklable data: the parts per model and
+        the timesteps they count in (for :meth:`adopt` in another process)."""
+        return {"parts": dict(self._parts), "timestep_s": self.timestep_s, "ten_timestep_s": self.ten_timestep_s}
+
+    def complete(self) -> bool:
+        """Whether every model's parts have been computed."""
+        return all(name in self._parts for name in PARTS)
+
+    def adopt(self, state: dict) -> None:
+        """Take the parts another process computed for this instance (``state`` from its
+        :meth:`computed_state`); parts this object has already computed are kept."""
+        for name, parts in state["parts"].items():
+            self._parts.setdefault(name, tuple(parts))
+        if self.timestep_s is None:
+            self.timestep_s = state["timestep_s"]
+        if self.ten_timestep_s is None:
+            self.ten_timestep_s = state["ten_timestep_s"]
+
+    def of(self, model: str) -> Bound:
+        """The best bound of ``model`` (one of :data:`MODELS` or ``steps``)."""
+        return getattr(self, model)
+
+    def part(self, name: str, source: str | None = None) -> Bound:
+        """The best of the parts ``name`` (a model, ``sync_latency`` or ``sync_bandwidth``),
+        or of those with ``source`` (e.g. ``inbound``)."""
+        parts = [b for b in self._get(name) if source is None or b.source == source]
+        return best(parts, name if name in MODELS else "sync")
+
+    def as_dict(self) -> dict:
+        """Plain JSON: the best bound per model and every part."""
+        return {"best": {m: self.of(m).as_dict() for m in MODELS + ("steps",)},
+                "parts": {m: [b.as_dict() for b in bs] for m, bs in self.parts.items()},
+                "timestep_s": self.timestep_s, "ten_timestep_s": self.ten_timestep_s}
+
+
+def _roots(instance: Instance) -> list[int]:
+    return [c.root for c in instance.collectives if c.root is not None]
+
+
+def _cut_parts(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, first,
+               budget_s: float, convert=lambda p: p, inner: np.ndarray | None = None) -> list[Bound]:
+    """The per-node bound and the cut bound of one model (values through ``convert``;
+    ``inner``: arc lengths for :func:`inner_distance`)."""
+    units = UNITS[model]
+    v, name, node = per_node(arcs, demand, weight, supply)
+    if not math.isfinite(v):
+        return [not_computed(model, name, f"nothing enters the set of node {node}")]
+    out = [Bound(convert(v), units, model, name, None if node is None else f"v={node}")]
+    p, wit, extra, why = cut_search(arcs, demand, weight, supply, v, None, first=first, budget_s=budget_s,
+                                    inner=inner)
+    if why is not None:
+        return out + [not_computed(model, "cut", why)]
+    if wit is not None and p > v:
+        note = f"{convert(p - extra)} to cross into S, then {convert(extra)} inside it" if extra else ""
+        out.append(Bound(convert(p), units, model, "cut", wit, note))
+    return out
+
+
+def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
+                     budget_s) -> tuple[list[Bound], float | None]:
+    """Distance (per collective, its delays), per-node and cut bounds in TEN timesteps."""
+    try:
+        delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
+                                    switches=True)
+    except NotSupported as e:
+        return [not_computed("timesteps", "ten", str(e))], None
+    parts = []
+    latency = link_latency(instance.topology, f)
+    lag = delay + latency[None, :] - instant_out(instance.topology)[None, :]  # path lengths (module doc)
+    for g in range(delay.shape[0]):
+        rows = np.flatnonzero(demand.group == g)
+        parts.append(_distance_bound("timesteps", arcs, demand.select(rows), lag[g]))
+    kmin = delay.min(axis=0)
+    first = _roots(instance)
+    supply = TimestepSupply(cap, kmin, latency)
+    parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
+                        lag.min(axis=0))
+    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
+    C, S = sum(c.num_chunks for c in instance.collectives), instance.topology.size
+    try:
+        if (refused := _too_many_cells(C, S)) is not None:  # said before the TEN's data is built
+            parts.append(refused)
+        else:
+            data = prepare(instance, 1, None, timestep, switch_copy=True, native=True)
+            parts.append(arrival_bound(data, min(budget_s, ARRIVAL_BUDGET_S)))
+    except NotSupported as e:
+        parts.append(not_computed("timesteps", "arrivals", str(e)))
+    if (delay != kmin).any():  # concurrent chunk sizes: each collective alone, its own delays
+        for g in range(delay.shape[0]):
+            sub = demand.select(np.flatnonzero(demand.group == g))
+            parts += _cut_parts("timesteps", arcs, sub, sub.count.astype(float),
+                                TimestepSupply(cap, delay[g], latency), first, budget_s, int, lag[g])
+    return parts, f
+
+
+def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
+               timestep: float | None = None) -> tuple[list[Bound], float]:
+    """Bounds under the TEN cost model: timestep ``f`` of its pricing (``timestep``, else the
+    cheapest link's cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
+    cb = max(c.chunk_bytes for c in instance.collectives)
+    topo = instance.topology
+    f = float(timestep) if timestep is not None else float(occupancy_costs(topo, cb).min())
+    if latency_pipelined(topo):  # a hop: at least one timestep on the link, then its latency
+        kmin = 1 + link_latency(topo, f)
+        arcs = replace(arcs, alpha=np.zeros(len(arcs.alpha)))  # pieces occupy a link for y / b only
+    else:
+        kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
+    supply = PieceSupply(arcs, f, cb)  # pipelined: by T, not T - L (larger, so still a bound)
+    parts = [_distance_bound("ten", arcs, demand, kmin, f)]
+    parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
+    parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
+    return parts, f
+
+
+def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tuple[list, list, Bound]:
+    """Event-model parts and the sync model's latency and bandwidth parts."""
+    w, slack = _alpha_weights(arcs)
+    w = np.where(instant_out(instance.topology), slack / max(1, arcs.size), w)  # in the step it arrived: no latency
+    lat = _distance_bound("event", arcs, demand, w)
+    if lat.computed:
+        lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
+    first = _roots(instance)
+    event = [lat] + _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
+                               inner=np.maximum(arcs.alpha, 0.0))
+    event.append(_volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs)))
+    sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
+    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
+    sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
+    seconds = forest_seconds(instance)
+    event.append(_as_model(seconds, "event"))
+    sync_bw.append(_as_model(seconds, "sync"))
+    return event, [sync_lat], sync_bw
+
+
+FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True}  # kind: transposed
+FOREST_CELLS = 4_000_000  # compute nodes x links above which the exact cut optimum is not computed (time)
+
+
+def forest_seconds(instance: Instance) -> Bound:
+    """The exact cut optimum of an allgather, broadcast, reduce-scatter or reduce as a bound in
+    seconds (bytes over bandwidth; latency only adds): ``(M / N) max_S |S ∩ Vc| / B+(S)``
+    (broadcast: ``M / B+(S)`` over sets holding the root), found by max-flow
+    (:func:`collsynth.tens.cut_optimum.optimum`; Zhao et al., "ForestColl", arXiv 2402.06787,
+    Section 4); reduce-scatter and reduce on the transposed network (a schedule's time reversal
+    loads the reversed links equally). The witness set is re-priced with the links' own
+    bandwidths, so the value is a bound whatever the flow's integer rounding. Its model is
+    ``event`` (:func:`_as_model` renames it).
+    """
+    from ..cut_optimum import FlowTooLarge, cut_seconds, flow_net, optimum
+
+    if instance.concurrent or instance.collective.kind not in FOREST_KINDS:
+        return not_computed("event", "forest", "only a single allgather, broadcast, reduce-scatter or reduce")
+    coll, topo = instance.collective, instance.topology
+    if len(coll.nodes) * max(1, topo.num_links) > FOREST_CELLS:
+        return not_computed("event", "forest", f"more than {FOREST_CELLS:,} compute nodes x links")
+    weight = [1] * len(coll.nodes) if coll.kind in ("allgather", "reduce_scatter") else \
+        [int(v == coll.root) for v in coll.nodes]
+    net = flow_net(topo, coll.nodes, weight, transpose=FOREST_KINDS[coll.kind])
+    try:
+        opt = optimum(net)
+    except (FlowTooLarge, ValueError) as e:
+        return not_computed("event", "forest", str(e))
+    value = cut_seconds(net, opt.witness, coll.chunk_bytes * coll.chunks_per_node)
+    return Bound(value, "s", "event", "forest", opt.witness, f"exact cut optimum tau = {opt.tau} (k = {opt.k})")
+
+
+def _as_model(bound: Bound, model: str) -> Bound:
+    """``bound`` under ``model`` (a bytes-over-bandwidth bound holds in every seconds model)."""
+    return replace(bound, model=model)
+
+
+def _sync_total(latency: Bound, bandwidth: Bound) -> Bound:
+    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``."""
+    if not (latency.computed and bandwidth.computed):
+        return Bound(None, "s", "sync", "distance+bandwidth", None,
+                     f"not computed: latency {latency.note or 'ok'}; bandwidth {bandwidth.note or 'ok'}")
+    return Bound(latency.value + bandwidth.value, "s", "sync", f"distance+{bandwidth.source}", bandwidth.witness,
+                 f"latency {latency.value:.6g} s ({latency.label()}) + bandwidth {bandwidth.value:.6g} s "
+                 f"({bandwidth.label()})")
+
+
+def _fingerprint(instance: Instance, *extra) -> str:
+    la = instance.topology.link_arrays
+    h = hashlib.sha1()
+    for a in (la.src, la.dst, la.count, la.bandwidth, la.alpha):
+        h.update(np.ascontiguousarray(a).tobytes())
+    topo = instance.topology
+    switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"),  # the switch model counts too
+                topo.meta.get("latency", "serial"))
+    h.update(repr((topo.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
+                               for c in instance.collectives], switches, extra)).encode())
+    return h.hexdigest()
+
+
+_CACHE: dict[str, Bounds] = {}
+
+
+def instance_bounds(instance: Instance, *, timestep: float | None = None, budget_s: float = CUT_BUDGET_S,
+                    ten_timestep: float | None = None) -> Bounds:
+    """Every model's best lower bound for ``instance`` (each computed once per process and
+    instance, when first asked for).
+
+    ``timestep`` is the TEN timestep the ``timesteps`` bound counts in (default: the TEN's,
+    the cheapest link cost), ``ten_timestep`` the one the TEN cost model prices in (default:
+    its own, the cheapest link cost for the largest chunk; an instance's epoch); ``budget_s`` the time each model's min-cut search may take (a
+    search that would exceed it is reported as not computed, and the per-node and distance
+    bounds remain).
+    """
+    if timestep is not None:
+        sizes = [c.chunk_bytes for c in instance.collectives]
+        default = float(np.min([occupancy_costs(instance.topology, b).min() for b in sizes]))
+        if abs(float(timestep) - default) <= 1e-12 * default:
+            timestep = None  # the TEN's own timestep: one cache entry
+    key = _fingerprint(instance, timestep, budget_s, ten_timestep)
+    if key not in _CACHE:
+        if len(_CACHE) >= 64:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = Bounds(instance, timestep, budget_s, ten_timestep)
+    return _CACHE[key]
