@@ -669,17 +669,25 @@ def interpret_msccl_xml(xml: str, instance: Instance, denom: int | None = None) 
     return from_sends(rows, lay.kind, lay.S, lay.coll.num_chunks)
 
 
-def _parse_root(xml: str, lay: _Layout) -> ET.Element:
-    """The ``<algo>`` element, checked for its attributes, GPU count and collective name."""
+def algo_root(text: str, where: str = "algo") -> ET.Element:
+    """The ``<algo>`` root element of an MSCCL XML program, with every attribute of
+    :data:`ALGO_ATTRS`; an InputError (field ``xml``, or ``where`` for a missing attribute)
+    when the text is not well formed or the root is not such an element."""
     try:
-        root = ET.fromstring(xml)
+        root = ET.fromstring(text)
     except ET.ParseError as e:
-        raise InputError("xml", f"malformed XML: {e}") from None
+        raise InputError("xml", f"not well formed: {e}") from None
     if root.tag != "algo":
         raise InputError("xml", f"expected an <algo> root element, got <{root.tag}>")
     for a in ALGO_ATTRS:
         if root.get(a) is None:
-            raise InputError("xml: algo", f"missing attribute {a!r}")
+            raise InputError(where, f"missing attribute {a!r}")
+    return root
+
+
+def _parse_root(xml: str, lay: _Layout) -> ET.Element:
+    """The ``<algo>`` element, checked for its attributes, GPU count and collective name."""
+    root = algo_root(xml, "xml: algo")
     ngpus = _int(root, "ngpus", "xml: algo")
     if ngpus != lay.n:
         raise InputError("xml: algo.ngpus", f"the collective has {lay.n} ranks, the XML {ngpus}")

@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import InputError
 from ..instances.instance import Instance
-from .export import ALGO_ATTRS, STEP_ATTRS, interpret_msccl_xml
+from .export import STEP_ATTRS, algo_root, interpret_msccl_xml
 from .schedule import Schedule, from_sends
 from .ten import instant_hops
 from .verify import ten_timing
@@ -88,15 +88,7 @@ def _xml_int(el: ET.Element, attr: str, where: str, lo: int | None = None, hi: i
 
 def read_msccl_xml(text: str, instance: Instance) -> Schedule:
     """The schedule an MSCCL XML program executes on ``instance`` (see the module doc)."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise InputError("xml", f"not well formed: {e}") from None
-    if root.tag != "algo":
-        raise InputError("xml", f"expected an <algo> root element, got <{root.tag}>")
-    for a in ALGO_ATTRS:
-        if root.get(a) is None:
-            raise InputError("algo", f"missing attribute {a!r}")
+    root = algo_root(text)
     n = len(instance.collective.nodes)
     ngpus = _xml_int(root, "ngpus", "algo")
     if ngpus != n:
