@@ -19,11 +19,11 @@ cannot say) is refused. Errors are :class:`~collsynth.InputError` naming the fie
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 
 from .. import InputError
 from ..instances.instance import Instance
+from .peer_schedules import json_object
 from .schedule import Schedule, from_sends
 
 NAMES = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce", "alltoall": "alltoall"}
@@ -261,12 +261,7 @@ class _Run:
 
 def read_mscclpp_plan(text: str, instance: Instance) -> Schedule:
     """The schedule an MSCCL++ execution plan runs on ``instance`` (see the module doc)."""
-    try:
-        plan = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError("json", f"not well formed: {e}") from None
-    if not isinstance(plan, dict):
-        raise InputError("json", "expected a plan object with gpus")
+    plan = json_object(text, "a plan object with gpus")
     run = _Run(plan, instance)
     run.run()
     return run.schedule(instance)

@@ -144,14 +144,21 @@ def _teccl_ids(instance: Instance):
     return ours
 
 
-def read_teccl_output(text: str, instance: Instance) -> Schedule:
-    """The schedule of a TE-CCL allgather output JSON on ``instance`` (see the module doc)."""
+def json_object(text: str, expected: str) -> dict:
+    """The JSON object ``text`` holds; an InputError (field ``json``) saying it is not well
+    formed, or that ``expected`` was expected, otherwise."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError("json", f"not well formed: {e}") from None
     if not isinstance(data, dict):
-        raise InputError("json", "expected an object with 7-Flows")
+        raise InputError("json", f"expected {expected}")
+    return data
+
+
+def read_teccl_output(text: str, instance: Instance) -> Schedule:
+    """The schedule of a TE-CCL allgather output JSON on ``instance`` (see the module doc)."""
+    data = json_object(text, "an object with 7-Flows")
     coll = instance.collective
     if coll.kind != "allgather":
         raise InputError("instance", f"TE-CCL outputs are read for allgather; this instance is a {coll.kind}")
