@@ -392,6 +392,20 @@ def _reason(folder: Path, e: Exception) -> str:
     return str(e)
 
 
+def _open_for_reading(path: Path) -> sqlite3.Connection:
+    """A read-write handle on the database ``path`` (closing it tidies the WAL files away),
+    checked once for damaged pages. Right after a writer was killed, SQLite may answer "database
+    is locked" at once while it recovers the WAL index (:func:`_retry_while_locked` waits)."""
+    con = sqlite3.connect(path, timeout=60)
+    try:
+        con.execute("SELECT 1 FROM sqlite_master").fetchone()
+        _refuse_damaged_pages(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 def _read_only(store: str | Path) -> sqlite3.Connection | None:
     """An existing store's database opened for reading: nothing is created or altered,
     whatever its schema (:func:`load` fills the columns an older store lacks), and a store on
@@ -405,10 +419,10 @@ def _read_only(store: str | Path) -> sqlite3.Connection | None:
         return None
     refuse_damaged_file(path)
     try:
-        con = sqlite3.connect(path, timeout=60)  # read-write handle: closing it tidies WAL files away
-        con.execute("SELECT 1 FROM sqlite_master").fetchone()
-        _refuse_damaged_pages(con, path)
-    except sqlite3.OperationalError:  # a WAL database in a folder we cannot write: read it as is
+        con = _retry_while_locked(lambda: _open_for_reading(path), LOCK_WAIT_S)
+    except sqlite3.OperationalError as e:  # a WAL database in a folder we cannot write: read it as is
+        if os.access(path.parent, os.W_OK):  # a writable store is read whole (its WAL too), never as is
+            raise InputError(str(path), f"cannot read the results store: {e}") from None
         try:
             con = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
             con.execute("SELECT 1 FROM sqlite_master").fetchone()
