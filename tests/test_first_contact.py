@@ -125,9 +125,11 @@ def test_a_row_records_compile_time_apart_from_its_run_times(monkeypatch):
     instance = load_instance(CORPUS / "ring8-allgather.toml")
     pipeline.run(instance, "ring")  # the real kernels, once
     monkeypatch.setattr(pipeline, "compile_for_run", slow_compile)
+    t0 = time.perf_counter()
     row, schedule = pipeline.run(instance, "ring")
+    outside = time.perf_counter() - t0 - 3.0  # the run's whole time but the 3 s of compiling
     assert schedule is not None and row["compile_s"] == 3.0
-    assert row["wall_s"] < 3.0 and all(s < 3.0 for s in row["extra"]["stages_s"].values())
+    assert row["wall_s"] <= outside and all(s <= outside for s in row["extra"]["stages_s"].values())
 
 
 TYPO_TOML = """name = "t"
