@@ -4,7 +4,7 @@
 verification is never priced, stored or exported: the row says ``invalid`` and why), prices it
 under every cost model of :mod:`collsynth.tens.cost_models` and reports the lower bounds
 beside it. The returned
-dict carries the ``collsynth solve --json`` fields (:data:`collsynth.results.schema.ROW_FIELDS`);
+dict carries the ``collsynth solve --json`` fields (:data:`collsynth.tens.schema.ROW_FIELDS`);
 the batch runner stores exactly these rows.
 
 The lower bounds come from :mod:`collsynth.tens.bounds`, one per cost model (its

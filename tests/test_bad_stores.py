@@ -323,3 +323,41 @@ def test_the_python_api_adds_no_run_to_a_damaged_store(tmp_path, good_store, ins
         cs.bench(instances=str(inst), producers=["ring"], store=store, rerun=True)
     assert e.value.where == str(files[0])
     assert snapshot(store) == before
+
+
+def test_a_store_read_while_sqlite_recovers_from_a_killed_writer_shows_every_committed_run(tmp_path, good_store,
+                                                                                           monkeypatch):
+    """A writer killed with -9 leaves its last commit in the WAL; a read that SQLite first answers
+    "database is locked" (it recovers the WAL index) waits and sees that commit, instead of
+    reading the database file as it is, without the WAL."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from collsynth.results import store
+
+    st = copy_store(good_store, tmp_path / "s")
+    before = store.count(st)
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"con = sqlite3.connect({str(st / 'runs.sqlite')!r}, isolation_level=None)\n"
+        "con.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "con.execute(\"INSERT INTO runs (id, instance, producer, solver, driver, seed, params, status, verified) "
+        "SELECT 'x' || id, instance, producer || '-again', solver, driver, seed, params, status, verified FROM runs LIMIT 1\")\n"
+        "print('committed', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE)
+    assert writer.stdout.readline() == b"committed\n"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert (st / "runs.sqlite-wal").stat().st_size > 0  # the commit is in the WAL only
+    opened, calls = store._open_for_reading, []
+
+    def locked_once(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return opened(path)
+
+    monkeypatch.setattr(store, "_open_for_reading", locked_once)
+    assert store.count(st) == before + 1 and len(calls) == 2

@@ -4,7 +4,7 @@ A folder of schedules another tool wrote is set beside ours in the same tables: 
 ``peer:<folder>`` "produces", for an instance named ``N``, the file ``<folder>/N.xml`` (an MSCCL
 XML program: msccl-tools, TACCL, ForestColl) or ``<folder>/N.json`` (a TE-CCL output JSON),
 read onto the instance by :mod:`collsynth.tens.peer_schedules`; the pipeline then verifies and
-prices it like any other (one that does not verify is an error row with its first violation,
+prices it like any other (one that does not verify is an `invalid` row with its first violation,
 never a price). One folder per tool (and variant) keeps each a producer of its own:
 ``peers/forestcoll/``, ``peers/taccl/``. An instance with no file there is skipped.
 """
