@@ -7,3 +7,17 @@
 - :mod:`.drivers` -- horizon search, early termination with recovery, time clustering.
 - :mod:`.cli` -- ``collsynth``.
 """
+
+import importlib
+
+
+def import_if_present(name: str):
+    """The module ``name``, or None when that module itself is absent (an optional family or
+    command); an import error inside it is raised, never hidden. Here rather than in
+    :mod:`.producers` so that the command line's ``--help`` loads no instance code."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name == name:
+            return None
+        raise

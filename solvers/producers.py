@@ -24,7 +24,6 @@ and :func:`route_params` hands each parameter of a batch only to the producers d
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import numbers
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import InputError, did_you_mean
+from . import import_if_present
 from ..instances import Instance
 from ..limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ..tens.schedule import Schedule
@@ -359,17 +359,6 @@ def plugin_modules() -> tuple[str, ...]:
 def family_modules() -> tuple[str, ...]:
     """The built-in families plus the plug-in modules (:func:`plugin_modules`)."""
     return tuple(FAMILIES) + plugin_modules()
-
-
-def import_if_present(name: str):
-    """The module ``name``, or None when that module itself is absent (an optional family or
-    command); an import error inside it is raised, never hidden."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name == name:
-            return None
-        raise
 
 
 def import_family(name: str):

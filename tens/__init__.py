@@ -11,4 +11,6 @@
   the argument (distance, per-node, cut, LP) and the node set that proved it.
 - :mod:`.ten` -- the time-expanded network formulations index their variables by.
 - :mod:`.export` -- MSCCL XML (and schedule JSON) exports.
+- :mod:`.choices` -- the names a user picks among (cost models, formats, dialects), known
+  without loading the rest (a command's ``--help`` lists them).
 """

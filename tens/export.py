@@ -105,6 +105,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .. import InputError
 from ..instances.instance import Instance
+from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import switch_routes
@@ -125,8 +126,8 @@ SEND_TYPES = {"s", "rcs", "rrs", "rrcs"}
 RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
 KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
-DIALECTS = ("msccl-executor", "msccl-tools")
-DEFAULT_DIALECT = "msccl-executor"
+DIALECTS = MSCCL_DIALECTS
+DEFAULT_DIALECT = DEFAULT_MSCCL_DIALECT
 COLL_NAMES = {
     "msccl-executor": {
         "allgather": "allgather", "allreduce": "allreduce", "reduce_scatter": "reducescatter",

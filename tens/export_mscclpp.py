@@ -60,6 +60,7 @@ import numpy as np
 
 from .. import InputError
 from ..instances.instance import Instance
+from .choices import MAX_THREADBLOCKS
 from .export import rank_map
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
 from .verify import check
@@ -70,7 +71,6 @@ MAX_OPERATION = 64  # ops per thread block (src/core/include/execution_common.hp
 MAX_FUSED = 8  # MAX_CHANNEL_PER_OPERATION: destinations of one put
 MAX_SEMAPHORES_PER_OP = 16  # MAX_DEVICE_SEMAPHORES
 MAX_CHUNKS = 1 << 16
-MAX_THREADBLOCKS = 108  # resident thread blocks (SMs of an A100); an option
 PORT_CLASSES = ("ib", "rail", "nic")
 PHASE_PUT, PHASE_WAIT, PHASE_LOCAL = 0, 1, 2
 

@@ -46,12 +46,13 @@ import numpy as np
 
 from .. import InputError
 from ..instances.instance import Instance
+from .choices import PEER_SCHEDULE_FORMATS
 from .export import STEP_ATTRS, algo_root, interpret_msccl_xml
 from .schedule import Schedule, from_sends
 from .ten import instant_hops
 from .verify import ten_timing
 
-FORMATS = ("msccl-xml", "teccl-output", "mscclpp-json")
+FORMATS = PEER_SCHEDULE_FORMATS
 FLOW = re.compile(r"Chunk (\d+) from (\d+) traveled over (\d+)->(\d+) (?:in|at) epoch (\d+)(?: via switches ([\d >-]+))?\s*$")
 
 

@@ -41,6 +41,7 @@ from ...instances.instance import make_instance
 from ...instances.topology import moore_bound
 from ...tens.verify import verify
 from . import expansions as ex
+from .paper_setting import PAPER_ALPHA, PAPER_BANDWIDTH, PAPER_MESSAGE
 from .per_step import solve_bfb
 
 
@@ -311,10 +312,6 @@ def confirm(c: Candidate, *, method: str = "flow") -> dict:
 
 
 # ---- tables ---------------------------------------------------------------------------------------
-
-PAPER_ALPHA = 10e-6  # s, the node latency used for the allreduce columns (Zhao et al., NSDI 2025, Table 4 setting)
-PAPER_BANDWIDTH = 100e9 / 8  # bytes/s: 100 Gbps node bandwidth
-PAPER_MESSAGE = 1e6  # bytes
 
 
 def table_pareto(nodes: int = 1024, degree: int = 4, *, alpha: float = PAPER_ALPHA, bandwidth: float = PAPER_BANDWIDTH,

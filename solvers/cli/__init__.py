@@ -35,7 +35,7 @@ from typing import NoReturn, Sequence
 
 from ... import InputError, __version__
 from ...limits import MEMORY_ENV, set_memory_budget
-from ..producers import import_if_present
+from .. import import_if_present
 
 COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py checks both agree)
     "collsynth.solvers.cli.commands.instances": ("topologies", "topology", "instance", "corpus"),

@@ -470,7 +470,49 @@ def _binary_search(search: _Search, lb: int):
     return proven_lb, best, None
 
 
+def stop_record(clock: Deadline, at: int, top: int, reason: str) -> dict[str, Any]:
+    """Where a search that ended before it proved its answer stopped, why, and its time: the
+    horizon it was at, the largest it meant to try, the seconds spent of the run's limit and
+    the seconds left (``None`` without a limit). The row keeps it as ``extra["stopped"]``."""
+    left = clock.left()
+    spent = None if left is None or clock.limit is None else clock.limit - left
+    return {"at_horizon": int(at), "top_horizon": int(top), "reason": reason, "elapsed_s": spent,
+            "limit_s": clock.limit, "left_s": left}
+
+
+def stop_sentence(stop: dict[str, Any]) -> str:
+    """The stop record (:func:`stop_record`) in words.
+
+    >>> stop_sentence({"at_horizon": 14, "top_horizon": 20, "reason": "time limit", "elapsed_s": 58.08,
+    ...                "limit_s": 60.0, "left_s": 1.92})
+    'stopped at horizon 14 of 20 after 58.1 s of 60 s: time limit (1.9 s left)'
+    """
+    when = "" if stop["elapsed_s"] is None else f" after {stop['elapsed_s']:.1f} s of {stop['limit_s']:g} s"
+    left = "" if stop["left_s"] is None else f" ({stop['left_s']:.1f} s left)"
+    return f"stopped at horizon {stop['at_horizon']} of {stop['top_horizon']}{when}: {stop['reason']}{left}"
+
+
+def _why_stopped(search: _Search) -> str:
+    """Why the search ended before trying every horizon it meant to: a model too large to
+    build in the time left, or the time limit; ``""`` when it did not."""
+    if search.too_large:
+        return f"the next model is too large to build in the time left ({search.too_large})"
+    return "time limit" if search.clock.expired() else ""
+
+
 def _search_outcome(search: _Search, best, proven_lb: int, lb: int, extra: dict) -> Outcome:
+    """The answer of a horizon search (:func:`_searched`), and where and why the search stopped
+    when it stopped before proving it (:func:`stop_record`: in ``extra`` and first in the message)."""
+    why = _why_stopped(search)
+    out = _searched(search, best, proven_lb, lb, extra)
+    if why and out.status != Status.OPTIMAL:
+        at = search.tried[-1]["horizon"] if search.tried else lb
+        out.extra["stopped"] = stop = stop_record(search.clock, at, search.top, why)
+        out.message = "; ".join(x for x in (stop_sentence(stop), out.message) if x)
+    return out
+
+
+def _searched(search: _Search, best, proven_lb: int, lb: int, extra: dict) -> Outcome:
     """The answer of a horizon search: the ILP's schedule when no known one is shorter, else
     the best known schedule; optimal when every shorter horizon is proven impossible or it
     meets the bound."""

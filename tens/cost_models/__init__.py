@@ -3,7 +3,7 @@
 A cost model is a module of this package that defines ``MODEL``, a :class:`CostModel`: its
 name, what its time means, the function that prices a schedule, how fast that function is at
 the least (so a run does not start a model that would not finish in the time it has left), and
-where its lower bound comes from (:mod:`collsynth.tens.bounds`). Everything else derives from
+where its lower bound comes from (:mod:`collsynth.tens.bounds`); it is named after its module. Everything else derives from
 the registry :data:`MODELS`: the pipeline prices under every model, cheapest first; the result
 schema gains the model's columns (``time_<name>_s``, its bound column, ``price_<name>_s`` and
 any columns of its own); the tables compare each model's times against its own bound; the CLI
@@ -97,6 +97,8 @@ def _discover() -> dict[str, CostModel]:
         model = getattr(module, "MODEL", None)
         if not isinstance(model, CostModel):
             raise TypeError(f"{module.__name__}: a cost-model module defines MODEL = CostModel(...)")
+        if model.name != info.name:  # collsynth.tens.choices names the models by their modules
+            raise TypeError(f"{module.__name__}: a cost-model module's MODEL is named after it, got {model.name!r}")
         found.append(model)
     found.sort(key=lambda m: (-m.rate, m.name))
     return {m.name: m for m in found}
@@ -106,7 +108,8 @@ MODELS: dict[str, CostModel] = _discover()
 
 
 def names() -> tuple[str, ...]:
-    """The cost models' names, cheapest first."""
+    """The cost models' names, cheapest first (sorted by name and without loading a model:
+    :func:`collsynth.tens.choices.cost_model_names`)."""
     return tuple(MODELS)
 
 

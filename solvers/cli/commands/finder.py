@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from .... import InputError
-from ...bfb import finder
+from ...bfb.paper_setting import PAPER_ALPHA, PAPER_BANDWIDTH, PAPER_MESSAGE
 from ..checks import finite, out_folder
 
 # The search runs bottom-up over every divisor of N and every degree up to d: N = 4096, d = 4 takes
@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"target number of nodes N, 2..{MAX_NODES} (no default: required unless --table)")
     p.add_argument("--degree", type=int, default=None,
                    help=f"target degree d, links per node, 1..min(N-1, {MAX_DEGREE}) (no default: required unless --table)")
-    p.add_argument("--alpha", type=float, default=finder.PAPER_ALPHA, help="node latency per comm step, s (default 10e-6)")
-    p.add_argument("--bandwidth", type=float, default=finder.PAPER_BANDWIDTH,
+    p.add_argument("--alpha", type=float, default=PAPER_ALPHA, help="node latency per comm step, s (default 10e-6)")
+    p.add_argument("--bandwidth", type=float, default=PAPER_BANDWIDTH,
                    help="node bandwidth B, bytes/s (default 12.5e9 = 100 Gbps)")
     p.add_argument("--message", type=float, action="append", default=None,
                    help="allreduce size M in bytes (repeatable: the pick minimises the sum; default 1e6)")
@@ -60,7 +60,7 @@ def check_model(args: argparse.Namespace) -> list[float]:
     """``--alpha``, ``--bandwidth`` and ``--message`` finite and in range; the message sizes."""
     finite("--alpha", args.alpha, "a finite latency >= 0 s")
     finite("--bandwidth", args.bandwidth, "a finite positive bandwidth in bytes/s", strict=True)
-    messages = args.message or [finder.PAPER_MESSAGE]
+    messages = args.message or [PAPER_MESSAGE]
     for m in messages:
         finite("--message", m, "a finite positive size in bytes", strict=True)
     return messages
@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> dict:
     """The frontier and best pick (or a regenerated table)."""
     messages = check_model(args)
     check_size(args)
+    from ...bfb import finder  # after the checks: bad input is refused before the finder loads
+
     if args.table is not None:
         out_folder("--out", args.out)
         if args.table == 4:

@@ -35,15 +35,10 @@ import contextlib
 import json
 from pathlib import Path
 
-import numpy as np
-
 from .... import InputError
 from ....outputs import replaced_file
-from ....instances.instance import load_instance
-from ....results import steps as step_view
-from ....tens import bounds, cost, cost_models, export, export_mscclpp, peer_schedules
-from ....tens.schedule import check_header, read_json, to_json, write_json
-from ....tens.verify import VerificationError, malformed, verify as verify_schedule
+from ....tens.choices import DEFAULT_MSCCL_DIALECT, MAX_THREADBLOCKS, MSCCL_DIALECTS, PEER_SCHEDULE_FORMATS, \
+    cost_model_names
 from ..checks import out_file
 
 FORMATS = ("msccl-xml", "mscclpp-json", "json")
@@ -60,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("instance", help="instance TOML file")
-    p.add_argument("--model", default="sync", choices=cost_models.names(), help="cost model (default sync)")
+    p.add_argument("--model", default="sync", choices=cost_model_names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
     _from_argument(p)
     p.set_defaults(func=price)
@@ -72,11 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", help="output file (default: stdout)")
     e.add_argument("--name", default="collsynth", help="MSCCL algorithm name")
     e.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"], help="MSCCL protocol")
-    e.add_argument("--msccl-dialect", default=export.DEFAULT_DIALECT, choices=export.DIALECTS,
+    e.add_argument("--msccl-dialect", default=DEFAULT_MSCCL_DIALECT, choices=MSCCL_DIALECTS,
                    help="collective names of the MSCCL runtime (default: msccl-executor)")
     e.add_argument("--min-bytes", type=int, default=0, help="MSCCL++ plan: smallest message size it is chosen for")
     e.add_argument("--max-bytes", type=int, default=2**64 - 1, help="MSCCL++ plan: largest message size it is chosen for")
-    e.add_argument("--max-threadblocks", type=int, default=export_mscclpp.MAX_THREADBLOCKS,
+    e.add_argument("--max-threadblocks", type=int, default=MAX_THREADBLOCKS,
                    help="MSCCL++ plan: thread blocks per GPU that can be resident at once (default: 108, an A100's SMs)")
     e.set_defaults(func=export_cmd)
 
@@ -89,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _from_argument(parser) -> None:
-    parser.add_argument("--from", dest="peer_from", default="json", choices=("json",) + peer_schedules.FORMATS,
+    parser.add_argument("--from", dest="peer_from", default="json", choices=("json",) + PEER_SCHEDULE_FORMATS,
                         help="the schedule file's format: ours (json, default), an MSCCL XML program "
                              "(msccl-tools, TACCL, ForestColl), a TE-CCL output JSON or an MSCCL++ plan")
 
@@ -97,6 +92,10 @@ def _from_argument(parser) -> None:
 def _load(args) -> tuple:
     """The instance and the schedule file, whose header must describe that instance; a peer's
     schedule (``--from``) is read onto the instance (:mod:`collsynth.tens.peer_schedules`)."""
+    from ....instances.instance import load_instance
+    from ....tens import peer_schedules
+    from ....tens.schedule import check_header, read_json
+
     instance = load_instance(args.instance)
     fmt = getattr(args, "peer_from", "json")
     if fmt != "json":
@@ -110,6 +109,8 @@ def load_verified(args, verb: str, **fields) -> tuple:
     """The schedule and instance of ``args``, and ``None`` if the schedule verifies, else the
     command's refusal (exit 1, the first violation): nothing unverified is priced, exported
     or drawn."""
+    from ....tens.verify import verify as verify_schedule
+
     schedule, instance = _load(args)
     v = verify_schedule(schedule, instance)
     if v is None:
@@ -128,6 +129,8 @@ def _violation(v) -> dict:
 
 def verify(args) -> dict:
     """``collsynth verify``: ``{"verified": true}`` or the first violation (exit 1)."""
+    from ....tens.verify import verify as verify_schedule
+
     schedule, instance = _load(args)
     v = verify_schedule(schedule, instance)
     if v is None:
@@ -138,6 +141,8 @@ def verify(args) -> dict:
 
 def price(args) -> dict:
     """``collsynth price``: the cost of a verified schedule under ``--model``."""
+    from ....tens import bounds, cost_models
+
     schedule, instance, refusal = load_verified(args, "price", model=args.model)
     if refusal:
         return refusal
@@ -160,6 +165,10 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
+    from ....tens import export, export_mscclpp
+    from ....tens.schedule import to_json, write_json
+    from ....tens.verify import VerificationError
+
     if args.out:
         out_file("--out", args.out)  # before the schedule is read and verified
     schedule, instance, refusal = load_verified(args, "export", format=args.format)
@@ -236,6 +245,10 @@ def _shown_steps(schedule, chunk_bytes, per_step, first: int, last: int, max_sen
     """The rows of :func:`collsynth.results.steps.steps` for ``first..last``, and how many
     empty steps were left out: none, unless the range holds more than :data:`MAX_EMPTY_STEPS`
     of them (a send at step 10**9), when only the steps with sends are listed."""
+    import numpy as np
+
+    from ....results import steps as step_view
+
     last = min(last, schedule.num_steps)
     used = np.unique(schedule.step)
     used = used[(used >= first) & (used <= last)]
@@ -252,6 +265,10 @@ def show(args) -> dict:
     """``collsynth show``: the schedule step by step (only those with sends when most are
     empty, :func:`_shown_steps`); priced only when it verifies. A malformed schedule (an id
     out of range, ...) is not shown: its violation is reported as ``verify`` reports it (exit 1)."""
+    from ....results import steps as step_view
+    from ....tens import cost
+    from ....tens.verify import malformed, verify as verify_schedule
+
     schedule, instance = _load(args)
     first, last = _step_range(args.steps, schedule.num_steps)
     if args.max_sends < 0:
