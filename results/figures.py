@@ -5,11 +5,14 @@ accounts for every instance of the runs it is given (or names the ones it leaves
 why), and states how its numbers were obtained:
 
 - :func:`performance_profile`: Dolan and More performance profiles of the methods (every
-  ``producer/solver/driver``) on schedule cost and on time to produce a verified schedule.
+  ``producer/solver/driver``) on schedule cost and on the producer's own solve time (never
+  wall or compile time); a wall-clock panel only where runs are long enough for the wall
+  clock to mean something.
 - :func:`ratio_to_bound`: each method's synchronous time over the instance's lower bound, as
   an annotated instance x method grid (ratio 1 is a labelled cell, never a missing bar).
-- :func:`size_sweep`: time vs message size, one panel per instance, every stored schedule
-  re-priced at other sizes (``T_L + T_B M/M0``) without a re-run.
+- :func:`size_sweep`: time vs message size, one panel per system (topology family), methods as
+  lines on log-log axes, every stored schedule re-priced at other sizes (``T_L + T_B M/M0``)
+  without a re-run.
 
 Schedule and topology pictures live in :mod:`collsynth.results.pictures`.
 """
@@ -34,9 +37,12 @@ plt.rcParams.update({"svg.hashsalt": "collsynth", "pdf.compression": 6})
 _META = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
 PROFILE_METRICS = {
     "time_sync_s": "schedule cost: synchronous alpha-beta time",
-    "wall_s": "time to produce: wall clock of the run",
+    "solve_s": "solver time: the producer's own solve time",
+    "wall_s": "wall clock of the run (runs of 1 s or more)",
 }
-WALL_FLOOR_S = 1e-3  # wall times below the clock's noise count as this much in profiles
+TIME_FLOOR_S = 1e-3  # times below the clock's noise count as this much in the time profiles
+WALL_MEANINGFUL_S = 1.0  # a wall-clock profile covers only instances whose slowest run took this long
+MIN_WALL_INSTANCES = 5  # and is drawn only when that leaves this many instances
 RATIO_TICKS = (1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100)
 SWEEP_SIZES = np.logspace(10, 30, 41, base=2)  # 1 KiB .. 1 GiB
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -176,29 +182,83 @@ def _profile_panel(ax, ratios: pd.DataFrame, styles: dict, title: str) -> None:
     ax.set_title(title, fontsize=10)
 
 
-def performance_profile(df: pd.DataFrame, out_dir: Path, name: str = "performance_profile",
-                        formats=("png", "pdf")) -> list[Path]:
-    """Performance profiles of every method on two metrics side by side: the synchronous time
-    of its schedule, and the wall time of the run that produced it (Dolan and More, Math.
-    Programming 91, 2002). A method with no verified schedule for an instance never reaches
-    it. Needs at least two methods (one method is a flat line at 1); returns [] otherwise."""
+def _solving_methods(df: pd.DataFrame) -> list[str]:
+    """The methods that report a solve time of their own (``solve_s`` > 0 on a verified run):
+    solvers and searches; constructions (closed forms) report none."""
+    ok = df[df["verified"]]
+    return sorted(set(method(ok)[ok["solve_s"].fillna(0).to_numpy() > 0]))
+
+
+def _long_instances(df: pd.DataFrame) -> list[str]:
+    """The instances whose slowest verified run took :data:`WALL_MEANINGFUL_S` or more of wall
+    clock: where the wall clock measures the method rather than start-up and clock noise."""
+    ok = df[df["verified"]]
+    slowest = ok.groupby("instance")["wall_s"].max()
+    return sorted(slowest[slowest >= WALL_MEANINGFUL_S].index)
+
+
+def profile_panels(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """The panels of :func:`performance_profile`, each ``(title, ratios)``
+    (:func:`profile_ratios`), and a note for each panel or method left out: schedule cost over
+    every method; solver time (``solve_s``, the producer's own: never wall or compile time)
+    over the methods that report one, when there are two; wall clock only over the instances
+    where a run took :data:`WALL_MEANINGFUL_S` or more, when there are
+    :data:`MIN_WALL_INSTANCES`."""
+    panels = [(PROFILE_METRICS["time_sync_s"], profile_ratios(df, "time_sync_s"))]
+    notes = []
+    solving = _solving_methods(df)
+    others = sorted(set(method(df)) - set(solving))
+    if len(solving) >= 2:
+        panels.append((PROFILE_METRICS["solve_s"], profile_ratios(df[method(df).isin(solving)], "solve_s", TIME_FLOOR_S)))
+        if others:
+            notes.append(f"Solver time leaves out {', '.join(others)}: they construct their schedules without "
+                         "a solve and report no solve time.")
+    else:
+        notes.append("No solver-time profile: fewer than two methods report a solve time.")
+    long = _long_instances(df)
+    if len(long) >= MIN_WALL_INSTANCES:
+        title = f"wall clock of the run ({len(long)} instances with a run of {WALL_MEANINGFUL_S:g} s or more)"
+        panels.append((title, profile_ratios(df[df["instance"].isin(long)], "wall_s", TIME_FLOOR_S)))
+    else:
+        notes.append(f"No wall-clock profile: {len(long)} instance(s) have a run of {WALL_MEANINGFUL_S:g} s or "
+                     f"more (at least {MIN_WALL_INSTANCES} needed); shorter runs time start-up and clock noise.")
+    return panels, notes
+
+
+def profile_figure(df: pd.DataFrame):
+    """The figure of :func:`performance_profile`, or None when it would say nothing."""
     methods = sorted(method(df).unique())
     if len(methods) < 2 or not df["verified"].any():
-        return []
+        return None
     styles = method_styles(methods)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.13 * len(methods)), layout="constrained")
-    for ax, (metric, title) in zip(axes, PROFILE_METRICS.items()):
-        floor = WALL_FLOOR_S if metric == "wall_s" else 0.0
-        _profile_panel(ax, profile_ratios(df, metric, floor), styles, title)
+    panels, notes = profile_panels(df)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2 + 0.13 * len(methods)),
+                             layout="constrained", squeeze=False)
+    for ax, (title, ratios) in zip(axes.flat, panels):
+        _profile_panel(ax, ratios, styles, title)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     n_inst = df["instance"].nunique()
     fig.suptitle(f"{scope(df)}: performance profiles of {len(methods)} methods over {n_inst} instances")
-    _footnote(fig, (
+    _footnote(fig, " ".join([
         f"Covers {len(df)} stored runs. A method counts on an instance only with a verified schedule "
         "(best of its seeds); unsupported, failed or timed-out runs never reach the curve, so a curve's "
-        "right end is the share of instances the method handles. "
-        f"Wall times under {WALL_FLOOR_S * 1e3:g} ms count as {WALL_FLOOR_S * 1e3:g} ms (clock noise)."))
-    return save(fig, out_dir, name, formats)
+        "right end is the share of instances the method handles. Solver time is the producer's own "
+        "(solve_s: the solver's or search's time; model builds, compiling, verification and pricing are "
+        f"not in it); times under {TIME_FLOOR_S * 1e3:g} ms count as {TIME_FLOOR_S * 1e3:g} ms (clock noise).",
+        *notes]))
+    return fig
+
+
+def performance_profile(df: pd.DataFrame, out_dir: Path, name: str = "performance_profile",
+                        formats=("png", "pdf")) -> list[Path]:
+    """Performance profiles of every method side by side (Dolan and More, "Benchmarking
+    optimization software with performance profiles", Math. Programming 91, 2002): on the
+    synchronous time of its schedule, on its solver time, and on wall clock where runs are long
+    enough to measure (:func:`profile_panels`). A method with no verified schedule for an
+    instance never reaches it. Needs at least two methods (one method is a flat line at 1);
+    returns [] otherwise."""
+    fig = profile_figure(df)
+    return [] if fig is None else save(fig, out_dir, name, formats)
 
 
 # ---- ratio to the lower bound ------------------------------------------------------------------
@@ -283,13 +343,62 @@ def _sweep_lines(rows: pd.DataFrame, relative: bool) -> dict[str, np.ndarray]:
     return lines
 
 
-def _sweep_panel(ax, rows: pd.DataFrame, styles: dict, title: str, relative: bool,
+def system_of(path: Path | None, instance: str) -> str:
+    """The system an instance runs on: the topology generator its instance file names
+    (``torus``, ``dgx1``, ...), ``file <name>`` for a topology read from a file, else (no
+    readable TOML file) the instance's own name.
+
+    >>> system_of(None, "ring8-allgather")
+    'ring8-allgather'
+    """
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            topology = tomllib.load(f).get("topology", {})
+    except (TypeError, OSError, ValueError):  # no file, unreadable, not TOML (a peer's input)
+        return instance
+    if topology.get("generator"):
+        return str(topology["generator"])
+    return f"file {Path(str(topology['file'])).name}" if topology.get("file") else instance
+
+
+def instance_systems(df: pd.DataFrame) -> dict[str, str]:
+    """``instance -> system`` (:func:`system_of`) for every instance of ``df``, from the
+    instance files the runs were made from (found as the report finds them)."""
+    from .report import instance_path  # the report draws these figures: imported when called
+
+    first = df.drop_duplicates("instance")
+    return {row["instance"]: system_of(instance_path(row), row["instance"]) for row in first.to_dict("records")}
+
+
+def system_lines(rows: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Per method, its time over the fastest method's at each size of :data:`SWEEP_SIZES`,
+    the geometric mean over the instances of ``rows`` on which it has a verified schedule
+    (Fleming and Wallace, "How not to lie with statistics: the correct way to summarize
+    benchmark results", CACM 29(3), 1986); and on how many instances each method has one.
+
+    >>> rows = pd.DataFrame({"instance": ["a", "a", "b", "b"], "method": ["x", "y", "x", "y"],
+    ...                      "T_L_s": [1.0, 4.0, 1.0, 0.25], "T_B_s": 0.0, "message_bytes": 1.0})
+    >>> lines, counts = system_lines(rows)
+    >>> float(lines["x"][0]), float(lines["y"][0]), counts
+    (2.0, 2.0, {'x': 2, 'y': 2})
+    """
+    logs: dict[str, list[np.ndarray]] = {}
+    for _, g in rows.groupby("instance"):
+        for m, ratio in _sweep_lines(g, relative=True).items():
+            logs.setdefault(m, []).append(np.log(ratio))
+    return ({m: np.exp(np.mean(v, axis=0)) for m, v in sorted(logs.items())},
+            {m: len(v) for m, v in sorted(logs.items())})
+
+
+def _sweep_panel(ax, lines: dict[str, np.ndarray], priced_at, styles: dict, title: str, relative: bool,
                  ylim: tuple[float, float] | None = None) -> None:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    for m, t in _sweep_lines(rows, relative).items():
+    for m, t in lines.items():
         ax.plot(SWEEP_SIZES, t, lw=1.5, label=m, **styles[m])
-    for m0 in sorted(rows["message_bytes"].unique()):
+    for m0 in sorted(priced_at):
         ax.axvline(m0, color="0.4", lw=0.8, ls=(0, (3, 3)))
         if not relative:
             ax.annotate(f" priced at {bytes_label(m0)}", (m0, 0.02), xycoords=("data", "axes fraction"),
@@ -303,29 +412,27 @@ def _sweep_panel(ax, rows: pd.DataFrame, styles: dict, title: str, relative: boo
     if relative:
         ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
         ax.yaxis.set_major_formatter(FuncFormatter(ratio_label))
-        ax.yaxis.set_minor_locator(NullLocator())
     else:
         ax.yaxis.set_major_formatter(FuncFormatter(seconds_label))
-        ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.grid(alpha=0.3, which="major")
-    ax.set_title(title, fontsize=8 if relative else 10)
+    ax.set_title(title, fontsize=10)
 
 
 SWEEP_NOTE = ("Each line is a stored verified schedule (the method's best) re-priced at size M as "
               "T_L + T_B x M / M0 under the synchronous alpha-beta model, without a re-run; dashed: "
               "M0, the size it was solved and priced at.")
+SYSTEM_NOTE = (" One panel per system (the topology generator of the instance file): each method's time over "
+               "the fastest method's at that size on the same instance (1 = fastest), the geometric mean over "
+               "the system's instances on which the method has a verified schedule.")
 
 
-def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", formats=("png", "pdf"),
-               columns: int = 5) -> list[Path]:
-    """Time vs message size, one line per method: each stored schedule re-priced at every size
-    by :func:`repriced` (no re-run). One instance: absolute times. Several: one panel per
-    instance with a verified, priced schedule (the others named in a note), each method's time
-    over the fastest method's at that size, so crossovers show (1 = fastest)."""
+def sweep_figure(df: pd.DataFrame, columns: int = 4):
+    """The figure of :func:`size_sweep`, or None when no instance has a priced schedule."""
     rows = sweep_rows(df)
     instances = sorted(rows["instance"].unique())
     if not instances:
-        return []
+        return None
     styles = method_styles(method(df).unique())
     note = SWEEP_NOTE
     left_out = sorted(set(df["instance"]) - set(instances))
@@ -333,48 +440,61 @@ def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", format
         note += f" Left out (no verified schedule priced under this model): {', '.join(left_out)}."
     if len(instances) == 1:
         fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
-        _sweep_panel(ax, rows, styles, f"{instances[0]}: synchronous time vs message size", relative=False)
-        ax.set_ylabel("synchronous time (log)")
-        ax.set_xlabel("message size M (log)")
+        _sweep_panel(ax, _sweep_lines(rows, relative=False), rows["message_bytes"].unique(), styles,
+                     f"{instances[0]}: synchronous time vs message size", relative=False)
+        ax.set_ylabel("synchronous time (s, log)")
+        ax.set_xlabel("message size M (bytes, log)")
         ax.legend(fontsize=8, loc="upper left", ncol=2)
         _footnote(fig, note)
-        return save(fig, out_dir, name, formats)
-    fig = _sweep_grid(rows, instances, styles, columns, note)
+        return fig
+    systems = instance_systems(rows)
+    groups = {name: rows[rows["instance"].map(systems) == name] for name in sorted(set(systems.values()))}
+    fig = _sweep_grid(groups, styles, columns, note + SYSTEM_NOTE)
     fig.suptitle(f"{scope(df)}: synchronous time vs message size, relative to the fastest method, "
-                 f"{len(instances)} instances", y=1 - 0.12 / fig.get_figheight(), va="top")
-    _footnote(fig, note)
-    return save(fig, out_dir, name, formats)
+                 f"{len(groups)} systems ({len(instances)} instances)", y=1 - 0.12 / fig.get_figheight(), va="top")
+    _footnote(fig, note + SYSTEM_NOTE)
+    return fig
 
 
-def _sweep_grid(rows: pd.DataFrame, instances: list[str], styles: dict, columns: int, note: str):
-    """Small multiples of :func:`_sweep_panel` (relative times), shared axes, one legend on top,
-    room under them for the footnote ``note`` (written by :func:`_footnote`)."""
-    ncols = min(columns, len(instances))
-    nrows = -(-len(instances) // ncols)
-    panel_w, panel_h = 2.8, 2.1
-    width = 0.9 + panel_w * ncols
-    top_in, bottom_in = 1.0, 0.75 + 0.16 * len(textwrap.wrap(note, int(width * 15)))
+def size_sweep(df: pd.DataFrame, out_dir: Path, name: str = "size_sweep", formats=("png", "pdf"),
+               columns: int = 4) -> list[Path]:
+    """Time vs message size, one line per method: each stored schedule re-priced at every size
+    by :func:`repriced` (no re-run). One instance: absolute times. Several: one panel per system
+    (:func:`system_of`) with a verified, priced schedule (the instances without one named in a
+    note), each method's time over the fastest method's at that size, the geometric mean over
+    the system's instances (:func:`system_lines`), so crossovers show (1 = fastest); log-log."""
+    fig = sweep_figure(df, columns)
+    return [] if fig is None else save(fig, out_dir, name, formats)
+
+
+def _sweep_grid(groups: dict[str, pd.DataFrame], styles: dict, columns: int, note: str):
+    """One :func:`_sweep_panel` (relative times) per system of ``groups`` with its axes labelled,
+    one legend of every method on top, room under them for the footnote ``note`` (written by
+    :func:`_footnote`)."""
+    ncols = min(columns, len(groups))
+    nrows = -(-len(groups) // ncols)
+    panel_w, panel_h = 3.9, 3.1
+    width = 0.4 + panel_w * ncols
+    top_in, bottom_in = 1.0, 0.45 + 0.16 * len(textwrap.wrap(note, int(width * 15)))
     height = top_in + bottom_in + panel_h * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
-    fig.subplots_adjust(left=0.9 / width, right=1 - 0.1 / width, top=1 - top_in / height,
-                        bottom=bottom_in / height, hspace=0.35, wspace=0.2)
-    groups = {inst: rows[rows["instance"] == inst] for inst in instances}
-    top = max(float(np.max(list(_sweep_lines(g, True).values()))) for g in groups.values())
-    for k, (ax, (inst, g)) in enumerate(zip(axes.flat, groups.items())):
-        _sweep_panel(ax, g, styles, inst, relative=True, ylim=(0.9, top * 1.15))
-        if k % ncols:
-            ax.tick_params(labelleft=False)
-        if k + ncols < len(instances):
-            ax.tick_params(labelbottom=False)
-    for ax in axes.flat[len(instances):]:
+    fig.subplots_adjust(left=0.75 / width, right=1 - 0.1 / width, top=1 - top_in / height,
+                        bottom=bottom_in / height, hspace=0.55, wspace=0.35)
+    lines = {name: system_lines(g) for name, g in groups.items()}
+    top = max(float(np.max(list(ratios.values()))) for ratios, _ in lines.values())
+    for ax, (name, g) in zip(axes.flat, groups.items()):
+        ratios, _ = lines[name]
+        k = g["instance"].nunique()
+        _sweep_panel(ax, ratios, g["message_bytes"].unique(), styles, f"{name} ({k} instance{'s' if k != 1 else ''})",
+                     relative=True, ylim=(0.9, top * 1.15))
+        ax.set_xlabel("message size M (bytes, log)", fontsize=8)
+        ax.set_ylabel("time / fastest (log)", fontsize=8)
+    for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
-    shown = sorted(rows["method"].unique())
+    shown = sorted({m for ratios, _ in lines.values() for m in ratios})
     handles = [plt.Line2D([], [], lw=2, **styles[m]) for m in shown]
     fig.legend(handles, shown, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height),
                ncol=min(len(shown), 8), fontsize=8, frameon=False)
-    middle = (bottom_in + (height - top_in - bottom_in) / 2) / height
-    fig.text(0.15 / width, middle, "time / fastest at that size", rotation=90, va="center", ha="left")
-    fig.text(0.5, (bottom_in - 0.45) / height, "message size M (log)", ha="center", va="center")
     return fig
 
 

@@ -381,9 +381,10 @@ def _map(fn, tasks: list, jobs: int, progress: bool, what: str) -> list:
 SUITE_PLOTS = {
     "ratio_to_bound": "Each method's synchronous time over the instance's lower bound.",
     "performance_profile": "Performance profiles: the share of instances on which each method is within a factor "
-                           "of the best, on schedule cost and on time to produce.",
-    "size_sweep": "Synchronous time vs message size per instance, relative to the fastest method at each size "
-                  "(stored schedules re-priced, no re-run).",
+                           "of the best, on schedule cost and on the producer's own solve time (wall clock only "
+                           "where runs take a second or more).",
+    "size_sweep": "Synchronous time vs message size per system (topology family), relative to the fastest method "
+                  "at each size (stored schedules re-priced, no re-run).",
 }
 
 
