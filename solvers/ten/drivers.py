@@ -32,7 +32,9 @@ Every outcome says which method found its schedule (``found_by``): ``ilp@h=H`` (
 horizon H delivered everything), ``ilp@h=H+recovery`` (its incumbent completed by
 shortest-path recovery), ``warm-start@h=H+recovery`` (the ILP did not improve on its
 warm start), ``time-cluster`` (``+recovery``) or ``recovery``; and ``solver_status``, the
-backend's own status on the last solve.
+backend's own status on the last solve. A horizon search that stops before it proves its
+answer (the time limit, or a model too large to build in the time left) says where, why and
+how long it had left (:func:`stop_record`, :func:`stop_sentence`).
 """
 
 from __future__ import annotations
