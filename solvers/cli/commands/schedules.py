@@ -166,7 +166,7 @@ def price(args) -> dict:
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
     from ....tens import export, export_mscclpp
-    from ....tens.schedule import to_json, write_json
+    from ....tens.schedule import to_json
     from ....tens.verify import VerificationError
 
     if args.out:
@@ -203,6 +203,14 @@ def export_cmd(args) -> dict:
         out["content"] = content
         out["text"] = content.rstrip("\n")
         return out
+    return _write_export(args, schedule, content, out)
+
+
+def _write_export(args, schedule, content: str, out: dict) -> dict:
+    """Write an export to ``--out`` (and the node -> rank map beside it when the ranks are
+    renumbered), both or neither; ``out`` completed with the files written."""
+    from ....tens.schedule import write_json
+
     path = Path(args.out)
     ranks_path = Path(f"{path}.ranks.json") if out.get("ranks_renumbered") else None
     try:
