@@ -41,7 +41,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 from scipy.sparse.csgraph import dijkstra
 
 NEVER_COPY = ("alltoall", "scatter", "gather")  # kinds whose every piece has one source and one destination
@@ -146,6 +145,8 @@ def _check_reachable(la, demands: Demands, size: int) -> None:
 
 def _linprog(c, A_ub, A_eq, b_eq, bounds, time_limit: float | None):
     """HiGHS on the LP; raises :class:`FlowLPFailed` unless it found the optimum."""
+    from scipy.optimize import linprog  # only when an LP is solved (a run without one never loads it)
+
     options = {"presolve": True}
     if time_limit is not None:
         options["time_limit"] = float(max(time_limit, 0.01))

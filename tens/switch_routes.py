@@ -58,6 +58,17 @@ def switch_routes(schedule: Schedule, instance: Instance) -> SwitchRoutes:
     switch = switch_mask(instance.topology)
     if not len(s) or not (switch[s.src] | switch[s.dst]).any():
         return SwitchRoutes(s, [()] * len(s), None)
+    flat, rows = flattened(s, instance)
+    return SwitchRoutes(flat, [row[8] for row in rows], _route_dependencies(s, instance, rows))
+
+
+def flattened(schedule: Schedule, instance: Instance) -> tuple[Schedule, list[tuple]]:
+    """Every route GPU -> switch(es) -> GPU of ``schedule`` as one send (the sends between GPUs
+    as they are, sends into switches that nothing forwards dropped), with the op of the send
+    that delivers it, and per send the row ``(chunk, lo, hi, src, dst, step, first hop, last
+    hop, switches crossed)`` (hops as indices into ``schedule``)."""
+    s = schedule
+    switch = switch_mask(instance.topology)
     came = _forwarded_arrivals(s, instance, switch)
     rows = []  # (chunk, lo, hi, src, dst, step, first hop, last hop, path)
     for i in range(len(s)):
@@ -70,9 +81,10 @@ def switch_routes(schedule: Schedule, instance: Instance) -> SwitchRoutes:
         rows.extend((c, a_lo, a_hi, int(s.src[a]), v, t, a, i, path)
                     for a, a_lo, a_hi, path in _trace(s, switch, came, i, lo, hi))
     cols = list(zip(*rows)) if rows else [()] * 9
+    op = s.op[np.asarray(cols[7], dtype=np.int64)] if rows else None
     flat = from_arrays(s.collective, s.nodes, s.chunks, chunk=cols[0], lo=cols[1], hi=cols[2], src=cols[3],
-                       dst=cols[4], step=cols[5], denom=s.denom, routing="shortest-path", meta=dict(s.meta))
-    return SwitchRoutes(flat, list(cols[8]), _route_dependencies(s, instance, rows))
+                       dst=cols[4], step=cols[5], denom=s.denom, op=op, routing="shortest-path", meta=dict(s.meta))
+    return flat, rows
 
 
 def _forwarded_arrivals(s: Schedule, instance: Instance, switch: np.ndarray) -> dict[int, list[int]]:
