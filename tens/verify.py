@@ -278,22 +278,18 @@ def _relayed_violation(s: Schedule, instance: Instance, coll: Collective, off: i
 
     A switch stores and reduces nothing: each route GPU -> switch(es) -> GPU carries, unchanged,
     what its first hop read at its source (the pairing rule of ``docs/schedules.md``, "Switch
-    nodes", :func:`collsynth.tens.switch_routes.flattened`), so the schedule is the one with a
+    nodes", :func:`collsynth.tens.switch_routes.flat_routes`), so the schedule is the one with a
     send per route, simulated as any GPU-to-GPU schedule (each contributor exactly once at
     every destination), provided that what a route's source holds of the piece does not change
     between the first hop's step and the delivery (then reading it at the delivery's step - 1,
     as the simulation does, reads the same contributions): a route over which it changes is
     refused (:func:`_reread_violation`), as are relays under a pipelined latency."""
-    from .switch_routes import flattened
+    from .switch_routes import flat_routes
 
     if latency_pipelined(instance.topology):
         return _at(s, touch, f"a {coll.kind} relayed through a switch node under a pipelined latency: "
                              "not verified (unwind the switches)")
-    flat, rows = flattened(s, instance)
-    if not rows:
-        return _simulate(flat, coll, off, np.zeros_like(switch))
-    first = np.asarray([r[6] for r in rows], dtype=np.int64)
-    last = np.asarray([r[7] for r in rows], dtype=np.int64)
+    flat, first, last, _ = flat_routes(s, instance, paths=False)
     part = (flat.chunk >= off) & (flat.chunk < off + coll.num_chunks)
     if (v := _reread_violation(s, flat, first, last, switch, part)) is not None:
         return v

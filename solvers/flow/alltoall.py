@@ -19,7 +19,6 @@ then carries ``1 / (c P)`` of its LP load, so the synchronous time is the optimu
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 
