@@ -48,6 +48,7 @@ FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks
     "collsynth.solvers.closed_form": None,  # one module per family: ring, trees, butterfly, swing, optree, ...
     "collsynth.solvers.bfb.expansions": ("expansion",),  # line-graph, degree, cartesian expansions
     "collsynth.solvers.packing": ("tree-packing",),  # ForestColl tree packing
+    "collsynth.solvers.flow": ("flow-alltoall",),  # the concurrent flow LP, decomposed into paths
 }
 SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
     "collsynth.solvers.ten.formulation_producers",

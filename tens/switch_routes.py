@@ -58,32 +58,73 @@ def switch_routes(schedule: Schedule, instance: Instance) -> SwitchRoutes:
     switch = switch_mask(instance.topology)
     if not len(s) or not (switch[s.src] | switch[s.dst]).any():
         return SwitchRoutes(s, [()] * len(s), None)
-    came = _forwarded_arrivals(s, instance, switch)
-    rows = []  # (chunk, lo, hi, src, dst, step, first hop, last hop, path)
-    for i in range(len(s)):
-        c, lo, hi, u, v, t = (int(x[i]) for x in (s.chunk, s.lo, s.hi, s.src, s.dst, s.step))
-        if switch[v]:
-            continue
-        if not switch[u]:
-            rows.append((c, lo, hi, u, v, t, i, i, ()))
-            continue
-        rows.extend((c, a_lo, a_hi, int(s.src[a]), v, t, a, i, path)
-                    for a, a_lo, a_hi, path in _trace(s, switch, came, i, lo, hi))
-    cols = list(zip(*rows)) if rows else [()] * 9
-    flat = from_arrays(s.collective, s.nodes, s.chunks, chunk=cols[0], lo=cols[1], hi=cols[2], src=cols[3],
-                       dst=cols[4], step=cols[5], denom=s.denom, routing="shortest-path", meta=dict(s.meta))
-    return SwitchRoutes(flat, list(cols[8]), _route_dependencies(s, instance, rows))
+    flat, rows = flattened(s, instance)
+    return SwitchRoutes(flat, [row[8] for row in rows], _route_dependencies(s, instance, rows))
 
 
-def _forwarded_arrivals(s: Schedule, instance: Instance, switch: np.ndarray) -> dict[int, list[int]]:
-    """``{send out of a switch: the arrivals it forwards, in (step, index) order}``."""
+def flattened(schedule: Schedule, instance: Instance) -> tuple[Schedule, list[tuple]]:
+    """Every route GPU -> switch(es) -> GPU of ``schedule`` as one send (the sends between GPUs
+    as they are, sends into switches that nothing forwards dropped), with the op of the send
+    that delivers it, and per send the row ``(chunk, lo, hi, src, dst, step, first hop, last
+    hop, switches crossed)`` (hops as indices into ``schedule``)."""
+    flat, first, last, path = flat_routes(schedule, instance)
+    cols = (flat.chunk, flat.lo, flat.hi, flat.src, flat.dst, flat.step, first, last)
+    return flat, [(*(int(x) for x in row), p) for *row, p in zip(*cols, path)]
+
+
+def flat_routes(schedule: Schedule, instance: Instance,
+                paths: bool = True) -> tuple[Schedule, np.ndarray, np.ndarray, list | None]:
+    """:func:`flattened` as arrays: the schedule of one send per route, each route's first and
+    last hop (indices into ``schedule``) and the switches it crosses (None unless ``paths``). A send out of a switch
+    that forwards one arrival from a GPU covering its whole piece is the route of one switch
+    (vectorised); the others are followed back hop by hop (:func:`_trace`)."""
+    s = schedule
+    switch = switch_mask(instance.topology)
+    fw = _forwarded_pairs(s, instance, switch)
+    direct = np.flatnonzero(~switch[s.src] & ~switch[s.dst])
+    outs = np.flatnonzero(switch[s.src] & ~switch[s.dst])
+    count = np.bincount(fw[0], minlength=len(s))
+    one = np.full(len(s), -1, np.int64)
+    single = count[fw[0]] == 1
+    one[fw[0][single]] = fw[1][single]
+    a = one[outs]
+    simple = (a >= 0) & ~switch[s.src[np.maximum(a, 0)]] & (s.lo[np.maximum(a, 0)] <= s.lo[outs]) \
+        & (s.hi[np.maximum(a, 0)] >= s.hi[outs])
+    easy, hard = outs[simple], outs[~simple]
+    first = [direct, a[simple]]
+    last = [direct, easy]
+    cols = {"chunk": [s.chunk[direct], s.chunk[easy]], "lo": [s.lo[direct], s.lo[easy]],
+            "hi": [s.hi[direct], s.hi[easy]], "src": [s.src[direct], s.src[a[simple]]]}
+    path = [()] * len(direct) + [(int(u),) for u in s.src[easy].tolist()] if paths else []
+    came: dict[int, list[int]] = defaultdict(list)
+    traced = ~np.isin(fw[0], easy)  # the hard sends and the switch-to-switch hops they follow back
+    for x, y in zip(*(v[traced].tolist() for v in fw)):
+        came[x].append(y)
+    rows = [(a_lo, a_hi, f, i, p) for i in hard.tolist()
+            for f, a_lo, a_hi, p in _trace(s, switch, came, i, int(s.lo[i]), int(s.hi[i]))]
+    if rows:
+        r_lo, r_hi, r_first, r_last, r_path = zip(*rows)
+        r_first, r_last = np.asarray(r_first, np.int64), np.asarray(r_last, np.int64)
+        first.append(r_first), last.append(r_last), path.extend(r_path if paths else ())
+        for name, col in (("chunk", s.chunk[r_last]), ("lo", np.asarray(r_lo, np.int64)),
+                          ("hi", np.asarray(r_hi, np.int64)), ("src", s.src[r_first])):
+            cols[name].append(col)
+    first, last = np.concatenate(first), np.concatenate(last)
+    order = np.argsort(last, kind="stable")  # the schedule's order of deliveries
+    arr = {k: np.concatenate(v)[order] for k, v in cols.items()}
+    flat = from_arrays(s.collective, s.nodes, s.chunks, **arr, dst=s.dst[last[order]], step=s.step[last[order]],
+                       denom=s.denom, op=s.op[last[order]], routing="shortest-path", meta=dict(s.meta))
+    return flat, first[order], last[order], [path[i] for i in order.tolist()] if paths else None
+
+
+def _forwarded_pairs(s: Schedule, instance: Instance, switch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(send out of a switch, arrival it forwards)`` pairs, by the first then the second."""
     order = step_order(s.step)[0]
     cols = [c[order] for c in (s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back(s, instance))]
     fw = switch_forwards(*cols, switch, bool(s.meta.get("switch_copy", SWITCH_COPY)), s.denom)
-    came: dict[int, list[int]] = defaultdict(list)
-    for d, a in zip(order[fw.leave].tolist(), order[fw.arrival].tolist()):
-        came[d].append(a)
-    return came
+    leave, arrival = order[fw.leave], order[fw.arrival]
+    key = np.lexsort((arrival, leave))
+    return leave[key], arrival[key]
 
 
 def _trace(s: Schedule, switch: np.ndarray, came: dict, x: int, lo: int, hi: int):

@@ -35,8 +35,11 @@ of its Fig. 12, with pieces and contributions added):
   a send from the switch to another switch never does (:func:`collsynth.tens.ten.instant_hops`:
   two switches linked both ways would otherwise pass a piece nobody sent round a cycle of
   zero steps).
-  :func:`switch_violation` checks these rules; combining collectives through switch nodes are
-  not verified (refused with a violation).
+  :func:`switch_violation` checks these rules. A combining collective relayed through switches
+  is simulated with one send per route GPU -> switch(es) -> GPU (a switch forwards without
+  reducing; reductions happen at GPUs only, each contributor exactly once), provided a route's
+  source does not receive an overlapping piece between its first hop and the delivery
+  (:func:`_relayed_violation`; refused otherwise, and under a pipelined latency).
 - A pipelined link latency (topology ``meta["latency"] == "pipelined"``, TE-CCL's model,
   :func:`collsynth.tens.ten.latency_pipelined`) makes a schedule's steps TEN timesteps: when it
   declares the TEN timestep ``meta["timestep_s"]``, a send over a link pair of delay ``k`` and
@@ -142,7 +145,8 @@ def verify(schedule: Schedule, instance: Instance, *, well_formed: bool = False)
     if v is not None:
         return v
     switch = _switch_mask(topo)
-    found = [v for coll, off in zip(colls, offsets) if (v := _simulate(schedule, coll, off, switch)) is not None]
+    found = [v for coll, off in zip(colls, offsets) if (v := _simulate_one(schedule, instance, coll, off, switch))
+             is not None]
     if switch.any() and (v := switch_violation(schedule, instance)) is not None:
         found.append(v)
     if (v := pipelined_violation(schedule, instance)) is not None:
@@ -257,15 +261,82 @@ def _switch_mask(topo: Topology) -> np.ndarray:
     return switch_mask(topo)
 
 
+def _simulate_one(s: Schedule, instance: Instance, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
+    """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``; a
+    combining collective whose sends touch a switch through :func:`_relayed_violation`."""
+    if coll.combining and switch.any():
+        part = (s.chunk >= off) & (s.chunk < off + coll.num_chunks)
+        touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
+        if len(touch):
+            return _relayed_violation(s, instance, coll, off, switch, int(touch[0]))
+    return _simulate(s, coll, off, switch)
+
+
+def _relayed_violation(s: Schedule, instance: Instance, coll: Collective, off: int, switch: np.ndarray,
+                       touch: int) -> Violation | None:
+    """The first violation of a combining collective relayed through switch nodes, or None.
+
+    A switch stores and reduces nothing: each route GPU -> switch(es) -> GPU carries, unchanged,
+    what its first hop read at its source (the pairing rule of ``docs/schedules.md``, "Switch
+    nodes", :func:`collsynth.tens.switch_routes.flat_routes`), so the schedule is the one with a
+    send per route, simulated as any GPU-to-GPU schedule (each contributor exactly once at
+    every destination), provided that what a route's source holds of the piece does not change
+    between the first hop's step and the delivery (then reading it at the delivery's step - 1,
+    as the simulation does, reads the same contributions): a route over which it changes is
+    refused (:func:`_reread_violation`), as are relays under a pipelined latency."""
+    from .switch_routes import flat_routes
+
+    if latency_pipelined(instance.topology):
+        return _at(s, touch, f"a {coll.kind} relayed through a switch node under a pipelined latency: "
+                             "not verified (unwind the switches)")
+    flat, first, last, _ = flat_routes(s, instance, paths=False)
+    part = (flat.chunk >= off) & (flat.chunk < off + coll.num_chunks)
+    if (v := _reread_violation(s, flat, first, last, switch, part)) is not None:
+        return v
+    v = _simulate(flat, coll, off, np.zeros_like(switch))
+    if v is None or v.index is None:
+        return v
+    i = int(last[v.index])
+    route = "" if first[v.index] == i else f" (the route from node {int(flat.src[v.index])} through switches)"
+    return Violation(i, _send(s, i), int(s.step[i]), v.reason + route)
+
+
+def _reread_violation(s: Schedule, flat: Schedule, first: np.ndarray, last: np.ndarray, switch: np.ndarray,
+                      part: np.ndarray) -> Violation | None:
+    """The first route (rows of ``flat``, hops ``first`` / ``last`` into ``s``) whose source
+    GPU receives an overlapping piece of its chunk between the step of its first hop and the
+    step before its delivery, or None (see :func:`_relayed_violation`)."""
+    t1, t2 = s.step[first], s.step[last]
+    win = np.flatnonzero((t2 > t1) & part)
+    into = np.flatnonzero(~switch[s.dst])  # deliveries to GPUs
+    if not len(win) or not len(into):
+        return None
+    span = int(s.step.max()) + 2
+    key = (s.chunk[into].astype(np.int64) * s.nodes + s.dst[into]) * span + s.step[into]
+    order = np.argsort(key, kind="stable")
+    key, into = key[order], into[order]
+    base = (flat.chunk[win].astype(np.int64) * s.nodes + flat.src[win]) * span
+    a = np.searchsorted(key, base + t1[win], "left")
+    b = np.searchsorted(key, base + t2[win] - 1, "right")
+    count = b - a
+    if not count.sum():
+        return None
+    row = np.repeat(np.arange(len(win)), count)
+    got = into[np.repeat(a, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)]
+    hit = np.flatnonzero((s.lo[got] < flat.hi[win][row]) & (s.hi[got] > flat.lo[win][row]))
+    if not len(hit):
+        return None
+    k = hit[np.argmin(t1[win][row[hit]])]
+    r, j = int(win[row[k]]), int(got[k])
+    return _at(s, int(first[r]), f"node {int(flat.src[r])} sends this piece of a reduction into a switch, which "
+                                 f"delivers it in step {int(t2[r])}, but send {j} changes what the node holds of it "
+                                 f"in step {int(s.step[j])} before then: a switch relay must read its source once "
+                                 "(not verified)")
+
+
 def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``."""
     nc = coll.num_chunks
-    if coll.combining and switch.any():
-        part = (s.chunk >= off) & (s.chunk < off + nc)
-        touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
-        if len(touch):
-            return _at(s, touch[0], f"a {coll.kind} relayed through a switch node: switch relays of combining "
-                                    "collectives are not verified (unwind the switches)")
     first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
     if not coll.combining and first_reduce >= 0:
         return _at(s, first_reduce, f"a reduce send in a {coll.kind}, which does not combine")

@@ -226,11 +226,13 @@ def test_unbalanced_relay_is_refused_with_a_reason():
     assert "splitting" in row["message"]
 
 
-def test_combining_through_switches_is_refused():
-    topo = topology("switch", nodes=4, unwind=0, bandwidth=50e9, alpha=0.0)
+def test_combining_through_instant_switch_hops_is_refused():
+    """Its time reversal would forward a step late over an instant switch-to-NPU hop (kept
+    switches with timestep hops are verified: tests/test_switch_reductions.py)."""
+    topo = topology("ndv2", chassis=2, inter_chassis="switch", switch_hop="instant")
     row, sched = pipeline.run(make_instance(topo, "reduce_scatter", message_bytes=M), "tree-packing", Options())
     assert row["status"] == "skipped" and sched is None
-    assert "switch" in row["message"]
+    assert "instant switch hops" in row["message"]
 
 
 def test_unreachable_gpu_is_one_line_naming_the_file(tmp_path, capsys):

@@ -14,7 +14,8 @@ trees share a piece anywhere.
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
 reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
-through switch nodes are refused: the verifier does not check switch relays of reductions.
+through switch nodes are verified route by route (a switch forwards, GPUs reduce;
+:mod:`collsynth.tens.verify`), except with instant switch hops or a pipelined latency (refused).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ...instances.size import BYTES_PER_SEND
 from ...limits import memory_budget, require
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
-from ...tens.ten import instant_hops
+from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees
@@ -206,9 +207,10 @@ def _check(instance: Instance) -> None:
     coll = instance.collective
     if coll.kind not in KINDS:
         raise Unsupported(f"tree-packing implements {', '.join(KINDS)}, not {coll.kind}")
-    if coll.combining and instance.topology.switches:
-        raise Unsupported(f"tree-packing: a {coll.kind} through switch nodes cannot be verified (the verifier "
-                          "refuses switch relays of reductions); unwind the switches")
+    topo = instance.topology
+    if coll.combining and topo.switches and (instant_hops(topo).any() or latency_pipelined(topo)):
+        raise Unsupported(f"tree-packing: a {coll.kind} through switch nodes with instant switch hops or a pipelined "
+                          "latency cannot be verified (its time reversal forwards a step late); unwind the switches")
 
 
 def plan(kind: str) -> list[tuple[str, bool]]:
@@ -255,7 +257,10 @@ def run(instance: Instance, options: Options) -> Outcome:
 def _with_header(sched: Schedule, instance: Instance) -> Schedule:
     """The schedule with the instance's collective kind and chunk count in its header."""
     coll = instance.collective
-    return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta={"algorithm": "tree-packing"})
+    meta = {"algorithm": "tree-packing"}
+    if coll.combining and instance.topology.switches:  # one arrival per send out of a switch: in the time
+        meta["switch_copy"] = False  # reversal the j-th forward of a step carries the j-th arrival (a child's sum)
+    return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta=meta)
 
 
 PARAMS = (

@@ -47,6 +47,12 @@ Arguments (``source``)
     (seconds) the exact cut optimum of an allgather, broadcast, reduce-scatter or reduce by
     max-flow (:func:`forest_seconds`; Zhao et al., "ForestColl", arXiv 2402.06787, Section 4):
     the cut argument over every node set ``S``, switches included, searched exactly.
+``flow``
+    (seconds) the maximum concurrent flow optimum of an all-to-all, scatter or gather by LP
+    (:func:`flow_seconds`; Shahrokhi and Matula, J. ACM 1990): every pair's data follows paths
+    from its source to its destination and the links carry it all; at least every cut bound
+    (a unidirectional 4-ring all-to-all: 6 pair units a link against the best cut's 4), and
+    re-proved from the LP's duals so that the solver's tolerance cannot make it too large.
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
@@ -85,7 +91,7 @@ node set rather than to one node.
 Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must cross into a node
 set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
-:mod:`.instance` (:func:`instance_bounds`), :mod:`.timesteps` (the TEN bound and its capacity rule).
+:mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule).
 """
 
 from __future__ import annotations
@@ -144,6 +150,10 @@ from .instance import (
     forest_seconds,
     instance_bounds,
 )
+from .flows import (
+    FLOW_CELLS,
+    flow_seconds,
+)
 from .timesteps import (
     distance_bound,
     lower_bound,
@@ -192,6 +202,8 @@ __all__ = [
     "FOREST_KINDS",
     "forest_seconds",
     "instance_bounds",
+    "FLOW_CELLS",
+    "flow_seconds",
     "distance_bound",
     "lower_bound",
     "respects_ten_capacity",

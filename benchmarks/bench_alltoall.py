@@ -1,0 +1,104 @@
+"""All-to-all by the concurrent flow LP (``flow-alltoall``) against the instance's bound, 1 GB at alpha 0.
+
+Run: ``python benchmarks/bench_alltoall.py`` (or ``python -m pytest -m benchmark
+benchmarks/bench_alltoall.py -s``; ``--only NAME`` for one row). Each row runs in its own process
+through the normal pipeline (``collsynth.solvers.pipeline.run``: verified, then priced) and
+prints: the instance's bound under the sync model (its best argument: the concurrent flow LP,
+``flow``, or a cut), the largest cut bound the node-set search found, our time under the sync
+and the event model and their ratios to the bound, the generation time (LP, decomposition,
+schedule), the sends and the peak memory. ForestColl has no all-to-all, so there is no
+published figure to set beside ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+
+import pytest
+
+M = 1e9
+TIME_LIMIT_S = 900
+ROWS = [
+    ("A100 x1", "forestcoll_a100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("A100 x2", "forestcoll_a100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("A100 x4", "forestcoll_a100", {"nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("MI250 x1", "forestcoll_mi250", {"nodes": 1, "xgmi_alpha": 0.0, "nic_alpha": 0.0}),
+    ("MI250 x2", "forestcoll_mi250", {"nodes": 2, "xgmi_alpha": 0.0, "nic_alpha": 0.0}),
+    ("DGX-H100 x2", "dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("DGX-H100 x4", "dgx_h100", {"nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("DGX-2 x2 (TE-CCL)", "dgx2", {"chassis": 2, "nvswitch_alpha": 0.0, "nic_alpha": 0.0}),
+]
+
+
+def _row(args) -> dict:
+    label, generator, params = args
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+    from collsynth.tens.bounds import instance_bounds
+
+    inst = make_instance(build(generator, params), "alltoall", message_bytes=M, name=f"{generator}-alltoall")
+    bounds = instance_bounds(inst)
+    cut = bounds.part("sync_bandwidth", "cut")
+    out = {"system": label, "gpus": len(inst.collective.nodes), "bound_s": bounds.sync.value,
+           "bound_source": bounds.sync.source, "cut_s": cut.value}
+    row, sched = pipeline.run(inst, "flow-alltoall", Options(time_limit=TIME_LIMIT_S))
+    out.update(status=row["status"], verified=row["verified"], event_s=row["time_event_s"],
+               sync_s=row["time_sync_s"], gen_s=row["build_s"], sends=len(sched) if sched is not None else 0,
+               message=row["message"], pieces=(row.get("extra") or {}).get("pieces"))
+    out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _fmt(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ("| system | GPUs | bound ms (source) | largest cut ms | sync ms | sync/bound | event ms | event/bound | "
+            "pieces | sends | generation s | peak MiB |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        ev, sy, b = r.get("event_s"), r.get("sync_s"), r["bound_s"]
+        lines.append("| " + " | ".join([
+            r["system"], str(r["gpus"]), f"{_fmt(b * 1e3, '.4f')} ({r['bound_source']})",
+            _fmt(r["cut_s"] and r["cut_s"] * 1e3, ".4f"),
+            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / b, ".4f"),
+            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / b, ".4f"),
+            _fmt(r.get("pieces"), "d"), _fmt(r.get("sends"), ","), _fmt(r.get("gen_s"), ".2f"),
+            _fmt(r["peak_MiB"], ".0f"),
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def main(only: str | None = None) -> list[dict]:
+    """Every row (or the one named ``only``), each in a fresh process; prints the table."""
+    rows = []
+    ctx = mp.get_context("spawn")
+    for spec in ROWS:
+        if only and spec[0] != only:
+            continue
+        with ctx.Pool(1) as pool:
+            r = pool.apply(_row, (spec,))
+        rows.append(r)
+        print(f"{r['system']}: {r['status']} {r['message'] or ''}", flush=True)
+    print(table(rows))
+    return rows
+
+
+@pytest.mark.benchmark
+def test_bench_alltoall():
+    rows = main()
+    for r in rows:
+        assert r["verified"]
+        assert r["sync_s"] >= r["bound_s"] * (1 - 1e-9)  # the bound is a bound
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None, help="one system label, e.g. 'A100 x2'")
+    main(parser.parse_args().only)

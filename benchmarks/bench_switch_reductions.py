@@ -1,0 +1,85 @@
+"""Tree packing's reductions through kept switches (verified route by route), 1 GB at alpha 0.
+
+Run: ``python benchmarks/bench_switch_reductions.py`` (or ``python -m pytest -m benchmark
+benchmarks/bench_switch_reductions.py -s``; ``--only 'A100 x2'`` for one system). Each row runs in
+its own process through the normal pipeline (verified, then priced) and prints the instance's
+sync bound, our sync and event times, their ratio to the bound, and the seconds spent producing
+and verifying (a reduction relayed by a switch is simulated with one send per route GPU ->
+switch(es) -> GPU, ``tens/verify.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+
+import pytest
+
+M = 1e9
+SYSTEMS = [
+    ("A100 x1", "forestcoll_a100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("A100 x2", "forestcoll_a100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("MI250 x2", "forestcoll_mi250", {"nodes": 2, "xgmi_alpha": 0.0, "nic_alpha": 0.0}),
+    ("DGX-H100 x2", "dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+]
+KINDS = ("reduce_scatter", "allreduce")
+
+
+def _row(args) -> dict:
+    label, generator, params, kind = args
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+
+    inst = make_instance(build(generator, params), kind, message_bytes=M)
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=900))
+    stages = (row.get("extra") or {}).get("stages_s", {})
+    return {"system": label, "kind": kind, "verified": row["verified"], "bound_s": row["lower_bound_s"],
+            "sync_s": row["time_sync_s"], "event_s": row["time_event_s"], "sends": len(sched) if sched is not None else 0,
+            "gen_s": stages.get("produce"), "verify_s": stages.get("verification"), "message": row["message"]}
+
+
+def _fmt(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = "| system | kind | verified | bound ms | sync ms | sync/bound | event ms | sends | generation s | verification s |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        sy, b = r["sync_s"], r["bound_s"]
+        lines.append("| " + " | ".join([
+            r["system"], r["kind"], str(r["verified"]), _fmt(b * 1e3, ".4f"), _fmt(sy and sy * 1e3, ".4f"),
+            _fmt(sy and sy / b, ".4f"), _fmt(r["event_s"] and r["event_s"] * 1e3, ".4f"), _fmt(r["sends"], ","),
+            _fmt(r["gen_s"], ".1f"), _fmt(r["verify_s"], ".1f")]) + " |")
+    return "\n".join(lines)
+
+
+def main(only: str | None = None) -> list[dict]:
+    """Every system and kind (or the system named ``only``), each in a fresh process."""
+    rows = []
+    ctx = mp.get_context("spawn")
+    for label, gen, params in SYSTEMS:
+        if only and label != only:
+            continue
+        for kind in KINDS:
+            with ctx.Pool(1) as pool:
+                r = pool.apply(_row, ((label, gen, params, kind),))
+            rows.append(r)
+            print(f"{label} {kind}: verified={r['verified']} {r['message'] or ''}", flush=True)
+    print(table(rows))
+    return rows
+
+
+@pytest.mark.benchmark
+def test_bench_switch_reductions():
+    for r in main():
+        assert r["verified"] and r["sync_s"] >= r["bound_s"] * (1 - 1e-9)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None, help="one system label, e.g. 'A100 x2'")
+    main(parser.parse_args().only)
