@@ -79,11 +79,80 @@ def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int, arc
     return max(0, min(j.count, cap.get((x, y), 0), value - int(counts.sum())))
 
 
-def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False) -> tuple[list[Tree], int]:
+def translation(net: Network, roots: dict[int, int]) -> int | None:
+    """The least block ``d`` (a divisor of the compute node count ``N``, ``d < N``) such that
+    moving every compute node ``d`` places on in id order (``c_i -> c_{(i + d) mod N}``) maps the
+    split network's arcs onto arcs of the same capacity and the roots onto roots of the same
+    multiplicity: identical boxes of ``d`` nodes, shifted one box on. None when no ``d`` does."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    index = {v: i for i, v in enumerate(comp)}
+    arcs = [(index[a], index[b], c) for (a, b), c in net.cap.items() if a != net.source]
+    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
+        if all(roots.get(comp[(i + d) % n], 0) == roots.get(v, 0) for i, v in enumerate(comp)) and \
+                all(net.cap.get((comp[(a + d) % n], comp[(b + d) % n])) == c for a, b, c in arcs):
+            return d
+    return None
+
+
+def pack_by_translation(net: Network, roots: dict[int, int], d: int) -> list[Tree] | None:
+    """Trees for the roots of the first box only (ids ``c_0 .. c_{d-1}``), grown breadth first
+    in turn (one frontier node per tree per round), each arc of the first box's orbit taken at
+    most its capacity in total; then every tree moved box by box (:func:`translation`). An arc's
+    orbit under the shifts holds one arc per box, and the moved trees put on each arc of an
+    orbit exactly as many copies as the first box's trees take from the orbit, so no arc is
+    used beyond its capacity. None when some tree gets stuck (the exact packing is then run)."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    index = {v: i for i, v in enumerate(comp)}
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(key for key in net.cap if key[0] != net.source):
+        out_of.setdefault(a, []).append(b)
+
+    def orbit(a: int, b: int) -> tuple[int, int]:
+        shift = index[a] // d * d
+        return comp[index[a] - shift], comp[(index[b] - shift) % n]
+
+    budget = {key: c for key, c in net.cap.items() if key[0] != net.source and index[key[0]] < d}
+    grown = [Tree(r, 1, {r}) for r in comp[:d] for _ in range(roots.get(r, 0))]
+    frontiers = [[t.root] for t in grown]
+    while any(len(t.nodes) < n for t in grown):
+        for tree, frontier in zip(grown, frontiers):
+            if len(tree.nodes) == n:
+                continue
+            if not frontier:
+                return None
+            x = frontier.pop(0)
+            for y in out_of.get(x, ()):
+                if y not in tree.nodes and budget[orbit(x, y)] > 0:
+                    budget[orbit(x, y)] -= 1
+                    tree.nodes.add(y), tree.arcs.append((x, y)), frontier.append(y)
+    moved = [Tree(comp[(index[t.root] + j) % n], 1, {comp[(index[v] + j) % n] for v in t.nodes},
+                  [(comp[(index[a] + j) % n], comp[(index[b] + j) % n]) for a, b in t.arcs])
+             for j in range(0, n, d) for t in grown]
+    return moved if _fits(net, moved) else None
+
+
+def _fits(net: Network, trees: list[Tree]) -> bool:
+    """Whether the trees use no arc beyond its capacity."""
+    load: dict = {}
+    for t in trees:
+        for arc in t.arcs:
+            load[arc] = load.get(arc, 0) + t.count
+    return all(used <= net.cap.get(arc, 0) for arc, used in load.items())
+
+
+def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False,
+         fast: bool = True) -> tuple[list[Tree], int]:
     """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
     copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
-    (each with its multiplicity) and the max flows run. Raises RuntimeError if a tree cannot be
-    completed (the condition did not hold)."""
+    (each with its multiplicity) and the max flows run. With ``fast`` (and breadth-first
+    growth), a network of identical boxes is packed by :func:`pack_by_translation` first.
+    Raises RuntimeError if a tree cannot be completed (the condition did not hold)."""
+    d = translation(net, roots) if fast and not depth_first else None
+    moved = pack_by_translation(net, roots, d) if d is not None else None
+    if moved is not None:
+        return moved, 0
     cap = {key: c for key, c in net.cap.items() if key[0] != net.source}
     out_of: dict[int, list[int]] = {}
     for a, b in sorted(cap):
