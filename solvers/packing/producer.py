@@ -33,6 +33,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import instant_hops
 from ..producers import Options, Outcome, Param, Producer, Unsupported
+from . import latency
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees
 
@@ -232,10 +233,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     t0 = time.perf_counter()
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees")) for kind, transposed in plan(coll.kind)]
-    chosen = options.params.get("pieces")
     alpha = float(instance.topology.link_arrays.alpha.max())
-    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests),
-                                    optimum_seconds(instance, f) / coll.chunks_per_node, alpha) for f in forests]
+    picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
+    forests, depths = [p[0] for p in picks], [p[1] for p in picks]
     check_sends(forests, depths, coll.chunks_per_node)
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
@@ -246,10 +246,37 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "trees_per_shard": f.k, "tau_packed": str(f.tau),
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
-                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}}
-                         for f, (_, p) in zip(forests, parts)]}
+                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
+                          **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
+                         for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
+    """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
+    the fixed depth of :func:`auto_pieces`; else the least estimate of :func:`.latency.choose`
+    over the forest's own ``k`` and (unless ``trees`` is set) one tree per shard, repacked."""
+    coll = instance.collective
+    c = coll.chunks_per_node
+    fixed = auto_pieces(f.trees, c * parts)
+    if options.params.get("pieces") or alpha <= 0:
+        return f, options.params.get("pieces") or fixed, None
+    alts = {f.k: f}
+    if options.params.get("trees") is None and f.k != 1:
+        try:
+            alts[1] = forest(instance, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first", 1)
+        except Unsupported:
+            pass
+    cands = [latency.Candidate(k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
+                               auto_pieces(g.trees, c * parts), c) for k, g in alts.items()]
+    choice = latency.choose(cands, alpha, (f.k, fixed))
+    return alts[choice.k], choice.pieces, choice
+
+
+def packed_seconds(instance: Instance, f: Forest) -> float:
+    """The packed trees' bandwidth time: the optimum stretched by ``tau_packed / tau``."""
+    return float(optimum_seconds(instance, f) * f.tau / f.opt.tau) if f.opt.tau else 0.0
 
 
 def _with_header(sched: Schedule, instance: Instance) -> Schedule:
@@ -263,7 +290,8 @@ PARAMS = (
                               "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
-                               "within a budget of sends)", low=1, high=1_000_000),
+                               "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
+                               "pieces of least estimated sync + event time)", low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
+from scipy.sparse.csgraph import connected_components, maximum_flow
 
 from ...tens.cut_optimum import INT32_MAX, max_flow
 
@@ -242,13 +242,19 @@ def _transport(supply: dict[int, int], demand: dict[int, int], bound) -> dict[tu
 
 def split_evenly(net: Network, w: int) -> None:
     """Split every link through ``w`` in bulk and drop what is left at ``w``: each in-link
-    ``u -> w`` is spread over the out-links ``w -> t`` (``t != u``) in proportion to their
-    capacities (rounded up), then what is left is paired by one more transportation flow. No
-    cut is checked here: :func:`split_all_evenly` checks the condition once at the end."""
+    ``u -> w`` is spread over the out-links ``w -> t`` to nodes ``t`` in other groups than
+    ``u`` (:func:`_groups`: other boxes; all ``t != u`` when there are none) in proportion to
+    their capacities (rounded up), then what is left is paired by one more transportation flow
+    over every ``t != u``. A switch's links are what joins the groups, so spending them inside
+    a group would waste the scarce cuts between groups. No cut is checked here: the caller
+    checks the condition (:func:`split_all_evenly`)."""
     ins = {u: c for (u, x), c in net.cap.items() if x == w and u != net.source}
     outs = {t: c for (x, t), c in net.cap.items() if x == w}
-    total = sum(outs.values())
-    amounts = _transport(ins, outs, lambda u, t: -(-ins[u] * outs[t] // max(1, total - outs.get(u, 0))))
+    group = _groups(net)
+    apart = {u: [t for t in outs if t != u and group.get(t, -1 - t) != group.get(u, -2 - u)] for u in ins}
+    allowed = {u: set(apart[u]) or set(outs) - {u} for u in ins}
+    total = {u: sum(outs[t] for t in allowed[u]) for u in ins}
+    amounts = _transport(ins, outs, lambda u, t: -(-ins[u] * outs[t] // max(1, total[u])) if t in allowed[u] else 0)
     left_in, left_out = dict(ins), dict(outs)
     for (u, t), g in amounts.items():
         left_in[u] -= g
@@ -260,6 +266,17 @@ def split_evenly(net: Network, w: int) -> None:
     for key in [k for k in net.cap if w in k]:
         del net.cap[key]
         net.pools.pop(key, None)
+
+
+def _groups(net: Network) -> dict[int, int]:
+    """Each compute node's group: the weakly connected components of the links between
+    compute nodes alone (a box's GPUs once its switch is split, or joined by direct links)."""
+    compute = set(net.compute)
+    keys = [k for k in net.cap if k[0] in compute and k[1] in compute]
+    graph = csr_matrix((np.ones(len(keys)), ([k[0] for k in keys], [k[1] for k in keys])),
+                       shape=(net.nodes + 1, net.nodes + 1))
+    _, label = connected_components(graph, directed=True, connection="weak")
+    return {v: int(label[v]) for v in compute}
 
 
 def split_all_evenly(net: Network) -> bool:
