@@ -1,6 +1,7 @@
 """Allgather time against message size: latency-aware tree packing against the methods it must beat.
 
-Run: ``python benchmarks/bench_size_sweep.py [--quick] [--out PATH] [--system LABEL]``. Message
+Run: ``python benchmarks/bench_size_sweep.py [--quick] [--out PATH] [--system LABEL] [--save
+JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
 sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
 two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``forestcoll_mi250``,
 ``dgx_h100``), each with its own link latencies (NCCL / RCCL tuning.cc hwLat, cited there).
@@ -28,7 +29,9 @@ log-log plot (one panel per system, event-model times, methods as lines) to ``--
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 SIZES = [4 ** i * 65536 for i in range(9)]  # 64 KB .. 4 GB
 SYSTEMS = [("A100 x2", "forestcoll_a100", {"nodes": 2}), ("MI250 x2", "forestcoll_mi250", {"nodes": 2}),
@@ -131,12 +134,25 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="skip ten-ilp (a minute per run)")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
+    parser.add_argument("--save", default=None, help="write the results as JSON here")
+    parser.add_argument("--load", nargs="*", default=None,
+                        help="tabulate and plot saved results (of --save) instead of running")
     args = parser.parse_args(argv)
-    systems = [s for s in SYSTEMS if args.system in (None, s[0])]
     methods = tuple(m for m in METHODS if not (args.quick and m == "ten-ilp"))
-    if args.quick:
-        print("--quick: ten-ilp skipped")
-    results = sweep(systems, SIZES, methods)
+    if args.load is not None:
+        results = {}
+        for path in args.load:
+            results.update({(r["system"], r["size"], r["method"]): r for r in json.loads(Path(path).read_text())})
+        methods = tuple(m for m in METHODS if any(k[2] == m for k in results))
+        systems = [s for s in SYSTEMS if any(k[0] == s[0] for k in results)]
+    else:
+        systems = [s for s in SYSTEMS if args.system in (None, s[0])]
+        if args.quick:
+            print("--quick: ten-ilp skipped")
+        results = sweep(systems, SIZES, methods)
+    if args.save:
+        Path(args.save).write_text(json.dumps([{"system": k[0], "size": k[1], "method": k[2], **v}
+                                               for k, v in results.items()], default=str))
     for label, _, _ in systems:
         for model in MODELS:
             print(table(results, label, SIZES, methods, model), "\n")
