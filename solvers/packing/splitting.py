@@ -65,13 +65,13 @@ class Network:
         """A capacity no cut of the network reaches."""
         return sum(self.cap.values()) + 1
 
-    def holds(self) -> bool:
-        """Whether every compute node has ``lambda(s, v) >= need`` (the arcs built once, one
-        max flow per compute node)."""
+    def holds(self, nodes=None) -> bool:
+        """Whether every compute node (or each of ``nodes``) has ``lambda(s, v) >= need`` (the
+        arcs built once, one max flow per node)."""
         keys = np.asarray(list(self.cap), dtype=np.int64).reshape(-1, 2)
         cap = np.fromiter(self.cap.values(), np.int64, len(self.cap))
         return all(max_flow(self.nodes + 1, keys[:, 0], keys[:, 1], cap, self.source, v)[0] >= self.need
-                   for v in self.compute)
+                   for v in (self.compute if nodes is None else nodes))
 
     def snapshot(self) -> tuple[dict, dict]:
         """A copy of the capacities and route pools (:meth:`restore` puts it back)."""
@@ -268,6 +268,22 @@ def split_evenly(net: Network, w: int) -> None:
         net.pools.pop(key, None)
 
 
+def translation(net: Network, roots: dict[int, int]) -> int | None:
+    """The least block ``d`` (a divisor of the compute node count ``N``, ``d < N``) such that
+    moving every compute node ``d`` places on in id order (``c_i -> c_{(i + d) mod N}``) maps the
+    split network's arcs onto arcs of the same capacity and the roots onto roots of the same
+    multiplicity: identical boxes of ``d`` nodes, shifted one box on. None when no ``d`` does."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    index = {v: i for i, v in enumerate(comp)}
+    arcs = [(index[a], index[b], c) for (a, b), c in net.cap.items() if a != net.source]
+    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
+        if all(roots.get(comp[(i + d) % n], 0) == roots.get(v, 0) for i, v in enumerate(comp)) and \
+                all(net.cap.get((comp[(a + d) % n], comp[(b + d) % n])) == c for a, b, c in arcs):
+            return d
+    return None
+
+
 def _groups(net: Network) -> dict[int, int]:
     """Each compute node's group: the weakly connected components of the links between
     compute nodes alone (a box's GPUs once its switch is split, or joined by direct links)."""
@@ -285,12 +301,16 @@ def split_all_evenly(net: Network) -> bool:
     was and False returned. Splitting only lowers cut values, so the check is what keeps the
     condition; it passes on uniform systems (identical boxes, rails), where the proportional
     split is the complete splitting Bang-Jensen, Frank and Jackson ("Preserving and increasing
-    local edge-connectivity in mixed graphs", SIAM J. Discrete Math. 1995) guarantee to exist."""
+    local edge-connectivity in mixed graphs", SIAM J. Discrete Math. 1995) guarantee to exist.
+    When moving every node a box on maps the split network onto itself (:func:`translation`),
+    ``lambda(s, v)`` is the same for ``v`` and its image, so the first box's nodes are checked."""
     saved = net.snapshot()
     relays = sorted({x for key in net.cap for x in key} - set(net.compute) - {net.source})
     for w in relays:
         split_evenly(net, w)
-    if net.holds():
+    roots = {r: c for (x, r), c in net.cap.items() if x == net.source}
+    d = translation(net, roots)  # moving a box on maps the network onto itself: lambda(s, v) is the same
+    if net.holds(sorted(net.compute)[:d] if d else None):
         return True
     net.restore(saved)
     return False

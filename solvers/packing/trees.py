@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...tens.cut_optimum import max_flow
-from .splitting import Network, _take
+from .splitting import Network, _take, translation
 
 
 @dataclass
@@ -77,22 +77,6 @@ def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int, arc
     value, _ = max_flow(size + len(active), np.concatenate([src, np.full(len(others), x)]),
                         np.concatenate([dst, size + others]), np.concatenate([c, counts]), x, y)
     return max(0, min(j.count, cap.get((x, y), 0), value - int(counts.sum())))
-
-
-def translation(net: Network, roots: dict[int, int]) -> int | None:
-    """The least block ``d`` (a divisor of the compute node count ``N``, ``d < N``) such that
-    moving every compute node ``d`` places on in id order (``c_i -> c_{(i + d) mod N}``) maps the
-    split network's arcs onto arcs of the same capacity and the roots onto roots of the same
-    multiplicity: identical boxes of ``d`` nodes, shifted one box on. None when no ``d`` does."""
-    comp = sorted(net.compute)
-    n = len(comp)
-    index = {v: i for i, v in enumerate(comp)}
-    arcs = [(index[a], index[b], c) for (a, b), c in net.cap.items() if a != net.source]
-    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
-        if all(roots.get(comp[(i + d) % n], 0) == roots.get(v, 0) for i, v in enumerate(comp)) and \
-                all(net.cap.get((comp[(a + d) % n], comp[(b + d) % n])) == c for a, b, c in arcs):
-            return d
-    return None
 
 
 def pack_by_translation(net: Network, roots: dict[int, int], d: int) -> list[Tree] | None:
