@@ -13,14 +13,15 @@ and in the event model (FIFO links, latency overlapped with the next piece)
 
     event(q) = T (1 + (D - 1) / q) + D alpha,
 
-``T`` the packed trees' bandwidth time for the whole message. :func:`choose` evaluates a few
-candidates (the trees at the throughput optimum's ``k`` and, when it differs, at ``k = 1``;
-pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
+``T`` the trees' bandwidth time for the whole message. :func:`choose` evaluates a few
+candidates (the trees packed at the throughput optimum's ``k`` and, when it differs, at
+``k = 1``; one shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's
+load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
 depth ForestColl-style pipelining would use) under the sum of the two estimates and keeps the
 least. The fixed-depth candidate is always among them, so the choice is never worse than it in
 the estimate it minimises.
 
->>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, fixed=(1, 400))
+>>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, fixed=(0, 400))
 >>> best.pieces < 400
 True
 """
@@ -46,12 +47,15 @@ class Candidate:
     hops: int
     most: int
     chunks: int = 1
+    name: str = ""
 
 
 @dataclass(frozen=True)
 class Choice:
-    """The chosen trees (``k``) and pieces, their estimate, and the fixed-depth estimate."""
+    """The chosen trees (``name``, ``k`` per shard) and pieces, their estimate, and the
+    fixed-depth estimate."""
 
+    name: str
     k: int
     pieces: int
     estimate_s: float
@@ -62,7 +66,7 @@ class Choice:
 
     def as_dict(self) -> dict:
         """The choice as plain data for a row's ``extra``."""
-        return {"k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
+        return {"trees": self.name, "k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
                 "fixed_estimate_s": self.fixed_estimate_s, "fixed_k": self.fixed[0], "fixed_pieces": self.fixed[1],
                 "model": self.model, "candidates": self.candidates}
 
@@ -112,13 +116,15 @@ def piece_range(c: Candidate, alpha: float) -> list[int]:
 
 
 def choose(candidates: list[Candidate], alpha: float, fixed: tuple[int, int], model: str = "both") -> Choice:
-    """The candidate (``k``, pieces) of least :func:`estimate` under ``model``; ``fixed`` is the
-    ``(k, pieces)`` of fixed-depth pipelining at the optimum's ``k``, always evaluated."""
-    by_k = {c.k: c for c in candidates}
-    tried = [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), c.k, q)
-             for c in candidates for q in piece_range(c, alpha)]
-    fk, fq = fixed
-    fixed_s = estimate(model, by_k[fk].seconds, by_k[fk].depth, fq * by_k[fk].chunks, alpha)
-    tried.append((fixed_s, fk, fq))
-    best_s, k, q = min(tried, key=lambda t: (t[0], -t[1], -t[2]))
-    return Choice(k, q, best_s, fixed_s, model, len(tried), (fk, fq))
+    """The candidate (trees, pieces) of least :func:`estimate` under ``model``; ``fixed`` is
+    ``(index of the candidate, pieces)`` of fixed-depth pipelining at the optimum's ``k``,
+    always evaluated. Ties go to the earlier candidate, then to more pieces."""
+    tried = [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, -q)
+             for i, c in enumerate(candidates) for q in piece_range(c, alpha)]
+    fi, fq = fixed
+    f = candidates[fi]
+    fixed_s = estimate(model, f.seconds, f.depth, fq * f.chunks, alpha)
+    tried.append((fixed_s, fi, -fq))
+    best_s, i, q = min(tried)
+    c = candidates[i]
+    return Choice(c.name, c.k, -q, best_s, fixed_s, model, len(tried), (f.k, fq))

@@ -35,7 +35,7 @@ from ...tens.ten import instant_hops
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import latency
 from .splitting import network, remove_relays
-from .trees import RoutedTree, pack, routed_trees
+from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
 SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
@@ -256,22 +256,41 @@ def run(instance: Instance, options: Options) -> Outcome:
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the fixed depth of :func:`auto_pieces`; else the least estimate of :func:`.latency.choose`
-    over the forest's own ``k`` and (unless ``trees`` is set) one tree per shard, repacked."""
+    over the forest's own ``k``, (unless ``trees`` is set) one packed tree per shard, and one
+    shortest-path tree per root (:func:`shallow`)."""
     coll = instance.collective
     c = coll.chunks_per_node
     fixed = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or fixed, None
-    alts = {f.k: f}
-    if options.params.get("trees") is None and f.k != 1:
-        try:
-            alts[1] = forest(instance, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first", 1)
-        except Unsupported:
-            pass
-    cands = [latency.Candidate(k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
-                               auto_pieces(g.trees, c * parts), c) for k, g in alts.items()]
-    choice = latency.choose(cands, alpha, (f.k, fixed))
-    return alts[choice.k], choice.pieces, choice
+    alts = {f"packed k={f.k}": f}
+    if options.params.get("trees") is None:
+        if f.k != 1:
+            try:
+                alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline,
+                                            options.params.get("growth") == "depth-first", 1)
+            except Unsupported:
+                pass
+        alts["shortest paths"] = shallow(instance, f)
+    cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
+                               auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
+    choice = latency.choose(cands, alpha, (0, fixed))
+    return alts[choice.name], choice.pieces, choice
+
+
+def shallow(instance: Instance, f: Forest) -> Forest:
+    """One shortest-path tree per root of ``f`` (:func:`.trees.shortest_path_trees`), its time
+    the busiest link's: trees crossing it times a shard over its bandwidth."""
+    la = instance.topology.link_arrays
+    src, dst = (la.dst, la.src) if f.transposed else (la.src, la.dst)
+    roots = sorted({t.root for t in f.trees})
+    trees, load = shortest_path_trees(src, dst, instance.collective.nodes, roots)
+    bw: dict = {}
+    for a, b, x in zip(src.tolist(), dst.tolist(), la.bandwidth.tolist()):
+        bw[(a, b)] = bw.get((a, b), 0.0) + x
+    ratio = max(n / bw[arc] for arc, n in load.items()) * f.unit_bw if load else 0.0
+    tau = Fraction(ratio).limit_denominator(10 ** 9) if f.opt.tau else f.opt.tau
+    return replace(f, k=1, tau=max(tau, f.opt.tau), trees=trees, seconds={})
 
 
 def packed_seconds(instance: Instance, f: Forest) -> float:

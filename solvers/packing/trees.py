@@ -235,3 +235,34 @@ def _route_at(segs: list[list], unit: int) -> tuple[int, ...]:
             return tuple(route)
         at += amount
     raise IndexError(unit)
+
+
+def shortest_path_trees(src, dst, compute, roots) -> tuple[list[RoutedTree], dict]:
+    """One shallowest out-tree per root of ``roots``: breadth first over the links ``src ->
+    dst`` (every node may relay; a route runs from the nearest compute node above to the next),
+    and the number of trees crossing each link ``(a, b)``. They ignore capacities: the latency
+    candidate for messages too small for bandwidth to matter (:mod:`.latency`)."""
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(zip((int(x) for x in src), (int(x) for x in dst))):
+        out_of.setdefault(a, []).append(b)
+    compute = set(compute)
+    trees, load = [], {}
+    for r in roots:
+        parent, order = {r: r}, [r]
+        for x in order:
+            for y in out_of.get(x, ()):
+                if y not in parent:
+                    parent[y] = x
+                    order.append(y)
+        routes = []
+        for v in order[1:]:
+            if v not in compute:
+                continue
+            route = [v]
+            while route[-1] != r and (len(route) == 1 or route[-1] not in compute):
+                route.append(parent[route[-1]])
+            routes.append(tuple(reversed(route)))
+            for a, b in zip(routes[-1][:-1], routes[-1][1:]):
+                load[(a, b)] = load.get((a, b), 0) + 1
+        trees.append(RoutedTree(r, 0, 1, tuple(routes)))
+    return trees, load
