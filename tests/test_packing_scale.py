@@ -145,3 +145,26 @@ def test_latency_choice_beats_fixed_pipelining_in_the_sync_model_at_64_kb(switch
     assert choice["pieces"] < choice["fixed_pieces"]
     assert ours["time_sync_s"] < fixed["time_sync_s"]
     assert ours["time_event_s"] <= fixed["time_event_s"] * 1.05
+
+
+@pytest.mark.parametrize("gen, params, nodes", [
+    ("mesh", {"dims": [3, 3], "bandwidth": 50e9, "alpha": 1e-6}, [0, 2, 4, 6, 8]),
+    ("forestcoll_a100", {"nodes": 2}, None),
+])
+def test_shortest_path_trees_are_the_shallowest_and_verify(gen, params, nodes):
+    """One shortest-path tree per root spans every participant, is no deeper than the packed
+    trees, and at 64 KB (where latency rules) its schedule verifies through the pipeline."""
+    from collsynth.solvers.packing.producer import shallow
+
+    topo = topology_from_dict({"generator": gen, **params})
+    inst = make_instance(topo, "allgather", message_bytes=65536, nodes=nodes)
+    f = forest(inst, "allgather", False)
+    g = shallow(inst, f)
+    want = set(inst.collective.nodes)
+    assert sorted(t.root for t in g.trees) == sorted(want)
+    assert all({r[-1] for r in t.routes} | {t.root} == want for t in g.trees)
+    assert depth_of(g.trees) <= depth_of(f.trees)
+    assert packed_seconds(inst, g) >= packed_seconds(inst, f) * (1 - 1e-9)  # never below the optimum
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    assert row["extra"]["forests"][0]["latency_choice"]["trees"] in ("shortest paths", "packed k=1", f"packed k={f.k}")
