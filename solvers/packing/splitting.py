@@ -15,6 +15,12 @@ largest split is the least slack ``d+(S) - k W`` over those sets that miss some 
 two minimum cuts with infinite arcs pinning ``u``, ``t`` and ``w`` to their sides (one per
 compute node only when every minimum cut holds all compute nodes).
 
+That is the exact method, one pair at a time (:func:`remove_node`). First, though, every relay is
+split in bulk (:func:`split_all_evenly`: one transportation max-flow per relay spreads its links
+across boxes, then the condition is checked once), which on systems of identical boxes and rails
+is already a complete splitting that keeps the condition; only when the check fails does the
+exact method run.
+
 Every link of the split network carries a pool of routes in the original network
 (``route, capacity``): the routes through the removed nodes that :mod:`.trees` maps tree
 edges back to.
@@ -295,10 +301,10 @@ def _groups(net: Network) -> dict[int, int]:
     return {v: int(label[v]) for v in compute}
 
 
-def split_all_evenly(net: Network) -> bool:
+def split_all_evenly(net: Network) -> int | None:
     """Remove every relay by :func:`split_evenly` (in id order), then check the rooted cut
-    condition once, one max flow per compute node; if it fails, the network is put back as it
-    was and False returned. Splitting only lowers cut values, so the check is what keeps the
+    condition once, one max flow per compute node; returns the max flows run, or None (the
+    network put back as it was) if the check fails. Splitting only lowers cut values, so the check is what keeps the
     condition; it passes on uniform systems (identical boxes, rails), where the proportional
     split is the complete splitting Bang-Jensen, Frank and Jackson ("Preserving and increasing
     local edge-connectivity in mixed graphs", SIAM J. Discrete Math. 1995) guarantee to exist.
@@ -310,10 +316,11 @@ def split_all_evenly(net: Network) -> bool:
         split_evenly(net, w)
     roots = {r: c for (x, r), c in net.cap.items() if x == net.source}
     d = translation(net, roots)  # moving a box on maps the network onto itself: lambda(s, v) is the same
-    if net.holds(sorted(net.compute)[:d] if d else None):
-        return True
+    checked = sorted(net.compute)[:d] if d else list(net.compute)
+    if net.holds(checked):
+        return 2 * len(relays) + len(checked)
     net.restore(saved)
-    return False
+    return None
 
 
 def remove_relays(net: Network, deadline=None, fast: bool = True) -> int:
@@ -325,8 +332,9 @@ def remove_relays(net: Network, deadline=None, fast: bool = True) -> int:
     compute = set(net.compute)
     relays = sorted({x for key in net.cap for x in key} - compute - {net.source})
     if fast and relays:
-        if split_all_evenly(net):
-            return len(net.compute) + 2 * len(relays)
+        flows = split_all_evenly(net)
+        if flows is not None:
+            return flows
     lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every change
     flows = len(lower)
     for i, w in enumerate(relays):

@@ -12,6 +12,13 @@ the condition still holds: with a source node per partial tree ``i`` (arcs to it
 arcs ``x -> s_i`` of capacity ``C_i`` for the other trees, ``gamma = min(C, cap(x, y),
 maxflow(x, y) - sum_i C_i)``. A tree that takes fewer copies than it has splits in two.
 
+That costs a max flow per tree arc (hundreds of thousands at 512 GPUs). A network of identical
+boxes (moving every node a box on maps it onto itself, :func:`translation`) is first packed by
+growing only the first box's trees under per-orbit budgets and moving them box by box
+(:func:`pack_by_translation`: no flows; the capacities hold by construction and are checked);
+the flow-tested growth runs only when that gets stuck. :func:`shortest_path_trees` gives the
+shallowest trees, capacities aside, for the latency choice.
+
 Each tree arc then takes its copies from the arc's pool of original routes (through the removed
 switches); where the routes change along the copies the tree splits again (:func:`routed_trees`).
 """
