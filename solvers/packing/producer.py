@@ -34,8 +34,9 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
+from . import latency
 from .splitting import network, remove_relays
-from .trees import RoutedTree, pack, routed_trees
+from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
 SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
@@ -234,10 +235,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     t0 = time.perf_counter()
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees")) for kind, transposed in plan(coll.kind)]
-    chosen = options.params.get("pieces")
     alpha = float(instance.topology.link_arrays.alpha.max())
-    depths = [chosen or auto_pieces(f.trees, coll.chunks_per_node * len(forests),
-                                    optimum_seconds(instance, f) / coll.chunks_per_node, alpha) for f in forests]
+    picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
+    forests, depths = [p[0] for p in picks], [p[1] for p in picks]
     check_sends(forests, depths, coll.chunks_per_node)
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
@@ -248,10 +248,56 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "trees_per_shard": f.k, "tau_packed": str(f.tau),
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
-                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}}
-                         for f, (_, p) in zip(forests, parts)]}
+                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
+                          **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
+                         for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
+    """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
+    the fixed depth of :func:`auto_pieces`; else the least estimate of :func:`.latency.choose`
+    over the forest's own ``k``, (unless ``trees`` is set) one packed tree per shard, and one
+    shortest-path tree per root (:func:`shallow`)."""
+    coll = instance.collective
+    c = coll.chunks_per_node
+    fixed = auto_pieces(f.trees, c * parts)
+    if options.params.get("pieces") or alpha <= 0:
+        return f, options.params.get("pieces") or fixed, None
+    alts = {f"packed k={f.k}": f}
+    if options.params.get("trees") is None:
+        if f.k != 1:
+            try:
+                alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline,
+                                            options.params.get("growth") == "depth-first", 1)
+            except Unsupported:
+                pass
+        alts["shortest paths"] = shallow(instance, f)
+    cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
+                               auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
+    choice = latency.choose(cands, alpha, (0, fixed))
+    return alts[choice.name], choice.pieces, choice
+
+
+def shallow(instance: Instance, f: Forest) -> Forest:
+    """One shortest-path tree per root of ``f`` (:func:`.trees.shortest_path_trees`), its time
+    the busiest link's: trees crossing it times a shard over its bandwidth."""
+    la = instance.topology.link_arrays
+    src, dst = (la.dst, la.src) if f.transposed else (la.src, la.dst)
+    roots = sorted({t.root for t in f.trees})
+    trees, load = shortest_path_trees(src, dst, instance.collective.nodes, roots)
+    bw: dict = {}
+    for a, b, x in zip(src.tolist(), dst.tolist(), la.bandwidth.tolist()):
+        bw[(a, b)] = bw.get((a, b), 0.0) + x
+    ratio = max(n / bw[arc] for arc, n in load.items()) * f.unit_bw if load else 0.0
+    tau = Fraction(ratio).limit_denominator(10 ** 9) if f.opt.tau else f.opt.tau
+    return replace(f, k=1, tau=max(tau, f.opt.tau), trees=trees, seconds={})
+
+
+def packed_seconds(instance: Instance, f: Forest) -> float:
+    """The packed trees' bandwidth time: the optimum stretched by ``tau_packed / tau``."""
+    return float(optimum_seconds(instance, f) * f.tau / f.opt.tau) if f.opt.tau else 0.0
 
 
 def _with_header(sched: Schedule, instance: Instance) -> Schedule:
@@ -268,7 +314,8 @@ PARAMS = (
                               "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
-                               "within a budget of sends)", low=1, high=1_000_000),
+                               "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
+                               "pieces of least estimated sync + event time)", low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,

@@ -15,6 +15,12 @@ largest split is the least slack ``d+(S) - k W`` over those sets that miss some 
 two minimum cuts with infinite arcs pinning ``u``, ``t`` and ``w`` to their sides (one per
 compute node only when every minimum cut holds all compute nodes).
 
+That is the exact method, one pair at a time (:func:`remove_node`). First, though, every relay is
+split in bulk (:func:`split_all_evenly`: one transportation max-flow per relay spreads its links
+across boxes, then the condition is checked once), which on systems of identical boxes and rails
+is already a complete splitting that keeps the condition; only when the check fails does the
+exact method run.
+
 Every link of the split network carries a pool of routes in the original network
 (``route, capacity``): the routes through the removed nodes that :mod:`.trees` maps tree
 edges back to.
@@ -25,8 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components, maximum_flow
 
-from ...tens.cut_optimum import max_flow
+from ...tens.cut_optimum import INT32_MAX, max_flow
 
 Pool = list  # [[route (tuple of node ids), capacity], ...]
 
@@ -63,9 +71,21 @@ class Network:
         """A capacity no cut of the network reaches."""
         return sum(self.cap.values()) + 1
 
-    def holds(self) -> bool:
-        """Whether every compute node has ``lambda(s, v) >= need``."""
-        return all(self.flow(self.source, v, side=False)[0] >= self.need for v in self.compute)
+    def holds(self, nodes=None) -> bool:
+        """Whether every compute node (or each of ``nodes``) has ``lambda(s, v) >= need`` (the
+        arcs built once, one max flow per node)."""
+        keys = np.asarray(list(self.cap), dtype=np.int64).reshape(-1, 2)
+        cap = np.fromiter(self.cap.values(), np.int64, len(self.cap))
+        return all(max_flow(self.nodes + 1, keys[:, 0], keys[:, 1], cap, self.source, v)[0] >= self.need
+                   for v in (self.compute if nodes is None else nodes))
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """A copy of the capacities and route pools (:meth:`restore` puts it back)."""
+        return dict(self.cap), {key: [[r, c] for r, c in pool] for key, pool in self.pools.items()}
+
+    def restore(self, saved: tuple[dict, dict]) -> None:
+        """Put back the capacities and route pools of a :meth:`snapshot`."""
+        self.cap, self.pools = dict(saved[0]), {key: [[r, c] for r, c in pool] for key, pool in saved[1].items()}
 
 
 def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need: int) -> Network:
@@ -203,12 +223,118 @@ def remove_node(net: Network, w: int, lower: dict) -> int:
     return flows
 
 
-def remove_relays(net: Network, deadline=None) -> int:
-    """Remove every node that is not a compute node (:func:`remove_node`), in id order; returns
-    the flows run. Raises RuntimeError if the condition no longer holds after (a split the
+def _transport(supply: dict[int, int], demand: dict[int, int], bound) -> dict[tuple[int, int], int]:
+    """Integer amounts ``x[u, t]`` (``u != t``, at most ``bound(u, t)``) with row sums at most
+    ``supply[u]`` and column sums at most ``demand[t]``, of the largest total: one maximum flow
+    (:func:`scipy.sparse.csgraph.maximum_flow`, integral) on the bipartite transportation network."""
+    us, ts = sorted(supply), sorted(demand)
+    a, b = len(us), len(ts)
+    src = [a + b] * a + list(range(a, a + b))
+    dst = list(range(a)) + [a + b + 1] * b
+    cap = [supply[u] for u in us] + [demand[t] for t in ts]
+    for i, u in enumerate(us):
+        for j, t in enumerate(ts):
+            c = bound(u, t) if u != t else 0
+            if c > 0:
+                src.append(i), dst.append(a + j), cap.append(c)
+    if not cap or sum(supply.values()) > INT32_MAX // 2:
+        return {}
+    graph = csr_matrix((np.minimum(np.asarray(cap, dtype=np.int64), INT32_MAX).astype(np.int32), (src, dst)),
+                       shape=(a + b + 2, a + b + 2))
+    flow = maximum_flow(graph, a + b, a + b + 1, method="dinic").flow.tocoo()
+    keep = (flow.row < a) & (flow.col >= a) & (flow.data > 0)
+    return {(us[i], ts[j - a]): int(x) for i, j, x in zip(flow.row[keep], flow.col[keep], flow.data[keep])}
+
+
+def split_evenly(net: Network, w: int) -> None:
+    """Split every link through ``w`` in bulk and drop what is left at ``w``: each in-link
+    ``u -> w`` is spread over the out-links ``w -> t`` to nodes ``t`` in other groups than
+    ``u`` (:func:`_groups`: other boxes; all ``t != u`` when there are none) in proportion to
+    their capacities (rounded up), then what is left is paired by one more transportation flow
+    over every ``t != u``. A switch's links are what joins the groups, so spending them inside
+    a group would waste the scarce cuts between groups. No cut is checked here: the caller
+    checks the condition (:func:`split_all_evenly`)."""
+    ins = {u: c for (u, x), c in net.cap.items() if x == w and u != net.source}
+    outs = {t: c for (x, t), c in net.cap.items() if x == w}
+    group = _groups(net)
+    apart = {u: [t for t in outs if t != u and group.get(t, -1 - t) != group.get(u, -2 - u)] for u in ins}
+    allowed = {u: set(apart[u]) or set(outs) - {u} for u in ins}
+    total = {u: sum(outs[t] for t in allowed[u]) for u in ins}
+    amounts = _transport(ins, outs, lambda u, t: -(-ins[u] * outs[t] // max(1, total[u])) if t in allowed[u] else 0)
+    left_in, left_out = dict(ins), dict(outs)
+    for (u, t), g in amounts.items():
+        left_in[u] -= g
+        left_out[t] -= g
+    for key, g in _transport(left_in, left_out, lambda u, t: INT32_MAX).items():
+        amounts[key] = amounts.get(key, 0) + g
+    for (u, t), g in sorted(amounts.items()):
+        split(net, u, w, t, g)
+    for key in [k for k in net.cap if w in k]:
+        del net.cap[key]
+        net.pools.pop(key, None)
+
+
+def translation(net: Network, roots: dict[int, int]) -> int | None:
+    """The least block ``d`` (a divisor of the compute node count ``N``, ``d < N``) such that
+    moving every compute node ``d`` places on in id order (``c_i -> c_{(i + d) mod N}``) maps the
+    split network's arcs onto arcs of the same capacity and the roots onto roots of the same
+    multiplicity: identical boxes of ``d`` nodes, shifted one box on. None when no ``d`` does."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    index = {v: i for i, v in enumerate(comp)}
+    arcs = [(index[a], index[b], c) for (a, b), c in net.cap.items() if a != net.source]
+    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
+        if all(roots.get(comp[(i + d) % n], 0) == roots.get(v, 0) for i, v in enumerate(comp)) and \
+                all(net.cap.get((comp[(a + d) % n], comp[(b + d) % n])) == c for a, b, c in arcs):
+            return d
+    return None
+
+
+def _groups(net: Network) -> dict[int, int]:
+    """Each compute node's group: the weakly connected components of the links between
+    compute nodes alone (a box's GPUs once its switch is split, or joined by direct links)."""
+    compute = set(net.compute)
+    keys = [k for k in net.cap if k[0] in compute and k[1] in compute]
+    graph = csr_matrix((np.ones(len(keys)), ([k[0] for k in keys], [k[1] for k in keys])),
+                       shape=(net.nodes + 1, net.nodes + 1))
+    _, label = connected_components(graph, directed=True, connection="weak")
+    return {v: int(label[v]) for v in compute}
+
+
+def split_all_evenly(net: Network) -> int | None:
+    """Remove every relay by :func:`split_evenly` (in id order), then check the rooted cut
+    condition once, one max flow per compute node; returns the max flows run, or None (the
+    network put back as it was) if the check fails. Splitting only lowers cut values, so the check is what keeps the
+    condition; it passes on uniform systems (identical boxes, rails), where the proportional
+    split is the complete splitting Bang-Jensen, Frank and Jackson ("Preserving and increasing
+    local edge-connectivity in mixed graphs", SIAM J. Discrete Math. 1995) guarantee to exist.
+    When moving every node a box on maps the split network onto itself (:func:`translation`),
+    ``lambda(s, v)`` is the same for ``v`` and its image, so the first box's nodes are checked."""
+    saved = net.snapshot()
+    relays = sorted({x for key in net.cap for x in key} - set(net.compute) - {net.source})
+    for w in relays:
+        split_evenly(net, w)
+    roots = {r: c for (x, r), c in net.cap.items() if x == net.source}
+    d = translation(net, roots)  # moving a box on maps the network onto itself: lambda(s, v) is the same
+    checked = sorted(net.compute)[:d] if d else list(net.compute)
+    if net.holds(checked):
+        return 2 * len(relays) + len(checked)
+    net.restore(saved)
+    return None
+
+
+def remove_relays(net: Network, deadline=None, fast: bool = True) -> int:
+    """Remove every node that is not a compute node; returns the flows run. With ``fast``, the
+    bulk proportional split (:func:`split_all_evenly`) first; if its check fails (or without
+    ``fast``), pair by pair at the largest amount the condition allows (:func:`remove_node`),
+    in id order. Raises RuntimeError if the condition no longer holds after (a split the
     theory promises was not found)."""
     compute = set(net.compute)
     relays = sorted({x for key in net.cap for x in key} - compute - {net.source})
+    if fast and relays:
+        flows = split_all_evenly(net)
+        if flows is not None:
+            return flows
     lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every change
     flows = len(lower)
     for i, w in enumerate(relays):

@@ -12,6 +12,13 @@ the condition still holds: with a source node per partial tree ``i`` (arcs to it
 arcs ``x -> s_i`` of capacity ``C_i`` for the other trees, ``gamma = min(C, cap(x, y),
 maxflow(x, y) - sum_i C_i)``. A tree that takes fewer copies than it has splits in two.
 
+That costs a max flow per tree arc (hundreds of thousands at 512 GPUs). A network of identical
+boxes (moving every node a box on maps it onto itself, :func:`translation`) is first packed by
+growing only the first box's trees under per-orbit budgets and moving them box by box
+(:func:`pack_by_translation`: no flows; the capacities hold by construction and are checked);
+the flow-tested growth runs only when that gets stuck. :func:`shortest_path_trees` gives the
+shallowest trees, capacities aside, for the latency choice.
+
 Each tree arc then takes its copies from the arc's pool of original routes (through the removed
 switches); where the routes change along the copies the tree splits again (:func:`routed_trees`).
 """
@@ -23,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...tens.cut_optimum import max_flow
-from .splitting import Network, _take
+from .splitting import Network, _take, translation
 
 
 @dataclass
@@ -79,11 +86,64 @@ def _gain(cap: dict, active: list[Tree], j: Tree, x: int, y: int, size: int, arc
     return max(0, min(j.count, cap.get((x, y), 0), value - int(counts.sum())))
 
 
-def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False) -> tuple[list[Tree], int]:
+def pack_by_translation(net: Network, roots: dict[int, int], d: int) -> list[Tree] | None:
+    """Trees for the roots of the first box only (ids ``c_0 .. c_{d-1}``), grown breadth first
+    in turn (one frontier node per tree per round), each arc of the first box's orbit taken at
+    most its capacity in total; then every tree moved box by box (:func:`translation`). An arc's
+    orbit under the shifts holds one arc per box, and the moved trees put on each arc of an
+    orbit exactly as many copies as the first box's trees take from the orbit, so no arc is
+    used beyond its capacity. None when some tree gets stuck (the exact packing is then run)."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    index = {v: i for i, v in enumerate(comp)}
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(key for key in net.cap if key[0] != net.source):
+        out_of.setdefault(a, []).append(b)
+
+    def orbit(a: int, b: int) -> tuple[int, int]:
+        shift = index[a] // d * d
+        return comp[index[a] - shift], comp[(index[b] - shift) % n]
+
+    budget = {key: c for key, c in net.cap.items() if key[0] != net.source and index[key[0]] < d}
+    grown = [Tree(r, 1, {r}) for r in comp[:d] for _ in range(roots.get(r, 0))]
+    frontiers = [[t.root] for t in grown]
+    while any(len(t.nodes) < n for t in grown):
+        for tree, frontier in zip(grown, frontiers):
+            if len(tree.nodes) == n:
+                continue
+            if not frontier:
+                return None
+            x = frontier.pop(0)
+            for y in out_of.get(x, ()):
+                if y not in tree.nodes and budget[orbit(x, y)] > 0:
+                    budget[orbit(x, y)] -= 1
+                    tree.nodes.add(y), tree.arcs.append((x, y)), frontier.append(y)
+    moved = [Tree(comp[(index[t.root] + j) % n], 1, {comp[(index[v] + j) % n] for v in t.nodes},
+                  [(comp[(index[a] + j) % n], comp[(index[b] + j) % n]) for a, b in t.arcs])
+             for j in range(0, n, d) for t in grown]
+    return moved if _fits(net, moved) else None
+
+
+def _fits(net: Network, trees: list[Tree]) -> bool:
+    """Whether the trees use no arc beyond its capacity."""
+    load: dict = {}
+    for t in trees:
+        for arc in t.arcs:
+            load[arc] = load.get(arc, 0) + t.count
+    return all(used <= net.cap.get(arc, 0) for arc, used in load.items())
+
+
+def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False,
+         fast: bool = True) -> tuple[list[Tree], int]:
     """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
     copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
-    (each with its multiplicity) and the max flows run. Raises RuntimeError if a tree cannot be
-    completed (the condition did not hold)."""
+    (each with its multiplicity) and the max flows run. With ``fast`` (and breadth-first
+    growth), a network of identical boxes is packed by :func:`pack_by_translation` first.
+    Raises RuntimeError if a tree cannot be completed (the condition did not hold)."""
+    d = translation(net, roots) if fast and not depth_first else None
+    moved = pack_by_translation(net, roots, d) if d is not None else None
+    if moved is not None:
+        return moved, 0
     cap = {key: c for key, c in net.cap.items() if key[0] != net.source}
     out_of: dict[int, list[int]] = {}
     for a, b in sorted(cap):
@@ -182,3 +242,34 @@ def _route_at(segs: list[list], unit: int) -> tuple[int, ...]:
             return tuple(route)
         at += amount
     raise IndexError(unit)
+
+
+def shortest_path_trees(src, dst, compute, roots) -> tuple[list[RoutedTree], dict]:
+    """One shallowest out-tree per root of ``roots``: breadth first over the links ``src ->
+    dst`` (every node may relay; a route runs from the nearest compute node above to the next),
+    and the number of trees crossing each link ``(a, b)``. They ignore capacities: the latency
+    candidate for messages too small for bandwidth to matter (:mod:`.latency`)."""
+    out_of: dict[int, list[int]] = {}
+    for a, b in sorted(zip((int(x) for x in src), (int(x) for x in dst))):
+        out_of.setdefault(a, []).append(b)
+    compute = set(compute)
+    trees, load = [], {}
+    for r in roots:
+        parent, order = {r: r}, [r]
+        for x in order:
+            for y in out_of.get(x, ()):
+                if y not in parent:
+                    parent[y] = x
+                    order.append(y)
+        routes = []
+        for v in order[1:]:
+            if v not in compute:
+                continue
+            route = [v]
+            while route[-1] != r and (len(route) == 1 or route[-1] not in compute):
+                route.append(parent[route[-1]])
+            routes.append(tuple(reversed(route)))
+            for a, b in zip(routes[-1][:-1], routes[-1][1:]):
+                load[(a, b)] = load.get((a, b), 0) + 1
+        trees.append(RoutedTree(r, 0, 1, tuple(routes)))
+    return trees, load

@@ -1,0 +1,191 @@
+"""Allgather time against message size: latency-aware tree packing against the methods it must beat.
+
+Run: ``python benchmarks/bench_size_sweep.py [--quick] [--out PATH] [--system LABEL] [--save
+JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
+sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
+two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``forestcoll_mi250``,
+``dgx_h100``), each with its own link latencies (NCCL / RCCL tuning.cc hwLat, cited there).
+Every schedule goes through the pipeline (verified, then priced); the times are the event and
+the synchronous model's. Methods:
+
+- ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size;
+  :mod:`collsynth.solvers.packing.latency`);
+- ``forestcoll-fixed``: the same trees at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv
+  2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
+  ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
+  within the send budget), the depth ours uses at alpha 0;
+- ``ring``: the NCCL-style ring closed form (``solvers/closed_form``);
+- ``double-binary-tree``: NCCL's double binary tree (Sanders, Speck, Träff, "Two-tree algorithms
+  for full bandwidth broadcast, reduction and scan", Parallel Computing 2009) is an allreduce;
+  it has no allgather, so its column is ``n/a`` (allgather is what tree packing and ForestColl's
+  optimum are for on switched systems);
+- ``greedy``: the greedy TEN producer;
+- ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
+
+The trees of a system are packed once per tree count and reused for every size
+(:func:`packed_once`; they do not depend on the size). Prints a table per system and model (size x method: time, and ratio to ours) and writes a
+log-log plot (one panel per system, event-model times, methods as lines) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+SIZES = [4 ** i * 65536 for i in range(9)]  # 64 KB .. 4 GB
+SYSTEMS = [("A100 x2", "forestcoll_a100", {"nodes": 2}), ("MI250 x2", "forestcoll_mi250", {"nodes": 2}),
+           ("DGX-H100 x2", "dgx_h100", {"nodes": 2})]
+METHODS = ("ours", "forestcoll-fixed", "ring", "double-binary-tree", "greedy", "ten-ilp")
+LIMIT_S = 60  # the TEN ILP's limit (the issue's)
+PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew each run
+MODELS = ("event", "sync")
+
+
+def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
+    """One method on one instance through the pipeline: its times, status and what it chose."""
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+
+    if method == "double-binary-tree":
+        return {"status": "n/a", "message": "allreduce only"}
+    if method == "forestcoll-fixed" and fixed_pieces is None:
+        return {"status": "no depth", "message": "ours did not run, so its fixed depth is unknown"}
+    producer = "tree-packing" if method in ("ours", "forestcoll-fixed") else method
+    params = {"pieces": fixed_pieces} if method == "forestcoll-fixed" else {}
+    limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
+    t0 = time.perf_counter()
+    row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
+    forests = row["extra"].get("forests", []) if row.get("extra") else []
+    return {"status": row["status"], "verified": row["verified"], "event": row["time_event_s"],
+            "sync": row["time_sync_s"], "wall_s": time.perf_counter() - t0, "message": row["message"],
+            "choice": [f.get("latency_choice") for f in forests], "pieces": [f.get("pieces") for f in forests],
+            "k": [f.get("trees_per_shard") for f in forests]}
+
+
+def packed_once() -> None:
+    """Pack each system's trees once per tree count: the trees do not depend on the message
+    size, so later sizes reuse them (every schedule is still emitted, verified and priced)."""
+    from collsynth.solvers.packing import producer
+
+    if getattr(producer.forest, "memo", None) is not None:
+        return
+    memo: dict = {}
+    pack = producer.forest
+
+    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None):
+        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees)
+        if key not in memo:
+            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees)
+        return memo[key]
+
+    forest.memo = memo
+    producer.forest = forest
+
+
+def sweep(systems, sizes, methods) -> dict:
+    """``{(system, size, method): result}`` for every combination (ours first: its choice
+    names the fixed pipelining depth the forestcoll-fixed column uses)."""
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+
+    packed_once()
+    out = {}
+    for label, gen, params in systems:
+        topo = build(gen, params)
+        for size in sizes:
+            inst = make_instance(topo, "allgather", message_bytes=size, name=f"{gen}-{size}")
+            fixed = None
+            for method in methods:
+                r = run_method(inst, method, fixed)
+                if method == "ours":
+                    choice = (r.get("choice") or [None])[0]
+                    fixed = choice["fixed_pieces"] if choice else (r.get("pieces") or [None])[0]
+                out[(label, size, method)] = r
+                print(f"{label} {size:>11,} {method:<18} {r['status']:<12} event {r.get('event')} sync {r.get('sync')} "
+                      f"k {r.get('k')} pieces {r.get('pieces')} {r.get('wall_s', 0):.1f}s {r.get('message', '')[:80]}",
+                      flush=True)
+    return out
+
+
+def _size(b: int) -> str:
+    for unit, f in (("GB", 2 ** 30), ("MB", 2 ** 20), ("KB", 2 ** 10)):
+        if b >= f:
+            return f"{b // f} {unit}"
+    return f"{b} B"
+
+
+def table(results: dict, label: str, sizes, methods, model: str) -> str:
+    """One system's times under ``model`` as Markdown: size x method, time (us) and ratio to ours."""
+    head = "| size | " + " | ".join(methods) + " | ours at or below all |"
+    lines = [f"{label}, {model} model: time in us (ratio to ours)", head, "|" + "---|" * (len(methods) + 2)]
+    for size in sizes:
+        ours = results[(label, size, "ours")].get(model)
+        cells, best = [], True
+        for m in methods:
+            t = results[(label, size, m)].get(model)
+            if t is None:
+                cells.append(results[(label, size, m)]["status"])
+                continue
+            cells.append(f"{t * 1e6:.1f} ({t / ours:.2f})" if ours else f"{t * 1e6:.1f}")
+            best = best and (ours is not None and ours <= t * (1 + 1e-9))
+        lines.append(f"| {_size(size)} | " + " | ".join(cells) + f" | {'yes' if best else 'NO'} |")
+    return "\n".join(lines)
+
+
+def plot(results: dict, systems, sizes, methods, out: str) -> None:
+    """Log-log event-model time against size, one panel per system, methods as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(systems), figsize=(5 * len(systems), 4), squeeze=False)
+    for ax, (label, _, _) in zip(axes[0], systems):
+        for m in methods:
+            pts = [(s, results[(label, s, m)].get("event")) for s in sizes]
+            pts = [(s, t) for s, t in pts if t]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_title(f"{label} allgather (event model)"), ax.set_xlabel("message bytes"), ax.set_ylabel("time (s)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip ten-ilp (a minute per run)")
+    parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
+    parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
+    parser.add_argument("--save", default=None, help="write the results as JSON here")
+    parser.add_argument("--load", nargs="*", default=None,
+                        help="tabulate and plot saved results (of --save) instead of running")
+    args = parser.parse_args(argv)
+    methods = tuple(m for m in METHODS if not (args.quick and m == "ten-ilp"))
+    if args.load is not None:
+        results = {}
+        for path in args.load:
+            results.update({(r["system"], r["size"], r["method"]): r for r in json.loads(Path(path).read_text())})
+        methods = tuple(m for m in METHODS if any(k[2] == m for k in results))
+        systems = [s for s in SYSTEMS if any(k[0] == s[0] for k in results)]
+    else:
+        systems = [s for s in SYSTEMS if args.system in (None, s[0])]
+        if args.quick:
+            print("--quick: ten-ilp skipped")
+        results = sweep(systems, SIZES, methods)
+    if args.save:
+        Path(args.save).write_text(json.dumps([{"system": k[0], "size": k[1], "method": k[2], **v}
+                                               for k, v in results.items()], default=str))
+    for label, _, _ in systems:
+        for model in MODELS:
+            print(table(results, label, SIZES, methods, model), "\n")
+    plot(results, systems, SIZES, methods, args.out)
+    print(f"plot: {args.out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

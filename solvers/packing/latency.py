@@ -1,0 +1,130 @@
+"""Tree count and pipeline depth per message size for tree packing: where ForestColl ignores alpha.
+
+Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous Network
+Fabrics" (arXiv 2402.06787), Sections 4-5, choose the trees for bandwidth alone (alpha = 0) and
+pipeline them at a fixed depth. With a latency ``alpha`` per hop that is far from best for small
+messages: a tree ``D`` steps deep cut into ``q`` pieces (over all chunks) takes, in the
+synchronous alpha-beta model (Thakur, Rabenseifner, Gropp, "Optimization of collective
+communication operations in MPICH", IJHPCA 2005, Section 3: one step per piece and hop),
+
+    sync(q)  = (q + D - 1) (alpha + T / q)
+
+and in the event model (FIFO links, latency overlapped with the next piece)
+
+    event(q) = T (1 + (D - 1) / q) + D alpha,
+
+``T`` the trees' bandwidth time for the whole message. :func:`choose` evaluates a few
+candidates (the trees packed at the throughput optimum's ``k`` and, when it differs, at
+``k = 1``; one shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's
+load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
+depth ForestColl-style pipelining would use) under the sum of the two estimates and keeps the
+least. The fixed-depth candidate is always among them, so the choice is never worse than it in
+the estimate it minimises.
+
+>>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, fixed=(0, 400))
+>>> best.pieces < 400
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MODELS = ("sync", "event", "both")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Packed trees at ``k`` trees per shard: their bandwidth time ``seconds`` for the whole
+    message, the steps ``depth`` from a root to its deepest node, the sends per piece ``hops``,
+    the most pieces per chunk the send budget allows ``most``, and the ``chunks`` each root
+    sends (each cut into the same pieces: ``q = chunks * pieces`` pipeline stages)."""
+
+    k: int
+    seconds: float
+    depth: int
+    hops: int
+    most: int
+    chunks: int = 1
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen trees (``name``, ``k`` per shard) and pieces, their estimate, and the
+    fixed-depth estimate."""
+
+    name: str
+    k: int
+    pieces: int
+    estimate_s: float
+    fixed_estimate_s: float
+    model: str
+    candidates: int
+    fixed: tuple[int, int] = (0, 0)
+
+    def as_dict(self) -> dict:
+        """The choice as plain data for a row's ``extra``."""
+        return {"trees": self.name, "k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
+                "fixed_estimate_s": self.fixed_estimate_s, "fixed_k": self.fixed[0], "fixed_pieces": self.fixed[1],
+                "model": self.model, "candidates": self.candidates}
+
+
+def sync_estimate(seconds: float, depth: int, pieces: int, alpha: float) -> float:
+    """``(q + D - 1)(alpha + T / q)``: the synchronous model's time of ``q`` pieces (module doc).
+
+    >>> sync_estimate(1.0, 3, 2, 0.5)
+    4.0
+    """
+    return (pieces + max(1, depth) - 1) * (alpha + seconds / pieces)
+
+
+def event_estimate(seconds: float, depth: int, pieces: int, alpha: float) -> float:
+    """``T (1 + (D - 1) / q) + D alpha``: the event model's time of ``q`` pieces (module doc).
+
+    >>> event_estimate(1.0, 3, 2, 0.5)
+    3.5
+    """
+    depth = max(1, depth)
+    return seconds * (1 + (depth - 1) / pieces) + depth * alpha
+
+
+def estimate(model: str, seconds: float, depth: int, pieces: int, alpha: float) -> float:
+    """The estimate ``model`` names: ``sync``, ``event`` or ``both`` (their sum)."""
+    if model == "sync":
+        return sync_estimate(seconds, depth, pieces, alpha)
+    if model == "event":
+        return event_estimate(seconds, depth, pieces, alpha)
+    return sync_estimate(seconds, depth, pieces, alpha) + event_estimate(seconds, depth, pieces, alpha)
+
+
+def piece_range(c: Candidate, alpha: float) -> list[int]:
+    """Pieces per chunk to try: powers of two up to ``c.most``, ``c.most`` itself and the sync
+    optimum ``sqrt(T (D - 1) / alpha)`` (in stages, over the chunks) rounded both ways
+    (clipped to ``1 .. c.most``).
+
+    >>> piece_range(Candidate(1, 1.0, 3, 10, 10), 0.5)
+    [1, 2, 4, 8, 10]
+    """
+    most = max(1, c.most)
+    out = {most} | {2 ** i for i in range(int(math.log2(most)) + 1)}
+    if alpha > 0 and c.depth > 1:
+        best = math.sqrt(c.seconds * (c.depth - 1) / alpha) / max(1, c.chunks)
+        out |= {min(most, max(1, math.floor(best))), min(most, max(1, math.ceil(best)))}
+    return sorted(out)
+
+
+def choose(candidates: list[Candidate], alpha: float, fixed: tuple[int, int], model: str = "both") -> Choice:
+    """The candidate (trees, pieces) of least :func:`estimate` under ``model``; ``fixed`` is
+    ``(index of the candidate, pieces)`` of fixed-depth pipelining at the optimum's ``k``,
+    always evaluated. Ties go to the earlier candidate, then to more pieces."""
+    tried = [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, -q)
+             for i, c in enumerate(candidates) for q in piece_range(c, alpha)]
+    fi, fq = fixed
+    f = candidates[fi]
+    fixed_s = estimate(model, f.seconds, f.depth, fq * f.chunks, alpha)
+    tried.append((fixed_s, fi, -fq))
+    best_s, i, q = min(tried)
+    c = candidates[i]
+    return Choice(c.name, c.k, -q, best_s, fixed_s, model, len(tried), (f.k, fq))

@@ -1,0 +1,170 @@
+"""Tree packing at scale and per message size: the bulk edge splitting keeps the cut condition
+(the split network's optimum equals the original's), trees moved box by box fit the capacities,
+and the latency choice (trees per shard, pipeline pieces) against the fixed-depth pipelining
+ForestColl uses (Zhao et al., "ForestColl", arXiv 2402.06787)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance, topology_from_dict
+from collsynth.solvers import pipeline
+from collsynth.solvers.packing import latency
+from collsynth.solvers.packing.producer import auto_pieces, depth_of, forest, packed_seconds, pick
+from collsynth.solvers.packing.splitting import network, remove_relays, split_all_evenly
+from collsynth.solvers.packing.trees import pack_by_translation, translation
+from collsynth.solvers.producers import Options
+from collsynth.tens.cut_optimum import FlowNet, capacities, flow_net, optimum
+
+from test_packing import switched_graphs
+
+
+def _split_network(topo):
+    """The original flow network, its optimum, and the unsplit tree-capacity network at the
+    optimum's own k (capacities ``k tau units``, integers)."""
+    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    opt = optimum(net0)
+    caps = capacities(net0, opt.k, opt.tau)
+    roots = {c: opt.k for c in net0.compute}
+    return net0, opt, network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight), caps
+
+
+def _cap_optimum(net0, arcs: dict) -> Fraction:
+    """The cut optimum of a network whose arcs carry integer capacities ``arcs`` (in trees)."""
+    keys = sorted(arcs)
+    units = np.asarray([arcs[k] for k in keys], dtype=np.int64)
+    src = np.asarray([k[0] for k in keys], dtype=np.int64)
+    dst = np.asarray([k[1] for k in keys], dtype=np.int64)
+    return optimum(FlowNet(net0.nodes, src, dst, units, units.astype(float), 1.0, net0.compute, net0.weight)).tau
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(switched_graphs(symmetric=True))
+def test_bulk_splitting_keeps_the_optimum(topo):
+    """Whichever way the relays go (the bulk split when its check passes, else pair by pair),
+    only compute nodes are left and the split network's optimum equals the original's."""
+    net0, opt, net, caps = _split_network(topo)
+    before = {}
+    for u, v, c in zip(net0.src, net0.dst, caps):
+        if c > 0:
+            before[(int(u), int(v))] = before.get((int(u), int(v)), 0) + int(c)
+    remove_relays(net)
+    after = {k: c for k, c in net.cap.items() if k[0] != net.source}
+    assert {x for k in after for x in k} <= set(net0.compute)
+    assert _cap_optimum(net0, after) == _cap_optimum(net0, before)
+
+
+@pytest.mark.parametrize("gen, params", [("dgx_h100", {"nodes": 4}), ("forestcoll_a100", {"nodes": 2}),
+                                         ("forestcoll_mi250", {"nodes": 2})])
+def test_bulk_splitting_takes_uniform_systems_in_one_pass(gen, params):
+    """On identical boxes and rails the bulk split passes its check (no pair-by-pair fallback)
+    and keeps the optimum."""
+    net0, opt, net, caps = _split_network(build(gen, {**params, "nvlink_alpha": 0.0} if gen != "forestcoll_mi250" else params))
+    before = {}
+    for u, v, c in zip(net0.src, net0.dst, caps):
+        if c > 0:
+            before[(int(u), int(v))] = before.get((int(u), int(v)), 0) + int(c)
+    assert split_all_evenly(net)
+    assert _cap_optimum(net0, {k: c for k, c in net.cap.items() if k[0] != net.source}) == _cap_optimum(net0, before)
+
+
+def test_trees_moved_box_by_box_span_and_fit():
+    """DGX-H100 with 8 boxes: the split network is the same from every box, the first box's
+    trees moved box by box span every GPU and use no arc beyond its capacity."""
+    net0, opt, net, _ = _split_network(build("dgx_h100", {"nodes": 8}))
+    assert split_all_evenly(net)
+    roots = {c: opt.k for c in net0.compute}
+    assert translation(net, roots) == 8
+    trees = pack_by_translation(net, roots, 8)
+    assert trees is not None and len(trees) == 64 * opt.k
+    assert sorted(t.root for t in trees) == sorted(c for c in net0.compute for _ in range(opt.k))
+    load: dict = {}
+    for t in trees:
+        reached = {t.root}
+        for a, b in t.arcs:
+            assert a in reached and b not in reached  # an out-tree, each tail reached before
+            reached.add(b)
+            load[(a, b)] = load.get((a, b), 0) + 1
+        assert reached == set(net0.compute)
+    assert all(used <= net.cap[arc] for arc, used in load.items())
+
+
+def test_box_by_box_schedule_verifies():
+    inst = make_instance(build("dgx_h100", {"nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0}), "allgather",
+                         message_bytes=1e9)
+    row, sched = pipeline.run(inst, "tree-packing", Options(params={"pieces": 8}, time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    assert row["time_sync_s"] >= row["extra"]["optimum_s"] * (1 - 1e-9)
+
+
+@pytest.fixture(scope="module")
+def switch8():
+    """Eight GPUs on one switch, 100 GB/s ports, 2 us per hop."""
+    return topology_from_dict({"generator": "switch", "nodes": 8, "unwind": 0, "bandwidth": 100e9, "alpha": 2e-6})
+
+
+def _choice(topo, size: float):
+    inst = make_instance(topo, "allgather", message_bytes=size)
+    f = forest(inst, "allgather", False)
+    alpha = float(topo.link_arrays.alpha.max())
+    g, pieces, choice = pick(inst, f, 1, alpha, Options())
+    return inst, f, g, pieces, choice, alpha
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.integers(16, 20), st.integers(28, 32))
+def test_latency_choice_fewer_pieces_for_small_messages_never_worse_than_fixed(switch8, small_log, large_log):
+    """A message of 64 KB-1 MB is cut into fewer pieces than one of 256 MB-4 GB, and at every
+    size the choice's estimate is at most that of the fixed-depth pipelining at the optimum's
+    k (recomputed here from the trees, not read from the choice)."""
+    picked = {}
+    for log in (small_log, large_log):
+        inst, f, g, pieces, choice, alpha = _choice(switch8, 2.0 ** log)
+        fixed = auto_pieces(f.trees, 1)
+        fixed_s = latency.estimate("both", packed_seconds(inst, f), depth_of(f.trees), fixed, alpha)
+        chosen_s = latency.estimate("both", packed_seconds(inst, g), depth_of(g.trees), pieces, alpha)
+        assert chosen_s <= fixed_s * (1 + 1e-12)
+        assert choice.k == g.k and choice.pieces == pieces
+        picked[log] = pieces
+    assert picked[small_log] < picked[large_log]
+
+
+def test_latency_choice_beats_fixed_pipelining_in_the_sync_model_at_64_kb(switch8):
+    """Priced by the pipeline (verified, synchronous model), not by the estimate."""
+    inst = make_instance(switch8, "allgather", message_bytes=65536)
+    ours, _ = pipeline.run(inst, "tree-packing", Options())
+    choice = ours["extra"]["forests"][0]["latency_choice"]
+    fixed, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": choice["fixed_pieces"]}))
+    assert ours["verified"] and fixed["verified"]
+    assert choice["pieces"] < choice["fixed_pieces"]
+    assert ours["time_sync_s"] < fixed["time_sync_s"]
+    assert ours["time_event_s"] <= fixed["time_event_s"] * 1.05
+
+
+@pytest.mark.parametrize("gen, params, nodes", [
+    ("mesh", {"dims": [3, 3], "bandwidth": 50e9, "alpha": 1e-6}, [0, 2, 4, 6, 8]),
+    ("forestcoll_a100", {"nodes": 2}, None),
+])
+def test_shortest_path_trees_are_the_shallowest_and_verify(gen, params, nodes):
+    """One shortest-path tree per root spans every participant, is no deeper than the packed
+    trees, and at 64 KB (where latency rules) its schedule verifies through the pipeline."""
+    from collsynth.solvers.packing.producer import shallow
+
+    topo = topology_from_dict({"generator": gen, **params})
+    inst = make_instance(topo, "allgather", message_bytes=65536, nodes=nodes)
+    f = forest(inst, "allgather", False)
+    g = shallow(inst, f)
+    want = set(inst.collective.nodes)
+    assert sorted(t.root for t in g.trees) == sorted(want)
+    assert all({r[-1] for r in t.routes} | {t.root} == want for t in g.trees)
+    assert depth_of(g.trees) <= depth_of(f.trees)
+    assert packed_seconds(inst, g) >= packed_seconds(inst, f) * (1 - 1e-9)  # never below the optimum
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    assert row["extra"]["forests"][0]["latency_choice"]["trees"] in ("shortest paths", "packed k=1", f"packed k={f.k}")
