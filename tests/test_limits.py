@@ -11,7 +11,7 @@ import time
 import pytest
 
 from collsynth import InputError
-from collsynth.instances import generators, size
+from collsynth.instances import generators, registry, size
 from collsynth.instances.instance import instance_from_dict
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
@@ -141,6 +141,7 @@ SMALL = [
                                                                                         "unwind_rail": 1}),
     ("mi250", {"nodes": 2}), ("mi250", {"nodes": 3, "unwind": 2}), ("ring_fc_switch", {"nodes": 3}),
     ("ring_fc_switch", {"nodes": 4, "unwind": 0}), ("ring_ring", {"dims": [3, 4]}), ("switch_switch", {}),
+    ("forestcoll_a100", {"nodes": 3}), ("forestcoll_mi250", {"nodes": 2}),
 ]
 
 
@@ -156,8 +157,15 @@ def test_counts_from_parameters_match_the_built_topology(name, params):
     assert field in params or field in inspect.signature(generators.GENERATORS[name]).parameters or field == "generator"
 
 
-def test_every_generator_is_counted():
-    assert set(generators.GENERATORS) <= set(size.COUNTS) | set(size.NESTED) | set(size.FIXED)
+def test_every_generator_declares_its_size():
+    """Each registered generator declares a size formula where it is defined; only the
+    catalogue of fixed named graphs declares none, and the decorator refuses a generator
+    that says nothing."""
+    assert set(registry.SIZES) == set(generators.GENERATORS)
+    assert {name for name, formula in registry.SIZES.items() if formula is None} == {"distance_regular"}
+    assert {name for name, _ in SMALL} == set(generators.GENERATORS) - {"distance_regular"}  # each formula checked
+    with pytest.raises(TypeError):
+        registry.generator(lambda nodes: None)
 
 
 def test_fewest_sends_by_hand():

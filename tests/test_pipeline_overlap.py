@@ -120,7 +120,7 @@ def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(m
     # ... and the run that verifies it reports no price at all
     row = pipeline.schema.empty_row(message="")
     stages = {}
-    row, kept = pipeline._check_and_price(row, broken, inst, Deadline.after(None), stages, None)
+    row, kept = pipeline.check_and_price(row, broken, inst, Deadline.after(None), stages, None)
     assert kept is None and row["status"] == "invalid" and not row["verified"]
     assert "verification failed" in row["message"]
     for model in cost_models.MODELS.values():
@@ -196,7 +196,7 @@ def test_a_malformed_schedule_is_refused_before_any_pricing_starts():
     v = verify.malformed(far, inst)
     assert v is not None and v.index == 1 and "not in 0..39" in str(v)
     stages = {}
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), far, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), far, inst, Deadline.after(None),
                                           stages, None)
     assert kept is None and row["status"] == "invalid" and "not in 0..39" in row["message"]
     assert list(stages) == ["verification"] and row["time_sync_s"] is None
