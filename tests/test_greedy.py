@@ -22,6 +22,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.schedule import OP_DEFAULT, OP_REDUCE
 from collsynth.tens.verify import verify
+from builders import instance_on
 
 
 def _grid(gen, dims, chunks=1, kind="allgather"):
@@ -412,7 +413,7 @@ def test_holdings_over_the_memory_budget_are_refused_and_parallel_seeds_capped(m
     system; seeds run side by side only as far as the budget holds them."""
     from collsynth.limits import MEMORY_ENV, TooBig
 
-    inst = make_instance(build("torus", {"dims": [4, 4]}), "allgather")
+    inst = instance_on("torus", {"dims": [4, 4]})
     one_seed = greedy.HOLDING_BYTES * 16 * 16
     monkeypatch.setenv(MEMORY_ENV, str(one_seed - 1))
     with pytest.raises(TooBig) as err:

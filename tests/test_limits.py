@@ -19,6 +19,7 @@ from collsynth.results import store
 from collsynth.solvers.pipeline import compile_kernels, compile_producer, run
 from collsynth.solvers.producers import Options, producers
 from machine import SLOWDOWN, within
+from builders import from_table
 
 LIMIT = 5.0
 
@@ -46,7 +47,7 @@ def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topo
     producers()  # the families' imports and the kernels' compilation are not the run's (run() warms
     compile_kernels()  # them before its clock starts, once per process)
     compile_producer(producer)
-    inst = instance_from_dict({"name": producer, "topology": topology, "collective": {"kind": "allgather"}})
+    inst = from_table(topology, name=producer)
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
     elapsed = time.monotonic() - t0
@@ -198,17 +199,15 @@ def test_memory_budget_refuses_naming_the_field(monkeypatch):
 
 
 def test_pipeline_refuses_a_run_over_budget_before_the_producer_starts(monkeypatch):
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
-                               "collective": {"kind": "allgather", "chunks_per_node": 10**7,
-                                                              "message_bytes": 10**9}})
+    inst = from_table({"generator": "ring", "nodes": 6},
+                      {"kind": "allgather", "chunks_per_node": 10**7, "message_bytes": 10**9})
     with pytest.raises(TooBig) as err:  # 300 million sends at least (of 16-byte chunks): beyond this machine
         run(inst, "greedy", Options(time_limit=5))
     assert err.value.where == "collective.chunks_per_node"
 
 
 def test_ten_models_are_estimated_before_they_are_built():
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "torus", "dims": [40, 40]},
-                               "collective": {"kind": "allgather"}})
+    inst = from_table({"generator": "torus", "dims": [40, 40]})
     est = size.estimate(inst)
     # 1600 chunks x (6400 link pairs + 1600 nodes) x horizon 40 (the diameter): by hand
     assert (est.chunks, est.pairs, est.horizon) == (1600, 6400, 40)
@@ -255,8 +254,7 @@ def test_kernels_are_compiled_before_the_clock_starts():
     """The warm-up's tiny schedules (whole and fractional copies, a reduction, routed sends)
     verify, and once it ran a run's verification and pricing are the run's own work."""
     assert compile_kernels() == []
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
-                               "collective": {"kind": "allreduce"}})
+    inst = from_table({"generator": "ring", "nodes": 6}, {"kind": "allreduce"})
     row, _ = run(inst, "ring", Options(time_limit=1))
     assert row["verified"] and row["time_event_s"] is not None, row["message"]
     # the contract: a 1 s run verifies and prices by its limit plus the grace (a first compile

@@ -11,19 +11,17 @@ from dataclasses import replace
 
 import pytest
 
-from collsynth.instances.generators import build
-from collsynth.instances.instance import make_instance
 from collsynth.limits import Deadline
 from collsynth.solvers import pipeline
 from collsynth.tens import cost, cost_models, event_layout, plan as plan_module
 from collsynth.tens.plan import PricingPlan
-from test_cost import ring_allgather
+from builders import one_way_ring, ring_allgather
 
 WAIT_S = 10.0  # the longest a test waits for another thread before it fails
 
 
 def _ring(n: int):
-    return make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather"), ring_allgather(n)
+    return one_way_ring(n), ring_allgather(n)
 
 
 def _held():
