@@ -364,7 +364,14 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 
 def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
-    """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
+    """The gate every produced schedule passes before :func:`run` keeps it: ``(row, schedule)``
+    with the schedule verified and priced into ``row``, or ``(row, None)`` with the row saying
+    why not (``invalid``: the violation; ``timeout``: the stage the ``deadline`` stopped).
+    ``stages`` gains each stage's seconds; ``epoch_step`` is the instance's TEN timestep when
+    it sets one (:func:`~collsynth.instances.instance.epoch_timestep`). Public so that this
+    contract can be checked on schedules no producer emits (malformed, truncated, huge).
+
+    It verifies the schedule while a :class:`SpeculativePricing` prices it under every cost
     model within ``deadline`` (this thread first prepares parts of the pricing plan,
     :meth:`SpeculativePricing.prepare`, stage ``pricing plan``, and prices too once verification
     is done); the

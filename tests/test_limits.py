@@ -13,6 +13,7 @@ import pytest
 from collsynth import InputError
 from collsynth.instances import generators, registry, size
 from collsynth.instances.instance import instance_from_dict
+from collsynth.instances.topology import Topology, from_edges
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
@@ -167,6 +168,30 @@ def test_every_generator_declares_its_size():
     assert {name for name, _ in SMALL} == set(generators.GENERATORS) - {"distance_regular"}  # each formula checked
     with pytest.raises(TypeError):
         registry.generator(lambda nodes: None)
+
+
+def test_a_new_generator_is_one_decorated_function(monkeypatch):
+    """A generator added with its size formula is built by name and refused over the memory
+    budget from that formula alone, before its function runs: no table elsewhere to edit."""
+    for table in (registry.GENERATORS, registry.SIZES):
+        monkeypatch.setitem(table, "test_cycle", None)  # the test's generator is gone afterwards
+    called = []
+
+    @registry.generator(size=lambda p: (p["nodes"], 2 * p["nodes"], "nodes"))
+    def test_cycle(nodes: int) -> Topology:
+        """A bidirectional cycle of ``nodes`` nodes."""
+        called.append(nodes)
+        return from_edges(nodes, [(i, (i + 1) % nodes) for i in range(nodes)], bidirectional=True, name="cycle")
+
+    assert generators.build("test_cycle", {"nodes": "5"}).num_links == 10 and called == [5]
+    set_memory_budget("64M")
+    try:
+        with pytest.raises(TooBig) as err:  # 100,000 nodes: 210 GB of hop distances
+            generators.build("test_cycle", {"nodes": 10**5})
+    finally:
+        set_memory_budget(None)
+    assert err.value.where == "topology.nodes" and "test_cycle with nodes = 100000" in err.value.what
+    assert called == [5]
 
 
 def test_fewest_sends_by_hand():
