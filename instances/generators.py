@@ -1,4 +1,5 @@
-"""Topology generators: plain functions returning a :class:`Topology`, registered by name.
+"""Topology generators: plain functions returning a :class:`Topology`, registered by name with
+the size formula each declares (``@generator(size=...)``, :mod:`collsynth.instances.registry`).
 
 Each generator is a function whose keyword parameters (with type annotations and defaults)
 *are* its documented interface: ``collsynth topologies`` lists them from the signature and the
