@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,17 @@ from collsynth.instances.topology import from_edges
 from collsynth.tens.schedule import from_arrays, from_sends
 
 ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)  # link latency (s), bandwidth (bytes/s), message (bytes)
+QUICK_STORE = Path(__file__).resolve().parent.parent / "results" / "quick-store"  # the committed store
+
+
+def stored(sql: str) -> list[tuple]:
+    """Rows of the committed quick store's database by ``sql``, read straight from SQLite
+    (independent of the library's own loading)."""
+    con = sqlite3.connect(QUICK_STORE / "runs.sqlite")
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
 
 
 # ---- instances -------------------------------------------------------------------------------
