@@ -19,7 +19,7 @@ from selenium.webdriver.common.by import By
 from collsynth.tens.status import Status
 from collsynth.results import report
 from collsynth.solvers.cli import main
-from builders import QUICK_STORE, stored
+from builders import QUICK_STORE, stored as _stored
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -53,7 +53,7 @@ def _parse(path: Path) -> _Links:
 
 
 def test_every_instance_has_a_page_listing_every_run(site, capsys):
-    per_instance = dict(stored("SELECT instance, COUNT(*) FROM runs GROUP BY instance"))
+    per_instance = dict(_stored("SELECT instance, COUNT(*) FROM runs GROUP BY instance"))
     pages = {p.stem: p for p in (site / "instances").glob("*.html")}
     assert set(pages) == {report.slug(n) for n in per_instance}
     for name, runs in per_instance.items():
@@ -66,7 +66,7 @@ def test_every_instance_has_a_page_listing_every_run(site, capsys):
 
 def test_every_local_link_resolves(site, capsys):
     pages = sorted(site.rglob("*.html"))
-    assert len(pages) == 1 + len(stored("SELECT DISTINCT instance FROM runs"))
+    assert len(pages) == 1 + len(_stored("SELECT DISTINCT instance FROM runs"))
     checked = 0
     for page in pages:
         parsed = _parse(page)
@@ -80,7 +80,7 @@ def test_every_local_link_resolves(site, capsys):
             if parts.fragment:
                 ids = _parse(target).ids if parts.path else parsed.ids
                 assert parts.fragment in ids, f"{page.name}: {link} names no element"
-    verified_with_schedule = stored("SELECT COUNT(*) FROM runs WHERE verified = 1 AND schedule_path != ''")[0][0]
+    verified_with_schedule = _stored("SELECT COUNT(*) FROM runs WHERE verified = 1 AND schedule_path != ''")[0][0]
     assert checked > 2 * len(pages) + verified_with_schedule  # css, js, pictures, schedules all linked
 
 
@@ -174,7 +174,7 @@ def test_a_header_click_sorts_the_table(site, browser):
     assert _column(browser, "optimality", "best / bound")[1] == _numbers_then_blanks(keys, descending=True)
     _click_header(browser, "optimality", "instance")
     _click_header(browser, "optimality", "instance")  # second click: descending
-    stored = sorted(n for (n,) in stored("SELECT DISTINCT instance FROM runs"))
+    stored = sorted(n for (n,) in _stored("SELECT DISTINCT instance FROM runs"))
     assert _column(browser, "optimality", "instance")[0] == stored[::-1]
 
 
@@ -182,7 +182,7 @@ def test_the_filter_hides_rows_that_do_not_match(site, browser):
     _open(browser, site / "index.html")
     box = browser.find_element(By.CSS_SELECTOR, 'input.filter[data-table="steps"]')
     box.send_keys("torus allgather")
-    stored = sorted(n for (n,) in stored("SELECT DISTINCT instance FROM runs"))
+    stored = sorted(n for (n,) in _stored("SELECT DISTINCT instance FROM runs"))
     expected = [n for n in stored if "torus" in n and "allgather" in n]
     assert 0 < len(expected) < len(stored)
     assert _column(browser, "steps", "instance")[0] == expected
@@ -215,7 +215,7 @@ def test_the_index_has_a_status_legend_of_every_stored_status(site, browser):
     assert legend.is_displayed()
     terms = [e.text.strip() for e in legend.find_elements(By.TAG_NAME, "dt")]
     meanings = [e.text.strip() for e in legend.find_elements(By.TAG_NAME, "dd")]
-    stored = {Status.of_row(s, b).value for (s, b) in stored("SELECT status, bound_source FROM runs")}
+    stored = {Status.of_row(s, b).value for (s, b) in _stored("SELECT status, bound_source FROM runs")}
     assert set(terms) == stored and terms == [s.value for s in Status if s.value in stored]
     assert len(meanings) == len(terms) and all(m and m != "(not documented)" for m in meanings)
     assert "optimal" in terms and "lower bound" in meanings[terms.index("optimal")]
