@@ -19,6 +19,7 @@ import pytest
 from collsynth.instances import CORPUS, generators, load_instance, make_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
+from markdown_table import table as markdown_table
 
 LIMIT_S = 120.0
 
@@ -30,17 +31,19 @@ def cases():
 
 
 def main() -> list[str]:
-    lines = ["| case | producer | status | timesteps | bound | run s | compile s | picked |", "|---|---|---|---|---|---|---|---|"]
-    for name, instance, producer in cases():
-        t0 = time.perf_counter()
-        row, _ = run(instance, producer, Options(time_limit=LIMIT_S))
-        total = time.perf_counter() - t0
-        picked = row["extra"].get("defaults", {})
-        lines.append(f"| {name} | {producer} | {row['status']} | {row['steps']} | {row['lower_bound_timesteps']} | "
-                     f"{total - (row['compile_s'] or 0):.1f} | {row['compile_s']} | {picked.get('driver', '')} "
-                     f"{picked.get('params', {})} |")
-        print(lines[-1], flush=True)
-    return lines
+    header = ["case", "producer", "status", "timesteps", "bound", "run s", "compile s", "picked"]
+    return markdown_table(header, (measured(*case) for case in cases()), stream=True)
+
+
+def measured(name: str, instance, producer: str) -> list:
+    """The table's cells of one run of ``producer`` on ``instance`` with the default options."""
+    t0 = time.perf_counter()
+    row, _ = run(instance, producer, Options(time_limit=LIMIT_S))
+    total = time.perf_counter() - t0
+    picked = row["extra"].get("defaults", {})
+    return [name, producer, row["status"], row["steps"], row["lower_bound_timesteps"],
+            f"{total - (row['compile_s'] or 0):.1f}", row["compile_s"],
+            f"{picked.get('driver', '')} {picked.get('params', {})}"]
 
 
 @pytest.mark.benchmark

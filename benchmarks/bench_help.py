@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from collsynth.solvers.cli import COMMANDS
+from markdown_table import table as markdown_table
 
 
 def cpu_seconds(argv: list[str], repeat: int = 3) -> float:
@@ -29,11 +30,9 @@ def cpu_seconds(argv: list[str], repeat: int = 3) -> float:
 
 
 def main() -> list[str]:
-    lines = ["| command | CPU s |", "|---|---|"]
-    for argv in [["--help"], *([name, "--help"] for names in COMMANDS.values() for name in names)]:
-        lines.append(f"| collsynth {' '.join(argv)} | {cpu_seconds(argv):.2f} |")
-        print(lines[-1], flush=True)
-    return lines
+    commands = [["--help"], *([name, "--help"] for names in COMMANDS.values() for name in names)]
+    rows = ([f"collsynth {' '.join(argv)}", f"{cpu_seconds(argv):.2f}"] for argv in commands)
+    return markdown_table(["command", "CPU s"], rows, stream=True)
 
 
 @pytest.mark.benchmark

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import pytest
 
-from collsynth.instances import CORPUS, load_instance
-from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from teccl_common import cpu_seconds, limit_argument, paper_value
+from markdown_table import table as markdown_table
+from teccl_common import ALIGN, HEADER, cells, limit_argument, measured
 
 pytestmark = pytest.mark.benchmark
 LIMIT = float(os.environ.get("BENCH_LIMIT", "120"))
@@ -37,27 +35,15 @@ PRODUCER = "earliest-arrival"
 
 def row(name: str, limit: float = LIMIT) -> dict:
     """One run of ``earliest-arrival`` on corpus instance ``name`` and its figures."""
-    inst = load_instance(CORPUS / f"{name}.toml")
-    t0, c0 = time.perf_counter(), cpu_seconds()
-    result, _ = run(inst, PRODUCER, Options(time_limit=limit))
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    return {"instance": name, "epochs": result["steps"], "bound": result.get("lower_bound_timesteps"),
-            "proven": result["status"] == "optimal", "verified": bool(result["verified"]),
-            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1),
-            "teccl_epochs": paper_value(inst, "3-Epochs_Required", "ten-source-flow-lp"), "teccl_s": paper_value(inst, "Solver_Time", "ten-source-flow-lp")}
+    return measured(name, PRODUCER, Options(time_limit=limit), "ten-source-flow-lp", digits=2)
 
 
 def table(limit: float = LIMIT) -> str:
     """The Markdown table of every row, with our epochs over TE-CCL's."""
-    lines = ["| instance | epochs | bound | proven | wall s | CPU s | load | TE-CCL epochs | TE-CCL s "
-             "| ours / TE-CCL |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for name in ROWS:
-        r = row(name, limit)
-        assert r["verified"] and r["epochs"] >= r["bound"]
-        lines.append(f"| {r['instance']} | {r['epochs']} | {r['bound']} | {r['proven']} | {r['wall_s']} | "
-                     f"{r['cpu_s']} | {r['load']} | {r['teccl_epochs']:g} | {r['teccl_s']:.0f} | "
-                     f"{r['epochs'] / r['teccl_epochs']:.3f} |")
-    return "\n".join(lines)
+    rows = [row(name, limit) for name in ROWS]
+    assert all(r["verified"] and r["epochs"] >= r["bound"] for r in rows)
+    lines = [cells(r) + [f"{r['epochs'] / r['teccl_epochs']:.3f}"] for r in rows]
+    return "\n".join(markdown_table(HEADER + ["ours / TE-CCL"], lines, ALIGN + ["---:"]))
 
 
 def test_teccl_alltoall_rows():

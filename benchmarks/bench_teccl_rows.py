@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import pytest
 
-from collsynth.instances import CORPUS, load_instance
-from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from teccl_common import cpu_seconds, limit_argument, paper_value
+from markdown_table import table as markdown_table
+from teccl_common import ALIGN, HEADER, cells, limit_argument, measured
 
 pytestmark = pytest.mark.benchmark
 LIMIT = float(os.environ.get("BENCH_LIMIT", "300"))
@@ -49,27 +47,16 @@ ROWS = (  # instance, producer, producer parameters
 def row(name: str, producer: str, limit: float = LIMIT, params: dict | None = None) -> dict:
     """One run of ``producer`` (with ``params``) on corpus instance ``name`` (horizon driver)
     and its figures."""
-    inst = load_instance(CORPUS / f"{name}.toml")
-    t0, c0 = time.perf_counter(), cpu_seconds()
-    result, schedule = run(inst, producer, Options(time_limit=limit, driver="horizon", params=dict(params or {})))
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    bound = result.get("lower_bound_timesteps")
-    return {"instance": name, "producer": producer, "epochs": result["steps"], "bound": bound,
-            "proven": result["status"] == "optimal", "verified": bool(result["verified"]),
-            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load": round(os.getloadavg()[0], 1),
-            "teccl_epochs": paper_value(inst, "3-Epochs_Required", "ten-ilp"), "teccl_s": paper_value(inst, "Solver_Time", "ten-ilp")}
+    options = Options(time_limit=limit, driver="horizon", params=dict(params or {}))
+    return measured(name, producer, options, "ten-ilp", digits=1)
 
 
 def table(limit: float = LIMIT) -> str:
     """The Markdown table of every row."""
-    lines = ["| instance | producer | epochs | bound | proven | wall s | CPU s | load | TE-CCL epochs | TE-CCL s |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for name, producer, params in ROWS:
-        r = row(name, producer, limit, params)
-        assert r["verified"]
-        lines.append(f"| {r['instance']} | {r['producer']} | {r['epochs']} | {r['bound']} | {r['proven']} | "
-                     f"{r['wall_s']} | {r['cpu_s']} | {r['load']} | {r['teccl_epochs']:g} | {r['teccl_s']:.0f} |")
-    return "\n".join(lines)
+    rows = [row(name, producer, limit, params) for name, producer, params in ROWS]
+    assert all(r["verified"] for r in rows)
+    lines = [cells(r)[:1] + [r["producer"]] + cells(r)[1:] for r in rows]
+    return "\n".join(markdown_table(HEADER[:1] + ["producer"] + HEADER[1:], lines, ALIGN[:1] + ["---"] + ALIGN[1:]))
 
 
 def test_teccl_rows():

@@ -1,4 +1,5 @@
-"""Topology generators: plain functions returning a :class:`Topology`, registered by name.
+"""Topology generators: plain functions returning a :class:`Topology`, registered by name with
+the size formula each declares (``@generator(size=...)``, :mod:`collsynth.instances.registry`).
 
 Each generator is a function whose keyword parameters (with type annotations and defaults)
 *are* its documented interface: ``collsynth topologies`` lists them from the signature and the
@@ -24,19 +25,13 @@ from typing import Any, Callable
 
 from .. import InputError, did_you_mean
 from . import constructions, size
+from .registry import GENERATORS, generator
+from .size import larger, levels, power, product
 from .topology import Topology, check_costs, from_edges, with_link_costs
-
-GENERATORS: dict[str, Callable[..., Topology]] = {}
 
 DEFAULT_BANDWIDTH = 100e9  # bytes/s of a link, unless the instance says otherwise
 DEFAULT_ALPHA = 0.5e-6  # seconds of a link, unless the instance says otherwise
 RESERVED = ("bandwidth", "alpha", "failed_nodes", "failed_links", "generator", "file")
-
-
-def generator(func: Callable[..., Topology]) -> Callable[..., Topology]:
-    """Register ``func`` under its own name (decorator)."""
-    GENERATORS[func.__name__] = func
-    return func
 
 
 # ---- the registry's interface ------------------------------------------------------------
@@ -291,7 +286,7 @@ def grid_index(coords: tuple[int, ...], dims: list[int]) -> int:
 
 # ---- generators ----------------------------------------------------------------------------
 
-@generator
+@generator(size=lambda p: (p["nodes"], 2 * p["nodes"], "nodes"))
 def ring(nodes: int, bidirectional: bool = True) -> Topology:
     """Ring of ``nodes`` NPUs: i -> i+1 (and i+1 -> i when bidirectional).
 
@@ -306,7 +301,7 @@ def ring(nodes: int, bidirectional: bool = True) -> Topology:
                       meta={"cayley": [nodes]})
 
 
-@generator
+@generator(size=lambda p: (product(p["dims"]), 2 * len(p["dims"]) * product(p["dims"]), "dims"))
 def mesh(dims: list[int]) -> Topology:
     """Mesh (grid without wrap-around) of any shape; links in both directions.
 
@@ -315,7 +310,7 @@ def mesh(dims: list[int]) -> Topology:
     return _grid(dims, wrap=False, bidirectional=True)
 
 
-@generator
+@generator(size=lambda p: (product(p["dims"]), 2 * len(p["dims"]) * product(p["dims"]), "dims"))
 def torus(dims: list[int], bidirectional: bool = True) -> Topology:
     """Torus (grid with wrap-around) of any shape and number of dimensions.
 
@@ -356,7 +351,7 @@ def _grid(dims: list[int], wrap: bool, bidirectional: bool) -> Topology:
                       meta={"dims": list(dims), **({"cayley": list(dims)} if wrap else {})})
 
 
-@generator
+@generator(size=lambda p: (power(2, p["dim"]), p["dim"] * power(2, p["dim"]), "dim"))
 def hypercube(dim: int) -> Topology:
     """Hypercube of dimension ``dim`` (2^dim nodes, bidirectional links along each bit).
 
@@ -368,7 +363,7 @@ def hypercube(dim: int) -> Topology:
     return from_edges(n, edges, name=f"hypercube{dim}", meta={"cayley": [2] * dim})
 
 
-@generator
+@generator(size=lambda p: (p["nodes"], p["nodes"] * (p["nodes"] - 1), "nodes"))
 def complete(nodes: int) -> Topology:
     """Complete digraph K_n: a direct link between every ordered pair.
 
@@ -379,7 +374,7 @@ def complete(nodes: int) -> Topology:
     return from_edges(nodes, edges, name=f"complete{nodes}", meta={"cayley": [nodes]})
 
 
-@generator
+@generator(size=lambda p: (2 * p["degree"], 2 * p["degree"] ** 2, "degree"))
 def complete_bipartite(degree: int) -> Topology:
     """Complete bipartite graph K_{d,d} (2d nodes, degree d), bidirectional links.
 
@@ -393,7 +388,8 @@ def complete_bipartite(degree: int) -> Topology:
     return from_edges(n, edges, name=f"K{degree},{degree}", meta={"cayley": [n]})
 
 
-@generator
+@generator(size=lambda p: (power(p["q"], p["dims"]), power(p["q"], p["dims"]) * p["dims"] * (p["q"] - 1),
+                             larger(p, "q", "dims")))
 def hamming(dims: int, q: int) -> Topology:
     """Hamming graph H(D, q): q^D nodes (words of length D over q symbols), bidirectional links
     between words that differ in exactly one position.
@@ -408,7 +404,7 @@ def hamming(dims: int, q: int) -> Topology:
     return _renamed(topo, f"hamming{dims},{q}")
 
 
-@generator
+@generator(size=lambda p: (p["nodes"], 2 * p["nodes"] * len(p["offsets"]), "nodes"))
 def circulant(nodes: int, offsets: list[int], directed: bool = False) -> Topology:
     """Circulant graph C(N, {a_1, ..., a_k}): x -> x + a_i mod N (and x -> x - a_i unless directed).
 
@@ -433,7 +429,8 @@ def circulant(nodes: int, offsets: list[int], directed: bool = False) -> Topolog
                       meta={"cayley": [nodes], "offsets": list(offsets)})
 
 
-@generator
+@generator(size=lambda p: ((p["degree"] + 1) * power(p["degree"], p["diameter"] - 1),
+                           (p["degree"] + 1) * power(p["degree"], p["diameter"]), larger(p, "degree", "diameter")))
 def kautz(degree: int, diameter: int) -> Topology:
     """Kautz digraph K(d, D): d^D + d^(D-1) nodes, out-degree d, diameter D (Moore optimal).
 
@@ -450,7 +447,7 @@ def kautz(degree: int, diameter: int) -> Topology:
     return from_edges(len(words), edges, name=f"kautz{degree},{diameter}")
 
 
-@generator
+@generator(size=lambda p: (p["nodes"], p["nodes"] * p["degree"], larger(p, "nodes", "degree")))
 def generalized_kautz(degree: int, nodes: int) -> Topology:
     """Generalized Kautz digraph Pi(d, N): arcs x -> (-d*x - a) mod N for a = 1..d.
 
@@ -466,7 +463,8 @@ def generalized_kautz(degree: int, nodes: int) -> Topology:
     return from_edges(nodes, arcs, name=f"gkautz{degree},{nodes}", meta={"self_loops_dropped": loops})
 
 
-@generator
+@generator(size=lambda p: (power(p["degree"], p["diameter"]), power(p["degree"], p["diameter"] + 1),
+                           larger(p, "degree", "diameter")))
 def de_bruijn(degree: int, diameter: int) -> Topology:
     """De Bruijn digraph B(d, D): d^D nodes, arcs x -> (d*x + a) mod d^D for a = 0..d-1.
 
@@ -483,7 +481,7 @@ def de_bruijn(degree: int, diameter: int) -> Topology:
     return from_edges(n, arcs, name=f"debruijn{degree},{diameter}", meta={"self_loops_dropped": loops})
 
 
-@generator
+@generator(size=lambda p: (2 * p["a"] ** 2, 8 * p["a"] ** 2, "a"))
 def twisted_torus(a: int) -> Topology:
     """Rectangular twisted torus RTT(a): a 2a x a torus whose short-dimension wrap-around links
     are twisted by a (Cámara et al. [25] of Zhao et al., NSDI 2025, used by TPU v4; Zhao et al., NSDI 2025, §E, Table 9).
@@ -518,7 +516,7 @@ DGX1_NVLINKS = (
 )
 
 
-@generator
+@generator(size=lambda p: (8, 48, "generator"))
 def dgx1() -> Topology:
     """NVIDIA DGX-1 (8 V100 GPUs, hybrid cube-mesh NVLink): 6 NVLinks per GPU.
 
@@ -530,7 +528,13 @@ def dgx1() -> Topology:
     return from_edges(8, edges, name="dgx1")
 
 
-@generator
+def _dragonfly_size(p: dict) -> tuple[int, int, str]:
+    a, h = p["group_size"], p.get("global_links", 1)
+    g = p.get("groups") or a * h + 1
+    return g * a, g * a * (a - 1) + g * (g - 1), "group_size"
+
+
+@generator(size=_dragonfly_size)
 def dragonfly(group_size: int, groups: int | None = None, global_links: int = 1,
               global_scale: float = 1.0) -> Topology:
     """Dragonfly of routers-as-NPUs: fully connected groups, one global link per group pair.
@@ -564,7 +568,8 @@ def dragonfly(group_size: int, groups: int | None = None, global_links: int = 1,
     return from_edges(g * a, edges, name=f"dragonfly{a}x{g}", meta={"dims": [g, a]})
 
 
-@generator
+@generator(size=lambda p: (product(p["dims"]), product(p["dims"]) * sum(d - 1 for d in p["dims"]) * p.get("trunking", 1),
+                           "dims"))
 def hyperx(dims: list[int], trunking: int = 1) -> Topology:
     """HyperX: a grid where every node links to every node that differs in one coordinate.
 
@@ -593,7 +598,8 @@ def hyperx(dims: list[int], trunking: int = 1) -> Topology:
                       meta={"dims": list(dims), "cayley": list(dims)})
 
 
-@generator
+@generator(size=lambda p: (product(p["board"]) * product(p["grid"]) + sum(p["board"]) * sum(p["grid"]),
+                             2 * product(p["board"]) * product(p["grid"]) * (2 + sum(p["grid"])), "grid"))
 def hammingmesh(board: list[int], grid: list[int], fabric: str = "direct") -> Topology:
     """HammingMesh HxMesh (De Sensi et al., NSDI 2024, §5.4.1, Hoefler et al. SC'22): 2D-mesh boards whose edge
     nodes are joined per global row and per global column.
@@ -646,7 +652,7 @@ def hammingmesh(board: list[int], grid: list[int], fabric: str = "direct") -> To
                       name=f"hx{a}x{b}mesh{x}x{y}", meta={"dims": [R, C], "board": [a, b], "grid": [x, y]})
 
 
-@generator
+@generator(size=lambda p: (p["nodes"] + 1, 2 * p["nodes"] * max(1, p.get("unwind", 0)), "nodes"))
 def switch(nodes: int, unwind: int = 0) -> Topology:
     """A fully connected switch of ``nodes`` NPUs, kept or unwound (TACOS §IV-D).
 
@@ -691,7 +697,7 @@ def _checked_hierarchy(levels: list[str], dims: list[int], scales: list[float] |
     return scales, unwind, n
 
 
-@generator
+@generator(size=lambda p: levels(p["dims"], "dims"))
 def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None = None,
                  unwind: list[int] | None = None) -> Topology:
     """A multi-dimensional hierarchical system such as Ring x FullyConnected x Switch (TACOS VII-B).
@@ -742,7 +748,7 @@ def hierarchical(levels: list[str], dims: list[int], scales: list[float] | None 
                       meta={"dims": list(dims), "levels": list(levels), "scales": scales, "unwind": unwind})
 
 
-@generator
+@generator(size=lambda p: (p["nodes"], 2 * p["nodes"], "nodes"))
 def optical_ring(nodes: int, wavelengths: int, wavelength_bandwidth: float | None = None,
                  reconfig_s: float = 0.0, oeo_s: float = 0.0) -> Topology:
     """An optical (WDM) ring for OpTree and its peers (Dai et al., ICC 2023): a bidirectional ring whose
@@ -775,7 +781,7 @@ def optical_ring(nodes: int, wavelengths: int, wavelength_bandwidth: float | Non
     return topo
 
 
-@generator
+@generator(size=None)  # a catalogue of small named graphs
 def distance_regular(name: str) -> Topology:
     """A named distance-regular graph from the catalogue of Zhao et al., NSDI 2025, Table 7 (bidirectional).
 
@@ -800,7 +806,14 @@ def _base(table: dict, where: str) -> Topology:
     return topo
 
 
-@generator
+def _line_graph_size(p: dict) -> tuple[int, int, str]:
+    n, links, _ = p["base"]
+    for _ in range(p.get("times", 1)):
+        n, links = links, (links * links) // max(n, 1)  # L(G): a node per arc, d arcs each
+    return n, links, "times" if p.get("times", 1) > 1 else "base"
+
+
+@generator(size=_line_graph_size)
 def line_graph(base: dict, times: int = 1) -> Topology:
     """Line-graph expansion L(G) applied ``times`` times (Zhao et al., NSDI 2025, §4.1): N' = dN, d' = d.
 
@@ -813,7 +826,7 @@ def line_graph(base: dict, times: int = 1) -> Topology:
     return constructions.line_graph_topology(_base(base, "base"), times, keep_costs=False)
 
 
-@generator
+@generator(size=lambda p: (p["base"][0] * p["copies"], p["base"][1] * p["copies"] ** 2, "copies"))
 def degree_expansion(base: dict, copies: int) -> Topology:
     """Degree expansion G*n (Zhao et al., NSDI 2025, §4.2): N' = nN, d' = nd.
 
@@ -824,7 +837,16 @@ def degree_expansion(base: dict, copies: int) -> Topology:
     return constructions.degree_topology(_base(base, "base"), copies, keep_costs=False)
 
 
-@generator
+def _cartesian_size(p: dict) -> tuple[int, int, str]:
+    n, links, _ = p["base"]
+    if p.get("other") is not None:
+        m, other_links, _ = p["other"]
+        return n * m, n * other_links + m * links, "base"
+    t = p.get("times", 2)
+    return power(n, t), t * power(n, t - 1) * links, "times"
+
+
+@generator(size=_cartesian_size)
 def cartesian(base: dict, times: int = 2, other: dict | None = None) -> Topology:
     """Cartesian power G^times, or the product G x H with ``other`` (Zhao et al., NSDI 2025, §4.3).
 

@@ -4,7 +4,8 @@ Every allocation that grows with an instance is estimated here first, and refuse
 one-line :class:`collsynth.limits.TooBig` naming the field that makes it big when it exceeds
 the memory budget (:func:`collsynth.limits.memory_budget`):
 
-- a generated topology, from the generator's parameters alone (:func:`check_generator`): the
+- a generated topology, from the size formula its generator declares
+  (:mod:`collsynth.instances.registry`) and its parameters alone (:func:`check_generator`): the
   graph (``BYTES_PER_LINK`` a directed link) and the hop-distance matrix every instance
   computes (``DISTANCE_BYTES`` per ordered node pair, the peak while it is built);
 - a collective, before its pre/postcondition matrices exist (:func:`check_collective`):
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..limits import human_bytes, memory_budget, require
+from .registry import SIZES, Counts
 
 BYTES_PER_LINK = 1300  # a directed link in the networkx graph, with its costs (peak while built)
 BYTES_PER_NODE = 600
@@ -45,130 +47,59 @@ Resolve = Callable[[dict, str], tuple[str, dict]]
 HUGE = 1 << 80  # a count beyond any machine: exponents are capped here before Python computes them
 
 
-def _pow(base: int, exp: int) -> int:
+def power(base: int, exp: int) -> int:
     """``base ** exp``, capped at :data:`HUGE` (a parameter such as ``dim = 10**9`` must not
-    make the estimate itself expensive)."""
+    make the estimate itself expensive).
+
+    >>> power(2, 10), power(10, 10**9) == HUGE
+    (1024, True)
+    """
     if base <= 1 or exp <= 0:
         return base ** max(exp, 0) if exp >= 0 else 0
     return HUGE if exp * math.log2(base) > 80 else base ** exp
 
 
-def _prod(values) -> int:
+def product(values) -> int:
+    """The product of ``values``, capped at :data:`HUGE`."""
     out = 1
     for v in values:
         out = min(out * int(v), HUGE)
     return out
 
 
-def _larger(params: dict, a: str, b: str) -> str:
+def larger(params: dict, a: str, b: str) -> str:
+    """The name of parameter ``a`` or ``b``, whichever is larger (the one to blame for a size)."""
     return a if params[a] >= params[b] else b
 
 
-def _nested(params: dict, key: str, resolve: Resolve, where: str) -> tuple[int, int, str]:
-    name, kwargs = resolve(params[key], f"{where}.{key}")
-    return generator_counts(name, kwargs, resolve, f"{where}.{key}") or (0, 0, key)
-
-
-def _line_graph(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
-    n, links, _ = _nested(p, "base", resolve, where)
-    for _ in range(p.get("times", 1)):
-        n, links = links, (links * links) // max(n, 1)  # L(G): a node per arc, d arcs each
-    return n, links, "times" if p.get("times", 1) > 1 else "base"
-
-
-def _degree_expansion(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
-    n, links, _ = _nested(p, "base", resolve, where)
-    k = p["copies"]
-    return n * k, links * k * k, "copies"
-
-
-def _cartesian(p: dict, resolve: Resolve, where: str) -> tuple[int, int, str]:
-    n, links, _ = _nested(p, "base", resolve, where)
-    if p.get("other") is not None:
-        m, other_links, _ = _nested(p, "other", resolve, where)
-        return n * m, n * other_links + m * links, "base"
-    t = p.get("times", 2)
-    return _pow(n, t), t * _pow(n, t - 1) * links, "times"
-
-
-def _dragonfly(p: dict) -> tuple[int, int, str]:
-    a, h = p["group_size"], p.get("global_links", 1)
-    g = p.get("groups") or a * h + 1
-    return g * a, g * a * (a - 1) + g * (g - 1), "group_size"
-
-
-def _rails(p: dict) -> tuple[int, int, str]:
-    n = p.get("nodes", 2)
-    return 9 * n + 8, 16 * n * (max(1, p.get("unwind_nvswitch", 0)) + max(1, p.get("unwind_rail", 0))), "nodes"
-
-
-def _levels(dims: list[int], field: str) -> tuple[int, int, str]:
-    """A hierarchy of groups (one level per dimension): NPUs, one switch per group at most,
-    and at most every group member linked to every other both ways."""
-    n = _prod(dims)
+def levels(dims: list[int], field: str) -> Counts:
+    """The counts of a hierarchy of groups (one level per dimension): NPUs, one switch per
+    group at most, and at most every group member linked to every other both ways."""
+    n = product(dims)
     return 2 * n, 2 * n * sum(int(d) for d in dims), field
 
 
-# name -> counts(params) = (node ids, directed links (an upper bound), the size parameter)
-COUNTS: dict[str, Callable[[dict], tuple[int, int, str]]] = {
-    "ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
-    "mesh": lambda p: (_prod(p["dims"]), 2 * len(p["dims"]) * _prod(p["dims"]), "dims"),
-    "torus": lambda p: (_prod(p["dims"]), 2 * len(p["dims"]) * _prod(p["dims"]), "dims"),
-    "hypercube": lambda p: (_pow(2, p["dim"]), p["dim"] * _pow(2, p["dim"]), "dim"),
-    "complete": lambda p: (p["nodes"], p["nodes"] * (p["nodes"] - 1), "nodes"),
-    "complete_bipartite": lambda p: (2 * p["degree"], 2 * p["degree"] ** 2, "degree"),
-    "hamming": lambda p: (_pow(p["q"], p["dims"]), _pow(p["q"], p["dims"]) * p["dims"] * (p["q"] - 1),
-                          _larger(p, "q", "dims")),
-    "circulant": lambda p: (p["nodes"], 2 * p["nodes"] * len(p["offsets"]), "nodes"),
-    "kautz": lambda p: ((p["degree"] + 1) * _pow(p["degree"], p["diameter"] - 1),
-                        (p["degree"] + 1) * _pow(p["degree"], p["diameter"]), _larger(p, "degree", "diameter")),
-    "generalized_kautz": lambda p: (p["nodes"], p["nodes"] * p["degree"], _larger(p, "nodes", "degree")),
-    "de_bruijn": lambda p: (_pow(p["degree"], p["diameter"]), _pow(p["degree"], p["diameter"] + 1),
-                            _larger(p, "degree", "diameter")),
-    "twisted_torus": lambda p: (2 * p["a"] ** 2, 8 * p["a"] ** 2, "a"),
-    "dgx1": lambda p: (8, 48, "generator"),
-    "dragonfly": _dragonfly,
-    "hyperx": lambda p: (_prod(p["dims"]), _prod(p["dims"]) * sum(d - 1 for d in p["dims"]) * p.get("trunking", 1), "dims"),
-    "hammingmesh": lambda p: (_prod(p["board"]) * _prod(p["grid"]) + sum(p["board"]) * sum(p["grid"]),
-                              2 * _prod(p["board"]) * _prod(p["grid"]) * (2 + sum(p["grid"])), "grid"),
-    "switch": lambda p: (p["nodes"] + 1, 2 * p["nodes"] * max(1, p.get("unwind", 0)), "nodes"),
-    "hierarchical": lambda p: _levels(p["dims"], "dims"),
-    "optical_ring": lambda p: (p["nodes"], 2 * p["nodes"], "nodes"),
-    # systems (collsynth.instances.systems): GPUs, switch nodes and links per chassis or node
-    "ndv2": lambda p: (8 * p.get("chassis", 2) + 1, 48 * p.get("chassis", 2) + 2 * p.get("chassis", 2) ** 2, "chassis"),
-    "dgx2": lambda p: (17 * p.get("chassis", 2), 32 * p.get("chassis", 2) * max(1, p.get("unwind", 0))
-                       + 16 * p.get("chassis", 2) ** 2, "chassis"),
-    "dgx_a100": lambda p: _rails(p),
-    "dgx_h100": lambda p: _rails(p),
-    "mi250": lambda p: (25 * p.get("nodes", 1) + 1, p.get("nodes", 1) * (100 + 32 * max(1, p.get("unwind", 0))), "nodes"),
-    "forestcoll_a100": lambda p: (17 * p.get("nodes", 2) + 2, 48 * p.get("nodes", 2), "nodes"),
-    "forestcoll_mi250": lambda p: (16 * p.get("nodes", 2) + 1, 96 * p.get("nodes", 2), "nodes"),
-    "ring_fc_switch": lambda p: _levels([p.get("ring", 2), p.get("fully_connected", 4), p["nodes"]], "nodes"),
-    "ring_ring": lambda p: _levels(p["dims"], "dims"),
-    "switch_switch": lambda p: _levels(p.get("dims", [8, 4]), "dims"),
-}
-NESTED: dict[str, Callable[[dict, Resolve, str], tuple[int, int, str]]] = {
-    "line_graph": _line_graph,
-    "degree_expansion": _degree_expansion,
-    "cartesian": _cartesian,
-}
-FIXED = ("distance_regular",)  # a catalogue of small named graphs
-
-
-def generator_counts(name: str, params: dict, resolve: Resolve, where: str = "topology") -> tuple[int, int, str] | None:
+def generator_counts(name: str, params: dict, resolve: Resolve, where: str = "topology") -> Counts | None:
     """``(node ids, directed links, size parameter)`` of generator ``name`` with validated
-    ``params``, computed from the parameters alone (links are an upper bound); None for the
-    generators of fixed small graphs. ``resolve`` validates a nested topology table into
-    ``(generator name, parameters)``.
+    ``params``, from the size formula the generator declares (:mod:`collsynth.instances.registry`;
+    links are an upper bound); None for the generators of fixed small graphs. ``resolve``
+    validates a nested topology table into ``(generator name, parameters)``; a nested table
+    reaches the formula as its own counts.
 
     >>> generator_counts("torus", {"dims": [200, 200]}, None)
     (40000, 160000, 'dims')
     """
-    if name in NESTED:
-        return NESTED[name](params, resolve, where)
-    if name in COUNTS:
-        return COUNTS[name](params)
-    return None
+    formula = SIZES.get(name)
+    if formula is None:
+        return None
+    nested = {key: _nested(table, resolve, f"{where}.{key}")
+              for key, table in sorted(params.items()) if isinstance(table, dict)}
+    return formula({**params, **nested})
+
+
+def _nested(table: dict, resolve: Resolve, where: str) -> Counts:
+    name, kwargs = resolve(table, where)
+    return generator_counts(name, kwargs, resolve, where) or (0, 0, where.rsplit(".", 1)[-1])
 
 
 def topology_bytes(nodes: int, links: int) -> int:
@@ -376,14 +307,15 @@ def check_ten(instance: Any, horizon: int | None = None, variables_per_unit: flo
 
 def topology_field(topology: Any) -> str:
     """The instance field that sets a topology's size: ``topology.<size parameter>`` of its
-    generator, or ``topology.file``."""
+    generator (``topology.base`` for a generator of a nested topology), or ``topology.file``."""
     meta = topology.meta or {}
     name, params = meta.get("generator"), meta.get("params") or {}
-    if name in COUNTS:
-        try:
-            return f"topology.{COUNTS[name](params)[2]}"
-        except (KeyError, TypeError):
-            return "topology"
-    if name in NESTED:
+    formula = SIZES.get(name)
+    if formula is None:
+        return "topology" if name else "topology.file"
+    if any(isinstance(value, dict) for value in params.values()):
         return "topology.base"
-    return "topology" if name else "topology.file"
+    try:
+        return f"topology.{formula(params)[2]}"
+    except (KeyError, TypeError):
+        return "topology"

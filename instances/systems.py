@@ -27,6 +27,7 @@ import math
 
 from .. import InputError
 from .generators import DGX1_NVLINKS, generator, hierarchical
+from .size import levels
 from .topology import SWITCH_HOPS, Topology, from_edges
 
 TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
@@ -100,7 +101,7 @@ def _count(value: int, where: str, lo: int, hi: int | None = None) -> None:
 
 # ---- Azure NDv2 ------------------------------------------------------------------------------
 
-@generator
+@generator(size=lambda p: (8 * p.get("chassis", 2) + 1, 48 * p.get("chassis", 2) + 2 * p.get("chassis", 2) ** 2, "chassis"))
 def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: float = 25e9,
          nvlink_alpha: float = 0.7e-6, nic_bandwidth: float = 12.5e9, nic_alpha: float = 1.3e-6,
          switch_hop: str = "timestep") -> Topology:
@@ -156,7 +157,8 @@ def ndv2(chassis: int = 2, inter_chassis: str = "direct", nvlink_bandwidth: floa
 
 # ---- NVIDIA DGX-2 ----------------------------------------------------------------------------
 
-@generator
+@generator(size=lambda p: (17 * p.get("chassis", 2), 32 * p.get("chassis", 2) * max(1, p.get("unwind", 0))
+                      + 16 * p.get("chassis", 2) ** 2, "chassis"))
 def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, nvswitch_alpha: float = 0.35e-6,
          nic_bandwidth: float = 12.5e9, nic_alpha: float = 2.6e-6, switch_hop: str = "timestep") -> Topology:
     """NVIDIA DGX-2: 16 V100 behind NVSwitch per chassis, 8 InfiniBand NICs per chassis.
@@ -216,7 +218,14 @@ def _dgx_rails(nodes: int, unwind_nvswitch: int, unwind_rail: int, classes: dict
     return classed_topology(gpus + len(switches), edges, switches, f"{name}x{nodes}{suffix}", classes, gpus_per_node=8)
 
 
-@generator
+def _rails_size(p: dict) -> tuple[int, int, str]:
+    """Counts of :func:`dgx_a100` and :func:`dgx_h100`: 8 GPUs and an NVSwitch per node, 8 rail switches."""
+    n = p.get("nodes", 2)
+    unwound = max(1, p.get("unwind_nvswitch", 0)) + max(1, p.get("unwind_rail", 0))
+    return 9 * n + 8, 16 * n * unwound, "nodes"
+
+
+@generator(size=_rails_size)
 def dgx_a100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvlink_bandwidth: float = 300e9,
              nvlink_alpha: float = 0.47e-6, nic_bandwidth: float = 25e9, nic_alpha: float = 2.7e-6) -> Topology:
     """NVIDIA DGX A100 nodes: 8 A100 behind NVSwitch, one 200 Gb/s NIC per GPU on rail-optimised leaves.
@@ -237,7 +246,7 @@ def dgx_a100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvl
     return _dgx_rails(nodes, unwind_nvswitch, unwind_rail, classes, "dgx_a100")
 
 
-@generator
+@generator(size=_rails_size)
 def dgx_h100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvlink_bandwidth: float = 450e9,
              nvlink_alpha: float = 0.47e-6, nic_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6) -> Topology:
     """NVIDIA DGX H100 nodes: 8 H100 behind NVSwitch, one 400 Gb/s NIC per GPU on rail-optimised leaves.
@@ -256,7 +265,7 @@ def dgx_h100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvl
 
 # ---- AMD MI250 -------------------------------------------------------------------------------
 
-@generator
+@generator(size=lambda p: (25 * p.get("nodes", 1) + 1, p.get("nodes", 1) * (100 + 32 * max(1, p.get("unwind", 0))), "nodes"))
 def mi250(nodes: int = 1, unwind: int = 0, xgmi_bandwidth: float = 50e9, xgmi_alpha: float = 2.3e-6,
           nic_bandwidth: float = 25e9, nic_alpha: float = 2.0e-6) -> Topology:
     """AMD MI250 nodes: 16 GCDs (8 OAMs) in an xGMI mesh, one NIC per GCD pair.
@@ -302,7 +311,7 @@ FORESTCOLL = ("Zhao, Maleki, Yang, Pourreza, Krishnamurthy, ForestColl, arXiv 24
               "repository liangyuRain/ForestColl topologies.py")
 
 
-@generator
+@generator(size=lambda p: (17 * p.get("nodes", 2) + 2, 48 * p.get("nodes", 2), "nodes"))
 def forestcoll_a100(nodes: int = 2, nvlink_bandwidth: float = 300e9, nvlink_alpha: float = 0.47e-6,
                     nic_bandwidth: float = 25e9, nic_alpha: float = 2.7e-6) -> Topology:
     """ForestColl's 8 x A100 boxes: NVSwitch in each box, a NIC per GPU, two InfiniBand switches.
@@ -336,7 +345,7 @@ def forestcoll_a100(nodes: int = 2, nvlink_bandwidth: float = 300e9, nvlink_alph
                             gpus_per_node=8)
 
 
-@generator
+@generator(size=lambda p: (16 * p.get("nodes", 2) + 1, 96 * p.get("nodes", 2), "nodes"))
 def forestcoll_mi250(nodes: int = 2, xgmi_bandwidth: float = 50e9, xgmi_alpha: float = 2.3e-6,
                      nic_bandwidth: float = 16e9, nic_alpha: float = 2.0e-6) -> Topology:
     """ForestColl's 16-GCD MI250 boxes: the xGMI mesh, every GCD on one InfiniBand switch.
@@ -403,7 +412,7 @@ def _switch_levels(levels: list[str], dims: list[int], unwind: list[int], n: int
     return out
 
 
-@generator
+@generator(size=lambda p: levels([p.get("ring", 2), p.get("fully_connected", 4), p["nodes"]], "nodes"))
 def ring_fc_switch(nodes: int, ring: int = 2, fully_connected: int = 4, ring_bandwidth: float = 200e9,
                    fc_bandwidth: float = 100e9, switch_bandwidth: float = 50e9, alpha: float = 0.5e-6,
                    unwind: int = 1) -> Topology:
@@ -422,7 +431,7 @@ def ring_fc_switch(nodes: int, ring: int = 2, fully_connected: int = 4, ring_ban
                       f"ring_fc_switch-{ring}x{fully_connected}x{nodes}")
 
 
-@generator
+@generator(size=lambda p: levels(p["dims"], "dims"))
 def ring_ring(dims: list[int], bandwidths: list[float] | None = None, alpha: float = 0.5e-6) -> Topology:
     """TACOS's Ring x Ring system (Table II: 8x8, 10x10, 12x12): a 2D torus, one class per ring level.
 
@@ -436,7 +445,7 @@ def ring_ring(dims: list[int], bandwidths: list[float] | None = None, alpha: flo
                       f"ring_ring-{dims[0]}x{dims[1]}")
 
 
-@generator
+@generator(size=lambda p: levels(p.get("dims", [8, 4]), "dims"))
 def switch_switch(dims: list[int] = [8, 4], bandwidths: list[float] = [300e9, 25e9], alpha: float = 0.5e-6,
                   unwind: list[int] | None = None) -> Topology:
     """TACOS's two-level Switch x Switch system (Fig. 19: 8 x 4, 32 NPUs, 300_25 GB/s), DGX-like.

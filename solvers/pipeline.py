@@ -141,7 +141,7 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     schedule = outcome.schedule
     if schedule is None:
         return row, None
-    row, kept = _check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+    row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
     return row, kept
@@ -362,9 +362,16 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
     row["extra"] = extra
 
 
-def _check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
+def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
                      stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
-    """Verify the schedule while a :class:`SpeculativePricing` prices it under every cost
+    """The gate every produced schedule passes before :func:`run` keeps it: ``(row, schedule)``
+    with the schedule verified and priced into ``row``, or ``(row, None)`` with the row saying
+    why not (``invalid``: the violation; ``timeout``: the stage the ``deadline`` stopped).
+    ``stages`` gains each stage's seconds; ``epoch_step`` is the instance's TEN timestep when
+    it sets one (:func:`~collsynth.instances.instance.epoch_timestep`). Public so that this
+    contract can be checked on schedules no producer emits (malformed, truncated, huge).
+
+    It verifies the schedule while a :class:`SpeculativePricing` prices it under every cost
     model within ``deadline`` (this thread first prepares parts of the pricing plan,
     :meth:`SpeculativePricing.prepare`, stage ``pricing plan``, and prices too once verification
     is done); the
@@ -431,7 +438,7 @@ class SpeculativePricing:
     only the cheapest model runs beside another (the working memory of two costly ones would
     add up): the pricing thread takes the models cheapest first but leaves the cheapest to the
     calling thread while that one verifies. Nothing priced here is reported unless the schedule
-    verified (:func:`_check_and_price` reads :meth:`results` only then). The threads share one
+    verified (:func:`check_and_price` reads :meth:`results` only then). The threads share one
     :class:`~collsynth.tens.plan.PricingPlan`, whose parts are each computed once, by the
     first thread to ask (the other waits for it); the calling thread may compute some ahead
     (:meth:`prepare`).

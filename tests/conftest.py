@@ -1,4 +1,8 @@
-"""Shared test settings: hypothesis profiles sized for a 2-core CI machine."""
+"""Shared test settings: hypothesis profiles sized for a 2-core CI machine.
+
+The instance builders, hand-built schedules and hypothesis strategies several test modules
+use are plain functions in ``tests/builders.py`` (``from builders import instance_on``).
+"""
 
 import os
 

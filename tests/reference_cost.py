@@ -289,7 +289,7 @@ def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | Non
     """``(f, delay[pair], capacity[pair])`` of the TEN discretisation (TACOS section IV-C).
 
     The definitions of :func:`collsynth.tens.ten.build_ten`, written out again here (none of its
-    helpers is used): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
+    functions is used): ``f = min_l (alpha_l + chunk_bytes / b_l)`` with ``b_l`` the per-link
     bandwidth unless ``timestep`` is given, ``delay_l = ceil((alpha_l + chunk_bytes / b_l) / f)``
     and ``capacity_l`` the chunks the pair carries per timestep: its parallel links times the
     most chunks one link sends back to back within ``f`` (the latency once, then one chunk

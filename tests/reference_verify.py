@@ -1,26 +1,10 @@
 """The verifier as it was before the compiled kernels: the reference (oracle) whose verdicts
 and messages tests compare :mod:`collsynth.tens.verify` with. Do not use it outside the tests.
 
-Verification: does a schedule implement its instance's collective(s) on its topology?
-
-Semantics (design "Verification"; the holdings ``H_t`` of TACOS section IV-B and the ILP of its
-Fig. 12, with pieces and contributions added):
-
-- ``H_0`` is the collective's precondition. The sends of step ``t`` read the state at the end
-  of step ``t-1``; what they deliver is applied at the end of step ``t``.
-- A send of piece ``[lo, hi)`` of chunk ``c`` over ``u -> v`` in step ``t`` is legal only if
-  ``u -> v`` is a live link (or, for ``routing == "shortest-path"``, ``u`` reaches ``v`` through
-  live links) and ``u`` holds that whole piece at the end of step ``t-1``.
-- The schedule implements the collective iff every ``(c, v)`` of the postcondition is held
-  whole at the end.
-- Combining collectives (reduce, reduce_scatter, allreduce) track, per piece and node, the
-  *set of contributing ranks* (packed uint64 bitsets). Every participant starts with its own
-  contribution to every chunk. A ``reduce`` send adds the sender's set to the receiver's and
-  is a violation if a rank would be counted twice (overlap with the receiver's set, or between
-  two arrivals in the same step); a ``copy`` send overwrites the receiver's set. At the end
-  every required ``(c, v)`` must hold each participant exactly once.
-- Malformed sends are violations too: step < 1, a piece outside ``[0, 1)``, a chunk id outside
-  the collective(s), a node id out of range or failed, a missing or failed link.
+Semantics: those of :mod:`collsynth.tens.verify` (its module docstring: the holdings ``H_t`` of
+TACOS section IV-B and the ILP of its Fig. 12, with pieces and contributions added), including
+its malformed sends (step < 1, a piece outside ``[0, 1)``, a chunk id outside the collective(s),
+a node id out of range or failed, a missing or failed link).
 
 Pieces are handled exactly: every chunk is split into elementary segments at all the ``lo``/
 ``hi`` breakpoints of its sends (one vectorised ``np.unique``/``searchsorted``), sends expand to
@@ -84,7 +68,7 @@ def verify(schedule: Schedule, instance: Instance) -> Violation | None:
     return min(found, key=lambda v: (v.step, v.index is None, v.index or 0))
 
 
-# ---- helpers -------------------------------------------------------------------------------
+# ---- malformed sends, pieces, holdings --------------------------------------------------------
 
 def _static(s: Schedule, topo: Topology, total: int) -> Violation | None:
     """Malformed sends (vectorised): steps, pieces, chunk ids, ops, node ids, links."""

@@ -14,11 +14,11 @@ import networkx as nx
 from hypothesis import assume, given, settings, strategies as st
 
 from collsynth.instances import CORPUS, load_instance
-from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges, with_latency
 from collsynth.tens import bounds, ten
 from ilp_oracle import solves_by
+from builders import instance_on
 
 NVS = {"alpha": 0.0, "bandwidth": 1.0}  # 1-byte chunks: one timestep on the link, no latency
 IB = {"alpha": 3.0, "bandwidth": 0.5}  # two timesteps on the link, then 3 of latency: lag 5
@@ -72,7 +72,7 @@ def test_a_ball_around_the_node_raises_the_releases():
     # can be there: node 1 holds one by the end of 1 and node 3 none before the end of 2. So 3
     # arrive in 3 .. T at two per timestep: T >= 4, the optimum (the set S = {2}: its two
     # entering links deliver one chunk by the end of 2)
-    inst = make_instance(build("ring", {"nodes": 5}), "broadcast", root=0, chunks_per_node=4)
+    inst = instance_on("ring", {"nodes": 5}, "broadcast", root=0, chunks_per_node=4)
     b = bounds.arrival_bound(ten.prepare(inst, 1))
     assert (b.value, b.witness) == (4, "v=2 S={2}")
     assert solves_by(inst, 3) is False and solves_by(inst, 4) is True

@@ -20,6 +20,7 @@ from collsynth.results import render, schema, store
 from collsynth.solvers import batch
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends
+from builders import instance_on
 
 PLUGINS = str(Path(__file__).parent / "plugins")
 PRODUCERS = "greedy,ring"
@@ -121,10 +122,9 @@ def test_the_committed_quick_store_takes_new_rows(tmp_path):
 
 
 def test_pipeline_row_store_and_runs_csv_share_one_schema(tmp_path):
-    from collsynth.instances import generators, make_instance
     from collsynth.solvers.pipeline import run
 
-    row, _ = run(make_instance(generators.build("ring", {"nodes": 4}), "allgather"), "ring")
+    row, _ = run(instance_on("ring", {"nodes": 4}), "ring")
     assert [k for k in row if k != "extra"] == list(schema.ROW_FIELDS)
     store.put(tmp_path, row)
     cols = [r[1] for r in sqlite3.connect(tmp_path / "runs.sqlite").execute("PRAGMA table_info(runs)")]

@@ -24,6 +24,7 @@ from collsynth.tens.schedule import from_sends
 from collsynth.tens.ten import NotSupported, link_delays, link_latency
 from ilp_oracle import solves_by
 from proofs import proven_status
+from builders import strongly_connected_arcs
 
 ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)
 TOL = 1 + 1e-9
@@ -164,13 +165,9 @@ def test_two_dgx1_chassis_the_bound_sees_the_inter_chassis_cut():
 def digraphs(draw, lo=3, hi=5):
     """Strongly connected digraphs (a random Hamiltonian cycle plus random arcs) with 1-2
     parallel links per arc and random bandwidths (multi-timestep arcs) and latencies."""
-    n = draw(st.integers(lo, hi))
-    perm = draw(st.permutations(range(n)))
-    arcs = {(perm[i], perm[(i + 1) % n]) for i in range(n)}
-    more = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
-    arcs |= {(u, v) for u, v in more if u != v}
+    n, arcs = draw(strongly_connected_arcs(lo, hi, extra_per_node=2))
     edges = []
-    for u, v in sorted(arcs):
+    for u, v in sorted(set(arcs)):
         data = {"bandwidth": draw(st.sampled_from([1e9, 5e8, 2.5e8])), "alpha": draw(st.sampled_from([0.0, 2e-5, 1e-4]))}
         edges += [(u, v, dict(data)) for _ in range(draw(st.integers(1, 2)))]
     topo = from_edges(n, edges)

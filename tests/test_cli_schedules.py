@@ -14,7 +14,7 @@ from collsynth.tens.schedule import from_sends, read_json, write_json
 from collsynth.tens.verify import verify
 
 from msccl_sim import run_msccl
-from test_cost import recursive_doubling_allgather, ring_allgather
+from builders import recursive_doubling_allgather, ring_allgather
 
 N, BWv, ALPHAv, MSG = 6, 50e9, 1e-6, 6 * 1024.0
 

@@ -1,16 +1,14 @@
 """Cost models (tens/cost.py): lecture closed forms, hand-computed cases, invariants.
 
-Helpers here build the lecture's schedules (Thakur et al., IJHPCA 2005) and random valid schedules; the export
-and CLI tests import them.
+The lecture's schedules (Thakur et al., IJHPCA 2005) and random valid schedules come from
+``tests/builders.py``.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from fractions import Fraction
 
-import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -19,78 +17,10 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.tens import bounds, cost, cost_models
-from collsynth.tens.schedule import from_arrays, from_sends, relabel, reverse
+from collsynth.tens.schedule import from_sends, relabel, reverse
 from collsynth.tens.verify import verify
-
-ALPHA, BW, M = 0.5e-6, 25e9, float(1 << 20)
-
-
-# ---- lecture schedules (Thakur et al., IJHPCA 2005) -------------------------------------------------------------
-
-def ring_allgather(n: int):
-    """Ring allgather: in step t node u forwards chunk (u - t + 1) mod n to u + 1."""
-    t = np.repeat(np.arange(1, n), n)
-    u = np.tile(np.arange(n), n - 1)
-    return from_arrays("allgather", n, n, chunk=(u - t + 1) % n, src=u, dst=(u + 1) % n, step=t)
-
-
-def recursive_doubling_allgather(n: int, routing: str = "links"):
-    """Recursive doubling (butterfly): in step s node u sends its 2^(s-1) chunks to u xor 2^(s-1)."""
-    k = int(math.log2(n))
-    rows = []
-    for s in range(1, k + 1):
-        d = 1 << (s - 1)
-        for u in range(n):
-            base = u & ~(d - 1)
-            rows += [(c, 0, 1, u, u ^ d, s) for c in range(base, base + d)]
-    return from_sends(rows, "allgather", n, n, routing=routing)
-
-
-def binomial_broadcast(n: int):
-    """Binomial tree broadcast from 0: in step s nodes u < 2^(s-1) send to u + 2^(s-1)."""
-    k = int(math.log2(n))
-    rows = [(0, 0, 1, u, u + (1 << (s - 1)), s) for s in range(1, k + 1) for u in range(1 << (s - 1))]
-    return from_sends(rows, "broadcast", n, 1)
-
-
-def greedy_allgather(topo, rng: random.Random, per_link: int = 1):
-    """A random valid allgather: each step every link forwards up to ``per_link`` random chunks
-    its source holds and its destination lacks (and is not receiving in this step)."""
-    n = topo.size
-    la = topo.link_arrays
-    holds = np.eye(n, dtype=bool)  # holds[chunk, node]
-    rows, step = [], 0
-    while not holds.all():
-        step += 1
-        incoming = holds.copy()
-        pairs = list(range(len(la)))
-        rng.shuffle(pairs)
-        for p in pairs:
-            u, v = int(la.src[p]), int(la.dst[p])
-            cand = np.flatnonzero(holds[:, u] & ~incoming[:, v]).tolist()
-            rng.shuffle(cand)
-            for c in cand[: per_link * int(la.count[p])]:
-                rows.append((c, 0, 1, u, v, step))
-                incoming[c, v] = True
-        holds = incoming
-    return from_sends(rows, "allgather", n, n)
-
-
-@st.composite
-def topologies(draw, max_nodes: int = 7):
-    """Random strongly connected digraphs: a directed ring plus random extra links and costs."""
-    n = draw(st.integers(3, max_nodes))
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
-    hetero = draw(st.booleans())
-    rnd = draw(st.randoms(use_true_random=False))
-    edges = [(u, (u + 1) % n) for u in range(n)] + [(u, v) for u, v in extra if u != v]
-    out = []
-    for u, v in edges:
-        bw = BW * (rnd.choice([1, 2, 4]) if hetero else 1)
-        a = ALPHA * (rnd.choice([1, 3]) if hetero else 1)
-        out.append((u, v, {"bandwidth": bw, "alpha": a}))
-    return from_edges(n, out, name="random")
-
+from builders import (ALPHA, BW, M, binomial_broadcast, greedy_allgather, instance_on, recursive_doubling_allgather,
+                      ring_allgather, topologies)
 
 def _instance(topo, kind="allgather", **kw):
     return make_instance(topo, kind, message_bytes=kw.pop("message_bytes", M), **kw)
@@ -440,7 +370,7 @@ def test_prefix_dependencies_are_conservative_for_pieces():
 def test_the_event_model_lists_dependency_pairs_only_for_pieces():
     """Whole chunks: the group prefixes are exact, so the event model lists no pair (the pairs
     part is never computed); halved chunks: it lists them."""
-    inst = make_instance(build("ring", {"nodes": 4}), "allgather")
+    inst = instance_on("ring", {"nodes": 4})
     whole = ring_allgather(4)
     halves = from_sends([(c, lo, hi, u, v, t) for c, u, v, t in zip(whole.chunk, whole.src, whole.dst, whole.step)
                          for lo, hi in ((0, Fraction(1, 2)), (Fraction(1, 2), 1))], "allgather", 4, 4)

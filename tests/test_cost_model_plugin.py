@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from collsynth import InputError
-from collsynth.instances import generators, make_instance
 from collsynth.tens import cost_models
 from collsynth.tens.schedule import from_sends
+from builders import instance_on
 
 # a model of its own: every hop of every send costs one second, whatever it carries
 HOPS = '''
@@ -76,7 +76,7 @@ def test_registry_order_columns_and_unknown_names():
     assert cost_models.names() == ("sync", "ten", "event")
     assert [m.price_column for m in cost_models.MODELS.values()] == ["price_sync_s", "price_ten_s", "price_event_s"]
     assert [c.name for c in cost_models.MODELS["sync"].columns] == ["T_L_s", "T_B_s"]
-    inst = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
+    inst = instance_on("ring", {"nodes": 3})
     with pytest.raises(InputError, match="unknown cost model 'magic'.*sync, ten, event"):
         cost_models.price(from_sends([], "allgather", 3, 3), inst, "magic")
 
@@ -84,7 +84,7 @@ def test_registry_order_columns_and_unknown_names():
 def test_every_model_prices_like_its_implementation():
     # the registry adds nothing of its own: each model's price is its implementation's
     from collsynth.tens import cost
-    inst = make_instance(generators.build("ring", {"nodes": 5}), "allgather", message_bytes=5e6)
+    inst = instance_on("ring", {"nodes": 5}, "allgather", message_bytes=5e6)
     s = from_sends([(u, 0, 1, u, (u + 1) % 5, 1) for u in range(5)], "allgather", 5, 5)
     direct = {"sync": cost.price_sync(s, inst), "ten": cost.price_ten(s, inst), "event": cost.price_event(s, inst)}
     for name, c in direct.items():

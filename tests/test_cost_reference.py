@@ -21,7 +21,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.tens import cost, cost_models, dependencies, event_layout, event_queue, page_table
 from collsynth.tens.schedule import from_sends, reverse
 from collsynth.tens.verify import verify
-from test_cost import ALPHA, BW, M, greedy_allgather
+from builders import ALPHA, BW, M, greedy_allgather, strongly_connected_arcs
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "alltoall", "reduce")
 
@@ -29,12 +29,11 @@ KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "alltoall", "r
 @st.composite
 def networks(draw, max_nodes: int = 6):
     """A directed ring plus random links (repeats are parallel links), random costs."""
-    n = draw(st.integers(2, max_nodes))
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    n, arcs = draw(strongly_connected_arcs(2, max_nodes, extra_per_node=3, shuffled=False))
     rnd = draw(st.randoms(use_true_random=False))
     hetero = draw(st.booleans())
     edges = []
-    for u, v in [(u, (u + 1) % n) for u in range(n)] + [(u, v) for u, v in extra if u != v]:
+    for u, v in arcs:
         bw = BW * (rnd.choice([1, 2, 3]) if hetero else 1)
         a = ALPHA * (rnd.choice([0, 1, 3]) if hetero else 1)
         edges.append((u, v, {"bandwidth": bw, "alpha": a}))

@@ -15,6 +15,7 @@ from collsynth.instances.collective import KINDS, ROOTED
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.tens import bounds
+from builders import instance_on
 
 
 @st.composite
@@ -190,7 +191,7 @@ def test_a_demand_whose_every_chunk_moves_is_the_collectives_own_matrices():
     """No copy of the condition matrices when every row moves and no two are alike (on an
     all-to-all of 1,024 nodes each matrix is a GiB); an all-to-all drops the chunks a node
     keeps for itself."""
-    full = make_instance(build("ring", {"nodes": 6}), "allgather")
+    full = instance_on("ring", {"nodes": 6})
     g = bounds.demand_of(full)
     assert g.pre is full.collective.precondition and g.post is full.collective.postcondition
-    assert len(bounds.demand_of(make_instance(build("ring", {"nodes": 6}), "alltoall"))) == 30  # 36 pairs less 6
+    assert len(bounds.demand_of(instance_on("ring", {"nodes": 6}, "alltoall"))) == 30  # 36 pairs less 6

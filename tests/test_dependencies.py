@@ -12,11 +12,11 @@ from unittest.mock import patch
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from collsynth.instances.generators import build
-from collsynth.instances.instance import Instance, make_instance
+from collsynth.instances.instance import Instance
 from collsynth.tens import dependencies as deps
 from collsynth.tens.schedule import Schedule, empty, from_arrays
 from test_cost_reference import concurrent_cases, priced_cases
+from builders import instance_on
 
 
 def reference_view(s: Schedule) -> dict:
@@ -140,7 +140,7 @@ def test_view_and_groups_of_concurrent_collectives_match_the_reference(case, arr
 
 
 def test_an_empty_schedule_has_an_empty_view_and_no_groups():
-    inst = make_instance(build("ring", {"nodes": 3}), "allgather")
+    inst = instance_on("ring", {"nodes": 3})
     check(empty("allgather", 3, 3), inst)
 
 
@@ -148,7 +148,7 @@ def test_groups_of_a_small_allgather_by_hand():
     """Ring of 3, node ``i`` holding chunk ``i``: chunk 0 reaches node 1 in step 1 (group 0) and
     goes on to node 2 in step 2, reading that one arrival; chunk 2 reaches node 0 (group 1);
     the two sends of step 1 leave the chunks' own nodes and need nothing."""
-    inst = make_instance(build("ring", {"nodes": 3}), "allgather")
+    inst = instance_on("ring", {"nodes": 3})
     s = from_arrays("allgather", 3, 3, chunk=[0, 0, 2], src=[1, 0, 2], dst=[2, 1, 0], step=[2, 1, 1])
     view = deps.step_view(s)
     assert view.order.tolist() == [1, 2, 0] and view.bounds.tolist() == [0, 2, 3]

@@ -13,6 +13,7 @@ from collsynth.results import store
 from collsynth.results.pictures import link_loads
 from collsynth.solvers.cli import main
 from collsynth.tens.schedule import from_sends, read_json, write_json
+from builders import instance_on
 
 INSTANCE = str(CORPUS / "ring8-allgather.toml")
 
@@ -90,11 +91,9 @@ def test_a_send_counts_in_every_timestep_it_is_on_its_link():
 
 
 def test_the_step_view_skips_empty_steps_and_has_a_colour_legend(tmp_path):
-    from collsynth.instances import make_instance
-    from collsynth.instances.generators import build
     from collsynth.results import pictures
 
-    instance = make_instance(build("ring", {"nodes": 4}), "allgather")
+    instance = instance_on("ring", {"nodes": 4})
     sends = [(c, 0, 1, c, (c + 1) % 4, 1) for c in range(4)] + [(c, 0, 1, (c + 1) % 4, (c + 2) % 4, 5) for c in range(4)] \
         + [(c, 0, 1, (c + 2) % 4, (c + 3) % 4, 9) for c in range(4)]
     sched = from_sends(sends, "allgather", 4, 4)

@@ -16,6 +16,7 @@ from collsynth.solvers.bfb import per_step as bfb, expansions as ex
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.verify import verify
+from builders import instance_on
 
 BASES = [
     ("complete", {"nodes": 4}),
@@ -161,7 +162,7 @@ def test_numbering_matches_generators_and_producer(gen, params):
 
 
 def test_expansion_producer_rejects_other_topologies():
-    row, _ = pipeline.run(make_instance(build("ring", {"nodes": 4}), "allgather"), "expansion", Options())
+    row, _ = pipeline.run(instance_on("ring", {"nodes": 4}), "expansion", Options())
     assert row["status"] == "skipped"
 
 

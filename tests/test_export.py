@@ -46,8 +46,8 @@ from collsynth.tens.verify import verify
 
 from msccl_sim import Rejected, run_msccl
 from reference_verify import switch_pairing
-from test_cost import (ALPHA, BW, binomial_broadcast, greedy_allgather, recursive_doubling_allgather,
-                       ring_allgather, topologies)
+from builders import (ALPHA, BW, binomial_broadcast, greedy_allgather, instance_on, recursive_doubling_allgather,
+                      ring_allgather, topologies)
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -303,7 +303,7 @@ def test_reduction_mutants_are_refused():
     them); a plain receive loses contributions."""
     n, k = 8, 3
     rows = [(c, 0, 1, u, u ^ (1 << (t - 1)), t, "reduce") for t in range(1, k + 1) for u in range(n) for c in range(n)]
-    inst = make_instance(build("hypercube", {"dim": k}), "allreduce")
+    inst = instance_on("hypercube", {"dim": k}, "allreduce")
     xml, back, _ = roundtrip(from_sends(rows, "allreduce", n, n), inst)
     assert back.num_steps == k
     root = ET.fromstring(xml)
@@ -364,9 +364,8 @@ def test_ring_allgather_roundtrip_keeps_steps():
 
 @pytest.mark.parametrize("n", [4, 8])
 def test_recursive_doubling_and_binomial_roundtrip(n):
-    roundtrip(recursive_doubling_allgather(n), make_instance(build("complete", {"nodes": n}), "allgather"))
-    _, back, _ = roundtrip(binomial_broadcast(n), make_instance(build("hypercube", {"dim": n.bit_length() - 1}),
-                                                                  "broadcast", root=0))
+    roundtrip(recursive_doubling_allgather(n), instance_on("complete", {"nodes": n}))
+    _, back, _ = roundtrip(binomial_broadcast(n), instance_on("hypercube", {"dim": n.bit_length() - 1}, "broadcast", root=0))
     assert back.num_steps == n.bit_length() - 1
 
 
@@ -466,7 +465,7 @@ def test_executor_limits_spread_over_channels():
     channels; 256 in microsoft/msccl: 2 channels)."""
     n = 40
     rows = [(u, 0, 1, u, v, 1) for u in range(n) for v in range(n) if u != v]
-    _, _, info = roundtrip(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
+    _, _, info = roundtrip(from_sends(rows, "allgather", n, n), instance_on("complete", {"nodes": n}))
     assert info["channels"] >= 2  # the per-channel limit itself is checked by the interpreter
     n, c = 20, 14
     t = [(u, j, s) for s in range(1, n) for u in range(n) for j in range(c)]
@@ -486,7 +485,7 @@ def test_dependencies_on_thread_blocks_past_127_are_refused():
     n = 130
     rows = [(0, 0, 1, 0, v, 1) for v in range(1, n)] + [(1, 0, 1, 1, 0, 1), (1, 0, 1, 0, 2, 2)]
     with pytest.raises(InputError, match="waits for thread block 129"):
-        to_msccl_xml(from_sends(rows, "allgather", n, n), make_instance(build("complete", {"nodes": n}), "allgather"))
+        to_msccl_xml(from_sends(rows, "allgather", n, n), instance_on("complete", {"nodes": n}))
 
 
 def test_failed_nodes_renumber_ranks_visibly():

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 
 from collsynth.formulations import registry
-from collsynth.instances import generators, make_instance
 from collsynth.results import render, store
 from collsynth.solvers import producers
 from collsynth.solvers.cli import main
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
+from builders import instance_on
 
 
 def test_the_new_module_is_registered_and_becomes_a_producer():
@@ -23,7 +23,7 @@ def test_the_new_module_is_registered_and_becomes_a_producer():
 def test_one_port_allgather_on_a_ring_needs_n_minus_1_steps():
     # multi-port: each node receives from both neighbours, ceil(5/2) = 3 steps; one port: every
     # step moves at most 6 chunks and 30 must arrive, so 5 steps (and the ring achieves it)
-    inst = make_instance(generators.build("ring", {"nodes": 6}), "allgather")
+    inst = instance_on("ring", {"nodes": 6})
     multi, _ = run(inst, "ten-ilp", Options(driver="horizon", time_limit=60))
     one, sched = run(inst, "ten-ilp-oneport", Options(driver="horizon", time_limit=60))
     assert multi["status"] == "optimal" and multi["steps"] == 3

@@ -22,6 +22,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.schedule import OP_DEFAULT, OP_REDUCE
 from collsynth.tens.verify import verify
+from builders import instance_on, strongly_connected_arcs
 
 
 def _grid(gen, dims, chunks=1, kind="allgather"):
@@ -188,14 +189,9 @@ def test_maximum_matching_beats_plain_greedy_on_3x3_torus():
 
 @st.composite
 def _random_instance(draw):
-    n = draw(st.integers(3, 8))
-    perm = draw(st.permutations(list(range(n))))
+    n, arcs = draw(strongly_connected_arcs(3, 8, extra_per_node=2))
     bws = st.sampled_from([100e9, 50e9, 25e9, 12.5e9])
-    edges = [(perm[i], perm[(i + 1) % n], {"bandwidth": draw(bws), "alpha": 0.5e-6}) for i in range(n)]
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), bws), max_size=2 * n))
-    for u, v, b in extra:
-        if u != v:
-            edges.append((u, v, {"bandwidth": b, "alpha": 0.5e-6}))
+    edges = [(u, v, {"bandwidth": draw(bws), "alpha": 0.5e-6}) for u, v in arcs]
     topo = from_edges(n, edges, name="random")
     # a failure keeps the topology usable if the live NPUs stay strongly connected
     if draw(st.booleans()):
@@ -412,7 +408,7 @@ def test_holdings_over_the_memory_budget_are_refused_and_parallel_seeds_capped(m
     system; seeds run side by side only as far as the budget holds them."""
     from collsynth.limits import MEMORY_ENV, TooBig
 
-    inst = make_instance(build("torus", {"dims": [4, 4]}), "allgather")
+    inst = instance_on("torus", {"dims": [4, 4]})
     one_seed = greedy.HOLDING_BYTES * 16 * 16
     monkeypatch.setenv(MEMORY_ENV, str(one_seed - 1))
     with pytest.raises(TooBig) as err:

@@ -24,6 +24,7 @@ from collsynth.solvers.greedy import engine, tacos as greedy
 from collsynth.tens import bounds
 from collsynth.tens.verify import verify
 from switch_strategies import switch_topologies
+from builders import instance_on
 
 
 def on_switch(kind="allgather", hop="timestep", nodes=4, alpha=0.0, pipelined=False, message=None, **kw):
@@ -217,8 +218,7 @@ def test_relays_through_chains_of_switches_verify(kind):
     # MI250, 2 nodes: GCD -> NIC switch -> fabric switch -> NIC switch -> GCD chains; a relay
     # whose own delivery turned out useless still fed a multicast arrival other routes shared,
     # so the sends that brought the chunk to it must stay
-    inst = make_instance(build("mi250", {"nodes": 2}), kind, message_bytes=1 << 20,
-                         **({"root": 1} if kind == "scatter" else {}))
+    inst = instance_on("mi250", {"nodes": 2}, kind, message_bytes=1 << 20, **({"root": 1} if kind == "scatter" else {}))
     for copy in (True, False):
         s = greedy.synthesize(inst, 0, switch_copy=copy)
         assert verify(s, inst) is None, str(verify(s, inst))

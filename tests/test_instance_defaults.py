@@ -7,10 +7,11 @@ same kinds at sizes a test affords.
 
 from __future__ import annotations
 
-from collsynth.instances import CORPUS, generators, load_instance, make_instance
+from collsynth.instances import CORPUS, load_instance
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import formulation_producers as ten_producers
+from builders import instance_on
 
 
 def test_mixed_chunk_sizes_run_on_the_large_chunk_s_timestep_and_are_proven_optimal():
@@ -36,7 +37,7 @@ def test_a_big_cayley_instance_runs_by_time_clustering_in_one_timestep_windows_a
     """A 256-NPU hypercube allgather (the kind of the 1,024-NPU case): ``ten-ilp-orbit`` with no
     flag runs time clustering, window 1, no LP bound beside, the row says so, and the schedule
     meets the TEN timesteps bound."""
-    instance = make_instance(generators.build("hypercube", {"dim": 8}), "allgather")
+    instance = instance_on("hypercube", {"dim": 8})
     row, schedule = run(instance, "ten-ilp-orbit", Options(time_limit=120))
     assert row["driver"] == "time-cluster"
     assert row["extra"]["defaults"]["params"] == {"window": 1, "lp_bound": False}
@@ -44,7 +45,7 @@ def test_a_big_cayley_instance_runs_by_time_clustering_in_one_timestep_windows_a
 
 
 def test_a_driver_the_run_asks_for_is_kept_and_small_instances_keep_the_producer_s_default():
-    big = make_instance(generators.build("hypercube", {"dim": 8}), "allgather")
+    big = instance_on("hypercube", {"dim": 8})
     assert ten_producers.instance_defaults(big, {}, "horizon")[0] is None
-    small = make_instance(generators.build("hypercube", {"dim": 3}), "allgather")
+    small = instance_on("hypercube", {"dim": 3})
     assert ten_producers.instance_defaults(small, {}, None) == (None, {}, "")

@@ -11,14 +11,16 @@ import time
 import pytest
 
 from collsynth import InputError
-from collsynth.instances import generators, size
+from collsynth.instances import generators, registry, size
 from collsynth.instances.instance import instance_from_dict
+from collsynth.instances.topology import Topology, from_edges
 from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
                               seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
 from collsynth.solvers.pipeline import compile_kernels, compile_producer, run
 from collsynth.solvers.producers import Options, producers
 from machine import SLOWDOWN, within
+from builders import from_table
 
 LIMIT = 5.0
 
@@ -46,7 +48,7 @@ def test_a_run_too_big_to_finish_ends_within_its_limit_plus_grace(producer, topo
     producers()  # the families' imports and the kernels' compilation are not the run's (run() warms
     compile_kernels()  # them before its clock starts, once per process)
     compile_producer(producer)
-    inst = instance_from_dict({"name": producer, "topology": topology, "collective": {"kind": "allgather"}})
+    inst = from_table(topology, name=producer)
     t0 = time.monotonic()
     row, sched = run(inst, producer, Options(time_limit=LIMIT))
     elapsed = time.monotonic() - t0
@@ -141,6 +143,7 @@ SMALL = [
                                                                                         "unwind_rail": 1}),
     ("mi250", {"nodes": 2}), ("mi250", {"nodes": 3, "unwind": 2}), ("ring_fc_switch", {"nodes": 3}),
     ("ring_fc_switch", {"nodes": 4, "unwind": 0}), ("ring_ring", {"dims": [3, 4]}), ("switch_switch", {}),
+    ("forestcoll_a100", {"nodes": 3}), ("forestcoll_mi250", {"nodes": 2}),
 ]
 
 
@@ -156,8 +159,39 @@ def test_counts_from_parameters_match_the_built_topology(name, params):
     assert field in params or field in inspect.signature(generators.GENERATORS[name]).parameters or field == "generator"
 
 
-def test_every_generator_is_counted():
-    assert set(generators.GENERATORS) <= set(size.COUNTS) | set(size.NESTED) | set(size.FIXED)
+def test_every_generator_declares_its_size():
+    """Each registered generator declares a size formula where it is defined; only the
+    catalogue of fixed named graphs declares none, and the decorator refuses a generator
+    that says nothing."""
+    assert set(registry.SIZES) == set(generators.GENERATORS)
+    assert {name for name, formula in registry.SIZES.items() if formula is None} == {"distance_regular"}
+    assert {name for name, _ in SMALL} == set(generators.GENERATORS) - {"distance_regular"}  # each formula checked
+    with pytest.raises(TypeError):
+        registry.generator(lambda nodes: None)
+
+
+def test_a_new_generator_is_one_decorated_function(monkeypatch):
+    """A generator added with its size formula is built by name and refused over the memory
+    budget from that formula alone, before its function runs: no table elsewhere to edit."""
+    for table in (registry.GENERATORS, registry.SIZES):
+        monkeypatch.setitem(table, "test_cycle", None)  # the test's generator is gone afterwards
+    called = []
+
+    @registry.generator(size=lambda p: (p["nodes"], 2 * p["nodes"], "nodes"))
+    def test_cycle(nodes: int) -> Topology:
+        """A bidirectional cycle of ``nodes`` nodes."""
+        called.append(nodes)
+        return from_edges(nodes, [(i, (i + 1) % nodes) for i in range(nodes)], bidirectional=True, name="cycle")
+
+    assert generators.build("test_cycle", {"nodes": "5"}).num_links == 10 and called == [5]
+    set_memory_budget("64M")
+    try:
+        with pytest.raises(TooBig) as err:  # 100,000 nodes: 210 GB of hop distances
+            generators.build("test_cycle", {"nodes": 10**5})
+    finally:
+        set_memory_budget(None)
+    assert err.value.where == "topology.nodes" and "test_cycle with nodes = 100000" in err.value.what
+    assert called == [5]
 
 
 def test_fewest_sends_by_hand():
@@ -190,17 +224,15 @@ def test_memory_budget_refuses_naming_the_field(monkeypatch):
 
 
 def test_pipeline_refuses_a_run_over_budget_before_the_producer_starts(monkeypatch):
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
-                               "collective": {"kind": "allgather", "chunks_per_node": 10**7,
-                                                              "message_bytes": 10**9}})
+    inst = from_table({"generator": "ring", "nodes": 6},
+                      {"kind": "allgather", "chunks_per_node": 10**7, "message_bytes": 10**9})
     with pytest.raises(TooBig) as err:  # 300 million sends at least (of 16-byte chunks): beyond this machine
         run(inst, "greedy", Options(time_limit=5))
     assert err.value.where == "collective.chunks_per_node"
 
 
 def test_ten_models_are_estimated_before_they_are_built():
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "torus", "dims": [40, 40]},
-                               "collective": {"kind": "allgather"}})
+    inst = from_table({"generator": "torus", "dims": [40, 40]})
     est = size.estimate(inst)
     # 1600 chunks x (6400 link pairs + 1600 nodes) x horizon 40 (the diameter): by hand
     assert (est.chunks, est.pairs, est.horizon) == (1600, 6400, 40)
@@ -247,8 +279,7 @@ def test_kernels_are_compiled_before_the_clock_starts():
     """The warm-up's tiny schedules (whole and fractional copies, a reduction, routed sends)
     verify, and once it ran a run's verification and pricing are the run's own work."""
     assert compile_kernels() == []
-    inst = instance_from_dict({"name": "t", "topology": {"generator": "ring", "nodes": 6},
-                               "collective": {"kind": "allreduce"}})
+    inst = from_table({"generator": "ring", "nodes": 6}, {"kind": "allreduce"})
     row, _ = run(inst, "ring", Options(time_limit=1))
     assert row["verified"] and row["time_event_s"] is not None, row["message"]
     # the contract: a 1 s run verifies and prices by its limit plus the grace (a first compile

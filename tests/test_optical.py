@@ -15,6 +15,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.closed_form import optical as O
 from collsynth.solvers.producers import Options, Unsupported
 from collsynth.tens.verify import verify
+from builders import instance_on
 
 
 def brute_loads(N, stage):
@@ -272,7 +273,7 @@ def test_optree_schedule_for_explicit_depth_and_pipeline():
 def test_optical_producers_refuse_other_inputs():
     prod = {p.name: p for p in O.PRODUCERS}["optree"]
     with pytest.raises(Unsupported, match="optical_ring"):
-        prod.run(make_instance(generators.build("ring", {"nodes": 8}), "allgather"), Options())
+        prod.run(instance_on("ring", {"nodes": 8}), Options())
     with pytest.raises(Unsupported, match="allgather"):
         prod.run(make_instance(optical(8), "allreduce"), Options())
     row, _ = pipeline.run(make_instance(optical(8), "broadcast", root=0), "wrht")

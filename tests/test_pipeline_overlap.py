@@ -10,26 +10,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from collsynth.instances.generators import build
-from collsynth.instances.instance import make_instance
 from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, cost_models, verify
 from collsynth.tens.schedule import from_arrays
 from machine import within
-
-
-def _ring_allgather(n: int):
-    """The unidirectional ring allgather by hand: chunk ``c`` leaves node ``c`` and goes one
-    hop a step, ``n - 1`` steps, ``n (n - 1)`` sends."""
-    c = np.repeat(np.arange(n), n - 1)
-    k = np.tile(np.arange(n - 1), n)
-    return from_arrays("allgather", n, n, chunk=c, src=(c + k) % n, dst=(c + k + 1) % n, step=k + 1)
+from builders import instance_on, one_way_ring, ring_allgather
 
 
 def test_bounds_from_the_child_process_are_the_bounds_computed_here():
-    inst = make_instance(build("ring", {"nodes": 6}), "allgather")
+    inst = instance_on("ring", {"nodes": 6})
     here = bounds.Bounds(inst, None, bounds.CUT_BUDGET_S)
     stages = {}
     apart = pipeline.BoundsApart(bounds.Bounds(inst, None, bounds.CUT_BUDGET_S), Deadline.after(None))
@@ -40,7 +31,7 @@ def test_bounds_from_the_child_process_are_the_bounds_computed_here():
 
 
 def test_a_bounds_child_out_of_time_reports_every_bound_not_computed():
-    inst = make_instance(build("ring", {"nodes": 6}), "allgather")
+    inst = instance_on("ring", {"nodes": 6})
     spent = Deadline(time.monotonic() - 1.0, 1.0)
     stages = {}
     settled = pipeline.BoundsApart(bounds.Bounds(inst, None, bounds.CUT_BUDGET_S), spent).collect(stages)
@@ -50,7 +41,7 @@ def test_a_bounds_child_out_of_time_reports_every_bound_not_computed():
 
 
 def test_a_run_with_its_bounds_apart_matches_the_run_without(monkeypatch):
-    inst = make_instance(build("torus", {"dims": [3, 4]}), "allgather")
+    inst = instance_on("torus", {"dims": [3, 4]})
     bounds.instance._CACHE.clear()
     here, sched_here = pipeline.run(inst, "ring")
     bounds.instance._CACHE.clear()
@@ -64,8 +55,8 @@ def test_a_run_with_its_bounds_apart_matches_the_run_without(monkeypatch):
 
 
 def test_speculative_prices_are_the_prices_of_each_model_alone():
-    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
-    sched = _ring_allgather(40)
+    inst = one_way_ring(40)
+    sched = ring_allgather(40)
     results = pipeline.SpeculativePricing(sched, inst, Deadline.after(None), None).results()
     assert [m.name for m, _, _ in results] == list(cost_models.names())
     for model, cost, seconds in results:
@@ -95,24 +86,24 @@ def _threads_pricing(monkeypatch, sched, inst) -> tuple[dict, list]:
 
 
 def test_once_verified_the_calling_thread_prices_beside_the_pricing_thread(monkeypatch):
-    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
-    priced_in, _ = _threads_pricing(monkeypatch, _ring_allgather(300), inst)
+    inst = one_way_ring(300)
+    priced_in, _ = _threads_pricing(monkeypatch, ring_allgather(300), inst)
     assert set(priced_in.values()) == {"collsynth pricing", threading.current_thread().name}
 
 
 def test_from_pricing_apart_sends_the_calling_thread_prices_the_cheapest_model_only(monkeypatch):
     """On the biggest schedules only the cheapest model runs beside another (memory)."""
     monkeypatch.setattr(pipeline, "PRICING_APART_SENDS", 1000)
-    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
-    priced_in, _ = _threads_pricing(monkeypatch, _ring_allgather(300), inst)
+    inst = one_way_ring(300)
+    priced_in, _ = _threads_pricing(monkeypatch, ring_allgather(300), inst)
     cheapest = next(iter(cost_models.MODELS))
     assert priced_in.pop(cheapest) == threading.current_thread().name
     assert set(priced_in.values()) == {"collsynth pricing"}
 
 
 def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(monkeypatch):
-    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
-    sched = _ring_allgather(40)
+    inst = one_way_ring(40)
+    sched = ring_allgather(40)
     broken = sched.select(slice(0, len(sched) - 1))  # the last send dropped: node 38 misses chunk 39
     # pricing the broken schedule beside its verification does price it ...
     priced = pipeline.SpeculativePricing(broken, inst, Deadline.after(None), None).results()
@@ -120,7 +111,7 @@ def test_a_schedule_that_fails_verification_is_never_priced_though_pricing_ran(m
     # ... and the run that verifies it reports no price at all
     row = pipeline.schema.empty_row(message="")
     stages = {}
-    row, kept = pipeline._check_and_price(row, broken, inst, Deadline.after(None), stages, None)
+    row, kept = pipeline.check_and_price(row, broken, inst, Deadline.after(None), stages, None)
     assert kept is None and row["status"] == "invalid" and not row["verified"]
     assert "verification failed" in row["message"]
     for model in cost_models.MODELS.values():
@@ -133,7 +124,7 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     two-second limit: verification and pricing side by side get the grace, and a model that
     cannot finish in it is not started, and named (which models fit depends on the machine)."""
     n, limit = 700, 2.0
-    inst = make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather")
+    inst = one_way_ring(n)
     pipeline.compile_kernels()
     pipeline.compile_producer("ring")
     t0 = time.monotonic()
@@ -149,8 +140,8 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
 
 
 def test_a_deadline_passing_while_a_model_prices_names_that_model():
-    inst = make_instance(build("ring", {"nodes": 300, "bidirectional": False}), "allgather")
-    pricing = pipeline.SpeculativePricing(_ring_allgather(300), inst, Deadline(time.monotonic() + 0.02, 0.02), None)
+    inst = one_way_ring(300)
+    pricing = pipeline.SpeculativePricing(ring_allgather(300), inst, Deadline(time.monotonic() + 0.02, 0.02), None)
     t0 = time.monotonic()
     results = pricing.results()
     # the contract: the results are handed over by the deadline, plus what the grace keeps for
@@ -169,7 +160,7 @@ def test_a_routed_schedule_is_weighed_by_its_hops_before_a_model_starts():
     routes, 64 hops a send on average): the costliest model, given half the time its rate
     needs for the hops, is not started, though the sends alone would fit many times over."""
     n = 256
-    inst = make_instance(build("ring", {"nodes": n}), "allgather")
+    inst = instance_on("ring", {"nodes": n})
     src = np.repeat(np.arange(n), n - 1)
     dst = (src + np.tile(np.arange(1, n), n)) % n
     sched = from_arrays("allgather", n, n, chunk=src, src=src, dst=dst, step=np.ones(len(src), int),
@@ -189,14 +180,14 @@ def test_a_routed_schedule_is_weighed_by_its_hops_before_a_model_starts():
 def test_a_malformed_schedule_is_refused_before_any_pricing_starts():
     """Pricing starts only once every send's ids are in range: the kernels index the instance's
     arrays with them."""
-    inst = make_instance(build("ring", {"nodes": 40, "bidirectional": False}), "allgather")
-    sched = _ring_allgather(40)
+    inst = one_way_ring(40)
+    sched = ring_allgather(40)
     assert verify.malformed(sched, inst) is None
     far = from_arrays("allgather", 40, 40, chunk=[0, 0], src=[0, 1], dst=[1, 10**6], step=[1, 2])
     v = verify.malformed(far, inst)
     assert v is not None and v.index == 1 and "not in 0..39" in str(v)
     stages = {}
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), far, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), far, inst, Deadline.after(None),
                                           stages, None)
     assert kept is None and row["status"] == "invalid" and "not in 0..39" in row["message"]
     assert list(stages) == ["verification"] and row["time_sync_s"] is None

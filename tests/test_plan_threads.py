@@ -11,19 +11,17 @@ from dataclasses import replace
 
 import pytest
 
-from collsynth.instances.generators import build
-from collsynth.instances.instance import make_instance
 from collsynth.limits import Deadline
 from collsynth.solvers import pipeline
 from collsynth.tens import cost, cost_models, event_layout, plan as plan_module
 from collsynth.tens.plan import PricingPlan
-from test_cost import ring_allgather
+from builders import one_way_ring, ring_allgather
 
 WAIT_S = 10.0  # the longest a test waits for another thread before it fails
 
 
 def _ring(n: int):
-    return make_instance(build("ring", {"nodes": n, "bidirectional": False}), "allgather"), ring_allgather(n)
+    return one_way_ring(n), ring_allgather(n)
 
 
 def _held():
@@ -166,7 +164,7 @@ def test_a_run_prepares_the_event_records_in_the_calling_thread_and_prices_as_ea
 
     monkeypatch.setattr(plan_module, "dependencies", groups_once_records_exist)
     stages = {}
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
                                           stages, None)
     assert kept is sched and row["verified"] and "pricing plan" in stages
     assert made_in == [threading.main_thread().name] and calls == ["dependencies"]
@@ -178,7 +176,7 @@ def test_from_pricing_apart_sends_nothing_is_prepared_ahead(monkeypatch):
     monkeypatch.setattr(pipeline, "PRICING_APART_SENDS", 1000)
     inst, sched = _ring(60)
     made_in = _recording(monkeypatch, "event_records")
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
                                           {}, None)
     assert kept is sched and made_in == ["collsynth pricing"]
     assert row["time_event_s"] == cost.price_event(sched, inst).total_s
@@ -198,11 +196,11 @@ def test_a_preparation_that_raises_is_left_to_its_model(monkeypatch):
         raise RuntimeError("preparation failed")
 
     _with_prepare(monkeypatch, broken)
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), sched, inst, Deadline.after(None),
                                           {}, None)
     assert kept is sched and row["time_event_s"] == cost.price_event(sched, inst).total_s
     invalid = sched.select(slice(0, len(sched) - 1))
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), invalid, inst, Deadline.after(None),
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), invalid, inst, Deadline.after(None),
                                           {}, None)
     assert kept is None and row["status"] == "invalid" and row["time_event_s"] is None
 
@@ -216,7 +214,7 @@ def test_the_time_limit_stops_a_preparation_that_never_checks(monkeypatch):
 
     _with_prepare(monkeypatch, endless)
     t0 = time.monotonic()
-    row, kept = pipeline._check_and_price(pipeline.schema.empty_row(message=""), sched, inst,
+    row, kept = pipeline.check_and_price(pipeline.schema.empty_row(message=""), sched, inst,
                                           Deadline(time.monotonic() + 0.3, 0.3), {}, None)
     assert time.monotonic() - t0 < 0.3 + 1.5
     assert kept is None and row["status"] == "timeout" and "pricing plan" in row["message"]

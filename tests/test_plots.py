@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from matplotlib.image import imread
 
 from collsynth.results import figures, store
+from builders import QUICK_STORE, stored
 
-QUICK_STORE = Path(__file__).resolve().parent.parent / "results" / "quick-store"
-
-
-def _stored(sql: str) -> list[tuple]:
-    con = sqlite3.connect(QUICK_STORE / "runs.sqlite")
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _method(producer, solver, driver) -> str:
@@ -28,22 +17,22 @@ def _method(producer, solver, driver) -> str:
 
 def test_ratio_grid_has_every_instance_and_a_dash_exactly_where_no_schedule_verified():
     ratios = figures.bound_ratios(store.load(QUICK_STORE))
-    instances = {n for (n,) in _stored("SELECT DISTINCT instance FROM runs")}
+    instances = {n for (n,) in stored("SELECT DISTINCT instance FROM runs")}
     assert set(ratios.index) == instances
-    verified = {(i, _method(p, s, d)) for i, p, s, d in _stored(
+    verified = {(i, _method(p, s, d)) for i, p, s, d in stored(
         "SELECT instance, producer, solver, driver FROM runs WHERE verified = 1")}
     for inst in ratios.index:
         for m in ratios.columns:
             assert np.isnan(ratios.loc[inst, m]) == ((inst, m) not in verified), (inst, m)
     # a method that meets the bound shows ratio 1 (a cell, not an invisible bar)
-    best = _stored("SELECT MIN(time_sync_s / lower_bound_s) FROM runs WHERE verified = 1 "
+    best = stored("SELECT MIN(time_sync_s / lower_bound_s) FROM runs WHERE verified = 1 "
                    "AND instance = 'torus4x4-allgather' AND producer = 'bfb-lp'")[0][0]
     assert ratios.loc["torus4x4-allgather", "bfb-lp/highs"] == best == 1.0
 
 
 def test_size_sweep_covers_every_instance_with_a_priced_schedule():
     runs = store.load(QUICK_STORE)
-    priced = {n for (n,) in _stored("SELECT DISTINCT instance FROM runs WHERE verified = 1 AND T_B_s IS NOT NULL")}
+    priced = {n for (n,) in stored("SELECT DISTINCT instance FROM runs WHERE verified = 1 AND T_B_s IS NOT NULL")}
     assert set(figures.sweep_rows(runs)["instance"]) == priced == set(runs["instance"])
 
 

@@ -19,21 +19,12 @@ from selenium.webdriver.common.by import By
 from collsynth.tens.status import Status
 from collsynth.results import report
 from collsynth.solvers.cli import main
+from builders import QUICK_STORE, stored as _stored
 
-QUICK_STORE = Path(__file__).resolve().parent.parent / "results" / "quick-store"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
-
-
-def _stored(sql: str) -> list[tuple]:
-    """Rows straight from the store's database (independent of the report's own loading)."""
-    con = sqlite3.connect(QUICK_STORE / "runs.sqlite")
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")

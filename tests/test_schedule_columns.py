@@ -10,12 +10,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from collsynth import InputError
-from collsynth.instances import generators
-from collsynth.instances.instance import make_instance
 from collsynth.tens import schedule as sch
 from collsynth.tens.dependencies import step_view
 from collsynth.tens.verify import verify
-from test_cost import ring_allgather  # in step order
+from builders import instance_on, ring_allgather  # ring_allgather: in step order
 
 ID_COLUMNS = ("chunk", "src", "dst", "step")
 
@@ -40,7 +38,7 @@ def test_every_way_of_making_a_schedule_gives_int32_ids():
 
 
 def test_an_id_beyond_32_bits_is_kept_whole_for_the_verifier_to_name():
-    inst = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
+    inst = instance_on("ring", {"nodes": 3})
     data = sch.to_json(ring_allgather(3))
     data["sends"][1][0] = 2**32 + 1  # would wrap to chunk 1 in int32
     with pytest.raises(InputError, match=rf"sends\[1\]: chunk: .* got {2**32 + 1}$"):

@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 from collsynth import InputError
-from collsynth.instances import CORPUS, generators, load_instance
-from collsynth.instances.instance import make_instance
+from collsynth.instances import CORPUS, load_instance
 from collsynth.limits import Deadline
 from collsynth.results import render
 from collsynth.solvers.cli import main
@@ -21,6 +20,7 @@ from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.tens.status import Status, bound_model, legend
 from proofs import meets_a_cost_model_bound
+from builders import instance_on
 
 MODELS = (("time_sync_s", "lower_bound_s"), ("time_ten_s", "lower_bound_ten_s"), ("time_event_s", "lower_bound_event_s"))
 
@@ -30,7 +30,7 @@ def test_greedy_around_one_switch_is_best_in_ten_timesteps_not_optimal():
     timesteps the timesteps bound allows, which is the best in TEN timesteps at this chunking,
     but under no cost model does its time meet the instance's bound (tree packing is faster),
     so the row is not ``optimal``."""
-    inst = make_instance(generators.build("switch", {"nodes": 8}), "allgather")
+    inst = instance_on("switch", {"nodes": 8})
     row, _ = run(inst, "greedy", Options(time_limit=60))
     assert row["verified"] and row["steps"] == row["lower_bound_timesteps"] == 8
     assert all(row[t] > row[b] for t, b in MODELS), {t: (row[t], row[b]) for t, b in MODELS}

@@ -20,6 +20,7 @@ from collsynth.solvers.closed_form import swing as sw
 from collsynth.solvers.producers import Options, Unsupported, producers
 from collsynth.tens.cost_models import price
 from collsynth.tens.verify import verify
+from builders import instance_on
 
 NAMES = ["swing-bw", "swing-lat", "recursive-doubling-bw", "recursive-doubling-lat",
          "recursive-doubling-bw-mirrored", "recursive-doubling-lat-mirrored"]
@@ -157,7 +158,7 @@ def test_verifier_catches_a_broken_swing_schedule():
 
 
 def test_pipeline_runs_swing_end_to_end():
-    inst = make_instance(build("torus", {"dims": [2, 4]}), "allreduce", message_bytes=1 << 16)
+    inst = instance_on("torus", {"dims": [2, 4]}, "allreduce", message_bytes=1 << 16)
     row, sched = pipeline.run(inst, "swing-bw")
     assert row["verified"] and row["status"] == "constructed" and row["steps"] == 6
     assert set(NAMES) <= set(producers())

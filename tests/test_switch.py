@@ -29,16 +29,16 @@ from collsynth.tens.schedule import from_sends
 from collsynth.tens.verify import verify
 from proofs import proven_status
 from switch_strategies import switch_topologies
+from builders import instance_on
 
 
 def switch4(kind="allgather", **kw):
-    return make_instance(build("switch", {"nodes": 4, "unwind": 0}, bandwidth=1.0, alpha=0.0), kind,
-                         message_bytes=4.0, **kw)
+    return instance_on("switch", {"nodes": 4, "unwind": 0}, kind, bandwidth=1.0, alpha=0.0, message_bytes=4.0, **kw)
 
 
 def bcast3():
     """Three NPUs on switch 3, broadcast from NPU 0."""
-    return make_instance(build("switch", {"nodes": 3, "unwind": 0}), "broadcast", root=0)
+    return instance_on("switch", {"nodes": 3, "unwind": 0}, "broadcast", root=0)
 
 
 def sched(sends, kind="broadcast", nodes=4, chunks=1, **meta):
@@ -99,7 +99,7 @@ def test_switch_rules_on_pieces_and_ten_delays():
 def test_combining_relays_through_switches_are_simulated_not_built_by_the_ten():
     """The verifier simulates a reduction relayed through a switch (tests/test_switch_reductions.py
     has its rules); the TEN still refuses to build one."""
-    inst = make_instance(build("switch", {"nodes": 2, "unwind": 0}), "reduce", root=0)
+    inst = instance_on("switch", {"nodes": 2, "unwind": 0}, "reduce", root=0)
     assert verify(sched([(0, 1, 2, 1), (0, 2, 0, 2)], kind="reduce", nodes=3), inst) is None
     v = verify(sched([(0, 1, 2, 1), (0, 2, 0, 2), (0, 1, 2, 1), (0, 2, 0, 2)], kind="reduce", nodes=3), inst)
     assert v is not None and "counted twice" in v.reason
@@ -193,9 +193,8 @@ def test_kept_switch_against_unwound_on_a_dgx2_like_switch():
     """
     b, a, M = 125e9, 0.35e-6, 6 * 2**20
     m = M / 6
-    kept = make_instance(build("switch", {"nodes": 6, "unwind": 0}, bandwidth=b, alpha=a), "allgather", message_bytes=M)
-    unwound = make_instance(build("switch", {"nodes": 6, "unwind": 5}, bandwidth=b, alpha=a), "allgather",
-                            message_bytes=M)
+    kept = instance_on("switch", {"nodes": 6, "unwind": 0}, "allgather", message_bytes=M, bandwidth=b, alpha=a)
+    unwound = instance_on("switch", {"nodes": 6, "unwind": 5}, "allgather", message_bytes=M, bandwidth=b, alpha=a)
     T_kept, s_kept = ilp_optimum(kept)
     T_unw, s_unw = ilp_optimum(unwound)
     assert (T_kept, T_unw) == (6, 1)

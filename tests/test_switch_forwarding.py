@@ -22,7 +22,6 @@ from hypothesis import assume, given, settings, strategies as st
 
 import reference_cost as ref
 from collsynth.api import solve
-from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.tens.cost_models import price
@@ -30,6 +29,7 @@ from collsynth.tens.dependencies import dependency_pairs, step_order, switch_bac
 from collsynth.tens.schedule import from_arrays, from_sends
 from collsynth.tens.verify import switch_violation, verify
 from reference_verify import switch_pairing
+from builders import instance_on
 
 FAST = {"alpha": 0.0, "bandwidth": 1.0}
 
@@ -193,7 +193,7 @@ def test_ten_and_event_through_switches_match_the_reference(case, data):
 @pytest.fixture(scope="module", params=[False, True], ids=["no-copy", "copy"])
 def greedy_switch(request):
     """Greedy allgather on 4 GPUs around one switch (100 GB/s, 0.5 us ports), 1 MiB chunks."""
-    inst = make_instance(build("switch", {"nodes": 4, "unwind": 0}), "allgather", message_bytes=4 * 2**20)
+    inst = instance_on("switch", {"nodes": 4, "unwind": 0}, "allgather", message_bytes=4 * 2**20)
     r = solve(inst, "greedy", switch_copy=request.param)
     assert r.verified and r.schedule.meta["switch_copy"] is request.param
     return inst, r.schedule
@@ -275,7 +275,7 @@ def test_event_prices_a_kept_switch_as_its_routes_collapsed():
     the schedule with its switch hops exactly as the same routes sent GPU to GPU through the
     switch (what ASTRA-sim's congestion-aware backend simulates; the former rule gave 12 % more,
     1.0686e-4 s against 9.537e-5 s here)."""
-    inst = make_instance(build("switch", {"nodes": 8, "unwind": 0}), "allgather", message_bytes=8 * 2**20)
+    inst = instance_on("switch", {"nodes": 8, "unwind": 0}, "allgather", message_bytes=8 * 2**20)
     r = solve(inst, "greedy", switch_copy=False)
     assert r.verified
     s = r.schedule

@@ -30,6 +30,7 @@ from collsynth.solvers.ten import formulation_producers
 from collsynth.tens.ten import prepare
 from collsynth.tens.verify import verify
 from ilp_oracle import solves_by
+from builders import instance_on
 
 FAST, SLOW = {"bandwidth": 1.0, "alpha": 0.0}, {"bandwidth": 0.5, "alpha": 0.0}
 
@@ -129,5 +130,5 @@ def test_symmetric_schedule_is_invariant_under_the_swap():
 def test_lp_beside_a_symmetric_run_is_the_orbit_lp_only_for_a_regular_group():
     sym = ten_formulation(ten_ilp_symmetric)
     assert formulation_producers.relaxation_beside(sym, toy_instance()).name == "ten-lp"  # switches: no regular group
-    ring = make_instance(build("ring", {"nodes": 6}), "allgather")
+    ring = instance_on("ring", {"nodes": 6})
     assert formulation_producers.relaxation_beside(sym, ring).name == "ten-lp-orbit"

@@ -10,13 +10,8 @@ from pyomo.repn import generate_standard_repn
 from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp
 from collsynth.formulations import recorded_rows
-from collsynth.instances.generators import build as topo
-from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends as B
-
-
-def _inst(gen, params, kind="allgather"):
-    return make_instance(topo(gen, params), kind)
+from builders import instance_on
 
 
 CASES = [
@@ -33,7 +28,7 @@ CASES = [
 def test_every_row_body_is_its_recorded_sparse_row(mod, topology, horizon, params):
     """Pyomo's own reading of each constraint (standard repn) has exactly the coefficients and
     bounds of the CSR row it was built from."""
-    m = mod.build(_inst(*topology), horizon, **params)
+    m = mod.build(instance_on(*topology), horizon, **params)
     recorded = recorded_rows(m)
     assert "eq_hold_update" in recorded and "ineq_send_needs_hold" in recorded
     checked = 0
@@ -59,7 +54,7 @@ def test_nocongestion_is_ten_ilp_without_capacity_rows():
     (allgather, one chunk per node) by hand: with no capacity every chunk floods along
     shortest paths, so at horizon 4 (the diameter) all 72 pairs arrive and at horizon 3 all
     but the 4 ordered corner-to-opposite-corner pairs (distance 4): 68."""
-    inst = _inst("mesh", {"dims": [3, 3]})
+    inst = instance_on("mesh", {"dims": [3, 3]})
     full = ten_ilp.build(inst, 4)
     blind = ten_ilp_nocongestion.build(inst, 4)
     assert list(full.SENT) == list(blind.SENT) and list(full.HOLD) == list(blind.HOLD)

@@ -17,6 +17,7 @@ from collsynth.solvers.producers import Options
 from collsynth.solvers.ten import drivers
 from collsynth.tens import bounds, ten, verify
 from proofs import proven_status
+from builders import strongly_connected_arcs
 
 
 def relaxation_bound(module, instance, **params) -> int:
@@ -141,13 +142,9 @@ def test_registered_as_a_relaxation():
 @st.composite
 def small_digraphs(draw):
     """Strongly connected digraphs on 3-4 nodes; links of 1-2x the base cost, some doubled."""
-    n = draw(st.integers(3, 4))
-    cycle = draw(st.permutations(range(n)))
-    pairs = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3))
-    pairs |= {(u, v) for u, v in extra if u != v}
+    n, arcs = draw(strongly_connected_arcs(3, 4, max_extra=3))
     edges = []
-    for u, v in sorted(pairs):
+    for u, v in sorted(set(arcs)):
         attrs = {"bandwidth": 1e9 / draw(st.sampled_from([1, 2])), "alpha": 0.0}
         edges += [(u, v, attrs)] * draw(st.sampled_from([1, 1, 2]))  # parallel links: capacity 2
     return from_edges(n, edges, name="rand")

@@ -19,6 +19,7 @@ from collsynth.solvers.ten import drivers
 from collsynth.solvers.producers import Options
 from collsynth.tens import verify
 from ilp_oracle import solves_by
+from builders import strongly_connected_arcs
 
 ORTOOLS_OK = B.available("cpsat")[0]
 
@@ -87,12 +88,8 @@ def test_ilp_optimum_equals_exhaustive_search(gen, params, kind, root, cpn):
 
 @st.composite
 def small_digraphs(draw):
-    n = 4
-    cycle = draw(st.permutations(range(n)))
-    edges = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}  # strongly connected
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3))
-    edges |= {(u, v) for u, v in extra if u != v}
-    return from_edges(n, sorted(edges), bandwidth=1e9, alpha=1e-6, name="rand")
+    n, arcs = draw(strongly_connected_arcs(4, 4, max_extra=3))
+    return from_edges(n, sorted(set(arcs)), bandwidth=1e9, alpha=1e-6, name="rand")
 
 
 @settings(max_examples=15, deadline=None)

@@ -23,6 +23,7 @@ from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import read_json
 from ilp_oracle import solves_by
 from proofs import proven_status
+from builders import strongly_connected_arcs
 
 
 def lp_bound(instance, **params) -> int:
@@ -297,12 +298,8 @@ def test_cuts_are_valid_and_stronger():
 
 @st.composite
 def small_digraphs(draw):
-    n = draw(st.integers(3, 4))
-    cycle = draw(st.permutations(range(n)))
-    edges = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}  # strongly connected
-    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=4))
-    edges |= {(u, v) for u, v in extra if u != v}
-    return from_edges(n, sorted(edges), bandwidth=1e9, alpha=1e-6, name="rand")
+    n, arcs = draw(strongly_connected_arcs(3, 4, max_extra=4))
+    return from_edges(n, sorted(set(arcs)), bandwidth=1e9, alpha=1e-6, name="rand")
 
 
 @settings(max_examples=15, deadline=None)

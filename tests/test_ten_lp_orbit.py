@@ -8,11 +8,10 @@ import pytest
 
 from collsynth.limits import Deadline
 from collsynth.formulations import registry, ten_formulation, ten_ilp, ten_ilp_orbit, ten_lp, ten_lp_orbit, ten_model
-from collsynth.instances.generators import build as topo
-from collsynth.instances.instance import make_instance
 from collsynth.solvers import backends, pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, verify
+from builders import instance_on
 
 CAYLEY = [
     ("torus", {"dims": [3, 3]}, "allgather", 1),
@@ -22,10 +21,6 @@ CAYLEY = [
     ("hypercube", {"dim": 3}, "reduce_scatter", 1),
     ("circulant", {"nodes": 5, "offsets": [1]}, "alltoall", 1),
 ]
-
-
-def _instance(gen, params, kind, cpn):
-    return make_instance(topo(gen, params), kind, chunks_per_node=cpn)
 
 
 def _solved(build, inst, h):
@@ -52,7 +47,7 @@ def test_orbit_lp_is_the_full_ten_lp(gen, params, kind, cpn):
     the group order (the full LP has a symmetric optimum), so both prove the same bound; the
     orbit LP's bound is at most the orbit ILP's optimum (the best symmetric schedule) and the
     full ILP's optimum (the best schedule), both found by horizon search on the ILPs."""
-    inst = _instance(gen, params, kind, cpn)
+    inst = instance_on(gen, params, kind, chunks_per_node=cpn)
     N = inst.topology.size
     lb = max(1, bounds.distance_bound(inst))
     orbit_bound = None
@@ -73,7 +68,7 @@ def test_orbit_lp_is_the_full_ten_lp(gen, params, kind, cpn):
 
 
 def test_orbit_lp_model_is_the_group_order_smaller():
-    inst = _instance("torus", {"dims": [4, 4]}, "allgather", 2)
+    inst = instance_on("torus", {"dims": [4, 4]}, "allgather", chunks_per_node=2)
     full, orb = ten_lp.build(inst, 6), ten_lp_orbit.build(inst, 6)
     assert len(full.sent) == 16 * len(orb.sent) and len(full.hold) == 16 * len(orb.hold)
     assert len(full.ineq_cumulative_send) == 16 * len(orb.ineq_cumulative_send)
@@ -87,7 +82,7 @@ def test_registered_as_a_symmetric_relaxation():
 def test_translated_fractional_schedule_verifies_and_keeps_capacity():
     """The walk shares capacity per orbit of link pairs, so the translated pieces keep every
     pair's capacity: the verifier accepts the schedule and the TEN capacity check holds."""
-    inst = _instance("torus", {"dims": [3, 3], "bidirectional": False}, "alltoall", 1)
+    inst = instance_on("torus", {"dims": [3, 3], "bidirectional": False}, "alltoall", chunks_per_node=1)
     m, _ = _solved(ten_lp_orbit.build, inst, 10)
     assert ten_lp_orbit.bound(m) == 10
     sched = ten_lp_orbit.extract(m)
@@ -98,11 +93,11 @@ def test_translated_fractional_schedule_verifies_and_keeps_capacity():
 def test_producer_row_names_what_its_bound_proves():
     """Through the pipeline on a one-way 3x3 torus all-to-all: a verified schedule, the LP bound
     recorded with why it bounds every schedule; without a group it refuses with the reason."""
-    inst = _instance("torus", {"dims": [3, 3], "bidirectional": False}, "alltoall", 1)
+    inst = instance_on("torus", {"dims": [3, 3], "bidirectional": False}, "alltoall", chunks_per_node=1)
     row, sched = pipeline.run(inst, "ten-lp-orbit", Options(time_limit=60))
     assert row["verified"] and sched is not None and row["steps"] >= row["bound"] >= 8
     assert "every schedule" in row["extra"]["lp_bound_source"]
-    row, _ = pipeline.run(make_instance(topo("mesh", {"dims": [3, 3]}), "allgather"), "ten-lp-orbit",
+    row, _ = pipeline.run(instance_on("mesh", {"dims": [3, 3]}), "ten-lp-orbit",
                           Options(time_limit=10))
     assert row["status"] == "skipped" and "not vertex-transitive" in row["message"]
 
@@ -110,7 +105,7 @@ def test_producer_row_names_what_its_bound_proves():
 def test_orbit_ilp_reports_the_orbit_lp_bound_beside_it():
     """Beside a symmetric formulation the LP bound comes from the orbit LP (the full LP of a
     large Cayley topology would not be built), searched up to the schedule's length."""
-    inst = _instance("torus", {"dims": [3, 3]}, "alltoall", 1)
+    inst = instance_on("torus", {"dims": [3, 3]}, "alltoall", chunks_per_node=1)
     row, _ = pipeline.run(inst, "ten-ilp-orbit", Options(time_limit=60, params={"warm": False}))
     lps = row["extra"]["lp_bounds"]
     assert "ten-lp-orbit" in lps and "ten-lp" not in lps

@@ -38,6 +38,8 @@ import os
 import sys
 import time
 
+from .numbers import finite
+
 
 def _params(solver: str, threads: int, seed: int, gap: float | None) -> str:
     if solver == "sat":
@@ -152,8 +154,8 @@ def _solve_model_builder(mb, model, args, start: dict, out: dict) -> None:
         values = solver.values(model.get_variables())
         names = [v.name for v in model.get_variables()]
         out["values"] = {n: float(x) for n, x in zip(names, values.tolist())}
-        out["objective"] = _num(solver.objective_value)
-        out["bound"] = _num(solver.best_objective_bound)
+        out["objective"] = finite(solver.objective_value)
+        out["bound"] = finite(solver.best_objective_bound)
         if out["status"] == "optimal" and args.solver in ("glop", "pdlp"):
             out["bound"] = out["objective"]
 
@@ -227,8 +229,8 @@ def _solve_cpsat(model, args, start: dict, out: dict) -> bool:
         vals = [solver.value(x) for x in xs]
         out["values"] = {n: float(x) for n, x in zip(names, vals) if x}
         out["sparse"] = True
-        out["objective"] = _num(solver.objective_value + offset) if has_obj else offset
-        out["bound"] = _num(solver.best_objective_bound + offset) if has_obj else offset
+        out["objective"] = finite(solver.objective_value + offset) if has_obj else offset
+        out["bound"] = finite(solver.best_objective_bound + offset) if has_obj else offset
     return True
 
 
@@ -247,21 +249,13 @@ class _Incumbent:
                 _write(path, {
                     "status": "feasible", "version": version, "sparse": True,
                     "values": {n: float(v) for n, v in zip(names, vals) if v},
-                    "objective": _num(self.objective_value + offset),
-                    "bound": _num(self.best_objective_bound + offset),
+                    "objective": finite(self.objective_value + offset),
+                    "bound": finite(self.best_objective_bound + offset),
                     "solutions": self.count, "solve_s": time.perf_counter() - t0,
                     "message": "incumbent from the solution callback",
                 })
 
         return Cb()
-
-
-def _num(x):
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _write(path: str, data: dict) -> int:

@@ -18,7 +18,6 @@ True
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
@@ -28,6 +27,7 @@ import pyomo.core as pe
 from ...tens.status import SOLVED, Status
 from ...limits import NO_LIMIT, Deadline, seconds_left
 from .names import canonical
+from .numbers import finite, relative_gap  # noqa: F401 - the backends take them from here
 
 READBACK_S = 0.25  # of a solve's time, kept to read the incumbent back into the model and return
 
@@ -90,22 +90,6 @@ class SolveResult:
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
         return asdict(self)
-
-
-def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    """``|bound - objective| / max(1, |objective|)``, None unless both are finite."""
-    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
-        return None
-    return abs(bound - objective) / max(1.0, abs(objective))
-
-
-def finite(x) -> float | None:
-    """``x`` as a float when it is a finite number, else None."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def with_note(message: str, note: str) -> str:

@@ -68,7 +68,7 @@ from ..producers import Options, Outcome, Param, Producer, Unsupported
 from .per_step import solve_bfb
 
 
-# ---- helpers ----------------------------------------------------------------------------------
+# ---- building blocks of the expansions --------------------------------------------------------
 
 def shard_units(schedule: Schedule) -> Schedule:
     """Check a base schedule is an allgather with one chunk per shard (chunk id = owner)."""

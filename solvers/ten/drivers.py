@@ -91,7 +91,7 @@ def _recovery_steps(instance, timestep=None, switch_copy=ten.SWITCH_COPY) -> int
         return None
 
 
-# ---- helpers -------------------------------------------------------------------------------
+# ---- what the drivers share ----------------------------------------------------------------
 
 def _outcome(schedule, status, steps, bound, stats, message="", extra=None, found_by="") -> Outcome:
     gap = None
