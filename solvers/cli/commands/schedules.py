@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("price", help="the cost of a verified schedule under one cost model")
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("instance", help="instance TOML file")
-    p.add_argument("--model", default="sync", choices=cost_models.names(), help="cost model (default sync)")
+    p.add_argument("--model", default="sync", choices=cost_models.all_names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
     _from_argument(p)
     p.set_defaults(func=price)
