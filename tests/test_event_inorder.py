@@ -19,7 +19,7 @@ from collsynth.tens.cost_models.event_inorder import in_order_times
 from collsynth.tens.schedule import from_arrays, from_sends
 from collsynth.tens.verify import verify
 
-from test_cost import greedy_allgather, ring_allgather, topologies
+from test_cost import greedy_allgather, recursive_doubling_allgather, ring_allgather, topologies
 
 
 def _price(s, inst, model="event-inorder", **kw):
@@ -94,9 +94,10 @@ def test_a_dependency_that_is_not_earlier_is_refused():
 # ---- a plain reference simulation -----------------------------------------------------------
 
 def reference(s, inst) -> float:
-    """In-order event time of a direct-link allgather, written plainly: sends by (step, index);
-    a send waits for every earlier-step arrival of an overlapping piece of its chunk at its
-    source (unless the source owns the chunk) and for the previous send on its link."""
+    """In-order event time of an allgather without switches, written plainly: sends by (step,
+    index); a send waits for every earlier-step arrival of an overlapping piece of its chunk at
+    its source (unless the source owns the chunk), then crosses each link of its route (the
+    topology's shortest path for a routed schedule) after the previous send on that link."""
     la = inst.topology.link_arrays
     held = inst.collective.precondition  # held[chunk, node]: the node owns the chunk from the start
     sends = sorted(range(len(s)), key=lambda i: (int(s.step[i]), i))
@@ -109,10 +110,14 @@ def reference(s, inst) -> float:
             for j, a in arrive.items():
                 if (int(s.chunk[j]), int(s.dst[j])) == (c, u) and int(s.step[j]) < t and s.lo[j] < hi and lo < s.hi[j]:
                     ready = max(ready, a)
-        p = int(la.lookup(np.array([u]), np.array([v]))[0])
-        start = max(ready, free.get(p, 0.0))
-        free[p] = start + (hi - lo) / s.denom * inst.collective.chunk_bytes / la.bandwidth[p]
-        arrive[i] = free[p] + la.alpha[p]
+        path = inst.topology.shortest_path(u, v) if s.routing == "shortest-path" else [u, v]
+        t = ready
+        for a, b in zip(path[:-1], path[1:]):  # store and forward, each link in send order
+            p = int(la.lookup(np.array([a]), np.array([b]))[0])
+            start = max(t, free.get(p, 0.0))
+            free[p] = start + (hi - lo) / s.denom * inst.collective.chunk_bytes / la.bandwidth[p]
+            t = free[p] + la.alpha[p]
+        arrive[i] = t
         last = max(last, arrive[i])
     return last
 
@@ -149,6 +154,19 @@ def test_equal_to_fifo_where_each_link_gets_its_messages_in_step_order(n, bws, a
     assert a.total_s == pytest.approx(b.total_s, rel=1e-12)
     assert a.total_s == pytest.approx(reference(s, inst), rel=1e-12)
     assert a.total_s * (1 + 1e-9) >= bounds.instance_bounds(inst).event.value
+
+
+@pytest.mark.parametrize("generator, params", [("ring", {"nodes": 8}), ("torus", {"dims": [4, 4]}),
+                                               ("hypercube", {"dim": 3})])
+def test_routed_recursive_doubling_matches_the_reference(generator, params):
+    # sends between non-neighbours cross several links, each in send order, meeting others there
+    topo = build(generator, params, bandwidth=25e9, alpha=1e-6)
+    inst = make_instance(topo, "allgather", message_bytes=float(1 << 20))
+    s = recursive_doubling_allgather(topo.size, routing="shortest-path")
+    assert verify(s, inst) is None
+    c = _price(s, inst)
+    assert c.total_s == pytest.approx(reference(s, inst), rel=1e-12)
+    assert c.total_s * (1 + 1e-9) >= bounds.instance_bounds(inst).event.value
 
 
 # ---- registry and CLI -------------------------------------------------------------------------
