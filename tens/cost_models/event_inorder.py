@@ -19,6 +19,13 @@ TACCL's lowering to MSCCL keeps its schedule's order per connection). Under FIFO
 pieces, all ready at time 0, leave before any piece it relays and starve the hops downstream;
 in schedule order a pipelined schedule interleaves them as written.
 
+The order holds on every link a send crosses, the later links of a routed send
+(``routing == "shortest-path"``) included. That is what a program runs when every hop is a
+send of its own (schedules sent on links; switch hops kept as sends of their own, as
+tree-packing emits them); for a routed send whose later hops a network forwards on its own,
+it is stricter than a router serving in arrival order (recursive doubling routed on an 8-ring
+takes 2.2x its FIFO ``event`` time here), so the model is meant for schedules sent on links.
+
 Time is a longest path over a directed acyclic graph whose vertices are the hops: a hop starts
 at the latest of its data (the previous hop's arrival on its route, or, for a send's first hop,
 its dependencies' arrivals) and the end of the previous hop on its link. Every dependency is an
