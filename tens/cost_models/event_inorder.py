@@ -153,11 +153,10 @@ def price_in_order(schedule, instance, timestep=None, exact_deps=None, plan: Pri
     view, rt, dep = plan.view, plan.routes, plan.deps(exact_deps)
     nbytes = (view.hi - view.lo) / schedule.denom * cb[view.chunk]
     la = instance.topology.link_arrays
-    if dep.pairs is not None:
-        order = np.argsort(dep.pairs[0], kind="stable")  # already by send; kept stable for safety
+    if dep.pairs is not None:  # listed by the needing position (dependency_pairs_of): its rows are a range
         dptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(dep.pairs[0], minlength=n), out=dptr[1:])
-        ditems = dep.pairs[1][order]
+        ditems = dep.pairs[1]
     else:
         dptr, ditems = np.zeros(0, np.int64), np.zeros(0, np.int32)
     best, lat, bad = in_order_times(nbytes, rt.r, rt.ptr, rt.links, la.bandwidth, la.alpha, dptr, ditems, dep.g_in,
