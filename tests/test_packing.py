@@ -292,3 +292,16 @@ def test_in_order_executor_reaches_the_bound_as_pieces_grow_where_fifo_starves_r
         assert row["time_event_s"] >= 1.3 * bound
         over.append(in_order / bound - 1)
     assert over[1] <= 0.55 * over[0] and over[1] <= 0.02
+
+
+def test_the_fewest_trees_that_reach_the_optimum_are_packed():
+    """Four MI250 boxes: the optimum's own k is 8, but 3 trees per shard reach the same time
+    (and 1 or 2 do not), so 3 are packed: fewer sends per piece, more pieces in the budget."""
+    from collsynth.solvers.packing.producer import choose_k
+
+    topo = build("forestcoll_mi250", {"nodes": 4})
+    net = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    opt = optimum(net)
+    assert opt.k == 8
+    assert [fixed_k(net, k, opt.tau) == opt.tau for k in (1, 2, 3)] == [False, False, True]
+    assert choose_k(net, opt) == (3, opt.tau)
