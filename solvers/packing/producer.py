@@ -271,8 +271,8 @@ def _with_header(sched: Schedule, instance: Instance) -> Schedule:
 
 
 PARAMS = (
-    Param("trees", int, None, "trees per shard (default: the optimum's k when at most 16, else the first "
-                              "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
+    Param("trees", int, None, "trees per shard (default: the fewest that reach the optimum when its k is at "
+                              "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends)", low=1, high=1_000_000),
