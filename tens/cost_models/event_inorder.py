@@ -12,10 +12,10 @@ ready first (first in, first out); here a link serves its hops in the schedule's
 later one is ready. That is how an MSCCL or MSCCL++ program runs: each thread block executes
 its instructions in program order, a send blocking until its data is there, so the sends on a
 connection leave in the order the program lists them (Cowan et al., "MSCCLang: Microsoft
-Collective Communication Language", ASPLOS 2023, Sections 4-5: the compiler orders each
-thread block's instructions and the runtime executes them in that order; Shah et al., "TACCL:
-Guiding Collective Algorithm Synthesis using Communication Sketches", NSDI 2023, Section 6:
-TACCL's lowering to MSCCL keeps its schedule's order per connection). Under FIFO a GPU's own
+Collective Communication Language", ASPLOS 2023, Sections 4-5: the compiler assigns each
+send to a thread block and orders the block's instructions, which the runtime executes in
+that order; Azure/msccl-executor-nccl, ``src/device/msccl_kernel.cu``: every thread block runs
+its steps in order, as the project's interpreter ``tests/msccl_sim.py`` does). Under FIFO a GPU's own
 pieces, all ready at time 0, leave before any piece it relays and starve the hops downstream;
 in schedule order a pipelined schedule interleaves them as written.
 
