@@ -319,7 +319,8 @@ def verify(schedule: schedules.Schedule | str | Path, instance: Instance | str |
 def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, model: str = "sync",
           **options: Any) -> cost.Cost:
     """The cost of a verified schedule under ``model`` (a name of
-    :data:`collsynth.tens.cost_models.MODELS`: ``sync``, ``ten``, ``event``; see ``docs/cost-models.md``): ``total_s`` = ``T_L_s`` + ``T_B_s``. A schedule that does not
+    :data:`collsynth.tens.cost_models.MODELS`: ``sync``, ``ten``, ``event``, or the opt-in ``event-inorder``; see
+    ``docs/cost-models.md``): ``total_s`` = ``T_L_s`` + ``T_B_s``. A schedule that does not
     verify raises :class:`~collsynth.tens.verify.VerificationError`.
 
     >>> from collsynth.instances import CORPUS

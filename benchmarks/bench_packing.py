@@ -4,10 +4,12 @@ Run: ``python benchmarks/bench_packing.py`` (or ``python -m pytest -m benchmark
 benchmarks/bench_packing.py -s``; ``--only NAME`` for one row). Each row runs in its own process
 (so its peak memory is its own) through the normal pipeline (``collsynth.solvers.pipeline.run``:
 verified, then priced) and prints: the optimum by the cut formula (max-flow), the instance's
-event-model bound, our time under the event and the sync model, their ratios to the optimum,
-the time to the trees (optimum + edge splitting + packing), the generation time (trees +
-schedule), the row's CPU time (the whole row: generation, verification and pricing; the
-machine is shared, so wall times vary), the peak memory, and
+event-model bound, our time under the in-order event model (``event-inorder``: each link in
+step order, as an MSCCL executor runs it; priced here, it is opt-in), the FIFO event model and
+the sync model, their ratios to the bound, the time to the trees (optimum + edge splitting +
+packing), the generation time (trees + schedule), the row's CPU time (the whole row:
+generation, verification and pricing; the machine is shared, so wall times vary), the peak
+memory, and
 ForestColl's published optimum (README: 2x8 A100 346.67 GB/s, 2x16 MI250 354.13 GB/s) beside
 ours. Every row, DGX-H100 with 64 boxes included (its schedule stays within the send budget
 at a lower pipeline depth), packs, emits, verifies and prices its schedule.
@@ -35,6 +37,14 @@ ROWS = [
     ("DGX-H100 x64", "dgx_h100", {"nodes": 64, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
     ("torus 4x4, one slow link", "slow-torus", {}, True),
 ]
+# ``--corpus``: the corpus's other switched or multi-box systems, read from their instance files
+# at 1 GB (their own latencies kept; the forestcoll files at 1, 2 and 4 boxes are the rows above)
+CORPUS = [
+    ("DGX-1 (corpus)", "corpus:dgx1-allgather", {}, True),
+    ("DGX-1 allreduce (corpus)", "corpus:dgx1-allreduce", {}, True),
+    ("DGX-1 x2 IB (corpus)", "corpus:dgx1x2-ib-allgather", {}, True),
+    ("MI250 x4 (corpus)", "corpus:paper-forestcoll-mi250-4box-allgather", {}, True),
+]
 
 
 def slow_torus():
@@ -53,6 +63,14 @@ def instance_of(generator: str, params: dict):
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
+    if generator.startswith("corpus:"):
+        from pathlib import Path
+
+        from collsynth.instances.instance import load_instance
+
+        stem = generator.split(":", 1)[1]
+        inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / f"{stem}.toml")
+        return make_instance(inst.topology, inst.collective.kind, message_bytes=M, name=stem)
     topo = slow_torus() if generator == "slow-torus" else build(generator, params)
     return make_instance(topo, "allgather", message_bytes=M, name=f"{generator}-{params.get('nodes', '')}")
 
@@ -74,12 +92,18 @@ def _row(args) -> dict:
            "optimum_gen_s": time.perf_counter() - t0, "k": opt.k,
            "bound_s": instance_bounds(inst).event.value}
     if pack:
+        from collsynth.tens import cost_models
+
         row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=TIME_LIMIT_S))
         out.update(status=row["status"], verified=row["verified"], event_s=row["time_event_s"],
                    sync_s=row["time_sync_s"], gen_s=row["build_s"], wall_s=row["wall_s"],
                    sends=len(sched) if sched is not None else 0, message=row["message"],
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
                                for k in ("optimum_s", "splitting_s", "packing_s")) if row.get("extra") else None)
+        if sched is not None and row["verified"]:  # the pipeline verified it
+            t1 = time.perf_counter()
+            out["inorder_s"] = cost_models.price(sched, inst, "event-inorder").total_s
+            out["inorder_price_s"] = time.perf_counter() - t1
     out["cpu_s"] = time.process_time() - cpu0
     out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
@@ -91,15 +115,17 @@ def _fmt(x, spec: str) -> str:
 
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
-    head = ("| system | GPUs | optimum (cut) ms | our bound ms | event ms | event/opt | sync ms | sync/opt | "
-            "sends | trees s | generation s | CPU s | peak MiB | ours GB/s | ForestColl GB/s |")
+    head = ("| system | GPUs | optimum (cut) ms | our bound ms | event-inorder ms | inorder/bound | event ms | "
+            "event/bound | sync ms | sync/bound | sends | trees s | generation s | CPU s | peak MiB | ours GB/s | "
+            "ForestColl GB/s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        ev, sy = r.get("event_s"), r.get("sync_s")
+        io, ev, sy, b = r.get("inorder_s"), r.get("event_s"), r.get("sync_s"), r["bound_s"]
         lines.append("| " + " | ".join([
-            r["system"], str(r["gpus"]), _fmt(r["optimum_s"] * 1e3, ".4f"), _fmt(r["bound_s"] * 1e3, ".4f"),
-            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / r["optimum_s"], ".4f"),
-            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / r["optimum_s"], ".4f"),
+            r["system"], str(r["gpus"]), _fmt(r["optimum_s"] * 1e3, ".4f"), _fmt(b * 1e3, ".4f"),
+            _fmt(io and io * 1e3, ".4f"), _fmt(io and io / b, ".4f"),
+            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / b, ".4f"),
+            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / b, ".4f"),
             _fmt(r.get("sends"), ","), _fmt(r.get("trees_s"), ".1f"), _fmt(r.get("gen_s", r["optimum_gen_s"]), ".1f"),
             _fmt(r.get("cpu_s"), ".1f"), _fmt(r["peak_MiB"], ".0f"),
             _fmt(M / r["optimum_s"] / 1e9, ".2f"), _fmt(PUBLISHED_GBPS.get(r["system"]), ".2f"),
@@ -107,11 +133,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(only: str | None = None) -> list[dict]:
-    """Every row (or the one named ``only``), each in a fresh process; prints the table."""
+def main(only: str | None = None, corpus: bool = False) -> list[dict]:
+    """Every row (or the one named ``only``; the corpus rows with ``corpus``), each in a fresh
+    process; prints the table."""
     rows = []
     ctx = mp.get_context("spawn")
-    for spec in ROWS:
+    for spec in ROWS + (CORPUS if corpus else []):
         if only and spec[0] != only:
             continue
         with ctx.Pool(1) as pool:
@@ -132,4 +159,6 @@ def test_bench_packing():
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="one system label, e.g. 'A100 x2'")
-    main(parser.parse_args().only)
+    parser.add_argument("--corpus", action="store_true", help="also the corpus's DGX-1 and 4-box MI250 systems")
+    args = parser.parse_args()
+    main(args.only, args.corpus)

@@ -6,7 +6,7 @@ standard library only (no numpy, numba, networkx or SciPy; ``tests/test_help_imp
 checks what ``--help`` loads). The modules that use the names import them from here.
 
 >>> cost_model_names()
-('event', 'sync', 'ten')
+('event', 'event-inorder', 'sync', 'ten')
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ _COST_MODELS = f"{__package__}.cost_models"
 
 
 def cost_model_names() -> tuple[str, ...]:
-    """The names of the cost models (:mod:`collsynth.tens.cost_models`), sorted: those of its
-    registry when it is loaded (with any module added to its path since), else the names of
-    the modules in its folder, each of which defines the model it is named after (the registry
-    refuses a module whose model has another name), found without importing them."""
+    """The names of the cost models (:mod:`collsynth.tens.cost_models`, the opt-in ones
+    included), sorted: those of its registry when it is loaded (with any module added to its
+    path since), else the names of the modules in its folder (``_`` read as ``-``), each of
+    which defines the model it is named after (the registry refuses a module whose model has
+    another name), found without importing them."""
     registry = sys.modules.get(_COST_MODELS)
     if registry is not None:
-        return tuple(sorted(registry.MODELS))
+        return tuple(sorted(registry.all_names()))
     folder = Path(__file__).with_name("cost_models")
-    return tuple(sorted(info.name for info in pkgutil.iter_modules([str(folder)])))
+    return tuple(sorted(info.name.replace("_", "-") for info in pkgutil.iter_modules([str(folder)])))

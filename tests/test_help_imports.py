@@ -64,7 +64,7 @@ def test_the_light_names_are_the_registries_names():
                           capture_output=True, text=True, timeout=60)
     from collsynth.tens import cost_models
 
-    assert json.loads(done.stdout.replace("'", '"')) == sorted(cost_models.names()) == list(choices.cost_model_names())
+    assert json.loads(done.stdout.replace("'", '"')) == sorted(cost_models.all_names()) == list(choices.cost_model_names())
     assert peer_schedules.FORMATS == choices.PEER_SCHEDULE_FORMATS
     assert (export.DIALECTS, export.DEFAULT_DIALECT) == (choices.MSCCL_DIALECTS, choices.DEFAULT_MSCCL_DIALECT)
     assert export_mscclpp.MAX_THREADBLOCKS == choices.MAX_THREADBLOCKS

@@ -271,3 +271,39 @@ def test_paper_rows_read_the_named_model():
                           "time_ten_s": 0.5}])
     got = {e["model"]: paper.ours(e, inst, runs)[0] for e in inst.expect["paper"]}
     assert got == {"event": pytest.approx(M / 5e-3 / 1e9), "sync": pytest.approx(M / 2.9e-3 / 1e9)}
+
+
+def test_in_order_executor_reaches_the_bound_as_pieces_grow_where_fifo_starves_relays():
+    """Two DGX A100 boxes (NVSwitch, rails, IB) at alpha 0: with each link serving its sends in
+    step order (the ``event-inorder`` model, MSCCL's program order) the packed trees' time is
+    above the bound by about a constant over the pieces (halving from 100 to 200 pieces) and at
+    most the synchronous time (each step's sends on a link start once the earlier steps are
+    done, or earlier); the FIFO event model sends every GPU's own pieces first and starves
+    the relays."""
+    from collsynth.tens import cost_models
+
+    topo = topology("dgx_a100", nodes=2, nvlink_alpha=0.0, nic_alpha=0.0)
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    over = []
+    for pieces in (100, 200):
+        row, sched = pipeline.run(inst, "tree-packing", Options(params={"pieces": pieces}, time_limit=120))
+        assert row["verified"], row["message"]
+        bound = row["lower_bound_event_s"]
+        in_order = cost_models.price(sched, inst, "event-inorder").total_s
+        assert bound * (1 - 1e-9) <= in_order <= row["time_sync_s"] * (1 + 1e-9)
+        assert row["time_event_s"] >= 1.3 * bound
+        over.append(in_order / bound - 1)
+    assert over[1] <= 0.55 * over[0] and over[1] <= 0.02
+
+
+def test_the_fewest_trees_that_reach_the_optimum_are_packed():
+    """Four MI250 boxes: the optimum's own k is 8, but 3 trees per shard reach the same time
+    (and 1 or 2 do not), so 3 are packed: fewer sends per piece, more pieces in the budget."""
+    from collsynth.solvers.packing.producer import choose_k
+
+    topo = build("forestcoll_mi250", {"nodes": 4})
+    net = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    opt = optimum(net)
+    assert opt.k == 8
+    assert [fixed_k(net, k, opt.tau) == opt.tau for k in (1, 2, 3)] == [False, False, True]
+    assert choose_k(net, opt) == (3, opt.tau)

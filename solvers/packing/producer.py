@@ -39,7 +39,8 @@ from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
-SEND_BUDGET = 6_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds)
+SEND_BUDGET = 16_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds; about
+# 1000 pieces on MI250 x2, k = 15: the in-order event time's pipeline overhead is about 6 / pieces there)
 DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
@@ -95,9 +96,11 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
     """Trees per shard and their time: ``asked`` (its least feasible time, ForestColl's fixed-k
-    search), else the optimum's own ``k`` when it is at most :data:`MAX_TREES`, else the first
-    ``k`` in 1 .. :data:`MAX_TREES` within :data:`CLOSE_ENOUGH` of the optimum (the best of
-    them if none is)."""
+    search), else the fewest trees that reach the optimum when the optimum's own ``k`` is at
+    most :data:`MAX_TREES` (fewer sends per piece, so more pipeline pieces within the send
+    budget: 4x16 MI250 reaches it with 3 trees where the optimum's ``k`` is 8), else the
+    first ``k`` in 1 .. :data:`MAX_TREES` within :data:`CLOSE_ENOUGH` of the optimum (the best
+    of them if none is)."""
     if opt.tau == 0:
         return 1, opt.tau
     if asked is not None:
@@ -106,7 +109,8 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
             raise Unsupported(f"tree-packing: {asked} trees per shard do not fit within 64 times the optimum")
         return asked, tau
     if opt.k <= MAX_TREES:
-        return opt.k, opt.tau
+        fewest = next((k for k in range(1, opt.k) if fixed_k(net, k, opt.tau) == opt.tau), opt.k)
+        return fewest, opt.tau
     best = None
     for k in range(1, MAX_TREES + 1):
         tau = fixed_k(net, k, opt.tau)
@@ -177,7 +181,15 @@ def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int) 
 
 def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     """The forest as a schedule of its non-combining kind (module doc): chunk ids of the
-    collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``."""
+    collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``.
+
+    This is the order a pipelined program-order executor wants (MSCCL: each link's sends run in
+    step order, the ``event-inorder`` cost model): on every link the pieces of all trees and
+    all roots alternate round-robin, the ``q``-th piece an own root sends beside the pieces
+    relayed ``h`` hops down, so a relay is never held behind a root's whole share. Measured
+    against it (``benchmarks/bench_packing.py``, A100 x2): piece-major orders (``m q + h``,
+    ``m > 1``) and pieces growing and shrinking geometrically at the ends are slower; the
+    overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2)."""
     coll = instance.collective
     c = coll.chunks_per_node
     k = f.k
@@ -310,8 +322,8 @@ def _with_header(sched: Schedule, instance: Instance) -> Schedule:
 
 
 PARAMS = (
-    Param("trees", int, None, "trees per shard (default: the optimum's k when at most 16, else the first "
-                              "k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
+    Param("trees", int, None, "trees per shard (default: the fewest that reach the optimum when its k is at "
+                              "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends; with link latency, the trees (k or 1 per shard) and "

@@ -8,10 +8,15 @@ the registry :data:`MODELS`: the pipeline prices under every model, cheapest fir
 schema gains the model's columns (``time_<name>_s``, its bound column, ``price_<name>_s`` and
 any columns of its own); the tables compare each model's times against its own bound; the CLI
 and the API accept its name. Adding a cost model is adding one module here (and its test).
-The models are described in ``docs/cost-models.md``.
+A model declared with ``default=False`` is *opt-in*: registered in :data:`OPT_IN`, priced only
+when asked by name (:func:`get`, :func:`price`, ``collsynth price --model``), never by a run,
+so the result schema and the tables do not change. The models are described in
+``docs/cost-models.md``.
 
 >>> names()
 ('sync', 'ten', 'event')
+>>> tuple(OPT_IN), get("event-inorder").time_column
+(('event-inorder',), 'time_event_inorder_s')
 >>> MODELS["ten"].time_column, MODELS["sync"].bound_column, MODELS["event"].price_column
 ('time_ten_s', 'lower_bound_s', 'price_event_s')
 """
@@ -30,7 +35,7 @@ from ..cost import Cost
 from ..plan import PricingPlan
 from ..schedule import Schedule
 
-__all__ = ["MODELS", "Column", "CostModel", "get", "names", "price"]
+__all__ = ["MODELS", "OPT_IN", "Column", "CostModel", "all_names", "get", "names", "price"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,9 @@ class CostModel:
     (:meth:`~collsynth.tens.plan.PricingPlan.prepare`; a run calls it in the thread that
     verifies, before verifying, while another thread prices). ``bound`` picks the model's
     lower bound out of the instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
-    rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``.
+    rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``. ``default``: every run
+    prices under it (False: only when asked by name, :data:`OPT_IN`). Column names spell a
+    hyphen of the name as ``_``.
     """
 
     name: str
@@ -72,39 +79,48 @@ class CostModel:
     columns: tuple[Column, ...] = ()
     uses_plan: bool = False
     prepare: Callable[[PricingPlan], None] | None = None
+    default: bool = True
 
     @property
     def time_column(self) -> str:
         """The result column of the model's time: ``time_<name>_s``."""
-        return f"time_{self.name}_s"
+        return f"time_{self._column_name}_s"
 
     @property
     def lower_bound_column(self) -> str:
         """The result column of the model's lower bound."""
-        return self.bound_column or f"lower_bound_{self.name}_s"
+        return self.bound_column or f"lower_bound_{self._column_name}_s"
 
     @property
     def price_column(self) -> str:
         """The result column of the time pricing took: ``price_<name>_s``."""
-        return f"price_{self.name}_s"
+        return f"price_{self._column_name}_s"
+
+    @property
+    def _column_name(self) -> str:
+        return self.name.replace("-", "_")
 
 
-def _discover() -> dict[str, CostModel]:
-    """Every ``MODEL`` of this package's modules, cheapest (highest ``rate``) first."""
+def _discover(default: bool = True) -> dict[str, CostModel]:
+    """Every ``MODEL`` of this package's modules whose ``default`` is ``default``, cheapest
+    (highest ``rate``) first."""
     found = []
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
         model = getattr(module, "MODEL", None)
         if not isinstance(model, CostModel):
             raise TypeError(f"{module.__name__}: a cost-model module defines MODEL = CostModel(...)")
-        if model.name != info.name:  # collsynth.tens.choices names the models by their modules
-            raise TypeError(f"{module.__name__}: a cost-model module's MODEL is named after it, got {model.name!r}")
-        found.append(model)
+        if model.name != info.name.replace("_", "-"):  # collsynth.tens.choices names models by their modules
+            raise TypeError(f"{module.__name__}: a cost-model module's MODEL is named after it "
+                            f"({info.name.replace('_', '-')!r}), got {model.name!r}")
+        if model.default == default:
+            found.append(model)
     found.sort(key=lambda m: (-m.rate, m.name))
     return {m.name: m for m in found}
 
 
 MODELS: dict[str, CostModel] = _discover()
+OPT_IN: dict[str, CostModel] = _discover(default=False)  # priced only when asked by name
 
 
 def names() -> tuple[str, ...]:
@@ -113,12 +129,20 @@ def names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
+def all_names() -> tuple[str, ...]:
+    """The names of every registered model: :func:`names`, then the opt-in ones."""
+    return tuple(MODELS) + tuple(n for n in OPT_IN if n not in MODELS)
+
+
 def get(name: str) -> CostModel:
-    """The cost model called ``name``; an :class:`~collsynth.InputError` naming the known ones."""
-    if name not in MODELS:
-        raise InputError("model", f"unknown cost model {name!r}{did_you_mean(name, MODELS)}, "
-                                  f"expected one of {', '.join(MODELS)}")
-    return MODELS[name]
+    """The cost model called ``name`` (priced by default or opt-in); an
+    :class:`~collsynth.InputError` naming the known ones."""
+    model = MODELS.get(name) or OPT_IN.get(name)
+    if model is None:
+        known = all_names()
+        raise InputError("model", f"unknown cost model {name!r}{did_you_mean(name, known)}, "
+                                  f"expected one of {', '.join(known)}")
+    return model
 
 
 def price(schedule: Schedule, instance: Instance, model: str = "sync", **options: Any) -> Cost:
