@@ -13,10 +13,10 @@ published figure to set beside ours.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import resource
 
 import pytest
+from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
 TIME_LIMIT_S = 900
@@ -53,10 +53,6 @@ def _row(args) -> dict:
     return out
 
 
-def _fmt(x, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| system | GPUs | bound ms (source) | largest cut ms | sync ms | sync/bound | event ms | event/bound | "
@@ -65,12 +61,12 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         ev, sy, b = r.get("event_s"), r.get("sync_s"), r["bound_s"]
         lines.append("| " + " | ".join([
-            r["system"], str(r["gpus"]), f"{_fmt(b * 1e3, '.4f')} ({r['bound_source']})",
-            _fmt(r["cut_s"] and r["cut_s"] * 1e3, ".4f"),
-            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / b, ".4f"),
-            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / b, ".4f"),
-            _fmt(r.get("pieces"), "d"), _fmt(r.get("sends"), ","), _fmt(r.get("gen_s"), ".2f"),
-            _fmt(r["peak_MiB"], ".0f"),
+            r["system"], str(r["gpus"]), f"{cell(b * 1e3, '.4f')} ({r['bound_source']})",
+            cell(r["cut_s"] and r["cut_s"] * 1e3, ".4f"),
+            cell(sy and sy * 1e3, ".4f"), cell(sy and sy / b, ".4f"),
+            cell(ev and ev * 1e3, ".4f"), cell(ev and ev / b, ".4f"),
+            cell(r.get("pieces"), "d"), cell(r.get("sends"), ","), cell(r.get("gen_s"), ".2f"),
+            cell(r["peak_MiB"], ".0f"),
         ]) + " |")
     return "\n".join(lines)
 
@@ -78,12 +74,7 @@ def table(rows: list[dict]) -> str:
 def main(only: str | None = None) -> list[dict]:
     """Every row (or the one named ``only``), each in a fresh process; prints the table."""
     rows = []
-    ctx = mp.get_context("spawn")
-    for spec in ROWS:
-        if only and spec[0] != only:
-            continue
-        with ctx.Pool(1) as pool:
-            r = pool.apply(_row, (spec,))
+    for r in each_in_a_fresh_process(_row, [spec for spec in ROWS if not only or spec[0] == only]):
         rows.append(r)
         print(f"{r['system']}: {r['status']} {r['message'] or ''}", flush=True)
     print(table(rows))

@@ -18,11 +18,11 @@ at a lower pipeline depth), packs, emits, verifies and prices its schedule.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import resource
 import time
 
 import pytest
+from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
 TIME_LIMIT_S = 900
@@ -109,10 +109,6 @@ def _row(args) -> dict:
     return out
 
 
-def _fmt(x, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| system | GPUs | optimum (cut) ms | our bound ms | event-inorder ms | inorder/bound | event ms | "
@@ -122,13 +118,13 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         io, ev, sy, b = r.get("inorder_s"), r.get("event_s"), r.get("sync_s"), r["bound_s"]
         lines.append("| " + " | ".join([
-            r["system"], str(r["gpus"]), _fmt(r["optimum_s"] * 1e3, ".4f"), _fmt(b * 1e3, ".4f"),
-            _fmt(io and io * 1e3, ".4f"), _fmt(io and io / b, ".4f"),
-            _fmt(ev and ev * 1e3, ".4f"), _fmt(ev and ev / b, ".4f"),
-            _fmt(sy and sy * 1e3, ".4f"), _fmt(sy and sy / b, ".4f"),
-            _fmt(r.get("sends"), ","), _fmt(r.get("trees_s"), ".1f"), _fmt(r.get("gen_s", r["optimum_gen_s"]), ".1f"),
-            _fmt(r.get("cpu_s"), ".1f"), _fmt(r["peak_MiB"], ".0f"),
-            _fmt(M / r["optimum_s"] / 1e9, ".2f"), _fmt(PUBLISHED_GBPS.get(r["system"]), ".2f"),
+            r["system"], str(r["gpus"]), cell(r["optimum_s"] * 1e3, ".4f"), cell(b * 1e3, ".4f"),
+            cell(io and io * 1e3, ".4f"), cell(io and io / b, ".4f"),
+            cell(ev and ev * 1e3, ".4f"), cell(ev and ev / b, ".4f"),
+            cell(sy and sy * 1e3, ".4f"), cell(sy and sy / b, ".4f"),
+            cell(r.get("sends"), ","), cell(r.get("trees_s"), ".1f"), cell(r.get("gen_s", r["optimum_gen_s"]), ".1f"),
+            cell(r.get("cpu_s"), ".1f"), cell(r["peak_MiB"], ".0f"),
+            cell(M / r["optimum_s"] / 1e9, ".2f"), cell(PUBLISHED_GBPS.get(r["system"]), ".2f"),
         ]) + " |")
     return "\n".join(lines)
 
@@ -137,12 +133,7 @@ def main(only: str | None = None, corpus: bool = False) -> list[dict]:
     """Every row (or the one named ``only``; the corpus rows with ``corpus``), each in a fresh
     process; prints the table."""
     rows = []
-    ctx = mp.get_context("spawn")
-    for spec in ROWS + (CORPUS if corpus else []):
-        if only and spec[0] != only:
-            continue
-        with ctx.Pool(1) as pool:
-            r = pool.apply(_row, (spec,))
+    for r in each_in_a_fresh_process(_row, [s for s in ROWS + (CORPUS if corpus else []) if not only or s[0] == only]):
         rows.append(r)
         print(f"{r['system']}: {r.get('status', 'optimum only')} {r.get('message', '')}", flush=True)
     print(table(rows))

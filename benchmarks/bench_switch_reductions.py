@@ -11,9 +11,9 @@ switch(es) -> GPU, ``tens/verify.py``).
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 
 import pytest
+from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
 SYSTEMS = [
@@ -40,10 +40,6 @@ def _row(args) -> dict:
             "gen_s": stages.get("produce"), "verify_s": stages.get("verification"), "message": row["message"]}
 
 
-def _fmt(x, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = "| system | kind | verified | bound ms | sync ms | sync/bound | event ms | sends | generation s | verification s |"
@@ -51,24 +47,19 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         sy, b = r["sync_s"], r["bound_s"]
         lines.append("| " + " | ".join([
-            r["system"], r["kind"], str(r["verified"]), _fmt(b * 1e3, ".4f"), _fmt(sy and sy * 1e3, ".4f"),
-            _fmt(sy and sy / b, ".4f"), _fmt(r["event_s"] and r["event_s"] * 1e3, ".4f"), _fmt(r["sends"], ","),
-            _fmt(r["gen_s"], ".1f"), _fmt(r["verify_s"], ".1f")]) + " |")
+            r["system"], r["kind"], str(r["verified"]), cell(b * 1e3, ".4f"), cell(sy and sy * 1e3, ".4f"),
+            cell(sy and sy / b, ".4f"), cell(r["event_s"] and r["event_s"] * 1e3, ".4f"), cell(r["sends"], ","),
+            cell(r["gen_s"], ".1f"), cell(r["verify_s"], ".1f")]) + " |")
     return "\n".join(lines)
 
 
 def main(only: str | None = None) -> list[dict]:
     """Every system and kind (or the system named ``only``), each in a fresh process."""
     rows = []
-    ctx = mp.get_context("spawn")
-    for label, gen, params in SYSTEMS:
-        if only and label != only:
-            continue
-        for kind in KINDS:
-            with ctx.Pool(1) as pool:
-                r = pool.apply(_row, ((label, gen, params, kind),))
-            rows.append(r)
-            print(f"{label} {kind}: verified={r['verified']} {r['message'] or ''}", flush=True)
+    specs = [(label, gen, params, kind) for label, gen, params in SYSTEMS if not only or label == only for kind in KINDS]
+    for r in each_in_a_fresh_process(_row, specs):
+        rows.append(r)
+        print(f"{r['system']} {r['kind']}: verified={r['verified']} {r['message'] or ''}", flush=True)
     print(table(rows))
     return rows
 
