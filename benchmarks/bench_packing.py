@@ -23,20 +23,14 @@ import time
 
 import pytest
 from fresh_process import cell, each_in_a_fresh_process
+from switched_systems import systems
 
 M = 1e9
 TIME_LIMIT_S = 900
 PUBLISHED_GBPS = {"A100 x2": 346.67, "MI250 x2": 354.13}
-ROWS = [
-    ("A100 x1", "forestcoll_a100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("A100 x2", "forestcoll_a100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("A100 x4", "forestcoll_a100", {"nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("MI250 x1", "forestcoll_mi250", {"nodes": 1, "xgmi_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("MI250 x2", "forestcoll_mi250", {"nodes": 2, "xgmi_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("DGX-H100 x2", "dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("DGX-H100 x64", "dgx_h100", {"nodes": 64, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, True),
-    ("torus 4x4, one slow link", "slow-torus", {}, True),
-]
+ROWS = [(*system, True) for system in systems("A100 x1", "A100 x2", "A100 x4", "MI250 x1", "MI250 x2",
+                                               "DGX-H100 x2", "DGX-H100 x64")]
+ROWS.append(("torus 4x4, one slow link", "slow-torus", {}, True))
 # ``--corpus``: the corpus's other switched or multi-box systems, read from their instance files
 # at 1 GB (their own latencies kept; the forestcoll files at 1, 2 and 4 boxes are the rows above)
 CORPUS = [
@@ -132,10 +126,8 @@ def table(rows: list[dict]) -> str:
 def main(only: str | None = None, corpus: bool = False) -> list[dict]:
     """Every row (or the one named ``only``; the corpus rows with ``corpus``), each in a fresh
     process; prints the table."""
-    rows = []
-    for r in each_in_a_fresh_process(_row, [s for s in ROWS + (CORPUS if corpus else []) if not only or s[0] == only]):
-        rows.append(r)
-        print(f"{r['system']}: {r.get('status', 'optimum only')} {r.get('message', '')}", flush=True)
+    rows = each_in_a_fresh_process(_row, [s for s in ROWS + (CORPUS if corpus else []) if not only or s[0] == only],
+                                   lambda r: f"{r['system']}: {r.get('status', 'optimum only')} {r.get('message', '')}")
     print(table(rows))
     return rows
 

@@ -14,14 +14,10 @@ import argparse
 
 import pytest
 from fresh_process import cell, each_in_a_fresh_process
+from switched_systems import systems
 
 M = 1e9
-SYSTEMS = [
-    ("A100 x1", "forestcoll_a100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
-    ("A100 x2", "forestcoll_a100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
-    ("MI250 x2", "forestcoll_mi250", {"nodes": 2, "xgmi_alpha": 0.0, "nic_alpha": 0.0}),
-    ("DGX-H100 x2", "dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
-]
+SYSTEMS = systems("A100 x1", "A100 x2", "MI250 x2", "DGX-H100 x2")
 KINDS = ("reduce_scatter", "allreduce")
 
 
@@ -55,11 +51,9 @@ def table(rows: list[dict]) -> str:
 
 def main(only: str | None = None) -> list[dict]:
     """Every system and kind (or the system named ``only``), each in a fresh process."""
-    rows = []
     specs = [(label, gen, params, kind) for label, gen, params in SYSTEMS if not only or label == only for kind in KINDS]
-    for r in each_in_a_fresh_process(_row, specs):
-        rows.append(r)
-        print(f"{r['system']} {r['kind']}: verified={r['verified']} {r['message'] or ''}", flush=True)
+    rows = each_in_a_fresh_process(_row, specs,
+                                   lambda r: f"{r['system']} {r['kind']}: verified={r['verified']} {r['message'] or ''}")
     print(table(rows))
     return rows
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 
 def cell(value: Any, spec: str) -> str:
@@ -16,10 +16,14 @@ def cell(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def each_in_a_fresh_process(row: Callable[[Any], dict], specs: Iterable[Any]) -> Iterator[dict]:
-    """``row(spec)`` for each spec, each in a newly spawned process (module-level ``row`` only),
-    yielded as each finishes."""
+def each_in_a_fresh_process(row: Callable[[Any], dict], specs: Iterable[Any],
+                            progress: Callable[[dict], str]) -> list[dict]:
+    """``row(spec)`` for each spec, each in a newly spawned process (module-level ``row`` only);
+    ``progress(result)`` is printed as each finishes."""
     ctx = mp.get_context("spawn")
+    results = []
     for spec in specs:
         with ctx.Pool(1) as pool:
-            yield pool.apply(row, (spec,))
+            results.append(pool.apply(row, (spec,)))
+        print(progress(results[-1]), flush=True)
+    return results
