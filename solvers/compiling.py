@@ -37,7 +37,7 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost_models, verify
+from ..tens import bounds, cost_models, interpreted, verify  # noqa: F401 - interpreted: its listener first
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
@@ -68,7 +68,7 @@ def _say_compiling() -> None:
 
 on_first_compile: Callable[[], None] = _say_compiling  # a batch worker replaces it (tells its parent)
 _LISTENER = _FirstCompile()
-event.register("numba:compile", _LISTENER)
+event.register("numba:compile", _LISTENER)  # after tens.interpreted's: a compile it refuses is not one
 
 
 def compiled_in_this_process() -> bool:

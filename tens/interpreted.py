@@ -9,8 +9,9 @@ arrays; a kernel already compiled or in the cache runs compiled. The results are
 (``tests/test_interpreted.py`` compares the two with hypothesis on random small inputs): the
 kernels are written in numba's subset of Python, whose integer and float arithmetic on numpy
 scalars is numpy's. What numba supplies and Python lacks is stood in for: the prefetch and huge
-page hints do nothing, a count of trailing zeros is computed, and records read from a structured
-array are numpy records (field access by attribute).
+page hints do nothing, a count of trailing zeros is computed, records read from a structured
+array are numpy records (field access by attribute, fields first) and numpy scalar results are
+returned as Python numbers, as numba returns them.
 
 How it works: numba fires its ``numba:compile`` event only when it is about to compile (a load
 from the cache does not); while interpreting, a listener refuses that compile, and the call
@@ -79,13 +80,35 @@ _STAND_INS = {id(trailing_zeros): _trailing_zeros, id(prefetch): _nothing, id(pr
               id(huge_pages): _nothing}
 
 
+class _Record(np.record):
+    """A numpy record whose fields come before numpy's own attributes (a field ``nbytes`` is the
+    field, not the record's size), as numba reads ``rec[i].field``."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, attr):
+        fields = np.void.__getattribute__(self, "dtype").fields
+        if fields is not None and attr in fields:
+            return self.getfield(*fields[attr][:2])
+        return np.record.__getattribute__(self, attr)
+
+
 def _as_records(value):
-    """A structured array as one whose items are numpy records (``rec[i].field``, as numba reads
-    them); any other value as it is."""
-    if isinstance(value, np.ndarray) and value.dtype.names is not None and value.dtype.type is not np.record:
-        return value.view(np.dtype((np.record, value.dtype)))
-    if isinstance(value, np.dtype) and value.names is not None and value.type is not np.record:
-        return np.dtype((np.record, value))
+    """A structured array (or dtype) as one whose items are :class:`_Record` (``rec[i].field``
+    reads and writes the array, as compiled); any other value as it is."""
+    if isinstance(value, np.ndarray) and value.dtype.names is not None and value.dtype.type is not _Record:
+        return value.view(np.dtype((_Record, value.dtype)))
+    if isinstance(value, np.dtype) and value.names is not None and value.type is not _Record:
+        return np.dtype((_Record, value))
+    return value
+
+
+def _boxed(value):
+    """A kernel's result as numba returns it to Python: numpy scalars as Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return tuple(_boxed(v) for v in value)
     return value
 
 
@@ -123,7 +146,7 @@ def _compile_or_interpret(self, *args, **kws):
 
         def run(*a):
             with np.errstate(over="ignore"):  # machine integers wrap, as compiled
-                return python(*[_as_records(x) for x in a])
+                return _boxed(python(*[_as_records(x) for x in a]))
 
         return run
 

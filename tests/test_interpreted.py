@@ -54,7 +54,7 @@ def outcome(case, run):
     if sched is None:
         return kept
     kept["schedule"] = to_json(sched)
-    kept["grouped"] = [cost_models.price(sched, inst, m, exact_deps=False).time for m in cost_models.names()]
+    kept["grouped"] = [cost_models.price(sched, inst, m, exact_deps=False).as_dict() for m in cost_models.names()]
     if len(sched.chunk) > 1:  # the last send dropped: the verdict on a schedule that fails
         keep = np.ones(len(sched.chunk), bool)
         keep[-1] = False
@@ -62,14 +62,10 @@ def outcome(case, run):
     return kept
 
 
-def interpreted(inst, producer, options):
-    with interpreting():
-        return pipeline._run(inst, producer, options)
-
-
 if __name__ == "__main__":
     cases = json.loads(sys.stdin.read())
-    out = [outcome(c, interpreted) for c in cases]
+    with interpreting():
+        out = [outcome(c, pipeline._run) for c in cases]
     print(json.dumps({"outcomes": out, "compiled": compiling.compiled_in_this_process()}, default=str))
 """
 
