@@ -46,7 +46,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from .prefetch import huge_pages, prefetch, prefetch_write
 
 _on = [0]  # nesting depth of interpreting(); a process-wide switch (runs are one per process at a time)
-_twins: dict[int, types.FunctionType] = {}
+_twins: dict[Dispatcher, types.FunctionType] = {}  # a kernel's twin, made once
 
 
 class _WouldCompile(Exception):
@@ -115,7 +115,7 @@ def _boxed(value):
 def twin(kernel: Dispatcher) -> types.FunctionType:
     """The Python function of ``kernel`` whose calls of other kernels are their twins too (and
     numba's intrinsics their stand-ins): it computes what the compiled kernel computes."""
-    found = _twins.get(id(kernel))
+    found = _twins.get(kernel)
     if found is not None:
         return found
     f = kernel.py_func
@@ -124,7 +124,7 @@ def twin(kernel: Dispatcher) -> types.FunctionType:
     scope = dict(f.__globals__)
     made = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__)
     made.__qualname__, made.__kwdefaults__ = f.__qualname__, f.__kwdefaults__
-    _twins[id(kernel)] = made  # before the callees: kernels that call each other
+    _twins[kernel] = made  # before the callees: kernels that call each other
     for name, value in list(scope.items()):
         if isinstance(value, Dispatcher):
             scope[name] = twin(value)
