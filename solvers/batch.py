@@ -700,10 +700,15 @@ def compile_shares(todo: Sequence[Job], n: int) -> tuple[list[list[str]], bool]:
     """The kernels the jobs use, as :func:`collsynth.solvers.compiling.compile_all`'s tasks
     dealt to ``n`` workers (each compiles its share before its first job, so that a first run
     on a machine compiles each kernel once, the cores sharing the work), and whether an
-    instance combines (the reductions' kernels are compiled only then)."""
-    files = sorted({j.instance_file for j in todo})
-    combining = any(c.combining for f in files for c in load_instance(f).collectives)
-    tasks = compiling.tasks_for(sorted({j.producer for j in todo}))
+    instance combines (the reductions' kernels are compiled only then). Jobs too small to repay
+    a compile (:func:`collsynth.solvers.compiling.interprets`) need none: a batch of them only
+    compiles nothing."""
+    instances = {f: load_instance(f) for f in sorted({j.instance_file for j in todo})}
+    big = [j for j in todo if not compiling.interprets(instances[j.instance_file])]
+    if not big:
+        return [[] for _ in range(n)], False
+    combining = any(c.combining for j in big for c in instances[j.instance_file].collectives)
+    tasks = compiling.tasks_for(sorted({j.producer for j in big}))
     return [tasks[k::n] for k in range(n)], combining
 
 

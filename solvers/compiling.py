@@ -10,7 +10,9 @@ it in milliseconds. This module calls them on tiny inputs *before* a run's clock
   verification's and pricing's (:func:`compile_kernels`; those of reductions only when a
   collective combines) and the producer's own (:func:`compile_producer`); it returns the
   seconds spent, which a row records as ``compile_s``, apart from ``wall_s`` and every solver
-  time;
+  time. A run too small to repay a compile (:func:`interprets`: at most :data:`SMALL_SENDS`
+  sends at the fewest) compiles nothing: the kernels numba's cache holds run compiled, the
+  others as Python (:mod:`collsynth.tens.interpreted`, same results), inside its clock;
 - :func:`compile_all` compiles every kernel ahead (``collsynth warmup``, and ``collsynth
   bench`` for the producers it plans), split over a few processes.
 
@@ -33,12 +35,13 @@ from typing import Callable
 
 from numba.core import event
 
-from ..instances import Instance, generators
+from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost_models, verify
+from ..tens import bounds, cost_models, interpreted, verify  # noqa: F401 - interpreted: its listener first
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
+SMALL_SENDS = 20_000  # a run with at most this many sends at the fewest runs uncached kernels as Python
 NOTICE = "compiling kernels, first run only (kept on disk; `collsynth warmup` compiles them ahead)"
 SHARED_TASKS = ("bounds", "verify", "price")  # the kernels every run uses, split for compile_all
 
@@ -65,7 +68,7 @@ def _say_compiling() -> None:
 
 on_first_compile: Callable[[], None] = _say_compiling  # a batch worker replaces it (tells its parent)
 _LISTENER = _FirstCompile()
-event.register("numba:compile", _LISTENER)
+event.register("numba:compile", _LISTENER)  # after tens.interpreted's: a compile it refuses is not one
 
 
 def compiled_in_this_process() -> bool:
@@ -132,10 +135,21 @@ def compile_producer(name: str) -> None:
         prod.warm()
 
 
+def interprets(instance: Instance) -> bool:
+    """Whether a run on ``instance`` is too small to repay compiling its kernels: at most
+    :data:`SMALL_SENDS` sends at the fewest (:func:`collsynth.instances.size.estimate`; the
+    quick suite's biggest has 364). Such a run uses the kernels numba's cache holds and runs
+    the others as Python (:func:`collsynth.tens.interpreted.interpreting`)."""
+    return size.estimate(instance, horizon=1).sends <= SMALL_SENDS
+
+
 def compile_for_run(instance: Instance, producer: str) -> float:
     """Compile (or load) the kernels a run of ``producer`` on ``instance`` uses, the reductions'
-    only when a collective of the instance combines; returns the seconds it took (about 0 once
-    done in this process): a row's ``compile_s``."""
+    only when a collective of the instance combines, unless the run :func:`interprets`;
+    returns the seconds it took (0 for a run that interprets; about 0 once done in this
+    process): a row's ``compile_s``."""
+    if interprets(instance):
+        return 0.0
     t0 = time.perf_counter()
     compile_kernels(combining=any(c.combining for c in instance.collectives))
     compile_producer(producer)
@@ -213,12 +227,13 @@ def cache_is_cold() -> bool:
 
 
 def compile_ahead(instance: Instance, producers, jobs: int | None = None) -> float:
-    """Before a first run on a cold cache (:func:`cache_is_cold`), compile the kernels of
+    """Before a first run on a cold cache (:func:`cache_is_cold`) too big to interpret
+    (:func:`interprets`), compile the kernels of
     ``producers`` on ``instance`` over ``jobs`` processes (default: the cores) with
     :func:`compile_all` rather than one after the other in this process; nothing otherwise.
     Seconds taken."""
     jobs = jobs or os.cpu_count() or 1
-    if jobs < 2 or not cache_is_cold():
+    if jobs < 2 or interprets(instance) or not cache_is_cold():
         return 0.0
     combining = any(c.combining for c in instance.collectives)
     return compile_all(list(producers), jobs=jobs, combining=combining)["seconds"]

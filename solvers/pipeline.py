@@ -71,7 +71,8 @@ from ..tens.schedule import Schedule
 from ..tens.status import Status
 from ..tens.ten import NotSupported
 from .backends import names as backend_names
-from .compiling import compile_for_run, compile_kernels, compile_producer  # noqa: F401 - the run's kernels
+from ..tens.interpreted import interpreting
+from .compiling import compile_for_run, compile_kernels, compile_producer, interprets  # noqa: F401 - the run's kernels
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -94,7 +95,15 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     the time limit ended the run first); bad input (:class:`~collsynth.InputError`: an unknown
     solver or driver, a parameter the producer does not declare or a malformed value, a run
     too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
+    A run too small to repay compiling (:func:`collsynth.solvers.compiling.interprets`) runs the
+    kernels numba's cache lacks as Python (:func:`collsynth.tens.interpreted.interpreting`).
     """
+    with interpreting(interprets(instance)):
+        return _run(instance, producer, options)
+
+
+def _run(instance: Instance, producer: str, options: Options | None) -> tuple[dict[str, Any], Schedule | None]:
+    """:func:`run`, its kernels compiled or interpreted as chosen."""
     options = options or Options()
     prod = get(producer)
     size.check_run(instance)  # refused before anything compiles or the clock starts

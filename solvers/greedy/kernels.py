@@ -406,7 +406,7 @@ def match_step(t, busy, net, st, relay, isl, pool, sends, rule, tally, idle):
     (:func:`serve_link`; a destination's links in a row keep its holdings in cache). ``busy[l]``: slots of ``l`` another part already
     uses in this step. Links left with a free slot and a non-empty pool are written to
     ``idle``; returns their count."""
-    n_idle = 0
+    n_idle = np.int64(0)  # not the literal 0: serve_class would compile twice (Literal[int](0), then int64)
     for k in range(len(net.class_delay)):
         order = np.random.permutation(len(net.rate))
         n_idle = serve_class(k, order, t, busy, net, st, relay, isl, pool, sends, rule, tally, idle, n_idle)

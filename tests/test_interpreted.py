@@ -1,0 +1,114 @@
+"""Kernels run as Python (``collsynth.tens.interpreted``) compute what the compiled kernels do.
+
+A child process with an empty numba cache runs random small cases with every kernel as Python
+(it must compile nothing); this process runs the same cases compiled. The rows' prices, bounds,
+statuses and the schedules themselves (the greedy's random choices included) must be equal, and
+so must the verdict on a schedule broken on purpose and the prices with grouped dependencies.
+The cases reach the kernels of the lower bounds, verification, the three cost models (sync, ten
+and event: dependencies, page table, event queue and layout, routing), the greedy, earliest
+arrival and TEN recovery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collsynth.instances import generators
+from collsynth.instances.collective import ROOTED
+from collsynth.instances.instance import make_instance
+
+TOPOLOGIES = (
+    ("ring", {"nodes": 3}), ("ring", {"nodes": 5}), ("ring", {"nodes": 6, "bidirectional": False}),
+    ("mesh", {"dims": [2, 3]}), ("torus", {"dims": [3, 3]}), ("complete", {"nodes": 4}),
+    ("hypercube", {"dim": 3}), ("switch", {"nodes": 4}),
+)
+KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
+PRODUCERS = ("greedy", "ring", "direct", "recursive-doubling", "earliest-arrival")
+TINY = (("ring", {"nodes": 3}), ("complete", {"nodes": 4}))  # the TEN ILP's cases (TEN recovery): solved at once
+
+OUTCOMES = """
+import json, sys
+import numpy as np
+from collsynth.instances import generators
+from collsynth.instances.instance import make_instance
+from collsynth.solvers import compiling, pipeline
+from collsynth.solvers.producers import Options
+from collsynth.tens import cost_models, verify
+from collsynth.tens.interpreted import interpreting
+from collsynth.tens.schedule import to_json
+
+
+def outcome(case, run):
+    gen, params, kind, chunks, producer, seed = case
+    inst = make_instance(generators.build(gen, params), kind, chunks_per_node=chunks,
+                         root=0 if kind in ("broadcast", "reduce", "gather", "scatter") else None)
+    row, sched = run(inst, producer, Options(seed=seed, time_limit=20))
+    kept = {k: row[k] for k in ("status", "verified", "steps", "time_sync_s", "time_ten_s", "time_event_s",
+                                "lower_bound_s", "lower_bound_ten_s", "lower_bound_event_s", "lower_bound_steps",
+                                "lower_bound_timesteps", "bound_source", "sends")}
+    if sched is None:
+        return kept
+    kept["schedule"] = to_json(sched)
+    kept["grouped"] = [cost_models.price(sched, inst, m, exact_deps=False).as_dict() for m in cost_models.names()]
+    if len(sched.chunk) > 1:  # the last send dropped: the verdict on a schedule that fails
+        keep = np.ones(len(sched.chunk), bool)
+        keep[-1] = False
+        kept["broken"] = str(verify.verify(sched.select(keep), inst))
+    return kept
+
+
+if __name__ == "__main__":
+    cases = json.loads(sys.stdin.read())
+    with interpreting():
+        out = [outcome(c, pipeline._run) for c in cases]
+    print(json.dumps({"outcomes": out, "compiled": compiling.compiled_in_this_process()}, default=str))
+"""
+
+
+def _case():
+    any_run = st.tuples(st.sampled_from(TOPOLOGIES), st.sampled_from(KINDS), st.integers(1, 2),
+                        st.sampled_from(PRODUCERS), st.integers(0, 3))
+    ten_ilp = st.tuples(st.sampled_from(TINY), st.sampled_from(("allgather", "broadcast")), st.just(1),
+                        st.just("ten-ilp"), st.just(0))
+    return st.one_of(any_run, ten_ilp).map(lambda t: (t[0][0], t[0][1], *t[1:]))
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_case(), min_size=6, max_size=10))
+def test_kernels_as_python_compute_what_the_compiled_kernels_compute(tmp_path_factory, cases):
+    """Every outcome of the cases, interpreted in a child that compiles nothing, equals the
+    compiled outcome here."""
+    import importlib.util
+
+    from collsynth.solvers import pipeline
+
+    cache = tmp_path_factory.mktemp("numba-cache")
+    done = subprocess.run([sys.executable, "-c", OUTCOMES], input=json.dumps(cases), capture_output=True, text=True,
+                          timeout=1800, env={**os.environ, "NUMBA_CACHE_DIR": str(cache)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    child = json.loads(done.stdout)
+    assert child["compiled"] is False  # every kernel ran as Python
+    spec = importlib.util.spec_from_loader("outcomes", loader=None)
+    here = importlib.util.module_from_spec(spec)
+    exec(OUTCOMES.split("if __name__")[0], here.__dict__)  # the same code, compiled kernels
+    for case, theirs in zip(cases, child["outcomes"]):
+        mine = json.loads(json.dumps(here.outcome(case, pipeline._run), default=str))
+        assert mine == theirs, case
+
+
+def test_the_quick_suite_interprets_and_a_big_run_compiles():
+    """Every quick-suite instance is small enough to run as Python (``compile_for_run`` spends
+    nothing on it); a 12x12 torus allgather, past :data:`SMALL_SENDS`, compiles."""
+    from collsynth.instances import load_instance
+    from collsynth.solvers import batch, compiling
+
+    quick = [load_instance(f) for f in batch.suite_tags()["quick"]]
+    big = make_instance(generators.build("torus", {"dims": [12, 12]}), "allgather")  # 20,592 sends at the fewest
+    assert quick and all(compiling.interprets(i) for i in quick) and not compiling.interprets(big)
+    assert all(compiling.compile_for_run(i, "greedy") == 0.0 for i in quick)
