@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import InputError
 
@@ -203,6 +203,44 @@ def seconds_left(limit: float | None = None) -> float | None:
         left = d.left()
         limit = left if limit is None else min(limit, left)
     return limit
+
+
+@contextlib.contextmanager
+def cancel_at(deadline: Deadline, cancel: Callable[[], None]) -> Iterator[None]:
+    """Call ``cancel()`` from a timer thread once ``deadline`` passes while the body runs:
+    the stop of a library call that runs in C without the GIL and polls a flag of its own
+    (a solver's interrupt callback) but may not look at its clock often enough. ``cancel``
+    is called at most once, never after the body has left (the timer is stopped and its
+    thread joined on exit); a deadline already past calls it at once; no limit, never.
+
+    >>> hits = []
+    >>> with cancel_at(Deadline.after(0), lambda: hits.append(1)): time.sleep(0.2)
+    >>> with cancel_at(Deadline.after(60), lambda: hits.append(2)): pass
+    >>> hits
+    [1]
+    """
+    if deadline.at is None:
+        yield
+        return
+    lock = threading.Lock()
+    live = [True]
+
+    def fire() -> None:
+        with lock:  # the body's exit and the timer never overlap: no cancel after the body left
+            if live[0]:
+                cancel()
+
+    timer = threading.Timer(max(0.0, deadline.at - time.monotonic()), fire)
+    timer.daemon = True
+    timer.name = "collsynth-cancel-at"
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            live[0] = False
+        timer.cancel()
+        timer.join()
 
 
 @contextlib.contextmanager
