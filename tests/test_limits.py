@@ -398,3 +398,67 @@ def pyo_value(expr) -> float:
     import pyomo.core as pe
 
     return float(pe.value(expr))
+
+
+# ---- a schedule found before the limit is never lost to what runs after it ----------------------
+
+def _ring_allgather(n: int = 6):
+    return instance_from_dict({"name": f"ring{n}", "topology": {"generator": "ring", "nodes": n},
+                               "collective": {"kind": "allgather"}})
+
+
+def test_a_horizon_search_stopped_by_the_limit_keeps_the_schedule_it_knew(monkeypatch):
+    from collsynth.solvers.ten import drivers
+
+    def limit_reached(*args, **kwargs):  # the limit landing in a solve's read-back
+        raise TimeLimitReached("reading the incumbent back")
+
+    monkeypatch.setattr(drivers, "_solve", limit_reached)
+    producers()
+    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60, params={"lp_bound": False}))
+    assert sched is not None and row["verified"], row["message"]
+    assert row["status"] in ("feasible", "optimal")
+    assert "reading the incumbent back" in row["extra"]["stopped"]
+    assert row["extra"]["used"] in ("recovery", "time-cluster")
+
+
+def test_early_stop_stopped_by_the_limit_keeps_its_candidates(monkeypatch):
+    from collsynth.solvers.ten import drivers
+
+    def limit_reached(*args, **kwargs):
+        raise TimeLimitReached("building the horizon's model")
+
+    monkeypatch.setattr(drivers, "build", limit_reached)
+    producers()
+    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60, driver="early-stop",
+                                                           params={"lp_bound": False}))
+    assert sched is not None and row["verified"], row["message"]
+    assert "building the horizon's model" in row["extra"]["stopped"]
+
+
+def test_lp_bounds_stopped_by_the_limit_keep_the_run_s_schedule(monkeypatch):
+    from collsynth.solvers.ten import formulation_producers
+
+    def limit_reached(*args, **kwargs):
+        raise TimeLimitReached("the flow LP bound's size estimate")
+
+    monkeypatch.setattr(formulation_producers, "_lp_bounds", limit_reached)
+    producers()
+    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60))
+    assert sched is not None and row["verified"], row["message"]
+    assert row["extra"]["lp_bound"] is None
+    assert "the flow LP bound's size estimate" in row["extra"]["lp_bound_note"]
+
+
+def test_a_lone_greedy_seed_is_checked_by_the_pipeline_not_twice(monkeypatch):
+    from collsynth.solvers.greedy import tacos
+
+    checked = []
+    real = tacos.verify
+    monkeypatch.setattr(tacos, "verify", lambda s, i: checked.append(1) or real(s, i))
+    producers()
+    row, sched = run(_ring_allgather(), "greedy", Options(time_limit=60))
+    assert sched is not None and row["verified"] and checked == []  # verified once, by the pipeline
+    assert row["extra"]["per_seed"][0]["checked"] is False
+    best, runs = tacos.multi_start(_ring_allgather(), [0, 1], workers=1)
+    assert len(checked) == 2 and all(r["checked"] for r in runs)  # several seeds are compared: each verified

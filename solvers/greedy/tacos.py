@@ -28,6 +28,7 @@ paper's rule.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -341,26 +342,34 @@ def _sync_time(schedule: Schedule, instance: Instance) -> float:
     return float(cost.price_sync(schedule, instance).total_s)
 
 
-def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | None = None) -> dict:
+def one_start(instance: Instance, seed: int, params: dict, deadline: Deadline | None = None,
+              compared: bool = True) -> dict:
     """Run one seed, verify its schedule (``tens.verify.verify``) and measure it.
 
-    Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid) and ``schedule``.
+    Returns ``seed, steps, sync_s, seconds, violation`` (``None`` when valid), ``checked``
+    and ``schedule``. A seed that is not ``compared`` with others (the only one), or that
+    finishes after ``deadline``, is neither verified nor priced here (``checked`` False,
+    ``sync_s`` None): the pipeline verifies and prices the schedule the producer returns,
+    and a schedule found by the limit is kept rather than lost to its checking.
     """
     t0 = time.perf_counter()
     s = synthesize(instance, seed, priority=params.get("priority", "fifo"), matching=params.get("matching", "maximum"),
                    endgame=params.get("endgame", ENDGAME), timestep=params.get("timestep"), deadline=deadline,
                    switch_copy=params.get("switch_copy", SWITCH_COPY))
     seconds = time.perf_counter() - t0
+    if not compared or (deadline is not None and deadline.expired()):
+        return {"seed": int(seed), "steps": s.num_steps, "sync_s": None, "seconds": seconds, "violation": None,
+                "checked": False, "schedule": s}
     v = verify(s, instance)
     return {
         "seed": int(seed), "steps": s.num_steps, "sync_s": None if v else _sync_time(s, instance),
-        "seconds": seconds, "violation": None if v is None else str(v), "schedule": s,
+        "seconds": seconds, "violation": None if v is None else str(v), "checked": True, "schedule": s,
     }
 
 
 def _one_start_job(args):
     instance, seed, params, deadline = args
-    return one_start(instance, seed, params, deadline)
+    return one_start(instance, seed, params, deadline, compared=True)
 
 
 def multi_start(instance: Instance, seeds, params: dict | None = None, workers: int | None = None,
@@ -385,16 +394,15 @@ def multi_start(instance: Instance, seeds, params: dict | None = None, workers: 
         nonlocal best
         sched = r.pop("schedule")
         runs.append(r)
-        if r["violation"] is None:
-            key = (r["steps"], r["sync_s"], r["seed"])
-            if best is None or key < (best["steps"], best["sync_s"], best["seed"]):
+        if r["violation"] is None:  # verified, or not checked here (the pipeline verifies it)
+            if best is None or _rank(r) < _rank(best):
                 best = {**r, "schedule": sched}
 
     stopped: list[TimeLimitReached] = []
     if workers == 1:
         for s in seeds:
             try:
-                take(one_start(instance, s, params, deadline))
+                take(one_start(instance, s, params, deadline, compared=len(seeds) > 1))
             except TimeLimitReached as e:
                 stopped.append(e)
                 break
@@ -411,6 +419,12 @@ def multi_start(instance: Instance, seeds, params: dict | None = None, workers: 
         raise TimeLimitReached(first.stage, "; ".join(x for x in ("no seed finished", first.done) if x))
     runs.sort(key=lambda r: r["seed"])
     return best, runs
+
+
+def _rank(r: dict) -> tuple:
+    """A seed's place among valid ones: fewest timesteps, then checked before unchecked, then
+    lowest synchronous time, then smallest seed."""
+    return (r["steps"], not r["checked"], r["sync_s"] if r["sync_s"] is not None else math.inf, r["seed"])
 
 
 def _params(options: Options) -> dict:
@@ -461,7 +475,7 @@ def produce(instance: Instance, options: Options) -> Outcome:
         "steps_min": min(steps) if steps else None,
         "steps_median": statistics.median(steps) if steps else None,
         "steps_max": max(steps) if steps else None,
-        "per_seed": [{k: r[k] for k in ("seed", "steps", "sync_s", "seconds", "violation")} for r in runs],
+        "per_seed": [{k: r[k] for k in ("seed", "steps", "sync_s", "seconds", "violation", "checked")} for r in runs],
         "priority": params.get("priority", "fifo"),
         "matching": params.get("matching", "maximum"),
         "endgame": params.get("endgame", ENDGAME),

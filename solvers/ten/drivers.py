@@ -48,7 +48,7 @@ import pyomo.core as pe
 
 from ...tens.status import Status
 from ... import InputError
-from ...limits import Deadline
+from ...limits import Deadline, TimeLimitReached, kept
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
@@ -329,22 +329,30 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     else:  # its schedules need not be recoveries (and one direction may not carry them all: allreduce)
         rsteps = _recovery_steps(instance, form_params.get("timestep"), form_params.get("switch_copy", ten.SWITCH_COPY))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
-    if search.use_warm:
-        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
-        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
-        extra["time_cluster_steps"] = None if tc is None else tc.steps
-        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-        search.known = _better(search.known, tc)
-    search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
-    if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
-        search.session = backends.Session(options.solver)
-    if search.known is not None and search.known.steps <= lb:
-        proven_lb, best, failed = lb, None, None  # the best known schedule meets the lower bound
-    elif binary:
-        proven_lb, best, failed = _binary_search(search, lb)
-    else:
-        proven_lb, best, failed = _linear_search(search, lb)
+    search.proven_lb = lb
+    try:
+        if search.use_warm:
+            tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
+            if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
+                return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
+            extra["time_cluster_steps"] = None if tc is None else tc.steps
+            extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
+            search.known = _better(search.known, tc)
+        search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
+        if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
+            search.session = backends.Session(options.solver)
+        if search.known is not None and search.known.steps <= lb:
+            proven_lb, best, failed = lb, None, None  # the best known schedule meets the lower bound
+        elif binary:
+            proven_lb, best, failed = _binary_search(search, lb)
+        else:
+            proven_lb, best, failed = _linear_search(search, lb)
+    except TimeLimitReached as e:  # the limit stopped a build, a solve's read-back or a recovery
+        if search.known is None and search.best is None:  # nothing found yet: the run says where it stopped
+            raise
+        kept()
+        extra["stopped"] = str(e)  # the best schedule known by then is the answer
+        proven_lb, best, failed = search.proven_lb, search.best, None
     extra["horizons"] = search.tried
     if failed is not None:
         return _fail(failed, search.stats, lb, extra)
@@ -372,6 +380,8 @@ class _Search:
     tried: list = field(default_factory=list)
     too_large: str = ""  # why a model was not built (BuildTooLarge): larger horizons are larger
     symmetric_lb: int = 0  # symmetric formulations: smallest horizon not proven impossible for symmetric schedules
+    proven_lb: int = 0  # the search's proven lower bound so far (kept when the time limit stops it)
+    best: Any = None  # a binary search's best complete horizon so far: (steps, schedule, horizon)
 
     def model(self, h: int):
         """The model of horizon ``h``: built, or the shared persistent one restricted to ``h``."""
@@ -439,7 +449,7 @@ def _linear_search(search: _Search, lb: int):
         if res.status in (Status.OPTIMAL, Status.INFEASIBLE) and search.symmetric_lb == h:
             search.symmetric_lb = h + 1
             if not search.formulation.symmetric:
-                proven_lb = h + 1
+                search.proven_lb = proven_lb = h + 1
         h += 1
     return proven_lb, None, None
 
@@ -457,7 +467,7 @@ def _binary_search(search: _Search, lb: int):
         if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
-            best = (sched.num_steps if sched is not None else mid, sched, mid)
+            search.best = best = (sched.num_steps if sched is not None else mid, sched, mid)
             hi_h = mid - 1
         elif search.too_large:  # smaller horizons build smaller models
             search.too_large, hi_h = "", mid - 1
@@ -465,7 +475,7 @@ def _binary_search(search: _Search, lb: int):
             if res.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 search.symmetric_lb = max(search.symmetric_lb, mid + 1)
                 if not search.formulation.symmetric:
-                    proven_lb = max(proven_lb, mid + 1)
+                    search.proven_lb = proven_lb = max(proven_lb, mid + 1)
             lo_h = mid + 1
     return proven_lb, best, None
 
@@ -562,23 +572,25 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     cands = [_known("recovery", rdata, ten.prune(rdata, rrows))]
     extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
     tc = None
-    if bool(warm) and warm_ok(formulation, form_params):
-        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
-        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
-        extra["time_cluster_steps"] = None if tc is None else tc.steps
-        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-        if tc is not None:
-            cands.append(tc)
-    if (tc is None or tc.steps > lb) and not clock.expired():
-        try:
+    try:  # the limit stopping a build or a read-back leaves the candidates found by then
+        if bool(warm) and warm_ok(formulation, form_params):
+            tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
+            if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
+                return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
+            extra["time_cluster_steps"] = None if tc is None else tc.steps
+            extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
+            if tc is not None:
+                cands.append(tc)
+        if (tc is None or tc.steps > lb) and not clock.expired():
             ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
-        except BuildTooLarge as e:
-            extra["build_refused"] = str(e)
-        else:
             if res.status in (Status.ERROR, Status.SKIPPED):
                 return _fail(res, stats, lb, extra)
             cands.insert(0, ilp)
+    except BuildTooLarge as e:
+        extra["build_refused"] = str(e)
+    except TimeLimitReached as e:
+        kept()
+        extra["stopped"] = str(e)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
