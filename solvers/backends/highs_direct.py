@@ -287,7 +287,7 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     import highspy  # here, not at import time: see the module doc
 
     t0, c0 = time.perf_counter(), time.process_time()
-    if request.solver_deadline().expired():  # no time to solve: nothing compiled, nothing run
+    if not start and request.solver_deadline().expired():  # no time to solve: nothing compiled, nothing run
         return _not_run(highspy, t0, c0)
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
@@ -297,8 +297,10 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     passed = _pass_start(h, lm, start) if start and mip else 0
     # reading the incumbent back (and the caller's work on it) takes a share of what compiling took
     stop = request.solver_deadline().earlier(READBACK_SHARE * (time.perf_counter() - t0))
-    if stop.expired():  # compiling took what was left: HiGHS would spend seconds starting (presolve)
+    if stop.expired() and not passed:  # compiling took what was left: HiGHS would spend seconds presolving
         return _not_run(highspy, t0, c0)
+    if stop.expired():  # without time, HiGHS only checks the MIP start and returns it as its incumbent
+        h.setOptionValue("presolve", "off")
     if stop.at is not None:
         h.setOptionValue("time_limit", stop.left())
     t1, c1 = time.perf_counter(), time.process_time()
