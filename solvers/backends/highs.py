@@ -77,9 +77,8 @@ def v2_status(results) -> tuple[str, str]:
 def _hook(opt, model, request: Request):
     """Wrap the Pyomo HiGHS interface's ``_solve`` (called once the model is loaded into
     ``highspy.Highs``, just before ``run``) to (a) cut HiGHS' time limit to what the request
-    has left (loading a large model takes seconds that HiGHS' own clock does not count) and
-    interrupt HiGHS then if its clock has not stopped it (:func:`.highs_direct.interrupted_at`),
-    (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution`` (columns
+    has left (loading takes seconds HiGHS' clock does not count), interrupting HiGHS then
+    (:func:`.highs_direct.interrupted_at`), (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution`` (columns
     from the interface's map ``id(var) -> column``); and its ``add_block`` to add all the
     model's variables in one batch first (much faster loading). Returns an undo function and
     a dict filled with what was passed."""
@@ -104,8 +103,7 @@ def _hook(opt, model, request: Request):
 
     def _solve():
         stop = request.solver_deadline()
-        if opt._active_config.time_limit is not None:
-            opt._active_config.time_limit = stop.left()
+        opt._active_config.time_limit = stop.left() if opt._active_config.time_limit is not None else None
         if request.warm_start:
             colmap = opt._pyomo_var_to_solver_var_map
             idx, val = [], []

@@ -331,13 +331,9 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     search.proven_lb = lb
     try:
-        if search.use_warm:
-            tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
-            if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
-                return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
-            extra["time_cluster_steps"] = None if tc is None else tc.steps
-            extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-            search.known = _better(search.known, tc)
+        failed = _warm_known(search, warm_share, lb, extra) if search.use_warm else None
+        if failed is not None:
+            return failed
         search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
         if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
             search.session = backends.Session(options.solver)
@@ -359,6 +355,19 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     extra.update({"persistent": bool(search.session is not None and search.session.persistent),
                   "warm": search.use_warm})
     return _search_outcome(search, best, proven_lb, lb, extra)
+
+
+def _warm_known(search: "_Search", warm_share: float, lb: int, extra: dict) -> Outcome | None:
+    """Time clustering with ``warm_share`` of the search's clock, its schedule made the best
+    known one when shorter; the failed outcome when it could not run (error, skipped)."""
+    tc, tco = _warm_cluster(search.instance, search.formulation, search.options, search.clock, warm_share,
+                            search.stats, search.form_params)
+    if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
+        return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
+    extra["time_cluster_steps"] = None if tc is None else tc.steps
+    extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
+    search.known = _better(search.known, tc)
+    return None
 
 
 @dataclass
