@@ -278,8 +278,9 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     and load the solution's values into it. HiGHS gets what is left of the request's deadline
     once the model is loaded, minus the time to read the solution back
     (:meth:`~.request.Request.solver_deadline`, and :data:`READBACK_SHARE` of the time the
-    model took to compile: a large model takes long to read back), and is interrupted then if its own clock has
-    not stopped it (:func:`interrupted_at`).
+    model took to compile: a large model takes long to read back), and is interrupted then
+    if its own clock has not stopped it (:func:`interrupted_at`). With no time left it is
+    not started at all, unless a MIP start is to be returned (then without presolve).
     ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
     before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
     where only the objective value is read), are set as HiGHS options.
@@ -336,9 +337,9 @@ INTERRUPTS = ("cbSimplexInterrupt", "cbIpmInterrupt", "cbMipInterrupt")  # the c
 def interrupted_at(h, stop: Deadline) -> Iterator[None]:
     """Interrupt the HiGHS run of ``h`` (a ``highspy.Highs``) in the body once ``stop`` passes.
 
-    HiGHS' own ``time_limit`` is read from its clock, which some phases of a large model's
-    solve (presolve, the LP of a MIP's root) look at seldom; its interrupt callbacks
-    (simplex, interior point, branch and bound) are polled far more often. A timer
+    HiGHS' own ``time_limit`` is not always kept on a large model (with a limit of 0 s, the
+    TEN ILP of an 8x8 torus all-to-all still ran 2-3 s on a loaded machine); its simplex,
+    interior point and branch-and-bound loops also poll interrupt callbacks. A timer
     (:func:`~collsynth.limits.cancel_at`) raises a flag at ``stop``; the callbacks subscribed
     here answer "interrupt" once it is up, and HiGHS returns with status ``kInterrupt`` and
     its incumbent. The callbacks are unsubscribed on exit (a persistent session's ``Highs``

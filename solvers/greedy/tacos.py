@@ -124,8 +124,9 @@ def _forward(topology: Topology, parts: list[_Part], ctx: _Context, busy=None) -
     avail, want, ids = _problem(parts, topology.size, ctx.deadline)
     if ctx.deadline is not None:  # before the matching's own tables (as big again) are made
         ctx.deadline.check("greedy matching", "the holdings tables built; no timestep matched")
-    res = match(lk, avail, want, ctx.rng, distances=topology.distances if needs_relay(lk, avail, want) else None,
-                rules=ctx.rules, busy=busy, deadline=ctx.deadline, copy=False)
+    distances = topology.distances if needs_relay(lk, avail, want) else None
+    res = match(lk, avail, want, ctx.rng, distances=distances, rules=ctx.rules, busy=busy, deadline=ctx.deadline,
+                copy=False)
     for k in ("replaced", "dropped", "augmented"):
         ctx.stats[k] = ctx.stats.get(k, 0) + getattr(res, k)
     ctx.stats["timestep_s"] = lk.timestep

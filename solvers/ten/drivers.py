@@ -720,9 +720,41 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     k, lookahead = _window_sizes(data0, window, lookahead)
     if lookahead and form_params["objective"] == "arrivals":
         form_params["lookahead"] = lookahead
+    extra = {"window": k, "windows": [], "lower_bound": lb, "recovery_steps": rsteps}
+    try:
+        state, offset, all_rows = _windows(instance, formulation, options, clock, stats, form_params, data0, k,
+                                           extra["windows"])
+        rows, found = _clustered_rows(data0, all_rows, state, offset, (rdata, rrows, rsteps), extra)
+    except _Failed as f:
+        return _fail(f.res, stats, lb, {"windows": extra["windows"]}), data0, None
+    except TimeLimitReached as e:  # a window's build or read-back, or the recovery of the rest
+        kept()
+        extra["stopped"], extra["used"] = str(e), "recovery"
+        rows, found = _compact(data0, ten.prune(rdata, rrows)), "recovery"
+    sched = ten.schedule_from_rows(data0, rows)
+    steps = sched.num_steps
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
+    return (_outcome(sched, status, steps, min(lb, steps), stats,
+                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
+            data0, rows)
+
+
+class _Failed(Exception):
+    """A window's solve failed (error, skipped): ``res`` says why."""
+
+    def __init__(self, res: backends.SolveResult):
+        super().__init__(res.message)
+        self.res = res
+
+
+def _windows(instance, formulation: TenFormulation, options: Options, clock: Deadline, stats, form_params,
+             data0: ten.TenData, k: int, windows: list) -> tuple[np.ndarray, int, list]:
+    """Time clustering's windows of ``k`` timesteps from the precondition until everything is
+    held, the clock runs out or two windows make no progress: (holdings, timesteps covered,
+    the windows' rows). Each window is recorded in ``windows``; raises :class:`_Failed`."""
     state = data0.pre.copy()
     offset, stalls = 0, 0
-    all_rows, windows = [], []
+    all_rows = []
     while (data0.post & ~state).any() and not clock.expired() and stalls < 2:
         t0 = time.perf_counter()
         try:
@@ -734,7 +766,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
         if res.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(res, stats, lb, {"windows": windows}), data0, None
+            raise _Failed(res)
         if not res.has_solution:
             break
         view = ten_model(model)
@@ -749,14 +781,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         # time advances by the window (sends of later windows start after it)
         state = new_state
         offset += k
-    extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
-    rows, found = _clustered_rows(data0, all_rows, state, offset, (rdata, rrows, rsteps), extra)
-    sched = ten.schedule_from_rows(data0, rows)
-    steps = sched.num_steps
-    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
-    return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
-            data0, rows)
+    return state, offset, all_rows
 
 
 def _window_sizes(data: ten.TenData, window: int | None, lookahead: int | None) -> tuple[int, int]:
@@ -775,6 +800,10 @@ def _clustered_rows(data: ten.TenData, all_rows: list, state: np.ndarray, offset
     where needed, pruned; the pure recovery schedule ``recovery = (data, rows, steps)`` instead
     when longer than it; compacted. ``extra`` gets ``recovered_pairs`` / ``used``."""
     rdata, rrows, rsteps = recovery
+    if not all_rows and offset == 0:  # no window ran: recovery from the precondition is the pure recovery
+        extra["recovered_pairs"] = int((data.post & ~state).sum())
+        extra["used"] = "recovery"
+        return _compact(data, ten.prune(rdata, rrows)), "recovery"
     rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
     if (data.post & ~state).any():
         extra["recovered_pairs"] = int((data.post & ~state).sum())
