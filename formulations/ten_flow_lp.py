@@ -100,14 +100,13 @@ class FlowIndex(ParallelArrays):
     step: np.ndarray
 
 
-def flow_index(data: TenData, deadline: Deadline = NO_LIMIT) -> FlowIndex:
-    """Every (chunk, destination, link pair, arrival) a unit flow can use by the horizon (module
-    doc: leave the source after it can hold the chunk, arrive where ``d`` is still reachable).
-    Checks ``deadline`` (and any enforced around it) every :data:`CHECK_EVERY` pairs."""
+def _pair_ranges(data: TenData, deadline: Deadline = NO_LIMIT):
+    """For each (chunk ``c``, destination ``d``) pair, the link pairs ``ls`` its flow may use,
+    the first arrival ``lo`` on each and how many arrivals ``n`` (module doc); checks
+    ``deadline`` (and any enforced around it) every :data:`CHECK_EVERY` pairs."""
     T = data.horizon
     earliest, _ = reach(data)
     cs, ds = np.nonzero(data.post & ~data.pre)
-    parts = []
     lag = data.lag  # the delay plus the latency; one less over an instant switch-to-NPU hop
     for i, (c, d) in enumerate(zip(cs.tolist(), ds.tolist())):
         if i % CHECK_EVERY == 0:
@@ -122,7 +121,22 @@ def flow_index(data: TenData, deadline: Deadline = NO_LIMIT) -> FlowIndex:
         ls = np.flatnonzero(ok)
         lo = np.maximum(earliest[c, data.src[ls]] + k[ls], 1)
         hi = T - back[data.dst[ls]]
-        n = np.maximum(hi - lo + 1, 0)
+        yield c, d, ls, lo, np.maximum(hi - lo + 1, 0)
+
+
+def flow_rows(data: TenData, deadline: Deadline = NO_LIMIT) -> int:
+    """How many flow variables :func:`flow_index` would list (at most :func:`size`), counted
+    without listing them: a model too big for its size guard is refused before its index,
+    gigabytes for a large all-to-all, is made."""
+    return sum(int(n.sum()) for _, _, _, _, n in _pair_ranges(data, deadline))
+
+
+def flow_index(data: TenData, deadline: Deadline = NO_LIMIT) -> FlowIndex:
+    """Every (chunk, destination, link pair, arrival) a unit flow can use by the horizon (module
+    doc: leave the source after it can hold the chunk, arrive where ``d`` is still reachable),
+    by ``deadline``."""
+    parts = []
+    for c, d, ls, lo, n in _pair_ranges(data, deadline):
         if not n.sum():
             continue
         rows_l = np.repeat(ls, n)
