@@ -407,31 +407,40 @@ def _ring_allgather(n: int = 6):
                                "collective": {"kind": "allgather"}})
 
 
-def test_a_horizon_search_stopped_by_the_limit_keeps_the_schedule_it_knew(monkeypatch):
-    from collsynth.solvers.ten import drivers
-
-    def limit_reached(*args, **kwargs):  # the limit landing in a solve's read-back
-        raise TimeLimitReached("reading the incumbent back")
-
-    monkeypatch.setattr(drivers, "_solve", limit_reached)
-    producers()
-    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60, params={"lp_bound": False}))
-    assert sched is not None and row["verified"], row["message"]
-    assert row["status"] in ("feasible", "optimal")
-    assert "reading the incumbent back" in row["extra"]["stopped"]
-    assert row["extra"]["used"] in ("recovery", "time-cluster")
+def _mesh_allgather():
+    """A 5x5 mesh allgather: its recovery schedule (23 timesteps) is far from the TEN bound
+    (12), so the drivers have horizons to solve after it."""
+    return instance_from_dict({"name": "mesh5x5", "topology": {"generator": "mesh", "dims": [5, 5]},
+                               "collective": {"kind": "allgather"}})
 
 
-def test_early_stop_stopped_by_the_limit_keeps_its_candidates(monkeypatch):
-    from collsynth.solvers.ten import drivers
-
+def _limit_reached_in(monkeypatch, module, name: str, stage: str) -> None:
     def limit_reached(*args, **kwargs):
-        raise TimeLimitReached("building the horizon's model")
+        raise TimeLimitReached(stage)
 
-    monkeypatch.setattr(drivers, "build", limit_reached)
+    monkeypatch.setattr(module, name, limit_reached)
+
+
+@pytest.mark.parametrize("driver", ["horizon", "early-stop", "time-cluster"])
+def test_a_driver_stopped_by_the_limit_keeps_the_schedule_it_knew(monkeypatch, driver):
+    from collsynth.solvers.ten import drivers
+
+    _limit_reached_in(monkeypatch, drivers, "_solve", "reading the incumbent back")  # in every solve
+    producers()
+    params = {"lp_bound": False} if driver == "time-cluster" else {"lp_bound": False, "warm": False}
+    row, sched = run(_mesh_allgather(), "ten-ilp", Options(time_limit=60, driver=driver, params=params))
+    assert sched is not None and row["verified"], row["message"]  # the recovery schedule, not a timeout
+    assert row["status"] == "feasible" and row["objective"] == row["extra"]["recovery_steps"] == 23
+    assert "reading the incumbent back" in row["extra"]["stopped"]
+
+
+def test_early_stop_stopped_while_building_keeps_its_candidates(monkeypatch):
+    from collsynth.solvers.ten import drivers
+
+    _limit_reached_in(monkeypatch, drivers, "build", "building the horizon's model")
     producers()
     row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60, driver="early-stop",
-                                                           params={"lp_bound": False}))
+                                                           params={"lp_bound": False, "warm": False}))
     assert sched is not None and row["verified"], row["message"]
     assert "building the horizon's model" in row["extra"]["stopped"]
 
