@@ -128,7 +128,8 @@ _active: list[Deadline] = []  # the deadlines of the enforce blocks around the r
 _shields = [0]  # depth of shielded() blocks in the main thread
 RETRY_S = 0.05  # a timer that lands in a shielded block fires again this much later
 AGAIN_S = 0.5  # and one whose exception did not stop the body, this much later
-KEPT_S = GRACE_S  # and one whose exception a keeper caught (kept()), this much later
+KEPT_S = 1.0  # and one whose exception a keeper caught (kept()), this much later: its time to return
+# what it kept (then verification and pricing have what is left of the grace)
 _fired = [False]  # the innermost enforce block's timer has raised its exception
 
 
