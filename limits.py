@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import InputError
 
@@ -110,6 +110,11 @@ class Deadline:
         at = time.monotonic() + max(0.0, float(seconds))
         return Deadline(at if self.at is None else min(self.at, at), self.limit if self.at is not None else float(seconds))
 
+    def earlier(self, seconds: float) -> "Deadline":
+        """The same deadline ``seconds`` earlier: a stage's end that keeps time for what must
+        follow it before the deadline (reading a solver's incumbent back)."""
+        return self if self.at is None else Deadline(self.at - max(0.0, float(seconds)), self.limit)
+
     def extended(self, seconds: float) -> "Deadline":
         """The same deadline ``seconds`` later (the grace given to verification and pricing)."""
         return self if self.at is None else Deadline(self.at + seconds, self.limit)
@@ -123,6 +128,9 @@ _active: list[Deadline] = []  # the deadlines of the enforce blocks around the r
 _shields = [0]  # depth of shielded() blocks in the main thread
 RETRY_S = 0.05  # a timer that lands in a shielded block fires again this much later
 AGAIN_S = 0.5  # and one whose exception did not stop the body, this much later
+KEPT_S = 1.0  # and one whose exception a keeper caught (kept()), this much later: its time to return
+# what it kept (then verification and pricing have what is left of the grace)
+_fired = [False]  # the innermost enforce block's timer has raised its exception
 
 
 @contextlib.contextmanager
@@ -150,6 +158,7 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         # fire again later in case this exception is swallowed (raised inside a C callback,
         # which only prints it); the body's exit disarms the timer when it does propagate
         signal.setitimer(signal.ITIMER_REAL, AGAIN_S)
+        _fired[0] = True
         raise TimeLimitReached(stage)
 
     with _alarm_lock:
@@ -171,9 +180,21 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         raise
     finally:
         armed[0] = False
+        _fired[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         _active.remove(deadline)
+
+
+def kept() -> None:
+    """Say that a :class:`TimeLimitReached` was caught by code that keeps what it had found
+    (a driver's best schedule so far) and returns it at once: if the :func:`enforce` timer
+    raised it, the timer fires again only :data:`KEPT_S` later instead of :data:`AGAIN_S`
+    (on a loaded machine, unwinding a large stage takes longer than that, and the second
+    exception would cost the run the schedule). A stop raised by a cooperative check leaves
+    the timer as it is."""
+    if _fired[0] and threading.current_thread() is threading.main_thread():
+        signal.setitimer(signal.ITIMER_REAL, KEPT_S)
 
 
 @contextlib.contextmanager
@@ -203,6 +224,44 @@ def seconds_left(limit: float | None = None) -> float | None:
         left = d.left()
         limit = left if limit is None else min(limit, left)
     return limit
+
+
+@contextlib.contextmanager
+def cancel_at(deadline: Deadline, cancel: Callable[[], None]) -> Iterator[None]:
+    """Call ``cancel()`` from a timer thread once ``deadline`` passes while the body runs:
+    the stop of a library call that runs in C without the GIL and polls a flag of its own
+    (a solver's interrupt callback) but may not look at its clock often enough. ``cancel``
+    is called at most once, never after the body has left (the timer is stopped and its
+    thread joined on exit); a deadline already past calls it at once; no limit, never.
+
+    >>> hits = []
+    >>> with cancel_at(Deadline.after(0), lambda: hits.append(1)): time.sleep(0.2)
+    >>> with cancel_at(Deadline.after(60), lambda: hits.append(2)): pass
+    >>> hits
+    [1]
+    """
+    if deadline.at is None:
+        yield
+        return
+    lock = threading.Lock()
+    live = [True]
+
+    def fire() -> None:
+        with lock:  # the body's exit and the timer never overlap: no cancel after the body left
+            if live[0]:
+                cancel()
+
+    timer = threading.Timer(max(0.0, deadline.at - time.monotonic()), fire)
+    timer.daemon = True
+    timer.name = "collsynth-cancel-at"
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            live[0] = False
+        timer.cancel()
+        timer.join()
 
 
 @contextlib.contextmanager

@@ -68,10 +68,13 @@ import numpy as np
 import pyomo.core as pe
 
 from ..instances.topology import ParallelArrays
+from ..limits import NO_LIMIT, Deadline, checkpoint
 from ..tens.bounds import lower_bound  # noqa: F401 - the TEN bound every TEN formulation starts from
 from ..tens.schedule import Schedule
 from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, reach
 from . import TenModel, expose, ten_lp, ten_model
+
+CHECK_EVERY = 64  # (chunk, destination) pairs indexed between two looks at the clock
 
 NAME = "ten-flow-lp"
 SUMMARY = "flow LP on the TEN: a unit flow per (chunk, destination), each link crossing paid once"
@@ -97,15 +100,19 @@ class FlowIndex(ParallelArrays):
     step: np.ndarray
 
 
-def flow_index(data: TenData) -> FlowIndex:
-    """Every (chunk, destination, link pair, arrival) a unit flow can use by the horizon (module
-    doc: leave the source after it can hold the chunk, arrive where ``d`` is still reachable)."""
+def _pair_ranges(data: TenData, deadline: Deadline = NO_LIMIT):
+    """For each (chunk ``c``, destination ``d``) pair, the link pairs ``ls`` its flow may use,
+    the first arrival ``lo`` on each and how many arrivals ``n`` (module doc); checks
+    ``deadline`` (and any enforced around it) every :data:`CHECK_EVERY` pairs."""
     T = data.horizon
     earliest, _ = reach(data)
     cs, ds = np.nonzero(data.post & ~data.pre)
-    parts = []
     lag = data.lag  # the delay plus the latency; one less over an instant switch-to-NPU hop
-    for c, d in zip(cs.tolist(), ds.tolist()):
+    for i, (c, d) in enumerate(zip(cs.tolist(), ds.tolist())):
+        if i % CHECK_EVERY == 0:
+            done = f"{i:,} of {len(cs):,} (chunk, destination) pairs indexed"
+            deadline.check("the flow LP's index", done)
+            checkpoint("the flow LP's index", done)
         g = int(data.group[c])
         k = lag[g]
         back = data.dist[g][:, d]
@@ -114,7 +121,22 @@ def flow_index(data: TenData) -> FlowIndex:
         ls = np.flatnonzero(ok)
         lo = np.maximum(earliest[c, data.src[ls]] + k[ls], 1)
         hi = T - back[data.dst[ls]]
-        n = np.maximum(hi - lo + 1, 0)
+        yield c, d, ls, lo, np.maximum(hi - lo + 1, 0)
+
+
+def flow_rows(data: TenData, deadline: Deadline = NO_LIMIT) -> int:
+    """How many flow variables :func:`flow_index` would list (at most :func:`size`), counted
+    without listing them: a model too big for its size guard is refused before its index,
+    gigabytes for a large all-to-all, is made."""
+    return sum(int(n.sum()) for _, _, _, _, n in _pair_ranges(data, deadline))
+
+
+def flow_index(data: TenData, deadline: Deadline = NO_LIMIT) -> FlowIndex:
+    """Every (chunk, destination, link pair, arrival) a unit flow can use by the horizon (module
+    doc: leave the source after it can hold the chunk, arrive where ``d`` is still reachable),
+    by ``deadline``."""
+    parts = []
+    for c, d, ls, lo, n in _pair_ranges(data, deadline):
         if not n.sum():
             continue
         rows_l = np.repeat(ls, n)
@@ -126,10 +148,10 @@ def flow_index(data: TenData) -> FlowIndex:
     return FlowIndex(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3])
 
 
-def size(data: TenData, idx: FlowIndex | None = None) -> int:
+def size(data: TenData, idx: FlowIndex | None = None, deadline: Deadline = NO_LIMIT) -> int:
     """Variables :func:`build` would create: flow rows, distinct ``sent`` triples and ``hold``
-    entries (an estimate made before any Pyomo object exists)."""
-    idx = flow_index(data) if idx is None else idx
+    entries (an estimate made before any Pyomo object exists; by ``deadline``)."""
+    idx = flow_index(data, deadline) if idx is None else idx
     if not len(idx):
         return 0
     L = len(data.src)

@@ -94,6 +94,7 @@ from scipy.sparse.csgraph import dijkstra
 from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import LATENCIES, SWITCH_HOPS, Topology, with_latency
+from ..limits import checkpoint
 from .schedule import Schedule, from_arrays, merge
 
 SWITCH_COPY = True  # TE-CCL's default (its InstanceParams.switch_copy): switches multicast
@@ -101,6 +102,7 @@ REL_TOL = 1e-9  # costs within this relative distance of a multiple of the times
 INF = 1 << 30  # "unreachable" in integer timestep arrays
 MAX_HOP_TIMESTEPS = 1 << 20  # a chunk's hop may take at most this many timesteps (a finer timestep is refused)
 LATENCY_THRESHOLD = 0.1  # pipelined latency: alpha / timestep at most this adds no timestep (TE-CCL's alpha_threshold)
+BLOCK_CELLS = 1 << 23  # (chunk, node) cells of the condition tables copied between two looks at the clock
 
 
 def link_costs(topology: Topology, chunk_bytes: float) -> np.ndarray:
@@ -492,8 +494,12 @@ def prepare(instance: Instance, horizon: int, state=None, timestep: float | None
         own = c.precondition
         if native and c.combining:  # the full result: held at the start by a sole contributor only
             own = own & (own.sum(axis=1, keepdims=True) == 1)
-        pre[off:off + c.num_chunks] = own
-        post[off:off + c.num_chunks] = c.postcondition
+        step = max(1, BLOCK_CELLS // max(1, S))
+        for lo in range(0, c.num_chunks, step):  # in blocks: a 576-node all-to-all's tables are 190 M cells
+            checkpoint("TEN preparation", f"conditions of {lo:,} of {c.num_chunks:,} chunks copied")
+            hi = min(c.num_chunks, lo + step)
+            pre[off + lo:off + hi] = own[lo:hi]
+            post[off + lo:off + hi] = c.postcondition[lo:hi]
         group[off:off + c.num_chunks] = g
     if state is not None:
         state = np.asarray(state, dtype=bool)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import pickle
+import threading
 import time
 
 import pytest
@@ -14,8 +15,8 @@ from collsynth import InputError
 from collsynth.instances import generators, registry, size
 from collsynth.instances.instance import instance_from_dict
 from collsynth.instances.topology import Topology, from_edges
-from collsynth.limits import (GRACE_S, Deadline, TimeLimitReached, TooBig, enforce, parse_bytes, require,
-                              seconds_left, set_memory_budget, shielded)
+from collsynth.limits import (GRACE_S, NO_LIMIT, Deadline, TimeLimitReached, TooBig, cancel_at, enforce, parse_bytes,
+                              require, seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
 from collsynth.solvers.pipeline import compile_kernels, compile_producer, run
 from collsynth.solvers.producers import Options, producers
@@ -302,3 +303,202 @@ def test_a_swallowed_timer_fires_again():
             while True:
                 pass
     assert len(swallowed) == 1 and time.monotonic() - t0 < 0.1 + GRACE_S
+
+
+# ---- stopping a solver that runs in C: the cancel timer and HiGHS' interrupt --------------------
+
+def _cancel_timers() -> list:
+    return [t for t in threading.enumerate() if t.name == "collsynth-cancel-at"]
+
+
+def test_cancel_at_cancels_once_the_deadline_passes():
+    cancelled = threading.Event()
+    t0 = time.monotonic()
+    with cancel_at(Deadline.after(0.2), cancelled.set):
+        assert cancelled.wait(within(0.2 + GRACE_S))  # the body waits for the cancel, as a solver polls its flag
+    assert time.monotonic() - t0 >= 0.2
+    assert not _cancel_timers()  # the timer's thread is joined on exit
+
+
+def test_cancel_at_does_not_fire_after_a_body_that_finished_in_time():
+    calls = []
+    with cancel_at(Deadline.after(0.2), lambda: calls.append(time.monotonic())):
+        pass
+    assert not _cancel_timers()
+    time.sleep(0.4)  # past the deadline: the timer was stopped with the body
+    assert calls == []
+    with cancel_at(NO_LIMIT, lambda: calls.append(0)):  # no limit: no timer at all
+        assert not _cancel_timers()
+    assert calls == []
+
+
+def test_cancel_at_a_deadline_already_past_cancels_at_once():
+    cancelled = threading.Event()
+    with cancel_at(Deadline.after(0), cancelled.set):
+        assert cancelled.wait(within(GRACE_S))
+    assert not _cancel_timers()
+
+
+def _market_split(rows: int = 6, seed: int = 0):
+    """A market split problem (Cornuejols and Dawande, "A class of hard small 0-1 programs",
+    IPCO 1998): ``rows`` equalities over ``10 (rows - 1)`` binaries with coefficients in
+    [0, 99] and right-hand sides half the row sums, the violation minimised. Branch and bound
+    needs far more than a few seconds for six rows, though the model has 74 variables."""
+    import numpy as np
+    import pyomo.core as pe
+
+    rng = np.random.default_rng(seed)
+    n = 10 * (rows - 1)
+    a = rng.integers(0, 100, (rows, n))
+    d = a.sum(1) // 2
+    m = pe.ConcreteModel()
+    m.x = pe.Var(range(n), domain=pe.Binary)
+    m.slack = pe.Var(range(rows), range(2), domain=pe.NonNegativeReals)
+    m.split = pe.Constraint(range(rows), rule=lambda m, i: sum(int(a[i, j]) * m.x[j] for j in range(n))
+                            + m.slack[i, 0] - m.slack[i, 1] == int(d[i]))
+    m.violation = pe.Objective(expr=sum(m.slack.values()))
+    return m
+
+
+def _highs_of(model):
+    """A ``highspy.Highs`` holding ``model`` (compiled as the ``highs`` backend does), silent,
+    without a time limit of its own."""
+    highspy = pytest.importorskip("highspy")
+    from collsynth.solvers.backends import highs_direct
+
+    lm = highs_direct.compile_linear(model)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.passModel(highs_direct._highs_lp(lm, highspy))
+    return h
+
+
+def test_highs_without_a_time_limit_is_interrupted_at_the_deadline():
+    from collsynth.solvers.backends.highs_direct import INTERRUPTS, interrupted_at
+
+    h = _highs_of(_market_split())
+    t0 = time.monotonic()
+    with interrupted_at(h, Deadline.after(0.5)):
+        h.run()  # no time_limit: only the interrupt stops it
+    assert time.monotonic() - t0 <= within(0.5 + GRACE_S)
+    assert h.getModelStatus().name == "kInterrupt"
+    assert all(getattr(h, name).callbacks == [] for name in INTERRUPTS)  # unsubscribed
+    assert not _cancel_timers()
+
+
+def test_a_highs_run_that_finishes_in_time_is_not_interrupted_and_leaves_nothing_behind():
+    import pyomo.core as pe
+
+    from collsynth.solvers.backends.highs_direct import INTERRUPTS, interrupted_at
+
+    m = pe.ConcreteModel()  # max x + y, x + 2y <= 4, x, y integers in [0, 3]: optimum 3 (x = 3, y = 0)
+    m.x = pe.Var(domain=pe.NonNegativeIntegers, bounds=(0, 3))
+    m.y = pe.Var(domain=pe.NonNegativeIntegers, bounds=(0, 3))
+    m.c = pe.Constraint(expr=m.x + 2 * m.y <= 4)
+    m.o = pe.Objective(expr=m.x + m.y, sense=pe.maximize)
+    h = _highs_of(m)
+    with interrupted_at(h, Deadline.after(60)):
+        h.run()
+    assert h.getModelStatus().name == "kOptimal" and h.getInfo().objective_function_value == pytest.approx(3)
+    assert all(getattr(h, name).callbacks == [] for name in INTERRUPTS) and not _cancel_timers()
+    h.clearSolver()
+    h.run()  # the same Highs solves again to the end: no interrupt flag left raised
+    assert h.getModelStatus().name == "kOptimal"
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["direct", "pyomo-persistent"])
+def test_a_highs_solve_too_big_to_finish_returns_by_its_limit_plus_grace(persistent):
+    from collsynth.solvers import backends
+
+    pytest.importorskip("highspy")
+    model = _market_split()
+    session = backends.Session("highs") if persistent else None
+    limit = 1.0
+    t0 = time.monotonic()
+    res = backends.solve(model, backends.Request("highs", Deadline.after(limit), session=session))
+    elapsed = time.monotonic() - t0
+    assert elapsed <= within(limit + GRACE_S), (elapsed, SLOWDOWN, res.message)
+    assert res.status in ("feasible", "no-solution"), res.message  # stopped at its limit, saying so
+    assert "limit hit" in res.message
+    if res.status == "feasible":  # the incumbent it kept is in the model
+        assert res.objective is not None and pyo_value(model.violation) == pytest.approx(res.objective)
+
+
+def pyo_value(expr) -> float:
+    import pyomo.core as pe
+
+    return float(pe.value(expr))
+
+
+# ---- a schedule found before the limit is never lost to what runs after it ----------------------
+
+def _ring_allgather(n: int = 6):
+    return instance_from_dict({"name": f"ring{n}", "topology": {"generator": "ring", "nodes": n},
+                               "collective": {"kind": "allgather"}})
+
+
+def _mesh_allgather():
+    """A 5x5 mesh allgather: its recovery schedule (23 timesteps) is far from the TEN bound
+    (12), so the drivers have horizons to solve after it."""
+    return instance_from_dict({"name": "mesh5x5", "topology": {"generator": "mesh", "dims": [5, 5]},
+                               "collective": {"kind": "allgather"}})
+
+
+def _limit_reached_in(monkeypatch, module, name: str, stage: str) -> None:
+    def limit_reached(*args, **kwargs):
+        raise TimeLimitReached(stage)
+
+    monkeypatch.setattr(module, name, limit_reached)
+
+
+@pytest.mark.parametrize("driver", ["horizon", "early-stop", "time-cluster"])
+def test_a_driver_stopped_by_the_limit_keeps_the_schedule_it_knew(monkeypatch, driver):
+    from collsynth.solvers.ten import drivers
+
+    _limit_reached_in(monkeypatch, drivers, "_solve", "reading the incumbent back")  # in every solve
+    producers()
+    params = {"lp_bound": False} if driver == "time-cluster" else {"lp_bound": False, "warm": False}
+    row, sched = run(_mesh_allgather(), "ten-ilp", Options(time_limit=60, driver=driver, params=params))
+    assert sched is not None and row["verified"], row["message"]  # the recovery schedule, not a timeout
+    assert row["status"] == "feasible" and row["objective"] == row["extra"]["recovery_steps"] == 23
+    assert "reading the incumbent back" in row["extra"]["stopped"]
+
+
+def test_early_stop_stopped_while_building_keeps_its_candidates(monkeypatch):
+    from collsynth.solvers.ten import drivers
+
+    _limit_reached_in(monkeypatch, drivers, "build", "building the horizon's model")
+    producers()
+    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60, driver="early-stop",
+                                                           params={"lp_bound": False, "warm": False}))
+    assert sched is not None and row["verified"], row["message"]
+    assert "building the horizon's model" in row["extra"]["stopped"]
+
+
+def test_lp_bounds_stopped_by_the_limit_keep_the_run_s_schedule(monkeypatch):
+    from collsynth.solvers.ten import formulation_producers
+
+    def limit_reached(*args, **kwargs):
+        raise TimeLimitReached("the flow LP bound's size estimate")
+
+    monkeypatch.setattr(formulation_producers, "_lp_bounds", limit_reached)
+    producers()
+    row, sched = run(_ring_allgather(), "ten-ilp", Options(time_limit=60))
+    assert sched is not None and row["verified"], row["message"]
+    assert row["extra"]["lp_bound"] is None
+    assert "the flow LP bound's size estimate" in row["extra"]["lp_bound_note"]
+
+
+def test_a_lone_greedy_seed_is_checked_by_the_pipeline_not_twice(monkeypatch):
+    from collsynth.solvers.greedy import tacos
+
+    checked = []
+    real = tacos.verify
+    monkeypatch.setattr(tacos, "verify", lambda s, i: checked.append(1) or real(s, i))
+    producers()
+    row, sched = run(_ring_allgather(), "greedy", Options(time_limit=60))
+    assert sched is not None and row["verified"] and checked == []  # verified once, by the pipeline
+    assert row["extra"]["per_seed"][0]["checked"] is False
+    best, runs = tacos.multi_start(_ring_allgather(), [0, 1], workers=1)
+    assert len(checked) == 2 and all(r["checked"] for r in runs)  # several seeds are compared: each verified

@@ -77,8 +77,8 @@ def v2_status(results) -> tuple[str, str]:
 def _hook(opt, model, request: Request):
     """Wrap the Pyomo HiGHS interface's ``_solve`` (called once the model is loaded into
     ``highspy.Highs``, just before ``run``) to (a) cut HiGHS' time limit to what the request
-    has left (loading a large model takes seconds that HiGHS' own clock does not count) and
-    (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution`` (columns
+    has left (loading takes seconds HiGHS' clock does not count), interrupting HiGHS then
+    (:func:`.highs_direct.interrupted_at`), (b) with ``warm_start``, pass the model's current values to ``Highs.setSolution`` (columns
     from the interface's map ``id(var) -> column``); and its ``add_block`` to add all the
     model's variables in one batch first (much faster loading). Returns an undo function and
     a dict filled with what was passed."""
@@ -102,8 +102,8 @@ def _hook(opt, model, request: Request):
         return orig_add_block(block)
 
     def _solve():
-        if opt._active_config.time_limit is not None:
-            opt._active_config.time_limit = request.seconds()
+        stop = request.solver_deadline()
+        opt._active_config.time_limit = stop.left() if opt._active_config.time_limit is not None else None
         if request.warm_start:
             colmap = opt._pyomo_var_to_solver_var_map
             idx, val = [], []
@@ -118,7 +118,8 @@ def _hook(opt, model, request: Request):
             info["values"] = len(idx)
         t0 = time.perf_counter()
         try:
-            return orig()
+            with highs_direct.interrupted_at(opt._solver_model, stop):
+                return orig()
         finally:
             info["run_s"] = time.perf_counter() - t0
 

@@ -17,13 +17,14 @@ package may be an OR-Tools child, and highspy and ortools cannot be loaded into 
 
 from __future__ import annotations
 
-import os
-
+import contextlib
 import importlib.util
 import math
+import os
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyomo.core as pe
@@ -33,9 +34,14 @@ from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpressio
 from pyomo.repn.standard_repn import generate_standard_repn
 
 from ...formulations import MatrixRows, recorded_rows
-from ...limits import shielded
+from ...limits import Deadline, cancel_at, shielded
 
 NONLINEAR = "the HiGHS backend solves linear models only"
+READBACK_SHARE = 0.5  # of the time compiling a model took, kept to read its incumbent back and use it
+# (writing the values into the variables took 0.14 of compiling a 6x6 torus all-to-all TEN ILP of 48,240
+# columns; both scale with the model and with the machine's load alike). What a driver does with the
+# incumbent after that (sends, recovery) may still run past the deadline: the drivers keep the best
+# schedule known when the limit stops them there.
 OPTIONS_ATTRIBUTE = "highs_options"  # HiGHS options a formulation attached to a model (e.g. run_crossover)
 
 
@@ -270,7 +276,11 @@ VERBOSE_ENV = "COLLSYNTH_VERBOSE"  # set: the solver's log goes to stderr
 def run(model: pe.ConcreteModel, request, start: list | None = None, options: dict | None = None) -> Run:
     """Compile ``model``, solve it with HiGHS as ``request`` (a :class:`~.request.Request`) asks
     and load the solution's values into it. HiGHS gets what is left of the request's deadline
-    once the model is loaded, minus the time to read the solution back (``request.seconds()``).
+    once the model is loaded, minus the time to read the solution back
+    (:meth:`~.request.Request.solver_deadline`, and :data:`READBACK_SHARE` of the time the
+    model took to compile: a large model takes long to read back), and is interrupted then
+    if its own clock has not stopped it (:func:`interrupted_at`). With no time left it is
+    not started at all, unless a MIP start is to be returned (then without presolve).
     ``start``: ``(variable, value)`` pairs given to HiGHS as a MIP start. ``options``, and
     before them the model's own ``highs_options`` (a formulation's hint, e.g. no crossover
     where only the objective value is read), are set as HiGHS options.
@@ -278,18 +288,25 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
     import highspy  # here, not at import time: see the module doc
 
     t0, c0 = time.perf_counter(), time.process_time()
+    if not start and request.solver_deadline().expired():  # no time to solve: nothing compiled, nothing run
+        return _not_run(highspy, t0, c0)
     with PauseGC():  # reading many expressions creates no cycles: the collector only slows it
         lm = compile_linear(model)
     mip = bool(lm.integer.any())
     h = _configured_highs(highspy, request, mip, {**vars(model).get(OPTIONS_ATTRIBUTE, {}), **(options or {})})
     h.passModel(_highs_lp(lm, highspy))
     passed = _pass_start(h, lm, start) if start and mip else 0
-    seconds = request.seconds()
-    if seconds is not None:
-        h.setOptionValue("time_limit", seconds)
+    # reading the incumbent back (and the caller's work on it) takes a share of what compiling took
+    stop = request.solver_deadline().earlier(READBACK_SHARE * (time.perf_counter() - t0))
+    if stop.expired() and not passed:  # compiling took what was left: HiGHS would spend seconds presolving
+        return _not_run(highspy, t0, c0)
+    if stop.expired():  # without time, HiGHS only checks the MIP start and returns it as its incumbent
+        h.setOptionValue("presolve", "off")
+    if stop.at is not None:
+        h.setOptionValue("time_limit", stop.left())
     t1, c1 = time.perf_counter(), time.process_time()
-    with shielded():  # HiGHS stops by its own limit; the model's compiling above stays interruptible
-        h.run()
+    with shielded(), interrupted_at(h, stop):  # HiGHS stops by its limit or the interrupt; the
+        h.run()  # model's compiling above stays interruptible
     run_s, run_cpu_s = time.perf_counter() - t1, time.process_time() - c1
     status = h.getModelStatus()
     info = h.getInfo()
@@ -311,6 +328,48 @@ def run(model: pe.ConcreteModel, request, start: list | None = None, options: di
             v.set_value(x, skip_validation=True)
     nodes = int(info.mip_node_count) if mip and info.mip_node_count >= 0 else None
     return Run(status.name, has, objective, bound, nodes, t1 - t0, run_s, passed, h.version(), c1 - c0, run_cpu_s)
+
+
+INTERRUPTS = ("cbSimplexInterrupt", "cbIpmInterrupt", "cbMipInterrupt")  # the checks HiGHS makes while it runs
+
+
+@contextlib.contextmanager
+def interrupted_at(h, stop: Deadline) -> Iterator[None]:
+    """Interrupt the HiGHS run of ``h`` (a ``highspy.Highs``) in the body once ``stop`` passes.
+
+    HiGHS' own ``time_limit`` is not always kept on a large model (with a limit of 0 s, the
+    TEN ILP of an 8x8 torus all-to-all still ran 2-3 s on a loaded machine); its simplex,
+    interior point and branch-and-bound loops also poll interrupt callbacks. A timer
+    (:func:`~collsynth.limits.cancel_at`) raises a flag at ``stop``; the callbacks subscribed
+    here answer "interrupt" once it is up, and HiGHS returns with status ``kInterrupt`` and
+    its incumbent. The callbacks are unsubscribed on exit (a persistent session's ``Highs``
+    re-solves without them). HiGHS runs without the GIL, so the timer thread runs meanwhile.
+    """
+    if stop.at is None:
+        yield
+        return
+    up = threading.Event()
+
+    def check(event) -> None:
+        if up.is_set():
+            event.interrupt()
+
+    hooks = [getattr(h, name) for name in INTERRUPTS]
+    for hook in hooks:
+        hook.subscribe(check)
+    try:
+        with cancel_at(stop, up.set):
+            yield
+    finally:
+        for hook in hooks:
+            hook.unsubscribe(check)
+
+
+def _not_run(highspy, t0: float, c0: float) -> Run:
+    """The :class:`Run` of a solve the deadline ended before HiGHS started: ``kTimeLimit``
+    without a solution (HiGHS, even with a time limit of 0, presolves a large model first)."""
+    return Run("kTimeLimit", False, None, None, None, time.perf_counter() - t0, 0.0, 0,
+               highspy.Highs().version(), time.process_time() - c0, 0.0)
 
 
 def _configured_highs(highspy, request, mip: bool, options: dict):

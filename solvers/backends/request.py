@@ -58,6 +58,11 @@ class Request:
         left = seconds_left(self.deadline.left())
         return None if left is None else max(0.0, left - READBACK_S)
 
+    def solver_deadline(self) -> Deadline:
+        """The instant the solver must stop (:meth:`seconds` from now): a backend that can
+        interrupt its solver does so then (:func:`~.highs_direct.interrupted_at`)."""
+        return self.deadline.child(self.seconds())
+
 
 @dataclass
 class SolveResult:

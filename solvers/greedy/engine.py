@@ -488,8 +488,13 @@ def match(lk: Links, avail: np.ndarray, want: np.ndarray, rng: np.random.Generat
     ``copy=False``: ``avail`` (32-bit, C order) is the caller's to give up: the run's holdings
     grow in it rather than in a copy (an all-to-all on 1,024 nodes: 4 GiB fewer).
     """
+    setup = "the holdings tables built; no timestep matched"
+    if deadline is not None:  # between the set-up's passes over the [node, chunk] tables (an all-to-all
+        deadline.check("greedy matching", setup)  # on 576 nodes: 190 M cells, seconds a pass when loaded)
     A = np.array(avail, dtype=np.int32, order="C", copy=True if copy else None)  # None: only if it must
     want = np.ascontiguousarray(want & (A == INF))  # requests met by the initial holdings drop
+    if deadline is not None:
+        deadline.check("greedy matching", setup)
     run = _Run(lk, A, want, rng, rules, distances, busy, max_steps)
     requests = int(want.sum())
     t = 0

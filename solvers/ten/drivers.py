@@ -50,7 +50,7 @@ import pyomo.core as pe
 
 from ...tens.status import Status
 from ... import InputError
-from ...limits import Deadline
+from ...limits import Deadline, TimeLimitReached, kept
 from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formulation, ten_model
 from ...tens import ten
 from .. import backends
@@ -331,28 +331,45 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
     else:  # its schedules need not be recoveries (and one direction may not carry them all: allreduce)
         rsteps = _recovery_steps(instance, form_params.get("timestep"), form_params.get("switch_copy", ten.SWITCH_COPY))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
-    if search.use_warm:
-        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, search.stats, form_params)
-        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
-        extra["time_cluster_steps"] = None if tc is None else tc.steps
-        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-        search.known = _better(search.known, tc)
-    search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
-    if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
-        search.session = backends.Session(options.solver)
-    if search.known is not None and search.known.steps <= lb:
-        proven_lb, best, failed = lb, None, None  # the best known schedule meets the lower bound
-    elif binary:
-        proven_lb, best, failed = _binary_search(search, lb)
-    else:
-        proven_lb, best, failed = _linear_search(search, lb)
+    search.proven_lb = lb
+    try:
+        failed = _warm_known(search, warm_share, lb, extra) if search.use_warm else None
+        if failed is not None:
+            return failed
+        search.top = _top_horizon(search.known, lb, rsteps, max_horizon)
+        if persistent and backends.canonical(options.solver) in ("highs", "gurobi"):
+            search.session = backends.Session(options.solver)
+        if search.known is not None and search.known.steps <= lb:
+            proven_lb, best, failed = lb, None, None  # the best known schedule meets the lower bound
+        elif binary:
+            proven_lb, best, failed = _binary_search(search, lb)
+        else:
+            proven_lb, best, failed = _linear_search(search, lb)
+    except TimeLimitReached as e:  # the limit stopped a build, a solve's read-back or a recovery
+        if search.known is None and search.best is None:  # nothing found yet: the run says where it stopped
+            raise
+        kept()
+        extra["stopped"] = str(e)  # the best schedule known by then is the answer
+        proven_lb, best, failed = search.proven_lb, search.best, None
     extra["horizons"] = search.tried
     if failed is not None:
         return _fail(failed, search.stats, lb, extra)
     extra.update({"persistent": bool(search.session is not None and search.session.persistent),
                   "warm": search.use_warm})
     return _search_outcome(search, best, proven_lb, lb, extra)
+
+
+def _warm_known(search: "_Search", warm_share: float, lb: int, extra: dict) -> Outcome | None:
+    """Time clustering with ``warm_share`` of the search's clock, its schedule made the best
+    known one when shorter; the failed outcome when it could not run (error, skipped)."""
+    tc, tco = _warm_cluster(search.instance, search.formulation, search.options, search.clock, warm_share,
+                            search.stats, search.form_params)
+    if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
+        return _fail(backends.SolveResult(tco.status, message=tco.message), search.stats, lb, extra)
+    extra["time_cluster_steps"] = None if tc is None else tc.steps
+    extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
+    search.known = _better(search.known, tc)
+    return None
 
 
 @dataclass
@@ -374,6 +391,8 @@ class _Search:
     tried: list = field(default_factory=list)
     too_large: str = ""  # why a model was not built (BuildTooLarge): larger horizons are larger
     symmetric_lb: int = 0  # symmetric formulations: smallest horizon not proven impossible for symmetric schedules
+    proven_lb: int = 0  # the search's proven lower bound so far (kept when the time limit stops it)
+    best: Any = None  # a binary search's best complete horizon so far: (steps, schedule, horizon)
 
     def model(self, h: int):
         """The model of horizon ``h``: built, or the shared persistent one restricted to ``h``."""
@@ -441,7 +460,7 @@ def _linear_search(search: _Search, lb: int):
         if res.status in (Status.OPTIMAL, Status.INFEASIBLE) and search.symmetric_lb == h:
             search.symmetric_lb = h + 1
             if not search.formulation.symmetric:
-                proven_lb = h + 1
+                search.proven_lb = proven_lb = h + 1
         h += 1
     return proven_lb, None, None
 
@@ -459,7 +478,7 @@ def _binary_search(search: _Search, lb: int):
         if res.status in (Status.ERROR, Status.SKIPPED):
             return proven_lb, None, res
         if ok:
-            best = (sched.num_steps if sched is not None else mid, sched, mid)
+            search.best = best = (sched.num_steps if sched is not None else mid, sched, mid)
             hi_h = mid - 1
         elif search.too_large:  # smaller horizons build smaller models
             search.too_large, hi_h = "", mid - 1
@@ -467,7 +486,7 @@ def _binary_search(search: _Search, lb: int):
             if res.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 search.symmetric_lb = max(search.symmetric_lb, mid + 1)
                 if not search.formulation.symmetric:
-                    proven_lb = max(proven_lb, mid + 1)
+                    search.proven_lb = proven_lb = max(proven_lb, mid + 1)
             lo_h = mid + 1
     return proven_lb, best, None
 
@@ -606,23 +625,25 @@ def early_stop(instance, formulation, options: Options, *, horizon: int | None =
     cands = [_known("recovery", rdata, ten.prune(rdata, rrows))]
     extra: dict[str, Any] = {"horizon": h, "lower_bound": lb, "recovery_steps": rsteps}
     tc = None
-    if bool(warm) and warm_ok(formulation, form_params):
-        tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
-        if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
-        extra["time_cluster_steps"] = None if tc is None else tc.steps
-        extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
-        if tc is not None:
-            cands.append(tc)
-    if (tc is None or tc.steps > lb) and not clock.expired():
-        try:
+    try:  # the limit stopping a build or a read-back leaves the candidates found by then
+        if bool(warm) and warm_ok(formulation, form_params):
+            tc, tco = _warm_cluster(instance, formulation, options, clock, warm_share, stats, form_params)
+            if tc is None and tco.status in (Status.ERROR, Status.SKIPPED):
+                return _fail(backends.SolveResult(tco.status, message=tco.message), stats, lb, extra)
+            extra["time_cluster_steps"] = None if tc is None else tc.steps
+            extra["time_cluster_windows"] = len(tco.extra.get("windows", ()))
+            if tc is not None:
+                cands.append(tc)
+        if (tc is None or tc.steps > lb) and not clock.expired():
             ilp, res = _incumbent_recovered(instance, formulation, options, clock, stats, form_params, h, tc, extra)
-        except BuildTooLarge as e:
-            extra["build_refused"] = str(e)
-        else:
             if res.status in (Status.ERROR, Status.SKIPPED):
                 return _fail(res, stats, lb, extra)
             cands.insert(0, ilp)
+    except BuildTooLarge as e:
+        extra["build_refused"] = str(e)
+    except TimeLimitReached as e:
+        kept()
+        extra["stopped"] = str(e)
     win = min(cands, key=lambda k: k.steps)  # first of equals: ILP, then time clustering
     extra["used"] = win.how
     extra["candidates"] = {k.how: k.steps for k in cands}
@@ -737,15 +758,49 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
     stats = _stats(options.solver)
     form_params = {"objective": "arrivals", **form_params}
     lb = _lower_bound(formulation, instance, form_params)
+    t0 = time.perf_counter()
     rdata, rrows, rsteps = recovery_schedule(instance, form_params.get("timestep"),
                                                 form_params.get("switch_copy", ten.SWITCH_COPY))
+    recovery_s = time.perf_counter() - t0  # the windows stop this early: recovering the rest takes no longer
     data0 = rdata
     k, lookahead = _window_sizes(data0, window, lookahead)
     if lookahead and form_params["objective"] == "arrivals":
         form_params["lookahead"] = lookahead
+    extra = {"window": k, "windows": [], "lower_bound": lb, "recovery_steps": rsteps}
+    try:
+        state, offset, all_rows = _windows(instance, formulation, options, clock.earlier(recovery_s), stats,
+                                           form_params, data0, k, extra["windows"])
+        rows, found = _clustered_rows(data0, all_rows, state, offset, (rdata, rrows, rsteps), extra)
+    except _Failed as f:
+        return _fail(f.res, stats, lb, {"windows": extra["windows"]}), data0, None
+    except TimeLimitReached as e:  # a window's build or read-back, or the recovery of the rest
+        kept()
+        extra["stopped"], extra["used"] = str(e), "recovery"
+        rows, found = _compact(data0, ten.prune(rdata, rrows)), "recovery"
+    sched = ten.schedule_from_rows(data0, rows)
+    steps = sched.num_steps
+    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
+    return (_outcome(sched, status, steps, min(lb, steps), stats,
+                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
+            data0, rows)
+
+
+class _Failed(Exception):
+    """A window's solve failed (error, skipped): ``res`` says why."""
+
+    def __init__(self, res: backends.SolveResult):
+        super().__init__(res.message)
+        self.res = res
+
+
+def _windows(instance, formulation: TenFormulation, options: Options, clock: Deadline, stats, form_params,
+             data0: ten.TenData, k: int, windows: list) -> tuple[np.ndarray, int, list]:
+    """Time clustering's windows of ``k`` timesteps from the precondition until everything is
+    held, the clock runs out or two windows make no progress: (holdings, timesteps covered,
+    the windows' rows). Each window is recorded in ``windows``; raises :class:`_Failed`."""
     state = data0.pre.copy()
     offset, stalls = 0, 0
-    all_rows, windows = [], []
+    all_rows = []
     while (data0.post & ~state).any() and not clock.expired() and stalls < 2:
         t0 = time.perf_counter()
         try:
@@ -757,7 +812,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         stats["build_s"] += time.perf_counter() - t0
         res = _solve(model, options, clock, stats)
         if res.status in (Status.ERROR, Status.SKIPPED):
-            return _fail(res, stats, lb, {"windows": windows}), data0, None
+            raise _Failed(res)
         if not res.has_solution:
             break
         view = ten_model(model)
@@ -772,14 +827,7 @@ def _time_cluster(instance, formulation, options: Options, *, window: int | None
         # time advances by the window (sends of later windows start after it)
         state = new_state
         offset += k
-    extra = {"window": k, "windows": windows, "lower_bound": lb, "recovery_steps": rsteps}
-    rows, found = _clustered_rows(data0, all_rows, state, offset, (rdata, rrows, rsteps), extra)
-    sched = ten.schedule_from_rows(data0, rows)
-    steps = sched.num_steps
-    status = Status.OPTIMAL if steps <= lb else Status.FEASIBLE
-    return (_outcome(sched, status, steps, min(lb, steps), stats,
-                     "" if status == Status.OPTIMAL else f"{steps} timesteps; lower bound {lb}", extra, found),
-            data0, rows)
+    return state, offset, all_rows
 
 
 def _window_sizes(data: ten.TenData, window: int | None, lookahead: int | None) -> tuple[int, int]:
@@ -798,6 +846,10 @@ def _clustered_rows(data: ten.TenData, all_rows: list, state: np.ndarray, offset
     where needed, pruned; the pure recovery schedule ``recovery = (data, rows, steps)`` instead
     when longer than it; compacted. ``extra`` gets ``recovered_pairs`` / ``used``."""
     rdata, rrows, rsteps = recovery
+    if not all_rows and offset == 0:  # no window ran: recovery from the precondition is the pure recovery
+        extra["recovered_pairs"] = int((data.post & ~state).sum())
+        extra["used"] = "recovery"
+        return _compact(data, ten.prune(rdata, rrows)), "recovery"
     rows = np.concatenate(all_rows) if all_rows else np.zeros((0, 3), np.int64)
     if (data.post & ~state).any():
         extra["recovered_pairs"] = int((data.post & ~state).sum())

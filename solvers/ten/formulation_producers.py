@@ -40,7 +40,7 @@ from ... import InputError
 from ...formulations import (OBJECTIVES, TenFormulation, ten_family, ten_flow_lp, ten_formulation, ten_ilp, ten_lp,
                               ten_lp_orbit, ten_model)
 from ...instances import size
-from ...limits import NO_LIMIT, Deadline
+from ...limits import NO_LIMIT, Deadline, TimeLimitReached, kept
 from ...tens import orbits, ten
 from ...tens.schedule import concat
 from .. import backends
@@ -124,6 +124,24 @@ def _capacity_blind(formulation: TenFormulation, form: dict) -> bool:
 
 
 def _lp_beside(instance, formulation: TenFormulation, options: Options, form: dict, outcome: Outcome,
+               clock: Deadline) -> Outcome:
+    """:func:`_lp_bounds` by ``clock``; when the time limit stops them (a model's build or a
+    size estimate that ran past it), the outcome keeps its schedule and what the bounds
+    had proved, and ``lp_bound_note`` says where they stopped: bounds never cost the run
+    the schedule it found."""
+    try:
+        return _lp_bounds(instance, formulation, options, form, outcome, clock)
+    except TimeLimitReached as e:
+        kept()
+        if outcome.extra.get("lp_bound") is None:
+            outcome.extra["lp_bound"] = None
+            outcome.extra["lp_bound_note"] = f"not finished: {e}"
+        else:
+            outcome.extra["flow_lp_note"] = f"not finished: {e}"
+        return outcome
+
+
+def _lp_bounds(instance, formulation: TenFormulation, options: Options, form: dict, outcome: Outcome,
                clock: Deadline) -> Outcome:
     """Compute the LP bounds for one (non-allreduce) run and fold the strongest into its outcome.
 
@@ -243,17 +261,21 @@ def _flow_beside(instance, options: Options, form: dict, lo: int, hi: int, known
     if known is not None and lo >= known:
         extra["flow_lp_note"] = f"not needed: the schedule meets the bound {lo}"
         return
+    clock.check("the flow LP bound's size estimate")
     try:
         data = ten.prepare(instance, lo, timestep=form.get("timestep"),
                            switch_copy=bool(form.get("switch_copy", ten.SWITCH_COPY)))
-        n = ten_flow_lp.size(data)
+        cap = int(form.get("max_variables", ten_flow_lp.MAX_VARIABLES))
+        n = ten_flow_lp.flow_rows(data, deadline=clock)  # counted first: listing them may take gigabytes
+        least = n > cap  # then n is the flow variables alone, fewer than the model's
+        n = n if least else ten_flow_lp.size(data, deadline=clock)
     except ten.NotSupported as e:
         extra["flow_lp_note"] = f"not computed: {e}"
         return
-    cap = int(form.get("max_variables", ten_flow_lp.MAX_VARIABLES))
     est = FLOW_BUILD_S_PER_VAR * n
     if n > cap:
-        extra["flow_lp_note"] = f"not computed: {n} variables at horizon {lo}, over the budget of {cap} (max_variables)"
+        extra["flow_lp_note"] = (f"not computed: {'at least ' if least else ''}{n} variables at horizon {lo}, "
+                                 f"over the budget of {cap} (max_variables)")
         return
     left = clock.left()
     if left is not None and est > left:

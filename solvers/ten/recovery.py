@@ -26,22 +26,23 @@ from scipy.sparse.csgraph import dijkstra
 from ...limits import checkpoint
 from ...tens import ten
 
+PAIRS_PER_CALL = 1 << 16  # missing (chunk, node) pairs routed by one call of the compiled loop
+
 
 @numba.njit(cache=True)
-def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, latency, capacity, switch, instant, start,
-               rows):
-    """Fill ``rows`` (preallocated) with ``(chunk, pair, arrival)``; returns (count, -1) or
-    (count, index of a pair whose chunk cannot reach its node). ``instant``: a hop from a
-    switch to an NPU starts in the timestep the chunk arrived there (else, and always to a
-    switch, the one after)."""
-    load = np.zeros((len(capacity), start + 64), np.int32)
-    count = 0
+def _route_all(when, cs, ns, first, last, group, dist, pred, out_start, out_dst, delay, latency, capacity, switch,
+               instant, start, rows, count, load):
+    """Route pairs ``first .. last - 1`` of ``cs, ns``: fill ``rows`` (preallocated, ``count``
+    filled before) with ``(chunk, pair, arrival)``, booking link use in ``load``; returns
+    (count, -1, load) or (count, index of a pair whose chunk cannot reach its node, load).
+    ``instant``: a hop from a switch to an NPU starts in the timestep the chunk arrived there
+    (else, and always to a switch, the one after)."""
     S = when.shape[1]
     path = np.empty(S + 1, np.int64)
     holders = np.empty(S, np.int64)  # nodes holding the current chunk (pairs come chunk by chunk)
     nh = 0
     current = -1
-    for i in range(len(cs)):
+    for i in range(first, last):
         c, n = cs[i], ns[i]
         if c != current:
             current = c
@@ -55,7 +56,7 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, laten
         g = group[c]
         h = _nearest_holder(when, dist[g], c, n, holders, nh)
         if h < 0 or not np.isfinite(dist[g, h, n]):
-            return count, i
+            return count, i, load
         m = _path_to(pred[g], h, n, path)
         t = when[c, h]
         j = m
@@ -82,7 +83,7 @@ def _route_all(when, cs, ns, group, dist, pred, out_start, out_dst, delay, laten
             holders[nh] = v
             nh += 1
             j = e - 1
-    return count, -1
+    return count, -1, load
 
 
 @numba.njit(cache=True)
@@ -181,11 +182,14 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
     out_start = np.searchsorted(data.src, np.arange(S + 1))  # pairs are sorted by (src, dst)
     # at most one arrival per pair not held, plus one per switch a route passes
     rows = np.empty((int((~held).sum()) + int(need.sum()) * int(data.switch.sum()), 3), np.int64)
-    count, bad = _route_all(when, cs.astype(np.int64), ns.astype(np.int64), data.group.astype(np.int64), dist,
-                            pred, out_start.astype(np.int64), data.dst.astype(np.int64),
-                            data.delay.astype(np.int64), data.latency.astype(np.int64),
-                            data.capacity.astype(np.int64), data.switch.astype(np.bool_),
-                            bool(data.switch_instant), int(start), rows)
-    if bad >= 0:
-        raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
+    count, load = 0, np.zeros((len(data.capacity), int(start) + 64), np.int32)
+    args = (data.group.astype(np.int64), dist, pred, out_start.astype(np.int64), data.dst.astype(np.int64),
+            data.delay.astype(np.int64), data.latency.astype(np.int64), data.capacity.astype(np.int64),
+            data.switch.astype(np.bool_), bool(data.switch_instant), int(start), rows)
+    cs, ns = cs.astype(np.int64), ns.astype(np.int64)
+    for first in range(0, len(cs), PAIRS_PER_CALL):  # the clock checked between calls of the compiled loop
+        checkpoint("recovery", f"{first:,} of {len(cs):,} missing pairs delivered")
+        count, bad, load = _route_all(when, cs, ns, first, min(len(cs), first + PAIRS_PER_CALL), *args, count, load)
+        if bad >= 0:
+            raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
     return rows[:count].copy()
