@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from . import InputError
 
@@ -262,6 +262,49 @@ def cancel_at(deadline: Deadline, cancel: Callable[[], None]) -> Iterator[None]:
             live[0] = False
         timer.cancel()
         timer.join()
+
+
+def in_a_child(deadline: Deadline, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` computed in a spawned child process that is killed once ``deadline``
+    passes (then :class:`TimeLimitReached` for ``stage``): the stop of one long library call
+    that keeps no clock of its own (an LP solver's presolve). ``fn`` and ``args`` must pickle;
+    an exception ``fn`` raises is raised here. The child never outlives the call.
+
+    >>> in_a_child(Deadline.after(60), "a sum", sum, [1, 2, 3])
+    6
+    """
+    import multiprocessing  # only when a call runs apart
+
+    ctx = multiprocessing.get_context("spawn")  # a fork would inherit a solver's thread pool half-made
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_call, args=(send, fn, args), daemon=True, name=f"collsynth {stage}")
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(deadline.left()):  # no limit: waits for the answer
+            raise TimeLimitReached(stage, "its child process killed at the deadline")
+        ok, value = receive.recv()
+    except EOFError:
+        raise RuntimeError(f"{stage}: the child process ended without an answer "
+                           f"(exit code {child.exitcode})") from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+    if ok:
+        return value
+    raise value
+
+
+def _child_call(send: Any, fn: Callable[..., Any], args: tuple) -> None:
+    """The child of :func:`in_a_child`: ``(True, fn(*args))`` or ``(False, the exception)``."""
+    try:
+        answer = (True, fn(*args))
+    except BaseException as e:  # noqa: BLE001 - the caller raises it
+        answer = (False, e)
+    send.send(answer)
+    send.close()
 
 
 @contextlib.contextmanager

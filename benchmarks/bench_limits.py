@@ -47,6 +47,8 @@ CASES = [  # (producer, topology, collective): one or more per family, each too 
      "allgather"),
     # ForestColl's tree packing on 64 DGX-H100 boxes (512 GPUs): bench_packing's row too big to pack in time
     ("tree-packing", {"generator": "dgx_h100", "nodes": 64, "nvlink_alpha": 0.0, "nic_alpha": 0.0}, "allgather"),
+    # the all-to-all concurrent flow on the same 512 GPUs: an LP of a million flow variables
+    ("flow-alltoall", {"generator": "dgx_h100", "nodes": 64}, "alltoall"),
 ]
 LIMITS = (5.0, 60.0)
 LOAD = 4

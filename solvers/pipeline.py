@@ -77,7 +77,7 @@ from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
 ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer this much later
-STOP_S = 1.0  # of the grace, kept for a timer to land (a C call returning: 0.75 s measured) and the row
+STOP_S = 1.5  # of the grace, kept for a timer to land (a C call returning: 1.06 s measured, a compiled pricing kernel at load 8) and the row
 BOUNDS_SHARE = 0.25  # of a run's time limit, the most its lower bounds may take
 BOUNDS_MIN_S = 1.0  # unless the limit is shorter, the bounds get at least this
 BOUNDS_APART_NODES = 256  # from this many nodes, the bounds run in a child process beside the producer
@@ -418,6 +418,14 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
     with contextlib.suppress(TimeLimitReached):  # the model it stopped is in the results
         with enforce(deadline, "pricing"):
             pricing.share()
+    _priced_into(row, pricing, deadline, stages)
+    return row, schedule
+
+
+def _priced_into(row: dict[str, Any], pricing: "SpeculativePricing", deadline: Deadline,
+                 stages: dict[str, float]) -> None:
+    """Each cost model's price of a verified schedule into ``row`` (its time and columns), or
+    a note in the row's message saying why that model left it unpriced."""
     for model, result, seconds in pricing.results():
         stage = f"pricing ({model.name})"
         if seconds is not None:
@@ -433,7 +441,6 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
             raise result
         row[model.time_column] = result.total_s
         row.update({column.name: column.value(result) for column in model.columns})
-    return row, schedule
 
 
 class SpeculativePricing:

@@ -502,3 +502,20 @@ def test_a_lone_greedy_seed_is_checked_by_the_pipeline_not_twice(monkeypatch):
     assert row["extra"]["per_seed"][0]["checked"] is False
     best, runs = tacos.multi_start(_ring_allgather(), [0, 1], workers=1)
     assert len(checked) == 2 and all(r["checked"] for r in runs)  # several seeds are compared: each verified
+
+
+def test_a_call_in_a_child_is_killed_at_the_deadline_and_leaves_no_process():
+    """The contract of limits.in_a_child: the answer when in time, the child's exception as
+    it was, and a child still running at the deadline killed (TimeLimitReached by limit + grace)."""
+    import multiprocessing
+
+    from collsynth.limits import in_a_child
+
+    assert in_a_child(Deadline.after(within(60)), "a sum", sum, [1, 2, 3]) == 6
+    with pytest.raises(ValueError, match="invalid literal"):
+        in_a_child(Deadline.after(within(60)), "a parse", int, "x")
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimitReached, match="a sleep"):
+        in_a_child(Deadline.after(0.5), "a sleep", time.sleep, 600)
+    assert time.monotonic() - t0 <= within(0.5 + GRACE_S)
+    assert multiprocessing.active_children() == []

@@ -14,6 +14,9 @@ import collsynth as cs
 
 
 def main(store: str) -> None:
+    """Print a Markdown table of each peer schedule's row in ``store`` (``peer:FOLDER``: its
+    steps and prices, or why it did not verify) beside our fastest verified row of its instance
+    under the sync model."""
     df = cs.open_store(store).runs()
     peers = df[df["producer"].str.startswith("peer:") & (df["status"] != "skipped")]
     ours = df[~df["producer"].str.startswith("peer:") & (df["verified"] == True)]  # noqa: E712

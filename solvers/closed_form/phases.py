@@ -505,4 +505,9 @@ def torus_hamiltonian_decomposition(m: int, n: int) -> tuple[list[int], list[int
 
 
 def undirected_edges(cycle: list[int]) -> set:
+    """The edges of a closed walk over ``cycle``'s nodes, each as an unordered pair.
+
+    >>> sorted(sorted(e) for e in undirected_edges([0, 1, 2]))
+    [[0, 1], [0, 2], [1, 2]]
+    """
     return {frozenset((a, b)) for a, b in zip(cycle, cycle[1:] + cycle[:1])}

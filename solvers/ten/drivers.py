@@ -55,7 +55,8 @@ from ...formulations import BuildTooLarge, TenFormulation, TenModel, ten_formula
 from ...tens import ten
 from .. import backends
 from ..producers import Options, Outcome, Unsupported
-from .recovery import recover  # noqa: F401 - the drivers' recovery, also used by the producers
+from .recovery import recover, recovery_schedule, recovery_steps  # noqa: F401 - also used by the producers
+from .stops import stop_record, stop_sentence
 
 DRIVERS = ("horizon", "early-stop", "time-cluster")
 DRIVER_PARAMS = {"binary", "persistent", "window", "horizon", "max_horizon", "lookahead", "warm", "warm_share"}
@@ -67,28 +68,6 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     drv = {k: v for k, v in params.items() if k in DRIVER_PARAMS}
     form = {k: v for k, v in params.items() if k not in DRIVER_PARAMS}
     return drv, form
-
-
-# ---- recovery: shortest-path delivery of whatever is missing ---------------------------------
-
-def recovery_schedule(instance, timestep=None, switch_copy: bool = ten.SWITCH_COPY):
-    """The pure shortest-path delivery schedule from the precondition: (data, rows, steps).
-
-    Its length is the "recovery bound" early termination and time clustering never exceed.
-    """
-    data = ten.prepare(instance, 1, None, timestep, switch_copy=bool(switch_copy))  # valid either way
-    rows = recover(data, data.pre, 0)
-    steps = int(rows[:, 2].max()) if len(rows) else 0
-    return data, rows, steps
-
-
-def _recovery_steps(instance, timestep=None, switch_copy=ten.SWITCH_COPY) -> int | None:
-    """The recovery schedule's length, or None when one TEN direction cannot carry the
-    instance (allreduce, combining mixed with non-combining collectives)."""
-    try:
-        return recovery_schedule(instance, timestep, switch_copy)[2]
-    except ten.NotSupported:
-        return None
 
 
 # ---- what the drivers share ----------------------------------------------------------------
@@ -329,7 +308,7 @@ def horizon_search(instance, formulation, options: Options, *, binary: bool = Fa
                                                  form_params.get("switch_copy", ten.SWITCH_COPY))
         search.known = _known("recovery", rdata, ten.prune(rdata, rrows))
     else:  # its schedules need not be recoveries (and one direction may not carry them all: allreduce)
-        rsteps = _recovery_steps(instance, form_params.get("timestep"), form_params.get("switch_copy", ten.SWITCH_COPY))
+        rsteps = recovery_steps(instance, form_params.get("timestep"), form_params.get("switch_copy", ten.SWITCH_COPY))
     extra: dict[str, Any] = {"lower_bound": lb, "recovery_steps": rsteps}
     search.proven_lb = lb
     try:
@@ -489,28 +468,6 @@ def _binary_search(search: _Search, lb: int):
                     search.proven_lb = proven_lb = max(proven_lb, mid + 1)
             lo_h = mid + 1
     return proven_lb, best, None
-
-
-def stop_record(clock: Deadline, at: int, top: int, reason: str) -> dict[str, Any]:
-    """Where a search that ended before it proved its answer stopped, why, and its time: the
-    horizon it was at, the largest it meant to try, the seconds spent of the run's limit and
-    the seconds left (``None`` without a limit). The row keeps it as ``extra["stopped"]``."""
-    left = clock.left()
-    spent = None if left is None or clock.limit is None else clock.limit - left
-    return {"at_horizon": int(at), "top_horizon": int(top), "reason": reason, "elapsed_s": spent,
-            "limit_s": clock.limit, "left_s": left}
-
-
-def stop_sentence(stop: dict[str, Any]) -> str:
-    """The stop record (:func:`stop_record`) in words.
-
-    >>> stop_sentence({"at_horizon": 14, "top_horizon": 20, "reason": "time limit", "elapsed_s": 58.08,
-    ...                "limit_s": 60.0, "left_s": 1.92})
-    'stopped at horizon 14 of 20 after 58.1 s of 60 s: time limit (1.9 s left)'
-    """
-    when = "" if stop["elapsed_s"] is None else f" after {stop['elapsed_s']:.1f} s of {stop['limit_s']:g} s"
-    left = "" if stop["left_s"] is None else f" ({stop['left_s']:.1f} s left)"
-    return f"stopped at horizon {stop['at_horizon']} of {stop['top_horizon']}{when}: {stop['reason']}{left}"
 
 
 def _why_stopped(search: _Search) -> str:

@@ -193,3 +193,23 @@ def recover(data: ten.TenData, held: np.ndarray, start: int, avail: np.ndarray |
         if bad >= 0:
             raise RuntimeError(f"chunk {int(cs[bad])} cannot reach node {int(ns[bad])}")
     return rows[:count].copy()
+
+
+def recovery_schedule(instance, timestep=None, switch_copy: bool = ten.SWITCH_COPY):
+    """The pure shortest-path delivery schedule from the precondition: (data, rows, steps).
+
+    Its length is the "recovery bound" early termination and time clustering never exceed.
+    """
+    data = ten.prepare(instance, 1, None, timestep, switch_copy=bool(switch_copy))  # valid either way
+    rows = recover(data, data.pre, 0)
+    steps = int(rows[:, 2].max()) if len(rows) else 0
+    return data, rows, steps
+
+
+def recovery_steps(instance, timestep=None, switch_copy=ten.SWITCH_COPY) -> int | None:
+    """The recovery schedule's length, or None when one TEN direction cannot carry the
+    instance (allreduce, combining mixed with non-combining collectives)."""
+    try:
+        return recovery_schedule(instance, timestep, switch_copy)[2]
+    except ten.NotSupported:
+        return None
