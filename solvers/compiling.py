@@ -37,7 +37,7 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost_models, interpreted, verify  # noqa: F401 - interpreted: its listener first
+from ..tens import bounds, cost_models, interpreted, verify  # interpreted imported here: its compile listener first
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
@@ -145,14 +145,14 @@ def interprets(instance: Instance) -> bool:
 
 def compile_for_run(instance: Instance, producer: str) -> float:
     """Compile (or load) the kernels a run of ``producer`` on ``instance`` uses, the reductions'
-    only when a collective of the instance combines, unless the run :func:`interprets`;
-    returns the seconds it took (0 for a run that interprets; about 0 once done in this
-    process): a row's ``compile_s``."""
-    if interprets(instance):
-        return 0.0
+    only when a collective of the instance combines; for a run that :func:`interprets`, load
+    only those numba's cache holds (the others run as Python, on the run's clock as on any
+    other code's), so that no kernel is loaded on the run's clock. Returns the seconds it took
+    (about 0 once done in this process): a row's ``compile_s``."""
     t0 = time.perf_counter()
-    compile_kernels(combining=any(c.combining for c in instance.collectives))
-    compile_producer(producer)
+    with interpreted.interpreting(interprets(instance)):
+        compile_kernels(combining=any(c.combining for c in instance.collectives))
+        compile_producer(producer)
     return time.perf_counter() - t0
 
 

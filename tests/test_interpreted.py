@@ -102,13 +102,28 @@ def test_kernels_as_python_compute_what_the_compiled_kernels_compute(tmp_path_fa
         assert mine == theirs, case
 
 
-def test_the_quick_suite_interprets_and_a_big_run_compiles():
-    """Every quick-suite instance is small enough to run as Python (``compile_for_run`` spends
-    nothing on it); a 12x12 torus allgather, past :data:`SMALL_SENDS`, compiles."""
+QUICK_CHILD = """
+import json, sys
+from collsynth.instances import load_instance
+from collsynth.solvers import batch, compiling
+for f in batch.suite_tags()["quick"]:
+    for producer in ("greedy", "ring", "bfb-lp", "ten-ilp"):
+        compiling.compile_for_run(load_instance(f), producer)
+print(json.dumps({"compiled": compiling.compiled_in_this_process()}))
+"""
+
+
+def test_the_quick_suite_interprets_and_a_big_run_compiles(tmp_path):
+    """Every quick-suite instance is small enough to run as Python: ``compile_for_run`` on each,
+    in a child with an empty numba cache, compiles nothing (it loads only what the cache holds);
+    a 12x12 torus allgather, past :data:`SMALL_SENDS`, is compiled for."""
     from collsynth.instances import load_instance
     from collsynth.solvers import batch, compiling
 
     quick = [load_instance(f) for f in batch.suite_tags()["quick"]]
     big = make_instance(generators.build("torus", {"dims": [12, 12]}), "allgather")  # 20,592 sends at the fewest
     assert quick and all(compiling.interprets(i) for i in quick) and not compiling.interprets(big)
-    assert all(compiling.compile_for_run(i, "greedy") == 0.0 for i in quick)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    done = subprocess.run([sys.executable, "-c", QUICK_CHILD], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"compiled": False}
