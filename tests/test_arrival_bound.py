@@ -8,7 +8,6 @@ ILP itself: at one timestep less than the bound the ILP cannot deliver everythin
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import networkx as nx
 from hypothesis import assume, given, settings, strategies as st

@@ -21,7 +21,7 @@ from collsynth.solvers.greedy import tacos as greedy
 from collsynth.solvers.producers import Options, producers
 from collsynth.tens import bounds
 from collsynth.tens.schedule import from_sends
-from collsynth.tens.ten import NotSupported, link_delays, link_latency
+from collsynth.tens.ten import link_delays, link_latency
 from ilp_oracle import solves_by
 from proofs import proven_status
 from builders import strongly_connected_arcs

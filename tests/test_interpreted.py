@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collsynth.instances import generators
-from collsynth.instances.collective import ROOTED
 from collsynth.instances.instance import make_instance
 
 TOPOLOGIES = (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from collsynth.formulations import ten_ilp, ten_ilp_nocongestion, ten_lp, ten_model
+from collsynth.formulations import ten_ilp, ten_lp, ten_model
 from collsynth.instances.generators import build as topo
 from collsynth.instances.instance import load_instance, make_instance
 from collsynth.instances.topology import from_edges

@@ -20,7 +20,6 @@ through switch nodes are verified route by route (a switch forwards, GPUs reduce
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction

@@ -60,7 +60,7 @@ import numpy as np
 from numba import njit
 
 from ... import InputError
-from ..cost import Cost, chunk_bytes_of, plan_for, price_event
+from ..cost import Cost, chunk_bytes_of, plan_for, price_event  # noqa: F401 - price_event: the doctest's comparison
 from ..plan import PricingPlan
 from ..ten import NotSupported, instant_hops
 from . import CostModel
