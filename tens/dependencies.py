@@ -37,7 +37,7 @@ from .routing import MAX_INDEX
 from .schedule import Schedule
 from .ten import SWITCH_COPY, NotSupported, instant_hops, link_delays, link_latency
 
-PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode
+PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
 TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
 TABLE_SLACK = 1 << 22  # and this many more; beyond: chunk by chunk
 AHEAD = 16  # scattered writes of a counting sort or of the group naming are prefetched this many items on
@@ -354,24 +354,84 @@ def _number_groups(named):
 
 
 @njit(cache=True, nogil=True)
-def _pairs(g_in, p, lo, hi, members, gstart, total):
+def _pairs(g_in, p, lo, hi, members, gstart, by_lo, disjoint, budget):
     """Exact dependency pairs ``(i, j)``: ``j`` among the first ``p[i]`` arrivals of group
-    ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order."""
+    ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order.
+    Empty arrays and ``False`` when the candidates looked at (:func:`_window`) exceed ``budget``."""
+    n = len(g_in)
+    rank = np.empty(n, np.int32)  # a member's place in its group's (step) order
+    for g in range(len(gstart) - 1):
+        for x in range(gstart[g], gstart[g + 1]):
+            rank[members[x]] = x - gstart[g]
+    total = 0
+    for i in range(n):
+        if g_in[i] >= 0:
+            a, b = _window(g_in[i], p[i], lo[i], hi[i], lo, hi, gstart, by_lo, disjoint)
+            total += b - a
+    if total > budget:
+        return np.empty(0, np.int32), np.empty(0, np.int32), False
     di = np.empty(total, np.int32)
     dj = np.empty(total, np.int32)
     k = 0
-    for i in range(len(g_in)):
+    for i in range(n):
         g = g_in[i]
         if g < 0:
             continue
-        base = gstart[g]
-        for q in range(p[i]):
-            j = members[base + q]
-            if lo[j] < hi[i] and lo[i] < hi[j]:
+        a, b = _window(g, p[i], lo[i], hi[i], lo, hi, gstart, by_lo, disjoint)
+        order = members if not disjoint[g] else by_lo
+        k0 = k
+        for x in range(a, b):
+            j = order[x]
+            if rank[j] < p[i] and lo[j] < hi[i] and lo[i] < hi[j]:
                 di[k] = i
                 dj[k] = j
                 k += 1
-    return di[:k], dj[:k]
+        for y in range(k0 + 1, k):  # a window is in piece order: put it in group order (few items)
+            j = dj[y]
+            z = y
+            while z > k0 and rank[dj[z - 1]] > rank[j]:
+                dj[z] = dj[z - 1]
+                z -= 1
+            dj[z] = j
+    return di[:k], dj[:k], True
+
+
+@njit(cache=True, nogil=True)
+def _window(g, prefix, a_lo, a_hi, lo, hi, gstart, by_lo, disjoint):
+    """The candidates for a piece ``[a_lo, a_hi)`` in group ``g``: positions ``[a, b)`` of
+    ``members`` (its first ``prefix`` arrivals) or, when the group's pieces are disjoint, of
+    ``by_lo`` (the group sorted by piece: the pieces overlapping ``[a_lo, a_hi)`` are a run,
+    found by bisection on both ends, which ascend together)."""
+    start, end = gstart[g], gstart[g + 1]
+    if not disjoint[g]:
+        return start, start + prefix
+    x, y = start, end  # first piece ending after a_lo
+    while x < y:
+        m = (x + y) >> 1
+        if hi[by_lo[m]] <= a_lo:
+            x = m + 1
+        else:
+            y = m
+    a, y = x, end  # first piece starting at or after a_hi
+    while x < y:
+        m = (x + y) >> 1
+        if lo[by_lo[m]] < a_hi:
+            x = m + 1
+        else:
+            y = m
+    return a, x
+
+
+def _by_piece(lo, hi, members, gstart) -> tuple[np.ndarray, np.ndarray]:
+    """Every group's members sorted by piece (``lo``), and whether each group's pieces are
+    pairwise disjoint (then they also ascend by ``hi`` and an overlap query is a bisection)."""
+    groups = len(gstart) - 1
+    gid = np.repeat(np.arange(groups, dtype=np.int32), np.diff(gstart))
+    by_lo = members[np.lexsort((lo[members], gid))].astype(np.int32)
+    clash = (gid[1:] == gid[:-1]) & (hi[by_lo[:-1]] > lo[by_lo[1:]])
+    disjoint = np.ones(groups, np.bool_)
+    disjoint[gid[1:][clash]] = False
+    return by_lo, disjoint
 
 
 @dataclass(frozen=True)
@@ -382,7 +442,7 @@ class Deps:
     holds the positions by group (group ``g`` is ``members[gstart[g]:gstart[g + 1]]``, in step
     order). It reads group ``g_in[q]`` (-1: it needs nothing) and needs its first ``p[q]``
     members. ``pairs`` are the exact (overlapping pieces) pairs ``(q, j)`` when asked for and
-    at most :data:`PAIR_BUDGET`; otherwise ``None`` (prefix mode).
+    found within :func:`pair_budget` candidates; otherwise ``None`` (prefix mode).
 
     A send out of a switch node needs only the arrival it forwards (``forwards``, the
     :class:`Forwards` in view positions; :func:`dependencies` with the schedule): every arrival
@@ -602,19 +662,30 @@ def _renumber(key, keys):
     return ga, new, groups
 
 
+def pair_budget(sends: int) -> int:
+    """Candidates the exact pairs may look at: :data:`PAIR_BUDGET` or two per send, the more."""
+    return max(PAIR_BUDGET, 2 * sends)
+
+
 def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact pairs ``(q, j)`` of :class:`Deps` (int32 positions, ``q`` ascending, then
-    ``j`` in group order), or ``None`` beyond :data:`PAIR_BUDGET` candidates. A send out of a
-    switch is paired with the arrivals it forwards (``deps.forwards``)."""
-    total = int(deps.p.sum(dtype=np.int64))
-    if total > PAIR_BUDGET:
-        return None
+    ``j`` in group order), or ``None`` beyond :func:`pair_budget` candidates. A group whose
+    pieces are disjoint (a pipelined tree's pieces: each reaches a node once) offers a send only
+    the pieces overlapping its own, found by bisection, so its candidates are about its pairs;
+    any other group offers its whole prefix. A send out of a switch is paired with the arrivals
+    it forwards (``deps.forwards``)."""
     fw = deps.forwards
+    g_in = deps.g_in
+    if fw is not None:
+        g_in = g_in.copy()
+        g_in[fw.leave] = -1
+    by_lo, disjoint = _by_piece(view.lo, view.hi, deps.members, deps.gstart)
+    di, dj, ok = _pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
+                        pair_budget(len(view)))
+    if not ok:
+        return None
     if fw is None:
-        return _pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
-    g_in = deps.g_in.copy()
-    g_in[fw.leave] = -1
-    di, dj = _pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, total)
+        return di, dj
     i = np.concatenate([di, fw.leave.astype(np.int32)])
     j = np.concatenate([dj, fw.arrival.astype(np.int32)])
     by_i = np.argsort(i, kind="stable")

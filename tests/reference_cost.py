@@ -175,7 +175,34 @@ def price_sync(schedule: Schedule, instance: Instance) -> Cost:
 
 # ---- shared by ten and event: data dependencies ----------------------------------------------
 
-PAIR_BUDGET = 4_000_000  # explicit dependency pairs beyond this: prefix mode (see _Deps)
+PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
+
+
+def pair_budget(sends: int) -> int:
+    """Candidates the exact pairs may look at (see :func:`_candidates`)."""
+    return max(PAIR_BUDGET, 2 * sends)
+
+
+def _candidates(s: Schedule, cnt: np.ndarray, g0: np.ndarray, order: np.ndarray, looked: np.ndarray) -> int:
+    """How many arrivals the exact pairs look at, in plain Python: a send whose arrival group
+    (its source and chunk) holds pairwise disjoint pieces looks only at the group's pieces
+    overlapping its own, in earlier steps or not; otherwise at the group's arrivals in earlier
+    steps (``cnt``, from ``g0`` in ``order``)."""
+    groups: dict = {}
+    for j in range(len(s)):
+        groups.setdefault((int(s.dst[j]), int(s.chunk[j])), []).append((int(s.lo[j]), int(s.hi[j])))
+    disjoint = {}
+    for key, pieces in groups.items():
+        pieces.sort()
+        disjoint[key] = all(a[1] <= b[0] for a, b in zip(pieces, pieces[1:]))
+    total = 0
+    for i in np.flatnonzero(looked & (cnt > 0)).tolist():
+        key = (int(s.src[i]), int(s.chunk[i]))
+        if disjoint[key]:
+            total += sum(1 for a, b in groups[key] if a < s.hi[i] and s.lo[i] < b)
+        else:
+            total += int(cnt[i])
+    return total
 
 
 @dataclass(frozen=True)
@@ -233,7 +260,9 @@ def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None
     if want_pairs is None:
         want_pairs = not whole
     pairs = None
-    if want_pairs and int(cnt.sum()) <= PAIR_BUDGET:
+    live = [v for v in instance.topology.switches if v in instance.topology.graph]
+    looked = ~np.isin(s.src, live) if _leaves_a_switch(schedule, instance) else np.ones(n, bool)
+    if want_pairs and _candidates(s, cnt, g0, order, looked) <= pair_budget(n):
         i = np.repeat(np.arange(n), cnt)
         within = np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         j = order[np.repeat(g0, cnt) + within]
@@ -247,7 +276,6 @@ def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None
             j = order[np.repeat(g0, cnt) + within]
             ok = (s.lo[j] < s.hi[i]) & (s.lo[i] < s.hi[j])
             pairs = (i[ok], j[ok])
-        live = [v for v in instance.topology.switches if v in instance.topology.graph]
         keep = ~np.isin(s.src[pairs[0]], live)  # a send out of a switch needs what it forwards, nothing else
         fi = np.array([a for a, _ in forwards], dtype=np.int64)
         fj = np.array([b for _, b in forwards], dtype=np.int64)

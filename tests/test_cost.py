@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from unittest.mock import patch
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -379,3 +381,26 @@ def test_the_event_model_lists_dependency_pairs_only_for_pieces():
         plan = cost.PricingPlan(sched, inst)
         cost.price_event(sched, inst, plan=plan)
         assert plan.holds("pairs") is listed
+
+
+def test_a_deep_pipeline_gets_exact_dependencies_beyond_the_old_candidate_budget():
+    """A broadcast down the one-way line 0 -> 1 -> 2 -> 3 in ``P`` pipelined pieces: every
+    node receives each piece once, so its pieces are disjoint and each forward needs exactly
+    the arrival of its own piece. Prefix candidates number about ``P^2`` (more than a budget of
+    1000 at ``P = 60``); the disjoint pieces keep the exact pairs at one per forward, and the
+    event time is the pipeline's ``P + 2`` piece times (1 byte at 1 B/s each)."""
+    from collsynth.tens import dependencies
+
+    P = 60
+    inst = instance_on("ring", {"nodes": 4, "bidirectional": False}, "broadcast", bandwidth=1.0, alpha=0.0,
+                       root=0, message_bytes=float(P))
+    s = from_sends([(0, Fraction(q, P), Fraction(q + 1, P), u, u + 1, q + u + 1) for q in range(P) for u in range(3)],
+                   "broadcast", 4, 1)
+    assert verify(s, inst) is None
+    with patch.object(dependencies, "PAIR_BUDGET", 1000):
+        assert dependencies.pair_budget(len(s)) < 3 * P * (P - 1) // 2
+        i, j = cost.dependency_pairs(s, inst)
+        assert len(i) == 2 * P  # the forwards of nodes 1 and 2, one pair each
+        assert all(s.lo[a] == s.lo[b] and s.dst[b] == s.src[a] for a, b in zip(i.tolist(), j.tolist()))
+        priced = cost_models.price(s, inst, "event")
+    assert priced.total_s == pytest.approx(P + 2.0)

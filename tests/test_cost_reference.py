@@ -300,7 +300,7 @@ def test_a_time_levels_run_is_sorted_by_position(positions, preds, presorted):
 def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
     """With more dependency pairs than the budget both fall back to group prefixes."""
     sched, inst = case
-    with patch.object(dependencies, "PAIR_BUDGET", 3), patch.object(ref, "PAIR_BUDGET", 3):
+    with patch.object(dependencies, "pair_budget", lambda n: 3), patch.object(ref, "pair_budget", lambda n: 3):
         for model in ("ten", "event"):
             assert_same(cost_models.price(sched, inst, model), ref.price(sched, inst, model))
 
