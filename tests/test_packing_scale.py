@@ -250,3 +250,17 @@ def test_shortest_path_trees_are_the_shallowest_and_verify(gen, params, nodes):
     row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
     assert row["verified"] and sched is not None, row["message"]
     assert row["extra"]["forests"][0]["latency_choice"]["trees"] in ("shortest paths", "packed k=1", f"packed k={f.k}")
+
+
+def test_latency_choice_falls_back_to_the_estimate_where_the_event_model_cannot_price():
+    """Two DGX-2 chassis behind a switch whose hop to an NPU is instant: the event model refuses
+    such schedules, so the choice is the estimate's and says why; the schedule still verifies."""
+    from collsynth.instances import generators
+
+    topo = generators.build("dgx2", {"chassis": 2, "switch_hop": "instant"})
+    inst = make_instance(topo, "allgather", message_bytes=65536)
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    choice = row["extra"]["forests"][0]["latency_choice"]
+    assert choice["how"] == "estimate" and choice["priced"]["schedules"] == 0
+    assert "instant" in choice["priced"]["why"]

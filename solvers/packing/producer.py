@@ -32,7 +32,7 @@ from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
-from ...tens.ten import instant_hops, latency_pipelined
+from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import latency
 from .splitting import network, remove_relays
@@ -338,7 +338,10 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
         if stop is not None and stop.expired():
             record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
             break
-        got = price_pieces(part, alts[pair[0]], pair[1])
+        try:
+            got = price_pieces(part, alts[pair[0]], pair[1])
+        except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
+            return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
         if got is None:
             record["unverified"] += 1
         else:
