@@ -264,3 +264,14 @@ def test_latency_choice_falls_back_to_the_estimate_where_the_event_model_cannot_
     choice = row["extra"]["forests"][0]["latency_choice"]
     assert choice["how"] == "estimate" and choice["priced"]["schedules"] == 0
     assert "instant" in choice["priced"]["why"]
+
+
+def test_allreduce_prices_each_of_its_forests_as_its_own_collective():
+    """An allreduce is a reduce-scatter then an allgather: each forest's choice is priced on the
+    collective it makes alone, and the concatenated schedule verifies."""
+    inst = make_instance(_two_boxes(), "allreduce", message_bytes=2.0 ** 20)
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    choices = [f["latency_choice"] for f in row["extra"]["forests"]]
+    assert [c["how"] for c in choices] == ["priced", "priced"]
+    assert all(c["priced"]["schedules"] >= 2 and c["priced"]["unverified"] == 0 for c in choices)
