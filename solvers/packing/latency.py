@@ -147,7 +147,8 @@ def choose(candidates: list[Candidate], alpha: float, fixed: tuple[int, int], mo
 
 def near(q: int, most: int) -> list[int]:
     """Pieces near ``q`` worth pricing: ``q - 2 .. q + 2`` and ``q`` times the powers of
-    ``sqrt 2`` from 1/4 to 4, rounded, within ``1 .. most``.
+    ``sqrt 2`` from 1/4 to 4, rounded, within ``1 .. most`` (the pipeline depth ForestColl,
+    Zhao et al., arXiv 2402.06787, Section 5, fixes).
 
     >>> near(5, 12)
     [1, 2, 3, 4, 5, 6, 7, 10]
@@ -160,7 +161,8 @@ def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int]
                 model: str = "both") -> list[tuple[int, int]]:
     """``(candidate index, pieces)`` pairs to price, each once: the estimate's ``pick`` first,
     the ``fixed`` depth next, then :func:`near` each candidate's own least-estimate pieces, by
-    increasing estimate.
+    increasing estimate (the module doc's estimates; Zhao et al., "ForestColl", arXiv
+    2402.06787, ignore alpha).
 
     >>> c = Candidate(1, 1e-5, 4, 30, 400)
     >>> price_order([c], 1e-6, (0, 5), (0, 400))[:4]
@@ -175,14 +177,17 @@ def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int]
 
 
 def sends(c: Candidate, pieces: int) -> int:
-    """Sends of candidate ``c`` cut into ``pieces`` per chunk: its hops per piece, every chunk."""
+    """Sends of candidate ``c`` cut into ``pieces`` per chunk: its hops per piece, every chunk
+    (each tree of Zhao et al., "ForestColl", arXiv 2402.06787, Section 5, sends every piece
+    once per hop)."""
     return c.hops * pieces * max(1, c.chunks)
 
 
 def within_budget(pairs: list[tuple[int, int]], candidates: list[Candidate], budget: int) -> list[tuple[int, int]]:
     """The pairs, in order, whose sends fit ``budget`` together (a pair that does not fit what is
     left is skipped); none when the first (the estimate's pick) does not fit alone: prices are
-    only compared with the pick priced among them.
+    only compared with the pick priced among them (a budget on the pipelined trees of Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5).
 
     >>> c = [Candidate(1, 1e-5, 4, 10, 400)]
     >>> within_budget([(0, 5), (0, 400), (0, 6)], c, 120)

@@ -299,7 +299,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
 
 def part_instance(instance: Instance, f: Forest) -> Instance:
     """The instance of the collective ``f`` alone makes: the instance itself, except for an
-    allreduce, whose forests are its reduce-scatter and its allgather (:func:`plan`)."""
+    allreduce, whose forests are its reduce-scatter and its allgather (:func:`plan`; Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 4: allreduce as reduce-scatter + allgather)."""
     kind = {("allgather", False): "allgather", ("allgather", True): "reduce_scatter",
             ("broadcast", False): "broadcast", ("broadcast", True): "reduce"}[(f.kind, f.transposed)]
     coll = instance.collective
@@ -309,7 +310,8 @@ def part_instance(instance: Instance, f: Forest) -> Instance:
 def price_pieces(instance: Instance, f: Forest, pieces: int) -> dict | None:
     """The priced ``sync`` and ``event`` times (seconds) of ``f`` cut into ``pieces``, as the
     pipeline prices it (:mod:`collsynth.tens.cost_models`) after verifying it; None when it
-    does not verify (it is then never chosen)."""
+    does not verify (it is then never chosen). The pipelined trees are ForestColl's (Zhao et
+    al., arXiv 2402.06787, Section 5); the models are ``docs/cost-models.md``'s."""
     sched = _with_header(emit(instance, f, pieces), instance)
     if verify.verify(sched, instance) is not None:
         return None
