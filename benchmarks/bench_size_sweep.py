@@ -8,8 +8,9 @@ two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``fo
 Every schedule goes through the pipeline (verified, then priced); the times are the event and
 the synchronous model's. Methods:
 
-- ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size;
-  :mod:`collsynth.solvers.packing.latency`);
+- ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size:
+  real schedules near the estimate's pick priced under ``sync`` and ``event`` where they are
+  small, the estimate beyond; :mod:`collsynth.solvers.packing.latency`);
 - ``forestcoll-fixed``: the same trees at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv
   2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
