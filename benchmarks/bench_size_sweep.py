@@ -23,7 +23,7 @@ the synchronous model's. Methods:
 - ``greedy``: the greedy TEN producer;
 - ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
 
-The trees of a system are packed once per tree count and reused for every size
+The trees of a system are packed once per tree count (and slack) and reused for every size
 (:func:`packed_once`; they do not depend on the size). Prints a table per system and model (size x method: time, and ratio to ours) and writes a
 log-log plot (one panel per system, event-model times, methods as lines) to ``--out``.
 """
@@ -75,10 +75,10 @@ def packed_once() -> None:
     memo: dict = {}
     pack = producer.forest
 
-    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None):
-        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees)
+    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None, *more):
+        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees, *more)
         if key not in memo:
-            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees)
+            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees, *more)
         return memo[key]
 
     forest.memo = memo

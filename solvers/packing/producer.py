@@ -44,6 +44,7 @@ SEND_BUDGET = 16_000_000  # sends the automatic pipeline depth may emit (verifyi
 DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
 PRICE_MODELS = ("sync", "event")  # the choice's objective: their sum, as the estimate's (latency.estimate "both")
@@ -65,9 +66,12 @@ class Forest:
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None) -> Forest:
+           trees: int | None = None, slack: Fraction = Fraction(1)) -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
-    the instance's participants, on the transposed topology when ``transposed``."""
+    the instance's participants, on the transposed topology when ``transposed``; with a
+    ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
+    (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
+    for latency-bound messages)."""
     coll = instance.collective
     topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -78,6 +82,7 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
     k, tau = choose_k(net0, opt, trees)
+    tau *= slack
     clock["optimum"] = time.perf_counter()
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
@@ -281,20 +286,39 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     fixed = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or fixed, None
-    alts = {f"packed k={f.k}": f}
-    if options.params.get("trees") is None:
-        if f.k != 1:
-            try:
-                alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline,
-                                            options.params.get("growth") == "depth-first", 1)
-            except Unsupported:
-                pass
-        alts["shortest paths"] = shallow(instance, f)
+    alts = alternatives(instance, f, options, deadline, c * parts)
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
     choice = latency.choose(cands, alpha, (0, fixed))
     choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline)
     return alts[choice.name], choice.pieces, choice
+
+
+def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
+    """The forests the latency choice compares, by name: ``f`` (the optimum's ``k``) and,
+    unless ``trees`` is set, one packed tree per shard, the same packed at each of
+    :data:`SLACKS` times its least time (shallower; only while a piece of them fits a quarter
+    of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
+    (:func:`shallow`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
+    least time alone; with latency, depth matters too."""
+    alts = {f"packed k={f.k}": f}
+    if options.params.get("trees") is not None:
+        return alts
+    depth_first = options.params.get("growth") == "depth-first"
+    one = f
+    if f.k != 1:
+        try:
+            one = alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1)
+        except Unsupported:
+            one = None
+    if one is not None and hops_of(one.trees) * chunks <= PRICE_BUDGET // 4:
+        for m in SLACKS:
+            try:
+                alts[f"packed k=1 at {m}x time"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1, m)
+            except Unsupported:
+                pass
+    alts["shortest paths"] = shallow(instance, f)
+    return alts
 
 
 def part_instance(instance: Instance, f: Forest) -> Instance:
