@@ -15,8 +15,8 @@ and in the event model (FIFO links, latency overlapped with the next piece)
 
 ``T`` the trees' bandwidth time for the whole message. :func:`choose` evaluates a few
 candidates (the trees packed at the throughput optimum's ``k`` and, when it differs, at
-``k = 1``; one shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's
-load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
+``k = 1``, also at ``k = 1`` in capacities of 2 and 4 times its least time, shallower; one
+shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
 depth ForestColl-style pipelining would use) under the sum of the two estimates and keeps the
 least. The fixed-depth candidate is always among them, so the choice is never worse than it in
 the estimate it minimises.

@@ -277,8 +277,7 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
-    the fixed depth of :func:`auto_pieces`; else, over the forest's own ``k``, (unless ``trees``
-    is set) one packed tree per shard and one shortest-path tree per root (:func:`shallow`),
+    the fixed depth of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
     the least priced sync + event time near the least estimate (:func:`priced_choice`), or the
     least estimate of :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
@@ -426,8 +425,9 @@ PARAMS = (
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
-                               "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
-                               "pieces of least estimated sync + event time)", low=1, high=1_000_000),
+                               "within a budget of sends; with link latency, the trees (k or 1 per shard, shallower "
+                               "ones at 2x and 4x the time, shortest paths) and pieces of least sync + event "
+                               "time, priced where the schedules are small, else estimated)", low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,
