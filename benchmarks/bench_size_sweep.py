@@ -1,7 +1,7 @@
 """Allgather time against message size: latency-aware tree packing against the methods it must beat.
 
-Run: ``python benchmarks/bench_size_sweep.py [--quick] [--out PATH] [--system LABEL] [--save
-JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
+Run: ``python benchmarks/bench_size_sweep.py [--quick] [--methods M,...] [--out PATH] [--system
+LABEL] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
 sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
 two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``forestcoll_mi250``,
 ``dgx_h100``), each with its own link latencies (NCCL / RCCL tuning.cc hwLat, cited there).
@@ -159,13 +159,20 @@ def plot(results: dict, systems, sizes, methods, out: str) -> None:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip ten-ilp (a minute per run)")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated methods to run (default all; 'ours' always runs first: the "
+                             "fixed depth comes from its choice); --load an earlier run to table the rest")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
     parser.add_argument("--save", default=None, help="write the results as JSON here")
     parser.add_argument("--load", nargs="*", default=None,
                         help="tabulate and plot saved results (of --save) instead of running")
     args = parser.parse_args(argv)
-    methods = tuple(m for m in METHODS if not (args.quick and m == "ten-ilp"))
+    asked = set(args.methods.split(",")) | {"ours"} if args.methods else set(METHODS)
+    unknown = asked - set(METHODS)
+    if unknown:
+        parser.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(METHODS)}")
+    methods = tuple(m for m in METHODS if m in asked and not (args.quick and m == "ten-ilp"))
     if args.load is not None:
         results = {}
         for path in args.load:
