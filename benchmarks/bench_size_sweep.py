@@ -1,15 +1,16 @@
 """Allgather time against message size: latency-aware tree packing against the methods it must beat.
 
-Run: ``python benchmarks/bench_size_sweep.py [--quick] [--out PATH] [--system LABEL] [--save
-JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
+Run: ``python benchmarks/bench_size_sweep.py [--quick] [--methods M,...] [--out PATH] [--system
+LABEL] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
 sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
 two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``forestcoll_mi250``,
 ``dgx_h100``), each with its own link latencies (NCCL / RCCL tuning.cc hwLat, cited there).
 Every schedule goes through the pipeline (verified, then priced); the times are the event and
 the synchronous model's. Methods:
 
-- ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size;
-  :mod:`collsynth.solvers.packing.latency`);
+- ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size:
+  real schedules near the estimate's pick priced under ``sync`` and ``event`` where they are
+  small, the estimate beyond; :mod:`collsynth.solvers.packing.latency`);
 - ``forestcoll-fixed``: the same trees at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv
   2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
@@ -22,7 +23,7 @@ the synchronous model's. Methods:
 - ``greedy``: the greedy TEN producer;
 - ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
 
-The trees of a system are packed once per tree count and reused for every size
+The trees of a system are packed once per tree count (and slack) and reused for every size
 (:func:`packed_once`; they do not depend on the size). Prints a table per system and model (size x method: time, and ratio to ours) and writes a
 log-log plot (one panel per system, event-model times, methods as lines) to ``--out``.
 """
@@ -74,10 +75,10 @@ def packed_once() -> None:
     memo: dict = {}
     pack = producer.forest
 
-    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None):
-        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees)
+    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None, *more):
+        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees, *more)
         if key not in memo:
-            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees)
+            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees, *more)
         return memo[key]
 
     forest.memo = memo
@@ -158,13 +159,20 @@ def plot(results: dict, systems, sizes, methods, out: str) -> None:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip ten-ilp (a minute per run)")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated methods to run (default all; 'ours' always runs first: the "
+                             "fixed depth comes from its choice); --load an earlier run to table the rest")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
     parser.add_argument("--save", default=None, help="write the results as JSON here")
     parser.add_argument("--load", nargs="*", default=None,
                         help="tabulate and plot saved results (of --save) instead of running")
     args = parser.parse_args(argv)
-    methods = tuple(m for m in METHODS if not (args.quick and m == "ten-ilp"))
+    asked = set(args.methods.split(",")) | {"ours"} if args.methods else set(METHODS)
+    unknown = asked - set(METHODS)
+    if unknown:
+        parser.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(METHODS)}")
+    methods = tuple(m for m in METHODS if m in asked and not (args.quick and m == "ten-ilp"))
     if args.load is not None:
         results = {}
         for path in args.load:

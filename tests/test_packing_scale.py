@@ -117,22 +117,104 @@ def _choice(topo, size: float):
     return inst, f, g, pieces, choice, alpha
 
 
+def _priced_sum(inst, f, pieces: int) -> float:
+    """Sync + event time of ``f`` cut into ``pieces``, verified then priced here by the cost
+    models themselves (not through the producer's choice)."""
+    from collsynth.solvers.packing.producer import _with_header, emit
+    from collsynth.tens.cost import price_event, price_sync
+    from collsynth.tens.verify import verify
+
+    sched = _with_header(emit(inst, f, pieces), inst)
+    assert verify(sched, inst) is None
+    return price_sync(sched, inst).total_s + price_event(sched, inst).total_s
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.integers(16, 20), st.integers(28, 32))
 def test_latency_choice_fewer_pieces_for_small_messages_never_worse_than_fixed(switch8, small_log, large_log):
     """A message of 64 KB-1 MB is cut into fewer pieces than one of 256 MB-4 GB, and at every
-    size the choice's estimate is at most that of the fixed-depth pipelining at the optimum's
-    k (recomputed here from the trees, not read from the choice)."""
+    size the choice, priced (sync + event) here, is at most the fixed-depth pipelining at the
+    optimum's k priced the same way (its depth recomputed from the trees, not read from the
+    choice); the choice says it was priced."""
     picked = {}
     for log in (small_log, large_log):
         inst, f, g, pieces, choice, alpha = _choice(switch8, 2.0 ** log)
         fixed = auto_pieces(f.trees, 1)
-        fixed_s = latency.estimate("both", packed_seconds(inst, f), depth_of(f.trees), fixed, alpha)
-        chosen_s = latency.estimate("both", packed_seconds(inst, g), depth_of(g.trees), pieces, alpha)
-        assert chosen_s <= fixed_s * (1 + 1e-12)
+        assert choice.as_dict()["how"] == "priced" and choice.priced["fixed_objective_s"] is not None
+        assert _priced_sum(inst, g, pieces) <= _priced_sum(inst, f, fixed) * (1 + 1e-12)
         assert choice.k == g.k and choice.pieces == pieces
         picked[log] = pieces
     assert picked[small_log] < picked[large_log]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(14, 32), st.sampled_from(["allgather", "broadcast", "reduce_scatter", "reduce"]))
+def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log, kind):
+    """Through the pipeline (verified, priced): the chosen schedule's sync + event time is at
+    most that of the same run at the fixed depth (``pieces`` set: the optimum's trees), on two
+    boxes of four GPUs behind a switch each, joined by a third switch, for any size from 16 KB
+    to 4 GB and every single-forest collective; the row's prices are the ones its choice
+    recorded."""
+    topo = _two_boxes()
+    root = 0 if kind in ("broadcast", "reduce") else None
+    inst = make_instance(topo, kind, message_bytes=2.0 ** log, root=root)
+    ours, _ = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    choice = ours["extra"]["forests"][0]["latency_choice"]
+    fixed, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": choice["fixed_pieces"]}, time_limit=300))
+    assert ours["verified"] and fixed["verified"], (ours["message"], fixed["message"])
+    assert choice["how"] == "priced" and choice["priced"]["schedules"] >= 2 and choice["priced"]["unverified"] == 0
+    assert choice["priced"]["sync_s"] == pytest.approx(ours["time_sync_s"], rel=1e-9)
+    assert choice["priced"]["event_s"] == pytest.approx(ours["time_event_s"], rel=1e-9)
+    assert ours["time_sync_s"] + ours["time_event_s"] <= (fixed["time_sync_s"] + fixed["time_event_s"]) * (1 + 1e-9)
+
+
+def _two_boxes():
+    """Two boxes of four GPUs, each GPU on its box's switch (100 GB/s, 1 us) and the two box
+    switches on a third (25 GB/s, 3 us): relays and latency both matter."""
+    from collsynth.instances.topology import from_edges
+
+    edges = []
+    for box, sw in ((range(0, 4), 8), (range(4, 8), 9)):
+        for g in box:
+            edges += [(g, sw, {"bandwidth": 100e9, "alpha": 1e-6}), (sw, g, {"bandwidth": 100e9, "alpha": 1e-6})]
+        edges += [(sw, 10, {"bandwidth": 25e9, "alpha": 3e-6}), (10, sw, {"bandwidth": 25e9, "alpha": 3e-6})]
+    return from_edges(11, edges, switches=(8, 9, 10))
+
+
+class _Expiring:
+    """A deadline that has expired after ``n`` checks of :meth:`expired` (a share is itself)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def share(self, fraction: float):
+        return self
+
+    def expired(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+
+@pytest.mark.parametrize("checks", [0, 1, 3])
+def test_priced_choice_stops_at_the_deadline(switch8, checks):
+    """Pricing stops at the first check after the deadline: with it expired from the start
+    nothing is priced and the estimate's pick stands (said so); after ``n`` checks exactly
+    ``n`` schedules were priced and the record says pricing stopped."""
+    from collsynth.solvers.packing.producer import priced_choice, shallow
+
+    inst = make_instance(switch8, "allgather", message_bytes=2.0 ** 20)
+    f = forest(inst, "allgather", False)
+    alpha = float(switch8.link_arrays.alpha.max())
+    alts = [f, shallow(inst, f)]
+    cands = [latency.Candidate(g.k, packed_seconds(inst, g), depth_of(g.trees), 1, 400, 1, name)
+             for g, name in zip(alts, ("packed", "shortest paths"))]
+    est = latency.choose(cands, alpha, (0, auto_pieces(f.trees, 1)))
+    got = priced_choice(inst, alts, cands, alpha, est, _Expiring(checks))
+    assert "stopped" in got.priced
+    if checks == 0:
+        assert (got.name, got.pieces, got.as_dict()["how"]) == (est.name, est.pieces, "estimate")
+    else:
+        assert got.priced["schedules"] == checks and got.as_dict()["how"] == "priced"
 
 
 def test_latency_choice_beats_fixed_pipelining_in_the_sync_model_at_64_kb(switch8):
@@ -167,4 +249,44 @@ def test_shortest_path_trees_are_the_shallowest_and_verify(gen, params, nodes):
     assert packed_seconds(inst, g) >= packed_seconds(inst, f) * (1 - 1e-9)  # never below the optimum
     row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
     assert row["verified"] and sched is not None, row["message"]
-    assert row["extra"]["forests"][0]["latency_choice"]["trees"] in ("shortest paths", "packed k=1", f"packed k={f.k}")
+    names = ("shortest paths", "packed k=1", f"packed k={f.k}", "packed k=1 at 2x time", "packed k=1 at 4x time")
+    assert row["extra"]["forests"][0]["latency_choice"]["trees"] in names
+
+
+def test_latency_choice_falls_back_to_the_estimate_where_the_event_model_cannot_price():
+    """Two DGX-2 chassis behind a switch whose hop to an NPU is instant: the event model refuses
+    such schedules, so the choice is the estimate's and says why; the schedule still verifies."""
+    from collsynth.instances import generators
+
+    topo = generators.build("dgx2", {"chassis": 2, "switch_hop": "instant"})
+    inst = make_instance(topo, "allgather", message_bytes=65536)
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    choice = row["extra"]["forests"][0]["latency_choice"]
+    assert choice["how"] == "estimate" and choice["priced"]["schedules"] == 0
+    assert "instant" in choice["priced"]["why"]
+
+
+def test_allreduce_prices_each_of_its_forests_as_its_own_collective():
+    """An allreduce is a reduce-scatter then an allgather: each forest's choice is priced on the
+    collective it makes alone, and the concatenated schedule verifies."""
+    inst = make_instance(_two_boxes(), "allreduce", message_bytes=2.0 ** 20)
+    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
+    assert row["verified"] and sched is not None, row["message"]
+    choices = [f["latency_choice"] for f in row["extra"]["forests"]]
+    assert [c["how"] for c in choices] == ["priced", "priced"]
+    assert all(c["priced"]["schedules"] >= 2 and c["priced"]["unverified"] == 0 for c in choices)
+
+
+def test_mi250_two_boxes_at_1_mb_at_or_below_greedy_in_both_models():
+    """The size sweep's cell that the estimate alone lost (2x16 MI250, 1 MB, its own latencies):
+    with the priced choice among looser-capacity trees, tree packing is at or below greedy
+    under both ``event`` and ``sync``, both priced by the pipeline."""
+    from collsynth.instances.generators import build
+
+    inst = make_instance(build("forestcoll_mi250", {"nodes": 2}), "allgather", message_bytes=2 ** 20)
+    ours, _ = pipeline.run(inst, "tree-packing", Options(time_limit=600))
+    greedy, _ = pipeline.run(inst, "greedy", Options(time_limit=60))
+    assert ours["verified"] and greedy["verified"], (ours["message"], greedy["message"])
+    assert ours["time_event_s"] <= greedy["time_event_s"]
+    assert ours["time_sync_s"] <= greedy["time_sync_s"]

@@ -15,11 +15,18 @@ and in the event model (FIFO links, latency overlapped with the next piece)
 
 ``T`` the trees' bandwidth time for the whole message. :func:`choose` evaluates a few
 candidates (the trees packed at the throughput optimum's ``k`` and, when it differs, at
-``k = 1``; one shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's
-load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
+``k = 1``, also at ``k = 1`` in capacities of 2 and 4 times its least time, shallower; one
+shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
 depth ForestColl-style pipelining would use) under the sum of the two estimates and keeps the
 least. The fixed-depth candidate is always among them, so the choice is never worse than it in
 the estimate it minimises.
+
+The estimates do not see FIFO starvation (the event model serves a link first come, first
+served, and a GPU's own pieces, ready at time 0, leave before everything it relays), so where
+the schedules are small the producer prices real ones instead: :func:`price_order` lists the
+(candidate, pieces) pairs worth pricing (the estimate's pick, the fixed depth, and pieces near
+each candidate's own best, :func:`near`), :func:`within_budget` keeps those that fit a send
+budget, and the producer keeps the pair of least priced sync + event time.
 
 >>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, fixed=(0, 400))
 >>> best.pieces < 400
@@ -63,12 +70,20 @@ class Choice:
     model: str
     candidates: int
     fixed: tuple[int, int] = (0, 0)
+    index: int = 0  # of the chosen candidate
+    priced: dict | None = None  # how real prices chose (the producer's), None: by the estimate alone
 
     def as_dict(self) -> dict:
-        """The choice as plain data for a row's ``extra``."""
-        return {"trees": self.name, "k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
-                "fixed_estimate_s": self.fixed_estimate_s, "fixed_k": self.fixed[0], "fixed_pieces": self.fixed[1],
-                "model": self.model, "candidates": self.candidates}
+        """The choice as plain data for a row's ``extra``: ``how`` it was made (``priced``: the
+        least priced sync + event time, ``estimate``: the least estimate) and, when priced,
+        the prices (``priced``)."""
+        out = {"trees": self.name, "k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
+               "fixed_estimate_s": self.fixed_estimate_s, "fixed_k": self.fixed[0], "fixed_pieces": self.fixed[1],
+               "model": self.model, "candidates": self.candidates}
+        out["how"] = "priced" if self.priced and self.priced.get("schedules") else "estimate"
+        if self.priced is not None:
+            out["priced"] = self.priced
+        return out
 
 
 def sync_estimate(seconds: float, depth: int, pieces: int, alpha: float) -> float:
@@ -127,4 +142,65 @@ def choose(candidates: list[Candidate], alpha: float, fixed: tuple[int, int], mo
     tried.append((fixed_s, fi, -fq))
     best_s, i, q = min(tried)
     c = candidates[i]
-    return Choice(c.name, c.k, -q, best_s, fixed_s, model, len(tried), (f.k, fq))
+    return Choice(c.name, c.k, -q, best_s, fixed_s, model, len(tried), (f.k, fq), i)
+
+
+def near(q: int, most: int) -> list[int]:
+    """Pieces near ``q`` worth pricing: ``q - 2 .. q + 2`` and ``q`` times the powers of
+    ``sqrt 2`` from 1/4 to 4, rounded, within ``1 .. most`` (the pipeline depth ForestColl,
+    Zhao et al., arXiv 2402.06787, Section 5, fixes).
+
+    >>> near(5, 12)
+    [1, 2, 3, 4, 5, 6, 7, 10]
+    """
+    out = {q + d for d in range(-2, 3)} | {round(q * 2 ** (e / 2)) for e in range(-4, 5)}
+    return sorted(x for x in out if 1 <= x <= max(1, most))
+
+
+def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int], fixed: tuple[int, int],
+                model: str = "both") -> list[tuple[int, int]]:
+    """``(candidate index, pieces)`` pairs to price, each once: the estimate's ``pick`` first,
+    the ``fixed`` depth next, then :func:`near` each candidate's own least-estimate pieces, by
+    increasing estimate (the module doc's estimates; Zhao et al., "ForestColl", arXiv
+    2402.06787, ignore alpha).
+
+    >>> c = Candidate(1, 1e-5, 4, 30, 400)
+    >>> price_order([c], 1e-6, (0, 5), (0, 400))[:4]
+    [(0, 5), (0, 400), (0, 8), (0, 7)]
+    """
+    rest = []
+    for i, c in enumerate(candidates):
+        own = min(piece_range(c, alpha), key=lambda q: (estimate(model, c.seconds, c.depth, q * c.chunks, alpha), -q))
+        rest += [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, q) for q in near(own, c.most)]
+    out = [pick, fixed] + [(i, q) for _, i, q in sorted(rest)]
+    return list(dict.fromkeys(out))
+
+
+def sends(c: Candidate, pieces: int) -> int:
+    """Sends of candidate ``c`` cut into ``pieces`` per chunk: its hops per piece, every chunk
+    (each tree of Zhao et al., "ForestColl", arXiv 2402.06787, Section 5, sends every piece
+    once per hop)."""
+    return c.hops * pieces * max(1, c.chunks)
+
+
+def within_budget(pairs: list[tuple[int, int]], candidates: list[Candidate], budget: int) -> list[tuple[int, int]]:
+    """The pairs, in order, whose sends fit ``budget`` together (a pair that does not fit what is
+    left is skipped); none when the first (the estimate's pick) does not fit alone: prices are
+    only compared with the pick priced among them (a budget on the pipelined trees of Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5).
+
+    >>> c = [Candidate(1, 1e-5, 4, 10, 400)]
+    >>> within_budget([(0, 5), (0, 400), (0, 6)], c, 120)
+    [(0, 5), (0, 6)]
+    >>> within_budget([(0, 20)], c, 120)
+    []
+    """
+    out, left = [], budget
+    for i, q in pairs:
+        n = sends(candidates[i], q)
+        if n <= left:
+            out.append((i, q))
+            left -= n
+        elif not out:
+            return []
+    return out

@@ -29,9 +29,10 @@ import numpy as np
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import memory_budget, require
+from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
-from ...tens.ten import instant_hops, latency_pipelined
+from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import latency
 from .splitting import network, remove_relays
@@ -43,6 +44,10 @@ SEND_BUDGET = 16_000_000  # sends the automatic pipeline depth may emit (verifyi
 DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
+PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
+PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
+PRICE_MODELS = ("sync", "event")  # the choice's objective: their sum, as the estimate's (latency.estimate "both")
 
 
 @dataclass
@@ -61,9 +66,12 @@ class Forest:
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None) -> Forest:
+           trees: int | None = None, slack: Fraction = Fraction(1)) -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
-    the instance's participants, on the transposed topology when ``transposed``."""
+    the instance's participants, on the transposed topology when ``transposed``; with a
+    ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
+    (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
+    for latency-bound messages)."""
     coll = instance.collective
     topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -74,6 +82,7 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
     k, tau = choose_k(net0, opt, trees)
+    tau *= slack
     clock["optimum"] = time.perf_counter()
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
@@ -268,27 +277,118 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
-    the fixed depth of :func:`auto_pieces`; else the least estimate of :func:`.latency.choose`
-    over the forest's own ``k``, (unless ``trees`` is set) one packed tree per shard, and one
-    shortest-path tree per root (:func:`shallow`)."""
+    the fixed depth of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
+    the least priced sync + event time near the least estimate (:func:`priced_choice`), or the
+    least estimate of :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
     fixed = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or fixed, None
-    alts = {f"packed k={f.k}": f}
-    if options.params.get("trees") is None:
-        if f.k != 1:
-            try:
-                alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline,
-                                            options.params.get("growth") == "depth-first", 1)
-            except Unsupported:
-                pass
-        alts["shortest paths"] = shallow(instance, f)
+    alts = alternatives(instance, f, options, deadline, c * parts)
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
     choice = latency.choose(cands, alpha, (0, fixed))
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline)
     return alts[choice.name], choice.pieces, choice
+
+
+def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
+    """The forests the latency choice compares, by name: ``f`` (the optimum's ``k``) and,
+    unless ``trees`` is set, one packed tree per shard, the same packed at each of
+    :data:`SLACKS` times its least time (shallower; only while a piece of them fits a quarter
+    of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
+    (:func:`shallow`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
+    least time alone; with latency, depth matters too."""
+    alts = {f"packed k={f.k}": f}
+    if options.params.get("trees") is not None:
+        return alts
+    depth_first = options.params.get("growth") == "depth-first"
+    one = f
+    if f.k != 1:
+        try:
+            one = alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1)
+        except Unsupported:
+            one = None
+    if one is not None and hops_of(one.trees) * chunks <= PRICE_BUDGET // 4:
+        for m in SLACKS:
+            try:
+                alts[f"packed k=1 at {m}x time"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1, m)
+            except Unsupported:
+                pass
+    alts["shortest paths"] = shallow(instance, f)
+    return alts
+
+
+def part_instance(instance: Instance, f: Forest) -> Instance:
+    """The instance of the collective ``f`` alone makes: the instance itself, except for an
+    allreduce, whose forests are its reduce-scatter and its allgather (:func:`plan`; Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 4: allreduce as reduce-scatter + allgather)."""
+    kind = {("allgather", False): "allgather", ("allgather", True): "reduce_scatter",
+            ("broadcast", False): "broadcast", ("broadcast", True): "reduce"}[(f.kind, f.transposed)]
+    coll = instance.collective
+    return instance if coll.kind == kind else replace(instance, collectives=(replace(coll, kind=kind),))
+
+
+def price_pieces(instance: Instance, f: Forest, pieces: int) -> dict | None:
+    """The priced ``sync`` and ``event`` times (seconds) of ``f`` cut into ``pieces``, as the
+    pipeline prices it (:mod:`collsynth.tens.cost_models`) after verifying it; None when it
+    does not verify (it is then never chosen). The pipelined trees are ForestColl's (Zhao et
+    al., arXiv 2402.06787, Section 5); the models are ``docs/cost-models.md``'s."""
+    sched = _with_header(emit(instance, f, pieces), instance)
+    if verify.verify(sched, instance) is not None:
+        return None
+    return {m: cost_models.price(sched, instance, m).total_s for m in PRICE_MODELS}
+
+
+def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Candidate], alpha: float,
+                  est: latency.Choice, deadline=None) -> latency.Choice:
+    """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
+    of least priced sync + event time: :func:`.latency.price_order` within
+    :data:`PRICE_BUDGET` sends, each emitted, verified and priced until :data:`PRICE_SHARE` of
+    the time left is used. The estimates (module doc of :mod:`.latency`) miss FIFO starvation
+    at relays; ForestColl (Zhao et al., arXiv 2402.06787, Section 5) pipelines at one depth
+    whatever the size. The estimate's pick is priced first and kept unless a priced pair is
+    faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second."""
+    fixed = (0, est.fixed[1])
+    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), fixed), cands,
+                                  PRICE_BUDGET)
+    if not pairs:
+        return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {PRICE_BUDGET:,} sends"})
+    part = part_instance(instance, alts[0])
+    stop = deadline.share(PRICE_SHARE) if deadline is not None else None
+    prices: dict = {}
+    record = {"listed": len(pairs), "budget_sends": PRICE_BUDGET, "unverified": 0}
+    for pair in pairs:
+        if stop is not None and stop.expired():
+            record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
+            break
+        try:
+            got = price_pieces(part, alts[pair[0]], pair[1])
+        except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
+            return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
+        if got is None:
+            record["unverified"] += 1
+        else:
+            prices[pair] = got
+    if (est.index, est.pieces) not in prices:
+        return replace(est, priced={**record, "schedules": 0, "why": "the estimate's pick was not priced"})
+    return _least_priced(est, cands, prices, fixed, alpha, record)
+
+
+def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, fixed: tuple[int, int],
+                  alpha: float, record: dict) -> latency.Choice:
+    """The choice of least priced sum among ``prices`` (``{(index, pieces): {model: s}}`` in
+    pricing order, the estimate's pick first: ties go to the earlier) and what priced it."""
+    (i, q), best = min(prices.items(), key=lambda kv: sum(kv[1].values()))
+    own, fix = prices[(est.index, est.pieces)], prices.get(fixed)
+    record.update({"schedules": len(prices), "models": list(PRICE_MODELS), "objective_s": sum(best.values()),
+                   **{f"{m}_s": v for m, v in best.items()},
+                   "estimate_pick": {"trees": est.name, "pieces": est.pieces, "objective_s": sum(own.values())},
+                   "fixed_objective_s": sum(fix.values()) if fix else None})
+    c = cands[i]
+    return replace(est, name=c.name, k=c.k, pieces=q, index=i, priced=record,
+                   estimate_s=latency.estimate(est.model, c.seconds, c.depth, q * c.chunks, alpha))
 
 
 def shallow(instance: Instance, f: Forest) -> Forest:
@@ -325,8 +425,9 @@ PARAMS = (
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
-                               "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
-                               "pieces of least estimated sync + event time)", low=1, high=1_000_000),
+                               "within a budget of sends; with link latency, the trees (k or 1 per shard, shallower "
+                               "ones at 2x and 4x the time, shortest paths) and pieces of least sync + event "
+                               "time, priced where the schedules are small, else estimated)", low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,
