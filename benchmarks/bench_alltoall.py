@@ -5,7 +5,7 @@ benchmarks/bench_alltoall.py -s``; ``--only NAME`` for one row). Each row runs i
 through the normal pipeline (``collsynth.solvers.pipeline.run``: verified, then priced) and
 prints: the instance's bound under the sync model (its best argument: the concurrent flow LP,
 ``flow``, or a cut), the largest cut bound the node-set search found, our time under the sync
-and the event model and their ratios to the bound, the generation time (LP, decomposition,
+and the event model and their ratios to the bound, the generation time (three LP solves, decomposition,
 schedule), the sends and the peak memory. ForestColl has no all-to-all, so there is no
 published figure to set beside ours.
 """

@@ -27,6 +27,20 @@ solver's tolerances: for any link lengths ``y >= 0`` weak duality gives
 most ``sum_l y_l b_l tau`` length-weighted units), computed with Dijkstra's shortest paths
 (:func:`certified_ratio`). LP by HiGHS through :func:`scipy.optimize.linprog`.
 
+A schedule wants more than the optimum: :func:`solve` then picks, among the flows within
+:data:`SHORTEST_SLACK` of it, ones a pipelined schedule runs well, lexicographically. The
+second solve carries the fewest link-units (short paths, no cycles). The third (``relays``)
+moves flow that a compute node relays off the links that are tight in the second solve's
+flows: it minimises link-units plus :data:`RELAY_WEIGHT` per unit that a compute node other
+than its source sends over such a link (:func:`relayed_on_tight`). A link served first-come
+first-served by ready time (the ``event`` cost model) sends all of its tail's own data, ready
+at once, before anything the tail relays, so relayed data crosses a saturated link only after
+the tail's own share, and every link after it on the path starves, then finishes late; where
+the same optimum relays after its bottleneck instead (ForestColl's A100 boxes: the GPU in the
+destination box forwards over NVLink rather than the GPU in the source box over its NIC), the
+relaying link has room and nothing waits (1 GB all-to-all, alpha 0: 1.161x the bound under
+``event`` without the third solve, 1.001x with it; ``benchmarks/bench_alltoall.py``).
+
 >>> from collsynth.instances.generators import build
 >>> ring = build("ring", {"nodes": 4, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
 >>> sol = solve(ring, pair_demands("alltoall", range(4)))
@@ -44,7 +58,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 NEVER_COPY = ("alltoall", "scatter", "gather")  # kinds whose every piece has one source and one destination
-SHORTEST_SLACK = 1e-7  # the second solve (shortest flows) may exceed the optimum by this factor
+SHORTEST_SLACK = 1e-7  # the second and third solves may exceed the optimum by this factor
+TIGHT_SLACK = 1e-4  # a link loaded within this fraction of its capacity at the optimum is tight
+RELAY_WEIGHT = 1.0  # the third solve's cost of a unit relayed over a tight link, in link-units
 
 
 class FlowLPFailed(ValueError):
@@ -157,12 +173,14 @@ def _linprog(c, A_ub, A_eq, b_eq, bounds, time_limit: float | None):
     return res
 
 
-def solve(topology, demands: Demands, shortest: bool = False, time_limit: float | None = None) -> ConcurrentFlow:
+def solve(topology, demands: Demands, shortest: bool = False, time_limit: float | None = None,
+          relays: bool = False) -> ConcurrentFlow:
     """The concurrent flow optimum of ``demands`` on the live links of ``topology`` (module
     doc), its certified value and per-source flows. With ``shortest`` the flows are re-solved
     to carry the fewest link-units within :data:`SHORTEST_SLACK` of the optimum (no cycles,
-    short paths: what a schedule wants). Raises ValueError if a destination is unreachable,
-    :class:`FlowLPFailed` if the solver stops early."""
+    short paths: what a schedule wants); with ``relays`` too, once more for the least relaying
+    over tight links (module doc). ``time_limit`` applies to each solve. Raises ValueError if a
+    destination is unreachable, :class:`FlowLPFailed` if the solver stops early."""
     la = topology.link_arrays
     size, L = topology.size, len(la.src)
     _check_reachable(la, demands, size)
@@ -185,8 +203,35 @@ def solve(topology, demands: Demands, shortest: bool = False, time_limit: float 
         bounds[-1] = (0.0, tau * (1 + SHORTEST_SLACK))
         c = np.append(np.ones(len(sources) * L), 0.0)
         x = _linprog(c, A_ub, A_eq, b_eq, bounds, time_limit).x
+        if relays:
+            flow = np.maximum(np.asarray(x[:-1]).reshape(len(sources), L), 0.0)
+            penalty = RELAY_WEIGHT * relayed_on_tight(topology, sources, flow, tau / unit_bw)
+            x = _linprog(np.append(1.0 + penalty.ravel(), 0.0), A_ub, A_eq, b_eq, bounds, time_limit).x
     flow = np.maximum(np.asarray(x[:-1]).reshape(len(sources), L), 0.0)
     return ConcurrentFlow(tau, certified, tuple(sources), flow, lengths, unit_bw)
+
+
+def relayed_on_tight(topology, sources: Sequence[int], flow: np.ndarray, horizon: float) -> np.ndarray:
+    """``mask[i, l]``: link pair ``l`` (the :attr:`link_arrays` order) is tight under ``flow``
+    (its load, in units, is at least ``1 - TIGHT_SLACK`` of the ``bandwidth * horizon`` units
+    it can carry: ``horizon`` is the optimum's time per unit) and its tail is a compute node
+    other than ``sources[i]``: a unit of ``sources[i]`` there is relayed over a saturated link
+    (module doc).
+
+    >>> from collsynth.instances.topology import from_edges
+    >>> t = from_edges(3, [(0, 1, {"bandwidth": 1.0}), (1, 2, {"bandwidth": 1.0}), (2, 0, {"bandwidth": 4.0})], alpha=0.0)
+    >>> flow = np.asarray([[2.0, 1.0, 0.0]])  # source 0: 2 units to 1, 1 of them on to 2
+    >>> relayed_on_tight(t, [0], flow, 2.0).astype(int).tolist()  # 1 -> 2 holds 2 units, carries 1
+    [[0, 0, 0]]
+    >>> relayed_on_tight(t, [0], flow, 1.0).astype(int).tolist()  # 1 -> 2 is full: 0's unit relayed by 1
+    [[0, 1, 0]]
+    """
+    la = topology.link_arrays
+    tight = flow.sum(axis=0) >= la.bandwidth * horizon * (1 - TIGHT_SLACK)
+    compute = np.zeros(topology.size, dtype=bool)
+    compute[list(topology.npus)] = True
+    tail = la.src[None, :]
+    return compute[tail] & (tail != np.asarray(sources)[:, None]) & tight[None, :]
 
 
 def certified_ratio(la, size: int, b: np.ndarray, demands: Demands, lengths: np.ndarray) -> float:

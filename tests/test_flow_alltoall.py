@@ -18,7 +18,7 @@ from collsynth.solvers import pipeline
 from collsynth.solvers.flow.alltoall import decompose, shares
 from collsynth.solvers.producers import Options, Unsupported, get
 from collsynth.tens.bounds import flow_seconds, instance_bounds
-from collsynth.tens.concurrent_flow import pair_demands, solve
+from collsynth.tens.concurrent_flow import pair_demands, relayed_on_tight, solve
 
 M = 1e9
 
@@ -76,7 +76,7 @@ def test_flows_decompose_into_paths_within_capacity(topo):
     """The shortest flows decompose into paths that meet every pair's demand, and the rounded
     shares load no link beyond its bandwidth times the optimum by more than the rounding."""
     demands = pair_demands("alltoall", topo.npus)
-    sol = solve(topo, demands, shortest=True)
+    sol = solve(topo, demands, shortest=True, relays=True)
     la = topo.link_arrays
     load = np.zeros(len(la))
     for i, s in enumerate(sol.sources):
@@ -91,6 +91,71 @@ def test_flows_decompose_into_paths_within_capacity(topo):
     bw = la.bandwidth / sol.unit_bw
     paths_per_link = len(demands.src)  # each pair's rounding moves at most 1/1000 onto a link
     assert (load <= bw * sol.tau * (1 + 1e-6) + paths_per_link / 1000).all()
+
+
+def _max_load_per_bandwidth(topo, flow: np.ndarray, unit_bw: float) -> float:
+    """The flows' throughput: the largest link load over its bandwidth (in LP units)."""
+    return float((flow.sum(axis=0) / (topo.link_arrays.bandwidth / unit_bw)).max())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(switched_graphs(), st.sampled_from(["alltoall", "scatter", "gather"]))
+def test_relay_stage_keeps_the_optimum_and_relays_no_more(topo, kind):
+    """The third solve's flows meet every demand at the plain LP's optimum (never below the
+    brute-force cut bound, never a worse throughput beyond the solves' slack), and relay over
+    the second solve's tight links no more than the second solve's flows do (those flows are
+    feasible for the third solve, whose objective adds the relaying to their minimal
+    link-units)."""
+    root = topo.npus[0] if kind != "alltoall" else None
+    demands = pair_demands(kind, topo.npus, root)
+    plain = solve(topo, demands)
+    second = solve(topo, demands, shortest=True)
+    third = solve(topo, demands, shortest=True, relays=True)
+    assert third.tau == pytest.approx(plain.tau, rel=1e-9)
+    assert _max_load_per_bandwidth(topo, third.flow, third.unit_bw) <= plain.tau * (1 + 1e-6)
+    throughput_s = _max_load_per_bandwidth(topo, third.flow, third.unit_bw) / third.unit_bw  # seconds per byte
+    assert throughput_s >= brute_force_cut_seconds(topo, demands, 1.0) * (1 - 1e-7)
+    la = topo.link_arrays
+    for i, s in enumerate(third.sources):
+        want = {int(d): float(a) for src, d, a in zip(demands.src, demands.dst, demands.amount) if src == s}
+        got = decompose(la, s, third.flow[i], want)
+        assert {d: sum(a for _, a in paths) for d, paths in got.items()} == pytest.approx(want, abs=1e-6)
+    tight = relayed_on_tight(topo, second.sources, second.flow, second.tau / second.unit_bw)
+    assert (third.flow * tight).sum() <= (second.flow * tight).sum() + 1e-6 * max(1.0, second.flow.sum())
+
+
+def two_boxes_by_parity(nvlink: float = 300e9, nic: float = 25e9):
+    """Two boxes of 4 GPUs (0-3, 4-7) on an NVSwitch each (8, 9); GPU g has its own NIC
+    (10 + g, a switch) on InfiniBand switch 18 + g mod 2 (ForestColl's A100 layout, halved:
+    L. Zhao et al., arXiv 2402.06787, Section 6). A pair of different parity across the boxes
+    needs one GPU to relay over NVLink, in either box."""
+    edges = []
+    for g in range(8):
+        for u, v, b in ((g, 8 + g // 4, nvlink), (g, 10 + g, nic), (10 + g, 18 + g % 2, nic)):
+            edges += [(u, v, {"bandwidth": b, "alpha": 0.0}), (v, u, {"bandwidth": b, "alpha": 0.0})]
+    return from_edges(20, edges, switches=range(8, 20))
+
+
+def test_two_boxes_relay_after_the_bottleneck():
+    """Each GPU's 4 cross-box pair units (M/8 each) fill its NIC: 4 (M/8) / 25 GB/s = 20 ms, the
+    bound. An optimum relays every parity-changing pair in the destination box (NIC, then
+    NVLink), so no GPU relays over its saturated NIC: the third solve finds one. Under the
+    event model (first-come-first-served links, a GPU's own data ready first) the schedule is
+    then within 1 % of the bound (measured 1.0017x at the automatic 600 pieces, 1.0051x under
+    sync: one step of fill per 600 and share rounding); the second solve's flows alone relayed
+    4 units over NICs and took 1.126x under event."""
+    topo = two_boxes_by_parity()
+    demands = pair_demands("alltoall", topo.npus)
+    sol = solve(topo, demands, shortest=True, relays=True)
+    assert sol.seconds(M / 8) == pytest.approx(4 * (M / 8) / 25e9, rel=1e-9)
+    assert (sol.flow * relayed_on_tight(topo, sol.sources, sol.flow, sol.tau / sol.unit_bw)).sum() < 1e-6
+    inst = make_instance(topo, "alltoall", message_bytes=M)
+    row, sched = pipeline.run(inst, "flow-alltoall", Options(time_limit=300))
+    assert row["verified"], row["message"]
+    bound = row["lower_bound_s"]
+    assert bound == pytest.approx(0.02, rel=1e-9)
+    assert bound <= row["time_event_s"] <= bound * 1.01
+    assert bound <= row["time_sync_s"] <= bound * 1.01
 
 
 def test_unidirectional_ring_by_hand():
@@ -173,11 +238,14 @@ def test_flow_schedules_verify_and_stay_above_the_bound(topo, kind):
     ("dgx_h100", {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
 ])
 def test_switched_systems_within_one_percent_of_the_bound(gen, params):
-    """1 GB all-to-all at alpha 0 on two boxes: within 1 % of the instance's sync bound."""
+    """1 GB all-to-all at alpha 0 on two boxes: within 1 % of the instance's sync bound under
+    both the sync and the event model (measured 1.0051/1.0013 on A100, 1.0025/1.0020 on MI250,
+    1.0030/1.0006 on DGX-H100; event was 1.161 on A100 before the relay solve)."""
     inst = make_instance(build(gen, params), "alltoall", message_bytes=M)
     row, sched = pipeline.run(inst, "flow-alltoall", Options(time_limit=300))
     assert row["verified"], row["message"]
     assert row["lower_bound_s"] <= row["time_sync_s"] <= row["lower_bound_s"] * 1.01
+    assert row["lower_bound_s"] <= row["time_event_s"] <= row["lower_bound_s"] * 1.01
 
 
 def test_copying_kinds_and_unreachable_nodes_are_refused():

@@ -4,7 +4,9 @@ An all-to-all (scatter, gather) moves every pair's data from its source to its d
 copies nothing, so its bandwidth optimum is the maximum concurrent flow
 (:mod:`collsynth.tens.concurrent_flow`; Shahrokhi and Matula, J. ACM 1990), with one flow per
 source (Liu et al., TE-CCL, SIGCOMM 2024, Section 4). This producer solves it (then once more
-for the fewest link-units within a hair of the optimum: short paths, no cycles), decomposes
+for the fewest link-units within a hair of the optimum: short paths, no cycles; and once more
+for the least data relayed by GPUs over saturated links, which a first-come-first-served link
+sends only after its GPU's own data: :mod:`collsynth.tens.concurrent_flow`), decomposes
 each source's flow into paths ``s -> d`` (Ahuja, Magnanti and Orlin, "Network Flows", 1993,
 Section 3.5: walk back from a destination along links with flow, cancelling any cycle met),
 rounds every pair's path shares to multiples of ``1 / GRID`` (largest remainder), and cuts
@@ -166,16 +168,16 @@ def emit(instance: Instance, routes: dict, pieces: int) -> Schedule:
 
 
 def routes_of(instance: Instance, deadline) -> tuple[dict, object]:
-    """The LP solved with shortest flows and decomposed: ``{"pairs": {(s, d): [(route,
-    share)]}, "instant": instant hops}`` and the LP's answer."""
+    """The LP solved (shortest flows, then the least relaying over tight links) and decomposed:
+    ``{"pairs": {(s, d): [(route, share)]}, "instant": instant hops}`` and the LP's answer."""
     coll, topo = instance.collective, instance.topology
     demands = pair_demands(coll.kind, coll.nodes, coll.root)
     variables = len(demands.sources) * len(topo.link_arrays.src)
     try:
         if variables >= APART_VARIABLES:  # HiGHS' presolve of a big LP keeps no clock: killed at the deadline
-            sol = in_a_child(deadline, "concurrent flow LP", solve, topo, demands, True, deadline.left())
+            sol = in_a_child(deadline, "concurrent flow LP", solve, topo, demands, True, deadline.left(), True)
         else:
-            sol = solve(topo, demands, shortest=True, time_limit=deadline.left())
+            sol = solve(topo, demands, shortest=True, time_limit=deadline.left(), relays=True)
     except FlowLPFailed as e:
         raise Unsupported(f"flow-alltoall: {e}") from None
     la = topo.link_arrays
