@@ -33,7 +33,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency
+from . import latency, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -43,6 +43,9 @@ SEND_BUDGET = 16_000_000  # sends the automatic pipeline depth may emit (verifyi
 DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (fill within about 1 %)
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
+PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
+# for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
 
 @dataclass
@@ -61,9 +64,11 @@ class Forest:
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None) -> Forest:
+           trees: int | None = None, shape: str = "auto") -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
-    the instance's participants, on the transposed topology when ``transposed``."""
+    the instance's participants, on the transposed topology when ``transposed``. With ``shape``
+    ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
+    when some fit the capacities at the chosen time, else the greedy packing (``greedy``)."""
     coll = instance.collective
     topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -75,6 +80,10 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
         raise Unsupported(f"tree-packing: {e}") from None
     k, tau = choose_k(net0, opt, trees)
     clock["optimum"] = time.perf_counter()
+    if shape == "auto":
+        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
+        if found is not None:
+            return found
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
@@ -91,6 +100,25 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
     return Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+
+
+def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, clock: dict,
+              deadline=None) -> Forest | None:
+    """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
+    trees per shard and time ``tau``, as a :class:`Forest`; None when none fit (or the system
+    is too large to try)."""
+    if len(net0.compute) > twolevel.MAX_NODES:
+        return None
+    for c in TWO_LEVEL_MULTIPLES:
+        if deadline is not None:
+            deadline.check("two-level trees", f"{c * k} trees per shard")
+        found = twolevel.find(net0, capacities(net0, c * k, tau), {v: c * k * w for v, w in zip(net0.compute, net0.weight)})
+        if found is not None:
+            now = time.perf_counter()
+            seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
+                       "packing_s": now - clock["optimum"]}
+            return Forest(kind, transposed, opt, c * k, tau, net0.unit_bw, found, 0, seconds)
+    return None
 
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
@@ -154,7 +182,8 @@ def hops_of(trees: list[RoutedTree]) -> int:
 
 
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0) -> int:
-    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
+    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
+    :data:`PIECES_FLOOR`), at most
     what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
@@ -163,7 +192,7 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     hops = hops_of(trees) * chunks_per_root
     budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
-    want = DEPTH_FACTOR * depth
+    want = max(DEPTH_FACTOR * depth, PIECES_FLOOR)
     if alpha > 0:
         def estimate(P: int) -> float:
             return (P + depth - 1) * (alpha + seconds / P) + seconds * (1 + (depth - 1) / P) + depth * alpha
@@ -245,7 +274,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     deadline = options.timer()
     t0 = time.perf_counter()
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
-                      options.params.get("trees")) for kind, transposed in plan(coll.kind)]
+                      options.params.get("trees"), options.params.get("shape") or "auto")
+               for kind, transposed in plan(coll.kind)]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
@@ -281,7 +311,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
         if f.k != 1:
             try:
                 alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline,
-                                            options.params.get("growth") == "depth-first", 1)
+                                            options.params.get("growth") == "depth-first", 1,
+                                            options.params.get("shape") or "auto")
             except Unsupported:
                 pass
         alts["shortest paths"] = shallow(instance, f)
@@ -324,6 +355,9 @@ PARAMS = (
     Param("trees", int, None, "trees per shard (default: the fewest that reach the optimum when its k is at "
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
+    Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
+                                               "node) when they fit the optimum, else the greedy packing; greedy: "
+                                               "always the greedy packing"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
                                "pieces of least estimated sync + event time)", low=1, high=1_000_000),
