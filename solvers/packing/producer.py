@@ -106,13 +106,17 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
               deadline=None) -> Forest | None:
     """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
     trees per shard and time ``tau``, as a :class:`Forest`; None when none fit (or the system
-    is too large to try)."""
+    is too large to try). The multiples only help integrality: once the LP relaxation has no
+    solution they are not tried."""
     if len(net0.compute) > twolevel.MAX_NODES:
         return None
     for c in TWO_LEVEL_MULTIPLES:
         if deadline is not None:
             deadline.check("two-level trees", f"{c * k} trees per shard")
-        found = twolevel.find(net0, capacities(net0, c * k, tau), {v: c * k * w for v, w in zip(net0.compute, net0.weight)})
+        try:
+            found = twolevel.find(net0, capacities(net0, c * k, tau), {v: c * k * w for v, w in zip(net0.compute, net0.weight)})
+        except twolevel.Infeasible:  # not even fractionally: finer shares would not fit either
+            return None
         if found is not None:
             now = time.perf_counter()
             seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,

@@ -40,6 +40,10 @@ MAX_NODES = 128  # nor on more compute nodes (the pair routes alone grow as thei
 TIME_LIMIT_S = 10.0  # HiGHS's limit per MILP (the LP relaxation, solved first, rules out most misses at once)
 
 
+class Infeasible(Exception):
+    """The two-level system has no solution even fractionally."""
+
+
 @dataclass
 class Routes:
     """The pair routes between compute nodes and the links each uses (pooled by node pair)."""
@@ -142,8 +146,8 @@ def _model(R: Routes, roots: dict[int, int], compute, group: dict | None = None)
 def solve(R: Routes, roots: dict[int, int], compute, group: dict | None = None,
           time_limit: float = TIME_LIMIT_S) -> dict | None:
     """An integer solution ``{column: value}`` (columns of :func:`_model`, nonzero only), or
-    None when the MILP is infeasible (its LP relaxation first), too large, or not solved within
-    ``time_limit``."""
+    None when the MILP has none, is too large, or is not solved within ``time_limit``. Raises
+    :class:`Infeasible` when its LP relaxation (solved first, fast) has no solution."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -154,9 +158,9 @@ def solve(R: Routes, roots: dict[int, int], compute, group: dict | None = None,
     A = coo_matrix((rows.v, (rows.r, rows.c)), shape=(len(rows.lo), n)).tocsr()
     cost = np.asarray([1.0 if c[0] == "m" else 0.0 for c in cols])  # the fewest relayed copies
     constraint = LinearConstraint(A, rows.lo, rows.hi)
-    relaxed = milp(cost, constraints=constraint, bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
-    if relaxed.x is None:
-        return None
+    relaxed = milp(np.zeros(n), constraints=constraint, bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
+    if relaxed.x is None:  # no fractional solution: none at any multiple of these capacities either
+        raise Infeasible
     res = milp(cost, constraints=constraint, integrality=np.ones(n),
                bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
     if res.x is None or res.status not in (0, 1):
@@ -238,18 +242,22 @@ def find(net0, caps, roots: dict[int, int]) -> list[RoutedTree] | None:
     (:class:`collsynth.tens.cut_optimum.FlowNet`) at link capacities ``caps`` (tree copies per
     link): every relay forwarding to anyone first, then (if that has no solution) relays
     forwarding only within their group (:func:`fast_groups`, segments disjoint per group: a
-    root's copy may then cross to every box once). None when neither has a solution."""
+    root's copy may then cross to every box once). None when neither has a solution; raises
+    :class:`Infeasible` when neither has one even fractionally (more copies would not help)."""
     R = pair_routes(net0.src, net0.dst, net0.compute, caps)
     bandwidth: dict = {}
     for a, b, x in zip(net0.src.tolist(), net0.dst.tolist(), net0.bandwidth.tolist()):
         bandwidth[(a, b)] = bandwidth.get((a, b), 0.0) + x
-    tried = set()
-    for group in (None, fast_groups(R, bandwidth)):
-        key = None if group is None else tuple(sorted(group.items()))
-        if key in tried:
+    groups = [None, fast_groups(R, bandwidth)]
+    fractional = False
+    for group in groups[:1] if groups[1] is None else groups:
+        try:
+            sol = solve(R, roots, net0.compute, group)
+        except Infeasible:
             continue
-        tried.add(key)
-        sol = solve(R, roots, net0.compute, group)
+        fractional = True
         if sol is not None:
             return routed(sol, R, roots, net0.compute, group)
+    if not fractional:
+        raise Infeasible
     return None
