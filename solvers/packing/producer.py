@@ -21,7 +21,7 @@ through switch nodes are verified route by route (a switch forwards, GPUs reduce
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -33,7 +33,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency, twolevel
+from . import latency, orders, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -61,6 +61,8 @@ class Forest:
     trees: list[RoutedTree]
     flows: int
     seconds: dict
+    order: str = "id"  # the root order the greedy packing grew the trees in (:mod:`.orders`)
+    orders_tried: list = field(default_factory=list)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -94,12 +96,37 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
                           "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
                           "out-capacity to match)") from None
     clock["splitting"] = time.perf_counter()
+    saved = net.snapshot()
     packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()
     routed = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
-    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+    if shape == "auto" and not transposed and not depth_first:
+        f = by_root_order(instance, f, net, saved, roots, deadline)
+    return f
+
+
+def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, deadline=None) -> Forest:
+    """``f`` with the trees of the root order whose schedule prices least under the FIFO event
+    model (:func:`.orders.choose`; ``net`` is put back to ``saved``, the split network before
+    routing, for every other order)."""
+    c = instance.collective.chunks_per_node
+
+    def repack(order):
+        net.restore(saved)
+        packed, _ = pack(net, roots, deadline, order=order)
+        return routed_trees(net, packed)
+
+    def schedule(trees):
+        g = replace(f, trees=trees)
+        return _with_header(emit(instance, g, min(orders.SELECT_PIECES, auto_pieces(trees, c))), instance)
+
+    t0 = time.perf_counter()
+    trees, tried, name = orders.choose(instance, repack, schedule, f.trees, f.seconds["packing_s"], deadline)
+    seconds = {**f.seconds, "order_search_s": time.perf_counter() - t0} if tried else f.seconds
+    return replace(f, trees=trees, seconds=seconds, order=name, orders_tried=[t.as_dict() for t in tried])
 
 
 def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, clock: dict,
@@ -294,6 +321,8 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
+                          "shape": "two-level" if f.flows == 0 and f.seconds.get("splitting_s") == 0.0 else "greedy",
+                          "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
                          for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",

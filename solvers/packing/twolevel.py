@@ -212,16 +212,9 @@ def routed(sol: dict, R: Routes, roots: dict[int, int], compute, group: dict | N
     return routed_trees(_Pools(pools), trees_of(sol, roots, compute, group))
 
 
-def fast_groups(R: Routes, bandwidth: dict) -> dict | None:
-    """Each compute node's group: the components of the pair routes strictly faster (their
-    slowest link) than the slowest pair route: the boxes of a multi-box system; None when
-    every pair route is as fast."""
-    speed = {pair: max(min(bandwidth[link] for link in zip(r[:-1], r[1:])) for r in routes)
-             for pair, routes in R.pairs.items()}
-    if not speed:
-        return None
-    slow = min(speed.values())
-    label = {v: v for pair in R.pairs for v in pair}
+def _components(pairs, nodes) -> dict | None:
+    """Each node's component under the ``pairs`` (union-find); None when there is one."""
+    label = {v: v for v in nodes}
 
     def find(v):
         while label[v] != v:
@@ -229,28 +222,60 @@ def fast_groups(R: Routes, bandwidth: dict) -> dict | None:
             v = label[v]
         return v
 
-    fast = [pair for pair, b in speed.items() if b > slow]
-    if not fast:
-        return None
-    for u, v in fast:
+    for u, v in pairs:
         label[find(u)] = find(v)
-    return {v: find(v) for v in label}
+    out = {v: find(v) for v in label}
+    return out if len(set(out.values())) > 1 else None
+
+
+def fast_groups(R: Routes, bandwidth: dict) -> dict | None:
+    """Each compute node's group: the components of the pair routes strictly faster (their
+    slowest link) than the slowest pair route: the boxes of a multi-box system; None when
+    every pair route is as fast or the fast routes join everyone."""
+    speed = {pair: max(min(bandwidth[link] for link in zip(r[:-1], r[1:])) for r in routes)
+             for pair, routes in R.pairs.items()}
+    if not speed:
+        return None
+    slow = min(speed.values())
+    return _components([pair for pair, b in speed.items() if b > slow], {v for pair in R.pairs for v in pair})
+
+
+def hub_groups(R: Routes, compute) -> dict | None:
+    """Each compute node's group: the components of the pair routes through no *hub* (a
+    non-compute node linked to every compute node: one switch joining all boxes); None when
+    there is no hub or the other routes join everyone."""
+    comp = set(compute)
+    near: dict = {}
+    for a, b in R.link_cap:
+        for x, y in ((a, b), (b, a)):
+            if y in comp and x not in comp:
+                near.setdefault(x, set()).add(y)
+    hubs = {x for x, ys in near.items() if ys >= comp}
+    if not hubs:
+        return None
+    pairs = [pair for pair, routes in R.pairs.items() if any(not hubs & set(r[1:-1]) for r in routes)]
+    return _components(pairs, comp)
 
 
 def find(net0, caps, roots: dict[int, int]) -> list[RoutedTree] | None:
     """Two-level routed trees with ``roots[r]`` copies per root on the flow network ``net0``
     (:class:`collsynth.tens.cut_optimum.FlowNet`) at link capacities ``caps`` (tree copies per
     link): every relay forwarding to anyone first, then (if that has no solution) relays
-    forwarding only within their group (:func:`fast_groups`, segments disjoint per group: a
-    root's copy may then cross to every box once). None when neither has a solution; raises
+    forwarding only within their group (:func:`fast_groups`, then :func:`hub_groups`; segments
+    disjoint per group: a root's copy may then cross to every box once). None when neither has a solution; raises
     :class:`Infeasible` when neither has one even fractionally (more copies would not help)."""
     R = pair_routes(net0.src, net0.dst, net0.compute, caps)
     bandwidth: dict = {}
     for a, b, x in zip(net0.src.tolist(), net0.dst.tolist(), net0.bandwidth.tolist()):
         bandwidth[(a, b)] = bandwidth.get((a, b), 0.0) + x
-    groups = [None, fast_groups(R, bandwidth)]
+    groups, seen = [], set()
+    for group in (None, fast_groups(R, bandwidth), hub_groups(R, net0.compute)):
+        key = None if group is None else frozenset(frozenset(v for v in group if group[v] == g) for g in set(group.values()))
+        if key not in seen:
+            seen.add(key)
+            groups.append(group)
     fractional = False
-    for group in groups[:1] if groups[1] is None else groups:
+    for group in groups:
         try:
             sol = solve(R, roots, net0.compute, group)
         except Infeasible:
