@@ -11,6 +11,12 @@ so a switch forwards in the step after a piece arrived and switch hops stay swit
 verifier and the cost models see the real routes). Every tree has its own pieces, so no two
 trees share a piece anywhere.
 
+The FIFO ``event`` model serves each link's messages in the order they became ready, so a GPU's
+own pieces (ready at once) leave before any it relays, and a piece relayed by several GPUs waits
+behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
+the optimum, else the greedy packing in the root order whose schedule prices least under
+``event`` (:mod:`.orders`).
+
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
 reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
@@ -63,6 +69,7 @@ class Forest:
     seconds: dict
     order: str = "id"  # the root order the greedy packing grew the trees in (:mod:`.orders`)
     orders_tried: list = field(default_factory=list)
+    shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -148,7 +155,7 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
             now = time.perf_counter()
             seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
                        "packing_s": now - clock["optimum"]}
-            return Forest(kind, transposed, opt, c * k, tau, net0.unit_bw, found, 0, seconds)
+            return Forest(kind, transposed, opt, c * k, tau, net0.unit_bw, found, 0, seconds, shape="two-level")
     return None
 
 
@@ -321,7 +328,7 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
-                          "shape": "two-level" if f.flows == 0 and f.seconds.get("splitting_s") == 0.0 else "greedy",
+                          "shape": f.shape,
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
                          for f, (_, p), pk in zip(forests, parts, picks)]}
@@ -389,8 +396,9 @@ PARAMS = (
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
-                                               "node) when they fit the optimum, else the greedy packing; greedy: "
-                                               "always the greedy packing"),
+                                               "node) when they fit the optimum, else the greedy packing in the "
+                                               "root order of least FIFO event price; greedy: the greedy packing "
+                                               "in id order"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends; with link latency, the trees (k or 1 per shard) and "
                                "pieces of least estimated sync + event time)", low=1, high=1_000_000),
