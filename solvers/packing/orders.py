@@ -11,9 +11,10 @@ in-order times are alike for all). Where two-level trees (:mod:`.twolevel`) do n
 orders (id order, reverse, :data:`SEEDS` seeded shuffles) are packed, each emitted at
 :data:`SELECT_PIECES` pieces, verified and priced under ``event``; the cheapest is kept unless
 its ``sync`` or ``event-inorder`` time is above id order's by more than :data:`NO_WORSE`.
-The search is skipped when one packing takes longer than :data:`MAX_PACK_S` (the flow-tested
-growth of two MI250 boxes takes seconds per order), beyond :data:`MAX_ROOTS` roots, or when
-the collective combines.
+When id order's packing ran more than :data:`ALL_FLOWS` max flows (the flow-tested growth of
+two MI250 boxes takes seconds per order) only id order and its reverse are tried, and none
+beyond :data:`SOME_FLOWS`, when it was packed by translation, beyond :data:`MAX_ROOTS` roots,
+or when the collective combines (the counts, not clocks, decide: the choice is reproducible).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from dataclasses import dataclass
 SEEDS = (1, 2, 3, 4, 5, 6)  # seeded shuffles of the roots tried besides id order and its reverse
 SELECT_PIECES = 200  # pieces per chunk the candidates are priced at (the FIFO loss, not the fill, is compared)
 NO_WORSE = 1.002  # a candidate's sync and in-order times may exceed id order's by this factor at most
-MAX_PACK_S = 2.0  # no search when one packing takes longer than this
+ALL_FLOWS = 5_000  # every candidate order is tried when id order's packing ran at most this many max flows
+SOME_FLOWS = 50_000  # id order and its reverse only up to this (two MI250 boxes: 24 k flows, 12 s per packing,
+# 1.33x -> 1.22x); none beyond, nor when id order was packed by translation (no flows: identical boxes, whose
+# translated trees priced best on DGX-H100 x2, 1.002x against 1.14-1.35x for the flow-packed orders)
 MAX_ROOTS = 64  # nor with more roots (the flow-tested growth of each order grows with their square)
 
 
@@ -63,10 +67,11 @@ def _price(instance, schedule, model: str) -> float:
     return cost_models.price(schedule, instance, model).total_s
 
 
-def choose(instance, repack, make_schedule, first, first_seconds: float, deadline=None) -> tuple:
+def choose(instance, repack, make_schedule, first, first_flows: int, deadline=None) -> tuple:
     """``(trees, tried, name)``: the trees of the cheapest order under ``event`` (module doc) among
-    :func:`candidates`, ``first`` (id order's trees, packed in ``first_seconds``) when the
-    search is skipped or none is cheaper within :data:`NO_WORSE`. ``repack(order)`` packs and
+    :func:`candidates` (id order and its reverse only when packing is slow), ``first`` (id order's trees, packed in ``first_seconds``) when the
+    search is skipped or none is cheaper within :data:`NO_WORSE` (``first_flows``: the max flows
+    id order's packing ran). ``repack(order)`` packs and
     routes the trees in an order, ``make_schedule(trees)`` emits them at the selection
     pieces (None when that schedule does not verify: the candidate is dropped)."""
     from ... import InputError
@@ -74,10 +79,13 @@ def choose(instance, repack, make_schedule, first, first_seconds: float, deadlin
     from ...tens.verify import verify
 
     roots = sorted({t.root for t in first})
-    if first_seconds > MAX_PACK_S or not 2 <= len(roots) <= MAX_ROOTS:
+    if not 0 < first_flows <= SOME_FLOWS or not 2 <= len(roots) <= MAX_ROOTS:
         return first, [], "id"
+    names = candidates(roots)
+    if first_flows > ALL_FLOWS:
+        names = {name: names[name] for name in ("id", "reverse")}
     tried, trees = [], {}
-    for name, order in candidates(roots).items():
+    for name, order in names.items():
         if deadline is not None:
             deadline.check("root order search", f"order {name}")
         cand = first if name == "id" else repack(order)

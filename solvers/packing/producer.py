@@ -111,14 +111,14 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
                "packing_s": clock["packing"] - clock["splitting"]}
     f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
     if shape == "auto" and not transposed and not depth_first:
-        f = by_root_order(instance, f, net, saved, roots, deadline)
+        f = by_root_order(instance, f, net, saved, roots, more, deadline)
     return f
 
 
-def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, deadline=None) -> Forest:
+def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, flows: int, deadline=None) -> Forest:
     """``f`` with the trees of the root order whose schedule prices least under the FIFO event
-    model (:func:`.orders.choose`; ``net`` is put back to ``saved``, the split network before
-    routing, for every other order)."""
+    model (:func:`.orders.choose`; ``flows``: the max flows ``f``'s packing ran; ``net`` is put
+    back to ``saved``, the split network before routing, for every other order)."""
     c = instance.collective.chunks_per_node
 
     def repack(order):
@@ -131,7 +131,7 @@ def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, deadli
         return _with_header(emit(instance, g, min(orders.SELECT_PIECES, auto_pieces(trees, c))), instance)
 
     t0 = time.perf_counter()
-    trees, tried, name = orders.choose(instance, repack, schedule, f.trees, f.seconds["packing_s"], deadline)
+    trees, tried, name = orders.choose(instance, repack, schedule, f.trees, flows, deadline)
     seconds = {**f.seconds, "order_search_s": time.perf_counter() - t0} if tried else f.seconds
     return replace(f, trees=trees, seconds=seconds, order=name, orders_tried=[t.as_dict() for t in tried])
 
