@@ -171,3 +171,31 @@ def test_root_order_search_on_the_slow_torus():
     assert row["extra"]["forests"][0]["root_order"] == f.order
     assert row["lower_bound_event_s"] * (1 - 1e-9) <= row["time_event_s"] <= row["lower_bound_event_s"] * 1.01
     assert tried["id"]["event_s"] >= 1.02 * row["lower_bound_event_s"]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_shape_or_order_fits_the_optimum_and_verifies(data):
+    """Random small switched graphs (tests/test_packing.py's strategy): whatever the trees'
+    shape (two-level or greedy) and root order the producer chose, they span, load no link
+    beyond the optimum's time (brute force over every cut), and the schedule verifies."""
+    from test_packing import switched_graphs
+
+    topo = data.draw(switched_graphs(symmetric=True))
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    shard = M / len(topo.npus)
+    want = brute_force_time(topo, list(topo.npus), [1] * len(topo.npus), shard)
+    f = forest(inst, "allgather", False)
+    assert f.shape in ("two-level", "greedy")
+    load: dict = {}
+    for t in f.trees:
+        assert sorted(r[-1] for r in t.routes) == sorted(set(topo.npus) - {t.root})
+        for route in t.routes:
+            for a, b in zip(route[:-1], route[1:]):
+                load[(a, b)] = load.get((a, b), 0) + (t.hi - t.lo)
+    la = topo.link_arrays
+    stretch = float(f.tau / f.opt.tau) if f.opt.tau else 1.0
+    for (a, b), copies in load.items():
+        assert copies / f.k * shard / float(la.bandwidth[la.lookup(a, b)]) <= want * stretch * (1 + 1e-9)
+    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 3}, time_limit=60))
+    assert row["verified"], row["message"]
