@@ -6,8 +6,10 @@ benchmarks/bench_packing.py -s``; ``--only NAME`` for one row). Each row runs in
 verified, then priced) and prints: the optimum by the cut formula (max-flow), the instance's
 event-model bound, our time under the in-order event model (``event-inorder``: each link in
 step order, as an MSCCL executor runs it; priced here, it is opt-in), the FIFO event model and
-the sync model, their ratios to the bound, the time to the trees (optimum + edge splitting +
-packing), the generation time (trees + schedule), the row's CPU time (the whole row:
+the sync model, their ratios to the bound, the trees' shape (``two-level``: at most one relay
+between a root and any node, :mod:`collsynth.solvers.packing.twolevel`; else ``greedy`` with the
+root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`), the time to the
+trees (optimum + edge splitting + packing + the root order search), the generation time (trees + schedule), the row's CPU time (the whole row:
 generation, verification and pricing; the machine is shared, so wall times vary), the peak
 memory, and
 ForestColl's published optimum (README: 2x8 A100 346.67 GB/s, 2x16 MI250 354.13 GB/s) beside
@@ -93,7 +95,10 @@ def _row(args) -> dict:
                    sync_s=row["time_sync_s"], gen_s=row["build_s"], wall_s=row["wall_s"],
                    sends=len(sched) if sched is not None else 0, message=row["message"],
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
-                               for k in ("optimum_s", "splitting_s", "packing_s")) if row.get("extra") else None)
+                               for k in ("optimum_s", "splitting_s", "packing_s", "order_search_s"))
+                   if row.get("extra") else None,
+                   shape=", ".join(f["shape"] + ("" if f["shape"] == "two-level" else f" ({f['root_order']})")
+                                   for f in row["extra"].get("forests", [])) if row.get("extra") else None)
         if sched is not None and row["verified"]:  # the pipeline verified it
             t1 = time.perf_counter()
             out["inorder_s"] = cost_models.price(sched, inst, "event-inorder").total_s
@@ -106,7 +111,7 @@ def _row(args) -> dict:
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| system | GPUs | optimum (cut) ms | our bound ms | event-inorder ms | inorder/bound | event ms | "
-            "event/bound | sync ms | sync/bound | sends | trees s | generation s | CPU s | peak MiB | ours GB/s | "
+            "event/bound | sync ms | sync/bound | trees | sends | trees s | generation s | CPU s | peak MiB | ours GB/s | "
             "ForestColl GB/s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -115,7 +120,7 @@ def table(rows: list[dict]) -> str:
             r["system"], str(r["gpus"]), cell(r["optimum_s"] * 1e3, ".4f"), cell(b * 1e3, ".4f"),
             cell(io and io * 1e3, ".4f"), cell(io and io / b, ".4f"),
             cell(ev and ev * 1e3, ".4f"), cell(ev and ev / b, ".4f"),
-            cell(sy and sy * 1e3, ".4f"), cell(sy and sy / b, ".4f"),
+            cell(sy and sy * 1e3, ".4f"), cell(sy and sy / b, ".4f"), r.get("shape") or "",
             cell(r.get("sends"), ","), cell(r.get("trees_s"), ".1f"), cell(r.get("gen_s", r["optimum_gen_s"]), ".1f"),
             cell(r.get("cpu_s"), ".1f"), cell(r["peak_MiB"], ".0f"),
             cell(M / r["optimum_s"] / 1e9, ".2f"), cell(PUBLISHED_GBPS.get(r["system"]), ".2f"),

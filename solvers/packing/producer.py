@@ -11,6 +11,12 @@ so a switch forwards in the step after a piece arrived and switch hops stay swit
 verifier and the cost models see the real routes). Every tree has its own pieces, so no two
 trees share a piece anywhere.
 
+The FIFO ``event`` model serves each link's messages in the order they became ready, so a GPU's
+own pieces (ready at once) leave before any it relays, and a piece relayed by several GPUs waits
+behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
+the optimum, else the greedy packing in the root order whose schedule prices least under
+``event`` (:mod:`.orders`).
+
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
 reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
@@ -21,7 +27,7 @@ through switch nodes are verified route by route (a switch forwards, GPUs reduce
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -34,7 +40,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency
+from . import latency, orders, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -48,6 +54,9 @@ SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard pa
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
 PRICE_MODELS = ("sync", "event")  # the choice's objective: their sum, as the estimate's (latency.estimate "both")
+TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
+PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
+# for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
 
 @dataclass
@@ -63,13 +72,18 @@ class Forest:
     trees: list[RoutedTree]
     flows: int
     seconds: dict
+    order: str = "id"  # the root order the greedy packing grew the trees in (:mod:`.orders`)
+    orders_tried: list = field(default_factory=list)
+    shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None, slack: Fraction = Fraction(1)) -> Forest:
+           trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto") -> Forest:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
-    the instance's participants, on the transposed topology when ``transposed``; with a
-    ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
+    the instance's participants, on the transposed topology when ``transposed``. With ``shape``
+    ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
+    when some fit the capacities at the chosen time, else the greedy packing (``greedy``). With
+    a ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
     for latency-bound messages)."""
     coll = instance.collective
@@ -84,6 +98,10 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
+    if shape == "auto":
+        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
+        if found is not None:
+            return found
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
@@ -94,12 +112,60 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
                           "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
                           "out-capacity to match)") from None
     clock["splitting"] = time.perf_counter()
+    saved = net.snapshot()
     packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()
     routed = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
-    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
+    if shape == "auto" and not transposed and not depth_first:
+        f = by_root_order(instance, f, net, saved, roots, more, deadline)
+    return f
+
+
+def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, flows: int, deadline=None) -> Forest:
+    """``f`` with the trees of the root order whose schedule prices least under the FIFO event
+    model (:func:`.orders.choose`; ``flows``: the max flows ``f``'s packing ran; ``net`` is put
+    back to ``saved``, the split network before routing, for every other order)."""
+    c = instance.collective.chunks_per_node
+
+    def repack(order):
+        net.restore(saved)
+        packed, _ = pack(net, roots, deadline, order=order)
+        return routed_trees(net, packed)
+
+    def schedule(trees):
+        g = replace(f, trees=trees)
+        return _with_header(emit(instance, g, min(orders.SELECT_PIECES, auto_pieces(trees, c))), instance)
+
+    t0 = time.perf_counter()
+    trees, tried, name = orders.choose(instance, repack, schedule, f.trees, flows, deadline)
+    seconds = {**f.seconds, "order_search_s": time.perf_counter() - t0} if tried else f.seconds
+    return replace(f, trees=trees, seconds=seconds, order=name, orders_tried=[t.as_dict() for t in tried])
+
+
+def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, clock: dict,
+              deadline=None) -> Forest | None:
+    """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
+    trees per shard and time ``tau``, as a :class:`Forest`; None when none fit (or the system
+    is too large to try). The multiples only help integrality: once the LP relaxation has no
+    solution they are not tried."""
+    if len(net0.compute) > twolevel.MAX_NODES:
+        return None
+    for c in TWO_LEVEL_MULTIPLES:
+        if deadline is not None:
+            deadline.check("two-level trees", f"{c * k} trees per shard")
+        try:
+            found = twolevel.find(net0, capacities(net0, c * k, tau), {v: c * k * w for v, w in zip(net0.compute, net0.weight)})
+        except twolevel.Infeasible:  # not even fractionally: finer shares would not fit either
+            return None
+        if found is not None:
+            now = time.perf_counter()
+            seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
+                       "packing_s": now - clock["optimum"]}
+            return Forest(kind, transposed, opt, c * k, tau, net0.unit_bw, found, 0, seconds, shape="two-level")
+    return None
 
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
@@ -163,7 +229,8 @@ def hops_of(trees: list[RoutedTree]) -> int:
 
 
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0) -> int:
-    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree, at most
+    """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
+    :data:`PIECES_FLOOR`), at most
     what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
@@ -172,7 +239,7 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     hops = hops_of(trees) * chunks_per_root
     budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
-    want = DEPTH_FACTOR * depth
+    want = max(DEPTH_FACTOR * depth, PIECES_FLOOR)
     if alpha > 0:
         def estimate(P: int) -> float:
             return (P + depth - 1) * (alpha + seconds / P) + seconds * (1 + (depth - 1) / P) + depth * alpha
@@ -254,7 +321,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     deadline = options.timer()
     t0 = time.perf_counter()
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
-                      options.params.get("trees")) for kind, transposed in plan(coll.kind)]
+                      options.params.get("trees"), options.params.get("shape") or "auto")
+               for kind, transposed in plan(coll.kind)]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
@@ -269,6 +337,8 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
+                          "shape": f.shape,
+                          "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
                          for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
@@ -304,16 +374,18 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
     if options.params.get("trees") is not None:
         return alts
     depth_first = options.params.get("growth") == "depth-first"
+    shape = options.params.get("shape") or "auto"
     one = f
     if f.k != 1:
         try:
-            one = alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1)
+            one = alts["packed k=1"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1, shape=shape)
         except Unsupported:
             one = None
     if one is not None and hops_of(one.trees) * chunks <= PRICE_BUDGET // 4:
         for m in SLACKS:
             try:
-                alts[f"packed k=1 at {m}x time"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1, m)
+                alts[f"packed k=1 at {m}x time"] = forest(instance, f.kind, f.transposed, deadline, depth_first, 1, m,
+                                                          shape)
             except Unsupported:
                 pass
     alts["shortest paths"] = shallow(instance, f)
@@ -424,6 +496,10 @@ PARAMS = (
     Param("trees", int, None, "trees per shard (default: the fewest that reach the optimum when its k is at "
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
+    Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
+                                               "node) when they fit the optimum, else the greedy packing in the "
+                                               "root order of least FIFO event price; greedy: the greedy packing "
+                                               "in id order"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends; with link latency, the trees (k or 1 per shard, shallower "
                                "ones at 2x and 4x the time, shortest paths) and pieces of least sync + event "
