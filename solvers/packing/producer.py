@@ -321,7 +321,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     deadline = options.timer()
     t0 = time.perf_counter()
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
-                      options.params.get("trees"), options.params.get("shape") or "auto")
+                      options.params.get("trees"), shape=options.params.get("shape") or "auto")
                for kind, transposed in plan(coll.kind)]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
