@@ -11,8 +11,8 @@ the synchronous model's. Methods:
 - ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size:
   real schedules near the estimate's pick priced under ``sync`` and ``event`` where they are
   small, the estimate beyond; :mod:`collsynth.solvers.packing.latency`);
-- ``forestcoll-fixed``: the same trees at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv
-  2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
+- ``forestcoll-fixed``: ForestColl's own packing (``shape = greedy``: no two-level trees, roots in id
+  order) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
   within the send budget), the depth ours uses at alpha 0;
 - ``ring``: the NCCL-style ring closed form (``solvers/closed_form``);
@@ -54,7 +54,7 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
     if method == "forestcoll-fixed" and fixed_pieces is None:
         return {"status": "no depth", "message": "ours did not run, so its fixed depth is unknown"}
     producer = "tree-packing" if method in ("ours", "forestcoll-fixed") else method
-    params = {"pieces": fixed_pieces} if method == "forestcoll-fixed" else {}
+    params = {"pieces": fixed_pieces, "shape": "greedy"} if method == "forestcoll-fixed" else {}
     limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
     t0 = time.perf_counter()
     row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
