@@ -157,7 +157,8 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
         if deadline is not None:
             deadline.check("two-level trees", f"{c * k} trees per shard")
         try:
-            found = twolevel.find(net0, capacities(net0, c * k, tau), {v: c * k * w for v, w in zip(net0.compute, net0.weight)})
+            found = twolevel.find(net0, capacities(net0, c * k, tau),
+                                  {v: c * k * w for v, w in zip(net0.compute, net0.weight)}, deadline)
         except twolevel.Infeasible:  # not even fractionally: finer shares would not fit either
             return None
         if found is not None:

@@ -257,13 +257,15 @@ def hub_groups(R: Routes, compute) -> dict | None:
     return _components(pairs, comp)
 
 
-def find(net0, caps, roots: dict[int, int]) -> list[RoutedTree] | None:
+def find(net0, caps, roots: dict[int, int], deadline=None) -> list[RoutedTree] | None:
     """Two-level routed trees with ``roots[r]`` copies per root on the flow network ``net0``
     (:class:`collsynth.tens.cut_optimum.FlowNet`) at link capacities ``caps`` (tree copies per
     link): every relay forwarding to anyone first, then (if that has no solution) relays
     forwarding only within their group (:func:`fast_groups`, then :func:`hub_groups`; segments
     disjoint per group: a root's copy may then cross to every box once). None when neither has a solution; raises
-    :class:`Infeasible` when neither has one even fractionally (more copies would not help)."""
+    :class:`Infeasible` when neither has one even fractionally (more copies would not help).
+    Each MILP gets at most :data:`TIME_LIMIT_S` and what is left of ``deadline``
+    (:class:`collsynth.limits.Deadline`), which is checked before each."""
     R = pair_routes(net0.src, net0.dst, net0.compute, caps)
     bandwidth: dict = {}
     for a, b, x in zip(net0.src.tolist(), net0.dst.tolist(), net0.bandwidth.tolist()):
@@ -276,8 +278,11 @@ def find(net0, caps, roots: dict[int, int]) -> list[RoutedTree] | None:
             groups.append(group)
     fractional = False
     for group in groups:
+        left = deadline.left() if deadline is not None else None
+        if deadline is not None:
+            deadline.check("two-level trees", f"{len(groups)} groupings")
         try:
-            sol = solve(R, roots, net0.compute, group)
+            sol = solve(R, roots, net0.compute, group, TIME_LIMIT_S if left is None else min(TIME_LIMIT_S, left))
         except Infeasible:
             continue
         fractional = True
