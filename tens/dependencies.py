@@ -35,6 +35,7 @@ from ..instances.instance import Instance
 from .prefetch import prefetch, prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
+from .piece_overlaps import by_piece, overlapping_pairs
 from .ten import SWITCH_COPY, NotSupported, instant_hops, link_delays, link_latency
 
 PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
@@ -353,87 +354,6 @@ def _number_groups(named):
     return ga, g_in, p, groups
 
 
-@njit(cache=True, nogil=True)
-def _pairs(g_in, p, lo, hi, members, gstart, by_lo, disjoint, budget):
-    """Exact dependency pairs ``(i, j)``: ``j`` among the first ``p[i]`` arrivals of group
-    ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order.
-    Empty arrays and ``False`` when the candidates looked at (:func:`_window`) exceed ``budget``."""
-    n = len(g_in)
-    rank = np.empty(n, np.int32)  # a member's place in its group's (step) order
-    for g in range(len(gstart) - 1):
-        for x in range(gstart[g], gstart[g + 1]):
-            rank[members[x]] = x - gstart[g]
-    total = 0
-    for i in range(n):
-        if g_in[i] >= 0:
-            a, b = _window(g_in[i], p[i], lo[i], hi[i], lo, hi, gstart, by_lo, disjoint)
-            total += b - a
-    if total > budget:
-        return np.empty(0, np.int32), np.empty(0, np.int32), False
-    di = np.empty(total, np.int32)
-    dj = np.empty(total, np.int32)
-    k = 0
-    for i in range(n):
-        g = g_in[i]
-        if g < 0:
-            continue
-        a, b = _window(g, p[i], lo[i], hi[i], lo, hi, gstart, by_lo, disjoint)
-        order = members if not disjoint[g] else by_lo
-        k0 = k
-        for x in range(a, b):
-            j = order[x]
-            if rank[j] < p[i] and lo[j] < hi[i] and lo[i] < hi[j]:
-                di[k] = i
-                dj[k] = j
-                k += 1
-        for y in range(k0 + 1, k):  # a window is in piece order: put it in group order (few items)
-            j = dj[y]
-            z = y
-            while z > k0 and rank[dj[z - 1]] > rank[j]:
-                dj[z] = dj[z - 1]
-                z -= 1
-            dj[z] = j
-    return di[:k], dj[:k], True
-
-
-@njit(cache=True, nogil=True)
-def _window(g, prefix, a_lo, a_hi, lo, hi, gstart, by_lo, disjoint):
-    """The candidates for a piece ``[a_lo, a_hi)`` in group ``g``: positions ``[a, b)`` of
-    ``members`` (its first ``prefix`` arrivals) or, when the group's pieces are disjoint, of
-    ``by_lo`` (the group sorted by piece: the pieces overlapping ``[a_lo, a_hi)`` are a run,
-    found by bisection on both ends, which ascend together)."""
-    start, end = gstart[g], gstart[g + 1]
-    if not disjoint[g]:
-        return start, start + prefix
-    x, y = start, end  # first piece ending after a_lo
-    while x < y:
-        m = (x + y) >> 1
-        if hi[by_lo[m]] <= a_lo:
-            x = m + 1
-        else:
-            y = m
-    a, y = x, end  # first piece starting at or after a_hi
-    while x < y:
-        m = (x + y) >> 1
-        if lo[by_lo[m]] < a_hi:
-            x = m + 1
-        else:
-            y = m
-    return a, x
-
-
-def _by_piece(lo, hi, members, gstart) -> tuple[np.ndarray, np.ndarray]:
-    """Every group's members sorted by piece (``lo``), and whether each group's pieces are
-    pairwise disjoint (then they also ascend by ``hi`` and an overlap query is a bisection)."""
-    groups = len(gstart) - 1
-    gid = np.repeat(np.arange(groups, dtype=np.int32), np.diff(gstart))
-    by_lo = members[np.lexsort((lo[members], gid))].astype(np.int32)
-    clash = (gid[1:] == gid[:-1]) & (hi[by_lo[:-1]] > lo[by_lo[1:]])
-    disjoint = np.ones(groups, np.bool_)
-    disjoint[gid[1:][clash]] = False
-    return by_lo, disjoint
-
-
 @dataclass(frozen=True)
 class Deps:
     """Data dependencies of every send, in :class:`StepView` positions (see the module doc).
@@ -679,8 +599,8 @@ def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndar
     if fw is not None:
         g_in = g_in.copy()
         g_in[fw.leave] = -1
-    by_lo, disjoint = _by_piece(view.lo, view.hi, deps.members, deps.gstart)
-    di, dj, ok = _pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
+    by_lo, disjoint = by_piece(view.lo, view.hi, deps.members, deps.gstart)
+    di, dj, ok = overlapping_pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
                         pair_budget(len(view)))
     if not ok:
         return None
