@@ -75,10 +75,11 @@ def packed_once() -> None:
     memo: dict = {}
     pack = producer.forest
 
-    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None, *more):
-        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees, *more)
+    def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None, *more, **named):
+        key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees, *more,
+               *sorted(named.items()))
         if key not in memo:
-            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees, *more)
+            memo[key] = pack(instance, kind, transposed, deadline, depth_first, trees, *more, **named)
         return memo[key]
 
     forest.memo = memo
