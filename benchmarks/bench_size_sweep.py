@@ -14,7 +14,7 @@ the synchronous model's. Methods:
 - ``forestcoll-fixed``: ForestColl's own packing (``shape = greedy``: no two-level trees, roots in id
   order) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
-  within the send budget), the depth ours uses at alpha 0;
+  within the send budget: :func:`forestcoll_depth`);
 - ``ring``: the NCCL-style ring closed form (``solvers/closed_form``);
 - ``double-binary-tree``: NCCL's double binary tree (Sanders, Speck, Träff, "Two-tree algorithms
   for full bandwidth broadcast, reduction and scan", Parallel Computing 2009) is an allreduce;
@@ -51,8 +51,6 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
 
     if method == "double-binary-tree":
         return {"status": "n/a", "message": "allreduce only"}
-    if method == "forestcoll-fixed" and fixed_pieces is None:
-        return {"status": "no depth", "message": "ours did not run, so its fixed depth is unknown"}
     producer = "tree-packing" if method in ("ours", "forestcoll-fixed") else method
     params = {"pieces": fixed_pieces, "shape": "greedy"} if method == "forestcoll-fixed" else {}
     limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
@@ -86,9 +84,22 @@ def packed_once() -> None:
     producer.forest = forest
 
 
+def forestcoll_depth(inst) -> int:
+    """ForestColl's fixed pipelining for the forestcoll-fixed column: ``DEPTH_FACTOR`` (100)
+    pieces per hop of the deepest tree of its own (greedy) packing, within the send budget. It
+    is not our automatic depth, whose floor of 1600 pieces is made for our shallow two-level
+    trees (with that floor ForestColl's trees are up to 20 % faster than ours under ``event`` in
+    a few cells, and hundreds of times slower under ``sync``, where every piece pays alpha)."""
+    from collsynth.solvers.packing import producer
+
+    f = producer.forest(inst, "allgather", False, shape="greedy")
+    hops = producer.hops_of(f.trees) * inst.collective.chunks_per_node
+    want = producer.DEPTH_FACTOR * max(1, producer.depth_of(f.trees))
+    return max(1, min(want, producer.SEND_BUDGET // max(1, hops)))
+
+
 def sweep(systems, sizes, methods) -> dict:
-    """``{(system, size, method): result}`` for every combination (ours first: its choice
-    names the fixed pipelining depth the forestcoll-fixed column uses)."""
+    """``{(system, size, method): result}`` for every combination."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
@@ -98,12 +109,9 @@ def sweep(systems, sizes, methods) -> dict:
         topo = build(gen, params)
         for size in sizes:
             inst = make_instance(topo, "allgather", message_bytes=size, name=f"{gen}-{size}")
-            fixed = None
+            fixed = forestcoll_depth(inst) if "forestcoll-fixed" in methods else None
             for method in methods:
                 r = run_method(inst, method, fixed)
-                if method == "ours":
-                    choice = (r.get("choice") or [None])[0]
-                    fixed = choice["fixed_pieces"] if choice else (r.get("pieces") or [None])[0]
                 out[(label, size, method)] = r
                 print(f"{label} {size:>11,} {method:<18} {r['status']:<12} event {r.get('event')} sync {r.get('sync')} "
                       f"k {r.get('k')} pieces {r.get('pieces')} {r.get('wall_s', 0):.1f}s {r.get('message', '')[:80]}",
