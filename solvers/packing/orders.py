@@ -20,7 +20,6 @@ or when the collective combines (the counts, not clocks, decide: the choice is r
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 
 SEEDS = (1, 2, 3, 4, 5, 6)  # seeded shuffles of the roots tried besides id order and its reverse
@@ -69,11 +68,11 @@ def _price(instance, schedule, model: str) -> float:
 
 def choose(instance, repack, make_schedule, first, first_flows: int, deadline=None) -> tuple:
     """``(trees, tried, name)``: the trees of the cheapest order under ``event`` (module doc) among
-    :func:`candidates` (id order and its reverse only when packing is slow), ``first`` (id order's trees, packed in ``first_seconds``) when the
-    search is skipped or none is cheaper within :data:`NO_WORSE` (``first_flows``: the max flows
-    id order's packing ran). ``repack(order)`` packs and
-    routes the trees in an order, ``make_schedule(trees)`` emits them at the selection
-    pieces (None when that schedule does not verify: the candidate is dropped)."""
+    :func:`candidates` (id order and its reverse only when packing is slow), or ``first`` (id
+    order's trees) when the search is skipped or none is cheaper within :data:`NO_WORSE`
+    (``first_flows``: the max flows id order's packing ran). ``repack(order)`` packs and routes
+    the trees in an order, ``make_schedule(trees)`` emits them at the selection pieces; a
+    candidate whose schedule does not verify is dropped."""
     from ... import InputError
     from ...tens.ten import NotSupported
     from ...tens.verify import verify
@@ -110,8 +109,3 @@ def choose(instance, repack, make_schedule, first, first_flows: int, deadline=No
             return trees[t.name][0], tried, t.name
     return first, tried, "id"
 
-
-def timed(fn, *args, **kwargs) -> tuple:
-    """``(fn(*args, **kwargs), seconds it took)``."""
-    t0 = time.perf_counter()
-    return fn(*args, **kwargs), time.perf_counter() - t0
