@@ -86,16 +86,15 @@ def packed_once() -> None:
 
 def forestcoll_depth(inst) -> int:
     """ForestColl's fixed pipelining for the forestcoll-fixed column: ``DEPTH_FACTOR`` (100)
-    pieces per hop of the deepest tree of its own (greedy) packing, within the send budget. It
+    pieces per hop of the deepest tree of its own (greedy) packing, within the send budget
+    (:func:`~collsynth.solvers.packing.producer.auto_pieces` without its floor). It
     is not our automatic depth, whose floor of 1600 pieces is made for our shallow two-level
     trees (with that floor ForestColl's trees are up to 20 % faster than ours under ``event`` in
     a few cells, and hundreds of times slower under ``sync``, where every piece pays alpha)."""
     from collsynth.solvers.packing import producer
 
     f = producer.forest(inst, "allgather", False, shape="greedy")
-    hops = producer.hops_of(f.trees) * inst.collective.chunks_per_node
-    want = producer.DEPTH_FACTOR * max(1, producer.depth_of(f.trees))
-    return max(1, min(want, producer.SEND_BUDGET // max(1, hops)))
+    return producer.auto_pieces(f.trees, inst.collective.chunks_per_node, floor=1)
 
 
 def sweep(systems, sizes, methods) -> dict:

@@ -183,11 +183,11 @@ def pair_budget(sends: int) -> int:
     return max(PAIR_BUDGET, 2 * sends)
 
 
-def _candidates(s: Schedule, cnt: np.ndarray, g0: np.ndarray, order: np.ndarray, looked: np.ndarray) -> int:
+def _candidates(s: Schedule, cnt: np.ndarray, looked: np.ndarray) -> int:
     """How many arrivals the exact pairs look at, in plain Python: a send whose arrival group
     (its source and chunk) holds pairwise disjoint pieces looks only at the group's pieces
     overlapping its own, in earlier steps or not; otherwise at the group's arrivals in earlier
-    steps (``cnt``, from ``g0`` in ``order``)."""
+    steps (``cnt``). Only the sends in ``looked`` count (not those out of a switch)."""
     groups: dict = {}
     for j in range(len(s)):
         groups.setdefault((int(s.dst[j]), int(s.chunk[j])), []).append((int(s.lo[j]), int(s.hi[j])))
@@ -262,7 +262,7 @@ def _deps(schedule: Schedule, instance: Instance, want_pairs: bool | None = None
     pairs = None
     live = [v for v in instance.topology.switches if v in instance.topology.graph]
     looked = ~np.isin(s.src, live) if _leaves_a_switch(schedule, instance) else np.ones(n, bool)
-    if want_pairs and _candidates(s, cnt, g0, order, looked) <= pair_budget(n):
+    if want_pairs and _candidates(s, cnt, looked) <= pair_budget(n):
         i = np.repeat(np.arange(n), cnt)
         within = np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         j = order[np.repeat(g0, cnt) + within]

@@ -229,9 +229,10 @@ def hops_of(trees: list[RoutedTree]) -> int:
     return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
 
 
-def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0) -> int:
+def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
+                floor: int = PIECES_FLOOR) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
-    :data:`PIECES_FLOOR`), at most
+    ``floor``, :data:`PIECES_FLOOR` by default), at most
     what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
@@ -240,7 +241,7 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     hops = hops_of(trees) * chunks_per_root
     budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
-    want = max(DEPTH_FACTOR * depth, PIECES_FLOOR)
+    want = max(DEPTH_FACTOR * depth, floor)
     if alpha > 0:
         def estimate(P: int) -> float:
             return (P + depth - 1) * (alpha + seconds / P) + seconds * (1 + (depth - 1) / P) + depth * alpha
