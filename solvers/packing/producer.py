@@ -14,8 +14,9 @@ trees share a piece anywhere.
 The FIFO ``event`` model serves each link's messages in the order they became ready, so a GPU's
 own pieces (ready at once) leave before any it relays, and a piece relayed by several GPUs waits
 behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
-the optimum, else the greedy packing in the root order whose schedule prices least under
-``event`` (:mod:`.orders`).
+the optimum, else arcs of rings through GPU pairs (:mod:`.rings`, whose links never starve)
+where the boxes are made of pairs, else the greedy packing in the root order whose schedule
+prices least under ``event`` (:mod:`.orders`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
@@ -40,7 +41,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency, orders, twolevel
+from . import latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -74,7 +75,7 @@ class Forest:
     seconds: dict
     order: str = "id"  # the root order the greedy packing grew the trees in (:mod:`.orders`)
     orders_tried: list = field(default_factory=list)
-    shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`)
+    shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`) or "rings" (:mod:`.rings`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -82,7 +83,9 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``. With ``shape``
     ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
-    when some fit the capacities at the chosen time, else the greedy packing (``greedy``). With
+    when some fit the capacities at the chosen time, else paired rings (:mod:`.rings`: boxes
+    of paired GPUs, at the optimum's own time and ``trees`` unset) when they are within 0.1 %
+    of the optimum, else the greedy packing (``greedy``). With
     a ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
     for latency-bound messages)."""
@@ -100,6 +103,8 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     clock["optimum"] = time.perf_counter()
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
+        if found is None and trees is None and slack == 1:
+            found = paired_rings(net0, opt, kind, transposed, clock)
         if found is not None:
             return found
     caps = capacities(net0, k, tau)
@@ -167,6 +172,18 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
                        "packing_s": now - clock["optimum"]}
             return Forest(kind, transposed, opt, c * k, tau, net0.unit_bw, found, 0, seconds, shape="two-level")
     return None
+
+
+def paired_rings(net0, opt: Optimum, kind: str, transposed: bool, clock: dict) -> Forest | None:
+    """The paired-ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None
+    when the network is not boxes of paired GPUs or the rings miss the optimum."""
+    found = rings.find(net0, opt.tau)
+    if found is None:
+        return None
+    trees, k, tau = found
+    seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
+               "packing_s": time.perf_counter() - clock["optimum"]}
+    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, trees, 0, seconds, shape="rings")
 
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
@@ -499,7 +516,8 @@ PARAMS = (
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
-                                               "node) when they fit the optimum, else the greedy packing in the "
+                                               "node) when they fit the optimum, else rings through GPU pairs "
+                                               "(MI250 boxes) within 0.1 % of it, else the greedy packing in the "
                                                "root order of least FIFO event price; greedy: the greedy packing "
                                                "in id order"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
