@@ -168,6 +168,22 @@ def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log,
     assert ours["time_sync_s"] + ours["time_event_s"] <= (fixed["time_sync_s"] + fixed["time_event_s"]) * (1 + 1e-9)
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(14, 30), st.sampled_from(["sync", "event"]))
+def test_one_model_objective_is_never_above_fixed_pipelining_in_that_model(log, model):
+    """``--param objective=sync|event``: the choice minimises that model's priced time alone, is
+    priced under it alone, and the row's time in that model is at most the same run's at the
+    fixed depth (``pieces`` set) through the pipeline, on the two boxes behind switches."""
+    inst = make_instance(_two_boxes(), "allgather", message_bytes=2.0 ** log)
+    ours, _ = pipeline.run(inst, "tree-packing", Options(params={"objective": model}, time_limit=300))
+    choice = ours["extra"]["forests"][0]["latency_choice"]
+    fixed, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": choice["fixed_pieces"]}, time_limit=300))
+    assert ours["verified"] and fixed["verified"], (ours["message"], fixed["message"])
+    assert choice["how"] == "priced" and choice["priced"]["models"] == [model] and choice["model"] == model
+    assert choice["priced"][f"{model}_s"] == pytest.approx(ours[f"time_{model}_s"], rel=1e-9)
+    assert ours[f"time_{model}_s"] <= fixed[f"time_{model}_s"] * (1 + 1e-9)
+
+
 def _two_boxes():
     """Two boxes of four GPUs, each GPU on its box's switch (100 GB/s, 1 us) and the two box
     switches on a third (25 GB/s, 3 us): relays and latency both matter."""

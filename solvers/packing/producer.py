@@ -53,8 +53,11 @@ MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer 
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
 SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
+ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
-PRICE_MODELS = ("sync", "event")  # the choice's objective: their sum, as the estimate's (latency.estimate "both")
+PRICE_MODELS = ("sync", "event")  # the models every priced candidate is priced under
+OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("event",)}  # --param objective: the
+# models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
@@ -367,8 +370,9 @@ def run(instance: Instance, options: Options) -> Outcome:
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the fixed depth of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
-    the least priced sync + event time near the least estimate (:func:`priced_choice`), or the
-    least estimate of :func:`.latency.choose` where pricing would take too long."""
+    the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
+    event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
+    :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
     fixed = auto_pieces(f.trees, c * parts)
@@ -377,8 +381,9 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     alts = alternatives(instance, f, options, deadline, c * parts)
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
-    choice = latency.choose(cands, alpha, (0, fixed))
-    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline)
+    models = OBJECTIVES[options.params.get("objective") or "sync+event"]
+    choice = latency.choose(cands, alpha, (0, fixed), "both" if len(models) > 1 else models[0])
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models)
     return alts[choice.name], choice.pieces, choice
 
 
@@ -421,41 +426,42 @@ def part_instance(instance: Instance, f: Forest) -> Instance:
     return instance if coll.kind == kind else replace(instance, collectives=(replace(coll, kind=kind),))
 
 
-def price_pieces(instance: Instance, f: Forest, pieces: int) -> dict | None:
-    """The priced ``sync`` and ``event`` times (seconds) of ``f`` cut into ``pieces``, as the
+def price_pieces(instance: Instance, f: Forest, pieces: int, models: tuple = PRICE_MODELS) -> dict | None:
+    """The priced times (seconds) under ``models`` of ``f`` cut into ``pieces``, as the
     pipeline prices it (:mod:`collsynth.tens.cost_models`) after verifying it; None when it
     does not verify (it is then never chosen). The pipelined trees are ForestColl's (Zhao et
     al., arXiv 2402.06787, Section 5); the models are ``docs/cost-models.md``'s."""
     sched = _with_header(emit(instance, f, pieces), instance)
     if verify.verify(sched, instance) is not None:
         return None
-    return {m: cost_models.price(sched, instance, m).total_s for m in PRICE_MODELS}
+    return {m: cost_models.price(sched, instance, m).total_s for m in models}
 
 
 def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Candidate], alpha: float,
-                  est: latency.Choice, deadline=None) -> latency.Choice:
+                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS) -> latency.Choice:
     """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
-    of least priced sync + event time: :func:`.latency.price_order` within
-    :data:`PRICE_BUDGET` sends, each emitted, verified and priced until :data:`PRICE_SHARE` of
+    of least priced time summed over ``models``: :func:`.latency.price_order` within
+    :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted, verified and priced until :data:`PRICE_SHARE` of
     the time left is used. The estimates (module doc of :mod:`.latency`) miss FIFO starvation
     at relays; ForestColl (Zhao et al., arXiv 2402.06787, Section 5) pipelines at one depth
     whatever the size. The estimate's pick is priced first and kept unless a priced pair is
     faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second."""
     fixed = (0, est.fixed[1])
-    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), fixed), cands,
-                                  PRICE_BUDGET)
+    budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
+    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), fixed, est.model), cands,
+                                  budget)
     if not pairs:
-        return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {PRICE_BUDGET:,} sends"})
+        return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
     part = part_instance(instance, alts[0])
     stop = deadline.share(PRICE_SHARE) if deadline is not None else None
     prices: dict = {}
-    record = {"listed": len(pairs), "budget_sends": PRICE_BUDGET, "unverified": 0}
+    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0}
     for pair in pairs:
         if stop is not None and stop.expired():
             record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
             break
         try:
-            got = price_pieces(part, alts[pair[0]], pair[1])
+            got = price_pieces(part, alts[pair[0]], pair[1], models)
         except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
             return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
         if got is None:
@@ -464,19 +470,23 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
             prices[pair] = got
     if (est.index, est.pieces) not in prices:
         return replace(est, priced={**record, "schedules": 0, "why": "the estimate's pick was not priced"})
-    return _least_priced(est, cands, prices, fixed, alpha, record)
+    return _least_priced(est, cands, prices, fixed, alpha, record, models)
 
 
 def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, fixed: tuple[int, int],
-                  alpha: float, record: dict) -> latency.Choice:
-    """The choice of least priced sum among ``prices`` (``{(index, pieces): {model: s}}`` in
-    pricing order, the estimate's pick first: ties go to the earlier) and what priced it."""
-    (i, q), best = min(prices.items(), key=lambda kv: sum(kv[1].values()))
+                  alpha: float, record: dict, models: tuple = PRICE_MODELS) -> latency.Choice:
+    """The choice of least priced sum over ``models`` among ``prices`` (``{(index, pieces):
+    {model: s}}`` in pricing order, the estimate's pick first: ties go to the earlier) and what
+    priced it."""
+    def objective(p: dict) -> float:
+        return sum(p[m] for m in models)
+
+    (i, q), best = min(prices.items(), key=lambda kv: objective(kv[1]))
     own, fix = prices[(est.index, est.pieces)], prices.get(fixed)
-    record.update({"schedules": len(prices), "models": list(PRICE_MODELS), "objective_s": sum(best.values()),
+    record.update({"schedules": len(prices), "models": list(models), "objective_s": objective(best),
                    **{f"{m}_s": v for m, v in best.items()},
-                   "estimate_pick": {"trees": est.name, "pieces": est.pieces, "objective_s": sum(own.values())},
-                   "fixed_objective_s": sum(fix.values()) if fix else None})
+                   "estimate_pick": {"trees": est.name, "pieces": est.pieces, "objective_s": objective(own)},
+                   "fixed_objective_s": objective(fix) if fix else None})
     c = cands[i]
     return replace(est, name=c.name, k=c.k, pieces=q, index=i, priced=record,
                    estimate_s=latency.estimate(est.model, c.seconds, c.depth, q * c.chunks, alpha))
@@ -520,6 +530,9 @@ PARAMS = (
                                                "(MI250 boxes) within 0.1 % of it, else the greedy packing in the "
                                                "root order of least FIFO event price; greedy: the greedy packing "
                                                "in id order"),
+    Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
+                                                         "priced sync + event time (one schedule good in both "
+                                                         "models), or one model's alone"),
     Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
                                "within a budget of sends; with link latency, the trees (k or 1 per shard, shallower "
                                "ones at 2x and 4x the time, shortest paths) and pieces of least sync + event "
