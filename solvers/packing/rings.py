@@ -51,15 +51,22 @@ TOLERANCE = Fraction(1, 1000)  # the trees' time may exceed the cut optimum by t
 
 @dataclass(frozen=True)
 class Layout:
-    """Boxes of paired GPUs: each box's pairs ``(a, b)``, the rings every link between two pairs
-    of a box can carry (``(a, b) -> rings``: its units over the greatest common divisor of those
-    links' units), the switch joining the boxes (None with one box) and ``R``, the rings into
-    (and out of) every pair."""
+    """Boxes of blocks (each box's blocks: all pairs ``(a, b)`` or all single GPUs ``(a,)``),
+    the rings every link between two blocks of a box can carry (``(a, b) -> rings``: its units
+    over the greatest common divisor of those links' units), the route of each such link
+    (``(a, s, b)`` through a switch with two ports, else ``(a, b)``), the switch joining the
+    boxes (None with one box) and ``R``, the rings into (and out of) every block."""
 
-    boxes: tuple[tuple[tuple[int, int], ...], ...]
+    boxes: tuple[tuple[tuple[int, ...], ...], ...]
     outside: dict
+    routes: dict
     switch: int | None
     rings: int
+
+    @property
+    def paired(self) -> bool:
+        """Whether the blocks are pairs."""
+        return len(self.boxes[0][0]) == 2
 
 
 def pooled_units(net0) -> dict:
@@ -71,24 +78,47 @@ def pooled_units(net0) -> dict:
     return units
 
 
-def _pairs(units: dict, box: list[int]) -> list[tuple[int, int]] | None:
+def _blocks(units: dict, box: list[int]) -> list[tuple[int, ...]]:
     """The box's GPUs paired by their heaviest link (each one's unique heaviest partner, and
-    mutually), or None."""
+    mutually), else each GPU alone."""
     partner = {}
     for a in box:
         links = sorted(((u, b) for (x, b), u in units.items() if x == a and b in box), reverse=True)
         if not links or (len(links) > 1 and links[1][0] == links[0][0]):
-            return None
+            return [(a,) for a in sorted(box)]
         partner[a] = links[0][1]
     if any(partner[partner[a]] != a for a in box):
-        return None
+        return [(a,) for a in sorted(box)]
     return [(a, partner[a]) for a in sorted(box) if a < partner[a]]
 
 
-def _switch(net0, units: dict, compute: set) -> int | None | bool:
-    """The one non-compute node joining every compute node both ways at equal units, None when
-    there are no other nodes with links, False otherwise."""
-    others = {x for arc in units for x in arc} - compute
+def _links(units: dict, compute: set) -> tuple[dict, dict, set]:
+    """``(units, routes, others)``: the links between compute nodes, direct or through a switch
+    with exactly two ports (both ways, to compute nodes; its units the lesser of its two hops),
+    each link's route, and the other non-compute nodes."""
+    near: dict = {}
+    for a, b in units:
+        for x, y in ((a, b), (b, a)):
+            if x not in compute:
+                near.setdefault(x, set()).add(y)
+    direct = {arc: u for arc, u in units.items() if arc[0] in compute and arc[1] in compute}
+    routes = {arc: arc for arc in direct}
+    others = set()
+    for s, ends in near.items():
+        a, b = sorted(ends) if len(ends) == 2 else (None, None)
+        hops = [(a, s), (s, b), (b, s), (s, a)]
+        if a in compute and b in compute and all(h in units for h in hops) and (a, b) not in direct:
+            direct[(a, b)] = min(units[(a, s)], units[(s, b)])
+            direct[(b, a)] = min(units[(b, s)], units[(s, a)])
+            routes[(a, b)], routes[(b, a)] = (a, s, b), (b, s, a)
+        else:
+            others.add(s)
+    return direct, routes, others
+
+
+def _switch(units: dict, others: set, compute: set) -> int | None | bool:
+    """The one other non-compute node, joining every compute node both ways at equal units;
+    None when there is none, False when that does not hold."""
     if not others:
         return None
     if len(others) != 1:
@@ -99,122 +129,137 @@ def _switch(net0, units: dict, compute: set) -> int | None | bool:
 
 
 def layout(net0) -> Layout | None:
-    """The paired boxes of the flow network ``net0`` (:class:`collsynth.tens.cut_optimum.FlowNet`)
+    """The boxes of blocks of the flow network ``net0`` (:class:`collsynth.tens.cut_optimum.FlowNet`)
     when every root has weight 1 and the module's structure holds, else None."""
     compute = set(net0.compute)
-    if set(net0.weight) != {1} or len(compute) < 4:
+    if set(net0.weight) != {1} or len(compute) < 3:
         return None
     units = pooled_units(net0)
-    switch = _switch(net0, units, compute)
-    if switch is False:
+    direct, routes, others = _links(units, compute)
+    switch = _switch(units, others, compute)
+    graph = nx.Graph(list(direct))
+    if switch is False or set(graph.nodes) != compute:
         return None
-    direct = nx.Graph([arc for arc in units if arc[0] in compute and arc[1] in compute])
-    if set(direct.nodes) != compute:
+    boxes = sorted(_blocks(direct, sorted(c)) for c in nx.connected_components(graph))
+    if len({len(b[0]) for b in boxes}) != 1 or min(len(b) for b in boxes) < 2 or (len(boxes) > 1 and switch is None):
         return None
-    boxes = [_pairs(units, sorted(c)) for c in nx.connected_components(direct)]
-    if any(b is None or len(b) < 2 for b in boxes) or (len(boxes) > 1 and switch is None):
-        return None
-    pair_of = {v: p for box in boxes for p in box for v in p}
-    outside = {(a, b): u for (a, b), u in units.items() if a in pair_of and b in pair_of and pair_of[a] != pair_of[b]}
-    into = {p: sum(u for (a, b), u in outside.items() if b in p) for box in boxes for p in box}
-    out = {p: sum(u for (a, b), u in outside.items() if a in p) for box in boxes for p in box}
+    block_of = {v: k for box in boxes for k in box for v in k}
+    outside = {(a, b): u for (a, b), u in direct.items() if block_of[a] != block_of[b]}
+    into = {k: sum(u for (a, b), u in outside.items() if b in k) for box in boxes for k in box}
+    out = {k: sum(u for (a, b), u in outside.items() if a in k) for box in boxes for k in box}
     if len(set(into.values()) | set(out.values())) != 1:
         return None
     g = math.gcd(*outside.values())  # a ring takes g units of each link it crosses
-    return Layout(tuple(tuple(b) for b in sorted(boxes)), {a: u // g for a, u in outside.items()}, switch,
+    return Layout(tuple(tuple(b) for b in boxes), {a: u // g for a, u in outside.items()}, routes, switch,
                   next(iter(into.values())) // g)
 
 
-
-def box_rings(pairs: tuple[tuple[int, int], ...], outside: dict, count: int) -> list[list[int]] | None:
-    """``count`` rings through all of ``pairs``, each a cycle of GPUs ``[a0, b0, a1, b1, ...]``
-    entering pair ``i`` at ``a_i`` and leaving from its partner ``b_i``, together using every
-    link ``b_i -> a_{i+1}`` between pairs at most its ``outside`` units; by a seeded
-    depth-first search (:data:`SEEDS` tries of :data:`STEPS` steps), or None.
+def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int) -> list[list[int]] | None:
+    """``count`` rings through all of ``blocks``, each a cycle of GPUs (for pairs ``[a0, b0, a1,
+    b1, ...]``, entering pair ``i`` at ``a_i`` and leaving from its partner ``b_i``), together
+    using every link between blocks at most its ``outside`` rings; or None. A seeded
+    depth-first search (:data:`SEEDS` tries of :data:`STEPS` steps), going first where fewest
+    ways on are left (Warnsdorff's rule); where the links are the same both ways, each ring is
+    taken with its reverse (a Hamiltonian decomposition of the undirected graph).
 
     >>> sorted(box_rings(((0, 1), (2, 3)), {(1, 2): 1, (3, 0): 1, (2, 1): 1, (0, 3): 1}, 2))
     [[0, 1, 2, 3], [1, 0, 3, 2]]
     """
+    both = all(outside.get((b, a)) == u for (a, b), u in outside.items())
     for seed in range(SEEDS):
         rng, left, rings = random.Random(seed), dict(outside), []
         while len(rings) < count:
-            ring = _ring(pairs, left, rng)
+            ring = _ring(blocks, left, rng)
             if ring is None:
                 break
-            for b, a in zip(ring[1::2], ring[2::2] + ring[:1]):
-                left[(b, a)] -= 1
-            rings.append(ring)
+            size = len(blocks[0])
+            back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
+            taken = [ring, back] if both and count - len(rings) >= 2 else [ring]
+            for r in taken:
+                for a, b in _crossings(r, size):
+                    left[(a, b)] -= 1
+            rings += taken
         if len(rings) == count:
             return rings
     return None
 
 
-def _ring(pairs, left: dict, rng: random.Random) -> list[int] | None:
-    """One ring over ``pairs`` within the units ``left`` (:func:`box_rings`), or None."""
-    first = pairs[0]
+def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
+    """The links between blocks a ring (of blocks of ``size`` GPUs) crosses: from each block's
+    last GPU to the next block's first."""
+    return list(zip(ring[size - 1::size], ring[size::size] + ring[:1]))
+
+
+def _ring(blocks, left: dict, rng: random.Random) -> list[int] | None:
+    """One ring over ``blocks`` within the rings ``left`` (:func:`box_rings`), or None."""
+    first = blocks[0]
     steps = [STEPS]
-    for a in rng.sample(first, 2):
-        path = [a, first[1] if a == first[0] else first[0]]
-        if _extend(path, {first}, pairs, left, rng, steps):
+    for start in rng.sample([first, first[::-1]], len(first)):
+        path = list(start)
+        if _extend(path, {first}, blocks, left, rng, steps):
             return path
     return None
 
 
-def _extend(path: list[int], used: set, pairs, left: dict, rng: random.Random, steps: list[int]) -> bool:
-    """Extend ``path`` (entry, exit, entry, exit, ...) over the unused pairs and close it."""
+def _extend(path: list[int], used: set, blocks, left: dict, rng: random.Random, steps: list[int]) -> bool:
+    """Extend ``path`` over the unused blocks, each entered at one GPU and left from its other,
+    and close it."""
     steps[0] -= 1
     if steps[0] < 0:
         return False
-    if len(used) == len(pairs):
+    if len(used) == len(blocks):
         return left.get((path[-1], path[0]), 0) > 0
-    nexts = [(a, b) for p in pairs if p not in used for a, b in (p, p[::-1]) if left.get((path[-1], a), 0) > 0]
+    nexts = [(k, o) for k in blocks if k not in used for o in {k, k[::-1]} if left.get((path[-1], o[0]), 0) > 0]
     rng.shuffle(nexts)
-    for a, b in nexts:
-        p = (min(a, b), max(a, b))
-        used.add(p)
-        path += [a, b]
-        if _extend(path, used, pairs, left, rng, steps):
+    nexts.sort(key=lambda ko: sum(left.get((ko[1][-1], k[0]), 0) > 0 or left.get((ko[1][-1], k[-1]), 0) > 0
+                                  for k in blocks if k not in used and k != ko[0]))
+    for k, o in nexts:
+        used.add(k)
+        path += o
+        if _extend(path, used, blocks, left, rng, steps):
             return True
-        del path[-2:]
-        used.discard(p)
+        del path[-len(o):]
+        used.discard(k)
     return False
 
 
-def segment(ring: list[int], i: int, length: int) -> list[tuple[int, int]]:
+def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[tuple[int, int]]:
     """The arcs by which a tree entering ``ring`` at position ``i`` reaches the ``length``
-    GPUs of the whole pairs from ``i``'s on: along the ring, and, entering at a pair's exit
-    (odd ``i``), to its partner backwards over the pair's link.
+    GPUs of the whole blocks from ``i``'s on: along the ring, and, entering a pair at its exit
+    (``paired``, odd ``i``), to its partner backwards over the pair's link.
 
     >>> segment([0, 1, 2, 3], 0, 4)
     [(0, 1), (1, 2), (2, 3)]
     >>> segment([0, 1, 2, 3], 1, 4)
     [(1, 0), (1, 2), (2, 3)]
+    >>> segment([0, 1, 2, 3], 1, 4, paired=False)
+    [(1, 2), (2, 3), (3, 0)]
     """
     n = len(ring)
-    arcs = [(ring[i], ring[i - 1])] if i % 2 else []
+    arcs = [(ring[i], ring[i - 1])] if paired and i % 2 else []
     path = [ring[(i + s) % n] for s in range(length - len(arcs))]
     return arcs + list(zip(path, path[1:]))
 
 
-def tree_routes(rings: list[list[list[int]]], box: int, r: int, i: int, twice: bool,
-                switch: int | None) -> list[tuple[int, ...]]:
+def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: int, twice: bool) -> list[tuple[int, ...]]:
     """The routes of the tree of the GPU at position ``i`` of ring ``r`` of box ``box``
     (``rings[box][r]``): its own box's :func:`segment` from ``i``, then for every other box an
-    entry through ``switch`` at position ``i`` of that box's ring ``r`` and the arc after it,
-    or, ``twice``, two entries half a ring apart and half a ring each. The roots of a box take
-    every position of a ring once, so their entries into another box spread evenly."""
+    entry through the layout's switch at position ``i`` of that box's ring ``r`` and the arc
+    after it, or, ``twice``, two entries half a ring apart and half a ring each. The roots of
+    a box take every position of a ring once, so their entries into another box spread
+    evenly. A link through a two-port switch is its route through it."""
     own = rings[box][r]
     g, n = own[i], len(own)
-    routes: list[tuple[int, ...]] = list(segment(own, i, n))
+    arcs: list[tuple[int, ...]] = list(segment(own, i, n, lay.paired))
     for other in range(len(rings)):
         if other == box:
             continue
         ring = rings[other][r]
         entries = [i % (n // 2), i % (n // 2) + n // 2] if twice else [i]
         for j in entries:
-            routes.append((g, switch, ring[j]))
-            routes += segment(ring, j, n // len(entries))
-    return routes
+            arcs.append((g, lay.switch, ring[j]))
+            arcs += segment(ring, j, n // len(entries), lay.paired)
+    return [lay.routes.get(arc, arc) for arc in arcs]
 
 
 def _loads(lay: Layout, rings: list, twice: bool | None) -> dict:
@@ -223,9 +268,10 @@ def _loads(lay: Layout, rings: list, twice: bool | None) -> dict:
     load: dict = {}
     for box, ring_list in enumerate(rings):
         for r, ring in enumerate(ring_list):
+            mine = set(ring)
             for i in range(len(ring)):
-                for route in tree_routes(rings, box, r, i, bool(twice), lay.switch):
-                    if (len(route) == 2 and route[0] in ring and route[1] in ring) == (twice is None):
+                for route in tree_routes(lay, rings, box, r, i, bool(twice)):
+                    if (route[0] in mine and route[-1] in mine) == (twice is None):
                         for arc in zip(route, route[1:]):
                             load[arc] = load.get(arc, 0) + 1
     return load
@@ -240,7 +286,7 @@ def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = 
     own = _loads(lay, rings, None)
     once = _loads(lay, rings, False) if len(rings) > 1 else {}
     twice = _loads(lay, rings, True) if len(rings) > 1 else {}
-    halves = len(rings) > 1 and len(rings[0][0]) % 4 == 0
+    halves = len(rings) > 1 and len(rings[0][0]) % (4 if lay.paired else 2) == 0
     lines = [(own.get(a, 0), once.get(a, 0), twice.get(a, 0), lay.rings * units[a]) for a in set(own) | set(once) | set(twice)]
 
     def tau(q: int, d: int) -> Fraction:
@@ -286,7 +332,7 @@ def find(net0, tau_star: Fraction) -> tuple[list[RoutedTree], int, Fraction] | N
         return None
     q, d, tau = chosen
     parts = [(lo, hi, lo < q) for lo, hi in ((0, q), (q, d)) if hi > lo]
-    trees = [RoutedTree(ring[i], r * d + lo, r * d + hi, tuple(tree_routes(rings, box, r, i, twice, lay.switch)))
+    trees = [RoutedTree(ring[i], r * d + lo, r * d + hi, tuple(tree_routes(lay, rings, box, r, i, twice)))
              for box, ring_list in enumerate(rings) for r, ring in enumerate(ring_list)
              for i in range(len(ring)) for lo, hi, twice in parts]
     return trees, lay.rings * d, tau
