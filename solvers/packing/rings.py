@@ -1,4 +1,4 @@
-"""Paired rings: spanning trees that are arcs of Hamiltonian rings through GPU pairs.
+"""Rings: spanning trees that are arcs of Hamiltonian rings through GPUs or GPU pairs.
 
 Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
 Network Fabrics" (arXiv 2402.06787), Section 5.2, pack any spanning out-trees the split
@@ -10,16 +10,18 @@ A ring does not starve: every link of a ring relays what the link before it sent
 it sends, so its queue never empties (the ring allgather of Patarasuk and Yuan, "Bandwidth
 optimal all-reduce algorithms for clusters of workstations", JPDC 2009, Section 3).
 
-Plain rings are not optimal on such boxes: their tight cuts are the *pairs* (the two GCDs of
+Where every GPU takes in the same units of link and the links decompose into Hamiltonian
+rings, plain rings reach the single-GPU cut (each of ``R`` rings loads its links with ``N -
+1`` shards of an ``R``-th): TACOS's ring x complete x switch hierarchies (Won et al., "TACOS",
+Section VII-B), whose switches of two ports are links here, routed through them.
+Plain rings are not optimal on MI250 boxes: their tight cuts are the *pairs* (the two GCDs of
 an OAM, joined by four links), which receive every other GPU's data through their outside
-links, while a ring through ``N`` GPUs loads each of its links with ``N - 1`` shards. Here a
-box's GPUs are paired by their heaviest link, and a ring visits the pairs one after another,
-entering a pair at one GPU, crossing to its partner and leaving from there. The tree of a root
-on a ring is the ring's path from it; a root that is the second of its pair (a pair's exit)
-reaches its partner over the pair's link backwards instead of around the ring, so every link
-between pairs carries ``N - 2`` shards: each tree enters every other pair once, which is what
-the pair cut allows. With ``R`` units of outside links into every pair, ``R`` rings of one
-unit each reach the optimum on one box.
+links. There a box's GPUs are paired by their heaviest link (when each has a unique heaviest
+partner), and a ring visits the pairs one after another, entering a pair at one GPU, crossing
+to its partner and leaving from there. The tree of a root on a ring is the ring's path from
+it; a root that is the second of its pair (a pair's exit) reaches its partner over the pair's
+link backwards instead of around the ring, so every link between pairs carries ``N - 2``
+shards: each tree enters every other pair once, which is what the pair cut allows.
 
 Boxes behind one switch (ForestColl's MI250 systems: every GCD on an InfiniBand switch) get,
 in every other box, one or two entries through the switch, each followed by the arc of that
@@ -27,7 +29,7 @@ box's ring after it (:func:`segment`); a tree entering a box twice relays less o
 rings and more over the switch. The share of a root's data entering twice (``q`` of ``d``
 parts) is the one of least time under exact link loads (:func:`choose_parts`).
 
-The rings themselves are found by a seeded depth-first search over the pairs
+The rings themselves are found by a seeded depth-first search over the blocks
 (:func:`box_rings`); the trees are used only when their exact loads fit within
 :data:`TOLERANCE` of the cut optimum.
 """
