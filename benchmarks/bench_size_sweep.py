@@ -11,6 +11,9 @@ the synchronous model's. Methods:
 - ``ours``: ``tree-packing`` with its latency choice (trees per shard, pipeline pieces per size:
   real schedules near the estimate's pick priced under ``sync`` and ``event`` where they are
   small, the estimate beyond; :mod:`collsynth.solvers.packing.latency`);
+- ``ours-event``, ``ours-sync``: the same with ``--param objective=event`` or ``sync``, the
+  latency choice minimising that model's priced time alone (each model's table compares its
+  own choice against the other methods);
 - ``forestcoll-fixed``: ForestColl's own packing (``shape = greedy``: no two-level trees, roots in id
   order) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
