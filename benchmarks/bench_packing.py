@@ -7,8 +7,9 @@ verified, then priced) and prints: the optimum by the cut formula (max-flow), th
 event-model bound, our time under the in-order event model (``event-inorder``: each link in
 step order, as an MSCCL executor runs it; priced here, it is opt-in), the FIFO event model and
 the sync model, their ratios to the bound, the trees' shape (``two-level``: at most one relay
-between a root and any node, :mod:`collsynth.solvers.packing.twolevel`; else ``greedy`` with the
-root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`), the time to the
+between a root and any node, :mod:`collsynth.solvers.packing.twolevel`; ``rings``: arcs of
+Hamiltonian rings through GPUs or GPU pairs, :mod:`collsynth.solvers.packing.rings`; else
+``greedy`` with the root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`), the time to the
 trees (optimum + edge splitting + packing + the root order search), the generation time (trees + schedule), the row's CPU time (the whole row:
 generation, verification and pricing; the machine is shared, so wall times vary), the peak
 memory, and
@@ -97,7 +98,7 @@ def _row(args) -> dict:
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
                                for k in ("optimum_s", "splitting_s", "packing_s", "order_search_s"))
                    if row.get("extra") else None,
-                   shape=", ".join(f["shape"] + ("" if f["shape"] == "two-level" else f" ({f['root_order']})")
+                   shape=", ".join(f["shape"] + ("" if f["shape"] != "greedy" else f" ({f['root_order']})")
                                    for f in row["extra"].get("forests", [])) if row.get("extra") else None)
         if sched is not None and row["verified"]:  # the pipeline verified it
             t1 = time.perf_counter()
