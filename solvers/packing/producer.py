@@ -107,7 +107,7 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
         if found is None and trees is None and slack == 1:
-            found = paired_rings(net0, opt, kind, transposed, clock)
+            found = paired_rings(net0, opt, kind, transposed, clock, deadline)
         if found is not None:
             return found
     caps = capacities(net0, k, tau)
@@ -177,10 +177,11 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     return None
 
 
-def paired_rings(net0, opt: Optimum, kind: str, transposed: bool, clock: dict) -> Forest | None:
-    """The paired-ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None
-    when the network is not boxes of paired GPUs or the rings miss the optimum."""
-    found = rings.find(net0, opt.tau)
+def paired_rings(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None) -> Forest | None:
+    """The ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None when
+    the network is not boxes of GPUs or GPU pairs whose links decompose into rings, or the
+    rings miss the optimum."""
+    found = rings.find(net0, opt.tau, deadline)
     if found is None:
         return None
     trees, k, tau = found

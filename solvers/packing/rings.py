@@ -45,8 +45,10 @@ import networkx as nx
 
 from .trees import RoutedTree
 
-SEEDS = 64  # seeded searches for a box's rings before giving up
-STEPS = 20_000  # depth-first steps per search
+SEEDS = 32  # seeded searches for a box's rings before giving up
+STEPS = 5_000  # depth-first steps per ring
+MAX_BLOCKS = 128  # blocks per box at most (the search recurses once per block)
+MAX_GPUS = 256  # GPUs at most (every tree crosses every box: its routes grow as the GPUs)
 MAX_PARTS = 100  # parts of a root's share on a ring at most (the resolution of the split)
 TOLERANCE = Fraction(1, 1000)  # the trees' time may exceed the cut optimum by this share at most
 
@@ -83,9 +85,14 @@ def pooled_units(net0) -> dict:
 def _blocks(units: dict, box: list[int]) -> list[tuple[int, ...]]:
     """The box's GPUs paired by their heaviest link (each one's unique heaviest partner, and
     mutually), else each GPU alone."""
+    inside = set(box)
+    out: dict = {}
+    for (x, b), u in units.items():
+        if x in inside and b in inside:
+            out.setdefault(x, []).append((u, b))
     partner = {}
     for a in box:
-        links = sorted(((u, b) for (x, b), u in units.items() if x == a and b in box), reverse=True)
+        links = sorted(out.get(a, ()), reverse=True)
         if not links or (len(links) > 1 and links[1][0] == links[0][0]):
             return [(a,) for a in sorted(box)]
         partner[a] = links[0][1]
@@ -134,7 +141,7 @@ def layout(net0) -> Layout | None:
     """The boxes of blocks of the flow network ``net0`` (:class:`collsynth.tens.cut_optimum.FlowNet`)
     when every root has weight 1 and the module's structure holds, else None."""
     compute = set(net0.compute)
-    if set(net0.weight) != {1} or len(compute) < 3:
+    if set(net0.weight) != {1} or not 3 <= len(compute) <= MAX_GPUS:
         return None
     units = pooled_units(net0)
     direct, routes, others = _links(units, compute)
@@ -156,25 +163,35 @@ def layout(net0) -> Layout | None:
                   next(iter(into.values())) // g)
 
 
-def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int) -> list[list[int]] | None:
+def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, deadline=None) -> list[list[int]] | None:
     """``count`` rings through all of ``blocks``, each a cycle of GPUs (for pairs ``[a0, b0, a1,
     b1, ...]``, entering pair ``i`` at ``a_i`` and leaving from its partner ``b_i``), together
     using every link between blocks at most its ``outside`` rings; or None. A seeded
-    depth-first search (:data:`SEEDS` tries of :data:`STEPS` steps), going first where fewest
-    ways on are left (Warnsdorff's rule); where the links are the same both ways, each ring is
-    taken with its reverse (a Hamiltonian decomposition of the undirected graph).
+    depth-first search (:data:`SEEDS` tries of :data:`STEPS` steps in all, ``deadline``
+    checked before each try), going first where fewest ways on are left (Warnsdorff's rule);
+    where the links are the same both ways, each ring is taken with its reverse (a
+    Hamiltonian decomposition of the undirected graph).
 
     >>> sorted(box_rings(((0, 1), (2, 3)), {(1, 2): 1, (3, 0): 1, (2, 1): 1, (0, 3): 1}, 2))
     [[0, 1, 2, 3], [1, 0, 3, 2]]
     """
+    if len(blocks) > MAX_BLOCKS:
+        return None
     both = all(outside.get((b, a)) == u for (a, b), u in outside.items())
+    size = len(blocks[0])
+    block_of = {v: k for k in blocks for v in k}
+    out_of: dict = {}
+    for a, b in outside:
+        if a in block_of:
+            out_of.setdefault(a, []).append(b)
     for seed in range(SEEDS):
+        if deadline is not None:
+            deadline.check("rings", f"search {seed + 1} of {SEEDS}")
         rng, left, rings = random.Random(seed), dict(outside), []
         while len(rings) < count:
-            ring = _ring(blocks, left, rng)
+            ring = _ring(blocks, block_of, out_of, left, rng)
             if ring is None:
                 break
-            size = len(blocks[0])
             back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
             taken = [ring, back] if both and count - len(rings) >= 2 else [ring]
             for r in taken:
@@ -192,36 +209,41 @@ def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
     return list(zip(ring[size - 1::size], ring[size::size] + ring[:1]))
 
 
-def _ring(blocks, left: dict, rng: random.Random) -> list[int] | None:
+def _ring(blocks, block_of: dict, out_of: dict, left: dict, rng: random.Random) -> list[int] | None:
     """One ring over ``blocks`` within the rings ``left`` (:func:`box_rings`), or None."""
     first = blocks[0]
     steps = [STEPS]
     for start in rng.sample([first, first[::-1]], len(first)):
         path = list(start)
-        if _extend(path, {first}, blocks, left, rng, steps):
+        if _extend(path, {first}, len(blocks), block_of, out_of, left, rng, steps):
             return path
     return None
 
 
-def _extend(path: list[int], used: set, blocks, left: dict, rng: random.Random, steps: list[int]) -> bool:
-    """Extend ``path`` over the unused blocks, each entered at one GPU and left from its other,
-    and close it."""
+def _extend(path: list[int], used: set, total: int, block_of: dict, out_of: dict, left: dict,
+            rng: random.Random, steps: list[int]) -> bool:
+    """Extend ``path`` over the unused blocks (``total`` in all), each entered at one GPU and
+    left from its other, and close it."""
     steps[0] -= 1
     if steps[0] < 0:
         return False
-    if len(used) == len(blocks):
+    if len(used) == total:
         return left.get((path[-1], path[0]), 0) > 0
-    nexts = [(k, o) for k in blocks if k not in used for o in {k, k[::-1]} if left.get((path[-1], o[0]), 0) > 0]
+
+    def ways(x: int) -> list[tuple[int, ...]]:  # the unused blocks x may enter next, entered first
+        return [(b,) + tuple(v for v in block_of[b] if v != b) for b in out_of.get(x, ())
+                if left[(x, b)] > 0 and block_of[b] not in used]
+
+    nexts = ways(path[-1])
     rng.shuffle(nexts)
-    nexts.sort(key=lambda ko: sum(left.get((ko[1][-1], k[0]), 0) > 0 or left.get((ko[1][-1], k[-1]), 0) > 0
-                                  for k in blocks if k not in used and k != ko[0]))
-    for k, o in nexts:
-        used.add(k)
+    nexts.sort(key=lambda o: len(ways(o[-1])))
+    for o in nexts:
+        used.add(block_of[o[0]])
         path += o
-        if _extend(path, used, blocks, left, rng, steps):
+        if _extend(path, used, total, block_of, out_of, left, rng, steps):
             return True
         del path[-len(o):]
-        used.discard(k)
+        used.discard(block_of[o[0]])
     return False
 
 
@@ -318,15 +340,16 @@ def _splits(lines: list[tuple]) -> list[tuple[int, int]]:
                    for q in (math.floor(x * d), math.ceil(x * d))}, key=lambda qd: (qd[1], qd[0]))
 
 
-def find(net0, tau_star: Fraction) -> tuple[list[RoutedTree], int, Fraction] | None:
+def find(net0, tau_star: Fraction, deadline=None) -> tuple[list[RoutedTree], int, Fraction] | None:
     """``(trees, k, tau)``: the paired-ring trees of the flow network ``net0``, ``k`` per shard
     taking time ``tau`` per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when
     the module's structure holds, the rings are found and ``tau`` is within :data:`TOLERANCE`
-    of the cut optimum ``tau_star``; else None."""
+    of the cut optimum ``tau_star``; else None. ``deadline`` (:class:`collsynth.limits.Deadline`)
+    is checked between searches."""
     lay = layout(net0)
     if lay is None or len({len(b) for b in lay.boxes}) != 1:
         return None
-    rings = [box_rings(box, lay.outside, lay.rings) for box in lay.boxes]
+    rings = [box_rings(box, lay.outside, lay.rings, deadline) for box in lay.boxes]
     if any(r is None for r in rings):
         return None
     chosen = choose_parts(lay, rings, pooled_units(net0), tau_star * (1 + TOLERANCE))
