@@ -190,9 +190,91 @@ def test_tacos_hierarchy_gets_plain_rings_through_its_two_port_switches():
     assert row["lower_bound_event_s"] * (1 - 1e-9) <= row["time_event_s"] <= row["lower_bound_event_s"] * 1.01
 
 
+def crossbar_boxes(count: int, gpus: int, port: int, bridges: dict):
+    """``count`` boxes of ``gpus`` GPUs, each box's GPUs on its own switch (ids after the GPUs)
+    at ``port`` GB/s each way, and the one-way links ``bridges`` (``(a, b) -> GB/s``)."""
+    n = count * gpus
+    edges = []
+    for g in range(n):
+        s = n + g // gpus
+        edges += [(g, s, {"bandwidth": port * 1e9, "alpha": 0.0}), (s, g, {"bandwidth": port * 1e9, "alpha": 0.0})]
+    edges += [(a, b, {"bandwidth": u * 1e9, "alpha": 0.0}) for (a, b), u in sorted(bridges.items())]
+    return from_edges(n + count, edges, switches=range(n, n + count))
+
+
+@st.composite
+def crossbar_systems(draw):
+    """1-3 boxes of GPUs on a switch each (at most 12 nodes, at least 3 GPUs), ports of 1-4 GB/s, and between
+    every two boxes, each way, 1-3 random one-way links of 1-2 GB/s."""
+    count = draw(st.integers(1, 3))
+    gpus = draw(st.integers(3 if count == 1 else 2, {1: 6, 2: 4, 3: 3}[count]))
+    bridges = {}
+    for x in range(count):
+        for y in range(count):
+            if x != y:
+                for _ in range(draw(st.integers(1, 3))):
+                    a, b = x * gpus + draw(st.integers(0, gpus - 1)), y * gpus + draw(st.integers(0, gpus - 1))
+                    bridges[(a, b)] = draw(st.integers(1, 2))
+    return crossbar_boxes(count, gpus, draw(st.integers(1, 4)), bridges)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crossbar_systems())
+def test_crossbar_rings_fit_the_brute_force_optimum_and_verify(topo):
+    """Boxes that are switches (GPUs on a crossbar each) joined by random links: one box
+    always gets its ring through the switch at the optimum exactly (every GPU takes in
+    ``N - 1`` shards through its port); with more boxes, rings, when within 0.1 % of the
+    brute-force optimum, span, load no link beyond their own time and verify."""
+    from collsynth.solvers.packing.producer import emit, paired_rings
+    from collsynth.tens.verify import verify
+
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    shard = M / len(topo.npus)
+    want = brute_force_time(topo, list(topo.npus), [1] * len(topo.npus), shard)
+    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    opt = optimum(net0)
+    assert opt.seconds(shard, net0.unit_bw) == pytest.approx(want, rel=1e-9)
+    f = paired_rings(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
+    if len(topo.switches) == 1:
+        assert f is not None and f.tau == f.opt.tau
+    if f is not None:
+        assert f.tau <= f.opt.tau * (1 + rings.TOLERANCE)
+        check_trees(topo, f, shard, want)
+        assert verify(emit(inst, f, 3), inst) is None
+    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 3}, time_limit=60))
+    assert row["verified"], row["message"]
+
+
+@pytest.mark.parametrize("chassis", [2, 4])
+def test_dgx2_chassis_get_rings_through_their_nvswitch_joined_by_the_nics(chassis):
+    """DGX-2 (TE-CCL's), alpha 0, a chassis switch hop taking a timestep: 16 GPUs on an
+    NVSwitch of 125 GB/s ports per chassis, odd GPU 2k+1 sending to even GPU 2k of every other
+    chassis at 12.5 GB/s. An odd GPU takes every other GPU's shard through its one port, so
+    the optimum is 31 (63) shards over 125 GB/s. One ring per chassis through its NVSwitch in
+    id order; a root's shard enters each other chassis over one NIC link (roots in ring order,
+    links in turn: two shards per link, 2 x 2 = 4 ms for 1 GB against the optimum's 7.75)
+    and goes round that chassis's ring from there: the optimum exactly. The greedy trees were
+    19 hops deep and 1.22x the FIFO bound on two chassis; the rings' FIFO time at 100 pieces
+    is within 1 %."""
+    topo = topology_from_dict({"generator": "dgx2", "chassis": chassis, "unwind": 0, "nvswitch_alpha": 0.0,
+                               "nic_alpha": 0.0})
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    f = forest(inst, "allgather", False)
+    lay = rings.layout(flow_net(topo, topo.npus, [1] * len(topo.npus)))
+    assert lay.hubs == tuple(range(16 * chassis, 17 * chassis)) and lay.rings == 1
+    assert lay.bridges[(0, 1)] == [(2 * k + 1, 16 + 2 * k) for k in range(8)]
+    assert f.shape == "rings" and f.opt.tau == Fraction(16 * chassis - 1, 10) and f.tau == f.opt.tau and f.k == 1
+    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 100}, time_limit=300))
+    assert row["verified"], row["message"]
+    assert row["lower_bound_event_s"] * (1 - 1e-9) <= row["time_event_s"] <= row["lower_bound_event_s"] * 1.01
+
+
 def test_systems_without_pairs_get_no_rings():
-    """ForestColl's A100 boxes (GPUs on an NVSwitch, no GPU pairs) and the MI250 boxes with a
-    NIC per GCD pair (more than one switch) are not paired boxes behind one switch."""
-    for spec in ({"generator": "forestcoll_a100", "nodes": 2}, {"generator": "mi250", "nodes": 2}):
+    """ForestColl's A100 boxes (NVSwitch, a NIC switch per GPU, two InfiniBand switches), the
+    MI250 boxes with a NIC switch per GCD pair and the rail-optimised DGX-H100 of four boxes
+    (leaf switches of four ports shared by all boxes; of two boxes they are links) are neither
+    boxes behind one switch nor crossbars joined by links."""
+    for spec in ({"generator": "forestcoll_a100", "nodes": 2}, {"generator": "mi250", "nodes": 2},
+                 {"generator": "dgx_h100", "nodes": 4}):
         topo = topology_from_dict(spec)
         assert rings.layout(flow_net(topo, topo.npus, [1] * len(topo.npus))) is None

@@ -23,6 +23,13 @@ it; a root that is the second of its pair (a pair's exit) reaches its partner ov
 link backwards instead of around the ring, so every link between pairs carries ``N - 2``
 shards: each tree enters every other pair once, which is what the pair cut allows.
 
+A box that is a switch (a crossbar: NVIDIA's NVSwitch, every GPU of the box on it by a port
+of equal bandwidth) has one ring through it in id order, each GPU sending to the next through
+the switch: every port carries ``N - 1`` shards, the single-GPU cut. Crossbars joined by links
+(TE-CCL's DGX-2: odd GPU ``2k + 1`` of a chassis to even GPU ``2k`` of every other, Liu et al.,
+SIGCOMM 2024, its dgx2.py topology) have each root's shard enter every other box over one of the links
+into it, taken in turn by the roots in ring order, and go round that box's ring from there.
+
 Boxes behind one switch (ForestColl's MI250 systems: every GCD on an InfiniBand switch) get,
 in every other box, one or two entries through the switch, each followed by the arc of that
 box's ring after it (:func:`segment`); a tree entering a box twice relays less over the box's
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import networkx as nx
@@ -58,14 +65,19 @@ class Layout:
     """Boxes of blocks (each box's blocks: all pairs ``(a, b)`` or all single GPUs ``(a,)``),
     the rings every link between two blocks of a box can carry (``(a, b) -> rings``: its units
     over the greatest common divisor of those links' units), the route of each such link
-    (``(a, s, b)`` through a switch with two ports, else ``(a, b)``), the switch joining the
-    boxes (None with one box) and ``R``, the rings into (and out of) every block."""
+    (``(a, s, b)`` through a switch, else ``(a, b)``), the switch joining the boxes (None
+    with one box or with ``bridges``), ``R``, the rings into (and out of) every block, the
+    switch every GPU of a box is on when the boxes are such switches (``hubs``, one per box:
+    a crossbar, its one ring goes through it in id order), and the links from box to box
+    (``bridges``: ``(box, other) -> [(a, b), ...]``) when links join them."""
 
     boxes: tuple[tuple[tuple[int, ...], ...], ...]
     outside: dict
     routes: dict
     switch: int | None
     rings: int
+    hubs: tuple = ()
+    bridges: dict = field(default_factory=dict)
 
     @property
     def paired(self) -> bool:
@@ -125,16 +137,40 @@ def _links(units: dict, compute: set) -> tuple[dict, dict, set]:
     return direct, routes, others
 
 
-def _switch(units: dict, others: set, compute: set) -> int | None | bool:
-    """The one other non-compute node, joining every compute node both ways at equal units;
-    None when there is none, False when that does not hold."""
-    if not others:
+def _hubs(units: dict, others: set, compute: set) -> dict | None:
+    """``{switch: its GPUs}`` for every other non-compute node, each linked both ways to
+    compute nodes only, all its links of equal units; None when one is not."""
+    hubs = {}
+    for s in others:
+        out = {b: u for (a, b), u in units.items() if a == s}
+        into = {a: u for (a, b), u in units.items() if b == s}
+        if set(out) != set(into) or not set(out) <= compute or len(set(out.values()) | set(into.values())) != 1:
+            return None
+        hubs[s] = frozenset(out)
+    return hubs
+
+
+def _boxes(direct: dict, hubs: dict, compute: set) -> tuple[list, int | None, list] | None:
+    """``(boxes, switch, crossbars)``: the boxes (sets of GPUs), the switch joining them all
+    (None if none) and each box's crossbar switch (empty unless the boxes are those); None
+    when the structure is neither GPUs joined by links in boxes behind one switch, nor
+    crossbars joined by links or by one switch."""
+    everyone = [s for s, near in hubs.items() if near == compute]
+    crossbars = [s for s in hubs if s not in everyone] or (everyone if not direct and len(everyone) == 1 else [])
+    if len(everyone) > 1 or (crossbars and sum(len(hubs[s]) for s in crossbars) != len(compute)):
         return None
-    if len(others) != 1:
-        return False
-    (s,) = others
-    up = {units.get((g, s)) for g in compute} | {units.get((s, g)) for g in compute}
-    return s if len(up) == 1 and None not in up else False
+    switch = next((s for s in everyone if s not in crossbars), None)
+    if crossbars:
+        box_of = {v: i for i, s in enumerate(crossbars) for v in hubs[s]}
+        if len(box_of) != len(compute) or any(box_of[a] == box_of[b] for a, b in direct) or (direct and switch):
+            return None
+        return [sorted(hubs[s]) for s in crossbars], switch, crossbars
+    graph = nx.Graph(list(direct))
+    graph.add_nodes_from(compute)
+    boxes = [sorted(c) for c in nx.connected_components(graph)]
+    if len(boxes) > 1 and switch is None or len(boxes) == 1 and switch is not None:
+        return None
+    return boxes, switch, []
 
 
 def layout(net0) -> Layout | None:
@@ -145,22 +181,41 @@ def layout(net0) -> Layout | None:
         return None
     units = pooled_units(net0)
     direct, routes, others = _links(units, compute)
-    switch = _switch(units, others, compute)
-    graph = nx.Graph(list(direct))
-    if switch is False or set(graph.nodes) != compute:
+    hubs = _hubs(units, others, compute)
+    found = hubs is not None and _boxes(direct, hubs, compute)
+    if not found:
         return None
-    boxes = sorted(_blocks(direct, sorted(c)) for c in nx.connected_components(graph))
-    if len({len(b[0]) for b in boxes}) != 1 or min(len(b) for b in boxes) < 2 or (len(boxes) > 1 and switch is None):
+    boxes, switch, crossbars = found
+    if crossbars:
+        return _crossbar_layout(boxes, crossbars, direct, routes)
+    blocks = sorted(_blocks(direct, box) for box in boxes)
+    if len({len(b[0]) for b in blocks}) != 1 or min(len(b) for b in blocks) < 2:
         return None
-    block_of = {v: k for box in boxes for k in box for v in k}
+    block_of = {v: k for box in blocks for k in box for v in k}
     outside = {(a, b): u for (a, b), u in direct.items() if block_of[a] != block_of[b]}
-    into = {k: sum(u for (a, b), u in outside.items() if b in k) for box in boxes for k in box}
-    out = {k: sum(u for (a, b), u in outside.items() if a in k) for box in boxes for k in box}
+    into = {k: sum(u for (a, b), u in outside.items() if b in k) for box in blocks for k in box}
+    out = {k: sum(u for (a, b), u in outside.items() if a in k) for box in blocks for k in box}
     if len(set(into.values()) | set(out.values())) != 1:
         return None
     g = math.gcd(*outside.values())  # a ring takes g units of each link it crosses
-    return Layout(tuple(tuple(b) for b in boxes), {a: u // g for a, u in outside.items()}, routes, switch,
+    return Layout(tuple(tuple(b) for b in blocks), {a: u // g for a, u in outside.items()}, routes, switch,
                   next(iter(into.values())) // g)
+
+
+def _crossbar_layout(boxes: list, crossbars: list, direct: dict, routes: dict) -> Layout | None:
+    """The layout of boxes that are crossbar switches: one ring each, through its switch in id
+    order; the links between boxes are the bridges."""
+    box_of = {v: i for i, box in enumerate(boxes) for v in box}
+    bridges: dict = {}
+    for a, b in sorted(direct):
+        bridges.setdefault((box_of[a], box_of[b]), []).append((a, b))
+    if len(boxes) > 1 and len(bridges) != len(boxes) * (len(boxes) - 1):
+        return None
+    routes = dict(routes)
+    for box, s in zip(boxes, crossbars):
+        for a, b in zip(box, box[1:] + box[:1]):
+            routes[(a, b)] = (a, s, b)
+    return Layout(tuple(tuple((v,) for v in box) for box in boxes), {}, routes, None, 1, tuple(crossbars), bridges)
 
 
 def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, deadline=None) -> list[list[int]] | None:
@@ -271,7 +326,9 @@ def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: 
     entry through the layout's switch at position ``i`` of that box's ring ``r`` and the arc
     after it, or, ``twice``, two entries half a ring apart and half a ring each. The roots of
     a box take every position of a ring once, so their entries into another box spread
-    evenly. A link through a two-port switch is its route through it."""
+    evenly. With ``bridges`` (links between boxes) the entry is the ``i``-th link into that box
+    (cyclically), from a GPU of its own box reached before. A link through a switch is its
+    route through it."""
     own = rings[box][r]
     g, n = own[i], len(own)
     arcs: list[tuple[int, ...]] = list(segment(own, i, n, lay.paired))
@@ -279,6 +336,11 @@ def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: 
         if other == box:
             continue
         ring = rings[other][r]
+        if lay.bridges:
+            links = lay.bridges[(box, other)]
+            a, b = links[i % len(links)]
+            arcs += [(a, b)] + segment(ring, ring.index(b), n, lay.paired)
+            continue
         entries = [i % (n // 2), i % (n // 2) + n // 2] if twice else [i]
         for j in entries:
             arcs.append((g, lay.switch, ring[j]))
@@ -310,7 +372,7 @@ def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = 
     own = _loads(lay, rings, None)
     once = _loads(lay, rings, False) if len(rings) > 1 else {}
     twice = _loads(lay, rings, True) if len(rings) > 1 else {}
-    halves = len(rings) > 1 and len(rings[0][0]) % (4 if lay.paired else 2) == 0
+    halves = len(rings) > 1 and not lay.bridges and len(rings[0][0]) % (4 if lay.paired else 2) == 0
     lines = [(own.get(a, 0), once.get(a, 0), twice.get(a, 0), lay.rings * units[a]) for a in set(own) | set(once) | set(twice)]
 
     def tau(q: int, d: int) -> Fraction:
@@ -349,7 +411,8 @@ def find(net0, tau_star: Fraction, deadline=None) -> tuple[list[RoutedTree], int
     lay = layout(net0)
     if lay is None or len({len(b) for b in lay.boxes}) != 1:
         return None
-    rings = [box_rings(box, lay.outside, lay.rings, deadline) for box in lay.boxes]
+    rings = ([[[v for (v,) in box]] for box in lay.boxes] if lay.hubs else
+             [box_rings(box, lay.outside, lay.rings, deadline) for box in lay.boxes])
     if any(r is None for r in rings):
         return None
     chosen = choose_parts(lay, rings, pooled_units(net0), tau_star * (1 + TOLERANCE))
