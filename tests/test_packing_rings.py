@@ -61,6 +61,29 @@ def check_trees(topo, f, shard: float, optimum_s: float) -> None:
         assert copies / f.k * shard / float(la.bandwidth[la.lookup(a, b)]) <= optimum_s * stretch * (1 + 1e-9)
 
 
+def check_rings_of(topo):
+    """The ring forest of ``topo``'s allgather (None if there is none), checked: the optimum is
+    the brute-force cut maximum; the rings, if any, are within 0.1 % of it, span, load no link
+    beyond their own time and verify at 3 pieces; the producer's own schedule verifies."""
+    from collsynth.solvers.packing.producer import emit, paired_rings
+    from collsynth.tens.verify import verify
+
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    shard = M / len(topo.npus)
+    want = brute_force_time(topo, list(topo.npus), [1] * len(topo.npus), shard)
+    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    opt = optimum(net0)
+    assert opt.seconds(shard, net0.unit_bw) == pytest.approx(want, rel=1e-9)
+    f = paired_rings(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
+    if f is not None:
+        assert f.tau <= f.opt.tau * (1 + rings.TOLERANCE)
+        check_trees(topo, f, shard, want)
+        assert verify(emit(inst, f, 3), inst) is None
+    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 3}, time_limit=60))
+    assert row["verified"], row["message"]
+    return f
+
+
 def test_two_pairs_by_hand():
     """GPUs 0-1 and 2-3 paired by 4 GB/s links, 1 GB/s links 1 <-> 2 and 3 <-> 0. The pair
     {2, 3} takes the 2 other shards through 2 GB/s (1 -> 2, 0 -> 3), so the optimum is a shard
@@ -143,24 +166,9 @@ def test_rings_fit_the_brute_force_optimum_and_verify(topo):
     span, load no link beyond their own time, which is within 0.1 % of the brute-force cut
     optimum, and their schedule verifies (switch hops kept); whatever shape the producer
     picks (two-level trees come first), its schedule verifies too."""
-    from collsynth.solvers.packing.producer import emit, paired_rings
-    from collsynth.tens.verify import verify
-
-    inst = make_instance(topo, "allgather", message_bytes=M)
-    shard = M / len(topo.npus)
-    want = brute_force_time(topo, list(topo.npus), [1] * len(topo.npus), shard)
-    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
-    opt = optimum(net0)
-    assert opt.seconds(shard, net0.unit_bw) == pytest.approx(want, rel=1e-9)
-    f = paired_rings(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
+    f = check_rings_of(topo)
     if not topo.switches:
         assert f is not None
-    if f is not None:
-        assert f.tau <= f.opt.tau * (1 + rings.TOLERANCE)
-        check_trees(topo, f, shard, want)
-        assert verify(emit(inst, f, 3), inst) is None
-    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 3}, time_limit=60))
-    assert row["verified"], row["message"]
 
 
 def test_tacos_hierarchy_gets_plain_rings_through_its_two_port_switches():
@@ -225,24 +233,9 @@ def test_crossbar_rings_fit_the_brute_force_optimum_and_verify(topo):
     always gets its ring through the switch at the optimum exactly (every GPU takes in
     ``N - 1`` shards through its port); with more boxes, rings, when within 0.1 % of the
     brute-force optimum, span, load no link beyond their own time and verify."""
-    from collsynth.solvers.packing.producer import emit, paired_rings
-    from collsynth.tens.verify import verify
-
-    inst = make_instance(topo, "allgather", message_bytes=M)
-    shard = M / len(topo.npus)
-    want = brute_force_time(topo, list(topo.npus), [1] * len(topo.npus), shard)
-    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
-    opt = optimum(net0)
-    assert opt.seconds(shard, net0.unit_bw) == pytest.approx(want, rel=1e-9)
-    f = paired_rings(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
+    f = check_rings_of(topo)
     if len(topo.switches) == 1:
         assert f is not None and f.tau == f.opt.tau
-    if f is not None:
-        assert f.tau <= f.opt.tau * (1 + rings.TOLERANCE)
-        check_trees(topo, f, shard, want)
-        assert verify(emit(inst, f, 3), inst) is None
-    row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 3}, time_limit=60))
-    assert row["verified"], row["message"]
 
 
 @pytest.mark.parametrize("chassis", [2, 4])
