@@ -140,13 +140,19 @@ def _links(units: dict, compute: set) -> tuple[dict, dict, set]:
 def _hubs(units: dict, others: set, compute: set) -> dict | None:
     """``{switch: its GPUs}`` for every other non-compute node, each linked both ways to
     compute nodes only, all its links of equal units; None when one is not."""
+    out: dict = {}
+    into: dict = {}
+    for (a, b), u in units.items():
+        if a in others:
+            out.setdefault(a, {})[b] = u
+        if b in others:
+            into.setdefault(b, {})[a] = u
     hubs = {}
     for s in others:
-        out = {b: u for (a, b), u in units.items() if a == s}
-        into = {a: u for (a, b), u in units.items() if b == s}
-        if set(out) != set(into) or not set(out) <= compute or len(set(out.values()) | set(into.values())) != 1:
+        o, i = out.get(s, {}), into.get(s, {})
+        if set(o) != set(i) or not set(o) <= compute or len(set(o.values()) | set(i.values())) != 1:
             return None
-        hubs[s] = frozenset(out)
+        hubs[s] = frozenset(o)
     return hubs
 
 
@@ -154,7 +160,7 @@ def _boxes(direct: dict, hubs: dict, compute: set) -> tuple[list, int | None, li
     """``(boxes, switch, crossbars)``: the boxes (sets of GPUs), the switch joining them all
     (None if none) and each box's crossbar switch (empty unless the boxes are those); None
     when the structure is neither GPUs joined by links in boxes behind one switch, nor
-    crossbars joined by links or by one switch."""
+    crossbars joined by links."""
     everyone = [s for s, near in hubs.items() if near == compute]
     crossbars = [s for s in hubs if s not in everyone] or (everyone if not direct and len(everyone) == 1 else [])
     if len(everyone) > 1 or (crossbars and sum(len(hubs[s]) for s in crossbars) != len(compute)):
@@ -162,7 +168,7 @@ def _boxes(direct: dict, hubs: dict, compute: set) -> tuple[list, int | None, li
     switch = next((s for s in everyone if s not in crossbars), None)
     if crossbars:
         box_of = {v: i for i, s in enumerate(crossbars) for v in hubs[s]}
-        if len(box_of) != len(compute) or any(box_of[a] == box_of[b] for a, b in direct) or (direct and switch):
+        if switch is not None or len(box_of) != len(compute) or any(box_of[a] == box_of[b] for a, b in direct):
             return None
         return [sorted(hubs[s]) for s in crossbars], switch, crossbars
     graph = nx.Graph(list(direct))
@@ -222,7 +228,7 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     """``count`` rings through all of ``blocks``, each a cycle of GPUs (for pairs ``[a0, b0, a1,
     b1, ...]``, entering pair ``i`` at ``a_i`` and leaving from its partner ``b_i``), together
     using every link between blocks at most its ``outside`` rings; or None. A seeded
-    depth-first search (:data:`SEEDS` tries of :data:`STEPS` steps in all, ``deadline``
+    depth-first search (:data:`SEEDS` tries, :data:`STEPS` steps per ring, ``deadline``
     checked before each try), going first where fewest ways on are left (Warnsdorff's rule);
     where the links are the same both ways, each ring is taken with its reverse (a
     Hamiltonian decomposition of the undirected graph).
