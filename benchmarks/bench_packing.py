@@ -36,16 +36,19 @@ ROWS = [(*system, True) for system in systems("A100 x1", "A100 x2", "A100 x4", "
 ROWS.append(("torus 4x4, one slow link", "slow-torus", {}, True))
 # ``--corpus``: the corpus's other switched or multi-box systems, read from their instance files
 # at 1 GB (their own latencies kept; the forestcoll files at 1, 2 and 4 boxes are the rows above),
-# and TE-CCL's DGX-2
+# and TE-CCL's DGX-2 and NDv2
 CORPUS = [
     ("DGX-1 (corpus)", "corpus:dgx1-allgather", {}, True),
     ("DGX-1 allreduce (corpus)", "corpus:dgx1-allreduce", {}, True),
     ("DGX-1 x2 IB (corpus)", "corpus:dgx1x2-ib-allgather", {}, True),
     ("MI250 x4 (corpus)", "corpus:paper-forestcoll-mi250-4box-allgather", {}, True),
     ("TACOS 4x4x2 ring-complete-switch (corpus)", "corpus:tacos-hier-ring-fc-switch-4x4x2-allgather", {}, True),
-    # the corpus's DGX-2 keeps TE-CCL's instant switch hop, which the event model cannot price: the
-    # same system with a switch hop taking a timestep, at alpha 0
+    # the corpus's DGX-2 and NDv2 keep TE-CCL's instant switch hop, which the event model cannot
+    # price: the same systems with a switch hop taking a timestep, at alpha 0
     ("DGX-2 x2 (TE-CCL's, timestep hop)", "dgx2", {"chassis": 2, "nvswitch_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("DGX-2 x4 (TE-CCL's, timestep hop)", "dgx2", {"chassis": 4, "nvswitch_alpha": 0.0, "nic_alpha": 0.0}, True),
+    ("NDv2 x4 (TE-CCL's, timestep hop)", "ndv2", {"chassis": 4, "inter_chassis": "switch", "nvlink_alpha": 0.0,
+                                                  "nic_alpha": 0.0}, True),
 ]
 
 
@@ -154,6 +157,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="one system label, e.g. 'A100 x2'")
     parser.add_argument("--corpus", action="store_true", help="also the corpus's DGX-1, 4-box MI250 and TACOS "
-                                                               "hierarchy systems, and TE-CCL's DGX-2")
+                                                               "hierarchy systems, and TE-CCL's DGX-2 and NDv2")
     args = parser.parse_args()
     main(args.only, args.corpus)
