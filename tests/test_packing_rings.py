@@ -1,5 +1,6 @@
-"""Paired rings (solvers/packing/rings.py): trees along rings through GPU pairs, at the cut
-optimum on MI250 boxes, never starving a FIFO link."""
+"""Ring trees (solvers/packing/rings.py): trees along Hamiltonian rings through GPUs, GPU pairs
+or a box's switch, at the cut optimum on MI250, TACOS's hierarchy and DGX-2, never starving a
+FIFO link."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def check_rings_of(topo):
     """The ring forest of ``topo``'s allgather (None if there is none), checked: the optimum is
     the brute-force cut maximum; the rings, if any, are within 0.1 % of it, span, load no link
     beyond their own time and verify at 3 pieces; the producer's own schedule verifies."""
-    from collsynth.solvers.packing.producer import emit, paired_rings
+    from collsynth.solvers.packing.producer import emit, ring_forest
     from collsynth.tens.verify import verify
 
     inst = make_instance(topo, "allgather", message_bytes=M)
@@ -74,7 +75,7 @@ def check_rings_of(topo):
     net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
     opt = optimum(net0)
     assert opt.seconds(shard, net0.unit_bw) == pytest.approx(want, rel=1e-9)
-    f = paired_rings(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
+    f = ring_forest(net0, opt, "allgather", False, {"start": 0.0, "optimum": 0.0})
     if f is not None:
         assert f.tau <= f.opt.tau * (1 + rings.TOLERANCE)
         check_trees(topo, f, shard, want)
@@ -183,7 +184,8 @@ def test_tacos_hierarchy_gets_plain_rings_through_its_two_port_switches():
 
     from collsynth.instances.instance import load_instance
 
-    path = Path(__file__).resolve().parents[1] / "instances" / "corpus" / "tacos-hier-ring-fc-switch-4x4x2-allgather.toml"
+    corpus = Path(__file__).resolve().parents[1] / "instances" / "corpus"
+    path = corpus / "tacos-hier-ring-fc-switch-4x4x2-allgather.toml"
     topo = load_instance(path).topology
     graph = topo.graph.copy()
     for _, _, data in graph.edges(data=True):

@@ -14,9 +14,9 @@ trees share a piece anywhere.
 The FIFO ``event`` model serves each link's messages in the order they became ready, so a GPU's
 own pieces (ready at once) leave before any it relays, and a piece relayed by several GPUs waits
 behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
-the optimum, else arcs of rings through GPU pairs (:mod:`.rings`, whose links never starve)
-where the boxes are made of pairs, else the greedy packing in the root order whose schedule
-prices least under ``event`` (:mod:`.orders`).
+the optimum, else arcs of Hamiltonian rings (:mod:`.rings`, whose links never starve) where the
+links decompose into them, else the greedy packing in the root order whose schedule prices
+least under ``event`` (:mod:`.orders`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
@@ -55,7 +55,7 @@ SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard pa
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
-PRICE_MODELS = ("sync", "event")  # the models every priced candidate is priced under
+PRICE_MODELS = ("sync", "event")  # the models candidates are priced under by default (objective sync+event)
 OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("event",)}  # --param objective: the
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
@@ -86,9 +86,9 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``. With ``shape``
     ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
-    when some fit the capacities at the chosen time, else paired rings (:mod:`.rings`: boxes
-    of paired GPUs, at the optimum's own time and ``trees`` unset) when they are within 0.1 %
-    of the optimum, else the greedy packing (``greedy``). With
+    when some fit the capacities at the chosen time, else ring trees (:mod:`.rings`; at the
+    optimum's own time and ``trees`` unset) when they are within 0.1 % of the optimum, else
+    the greedy packing (``greedy``). With
     a ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
     for latency-bound messages)."""
@@ -107,7 +107,7 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
         if found is None and trees is None and slack == 1:
-            found = paired_rings(net0, opt, kind, transposed, clock, deadline)
+            found = ring_forest(net0, opt, kind, transposed, clock, deadline)
         if found is not None:
             return found
     caps = capacities(net0, k, tau)
@@ -177,7 +177,7 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     return None
 
 
-def paired_rings(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None) -> Forest | None:
+def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None) -> Forest | None:
     """The ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None when
     the network is not boxes of GPUs or GPU pairs whose links decompose into rings, or the
     rings miss the optimum."""
@@ -442,10 +442,10 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
                   est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS) -> latency.Choice:
     """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
     of least priced time summed over ``models``: :func:`.latency.price_order` within
-    :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted, verified and priced until :data:`PRICE_SHARE` of
-    the time left is used. The estimates (module doc of :mod:`.latency`) miss FIFO starvation
-    at relays; ForestColl (Zhao et al., arXiv 2402.06787, Section 5) pipelines at one depth
-    whatever the size. The estimate's pick is priced first and kept unless a priced pair is
+    :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted,
+    verified and priced until :data:`PRICE_SHARE` of the time left is used. The estimates
+    (module doc of :mod:`.latency`) miss FIFO starvation at relays; ForestColl (Zhao et al.,
+    arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's pick is priced first and kept unless a priced pair is
     faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second."""
     fixed = (0, est.fixed[1])
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
@@ -527,10 +527,10 @@ PARAMS = (
                               "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
-                                               "node) when they fit the optimum, else rings through GPU pairs "
-                                               "(MI250 boxes) within 0.1 % of it, else the greedy packing in the "
-                                               "root order of least FIFO event price; greedy: the greedy packing "
-                                               "in id order"),
+                                               "node) when they fit the optimum, else arcs of Hamiltonian rings "
+                                               "(through GPUs, GPU pairs or a box's switch) within 0.1 % of it, "
+                                               "else the greedy packing in the root order of least FIFO event "
+                                               "price; greedy: the greedy packing in id order"),
     Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),

@@ -326,7 +326,8 @@ def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[t
     return arcs + list(zip(path, path[1:]))
 
 
-def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: int, twice: bool) -> list[tuple[int, ...]]:
+def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: int,
+                twice: bool) -> list[tuple[int, ...]]:
     """The routes of the tree of the GPU at position ``i`` of ring ``r`` of box ``box``
     (``rings[box][r]``): its own box's :func:`segment` from ``i``, then for every other box an
     entry through the layout's switch at position ``i`` of that box's ring ``r`` and the arc
@@ -375,11 +376,12 @@ def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = 
     (:func:`tree_routes`; at most two trees per ring and root, whatever ``d``), the split of
     least exact time per shard ``tau`` (the busiest link's load over its units, with ``R d``
     parts per shard) at most ``most`` (None when none is); the fewest parts on ties."""
+    halves = len(rings) > 1 and not lay.bridges and len(rings[0][0]) % (4 if lay.paired else 2) == 0
     own = _loads(lay, rings, None)
     once = _loads(lay, rings, False) if len(rings) > 1 else {}
-    twice = _loads(lay, rings, True) if len(rings) > 1 else {}
-    halves = len(rings) > 1 and not lay.bridges and len(rings[0][0]) % (4 if lay.paired else 2) == 0
-    lines = [(own.get(a, 0), once.get(a, 0), twice.get(a, 0), lay.rings * units[a]) for a in set(own) | set(once) | set(twice)]
+    twice = _loads(lay, rings, True) if halves else {}
+    lines = [(own.get(a, 0), once.get(a, 0), twice.get(a, 0), lay.rings * units[a])
+             for a in set(own) | set(once) | set(twice)]
 
     def tau(q: int, d: int) -> Fraction:
         return max(Fraction(d * o + (d - q) * x + q * y, d * u) for o, x, y, u in lines)
@@ -409,7 +411,7 @@ def _splits(lines: list[tuple]) -> list[tuple[int, int]]:
 
 
 def find(net0, tau_star: Fraction, deadline=None) -> tuple[list[RoutedTree], int, Fraction] | None:
-    """``(trees, k, tau)``: the paired-ring trees of the flow network ``net0``, ``k`` per shard
+    """``(trees, k, tau)``: the ring trees of the flow network ``net0``, ``k`` per shard
     taking time ``tau`` per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when
     the module's structure holds, the rings are found and ``tau`` is within :data:`TOLERANCE`
     of the cut optimum ``tau_star``; else None. ``deadline`` (:class:`collsynth.limits.Deadline`)
