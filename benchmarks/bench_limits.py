@@ -31,7 +31,7 @@ from collsynth.instances.instance import instance_from_dict
 from collsynth.limits import GRACE_S
 from collsynth.results import store
 from collsynth.solvers.batch import INTERRUPT_S
-from collsynth.solvers.compiling import compile_for_run
+from collsynth.solvers.compiling import prepare_run
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import FAMILIES, Options, get, producers
 
@@ -88,7 +88,7 @@ def overshoots(limits=LIMITS, only: set[str] | None = None) -> list[dict]:
         if only and name not in only:
             continue
         inst = instance_from_dict({"name": f"{name}-{kind}", "topology": topology, "collective": {"kind": kind}})
-        compile_for_run(inst, name)  # compiling is no run's time (collsynth solve does it before the clock starts)
+        prepare_run(inst, name)  # compiling is no run's time (collsynth solve does it before the clock starts)
         for limit in limits:
             t0 = time.monotonic()
             row, _ = run(inst, name, Options(time_limit=limit))

@@ -137,7 +137,7 @@ def child_price(instance: str, npz: str, stages: str = ",".join(STAGES)) -> None
     from collsynth.tens import cost as cost_module, verify
 
     try:
-        from collsynth.solvers.pipeline import compile_kernels
+        from collsynth.solvers.compiling import compile_kernels
     except ImportError:  # a revision without compiled kernels (numpy and Python only): nothing to load
         compile_kernels = None
 

@@ -450,29 +450,29 @@ def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str
     return {"row": row, "schedule": None}
 
 
-def _compile_for(job: Job) -> float:
-    """Compile (or load) the kernels of ``job`` before its clock; 0 when its instance does not
-    load or its producer is unknown (the run reports that)."""
+def _prepare(job: Job) -> compiling.Kernels | None:
+    """The :class:`~collsynth.solvers.compiling.Kernels` of ``job``, prepared before its clock
+    (:func:`~collsynth.solvers.compiling.prepare_run`); None when its instance does not load or
+    its producer is unknown (the run reports that)."""
     try:
-        return compiling.compile_for_run(load_instance(job.instance_file), job.producer)
+        return compiling.prepare_run(load_instance(job.instance_file), job.producer)
     except Exception:  # noqa: BLE001 - the run itself records the failure
-        return 0.0
+        return None
 
 
-def _run_one(job: Job, compile_s: float = 0.0) -> dict[str, Any]:
+def _run_one(job: Job, kernels: compiling.Kernels | None = None) -> dict[str, Any]:
     try:
         instance = load_instance(job.instance_file)
         options = Options(
             solver=job.solver or "highs", driver=job.driver or None, time_limit=job.time_limit,
             threads=job.threads, seed=job.seed, params=json.loads(job.params),
         )
-        row, schedule = run(instance, job.producer, options)
+        row, schedule = run(instance, job.producer, options, kernels)
     except TooBig as e:
         return _failure_row(job, "skipped", str(e), 0.0)
     except InputError as e:
         return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
-    row["compile_s"] = round(compile_s + (row.get("compile_s") or 0.0), 4)
     return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
 
 
@@ -513,10 +513,10 @@ def _worker_main() -> int:
         if line.strip():
             job = Job(**json.loads(line))
             with contextlib.redirect_stdout(sys.stderr):
-                compile_s = _compile_for(job)  # the job's own kernels only, before its clock
+                kernels = _prepare(job)  # the job's own kernels only, before its clock
             say(COMPILED)
             with contextlib.redirect_stdout(sys.stderr):
-                result = _run_one(job, compile_s)
+                result = _run_one(job, kernels)
             channel.write(json.dumps(result, default=str) + "\n")
             channel.flush()
     return 0

@@ -6,13 +6,17 @@ are numba kernels compiled with ``cache=True``: the first process that calls one
 ``__pycache__`` folder beside the module, or ``NUMBA_CACHE_DIR``), and every later process loads
 it in milliseconds. This module calls them on tiny inputs *before* a run's clock starts:
 
-- :func:`compile_for_run` compiles (or loads) the kernels one run uses: the lower bounds',
-  verification's and pricing's (:func:`compile_kernels`; those of reductions only when a
-  collective combines) and the producer's own (:func:`compile_producer`); it returns the
-  seconds spent, which a row records as ``compile_s``, apart from ``wall_s`` and every solver
-  time. A run too small to repay a compile (:func:`interprets`: at most :data:`SMALL_SENDS`
-  sends at the fewest) compiles nothing: the kernels numba's cache holds run compiled, the
-  others as Python (:mod:`collsynth.tens.interpreted`, same results), inside its clock;
+- :func:`prepare_run` makes a run's one decision, compile or interpret (:func:`kernel_mode`),
+  where the run is prepared (``collsynth solve``, a batch worker, or
+  :func:`collsynth.solvers.pipeline.run` when its caller prepared nothing), and compiles (or
+  loads) the kernels the run uses: the lower bounds', verification's and pricing's
+  (:func:`compile_kernels`; those of reductions only when a collective combines) and the
+  producer's own (:func:`compile_producer`), each cached per process *and mode*. It returns
+  :class:`Kernels`: the mode the run then runs under and the seconds spent, which a row
+  records as ``compile_s``, apart from ``wall_s`` and every solver time. A run too small to
+  repay a compile (:func:`interprets`: at most :data:`SMALL_SENDS` sends at the fewest)
+  compiles nothing: the kernels numba's cache holds run compiled, the others as Python
+  (:mod:`collsynth.tens.interpreted`, same results), inside its clock;
 - :func:`compile_all` compiles every kernel ahead (``collsynth warmup``, and ``collsynth
   bench`` for the producers it plans), split over a few processes.
 
@@ -29,7 +33,7 @@ import functools
 import os
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -37,13 +41,28 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost_models, interpreted, verify  # interpreted imported here: its compile listener first
+from ..tens import bounds, cost_models, interpreted, verify
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
 SMALL_SENDS = 20_000  # a run with at most this many sends at the fewest runs uncached kernels as Python
 NOTICE = "compiling kernels, first run only (kept on disk; `collsynth warmup` compiles them ahead)"
 SHARED_TASKS = ("bounds", "verify", "price")  # the kernels every run uses, split for compile_all
+COMPILE, INTERPRET = "compile", "interpret"  # a run's kernels: compiled, or as Python where numba's cache lacks them
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A run's one decision on its kernels: ``mode`` (:data:`COMPILE` or :data:`INTERPRET`)
+    and the seconds :func:`prepare_run` spent compiling or loading them (a row's ``compile_s``)."""
+
+    mode: str
+    compile_s: float = 0.0
+
+    @property
+    def interpreting(self) -> bool:
+        """Whether kernels numba's cache lacks run as Python."""
+        return self.mode == INTERPRET
 
 
 class _FirstCompile(event.Listener):
@@ -54,7 +73,7 @@ class _FirstCompile(event.Listener):
         self.seen = False
 
     def on_start(self, ev) -> None:  # noqa: D102 - numba's Listener interface
-        if not self.seen:
+        if not self.seen and not interpreted.refusing():  # a compile refused while interpreting is none
             self.seen = True
             on_first_compile()
 
@@ -68,7 +87,7 @@ def _say_compiling() -> None:
 
 on_first_compile: Callable[[], None] = _say_compiling  # a batch worker replaces it (tells its parent)
 _LISTENER = _FirstCompile()
-event.register("numba:compile", _LISTENER)  # after tens.interpreted's: a compile it refuses is not one
+event.register("numba:compile", _LISTENER)
 
 
 def compiled_in_this_process() -> bool:
@@ -119,20 +138,23 @@ def compile_task(task: str, combining: bool = True) -> list[str]:
 
 
 @functools.cache
-def compile_kernels(combining: bool = True) -> list[str]:
+def compile_kernels(combining: bool = True, mode: str = COMPILE) -> list[str]:
     """Compile (or load from numba's cache) the lower bounds', verification, pricing and judging
-    kernels, once per process, before any run's clock starts (:func:`compile_task` of each of
-    :data:`SHARED_TASKS`); returns the tiny schedules' violations (none)."""
-    return [v for task in SHARED_TASKS for v in compile_task(task, combining)]
+    kernels, once per process and ``mode``, before any run's clock starts (:func:`compile_task`
+    of each of :data:`SHARED_TASKS`; under :data:`INTERPRET` only what numba's cache holds is
+    loaded, the rest runs as Python); returns the tiny schedules' violations (none)."""
+    with interpreted.interpreting(mode == INTERPRET):
+        return [v for task in SHARED_TASKS for v in compile_task(task, combining)]
 
 
 @functools.cache
-def compile_producer(name: str) -> None:
+def compile_producer(name: str, mode: str = COMPILE) -> None:
     """Compile (or load from numba's cache) the kernels of producer ``name`` (its ``warm``),
-    once per process, before a run's clock starts."""
+    once per process and ``mode`` (as :func:`compile_kernels`), before a run's clock starts."""
     prod = registry.get(name)
     if prod.warm is not None:
-        prod.warm()
+        with interpreted.interpreting(mode == INTERPRET):
+            prod.warm()
 
 
 def interprets(instance: Instance) -> bool:
@@ -143,17 +165,22 @@ def interprets(instance: Instance) -> bool:
     return size.estimate(instance, horizon=1).sends <= SMALL_SENDS
 
 
-def compile_for_run(instance: Instance, producer: str) -> float:
-    """Compile (or load) the kernels a run of ``producer`` on ``instance`` uses, the reductions'
-    only when a collective of the instance combines; for a run that :func:`interprets`, load
-    only those numba's cache holds (the others run as Python, on the run's clock as on any
-    other code's), so that no kernel is loaded on the run's clock. Returns the seconds it took
-    (about 0 once done in this process): a row's ``compile_s``."""
+def kernel_mode(instance: Instance) -> str:
+    """:data:`INTERPRET` for a run on ``instance`` that :func:`interprets`, else :data:`COMPILE`."""
+    return INTERPRET if interprets(instance) else COMPILE
+
+
+def prepare_run(instance: Instance, producer: str) -> Kernels:
+    """A run's :class:`Kernels`: its mode (:func:`kernel_mode`, decided here once), and the
+    kernels a run of ``producer`` on ``instance`` uses compiled or loaded under that mode
+    (:func:`compile_kernels`, the reductions' only when a collective combines;
+    :func:`compile_producer`), so that no kernel is compiled or loaded on the run's clock.
+    ``compile_s`` is about 0 once done in this process for that mode."""
+    mode = kernel_mode(instance)
     t0 = time.perf_counter()
-    with interpreted.interpreting(interprets(instance)):
-        compile_kernels(combining=any(c.combining for c in instance.collectives))
-        compile_producer(producer)
-    return time.perf_counter() - t0
+    compile_kernels(any(c.combining for c in instance.collectives), mode)
+    compile_producer(producer, mode)
+    return Kernels(mode, time.perf_counter() - t0)
 
 
 def tasks_for(producers) -> list[str]:

@@ -72,7 +72,7 @@ from ..tens.status import Status
 from ..tens.ten import NotSupported
 from .backends import names as backend_names
 from ..tens.interpreted import interpreting
-from .compiling import compile_for_run, compile_kernels, compile_producer, interprets  # noqa: F401 - the run's kernels
+from .compiling import Kernels, prepare_run
 from .producers import Options, Outcome, Unsupported, check_params, get
 
 RESULT_FIELDS = schema.ROW_FIELDS
@@ -87,7 +87,8 @@ PRICING_APART_SENDS = 12_000_000  # from this many sends, the costly cost models
 # greedy allgather, 16.8 M sends, peaks at 3.06 GiB with ten and event side by side, 2.63 GiB without)
 
 
-def run(instance: Instance, producer: str, options: Options | None = None) -> tuple[dict[str, Any], Schedule | None]:
+def run(instance: Instance, producer: str, options: Options | None = None,
+        kernels: Kernels | None = None) -> tuple[dict[str, Any], Schedule | None]:
     """Run ``producer`` on ``instance``; return the result row and the verified schedule.
 
     The schedule is ``None`` unless it verified. Producer failures become rows with status
@@ -95,19 +96,23 @@ def run(instance: Instance, producer: str, options: Options | None = None) -> tu
     the time limit ended the run first); bad input (:class:`~collsynth.InputError`: an unknown
     solver or driver, a parameter the producer does not declare or a malformed value, a run
     too big for the memory budget, :class:`~collsynth.limits.TooBig`) propagates to the caller.
-    A run too small to repay compiling (:func:`collsynth.solvers.compiling.interprets`) runs the
-    kernels numba's cache lacks as Python (:func:`collsynth.tens.interpreted.interpreting`).
+    ``kernels``: the run's one compile-or-interpret decision, made where the caller prepared the
+    run (:func:`collsynth.solvers.compiling.prepare_run`; made here, before the clock, when not
+    given): a run too small to repay compiling runs the kernels numba's cache lacks as Python
+    (:func:`collsynth.tens.interpreted.interpreting`).
     """
-    with interpreting(interprets(instance)):
-        return _run(instance, producer, options)
-
-
-def _run(instance: Instance, producer: str, options: Options | None) -> tuple[dict[str, Any], Schedule | None]:
-    """:func:`run`, its kernels compiled or interpreted as chosen."""
-    options = options or Options()
     prod = get(producer)
     size.check_run(instance)  # refused before anything compiles or the clock starts
-    compile_s = compile_for_run(instance, prod.name)  # before the clock: no stage's time
+    kernels = kernels or prepare_run(instance, prod.name)  # before the clock: no stage's time
+    with interpreting(kernels.interpreting):
+        return _run(instance, prod.name, options, kernels.compile_s)
+
+
+def _run(instance: Instance, producer: str, options: Options | None,
+         compile_s: float) -> tuple[dict[str, Any], Schedule | None]:
+    """:func:`run` under the kernels prepared for it (``compile_s``: the seconds that took)."""
+    options = options or Options()
+    prod = get(producer)
     deadline = options.deadline or Deadline.after(options.time_limit)
     epoch_step = epoch_timestep(instance)
     if epoch_step is not None and options.params.get("timestep") is None:

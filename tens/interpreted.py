@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import types
 
+import numba
 import numpy as np
 from numba.core import event
 from numba.core.dispatcher import Dispatcher
@@ -63,7 +64,13 @@ class _RefuseCompile(event.Listener):
 
 
 _LISTENER = _RefuseCompile()
-event.register("numba:compile", _LISTENER)  # before solvers.compiling's notice: a refused compile says nothing
+event.register("numba:compile", _LISTENER)
+
+
+def refusing() -> bool:
+    """Whether a compile starting now is refused (:func:`interpreting` is on): listeners of
+    numba's compile event ask this, so that what they do does not depend on their order."""
+    return bool(_on[0])
 
 
 def _nothing(*args) -> None:
@@ -151,7 +158,11 @@ def _compile_or_interpret(self, *args, **kws):
         return run
 
 
-_compile_for_args = Dispatcher._compile_for_args
+try:
+    _compile_for_args = Dispatcher._compile_for_args
+except AttributeError:  # tests/test_interpreted.py guards every internal this module relies on
+    raise ImportError(f"numba {numba.__version__} has no Dispatcher._compile_for_args, which "
+                      "collsynth.tens.interpreted replaces (pyproject.toml pins the numba it was written for)") from None
 Dispatcher._compile_for_args = _compile_or_interpret
 
 

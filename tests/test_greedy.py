@@ -18,7 +18,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.limits import Deadline, TimeLimitReached
 from collsynth.solvers.greedy import engine, kernels
 from collsynth.solvers.greedy import tacos as greedy
-from collsynth.solvers import pipeline
+from collsynth.solvers import compiling, pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens.schedule import OP_DEFAULT, OP_REDUCE
 from collsynth.tens.verify import verify
@@ -293,7 +293,7 @@ def test_warm_compiles_every_kernel_and_runs_compile_nothing_more():
 
 def test_the_pipeline_warms_the_producer_it_runs():
     assert pipeline.get("greedy").warm is engine.warm
-    pipeline.compile_producer("greedy")
+    compiling.compile_producer("greedy")
     assert all(getattr(kernels, name).signatures for name in ENTRY_KERNELS)
 
 

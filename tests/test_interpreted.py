@@ -43,11 +43,11 @@ from collsynth.tens.interpreted import interpreting
 from collsynth.tens.schedule import to_json
 
 
-def outcome(case, run):
+def outcome(case, mode):
     gen, params, kind, chunks, producer, seed = case
     inst = make_instance(generators.build(gen, params), kind, chunks_per_node=chunks,
                          root=0 if kind in ("broadcast", "reduce", "gather", "scatter") else None)
-    row, sched = run(inst, producer, Options(seed=seed, time_limit=20))
+    row, sched = pipeline.run(inst, producer, Options(seed=seed, time_limit=20), compiling.Kernels(mode))
     kept = {k: row[k] for k in ("status", "verified", "steps", "time_sync_s", "time_ten_s", "time_event_s",
                                 "lower_bound_s", "lower_bound_ten_s", "lower_bound_event_s", "lower_bound_steps",
                                 "lower_bound_timesteps", "bound_source", "sends")}
@@ -64,8 +64,8 @@ def outcome(case, run):
 
 if __name__ == "__main__":
     cases = json.loads(sys.stdin.read())
-    with interpreting():
-        out = [outcome(c, pipeline._run) for c in cases]
+    with interpreting():  # the checks outside the run too
+        out = [outcome(c, compiling.INTERPRET) for c in cases]
     print(json.dumps({"outcomes": out, "compiled": compiling.compiled_in_this_process()}, default=str))
 """
 
@@ -85,8 +85,6 @@ def test_kernels_as_python_compute_what_the_compiled_kernels_compute(tmp_path_fa
     compiled outcome here."""
     import importlib.util
 
-    from collsynth.solvers import pipeline
-
     cache = tmp_path_factory.mktemp("numba-cache")
     done = subprocess.run([sys.executable, "-c", OUTCOMES], input=json.dumps(cases), capture_output=True, text=True,
                           timeout=1800, env={**os.environ, "NUMBA_CACHE_DIR": str(cache)})
@@ -97,7 +95,7 @@ def test_kernels_as_python_compute_what_the_compiled_kernels_compute(tmp_path_fa
     here = importlib.util.module_from_spec(spec)
     exec(OUTCOMES.split("if __name__")[0], here.__dict__)  # the same code, compiled kernels
     for case, theirs in zip(cases, child["outcomes"]):
-        mine = json.loads(json.dumps(here.outcome(case, pipeline._run), default=str))
+        mine = json.loads(json.dumps(here.outcome(case, here.compiling.COMPILE), default=str))
         assert mine == theirs, case
 
 
@@ -107,13 +105,13 @@ from collsynth.instances import load_instance
 from collsynth.solvers import batch, compiling
 for f in batch.suite_tags()["quick"]:
     for producer in ("greedy", "ring", "bfb-lp", "ten-ilp"):
-        compiling.compile_for_run(load_instance(f), producer)
+        compiling.prepare_run(load_instance(f), producer)
 print(json.dumps({"compiled": compiling.compiled_in_this_process()}))
 """
 
 
 def test_the_quick_suite_interprets_and_a_big_run_compiles(tmp_path):
-    """Every quick-suite instance is small enough to run as Python: ``compile_for_run`` on each,
+    """Every quick-suite instance is small enough to run as Python: ``prepare_run`` on each,
     in a child with an empty numba cache, compiles nothing (it loads only what the cache holds);
     a 12x12 torus allgather, past :data:`SMALL_SENDS`, is compiled for."""
     from collsynth.instances import load_instance

@@ -18,7 +18,8 @@ from collsynth.instances.topology import Topology, from_edges
 from collsynth.limits import (GRACE_S, NO_LIMIT, Deadline, TimeLimitReached, TooBig, cancel_at, enforce, parse_bytes,
                               require, seconds_left, set_memory_budget, shielded)
 from collsynth.results import store
-from collsynth.solvers.pipeline import compile_kernels, compile_producer, run
+from collsynth.solvers.compiling import compile_kernels, compile_producer
+from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options, producers
 from machine import SLOWDOWN, within
 from builders import from_table

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
-from collsynth.solvers import pipeline
+from collsynth.solvers import compiling, pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds, cost_models, verify
 from collsynth.tens.schedule import from_arrays
@@ -125,8 +125,8 @@ def test_a_time_limit_during_verification_and_pricing_still_holds():
     cannot finish in it is not started, and named (which models fit depends on the machine)."""
     n, limit = 700, 2.0
     inst = one_way_ring(n)
-    pipeline.compile_kernels()
-    pipeline.compile_producer("ring")
+    compiling.compile_kernels()
+    compiling.compile_producer("ring")
     t0 = time.monotonic()
     row, sched = pipeline.run(inst, "ring", Options(time_limit=limit))
     elapsed = time.monotonic() - t0

@@ -151,7 +151,7 @@ KERNELS_CHILD = textwrap.dedent("""
     import json, sys
     from numba.core.dispatcher import Dispatcher
     from collsynth.instances import load_instance
-    from collsynth.solvers import pipeline
+    from collsynth.solvers import compiling, pipeline
     from collsynth.solvers.producers import Options
 
     def loaded():
@@ -159,9 +159,9 @@ KERNELS_CHILD = textwrap.dedent("""
                 if name.startswith("collsynth.") for k, v in vars(module).items() if isinstance(v, Dispatcher)}
 
     instance, producer = load_instance(sys.argv[1]), sys.argv[2]
-    pipeline.compile_for_run(instance, producer)
+    kernels = compiling.prepare_run(instance, producer)
     warmed = loaded()
-    row, _ = pipeline.run(instance, producer, Options())
+    row, _ = pipeline.run(instance, producer, Options(), kernels)
     after = loaded()
     print(json.dumps({"verified": row["verified"], "warmed": sorted(k for k, n in warmed.items() if n),
                       "on_the_clock": sorted(k for k, n in after.items() if n > warmed.get(k, 0))}))

@@ -30,6 +30,7 @@ statuses it shows.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from .... import InputError
@@ -119,7 +120,7 @@ def solve(args: argparse.Namespace) -> dict:
     if args.verbose:
         _verbose()
     from ...compare import split_names  # the run's modules, imported when it runs (--help stays light)
-    from ...compiling import compile_ahead, compile_for_run
+    from ...compiling import compile_ahead, prepare_run
     from ...pipeline import run
 
     names = split_names(items("--producer", args.producer))
@@ -141,10 +142,10 @@ def solve(args: argparse.Namespace) -> dict:
     try:
         size.check_run(instance)  # a run too big is refused before anything compiles
         ahead = compile_ahead(instance, [prod.name])  # a cold cache: over the cores
-        compile_s = ahead + compile_for_run(instance, prod.name)  # before the run's clock and its watchdog
+        kernels = prepare_run(instance, prod.name)  # the run's one decision, before its clock and its watchdog
+        kernels = replace(kernels, compile_s=ahead + kernels.compile_s)
         with watchdog(hard, f"{args.instance}: killed after {hard:g} s: the run did not stop at its time limit"):
-            row, schedule = run(instance, prod.name, options)
-        row["compile_s"] = round(compile_s + (row["compile_s"] or 0.0), 4)
+            row, schedule = run(instance, prod.name, options, kernels)
     except TooBig as e:
         raise InputError(f"{args.instance}: {e.where}", e.what) from None
     if row["status"] == Status.SKIPPED and str(row.get("message", "")).startswith("unsupported: "):
