@@ -79,6 +79,7 @@ class Forest:
     order: str = "id"  # the root order the greedy packing grew the trees in (:mod:`.orders`)
     orders_tried: list = field(default_factory=list)
     shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`) or "rings" (:mod:`.rings`)
+    stopped: list = field(default_factory=list)  # notes on models stopped by their time limits (outcome unknown)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -91,21 +92,31 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     the greedy packing (``greedy``). With
     a ``slack`` above 1 the trees are packed in capacities of ``slack`` times their least time
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
-    for latency-bound messages)."""
+    for latency-bound messages). A flow too large for the max-flow solver (:class:`FlowTooLarge`,
+    wherever it arises: the optimum, the trees per shard, edge splitting, packing) makes the
+    instance unsupported; models stopped by their time limits are noted in ``stopped``."""
+    stopped: list = []
+    try:
+        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped)
+    except FlowTooLarge as e:
+        raise Unsupported(f"tree-packing: {e}") from None
+    return replace(f, stopped=stopped) if stopped else f
+
+
+def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_first: bool, trees: int | None,
+            slack: Fraction, shape: str, stopped: list) -> Forest:
+    """:func:`forest`, its flows fitting the solver."""
     coll = instance.collective
     topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     clock = {"start": time.perf_counter()}
     net0 = flow_net(topo, coll.nodes, weight, transpose=transposed)
-    try:
-        opt = optimum(net0)
-    except FlowTooLarge as e:
-        raise Unsupported(f"tree-packing: {e}") from None
+    opt = optimum(net0)
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
     if shape == "auto":
-        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline)
+        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped)
         if found is None and trees is None and slack == 1:
             found = ring_forest(net0, opt, kind, transposed, clock, deadline)
         if found is not None:
@@ -154,11 +165,11 @@ def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, flows:
 
 
 def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, clock: dict,
-              deadline=None) -> Forest | None:
+              deadline=None, stopped: list | None = None) -> Forest | None:
     """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
     trees per shard and time ``tau``, as a :class:`Forest`; None when none fit (or the system
-    is too large to try). The multiples only help integrality: once the LP relaxation has no
-    solution they are not tried."""
+    is too large to try). The multiples only help integrality: once the LP relaxation is proven
+    to have no solution they are not tried (one stopped by its limit proves nothing: ``stopped``)."""
     if len(net0.compute) > twolevel.MAX_NODES:
         return None
     for c in TWO_LEVEL_MULTIPLES:
@@ -166,7 +177,7 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
             deadline.check("two-level trees", f"{c * k} trees per shard")
         try:
             found = twolevel.find(net0, capacities(net0, c * k, tau),
-                                  {v: c * k * w for v, w in zip(net0.compute, net0.weight)}, deadline)
+                                  {v: c * k * w for v, w in zip(net0.compute, net0.weight)}, deadline, stopped)
         except twolevel.Infeasible:  # not even fractionally: finer shares would not fit either
             return None
         if found is not None:
@@ -362,6 +373,7 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
                           "shape": f.shape,
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
+                          **({"stopped": f.stopped} if f.stopped else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
                          for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
@@ -446,7 +458,8 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     verified and priced until :data:`PRICE_SHARE` of the time left is used. The estimates
     (module doc of :mod:`.latency`) miss FIFO starvation at relays; ForestColl (Zhao et al.,
     arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's pick is priced first and kept unless a priced pair is
-    faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second."""
+    faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second. Only verified
+    pairs are priced, so an estimate's pick that does not verify loses to any that does."""
     fixed = (0, est.fixed[1])
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
     pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), fixed, est.model), cands,
@@ -469,24 +482,27 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
             record["unverified"] += 1
         else:
             prices[pair] = got
-    if (est.index, est.pieces) not in prices:
-        return replace(est, priced={**record, "schedules": 0, "why": "the estimate's pick was not priced"})
+    if not prices:
+        return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
+    if (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
+        record["why"] = "the estimate's pick did not verify"
     return _least_priced(est, cands, prices, fixed, alpha, record, models)
 
 
 def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, fixed: tuple[int, int],
                   alpha: float, record: dict, models: tuple = PRICE_MODELS) -> latency.Choice:
     """The choice of least priced sum over ``models`` among ``prices`` (``{(index, pieces):
-    {model: s}}`` in pricing order, the estimate's pick first: ties go to the earlier) and what
-    priced it."""
+    {model: s}}`` in pricing order, the estimate's pick first unless it did not verify: ties go
+    to the earlier) and what priced it."""
     def objective(p: dict) -> float:
         return sum(p[m] for m in models)
 
     (i, q), best = min(prices.items(), key=lambda kv: objective(kv[1]))
-    own, fix = prices[(est.index, est.pieces)], prices.get(fixed)
+    own, fix = prices.get((est.index, est.pieces)), prices.get(fixed)
     record.update({"schedules": len(prices), "models": list(models), "objective_s": objective(best),
                    **{f"{m}_s": v for m, v in best.items()},
-                   "estimate_pick": {"trees": est.name, "pieces": est.pieces, "objective_s": objective(own)},
+                   "estimate_pick": {"trees": est.name, "pieces": est.pieces,
+                                     "objective_s": objective(own) if own else None},
                    "fixed_objective_s": objective(fix) if fix else None})
     c = cands[i]
     return replace(est, name=c.name, k=c.k, pieces=q, index=i, priced=record,

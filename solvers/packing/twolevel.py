@@ -38,6 +38,7 @@ ROUTES_PER_PAIR = 4  # shortest pair routes kept per pair of compute nodes
 MAX_VARIABLES = 100_000  # a larger MILP is not tried (the greedy packing is used)
 MAX_NODES = 128  # nor on more compute nodes (the pair routes alone grow as their square)
 TIME_LIMIT_S = 10.0  # HiGHS's limit per MILP (the LP relaxation, solved first, rules out most misses at once)
+MILP_STOPPED, MILP_INFEASIBLE = 1, 2  # scipy.optimize.milp's status: a limit reached; proven infeasible
 
 
 class Infeasible(Exception):
@@ -144,10 +145,14 @@ def _model(R: Routes, roots: dict[int, int], compute, group: dict | None = None)
 
 
 def solve(R: Routes, roots: dict[int, int], compute, group: dict | None = None,
-          time_limit: float = TIME_LIMIT_S) -> dict | None:
+          time_limit: float = TIME_LIMIT_S, stopped: list | None = None) -> dict | None:
     """An integer solution ``{column: value}`` (columns of :func:`_model`, nonzero only), or
     None when the MILP has none, is too large, or is not solved within ``time_limit``. Raises
-    :class:`Infeasible` when its LP relaxation (solved first, fast) has no solution."""
+    :class:`Infeasible` when its LP relaxation (solved first, fast) is proven to have no
+    solution. A model stopped by its limit proves nothing: its outcome is unknown, never
+    infeasible (an LP that stops is followed by the MILP as if it had a solution), and a note
+    saying so is appended to ``stopped``, so the decision does not depend on the machine's load
+    except through that recorded stop."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -159,14 +164,24 @@ def solve(R: Routes, roots: dict[int, int], compute, group: dict | None = None,
     cost = np.asarray([1.0 if c[0] == "m" else 0.0 for c in cols])  # the fewest relayed copies
     constraint = LinearConstraint(A, rows.lo, rows.hi)
     relaxed = milp(np.zeros(n), constraints=constraint, bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
-    if relaxed.x is None:  # no fractional solution: none at any multiple of these capacities either
+    if relaxed.status == MILP_INFEASIBLE:  # no fractional solution: none at any multiple of these capacities either
         raise Infeasible
+    _note_stop(relaxed, "LP relaxation", n, time_limit, stopped)
     res = milp(cost, constraints=constraint, integrality=np.ones(n),
                bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
-    if res.x is None or res.status not in (0, 1):
+    _note_stop(res, "MILP", n, time_limit, stopped)
+    if res.x is None or res.status not in (0, MILP_STOPPED):
         return None
     x = np.rint(res.x).astype(np.int64)
     return {c: int(v) for c, v in zip(cols, x) if v > 0}
+
+
+def _note_stop(result, what: str, n: int, time_limit: float, stopped: list | None) -> None:
+    """Appends to ``stopped`` a note on a model that ``result`` says stopped at its limit
+    (:data:`MILP_STOPPED`: "unknown", whether or not it had found a solution)."""
+    if result.status == MILP_STOPPED and stopped is not None:
+        stopped.append(f"two-level {what} ({n} columns) stopped at its {time_limit:g} s limit: "
+                       + ("its solution so far is used" if what == "MILP" and result.x is not None else "outcome unknown"))
 
 
 def trees_of(sol: dict, roots: dict[int, int], compute, group: dict | None = None) -> list[Tree]:
@@ -257,7 +272,7 @@ def hub_groups(R: Routes, compute) -> dict | None:
     return _components(pairs, comp)
 
 
-def find(net0, caps, roots: dict[int, int], deadline=None) -> list[RoutedTree] | None:
+def find(net0, caps, roots: dict[int, int], deadline=None, stopped: list | None = None) -> list[RoutedTree] | None:
     """Two-level routed trees with ``roots[r]`` copies per root on the flow network ``net0``
     (:class:`collsynth.tens.cut_optimum.FlowNet`) at link capacities ``caps`` (tree copies per
     link): every relay forwarding to anyone first, then (if that has no solution) relays
@@ -265,7 +280,8 @@ def find(net0, caps, roots: dict[int, int], deadline=None) -> list[RoutedTree] |
     disjoint per group: a root's copy may then cross to every box once). None when neither has a solution; raises
     :class:`Infeasible` when neither has one even fractionally (more copies would not help).
     Each MILP gets at most :data:`TIME_LIMIT_S` and what is left of ``deadline``
-    (:class:`collsynth.limits.Deadline`), which is checked before each."""
+    (:class:`collsynth.limits.Deadline`), which is checked before each; a model stopped by its
+    limit is noted in ``stopped`` (:func:`solve`)."""
     R = pair_routes(net0.src, net0.dst, net0.compute, caps)
     bandwidth: dict = {}
     for a, b, x in zip(net0.src.tolist(), net0.dst.tolist(), net0.bandwidth.tolist()):
@@ -282,7 +298,8 @@ def find(net0, caps, roots: dict[int, int], deadline=None) -> list[RoutedTree] |
         if deadline is not None:
             deadline.check("two-level trees", f"{len(groups)} groupings")
         try:
-            sol = solve(R, roots, net0.compute, group, TIME_LIMIT_S if left is None else min(TIME_LIMIT_S, left))
+            sol = solve(R, roots, net0.compute, group, TIME_LIMIT_S if left is None else min(TIME_LIMIT_S, left),
+                        stopped)
         except Infeasible:
             continue
         fractional = True
