@@ -403,14 +403,15 @@ def memory_budget() -> tuple[int, str]:
 def human_bytes(n: float) -> str:
     """``n`` bytes as ``1.5 GiB`` (binary units).
 
-    >>> human_bytes(3 << 30), human_bytes(1536)
-    ('3.0 GiB', '1.5 KiB')
+    >>> human_bytes(3 << 30), human_bytes(1536), human_bytes(3 << 50), human_bytes(5 << 70)
+    ('3.0 GiB', '1.5 KiB', '3.0 PiB', '5,120 EiB')
     """
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    for unit in units[:-1]:
         if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB" if n < 1024 else f"{n:.2g} TiB"
+    return f"{n:.1f} EiB" if abs(n) < 1024 else f"{n:,.0f} EiB"
 
 
 class TooBig(InputError):

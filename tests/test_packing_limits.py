@@ -83,7 +83,7 @@ def test_a_verified_pick_beats_an_estimates_pick_that_does_not_verify(monkeypatc
     f = producer.forest(inst, "allgather", False)
     alts = [f, producer.shallow(inst, f)]
     cands = [latency.Candidate(1, 1e-3, 2, 12, 50, 1, "packed k=1"), latency.Candidate(1, 2e-3, 1, 12, 50, 1, "other")]
-    est = latency.Choice("packed k=1", 1, 10, 1e-3, 1e-3, "both", 2, fixed=(0, 10), index=0)
+    est = latency.Choice("packed k=1", 1, 10, 1e-3, 1e-3, "both", 2, baseline=(0, 10), baseline_k=1, index=0)
 
     def stand_in(part, forest, pieces, models):
         if forest is alts[0]:

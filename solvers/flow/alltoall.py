@@ -229,8 +229,8 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 
 PARAMS = (
-    Param("pieces", int, None, "pipeline pieces per chunk and path (default: 100 per step of the deepest "
-                               "path, within a budget of sends)", low=1, high=1_000_000),
+    Param("pieces", int, None, f"pipeline pieces per chunk and path (default: {DEPTH_FACTOR} per step of the "
+                               f"deepest path, within a budget of {SEND_BUDGET:,} sends)", low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("flow-alltoall", "flow", run,

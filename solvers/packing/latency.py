@@ -17,18 +17,18 @@ and in the event model (FIFO links, latency overlapped with the next piece)
 candidates (the trees packed at the throughput optimum's ``k`` and, when it differs, at
 ``k = 1``, also at ``k = 1`` in capacities of 2 and 4 times its least time, shallower; one
 shortest-path tree per root, the shallowest, whose ``T`` is its busiest link's load; pieces in a geometric range, the sync optimum ``sqrt(T (D - 1) / alpha)`` and the fixed
-depth ForestColl-style pipelining would use) under the sum of the two estimates and keeps the
-least. The fixed-depth candidate is always among them, so the choice is never worse than it in
-the estimate it minimises.
+depth ForestColl-style pipelining would use, the *baseline*) under the sum of the two estimates
+and keeps the least. The baseline (candidate 0, the optimum's ``k``, at the producer's automatic
+pieces) is always among them, so the choice is never worse than it in the estimate it minimises.
 
 The estimates do not see FIFO starvation (the event model serves a link first come, first
 served, and a GPU's own pieces, ready at time 0, leave before everything it relays), so where
 the schedules are small the producer prices real ones instead: :func:`price_order` lists the
-(candidate, pieces) pairs worth pricing (the estimate's pick, the fixed depth, and pieces near
+(candidate, pieces) pairs worth pricing (the estimate's pick, the baseline, and pieces near
 each candidate's own best, :func:`near`), :func:`within_budget` keeps those that fit a send
 budget, and the producer keeps the pair of least priced sync + event time.
 
->>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, fixed=(0, 400))
+>>> best = choose([Candidate(k=1, seconds=1e-5, depth=4, hops=30, most=400)], alpha=1e-6, baseline=(0, 400))
 >>> best.pieces < 400
 True
 """
@@ -60,16 +60,18 @@ class Candidate:
 @dataclass(frozen=True)
 class Choice:
     """The chosen trees (``name``, ``k`` per shard) and pieces, their estimate, and the
-    fixed-depth estimate."""
+    baseline's: ``baseline`` is its ``(candidate index, pieces)``, ``baseline_k`` its trees per
+    shard."""
 
     name: str
     k: int
     pieces: int
     estimate_s: float
-    fixed_estimate_s: float
+    baseline_estimate_s: float
     model: str
     candidates: int
-    fixed: tuple[int, int] = (0, 0)
+    baseline: tuple[int, int] = (0, 0)
+    baseline_k: int = 0
     index: int = 0  # of the chosen candidate
     priced: dict | None = None  # how real prices chose (the producer's), None: by the estimate alone
 
@@ -78,7 +80,8 @@ class Choice:
         least priced sync + event time, ``estimate``: the least estimate) and, when priced,
         the prices (``priced``)."""
         out = {"trees": self.name, "k": self.k, "pieces": self.pieces, "estimate_s": self.estimate_s,
-               "fixed_estimate_s": self.fixed_estimate_s, "fixed_k": self.fixed[0], "fixed_pieces": self.fixed[1],
+               "baseline_estimate_s": self.baseline_estimate_s, "baseline_k": self.baseline_k,
+               "baseline_pieces": self.baseline[1],
                "model": self.model, "candidates": self.candidates}
         out["how"] = "priced" if self.priced and self.priced.get("schedules") else "estimate"
         if self.priced is not None:
@@ -130,19 +133,19 @@ def piece_range(c: Candidate, alpha: float) -> list[int]:
     return sorted(out)
 
 
-def choose(candidates: list[Candidate], alpha: float, fixed: tuple[int, int], model: str = "both") -> Choice:
-    """The candidate (trees, pieces) of least :func:`estimate` under ``model``; ``fixed`` is
-    ``(index of the candidate, pieces)`` of fixed-depth pipelining at the optimum's ``k``,
+def choose(candidates: list[Candidate], alpha: float, baseline: tuple[int, int], model: str = "both") -> Choice:
+    """The candidate (trees, pieces) of least :func:`estimate` under ``model``; ``baseline`` is
+    ``(index of the candidate, pieces)`` of ForestColl's pipelining at one depth (module doc),
     always evaluated. Ties go to the earlier candidate, then to more pieces."""
     tried = [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, -q)
              for i, c in enumerate(candidates) for q in piece_range(c, alpha)]
-    fi, fq = fixed
-    f = candidates[fi]
-    fixed_s = estimate(model, f.seconds, f.depth, fq * f.chunks, alpha)
-    tried.append((fixed_s, fi, -fq))
+    bi, bq = baseline
+    b = candidates[bi]
+    baseline_s = estimate(model, b.seconds, b.depth, bq * b.chunks, alpha)
+    tried.append((baseline_s, bi, -bq))
     best_s, i, q = min(tried)
     c = candidates[i]
-    return Choice(c.name, c.k, -q, best_s, fixed_s, model, len(tried), (f.k, fq), i)
+    return Choice(c.name, c.k, -q, best_s, baseline_s, model, len(tried), (bi, bq), b.k, i)
 
 
 def near(q: int, most: int) -> list[int]:
@@ -157,10 +160,10 @@ def near(q: int, most: int) -> list[int]:
     return sorted(x for x in out if 1 <= x <= max(1, most))
 
 
-def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int], fixed: tuple[int, int],
+def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int], baseline: tuple[int, int],
                 model: str = "both") -> list[tuple[int, int]]:
     """``(candidate index, pieces)`` pairs to price, each once: the estimate's ``pick`` first,
-    the ``fixed`` depth next, then :func:`near` each candidate's own least-estimate pieces, by
+    the ``baseline`` next, then :func:`near` each candidate's own least-estimate pieces, by
     increasing estimate (the module doc's estimates; Zhao et al., "ForestColl", arXiv
     2402.06787, ignore alpha).
 
@@ -172,7 +175,7 @@ def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int]
     for i, c in enumerate(candidates):
         own = min(piece_range(c, alpha), key=lambda q: (estimate(model, c.seconds, c.depth, q * c.chunks, alpha), -q))
         rest += [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, q) for q in near(own, c.most)]
-    out = [pick, fixed] + [(i, q) for _, i, q in sorted(rest)]
+    out = [pick, baseline] + [(i, q) for _, i, q in sorted(rest)]
     return list(dict.fromkeys(out))
 
 

@@ -382,20 +382,20 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
-    the fixed depth of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
+    the pieces of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
     the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
-    fixed = auto_pieces(f.trees, c * parts)
+    automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
-        return f, options.params.get("pieces") or fixed, None
+        return f, options.params.get("pieces") or automatic, None
     alts = alternatives(instance, f, options, deadline, c * parts)
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
     models = OBJECTIVES[options.params.get("objective") or "sync+event"]
-    choice = latency.choose(cands, alpha, (0, fixed), "both" if len(models) > 1 else models[0])
+    choice = latency.choose(cands, alpha, (0, automatic), "both" if len(models) > 1 else models[0])
     choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models)
     return alts[choice.name], choice.pieces, choice
 
@@ -458,11 +458,10 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     verified and priced until :data:`PRICE_SHARE` of the time left is used. The estimates
     (module doc of :mod:`.latency`) miss FIFO starvation at relays; ForestColl (Zhao et al.,
     arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's pick is priced first and kept unless a priced pair is
-    faster; the fixed depth (candidate 0, the optimum's ``k``) is priced second. Only verified
+    faster; the baseline (candidate 0, the optimum's ``k``, at :func:`auto_pieces`) is priced second. Only verified
     pairs are priced, so an estimate's pick that does not verify loses to any that does."""
-    fixed = (0, est.fixed[1])
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
-    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), fixed, est.model), cands,
+    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model), cands,
                                   budget)
     if not pairs:
         return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
@@ -486,11 +485,11 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
         return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
     if (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
         record["why"] = "the estimate's pick did not verify"
-    return _least_priced(est, cands, prices, fixed, alpha, record, models)
+    return _least_priced(est, cands, prices, alpha, record, models)
 
 
-def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, fixed: tuple[int, int],
-                  alpha: float, record: dict, models: tuple = PRICE_MODELS) -> latency.Choice:
+def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, alpha: float, record: dict,
+                  models: tuple = PRICE_MODELS) -> latency.Choice:
     """The choice of least priced sum over ``models`` among ``prices`` (``{(index, pieces):
     {model: s}}`` in pricing order, the estimate's pick first unless it did not verify: ties go
     to the earlier) and what priced it."""
@@ -498,12 +497,12 @@ def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: d
         return sum(p[m] for m in models)
 
     (i, q), best = min(prices.items(), key=lambda kv: objective(kv[1]))
-    own, fix = prices.get((est.index, est.pieces)), prices.get(fixed)
+    own, base = prices.get((est.index, est.pieces)), prices.get(est.baseline)
     record.update({"schedules": len(prices), "models": list(models), "objective_s": objective(best),
                    **{f"{m}_s": v for m, v in best.items()},
                    "estimate_pick": {"trees": est.name, "pieces": est.pieces,
                                      "objective_s": objective(own) if own else None},
-                   "fixed_objective_s": objective(fix) if fix else None})
+                   "baseline_objective_s": objective(base) if base else None})
     c = cands[i]
     return replace(est, name=c.name, k=c.k, pieces=q, index=i, priced=record,
                    estimate_s=latency.estimate(est.model, c.seconds, c.depth, q * c.chunks, alpha))
@@ -538,22 +537,31 @@ def _with_header(sched: Schedule, instance: Instance) -> Schedule:
     return replace(sched, collective=coll.kind, chunks=coll.num_chunks, meta=meta)
 
 
+def _percent(share: Fraction) -> str:
+    """A share as the help strings write it: ``Fraction(1, 1000)`` is ``0.1 %``."""
+    return f"{float(share) * 100:g} %"
+
+
 PARAMS = (
     Param("trees", int, None, "trees per shard (default: the fewest that reach the optimum when its k is at "
-                              "most 16, else the first k up to 16 within 0.1 % of the optimum)", low=1, high=4096),
+                              f"most {MAX_TREES}, else the first k up to {MAX_TREES} within "
+                              f"{_percent(CLOSE_ENOUGH - 1)} of the optimum)", low=1, high=4096),
     Param("growth", ("breadth-first", "depth-first"), "breadth-first", "how trees grow while packing"),
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
                                                "node) when they fit the optimum, else arcs of Hamiltonian rings "
-                                               "(through GPUs, GPU pairs or a box's switch) within 0.1 % of it, "
-                                               "else the greedy packing in the root order of least FIFO event "
-                                               "price; greedy: the greedy packing in id order"),
+                                               "(through GPUs, GPU pairs or a box's switch) within "
+                                               f"{_percent(rings.TOLERANCE)} of it, else the greedy packing in the "
+                                               "root order of least FIFO event price; greedy: the greedy packing "
+                                               "in id order"),
     Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),
-    Param("pieces", int, None, "pipeline pieces per chunk and tree (default: 100 per hop of the deepest tree, "
-                               "within a budget of sends; with link latency, the trees (k or 1 per shard, shallower "
-                               "ones at 2x and 4x the time, shortest paths) and pieces of least sync + event "
-                               "time, priced where the schedules are small, else estimated)", low=1, high=1_000_000),
+    Param("pieces", int, None, f"pipeline pieces per chunk and tree (default: {DEPTH_FACTOR} per hop of the "
+                               f"deepest tree and at least {PIECES_FLOOR}, within a budget of {SEND_BUDGET:,} sends; "
+                               "with link latency, the trees (k or 1 per shard, shallower ones at "
+                               f"{' and '.join(f'{m}x' for m in SLACKS)} the time, shortest paths) and pieces of "
+                               "least sync + event time, priced where the schedules are small, else estimated)",
+          low=1, high=1_000_000),
 )
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,

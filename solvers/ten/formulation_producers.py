@@ -71,9 +71,11 @@ ILP_PARAMS = (
     Param("switch_copy", bool, ten.SWITCH_COPY, "switch nodes forward one arrival on several out-links (multicast, "
                                                 "TE-CCL's default); false: one out-send per arrival"),
 )
+LP_SHARE = 0.2  # share of the time left kept for the LP bounds beside a driver's run
 # the TEN LP bound computed beside every ILP result
 LP_BESIDE_PARAMS = (
-    Param("lp_bound", bool, True, "compute the TEN LP bound beside the result (about 20% of the time limit)"),
+    Param("lp_bound", bool, True, f"compute the TEN LP bound beside the result (about {LP_SHARE:.0%} of the "
+                                  "time limit)"),
     Param("cuts", bool, True, "cumulative-send cuts in the TEN LP"),
     Param("flow_lp", bool, True, "also the flow LP bound beside the result (when it fits the size guard and budget)"),
     Param("max_variables", int, ten_flow_lp.MAX_VARIABLES, "flow LP beside the result: refuse above this many "
@@ -90,7 +92,6 @@ ORBIT_LP = ten_formulation(ten_lp_orbit)  # the same bound from one chunk orbit,
 FLOW = ten_formulation(ten_flow_lp)  # the flow LP: no double counting across cuts, larger
 REVERSAL = ten_formulation(ten_ilp)  # reductions reversed, allreduce as RS + AG: a start for native models
 START_SHARE = 0.3  # share of the time left the reversal's start schedule may use
-LP_SHARE = 0.2  # share of the time left kept for the LP bounds beside a driver's run
 FLOW_BUILD_S_PER_VAR = 1.5e-4  # seconds to build the flow LP, per variable (measured: 6.1 s for 47k on mesh4x4-failed)
 
 
