@@ -336,8 +336,8 @@ def price(schedule: schedules.Schedule | str | Path, instance: Instance | str | 
 
 def export(schedule: schedules.Schedule | str | Path, instance: Instance | str | Path, format: str = "msccl-xml",
            path: str | Path | None = None, **options: Any) -> str:
-    """A verified schedule as MSCCL XML (read back and verified before it is returned) or as
-    an MSCCL++ execution plan (``mscclpp-json``) or as schedule JSON; written to ``path``
+    """A verified schedule as MSCCL XML or as an MSCCL++ execution plan (``mscclpp-json``),
+    either read back by our own reader and verified before it is returned, or as schedule JSON; written to ``path``
     when given. ``options`` for MSCCL XML: ``name``, ``proto``, ``dialect``
     (:func:`collsynth.tens.export.to_msccl_xml`); for the plan: ``name``,
     ``min_message_size``, ``max_message_size``, ``max_threadblocks``

@@ -51,7 +51,10 @@ saying why): another collective kind, concurrent collectives, a send
 between ranks neither linked nor joined through a switch, a switch forwarding a part of a
 piece that no send into it brought, a grid of more than ``MAX_CHUNKS`` plan chunks per buffer, a step of
 one pair needing more than 64 ops, or more thread blocks on a GPU than ``max_threadblocks``
-(they must all be resident at once: they wait on each other).
+(they must all be resident at once: they wait on each other). :func:`verified_mscclpp_plan`,
+which the command line and the API write with, reads every plan back op by op with our own
+reader (:func:`collsynth.tens.peer_plans.read_mscclpp_plan`) and verifies what it runs before
+the plan is returned.
 """
 
 from __future__ import annotations
