@@ -176,7 +176,11 @@ def prepare_run(instance: Instance, producer: str) -> Kernels:
     (:func:`compile_kernels`, the reductions' only when a collective combines;
     :func:`compile_producer`), so that no kernel is compiled or loaded on the run's clock.
     ``compile_s`` is about 0 once done in this process for that mode."""
-    mode = kernel_mode(instance)
+    return prepare(instance, producer, kernel_mode(instance))
+
+
+def prepare(instance: Instance, producer: str, mode: str) -> Kernels:
+    """:func:`prepare_run` under a ``mode`` already decided (tests comparing the two modes)."""
     t0 = time.perf_counter()
     compile_kernels(any(c.combining for c in instance.collectives), mode)
     compile_producer(producer, mode)
