@@ -40,7 +40,7 @@ from .solvers import batch as runner
 from .solvers.pipeline import run
 from .limits import DEFAULT_TIME_LIMIT_S
 from .solvers.producers import Options, get
-from .tens import cost, cost_models, export as exports, export_mscclpp, schedule as schedules, verify as verification
+from .tens import cost, cost_models, readback, schedule as schedules, verify as verification
 
 __all__ = ["load_instance", "make_instance", "solve", "compare", "bench", "open_store", "verify", "price",
            "export", "Result", "Store", "Verification"]
@@ -354,9 +354,9 @@ def export(schedule: schedules.Schedule | str | Path, instance: Instance | str |
         raise InputError("format", f"expected one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
     sched, inst = _schedule(schedule), _instance(instance)
     if format == "msccl-xml":
-        content = exports.verified_msccl_xml(sched, inst, **options)
+        content = readback.verified_msccl_xml(sched, inst, **options)
     elif format == "mscclpp-json":
-        content = export_mscclpp.verified_mscclpp_plan(sched, inst, **options)
+        content = readback.verified_mscclpp_plan(sched, inst, **options)
     else:
         verification.check(sched, inst)
         content = json.dumps(schedules.to_json(sched)) + "\n"

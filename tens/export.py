@@ -108,7 +108,6 @@ from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import switch_routes
-from .verify import check
 
 MAX_CHUNKS = 4096
 # runtime limits: msccl-executor-nccl src/include/msccl/msccl_struct.h and makefiles/common.mk
@@ -398,19 +397,6 @@ def _add_steps(tb: ET.Element, ops: list, fields, deps: dict, pos: dict, hasdep:
         ET.SubElement(tb, "step", _step(idx, typ, *bufs, cnt, dep_tb, dep_s, int(op in hasdep)))
         idx += 1
 
-
-def verified_msccl_xml(schedule: Schedule, instance: Instance, **options) -> str:
-    """:func:`to_msccl_xml` of a schedule that verifies, itself read back by our reader
-    (:func:`collsynth.tens.peer_schedules.read_msccl_xml`) and verified: raises
-    :class:`~collsynth.tens.verify.VerificationError` when the schedule does not implement the
-    collective, or when the program written for it would not (``options`` as for
-    :func:`to_msccl_xml`)."""
-    from .peer_schedules import read_peer_text
-
-    check(schedule, instance)
-    xml = to_msccl_xml(schedule, instance, **options)
-    check(read_peer_text(xml, "msccl-xml", instance), instance)
-    return xml
 
 
 def _checked_sends(s: Schedule, lay: _Layout, instance: Instance,

@@ -51,7 +51,7 @@ saying why): another collective kind, concurrent collectives, a send
 between ranks neither linked nor joined through a switch, a switch forwarding a part of a
 piece that no send into it brought, a grid of more than ``MAX_CHUNKS`` plan chunks per buffer, a step of
 one pair needing more than 64 ops, or more thread blocks on a GPU than ``max_threadblocks``
-(they must all be resident at once: they wait on each other). :func:`verified_mscclpp_plan`,
+(they must all be resident at once: they wait on each other). :func:`collsynth.tens.readback.verified_mscclpp_plan`,
 which the command line and the API write with, reads every plan back op by op with our own
 reader (:func:`collsynth.tens.peer_plans.read_mscclpp_plan`) and verifies what it runs before
 the plan is returned.
@@ -72,7 +72,6 @@ from .export import rank_map
 from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
 from .switch_routes import flat_routes
-from .verify import check
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
                "alltoall": "alltoall"}
@@ -594,15 +593,3 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
             "use_double_scratch_buffer": False, "buffer_alignment": 16,
             "min_message_size": int(min_message_size), "max_message_size": int(max_message_size)}
 
-
-def verified_mscclpp_plan(schedule: Schedule, instance: Instance, **options) -> str:
-    """:func:`to_mscclpp_plan` of a schedule that verifies, as JSON text, itself read back by our
-    reader (:func:`collsynth.tens.peer_plans.read_mscclpp_plan`, op by op) and verified before
-    it is returned: raises :class:`~collsynth.tens.verify.VerificationError` when the schedule
-    does not implement the collective, or when the plan written for it would not."""
-    from .peer_schedules import read_peer_text
-
-    check(schedule, instance)
-    text = json.dumps(to_mscclpp_plan(schedule, instance, **options), indent=1) + "\n"
-    check(read_peer_text(text, "mscclpp-json", instance), instance)
-    return text

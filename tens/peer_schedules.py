@@ -74,8 +74,8 @@ def read_peer_schedule(path: str | Path, fmt: str, instance: Instance) -> Schedu
 def read_peer_text(text: str, fmt: str, instance: Instance) -> Schedule:
     """The schedule that ``text`` (format ``fmt``, one of :data:`FORMATS`) runs on ``instance``:
     the reader every file is read with, and every plan or program we export is read back with
-    before it is written (:func:`collsynth.tens.export.verified_msccl_xml`,
-    :func:`collsynth.tens.export_mscclpp.verified_mscclpp_plan`)."""
+    before it is written (:func:`collsynth.tens.readback.verified_msccl_xml`,
+    :func:`collsynth.tens.readback.verified_mscclpp_plan`)."""
     from .peer_plans import read_mscclpp_plan
     reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
     schedule = reader(text, instance)

@@ -39,8 +39,8 @@ from collsynth.tens.export import (
     interpret_msccl_xml,
     rank_map,
     to_msccl_xml,
-    verified_msccl_xml,
 )
+from collsynth.tens.readback import verified_msccl_xml
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify
 

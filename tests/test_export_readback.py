@@ -1,6 +1,6 @@
 """Every exported MSCCL program and MSCCL++ plan is read back by our own readers and verified
-before it is written (collsynth.tens.export.verified_msccl_xml,
-collsynth.tens.export_mscclpp.verified_mscclpp_plan), and both exporters pair a switch's
+before it is written (collsynth.tens.readback.verified_msccl_xml,
+collsynth.tens.readback.verified_mscclpp_plan), and both exporters pair a switch's
 forwards with its arrivals by the one rule of ``docs/schedules.md``, "Switch nodes".
 
 The schedule below is written by hand: a reduce-scatter on three GPUs around switch 3 where
@@ -24,7 +24,7 @@ from mscclpp_sim import run_plan
 import collsynth as cs
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
-from collsynth.tens import export, export_mscclpp
+from collsynth.tens import export, export_mscclpp, readback
 from collsynth.tens.peer_schedules import read_peer_text
 from collsynth.tens.schedule import from_sends
 from collsynth.tens.switch_routes import SwitchRoutes, switch_routes
@@ -73,10 +73,10 @@ def test_the_hand_built_schedule_verifies_and_pairs_by_position():
 
 def test_both_exports_of_it_read_back_and_verify():
     s, inst = switch_reduce_scatter()
-    plan = export_mscclpp.verified_mscclpp_plan(s, inst)
+    plan = readback.verified_mscclpp_plan(s, inst)
     run_plan(json.loads(plan), "reducescatter", 3, seeds=(0, 1))  # the independent interpreter agrees
     assert verify(read_peer_text(plan, "mscclpp-json", inst), inst) is None
-    xml = export.verified_msccl_xml(s, inst)
+    xml = readback.verified_msccl_xml(s, inst)
     assert verify(read_peer_text(xml, "msccl-xml", inst), inst) is None
 
 
@@ -84,7 +84,7 @@ def test_the_former_forwarding_rule_is_caught(monkeypatch):
     s, inst = switch_reduce_scatter()
     monkeypatch.setattr(export_mscclpp, "_transfers", latest_covering_transfers)
     with pytest.raises(VerificationError, match="twice"):
-        export_mscclpp.verified_mscclpp_plan(s, inst)
+        readback.verified_mscclpp_plan(s, inst)
 
 
 def test_an_exporter_dropping_a_transfer_is_caught(monkeypatch):
@@ -92,7 +92,7 @@ def test_an_exporter_dropping_a_transfer_is_caught(monkeypatch):
     original = export_mscclpp._transfers
     monkeypatch.setattr(export_mscclpp, "_transfers", lambda *a: original(*a)[:-1])
     with pytest.raises(VerificationError):
-        export_mscclpp.verified_mscclpp_plan(r.schedule, r.instance)
+        readback.verified_mscclpp_plan(r.schedule, r.instance)
 
 
 def test_a_program_missing_a_send_is_caught(monkeypatch):
@@ -105,7 +105,7 @@ def test_a_program_missing_a_send_is_caught(monkeypatch):
 
     monkeypatch.setattr(export, "switch_routes", fewer)
     with pytest.raises(VerificationError):
-        export.verified_msccl_xml(s, inst)
+        readback.verified_msccl_xml(s, inst)
 
 
 @pytest.mark.parametrize("kind", ["reduce_scatter", "allreduce"])
@@ -114,5 +114,5 @@ def test_relays_of_a_reduction_read_back_as_routes(kind):
     sums on untouched: read back, each is one routed send that verifies."""
     r = cs.solve(cs.make_instance({"generator": "torus", "dims": [3, 3]}, kind), "recursive-doubling")
     assert r.schedule.routing == "shortest-path"
-    back = read_peer_text(export_mscclpp.verified_mscclpp_plan(r.schedule, r.instance), "mscclpp-json", r.instance)
+    back = read_peer_text(readback.verified_mscclpp_plan(r.schedule, r.instance), "mscclpp-json", r.instance)
     assert back.routing == "shortest-path" and verify(back, r.instance) is None

@@ -23,7 +23,8 @@ from mscclpp_sim import Rejected, run_plan
 import collsynth as cs
 from collsynth import InputError
 from collsynth.instances.instance import load_instance
-from collsynth.tens.export_mscclpp import COLLECTIVES, to_mscclpp_plan, verified_mscclpp_plan
+from collsynth.tens.export_mscclpp import COLLECTIVES, to_mscclpp_plan
+from collsynth.tens.readback import verified_mscclpp_plan
 from collsynth.tens.peer_plans import read_mscclpp_plan
 from collsynth.tens.peer_schedules import _routed
 from collsynth.tens.schedule import read_json, write_json

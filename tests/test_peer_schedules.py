@@ -170,7 +170,7 @@ def test_bench_takes_a_folder_of_peer_schedules(ring4, tmp_path):
 @pytest.fixture()
 def ring4_plan(tmp_path):
     """(instance file, our MSCCL++ plan of a greedy schedule on a 4-ring, as JSON text)."""
-    from collsynth.tens.export_mscclpp import verified_mscclpp_plan
+    from collsynth.tens.readback import verified_mscclpp_plan
 
     out = {}
     for kind in ("allgather", "reduce_scatter", "allreduce", "alltoall"):

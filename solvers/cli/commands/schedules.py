@@ -165,7 +165,7 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
-    from ....tens import export, export_mscclpp
+    from ....tens import export, readback
     from ....tens.schedule import to_json
     from ....tens.verify import VerificationError
 
@@ -177,7 +177,7 @@ def export_cmd(args) -> dict:
     out = {"format": args.format, "verified": True, "sends": len(schedule)}
     if args.format == "mscclpp-json":
         try:
-            content = export_mscclpp.verified_mscclpp_plan(
+            content = readback.verified_mscclpp_plan(
                 schedule, instance, name=args.name, min_message_size=args.min_bytes,
                 max_message_size=args.max_bytes, max_threadblocks=args.max_threadblocks)
         except VerificationError as e:
@@ -189,7 +189,7 @@ def export_cmd(args) -> dict:
         out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
     elif args.format == "msccl-xml":
         try:
-            content = export.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
+            content = readback.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
                                                 dialect=args.msccl_dialect)
         except VerificationError as e:
             return {**out, "exit": 1, "violation": _violation(e.violation),
