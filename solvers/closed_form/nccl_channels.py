@@ -195,12 +195,17 @@ def channels(instance: Instance, count: int | None = None) -> Channels:
     return Channels(boxes, orders)
 
 
-def hop_costs(instance: Instance, rings: list[list[int]], closed: bool = True) -> tuple[float, float]:
-    """``(alpha, s_per_byte)`` of the channels' hops: the largest summed per-hop alpha of one
-    hop's route (what the ``sync`` model charges a step), and the largest ``n_l / B_l`` over the
-    links ``l`` the hops cross (``n_l`` channels crossing ``l``, each with its own share of the
-    data: ``bytes * s_per_byte`` is a step's bandwidth time when every channel moves ``bytes``).
-    ``rings`` are rank orders; ``closed`` adds the hop from the last rank back to the first."""
+def ring_hops(ring: list[int], closed: bool = True) -> list[tuple[int, int]]:
+    """The hops of a ring of ranks (``closed``: with the hop from the last back to the first)."""
+    return list(zip(ring, ring[1:] + ring[:1])) if closed else list(zip(ring, ring[1:]))
+
+
+def hop_costs(instance: Instance, hop_sets: list[list[tuple[int, int]]]) -> tuple[float, float]:
+    """``(alpha, s_per_byte)`` of channels whose hops (rank pairs) are ``hop_sets``: the largest
+    summed per-hop alpha of one hop's route (what the ``sync`` model charges a step), and the
+    largest ``n_l / B_l`` over the links ``l`` the hops cross (``n_l`` hop sets crossing ``l``,
+    each with its own share of the data: ``bytes * s_per_byte`` is a step's bandwidth time when
+    every hop set moves ``bytes`` on each of its hops)."""
     topo = instance.topology
     nodes = instance.collective.nodes
     la = topo.link_arrays
@@ -211,8 +216,7 @@ def hop_costs(instance: Instance, rings: list[list[int]], closed: bool = True) -
         alpha_of[(u, v)] = a
     crossing: Counter = Counter()
     alpha = 0.0
-    for ring in rings:
-        hops = list(zip(ring, ring[1:] + ring[:1])) if closed else list(zip(ring, ring[1:]))
+    for hops in hop_sets:
         links = set()
         for a, b in hops:
             route = _route_links(topo, nodes[a], nodes[b])

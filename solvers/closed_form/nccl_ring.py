@@ -36,7 +36,7 @@ from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ...tens.status import Status
 from ..producers import Outcome, Param, Producer, Unsupported
-from .nccl_channels import channels, hop_costs
+from .nccl_channels import channels, hop_costs, ring_hops
 from .phases import ALL, Phase, build, ring_allgather_phase, ring_reduce_scatter_phase
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
@@ -53,6 +53,14 @@ def chain_phase(order: list[int], denom: int, first: int, pieces: int) -> Phase:
         j = np.arange(pieces)
         ph.add(ALL, order[i], order[i + 1], i + j + 1, first + j, first + j + 1)
     return ph
+
+
+def channel_hops(kind: str, rings: list[list[int]]) -> list[list[tuple[int, int]]]:
+    """The hops each channel's data crosses: the closed ring, or the chain from the root (a
+    reduce runs it backwards)."""
+    if kind not in ("broadcast", "reduce"):
+        return [ring_hops(r) for r in rings]
+    return [[(b, a) if kind == "reduce" else (a, b) for a, b in ring_hops(r, False)] for r in rings]
 
 
 def _rotated(ring: list[int], root: int) -> list[int]:
@@ -95,16 +103,17 @@ def nccl_ring_schedule(instance: Instance, count: int | None = None, pieces: int
     meta = {"channels": C, "rings": rings}
     if coll.kind in ("broadcast", "reduce"):
         root = coll.nodes.index(coll.root) if coll.root is not None else 0
+        rings = [_rotated(ring, root) for ring in rings]
         if pieces is None:
-            pieces = best_pieces(len(coll.nodes), C, coll.message_bytes, *hop_costs(instance, rings, closed=False))
+            pieces = best_pieces(len(coll.nodes), C, coll.message_bytes,
+                                 *hop_costs(instance, channel_hops(coll.kind, rings)))
         ph = Phase(C * pieces)
         for c, ring in enumerate(rings):
-            ph.cols += chain_phase(_rotated(ring, root), C * pieces, c * pieces, pieces).cols
+            ph.cols += chain_phase(ring, C * pieces, c * pieces, pieces).cols
         ph.steps = len(coll.nodes) - 2 + pieces
-        op = OP_DEFAULT
         if coll.kind == "reduce":
             ph = ph.reversed()
-        return build(instance, [(ph, op)], name="nccl-ring", meta={**meta, "pieces": pieces})
+        return build(instance, [(ph, OP_DEFAULT)], name="nccl-ring", meta={"channels": C, "rings": rings, "pieces": pieces})
     ag, rs = Phase(C), Phase(C)
     for c, ring in enumerate(rings):
         ag.cols += ring_allgather_phase(ring, C, c, c + 1).cols
@@ -120,8 +129,7 @@ def _run(instance: Instance, options) -> Outcome:
     sched = nccl_ring_schedule(instance, params.get("channels"), params.get("pieces"))
     coll = instance.collective
     rings = sched.meta["rings"]
-    chain = coll.kind in ("broadcast", "reduce")
-    alpha, s = hop_costs(instance, rings, closed=not chain)
+    alpha, s = hop_costs(instance, channel_hops(coll.kind, rings))
     cf = ring_cost(coll.kind, len(coll.nodes), len(rings), coll.message_bytes, alpha, s, sched.meta.get("pieces", 1))
     return Outcome(sched, Status.CONSTRUCTED, objective=float(sched.num_steps), units="steps",
                    extra={"closed_form": cf})
