@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.solvers import pipeline
-from collsynth.solvers.closed_form import swing
 from collsynth.solvers.closed_form.bine import bine_schedule
 from collsynth.solvers.closed_form.pat import pat_schedule
 from collsynth.solvers.producers import Options, Unsupported

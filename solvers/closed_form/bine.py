@@ -41,7 +41,7 @@ from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ...tens.status import Status
 from ..producers import Outcome, Producer, Unsupported
-from .phases import ALL, Phase, build
+from .phases import ALL, Phase, build, collective_of
 from .swing import pi
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
@@ -90,11 +90,7 @@ def bine_tree_steps(p: int, root: int) -> list[list[tuple[int, int]]]:
 
 def bine_schedule(instance: Instance) -> Schedule:
     """Bine on ``instance`` (module doc)."""
-    if instance.concurrent:
-        raise Unsupported("closed-form algorithms take a single collective, not concurrent ones")
-    coll = instance.collective
-    if coll.kind not in KINDS:
-        raise Unsupported(f"bine implements {', '.join(KINDS)}, not {coll.kind}")
+    coll = collective_of(instance, "bine", KINDS)
     p = len(coll.nodes)
     if coll.kind in ("broadcast", "reduce"):
         root = coll.nodes.index(coll.root) if coll.root is not None else 0

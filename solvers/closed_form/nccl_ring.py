@@ -35,9 +35,10 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ...tens.status import Status
-from ..producers import Outcome, Param, Producer, Unsupported
+from ..producers import Outcome, Param, Producer
 from .nccl_channels import channels, hop_costs, ring_hops
-from .phases import ALL, Phase, build, ring_allgather_phase, ring_reduce_scatter_phase
+from .phases import (ALL, Phase, build, collective_of, ring_allgather_phase,
+                     ring_reduce_scatter_phase)
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
 MAX_PIECES = 1024  # pieces per channel the chain's automatic choice may take
@@ -92,11 +93,7 @@ def best_pieces(p: int, C: int, message_bytes: float, alpha: float, s_per_byte: 
 def nccl_ring_schedule(instance: Instance, count: int | None = None, pieces: int | None = None) -> Schedule:
     """NCCL's channel rings on ``instance`` (module doc): ``count`` channels (default one per
     NIC), ``pieces`` per channel for broadcast / reduce (default: the closed form's best)."""
-    if instance.concurrent:
-        raise Unsupported("closed-form algorithms take a single collective, not concurrent ones")
-    coll = instance.collective
-    if coll.kind not in KINDS:
-        raise Unsupported(f"nccl-ring implements {', '.join(KINDS)}, not {coll.kind}")
+    coll = collective_of(instance, "nccl-ring", KINDS)
     ch = channels(instance, count)
     C = len(ch.orders)
     rings = [ch.ring(c) for c in range(C)]

@@ -38,9 +38,9 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.status import Status
-from ..producers import Outcome, Param, Producer, Unsupported
+from ..producers import Outcome, Param, Producer
 from .nccl_channels import BOX_KEYS, Channels, channels, hop_costs
-from .phases import Phase, _height, build, double_binary_trees
+from .phases import Phase, _height, build, collective_of, double_binary_trees
 
 MAX_PIECES = 256  # pieces per tree the automatic choice may take
 MAX_SENDS = 4_000_000  # the automatic choice keeps the schedule's sends below this
@@ -114,11 +114,7 @@ def part_segments(q: int, p: int, parts: int) -> tuple[np.ndarray, np.ndarray, n
 def nccl_tree_schedule(instance: Instance, count: int | None = None, pieces: int | None = None) -> Schedule:
     """NCCL's channel trees on an allreduce instance (module doc): ``count`` channels (default
     one per NIC), ``pieces`` per tree (default: the closed form's best within :data:`MAX_SENDS`)."""
-    if instance.concurrent:
-        raise Unsupported("closed-form algorithms take a single collective, not concurrent ones")
-    coll = instance.collective
-    if coll.kind != "allreduce":
-        raise Unsupported(f"nccl-tree implements allreduce, not {coll.kind}")
+    coll = collective_of(instance, "nccl-tree", ("allreduce",))
     ch = tree_channels(instance, count)
     C, p = len(ch.orders), len(coll.nodes)
     trees = [par for c in range(C) for par in tree_parents(ch, c)]

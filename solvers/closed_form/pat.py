@@ -37,8 +37,8 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ...tens.status import Status
-from ..producers import Outcome, Param, Producer, Unsupported
-from .phases import Phase, build
+from ..producers import Outcome, Param, Producer
+from .phases import Phase, build, collective_of
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 
@@ -76,11 +76,7 @@ def pat_cost(kind: str, p: int, aggregation: int | None = None) -> tuple[int, Fr
 
 def pat_schedule(instance: Instance, aggregation: int | None = None) -> Schedule:
     """PAT on ``instance`` (module doc): allgather, reduce-scatter (its reversal), allreduce (both)."""
-    if instance.concurrent:
-        raise Unsupported("closed-form algorithms take a single collective, not concurrent ones")
-    coll = instance.collective
-    if coll.kind not in KINDS:
-        raise Unsupported(f"pat implements {', '.join(KINDS)}, not {coll.kind}")
+    coll = collective_of(instance, "pat", KINDS)
     ag = pat_allgather_phase(len(coll.nodes), aggregation)
     phases = {"allgather": [(ag, OP_DEFAULT)], "reduce_scatter": [(ag.reversed(), OP_DEFAULT)],
               "allreduce": [(ag.reversed(), OP_REDUCE), (ag, OP_COPY)]}[coll.kind]
