@@ -1,13 +1,17 @@
 """The small-message regime at scale: PAT and Bine beside the tree packing's latency choice.
 
 Run: ``python benchmarks/bench_small_messages.py [--ranks 1024,2048,4096] [--sizes 4096,...]
-[--methods pat,bine,...] [--time-limit S]``. Prints figures; asserts nothing.
+[--methods pat,bine,...] [--time-limit S] [--fabric switch|dgx_h100]``. Prints figures; asserts
+nothing.
 
 The fabric is one GPU per box (the regime NCCL runs PAT in: ``ncclPatEnable``, one rank per
 node), every box's NIC on one non-blocking switch: ``switch`` with ``unwind = 0``, 50 GB/s per
 port (a 400 Gb/s NDR NIC, the DGX H100 datasheet's) and 1.35 us per link, so 2.7 us from GPU
 to GPU (NCCL ``src/graph/tuning.cc`` hwLat, network, Ring/LL). Message sizes 4 KB to 64 MB
-(powers of 4), allgather. Methods:
+(powers of 4), allgather. ``--fabric dgx_h100`` runs the same ranks on DGX H100 boxes instead
+(``ranks / 8`` boxes, 8 GPUs on NVSwitch, one rail switch per GPU index, the generator's own
+figures): not PAT's regime in NCCL, but where the ranks' distances meet the boxes and the rails.
+Methods:
 
 - ``pat``: NCCL's PAT (Jeaugey, arXiv 2506.20252), unbounded aggregation: ``log2 p`` steps;
 - ``bine``: Bine butterflies (De Sensi et al., SC'25): ``log2 p`` steps, negabinary peers;
@@ -32,10 +36,12 @@ METHODS = ("pat", "bine", "ring", "tree-packing")
 BANDWIDTH, ALPHA = 50e9, 1.35e-6
 
 
-def fabric(ranks: int):
-    """One GPU per box on one switch (module doc)."""
+def fabric(ranks: int, name: str = "switch"):
+    """One GPU per box on one switch, or DGX H100 boxes (module doc)."""
     from collsynth.instances.generators import build
 
+    if name == "dgx_h100":
+        return build("dgx_h100", {"nodes": ranks // 8})
     return build("switch", {"nodes": ranks, "unwind": 0}, bandwidth=BANDWIDTH, alpha=ALPHA)
 
 
@@ -102,6 +108,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--ranks", default=",".join(map(str, RANKS)))
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--fabric", choices=("switch", "dgx_h100"), default="switch")
     parser.add_argument("--time-limit", type=float, default=300.0, help="tree packing's limit per run (s)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -113,11 +120,13 @@ def main(argv=None) -> list[dict]:
     print("| ranks | size | method | steps | sends | closed form (us) | sync (us) | event (us) | wall (s) | note |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for ranks in (int(x) for x in args.ranks.split(",")):
-        topo = fabric(ranks)
+        topo = fabric(ranks, args.fabric)
         for method in methods:
             found = ([packing_row(topo, s, args.time_limit) for s in sizes] if method == "tree-packing"
                      else closed_form_rows(topo, method, sizes))
             for r in found:
+                if args.fabric != "switch":
+                    r["closed_form"] = None  # the closed forms above assume the flat switch
                 r["ranks"] = ranks
                 note = r.get("message") or ("" if r["verified"] else "NOT VERIFIED")
                 print(f"| {ranks:,} | {r['size']:,} | {method} | {r.get('steps')} | {r.get('sends', '-')} | "
