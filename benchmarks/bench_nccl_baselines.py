@@ -33,7 +33,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--systems", default="a100,h100")
     args = parser.parse_args(argv)
     out = []
-    print("| system | collective | producer | verified | steps | sync (ms) | event (ms) | closed form (ms) | algbw event (GB/s) | wall (s) |")
+    print("| system | collective | producer | verified | steps | sync (ms) | event (ms) | closed form (ms) "
+          "| algbw event (GB/s) | wall (s) |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for key in args.systems.split(","):
         gen, params = SYSTEMS[key]

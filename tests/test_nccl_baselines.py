@@ -70,7 +70,8 @@ def _loads(sched, inst):
     la = inst.topology.link_arrays
     out = defaultdict(Fraction)
     for i, l in zip(send.tolist(), link.tolist()):
-        out[(int(sched.step[i]), (int(la.src[l]), int(la.dst[l])))] += Fraction(int(sched.hi[i] - sched.lo[i]), sched.denom)
+        piece = Fraction(int(sched.hi[i] - sched.lo[i]), sched.denom)
+        out[(int(sched.step[i]), (int(la.src[l]), int(la.dst[l])))] += piece
     return out
 
 
@@ -148,7 +149,8 @@ def test_tree_without_boxes_prices_as_the_double_binary_tree():
                                                  ("nccl-tree", "pieces=0", "1..4096")])
 def test_bad_parameters_are_one_line_exit_2(tmp_path, capsys, producer, param, says):
     f = tmp_path / "a.toml"
-    f.write_text('name = "h2"\n[topology]\ngenerator = "dgx_h100"\nnodes = 2\n[collective]\nkind = "allreduce"\nmessage_bytes = 1048576\n')
+    f.write_text('name = "h2"\n[topology]\ngenerator = "dgx_h100"\nnodes = 2\n'
+                 '[collective]\nkind = "allreduce"\nmessage_bytes = 1048576\n')
     code, out, err = run_cli(["solve", f, "--producer", producer, "--param", param, "--json"], capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, [f"--param {param.split('=')[0]}", says])

@@ -110,7 +110,7 @@ def nccl_ring_schedule(instance: Instance, count: int | None = None, pieces: int
         ph.steps = len(coll.nodes) - 2 + pieces
         if coll.kind == "reduce":
             ph = ph.reversed()
-        return build(instance, [(ph, OP_DEFAULT)], name="nccl-ring", meta={"channels": C, "rings": rings, "pieces": pieces})
+        return build(instance, [(ph, OP_DEFAULT)], name="nccl-ring", meta={**meta, "rings": rings, "pieces": pieces})
     ag, rs = Phase(C), Phase(C)
     for c, ring in enumerate(rings):
         ag.cols += ring_allgather_phase(ring, C, c, c + 1).cols
@@ -134,7 +134,9 @@ def _run(instance: Instance, options) -> Outcome:
 
 PRODUCERS = [Producer(
     "nccl-ring", "closed-form", _run,
-    "NCCL's rings: one per channel on its own NIC, the data split over them (NCCL search.cc; Thakur et al., IJHPCA 2005)",
+    "NCCL's rings: one per channel on its own NIC, the data split over them "
+    "(NCCL search.cc; Thakur et al., IJHPCA 2005)",
     params=(Param("channels", int, None, "channels (default: one per NIC of a box)", low=1, high=64),
-            Param("pieces", int, None, "pieces per channel of a broadcast / reduce chain (default: the closed form's best)",
+            Param("pieces", int, None,
+                  "pieces per channel of a broadcast / reduce chain (default: the closed form's best)",
                   low=1, high=MAX_PIECES)))]

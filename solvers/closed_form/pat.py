@@ -101,5 +101,6 @@ def _run(instance: Instance, options) -> Outcome:
 
 PRODUCERS = [Producer(
     "pat", "closed-form", _run,
-    "NCCL's PAT allgather/reduce-scatter: Bruck with the far dimensions first, log2 p steps (Jeaugey, arXiv 2506.20252)",
+    "NCCL's PAT allgather/reduce-scatter: Bruck with the far dimensions first, log2 p steps "
+    "(Jeaugey, arXiv 2506.20252)",
     params=(Param("aggregation", int, None, "blocks per transfer at most (default: unbounded)", low=1),))]
