@@ -18,11 +18,16 @@ the synchronous model's. Methods:
   order) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
   within the send budget: :func:`forestcoll_depth`);
-- ``ring``: the NCCL-style ring closed form (``solvers/closed_form``);
+- ``ring``: the classic ring closed form (``solvers/closed_form/classics.py``): one ring in rank
+  order, so on these systems every hop between boxes goes through one NIC pair;
+- ``nccl-ring``: the rings as NCCL runs them (``solvers/closed_form/nccl_ring.py``): one ring per
+  channel, each on its own NIC (rail-aligned), the data split over the channels: what "NCCL's
+  ring" means in the tables;
 - ``double-binary-tree``: NCCL's double binary tree (Sanders, Speck, Träff, "Two-tree algorithms
   for full bandwidth broadcast, reduction and scan", Parallel Computing 2009) is an allreduce;
   it has no allgather, so its column is ``n/a`` (allgather is what tree packing and ForestColl's
-  optimum are for on switched systems);
+  optimum are for on switched systems); ``nccl-tree`` (NCCL's trees per channel,
+  ``solvers/closed_form/nccl_tree.py``) likewise;
 - ``greedy``: the greedy TEN producer;
 - ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
 
@@ -41,7 +46,9 @@ from pathlib import Path
 SIZES = [4 ** i * 65536 for i in range(9)]  # 64 KB .. 4 GB
 SYSTEMS = [("A100 x2", "forestcoll_a100", {"nodes": 2}), ("MI250 x2", "forestcoll_mi250", {"nodes": 2}),
            ("DGX-H100 x2", "dgx_h100", {"nodes": 2})]
-METHODS = ("ours", "ours-event", "ours-sync", "forestcoll-fixed", "ring", "double-binary-tree", "greedy", "ten-ilp")
+METHODS = ("ours", "ours-event", "ours-sync", "forestcoll-fixed", "ring", "nccl-ring", "double-binary-tree", "nccl-tree",
+           "greedy", "ten-ilp")
+ALLREDUCE_ONLY = ("double-binary-tree", "nccl-tree")  # no allgather: their columns are n/a
 LIMIT_S = 60  # the TEN ILP's limit (the issue's)
 PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew each run
 MODELS = ("event", "sync")
@@ -52,7 +59,7 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
 
-    if method == "double-binary-tree":
+    if method in ALLREDUCE_ONLY:
         return {"status": "n/a", "message": "allreduce only"}
     producer = "tree-packing" if method.startswith("ours") or method == "forestcoll-fixed" else method
     params = {"pieces": fixed_pieces, "shape": "greedy"} if method == "forestcoll-fixed" else {}

@@ -120,6 +120,17 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
     )
 
 
+def collective_of(instance: Instance, name: str, kinds: tuple[str, ...]):
+    """The instance's one collective, if algorithm ``name`` implements its kind (one of ``kinds``);
+    else :class:`Unsupported` saying why."""
+    if instance.concurrent:
+        raise Unsupported("closed-form algorithms take a single collective, not concurrent ones")
+    coll = instance.collective
+    if coll.kind not in kinds:
+        raise Unsupported(f"{name} implements {', '.join(kinds)}, not {coll.kind}")
+    return coll
+
+
 # ---- building blocks (logical ranks 0..p-1 unless an order is given) -----------------------
 
 def ring_allgather_phase(order, denom=1, lo=0, hi=None) -> Phase:
