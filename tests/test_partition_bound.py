@@ -192,3 +192,38 @@ def test_the_count_is_below_the_ten_ilp_combining_optimum(gen, params):
     assert count <= row["steps"]
     if gen == "ring" and not params.get("bidirectional", True):
         assert row["steps"] == count == 2 * (n - 1)
+
+
+# ---- bad input: one line naming the file and the field, exit 2 ----------------------------------
+
+UNREACHABLE = """name = "t"
+[topology]
+generator = "forestcoll_a100"
+nodes = 1
+failed_links = [[8, 3]]
+[collective]
+kind = "allreduce"
+message_bytes = 1e6
+"""
+TOO_SMALL = """name = "t"
+[topology]
+generator = "switch"
+nodes = 4
+[collective]
+kind = "reduce_scatter"
+message_bytes = 8
+"""
+
+
+@pytest.mark.parametrize("text,extra,must", [
+    (UNREACHABLE, [], ["topology", "node 0 cannot reach node 3"]),  # the switch's link into GPU 3 failed
+    (TOO_SMALL, ["--param", "pieces=16"], ["collective.message_bytes", "at least 1 B a piece"]),  # 2 B a shard
+])
+def test_a_combining_collective_that_cannot_run_is_one_line(tmp_path, capsys, text, extra, must):
+    from cli_errors import assert_one_error_line, run_cli
+
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    code, out, err = run_cli(["solve", path, "--producer", "tree-packing", *extra, "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), *must])

@@ -33,6 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ... import InputError
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import memory_budget, require
@@ -324,6 +325,18 @@ def _check(instance: Instance) -> None:
                           "latency cannot be verified (its time reversal forwards a step late); unwind the switches")
 
 
+def _check_piece_bytes(instance: Instance, sched) -> None:
+    """Refuse (:class:`~collsynth.InputError` on ``collective.message_bytes``) a message too
+    small to split into the trees' shares and pipeline pieces: a piece under one byte."""
+    piece = float(sched.size.min()) * instance.collective.chunk_bytes if len(sched) else 1.0
+    if piece < 1.0:
+        coll = instance.collective
+        raise InputError(instance.source or instance.name,
+                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
+                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
+                         "or fewer pieces (--param pieces) or trees (--param trees)")
+
+
 def plan(kind: str) -> list[tuple[str, bool]]:
     """The forests a collective is made of: ``(allgather | broadcast, transposed)`` in order."""
     return {"allgather": [("allgather", False)], "broadcast": [("broadcast", False)],
@@ -353,6 +366,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
     sched = _with_header(sched, instance)
+    _check_piece_bytes(instance, sched)
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
              "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
