@@ -19,7 +19,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds
-from collsynth.tens.bounds.partitions import partition_seconds, region_seconds
+from collsynth.tens.bounds.partitions import partition_bound, region_time
 from collsynth.tens.ten import link_delays
 
 TOL = 1 + 1e-9
@@ -31,7 +31,7 @@ def test_one_switch_is_patarasuk_and_yuan():
     """N GPUs on one switch, B each way: 2 (N - 1) / N * M / B (Patarasuk and Yuan, J. Parallel
     Distrib. Comput. 69(2), 2009, Section 3). N = 5, M = 10, B = 2: 2 * 4 / 5 * 10 / 2 = 8."""
     star = build("switch", {"nodes": 5}, bandwidth=2.0, alpha=0.0)
-    got = partition_seconds(make_instance(star, "allreduce", message_bytes=10.0), bounds.SyncSupply(bounds.arcs_of(star)),
+    got = partition_bound(make_instance(star, "allreduce", message_bytes=10.0), bounds.SyncSupply(bounds.arcs_of(star)),
                             "sync")
     assert got.value == pytest.approx(8.0, rel=1e-12) and got.witness == "k=5 regions"
 
@@ -59,7 +59,7 @@ def test_a_reducing_switch_is_not_bounded_so():
     """With a switch that reduces, each GPU may send its input up once: the argument is void."""
     star = build("switch", {"nodes": 4}, bandwidth=1.0, alpha=0.0)
     star.graph.nodes[4]["reduce"] = True
-    got = partition_seconds(make_instance(star, "allreduce", message_bytes=8.0))
+    got = partition_bound(make_instance(star, "allreduce", message_bytes=8.0))
     assert not got.computed and "reduces" in got.note
 
 
@@ -141,7 +141,7 @@ def _exhaustive(topo, supply, M) -> float:
             for i, block in enumerate(part):
                 region[block] = i
             region[sws] = place
-            best = max(best, region_seconds(arcs, region, M, supply))
+            best = max(best, region_time(arcs, region, M, supply))
     return best
 
 
@@ -156,8 +156,8 @@ def test_every_partition_is_below_every_verified_schedule(topo):
     inst = make_instance(topo, "allreduce", message_bytes=M)
     arcs = bounds.arcs_of(topo)
     ex_sync, ex_event = _exhaustive(topo, bounds.SyncSupply(arcs), M), _exhaustive(topo, bounds.EventSupply(arcs), M)
-    assert partition_seconds(inst).value <= ex_event * TOL  # the search picks among these
-    assert partition_seconds(inst, bounds.SyncSupply(arcs), "sync").value <= ex_sync * TOL
+    assert partition_bound(inst).value <= ex_event * TOL  # the search picks among these
+    assert partition_bound(inst, bounds.SyncSupply(arcs), "sync").value <= ex_sync * TOL
     checked = 0
     for name in VALID:
         params = {"pieces": 4} if name == "tree-packing" else {}  # a shallow pipeline: a quick test
@@ -180,8 +180,9 @@ def test_every_partition_is_below_every_verified_schedule(topo):
 def test_the_count_is_below_the_ten_ilp_combining_optimum(gen, params):
     """The argument in whole chunks: every GPU its own region, each of the ``C`` chunks crosses
     into regions ``2 (N - 1)`` times, a link carries one chunk per its delay; so every schedule
-    has at least ``ceil(2 (N - 1) C / sum_l cap_l / k_l)`` timesteps, and the ILP's optimum
-    meets it on the unidirectional rings (4 and 6, the ring allreduce)."""
+    has at least ``ceil(2 (N - 1) C / sum_l cap_l / k_l)`` timesteps; the partition bound in
+    timesteps is at least that and at most the ILP's optimum, which meets it on the
+    unidirectional rings (4 and 6, the ring allreduce)."""
     topo = build(gen, params, bandwidth=1e9, alpha=0.0)
     inst = make_instance(topo, "allreduce", message_bytes=3e5)
     row, _ = pipeline.run(inst, "ten-ilp-combining", Options(driver="horizon", time_limit=60))
@@ -189,9 +190,10 @@ def test_the_count_is_below_the_ten_ilp_combining_optimum(gen, params):
     delay, cap, _ = link_delays(topo, [inst.collective.chunk_bytes])
     n = len(topo.npus)
     count = math.ceil(2 * (n - 1) * inst.collective.num_used_chunks / float((cap / delay[0]).sum()) - 1e-9)
-    assert count <= row["steps"]
+    got = bounds.instance_bounds(inst).part("timesteps", "partition")
+    assert count <= got.value <= row["steps"], (count, got.label(), row["steps"])
     if gen == "ring" and not params.get("bidirectional", True):
-        assert row["steps"] == count == 2 * (n - 1)
+        assert row["steps"] == got.value == count == 2 * (n - 1)
 
 
 # ---- bad input: one line naming the file and the field, exit 2 ----------------------------------

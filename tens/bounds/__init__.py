@@ -54,11 +54,11 @@ Arguments (``source``)
     (a unidirectional 4-ring all-to-all: 6 pair units a link against the best cut's 4), and
     re-proved from the LP's duals so that the solver's tolerance cannot make it too large.
 ``partition``
-    (seconds) a single allreduce when no switch reduces: for node sets ``R_1 .. R_k`` holding
+    (every model) a single allreduce when no switch reduces: for node sets ``R_1 .. R_k`` holding
     every compute node, the bytes entering them are at least ``M`` each and ``2 (k - 1) M`` in
     all (the one-way gossip count; Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2),
     2009, on one switch), against what the links entering them deliver
-    (:func:`partition_seconds`, its module has the proof and two optima by hand). An
+    (:func:`partition_bound`, its module has the proof and two optima by hand). An
     allreduce is also bounded by its reduce-scatter's ``forest`` optimum.
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
@@ -160,9 +160,9 @@ from .instance import (
     instance_bounds,
 )
 from .partitions import (
-    partition_seconds,
+    partition_bound,
     reducing_switches,
-    region_seconds,
+    region_time,
 )
 from .flows import (
     FLOW_CELLS,
@@ -217,9 +217,9 @@ __all__ = [
     "FOREST_KINDS",
     "forest_seconds",
     "instance_bounds",
-    "partition_seconds",
+    "partition_bound",
     "reducing_switches",
-    "region_seconds",
+    "region_time",
     "FLOW_CELLS",
     "flow_seconds",
     "distance_bound",

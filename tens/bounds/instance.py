@@ -20,7 +20,7 @@ from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .flows import flow_seconds
-from .partitions import partition_seconds
+from .partitions import partition_bound
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 
@@ -187,6 +187,7 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
                         lag.min(axis=0))
     parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
+    parts += [argument(instance, supply, "timesteps", int) for argument in COMBINING_ARGUMENTS]
     C, S = sum(c.num_chunks for c in instance.collectives), instance.topology.size
     try:
         if (refused := _too_many_cells(C, S)) is not None:  # said before the TEN's data is built
@@ -220,6 +221,7 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
     parts = [_distance_bound("ten", arcs, demand, kmin, f)]
     parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
     parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
+    parts += [argument(instance, supply, "ten", lambda T: T * f) for argument in COMBINING_ARGUMENTS]
     return parts, f
 
 
@@ -246,10 +248,11 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     return event, [sync_lat], sync_bw
 
 
-# Bounds of combining collectives beyond the cut: ``argument(instance, supply, model) -> Bound``
-# under one seconds model, each saying itself (not computed) where its switches' assumption
-# fails: the partition bound holds when no switch reduces.
-COMBINING_ARGUMENTS = (partition_seconds,)
+# Bounds of combining collectives beyond the cut: ``argument(instance, supply, model, convert) ->
+# Bound`` under one cost model (``supply`` its links' delivery, ``convert`` its time to the
+# model's units), each saying itself (not computed) where its switches' assumption fails: the
+# partition bound holds when no switch reduces.
+COMBINING_ARGUMENTS = (partition_bound,)
 
 
 FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True,  # kind: transposed

@@ -1,4 +1,4 @@
-"""The partition bound of allreduce when no switch reduces (seconds, every seconds model).
+"""The partition bound of allreduce when no switch reduces (every cost model: seconds and TEN timesteps).
 
 Part of :mod:`collsynth.tens.bounds` (its module documentation describes every argument).
 
@@ -33,7 +33,9 @@ A delivery entering a region crosses a link entering it (deliveries copied insid
 after one crossing merge into one call at the first arrival, which only helps), so the bytes
 crossing into all regions are at least ``2 (k - 1) M``, and into each region at least ``M``
 (it needs inputs from outside). A link of bandwidth ``b`` carries at most ``b T`` bytes by
-``T`` under ``event``, ``ten`` and in the bandwidth time ``T_B`` of ``sync``.
+``T`` under ``event``, ``ten`` and in the bandwidth time ``T_B`` of ``sync``; in TEN timesteps a
+link pair delivers at most its capacity per chunk delay, and each of the buffer's chunks
+crosses as each byte does.
 
 Two optima by hand
 ------------------
@@ -51,10 +53,10 @@ Two optima by hand
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.instance import make_instance
 >>> star = build("switch", {"nodes": 4}, bandwidth=1.0, alpha=0.0)
->>> partition_seconds(make_instance(star, "allreduce", message_bytes=8.0)).value
+>>> partition_bound(make_instance(star, "allreduce", message_bytes=8.0)).value
 12.0
 >>> ring = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
->>> partition_seconds(make_instance(ring, "allreduce", message_bytes=3.0)).value
+>>> partition_bound(make_instance(ring, "allreduce", message_bytes=3.0)).value
 4.0
 
 Which partitions are tried
@@ -75,7 +77,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ...instances.instance import Instance
 from .demand import Arcs, arcs_of
-from .record import Bound, not_computed
+from .record import UNITS, Bound, not_computed
 from .supply import EventSupply, Supply
 
 
@@ -85,24 +87,24 @@ def reducing_switches(topology) -> list[int]:
     return sorted(int(s) for s in topology.switches if topology.graph.nodes[s].get("reduce", False))
 
 
-def region_seconds(arcs: Arcs, region: np.ndarray, message_bytes: float, supply: Supply) -> float:
+def region_time(arcs: Arcs, region: np.ndarray, need: float, supply: Supply) -> float:
     """The smallest time by which the links entering every region ``i`` (``region[node]``,
-    ``-1``: in none) deliver ``M`` into it and, all together, ``2 (k - 1) M`` (module doc),
-    what those links deliver by a time given by ``supply`` (one cost model's
-    :class:`~collsynth.tens.bounds.supply.Supply`); with bandwidth alone this is
+    ``-1``: in none) deliver ``need`` (``M``: bytes, or chunks) into it and, all together,
+    ``2 (k - 1) M`` (module doc), what those links deliver by a time given by ``supply`` (one
+    cost model's :class:`~collsynth.tens.bounds.supply.Supply`); with bandwidth alone this is
     ``max(max_i M / B_i, 2 (k - 1) M / sum_i B_i)``.
 
     >>> from collsynth.instances.generators import build
     >>> from collsynth.tens.bounds.supply import SyncSupply
     >>> arcs = arcs_of(build("switch", {"nodes": 3}, bandwidth=2.0, alpha=0.0))
-    >>> region_seconds(arcs, np.array([0, 1, 2, -1]), 6.0, SyncSupply(arcs))  # 2 * 2 * 6 / (3 * 2)
+    >>> region_time(arcs, np.array([0, 1, 2, -1]), 6.0, SyncSupply(arcs))  # 2 * 2 * 6 / (3 * 2)
     4.0
     """
     k = int(region.max()) + 1
     src, dst = region[arcs.src], region[arcs.dst]
     entering = (dst >= 0) & (src != dst)
-    each = max(supply.smallest(np.flatnonzero(entering & (dst == i)), message_bytes) for i in range(k))
-    return float(max(each, supply.smallest(np.flatnonzero(entering), 2 * (k - 1) * message_bytes)))
+    each = max(supply.smallest(np.flatnonzero(entering & (dst == i)), need) for i in range(k))
+    return max(each, supply.smallest(np.flatnonzero(entering), 2 * (k - 1) * need))
 
 
 def candidate_regions(arcs: Arcs, switches: np.ndarray, participants: np.ndarray):
@@ -132,13 +134,16 @@ def candidate_regions(arcs: Arcs, switches: np.ndarray, participants: np.ndarray
         yield theta, region
 
 
-def partition_seconds(instance: Instance, supply: Supply | None = None, model: str = "event") -> Bound:
+def partition_bound(instance: Instance, supply: Supply | None = None, model: str = "event",
+                    convert=lambda t: t) -> Bound:
     """The partition bound of a single allreduce on a network whose switches do not reduce
     (module doc: the one-way gossip count over regions; Patarasuk and Yuan, J. Parallel
-    Distrib. Comput. 69(2), 2009, on one switch), in seconds under ``model`` with what links
-    deliver by a time given by ``supply`` (default: the event model's, latency included;
-    :class:`~collsynth.tens.bounds.supply.SyncSupply` bounds the sync model's bandwidth time);
-    the best over :func:`candidate_regions`."""
+    Distrib. Comput. 69(2), 2009, on one switch) under ``model``, with what links deliver by a
+    time given by ``supply`` (default: the event model's, latency included;
+    :class:`~collsynth.tens.bounds.supply.SyncSupply` bounds the sync model's bandwidth time;
+    :class:`~collsynth.tens.bounds.supply.TimestepSupply` counts chunks, every chunk of the
+    buffer crossing as every byte does), its time through ``convert`` (e.g. TEN timesteps to
+    seconds); the best over :func:`candidate_regions`."""
     if instance.concurrent or instance.collective.kind != "allreduce":
         return not_computed(model, "partition", "only a single allreduce")
     topo, coll = instance.topology, instance.collective
@@ -146,15 +151,16 @@ def partition_seconds(instance: Instance, supply: Supply | None = None, model: s
         return not_computed(model, "partition", "a switch reduces (in-network reduction)")
     arcs = arcs_of(topo)
     supply = EventSupply(arcs) if supply is None else supply
+    need = len(coll.nodes) * coll.chunks_per_node if model == "timesteps" else coll.message_bytes
     switches = np.array(sorted(topo.switches), np.int64)
     best: tuple[float, float, int] | None = None
     for theta, region in candidate_regions(arcs, switches, np.asarray(coll.nodes, np.int64)):
-        value = region_seconds(arcs, region, coll.message_bytes, supply)
+        value = region_time(arcs, region, need, supply)
         if math.isfinite(value) and (best is None or value > best[0]):
             best = (value, theta, int(region.max()) + 1)
     if best is None:
         return not_computed(model, "partition", "fewer than two participants")
     value, theta, k = best
     joined = "no links" if math.isinf(theta) else f"links of >= {theta:.4g} B/s"
-    return Bound(value, "s", model, "partition", f"k={k} regions",
+    return Bound(convert(value), UNITS[model], model, "partition", f"k={k} regions",
                  f"{k} regions joined by {joined}; switches between them in none")
