@@ -42,7 +42,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency, orders, rings, twolevel
+from . import fifo_reduce, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -384,12 +384,16 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
-    the fixed depth of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
+    the fixed depth of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees``
+    is set, is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests of :func:`alternatives`,
     the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
+    if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
+        f = fifo_reduce.choose(instance, f, options, deadline, OBJECTIVES[options.params.get("objective") or "sync+event"],
+                               c * parts)
     fixed = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or fixed, None
