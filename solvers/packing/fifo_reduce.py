@@ -28,7 +28,7 @@ def choose(instance, f, options, deadline, models: tuple[str, ...], chunks: int)
     :data:`PROBE_PIECES` pieces (each verified first; an unverified one is never chosen);
     ``f`` under ``sync`` alone (its packing is the optimum), when its probe would exceed
     :data:`PROBE_SENDS` sends, or when the run is out of time. ``chunks``: chunks a root
-    sends per piece."""
+    sends per piece (the reduction alone is probed, an allreduce's first half included)."""
     from .producer import forest, hops_of, part_instance, price_pieces
 
     if models == ("sync",) or not f.transposed or f.k == 1:

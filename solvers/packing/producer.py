@@ -393,7 +393,7 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     c = coll.chunks_per_node
     if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
         f = fifo_reduce.choose(instance, f, options, deadline, OBJECTIVES[options.params.get("objective") or "sync+event"],
-                               c * parts)
+                               c)
     fixed = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or fixed, None
