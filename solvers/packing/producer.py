@@ -385,8 +385,8 @@ def run(instance: Instance, options: Options) -> Outcome:
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the fixed depth of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees``
-    is set, is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests of :func:`alternatives`,
-    the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
+    is set, is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests
+    of :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
