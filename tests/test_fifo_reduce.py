@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from hypothesis import given, settings
 
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds
+from test_partition_bound import switched
 
 A100X2 = {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}
 
@@ -49,3 +51,17 @@ def test_the_reduction_forest_is_chosen_for_the_objective(objective, trees):
         bound = bounds.instance_bounds(inst).event.value
         assert _mixed_links(sched) == 0
         assert row["time_event_s"] <= 1.2 * bound  # 20 pieces: pipeline fill ~ 1/20 of it
+
+
+@settings(max_examples=4, deadline=None)
+@given(switched())
+def test_reductions_on_random_switched_boxes_verify_and_price_above_the_bound(topo):
+    """Random switched boxes (``test_partition_bound.switched``), reduce-scatter at alpha 0:
+    the forest kept (the packed one or one tree a shard) verifies, and every model's time is
+    at least that model's bound."""
+    inst = make_instance(topo, "reduce_scatter", message_bytes=2.4e5)
+    row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"pieces": 4}))
+    assert row["verified"], row["message"]
+    b = bounds.instance_bounds(inst)
+    for model, field in (("event", "time_event_s"), ("sync", "time_sync_s")):
+        assert b.of(model).value <= row[field] * (1 + 1e-9), (model, b.of(model).label(), row[field])
