@@ -33,6 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ... import InputError
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import memory_budget, require
@@ -41,7 +42,7 @@ from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency, orders, rings, twolevel
+from . import fifo_reduce, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -335,6 +336,18 @@ def _check(instance: Instance) -> None:
                           "latency cannot be verified (its time reversal forwards a step late); unwind the switches")
 
 
+def _check_piece_bytes(instance: Instance, sched) -> None:
+    """Refuse (:class:`~collsynth.InputError` on ``collective.message_bytes``) a message too
+    small to split into the trees' shares and pipeline pieces: a piece under one byte."""
+    piece = float(sched.size.min()) * instance.collective.chunk_bytes if len(sched) else 1.0
+    if piece < 1.0:
+        coll = instance.collective
+        raise InputError(instance.source or instance.name,
+                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
+                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
+                         "or fewer pieces (--param pieces) or trees (--param trees)")
+
+
 def plan(kind: str) -> list[tuple[str, bool]]:
     """The forests a collective is made of: ``(allgather | broadcast, transposed)`` in order."""
     return {"allgather": [("allgather", False)], "broadcast": [("broadcast", False)],
@@ -364,6 +377,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
     sched = _with_header(sched, instance)
+    _check_piece_bytes(instance, sched)
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
              "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
@@ -382,12 +396,16 @@ def run(instance: Instance, options: Options) -> Outcome:
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
-    the pieces of :func:`auto_pieces`; else, over the forests of :func:`alternatives`,
-    the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
+    the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
+    is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests of
+    :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
+    if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
+        f = fifo_reduce.choose(instance, f, options, deadline, OBJECTIVES[options.params.get("objective") or "sync+event"],
+                               c)
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or automatic, None

@@ -53,6 +53,13 @@ Arguments (``source``)
     from its source to its destination and the links carry it all; at least every cut bound
     (a unidirectional 4-ring all-to-all: 6 pair units a link against the best cut's 4), and
     re-proved from the LP's duals so that the solver's tolerance cannot make it too large.
+``partition``
+    (every model) a single allreduce when no switch reduces: for node sets ``R_1 .. R_k`` holding
+    every compute node, the bytes entering them are at least ``M`` each and ``2 (k - 1) M`` in
+    all (the one-way gossip count; Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2),
+    2009, on one switch), against what the links entering them deliver
+    (:func:`partition_bound`, its module has the proof and two optima by hand). An
+    allreduce is also bounded by its reduce-scatter's ``forest`` optimum.
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
@@ -91,7 +98,8 @@ node set rather than to one node.
 Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must cross into a node
 set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
-:mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule).
+:mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
+:mod:`.partitions` (the allreduce partition bound without in-network reduction).
 """
 
 from __future__ import annotations
@@ -145,10 +153,16 @@ from .arrivals import (
 )
 from .instance import (
     Bounds,
+    COMBINING_ARGUMENTS,
     FOREST_CELLS,
     FOREST_KINDS,
     forest_seconds,
     instance_bounds,
+)
+from .partitions import (
+    partition_bound,
+    reducing_switches,
+    region_time,
 )
 from .flows import (
     FLOW_CELLS,
@@ -198,10 +212,14 @@ __all__ = [
     "ARRIVAL_CELLS",
     "arrival_bound",
     "Bounds",
+    "COMBINING_ARGUMENTS",
     "FOREST_CELLS",
     "FOREST_KINDS",
     "forest_seconds",
     "instance_bounds",
+    "partition_bound",
+    "reducing_switches",
+    "region_time",
     "FLOW_CELLS",
     "flow_seconds",
     "distance_bound",

@@ -20,6 +20,7 @@ from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .flows import flow_seconds
+from .partitions import partition_bound
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 
@@ -186,6 +187,7 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
                         lag.min(axis=0))
     parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
+    parts += [argument(instance, supply, "timesteps", int) for argument in COMBINING_ARGUMENTS]
     C, S = sum(c.num_chunks for c in instance.collectives), instance.topology.size
     try:
         if (refused := _too_many_cells(C, S)) is not None:  # said before the TEN's data is built
@@ -219,6 +221,7 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
     parts = [_distance_bound("ten", arcs, demand, kmin, f)]
     parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
     parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
+    parts += [argument(instance, supply, "ten", lambda T: T * f) for argument in COMBINING_ARGUMENTS]
     return parts, f
 
 
@@ -239,17 +242,29 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s)):
         event.append(_as_model(seconds, "event"))
         sync_bw.append(_as_model(seconds, "sync"))
+    for argument in COMBINING_ARGUMENTS:
+        event.append(argument(instance, EventSupply(arcs), "event"))
+        sync_bw.append(argument(instance, SyncSupply(arcs), "sync"))
     return event, [sync_lat], sync_bw
 
 
-FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True}  # kind: transposed
+# Bounds of combining collectives beyond the cut: ``argument(instance, supply, model, convert) ->
+# Bound`` under one cost model (``supply`` its links' delivery, ``convert`` its time to the
+# model's units), each saying itself (not computed) where its switches' assumption fails: the
+# partition bound holds when no switch reduces.
+COMBINING_ARGUMENTS = (partition_bound,)
+
+
+FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True,  # kind: transposed
+                "allreduce": True}  # an allreduce also reduce-scatters: its reduce-scatter's optimum bounds it
 FOREST_CELLS = 4_000_000  # compute nodes x links above which the exact cut optimum is not computed (time)
 
 
 def forest_seconds(instance: Instance) -> Bound:
     """The exact cut optimum of an allgather, broadcast, reduce-scatter or reduce as a bound in
     seconds (bytes over bandwidth; latency only adds): ``(M / N) max_S |S ∩ Vc| / B+(S)``
-    (broadcast: ``M / B+(S)`` over sets holding the root), found by max-flow
+    (broadcast: ``M / B+(S)`` over sets holding the root; allreduce: its reduce-scatter's, as
+    every allreduce schedule also reduce-scatters), found by max-flow
     (:func:`collsynth.tens.cut_optimum.optimum`; Zhao et al., "ForestColl", arXiv 2402.06787,
     Section 4); reduce-scatter and reduce on the transposed network (a schedule's time reversal
     loads the reversed links equally). The witness set is re-priced with the links' own
@@ -259,11 +274,11 @@ def forest_seconds(instance: Instance) -> Bound:
     from ..cut_optimum import FlowTooLarge, cut_seconds, flow_net, optimum
 
     if instance.concurrent or instance.collective.kind not in FOREST_KINDS:
-        return not_computed("event", "forest", "only a single allgather, broadcast, reduce-scatter or reduce")
+        return not_computed("event", "forest", "only a single allgather, broadcast, reduce-scatter, reduce or allreduce")
     coll, topo = instance.collective, instance.topology
     if len(coll.nodes) * max(1, topo.num_links) > FOREST_CELLS:
         return not_computed("event", "forest", f"more than {FOREST_CELLS:,} compute nodes x links")
-    weight = [1] * len(coll.nodes) if coll.kind in ("allgather", "reduce_scatter") else \
+    weight = [1] * len(coll.nodes) if coll.kind in ("allgather", "reduce_scatter", "allreduce") else \
         [int(v == coll.root) for v in coll.nodes]
     net = flow_net(topo, coll.nodes, weight, transpose=FOREST_KINDS[coll.kind])
     try:

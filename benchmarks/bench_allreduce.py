@@ -1,0 +1,150 @@
+"""Allgather, reduce-scatter and allreduce on the switched systems against their bounds, 1 GB at alpha 0.
+
+Run: ``python benchmarks/bench_allreduce.py`` (``--only "A100 x2"`` for one system, ``--kinds
+allreduce`` for one kind, ``--producers tree-packing,ring``, ``--bounds-only`` for the bounds
+and the RS+AG verdict alone, in seconds). Each (system, kind) runs in its own
+process (its peak memory is its own) through the normal pipeline
+(``collsynth.solvers.pipeline.run``: verified, then priced) with each producer; the row prints
+the instance's bound under ``event`` (:mod:`collsynth.tens.bounds`; latency included: for allreduce the partition bound of
+:mod:`collsynth.tens.bounds.partitions`, beside the cut's), the best verified schedule under
+``event`` (FIFO links), ``event-inorder`` (each link in step order) and ``sync``, each with its
+producer and its ratio to the bound, the generation time and the peak memory of the row.
+
+For allreduce the row also says what the bound proves about reduce-scatter then allgather:
+``RS+AG`` is the sum of both halves' cut optima (max-flow; Zhao et al., "ForestColl", arXiv
+2402.06787, Section 4); ``RS+AG optimal`` when the allreduce bound's bandwidth part (the sync model's ``T_B`` bound)
+reaches it (no schedule can beat the two halves in sequence), else the gap left open
+(``open``), and the models under which a schedule beat RS+AG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from fresh_process import cell, each_in_a_fresh_process
+from switched_systems import systems
+
+M = 1e9
+TIME_LIMIT_S = 900
+KINDS = ("allgather", "reduce_scatter", "allreduce")
+PRODUCERS = ("tree-packing",)  # ring and direct (--producers) are 7-20x off on the multi-box systems
+SYSTEMS = systems("A100 x1", "A100 x2", "A100 x4", "MI250 x1", "MI250 x2", "DGX-H100 x1", "DGX-H100 x2",
+                  "DGX-H100 x8", "DGX-2 x2") + [
+    ("NDv2 x2", "ndv2", {"chassis": 2, "inter_chassis": "switch", "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
+    ("TACOS ring x complete x switch 4x4x2", "corpus:tacos-hier-ring-fc-switch-4x4x2-allgather", {})]
+MODELS = ("event", "event-inorder", "sync")
+
+
+def instance_of(generator: str, params: dict, kind: str):
+    """The row's 1 GB instance of ``kind``."""
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+
+    if generator.startswith("corpus:"):
+        from pathlib import Path
+
+        from collsynth.instances.instance import load_instance
+
+        stem = generator.split(":", 1)[1]
+        topo = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / f"{stem}.toml").topology
+    else:
+        topo = build(generator, params)
+    return make_instance(topo, kind, message_bytes=M)
+
+
+def _halves_optimum(inst) -> float:
+    """Reduce-scatter's plus allgather's cut optimum of ``inst``'s topology and size."""
+    from collsynth.tens.cut_optimum import flow_net, optimum
+
+    coll, out = inst.collective, 0.0
+    for transpose in (True, False):
+        net = flow_net(inst.topology, coll.nodes, [1] * len(coll.nodes), transpose=transpose)
+        out += optimum(net).seconds(M / len(coll.nodes), net.unit_bw)
+    return out
+
+
+def _row(args) -> dict:
+    (label, generator, params), kind, producers = args
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+    from collsynth.tens import cost_models
+    from collsynth.tens.bounds import instance_bounds
+
+    inst = instance_of(generator, params, kind)
+    b = instance_bounds(inst)
+    out = {"system": label, "kind": kind, "gpus": len(inst.collective.nodes), "bound_event_s": b.event.value,
+           "bound_sync_s": b.sync.value, "bound_bw_s": b.part("sync_bandwidth").value,
+           "bound_source": b.event.label(), "best": {}, "gen_s": 0.0}
+    if kind == "allreduce":
+        out["halves_s"] = _halves_optimum(inst)
+    for name in producers:
+        t0 = time.perf_counter()
+        row, sched = pipeline.run(inst, name, Options(time_limit=TIME_LIMIT_S))
+        if not row["verified"]:
+            out.setdefault("refused", []).append(f"{name}: {row['status']}")
+            continue
+        times = {"event": row["time_event_s"], "sync": row["time_sync_s"],
+                 "event-inorder": cost_models.price(sched, inst, "event-inorder").total_s}
+        for model, t in times.items():
+            if t is not None and (model not in out["best"] or t < out["best"][model][0]):
+                out["best"][model] = (t, name)
+        if name == "tree-packing":
+            out["gen_s"] = row["build_s"]
+        out.setdefault("wall_s", {})[name] = time.perf_counter() - t0
+    out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _verdict(r: dict) -> str:
+    """What the allreduce bound says about reduce-scatter then allgather."""
+    if r["kind"] != "allreduce":
+        return ""
+    bw, halves = r["bound_bw_s"], r["halves_s"]  # both bandwidth alone (bytes over bandwidth)
+    if bw > halves * (1 + 1e-9):
+        return f"INVALID: bound {bw / halves:.6f} of RS+AG, which is a schedule"
+    if bw >= halves * (1 - 1e-9):
+        return "RS+AG optimal (bound = RS+AG)"
+    below = [m for m, (t, _) in r["best"].items() if t < halves * (1 - 1e-9)]
+    return f"open: bound {bw / halves:.3f} of RS+AG" + (f"; below RS+AG under {', '.join(below)}" if below else "")
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ("| system | kind | GPUs | bound ms | argument | " +
+            " | ".join(f"{m} ms | {m}/bound | by" for m in MODELS) +
+            " | RS+AG ms | verdict | generation s | peak MiB |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [r["system"], r["kind"], str(r["gpus"]), cell(r["bound_event_s"] * 1e3, ".4f"), r["bound_source"]]
+        for m in MODELS:
+            t, by = r["best"].get(m, (None, "-"))
+            bound = r["bound_sync_s"] if m == "sync" else r["bound_event_s"]
+            cells += [cell(t and t * 1e3, ".4f"), cell(t and bound and t / bound, ".4f"), by]
+        cells += [cell(r.get("halves_s") and r["halves_s"] * 1e3, ".4f"), _verdict(r), cell(r["gen_s"], ".1f"),
+                  cell(r["peak_MiB"], ".0f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(only: str | None, kinds, producers) -> list[dict]:
+    """Every (system, kind) row, each in a fresh process; prints each row as it finishes (a
+    long run keeps what it measured), then the table."""
+    labels = only.split(",") if only else [s[0] for s in SYSTEMS]
+    by_label = {s[0]: s for s in SYSTEMS}
+    specs = [(by_label[label], k, producers) for label in labels for k in kinds]
+    rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
+    print(table(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None, help="system labels, comma-separated, in the order to run, e.g. "
+                                                     "'A100 x2,MI250 x2'")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
+    parser.add_argument("--producers", default=",".join(PRODUCERS), help="comma-separated producers")
+    parser.add_argument("--bounds-only", action="store_true", help="no producer: the bounds and the RS+AG verdict")
+    args = parser.parse_args()
+    main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","))
