@@ -34,14 +34,14 @@ from fractions import Fraction
 import numpy as np
 
 from ...instances import Instance
-from ...instances.size import BYTES_PER_SEND
+from ...instances.size import BYTES_PER_SEND, topology_field
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.schedule import Schedule, concat, from_arrays, reverse
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import latency, orders, rings, twolevel
+from . import estimate, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -270,11 +270,11 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     return max(1, min(want, budget // max(1, hops)))
 
 
-def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int) -> None:
-    """Refuse (:class:`collsynth.limits.TooBig`, before the schedule is built) a pipeline depth
-    whose sends would exceed the memory budget."""
+def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int, field: str = "--param pieces") -> None:
+    """Refuse (:class:`collsynth.limits.TooBig` at ``field``, before the schedule is built) a
+    pipeline depth whose sends would exceed the memory budget."""
     sends = sum(hops_of(f.trees) * p for f, p in zip(forests, pieces)) * chunks_per_root
-    require(sends * BYTES_PER_SEND, "--param pieces", f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
+    require(sends * BYTES_PER_SEND, field, f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
 
 
 def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
@@ -340,6 +340,7 @@ def optimum_seconds(instance: Instance, f: Forest) -> float:
 def run(instance: Instance, options: Options) -> Outcome:
     """Tree packing (module doc): the schedule, the cut optimum and what it took."""
     _check(instance)
+    estimate.check(instance)  # refuse before packing what one pipeline piece could not hold
     coll = instance.collective
     deadline = options.timer()
     t0 = time.perf_counter()
@@ -349,7 +350,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
-    check_sends(forests, depths, coll.chunks_per_node)
+    check_sends(forests, depths, coll.chunks_per_node,
+                "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
     sched = _with_header(sched, instance)
