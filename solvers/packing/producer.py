@@ -31,17 +31,17 @@ import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-import numpy as np
 
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
-from ...tens.schedule import Schedule, concat, from_arrays, reverse
+from ...tens.pipelined_trees import expand
+from ...tens.schedule import Schedule, concat
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import estimate, latency, orders, rings, twolevel
+from . import compact, estimate, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -287,29 +287,10 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     relayed ``h`` hops down, so a relay is never held behind a root's whole share. Measured
     against it (``benchmarks/bench_packing.py``, A100 x2): piece-major orders (``m q + h``,
     ``m > 1``) and pieces growing and shrinking geometrically at the ends are slower; the
-    overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2)."""
-    coll = instance.collective
-    c = coll.chunks_per_node
-    k = f.k
-    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
-    q = np.arange(c * pieces, dtype=np.int64)
-    j, p = q // pieces, q % pieces
+    overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2).
+    The sends are the expansion of the trees plus that rule (:mod:`.compact`)."""
     instant = frozenset() if f.transposed else instant_pairs(instance.topology)
-    for tree in f.trees:
-        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree, instant))
-        width = tree.hi - tree.lo
-        base = (tree.root * c if f.kind == "allgather" else 0) + j
-        lo = tree.lo * pieces + p * width
-        H, Q = len(src), len(q)
-        cols["chunk"].append(np.tile(base, H))
-        cols["lo"].append(np.tile(lo, H))
-        cols["hi"].append(np.tile(lo + width, H))
-        cols["src"].append(np.repeat(src, Q))
-        cols["dst"].append(np.repeat(dst, Q))
-        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
-    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
-    sched = from_arrays(f.kind, coll.size, coll.num_chunks, denom=k * pieces, **arr)
-    return reverse(sched) if f.transposed else sched
+    return expand(compact.pipelined(instance, f, pieces, lambda tree: _tree_hops(tree, instant)))
 
 
 def _check(instance: Instance) -> None:
