@@ -5,12 +5,12 @@ spanning out-trees whose arcs are routes through the network; the producer emits
 hop of each pipeline piece as one send (:func:`collsynth.solvers.packing.producer.emit`). A
 switch that does not copy forwards one arrival per send, so a tree reaches participant ``v``
 over a route of at least ``L_v`` hops, ``L_v`` the fewest hops from any other participant to
-``v``. Whatever the trees, one piece per chunk therefore costs at least
+``v`` (counted exactly up to two hops, as three beyond). Whatever the trees, one piece per chunk therefore costs at least
 
     sends >= chunks_per_node * sum over roots r of sum over participants v != r of L_v
 
 per forest (allreduce has two: its reduce-scatter and its allgather), and ``p`` pieces ``p``
-times that. :func:`least_sends` counts it from the hop distances the instance already holds,
+times that. :func:`least_sends` counts it from the adjacency in linear time,
 :func:`check` refuses before packing when even one piece would not fit the memory budget
 (naming the topology field that sets the size). The automatic pipeline depth
 (:func:`collsynth.solvers.packing.producer.auto_pieces`) is capped to what fits, so a depth
@@ -20,17 +20,20 @@ the user did not ask for is never what is refused.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...limits import human_bytes, require
 
+CAP = 3  # hops counted exactly up to 2; a participant farther from every other counts 3 (a lower bound)
 FORESTS = {"allgather": 1, "reduce_scatter": 1, "broadcast": 1, "reduce": 1, "allreduce": 2}
 
 
 def least_hops_in(instance: Instance) -> np.ndarray:
-    """``L_v`` per participant (in the collective's node order): the fewest hops from any
-    other participant to it (module doc). Zero for a lone participant.
+    """``L_v`` per participant (in the collective's node order), capped at :data:`CAP`: the
+    fewest hops from any other participant to it (module doc), from two sparse products of
+    the adjacency (linear in the links, no all-pairs distances). Zero for a lone participant.
 
     >>> from collsynth.instances import make_instance
     >>> from collsynth.instances.generators import build
@@ -38,13 +41,18 @@ def least_hops_in(instance: Instance) -> np.ndarray:
     >>> least_hops_in(inst)[:3].tolist()  # every GPU pair meets at NVSwitch or a rail: 2 hops
     [2, 2, 2]
     """
-    nodes = np.asarray(instance.collective.nodes)
+    nodes = np.asarray(instance.collective.nodes, dtype=np.int64)
     if len(nodes) < 2:
         return np.zeros(len(nodes), np.int64)
-    d = instance.topology.distances[np.ix_(nodes, nodes)].astype(np.int64)
-    d[d < 0] = np.iinfo(np.int64).max // 4  # unreachable: another check refuses the instance
-    np.fill_diagonal(d, np.iinfo(np.int64).max // 4)
-    return d.min(axis=0)
+    la = instance.topology.link_arrays
+    n = instance.topology.size
+    adj = sp.csr_matrix((np.ones(len(la)), (la.src, la.dst)), shape=(n, n))
+    part = np.zeros(n)
+    part[nodes] = 1.0
+    one = adj.T @ part  # participants one hop before v
+    two = adj.T @ (adj.T @ part) - part * np.asarray(adj.multiply(adj.T).sum(axis=1)).ravel()  # not from v itself
+    hops = np.where(one[nodes] > 0, 1, np.where(two[nodes] > 0.5, 2, CAP))
+    return hops.astype(np.int64)
 
 
 def least_sends(instance: Instance) -> int:
