@@ -1,6 +1,6 @@
 """Clusters as built: 1 GB allgather with tree packing on multi-tier Clos fabrics, 256 to 16,384 GPUs.
 
-Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--max-gpus N] [--row-timeout S]``.
+Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]``.
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric and
 size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
 to it; the seconds to the trees (:func:`collsynth.solvers.packing.producer.forest`: two-level,
@@ -159,13 +159,15 @@ def render(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="rows whose label contains this")
+    ap.add_argument("--skip", help="leave out rows whose label contains this")
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
     a = ap.parse_args()
     specs = sorted(((label, g, p, a.row_timeout) for label, g, p in ROWS
-                    if (a.only is None or a.only in label) and _gpus(g, p) <= a.max_gpus),
+                    if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
+                    and _gpus(g, p) <= a.max_gpus),
                    key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
-    rows = each_in_a_fresh_process(_row, specs, lambda r: f"{r['fabric']}: {r.get('stopped', r['stage'])}")
+    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))
 
 

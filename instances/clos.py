@@ -253,7 +253,7 @@ def bisection_bandwidth(plan: dict) -> float:
     return nic_up
 
 
-@generator(size=lambda p: _size(_fat_tree_params(p.get("k", 4), 0.0, 0.0)))
+@generator(size=lambda p: (*_size(_fat_tree_params(p.get("k", 4), 0.0, 0.0))[:2], "k"))
 def fat_tree(k: int = 4, link_bandwidth: float = 50e9, link_alpha: float = 2.7e-6) -> Topology:
     """Al-Fares et al.'s k-ary fat tree (SIGCOMM'08, Section 3): k^3/4 hosts (one GPU each).
 
@@ -277,7 +277,8 @@ def _fat_tree_params(k: int, bandwidth: float, alpha: float) -> dict:
             "spines": half, "cores": half * half, "radix": k, "nic_bandwidth": bandwidth or 1.0, "nic_alpha": alpha}
 
 
-@generator(size=lambda p: _size(_hpn_params({**_hpn_defaults(), **p})))
+@generator(size=lambda p: (*_size(_hpn_params({**_hpn_defaults(), **p}))[:2],
+                           "pods" if p.get("pods", 1) > 1 else "segments"))
 def hpn(segments: int = 15, hosts_per_segment: int = 128, pods: int = 1, aggregations: int = 60,
         cores: int = 0, nvlink_bandwidth: float = 450e9, nvlink_alpha: float = 0.47e-6,
         port_bandwidth: float = 25e9, fabric_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6,
