@@ -33,7 +33,6 @@ have the same step loads in reverse order, so the same price.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,65 +129,80 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
         h = int(missing[0])
         return f"hop {h} ({int(src[h])} -> {int(dst[h])}) is not a live link"
     copy = (not f.reversed) if switch_copy is None else switch_copy
-    switch = frozenset(topo.switches)
-    for t in range(len(f.root)):
-        why = _tree_violation(f, t, switch, copy)
-        if why is not None:
-            return f"tree {t} (root {int(f.root[t])}): {why}"
-    return _coverage_violation(f, coll)
+    is_switch = np.zeros(topo.size, bool)
+    is_switch[list(topo.switches)] = True
+    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll)
 
 
-def _tree_violation(f: PipelinedTrees, t: int, switch: frozenset, copy: bool) -> str | None:
-    """What is wrong with tree ``t`` alone: a hop from a node that has not got the piece, a
-    switch that keeps a piece or forwards more than reached it, a compute node reached twice
-    (a switch may be crossed by several routes of a tree)."""
-    a, b = int(f.ptr[t]), int(f.ptr[t + 1])
-    root = int(f.root[t])
-    arrive = {root: 0}
-    into: Counter = Counter()  # (switch, step after the root's send) -> arrivals
-    out: Counter = Counter()
-    order = np.argsort(f.before[a:b], kind="stable") + a
-    for h in order.tolist():
-        u, v, s = int(f.src[h]), int(f.dst[h]), int(f.before[h])
-        if u in switch:
-            if into[(u, s)] == 0:
-                return f"switch {u} forwards at {s} steps a piece it did not receive the step before"
-            out[(u, s)] += 1
-        elif u not in arrive or arrive[u] > s:
-            return f"hop {u} -> {v} at {s} steps leaves before the piece reached {u}"
-        if v in switch:
-            into[(v, s + 1)] += 1
-        elif v in arrive:
-            return f"node {v} is reached twice"
-        else:
-            arrive[v] = s + 1
-    for (u, s), n in out.items():
-        if n > into[(u, s)] and not copy:
-            return f"switch {u} forwards {n} copies of {into[(u, s)]} arrival(s) (switches do not copy)"
+def _first(bad: np.ndarray, where: np.ndarray) -> int:
+    """The hop index of the first True of ``bad`` (a mask over the hops selected by ``where``)."""
+    return int(np.flatnonzero(where)[np.argmax(bad)])
+
+
+def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str | None:
+    """The first hop (by index) that leaves a compute node before the piece reached it, leaves
+    a switch in a step no arrival reached it the step before (or, without ``copy``, more often
+    than arrivals reached it), or reaches a compute node a second time in its tree (a switch
+    may be crossed by several routes of a tree). Vectorised over all hops."""
+    n = len(is_switch)
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    src, dst, b = f.src.astype(np.int64), f.dst.astype(np.int64), f.before.astype(np.int64)
+    S = int(b.max()) + 2 if len(b) else 1
+    into = ~is_switch[dst]
+    akey = tree[into] * n + dst[into]
+    keys, first, count = np.unique(akey, return_index=True, return_counts=True)
+    twice = (count > 1)[np.searchsorted(keys, akey)] | (dst[into] == f.root[tree[into]])
+    if twice.any():
+        h = _first(twice, into)
+        return f"tree {tree[h]}: node {dst[h]} is reached twice"
+    arrival = b[into][first] + 1
+    gpu = ~is_switch[src] & (src != f.root[tree])
+    skey = tree[gpu] * n + src[gpu]
+    pos = np.minimum(np.searchsorted(keys, skey), max(len(keys) - 1, 0))
+    early = ~((keys[pos] == skey) & (arrival[pos] <= b[gpu])) if len(keys) else np.ones(len(skey), bool)
+    if early.any():
+        h = _first(early, gpu)
+        return f"tree {tree[h]}: hop {src[h]} -> {dst[h]} at {b[h]} steps leaves before the piece reached {src[h]}"
+    sw_in, sw_out = is_switch[dst], is_switch[src]
+    ikeys, icount = np.unique((tree[sw_in] * n + dst[sw_in]) * S + b[sw_in] + 1, return_counts=True)
+    okey = (tree[sw_out] * n + src[sw_out]) * S + b[sw_out]
+    okeys, ocount = np.unique(okey, return_counts=True)
+    pos = np.minimum(np.searchsorted(ikeys, okeys), max(len(ikeys) - 1, 0))
+    got = np.where((ikeys[pos] == okeys) if len(ikeys) else np.zeros(len(okeys), bool), icount[pos] if len(ikeys) else 0, 0)
+    short = (got == 0) if copy else (ocount > got)
+    if short.any():
+        h = _first(short[np.searchsorted(okeys, okey)], sw_out)
+        return (f"tree {tree[h]}: switch {src[h]} forwards at {b[h]} steps more than reached it the step before "
+                f"({'switches copy' if copy else 'switches do not copy'})")
     return None
 
 
 def _coverage_violation(f: PipelinedTrees, coll) -> str | None:
-    """Every root's trees split its shard ``[0, k)`` exactly and each reaches every participant."""
-    nodes = frozenset(int(v) for v in coll.nodes)
-    roots = sorted(nodes) if NON_COMBINING[f.collective] == "allgather" else [int(coll.root)]
-    parts: dict[int, list] = {r: [] for r in roots}
-    for t in range(len(f.root)):
-        r = int(f.root[t])
-        if r not in parts:
-            return f"tree {t} has root {r}, not a root of the collective"
-        reached = set(f.dst[int(f.ptr[t]):int(f.ptr[t + 1])].tolist()) | {r}
-        if not nodes <= reached:
-            return f"tree {t} (root {r}) misses node {min(nodes - reached)}"
-        parts[r].append((int(f.lo[t]), int(f.hi[t])))
-    for r, spans in parts.items():
-        at = 0
-        for lo, hi in sorted(spans):
-            if lo != at or hi <= lo:
-                return f"root {r}'s trees do not split its shard: a gap or overlap at {at}/{f.k}"
-            at = hi
-        if at != f.k:
-            return f"root {r}'s trees carry {at}/{f.k} of its shard"
+    """Every root's trees split its shard ``[0, k)`` exactly and each reaches every participant
+    (each at most once: :func:`_hop_violation`)."""
+    part = np.zeros(max(f.nodes, int(f.dst.max(initial=0)) + 1), bool)
+    part[np.asarray(coll.nodes, dtype=np.int64)] = True
+    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
+    stray = ~np.isin(f.root, roots)
+    if stray.any():
+        t = int(np.argmax(stray))
+        return f"tree {t} has root {int(f.root[t])}, not a root of the collective"
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    inside = part[f.dst]
+    reached = np.bincount(tree[inside], minlength=len(f.root))
+    short = reached < len(coll.nodes) - 1
+    if short.any():
+        t = int(np.argmax(short))
+        return f"tree {t} (root {int(f.root[t])}) misses {len(coll.nodes) - 1 - int(reached[t])} participant(s)"
+    order = np.lexsort((f.lo, f.root))
+    r, lo, hi = f.root[order], f.lo[order], f.hi[order]
+    starts = np.r_[True, r[1:] != r[:-1]]
+    ends = np.r_[r[1:] != r[:-1], True]
+    prev_hi = np.r_[0, hi[:-1]]
+    bad = (hi <= lo) | np.where(starts, lo != 0, lo != prev_hi) | (ends & (hi != f.k))
+    if bad.any() or len(np.unique(r)) != len(roots):
+        i = int(np.argmax(bad)) if bad.any() else 0
+        return f"root {int(r[i]) if len(r) else -1}'s trees do not split its shard [0, {f.k}) exactly"
     return None
 
 
