@@ -31,18 +31,18 @@ import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-import numpy as np
 
 from ... import InputError
 from ...instances import Instance
-from ...instances.size import BYTES_PER_SEND
+from ...instances.size import BYTES_PER_SEND, topology_field
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
-from ...tens.schedule import Schedule, concat, from_arrays, reverse
+from ...tens.pipelined_trees import expand
+from ...tens.schedule import Schedule, concat
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import fifo_reduce, latency, orders, rings, twolevel
+from . import compact, estimate, fifo_reduce, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
 
@@ -282,11 +282,11 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     return max(1, min(want, budget // max(1, hops)))
 
 
-def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int) -> None:
-    """Refuse (:class:`collsynth.limits.TooBig`, before the schedule is built) a pipeline depth
-    whose sends would exceed the memory budget."""
+def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int, field: str = "--param pieces") -> None:
+    """Refuse (:class:`collsynth.limits.TooBig` at ``field``, before the schedule is built) a
+    pipeline depth whose sends would exceed the memory budget."""
     sends = sum(hops_of(f.trees) * p for f, p in zip(forests, pieces)) * chunks_per_root
-    require(sends * BYTES_PER_SEND, "--param pieces", f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
+    require(sends * BYTES_PER_SEND, field, f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
 
 
 def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
@@ -299,29 +299,10 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     relayed ``h`` hops down, so a relay is never held behind a root's whole share. Measured
     against it (``benchmarks/bench_packing.py``, A100 x2): piece-major orders (``m q + h``,
     ``m > 1``) and pieces growing and shrinking geometrically at the ends are slower; the
-    overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2)."""
-    coll = instance.collective
-    c = coll.chunks_per_node
-    k = f.k
-    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
-    q = np.arange(c * pieces, dtype=np.int64)
-    j, p = q // pieces, q % pieces
+    overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2).
+    The sends are the expansion of the trees plus that rule (:mod:`.compact`)."""
     instant = frozenset() if f.transposed else instant_pairs(instance.topology)
-    for tree in f.trees:
-        src, dst, before = (np.asarray(x, dtype=np.int64) for x in _tree_hops(tree, instant))
-        width = tree.hi - tree.lo
-        base = (tree.root * c if f.kind == "allgather" else 0) + j
-        lo = tree.lo * pieces + p * width
-        H, Q = len(src), len(q)
-        cols["chunk"].append(np.tile(base, H))
-        cols["lo"].append(np.tile(lo, H))
-        cols["hi"].append(np.tile(lo + width, H))
-        cols["src"].append(np.repeat(src, Q))
-        cols["dst"].append(np.repeat(dst, Q))
-        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
-    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
-    sched = from_arrays(f.kind, coll.size, coll.num_chunks, denom=k * pieces, **arr)
-    return reverse(sched) if f.transposed else sched
+    return expand(compact.pipelined(instance, f, pieces, lambda tree: _tree_hops(tree, instant)))
 
 
 def _check(instance: Instance) -> None:
@@ -364,6 +345,7 @@ def optimum_seconds(instance: Instance, f: Forest) -> float:
 def run(instance: Instance, options: Options) -> Outcome:
     """Tree packing (module doc): the schedule, the cut optimum and what it took."""
     _check(instance)
+    estimate.check(instance)  # refuse before packing what one pipeline piece could not hold
     coll = instance.collective
     deadline = options.timer()
     t0 = time.perf_counter()
@@ -373,7 +355,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
-    check_sends(forests, depths, coll.chunks_per_node)
+    check_sends(forests, depths, coll.chunks_per_node,
+                "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
     sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
     sched = _with_header(sched, instance)

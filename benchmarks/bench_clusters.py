@@ -1,0 +1,187 @@
+"""Clusters as built: 1 GB allgather with tree packing on multi-tier Clos fabrics, 256 to 16,384 GPUs.
+
+Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]``.
+Each row runs in a process of its own (its peak memory is its own) and prints, per fabric and
+size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
+to it; the seconds to the trees (:func:`collsynth.solvers.packing.producer.forest`: two-level,
+rings or the greedy packing with its root-order search); the trees kept as trees plus the
+pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
+that form at the pipeline depth of least sync price (:func:`least_sync`; seconds for both); and, where
+the explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under the FIFO
+``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
+``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
+memory of the row.
+Ratios are to the cut optimum (the bandwidth term alone: a model with latency cannot reach it,
+so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
+timeout says at which stage it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import signal
+import time
+
+from fresh_process import cell, each_in_a_fresh_process
+from markdown_table import table
+
+M = 1 << 30  # 1 GiB allgather
+EXPLICIT_SENDS = 4_000_000  # the event model prices the explicit sends up to this many
+MAX_PIECES = 8192  # the deepest pipeline tried under sync
+ROW_TIMEOUT_S = 900
+
+SUPERPOD = {"2 SU": {"groups_per_pod": 2, "spines": 8}, "4 SU": {}, "8 SU": {"groups_per_pod": 8, "spines": 32},
+            "16 SU": {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64},
+            "64 SU": {"pods": 64, "groups_per_pod": 1, "spines": 8, "cores": 256}}
+ROWS = (
+    [(f"dgx_h100 nodes={n}", "dgx_h100", {"nodes": n}) for n in (32, 64, 128, 256, 512)]
+    + [(f"SuperPOD {k} (rail_clos)", "rail_clos", p) for k, p in SUPERPOD.items()]
+    + [("SuperPOD 4 SU, leaves 2:1", "rail_clos", {"spines": 16, "oversubscription": [2.0, 1.0]}),
+       ("SuperPOD 16 SU, leaves 2:1", "rail_clos", {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64,
+                                                    "oversubscription": [2.0, 1.0]})]
+    + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26)]
+    + [(f"HPN {s} segments", "hpn", {"segments": s}) for s in (2, 4)]
+)
+
+
+class RowTimeout(Exception):
+    """The row ran out of its time."""
+
+
+def _alarm(signum, frame):
+    raise RowTimeout()
+
+
+def _row(args) -> dict:
+    label, generator, params, timeout = args
+    out = {"fabric": label, "stage": "instance"}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    try:
+        _measure(out, generator, params)
+        out["stage"] = "done"
+    except RowTimeout:
+        out["stopped"] = f"timeout at {out['stage']}"
+    except Exception as e:  # a refusal or failure is a row of the table, not the end of the run
+        out["stopped"] = f"{type(e).__name__} at {out['stage']}: {str(e)[:120]}"
+    signal.alarm(0)
+    out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _measure(out: dict, generator: str, params: dict) -> None:
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers.packing import compact
+    from collsynth.solvers.packing.producer import _tree_hops, _with_header, forest
+    from collsynth.tens import cost_models, verify
+    from collsynth.tens.cut_optimum import flow_net, optimum
+    from collsynth.tens.pipelined_trees import expand
+    from collsynth.tens.pipelined_trees import verify as verify_trees
+
+    t = time.perf_counter()
+    inst = make_instance(build(generator, params), "allgather", message_bytes=M)
+    coll = inst.collective
+    out.update(gpus=len(coll.nodes), instance_s=time.perf_counter() - t, stage="optimum")
+    t = time.perf_counter()
+    net = flow_net(inst.topology, coll.nodes, [1] * len(coll.nodes))
+    opt = optimum(net)
+    out.update(optimum_ms=1e3 * float(opt.seconds(coll.chunk_bytes, net.unit_bw)), optimum_s=time.perf_counter() - t,
+               stage="trees")
+    t = time.perf_counter()
+    f = forest(inst, "allgather", False)
+    out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
+    t = time.perf_counter()
+    c = compact.pipelined(inst, f, 1, _tree_hops)
+    why = verify_trees(c, inst)
+    c, price = least_sync(c, inst)
+    out.update(verified=why is None, sync_ms=1e3 * price.total_s, pieces=c.pieces, hops=len(c.src),
+               verify_price_s=time.perf_counter() - t, stage="event (explicit)")
+    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.chunks_per_root))
+    if pieces >= 1:
+        t = time.perf_counter()
+        small = compact.pipelined(inst, f, pieces, _tree_hops)
+        sched = _with_header(expand(small), inst)
+        ok = verify.verify(sched, inst) is None
+        out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
+                   event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)
+    out["stage"] = "bounds"
+    t = time.perf_counter()
+    from collsynth.tens.bounds import instance_bounds
+
+    b = instance_bounds(inst)
+    out.update(sync_bound_ms=b.sync.value and 1e3 * b.sync.value, event_bound_ms=b.event.value and 1e3 * b.event.value,
+               bounds_s=time.perf_counter() - t)
+
+
+def least_sync(c, inst):
+    """``(trees, price)`` at the pipeline depth of least ``sync`` price: powers of two from 1
+    to :data:`MAX_PIECES`, then the two midpoints beside the best (the price is unimodal in
+    the depth: fill falls as 1 / pieces while latency grows with it)."""
+    from dataclasses import replace
+
+    from collsynth.tens.pipelined_trees import price_sync
+
+    priced = {}
+
+    def at(p):
+        if p not in priced:
+            priced[p] = price_sync(replace(c, pieces=p), inst)
+        return priced[p]
+
+    best = min((1 << i for i in range(MAX_PIECES.bit_length())), key=lambda p: at(p).total_s)
+    for p in (best * 3 // 4, best * 3 // 2):
+        if p >= 1:
+            at(p)
+    p = min(priced, key=lambda q: priced[q].total_s)
+    return replace(c, pieces=p), priced[p]
+
+
+def render(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ["fabric", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
+            "event ms (pieces)", "event/opt",
+            "trees", "optimum s", "trees s", "verify+price s", "event s", "peak MiB", "note"]
+    body = []
+    for r in rows:
+        opt, sy, ev = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms")
+        body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
+                     cell(r.get("event_bound_ms"), ".3f"),
+                     f"{cell(sy, '.3f')} ({r.get('pieces', '-')})", cell(sy and opt and sy / opt, ".3f"),
+                     f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
+                     f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
+                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
+                     cell(r.get("peak_MiB"), ".0f"), r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+    return "\n".join(table(head, body))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="rows whose label contains this")
+    ap.add_argument("--skip", help="leave out rows whose label contains this")
+    ap.add_argument("--max-gpus", type=int, default=16384)
+    ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
+    a = ap.parse_args()
+    specs = sorted(((label, g, p, a.row_timeout) for label, g, p in ROWS
+                    if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
+                    and _gpus(g, p) <= a.max_gpus),
+                   key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
+    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
+    print(render(rows))
+
+
+def _gpus(generator: str, params: dict) -> int:
+    from collsynth.instances.clos import clos_plan
+
+    if generator == "dgx_h100":
+        return 8 * params["nodes"]
+    if generator == "fat_tree":
+        return params["k"] ** 3 // 4
+    if generator == "hpn":
+        return 1024 * params["segments"]
+    return clos_plan(params)["gpus"]
+
+
+if __name__ == "__main__":
+    main()

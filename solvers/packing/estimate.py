@@ -1,0 +1,86 @@
+"""What a tree-packing run will build, known from the instance before anything is packed.
+
+Zhao et al. ("ForestColl", arXiv 2402.06787, Sections 4-5) send every root's data down
+spanning out-trees whose arcs are routes through the network; the producer emits each route
+hop of each pipeline piece as one send (:func:`collsynth.solvers.packing.producer.emit`). A
+switch that does not copy forwards one arrival per send, so a tree reaches participant ``v``
+over a route of at least ``L_v`` hops, ``L_v`` the fewest hops from any other participant to
+``v`` (counted exactly up to two hops, as three beyond). Whatever the trees, one piece per chunk therefore costs at least
+
+    sends >= chunks_per_node * sum over roots r of sum over participants v != r of L_v
+
+per forest (allreduce has two: its reduce-scatter and its allgather), and ``p`` pieces ``p``
+times that. :func:`least_sends` counts it from the adjacency in linear time,
+:func:`check` refuses before packing when even one piece would not fit the memory budget
+(naming the topology field that sets the size). The automatic pipeline depth
+(:func:`collsynth.solvers.packing.producer.auto_pieces`) is capped to what fits, so a depth
+the user did not ask for is never what is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...instances import Instance
+from ...instances.size import BYTES_PER_SEND, topology_field
+from ...limits import human_bytes, require
+
+CAP = 3  # hops counted exactly up to 2; a participant farther from every other counts 3 (a lower bound)
+FORESTS = {"allgather": 1, "reduce_scatter": 1, "broadcast": 1, "reduce": 1, "allreduce": 2}
+
+
+def least_hops_in(instance: Instance) -> np.ndarray:
+    """``L_v`` per participant (in the collective's node order), capped at :data:`CAP`: the
+    fewest hops from any other participant to it (module doc), from two sparse products of
+    the adjacency (linear in the links, no all-pairs distances). Zero for a lone participant.
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> inst = make_instance(build("dgx_h100", {"nodes": 2}), "allgather")
+    >>> least_hops_in(inst)[:3].tolist()  # every GPU pair meets at NVSwitch or a rail: 2 hops
+    [2, 2, 2]
+    """
+    nodes = np.asarray(instance.collective.nodes, dtype=np.int64)
+    if len(nodes) < 2:
+        return np.zeros(len(nodes), np.int64)
+    la = instance.topology.link_arrays
+    n = instance.topology.size
+    adj = sp.csr_matrix((np.ones(len(la)), (la.src, la.dst)), shape=(n, n))
+    part = np.zeros(n)
+    part[nodes] = 1.0
+    one = adj.T @ part  # participants one hop before v
+    two = adj.T @ (adj.T @ part) - part * np.asarray(adj.multiply(adj.T).sum(axis=1)).ravel()  # not from v itself
+    hops = np.where(one[nodes] > 0, 1, np.where(two[nodes] > 0.5, 2, CAP))
+    return hops.astype(np.int64)
+
+
+def least_sends(instance: Instance) -> int:
+    """The fewest sends a tree-packing schedule of ``instance`` has at one pipeline piece per
+    chunk (module doc): per forest, chunks per node times, over roots, the least route hops into
+    every other participant.
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> least_sends(make_instance(build("dgx_h100", {"nodes": 2}), "allgather"))  # 16 x 15 x 2
+    480
+    """
+    coll = instance.collective
+    hops = least_hops_in(instance)
+    if coll.kind in ("broadcast", "reduce"):  # one root reaches every other participant
+        total = int(hops.sum()) - int(hops[list(coll.nodes).index(coll.root)])
+    else:  # every participant is a root reaching the others: sum over r of (sum - L_r)
+        total = (len(hops) - 1) * int(hops.sum())
+    return FORESTS.get(coll.kind, 1) * coll.chunks_per_node * total
+
+
+def check(instance: Instance) -> int:
+    """Refuse (:class:`collsynth.limits.TooBig`, before any packing) an instance whose
+    tree-packing schedule would exceed the memory budget at one piece per chunk; the error
+    names the topology field that sets the size. Returns :func:`least_sends`."""
+    sends = least_sends(instance)
+    coll = instance.collective
+    require(sends * BYTES_PER_SEND, topology_field(instance.topology),
+            f"tree-packing's explicit schedule on {len(coll.nodes):,} GPUs ({coll.kind}: at least {sends:,} sends "
+            f"at one pipeline piece per chunk, {human_bytes(BYTES_PER_SEND)} each)")
+    return sends

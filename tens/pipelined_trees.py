@@ -1,0 +1,247 @@
+"""Trees plus a pipeline rule: a schedule kept as its trees, verified and priced as that.
+
+A tree-packing schedule (Zhao et al., "ForestColl: Throughput-Optimal Collective
+Communications on Heterogeneous Network Fabrics", arXiv 2402.06787, Sections 4-5) is ``T``
+out-trees, tree ``t`` carrying the part ``[lo_t, hi_t)`` (in ``1/k`` of a shard) of its root's
+data down route hops, cut into ``P = chunks_per_root * pieces`` pipeline pieces: piece ``q``
+crosses a hop whose source received it ``b`` steps after the root sent it in step ``q + b + 1``.
+Listing those sends costs ``P`` times the tree hops; this form costs the tree hops alone
+(memory in trees x hops), and :func:`expand` lists the sends on request (the schedule the
+verifier and every cost model read; :func:`collsynth.solvers.packing.producer.emit`).
+
+:func:`verify` decides what :func:`collsynth.tens.verify.verify` decides of the expansion, on
+the trees: every hop a live link; a hop leaves a node only after the piece reached it (a
+switch forwards it in the very next step, one arrival per forward unless switches copy);
+every node reached at most once per tree (a reduction adds each contribution once); the trees
+of a root split its shard exactly and each reaches every participant. :func:`price_sync` is
+the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2; :func:`collsynth.tens.cost.price_sync`)
+of the expansion: the loads of a step change only where a tree depth starts or stops its
+pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter, reduce: the
+trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
+have the same step loads in reverse order, so the same price.
+
+>>> import numpy as np
+>>> from collsynth.instances import make_instance
+>>> from collsynth.instances.generators import build
+>>> inst = make_instance(build("ring", {"nodes": 3}), "allgather", message_bytes=3e9)
+>>> hops = [(0, 1, 0), (1, 2, 1), (1, 2, 0), (2, 0, 1), (2, 0, 0), (0, 1, 1)]  # a chain per root
+>>> f = PipelinedTrees("allgather", 3, 3, 1, 4, 1, np.array([0, 1, 2]), np.array([0, 0, 0]),
+...                    np.array([1, 1, 1]), np.array([0, 2, 4, 6]), *map(np.array, zip(*hops)))
+>>> verify(f, inst) is None, len(expand(f)), price_sync(f, inst).steps
+(True, 24, 5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .schedule import Schedule, from_arrays, reverse
+
+NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
+                 "reduce": "broadcast"}  # a collective -> the kind its trees send (reversed when they differ)
+
+
+@dataclass(frozen=True)
+class PipelinedTrees:
+    """``T`` routed trees and the pipeline rule (module doc), as columns.
+
+    ``collective``: the kind the schedule implements (``reduce_scatter`` and ``reduce`` are
+    the time reversal of the trees' ``allgather`` / ``broadcast`` on the transposed topology);
+    ``nodes``, ``chunks``: the schedule header; ``chunks_per_root``: chunks of a root's shard;
+    ``pieces``: pipeline pieces per chunk; ``k``: a shard is ``k`` units, tree ``t`` carries
+    ``[lo[t], hi[t])`` of root ``root[t]``'s; tree ``t``'s hops are ``ptr[t]:ptr[t+1]`` of
+    ``src``, ``dst`` (in the trees' direction) and ``before`` (steps after the root's send).
+    """
+
+    collective: str
+    nodes: int
+    chunks: int
+    chunks_per_root: int
+    pieces: int
+    k: int
+    root: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    ptr: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    before: np.ndarray
+
+    @property
+    def reversed(self) -> bool:
+        """Whether the schedule is the time reversal of the trees."""
+        return NON_COMBINING[self.collective] != self.collective
+
+    @property
+    def depth(self) -> int:
+        """Steps from a root's first send to its last piece's arrival at the deepest node, less ``P``."""
+        return int(self.before.max()) + 1 if len(self.before) else 0
+
+    @property
+    def sends(self) -> int:
+        """The sends :func:`expand` lists: hops times ``P``."""
+        return len(self.src) * self.chunks_per_root * self.pieces
+
+
+def expand(f: PipelinedTrees) -> Schedule:
+    """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
+    root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
+    ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
+    reversal for ``reduce_scatter`` / ``reduce``."""
+    c, pieces = f.chunks_per_root, f.pieces
+    q = np.arange(c * pieces, dtype=np.int64)
+    j, p = q // pieces, q % pieces
+    kind = NON_COMBINING[f.collective]
+    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
+    for t in range(len(f.root)):
+        a, b = int(f.ptr[t]), int(f.ptr[t + 1])
+        src, dst, before = f.src[a:b].astype(np.int64), f.dst[a:b].astype(np.int64), f.before[a:b].astype(np.int64)
+        width = int(f.hi[t] - f.lo[t])
+        base = (int(f.root[t]) * c if kind == "allgather" else 0) + j
+        lo = int(f.lo[t]) * pieces + p * width
+        H, Q = len(src), len(q)
+        cols["chunk"].append(np.tile(base, H))
+        cols["lo"].append(np.tile(lo, H))
+        cols["hi"].append(np.tile(lo + width, H))
+        cols["src"].append(np.repeat(src, Q))
+        cols["dst"].append(np.repeat(dst, Q))
+        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
+    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
+    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * pieces, **arr)
+    return reverse(sched) if f.reversed else sched
+
+
+def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str | None:
+    """Why ``f``'s expansion does not implement ``instance``'s collective, or None (module
+    doc: the same verdict :func:`collsynth.tens.verify.verify` gives the expansion, from the
+    trees alone). ``switch_copy``: whether a switch may send one arrival on several links
+    (default: True for non-combining collectives, False for reversed ones, as the producer
+    marks them)."""
+    topo, coll = instance.topology, instance.collective
+    if coll.kind != f.collective or coll.size != f.nodes or coll.num_chunks != f.chunks:
+        return f"the trees implement {f.collective} on {f.nodes} nodes, not the instance's {coll.kind}"
+    la = topo.link_arrays
+    src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
+    missing = np.flatnonzero(la.lookup(src, dst) < 0)
+    if len(missing):
+        h = int(missing[0])
+        return f"hop {h} ({int(src[h])} -> {int(dst[h])}) is not a live link"
+    copy = (not f.reversed) if switch_copy is None else switch_copy
+    is_switch = np.zeros(topo.size, bool)
+    is_switch[list(topo.switches)] = True
+    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll)
+
+
+def _first(bad: np.ndarray, where: np.ndarray) -> int:
+    """The hop index of the first True of ``bad`` (a mask over the hops selected by ``where``)."""
+    return int(np.flatnonzero(where)[np.argmax(bad)])
+
+
+def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str | None:
+    """The first hop (by index) that leaves a compute node before the piece reached it, leaves
+    a switch in a step no arrival reached it the step before (or, without ``copy``, more often
+    than arrivals reached it), or reaches a compute node a second time in its tree (a switch
+    may be crossed by several routes of a tree). Vectorised over all hops."""
+    n = len(is_switch)
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    src, dst, b = f.src.astype(np.int64), f.dst.astype(np.int64), f.before.astype(np.int64)
+    S = int(b.max()) + 2 if len(b) else 1
+    into = ~is_switch[dst]
+    akey = tree[into] * n + dst[into]
+    keys, first, count = np.unique(akey, return_index=True, return_counts=True)
+    twice = (count > 1)[np.searchsorted(keys, akey)] | (dst[into] == f.root[tree[into]])
+    if twice.any():
+        h = _first(twice, into)
+        return f"tree {tree[h]}: node {dst[h]} is reached twice"
+    arrival = b[into][first] + 1
+    gpu = ~is_switch[src] & (src != f.root[tree])
+    skey = tree[gpu] * n + src[gpu]
+    pos = np.minimum(np.searchsorted(keys, skey), max(len(keys) - 1, 0))
+    early = ~((keys[pos] == skey) & (arrival[pos] <= b[gpu])) if len(keys) else np.ones(len(skey), bool)
+    if early.any():
+        h = _first(early, gpu)
+        return f"tree {tree[h]}: hop {src[h]} -> {dst[h]} at {b[h]} steps leaves before the piece reached {src[h]}"
+    sw_in, sw_out = is_switch[dst], is_switch[src]
+    ikeys, icount = np.unique((tree[sw_in] * n + dst[sw_in]) * S + b[sw_in] + 1, return_counts=True)
+    okey = (tree[sw_out] * n + src[sw_out]) * S + b[sw_out]
+    okeys, ocount = np.unique(okey, return_counts=True)
+    pos = np.minimum(np.searchsorted(ikeys, okeys), max(len(ikeys) - 1, 0))
+    got = np.where((ikeys[pos] == okeys) if len(ikeys) else np.zeros(len(okeys), bool), icount[pos] if len(ikeys) else 0, 0)
+    short = (got == 0) if copy else (ocount > got)
+    if short.any():
+        h = _first(short[np.searchsorted(okeys, okey)], sw_out)
+        return (f"tree {tree[h]}: switch {src[h]} forwards at {b[h]} steps more than reached it the step before "
+                f"({'switches copy' if copy else 'switches do not copy'})")
+    return None
+
+
+def _coverage_violation(f: PipelinedTrees, coll) -> str | None:
+    """Every root's trees split its shard ``[0, k)`` exactly and each reaches every participant
+    (each at most once: :func:`_hop_violation`)."""
+    part = np.zeros(max(f.nodes, int(f.dst.max(initial=0)) + 1), bool)
+    part[np.asarray(coll.nodes, dtype=np.int64)] = True
+    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
+    stray = ~np.isin(f.root, roots)
+    if stray.any():
+        t = int(np.argmax(stray))
+        return f"tree {t} has root {int(f.root[t])}, not a root of the collective"
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    inside = part[f.dst]
+    reached = np.bincount(tree[inside], minlength=len(f.root))
+    short = reached < len(coll.nodes) - 1
+    if short.any():
+        t = int(np.argmax(short))
+        return f"tree {t} (root {int(f.root[t])}) misses {len(coll.nodes) - 1 - int(reached[t])} participant(s)"
+    order = np.lexsort((f.lo, f.root))
+    r, lo, hi = f.root[order], f.lo[order], f.hi[order]
+    starts = np.r_[True, r[1:] != r[:-1]]
+    ends = np.r_[r[1:] != r[:-1], True]
+    prev_hi = np.r_[0, hi[:-1]]
+    bad = (hi <= lo) | np.where(starts, lo != 0, lo != prev_hi) | (ends & (hi != f.k))
+    if bad.any() or len(np.unique(r)) != len(roots):
+        i = int(np.argmax(bad)) if bad.any() else 0
+        return f"root {int(r[i]) if len(r) else -1}'s trees do not split its shard [0, {f.k}) exactly"
+    return None
+
+
+@dataclass(frozen=True)
+class SyncPrice:
+    """The synchronous price of a :class:`PipelinedTrees`: used ``steps`` and the latency and
+    bandwidth parts (the fields of :class:`collsynth.tens.cost.Cost` under ``sync``)."""
+
+    steps: int
+    T_L_s: float
+    T_B_s: float
+
+    @property
+    def total_s(self) -> float:
+        """``T_L_s + T_B_s``."""
+        return self.T_L_s + self.T_B_s
+
+
+def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
+    """The synchronous alpha-beta price of ``f``'s expansion (module doc), in segments of steps
+    with the same hops active: hop ``h`` carries one piece in each of steps ``before_h + 1 ..
+    before_h + P``; per step, the largest alpha over links used plus the largest load over
+    bandwidth (Zhao et al., NSDI 2025, Section 3.2)."""
+    la = instance.topology.link_arrays
+    src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
+    link = la.lookup(src, dst)
+    P = f.chunks_per_root * f.pieces
+    widths = (f.hi - f.lo).astype(np.float64)
+    per_hop = np.repeat(widths, np.diff(f.ptr)) / (f.k * f.pieces) * instance.collective.chunk_bytes
+    starts, stops = f.before + 1, f.before + P + 1  # active in [start, stop)
+    edges = np.unique(np.concatenate([starts, stops]))
+    steps, T_L, T_B = 0, 0.0, 0.0
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        active = (starts <= a) & (stops > a)
+        if not active.any():
+            continue
+        used = link[active]
+        load = np.bincount(used, weights=per_hop[active], minlength=len(la))
+        T_L += (b - a) * float(la.alpha[used].max())
+        T_B += (b - a) * float((load / la.bandwidth).max())
+        steps += b - a
+    return SyncPrice(steps, T_L, T_B)
