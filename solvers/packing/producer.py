@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-
 from ... import InputError
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND, topology_field
