@@ -56,6 +56,11 @@ Arguments (``source``)
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
+``reducing-cut``
+    (seconds) an allreduce on a topology whose switches reduce: every node set splitting the
+    GPUs takes in one whole copy of the data, ``M / lambda`` with ``lambda`` the least max-flow
+    between two GPUs (:func:`reducing_cut_seconds`); the other arguments hold with reducing
+    switches too (a partial sum crossing a cut once carries every contribution behind it).
 ``lp``
     the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
     by the producers (:func:`from_lp`).
@@ -91,7 +96,7 @@ node set rather than to one node.
 Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must cross into a node
 set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
-:mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule).
+:mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.reducing` (allreduce with reducing switches), :mod:`.timesteps` (the TEN bound and its capacity rule).
 """
 
 from __future__ import annotations
@@ -154,6 +159,10 @@ from .flows import (
     FLOW_CELLS,
     flow_seconds,
 )
+from .reducing import (
+    REDUCING_CUT_CELLS,
+    reducing_cut_seconds,
+)
 from .timesteps import (
     distance_bound,
     lower_bound,
@@ -204,6 +213,8 @@ __all__ = [
     "instance_bounds",
     "FLOW_CELLS",
     "flow_seconds",
+    "REDUCING_CUT_CELLS",
+    "reducing_cut_seconds",
     "distance_bound",
     "lower_bound",
     "respects_ten_capacity",
