@@ -84,4 +84,4 @@ def least_pair_flow(topology, gpus: list[int]) -> tuple[float, tuple[int, int]]:
             flow = maximum_flow(graph, u, w).flow_value
             if flow < best:
                 best, pair = flow, (u, w)
-    return best * unit, pair
+    return float(best) * unit, pair
