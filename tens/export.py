@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
-from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -401,17 +400,16 @@ def _add_steps(tb: ET.Element, ops: list, fields, deps: dict, pos: dict, hasdep:
 
 
 def verified_msccl_xml(schedule: Schedule, instance: Instance, **options) -> str:
-    """:func:`to_msccl_xml` of a schedule that verifies, itself read back by
-    :func:`interpret_msccl_xml` and verified: raises
+    """:func:`to_msccl_xml` of a schedule that verifies, itself read back by our reader
+    (:func:`collsynth.tens.peer_schedules.read_msccl_xml`) and verified: raises
     :class:`~collsynth.tens.verify.VerificationError` when the schedule does not implement the
     collective, or when the program written for it would not (``options`` as for
     :func:`to_msccl_xml`)."""
+    from .peer_schedules import read_peer_text
+
     check(schedule, instance)
     xml = to_msccl_xml(schedule, instance, **options)
-    back = interpret_msccl_xml(xml, instance)
-    if any(switch_routes(schedule, instance).path):  # rank to rank through switches: routed sends
-        back = replace(back, routing="shortest-path")
-    check(back, instance)
+    check(read_peer_text(xml, "msccl-xml", instance), instance)
     return xml
 
 

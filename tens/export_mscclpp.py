@@ -29,7 +29,10 @@ The mapping (docs/schedules.md, "MSCCL++ execution plans"):
   link, or the route through a switch, is a NIC's (link classes ``ib``, ``rail``, ``nic``)
   or joins two nodes (``meta.gpus_per_node``). A route ``u -> switch -> v`` of the
   schedule (the switch forwards what ``u`` sent) is a put from ``u`` to ``v`` on that
-  channel; NVLS ``switch`` channels (multicast) are not written. A shortest-path schedule
+  channel, ``u`` found by the one forwarding rule (``docs/schedules.md``, "Switch nodes": the
+  j-th forward takes the j-th arrival; :func:`collsynth.tens.switch_routes.flat_routes`), the
+  rule the verifier, the cost models and the MSCCL export apply, so the plan moves what was
+  verified and priced; NVLS ``switch`` channels (multicast) are not written. A shortest-path schedule
   (closed forms on tori) is relayed link by link (:func:`_hops`); the relays of a combining
   collective pass the data through a scratch chunk without adding their own.
 - Thread blocks: one per channel, holding both directions of the pair in step order. A
@@ -45,8 +48,8 @@ The mapping (docs/schedules.md, "MSCCL++ execution plans"):
 
 A schedule the executor cannot run is refused (:class:`~collsynth.InputError`, one line
 saying why): another collective kind, concurrent collectives, a send
-between ranks neither linked nor joined through a switch, a switch forwarding what no
-single send brought, a grid of more than ``MAX_CHUNKS`` plan chunks per buffer, a step of
+between ranks neither linked nor joined through a switch, a switch forwarding a part of a
+piece that no send into it brought, a grid of more than ``MAX_CHUNKS`` plan chunks per buffer, a step of
 one pair needing more than 64 ops, or more thread blocks on a GPU than ``max_threadblocks``
 (they must all be resident at once: they wait on each other).
 """
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,7 +66,9 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import MAX_THREADBLOCKS
 from .export import rank_map
+from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
+from .switch_routes import flat_routes
 from .verify import check
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
@@ -73,6 +79,47 @@ MAX_SEMAPHORES_PER_OP = 16  # MAX_DEVICE_SEMAPHORES
 MAX_CHUNKS = 1 << 16
 PORT_CLASSES = ("ib", "rail", "nic")
 PHASE_PUT, PHASE_WAIT, PHASE_LOCAL = 0, 1, 2
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+class Transfer(NamedTuple):
+    """One put between ranks: a send between GPUs, or a route GPU -> switch(es) -> GPU."""
+
+    rank_chunk: int  # the chunk in rank space (:func:`_rank_chunks`)
+    lo: int  # the piece, in 1/denom
+    hi: int
+    src: int  # node ids of the two GPUs
+    dst: int
+    step: int  # the step of the delivery
+    reduces: bool  # the receiver adds what arrives
+    via: tuple[int, ...]  # the switches crossed, in order
+    through: bool  # a relay passes it on untouched (:func:`_hops`)
+    flow: int  # the send of the given schedule it is a hop of
+
+
+class Place(NamedTuple):
+    """A plan chunk of one GPU: buffer ``i``, ``o`` or ``s`` and its index."""
+
+    buf: str
+    idx: int
+
+
+class Local(NamedTuple):
+    """What the receiver does with an arrival after it lands: ``re`` (add it into ``into``)
+    or ``copy`` (copy it there)."""
+
+    kind: str
+    into: Place
+
+
+class Move(NamedTuple):
+    """One plan chunk of a put: from ``src`` on the sender to ``dst`` on the receiver, then
+    ``local`` (or None)."""
+
+    src: Place
+    dst: Place
+    local: Local | None
 
 
 # ---- rank space --------------------------------------------------------------------------------
@@ -99,32 +146,32 @@ class _Plan:
         self.combining = coll.combining
         self.cells = self.n * self.c * denom  # plan chunks of the whole buffer
         self.scratch = [0] * self.n
-        self.relay: dict[tuple[int, int], tuple[int, tuple[str, int]]] = {}  # (flow, cell) -> (rank, place)
-        self.where: list[dict[int, tuple[str, int]]] = [dict() for _ in range(self.n)]  # cell -> (buf, idx)
+        self.relay: dict[tuple[int, int], tuple[int, Place]] = {}  # (flow, cell) -> (rank, place)
+        self.where: list[dict[int, Place]] = [dict() for _ in range(self.n)]  # cell -> its place
         share = self.c * denom
         for g in range(self.n):
             if self.kind == "allgather":
-                self.where[g] = {x: ("o", x) for x in range(g * share, (g + 1) * share)}
+                self.where[g] = {x: Place("o", x) for x in range(g * share, (g + 1) * share)}
             elif self.kind == "alltoall":
                 for k in range(self.n):
                     for y in range(share):  # chunk g -> k, its y-th plan chunk
-                        self.where[g][(g * self.n + k) * share + y] = ("i", k * share + y)
+                        self.where[g][(g * self.n + k) * share + y] = Place("i", k * share + y)
             else:
-                self.where[g] = {x: ("i", x) for x in range(self.cells)}
+                self.where[g] = {x: Place("i", x) for x in range(self.cells)}
 
-    def final(self, g: int, x: int) -> tuple[str, int] | None:
+    def final(self, g: int, x: int) -> Place | None:
         """The place a first copy of cell ``x`` arriving at ``g`` goes, or None (scratch)."""
         share = self.c * self.D
         if self.kind == "allgather":
-            return ("o", x)
+            return Place("o", x)
         if self.kind == "alltoall":
             i, k = divmod(x // share, self.n)
-            return ("o", i * share + x % share) if k == g else None
+            return Place("o", i * share + x % share) if k == g else None
         return None
 
-    def fresh(self, g: int) -> tuple[str, int]:
+    def fresh(self, g: int) -> Place:
         self.scratch[g] += 1
-        return ("s", self.scratch[g] - 1)
+        return Place("s", self.scratch[g] - 1)
 
     def sizes(self, g: int) -> dict:
         whole, share = self.cells, self.c * self.D
@@ -184,47 +231,50 @@ def _channel_type(topo, u: int, v: int, via: list[int]) -> str:
     return "memory"
 
 
-def _transfers(s: Schedule, instance: Instance, through: np.ndarray, flow: np.ndarray) -> list[tuple]:
-    """``(rank chunk, lo, hi, src node, dst node, step, reduces, via, pass-through, flow)``
-    between ranks (:func:`_hops` for the last two): a send
-    out of a switch starts where the latest send into it (step <= its own) covering the piece
-    started; sends into switches are not transfers."""
+def _transfers(s: Schedule, instance: Instance, through: np.ndarray, flow: np.ndarray) -> list[Transfer]:
+    """The :class:`Transfer` s of a schedule on links (:func:`_hops` gives ``through`` and
+    ``flow``): routes through switches are collapsed by the one forwarding rule of
+    ``docs/schedules.md``, "Switch nodes" (:func:`collsynth.tens.switch_routes.flat_routes`,
+    the rule the verifier and the cost models apply), so the plan moves what the verified
+    schedule moves; sends into switches are not transfers. Refuses a send out of a switch with a
+    part of its piece that no arrival forwards, and a send between GPUs that no link joins."""
     topo = instance.topology
-    switches = topo.switches
-    rchunk = _rank_chunks(s, instance)
-    reduce = (s.op == OP_REDUCE) | ((s.op == OP_DEFAULT) & instance.collective.combining)
-    into: dict[tuple[int, int], list[int]] = defaultdict(list)  # (switch, chunk) -> sends into it
-    for i in np.flatnonzero(np.isin(s.dst, list(switches))).tolist() if switches else []:
-        into[(int(s.dst[i]), int(s.chunk[i]))].append(i)
+    switch = switch_mask(topo)
+    if len(s) and (switch[s.src] | switch[s.dst]).any():
+        flat, _, last, path = flat_routes(s, instance)
+        _check_forwarded(s, switch, last, flat.hi - flat.lo)
+    else:
+        flat, last, path = s, np.arange(len(s)), [()] * len(s)
+    rchunk = _rank_chunks(flat, instance)
+    reduce = (flat.op == OP_REDUCE) | ((flat.op == OP_DEFAULT) & instance.collective.combining)
     out = []
-    for i in range(len(s)):
-        u, v = int(s.src[i]), int(s.dst[i])
-        if v in switches:
-            continue
-        via: list[int] = []
-        j = i
-        while u in switches:
-            via.insert(0, u)
-            cands = [k for k in into.get((u, int(s.chunk[j])), ())
-                     if s.step[k] <= s.step[j] and s.lo[k] <= s.lo[i] and s.hi[k] >= s.hi[i]]
-            if not cands or len(via) > len(switches):
-                raise InputError("schedule", f"send {i} leaves switch {u} with a piece no single send into it "
-                                 "brought; MSCCL++ puts run from rank to rank")
-            j = max(cands, key=lambda k: (int(s.step[k]), -k))
-            u = int(s.src[j])
-        if not via and not topo.has_link(u, v):
+    for k, i in enumerate(last.tolist()):
+        u, v = int(flat.src[k]), int(flat.dst[k])
+        if not path[k] and not topo.has_link(u, v):
             raise InputError("schedule", f"send {i} ({u}->{v}) is not over a link")
-        out.append((int(rchunk[i]), int(s.lo[i]), int(s.hi[i]), u, v, int(s.step[i]), bool(reduce[i]), via,
-                    bool(through[i]), int(flow[i])))
+        out.append(Transfer(int(rchunk[k]), int(flat.lo[k]), int(flat.hi[k]), u, v, int(flat.step[k]),
+                            bool(reduce[k]), tuple(path[k]), bool(through[i]), int(flow[i])))
     return out
+
+
+def _check_forwarded(s: Schedule, switch: np.ndarray, last: np.ndarray, length: np.ndarray) -> None:
+    """Refuses a send out of a switch into a GPU that its routes (``last``: their final hops,
+    ``length``: their pieces) do not cover whole: a switch forwarding what it never got."""
+    outs = np.flatnonzero(switch[s.src] & ~switch[s.dst])
+    covered = np.bincount(last, weights=length, minlength=len(s))[outs]
+    short = outs[covered != (s.hi - s.lo)[outs]]
+    if len(short):
+        i = int(short[0])
+        raise InputError("schedule", f"send {i} leaves switch {int(s.src[i])} with a part of its piece that no "
+                         "send into it brought; MSCCL++ puts run from rank to rank")
 
 
 # ---- events: what each rank does, in schedule order --------------------------------------------
 
-def _place(plan: _Plan, g: int, x: int, red: bool, through: bool, flow: int) -> tuple[tuple, tuple | None]:
-    """Where plan chunk ``x`` arriving at rank ``g`` lands, and the local op that follows
-    (``("re"|"copy", place)`` or None): a first copy goes to its final place, anything else to a
-    fresh scratch chunk (a pass-through is remembered for the flow's next hop)."""
+def _place(plan: _Plan, g: int, x: int, red: bool, through: bool, flow: int) -> tuple[Place, Local | None]:
+    """Where plan chunk ``x`` arriving at rank ``g`` lands, and the :class:`Local` op that
+    follows (or None): a first copy goes to its final place, anything else to a fresh scratch
+    chunk (a pass-through is remembered for the flow's next hop)."""
     if through:
         dst = plan.fresh(g)
         plan.relay[(flow, x)] = (g, dst)
@@ -237,58 +287,67 @@ def _place(plan: _Plan, g: int, x: int, red: bool, through: bool, flow: int) -> 
         return dst, None
     dst = plan.fresh(g)
     if red:
-        return dst, ("re", plan.where[g][x])
+        return dst, Local("re", plan.where[g][x])
     if plan.combining:
-        return dst, ("copy", plan.where[g][x])
+        return dst, Local("copy", plan.where[g][x])
     plan.where[g].setdefault(x, dst)
     return dst, None
 
 
-def _events(plan: _Plan, transfers: list, rank: dict, instance: Instance) -> tuple[list, dict]:
-    """Events ``{gpu, peer, step, phase, kind, moves, reads, writes}`` and the channel type
-    of every rank pair. ``moves``: (src buf, src idx, dst buf, dst idx, local op) per cell."""
-    D = plan.D
-    ctype: dict[frozenset, str] = {}
-    by_step: dict[int, list] = defaultdict(list)
+def _own_block_copies(plan: _Plan) -> list[dict]:
+    """An all-to-all's local events: every rank copies its own block input -> output."""
+    share = plan.c * plan.D
+    events = []
+    for g in range(plan.n):
+        moves = [Move(Place("i", g * share + y), Place("o", g * share + y), None) for y in range(share)]
+        events.append({"gpu": g, "peer": None, "step": 0, "phase": PHASE_LOCAL, "kind": "copy", "moves": moves,
+                       "reads": [m.src for m in moves], "writes": [m.dst for m in moves]})
+    return events
+
+
+def _step_moves(plan: _Plan, transfers: list[Transfer], rank: dict, step: int) -> dict[tuple[int, int], list[Move]]:
+    """The moves of one step per (sending rank, receiving rank): every read sees the state of
+    the step before, then the arrivals land."""
+    arrivals = []
     for t in transfers:
-        by_step[t[5]].append(t)
-    events: list[dict] = []
-    if plan.kind == "alltoall":
-        share = plan.c * D
-        for g in range(plan.n):
-            cells = [(x, ("i", g * share + y), ("o", g * share + y)) for y in range(share)
-                     for x in [(g * plan.n + g) * share + y]]
-            events.append({"gpu": g, "peer": None, "step": 0, "phase": PHASE_LOCAL, "kind": "copy",
-                           "moves": [(a[0], a[1], b[0], b[1], None) for _, a, b in cells],
-                           "reads": [a for _, a, _ in cells], "writes": [b for _, _, b in cells]})
+        gu, gv = rank[t.src], rank[t.dst]
+        for y in range(t.lo, t.hi):
+            x = t.rank_chunk * plan.D + y
+            held = plan.relay.get((t.flow, x))
+            src = held[1] if held and held[0] == gu else plan.where[gu].get(x)
+            if src is None:
+                raise InputError("schedule", f"rank {gu} sends plan chunk {x} in step {step} before it holds it")
+            arrivals.append((gu, gv, x, src, t))
+    sends: dict[tuple[int, int], list[Move]] = defaultdict(list)
+    for gu, gv, x, src, t in arrivals:
+        dst, local = _place(plan, gv, x, t.reduces, t.through, t.flow)
+        sends[(gu, gv)].append(Move(src, dst, local))
+    return sends
+
+
+def _events(plan: _Plan, transfers: list[Transfer], rank: dict, instance: Instance) -> tuple[list, dict]:
+    """Events ``{gpu, peer, step, phase, kind, moves, reads, writes}`` (``moves``: the
+    :class:`Move` s of a put, or the local ops of its receiver) and the channel type of every
+    rank pair."""
+    ctype: dict[frozenset, str] = {}
+    by_step: dict[int, list[Transfer]] = defaultdict(list)
+    for t in transfers:
+        by_step[t.step].append(t)
+        key = frozenset((rank[t.src], rank[t.dst]))
+        typ = _channel_type(instance.topology, t.src, t.dst, list(t.via))
+        ctype[key] = "port" if ctype.get(key) == "port" or typ == "port" else "memory"
+    events: list[dict] = _own_block_copies(plan) if plan.kind == "alltoall" else []
     for step in sorted(by_step):
-        sends: dict[tuple[int, int], list] = defaultdict(list)
-        arrivals = []
-        for r, lo, hi, u, v, _, red, via, through, flow in by_step[step]:
-            gu, gv = rank[u], rank[v]
-            key = frozenset((gu, gv))
-            typ = _channel_type(instance.topology, u, v, via)
-            ctype[key] = "port" if ctype.get(key) == "port" or typ == "port" else "memory"
-            for y in range(lo, hi):
-                x = r * D + y
-                held = plan.relay.get((flow, x))
-                src = held[1] if held and held[0] == gu else plan.where[gu].get(x)
-                if src is None:
-                    raise InputError("schedule", f"rank {gu} sends plan chunk {x} in step {step} before it holds it")
-                arrivals.append((gu, gv, x, src, red, through, flow))
-        for gu, gv, x, src, red, through, flow in arrivals:  # all reads of a step see the state of the step before
-            dst, local = _place(plan, gv, x, red, through, flow)
-            sends[(gu, gv)].append((src[0], src[1], dst[0], dst[1], local))
-        for (gu, gv), moves in sorted(sends.items()):
+        for (gu, gv), moves in sorted(_step_moves(plan, by_step[step], rank, step).items()):
             events.append({"gpu": gu, "peer": gv, "step": step, "phase": PHASE_PUT, "kind": "put", "moves": moves,
-                           "reads": [(m[0], m[1]) for m in moves], "writes": []})
+                           "reads": [m.src for m in moves], "writes": []})
             events.append({"gpu": gv, "peer": gu, "step": step, "phase": PHASE_WAIT, "kind": "wait", "moves": moves,
-                           "reads": [], "writes": [(m[2], m[3]) for m in moves]})
-            locs = [m for m in moves if m[4] is not None]
+                           "reads": [], "writes": [m.dst for m in moves]})
+            locs = [m for m in moves if m.local is not None]
             if locs:
-                events.append({"gpu": gv, "peer": gu, "step": step, "phase": PHASE_LOCAL, "kind": "local", "moves": locs,
-                               "reads": [(m[2], m[3]) for m in locs] + [m[4][1] for m in locs],
-                               "writes": [m[4][1] for m in locs]})
+                events.append({"gpu": gv, "peer": gu, "step": step, "phase": PHASE_LOCAL, "kind": "local",
+                               "moves": locs, "reads": [m.dst for m in locs] + [m.local.into for m in locs],
+                               "writes": [m.local.into for m in locs]})
     return events, ctype
 
 
@@ -345,19 +404,49 @@ def _sem_edges(events: list, tb_of: list) -> tuple[dict, dict]:
     return acquire, release
 
 
-def _runs(items: list[tuple]) -> list[tuple]:
-    """Merge ``(a_buf, a_idx, b_buf, b_idx, extra_buf, extra_idx)`` cells into runs
-    ``(..., size)`` where every index grows by one."""
-    out: list[list] = []
-    for it in items:
+class Run(NamedTuple):
+    """``size`` plan chunks from ``src`` on, to ``dst`` on (both indices growing by one)."""
+
+    src: Place
+    dst: Place
+    size: int
+
+
+def _runs(pairs: list[tuple[Place, Place]]) -> list[Run]:
+    """``(src, dst)`` plan chunks merged into :class:`Run` s."""
+    out: list[Run] = []
+    for a, b in pairs:
         if out:
             p = out[-1]
-            if (p[0], p[2], p[4]) == (it[0], it[2], it[4]) and p[1] + p[6] == it[1] and p[3] + p[6] == it[3] \
-                    and (it[4] is None or p[5] + p[6] == it[5]):
-                p[6] += 1
+            if (p.src.buf, p.dst.buf) == (a.buf, b.buf) and p.src.idx + p.size == a.idx and p.dst.idx + p.size == b.idx:
+                out[-1] = p._replace(size=p.size + 1)
                 continue
-        out.append([*it, 1])
-    return [tuple(x) for x in out]
+        out.append(Run(a, b, 1))
+    return out
+
+
+def _buff(place: Place, size: int) -> dict:
+    return {"type": place.buf, "index": place.idx, "size": size}
+
+
+def _put_ops(moves: list[Move], ctype: str, remote_id) -> list[dict]:
+    """A put event's ops: runs fused ``MAX_FUSED`` to a put, then ``nop``, ``signal`` (and
+    ``flush`` on a port channel)."""
+    ops, group = [], []
+    for run in _runs([(m.src, m.dst) for m in moves]) + [None]:
+        if group and (run is None or len(group) == MAX_FUSED or run.size != group[0].size
+                      or run.src.buf != group[0].src.buf):
+            op = {"name": "put", "src_buff": [_buff(r.src, r.size) for r in group],
+                  "dst_buff": [{"buffer_id": remote_id(r.dst.buf), "index": r.dst.idx, "size": r.size} for r in group],
+                  "channel_type": ctype}
+            if ctype == "port":
+                op["channel_ids"] = [0] * len(group)
+            ops.append(op)
+            group = []
+        if run is not None:
+            group.append(run)
+    ops += [{"name": "nop"}, {"name": "signal", "channel_ids": [0], "channel_type": ctype}]
+    return ops + ([{"name": "flush", "channel_ids": [0], "channel_type": ctype}] if ctype == "port" else [])
 
 
 def _event_ops(ev: dict, ctype: str, remote_id) -> list[dict]:
@@ -365,35 +454,18 @@ def _event_ops(ev: dict, ctype: str, remote_id) -> list[dict]:
     if ev["kind"] == "wait":
         return [{"name": "wait", "channel_ids": [0], "channel_type": ctype}]
     if ev["kind"] == "put":
-        runs = _runs([(m[0], m[1], m[2], m[3], None, 0) for m in ev["moves"]])
-        ops, group = [], []
-        for run in runs + [None]:
-            if group and (run is None or len(group) == MAX_FUSED or run[6] != group[0][6] or run[0] != group[0][0]):
-                op = {"name": "put", "src_buff": [{"type": r[0], "index": r[1], "size": r[6]} for r in group],
-                      "dst_buff": [{"buffer_id": remote_id(r[2]), "index": r[3], "size": r[6]} for r in group],
-                      "channel_type": ctype}
-                if ctype == "port":
-                    op["channel_ids"] = [0] * len(group)
-                ops.append(op)
-                group = []
-            if run is not None:
-                group.append(run)
-        ops += [{"name": "nop"}, {"name": "signal", "channel_ids": [0], "channel_type": ctype}]
-        return ops + ([{"name": "flush", "channel_ids": [0], "channel_type": ctype}] if ctype == "port" else [])
+        return _put_ops(ev["moves"], ctype, remote_id)
     if ev["kind"] == "copy":
-        return [{"name": "copy", "src_buff": [{"type": r[0], "index": r[1], "size": r[6]}],
-                 "dst_buff": [{"type": r[2], "index": r[3], "size": r[6]}]}
-                for r in _runs([(m[0], m[1], m[2], m[3], None, 0) for m in ev["moves"]])]
+        return [{"name": "copy", "src_buff": [_buff(r.src, r.size)], "dst_buff": [_buff(r.dst, r.size)]}
+                for r in _runs([(m.src, m.dst) for m in ev["moves"]])]
     ops = []
     for kind in ("re", "copy"):
-        cells = [(m[4][1][0], m[4][1][1], m[2], m[3], None, 0) for m in ev["moves"] if m[4][0] == kind]
-        for acc_b, acc_i, sb, si, _, _, size in _runs(cells):
-            src = [{"type": sb, "index": si, "size": size}]
-            dst = [{"type": acc_b, "index": acc_i, "size": size}]
+        for r in _runs([(m.local.into, m.dst) for m in ev["moves"] if m.local.kind == kind]):
+            into, arrived = _buff(r.src, r.size), _buff(r.dst, r.size)
             if kind == "re":
-                ops.append({"name": "re", "src_buff": [dst[0], *src], "dst_buff": dst, "reduce_op": "sum"})
+                ops.append({"name": "re", "src_buff": [into, arrived], "dst_buff": [into], "reduce_op": "sum"})
             else:
-                ops.append({"name": "copy", "src_buff": src, "dst_buff": dst})
+                ops.append({"name": "copy", "src_buff": [arrived], "dst_buff": [into]})
     return [{"name": "nop"}] + ops
 
 
@@ -521,10 +593,13 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
 
 
 def verified_mscclpp_plan(schedule: Schedule, instance: Instance, **options) -> str:
-    """:func:`to_mscclpp_plan` of a schedule that verifies, as JSON text: raises
-    :class:`~collsynth.tens.verify.VerificationError` when the schedule, or (collectives that
-    copy) its relayed form on links (:func:`relayed`), does not implement the collective."""
+    """:func:`to_mscclpp_plan` of a schedule that verifies, as JSON text, itself read back by our
+    reader (:func:`collsynth.tens.peer_plans.read_mscclpp_plan`, op by op) and verified before
+    it is returned: raises :class:`~collsynth.tens.verify.VerificationError` when the schedule
+    does not implement the collective, or when the plan written for it would not."""
+    from .peer_schedules import read_peer_text
+
     check(schedule, instance)
-    if not instance.collective.combining:
-        check(relayed(schedule, instance), instance)
-    return json.dumps(to_mscclpp_plan(schedule, instance, **options), indent=1) + "\n"
+    text = json.dumps(to_mscclpp_plan(schedule, instance, **options), indent=1) + "\n"
+    check(read_peer_text(text, "mscclpp-json", instance), instance)
+    return text

@@ -10,11 +10,14 @@ peer's matching ``signal`` on the paired channel, ``sem_acquire`` until a ``sem_
 deadlock. Every plan chunk carries what it holds (a chunk of the collective, on the grid of
 ``1/d`` pieces its buffer sizes give) and the step it became ready. A ``put`` of a ready chunk
 is a send one step later; one into a scratch chunk of a combining collective becomes a
-``reduce`` send when a local ``re`` adds it, a ``copy`` when ``copy`` moves it into place.
+``reduce`` send when a local ``re`` adds it, a ``copy`` when ``copy`` moves it into place; a
+scratch chunk put on before that (a relay passing a partial sum on untouched) makes the send
+one from the rank that first sent it to the rank that adds it, in the step of its first put (a
+route, so the schedule's routing becomes ``shortest-path``: the relays' own contributions are
+not in it).
 Supported ops: ``nop``, ``put``, ``pws``, ``pwsf``, ``signal``, ``wait``, ``rlxsignal``,
 ``rlxwait``, ``flush``, ``copy``, ``re``, ``sem_acquire``, ``sem_release``, ``barrier``;
-channel types memory and port. A relay passing a partial sum on untouched (which a schedule
-cannot say) is refused. Errors are :class:`~collsynth.InputError` naming the field.
+channel types memory and port. Errors are :class:`~collsynth.InputError` naming the field.
 """
 
 from __future__ import annotations
@@ -215,9 +218,12 @@ class _Run:
                 d = self._cell(peer, rbuf, _get(b, "index", f"{where}.dst_buff[{k}]", int) + y, f"{where}.dst_buff[{k}]")
                 if s[0] is None:
                     raise InputError(f"{where}.src_buff[{k}]", f"rank {g} puts a chunk nothing wrote")
-                if s[2] is not None:
-                    raise InputError(where, "a relay passes a partial sum on untouched, which a schedule cannot say")
                 send = (s[0], g, peer, s[1] + 1)
+                if s[2] is not None:  # a relay passes a partial sum on untouched: one routed send
+                    send = (*s[2][:2], peer, s[2][3])
+                    if rbuf != "s":
+                        raise InputError(where, "a relay passes a partial sum on untouched into a final buffer, "
+                                         "which a schedule cannot say")
                 d[:] = [s[0], s[1] + 1, None]
                 if combining and rbuf == "s":
                     d[2] = send

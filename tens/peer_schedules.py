@@ -65,13 +65,21 @@ def read_peer_schedule(path: str | Path, fmt: str, instance: Instance) -> Schedu
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(str(path), f"cannot read: {getattr(e, 'strerror', None) or e}") from None
-    from .peer_plans import read_mscclpp_plan
-    reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
     try:
-        schedule = reader(text, instance)
-        return _routed(schedule, instance) if fmt == "mscclpp-json" else schedule
+        return read_peer_text(text, fmt, instance)
     except InputError as e:
         raise InputError(str(path), f"{e.where}: {e.what}") from None
+
+
+def read_peer_text(text: str, fmt: str, instance: Instance) -> Schedule:
+    """The schedule that ``text`` (format ``fmt``, one of :data:`FORMATS`) runs on ``instance``:
+    the reader every file is read with, and every plan or program we export is read back with
+    before it is written (:func:`collsynth.tens.export.verified_msccl_xml`,
+    :func:`collsynth.tens.export_mscclpp.verified_mscclpp_plan`)."""
+    from .peer_plans import read_mscclpp_plan
+    reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
+    schedule = reader(text, instance)
+    return _routed(schedule, instance) if fmt == "mscclpp-json" else schedule
 
 
 def _xml_int(el: ET.Element, attr: str, where: str, lo: int | None = None, hi: int | None = None) -> int:
