@@ -68,7 +68,7 @@ from .choices import MAX_THREADBLOCKS
 from .export import rank_map
 from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
-from .switch_routes import flat_routes
+from .switch_routes import flat_routes, summed_in_switch
 from .verify import check
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
@@ -577,6 +577,9 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     kind = instance.collective.kind
     if kind not in COLLECTIVES:
         raise InputError("instance", f"the MSCCL++ executor runs {', '.join(COLLECTIVES)}; this instance is a {kind}")
+    if (i := summed_in_switch(schedule, instance)) is not None:
+        raise InputError("schedule", f"send {i} sums in a reducing switch; this exporter writes memory and port "
+                         "channels only, not switch channels (glres / gstore): export it as schedule JSON")
     schedule, through, flow = _hops(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)

@@ -61,6 +61,16 @@ def switch_routes(schedule: Schedule, instance: Instance) -> SwitchRoutes:
     return SwitchRoutes(flat, [row[8] for row in rows], _route_dependencies(s, instance, rows))
 
 
+def summed_in_switch(schedule: Schedule, instance: Instance) -> int | None:
+    """The first send (index) of a combining chunk into or out of a reducing switch
+    (:mod:`collsynth.instances.switch_ops`), or None: a schedule that sums in a switch, which
+    no route between ranks can stand for (an exporter without switch channels refuses it)."""
+    rule = switch_rule(schedule, instance)
+    chunk = np.minimum(schedule.chunk, len(rule.combining) - 1)
+    hit = np.flatnonzero(rule.combining[chunk] & (rule.reduce[schedule.src] | rule.reduce[schedule.dst]))
+    return int(hit[0]) if len(hit) else None
+
+
 def flattened(schedule: Schedule, instance: Instance) -> tuple[Schedule, list[tuple]]:
     """Every route GPU -> switch(es) -> GPU of ``schedule`` as one send (the sends between GPUs
     as they are, sends into switches that nothing forwards dropped), with the op of the send

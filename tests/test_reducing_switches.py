@@ -138,3 +138,19 @@ def test_a_reduction_the_collective_does_not_use_is_refused(tmp_path):
         instance_from_dict(data, base_dir=tmp_path)
     data["collective"] = {"kind": "allgather"}  # a switch that takes maxima is no matter to an allgather
     assert instance_from_dict(data, base_dir=tmp_path).collective.kind == "allgather"
+
+
+def test_exporters_without_switch_channels_refuse_in_one_line(tmp_path):
+    """``nvls`` on a box: MSCCL XML has no in-switch reduction, and the MSCCL++ exporter writes
+    no switch channels; both say so in one line, exit 2."""
+    toml = tmp_path / "box.toml"
+    toml.write_text('name = "box"\n[topology]\ngenerator = "switch"\nnodes = 4\nreduce = [4]\ncopy = [4]\n'
+                    '[collective]\nkind = "allreduce"\n')
+    cli = [sys.executable, "-m", "collsynth.solvers.cli"]
+    s = tmp_path / "s.json"
+    solved = subprocess.run(cli + ["solve", str(toml), "--producer", "nvls", "--out", str(s)], capture_output=True,
+                            text=True)
+    assert solved.returncode == 0, solved.stderr
+    for fmt, words in (("msccl-xml", "MSCCL XML has no in-switch reduction"), ("mscclpp-json", "not switch channels")):
+        run = subprocess.run(cli + ["export", str(s), str(toml), "--format", fmt], capture_output=True, text=True)
+        assert run.returncode == 2 and words in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
