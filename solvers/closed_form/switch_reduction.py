@@ -3,8 +3,8 @@
 NVLink SHARP (NVLS) on the third-generation NVSwitch sums what the GPUs of a box send into it
 and multicasts a result back (NVIDIA, "NVIDIA H100 Tensor Core GPU Architecture", 2022,
 "NVLink SHARP"; NCCL's NVLS algorithm: each GPU load-reduces its shard through the switch with
-``multimem.ld_reduce`` and stores it to all with ``multimem.st``, NVIDIA/nccl issues 1455 and
-2023's 1047; MSCCL++'s ``SwitchChannel``). Across boxes NCCL's NVLSTree reduces in the box,
+``multimem.ld_reduce`` and stores it to all with ``multimem.st``, NVIDIA/nccl issue 1455;
+MSCCL++'s ``SwitchChannel``). Across boxes NCCL's NVLSTree reduces in the box,
 then runs a tree between the boxes' NICs and multicasts the result in each box. The switch's
 ``reduce`` and ``copy`` attributes (:mod:`collsynth.instances.switch_ops`) are all these
 producers read; what a box is (the GPUs on one reducing, multicasting switch) and what a rail
