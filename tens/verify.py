@@ -286,7 +286,8 @@ def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: in
     most once: :func:`_simulate`'s count per contributor) and sends that partial sum on, so
     sends into and out of switch ``w`` are relabelled to the node of ``(w, arrival step)``
     (a send out of ``w`` reads the arrivals :func:`collsynth.tens.dependencies.switch_back`
-    steps before it) and the schedule is simulated as one between GPUs and these nodes; routes
+    steps before it; whatever reaches it is added, a copy too) and the schedule is simulated as
+    one between GPUs and these nodes; routes
     through switches that only forward are first made single sends (:func:`_relayed_violation`'s
     rule). How often a partial sum may leave is :func:`switch_violation`'s rule."""
     from .switch_routes import flat_routes
@@ -315,7 +316,8 @@ def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: in
         at = np.searchsorted(keys, node * (1 << 32) + group)
         return np.where(group >= 0, size + at, node)
 
-    view = replace_nodes(flat, relabel(src, group_src), relabel(dst, group_dst), size + len(keys))
+    view = replace_nodes(flat, relabel(src, group_src), relabel(dst, group_dst), size + len(keys),
+                         np.where(group_dst >= 0, OP_REDUCE, flat.op).astype(flat.op.dtype))
     v = _simulate(view, coll, off, np.zeros(size + len(keys), bool), width=size + len(keys))
     if v is None or v.index is None:
         return v
@@ -323,10 +325,10 @@ def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: in
     return Violation(i, _send(s, i), int(s.step[i]), _real_nodes(v.reason, keys, size))
 
 
-def replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int) -> Schedule:
-    """``s`` with its sources, destinations and node count replaced (the sends and order kept)."""
+def replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int, op: np.ndarray) -> Schedule:
+    """``s`` with its sources, destinations, node count and ops replaced (the sends and order kept)."""
     return Schedule(s.collective, nodes, s.chunks, s.chunk, s.lo, s.hi, src.astype(s.src.dtype),
-                    dst.astype(s.dst.dtype), s.step, s.op, s.denom, s.routing, s.meta)
+                    dst.astype(s.dst.dtype), s.step, op, s.denom, s.routing, s.meta)
 
 
 def _real_nodes(reason: str, keys: np.ndarray, size: int) -> str:

@@ -154,3 +154,13 @@ def test_exporters_without_switch_channels_refuse_in_one_line(tmp_path):
     for fmt, words in (("msccl-xml", "MSCCL XML has no in-switch reduction"), ("mscclpp-json", "not switch channels")):
         run = subprocess.run(cli + ["export", str(s), str(toml), "--format", fmt], capture_output=True, text=True)
         assert run.returncode == 2 and words in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+@pytest.mark.parametrize("sends", [summed_multicast(2), load_reduce_store()], ids=["multicast", "load-reduce"])
+def test_every_dropped_or_doubled_send_is_refused(sends):
+    """Every send of these schedules carries a contribution or a result someone needs, and a
+    send twice either counts a contribution twice or leaves the switch twice on one link."""
+    assert check(sends) is None
+    for i in range(len(sends)):
+        assert check(sends[:i] + sends[i + 1:]) is not None, ("dropped", sends[i])
+        assert check(sends[:i + 1] + sends[i:]) is not None, ("doubled", sends[i])
