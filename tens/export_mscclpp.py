@@ -68,6 +68,7 @@ from .choices import MAX_THREADBLOCKS
 from .export import rank_map
 from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
+from .export_switch import switch_plan
 from .switch_routes import flat_routes, summed_in_switch
 from .verify import check
 
@@ -577,9 +578,9 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     kind = instance.collective.kind
     if kind not in COLLECTIVES:
         raise InputError("instance", f"the MSCCL++ executor runs {', '.join(COLLECTIVES)}; this instance is a {kind}")
-    if (i := summed_in_switch(schedule, instance)) is not None:
-        raise InputError("schedule", f"send {i} sums in a reducing switch; this exporter writes memory and port "
-                         "channels only, not switch channels (glres / gstore): export it as schedule JSON")
+    if summed_in_switch(schedule, instance) is not None:  # switch channels (glres)
+        return switch_plan(schedule, instance, name=name, min_message_size=min_message_size,
+                           max_message_size=max_message_size)
     schedule, through, flow = _hops(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)

@@ -140,20 +140,29 @@ def test_a_reduction_the_collective_does_not_use_is_refused(tmp_path):
     assert instance_from_dict(data, base_dir=tmp_path).collective.kind == "allgather"
 
 
-def test_exporters_without_switch_channels_refuse_in_one_line(tmp_path):
-    """``nvls`` on a box: MSCCL XML has no in-switch reduction, and the MSCCL++ exporter writes
-    no switch channels; both say so in one line, exit 2."""
+def test_exports_of_a_switch_reduction_in_one_line(tmp_path):
+    """``nvls`` on a box: MSCCL XML has no in-switch reduction (one line, exit 2); the MSCCL++
+    plan writes its group operations as switch channels (``glres``); the load-reduce shape, whose
+    groups are not every member's piece up and the sum down to all, is refused in one line."""
     toml = tmp_path / "box.toml"
     toml.write_text('name = "box"\n[topology]\ngenerator = "switch"\nnodes = 4\nreduce = [4]\ncopy = [4]\n'
                     '[collective]\nkind = "allreduce"\n')
     cli = [sys.executable, "-m", "collsynth.solvers.cli"]
-    s = tmp_path / "s.json"
-    solved = subprocess.run(cli + ["solve", str(toml), "--producer", "nvls", "--out", str(s)], capture_output=True,
-                            text=True)
-    assert solved.returncode == 0, solved.stderr
-    for fmt, words in (("msccl-xml", "MSCCL XML has no in-switch reduction"), ("mscclpp-json", "not switch channels")):
-        run = subprocess.run(cli + ["export", str(s), str(toml), "--format", fmt], capture_output=True, text=True)
-        assert run.returncode == 2 and words in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    for shape in ("multicast", "load-reduce"):
+        s = tmp_path / f"{shape}.json"
+        solved = subprocess.run(cli + ["solve", str(toml), "--producer", "nvls", "--param", f"shape={shape}", "--out",
+                                       str(s)], capture_output=True, text=True)
+        assert solved.returncode == 0, solved.stderr
+        xml = subprocess.run(cli + ["export", str(s), str(toml), "--format", "msccl-xml"], capture_output=True, text=True)
+        assert xml.returncode == 2 and "MSCCL XML has no in-switch reduction" in xml.stderr
+        assert len(xml.stderr.strip().splitlines()) == 1
+        plan = subprocess.run(cli + ["export", str(s), str(toml), "--format", "mscclpp-json"], capture_output=True,
+                              text=True)
+        if shape == "multicast":
+            assert plan.returncode == 0 and '"glres"' in plan.stdout and '"switch"' in plan.stdout, plan.stderr
+        else:
+            assert plan.returncode == 2 and "not written as switch channels" in plan.stderr
+            assert len(plan.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("sends", [summed_multicast(2), load_reduce_store()], ids=["multicast", "load-reduce"])
