@@ -36,8 +36,8 @@ from .prefetch import prefetch, prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
 from .piece_overlaps import by_piece, overlapping_pairs
-from ..instances.switch_ops import copying_mask, reducing_mask
-from .ten import SWITCH_COPY, NotSupported, instant_hops, link_delays, link_latency
+from .switch_rule import switch_rule
+from .ten import NotSupported, instant_hops, link_delays, link_latency
 
 PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
 TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
@@ -679,32 +679,6 @@ def switch_delays(schedule: Schedule, instance: Instance) -> np.ndarray:
     return k + lat
 
 
-@dataclass(frozen=True)
-class SwitchRule:
-    """How the switches of an instance forward a schedule's sends: ``copy[node]`` (the switch's
-    declared ``copy``, else the schedule's ``switch_copy``), ``reduce[node]`` (the reducing
-    switches) and ``combining[chunk]`` (the chunks of combining collectives, which reducing
-    switches combine; :mod:`collsynth.instances.switch_ops`)."""
-
-    copy: np.ndarray
-    reduce: np.ndarray
-    combining: np.ndarray
-
-    def args(self) -> tuple:
-        """``(copy, ...)`` as :func:`switch_forwards` takes them after ``switch``, less ``denom``."""
-        return self.copy, self.reduce, self.combining
-
-
-def switch_rule(schedule: Schedule, instance: Instance) -> SwitchRule:
-    """The :class:`SwitchRule` of ``schedule`` on ``instance``."""
-    topo = instance.topology
-    combining = np.zeros(instance.chunk_offsets[-1] + instance.collectives[-1].num_chunks, np.bool_)
-    for coll, off in zip(instance.collectives, instance.chunk_offsets):
-        combining[off:off + coll.num_chunks] = coll.combining
-    return SwitchRule(copying_mask(topo, bool(schedule.meta.get("switch_copy", SWITCH_COPY))), reducing_mask(topo),
-                      combining)
-
-
 def switch_mask(topology) -> np.ndarray:
     """bool ``[node]``: the live switch nodes."""
     mask = np.zeros(topology.size, dtype=bool)
@@ -867,7 +841,7 @@ def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, cop
     """The :class:`Forwards` of sends given in stable step order (the rule above): ``back`` per
     send, the steps from the arrival a send out of a switch forwards to its own step
     (:func:`switch_back`); ``switch[node]`` the live switches; ``copy`` the schedule's
-    ``switch_copy`` or, per node, whether it multicasts (:func:`switch_rule`); ``reduce[node]``
+    ``switch_copy`` or, per node, whether it multicasts (:func:`collsynth.tens.switch_rule.switch_rule`); ``reduce[node]``
     the reducing switches, which combine the arrivals of the chunks ``combining[chunk]`` marks.
 
     >>> sw = np.array([False, False, False, True])

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..instances.instance import Instance
 from .cost import _dependencies
-from .dependencies import step_order, switch_back, switch_forwards, switch_mask, switch_rule
+from .dependencies import step_order, switch_back, switch_forwards, switch_mask
+from .switch_rule import switch_rule
 from .schedule import Schedule, from_arrays
 
 

@@ -85,9 +85,10 @@ from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
 from ..instances.switch_ops import reducing_mask
-from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask, switch_rule,  # noqa: F401
+from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask,  # noqa: F401
                            step_order, ten_timing, whole_pieces)
 from .routing import adjacency, row_pointers
+from .switch_rule import switch_rule
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
 from .ten import instant_hops, latency_pipelined
 
