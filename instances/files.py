@@ -25,7 +25,9 @@ argument of :func:`read_topology` (the instance TOML's ``directed`` key) sets it
 that does not say it, and must agree with a file that does.
 
 Nodes may carry ``switch`` (a switch node) and ``failed`` (a failed node: it keeps its id but
-has no links) attributes. Node ids that are the integers ``0..N-1`` (or their decimal strings)
+has no links) attributes, and a switch ``reduce`` (``true`` or its reductions, e.g. ``"sum"``) and
+``copy`` (``true``: it multicasts; :mod:`collsynth.instances.switch_ops`); a CSV file lists them
+as ``# reduce = ids`` and ``# copy = ids``. Node ids that are the integers ``0..N-1`` (or their decimal strings)
 are kept; any other labels are numbered in file order and kept in ``meta["labels"]``.
 Links without ``bandwidth``/``alpha`` take the ``bandwidth``/``alpha`` arguments (else the
 generator defaults). Every error names the file, the line or field, and what was expected.
@@ -45,11 +47,12 @@ import networkx as nx
 from .. import InputError
 from .generators import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, coerce
 from .size import check_nodes
+from .switch_ops import reductions_of, switch_reductions
 from .topology import Topology, check_costs, with_link_costs
 
 FORMATS = {".json": "node-link", ".graphml": "graphml", ".csv": "csv"}
 CSV_COLUMNS = ("src", "dst", "bandwidth", "alpha")
-CSV_SETTINGS = ("directed", "nodes", "name", "switches", "failed_nodes", "failed_links")
+CSV_SETTINGS = ("directed", "nodes", "name", "switches", "failed_nodes", "failed_links", "reduce", "copy")
 
 
 def read_topology(path: str | Path, bandwidth: float | None = None, alpha: float | None = None,
@@ -143,6 +146,9 @@ def write_topology(topology: Topology, path: str | Path) -> None:
             lines.append(f"# failed_nodes = {','.join(map(str, sorted(topology.failed_nodes)))}")
         if failed_links:
             lines.append(f"# failed_links = {','.join(f'{u}-{v}' for u, v in failed_links)}")
+        for key, ids in (("reduce", switch_reductions(topology)), ("copy", _copying(topology))):
+            if ids:
+                lines.append(f"# {key} = {','.join(map(str, sorted(ids)))}")
         lines.append(",".join(CSV_COLUMNS))
         lines += [f"{u},{v},{bw!r},{al!r}" for u, v, bw, al in edges]
         path.write_text("\n".join(lines) + "\n")
@@ -150,7 +156,7 @@ def write_topology(topology: Topology, path: str | Path) -> None:
     g = nx.MultiDiGraph()
     g.graph["name"] = topology.name
     for n in range(topology.size):
-        g.add_node(n, switch=n in topology.switches, failed=n in topology.failed_nodes)
+        g.add_node(n, switch=n in topology.switches, failed=n in topology.failed_nodes, **_ops_written(topology, n))
     for u, v, bw, al in edges:
         g.add_edge(u, v, bandwidth=bw, alpha=al)
     if fmt == "node-link":
@@ -239,6 +245,8 @@ def _parse_csv(text: str, where: str) -> dict:
     directed = _csv_setting(settings, "directed", where, lambda v: v.lower() in ("true", "false"),
                             "true or false", lambda v: v.lower() == "true")
     switches, failed = set(_csv_ids(settings, "switches", where)), set(_csv_ids(settings, "failed_nodes", where))
+    ops = {key: (set(_csv_ids(settings, key, where)), f"line {settings[key][0]}") for key in ("reduce", "copy")
+           if key in settings}
     node_ids: set[int] = set(switches | failed)
     largest = (-1, "")  # the largest id and where it is written
     for key, ids in (("switches", switches), ("failed_nodes", failed)):
@@ -257,7 +265,8 @@ def _parse_csv(text: str, where: str) -> dict:
         size, largest = nodes_count, (nodes_count - 1, f"line {settings['nodes'][0]}: nodes")
     _check_dense(size, len(node_ids), f"{where}: {largest[1]}")
     return {
-        "nodes": [(n, {"switch": n in switches, "failed": n in failed}, f"node {n}") for n in range(size)],
+        "nodes": [(n, {"switch": n in switches, "failed": n in failed, **_csv_node_ops(n, ops)}, f"node {n}")
+                  for n in range(size)],
         "edges": [(int(s), int(d), a, f) for s, d, a, f in edge_rows],
         "directed": True if directed is None else directed,
         "declared": "directed" in settings,
@@ -265,6 +274,27 @@ def _parse_csv(text: str, where: str) -> dict:
         "failed_links": failed_links,
         "meta": {},
     }
+
+
+def _copying(topology: Topology) -> list[int]:
+    """The switches declaring ``copy = true``."""
+    return [n for n in topology.switches if n in topology.graph and topology.graph.nodes[n].get("copy")]
+
+
+def _ops_written(topology: Topology, n: int) -> dict:
+    """Node ``n``'s ``reduce`` (comma-separated reductions) and ``copy`` attributes as written."""
+    data = topology.graph.nodes[n] if n in topology.graph else {}
+    out = {}
+    if data.get("reduce"):
+        out["reduce"] = ",".join(data["reduce"])
+    if "copy" in data:
+        out["copy"] = bool(data["copy"])
+    return out
+
+
+def _csv_node_ops(n: int, ops: dict) -> dict:
+    """Node ``n``'s ``reduce`` / ``copy`` attributes from the CSV settings of those names (ids)."""
+    return {key: True for key, (ids, _) in ops.items() if n in ids}
 
 
 def _check_dense(size: int, listed: int, where: str) -> None:
@@ -387,6 +417,7 @@ def _assemble(parts: dict, where: str) -> Topology:
             switches.add(index[label])
         if _flag(data.get("failed", False), f"{where}: {field}", "failed"):
             failed.add(index[label])
+    ops = _switch_ops(parts["nodes"], index, switches, where)
     for src, dst, data, field in parts["edges"]:
         for col, lab in (("source", src), ("target", dst)):
             if lab not in index:
@@ -409,6 +440,9 @@ def _assemble(parts: dict, where: str) -> Topology:
         raise InputError(f"{where}: failed_links", "expected a list of [u, v] pairs")
     failed_links = frozenset((int(u), int(v)) for u, v in fl)
     g.remove_nodes_from(failed)
+    for n, attrs in ops.items():
+        if n in g:
+            g.nodes[n].update(attrs)
     meta = dict(parts["meta"])
     if relabelled is not None:
         meta["labels"] = relabelled
@@ -416,6 +450,25 @@ def _assemble(parts: dict, where: str) -> Topology:
         graph=g, size=size, name=parts["name"] or Path(where).stem, switches=frozenset(switches),
         failed_nodes=frozenset(failed), failed_links=failed_links, meta=meta,
     )
+
+
+def _switch_ops(nodes: list, index: dict, switches: set[int], where: str) -> dict[int, dict]:
+    """``{node: {"reduce": reductions, "copy": bool}}`` of the nodes declaring ``reduce`` or
+    ``copy`` (:mod:`collsynth.instances.switch_ops`); a compute node declaring either is refused."""
+    out: dict[int, dict] = {}
+    for label, data, field in nodes:
+        attrs = {}
+        if data.get("reduce") not in (None, ""):
+            attrs["reduce"] = reductions_of(data["reduce"], f"{where}: {field}")
+        if data.get("copy") not in (None, ""):
+            attrs["copy"] = _flag(data["copy"], f"{where}: {field}", "copy")
+        declared = [k for k in ("reduce", "copy") if attrs.get(k)]
+        if declared and index[label] not in switches:
+            raise InputError(f"{where}: {field} field {declared[0]}",
+                             f"node {label} is a GPU (compute node); only a switch node may declare {declared[0]}")
+        if attrs:
+            out[index[label]] = attrs
+    return out
 
 
 def _int_label(x: Any) -> int | None:

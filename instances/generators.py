@@ -653,19 +653,26 @@ def hammingmesh(board: list[int], grid: list[int], fabric: str = "direct") -> To
 
 
 @generator(size=lambda p: (p["nodes"] + 1, 2 * p["nodes"] * max(1, p.get("unwind", 0)), "nodes"))
-def switch(nodes: int, unwind: int = 0) -> Topology:
+def switch(nodes: int, unwind: int = 0, reduce: bool = False, copy: bool = False) -> Topology:
     """A fully connected switch of ``nodes`` NPUs, kept or unwound (TACOS §IV-D).
 
     nodes: N NPUs (>= 2). unwind: 0 keeps the switch as node id N with a bidirectional link
     to every NPU; d in 1..N-1 unwinds it to point-to-point links n -> n+1, ..., n+d (mod N),
     each with 1/d of the link bandwidth (outgoing bandwidth is shared; alpha is unchanged).
+    reduce, copy: the kept switch sums and multicasts (:mod:`collsynth.instances.switch_ops`).
     """
+    from .switch_ops import with_switch_ops
+
     _positive(nodes, "nodes", 2)
     if not 0 <= unwind < nodes:
         raise InputError("unwind", f"expected 0 (keep the switch) or a degree in 1..{nodes - 1}, got {unwind}")
+    if (reduce or copy) and unwind:
+        raise InputError("reduce" if reduce else "copy", f"a computing switch must be kept; expected unwind = 0, got {unwind}")
     if unwind == 0:
         edges = [(i, nodes) for i in range(nodes)]
-        return from_edges(nodes + 1, edges, bidirectional=True, switches=[nodes], name=f"switch{nodes}")
+        kept = from_edges(nodes + 1, edges, bidirectional=True, switches=[nodes],
+                          name=f"switch{nodes}" + "-reduce" * reduce + "-copy" * copy)
+        return with_switch_ops(kept, [nodes] if reduce else [], [nodes] if copy else [])
     edges = [(n, (n + k) % nodes, {"scale": 1.0 / unwind}) for n in range(nodes) for k in range(1, unwind + 1)]
     return from_edges(nodes, edges, name=f"switch{nodes}-unwind{unwind}",
                       meta={"cayley": [nodes], "unwind": unwind})

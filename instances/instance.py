@@ -42,6 +42,7 @@ import numpy as np
 from .. import InputError
 from . import files, generators, size
 from .collective import Collective, make
+from .switch_ops import check_switch_ops, with_switch_ops
 from .topology import LATENCIES, Topology, with_latency
 
 EXPECT_KEYS = {
@@ -67,7 +68,8 @@ PAPER_KEYS = {"table": str, "row": str, "column": str, "metric": str, "producer"
 PAPER_REQUIRED = ("table", "metric", "producer", "source")
 COLLECTIVE_KEYS = {"kind", "root", "chunks_per_node", "message_bytes", "nodes", "name"}
 # [topology] keys besides a generator's own parameters (see `collsynth topologies`)
-TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links", "latency"}
+TOPOLOGY_KEYS = {"generator", "file", "directed", "bandwidth", "alpha", "failed_nodes", "failed_links", "latency",
+                 "reduce", "copy"}
 FILE_TOPOLOGY_KEYS = TOPOLOGY_KEYS - {"generator"}
 
 
@@ -154,6 +156,7 @@ def make_instance(
         root=root,
     )
     check_reachable(topology, coll, "collective")
+    check_switch_ops(topology, (coll,), topology.meta.get("file", "topology"))
     return Instance(name=name or f"{topology.name}-{kind}", topology=topology, collectives=(coll,), expect=dict(expect or {}))
 
 
@@ -198,6 +201,7 @@ def instance_from_dict(data: dict[str, Any], *, base_dir: Path = Path("."), sour
     for i, table in enumerate(tables):
         where = "collective" if not isinstance(raw, list) else f"collective[{i}]"
         collectives.append(collective_from_dict(table, topology, where))
+    check_switch_ops(topology, collectives, _topology_source(data["topology"], base_dir))
     expect = expect_from_dict(data.get("expect", {}))
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -262,6 +266,7 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
     bandwidth = _native(table.pop("bandwidth", None), float, f"{where}.bandwidth")
     alpha = _native(table.pop("alpha", None), float, f"{where}.alpha")
     latency = table.pop("latency", "serial")
+    ops = {key: table.pop(key, []) for key in ("reduce", "copy")}
     named = where  # what a disconnection error names: the table, and the file it reads
     if "generator" in table and "file" in table:
         raise InputError(where, "give either 'generator' or 'file', not both")
@@ -295,12 +300,21 @@ def topology_from_dict(table: dict[str, Any], *, base_dir: Path = Path("."), whe
             topo = topo.with_failures(failed_nodes, [tuple(p) for p in failed_links])
         except InputError as e:
             raise InputError(f"{where}.{e.where}", e.what) from None
+    for key, ids in ops.items():
+        if not isinstance(ids, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in ids):
+            raise InputError(f"{where}.{key}", "expected a list of switch node ids")
+    topo = with_switch_ops(topo, ops["reduce"], ops["copy"], where=where)
     if latency not in LATENCIES:
         raise InputError(f"{where}.latency", f"expected one of {', '.join(LATENCIES)}, got {latency!r}")
     if latency != "serial":
         topo = with_latency(topo, latency)
     check_topology(topo, named)
     return topo
+
+
+def _topology_source(table: dict, base_dir: Path) -> str:
+    """What a switch attribute's error names: the topology file, else the ``[topology]`` table."""
+    return str(base_dir / table["file"]) if isinstance(table.get("file"), str) else "topology"
 
 
 def _native(value: Any, typ: type, where: str) -> Any:

@@ -28,6 +28,7 @@ import math
 from .. import InputError
 from .generators import DGX1_NVLINKS, generator, hierarchical
 from .size import levels
+from .switch_ops import with_switch_ops
 from .topology import SWITCH_HOPS, Topology, from_edges
 
 TECCL = "Liu et al., SIGCOMM 2024 (TE-CCL), repository microsoft/TE-CCL teccl/topologies"
@@ -196,11 +197,18 @@ def dgx2(chassis: int = 2, unwind: int = 0, nvswitch_bandwidth: float = 125e9, n
 
 # ---- DGX A100 / H100 with rail-optimised leaf switches -----------------------------------
 
-def _dgx_rails(nodes: int, unwind_nvswitch: int, unwind_rail: int, classes: dict, name: str) -> Topology:
+def _dgx_rails(nodes: int, unwind_nvswitch: int, unwind_rail: int, classes: dict, name: str, nvls: bool = False,
+               sharp: bool = False) -> Topology:
     """8 GPUs per node behind NVSwitch, GPU g's NIC on rail (leaf switch) g shared by all nodes.
 
     Switch ids after the GPUs: the nodes' NVSwitches first, then the rails' leaf switches.
+    ``nvls``: the NVSwitches reduce and multicast; ``sharp``: the rail switches do
+    (:mod:`collsynth.instances.switch_ops`); both need the switches kept as nodes.
     """
+    for flag, on, unwound in (("nvls", nvls, unwind_nvswitch), ("sharp", sharp, unwind_rail)):
+        if on and unwound:
+            raise InputError(flag, f"a reducing switch must be kept as a node; expected unwind_"
+                                   f"{'nvswitch' if flag == 'nvls' else 'rail'} = 0, got {unwound}")
     _count(nodes, "nodes", 1)
     gpus = 8 * nodes
     edges, switches = [], []
@@ -215,7 +223,11 @@ def _dgx_rails(nodes: int, unwind_nvswitch: int, unwind_rail: int, classes: dict
             edges += e
             switches += s
     suffix = "".join(f"-{k}{v}" for k, v in (("nvs", unwind_nvswitch), ("rail", unwind_rail)) if v)
-    return classed_topology(gpus + len(switches), edges, switches, f"{name}x{nodes}{suffix}", classes, gpus_per_node=8)
+    suffix += "".join(f"-{k}" for k, v in (("nvls", nvls), ("sharp", sharp and nodes > 1)) if v)
+    topo = classed_topology(gpus + len(switches), edges, switches, f"{name}x{nodes}{suffix}", classes, gpus_per_node=8)
+    computing = ([gpus + n for n in range(nodes)] if nvls else []) + \
+        ([gpus + nodes + g for g in range(8)] if sharp and nodes > 1 else [])
+    return with_switch_ops(topo, reduce=computing, copy=computing)
 
 
 def _rails_size(p: dict) -> tuple[int, int, str]:
@@ -248,19 +260,27 @@ def dgx_a100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvl
 
 @generator(size=_rails_size)
 def dgx_h100(nodes: int = 2, unwind_nvswitch: int = 0, unwind_rail: int = 0, nvlink_bandwidth: float = 450e9,
-             nvlink_alpha: float = 0.47e-6, nic_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6) -> Topology:
+             nvlink_alpha: float = 0.47e-6, nic_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6,
+             nvls: bool = False, sharp: bool = False) -> Topology:
     """NVIDIA DGX H100 nodes: 8 H100 behind NVSwitch, one 400 Gb/s NIC per GPU on rail-optimised leaves.
 
     As :func:`dgx_a100` with the DGX H100 datasheet's figures: 18 NVLink4 per GPU, 900 GB/s
     bidirectional (nvlink_bandwidth 450 GB/s per direction), 8 single-port ConnectX-7 NDR
     400 Gb/s per node (nic_bandwidth 50 GB/s); alphas from NCCL tuning.cc hwLat (Ring/LL:
     NVLink 0.47 us, network 2.7 us).
+
+    nvls: the third-generation NVSwitch reduces (sum, min, max) and multicasts (NVLink SHARP:
+    each GPU's ``multimem.ld_reduce`` / ``multimem.st`` through it, at the NVLink figures above;
+    NCCL's NVLS allreduce measures about 480 GB/s bus bandwidth on 8 H100 against about 370 for
+    its ring, NVIDIA/nccl issue 1455 and NVIDIA/nccl-tests issue 212). sharp: the rail switches
+    (InfiniBand Quantum-2, SHARPv3) reduce and multicast too, at the NIC figures. Both need the
+    switches kept (unwind 0).
     """
     classes = {
         "nvswitch": link_class(nvlink_bandwidth, nvlink_alpha, "NVIDIA DGX H100 datasheet (NVLink4, 900 GB/s per GPU bidirectional); " + NCCL_LAT),
         "rail": link_class(nic_bandwidth, nic_alpha, "NVIDIA DGX H100 datasheet (8 x ConnectX-7 400 Gb/s); DGX SuperPOD rail-optimised fabric; " + NCCL_LAT),
     }
-    return _dgx_rails(nodes, unwind_nvswitch, unwind_rail, classes, "dgx_h100")
+    return _dgx_rails(nodes, unwind_nvswitch, unwind_rail, classes, "dgx_h100", nvls, sharp)
 
 
 # ---- AMD MI250 -------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ from .prefetch import prefetch, prefetch_write
 from .routing import MAX_INDEX
 from .schedule import Schedule
 from .piece_overlaps import by_piece, overlapping_pairs
-from .ten import SWITCH_COPY, NotSupported, instant_hops, link_delays, link_latency
+from .switch_rule import switch_rule
+from .ten import NotSupported, instant_hops, link_delays, link_latency
 
 PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
 TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
@@ -546,13 +547,17 @@ def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instanc
         return deps
     back = np.ones(len(view), np.int64)  # read for the sends out of switches only
     back[leaving] = switch_back(schedule, instance, leaving if view.order is None else view.order[leaving])
-    copy = bool(schedule.meta.get("switch_copy", SWITCH_COPY))
+    rule = switch_rule(schedule, instance)
+    copy, reduce, combining = rule.args()
     fw = switch_forwards(view.chunk, view.src, view.dst, view.lo, view.hi, view.steps[view.rank], back, switch, copy,
-                         view.denom)
+                         view.denom, reduce, combining)
     G = deps.groups
     key = deps.ga.astype(np.int64)
     into = np.flatnonzero(fw.run >= 0)
-    extra = np.arange(len(into)) if whole else fw.run[into]
+    extra = fw.run[into]
+    if whole:  # one group per arrival, but one per partial sum at a reducing switch
+        summed = reduce[view.dst[into]] & combining[np.minimum(view.chunk[into], len(combining) - 1)]
+        extra = np.where(summed, len(into) + fw.run[into], np.arange(len(into)))
     key[into] = G + extra
     ga, new, groups = _renumber(key, G + (int(extra.max()) + 1 if len(into) else 0))
     g_in = np.where(deps.g_in >= 0, new[np.maximum(deps.g_in, 0)], -1).astype(np.int32)
@@ -562,7 +567,7 @@ def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instanc
     first = np.r_[True, fw.leave[1:] != fw.leave[:-1]] if len(fw.leave) else np.zeros(0, bool)
     d, a = fw.leave[first], fw.arrival[first]
     g_in[d] = ga[a]
-    p[d] = 1 if whole else np.diff(gstart)[ga[a]]
+    p[d] = np.diff(gstart)[ga[a]]  # every arrival of the group: one, or all of a partial sum's
     return Deps(ga, g_in, p, members, gstart, None, fw)
 
 
@@ -719,11 +724,13 @@ def _grown_pairs(pairs, k):
 
 
 @njit(cache=True, nogil=True)
-def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy, size, n):
+def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy_at, reduce_at, combining, size, n):
     """The pairing of every run of one (chunk, switch, step) (events sorted by them, arrivals
     first, each part in (step, index) order): ``(leave, arrival, unpaired, run)`` as
     :class:`Forwards` holds them. A run of whole chunks pairs by counting; one with pieces
-    point by point over its breakpoints. ``port``: each send's destination (its out-link)."""
+    point by point over its breakpoints. ``port``: each send's destination (its out-link).
+    ``copy_at[switch]``: it multicasts; ``reduce_at[switch]``: it reduces, for the chunks
+    ``combining[chunk]`` marks."""
     m = len(idx)
     pairs = np.empty((max(16, m), 2), np.int64)
     k = 0
@@ -751,19 +758,24 @@ def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy, size,
                 pts[2 * (x - a)], pts[2 * (x - a) + 1] = lo[idx[x]], hi[idx[x]]
             cuts = np.unique(pts[:2 * (b - a)])
             segments = len(cuts) - 1
+        copy = copy_at[node[a]]
+        reduce = reduce_at[node[a]] and combining[chunk[a]]
         for g in range(segments):
             p0, p1 = (0, denom) if whole else (cuts[g], cuts[g + 1])
-            pairs, k = _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, count, cover, pairs, k, unpaired)
+            pairs, k = _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, reduce, count, cover, pairs, k,
+                                     unpaired)
         a = b
     leave, arrival = _by_leave(pairs[:k], n)
     return leave, arrival, unpaired, run
 
 
 @njit(cache=True, nogil=True, inline='always')
-def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, count, cover, pairs, k, unpaired):
+def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, reduce, count, cover, pairs, k, unpaired):
     """Pair the forwards ``idx[c:b]`` covering ``[p0, p1)`` with the arrivals ``idx[a:c]``
     covering it (the rule above; ``count``: per out-link, zero again on return); appends to
-    ``pairs[:k]`` and returns ``(pairs, k)``, marking forwards with no arrival ``unpaired``."""
+    ``pairs[:k]`` and returns ``(pairs, k)``, marking forwards with no arrival ``unpaired``.
+    At a reducing switch (``reduce``) the arrivals are one partial sum: the first forward
+    (the first on each out-link with ``copy``) is paired with every one of them."""
     na = 0
     for x in range(a, c):
         q = idx[x]
@@ -780,7 +792,13 @@ def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, count, cover, pairs,
             else:
                 jj = j
                 j += 1
-            if jj < na:
+            if reduce and jj == 0 and na > 0:
+                for y in range(na):
+                    if k == len(pairs):
+                        pairs = _grown_pairs(pairs, k)
+                    pairs[k, 0], pairs[k, 1] = q, cover[y]
+                    k += 1
+            elif not reduce and jj < na:
                 if k == len(pairs):
                     pairs = _grown_pairs(pairs, k)
                 pairs[k, 0], pairs[k, 1] = q, cover[jj]
@@ -818,11 +836,13 @@ def _by_leave(pairs, n):
     return leave[:k], arrival[:k]
 
 
-def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, copy: bool, denom: int) -> Forwards:
+def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, copy, denom: int,
+                    reduce: np.ndarray | None = None, combining: np.ndarray | None = None) -> Forwards:
     """The :class:`Forwards` of sends given in stable step order (the rule above): ``back`` per
     send, the steps from the arrival a send out of a switch forwards to its own step
     (:func:`switch_back`); ``switch[node]`` the live switches; ``copy`` the schedule's
-    ``switch_copy``.
+    ``switch_copy`` or, per node, whether it multicasts (:func:`collsynth.tens.switch_rule.switch_rule`); ``reduce[node]``
+    the reducing switches, which combine the arrivals of the chunks ``combining[chunk]`` marks.
 
     >>> sw = np.array([False, False, False, True])
     >>> one = np.ones(4, np.int64)
@@ -854,8 +874,16 @@ def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, cop
     else:
         order = np.lexsort((when, node, c))  # stable: the concatenation's order within a part
     idx, leaving, c, node, when = idx[order], leaving[order], c[order], node[order], when[order]
+    copy_at = np.zeros(size, np.bool_)
+    copy_at[:len(switch)] = copy
+    reduce_at = np.zeros(size, np.bool_)
+    if reduce is not None:
+        reduce_at[:len(reduce)] = reduce
+    combining = np.ones(int(c.max()) + 1, np.bool_) if combining is None else np.asarray(combining, np.bool_)
+    combining = np.r_[combining, np.zeros(max(0, int(c.max()) + 1 - len(combining)), np.bool_)]
     leave, arrival, unpaired, run = _pair_runs(idx, leaving, c, node, when, np.asarray(lo, np.int64),
-                                               np.asarray(hi, np.int64), np.asarray(dst, np.int64), denom, copy, size, n)
+                                               np.asarray(hi, np.int64), np.asarray(dst, np.int64), denom, copy_at,
+                                               reduce_at, combining, size, n)
     return Forwards(leave, arrival, np.flatnonzero(unpaired), run)
 
 

@@ -107,7 +107,7 @@ from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
-from .switch_routes import switch_routes
+from .switch_routes import summed_in_switch, switch_routes
 
 MAX_CHUNKS = 4096
 # runtime limits: msccl-executor-nccl src/include/msccl/msccl_struct.h and makefiles/common.mk
@@ -346,6 +346,9 @@ def to_msccl_xml(
     """
     if dialect not in DIALECTS:
         raise InputError("dialect", f"expected one of {', '.join(DIALECTS)}, got {dialect!r}")
+    if (i := summed_in_switch(schedule, instance)) is not None:
+        raise InputError("schedule", f"send {i} ({int(schedule.src[i])}->{int(schedule.dst[i])}) sums in a reducing "
+                         "switch; MSCCL XML has no in-switch reduction (NVLS, SHARP): export it as schedule JSON")
     lay = _Layout(instance)
     routes = switch_routes(schedule, instance)
     s = routes.schedule

@@ -59,7 +59,6 @@ the plan is returned.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -71,7 +70,8 @@ from .choices import MAX_THREADBLOCKS
 from .export import rank_map
 from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
-from .switch_routes import flat_routes
+from .export_switch import switch_plan
+from .switch_routes import flat_routes, summed_in_switch
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
                "alltoall": "alltoall"}
@@ -579,6 +579,9 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     kind = instance.collective.kind
     if kind not in COLLECTIVES:
         raise InputError("instance", f"the MSCCL++ executor runs {', '.join(COLLECTIVES)}; this instance is a {kind}")
+    if summed_in_switch(schedule, instance) is not None:  # switch channels (glres)
+        return switch_plan(schedule, instance, name=name, min_message_size=min_message_size,
+                           max_message_size=max_message_size)
     schedule, through, flow = _hops(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)

@@ -16,8 +16,10 @@ one from the rank that first sent it to the rank that adds it, in the step of it
 route, so the schedule's routing becomes ``shortest-path``: the relays' own contributions are
 not in it).
 Supported ops: ``nop``, ``put``, ``pws``, ``pwsf``, ``signal``, ``wait``, ``rlxsignal``,
-``rlxwait``, ``flush``, ``copy``, ``re``, ``sem_acquire``, ``sem_release``, ``barrier``;
-channel types memory and port. Errors are :class:`~collsynth.InputError` naming the field.
+``rlxwait``, ``flush``, ``copy``, ``re``, ``sem_acquire``, ``sem_release``, ``barrier``, ``glres``;
+channel types memory, port and switch (a ``glres`` is every member's piece sent up to the
+reducing, multicasting switch joining the channel's ranks and the sum copied down to each,
+:mod:`collsynth.tens.export_switch`). Errors are :class:`~collsynth.InputError` naming the field.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .schedule import Schedule, from_sends
 
 NAMES = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce", "alltoall": "alltoall"}
 OPS = {"nop", "put", "pws", "pwsf", "signal", "wait", "rlxsignal", "rlxwait", "flush", "copy", "re",
-       "sem_acquire", "sem_release", "barrier"}
+       "sem_acquire", "sem_release", "barrier", "glres"}
 
 
 def _get(obj, key: str, where: str, typ):
@@ -55,6 +57,7 @@ class _Run:
 
     def __init__(self, plan: dict, instance: Instance):
         coll = instance.collective
+        self.instance = instance
         self.kind, self.n, self.c = coll.kind, len(coll.nodes), coll.chunks_per_node
         name = _get(plan, "collective", "plan", str)
         if NAMES.get(name) != self.kind:
@@ -80,14 +83,60 @@ class _Run:
 
     def _channels(self) -> None:
         self.chan: dict[tuple[int, str], list[int]] = {}
+        self.groups: dict[int, list[list[int]]] = {}
         for g, gpu in enumerate(self.gpus):
             for k, ch in enumerate(gpu["channels"]):
                 typ = _get(ch, "channel_type", f"gpus[{g}].channels[{k}]", str)
+                if typ == "switch":
+                    self.groups.setdefault(g, []).extend(self._rank_groups(ch, f"gpus[{g}].channels[{k}]"))
+                    continue
                 peers = _get(ch, "connected_to", f"gpus[{g}].channels[{k}]", list)
                 self.chan.setdefault((g, typ), []).extend(
                     _rank(p, self.n, f"gpus[{g}].channels[{k}].connected_to", g) for p in peers)
         self.signals: dict[tuple, int] = {}
         self.waits: dict[tuple, int] = {}
+
+    def switch_of(self, ranks: list[int], where: str) -> int:
+        """The reducing, multicasting switch whose group is ``ranks`` (:func:`group_ranks`)."""
+        from .export_switch import group_ranks
+
+        found = [w for w, members in group_ranks(self.instance).items() if sorted(members) == sorted(ranks)]
+        if not found:
+            raise InputError(where, f"no switch that reduces and multicasts joins ranks {sorted(ranks)}")
+        return found[0]
+
+    def _rank_groups(self, ch: dict, where: str) -> list[list[int]]:
+        """The rank groups of a switch channel (each a list of ranks)."""
+        out = []
+        for j, group in enumerate(_get(ch, "rank_groups", where, list)):
+            ranks = _get(group, "ranks", f"{where}.rank_groups[{j}]", list)
+            out.append([_rank(r, self.n, f"{where}.rank_groups[{j}].ranks") for r in ranks])
+        return out
+
+    def _glres(self, g: int, t: int, op: dict, where: str) -> None:
+        """A group load-reduce-store: every member's piece goes up to the group's switch, which
+        multicasts the sum to every member (sends ``reduce`` up, ``copy`` down)."""
+        ids = [i for ch in self.gpus[g]["threadblocks"][t].get("channels", []) if ch.get("channel_type") == "switch"
+               for i in ch.get("channel_ids", [])]
+        src, dst = _get(op, "src_buff", where, list), _get(op, "dst_buff", where, list)
+        if len(src) != 1 or len(dst) != 1 or src[0].get("index") != dst[0].get("index"):
+            raise InputError(where, "glres reads and stores one region of the group's buffers")
+        local = _get(src[0], "switch_channel_id", f"{where}.src_buff[0]", int)
+        if not 0 <= local < len(ids) or not 0 <= ids[local] < len(self.groups.get(g, [])):
+            raise InputError(f"{where}.src_buff[0].switch_channel_id", f"{local!r} names no switch channel of the thread block")
+        ranks = self.groups[g][ids[local]]
+        w = self.switch_of(ranks, where)
+        index, size = _get(src[0], "index", f"{where}.src_buff[0]", int), _get(src[0], "size", f"{where}.src_buff[0]", int)
+        for y in range(size):
+            cells = [self._cell(r, "i", index + y, f"{where}.src_buff[0]") for r in ranks]
+            held = {c[0] for c in cells}
+            if None in held or len(held) != 1 or any(c[2] is not None for c in cells):
+                raise InputError(f"{where}.src_buff[0]", f"glres combines {sorted(map(str, held))}, not one chunk")
+            step = max(c[1] for c in cells) + 1
+            self.sends += [(cells[0][0], r, -1 - w, step, "reduce") for r in ranks]
+            self.sends += [(cells[0][0], -1 - w, r, step + 1, "copy") for r in ranks]
+            for c in cells:
+                c[1] = step + 1
 
     def _memory(self) -> None:
         """``cells[(g, storage)][idx] = [chunk or None, ready step, pending send or None]``."""
@@ -179,13 +228,17 @@ class _Run:
                 return False
             for s in ids:
                 self.sems[g][s] += -1 if name == "sem_acquire" else 1
-        elif name == "barrier":
+        elif name == "barrier":  # the blocks that arrived first pass when they look again
             key = (g, _get(op, "barrier_id", where, int))
-            arrived = self.barriers.setdefault(key, set())
+            arrived, released = self.barriers.setdefault(key, (set(), set()))
+            if t in released:
+                released.discard(t)
+                return True
             arrived.add(t)
             if len(arrived) < _get(op, "num_threadblocks", where, int):
                 return False
-            arrived.discard(t)
+            released |= arrived - {t}
+            arrived.clear()
         elif name in ("put", "pws", "pwsf"):
             self._put(g, t, op, where)
             if name != "put":
@@ -193,6 +246,8 @@ class _Run:
                 self.signals[key] = self.signals.get(key, 0) + 1
         elif name in ("copy", "re"):
             self._local(g, op, name, where)
+        elif name == "glres":
+            self._glres(g, t, op, where)
         return True
 
     def _remote(self, g: int, t: int, typ: str, local, where: str) -> tuple[int, str]:
@@ -261,7 +316,8 @@ class _Run:
                 chunk = (nodes[pair // self.n] * S + nodes[pair % self.n]) * c + j
             else:
                 chunk = nodes[r // c] * c + r % c
-            rows.append((chunk, Fraction(y, D), Fraction(y + 1, D), nodes[u], nodes[v], step) + ((op,) if op else ()))
+            ends = [-1 - x if x < 0 else nodes[x] for x in (u, v)]  # a switch is written -1 - its node id
+            rows.append((chunk, Fraction(y, D), Fraction(y + 1, D), *ends, step) + ((op,) if op else ()))
         return from_sends(rows, coll.kind, S, coll.num_chunks, meta={"peer": "mscclpp-json"})
 
 

@@ -27,8 +27,8 @@ import numpy as np
 from ..instances.instance import Instance
 from .cost import _dependencies
 from .dependencies import step_order, switch_back, switch_forwards, switch_mask
+from .switch_rule import switch_rule
 from .schedule import Schedule, from_arrays
-from .ten import SWITCH_COPY
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,16 @@ def switch_routes(schedule: Schedule, instance: Instance) -> SwitchRoutes:
     return SwitchRoutes(flat, [row[8] for row in rows], _route_dependencies(s, instance, rows))
 
 
+def summed_in_switch(schedule: Schedule, instance: Instance) -> int | None:
+    """The first send (index) of a combining chunk into or out of a reducing switch
+    (:mod:`collsynth.instances.switch_ops`), or None: a schedule that sums in a switch, which
+    no route between ranks can stand for (an exporter without switch channels refuses it)."""
+    rule = switch_rule(schedule, instance)
+    chunk = np.minimum(schedule.chunk, len(rule.combining) - 1)
+    hit = np.flatnonzero(rule.combining[chunk] & (rule.reduce[schedule.src] | rule.reduce[schedule.dst]))
+    return int(hit[0]) if len(hit) else None
+
+
 def flattened(schedule: Schedule, instance: Instance) -> tuple[Schedule, list[tuple]]:
     """Every route GPU -> switch(es) -> GPU of ``schedule`` as one send (the sends between GPUs
     as they are, sends into switches that nothing forwards dropped), with the op of the send
@@ -72,14 +82,15 @@ def flattened(schedule: Schedule, instance: Instance) -> tuple[Schedule, list[tu
     return flat, [(*(int(x) for x in row), p) for *row, p in zip(*cols, path)]
 
 
-def flat_routes(schedule: Schedule, instance: Instance,
-                paths: bool = True) -> tuple[Schedule, np.ndarray, np.ndarray, list | None]:
+def flat_routes(schedule: Schedule, instance: Instance, paths: bool = True,
+                switch: np.ndarray | None = None) -> tuple[Schedule, np.ndarray, np.ndarray, list | None]:
     """:func:`flattened` as arrays: the schedule of one send per route, each route's first and
     last hop (indices into ``schedule``) and the switches it crosses (None unless ``paths``). A send out of a switch
     that forwards one arrival from a GPU covering its whole piece is the route of one switch
-    (vectorised); the others are followed back hop by hop (:func:`_trace`)."""
+    (vectorised); the others are followed back hop by hop (:func:`_trace`). ``switch`` (default:
+    every live switch) says which nodes are followed through; the others end routes."""
     s = schedule
-    switch = switch_mask(instance.topology)
+    switch = switch_mask(instance.topology) if switch is None else switch
     fw = _forwarded_pairs(s, instance, switch)
     direct = np.flatnonzero(~switch[s.src] & ~switch[s.dst])
     outs = np.flatnonzero(switch[s.src] & ~switch[s.dst])
@@ -121,7 +132,8 @@ def _forwarded_pairs(s: Schedule, instance: Instance, switch: np.ndarray) -> tup
     """``(send out of a switch, arrival it forwards)`` pairs, by the first then the second."""
     order = step_order(s.step)[0]
     cols = [c[order] for c in (s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back(s, instance))]
-    fw = switch_forwards(*cols, switch, bool(s.meta.get("switch_copy", SWITCH_COPY)), s.denom)
+    rule = switch_rule(s, instance)
+    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce & switch, rule.combining)
     leave, arrival = order[fw.leave], order[fw.arrival]
     key = np.lexsort((arrival, leave))
     return leave[key], arrival[key]

@@ -84,11 +84,13 @@ from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
-from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask, step_order,  # noqa: F401
-                           ten_timing, whole_pieces)
+from ..instances.switch_ops import reducing_mask
+from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask,  # noqa: F401
+                           step_order, ten_timing, whole_pieces)
 from .routing import adjacency, row_pointers
+from .switch_rule import switch_rule
 from .schedule import OP_COPY, OP_REDUCE, Schedule, Send
-from .ten import SWITCH_COPY, instant_hops, latency_pipelined
+from .ten import instant_hops, latency_pipelined
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,81 @@ def _simulate_one(s: Schedule, instance: Instance, coll: Collective, off: int, s
     if coll.combining and switch.any():
         part = (s.chunk >= off) & (s.chunk < off + coll.num_chunks)
         touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
+        reducing = reducing_mask(instance.topology)
+        summed = np.flatnonzero(part & (reducing[s.src] | reducing[s.dst]))
+        if len(summed):
+            return _summed_violation(s, instance, coll, off, switch & ~reducing, reducing, int(summed[0]))
         if len(touch):
             return _relayed_violation(s, instance, coll, off, switch, int(touch[0]))
     return _simulate(s, coll, off, switch)
+
+
+def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: int, plain: np.ndarray,
+                      reducing: np.ndarray, touch: int) -> Violation | None:
+    """The first violation of a combining collective reduced in switches, or None.
+
+    Each group operation of a reducing switch (what reaches it for one chunk in one step) is a
+    node of its own that starts empty, adds up every contribution that arrives (each rank at
+    most once: :func:`_simulate`'s count per contributor) and sends that partial sum on, so
+    sends into and out of switch ``w`` are relabelled to the node of ``(w, arrival step)``
+    (a send out of ``w`` reads the arrivals :func:`collsynth.tens.dependencies.switch_back`
+    steps before it; whatever reaches it is added, a copy too) and the schedule is simulated as
+    one between GPUs and these nodes; routes
+    through switches that only forward are first made single sends (:func:`_relayed_violation`'s
+    rule). How often a partial sum may leave is :func:`switch_violation`'s rule."""
+    from .switch_routes import flat_routes
+
+    topo = instance.topology
+    if latency_pipelined(topo) or (reducing[s.src] & instant_hops(topo, s.src, s.dst)).any():
+        return _at(s, touch, f"a {coll.kind} reduced in a switch under a pipelined latency or an instant switch hop: "
+                             "not verified")
+    back = switch_back(s, instance)
+    if plain.any() and (plain[s.src] | plain[s.dst]).any():
+        flat, first, last, _ = flat_routes(s, instance, paths=False, switch=plain)
+        part = (flat.chunk >= off) & (flat.chunk < off + coll.num_chunks) & ~reducing[flat.src]
+        if (v := _reread_violation(s, flat, first, last, plain, part)) is not None:
+            return v
+    else:
+        flat, first = s, np.arange(len(s))
+        last = first
+    group_src = np.where(reducing[flat.src], s.step[first] - back[first], -1).astype(np.int64)
+    group_dst = np.where(reducing[flat.dst], flat.step, -1).astype(np.int64)
+    src, dst = flat.src.astype(np.int64), flat.dst.astype(np.int64)
+    keys = np.unique(np.concatenate([(src * (1 << 32) + group_src)[group_src >= 0],
+                                     (dst * (1 << 32) + group_dst)[group_dst >= 0]]))
+    size = s.nodes
+
+    def relabel(node, group):
+        at = np.searchsorted(keys, node * (1 << 32) + group)
+        return np.where(group >= 0, size + at, node)
+
+    view = replace_nodes(flat, relabel(src, group_src), relabel(dst, group_dst), size + len(keys),
+                         np.where(group_dst >= 0, OP_REDUCE, flat.op).astype(flat.op.dtype))
+    v = _simulate(view, coll, off, np.zeros(size + len(keys), bool), width=size + len(keys))
+    if v is None or v.index is None:
+        return v
+    i = int(last[v.index])
+    return Violation(i, _send(s, i), int(s.step[i]), _real_nodes(v.reason, keys, size))
+
+
+def replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int, op: np.ndarray) -> Schedule:
+    """``s`` with its sources, destinations, node count and ops replaced (the sends and order kept)."""
+    return Schedule(s.collective, nodes, s.chunks, s.chunk, s.lo, s.hi, src.astype(s.src.dtype),
+                    dst.astype(s.dst.dtype), s.step, op, s.denom, s.routing, s.meta)
+
+
+def _real_nodes(reason: str, keys: np.ndarray, size: int) -> str:
+    """``reason`` with the group-operation node ids of :func:`_summed_violation` named as
+    ``switch w (its partial sum of step t)``."""
+    import re
+
+    def name(m):
+        n = int(m.group(2))
+        if n < size:
+            return m.group(0)
+        k = int(keys[n - size])
+        return f"{m.group(1)}switch {k >> 32} (its partial sum of step {k & 0xFFFFFFFF})"
+    return re.sub(r"(node |at node )(\d+)", name, reason)
 
 
 def _relayed_violation(s: Schedule, instance: Instance, coll: Collective, off: int, switch: np.ndarray,
@@ -334,8 +408,9 @@ def _reread_violation(s: Schedule, flat: Schedule, first: np.ndarray, last: np.n
                                  "(not verified)")
 
 
-def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Violation | None:
-    """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``."""
+def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray, width: int | None = None) -> Violation | None:
+    """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``;
+    ``width``: node ids beyond the collective's (nodes that neither hold nor need anything)."""
     nc = coll.num_chunks
     first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
     if not coll.combining and first_reduce >= 0:
@@ -346,6 +421,9 @@ def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray) -> Vi
     denom = units.denom
     seg_of = np.full(0 if whole or denom > SEGMENT_TABLE else denom + 1, -1, np.int32)
     pre, post = coll.precondition, coll.postcondition
+    if width is not None and width > pre.shape[1]:
+        pad = ((0, 0), (0, width - pre.shape[1]))
+        pre, post = np.pad(pre, pad), np.pad(post, pad)
     if coll.combining:
         ranks = np.asarray(coll.nodes, dtype=np.int64)
         rank_of = np.full(pre.shape[1], -1, dtype=np.int64)
@@ -611,22 +689,24 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
     switch = _switch_mask(instance.topology)
     if not switch[s.src].any():
         return None
-    copy = bool(s.meta.get("switch_copy", SWITCH_COPY))
+    rule = switch_rule(s, instance)
     back = switch_back(s, instance)  # steps back to the arrival
     order = None if bool((s.step[1:] >= s.step[:-1]).all()) else step_order(s.step)[0]
     cols = [s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back]
     if order is not None:
         cols = [c[order] for c in cols]
-    fw = switch_forwards(*cols, switch, copy, s.denom)
+    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce, rule.combining)
     if not len(fw.unpaired):
         return None
     i = int(fw.unpaired[0] if order is None else order[fw.unpaired[0]])
-    return _at(s, i, _switch_reason(s, i, int(back[i]), np.flatnonzero(switch[s.dst]), copy))
+    sums = bool(rule.reduce[s.src[i]] and rule.combining[s.chunk[i]])
+    return _at(s, i, _switch_reason(s, i, int(back[i]), np.flatnonzero(switch[s.dst]), bool(rule.copy[s.src[i]]), sums))
 
 
-def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) -> str:
+def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool, sums: bool = False) -> str:
     """Why send ``i`` may not leave its switch (see :func:`switch_violation`); ``k`` is the
-    number of steps between the arrival it forwards and its own step."""
+    number of steps between the arrival it forwards and its own step; ``sums``: the switch
+    reduces the piece (its arrivals of one step leave as one partial sum)."""
     sw, c, t = int(s.src[i]), int(s.chunk[i]), int(s.step[i])
     want = t - k  # the arrival step this send forwards from
     arr = into[(s.dst[into] == sw) & (s.chunk[into] == c) & (s.lo[into] < s.hi[i]) & (s.hi[into] > s.lo[i])]
@@ -641,6 +721,9 @@ def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool) ->
         return (f"switch {sw} stores nothing: the piece arrived at the end of step {earlier[-1]}, so this send "
                 f"had to be step {earlier[-1] + k}")
     came = arr[s.step[arr] == want]
+    if sums and _covered(s.lo[came], s.hi[came], int(s.lo[i]), int(s.hi[i])):
+        how = f"on link {sw}->{int(s.dst[i])} more than once" if copy else "more than once (it does not multicast)"
+        return f"reducing switch {sw} sends its partial sum of step {want} {how}"
     if _covered(s.lo[came], s.hi[came], int(s.lo[i]), int(s.hi[i])):
         if copy:
             return (f"switch {sw} sends the piece on link {sw}->{int(s.dst[i])} more often than it arrived at the end "

@@ -20,6 +20,9 @@ shares no code with ``collsynth.tens.export_mscclpp``. What it follows (microsof
   ``sem_release``/``sem_acquire`` are a counting semaphore of the GPU; ``barrier`` joins
   ``num_threadblocks`` thread blocks; ``copy`` and ``re`` (reduce, the sum of its sources)
   are local.
+- ``python/mscclpp/language/channel.py`` ``SwitchChannel`` and ``execution_plan.cc``: a
+  channel of type ``switch`` (NVLS) over ``rank_groups``; ``glres`` reads a region of every
+  group member's buffer through the switch, adds, and stores the sum into every member's.
 - ``python/mscclpp/language/collectives.py``: in place, allgather's input is the rank's
   share of its output, reduce-scatter's output the rank's share of its input, allreduce's
   output its input.
@@ -40,7 +43,7 @@ import numpy as np
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall")
 MAX_OPS, MAX_TB_CHANNELS, MAX_PUT = 64, 16, 8
-DATA_OPS = {"put", "pws", "pwsf", "get", "copy", "re"}
+DATA_OPS = {"put", "pws", "pwsf", "get", "copy", "re", "glres"}
 SYNC_OPS = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "flush", "barrier", "sem_acquire", "sem_release"}
 
 
@@ -105,9 +108,17 @@ class Machine:
     def _channels(self) -> None:
         """``self.chan[(g, type)]`` = peers in order; pairs of paired channels."""
         self.chan: dict[tuple[int, str], list[int]] = {}
+        self.groups: dict[int, list[list[int]]] = {}
         for g, gpu in enumerate(self.gpus):
             for k, ch in enumerate(gpu["channels"]):
                 typ = _need(ch, "channel_type", f"gpus[{g}].channels[{k}]", str)
+                if typ == "switch":  # NVLS: a multicast object over the ranks of each group
+                    for group in _need(ch, "rank_groups", f"gpus[{g}].channels[{k}]", list):
+                        ranks = _need(group, "ranks", f"gpus[{g}].channels[{k}]", list)
+                        if g not in ranks or not all(isinstance(r, int) and 0 <= r < self.n for r in ranks):
+                            raise Rejected(f"gpus[{g}].channels[{k}]: rank group {ranks} (must hold rank {g})")
+                        self.groups.setdefault(g, []).append(ranks)
+                    continue
                 if typ not in ("memory", "port"):
                     raise Rejected(f"gpus[{g}].channels[{k}].channel_type: {typ!r} is not interpreted")
                 peers = _need(ch, "connected_to", f"gpus[{g}].channels[{k}]", list)
@@ -316,7 +327,11 @@ class Machine:
     def _barrier(self, k: int, g: int, op: dict, where: str) -> bool:
         key = (g, _need(op, "barrier_id", where, int))
         count = _need(op, "num_threadblocks", where, int)
-        arrived = self.barrier_state.setdefault(key, [])
+        arrived, released = self.barrier_state.setdefault(key, ([], []))
+        if k in released:  # the barrier opened after this block arrived: it passes now
+            released.remove(k)
+            self._tick(k)
+            return True
         if k not in arrived:
             arrived.append(k)
         if len(arrived) < count:
@@ -324,9 +339,8 @@ class Machine:
         joined = np.max(self.clock[arrived], axis=0)
         for j in arrived:
             self.clock[j] = np.maximum(self.clock[j], joined)
-        self.barrier_state[key] = [j for j in arrived if j != k] or []
-        if not self.barrier_state[key]:
-            del self.barrier_state[key]
+        released += [j for j in arrived if j != k]
+        arrived.clear()
         self._tick(k)
         return True
 
@@ -363,6 +377,8 @@ class Machine:
                     rec[2] = False
                 self.pending[k] = []
             return
+        if name == "glres":
+            return self._glres(k, g, src, dst, where)
         size = _need(dst[0], "size", where, int) if dst else 0
         if len(dst) != 1 or (name == "copy" and len(src) != 1) or (name == "re" and len(src) < 2):
             raise Rejected(f"{where}: {name} with {len(src)} sources and {len(dst)} destinations")
@@ -374,6 +390,31 @@ class Machine:
             if len(set(val)) != len(val):
                 raise Rejected(f"{where}: a reduction adds a contribution twice: {val}")
             self._write(k, g, dst[0]["type"], _need(dst[0], "index", where, int) + y, val, where)
+
+    def _glres(self, k: int, g: int, src: list, dst: list, where: str) -> None:
+        """Group load-reduce-store (``multimem.ld_reduce`` then ``multimem.st``): read the
+        region of every group member's buffer, add, store the sum into every member's."""
+        if len(src) != 1 or len(dst) != 1:
+            raise Rejected(f"{where}: glres with {len(src)} sources and {len(dst)} destinations")
+        ids = []
+        for ch in self.gpus[g]["threadblocks"][self.blocks[k][1]].get("channels", []):
+            if ch.get("channel_type") == "switch":
+                ids += ch.get("channel_ids", [])
+        local = _need(src[0], "switch_channel_id", where, int)
+        if dst[0].get("switch_channel_id") != local or not 0 <= local < len(ids) or \
+                not 0 <= ids[local] < len(self.groups.get(g, [])):
+            raise Rejected(f"{where}: switch channel {local!r} is not one of the thread block's")
+        ranks = self.groups[g][ids[local]]
+        for h in ranks:
+            if self.groups.get(h, [None])[ids[local] if ids[local] < len(self.groups.get(h, [])) else 0] != ranks:
+                raise Rejected(f"{where}: rank {h} has no switch channel over the same ranks")
+        a, b = _need(src[0], "index", where, int), _need(dst[0], "index", where, int)
+        for y in range(_need(src[0], "size", where, int)):
+            val = tuple(sorted(sum((self._read(k, h, "i", a + y, where) for h in ranks), ())))
+            if len(set(val)) != len(val):
+                raise Rejected(f"{where}: a reduction adds a contribution twice: {val}")
+            for h in ranks:
+                self._write(k, h, "i", b + y, val, where)
 
     # -- the end ----------------------------------------------------------------------------------
 

@@ -63,6 +63,11 @@ Arguments (``source``)
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
+``reducing-cut``
+    (seconds) an allreduce on a topology whose switches reduce: every node set splitting the
+    GPUs takes in one whole copy of the data, ``M / lambda`` with ``lambda`` the least max-flow
+    between two GPUs (:func:`reducing_cut_seconds`); the other arguments hold with reducing
+    switches too (a partial sum crossing a cut once carries every contribution behind it).
 ``lp``
     the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
     by the producers (:func:`from_lp`).
@@ -99,7 +104,7 @@ Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must c
 set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
 :mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
-:mod:`.partitions` (the allreduce partition bound without in-network reduction).
+:mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches).
 """
 
 from __future__ import annotations
@@ -168,6 +173,10 @@ from .flows import (
     FLOW_CELLS,
     flow_seconds,
 )
+from .reducing import (
+    REDUCING_CUT_CELLS,
+    reducing_cut_seconds,
+)
 from .timesteps import (
     distance_bound,
     lower_bound,
@@ -222,6 +231,8 @@ __all__ = [
     "region_time",
     "FLOW_CELLS",
     "flow_seconds",
+    "REDUCING_CUT_CELLS",
+    "reducing_cut_seconds",
     "distance_bound",
     "lower_bound",
     "respects_ten_capacity",

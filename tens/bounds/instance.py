@@ -21,6 +21,7 @@ from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
+from .reducing import reducing_cut_seconds
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 
@@ -239,7 +240,7 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
     sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
     sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
-    for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s)):
+    for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s), reducing_cut_seconds(instance)):
         event.append(_as_model(seconds, "event"))
         sync_bw.append(_as_model(seconds, "sync"))
     for argument in COMBINING_ARGUMENTS:

@@ -76,15 +76,16 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ...instances.instance import Instance
+from ...instances.switch_ops import switch_reductions
 from .demand import Arcs, arcs_of
 from .record import UNITS, Bound, not_computed
 from .supply import EventSupply, Supply
 
 
 def reducing_switches(topology) -> list[int]:
-    """The switch nodes declared to reduce (node attribute ``reduce`` true: NVLink SHARP /
-    InfiniBand SHARP), where the partition bound does not apply."""
-    return sorted(int(s) for s in topology.switches if topology.graph.nodes[s].get("reduce", False))
+    """The switch nodes declared to reduce (:func:`collsynth.instances.switch_ops.switch_reductions`:
+    NVLink SHARP / InfiniBand SHARP), where the partition bound does not apply."""
+    return sorted(switch_reductions(topology))
 
 
 def region_time(arcs: Arcs, region: np.ndarray, need: float, supply: Supply) -> float:
