@@ -45,6 +45,7 @@ COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py 
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
     "collsynth.solvers.cli.commands.stores": ("store",),
+    "collsynth.solvers.cli.commands.calibrate": ("calibrate",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 MIN_CHUNK_ENV = "COLLSYNTH_MIN_CHUNK_BYTES"  # collsynth.instances.size.MIN_CHUNK_ENV (not imported: it loads networkx)
@@ -56,6 +57,7 @@ SUMMARIES = {  # each command's one-line help, for `collsynth --help` without im
     "corpus": "list the corpus: instances with their suites and tags, suites, tags",
     "verify": "check that a schedule implements its instance's collective",
     "price": "the cost of a verified schedule under one cost model",
+    "calibrate": "fit the runtime cost model to nccl-tests measurements of known programs",
     "export": "export a verified schedule (MSCCL XML, MSCCL++ execution plan or schedule JSON)",
     "show": "print a schedule step by step: sends per link, bytes, per-step time",
     "producers": "list producers, drivers and solver backends (with availability)",
