@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import InputError
 from ..instances.instance import Instance
-from .export import RECV_TYPES, SEND_TYPES, algo_root
+from .export import RECV_TYPES, REDUCE_TYPES, SEND_TYPES, algo_root
 
 __all__ = ["ProgramFeatures", "program_features", "link_classes"]
 
@@ -46,16 +46,18 @@ class ProgramFeatures:
     ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks sent (sum of ``cnt``) per iteration by
     thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
     link class -> the largest per-iteration load of a link of that class, in chunks per
-    byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_hops`` (class ->
+    byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
     ``coll``: the program's attributes."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
+    tb_reduced: np.ndarray
     tbs_per_gpu: int
     class_load: dict
     path_steps: int
     path_sent: int
+    path_reduced: int
     path_hops: dict
     nchunksperloop: int
     max_cnt: int
@@ -218,6 +220,7 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     class_load = {c: float(load[classes == c].max()) for c in sorted(set(classes))}
     tb_of = np.repeat(np.arange(len(tbs)), np.diff([tb_info[k][3] for k in tbs] + [len(steps)]))
     sent = np.where(is_send, cnt, 0)
+    reduced = np.where([st[2] in REDUCE_TYPES for st in steps], cnt, 0)
     weight = np.ones(len(steps))
     np.add.at(weight, send_idx[hop_send], la.alpha[hop_link] * 1e6)
     path = _longest_path(len(steps), pred, succ, weight)
@@ -227,8 +230,9 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
+        tb_reduced=np.bincount(tb_of, weights=reduced, minlength=len(tbs)),
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
-        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()),
+        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()), path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"))

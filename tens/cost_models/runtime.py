@@ -7,7 +7,8 @@ leave-one-out against published nccl-tests measurements (``benchmarks/bench_fide
 What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
-  step plus the bytes it sends over ``tb_rate`` (what one thread block copies per second);
+  step plus the bytes it sends over ``tb_rate`` (what one thread block copies per second) and
+  the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
@@ -50,15 +51,15 @@ __all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWID
 FORMAT = "collsynth.calibration/1"
 PROTOCOL_BANDWIDTH = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
 SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buffSize / NCCL_STEPS each
-SCALARS = ("tb_rate", "step_s", "launch_s", "tb_s")
+SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """A system's fitted runtime parameters (see the module doc) and where they came from.
 
-    ``efficiency``/``hop_s``: per link class (the topology's ``link_class``); ``tb_rate``
-    bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
+    ``efficiency``/``hop_s``: per link class (the topology's ``link_class``); ``tb_rate``,
+    ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own."""
 
     name: str
@@ -67,6 +68,7 @@ class Calibration:
     efficiency: dict
     hop_s: dict
     tb_rate: float
+    reduce_rate: float
     step_s: float
     launch_s: float
     tb_s: float
@@ -102,8 +104,8 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
             raise InputError(f"{where}: parameters.{key}", "expected an object of link class -> number")
         per_class[key] = {str(c): _number(v, f"{where}: parameters.{key}.{c}", 0.0, hi) for c, v in d.items()}
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
-    if scal["tb_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
-        raise InputError(f"{where}: parameters", "tb_rate and every efficiency must be positive")
+    if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
+        raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        source=str(data.get("source", "")), **per_class, **scal,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
@@ -124,10 +126,10 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     """Seconds the program of features ``f`` takes at message sizes ``sizes`` (bytes, as
     nccl-tests counts them) under ``cal`` (see the module doc for the formula).
 
-    >>> f = ProgramFeatures(tb_steps=np.array([1.0]), tb_sent=np.array([1.0]), tbs_per_gpu=1,
-    ...     class_load={"link": 1e-9}, path_steps=1, path_sent=1, path_hops={"link": 1},
+    >>> f = ProgramFeatures(tb_steps=np.array([1.0]), tb_sent=np.array([1.0]), tb_reduced=np.array([0.0]),
+    ...     tbs_per_gpu=1, class_load={"link": 1e-9}, path_steps=1, path_sent=1, path_reduced=0, path_hops={"link": 1},
     ...     nchunksperloop=1, max_cnt=1, proto="Simple", coll="allgather")
-    >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, tb_rate=1e9, step_s=1e-6,
+    >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, tb_rate=1e9, reduce_rate=1e9, step_s=1e-6,
     ...     launch_s=0.0, tb_s=0.0, buff_bytes=2000)
     >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()  # 1 and 4 iterations of 1000 B
     [3e-06, 9e-06]
@@ -138,11 +140,12 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     slice_max = (buff_bytes or cal.buff_bytes) * SLICE_FRACTION / f.max_cnt
     iters = np.maximum(1.0, np.ceil(chunk / slice_max - 1e-9))
     s = chunk / iters
-    tb = (f.tb_steps[:, None] * cal.step_s + f.tb_sent[:, None] * s[None, :] / (cal.tb_rate * pf)).max(axis=0)
+    per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
+    tb = (f.tb_steps[:, None] * cal.step_s + per_byte[:, None] * s[None, :]).max(axis=0)
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
     period = np.maximum(tb, ports)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
-            + f.path_sent * s / (cal.tb_rate * pf))
+            + (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) * s / pf)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + np.maximum(fill, period) + (iters - 1) * period
 
 
