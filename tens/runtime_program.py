@@ -53,6 +53,7 @@ class ProgramFeatures:
     tb_steps: np.ndarray
     tb_sent: np.ndarray
     tb_reduced: np.ndarray
+    tb_hops: dict
     tbs_per_gpu: int
     class_load: dict
     path_steps: int
@@ -226,11 +227,15 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     path = _longest_path(len(steps), pred, succ, weight)
     on_path = np.zeros(len(steps), dtype=bool)
     on_path[path] = True
-    path_links = hop_link[on_path[send_idx[hop_send]] & (np.arange(len(hop_send)) % 2 == 0)]
+    first_hop = np.arange(len(hop_send)) % 2 == 0
+    send_class = classes[hop_link[first_hop]]
+    path_links = hop_link[on_path[send_idx[hop_send]] & first_hop]
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
         tb_reduced=np.bincount(tb_of, weights=reduced, minlength=len(tbs)),
+        tb_hops={c: np.bincount(tb_of[send_idx], weights=(send_class == c).astype(np.float64), minlength=len(tbs))
+                 for c in sorted(set(classes))},
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
         class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()), path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},

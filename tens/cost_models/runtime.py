@@ -7,7 +7,8 @@ leave-one-out against published nccl-tests measurements (``benchmarks/bench_fide
 What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
-  step plus the bytes it sends over ``tb_rate`` (what one thread block copies per second) and
+  step, ``hop_s[class]`` per send (the receiver's credit returns before the slot is reused:
+  a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are latency-bound), plus the bytes it sends over ``tb_rate`` (what one thread block copies per second) and
   the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
@@ -15,7 +16,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - the buffer processed in ``ceil(chunk / slice)`` loop iterations (``slice`` =
   ``buff_bytes / 2 / max cnt``, msccl-executor's ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``),
   pipelined: one iteration's critical path (``step_s`` per step, ``hop_s[class]`` per hop, its
-  bytes at ``tb_rate``), then one period (the slowest thread block or port) per further
+  first transfer's bytes at ``tb_rate`` and each later hop one forwarded slice behind,
+  ``buff_bytes / 4 / max cnt``: ``MSCCL_SLICESTEPS = NCCL_STEPS / 4``), then one period (the slowest thread block or port) per further
   iteration, and never less than one period for the first;
 - a fixed cost per kernel (``launch_s``) and per thread block of the busiest GPU (``tb_s``);
 - the protocol: Simple moves whole buffers; LL moves 8 bytes of which 4 are data (half the
@@ -51,6 +53,7 @@ __all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWID
 FORMAT = "collsynth.calibration/1"
 PROTOCOL_BANDWIDTH = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
 SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buffSize / NCCL_STEPS each
+FORWARD_FRACTION = 0.25  # msccl.h: MSCCL_SLICESTEPS = NCCL_STEPS / 4: a receive forwards what arrived per slice
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -127,6 +130,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     nccl-tests counts them) under ``cal`` (see the module doc for the formula).
 
     >>> f = ProgramFeatures(tb_steps=np.array([1.0]), tb_sent=np.array([1.0]), tb_reduced=np.array([0.0]),
+    ...     tb_hops={"link": np.array([1.0])},
     ...     tbs_per_gpu=1, class_load={"link": 1e-9}, path_steps=1, path_sent=1, path_reduced=0, path_hops={"link": 1},
     ...     nchunksperloop=1, max_cnt=1, proto="Simple", coll="allgather")
     >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, tb_rate=1e9, reduce_rate=1e9, step_s=1e-6,
@@ -141,11 +145,14 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     iters = np.maximum(1.0, np.ceil(chunk / slice_max - 1e-9))
     s = chunk / iters
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
-    tb = (f.tb_steps[:, None] * cal.step_s + per_byte[:, None] * s[None, :]).max(axis=0)
+    fixed = f.tb_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.tb_hops.items())
+    tb = (fixed[:, None] + per_byte[:, None] * s[None, :]).max(axis=0)
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
     period = np.maximum(tb, ports)
+    hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
+    forwarded = np.minimum(s, (buff_bytes or cal.buff_bytes) * FORWARD_FRACTION / f.max_cnt)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
-            + (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) * s / pf)
+            + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + np.maximum(fill, period) + (iters - 1) * period
 
 
