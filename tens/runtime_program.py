@@ -76,8 +76,8 @@ def link_classes(instance: Instance) -> np.ndarray:
 
 
 def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """``(send index, link pair)`` of the two links each send ``src[i] -> dst[i]`` loads: the
-    direct link twice when there is one; else the source's link into a switch the destination
+    """``(first, second)``: the link pairs each send ``src[i] -> dst[i]`` loads (second -1
+    when the first is all): the direct link when there is one; else the source's link into a switch the destination
     hears from and that switch's link to the destination (two GPUs of one box behind their
     NVSwitch); else the source's link into a switch of its own (its NIC: a switch the
     only it attaches to) and the destination's link out of one of its own. The
@@ -106,15 +106,14 @@ def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tupl
         a, b = memo[(u, v)]
         first.append(a)
         second.append(b)
-    n = len(first)
-    return np.repeat(np.arange(n), 2), np.column_stack([first, second]).ravel() if n else np.zeros(0, np.int64)
+    return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
 
 
 def _pair_links(u: int, v: int, la, out_sw: dict, in_sw: dict, own: set) -> tuple[int, int]:
     """The two link pairs a send ``u -> v`` loads (see :func:`endpoint_links`)."""
     direct = int(la.lookup(np.array([u]), np.array([v]))[0])
     if direct >= 0:
-        return direct, direct
+        return direct, -1
     shared = [w for w in out_sw[u] if w in in_sw[v]]
     if shared:
         return out_sw[u][shared[0]], in_sw[v][shared[0]]
@@ -214,7 +213,9 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     if ((peer[is_send] < 0) | (peer[is_send] >= len(nodes))).any() or gpu.max() >= len(nodes):
         raise InputError("xml", f"a thread block names a rank outside 0..{len(nodes) - 1}")
     send_idx = np.flatnonzero(is_send)
-    hop_send, hop_link = endpoint_links(nodes[gpu[send_idx]], nodes[peer[send_idx]], instance)
+    first, second = endpoint_links(nodes[gpu[send_idx]], nodes[peer[send_idx]], instance)
+    hop_send = np.concatenate([np.arange(len(first)), np.flatnonzero(second >= 0)])
+    hop_link = np.concatenate([first, second[second >= 0]])
     la = instance.topology.link_arrays
     classes = link_classes(instance)
     load = np.bincount(hop_link, weights=cnt[send_idx][hop_send], minlength=len(la)) / la.bandwidth
@@ -227,9 +228,8 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     path = _longest_path(len(steps), pred, succ, weight)
     on_path = np.zeros(len(steps), dtype=bool)
     on_path[path] = True
-    first_hop = np.arange(len(hop_send)) % 2 == 0
-    send_class = classes[hop_link[first_hop]]
-    path_links = hop_link[on_path[send_idx[hop_send]] & first_hop]
+    send_class = classes[first]
+    path_links = first[on_path[send_idx]]
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
