@@ -45,7 +45,7 @@ import numpy as np
 
 from ... import InputError
 from ..cost import Cost
-from ..runtime_program import ProgramFeatures, program_features
+from ..runtime_program import ProgramFeatures, link_classes, program_features
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWIDTH", "SLICE_FRACTION"]
@@ -171,6 +171,10 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         raise InputError("--calibration", "the runtime model prices with a calibration file "
                                           "(collsynth calibrate, or one under instances/calibrations/)")
     cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+    missing = sorted(set(link_classes(instance)) - set(cal.efficiency))
+    if missing:
+        raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {', '.join(sorted(cal.efficiency))}; "
+                                          f"this instance also has {', '.join(missing)} (calibrate on its system)")
     f = program_features(program_of(schedule, instance), instance)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
