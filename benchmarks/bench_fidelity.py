@@ -102,15 +102,18 @@ def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
     out, tot = [], {"abs": [], "abs_big": [], "ratio": [], "ratio_big": [], "held": []}
     for r in rows:
         t = preds[r.measurement.name]
-        ring = rings[r.measurement.instance]
-        a, q, shared = errors(r, t, ring, preds[ring.measurement.name])
+        ring = rings.get(r.measurement.instance)
+        if ring is None:  # no ring measured on this system: absolute errors only
+            a, q, shared = np.abs(r.seconds / t - 1), np.zeros(0), np.zeros(0)
+        else:
+            a, q, shared = errors(r, t, ring, preds[ring.measurement.name])
         big, qbig = r.sizes >= MIB, shared >= MIB
         for k, v in (("abs", a), ("abs_big", a[big]), ("ratio", q), ("ratio_big", q[qbig])):
             tot[k].append(v)
         tot["held"].append(r.measurement.held_out)
         out.append([r.measurement.name + (" (held out)" if r.measurement.held_out else ""), label,
                     f"{np.median(a):.1%}", f"{a.max():.1%}", f"{a[big].max():.1%}",
-                    f"{np.median(q):.1%}", f"{q[qbig].max():.1%}" if qbig.any() else "-",
+                    f"{np.median(q):.1%}" if len(q) else "-", f"{q[qbig].max():.1%}" if qbig.any() else "-",
                     f"{(q[qbig] <= 0.10).mean():.0%}" if qbig.any() else "-", f"{(a[big] <= 0.25).mean():.0%}"])
     return out, tot
 
@@ -126,8 +129,8 @@ def totals(tot: dict, held: bool) -> dict:
             "geomean_abs_error": float(np.exp(np.mean(np.log1p(a))) - 1),
             "geomean_abs_error_1MiB_up": float(np.exp(np.mean(np.log1p(ab))) - 1),
             "within_25pct_1MiB_up": float((ab <= 0.25).mean()), "within_25pct_all": float((a <= 0.25).mean()),
-            "ratio_within_10pct_1MiB_up": float((qb <= 0.10).mean()), "ratio_within_10pct_all": float((q <= 0.10).mean()),
-            "median_ratio_error_1MiB_up": float(np.median(qb))}
+            **({"ratio_within_10pct_1MiB_up": float((qb <= 0.10).mean()), "ratio_within_10pct_all": float((q <= 0.10).mean()),
+                "median_ratio_error_1MiB_up": float(np.median(qb))} if len(q) else {})}
 
 
 def main() -> None:

@@ -24,9 +24,10 @@ DATA = Path(__file__).resolve().parents[1] / "instances" / "measurements" / "for
 
 
 def cal(**kw) -> Calibration:
-    base = dict(efficiency={"link": 0.5, "nic": 0.5}, hop_s={"link": 1e-6, "nic": 1e-6}, tb_rate=1e15,
-                reduce_rate=1e15, step_s=2e-6, launch_s=10e-6, tb_s=0.0, buff_bytes=1 << 30)
-    return Calibration("hand", "test", "", **{**base, **kw})
+    base = dict(name="hand", system="test", source="", efficiency={"link": 0.5, "nic": 0.5},
+                hop_s={"link": 1e-6, "nic": 1e-6}, tb_rate=1e15, reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
+                tb_s=0.0, buff_bytes=1 << 30)
+    return Calibration(**{**base, **kw})
 
 
 def xml(ngpus: int, nchunks: int, gpus: list[list[tuple[int, int, int, list[tuple[str, int]]]]]) -> str:
@@ -196,3 +197,22 @@ def test_calibrate_refuses_a_program_that_does_not_match_the_instance(tmp_path, 
     code, out, err = run_cli(["calibrate", manifest(tmp_path, log, one_box)], capsys)
     assert code == 2
     assert_one_error_line(err, ["msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz", "16 GPUs"])
+
+
+def test_solve_carries_the_runtime_column_and_its_calibration(tmp_path, capsys):
+    import json
+
+    from cli_errors import run_cli
+    c = cal(name="ring-links", efficiency={"link": 0.5}, hop_s={"link": 1e-6})
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(c.as_json()))
+    inst = Path(__file__).resolve().parents[1] / "instances" / "corpus" / "ring8-allgather.toml"
+    code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", path, "--json"], capsys)
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    assert row["calibration"] == "ring-links" and row["time_runtime_s"] > 0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(cal(name="a100", efficiency={"nic": 0.9}, hop_s={"nic": 1e-6}).as_json()))
+    code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", other, "--json"], capsys)
+    row = json.loads(out)["rows"][0]
+    assert row["time_runtime_s"] is None and "fitted on link classes nic" in row["runtime_note"]
