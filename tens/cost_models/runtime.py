@@ -135,8 +135,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     ...     nchunksperloop=1, max_cnt=1, proto="Simple", coll="allgather")
     >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, tb_rate=1e9, reduce_rate=1e9, step_s=1e-6,
     ...     launch_s=0.0, tb_s=0.0, buff_bytes=2000)
-    >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()  # 1 and 4 iterations of 1000 B
-    [3e-06, 9e-06]
+    >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()  # 1 and 4 iterations of 1000 B, 3 us each
+    [3e-06, 1.2e-05]
     """
     sizes = np.asarray(sizes, dtype=np.float64)
     pf = PROTOCOL_BANDWIDTH.get(f.proto, 1.0)
