@@ -133,6 +133,47 @@ def totals(tot: dict, held: bool) -> dict:
                 "median_ratio_error_1MiB_up": float(np.median(qb))} if len(q) else {})}
 
 
+def program_table(rows, models: dict) -> list[str]:
+    """Per program (all its buffer sizes together), sizes of 1 MiB and more: each model's
+    geometric-mean error and share within 25 %, and the share of ratios to the ring within 10 %."""
+    rings = ring_of(rows)
+    names = sorted({r.measurement.program.name for r in rows}, key=lambda n: ("nccl_ring" not in n, n))
+    out = []
+    for name in names:
+        mine = [r for r in rows if r.measurement.program.name == name]
+        cells = [name.replace(".xml.xz", "") + (" (held out)" if mine[0].measurement.held_out else ""), str(len(mine))]
+        for model, preds in models.items():
+            a, q = [], []
+            for r in mine:
+                t, big = preds[r.measurement.name], r.sizes >= MIB
+                a.append(np.abs(r.seconds / t - 1)[big])
+                ring = rings.get(r.measurement.instance)
+                if ring is not None and ring is not r:
+                    _, qq, shared = errors(r, t, ring, preds[ring.measurement.name])
+                    q.append(qq[shared >= MIB])
+            a = np.concatenate(a)
+            q = np.concatenate(q) if q else np.zeros(0)
+            cells += [f"{np.exp(np.mean(np.log1p(a))) - 1:.0%}", f"{(a <= 0.25).mean():.0%}",
+                      f"{(q <= 0.10).mean():.0%}" if len(q) else "-"]
+        out.append(cells)
+    header = ["program", "runs"] + [f"{m} {c}" for m in models for c in ("geomean err", "<=25 %", "ratio <=10 %")]
+    return table(header, out)
+
+
+def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[str]:
+    """Measured and predicted algbw (GB/s) of every program at ``size`` with ``buff``."""
+    out = []
+    for r in rows:
+        k = np.flatnonzero(r.sizes == size)
+        if r.measurement.buff_bytes != buff or not len(k):
+            continue
+        k = int(k[0])
+        out.append([r.measurement.program.name.replace(".xml.xz", "") + (" (held out)" if r.measurement.held_out else ""),
+                    f"{size / r.seconds[k] / 1e9:.1f}",
+                    *(f"{size / preds[r.measurement.name][k] / 1e9:.1f}" for preds in models.values())])
+    return table(["program", "measured GB/s", *(f"{m} GB/s" for m in models)], out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", default=str(MANIFEST))
@@ -156,6 +197,10 @@ def main() -> None:
         print(f"\n### {name}\n")
         print("\n".join(table(header, lines)))
         summary[name] = {"fitted_leave_one_out": totals(tot, False), "held_out": totals(tot, True)}
+    print("\n### per program, sizes of 1 MiB and more\n")
+    print("\n".join(program_table(rows, models)))
+    print("\n### algbw at 1 GiB, NCCL_BUFFSIZE 4 MiB\n")
+    print("\n".join(headline(rows, models)))
     print("\n### totals\n")
     print(json.dumps(summary, indent=1))
     if args.save:
