@@ -7,8 +7,8 @@ that ran the program. :func:`fit` finds the :class:`~collsynth.tens.cost_models.
 minimising the squared log ratio of predicted to measured time over every row (a relative
 error, so microsecond latencies weigh as much as 45 ms transfers), by
 ``scipy.optimize.least_squares`` (trust-region reflective) within physical bounds: link
-efficiencies in (0.05, 1], a thread block's copy and reduce rates 1-400 GB/s, per-step and per-hop
-costs 0-100 us, the kernel cost 0-1 ms, per thread block 0-10 us.
+efficiencies in (0.05, 1], a thread block's copy and reduce rates 1-400 GB/s, per-step, per-hop and
+per-operation costs 0-100 us, the kernel cost 0-1 ms, per thread block 0-10 us.
 """
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ def _unpack(x: np.ndarray, classes: list[str], base: Calibration) -> Calibration
     k = len(classes)
     from dataclasses import replace
     return replace(base, efficiency=dict(zip(classes, x[:k].tolist())), hop_s=dict(zip(classes, (x[k:2 * k] * 1e-6).tolist())),
-                   tb_rate=float(x[2 * k] * 1e9), step_s=float(x[2 * k + 1] * 1e-6),
-                   launch_s=float(x[2 * k + 2] * 1e-6), tb_s=float(x[2 * k + 3] * 1e-6), reduce_rate=float(x[2 * k + 4] * 1e9))
+                   gpu_op_s=dict(zip(classes, (x[2 * k:3 * k] * 1e-6).tolist())),
+                   tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
+                   launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6), reduce_rate=float(x[3 * k + 4] * 1e9))
 
 
 def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
@@ -88,11 +89,11 @@ def fit(rows: list[Row], name: str, system: str, source: str) -> Calibration:
         raise InputError("manifest", "no measurements to fit")
     classes = _classes(rows)
     k = len(classes)
-    base = Calibration(name, system, source, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0)
-    # units: efficiency, hop us, copy GB/s, step us, launch us, tb us, reduce GB/s
-    x0 = np.array([0.8] * k + [2.0] * k + [20.0, 2.0, 20.0, 0.5, 20.0])
-    lo = np.array([0.05] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0])
-    hi = np.array([1.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0])
+    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0)
+    # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s
+    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0])
+    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0])
+    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0])
     res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, base)), x0, bounds=(lo, hi), method="trf")
     cal = _unpack(res.x, classes, base)
     err = log_errors(rows, cal)

@@ -54,6 +54,7 @@ class ProgramFeatures:
     tb_sent: np.ndarray
     tb_reduced: np.ndarray
     tb_hops: dict
+    gpu_ops: dict
     tbs_per_gpu: int
     class_load: dict
     path_steps: int
@@ -235,6 +236,9 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
         tb_reduced=np.bincount(tb_of, weights=reduced, minlength=len(tbs)),
         tb_hops={c: np.bincount(tb_of[send_idx], weights=(send_class == c).astype(np.float64), minlength=len(tbs))
+                 for c in sorted(set(classes))},
+        gpu_ops={c: np.bincount(np.concatenate([gpu[send_idx], peer[send_idx]]), minlength=len(nodes),
+                                weights=np.tile((send_class == c).astype(np.float64), 2))
                  for c in sorted(set(classes))},
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
         class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()), path_reduced=int(reduced[path].sum()),

@@ -25,7 +25,7 @@ DATA = Path(__file__).resolve().parents[1] / "instances" / "measurements" / "for
 
 def cal(**kw) -> Calibration:
     base = dict(name="hand", system="test", source="", efficiency={"link": 0.5, "nic": 0.5},
-                hop_s={"link": 1e-6, "nic": 1e-6}, tb_rate=1e15, reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
+                hop_s={"link": 1e-6, "nic": 1e-6}, gpu_op_s={"link": 0.0, "nic": 0.0}, tb_rate=1e15, reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
                 tb_s=0.0, buff_bytes=1 << 30)
     return Calibration(**{**base, **kw})
 
@@ -63,6 +63,13 @@ def test_one_channel_by_hand():
     # 2 KB: s = 1 KB, the link needs 2 us < 5 us: launch 10 + 5 = 15 us.
     # 20 KB: s = 10 KB, the link needs 20 us: launch 10 + 20 = 30 us.
     assert t == pytest.approx([15e-6, 30e-6])
+
+
+def test_shared_cost_per_operation_by_hand():
+    # each GPU sends one chunk and receives one per iteration: 2 operations x 10 us of its shared
+    # cost = 20 us, above the thread block's 5 us and the link's 2 us (2 KB): launch 10 + 20 us.
+    f = program_features(PAIR, pair_instance())
+    assert runtime_times(f, [2e3], cal(gpu_op_s={"link": 10e-6}))[0] == pytest.approx(30e-6)
 
 
 def test_pipelined_iterations_by_hand():
@@ -124,9 +131,10 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
                                 "nccl_ring_allgather_n32_c32.xml.xz"]),
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
-       rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5))
-def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop):
+       rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6))
+def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
+            gpu_op_s={"nvswitch": op, "nic": op},
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]

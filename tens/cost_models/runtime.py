@@ -19,6 +19,12 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   first transfer's bytes at ``tb_rate`` and each later hop one forwarded slice behind,
   ``buff_bytes / 4 / max cnt``: ``MSCCL_SLICESTEPS = NCCL_STEPS / 4``), then one period (the slowest thread block or port) per further
   iteration, and never less than one period for the first;
+- a GPU's shared cost per operation: every send and receive of a GPU over a connection of
+  class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share, one after
+  another per iteration, so that more thread blocks doing less each stop helping. On the
+  2x8 A100 the fit puts 0.5 us on NVLink operations and none on IB ones, so it is not NCCL's
+  network proxy thread; what it is (flag and fence traffic in the memory system, the
+  scheduling of 100+ resident thread blocks) is not identified;
 - a fixed cost per kernel (``launch_s``) and per thread block of the busiest GPU (``tb_s``);
 - the protocol: Simple moves whole buffers; LL moves 8 bytes of which 4 are data (half the
   bandwidth) and LL128 120 of every 128 (NCCL's protocol design, ``src/device/prims_ll.h``,
@@ -61,7 +67,7 @@ SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 class Calibration:
     """A system's fitted runtime parameters (see the module doc) and where they came from.
 
-    ``efficiency``/``hop_s``: per link class (the topology's ``link_class``); ``tb_rate``,
+    ``efficiency``/``hop_s``/``gpu_op_s``: per link class (the topology's ``link_class``); ``tb_rate``,
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own."""
 
@@ -70,6 +76,7 @@ class Calibration:
     source: str
     efficiency: dict
     hop_s: dict
+    gpu_op_s: dict
     tb_rate: float
     reduce_rate: float
     step_s: float
@@ -82,7 +89,7 @@ class Calibration:
         """The calibration file's object."""
         return {"format": FORMAT, "name": self.name, "system": self.system, "source": self.source,
                 "buff_bytes": self.buff_bytes,
-                "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s,
+                "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}},
                 "fit": self.fit}
 
@@ -101,7 +108,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     if not isinstance(p, dict):
         raise InputError(f"{where}: parameters", "expected an object")
     per_class = {}
-    for key, hi in (("efficiency", 1.0), ("hop_s", 1.0)):
+    for key, hi in (("efficiency", 1.0), ("hop_s", 1.0), ("gpu_op_s", 1.0)):
         d = p.get(key)
         if not isinstance(d, dict) or not d:
             raise InputError(f"{where}: parameters.{key}", "expected an object of link class -> number")
@@ -130,10 +137,10 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     nccl-tests counts them) under ``cal`` (see the module doc for the formula).
 
     >>> f = ProgramFeatures(tb_steps=np.array([1.0]), tb_sent=np.array([1.0]), tb_reduced=np.array([0.0]),
-    ...     tb_hops={"link": np.array([1.0])},
+    ...     tb_hops={"link": np.array([1.0])}, gpu_ops={"link": np.array([1.0, 1.0])},
     ...     tbs_per_gpu=1, class_load={"link": 1e-9}, path_steps=1, path_sent=1, path_reduced=0, path_hops={"link": 1},
     ...     nchunksperloop=1, max_cnt=1, proto="Simple", coll="allgather")
-    >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, tb_rate=1e9, reduce_rate=1e9, step_s=1e-6,
+    >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, {"link": 0.0}, tb_rate=1e9, reduce_rate=1e9, step_s=1e-6,
     ...     launch_s=0.0, tb_s=0.0, buff_bytes=2000)
     >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()  # 1 and 4 iterations of 1000 B, 3 us each
     [3e-06, 1.2e-05]
@@ -148,7 +155,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     fixed = f.tb_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.tb_hops.items())
     tb = (fixed[:, None] + per_byte[:, None] * s[None, :]).max(axis=0)
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
-    period = np.maximum(tb, ports)
+    shared = max((sum(ops * cal.gpu_op_s.get(c, 0.0) for c, ops in f.gpu_ops.items())).max(), 0.0)
+    period = np.maximum(np.maximum(tb, ports), shared)
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     forwarded = np.minimum(s, (buff_bytes or cal.buff_bytes) * FORWARD_FRACTION / f.max_cnt)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
@@ -185,7 +193,8 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
 
 def _no_latency(cal: Calibration) -> Calibration:
     from dataclasses import replace
-    return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s})
+    return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s},
+                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s})
 
 
 def _calibration_name(c: Cost) -> str:
