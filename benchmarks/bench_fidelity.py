@@ -129,7 +129,8 @@ def totals(tot: dict, held: bool) -> dict:
             "geomean_abs_error": float(np.exp(np.mean(np.log1p(a))) - 1),
             "geomean_abs_error_1MiB_up": float(np.exp(np.mean(np.log1p(ab))) - 1),
             "within_25pct_1MiB_up": float((ab <= 0.25).mean()), "within_25pct_all": float((a <= 0.25).mean()),
-            **({"ratio_within_10pct_1MiB_up": float((qb <= 0.10).mean()), "ratio_within_10pct_all": float((q <= 0.10).mean()),
+            **({"ratio_within_10pct_1MiB_up": float((qb <= 0.10).mean()),
+                "ratio_within_10pct_all": float((q <= 0.10).mean()),
                 "median_ratio_error_1MiB_up": float(np.median(qb))} if len(q) else {})}
 
 
@@ -168,7 +169,8 @@ def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[s
         if r.measurement.buff_bytes != buff or not len(k):
             continue
         k = int(k[0])
-        out.append([r.measurement.program.name.replace(".xml.xz", "") + (" (held out)" if r.measurement.held_out else ""),
+        label = r.measurement.program.name.replace(".xml.xz", "") + (" (held out)" if r.measurement.held_out else "")
+        out.append([label,
                     f"{size / r.seconds[k] / 1e9:.1f}",
                     *(f"{size / preds[r.measurement.name][k] / 1e9:.1f}" for preds in models.values())])
     return table(["program", "measured GB/s", *(f"{m} GB/s" for m in models)], out)

@@ -13,7 +13,7 @@ per-operation costs 0-100 us, the kernel cost 0-1 ms, per thread block 0-10 us.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,11 +70,12 @@ def _classes(rows: list[Row]) -> list[str]:
 
 def _unpack(x: np.ndarray, classes: list[str], base: Calibration) -> Calibration:
     k = len(classes)
-    from dataclasses import replace
-    return replace(base, efficiency=dict(zip(classes, x[:k].tolist())), hop_s=dict(zip(classes, (x[k:2 * k] * 1e-6).tolist())),
-                   gpu_op_s=dict(zip(classes, (x[2 * k:3 * k] * 1e-6).tolist())),
+    per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
+    return replace(base, efficiency=per_class(0, 1.0), hop_s=per_class(k, 1e-6),
+                   gpu_op_s=per_class(2 * k, 1e-6),
                    tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
-                   launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6), reduce_rate=float(x[3 * k + 4] * 1e9))
+                   launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
+                   reduce_rate=float(x[3 * k + 4] * 1e9))
 
 
 def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
@@ -99,8 +100,8 @@ def fit(rows: list[Row], name: str, system: str, source: str) -> Calibration:
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
-               "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1), "optimizer": "scipy.optimize.least_squares (trf)"}
-    from dataclasses import replace
+               "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1),
+               "optimizer": "scipy.optimize.least_squares (trf)"}
     return replace(cal, fit=fitinfo)
 
 

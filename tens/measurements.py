@@ -61,7 +61,8 @@ def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
             oop, ip = float(tokens[-8]), float(tokens[-4])
             float(tokens[-7]), float(tokens[-3])
         except ValueError:
-            raise InputError(f"{where}:{lineno}", f"expected numbers in the time and algbw columns, got {line.strip()!r}") from None
+            raise InputError(f"{where}:{lineno}",
+                             f"expected numbers in the time and algbw columns, got {line.strip()!r}") from None
         if not (oop > 0 and ip > 0):
             raise InputError(f"{where}:{lineno}", f"expected positive times, got {line.strip()!r}")
         rows.append((size, oop, ip))
@@ -144,7 +145,8 @@ def read_manifest(path: str | Path) -> Manifest:
             name=_field(entry, "name", str, where), program=base / _field(entry, "program", str, where),
             instance=base / _field(entry, "instance", str, where), log=base / _field(entry, "log", str, where),
             buff_bytes=_field(entry, "buff_bytes", int, where, 4 << 20), column=column,
-            min_bytes=_field(entry, "min_bytes", int, where, 0), held_out=_field(entry, "held_out", bool, where, False)))
+            min_bytes=_field(entry, "min_bytes", int, where, 0),
+            held_out=_field(entry, "held_out", bool, where, False)))
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),

@@ -121,7 +121,8 @@ def _pair_links(u: int, v: int, la, out_sw: dict, in_sw: dict, own: set) -> tupl
     own_out = [w for w in out_sw[u] if w in own]
     own_in = [w for w in in_sw[v] if w in own]
     if not own_out or not own_in:
-        raise InputError("xml", f"a send from node {u} to node {v}: no link or switch joins them on the instance's topology")
+        raise InputError("xml", f"a send from node {u} to node {v}: no link or switch joins them "
+                                "on the instance's topology")
     return out_sw[u][own_out[0]], in_sw[v][own_in[0]]
 
 
@@ -152,7 +153,8 @@ def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray]:
         if depid >= 0:
             dep = tb_info.get((g, depid))
             if dep is None:
-                raise InputError(f"xml: gpu {g} tb {t}", f"depends on thread block {depid}, which gpu {g} does not have")
+                raise InputError(f"xml: gpu {g} tb {t}",
+                                 f"depends on thread block {depid}, which gpu {g} does not have")
             pred.append(dep[3] + deps)
             succ.append(i)
         if typ in SEND_TYPES:
@@ -241,7 +243,8 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
                                 weights=np.tile((send_class == c).astype(np.float64), 2))
                  for c in sorted(set(classes))},
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
-        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()), path_reduced=int(reduced[path].sum()),
+        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()),
+        path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"))

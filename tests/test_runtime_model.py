@@ -25,7 +25,8 @@ DATA = Path(__file__).resolve().parents[1] / "instances" / "measurements" / "for
 
 def cal(**kw) -> Calibration:
     base = dict(name="hand", system="test", source="", efficiency={"link": 0.5, "nic": 0.5},
-                hop_s={"link": 1e-6, "nic": 1e-6}, gpu_op_s={"link": 0.0, "nic": 0.0}, tb_rate=1e15, reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
+                hop_s={"link": 1e-6, "nic": 1e-6}, gpu_op_s={"link": 0.0, "nic": 0.0}, tb_rate=1e15,
+                reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
                 tb_s=0.0, buff_bytes=1 << 30)
     return Calibration(**{**base, **kw})
 
