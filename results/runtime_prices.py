@@ -19,6 +19,7 @@ from ..instances.instance import Instance, load_instance
 from ..tens.cost_models import get
 from ..tens.cost_models.runtime import Calibration, load_calibration
 from ..tens.schedule import Schedule, read_json
+from .store import schedule_file
 
 __all__ = ["COLUMNS", "runtime_fields", "runtime_frame"]
 
@@ -46,13 +47,14 @@ def runtime_frame(df: pd.DataFrame, store: str | Path, calibration: str | Path |
     cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
     rows, instances = [], {}
     for _, row in df.iterrows():
-        path, inst_file = row.get("schedule_path"), row.get("instance_file")
-        if not isinstance(path, str) or not path or not isinstance(inst_file, str):
+        rel, inst_file = row.get("schedule_path"), row.get("instance_file")
+        if not isinstance(rel, str) or not rel or not isinstance(inst_file, str):
             rows.append(runtime_fields(None, None, cal))
             continue
         if inst_file not in instances:
             instances[inst_file] = load_instance(inst_file)
-        rows.append(runtime_fields(read_json(Path(store) / path), instances[inst_file], cal))
+        schedule = read_json(schedule_file(store, {"schedule_path": rel}))
+        rows.append(runtime_fields(schedule, instances[inst_file], cal))
     out = pd.DataFrame(rows, index=df.index, columns=list(COLUMNS))
     out["time_runtime_s"] = out["time_runtime_s"].astype(float).replace({None: np.nan})
     return out
