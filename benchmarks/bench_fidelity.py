@@ -177,6 +177,7 @@ def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[s
 
 
 def main() -> None:
+    """Predict every measurement of the manifest and print the tables (see the module doc)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", default=str(MANIFEST))
     ap.add_argument("--quick", action="store_true")
