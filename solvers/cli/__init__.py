@@ -91,6 +91,8 @@ EXAMPLES = {  # two examples per command, the end of its --help
     "bench": ("collsynth bench --suite quick", "collsynth bench --suite quick --producers ring,greedy --store my-store"),
     "tables": ("collsynth tables", "collsynth tables --store my-store --out my-tables --plots my-plots"),
     "report": ("collsynth report", "collsynth report --store results/quick-store --out quick-report"),
+    "calibrate": ("collsynth calibrate instances/measurements/forestcoll-a100x2/manifest.toml",
+                  "collsynth calibrate instances/measurements/forestcoll-mi250x2/manifest.toml --out mi250.json --json"),
     "store": ("collsynth store check --store collsynth-results/store",
               "collsynth store repair --store collsynth-results/store --json"),
     "draw": (f"collsynth draw s.json {_RING8} --out s.png", f"collsynth draw s.json {_RING8} --kind heatmap --out s.pdf"),

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     p.add_argument("--calibration", default=None, metavar="CAL.json",
-                   help="after the batch, price the store's runs under the runtime model with this calibration")
+                   help="after the batch, price the store's runs under the runtime model with this calibration (default: none)")
     p.set_defaults(func=bench)
 
     t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", default=str(RESULTS / "tables"), help="folder for the tables")
     t.add_argument("--plots", default=str(RESULTS / "plots"), help="folder for the plots")
     t.add_argument("--calibration", default=None, metavar="CAL.json",
-                   help="add the runtime model's column (and the calibration's name) to runs.csv and runtime.md")
+                   help="add the runtime model's column (and the calibration's name) to runs.csv and runtime.md (default: none)")
     t.add_argument("--seed-tables", action="store_true",
                    help="also regenerate the seeds' analytic tables: OpTree Table I, BFB Tables 4-5, Swing Table 2 (default: off)")
     t.add_argument("--paper", action="store_true",

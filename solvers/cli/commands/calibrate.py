@@ -19,9 +19,9 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the calibrate command."""
-    p = sub.add_parser("calibrate", help="fit the runtime cost model to measurements of known programs")
+    p = sub.add_parser("calibrate", help="fit the runtime cost model to nccl-tests measurements of known programs")
     p.add_argument("manifest", help="measurement manifest TOML (program, instance, log per measurement)")
-    p.add_argument("--out", help="calibration JSON to write (default: stdout only)")
+    p.add_argument("--out", default=None, help="calibration JSON to write (default: none, the calibration is printed only)")
     p.add_argument("--name", default=None, help="the calibration's name (default: the manifest's system)")
     p.add_argument("--include-held-out", action="store_true",
                    help="also fit on measurements the manifest holds out (they are then no longer a test)")

@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance TOML file")
     p.add_argument("--model", default="sync", choices=cost_model_names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
-    p.add_argument("--calibration", default=None, help="calibration JSON of the runtime model (collsynth calibrate)")
+    p.add_argument("--calibration", default=None, help="calibration JSON of the runtime model (collsynth calibrate; default: none)")
     _from_argument(p)
     p.set_defaults(func=price)
 

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stream the solver's log and the driver's progress (horizons tried, status, bound, time left) "
                         "on stderr (default: off)")
     s.add_argument("--calibration", default=None, metavar="CAL.json",
-                   help="also price the schedule under the runtime model with this calibration (collsynth calibrate)")
+                   help="also price the schedule under the runtime model with this calibration (collsynth calibrate; default: none)")
     s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
 
