@@ -23,9 +23,10 @@ import pandas as pd
 from ..tens import cost_models
 from ..tens.bounds import TOL
 from ..tens.status import Status, legend
-from . import schema
+from . import runtime_prices, schema
 
 RUN_COLUMNS = schema.ROW_FIELDS  # runs.csv: the key fields, then the result fields of `solve`
+RUNTIME_COLUMNS = runtime_prices.COLUMNS  # with tables --calibration
 TIMING_COLUMNS = ("build_s", "solve_s", "wall_s")
 MODEL_COLUMNS = {  # cost model -> (time column, lower bound column): each time against its own bound
     m.name: (m.time_column, m.lower_bound_column) for m in cost_models.MODELS.values()}
@@ -46,8 +47,16 @@ def method(df: pd.DataFrame) -> pd.Series:
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """``runs.csv``: one row per stored run, key columns then the result fields of ``solve``."""
-    cols = [c for c in RUN_COLUMNS if c in df.columns]
+    cols = [c for c in RUN_COLUMNS + RUNTIME_COLUMNS if c in df.columns]
     return df[cols].sort_values(["instance", "producer", "solver", "driver", "seed"]).reset_index(drop=True)
+
+
+def runtime_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``runtime``: each run's idealised times beside its calibrated runtime time and the
+    calibration that priced it (``tables --calibration``; ``docs/cost-models.md``)."""
+    cols = ["instance", "producer", "solver", "seed", *(m.time_column for m in cost_models.MODELS.values()),
+            *RUNTIME_COLUMNS]
+    return df[[c for c in cols if c in df.columns]].sort_values(["instance", "producer"]).reset_index(drop=True)
 
 
 def optimality(df: pd.DataFrame) -> pd.DataFrame:

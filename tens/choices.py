@@ -6,7 +6,7 @@ standard library only (no numpy, numba, networkx or SciPy; ``tests/test_help_imp
 checks what ``--help`` loads). The modules that use the names import them from here.
 
 >>> cost_model_names()
-('event', 'event-inorder', 'sync', 'ten')
+('event', 'event-inorder', 'runtime', 'sync', 'ten')
 """
 
 from __future__ import annotations

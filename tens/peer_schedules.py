@@ -125,6 +125,7 @@ def read_msccl_xml(text: str, instance: Instance) -> Schedule:
         if isinstance(e, InputError):
             raise
         raise InputError("xml", f"the program does not describe this instance's collective ({type(e).__name__}: {e})") from None
+    schedule = replace(schedule, meta={**schedule.meta, "msccl_program": text})  # the runtime model prices it as written
     return _routed(schedule, instance)
 
 

@@ -177,7 +177,7 @@ def test_routed_recursive_doubling_matches_the_reference(generator, params):
 
 def test_opt_in_registration_leaves_the_default_models_alone():
     assert cost_models.names() == ("sync", "ten", "event")
-    assert cost_models.all_names() == ("sync", "ten", "event", "event-inorder")
+    assert cost_models.all_names() == ("sync", "ten", "event", "event-inorder", "runtime")
     m = cost_models.get("event-inorder")
     assert (m.time_column, m.lower_bound_column, m.default) == ("time_event_inorder_s", "lower_bound_event_inorder_s",
                                                                  False)

@@ -45,6 +45,7 @@ COMMANDS = {  # module: the commands its register() adds (tests/test_startup.py 
     "collsynth.solvers.cli.commands.finder": ("finder",),
     "collsynth.solvers.cli.commands.bench": ("bench", "tables", "report", "draw"),
     "collsynth.solvers.cli.commands.stores": ("store",),
+    "collsynth.solvers.cli.commands.calibrate": ("calibrate",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 MIN_CHUNK_ENV = "COLLSYNTH_MIN_CHUNK_BYTES"  # collsynth.instances.size.MIN_CHUNK_ENV (not imported: it loads networkx)
@@ -56,6 +57,7 @@ SUMMARIES = {  # each command's one-line help, for `collsynth --help` without im
     "corpus": "list the corpus: instances with their suites and tags, suites, tags",
     "verify": "check that a schedule implements its instance's collective",
     "price": "the cost of a verified schedule under one cost model",
+    "calibrate": "fit the runtime cost model to nccl-tests measurements of known programs",
     "export": "export a verified schedule (MSCCL XML, MSCCL++ execution plan or schedule JSON)",
     "show": "print a schedule step by step: sends per link, bytes, per-step time",
     "producers": "list producers, drivers and solver backends (with availability)",
@@ -89,6 +91,8 @@ EXAMPLES = {  # two examples per command, the end of its --help
     "bench": ("collsynth bench --suite quick", "collsynth bench --suite quick --producers ring,greedy --store my-store"),
     "tables": ("collsynth tables", "collsynth tables --store my-store --out my-tables --plots my-plots"),
     "report": ("collsynth report", "collsynth report --store results/quick-store --out quick-report"),
+    "calibrate": ("collsynth calibrate instances/measurements/forestcoll-a100x2/manifest.toml",
+                  "collsynth calibrate instances/measurements/forestcoll-mi250x2/manifest.toml --out mi250.json --json"),
     "store": ("collsynth store check --store collsynth-results/store",
               "collsynth store repair --store collsynth-results/store --json"),
     "draw": (f"collsynth draw s.json {_RING8} --out s.png", f"collsynth draw s.json {_RING8} --kind heatmap --out s.pdf"),

@@ -16,7 +16,7 @@ so the result schema and the tables do not change. The models are described in
 >>> names()
 ('sync', 'ten', 'event')
 >>> tuple(OPT_IN), get("event-inorder").time_column
-(('event-inorder',), 'time_event_inorder_s')
+(('event-inorder', 'runtime'), 'time_event_inorder_s')
 >>> MODELS["ten"].time_column, MODELS["sync"].bound_column, MODELS["event"].price_column
 ('time_ten_s', 'lower_bound_s', 'price_event_s')
 """

@@ -31,12 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", default=str(RESULTS / "store"), help="results store folder (created; default under ./collsynth-results/, where you run)")
     p.add_argument("--rerun", action="store_true", help="run jobs again even if stored (default: skip them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
+    p.add_argument("--calibration", default=None, metavar="CAL.json",
+                   help="after the batch, price the store's runs under the runtime model with this calibration (default: none)")
     p.set_defaults(func=bench)
 
     t = sub.add_parser("tables", help="regenerate every table and plot from the results store")
     t.add_argument("--store", default=str(RESULTS / "store"), help="results store folder")
     t.add_argument("--out", default=str(RESULTS / "tables"), help="folder for the tables")
     t.add_argument("--plots", default=str(RESULTS / "plots"), help="folder for the plots")
+    t.add_argument("--calibration", default=None, metavar="CAL.json",
+                   help="add the runtime model's column (and the calibration's name) to runs.csv and runtime.md (default: none)")
     t.add_argument("--seed-tables", action="store_true",
                    help="also regenerate the seeds' analytic tables: OpTree Table I, BFB Tables 4-5, Swing Table 2 (default: off)")
     t.add_argument("--paper", action="store_true",
@@ -84,6 +88,9 @@ def bench(args) -> dict:
     from .solve import parse_params
 
     seeds = _seeds(args.seeds)
+    if args.calibration:  # a bad calibration file is refused before the batch, not after it
+        from ....tens.cost_models.runtime import load_calibration
+        load_calibration(args.calibration)
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
     _store(args.store)
@@ -117,7 +124,25 @@ def bench(args) -> dict:
         f"{summary.ran} runs in {summary.wall_s:.1f} s ({summary.skipped_done} already stored{elsewhere}) -> {args.store}\n"
         + "  ".join(f"{k}: {v}" for k, v in sorted(summary.statuses.items()))
     )
+    if args.calibration:
+        result["runtime"] = _runtime_rows(args.store, args.calibration)
+        result["text"] += "\n" + "\n".join(f"{r['instance']} {r['producer']}: runtime "
+                                           + (f"{r['time_runtime_s']:.6g} s" if r["time_runtime_s"] == r["time_runtime_s"]
+                                              else str(r["runtime_note"])) + f" ({r['calibration']})"
+                                           for r in result["runtime"])
     return result
+
+
+def _runtime_rows(store_path: str, calibration: str) -> list[dict]:
+    """Every stored run's key and runtime columns (:mod:`collsynth.results.runtime_prices`)."""
+    from ....results import store
+    from ....results.runtime_prices import COLUMNS, runtime_frame
+
+    df = store.load(store_path)
+    df = df.join(runtime_frame(df, store_path, calibration))
+    keep = ["instance", "producer", "solver", "driver", "seed", *COLUMNS]
+    return [{k: (None if k != "time_runtime_s" and v != v else v) for k, v in r.items()}
+            for r in df[keep].to_dict("records")]
 
 
 def _kept(summary, args) -> str:
@@ -139,9 +164,14 @@ def tables(args) -> dict:
     out_folder("--out", args.out)
     out_folder("--plots", args.plots)
     df = store.load(args.store)
+    if args.calibration:
+        from ....results.runtime_prices import runtime_frame
+        df = df.join(runtime_frame(df, args.store, args.calibration))
     line = render.provenance(df, args.store)
     with replaced_folder(args.out) as out, replaced_folder(args.plots) as plots:  # all or nothing
         staged = render.write_all(df, out, args.store) + figures.write_all(df, plots)
+        if args.calibration:
+            staged += render.write_table(render.runtime_table(df), out, "runtime", provenance=line)
         seeds = dict(seed_tables()) if args.seed_tables else {}
         for name, table in seeds.items():
             staged += render.write_table(table, out, name, provenance="Provenance: computed by collsynth "

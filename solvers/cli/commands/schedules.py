@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance TOML file")
     p.add_argument("--model", default="sync", choices=cost_model_names(), help="cost model (default sync)")
     p.add_argument("--timestep", type=float, default=None, help="TEN timestep in seconds, ten model (default: the cheapest link's cost per chunk)")
+    p.add_argument("--calibration", default=None, help="calibration JSON of the runtime model (collsynth calibrate; default: none)")
     _from_argument(p)
     p.set_defaults(func=price)
 
@@ -147,7 +148,11 @@ def price(args) -> dict:
     if refusal:
         return refusal
     model = cost_models.get(args.model)
-    c = model.price(schedule, instance, timestep=args.timestep)
+    extra = {"calibration": args.calibration} if args.calibration is not None or args.model == "runtime" else {}
+    if extra and args.model != "runtime":
+        from .... import InputError
+        raise InputError("--calibration", f"only the runtime model takes a calibration, not {args.model!r}")
+    c = model.price(schedule, instance, timestep=args.timestep, **extra)
     bnds = bounds.instance_bounds(instance)
     own = model.bound(bnds) if model.bound else bounds.not_computed(model.name, "none", "no lower bound is known for this model")
     if args.model == "ten" and args.timestep is not None:

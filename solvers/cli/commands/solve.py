@@ -66,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--verbose", action="store_true",
                    help="stream the solver's log and the driver's progress (horizons tried, status, bound, time left) "
                         "on stderr (default: off)")
+    s.add_argument("--calibration", default=None, metavar="CAL.json",
+                   help="also price the schedule under the runtime model with this calibration (collsynth calibrate; default: none)")
     s.add_argument("--out", default=None, help="write the verified schedule JSON here; with several producers S.<producer>.json (default: not written)")
     s.set_defaults(func=solve)
 
@@ -156,7 +158,18 @@ def solve(args: argparse.Namespace) -> dict:
 
         write_json(schedule, args.out)
         written[prod.name] = args.out
+    if args.calibration:
+        add_runtime(row, schedule, instance, args.calibration)
     return _result(instance, [prod.name], [row], written)
+
+
+def add_runtime(row: dict, schedule, instance, calibration: str) -> None:
+    """The runtime columns of ``row`` (:mod:`collsynth.results.runtime_prices`): the
+    schedule's time under the calibrated runtime model and the calibration's name."""
+    from ....results.runtime_prices import runtime_fields
+    from ....tens.cost_models.runtime import load_calibration
+
+    row.update(runtime_fields(schedule if row.get("verified") else None, instance, load_calibration(calibration)))
 
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
@@ -182,6 +195,9 @@ def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
                 path = out.with_name(f"{out.stem}.{row['producer']}{out.suffix or '.json'}")
                 write_json(schedule, path)
                 written[row["producer"]] = str(path)
+    if args.calibration:
+        for row, schedule in runs:
+            add_runtime(row, schedule, instance, args.calibration)
     return _result(instance, names, rows, written)
 
 

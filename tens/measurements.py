@@ -1,0 +1,153 @@
+"""Published measurements: nccl-tests output files and the manifests that tie them to programs.
+
+A measurement is what NVIDIA's nccl-tests (``all_gather_perf``, ``all_reduce_perf``,
+``reduce_scatter_perf``; also msccl-tests-nccl and rccl-tests, which print the same table)
+printed for one program on one machine: per message size, an out-of-place and an in-place
+column of ``time (us), algbw (GB/s), busbw (GB/s), #wrong``. ``size`` is the bytes of the
+larger buffer (allgather: the output, reduce-scatter: the input, allreduce: the buffer), so
+``algbw = size / time``.
+
+:func:`read_nccl_tests` parses such a file; anything else (no result table, a row that is not
+numbers) is an :class:`~collsynth.InputError` naming the file and the line. :func:`read_manifest`
+reads a measurement manifest (TOML): the system's instance files, and per measurement the
+program (an MSCCL XML file, possibly ``.xz``), its log, the ``NCCL_BUFFSIZE`` it ran with and
+which column ran the program (an ``inplace="1"`` program runs in the in-place column only;
+the out-of-place column is then NCCL's own algorithm).
+
+>>> rows = parse_nccl_tests('''#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+...      1048576         16384     float    none      -1    157.0    6.68    6.26    N/A    104.8   10.01    9.38    N/A
+... ''', "log.txt")
+>>> rows["size"].tolist(), rows["in_place_us"].tolist()
+([1048576], [104.8])
+"""
+
+from __future__ import annotations
+
+import lzma
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import InputError
+
+__all__ = ["Measurement", "parse_nccl_tests", "read_nccl_tests", "read_manifest", "read_program_text"]
+
+COLUMNS = ("out-of-place", "in-place")
+
+
+def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
+    """The result rows of nccl-tests output ``text``: columns ``size`` (bytes),
+    ``out_of_place_us`` and ``in_place_us`` (times in microseconds). Rows are the lines after the
+    ``# size count type ...`` header that start with a number; each must end in two groups of
+    ``time algbw busbw #wrong``. An :class:`~collsynth.InputError` names ``where`` and the line
+    of a malformed row, or says no result table was found."""
+    header_seen, rows = False, []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        if tokens[0] == "#" and len(tokens) > 3 and tokens[1:4] == ["size", "count", "type"]:
+            header_seen = True
+            continue
+        if not header_seen or not tokens[0].isdigit():
+            continue
+        if len(tokens) < 11:
+            raise InputError(f"{where}:{lineno}", f"expected 'size count type [redop root] time algbw busbw "
+                                                  f"#wrong time algbw busbw #wrong', got {line.strip()!r}")
+        try:
+            size = int(tokens[0])
+            oop, ip = float(tokens[-8]), float(tokens[-4])
+            float(tokens[-7]), float(tokens[-3])
+        except ValueError:
+            raise InputError(f"{where}:{lineno}",
+                             f"expected numbers in the time and algbw columns, got {line.strip()!r}") from None
+        if not (oop > 0 and ip > 0):
+            raise InputError(f"{where}:{lineno}", f"expected positive times, got {line.strip()!r}")
+        rows.append((size, oop, ip))
+    if not rows:
+        raise InputError(where, "not nccl-tests output: no '#  size  count  type ...' header followed by result rows")
+    a = np.array(rows, dtype=np.float64)
+    return {"size": a[:, 0].astype(np.int64), "out_of_place_us": a[:, 1], "in_place_us": a[:, 2]}
+
+
+def read_nccl_tests(path: str | Path) -> dict[str, np.ndarray]:
+    """:func:`parse_nccl_tests` of the file ``path`` (errors name the file)."""
+    path = Path(path)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise InputError(str(path), f"cannot read: {e.strerror or e}") from None
+    return parse_nccl_tests(text, str(path))
+
+
+def read_program_text(path: str | Path) -> str:
+    """The text of an MSCCL XML program file (``.xz`` files are decompressed)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        return (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode()
+    except (OSError, lzma.LZMAError, UnicodeDecodeError) as e:
+        raise InputError(str(path), f"cannot read the program: {getattr(e, 'strerror', None) or e}") from None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One program measured on one system: the program file, the instance file of its
+    collective, the log, ``buff_bytes`` (``NCCL_BUFFSIZE``), the column that ran the program,
+    the smallest size that ran it (``min_bytes``), a name and whether it is held out of design
+    and calibration (``held_out``)."""
+
+    name: str
+    program: Path
+    instance: Path
+    log: Path
+    buff_bytes: int
+    column: str
+    min_bytes: int
+    held_out: bool
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A system's measurements (:class:`Measurement`), its name and the source they cite."""
+
+    system: str
+    source: str
+    measurements: tuple[Measurement, ...]
+
+
+def _field(entry: dict, key: str, kind, where: str, default=None):
+    v = entry.get(key, default)
+    if v is None or not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise InputError(f"{where}.{key}", f"expected a {kind.__name__}, got {v!r}")
+    return v
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
+    ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
+    min_bytes, held_out``; paths relative to the manifest)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InputError(str(path), f"cannot read the manifest: {getattr(e, 'strerror', None) or e}") from None
+    base = path.parent
+    out = []
+    for k, entry in enumerate(data.get("measurement", [])):
+        where = f"{path}: measurement[{k}]"
+        column = _field(entry, "column", str, where, "in-place")
+        if column not in COLUMNS:
+            raise InputError(f"{where}.column", f"expected one of {', '.join(COLUMNS)}, got {column!r}")
+        out.append(Measurement(
+            name=_field(entry, "name", str, where), program=base / _field(entry, "program", str, where),
+            instance=base / _field(entry, "instance", str, where), log=base / _field(entry, "log", str, where),
+            buff_bytes=_field(entry, "buff_bytes", int, where, 4 << 20), column=column,
+            min_bytes=_field(entry, "min_bytes", int, where, 0),
+            held_out=_field(entry, "held_out", bool, where, False)))
+    if not out:
+        raise InputError(str(path), "expected at least one [[measurement]] table")
+    return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
+                    measurements=tuple(out))

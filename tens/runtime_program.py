@@ -1,0 +1,250 @@
+"""An MSCCL program as the runtime cost model sees it: thread blocks, their steps, the
+connections they use and what one loop iteration loads on every link.
+
+The MSCCL runtime (Azure/msccl-executor-nccl ``src/device/msccl_kernel_impl.h``; Cowan et
+al., "MSCCLang: Microsoft Collective Communication Language", ASPLOS 2023, Sections 4-5)
+launches one CUDA thread block per ``<tb>`` of a GPU; a thread block has at most one send
+peer and one receive peer on one channel (a connection each way) and executes its steps in
+order, a receive waiting for the matching send (the k-th send on a (source, destination,
+channel) connection feeds the k-th receive on it) and a step with ``depid``/``deps`` waiting
+for that step of another thread block. The buffer is processed in loop iterations: each of
+the program's ``nchunksperloop`` chunks is cut into slices of at most
+``buff_bytes / NCCL_STEPS * MSCCL_CHUNKSTEPS / max cnt`` bytes (``msccl.h``:
+``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``, ``stepSize = buffSize / NCCL_STEPS``; the largest
+``cnt`` of a step must fit the connection's buffer), and every thread block runs all its
+steps once per iteration.
+
+:func:`program_features` reduces a program on an instance to the numbers the model prices
+with, per slice byte: each thread block's step count and the chunks it sends; each directed
+link's load per iteration (a send between two ranks loads every link of its route on the
+topology, the GPU's own NIC for inter-box traffic on the rail-per-GPU systems; the link class
+is the edge's ``link_class``); and one critical path of an iteration through the dependency
+graph (steps, chunks sent, hops per link class), picked by longest path with unit step costs
+plus the route latencies in microseconds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import InputError
+from ..instances.instance import Instance
+from .export import RECV_TYPES, REDUCE_TYPES, SEND_TYPES, algo_root
+
+__all__ = ["ProgramFeatures", "program_features", "link_classes"]
+
+DEFAULT_CLASS = "link"
+
+
+@dataclass(frozen=True)
+class ProgramFeatures:
+    """What the runtime model needs of one program on one instance (see the module doc).
+
+    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks sent (sum of ``cnt``) per iteration by
+    thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
+    link class -> the largest per-iteration load of a link of that class, in chunks per
+    byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
+    hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
+    ``coll``: the program's attributes."""
+
+    tb_steps: np.ndarray
+    tb_sent: np.ndarray
+    tb_reduced: np.ndarray
+    tb_hops: dict
+    gpu_ops: dict
+    tbs_per_gpu: int
+    class_load: dict
+    path_steps: int
+    path_sent: int
+    path_reduced: int
+    path_hops: dict
+    nchunksperloop: int
+    max_cnt: int
+    proto: str
+    coll: str
+
+
+def link_classes(instance: Instance) -> np.ndarray:
+    """The link class of every directed pair of ``instance.topology.link_arrays`` (the edges'
+    ``link_class``; ``"link"`` where the topology names none)."""
+    topo = instance.topology
+    la = topo.link_arrays
+    cls = {(u, v): d.get("link_class", DEFAULT_CLASS) for u, v, d in topo.graph.edges(data=True)}
+    return np.array([cls.get((int(u), int(v)), DEFAULT_CLASS) for u, v in zip(la.src, la.dst)], dtype=object)
+
+
+def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, second)``: the link pairs each send ``src[i] -> dst[i]`` loads (second -1
+    when the first is all): the direct link when there is one; else the source's link into a switch the destination
+    hears from and that switch's link to the destination (two GPUs of one box behind their
+    NVSwitch); else the source's link into a switch of its own (its NIC: a switch the
+    only it attaches to) and the destination's link out of one of its own. The
+    fabric between NICs is taken as non-blocking and each GPU uses its own NIC (no PXN).
+    Raises :class:`~collsynth.InputError` for a pair with no such links."""
+    topo = instance.topology
+    la = topo.link_arrays
+    switches = set(topo.switches)
+    out_sw, in_sw = defaultdict(dict), defaultdict(dict)
+    for k, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist())):
+        if v in switches:
+            out_sw[u][v] = k
+        if u in switches:
+            in_sw[v][u] = k
+    npus_of = defaultdict(set)
+    for u, v in zip(la.src.tolist(), la.dst.tolist()):
+        if v in switches and u not in switches:
+            npus_of[v].add(u)
+        if u in switches and v not in switches:
+            npus_of[u].add(v)
+    own = {w for w, npus in npus_of.items() if len(npus) == 1}
+    memo, first, second = {}, [], []
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if (u, v) not in memo:
+            memo[(u, v)] = _pair_links(u, v, la, out_sw, in_sw, own)
+        a, b = memo[(u, v)]
+        first.append(a)
+        second.append(b)
+    return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
+
+
+def _pair_links(u: int, v: int, la, out_sw: dict, in_sw: dict, own: set) -> tuple[int, int]:
+    """The two link pairs a send ``u -> v`` loads (see :func:`endpoint_links`)."""
+    direct = int(la.lookup(np.array([u]), np.array([v]))[0])
+    if direct >= 0:
+        return direct, -1
+    shared = [w for w in out_sw[u] if w in in_sw[v]]
+    if shared:
+        return out_sw[u][shared[0]], in_sw[v][shared[0]]
+    own_out = [w for w in out_sw[u] if w in own]
+    own_in = [w for w in in_sw[v] if w in own]
+    if not own_out or not own_in:
+        raise InputError("xml", f"a send from node {u} to node {v}: no link or switch joins them "
+                                "on the instance's topology")
+    return out_sw[u][own_out[0]], in_sw[v][own_in[0]]
+
+
+def _steps(root, n: int) -> tuple[list, dict, list]:
+    """Steps as ``(gpu, tb, type, cnt, depid, deps)``, thread block info, and tb keys."""
+    steps, tb_info, tbs = [], {}, []
+    for gpu in root.findall("gpu"):
+        g = int(gpu.get("id"))
+        for tb in gpu.findall("tb"):
+            t = int(tb.get("id"))
+            tb_info[(g, t)] = (int(tb.get("send")), int(tb.get("recv")), int(tb.get("chan")), len(steps))
+            tbs.append((g, t))
+            for st in tb.findall("step"):
+                steps.append((g, t, st.get("type"), int(st.get("cnt")), int(st.get("depid")), int(st.get("deps"))))
+    return steps, tb_info, tbs
+
+
+def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (predecessor step, successor step): program order in a thread block, explicit
+    ``depid``/``deps``, and each send to the receive it feeds."""
+    pred, succ = [], []
+    sends, recvs = defaultdict(list), defaultdict(list)
+    for i, (g, t, typ, _, depid, deps) in enumerate(steps):
+        send, recv, chan, first = tb_info[(g, t)]
+        if i > first:
+            pred.append(i - 1)
+            succ.append(i)
+        if depid >= 0:
+            dep = tb_info.get((g, depid))
+            if dep is None:
+                raise InputError(f"xml: gpu {g} tb {t}",
+                                 f"depends on thread block {depid}, which gpu {g} does not have")
+            pred.append(dep[3] + deps)
+            succ.append(i)
+        if typ in SEND_TYPES:
+            sends[(g, send, chan)].append(i)
+        if typ in RECV_TYPES:
+            recvs[(recv, g, chan)].append(i)
+    for conn, s in sends.items():
+        r = recvs.get(conn, [])
+        if len(r) != len(s):
+            raise InputError(f"xml: connection {conn[0]}->{conn[1]} channel {conn[2]}",
+                             f"{len(s)} sends but {len(r)} receives")
+        pred += s
+        succ += r
+    return np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64)
+
+
+def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The steps of a heaviest path (node weights ``weight``) of the dependency DAG; an
+    :class:`~collsynth.InputError` when the dependencies have a cycle (the program would hang)."""
+    order = np.argsort(pred, kind="stable")
+    pred, succ = pred[order], succ[order]
+    indeg = np.bincount(succ, minlength=n)
+    out_ptr = np.searchsorted(pred, np.arange(n + 1))
+    best, came = weight.astype(np.float64).copy(), np.full(n, -1)
+    stack = list(np.flatnonzero(indeg == 0))
+    seen = 0
+    while stack:
+        u = stack.pop()
+        seen += 1
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            v = succ[e]
+            if best[u] + weight[v] > best[v]:
+                best[v], came[v] = best[u] + weight[v], u
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    if seen < n:
+        raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
+    path, v = [], int(np.argmax(best))
+    while v >= 0:
+        path.append(v)
+        v = came[v]
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def program_features(xml: str, instance: Instance) -> ProgramFeatures:
+    """The :class:`ProgramFeatures` of the MSCCL XML program ``xml`` on ``instance`` (ranks
+    are the collective's nodes in order; see the module doc)."""
+    root = algo_root(xml)
+    nodes = np.array(instance.collective.nodes, dtype=np.int64)
+    steps, tb_info, tbs = _steps(root, len(nodes))
+    if not steps:
+        raise InputError("xml", "the program has no steps")
+    pred, succ = _dependencies(steps, tb_info)
+    gpu = np.array([s[0] for s in steps])
+    peer = np.array([tb_info[(s[0], s[1])][0] for s in steps])
+    cnt = np.array([s[3] for s in steps], dtype=np.int64)
+    is_send = np.array([s[2] in SEND_TYPES for s in steps])
+    if ((peer[is_send] < 0) | (peer[is_send] >= len(nodes))).any() or gpu.max() >= len(nodes):
+        raise InputError("xml", f"a thread block names a rank outside 0..{len(nodes) - 1}")
+    send_idx = np.flatnonzero(is_send)
+    first, second = endpoint_links(nodes[gpu[send_idx]], nodes[peer[send_idx]], instance)
+    hop_send = np.concatenate([np.arange(len(first)), np.flatnonzero(second >= 0)])
+    hop_link = np.concatenate([first, second[second >= 0]])
+    la = instance.topology.link_arrays
+    classes = link_classes(instance)
+    load = np.bincount(hop_link, weights=cnt[send_idx][hop_send], minlength=len(la)) / la.bandwidth
+    class_load = {c: float(load[classes == c].max()) for c in sorted(set(classes))}
+    tb_of = np.repeat(np.arange(len(tbs)), np.diff([tb_info[k][3] for k in tbs] + [len(steps)]))
+    sent = np.where(is_send, cnt, 0)
+    reduced = np.where([st[2] in REDUCE_TYPES for st in steps], cnt, 0)
+    weight = np.ones(len(steps))
+    np.add.at(weight, send_idx[hop_send], la.alpha[hop_link] * 1e6)
+    path = _longest_path(len(steps), pred, succ, weight)
+    on_path = np.zeros(len(steps), dtype=bool)
+    on_path[path] = True
+    send_class = classes[first]
+    path_links = first[on_path[send_idx]]
+    return ProgramFeatures(
+        tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
+        tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
+        tb_reduced=np.bincount(tb_of, weights=reduced, minlength=len(tbs)),
+        tb_hops={c: np.bincount(tb_of[send_idx], weights=(send_class == c).astype(np.float64), minlength=len(tbs))
+                 for c in sorted(set(classes))},
+        gpu_ops={c: np.bincount(np.concatenate([gpu[send_idx], peer[send_idx]]), minlength=len(nodes),
+                                weights=np.tile((send_class == c).astype(np.float64), 2))
+                 for c in sorted(set(classes))},
+        tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
+        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()),
+        path_reduced=int(reduced[path].sum()),
+        path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
+        nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
+        proto=root.get("proto"), coll=root.get("coll"))

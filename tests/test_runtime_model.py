@@ -1,0 +1,227 @@
+"""The runtime cost model on programs whose time is worked out by hand, its lower bound, and the
+nccl-tests parser on real and malformed logs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collsynth import InputError
+from collsynth.instances.generators import build
+from collsynth.instances.instance import load_instance, make_instance
+from collsynth.instances.topology import from_edges
+from collsynth.tens import bounds
+from collsynth.tens.cost_models.runtime import Calibration, runtime_times
+from collsynth.tens.measurements import parse_nccl_tests, read_nccl_tests, read_program_text
+from collsynth.tens.runtime_program import program_features
+
+DATA = Path(__file__).resolve().parents[1] / "instances" / "measurements" / "forestcoll-a100x2"
+
+
+def cal(**kw) -> Calibration:
+    base = dict(name="hand", system="test", source="", efficiency={"link": 0.5, "nic": 0.5},
+                hop_s={"link": 1e-6, "nic": 1e-6}, gpu_op_s={"link": 0.0, "nic": 0.0}, tb_rate=1e15,
+                reduce_rate=1e15, step_s=2e-6, launch_s=10e-6,
+                tb_s=0.0, buff_bytes=1 << 30)
+    return Calibration(**{**base, **kw})
+
+
+def xml(ngpus: int, nchunks: int, gpus: list[list[tuple[int, int, int, list[tuple[str, int]]]]]) -> str:
+    """A program: per GPU, thread blocks ``(send, recv, chan, [(type, offset), ...])``."""
+    out = [f'<algo name="t" proto="Simple" nchannels="2" nchunksperloop="{nchunks}" ngpus="{ngpus}" '
+           f'coll="allgather" inplace="1" outofplace="0" minBytes="0" maxBytes="1099511627776">']
+    for g, tbs in enumerate(gpus):
+        out.append(f'<gpu id="{g}" i_chunks="0" o_chunks="{nchunks}" s_chunks="0">')
+        for t, (send, recv, chan, steps) in enumerate(tbs):
+            out.append(f'<tb id="{t}" send="{send}" recv="{recv}" chan="{chan}">')
+            for k, (typ, off) in enumerate(steps):
+                out.append(f'<step s="{k}" type="{typ}" srcbuf="o" srcoff="{off}" dstbuf="o" dstoff="{off}" '
+                           f'cnt="1" depid="-1" deps="-1" hasdep="0"/>')
+            out.append("</tb>")
+        out.append("</gpu>")
+    return "\n".join(out + ["</algo>"])
+
+
+# Two GPUs, one link each way (1 GB/s), one channel: each GPU sends its chunk and receives the other.
+PAIR = xml(2, 2, [[(1, 1, 0, [("s", 0), ("r", 1)])], [(0, 0, 0, [("s", 1), ("r", 0)])]])
+
+
+def pair_instance():
+    return make_instance(build("ring", {"nodes": 2}, bandwidth=1e9, alpha=0.0), "allgather", message_bytes=1.0)
+
+
+def test_one_channel_by_hand():
+    # per iteration each thread block: 2 steps (2 x 2 us) + one send's credit (1 us) = 5 us; its
+    # link carries one chunk of s bytes at half of 1 GB/s: 2e-9 s per byte. The critical path:
+    # a send then the receive it feeds, 2 steps + 1 hop = 5 us (+ s bytes at the copy rate, ~0).
+    f = program_features(PAIR, pair_instance())
+    t = runtime_times(f, [2e3, 2e4], cal())
+    # 2 KB: s = 1 KB, the link needs 2 us < 5 us: launch 10 + 5 = 15 us.
+    # 20 KB: s = 10 KB, the link needs 20 us: launch 10 + 20 = 30 us.
+    assert t == pytest.approx([15e-6, 30e-6])
+
+
+def test_shared_cost_per_operation_by_hand():
+    # each GPU sends one chunk and receives one per iteration: 2 operations x 10 us of its shared
+    # cost = 20 us, above the thread block's 5 us and the link's 2 us (2 KB): launch 10 + 20 us.
+    f = program_features(PAIR, pair_instance())
+    assert runtime_times(f, [2e3], cal(gpu_op_s={"link": 10e-6}))[0] == pytest.approx(30e-6)
+
+
+def test_pipelined_iterations_by_hand():
+    # buff 8 KB: slices of at most 4 KB; 20 KB is 10 KB a chunk, 3 iterations of 10/3 KB:
+    # period max(5 us, 2e-9 * 10/3 KB = 6.67 us); first iteration's path 5 us + forwarded 0 -> the
+    # first iteration costs a period (6.67 us), then 2 periods: 10 + 3 * 6.67 = 30 us.
+    f = program_features(PAIR, pair_instance())
+    t = runtime_times(f, [2e4], cal(buff_bytes=8000))
+    assert t[0] == pytest.approx(10e-6 + 3 * (2e-9 * 2e4 / 2 / 3))
+
+
+def two_box_instance():
+    """GPUs 0, 1 (box A) and 2, 3 (box B); each GPU a NIC (switches 4..7, 1 GB/s), NICs on one
+    IB switch (8); no NVLink, so every send crosses NICs."""
+    edges = []
+    for g in range(4):
+        nic = 4 + g
+        for u, v in ((g, nic), (nic, g), (nic, 8), (8, nic)):
+            edges.append((u, v, {"bandwidth": 1e9, "alpha": 0.0, "link_class": "nic"}))
+    topo = from_edges(9, edges, switches=[4, 5, 6, 7, 8], name="two-box")
+    return make_instance(topo, "allgather", message_bytes=1.0)
+
+
+def test_two_channels_on_two_nics_by_hand():
+    # channel 0: GPU 0 -> 2; channel 1: GPU 1 -> 3; each through its own NIC: each NIC link
+    # carries one chunk per iteration, 2e-9 s per byte at half of 1 GB/s.
+    two = xml(4, 4, [[(2, -1, 0, [("s", 0)])], [(3, -1, 1, [("s", 1)])],
+                     [(-1, 0, 0, [("r", 0)])], [(-1, 1, 1, [("r", 1)])]])
+    # the same two sends both from GPU 0 (two thread blocks, two channels): one NIC carries both.
+    one = xml(4, 4, [[(2, -1, 0, [("s", 0)]), (3, -1, 1, [("s", 1)])], [],
+                     [(-1, 0, 0, [("r", 0)])], [(-1, 0, 1, [("r", 1)])]])
+    inst = two_box_instance()
+    M = 4e5  # 100 KB chunks: 200 us per chunk at 0.5 GB/s, far above the 5 us of steps
+    t_two = runtime_times(program_features(two, inst), [M], cal(tb_s=0.0))[0]
+    t_one = runtime_times(program_features(one, inst), [M], cal(tb_s=0.0))[0]
+    assert t_two == pytest.approx(10e-6 + 2e-9 * M / 4)
+    assert t_one == pytest.approx(10e-6 + 2 * 2e-9 * M / 4)
+
+
+@lru_cache(maxsize=None)
+def a100_features(name: str, kind: str):
+    inst = load_instance(DATA / f"a100x2-{kind}.toml")
+    return program_features(read_program_text(DATA / "programs" / name), inst)
+
+
+@lru_cache(maxsize=None)
+def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
+    """The event-model lower bound of a 2x8 A100 allgather with every link at its calibrated
+    share of nominal bandwidth and no latency (collsynth.tens.bounds, independent of the model)."""
+    topo = build("forestcoll_a100", {"nodes": 2, "nvlink_bandwidth": 300e9 * eff_nv, "nic_bandwidth": 25e9 * eff_nic,
+                                     "nvlink_alpha": 0.0, "nic_alpha": 0.0})
+    inst = make_instance(topo, "allgather", message_bytes=size, nodes=range(16))
+    return bounds.instance_bounds(inst).event.value
+
+
+@settings(max_examples=25, deadline=None)
+@given(program=st.sampled_from(["msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz",
+                                "msccl_allgather_split2_k1_inst4_NVLINK300_IB25.xml.xz",
+                                "nccl_ring_allgather_n32_c32.xml.xz"]),
+       eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
+       log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
+       rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6))
+def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op):
+    c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
+            gpu_op_s={"nvswitch": op, "nic": op},
+            tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
+    size = float(1 << log_size)
+    t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
+    assert t >= scaled_bound(eff_nv, eff_nic, size) * (1 - 1e-9)
+
+
+def test_parser_reads_a_published_log():
+    # the values are the log's own text (tree k=1 inst1, NCCL_BUFFSIZE 1 MiB): 1 GiB row
+    rows = read_nccl_tests(DATA / "logs" / "msccl_allgather_k1_inst1_NVLINK300_IB25.xmlbuff1048576.txt")
+    k = int(np.flatnonzero(rows["size"] == 1073741824)[0])
+    assert (rows["out_of_place_us"][k], rows["in_place_us"][k]) == (6466.0, 6025.9)
+    assert rows["size"][0] == 256 and rows["size"][-1] == 8589934592 and len(rows["size"]) == 26
+
+
+def test_parser_refuses_what_is_not_nccl_tests_output():
+    with pytest.raises(InputError, match="not nccl-tests output") as e:
+        parse_nccl_tests("mpirun -np 16 ./all_gather_perf\nSegmentation fault\n", "run.log")
+    assert e.value.where == "run.log"
+
+
+def test_parser_names_the_line_of_a_malformed_row():
+    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+            "         256             4     float    none      -1    38.71    0.01    0.01    N/A    158.8    0.00    0.00    N/A\n"
+            "         512             8     float    none      -1    38.78\n")
+    with pytest.raises(InputError) as e:
+        parse_nccl_tests(text, "cut.txt")
+    assert e.value.where == "cut.txt:3"
+    with pytest.raises(InputError) as e:
+        parse_nccl_tests(text.replace("38.78\n", "38.78 x 0.01 N/A 114.5 0.00 0.00 N/A\n"), "bad.txt")
+    assert e.value.where == "bad.txt:3"
+
+
+def manifest(tmp_path, log: Path, instance: Path) -> Path:
+    prog = DATA / "programs" / "msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz"
+    m = tmp_path / "manifest.toml"
+    m.write_text(f'system = "t"\nsource = "test"\n[[measurement]]\nname = "m"\nprogram = "{prog}"\n'
+                 f'instance = "{instance}"\nlog = "{log}"\nbuff_bytes = 1048576\n')
+    return m
+
+
+def test_calibrate_refuses_a_log_that_is_not_nccl_tests_output(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    log = tmp_path / "run.log"
+    log.write_text("mpirun: command not found\n")
+    code, out, err = run_cli(["calibrate", manifest(tmp_path, log, DATA / "a100x2-allgather.toml")], capsys)
+    assert code == 2
+    assert_one_error_line(err, [str(log), "not nccl-tests output"])
+
+
+def test_calibrate_names_the_line_of_a_malformed_row(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    good = (DATA / "logs" / "msccl_allgather_k1_inst1_NVLINK300_IB25.xmlbuff1048576.txt").read_text().splitlines()
+    k = next(i for i, line in enumerate(good) if line.split()[:1] == ["1024"])
+    good[k] = "        1024            16     float    none      -1    38.62"
+    log = tmp_path / "cut.txt"
+    log.write_text("\n".join(good) + "\n")
+    code, out, err = run_cli(["calibrate", manifest(tmp_path, log, DATA / "a100x2-allgather.toml")], capsys)
+    assert code == 2
+    assert_one_error_line(err, [f"{log}:{k + 1}"])
+
+
+def test_calibrate_refuses_a_program_that_does_not_match_the_instance(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    one_box = tmp_path / "a100x1.toml"
+    one_box.write_text('name = "a100x1"\n[topology]\ngenerator = "forestcoll_a100"\nnodes = 1\n'
+                       '[collective]\nkind = "allgather"\nmessage_bytes = 1e6\n')
+    log = DATA / "logs" / "msccl_allgather_k1_inst1_NVLINK300_IB25.xmlbuff1048576.txt"
+    code, out, err = run_cli(["calibrate", manifest(tmp_path, log, one_box)], capsys)
+    assert code == 2
+    assert_one_error_line(err, ["msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz", "16 GPUs"])
+
+
+def test_solve_carries_the_runtime_column_and_its_calibration(tmp_path, capsys):
+    import json
+
+    from cli_errors import run_cli
+    c = cal(name="ring-links", efficiency={"link": 0.5}, hop_s={"link": 1e-6})
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(c.as_json()))
+    inst = Path(__file__).resolve().parents[1] / "instances" / "corpus" / "ring8-allgather.toml"
+    code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", path, "--json"], capsys)
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    assert row["calibration"] == "ring-links" and row["time_runtime_s"] > 0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(cal(name="a100", efficiency={"nic": 0.9}, hop_s={"nic": 1e-6}).as_json()))
+    code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", other, "--json"], capsys)
+    row = json.loads(out)["rows"][0]
+    assert row["time_runtime_s"] is None and "fitted on link classes nic" in row["runtime_note"]
