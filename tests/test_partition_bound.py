@@ -57,8 +57,7 @@ def test_eight_dgx_h100_boxes_take_the_boxes_as_regions():
 
 def test_a_reducing_switch_is_not_bounded_so():
     """With a switch that reduces, each GPU may send its input up once: the argument is void."""
-    star = build("switch", {"nodes": 4}, bandwidth=1.0, alpha=0.0)
-    star.graph.nodes[4]["reduce"] = True
+    star = build("switch", {"nodes": 4, "reduce": True}, bandwidth=1.0, alpha=0.0)
     got = partition_bound(make_instance(star, "allreduce", message_bytes=8.0))
     assert not got.computed and "reduces" in got.note
 

@@ -14,7 +14,8 @@ from mscclpp_sim import Rejected, run_plan
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.solvers.producers import Options, get
-from collsynth.tens.export_mscclpp import to_mscclpp_plan, verified_mscclpp_plan
+from collsynth.tens.export_mscclpp import to_mscclpp_plan
+from collsynth.tens.readback import verified_mscclpp_plan
 from collsynth.tens.peer_schedules import read_peer_text
 from collsynth.tens.verify import verify
 
