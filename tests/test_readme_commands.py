@@ -79,8 +79,10 @@ def missing(command: str, clone: Path, made: set[str], inline: bool = False) -> 
     """The files ``command`` reads that are neither in the clone nor in ``made``; for an
     inline span, only paths into the repository (a bare name there is a file the text has the
     reader write, and a capitalised one a placeholder: ``INSTANCE.toml``)."""
-    return [f for f in read_files(command)
-            if f not in made and not any(clone.glob(f)) and not (clone / f).exists()
+    files = read_files(command)
+    folders = [clone] + [(clone / f).parent for f in files if "/" in f]  # a key=file is read beside the input
+    return [f for f in files
+            if f not in made and not any(any(d.glob(f)) or (d / f).exists() for d in folders)
             and not (inline and ("/" not in f or re.search(r"\b[A-Z]{3,}\b", f)))]
 
 
@@ -118,6 +120,8 @@ def test_the_pages_show_commands():
     assert any(c.startswith("collsynth tables") for c in inline)
     assert read_files("collsynth instance a/b.json --from taccl --peer sketch=c/d.json --out e/f.json") == [
         "a/b.json", "c/d.json"]
+    assert missing("collsynth instance examples/peers/inputs/topo-ndv2-1MB.json --peer sketch=nowhere.json",
+                   ROOT, set()) == ["nowhere.json"]
 
 
 @pytest.mark.slow
