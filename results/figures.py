@@ -31,6 +31,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
+from ..instances import CORPUS  # noqa: E402
 from .render import method  # noqa: E402
 
 plt.rcParams.update({"svg.hashsalt": "collsynth", "pdf.compression": 6})
@@ -363,11 +364,20 @@ def system_of(path: Path | None, instance: str) -> str:
     return f"file {Path(str(topology['file'])).name}" if topology.get("file") else instance
 
 
+def instance_path(row: dict) -> Path | None:
+    """The instance file a run was made from: its stored path, else the corpus file of that
+    name (a store copied from another machine); None when neither exists."""
+    stored = row.get("instance_file")
+    stored = stored if isinstance(stored, str) else ""  # the database's NULL reads as None or NaN
+    for path in (Path(stored), CORPUS / Path(stored).name) if stored else ():
+        if path.is_file():
+            return path
+    return None
+
+
 def instance_systems(df: pd.DataFrame) -> dict[str, str]:
     """``instance -> system`` (:func:`system_of`) for every instance of ``df``, from the
     instance files the runs were made from (found as the report finds them)."""
-    from .report import instance_path  # the report draws these figures: imported when called
-
     first = df.drop_duplicates("instance")
     return {row["instance"]: system_of(instance_path(row), row["instance"]) for row in first.to_dict("records")}
 

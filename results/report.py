@@ -38,7 +38,7 @@ from rich.progress import Progress
 
 from .. import InputError
 from ..outputs import replaced_folder
-from ..instances import CORPUS, load_instance
+from ..instances import load_instance
 from ..tens import bounds, cost_models
 from ..tens.schedule import read_json
 from ..tens.status import Status, legend
@@ -56,16 +56,6 @@ def slug(name: str) -> str:
     ('mesh4x4-failed-allgather', 'a_b_c')
     """
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-def instance_path(row: dict) -> Path | None:
-    """The instance file a run was made from: its stored path, else the corpus file of that
-    name (a store copied from another machine); None when neither exists."""
-    stored = _text(row.get("instance_file"))
-    for path in (Path(stored), CORPUS / Path(stored).name) if stored else ():
-        if path.is_file():
-            return path
-    return None
 
 
 # ---- cells and tables ---------------------------------------------------------------------------
@@ -306,7 +296,7 @@ def picture_task(name: str, runs: pd.DataFrame, store_path: Path, img_dir: Path)
     ok = runs[runs["verified"] & runs["schedule_path"].fillna("").astype(bool)]
     best = ok.sort_values(["time_sync_s", "method"], kind="stable").head(1)
     sched = None if best.empty else store.schedule_file(store_path, best.iloc[0].to_dict())
-    path = instance_path(runs.iloc[0].to_dict())
+    path = figures.instance_path(runs.iloc[0].to_dict())
     return {"name": name, "slug": slug(name), "instance_file": str(path) if path else None,
             "stored_file": _text(runs.iloc[0]["instance_file"]), "img_dir": str(img_dir),
             "schedule": str(sched) if sched else None, "method": None if best.empty else best.iloc[0]["method"]}

@@ -323,6 +323,8 @@ class Workers:
                 proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 _kill_group(proc)
+            else:
+                _wait_group_gone(proc.pid)  # what a worker stopped by stop() left (solver children)
 
 
 _default_workers = Workers()  # for run_isolated called without a batch (Dask workers)
@@ -434,13 +436,31 @@ def _last_words(proc: subprocess.Popen) -> str:
     return (proc.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
 
 
+GROUP_GONE_S = 2.0  # how long _kill_group waits for the killed group's last process to go
+
+
 def _kill_group(proc: subprocess.Popen, wait: bool = True) -> None:
+    """SIGKILL the worker's process group; with ``wait``, reap the worker and wait (up to
+    :data:`GROUP_GONE_S`) until no process of its group is left (its solver children are
+    reaped by init), so that a batch that returns has left no process behind."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     if wait:
         proc.wait()
+        _wait_group_gone(proc.pid)
+
+
+def _wait_group_gone(pgid: int) -> None:
+    """Wait (up to :data:`GROUP_GONE_S`) until the process group ``pgid`` has no process left."""
+    end = time.monotonic() + GROUP_GONE_S
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def _failure_row(job: Job, status: str, message: str, wall_s: float) -> dict[str, Any]:
@@ -713,43 +733,60 @@ def compile_shares(todo: Sequence[Job], n: int) -> tuple[list[list[str]], bool]:
 
 
 def _run_local(todo: list[Job], n: int, batch: _Batch, pool: Workers, signals: _Signals, bar) -> None:
-    """``n`` threads take jobs in turn, each driving its worker; the main thread commits."""
+    """``n`` threads each drive a worker through the jobs handed to them; the main thread
+    alone touches the store (claims each job before handing it over, commits each result).
+
+    One thread only, because a process that closes any descriptor of a database file drops
+    every POSIX lock it holds on that file, those of SQLite connections in its other threads
+    included (https://sqlite.org/howtocorrupt.html, section 2.2): the store's check of a file's
+    header (:func:`collsynth.results.store.file_damage`) in one thread while another commits
+    let a reader in another process checkpoint and delete the WAL under that commit, losing a
+    run the interrupt message had counted. Once this returns every result is committed or
+    dropped, so nothing lands after the caller's message."""
     pending = collections.deque(todo)
+    handed: queue.Queue = queue.Queue()
     results: queue.Queue = queue.Queue()
-    take = threading.Lock()
 
     def slot() -> None:
-        try:
-            while not signals.signal:
-                with take:
-                    job = pending.popleft() if pending else None
-                if job is None:
-                    return
-                state = batch.claim(job)
-                if state == "claimed":
-                    bar.running(job)
-                results.put((state, job, run_isolated(job, pool) if state == "claimed" else None))
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which re-raises it
-            results.put(("failed", None, e))
+        while (job := handed.get()) is not None:
+            try:
+                results.put((job, run_isolated(job, pool)))
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread, which re-raises it
+                results.put((None, e))
 
     threads = [threading.Thread(target=slot, name=f"bench-slot-{i}", daemon=True) for i in range(n)]
     for t in threads:
         t.start()
+    busy = 0
     try:
-        while any(t.is_alive() for t in threads) or not results.empty():
+        while True:
             if signals.signal and not pool.stopped:
                 pool.stop()
+            while busy < n and pending and not signals.signal:
+                job = pending.popleft()
+                state = batch.claim(job)
+                if state == "claimed":
+                    bar.running(job)
+                    handed.put(job)
+                    busy += 1
+                else:
+                    batch.settle(state, job, None)
+            if not busy:
+                return
             try:
-                state, job, result = results.get(timeout=0.1)
+                job, result = results.get(timeout=0.1)
             except queue.Empty:
                 continue
-            if state == "failed":
+            busy -= 1
+            if job is None:
                 raise result
-            if batch.settle(state, job, result):
+            if batch.settle("claimed", job, result):
                 bar.advance(job, result["row"]["status"])
     finally:
-        if signals.signal or any(t.is_alive() for t in threads):
+        if signals.signal or busy:
             pool.stop()
+        for _ in threads:
+            handed.put(None)
         pool.close()
         for t in threads:
             t.join(timeout=10)

@@ -50,6 +50,9 @@ FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks
     "collsynth.solvers.packing": ("tree-packing",),  # ForestColl tree packing
     "collsynth.solvers.flow": ("flow-alltoall",),  # the concurrent flow LP, decomposed into paths
 }
+NAMED_BY_PREFIX = {  # prefix: the module whose producer_named(name) makes the producer "<prefix><argument>"
+    "peer:": "collsynth.solvers.peers",  # the peers' schedules in a folder
+}
 SOLVER_FAMILIES = (  # the families that load Pyomo and the solver backends: get() imports them last
     "collsynth.solvers.ten.formulation_producers",
     "collsynth.solvers.bfb.per_step",
@@ -408,11 +411,11 @@ def lookup_order(name: str) -> tuple[str, ...]:
 
 def get(name: str, where: str = "--producer") -> Producer:
     """The producer called ``name``, importing families (:func:`lookup_order`) only until one
-    registers it; an InputError listing every producer otherwise. ``peer:<folder>`` is the
-    peers' schedules in a folder (:mod:`collsynth.solvers.peers`)."""
-    if name.startswith("peer:") and len(name) > len("peer:"):
-        from .peers import peer_producer
-        return peer_producer(name)
+    registers it; an InputError listing every producer otherwise. A name starting with a
+    prefix of :data:`NAMED_BY_PREFIX` (``peer:<folder>``) is made by that module."""
+    for prefix, module in NAMED_BY_PREFIX.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return import_if_present(module).producer_named(name)
     for module in lookup_order(name):
         found = next((p for p in getattr(import_family(module), "PRODUCERS", ()) if p.name == name), None)
         if found is not None:

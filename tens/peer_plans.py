@@ -24,16 +24,28 @@ reducing, multicasting switch joining the channel's ranks and the sum copied dow
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 from .. import InputError
 from ..instances.instance import Instance
-from .peer_schedules import json_object
 from .schedule import Schedule, from_sends
 
 NAMES = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce", "alltoall": "alltoall"}
 OPS = {"nop", "put", "pws", "pwsf", "signal", "wait", "rlxsignal", "rlxwait", "flush", "copy", "re",
        "sem_acquire", "sem_release", "barrier", "glres"}
+
+
+def json_object(text: str, expected: str) -> dict:
+    """The JSON object ``text`` holds; an InputError (field ``json``) saying it is not well
+    formed, or that ``expected`` was expected, otherwise."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError("json", f"not well formed: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError("json", f"expected {expected}")
+    return data
 
 
 def _get(obj, key: str, where: str, typ):

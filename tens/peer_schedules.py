@@ -35,7 +35,6 @@ Errors are :class:`~collsynth.InputError` naming the file and the field.
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -48,6 +47,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import PEER_SCHEDULE_FORMATS
 from .export import STEP_ATTRS, algo_root, interpret_msccl_xml
+from .peer_plans import json_object, read_mscclpp_plan
 from .schedule import Schedule, from_sends
 from .ten import instant_hops
 from .verify import ten_timing
@@ -76,7 +76,6 @@ def read_peer_text(text: str, fmt: str, instance: Instance) -> Schedule:
     the reader every file is read with, and every plan or program we export is read back with
     before it is written (:func:`collsynth.tens.readback.verified_msccl_xml`,
     :func:`collsynth.tens.readback.verified_mscclpp_plan`)."""
-    from .peer_plans import read_mscclpp_plan
     reader = {"msccl-xml": read_msccl_xml, "teccl-output": read_teccl_output, "mscclpp-json": read_mscclpp_plan}[fmt]
     schedule = reader(text, instance)
     return _routed(schedule, instance) if fmt == "mscclpp-json" else schedule
@@ -152,18 +151,6 @@ def _teccl_ids(instance: Instance):
         c, k = divmod(t, per + 1)
         return npus + c if k == 0 else c * per + k - 1
     return ours
-
-
-def json_object(text: str, expected: str) -> dict:
-    """The JSON object ``text`` holds; an InputError (field ``json``) saying it is not well
-    formed, or that ``expected`` was expected, otherwise."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError("json", f"not well formed: {e}") from None
-    if not isinstance(data, dict):
-        raise InputError("json", f"expected {expected}")
-    return data
 
 
 def read_teccl_output(text: str, instance: Instance) -> Schedule:

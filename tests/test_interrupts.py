@@ -94,9 +94,9 @@ def test_an_interrupted_bench_stops_at_once_keeps_what_finished_and_resumes(tmp_
     assert out == b""
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: interrupted by {sig.name}: kept "), lines
-    wait_for(lambda: not tagged(tag), timeout=2, what="no process of the bench left")
+    # the bench has exited: what it says it kept is in the store now, and nothing of it runs on
+    assert not tagged(tag), "a process of the bench outlived it"
     said = int(lines[0].split(": kept ", 1)[1].split()[0])
-    wait_for(lambda: store.count(st) == said, timeout=5, what=f"the {said} runs the message says were kept")
     before = store.load(st)
     assert 1 <= len(before) < planned and len(before) == said, (len(before), lines[0])
     # resume with the command it printed

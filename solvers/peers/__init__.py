@@ -17,7 +17,7 @@ from ...instances.instance import Instance
 from ...tens import peer_schedules
 from ..producers import Options, Outcome, Producer, Unsupported
 
-PREFIX = "peer:"
+PREFIX = "peer:"  # as solvers.producers.NAMED_BY_PREFIX names this module
 SUFFIXES = {".xml": "msccl-xml", ".json": "teccl-output"}
 
 
@@ -31,7 +31,7 @@ def peer_file(folder: str | Path, instance: Instance) -> tuple[Path, str]:
     raise Unsupported(f"no peer schedule {instance.name}.xml or {instance.name}.json in {folder}")
 
 
-def peer_producer(name: str) -> Producer:
+def producer_named(name: str) -> Producer:
     """The producer ``peer:<folder>`` (see the module doc)."""
     folder = name[len(PREFIX):]
 
