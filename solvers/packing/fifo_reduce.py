@@ -18,29 +18,28 @@ summed time kept. Measured by ``benchmarks/bench_allreduce.py``.
 
 from __future__ import annotations
 
+from .trees import hops_of
+
 PROBE_PIECES = 200  # pipeline depth the two forests are compared at (about 1 % of a priced time)
 PROBE_SENDS = 500_000  # most sends of the two probes together (a second or two of pricing each)
 
 
-def choose(instance, f, options, deadline, models: tuple[str, ...], chunks: int):
-    """``f`` (a transposed forest at the optimum) or the one packed tree a shard forest of the
-    same collective, whichever priced time summed over ``models`` is less at
-    :data:`PROBE_PIECES` pieces (each verified first; an unverified one is never chosen);
-    ``f`` under ``sync`` alone (its packing is the optimum), when its probe would exceed
-    :data:`PROBE_SENDS` sends, or when the run is out of time. ``chunks``: chunks a root
-    sends per piece (the reduction alone is probed, an allreduce's first half included)."""
-    from .producer import forest, hops_of, part_instance, price_pieces
-
+def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=None):
+    """``f`` (a transposed forest at the optimum) or ``one_tree()`` (the one packed tree a shard
+    forest of the same collective), whichever priced time summed over ``models`` is less at
+    :data:`PROBE_PIECES` pieces (``price(forest)``: the times under ``models`` after verifying,
+    None when it does not verify, so an unverified one is never chosen); ``f`` under ``sync``
+    alone (its packing is the optimum), when its probe would exceed :data:`PROBE_SENDS` sends,
+    or when the run is out of time. ``chunks``: chunks a root sends per piece (the reduction
+    alone is probed, an allreduce's first half included)."""
     if models == ("sync",) or not f.transposed or f.k == 1:
         return f
     if hops_of(f.trees) * PROBE_PIECES * chunks > PROBE_SENDS // 2:
         return f
     if deadline is not None and deadline.expired():
         return f
-    one = forest(instance, f.kind, True, deadline, options.params.get("growth") == "depth-first", 1,
-                 shape=options.params.get("shape") or "auto")
-    part = part_instance(instance, f)
-    prices = [price_pieces(part, g, PROBE_PIECES, models) for g in (f, one)]
+    one = one_tree()
+    prices = [price(g) for g in (f, one)]
     if prices[1] is None or (prices[0] is not None and sum(prices[0].values()) <= sum(prices[1].values())):
         return f
     return one

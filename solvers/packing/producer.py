@@ -43,7 +43,7 @@ from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import compact, estimate, fifo_reduce, latency, orders, rings, twolevel
 from .splitting import network, remove_relays
-from .trees import RoutedTree, pack, routed_trees, shortest_path_trees
+from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
 SEND_BUDGET = 16_000_000  # sends the automatic pipeline depth may emit (verifying and pricing stay seconds; about
@@ -256,11 +256,6 @@ def depth_of(trees: list[RoutedTree]) -> int:
     return max((max(_tree_hops(t)[2]) + 1 for t in trees if t.routes), default=0)
 
 
-def hops_of(trees: list[RoutedTree]) -> int:
-    """Hops of all routed trees (sends per piece)."""
-    return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
-
-
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
                 floor: int = PIECES_FLOOR) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
@@ -386,8 +381,7 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     coll = instance.collective
     c = coll.chunks_per_node
     if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
-        f = fifo_reduce.choose(instance, f, options, deadline, OBJECTIVES[options.params.get("objective") or "sync+event"],
-                               c)
+        f = _fifo_reduction(instance, f, options, deadline, c)
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or automatic, None
@@ -398,6 +392,20 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     choice = latency.choose(cands, alpha, (0, automatic), "both" if len(models) > 1 else models[0])
     choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models)
     return alts[choice.name], choice.pieces, choice
+
+
+def _fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> Forest:
+    """:func:`.fifo_reduce.choose` between ``f`` and the one packed tree a shard forest of its
+    collective, probed under the ``objective`` parameter's models."""
+    models = OBJECTIVES[options.params.get("objective") or "sync+event"]
+    part = part_instance(instance, f)
+
+    def one_tree() -> Forest:
+        return forest(instance, f.kind, True, deadline, options.params.get("growth") == "depth-first", 1,
+                      shape=options.params.get("shape") or "auto")
+
+    return fifo_reduce.choose(f, one_tree, lambda g: price_pieces(part, g, fifo_reduce.PROBE_PIECES, models),
+                              models, chunks, deadline)
 
 
 def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:

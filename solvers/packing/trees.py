@@ -214,6 +214,11 @@ class RoutedTree:
     routes: tuple[tuple[int, ...], ...]
 
 
+def hops_of(trees: list[RoutedTree]) -> int:
+    """Hops of all routed trees (sends per piece)."""
+    return sum(sum(len(r) - 1 for r in t.routes) for t in trees)
+
+
 def routed_trees(net: Network, trees: list[Tree]) -> list[RoutedTree]:
     """Every tree's arcs mapped to original routes from the split network's pools; a tree whose
     copies take different routes on an arc is split where they change."""
