@@ -95,16 +95,22 @@ def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
         tag, body, was_cut = split_log_line(line)
         if not body.strip():
             continue
-        if tag in cut:
+        joined = tag in cut
+        if joined:
             start, head = cut.pop(tag)
             lineno, body = start, head + " " + body
         tokens = body.split()
+        if joined and len(tokens) not in (11, 13):
+            raise InputError(f"{where}:{lineno}", f"{_HEADER}, got a row cut by a log message and joined "
+                                                  f"with its next line into {body.strip()!r}")
         if tokens[0] == "#" and len(tokens) > 3 and tokens[1:4] == ["size", "count", "type"]:
             header_seen = True
             continue
         if not header_seen or not tokens[0].isdigit():
             continue
         if was_cut and len(tokens) < 11:
+            if len(tokens) < 3 or not (tokens[1].isdigit() and tokens[2][:1].isalpha()):
+                raise InputError(f"{where}:{lineno}", f"{_HEADER} before the log message, got {body.strip()!r}")
             cut[tag] = (lineno, body)
             continue
         rows.append(_row(tokens, body, f"{where}:{lineno}"))

@@ -208,6 +208,11 @@ def test_parser_names_the_line_of_a_cut_row_that_is_never_or_badly_completed():
     with pytest.raises(InputError, match="numbers") as e:
         parse_nccl_tests("\n".join(bad), "bad.txt")
     assert e.value.where == f"bad.txt:{k + 1}"
+    # a cut row followed by a whole row would be one 17-field line: refused, not read as one row
+    whole = "[1,0]<stdout>:       16384           128     float    none      -1    102.8    0.16    0.15      0    104.1    0.16    0.15      0"
+    with pytest.raises(InputError, match="joined") as e:
+        parse_nccl_tests("\n".join(lines[:k + 2] + [whole]), "two.txt")
+    assert e.value.where == f"two.txt:{k + 1}"
 
 
 def manifest(tmp_path, log: Path, instance: Path) -> Path:
