@@ -24,6 +24,7 @@ the out-of-place column is then NCCL's own algorithm).
 from __future__ import annotations
 
 import lzma
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,40 +33,90 @@ import numpy as np
 
 from .. import InputError
 
-__all__ = ["Measurement", "parse_nccl_tests", "read_nccl_tests", "read_manifest", "read_program_text"]
+__all__ = ["Measurement", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text"]
 
 COLUMNS = ("out-of-place", "in-place")
+
+
+_LAUNCHER_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+# host:pid:tid [device] [source:line] NCCL INFO|WARN; the host name starts with a letter, which
+# tells it from the row's last field when the library printed it right after that field.
+_LOG_MESSAGE = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|TRACE)\b")
+_HEADER = "expected 'size count type [redop root] time algbw busbw #wrong time algbw busbw #wrong'"
+
+
+def split_log_line(line: str) -> tuple[str, str, bool]:
+    """``(tag, text, cut)`` of one line of a launcher's output: Open MPI's ``--tag-output``
+    prefix (``[1,0]<stdout>:``, or ``""``), the text before any NCCL/RCCL log message
+    (``host:pid:tid [dev] NCCL INFO ...``) that the library printed into it, and whether such a
+    message cut the line. A line that is only a log message has an empty ``text``.
+
+    >>> split_log_line("[1,0]<stdout>:     0     0  float  none  -1mi2:12:12 [0] NCCL INFO RCCL_MSCCL_FORCE_ENABLE set")
+    ('[1,0]<stdout>:', '     0     0  float  none  -1', True)
+    >>> split_log_line("[1,7]<stdout>:mi2:44:85 [7] /src/misc/socket.cc:57 NCCL WARN socketProgress: closed")
+    ('[1,7]<stdout>:', '', True)
+    >>> split_log_line("      1024   16  float  none  -1  38.62  0.03  0.02  N/A  38.52  0.03  0.02  N/A")[2]
+    False
+    """
+    m = _LAUNCHER_TAG.match(line)
+    tag = m.group(0) if m else ""
+    text = line[len(tag):]
+    msg = _LOG_MESSAGE.search(text)
+    return (tag, text[:msg.start()], True) if msg else (tag, text, False)
+
+
+def _row(tokens: list[str], text: str, where: str) -> tuple[int, float, float]:
+    """``(size, out-of-place us, in-place us)`` of one result row's ``tokens``."""
+    if len(tokens) < 11:
+        raise InputError(where, f"{_HEADER}, got {text.strip()!r}")
+    try:
+        size = int(tokens[0])
+        oop, ip = float(tokens[-8]), float(tokens[-4])
+        float(tokens[-7]), float(tokens[-3])
+    except ValueError:
+        raise InputError(where, f"expected numbers in the time and algbw columns, got {text.strip()!r}") from None
+    if not (oop > 0 and ip > 0):
+        raise InputError(where, f"expected positive times, got {text.strip()!r}")
+    return size, oop, ip
 
 
 def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
     """The result rows of nccl-tests output ``text``: columns ``size`` (bytes),
     ``out_of_place_us`` and ``in_place_us`` (times in microseconds). Rows are the lines after the
     ``# size count type ...`` header that start with a number; each must end in two groups of
-    ``time algbw busbw #wrong``. An :class:`~collsynth.InputError` names ``where`` and the line
-    of a malformed row, or says no result table was found."""
-    header_seen, rows = False, []
+    ``time algbw busbw #wrong``. Output captured through ``mpirun --tag-output`` is read too:
+    each line's ``[job,rank]<stdout>:`` prefix is dropped, NCCL/RCCL ``INFO``/``WARN`` lines are
+    skipped, and a row that such a message cut (the library printed into the middle of it) is
+    joined with the next line of the same rank that is not a message. An
+    :class:`~collsynth.InputError` names ``where`` and the line of a malformed row (of a cut
+    row, the line where it starts), or says no result table was found."""
+    header_seen, rows, cut = False, [], {}
     for lineno, line in enumerate(text.splitlines(), 1):
-        tokens = line.split()
-        if not tokens:
+        tag, body, was_cut = split_log_line(line)
+        if not body.strip():
             continue
+        joined = tag in cut
+        if joined:
+            start, head = cut.pop(tag)
+            lineno, body = start, head + " " + body
+        tokens = body.split()
+        if joined and len(tokens) not in (11, 13):
+            raise InputError(f"{where}:{lineno}", f"{_HEADER}, got a row cut by a log message and joined "
+                                                  f"with its next line into {body.strip()!r}")
         if tokens[0] == "#" and len(tokens) > 3 and tokens[1:4] == ["size", "count", "type"]:
             header_seen = True
             continue
         if not header_seen or not tokens[0].isdigit():
             continue
-        if len(tokens) < 11:
-            raise InputError(f"{where}:{lineno}", f"expected 'size count type [redop root] time algbw busbw "
-                                                  f"#wrong time algbw busbw #wrong', got {line.strip()!r}")
-        try:
-            size = int(tokens[0])
-            oop, ip = float(tokens[-8]), float(tokens[-4])
-            float(tokens[-7]), float(tokens[-3])
-        except ValueError:
-            raise InputError(f"{where}:{lineno}",
-                             f"expected numbers in the time and algbw columns, got {line.strip()!r}") from None
-        if not (oop > 0 and ip > 0):
-            raise InputError(f"{where}:{lineno}", f"expected positive times, got {line.strip()!r}")
-        rows.append((size, oop, ip))
+        if was_cut and len(tokens) < 11:
+            if len(tokens) < 3 or not (tokens[1].isdigit() and tokens[2][:1].isalpha()):
+                raise InputError(f"{where}:{lineno}", f"{_HEADER} before the log message, got {body.strip()!r}")
+            cut[tag] = (lineno, body)
+            continue
+        rows.append(_row(tokens, body, f"{where}:{lineno}"))
+    for tag, (start, head) in cut.items():
+        raise InputError(f"{where}:{start}", f"{_HEADER}, got a row cut by a log message and never "
+                                             f"completed: {head.strip()!r}")
     if not rows:
         raise InputError(where, "not nccl-tests output: no '#  size  count  type ...' header followed by result rows")
     a = np.array(rows, dtype=np.float64)
@@ -73,12 +124,14 @@ def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
 
 
 def read_nccl_tests(path: str | Path) -> dict[str, np.ndarray]:
-    """:func:`parse_nccl_tests` of the file ``path`` (errors name the file)."""
+    """:func:`parse_nccl_tests` of the file ``path``, decompressed if it ends in ``.xz`` (errors
+    name the file)."""
     path = Path(path)
     try:
-        text = path.read_text(errors="replace")
-    except OSError as e:
-        raise InputError(str(path), f"cannot read: {e.strerror or e}") from None
+        raw = path.read_bytes()
+        text = (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode(errors="replace")
+    except (OSError, lzma.LZMAError) as e:
+        raise InputError(str(path), f"cannot read: {getattr(e, 'strerror', None) or e}") from None
     return parse_nccl_tests(text, str(path))
 
 

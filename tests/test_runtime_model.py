@@ -168,6 +168,53 @@ def test_parser_names_the_line_of_a_malformed_row():
     assert e.value.where == "bad.txt:3"
 
 
+MI250 = DATA.parent / "forestcoll-mi250x2"
+# Lines 1002-1005, 1035-1037, 1055-1056, 1079-1081, 1574-1576 and 1589-1591 of TE-CCL's
+# amd_32.txt (microsoft/TE-CCL c128bf2): mpirun's rank tags on every line, RCCL's INFO and
+# WARN lines between the rows, the 0 B and 8 KiB rows cut by an INFO message.
+EXCERPT = Path(__file__).resolve().parent / "data" / "teccl_amd_32_excerpt.txt"
+
+
+def test_parser_reads_a_log_tagged_by_mpirun_with_rows_cut_by_info_lines():
+    rows = parse_nccl_tests(EXCERPT.read_text(), "amd_32.txt")
+    # read off the excerpt by hand: a cut row's in-place time is on its continuation line
+    assert rows["size"].tolist() == [0, 0, 8192, 16384, 32768, 268435456]
+    assert rows["out_of_place_us"].tolist() == [13.41, 10.10, 106.5, 102.8, 101.9, 31908.0]
+    assert rows["in_place_us"].tolist() == [9.95, 10.11, 2040.1, 104.1, 104.3, 18263.0]
+
+
+def test_parser_reads_the_shipped_teccl_log():
+    rows = read_nccl_tests(MI250 / "logs" / "teccl_amd_32.txt.xz")
+    # the log's last row: "1073741824 8388608 float none -1 127776 8.40 8.14 0 63096 17.02 16.49 0"
+    assert (rows["size"][-1], rows["out_of_place_us"][-1], rows["in_place_us"][-1]) == (1073741824, 127776.0, 63096.0)
+    # six 0 B rows, then 512 B to 1 GiB doubling
+    assert len(rows["size"]) == 6 + 22 and rows["size"][6] == 512
+
+
+def test_parser_still_refuses_tagged_output_without_a_result_table():
+    text = "".join(line for line in EXCERPT.read_text().splitlines(keepends=True) if "NCCL" in line)
+    with pytest.raises(InputError, match="not nccl-tests output") as e:
+        parse_nccl_tests(text, "info.log")
+    assert e.value.where == "info.log"
+
+
+def test_parser_names_the_line_of_a_cut_row_that_is_never_or_badly_completed():
+    lines = EXCERPT.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("[1,0]<stdout>:        8192"))
+    with pytest.raises(InputError, match="never completed") as e:
+        parse_nccl_tests("\n".join(lines[:k + 1]), "cut.txt")
+    assert e.value.where == f"cut.txt:{k + 1}"
+    bad = lines[:k + 2] + ["[1,0]<stdout>:   2040.1    x.00    0.00      0"]
+    with pytest.raises(InputError, match="numbers") as e:
+        parse_nccl_tests("\n".join(bad), "bad.txt")
+    assert e.value.where == f"bad.txt:{k + 1}"
+    # a cut row followed by a whole row would be one 17-field line: refused, not read as one row
+    whole = "[1,0]<stdout>:       16384           128     float    none      -1    102.8    0.16    0.15      0    104.1    0.16    0.15      0"
+    with pytest.raises(InputError, match="joined") as e:
+        parse_nccl_tests("\n".join(lines[:k + 2] + [whole]), "two.txt")
+    assert e.value.where == f"two.txt:{k + 1}"
+
+
 def manifest(tmp_path, log: Path, instance: Path) -> Path:
     prog = DATA / "programs" / "msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz"
     m = tmp_path / "manifest.toml"
@@ -176,10 +223,12 @@ def manifest(tmp_path, log: Path, instance: Path) -> Path:
     return m
 
 
-def test_calibrate_refuses_a_log_that_is_not_nccl_tests_output(tmp_path, capsys):
+@pytest.mark.parametrize("text", ["mpirun: command not found\n",
+                                  "[1,0]<stdout>:mi2:1:1 [0] NCCL INFO Bootstrap : Using eth0\n[1,0]<stdout>:# size\n"])
+def test_calibrate_refuses_a_log_that_is_not_nccl_tests_output(tmp_path, capsys, text):
     from cli_errors import assert_one_error_line, run_cli
     log = tmp_path / "run.log"
-    log.write_text("mpirun: command not found\n")
+    log.write_text(text)
     code, out, err = run_cli(["calibrate", manifest(tmp_path, log, DATA / "a100x2-allgather.toml")], capsys)
     assert code == 2
     assert_one_error_line(err, [str(log), "not nccl-tests output"])
