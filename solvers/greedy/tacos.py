@@ -51,6 +51,7 @@ from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.ten import SWITCH_COPY, latency_pipelined, link_delays, switch_hop_instant
 from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
+from .routes import switch_mask
 from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay, warm
 
 __all__ = ["ENDGAME", "MATCHINGS", "PRIORITIES", "Links", "links", "lower_bound", "multi_start",
@@ -175,14 +176,19 @@ def _chunk_bytes(instance: Instance) -> float:
 
 
 def _check_supported(instance: Instance) -> None:
-    """Combining collectives cross kept switch nodes as relays (:func:`_combining`); a switch
-    that reduces or multicasts by its own declaration (:mod:`collsynth.instances.switch_ops`)
-    would combine or copy the partial sums the greedy relays one by one."""
+    """Combining collectives cross kept switch nodes as relays (:func:`_combining`), which the
+    verifier checks under a serial latency only (:func:`collsynth.tens.verify._relayed_violation`);
+    a switch that reduces or multicasts by its own declaration
+    (:mod:`collsynth.instances.switch_ops`) would combine or copy what the greedy relays."""
     topo = instance.topology
-    computing = reducing_mask(topo) | copying_mask(topo, False)
-    if computing.any() and any(c.combining for c in instance.collectives):
+    if not (switch_mask(topo).any() and any(c.combining for c in instance.collectives)):
+        return
+    if (reducing_mask(topo) | copying_mask(topo, False)).any():
         raise Unsupported("a combining collective through switches that reduce or multicast: the greedy relays "
                           "partial sums one by one through switches and reduces at GPUs only")
+    if latency_pipelined(topo):
+        raise Unsupported("a combining collective through switch nodes under a pipelined latency: its relays "
+                          "are not verified (unwind the switches: switch unwind=d)")
 
 
 def _switch_meta(instance: Instance, switch_copy: bool) -> dict:
@@ -268,9 +274,17 @@ def _combining(topo: Topology, dual_parts: list[_Part], ctx: _Context) -> Result
     source after everything that source reduces has arrived, and reduced at the GPU it reaches
     (the relay rule of :func:`collsynth.tens.verify._relayed_violation`); a switch forwarding in
     the timestep after an arrival (or in the same one over an instant hop to a GPU) still does
-    so reversed, as a send occupying ``[a-d+1, a]`` occupies ``[T+1-a, T+d-a]``.
+    so reversed, as a send occupying ``[a-d+1, a]`` occupies ``[T+1-a, T+d-a]``. An instant
+    hop saves its timestep on the way into the dual's last NPU, which reversed is the way out of
+    the first one; a hop between two switches then arrives a timestep later (all of them, so
+    no switch link carries more in a timestep than the dual's did), so that the instant hop
+    saves it into the NPU again.
     """
-    return _reverse_result(_forward(topo.transpose(), dual_parts, ctx))
+    res = _reverse_result(_forward(topo.transpose(), dual_parts, ctx))
+    if switch_hop_instant(topo):
+        sw = switch_mask(topo)
+        res = replace(res, step=res.step + (sw[res.src] & sw[res.dst]))
+    return res
 
 
 def _concurrent(instance: Instance, ctx: _Context, meta: dict) -> Schedule:
