@@ -11,6 +11,8 @@ schedule verifies and that its priced times never beat the instance's bounds.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 import pytest
 from hypothesis import assume, given, settings, strategies as st
@@ -124,3 +126,7 @@ def test_switches_that_compute_and_pipelined_latency_are_refused_in_one_line():
     piped = make_instance(with_latency(piped.topology, "pipelined"), "allreduce", message_bytes=3.0)
     with pytest.raises(Unsupported, match="pipelined latency"):
         greedy.synthesize(piped, 0)
+    one = on_switch("reduce_scatter", nodes=3)
+    both = replace(one, collectives=(one.collective, on_switch("allgather", nodes=3).collective))
+    with pytest.raises(Unsupported, match="concurrent"):
+        greedy.synthesize(both, 0)

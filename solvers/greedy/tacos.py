@@ -179,7 +179,9 @@ def _check_supported(instance: Instance) -> None:
     """Combining collectives cross kept switch nodes as relays (:func:`_combining`), which the
     verifier checks under a serial latency only (:func:`collsynth.tens.verify._relayed_violation`);
     a switch that reduces or multicasts by its own declaration
-    (:mod:`collsynth.instances.switch_ops`) would combine or copy what the greedy relays."""
+    (:mod:`collsynth.instances.switch_ops`) would combine or copy what the greedy relays; with
+    concurrent collectives the link slots the combining matching leaves (:func:`_link_use`) count
+    no switch port."""
     topo = instance.topology
     if not (switch_mask(topo).any() and any(c.combining for c in instance.collectives)):
         return
@@ -189,6 +191,9 @@ def _check_supported(instance: Instance) -> None:
     if latency_pipelined(topo):
         raise Unsupported("a combining collective through switch nodes under a pipelined latency: its relays "
                           "are not verified (unwind the switches: switch unwind=d)")
+    if instance.concurrent:
+        raise Unsupported("concurrent collectives, one combining, through switch nodes: the second matching "
+                          "cannot see the switch ports the first one uses (unwind the switches: switch unwind=d)")
 
 
 def _switch_meta(instance: Instance, switch_copy: bool) -> dict:
@@ -544,7 +549,8 @@ PARAMS = (
     Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed and as many "
                                 "as the memory budget holds)", low=1),
     Param("switch_copy", bool, SWITCH_COPY, "kept switch nodes forward one arrival on several out-links (multicast, "
-                                            "TE-CCL's default); false: one out-send per arrival"),
+                                            "TE-CCL's default); false: one out-send per arrival (always with a "
+                                            "combining collective)"),
 )
 
 PRODUCERS = [
