@@ -249,10 +249,13 @@ def test_cli_solves_a_kept_switch(tmp_path, capsys, producer, params, steps):
     assert data["status"] == proven_status(data) or producer == "greedy"
 
 
-@pytest.mark.parametrize("producer, kind", [("greedy", "reduce_scatter"), ("bfb-lp", "allgather")])
-def test_cli_refuses_switch_nodes_in_one_line(tmp_path, capsys, producer, kind):
+@pytest.mark.parametrize("producer, kind, latency", [("greedy", "reduce_scatter", "pipelined"),
+                                                     ("bfb-lp", "allgather", "serial")])
+def test_cli_refuses_switch_nodes_in_one_line(tmp_path, capsys, producer, kind, latency):
+    # the greedy relays partial sums through switches under a serial latency only
     p = tmp_path / "sw4.toml"
-    p.write_text(TOML.replace('kind = "broadcast"\nroot = 0', f'kind = "{kind}"'))
+    p.write_text(TOML.replace('kind = "broadcast"\nroot = 0', f'kind = "{kind}"')
+                 .replace("alpha = 0.5e-6", f'alpha = 0.5e-6\nlatency = "{latency}"'))
     code = main(["solve", str(p), "--producer", producer])
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in err

@@ -106,9 +106,14 @@ def test_tree_packing_reductions_through_switches_verify_and_mutants_do_not(gen,
     assert v is not None and ("counted twice" in v.reason or "switch" in v.reason)
 
 
-def test_producers_without_switch_reductions_still_refuse():
-    """greedy keeps its refusal (its reductions through switches are not built to be read once)."""
+def test_greedy_relays_through_plain_switches_and_refuses_reducing_ones():
+    """greedy reduces at GPUs only: each partial sum relayed through a plain switch is read once
+    at its source (verified); a switch that reduces would combine them, so it refuses."""
     topo = topology_from_dict({"generator": "switch", "nodes": 4, "unwind": 0, "bandwidth": 50e9, "alpha": 0.0})
+    from collsynth.instances.switch_ops import with_switch_ops
     from collsynth.solvers.producers import Unsupported
-    with pytest.raises(Unsupported, match="switch"):
-        get("greedy").run(make_instance(topo, "reduce_scatter", message_bytes=M), Options())
+    inst = make_instance(topo, "reduce_scatter", message_bytes=M)
+    assert verify(get("greedy").run(inst, Options()).schedule, inst) is None
+    reducing = make_instance(with_switch_ops(topo, reduce=[4]), "reduce_scatter", message_bytes=M)
+    with pytest.raises(Unsupported, match="switches that reduce"):
+        get("greedy").run(reducing, Options())

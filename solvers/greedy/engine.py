@@ -544,22 +544,30 @@ def _route_hops(lk: Links, link, chunk, arrive, ok, hop_lo, hop_hi) -> list[np.n
     start = np.repeat(arrive[mine] - lk.delay[link[mine]] + 1, count)
     rows = [np.repeat(chunk[mine], count), R.port_src[R.hop_port[h]], R.port_dst[R.hop_port[h]],
             start + R.off[h] + R.lag[h] - 1, R.lag[h], R.busy[h]]
-    keep = ~_unused_switch_arrivals(R, lk.size, int(lk.instant), *rows[:5])
+    keep = ~_unused_switch_arrivals(R, lk.size, int(lk.instant), *rows[:5], copy=bool(lk.copy))
     return [c[keep] for c in rows]
 
 
-def _unused_switch_arrivals(R: Routes, size: int, instant: int, chunk, src, dst, arrive, lag) -> np.ndarray:
+def _unused_switch_arrivals(R: Routes, size: int, instant: int, chunk, src, dst, arrive, lag,
+                            copy: bool = True) -> np.ndarray:
     """bool per hop: it enters a switch and no kept hop leaves that switch with the chunk
     from that arrival (in the next timestep, or the same one with an ``instant`` hop to an
-    NPU), to a fixed point (chains of switches)."""
+    NPU), to a fixed point (chains of switches). Without ``copy`` each arrival leaves once, so
+    the arrivals beyond the number of hops leaving with them are dropped too (reversed for a
+    combining collective, each would be a partial sum leaving the switch from nothing)."""
     into, out = R.is_switch[dst], R.is_switch[src]
     read = arrive - lag + instant * ~into  # the arrival a hop out of a switch forwards (a switch: the one before)
     T = int(arrive.max(initial=0)) + 2
     key_in = (chunk * size + dst) * T + arrive
     key_out = (chunk * size + src) * T + read
+    order = np.argsort(key_in, kind="stable")
+    rank = np.empty(len(chunk), np.int64)  # place of each hop among those with its key
+    rank[order] = np.arange(len(chunk)) - np.searchsorted(key_in[order], key_in[order])
     drop = np.zeros(len(chunk), bool)
     while True:
-        new = into & ~np.isin(key_in, key_out[out & ~drop])
+        leaving = np.sort(key_out[out & ~drop])
+        served = np.searchsorted(leaving, key_in, "right") - np.searchsorted(leaving, key_in)
+        new = into & ((served == 0) if copy else (rank >= served))
         if (new == drop).all():
             return drop
         drop = new

@@ -43,6 +43,7 @@ from ...limits import Deadline, TimeLimitReached, memory_budget, require
 from ...instances.collective import Collective
 from ...instances.instance import Instance
 from ...instances.size import estimate
+from ...instances.switch_ops import copying_mask, reducing_mask
 from ...instances.topology import Topology
 from ...tens import bounds, cost
 from ...tens import schedule as sched_mod
@@ -50,6 +51,7 @@ from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ...tens.ten import SWITCH_COPY, latency_pipelined, link_delays, switch_hop_instant
 from ...tens.verify import verify
 from ..producers import Options, Outcome, Param, Producer, Unsupported
+from .routes import switch_mask
 from .engine import ENDGAME, INF, MATCHINGS, PRIORITIES, Links, Result, Rules, links, match, needs_relay, warm
 
 __all__ = ["ENDGAME", "MATCHINGS", "PRIORITIES", "Links", "links", "lower_bound", "multi_start",
@@ -174,12 +176,24 @@ def _chunk_bytes(instance: Instance) -> float:
 
 
 def _check_supported(instance: Instance) -> None:
-    """Kept switch nodes carry non-combining collectives only: a switch would relay or reduce
-    partial sums, which the verifier does not check (as the TEN models refuse them)."""
+    """Combining collectives cross kept switch nodes as relays (:func:`_combining`), which the
+    verifier checks under a serial latency only (:func:`collsynth.tens.verify._relayed_violation`);
+    a switch that reduces or multicasts by its own declaration
+    (:mod:`collsynth.instances.switch_ops`) would combine or copy what the greedy relays; with
+    concurrent collectives the link slots the combining matching leaves (:func:`_link_use`) count
+    no switch port."""
     topo = instance.topology
-    if topo.switches & set(topo.nodes) and any(c.combining for c in instance.collectives):
-        raise Unsupported("switch nodes in a combining collective (a switch would relay or reduce partial sums): "
-                          "unwind the switches (switch unwind=d)")
+    if not (switch_mask(topo).any() and any(c.combining for c in instance.collectives)):
+        return
+    if (reducing_mask(topo) | copying_mask(topo, False)).any():
+        raise Unsupported("a combining collective through switches that reduce or multicast: the greedy relays "
+                          "partial sums one by one through switches and reduces at GPUs only")
+    if latency_pipelined(topo):
+        raise Unsupported("a combining collective through switch nodes under a pipelined latency: its relays "
+                          "are not verified (unwind the switches: switch unwind=d)")
+    if instance.concurrent:
+        raise Unsupported("concurrent collectives, one combining, through switch nodes: the second matching "
+                          "cannot see the switch ports the first one uses (unwind the switches: switch unwind=d)")
 
 
 def _switch_meta(instance: Instance, switch_copy: bool) -> dict:
@@ -226,11 +240,13 @@ def _synthesize(instance: Instance, seed: int = 0, *, priority: str = "fifo", ma
     of broadcast / allgather matched on ``topology.transpose()``; allreduce is
     ``concat(reduce_scatter, allgather, "allreduce")``; concurrent collectives are matched
     jointly (combining parts first, on the transpose; the rest then around their link use).
-    Kept switch nodes (non-combining collectives only) are crossed by routes
-    (:mod:`collsynth.solvers.greedy.engine`); ``switch_copy``: they multicast.
+    Kept switch nodes are crossed by routes (:mod:`collsynth.solvers.greedy.engine`);
+    ``switch_copy``: they multicast, unless a collective combines: then no switch multicasts,
+    so that the reversal relays each partial sum on its own (:func:`_combining`).
     Past ``deadline`` it stops (:class:`~collsynth.limits.TimeLimitReached`).
     """
     _check_supported(instance)
+    switch_copy = bool(switch_copy) and not any(c.combining for c in instance.collectives)
     ctx = _Context(chunk_bytes=_chunk_bytes(instance), timestep=timestep, rng=np.random.default_rng(seed),
                    rules=_rules(priority, matching, endgame), stats={}, deadline=deadline,
                    switch_copy=bool(switch_copy))
@@ -257,9 +273,23 @@ def _combining(topo: Topology, dual_parts: list[_Part], ctx: _Context) -> Result
     """Combining parts as the reversal of their duals matched on the transposed topology.
 
     The reversal is :func:`collsynth.tens.schedule.reverse` extended to multi-timestep links
-    (see :func:`_reverse_result`); on unit-delay links the two agree exactly.
+    (see :func:`_reverse_result`); on unit-delay links the two agree exactly. Through kept
+    switch nodes the dual is matched without multicast (``ctx.switch_copy`` false), so each
+    route GPU -> switch(es) -> GPU reverses into one that relays one partial sum, read at its
+    source after everything that source reduces has arrived, and reduced at the GPU it reaches
+    (the relay rule of :func:`collsynth.tens.verify._relayed_violation`); a switch forwarding in
+    the timestep after an arrival (or in the same one over an instant hop to a GPU) still does
+    so reversed, as a send occupying ``[a-d+1, a]`` occupies ``[T+1-a, T+d-a]``. An instant
+    hop saves its timestep on the way into the dual's last NPU, which reversed is the way out of
+    the first one; a hop between two switches then arrives a timestep later (all of them, so
+    no switch link carries more in a timestep than the dual's did), so that the instant hop
+    saves it into the NPU again.
     """
-    return _reverse_result(_forward(topo.transpose(), dual_parts, ctx))
+    res = _reverse_result(_forward(topo.transpose(), dual_parts, ctx))
+    if switch_hop_instant(topo):
+        sw = switch_mask(topo)
+        res = replace(res, step=res.step + (sw[res.src] & sw[res.dst]))
+    return res
 
 
 def _concurrent(instance: Instance, ctx: _Context, meta: dict) -> Schedule:
@@ -519,7 +549,8 @@ PARAMS = (
     Param("workers", int, None, "processes running the seeds (default: the cores, at most one per seed and as many "
                                 "as the memory budget holds)", low=1),
     Param("switch_copy", bool, SWITCH_COPY, "kept switch nodes forward one arrival on several out-links (multicast, "
-                                            "TE-CCL's default); false: one out-send per arrival"),
+                                            "TE-CCL's default); false: one out-send per arrival (always with a "
+                                            "combining collective)"),
 )
 
 PRODUCERS = [
