@@ -1,7 +1,9 @@
-"""Allgather time against message size: latency-aware tree packing against the methods it must beat.
+"""Collective time against message size: latency-aware tree packing against the methods it must beat.
 
-Run: ``python benchmarks/bench_size_sweep.py [--quick] [--methods M,...] [--out PATH] [--system
-LABEL] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per system say, together). Message
+Run: ``python benchmarks/bench_size_sweep.py [--quick] [--kinds K,...] [--methods M,...] [--sizes N,...]
+[--out PATH] [--system LABEL] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per
+system say, together). ``--kinds`` picks the collectives (``allgather``, the default, ``reduce_scatter``,
+``allreduce``); ``--sizes`` the message sizes (bytes, default all). Message
 sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
 two-box multi-rail DGX-H100 (``instances/systems.py``: ``forestcoll_a100``, ``forestcoll_mi250``,
 ``dgx_h100``), each with its own link latencies (NCCL / RCCL tuning.cc hwLat, cited there).
@@ -15,7 +17,8 @@ the synchronous model's. Methods:
   latency choice minimising that model's priced time alone (each model's table compares its
   own choice against the other methods);
 - ``forestcoll-fixed``: ForestColl's own packing (``shape = greedy``: no two-level trees, roots in id
-  order) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
+  order; for reduce-scatter the same packing on the transposed topology, reversed, and for allreduce
+  that then the allgather's) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
   within the send budget: :func:`forestcoll_depth`);
 - ``ring``: the classic ring closed form (``solvers/closed_form/classics.py``): one ring in rank
@@ -25,10 +28,10 @@ the synchronous model's. Methods:
   ring" means in the tables;
 - ``double-binary-tree``: NCCL's double binary tree (Sanders, Speck, Träff, "Two-tree algorithms
   for full bandwidth broadcast, reduction and scan", Parallel Computing 2009) is an allreduce;
-  it has no allgather, so its column is ``n/a`` (allgather is what tree packing and ForestColl's
-  optimum are for on switched systems); ``nccl-tree`` (NCCL's trees per channel,
-  ``solvers/closed_form/nccl_tree.py``) likewise;
-- ``greedy``: the greedy TEN producer;
+  it has no allgather or reduce-scatter, so its column is ``n/a`` there (allgather is what tree
+  packing and ForestColl's optimum are for on switched systems); ``nccl-tree`` (NCCL's trees per
+  channel, ``solvers/closed_form/nccl_tree.py``) likewise;
+- ``greedy``: the greedy TEN producer (its row says why where it refuses a combining collective);
 - ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
 
 The trees of a system are packed once per tree count (and slack) and reused for every size
@@ -44,11 +47,12 @@ import time
 from pathlib import Path
 
 SIZES = [4 ** i * 65536 for i in range(9)]  # 64 KB .. 4 GB
+KINDS = ("allgather", "reduce_scatter", "allreduce")
 SYSTEMS = [("A100 x2", "forestcoll_a100", {"nodes": 2}), ("MI250 x2", "forestcoll_mi250", {"nodes": 2}),
            ("DGX-H100 x2", "dgx_h100", {"nodes": 2})]
 METHODS = ("ours", "ours-event", "ours-sync", "forestcoll-fixed", "ring", "nccl-ring", "double-binary-tree", "nccl-tree",
            "greedy", "ten-ilp")
-ALLREDUCE_ONLY = ("double-binary-tree", "nccl-tree")  # no allgather: their columns are n/a
+ALLREDUCE_ONLY = ("double-binary-tree", "nccl-tree")  # no allgather or reduce-scatter: n/a there
 LIMIT_S = 60  # the TEN ILP's limit (the issue's)
 PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew each run
 MODELS = ("event", "sync")
@@ -56,10 +60,11 @@ MODELS = ("event", "sync")
 
 def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
     """One method on one instance through the pipeline: its times, status and what it chose."""
+    from collsynth import InputError
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
 
-    if method in ALLREDUCE_ONLY:
+    if method in ALLREDUCE_ONLY and inst.collective.kind != "allreduce":
         return {"status": "n/a", "message": "allreduce only"}
     producer = "tree-packing" if method.startswith("ours") or method == "forestcoll-fixed" else method
     params = {"pieces": fixed_pieces, "shape": "greedy"} if method == "forestcoll-fixed" else {}
@@ -67,7 +72,10 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
         params = {"objective": method.split("-", 1)[1]}
     limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
     t0 = time.perf_counter()
-    row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
+    try:
+        row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
+    except InputError as e:  # e.g. the fixed depth's pieces under a byte: the cell says so
+        return {"status": "refused", "message": str(e)}
     forests = row["extra"].get("forests", []) if row.get("extra") else []
     return {"status": row["status"], "verified": row["verified"], "event": row["time_event_s"],
             "sync": row["time_sync_s"], "wall_s": time.perf_counter() - t0, "message": row["message"],
@@ -98,19 +106,22 @@ def packed_once() -> None:
 
 def forestcoll_depth(inst) -> int:
     """ForestColl's fixed pipelining for the forestcoll-fixed column: ``DEPTH_FACTOR`` (100)
-    pieces per hop of the deepest tree of its own (greedy) packing, within the send budget
+    pieces per hop of the deepest tree of its own (greedy) packing, within the send budget (the
+    fewest over the forests the collective is made of, :func:`~collsynth.solvers.packing.producer.plan`:
+    the reversed forest of a reduce-scatter, both of an allreduce, which share one ``pieces``)
     (:func:`~collsynth.solvers.packing.producer.auto_pieces` without its floor). It
     is not our automatic depth, whose floor of 1600 pieces is made for our shallow two-level
     trees (with that floor ForestColl's trees are up to 20 % faster than ours under ``event`` in
     a few cells, and hundreds of times slower under ``sync``, where every piece pays alpha)."""
     from collsynth.solvers.packing import producer
 
-    f = producer.forest(inst, "allgather", False, shape="greedy")
-    return producer.auto_pieces(f.trees, inst.collective.chunks_per_node, floor=1)
+    plan = producer.plan(inst.collective.kind)
+    forests = [producer.forest(inst, kind, transposed, shape="greedy") for kind, transposed in plan]
+    return min(producer.auto_pieces(f.trees, inst.collective.chunks_per_node * len(plan), floor=1) for f in forests)
 
 
-def sweep(systems, sizes, methods) -> dict:
-    """``{(system, size, method): result}`` for every combination."""
+def sweep(systems, sizes, methods, kinds=("allgather",)) -> dict:
+    """``{(system, kind, size, method): result}`` for every combination."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
@@ -118,13 +129,13 @@ def sweep(systems, sizes, methods) -> dict:
     out = {}
     for label, gen, params in systems:
         topo = build(gen, params)
-        for size in sizes:
-            inst = make_instance(topo, "allgather", message_bytes=size, name=f"{gen}-{size}")
+        for kind, size in ((k, s) for k in kinds for s in sizes):
+            inst = make_instance(topo, kind, message_bytes=size, name=f"{gen}-{kind}-{size}")
             fixed = forestcoll_depth(inst) if "forestcoll-fixed" in methods else None
             for method in methods:
                 r = run_method(inst, method, fixed)
-                out[(label, size, method)] = r
-                print(f"{label} {size:>11,} {method:<18} {r['status']:<12} event {r.get('event')} sync {r.get('sync')} "
+                out[(label, kind, size, method)] = r
+                print(f"{label} {kind} {size:>11,} {method:<18} {r['status']:<12} event {r.get('event')} sync {r.get('sync')} "
                       f"k {r.get('k')} pieces {r.get('pieces')} {r.get('wall_s', 0):.1f}s {r.get('message', '')[:80]}",
                       flush=True)
     return out
@@ -143,20 +154,20 @@ def ours_for(methods, model: str) -> str:
     return f"ours-{model}" if f"ours-{model}" in methods else "ours"
 
 
-def table(results: dict, label: str, sizes, methods, model: str) -> str:
-    """One system's times under ``model`` as Markdown: size x method, time (us) and ratio to
+def table(results: dict, label: str, sizes, methods, model: str, kind: str = "allgather") -> str:
+    """One system's ``kind`` times under ``model`` as Markdown: size x method, time (us) and ratio to
     :func:`ours_for` the model; the last column says whether that is at or below every method
     that is not ours."""
     mine = ours_for(methods, model)
     head = "| size | " + " | ".join(methods) + f" | {mine} at or below all |"
-    lines = [f"{label}, {model} model: time in us (ratio to {mine})", head, "|" + "---|" * (len(methods) + 2)]
+    lines = [f"{label} {kind}, {model} model: time in us (ratio to {mine})", head, "|" + "---|" * (len(methods) + 2)]
     for size in sizes:
-        ours = results[(label, size, mine)].get(model)
+        ours = results.get((label, kind, size, mine), {}).get(model)  # None: no ratios
         cells, best = [], True
         for m in methods:
-            t = results[(label, size, m)].get(model)
+            t = results[(label, kind, size, m)].get(model)
             if t is None:
-                cells.append(results[(label, size, m)]["status"])
+                cells.append(results[(label, kind, size, m)]["status"])
                 continue
             cells.append(f"{t * 1e6:.1f} ({t / ours:.2f})" if ours else f"{t * 1e6:.1f}")
             if not m.startswith("ours"):
@@ -165,62 +176,89 @@ def table(results: dict, label: str, sizes, methods, model: str) -> str:
     return "\n".join(lines)
 
 
-def plot(results: dict, systems, sizes, methods, out: str) -> None:
-    """Log-log event-model time against size, one panel per system, methods as lines."""
+def plot(results: dict, systems, sizes, methods, out: str, kinds=("allgather",)) -> None:
+    """Log-log event-model time against size, one panel per system and kind, methods as lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(systems), figsize=(5 * len(systems), 4), squeeze=False)
-    for ax, (label, _, _) in zip(axes[0], systems):
+    fig, axes = plt.subplots(len(kinds), len(systems), figsize=(5 * len(systems), 4 * len(kinds)), squeeze=False)
+    for ax, (kind, (label, _, _)) in zip(axes.flat, ((k, s) for k in kinds for s in systems)):
         for m in methods:
-            pts = [(s, results[(label, s, m)].get("event")) for s in sizes]
+            pts = [(s, results[(label, kind, s, m)].get("event")) for s in sizes]
             pts = [(s, t) for s, t in pts if t]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
         ax.set_xscale("log"), ax.set_yscale("log")
-        ax.set_title(f"{label} allgather (event model)"), ax.set_xlabel("message bytes"), ax.set_ylabel("time (s)")
+        ax.set_title(f"{label} {kind} (event model)"), ax.set_xlabel("message bytes"), ax.set_ylabel("time (s)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
 
+def _listed(parser, value: str | None, field: str, known, convert=str) -> tuple:
+    """The comma-separated ``value`` of ``field`` in ``known``'s order (all of ``known`` when unset);
+    anything else is the parser's one-line error (exit 2)."""
+    if value is None:
+        return tuple(known)
+    try:
+        asked = {convert(v) for v in value.split(",")}
+    except ValueError:
+        parser.error(f"{field}: expected comma-separated integers, got {value!r}")
+    unknown = asked - set(known)
+    if unknown:
+        parser.error(f"{field}: unknown {', '.join(map(str, sorted(unknown)))}; expected some of "
+                     f"{', '.join(map(str, known))}")
+    return tuple(k for k in known if k in asked)
+
+
+def load(paths) -> dict:
+    """Saved results (of ``--save``) by key; runs saved before ``--kinds`` are allgather."""
+    results = {}
+    for path in paths:
+        results.update({(r["system"], r.get("kind", "allgather"), r["size"], r["method"]): r
+                        for r in json.loads(Path(path).read_text())})
+    return results
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip ten-ilp (a minute per run)")
+    parser.add_argument("--kinds", default="allgather",
+                        help=f"comma-separated collectives (default allgather; some of {', '.join(KINDS)})")
     parser.add_argument("--methods", default=None,
                         help="comma-separated methods to run (default all; 'ours' always runs first: the "
                              "fixed depth comes from its choice); --load an earlier run to table the rest")
+    parser.add_argument("--sizes", default=None, help="comma-separated message sizes in bytes (default all)")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
     parser.add_argument("--save", default=None, help="write the results as JSON here")
     parser.add_argument("--load", nargs="*", default=None,
                         help="tabulate and plot saved results (of --save) instead of running")
     args = parser.parse_args(argv)
-    asked = set(args.methods.split(",")) | {"ours"} if args.methods else set(METHODS)
-    unknown = asked - set(METHODS)
-    if unknown:
-        parser.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(METHODS)}")
-    methods = tuple(m for m in METHODS if m in asked and not (args.quick and m == "ten-ilp"))
+    asked = _listed(parser, args.methods and args.methods + ",ours", "--methods", METHODS)
+    methods = tuple(m for m in asked if not (args.quick and m == "ten-ilp"))
+    kinds = _listed(parser, args.kinds, "--kinds", KINDS)
+    sizes = _listed(parser, args.sizes, "--sizes", SIZES, int)
     if args.load is not None:
-        results = {}
-        for path in args.load:
-            results.update({(r["system"], r["size"], r["method"]): r for r in json.loads(Path(path).read_text())})
-        methods = tuple(m for m in METHODS if any(k[2] == m for k in results))
+        results = load(args.load)
+        methods, kinds, sizes = ([x for x in known if any(k[i] == x for k in results)]
+                                 for i, known in ((3, METHODS), (1, KINDS), (2, SIZES)))
         systems = [s for s in SYSTEMS if any(k[0] == s[0] for k in results)]
     else:
         systems = [s for s in SYSTEMS if args.system in (None, s[0])]
         if args.quick:
             print("--quick: ten-ilp skipped")
-        results = sweep(systems, SIZES, methods)
+        results = sweep(systems, sizes, methods, kinds)
     if args.save:
-        Path(args.save).write_text(json.dumps([{"system": k[0], "size": k[1], "method": k[2], **v}
+        Path(args.save).write_text(json.dumps([{"system": k[0], "kind": k[1], "size": k[2], "method": k[3], **v}
                                                for k, v in results.items()], default=str))
     for label, _, _ in systems:
-        for model in MODELS:
-            print(table(results, label, SIZES, methods, model), "\n")
-    plot(results, systems, SIZES, methods, args.out)
+        for kind in kinds:
+            for model in MODELS:
+                print(table(results, label, sizes, methods, model, kind), "\n")
+    plot(results, systems, sizes, methods, args.out, kinds)
     print(f"plot: {args.out}")
     return results
 

@@ -1,0 +1,55 @@
+"""The size sweep's reduce-scatter and allreduce rows (benchmarks/bench_size_sweep.py), on one
+small size with the closed-form methods only (the packing's rows are the benchmark's to run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_size_sweep as sweep  # noqa: E402
+
+A100 = [s for s in sweep.SYSTEMS if s[0] == "A100 x2"]
+KB64 = 65536
+
+
+def test_one_reduce_scatter_size_is_verified_and_priced_and_the_allreduce_only_trees_are_na(monkeypatch):
+    """Reduce-scatter at 64 KB on A100 x2: both rings verify and are priced under both models;
+    NCCL's rings split the same ring steps over one channel per NIC, so they are no slower than
+    the one classic ring under either model; the double binary tree and NCCL's trees have no
+    reduce-scatter (n/a), and the allreduce's double binary tree is verified and priced."""
+    from collsynth.solvers.packing import producer
+
+    monkeypatch.setattr(producer, "forest", producer.forest)  # the sweep memoises it: undone after
+    methods = ("ring", "nccl-ring", "double-binary-tree", "nccl-tree")
+    results = sweep.sweep(A100, [KB64], methods, ("reduce_scatter", "allreduce"))
+    rs = {m: results[("A100 x2", "reduce_scatter", KB64, m)] for m in methods}
+    for m in ("ring", "nccl-ring"):
+        assert rs[m]["verified"] and rs[m]["event"] > 0 and rs[m]["sync"] > 0, rs[m]
+    for model in sweep.MODELS:
+        assert rs["nccl-ring"][model] <= rs["ring"][model] * (1 + 1e-9)
+    assert rs["double-binary-tree"]["status"] == rs["nccl-tree"]["status"] == "n/a"
+    ar = results[("A100 x2", "allreduce", KB64, "double-binary-tree")]
+    assert ar["verified"] and ar["event"] > 0 and ar["sync"] > 0, ar
+    text = sweep.table(results, "A100 x2", [KB64], ("ring",) + methods[1:], "sync", "reduce_scatter")
+    assert text.startswith("A100 x2 reduce_scatter, sync model") and "| n/a | n/a |" in text
+
+
+def test_runs_saved_before_kinds_load_as_allgather(tmp_path):
+    """A JSON saved before ``--kinds`` (no ``kind`` field) is read back as allgather rows."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps([{"system": "A100 x2", "size": KB64, "method": "ring", "status": "constructed",
+                                "event": 1e-5, "sync": 2e-5}]))
+    assert sweep.load([old]) == {("A100 x2", "allgather", KB64, "ring"): {
+        "system": "A100 x2", "size": KB64, "method": "ring", "status": "constructed", "event": 1e-5, "sync": 2e-5}}
+
+
+def test_an_unknown_kind_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        sweep.main(["--kinds", "reduce-scatter"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--kinds: unknown reduce-scatter; expected some of allgather, reduce_scatter, allreduce" in err
