@@ -68,7 +68,8 @@ def rail_structure(topology) -> dict:
         if any(u not in switches for u in out):
             raise Unsupported("rail-alltoall needs every GPU link to end at a switch (no direct GPU links)")
         box = set(range(v // g * g, v // g * g + g))
-        inbox = [u for u in out if g > 1 and set(graph.successors(u)) == box]
+        inbox = [u for u in out if g > 1 and set(graph.successors(u)) == box][:1]  # the lowest id: a
+        # one-box fabric's leaf reaches the same GPUs; generators number in-box switches first
         box_switch[v] = inbox[0] if inbox else None
         leaves[v] = [u for u in out if u not in inbox]
     planes = {len(x) for x in leaves.values()}
