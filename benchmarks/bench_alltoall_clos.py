@@ -7,7 +7,8 @@ and prints the columns of ``bench_alltoall.py`` for ``rail-alltoall`` (20 pieces
 model's bound (in the cut column), our time under the sync and event models and their ratios to the
 bound, generation seconds, sends and peak memory. The fabrics are :func:`rail_clos` at 64 to
 256 GPUs, 1:1 and 2:1 at the leaf tier (``over`` in the label), beside ``dgx_h100`` with one
-switch per rail at 16 and 32 boxes.
+switch per rail at 16 and 32 boxes. ``--routes``: ``rail-alltoall``'s routes and rate alone at
+1,024-2,048 GPUs against the box and group cut bounds derived by hand (no schedule, no LP).
 """
 
 from __future__ import annotations
@@ -77,6 +78,41 @@ def in_own_process(spec) -> dict:
     return row
 
 
+SCALE = [("rail_clos 1024", {}), ("rail_clos 1024 over 2:1", {"oversubscription": [2.0, 1.0]}),
+         ("rail_clos 2048 three-tier", {"pods": 8, "groups_per_pod": 1, "spines": 8, "cores": 64})]
+
+
+def _route_row(spec) -> dict:
+    """``rail-alltoall``'s routes and rate alone (no schedule) against the box and group cuts by hand."""
+    label, params = spec
+    import time
+
+    from collsynth.instances.clos import clos_plan
+    from collsynth.instances.generators import build
+    from collsynth.solvers.flow.rail_alltoall import link_loads, rail_routes
+
+    plan = clos_plan(params)
+    topo = build("rail_clos", params)
+    n, group, m = plan["gpus"], plan["boxes_per_group"] * plan["gpus_per_box"], M / plan["gpus"]
+    box_cut = (n - plan["gpus_per_box"]) * m / plan["nic"]
+    group_up = plan["leaves"] / plan["pods"] / plan["groups_per_pod"] * plan["leaf_up"] * plan["fabric"]
+    group_cut = group * (n - group) * m / group_up if plan["leaf_up"] else 0.0
+    t0 = time.perf_counter()
+    rate = max(link_loads(topo, rail_routes(topo), m).values())
+    return {"fabric": label, "gpus": n, "routes_s": time.perf_counter() - t0, "rate_s": rate,
+            "cut_s": max(box_cut, group_cut), "peak_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def route_scale() -> None:
+    """The :data:`SCALE` rows (routes and rate only), each in its own process."""
+    print("| fabric | GPUs | routes + loads s | rate ms | hand cut ms | rate / cut | peak MiB |\n|---|---|---|---|---|---|---|")
+    for spec in SCALE:
+        with mp.get_context("spawn").Pool(1) as pool:
+            r = pool.apply(_route_row, (spec,))
+        print(f"| {r['fabric']} | {r['gpus']} | {r['routes_s']:.1f} | {r['rate_s'] * 1e3:.4f} | {r['cut_s'] * 1e3:.4f} | "
+              f"{r['rate_s'] / r['cut_s']:.4f} | {r['peak_MiB']:.0f} |", flush=True)
+
+
 def main(only: str | None = None) -> list[dict]:
     """Every row (or the one labelled ``only``), each in a fresh process; prints the table."""
     rows = []
@@ -91,4 +127,6 @@ def main(only: str | None = None) -> list[dict]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="one row label, e.g. 'rail_clos 64 rail-alltoall'")
-    main(parser.parse_args().only)
+    parser.add_argument("--routes", action="store_true", help="only the routes and rate at 1,024-2,048 GPUs")
+    args = parser.parse_args()
+    route_scale() if args.routes else main(args.only)

@@ -36,7 +36,6 @@ from collections import Counter
 from functools import lru_cache
 
 import networkx as nx
-import numpy as np
 
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
