@@ -39,7 +39,7 @@ FABRICS = [
     ("dgx_h100 32", "dgx_h100", {"nodes": 32}),
 ]
 ROWS = [(f"{label} {producer}", generator, params, producer)
-        for producer in ("rail-alltoall", "flow-alltoall") for label, generator, params in FABRICS]
+        for label, generator, params in FABRICS for producer in ("rail-alltoall", "flow-alltoall")]
 
 
 def _row(spec) -> dict:
@@ -120,6 +120,7 @@ def main(only: str | None = None) -> list[dict]:
         if not only or spec[0] == only:
             rows.append(in_own_process(spec))
             print(f"{rows[-1]['system']}: {rows[-1]['status']} {rows[-1]['message'] or ''}", flush=True)
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     print(table(rows))
     return rows
 
