@@ -9,6 +9,11 @@ bound, generation seconds, sends and peak memory. The fabrics are :func:`rail_cl
 256 GPUs, 1:1 and 2:1 at the leaf tier (``over`` in the label), beside ``dgx_h100`` with one
 switch per rail at 16 and 32 boxes. ``--routes``: ``rail-alltoall``'s routes and rate alone at
 1,024-2,048 GPUs against the box and group cut bounds derived by hand (no schedule, no LP).
+
+Measured 2026-12-06 on a shared 2-core machine (sync / event over the sync bound): rail_clos 64
+rail-alltoall 1.115 / 1.038, flow-alltoall 1.042 / 1.007; 64 at 2:1 rail 1.136 / 1.129, flow
+1.038 / 1.114; 128 rail 1.117 / 1.068, flow 19.58 ms / 18.96 ms against the rail row's bound
+of 18.76 ms (its own run's bound fell back to 3.42 ms, the flow LP not finishing beside it).
 """
 
 from __future__ import annotations
