@@ -48,7 +48,7 @@ FAMILIES = {  # module: the producers it registers (tests/test_startup.py checks
     "collsynth.solvers.closed_form": None,  # one module per family: ring, trees, butterfly, swing, optree, ...
     "collsynth.solvers.bfb.expansions": ("expansion",),  # line-graph, degree, cartesian expansions
     "collsynth.solvers.packing": ("tree-packing",),  # ForestColl tree packing
-    "collsynth.solvers.flow": ("flow-alltoall",),  # the concurrent flow LP, decomposed into paths
+    "collsynth.solvers.flow": ("flow-alltoall", "rail-alltoall"),  # concurrent flow LP paths; PXN paths
 }
 NAMED_BY_PREFIX = {  # prefix: the module whose producer_named(name) makes the producer "<prefix><argument>"
     "peer:": "collsynth.solvers.peers",  # the peers' schedules in a folder

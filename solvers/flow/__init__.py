@@ -2,9 +2,13 @@
 
 :mod:`.alltoall` decomposes the concurrent flow LP's per-source flows
 (:mod:`collsynth.tens.concurrent_flow`) into paths and pipelines every pair's data along them
-(``flow-alltoall``: all-to-all, scatter, gather).
+(``flow-alltoall``: all-to-all, scatter, gather); :mod:`.rail_alltoall` routes all-to-all on
+rail-optimised fabrics by PXN paths without an LP (``rail-alltoall``).
 """
 
-from .alltoall import PRODUCERS
+from .alltoall import PRODUCERS as _FLOW
+from .rail_alltoall import PRODUCERS as _RAIL
+
+PRODUCERS = _FLOW + _RAIL
 
 __all__ = ["PRODUCERS"]
