@@ -101,3 +101,14 @@ def test_no_bound_exceeds_a_verified_schedule(k, g, nv, nic, alpha, sharp, piece
     if k == 1:
         t = price(run("nvls", inst, pieces=pieces, shape="load-reduce"), inst, "event").total_s
         assert b.event.value <= t * tol
+
+
+def test_a_box_whose_switch_reduces_is_not_bounded_by_the_same_box_without_it():
+    """The bounds are cached per instance in a process: the plain box's allreduce bound (no
+    in-network reduction: 2 (N - 1) / N * M / B) must not be reused for the box whose NVSwitch
+    reduces, which ``nvls`` runs in about M / B."""
+    plain = make_instance(build("dgx_h100", {"nodes": 1}), "allreduce", message_bytes=M)
+    nvls_box = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
+    assert instance_bounds(plain).event.value == pytest.approx(2 * 7 / 8 * M / 450e9, rel=1e-3)
+    s = run("nvls", nvls_box, pieces=64)
+    assert instance_bounds(nvls_box).event.value <= price(s, nvls_box, "event").total_s

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from ...instances.instance import Instance
+from ...instances.switch_ops import copying_mask, switch_reductions
 from ..ten import NotSupported, discretize, latency_pipelined, link_delays, link_latency, occupancy_costs, prepare
 from .arrivals import ARRIVAL_BUDGET_S, _too_many_cells, arrival_bound
 from .cuts import cut_search, per_node
@@ -312,7 +313,8 @@ def _fingerprint(instance: Instance, *extra) -> str:
         h.update(np.ascontiguousarray(a).tobytes())
     topo = instance.topology
     switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"),  # the switch model counts too
-                topo.meta.get("latency", "serial"))
+                topo.meta.get("latency", "serial"), switch_reductions(topo),  # so do what switches compute
+                np.flatnonzero(copying_mask(topo, False)).tolist())
     h.update(repr((topo.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
                                for c in instance.collectives], switches, extra)).encode())
     return h.hexdigest()
