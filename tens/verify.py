@@ -75,6 +75,7 @@ step 1, send [chunk 0 [0, 1) 1->2]: source does not hold the piece; it arrives t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -317,7 +318,7 @@ def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: in
         at = np.searchsorted(keys, node * (1 << 32) + group)
         return np.where(group >= 0, size + at, node)
 
-    view = replace_nodes(flat, relabel(src, group_src), relabel(dst, group_dst), size + len(keys),
+    view = _replace_nodes(flat, relabel(src, group_src), relabel(dst, group_dst), size + len(keys),
                          np.where(group_dst >= 0, OP_REDUCE, flat.op).astype(flat.op.dtype))
     v = _simulate(view, coll, off, np.zeros(size + len(keys), bool), width=size + len(keys))
     if v is None or v.index is None:
@@ -326,7 +327,7 @@ def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: in
     return Violation(i, _send(s, i), int(s.step[i]), _real_nodes(v.reason, keys, size))
 
 
-def replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int, op: np.ndarray) -> Schedule:
+def _replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int, op: np.ndarray) -> Schedule:
     """``s`` with its sources, destinations, node count and ops replaced (the sends and order kept)."""
     return Schedule(s.collective, nodes, s.chunks, s.chunk, s.lo, s.hi, src.astype(s.src.dtype),
                     dst.astype(s.dst.dtype), s.step, op, s.denom, s.routing, s.meta)
@@ -335,8 +336,6 @@ def replace_nodes(s: Schedule, src: np.ndarray, dst: np.ndarray, nodes: int, op:
 def _real_nodes(reason: str, keys: np.ndarray, size: int) -> str:
     """``reason`` with the group-operation node ids of :func:`_summed_violation` named as
     ``switch w (its partial sum of step t)``."""
-    import re
-
     def name(m):
         n = int(m.group(2))
         if n < size:

@@ -166,7 +166,6 @@ from .instance import (
 )
 from .partitions import (
     partition_bound,
-    reducing_switches,
     region_time,
 )
 from .flows import (
@@ -227,7 +226,6 @@ __all__ = [
     "forest_seconds",
     "instance_bounds",
     "partition_bound",
-    "reducing_switches",
     "region_time",
     "FLOW_CELLS",
     "flow_seconds",

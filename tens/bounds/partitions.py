@@ -76,16 +76,10 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ...instances.instance import Instance
-from ...instances.switch_ops import switch_reductions
+from ...instances.switch_ops import reducing_mask
 from .demand import Arcs, arcs_of
 from .record import UNITS, Bound, not_computed
 from .supply import EventSupply, Supply
-
-
-def reducing_switches(topology) -> list[int]:
-    """The switch nodes declared to reduce (:func:`collsynth.instances.switch_ops.switch_reductions`:
-    NVLink SHARP / InfiniBand SHARP), where the partition bound does not apply."""
-    return sorted(switch_reductions(topology))
 
 
 def region_time(arcs: Arcs, region: np.ndarray, need: float, supply: Supply) -> float:
@@ -148,7 +142,7 @@ def partition_bound(instance: Instance, supply: Supply | None = None, model: str
     if instance.concurrent or instance.collective.kind != "allreduce":
         return not_computed(model, "partition", "only a single allreduce")
     topo, coll = instance.topology, instance.collective
-    if reducing_switches(topo):
+    if reducing_mask(topo).any():
         return not_computed(model, "partition", "a switch reduces (in-network reduction)")
     arcs = arcs_of(topo)
     supply = EventSupply(arcs) if supply is None else supply
