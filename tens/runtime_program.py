@@ -26,7 +26,7 @@ plus the route latencies in microseconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,7 +48,9 @@ class ProgramFeatures:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
-    ``coll``: the program's attributes."""
+    ``coll``: the program's attributes. ``round_load`` (class -> per round, the largest load of a
+    link of that class, as ``class_load``), ``round_sent``/``round_reduced`` (round x thread
+    block: chunks sent / reduced): one iteration cut into the rounds of :func:`step_rounds`."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -65,6 +67,9 @@ class ProgramFeatures:
     max_cnt: int
     proto: str
     coll: str
+    round_load: dict = field(default_factory=dict)
+    round_sent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    round_reduced: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -140,9 +145,10 @@ def _steps(root, n: int) -> tuple[list, dict, list]:
     return steps, tb_info, tbs
 
 
-def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (predecessor step, successor step): program order in a thread block, explicit
-    ``depid``/``deps``, and each send to the receive it feeds."""
+def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges (predecessor step, successor step, whether the edge is a transfer): program order
+    in a thread block, explicit ``depid``/``deps``, and each send to the receive it feeds (a
+    transfer)."""
     pred, succ = [], []
     sends, recvs = defaultdict(list), defaultdict(list)
     for i, (g, t, typ, _, depid, deps) in enumerate(steps):
@@ -161,6 +167,7 @@ def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray]:
             sends[(g, send, chan)].append(i)
         if typ in RECV_TYPES:
             recvs[(recv, g, chan)].append(i)
+    local = len(pred)
     for conn, s in sends.items():
         r = recvs.get(conn, [])
         if len(r) != len(s):
@@ -168,7 +175,40 @@ def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray]:
                              f"{len(s)} sends but {len(r)} receives")
         pred += s
         succ += r
-    return np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64)
+    transfer = np.arange(len(pred)) >= local
+    return np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64), transfer
+
+
+def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray) -> np.ndarray:
+    """The round of each of ``n`` steps within one loop iteration: the most waits on a chain of
+    dependencies into it, where waiting for a step of the same thread block or for a step named
+    by ``depid`` counts one (MSCCL signals a dependency when the step has finished, Cowan et
+    al., MSCCLang, ASPLOS 2023, Section 5) and a receive is in the round of its send (a
+    transfer: ``transfer`` marks those edges; a receive that forwards sends what arrived slice
+    by slice, so a forwarding chain is one round). Raises
+    :class:`~collsynth.InputError` when the dependencies have a cycle.
+
+    >>> step_rounds(4, np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([True, False, True])).tolist()
+    [0, 0, 1, 1]
+    """
+    order = np.argsort(pred, kind="stable")
+    pred, succ, weight = pred[order], succ[order], np.where(transfer[order], 0, 1)
+    indeg = np.bincount(succ, minlength=n)
+    out_ptr = np.searchsorted(pred, np.arange(n + 1))
+    level = np.zeros(n, dtype=np.int64)
+    stack, seen = list(np.flatnonzero(indeg == 0)), 0
+    while stack:
+        u = stack.pop()
+        seen += 1
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            v = succ[e]
+            level[v] = max(level[v], level[u] + weight[e])
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    if seen < n:
+        raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
+    return level
 
 
 def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -208,7 +248,7 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     steps, tb_info, tbs = _steps(root, len(nodes))
     if not steps:
         raise InputError("xml", "the program has no steps")
-    pred, succ = _dependencies(steps, tb_info)
+    pred, succ, transfer = _dependencies(steps, tb_info)
     gpu = np.array([s[0] for s in steps])
     peer = np.array([tb_info[(s[0], s[1])][0] for s in steps])
     cnt = np.array([s[3] for s in steps], dtype=np.int64)
@@ -233,6 +273,8 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     on_path[path] = True
     send_class = classes[first]
     path_links = first[on_path[send_idx]]
+    rounds = _round_features(step_rounds(len(steps), pred, succ, transfer), pred[transfer], succ[transfer],
+                             send_idx, hop_send, hop_link, cnt, reduced, tb_of, len(tbs), instance)
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
@@ -247,4 +289,23 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
         path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
-        proto=root.get("proto"), coll=root.get("coll"))
+        proto=root.get("proto"), coll=root.get("coll"), **rounds)
+
+
+def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, reduced, tb_of, ntbs,
+                    instance) -> dict:
+    """``round_load``, ``round_sent`` and ``round_reduced`` of :class:`ProgramFeatures`: a
+    transfer is in the round of its receive (``level`` of ``receiver``, the step fed by
+    ``sender``), a reduction in its step's round."""
+    recv_of = np.full(len(level), -1, dtype=np.int64)
+    recv_of[sender] = receiver
+    send_round = level[recv_of[send_idx]]
+    n_rounds = int(max(send_round.max(initial=0), level.max(initial=0))) + 1
+    la = instance.topology.link_arrays
+    classes = link_classes(instance)
+    load = np.bincount(send_round[hop_send] * len(la) + hop_link, weights=cnt[send_idx][hop_send],
+                       minlength=n_rounds * len(la)).reshape(n_rounds, len(la)) / la.bandwidth
+    sent = np.bincount(send_round * ntbs + tb_of[send_idx], weights=cnt[send_idx], minlength=n_rounds * ntbs)
+    red = np.bincount(level * ntbs + tb_of, weights=reduced, minlength=n_rounds * ntbs)
+    return {"round_load": {c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
+            "round_sent": sent.reshape(n_rounds, ntbs), "round_reduced": red.reshape(n_rounds, ntbs)}

@@ -169,7 +169,18 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     forwarded = np.minimum(s, (buff_bytes or cal.buff_bytes) * FORWARD_FRACTION / f.max_cnt)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
-    return cal.launch_s + f.tbs_per_gpu * cal.tb_s + np.maximum(fill, period) + (iters - 1) * period
+    first = np.maximum(np.maximum(fill, period), _rounds_per_byte(f, cal, pf) * s)
+    return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def _rounds_per_byte(f: ProgramFeatures, cal: Calibration, pf: float) -> float:
+    """Seconds per slice byte of one iteration run round by round: each round lasts as long as
+    its busiest link (at the calibrated share of its bandwidth) or its busiest thread block."""
+    if not f.round_load:
+        return 0.0
+    links = np.max([load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.round_load.items()], axis=0)
+    tbs = (f.round_sent / cal.tb_rate + f.round_reduced / cal.reduce_rate).max(axis=1, initial=0.0) / pf
+    return float(np.maximum(links, tbs).sum())
 
 
 def program_of(schedule, instance) -> str:
