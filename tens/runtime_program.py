@@ -34,9 +34,20 @@ from .. import InputError
 from ..instances.instance import Instance
 from .export import RECV_TYPES, REDUCE_TYPES, SEND_TYPES, algo_root
 
-__all__ = ["ProgramFeatures", "program_features", "link_classes"]
+__all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds"]
 
 DEFAULT_CLASS = "link"
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One iteration of a program in rounds: ``load`` (link class -> per round, the largest load
+    of a link of that class, as ``ProgramFeatures.class_load``), ``sent``/``reduced`` (round x
+    thread block: chunks sent / reduced)."""
+
+    load: dict
+    sent: np.ndarray
+    reduced: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -48,9 +59,9 @@ class ProgramFeatures:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
-    ``coll``: the program's attributes. ``round_load`` (class -> per round, the largest load of a
-    link of that class, as ``class_load``), ``round_sent``/``round_reduced`` (round x thread
-    block: chunks sent / reduced): one iteration cut into the rounds of :func:`step_rounds`."""
+    ``coll``: the program's attributes. ``rounds``: one iteration cut into the rounds of
+    :func:`step_rounds`, twice (a forwarding receive in its sender's round, then one round
+    later), each a :class:`Rounds`."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -67,9 +78,7 @@ class ProgramFeatures:
     max_cnt: int
     proto: str
     coll: str
-    round_load: dict = field(default_factory=dict)
-    round_sent: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    round_reduced: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    rounds: tuple = ()
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -179,20 +188,23 @@ def _dependencies(steps: list, tb_info: dict) -> tuple[np.ndarray, np.ndarray, n
     return np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64), transfer
 
 
-def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray) -> np.ndarray:
+def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray, forward_wait: np.ndarray) -> np.ndarray:
     """The round of each of ``n`` steps within one loop iteration: the most waits on a chain of
     dependencies into it, where waiting for a step of the same thread block or for a step named
     by ``depid`` counts one (MSCCL signals a dependency when the step has finished, Cowan et
     al., MSCCLang, ASPLOS 2023, Section 5) and a receive is in the round of its send (a
-    transfer: ``transfer`` marks those edges; a receive that forwards sends what arrived slice
-    by slice, so a forwarding chain is one round). Raises
+    transfer: ``transfer`` marks those edges), plus ``forward_wait[step]`` (0 or 1) for a
+    receive that forwards: it sends what arrived slice by slice, so a chain of forwards is one
+    round when a chunk is many slices and one round per hop when it is one slice. Raises
     :class:`~collsynth.InputError` when the dependencies have a cycle.
 
-    >>> step_rounds(4, np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([True, False, True])).tolist()
-    [0, 0, 1, 1]
+    >>> edges = np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([True, False, True])
+    >>> step_rounds(4, *edges, np.zeros(4, dtype=int)).tolist(), step_rounds(4, *edges, np.ones(4, dtype=int)).tolist()
+    ([0, 0, 1, 1], [0, 1, 2, 3])
     """
     order = np.argsort(pred, kind="stable")
-    pred, succ, weight = pred[order], succ[order], np.where(transfer[order], 0, 1)
+    pred, succ = pred[order], succ[order]
+    weight = np.where(transfer[order], forward_wait[succ], 1)
     indeg = np.bincount(succ, minlength=n)
     out_ptr = np.searchsorted(pred, np.arange(n + 1))
     level = np.zeros(n, dtype=np.int64)
@@ -273,8 +285,10 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     on_path[path] = True
     send_class = classes[first]
     path_links = first[on_path[send_idx]]
-    rounds = _round_features(step_rounds(len(steps), pred, succ, transfer), pred[transfer], succ[transfer],
-                             send_idx, hop_send, hop_link, cnt, reduced, tb_of, len(tbs), instance)
+    forwards = np.array([st[2] in SEND_TYPES and st[2] in RECV_TYPES for st in steps], dtype=np.int64)
+    rounds = tuple(_round_features(step_rounds(len(steps), pred, succ, transfer, w * forwards), pred[transfer],
+                                   succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of, len(tbs), instance)
+                   for w in (0, 1))
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
@@ -289,12 +303,12 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
         path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
-        proto=root.get("proto"), coll=root.get("coll"), **rounds)
+        proto=root.get("proto"), coll=root.get("coll"), rounds=rounds)
 
 
 def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, reduced, tb_of, ntbs,
-                    instance) -> dict:
-    """``round_load``, ``round_sent`` and ``round_reduced`` of :class:`ProgramFeatures`: a
+                    instance) -> Rounds:
+    """The :class:`Rounds` of a program whose steps are in rounds ``level``: a
     transfer is in the round of its receive (``level`` of ``receiver``, the step fed by
     ``sender``), a reduction in its step's round."""
     recv_of = np.full(len(level), -1, dtype=np.int64)
@@ -307,5 +321,5 @@ def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, 
                        minlength=n_rounds * len(la)).reshape(n_rounds, len(la)) / la.bandwidth
     sent = np.bincount(send_round * ntbs + tb_of[send_idx], weights=cnt[send_idx], minlength=n_rounds * ntbs)
     red = np.bincount(level * ntbs + tb_of, weights=reduced, minlength=n_rounds * ntbs)
-    return {"round_load": {c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
-            "round_sent": sent.reshape(n_rounds, ntbs), "round_reduced": red.reshape(n_rounds, ntbs)}
+    return Rounds({c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
+                  sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs))

@@ -58,7 +58,7 @@ import numpy as np
 
 from ... import InputError
 from ..cost import Cost
-from ..runtime_program import ProgramFeatures, link_classes, program_features
+from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_features
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWIDTH", "SLICE_FRACTION"]
@@ -66,7 +66,11 @@ __all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWID
 FORMAT = "collsynth.calibration/1"
 PROTOCOL_BANDWIDTH = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
 SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buffSize / NCCL_STEPS each
-FORWARD_FRACTION = 0.25  # msccl.h: MSCCL_SLICESTEPS = NCCL_STEPS / 4: a receive forwards what arrived per slice
+# prims_simple.h genericOp: a call of n bytes moves slices of max(n / SlicePerChunk, stepSize *
+# StepPerSlice / 32); msccl.h: SlicePerChunk = MSCCL_CHUNKSTEPS / MSCCL_SLICESTEPS = 2, StepPerSlice
+# = MSCCL_SLICESTEPS = NCCL_STEPS / 4 = 2 steps of buffSize / NCCL_STEPS: a receive forwards per slice
+SLICES_PER_CALL = 2
+MIN_SLICE_FRACTION = 2 / 8 / 32
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -166,20 +170,23 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     shared = max((sum(ops * cal.gpu_op_s.get(c, 0.0) for c, ops in f.gpu_ops.items())).max(), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
-    forwarded = np.minimum(s, (buff_bytes or cal.buff_bytes) * FORWARD_FRACTION / f.max_cnt)
+    forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, (buff_bytes or cal.buff_bytes) * MIN_SLICE_FRACTION))
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
-    first = np.maximum(np.maximum(fill, period), _rounds_per_byte(f, cal, pf) * s)
+    if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
+        many, one = (_rounds_per_byte(r, cal, pf) for r in f.rounds)
+        share = forwarded / s
+        fill = np.maximum(fill, ((1 - share) * many + share * one) * s)
+    first = np.maximum(fill, period)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
 
 
-def _rounds_per_byte(f: ProgramFeatures, cal: Calibration, pf: float) -> float:
-    """Seconds per slice byte of one iteration run round by round: each round lasts as long as
-    its busiest link (at the calibrated share of its bandwidth) or its busiest thread block."""
-    if not f.round_load:
-        return 0.0
-    links = np.max([load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.round_load.items()], axis=0)
-    tbs = (f.round_sent / cal.tb_rate + f.round_reduced / cal.reduce_rate).max(axis=1, initial=0.0) / pf
+def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
+    """Seconds per chunk byte of one iteration run round by round (:class:`Rounds`): each round
+    lasts as long as its busiest link (at the calibrated share of its bandwidth) or its busiest
+    thread block."""
+    links = np.max([load / (cal.efficiency.get(c, 1.0) * pf) for c, load in r.load.items()], axis=0)
+    tbs = (r.sent / cal.tb_rate + r.reduced / cal.reduce_rate).max(axis=1, initial=0.0) / pf
     return float(np.maximum(links, tbs).sum())
 
 
