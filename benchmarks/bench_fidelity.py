@@ -39,7 +39,7 @@ from markdown_table import table  # noqa: E402
 from collsynth.instances.instance import load_instance  # noqa: E402
 from collsynth.tens.calibration import fit, load_rows  # noqa: E402
 from collsynth.tens.cost import price_event, price_sync  # noqa: E402
-from collsynth.tens.cost_models.runtime import runtime_times  # noqa: E402
+from collsynth.tens.cost_models.runtime import for_runtime, runtime_times  # noqa: E402
 from collsynth.tens.measurements import read_manifest, read_program_text  # noqa: E402
 from collsynth.tens.peer_schedules import read_msccl_xml  # noqa: E402
 
@@ -56,13 +56,18 @@ def leave_one_out(rows, manifest) -> dict:
         cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source)
         for r in rows:
             if r.measurement.program == p:
-                pred[r.measurement.name] = runtime_times(r.features, r.sizes, cal, r.measurement.buff_bytes)
+                pred[r.measurement.name] = predict(r, cal)
         print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
     cal = fit(fitted, "all", manifest.system, manifest.source)
     for r in rows:
         if r.measurement.held_out:
-            pred[r.measurement.name] = runtime_times(r.features, r.sizes, cal, r.measurement.buff_bytes)
+            pred[r.measurement.name] = predict(r, cal)
     return pred
+
+
+def predict(row, cal):
+    """Predicted seconds of a measurement's sizes under ``cal`` for the runtime that ran it."""
+    return runtime_times(row.features, row.sizes, for_runtime(cal, row.measurement.runtime), row.measurement.buff_bytes)
 
 
 def idealised(rows) -> dict:

@@ -8,7 +8,10 @@ minimising the squared log ratio of predicted to measured time over every row (a
 error, so microsecond latencies weigh as much as 45 ms transfers), by
 ``scipy.optimize.least_squares`` (trust-region reflective) within physical bounds: link
 efficiencies in (0.05, 1], a thread block's copy and reduce rates 1-400 GB/s, per-step, per-hop and
-per-operation costs 0-100 us, the kernel cost 0-1 ms, per thread block 0-10 us.
+per-operation costs 0-100 us, the kernel cost 0-1 ms, per thread block 0-10 us; for every other
+runtime that ran some of the measurements (a manifest's ``runtime`` field), a scale of the
+fixed costs in 0.1-10 and of the link efficiencies in 0.5-2
+(:func:`~collsynth.tens.cost_models.runtime.for_runtime`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from scipy.optimize import least_squares
 
 from .. import InputError
 from ..instances.instance import load_instance
-from .cost_models.runtime import Calibration, runtime_times
+from .cost_models.runtime import Calibration, for_runtime, runtime_times
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
 from .peer_schedules import read_msccl_xml
 from .runtime_program import ProgramFeatures, program_features
@@ -68,35 +71,46 @@ def _classes(rows: list[Row]) -> list[str]:
     return sorted({c for r in rows for c in r.features.class_load})
 
 
-def _unpack(x: np.ndarray, classes: list[str], base: Calibration) -> Calibration:
+def _runtimes(rows: list[Row]) -> list[str]:
+    """The runtimes other than the manifest's main one that ran some of ``rows``."""
+    return sorted({r.measurement.runtime for r in rows} - {""})
+
+
+def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration) -> Calibration:
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
+    tail = x[3 * k + 5:]
     return replace(base, efficiency=per_class(0, 1.0), hop_s=per_class(k, 1e-6),
                    gpu_op_s=per_class(2 * k, 1e-6),
                    tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
                    launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
-                   reduce_rate=float(x[3 * k + 4] * 1e9))
+                   reduce_rate=float(x[3 * k + 4] * 1e9),
+                   runtimes={name: {"latency": float(tail[2 * i]), "bandwidth": float(tail[2 * i + 1])}
+                             for i, name in enumerate(runtimes)})
 
 
 def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
-    """``log(predicted / measured)`` of every size of every row, concatenated."""
-    return np.concatenate([np.log(runtime_times(r.features, r.sizes, cal, r.measurement.buff_bytes) / r.seconds)
-                           for r in rows])
+    """``log(predicted / measured)`` of every size of every row, concatenated (each row priced
+    for the runtime that ran it, :func:`~collsynth.tens.cost_models.runtime.for_runtime`)."""
+    return np.concatenate([np.log(runtime_times(r.features, r.sizes, for_runtime(cal, r.measurement.runtime),
+                                                r.measurement.buff_bytes) / r.seconds) for r in rows])
 
 
 def fit(rows: list[Row], name: str, system: str, source: str) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
-    classes = _classes(rows)
-    k = len(classes)
+    classes, runtimes = _classes(rows), _runtimes(rows)
+    k, n = len(classes), len(_runtimes(rows))
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0)
-    # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s
-    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0])
-    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0])
-    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0])
-    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, base)), x0, bounds=(lo, hi), method="trf")
-    cal = _unpack(res.x, classes, base)
+    # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s;
+    # per other runtime its latency and bandwidth scales
+    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0] + [1.0, 1.0] * n)
+    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0] + [0.1, 0.5] * n)
+    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0] + [10.0, 2.0] * n)
+    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base)), x0, bounds=(lo, hi),
+                        method="trf")
+    cal = _unpack(res.x, classes, runtimes, base)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),

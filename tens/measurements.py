@@ -150,7 +150,8 @@ class Measurement:
     """One program measured on one system: the program file, the instance file of its
     collective, the log, ``buff_bytes`` (``NCCL_BUFFSIZE``), the column that ran the program,
     the smallest size that ran it (``min_bytes``), a name and whether it is held out of design
-    and calibration (``held_out``)."""
+    and calibration (``held_out``), and the runtime that ran it when it is not the manifest's
+    main one (``runtime``, a name of ``Calibration.runtimes``; ``""`` for the main one)."""
 
     name: str
     program: Path
@@ -160,6 +161,7 @@ class Measurement:
     column: str
     min_bytes: int
     held_out: bool
+    runtime: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ def _field(entry: dict, key: str, kind, where: str, default=None):
 def read_manifest(path: str | Path) -> Manifest:
     """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
     ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
-    min_bytes, held_out``; paths relative to the manifest)."""
+    min_bytes, held_out`` and optionally ``runtime``; paths relative to the manifest)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -199,7 +201,8 @@ def read_manifest(path: str | Path) -> Manifest:
             instance=base / _field(entry, "instance", str, where), log=base / _field(entry, "log", str, where),
             buff_bytes=_field(entry, "buff_bytes", int, where, 4 << 20), column=column,
             min_bytes=_field(entry, "min_bytes", int, where, 0),
-            held_out=_field(entry, "held_out", bool, where, False)))
+            held_out=_field(entry, "held_out", bool, where, False),
+            runtime=_field(entry, "runtime", str, where, "")))
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),

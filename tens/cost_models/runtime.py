@@ -51,7 +51,7 @@ the instance's link-load bound with link bandwidths scaled by the calibrated eff
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +61,7 @@ from ..cost import Cost
 from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_features
 from . import Column, CostModel
 
-__all__ = ["Calibration", "load_calibration", "runtime_times", "PROTOCOL_BANDWIDTH", "SLICE_FRACTION"]
+__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "PROTOCOL_BANDWIDTH", "SLICE_FRACTION"]
 
 FORMAT = "collsynth.calibration/1"
 PROTOCOL_BANDWIDTH = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
@@ -80,7 +80,9 @@ class Calibration:
 
     ``efficiency``/``hop_s``/``gpu_op_s``: per link class (the topology's ``link_class``); ``tb_rate``,
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
-    priced with unless a measurement names its own."""
+    priced with unless a measurement names its own. ``runtimes``: runtime name -> ``{"latency": a,
+    "bandwidth": b}``, how another runtime measured on the same system differs from the one
+    these parameters describe (see :func:`for_runtime`)."""
 
     name: str
     system: str
@@ -95,6 +97,7 @@ class Calibration:
     tb_s: float
     buff_bytes: int = 4 << 20
     fit: dict = field(default_factory=dict)
+    runtimes: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -102,7 +105,29 @@ class Calibration:
                 "buff_bytes": self.buff_bytes,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}},
-                "fit": self.fit}
+                "runtimes": self.runtimes, "fit": self.fit}
+
+
+def for_runtime(cal: Calibration, runtime: str) -> Calibration:
+    """``cal`` for programs run by ``runtime``: its fixed costs (per step, hop, operation, thread
+    block and kernel) times ``cal.runtimes[runtime]["latency"]`` and its links' shares of nominal
+    bandwidth times ``["bandwidth"]`` (at most 1); ``cal`` itself for a runtime it does not name.
+    Two builds of MSCCL on one machine (msccl-executor on NCCL 2.19, MSCCL 0.7.4 on NCCL 2.12)
+    differ in their proxy, flag and launch paths, not in the links.
+
+    >>> c = Calibration("c", "s", "", {"nic": 0.8}, {"nic": 1e-6}, {"nic": 0.0}, 1e9, 1e9, 2e-6, 1e-5, 0.0,
+    ...                 runtimes={"new": {"latency": 0.5, "bandwidth": 1.1}})
+    >>> n = for_runtime(c, "new")
+    >>> round(n.efficiency["nic"], 6), n.hop_s["nic"], n.step_s, n.launch_s, for_runtime(c, "") is c
+    (0.88, 5e-07, 1e-06, 5e-06, True)
+    """
+    scale = cal.runtimes.get(runtime) if runtime else None
+    if not scale:
+        return cal
+    a, b = scale["latency"], scale["bandwidth"]
+    return replace(cal, efficiency={c: min(1.0, e * b) for c, e in cal.efficiency.items()},
+                   hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
+                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a)
 
 
 def _number(v, where: str, lo: float, hi: float) -> float:
@@ -127,8 +152,13 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
+    runtimes = data.get("runtimes", {})
+    if not isinstance(runtimes, dict):
+        raise InputError(f"{where}: runtimes", "expected an object of runtime -> {latency, bandwidth}")
+    runtimes = {str(k): {q: _number(v.get(q) if isinstance(v, dict) else None, f"{where}: runtimes.{k}.{q}", 1e-3, 1e3)
+                         for q in ("latency", "bandwidth")} for k, v in runtimes.items()}
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
-                       source=str(data.get("source", "")), **per_class, **scal,
+                       source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -219,7 +249,6 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
 
 
 def _no_latency(cal: Calibration) -> Calibration:
-    from dataclasses import replace
     return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s},
                    gpu_op_s={c: 0.0 for c in cal.gpu_op_s})
 
