@@ -4,7 +4,7 @@ The ``runtime`` model is opt-in (it needs a calibration, ``docs/cost-models.md``
 result schema has no column of it; ``solve``, ``bench`` and ``tables`` given ``--calibration
 FILE`` add two columns to what they show: :data:`COLUMNS`, the runtime time and the name of the
 calibration that priced it (and, when the schedule cannot run as an MSCCL program, a note
-saying why instead of a time).
+saying why instead of a time; when it runs on a coarser grid than its own, a note saying so).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def runtime_fields(schedule: Schedule | None, instance: Instance, calibration: C
         out["runtime_note"] = "no schedule"
         return out
     try:
-        out["time_runtime_s"] = get("runtime").price(schedule, instance, calibration=calibration).total_s
+        cost = get("runtime").price(schedule, instance, calibration=calibration)
+        out["time_runtime_s"] = cost.total_s
+        out["runtime_note"] = cost.extra.get("grid")
     except InputError as e:
         out["runtime_note"] = f"not priced: {e.where}: {e.what}"
     return out

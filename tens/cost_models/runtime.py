@@ -220,14 +220,27 @@ def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
     return float(np.maximum(links, tbs).sum())
 
 
-def program_of(schedule, instance) -> str:
-    """The MSCCL XML program a schedule runs as: the program it was read from (``--from
-    msccl-xml`` keeps it in ``meta["msccl_program"]``), else its export."""
+def program_of(schedule, instance) -> tuple[str, int]:
+    """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on:
+    the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
+    else its export, on the schedule's own grid when the runtime takes that many chunks per
+    buffer (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the finest grid it takes
+    (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is exported), as a user
+    exporting it would."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
-        return text
-    from ..export import to_msccl_xml
-    return to_msccl_xml(schedule, instance)
+        return text, schedule.denom
+    from ..coarsen import coarsen
+    from ..export import MAX_CHUNKS, to_msccl_xml
+    from ..verify import verify
+    coll = instance.collective
+    grid = max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node))
+    if schedule.denom > grid:
+        schedule = coarsen(schedule, grid)
+        violation = verify(schedule, instance)
+        if violation is not None:
+            raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
+    return to_msccl_xml(schedule, instance), schedule.denom
 
 
 def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibration=None) -> Cost:
@@ -240,12 +253,15 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         fitted = ", ".join(sorted(cal.efficiency))
         raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {fitted}; "
                                           f"this instance also has {', '.join(missing)} (calibrate on its system)")
-    f = program_features(program_of(schedule, instance), instance)
+    program, grid = program_of(schedule, instance)
+    f = program_features(program, instance)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
-    return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total,
-                extra={"calibration": cal.name})
+    extra = {"calibration": cal.name}
+    if grid != schedule.denom:
+        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid"
+    return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
 
 
 def _no_latency(cal: Calibration) -> Calibration:
