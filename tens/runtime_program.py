@@ -286,8 +286,9 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     send_class = classes[first]
     path_links = first[on_path[send_idx]]
     forwards = np.array([st[2] in SEND_TYPES and st[2] in RECV_TYPES for st in steps], dtype=np.int64)
-    rounds = tuple(_round_features(step_rounds(len(steps), pred, succ, transfer, w * forwards), pred[transfer],
-                                   succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of, len(tbs), instance)
+    rounds = tuple(_round_features(step_rounds(len(steps), pred, succ, transfer, w * forwards) - w * forwards,
+                                   pred[transfer], succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of,
+                                   len(tbs), instance)
                    for w in (0, 1))
     return ProgramFeatures(
         tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
@@ -308,7 +309,8 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
 
 def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, reduced, tb_of, ntbs,
                     instance) -> Rounds:
-    """The :class:`Rounds` of a program whose steps are in rounds ``level``: a
+    """The :class:`Rounds` of a program whose steps start receiving in rounds ``level`` (a
+    forwarding receive's round less its wait, :func:`step_rounds`): a
     transfer is in the round of its receive (``level`` of ``receiver``, the step fed by
     ``sender``), a reduction in its step's round."""
     recv_of = np.full(len(level), -1, dtype=np.int64)

@@ -274,3 +274,60 @@ def test_solve_carries_the_runtime_column_and_its_calibration(tmp_path, capsys):
     code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", other, "--json"], capsys)
     row = json.loads(out)["rows"][0]
     assert row["time_runtime_s"] is None and "fitted on link classes nic" in row["runtime_note"]
+
+
+def chain_xml(forward: bool) -> str:
+    """Three GPUs on a line 0 -> 1 -> 2, chunk 0 (3 chunks a loop) sent on from GPU 1: by a
+    receive that forwards (``rcs``) or by a receive and a send in another thread block that
+    waits for it (``depid``)."""
+    head = ('<algo name="t" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" coll="allgather" '
+            'inplace="1" outofplace="0" minBytes="0" maxBytes="1099511627776">')
+    step = '<step s="{k}" type="{t}" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="{d}" deps="{ds}" hasdep="{h}"/>'
+    g0 = '<gpu id="0" i_chunks="1" o_chunks="3" s_chunks="0"><tb id="0" send="1" recv="-1" chan="0">' + \
+        step.format(k=0, t="s", d=-1, ds=-1, h=0) + "</tb></gpu>"
+    if forward:
+        g1 = '<gpu id="1" i_chunks="1" o_chunks="3" s_chunks="0"><tb id="0" send="2" recv="0" chan="0">' + \
+            step.format(k=0, t="rcs", d=-1, ds=-1, h=0) + "</tb></gpu>"
+    else:
+        g1 = ('<gpu id="1" i_chunks="1" o_chunks="3" s_chunks="0"><tb id="0" send="-1" recv="0" chan="0">'
+              + step.format(k=0, t="r", d=-1, ds=-1, h=1) + '</tb><tb id="1" send="2" recv="-1" chan="0">'
+              + step.format(k=0, t="s", d=0, ds=0, h=0) + "</tb></gpu>")
+    g2 = '<gpu id="2" i_chunks="1" o_chunks="3" s_chunks="0"><tb id="0" send="-1" recv="1" chan="0">' + \
+        step.format(k=0, t="r", d=-1, ds=-1, h=0) + "</tb></gpu>"
+    return "\n".join([head, g0, g1, g2, "</algo>"])
+
+
+def line_instance():
+    return make_instance(build("ring", {"nodes": 3}, bandwidth=1e9, alpha=0.0), "allgather", message_bytes=1.0)
+
+
+def test_one_iteration_in_rounds_by_hand():
+    # GPU 1 sends chunk 0 on only when its receive has finished (depid): two rounds, each one
+    # chunk of s bytes over one link at half of 1 GB/s, 2e-9 s per byte. buff 64 KB: slices of
+    # at most 32 KB; 96 KB is 32 KB a chunk, one iteration: launch 10 + 2 * 64 = 138 us (the
+    # link period is 64 us, the thread blocks' steps and credits 3 us).
+    f = program_features(chain_xml(forward=False), line_instance())
+    assert runtime_times(f, [96e3], cal(buff_bytes=64000))[0] == pytest.approx(10e-6 + 2 * 64e-6)
+    # two iterations (192 KB): the first in rounds, the second one period behind: + 64 us
+    assert runtime_times(f, [192e3], cal(buff_bytes=64000))[0] == pytest.approx(10e-6 + 3 * 64e-6)
+
+
+def test_forwarding_receive_is_one_slice_behind_by_hand():
+    # rcs forwards slice by slice: a call of 32 KB moves two 16 KB slices (prims_simple.h), so
+    # the second link starts one slice, half the chunk, after the first: 1.5 x 64 us = 96 us.
+    f = program_features(chain_xml(forward=True), line_instance())
+    assert runtime_times(f, [96e3], cal(buff_bytes=64000))[0] == pytest.approx(10e-6 + 96e-6)
+    # a chunk of one slice (s <= buff / 128 = 500 B at buff 64 KB: 900 B, 300 B a chunk): the
+    # forward waits for all of it; links need 2 x 0.6 us, below the path's 3 steps and 2 hops
+    # (8 us): launch 10 + 8 us
+    assert runtime_times(f, [900.0], cal(buff_bytes=64000))[0] == pytest.approx(10e-6 + 8e-6)
+
+
+def test_another_runtime_scales_the_fixed_costs_by_hand():
+    # test_one_channel_by_hand at 2 KB is launch 10 + 5 us of steps and credit; a runtime whose
+    # fixed costs are half as large: 5 + 2.5 us. The link time (2 us) is below either.
+    from collsynth.tens.cost_models.runtime import for_runtime
+    c = cal(runtimes={"other": {"latency": 0.5, "bandwidth": 1.0}})
+    f = program_features(PAIR, pair_instance())
+    assert runtime_times(f, [2e3], for_runtime(c, "other"))[0] == pytest.approx(7.5e-6)
+    assert runtime_times(f, [2e3], for_runtime(c, ""))[0] == pytest.approx(15e-6)
