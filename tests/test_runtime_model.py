@@ -129,7 +129,9 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
 @settings(max_examples=25, deadline=None)
 @given(program=st.sampled_from(["msccl_allgather_k1_inst1_NVLINK300_IB25.xml.xz",
                                 "msccl_allgather_split2_k1_inst4_NVLINK300_IB25.xml.xz",
-                                "nccl_ring_allgather_n32_c32.xml.xz"]),
+                                "nccl_ring_allgather_n32_c32.xml.xz",
+                                "original-Allgather.n16-DGXA100-steps8-tacclsol-improve-1704690792_i8_scRemote1_"
+                                "IBContig.sccl.xml.xz"]),
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6))
