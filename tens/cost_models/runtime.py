@@ -226,12 +226,13 @@ def program_of(schedule, instance) -> tuple[str, int]:
     else its export, on the schedule's own grid when the runtime takes that many chunks per
     buffer (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the finest grid it takes
     (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is exported), as a user
-    exporting it would."""
+    exporting it would; in the default dialect, or in the other when only that one's limits
+    (steps per thread block) take it."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
     from ..coarsen import coarsen
-    from ..export import MAX_CHUNKS, to_msccl_xml
+    from ..export import DEFAULT_DIALECT, DIALECTS, MAX_CHUNKS, to_msccl_xml
     from ..verify import verify
     coll = instance.collective
     grid = max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node))
@@ -240,7 +241,13 @@ def program_of(schedule, instance) -> tuple[str, int]:
         violation = verify(schedule, instance)
         if violation is not None:
             raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
-    return to_msccl_xml(schedule, instance), schedule.denom
+    dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
+    for k, dialect in enumerate(dialects):
+        try:
+            return to_msccl_xml(schedule, instance, dialect=dialect), schedule.denom
+        except InputError:
+            if k == len(dialects) - 1:
+                raise
 
 
 def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibration=None) -> Cost:
