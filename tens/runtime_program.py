@@ -26,7 +26,7 @@ plus the route latencies in microseconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -16,11 +16,18 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
 - the buffer processed in ``ceil(chunk / slice)`` loop iterations (``slice`` =
   ``buff_bytes / 2 / max cnt``, msccl-executor's ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``),
-  pipelined: one iteration's critical path (``step_s`` per step, ``hop_s[class]`` per hop, its
-  first transfer's bytes at ``tb_rate`` and each later hop one forwarded slice behind,
-  ``buff_bytes / 4 / max cnt``: ``MSCCL_SLICESTEPS = NCCL_STEPS / 4``), then one period (the
-  slowest thread block, port or GPU) per further iteration, and never less than one period
-  for the first;
+  pipelined: the first iteration, then one period (the slowest thread block, port or GPU)
+  per further iteration. The first iteration lasts at least one period, its critical path
+  (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at ``tb_rate``
+  and each later hop one forwarded slice behind), and the iteration run in rounds: a step
+  that waits for another to finish (the next step of its thread block, a ``depid``) is a
+  round later, and each round lasts as long as its busiest port or thread block. A receive
+  that forwards (``rcs``, ``rrs``) sends slice by slice: NCCL's ``genericOp`` cuts a call of
+  ``s`` bytes into ``SLICES_PER_CALL`` = 2 slices (``MSCCL_CHUNKSTEPS / MSCCL_SLICESTEPS``)
+  of at least ``buff_bytes / 128``, so a forwarding hop starts one slice, a share ``f`` of
+  the chunk, after its sender; the rounds are counted with forwards in their sender's round
+  (``R0``) and one round later (``R1``), and the iteration lasts ``(1 - f) R0 + f R1`` (exact
+  for a chain of forwards). With a few iterations this fill, not the period, decides;
 - a GPU's shared cost per operation: every send and receive of a GPU over a connection of
   class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share, one after
   another per iteration, so that more thread blocks doing less each stop helping. On the
@@ -32,19 +39,27 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   bandwidth) and LL128 120 of every 128 (NCCL's protocol design, ``src/device/prims_ll.h``,
   ``prims_ll128.h``). Only Simple was measured, so the other two factors are not fitted.
 
+- the runtime build: a calibration describes the runtime most of its measurements ran on;
+  another one measured on the same machine (``Calibration.runtimes``: on the A100,
+  msccl-executor on NCCL 2.19 ran NCCL's ring, MSCCL 0.7.4 on NCCL 2.12 the rest) scales the
+  fixed costs and the links' shares (:func:`for_runtime`), fitted with the rest.
+
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
-PXN, NVLS, the proxy thread's scheduling, clock and power effects. A schedule that is not a
-program (our producers') is priced as its exported MSCCL XML program
-(:func:`collsynth.tens.export.to_msccl_xml`) would run; a program read with ``--from
-msccl-xml`` is priced as written.
+PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
+SMs. A schedule that is not a program (our producers') is priced as its exported MSCCL XML
+program (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main
+runtime; when its pieces need more chunks per buffer than MSCCL takes, on the finest grid it
+takes (:func:`collsynth.tens.coarsen.coarsen`; the price's ``extra["grid"]`` says so); a
+program read with ``--from msccl-xml`` is priced as written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
-(``docs/fidelity.md``), where it is 14-19x closer than ``sync`` and ``event`` on A100 and
-misses the stated targets (the figures and why are there).
+(``docs/fidelity.md``), where it is an order of magnitude closer than ``sync`` and ``event``
+and misses the stated targets (the figures and why are there).
 
-Lower bound: every period carries each port's per-iteration load at its calibrated share of
-the nominal bandwidth, and there are as many periods as iterations, so the time is at least
+Lower bound: every period (and the first iteration, at least one) carries each port's
+per-iteration load at its calibrated share of the nominal bandwidth, and there are as many
+periods as iterations, so the time is at least
 the instance's link-load bound with link bandwidths scaled by the calibrated efficiencies.
 """
 
