@@ -333,3 +333,25 @@ def test_another_runtime_scales_the_fixed_costs_by_hand():
     f = program_features(PAIR, pair_instance())
     assert runtime_times(f, [2e3], for_runtime(c, "other"))[0] == pytest.approx(7.5e-6)
     assert runtime_times(f, [2e3], for_runtime(c, ""))[0] == pytest.approx(15e-6)
+
+
+def test_fit_recovers_another_runtimes_scale_of_fixed_costs():
+    # measurements made up from a known calibration: the same program on two runtimes, the
+    # second with fixed costs half as large; the fit on both finds that half (the individual
+    # fixed costs need not be identifiable, their ratio between runtimes is)
+    from collsynth.tens.calibration import Row, fit
+    from collsynth.tens.cost_models.runtime import for_runtime
+    from collsynth.tens.measurements import Measurement
+    truth = cal(efficiency={"link": 0.6}, hop_s={"link": 3e-6}, gpu_op_s={"link": 1e-6}, tb_rate=2e10,
+                reduce_rate=2e10, step_s=2e-6, launch_s=20e-6, tb_s=0.5e-6,
+                runtimes={"other": {"latency": 0.5, "bandwidth": 1.0}})
+    f = program_features(PAIR, pair_instance())
+    sizes = np.logspace(3, 8, 11)
+    rows = []
+    for runtime in ("", "other"):
+        m = Measurement(f"pair{runtime}", Path("p.xml"), Path("i.toml"), Path("l.txt"), 1 << 20, "in-place", 0, False,
+                        runtime)
+        rows.append(Row(m, f, sizes, runtime_times(f, sizes, for_runtime(truth, runtime), 1 << 20)))
+    fitted = fit(rows, "t", "s", "")
+    assert fitted.runtimes["other"]["latency"] == pytest.approx(0.5, rel=0.05)
+    assert fitted.fit["rms_log_error"] < 0.02
