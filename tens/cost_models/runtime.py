@@ -86,6 +86,7 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 # = MSCCL_SLICESTEPS = NCCL_STEPS / 4 = 2 steps of buffSize / NCCL_STEPS: a receive forwards per slice
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
+COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -238,19 +239,33 @@ def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
 def program_of(schedule, instance) -> tuple[str, int]:
     """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on:
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
-    else its export, on the schedule's own grid when the runtime takes that many chunks per
-    buffer (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the finest grid it takes
-    (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is exported), as a user
-    exporting it would; in the default dialect, or in the other when only that one's limits
-    (steps per thread block) take it."""
+    else its export, as a user exporting it would: on the schedule's own grid when the runtime
+    takes that many chunks per buffer (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the
+    finest grid it takes (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is
+    exported), halved while the runtime's other limits refuse it (thread blocks a dependency
+    can name, steps per thread block, dependencies to trace), down to :data:`COARSEST_GRID`;
+    in the default dialect, or in the other when only that one's limits take it."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
-    from ..coarsen import coarsen
-    from ..export import DEFAULT_DIALECT, DIALECTS, MAX_CHUNKS, to_msccl_xml
-    from ..verify import verify
+    from ..export import MAX_CHUNKS
     coll = instance.collective
-    grid = max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node))
+    grid = min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))
+    while True:
+        try:
+            return _export_on(schedule, instance, grid), grid
+        except InputError:
+            if grid // 2 < COARSEST_GRID:
+                raise
+            grid //= 2
+
+
+def _export_on(schedule, instance, grid: int) -> str:
+    """The MSCCL XML of ``schedule`` moved onto ``grid`` pieces per chunk (when finer), in the
+    first dialect whose limits take it."""
+    from ..coarsen import coarsen
+    from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
+    from ..verify import verify
     if schedule.denom > grid:
         schedule = coarsen(schedule, grid)
         violation = verify(schedule, instance)
@@ -259,7 +274,7 @@ def program_of(schedule, instance) -> tuple[str, int]:
     dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     for k, dialect in enumerate(dialects):
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect), schedule.denom
+            return to_msccl_xml(schedule, instance, dialect=dialect)
         except InputError:
             if k == len(dialects) - 1:
                 raise
