@@ -101,7 +101,7 @@ def fit(rows: list[Row], name: str, system: str, source: str) -> Calibration:
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
-    k, n = len(classes), len(_runtimes(rows))
+    k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s;
     # per other runtime its latency and bandwidth scales

@@ -129,7 +129,8 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     block and kernel) times ``cal.runtimes[runtime]["latency"]`` and its links' shares of nominal
     bandwidth times ``["bandwidth"]`` (at most 1); ``cal`` itself for a runtime it does not name.
     Two builds of MSCCL on one machine (msccl-executor on NCCL 2.19, MSCCL 0.7.4 on NCCL 2.12)
-    differ in their proxy, flag and launch paths, not in the links.
+    differ in their launch, flag and proxy paths; the proxy posts the network transfers, so how
+    much of a NIC a build gets is its own too. Copy and reduction rates stay the machine's.
 
     >>> c = Calibration("c", "s", "", {"nic": 0.8}, {"nic": 1e-6}, {"nic": 0.0}, 1e9, 1e9, 2e-6, 1e-5, 0.0,
     ...                 runtimes={"new": {"latency": 0.5, "bandwidth": 1.1}})
