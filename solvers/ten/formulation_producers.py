@@ -383,8 +383,11 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
     clock = options.timer()
     form = drivers.split_params(dict(options.params))[1]
     keep = {k: form[k] for k in ("timestep",) if k in form}
-    seed = _with_driver(REVERSAL)(instance, replace(options, deadline=clock.share(START_SHARE), driver=None,
-                                                    params={**keep, "lp_bound": False}))
+    try:
+        seed = _with_driver(REVERSAL)(instance, replace(options, deadline=clock.share(START_SHARE), driver=None,
+                                                        params={**keep, "lp_bound": False}))
+    except Unsupported:  # the reversal cannot express it (a reduction through switch nodes): no start
+        return None
     if seed.schedule is None:
         return None
     about = {"producer": REVERSAL.name, "steps": seed.objective, "status": seed.status,
