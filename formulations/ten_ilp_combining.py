@@ -380,7 +380,7 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
             if u in contrib:
                 once.append(forwards(c, u) + r == reduced)
             elif (c, u) in out_of or (c, u) in arcs_into:
-                relay_in.extend(arrivals(c, l) <= forwards(c, u) for _, l in arcs_into.get((c, u), ()))
+                relay_in.extend(a <= forwards(c, u) for _, l in arcs_into.get((c, u), ()) for a in _apart(m, data, per_arc, c, l))
                 relay_out.append(forwards(c, u) <= sum(arrivals(c, l) for _, l in arcs_into.get((c, u), ())))
     m.eq_forward_once = pe.Constraint(pe.Any, noruleinit=True,
                                       doc="a contributor forwards its partial once, unless it is the root")
@@ -406,7 +406,7 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
         for _, l in arcs_into.get((c, r), ()):
             later = [i for i in per_arc[(c, l)] if i[2] > t]
             if later:
-                rows.append(m.complete[c, r, t] + sum(m.partial[i] for i in later) <= 1)
+                rows.extend(m.complete[c, r, t] + a <= 1 for a in _apart(m, data, {(c, l): later}, c, l))
     m.ineq_complete_after_arrivals = pe.Constraint(pe.Any, noruleinit=True,
                                                    doc="complete at t only if no partial arrives at the root after t")
     for i, e in enumerate(rows):
@@ -447,7 +447,9 @@ def _add_switch_groups(m, data: TenData, idx: CombiningIndex, copies: np.ndarray
     """Switch nodes store nothing: what arrives for a chunk at the end of ``t`` leaves on sends
     that start in ``t + 1``. A reducing switch sums the partials of one group operation into
     one, which leaves once (``group[c, w, t]``) unless the reduction completes there
-    (``switch_root``); a switch that only forwards relays each partial once. A copy of the
+    (``switch_root``); a switch that only forwards relays a partial, one per timestep (the
+    verifier pairs the j-th forward with the j-th arrival, so with several the model could
+    not say which goes where). A copy of the
     result that reaches a switch is alone in its group (it would be added to what else
     arrives) and leaves once, or once per link where the switch multicasts (``copies``), as
     does a result completed in the switch."""
@@ -472,8 +474,8 @@ def _add_switch_groups(m, data: TenData, idx: CombiningIndex, copies: np.ndarray
             z = m.group[key] if key in m.group else 0
             rows += [p <= z for p in ins] + ([z <= sum(ins)] if ins else [])
             rows.append(left + done == z)
-        else:
-            rows.append(left == sum(ins))
+        else:  # one partial per group operation: which arrival a forward carries is then unambiguous
+            rows += [left == sum(ins), sum(ins) <= 1]
         if c_in.get(key):
             rows.append(came <= 1)
         outs = c_out.get(key, ())
@@ -485,6 +487,14 @@ def _add_switch_groups(m, data: TenData, idx: CombiningIndex, copies: np.ndarray
             "of a forwarding switch, a copy of the result once (or once per link where it multicasts)")
     for i, e in enumerate(e for e in rows if not isinstance(e, bool)):
         m.ineq_switch_group[i] = e
+
+
+def _apart(m, data: TenData, per_arc: dict, c: int, l: int) -> list:
+    """The partials ``per_arc[(c, l)]`` as rows take them: their sum, at most 1, when a node
+    sends them (it forwards its partial once), else each alone (a switch may pass several)."""
+    if data.switch[data.src[l]]:
+        return [m.partial[i] for i in per_arc[(c, l)]]
+    return [sum(m.partial[i] for i in per_arc[(c, l)])]
 
 
 def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs_into) -> None:
@@ -502,7 +512,8 @@ def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs
                 late = [i for i in ins if i[2] >= tau]
                 begun = [i for i in outs if i[2] - int(k[i[1]]) + 1 <= tau]
                 if late and begun:
-                    rows.append(sum(m.partial[i] for i in late) + sum(m.partial[i] for i in begun) <= 1)
+                    fwd = sum(m.partial[i] for i in begun)
+                    rows.extend(a + fwd <= 1 for a in _apart(m, data, {(c, l_in): late}, c, l_in))
     m.ineq_forward_after_arrivals = pe.Constraint(
         pe.Any, noruleinit=True,
         doc="no partial arrives at a node at or after the timestep its own forward starts")
