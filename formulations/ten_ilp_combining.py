@@ -41,6 +41,22 @@ bounds every schedule, and the TEN producers report that one (and the model's in
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 
+Switch nodes (kept, not unwound; combining collectives only) store nothing: what reaches one
+for a chunk at the end of timestep ``t`` leaves on sends that start in ``t + 1``. A switch
+that reduces (``reduce``, :mod:`collsynth.instances.switch_ops`: NVLink SHARP, InfiniBand SHARP;
+Graham et al., "Scalable Hierarchical Aggregation Protocol (SHArP)", COMHPC 2016, Section 3)
+is a node that combines: the partials of one group operation (one chunk, one timestep,
+``group[c, w, t]``) leave as one partial sum, or the reduction completes there
+(``switch_root[c, w, t]``, a root like a GPU's) and the result leaves as copies in the next
+timestep, once, or once per out-link where the switch multicasts (``copy``). A switch that only
+forwards relays one partial per timestep, unchanged. A copy of the result reaching a switch is
+alone in its group (the switch would add it to whatever else arrives), as the verifier's group
+operations require (:mod:`collsynth.tens.verify`). So NVLS-class schedules are in the model (a
+4-GPU box around a reducing switch: 5 timesteps, proven optimal by the ``combining-arrivals``
+bound, :func:`collsynth.tens.bounds.combining_arrivals`), and so are reductions summed in a
+rail or top-level switch; an instant switch hop is refused (the verifier does not check a
+reduction in a switch under it).
+
 A known schedule of a single collective (the reversal's, reduce-scatter then allgather for
 allreduce) becomes a MIP start through :func:`start_from_schedule` (its ``reduce`` sends are
 forwards of partial sums, the rest copies); the producer improves it with the makespan
@@ -269,8 +285,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
                     doc="the chunk's reduction completes at this node")
     m.complete = pe.Var(pe.Set(initialize=idx.complete, dimen=3, ordered=False), domain=domain,
                         doc="the root holds every contribution at the end of timestep")
-    m.switch_root = pe.Var(pe.Set(initialize=idx.switch_root, dimen=3, ordered=False), domain=domain,
-                           doc="the chunk's reduction completes in the reducing switch's group operation of timestep")
+    if data.has_switches:
+        m.switch_root = pe.Var(pe.Set(initialize=idx.switch_root, dimen=3, ordered=False), domain=domain,
+                               doc="the chunk's reduction completes in the reducing switch's group operation of timestep")
     H = _holding(m, data, idx)
     _add_sends(m, data, idx, H)
     _add_reductions(m, data, idx)
