@@ -53,7 +53,7 @@ from .supply import TimestepSupply
 SOURCE = "reducing-cut"
 REDUCING_CUT_CELLS = 50_000_000  # GPUs x links above which the 2(N - 1) max-flows are not computed (time)
 ARRIVALS_SOURCE = "combining-arrivals"
-ARRIVALS_CELLS = 20_000_000  # contributor sets x nodes x nodes above which combining_arrivals is not computed
+ARRIVALS_CELLS = 4_000_000  # contributor sets x nodes x nodes above which combining_arrivals is not computed (time)
 
 
 def reducing_cut_seconds(instance: Instance) -> Bound:
