@@ -54,8 +54,10 @@ alone in its group (the switch would add it to whatever else arrives), as the ve
 operations require (:mod:`collsynth.tens.verify`). So NVLS-class schedules are in the model (a
 4-GPU box around a reducing switch: 5 timesteps, proven optimal by the ``combining-arrivals``
 bound, :func:`collsynth.tens.bounds.combining_arrivals`), and so are reductions summed in a
-rail or top-level switch; an instant switch hop is refused (the verifier does not check a
-reduction in a switch under it).
+rail or top-level switch; a partial sum that a switch multicasts into two reductions (each box
+summing, then each rail summing the boxes' sums) is outside the model, so with switch nodes, as
+for allreduce, a horizon it proves impossible bounds its own class only. An instant switch hop
+is refused (the verifier does not check a reduction in a switch under it).
 
 A known schedule of a single collective (the reversal's, reduce-scatter then allgather for
 allreduce) becomes a MIP start through :func:`start_from_schedule` (its ``reduce`` sends are

@@ -119,6 +119,40 @@ def rails(k: int, g: int, sharp: bool):
     return with_switch_ops(t, on, on)
 
 
+def two_roots_per_chunk(k: int = 2, g: int = 2) -> list:
+    """A 2 x 2 rails allreduce in which every chunk is summed in two places: box-first chunks
+    (0, 1) go up to the box switch in step ``s``, which multicasts the box's partial sum back as
+    a copy (it replaces what each GPU holds), every GPU sends that up its rail in ``s + 2`` and
+    the rail switch multicasts the sum of the two boxes' partials (the result) in ``s + 3``;
+    rail-first chunks (2, 3) the other way round. Starts ``s`` = 1, 2 of each kind keep every
+    link at one chunk per step: 5 steps."""
+    out = []
+    for c, s, first in ((0, 1, "box"), (1, 2, "box"), (2, 1, "rail"), (3, 2, "rail")):
+        for b in range(k):
+            for i in range(g):
+                v, box_sw, rail_sw = b * g + i, k * g + b, k * g + k + i
+                up1, up2 = (box_sw, rail_sw) if first == "box" else (rail_sw, box_sw)
+                out += [(c, 0, 1, v, up1, s, "reduce"), (c, 0, 1, up1, v, s + 1, "copy"),
+                        (c, 0, 1, v, up2, s + 2, "reduce"), (c, 0, 1, up2, v, s + 3, "copy")]
+    return out
+
+
+def test_on_rails_a_chunk_summed_in_two_places_meets_the_bound_the_model_cannot():
+    """2 x 2 GPUs on SHARP rails: the bound (each GPU takes in 4 results, none before its
+    diagonal peer's contribution can arrive at 4, two links: 3 + 2 = 5) is met by
+    :func:`two_roots_per_chunk`, verified and within the TEN's capacity. The ILP's model (one
+    reduction tree per chunk, each contributor forwarding once) proves 5 impossible among its
+    own schedules and finds 6, so the outcome rests on the instance bound: feasible, not optimal."""
+    from collsynth.tens.schedule import from_sends
+
+    inst = make_instance(rails(2, 2, True), "allreduce")
+    s = from_sends(two_roots_per_chunk(), "allreduce", inst.topology.size, inst.collective.num_chunks)
+    assert verify(s, inst) is None and respects_ten_capacity(s, inst)
+    assert s.num_steps == instance_bounds(inst).timesteps.value == 5
+    o = solve(inst)
+    assert (o.status, o.objective, o.bound, o.extra["model_bound"]) == ("feasible", 6.0, 5.0, 6.0)
+
+
 @settings(max_examples=6, deadline=None)
 @given(st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2)]), st.booleans(),
        st.sampled_from(["allreduce", "reduce_scatter", "reduce"]))

@@ -348,7 +348,8 @@ def _with_driver(formulation: TenFormulation):
             o = _from_start(instance, formulation, drive) if start == "reversal" else None
             if o is None:
                 o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
-            if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
+            if formulation.native_reductions and (any(c.kind == "allreduce" for c in instance.collectives)
+                                                  or instance.topology.switches):
                 o = _model_class_proof(o)
             return _lp_beside(instance, formulation, options, form, o, clock) if want_lp else o
         outs = []
@@ -419,9 +420,10 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
 
 
 def _model_class_proof(o: Outcome) -> Outcome:
-    """An allreduce solved by a native-reduction formulation: a horizon its model proves
-    impossible rules out that model's schedules only (one reduction tree per chunk, then
-    copies; recursive doubling's butterflies are outside it), so the outcome's bound and status
+    """An allreduce, or any reduction through kept switch nodes, solved by a native-reduction
+    formulation: a horizon its model proves impossible rules out that model's schedules only
+    (one reduction tree per chunk, then copies; recursive doubling's butterflies, and sums that
+    switches multicast into several reductions, are outside it), so the outcome's bound and status
     rest on the instance's lower bound, and ``extra["model_bound"]`` /
     ``extra["model_optimal"]`` keep what the search proved about the model."""
     lb = o.extra.get("lower_bound")
