@@ -7,7 +7,8 @@ priced; ``event-inorder`` priced on the same verified schedule). Rows:
 
 - ``nvls`` (one box) / ``nvls-tree`` on ``dgx_h100 nvls=true`` (and ``sharp=true``: the rails
   reduce too), with the instance's bounds (the ``reducing-cut`` argument among them);
-- the best of ``tree-packing`` and ``ring`` on ``dgx_h100`` (no switch reduction), per model.
+- the best of ``tree-packing``, ``ring``, ``nccl-ring`` and ``nccl-tree`` on ``dgx_h100`` (no switch
+  reduction), per model.
 
 The ratio columns are the no-reduction time over the reducing one under each model.
 
@@ -26,7 +27,7 @@ import pytest
 from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
-BASELINES = ("tree-packing", "ring")
+BASELINES = ("tree-packing", "ring", "nccl-ring", "nccl-tree")
 MODELS = ("sync", "event", "event-inorder")
 
 
@@ -124,6 +125,7 @@ def _ilp_cases():
             ("2x2, box switches on a reducing top switch", make_instance(t.two_level(2), "allreduce")),
             ("2x3, box switches on a reducing top switch", make_instance(t.two_level(3), "allreduce")),
             ("2x4, box switches on a reducing top switch (4 NICs)", make_instance(t.two_level(4, 4), "allreduce")),
+            ("2x2, reducing box switches, SHARP rails", make_instance(t.rails(2, 2, True), "allreduce")),
             ("2x4, reducing box switches, SHARP rails", make_instance(t.rails(2, 4, True), "allreduce")),
             ("2x4, reducing box switches, plain rails", make_instance(t.rails(2, 4, False), "allreduce"))]
 

@@ -289,7 +289,8 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
                         doc="the root holds every contribution at the end of timestep")
     if data.has_switches:
         m.switch_root = pe.Var(pe.Set(initialize=idx.switch_root, dimen=3, ordered=False), domain=domain,
-                               doc="the chunk's reduction completes in the reducing switch's group operation of timestep")
+                               doc="the chunk's reduction completes in the reducing switch's group operation "
+                                   "of timestep")
     H = _holding(m, data, idx)
     _add_sends(m, data, idx, H)
     _add_reductions(m, data, idx)
@@ -399,7 +400,8 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
             if u in contrib:
                 once.append(forwards(c, u) + r == reduced)
             elif (c, u) in out_of or (c, u) in arcs_into:
-                relay_in.extend(a <= forwards(c, u) for _, l in arcs_into.get((c, u), ()) for a in _apart(m, data, per_arc, c, l))
+                relay_in.extend(a <= forwards(c, u) for _, l in arcs_into.get((c, u), ())
+                                for a in _apart(m, data, per_arc, c, l))
                 relay_out.append(forwards(c, u) <= sum(arrivals(c, l) for _, l in arcs_into.get((c, u), ())))
     m.eq_forward_once = pe.Constraint(pe.Any, noruleinit=True,
                                       doc="a contributor forwards its partial once, unless it is the root")
@@ -732,7 +734,8 @@ def _useful_switch_copies(data: TenData, copies: np.ndarray) -> np.ndarray:
     while len(copies):
         src, dst = data.src[copies[:, 1]], data.dst[copies[:, 1]]
         left = {(c, u, t - kk) for (c, _, t), u, kk in zip(copies.tolist(), src.tolist(), k.tolist()) if data.switch[u]}
-        keep = np.array([not data.switch[v] or (c, v, t) in left for (c, _, t), v in zip(copies.tolist(), dst.tolist())])
+        keep = np.array([not data.switch[v] or (c, v, t) in left
+                         for (c, _, t), v in zip(copies.tolist(), dst.tolist())])
         if keep.all():
             break
         copies, k = copies[keep], k[keep]
