@@ -30,7 +30,7 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.switch_ops import with_switch_ops
 from collsynth.instances.topology import from_edges
-from collsynth.solvers.producers import Options, get
+from collsynth.solvers.producers import Options, Unsupported, get
 from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens.bounds import combining_arrivals, instance_bounds, respects_ten_capacity
 from collsynth.tens.cost_models import price
@@ -157,25 +157,33 @@ def test_on_rails_a_chunk_summed_in_two_places_meets_the_bound_the_model_cannot(
 @given(st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2)]), st.booleans(),
        st.sampled_from(["allreduce", "reduce_scatter", "reduce"]))
 def test_the_bound_never_exceeds_a_verified_schedule(shape, sharp, kind):
-    """The TEN ILP's schedule (timesteps, every model's seconds) and ``nvls`` / ``nvls-tree``
-    (allreduce; their steps where they fit the TEN's capacity, and their seconds)."""
+    """The TEN ILP's schedule (timesteps, every model's seconds), ``nvls`` / ``nvls-tree``
+    (allreduce) and the GPU-to-GPU ``ring``, ``nccl-ring`` and ``tree-packing`` where they
+    verify (their steps where they fit the TEN's capacity, and their seconds)."""
     k, g = shape
     topo = rails(k, g, sharp)
     inst = make_instance(topo, kind, message_bytes=k * g * 1e6, **({"root": 0} if kind == "reduce" else {}))
     b = instance_bounds(inst)
-    schedules = []
     o = solve(inst, limit=10.0)
     if o.schedule is not None:
         assert b.timesteps.value <= o.objective
         assert combining_arrivals(inst, *_supply(inst)).value <= o.objective
-        schedules.append(o.schedule)
+    others = []
     if kind == "allreduce":
         s = get("nvls" if k == 1 else "nvls-tree").run(inst, Options()).schedule
         assert verify(s, inst) is None
-        schedules.append(s)
+        others.append(s)
+    for name in ("ring", "nccl-ring", "tree-packing"):
+        try:
+            s = get(name).run(inst, Options(time_limit=20)).schedule
+        except Unsupported:
+            continue
+        if s is not None and verify(s, inst) is None:
+            others.append(s)
+    for s in others:
         if respects_ten_capacity(s, inst):
             assert b.timesteps.value <= s.num_steps
-    for s in schedules:
+    for s in others + ([o.schedule] if o.schedule is not None else []):
         for model in ("sync", "event", "ten"):
             assert b.of(model).value <= price(s, inst, model).total_s * (1 + 1e-9), model
 
