@@ -7,9 +7,16 @@ priced; ``event-inorder`` priced on the same verified schedule). Rows:
 
 - ``nvls`` (one box) / ``nvls-tree`` on ``dgx_h100 nvls=true`` (and ``sharp=true``: the rails
   reduce too), with the instance's bounds (the ``reducing-cut`` argument among them);
-- the best of ``tree-packing`` and ``ring`` on ``dgx_h100`` (no switch reduction), per model.
+- the best of ``tree-packing``, ``ring``, ``nccl-ring`` and ``nccl-tree`` on ``dgx_h100`` (no switch
+  reduction), per model.
 
 The ratio columns are the no-reduction time over the reducing one under each model.
+
+``--kinds``: reduce-scatter and allgather of 1 GB on ``dgx_h100`` with and without NVLS (and
+SHARP rails): the instance's event and sync bounds, which say whether the switch can help.
+``--ilp [SECONDS]``: the TEN ILP with reducing switches (``ten-ilp-combining``) on the small
+systems of ``tests/test_ten_ilp_reducing_switch.py`` and the 2x4 ones: its optimum, what it
+proved, and the ``timesteps`` bound.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import pytest
 from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
-BASELINES = ("tree-packing", "ring")
+BASELINES = ("tree-packing", "ring", "nccl-ring", "nccl-tree")
 MODELS = ("sync", "event", "event-inorder")
 
 
@@ -79,6 +86,74 @@ def main(boxes: list[int]) -> list[dict]:
     return cells
 
 
+def kinds_table(boxes: list[int]) -> str:
+    """Reduce-scatter and allgather bounds (event / sync, ms) with and without switch sums."""
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.tens.bounds import instance_bounds
+
+    lines = ["| boxes | kind | plain event / sync ms | NVLS event / sync ms | NVLS + SHARP event / sync ms |",
+             "|---|---|---|---|---|"]
+    for k in boxes:
+        for kind in ("reduce_scatter", "allgather", "allreduce"):
+            got = []
+            for params in ({}, {"nvls": True}, {"nvls": True, "sharp": True}):
+                if k == 1 and "sharp" in params:
+                    got.append("-")
+                    continue
+                b = instance_bounds(make_instance(build("dgx_h100", {"nodes": k, **params}), kind, message_bytes=M))
+                got.append(f"{b.event.value * 1e3:.4f} / {b.sync.value * 1e3:.4f} ({b.event.source})")
+            lines.append(f"| {k} | {kind} | " + " | ".join(got) + " |")
+    return "\n".join(lines)
+
+
+def _ilp_cases():
+    """(label, instance) of the TEN ILP's small systems with reducing switches."""
+    import importlib.util
+    import pathlib
+
+    from collsynth.instances.instance import make_instance
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "test_ten_ilp_reducing_switch.py"
+    spec = importlib.util.spec_from_file_location("ilp_cases", path)
+    t = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t)
+    return [("4-GPU box, reducing switch, allreduce", t.box()),
+            ("4-GPU box, forwarding switch, allreduce", t.box(reduce=False)),
+            ("4-GPU box, reducing switch, reduce-scatter", t.box("reduce_scatter")),
+            ("4-GPU box, forwarding switch, reduce-scatter", t.box("reduce_scatter", reduce=False)),
+            ("2x2, box switches on a reducing top switch", make_instance(t.two_level(2), "allreduce")),
+            ("2x3, box switches on a reducing top switch", make_instance(t.two_level(3), "allreduce")),
+            ("2x4, box switches on a reducing top switch (4 NICs)", make_instance(t.two_level(4, 4), "allreduce")),
+            ("2x2, reducing box switches, SHARP rails", make_instance(t.rails(2, 2, True), "allreduce")),
+            ("2x4, reducing box switches, SHARP rails", make_instance(t.rails(2, 4, True), "allreduce")),
+            ("2x4, reducing box switches, plain rails", make_instance(t.rails(2, 4, False), "allreduce"))]
+
+
+def ilp_table(limit: float) -> str:
+    """The TEN ILP on :func:`_ilp_cases`: timesteps found, proven (the model's and the
+    instance's bound), seconds."""
+    import time
+
+    from collsynth.formulations import ten_ilp_combining
+    from collsynth.solvers.producers import Options
+    from collsynth.solvers.ten.formulation_producers import producer
+    from collsynth.tens.bounds import instance_bounds
+    from collsynth.tens.verify import verify
+
+    lines = ["| system | timesteps bound (argument) | ILP timesteps | verified | status | model bound | wall s |",
+             "|---|---|---|---|---|---|---|"]
+    for label, inst in _ilp_cases():
+        b = instance_bounds(inst).timesteps
+        t0 = time.perf_counter()
+        o = producer(ten_ilp_combining).run(inst, Options(time_limit=limit, params={"lp_bound": False}))
+        ok = o.schedule is not None and verify(o.schedule, inst) is None
+        lines.append(f"| {label} | {b.value} ({b.source}) | {o.objective} | {ok} | {o.status} | "
+                     f"{o.extra.get('model_bound', o.bound)} | {time.perf_counter() - t0:.1f} |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 @pytest.mark.benchmark
 def test_bench_switch_compute():
     cells = main([1, 2])
@@ -90,4 +165,14 @@ def test_bench_switch_compute():
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boxes", default="1,2,8", help="comma-separated box counts, e.g. 1,2,8,64")
-    main([int(x) for x in parser.parse_args().boxes.split(",")])
+    parser.add_argument("--kinds", action="store_true", help="reduce-scatter / allgather bounds with and without NVLS")
+    parser.add_argument("--ilp", type=float, nargs="?", const=600.0, default=None,
+                        help="the TEN ILP on small systems with reducing switches, SECONDS per system (default 600)")
+    args = parser.parse_args()
+    boxes = [int(x) for x in args.boxes.split(",")]
+    if args.kinds:
+        print(kinds_table(boxes))
+    elif args.ilp is not None:
+        print(ilp_table(args.ilp))
+    else:
+        main(boxes)

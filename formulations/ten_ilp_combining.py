@@ -41,6 +41,24 @@ bounds every schedule, and the TEN producers report that one (and the model's in
 read backwards is a broadcast tree on the transposed topology, so the optimum equals the
 reversal's.
 
+Switch nodes (kept, not unwound; combining collectives only) store nothing: what reaches one
+for a chunk at the end of timestep ``t`` leaves on sends that start in ``t + 1``. A switch
+that reduces (``reduce``, :mod:`collsynth.instances.switch_ops`: NVLink SHARP, InfiniBand SHARP;
+Graham et al., "Scalable Hierarchical Aggregation Protocol (SHArP)", COMHPC 2016, Section 3)
+is a node that combines: the partials of one group operation (one chunk, one timestep,
+``group[c, w, t]``) leave as one partial sum, or the reduction completes there
+(``switch_root[c, w, t]``, a root like a GPU's) and the result leaves as copies in the next
+timestep, once, or once per out-link where the switch multicasts (``copy``). A switch that only
+forwards relays one partial per timestep, unchanged. A copy of the result reaching a switch is
+alone in its group (the switch would add it to whatever else arrives), as the verifier's group
+operations require (:mod:`collsynth.tens.verify`). So NVLS-class schedules are in the model (a
+4-GPU box around a reducing switch: 5 timesteps, proven optimal by the ``combining-arrivals``
+bound, :func:`collsynth.tens.bounds.combining_arrivals`), and so are reductions summed in a
+rail or top-level switch; a partial sum that a switch multicasts into two reductions (each box
+summing, then each rail summing the boxes' sums) is outside the model, so with switch nodes, as
+for allreduce, a horizon it proves impossible bounds its own class only. An instant switch hop
+is refused (the verifier does not check a reduction in a switch under it).
+
 A known schedule of a single collective (the reversal's, reduce-scatter then allgather for
 allreduce) becomes a MIP start through :func:`start_from_schedule` (its ``reduce`` sends are
 forwards of partial sums, the rest copies); the producer improves it with the makespan
@@ -66,9 +84,10 @@ import numpy as np
 import pyomo.core as pe
 
 from ..instances.instance import Instance
+from ..instances.switch_ops import copying_mask, reducing_mask
 from ..tens import bounds
 from ..tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
-from ..tens.ten import INF, NotSupported, TenData, prepare, prune, reach, schedule_from_rows
+from ..tens.ten import INF, SWITCH_COPY, NotSupported, TenData, prepare, prune, reach, schedule_from_rows
 from . import OBJECTIVES, BuildTooLarge, TenModel, expose, ten_model
 
 NAME = "ten-ilp-combining"
@@ -89,6 +108,8 @@ PARAMS = (
     ("start", STARTS, "reversal", "a single combining collective: improve the TEN ILP's reversal schedule "
                                    "(RS + AG for allreduce) as a MIP start of the makespan model (reversal), "
                                    "or search horizons upward from the lower bound (none)"),
+    ("switch_copy", bool, SWITCH_COPY, "a switch declaring neither reduce nor copy multicasts the result of a "
+                                       "reduction (reducing switches multicast only when they declare copy)"),
 )
 
 
@@ -109,7 +130,9 @@ class CombiningIndex:
     ``partial`` (forwards of partial sums, a subset of ``sent``), ``root`` (chunk, node) and
     ``complete`` (chunk, root, timestep). ``contributors[c]``: the nodes contributing to
     combining chunk ``c`` (those in ``combining``, the chunks reduced in the model);
-    ``unreachable``: postcondition pairs of reductions no root can finish in time."""
+    ``unreachable``: postcondition pairs of reductions no root can finish in time;
+    ``switch_root``: (chunk, reducing switch, timestep) where the reduction may complete in
+    that switch's group operation of the timestep (:mod:`collsynth.instances.switch_ops`)."""
 
     hold: list = field(default_factory=list)
     sent: list = field(default_factory=list)
@@ -119,6 +142,7 @@ class CombiningIndex:
     contributors: dict = field(default_factory=dict)
     combining: set = field(default_factory=set)
     unreachable: int = 0
+    switch_root: list = field(default_factory=list)
 
 
 def _int_dist(d: np.ndarray) -> np.ndarray:
@@ -139,10 +163,14 @@ def _copy_index(data: TenData, c: int, earliest, latest, idx: CombiningIndex) ->
         idx.sent.extend((c, int(l), t) for t in range(lo, min(T, int(latest[c, v])) + 1))
 
 
-def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningIndex, owner: int | None) -> None:
+def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningIndex, owner: int | None,
+                     reducing: np.ndarray) -> None:
     """Variables of combining chunk ``c`` (contributors ``contrib``): a partial can leave ``u``
     once some contribution can be there and is useful into ``v`` while a root can still finish
-    and copy the result out; copies leave a node once a root can have finished."""
+    and copy the result out; copies leave a node once a root can have finished. A root is a
+    node needing the result or, in any timestep it can gather every contribution, a
+    ``reducing`` switch (its group operation of that timestep sums them; the switch then
+    holds nothing, so its copies leave in the next timestep)."""
     T = data.horizon
     g = int(data.group[c])
     D = _int_dist(data.dist[g])
@@ -152,6 +180,7 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
     head = D[P].max(axis=0)  # the farthest contributor's distance to each node
     ecc = D[:, need].max(axis=1)  # distance to the farthest node needing the result
     candidates = np.intersect1d(need, P) if owner is None else np.array([owner])
+    candidates = np.union1d(candidates, np.flatnonzero(reducing))
     roots = [int(r) for r in candidates if head[r] + ecc[r] <= T]
     if not roots:
         idx.unreachable += len(need)
@@ -163,11 +192,14 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
     tail = (D[:, R] + ecc[R][None, :]).min(axis=1)
     efull = (head[R][:, None] + D[R]).min(axis=0)
     lfull = np.where(data.post[c], T, T - D[:, need].min(axis=1))
-    sole = roots[0] if len(roots) == 1 else -1
-    idx.root.extend((c, r) for r in roots)
+    sole = roots[0] if len(roots) == 1 and not reducing[roots[0]] else -1
     for r in roots:
-        idx.complete.extend((c, r, t) for t in range(max(1, int(head[r])), T + 1))
-    holders = set(roots)
+        if reducing[r]:
+            idx.switch_root.extend((c, r, t) for t in range(max(1, int(head[r])), T - int(ecc[r]) + 1))
+        else:
+            idx.root.append((c, r))
+            idx.complete.extend((c, r, t) for t in range(max(1, int(head[r])), T + 1))
+    holders = {r for r in roots if not data.switch[r]}
     for l in range(len(data.src)):
         u, v, kl = int(data.src[l]), int(data.dst[l]), int(k[l])
         if u != sole and e_in[u] < INF and tail[v] < INF:
@@ -176,7 +208,7 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
         if v != sole and efull[u] < INF:
             ts = range(max(int(efull[u]) + kl, int(efull[v]), 1), int(lfull[v]) + 1)
             idx.sent.extend((c, l, t) for t in ts)
-            if len(ts):
+            if len(ts) and not data.switch[v]:
                 holders.add(v)
     for n in sorted(holders):
         idx.hold.extend((c, n, t) for t in range(max(1, int(efull[n])), T + 1))
@@ -184,8 +216,10 @@ def _reduction_index(data: TenData, c: int, contrib: np.ndarray, idx: CombiningI
 
 def index_sets(data: TenData, roots: str = "owner") -> CombiningIndex:
     """The variables :func:`build` creates (see :class:`CombiningIndex`); ``roots="owner"``
-    completes each allreduce chunk at its owner (the node that owns its block)."""
+    completes each allreduce chunk at its owner (the node that owns its block) or in a
+    reducing switch."""
     idx = CombiningIndex()
+    reducing = reducing_mask(data.instance.topology)
     earliest, latest = reach(data)
     inst = data.instance
     for g, (coll, off) in enumerate(zip(inst.collectives, inst.chunk_offsets)):
@@ -194,7 +228,7 @@ def index_sets(data: TenData, roots: str = "owner") -> CombiningIndex:
             contrib = coll.precondition[j]
             if coll.combining and contrib.sum() > 1 and (data.post[c] & ~data.pre[c]).any():
                 owner = j // coll.chunks_per_node if roots == "owner" and coll.kind == "allreduce" else None
-                _reduction_index(data, c, contrib, idx, owner)
+                _reduction_index(data, c, contrib, idx, owner, reducing)
             else:
                 _copy_index(data, c, earliest, latest, idx)
     idx.sent = sorted(set(idx.sent) | set(idx.partial))
@@ -205,7 +239,7 @@ def index_sets(data: TenData, roots: str = "owner") -> CombiningIndex:
 
 def build(instance: Instance, horizon: int, state=None, *, objective: str = "arrivals", weights=None,
           timestep: float | None = None, lookahead: int = 0, relax: bool = False, roots: str = "owner",
-          size_limit: int | None = SIZE_LIMIT, **params) -> pe.ConcreteModel:
+          size_limit: int | None = SIZE_LIMIT, switch_copy: bool = SWITCH_COPY, **params) -> pe.ConcreteModel:
     """The TEN ILP with native reductions for ``instance`` over ``horizon`` timesteps (module
     doc; Won et al., TACOS, MICRO 2024, Section V-A for the non-combining part).
 
@@ -216,7 +250,9 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
     its copies still start as soon as it completes) or ``"any"`` (at any participant).
     ``size_limit``: refuse (:class:`~collsynth.formulations.BuildTooLarge`, saying how many) a
     model with more variables (the drivers then stop searching larger horizons). ``lookahead`` is accepted and ignored (no time clustering: ``state``
-    is refused). ``relax=True`` makes every variable continuous in [0, 1].
+    is refused). ``relax=True`` makes every variable continuous in [0, 1]. ``switch_copy``:
+    whether a switch that declares neither ``reduce`` nor ``copy`` multicasts a result (module
+    doc, "Switch nodes").
     """
     if params:
         raise NotSupported(f"unknown parameter(s) {', '.join(sorted(params))}")
@@ -224,7 +260,8 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
         raise NotSupported("native reductions start from the precondition only (no time clustering)")
     if objective not in OBJECTIVES:
         raise NotSupported(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    data = prepare(instance, horizon, None, timestep, native=True)
+    data = prepare(instance, horizon, None, timestep, bool(switch_copy), native=True)
+    _check_switches(data)
     if data.pipelined:
         raise NotSupported("a pipelined link latency (topology latency = pipelined): this model times partial sums "
                            "by the link delay alone; use latency = serial or the dual TEN formulations")
@@ -250,9 +287,14 @@ def build(instance: Instance, horizon: int, state=None, *, objective: str = "arr
                     doc="the chunk's reduction completes at this node")
     m.complete = pe.Var(pe.Set(initialize=idx.complete, dimen=3, ordered=False), domain=domain,
                         doc="the root holds every contribution at the end of timestep")
+    if data.has_switches:
+        m.switch_root = pe.Var(pe.Set(initialize=idx.switch_root, dimen=3, ordered=False), domain=domain,
+                               doc="the chunk's reduction completes in the reducing switch's group operation "
+                                   "of timestep")
     H = _holding(m, data, idx)
     _add_sends(m, data, idx, H)
     _add_reductions(m, data, idx)
+    _add_switch_groups(m, data, idx, copying_mask(instance.topology, bool(switch_copy)), domain)
     _add_capacity(m, data, idx)
     if objective == "arrivals":
         _add_all_held(m, data, idx)
@@ -298,6 +340,8 @@ def _add_sends(m, data: TenData, idx: CombiningIndex, H) -> None:
     arrivals = _by([(c, int(data.dst[l]), t) for c, l, t in idx.sent], idx.sent)
 
     def needs_hold(m, c, l, t):
+        if data.switch[data.src[l]]:  # what leaves a switch: _add_switch_groups
+            return pe.Constraint.Skip
         k = int(data.delay[data.group[c], l])
         h = H(c, int(data.src[l]), t - k)
         part = _copy_part(m, (c, l, t))
@@ -319,8 +363,8 @@ def _add_sends(m, data: TenData, idx: CombiningIndex, H) -> None:
     m.eq_hold_update = pe.Constraint(
         sorted(idx.hold), rule=update,
         doc="held at t iff held at t-1 or a copy arrives at t (combining: or the root completes at t)")
-    once = _by([(c, int(data.dst[l])) for c, l, t in idx.sent if c in idx.combining],
-               [i for i in idx.sent if i[0] in idx.combining])
+    into_gpus = [i for i in idx.sent if i[0] in idx.combining and not data.switch[data.dst[i[1]]]]
+    once = _by([(c, int(data.dst[l])) for c, l, t in into_gpus], into_gpus)
     m.ineq_one_copy = pe.Constraint(
         sorted(once), rule=lambda m, c, n: sum(_copy_part(m, i) for i in once[(c, n)]) <= 1,
         doc="the result of a reduction arrives at a node at most once")
@@ -335,6 +379,7 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
     per_arc = _by([(c, l) for c, l, t in P], P)
     arcs_into = _by([(c, int(dst[l])) for c, l in sorted(per_arc)], sorted(per_arc))
     roots = _by([c for c, r in idx.root], idx.root)
+    in_switch = _by([c for c, w, t in idx.switch_root], idx.switch_root)
     m.ineq_partial_is_a_send = pe.Constraint(
         sorted(P), rule=lambda m, c, l, t: m.partial[c, l, t] <= m.sent[c, l, t],
         doc="a forwarded partial sum is a send")
@@ -348,13 +393,15 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
     once, relay_in, relay_out = [], [], []
     for c in sorted(idx.combining):
         contrib = set(int(u) for u in idx.contributors[c])
-        reduced = sum(m.root[i] for i in roots[c])  # 1 when chunk c is reduced at all
-        for u in range(data.pre.shape[1]):
+        reduced = (sum(m.root[i] for i in roots.get(c, ()))  # 1 when chunk c is reduced at all
+                   + sum(m.switch_root[i] for i in in_switch.get(c, ())))
+        for u in np.flatnonzero(~data.switch).tolist():  # switches: _add_switch_groups
             r = m.root[c, u] if (c, u) in m.root else 0
             if u in contrib:
                 once.append(forwards(c, u) + r == reduced)
             elif (c, u) in out_of or (c, u) in arcs_into:
-                relay_in.extend(arrivals(c, l) <= forwards(c, u) for _, l in arcs_into.get((c, u), ()))
+                relay_in.extend(a <= forwards(c, u) for _, l in arcs_into.get((c, u), ())
+                                for a in _apart(m, data, per_arc, c, l))
                 relay_out.append(forwards(c, u) <= sum(arrivals(c, l) for _, l in arcs_into.get((c, u), ())))
     m.eq_forward_once = pe.Constraint(pe.Any, noruleinit=True,
                                       doc="a contributor forwards its partial once, unless it is the root")
@@ -364,8 +411,10 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
                                           doc="a node without a contribution forwards what it received, once")
     for i, e in enumerate(relay_in + [e for e in relay_out if not isinstance(e, bool)]):
         m.ineq_relay_forwards[i] = e
-    m.eq_one_root = pe.Constraint(sorted(roots), rule=lambda m, c: sum(m.root[i] for i in roots[c]) <= 1,
-                                  doc="one root per chunk")
+    m.eq_one_root = pe.Constraint(sorted(set(roots) | set(in_switch)),
+                                  rule=lambda m, c: sum(m.root[i] for i in roots.get(c, ()))
+                                  + sum(m.switch_root[i] for i in in_switch.get(c, ())) <= 1,
+                                  doc="one root (a node, or a reducing switch's group operation) per chunk")
     _add_precedence(m, data, idx, out_of, per_arc, arcs_into)
 
     def completion(m, c, r, t):
@@ -378,11 +427,95 @@ def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
         for _, l in arcs_into.get((c, r), ()):
             later = [i for i in per_arc[(c, l)] if i[2] > t]
             if later:
-                rows.append(m.complete[c, r, t] + sum(m.partial[i] for i in later) <= 1)
+                rows.extend(m.complete[c, r, t] + a <= 1 for a in _apart(m, data, {(c, l): later}, c, l))
     m.ineq_complete_after_arrivals = pe.Constraint(pe.Any, noruleinit=True,
                                                    doc="complete at t only if no partial arrives at the root after t")
     for i, e in enumerate(rows):
         m.ineq_complete_after_arrivals[i] = e
+
+
+def _check_switches(data: TenData) -> None:
+    """Refuse switch nodes this model does not time: with a non-combining collective (its
+    copies would need holdings at the switch: use ten-ilp) or an instant switch-to-NPU hop
+    (the verifier does not check reductions in a switch under it)."""
+    if not data.has_switches:
+        return
+    if not _combining_chunks(data).all():
+        raise NotSupported("switch nodes with a non-combining collective: use ten-ilp (switch nodes that copy)")
+    if data.switch_instant:
+        raise NotSupported("an instant switch hop (topology switch_hop = instant) with a reduction through a switch: "
+                           "use switch_hop = timestep")
+
+
+def _switch_sends(data: TenData, keys) -> tuple[dict, dict]:
+    """Sends ``(c, l, t)`` into and out of switch nodes by the switch's group operation they
+    belong to: ``(into, out)``, ``into[(c, w, t)]`` the sends arriving at switch ``w`` at the
+    end of ``t`` and ``out[(c, w, t)]`` those leaving it in ``t + 1`` (they forward what
+    arrived at the end of ``t``; the arrival of a send over a pair of delay ``k`` is ``k``
+    timesteps after its group)."""
+    into, out = {}, {}
+    for i in keys:
+        c, l, t = i
+        u, v = int(data.src[l]), int(data.dst[l])
+        if data.switch[v]:
+            into.setdefault((c, v, t), []).append(i)
+        if data.switch[u]:
+            out.setdefault((c, u, t - int(data.delay[data.group[c], l])), []).append(i)
+    return into, out
+
+
+def _add_switch_groups(m, data: TenData, idx: CombiningIndex, copies: np.ndarray, domain) -> None:
+    """Switch nodes store nothing: what arrives for a chunk at the end of ``t`` leaves on sends
+    that start in ``t + 1``. A reducing switch sums the partials of one group operation into
+    one, which leaves once (``group[c, w, t]``) unless the reduction completes there
+    (``switch_root``); a switch that only forwards relays a partial, one per timestep (the
+    verifier pairs the j-th forward with the j-th arrival, so with several the model could
+    not say which goes where). A copy of the
+    result that reaches a switch is alone in its group (it would be added to what else
+    arrives) and leaves once, or once per link where the switch multicasts (``copies``), as
+    does a result completed in the switch."""
+    if not data.has_switches:
+        return
+    p_in, p_out = _switch_sends(data, idx.partial)
+    c_in, c_out = _switch_sends(data, [i for i in idx.sent if i[0] in idx.combining])
+    reducing = reducing_mask(data.instance.topology)
+    keys = sorted(set(p_in) | set(p_out) | set(c_in) | set(c_out) | set(idx.switch_root))
+    groups = sorted(k for k in p_in if reducing[k[1]])
+    m.group = pe.Var(pe.Set(initialize=groups, dimen=3, ordered=False), domain=domain,
+                     doc="partial sums reach the reducing switch for the chunk at the end of timestep")
+    rows = []
+    for key in keys:
+        c, w, t = key
+        came = sum(_copy_part(m, i) for i in c_in.get(key, ()))
+        ins = [m.partial[i] for i in p_in.get(key, ())]
+        left = sum(m.partial[i] for i in p_out.get(key, ()))
+        done = m.switch_root[key] if key in m.switch_root else 0
+        rows += [p + came <= 1 for p in ins]
+        if reducing[w]:
+            z = m.group[key] if key in m.group else 0
+            rows += [p <= z for p in ins] + ([z <= sum(ins)] if ins else [])
+            rows.append(left + done == z)
+        else:  # one partial per group operation: which arrival a forward carries is then unambiguous
+            rows += [left == sum(ins), sum(ins) <= 1]
+        if c_in.get(key):
+            rows.append(came <= 1)
+        outs = c_out.get(key, ())
+        links = _by([i[1] for i in outs], outs).values() if copies[w] else [outs]
+        rows += [sum(_copy_part(m, i) for i in lk) <= done + came for lk in links]
+    m.ineq_switch_group = pe.Constraint(
+        pe.Any, noruleinit=True,
+        doc="a switch forwards what arrived the timestep before: one sum per reducing group, each partial "
+            "of a forwarding switch, a copy of the result once (or once per link where it multicasts)")
+    for i, e in enumerate(e for e in rows if not isinstance(e, bool)):
+        m.ineq_switch_group[i] = e
+
+
+def _apart(m, data: TenData, per_arc: dict, c: int, l: int) -> list:
+    """The partials ``per_arc[(c, l)]`` as rows take them: their sum, at most 1, when a node
+    sends them (it forwards its partial once), else each alone (a switch may pass several)."""
+    if data.switch[data.src[l]]:
+        return [m.partial[i] for i in per_arc[(c, l)]]
+    return [sum(m.partial[i] for i in per_arc[(c, l)])]
 
 
 def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs_into) -> None:
@@ -390,6 +523,8 @@ def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs
     ``u`` starts forwarding its own (so it forwards everything routed through it)."""
     rows = []
     for (c, u), outs in out_of.items():
+        if data.switch[u]:  # stores nothing: what leaves it is what arrived (_add_switch_groups)
+            continue
         k = data.delay[data.group[c]]
         starts = sorted({t - int(k[l]) + 1 for _, l, t in outs})
         for _, l_in in arcs_into.get((c, u), ()):
@@ -398,7 +533,8 @@ def _add_precedence(m, data: TenData, idx: CombiningIndex, out_of, per_arc, arcs
                 late = [i for i in ins if i[2] >= tau]
                 begun = [i for i in outs if i[2] - int(k[i[1]]) + 1 <= tau]
                 if late and begun:
-                    rows.append(sum(m.partial[i] for i in late) + sum(m.partial[i] for i in begun) <= 1)
+                    fwd = sum(m.partial[i] for i in begun)
+                    rows.extend(a + fwd <= 1 for a in _apart(m, data, {(c, l_in): late}, c, l_in))
     m.ineq_forward_after_arrivals = pe.Constraint(
         pe.Any, noruleinit=True,
         doc="no partial arrives at a node at or after the timestep its own forward starts")
@@ -591,6 +727,21 @@ def _useful_copies(data: TenData, c: int, partials: np.ndarray, copies: np.ndarr
     return kept
 
 
+def _useful_switch_copies(data: TenData, copies: np.ndarray) -> np.ndarray:
+    """``copies`` less those into a switch that forwards nothing of that group operation (to a
+    fixed point): what a switch does not pass on is lost (it stores nothing)."""
+    k = data.delay[data.group[copies[:, 0]], copies[:, 1]] if len(copies) else np.zeros(0, np.int64)
+    while len(copies):
+        src, dst = data.src[copies[:, 1]], data.dst[copies[:, 1]]
+        left = {(c, u, t - kk) for (c, _, t), u, kk in zip(copies.tolist(), src.tolist(), k.tolist()) if data.switch[u]}
+        keep = np.array([not data.switch[v] or (c, v, t) in left
+                         for (c, _, t), v in zip(copies.tolist(), dst.tolist())])
+        if keep.all():
+            break
+        copies, k = copies[keep], k[keep]
+    return copies
+
+
 def extract(model: pe.ConcreteModel) -> Schedule:
     """The schedule the solved model describes: forwarded partial sums as ``reduce`` sends,
     copies of results as ``copy`` sends (the verifier's contribution sets, :mod:`collsynth.tens.verify`),
@@ -608,7 +759,7 @@ def extract(model: pe.ConcreteModel) -> Schedule:
         mine = rows[rows[:, 0] == c]
         red = np.array([r for r in mine.tolist() if tuple(r) in is_partial], np.int64).reshape(-1, 3)
         cps = np.array([r for r in mine.tolist() if tuple(r) not in is_partial], np.int64).reshape(-1, 3)
-        cps = _useful_copies(data, int(c), red, cps)
+        cps = _useful_switch_copies(data, cps) if data.has_switches else _useful_copies(data, int(c), red, cps)
         parts.append(np.column_stack([red, np.full(len(red), OP_REDUCE)]))
         parts.append(np.column_stack([cps, np.full(len(cps), OP_COPY)]))
     rows = np.concatenate(parts).reshape(-1, 4)

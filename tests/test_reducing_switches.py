@@ -140,6 +140,36 @@ def test_a_reduction_the_collective_does_not_use_is_refused(tmp_path):
     assert instance_from_dict(data, base_dir=tmp_path).collective.kind == "allgather"
 
 
+def test_a_reduction_the_collective_does_not_use_exits_2_in_one_line(tmp_path):
+    """The same refusal through the command line, with and without ``--json``: exit 2, one line
+    on stderr naming the instance, the topology file, the node and the field, nothing on stdout."""
+    g = tmp_path / "t.graphml"
+    write_topology(build("switch", {"nodes": 3, "reduce": True}), g)
+    g.write_text(g.read_text().replace(">sum<", ">max<"))
+    toml = tmp_path / "i.toml"
+    toml.write_text('name = "x"\n[topology]\nfile = "t.graphml"\n[collective]\nkind = "allreduce"\n')
+    for extra in ([], ["--json"]):
+        run = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "instance", str(toml), *extra],
+                             capture_output=True, text=True)
+        assert run.returncode == 2 and run.stdout == "", run.stdout
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and "i.toml" in lines[0] and "t.graphml: node 3 field reduce" in lines[0]
+
+
+def test_a_switch_that_sends_one_chunks_sum_as_another_is_refused():
+    """The switch sums chunk 0's arrivals of step 1 and sends the sum out as chunk 1 (two
+    chunks' group operations merged into one): chunk 1's sum then leaves twice on a link and
+    chunk 0's result never arrives."""
+    merged = [(1, *s[1:]) if (s[0], s[3]) == (0, W) else s for s in summed_multicast()]
+    v = check(merged)
+    assert v is not None and v.step == 2 and "more than once" in v.reason
+    # the duplicate sends dropped: chunk 0's result is missing everywhere
+    once = [s for s in merged if not ((s[0], s[3]) == (1, W) and merged.count(s) > 1)] + \
+        [(1, 0, 1, W, j, 2, "copy") for j in range(N)]
+    assert "chunk 0 [0, 1) reduced over 1 of 4 ranks at the end (missing contributions of ranks [1, 2, 3])" \
+        in str(check(once))
+
+
 def test_exports_of_a_switch_reduction_in_one_line(tmp_path):
     """``nvls`` on a box: MSCCL XML has no in-switch reduction (one line, exit 2); the MSCCL++
     plan writes its group operations as switch channels (``glres``); the load-reduce shape, whose

@@ -348,7 +348,8 @@ def _with_driver(formulation: TenFormulation):
             o = _from_start(instance, formulation, drive) if start == "reversal" else None
             if o is None:
                 o = _checked(lambda: drivers.run(drive.driver, instance, formulation, drive))
-            if formulation.native_reductions and any(c.kind == "allreduce" for c in instance.collectives):
+            if formulation.native_reductions and (any(c.kind == "allreduce" for c in instance.collectives)
+                                                  or instance.topology.switches):
                 o = _model_class_proof(o)
             return _lp_beside(instance, formulation, options, form, o, clock) if want_lp else o
         outs = []
@@ -383,8 +384,11 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
     clock = options.timer()
     form = drivers.split_params(dict(options.params))[1]
     keep = {k: form[k] for k in ("timestep",) if k in form}
-    seed = _with_driver(REVERSAL)(instance, replace(options, deadline=clock.share(START_SHARE), driver=None,
-                                                    params={**keep, "lp_bound": False}))
+    try:
+        seed = _with_driver(REVERSAL)(instance, replace(options, deadline=clock.share(START_SHARE), driver=None,
+                                                        params={**keep, "lp_bound": False}))
+    except Unsupported:  # the reversal cannot express it (a reduction through switch nodes): no start
+        return None
     if seed.schedule is None:
         return None
     about = {"producer": REVERSAL.name, "steps": seed.objective, "status": seed.status,
@@ -416,9 +420,10 @@ def _from_start(instance, formulation: TenFormulation, options: Options):
 
 
 def _model_class_proof(o: Outcome) -> Outcome:
-    """An allreduce solved by a native-reduction formulation: a horizon its model proves
-    impossible rules out that model's schedules only (one reduction tree per chunk, then
-    copies; recursive doubling's butterflies are outside it), so the outcome's bound and status
+    """An allreduce, or any reduction through kept switch nodes, solved by a native-reduction
+    formulation: a horizon its model proves impossible rules out that model's schedules only
+    (one reduction tree per chunk, then copies; recursive doubling's butterflies, and sums that
+    switches multicast into several reductions, are outside it), so the outcome's bound and status
     rest on the instance's lower bound, and ``extra["model_bound"]`` /
     ``extra["model_optimal"]`` keep what the search proved about the model."""
     lb = o.extra.get("lower_bound")

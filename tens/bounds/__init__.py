@@ -68,6 +68,12 @@ Arguments (``source``)
     GPUs takes in one whole copy of the data, ``M / lambda`` with ``lambda`` the least max-flow
     between two GPUs (:func:`reducing_cut_seconds`); the other arguments hold with reducing
     switches too (a partial sum crossing a cut once carries every contribution behind it).
+``combining-arrivals``
+    (TEN timesteps) a combining collective: a node takes in a chunk's worth of every result
+    it needs no earlier than its farthest contributor's distance, and sends out a chunk's
+    worth of every contribution someone else needs no later than its farthest such node's
+    distance before the end, at most its links' capacity per timestep
+    (:func:`combining_arrivals`; the pipeline fill a GPU behind a switch pays).
 ``lp``
     the TEN LP relaxation's bound (Won et al., TACOS, 2023, Section V-A, relaxed), passed in
     by the producers (:func:`from_lp`).
@@ -173,7 +179,9 @@ from .flows import (
     flow_seconds,
 )
 from .reducing import (
+    ARRIVALS_CELLS,
     REDUCING_CUT_CELLS,
+    combining_arrivals,
     reducing_cut_seconds,
 )
 from .timesteps import (
@@ -229,7 +237,9 @@ __all__ = [
     "region_time",
     "FLOW_CELLS",
     "flow_seconds",
+    "ARRIVALS_CELLS",
     "REDUCING_CUT_CELLS",
+    "combining_arrivals",
     "reducing_cut_seconds",
     "distance_bound",
     "lower_bound",

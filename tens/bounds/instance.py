@@ -22,7 +22,7 @@ from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
-from .reducing import reducing_cut_seconds
+from .reducing import combining_arrivals, reducing_cut_seconds
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 
@@ -253,8 +253,8 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
 # Bounds of combining collectives beyond the cut: ``argument(instance, supply, model, convert) ->
 # Bound`` under one cost model (``supply`` its links' delivery, ``convert`` its time to the
 # model's units), each saying itself (not computed) where its switches' assumption fails: the
-# partition bound holds when no switch reduces.
-COMBINING_ARGUMENTS = (partition_bound,)
+# partition bound holds when no switch reduces; the combining arrivals count TEN timesteps only.
+COMBINING_ARGUMENTS = (partition_bound, combining_arrivals)
 
 
 FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True,  # kind: transposed
