@@ -38,6 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
+from ..instances.box_shift import box_shift
+
 INT32_MAX = 2**31 - 1
 RATIO_DENOMINATOR = 1000  # bandwidth ratios are taken as fractions with at most this denominator
 
@@ -60,6 +62,13 @@ class FlowNet:
     unit_bw: float
     compute: tuple[int, ...]
     weight: tuple[int, ...]
+    checked: tuple[int, ...] | None = None  # compute nodes whose max flows stand for all (one per orbit of a
+    # checked automorphism that keeps the weights: :func:`flow_net`); None: every compute node
+
+    @property
+    def sinks(self) -> tuple[int, ...]:
+        """The compute nodes the cut condition is tested at: :attr:`checked`, else all."""
+        return self.compute if self.checked is None else self.checked
 
     @property
     def total_weight(self) -> int:
@@ -84,12 +93,27 @@ def integer_units(bandwidth: np.ndarray) -> tuple[np.ndarray, float]:
 
 def flow_net(topology, compute: Iterable[int], weight: Sequence[int], transpose: bool = False) -> FlowNet:
     """The live links of ``topology`` (reversed with ``transpose``) as a :class:`FlowNet` over
-    ``compute`` nodes with root weights ``weight``."""
+    ``compute`` nodes with root weights ``weight``. On identical boxes
+    (:func:`collsynth.instances.box_shift.box_shift`, an automorphism, so of the reversed links
+    too) whose shift keeps every root's weight, a max flow to a compute node equals the max flow
+    to its image: only the first box's nodes are tested (:attr:`FlowNet.checked`)."""
     la = topology.link_arrays
     src, dst = (la.dst, la.src) if transpose else (la.src, la.dst)
     units, unit_bw = integer_units(la.bandwidth)
+    compute, weight = tuple(int(c) for c in compute), tuple(int(w) for w in weight)
     return FlowNet(topology.size, src.astype(np.int64), dst.astype(np.int64), units, la.bandwidth.astype(float),
-                   unit_bw, tuple(int(c) for c in compute), tuple(int(w) for w in weight))
+                   unit_bw, compute, weight, _orbit_representatives(topology, compute, weight))
+
+
+def _orbit_representatives(topology, compute: tuple[int, ...], weight: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The first box's compute nodes when a box shift keeps every weight, else None."""
+    shift = box_shift(topology, compute)
+    if shift is None:
+        return None
+    w = dict(zip(compute, weight))
+    if any(w[c] != w[int(shift.perm[c])] for c in compute):
+        return None
+    return shift.representatives(compute)
 
 
 def max_flow(n: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, s: int, t: int,
@@ -186,7 +210,7 @@ def optimum(net: FlowNet) -> Optimum:
     witness: tuple[int, ...] = ()
     if tau == 0:
         return Optimum(Fraction(0), (), Fraction(0), 1, 0)
-    order = list(net.compute)
+    order = list(net.sinks)
     flows = 0
     while True:
         side, v, ran = short_cut(net, tau, order)
@@ -262,7 +286,7 @@ def holds_with(net: FlowNet, caps: np.ndarray, k: int) -> bool:
     dst = np.concatenate([net.dst, np.asarray([c for c, _ in roots], dtype=np.int64)])
     cap = np.concatenate([caps, np.asarray([k * w for _, w in roots], dtype=np.int64)])
     need = k * net.total_weight
-    return all(max_flow(s + 1, src, dst, cap, s, v)[0] >= need for v in net.compute)
+    return all(max_flow(s + 1, src, dst, cap, s, v)[0] >= need for v in net.sinks)
 
 
 def fixed_k(net: FlowNet, k: int, tau_star: Fraction, stretch: Fraction = Fraction(2)) -> Fraction | None:
