@@ -20,6 +20,14 @@ pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
 have the same step loads in reverse order, so the same price.
 
+On identical boxes the trees of the first box's roots are kept with the box shift that moves
+them (``shift``, an automorphism of the topology: :mod:`collsynth.instances.box_shift`): the
+schedule is those trees moved ``j`` boxes on for every ``j < copies``, memory in one box's
+trees x hops. A moved tree is valid where its original is (an automorphism keeps links, their
+latency and bandwidth, and switches), so :func:`verify` checks the shift and the listed trees;
+a link's load is the same on every link of its orbit under the shift, so :func:`price_sync`
+sums the listed hops per orbit (times ``copies`` over the orbit's size).
+
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
 >>> from collsynth.instances.generators import build
@@ -33,10 +41,11 @@ have the same step loads in reverse order, so the same price.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..instances.symmetry import is_automorphism
 from .schedule import Schedule, from_arrays, reverse
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
@@ -68,6 +77,8 @@ class PipelinedTrees:
     src: np.ndarray
     dst: np.ndarray
     before: np.ndarray
+    shift: np.ndarray | None = None  # node -> node, the box shift (module doc); None: the trees as listed
+    copies: int = 1  # the listed trees moved j boxes on, j < copies
 
     @property
     def reversed(self) -> bool:
@@ -81,8 +92,26 @@ class PipelinedTrees:
 
     @property
     def sends(self) -> int:
-        """The sends :func:`expand` lists: hops times ``P``."""
-        return len(self.src) * self.chunks_per_root * self.pieces
+        """The sends :func:`expand` lists: hops times ``P`` (times the copies moved by the shift)."""
+        return len(self.src) * self.chunks_per_root * self.pieces * self.copies
+
+
+def listed(f: PipelinedTrees) -> PipelinedTrees:
+    """``f`` with every tree moved by its shift listed (no shift): ``copies`` times the trees."""
+    if f.shift is None or f.copies == 1:
+        return f
+    nodes = np.concatenate([f.src, f.dst, f.root])
+    moved = np.empty((f.copies, len(nodes)), np.int64)
+    cur = nodes.astype(np.int64)
+    for j in range(f.copies):
+        moved[j] = cur
+        cur = f.shift[cur]
+    h = len(f.src)
+    src, dst, root = moved[:, :h], moved[:, h:2 * h], moved[:, 2 * h:]
+    hops = np.diff(f.ptr)
+    ptr = np.r_[0, np.cumsum(np.tile(hops, f.copies))]
+    return replace(f, root=root.ravel(), lo=np.tile(f.lo, f.copies), hi=np.tile(f.hi, f.copies), ptr=ptr,
+                   src=src.ravel(), dst=dst.ravel(), before=np.tile(f.before, f.copies), shift=None, copies=1)
 
 
 def expand(f: PipelinedTrees) -> Schedule:
@@ -90,6 +119,7 @@ def expand(f: PipelinedTrees) -> Schedule:
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
     reversal for ``reduce_scatter`` / ``reduce``."""
+    f = listed(f)
     c, pieces = f.chunks_per_root, f.pieces
     q = np.arange(c * pieces, dtype=np.int64)
     j, p = q // pieces, q % pieces
@@ -131,7 +161,38 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     copy = (not f.reversed) if switch_copy is None else switch_copy
     is_switch = np.zeros(topo.size, bool)
     is_switch[list(topo.switches)] = True
-    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll)
+    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
+    if f.shift is not None and f.copies > 1:
+        why = _shift_violation(f, topo, is_switch, roots)
+        if why:
+            return why
+        roots = np.unique(f.root)
+    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll, roots)
+
+
+def _shift_violation(f: PipelinedTrees, topo, is_switch: np.ndarray, roots: np.ndarray) -> str | None:
+    """Why the shift does not make the listed trees every root's: not an automorphism keeping
+    switches and participants, not of order ``copies``, or the listed roots moved ``j < copies``
+    boxes on not each collective root exactly once."""
+    perm = np.asarray(f.shift, dtype=np.int64)
+    if perm.shape != (topo.size,) or not (np.sort(perm) == np.arange(topo.size)).all():
+        return "the shift is not a permutation of the topology's nodes"
+    if not is_automorphism(topo, perm) or (is_switch[perm] != is_switch).any():
+        return "the shift does not map links to links of the same count, latency and bandwidth, switches to switches"
+    cur = np.arange(topo.size)
+    for _ in range(f.copies):
+        cur = perm[cur]
+    if (cur != np.arange(topo.size)).any():
+        return f"the shift moved {f.copies} times is not the identity"
+    mine = np.unique(f.root)
+    moved = np.empty((f.copies, len(mine)), np.int64)
+    at = mine
+    for j in range(f.copies):
+        moved[j] = at
+        at = perm[at]
+    if len(np.unique(moved)) != moved.size or not np.array_equal(np.unique(moved), np.unique(roots)):
+        return "the listed roots moved by the shift are not every root of the collective once"
+    return None
 
 
 def _first(bad: np.ndarray, where: np.ndarray) -> int:
@@ -177,12 +238,11 @@ def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str 
     return None
 
 
-def _coverage_violation(f: PipelinedTrees, coll) -> str | None:
-    """Every root's trees split its shard ``[0, k)`` exactly and each reaches every participant
-    (each at most once: :func:`_hop_violation`)."""
+def _coverage_violation(f: PipelinedTrees, coll, roots: np.ndarray) -> str | None:
+    """Every root of ``roots``'s trees split its shard ``[0, k)`` exactly and each reaches
+    every participant (each at most once: :func:`_hop_violation`)."""
     part = np.zeros(max(f.nodes, int(f.dst.max(initial=0)) + 1), bool)
     part[np.asarray(coll.nodes, dtype=np.int64)] = True
-    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
     stray = ~np.isin(f.root, roots)
     if stray.any():
         t = int(np.argmax(stray))
@@ -225,23 +285,47 @@ def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
     """The synchronous alpha-beta price of ``f``'s expansion (module doc), in segments of steps
     with the same hops active: hop ``h`` carries one piece in each of steps ``before_h + 1 ..
     before_h + P``; per step, the largest alpha over links used plus the largest load over
-    bandwidth (Zhao et al., NSDI 2025, Section 3.2)."""
+    bandwidth (Zhao et al., NSDI 2025, Section 3.2). Loads are summed once per depth below the
+    root (a segment adds the depths active in it) and, with a shift, per orbit of links."""
     la = instance.topology.link_arrays
     src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
-    link = la.lookup(src, dst)
+    group, scale = link_orbits(la, f.shift, f.copies)
+    link = group[la.lookup(src, dst)]
     P = f.chunks_per_root * f.pieces
     widths = (f.hi - f.lo).astype(np.float64)
     per_hop = np.repeat(widths, np.diff(f.ptr)) / (f.k * f.pieces) * instance.collective.chunk_bytes
-    starts, stops = f.before + 1, f.before + P + 1  # active in [start, stop)
+    depths, at = np.unique(f.before, return_inverse=True)
+    G = len(la)
+    loads = np.bincount(at * G + link, weights=per_hop, minlength=len(depths) * G).reshape(len(depths), G)
+    rate = scale / la.bandwidth  # seconds per byte on a link of the group (0 where no group)
+    alpha = np.zeros(len(depths))
+    np.maximum.at(alpha, at, la.alpha[link])
+    starts, stops = depths + 1, depths + P + 1  # active in [start, stop)
     edges = np.unique(np.concatenate([starts, stops]))
     steps, T_L, T_B = 0, 0.0, 0.0
     for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
         active = (starts <= a) & (stops > a)
         if not active.any():
             continue
-        used = link[active]
-        load = np.bincount(used, weights=per_hop[active], minlength=len(la))
-        T_L += (b - a) * float(la.alpha[used].max())
-        T_B += (b - a) * float((load / la.bandwidth).max())
+        T_L += (b - a) * float(alpha[active].max())
+        T_B += (b - a) * float((loads[active].sum(axis=0) * rate).max())
         steps += b - a
     return SyncPrice(steps, T_L, T_B)
+
+
+def link_orbits(la, shift: np.ndarray | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(group, scale)``: per link pair of ``la`` its orbit under ``shift`` (the least pair
+    index in it) and, per pair, the load factor ``copies / orbit size`` the moved trees put on
+    each link of an orbit for one listed hop in it (zero off the representatives). Without a
+    shift every pair is its own group at factor 1."""
+    L = len(la)
+    if shift is None or copies == 1:
+        return np.arange(L), np.ones(L)
+    image = la.lookup(shift[la.src], shift[la.dst])
+    group, cur = np.arange(L), np.arange(L)
+    for _ in range(copies - 1):
+        cur = image[cur]
+        np.minimum(group, cur, out=group)
+    size = np.bincount(group, minlength=L)
+    scale = np.where(size > 0, copies / np.maximum(size, 1), 0.0)
+    return group, scale
