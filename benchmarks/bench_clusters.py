@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+from dataclasses import replace
 import signal
 import time
 
@@ -35,12 +36,12 @@ SUPERPOD = {"2 SU": {"groups_per_pod": 2, "spines": 8}, "4 SU": {}, "8 SU": {"gr
             "16 SU": {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64},
             "64 SU": {"pods": 64, "groups_per_pod": 1, "spines": 8, "cores": 256}}
 ROWS = (
-    [(f"dgx_h100 nodes={n}", "dgx_h100", {"nodes": n}) for n in (32, 64, 128, 256, 512)]
+    [(f"dgx_h100 nodes={n}", "dgx_h100", {"nodes": n}) for n in (32, 64, 128, 256, 512, 1024, 2048)]
     + [(f"SuperPOD {k} (rail_clos)", "rail_clos", p) for k, p in SUPERPOD.items()]
     + [("SuperPOD 4 SU, leaves 2:1", "rail_clos", {"spines": 16, "oversubscription": [2.0, 1.0]}),
        ("SuperPOD 16 SU, leaves 2:1", "rail_clos", {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64,
                                                     "oversubscription": [2.0, 1.0]})]
-    + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26)]
+    + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26, 32)]
     + [(f"HPN {s} segments", "hpn", {"segments": s}) for s in (2, 4)]
 )
 
@@ -74,7 +75,7 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing import compact
-    from collsynth.solvers.packing.producer import _tree_hops, _with_header, forest
+    from collsynth.solvers.packing.producer import _tree_hops, _with_header, choose_k, forest
     from collsynth.tens import cost_models, verify
     from collsynth.tens.cut_optimum import flow_net, optimum
     from collsynth.tens.pipelined_trees import expand
@@ -90,19 +91,24 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     out.update(optimum_ms=1e3 * float(opt.seconds(coll.chunk_bytes, net.unit_bw)), optimum_s=time.perf_counter() - t,
                stage="trees")
     t = time.perf_counter()
-    f = forest(inst, "allgather", False)
-    out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
+    k, tau = choose_k(net, opt)
+    c = compact.translated(inst, "allgather", False, k, tau)
+    if c is not None:
+        out.update(trees_s=time.perf_counter() - t, shape="translated", trees=len(c.root) * c.copies,
+                   listed_trees=len(c.root), stage="verify+price")
+    else:
+        f = forest(inst, "allgather", False)
+        out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
+        c = compact.pipelined(inst, f, 1, _tree_hops)
     t = time.perf_counter()
-    c = compact.pipelined(inst, f, 1, _tree_hops)
     why = verify_trees(c, inst)
     c, price = least_sync(c, inst)
-    out.update(verified=why is None, sync_ms=1e3 * price.total_s, pieces=c.pieces, hops=len(c.src),
-               verify_price_s=time.perf_counter() - t, stage="event (explicit)")
-    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.chunks_per_root))
+    out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
+               hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
+    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
-        small = compact.pipelined(inst, f, pieces, _tree_hops)
-        sched = _with_header(expand(small), inst)
+        sched = _with_header(expand(replace(c, pieces=pieces)), inst)
         ok = verify.verify(sched, inst) is None
         out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
                    event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)
@@ -141,7 +147,7 @@ def least_sync(c, inst):
 def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ["fabric", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
-            "event ms (pieces)", "event/opt",
+            "sync T_B/opt", "event ms (pieces)", "event/opt",
             "trees", "optimum s", "trees s", "verify+price s", "event s", "peak MiB", "note"]
     body = []
     for r in rows:
@@ -149,6 +155,7 @@ def render(rows: list[dict]) -> str:
         body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
                      cell(r.get("event_bound_ms"), ".3f"),
                      f"{cell(sy, '.3f')} ({r.get('pieces', '-')})", cell(sy and opt and sy / opt, ".3f"),
+                     cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
                      cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),

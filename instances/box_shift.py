@@ -22,7 +22,7 @@ identity. Nothing is assumed from a generator's name or parameters.
 >>> s = box_shift(build("dgx_h100", {"nodes": 3}))
 >>> s.box, s.order, s.perm[:9].tolist(), s.perm[24:27].tolist()  # 8 GPUs a box; NVSwitch 24 -> 25
 (8, 3, [8, 9, 10, 11, 12, 13, 14, 15, 16], [25, 26, 24])
->>> box_shift(build("mesh", {"dims": [2, 3]})) is None
+>>> box_shift(build("mesh", {"dims": [3, 3]})) is None
 True
 """
 

@@ -122,10 +122,14 @@ def max_flow(n: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, s: int, 
     nodes ``0..n-1`` (parallel arcs add up) and, with ``side``, the minimal source side of a
     minimum cut (bool per node: reachable from ``s`` in the residual network)."""
     cap = np.asarray(cap, dtype=np.int64)
-    if len(cap) and (cap.max() > INT32_MAX or cap.sum() > INT32_MAX):
-        raise FlowTooLarge(f"capacities up to {int(cap.sum())} exceed the int32 flow solver")
-    keys, where = np.unique(np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64), return_inverse=True)
-    data = np.bincount(where, weights=cap, minlength=len(keys)).astype(np.int32)  # parallel arcs add up
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keys, where = np.unique(src * n + dst, return_inverse=True)
+    pooled = np.bincount(where, weights=cap, minlength=len(keys))  # parallel arcs add up
+    # an arc's flow and residual stay within twice its capacity, the flow value within what leaves s
+    if len(cap) and (pooled.max() > INT32_MAX // 2 or min(cap[src == s].sum(), cap[dst == t].sum()) > INT32_MAX):
+        raise FlowTooLarge(f"capacities up to {int(pooled.max())} (flow up to {int(cap[src == s].sum())}) exceed "
+                           "the int32 flow solver")
+    data = pooled.astype(np.int32)
     indptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(keys // n, minlength=n), out=indptr[1:])
     graph = sp.csr_matrix((data, (keys % n).astype(np.int32), indptr), shape=(n, n))
