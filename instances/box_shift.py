@@ -50,15 +50,6 @@ class BoxShift:
         """One compute node per orbit: the first box's (the ``box`` smallest ids)."""
         return tuple(sorted(int(c) for c in compute)[:self.box])
 
-    def powers(self, ids: np.ndarray) -> np.ndarray:
-        """``ids`` moved ``j`` boxes on, one row per ``j = 0 .. order - 1`` (``[order, len(ids)]``)."""
-        out = np.empty((self.order, len(ids)), np.int64)
-        cur = np.asarray(ids, dtype=np.int64)
-        for j in range(self.order):
-            out[j] = cur
-            cur = self.perm[cur]
-        return out
-
 
 def box_shift(topology: Topology, compute=None) -> BoxShift | None:
     """The shift of identical boxes with the fewest compute nodes a box (module doc), or None
