@@ -9,7 +9,7 @@ the seconds to the trees (the first box's trees translated by the shift,
 :func:`collsynth.solvers.packing.producer.forest`: two-level, rings or the greedy packing with
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
-that form at the pipeline depth of least sync price (:func:`least_sync`; seconds for both); and, where
+that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
 the explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under the FIFO
 ``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
@@ -110,7 +110,7 @@ def _measure(out: dict, generator: str, params: dict) -> None:
         c = compact.pipelined(inst, f, 1, _tree_hops)
     t = time.perf_counter()
     why = verify_trees(c, inst)
-    c, price = least_sync(c, inst)
+    c, price = compact.least_sync(c, inst, MAX_PIECES)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
                hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
     pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.copies * c.chunks_per_root))
@@ -127,29 +127,6 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     b = instance_bounds(inst)
     out.update(sync_bound_ms=b.sync.value and 1e3 * b.sync.value, event_bound_ms=b.event.value and 1e3 * b.event.value,
                bounds_s=time.perf_counter() - t)
-
-
-def least_sync(c, inst):
-    """``(trees, price)`` at the pipeline depth of least ``sync`` price: powers of two from 1
-    to :data:`MAX_PIECES`, then the two midpoints beside the best (the price is unimodal in
-    the depth: fill falls as 1 / pieces while latency grows with it)."""
-    from dataclasses import replace
-
-    from collsynth.tens.pipelined_trees import price_sync
-
-    priced = {}
-
-    def at(p):
-        if p not in priced:
-            priced[p] = price_sync(replace(c, pieces=p), inst)
-        return priced[p]
-
-    best = min((1 << i for i in range(MAX_PIECES.bit_length())), key=lambda p: at(p).total_s)
-    for p in (best * 3 // 4, best * 3 // 2):
-        if p >= 1:
-            at(p)
-    p = min(priced, key=lambda q: priced[q].total_s)
-    return replace(c, pieces=p), priced[p]
 
 
 def render(rows: list[dict]) -> str:

@@ -329,3 +329,55 @@ def link_orbits(la, shift: np.ndarray | None, copies: int) -> tuple[np.ndarray, 
     size = np.bincount(group, minlength=L)
     scale = np.where(size > 0, copies / np.maximum(size, 1), 0.0)
     return group, scale
+
+
+ARRAYS = ("root", "lo", "hi", "ptr", "src", "dst", "before")  # the columns a stored form holds
+HEADER = ("collective", "nodes", "chunks", "chunks_per_root", "pieces", "k", "copies")
+
+
+def to_json(f: PipelinedTrees) -> dict:
+    """``f`` as plain data: the header, the columns and the shift (``null`` without one); the
+    form stored and written by ``collsynth solve --out`` (``"form": "pipelined-trees"``)."""
+    return {"form": "pipelined-trees", **{name: getattr(f, name) for name in HEADER},
+            **{name: getattr(f, name).tolist() for name in ARRAYS},
+            "shift": None if f.shift is None else f.shift.tolist()}
+
+
+def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
+    """The :class:`PipelinedTrees` of :func:`to_json`'s data; a missing or mistyped field is an
+    :class:`~collsynth.InputError` naming ``where`` and the field.
+
+    >>> f = from_json(to_json(PipelinedTrees("allgather", 2, 2, 1, 3, 1, np.array([0, 1]), np.zeros(2, int),
+    ...                                      np.ones(2, int), np.array([0, 1, 2]), np.array([0, 1]),
+    ...                                      np.array([1, 0]), np.zeros(2, int))))
+    >>> f.pieces, f.sends, f.src.tolist()
+    (3, 6, [0, 1])
+    """
+    from .. import InputError
+
+    if data.get("form") != "pipelined-trees":
+        raise InputError(where, f"form: expected \"pipelined-trees\", got {data.get('form')!r}")
+    try:
+        head = {name: (str if name == "collective" else int)(data[name]) for name in HEADER}
+        cols = {name: np.asarray(data[name], dtype=np.int64) for name in ARRAYS}
+        shift = None if data.get("shift") is None else np.asarray(data["shift"], dtype=np.int64)
+    except KeyError as e:
+        raise InputError(where, f"{e.args[0]}: missing") from None
+    except (TypeError, ValueError) as e:
+        raise InputError(where, f"a field is not of its type ({e})") from None
+    if head["collective"] not in NON_COMBINING:
+        raise InputError(where, f"collective: expected one of {', '.join(NON_COMBINING)}, got {head['collective']!r}")
+    copies = head.pop("copies")
+    return PipelinedTrees(**head, **cols, shift=shift, copies=copies)
+
+
+def write_json(f: PipelinedTrees, path) -> None:
+    """Write :func:`to_json`'s data to ``path``, whole or not at all
+    (:func:`collsynth.outputs.replaced_file`)."""
+    import json
+
+    from ..outputs import replaced_file
+
+    with replaced_file(path) as tmp, open(tmp, "w") as out:
+        json.dump(to_json(f), out)
+        out.write("\n")

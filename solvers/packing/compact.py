@@ -9,14 +9,16 @@ pipelined trees) is that form expanded; :func:`pipelined` builds the form from a
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 
 from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...tens.cut_optimum import capacities, flow_net
-from ...tens.pipelined_trees import PipelinedTrees, link_orbits
+from ...tens.pipelined_trees import PipelinedTrees, link_orbits, price_sync
 
+MAX_PIECES = 8192  # the deepest pipeline :func:`least_sync` tries
 MAX_ROUTE = 8  # the longest route (hops through switches) a translated tree takes between two participants
 
 
@@ -188,3 +190,24 @@ class _Grower:
                     parent[v] = (u, lid)
                     found.append(v)
         return parent, found, seen
+
+
+def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES) -> tuple[PipelinedTrees, object]:
+    """``(trees, price)`` at the pipeline depth of least ``sync`` price
+    (:func:`collsynth.tens.pipelined_trees.price_sync`): powers of two from 1 to ``most``, then
+    the two midpoints beside the best (the price is unimodal in the depth: the fill, ``(D - 1)
+    / P`` of the bandwidth time, falls as latency, ``(P + D - 1)`` alphas, grows; Zhao et al.,
+    NSDI 2025, Section 3.2)."""
+    priced: dict = {}
+
+    def at(p: int):
+        if p not in priced:
+            priced[p] = price_sync(replace(f, pieces=p), instance)
+        return priced[p]
+
+    best = min((1 << i for i in range(most.bit_length())), key=lambda p: at(p).total_s)
+    for p in (best * 3 // 4, best * 3 // 2):
+        if 1 <= p <= most:
+            at(p)
+    p = min(priced, key=lambda q: priced[q].total_s)
+    return replace(f, pieces=p), priced[p]
