@@ -5,7 +5,7 @@ Each row runs in a process of its own (its peak memory is its own) and prints, p
 size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
 to it (tested at one box's GPUs where a box shift is found, :mod:`collsynth.instances.box_shift`);
 the seconds to the trees (the first box's trees translated by the shift,
-:func:`collsynth.solvers.packing.compact.translated`, where they complete; else
+:func:`collsynth.solvers.packing.translated.translated`, where they complete; else
 :func:`collsynth.solvers.packing.producer.forest`: two-level, rings or the greedy packing with
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
@@ -50,7 +50,7 @@ ROWS = (
        ("SuperPOD 16 SU, leaves 2:1", "rail_clos", {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64,
                                                     "oversubscription": [2.0, 1.0]})]
     + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26, 32)]
-    + [(f"HPN {s} segments", "hpn", {"segments": s}) for s in (2, 4)]
+    + [(f"HPN {s} segment{'s' if s > 1 else ''}", "hpn", {"segments": s}) for s in (1, 2, 4)]
 )
 
 
@@ -82,7 +82,7 @@ def _row(args) -> dict:
 def _measure(out: dict, generator: str, params: dict) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
-    from collsynth.solvers.packing import compact
+    from collsynth.solvers.packing import compact, translated
     from collsynth.solvers.packing.producer import _tree_hops, _with_header, choose_k, forest
     from collsynth.tens import cost_models, verify
     from collsynth.tens.cut_optimum import flow_net, optimum
@@ -100,7 +100,7 @@ def _measure(out: dict, generator: str, params: dict) -> None:
                stage="trees")
     t = time.perf_counter()
     k, tau = choose_k(net, opt)
-    c = compact.translated(inst, "allgather", False, k, tau)
+    c = translated.translated(inst, "allgather", False, k, tau)
     if c is not None:
         out.update(trees_s=time.perf_counter() - t, shape="translated", trees=len(c.root) * c.copies,
                    listed_trees=len(c.root), stage="verify+price")

@@ -41,7 +41,7 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule, concat
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import compact, estimate, fifo_reduce, latency, orders, rings, twolevel
+from . import compact, estimate, fifo_reduce, latency, orders, rings, translated, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -381,7 +381,7 @@ def run(instance: Instance, options: Options) -> Outcome:
 def run_compact(instance: Instance, options: Options) -> Outcome:
     """Tree packing kept as trees plus the pipeline rule (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`,
     memory in trees x hops; the pipeline verifies and prices it in that form): on identical
-    boxes the first box's trees moved by the box shift (:func:`.compact.translated`), else the
+    boxes the first box's trees moved by the box shift (:func:`.translated.translated`), else the
     packed forest (:func:`forest`); ``pieces`` as given, else the depth of least ``sync`` price
     (:func:`.compact.least_sync`). One forest: allgather, reduce-scatter, broadcast or reduce."""
     coll = instance.collective
@@ -397,7 +397,7 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
         k, tau = choose_k(net0, opt, options.params.get("trees"))
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
-    trees = compact.translated(instance, kind, transposed, k, tau, deadline)
+    trees = translated.translated(instance, kind, transposed, k, tau, deadline)
     if trees is None:
         f = forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                    options.params.get("trees"), shape=options.params.get("shape") or "auto")
