@@ -106,12 +106,12 @@ def flow_net(topology, compute: Iterable[int], weight: Sequence[int], transpose:
 
 
 def _orbit_representatives(topology, compute: tuple[int, ...], weight: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The first box's compute nodes when a box shift keeps every weight, else None."""
+    """The first box's compute nodes when the box shifts keep every weight, else None."""
     shift = box_shift(topology, compute)
     if shift is None:
         return None
     w = dict(zip(compute, weight))
-    if any(w[c] != w[int(shift.perm[c])] for c in compute):
+    if any(w[c] != w[int(perm[c])] for perm in shift.perms for c in compute):
         return None
     return shift.representatives(compute)
 

@@ -20,12 +20,13 @@ pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
 have the same step loads in reverse order, so the same price.
 
-On identical boxes the trees of the first box's roots are kept with the box shift that moves
-them (``shift``, an automorphism of the topology: :mod:`collsynth.instances.box_shift`): the
-schedule is those trees moved ``j`` boxes on for every ``j < copies``, memory in one box's
-trees x hops. A moved tree is valid where its original is (an automorphism keeps links, their
-latency and bandwidth, and switches), so :func:`verify` checks the shift and the listed trees;
-a link's load is the same on every link of its orbit under the shift, so :func:`price_sync`
+On identical boxes the trees of the first box's roots are kept with the box shifts that move
+them (``shift``: commuting automorphisms of the topology of ``orders``,
+:mod:`collsynth.instances.box_shift`): the schedule is those trees moved by every product
+``s_1^j_1 .. s_g^j_g`` (``j_i < orders[i]``; ``copies`` of them), memory in one box's trees x
+hops. A moved tree is valid where its original is (an automorphism keeps links, their latency
+and bandwidth, and switches), so :func:`verify` checks the shifts and the listed trees; a
+link's load is the same on every link of its orbit under the shifts, so :func:`price_sync`
 sums the listed hops per orbit (times ``copies`` over the orbit's size).
 
 >>> import numpy as np
@@ -41,6 +42,7 @@ sums the listed hops per orbit (times ``copies`` over the orbit's size).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -77,8 +79,13 @@ class PipelinedTrees:
     src: np.ndarray
     dst: np.ndarray
     before: np.ndarray
-    shift: np.ndarray | None = None  # node -> node, the box shift (module doc); None: the trees as listed
-    copies: int = 1  # the listed trees moved j boxes on, j < copies
+    shift: np.ndarray | None = None  # [generators, nodes]: node -> node, the box shifts (module doc); None: as listed
+    orders: tuple[int, ...] = ()  # each shift's order: the listed trees are moved by every product of their powers
+
+    @property
+    def copies(self) -> int:
+        """How many images each listed tree stands for (1 without shifts)."""
+        return math.prod(self.orders) if self.shift is not None else 1
 
     @property
     def reversed(self) -> bool:
@@ -97,21 +104,31 @@ class PipelinedTrees:
 
 
 def listed(f: PipelinedTrees) -> PipelinedTrees:
-    """``f`` with every tree moved by its shift listed (no shift): ``copies`` times the trees."""
-    if f.shift is None or f.copies == 1:
-        return f
+    """``f`` with every tree moved by its shifts listed (no shift): ``copies`` times the trees."""
+    if f.copies == 1:
+        return replace(f, shift=None, orders=())
     nodes = np.concatenate([f.src, f.dst, f.root])
-    moved = np.empty((f.copies, len(nodes)), np.int64)
-    cur = nodes.astype(np.int64)
-    for j in range(f.copies):
-        moved[j] = cur
-        cur = f.shift[cur]
+    moved = images(nodes, f.shift, f.orders)
     h = len(f.src)
     src, dst, root = moved[:, :h], moved[:, h:2 * h], moved[:, 2 * h:]
-    hops = np.diff(f.ptr)
-    ptr = np.r_[0, np.cumsum(np.tile(hops, f.copies))]
+    ptr = np.r_[0, np.cumsum(np.tile(np.diff(f.ptr), f.copies))]
     return replace(f, root=root.ravel(), lo=np.tile(f.lo, f.copies), hi=np.tile(f.hi, f.copies), ptr=ptr,
-                   src=src.ravel(), dst=dst.ravel(), before=np.tile(f.before, f.copies), shift=None, copies=1)
+                   src=src.ravel(), dst=dst.ravel(), before=np.tile(f.before, f.copies), shift=None, orders=())
+
+
+def images(ids: np.ndarray, shift: np.ndarray, orders) -> np.ndarray:
+    """``ids`` moved by every product of the shifts' powers, one row per product
+    (``[prod orders, len(ids)]``, the identity first)."""
+    rows = [np.asarray(ids, dtype=np.int64)]
+    for perm, order in zip(shift, orders):
+        more = []
+        for row in rows:
+            cur = row
+            for _ in range(order):
+                more.append(cur)
+                cur = perm[cur]
+        rows = more
+    return np.stack(rows)
 
 
 def expand(f: PipelinedTrees) -> Schedule:
@@ -162,7 +179,7 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     is_switch = np.zeros(topo.size, bool)
     is_switch[list(topo.switches)] = True
     roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
-    if f.shift is not None and f.copies > 1:
+    if f.copies > 1:
         why = _shift_violation(f, topo, is_switch, roots)
         if why:
             return why
@@ -171,27 +188,28 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
 
 
 def _shift_violation(f: PipelinedTrees, topo, is_switch: np.ndarray, roots: np.ndarray) -> str | None:
-    """Why the shift does not make the listed trees every root's: not an automorphism keeping
-    switches and participants, not of order ``copies``, or the listed roots moved ``j < copies``
-    boxes on not each collective root exactly once."""
-    perm = np.asarray(f.shift, dtype=np.int64)
-    if perm.shape != (topo.size,) or not (np.sort(perm) == np.arange(topo.size)).all():
-        return "the shift is not a permutation of the topology's nodes"
-    if not is_automorphism(topo, perm) or (is_switch[perm] != is_switch).any():
-        return "the shift does not map links to links of the same count, latency and bandwidth, switches to switches"
-    cur = np.arange(topo.size)
-    for _ in range(f.copies):
-        cur = perm[cur]
-    if (cur != np.arange(topo.size)).any():
-        return f"the shift moved {f.copies} times is not the identity"
-    mine = np.unique(f.root)
-    moved = np.empty((f.copies, len(mine)), np.int64)
-    at = mine
-    for j in range(f.copies):
-        moved[j] = at
-        at = perm[at]
+    """Why the shifts do not make the listed trees every root's: one is not an automorphism
+    keeping switches, not of its order, or two do not commute; or the listed roots moved by
+    every product are not each collective root exactly once."""
+    perms = np.asarray(f.shift, dtype=np.int64)
+    ident = np.arange(topo.size)
+    if perms.ndim != 2 or perms.shape[1] != topo.size or len(perms) != len(f.orders):
+        return "the shifts are not one permutation of the topology's nodes per order"
+    for i, (perm, order) in enumerate(zip(perms, f.orders)):
+        if not (np.sort(perm) == ident).all():
+            return f"shift {i} is not a permutation of the topology's nodes"
+        if not is_automorphism(topo, perm) or (is_switch[perm] != is_switch).any():
+            return f"shift {i} does not map links to links of the same count, latency and bandwidth, switches to switches"
+        cur = ident
+        for _ in range(order):
+            cur = perm[cur]
+        if (cur != ident).any():
+            return f"shift {i} moved {order} times is not the identity"
+        if any((perm[q] != q[perm]).any() for q in perms[:i]):
+            return f"shift {i} does not commute with the shifts before it"
+    moved = images(np.unique(f.root), perms, f.orders)
     if len(np.unique(moved)) != moved.size or not np.array_equal(np.unique(moved), np.unique(roots)):
-        return "the listed roots moved by the shift are not every root of the collective once"
+        return "the listed roots moved by the shifts are not every root of the collective once"
     return None
 
 
@@ -289,7 +307,7 @@ def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
     root (a segment adds the depths active in it) and, with a shift, per orbit of links."""
     la = instance.topology.link_arrays
     src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
-    group, scale = link_orbits(la, f.shift, f.copies)
+    group, scale = link_orbits(la, f.shift, f.orders)
     link = group[la.lookup(src, dst)]
     P = f.chunks_per_root * f.pieces
     widths = (f.hi - f.lo).astype(np.float64)
@@ -313,26 +331,30 @@ def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
     return SyncPrice(steps, T_L, T_B)
 
 
-def link_orbits(la, shift: np.ndarray | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(group, scale)``: per link pair of ``la`` its orbit under ``shift`` (the least pair
-    index in it) and, per pair, the load factor ``copies / orbit size`` the moved trees put on
-    each link of an orbit for one listed hop in it (zero off the representatives). Without a
-    shift every pair is its own group at factor 1."""
+def link_orbits(la, shift: np.ndarray | None, orders) -> tuple[np.ndarray, np.ndarray]:
+    """``(group, scale)``: per link pair of ``la`` its orbit under the commuting ``shift``
+    (the least pair index in it: the least over one shift's powers, then the next's) and, per
+    pair, the load factor ``copies / orbit size`` the moved trees put on each link of an orbit
+    for one listed hop in it (zero off the representatives). Without shifts every pair is its
+    own group at factor 1."""
     L = len(la)
-    if shift is None or copies == 1:
+    if shift is None or math.prod(orders) == 1:
         return np.arange(L), np.ones(L)
-    image = la.lookup(shift[la.src], shift[la.dst])
-    group, cur = np.arange(L), np.arange(L)
-    for _ in range(copies - 1):
-        cur = image[cur]
-        np.minimum(group, cur, out=group)
+    group = np.arange(L)
+    for perm, order in zip(shift, orders):
+        image = la.lookup(perm[la.src], perm[la.dst])
+        least, cur = group.copy(), np.arange(L)
+        for _ in range(order - 1):
+            cur = image[cur]
+            np.minimum(least, group[cur], out=least)
+        group = least
     size = np.bincount(group, minlength=L)
-    scale = np.where(size > 0, copies / np.maximum(size, 1), 0.0)
+    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
     return group, scale
 
 
 ARRAYS = ("root", "lo", "hi", "ptr", "src", "dst", "before")  # the columns a stored form holds
-HEADER = ("collective", "nodes", "chunks", "chunks_per_root", "pieces", "k", "copies")
+HEADER = ("collective", "nodes", "chunks", "chunks_per_root", "pieces", "k")
 
 
 def to_json(f: PipelinedTrees) -> dict:
@@ -340,7 +362,7 @@ def to_json(f: PipelinedTrees) -> dict:
     form stored and written by ``collsynth solve --out`` (``"form": "pipelined-trees"``)."""
     return {"form": "pipelined-trees", **{name: getattr(f, name) for name in HEADER},
             **{name: getattr(f, name).tolist() for name in ARRAYS},
-            "shift": None if f.shift is None else f.shift.tolist()}
+            "shift": None if f.shift is None else f.shift.tolist(), "orders": list(f.orders)}
 
 
 def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
@@ -361,14 +383,14 @@ def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
         head = {name: (str if name == "collective" else int)(data[name]) for name in HEADER}
         cols = {name: np.asarray(data[name], dtype=np.int64) for name in ARRAYS}
         shift = None if data.get("shift") is None else np.asarray(data["shift"], dtype=np.int64)
+        orders = tuple(int(x) for x in data.get("orders") or ())
     except KeyError as e:
         raise InputError(where, f"{e.args[0]}: missing") from None
     except (TypeError, ValueError) as e:
         raise InputError(where, f"a field is not of its type ({e})") from None
     if head["collective"] not in NON_COMBINING:
         raise InputError(where, f"collective: expected one of {', '.join(NON_COMBINING)}, got {head['collective']!r}")
-    copies = head.pop("copies")
-    return PipelinedTrees(**head, **cols, shift=shift, copies=copies)
+    return PipelinedTrees(**head, **cols, shift=shift, orders=orders)
 
 
 def write_json(f: PipelinedTrees, path) -> None:

@@ -76,13 +76,14 @@ def test_dgx_h100_two_level_trees_at_the_optimum_by_hand():
     over its NIC and 56 over NVLink, so the optimum is 7 shards / 50 GB/s (the NIC), tau = 7
     units of 50 GB/s; each root reaches its 7 rail peers over its NIC and each of them its 7
     box mates, so a shard crosses 4 hops (GPU, rail, GPU, NVSwitch, GPU): 64 GPUs x (7 + 56) =
-    4,032 routes, 8,064 hops, the first box's 8 trees listed. Under ``sync`` with ``P``
+    4,032 routes, 8,064 hops; the shifts (GPUs within a box, 8, and boxes, 8) move one root's
+tree onto all 64. Under ``sync`` with ``P``
     pieces of ``s / P``: steps 1 .. P + 1 move 7 pieces over a NIC (up, then down), the last
     two 49 over an NVLink (the peers' forwards of 7 roots to 7 mates), so the bandwidth part
     is ``s / P * ((P + 1) * 7 / 50e9 + 2 * 49 / 450e9)``."""
     inst = make_instance(build("dgx_h100", {"nodes": 8}), "allgather", message_bytes=1 << 30)
     c = translated_form(inst)
-    assert (len(c.root), c.copies, c.depth, len(c.src) * c.copies) == (8, 8, 4, 8064)
+    assert (len(c.root), c.orders, c.depth, len(c.src) * c.copies) == (1, (8, 8), 4, 8064)
     s, P = inst.collective.chunk_bytes, 10_000
     assert price_sync(replace(c, pieces=P), inst).T_B_s == pytest.approx(
         s / P * ((P + 1) * 7 / 50e9 + 2 * 49 / 450e9), rel=1e-12)
@@ -91,12 +92,12 @@ def test_dgx_h100_two_level_trees_at_the_optimum_by_hand():
 def mutants(c, topo):
     """A shift that is not an automorphism (two GPUs of different boxes swapped), one copy too
     few, and a dropped last hop."""
-    perm = c.shift.copy()
     a, b = topo.npus[0], topo.npus[-1]
-    swapped = perm.copy()
-    swapped[[a, b]] = perm[[b, a]]
+    swapped = c.shift.copy()
+    swapped[-1, [a, b]] = c.shift[-1, [b, a]]
+    fewer = (*c.orders[:-1], c.orders[-1] - 1)
     dropped = replace(c, src=c.src[:-1], dst=c.dst[:-1], before=c.before[:-1], ptr=np.minimum(c.ptr, len(c.src) - 1))
-    return [replace(c, shift=swapped), replace(c, copies=c.copies - 1), dropped]
+    return [replace(c, shift=swapped), replace(c, orders=fewer), dropped]
 
 
 @pytest.mark.parametrize("gen, params", [("dgx_h100", {"nodes": 3}), ("fat_tree", {"k": 4})])
@@ -111,10 +112,13 @@ def test_mutants_are_rejected(gen, params):
 
 
 def test_box_shift_counts_by_hand():
-    """A k = 4 fat tree: 4 pods of 4 hosts, the pod moved on is the box (16 hosts, order 4);
-    DGX H100 x3: 8 GPUs a box, order 3; a 3 x 3 mesh has none (moving a row on puts the first row next to the last)."""
+    """A k = 4 fat tree: 2 hosts an edge switch, 2 edges a pod, 4 pods (swapping the hosts of
+    every edge, the edges of every pod, moving the pods on); DGX H100 x3: the 8 GPUs of every
+    box a rail on, then the 3 boxes; a 3 x 3 mesh has none (moving a row on puts the first row
+    next to the last)."""
     s = box_shift(build("fat_tree", {"k": 4}))
-    assert (s.box, s.order) == (4, 4)
+    assert (s.box, s.orders, s.order) == (1, (2, 2, 4), 16)
     s = box_shift(build("dgx_h100", {"nodes": 3}))
-    assert (s.box, s.order) == (8, 3)
+    assert (s.box, s.orders) == (1, (8, 3))
+    assert s.perms[0][:8].tolist() == [1, 2, 3, 4, 5, 6, 7, 0] and s.perms[1][:3].tolist() == [8, 9, 10]
     assert box_shift(build("mesh", {"dims": [3, 3]})) is None

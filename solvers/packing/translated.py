@@ -49,7 +49,7 @@ def translated(instance: Instance, kind: str, transposed: bool, k: int, tau, dea
     net0 = flow_net(topo, coll.nodes, [1] * len(coll.nodes), transpose=transposed)
     la = topo.link_arrays
     src, dst = (la.dst, la.src) if transposed else (la.src, la.dst)
-    group, scale = link_orbits(la, shift.perm, shift.order)
+    group, scale = link_orbits(la, shift.perms, shift.orders)
     budget = np.zeros(len(la), np.int64)
     caps = capacities(net0, k, tau)
     reps = scale > 0
@@ -72,7 +72,7 @@ def translated(instance: Instance, kind: str, transposed: bool, k: int, tau, dea
     lo = np.tile(np.arange(k), len(roots))
     return PipelinedTrees("reduce_scatter" if transposed else "allgather", coll.size, coll.num_chunks,
                           coll.chunks_per_node, 1, k, np.repeat(np.asarray(roots, np.int64), k), lo, lo + 1,
-                          np.asarray(ptr, np.int64), s, d, before, shift=shift.perm, copies=shift.order)
+                          np.asarray(ptr, np.int64), s, d, before, shift=shift.perms, orders=shift.orders)
 
 
 def _hops(t: dict) -> tuple[list[int], list[int], list[int]]:
