@@ -32,8 +32,8 @@ True
 
 from __future__ import annotations
 
-from collections import defaultdict
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
