@@ -94,8 +94,8 @@ def integer_units(bandwidth: np.ndarray) -> tuple[np.ndarray, float]:
 def flow_net(topology, compute: Iterable[int], weight: Sequence[int], transpose: bool = False) -> FlowNet:
     """The live links of ``topology`` (reversed with ``transpose``) as a :class:`FlowNet` over
     ``compute`` nodes with root weights ``weight``. On identical boxes
-    (:func:`collsynth.instances.box_shift.box_shift`, an automorphism, so of the reversed links
-    too) whose shift keeps every root's weight, a max flow to a compute node equals the max flow
+    (:func:`collsynth.instances.box_shift.box_shift`, automorphisms, so of the reversed links
+    too) whose shifts keep every root's weight, a max flow to a compute node equals the max flow
     to its image: only the first box's nodes are tested (:attr:`FlowNet.checked`)."""
     la = topology.link_arrays
     src, dst = (la.dst, la.src) if transpose else (la.src, la.dst)

@@ -381,7 +381,7 @@ def run(instance: Instance, options: Options) -> Outcome:
 def run_compact(instance: Instance, options: Options) -> Outcome:
     """Tree packing kept as trees plus the pipeline rule (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`,
     memory in trees x hops; the pipeline verifies and prices it in that form): on identical
-    boxes the first box's trees moved by the box shift (:func:`.translated.translated`), else the
+    boxes the first box's trees moved by the box shifts (:func:`.translated.translated`), else the
     packed forest (:func:`forest`); ``pieces`` as given, else the depth of least ``sync`` price
     (:func:`.compact.least_sync`). One forest: allgather, reduce-scatter, broadcast or reduce."""
     coll = instance.collective
@@ -609,7 +609,7 @@ PARAMS = (
                                                          "models), or one model's alone"),
     Param("form", ("auto", "explicit", "compact"), "auto", "explicit: every send listed; compact: the trees plus "
                                                            "the pipeline rule, verified and priced (sync) as that, on "
-                                                           "identical boxes one box's trees and the box shift; auto: "
+                                                           "identical boxes one box's trees and the box shifts; auto: "
                                                            f"compact where fewer than {EXPLICIT_PIECES} pieces of "
                                                            f"explicit sends fit {SEND_BUDGET:,} sends"),
     Param("pieces", int, None, f"pipeline pieces per chunk and tree (default: {DEPTH_FACTOR} per hop of the "

@@ -1,15 +1,16 @@
-"""Trees for one box, moved to every box: tree packing on identical boxes at thousands of GPUs.
+"""Trees for a few roots, moved to every root: tree packing on identical boxes at thousands of GPUs.
 
 Zhao et al. ("ForestColl", arXiv 2402.06787, Sections 4-5) pack ``k`` spanning out-trees per
 root within link capacities ``floor(k tau units)`` after removing switches by edge splitting;
 at thousands of GPUs the split network alone has millions of arcs (every pair of a rail
 switch's GPUs). On a cluster of identical boxes (:func:`collsynth.instances.box_shift.box_shift`:
-an automorphism moving every GPU a box on) it suffices to grow the trees of the first box's
-roots and move them: moved ``j < m`` boxes on, the listed trees put ``m / s`` times their use
+commuting automorphisms whose ``m`` products move the first ``d`` GPUs onto every GPU once;
+``d = 1`` on DGX SuperPOD, HPN, fat trees) it suffices to grow the trees of those ``d``
+roots and move them: moved by every product, the listed trees put ``m / s`` times their use
 of an orbit of ``s`` links on each link of it, so an orbit's budget is ``floor(cap s / m)``
 and no link carries more than its capacity. The result is a
-:class:`~collsynth.tens.pipelined_trees.PipelinedTrees` holding one box's trees and the shift
-(verified and priced in that form).
+:class:`~collsynth.tens.pipelined_trees.PipelinedTrees` holding the listed trees and the
+shifts (verified and priced in that form).
 
 Trees grow on the topology's own links, a route running from a node of the tree through
 switches only to a participant not in it (no switch copies: every route carries its own
@@ -39,7 +40,7 @@ DEPTH_WEIGHTS = (1.0, 0.5, 0.0)  # a route's key adds this times the cost from t
 
 def translated(instance: Instance, kind: str, transposed: bool, k: int, tau, deadline=None) -> PipelinedTrees | None:
     """The first box's ``k`` trees per root at time ``tau`` (module doc), at one pipeline
-    piece per chunk, with the box shift moving them; on the transposed links for a reversed
+    piece per chunk, with the box shifts moving them; on the transposed links for a reversed
     collective (``transposed``: reduce-scatter). None when ``kind`` is not allgather, there is
     no box shift, or a tree finds no route with budget left."""
     topo, coll = instance.topology, instance.collective
