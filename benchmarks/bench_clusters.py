@@ -18,19 +18,25 @@ Ratios are to the cut optimum (the bandwidth term alone: a model with latency ca
 so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
 timeout says at which stage it stopped.
 
-Measured (``--only dgx_h100 --row-timeout 300``, 1 GiB allgather; full table in README,
-"Clusters as built"): 4,096 GPUs optimum 0.4 s, trees 0.8 s, verify + 15 sync prices 0.5 s,
-sync 1.103x the optimum (bandwidth part 1.0532 at 48 pieces), peak 706 MiB (the instance
-bounds); 8,192 GPUs 0.9 + 2.6 + 3.0 s, 2.2 GiB.
+Measured (``--skip dgx --row-timeout 400`` and ``--only dgx_h100``, 1 GiB allgather, load
+9-12; the full table is README's "Clusters as built"), optimum + trees + verify/price seconds,
+``sync`` / optimum (bandwidth part), peak of the row:
+
+- DGX H100 x512 (4,096 GPUs): 0.4 + 0.4 + 0.6 s, 1.103 (1.0532 at 48 pieces), 704 MiB;
+- SuperPOD 4 SU (1,024): 0.1 + 0.2 + 0.0 s, 1.128 (1.0599), ``event`` 1.017 at one piece;
+- SuperPOD 16 SU (4,096, three tiers): 0.5 + 2.0 + 0.2 s, 1.163 (1.0910), 743 MiB;
+- HPN 4 segments (4,096): 0.6 + 9.0 + 0.5 s, 1.137 (1.0673);
+- fat tree k = 32 (8,192): 1.2 + 14.2 + 0.7 s, 1.052 (1.0263), 2.3 GiB;
+- SuperPOD 64 SU (16,384): 2.5 + 19.7 + 2.1 s, 1.168 (1.0957), 8.8 GiB (the instance bounds).
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
-from dataclasses import replace
 import signal
 import time
+from dataclasses import replace
 
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
