@@ -3,17 +3,31 @@
 Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]``.
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric and
 size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
-to it; the seconds to the trees (:func:`collsynth.solvers.packing.producer.forest`: two-level,
-rings or the greedy packing with its root-order search); the trees kept as trees plus the
+to it (tested at one box's GPUs where a box shift is found, :mod:`collsynth.instances.box_shift`);
+the seconds to the trees (the first box's trees translated by the shift,
+:func:`collsynth.solvers.packing.translated.translated`, where they complete; else
+:func:`collsynth.solvers.packing.producer.forest`: two-level, rings or the greedy packing with
+its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
-that form at the pipeline depth of least sync price (:func:`least_sync`; seconds for both); and, where
+that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
 the explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under the FIFO
 ``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
-memory of the row.
+memory of the row. ``sync T_B/opt`` is the bandwidth part of that ``sync`` price over the optimum.
 Ratios are to the cut optimum (the bandwidth term alone: a model with latency cannot reach it,
 so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
 timeout says at which stage it stopped.
+
+Measured (``--skip dgx --row-timeout 400`` and ``--only dgx_h100``, 1 GiB allgather, load
+9-12; the full table is README's "Clusters as built"), optimum + trees + verify/price seconds,
+``sync`` / optimum (bandwidth part), peak of the row:
+
+- DGX H100 x512 (4,096 GPUs): 0.4 + 0.4 + 0.6 s, 1.103 (1.0532 at 48 pieces), 704 MiB;
+- SuperPOD 4 SU (1,024): 0.1 + 0.2 + 0.0 s, 1.128 (1.0599), ``event`` 1.017 at one piece;
+- SuperPOD 16 SU (4,096, three tiers): 0.5 + 2.0 + 0.2 s, 1.163 (1.0910), 743 MiB;
+- HPN 4 segments (4,096): 0.6 + 9.0 + 0.5 s, 1.137 (1.0673);
+- fat tree k = 32 (8,192): 1.2 + 14.2 + 0.7 s, 1.052 (1.0263), 2.3 GiB;
+- SuperPOD 64 SU (16,384): 2.5 + 19.7 + 2.1 s, 1.168 (1.0957), 8.8 GiB (the instance bounds).
 """
 
 from __future__ import annotations
@@ -22,6 +36,7 @@ import argparse
 import resource
 import signal
 import time
+from dataclasses import replace
 
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
@@ -35,13 +50,13 @@ SUPERPOD = {"2 SU": {"groups_per_pod": 2, "spines": 8}, "4 SU": {}, "8 SU": {"gr
             "16 SU": {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64},
             "64 SU": {"pods": 64, "groups_per_pod": 1, "spines": 8, "cores": 256}}
 ROWS = (
-    [(f"dgx_h100 nodes={n}", "dgx_h100", {"nodes": n}) for n in (32, 64, 128, 256, 512)]
+    [(f"dgx_h100 nodes={n}", "dgx_h100", {"nodes": n}) for n in (32, 64, 128, 256, 512, 1024, 2048)]
     + [(f"SuperPOD {k} (rail_clos)", "rail_clos", p) for k, p in SUPERPOD.items()]
     + [("SuperPOD 4 SU, leaves 2:1", "rail_clos", {"spines": 16, "oversubscription": [2.0, 1.0]}),
        ("SuperPOD 16 SU, leaves 2:1", "rail_clos", {"pods": 16, "groups_per_pod": 1, "spines": 8, "cores": 64,
                                                     "oversubscription": [2.0, 1.0]})]
-    + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26)]
-    + [(f"HPN {s} segments", "hpn", {"segments": s}) for s in (2, 4)]
+    + [(f"fat_tree k={k}", "fat_tree", {"k": k}) for k in (10, 16, 20, 26, 32)]
+    + [(f"HPN {s} segment{'s' if s > 1 else ''}", "hpn", {"segments": s}) for s in (1, 2, 4)]
 )
 
 
@@ -73,8 +88,8 @@ def _row(args) -> dict:
 def _measure(out: dict, generator: str, params: dict) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
-    from collsynth.solvers.packing import compact
-    from collsynth.solvers.packing.producer import _tree_hops, _with_header, forest
+    from collsynth.solvers.packing import compact, translated
+    from collsynth.solvers.packing.producer import _tree_hops, _with_header, choose_k, forest
     from collsynth.tens import cost_models, verify
     from collsynth.tens.cut_optimum import flow_net, optimum
     from collsynth.tens.pipelined_trees import expand
@@ -90,19 +105,24 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     out.update(optimum_ms=1e3 * float(opt.seconds(coll.chunk_bytes, net.unit_bw)), optimum_s=time.perf_counter() - t,
                stage="trees")
     t = time.perf_counter()
-    f = forest(inst, "allgather", False)
-    out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
+    k, tau = choose_k(net, opt)
+    c = translated.translated(inst, "allgather", False, k, tau)
+    if c is not None:
+        out.update(trees_s=time.perf_counter() - t, shape="translated", trees=len(c.root) * c.copies,
+                   listed_trees=len(c.root), stage="verify+price")
+    else:
+        f = forest(inst, "allgather", False)
+        out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
+        c = compact.pipelined(inst, f, 1, _tree_hops)
     t = time.perf_counter()
-    c = compact.pipelined(inst, f, 1, _tree_hops)
     why = verify_trees(c, inst)
-    c, price = least_sync(c, inst)
-    out.update(verified=why is None, sync_ms=1e3 * price.total_s, pieces=c.pieces, hops=len(c.src),
-               verify_price_s=time.perf_counter() - t, stage="event (explicit)")
-    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.chunks_per_root))
+    c, price = compact.least_sync(c, inst, MAX_PIECES)
+    out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
+               hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
+    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
-        small = compact.pipelined(inst, f, pieces, _tree_hops)
-        sched = _with_header(expand(small), inst)
+        sched = _with_header(expand(replace(c, pieces=pieces)), inst)
         ok = verify.verify(sched, inst) is None
         out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
                    event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)
@@ -115,33 +135,10 @@ def _measure(out: dict, generator: str, params: dict) -> None:
                bounds_s=time.perf_counter() - t)
 
 
-def least_sync(c, inst):
-    """``(trees, price)`` at the pipeline depth of least ``sync`` price: powers of two from 1
-    to :data:`MAX_PIECES`, then the two midpoints beside the best (the price is unimodal in
-    the depth: fill falls as 1 / pieces while latency grows with it)."""
-    from dataclasses import replace
-
-    from collsynth.tens.pipelined_trees import price_sync
-
-    priced = {}
-
-    def at(p):
-        if p not in priced:
-            priced[p] = price_sync(replace(c, pieces=p), inst)
-        return priced[p]
-
-    best = min((1 << i for i in range(MAX_PIECES.bit_length())), key=lambda p: at(p).total_s)
-    for p in (best * 3 // 4, best * 3 // 2):
-        if p >= 1:
-            at(p)
-    p = min(priced, key=lambda q: priced[q].total_s)
-    return replace(c, pieces=p), priced[p]
-
-
 def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ["fabric", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
-            "event ms (pieces)", "event/opt",
+            "sync T_B/opt", "event ms (pieces)", "event/opt",
             "trees", "optimum s", "trees s", "verify+price s", "event s", "peak MiB", "note"]
     body = []
     for r in rows:
@@ -149,6 +146,7 @@ def render(rows: list[dict]) -> str:
         body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
                      cell(r.get("event_bound_ms"), ".3f"),
                      f"{cell(sy, '.3f')} ({r.get('pieces', '-')})", cell(sy and opt and sy / opt, ".3f"),
+                     cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
                      cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),

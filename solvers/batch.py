@@ -49,7 +49,7 @@ from .. import InputError
 from ..instances import CORPUS, load_instance
 from ..limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig
 from ..results import store as result_store
-from ..tens.schedule import from_json, to_json
+from ..tens.schedule import Schedule, from_json, to_json
 from . import backends
 from . import producers as registry
 from . import compiling
@@ -493,7 +493,8 @@ def _run_one(job: Job, kernels: compiling.Kernels | None = None) -> dict[str, An
     except InputError as e:
         return _failure_row(job, "error", f"bad input: {e}", 0.0)
     row.update(asdict(job))
-    return {"row": row, "schedule": to_json(schedule) if schedule is not None else None}
+    keep = isinstance(schedule, Schedule)  # trees plus a pipeline rule: the row alone is stored
+    return {"row": row, "schedule": to_json(schedule) if keep else None}
 
 
 def _watch_parent() -> None:

@@ -63,7 +63,7 @@ from .. import InputError
 from ..instances import Instance, size
 from ..instances.instance import epoch_timestep
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
-from ..tens import bounds, cost_models, verify
+from ..tens import bounds, cost_models, pipelined_trees, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
 from ..tens import schema
@@ -155,6 +155,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
     schedule = outcome.schedule
     if schedule is None:
         return row, None
+    if isinstance(schedule, pipelined_trees.PipelinedTrees):
+        return check_and_price_trees(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages)
     row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
@@ -425,6 +427,38 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
             pricing.share()
     _priced_into(row, pricing, deadline, stages)
     return row, schedule
+
+
+def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadline: Deadline,
+                           stages: dict[str, float]) -> tuple[dict[str, Any], Any]:
+    """:func:`check_and_price` for a schedule kept as trees plus a pipeline rule
+    (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`): verified in that form (the
+    verdict :func:`~collsynth.tens.verify.verify` gives its expansion) and priced under
+    ``sync`` in that form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the
+    expansion); the other models read explicit sends, so the row says they were not priced."""
+    row["sends"] = trees.sends
+    try:
+        with _stage(deadline, "verification", stages):
+            violation = pipelined_trees.verify(trees, instance)
+    except TimeLimitReached as e:
+        return _timed_out(row, e, deadline, stages, "verification", "trees plus a pipeline rule, not kept"), None
+    finally:
+        row["verify_s"] = stages.get("verification")
+    if violation is not None:
+        row["status"] = Status.INVALID
+        row["message"] = f"verification failed: {violation}"
+        return row, None
+    row["verified"] = True
+    sync = cost_models.MODELS["sync"]
+    with contextlib.suppress(TimeLimitReached), _stage(deadline, "pricing (sync)", stages):
+        price = pipelined_trees.price_sync(trees, instance)
+        row.update({"steps": price.steps, sync.time_column: price.total_s})
+        row.update({column.name: column.value(price) for column in sync.columns})
+    row[sync.price_column] = stages.get("pricing (sync)")
+    others = ", ".join(name for name in cost_models.MODELS if name != "sync")
+    row["message"] = (f"{row['message']}; kept as trees plus a pipeline rule ({trees.sends:,} sends if listed; "
+                      f"--param form=explicit lists them): not priced under {others}").lstrip("; ")
+    return row, trees
 
 
 def _priced_into(row: dict[str, Any], pricing: "SpeculativePricing", deadline: Deadline,

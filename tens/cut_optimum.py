@@ -38,6 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
+from ..instances.box_shift import box_shift
+
 INT32_MAX = 2**31 - 1
 RATIO_DENOMINATOR = 1000  # bandwidth ratios are taken as fractions with at most this denominator
 
@@ -60,6 +62,13 @@ class FlowNet:
     unit_bw: float
     compute: tuple[int, ...]
     weight: tuple[int, ...]
+    checked: tuple[int, ...] | None = None  # compute nodes whose max flows stand for all (one per orbit of a
+    # checked automorphism that keeps the weights: :func:`flow_net`); None: every compute node
+
+    @property
+    def sinks(self) -> tuple[int, ...]:
+        """The compute nodes the cut condition is tested at: :attr:`checked`, else all."""
+        return self.compute if self.checked is None else self.checked
 
     @property
     def total_weight(self) -> int:
@@ -84,12 +93,27 @@ def integer_units(bandwidth: np.ndarray) -> tuple[np.ndarray, float]:
 
 def flow_net(topology, compute: Iterable[int], weight: Sequence[int], transpose: bool = False) -> FlowNet:
     """The live links of ``topology`` (reversed with ``transpose``) as a :class:`FlowNet` over
-    ``compute`` nodes with root weights ``weight``."""
+    ``compute`` nodes with root weights ``weight``. On identical boxes
+    (:func:`collsynth.instances.box_shift.box_shift`, automorphisms, so of the reversed links
+    too) whose shifts keep every root's weight, a max flow to a compute node equals the max flow
+    to its image: only the first box's nodes are tested (:attr:`FlowNet.checked`)."""
     la = topology.link_arrays
     src, dst = (la.dst, la.src) if transpose else (la.src, la.dst)
     units, unit_bw = integer_units(la.bandwidth)
+    compute, weight = tuple(int(c) for c in compute), tuple(int(w) for w in weight)
     return FlowNet(topology.size, src.astype(np.int64), dst.astype(np.int64), units, la.bandwidth.astype(float),
-                   unit_bw, tuple(int(c) for c in compute), tuple(int(w) for w in weight))
+                   unit_bw, compute, weight, _orbit_representatives(topology, compute, weight))
+
+
+def _orbit_representatives(topology, compute: tuple[int, ...], weight: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The first box's compute nodes when the box shifts keep every weight, else None."""
+    shift = box_shift(topology, compute)
+    if shift is None:
+        return None
+    w = dict(zip(compute, weight))
+    if any(w[c] != w[int(perm[c])] for perm in shift.perms for c in compute):
+        return None
+    return shift.representatives(compute)
 
 
 def max_flow(n: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, s: int, t: int,
@@ -98,10 +122,14 @@ def max_flow(n: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, s: int, 
     nodes ``0..n-1`` (parallel arcs add up) and, with ``side``, the minimal source side of a
     minimum cut (bool per node: reachable from ``s`` in the residual network)."""
     cap = np.asarray(cap, dtype=np.int64)
-    if len(cap) and (cap.max() > INT32_MAX or cap.sum() > INT32_MAX):
-        raise FlowTooLarge(f"capacities up to {int(cap.sum())} exceed the int32 flow solver")
-    keys, where = np.unique(np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64), return_inverse=True)
-    data = np.bincount(where, weights=cap, minlength=len(keys)).astype(np.int32)  # parallel arcs add up
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keys, where = np.unique(src * n + dst, return_inverse=True)
+    pooled = np.bincount(where, weights=cap, minlength=len(keys))  # parallel arcs add up
+    # an arc's flow and residual stay within twice its capacity, the flow value within what leaves s
+    if len(cap) and (pooled.max() > INT32_MAX // 2 or min(cap[src == s].sum(), cap[dst == t].sum()) > INT32_MAX):
+        raise FlowTooLarge(f"capacities up to {int(pooled.max())} (flow up to {int(cap[src == s].sum())}) exceed "
+                           "the int32 flow solver")
+    data = pooled.astype(np.int32)
     indptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(keys // n, minlength=n), out=indptr[1:])
     graph = sp.csr_matrix((data, (keys % n).astype(np.int32), indptr), shape=(n, n))
@@ -186,7 +214,7 @@ def optimum(net: FlowNet) -> Optimum:
     witness: tuple[int, ...] = ()
     if tau == 0:
         return Optimum(Fraction(0), (), Fraction(0), 1, 0)
-    order = list(net.compute)
+    order = list(net.sinks)
     flows = 0
     while True:
         side, v, ran = short_cut(net, tau, order)
@@ -262,7 +290,7 @@ def holds_with(net: FlowNet, caps: np.ndarray, k: int) -> bool:
     dst = np.concatenate([net.dst, np.asarray([c for c, _ in roots], dtype=np.int64)])
     cap = np.concatenate([caps, np.asarray([k * w for _, w in roots], dtype=np.int64)])
     need = k * net.total_weight
-    return all(max_flow(s + 1, src, dst, cap, s, v)[0] >= need for v in net.compute)
+    return all(max_flow(s + 1, src, dst, cap, s, v)[0] >= need for v in net.sinks)
 
 
 def fixed_k(net: FlowNet, k: int, tau_star: Fraction, stretch: Fraction = Fraction(2)) -> Fraction | None:

@@ -20,6 +20,15 @@ pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
 have the same step loads in reverse order, so the same price.
 
+On identical boxes the trees of the first box's roots are kept with the box shifts that move
+them (``shift``: commuting automorphisms of the topology of ``orders``,
+:mod:`collsynth.instances.box_shift`): the schedule is those trees moved by every product
+``s_1^j_1 .. s_g^j_g`` (``j_i < orders[i]``; ``copies`` of them), memory in one box's trees x
+hops. A moved tree is valid where its original is (an automorphism keeps links, their latency
+and bandwidth, and switches), so :func:`verify` checks the shifts and the listed trees; a
+link's load is the same on every link of its orbit under the shifts, so :func:`price_sync`
+sums the listed hops per orbit (times ``copies`` over the orbit's size).
+
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
 >>> from collsynth.instances.generators import build
@@ -33,10 +42,12 @@ have the same step loads in reverse order, so the same price.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..instances.symmetry import is_automorphism
 from .schedule import Schedule, from_arrays, reverse
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
@@ -68,6 +79,13 @@ class PipelinedTrees:
     src: np.ndarray
     dst: np.ndarray
     before: np.ndarray
+    shift: np.ndarray | None = None  # [generators, nodes]: node -> node, the box shifts (module doc); None: as listed
+    orders: tuple[int, ...] = ()  # each shift's order: the listed trees are moved by every product of their powers
+
+    @property
+    def copies(self) -> int:
+        """How many images each listed tree stands for (1 without shifts)."""
+        return math.prod(self.orders) if self.shift is not None else 1
 
     @property
     def reversed(self) -> bool:
@@ -81,8 +99,36 @@ class PipelinedTrees:
 
     @property
     def sends(self) -> int:
-        """The sends :func:`expand` lists: hops times ``P``."""
-        return len(self.src) * self.chunks_per_root * self.pieces
+        """The sends :func:`expand` lists: hops times ``P`` (times the copies moved by the shift)."""
+        return len(self.src) * self.chunks_per_root * self.pieces * self.copies
+
+
+def listed(f: PipelinedTrees) -> PipelinedTrees:
+    """``f`` with every tree moved by its shifts listed (no shift): ``copies`` times the trees."""
+    if f.copies == 1:
+        return replace(f, shift=None, orders=())
+    nodes = np.concatenate([f.src, f.dst, f.root])
+    moved = images(nodes, f.shift, f.orders)
+    h = len(f.src)
+    src, dst, root = moved[:, :h], moved[:, h:2 * h], moved[:, 2 * h:]
+    ptr = np.r_[0, np.cumsum(np.tile(np.diff(f.ptr), f.copies))]
+    return replace(f, root=root.ravel(), lo=np.tile(f.lo, f.copies), hi=np.tile(f.hi, f.copies), ptr=ptr,
+                   src=src.ravel(), dst=dst.ravel(), before=np.tile(f.before, f.copies), shift=None, orders=())
+
+
+def images(ids: np.ndarray, shift: np.ndarray, orders) -> np.ndarray:
+    """``ids`` moved by every product of the shifts' powers, one row per product
+    (``[prod orders, len(ids)]``, the identity first)."""
+    rows = [np.asarray(ids, dtype=np.int64)]
+    for perm, order in zip(shift, orders):
+        more = []
+        for row in rows:
+            cur = row
+            for _ in range(order):
+                more.append(cur)
+                cur = perm[cur]
+        rows = more
+    return np.stack(rows)
 
 
 def expand(f: PipelinedTrees) -> Schedule:
@@ -90,6 +136,7 @@ def expand(f: PipelinedTrees) -> Schedule:
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
     reversal for ``reduce_scatter`` / ``reduce``."""
+    f = listed(f)
     c, pieces = f.chunks_per_root, f.pieces
     q = np.arange(c * pieces, dtype=np.int64)
     j, p = q // pieces, q % pieces
@@ -131,7 +178,39 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     copy = (not f.reversed) if switch_copy is None else switch_copy
     is_switch = np.zeros(topo.size, bool)
     is_switch[list(topo.switches)] = True
-    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll)
+    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
+    if f.copies > 1:
+        why = _shift_violation(f, topo, is_switch, roots)
+        if why:
+            return why
+        roots = np.unique(f.root)
+    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll, roots)
+
+
+def _shift_violation(f: PipelinedTrees, topo, is_switch: np.ndarray, roots: np.ndarray) -> str | None:
+    """Why the shifts do not make the listed trees every root's: one is not an automorphism
+    keeping switches, not of its order, or two do not commute; or the listed roots moved by
+    every product are not each collective root exactly once."""
+    perms = np.asarray(f.shift, dtype=np.int64)
+    ident = np.arange(topo.size)
+    if perms.ndim != 2 or perms.shape[1] != topo.size or len(perms) != len(f.orders):
+        return "the shifts are not one permutation of the topology's nodes per order"
+    for i, (perm, order) in enumerate(zip(perms, f.orders)):
+        if not (np.sort(perm) == ident).all():
+            return f"shift {i} is not a permutation of the topology's nodes"
+        if not is_automorphism(topo, perm) or (is_switch[perm] != is_switch).any():
+            return f"shift {i} does not map links to links of the same count, latency and bandwidth, switches to switches"
+        cur = ident
+        for _ in range(order):
+            cur = perm[cur]
+        if (cur != ident).any():
+            return f"shift {i} moved {order} times is not the identity"
+        if any((perm[q] != q[perm]).any() for q in perms[:i]):
+            return f"shift {i} does not commute with the shifts before it"
+    moved = images(np.unique(f.root), perms, f.orders)
+    if len(np.unique(moved)) != moved.size or not np.array_equal(np.unique(moved), np.unique(roots)):
+        return "the listed roots moved by the shifts are not every root of the collective once"
+    return None
 
 
 def _first(bad: np.ndarray, where: np.ndarray) -> int:
@@ -177,12 +256,11 @@ def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str 
     return None
 
 
-def _coverage_violation(f: PipelinedTrees, coll) -> str | None:
-    """Every root's trees split its shard ``[0, k)`` exactly and each reaches every participant
-    (each at most once: :func:`_hop_violation`)."""
+def _coverage_violation(f: PipelinedTrees, coll, roots: np.ndarray) -> str | None:
+    """Every root of ``roots``'s trees split its shard ``[0, k)`` exactly and each reaches
+    every participant (each at most once: :func:`_hop_violation`)."""
     part = np.zeros(max(f.nodes, int(f.dst.max(initial=0)) + 1), bool)
     part[np.asarray(coll.nodes, dtype=np.int64)] = True
-    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
     stray = ~np.isin(f.root, roots)
     if stray.any():
         t = int(np.argmax(stray))
@@ -225,23 +303,103 @@ def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
     """The synchronous alpha-beta price of ``f``'s expansion (module doc), in segments of steps
     with the same hops active: hop ``h`` carries one piece in each of steps ``before_h + 1 ..
     before_h + P``; per step, the largest alpha over links used plus the largest load over
-    bandwidth (Zhao et al., NSDI 2025, Section 3.2)."""
+    bandwidth (Zhao et al., NSDI 2025, Section 3.2). Loads are summed once per depth below the
+    root (a segment adds the depths active in it) and, with a shift, per orbit of links."""
     la = instance.topology.link_arrays
     src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
-    link = la.lookup(src, dst)
+    group, scale = link_orbits(la, f.shift, f.orders)
+    link = group[la.lookup(src, dst)]
     P = f.chunks_per_root * f.pieces
     widths = (f.hi - f.lo).astype(np.float64)
     per_hop = np.repeat(widths, np.diff(f.ptr)) / (f.k * f.pieces) * instance.collective.chunk_bytes
-    starts, stops = f.before + 1, f.before + P + 1  # active in [start, stop)
+    depths, at = np.unique(f.before, return_inverse=True)
+    G = len(la)
+    loads = np.bincount(at * G + link, weights=per_hop, minlength=len(depths) * G).reshape(len(depths), G)
+    rate = scale / la.bandwidth  # seconds per byte on a link of the group (0 where no group)
+    alpha = np.zeros(len(depths))
+    np.maximum.at(alpha, at, la.alpha[link])
+    starts, stops = depths + 1, depths + P + 1  # active in [start, stop)
     edges = np.unique(np.concatenate([starts, stops]))
     steps, T_L, T_B = 0, 0.0, 0.0
     for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
         active = (starts <= a) & (stops > a)
         if not active.any():
             continue
-        used = link[active]
-        load = np.bincount(used, weights=per_hop[active], minlength=len(la))
-        T_L += (b - a) * float(la.alpha[used].max())
-        T_B += (b - a) * float((load / la.bandwidth).max())
+        T_L += (b - a) * float(alpha[active].max())
+        T_B += (b - a) * float((loads[active].sum(axis=0) * rate).max())
         steps += b - a
     return SyncPrice(steps, T_L, T_B)
+
+
+def link_orbits(la, shift: np.ndarray | None, orders) -> tuple[np.ndarray, np.ndarray]:
+    """``(group, scale)``: per link pair of ``la`` its orbit under the commuting ``shift``
+    (the least pair index in it: the least over one shift's powers, then the next's) and, per
+    pair, the load factor ``copies / orbit size`` the moved trees put on each link of an orbit
+    for one listed hop in it (zero off the representatives). Without shifts every pair is its
+    own group at factor 1."""
+    L = len(la)
+    if shift is None or math.prod(orders) == 1:
+        return np.arange(L), np.ones(L)
+    group = np.arange(L)
+    for perm, order in zip(shift, orders):
+        image = la.lookup(perm[la.src], perm[la.dst])
+        least, cur = group.copy(), np.arange(L)
+        for _ in range(order - 1):
+            cur = image[cur]
+            np.minimum(least, group[cur], out=least)
+        group = least
+    size = np.bincount(group, minlength=L)
+    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
+    return group, scale
+
+
+ARRAYS = ("root", "lo", "hi", "ptr", "src", "dst", "before")  # the columns a stored form holds
+HEADER = ("collective", "nodes", "chunks", "chunks_per_root", "pieces", "k")
+
+
+def to_json(f: PipelinedTrees) -> dict:
+    """``f`` as plain data: the header, the columns and the shift (``null`` without one); the
+    form stored and written by ``collsynth solve --out`` (``"form": "pipelined-trees"``)."""
+    return {"form": "pipelined-trees", **{name: getattr(f, name) for name in HEADER},
+            **{name: getattr(f, name).tolist() for name in ARRAYS},
+            "shift": None if f.shift is None else f.shift.tolist(), "orders": list(f.orders)}
+
+
+def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
+    """The :class:`PipelinedTrees` of :func:`to_json`'s data; a missing or mistyped field is an
+    :class:`~collsynth.InputError` naming ``where`` and the field.
+
+    >>> f = from_json(to_json(PipelinedTrees("allgather", 2, 2, 1, 3, 1, np.array([0, 1]), np.zeros(2, int),
+    ...                                      np.ones(2, int), np.array([0, 1, 2]), np.array([0, 1]),
+    ...                                      np.array([1, 0]), np.zeros(2, int))))
+    >>> f.pieces, f.sends, f.src.tolist()
+    (3, 6, [0, 1])
+    """
+    from .. import InputError
+
+    if data.get("form") != "pipelined-trees":
+        raise InputError(where, f"form: expected \"pipelined-trees\", got {data.get('form')!r}")
+    try:
+        head = {name: (str if name == "collective" else int)(data[name]) for name in HEADER}
+        cols = {name: np.asarray(data[name], dtype=np.int64) for name in ARRAYS}
+        shift = None if data.get("shift") is None else np.asarray(data["shift"], dtype=np.int64)
+        orders = tuple(int(x) for x in data.get("orders") or ())
+    except KeyError as e:
+        raise InputError(where, f"{e.args[0]}: missing") from None
+    except (TypeError, ValueError) as e:
+        raise InputError(where, f"a field is not of its type ({e})") from None
+    if head["collective"] not in NON_COMBINING:
+        raise InputError(where, f"collective: expected one of {', '.join(NON_COMBINING)}, got {head['collective']!r}")
+    return PipelinedTrees(**head, **cols, shift=shift, orders=orders)
+
+
+def write_json(f: PipelinedTrees, path) -> None:
+    """Write :func:`to_json`'s data to ``path``, whole or not at all
+    (:func:`collsynth.outputs.replaced_file`)."""
+    import json
+
+    from ..outputs import replaced_file
+
+    with replaced_file(path) as tmp, open(tmp, "w") as out:
+        json.dump(to_json(f), out)
+        out.write("\n")

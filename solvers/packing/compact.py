@@ -8,10 +8,14 @@ pipelined trees) is that form expanded; :func:`pipelined` builds the form from a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...instances import Instance
-from ...tens.pipelined_trees import PipelinedTrees
+from ...tens.pipelined_trees import PipelinedTrees, price_sync
+
+MAX_PIECES = 8192  # the deepest pipeline :func:`least_sync` tries
 
 
 def pipelined(instance: Instance, forest, pieces: int, hops) -> PipelinedTrees:
@@ -33,3 +37,24 @@ def pipelined(instance: Instance, forest, pieces: int, hops) -> PipelinedTrees:
                           np.array([t.root for t in forest.trees], np.int64),
                           np.array([t.lo for t in forest.trees], np.int64),
                           np.array([t.hi for t in forest.trees], np.int64), np.asarray(ptr, np.int64), src, dst, before)
+
+
+def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES) -> tuple[PipelinedTrees, object]:
+    """``(trees, price)`` at the pipeline depth of least ``sync`` price
+    (:func:`collsynth.tens.pipelined_trees.price_sync`): powers of two from 1 to ``most``, then
+    the two midpoints beside the best (the price is unimodal in the depth: the fill, ``(D - 1)
+    / P`` of the bandwidth time, falls as latency, ``(P + D - 1)`` alphas, grows; Zhao et al.,
+    NSDI 2025, Section 3.2)."""
+    priced: dict = {}
+
+    def at(p: int):
+        if p not in priced:
+            priced[p] = price_sync(replace(f, pieces=p), instance)
+        return priced[p]
+
+    best = min((1 << i for i in range(most.bit_length())), key=lambda p: at(p).total_s)
+    for p in (best * 3 // 4, best * 3 // 2):
+        if 1 <= p <= most:
+            at(p)
+    p = min(priced, key=lambda q: priced[q].total_s)
+    return replace(f, pieces=p), priced[p]

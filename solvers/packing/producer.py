@@ -41,7 +41,7 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule, concat
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import compact, estimate, fifo_reduce, latency, orders, rings, twolevel
+from . import compact, estimate, fifo_reduce, latency, orders, rings, translated, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -59,6 +59,7 @@ PRICE_MODELS = ("sync", "event")  # the models candidates are priced under by de
 OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("event",)}  # --param objective: the
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
+EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -337,8 +338,14 @@ def optimum_seconds(instance: Instance, f: Forest) -> float:
 
 
 def run(instance: Instance, options: Options) -> Outcome:
-    """Tree packing (module doc): the schedule, the cut optimum and what it took."""
+    """Tree packing (module doc): the schedule, the cut optimum and what it took; kept as
+    trees plus the pipeline rule (:func:`run_compact`) with ``form=compact``, or with
+    ``form=auto`` where fewer than :data:`EXPLICIT_PIECES` pieces of explicit sends would fit
+    :data:`SEND_BUDGET`."""
     _check(instance)
+    form = options.params.get("form") or "auto"
+    if form == "compact" or (form == "auto" and estimate.least_sends(instance) * EXPLICIT_PIECES > SEND_BUDGET):
+        return run_compact(instance, options)
     estimate.check(instance)  # refuse before packing what one pipeline piece could not hold
     coll = instance.collective
     deadline = options.timer()
@@ -369,6 +376,42 @@ def run(instance: Instance, options: Options) -> Outcome:
                          for f, (_, p), pk in zip(forests, parts, picks)]}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def run_compact(instance: Instance, options: Options) -> Outcome:
+    """Tree packing kept as trees plus the pipeline rule (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`,
+    memory in trees x hops; the pipeline verifies and prices it in that form): on identical
+    boxes the first box's trees moved by the box shifts (:func:`.translated.translated`), else the
+    packed forest (:func:`forest`); ``pieces`` as given, else the depth of least ``sync`` price
+    (:func:`.compact.least_sync`). One forest: allgather, reduce-scatter, broadcast or reduce."""
+    coll = instance.collective
+    if coll.kind == "allreduce":
+        raise Unsupported("tree-packing: --param form=compact keeps one forest (allgather, reduce_scatter, broadcast, "
+                          "reduce), not allreduce's two; use form=explicit")
+    deadline, t0 = options.timer(), time.perf_counter()
+    [(kind, transposed)] = plan(coll.kind)
+    weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
+    net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
+    try:
+        opt = optimum(net0)
+        k, tau = choose_k(net0, opt, options.params.get("trees"))
+    except FlowTooLarge as e:
+        raise Unsupported(f"tree-packing: {e}") from None
+    trees = translated.translated(instance, kind, transposed, k, tau, deadline)
+    if trees is None:
+        f = forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
+                   options.params.get("trees"), shape=options.params.get("shape") or "auto")
+        instant = frozenset() if transposed else instant_pairs(instance.topology)
+        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant)), f.k, f.tau
+    pieces = options.params.get("pieces")
+    trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
+    optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
+    extra = {"form": "pipelined-trees", "optimum_s": optimum_s, "tau": str(opt.tau), "trees_per_shard": k,
+             "tau_packed": str(tau), "trees": len(trees.root) * trees.copies, "listed_trees": len(trees.root),
+             "box_copies": trees.copies, "depth_hops": trees.depth, "pieces": trees.pieces,
+             "explicit_sends": trees.sends}
+    return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
+                   build_s=time.perf_counter() - t0, extra=extra)
 
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
@@ -564,6 +607,11 @@ PARAMS = (
     Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),
+    Param("form", ("auto", "explicit", "compact"), "auto", "explicit: every send listed; compact: the trees plus "
+                                                           "the pipeline rule, verified and priced (sync) as that, on "
+                                                           "identical boxes one box's trees and the box shifts; auto: "
+                                                           f"compact where fewer than {EXPLICIT_PIECES} pieces of "
+                                                           f"explicit sends fit {SEND_BUDGET:,} sends"),
     Param("pieces", int, None, f"pipeline pieces per chunk and tree (default: {DEPTH_FACTOR} per hop of the "
                                f"deepest tree and at least {PIECES_FLOOR}, within a budget of {SEND_BUDGET:,} sends; "
                                "with link latency, the trees (k or 1 per shard, shallower ones at "

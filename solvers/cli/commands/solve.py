@@ -37,6 +37,7 @@ from .... import InputError
 from ....limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
+from ....tens import pipelined_trees
 from ....tens.status import Status, legend
 from ...backends import names as backend_names
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
@@ -154,8 +155,6 @@ def solve(args: argparse.Namespace) -> dict:
         raise InputError(args.instance, f"producer {args.producer} does not support this instance: {row['message'][13:]}")
     written = {}
     if args.out and schedule is not None:
-        from ....tens.schedule import write_json
-
         write_json(schedule, args.out)
         written[prod.name] = args.out
     if args.calibration:
@@ -169,12 +168,22 @@ def add_runtime(row: dict, schedule, instance, calibration: str) -> None:
     from ....results.runtime_prices import runtime_fields
     from ....tens.cost_models.runtime import load_calibration
 
+    if isinstance(schedule, pipelined_trees.PipelinedTrees):  # the runtime model reads explicit sends
+        row["message"] = f"{row.get('message', '')}; not priced under runtime: kept as trees".lstrip("; ")
+        return
     row.update(runtime_fields(schedule if row.get("verified") else None, instance, load_calibration(calibration)))
+
+
+def write_json(schedule, path) -> None:
+    """The schedule's JSON file: its sends (:func:`collsynth.tens.schedule.write_json`), or the
+    trees plus the pipeline rule as kept (:func:`collsynth.tens.pipelined_trees.write_json`)."""
+    from ....tens import schedule as sends
+
+    (pipelined_trees if isinstance(schedule, pipelined_trees.PipelinedTrees) else sends).write_json(schedule, path)
 
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:
     """Several producers on one instance, one row each, and the comparison table."""
-    from ....tens.schedule import write_json
     from ...compare import compare
     from ...compiling import compile_ahead
 

@@ -1,0 +1,169 @@
+"""Identical boxes: automorphisms that move every GPU onto every other, found and checked.
+
+A cluster of identical boxes on rails (DGX SuperPOD, Alibaba HPN, a k-ary fat tree's hosts)
+is mapped onto itself by rotations of blocks of compute nodes in id order: the GPUs of every
+box one place on (rail ``g`` to rail ``g + 1``, where rails are alike), the boxes of every
+scalable unit one box on, the units of a pod one unit on, each switch going to the switch
+whose links the moved nodes now use (a box's NVSwitch to the next box's, a leaf to the next
+rail's or unit's, a spine to a spine). Whatever is true of a node is then true of its images:
+a max flow to a GPU is the max flow to every GPU of its orbit (Zhao et al., "ForestColl",
+arXiv 2402.06787, Section 4: the cut condition is checked once per orbit), and a tree of a
+root moved by the rotations is a tree of the root it lands on
+(:mod:`collsynth.tens.pipelined_trees`: trees built once and moved).
+
+:func:`box_shift` finds them without being told, level by level: the least block ``d`` whose
+rotation ``d`` places on within the largest block of ``d * m`` nodes is an automorphism, then
+the blocks of ``d * m`` likewise, until the blocks are all ``N`` compute nodes. A rotation is
+extended to the switches round by round by the links they have to nodes already mapped (a
+switch goes to the switch whose links to the images are the same, several alike in id
+order) and kept only when it is a permutation sending switches to switches and every link to
+a link with the same count, latency and bandwidth
+(:func:`collsynth.instances.symmetry.is_automorphism`), of order ``m``, and commuting with
+the levels below, so that the ``prod m`` products move the first ``d`` nodes onto each
+compute node once. Nothing is assumed from a generator's name or parameters.
+
+>>> from collsynth.instances.generators import build
+>>> s = box_shift(build("dgx_h100", {"nodes": 3}))  # GPUs within a box (rails alike), then boxes
+>>> s.box, s.orders, s.perms[0][:9].tolist(), s.perms[1][24:27].tolist()  # NVSwitch 24 -> 25
+(1, (8, 3), [1, 2, 3, 4, 5, 6, 7, 0, 9], [25, 26, 24])
+>>> box_shift(build("mesh", {"dims": [3, 3]})) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .symmetry import is_automorphism
+from .topology import Topology
+
+
+@dataclass(frozen=True)
+class BoxShift:
+    """Commuting automorphisms ``perms[i]`` of orders ``orders[i]`` (module doc): ``perms[i]``
+    moves compute node ``c_j`` ``units[i]`` places on within its block of ``units[i] *
+    orders[i]`` (``units[i + 1]`` is that block). Together they move the first ``box`` compute
+    nodes onto every other compute node exactly once."""
+
+    perms: np.ndarray
+    orders: tuple[int, ...]
+    box: int
+
+    @property
+    def order(self) -> int:
+        """How many images each compute node has (the group's order)."""
+        return math.prod(self.orders)
+
+    def representatives(self, compute) -> tuple[int, ...]:
+        """One compute node per orbit: the first box's (the ``box`` smallest ids)."""
+        return tuple(sorted(int(c) for c in compute)[:self.box])
+
+
+def box_shift(topology: Topology, compute=None) -> BoxShift | None:
+    """The box shifts of ``topology`` (module doc), or None when none is found. ``compute``:
+    the nodes moved in id order (default and only supported value: every live compute node;
+    others give None)."""
+    npus = sorted(int(c) for c in topology.npus)
+    if compute is not None and sorted(int(c) for c in compute) != npus:
+        return None
+    n = len(npus)
+    if n < 2 or topology.failed_links or topology.failed_nodes:
+        return None
+    la = topology.link_arrays
+    if len(la) == 0:
+        return None
+    return _shifts(topology)
+
+
+@lru_cache(maxsize=8)
+def _shifts(topology: Topology) -> BoxShift | None:
+    """:func:`box_shift` of every compute node (remembered per topology object)."""
+    la, npus = topology.link_arrays, sorted(int(c) for c in topology.npus)
+    n = len(npus)
+    _, cls = np.unique(np.stack([la.bandwidth, la.alpha, la.count.astype(float)]), axis=1, return_inverse=True)
+    links = (la.src.tolist(), la.dst.tolist(), np.ravel(cls).tolist())
+    for box in (d for d in range(1, n) if n % d == 0):  # the least block with a rotation
+        found = _level(topology, npus, box, links, [])
+        if found is not None:
+            break
+    else:
+        return None
+    perms, orders, unit = [], [], box
+    while found is not None:
+        perms.append(found[0]), orders.append(found[1])
+        unit *= found[1]
+        if unit == n:
+            return BoxShift(np.stack(perms), tuple(orders), box)
+        found = _level(topology, npus, unit, links, perms)
+    return None
+
+
+def _level(topology: Topology, npus: list[int], d: int, links: tuple, others: list) -> tuple | None:
+    """The rotation of blocks of ``d`` compute nodes, ``d`` places on within the largest block
+    (a multiple of ``d`` dividing ``N``) where it is an automorphism commuting with ``others``:
+    ``(perm, order)``, or None."""
+    n = len(npus)
+    for block in sorted((b for b in range(2 * d, n + 1, d) if n % b == 0), reverse=True):
+        idx = np.arange(n)
+        moved = idx // block * block + (idx % block + d) % block
+        perm = _extend(topology, npus, np.asarray(npus, np.int64)[moved], links)
+        if perm is not None and _accepted(topology, perm, block // d) and all(
+                (perm[q] == q[perm]).all() for q in others):
+            return perm, block // d
+    return None
+
+
+def _extend(topology: Topology, npus: list[int], images: np.ndarray, links: tuple) -> np.ndarray | None:
+    """The compute nodes moved to ``images``, extended to the switches round by round (a
+    switch to the switch with the same links to the images of the nodes mapped so far); None
+    when some switch finds no image."""
+    perm = np.full(topology.size, -1, np.int64)
+    perm[npus] = images
+    pending = set(int(w) for w in topology.switches if topology.graph.has_node(w))
+    src, dst, cls = links
+    while pending:
+        mapped = perm >= 0
+        own: dict = defaultdict(list)
+        for a, b, c in zip(src, dst, cls):
+            if a in pending and mapped[b]:
+                own[a].append((0, b, c))
+            elif b in pending and mapped[a]:
+                own[b].append((1, a, c))
+        if not own:
+            return None
+        groups: dict = defaultdict(list)
+        for w in sorted(own):
+            groups[tuple(sorted(own[w]))].append(w)
+        for key, members in groups.items():
+            image = tuple(sorted((side, int(perm[x]), c) for side, x, c in key))
+            target = groups.get(image)
+            if target is None or len(target) != len(members):
+                return None
+            perm[members] = target
+        pending -= set(own)
+    return perm
+
+
+def _accepted(topology: Topology, perm: np.ndarray, order: int) -> bool:
+    """Whether ``perm`` is a permutation of the live nodes sending switches to switches, an
+    automorphism, and of ``order`` (its ``order``-th power the identity)."""
+    live = np.asarray(topology.nodes, np.int64)
+    if (perm[live] < 0).any() or len(np.unique(perm[live])) != len(live):
+        return False
+    sw = np.asarray(sorted(topology.switches), np.int64)
+    is_switch = np.zeros(topology.size, bool)
+    is_switch[sw] = True
+    if not is_switch[perm[sw]].all():
+        return False
+    full = np.where(perm >= 0, perm, np.arange(topology.size))
+    if not is_automorphism(topology, full):
+        return False
+    cur = np.arange(topology.size)
+    for _ in range(order):
+        cur = full[cur]
+    return bool((cur == np.arange(topology.size)).all())
