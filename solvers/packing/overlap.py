@@ -1,0 +1,142 @@
+"""Allreduce as one problem: both halves' forests chosen together, the allgather overlapped.
+
+An allreduce is a reduce-scatter then an allgather (Zhao et al., "ForestColl", arXiv
+2402.06787, Section 4; Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for
+clusters of workstations", JPDC 2009, Section 3). Concatenated step by step, the allgather of
+a shard waits for the whole reduce-scatter; :func:`overlapped` starts it as soon as it can: a
+root sends a piece of its shard in the step after the last arrival that completes that piece's
+reduction there, the whole allgather shifted by one number of steps (the least that keeps every
+root's sends after its reductions). Under ``event`` (FIFO links, no step barriers) the data
+dependencies alone already overlap the halves; the steps matter to ``sync`` (a step carries
+both halves' loads) and to ``event-inorder`` (each link serves in step order).
+
+Which forests to overlap is measured, not assumed: under FIFO the two halves' traffic meets on
+every link, and a link that carries a GPU's own reduce-scatter data (ready at time 0) delays
+every allgather piece behind all of it. On ForestColl's A100 x2 at 1 GB, alpha 0, 200 pieces,
+the optimum's two-level forests for both halves are 13.06 ms under ``event`` (2.26x the bound)
+where one packed tree a shard for both is 5.87 ms (1.017x); the one-tree reduce-scatter with the
+optimum's allgather is 6.65 ms (``benchmarks/bench_allreduce.py``). :func:`choose` prices every
+pair of candidate forests as the whole overlapped allreduce (verified first) and keeps the
+least summed time over the objective's models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...tens.schedule import Schedule, concat, id_column
+
+PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
+PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
+
+
+def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Schedule:
+    """The allreduce of ``first`` (a reduce-scatter: shard ``r`` is chunks ``r c .. r c + c - 1``
+    of node ``r``, ``c = chunks_per_node``) and ``second`` (an allgather of the same shards),
+    the allgather's steps shifted by the least amount that keeps every send of a shard's piece
+    by its owner after the last reduce-scatter arrival at the owner overlapping that piece
+    (module doc). A reduction completes before its owner sends it, so every GPU's
+    contributions left it before the allgather's copy reaches it.
+
+    >>> from collsynth.tens.schedule import from_sends
+    >>> rs = from_sends([(1, 0, 1, 0, 1, 1), (0, 0, 1, 1, 0, 1)], "reduce_scatter", nodes=2, chunks=2)
+    >>> ag = from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 0, 1)], "allgather", nodes=2, chunks=2)
+    >>> [(s.src, s.dst, s.step) for s in overlapped(rs, ag, 1).sends()]
+    [(0, 1, 1), (1, 0, 1), (0, 1, 2), (1, 0, 2)]
+    """
+    both = concat(first, second, "allreduce")
+    n = len(first)
+    chunk, lo, hi = both.chunk.astype(np.int64), both.lo.astype(np.int64), both.hi.astype(np.int64)
+    lo[n:], hi[n:] = both.denom - hi[n:], both.denom - lo[n:]  # mirrored: the reversal completes pieces last first
+    step = both.step.astype(np.int64)
+    owner = chunk // chunks_per_node
+    into = np.zeros(len(both), bool)
+    into[:n] = both.dst[:n] == owner[:n]
+    out = np.zeros(len(both), bool)
+    out[n:] = both.src[n:] == owner[n:]
+    if not into.any() or not out.any():
+        return both
+    done = _completion(chunk[into], lo[into], hi[into], step[into], chunk[out], lo[out], hi[out], both.denom)
+    shift = int(np.max(done + 1 - step[out]))
+    new = step.copy()
+    new[n:] += shift
+    return Schedule(both.collective, both.nodes, both.chunks, both.chunk, lo, hi, both.src, both.dst,
+                    id_column(new), both.op, both.denom, both.routing, dict(both.meta))
+
+
+def _completion(c_in, lo_in, hi_in, s_in, c_out, lo_out, hi_out, denom: int) -> np.ndarray:
+    """For each queried piece (``c_out``, ``[lo_out, hi_out)``), the latest step ``s_in`` of
+    the arrivals (``c_in``, ``[lo_in, hi_in)``) overlapping it (-1 where none does): both cut
+    into atoms at every boundary of either, a maximum per atom, then per query."""
+    width = denom + 1
+    keys = np.unique(np.concatenate([c_in * width + lo_in, c_in * width + hi_in,
+                                     c_out * width + lo_out, c_out * width + hi_out]))
+    latest = np.full(len(keys), -1, np.int64)
+    a, b = np.searchsorted(keys, c_in * width + lo_in), np.searchsorted(keys, c_in * width + hi_in)
+    atoms, owner = _ranges(a, b)
+    np.maximum.at(latest, atoms, s_in[owner])
+    a, b = np.searchsorted(keys, c_out * width + lo_out), np.searchsorted(keys, c_out * width + hi_out)
+    atoms, owner = _ranges(a, b)
+    out = np.full(len(a), -1, np.int64)
+    np.maximum.at(out, owner, latest[atoms])
+    return out
+
+
+def _ranges(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every index of every range ``[a_i, b_i)`` and the ``i`` it came from."""
+    count = b - a
+    owner = np.repeat(np.arange(len(a)), count)
+    starts = np.repeat(a - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+    return starts + np.arange(int(count.sum())), owner
+
+
+def candidates(picked: tuple, one_tree) -> dict[str, tuple]:
+    """The pairs (reduce-scatter forest, allgather forest) :func:`choose` compares, by name:
+    the halves as picked one by one, and with either or both replaced by one packed tree a
+    shard (``one_tree(i)``: half ``i``'s, or None where it cannot be packed): on the A100 and
+    DGX-H100 boxes one tree a shard keeps each link to one kind of traffic (module doc)."""
+    ones = [one_tree(0) if picked[0].k != 1 else picked[0], one_tree(1) if picked[1].k != 1 else picked[1]]
+    pairs = {"as picked": picked}
+    for name, pair in (("one tree a shard", (ones[0], ones[1])), ("one-tree reduce-scatter", (ones[0], picked[1])),
+                       ("one-tree allgather", (picked[0], ones[1]))):
+        if None not in pair and not any(all(a is b for a, b in zip(pair, q)) for q in pairs.values()):
+            pairs[name] = pair
+    return pairs
+
+
+def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None) -> tuple[str, dict]:
+    """The name of the pair of least priced time summed over ``models`` and what was priced
+    (``{name: {model: s}}``; ``price(pair)``: the times of the overlapped allreduce after
+    verifying, None when it does not verify, so an unverified pair is never kept). The first
+    pair is kept alone when the probes would exceed :data:`PROBE_SENDS` sends (``sends(pair)``)
+    or the run is out of time; a pair left unpriced for time is not chosen."""
+    names = list(pairs)
+    if sum(sends(p) for p in pairs.values()) > PROBE_SENDS:
+        return names[0], {}
+    priced: dict = {}
+    for name in names:
+        if deadline is not None and deadline.expired():
+            break
+        got = price(pairs[name])
+        if got is not None:
+            priced[name] = got
+    if not priced:
+        return names[0], {}
+    best = min(priced, key=lambda n: sum(priced[n][m] for m in models))
+    return best, priced
+
+
+def joint(forests: list, depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
+          deadline=None) -> tuple[list, dict]:
+    """The two halves' forests of an allreduce chosen together (module doc): the pairs of
+    :func:`candidates`, each priced by ``price(pair, pieces)`` as the whole overlapped allreduce
+    at :data:`PROBE_PIECES` pieces at alpha 0, else at the pieces ``depths`` picked for each
+    half; ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list
+    and a record of the choice for the result row."""
+    pairs = candidates(tuple(forests), one_tree)
+    pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
+    name, priced = choose(pairs, lambda pair: price(pair, pieces),
+                          lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces)), models, deadline)
+    record = {"chosen": name, "probe_pieces": pieces,
+              "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
+    return list(pairs[name]), record
