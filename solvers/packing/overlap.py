@@ -22,6 +22,8 @@ least summed time over the objective's models.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ...tens.schedule import Schedule, concat, id_column
@@ -36,18 +38,25 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     the allgather's steps shifted by the least amount that keeps every send of a shard's piece
     by its owner after the last reduce-scatter arrival at the owner overlapping that piece
     (module doc). A reduction completes before its owner sends it, so every GPU's
-    contributions left it before the allgather's copy reaches it.
+    contributions left it before the allgather's copy reaches it. The allgather's pieces are
+    mirrored within each chunk (``[lo, hi)`` to ``[1 - hi, 1 - lo)``) when that shifts it less:
+    a time-reversed reduction completes its last pieces first.
+
+    Two GPUs, each shard in two halves: the reductions complete one half a step, so the
+    allgather starts in step 2, not after the reduce-scatter's 2 steps:
 
     >>> from collsynth.tens.schedule import from_sends
-    >>> rs = from_sends([(1, 0, 1, 0, 1, 1), (0, 0, 1, 1, 0, 1)], "reduce_scatter", nodes=2, chunks=2)
-    >>> ag = from_sends([(0, 0, 1, 0, 1, 1), (1, 0, 1, 1, 0, 1)], "allgather", nodes=2, chunks=2)
-    >>> [(s.src, s.dst, s.step) for s in overlapped(rs, ag, 1).sends()]
-    [(0, 1, 1), (1, 0, 1), (0, 1, 2), (1, 0, 2)]
+    >>> h = Fraction(1, 2)
+    >>> rs = from_sends([(1, 0, h, 0, 1, 1), (1, h, 1, 0, 1, 2), (0, 0, h, 1, 0, 1), (0, h, 1, 1, 0, 2)],
+    ...                 "reduce_scatter", nodes=2, chunks=2)
+    >>> ag = from_sends([(0, 0, h, 0, 1, 1), (0, h, 1, 0, 1, 2), (1, 0, h, 1, 0, 1), (1, h, 1, 1, 0, 2)],
+    ...                 "allgather", nodes=2, chunks=2)
+    >>> [s.step for s in overlapped(rs, ag, 1).sends() if s.op == "copy"]
+    [2, 3, 2, 3]
     """
     both = concat(first, second, "allreduce")
     n = len(first)
     chunk, lo, hi = both.chunk.astype(np.int64), both.lo.astype(np.int64), both.hi.astype(np.int64)
-    lo[n:], hi[n:] = both.denom - hi[n:], both.denom - lo[n:]  # mirrored: the reversal completes pieces last first
     step = both.step.astype(np.int64)
     owner = chunk // chunks_per_node
     into = np.zeros(len(both), bool)
@@ -56,12 +65,18 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     out[n:] = both.src[n:] == owner[n:]
     if not into.any() or not out.any():
         return both
-    done = _completion(chunk[into], lo[into], hi[into], step[into], chunk[out], lo[out], hi[out], both.denom)
-    shift = int(np.max(done + 1 - step[out]))
-    new = step.copy()
-    new[n:] += shift
+    best = None
+    for mirror in (False, True):
+        a, b = (both.denom - hi, both.denom - lo) if mirror else (lo, hi)
+        done = _completion(chunk[into], lo[into], hi[into], step[into], chunk[out], a[out], b[out], both.denom)
+        shift = int(np.max(done + 1 - step[out]))
+        if best is None or shift < best[0]:
+            best = (shift, a, b)
+    shift, a, b = best
+    lo[n:], hi[n:] = a[n:], b[n:]
+    step[n:] += shift
     return Schedule(both.collective, both.nodes, both.chunks, both.chunk, lo, hi, both.src, both.dst,
-                    id_column(new), both.op, both.denom, both.routing, dict(both.meta))
+                    id_column(step), both.op, both.denom, both.routing, dict(both.meta))
 
 
 def _completion(c_in, lo_in, hi_in, s_in, c_out, lo_out, hi_out, denom: int) -> np.ndarray:
