@@ -22,8 +22,6 @@ least summed time over the objective's models.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from ...tens.schedule import Schedule, concat, id_column
@@ -45,6 +43,7 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     Two GPUs, each shard in two halves: the reductions complete one half a step, so the
     allgather starts in step 2, not after the reduce-scatter's 2 steps:
 
+    >>> from fractions import Fraction
     >>> from collsynth.tens.schedule import from_sends
     >>> h = Fraction(1, 2)
     >>> rs = from_sends([(1, 0, h, 0, 1, 1), (1, h, 1, 0, 1, 2), (0, 0, h, 1, 0, 1), (0, h, 1, 1, 0, 2)],
