@@ -104,18 +104,33 @@ def _ranges(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts + np.arange(int(count.sum())), owner
 
 
-def candidates(picked: tuple, one_tree) -> dict[str, tuple]:
+def candidates(options: list[list], one_tree) -> dict[str, tuple]:
     """The pairs (reduce-scatter forest, allgather forest) :func:`choose` compares, by name:
-    the halves as picked one by one, and with either or both replaced by one packed tree a
-    shard (``one_tree(i)``: half ``i``'s, or None where it cannot be packed): on the A100 and
-    DGX-H100 boxes one tree a shard keeps each link to one kind of traffic (module doc)."""
-    ones = [one_tree(0) if picked[0].k != 1 else picked[0], one_tree(1) if picked[1].k != 1 else picked[1]]
-    pairs = {"as picked": picked}
-    for name, pair in (("one tree a shard", (ones[0], ones[1])), ("one-tree reduce-scatter", (ones[0], picked[1])),
-                       ("one-tree allgather", (picked[0], ones[1]))):
-        if None not in pair and not any(all(a is b for a, b in zip(pair, q)) for q in pairs.values()):
-            pairs[name] = pair
+    every pair of ``options[0]`` x ``options[1]`` (each half's forests: the one picked for it
+    alone first, then e.g. the optimum's before a FIFO choice replaced it) and of one packed
+    tree a shard for either half (``one_tree(i)``: half ``i``'s, or None where it cannot be
+    packed); each pair once (by identity), the first the halves as picked. One tree a shard
+    keeps each link of an A100 box to one kind of traffic; on DGX-H100 x2 the optimum's two
+    trees a shard for both halves run within 1 % of the bound (module doc)."""
+    halves = []
+    for i, forests in enumerate(options):
+        ones = [] if any(f.k == 1 for f in forests) else [one_tree(i)]
+        halves.append(_distinct([*forests, *ones]))
+    pairs: dict[str, tuple] = {}
+    for a, rs in enumerate(halves[0]):
+        for b, ag in enumerate(halves[1]):
+            name = "as picked" if a == b == 0 else f"reduce-scatter k={rs.k} {rs.shape}, allgather k={ag.k} {ag.shape}"
+            pairs.setdefault(name if name not in pairs else f"{name} ({a}, {b})", (rs, ag))
     return pairs
+
+
+def _distinct(forests: list) -> list:
+    """``forests`` without None and without a second reference to one forest, in order."""
+    out: list = []
+    for f in forests:
+        if f is not None and not any(f is g for g in out):
+            out.append(f)
+    return out
 
 
 def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None) -> tuple[str, dict]:
@@ -140,14 +155,14 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
     return best, priced
 
 
-def joint(forests: list, depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
+def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
           deadline=None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
-    :func:`candidates`, each priced by ``price(pair, pieces)`` as the whole overlapped allreduce
+    :func:`candidates` (``options``: each half's forests, the picked one first), each priced by ``price(pair, pieces)`` as the whole overlapped allreduce
     at :data:`PROBE_PIECES` pieces at alpha 0, else at the pieces ``depths`` picked for each
     half; ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list
     and a record of the choice for the result row."""
-    pairs = candidates(tuple(forests), one_tree)
+    pairs = candidates(options, one_tree)
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
     name, priced = choose(pairs, lambda pair: price(pair, pieces),
                           lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces)), models, deadline)

@@ -349,10 +349,12 @@ def run(instance: Instance, options: Options) -> Outcome:
                for kind, transposed in plan(coll.kind)]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
+    packed = forests
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
     joint = None
     if coll.kind == "allreduce" and options.params.get("trees") is None:
-        forests, joint = _joint(instance, forests, depths, alpha, options, deadline)
+        forests, joint = _joint(instance, [[f, g] for f, g in zip(forests, packed)], depths, alpha, options,
+                                deadline)
         if alpha <= 0 and not options.params.get("pieces"):
             depths = [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests]
     check_sends(forests, depths, coll.chunks_per_node,
@@ -415,10 +417,12 @@ def _fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, c
                               models, chunks, deadline)
 
 
-def _joint(instance: Instance, forests: list[Forest], depths: list[int], alpha: float, options: Options,
+def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], alpha: float, options: Options,
            deadline=None) -> tuple[list[Forest], dict]:
-    """:func:`.overlap.joint`: an allreduce's two forests chosen together, each pair priced
-    as the whole overlapped allreduce under the ``objective`` parameter's models."""
+    """:func:`.overlap.joint`: an allreduce's two forests chosen together from ``halves``
+    (each half's picked forest and the one packed before the pick), each pair priced as the
+    whole overlapped allreduce under the ``objective`` parameter's models."""
+    forests = [h[0] for h in halves]
     models = OBJECTIVES[options.params.get("objective") or "sync+event"]
     c = instance.collective.chunks_per_node
 
@@ -436,7 +440,7 @@ def _joint(instance: Instance, forests: list[Forest], depths: list[int], alpha: 
             return None
         return {m: cost_models.price(sched, instance, m).total_s for m in models}
 
-    return overlap.joint(forests, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
+    return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
                          deadline)
 
 
