@@ -126,3 +126,26 @@ def test_the_trees_parameter_keeps_the_halves_as_asked():
     row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=600, params={"pieces": 4, "trees": 13}))
     assert row["verified"] and "joint_choice" not in row["extra"]
     assert [f["trees_per_shard"] for f in row["extra"]["forests"]] == [13, 13]
+
+
+class _Forest:
+    def __init__(self, k):
+        self.k, self.shape = k, "greedy"
+
+
+def test_candidates_pair_every_forest_of_each_half_once():
+    a, b, one_a, one_b = _Forest(13), _Forest(13), _Forest(1), _Forest(1)
+    ones = {0: one_a, 1: one_b}
+    pairs = overlap.candidates([[a, a], [b]], ones.get)  # a forest listed twice is one candidate
+    assert len(pairs) == 4 and pairs["as picked"] == (a, b)
+    assert {tuple(map(id, p)) for p in pairs.values()} == {(id(x), id(y)) for x in (a, one_a) for y in (b, one_b)}
+    assert len(overlap.candidates([[one_a], [b]], lambda i: None)) == 1  # a half already k = 1; none packable
+
+
+def test_choose_keeps_the_least_verified_sum_and_the_first_over_budget():
+    pairs = {"as picked": 0, "x": 1, "y": 2}
+    times = {0: {"sync": 3.0, "event": 9.0}, 1: {"sync": 4.0, "event": 4.0}, 2: None}  # y does not verify
+    name, priced = overlap.choose(pairs, times.get, lambda p: 1, ("sync", "event"))
+    assert name == "x" and set(priced) == {"as picked", "x"}
+    assert overlap.choose(pairs, times.get, lambda p: 1, ("sync",))[0] == "as picked"
+    assert overlap.choose(pairs, times.get, lambda p: overlap.PROBE_SENDS, ("sync", "event")) == ("as picked", {})
