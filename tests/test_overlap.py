@@ -102,13 +102,26 @@ def _joint_run(generator: str, params: dict):
 
 def test_a100_pair_is_chosen_for_fifo_links():
     """ForestColl's A100 x2 at alpha 0: the halves picked one by one (the optimum's two-level
-    allgather) price above one tree a shard for both under ``event`` when overlapped, so the
-    joint choice keeps the latter; the schedule runs within 2 % of the bound under ``event`` at
-    200 pieces (the one-tree packing's own time is 7/6 of a shard's against the optimum's
-    15/13, 1.011x; the rest is pipeline fill)."""
+    allgather) price above one tree a shard for the reduce-scatter under ``event`` when
+    overlapped, so the joint choice keeps the latter, its allgather one tree a shard or that
+    mixed with the optimum's forest (:func:`overlap.mixed`); the schedule runs within 2 % of the
+    bound under ``event`` at 200 pieces (the one-tree packing's own time is 7/6 of a shard's
+    against the optimum's 15/13, 1.011x; the rest is pipeline fill)."""
     inst, row, trees = _joint_run("forestcoll_a100", A100X2)
-    assert trees == [1, 1]
+    assert trees[0] == 1 and row["extra"]["forests"][1]["shape"] in ("two-level", "mixed")
     assert row["time_event_s"] <= 1.02 * bounds.instance_bounds(inst).event.value
+
+
+def test_a_mixed_forest_splits_every_shard_between_both():
+    """Half of each shard on one packed tree, half on the optimum's 13 (A100 x2 allgather, 4
+    pieces): the mix verifies, its units are the product, and a root's trees cover its shard."""
+    inst = make_instance(build("forestcoll_a100", A100X2), "allgather", message_bytes=1e9)
+    one, opt = packing.forest(inst, "allgather", False, trees=1), packing.forest(inst, "allgather", False)
+    mix = overlap.mixed(one, opt, Fraction(1, 2))
+    assert mix.k == 2 * one.k * opt.k and len(mix.trees) == len(one.trees) + len(opt.trees)
+    parts = sorted((t.lo, t.hi) for t in mix.trees if t.root == 0)
+    assert parts[0][0] == 0 and parts[-1][1] == mix.k and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert verify.verify(_checked(packing.emit(inst, mix, 4), inst), inst) is None
 
 
 def test_dgx_h100_pair_is_the_optimums_for_both_halves():
