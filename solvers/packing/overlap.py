@@ -32,6 +32,7 @@ from .trees import RoutedTree
 
 PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
 PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
+PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
 # allgather one packed tree a shard for 1/4 of each shard and the optimum's 13 for the rest: event 1.0076x,
@@ -166,11 +167,14 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
           deadline=None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
-    :func:`candidates` (``options``: each half's forests, the picked one first), each priced by ``price(pair, pieces)`` as the whole overlapped allreduce
-    at :data:`PROBE_PIECES` pieces at alpha 0, else at the pieces ``depths`` picked for each
-    half; ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list
+    :func:`candidates` (``options``: each half's forests, the picked one first; within
+    :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
+    pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
+    at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
+    each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit; ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list
     and a record of the choice for the result row."""
     pairs = candidates(options, one_tree)
+    deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
     name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline)
