@@ -171,8 +171,9 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
-    each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit; ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list
-    and a record of the choice for the result row."""
+    each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
+    ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list and a
+    record of the choice for the result row."""
     pairs = candidates(options, one_tree)
     deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
