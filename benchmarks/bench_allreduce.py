@@ -85,8 +85,9 @@ def _row(args) -> dict:
         if not row["verified"]:
             out.setdefault("refused", []).append(f"{name}: {row['status']}")
             continue
-        times = {"event": row["time_event_s"], "sync": row["time_sync_s"],
-                 "event-inorder": cost_models.price(sched, inst, "event-inorder").total_s}
+        times = {"event": row["time_event_s"], "sync": row["time_sync_s"]}
+        times = {m: times.get(m) if times.get(m) is not None else cost_models.price(sched, inst, m).total_s
+                 for m in MODELS}  # verified; a model the run's time limit left unpriced is priced here
         for model, t in times.items():
             if t is not None and (model not in out["best"] or t < out["best"][model][0]):
                 out["best"][model] = (t, name)

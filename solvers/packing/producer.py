@@ -20,7 +20,8 @@ least under ``event`` (:mod:`.orders`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
-reduce-scatter then allgather (:func:`collsynth.tens.schedule.concat`). Combining collectives
+reduce-scatter then allgather, each shard's allgather overlapped on its reduction piece by piece,
+the two forests chosen together (:mod:`.overlap`). Combining collectives
 through switch nodes are verified route by route (a switch forwards, GPUs reduce;
 :mod:`collsynth.tens.verify`), except with instant switch hops or a pipelined latency (refused).
 """
@@ -38,10 +39,10 @@ from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.pipelined_trees import expand
-from ...tens.schedule import Schedule, concat
+from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import compact, estimate, fifo_reduce, latency, orders, rings, translated, twolevel
+from . import compact, estimate, fifo_reduce, latency, orders, overlap, rings, translated, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -355,11 +356,18 @@ def run(instance: Instance, options: Options) -> Outcome:
                for kind, transposed in plan(coll.kind)]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
+    packed = forests
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
+    joint = None
+    if coll.kind == "allreduce" and options.params.get("trees") is None:
+        forests, joint = _joint(instance, [[f, g] for f, g in zip(forests, packed)], depths, alpha, options,
+                                deadline)
+        if alpha <= 0 and not options.params.get("pieces"):
+            depths = [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests]
     check_sends(forests, depths, coll.chunks_per_node,
                 "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
-    sched = parts[0][0] if len(parts) == 1 else concat(parts[0][0], parts[1][0], "allreduce")
+    sched = parts[0][0] if len(parts) == 1 else overlap.overlapped(parts[0][0], parts[1][0], coll.chunks_per_node)
     sched = _with_header(sched, instance)
     _check_piece_bytes(instance, sched)
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
@@ -373,7 +381,8 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"stopped": f.stopped} if f.stopped else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
-                         for f, (_, p), pk in zip(forests, parts, picks)]}
+                         for f, (_, p), pk in zip(forests, parts, picks)],
+             **({"joint_choice": joint} if joint else {})}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
 
@@ -449,6 +458,33 @@ def _fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, c
 
     return fifo_reduce.choose(f, one_tree, lambda g: price_pieces(part, g, fifo_reduce.PROBE_PIECES, models),
                               models, chunks, deadline)
+
+
+def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], alpha: float, options: Options,
+           deadline=None) -> tuple[list[Forest], dict]:
+    """:func:`.overlap.joint`: an allreduce's two forests chosen together from ``halves``
+    (each half's picked forest and the one packed before the pick), each pair priced as the
+    whole overlapped allreduce under the ``objective`` parameter's models."""
+    forests = [h[0] for h in halves]
+    models = OBJECTIVES[options.params.get("objective") or "sync+event"]
+    c = instance.collective.chunks_per_node
+
+    def one_tree(i: int) -> Forest | None:
+        try:
+            return forest(instance, forests[i].kind, forests[i].transposed, deadline,
+                          options.params.get("growth") == "depth-first", 1, shape=options.params.get("shape") or "auto")
+        except Unsupported:
+            return None
+
+    def price(pair, pieces) -> dict | None:
+        rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
+        sched = _with_header(overlap.overlapped(rs, ag, c), instance)
+        if verify.verify(sched, instance) is not None:
+            return None
+        return {m: cost_models.price(sched, instance, m).total_s for m in models}
+
+    return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
+                         deadline)
 
 
 def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:

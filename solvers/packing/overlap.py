@@ -1,0 +1,215 @@
+"""Allreduce as one problem: both halves' forests chosen together, the allgather overlapped.
+
+An allreduce is a reduce-scatter then an allgather (Zhao et al., "ForestColl", arXiv
+2402.06787, Section 4; Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for
+clusters of workstations", JPDC 2009, Section 3). Concatenated step by step, the allgather of
+a shard waits for the whole reduce-scatter; :func:`overlapped` starts it as soon as it can: a
+root sends a piece of its shard in the step after the last arrival that completes that piece's
+reduction there, the whole allgather shifted by one number of steps (the least that keeps every
+root's sends after its reductions). Under ``event`` (FIFO links, no step barriers) the data
+dependencies alone already overlap the halves; the steps matter to ``sync`` (a step carries
+both halves' loads) and to ``event-inorder`` (each link serves in step order).
+
+Which forests to overlap is measured, not assumed: under FIFO the two halves' traffic meets on
+every link, and a link that carries a GPU's own reduce-scatter data (ready at time 0) delays
+every allgather piece behind all of it. On ForestColl's A100 x2 at 1 GB, alpha 0, 200 pieces,
+the optimum's two-level forests for both halves are 13.06 ms under ``event`` (2.26x the bound)
+where one packed tree a shard for both is 5.87 ms (1.017x); the one-tree reduce-scatter with the
+optimum's allgather is 6.65 ms (``benchmarks/bench_allreduce.py``). :func:`choose` prices every
+pair of candidate forests as the whole overlapped allreduce (verified first) and keeps the
+least summed time over the objective's models; :func:`joint` then tries the chosen pair's
+allgather mixed with another allgather forest (:func:`mixed`: part of every shard on each). On
+A100 x2 the one-tree allgather with 3/4 of each shard on the optimum's 13 trees brings the
+allreduce from 1.012x to 1.008x the bound under ``event`` (1600 pieces); the same mix for the
+reduce-scatter starves (2.0x: any share on the optimum's reversed forest queues).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+
+from ...tens.schedule import Schedule, concat, id_column
+from .trees import RoutedTree
+
+PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
+PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
+PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
+MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
+# gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
+# allgather one packed tree a shard for 1/4 of each shard and the optimum's 13 for the rest: event 1.0076x,
+# event-inorder 1.0078x, sync 1.0089x the bound, against 1.0122x / 1.0117x / 1.0127x with one tree alone)
+
+
+def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Schedule:
+    """The allreduce of ``first`` (a reduce-scatter: shard ``r`` is chunks ``r c .. r c + c - 1``
+    of node ``r``, ``c = chunks_per_node``) and ``second`` (an allgather of the same shards),
+    the allgather's steps shifted by the least amount that keeps every send of a shard's piece
+    by its owner after the last reduce-scatter arrival at the owner overlapping that piece
+    (module doc). A reduction completes before its owner sends it, so every GPU's
+    contributions left it before the allgather's copy reaches it. The allgather's pieces are
+    mirrored within each chunk (``[lo, hi)`` to ``[1 - hi, 1 - lo)``) when that shifts it less:
+    a time-reversed reduction completes its last pieces first.
+
+    Two GPUs, each shard in two halves: the reductions complete one half a step, so the
+    allgather starts in step 2, not after the reduce-scatter's 2 steps:
+
+    >>> from fractions import Fraction
+    >>> from collsynth.tens.schedule import from_sends
+    >>> h = Fraction(1, 2)
+    >>> rs = from_sends([(1, 0, h, 0, 1, 1), (1, h, 1, 0, 1, 2), (0, 0, h, 1, 0, 1), (0, h, 1, 1, 0, 2)],
+    ...                 "reduce_scatter", nodes=2, chunks=2)
+    >>> ag = from_sends([(0, 0, h, 0, 1, 1), (0, h, 1, 0, 1, 2), (1, 0, h, 1, 0, 1), (1, h, 1, 1, 0, 2)],
+    ...                 "allgather", nodes=2, chunks=2)
+    >>> [s.step for s in overlapped(rs, ag, 1).sends() if s.op == "copy"]
+    [2, 3, 2, 3]
+    """
+    both = concat(first, second, "allreduce")
+    n = len(first)
+    chunk, lo, hi = both.chunk.astype(np.int64), both.lo.astype(np.int64), both.hi.astype(np.int64)
+    step = both.step.astype(np.int64)
+    owner = chunk // chunks_per_node
+    into = np.zeros(len(both), bool)
+    into[:n] = both.dst[:n] == owner[:n]
+    out = np.zeros(len(both), bool)
+    out[n:] = both.src[n:] == owner[n:]
+    if not into.any() or not out.any():
+        return both
+    best = None
+    for mirror in (False, True):
+        a, b = (both.denom - hi, both.denom - lo) if mirror else (lo, hi)
+        done = _completion(chunk[into], lo[into], hi[into], step[into], chunk[out], a[out], b[out], both.denom)
+        shift = int(np.max(done + 1 - step[out]))
+        if best is None or shift < best[0]:
+            best = (shift, a, b)
+    shift, a, b = best
+    lo[n:], hi[n:] = a[n:], b[n:]
+    step[n:] += shift
+    return Schedule(both.collective, both.nodes, both.chunks, both.chunk, lo, hi, both.src, both.dst,
+                    id_column(step), both.op, both.denom, both.routing, dict(both.meta))
+
+
+def _completion(c_in, lo_in, hi_in, s_in, c_out, lo_out, hi_out, denom: int) -> np.ndarray:
+    """For each queried piece (``c_out``, ``[lo_out, hi_out)``), the latest step ``s_in`` of
+    the arrivals (``c_in``, ``[lo_in, hi_in)``) overlapping it (-1 where none does): both cut
+    into atoms at every boundary of either, a maximum per atom, then per query."""
+    width = denom + 1
+    keys = np.unique(np.concatenate([c_in * width + lo_in, c_in * width + hi_in,
+                                     c_out * width + lo_out, c_out * width + hi_out]))
+    latest = np.full(len(keys), -1, np.int64)
+    a, b = np.searchsorted(keys, c_in * width + lo_in), np.searchsorted(keys, c_in * width + hi_in)
+    atoms, owner = _ranges(a, b)
+    np.maximum.at(latest, atoms, s_in[owner])
+    a, b = np.searchsorted(keys, c_out * width + lo_out), np.searchsorted(keys, c_out * width + hi_out)
+    atoms, owner = _ranges(a, b)
+    out = np.full(len(a), -1, np.int64)
+    np.maximum.at(out, owner, latest[atoms])
+    return out
+
+
+def _ranges(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every index of every range ``[a_i, b_i)`` and the ``i`` it came from."""
+    count = b - a
+    owner = np.repeat(np.arange(len(a)), count)
+    starts = np.repeat(a - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+    return starts + np.arange(int(count.sum())), owner
+
+
+def candidates(options: list[list], one_tree) -> dict[str, tuple]:
+    """The pairs (reduce-scatter forest, allgather forest) :func:`choose` compares, by name:
+    every pair of ``options[0]`` x ``options[1]`` (each half's forests: the one picked for it
+    alone first, then e.g. the optimum's before a FIFO choice replaced it) and of one packed
+    tree a shard for either half (``one_tree(i)``: half ``i``'s, or None where it cannot be
+    packed); each pair once (by identity), the first the halves as picked. One tree a shard
+    keeps each link of an A100 box to one kind of traffic; on DGX-H100 x2 the optimum's two
+    trees a shard for both halves run within 1 % of the bound (module doc)."""
+    halves = []
+    for i, forests in enumerate(options):
+        ones = [] if any(f.k == 1 for f in forests) else [one_tree(i)]
+        halves.append(_distinct([*forests, *ones]))
+    pairs: dict[str, tuple] = {}
+    for a, rs in enumerate(halves[0]):
+        for b, ag in enumerate(halves[1]):
+            name = "as picked" if a == b == 0 else f"reduce-scatter k={rs.k} {rs.shape}, allgather k={ag.k} {ag.shape}"
+            pairs.setdefault(name if name not in pairs else f"{name} ({a}, {b})", (rs, ag))
+    return pairs
+
+
+def _distinct(forests: list) -> list:
+    """``forests`` without None and without a second reference to one forest, in order."""
+    out: list = []
+    for f in forests:
+        if f is not None and not any(f is g for g in out):
+            out.append(f)
+    return out
+
+
+def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None) -> tuple[str, dict]:
+    """The name of the pair of least priced time summed over ``models`` and what was priced
+    (``{name: {model: s}}``; ``price(pair)``: the times of the overlapped allreduce after
+    verifying, None when it does not verify, so an unverified pair is never kept). The first
+    pair is kept alone when the probes would exceed :data:`PROBE_SENDS` sends (``sends(pair)``)
+    or the run is out of time; a pair left unpriced for time is not chosen."""
+    names = list(pairs)
+    if sum(sends(p) for p in pairs.values()) > PROBE_SENDS:
+        return names[0], {}
+    priced: dict = {}
+    for name in names:
+        if deadline is not None and deadline.expired():
+            break
+        got = price(pairs[name])
+        if got is not None:
+            priced[name] = got
+    if not priced:
+        return names[0], {}
+    best = min(priced, key=lambda n: sum(priced[n][m] for m in models))
+    return best, priced
+
+
+def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
+          deadline=None) -> tuple[list, dict]:
+    """The two halves' forests of an allreduce chosen together (module doc): the pairs of
+    :func:`candidates` (``options``: each half's forests, the picked one first; within
+    :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
+    pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
+    at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
+    each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
+    ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list and a
+    record of the choice for the result row."""
+    pairs = candidates(options, one_tree)
+    deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
+    pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
+    probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
+    name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline)
+    if priced:
+        rs, ag = pairs[name]
+        others = _distinct([f for pair in pairs.values() for f in pair[1:] if f is not ag])
+        mixes = {f"{name}; allgather {share} of a shard on {o.k} trees a shard, the rest on {ag.k}":
+                 (rs, mixed(o, ag, share)) for o in others for share in MIX_SHARES}
+        if mixes and probe_sends(pairs[name]) * (len(mixes) + len(priced)) <= PROBE_SENDS:
+            for mix, pair in mixes.items():
+                if deadline is not None and deadline.expired():
+                    break
+                got = price(pair, pieces)
+                if got is not None:
+                    pairs[mix], priced[mix] = pair, got
+            name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
+    record = {"chosen": name, "probe_pieces": pieces,
+              "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
+    return list(pairs[name]), record
+
+
+def mixed(first, second, share: Fraction):
+    """One forest of two of the same collective: ``first``'s trees carry ``share`` of every
+    shard and ``second``'s the rest (each tree's part scaled; Zhao et al., "ForestColl", arXiv
+    2402.06787, Section 5: a tree carries its part of its root's shard, any split of the shard
+    among trees reaching every node is a schedule). Every link then carries that mix of the two
+    forests' loads, so the time is at most the slower one's (its ``tau``, kept as the mix's)."""
+    p, q = share.numerator, share.denominator
+    k1, k2 = first.k, second.k
+    trees = [RoutedTree(t.root, t.lo * k2 * p, t.hi * k2 * p, t.routes) for t in first.trees]
+    trees += [RoutedTree(t.root, k1 * k2 * p + t.lo * k1 * (q - p), k1 * k2 * p + t.hi * k1 * (q - p), t.routes)
+              for t in second.trees]
+    return replace(second, k=k1 * k2 * q, tau=max(first.tau, second.tau), trees=trees, shape="mixed")
