@@ -97,7 +97,7 @@ def test_two_pairs_by_hand():
     opt = optimum(net0)
     assert opt.tau == 1 and net0.unit_bw == 1e9
     lay = rings.layout(net0)
-    assert lay.boxes == (((0, 1), (2, 3)),) and lay.rings == 2 and lay.switch is None
+    assert lay.boxes == (((0, 1), (2, 3)),) and lay.rings == 2 and lay.doors == {}
     assert sorted(rings.box_rings(lay.boxes[0], lay.outside, 2)) == [[0, 1, 2, 3], [1, 0, 3, 2]]
     trees, k, tau = rings.find(net0, opt.tau)
     assert k == 2 and tau == 1
@@ -256,8 +256,9 @@ def test_dgx2_chassis_get_rings_through_their_nvswitch_joined_by_the_nics(chassi
     inst = make_instance(topo, "allgather", message_bytes=M)
     f = forest(inst, "allgather", False)
     lay = rings.layout(flow_net(topo, topo.npus, [1] * len(topo.npus)))
-    assert lay.hubs == tuple(range(16 * chassis, 17 * chassis)) and lay.rings == 1
-    assert lay.bridges[(0, 1)] == [(2 * k + 1, 16 + 2 * k) for k in range(8)]
+    assert lay.given == tuple(tuple(range(16 * c, 16 * c + 16)) for c in range(chassis)) and lay.rings == 1
+    assert lay.doors[(0, 1)] == {16 + 2 * k: [(2 * k + 1, 16 + 2 * k)] for k in range(8)}
+    assert lay.routes[(0, 1)] == (0, 16 * chassis, 1)  # the ring's arcs go through the chassis's NVSwitch
     assert f.shape == "rings" and f.opt.tau == Fraction(16 * chassis - 1, 10) and f.tau == f.opt.tau and f.k == 1
     row, _ = pipeline.run(inst, "tree-packing", Options(params={"pieces": 100}, time_limit=300))
     assert row["verified"], row["message"]
