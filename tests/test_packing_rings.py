@@ -7,7 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from collsynth.instances.instance import make_instance, topology_from_dict
@@ -159,14 +159,22 @@ def single_rings(n: int, orders: list[list[tuple[int]]]):
     return from_edges(n, [(a, b, {"bandwidth": u * 1e9, "alpha": 0.0}) for (a, b), u in sorted(bw.items())])
 
 
+SYMMETRIC_THREE_RINGS = single_rings(6, [[(v,) for v in order] for order in
+                                         ([2, 0, 3, 1, 4, 5], [4, 0, 2, 1, 3, 5], [3, 0, 4, 1, 2, 5])])
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ring_systems())
+@example(SYMMETRIC_THREE_RINGS)
 def test_rings_fit_the_brute_force_optimum_and_verify(topo):
     """Random boxes of pairs or single GPUs whose links between blocks are made of rings: the
     rings are found on one box (its links are rings, so a decomposition exists), their trees
     span, load no link beyond their own time, which is within 0.1 % of the brute-force cut
     optimum, and their schedule verifies (switch hops kept); whatever shape the producer
-    picks (two-level trees come first), its schedule verifies too."""
+    picks (two-level trees come first), its schedule verifies too. Pinned: three rings on six
+    GPUs whose links are the same both ways, yet no decomposition pairs a ring with its
+    reverse (the search that only took rings with their reverses found none; it failed once
+    in five full runs)."""
     f = check_rings_of(topo)
     if not topo.switches:
         assert f is not None

@@ -167,8 +167,10 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     using every link between blocks at most its ``outside`` rings; or None. A seeded
     depth-first search (:data:`SEEDS` tries, :data:`STEPS` steps per ring, ``deadline``
     checked before each try), going first where fewest ways on are left (Warnsdorff's rule);
-    where the links are the same both ways, each ring is taken with its reverse (a
-    Hamiltonian decomposition of the undirected graph).
+    where the links are the same both ways, each ring is first taken with its reverse (a
+    Hamiltonian decomposition of the undirected graph), and, if no try finds one, alone: links
+    alike both ways need not be rings paired with their reverses (three rings on six GPUs,
+    ``tests/test_packing_rings.py``).
 
     >>> sorted(box_rings(((0, 1), (2, 3)), {(1, 2): 1, (3, 0): 1, (2, 1): 1, (0, 3): 1}, 2))
     [[0, 1, 2, 3], [1, 0, 3, 2]]
@@ -176,29 +178,38 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     if len(blocks) > MAX_BLOCKS:
         return None
     both = all(outside.get((b, a)) == u for (a, b), u in outside.items())
-    size = len(blocks[0])
     block_of = {v: k for k in blocks for v in k}
     out_of: dict = {}
     for a, b in outside:
         if a in block_of:
             out_of.setdefault(a, []).append(b)
-    for seed in range(SEEDS):
-        if deadline is not None:
-            deadline.check("rings", f"search {seed + 1} of {SEEDS}")
-        rng, left, rings = random.Random(seed), dict(outside), []
-        while len(rings) < count:
-            ring = _ring(blocks, block_of, out_of, left, rng)
-            if ring is None:
-                break
-            back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
-            taken = [ring, back] if both and count - len(rings) >= 2 else [ring]
-            for r in taken:
-                for a, b in _crossings(r, size):
-                    left[(a, b)] -= 1
-            rings += taken
-        if len(rings) == count:
-            return rings
+    for paired in ((True, False) if both else (False,)):  # links alike both ways may still not pair rings
+        for seed in range(SEEDS):
+            if deadline is not None:
+                deadline.check("rings", f"search {seed + 1} of {SEEDS}")
+            rings = _rings(blocks, block_of, out_of, dict(outside), count, paired, random.Random(seed))
+            if rings is not None:
+                return rings
     return None
+
+
+def _rings(blocks, block_of: dict, out_of: dict, left: dict, count: int, paired: bool,
+           rng: random.Random) -> list[list[int]] | None:
+    """``count`` rings within the rings ``left`` (:func:`box_rings`; consumed), one seeded
+    try; with ``paired``, each ring found is taken with its reverse while two are wanted."""
+    size = len(blocks[0])
+    rings: list = []
+    while len(rings) < count:
+        ring = _ring(blocks, block_of, out_of, left, rng)
+        if ring is None:
+            return None
+        back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
+        taken = [ring, back] if paired and count - len(rings) >= 2 else [ring]
+        for r in taken:
+            for a, b in _crossings(r, size):
+                left[(a, b)] -= 1
+        rings += taken
+    return rings
 
 
 def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
