@@ -87,11 +87,6 @@ class Layout:
         return len(self.boxes[0][0])
 
 
-def pooled_units(net0) -> dict:
-    """``(a, b) -> units`` of the flow network's links, parallel links added (:func:`.boxes.pooled`)."""
-    return boxes.pooled(net0.src, net0.dst, net0.units)
-
-
 def _blocks(units: dict, box: list[int]) -> list[tuple[int, ...]]:
     """The box's GPUs paired by their heaviest link (each one's unique heaviest partner, and
     mutually), else each GPU alone."""
@@ -385,6 +380,7 @@ def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = No
     its boxes (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau``
     is within :data:`TOLERANCE` of the cut optimum ``tau_star``; else None. ``deadline``
     (:class:`collsynth.limits.Deadline`) is checked between searches."""
+    model = model or boxes.of_flow_net(net0)
     lay = layout(net0, model)
     if lay is None:
         return None
@@ -392,7 +388,7 @@ def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = No
              for blocks, ring in zip(lay.boxes, lay.given)]
     if any(r is None for r in rings) or not _spans(lay, rings, False):
         return None
-    chosen = choose_parts(lay, rings, pooled_units(net0), tau_star * (1 + TOLERANCE))
+    chosen = choose_parts(lay, rings, model.units, tau_star * (1 + TOLERANCE))
     if chosen is None:
         return None
     q, d, tau = chosen
