@@ -273,12 +273,37 @@ def test_dgx2_chassis_get_rings_through_their_nvswitch_joined_by_the_nics(chassi
     assert row["lower_bound_event_s"] * (1 - 1e-9) <= row["time_event_s"] <= row["lower_bound_event_s"] * 1.01
 
 
-def test_systems_without_pairs_get_no_rings():
-    """ForestColl's A100 boxes (NVSwitch, a NIC switch per GPU, two InfiniBand switches), the
-    MI250 boxes with a NIC switch per GCD pair and the rail-optimised DGX-H100 of four boxes
-    (leaf switches of four ports shared by all boxes; of two boxes they are links) are neither
-    boxes behind one switch nor crossbars joined by links."""
-    for spec in ({"generator": "forestcoll_a100", "nodes": 2}, {"generator": "mi250", "nodes": 2},
-                 {"generator": "dgx_h100", "nodes": 4}):
+def test_systems_without_entries_of_one_switch_get_no_rings():
+    """ForestColl's A100 boxes (NVSwitch, a NIC switch per GPU, two InfiniBand switches) and the
+    MI250 boxes with a NIC switch per GCD pair: every way from a box into another crosses
+    three switches, so the box model has no entries (tests/test_packing_boxes.py) and there
+    are no ring trees."""
+    for spec in ({"generator": "forestcoll_a100", "nodes": 2}, {"generator": "mi250", "nodes": 2}):
         topo = topology_from_dict(spec)
         assert rings.layout(flow_net(topo, topo.npus, [1] * len(topo.npus))) is None
+
+
+def test_dgx_h100_four_boxes_reach_the_single_gpu_cut_by_hand():
+    """DGX H100 at four boxes, alpha 0 (8 GPUs per box on an NVSwitch at 450 GB/s; GPU g on
+    rail switch g at 50 GB/s with GPU g of every box): a GPU takes in 31 shards through 500
+    GB/s, the optimum (31/10 shards per 50 GB/s unit); a box takes 24 through 400, less. One
+    ring per box through its NVSwitch in id order; a tree entering every other box once (on
+    the rail of its position) loads an NVSwitch port with 7 of its box's trees and 21 of the 24
+    entering (each covers 7 of the 8 ring arcs), a NIC with 3: 28/450 > 31/500. Entering a
+    share ``x`` twice (two rails half a ring apart, half a ring each) moves 3x shards from the
+    port to the NIC: ``(28 - 3x) / 450 = (3 + 3x) / 50`` at ``x = 1/30``, the optimum exactly;
+    so 30 parts a shard, one entering twice (the greedy trees took 1.122x the FIFO bound).
+    The schedule verifies at 3 pieces."""
+    from collsynth.solvers.packing.producer import emit
+    from collsynth.tens.verify import verify
+
+    topo = topology_from_dict({"generator": "dgx_h100", "nodes": 4, "nvlink_alpha": 0.0, "nic_alpha": 0.0})
+    inst = make_instance(topo, "allgather", message_bytes=M)
+    f = forest(inst, "allgather", False)
+    assert f.shape == "rings" and f.opt.tau == Fraction(31, 10) and f.tau == f.opt.tau and f.k == 30
+    assert sorted({(t.lo % 30, t.hi % 30 or 30) for t in f.trees}) == [(0, 1), (1, 30)]
+    twice = next(t for t in f.trees if t.root == 0 and t.lo == 0)
+    assert {r for r in twice.routes if r[1] in range(36, 44)} >= {(0, 36, 8), (4, 40, 12)}  # rails 0 and 4 into box 1
+    shard = M / 32
+    check_trees(topo, f, shard, f.opt.seconds(shard, f.unit_bw))
+    assert verify(emit(inst, f, 3), inst) is None
