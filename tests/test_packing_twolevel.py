@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
+from collsynth.solvers.packing import boxes as box_model
 from collsynth.solvers.packing import twolevel
 from collsynth.solvers.packing.producer import forest
 from collsynth.solvers.producers import Options
@@ -94,7 +95,8 @@ def test_four_gpus_on_one_switch_are_stars_by_hand():
 def test_a100_pair_routes_and_boxes_by_hand():
     """ForestColl's two A100 boxes: GPU 0 reaches its box through the NVSwitch (16) and the
     other box's even GPUs through its NIC (18), IB switch 0 (34) and their NICs, the odd ones
-    not at all (IB switch 1 joins the odd NICs); the fast routes group the GPUs by box."""
+    not at all (IB switch 1 joins the odd NICs); the relays forward within the boxes of the box
+    model (tests/test_packing_boxes.py: each NVSwitch's eight GPUs)."""
     topo = topology_from_dict({"generator": "forestcoll_a100", "nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0})
     net0 = flow_net(topo, topo.npus, [1] * 16)
     opt = optimum(net0)
@@ -102,8 +104,7 @@ def test_a100_pair_routes_and_boxes_by_hand():
     assert R.pairs[(0, 1)] == [(0, 16, 1)]
     assert R.pairs[(0, 8)] == [(0, 18, 34, 26, 8)]
     assert (0, 9) not in R.pairs
-    bw = {(int(a), int(b)): float(x) for a, b, x in zip(net0.src, net0.dst, net0.bandwidth)}
-    group = twolevel.fast_groups(R, bw)
+    group = box_model.of_flow_net(net0).groups()
     assert len({group[v] for v in range(8)}) == 1 and len({group[v] for v in range(8, 16)}) == 1
     assert group[0] != group[8]
 

@@ -66,46 +66,54 @@ def _price(instance, schedule, model: str) -> float:
     return cost_models.price(schedule, instance, model).total_s
 
 
-def choose(instance, repack, make_schedule, first, first_flows: int, deadline=None) -> tuple:
-    """``(trees, tried, name)``: the trees of the cheapest order under ``event`` (module doc) among
-    :func:`candidates` (id order and its reverse only when packing is slow), or ``first`` (id
-    order's trees) when the search is skipped or none is cheaper within :data:`NO_WORSE`
-    (``first_flows``: the max flows id order's packing ran). ``repack(order)`` packs and routes
-    the trees in an order, ``make_schedule(trees)`` emits them at the selection pieces; a
-    candidate whose schedule does not verify is dropped."""
+def to_try(roots: list[int], first_flows: int) -> dict[str, list[int]]:
+    """The orders to pack (module doc): every one of :func:`candidates`, id order and its
+    reverse only when id order's packing ran more than :data:`ALL_FLOWS` max flows, none when
+    it ran none (packed by translation) or more than :data:`SOME_FLOWS`, or with fewer than
+    two or more than :data:`MAX_ROOTS` roots.
+
+    >>> list(to_try([0, 1, 2], 10_000)), to_try([0, 1, 2], 0)
+    (['id', 'reverse'], {})
+    """
+    if not 0 < first_flows <= SOME_FLOWS or not 2 <= len(roots) <= MAX_ROOTS:
+        return {}
+    names = candidates(roots)
+    return {name: names[name] for name in ("id", "reverse")} if first_flows > ALL_FLOWS else names
+
+
+def choose(instance, finished: dict, deadline=None) -> tuple:
+    """``(trees, tried, name)``: of the finished candidates ``finished`` (``{order name:
+    (trees, schedule at the selection pieces)}``, id order's first; every one packed and
+    emitted before), the trees of the cheapest under ``event`` whose ``sync`` and
+    ``event-inorder`` times are within :data:`NO_WORSE` of id order's, else id order's. A
+    candidate whose schedule does not verify is dropped; when ``event`` cannot price the
+    instance (instant switch hops), id order's trees are kept with nothing tried. ``deadline``
+    (:class:`collsynth.limits.Deadline`) is checked before each candidate is priced."""
     from ... import InputError
     from ...tens.ten import NotSupported
     from ...tens.verify import verify
 
-    roots = sorted({t.root for t in first})
-    if not 0 < first_flows <= SOME_FLOWS or not 2 <= len(roots) <= MAX_ROOTS:
-        return first, [], "id"
-    names = candidates(roots)
-    if first_flows > ALL_FLOWS:
-        names = {name: names[name] for name in ("id", "reverse")}
-    tried, trees = [], {}
-    for name, order in names.items():
+    first = finished["id"][0]
+    tried, kept = [], {}
+    for name, (trees, sched) in finished.items():
         if deadline is not None:
-            deadline.check("root order search", f"order {name}")
-        cand = first if name == "id" else repack(order)
-        sched = make_schedule(cand)
+            deadline.check("root order search", f"pricing order {name}")
         if verify(sched, instance) is not None:
             continue
         try:
             event_s = _price(instance, sched, "event")
         except (NotSupported, InputError):  # no event time for this instance (instant switch hops)
             return first, [], "id"
-        trees[name] = (cand, sched)
+        kept[name] = (trees, sched)
         tried.append(Tried(name, event_s))
     base = next((t for t in tried if t.name == "id"), None)
     if base is None:
         return first, tried, "id"
-    base.sync_s, base.inorder_s = (_price(instance, trees["id"][1], m) for m in ("sync", "event-inorder"))
+    base.sync_s, base.inorder_s = (_price(instance, kept["id"][1], m) for m in ("sync", "event-inorder"))
     for t in sorted(tried, key=lambda t: t.event_s):
         if t.name == "id" or t.event_s >= base.event_s:
             break
-        t.sync_s, t.inorder_s = (_price(instance, trees[t.name][1], m) for m in ("sync", "event-inorder"))
+        t.sync_s, t.inorder_s = (_price(instance, kept[t.name][1], m) for m in ("sync", "event-inorder"))
         if t.sync_s <= base.sync_s * NO_WORSE and t.inorder_s <= base.inorder_s * NO_WORSE:
-            return trees[t.name][0], tried, t.name
+            return kept[t.name][0], tried, t.name
     return first, tried, "id"
-

@@ -42,7 +42,7 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import compact, estimate, fifo_reduce, latency, orders, overlap, rings, translated, twolevel
+from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, translated, twolevel
 from .splitting import network, remove_relays
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -117,23 +117,24 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
+    model = boxes.of_flow_net(net0)  # what a box is, once for every shape below
     if shape == "auto":
-        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped)
+        found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped, model)
         if found is None and trees is None and slack == 1:
-            found = ring_forest(net0, opt, kind, transposed, clock, deadline)
+            found = ring_forest(net0, opt, kind, transposed, clock, deadline, model)
         if found is not None:
             return found
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
     try:
-        flows = opt.flows + remove_relays(net, deadline)
+        flows = opt.flows + remove_relays(net, deadline, box_of=model.box_of)
     except RuntimeError:
         raise Unsupported("tree-packing: edge splitting could not keep the cut condition at a relay whose links "
                           "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
                           "out-capacity to match)") from None
     clock["splitting"] = time.perf_counter()
-    saved = net.snapshot()
+    split = net.copy()  # the split network before routing (routing takes the routes from its pools)
     packed, more = pack(net, roots, deadline, depth_first)
     clock["packing"] = time.perf_counter()
     routed = routed_trees(net, packed)
@@ -141,33 +142,40 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
                "packing_s": clock["packing"] - clock["splitting"]}
     f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
     if shape == "auto" and not transposed and not depth_first:
-        f = by_root_order(instance, f, net, saved, roots, more, deadline)
+        f = by_root_order(instance, f, split, roots, more, deadline)
     return f
 
 
-def by_root_order(instance: Instance, f: Forest, net, saved, roots: dict, flows: int, deadline=None) -> Forest:
+def by_root_order(instance: Instance, f: Forest, split, roots: dict, flows: int, deadline=None) -> Forest:
     """``f`` with the trees of the root order whose schedule prices least under the FIFO event
-    model (:func:`.orders.choose`; ``flows``: the max flows ``f``'s packing ran; ``net`` is put
-    back to ``saved``, the split network before routing, for every other order)."""
+    model (:func:`.orders.choose`): every order of :func:`.orders.to_try` (``flows``: the max
+    flows ``f``'s packing ran) is packed and routed once on its own copy of ``split``, the split
+    network before routing, and emitted at :data:`.orders.SELECT_PIECES`; the finished
+    schedules are ranked."""
+    names = orders.to_try(sorted({t.root for t in f.trees}), flows)
+    if not names:
+        return f
     c = instance.collective.chunks_per_node
-
-    def repack(order):
-        net.restore(saved)
-        packed, _ = pack(net, roots, deadline, order=order)
-        return routed_trees(net, packed)
-
-    def schedule(trees):
-        g = replace(f, trees=trees)
-        return _with_header(emit(instance, g, min(orders.SELECT_PIECES, auto_pieces(trees, c))), instance)
-
     t0 = time.perf_counter()
-    trees, tried, name = orders.choose(instance, repack, schedule, f.trees, flows, deadline)
+    finished = {}
+    for name, order in names.items():
+        if deadline is not None:
+            deadline.check("root order search", f"order {name}")
+        if name == "id":
+            trees = f.trees
+        else:
+            net = split.copy()
+            trees = routed_trees(net, pack(net, roots, deadline, order=order)[0])
+        g = replace(f, trees=trees)
+        finished[name] = (trees, _with_header(emit(instance, g, min(orders.SELECT_PIECES, auto_pieces(trees, c))),
+                                              instance))
+    trees, tried, name = orders.choose(instance, finished, deadline)
     seconds = {**f.seconds, "order_search_s": time.perf_counter() - t0} if tried else f.seconds
     return replace(f, trees=trees, seconds=seconds, order=name, orders_tried=[t.as_dict() for t in tried])
 
 
 def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, clock: dict,
-              deadline=None, stopped: list | None = None) -> Forest | None:
+              deadline=None, stopped: list | None = None, model: boxes.Boxes | None = None) -> Forest | None:
     """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
     trees per shard and time ``tau``, as a :class:`Forest`; None when none fit (or the system
     is too large to try). The multiples only help integrality: once the LP relaxation is proven
@@ -179,7 +187,7 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
             deadline.check("two-level trees", f"{c * k} trees per shard")
         try:
             found = twolevel.find(net0, capacities(net0, c * k, tau),
-                                  {v: c * k * w for v, w in zip(net0.compute, net0.weight)}, deadline, stopped)
+                                  {v: c * k * w for v, w in zip(net0.compute, net0.weight)}, deadline, stopped, model)
         except twolevel.Infeasible:  # not even fractionally: finer shares would not fit either
             return None
         if found is not None:
@@ -190,11 +198,11 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     return None
 
 
-def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None) -> Forest | None:
+def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None,
+                model: boxes.Boxes | None = None) -> Forest | None:
     """The ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None when
-    the network is not boxes of GPUs or GPU pairs whose links decompose into rings, or the
-    rings miss the optimum."""
-    found = rings.find(net0, opt.tau, deadline)
+    the boxes (``model``, :mod:`.boxes`) have no ring layout, or the rings miss the optimum."""
+    found = rings.find(net0, opt.tau, deadline, model)
     if found is None:
         return None
     trees, k, tau = found
@@ -602,9 +610,7 @@ def shallow(instance: Instance, f: Forest) -> Forest:
     src, dst = (la.dst, la.src) if f.transposed else (la.src, la.dst)
     roots = sorted({t.root for t in f.trees})
     trees, load = shortest_path_trees(src, dst, instance.collective.nodes, roots)
-    bw: dict = {}
-    for a, b, x in zip(src.tolist(), dst.tolist(), la.bandwidth.tolist()):
-        bw[(a, b)] = bw.get((a, b), 0.0) + x
+    bw = boxes.pooled(src, dst, la.bandwidth)
     ratio = max(n / bw[arc] for arc, n in load.items()) * f.unit_bw if load else 0.0
     tau = Fraction(ratio).limit_denominator(10 ** 9) if f.opt.tau else f.opt.tau
     return replace(f, k=1, tau=max(tau, f.opt.tau), trees=trees, seconds={})

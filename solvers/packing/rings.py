@@ -23,18 +23,23 @@ it; a root that is the second of its pair (a pair's exit) reaches its partner ov
 link backwards instead of around the ring, so every link between pairs carries ``N - 2``
 shards: each tree enters every other pair once, which is what the pair cut allows.
 
-A box that is a switch (a crossbar: NVIDIA's NVSwitch, every GPU of the box on it by a port
-of equal bandwidth) has one ring through it in id order, each GPU sending to the next through
-the switch: every port carries ``N - 1`` shards, the single-GPU cut. Crossbars joined by links
-(TE-CCL's DGX-2: odd GPU ``2k + 1`` of a chassis to even GPU ``2k`` of every other, Liu et al.,
-SIGCOMM 2024, its dgx2.py topology) have each root's shard enter every other box over one of the links
-into it, taken in turn by the roots in ring order, and go round that box's ring from there.
+What a box is, its crossbar and the ways in from every other box come from one model
+(:mod:`.boxes`); this module reads it and never the topology's shape. A box that is a crossbar
+(NVIDIA's NVSwitch, every GPU of the box on it) has one ring through it in id order, each GPU
+sending to the next through the switch: every port carries ``N - 1`` shards, the single-GPU
+cut. Any other box has rings through its blocks (pairs or single GPUs, above).
 
-Boxes behind one switch (ForestColl's MI250 systems: every GCD on an InfiniBand switch) get,
-in every other box, one or two entries through the switch, each followed by the arc of that
-box's ring after it (:func:`segment`); a tree entering a box twice relays less over the box's
-rings and more over the switch. The share of a root's data entering twice (``q`` of ``d``
-parts) is the one of least time under exact link loads (:func:`choose_parts`).
+Every tree then enters every other box through a *door* (:func:`door`): a link into it (TE-CCL's
+DGX-2: odd GPU ``2k + 1`` of a chassis to even GPU ``2k`` of every other, Liu et al., SIGCOMM
+2024, its dgx2.py topology), or a route through a switch holding GPUs of both (ForestColl's MI250
+systems: every GCD on one InfiniBand switch; DGX H100's rail switches at four or more boxes),
+the one landing at the tree's own position in that box's ring (or the nearest before it),
+followed by the arc of that box's ring after it (:func:`segment`); the roots of a box take
+every position once, so their doors spread. A tree may instead enter every other box twice,
+aiming half a ring apart, each door followed by half a ring: it relays less over the box's
+rings and more through the doors. The share of a root's data entering twice (``q`` of ``d``
+parts) is the one of least time under exact link loads (:func:`choose_parts`); on DGX H100 at
+four boxes 1 part in 30 balances the NVSwitch ports and the NICs, the single-GPU cut exactly.
 
 The rings themselves are found by a seeded depth-first search over the blocks
 (:func:`box_rings`); the trees are used only when their exact loads fit within
@@ -45,11 +50,10 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
-import networkx as nx
-
+from . import boxes
 from .trees import RoutedTree
 
 SEEDS = 32  # seeded searches for a box's rings before giving up
@@ -62,36 +66,25 @@ TOLERANCE = Fraction(1, 1000)  # the trees' time may exceed the cut optimum by t
 
 @dataclass(frozen=True)
 class Layout:
-    """Boxes of blocks (each box's blocks: all pairs ``(a, b)`` or all single GPUs ``(a,)``),
-    the rings every link between two blocks of a box can carry (``(a, b) -> rings``: its units
-    over the greatest common divisor of those links' units), the route of each such link
-    (``(a, s, b)`` through a switch, else ``(a, b)``), the switch joining the boxes (None
-    with one box or with ``bridges``), ``R``, the rings into (and out of) every block, the
-    switch every GPU of a box is on when the boxes are such switches (``hubs``, one per box:
-    a crossbar, its one ring goes through it in id order), and the links from box to box
-    (``bridges``: ``(box, other) -> [(a, b), ...]``) when links join them."""
+    """The rings' view of the boxes (:class:`.boxes.Boxes`): each box's blocks (all pairs
+    ``(a, b)`` or all single GPUs ``(a,)``), the rings every link between two blocks of a box
+    can carry (``(a, b) -> rings``: its units over the greatest common divisor of those links'
+    units), ``R``, the rings into (and out of) every block, the route of every arc a ring takes
+    inside a box (through a two-port switch or the box's crossbar), each box's ring when its
+    crossbar fixes it (id order through the switch; None: searched, :func:`box_rings`), and
+    the doors into each box: ``(box, other) -> {gpu: routes from box landing at gpu}``."""
 
     boxes: tuple[tuple[tuple[int, ...], ...], ...]
     outside: dict
-    routes: dict
-    switch: int | None
     rings: int
-    hubs: tuple = ()
-    bridges: dict = field(default_factory=dict)
+    routes: dict
+    given: tuple
+    doors: dict
 
     @property
-    def paired(self) -> bool:
-        """Whether the blocks are pairs."""
-        return len(self.boxes[0][0]) == 2
-
-
-def pooled_units(net0) -> dict:
-    """``(a, b) -> units`` of the flow network's links, parallel links added."""
-    units: dict = {}
-    for a, b, u in zip(net0.src.tolist(), net0.dst.tolist(), net0.units.tolist()):
-        if a != b and u > 0:
-            units[(a, b)] = units.get((a, b), 0) + u
-    return units
+    def size(self) -> int:
+        """GPUs per block (2: pairs)."""
+        return len(self.boxes[0][0])
 
 
 def _blocks(units: dict, box: list[int]) -> list[tuple[int, ...]]:
@@ -113,115 +106,54 @@ def _blocks(units: dict, box: list[int]) -> list[tuple[int, ...]]:
     return [(a, partner[a]) for a in sorted(box) if a < partner[a]]
 
 
-def _links(units: dict, compute: set) -> tuple[dict, dict, set]:
-    """``(units, routes, others)``: the links between compute nodes, direct or through a switch
-    with exactly two ports (both ways, to compute nodes; its units the lesser of its two hops),
-    each link's route, and the other non-compute nodes."""
-    near: dict = {}
-    for a, b in units:
-        for x, y in ((a, b), (b, a)):
-            if x not in compute:
-                near.setdefault(x, set()).add(y)
-    direct = {arc: u for arc, u in units.items() if arc[0] in compute and arc[1] in compute}
-    routes = {arc: arc for arc in direct}
-    others = set()
-    for s, ends in near.items():
-        a, b = sorted(ends) if len(ends) == 2 else (None, None)
-        hops = [(a, s), (s, b), (b, s), (s, a)]
-        if a in compute and b in compute and all(h in units for h in hops) and (a, b) not in direct:
-            direct[(a, b)] = min(units[(a, s)], units[(s, b)])
-            direct[(b, a)] = min(units[(b, s)], units[(s, a)])
-            routes[(a, b)], routes[(b, a)] = (a, s, b), (b, s, a)
-        else:
-            others.add(s)
-    return direct, routes, others
-
-
-def _hubs(units: dict, others: set, compute: set) -> dict | None:
-    """``{switch: its GPUs}`` for every other non-compute node, each linked both ways to
-    compute nodes only, all its links of equal units; None when one is not."""
+def _doors(m: boxes.Boxes) -> dict | None:
+    """``(box, other) -> {gpu: routes}``: every entry of the model from ``box`` into ``other``
+    by the GPU it lands at (links, and through each GPU switch holding both boxes one route
+    per GPU of ``box`` on it); None when some box does not enter some other."""
+    count = len(m.gpus)
+    if len(m.entries) != count * (count - 1):
+        return None
     out: dict = {}
-    into: dict = {}
-    for (a, b), u in units.items():
-        if a in others:
-            out.setdefault(a, {})[b] = u
-        if b in others:
-            into.setdefault(b, {})[a] = u
-    hubs = {}
-    for s in others:
-        o, i = out.get(s, {}), into.get(s, {})
-        if set(o) != set(i) or not set(o) <= compute or len(set(o.values()) | set(i.values())) != 1:
-            return None
-        hubs[s] = frozenset(o)
-    return hubs
+    for (x, y), e in m.entries.items():
+        lands: dict = {}
+        for route in e.links:
+            lands.setdefault(route[-1], []).append(route)
+        for s in e.switches:
+            ports = m.switch_gpus[s]
+            for b in (g for g in ports if m.box_of[g] == y):
+                lands.setdefault(b, []).extend((a, s, b) for a in ports if m.box_of[a] == x)
+        out[(x, y)] = lands
+    return out
 
 
-def _boxes(direct: dict, hubs: dict, compute: set) -> tuple[list, int | None, list] | None:
-    """``(boxes, switch, crossbars)``: the boxes (sets of GPUs), the switch joining them all
-    (None if none) and each box's crossbar switch (empty unless the boxes are those); None
-    when the structure is neither GPUs joined by links in boxes behind one switch, nor
-    crossbars joined by links."""
-    everyone = [s for s, near in hubs.items() if near == compute]
-    crossbars = [s for s in hubs if s not in everyone] or (everyone if not direct and len(everyone) == 1 else [])
-    if len(everyone) > 1 or (crossbars and sum(len(hubs[s]) for s in crossbars) != len(compute)):
+def layout(net0, model: boxes.Boxes | None = None) -> Layout | None:
+    """The rings' layout of the flow network ``net0`` (:class:`collsynth.tens.cut_optimum.FlowNet`)
+    from its boxes (``model``, else :func:`.boxes.of_flow_net`) when every root has weight 1,
+    the boxes are alike, every box enters every other, and each box's blocks are alike (all
+    boxes crossbars, or all GPUs joined by links that decompose over the blocks); else None."""
+    if set(net0.weight) != {1} or not 3 <= len(net0.compute) <= MAX_GPUS:
         return None
-    switch = next((s for s in everyone if s not in crossbars), None)
-    if crossbars:
-        box_of = {v: i for i, s in enumerate(crossbars) for v in hubs[s]}
-        if switch is not None or len(box_of) != len(compute) or any(box_of[a] == box_of[b] for a, b in direct):
-            return None
-        return [sorted(hubs[s]) for s in crossbars], switch, crossbars
-    graph = nx.Graph(list(direct))
-    graph.add_nodes_from(compute)
-    boxes = [sorted(c) for c in nx.connected_components(graph)]
-    if len(boxes) > 1 and switch is None or len(boxes) == 1 and switch is not None:
+    m = model or boxes.of_flow_net(net0)
+    doors = _doors(m)
+    if doors is None or len({len(b) for b in m.gpus}) != 1:
         return None
-    return boxes, switch, []
-
-
-def layout(net0) -> Layout | None:
-    """The boxes of blocks of the flow network ``net0`` (:class:`collsynth.tens.cut_optimum.FlowNet`)
-    when every root has weight 1 and the module's structure holds, else None."""
-    compute = set(net0.compute)
-    if set(net0.weight) != {1} or not 3 <= len(compute) <= MAX_GPUS:
+    if all(s is not None for s in m.crossbars):
+        routes = {(a, b): (a, s, b) for box, s in zip(m.gpus, m.crossbars) for a, b in zip(box, box[1:] + box[:1])}
+        return Layout(tuple(tuple((v,) for v in box) for box in m.gpus), {}, 1, routes, m.gpus, doors)
+    if any(s is not None for s in m.crossbars):
         return None
-    units = pooled_units(net0)
-    direct, routes, others = _links(units, compute)
-    hubs = _hubs(units, others, compute)
-    found = hubs is not None and _boxes(direct, hubs, compute)
-    if not found:
-        return None
-    boxes, switch, crossbars = found
-    if crossbars:
-        return _crossbar_layout(boxes, crossbars, direct, routes)
-    blocks = sorted(_blocks(direct, box) for box in boxes)
+    blocks = [_blocks(m.links, box) for box in m.gpus]
     if len({len(b[0]) for b in blocks}) != 1 or min(len(b) for b in blocks) < 2:
         return None
     block_of = {v: k for box in blocks for k in box for v in k}
-    outside = {(a, b): u for (a, b), u in direct.items() if block_of[a] != block_of[b]}
+    outside = {(a, b): u for (a, b), u in m.links.items() if block_of[a] != block_of[b]}
     into = {k: sum(u for (a, b), u in outside.items() if b in k) for box in blocks for k in box}
     out = {k: sum(u for (a, b), u in outside.items() if a in k) for box in blocks for k in box}
-    if len(set(into.values()) | set(out.values())) != 1:
+    if not outside or len(set(into.values()) | set(out.values())) != 1:
         return None
     g = math.gcd(*outside.values())  # a ring takes g units of each link it crosses
-    return Layout(tuple(tuple(b) for b in blocks), {a: u // g for a, u in outside.items()}, routes, switch,
-                  next(iter(into.values())) // g)
-
-
-def _crossbar_layout(boxes: list, crossbars: list, direct: dict, routes: dict) -> Layout | None:
-    """The layout of boxes that are crossbar switches: one ring each, through its switch in id
-    order; the links between boxes are the bridges."""
-    box_of = {v: i for i, box in enumerate(boxes) for v in box}
-    bridges: dict = {}
-    for a, b in sorted(direct):
-        bridges.setdefault((box_of[a], box_of[b]), []).append((a, b))
-    if len(boxes) > 1 and len(bridges) != len(boxes) * (len(boxes) - 1):
-        return None
-    routes = dict(routes)
-    for box, s in zip(boxes, crossbars):
-        for a, b in zip(box, box[1:] + box[:1]):
-            routes[(a, b)] = (a, s, b)
-    return Layout(tuple(tuple((v,) for v in box) for box in boxes), {}, routes, None, 1, tuple(crossbars), bridges)
+    return Layout(tuple(tuple(b) for b in blocks), {a: u // g for a, u in outside.items()}, next(iter(into.values())) // g,
+                  dict(m.routes), (None,) * len(blocks), doors)
 
 
 def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, deadline=None) -> list[list[int]] | None:
@@ -230,8 +162,10 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     using every link between blocks at most its ``outside`` rings; or None. A seeded
     depth-first search (:data:`SEEDS` tries, :data:`STEPS` steps per ring, ``deadline``
     checked before each try), going first where fewest ways on are left (Warnsdorff's rule);
-    where the links are the same both ways, each ring is taken with its reverse (a
-    Hamiltonian decomposition of the undirected graph).
+    where the links are the same both ways, each ring is first taken with its reverse (a
+    Hamiltonian decomposition of the undirected graph), and, if no try finds one, alone: links
+    alike both ways need not be rings paired with their reverses (three rings on six GPUs,
+    ``tests/test_packing_rings.py``).
 
     >>> sorted(box_rings(((0, 1), (2, 3)), {(1, 2): 1, (3, 0): 1, (2, 1): 1, (0, 3): 1}, 2))
     [[0, 1, 2, 3], [1, 0, 3, 2]]
@@ -239,29 +173,38 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     if len(blocks) > MAX_BLOCKS:
         return None
     both = all(outside.get((b, a)) == u for (a, b), u in outside.items())
-    size = len(blocks[0])
     block_of = {v: k for k in blocks for v in k}
     out_of: dict = {}
     for a, b in outside:
         if a in block_of:
             out_of.setdefault(a, []).append(b)
-    for seed in range(SEEDS):
-        if deadline is not None:
-            deadline.check("rings", f"search {seed + 1} of {SEEDS}")
-        rng, left, rings = random.Random(seed), dict(outside), []
-        while len(rings) < count:
-            ring = _ring(blocks, block_of, out_of, left, rng)
-            if ring is None:
-                break
-            back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
-            taken = [ring, back] if both and count - len(rings) >= 2 else [ring]
-            for r in taken:
-                for a, b in _crossings(r, size):
-                    left[(a, b)] -= 1
-            rings += taken
-        if len(rings) == count:
-            return rings
+    for paired in ((True, False) if both else (False,)):  # links alike both ways may still not pair rings
+        for seed in range(SEEDS):
+            if deadline is not None:
+                deadline.check("rings", f"search {seed + 1} of {SEEDS}")
+            rings = _rings(blocks, block_of, out_of, dict(outside), count, paired, random.Random(seed))
+            if rings is not None:
+                return rings
     return None
+
+
+def _rings(blocks, block_of: dict, out_of: dict, left: dict, count: int, paired: bool,
+           rng: random.Random) -> list[list[int]] | None:
+    """``count`` rings within the rings ``left`` (:func:`box_rings`; consumed), one seeded
+    try; with ``paired``, each ring found is taken with its reverse while two are wanted."""
+    size = len(blocks[0])
+    rings: list = []
+    while len(rings) < count:
+        ring = _ring(blocks, block_of, out_of, left, rng)
+        if ring is None:
+            return None
+        back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
+        taken = [ring, back] if paired and count - len(rings) >= 2 else [ring]
+        for r in taken:
+            for a, b in _crossings(r, size):
+                left[(a, b)] -= 1
+        rings += taken
+    return rings
 
 
 def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
@@ -326,33 +269,54 @@ def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[t
     return arcs + list(zip(path, path[1:]))
 
 
+def door(lay: Layout, box: int, other: int, root: int, ring: list[int], p: int, i: int) -> tuple[int, ...]:
+    """The route by which the tree of ``root`` (at position ``i`` of its box's ring) enters
+    box ``other`` aiming at position ``p`` of its ring ``ring``: a door of the layout landing
+    there, else at the nearest position before it (cyclically); of those, one from the root
+    itself if any, else the ``i``-th (cyclically), so that the roots of a box spread over them."""
+    lands = lay.doors[(box, other)]
+    n = len(ring)
+    for back in range(n):
+        ways = lands.get(ring[(p - back) % n])
+        if ways:
+            return next((w for w in ways if w[0] == root), ways[i % len(ways)])
+    raise ValueError(f"no door from box {box} into box {other}")
+
+
 def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: int,
                 twice: bool) -> list[tuple[int, ...]]:
     """The routes of the tree of the GPU at position ``i`` of ring ``r`` of box ``box``
-    (``rings[box][r]``): its own box's :func:`segment` from ``i``, then for every other box an
-    entry through the layout's switch at position ``i`` of that box's ring ``r`` and the arc
-    after it, or, ``twice``, two entries half a ring apart and half a ring each. The roots of
-    a box take every position of a ring once, so their entries into another box spread
-    evenly. With ``bridges`` (links between boxes) the entry is the ``i``-th link into that box
-    (cyclically), from a GPU of its own box reached before. A link through a switch is its
-    route through it."""
+    (``rings[box][r]``): its own box's :func:`segment` from ``i``, then for every other box a
+    :func:`door` aiming at position ``i`` of that box's ring ``r`` and the arc after it, or,
+    ``twice``, two doors aiming half a ring apart and half a ring each. The roots of a box
+    take every position of a ring once, so their entries into another box spread evenly. An
+    arc through a switch is its route through it."""
     own = rings[box][r]
     g, n = own[i], len(own)
-    arcs: list[tuple[int, ...]] = list(segment(own, i, n, lay.paired))
+    paired = lay.size == 2
+    arcs: list[tuple[int, ...]] = [lay.routes.get(a, a) for a in segment(own, i, n, paired)]
     for other in range(len(rings)):
         if other == box:
             continue
         ring = rings[other][r]
-        if lay.bridges:
-            links = lay.bridges[(box, other)]
-            a, b = links[i % len(links)]
-            arcs += [(a, b)] + segment(ring, ring.index(b), n, lay.paired)
-            continue
-        entries = [i % (n // 2), i % (n // 2) + n // 2] if twice else [i]
-        for j in entries:
-            arcs.append((g, lay.switch, ring[j]))
-            arcs += segment(ring, j, n // len(entries), lay.paired)
-    return [lay.routes.get(arc, arc) for arc in arcs]
+        aims = [i % (n // 2), i % (n // 2) + n // 2] if twice else [i]
+        for p in aims:
+            entry = door(lay, box, other, g, ring, p, i)
+            arcs.append(entry)
+            arcs += [lay.routes.get(a, a) for a in segment(ring, ring.index(entry[-1]), n // len(aims), paired)]
+    return arcs
+
+
+def _spans(lay: Layout, rings: list, twice: bool) -> bool:
+    """Whether every tree (:func:`tree_routes`) reaches every GPU but its root exactly once."""
+    everyone = sorted(v for ring_list in rings for v in ring_list[0])
+    for box, ring_list in enumerate(rings):
+        for r, ring in enumerate(ring_list):
+            for i, g in enumerate(ring):
+                ends = sorted(route[-1] for route in tree_routes(lay, rings, box, r, i, twice))
+                if ends != [v for v in everyone if v != g]:
+                    return False
+    return True
 
 
 def _loads(lay: Layout, rings: list, twice: bool | None) -> dict:
@@ -376,7 +340,7 @@ def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = 
     (:func:`tree_routes`; at most two trees per ring and root, whatever ``d``), the split of
     least exact time per shard ``tau`` (the busiest link's load over its units, with ``R d``
     parts per shard) at most ``most`` (None when none is); the fewest parts on ties."""
-    halves = len(rings) > 1 and not lay.bridges and len(rings[0][0]) % (4 if lay.paired else 2) == 0
+    halves = len(rings) > 1 and len(rings[0][0]) % (2 * lay.size) == 0 and _spans(lay, rings, True)
     own = _loads(lay, rings, None)
     once = _loads(lay, rings, False) if len(rings) > 1 else {}
     twice = _loads(lay, rings, True) if halves else {}
@@ -410,20 +374,21 @@ def _splits(lines: list[tuple]) -> list[tuple[int, int]]:
                    for q in (math.floor(x * d), math.ceil(x * d))}, key=lambda qd: (qd[1], qd[0]))
 
 
-def find(net0, tau_star: Fraction, deadline=None) -> tuple[list[RoutedTree], int, Fraction] | None:
+def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = None) -> tuple[list[RoutedTree], int, Fraction] | None:
     """``(trees, k, tau)``: the ring trees of the flow network ``net0``, ``k`` per shard
     taking time ``tau`` per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when
-    the module's structure holds, the rings are found and ``tau`` is within :data:`TOLERANCE`
-    of the cut optimum ``tau_star``; else None. ``deadline`` (:class:`collsynth.limits.Deadline`)
-    is checked between searches."""
-    lay = layout(net0)
-    if lay is None or len({len(b) for b in lay.boxes}) != 1:
+    its boxes (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau``
+    is within :data:`TOLERANCE` of the cut optimum ``tau_star``; else None. ``deadline``
+    (:class:`collsynth.limits.Deadline`) is checked between searches."""
+    model = model or boxes.of_flow_net(net0)
+    lay = layout(net0, model)
+    if lay is None:
         return None
-    rings = ([[[v for (v,) in box]] for box in lay.boxes] if lay.hubs else
-             [box_rings(box, lay.outside, lay.rings, deadline) for box in lay.boxes])
-    if any(r is None for r in rings):
+    rings = [[list(ring)] if ring is not None else box_rings(blocks, lay.outside, lay.rings, deadline)
+             for blocks, ring in zip(lay.boxes, lay.given)]
+    if any(r is None for r in rings) or not _spans(lay, rings, False):
         return None
-    chosen = choose_parts(lay, rings, pooled_units(net0), tau_star * (1 + TOLERANCE))
+    chosen = choose_parts(lay, rings, model.units, tau_star * (1 + TOLERANCE))
     if chosen is None:
         return None
     q, d, tau = chosen

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components, maximum_flow
+from scipy.sparse.csgraph import maximum_flow
 
 from ...tens.cut_optimum import INT32_MAX, max_flow
+from . import boxes
 
 Pool = list  # [[route (tuple of node ids), capacity], ...]
 
@@ -78,6 +79,11 @@ class Network:
         cap = np.fromiter(self.cap.values(), np.int64, len(self.cap))
         return all(max_flow(self.nodes + 1, keys[:, 0], keys[:, 1], cap, self.source, v)[0] >= self.need
                    for v in (self.compute if nodes is None else nodes))
+
+    def copy(self) -> "Network":
+        """An independent copy (capacities and route pools)."""
+        cap, pools = self.snapshot()
+        return Network(self.nodes, cap, self.compute, self.need, pools)
 
     def snapshot(self) -> tuple[dict, dict]:
         """A copy of the capacities and route pools (:meth:`restore` puts it back)."""
@@ -246,17 +252,17 @@ def _transport(supply: dict[int, int], demand: dict[int, int], bound) -> dict[tu
     return {(us[i], ts[j - a]): int(x) for i, j, x in zip(flow.row[keep], flow.col[keep], flow.data[keep])}
 
 
-def split_evenly(net: Network, w: int) -> None:
+def split_evenly(net: Network, w: int, box_of: dict | None = None) -> None:
     """Split every link through ``w`` in bulk and drop what is left at ``w``: each in-link
-    ``u -> w`` is spread over the out-links ``w -> t`` to nodes ``t`` in other groups than
-    ``u`` (:func:`_groups`: other boxes; all ``t != u`` when there are none) in proportion to
+    ``u -> w`` is spread over the out-links ``w -> t`` to nodes ``t`` in other boxes than
+    ``u`` (``box_of``, :mod:`.boxes`; all ``t != u`` when there are none) in proportion to
     their capacities (rounded up), then what is left is paired by one more transportation flow
     over every ``t != u``. A switch's links are what joins the groups, so spending them inside
     a group would waste the scarce cuts between groups. No cut is checked here: the caller
     checks the condition (:func:`split_all_evenly`)."""
     ins = {u: c for (u, x), c in net.cap.items() if x == w and u != net.source}
     outs = {t: c for (x, t), c in net.cap.items() if x == w}
-    group = _groups(net)
+    group = box_of or {}
     apart = {u: [t for t in outs if t != u and group.get(t, -1 - t) != group.get(u, -2 - u)] for u in ins}
     allowed = {u: set(apart[u]) or set(outs) - {u} for u in ins}
     total = {u: sum(outs[t] for t in allowed[u]) for u in ins}
@@ -290,19 +296,16 @@ def translation(net: Network, roots: dict[int, int]) -> int | None:
     return None
 
 
-def _groups(net: Network) -> dict[int, int]:
-    """Each compute node's group: the weakly connected components of the links between
-    compute nodes alone (a box's GPUs once its switch is split, or joined by direct links)."""
-    compute = set(net.compute)
-    keys = [k for k in net.cap if k[0] in compute and k[1] in compute]
-    graph = csr_matrix((np.ones(len(keys)), ([k[0] for k in keys], [k[1] for k in keys])),
-                       shape=(net.nodes + 1, net.nodes + 1))
-    _, label = connected_components(graph, directed=True, connection="weak")
-    return {v: int(label[v]) for v in compute}
+def boxes_of(net: Network) -> dict:
+    """Each compute node's box (:func:`.boxes.model` of the network's arcs, source arcs left out)."""
+    arcs = [(a, b, c) for (a, b), c in net.cap.items() if a != net.source]
+    return boxes.model(net.nodes, [a for a, _, _ in arcs], [b for _, b, _ in arcs], [c for _, _, c in arcs],
+                       net.compute).box_of
 
 
-def split_all_evenly(net: Network) -> int | None:
-    """Remove every relay by :func:`split_evenly` (in id order), then check the rooted cut
+def split_all_evenly(net: Network, box_of: dict | None = None) -> int | None:
+    """Remove every relay by :func:`split_evenly` (in id order; ``box_of``: each compute
+    node's box, :func:`boxes_of` by default), then check the rooted cut
     condition once, one max flow per compute node; returns the max flows run, or None (the
     network put back as it was) if the check fails. Splitting only lowers cut values, so the check is what keeps the
     condition; it passes on uniform systems (identical boxes, rails), where the proportional
@@ -312,8 +315,9 @@ def split_all_evenly(net: Network) -> int | None:
     ``lambda(s, v)`` is the same for ``v`` and its image, so the first box's nodes are checked."""
     saved = net.snapshot()
     relays = sorted({x for key in net.cap for x in key} - set(net.compute) - {net.source})
+    box_of = boxes_of(net) if box_of is None else box_of
     for w in relays:
-        split_evenly(net, w)
+        split_evenly(net, w, box_of)
     roots = {r: c for (x, r), c in net.cap.items() if x == net.source}
     d = translation(net, roots)  # moving a box on maps the network onto itself: lambda(s, v) is the same
     checked = sorted(net.compute)[:d] if d else list(net.compute)
@@ -323,16 +327,17 @@ def split_all_evenly(net: Network) -> int | None:
     return None
 
 
-def remove_relays(net: Network, deadline=None, fast: bool = True) -> int:
+def remove_relays(net: Network, deadline=None, fast: bool = True, box_of: dict | None = None) -> int:
     """Remove every node that is not a compute node; returns the flows run. With ``fast``, the
-    bulk proportional split (:func:`split_all_evenly`) first; if its check fails (or without
+    bulk proportional split (:func:`split_all_evenly`, spreading links across the boxes
+    ``box_of``) first; if its check fails (or without
     ``fast``), pair by pair at the largest amount the condition allows (:func:`remove_node`),
     in id order. Raises RuntimeError if the condition no longer holds after (a split the
     theory promises was not found)."""
     compute = set(net.compute)
     relays = sorted({x for key in net.cap for x in key} - compute - {net.source})
     if fast and relays:
-        flows = split_all_evenly(net)
+        flows = split_all_evenly(net, box_of)
         if flows is not None:
             return flows
     lower = {v: net.flow(net.source, v, side=False)[0] for v in net.compute}  # lowered by every change

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import boxes
 from .trees import RoutedTree, Tree, routed_trees
 
 ROUTES_PER_PAIR = 4  # shortest pair routes kept per pair of compute nodes
@@ -56,10 +57,7 @@ class Routes:
 def pair_routes(src, dst, compute, caps) -> Routes:
     """Shortest routes from each compute node to the others through non-compute nodes only
     (breadth first; at most :data:`ROUTES_PER_PAIR` per pair), links with positive capacity."""
-    link_cap: dict = {}
-    for a, b, c in zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), np.asarray(caps).tolist()):
-        if c > 0 and a != b:
-            link_cap[(a, b)] = link_cap.get((a, b), 0) + int(c)
+    link_cap = {arc: int(c) for arc, c in boxes.pooled(src, dst, caps).items()}
     out_of: dict[int, list[int]] = {}
     for a, b in sorted(link_cap):
         out_of.setdefault(a, []).append(b)
@@ -227,71 +225,20 @@ def routed(sol: dict, R: Routes, roots: dict[int, int], compute, group: dict | N
     return routed_trees(_Pools(pools), trees_of(sol, roots, compute, group))
 
 
-def _components(pairs, nodes) -> dict | None:
-    """Each node's component under the ``pairs`` (union-find); None when there is one."""
-    label = {v: v for v in nodes}
-
-    def find(v):
-        while label[v] != v:
-            label[v] = label[label[v]]
-            v = label[v]
-        return v
-
-    for u, v in pairs:
-        label[find(u)] = find(v)
-    out = {v: find(v) for v in label}
-    return out if len(set(out.values())) > 1 else None
-
-
-def fast_groups(R: Routes, bandwidth: dict) -> dict | None:
-    """Each compute node's group: the components of the pair routes strictly faster (their
-    slowest link) than the slowest pair route: the boxes of a multi-box system; None when
-    every pair route is as fast or the fast routes join everyone."""
-    speed = {pair: max(min(bandwidth[link] for link in zip(r[:-1], r[1:])) for r in routes)
-             for pair, routes in R.pairs.items()}
-    if not speed:
-        return None
-    slow = min(speed.values())
-    return _components([pair for pair, b in speed.items() if b > slow], {v for pair in R.pairs for v in pair})
-
-
-def hub_groups(R: Routes, compute) -> dict | None:
-    """Each compute node's group: the components of the pair routes through no *hub* (a
-    non-compute node linked to every compute node: one switch joining all boxes); None when
-    there is no hub or the other routes join everyone."""
-    comp = set(compute)
-    near: dict = {}
-    for a, b in R.link_cap:
-        for x, y in ((a, b), (b, a)):
-            if y in comp and x not in comp:
-                near.setdefault(x, set()).add(y)
-    hubs = {x for x, ys in near.items() if ys >= comp}
-    if not hubs:
-        return None
-    pairs = [pair for pair, routes in R.pairs.items() if any(not hubs & set(r[1:-1]) for r in routes)]
-    return _components(pairs, comp)
-
-
-def find(net0, caps, roots: dict[int, int], deadline=None, stopped: list | None = None) -> list[RoutedTree] | None:
+def find(net0, caps, roots: dict[int, int], deadline=None, stopped: list | None = None,
+         model: boxes.Boxes | None = None) -> list[RoutedTree] | None:
     """Two-level routed trees with ``roots[r]`` copies per root on the flow network ``net0``
     (:class:`collsynth.tens.cut_optimum.FlowNet`) at link capacities ``caps`` (tree copies per
     link): every relay forwarding to anyone first, then (if that has no solution) relays
-    forwarding only within their group (:func:`fast_groups`, then :func:`hub_groups`; segments
-    disjoint per group: a root's copy may then cross to every box once). None when neither has a solution; raises
+    forwarding only within their box (``model``, :mod:`.boxes`; segments disjoint per box: a
+    root's copy may then cross to every box once). None when neither has a solution; raises
     :class:`Infeasible` when neither has one even fractionally (more copies would not help).
     Each MILP gets at most :data:`TIME_LIMIT_S` and what is left of ``deadline``
     (:class:`collsynth.limits.Deadline`), which is checked before each; a model stopped by its
     limit is noted in ``stopped`` (:func:`solve`)."""
     R = pair_routes(net0.src, net0.dst, net0.compute, caps)
-    bandwidth: dict = {}
-    for a, b, x in zip(net0.src.tolist(), net0.dst.tolist(), net0.bandwidth.tolist()):
-        bandwidth[(a, b)] = bandwidth.get((a, b), 0.0) + x
-    groups, seen = [], set()
-    for group in (None, fast_groups(R, bandwidth), hub_groups(R, net0.compute)):
-        key = None if group is None else frozenset(frozenset(v for v in group if group[v] == g) for g in set(group.values()))
-        if key not in seen:
-            seen.add(key)
-            groups.append(group)
+    grouped = (model or boxes.of_flow_net(net0)).groups()
+    groups = [None] + ([grouped] if grouped is not None else [])
     fractional = False
     for group in groups:
         left = deadline.left() if deadline is not None else None
