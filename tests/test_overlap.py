@@ -161,4 +161,13 @@ def test_choose_keeps_the_least_verified_sum_and_the_first_over_budget():
     name, priced = overlap.choose(pairs, times.get, lambda p: 1, ("sync", "event"))
     assert name == "x" and set(priced) == {"as picked", "x"}
     assert overlap.choose(pairs, times.get, lambda p: 1, ("sync",))[0] == "as picked"
-    assert overlap.choose(pairs, times.get, lambda p: overlap.PROBE_SENDS, ("sync", "event")) == ("as picked", {})
+    over = lambda p: overlap.PROBE_SENDS + 1  # noqa: E731  (the first pair alone exceeds the budget)
+    assert overlap.choose(pairs, times.get, over, ("sync", "event")) == ("as picked", {})
+    # the budget holds the first pair only: the others are passed over, never chosen unpriced
+    name, priced = overlap.choose(pairs, times.get, lambda p: overlap.PROBE_SENDS, ("sync", "event"))
+    assert name == "as picked" and set(priced) == {"as picked"}
+    # a pair that would exceed what is left is passed over, a later one that fits is priced
+    sizes = {0: overlap.PROBE_SENDS // 2, 1: overlap.PROBE_SENDS, 2: 1}
+    name, priced = overlap.choose({"as picked": 0, "x": 1, "z": 2}, {0: times[0], 1: times[1], 2: times[1]}.get,
+                                  sizes.get, ("sync", "event"))
+    assert set(priced) == {"as picked", "z"} and name == "z"

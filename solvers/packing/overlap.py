@@ -150,15 +150,20 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
     """The name of the pair of least priced time summed over ``models`` and what was priced
     (``{name: {model: s}}``; ``price(pair)``: the times of the overlapped allreduce after
     verifying, None when it does not verify, so an unverified pair is never kept). The first
-    pair is kept alone when the probes would exceed :data:`PROBE_SENDS` sends (``sends(pair)``)
-    or the run is out of time; a pair left unpriced for time is not chosen."""
+    pairs are priced in order while their sends together fit :data:`PROBE_SENDS` (``sends(pair)``;
+    a pair that would exceed it is passed over); the first pair is kept alone when it does not
+    fit by itself or the run is out of time; a pair left unpriced is not chosen."""
     names = list(pairs)
-    if sum(sends(p) for p in pairs.values()) > PROBE_SENDS:
-        return names[0], {}
+    left = PROBE_SENDS
     priced: dict = {}
     for name in names:
         if deadline is not None and deadline.expired():
             break
+        if sends(pairs[name]) > left:
+            if name == names[0]:
+                break
+            continue
+        left -= sends(pairs[name])
         got = price(pairs[name])
         if got is not None:
             priced[name] = got
