@@ -694,3 +694,40 @@ def test_cli_exports_a_greedy_schedule_through_a_switch(tmp_path, capsys):
     run_msccl(xml, "broadcast", root=root_rank(instance))
     assert {(s.src, s.dst) for s in interpret_msccl_xml(xml, instance).sends()} <= {(0, v) for v in (1, 2, 3)} | {
         (u, v) for u in (1, 2, 3) for v in (1, 2, 3) if u != v}
+
+
+# ---- dependencies: only those nothing else implies ---------------------------------------------
+
+def test_a_reduction_chain_names_only_the_last_receive():
+    """Reduce to rank 3 on four fully connected GPUs: GPU 1 adds what 0 (step 1) and 2 (step 2)
+    send, then sends the sum to 3 (step 3). Layout by hand (sends first, peers ascending, one
+    channel): GPU 1 runs tb 0 = send to 3, tb 1 = receive from 0, tb 2 = receive from 2. The
+    second receive waits for the first (no concurrent reductions into one buffer); the send
+    needs both receives, but waiting for the second implies the first, so it names only tb 2
+    step 0 and needs no ``nop`` step."""
+    inst = make_instance(build("complete", {"nodes": 4}, bandwidth=BW, alpha=ALPHA), "reduce", root=3)
+    xml, _, _ = roundtrip(from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 2, 1, 2), (0, 0, 1, 1, 3, 3)], "reduce", 4, 1), inst)
+    gpu1 = ET.fromstring(xml).findall("gpu")[1]
+    got = [(t.get("send"), t.get("recv"), t.get("chan"),
+            [(s.get("type"), s.get("depid"), s.get("deps"), s.get("hasdep")) for s in t.findall("step")])
+           for t in gpu1.findall("tb")]
+    assert got == [("3", "-1", "0", [("s", "2", "0", "0")]),
+                   ("-1", "0", "0", [("rrc", "-1", "-1", "1")]),
+                   ("-1", "2", "0", [("rrc", "1", "0", "1")])]
+
+
+def _transposed(topo):
+    return from_edges(topo.size, [(v, u, dict(d)) for u, v, d in topo.graph.edges(data=True)], name="transposed")
+
+
+@settings(max_examples=15, deadline=None)
+@given(topologies(max_nodes=6), st.randoms(use_true_random=False), st.sampled_from(["reduce_scatter", "allreduce"]))
+def test_random_combining_schedules_roundtrip(topo, rnd, kind):
+    """Reduce-scatters (time-reversed allgathers on the transposed topology) and allreduces
+    (one of those, then an allgather) export, run on the executor's interpreter, read back and
+    verify with only the dependencies nothing else implies."""
+    rs = reverse(greedy_allgather(_transposed(topo), rnd))
+    schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
+    inst = make_instance(topo, kind)
+    xml, _, _ = roundtrip(schedule, inst)
+    verified_msccl_xml(schedule, inst)
