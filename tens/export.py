@@ -82,8 +82,9 @@ The mapping used here:
   for what its first hop needs). In combining collectives a
   receive also waits for the sends that read the same piece in the same or earlier steps
   (read before overwrite) and for earlier receives of it (no concurrent reductions into one
-  buffer). Extra dependencies become ``nop`` steps before the step; ``hasdep="1"`` marks every
-  step something depends on.
+  buffer). A dependency that program order or another dependency already implies is not
+  named (:mod:`collsynth.tens.export_deps`); extra dependencies become ``nop`` steps before
+  the step; ``hasdep="1"`` marks every step something depends on.
 
 :func:`interpret_msccl_xml` reads such XML back into a :class:`~.schedule.Schedule`: it pairs
 sends and receives per (src, dst, channel) in order and numbers steps by the dependencies
@@ -106,6 +107,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
+from .export_deps import implied_dependencies_removed
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import summed_in_switch, switch_routes
 
@@ -361,7 +363,7 @@ def to_msccl_xml(
     lay.assign_scratch(rchunk, dst_r)
     order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
     deps = _op_dependencies(s, instance, order, routes.pairs)
-    nchannels, tbs, pos = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path)
+    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path)
     _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
@@ -479,9 +481,10 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
 
 
 def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path):
-    """``(nchannels, thread blocks, op positions)``: a link's (or a switch path's, ``path``)
-    sends spread over as many channels as keep every thread block within ``max_steps`` steps
-    (nops included)."""
+    """``(nchannels, thread blocks, op positions, dependencies)``: a link's (or a switch path's,
+    ``path``) sends spread over as many channels as keep every thread block within ``max_steps``
+    steps (nops included), and ``deps`` less those the layout implies
+    (:func:`~collsynth.tens.export_deps.implied_dependencies_removed`)."""
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
     count = np.where(pair >= 0, instance.topology.link_arrays.count[pair], 1) if len(s) else np.zeros(0, np.int64)
     lane = max_steps
@@ -492,9 +495,10 @@ def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, de
             raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
                              f"MSCCL has at most {MAX_CHANNELS}")
         tbs = _thread_blocks(lay, order, src_r, dst_r, chan)
-        pos, longest = _positions(tbs, deps)
+        needed = implied_dependencies_removed(tbs, deps)
+        pos, longest = _positions(tbs, needed)
         if longest <= max_steps:
-            return nchannels, tbs, pos
+            return nchannels, tbs, pos, needed
         if lane == 1:
             raise InputError("schedule", f"a thread block needs {longest} steps; MSCCL runs at most {max_steps}")
         lane = max(1, min(lane - 1, lane * max_steps // longest))

@@ -314,7 +314,9 @@ def test_reduction_mutants_are_refused():
             for si, s in enumerate(t.findall("step")):
                 if s.get("type") == "rrc" and s.get("depid") != "-1" and tbs[int(s.get("depid"))].get("send") != "-1":
                     sites.append((gi, ti, si))
-    assert len(sites) == n * n  # the first exchange: each receive waits only for the send of its chunk
+    # every exchange: each receive waits only for the send of its chunk (in later exchanges that
+    # send has waited for the chunk's previous receive, so the receive does not name it again)
+    assert len(sites) == k * n * n
     for gi, ti, si in sites[::n]:  # one per GPU
         m = ET.fromstring(xml)
         s = m.findall("gpu")[gi].findall("tb")[ti].findall("step")[si]
@@ -382,6 +384,24 @@ def test_reduce_scatter_and_allreduce_use_reducing_receives():
     assert back.num_steps == 2 * (n - 1)
 
 
+def _waits_for(tbs: list, tb: int, step: int) -> set[tuple[int, int]]:
+    """The steps ``(tb, step)`` of one GPU (``tbs``: each thread block's step elements) that step
+    ``step`` of thread block ``tb`` starts after: earlier steps of its thread block and what
+    they and its named dependencies wait for, followed by depth-first search."""
+    seen, todo = set(), [(tb, step)]
+    while todo:
+        t, k = todo.pop()
+        preds = [(t, j) for j in range(k)]
+        d = tbs[t][k]
+        if d.get("depid") != "-1":
+            preds.append((int(d.get("depid")), int(d.get("deps"))))
+        for p in preds:
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return seen
+
+
 def test_receives_wait_for_earlier_sends_of_the_same_piece():
     """In a ring allreduce node v forwards its partial of chunk c (reduce-scatter phase) and
     later receives c's result (allgather phase): that receive waits for the send (the buffer
@@ -392,19 +412,13 @@ def test_receives_wait_for_earlier_sends_of_the_same_piece():
     xml, _, _ = roundtrip(ar, make_instance(ring, "allreduce"))
     anti = 0
     for g in ET.fromstring(xml).findall("gpu"):
-        tbs = {t.get("id"): t for t in g.findall("tb")}
-        for t in tbs.values():
-            pending = []
-            for stp in t.findall("step"):
-                if stp.get("depid") != "-1":
-                    pending.append(tbs[stp.get("depid")].findall("step")[int(stp.get("deps"))])
-                if stp.get("type") == "nop":
-                    continue
-                if stp.get("type") == "r":
-                    sends = [d for d in pending if d.get("type") == "s"]
-                    assert [d.get("srcoff") for d in sends] == [stp.get("dstoff")]
+        tbs = [t.findall("step") for t in g.findall("tb")]
+        for ti, steps in enumerate(tbs):
+            for si, stp in enumerate(steps):
+                if stp.get("type") == "r":  # it waits, named or implied, for the send of what it overwrites
+                    sends = [tbs[t][k] for t, k in _waits_for(tbs, ti, si) if tbs[t][k].get("type") == "s"]
+                    assert stp.get("dstoff") in {d.get("srcoff") for d in sends}
                     anti += 1
-                pending = []
     assert anti == n * (n - 1)
     red = from_sends([(0, 0, 1, 2, 1, 1), (0, 0, 1, 3, 0, 1), (0, 0, 1, 1, 0, 2)], "reduce", n, 1)
     xml, back, _ = roundtrip(red, make_instance(ring, "reduce", root=0))
@@ -680,3 +694,40 @@ def test_cli_exports_a_greedy_schedule_through_a_switch(tmp_path, capsys):
     run_msccl(xml, "broadcast", root=root_rank(instance))
     assert {(s.src, s.dst) for s in interpret_msccl_xml(xml, instance).sends()} <= {(0, v) for v in (1, 2, 3)} | {
         (u, v) for u in (1, 2, 3) for v in (1, 2, 3) if u != v}
+
+
+# ---- dependencies: only those nothing else implies ---------------------------------------------
+
+def test_a_reduction_chain_names_only_the_last_receive():
+    """Reduce to rank 3 on four fully connected GPUs: GPU 1 adds what 0 (step 1) and 2 (step 2)
+    send, then sends the sum to 3 (step 3). Layout by hand (sends first, peers ascending, one
+    channel): GPU 1 runs tb 0 = send to 3, tb 1 = receive from 0, tb 2 = receive from 2. The
+    second receive waits for the first (no concurrent reductions into one buffer); the send
+    needs both receives, but waiting for the second implies the first, so it names only tb 2
+    step 0 and needs no ``nop`` step."""
+    inst = make_instance(build("complete", {"nodes": 4}, bandwidth=BW, alpha=ALPHA), "reduce", root=3)
+    xml, _, _ = roundtrip(from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 2, 1, 2), (0, 0, 1, 1, 3, 3)], "reduce", 4, 1), inst)
+    gpu1 = ET.fromstring(xml).findall("gpu")[1]
+    got = [(t.get("send"), t.get("recv"), t.get("chan"),
+            [(s.get("type"), s.get("depid"), s.get("deps"), s.get("hasdep")) for s in t.findall("step")])
+           for t in gpu1.findall("tb")]
+    assert got == [("3", "-1", "0", [("s", "2", "0", "0")]),
+                   ("-1", "0", "0", [("rrc", "-1", "-1", "1")]),
+                   ("-1", "2", "0", [("rrc", "1", "0", "1")])]
+
+
+def _transposed(topo):
+    return from_edges(topo.size, [(v, u, dict(d)) for u, v, d in topo.graph.edges(data=True)], name="transposed")
+
+
+@settings(max_examples=15, deadline=None)
+@given(topologies(max_nodes=6), st.randoms(use_true_random=False), st.sampled_from(["reduce_scatter", "allreduce"]))
+def test_random_combining_schedules_roundtrip(topo, rnd, kind):
+    """Reduce-scatters (time-reversed allgathers on the transposed topology) and allreduces
+    (one of those, then an allgather) export, run on the executor's interpreter, read back and
+    verify with only the dependencies nothing else implies."""
+    rs = reverse(greedy_allgather(_transposed(topo), rnd))
+    schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
+    inst = make_instance(topo, kind)
+    xml, _, _ = roundtrip(schedule, inst)
+    verified_msccl_xml(schedule, inst)
