@@ -12,8 +12,9 @@ the memory budget (:func:`collsynth.limits.memory_budget`):
   one byte per chunk id and node id in each;
 - a run (:func:`estimate`, :func:`check_run`, before a producer starts): what its producer
   declares it will build (:class:`Build`), else the fewest sends any schedule of the instance
-  has (``BYTES_PER_SEND`` each: the schedule, its verification and pricing), and TEN variables (chunks x (links + nodes) x horizon) that producers building
-  TEN models check before building (:func:`check_ten`; a formulation may refine the count).
+  has (``BYTES_PER_SEND`` each: the schedule, its verification and pricing), and TEN
+  variables (chunks x (links + nodes) x horizon) that producers building TEN models check
+  before building (:func:`check_ten`; a formulation may refine the count).
 
 The per-item figures were measured on this code (``benchmarks/bench_limits.py`` prints them).
 

@@ -384,7 +384,7 @@ def _compact(instance: Instance, params: dict) -> bool:
     return form == "compact" or (form == "auto" and estimate.least_sends(instance) * EXPLICIT_PIECES > SEND_BUDGET)
 
 
-def planned(instance: Instance, params: dict):
+def planned(instance: Instance, params: dict) -> estimate.Build:
     """What the run will build, in the form it keeps (:func:`.estimate.planned`), for the
     size check before the run (:attr:`collsynth.solvers.producers.Producer.estimate`)."""
     return estimate.planned(instance, _compact(instance, params), asked=params.get("form") == "explicit")
