@@ -10,10 +10,11 @@ the memory budget (:func:`collsynth.limits.memory_budget`):
   computes (``DISTANCE_BYTES`` per ordered node pair, the peak while it is built);
 - a collective, before its pre/postcondition matrices exist (:func:`check_collective`):
   one byte per chunk id and node id in each;
-- a run (:func:`estimate`, :func:`check_run`, before a producer starts): the fewest sends any
-  schedule of the instance has (``BYTES_PER_SEND`` each: the schedule, its verification and
-  pricing), and TEN variables (chunks x (links + nodes) x horizon) that producers building
-  TEN models check before building (:func:`check_ten`; a formulation may refine the count).
+- a run (:func:`estimate`, :func:`check_run`, before a producer starts): what its producer
+  declares it will build (:class:`Build`), else the fewest sends any schedule of the instance
+  has (``BYTES_PER_SEND`` each: the schedule, its verification and pricing), and TEN
+  variables (chunks x (links + nodes) x horizon) that producers building TEN models check
+  before building (:func:`check_ten`; a formulation may refine the count).
 
 The per-item figures were measured on this code (``benchmarks/bench_limits.py`` prints them).
 
@@ -286,13 +287,40 @@ def estimate(instance: Any, horizon: int | None = None, variables_per_unit: floa
                 variables * BYTES_PER_VARIABLE, field)
 
 
-def check_run(instance: Any) -> Size:
-    """Refuse (:class:`~collsynth.limits.TooBig`) a run whose fewest sends and instance arrays
+@dataclass(frozen=True)
+class Build:
+    """What a producer declares its run will build, before it starts: ``bytes`` of the
+    schedule as the producer keeps it (through production, verification and pricing),
+    ``what`` it is (for a refusal) and ``field``, the setting that makes it big (a parameter
+    the user can change, or the topology field)."""
+
+    bytes: int
+    what: str
+    field: str
+
+
+def check_run(instance: Any, build: Build | None = None) -> Size:
+    """Refuse (:class:`~collsynth.limits.TooBig`) a run whose schedule and instance arrays
     exceed the memory budget; returns the :class:`Size` otherwise (counted at horizon 1: a
     run's own arrays do not depend on a horizon, and the all-pairs diameter would take seconds
-    on thousands of nodes before the run's clock starts)."""
+    on thousands of nodes before the run's clock starts). The schedule is ``build`` when the
+    run's producer declares what it will build (a schedule kept as trees plus a rule is
+    smaller than its sends), else the fewest sends any schedule of the instance has.
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build as generate
+    >>> inst = make_instance(generate("ring", {"nodes": 8}), "allgather")
+    >>> check_run(inst, Build(1 << 90, "a schedule listed in full", "--param form")).sends
+    Traceback (most recent call last):
+    collsynth.limits.TooBig: --param form: too big: a schedule listed in full need about ...
+    """
     size = estimate(instance, horizon=1)
-    require(size.bytes, size.field, f"the instance's arrays and a schedule of at least {_n(size.sends)} sends")
+    if build is None:
+        require(size.bytes, size.field, f"the instance's arrays and a schedule of at least {_n(size.sends)} sends")
+        return size
+    arrays = size.bytes - BYTES_PER_SEND * size.sends  # the topology and the pre/postconditions
+    require(arrays, size.field, "the instance's arrays")
+    require(arrays + build.bytes, build.field, build.what)
     return size
 
 

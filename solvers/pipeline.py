@@ -31,7 +31,8 @@ one that does not check the deadline itself is interrupted. A run stopped before
 verified schedule has status ``timeout`` and says where it stopped and what it had done; one
 stopped while pricing keeps its verified schedule and the prices it finished. Each stage's time
 is in the row (``verify_s``, ``price_*_s``) and in ``extra["stages_s"]``. Before anything runs,
-the run's memory is estimated (:func:`collsynth.instances.size.check_run`).
+the run's memory is estimated (:func:`collsynth.instances.size.check_run`, from what the
+producer declares it will build, :func:`collsynth.solvers.producers.planned`).
 
 Stages run side by side on two cores: the lower bounds of an instance of at least
 :data:`BOUNDS_APART_NODES` nodes are computed in a forked child process while the producer
@@ -73,7 +74,7 @@ from ..tens.ten import NotSupported
 from .backends import names as backend_names
 from ..tens.interpreted import interpreting
 from .compiling import Kernels, prepare_run
-from .producers import Options, Outcome, Unsupported, check_params, get
+from .producers import Options, Outcome, Unsupported, check_params, get, planned
 
 RESULT_FIELDS = schema.ROW_FIELDS
 ALARM_LAG_S = 0.5  # the producer's own deadline checks come first; the timer this much later
@@ -102,7 +103,8 @@ def run(instance: Instance, producer: str, options: Options | None = None,
     (:func:`collsynth.tens.interpreted.interpreting`).
     """
     prod = get(producer)
-    size.check_run(instance)  # refused before anything compiles or the clock starts
+    # refused before anything compiles or the clock starts, from what the producer says it builds
+    size.check_run(instance, planned(prod, instance, (options or Options()).params))
     kernels = kernels or prepare_run(instance, prod.name)  # before the clock: no stage's time
     with interpreting(kernels.interpreting):
         return _run(instance, prod.name, options, kernels.compile_s)

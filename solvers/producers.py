@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from .. import InputError, did_you_mean
 from . import import_if_present
 from ..instances import Instance
+from ..instances.size import Build
 from ..limits import DEFAULT_TIME_LIMIT_S, Deadline
 from ..tens.schedule import Schedule
 from ..tens.status import Status
@@ -321,7 +322,11 @@ class Producer:
     once per process before a run's clock starts); ``defaults`` (optional) picks, from the
     instance, a driver and parameters for a run that sets none: ``defaults(instance, params,
     driver) -> (driver or None, {param: value}, why)`` (:func:`collsynth.solvers.pipeline.run`
-    applies what the run left unset and records it in the row's ``extra["defaults"]``).
+    applies what the run left unset and records it in the row's ``extra["defaults"]``);
+    ``estimate`` (optional) says, from the instance and the run's typed parameters alone, what
+    the run will build: ``estimate(instance, params) ->``
+    :class:`~collsynth.instances.size.Build` or None, which the size check before the run
+    counts instead of the fewest sends of any schedule (:func:`planned`).
     """
 
     name: str
@@ -333,6 +338,7 @@ class Producer:
     params: tuple[Param, ...] = ()
     warm: Callable[[], object] | None = None
     defaults: Callable[[Instance, dict, str | None], tuple] | None = None
+    estimate: Callable[[Instance, dict], Build | None] | None = None
 
     @property
     def default_driver(self) -> str:
@@ -422,6 +428,16 @@ def get(name: str, where: str = "--producer") -> Producer:
             return found
     known = sorted(producers())
     raise InputError(where, f"unknown producer {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+
+
+def planned(producer: Producer, instance: Instance, params: dict[str, Any]) -> Build | None:
+    """What a run of ``producer`` on ``instance`` with ``params`` will build, as the producer
+    declares it (:attr:`Producer.estimate`, given the parameters typed by
+    :func:`check_params`); None when it declares nothing (the size check then counts the
+    fewest sends of any schedule, :func:`collsynth.instances.size.check_run`)."""
+    if producer.estimate is None:
+        return None
+    return producer.estimate(instance, check_params(producer, params))
 
 
 def check_params(producer: Producer, values: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,11 @@ times that. :func:`least_sends` counts it from the adjacency in linear time,
 (naming the topology field that sets the size). The automatic pipeline depth
 (:func:`collsynth.solvers.packing.producer.auto_pieces`) is capped to what fits, so a depth
 the user did not ask for is never what is refused.
+
+Kept as trees plus the pipeline rule (:mod:`collsynth.tens.pipelined_trees`), a schedule
+lists the route hops of the trees of one root per orbit of the box shifts, at least one
+root's: :func:`least_listed_hops`. :func:`planned` is what the run's size check counts before
+anything runs (:func:`collsynth.instances.size.check_run`), in the form the run will keep.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...instances import Instance
-from ...instances.size import BYTES_PER_SEND, topology_field
+from ...instances.size import BYTES_PER_SEND, Build, topology_field
 from ...limits import human_bytes, require
 
 CAP = 3  # hops counted exactly up to 2; a participant farther from every other counts 3 (a lower bound)
@@ -77,10 +82,48 @@ def least_sends(instance: Instance) -> int:
 def check(instance: Instance) -> int:
     """Refuse (:class:`collsynth.limits.TooBig`, before any packing) an instance whose
     tree-packing schedule would exceed the memory budget at one piece per chunk; the error
-    names the topology field that sets the size. Returns :func:`least_sends`."""
+    names the topology field that sets the size (:func:`planned`). Returns :func:`least_sends`."""
+    build = planned(instance, compact=False)
+    require(build.bytes, build.field, build.what)
+    return build.bytes // BYTES_PER_SEND
+
+
+def least_listed_hops(instance: Instance) -> int:
+    """The fewest route hops a schedule kept as trees plus the pipeline rule lists: the trees
+    of at least one root, reaching every other participant ``v`` over at least ``L_v`` hops
+    (:func:`least_hops_in`), whatever the symmetry (every root in one orbit at best).
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> least_listed_hops(make_instance(build("dgx_h100", {"nodes": 2}), "allgather"))  # 15 others x 2
+    30
+    """
+    hops = least_hops_in(instance)
+    return int(hops.sum() - hops.max()) if len(hops) else 0
+
+
+def planned(instance: Instance, compact: bool, asked: bool = False) -> Build:
+    """What a tree-packing run of ``instance`` builds at least (the size check before the run,
+    :func:`collsynth.instances.size.check_run`): with ``compact``, the listed hops of the trees
+    (:func:`least_listed_hops`); else the explicit sends at one pipeline piece per chunk
+    (:func:`least_sends`), refused at ``--param form`` when the user ``asked`` for them (else at
+    the topology field), naming ``form=compact`` where it applies. ``BYTES_PER_SEND`` per send
+    or listed hop.
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> inst = make_instance(build("dgx_h100", {"nodes": 2}), "allgather")
+    >>> planned(inst, True).bytes // BYTES_PER_SEND, planned(inst, False, asked=True).field
+    (30, '--param form')
+    """
+    coll, field = instance.collective, topology_field(instance.topology)
+    if compact:
+        hops = least_listed_hops(instance)
+        return Build(hops * BYTES_PER_SEND, f"tree-packing's trees on {len(coll.nodes):,} GPUs kept as trees (at least "
+                                            f"{hops:,} listed route hops, {human_bytes(BYTES_PER_SEND)} each)", field)
     sends = least_sends(instance)
-    coll = instance.collective
-    require(sends * BYTES_PER_SEND, topology_field(instance.topology),
-            f"tree-packing's explicit schedule on {len(coll.nodes):,} GPUs ({coll.kind}: at least {sends:,} sends "
-            f"at one pipeline piece per chunk, {human_bytes(BYTES_PER_SEND)} each)")
-    return sends
+    hint = "" if coll.kind == "allreduce" else "; --param form=compact keeps the trees as trees"
+    return Build(sends * BYTES_PER_SEND,
+                 f"tree-packing's explicit schedule on {len(coll.nodes):,} GPUs ({coll.kind}: at least {sends:,} sends "
+                 f"at one pipeline piece per chunk, {human_bytes(BYTES_PER_SEND)} each{hint})",
+                 "--param form" if asked else field)

@@ -352,8 +352,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     ``form=auto`` where fewer than :data:`EXPLICIT_PIECES` pieces of explicit sends would fit
     :data:`SEND_BUDGET`."""
     _check(instance)
-    form = options.params.get("form") or "auto"
-    if form == "compact" or (form == "auto" and estimate.least_sends(instance) * EXPLICIT_PIECES > SEND_BUDGET):
+    if _compact(instance, options.params):
         return run_compact(instance, options)
     estimate.check(instance)  # refuse before packing what one pipeline piece could not hold
     coll = instance.collective
@@ -393,6 +392,19 @@ def run(instance: Instance, options: Options) -> Outcome:
              **({"joint_choice": joint} if joint else {})}
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+
+
+def _compact(instance: Instance, params: dict) -> bool:
+    """Whether the run keeps the trees as trees: ``form=compact``, or ``form=auto`` where
+    fewer than :data:`EXPLICIT_PIECES` pieces of explicit sends fit :data:`SEND_BUDGET`."""
+    form = params.get("form") or "auto"
+    return form == "compact" or (form == "auto" and estimate.least_sends(instance) * EXPLICIT_PIECES > SEND_BUDGET)
+
+
+def planned(instance: Instance, params: dict) -> estimate.Build:
+    """What the run will build, in the form it keeps (:func:`.estimate.planned`), for the
+    size check before the run (:attr:`collsynth.solvers.producers.Producer.estimate`)."""
+    return estimate.planned(instance, _compact(instance, params), asked=params.get("form") == "explicit")
 
 
 def run_compact(instance: Instance, options: Options) -> Outcome:
@@ -679,4 +691,4 @@ PARAMS = (
 
 PRODUCERS = [Producer("tree-packing", "tree-packing", run,
                       "ForestColl: k pipelined spanning out-trees per GPU at the cut-condition optimum, "
-                      "switches removed by edge splitting", params=PARAMS)]
+                      "switches removed by edge splitting", params=PARAMS, estimate=planned)]

@@ -41,7 +41,7 @@ from ....tens import pipelined_trees
 from ....tens.status import Status, legend
 from ...backends import names as backend_names
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
-    check_time_limit, get
+    check_time_limit, get, planned
 from ..checks import items, out_file
 
 
@@ -143,7 +143,7 @@ def solve(args: argparse.Namespace) -> dict:
     )
     hard = args.time_limit + GRACE_S + HARD_MARGIN_S
     try:
-        size.check_run(instance)  # a run too big is refused before anything compiles
+        size.check_run(instance, planned(prod, instance, params))  # a run too big is refused before anything compiles
         ahead = compile_ahead(instance, [prod.name])  # a cold cache: over the cores
         kernels = prepare_run(instance, prod.name)  # the run's one decision, before its clock and its watchdog
         kernels = replace(kernels, compile_s=ahead + kernels.compile_s)
