@@ -1,26 +1,17 @@
-"""Whether an allreduce on boxes joined by reducing rails fits ``T`` TEN timesteps, decided
-over every schedule of whole pieces (not only one reduction tree per chunk), with CP-SAT.
+"""Whether an allreduce on boxes joined by reducing rails fits fewer TEN timesteps than the
+TEN ILP with reducing switches finds, decided over every schedule of whole pieces (not only one
+reduction tree per chunk) by the exact CP-SAT model of ``tests/exact_switch_reduction.py``.
 
-The TEN ILP with reducing switches (``ten-ilp-combining``) keeps one reduction tree per chunk;
-on 2 x 4 GPUs with SHARP rails it proves 7 timesteps impossible among its schedules and finds
-8, where the ``combining-arrivals`` bound says 7. This model tracks, for every chunk piece,
-which contributions each node holds (a GPU: what it started with plus what it added; a switch:
-what reached it in the step, its group operation), so a partial sum may be multicast into
-several reductions and a chunk may complete in several places, as the verifier allows
-(:mod:`collsynth.tens.verify`, ``_summed_violation``):
+The TEN ILP (``ten-ilp-combining``) keeps one reduction tree per chunk; on 2 x 4 GPUs with
+SHARP rails it proves 7 timesteps impossible among its schedules and finds 8, where the
+``combining-arrivals`` bound says 7. For each system this prints the bound, then whether each
+number of timesteps from the bound up fits (CP-SAT's status and seconds); the first that fits
+is converted to sends and checked by the project's verifier and the TEN's capacity.
+``INFEASIBLE`` means no schedule of whole ``1 / pieces`` pieces fits (finer splits are not
+excluded).
 
-- a link carries at most ``pieces`` pieces a timestep (a piece is ``1 / pieces`` of a chunk);
-- a GPU sends what it holds; a reducing switch sends, the step after, the sum of what reached
-  it in the step (to one link, or to several where it multicasts), never an empty sum;
-- what reaches a switch in one step, and what a GPU adds, counts each contributor at most once;
-- a GPU receives by adding (``reduce``) or by replacing what it holds (``copy``, at most one a step);
-- at the end every GPU holds every contributor of every piece.
-
-A schedule it finds is converted to sends and checked by the project's verifier and the TEN's
-capacity (independently of this model). Infeasible at ``T`` means no schedule of whole
-``1 / pieces`` pieces fits ``T`` (finer splits are not excluded).
-
-Run: ``nice python benchmarks/bench_rails_exact.py --boxes 2 --gpus 4 --steps 7 [--pieces 2]``.
+Run: ``nice python benchmarks/bench_rails_exact.py`` (2x2 and 2x4, whole chunks and halves;
+``--systems 2x4 --pieces 1`` to choose; minutes on two cores).
 """
 
 from __future__ import annotations
@@ -28,142 +19,53 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
-
-def rails(k: int, g: int, sharp: bool = True):
-    """``tests/test_ten_ilp_reducing_switch.py``'s ``rails``: ``k`` boxes of ``g`` GPUs, a
-    reducing multicasting switch per box, GPU ``i`` of each box on rail switch ``i``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from test_ten_ilp_reducing_switch import rails as build
-
-    return build(k, g, sharp)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
-def model(inst, steps: int, pieces: int):
-    """The CP-SAT model and its send variables ``x[(link, piece, t)]`` and ops ``copy[...]``."""
-    from ortools.sat.python import cp_model
-
-    from collsynth.instances.switch_ops import copying_mask, reducing_mask
-
-    topo = inst.topology
-    gpus = list(inst.collective.nodes)
-    cpn = inst.collective.chunks_per_node
-    nc = len(gpus) * cpn * pieces  # pieces of the participants' chunks, each a commodity
-    la = topo.link_arrays
-    links = sorted(set(zip(la.src.tolist(), la.dst.tolist())))
-    switch, red, copy = set(topo.switches), reducing_mask(topo), copying_mask(topo, False)
-    assert all(red[w] for w in switch), "every switch must reduce"
-    m = cp_model.CpModel()
-    T = range(1, steps + 1)
-    x = {(l, c, t): m.NewBoolVar("") for l in links for c in range(nc) for t in T}
-    hold = {(v, c, r, 0): int(v == r) for v in gpus for c in range(nc) for r in gpus}
-    group = {(w, c, r, 0): 0 for w in switch for c in range(nc) for r in gpus}
-    cp = {}
-    for t in T:
-        for link in links:
-            m.Add(sum(x[link, c, t] for c in range(nc)) <= pieces)
-        carried = {}
-        for (a, b) in links:
-            for c in range(nc):
-                src = hold if a not in switch else group
-                for r in gpus:
-                    y = m.NewBoolVar("")
-                    have = src[a, c, r, t - 1]
-                    m.AddImplication(y, x[(a, b), c, t])
-                    if isinstance(have, int):
-                        m.Add(y == (x[(a, b), c, t] if have else 0))
-                    else:
-                        m.AddBoolAnd([x[(a, b), c, t], have]).OnlyEnforceIf(y)
-                        m.AddBoolOr([x[(a, b), c, t].Not(), have.Not()]).OnlyEnforceIf(y.Not())
-                    carried[(a, b), c, r] = y
-                if a in switch:  # never an empty sum
-                    m.AddBoolOr([group[a, c, r, t - 1] for r in gpus if not isinstance(group[a, c, r, t - 1], int)]
-                                + [x[(a, b), c, t].Not()])
-        for w in switch:
-            for c in range(nc):
-                if not copy[w]:
-                    m.Add(sum(x[l, c, t] for l in links if l[0] == w) <= 1)
-                for r in gpus:
-                    g = m.NewBoolVar("")
-                    m.Add(g == sum(carried[l, c, r] for l in links if l[1] == w))
-                    group[w, c, r, t] = g
-        for v in gpus:
-            for c in range(nc):
-                into = [l for l in links if l[1] == v]
-                cps = []
-                for l in into:
-                    cp[l, c, t] = m.NewBoolVar("")
-                    m.AddImplication(cp[l, c, t], x[l, c, t])
-                    cps.append(cp[l, c, t])
-                m.Add(sum(cps) <= 1)
-                replaced = m.NewBoolVar("")
-                m.Add(replaced == sum(cps))
-                for r in gpus:
-                    h = m.NewBoolVar("")
-                    arrived = sum(carried[l, c, r] for l in into)
-                    m.Add(h == hold[v, c, r, t - 1] + arrived).OnlyEnforceIf(replaced.Not())
-                    m.Add(h == arrived).OnlyEnforceIf(replaced)  # a copy replaces what the GPU held
-                    hold[v, c, r, t] = h
-    for v in gpus:
-        for c in range(nc):
-            for r in gpus:
-                m.Add(hold[v, c, r, steps] == 1)
-    return m, x, cp, links, nc
-
-
-def schedule_of(inst, solver, x, cp, links, nc: int, pieces: int):
-    """The solved sends as a collsynth schedule (piece ``p`` of chunk ``c`` is ``[p, p + 1)``
-    in units of ``1 / pieces``)."""
-    from collsynth.tens.schedule import from_sends
-
-    sends = []
-    for (link, c, t), var in x.items():
-        if solver.Value(var):
-            a, b = link
-            op = "copy" if (link, c, t) in cp and solver.Value(cp[link, c, t]) else "reduce"
-            j, p = divmod(c, pieces)
-            chunk = inst.collective.nodes[j // inst.collective.chunks_per_node] * inst.collective.chunks_per_node + j % \
-                inst.collective.chunks_per_node
-            sends.append((chunk, Fraction(p, pieces), Fraction(p + 1, pieces), a, b, t, op))
-    coll = inst.collective
-    return from_sends(sends, "allreduce", inst.topology.size, coll.num_chunks)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--boxes", type=int, default=2)
-    ap.add_argument("--gpus", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=7)
-    ap.add_argument("--pieces", type=int, default=1)
-    ap.add_argument("--plain-rails", action="store_true")
-    ap.add_argument("--seconds", type=float, default=1800.0)
-    ap.add_argument("--workers", type=int, default=2)
-    a = ap.parse_args(argv)
-    from ortools.sat.python import cp_model
+def row(k: int, g: int, pieces: int, seconds: float, workers: int) -> list[str]:
+    """Lines for ``k`` x ``g`` GPUs on SHARP rails: each number of timesteps from the bound up
+    to the first that fits, with its status and seconds, and that schedule's checks."""
+    from exact_switch_reduction import fits
+    from test_ten_ilp_reducing_switch import rails
 
     from collsynth.instances.instance import make_instance
     from collsynth.tens.bounds import instance_bounds, respects_ten_capacity
     from collsynth.tens.verify import verify
 
-    inst = make_instance(rails(a.boxes, a.gpus, not a.plain_rails), "allreduce")
-    t0 = time.perf_counter()
-    m, x, cp, links, nc = model(inst, a.steps, a.pieces)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = a.seconds
-    solver.parameters.num_workers = a.workers
-    status = solver.Solve(m)
-    name = solver.StatusName(status)
-    print(f"{a.boxes}x{a.gpus} rails ({'plain' if a.plain_rails else 'SHARP'}), {a.steps} timesteps, "
-          f"pieces 1/{a.pieces}: {name} in {time.perf_counter() - t0:.1f} s; "
-          f"bound {instance_bounds(inst).timesteps.value}")
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        s = schedule_of(inst, solver, x, cp, links, nc, a.pieces)
-        print(f"verified: {verify(s, inst)}; within TEN capacity: {respects_ten_capacity(s, inst)}; "
-              f"steps {s.num_steps}; sends {len(s)}")
-        for send in sorted(s.sends(), key=lambda z: (z.step, z.chunk, z.lo, z.src)):
-            print(send)
+    inst = make_instance(rails(k, g, True), "allreduce")
+    t = instance_bounds(inst).timesteps.value
+    out = []
+    while True:
+        t0 = time.perf_counter()
+        status, s = fits(inst, t, pieces, seconds, workers)
+        line = f"| {k}x{g} | 1/{pieces} | {instance_bounds(inst).timesteps.value} | {t} | {status} | " \
+               f"{time.perf_counter() - t0:.1f} |"
+        if s is not None:
+            line += f" {verify(s, inst) is None} | {respects_ten_capacity(s, inst)} |"
+            out.append(line)
+            return out
+        out.append(line + " - | - |")
+        if status != "INFEASIBLE":
+            return out
+        t += 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--systems", default="2x2,2x4", help="boxes x GPUs, comma-separated")
+    ap.add_argument("--pieces", default="1,2", help="pieces per chunk, comma-separated")
+    ap.add_argument("--seconds", type=float, default=1800.0, help="CP-SAT's limit per decision")
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args(argv)
+    print("| system | piece | bound | timesteps | CP-SAT | s | verified | within TEN capacity |")
+    print("|---|---|---|---|---|---|---|---|")
+    for system in a.systems.split(","):
+        k, g = map(int, system.split("x"))
+        for pieces in map(int, a.pieces.split(",")):
+            for line in row(k, g, pieces, a.seconds, a.workers):
+                print(line, flush=True)
     return 0
 
 
