@@ -28,7 +28,7 @@ def fits(inst, steps: int, pieces: int = 1, seconds: float = 600.0, workers: int
     timesteps of whole ``1 / pieces`` pieces, and the schedule found (None unless feasible)."""
     from ortools.sat.python import cp_model
 
-    m, x, cp, links, nc = model(inst, steps, pieces)
+    m, x, cp, _, nc = model(inst, steps, pieces)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = workers
@@ -50,8 +50,12 @@ def least_steps(inst, start: int, pieces: int = 1, seconds: float = 600.0, worke
         t += 1
 
 
-def model(inst, steps: int, pieces: int):
-    """The CP-SAT model and its send variables ``x[(link, piece, t)]`` and ops ``copy[...]``."""
+def model(inst, steps: int, pieces: int, commodities: int | None = None):
+    """The CP-SAT model and its send variables ``x[(link, piece, t)]`` and ops ``copy[...]``,
+    the links (node pairs) and the number of pieces (``commodities`` if given: one for the
+    schedule of a single piece)."""
+    from collections import Counter
+
     from ortools.sat.python import cp_model
 
     from collsynth.instances.switch_ops import copying_mask, reducing_mask
@@ -59,9 +63,10 @@ def model(inst, steps: int, pieces: int):
     topo = inst.topology
     gpus = list(inst.collective.nodes)
     cpn = inst.collective.chunks_per_node
-    nc = len(gpus) * cpn * pieces  # pieces of the participants' chunks, each a commodity
+    nc = len(gpus) * cpn * pieces if commodities is None else commodities  # pieces, each a commodity
     la = topo.link_arrays
-    links = sorted(set(zip(la.src.tolist(), la.dst.tolist())))
+    parallel = Counter(zip(la.src.tolist(), la.dst.tolist()))
+    links = sorted(parallel)
     switch, red, copy = set(topo.switches), reducing_mask(topo), copying_mask(topo, False)
     assert all(red[w] for w in switch), "every switch must reduce"
     m = cp_model.CpModel()
@@ -72,7 +77,7 @@ def model(inst, steps: int, pieces: int):
     cp = {}
     for t in T:
         for link in links:
-            m.Add(sum(x[link, c, t] for c in range(nc)) <= pieces)
+            m.Add(sum(x[link, c, t] for c in range(nc)) <= pieces * parallel[link])
         carried = {}
         for (a, b) in links:
             for c in range(nc):
