@@ -99,6 +99,8 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
         weight = {k: int(np.floor(v * scale)) for k, v in zip(keys, y)}
         low, _ = cheapest_piece(inst, steps, weight, seconds, workers)
         out.update(rounds=r + 1, theta=float(res.fun), certified_lower=n * low / max(1, sum(weight.values())))
+        print(f"  round {r + 1}: theta {res.fun:.4f}, certified lower {out['certified_lower']:.4f}", file=sys.stderr,
+              flush=True)
         if n * low > sum(weight.values()):
             return {**out, "verdict": "no mix of pieces fits (certificate)"}
         if res.fun <= 1 + 1e-9:
