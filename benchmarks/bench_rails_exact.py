@@ -53,9 +53,12 @@ def row(k: int, g: int, pieces: int, seconds: float, workers: int) -> list[str]:
 
 
 def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int) -> tuple[int, dict]:
-    """The least ``sum(weight[link, t] * uses)`` over the schedules of one piece in ``steps``
-    timesteps (:func:`exact_switch_reduction.model` with one commodity), proven by CP-SAT
-    (integer weights: the minimum is exact), and that schedule's link uses ``{(link, t): 1}``."""
+    """A lower bound on ``sum(weight[link, t] * uses)`` over the schedules of one piece in
+    ``steps`` timesteps (:func:`exact_switch_reduction.model` with one commodity; CP-SAT's
+    proven bound, exact when it finishes; integer weights) and the link uses ``{(link, t): 1}``
+    of the cheapest such schedule it found."""
+    import math
+
     from exact_switch_reduction import model
     from ortools.sat.python import cp_model
 
@@ -65,9 +68,10 @@ def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int)
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = workers
     status = solver.Solve(m)
-    if status != cp_model.OPTIMAL:
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise TimeoutError(f"one piece's cheapest schedule: {solver.StatusName(status)}")
-    return round(solver.ObjectiveValue()), {(link, t): 1 for (link, _, t), var in x.items() if solver.Value(var)}
+    low = math.ceil(solver.BestObjectiveBound() - 1e-6)
+    return low, {(link, t): 1 for (link, _, t), var in x.items() if solver.Value(var)}
 
 
 def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200, scale: int = 10 ** 6) -> dict:
@@ -79,8 +83,8 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
     one-piece schedules found so far to least overload ``theta`` (the most any link carries in a
     timestep, in chunks); the cheapest one-piece schedule under its duals ``y`` (summing to 1)
     is the next column. Weak duality: ``theta >= n * min_P y . u_P`` for ``n`` chunks, so with
-    integer weights ``Y`` (the duals times ``scale``, rounded down) ``n * min_P Y . u_P >
-    sum(Y)`` proves that no mix fits (Gilmore and Gomory, "A Linear Programming Approach to the
+    integer weights ``Y`` (the duals times ``scale``, rounded down) ``n * L > sum(Y)``, ``L``
+    CP-SAT's proven lower bound on ``min_P Y . u_P``, proves that no mix fits (Gilmore and Gomory, "A Linear Programming Approach to the
     Cutting-Stock Problem", Operations Research 9(6), 1961: the same master and pricing)."""
     import numpy as np
     from scipy.optimize import linprog
