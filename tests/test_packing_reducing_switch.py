@@ -26,6 +26,7 @@ from collsynth.solvers.producers import Options, Unsupported, get
 from collsynth.tens.verify import verify
 
 from switch_strategies import switch_topologies
+from test_ten_ilp_reducing_switch import rails
 
 
 def tree_packing(inst, **params):
@@ -36,19 +37,6 @@ def star(n: int, reduce: bool = True, copy: bool = True):
     """``n`` GPUs around one switch (node ``n``), every link one unit each way."""
     t = from_edges(n + 1, [(v, n) for v in range(n)], bandwidth=1e9, alpha=0.0, bidirectional=True, switches=[n])
     return with_switch_ops(t, [n] if reduce else [], [n] if copy else [])
-
-
-def rails(k: int, g: int, sharp: bool):
-    """``k`` boxes of ``g`` GPUs around a reducing, multicasting switch each, GPU ``i`` of every
-    box on rail switch ``i`` (reducing and multicasting when ``sharp``)."""
-    n = k * g
-    boxes = [n + b for b in range(k)]
-    rail = [n + k + i for i in range(g)] if k > 1 else []
-    edges = [(b * g + i, boxes[b]) for b in range(k) for i in range(g)]
-    edges += [(b * g + i, rail[i]) for b in range(k) for i in range(g)] if rail else []
-    t = from_edges(n + k + len(rail), edges, bandwidth=1e9, alpha=0.0, bidirectional=True, switches=boxes + rail)
-    on = boxes + (rail if sharp else [])
-    return with_switch_ops(t, on, on)
 
 
 @pytest.mark.parametrize("kind", ["allreduce", "reduce_scatter"])
