@@ -74,7 +74,8 @@ def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int)
     return low, {(link, t): 1 for (link, _, t), var in x.items() if solver.Value(var)}
 
 
-def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200, scale: int = 10 ** 6) -> dict:
+def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200, scale: int = 10 ** 6,
+               symmetries: list | None = None) -> dict:
     """Whether pieces of any sizes could fit ``steps`` timesteps, by column generation.
 
     The verifier's rules act point by point of a chunk, so a schedule of pieces of any sizes is,
@@ -82,7 +83,8 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
     (every allreduce chunk needs the same), fit the links. The master LP (HiGHS) mixes the
     one-piece schedules found so far to least overload ``theta`` (the most any link carries in a
     timestep, in chunks); the cheapest one-piece schedule under its duals ``y`` (summing to 1)
-    is the next column. Weak duality: ``theta >= n * min_P y . u_P`` for ``n`` chunks, so with
+    is the next column, with its images under ``symmetries`` (node maps of the system, under
+    which the LP's optimum is unchanged: they only speed it up). Weak duality: ``theta >= n * min_P y . u_P`` for ``n`` chunks, so with
     integer weights ``Y`` (the duals times ``scale``, rounded down) ``n * L > sum(Y)``, ``L``
     CP-SAT's proven lower bound on ``min_P Y . u_P``, proves that no mix fits (Gilmore and Gomory, "A Linear Programming Approach to the
     Cutting-Stock Problem", Operations Research 9(6), 1961: the same master and pricing)."""
@@ -95,7 +97,7 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
     weight = {k: 1 for k in keys}
     for r in range(rounds):
         _, uses = cheapest_piece(inst, steps, weight, seconds, workers)
-        cols.append(uses)
+        cols += [c for c in orbit(uses, symmetries) if c not in cols]
         a = np.array([[n * c.get(k, 0) for c in cols] + [-1.0] for k in keys])
         res = linprog(np.r_[np.zeros(len(cols)), 1.0], A_ub=a, b_ub=np.zeros(len(keys)),
                       A_eq=np.r_[np.ones(len(cols)), 0.0][None, :], b_eq=[1.0], method="highs")
@@ -110,6 +112,30 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
         if res.fun <= 1 + 1e-9:
             return {**out, "verdict": "a mix of the found one-piece schedules fits"}
     return {**out, "verdict": "undecided"}
+
+
+def rail_symmetries(k: int, g: int) -> list[dict]:
+    """The node maps of ``k`` boxes of ``g`` GPUs on rails (the ids of ``rails``): boxes
+    permuted by a cyclic shift, rails by any permutation."""
+    from itertools import permutations
+
+    n = k * g
+    out = []
+    for shift in range(k):
+        for perm in permutations(range(g)):
+            m = {b * g + i: ((b + shift) % k) * g + perm[i] for b in range(k) for i in range(g)}
+            m.update({n + b: n + (b + shift) % k for b in range(k)})
+            m.update({n + k + i: n + k + perm[i] for i in range(g)})
+            out.append(m)
+    return out
+
+
+def orbit(uses: dict, symmetries: list | None) -> list[dict]:
+    """``uses`` (``{((src, dst), t): 1}``) under each node map of ``symmetries`` (itself alone
+    without them)."""
+    if not symmetries:
+        return [uses]
+    return [{((m[a], m[b]), t): v for ((a, b), t), v in uses.items()} for m in symmetries]
 
 
 def _links(inst) -> list:
@@ -134,7 +160,8 @@ def main(argv=None) -> int:
         for system in a.systems.split(","):
             k, g = map(int, system.split("x"))
             t0 = time.perf_counter()
-            got = fractional(make_instance(rails(k, g, True), "allreduce"), a.fractional, a.seconds, a.workers)
+            got = fractional(make_instance(rails(k, g, True), "allreduce"), a.fractional, a.seconds, a.workers,
+                             symmetries=rail_symmetries(k, g))
             print(f"{system} SHARP rails, {a.fractional} timesteps: {got} ({time.perf_counter() - t0:.0f} s)", flush=True)
         return 0
     print("| system | piece | bound | timesteps | CP-SAT | s | verified | within TEN capacity |")
