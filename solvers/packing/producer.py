@@ -24,6 +24,9 @@ reduce-scatter then allgather, each shard's allgather overlapped on its reductio
 the two forests chosen together (:mod:`.overlap`). Combining collectives
 through switch nodes are verified route by route (a switch forwards, GPUs reduce;
 :mod:`collsynth.tens.verify`), except with instant switch hops or a pipelined latency (refused).
+Where a switch reduces, the routes of one tree that reach it in one step share that arrival
+(:func:`_tree_hops`): the reduction's partial sums leave it once, and the allreduce's result
+is multicast from it (refused where the switch does not multicast).
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+import numpy as np
+
 from ... import InputError
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND, topology_field
+from ...instances.switch_ops import copying_mask, reducing_mask
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
@@ -238,20 +244,40 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
     return best if best is not None else (opt.k, opt.tau)
 
 
-def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset()) -> tuple[list[int], list[int], list[int]]:
+def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset(), summing: frozenset = frozenset()
+               ) -> tuple[list[int], list[int], list[int]]:
     """Every hop of a routed tree: ``(src, dst, steps below the root before it)``. A hop in
     ``instant`` (a switch-to-NPU hop of a topology whose switch hop is instant) leaves in the
-    step its piece reached the switch; every other hop one step after its piece arrived."""
+    step its piece reached the switch; every other hop one step after its piece arrived.
+
+    ``summing``: the switches that add up what reaches them for one piece in one step
+    (:mod:`collsynth.instances.switch_ops`). A route reaching one of them in a step another
+    route of the tree already reaches it in leaves from there instead (its hops up to that
+    arrival are dropped): in the trees' direction the switch multicasts the one arrival, and in
+    their time reversal (a reduction) the partial sums of the step leave the switch once, on
+    the kept route (:func:`_shared_arrival`)."""
     depth = {tree.root: 0}
     src, dst, before = [], [], []
+    reached: set = set()  # (summing switch, steps before its arrival) of the kept hops
     for route in tree.routes:
         at = depth[route[0]]
+        hops = []
         for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
             if i > 0 and (a, b) not in instant:
                 at += 1
-            src.append(a), dst.append(b), before.append(at)
+            hops.append((a, b, at))
         depth[route[-1]] = at + 1
+        kept = hops[_shared_arrival(hops, summing, reached):]
+        reached.update((b, h) for _, b, h in kept if b in summing)
+        for a, b, h in kept:
+            src.append(a), dst.append(b), before.append(h)
     return src, dst, before
+
+
+def _shared_arrival(hops: list[tuple[int, int, int]], summing: frozenset, reached: set) -> int:
+    """The index of the first hop of ``hops`` (a route's ``(src, dst, steps before)``) after its
+    last arrival at a switch of ``summing`` that ``reached`` already holds; 0 when there is none."""
+    return max((i + 1 for i, (_, b, h) in enumerate(hops) if b in summing and (b, h) in reached), default=0)
 
 
 def instant_pairs(topology) -> frozenset:
@@ -306,7 +332,40 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2).
     The sends are the expansion of the trees plus that rule (:mod:`.compact`)."""
     instant = frozenset() if f.transposed else instant_pairs(instance.topology)
-    return expand(compact.pipelined(instance, f, pieces, lambda tree: _tree_hops(tree, instant)))
+    summing = summing_switches(instance)
+    multicast = frozenset() if f.transposed else summing
+    copy = copying_mask(instance.topology, False)
+
+    def hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
+        got = _tree_hops(tree, instant, summing)
+        _refuse_multicast(got, multicast, copy, instance.collective.kind)
+        return got
+
+    return expand(compact.pipelined(instance, f, pieces, hops))
+
+
+def summing_switches(instance: Instance) -> frozenset:
+    """The switches that add up what reaches them for one piece in one step: the reducing
+    switches (:func:`collsynth.instances.switch_ops.reducing_mask`) when the collective combines,
+    else none (they forward the pieces of other collectives)."""
+    if not instance.collective.combining:
+        return frozenset()
+    return frozenset(np.flatnonzero(reducing_mask(instance.topology)).tolist())
+
+
+def _refuse_multicast(hops: tuple[list[int], list[int], list[int]], summing: frozenset, copy, kind: str) -> None:
+    """Refuse (:class:`Unsupported`) a tree whose hops leave one of the switches ``summing`` (the
+    routes through them share their arrivals: :func:`_tree_hops`) twice in one step where it
+    does not multicast (``copy[node]`` false), or twice on one link in one step (its one sum
+    would be sent twice)."""
+    seen, links = set(), set()
+    for a, b, h in zip(*hops):
+        if a in summing:
+            if (a, b, h) in links or (not copy[a] and (a, h) in seen):
+                raise Unsupported(f"tree-packing: the {kind}'s trees would send one result out of switch {a} "
+                                  f"{'twice on one link' if copy[a] else 'twice (it sums but does not multicast)'} "
+                                  "in one step; use nvls or nvls-tree")
+            seen.add((a, h)), links.add((a, b, h))
 
 
 def _check(instance: Instance) -> None:

@@ -291,6 +291,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         fitted = ", ".join(sorted(cal.efficiency))
         raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {fitted}; "
                                           f"this instance also has {', '.join(missing)} (calibrate on its system)")
+    _refuse_switch_sums(schedule, instance)
     program, grid = program_of(schedule, instance)
     f = program_features(program, instance)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
@@ -300,6 +301,21 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     if grid != schedule.denom:
         extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid"
     return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
+
+
+def _refuse_switch_sums(schedule, instance) -> None:
+    """Refuse (:class:`~collsynth.InputError` on ``schedule``) a schedule that sums in a switch
+    (:func:`collsynth.tens.switch_routes.summed_in_switch`): it runs as an MSCCL++ plan with
+    switch channels (:mod:`collsynth.tens.export_switch`), not as the MSCCL XML program this
+    model prices, and no measurement of NVLS or SHARP calibrates it (module doc: not modelled)."""
+    from ..switch_routes import summed_in_switch
+    if schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else False:
+        return
+    i = summed_in_switch(schedule, instance)
+    if i is not None:
+        raise InputError("schedule", f"send {i} sums in a reducing switch: it runs as an MSCCL++ switch-channel plan "
+                                     "(multimem load-reduce and store), which this model of msccl-executor's programs "
+                                     "does not price and no calibration measures (none exists for H100 NVLS or SHARP)")
 
 
 def _no_latency(cal: Calibration) -> Calibration:

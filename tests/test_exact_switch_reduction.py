@@ -1,0 +1,62 @@
+"""The exact model of ``exact_switch_reduction.py`` (every schedule of whole chunks through
+reducing switches, not only one reduction tree per chunk) against optima derived by hand, the
+``timesteps`` bounds and the TEN ILP with reducing switches.
+
+By hand (``test_ten_ilp_reducing_switch.py``'s module doc and
+``test_on_rails_a_chunk_summed_in_two_places_meets_the_bound_the_model_cannot``): 4 GPUs
+around one reducing, multicasting switch need 5 timesteps (nothing reaches a GPU in the
+first, then 4 results over one in-link), and 2 x 2 GPUs on SHARP rails need 5 too (4 results
+over two in-links, none before the diagonal peer's contribution arrives at 4: ``3 + 2``),
+which the two-places schedule meets.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collsynth.instances.instance import make_instance
+from collsynth.tens.bounds import combining_arrivals, instance_bounds, respects_ten_capacity
+from collsynth.tens.verify import verify
+
+from test_ten_ilp_reducing_switch import _supply, box, rails, solve
+
+try:  # ortools may be absent, or refuse to load beside another HiGHS in the same process
+    importlib.import_module("ortools.sat.python.cp_model")
+except ImportError as e:
+    pytest.skip(f"CP-SAT (ortools) does not load: {e}", allow_module_level=True)
+from exact_switch_reduction import fits, least_steps  # noqa: E402
+
+
+@pytest.mark.parametrize("inst", [box(), make_instance(rails(2, 2, True), "allreduce")], ids=["box", "2x2 rails"])
+def test_the_hand_optima(inst):
+    assert fits(inst, 4)[0] == "INFEASIBLE"
+    status, s = fits(inst, 5)
+    assert status == "OPTIMAL" and s is not None
+    assert verify(s, inst) is None and respects_ten_capacity(s, inst) and s.num_steps <= 5
+
+
+def test_halves_do_not_beat_whole_chunks_on_the_box():
+    """Each GPU's one in-link takes 4 chunks' worth of results after the first timestep,
+    whatever the pieces: 5 again with halves."""
+    inst = box()
+    assert fits(inst, 4, pieces=2)[0] == "INFEASIBLE"
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2)]), st.booleans())
+def test_no_bound_exceeds_the_exact_optimum_and_the_ilp_never_beats_it(shape, copy):
+    """The instance's ``timesteps`` bound and ``combining-arrivals`` are at most the exact
+    optimum (whose schedule the verifier accepts); the TEN ILP's schedules are a subclass,
+    so its objective is at least it."""
+    k, g = shape
+    inst = box(n=g, copy=False) if k == 1 and not copy else make_instance(rails(k, g, True), "allreduce")
+    bound = instance_bounds(inst).timesteps.value
+    steps, s = least_steps(inst, int(bound))
+    assert verify(s, inst) is None and respects_ten_capacity(s, inst)
+    assert bound <= steps and combining_arrivals(inst, *_supply(inst)).value <= steps
+    o = solve(inst, limit=20.0)
+    if o.schedule is not None:
+        assert steps <= o.objective
