@@ -13,6 +13,8 @@ which the two-places schedule meets.
 from __future__ import annotations
 
 import importlib
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -21,13 +23,31 @@ from collsynth.instances.instance import make_instance
 from collsynth.tens.bounds import combining_arrivals, instance_bounds, respects_ten_capacity
 from collsynth.tens.verify import verify
 
+import exact_switch_reduction
 from test_ten_ilp_reducing_switch import _supply, box, rails, solve
 
-try:  # ortools may be absent, or refuse to load beside another HiGHS in the same process
+pytest.importorskip("ortools")  # an optional extra; CI installs it
+
+
+def _load_cp_sat_first() -> None:
+    """CP-SAT loads in a process only before any other HiGHS library (the HiGHS symbol clash)."""
     importlib.import_module("ortools.sat.python.cp_model")
-except ImportError as e:
-    pytest.skip(f"CP-SAT (ortools) does not load: {e}", allow_module_level=True)
-from exact_switch_reduction import fits, least_steps  # noqa: E402
+
+
+def _in_child(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a fresh interpreter that loads CP-SAT before anything else,
+    as the project's OR-Tools backends run (this process may hold HiGHS already)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=ctx, initializer=_load_cp_sat_first) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
+
+
+def fits(inst, steps: int, **kwargs):
+    return _in_child(exact_switch_reduction.fits, inst, steps, **kwargs)
+
+
+def least_steps(inst, start: int, **kwargs):
+    return _in_child(exact_switch_reduction.least_steps, inst, start, **kwargs)
 
 
 @pytest.mark.parametrize("inst", [box(), make_instance(rails(2, 2, True), "allreduce")], ids=["box", "2x2 rails"])

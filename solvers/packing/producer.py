@@ -490,7 +490,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
         f = forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                    options.params.get("trees"), shape=options.params.get("shape") or "auto")
         instant = frozenset() if transposed else instant_pairs(instance.topology)
-        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant)), f.k, f.tau
+        summing = summing_switches(instance)
+        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing)), f.k, f.tau
     pieces = options.params.get("pieces")
     trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
