@@ -39,9 +39,8 @@ import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
-from ...tens.status import Status
 from ..producers import Outcome, Producer, Unsupported
-from .phases import ALL, Phase, build, collective_of
+from .phases import constructed, ALL, Phase, build, collective_of
 from .swing import pi
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
@@ -127,8 +126,7 @@ def _run(instance: Instance, options) -> Outcome:
     sched = bine_schedule(instance)
     coll = instance.collective
     cf = bine_cost(coll.kind, len(coll.nodes), coll.message_bytes, *_link_costs(instance))
-    return Outcome(sched, Status.CONSTRUCTED, objective=float(sched.num_steps), units="steps",
-                   extra={"closed_form": cf})
+    return constructed(sched, cf)
 
 
 PRODUCERS = [Producer(

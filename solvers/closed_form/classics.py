@@ -39,7 +39,7 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ..producers import Outcome, Producer, Unsupported
-from .phases import (ALL, Phase, bfb_ring_allgather_phase, binary_tree_broadcast_phase,
+from .phases import (constructed, ALL, Phase, bfb_ring_allgather_phase, binary_tree_broadcast_phase,
                      binomial_broadcast_phase, binomial_scatter_phase, bruck_allgather_phase, build,
                      bucket_allgather_phase, chain_broadcast_phase, direct_phase,
                      doubling_allgather_phase, double_tree_phases, rabenseifner_core,
@@ -478,10 +478,7 @@ def _producer(classic: Classic) -> Producer:
     def run(instance: Instance, options) -> Outcome:
         sched = classic.schedule(instance)
         cf = closed_form_for(classic.name, instance)
-        return Outcome(
-            sched, "constructed", objective=float(sched.num_steps), units="steps",
-            extra={"closed_form": {k: (str(v) if isinstance(v, Fraction) else v) for k, v in cf.items()}},
-        )
+        return constructed(sched, cf)
 
     return Producer(classic.name, "closed-form", run, classic.summary)
 

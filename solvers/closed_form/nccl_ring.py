@@ -34,10 +34,9 @@ import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
-from ...tens.status import Status
 from ..producers import Outcome, Param, Producer
 from .nccl_channels import channels, hop_costs, ring_hops
-from .phases import (ALL, Phase, build, collective_of, ring_allgather_phase,
+from .phases import (constructed, ALL, Phase, build, collective_of, ring_allgather_phase,
                      ring_reduce_scatter_phase)
 
 KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
@@ -128,8 +127,7 @@ def _run(instance: Instance, options) -> Outcome:
     rings = sched.meta["rings"]
     alpha, s = hop_costs(instance, channel_hops(coll.kind, rings))
     cf = ring_cost(coll.kind, len(coll.nodes), len(rings), coll.message_bytes, alpha, s, sched.meta.get("pieces", 1))
-    return Outcome(sched, Status.CONSTRUCTED, objective=float(sched.num_steps), units="steps",
-                   extra={"closed_form": cf})
+    return constructed(sched, cf)
 
 
 PRODUCERS = [Producer(

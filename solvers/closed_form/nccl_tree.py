@@ -37,10 +37,9 @@ import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
-from ...tens.status import Status
 from ..producers import Outcome, Param, Producer
 from .nccl_channels import BOX_KEYS, Channels, channels, hop_costs
-from .phases import Phase, _height, build, collective_of, double_binary_trees
+from .phases import constructed, Phase, _height, build, collective_of, double_binary_trees
 
 MAX_PIECES = 256  # pieces per tree the automatic choice may take
 MAX_SENDS = 4_000_000  # the automatic choice keeps the schedule's sends below this
@@ -146,8 +145,7 @@ def _run(instance: Instance, options) -> Outcome:
     alpha, s = edge_costs(instance, trees)
     cf = tree_cost(sched.meta["depth"], sched.meta["channels"], instance.collective.message_bytes, alpha, s,
                    sched.meta["pieces"])
-    return Outcome(sched, Status.CONSTRUCTED, objective=float(sched.num_steps), units="steps",
-                   extra={"closed_form": cf})
+    return constructed(sched, cf)
 
 
 PRODUCERS = [Producer(

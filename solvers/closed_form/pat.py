@@ -36,9 +36,8 @@ import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
-from ...tens.status import Status
 from ..producers import Outcome, Param, Producer
-from .phases import Phase, build, collective_of
+from .phases import constructed, Phase, build, collective_of
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 
@@ -95,8 +94,7 @@ def _run(instance: Instance, options) -> Outcome:
     T_L, T_B = steps * alpha, float(units) * coll.message_bytes / p / bw
     cf = {"steps": steps, "T_B_chunks": str(units * coll.chunks_per_node), "T_L_s": T_L, "T_B_s": T_B,
           "total_s": T_L + T_B}
-    return Outcome(sched, Status.CONSTRUCTED, objective=float(sched.num_steps), units="steps",
-                   extra={"closed_form": cf})
+    return constructed(sched, cf)
 
 
 PRODUCERS = [Producer(

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
 from ...instances import Instance
 from ...tens.schedule import Schedule, from_arrays
-from ..producers import Unsupported
+from ...tens.status import Status
+from ..producers import Outcome, Unsupported
 
 ALL = -1  # block marker: "every buffer chunk" (broadcast / reduce: chunks 0..c-1)
 
@@ -118,6 +120,15 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
         step=arr["step"], lo=arr["lo"], hi=arr["hi"], denom=denom, op=arr["op"].astype(np.int8),
         routing="links" if on_links else "shortest-path", meta={"algorithm": name, **(meta or {})},
     )
+
+
+def constructed(sched: Schedule, closed_form: dict) -> Outcome:
+    """A closed form's outcome: ``sched`` as constructed (no optimality claim), its step count
+    the objective, and ``closed_form`` (the textbook cost the schedule is checked against;
+    fractions written as strings) in the row's ``extra``."""
+    cf = {k: (str(v) if isinstance(v, Fraction) else v) for k, v in closed_form.items()}
+    return Outcome(sched, Status.CONSTRUCTED.value, objective=float(sched.num_steps), units="steps",
+                   extra={"closed_form": cf})
 
 
 def collective_of(instance: Instance, name: str, kinds: tuple[str, ...]):
