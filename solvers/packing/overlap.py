@@ -149,8 +149,8 @@ def _distinct(forests: list) -> list:
 def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None) -> tuple[str, dict]:
     """The name of the pair of least priced time summed over ``models`` and what was priced
     (``{name: {model: s}}``; ``price(pair)``: the times of the overlapped allreduce after
-    verifying, None when it does not verify, so an unverified pair is never kept). The first
-    pairs are priced in order while their sends together fit :data:`PROBE_SENDS` (``sends(pair)``;
+    verifying, None when it does not verify, so an unverified pair is never kept). The pairs
+    are priced in order while their sends together fit :data:`PROBE_SENDS` (``sends(pair)``;
     a pair that would exceed it is passed over); the first pair is kept alone when it does not
     fit by itself or the run is out of time; a pair left unpriced is not chosen."""
     names = list(pairs)
@@ -159,11 +159,12 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
     for name in names:
         if deadline is not None and deadline.expired():
             break
-        if sends(pairs[name]) > left:
+        cost = sends(pairs[name])
+        if cost > left:
             if name == names[0]:
                 break
             continue
-        left -= sends(pairs[name])
+        left -= cost
         got = price(pairs[name])
         if got is not None:
             priced[name] = got
