@@ -42,9 +42,10 @@ from dataclasses import dataclass
 import networkx as nx
 
 from ...instances import Instance
-from ..producers import Unsupported
+from ..producers import Param, Unsupported
 
 BOX_KEYS = ("gpus_per_node", "gpus_per_chassis")  # topology meta naming the GPUs of a box
+CHANNELS = Param("channels", int, None, "channels (default: one per NIC of a box)", low=1, high=64)  # NCCL_MIN_NCHANNELS
 SEARCH_STEPS = 200_000  # depth-first steps of one Hamiltonian path search before giving up
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE, Schedule
 from ..producers import Outcome, Param, Producer
-from .nccl_channels import channels, hop_costs, ring_hops
+from .nccl_channels import CHANNELS, channels, hop_costs, ring_hops
 from .phases import (constructed, ALL, Phase, build, collective_of, ring_allgather_phase,
                      ring_reduce_scatter_phase)
 
@@ -134,7 +134,7 @@ PRODUCERS = [Producer(
     "nccl-ring", "closed-form", _run,
     "NCCL's rings: one per channel on its own NIC, the data split over them "
     "(NCCL search.cc; Thakur et al., IJHPCA 2005)",
-    params=(Param("channels", int, None, "channels (default: one per NIC of a box)", low=1, high=64),
+    params=(CHANNELS,
             Param("pieces", int, None,
                   "pieces per channel of a broadcast / reduce chain (default: the closed form's best)",
                   low=1, high=MAX_PIECES)))]

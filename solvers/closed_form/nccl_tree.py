@@ -38,7 +38,7 @@ import numpy as np
 from ...instances import Instance
 from ...tens.schedule import OP_COPY, OP_REDUCE, Schedule
 from ..producers import Outcome, Param, Producer
-from .nccl_channels import BOX_KEYS, Channels, channels, hop_costs
+from .nccl_channels import CHANNELS, BOX_KEYS, Channels, channels, hop_costs
 from .phases import constructed, Phase, _height, build, collective_of, double_binary_trees
 
 MAX_PIECES = 256  # pieces per tree the automatic choice may take
@@ -152,5 +152,5 @@ PRODUCERS = [Producer(
     "nccl-tree", "closed-form", _run,
     "NCCL's trees: per channel a double binary tree across boxes on its NIC and a chain in each box, pipelined "
     "(NCCL trees.cc; Sanders et al., Parallel Computing 2009)",
-    params=(Param("channels", int, None, "channels (default: one per NIC of a box)", low=1, high=64),
+    params=(CHANNELS,
             Param("pieces", int, None, "pieces per tree (default: the closed form's best)", low=1, high=4096)))]
