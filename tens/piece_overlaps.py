@@ -90,12 +90,23 @@ def _window(g, prefix, a_lo, a_hi, lo, hi, gstart, by_lo, disjoint):
 
 
 def by_piece(lo, hi, members, gstart) -> tuple[np.ndarray, np.ndarray]:
-    """Every group's members sorted by piece (``lo``), and whether each group's pieces are
-    pairwise disjoint (then they also ascend by ``hi`` and an overlap query is a bisection)."""
+    """Every group's members sorted by piece (``lo``, then ``hi``), and whether each group's
+    pieces then also ascend by ``hi`` (pairwise disjoint pieces do, and so do a reduction's,
+    where every child of a relay sends it the same piece); an overlap query is then a
+    bisection: the pieces overlapping ``[a, b)`` are those ending after ``a`` (a suffix of that
+    order) that start before ``b`` (a prefix).
+
+    >>> lo, hi = np.array([1, 0, 1, 1]), np.array([2, 1, 2, 3])  # [1, 2) twice beside [0, 1)
+    >>> by_piece(lo, hi, np.array([0, 1, 2], np.int32), np.array([0, 3]))[1].tolist()
+    [True]
+    >>> lo[3], hi[3] = 0, 3  # [0, 3) sorts before [1, 2) and ends after it
+    >>> by_piece(lo, hi, np.array([0, 1, 2, 3], np.int32), np.array([0, 4]))[1].tolist()
+    [False]
+    """
     groups = len(gstart) - 1
     gid = np.repeat(np.arange(groups, dtype=np.int32), np.diff(gstart))
-    by_lo = members[np.lexsort((lo[members], gid))].astype(np.int32)
-    clash = (gid[1:] == gid[:-1]) & (hi[by_lo[:-1]] > lo[by_lo[1:]])
+    by_lo = members[np.lexsort((hi[members], lo[members], gid))].astype(np.int32)
+    clash = (gid[1:] == gid[:-1]) & (hi[by_lo[:-1]] > hi[by_lo[1:]])
     disjoint = np.ones(groups, np.bool_)
     disjoint[gid[1:][clash]] = False
     return by_lo, disjoint
