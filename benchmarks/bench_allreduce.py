@@ -30,8 +30,8 @@ M = 1e9
 TIME_LIMIT_S = 900
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 PRODUCERS = ("tree-packing",)  # ring and direct (--producers) are 7-20x off on the multi-box systems
-SYSTEMS = systems("A100 x1", "A100 x2", "A100 x4", "MI250 x1", "MI250 x2", "DGX-H100 x1", "DGX-H100 x2",
-                  "DGX-H100 x8", "DGX-2 x2") + [
+SYSTEMS = systems("A100 x1", "A100 x2", "A100 x4", "A100 x8", "MI250 x1", "MI250 x2", "MI250 x4", "MI250 x8",
+                  "DGX-H100 x1", "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x8", "DGX-2 x1", "DGX-2 x2") + [
     ("NDv2 x2", "ndv2", {"chassis": 2, "inter_chassis": "switch", "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
     ("TACOS ring x complete x switch 4x4x2", "corpus:tacos-hier-ring-fc-switch-4x4x2-allgather", {})]
 MODELS = ("event", "event-inorder", "sync")
