@@ -4,16 +4,16 @@ A reduce-scatter built as the time reversal of a pipelined allgather forest (Zha
 "ForestColl", arXiv 2402.06787, Section 4) sends every GPU's own input at once: under the
 ``event`` model each link is a FIFO, so a GPU's own data, ready at time 0, leaves before any
 partial sum it relays, which is ready only when its children's pieces have arrived
-(``docs/cost-models.md``). Where one link carries both (A100 x2 at the optimum's 13 trees a
-shard: each NIC up-link carries 2 units of its GPU's own data and 13 of relayed sums), the
-relayed stream starves and the whole reduction waits: 2.38x the bound under ``event`` against
-1.0025x under ``sync`` and ``event-inorder`` (1 GB, alpha 0). One packed tree a shard (the
-forest the latency choice already offers) packs those links purely (own data or relayed sums,
-never both) at 7/6 of a shard's time against the optimum's 15/13 there (1.011x): 1.0135x under
-``event`` at 800 pieces. Which is better depends on the system (reversed rings, whose every
-GPU relays, run at the bound under FIFO), so :func:`choose` measures: both forests emitted at
-:data:`PROBE_PIECES` pieces, verified and priced under the objective's models, the least
-summed time kept. Measured by ``benchmarks/bench_allreduce.py``.
+(``docs/cost-models.md``; :mod:`collsynth.tens.time_reversal` says why the reversal's in-order
+guarantee does not carry over). How much that costs depends on the forest (1 GB, alpha 0, 200
+pieces, ``python benchmarks/bench_time_reversal.py``): on A100 x2 the optimum's 13 two-level
+trees a shard run 1.0117x the bound under ``event`` and one packed tree a shard (7/6 of a
+shard's time against the optimum's 15/13 there) 1.0209x; on DGX-H100 x2 the optimum's ring trees
+run 1.37x (1.017x in order) and one tree a shard 1.041x. (Before the event model found a
+reduction's dependencies exactly, its conservative fallback at 200 pieces priced A100 x2's
+optimum forest at 2.41x: the fallback, not the links.) So :func:`choose` measures: both forests
+emitted at :data:`PROBE_PIECES` pieces, verified and priced under the objective's models, the
+least summed time kept. Measured by ``benchmarks/bench_allreduce.py``.
 """
 
 from __future__ import annotations
