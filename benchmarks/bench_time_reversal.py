@@ -73,7 +73,7 @@ def main(labels: list[str], shapes: list[str], pieces: int, trees: list) -> None
             for k in trees:
                 r = row(by_label[label], shape, pieces, k)
                 rows.append(r)
-            print(r, file=sys.stderr, flush=True)
+                print(r, file=sys.stderr, flush=True)
     keys = list(rows[0])
     cells = [[f"{r[k]:.4f}" if isinstance(r[k], float) else str(r[k]) for k in keys] for r in rows]
     print("\n".join(table(keys, cells)))
