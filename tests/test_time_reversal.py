@@ -13,6 +13,7 @@ from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.solvers.packing import producer as packing
 from collsynth.tens import cost_models, verify
+from collsynth.tens.bounds import instance_bounds
 from collsynth.tens.schedule import from_sends, reverse
 from collsynth.tens.time_reversal import in_order_times, late_sends, reversed_in_time
 from test_partition_bound import switched
@@ -63,7 +64,8 @@ def test_the_reversal_of_a_packed_allgather_verifies_and_is_never_slower_in_orde
     """Random switched boxes: tree packing's allgather on the transposed topology, reversed in
     time, verifies as the reduce-scatter; no send starts later than due (the module doc's
     induction), so its in-order time is at most the allgather's; its ``sync`` time equals the
-    allgather's (the same step loads in reverse order). The allgather is priced with each switch
+    allgather's (the same step loads in reverse order); the two instances' lower bounds agree.
+    The allgather is priced with each switch
     forwarding every arrival once (``switch_copy`` false), the pairing its reversal keeps."""
     reduce_scatter = make_instance(topo, "reduce_scatter", message_bytes=2.4e5)
     allgather = make_instance(topo.transpose(), "allgather", message_bytes=2.4e5)
@@ -79,6 +81,9 @@ def test_the_reversal_of_a_packed_allgather_verifies_and_is_never_slower_in_orde
         assert back <= forth * (1 + 1e-9), model
     assert abs(cost_models.price(rs, reduce_scatter, "sync").total_s - cost_models.price(ag, allgather, "sync").total_s
                ) <= 1e-9 * cost_models.price(ag, allgather, "sync").total_s
+    b_rs, b_ag = instance_bounds(reduce_scatter), instance_bounds(allgather)
+    for model in ("event", "sync"):  # by the same reversal, though each is proved by its own arguments
+        assert abs(b_rs.of(model).value - b_ag.of(model).value) <= 1e-9 * b_ag.of(model).value, model
 
 
 @settings(max_examples=6, deadline=None)
