@@ -1,7 +1,10 @@
-"""Reduction forests for FIFO links (solvers/packing/fifo_reduce.py): on ForestColl's A100 x2
-the reduce-scatter's forest at alpha 0 is measured against one packed tree a shard, and the
-one kept runs near the bound under the FIFO ``event`` model where the optimum's forest starved
-(2.38x, ``benchmarks/bench_allreduce.py``); under ``objective=sync`` the optimum's stays."""
+"""Reduction forests for FIFO links (solvers/packing/fifo_reduce.py): the reduce-scatter's
+forest at alpha 0 is measured against one packed tree a shard. On ForestColl's A100 x2 the
+optimum's 13 two-level trees a shard are kept (1.0117x the bound under ``event`` at 200 pieces,
+one tree a shard 1.0209x; the 2.38x once measured there was the event model's conservative
+dependency fallback); on DGX-H100 x2 the optimum's ring trees starve under FIFO (1.37x) and one
+tree a shard, whose links each carry a GPU's own data or relayed sums but never both, is kept
+(1.041x, ``benchmarks/bench_time_reversal.py``); under ``objective=sync`` the optimum's stays."""
 
 from __future__ import annotations
 
@@ -20,18 +23,17 @@ from test_partition_bound import switched
 A100X2 = {"nodes": 2, "nvlink_alpha": 0.0, "nic_alpha": 0.0}
 
 
-def _instance():
-    return make_instance(build("forestcoll_a100", A100X2), "reduce_scatter", message_bytes=1e9)
+def _instance(generator: str):
+    return make_instance(build(generator, A100X2), "reduce_scatter", message_bytes=1e9)
 
 
-def _mixed_links(sched) -> int:
+def _mixed_links(sched, switches) -> int:
     """Links over which some GPU sends both a piece of its own input (a piece of a chunk it
     has received nothing of before) and a piece it relays, read from the schedule's sends."""
     got = defaultdict(set)  # (node, chunk) -> steps it received that chunk in
     for s in sched.sends():
         got[(s.dst, s.chunk)].add(s.step)
     kinds = defaultdict(set)
-    switches = set(range(16, 36))
     for s in sched.sends():
         if s.src in switches:
             continue
@@ -40,17 +42,18 @@ def _mixed_links(sched) -> int:
     return sum(1 for k in kinds.values() if len(k) == 2)
 
 
-@pytest.mark.parametrize("objective,trees", [("sync+event", 1), ("sync", 13)])
-def test_the_reduction_forest_is_chosen_for_the_objective(objective, trees):
-    inst = _instance()
+@pytest.mark.parametrize("generator,objective,trees", [("forestcoll_a100", "sync+event", 13),
+                                                       ("dgx_h100", "sync+event", 1), ("dgx_h100", "sync", 2)])
+def test_the_reduction_forest_is_chosen_for_the_objective(generator, objective, trees):
+    inst = _instance(generator)
     row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=600, params={"pieces": 20,
                                                                                    "objective": objective}))
     assert row["verified"]
     assert row["extra"]["forests"][0]["trees_per_shard"] == trees
+    if objective != "sync":
+        assert row["time_event_s"] <= 1.2 * bounds.instance_bounds(inst).event.value  # 20 pieces: fill ~ 1/20
     if trees == 1:
-        bound = bounds.instance_bounds(inst).event.value
-        assert _mixed_links(sched) == 0
-        assert row["time_event_s"] <= 1.2 * bound  # 20 pieces: pipeline fill ~ 1/20 of it
+        assert _mixed_links(sched, inst.topology.switches) == 0
 
 
 @settings(max_examples=4, deadline=None)
