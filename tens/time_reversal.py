@@ -34,7 +34,14 @@ greedy forest at 200 pieces): the allgather 1.0017x the bound in order, its exac
 1.0017x in order (no send late) and 1.22x under ``event``, the same as the step reversal's
 1.22x; listing every GPU's own data first in every link's order (what FIFO does) makes the
 in-order time 1.63x: on that forest 88 % of the sends carry a GPU's own data, and the NVLink
-ports that carry most of it also carry the relays the NICs wait for.
+ports that carry most of it also carry the relays the NICs wait for. Waiting *more* can help:
+the same ring reduce-scatter priced with every send waiting for every earlier arrival of its
+chunk at its source (the event model's dependency fallback, ``exact_deps=False``) runs 1.17x
+instead of 1.37x on DGX-H100 x2 and 1.0012x instead of 1.018x on one MI250 box, but the greedy
+forests run slower so (1.22x -> 1.55x, 1.61x -> 1.76x). What pins the reversed order on every
+link is the in-order model's rule itself (each link serves in step order, as an MSCCL thread
+block runs its sends): a schedule would have to declare that each send also waits for the one
+before it on its link, and the exporters emit those waits; that is not built.
 """
 
 from __future__ import annotations
