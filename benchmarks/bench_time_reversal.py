@@ -6,14 +6,15 @@ Run: ``python benchmarks/bench_time_reversal.py`` (``--only "DGX-H100 x2"``, ``-
 ``greedy`` the flow-tested growth) and trees per shard (the producer's, or one: the forest
 :mod:`collsynth.solvers.packing.fifo_reduce` compares) the producer's reduce-scatter forest is
 emitted at ``--pieces`` pieces; its step reversal is the allgather on the transposed topology,
-every switch forwarding each arrival once, and that allgather's exact time reversal (:func:`collsynth.tens.time_reversal.reversed_in_time`) is
-verified as the reduce-scatter, then both are priced under ``event`` (FIFO links),
-``event-inorder`` (each link in step order) and ``sync``. The row gives each time over the
-reduce-scatter's bound (the allgather's on the transposed topology is the same), the sends of
-the reversal that start later than due in order (``late``: the induction of
-:mod:`collsynth.tens.time_reversal` says 0), and the in-order and ``event`` times of the step
-reversal (:func:`collsynth.tens.schedule.reverse`: the producer's reduce-scatter) for comparison. ``event`` is where the reversal is not the allgather: a GPU's own data,
-ready at once, leaves before any partial it relays.
+every switch forwarding each arrival once, and that allgather's exact time reversal
+(:func:`collsynth.tens.time_reversal.reversed_in_time`) is verified as the reduce-scatter;
+all are priced under ``event`` (FIFO links), ``event-inorder`` (each link in step order) and
+``sync``. The row gives each time over the reduce-scatter's bound (the allgather's on the
+transposed topology is the same), the sends of the reversal that start later than due in order
+(``late``: the induction of :mod:`collsynth.tens.time_reversal` says 0), and the in-order and
+``event`` times of the step reversal (:func:`collsynth.tens.schedule.reverse`: the producer's
+reduce-scatter) for comparison. ``event`` is where the reversal is not the allgather: a GPU's
+own data, ready at once, leaves before any partial it relays.
 """
 
 from __future__ import annotations

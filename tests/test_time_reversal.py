@@ -65,8 +65,8 @@ def test_the_reversal_of_a_packed_allgather_verifies_and_is_never_slower_in_orde
     time, verifies as the reduce-scatter; no send starts later than due (the module doc's
     induction), so its in-order time is at most the allgather's; its ``sync`` time equals the
     allgather's (the same step loads in reverse order); the two instances' lower bounds agree.
-    The allgather is priced with each switch
-    forwarding every arrival once (``switch_copy`` false), the pairing its reversal keeps."""
+    The allgather is priced with each switch forwarding every arrival once (``switch_copy``
+    false), the pairing its reversal keeps."""
     reduce_scatter = make_instance(topo, "reduce_scatter", message_bytes=2.4e5)
     allgather = make_instance(topo.transpose(), "allgather", message_bytes=2.4e5)
     forest = packing.forest(allgather, "allgather", False)
