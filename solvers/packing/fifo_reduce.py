@@ -21,25 +21,42 @@ from __future__ import annotations
 from .trees import hops_of
 
 PROBE_PIECES = 200  # pipeline depth the two forests are compared at (about 1 % of a priced time)
+LEAST_PROBE_PIECES = 25  # or the most that fit PROBE_SENDS, down to this (DGX-H100 x4: 1.80x the bound under
+# event on the optimum's forest, which larger systems kept unprobed at 200 pieces)
 PROBE_SENDS = 500_000  # most sends of the two probes together (a second or two of pricing each)
+
+
+def probe_pieces(f, chunks: int) -> int:
+    """The pipeline depth :func:`choose` probes ``f`` at: :data:`PROBE_PIECES`, or the most
+    whose sends, twice over, fit :data:`PROBE_SENDS`; 0 (no probe) below :data:`LEAST_PROBE_PIECES`.
+
+    >>> from types import SimpleNamespace as F
+    >>> [probe_pieces(F(trees=[F(routes=[[0, 1]] * h)]), 1) for h in (10, 2000, 20000)]
+    [200, 125, 0]
+    """
+    fits = PROBE_SENDS // 2 // max(1, hops_of(f.trees) * chunks)
+    pieces = min(PROBE_PIECES, fits)
+    return pieces if pieces >= LEAST_PROBE_PIECES else 0
 
 
 def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=None):
     """``f`` (a transposed forest at the optimum) or ``one_tree()`` (the one packed tree a shard
     forest of the same collective), whichever priced time summed over ``models`` is less at
-    :data:`PROBE_PIECES` pieces (``price(forest)``: the times under ``models`` after verifying,
-    None when it does not verify, so an unverified one is never chosen); ``f`` under ``sync``
-    alone (its packing is the optimum), when its probe would exceed :data:`PROBE_SENDS` sends,
-    or when the run is out of time. ``chunks``: chunks a root sends per piece (the reduction
-    alone is probed, an allreduce's first half included)."""
+    :func:`probe_pieces` pieces (``price(forest, pieces)``: the times under ``models`` after
+    verifying, None when it does not verify, so an unverified one is never chosen); ``f`` under
+    ``sync`` alone (its packing is the optimum), when even :data:`LEAST_PROBE_PIECES` pieces of
+    its probe would exceed :data:`PROBE_SENDS` sends, or when the run is out of time.
+    ``chunks``: chunks a root sends per piece (the reduction alone is probed, an allreduce's
+    first half included)."""
     if models == ("sync",) or not f.transposed or f.k == 1:
         return f
-    if hops_of(f.trees) * PROBE_PIECES * chunks > PROBE_SENDS // 2:
+    pieces = probe_pieces(f, chunks)
+    if not pieces:
         return f
     if deadline is not None and deadline.expired():
         return f
     one = one_tree()
-    prices = [price(g) for g in (f, one)]
+    prices = [price(g, pieces) for g in (f, one)]
     if prices[1] is None or (prices[0] is not None and sum(prices[0].values()) <= sum(prices[1].values())):
         return f
     return one

@@ -536,7 +536,7 @@ def _fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, c
         return forest(instance, f.kind, True, deadline, options.params.get("growth") == "depth-first", 1,
                       shape=options.params.get("shape") or "auto")
 
-    return fifo_reduce.choose(f, one_tree, lambda g: price_pieces(part, g, fifo_reduce.PROBE_PIECES, models),
+    return fifo_reduce.choose(f, one_tree, lambda g, pieces: price_pieces(part, g, pieces, models),
                               models, chunks, deadline)
 
 
