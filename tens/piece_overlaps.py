@@ -2,9 +2,10 @@
 the ``ten`` and ``event`` models (:mod:`collsynth.tens.dependencies`), found without looking at
 every earlier arrival.
 
-A node's arrivals of one chunk (an arrival *group*, in step order) whose pieces are pairwise
-disjoint (a pipelined tree's: each piece reaches a node once) are sorted by piece, so the ones
-overlapping a send's piece are one run of that order, found by bisection on both ends; any
+A node's arrivals of one chunk (an arrival *group*, in step order) whose pieces, sorted by
+start, also ascend by end (pairwise disjoint pieces, a pipelined tree's: each piece reaches a
+node once; or a reduction's, the same piece from every child of a relay) are sorted so, and
+the ones overlapping a send's piece are one run of that order, found by bisection on both ends; any
 other group offers its whole earlier part (the *prefix*), checked piece by piece.
 
 >>> import numpy as np
@@ -66,7 +67,7 @@ def overlapping_pairs(g_in, p, lo, hi, members, gstart, by_lo, disjoint, budget)
 @njit(cache=True, nogil=True)
 def _window(g, prefix, a_lo, a_hi, lo, hi, gstart, by_lo, disjoint):
     """The candidates for a piece ``[a_lo, a_hi)`` in group ``g``: positions ``[a, b)`` of
-    ``members`` (its first ``prefix`` arrivals) or, when the group's pieces are disjoint, of
+    ``members`` (its first ``prefix`` arrivals) or, when the group's pieces ascend by both ends, of
     ``by_lo`` (the group sorted by piece: the pieces overlapping ``[a_lo, a_hi)`` are a run,
     found by bisection on both ends, which ascend together)."""
     start, end = gstart[g], gstart[g + 1]

@@ -10,10 +10,10 @@ pieces, ``python benchmarks/bench_time_reversal.py``): on A100 x2 the optimum's 
 trees a shard run 1.0117x the bound under ``event`` and one packed tree a shard (7/6 of a
 shard's time against the optimum's 15/13 there) 1.0209x; on DGX-H100 x2 the optimum's ring trees
 run 1.37x (1.017x in order) and one tree a shard 1.041x. (Before the event model found a
-reduction's dependencies exactly, its conservative fallback at 200 pieces priced A100 x2's
-optimum forest at 2.41x: the fallback, not the links.) So :func:`choose` measures: both forests
-emitted at :data:`PROBE_PIECES` pieces, verified and priced under the objective's models, the
-least summed time kept. Measured by ``benchmarks/bench_allreduce.py``.
+reduction's dependencies exactly, its fallback at 200 pieces priced A100 x2's optimum forest at
+2.41x: the fallback, not the links.) So :func:`choose` measures: both forests emitted at
+:func:`probe_pieces` pieces, verified and priced under the objective's models, the least summed
+time kept. Measured by ``benchmarks/bench_allreduce.py``.
 """
 
 from __future__ import annotations
