@@ -8,11 +8,11 @@ peer and one receive peer on one channel (a connection each way) and executes it
 order, a receive waiting for the matching send (the k-th send on a (source, destination,
 channel) connection feeds the k-th receive on it) and a step with ``depid``/``deps`` waiting
 for that step of another thread block. The buffer is processed in loop iterations: each of
-the program's ``nchunksperloop`` chunks is cut into slices of at most
-``buff_bytes / NCCL_STEPS * MSCCL_CHUNKSTEPS / max cnt`` bytes (``msccl.h``:
-``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``, ``stepSize = buffSize / NCCL_STEPS``; the largest
-``cnt`` of a step must fit the connection's buffer), and every thread block runs all its
-steps once per iteration.
+the program's ``nchunksperloop`` chunks is cut into pieces of at most
+``buff_bytes / NCCL_STEPS * MSCCL_CHUNKSTEPS`` bytes (``msccl.h``:
+``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``, ``stepSize = buffSize / NCCL_STEPS``), and every thread
+block runs all its steps once per iteration; a step of ``cnt`` k is as many calls as the
+connection's buffer needs (:func:`collsynth.tens.cost_models.runtime.call_counts`).
 
 :func:`program_features` reduces a program on an instance to the numbers the model prices
 with, per slice byte: each thread block's step count and the chunks it sends; each directed

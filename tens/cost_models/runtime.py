@@ -7,33 +7,42 @@ leave-one-out against published nccl-tests measurements (``benchmarks/bench_fide
 What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
-  step, ``hop_s[class]`` per send (the receiver's credit returns before its buffer slot is
-  reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
+  call of a step, ``hop_s[class]`` per slice it sends (the receiver's credit returns before its
+  buffer slot is reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
   latency-bound), the bytes it sends over ``tb_rate`` (what one thread block copies per
   second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
-- the buffer processed in ``ceil(chunk / slice)`` loop iterations (``slice`` =
-  ``buff_bytes / 2 / max cnt``, msccl-executor's ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``),
-  pipelined: the first iteration, then one period (the slowest thread block, port or GPU)
-  per further iteration. The first iteration lasts at least one period, its critical path
-  (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at ``tb_rate``
-  and each later hop one forwarded slice behind), and the iteration run in rounds: a step
-  that waits for another to finish (the next step of its thread block, a ``depid``) is a
-  round later, and each round lasts as long as its busiest port or thread block. A receive
-  that forwards (``rcs``, ``rrs``) sends slice by slice: NCCL's ``genericOp`` cuts a call of
-  ``s`` bytes into ``SLICES_PER_CALL`` = 2 slices (``MSCCL_CHUNKSTEPS / MSCCL_SLICESTEPS``)
-  of at least ``buff_bytes / 128``, so a forwarding hop starts one slice, a share ``f`` of
-  the chunk, after its sender; the rounds are counted with forwards in their sender's round
-  (``R0``) and one round later (``R1``), and the iteration lasts ``(1 - f) R0 + f R1`` (exact
-  for a chain of forwards). With a few iterations this fill, not the period, decides;
-- a GPU's shared cost per operation: every send and receive of a GPU over a connection of
-  class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share, one after
-  another per iteration, so that more thread blocks doing less each stop helping. On the
-  2x8 A100 the fit puts 0.5 us on NVLink operations and none on IB ones, so it is not NCCL's
-  network proxy thread; what it is (flag and fence traffic in the memory system, the
-  scheduling of 100+ resident thread blocks) is not identified;
+- the buffer processed in ``ceil(chunk / (buff_bytes / 2))`` loop iterations, whatever the
+  steps' ``cnt`` (``msccl_kernel.cu``: ``gridOffset += chunkSize``, ``chunkSize`` =
+  ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2`` steps of ``buff_bytes / NCCL_STEPS``); a step of ``cnt``
+  k runs as ``ceil(k / m)`` calls, ``m = max(1, (buff_bytes / 2) / chunk)`` below 72
+  (``mscclSetupCount``'s ``maxAllowedCount``), and a call of ``n`` bytes moves 2 slices of
+  ``max(n / 2, buff_bytes / 128)``, so it sends one non-empty slice up to ``buff_bytes / 128``
+  and two above (:func:`call_counts`). Every non-empty slice a thread block sends is credited
+  (``hop_s``) and counted in the GPU's shared cost (below): ``postPeer`` fences it
+  (``fence_acq_rel_sys`` on NCCL 2.19, ``__threadfence_system`` on 2.12) and an empty one not.
+  This is the A100 logs' step at 32-64 MiB: NCCL's ring as XML has 512 chunks a loop, so its
+  calls pass ``buff_bytes / 128`` = 32 KiB between 16 and 32 MiB and its fenced slices double;
+  TACCL's 512- and 1,024-chunk programs step between 16 and 32 MiB and between 32 and 64 MiB.
+  Iterations are pipelined: the first iteration, then one period (the slowest thread block,
+  port or GPU) per further iteration. The first iteration lasts at least one period, its
+  critical path (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at
+  ``tb_rate`` and each later hop one forwarded slice behind), and the iteration run in
+  rounds: a step that waits for another to finish (the next step of its thread block, a
+  ``depid``) is a round later, and each round lasts as long as its busiest port or thread
+  block. A receive that forwards (``rcs``, ``rrs``) sends slice by slice, so a forwarding hop
+  starts one slice, a share ``f`` of the chunk, after its sender; the rounds are counted with
+  forwards in their sender's round (``R0``) and one round later (``R1``), and the iteration
+  lasts ``(1 - f) R0 + f R1`` (exact for a chain of forwards). With a few iterations this
+  fill, not the period, decides;
+- a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
+  connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
+  one after another per iteration, so that more thread blocks doing less each stop helping.
+  On the 2x8 A100 the fit puts 0.25 us on NVLink slices and none on IB ones, so it is not
+  NCCL's network proxy thread; the system-scope fence and flag store of each sent slice are
+  the source's candidates (not measured in isolation);
 - a fixed cost per kernel (``launch_s``) and per thread block of the busiest GPU (``tb_s``);
 - the protocol: Simple moves whole buffers; LL moves 8 bytes of which 4 are data (half the
   bandwidth) and LL128 120 of every 128 (NCCL's protocol design, ``src/device/prims_ll.h``,
@@ -46,11 +55,13 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs. A schedule that is not a program (our producers') is priced as its exported MSCCL XML
+SMs, NCCL's P2P read mode (on A100 NVLink the receiving thread block reads over NVLink and the
+sender copies locally: ``p2p.cc``), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
+divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A schedule that is not a program (our producers') is priced as its exported MSCCL XML
 program (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main
-runtime; when its pieces need more chunks per buffer than MSCCL takes, on the finest grid it
-takes (:func:`collsynth.tens.coarsen.coarsen`; the price's ``extra["grid"]`` says so); a
-program read with ``--from msccl-xml`` is priced as written.
+runtime, on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export
+prices lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID` (the price's
+``extra["grid"]`` says which); a program read with ``--from msccl-xml`` is priced as written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
