@@ -297,9 +297,10 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     can name, steps per thread block, dependencies to trace), down to :data:`COARSEST_GRID`;
     in the default dialect, or in the other when only that one's limits take it. Given
     ``seconds`` (program text -> its price), every grid from that one down to
-    :data:`COARSEST_GRID` (halving) is exported and the cheapest program is returned: a coarser
-    grid means fewer chunks a loop, so more loop iterations to pipeline and fewer steps a
-    thread block, at the cost of rounding the schedule's shares."""
+    :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`), and the cheapest program is returned: a coarser grid
+    means fewer chunks a loop, so more loop iterations to pipeline and fewer steps a thread
+    block, at the cost of rounding the schedule's shares."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
@@ -310,24 +311,26 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
         grids.append(grids[-1] // 2)
     best, error = None, None
     for grid in grids:
-        try:
-            text = _export_on(schedule, instance, grid)
-        except InputError as e:
-            error = e
-            continue
-        if seconds is None:
-            return text, grid
-        price = seconds(text)
-        if best is None or price < best[2]:
-            best = (text, grid, price)
+        for fuse in (False, True) if seconds is not None else (False,):
+            try:
+                text = _export_on(schedule, instance, grid, fuse)
+            except InputError as e:
+                error = e
+                continue
+            if seconds is None:
+                return text, grid
+            price = seconds(text)
+            if best is None or price < best[2]:
+                best = (text, grid, price)
     if best is None:
         raise error
     return best[0], best[1]
 
 
-def _export_on(schedule, instance, grid: int) -> str:
+def _export_on(schedule, instance, grid: int, fuse: bool = False) -> str:
     """The MSCCL XML of ``schedule`` moved onto ``grid`` pieces per chunk (when finer), in the
-    first dialect whose limits take it."""
+    first dialect whose limits take it; with ``fuse``, with receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`)."""
     from ..coarsen import coarsen
     from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
     from ..verify import verify
@@ -339,7 +342,7 @@ def _export_on(schedule, instance, grid: int) -> str:
     dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     for k, dialect in enumerate(dialects):
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect)
+            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse)
         except InputError:
             if k == len(dialects) - 1:
                 raise
