@@ -15,7 +15,9 @@ block from ``u`` on ``c`` with its whole send thread block to ``w`` on ``c``.
 :func:`fused` merges such a pair when, walking both thread blocks in order (each connection
 keeps its order), the next receive and the next send move exactly one piece, the send a later
 step, waiting for that receive and for nothing later: they become one step (otherwise the
-earlier op by step goes first). ``rrs`` when the sum is needed nowhere else on the GPU (no other later send
+earlier op by step goes first); and only when the merged thread block is no longer than the
+longer of the two, so that merging never puts in sequence what ran side by side (a pure relay:
+every receive forwarded as it arrives). ``rrs`` when the sum is needed nowhere else on the GPU (no other later send
 of the piece reads it, and the collective does not leave it there: a reduce-scatter's chunk of
 another rank, or a piece a later copy overwrites), else ``rrcs``, which also stores it. Fused
 programs are read back and verified like any export (:mod:`collsynth.tens.readback`).
@@ -89,7 +91,8 @@ def sum_needed(s, kind: str, c: int, root: int, src_r, dst_r, rchunk, reduce):
 
 def _merge_gpu(lst: list, deps: dict, s, rank: dict, reduce) -> tuple[list, dict]:
     """One GPU's thread blocks with receive and send thread blocks of one channel merged where
-    they fuse (greedily, the pair fusing the most first), and ``{("R", i): ("S", j)}`` fused."""
+    they fuse and the merged block is no longer than the longer of the two (greedily, the pair
+    fusing the most first), and ``{("R", i): ("S", j)}`` fused."""
     recv = {(peer, ch): k for k, ((d, peer, ch), _) in enumerate(lst) if d == "recv"}
     send = {(peer, ch): k for k, ((d, peer, ch), _) in enumerate(lst) if d == "send"}
     options = []
@@ -97,7 +100,7 @@ def _merge_gpu(lst: list, deps: dict, s, rank: dict, reduce) -> tuple[list, dict
         for (w, ch2), ks in send.items():
             if ch2 == ch:
                 merged, found = _interleaved(lst[kr][1], lst[ks][1], deps, s, rank, reduce)
-                if found:
+                if found and len(merged) <= max(len(lst[kr][1]), len(lst[ks][1])):
                     options.append((len(found), kr, ks, u, w, ch, merged, found))
     options.sort(key=lambda o: (-o[0], o[1], o[2]))
     used, replace, gone, pairs = set(), {}, set(), {}
