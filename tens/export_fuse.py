@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 
+from .export_deps import wait_graph
+
 __all__ = ["fused", "sum_needed"]
 
 
@@ -37,8 +39,8 @@ def fused(tbs: dict, deps: dict, s, order, reduce, needs_sum) -> tuple[dict, dic
     ``tbs``: GPU -> ``[((direction, peer, channel), ops)]`` with ops ``("S", i)``/``("R", i)``
     (send ``i`` of schedule ``s`` at its source / destination) and ``("C", ...)``; ``deps``: op
     -> the ops it waits for; ``order``: program order of the sends; ``reduce[i]``: whether
-    send ``i``'s receiver reduces; ``needs_sum(i)``: whether the receiver of send ``i`` must keep
-    what it received. A fused op is ``("F", i, j)`` (receive ``i``, then send ``j``) in a thread
+    send ``i``'s receiver reduces; ``needs_sum(i, j)``: whether the receiver of send ``i``, forwarding
+    it as send ``j``, must keep what it received (:func:`sum_needed`). A fused op is ``("F", i, j)`` (receive ``i``, then send ``j``) in a thread
     block keyed ``("both", (u, w), channel)``. Returns the inputs unchanged when fusing would make
     the dependencies circular."""
     rank = {int(i): k for k, i in enumerate(order.tolist())}
@@ -51,15 +53,8 @@ def fused(tbs: dict, deps: dict, s, order, reduce, needs_sum) -> tuple[dict, dic
     new_deps = _renamed(deps, pairs, s, reduce, needs_sum)
     out = {g: [(key, [_op_of(op, pairs, s, reduce, needs_sum) for op in ops]) for key, ops in lst]
            for g, lst in out.items()}
-    graph = defaultdict(set)
-    for lst in out.values():
-        for _, ops in lst:
-            for a, b in zip(ops, ops[1:]):
-                graph[b].add(a)
-    for op, ds in new_deps.items():
-        graph[op].update(ds)
     try:
-        tuple(TopologicalSorter(graph).static_order())
+        tuple(TopologicalSorter(wait_graph(out, new_deps)).static_order())
     except CycleError:
         return tbs, deps
     return out, new_deps
