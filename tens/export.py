@@ -371,7 +371,8 @@ def to_msccl_xml(
     reduce = _combining_op(s, lay.coll.combining)
     needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
     fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
-    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path, fuse)
+    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path,
+                                      fuse)
     _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),

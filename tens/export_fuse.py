@@ -39,10 +39,11 @@ def fused(tbs: dict, deps: dict, s, order, reduce, needs_sum) -> tuple[dict, dic
     ``tbs``: GPU -> ``[((direction, peer, channel), ops)]`` with ops ``("S", i)``/``("R", i)``
     (send ``i`` of schedule ``s`` at its source / destination) and ``("C", ...)``; ``deps``: op
     -> the ops it waits for; ``order``: program order of the sends; ``reduce[i]``: whether
-    send ``i``'s receiver reduces; ``needs_sum(i, j)``: whether the receiver of send ``i``, forwarding
-    it as send ``j``, must keep what it received (:func:`sum_needed`). A fused op is ``("F", i, j)`` (receive ``i``, then send ``j``) in a thread
-    block keyed ``("both", (u, w), channel)``. Returns the inputs unchanged when fusing would make
-    the dependencies circular."""
+    send ``i``'s receiver reduces; ``needs_sum(i, j)``: whether the receiver of send ``i``,
+    forwarding it as send ``j``, must keep what it received (:func:`sum_needed`). A fused op is
+    ``("F", i, j, type)`` (receive ``i``, then send ``j``) in a thread block keyed
+    ``("both", (u, w), channel)``. Returns the inputs unchanged when fusing would make the
+    dependencies circular."""
     rank = {int(i): k for k, i in enumerate(order.tolist())}
     out, pairs = {}, {}
     for g, lst in tbs.items():

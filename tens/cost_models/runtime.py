@@ -57,11 +57,13 @@ Not modelled: reduction arithmetic beyond its step cost, contention inside the f
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
 SMs, NCCL's P2P read mode (on A100 NVLink the receiving thread block reads over NVLink and the
 sender copies locally: ``p2p.cc``), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
-divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A schedule that is not a program (our producers') is priced as its exported MSCCL XML
-program (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main
-runtime, on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export
-prices lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID` (the price's
-``extra["grid"]`` says which); a program read with ``--from msccl-xml`` is priced as written.
+divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
+schedule that is not a program (our producers') is priced as its exported MSCCL XML
+(:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
+on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
+lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
+receive-and-send steps (:mod:`collsynth.tens.export_fuse`; the price's ``extra["grid"]`` says
+which grid); a program read with ``--from msccl-xml`` is priced as written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
