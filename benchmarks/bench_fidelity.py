@@ -22,8 +22,9 @@ documentation, analytical backend validation); the geomean column is comparable.
 ``--quick``: one buffer size per program (the 4 MiB default), no sync/event contrast.
 ``--ours``: also our schedules at 1 GiB under the shipped calibration (no leave-one-out: they
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
-priced as their exported MSCCL programs run (on a coarser grid when the runtime caps the
-chunks), beside ForestColl's and NCCL's measured programs priced the same way.
+priced as their exported MSCCL programs run (on the grid, and with or without
+receive-and-send steps, whichever prices lowest: ``program_of``), beside ForestColl's and NCCL's
+measured programs priced the same way.
 """
 
 from __future__ import annotations

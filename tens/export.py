@@ -108,6 +108,7 @@ from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
 from .export_deps import implied_dependencies_removed
+from .export_fuse import fused, sum_needed
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import summed_in_switch, switch_routes
 
@@ -337,8 +338,12 @@ def to_msccl_xml(
     max_bytes: int = 1 << 40,
     max_chunks: int = MAX_CHUNKS,
     dialect: str = DEFAULT_DIALECT,
+    fuse: bool = False,
 ) -> str:
-    """The MSCCL XML program of ``schedule`` (see the module doc for the mapping).
+    """The MSCCL XML program of ``schedule`` (see the module doc for the mapping; with ``fuse``,
+    a receive its GPU forwards next is one receive-and-send step, :mod:`.export_fuse`, unless
+    :func:`interpret_msccl_xml` cannot number the fused program's transfers by steps: then
+    without).
 
     ``dialect`` picks the collective names: ``msccl-executor`` (Azure/msccl-executor-nccl) or
     ``msccl-tools`` (microsoft/msccl-tools and the microsoft/msccl runtime). Raises
@@ -363,7 +368,11 @@ def to_msccl_xml(
     lay.assign_scratch(rchunk, dst_r)
     order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
     deps = _op_dependencies(s, instance, order, routes.pairs)
-    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path)
+    reduce = _combining_op(s, lay.coll.combining)
+    needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
+    fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
+    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path,
+                                      fuse)
     _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
@@ -372,19 +381,24 @@ def to_msccl_xml(
         "minBytes": str(int(min_bytes)), "maxBytes": str(int(max_bytes)),
         "redop": "sum" if lay.coll.combining else "nop",
     })
-    reduce = _combining_op(s, lay.coll.combining)
     hasdep = {d for ds in deps.values() for d in ds}
     for g in range(lay.n):
         gpu = ET.SubElement(algo, "gpu", {"id": str(g), **{k: str(v) for k, v in lay.buffer_sizes(g, D).items()}})
         for tb_id, ((direction, peer, ch), ops) in enumerate(tbs[g]):
-            tb = ET.SubElement(gpu, "tb", {
-                "id": str(tb_id), "send": str(peer) if direction == "send" else "-1",
-                "recv": str(peer) if direction == "recv" else "-1", "chan": str(ch),
-            })
+            recv, send = peer if direction == "both" else (peer if direction == "recv" else -1,
+                                                            peer if direction == "send" else -1)
+            tb = ET.SubElement(gpu, "tb", {"id": str(tb_id), "send": str(send), "recv": str(recv), "chan": str(ch)})
             fields = lambda op: _op_fields(op, s, lay, g, rchunk, src_r, dst_r, reduce)  # noqa: E731
             _add_steps(tb, ops, fields, deps, pos, hasdep)
     ET.indent(algo, space="  ")
-    return rank_comment(instance) + ET.tostring(algo, encoding="unicode") + "\n"
+    text = rank_comment(instance) + ET.tostring(algo, encoding="unicode") + "\n"
+    if fuse:  # our reader numbers transfers by steps; a fused order it cannot number is not written
+        try:
+            interpret_msccl_xml(text, instance)
+        except InputError:
+            return to_msccl_xml(schedule, instance, name=name, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes,
+                                max_chunks=max_chunks, dialect=dialect)
+    return text
 
 
 def _add_steps(tb: ET.Element, ops: list, fields, deps: dict, pos: dict, hasdep: set) -> None:
@@ -480,10 +494,11 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
     return deps
 
 
-def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path):
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None):
     """``(nchannels, thread blocks, op positions, dependencies)``: a link's (or a switch path's,
     ``path``) sends spread over as many channels as keep every thread block within ``max_steps``
-    steps (nops included), and ``deps`` less those the layout implies
+    steps (nops included), receive-and-send steps where ``fuse`` (thread blocks, dependencies ->
+    both) makes them, and ``deps`` less those the layout implies
     (:func:`~collsynth.tens.export_deps.implied_dependencies_removed`)."""
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
     count = np.where(pair >= 0, instance.topology.link_arrays.count[pair], 1) if len(s) else np.zeros(0, np.int64)
@@ -494,8 +509,10 @@ def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, de
         if nchannels > MAX_CHANNELS:
             raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
                              f"MSCCL has at most {MAX_CHANNELS}")
-        tbs = _thread_blocks(lay, order, src_r, dst_r, chan)
-        needed = implied_dependencies_removed(tbs, deps)
+        tbs, all_deps = _thread_blocks(lay, order, src_r, dst_r, chan), deps
+        if fuse is not None:
+            tbs, all_deps = fuse(tbs, deps)
+        needed = implied_dependencies_removed(tbs, all_deps)
         pos, longest = _positions(tbs, needed)
         if longest <= max_steps:
             return nchannels, tbs, pos, needed
@@ -543,6 +560,10 @@ def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, ds
         if cnt >= MAX_COUNT:
             raise InputError("schedule", f"a local copy of {cnt} MSCCL chunks; the executor moves fewer than {MAX_COUNT} per step")
         return "cpy", ("i", a * D, "o", b * D), cnt
+    if op[0] == "F":  # receive i and send it on (export_fuse): the piece's place on the relay
+        i = op[1]
+        buf, off = lay.location(int(rchunk[i]), int(dst_r[i]))
+        return op[3], (buf, off * D + int(s.lo[i]), buf, off * D + int(s.lo[i])), int(s.hi[i] - s.lo[i])
     kind, i = op
     r = int(rchunk[i])
     lo, hi = int(s.lo[i]), int(s.hi[i])

@@ -24,7 +24,24 @@ from graphlib import TopologicalSorter
 
 import numpy as np
 
-__all__ = ["implied_dependencies_removed"]
+__all__ = ["implied_dependencies_removed", "wait_graph"]
+
+
+def wait_graph(tbs: dict, deps: dict) -> dict:
+    """op -> the ops it waits for: the previous op of its thread block (``tbs``: GPU ->
+    ``[(key, ops)]``) and its dependencies (``deps``), as :class:`graphlib.TopologicalSorter` takes.
+
+    >>> wait_graph({0: [("tb", ["a", "b"])]}, {"b": ["c"]}) == {"b": {"a", "c"}}
+    True
+    """
+    graph = defaultdict(set)
+    for lst in tbs.values():
+        for _, ops in lst:
+            for a, b in zip(ops, ops[1:]):
+                graph[b].add(a)
+    for op, ds in deps.items():
+        graph[op].update(ds)
+    return dict(graph)
 
 
 def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tuple]]:
@@ -46,13 +63,7 @@ def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tupl
                 where[op] = (tb_id, k)
     sizes = {g: len(lst) for g, lst in tbs.items()}
     gpu_of = {op: g for g, lst in tbs.items() for _, ops in lst for op in ops}
-    graph = defaultdict(set)
-    for lst in tbs.values():
-        for _, ops in lst:
-            for a, b in zip(ops, ops[1:]):
-                graph[b].add(a)
-    for op, ds in deps.items():
-        graph[op].update(ds)
+    graph = wait_graph(tbs, deps)
     known: dict = {}  # op -> ops finished per thread block of its GPU when it has finished
     out: dict = {}
     for op in TopologicalSorter(graph).static_order():

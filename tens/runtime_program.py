@@ -8,11 +8,11 @@ peer and one receive peer on one channel (a connection each way) and executes it
 order, a receive waiting for the matching send (the k-th send on a (source, destination,
 channel) connection feeds the k-th receive on it) and a step with ``depid``/``deps`` waiting
 for that step of another thread block. The buffer is processed in loop iterations: each of
-the program's ``nchunksperloop`` chunks is cut into slices of at most
-``buff_bytes / NCCL_STEPS * MSCCL_CHUNKSTEPS / max cnt`` bytes (``msccl.h``:
-``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``, ``stepSize = buffSize / NCCL_STEPS``; the largest
-``cnt`` of a step must fit the connection's buffer), and every thread block runs all its
-steps once per iteration.
+the program's ``nchunksperloop`` chunks is cut into pieces of at most
+``buff_bytes / NCCL_STEPS * MSCCL_CHUNKSTEPS`` bytes (``msccl.h``:
+``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``, ``stepSize = buffSize / NCCL_STEPS``), and every thread
+block runs all its steps once per iteration; a step of ``cnt`` k is as many calls as the
+connection's buffer needs (:func:`collsynth.tens.cost_models.runtime.call_counts`).
 
 :func:`program_features` reduces a program on an instance to the numbers the model prices
 with, per slice byte: each thread block's step count and the chunks it sends; each directed
@@ -61,7 +61,10 @@ class ProgramFeatures:
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
     ``coll``: the program's attributes. ``rounds``: one iteration cut into the rounds of
     :func:`step_rounds`, twice (a forwarding receive in its sender's round, then one round
-    later), each a :class:`Rounds`."""
+    later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
+    ``tb_steps``, ``tb_hops[c]`` and ``gpu_ops[c]`` have one column per value (a vector when the
+    program has only ``cnt="1"``), since the runtime runs a step of ``cnt`` k as ``ceil(k / m)``
+    calls, ``m`` set per message size (:func:`~collsynth.tens.cost_models.runtime.runtime_times`)."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -79,6 +82,7 @@ class ProgramFeatures:
     proto: str
     coll: str
     rounds: tuple = ()
+    cnts: tuple = (1,)
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -290,21 +294,31 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
                                    pred[transfer], succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of,
                                    len(tbs), instance)
                    for w in (0, 1))
+    cnts, col = np.unique(cnt, return_inverse=True)
+    ops_rows = np.concatenate([gpu[send_idx], peer[send_idx]])
     return ProgramFeatures(
-        tb_steps=np.bincount(tb_of, minlength=len(tbs)).astype(np.float64),
+        tb_steps=_count_by(tb_of, col, len(tbs), len(cnts), np.ones(len(steps))),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
         tb_reduced=np.bincount(tb_of, weights=reduced, minlength=len(tbs)),
-        tb_hops={c: np.bincount(tb_of[send_idx], weights=(send_class == c).astype(np.float64), minlength=len(tbs))
+        tb_hops={c: _count_by(tb_of[send_idx], col[send_idx], len(tbs), len(cnts), (send_class == c).astype(np.float64))
                  for c in sorted(set(classes))},
-        gpu_ops={c: np.bincount(np.concatenate([gpu[send_idx], peer[send_idx]]), minlength=len(nodes),
-                                weights=np.tile((send_class == c).astype(np.float64), 2))
+        gpu_ops={c: _count_by(ops_rows, np.tile(col[send_idx], 2), len(nodes), len(cnts),
+                              np.tile((send_class == c).astype(np.float64), 2))
                  for c in sorted(set(classes))},
+        cnts=tuple(int(k) for k in cnts),
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
         class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()),
         path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"), rounds=rounds)
+
+
+def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:
+    """``out[i, j]``: the sum of ``weights`` over the entries of row ``i`` and column ``j`` (an
+    ``n`` x ``m`` matrix; a vector of ``n`` when ``m`` is 1)."""
+    out = np.bincount(rows * m + cols, weights=weights, minlength=n * m).reshape(n, m)
+    return out[:, 0].copy() if m == 1 else out
 
 
 def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, reduced, tb_of, ntbs,

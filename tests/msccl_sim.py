@@ -17,9 +17,13 @@ not by the exporter's own reading of its output. It shares no code with
   in place means for each (``sendbuff == recvbuff``, ``sendbuff == recvbuff + rank*count``,
   ``recvbuff == sendbuff + rank*count``); the scratch buffer holds ``s_chunks`` chunks.
 
-Sends and receives travel over one FIFO per (channel, sender, receiver); a send completes
-only while its FIFO holds nothing else (a smaller buffer than the runtime's, so a program that
-runs here does not rely on buffering). Every buffer cell holds a value: a sorted tuple of
+Sends and receives travel over one FIFO per (channel, sender, receiver) of ``FIFO_DEPTH``
+calls: the runtime's connection holds ``NCCL_STEPS`` = 8 steps and a Simple call takes
+``SlicePerChunk * StepPerSlice`` = 2 x 2 of them (msccl-executor ``msccl_kernel.cu``:
+``ProtoSimple<MSCCL_CHUNKSTEPS/MSCCL_SLICESTEPS, MSCCL_SLICESTEPS>``; ``prims_simple.h``), so
+two calls. A step that receives and sends (``rcs``, ``rrs``, ``rrcs``) runs here as one atomic
+transmission that needs room for a whole call, where the runtime forwards slice by slice as
+room frees up, so a program that runs here does not rely on more buffering than the runtime has. Every buffer cell holds a value: a sorted tuple of
 ``(rank, index)`` contributions (one pair for plain data; a reduction concatenates), or
 ``None`` for bytes nobody wrote. Accesses are stamped with vector clocks (program order,
 dependency flags, send -> receive); two accesses to one cell from different thread blocks that
@@ -59,7 +63,7 @@ MAX_COUNT, MAX_TB_PER_CHANNEL, MAX_FUSION = 72, 32, 16
 MAX_STEPS = {"msccl-executor": 64, "msccl-tools": 256}
 MAX_BLOCKS = {"msccl-executor": 1024, "msccl-tools": 216}
 INT8, INT16 = 127, 32767  # a dependency's thread block is an int8_t; offsets are int16_t
-FIFO_DEPTH = 1
+FIFO_DEPTH = 2  # calls a connection buffers (module doc)
 
 
 class Rejected(Exception):

@@ -91,3 +91,21 @@ def test_runtime_prices_a_too_fine_schedule_on_the_grid_the_runtime_takes():
     inst = three_ring()
     expected = runtime_times(program_features(to_msccl_xml(c, inst), inst), [3e6], cal)[0]
     assert runtime_times(program_features(program, inst), [3e6], cal)[0] == pytest.approx(expected)
+
+
+def test_program_of_exports_every_grid_and_keeps_the_cheapest():
+    # grids 1365, 682, 341, 170, 85, 42, 21 (halving down to 16), each exported without and with
+    # receive-and-send steps; a price that is least for the program of 3 x 170 chunks a loop
+    # picks the 1/170 grid, exported from the coarsened schedule (the first of equal prices)
+    from collsynth.tens.export import algo_root, to_msccl_xml
+    s = split_schedule([[2050, 2050, 0], [0, 4100, 0], [0, 0, 4100]], 4100, cycle=2050)
+    inst = three_ring()
+    seen = []
+
+    def seconds(text):
+        seen.append(int(algo_root(text).get("nchunksperloop")) // 3)
+        return abs(seen[-1] - 170) + 1.0
+
+    program, grid = program_of(s, inst, seconds)
+    assert seen == [g for g in (1365, 682, 341, 170, 85, 42, 21) for _ in range(2)]
+    assert grid == 170 and program == to_msccl_xml(coarsen(s, 170), inst)

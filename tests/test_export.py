@@ -96,15 +96,15 @@ def check_structure(xml: str, dialect: str = "msccl-executor") -> dict:
                 if typ == "nop":
                     continue
                 assert 1 <= cnt < MAX_COUNT
-                for buf, off, used in ((s.get("srcbuf"), s.get("srcoff"), typ in ("s", "rrc", "cpy")),
-                                       (s.get("dstbuf"), s.get("dstoff"), typ != "s")):
+                for buf, off, used in ((s.get("srcbuf"), s.get("srcoff"), typ in ("s", "rrc", "rrs", "rrcs", "cpy")),
+                                       (s.get("dstbuf"), s.get("dstoff"), typ not in ("s", "rrs"))):
                     assert not used or 0 <= int(off) and int(off) + cnt <= sizes[buf], (buf, off, cnt, sizes)
-                if typ == "s":
+                if typ in ("s", "rcs", "rrs", "rrcs"):
                     sends[(gid, int(t.get("send")), t.get("chan"))].append(cnt)
-                elif typ in ("r", "rrc"):
+                if typ in ("r", "rrc", "rcs", "rrs", "rrcs"):
                     recvs[(int(t.get("recv")), gid, t.get("chan"))].append(cnt)
-                else:
-                    assert typ == "cpy" and t.get("send") == t.get("recv") == "-1"
+                if typ == "cpy":
+                    assert t.get("send") == t.get("recv") == "-1"
     assert referenced <= set(steps)
     for key, s in steps.items():
         assert (s.get("hasdep") == "1") == (key in referenced)
@@ -266,7 +266,7 @@ def test_every_dropped_step_or_dependency_of_a_ring_allgather_is_refused():
     chunk, and every step carries data: no single omission leaves a correct program."""
     n = 5
     inst = make_instance(_ring(n), "allgather")
-    xml = to_msccl_xml(ring_allgather(n), inst)
+    xml = to_msccl_xml(ring_allgather(n), inst, fuse=False)  # a receive and its forward as two steps
     run_msccl(xml, "allgather")
     dropped = list(_mutants_dropping(xml, drop_step=True))
     cleared = list(_mutants_dropping(xml, drop_step=False))

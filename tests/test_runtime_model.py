@@ -82,6 +82,38 @@ def test_pipelined_iterations_by_hand():
     assert t[0] == pytest.approx(10e-6 + 3 * (2e-9 * 2e4 / 2 / 3))
 
 
+def test_a_call_past_the_smallest_slice_sends_two_fenced_slices_by_hand():
+    # buff 64 KB: the smallest slice is buff / 128 = 500 B (prims_simple.h genericOp). At 800 B a
+    # chunk is 400 B, one slice a call: each GPU's 2 operations x 10 us of shared cost = 20 us,
+    # launch 10 + 20 = 30 us. At 2 KB a chunk is 1000 B, two non-empty slices a call, each
+    # fenced and credited: 2 operations x 2 slices x 10 us = 40 us, launch 10 + 40 = 50 us.
+    f = program_features(PAIR, pair_instance())
+    c = cal(gpu_op_s={"link": 10e-6}, buff_bytes=64000)
+    assert runtime_times(f, [800.0, 2000.0], c) == pytest.approx([30e-6, 50e-6])
+    # without the shared cost: a thread block's 2 steps (4 us) and its send's credit per slice,
+    # 1 us at 800 B, 2 us at 2 KB (the link needs 0.8 and 2 us): 10 + 5 and 10 + 6 us.
+    assert runtime_times(f, [800.0, 2000.0], cal(buff_bytes=64000)) == pytest.approx([15e-6, 16e-6])
+
+
+def test_a_step_of_many_chunks_runs_as_several_calls_by_hand():
+    # GPU 0 sends chunks 0-1 in one step (cnt 2) and receives chunk 2; GPU 1 the other way. buff
+    # 8 KB: an iteration moves at most 4 KB a chunk (buff / 2), so 16 KB (4 KB a chunk) is one
+    # iteration, and a call carries at most 4 KB / 4 KB = 1 chunk (mscclSetupCount): the cnt 2
+    # send and its receive are 2 calls each. GPU 0's thread block: 3 calls x 10 us + its send's
+    # 2 calls x 2 slices x 1 us = 34 us; GPU 1's: 30 + 2 = 32 us; the link 0 -> 1 carries 8 KB at
+    # 0.5 GB/s, 16 us: launch 10 + 34 us.
+    head = ('<algo name="t" proto="Simple" nchannels="1" nchunksperloop="4" ngpus="2" coll="allgather" inplace="1" '
+            'outofplace="0" minBytes="0" maxBytes="1099511627776">')
+    step = ('<step s="{k}" type="{t}" srcbuf="o" srcoff="{o}" dstbuf="o" dstoff="{o}" cnt="{c}" depid="-1" deps="-1" '
+            'hasdep="0"/>')
+    gpus = [('<gpu id="0" i_chunks="2" o_chunks="4" s_chunks="0"><tb id="0" send="1" recv="1" chan="0">'
+             + step.format(k=0, t="s", o=0, c=2) + step.format(k=1, t="r", o=2, c=1) + "</tb></gpu>"),
+            ('<gpu id="1" i_chunks="2" o_chunks="4" s_chunks="0"><tb id="0" send="0" recv="0" chan="0">'
+             + step.format(k=0, t="s", o=2, c=1) + step.format(k=1, t="r", o=0, c=2) + "</tb></gpu>")]
+    f = program_features("\n".join([head, *gpus, "</algo>"]), pair_instance())
+    assert runtime_times(f, [16e3], cal(step_s=10e-6, buff_bytes=8000))[0] == pytest.approx(44e-6)
+
+
 def two_box_instance():
     """GPUs 0, 1 (box A) and 2, 3 (box B); each GPU a NIC (switches 4..7, 1 GB/s), NICs on one
     IB switch (8); no NVLink, so every send crosses NICs."""

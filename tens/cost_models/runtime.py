@@ -7,33 +7,42 @@ leave-one-out against published nccl-tests measurements (``benchmarks/bench_fide
 What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
-  step, ``hop_s[class]`` per send (the receiver's credit returns before its buffer slot is
-  reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
+  call of a step, ``hop_s[class]`` per slice it sends (the receiver's credit returns before its
+  buffer slot is reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
   latency-bound), the bytes it sends over ``tb_rate`` (what one thread block copies per
   second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
-- the buffer processed in ``ceil(chunk / slice)`` loop iterations (``slice`` =
-  ``buff_bytes / 2 / max cnt``, msccl-executor's ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2``),
-  pipelined: the first iteration, then one period (the slowest thread block, port or GPU)
-  per further iteration. The first iteration lasts at least one period, its critical path
-  (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at ``tb_rate``
-  and each later hop one forwarded slice behind), and the iteration run in rounds: a step
-  that waits for another to finish (the next step of its thread block, a ``depid``) is a
-  round later, and each round lasts as long as its busiest port or thread block. A receive
-  that forwards (``rcs``, ``rrs``) sends slice by slice: NCCL's ``genericOp`` cuts a call of
-  ``s`` bytes into ``SLICES_PER_CALL`` = 2 slices (``MSCCL_CHUNKSTEPS / MSCCL_SLICESTEPS``)
-  of at least ``buff_bytes / 128``, so a forwarding hop starts one slice, a share ``f`` of
-  the chunk, after its sender; the rounds are counted with forwards in their sender's round
-  (``R0``) and one round later (``R1``), and the iteration lasts ``(1 - f) R0 + f R1`` (exact
-  for a chain of forwards). With a few iterations this fill, not the period, decides;
-- a GPU's shared cost per operation: every send and receive of a GPU over a connection of
-  class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share, one after
-  another per iteration, so that more thread blocks doing less each stop helping. On the
-  2x8 A100 the fit puts 0.5 us on NVLink operations and none on IB ones, so it is not NCCL's
-  network proxy thread; what it is (flag and fence traffic in the memory system, the
-  scheduling of 100+ resident thread blocks) is not identified;
+- the buffer processed in ``ceil(chunk / (buff_bytes / 2))`` loop iterations, whatever the
+  steps' ``cnt`` (``msccl_kernel.cu``: ``gridOffset += chunkSize``, ``chunkSize`` =
+  ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2`` steps of ``buff_bytes / NCCL_STEPS``); a step of ``cnt``
+  k runs as ``ceil(k / m)`` calls, ``m = max(1, (buff_bytes / 2) / chunk)`` below 72
+  (``mscclSetupCount``'s ``maxAllowedCount``), and a call of ``n`` bytes moves 2 slices of
+  ``max(n / 2, buff_bytes / 128)``, so it sends one non-empty slice up to ``buff_bytes / 128``
+  and two above (:func:`call_counts`). Every non-empty slice a thread block sends is credited
+  (``hop_s``) and counted in the GPU's shared cost (below): ``postPeer`` fences it
+  (``fence_acq_rel_sys`` on NCCL 2.19, ``__threadfence_system`` on 2.12) and an empty one not.
+  This is the A100 logs' step at 32-64 MiB: NCCL's ring as XML has 512 chunks a loop, so its
+  calls pass ``buff_bytes / 128`` = 32 KiB between 16 and 32 MiB and its fenced slices double;
+  TACCL's 512- and 1,024-chunk programs step between 16 and 32 MiB and between 32 and 64 MiB.
+  Iterations are pipelined: the first iteration, then one period (the slowest thread block,
+  port or GPU) per further iteration. The first iteration lasts at least one period, its
+  critical path (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at
+  ``tb_rate`` and each later hop one forwarded slice behind), and the iteration run in
+  rounds: a step that waits for another to finish (the next step of its thread block, a
+  ``depid``) is a round later, and each round lasts as long as its busiest port or thread
+  block. A receive that forwards (``rcs``, ``rrs``) sends slice by slice, so a forwarding hop
+  starts one slice, a share ``f`` of the chunk, after its sender; the rounds are counted with
+  forwards in their sender's round (``R0``) and one round later (``R1``), and the iteration
+  lasts ``(1 - f) R0 + f R1`` (exact for a chain of forwards). With a few iterations this
+  fill, not the period, decides;
+- a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
+  connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
+  one after another per iteration, so that more thread blocks doing less each stop helping.
+  On the 2x8 A100 the fit puts 0.25 us on NVLink slices and none on IB ones, so it is not
+  NCCL's network proxy thread; the system-scope fence and flag store of each sent slice are
+  the source's candidates (not measured in isolation);
 - a fixed cost per kernel (``launch_s``) and per thread block of the busiest GPU (``tb_s``);
 - the protocol: Simple moves whole buffers; LL moves 8 bytes of which 4 are data (half the
   bandwidth) and LL128 120 of every 128 (NCCL's protocol design, ``src/device/prims_ll.h``,
@@ -46,11 +55,15 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs. A schedule that is not a program (our producers') is priced as its exported MSCCL XML
-program (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main
-runtime; when its pieces need more chunks per buffer than MSCCL takes, on the finest grid it
-takes (:func:`collsynth.tens.coarsen.coarsen`; the price's ``extra["grid"]`` says so); a
-program read with ``--from msccl-xml`` is priced as written.
+SMs, NCCL's P2P read mode (on A100 NVLink the receiving thread block reads over NVLink and the
+sender copies locally: ``p2p.cc``), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
+divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
+schedule that is not a program (our producers') is priced as its exported MSCCL XML
+(:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
+on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
+lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
+receive-and-send steps (:mod:`collsynth.tens.export_fuse`; the price's ``extra["grid"]`` says
+which grid); a program read with ``--from msccl-xml`` is priced as written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
@@ -76,7 +89,8 @@ from ..cost import Cost
 from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_features
 from . import Column, CostModel
 
-__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "PROTOCOL_BANDWIDTH", "SLICE_FRACTION"]
+__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "PROTOCOL_BANDWIDTH",
+           "SLICE_FRACTION"]
 
 FORMAT = "collsynth.calibration/1"
 PROTOCOL_BANDWIDTH = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
@@ -86,6 +100,7 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 # = MSCCL_SLICESTEPS = NCCL_STEPS / 4 = 2 steps of buffSize / NCCL_STEPS: a receive forwards per slice
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
+MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
 COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
@@ -201,23 +216,27 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     >>> cal = Calibration("c", "s", "", {"link": 0.5}, {"link": 1e-6}, {"link": 0.0}, tb_rate=1e9,
     ...     reduce_rate=1e9, step_s=1e-6,
     ...     launch_s=0.0, tb_s=0.0, buff_bytes=2000)
-    >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()  # 1 and 4 iterations of 1000 B, 3 us each
-    [3e-06, 1.2e-05]
+    >>> # 1 and 4 iterations of 1000 B (two slices a call), each 1 us a step, 2 x 1 us of credit, 1 us of copy
+    >>> runtime_times(f, [1000.0, 4000.0], cal).round(9).tolist()
+    [4e-06, 1.6e-05]
     """
     sizes = np.asarray(sizes, dtype=np.float64)
+    buff = buff_bytes or cal.buff_bytes
     pf = PROTOCOL_BANDWIDTH.get(f.proto, 1.0)
     chunk = sizes / f.nchunksperloop
-    slice_max = (buff_bytes or cal.buff_bytes) * SLICE_FRACTION / f.max_cnt
-    iters = np.maximum(1.0, np.ceil(chunk / slice_max - 1e-9))
+    iters = np.maximum(1.0, np.ceil(chunk / (buff * SLICE_FRACTION) - 1e-9))
     s = chunk / iters
+    calls, slices = call_counts(f.cnts, chunk, s, buff)
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
-    fixed = f.tb_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.tb_hops.items())
-    tb = (fixed[:, None] + per_byte[:, None] * s[None, :]).max(axis=0)
+    fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, calls * slices) * cal.hop_s.get(c, 0.0)
+                                                           for c, h in f.tb_hops.items())
+    tb = (fixed + per_byte[:, None] * s[None, :]).max(axis=0)
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
-    shared = max((sum(ops * cal.gpu_op_s.get(c, 0.0) for c, ops in f.gpu_ops.items())).max(), 0.0)
+    shared = np.maximum(sum(_per_size(ops, calls * slices) * cal.gpu_op_s.get(c, 0.0)
+                            for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
-    forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, (buff_bytes or cal.buff_bytes) * MIN_SLICE_FRACTION))
+    forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
@@ -226,6 +245,39 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
         fill = np.maximum(fill, ((1 - share) * many + share * one) * s)
     first = np.maximum(fill, period)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def call_counts(cnts, chunk: np.ndarray, s: np.ndarray, buff: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(calls, slices)``, each ``len(cnts)`` x ``len(chunk)``: how many calls a step of
+    ``cnt`` k is run as at each message size (chunk bytes ``chunk``, ``s`` bytes a chunk per
+    loop iteration), and how many non-empty slices each call sends.
+
+    The executor (msccl-executor ``msccl_setup.cc`` ``mscclSetupCount``; MSCCL 0.7.4
+    ``enqueue.cc``) lets a call carry at most ``m = max(1, chunkSize / ceil(chunk))`` chunks
+    (``chunkSize`` = ``buff / 2``, below ``MSCCL_MAX_COUNT``), so a step of ``cnt`` k is
+    ``ceil(k / m)`` calls (``msccl_kernel.cu``: ``for (c = 0; c < count; c += maxAllowedCount)``).
+    A call of ``n`` bytes moves ``SLICES_PER_CALL`` slices of ``max(n / 2, buff / 128)``
+    (``prims_simple.h`` ``genericOp``); only a non-empty slice's send is fenced
+    (``fence_acq_rel_sys`` / ``__threadfence_system`` when ``sliceSize > 0``), so a call sends
+    one fenced slice up to ``buff / 128`` bytes and two above.
+
+    >>> calls, slices = call_counts((1, 2), np.array([1000.0, 3000.0]), np.array([1000.0, 3000.0]), 4096.0)
+    >>> calls.tolist(), slices.tolist()  # m = 2 then 1; 32 B slices at least
+    ([[1.0, 1.0], [1.0, 2.0]], [[2.0, 2.0], [2.0, 2.0]])
+    >>> call_counts((1,), np.array([16.0]), np.array([16.0]), 4096.0)[1].tolist()
+    [[1.0]]
+    """
+    k = np.asarray(cnts, dtype=np.float64)[:, None]
+    m = np.clip(np.floor(buff * SLICE_FRACTION / np.ceil(chunk)), 1, MAX_COUNT - 1)[None, :]
+    calls = np.ceil(k / m)
+    slices = np.where(np.minimum(k, m) * s[None, :] > buff * MIN_SLICE_FRACTION, float(SLICES_PER_CALL), 1.0)
+    return calls, slices
+
+
+def _per_size(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``counts`` (rows x cnt values, or a vector for ``cnt`` 1 only) weighted per size: rows x sizes."""
+    counts = counts[:, None] if counts.ndim == 1 else counts
+    return counts @ weights
 
 
 def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
@@ -237,7 +289,7 @@ def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
     return float(np.maximum(links, tbs).sum())
 
 
-def program_of(schedule, instance) -> tuple[str, int]:
+def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on:
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
     else its export, as a user exporting it would: on the schedule's own grid when the runtime
@@ -245,25 +297,42 @@ def program_of(schedule, instance) -> tuple[str, int]:
     finest grid it takes (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is
     exported), halved while the runtime's other limits refuse it (thread blocks a dependency
     can name, steps per thread block, dependencies to trace), down to :data:`COARSEST_GRID`;
-    in the default dialect, or in the other when only that one's limits take it."""
+    in the default dialect, or in the other when only that one's limits take it. Given
+    ``seconds`` (program text -> its price), every grid from that one down to
+    :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`), and the cheapest program is returned: a coarser grid
+    means fewer chunks a loop, so more loop iterations to pipeline and fewer steps a thread
+    block, at the cost of rounding the schedule's shares."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
     from ..export import MAX_CHUNKS
     coll = instance.collective
-    grid = min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))
-    while True:
-        try:
-            return _export_on(schedule, instance, grid), grid
-        except InputError:
-            if grid // 2 < COARSEST_GRID:
-                raise
-            grid //= 2
+    grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
+    while grids[-1] // 2 >= COARSEST_GRID:
+        grids.append(grids[-1] // 2)
+    best, error = None, None
+    for grid in grids:
+        for fuse in (False, True) if seconds is not None else (False,):
+            try:
+                text = _export_on(schedule, instance, grid, fuse)
+            except InputError as e:
+                error = e
+                continue
+            if seconds is None:
+                return text, grid
+            price = seconds(text)
+            if best is None or price < best[2]:
+                best = (text, grid, price)
+    if best is None:
+        raise error
+    return best[0], best[1]
 
 
-def _export_on(schedule, instance, grid: int) -> str:
+def _export_on(schedule, instance, grid: int, fuse: bool = False) -> str:
     """The MSCCL XML of ``schedule`` moved onto ``grid`` pieces per chunk (when finer), in the
-    first dialect whose limits take it."""
+    first dialect whose limits take it; with ``fuse``, with receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`)."""
     from ..coarsen import coarsen
     from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
     from ..verify import verify
@@ -275,7 +344,7 @@ def _export_on(schedule, instance, grid: int) -> str:
     dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     for k, dialect in enumerate(dialects):
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect)
+            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse)
         except InputError:
             if k == len(dialects) - 1:
                 raise
@@ -292,7 +361,9 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {fitted}; "
                                           f"this instance also has {', '.join(missing)} (calibrate on its system)")
     _refuse_switch_sums(schedule, instance)
-    program, grid = program_of(schedule, instance)
+    size = instance.collective.message_bytes
+    program, grid = program_of(schedule, instance,
+                               lambda text: float(runtime_times(program_features(text, instance), [size], cal)[0]))
     f = program_features(program, instance)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
