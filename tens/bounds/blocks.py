@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
 from ...instances.box_shift import box_shift
-from .record import Bound
+from .record import Bound, not_computed
 
 UNIT = 1e6  # capacities in MB/s, rounded up (a cut counted no smaller than it is: the bound stays a bound)
 
@@ -59,6 +59,15 @@ def block_cut(instance, model: str = "sync") -> Bound | None:
             best = Bound(seconds, "s", model, "block cut", tuple(nodes[:s]),
                          f"{s * (n - s) * pair:.4g} B over a min cut of {cut:.4g} B/s")
     return best
+
+
+def block_cut_seconds(instance) -> Bound:
+    """:func:`block_cut` as one of the instance's bounds (:func:`collsynth.tens.bounds.instance_bounds`,
+    model ``event``, renamed per model there), or not computed and why."""
+    if instance.concurrent or instance.collective.kind != "alltoall":
+        return not_computed("event", "block cut", "only a single all-to-all")
+    found = block_cut(instance, "event")
+    return found if found is not None else not_computed("event", "block cut", "no box shift found")
 
 
 def min_cut(topology, inside, outside) -> float:
