@@ -82,21 +82,23 @@ def rail_structure(topology) -> dict:
     return {"g": g, "box_switch": box_switch, "leaves": leaves, "fabric": fabric}
 
 
-def pair_route(s: int, d: int, rs: dict, middle) -> tuple[int, ...]:
+def pair_route(s: int, d: int, rs: dict, middle, key: int | None = None) -> tuple[int, ...]:
     """The PXN path of pair ``s -> d`` (module doc); ``middle(a, b)`` lists the shortest
-    switch paths from leaf ``a`` to leaf ``b``."""
+    switch paths from leaf ``a`` to leaf ``b``; ``key`` (default ``s``) picks the plane
+    (``key mod planes``) and the path above the leaves (``key div planes``, module doc)."""
     g, box = rs["g"], rs["box_switch"]
     if s // g == d // g:
         return (s, box[s], d)
     relay = s // g * g + d % g
     head = (s,) if relay == s else (s, box[s], relay)
     planes = len(rs["leaves"][s])
-    plane = s % planes
+    key = s if key is None else key
+    plane = key % planes
     a, b = rs["leaves"][relay][plane], rs["leaves"][d][plane]
     if a == b:
         return head + (a, d)
     paths = middle(a, b)
-    return head + paths[(s // planes) % len(paths)] + (d,)
+    return head + paths[(key // planes) % len(paths)] + (d,)
 
 
 def rail_routes(topology) -> dict:

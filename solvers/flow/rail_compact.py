@@ -12,10 +12,13 @@ listed routes put on the orbit (``m`` products). Each route is a "tree" of one p
 the route's ``h``-th hop in step ``q + h + 1``, as :func:`collsynth.solvers.flow.alltoall.emit`
 sends), verified and priced (``sync``) in that form, listed as sends on request.
 
-Above the leaves a listed source spreads its routes over the shortest leaf-to-leaf paths by
-destination (the ``k``-th path for destination ``t``, ``k = (t div planes) mod`` their
-number), so its own routes use every spine (core) of its plane evenly; the moved routes then
-load each spine link of an orbit alike.
+A listed source spreads its routes over the planes and the shortest leaf-to-leaf paths by the
+destination's box: the route to ``t`` takes key ``s + (t div g)`` (plane ``key mod planes``,
+path ``key div planes``; :func:`.rail_alltoall.pair_route`), so each relay of its box uses
+every plane of its NICs and every spine (core) above evenly, as the pair-by-pair routes do
+(there the key is the source, which differs from pair to pair); the moved routes then load
+each link of an orbit alike. (Keyed by the source alone, the moved routes would keep the
+listed source's plane: on HPN's two planes, half the NIC bandwidth, 2.03x the bound.)
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
     if shift is None:
         return None
     rs = rail_structure(topo)
-    planes = len(next(iter(rs["leaves"].values())))
+    g = rs["g"]
 
     @lru_cache(maxsize=None)
     def middle(a: int, b: int) -> list[tuple[int, ...]]:
@@ -54,7 +57,7 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
         for t in coll.nodes:
             if t == s:
                 continue
-            route = pair_route(s, t, rs, lambda a, b, t=t: _spread(middle(a, b), t // planes))
+            route = pair_route(s, t, rs, middle, key=s + t // g)
             src.extend(route[:-1])
             dst.extend(route[1:])
             ptr.append(len(src))
@@ -65,13 +68,6 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
                           np.asarray(root, np.int64), 0 * ones, ones, np.asarray(ptr, np.int64),
                           np.asarray(src, np.int64), np.asarray(dst, np.int64), before,
                           shift=shift.perms, orders=shift.orders)
-
-
-def _spread(paths: list[tuple[int, ...]], key: int) -> list[tuple[int, ...]]:
-    """``paths`` rotated ``key`` places on, so :func:`.rail_alltoall.pair_route`'s pick (fixed
-    for one source) moves with the destination: the listed source's routes spread (module doc)."""
-    k = key % len(paths)
-    return paths[k:] + paths[:k] if len(paths) > 1 else paths
 
 
 def compact_wanted(instance: Instance, form: str | None) -> bool:

@@ -25,6 +25,8 @@ level.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
@@ -32,7 +34,7 @@ from scipy.sparse.csgraph import maximum_flow
 from ...instances.box_shift import box_shift
 from .record import Bound, not_computed
 
-UNIT = 1e6  # capacities in MB/s, rounded up (a cut counted no smaller than it is: the bound stays a bound)
+UNIT = 1e6  # capacities in MB/s where no common divisor serves, rounded up (a cut counted no smaller: still a bound)
 
 
 def block_cut(instance, model: str = "sync") -> Bound | None:
@@ -76,10 +78,28 @@ def min_cut(topology, inside, outside) -> float:
     la = topology.link_arrays
     size = topology.size
     source, sink = size, size + 1
-    big = int(np.ceil(la.bandwidth.sum() / UNIT)) + 1
+    unit = capacity_unit(la.bandwidth)
+    links = np.ceil(la.bandwidth / unit - 1e-9).astype(np.int64)
+    big = int(links.sum()) + 1
     rows = np.concatenate([la.src, np.full(len(inside), source), np.asarray(outside, np.int64)])
     cols = np.concatenate([la.dst, np.asarray(inside, np.int64), np.full(len(outside), sink)])
-    caps = np.concatenate([np.ceil(la.bandwidth / UNIT), np.full(len(inside) + len(outside), big)]).astype(np.int32)
+    caps = np.concatenate([links, np.full(len(inside) + len(outside), big)]).astype(np.int32)
     graph = sp.csr_matrix((caps, (rows, cols)), shape=(size + 2, size + 2))
     graph.sum_duplicates()
-    return float(maximum_flow(graph, source, sink).flow_value) * UNIT
+    return float(maximum_flow(graph, source, sink).flow_value) * unit
+
+
+def capacity_unit(bandwidth: np.ndarray) -> float:
+    """The unit capacities are counted in: the greatest common divisor of the bandwidths when
+    they are whole bytes a second and their sum in it fits 32-bit flows (exact), else the
+    least multiple of :data:`UNIT` whose rounded-up capacities fit (a cut counted no smaller).
+
+    >>> capacity_unit(np.array([50e9, 450e9, 25e9]))
+    25000000000.0
+    """
+    whole = np.all(bandwidth == np.round(bandwidth)) and bandwidth.max() < 2 ** 62
+    if whole:
+        g = int(np.gcd.reduce(np.round(bandwidth).astype(np.int64)))
+        if g > 0 and bandwidth.sum() / g < 2 ** 30:
+            return float(g)
+    return UNIT * max(1.0, math.ceil(bandwidth.sum() / UNIT / 2 ** 30))
