@@ -78,3 +78,19 @@ def test_mutants_are_rejected():
     for bad in (short, twice, replace(c, shift=swapped)):
         assert verify_trees(bad, inst) is not None
     assert verify.verify(_with_header(expand(short), inst), inst) is not None
+
+
+@pytest.mark.parametrize("planes", [1, 2])
+def test_moved_routes_use_every_plane(planes):
+    """Two groups of four boxes of two GPUs, ``planes`` NIC planes of ``50 / planes`` GB/s: a
+    box's 2 GPUs send ``2 x 14 m`` out over ``2 planes`` NIC links, so the box cut is ``14 m /
+    50e9`` whatever the planes; the moved routes of one listed source load every plane alike,
+    so the bandwidth part stays within the pipeline's fill of it (keyed by the source alone they
+    kept its plane: twice the cut on two planes; by the destination's box alone, 8/7 of it)."""
+    params = {"groups_per_pod": 2, "boxes_per_group": 4, "gpus_per_box": 2, "rails": 2, "planes": planes,
+              "spines": 2, "radix": 16, "nic_bandwidth": 50e9 / planes}
+    inst = make_instance(build("rail_clos", params), "alltoall", message_bytes=16e9)
+    c = replace(compact_routes(inst), pieces=100)
+    assert verify_trees(c, inst) is None
+    cut = 14 * 1e9 / 50e9
+    assert cut * (1 - 1e-12) <= price_sync(c, inst).T_B_s <= cut * (100 + c.depth - 1) / 100

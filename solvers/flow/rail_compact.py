@@ -12,13 +12,15 @@ listed routes put on the orbit (``m`` products). Each route is a "tree" of one p
 the route's ``h``-th hop in step ``q + h + 1``, as :func:`collsynth.solvers.flow.alltoall.emit`
 sends), verified and priced (``sync``) in that form, listed as sends on request.
 
-A listed source spreads its routes over the planes and the shortest leaf-to-leaf paths by the
-destination's box: the route to ``t`` takes key ``s + (t div g)`` (plane ``key mod planes``,
-path ``key div planes``; :func:`.rail_alltoall.pair_route`), so each relay of its box uses
-every plane of its NICs and every spine (core) above evenly, as the pair-by-pair routes do
-(there the key is the source, which differs from pair to pair); the moved routes then load
-each link of an orbit alike. (Keyed by the source alone, the moved routes would keep the
-listed source's plane: on HPN's two planes, half the NIC bandwidth, 2.03x the bound.)
+A listed source splits every block over the planes (``k = planes`` units, unit ``p`` over
+plane ``p``) and spreads its routes over the shortest leaf-to-leaf paths by the destination's
+box (key ``p + planes (t div g)`` for destination ``t``: :func:`.rail_alltoall.pair_route`), so
+each relay of its box uses every plane of its NICs alike and every spine (core) above evenly,
+as the pair-by-pair routes do (there the key is the source, which differs from pair to pair);
+the moved routes then load each link of an orbit alike. (Keyed by the source alone, the moved
+routes kept the listed source's plane: on HPN's two planes, half the NIC bandwidth, 2.03x the
+bound under ``sync``; keyed by the destination's box without splitting, an odd number of other
+boxes loads one plane more.)
 """
 
 from __future__ import annotations
@@ -45,27 +47,27 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
     if shift is None:
         return None
     rs = rail_structure(topo)
-    g = rs["g"]
 
     @lru_cache(maxsize=None)
     def middle(a: int, b: int) -> list[tuple[int, ...]]:
         return sorted(tuple(p) for p in nx.all_shortest_paths(rs["fabric"], a, b))
 
     roots = [int(r) for r in shift.representatives(coll.nodes)]
-    src, dst, ptr, root = [], [], [0], []
+    g, planes = rs["g"], len(rs["leaves"][roots[0]])
+    src, dst, ptr, root, part = [], [], [0], [], []
     for s in roots:
         for t in coll.nodes:
-            if t == s:
-                continue
-            route = pair_route(s, t, rs, middle, key=s + t // g)
-            src.extend(route[:-1])
-            dst.extend(route[1:])
-            ptr.append(len(src))
-            root.append(s)
+            for p in range(planes) if t != s else ():
+                route = pair_route(s, t, rs, middle, key=p + planes * (t // g))
+                src.extend(route[:-1])
+                dst.extend(route[1:])
+                ptr.append(len(src))
+                root.append(s)
+                part.append(p)
     before = np.concatenate([np.arange(b - a) for a, b in zip(ptr[:-1], ptr[1:])]).astype(np.int64)
-    ones = np.ones(len(root), np.int64)
-    return PipelinedTrees("alltoall", coll.size, coll.num_chunks, coll.chunks_per_node, 1, 1,
-                          np.asarray(root, np.int64), 0 * ones, ones, np.asarray(ptr, np.int64),
+    lo = np.asarray(part, np.int64)
+    return PipelinedTrees("alltoall", coll.size, coll.num_chunks, coll.chunks_per_node, 1, planes,
+                          np.asarray(root, np.int64), lo, lo + 1, np.asarray(ptr, np.int64),
                           np.asarray(src, np.int64), np.asarray(dst, np.int64), before,
                           shift=shift.perms, orders=shift.orders)
 
