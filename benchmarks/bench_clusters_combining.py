@@ -23,13 +23,11 @@ Measured: ``docs/clusters-combining.md`` (the table and its command).
 
 from __future__ import annotations
 
-import argparse
-import resource
-import signal
 import time
 from dataclasses import replace
 
-from bench_clusters import ROWS, RowTimeout, _alarm, _gpus
+from bench_clusters import ROWS, _gpus
+from cluster_rows import chosen, cluster_parser, timed_row
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
 
@@ -41,19 +39,8 @@ KINDS = ("reduce_scatter", "allreduce")
 
 def _row(args) -> dict:
     label, generator, params, kind, timeout, bounds = args
-    out = {"fabric": label, "kind": kind, "stage": "instance"}
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(int(timeout))
-    try:
-        _measure(out, generator, params, kind, bounds)
-        out["stage"] = "done"
-    except RowTimeout:
-        out["stopped"] = f"timeout at {out['stage']}"
-    except Exception as e:  # a refusal or failure is a row of the table, not the end of the run
-        out["stopped"] = f"{type(e).__name__} at {out['stage']}: {str(e)[:120]}"
-    signal.alarm(0)
-    out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return out
+    return timed_row({"fabric": label, "kind": kind, "stage": "instance"},
+                     lambda out: _measure(out, generator, params, kind, bounds), timeout)
 
 
 def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool) -> None:
@@ -133,20 +120,12 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", help="rows whose label contains this")
-    ap.add_argument("--skip", help="leave out rows whose label contains this")
+    ap = cluster_parser(__doc__, 256, 4096, ROW_TIMEOUT_S)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: reduce_scatter, allreduce")
-    ap.add_argument("--min-gpus", type=int, default=256)
-    ap.add_argument("--max-gpus", type=int, default=4096)
-    ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
     ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
     a = ap.parse_args()
-    specs = sorted(((label, g, p, kind, a.row_timeout, not a.no_bounds) for label, g, p in ROWS
-                    for kind in a.kinds.split(",")
-                    if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
-                    and a.min_gpus <= _gpus(g, p) <= a.max_gpus),
-                   key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
+    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds)
+             for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))
 

@@ -19,34 +19,16 @@ from collsynth.solvers.flow.rail_compact import compact_routes
 from collsynth.solvers.packing.producer import _with_header
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from collsynth.tens import cost_models, verify
-from collsynth.tens.pipelined_trees import PipelinedTrees, expand, listed, price_sync
+from collsynth.tens import verify
+from collsynth.tens.pipelined_trees import PipelinedTrees, expand, price_sync
 from collsynth.tens.pipelined_trees import verify as verify_trees
-
-fabrics = st.one_of(
-    st.builds(lambda n: ("dgx_h100", {"nodes": n}), st.integers(2, 4)),
-    st.just(("fat_tree", {"k": 4})),
-    st.builds(lambda gpus, over: ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": gpus,
-                                                "rails": gpus, "spines": 1, "radix": 16, "oversubscription": [over, 1.0]}),
-              st.sampled_from([1, 2]), st.sampled_from([1.0, 2.0])),
-)
-
+from compact_checks import SMALL_CLOS, assert_priced_as_listed
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=fabrics, pieces=st.integers(1, 3))
+@given(fabric=SMALL_CLOS, pieces=st.integers(1, 3))
 def test_compact_routes_verify_and_price_as_their_sends(fabric, pieces):
     inst = make_instance(build(*fabric), "alltoall", message_bytes=1e9)
-    c = replace(compact_routes(inst), pieces=pieces)
-    full = listed(c)
-    sched = _with_header(expand(c), inst)
-    assert verify_trees(c, inst) is None and verify_trees(full, inst) is None
-    assert verify.verify(sched, inst) is None
-    assert len(sched) == c.sends == full.sends
-    want = cost_models.price(sched, inst, "sync")
-    for got in (price_sync(c, inst), price_sync(full, inst)):
-        assert got.steps == want.steps
-        assert got.T_L_s == pytest.approx(want.T_L_s, rel=1e-12)
-        assert got.T_B_s == pytest.approx(want.T_B_s, rel=1e-12)
+    assert_priced_as_listed(replace(compact_routes(inst), pieces=pieces), inst)
 
 
 def test_the_run_keeps_the_form_and_meets_the_box_cut_by_hand():

@@ -5,24 +5,15 @@ a rail-optimised Clos with 2:1 leaves by hand (the group cut binds)."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.tens.bounds.blocks import block_cut
 from collsynth.tens.concurrent_flow import pair_demands, solve
-
-fabrics = st.one_of(
-    st.builds(lambda n: ("dgx_h100", {"nodes": n}), st.integers(2, 3)),
-    st.just(("fat_tree", {"k": 4})),
-    st.builds(lambda gpus, over: ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": gpus,
-                                                "rails": gpus, "spines": 1, "radix": 16, "oversubscription": [over, 1.0]}),
-              st.sampled_from([1, 2]), st.sampled_from([1.0, 2.0])),
-)
-
+from compact_checks import SMALL_CLOS
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=fabrics)
+@given(fabric=SMALL_CLOS)
 def test_block_cut_is_at_most_the_flow_optimum(fabric):
     inst = make_instance(build(*fabric), "alltoall", message_bytes=1e9)
     coll = inst.collective
