@@ -18,7 +18,10 @@ the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2; :func:`co
 of the expansion: the loads of a step change only where a tree depth starts or stops its
 pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter, reduce: the
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
-have the same step loads in reverse order, so the same price.
+have the same step loads in reverse order, so the same price. An all-to-all's "trees" are
+single routes, each from its root to the one participant its block is for (relays on the way
+forward it, as NCCL's PXN does; :mod:`collsynth.solvers.flow.rail_compact`): :func:`verify`
+then checks that each root's routes split each of its blocks exactly.
 
 On identical boxes the trees of the first box's roots are kept with the box shifts that move
 them (``shift``: commuting automorphisms of the topology of ``orders``,
