@@ -18,7 +18,7 @@ explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced und
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
 
-Measured: ``docs/clusters-combining.md`` (the table and its command).
+Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), with the command.
 """
 
 from __future__ import annotations
