@@ -41,12 +41,8 @@ from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import require
 from ...tens.ten import instant_hops
-from ..producers import Options, Outcome, Param, Producer, Unsupported
-from .alltoall import GRID, PARAMS, auto_pieces, depth_of, emit
-
-FORM = Param("form", ("auto", "explicit", "compact"), "auto",
-             "explicit: every send listed; compact: one box's routes plus the pipeline rule, moved to every box by "
-             "the box shifts; auto: compact where one piece of every pair's sends would not fit the send budget")
+from ..producers import Options, Outcome, Unsupported
+from .alltoall import GRID, auto_pieces, depth_of, emit
 
 
 def rail_structure(topology) -> dict:
@@ -128,15 +124,11 @@ def link_loads(topology, routes: dict, pair_bytes: float) -> dict[tuple[int, int
 
 
 def run(instance: Instance, options: Options) -> Outcome:
-    """The PXN all-to-all (module doc), pipelined into pieces, with its rate-limiting link time;
-    kept as one box's routes plus the pipeline rule where :func:`.rail_compact.compact_wanted`."""
-    from . import rail_compact
-
+    """The PXN all-to-all (module doc), pipelined into pieces, with its rate-limiting link time
+    (every send listed; :func:`.rail_compact.run` keeps one box's routes where they would not fit)."""
     coll = instance.collective
     if instance.concurrent or coll.kind != "alltoall":
         raise Unsupported("rail-alltoall implements a single all-to-all")
-    if rail_compact.compact_wanted(instance, options.params.get("form")):
-        return rail_compact.run_compact(instance, options)
     t0 = time.perf_counter()
     routes = rail_routes(instance.topology)
     pair_bytes = coll.chunk_bytes * coll.chunks_per_node
@@ -154,8 +146,3 @@ def run(instance: Instance, options: Options) -> Outcome:
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="rail-alltoall", build_s=time.perf_counter() - t0, extra=extra)
 
-
-PRODUCERS = [Producer("rail-alltoall", "flow", run,
-                      "all-to-all on rail-optimised fabrics without an LP: PXN paths (in-box switch to the "
-                      "destination's rail, then that rail's leaves and ECMP above), pipelined",
-                      params=PARAMS + (FORM,))]

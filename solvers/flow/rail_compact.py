@@ -35,8 +35,14 @@ import numpy as np
 from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...tens.pipelined_trees import PipelinedTrees
-from ..producers import Outcome, Unsupported
+from ..producers import Outcome, Param, Producer, Unsupported
+from . import rail_alltoall
+from .alltoall import PARAMS
 from .rail_alltoall import pair_route, rail_structure
+
+FORM = Param("form", ("auto", "explicit", "compact"), "auto",
+             "explicit: every send listed; compact: one box's routes plus the pipeline rule, moved to every box by "
+             "the box shifts; auto: compact where one piece of every pair's sends would not fit the send budget")
 
 
 def compact_routes(instance: Instance) -> PipelinedTrees | None:
@@ -101,3 +107,18 @@ def run_compact(instance: Instance, options) -> Outcome:
              "explicit_sends": routes.sends, "route_s": round(time.perf_counter() - t0, 4)}
     return Outcome(routes, "constructed", units="steps", found_by="rail-alltoall (routes + pipeline rule)",
                    build_s=time.perf_counter() - t0, extra=extra)
+
+
+def run(instance: Instance, options) -> Outcome:
+    """``rail-alltoall``: every send listed (:func:`.rail_alltoall.run`), or kept as one box's
+    routes plus the pipeline rule (:func:`run_compact`) where :func:`compact_wanted`."""
+    coll = instance.collective
+    if not instance.concurrent and coll.kind == "alltoall" and compact_wanted(instance, options.params.get("form")):
+        return run_compact(instance, options)
+    return rail_alltoall.run(instance, options)
+
+
+PRODUCERS = [Producer("rail-alltoall", "flow", run,
+                      "all-to-all on rail-optimised fabrics without an LP: PXN paths (in-box switch to the "
+                      "destination's rail, then that rail's leaves and ECMP above), pipelined",
+                      params=PARAMS + (FORM,))]
