@@ -1,8 +1,8 @@
 """The small-message regime at scale: PAT and Bine beside the tree packing's latency choice.
 
 Run: ``python benchmarks/bench_small_messages.py [--ranks 1024,2048,4096] [--sizes 4096,...]
-[--methods pat,bine,...] [--time-limit S] [--fabric switch|dgx_h100]``. Prints figures; asserts
-nothing.
+[--methods pat,bine,...] [--time-limit S] [--fabric switch|dgx_h100] [--form auto|compact|explicit]``.
+Prints figures; asserts nothing.
 
 The fabric is one GPU per box (the regime NCCL runs PAT in: ``ncclPatEnable``, one rank per
 node), every box's NIC on one non-blocking switch: ``switch`` with ``unwind = 0``, 50 GB/s per
@@ -17,8 +17,10 @@ Methods:
 - ``bine``: Bine butterflies (De Sensi et al., SC'25): ``log2 p`` steps, negabinary peers;
 - ``ring``: the classic ring, ``p - 1`` steps (one box per GPU: NCCL's ring is this ring);
 - ``tree-packing``: the tree packing with its latency choice (trees and pieces per size,
-  :mod:`collsynth.solvers.packing.latency`), through the pipeline under ``--time-limit``; at
-  4,096 ranks it may refuse before packing (issue 45), which the row then says.
+  :mod:`collsynth.solvers.packing.latency`), through the pipeline under ``--time-limit``; from
+  2,048 ranks (``--form compact``: at every rank count) kept as trees plus the pipeline rule at
+  the depth of least ``sync`` price, verified and priced under ``sync`` in that form (``event``
+  reads explicit sends: not priced, which the row says).
 
 The closed forms' schedules do not depend on the size: each is built and verified once per rank
 count and priced under ``sync`` and ``event`` at every size (the pipeline does the same per
@@ -85,15 +87,16 @@ def closed_form_rows(topo, method: str, sizes) -> list[dict]:
     return rows
 
 
-def packing_row(topo, size: int, limit: float) -> dict:
-    """The tree packing's latency choice at one size, through the pipeline."""
+def packing_row(topo, size: int, limit: float, form: str = "auto") -> dict:
+    """The tree packing's latency choice at one size, through the pipeline, in ``form``
+    (``auto``: the trees kept as trees from 2,048 ranks; ``compact``: at every rank count)."""
     from collsynth.instances.instance import make_instance
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
 
     t0 = time.perf_counter()
     row, _ = pipeline.run(make_instance(topo, "allgather", message_bytes=size), "tree-packing",
-                          Options(params={}, time_limit=limit))
+                          Options(params={"form": form}, time_limit=limit))
     return {"method": "tree-packing", "size": size, "verified": row["verified"], "steps": row["steps"],
             "status": row["status"], "sync": row["time_sync_s"], "event": row["time_event_s"],
             "wall_s": round(time.perf_counter() - t0, 1), "message": (row.get("message") or "")[:120]}
@@ -110,6 +113,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--fabric", choices=("switch", "dgx_h100"), default="switch")
     parser.add_argument("--time-limit", type=float, default=300.0, help="tree packing's limit per run (s)")
+    parser.add_argument("--form", choices=("auto", "compact", "explicit"), default="auto",
+                        help="tree packing's --param form (compact: trees plus the pipeline rule, priced under sync)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     methods = [m for m in args.methods.split(",") if m]
@@ -122,7 +127,7 @@ def main(argv=None) -> list[dict]:
     for ranks in (int(x) for x in args.ranks.split(",")):
         topo = fabric(ranks, args.fabric)
         for method in methods:
-            found = ([packing_row(topo, s, args.time_limit) for s in sizes] if method == "tree-packing"
+            found = ([packing_row(topo, s, args.time_limit, args.form) for s in sizes] if method == "tree-packing"
                      else closed_form_rows(topo, method, sizes))
             for r in found:
                 if args.fabric != "switch":

@@ -64,7 +64,7 @@ from .. import InputError
 from ..instances import Instance, size
 from ..instances.instance import epoch_timestep
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
-from ..tens import bounds, cost_models, pipelined_trees, verify
+from ..tens import bounds, compact_forms, cost_models, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
 from ..tens import schema
@@ -157,7 +157,7 @@ def _run(instance: Instance, producer: str, options: Options | None,
     schedule = outcome.schedule
     if schedule is None:
         return row, None
-    if isinstance(schedule, pipelined_trees.PipelinedTrees):
+    if compact_forms.form_of(schedule) is not None:
         return check_and_price_trees(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages)
     row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
     if kept is not None:
@@ -434,14 +434,16 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
 def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadline: Deadline,
                            stages: dict[str, float]) -> tuple[dict[str, Any], Any]:
     """:func:`check_and_price` for a schedule kept as trees plus a pipeline rule
-    (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`): verified in that form (the
-    verdict :func:`~collsynth.tens.verify.verify` gives its expansion) and priced under
-    ``sync`` in that form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the
-    expansion); the other models read explicit sends, so the row says they were not priced."""
+    (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`, or an allreduce's two,
+    :mod:`collsynth.tens.compact_forms`): verified in that form (the verdict
+    :func:`~collsynth.tens.verify.verify` gives its expansion) and priced under ``sync`` in that
+    form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the expansion); the
+    other models read explicit sends, so the row says they were not priced."""
+    form = compact_forms.form_of(trees)
     row["sends"] = trees.sends
     try:
         with _stage(deadline, "verification", stages):
-            violation = pipelined_trees.verify(trees, instance)
+            violation = form.verify(trees, instance)
     except TimeLimitReached as e:
         return _timed_out(row, e, deadline, stages, "verification", "trees plus a pipeline rule, not kept"), None
     finally:
@@ -453,7 +455,7 @@ def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadli
     row["verified"] = True
     sync = cost_models.MODELS["sync"]
     with contextlib.suppress(TimeLimitReached), _stage(deadline, "pricing (sync)", stages):
-        price = pipelined_trees.price_sync(trees, instance)
+        price = form.price_sync(trees, instance)
         row.update({"steps": price.steps, sync.time_column: price.total_s})
         row.update({column.name: column.value(price) for column in sync.columns})
     row[sync.price_column] = stages.get("pricing (sync)")

@@ -18,7 +18,10 @@ the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2; :func:`co
 of the expansion: the loads of a step change only where a tree depth starts or stops its
 pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter, reduce: the
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
-have the same step loads in reverse order, so the same price.
+have the same step loads in reverse order, so the same price. An all-to-all's "trees" are
+single routes, each from its root to the one participant its block is for (relays on the way
+forward it, as NCCL's PXN does; :mod:`collsynth.solvers.flow.rail_compact`): :func:`verify`
+then checks that each root's routes split each of its blocks exactly.
 
 On identical boxes the trees of the first box's roots are kept with the box shifts that move
 them (``shift``: commuting automorphisms of the topology of ``orders``,
@@ -51,7 +54,8 @@ from ..instances.symmetry import is_automorphism
 from .schedule import Schedule, from_arrays, reverse
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
-                 "reduce": "broadcast"}  # a collective -> the kind its trees send (reversed when they differ)
+                 "reduce": "broadcast", "alltoall": "alltoall"}  # a collective -> the kind its trees send (reversed when
+# they differ); an all-to-all's "tree" is one route from a root to the one destination its pieces are for
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ def expand(f: PipelinedTrees) -> Schedule:
         a, b = int(f.ptr[t]), int(f.ptr[t + 1])
         src, dst, before = f.src[a:b].astype(np.int64), f.dst[a:b].astype(np.int64), f.before[a:b].astype(np.int64)
         width = int(f.hi[t] - f.lo[t])
-        base = (int(f.root[t]) * c if kind == "allgather" else 0) + j
+        base = _first_chunk(f, kind, t) + j
         lo = int(f.lo[t]) * pieces + p * width
         H, Q = len(src), len(q)
         cols["chunk"].append(np.tile(base, H))
@@ -157,7 +161,34 @@ def expand(f: PipelinedTrees) -> Schedule:
         cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
     arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
     sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * pieces, **arr)
+    if f.collective == "reduce_scatter":
+        return owners_ahead(reverse(sched), f.chunks_per_root, np.unique(f.root))
     return reverse(sched) if f.reversed else sched
+
+
+def owners_ahead(sched: Schedule, chunks_per_root: int, ranks: np.ndarray) -> Schedule:
+    """A reduce-scatter's sends listed, within each step, by how far the block's owner is
+    ahead of the sender among the participants ``ranks`` (sorted node ids; ``(owner - sender)
+    mod len(ranks)`` in rank order, a switch by the rank after it): every GPU serves the
+    partials of its blocks in the same rotation, so the relays of one owner finish its inputs
+    together and each owner's links take the relays' partials one after another, rather than
+    every GPU serving the same owners first. Only the order within a step changes (the verdict
+    and the ``sync`` price do not); under FIFO links (``event``) it is what keeps a relay's
+    NIC fed: DGX H100 x64, 7 pieces, 1.320x -> 1.008x the optimum (``benchmarks/bench_clusters_combining.py``)."""
+    owner = np.searchsorted(ranks, sched.chunk.astype(np.int64) // chunks_per_root)
+    key = (owner - np.searchsorted(ranks, sched.src.astype(np.int64))) % max(1, len(ranks))
+    order = np.lexsort((key, sched.step))
+    return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
+                       lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
+                       step=sched.step[order], op=sched.op[order], routing=sched.routing)
+
+
+def _first_chunk(f: PipelinedTrees, kind: str, t: int) -> int:
+    """The first chunk id tree ``t`` carries: allgather, its root's ``r c``; all-to-all, the
+    block from its root to its route's end, ``(r N + d) c``; broadcast, 0."""
+    if kind == "alltoall":
+        return (int(f.root[t]) * f.nodes + int(f.dst[f.ptr[t + 1] - 1])) * f.chunks_per_root
+    return int(f.root[t]) * f.chunks_per_root if kind == "allgather" else 0
 
 
 def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str | None:
@@ -175,16 +206,18 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     if len(missing):
         h = int(missing[0])
         return f"hop {h} ({int(src[h])} -> {int(dst[h])}) is not a live link"
-    copy = (not f.reversed) if switch_copy is None else switch_copy
+    copy = (not f.reversed and f.collective != "alltoall") if switch_copy is None else switch_copy
     is_switch = np.zeros(topo.size, bool)
     is_switch[list(topo.switches)] = True
-    roots = np.asarray(coll.nodes if NON_COMBINING[f.collective] == "allgather" else [coll.root], dtype=np.int64)
+    every = NON_COMBINING[f.collective] in ("allgather", "alltoall")
+    roots = np.asarray(coll.nodes if every else [coll.root], dtype=np.int64)
     if f.copies > 1:
         why = _shift_violation(f, topo, is_switch, roots)
         if why:
             return why
         roots = np.unique(f.root)
-    return _hop_violation(f, is_switch, copy) or _coverage_violation(f, coll, roots)
+    cover = _pair_violation if f.collective == "alltoall" else _coverage_violation
+    return _hop_violation(f, is_switch, copy) or cover(f, coll, roots)
 
 
 def _shift_violation(f: PipelinedTrees, topo, is_switch: np.ndarray, roots: np.ndarray) -> str | None:
@@ -281,6 +314,34 @@ def _coverage_violation(f: PipelinedTrees, coll, roots: np.ndarray) -> str | Non
     if bad.any() or len(np.unique(r)) != len(roots):
         i = int(np.argmax(bad)) if bad.any() else 0
         return f"root {int(r[i]) if len(r) else -1}'s trees do not split its shard [0, {f.k}) exactly"
+    return None
+
+
+def _pair_violation(f: PipelinedTrees, coll, roots: np.ndarray) -> str | None:
+    """All-to-all: every tree is a route whose last hop is its deepest and ends at a participant
+    other than its root, and the routes of each root to each other participant split the block
+    ``[0, k)`` exactly (relays on a route may be participants: they forward, as PXN does)."""
+    if (np.diff(f.ptr) < 1).any():
+        return f"tree {int(np.argmax(np.diff(f.ptr) < 1))} has no hop"
+    last = f.ptr[1:] - 1
+    deepest = np.maximum.reduceat(f.before, f.ptr[:-1]) if len(f.before) else f.before
+    part = np.zeros(max(f.nodes, int(f.dst.max(initial=0)) + 1), bool)
+    part[np.asarray(coll.nodes, dtype=np.int64)] = True
+    end = f.dst[last]
+    bad = (f.before[last] != deepest) | ~part[end] | (end == f.root) | ~np.isin(f.root, roots)
+    if bad.any():
+        t = int(np.argmax(bad))
+        return f"tree {t} (root {int(f.root[t])}) does not end its route at another participant with its last hop"
+    order = np.lexsort((f.lo, end, f.root))
+    r, d, lo, hi = f.root[order], end[order], f.lo[order], f.hi[order]
+    new = np.r_[True, (r[1:] != r[:-1]) | (d[1:] != d[:-1])]
+    ends = np.r_[new[1:], True]
+    bad = (hi <= lo) | np.where(new, lo != 0, lo != np.r_[0, hi[:-1]]) | (ends & (hi != f.k))
+    pairs = int(new.sum())
+    if bad.any() or pairs != len(np.unique(r)) * (len(coll.nodes) - 1):
+        i = int(np.argmax(bad)) if bad.any() else 0
+        return (f"the routes from {int(r[i]) if len(r) else -1} do not split each block to another participant "
+                f"[0, {f.k}) exactly ({pairs:,} pairs routed)")
     return None
 
 

@@ -73,9 +73,3 @@ def test_auto_keeps_explicit_sends_where_they_fit():
     row, sched = solved(inst, "auto")
     assert row["verified"] and not isinstance(sched, pipelined_trees.PipelinedTrees)
     assert row["time_event_s"] is not None
-
-
-def test_compact_refuses_allreduce():
-    inst = make_instance(build("dgx_h100", {"nodes": 2}), "allreduce", message_bytes=1 << 20)
-    row, sched = solved(inst, "compact")
-    assert sched is None and "form=explicit" in row["message"]

@@ -16,10 +16,11 @@ from collsynth.instances.box_shift import box_shift
 from collsynth.instances.generators import build
 from collsynth.solvers.packing.translated import translated
 from collsynth.solvers.packing.producer import _with_header, choose_k
-from collsynth.tens import cost_models, verify
+from collsynth.tens import verify
 from collsynth.tens.cut_optimum import flow_net, optimum
-from collsynth.tens.pipelined_trees import expand, listed, price_sync
+from collsynth.tens.pipelined_trees import expand, price_sync
 from collsynth.tens.pipelined_trees import verify as verify_trees
+from compact_checks import assert_priced_as_listed
 
 fabrics = st.one_of(
     st.builds(lambda n: ("dgx_h100", {"nodes": n}), st.integers(2, 5)),
@@ -49,17 +50,7 @@ def test_translated_listed_and_explicit_agree(fabric, kind, pieces):
     inst = make_instance(build(*fabric), kind, message_bytes=1 << 20)
     c = translated_form(inst)
     assert c is not None and c.copies > 1
-    c = replace(c, pieces=pieces)
-    full = listed(c)
-    sched = _with_header(expand(c), inst)
-    assert verify_trees(c, inst) is None and verify_trees(full, inst) is None
-    assert verify.verify(sched, inst) is None
-    assert len(sched) == c.sends == full.sends
-    want = cost_models.price(sched, inst, "sync")
-    for got in (price_sync(c, inst), price_sync(full, inst)):
-        assert got.steps == want.steps
-        assert got.T_L_s == pytest.approx(want.T_L_s, rel=1e-12)
-        assert got.T_B_s == pytest.approx(want.T_B_s, rel=1e-12)
+    assert_priced_as_listed(replace(c, pieces=pieces), inst)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -41,8 +41,8 @@ from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND
 from ...limits import require
 from ...tens.ten import instant_hops
-from ..producers import Options, Outcome, Producer, Unsupported
-from .alltoall import GRID, PARAMS, auto_pieces, depth_of, emit
+from ..producers import Options, Outcome, Unsupported
+from .alltoall import GRID, auto_pieces, depth_of, emit
 
 
 def rail_structure(topology) -> dict:
@@ -78,21 +78,23 @@ def rail_structure(topology) -> dict:
     return {"g": g, "box_switch": box_switch, "leaves": leaves, "fabric": fabric}
 
 
-def pair_route(s: int, d: int, rs: dict, middle) -> tuple[int, ...]:
+def pair_route(s: int, d: int, rs: dict, middle, key: int | None = None) -> tuple[int, ...]:
     """The PXN path of pair ``s -> d`` (module doc); ``middle(a, b)`` lists the shortest
-    switch paths from leaf ``a`` to leaf ``b``."""
+    switch paths from leaf ``a`` to leaf ``b``; ``key`` (default ``s``) picks the plane
+    (``key mod planes``) and the path above the leaves (``key div planes``, module doc)."""
     g, box = rs["g"], rs["box_switch"]
     if s // g == d // g:
         return (s, box[s], d)
     relay = s // g * g + d % g
     head = (s,) if relay == s else (s, box[s], relay)
     planes = len(rs["leaves"][s])
-    plane = s % planes
+    key = s if key is None else key
+    plane = key % planes
     a, b = rs["leaves"][relay][plane], rs["leaves"][d][plane]
     if a == b:
         return head + (a, d)
     paths = middle(a, b)
-    return head + paths[(s // planes) % len(paths)] + (d,)
+    return head + paths[(key // planes) % len(paths)] + (d,)
 
 
 def rail_routes(topology) -> dict:
@@ -122,7 +124,8 @@ def link_loads(topology, routes: dict, pair_bytes: float) -> dict[tuple[int, int
 
 
 def run(instance: Instance, options: Options) -> Outcome:
-    """The PXN all-to-all (module doc), pipelined into pieces, with its rate-limiting link time."""
+    """The PXN all-to-all (module doc), pipelined into pieces, with its rate-limiting link time
+    (every send listed; :func:`.rail_compact.run` keeps one box's routes where they would not fit)."""
     coll = instance.collective
     if instance.concurrent or coll.kind != "alltoall":
         raise Unsupported("rail-alltoall implements a single all-to-all")
@@ -143,7 +146,3 @@ def run(instance: Instance, options: Options) -> Outcome:
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
                    found_by="rail-alltoall", build_s=time.perf_counter() - t0, extra=extra)
 
-
-PRODUCERS = [Producer("rail-alltoall", "flow", run,
-                      "all-to-all on rail-optimised fabrics without an LP: PXN paths (in-box switch to the "
-                      "destination's rail, then that rail's leaves and ECMP above), pipelined", params=PARAMS)]

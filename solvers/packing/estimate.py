@@ -90,8 +90,8 @@ def check(instance: Instance) -> int:
 
 def least_listed_hops(instance: Instance) -> int:
     """The fewest route hops a schedule kept as trees plus the pipeline rule lists: the trees
-    of at least one root, reaching every other participant ``v`` over at least ``L_v`` hops
-    (:func:`least_hops_in`), whatever the symmetry (every root in one orbit at best).
+    of at least one root per forest, reaching every other participant ``v`` over at least
+    ``L_v`` hops (:func:`least_hops_in`), whatever the symmetry (every root in one orbit at best).
 
     >>> from collsynth.instances import make_instance
     >>> from collsynth.instances.generators import build
@@ -99,7 +99,7 @@ def least_listed_hops(instance: Instance) -> int:
     30
     """
     hops = least_hops_in(instance)
-    return int(hops.sum() - hops.max()) if len(hops) else 0
+    return FORESTS.get(instance.collective.kind, 1) * int(hops.sum() - hops.max()) if len(hops) else 0
 
 
 def planned(instance: Instance, compact: bool, asked: bool = False) -> Build:
@@ -122,7 +122,7 @@ def planned(instance: Instance, compact: bool, asked: bool = False) -> Build:
         return Build(hops * BYTES_PER_SEND, f"tree-packing's trees on {len(coll.nodes):,} GPUs kept as trees (at least "
                                             f"{hops:,} listed route hops, {human_bytes(BYTES_PER_SEND)} each)", field)
     sends = least_sends(instance)
-    hint = "" if coll.kind == "allreduce" else "; --param form=compact keeps the trees as trees"
+    hint = "; --param form=compact keeps the trees as trees"
     return Build(sends * BYTES_PER_SEND,
                  f"tree-packing's explicit schedule on {len(coll.nodes):,} GPUs ({coll.kind}: at least {sends:,} sends "
                  f"at one pipeline piece per chunk, {human_bytes(BYTES_PER_SEND)} each{hint})",

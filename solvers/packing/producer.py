@@ -44,6 +44,7 @@ from ...instances.switch_ops import copying_mask, reducing_mask
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
+from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
@@ -471,12 +472,26 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     memory in trees x hops; the pipeline verifies and prices it in that form): on identical
     boxes the first box's trees moved by the box shifts (:func:`.translated.translated`), else the
     packed forest (:func:`forest`); ``pieces`` as given, else the depth of least ``sync`` price
-    (:func:`.compact.least_sync`). One forest: allgather, reduce-scatter, broadcast or reduce."""
+    (:func:`.compact.least_sync`). One forest (allgather, reduce-scatter, broadcast, reduce), or
+    an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
+    reduce-scatter, then its allgather, each grown on the instance with that kind)."""
     coll = instance.collective
-    if coll.kind == "allreduce":
-        raise Unsupported("tree-packing: --param form=compact keeps one forest (allgather, reduce_scatter, broadcast, "
-                          "reduce), not allreduce's two; use form=explicit")
     deadline, t0 = options.timer(), time.perf_counter()
+    if coll.kind != "allreduce":
+        trees, extra = _compact_forest(instance, options, deadline)
+        return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
+                       build_s=time.perf_counter() - t0, extra=extra)
+    parts = [_compact_forest(half_instance(instance, kind), options, deadline) for kind in ("reduce_scatter", "allgather")]
+    trees = PipelinedAllreduce(parts[0][0], parts[1][0])
+    extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
+             "explicit_sends": trees.sends, "halves": [x for _, x in parts]}
+    return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
+                   build_s=time.perf_counter() - t0, extra=extra)
+
+
+def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
+    """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective."""
+    coll = instance.collective
     [(kind, transposed)] = plan(coll.kind)
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
@@ -499,8 +514,7 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
              "tau_packed": str(tau), "trees": len(trees.root) * trees.copies, "listed_trees": len(trees.root),
              "box_copies": trees.copies, "depth_hops": trees.depth, "pieces": trees.pieces,
              "explicit_sends": trees.sends}
-    return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
-                   build_s=time.perf_counter() - t0, extra=extra)
+    return trees, extra
 
 
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:

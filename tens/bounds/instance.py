@@ -17,6 +17,7 @@ from ...instances.instance import Instance
 from ...instances.switch_ops import copying_mask, switch_reductions
 from ..ten import NotSupported, discretize, latency_pipelined, link_delays, link_latency, occupancy_costs, prepare
 from .arrivals import ARRIVAL_BUDGET_S, _too_many_cells, arrival_bound
+from .blocks import block_cut_seconds
 from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
@@ -241,7 +242,8 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
     sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
     sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
-    for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s), reducing_cut_seconds(instance)):
+    for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s), reducing_cut_seconds(instance),
+                    block_cut_seconds(instance)):
         event.append(_as_model(seconds, "event"))
         sync_bw.append(_as_model(seconds, "sync"))
     for argument in COMBINING_ARGUMENTS:

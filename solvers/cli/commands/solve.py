@@ -37,7 +37,7 @@ from .... import InputError
 from ....limits import DEFAULT_TIME_LIMIT_S, GRACE_S, HARD_MARGIN_S, TooBig, watchdog
 from ....instances import size
 from ....instances.instance import load_instance
-from ....tens import pipelined_trees
+from ....tens import compact_forms
 from ....tens.status import Status, legend
 from ...backends import names as backend_names
 from ...producers import MAX_THREADS, MAX_TIME_LIMIT_S, Options, check_params, check_seed, check_threads, \
@@ -168,7 +168,7 @@ def add_runtime(row: dict, schedule, instance, calibration: str) -> None:
     from ....results.runtime_prices import runtime_fields
     from ....tens.cost_models.runtime import load_calibration
 
-    if isinstance(schedule, pipelined_trees.PipelinedTrees):  # the runtime model reads explicit sends
+    if compact_forms.form_of(schedule) is not None:  # the runtime model reads explicit sends
         row["message"] = f"{row.get('message', '')}; not priced under runtime: kept as trees".lstrip("; ")
         return
     row.update(runtime_fields(schedule if row.get("verified") else None, instance, load_calibration(calibration)))
@@ -179,7 +179,7 @@ def write_json(schedule, path) -> None:
     trees plus the pipeline rule as kept (:func:`collsynth.tens.pipelined_trees.write_json`)."""
     from ....tens import schedule as sends
 
-    (pipelined_trees if isinstance(schedule, pipelined_trees.PipelinedTrees) else sends).write_json(schedule, path)
+    (compact_forms.form_of(schedule) or sends).write_json(schedule, path)
 
 
 def solve_many(args: argparse.Namespace, names: list[str]) -> dict:

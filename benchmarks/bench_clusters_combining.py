@@ -1,0 +1,134 @@
+"""Clusters as built, combining collectives: 1 GiB reduce-scatter and allreduce with tree packing
+on the fabrics of ``bench_clusters.py``, 256 to 4,096 GPUs.
+
+Run: ``python benchmarks/bench_clusters_combining.py [--only LABEL] [--skip LABEL] [--kinds
+reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds]``.
+Each row runs in a process of its own (its peak memory is its own) and prints, per fabric,
+size and kind: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4; the
+reduce-scatter's on the transposed links, the allreduce's as its reduce-scatter's plus its
+allgather's) and the seconds to it; the seconds to the trees (the first box's trees on the
+transposed links moved by the box shifts, :func:`collsynth.solvers.packing.translated.translated`,
+run through :func:`collsynth.solvers.packing.producer.run_compact`); the trees kept as trees plus
+the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's partial
+leaving after all its children's arrived; the allreduce:
+:class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
+``sync`` in that form at the pipeline depth of least sync price (seconds for both); where the
+explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event``
+(FIFO links) and ``event-inorder`` (program order) at the deepest pipeline within that cap; the
+instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
+the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
+
+Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), with the command.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from bench_clusters import ROWS, _gpus
+from cluster_rows import chosen, cluster_parser, timed_row
+from fresh_process import cell, each_in_a_fresh_process
+from markdown_table import table
+
+M = 1 << 30  # 1 GiB reduce-scatter / allreduce
+EXPLICIT_SENDS = 4_000_000  # the event models price the explicit sends up to this many
+ROW_TIMEOUT_S = 600
+KINDS = ("reduce_scatter", "allreduce")
+
+
+def _row(args) -> dict:
+    label, generator, params, kind, timeout, bounds = args
+    return timed_row({"fabric": label, "kind": kind, "stage": "instance"},
+                     lambda out: _measure(out, generator, params, kind, bounds), timeout)
+
+
+def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool) -> None:
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers.packing.producer import run_compact
+    from collsynth.solvers.producers import Options
+    from collsynth.tens.compact_forms import form_of
+
+    t = time.perf_counter()
+    inst = make_instance(build(generator, params), kind, message_bytes=M)
+    out.update(gpus=len(inst.collective.nodes), instance_s=time.perf_counter() - t, stage="optimum + trees")
+    t = time.perf_counter()
+    outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S))
+    trees, extra = outcome.schedule, outcome.extra
+    halves = extra.get("halves", [extra])
+    out.update(optimum_ms=1e3 * extra["optimum_s"], trees_s=time.perf_counter() - t,
+               trees=sum(h["trees"] for h in halves), listed=sum(h["listed_trees"] for h in halves),
+               stage="verify+price")
+    form = form_of(trees)
+    t = time.perf_counter()
+    why = form.verify(trees, inst)
+    price = form.price_sync(trees, inst)
+    out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s,
+               pieces="/".join(str(h["pieces"]) for h in halves), verify_price_s=time.perf_counter() - t,
+               stage="event (explicit)")
+    _event(out, inst, trees, form)
+    if bounds:
+        out["stage"] = "bounds"
+        t = time.perf_counter()
+        from collsynth.tens.bounds import instance_bounds
+
+        b = instance_bounds(inst)
+        out.update(sync_bound_ms=b.sync.value and 1e3 * b.sync.value,
+                   event_bound_ms=b.event.value and 1e3 * b.event.value, bounds_s=time.perf_counter() - t)
+
+
+def _event(out: dict, inst, trees, form) -> None:
+    """The explicit sends at the deepest pipeline within :data:`EXPLICIT_SENDS`, verified and
+    priced under ``event`` and ``event-inorder`` (into ``out``), when one piece fits."""
+    from collsynth.solvers.packing.producer import _with_header
+    from collsynth.tens import cost_models, verify
+
+    halves = getattr(trees, "halves", (trees,))
+    per_piece = sum(h.sends // h.pieces for h in halves)
+    pieces = min(min(h.pieces for h in halves), EXPLICIT_SENDS // max(1, per_piece))
+    if pieces < 1:
+        return
+    t = time.perf_counter()
+    shallower = [replace(h, pieces=pieces) for h in halves]
+    sched = _with_header(form.expand(type(trees)(*shallower) if len(halves) > 1 else shallower[0]), inst)
+    ok = verify.verify(sched, inst) is None
+    out.update(event_pieces=pieces, explicit_verified=ok)
+    if ok:
+        out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s,
+                   inorder_ms=1e3 * cost_models.price(sched, inst, "event-inorder").total_s)
+    out["explicit_s"] = time.perf_counter() - t
+
+
+def render(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
+            "sync T_B/opt", "event ms (pieces)", "event/opt", "in-order/opt", "trees (listed)", "optimum+trees s",
+            "verify+price s", "event s", "bounds s", "peak MiB", "note"]
+    body = []
+    for r in rows:
+        opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
+        body.append([r["fabric"], r["kind"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
+                     cell(r.get("event_bound_ms"), ".3f"), f"{cell(sy, '.3f')} ({r.get('pieces', '-')})",
+                     cell(sy and opt and sy / opt, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
+                     f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
+                     cell(io and opt and io / opt, ".3f"), f"{r.get('trees', '-')} ({r.get('listed', '-')})",
+                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
+                     cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
+                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+    return "\n".join(table(head, body))
+
+
+def main() -> None:
+    ap = cluster_parser(__doc__, 256, 4096, ROW_TIMEOUT_S)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: reduce_scatter, allreduce")
+    ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
+    a = ap.parse_args()
+    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds)
+             for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
+    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
+    print(render(rows))
+
+
+if __name__ == "__main__":
+    main()

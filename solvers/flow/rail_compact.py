@@ -1,0 +1,124 @@
+"""PXN all-to-all kept as routes plus a pipeline rule: one box's routes, moved to every box.
+
+The ``rail-alltoall`` paths (:mod:`.rail_alltoall`: NCCL's PXN, NVIDIA NCCL 2.12 release
+notes, 2022; ECMP over spines as Al-Fares et al., SIGCOMM'08, Section 3) number ``N (N - 1)``
+pairs, tens of millions of route hops at 4,096 GPUs. On a cluster of identical boxes
+(:func:`collsynth.instances.box_shift.box_shift`: commuting automorphisms whose products move
+the first ``d`` GPUs onto every GPU once) the routes of those ``d`` sources suffice: moved by
+every product, source ``s``'s route to ``t`` becomes ``g(s)``'s route to ``g(t)``, so every
+pair is routed once, and each link of an orbit of ``o`` links carries ``m / o`` times what the
+listed routes put on the orbit (``m`` products). Each route is a "tree" of one path in a
+:class:`~collsynth.tens.pipelined_trees.PipelinedTrees` of kind ``alltoall`` (piece ``q`` over
+the route's ``h``-th hop in step ``q + h + 1``, as :func:`collsynth.solvers.flow.alltoall.emit`
+sends), verified and priced (``sync``) in that form, listed as sends on request.
+
+A listed source splits every block over the planes (``k = planes`` units, unit ``p`` over
+plane ``p``) and spreads its routes over the shortest leaf-to-leaf paths by the destination's
+box (key ``p + planes (t div g)`` for destination ``t``: :func:`.rail_alltoall.pair_route`), so
+each relay of its box uses every plane of its NICs alike and every spine (core) above evenly,
+as the pair-by-pair routes do (there the key is the source, which differs from pair to pair);
+the moved routes then load each link of an orbit alike. (Keyed by the source alone, the moved
+routes kept the listed source's plane: on HPN's two planes, half the NIC bandwidth, 2.03x the
+bound under ``sync``; keyed by the destination's box without splitting, an odd number of other
+boxes loads one plane more.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from functools import lru_cache
+
+import networkx as nx
+import numpy as np
+
+from ...instances import Instance
+from ...instances.box_shift import box_shift
+from ...tens.pipelined_trees import PipelinedTrees
+from ..producers import Outcome, Param, Producer, Unsupported
+from . import rail_alltoall
+from .alltoall import PARAMS
+from .rail_alltoall import pair_route, rail_structure
+
+FORM = Param("form", ("auto", "explicit", "compact"), "auto",
+             "explicit: every send listed; compact: one box's routes plus the pipeline rule, moved to every box by "
+             "the box shifts; auto: compact where one piece of every pair's sends would not fit the send budget")
+
+
+def compact_routes(instance: Instance) -> PipelinedTrees | None:
+    """The first box's PXN routes with the box shifts (module doc), one pipeline piece per
+    chunk; None when the fabric has no box shift."""
+    topo, coll = instance.topology, instance.collective
+    shift = box_shift(topo, coll.nodes)
+    if shift is None:
+        return None
+    rs = rail_structure(topo)
+
+    @lru_cache(maxsize=None)
+    def middle(a: int, b: int) -> list[tuple[int, ...]]:
+        return sorted(tuple(p) for p in nx.all_shortest_paths(rs["fabric"], a, b))
+
+    roots = [int(r) for r in shift.representatives(coll.nodes)]
+    g, planes = rs["g"], len(rs["leaves"][roots[0]])
+    src, dst, ptr, root, part = [], [], [0], [], []
+    for s in roots:
+        for t in coll.nodes:
+            for p in range(planes) if t != s else ():
+                route = pair_route(s, t, rs, middle, key=p + planes * (t // g))
+                src.extend(route[:-1])
+                dst.extend(route[1:])
+                ptr.append(len(src))
+                root.append(s)
+                part.append(p)
+    before = np.concatenate([np.arange(b - a) for a, b in zip(ptr[:-1], ptr[1:])]).astype(np.int64)
+    lo = np.asarray(part, np.int64)
+    return PipelinedTrees("alltoall", coll.size, coll.num_chunks, coll.chunks_per_node, 1, planes,
+                          np.asarray(root, np.int64), lo, lo + 1, np.asarray(ptr, np.int64),
+                          np.asarray(src, np.int64), np.asarray(dst, np.int64), before,
+                          shift=shift.perms, orders=shift.orders)
+
+
+def compact_wanted(instance: Instance, form: str | None) -> bool:
+    """Whether ``rail-alltoall`` keeps its routes as routes: ``form=compact``, or ``form=auto``
+    (the default) where even one piece of every pair's explicit sends (two hops a pair at the
+    least) would exceed :data:`collsynth.solvers.flow.alltoall.SEND_BUDGET`."""
+    from .alltoall import SEND_BUDGET
+
+    coll = instance.collective
+    n = len(coll.nodes)
+    return form == "compact" or ((form or "auto") == "auto" and 2 * n * (n - 1) * coll.chunks_per_node > SEND_BUDGET)
+
+
+def run_compact(instance: Instance, options) -> Outcome:
+    """``rail-alltoall`` kept as routes plus the pipeline rule (module doc): ``pieces`` as
+    given, else the depth of least ``sync`` price (:func:`collsynth.solvers.packing.compact.least_sync`);
+    refused (:class:`~collsynth.solvers.producers.Unsupported`) where there is no box shift."""
+    from ..packing.compact import least_sync
+
+    t0 = time.perf_counter()
+    routes = compact_routes(instance)
+    if routes is None:
+        raise Unsupported("rail-alltoall: --param form=compact needs identical boxes (no box shift found); "
+                          "use form=explicit")
+    pieces = options.params.get("pieces")
+    routes = replace(routes, pieces=pieces) if pieces else least_sync(routes, instance)[0]
+    extra = {"form": "pipelined-trees", "routes": len(routes.root) * routes.copies, "listed_routes": len(routes.root),
+             "box_copies": routes.copies, "depth_hops": routes.depth, "pieces": routes.pieces,
+             "explicit_sends": routes.sends, "route_s": round(time.perf_counter() - t0, 4)}
+    return Outcome(routes, "constructed", units="steps", found_by="rail-alltoall (routes + pipeline rule)",
+                   build_s=time.perf_counter() - t0, extra=extra)
+
+
+def run(instance: Instance, options) -> Outcome:
+    """``rail-alltoall``: every send listed (:func:`.rail_alltoall.run`), or kept as one box's
+    routes plus the pipeline rule (:func:`run_compact`) where :func:`compact_wanted`."""
+    coll = instance.collective
+    if not instance.concurrent and coll.kind == "alltoall" and compact_wanted(instance, options.params.get("form")):
+        return run_compact(instance, options)
+    return rail_alltoall.run(instance, options)
+
+
+PRODUCERS = [Producer("rail-alltoall", "flow", run,
+                      "all-to-all on rail-optimised fabrics without an LP: PXN paths (in-box switch to the "
+                      "destination's rail, then that rail's leaves and ECMP above), pipelined",
+                      params=PARAMS + (FORM,))]

@@ -1,0 +1,134 @@
+"""Allreduce kept as two pipelined forests: its reduce-scatter, then its allgather.
+
+Zhao et al. ("ForestColl: Throughput-Optimal Collective Communications on Heterogeneous
+Network Fabrics", arXiv 2402.06787, Section 4) build allreduce as a reduce-scatter followed
+by an allgather, each a packing of spanning trees; at thousands of GPUs each half is kept as
+trees plus a pipeline rule (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`: the
+reduce-scatter as the time reversal of trees on the transposed links, a GPU's partial leaving
+after all its children's partials arrived). This form keeps the two halves: :func:`expand`
+lists the reduce-scatter's sends (reducing) and then the allgather's (copying), steps shifted
+past the first half (:func:`collsynth.tens.schedule.concat`), the schedule the verifier and
+every cost model read. :func:`verify` gives the verdict :func:`collsynth.tens.verify.verify`
+gives that expansion: the reduce-scatter half leaves every node's block fully reduced at its
+owner (each contribution once), and the allgather half, whose every send copies what the
+first half left, carries each owner's block to every participant; each half is checked in its
+own form against the instance's collective with its kind. :func:`price_sync` is the
+synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2) of the expansion: the
+halves' steps do not overlap, so it is the sum of the halves' prices.
+
+>>> import numpy as np
+>>> from collsynth.instances import make_instance
+>>> from collsynth.instances.generators import build
+>>> inst = make_instance(build("ring", {"nodes": 3}), "allreduce", message_bytes=3e9)
+>>> hops = [(0, 1, 0), (1, 2, 1), (1, 2, 0), (2, 0, 1), (2, 0, 0), (0, 1, 1)]  # a chain per root
+>>> ag = PipelinedTrees("allgather", 3, 3, 1, 4, 1, np.array([0, 1, 2]), np.array([0, 0, 0]),
+...                     np.array([1, 1, 1]), np.array([0, 2, 4, 6]), *map(np.array, zip(*hops)))
+>>> rs = replace(ag, collective="reduce_scatter")  # the same chains, reversed: the ring's links both ways
+>>> f = PipelinedAllreduce(rs, ag)
+>>> verify(f, inst) is None, f.sends, len(expand(f)), price_sync(f, inst).steps
+(True, 48, 48, 10)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import pipelined_trees
+from .pipelined_trees import PipelinedTrees, SyncPrice
+from .schedule import Schedule, concat
+
+FORM = "pipelined-allreduce"
+
+
+@dataclass(frozen=True)
+class PipelinedAllreduce:
+    """An allreduce as its reduce-scatter's and its allgather's trees plus pipeline rules
+    (module doc); the halves are over the same nodes and chunks."""
+
+    reduce_scatter: PipelinedTrees
+    allgather: PipelinedTrees
+
+    collective = "allreduce"
+
+    @property
+    def halves(self) -> tuple[PipelinedTrees, PipelinedTrees]:
+        """The reduce-scatter, then the allgather."""
+        return self.reduce_scatter, self.allgather
+
+    @property
+    def sends(self) -> int:
+        """The sends :func:`expand` lists: both halves'."""
+        return self.reduce_scatter.sends + self.allgather.sends
+
+    @property
+    def pieces(self) -> tuple[int, int]:
+        """Pipeline pieces per chunk of each half."""
+        return self.reduce_scatter.pieces, self.allgather.pieces
+
+
+def half_instance(instance, kind: str):
+    """``instance`` with its allreduce read as the collective ``kind`` over the same nodes,
+    chunks and message (reduce-scatter's block ``i`` is allreduce's chunk ``i``, as the
+    allgather's shard ``i``: :func:`collsynth.tens.schedule.concat`)."""
+    coll = instance.collective
+    return replace(instance, collectives=(replace(coll, kind=kind),))
+
+
+def verify(f: PipelinedAllreduce, instance) -> str | None:
+    """Why ``f``'s expansion does not implement ``instance``'s allreduce, or None (module doc):
+    the first half's violation as a reduce-scatter, else the second's as an allgather."""
+    coll = instance.collective
+    if coll.kind != "allreduce":
+        return f"the trees implement allreduce, not the instance's {coll.kind}"
+    for half, kind in zip(f.halves, ("reduce_scatter", "allgather")):
+        if half.collective != kind:
+            return f"the {kind.replace('_', '-')} half holds {half.collective} trees"
+        why = pipelined_trees.verify(half, half_instance(instance, kind))
+        if why is not None:
+            return f"{kind.replace('_', '-')} half: {why}"
+    return None
+
+
+def price_sync(f: PipelinedAllreduce, instance) -> SyncPrice:
+    """The synchronous price of ``f``'s expansion: the halves' prices summed (their steps are
+    disjoint; :func:`collsynth.tens.pipelined_trees.price_sync` for each)."""
+    parts = [pipelined_trees.price_sync(half, half_instance(instance, half.collective)) for half in f.halves]
+    return SyncPrice(sum(p.steps for p in parts), sum(p.T_L_s for p in parts), sum(p.T_B_s for p in parts))
+
+
+def expand(f: PipelinedAllreduce) -> Schedule:
+    """The explicit sends: the reduce-scatter's (reducing), then the allgather's (copying)."""
+    return concat(pipelined_trees.expand(f.reduce_scatter), pipelined_trees.expand(f.allgather), "allreduce")
+
+
+def to_json(f: PipelinedAllreduce) -> dict:
+    """``f`` as plain data: each half as :func:`collsynth.tens.pipelined_trees.to_json` writes it."""
+    return {"form": FORM, "reduce_scatter": pipelined_trees.to_json(f.reduce_scatter),
+            "allgather": pipelined_trees.to_json(f.allgather)}
+
+
+def from_json(data: dict, where: str = "trees") -> PipelinedAllreduce:
+    """The :class:`PipelinedAllreduce` of :func:`to_json`'s data; a missing or mistyped field is
+    an :class:`~collsynth.InputError` naming ``where`` and the field."""
+    from .. import InputError
+
+    if data.get("form") != FORM:
+        raise InputError(where, f"form: expected \"{FORM}\", got {data.get('form')!r}")
+    halves = []
+    for kind in ("reduce_scatter", "allgather"):
+        if not isinstance(data.get(kind), dict):
+            raise InputError(where, f"{kind}: missing, or not the trees of a half")
+        halves.append(pipelined_trees.from_json(data[kind], f"{where}: {kind}"))
+    return PipelinedAllreduce(*halves)
+
+
+def write_json(f: PipelinedAllreduce, path) -> None:
+    """Write :func:`to_json`'s data to ``path``, whole or not at all
+    (:func:`collsynth.outputs.replaced_file`)."""
+    import json
+
+    from ..outputs import replaced_file
+
+    with replaced_file(path) as tmp, open(tmp, "w") as out:
+        json.dump(to_json(f), out)
+        out.write("\n")
