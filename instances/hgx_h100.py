@@ -1,0 +1,101 @@
+"""HGX H100 boxes with 1, 2, 4 or 8 NICs: GPUs sharing a NIC through a PCIe switch.
+
+The 8-GPU HGX H100 board puts its GPUs behind NVSwitch and reaches the network through PCIe:
+each GPU's host interface is PCIe Gen5 x16 (NVIDIA H100 Tensor Core GPU datasheet: 128 GB/s
+bidirectional, so 64 GB/s per direction), and the NICs sit on the board's PCIe switches beside
+the GPUs. How many NICs a box carries is the vendor's or the cloud's choice: NVIDIA DGX H100
+fits eight ConnectX-7 NDR 400 Gb/s, one per GPU (DGX H100 datasheet; the DGX H100 user guide's
+network-module table maps every ConnectX-7 port to one GPU); Google Cloud's A3 High
+(``a3-highgpu-8g``) fits four GPU NICs, one per pair of GPUs on a PCIe switch (four NIC
+networks beside the host's in GoogleCloudPlatform/container-engine-accelerators
+``gpudirect-tcpx/nccl-test-latest.yaml``); servers with one or two NICs share each among four or
+eight GPUs. ForestColl (Zhao et al., arXiv 2402.06787, Section 6; liangyuRain/ForestColl
+``topologies.py``) has no H100 model: its ``a100_topology`` keeps each NIC as a node
+(``mlx5``) between its GPU and the InfiniBand switches, and this generator follows that model,
+with a NIC node shared by the GPUs of its PCIe switch.
+
+>>> from collsynth.instances.generators import build
+>>> t = build("hgx_h100", {"nodes": 2, "nics": 4})
+>>> len(t.npus), len(t.switches), t.num_links
+(16, 14, 80)
+"""
+
+from __future__ import annotations
+
+from .. import InputError
+from .registry import generator
+from .systems import FORESTCOLL, NCCL_LAT, class_edge, classed_topology, link_class, switch_group
+from .topology import Topology
+
+NIC_COUNTS = (1, 2, 4, 8)  # the counts that split the 8 GPUs evenly among the NICs
+PCIE = "NVIDIA H100 Tensor Core GPU datasheet (SXM5: PCIe Gen5, 128 GB/s bidirectional)"
+NCCL_PCI_LAT = "NCCL src/graph/tuning.cc hwLat, PCI, Ring/LL per-hop latency"
+
+
+def _size(p: dict) -> tuple[int, int, str]:
+    """Node ids and directed links of :func:`hgx_h100` (module doc's layout) from its parameters."""
+    n, nics = p.get("nodes", 2), p.get("nics", 8)
+    if n == 1:
+        return 9, 16, "nodes"
+    return 9 * n + nics * n + nics, 32 * n + 2 * nics * n, "nodes"
+
+
+@generator(size=_size)
+def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvlink_alpha: float = 0.47e-6,
+             pcie_bandwidth: float = 64e9, pcie_alpha: float = 1.0e-6, nic_bandwidth: float = 50e9,
+             nic_alpha: float = 2.7e-6) -> Topology:
+    """HGX H100 boxes of 8 GPUs behind NVSwitch with ``nics`` NICs each, on rail-optimised leaves.
+
+    nodes: >= 1; GPU g of box b has id 8b + g. NVSwitch (class ``nvswitch``): 18 NVLink4 per
+    GPU, 900 GB/s bidirectional (DGX H100 datasheet), nvlink_bandwidth 450 GB/s per direction,
+    nvlink_alpha 0.47 us (NCCL tuning.cc hwLat, NVLink, Ring/LL). nics: 1, 2, 4 or 8; NIC k of
+    a box is shared by GPUs 8k/nics .. 8(k+1)/nics - 1 (the GPUs of one PCIe switch, or of one
+    CPU socket's switches), each linked each way to it at pcie_bandwidth 64 GB/s (class
+    ``pcie``: PCIe Gen5 x16, H100 datasheet; pcie_alpha 1.0 us, NCCL hwLat, PCI, Ring/LL).
+    NIC k links each way to leaf switch k (rail k, the DGX SuperPOD's rail-optimised fabric)
+    at nic_bandwidth 50 GB/s (class ``rail``: ConnectX-7 NDR 400 Gb/s, DGX H100 datasheet;
+    nic_alpha 2.7 us, NCCL hwLat, network, Ring/LL). As ForestColl's ``a100_topology``, a box
+    alone has no NICs. Ids after the GPUs: the NVSwitches (one per box), then the NICs
+    (8 nodes + nics * b + k), then the rails.
+
+    One box pair with two NICs each, every count written out:
+
+    >>> from collsynth.instances.generators import build
+    >>> t = build("hgx_h100", {"nodes": 2, "nics": 2})
+    >>> sorted(t.switches)  # 2 NVSwitches, 4 NICs, 2 rails
+    [16, 17, 18, 19, 20, 21, 22, 23]
+    >>> from collsynth.instances.systems import class_counts
+    >>> class_counts(t)  # 16 GPUs x 2 ways on NVSwitch and on PCIe, 4 NICs x 2 ways to a rail
+    {'nvswitch': 32, 'pcie': 32, 'rail': 8}
+    """
+    if nodes < 1:
+        raise InputError("nodes", f"expected an integer in 1..inf, got {nodes}")
+    if nics not in NIC_COUNTS:
+        raise InputError("nics", f"expected one of {', '.join(map(str, NIC_COUNTS))} (NICs a box, each "
+                                 f"shared by 8 / nics GPUs), got {nics}")
+    classes = {
+        "nvswitch": link_class(nvlink_bandwidth, nvlink_alpha, "NVIDIA DGX H100 datasheet (NVLink4, 900 GB/s per GPU bidirectional); " + NCCL_LAT),
+        "pcie": link_class(pcie_bandwidth, pcie_alpha, f"{PCIE}; {NCCL_PCI_LAT}"),
+        "rail": link_class(nic_bandwidth, nic_alpha, "NVIDIA DGX H100 datasheet (ConnectX-7 400 Gb/s); DGX SuperPOD rail-optimised fabric; "
+                           f"{FORESTCOLL} (a NIC node between GPUs and switches); " + NCCL_LAT),
+    }
+    gpus = 8 * nodes
+    edges, switches = [], []
+    for b in range(nodes):
+        e, s = switch_group(list(range(8 * b, 8 * b + 8)), classes, "nvswitch", 0, gpus + b, "nodes")
+        edges += e
+        switches += s
+    if nodes > 1:
+        share, nic0, rail0 = 8 // nics, gpus + nodes, gpus + nodes + nics * nodes
+        for b in range(nodes):
+            for k in range(nics):
+                nic, rail = nic0 + nics * b + k, rail0 + k
+                e, _ = switch_group([8 * b + share * k + i for i in range(share)], classes, "pcie", 0, nic, "nics")
+                edges += e + [class_edge(nic, rail, classes, "rail"), class_edge(rail, nic, classes, "rail")]
+                switches.append(nic)
+        switches += [rail0 + k for k in range(nics)]
+    return classed_topology(gpus + len(switches), edges, switches, f"hgx_h100x{nodes}-nics{nics}", classes,
+                            gpus_per_node=8)
+
+
+__all__ = ["hgx_h100", "NIC_COUNTS"]
