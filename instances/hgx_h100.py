@@ -37,6 +37,8 @@ def _size(p: dict) -> tuple[int, int, str]:
     n, nics = p.get("nodes", 2), p.get("nics", 8)
     if n == 1:
         return 9, 16, "nodes"
+    if nics == 8:  # no NIC nodes: each GPU on its rail
+        return 9 * n + 8, 32 * n, "nodes"
     return 9 * n + nics * n + nics, 32 * n + 2 * nics * n, "nodes"
 
 
@@ -56,7 +58,11 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
     at nic_bandwidth 50 GB/s (class ``rail``: ConnectX-7 NDR 400 Gb/s, DGX H100 datasheet;
     nic_alpha 2.7 us, NCCL hwLat, network, Ring/LL). As ForestColl's ``a100_topology``, a box
     alone has no NICs. Ids after the GPUs: the NVSwitches (one per box), then the NICs
-    (8 nodes + nics * b + k), then the rails.
+    (8 nodes + nics * b + k), then the rails. With 8 NICs a NIC serves one GPU and is no node:
+    nothing else enters or leaves it, so the GPU links each way to its rail directly (class
+    ``rail``) at the lesser of the two bandwidths with the two alphas added, the same cuts as
+    the NIC node's (``dgx_h100``'s wiring with these figures; a pass-through node would only
+    hide from the box model, :mod:`collsynth.solvers.packing.boxes`, that the rails join GPUs).
 
     One box pair with two NICs each, every count written out:
 
@@ -85,7 +91,16 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
         e, s = switch_group(list(range(8 * b, 8 * b + 8)), classes, "nvswitch", 0, gpus + b, "nodes")
         edges += e
         switches += s
-    if nodes > 1:
+    if nodes > 1 and nics == 8:
+        rail0 = gpus + nodes
+        direct = link_class(min(pcie_bandwidth, nic_bandwidth), pcie_alpha + nic_alpha,
+                            f"{classes['pcie']['source']}; {classes['rail']['source']}")
+        classes["rail"] = direct
+        edges += [e for g in range(gpus) for e in (class_edge(g, rail0 + g % 8, classes, "rail"),
+                                                   class_edge(rail0 + g % 8, g, classes, "rail"))]
+        switches += [rail0 + k for k in range(8)]
+        del classes["pcie"]
+    elif nodes > 1:
         share, nic0, rail0 = 8 // nics, gpus + nodes, gpus + nodes + nics * nodes
         for b in range(nodes):
             for k in range(nics):

@@ -31,15 +31,17 @@ def test_two_boxes_two_nics_written_out():
         assert t.meta["link_classes"][cls]["source"]
 
 
-@pytest.mark.parametrize("nodes,nics", [(1, 4), (2, 1), (2, 8), (4, 4), (8, 2)])
+@pytest.mark.parametrize("nodes,nics", [(1, 4), (2, 1), (2, 8), (4, 4), (4, 8), (8, 2)])
 def test_counts_and_size_formula(nodes, nics):
     t = generators.build("hgx_h100", {"nodes": nodes, "nics": nics})
-    boxes_nics = nics * nodes if nodes > 1 else 0
+    nic_nodes = nics * nodes if 1 < nodes and nics < 8 else 0  # a NIC of one GPU is no node
     rails = nics if nodes > 1 else 0
-    assert len(t.npus) == 8 * nodes and len(t.switches) == nodes + boxes_nics + rails
+    assert len(t.npus) == 8 * nodes and len(t.switches) == nodes + nic_nodes + rails
     expected = {"nvswitch": 16 * nodes}
-    if nodes > 1:
-        expected |= {"pcie": 16 * nodes, "rail": 2 * boxes_nics}
+    if nodes > 1 and nics < 8:
+        expected |= {"pcie": 16 * nodes, "rail": 2 * nic_nodes}
+    elif nodes > 1:
+        expected |= {"rail": 16 * nodes}  # each GPU on its rail, both ways
     assert class_counts(t) == expected
     ids, links, _ = SIZES["hgx_h100"]({"nodes": nodes, "nics": nics})
     assert (ids, links) == (t.size, t.num_links)
@@ -54,6 +56,18 @@ def test_two_box_allgather_optimum_by_hand(nics, expected_ms):
                                       "nic_alpha": 0.0})
     net = flow_net(t, range(16), [1] * 16)
     assert optimum(net).seconds(1e9 / 16, net.unit_bw) * 1e3 == pytest.approx(expected_ms)
+
+
+def test_eight_nics_put_each_gpu_on_its_rail():
+    # GPU g of box b on rail switch 8 * 3 + 3 + g % 8 (ids after 24 GPUs and 3 NVSwitches), at
+    # min(64, 50) GB/s with 1.0 + 2.7 us, as dgx_h100's rails
+    t = generators.build("hgx_h100", {"nodes": 3, "nics": 8})
+    rails = [(g, 27 + g % 8) for g in range(24)]
+    assert _links(t, "rail") == sorted(rails + [(r, g) for g, r in rails])
+    costs = {(d["bandwidth"], round(d["alpha"] * 1e7)) for _, _, d in t.graph.edges(data=True) if d["link_class"] == "rail"}
+    assert costs == {(50e9, 37)}
+    dgx = generators.build("dgx_h100", {"nodes": 3})
+    assert sorted(t.graph.edges()) == sorted(dgx.graph.edges())
 
 
 @pytest.mark.parametrize("params,field,words", [
