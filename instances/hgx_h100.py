@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .. import InputError
 from .registry import generator
-from .systems import FORESTCOLL, NCCL_LAT, class_edge, classed_topology, link_class, switch_group
+from .systems import FORESTCOLL, NCCL_LAT, box_switches, class_edge, classed_topology, link_class, switch_group
 from .topology import Topology
 
 NIC_COUNTS = (1, 2, 4, 8)  # the counts that split the 8 GPUs evenly among the NICs
@@ -86,11 +86,7 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
                            f"{FORESTCOLL} (a NIC node between GPUs and switches); " + NCCL_LAT),
     }
     gpus = 8 * nodes
-    edges, switches = [], []
-    for b in range(nodes):
-        e, s = switch_group(list(range(8 * b, 8 * b + 8)), classes, "nvswitch", 0, gpus + b, "nodes")
-        edges += e
-        switches += s
+    edges, switches = box_switches(nodes, classes)
     if nodes > 1 and nics == 8:
         rail0 = gpus + nodes
         direct = link_class(min(pcie_bandwidth, nic_bandwidth), pcie_alpha + nic_alpha,
