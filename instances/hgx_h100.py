@@ -12,19 +12,25 @@ networks beside the host's in GoogleCloudPlatform/container-engine-accelerators
 eight GPUs. ForestColl (Zhao et al., arXiv 2402.06787, Section 6; liangyuRain/ForestColl
 ``topologies.py``) has no H100 model: its ``a100_topology`` keeps each NIC as a node
 (``mlx5``) between its GPU and the InfiniBand switches, and this generator follows that model,
-with a NIC node shared by the GPUs of its PCIe switch.
+with the NIC shared by the GPUs of its PCIe switch and kept as two nodes, one a direction (its
+sending side takes the GPUs' PCIe links in and its port to the rail out, its receiving side the
+reverse): the NIC carries what crosses boxes, not traffic between two of its GPUs, which
+NVLink carries (PCIe peer-to-peer between GPUs of one switch is left out; NCCL ranks NVLink
+paths above PCIe ones). One node would let a route run GPU -> NIC -> GPU on the PCIe links the
+box's outbound and inbound data need, and under first-come-first-served links such relays wait
+behind them (two boxes with two NICs each: 1.087x the optimum under ``event`` with one node).
 
 >>> from collsynth.instances.generators import build
 >>> t = build("hgx_h100", {"nodes": 2, "nics": 4})
 >>> len(t.npus), len(t.switches), t.num_links
-(16, 14, 80)
+(16, 22, 80)
 """
 
 from __future__ import annotations
 
 from .. import InputError
 from .registry import generator
-from .systems import FORESTCOLL, NCCL_LAT, box_switches, class_edge, classed_topology, link_class, switch_group
+from .systems import FORESTCOLL, NCCL_LAT, box_switches, class_edge, classed_topology, link_class
 from .topology import Topology
 
 NIC_COUNTS = (1, 2, 4, 8)  # the counts that split the 8 GPUs evenly among the NICs
@@ -39,7 +45,7 @@ def _size(p: dict) -> tuple[int, int, str]:
         return 9, 16, "nodes"
     if nics == 8:  # no NIC nodes: each GPU on its rail
         return 9 * n + 8, 32 * n, "nodes"
-    return 9 * n + nics * n + nics, 32 * n + 2 * nics * n, "nodes"
+    return 9 * n + 2 * nics * n + nics, 32 * n + 2 * nics * n, "nodes"
 
 
 @generator(size=_size)
@@ -53,23 +59,25 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
     nvlink_alpha 0.47 us (NCCL tuning.cc hwLat, NVLink, Ring/LL). nics: 1, 2, 4 or 8; NIC k of
     a box is shared by GPUs 8k/nics .. 8(k+1)/nics - 1 (the GPUs of one PCIe switch, or of one
     CPU socket's switches), each linked each way to it at pcie_bandwidth 64 GB/s (class
-    ``pcie``: PCIe Gen5 x16, H100 datasheet; pcie_alpha 1.0 us, NCCL hwLat, PCI, Ring/LL).
-    NIC k links each way to leaf switch k (rail k, the DGX SuperPOD's rail-optimised fabric)
+    ``pcie``: PCIe Gen5 x16, H100 datasheet; pcie_alpha 1.0 us, NCCL hwLat, PCI, Ring/LL), its
+    GPUs into its sending side, its receiving side out to them (module doc). NIC k links each
+    way to leaf switch k (rail k, the DGX SuperPOD's rail-optimised fabric)
     at nic_bandwidth 50 GB/s (class ``rail``: ConnectX-7 NDR 400 Gb/s, DGX H100 datasheet;
     nic_alpha 2.7 us, NCCL hwLat, network, Ring/LL). As ForestColl's ``a100_topology``, a box
-    alone has no NICs. Ids after the GPUs: the NVSwitches (one per box), then the NICs
-    (8 nodes + nics * b + k), then the rails. With 8 NICs a NIC serves one GPU and is no node:
-    nothing else enters or leaves it, so the GPU links each way to its rail directly (class
-    ``rail``) at the lesser of the two bandwidths with the two alphas added, the same cuts as
-    the NIC node's (``dgx_h100``'s wiring with these figures; a pass-through node would only
-    hide from the box model, :mod:`collsynth.solvers.packing.boxes`, that the rails join GPUs).
+    alone has no NICs. Ids after the GPUs: the NVSwitches (one per box), then the NICs' sending
+    sides (9 nodes + nics * b + k), their receiving sides (the same + nics * nodes), then the
+    rails. With 8 NICs a NIC serves one GPU and is no node: nothing else enters or leaves it, so
+    the GPU links each way to its rail directly (class ``rail``) at the lesser of the two
+    bandwidths with the two alphas added, the same cuts as the NIC's (``dgx_h100``'s wiring with
+    these figures; pass-through nodes would only hide from the box model,
+    :mod:`collsynth.solvers.packing.boxes`, that the rails join GPUs).
 
     One box pair with two NICs each, every count written out:
 
     >>> from collsynth.instances.generators import build
     >>> t = build("hgx_h100", {"nodes": 2, "nics": 2})
-    >>> sorted(t.switches)  # 2 NVSwitches, 4 NICs, 2 rails
-    [16, 17, 18, 19, 20, 21, 22, 23]
+    >>> sorted(t.switches)  # 2 NVSwitches, 4 NICs' sending and receiving sides, 2 rails
+    [16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]
     >>> from collsynth.instances.systems import class_counts
     >>> class_counts(t)  # 16 GPUs x 2 ways on NVSwitch and on PCIe, 4 NICs x 2 ways to a rail
     {'nvswitch': 32, 'pcie': 32, 'rail': 8}
@@ -97,14 +105,15 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
         switches += [rail0 + k for k in range(8)]
         del classes["pcie"]
     elif nodes > 1:
-        share, nic0, rail0 = 8 // nics, gpus + nodes, gpus + nodes + nics * nodes
+        share, tx0 = 8 // nics, gpus + nodes
+        rx0, rail0 = tx0 + nics * nodes, tx0 + 2 * nics * nodes
         for b in range(nodes):
             for k in range(nics):
-                nic, rail = nic0 + nics * b + k, rail0 + k
-                e, _ = switch_group([8 * b + share * k + i for i in range(share)], classes, "pcie", 0, nic, "nics")
-                edges += e + [class_edge(nic, rail, classes, "rail"), class_edge(rail, nic, classes, "rail")]
-                switches.append(nic)
-        switches += [rail0 + k for k in range(nics)]
+                tx, rx, rail = tx0 + nics * b + k, rx0 + nics * b + k, rail0 + k
+                for g in range(8 * b + share * k, 8 * b + share * (k + 1)):
+                    edges += [class_edge(g, tx, classes, "pcie"), class_edge(rx, g, classes, "pcie")]
+                edges += [class_edge(tx, rail, classes, "rail"), class_edge(rail, rx, classes, "rail")]
+        switches += list(range(tx0, rail0 + nics))
     return classed_topology(gpus + len(switches), edges, switches, f"hgx_h100x{nodes}-nics{nics}", classes,
                             gpus_per_node=8)
 

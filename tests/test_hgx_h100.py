@@ -19,12 +19,13 @@ def _links(topo, cls):
 
 def test_two_boxes_two_nics_written_out():
     t = generators.build("hgx_h100", {"nodes": 2, "nics": 2})
-    # ids: GPUs 0-15, NVSwitches 16 (box 0) and 17 (box 1), NICs 18, 19 (box 0) and 20, 21 (box 1),
-    # rails 22 (NIC 0 of each box) and 23 (NIC 1 of each box)
-    assert sorted(t.npus) == list(range(16)) and t.switches == set(range(16, 24))
-    nic_of = {g: 18 + 2 * (g // 8) + (g % 8) // 4 for g in range(16)}  # GPUs 0-3 on NIC 0, 4-7 on NIC 1
-    assert _links(t, "pcie") == sorted([(g, nic_of[g]) for g in range(16)] + [(nic_of[g], g) for g in range(16)])
-    assert _links(t, "rail") == sorted([(18, 22), (22, 18), (20, 22), (22, 20), (19, 23), (23, 19), (21, 23), (23, 21)])
+    # ids: GPUs 0-15, NVSwitches 16 (box 0) and 17 (box 1); the NICs' sending sides 18, 19 (box 0)
+    # and 20, 21 (box 1), their receiving sides 22, 23 and 24, 25; rails 26 (NIC 0 of each box)
+    # and 27 (NIC 1 of each box)
+    assert sorted(t.npus) == list(range(16)) and t.switches == set(range(16, 28))
+    tx = {g: 18 + 2 * (g // 8) + (g % 8) // 4 for g in range(16)}  # GPUs 0-3 on NIC 0, 4-7 on NIC 1
+    assert _links(t, "pcie") == sorted([(g, tx[g]) for g in range(16)] + [(tx[g] + 4, g) for g in range(16)])
+    assert _links(t, "rail") == sorted([(18, 26), (26, 22), (20, 26), (26, 24), (19, 27), (27, 23), (21, 27), (27, 25)])
     assert _links(t, "nvswitch") == sorted([(g, 16 + g // 8) for g in range(16)] + [(16 + g // 8, g) for g in range(16)])
     for cls, bw in (("nvswitch", 450e9), ("pcie", 64e9), ("rail", 50e9)):
         assert {d["bandwidth"] for _, _, d in t.graph.edges(data=True) if d["link_class"] == cls} == {bw}
@@ -36,7 +37,7 @@ def test_counts_and_size_formula(nodes, nics):
     t = generators.build("hgx_h100", {"nodes": nodes, "nics": nics})
     nic_nodes = nics * nodes if 1 < nodes and nics < 8 else 0  # a NIC of one GPU is no node
     rails = nics if nodes > 1 else 0
-    assert len(t.npus) == 8 * nodes and len(t.switches) == nodes + nic_nodes + rails
+    assert len(t.npus) == 8 * nodes and len(t.switches) == nodes + 2 * nic_nodes + rails  # two sides a NIC
     expected = {"nvswitch": 16 * nodes}
     if nodes > 1 and nics < 8:
         expected |= {"pcie": 16 * nodes, "rail": 2 * nic_nodes}
