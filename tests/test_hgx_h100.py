@@ -88,3 +88,24 @@ def test_bad_nic_count_is_one_line_exit_2(capsys):
     code, out, err = run_cli(["topology", "hgx_h100", "nics=6", "--json"], capsys)
     assert code == 2 and out == ""  # under --json too: nothing on stdout, the one line on stderr
     assert_one_error_line(err, ["topology.nics", "got 6"])
+
+
+def test_two_nic_boxes_relay_over_nvlink_and_fifo_links_keep_up():
+    """Two boxes with two NICs each, 1 GB allgather at alpha 0, 200 pieces: the NIC's two sides
+    leave no GPU -> NIC -> GPU route (links by hand above), so the two-level trees relay over
+    NVSwitch only, and the FIFO event time is above the optimum (5 ms, test above) by the pipeline's fill alone
+    (6 hops: 3 / pieces bounds it, as on ForestColl's A100 boxes in
+    tests/test_packing_twolevel.py). With one node a NIC it was 1.088x."""
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers.producers import Options, get
+    from collsynth.tens import cost_models
+    from collsynth.tens.verify import verify
+
+    t = generators.build("hgx_h100", {"nodes": 2, "nics": 2, "nvlink_alpha": 0.0, "pcie_alpha": 0.0,
+                                      "nic_alpha": 0.0})
+    inst = make_instance(t, "allgather", message_bytes=1e9)
+    out = get("tree-packing").run(inst, Options(params={"pieces": 200}, time_limit=300))
+    assert verify(out.schedule, inst) is None
+    assert out.extra["forests"][0]["shape"] == "two-level"
+    event = cost_models.price(out.schedule, inst, "event").total_s
+    assert 5e-3 * (1 - 1e-9) <= event <= 5e-3 * (1 + 3 / 200)
