@@ -95,27 +95,39 @@ def hgx_h100(nodes: int = 2, nics: int = 8, nvlink_bandwidth: float = 450e9, nvl
     }
     gpus = 8 * nodes
     edges, switches = box_switches(nodes, classes)
-    if nodes > 1 and nics == 8:
-        rail0 = gpus + nodes
-        direct = link_class(min(pcie_bandwidth, nic_bandwidth), pcie_alpha + nic_alpha,
-                            f"{classes['pcie']['source']}; {classes['rail']['source']}")
-        classes["rail"] = direct
-        edges += [e for g in range(gpus) for e in (class_edge(g, rail0 + g % 8, classes, "rail"),
-                                                   class_edge(rail0 + g % 8, g, classes, "rail"))]
-        switches += [rail0 + k for k in range(8)]
-        del classes["pcie"]
-    elif nodes > 1:
-        share, tx0 = 8 // nics, gpus + nodes
-        rx0, rail0 = tx0 + nics * nodes, tx0 + 2 * nics * nodes
-        for b in range(nodes):
-            for k in range(nics):
-                tx, rx, rail = tx0 + nics * b + k, rx0 + nics * b + k, rail0 + k
-                for g in range(8 * b + share * k, 8 * b + share * (k + 1)):
-                    edges += [class_edge(g, tx, classes, "pcie"), class_edge(rx, g, classes, "pcie")]
-                edges += [class_edge(tx, rail, classes, "rail"), class_edge(rail, rx, classes, "rail")]
-        switches += list(range(tx0, rail0 + nics))
+    if nodes > 1:
+        e, s = (_own_nics if nics == 8 else _shared_nics)(nodes, nics, classes)
+        edges += e
+        switches += s
     return classed_topology(gpus + len(switches), edges, switches, f"hgx_h100x{nodes}-nics{nics}", classes,
                             gpus_per_node=8)
+
+
+def _own_nics(nodes: int, nics: int, classes: dict) -> tuple[list, list]:
+    """Each GPU on its rail (a NIC of one GPU, no node): links at the lesser of the PCIe and
+    NIC bandwidths, alphas added; ``classes["rail"]`` becomes that class, ``"pcie"`` goes."""
+    gpus, rail0 = 8 * nodes, 9 * nodes
+    pcie, rail = classes.pop("pcie"), classes["rail"]
+    classes["rail"] = link_class(min(pcie["bandwidth"], rail["bandwidth"]), pcie["alpha"] + rail["alpha"],
+                                 f"{pcie['source']}; {rail['source']}")
+    edges = [e for g in range(gpus) for e in (class_edge(g, rail0 + g % 8, classes, "rail"),
+                                              class_edge(rail0 + g % 8, g, classes, "rail"))]
+    return edges, list(range(rail0, rail0 + nics))
+
+
+def _shared_nics(nodes: int, nics: int, classes: dict) -> tuple[list, list]:
+    """NIC k of each box as its sending side (its GPUs' PCIe links in, the rail out) and its
+    receiving side (the rail in, PCIe out to its GPUs), on rail k; ids as :func:`hgx_h100` says."""
+    share, tx0 = 8 // nics, 9 * nodes
+    rx0, rail0 = tx0 + nics * nodes, tx0 + 2 * nics * nodes
+    edges = []
+    for b in range(nodes):
+        for k in range(nics):
+            tx, rx, rail = tx0 + nics * b + k, rx0 + nics * b + k, rail0 + k
+            for g in range(8 * b + share * k, 8 * b + share * (k + 1)):
+                edges += [class_edge(g, tx, classes, "pcie"), class_edge(rx, g, classes, "pcie")]
+            edges += [class_edge(tx, rail, classes, "rail"), class_edge(rail, rx, classes, "rail")]
+    return edges, list(range(tx0, rail0 + nics))
 
 
 __all__ = ["hgx_h100", "NIC_COUNTS"]
