@@ -30,8 +30,12 @@ M = 1e9
 TIME_LIMIT_S = 900
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 PRODUCERS = ("tree-packing",)  # ring and direct (--producers) are 7-20x off on the multi-box systems
+# HGX H100 with n NICs a box shared over PCIe (instances/hgx_h100.py); one box has no NICs and
+# 8 NICs are DGX-H100's wiring: those are the DGX-H100 rows
+H100_NICS = [f"H100 {n}-NIC x{boxes}" for boxes in (2, 4, 8) for n in (1, 2, 4)]
 SYSTEMS = systems("A100 x1", "A100 x2", "A100 x4", "A100 x8", "MI250 x1", "MI250 x2", "MI250 x4", "MI250 x8",
-                  "DGX-H100 x1", "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x8", "DGX-2 x1", "DGX-2 x2") + [
+                  "DGX-H100 x1", "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x8", "DGX-2 x1", "DGX-2 x2",
+                  *H100_NICS) + [
     ("NDv2 x2", "ndv2", {"chassis": 2, "inter_chassis": "switch", "nvlink_alpha": 0.0, "nic_alpha": 0.0}),
     ("TACOS ring x complete x switch 4x4x2", "corpus:tacos-hier-ring-fc-switch-4x4x2-allgather", {})]
 MODELS = ("event", "event-inorder", "sync")

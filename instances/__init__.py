@@ -9,12 +9,12 @@
 from .collective import COMBINING, KINDS, ROOTED, Collective, make
 from .instance import Instance, instance_from_dict, load_instance, make_instance
 from .topology import LinkArrays, Topology, from_edges, moore_bound
-from . import clos, generators, systems  # systems and clos register the real-cluster generators
+from . import clos, generators, hgx_h100, systems  # systems, hgx_h100 and clos register the real-cluster generators
 
 CORPUS = __import__("pathlib").Path(__file__).parent / "corpus"
 
 __all__ = [
     "COMBINING", "KINDS", "ROOTED", "Collective", "make", "Instance", "instance_from_dict",
     "load_instance", "make_instance", "LinkArrays", "Topology", "from_edges", "moore_bound",
-    "clos", "generators", "systems", "CORPUS",
+    "clos", "generators", "hgx_h100", "systems", "CORPUS",
 ]

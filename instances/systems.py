@@ -89,6 +89,18 @@ def switch_group(members: list[int], classes: dict, cls: str, unwind: int, switc
     return edges, []
 
 
+def box_switches(nodes: int, classes: dict, per_box: int = 8) -> tuple[list[tuple], list[int]]:
+    """Each box's ``per_box`` GPUs (ids ``per_box * b ..``) on its own kept switch of class
+    ``nvswitch`` (id ``per_box * nodes + b``): the links and the switch ids."""
+    edges, switches = [], []
+    for b in range(nodes):
+        e, s = switch_group(list(range(per_box * b, per_box * b + per_box)), classes, "nvswitch", 0,
+                            per_box * nodes + b, "nodes")
+        edges += e
+        switches += s
+    return edges, switches
+
+
 def classed_topology(size: int, edges: list, switches: list[int], name: str, classes: dict, **meta) -> Topology:
     """A topology of :func:`class_edge` links whose ``meta["link_classes"]`` is ``classes``."""
     return from_edges(size, edges, switches=switches, name=name,
@@ -349,11 +361,7 @@ def forestcoll_a100(nodes: int = 2, nvlink_bandwidth: float = 300e9, nvlink_alph
     classes = {"nvswitch": link_class(nvlink_bandwidth, nvlink_alpha, f"{FORESTCOLL} NVLINK_BW; {NCCL_LAT}"),
                "nic": link_class(nic_bandwidth, nic_alpha, f"{FORESTCOLL} A100_IB_BW; {NCCL_LAT}")}
     gpus = 8 * nodes
-    edges, switches = [], []
-    for n in range(nodes):
-        e, s = switch_group(list(range(8 * n, 8 * n + 8)), classes, "nvswitch", 0, gpus + n, "nodes")
-        edges += e
-        switches += s
+    edges, switches = box_switches(nodes, classes)
     if nodes > 1:
         nic0, ib0 = gpus + nodes, gpus + nodes + gpus
         for g in range(gpus):
@@ -495,4 +503,5 @@ def class_counts(topology: Topology) -> dict[str, int]:
 
 
 __all__ = ["ndv2", "dgx2", "dgx_a100", "dgx_h100", "mi250", "forestcoll_a100", "forestcoll_mi250", "ring_fc_switch", "ring_ring", "switch_switch",
-           "class_counts", "link_class", "class_edge", "switch_group", "classed_topology", "CUBE_MESH", "MI250_XGMI"]
+           "class_counts", "link_class", "class_edge", "switch_group", "box_switches", "classed_topology", "CUBE_MESH",
+           "MI250_XGMI"]

@@ -146,6 +146,7 @@ SMALL = [
     ("mi250", {"nodes": 2}), ("mi250", {"nodes": 3, "unwind": 2}), ("ring_fc_switch", {"nodes": 3}),
     ("ring_fc_switch", {"nodes": 4, "unwind": 0}), ("ring_ring", {"dims": [3, 4]}), ("switch_switch", {}),
     ("forestcoll_a100", {"nodes": 3}), ("forestcoll_mi250", {"nodes": 2}),
+    ("hgx_h100", {"nodes": 3, "nics": 2}), ("hgx_h100", {"nodes": 2, "nics": 8}),
     ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": 2, "rails": 2, "spines": 2, "radix": 4}),
     ("rail_clos", {"pods": 2, "groups_per_pod": 1, "boxes_per_group": 2, "gpus_per_box": 2, "rails": 2, "spines": 1,
                    "cores": 1, "radix": 8, "planes": 2}),
