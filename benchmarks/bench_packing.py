@@ -32,7 +32,7 @@ M = 1e9
 TIME_LIMIT_S = 900
 PUBLISHED_GBPS = {"A100 x2": 346.67, "MI250 x2": 354.13}
 ROWS = [(*system, True) for system in systems("A100 x1", "A100 x2", "A100 x4", "MI250 x1", "MI250 x2",
-                                               "DGX-H100 x2", "DGX-H100 x64")]
+                                               "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x64")]
 ROWS.append(("torus 4x4, one slow link", "slow-torus", {}, True))
 # ``--corpus``: the corpus's other switched or multi-box systems, read from their instance files
 # at 1 GB (their own latencies kept; the forestcoll files at 1, 2 and 4 boxes are the rows above),
@@ -106,7 +106,8 @@ def _row(args) -> dict:
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
                                for k in ("optimum_s", "splitting_s", "packing_s", "order_search_s"))
                    if row.get("extra") else None,
-                   shape=", ".join(f["shape"] + ("" if f["shape"] != "greedy" else f" ({f['root_order']})")
+                   shape=", ".join(f["shape"] + (f" ({f['root_order']})" if f["shape"] == "greedy" else
+                                                 f" ({f['door_rule']})" if f.get("door_rule") else "")
                                    for f in row["extra"].get("forests", [])) if row.get("extra") else None)
         if sched is not None and row["verified"]:  # the pipeline verified it
             t1 = time.perf_counter()

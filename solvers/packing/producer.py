@@ -48,8 +48,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, translated, twolevel
-from .splitting import network, remove_relays
+from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated, twolevel
+from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
@@ -88,6 +88,8 @@ class Forest:
     orders_tried: list = field(default_factory=list)
     shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`) or "rings" (:mod:`.rings`)
     stopped: list = field(default_factory=list)  # notes on models stopped by their time limits (outcome unknown)
+    door: str = ""  # ring trees: the door rule they enter the boxes by (:func:`.rings.door`)
+    shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -115,41 +117,59 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
             slack: Fraction, shape: str, stopped: list) -> Forest:
     """:func:`forest`, its flows fitting the solver."""
     coll = instance.collective
-    topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     clock = {"start": time.perf_counter()}
-    net0 = flow_net(topo, coll.nodes, weight, transpose=transposed)
+    net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
     opt = optimum(net0)
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
     model = boxes.of_flow_net(net0)  # what a box is, once for every shape below
+    packing = (net0, opt, k, tau, kind, transposed, model, clock)
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped, model)
         if found is None and trees is None and slack == 1:
-            found = ring_forest(net0, opt, kind, transposed, clock, deadline, model)
+            found = by_shape(instance, ring_forests(net0, opt, kind, transposed, clock, deadline, model),
+                             lambda: greedy(*packing, deadline, probe=True), deadline)
         if found is not None:
             return found
+    f, split, roots, more = greedy(*packing, deadline, depth_first)
+    if shape == "auto" and not transposed and not depth_first:
+        f = by_root_order(instance, f, split, roots, more, deadline)
+    return f
+
+
+def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes, clock: dict,
+           deadline=None, depth_first: bool = False, probe: bool = False) -> tuple | None:
+    """``(forest, split network, roots, packing's flows)``: the greedy packing (Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 5.2) of ``net0`` at ``k`` trees per shard and time
+    ``tau``: relays removed by edge splitting, trees packed on the compute nodes and routed. A
+    ``probe`` runs no max flow beyond the proportional split's check (one per relay and per
+    compute node: a cost bounded ahead of time by the instance's size): None when that split
+    fails its check or the trees cannot be packed by translation (:func:`.trees.pack`)."""
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
     net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
     try:
-        flows = opt.flows + remove_relays(net, deadline, box_of=model.box_of)
+        split_flows = split_all_evenly(net, model.box_of) if probe else remove_relays(net, deadline,
+                                                                                       box_of=model.box_of)
     except RuntimeError:
         raise Unsupported("tree-packing: edge splitting could not keep the cut condition at a relay whose links "
                           "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
                           "out-capacity to match)") from None
+    if split_flows is None:
+        return None
     clock["splitting"] = time.perf_counter()
     split = net.copy()  # the split network before routing (routing takes the routes from its pools)
-    packed, more = pack(net, roots, deadline, depth_first)
+    packed = pack(net, roots, deadline, depth_first, grow=not probe)
+    if packed is None:
+        return None
     clock["packing"] = time.perf_counter()
-    routed = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
-    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
-    if shape == "auto" and not transposed and not depth_first:
-        f = by_root_order(instance, f, split, roots, more, deadline)
-    return f
+    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed_trees(net, packed[0]),
+               opt.flows + split_flows + packed[1], seconds)
+    return f, split, roots, packed[1]
 
 
 def by_root_order(instance: Instance, f: Forest, split, roots: dict, flows: int, deadline=None) -> Forest:
@@ -204,17 +224,57 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     return None
 
 
+def ring_forests(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None,
+                 model: boxes.Boxes | None = None) -> list[Forest]:
+    """The ring trees of :mod:`.rings` by each door rule (:func:`.rings.find_each`) as
+    :class:`Forest` objects at their exact times; none when the boxes (``model``, :mod:`.boxes`)
+    have no ring layout, or the rings miss the optimum."""
+    out = []
+    for rule, (trees, k, tau) in rings.find_each(net0, opt.tau, deadline, model).items():
+        seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
+                   "packing_s": time.perf_counter() - clock["optimum"]}
+        out.append(Forest(kind, transposed, opt, k, tau, net0.unit_bw, trees, 0, seconds, shape="rings", door=rule))
+    return out
+
+
 def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None,
                 model: boxes.Boxes | None = None) -> Forest | None:
-    """The ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None when
-    the boxes (``model``, :mod:`.boxes`) have no ring layout, or the rings miss the optimum."""
-    found = rings.find(net0, opt.tau, deadline, model)
-    if found is None:
+    """The ring trees of the first door rule (:func:`ring_forests`), or None."""
+    found = ring_forests(net0, opt, kind, transposed, clock, deadline, model)
+    return found[0] if found and found[0].door == rings.DOOR_RULES[0] else None
+
+
+def by_shape(instance: Instance, ringed: list[Forest], probe, deadline=None) -> Forest | None:
+    """Of the ring forests ``ringed`` (one per door rule) and the greedy packing ``probe()``
+    builds when it is cheap (:func:`greedy` as a probe), the one :func:`.shapes.choose` keeps,
+    the greedy trees the reference when built, else the first rule's rings; each emitted at
+    :func:`auto_pieces`, the depth the run emits it at. Compared only for an allgather or
+    broadcast at alpha 0, where that depth is the run's (at a latency the latency choice picks
+    it, :func:`pick`) and alone (an allreduce's halves are chosen together, :func:`_joint`);
+    else the first rule's rings. None when there are no rings."""
+    if not ringed:
         return None
-    trees, k, tau = found
-    seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
-               "packing_s": time.perf_counter() - clock["optimum"]}
-    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, trees, 0, seconds, shape="rings")
+    f = ringed[0]
+    if f.transposed or instance.collective.kind != f.kind or float(instance.topology.link_arrays.alpha.max()) > 0:
+        return f
+    found = probe()
+    cands = ([replace(found[0], shape="greedy")] if found is not None else []) + ringed
+    if len(cands) == 1:
+        return f
+    c = instance.collective.chunks_per_node
+    t0 = time.perf_counter()
+    finished = {_shape_name(g): _with_header(emit(instance, g, auto_pieces(g.trees, c)), instance) for g in cands}
+    name, priced = shapes.choose(instance, finished, deadline)
+    if name is None:
+        return f
+    chosen = next(g for g in cands if _shape_name(g) == name)
+    seconds = {**chosen.seconds, "shape_choice_s": time.perf_counter() - t0}
+    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced])
+
+
+def _shape_name(f: Forest) -> str:
+    """A forest's shape as rows name it: ``greedy``, ``two-level``, or ``rings (<door rule>)``."""
+    return f"{f.shape} ({f.door})" if f.door else f.shape
 
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
@@ -444,6 +504,8 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
                           "shape": f.shape,
+                          **({"door_rule": f.door} if f.door else {}),
+                          **({"shapes_tried": f.shapes_tried} if f.shapes_tried else {}),
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"stopped": f.stopped} if f.stopped else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
