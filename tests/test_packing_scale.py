@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collsynth.instances.box_shift import box_shift
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.solvers import pipeline
@@ -27,12 +28,14 @@ from test_packing import switched_graphs
 
 def _split_network(topo):
     """The original flow network, its optimum, and the unsplit tree-capacity network at the
-    optimum's own k (capacities ``k tau units``, integers)."""
+    optimum's own k (capacities ``k tau units``, integers), with the topology's box shift."""
     net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
     opt = optimum(net0)
     caps = capacities(net0, opt.k, opt.tau)
     roots = {c: opt.k for c in net0.compute}
-    return net0, opt, network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight), caps
+    shift = box_shift(topo)
+    return net0, opt, network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight,
+                              shift.step if shift is not None else None), caps
 
 
 def _cap_optimum(net0, arcs: dict) -> Fraction:

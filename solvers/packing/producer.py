@@ -39,6 +39,7 @@ import numpy as np
 
 from ... import InputError
 from ...instances import Instance
+from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...instances.switch_ops import copying_mask, reducing_mask
 from ...limits import memory_budget, require
@@ -90,10 +91,12 @@ class Forest:
     stopped: list = field(default_factory=list)  # notes on models stopped by their time limits (outcome unknown)
     door: str = ""  # ring trees: the door rule they enter the boxes by (:func:`.rings.door`)
     shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
+    alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`by_shape`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto") -> Forest:
+           trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto",
+           probe: bool = False) -> Forest | None:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``. With ``shape``
     ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
@@ -104,17 +107,20 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
     for latency-bound messages). A flow too large for the max-flow solver (:class:`FlowTooLarge`,
     wherever it arises: the optimum, the trees per shard, edge splitting, packing) makes the
-    instance unsupported; models stopped by their time limits are noted in ``stopped``."""
+    instance unsupported; models stopped by their time limits are noted in ``stopped``. Ring
+    trees by the other door rules are kept in ``alternatives`` (:func:`by_shape` prices them).
+    With ``shape`` ``greedy`` and ``probe``, None unless the greedy packing needs no
+    flow-tested growth (:func:`greedy`)."""
     stopped: list = []
     try:
-        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped)
+        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe)
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
-    return replace(f, stopped=stopped) if stopped else f
+    return replace(f, stopped=stopped) if stopped and f is not None else f
 
 
 def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_first: bool, trees: int | None,
-            slack: Fraction, shape: str, stopped: list) -> Forest:
+            slack: Fraction, shape: str, stopped: list, probe: bool = False) -> Forest | None:
     """:func:`forest`, its flows fitting the solver."""
     coll = instance.collective
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -125,31 +131,36 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     tau *= slack
     clock["optimum"] = time.perf_counter()
     model = boxes.of_flow_net(net0)  # what a box is, once for every shape below
-    packing = (net0, opt, k, tau, kind, transposed, model, clock)
+    shift = box_shift(instance.topology, net0.compute)  # identical boxes: the move from one to the next
+    packing = (net0, opt, k, tau, kind, transposed, model, shift.step if shift is not None else None, clock)
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped, model)
         if found is None and trees is None and slack == 1:
-            found = by_shape(instance, ring_forests(net0, opt, kind, transposed, clock, deadline, model),
-                             lambda: greedy(*packing, deadline, probe=True), deadline)
+            ringed = ring_forests(net0, opt, kind, transposed, clock, deadline, model)
+            found = replace(ringed[0], alternatives=ringed[1:]) if ringed else None
         if found is not None:
             return found
-    f, split, roots, more = greedy(*packing, deadline, depth_first)
+    built = greedy(*packing, deadline, depth_first, probe)
+    if built is None:
+        return None
+    f, split, roots, more = built
     if shape == "auto" and not transposed and not depth_first:
         f = by_root_order(instance, f, split, roots, more, deadline)
     return f
 
 
-def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes, clock: dict,
-           deadline=None, depth_first: bool = False, probe: bool = False) -> tuple | None:
+def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes,
+           step: int | None, clock: dict, deadline=None, depth_first: bool = False, probe: bool = False) -> tuple | None:
     """``(forest, split network, roots, packing's flows)``: the greedy packing (Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 5.2) of ``net0`` at ``k`` trees per shard and time
-    ``tau``: relays removed by edge splitting, trees packed on the compute nodes and routed. A
+    ``tau``: relays removed by edge splitting, trees packed on the compute nodes and routed
+    (``step``: the topology's shift of all compute nodes, :attr:`.splitting.Network.shift`). A
     ``probe`` runs no max flow beyond the proportional split's check (one per relay and per
     compute node: a cost bounded ahead of time by the instance's size): None when that split
     fails its check or the trees cannot be packed by translation (:func:`.trees.pack`)."""
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
-    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
+    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight, step)
     try:
         split_flows = split_all_evenly(net, model.box_of) if probe else remove_relays(net, deadline,
                                                                                        box_of=model.box_of)
@@ -244,30 +255,31 @@ def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, de
     return found[0] if found and found[0].door == rings.DOOR_RULES[0] else None
 
 
-def by_shape(instance: Instance, ringed: list[Forest], probe, deadline=None) -> Forest | None:
-    """Of the ring forests ``ringed`` (one per door rule) and the greedy packing ``probe()``
-    builds when it is cheap (:func:`greedy` as a probe), the one :func:`.shapes.choose` keeps,
-    the greedy trees the reference when built, else the first rule's rings; each emitted at
-    :func:`auto_pieces`, the depth the run emits it at. Compared only for an allgather or
-    broadcast at alpha 0, where that depth is the run's (at a latency the latency choice picks
-    it, :func:`pick`) and alone (an allreduce's halves are chosen together, :func:`_joint`);
-    else the first rule's rings. None when there are no rings."""
-    if not ringed:
-        return None
-    f = ringed[0]
-    if f.transposed or instance.collective.kind != f.kind or float(instance.topology.link_arrays.alpha.max()) > 0:
+def by_shape(instance: Instance, f: Forest, options: Options, deadline=None) -> Forest:
+    """``f``, or where ``f`` is ring trees the forest :func:`.shapes.choose` keeps of them, its
+    ``alternatives`` (the other door rules) and the greedy packing where it needs no
+    flow-tested growth (:func:`forest` with ``probe``: its cost bounded ahead of time by the
+    instance's size; DGX H100's greedy root-order search at four boxes took 2,225 s), that
+    one the reference when built, else ``f``. Each is emitted at the pieces the run emits it
+    at (the ``pieces`` parameter, else :func:`auto_pieces`), verified and priced. Compared for
+    an allgather or broadcast alone at alpha 0 with ``shape`` ``auto``, where those pieces are
+    the run's (at a latency the latency choice picks them, :func:`pick`; an allreduce's halves
+    are chosen together, :func:`_joint`)."""
+    params = options.params
+    if (f.shape != "rings" or f.transposed or instance.collective.kind != f.kind or (params.get("shape") or "auto") !=
+            "auto" or float(instance.topology.link_arrays.alpha.max()) > 0):
         return f
-    found = probe()
-    cands = ([replace(found[0], shape="greedy")] if found is not None else []) + ringed
-    if len(cands) == 1:
-        return f
-    c = instance.collective.chunks_per_node
     t0 = time.perf_counter()
-    finished = {_shape_name(g): _with_header(emit(instance, g, auto_pieces(g.trees, c)), instance) for g in cands}
+    probe = forest(instance, f.kind, False, deadline, shape="greedy", probe=True)
+    ring = replace(f, alternatives=[])
+    cands = ([probe] if probe is not None else []) + [ring] + f.alternatives
+    if len(cands) == 1:
+        return ring
+    c = instance.collective.chunks_per_node
+    finished = {_shape_name(g): _with_header(emit(instance, g, params.get("pieces") or auto_pieces(g.trees, c)),
+                                             instance) for g in cands}
     name, priced = shapes.choose(instance, finished, deadline)
-    if name is None:
-        return f
-    chosen = next(g for g in cands if _shape_name(g) == name)
+    chosen = next((g for g in cands if _shape_name(g) == name), ring)
     seconds = {**chosen.seconds, "shape_choice_s": time.perf_counter() - t0}
     return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced])
 
@@ -480,6 +492,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees"), shape=options.params.get("shape") or "auto")
                for kind, transposed in plan(coll.kind)]
+    forests = [by_shape(instance, f, options, deadline) for f in forests]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     packed = forests
