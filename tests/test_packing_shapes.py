@@ -117,3 +117,14 @@ def test_the_run_keeps_a_forest_no_slower_than_the_reference_under_every_model(g
     assert all(kept[f"{m}_s"] <= ref[f"{m}_s"] for m in shapes.MODELS)
     assert kept["event_s"] == pytest.approx(row["time_event_s"], rel=1e-12)
     assert kept["sync_s"] == pytest.approx(row["time_sync_s"], rel=1e-12)
+
+
+def test_the_help_strings_are_formatted_from_the_constants():
+    """The pieces default names the floor and the per-hop factor the code uses (the floor once
+    made a hand-written "100 per hop" wrong); the shape help names the door rules and models."""
+    from collsynth.solvers.packing import producer
+
+    helps = {p.name: p.help for p in producer.PARAMS}
+    assert f"{producer.DEPTH_FACTOR} per hop" in helps["pieces"] and f"at least {producer.PIECES_FLOOR}" in helps["pieces"]
+    assert f"{producer.SEND_BUDGET:,} sends" in helps["pieces"]
+    assert all(rule in helps["shape"] for rule in rings.DOOR_RULES) and all(m in helps["shape"] for m in shapes.MODELS)

@@ -16,7 +16,10 @@ own pieces (ready at once) leave before any it relays, and a piece relayed by se
 behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
 the optimum, else arcs of Hamiltonian rings (:mod:`.rings`, whose links never starve) where the
 links decompose into them, else the greedy packing in the root order whose schedule prices
-least under ``event`` (:mod:`.orders`).
+least under ``event`` (:mod:`.orders`). Ring trees are deeper, so slower to fill under ``sync``
+and ``event-inorder``: at alpha 0 the rings by each door rule and the greedy packing, where it
+needs no flow-tested growth, are priced as finished schedules and one replaces the reference
+only when no slower under any model (:func:`by_shape`, :mod:`.shapes`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
@@ -805,9 +808,12 @@ PARAMS = (
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
                                                "node) when they fit the optimum, else arcs of Hamiltonian rings "
                                                "(through GPUs, GPU pairs or a box's switch) within "
-                                               f"{_percent(rings.TOLERANCE)} of it, else the greedy packing in the "
-                                               "root order of least FIFO event price; greedy: the greedy packing "
-                                               "in id order"),
+                                               f"{_percent(rings.TOLERANCE)} of it (at alpha 0 by each door rule "
+                                               f"({', '.join(rings.DOOR_RULES)}) and against the greedy packing "
+                                               "where it needs no flow-tested growth, kept only when no slower under "
+                                               f"{', '.join(shapes.MODELS)}), else the greedy packing in the root "
+                                               "order of least FIFO event price; greedy: the greedy packing in id "
+                                               "order"),
     Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),
