@@ -294,8 +294,9 @@ def translation(net: Network, roots: dict[int, int]) -> int | None:
 
     The topology's box shifts (:func:`collsynth.instances.box_shift.box_shift`) say which moves
     can map the network onto itself; the split network is checked, since edge splitting need
-    not keep them: on four DGX H100 boxes each rail switch's four GPUs are split in pairs of
-    boxes, so one box on is a shift of the topology and two boxes on the least of the split
+    not keep them: on four DGX H100 boxes (10 trees a shard) each GPU's 31 tree units on its
+    rail are split 9, 11 and 11 over the other boxes, the 9 between boxes 0 and 1 and between 2
+    and 3, so one box on is a shift of the topology and two boxes on the least of the split
     network.
 
     >>> net = network(4, [0, 1, 2, 3], [1, 2, 3, 0], [1, 1, 1, 1], range(4), {v: 1 for v in range(4)}, 4, shift=1)
