@@ -9,7 +9,8 @@ step order, as an MSCCL executor runs it; priced here, it is opt-in), the FIFO e
 the sync model, their ratios to the bound, the trees' shape (``two-level``: at most one relay
 between a root and any node, :mod:`collsynth.solvers.packing.twolevel`; ``rings``: arcs of
 Hamiltonian rings through GPUs or GPU pairs, :mod:`collsynth.solvers.packing.rings`; else
-``greedy`` with the root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`), the time to the
+``greedy`` with the root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`; ``for
+sync+event``: ring and greedy trees priced against each other, :mod:`collsynth.solvers.packing.shapes`), the time to the
 trees (optimum + edge splitting + packing + the root order search), the generation time (trees + schedule), the row's CPU time (the whole row:
 generation, verification and pricing; the machine is shared, so wall times vary), the peak
 memory, and
@@ -106,9 +107,7 @@ def _row(args) -> dict:
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
                                for k in ("optimum_s", "splitting_s", "packing_s", "order_search_s"))
                    if row.get("extra") else None,
-                   shape=", ".join(f["shape"] + (f" ({f['root_order']})" if f["shape"] == "greedy" else
-                                                 f" ({f['door_rule']})" if f.get("door_rule") else "")
-                                   for f in row["extra"].get("forests", [])) if row.get("extra") else None)
+                   shape=", ".join(_shape(f) for f in row["extra"].get("forests", [])) if row.get("extra") else None)
         if sched is not None and row["verified"]:  # the pipeline verified it
             t1 = time.perf_counter()
             out["inorder_s"] = cost_models.price(sched, inst, "event-inorder").total_s
@@ -116,6 +115,15 @@ def _row(args) -> dict:
     out["cpu_s"] = time.process_time() - cpu0
     out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _shape(f: dict) -> str:
+    """A forest's shape as the table writes it: its root order (greedy) or door rule (rings),
+    and the models it was chosen for when ring and greedy trees were priced against each other."""
+    notes = [f["root_order"] if f["shape"] == "greedy" else f.get("door_rule")]
+    notes.append(f"for {f['shape_chosen_for']}" if f.get("shape_chosen_for") else None)
+    notes = [n for n in notes if n]
+    return f["shape"] + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def table(rows: list[dict]) -> str:

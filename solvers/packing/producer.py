@@ -18,8 +18,8 @@ the optimum, else arcs of Hamiltonian rings (:mod:`.rings`, whose links never st
 links decompose into them, else the greedy packing in the root order whose schedule prices
 least under ``event`` (:mod:`.orders`). Ring trees are deeper, so slower to fill under ``sync``
 and ``event-inorder``: at alpha 0 the rings by each door rule and the greedy packing, where it
-needs no flow-tested growth, are priced as finished schedules and one replaces the reference
-only when no slower under any model (:func:`by_shape`, :mod:`.shapes`).
+needs no flow-tested growth, are priced as finished schedules and the least under the run's
+objective is kept (:func:`by_shape`, :mod:`.shapes`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
@@ -95,6 +95,7 @@ class Forest:
     door: str = ""  # ring trees: the door rule they enter the boxes by (:func:`.rings.door`)
     shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
     alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`by_shape`)
+    shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -262,29 +263,30 @@ def by_shape(instance: Instance, f: Forest, options: Options, deadline=None) -> 
     """``f``, or where ``f`` is ring trees the forest :func:`.shapes.choose` keeps of them, its
     ``alternatives`` (the other door rules) and the greedy packing where it needs no
     flow-tested growth (:func:`forest` with ``probe``: its cost bounded ahead of time by the
-    instance's size; DGX H100's greedy root-order search at four boxes took 2,225 s), that
-    one the reference when built, else ``f``. Each is emitted at the pieces the run emits it
-    at (the ``pieces`` parameter, else :func:`auto_pieces`), verified and priced. Compared for
-    an allgather or broadcast alone at alpha 0 with ``shape`` ``auto``, where those pieces are
-    the run's (at a latency the latency choice picks them, :func:`pick`; an allreduce's halves
-    are chosen together, :func:`_joint`)."""
+    instance's size; DGX H100's greedy root-order search at four boxes took 2,225 s): the
+    least priced sum under the ``objective`` parameter's models (:data:`OBJECTIVES`), each
+    emitted at the pieces the run emits it at (the ``pieces`` parameter, else
+    :func:`auto_pieces`) and verified. Compared for an allgather or broadcast alone at alpha 0
+    with ``shape`` ``auto``, where those pieces are the run's (at a latency the latency choice
+    picks them, :func:`pick`; an allreduce's halves are chosen together, :func:`_joint`)."""
     params = options.params
     if (f.shape != "rings" or f.transposed or instance.collective.kind != f.kind or (params.get("shape") or "auto") !=
             "auto" or float(instance.topology.link_arrays.alpha.max()) > 0):
         return f
     t0 = time.perf_counter()
-    probe = forest(instance, f.kind, False, deadline, shape="greedy", probe=True)
     ring = replace(f, alternatives=[])
-    cands = ([probe] if probe is not None else []) + [ring] + f.alternatives
+    probe = forest(instance, f.kind, False, deadline, shape="greedy", probe=True)
+    cands = [ring] + f.alternatives + ([probe] if probe is not None else [])
     if len(cands) == 1:
         return ring
     c = instance.collective.chunks_per_node
     finished = {_shape_name(g): _with_header(emit(instance, g, params.get("pieces") or auto_pieces(g.trees, c)),
                                              instance) for g in cands}
-    name, priced = shapes.choose(instance, finished, deadline)
+    objective = params.get("objective") or "sync+event"
+    name, priced = shapes.choose(instance, finished, OBJECTIVES[objective], deadline)
     chosen = next((g for g in cands if _shape_name(g) == name), ring)
     seconds = {**chosen.seconds, "shape_choice_s": time.perf_counter() - t0}
-    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced])
+    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced], shape_objective=objective)
 
 
 def _shape_name(f: Forest) -> str:
@@ -521,7 +523,8 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
                           "shape": f.shape,
                           **({"door_rule": f.door} if f.door else {}),
-                          **({"shapes_tried": f.shapes_tried} if f.shapes_tried else {}),
+                          **({"shapes_tried": f.shapes_tried, "shape_chosen_for": f.shape_objective}
+                             if f.shapes_tried else {}),
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"stopped": f.stopped} if f.stopped else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
@@ -810,11 +813,12 @@ PARAMS = (
                                                "(through GPUs, GPU pairs or a box's switch) within "
                                                f"{_percent(rings.TOLERANCE)} of it (at alpha 0 by each door rule "
                                                f"({', '.join(rings.DOOR_RULES)}) and against the greedy packing "
-                                               "where it needs no flow-tested growth, kept only when no slower under "
-                                               f"{', '.join(shapes.MODELS)}), else the greedy packing in the root "
+                                               "where it needs no flow-tested growth, the least priced under the "
+                                               "objective kept), else the greedy packing in the root "
                                                "order of least FIFO event price; greedy: the greedy packing in id "
                                                "order"),
-    Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
+    Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) and the choice "
+                                                         "between ring and greedy trees (alpha 0) minimise: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),
     Param("form", ("auto", "explicit", "compact"), "auto", "explicit: every send listed; compact: the trees plus "
