@@ -286,7 +286,8 @@ def by_shape(instance: Instance, f: Forest, options: Options, deadline=None) -> 
     name, priced = shapes.choose(instance, finished, OBJECTIVES[objective], deadline)
     chosen = next((g for g in cands if _shape_name(g) == name), ring)
     seconds = {**chosen.seconds, "shape_choice_s": time.perf_counter() - t0}
-    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced], shape_objective=objective)
+    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced], shape_objective=objective,
+                   stopped=f.stopped)  # the models stopped on the way to the rings (two-level) stay recorded
 
 
 def _shape_name(f: Forest) -> str:
