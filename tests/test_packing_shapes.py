@@ -49,7 +49,7 @@ def test_a_schedule_that_does_not_verify_is_never_kept(monkeypatch):
     times = {"rings": RINGS, "broken": {m: 1.0 for m in GREEDY}, "greedy": GREEDY}
     monkeypatch.setattr(verify_module, "verify", lambda sched, inst: "bad" if sched == "broken" else None)
     monkeypatch.setattr(shapes, "prices", lambda inst, sched, models: {m: times[sched][m] for m in models})
-    name, priced = shapes.choose(None, {k: k for k in times}, ("event", "sync", "event-inorder"))
+    name, priced = shapes.choose(None, {k: (lambda k=k: k) for k in times}, ("event", "sync", "event-inorder"))
     assert name == "greedy" and [p.name for p in priced] == ["rings", "greedy"]
 
 

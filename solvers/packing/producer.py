@@ -280,8 +280,8 @@ def by_shape(instance: Instance, f: Forest, options: Options, deadline=None) -> 
     if len(cands) == 1:
         return ring
     c = instance.collective.chunks_per_node
-    finished = {_shape_name(g): _with_header(emit(instance, g, params.get("pieces") or auto_pieces(g.trees, c)),
-                                             instance) for g in cands}
+    finished = {_shape_name(g): (lambda g=g: _with_header(emit(instance, g, params.get("pieces") or
+                                                               auto_pieces(g.trees, c)), instance)) for g in cands}
     objective = params.get("objective") or "sync+event"
     name, priced = shapes.choose(instance, finished, OBJECTIVES[objective], deadline)
     chosen = next((g for g in cands if _shape_name(g) == name), ring)

@@ -62,16 +62,19 @@ def kept(priced: list[Priced]) -> str:
 
 
 def choose(instance, finished: dict, models: tuple, deadline=None) -> tuple[str | None, list[Priced]]:
-    """``(name, priced)``: of ``finished`` (``{name: schedule}``, each at the pipeline depth the
-    run would emit it at), the one :func:`kept` keeps among those that verify, priced under
-    ``models`` (None when none verifies), and every verified candidate's prices. ``deadline``
+    """``(name, priced)``: of ``finished`` (``{name: a function emitting its schedule}``, each at
+    the pipeline depth the run would emit it at; emitted one at a time, so that one is held at
+    once), the one :func:`kept` keeps among those that verify, priced under ``models`` (None
+    when none verifies), and every verified candidate's prices. ``deadline``
     (:class:`collsynth.limits.Deadline`) is checked before each candidate."""
     from ...tens.verify import verify
 
     priced = []
-    for name, sched in finished.items():
+    for name, emitted in finished.items():
         if deadline is not None:
             deadline.check("shape choice", f"pricing {name}")
+        sched = emitted()
         if verify(sched, instance) is None:
             priced.append(Priced(name, len(sched), prices(instance, sched, models)))
+        del sched
     return (kept(priced) if priced else None), priced
