@@ -9,7 +9,8 @@ step order, as an MSCCL executor runs it; priced here, it is opt-in), the FIFO e
 the sync model, their ratios to the bound, the trees' shape (``two-level``: at most one relay
 between a root and any node, :mod:`collsynth.solvers.packing.twolevel`; ``rings``: arcs of
 Hamiltonian rings through GPUs or GPU pairs, :mod:`collsynth.solvers.packing.rings`; else
-``greedy`` with the root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`), the time to the
+``greedy`` with the root order the FIFO event price chose, :mod:`collsynth.solvers.packing.orders`; ``for
+sync+event``: ring and greedy trees priced against each other, :mod:`collsynth.solvers.packing.shapes`), the time to the
 trees (optimum + edge splitting + packing + the root order search), the generation time (trees + schedule), the row's CPU time (the whole row:
 generation, verification and pricing; the machine is shared, so wall times vary), the peak
 memory, and
@@ -32,7 +33,7 @@ M = 1e9
 TIME_LIMIT_S = 900
 PUBLISHED_GBPS = {"A100 x2": 346.67, "MI250 x2": 354.13}
 ROWS = [(*system, True) for system in systems("A100 x1", "A100 x2", "A100 x4", "MI250 x1", "MI250 x2",
-                                               "DGX-H100 x2", "DGX-H100 x64")]
+                                               "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x64")]
 ROWS.append(("torus 4x4, one slow link", "slow-torus", {}, True))
 # ``--corpus``: the corpus's other switched or multi-box systems, read from their instance files
 # at 1 GB (their own latencies kept; the forestcoll files at 1, 2 and 4 boxes are the rows above),
@@ -106,8 +107,7 @@ def _row(args) -> dict:
                    trees_s=sum(f.get(k, 0.0) for f in row["extra"].get("forests", [])
                                for k in ("optimum_s", "splitting_s", "packing_s", "order_search_s"))
                    if row.get("extra") else None,
-                   shape=", ".join(f["shape"] + ("" if f["shape"] != "greedy" else f" ({f['root_order']})")
-                                   for f in row["extra"].get("forests", [])) if row.get("extra") else None)
+                   shape=", ".join(_shape(f) for f in row["extra"].get("forests", [])) if row.get("extra") else None)
         if sched is not None and row["verified"]:  # the pipeline verified it
             t1 = time.perf_counter()
             out["inorder_s"] = cost_models.price(sched, inst, "event-inorder").total_s
@@ -115,6 +115,15 @@ def _row(args) -> dict:
     out["cpu_s"] = time.process_time() - cpu0
     out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _shape(f: dict) -> str:
+    """A forest's shape as the table writes it: its root order (greedy) or door rule (rings),
+    and the models it was chosen for when ring and greedy trees were priced against each other."""
+    notes = [f["root_order"] if f["shape"] == "greedy" else f.get("door_rule")]
+    notes.append(f"for {f['shape_chosen_for']}" if f.get("shape_chosen_for") else None)
+    notes = [n for n in notes if n]
+    return f["shape"] + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def table(rows: list[dict]) -> str:

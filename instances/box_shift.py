@@ -26,6 +26,8 @@ compute node once. Nothing is assumed from a generator's name or parameters.
 >>> s = box_shift(build("dgx_h100", {"nodes": 3}))  # GPUs within a box (rails alike), then boxes
 >>> s.box, s.orders, s.perms[0][:9].tolist(), s.perms[1][24:27].tolist()  # NVSwitch 24 -> 25
 (1, (8, 3), [1, 2, 3, 4, 5, 6, 7, 0, 9], [25, 26, 24])
+>>> s.step, s.perms[1][:9].tolist()  # the last level moves every GPU one box (8 places) on
+(8, [8, 9, 10, 11, 12, 13, 14, 15, 16])
 >>> box_shift(build("mesh", {"dims": [3, 3]})) is None
 True
 """
@@ -53,6 +55,12 @@ class BoxShift:
     perms: np.ndarray
     orders: tuple[int, ...]
     box: int
+
+    @property
+    def step(self) -> int:
+        """The places the last level moves every compute node: its rotation is of all ``N`` of
+        them (``c_j -> c_{(j + step) mod N}``), the shift from box to box."""
+        return self.box * math.prod(self.orders[:-1])
 
     @property
     def order(self) -> int:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collsynth.instances.box_shift import box_shift
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.solvers import pipeline
@@ -27,12 +28,14 @@ from test_packing import switched_graphs
 
 def _split_network(topo):
     """The original flow network, its optimum, and the unsplit tree-capacity network at the
-    optimum's own k (capacities ``k tau units``, integers)."""
+    optimum's own k (capacities ``k tau units``, integers), with the topology's box shift."""
     net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
     opt = optimum(net0)
     caps = capacities(net0, opt.k, opt.tau)
     roots = {c: opt.k for c in net0.compute}
-    return net0, opt, network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight), caps
+    shift = box_shift(topo)
+    return net0, opt, network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, opt.k * net0.total_weight,
+                              shift.step if shift is not None else None), caps
 
 
 def _cap_optimum(net0, arcs: dict) -> Fraction:
@@ -306,3 +309,34 @@ def test_mi250_two_boxes_at_1_mb_at_or_below_greedy_in_both_models():
     assert ours["verified"] and greedy["verified"], (ours["message"], greedy["message"])
     assert ours["time_event_s"] <= greedy["time_event_s"]
     assert ours["time_sync_s"] <= greedy["time_sync_s"]
+
+
+def _least_shift_by_scan(net, roots):
+    """The least d dividing N (d < N) whose move of every compute node d places on maps the
+    split network and the roots onto themselves, every divisor tried (independent of the
+    topology's box shifts)."""
+    comp = sorted(net.compute)
+    n = len(comp)
+    at = {v: i for i, v in enumerate(comp)}
+    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
+        move = {v: comp[(at[v] + d) % n] for v in comp}
+        if all(roots.get(move[v], 0) == roots.get(v, 0) for v in comp) and all(
+                net.cap.get((move[a], move[b])) == c for (a, b), c in net.cap.items() if a != net.source):
+            return d
+    return None
+
+
+@pytest.mark.parametrize("gen, params, step, least", [
+    ("dgx_h100", {"nodes": 2}, 8, 8), ("dgx_h100", {"nodes": 4}, 8, 16), ("forestcoll_a100", {"nodes": 2}, 8, 8),
+    ("forestcoll_a100", {"nodes": 4}, 8, None)])
+def test_translation_reads_the_box_shift_and_finds_what_a_scan_of_every_divisor_finds(gen, params, step, least):
+    """The topology's box shift moves one box (8 GPUs) on; edge splitting need not keep it: on
+    four DGX H100 boxes each GPU's rail is split unevenly over the other three boxes, so two
+    boxes on is the least move of the split network; on four A100 boxes none is.
+    :func:`translation`, trying the multiples of the box shift only, finds what trying every
+    divisor finds."""
+    topo = build(gen, {**params, "nvlink_alpha": 0.0})
+    net0, opt, net, _ = _split_network(topo)
+    remove_relays(net)
+    roots = {c: opt.k for c in net0.compute}
+    assert net.shift == step and translation(net, roots) == _least_shift_by_scan(net, roots) == least

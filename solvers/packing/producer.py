@@ -16,7 +16,10 @@ own pieces (ready at once) leave before any it relays, and a piece relayed by se
 behind each one's own: trees with at most one relay (:mod:`.twolevel`) are used where they fit
 the optimum, else arcs of Hamiltonian rings (:mod:`.rings`, whose links never starve) where the
 links decompose into them, else the greedy packing in the root order whose schedule prices
-least under ``event`` (:mod:`.orders`).
+least under ``event`` (:mod:`.orders`). Ring trees are deeper, so slower to fill under ``sync``
+and ``event-inorder``: at alpha 0 the rings by each door rule and the greedy packing, where it
+needs no flow-tested growth, are priced as finished schedules and the least under the run's
+objective is kept (:func:`by_shape`, :mod:`.shapes`).
 
 Allgather and broadcast are packed on the topology; reduce-scatter and reduce on the transposed
 topology and time-reversed (:func:`collsynth.tens.schedule.reverse`); allreduce is
@@ -39,6 +42,7 @@ import numpy as np
 
 from ... import InputError
 from ...instances import Instance
+from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...instances.switch_ops import copying_mask, reducing_mask
 from ...limits import memory_budget, require
@@ -49,8 +53,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, translated, twolevel
-from .splitting import network, remove_relays
+from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated, twolevel
+from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
@@ -89,10 +93,15 @@ class Forest:
     orders_tried: list = field(default_factory=list)
     shape: str = "greedy"  # or "two-level" (:mod:`.twolevel`) or "rings" (:mod:`.rings`)
     stopped: list = field(default_factory=list)  # notes on models stopped by their time limits (outcome unknown)
+    door: str = ""  # ring trees: the door rule they enter the boxes by (:func:`.rings.door`)
+    shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
+    alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`by_shape`)
+    shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
-           trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto") -> Forest:
+           trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto",
+           probe: bool = False) -> Forest | None:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``. With ``shape``
     ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
@@ -103,54 +112,80 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     (looser capacities let breadth-first growth attach nodes nearer the root: shallower trees
     for latency-bound messages). A flow too large for the max-flow solver (:class:`FlowTooLarge`,
     wherever it arises: the optimum, the trees per shard, edge splitting, packing) makes the
-    instance unsupported; models stopped by their time limits are noted in ``stopped``."""
+    instance unsupported; models stopped by their time limits are noted in ``stopped``. Ring
+    trees by the other door rules are kept in ``alternatives`` (:func:`by_shape` prices them).
+    With ``shape`` ``greedy`` and ``probe``, None unless the greedy packing needs no
+    flow-tested growth (:func:`greedy`)."""
     stopped: list = []
     try:
-        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped)
+        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe)
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
-    return replace(f, stopped=stopped) if stopped else f
+    return replace(f, stopped=stopped) if stopped and f is not None else f
 
 
 def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_first: bool, trees: int | None,
-            slack: Fraction, shape: str, stopped: list) -> Forest:
+            slack: Fraction, shape: str, stopped: list, probe: bool = False) -> Forest | None:
     """:func:`forest`, its flows fitting the solver."""
     coll = instance.collective
-    topo = instance.topology
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     clock = {"start": time.perf_counter()}
-    net0 = flow_net(topo, coll.nodes, weight, transpose=transposed)
+    net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
     opt = optimum(net0)
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
     model = boxes.of_flow_net(net0)  # what a box is, once for every shape below
+    shift = box_shift(instance.topology, net0.compute)  # identical boxes: the move from one to the next
+    packing = (net0, opt, k, tau, kind, transposed, model, shift.step if shift is not None else None, clock)
     if shape == "auto":
         found = two_level(net0, opt, k, tau, kind, transposed, clock, deadline, stopped, model)
         if found is None and trees is None and slack == 1:
-            found = ring_forest(net0, opt, kind, transposed, clock, deadline, model)
+            ringed = ring_forests(net0, opt, kind, transposed, clock, deadline, model)
+            found = replace(ringed[0], alternatives=ringed[1:]) if ringed else None
         if found is not None:
             return found
+    built = greedy(*packing, deadline, depth_first, probe)
+    if built is None:
+        return None
+    f, split, roots, more = built
+    if shape == "auto" and not transposed and not depth_first:
+        f = by_root_order(instance, f, split, roots, more, deadline)
+    return f
+
+
+def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes,
+           step: int | None, clock: dict, deadline=None, depth_first: bool = False, probe: bool = False) -> tuple | None:
+    """``(forest, split network, roots, packing's flows)``: the greedy packing (Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 5.2) of ``net0`` at ``k`` trees per shard and time
+    ``tau``: relays removed by edge splitting, trees packed on the compute nodes and routed
+    (``step``: the topology's shift of all compute nodes, :attr:`.splitting.Network.shift`). A
+    ``probe`` runs no max flow beyond the proportional split's check (one per relay and per
+    compute node: a cost bounded ahead of time by the instance's size): None when that split
+    fails its check or the trees cannot be packed by translation (:func:`.trees.pack`)."""
     caps = capacities(net0, k, tau)
     roots = {c: k * w for c, w in zip(net0.compute, net0.weight)}
-    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight)
+    net = network(net0.nodes, net0.src, net0.dst, caps, net0.compute, roots, k * net0.total_weight, step)
     try:
-        flows = opt.flows + remove_relays(net, deadline, box_of=model.box_of)
+        split_flows = split_all_evenly(net, model.box_of) if probe else remove_relays(net, deadline,
+                                                                                       box_of=model.box_of)
     except RuntimeError:
         raise Unsupported("tree-packing: edge splitting could not keep the cut condition at a relay whose links "
                           "differ in bandwidth by direction (the splitting theorem needs each relay's in- and "
                           "out-capacity to match)") from None
+    if split_flows is None:
+        return None
     clock["splitting"] = time.perf_counter()
     split = net.copy()  # the split network before routing (routing takes the routes from its pools)
-    packed, more = pack(net, roots, deadline, depth_first)
+    packed = pack(net, roots, deadline, depth_first, grow=not probe)
+    if packed is None:
+        return None
     clock["packing"] = time.perf_counter()
-    routed = routed_trees(net, packed)
     seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": clock["splitting"] - clock["optimum"],
                "packing_s": clock["packing"] - clock["splitting"]}
-    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed, flows + more, seconds)
-    if shape == "auto" and not transposed and not depth_first:
-        f = by_root_order(instance, f, split, roots, more, deadline)
-    return f
+    f = Forest(kind, transposed, opt, k, tau, net0.unit_bw, routed_trees(net, packed[0]),
+               opt.flows + split_flows + packed[1], seconds)
+    return f, split, roots, packed[1]
 
 
 def by_root_order(instance: Instance, f: Forest, split, roots: dict, flows: int, deadline=None) -> Forest:
@@ -205,17 +240,60 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     return None
 
 
+def ring_forests(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None,
+                 model: boxes.Boxes | None = None) -> list[Forest]:
+    """The ring trees of :mod:`.rings` by each door rule (:func:`.rings.find_each`) as
+    :class:`Forest` objects at their exact times; none when the boxes (``model``, :mod:`.boxes`)
+    have no ring layout, or the rings miss the optimum."""
+    out = []
+    for rule, (trees, k, tau) in rings.find_each(net0, opt.tau, deadline, model).items():
+        seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
+                   "packing_s": time.perf_counter() - clock["optimum"]}
+        out.append(Forest(kind, transposed, opt, k, tau, net0.unit_bw, trees, 0, seconds, shape="rings", door=rule))
+    return out
+
+
 def ring_forest(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, deadline=None,
                 model: boxes.Boxes | None = None) -> Forest | None:
-    """The ring trees of :mod:`.rings` as a :class:`Forest` at their exact time, or None when
-    the boxes (``model``, :mod:`.boxes`) have no ring layout, or the rings miss the optimum."""
-    found = rings.find(net0, opt.tau, deadline, model)
-    if found is None:
-        return None
-    trees, k, tau = found
-    seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
-               "packing_s": time.perf_counter() - clock["optimum"]}
-    return Forest(kind, transposed, opt, k, tau, net0.unit_bw, trees, 0, seconds, shape="rings")
+    """The ring trees of the first door rule (:func:`ring_forests`), or None."""
+    found = ring_forests(net0, opt, kind, transposed, clock, deadline, model)
+    return found[0] if found and found[0].door == rings.DOOR_RULES[0] else None
+
+
+def by_shape(instance: Instance, f: Forest, options: Options, deadline=None) -> Forest:
+    """``f``, or where ``f`` is ring trees the forest :func:`.shapes.choose` keeps of them, its
+    ``alternatives`` (the other door rules) and the greedy packing where it needs no
+    flow-tested growth (:func:`forest` with ``probe``: its cost bounded ahead of time by the
+    instance's size; DGX H100's greedy root-order search at four boxes took 2,225 s): the
+    least priced sum under the ``objective`` parameter's models (:data:`OBJECTIVES`), each
+    emitted at the pieces the run emits it at (the ``pieces`` parameter, else
+    :func:`auto_pieces`) and verified. Compared for an allgather or broadcast alone at alpha 0
+    with ``shape`` ``auto``, where those pieces are the run's (at a latency the latency choice
+    picks them, :func:`pick`; an allreduce's halves are chosen together, :func:`_joint`)."""
+    params = options.params
+    if (f.shape != "rings" or f.transposed or instance.collective.kind != f.kind or (params.get("shape") or "auto") !=
+            "auto" or float(instance.topology.link_arrays.alpha.max()) > 0):
+        return f
+    t0 = time.perf_counter()
+    ring = replace(f, alternatives=[])
+    probe = forest(instance, f.kind, False, deadline, shape="greedy", probe=True)
+    cands = [ring] + f.alternatives + ([probe] if probe is not None else [])
+    if len(cands) == 1:
+        return ring
+    c = instance.collective.chunks_per_node
+    finished = {_shape_name(g): (lambda g=g: _with_header(emit(instance, g, params.get("pieces") or
+                                                               auto_pieces(g.trees, c)), instance)) for g in cands}
+    objective = params.get("objective") or "sync+event"
+    name, priced = shapes.choose(instance, finished, OBJECTIVES[objective], deadline)
+    chosen = next((g for g in cands if _shape_name(g) == name), ring)
+    seconds = {**chosen.seconds, "shape_choice_s": time.perf_counter() - t0}
+    return replace(chosen, seconds=seconds, shapes_tried=[p.as_dict() for p in priced], shape_objective=objective,
+                   stopped=f.stopped)  # the models stopped on the way to the rings (two-level) stay recorded
+
+
+def _shape_name(f: Forest) -> str:
+    """A forest's shape as rows name it: ``greedy``, ``two-level``, or ``rings (<door rule>)``."""
+    return f"{f.shape} ({f.door})" if f.door else f.shape
 
 
 def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction]:
@@ -421,6 +499,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     forests = [forest(instance, kind, transposed, deadline, options.params.get("growth") == "depth-first",
                       options.params.get("trees"), shape=options.params.get("shape") or "auto")
                for kind, transposed in plan(coll.kind)]
+    forests = [by_shape(instance, f, options, deadline) for f in forests]
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     packed = forests
@@ -445,6 +524,9 @@ def run(instance: Instance, options: Options) -> Outcome:
                           "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
                           "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
                           "shape": f.shape,
+                          **({"door_rule": f.door} if f.door else {}),
+                          **({"shapes_tried": f.shapes_tried, "shape_chosen_for": f.shape_objective}
+                             if f.shapes_tried else {}),
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"stopped": f.stopped} if f.stopped else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
@@ -744,10 +826,14 @@ PARAMS = (
     Param("shape", ("auto", "greedy"), "auto", "auto: two-level trees (at most one relay between a root and any "
                                                "node) when they fit the optimum, else arcs of Hamiltonian rings "
                                                "(through GPUs, GPU pairs or a box's switch) within "
-                                               f"{_percent(rings.TOLERANCE)} of it, else the greedy packing in the "
-                                               "root order of least FIFO event price; greedy: the greedy packing "
-                                               "in id order"),
-    Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) minimises: the "
+                                               f"{_percent(rings.TOLERANCE)} of it (at alpha 0 by each door rule "
+                                               f"({', '.join(rings.DOOR_RULES)}) and against the greedy packing "
+                                               "where it needs no flow-tested growth, the least priced under the "
+                                               "objective kept), else the greedy packing in the root "
+                                               "order of least FIFO event price; greedy: the greedy packing in id "
+                                               "order"),
+    Param("objective", tuple(OBJECTIVES), "sync+event", "what the latency choice (alpha > 0) and the choice "
+                                                         "between ring and greedy trees (alpha 0) minimise: the "
                                                          "priced sync + event time (one schedule good in both "
                                                          "models), or one model's alone"),
     Param("form", ("auto", "explicit", "compact"), "auto", "explicit: every send listed; compact: the trees plus "

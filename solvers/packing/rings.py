@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from . import boxes
@@ -62,6 +62,7 @@ MAX_BLOCKS = 128  # blocks per box at most (the search recurses once per block)
 MAX_GPUS = 256  # GPUs at most (every tree crosses every box: its routes grow as the GPUs)
 MAX_PARTS = 100  # parts of a root's share on a ring at most (the resolution of the split)
 TOLERANCE = Fraction(1, 1000)  # the trees' time may exceed the cut optimum by this share at most
+DOOR_RULES = ("aim", "in turn")  # the door rules a forest is built by (:func:`door`; the producer prices each)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class Layout:
     units), ``R``, the rings into (and out of) every block, the route of every arc a ring takes
     inside a box (through a two-port switch or the box's crossbar), each box's ring when its
     crossbar fixes it (id order through the switch; None: searched, :func:`box_rings`), and
-    the doors into each box: ``(box, other) -> {gpu: routes from box landing at gpu}``."""
+    the doors into each box: ``(box, other) -> {gpu: routes from box landing at gpu}``, and
+    the rule by which a tree picks its door (:func:`door`)."""
 
     boxes: tuple[tuple[tuple[int, ...], ...], ...]
     outside: dict
@@ -80,6 +82,7 @@ class Layout:
     routes: dict
     given: tuple
     doors: dict
+    rule: str = "aim"  # which door a tree takes (:func:`door`, one of :data:`DOOR_RULES`)
 
     @property
     def size(self) -> int:
@@ -271,10 +274,21 @@ def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[t
 
 def door(lay: Layout, box: int, other: int, root: int, ring: list[int], p: int, i: int) -> tuple[int, ...]:
     """The route by which the tree of ``root`` (at position ``i`` of its box's ring) enters
-    box ``other`` aiming at position ``p`` of its ring ``ring``: a door of the layout landing
-    there, else at the nearest position before it (cyclically); of those, one from the root
-    itself if any, else the ``i``-th (cyclically), so that the roots of a box spread over them."""
+    box ``other`` aiming at position ``p`` of its ring ``ring``, by the layout's door rule
+    (:data:`DOOR_RULES`): ``aim``, a door of the layout landing there, else at the nearest position before it
+    (cyclically), of those one from the root itself if any, else the ``i``-th (cyclically), so
+    that the roots of a box spread over them; ``in turn``, the ``p``-th of all the doors into
+    that box in id order (cyclically), wherever it lands.
+
+    >>> lay = Layout(((0,), (1,)), {}, 1, {}, (None, None), {(0, 1): {4: [(2, 4)], 6: [(3, 6)]}})
+    >>> turn = replace(lay, rule="in turn")
+    >>> door(lay, 0, 1, 0, [4, 5, 6, 7], 1, 1), door(turn, 0, 1, 0, [4, 5, 6, 7], 1, 1)
+    ((2, 4), (3, 6))
+    """
     lands = lay.doors[(box, other)]
+    if lay.rule == "in turn":
+        ways = sorted(w for routes in lands.values() for w in routes)
+        return ways[p % len(ways)]
     n = len(ring)
     for back in range(n):
         ways = lands.get(ring[(p - back) % n])
@@ -375,20 +389,40 @@ def _splits(lines: list[tuple]) -> list[tuple[int, int]]:
 
 
 def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = None) -> tuple[list[RoutedTree], int, Fraction] | None:
-    """``(trees, k, tau)``: the ring trees of the flow network ``net0``, ``k`` per shard
-    taking time ``tau`` per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when
-    its boxes (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau``
-    is within :data:`TOLERANCE` of the cut optimum ``tau_star``; else None. ``deadline``
-    (:class:`collsynth.limits.Deadline`) is checked between searches."""
+    """``(trees, k, tau)``: the ring trees of the flow network ``net0`` by the first door rule
+    (:func:`find_each`), or None."""
+    return find_each(net0, tau_star, deadline, model).get(DOOR_RULES[0])
+
+
+def find_each(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = None) -> dict:
+    """``{door rule: (trees, k, tau)}``: the ring trees of the flow network ``net0`` by each
+    of :data:`DOOR_RULES` (:func:`door`) whose trees span, ``k`` per shard taking time ``tau``
+    per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when its boxes
+    (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau`` is
+    within :data:`TOLERANCE` of the cut optimum ``tau_star``; a rule giving the trees of an
+    earlier one is left out. ``deadline`` (:class:`collsynth.limits.Deadline`) is checked
+    between searches."""
     model = model or boxes.of_flow_net(net0)
     lay = layout(net0, model)
     if lay is None:
-        return None
+        return {}
     rings = [[list(ring)] if ring is not None else box_rings(blocks, lay.outside, lay.rings, deadline)
              for blocks, ring in zip(lay.boxes, lay.given)]
-    if any(r is None for r in rings) or not _spans(lay, rings, False):
+    if any(r is None for r in rings):
+        return {}
+    out: dict = {}
+    for rule in DOOR_RULES:
+        found = _trees(replace(lay, rule=rule), rings, model.units, tau_star)
+        if found is not None and all(found[0] != other[0] for other in out.values()):
+            out[rule] = found
+    return out
+
+
+def _trees(lay: Layout, rings: list, units: dict, tau_star: Fraction) -> tuple | None:
+    """:func:`find_each` for one layout (one door rule) and its boxes' ``rings``."""
+    if not _spans(lay, rings, False):
         return None
-    chosen = choose_parts(lay, rings, model.units, tau_star * (1 + TOLERANCE))
+    chosen = choose_parts(lay, rings, units, tau_star * (1 + TOLERANCE))
     if chosen is None:
         return None
     q, d, tau = chosen

@@ -44,13 +44,16 @@ Pool = list  # [[route (tuple of node ids), capacity], ...]
 class Network:
     """A capacitated digraph over node ids ``0..nodes-1`` plus the super source ``nodes``: arc
     capacities ``cap[(u, v)]`` (source arcs included), the compute nodes, the requirement
-    ``need`` (``k W``) and each arc's pool of original routes (source arcs have none)."""
+    ``need`` (``k W``), each arc's pool of original routes (source arcs have none) and the
+    topology's shift of all compute nodes, if it has one (:func:`translation` reads it)."""
 
     nodes: int
     cap: dict
     compute: tuple[int, ...]
     need: int
     pools: dict = field(default_factory=dict)
+    shift: int | None = None  # moving every compute node this many places on in id order maps the topology onto
+    # itself (the rotation of all of them among its box shifts, :attr:`collsynth.instances.box_shift.BoxShift.step`)
 
     @property
     def source(self) -> int:
@@ -83,7 +86,7 @@ class Network:
     def copy(self) -> "Network":
         """An independent copy (capacities and route pools)."""
         cap, pools = self.snapshot()
-        return Network(self.nodes, cap, self.compute, self.need, pools)
+        return Network(self.nodes, cap, self.compute, self.need, pools, self.shift)
 
     def snapshot(self) -> tuple[dict, dict]:
         """A copy of the capacities and route pools (:meth:`restore` puts it back)."""
@@ -94,9 +97,11 @@ class Network:
         self.cap, self.pools = dict(saved[0]), {key: [[r, c] for r, c in pool] for key, pool in saved[1].items()}
 
 
-def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need: int) -> Network:
+def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need: int,
+            shift: int | None = None) -> Network:
     """A :class:`Network` of arcs ``src -> dst`` of capacity ``cap`` (zero-capacity arcs left
-    out), each its own one-link route, and source arcs ``s -> r`` of ``root_caps[r]``."""
+    out), each its own one-link route, and source arcs ``s -> r`` of ``root_caps[r]``; ``shift``:
+    the topology's shift of all compute nodes (:attr:`Network.shift`)."""
     caps, pools = {}, {}
     for u, v, c in zip(src, dst, cap):
         if c > 0 and u != v:
@@ -106,7 +111,7 @@ def network(nodes: int, src, dst, cap, compute, root_caps: dict[int, int], need:
     for r, c in root_caps.items():
         if c > 0:
             caps[(nodes, int(r))] = int(c)
-    return Network(nodes, caps, tuple(int(c) for c in compute), int(need), pools)
+    return Network(nodes, caps, tuple(int(c) for c in compute), int(need), pools, shift)
 
 
 def _slack(net: Network, sources: list[int], sink: int, pinned: list[int], free: bool,
@@ -281,15 +286,30 @@ def split_evenly(net: Network, w: int, box_of: dict | None = None) -> None:
 
 
 def translation(net: Network, roots: dict[int, int]) -> int | None:
-    """The least block ``d`` (a divisor of the compute node count ``N``, ``d < N``) such that
-    moving every compute node ``d`` places on in id order (``c_i -> c_{(i + d) mod N}``) maps the
-    split network's arcs onto arcs of the same capacity and the roots onto roots of the same
-    multiplicity: identical boxes of ``d`` nodes, shifted one box on. None when no ``d`` does."""
+    """The least block ``d`` (a multiple of the topology's shift :attr:`Network.shift` dividing
+    the compute node count ``N``, ``d < N``) such that moving every compute node ``d`` places on
+    in id order (``c_i -> c_{(i + d) mod N}``) maps the split network's arcs onto arcs of the
+    same capacity and the roots onto roots of the same multiplicity: identical boxes of ``d``
+    nodes, shifted one box on. None when no ``d`` does, or the topology has no such shift.
+
+    The topology's box shifts (:func:`collsynth.instances.box_shift.box_shift`) say which moves
+    can map the network onto itself; the split network is checked, since edge splitting need
+    not keep them: on four DGX H100 boxes (10 trees a shard) each GPU's 31 tree units on its
+    rail are split 9, 11 and 11 over the other boxes, the 9 between boxes 0 and 1 and between 2
+    and 3, so one box on is a shift of the topology and two boxes on the least of the split
+    network.
+
+    >>> net = network(4, [0, 1, 2, 3], [1, 2, 3, 0], [1, 1, 1, 1], range(4), {v: 1 for v in range(4)}, 4, shift=1)
+    >>> translation(net, {v: 1 for v in range(4)}), translation(net, {0: 1, 2: 1})
+    (1, 2)
+    """
     comp = sorted(net.compute)
     n = len(comp)
+    if not net.shift:
+        return None
     index = {v: i for i, v in enumerate(comp)}
     arcs = [(index[a], index[b], c) for (a, b), c in net.cap.items() if a != net.source]
-    for d in (d for d in range(1, n // 2 + 1) if n % d == 0):
+    for d in (d for d in range(net.shift, n // 2 + 1, net.shift) if n % d == 0):
         if all(roots.get(comp[(i + d) % n], 0) == roots.get(v, 0) for i, v in enumerate(comp)) and \
                 all(net.cap.get((comp[(a + d) % n], comp[(b + d) % n])) == c for a, b, c in arcs):
             return d

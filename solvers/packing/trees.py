@@ -134,18 +134,21 @@ def _fits(net: Network, trees: list[Tree]) -> bool:
 
 
 def pack(net: Network, roots: dict[int, int], deadline=None, depth_first: bool = False,
-         fast: bool = True, order: list[int] | None = None) -> tuple[list[Tree], int]:
+         fast: bool = True, order: list[int] | None = None, grow: bool = True) -> tuple[list[Tree], int] | None:
     """Spanning out-trees on the compute nodes of the split network ``net``: ``roots[r]``
     copies rooted at each root ``r``, every arc used at most its capacity. Returns the trees
     (each with its multiplicity) and the max flows run. With ``fast`` (and breadth-first
     growth), a network of identical boxes is packed by :func:`pack_by_translation` first.
     The roots' trees grow in ``order`` (default: by id); any order keeps Lovász's condition,
-    and the order decides which trees get the arcs near the roots. Raises RuntimeError if a
+    and the order decides which trees get the arcs near the roots. Without ``grow`` no max
+    flow is run: None unless the network is packed by translation. Raises RuntimeError if a
     tree cannot be completed (the condition did not hold)."""
     d = translation(net, roots) if fast and not depth_first and order is None else None
     moved = pack_by_translation(net, roots, d) if d is not None else None
     if moved is not None:
         return moved, 0
+    if not grow:
+        return None
     cap = {key: c for key, c in net.cap.items() if key[0] != net.source}
     out_of: dict[int, list[int]] = {}
     for a, b in sorted(cap):
