@@ -52,22 +52,62 @@ def row(k: int, g: int, pieces: int, seconds: float, workers: int) -> list[str]:
         t += 1
 
 
-def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int) -> tuple[int, dict]:
+def tight_windows(inst, steps: int) -> list[tuple[int, str, int, int]]:
+    """``(gpu, "in" | "out", first, last)``: the windows of timesteps in which, within ``steps``,
+    a GPU's links must carry a chunk's worth of every chunk and can carry no more, so that
+    every piece of every chunk reaches (leaves) it exactly once there, whatever the pieces'
+    sizes. A GPU takes in the far contributions of every chunk no earlier than timestep
+    ``r`` (its farthest contributor's distance) and sends its own no later than ``steps - q
+    + 1`` (``q``: its farthest destination's); when ``n`` chunks fill ``m`` links over the
+    window exactly (``m (steps - r + 1) = n``), a piece that arrived twice there would leave
+    another short (the release-date argument of ``combining_arrivals``, made exact)."""
+    import numpy as np
+    from scipy.sparse.csgraph import shortest_path
+
+    topo = inst.topology
+    la = topo.link_arrays
+    pairs = sorted(set(zip(la.src.tolist(), la.dst.tolist())))
+    adj = np.zeros((topo.size, topo.size))
+    for a, b in pairs:
+        adj[a, b] = 1
+    dist = shortest_path(adj, directed=True, unweighted=True)
+    gpus = list(inst.collective.nodes)
+    n = len(gpus) * inst.collective.chunks_per_node
+    out = []
+    for v in gpus:
+        others = [u for u in gpus if u != v]
+        r, q = int(dist[others, v].max()), int(dist[v, others].max())
+        m_in, m_out = sum(b == v for _, b in pairs), sum(a == v for a, _ in pairs)
+        if m_in * (steps - r + 1) == n:
+            out.append((v, "in", r, steps))
+        if m_out * (steps - q + 1) == n:
+            out.append((v, "out", 1, steps - q + 1))
+    return out
+
+
+def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int,
+                   windows: list | None = None) -> tuple[int, dict]:
     """A lower bound on ``sum(weight[link, t] * uses)`` over the schedules of one piece in
     ``steps`` timesteps (:func:`exact_switch_reduction.model` with one commodity; CP-SAT's
     proven bound, exact when it finishes; integer weights) and the link uses ``{(link, t): 1}``
-    of the cheapest such schedule it found."""
+    of the cheapest such schedule it found (``inf`` and none where none exists); with ``windows`` (:func:`tight_windows`) only
+    schedules that reach (leave) each such GPU at most once in its window."""
     import math
 
     from exact_switch_reduction import model
     from ortools.sat.python import cp_model
 
     m, x, _, _, _ = model(inst, steps, 1, commodities=1)
+    for v, side, first, last in windows or []:
+        m.Add(sum(var for ((a, b), _, t), var in x.items()
+                  if (b if side == "in" else a) == v and first <= t <= last) <= 1)
     m.Minimize(sum(weight[link, t] * var for (link, _, t), var in x.items()))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = workers
     status = solver.Solve(m)
+    if status == cp_model.INFEASIBLE:
+        return math.inf, {}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise TimeoutError(f"one piece's cheapest schedule: {solver.StatusName(status)}")
     low = math.ceil(solver.BestObjectiveBound() - 1e-6)
@@ -75,8 +115,10 @@ def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int)
 
 
 def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200, scale: int = 10 ** 6,
-               symmetries: list | None = None) -> dict:
-    """Whether pieces of any sizes could fit ``steps`` timesteps, by column generation.
+               symmetries: list | None = None, windows: bool = False) -> dict:
+    """Whether pieces of any sizes could fit ``steps`` timesteps, by column generation; with
+    ``windows``, over the one-piece schedules that keep :func:`tight_windows` (every schedule of
+    pieces that fits is a mix of those, so the certificate still holds, and there are far fewer).
 
     The verifier's rules act point by point of a chunk, so a schedule of pieces of any sizes is,
     for each chunk, a mix of schedules of one piece whose link uses, summed over the chunks
@@ -93,25 +135,34 @@ def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200
 
     n = len(inst.collective.nodes) * inst.collective.chunks_per_node
     keys = sorted({(link, t) for link in _links(inst) for t in range(1, steps + 1)})
-    cols, out = [], {"steps": steps, "chunks": n}
+    windows = tight_windows(inst, steps) if windows else None
+    cols, out = [], {"steps": steps, "chunks": n, "windows": len(windows or [])}
     weight = {k: 1 for k in keys}
+    _, uses = cheapest_piece(inst, steps, weight, seconds, workers, windows)
+    if not uses:
+        return {**out, "rounds": 0, "verdict": "no one-piece schedule fits (CP-SAT: infeasible)"}
     for r in range(rounds):
-        _, uses = cheapest_piece(inst, steps, weight, seconds, workers)
         cols += [c for c in orbit(uses, symmetries) if c not in cols]
         a = np.array([[n * c.get(k, 0) for c in cols] + [-1.0] for k in keys])
         res = linprog(np.r_[np.zeros(len(cols)), 1.0], A_ub=a, b_ub=np.zeros(len(keys)),
                       A_eq=np.r_[np.ones(len(cols)), 0.0][None, :], b_eq=[1.0], method="highs")
         y = np.maximum(-res.ineqlin.marginals, 0.0)
         weight = {k: int(np.floor(v * scale)) for k, v in zip(keys, y)}
-        low, _ = cheapest_piece(inst, steps, weight, seconds, workers)
-        out.update(rounds=r + 1, theta=float(res.fun), certified_lower=n * low / max(1, sum(weight.values())))
-        print(f"  round {r + 1}: theta {res.fun:.4f}, certified lower {out['certified_lower']:.4f}", file=sys.stderr,
-              flush=True)
+        low, uses = cheapest_piece(inst, steps, weight, seconds, workers, windows)
+        out.update(rounds=r + 1, columns=len(cols), theta=float(res.fun),
+                   certified_lower=n * low / max(1, sum(weight.values())))
+        print(f"  round {r + 1}: theta {res.fun:.4f}, certified lower {out['certified_lower']:.4f}, "
+              f"{len(cols)} columns", file=sys.stderr, flush=True)
         if n * low > sum(weight.values()):
             return {**out, "verdict": "no mix of pieces fits (certificate)"}
         if res.fun <= 1 + 1e-9:
-            return {**out, "verdict": "a mix of the found one-piece schedules fits"}
+            return {**out, "verdict": "a mix of the found one-piece schedules fits", "mix": _mix(cols, res.x)}
     return {**out, "verdict": "undecided"}
+
+
+def _mix(cols: list[dict], x) -> list[tuple[float, dict]]:
+    """The columns the master LP uses, with their shares."""
+    return [(float(w), c) for w, c in zip(x, cols) if w > 1e-9]
 
 
 def rail_symmetries(k: int, g: int) -> list[dict]:
@@ -151,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fractional", type=int, default=None, metavar="STEPS",
                     help="instead: whether pieces of any sizes fit STEPS timesteps (column generation)")
+    ap.add_argument("--windows", action="store_true",
+                    help="with --fractional: price only one-piece schedules that keep the tight windows")
     a = ap.parse_args(argv)
     if a.fractional is not None:
         from test_ten_ilp_reducing_switch import rails
@@ -161,7 +214,8 @@ def main(argv=None) -> int:
             k, g = map(int, system.split("x"))
             t0 = time.perf_counter()
             got = fractional(make_instance(rails(k, g, True), "allreduce"), a.fractional, a.seconds, a.workers,
-                             symmetries=rail_symmetries(k, g))
+                             symmetries=rail_symmetries(k, g), windows=a.windows)
+            got.pop("mix", None)
             print(f"{system} SHARP rails, {a.fractional} timesteps: {got} ({time.perf_counter() - t0:.0f} s)", flush=True)
         return 0
     print("| system | piece | bound | timesteps | CP-SAT | s | verified | within TEN capacity |")
