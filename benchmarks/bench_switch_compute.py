@@ -89,7 +89,7 @@ def table(cells: list[dict]) -> str:
             str(r["boxes"]), name, str(r["verified"]), cell(r["bound_event"] and r["bound_event"] * 1e3, ".4f"),
             *(cell(r[m] and r[m] * 1e3, ".4f") for m in MODELS),
             " / ".join(cell(best[m][0] and best[m][0] * 1e3, ".4f") for m in MODELS)
-            + f" ({', '.join(sorted({best[m][1] for m in MODELS}))})", *ratio]) + " |")
+            + f" ({', '.join(sorted({best[m][1] for m in MODELS if best[m][0] is not None}))})", *ratio]) + " |")
     return "\n".join(lines)
 
 
