@@ -13,10 +13,10 @@ import pytest
 from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
-from collsynth.solvers.producers import Options, get
 from collsynth.tens.cost_models import price
 from collsynth.tens.switch_runtime import SwitchCalibration, fit_nvls, load_switch_calibration
-from collsynth.tens.verify import verify
+
+from test_switch_reduction_producers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "instances" / "calibrations" / "h100-nvls.json"
@@ -24,18 +24,12 @@ CAL = SwitchCalibration("t", "box", "by hand", {"nvswitch": 0.8, "link": 0.8}, {
 M = 1e9
 
 
-def _run(inst, producer, **params):
-    s = get(producer).run(inst, Options(params=params)).schedule
-    assert verify(s, inst) is None
-    return s
-
-
 def test_nvls_on_one_box_is_priced_as_its_glres_plan_moves_bytes():
     # 8 GPUs, 450 GB/s ports: each port carries M up (its piece of every group) plus M / 8 (its
     # own groups' stores) and the same down, at half the line rate; 8 groups per GPU (one chunk
     # each, one piece) at 1 us each on the issuing GPU.
     inst = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
-    s = _run(inst, "nvls", pieces=1)
+    s = run("nvls", inst, pieces=1)
     c = price(s, inst, "runtime", calibration=CAL)
     assert c.T_B_s == pytest.approx(1.125 * M / (0.5 * 450e9))
     assert c.T_L_s == pytest.approx(1e-6)
@@ -45,7 +39,7 @@ def test_nvls_on_one_box_is_priced_as_its_glres_plan_moves_bytes():
 def test_a_ring_without_switch_sums_is_priced_at_the_plain_share():
     # the ring moves 2 (N - 1) / N M each way over every port, at 0.8 of 450 GB/s; no group ops
     inst = make_instance(build("dgx_h100", {"nodes": 1}), "allreduce", message_bytes=M)
-    c = price(_run(inst, "ring"), inst, "runtime", calibration=CAL)
+    c = price(run("ring", inst), inst, "runtime", calibration=CAL)
     assert c.total_s == pytest.approx(1.75 * M / (0.8 * 450e9))
     assert c.T_L_s == 0
 
@@ -56,7 +50,7 @@ def test_the_load_reduce_shape_is_priced_as_written():
     # chunks) + M / N (its own store) = M, down M / N (its own sum) + (N - 1) / N M (the
     # others' results) = M; the export writes no glres for it, so no group ops are counted.
     inst = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
-    c = price(_run(inst, "nvls", pieces=1, shape="load-reduce"), inst, "runtime", calibration=CAL)
+    c = price(run("nvls", inst, pieces=1, shape="load-reduce"), inst, "runtime", calibration=CAL)
     assert c.T_B_s == pytest.approx(M / (0.5 * 450e9))
     assert c.extra["group_ops"] == 0
 
@@ -72,15 +66,15 @@ def test_the_shipped_calibration_reproduces_its_figures_and_the_must_show_ratio(
     assert cal.share["nvswitch"] * 450 / 1.75 == pytest.approx(211, abs=1.5)
     box = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
     plain = make_instance(build("dgx_h100", {"nodes": 1}), "allreduce", message_bytes=M)
-    ours = price(_run(box, "nvls"), box, "runtime", calibration=SHIPPED).total_s
-    ring = price(_run(plain, "ring"), plain, "runtime", calibration=SHIPPED).total_s
+    ours = price(run("nvls", box), box, "runtime", calibration=SHIPPED).total_s
+    ring = price(run("ring", plain), plain, "runtime", calibration=SHIPPED).total_s
     assert ring / ours >= 1.25
 
 
 def test_a_link_class_without_a_share_is_refused_in_one_line():
     inst = make_instance(build("dgx_h100", {"nodes": 2, "nvls": True}), "allreduce", message_bytes=M)
     with pytest.raises(InputError) as e:
-        price(_run(inst, "nvls-tree", pieces=1), inst, "runtime", calibration=SHIPPED)
+        price(run("nvls-tree", inst, pieces=1), inst, "runtime", calibration=SHIPPED)
     assert "rail" in str(e.value) and "\n" not in str(e.value)
 
 
