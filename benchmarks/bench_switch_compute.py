@@ -76,9 +76,9 @@ def _best(rows: list[dict], model: str) -> tuple[float | None, str]:
 
 def table(cells: list[dict]) -> str:
     """One line per (boxes, reducing schedule): its times, the best no-reduction times, ratios."""
-    head = ("| boxes | schedule | verified | event bound ms | sync ms | event ms | in-order ms | runtime ms | best "
-            "no-reduction sync / event / in-order / runtime ms (producer) | ratio sync | ratio event | ratio in-order | "
-            "ratio runtime |")
+    head = ("| boxes | schedule | verified | event bound ms | sync ms | event ms | in-order ms | runtime ms | "
+            "best no-reduction sync / event / in-order / runtime ms (producer) | ratio sync | ratio event | "
+            "ratio in-order | ratio runtime |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in (c for c in cells if c["producer"] not in BASELINES):
         base = [c for c in cells if c["producer"] in BASELINES and c["boxes"] == r["boxes"]]

@@ -148,8 +148,9 @@ def price_switch_channels(schedule: Schedule, instance: Instance, calibration) -
     used = (plain > 0) | (summed > 0)
     missing = sorted({str(c) for c in cls[used] if c not in cal.share or c not in cal.switch_share})
     if missing:
-        raise InputError("--calibration", f"switch-channel calibration {cal.name!r} has shares for "
-                                          f"{', '.join(sorted(cal.share))}; this schedule also loads {', '.join(missing)}")
+        have = ", ".join(sorted(cal.share))
+        raise InputError("--calibration", f"switch-channel calibration {cal.name!r} has shares for {have}; "
+                                          f"this schedule also loads {', '.join(missing)}")
     bw = instance.topology.link_arrays.bandwidth
     share = np.array([cal.share.get(c, 1.0) for c in cls])
     switch_share = np.array([cal.switch_share.get(c, 1.0) for c in cls])

@@ -20,9 +20,10 @@ a partial sum of some inputs for each byte it spans). Call what region ``R_i`` *
 set of inputs appearing in some partial sum one of its nodes holds. A message from a compute
 node ``u`` (or a reducing switch) reaching a node ``v`` of another region carries a partial sum
 of what ``u`` held or summed, so it tells ``v``'s region at most what ``u``'s region knew; a
-switch in no region only copies it (it does not reduce). Order every cross-region delivery by arrival and replace it by a *call* that gives the
-receiving region everything the sending region knows at that moment: by induction every
-region knows at least as much as in the schedule, so the calls end with every region
+switch in no region only copies it (it does not reduce). Order every cross-region delivery by
+arrival and replace it by a *call* that gives the receiving region everything the sending
+region knows at that moment: by induction every region knows at least as much as in the
+schedule, so the calls end with every region
 knowing all ``k`` regions' inputs. A sequence of one-way calls that does this among ``k``
 parties has at least ``2 (k - 1)`` calls (the one-way gossip bound, e.g. Hedetniemi,
 Hedetniemi and Liestman, "A survey of gossiping and broadcasting in communication

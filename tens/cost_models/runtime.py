@@ -318,7 +318,8 @@ def _refuse_switch_sums(schedule, instance) -> None:
     if i is not None:
         raise InputError("schedule", f"send {i} sums in a reducing switch: it runs as an MSCCL++ switch-channel plan "
                                      "(multimem load-reduce and store), which this model of msccl-executor's programs "
-                                     "does not price (price it with a switch-channel calibration: instances/calibrations/h100-nvls.json)")
+                                     "does not price (price it with a switch-channel calibration: "
+                                     "instances/calibrations/h100-nvls.json)")
 
 
 def _no_latency(cal: Calibration) -> Calibration:
