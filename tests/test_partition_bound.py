@@ -1,8 +1,9 @@
 """The partition bound of allreduce, reducing switches inside regions (tens/bounds/partitions.py):
 values derived by hand (Patarasuk and Yuan's one switch, the unidirectional ring, one DGX-H100
 box, a reducing switch, boxes summing inside on plain rails), the one-way gossip count it rests
-on by exhaustive search over call sequences, and validity on random switched graphs against every partition (searched exhaustively) and every
-verified schedule the producers make, and against the TEN ILP's combining optimum."""
+on by exhaustive search over call sequences, and validity on random switched graphs against
+every partition (searched exhaustively) and every verified schedule the producers make, and
+against the TEN ILP's combining optimum."""
 
 from __future__ import annotations
 
