@@ -89,3 +89,18 @@ def test_a_bad_calibration_file_is_one_line_naming_the_file_and_field(tmp_path, 
     with pytest.raises(InputError) as e:
         load_switch_calibration(p)
     assert "bad.json" in str(e.value) and f"parameters.{field}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_runtime_columns_take_a_switch_channel_calibration_file():
+    """``solve --calibration`` and the stored tables load either kind of file; the rows name
+    the calibration and carry the price of :func:`test_nvls_on_one_box_is_priced_as_its_glres_plan_moves_bytes`'s
+    kind (1.125 M over the NVLS share of 450 GB/s)."""
+    from collsynth.results.runtime_prices import runtime_fields
+    from collsynth.tens.switch_runtime import load_any_calibration
+
+    inst = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
+    cal = load_any_calibration(SHIPPED)
+    row = runtime_fields(run("nvls", inst, pieces=1), inst, cal)
+    assert row["calibration"] == "h100-nvls"
+    assert row["time_runtime_s"] == pytest.approx(1.125 * M / (cal.switch_share["nvswitch"] * 450e9))
+    assert load_any_calibration(ROOT / "instances" / "calibrations" / "forestcoll-a100x2.json").name != "h100-nvls"
