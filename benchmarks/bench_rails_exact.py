@@ -52,97 +52,6 @@ def row(k: int, g: int, pieces: int, seconds: float, workers: int) -> list[str]:
         t += 1
 
 
-def cheapest_piece(inst, steps: int, weight: dict, seconds: float, workers: int) -> tuple[int, dict]:
-    """A lower bound on ``sum(weight[link, t] * uses)`` over the schedules of one piece in
-    ``steps`` timesteps (:func:`exact_switch_reduction.model` with one commodity; CP-SAT's
-    proven bound, exact when it finishes; integer weights) and the link uses ``{(link, t): 1}``
-    of the cheapest such schedule it found."""
-    import math
-
-    from exact_switch_reduction import model
-    from ortools.sat.python import cp_model
-
-    m, x, _, _, _ = model(inst, steps, 1, commodities=1)
-    m.Minimize(sum(weight[link, t] * var for (link, _, t), var in x.items()))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = workers
-    status = solver.Solve(m)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise TimeoutError(f"one piece's cheapest schedule: {solver.StatusName(status)}")
-    low = math.ceil(solver.BestObjectiveBound() - 1e-6)
-    return low, {(link, t): 1 for (link, _, t), var in x.items() if solver.Value(var)}
-
-
-def fractional(inst, steps: int, seconds: float, workers: int, rounds: int = 200, scale: int = 10 ** 6,
-               symmetries: list | None = None) -> dict:
-    """Whether pieces of any sizes could fit ``steps`` timesteps, by column generation.
-
-    The verifier's rules act point by point of a chunk, so a schedule of pieces of any sizes is,
-    for each chunk, a mix of schedules of one piece whose link uses, summed over the chunks
-    (every allreduce chunk needs the same), fit the links. The master LP (HiGHS) mixes the
-    one-piece schedules found so far to least overload ``theta`` (the most any link carries in a
-    timestep, in chunks); the cheapest one-piece schedule under its duals ``y`` (summing to 1)
-    is the next column, with its images under ``symmetries`` (node maps of the system, under
-    which the LP's optimum is unchanged: they only speed it up). Weak duality: ``theta >= n * min_P y . u_P`` for ``n`` chunks, so with
-    integer weights ``Y`` (the duals times ``scale``, rounded down) ``n * L > sum(Y)``, ``L``
-    CP-SAT's proven lower bound on ``min_P Y . u_P``, proves that no mix fits (Gilmore and Gomory, "A Linear Programming Approach to the
-    Cutting-Stock Problem", Operations Research 9(6), 1961: the same master and pricing)."""
-    import numpy as np
-    from scipy.optimize import linprog
-
-    n = len(inst.collective.nodes) * inst.collective.chunks_per_node
-    keys = sorted({(link, t) for link in _links(inst) for t in range(1, steps + 1)})
-    cols, out = [], {"steps": steps, "chunks": n}
-    weight = {k: 1 for k in keys}
-    for r in range(rounds):
-        _, uses = cheapest_piece(inst, steps, weight, seconds, workers)
-        cols += [c for c in orbit(uses, symmetries) if c not in cols]
-        a = np.array([[n * c.get(k, 0) for c in cols] + [-1.0] for k in keys])
-        res = linprog(np.r_[np.zeros(len(cols)), 1.0], A_ub=a, b_ub=np.zeros(len(keys)),
-                      A_eq=np.r_[np.ones(len(cols)), 0.0][None, :], b_eq=[1.0], method="highs")
-        y = np.maximum(-res.ineqlin.marginals, 0.0)
-        weight = {k: int(np.floor(v * scale)) for k, v in zip(keys, y)}
-        low, _ = cheapest_piece(inst, steps, weight, seconds, workers)
-        out.update(rounds=r + 1, theta=float(res.fun), certified_lower=n * low / max(1, sum(weight.values())))
-        print(f"  round {r + 1}: theta {res.fun:.4f}, certified lower {out['certified_lower']:.4f}", file=sys.stderr,
-              flush=True)
-        if n * low > sum(weight.values()):
-            return {**out, "verdict": "no mix of pieces fits (certificate)"}
-        if res.fun <= 1 + 1e-9:
-            return {**out, "verdict": "a mix of the found one-piece schedules fits"}
-    return {**out, "verdict": "undecided"}
-
-
-def rail_symmetries(k: int, g: int) -> list[dict]:
-    """The node maps of ``k`` boxes of ``g`` GPUs on rails (the ids of ``rails``): boxes
-    permuted by a cyclic shift, rails by any permutation."""
-    from itertools import permutations
-
-    n = k * g
-    out = []
-    for shift in range(k):
-        for perm in permutations(range(g)):
-            m = {b * g + i: ((b + shift) % k) * g + perm[i] for b in range(k) for i in range(g)}
-            m.update({n + b: n + (b + shift) % k for b in range(k)})
-            m.update({n + k + i: n + k + perm[i] for i in range(g)})
-            out.append(m)
-    return out
-
-
-def orbit(uses: dict, symmetries: list | None) -> list[dict]:
-    """``uses`` (``{((src, dst), t): 1}``) under each node map of ``symmetries`` (itself alone
-    without them)."""
-    if not symmetries:
-        return [uses]
-    return [{((m[a], m[b]), t): v for ((a, b), t), v in uses.items()} for m in symmetries]
-
-
-def _links(inst) -> list:
-    la = inst.topology.link_arrays
-    return sorted(set(zip(la.src.tolist(), la.dst.tolist())))
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--systems", default="2x2,2x4", help="boxes x GPUs, comma-separated")
@@ -151,8 +60,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fractional", type=int, default=None, metavar="STEPS",
                     help="instead: whether pieces of any sizes fit STEPS timesteps (column generation)")
+    ap.add_argument("--windows", action="store_true",
+                    help="with --fractional: price only one-piece schedules that keep the tight windows")
     a = ap.parse_args(argv)
     if a.fractional is not None:
+        from exact_switch_reduction import fractional, rail_symmetries
         from test_ten_ilp_reducing_switch import rails
 
         from collsynth.instances.instance import make_instance
@@ -161,7 +73,8 @@ def main(argv=None) -> int:
             k, g = map(int, system.split("x"))
             t0 = time.perf_counter()
             got = fractional(make_instance(rails(k, g, True), "allreduce"), a.fractional, a.seconds, a.workers,
-                             symmetries=rail_symmetries(k, g))
+                             symmetries=rail_symmetries(k, g), windows=a.windows)
+            got.pop("mix", None)
             print(f"{system} SHARP rails, {a.fractional} timesteps: {got} ({time.perf_counter() - t0:.0f} s)", flush=True)
         return 0
     print("| system | piece | bound | timesteps | CP-SAT | s | verified | within TEN capacity |")

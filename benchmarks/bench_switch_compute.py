@@ -10,7 +10,10 @@ priced; ``event-inorder`` priced on the same verified schedule). Rows:
 - the best of ``tree-packing``, ``ring``, ``nccl-ring`` and ``nccl-tree`` on ``dgx_h100`` (no switch
   reduction), per model.
 
-The ratio columns are the no-reduction time over the reducing one under each model.
+The ratio columns are the no-reduction time over the reducing one under each model. ``runtime``
+prices with the switch-channel calibration fitted to NCCL's H100 figures
+(``instances/calibrations/h100-nvls.json``, ``tens/switch_runtime.py``): one box only (``-``
+across boxes: no figure calibrates the rails).
 
 ``--kinds``: reduce-scatter and allgather of 1 GB on ``dgx_h100`` with and without NVLS (and
 SHARP rails): the instance's event and sync bounds, which say whether the switch can help.
@@ -28,7 +31,7 @@ from fresh_process import cell, each_in_a_fresh_process
 
 M = 1e9
 BASELINES = ("tree-packing", "ring", "nccl-ring", "nccl-tree")
-MODELS = ("sync", "event", "event-inorder")
+MODELS = ("sync", "event", "event-inorder", "runtime")
 
 
 def _cell(args) -> dict:
@@ -46,7 +49,24 @@ def _cell(args) -> dict:
            "message": row["message"], "bound_event": row.get("lower_bound_event_s"), "bound_sync": row["lower_bound_s"],
            "sync": row["time_sync_s"], "event": row["time_event_s"], "sends": len(sched) if sched is not None else 0}
     out["event-inorder"] = price(sched, inst, "event-inorder").total_s if row["verified"] else None
+    out["runtime"] = _runtime(sched, inst) if row["verified"] else None
     return out
+
+
+def _runtime(sched, inst) -> float | None:
+    """The ``runtime`` price under the switch-channel calibration fitted to NCCL's H100 figures
+    (``instances/calibrations/h100-nvls.json``); None where it has no share for a link class
+    (the rails: no multi-box figure calibrates them)."""
+    from pathlib import Path
+
+    from collsynth import InputError
+    from collsynth.tens.cost_models import price
+
+    cal = Path(__file__).resolve().parents[1] / "instances" / "calibrations" / "h100-nvls.json"
+    try:
+        return price(sched, inst, "runtime", calibration=cal).total_s
+    except InputError:
+        return None
 
 
 def _best(rows: list[dict], model: str) -> tuple[float | None, str]:
@@ -56,8 +76,9 @@ def _best(rows: list[dict], model: str) -> tuple[float | None, str]:
 
 def table(cells: list[dict]) -> str:
     """One line per (boxes, reducing schedule): its times, the best no-reduction times, ratios."""
-    head = ("| boxes | schedule | verified | event bound ms | sync ms | event ms | in-order ms | best no-reduction "
-            "sync / event / in-order ms (producer) | ratio sync | ratio event | ratio in-order |")
+    head = ("| boxes | schedule | verified | event bound ms | sync ms | event ms | in-order ms | runtime ms | "
+            "best no-reduction sync / event / in-order / runtime ms (producer) | ratio sync | ratio event | "
+            "ratio in-order | ratio runtime |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in (c for c in cells if c["producer"] not in BASELINES):
         base = [c for c in cells if c["producer"] in BASELINES and c["boxes"] == r["boxes"]]
@@ -68,7 +89,7 @@ def table(cells: list[dict]) -> str:
             str(r["boxes"]), name, str(r["verified"]), cell(r["bound_event"] and r["bound_event"] * 1e3, ".4f"),
             *(cell(r[m] and r[m] * 1e3, ".4f") for m in MODELS),
             " / ".join(cell(best[m][0] and best[m][0] * 1e3, ".4f") for m in MODELS)
-            + f" ({', '.join(sorted({best[m][1] for m in MODELS}))})", *ratio]) + " |")
+            + f" ({', '.join(sorted({best[m][1] for m in MODELS if best[m][0] is not None}))})", *ratio]) + " |")
     return "\n".join(lines)
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 from .. import InputError
 from ..instances.instance import Instance, load_instance
 from ..tens.cost_models import get
-from ..tens.cost_models.runtime import Calibration, load_calibration
+from ..tens.cost_models.runtime import Calibration
+from ..tens.switch_runtime import SwitchCalibration, load_any_calibration
 from ..tens.schedule import Schedule, read_json
 from .store import schedule_file
 
@@ -46,7 +47,8 @@ def runtime_fields(schedule: Schedule | None, instance: Instance, calibration: C
 def runtime_frame(df: pd.DataFrame, store: str | Path, calibration: str | Path | Calibration) -> pd.DataFrame:
     """:data:`COLUMNS` for every stored run of ``df`` (same index), its schedule read from the
     store and its instance from the stored ``instance_file``."""
-    cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+    known = (Calibration, SwitchCalibration)
+    cal = calibration if isinstance(calibration, known) else load_any_calibration(calibration)
     rows, instances = [], {}
     for _, row in df.iterrows():
         rel, inst_file = row.get("schedule_path"), row.get("instance_file")

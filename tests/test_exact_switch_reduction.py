@@ -80,3 +80,25 @@ def test_no_bound_exceeds_the_exact_optimum_and_the_ilp_never_beats_it(shape, co
     o = solve(inst, limit=20.0)
     if o.schedule is not None:
         assert steps <= o.objective
+
+
+def test_the_tight_windows_by_hand():
+    """2 x 4 SHARP rails: a GPU's far peers (the other box, other rails) are 4 hops away and it
+    has 2 links each way, so in 7 timesteps its 8 chunks' worth of sends must all start in 1-4
+    and its 8 results all arrive in 4-7 (2 x 4 = 8: full); in 8 timesteps neither window is."""
+    inst = make_instance(rails(2, 4, True), "allreduce")
+    got = exact_switch_reduction.tight_windows(inst, 7)
+    assert sorted(got) == sorted([(v, "in", 4, 7) for v in range(8)] + [(v, "out", 1, 4) for v in range(8)])
+    assert exact_switch_reduction.tight_windows(inst, 8) == []
+
+
+def test_pieces_of_any_sizes_agree_with_whole_chunks_on_2x2_rails():
+    """Column generation over one-piece schedules (kept within the tight windows at 5) finds a
+    mix that fits 5 timesteps, which the two-places schedule meets, and certifies that none
+    fits 4, as the exact model of whole chunks decides."""
+    inst = make_instance(rails(2, 2, True), "allreduce")
+    sym = exact_switch_reduction.rail_symmetries(2, 2)
+    five = _in_child(exact_switch_reduction.fractional, inst, 5, 60.0, 1, symmetries=sym, windows=True)
+    assert five["windows"] == 8 and five["verdict"].startswith("a mix") and five["theta"] <= 1 + 1e-9
+    four = _in_child(exact_switch_reduction.fractional, inst, 4, 60.0, 1, symmetries=sym, windows=True)
+    assert four["verdict"].startswith("no ")

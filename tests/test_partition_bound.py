@@ -1,8 +1,9 @@
-"""The partition bound of allreduce without in-network reduction (tens/bounds/partitions.py):
+"""The partition bound of allreduce, reducing switches inside regions (tens/bounds/partitions.py):
 values derived by hand (Patarasuk and Yuan's one switch, the unidirectional ring, one DGX-H100
-box), the one-way gossip count it rests on by exhaustive search over call sequences, and
-validity on random switched graphs against every partition (searched exhaustively) and every
-verified schedule the producers make, and against the TEN ILP's combining optimum."""
+box, a reducing switch, boxes summing inside on plain rails), the one-way gossip count it rests
+on by exhaustive search over call sequences, and validity on random switched graphs against
+every partition (searched exhaustively) and every verified schedule the producers make, and
+against the TEN ILP's combining optimum."""
 
 from __future__ import annotations
 
@@ -55,11 +56,31 @@ def test_eight_dgx_h100_boxes_take_the_boxes_as_regions():
     assert b.part("sync_bandwidth").value == pytest.approx(4.375e-3, rel=1e-12)
 
 
-def test_a_reducing_switch_is_not_bounded_so():
-    """With a switch that reduces, each GPU may send its input up once: the argument is void."""
-    star = build("switch", {"nodes": 4, "reduce": True}, bandwidth=1.0, alpha=0.0)
+def test_a_reducing_switch_sits_in_a_region():
+    """A switch that reduces adds what it relays, so it sits in a region like a GPU: 4 GPUs
+    around it, M = 8, B = 1, each GPU a region and the switch in GPU 0's: GPU 0's region is
+    entered by the other three GPUs' links (3), each other region by one (1), so
+    max(8 / 1, 2 * 3 * 8 / 6) = 8 = M / B, which NVLS meets (up once, the sum down once), not
+    the 12 the same switch gives when it only forwards."""
+    star = build("switch", {"nodes": 4, "reduce": True, "copy": True}, bandwidth=1.0, alpha=0.0)
     got = partition_bound(make_instance(star, "allreduce", message_bytes=8.0))
-    assert not got.computed and "reduces" in got.note
+    assert got.value == pytest.approx(8.0, rel=1e-12)
+
+
+def test_boxes_that_sum_inside_on_rails_that_do_not_take_the_ring_volume():
+    """Eight DGX-H100 boxes whose NVSwitches reduce, on rails that only forward: each box (GPUs
+    and reducing NVSwitches) a region, the rails in none: 2 * 7 * 1e9 / (8 * 400e9) = 4.375
+    ms, as without NVLS (in-box sums save nothing across plain rails). With SHARP rails the
+    rails reduce and must sit in a region, and nvls-tree (verified) meets about M / 400 GB/s =
+    2.5 ms: the bound does not claim the ring volume there."""
+    plain = make_instance(build("dgx_h100", {"nodes": 8, "nvls": True}), "allreduce", message_bytes=1e9)
+    got = partition_bound(plain, bounds.SyncSupply(bounds.arcs_of(plain.topology)), "sync")
+    assert got.value == pytest.approx(4.375e-3, rel=1e-12) and got.witness == "k=8 regions"
+    sharp = make_instance(build("dgx_h100", {"nodes": 8, "nvls": True, "sharp": True}), "allreduce",
+                          message_bytes=1e9)
+    row, s = pipeline.run(sharp, "nvls-tree", Options(params={"pieces": 8}))
+    assert row["verified"]
+    assert partition_bound(sharp).value <= row["time_event_s"] * TOL < 4.375e-3
 
 
 # ---- the one-way gossip count, by exhaustive search -------------------------------------------

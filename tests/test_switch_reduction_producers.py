@@ -87,10 +87,10 @@ def boxes_on_rails(k: int, g: int, nv: float, nic: float, alpha: float, sharp: b
 
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 3), st.integers(2, 4), st.sampled_from([50e9, 100e9, 450e9]), st.sampled_from([10e9, 50e9]),
-       st.sampled_from([0.0, 1e-6]), st.booleans(), st.integers(1, 6), st.sampled_from([1e6, 1e9]))
-def test_no_bound_exceeds_a_verified_schedule(k, g, nv, nic, alpha, sharp, pieces, size):
+       st.sampled_from([0.0, 1e-6]), st.booleans(), st.integers(1, 6), st.sampled_from([1e6, 1e9]), st.booleans())
+def test_no_bound_exceeds_a_verified_schedule(k, g, nv, nic, alpha, sharp, pieces, size, ramp):
     inst = make_instance(boxes_on_rails(k, g, nv, nic, alpha, sharp), "allreduce", message_bytes=size)
-    s = run("nvls" if k == 1 else "nvls-tree", inst, pieces=pieces)
+    s = run("nvls" if k == 1 else "nvls-tree", inst, pieces=pieces, ramp=ramp)
     b = instance_bounds(inst)
     tol = 1 + 1e-9
     for model, bound in (("sync", b.sync), ("event", b.event), ("ten", b.ten)):
@@ -112,3 +112,17 @@ def test_a_box_whose_switch_reduces_is_not_bounded_by_the_same_box_without_it():
     assert instance_bounds(plain).event.value == pytest.approx(2 * 7 / 8 * M / 450e9, rel=1e-3)
     s = run("nvls", nvls_box, pieces=64)
     assert instance_bounds(nvls_box).event.value <= price(s, nvls_box, "event").total_s
+
+
+def test_the_pieces_ramp_only_where_the_cap_on_sends_cut_them():
+    """One DGX H100 box, 1 GB: the alpha-beta depth (at most 256) fits the cap, so equal pieces;
+    with a piece of MAX_SENDS / 6 sends only 6 fit: cut, so they ramp (1, 2, 3, 3, 2, 1: the
+    fill and drain pieces a twelfth of a chunk each, not a sixth)."""
+    from collsynth.solvers.closed_form.switch_reduction import MAX_SENDS, auto_pieces
+
+    inst = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
+    pieces, cut = auto_pieces(inst, 2, 16)
+    assert not cut and pieces > 6
+    assert auto_pieces(inst, 2, MAX_SENDS // 6) == (6, True)
+    s = run("nvls", inst, pieces=6, ramp=True)
+    assert s.denom == 12 and sorted({(int(h) - int(lo)) for lo, h in zip(s.lo, s.hi)}) == [1, 2, 3]

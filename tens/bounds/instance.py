@@ -255,7 +255,8 @@ def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> 
 # Bounds of combining collectives beyond the cut: ``argument(instance, supply, model, convert) ->
 # Bound`` under one cost model (``supply`` its links' delivery, ``convert`` its time to the
 # model's units), each saying itself (not computed) where its switches' assumption fails: the
-# partition bound holds when no switch reduces; the combining arrivals count TEN timesteps only.
+# partition bound holds with reducing switches inside its regions; the combining arrivals count TEN
+# timesteps only.
 COMBINING_ARGUMENTS = (partition_bound, combining_arrivals)
 
 

@@ -1,15 +1,16 @@
-"""The partition bound of allreduce when no switch reduces (every cost model: seconds and TEN timesteps).
+"""The partition bound of allreduce, switches that reduce inside regions (every cost model: seconds and TEN timesteps).
 
 Part of :mod:`collsynth.tens.bounds` (its module documentation describes every argument).
 
 The argument
 ------------
 An allreduce of ``M`` bytes over the participants ``P`` ends with every participant holding
-the sum of every participant's input. Switches store nothing and add nothing (no in-network
-reduction); they may copy (multicast). Take node sets ``R_1 .. R_k`` (``k >= 2``), pairwise
-disjoint, each holding at least one participant, together holding every compute node (a
-compute node outside ``P`` may add what it relays, so it must sit in some ``R_i``); switches
-may sit in a region or in none. Let ``B_i`` be the bandwidth of the links entering ``R_i``
+the sum of every participant's input. Switches store nothing; they may copy (multicast), and a
+switch that reduces (:mod:`collsynth.instances.switch_ops`) adds what reaches it in one step.
+Take node sets ``R_1 .. R_k`` (``k >= 2``), pairwise disjoint, each holding at least one
+participant, together holding every compute node and every reducing switch (either may add
+what it relays, so it must sit in some ``R_i``); switches that do not reduce may sit in a
+region or in none. Let ``B_i`` be the bandwidth of the links entering ``R_i``
 (from another region or from a switch in none). Then every schedule takes at least::
 
     T >= max( max_i M / B_i ,  2 (k - 1) M / sum_i B_i )
@@ -17,11 +18,12 @@ may sit in a region or in none. Let ``B_i`` be the bandwidth of the links enteri
 Proof, for one byte position of the buffer (every byte is its own problem; a piece carries
 a partial sum of some inputs for each byte it spans). Call what region ``R_i`` *knows* the
 set of inputs appearing in some partial sum one of its nodes holds. A message from a compute
-node ``u`` reaching a compute node ``v`` of another region carries a partial sum ``u`` held,
-so it tells ``v``'s region at most what ``u``'s region knew; a switch on the way only copies
-it. Order every cross-region delivery by arrival and replace it by a *call* that gives the
-receiving region everything the sending region knows at that moment: by induction every
-region knows at least as much as in the schedule, so the calls end with every region
+node ``u`` (or a reducing switch) reaching a node ``v`` of another region carries a partial sum
+of what ``u`` held or summed, so it tells ``v``'s region at most what ``u``'s region knew; a
+switch in no region only copies it (it does not reduce). Order every cross-region delivery by
+arrival and replace it by a *call* that gives the receiving region everything the sending
+region knows at that moment: by induction every region knows at least as much as in the
+schedule, so the calls end with every region
 knowing all ``k`` regions' inputs. A sequence of one-way calls that does this among ``k``
 parties has at least ``2 (k - 1)`` calls (the one-way gossip bound, e.g. Hedetniemi,
 Hedetniemi and Liestman, "A survey of gossiping and broadcasting in communication
@@ -64,7 +66,14 @@ Which partitions are tried
 Any partition gives a valid bound; :func:`candidate_regions` tries the ones hierarchy
 suggests: for each link bandwidth ``theta`` of the topology, the connected components of the
 links at least that fast (boxes behind their NVSwitch, OAM pairs, single GPUs when no link is
-fast enough), switches alone in a component in no region, and the best of these is taken.
+fast enough), and the components left when the switches that do not reduce are taken out
+(boxes around their reducing NVSwitch, joined by rails that only forward); switches that do not
+reduce alone in a component sit in no region, and the best of these is taken.
+
+Boxes whose switches reduce, joined by rails that do not (``dgx_h100 nvls=true``, ``k`` boxes
+with ``8 x 50 GB/s`` of NICs each): ``T >= 2 (k - 1) M / (k x 400 GB/s)``, the ring's NIC
+volume, whatever the boxes sum inside: in-box sums save nothing across plain rails (NCCL
+finds the same: NVIDIA/nccl issue 1221, NVLS gains on one or two nodes, not on more).
 """
 
 from __future__ import annotations
@@ -105,17 +114,19 @@ def region_time(arcs: Arcs, region: np.ndarray, need: float, supply: Supply) -> 
 def candidate_regions(arcs: Arcs, switches: np.ndarray, participants: np.ndarray):
     """Yield ``(theta, region)``: for each link bandwidth ``theta`` (and above all of them),
     the components of the links at least ``theta`` fast as regions (``region[node]``, ``-1``
-    for a component without a compute node); a component with compute nodes but no
-    participant joins region 0 (any region is valid). Partitions of fewer than two regions
-    are skipped."""
+    for a component without a compute node), then (``theta`` None) the components of the links
+    between nodes other than ``switches`` (the switches that do not reduce; a reducing switch
+    counts as a compute node); a component with compute nodes but no participant joins region
+    0 (any region is valid). Partitions of fewer than two regions are skipped."""
     n = arcs.size
     compute = np.zeros(n, bool)
     compute[arcs.nodes] = True
     compute[switches] = False
     part = np.zeros(n, bool)
     part[participants] = True
-    for theta in [math.inf] + sorted(set(arcs.bandwidth.tolist()), reverse=True):
-        keep = arcs.bandwidth >= theta
+    thetas = [math.inf] + sorted(set(arcs.bandwidth.tolist()), reverse=True)
+    for theta in thetas + ([None] if len(switches) else []):
+        keep = arcs.bandwidth >= theta if theta is not None else compute[arcs.src] & compute[arcs.dst]
         graph = coo_matrix((np.ones(int(keep.sum())), (arcs.src[keep], arcs.dst[keep])), shape=(n, n))
         _, label = connected_components(graph, directed=True, connection="weak")
         has_part = np.bincount(label, weights=part, minlength=n) > 0
@@ -131,7 +142,7 @@ def candidate_regions(arcs: Arcs, switches: np.ndarray, participants: np.ndarray
 
 def partition_bound(instance: Instance, supply: Supply | None = None, model: str = "event",
                     convert=lambda t: t) -> Bound:
-    """The partition bound of a single allreduce on a network whose switches do not reduce
+    """The partition bound of a single allreduce, reducing switches inside regions
     (module doc: the one-way gossip count over regions; Patarasuk and Yuan, J. Parallel
     Distrib. Comput. 69(2), 2009, on one switch) under ``model``, with what links deliver by a
     time given by ``supply`` (default: the event model's, latency included;
@@ -142,13 +153,12 @@ def partition_bound(instance: Instance, supply: Supply | None = None, model: str
     if instance.concurrent or instance.collective.kind != "allreduce":
         return not_computed(model, "partition", "only a single allreduce")
     topo, coll = instance.topology, instance.collective
-    if reducing_mask(topo).any():
-        return not_computed(model, "partition", "a switch reduces (in-network reduction)")
     arcs = arcs_of(topo)
     supply = EventSupply(arcs) if supply is None else supply
     need = len(coll.nodes) * coll.chunks_per_node if model == "timesteps" else coll.message_bytes
-    switches = np.array(sorted(topo.switches), np.int64)
-    best: tuple[float, float, int] | None = None
+    reducing = reducing_mask(topo)
+    switches = np.array([w for w in sorted(topo.switches) if not reducing[w]], np.int64)  # in no region or any
+    best: tuple[float, float | None, int] | None = None
     for theta, region in candidate_regions(arcs, switches, np.asarray(coll.nodes, np.int64)):
         value = region_time(arcs, region, need, supply)
         if math.isfinite(value) and (best is None or value > best[0]):
@@ -156,6 +166,7 @@ def partition_bound(instance: Instance, supply: Supply | None = None, model: str
     if best is None:
         return not_computed(model, "partition", "fewer than two participants")
     value, theta, k = best
-    joined = "no links" if math.isinf(theta) else f"links of >= {theta:.4g} B/s"
+    joined = "switches that do not reduce" if theta is None else "no links" if math.isinf(theta) \
+        else f"links of >= {theta:.4g} B/s"
     return Bound(convert(value), UNITS[model], model, "partition", f"k={k} regions",
                  f"{k} regions joined by {joined}; switches between them in none")

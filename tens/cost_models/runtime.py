@@ -354,6 +354,9 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     if calibration is None:
         raise InputError("--calibration", "the runtime model prices with a calibration file "
                                           "(collsynth calibrate, or one under instances/calibrations/)")
+    from ..switch_runtime import is_switch_calibration, price_switch_channels
+    if is_switch_calibration(calibration):  # MSCCL++ switch-channel plans (tens/switch_runtime.py)
+        return price_switch_channels(schedule, instance, calibration)
     cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
     missing = sorted(set(link_classes(instance)) - set(cal.efficiency))
     if missing:
@@ -386,7 +389,8 @@ def _refuse_switch_sums(schedule, instance) -> None:
     if i is not None:
         raise InputError("schedule", f"send {i} sums in a reducing switch: it runs as an MSCCL++ switch-channel plan "
                                      "(multimem load-reduce and store), which this model of msccl-executor's programs "
-                                     "does not price and no calibration measures (none exists for H100 NVLS or SHARP)")
+                                     "does not price (price it with a switch-channel calibration: "
+                                     "instances/calibrations/h100-nvls.json)")
 
 
 def _no_latency(cal: Calibration) -> Calibration:

@@ -89,8 +89,8 @@ def bench(args) -> dict:
 
     seeds = _seeds(args.seeds)
     if args.calibration:  # a bad calibration file is refused before the batch, not after it
-        from ....tens.cost_models.runtime import load_calibration
-        load_calibration(args.calibration)
+        from ....tens.switch_runtime import load_any_calibration
+        load_any_calibration(args.calibration)
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
     _store(args.store)

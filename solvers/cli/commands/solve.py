@@ -166,12 +166,12 @@ def add_runtime(row: dict, schedule, instance, calibration: str) -> None:
     """The runtime columns of ``row`` (:mod:`collsynth.results.runtime_prices`): the
     schedule's time under the calibrated runtime model and the calibration's name."""
     from ....results.runtime_prices import runtime_fields
-    from ....tens.cost_models.runtime import load_calibration
+    from ....tens.switch_runtime import load_any_calibration
 
     if compact_forms.form_of(schedule) is not None:  # the runtime model reads explicit sends
         row["message"] = f"{row.get('message', '')}; not priced under runtime: kept as trees".lstrip("; ")
         return
-    row.update(runtime_fields(schedule if row.get("verified") else None, instance, load_calibration(calibration)))
+    row.update(runtime_fields(schedule if row.get("verified") else None, instance, load_any_calibration(calibration)))
 
 
 def write_json(schedule, path) -> None:
