@@ -22,8 +22,11 @@ from .record import CUT_BUDGET_S, FLOW_S_PER_UNIT, TOL
 
 # ---- per-node bounds and the parametric min-cut ---------------------------------------------
 
-def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[float, str, int | None]:
-    """The cut bound for ``S = {v}`` (inbound) and ``S = V \\ {u}`` (outbound), best over nodes.
+def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply,
+             nodes: np.ndarray | None = None) -> tuple[float, str, int | None]:
+    """The cut bound for ``S = {v}`` (inbound) and ``S = V \\ {u}`` (outbound), best over
+    ``nodes`` (default every node; on identical boxes one node per orbit stands for all,
+    :mod:`.symmetric`).
 
     Returns ``(value, "inbound" | "outbound", node)``; ``(0, "inbound", None)`` when nothing
     must move.
@@ -34,7 +37,8 @@ def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[fl
     best_v = (0, "inbound", None)
     for name, need, ends in (("inbound", needs[0], arcs.dst), ("outbound", needs[1], arcs.src)):
         seen: dict = {}
-        for v in arcs.nodes[need[arcs.nodes] > 0].tolist():
+        candidates = arcs.nodes if nodes is None else np.asarray(nodes, np.int64)
+        for v in candidates[need[candidates] > 0].tolist():
             idx = np.flatnonzero(ends == v)
             key = (float(need[v]), supply.key(idx))
             if key not in seen:
