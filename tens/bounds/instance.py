@@ -327,7 +327,36 @@ def _as_model(bound: Bound, model: str) -> Bound:
 
 
 def _sync_total(latency: Bound, bandwidth: Bound) -> Bound:
-    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``."""
+    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``.
+
+    The synchronous price of a schedule of ``S`` steps (Zhao et al., NSDI 2025, Section 3.2)
+    is ``sum_t (a_t + b_t)``, with ``a_t`` the largest latency of a link used in step ``t`` and
+    ``b_t`` the largest ``bytes_l / bandwidth_l`` over the links ``l`` it loads.
+
+    Latency: take the needed (chunk, node) pair of the ``distance`` witness, whose nearest
+    holder is ``L`` away in latency. The piece reaching the node travels a path of hops
+    ``h_1 .. h_m`` sent in steps ``t_1 < .. < t_m`` (a hop leaves a node only after the step
+    that brought the piece there), so ``sum_t a_t >= sum_i a_{t_i} >= sum_i alpha(h_i) >= L``
+    (an instant switch hop counts nothing and adds no step: the ``instant_out`` weights). In
+    particular ``S`` is at least the hop eccentricity ``D`` and ``T_L >= D min alpha``: ``L``
+    includes that, as every path to the witness has at least ``D`` hops of at least the
+    least latency each.
+
+    Bandwidth: for a node set ``X`` whose entering links carry ``B(X)`` bytes/s in all and
+    must take in ``d(X)`` bytes, the bytes entering ``X`` in step ``t`` are at most
+    ``sum_{l enters X} bandwidth_l b_t = B(X) b_t``, so ``sum_t b_t >= d(X) / B(X)``; the
+    best set (the ``forest`` cut optimum, Zhao et al., "ForestColl", arXiv 2402.06787,
+    Section 4, or the ``cut`` / per-node / ``volume`` arguments) is ``T_B``'s bound. Both hold
+    for the same schedule, so ``T >= L + T*``.
+
+    The bound is met on a path ``x - y - z`` (links of latency ``alpha`` and bandwidth ``B``
+    both ways, allgather of ``M``): step 1 sends every shard to its neighbours (``M / 3`` a
+    link), step 2 forwards ``x``'s shard to ``z`` and ``z``'s to ``x`` at ``y`` (``M / 3`` a
+    link): ``2 alpha + 2 M / (3 B)`` = ``L + T*`` (``L = 2 alpha``
+    from ``x`` to ``z``; ``{x}`` takes in ``2 M / 3`` over its one link ``y -> x``:
+    ``T* = 2 M / (3 B)``). So no valid bound of every fabric lies above it
+    (``tests/test_sync_latency_bound.py``).
+    """
     if not (latency.computed and bandwidth.computed):
         return Bound(None, "s", "sync", "distance+bandwidth", None,
                      f"not computed: latency {latency.note or 'ok'}; bandwidth {bandwidth.note or 'ok'}")
