@@ -1,6 +1,8 @@
 """Clusters as built: 1 GB allgather with tree packing on multi-tier Clos fabrics, 256 to 16,384 GPUs.
 
-Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]``.
+Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]
+[--forestcoll DIR]`` (with ``--forestcoll``, ForestColl's own code's optimum and trees seconds on
+the rows up to ``--forestcoll-max-gpus``, :mod:`forestcoll_code`).
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric and
 size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
 to it (tested at one box's GPUs where a box shift is found, :mod:`collsynth.instances.box_shift`);
@@ -38,6 +40,7 @@ import signal
 import time
 from dataclasses import replace
 
+import forestcoll_code
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
 
@@ -136,22 +139,36 @@ def _measure(out: dict, generator: str, params: dict) -> None:
 
 
 def render(rows: list[dict]) -> str:
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table (``sync/bound``: over the instance's ``sync`` bound, latency
+    plus cut optimum; ``status``: the models whose time meets their bound, ``optimal`` only
+    there)."""
     head = ["fabric", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
-            "sync T_B/opt", "event ms (pieces)", "event/opt",
-            "trees", "optimum s", "trees s", "verify+price s", "event s", "peak MiB", "note"]
+            "sync/bound", "sync T_B/opt", "event ms (pieces)", "event/opt", "event/bound", "status",
+            "trees", "optimum s", "trees s", "verify+price s", "event s", "bounds s", "peak MiB",
+            "ForestColl code optimum s", "ForestColl code trees s", "note"]
     body = []
     for r in rows:
         opt, sy, ev = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms")
-        body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
-                     cell(r.get("event_bound_ms"), ".3f"),
+        sb, eb = r.get("sync_bound_ms"), r.get("event_bound_ms")
+        body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(sb, ".3f"), cell(eb, ".3f"),
                      f"{cell(sy, '.3f')} ({r.get('pieces', '-')})", cell(sy and opt and sy / opt, ".3f"),
-                     cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
+                     cell(sy and sb and sy / sb, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
+                     cell(ev and eb and ev / eb, ".3f"), _status(sy, sb, ev, eb),
                      f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
                      cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
-                     cell(r.get("peak_MiB"), ".0f"), r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+                     cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
+                     *(forestcoll_code.cells(r) if "forestcoll_stopped" in r or "forestcoll_optimum_s" in r else ["-", "-"]),
+                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
     return "\n".join(table(head, body))
+
+
+def _status(sync_ms, sync_bound_ms, event_ms, event_bound_ms) -> str:
+    """``optimal (sync)`` / ``optimal (event)`` where a time meets its own model's bound (to
+    rounding), else ``-``."""
+    met = [m for m, t, b in (("sync", sync_ms, sync_bound_ms), ("event", event_ms, event_bound_ms))
+           if t is not None and b is not None and t <= b * (1 + 1e-9)]
+    return f"optimal ({', '.join(met)})" if met else "-"
 
 
 def main() -> None:
@@ -160,12 +177,22 @@ def main() -> None:
     ap.add_argument("--skip", help="leave out rows whose label contains this")
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
+    ap.add_argument("--forestcoll", help="a checkout of ForestColl's code: its optimum and trees seconds per row "
+                                         "(benchmarks/forestcoll_code.py), each in a process of its own")
+    ap.add_argument("--forestcoll-max-gpus", type=int, default=512, help="ForestColl's code on rows up to this many GPUs")
+    ap.add_argument("--forestcoll-timeout", type=float, default=forestcoll_code.TIMEOUT_S)
     a = ap.parse_args()
     specs = sorted(((label, g, p, a.row_timeout) for label, g, p in ROWS
                     if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
                     and _gpus(g, p) <= a.max_gpus),
                    key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
+    if a.forestcoll:
+        theirs = [(label, g, p, a.forestcoll, a.forestcoll_timeout) for label, g, p, _ in specs
+                  if _gpus(g, p) <= a.forestcoll_max_gpus]
+        found = {r["fabric"]: r for r in each_in_a_fresh_process(forestcoll_code.row, theirs, str)}
+        for r in rows:
+            r.update({k: v for k, v in found.get(r["fabric"], {}).items() if k.startswith("forestcoll")})
     print(render(rows))
 
 
