@@ -31,16 +31,11 @@ from collsynth.tens.pipelined_trees import expand, price_sync
 from collsynth.tens.pipelined_trees import verify as verify_trees
 from collsynth.tens.schedule import from_arrays
 
+from test_symmetric_bounds import fabrics
 from test_translated_trees import translated_form
 
-TOL = 1 + 1e-9
-fabrics = st.one_of(
-    st.builds(lambda n: ("dgx_h100", {"nodes": n}), st.integers(2, 3)),
-    st.just(("fat_tree", {"k": 4})),
-    st.builds(lambda gpus, spines: ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": gpus,
-                                                  "rails": gpus, "spines": spines, "radix": 16}),
-              st.sampled_from([1, 2]), st.sampled_from([1, 2])),
-)
+TOL = 1 + 1e-9  # prices are sums of floats
+
 
 
 def test_met_on_a_path_of_three():
