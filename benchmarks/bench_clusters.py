@@ -12,7 +12,7 @@ the seconds to the trees (the first box's trees translated by the shift,
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
 that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
-the explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under the FIFO
+the explicit sends fit :data:`EXPLICIT_SENDS` (``--explicit-sends``), the expansion verified and priced under the FIFO
 ``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
 memory of the row. ``sync T_B/opt`` is the bandwidth part of that ``sync`` price over the optimum.
@@ -72,12 +72,13 @@ def _alarm(signum, frame):
 
 
 def _row(args) -> dict:
-    label, generator, params, timeout = args
+    label, generator, params, timeout, *rest = args
+    explicit = rest[0] if rest else EXPLICIT_SENDS
     out = {"fabric": label, "stage": "instance"}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(timeout))
     try:
-        _measure(out, generator, params)
+        _measure(out, generator, params, explicit)
         out["stage"] = "done"
     except RowTimeout:
         out["stopped"] = f"timeout at {out['stage']}"
@@ -88,7 +89,7 @@ def _row(args) -> dict:
     return out
 
 
-def _measure(out: dict, generator: str, params: dict) -> None:
+def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_SENDS) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing import compact, translated
@@ -122,7 +123,7 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     c, price = compact.least_sync(c, inst, MAX_PIECES)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
                hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
-    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.copies * c.chunks_per_root))
+    pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
         sched = _with_header(expand(replace(c, pieces=pieces)), inst)
@@ -177,18 +178,20 @@ def main() -> None:
     ap.add_argument("--skip", help="leave out rows whose label contains this")
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
+    ap.add_argument("--explicit-sends", type=int, default=EXPLICIT_SENDS,
+                    help="price the explicit sends under event up to this many (default %(default)s)")
     ap.add_argument("--forestcoll", help="a checkout of ForestColl's code: its optimum and trees seconds per row "
                                          "(benchmarks/forestcoll_code.py), each in a process of its own")
     ap.add_argument("--forestcoll-max-gpus", type=int, default=512, help="ForestColl's code on rows up to this many GPUs")
     ap.add_argument("--forestcoll-timeout", type=float, default=forestcoll_code.TIMEOUT_S)
     a = ap.parse_args()
-    specs = sorted(((label, g, p, a.row_timeout) for label, g, p in ROWS
+    specs = sorted(((label, g, p, a.row_timeout, a.explicit_sends) for label, g, p in ROWS
                     if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
                     and _gpus(g, p) <= a.max_gpus),
                    key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     if a.forestcoll:
-        theirs = [(label, g, p, a.forestcoll, a.forestcoll_timeout) for label, g, p, _ in specs
+        theirs = [(label, g, p, a.forestcoll, a.forestcoll_timeout) for label, g, p, *_ in specs
                   if _gpus(g, p) <= a.forestcoll_max_gpus]
         found = {r["fabric"]: r for r in each_in_a_fresh_process(forestcoll_code.row, theirs, str)}
         for r in rows:

@@ -56,10 +56,14 @@ class Bounds:
         (:mod:`.symmetric`: one box's rows and nodes stand for all)."""
         return row_orbits(self.instance.topology, self._arcs_demand[1])
 
+    @cached_property
+    def _symmetry(self) -> "_Symmetry":
+        return _Symmetry.of(self.instance, self._arcs_demand[1], self._orbits)
+
     def _get(self, name: str) -> tuple[Bound, ...]:
         if name not in self._parts:
             arcs, demand = self._arcs_demand
-            sym = _Symmetry.of(self.instance, demand, self._orbits)
+            sym = self._symmetry
             if name == "timesteps":
                 parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s,
                                                           sym)

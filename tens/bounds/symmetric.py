@@ -41,9 +41,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numba import njit
 
 from ...instances.box_shift import BoxShift, box_shift
-from .demand import Demand, row_blocks
+from .demand import Demand
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,16 @@ def _rows_moved(demand: Demand, image: np.ndarray, perm: np.ndarray) -> bool:
         col = getattr(demand, name)
         if not np.array_equal(col[image], col):
             return False
-    for b in row_blocks(len(image), demand.pre.shape[1]):
-        rows = np.arange(b.start, b.stop)
-        for m in (demand.pre, demand.post):
-            if not np.array_equal(m[image[rows]][:, perm], m[rows]):
+    return all(_moved(np.ascontiguousarray(m), image, np.asarray(perm, np.int64)) for m in (demand.pre, demand.post))
+
+
+@njit(cache=True, nogil=True)
+def _moved(m, image, perm):
+    """``m[image[r], perm[v]] == m[r, v]`` for every row ``r`` and node ``v``."""
+    for r in range(m.shape[0]):
+        i = image[r]
+        for v in range(m.shape[1]):
+            if m[i, perm[v]] != m[r, v]:
                 return False
     return True
 
