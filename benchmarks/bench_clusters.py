@@ -20,16 +20,17 @@ Ratios are to the cut optimum (the bandwidth term alone: a model with latency ca
 so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
 timeout says at which stage it stopped.
 
-Measured (``--skip dgx --row-timeout 400`` and ``--only dgx_h100``, 1 GiB allgather, load
-9-12; the full table is README's "Clusters as built"), optimum + trees + verify/price seconds,
-``sync`` / optimum (bandwidth part), peak of the row:
+Measured (``--row-timeout 400``, 1 GiB allgather, load 16-20; the full table is README's
+"Clusters as built"), optimum + trees + verify/price seconds, ``sync`` over the cut optimum
+and over the ``sync`` bound (latency plus cut optimum), the instance bounds' seconds, peak of
+the row:
 
-- DGX H100 x512 (4,096 GPUs): 0.4 + 0.4 + 0.6 s, 1.103 (1.0532 at 48 pieces), 704 MiB;
-- SuperPOD 4 SU (1,024): 0.1 + 0.2 + 0.0 s, 1.128 (1.0599), ``event`` 1.017 at one piece;
-- SuperPOD 16 SU (4,096, three tiers): 0.5 + 2.0 + 0.2 s, 1.163 (1.0910), 743 MiB;
-- HPN 4 segments (4,096): 0.6 + 9.0 + 0.5 s, 1.137 (1.0673);
-- fat tree k = 32 (8,192): 1.2 + 14.2 + 0.7 s, 1.052 (1.0263), 2.3 GiB;
-- SuperPOD 64 SU (16,384): 2.5 + 19.7 + 2.1 s, 1.168 (1.0957), 8.8 GiB (the instance bounds).
+- DGX H100 x512 (4,096 GPUs): 6.0 + 1.4 + 2.3 s, 1.103 / 1.100, bounds 6.0 s, 274 MiB
+  (704 MiB when the bounds did not use the box shifts);
+- SuperPOD 16 SU (4,096, three tiers): 1.6 + 7.5 + 0.9 s, 1.163 / 1.156, 5.5 s, 286 MiB;
+- HPN 4 segments (4,096): 2.3 + 51.6 + 9.9 s, 1.137 / 1.133, 12.9 s, 291 MiB;
+- fat tree k = 32 (8,192): 3.3 + 71.4 + 2.8 s, 1.052 / 1.051, 14.6 s, 547 MiB (2.3 GiB before);
+- DGX H100 x2048 (16,384): 5.8 + 6.5 + 28.8 s, 1.103 / 1.100, 27.4 s, 1.4 GiB (8.3 GiB before).
 """
 
 from __future__ import annotations
