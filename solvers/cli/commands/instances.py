@@ -194,7 +194,7 @@ def _kept_smaller(inst) -> list[dict] | None:
             if build is None:
                 continue
             size.check_run(inst, build)
-        except (TooBig, InputError, ValueError):
+        except (TooBig, InputError):  # over the budget, or a form it does not keep for this instance
             continue
         fits.append({"producer": name, "what": build.what, "bytes": int(build.bytes)})
     return fits or None
