@@ -73,8 +73,7 @@ def _alarm(signum, frame):
 
 
 def _row(args) -> dict:
-    label, generator, params, timeout, *rest = args
-    explicit = rest[0] if rest else EXPLICIT_SENDS
+    label, generator, params, timeout, explicit = args
     out = {"fabric": label, "stage": "instance"}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(timeout))
