@@ -29,7 +29,6 @@ from .. import InputError
 
 SWITCH_HOPS = ("timestep", "instant")  # meta "switch_hop": a chunk leaves a switch the timestep after it arrived, or in it
 LATENCIES = ("serial", "pipelined")  # meta "latency": a link's alpha occupies it, or only delays the arrival
-SHIFTED_DIAMETER_FROM = 512  # NPUs from which the diameter is searched from one box (all pairs below: cheap)
 
 
 class ParallelArrays:
@@ -200,22 +199,10 @@ class Topology:
 
     @cached_property
     def diameter(self) -> int:
-        """Largest hop distance between live NPUs (-1 if some NPU cannot reach another). On
-        identical boxes (:func:`collsynth.instances.box_shift.box_shift`: automorphisms moving
-        the first box's NPUs onto every NPU, which keep hop distances) the first box's
-        eccentricities are every NPU's: a search from those NPUs alone, not all pairs."""
-        from scipy.sparse.csgraph import shortest_path
-
-        from .box_shift import box_shift
-
+        """Largest hop distance between live NPUs (-1 if some NPU cannot reach another)."""
         ids = np.asarray(self.npus, dtype=np.int64)
-        shift = None if "distances" in self.__dict__ or len(ids) < SHIFTED_DIAMETER_FROM else box_shift(self)
-        if shift is None:
-            sub = self.distances[np.ix_(ids, ids)]
-        else:
-            first = np.asarray(shift.representatives(self.npus), dtype=np.int64)
-            sub = shortest_path(self._adjacency, method="D", unweighted=True, directed=True, indices=first)[:, ids]
-        return -1 if (sub < 0).any() or np.isinf(sub).any() else int(sub.max(initial=0))
+        sub = self.distances[np.ix_(ids, ids)]
+        return -1 if (sub < 0).any() else int(sub.max(initial=0))
 
     @property
     def moore_bound(self) -> int:

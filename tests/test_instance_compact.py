@@ -5,10 +5,7 @@ boxes searched from one box equals the all-pairs one."""
 
 import json
 
-import numpy as np
-
 from cli_errors import assert_one_error_line, run_cli
-from collsynth.instances.generators import build
 
 TOML = ('name = "dgx2k"\n[topology]\ngenerator = "dgx_h100"\nnodes = 256\n'
         '[collective]\nkind = "allgather"\nmessage_bytes = 1073741824\n')
@@ -36,8 +33,3 @@ def test_refused_where_nothing_fits(tmp_path, capsys):
     assert code == 2
     assert_one_error_line(err, [str(path), "topology.nodes"])
 
-
-def test_diameter_from_one_box():
-    topo = build("dgx_h100", {"nodes": 64})  # 512 GPUs: searched from the first box
-    ids = np.asarray(topo.npus)
-    assert topo.diameter == 4 == int(topo.distances[np.ix_(ids, ids)].max())

@@ -108,6 +108,11 @@ def _moved(m, image, perm):
     return True
 
 
+def warm() -> None:
+    """Compile (or load from numba's cache) the invariance check's kernel."""
+    _moved(np.zeros((1, 1), bool), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
 def orbit_demand(demand: Demand, orbits: RowOrbits) -> Demand:
     """The representative rows, each counting (chunks, bytes) for its whole orbit: the same
     farthest distances and the same volume as ``demand`` (module doc)."""
