@@ -1,6 +1,8 @@
 """Clusters as built: 1 GB allgather with tree packing on multi-tier Clos fabrics, 256 to 16,384 GPUs.
 
-Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]``.
+Run: ``python benchmarks/bench_clusters.py [--only LABEL] [--skip LABEL] [--max-gpus N] [--row-timeout S]
+[--forestcoll DIR]`` (with ``--forestcoll``, ForestColl's own code's optimum and trees seconds on
+the rows up to ``--forestcoll-max-gpus``, :mod:`forestcoll_code`).
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric and
 size: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4) and the seconds
 to it (tested at one box's GPUs where a box shift is found, :mod:`collsynth.instances.box_shift`);
@@ -10,7 +12,7 @@ the seconds to the trees (the first box's trees translated by the shift,
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
 that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
-the explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under the FIFO
+the explicit sends fit :data:`EXPLICIT_SENDS` (``--explicit-sends``), the expansion verified and priced under the FIFO
 ``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
 memory of the row. ``sync T_B/opt`` is the bandwidth part of that ``sync`` price over the optimum.
@@ -18,16 +20,17 @@ Ratios are to the cut optimum (the bandwidth term alone: a model with latency ca
 so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
 timeout says at which stage it stopped.
 
-Measured (``--skip dgx --row-timeout 400`` and ``--only dgx_h100``, 1 GiB allgather, load
-9-12; the full table is README's "Clusters as built"), optimum + trees + verify/price seconds,
-``sync`` / optimum (bandwidth part), peak of the row:
+Measured (``--row-timeout 400``, 1 GiB allgather, load 16-20; the full table is README's
+"Clusters as built"), optimum + trees + verify/price seconds, ``sync`` over the cut optimum
+and over the ``sync`` bound (latency plus cut optimum), the instance bounds' seconds, peak of
+the row:
 
-- DGX H100 x512 (4,096 GPUs): 0.4 + 0.4 + 0.6 s, 1.103 (1.0532 at 48 pieces), 704 MiB;
-- SuperPOD 4 SU (1,024): 0.1 + 0.2 + 0.0 s, 1.128 (1.0599), ``event`` 1.017 at one piece;
-- SuperPOD 16 SU (4,096, three tiers): 0.5 + 2.0 + 0.2 s, 1.163 (1.0910), 743 MiB;
-- HPN 4 segments (4,096): 0.6 + 9.0 + 0.5 s, 1.137 (1.0673);
-- fat tree k = 32 (8,192): 1.2 + 14.2 + 0.7 s, 1.052 (1.0263), 2.3 GiB;
-- SuperPOD 64 SU (16,384): 2.5 + 19.7 + 2.1 s, 1.168 (1.0957), 8.8 GiB (the instance bounds).
+- DGX H100 x512 (4,096 GPUs): 6.0 + 1.4 + 2.3 s, 1.103 / 1.100, bounds 6.0 s, 274 MiB
+  (704 MiB when the bounds did not use the box shifts);
+- SuperPOD 16 SU (4,096, three tiers): 1.6 + 7.5 + 0.9 s, 1.163 / 1.156, 5.5 s, 286 MiB;
+- HPN 4 segments (4,096): 2.3 + 51.6 + 9.9 s, 1.137 / 1.133, 12.9 s, 291 MiB;
+- fat tree k = 32 (8,192): 3.3 + 71.4 + 2.8 s, 1.052 / 1.051, 14.6 s, 547 MiB (2.3 GiB before);
+- DGX H100 x2048 (16,384): 5.8 + 6.5 + 28.8 s, 1.103 / 1.100, 27.4 s, 1.4 GiB (8.3 GiB before).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import signal
 import time
 from dataclasses import replace
 
+import forestcoll_code
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
 
@@ -69,12 +73,12 @@ def _alarm(signum, frame):
 
 
 def _row(args) -> dict:
-    label, generator, params, timeout = args
+    label, generator, params, timeout, explicit = args
     out = {"fabric": label, "stage": "instance"}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(timeout))
     try:
-        _measure(out, generator, params)
+        _measure(out, generator, params, explicit)
         out["stage"] = "done"
     except RowTimeout:
         out["stopped"] = f"timeout at {out['stage']}"
@@ -85,7 +89,7 @@ def _row(args) -> dict:
     return out
 
 
-def _measure(out: dict, generator: str, params: dict) -> None:
+def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_SENDS) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing import compact, translated
@@ -119,7 +123,7 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     c, price = compact.least_sync(c, inst, MAX_PIECES)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
                hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
-    pieces = min(c.pieces, EXPLICIT_SENDS // max(1, len(c.src) * c.copies * c.chunks_per_root))
+    pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
         sched = _with_header(expand(replace(c, pieces=pieces)), inst)
@@ -136,22 +140,36 @@ def _measure(out: dict, generator: str, params: dict) -> None:
 
 
 def render(rows: list[dict]) -> str:
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table (``sync/bound``: over the instance's ``sync`` bound, latency
+    plus cut optimum; ``status``: the models whose time meets their bound, ``optimal`` only
+    there)."""
     head = ["fabric", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
-            "sync T_B/opt", "event ms (pieces)", "event/opt",
-            "trees", "optimum s", "trees s", "verify+price s", "event s", "peak MiB", "note"]
+            "sync/bound", "sync T_B/opt", "event ms (pieces)", "event/opt", "event/bound", "status",
+            "trees", "optimum s", "trees s", "verify+price s", "event s", "bounds s", "peak MiB",
+            "ForestColl code optimum s", "ForestColl code trees s", "note"]
     body = []
     for r in rows:
         opt, sy, ev = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms")
-        body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
-                     cell(r.get("event_bound_ms"), ".3f"),
+        sb, eb = r.get("sync_bound_ms"), r.get("event_bound_ms")
+        body.append([r["fabric"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(sb, ".3f"), cell(eb, ".3f"),
                      f"{cell(sy, '.3f')} ({r.get('pieces', '-')})", cell(sy and opt and sy / opt, ".3f"),
-                     cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
+                     cell(sy and sb and sy / sb, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
+                     cell(ev and eb and ev / eb, ".3f"), _status(sy, sb, ev, eb),
                      f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
                      cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
-                     cell(r.get("peak_MiB"), ".0f"), r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+                     cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
+                     *(forestcoll_code.cells(r) if "forestcoll_stopped" in r or "forestcoll_optimum_s" in r else ["-", "-"]),
+                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
     return "\n".join(table(head, body))
+
+
+def _status(sync_ms, sync_bound_ms, event_ms, event_bound_ms) -> str:
+    """``optimal (sync)`` / ``optimal (event)`` where a time meets its own model's bound (to
+    rounding), else ``-``."""
+    met = [m for m, t, b in (("sync", sync_ms, sync_bound_ms), ("event", event_ms, event_bound_ms))
+           if t is not None and b is not None and t <= b * (1 + 1e-9)]
+    return f"optimal ({', '.join(met)})" if met else "-"
 
 
 def main() -> None:
@@ -160,12 +178,24 @@ def main() -> None:
     ap.add_argument("--skip", help="leave out rows whose label contains this")
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
+    ap.add_argument("--explicit-sends", type=int, default=EXPLICIT_SENDS,
+                    help="price the explicit sends under event up to this many (default %(default)s)")
+    ap.add_argument("--forestcoll", help="a checkout of ForestColl's code: its optimum and trees seconds per row "
+                                         "(benchmarks/forestcoll_code.py), each in a process of its own")
+    ap.add_argument("--forestcoll-max-gpus", type=int, default=512, help="ForestColl's code on rows up to this many GPUs")
+    ap.add_argument("--forestcoll-timeout", type=float, default=forestcoll_code.TIMEOUT_S)
     a = ap.parse_args()
-    specs = sorted(((label, g, p, a.row_timeout) for label, g, p in ROWS
+    specs = sorted(((label, g, p, a.row_timeout, a.explicit_sends) for label, g, p in ROWS
                     if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
                     and _gpus(g, p) <= a.max_gpus),
                    key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
+    if a.forestcoll:
+        theirs = [(label, g, p, a.forestcoll, a.forestcoll_timeout) for label, g, p, *_ in specs
+                  if _gpus(g, p) <= a.forestcoll_max_gpus]
+        found = {r["fabric"]: r for r in each_in_a_fresh_process(forestcoll_code.row, theirs, str)}
+        for r in rows:
+            r.update({k: v for k, v in found.get(r["fabric"], {}).items() if k.startswith("forestcoll")})
     print(render(rows))
 
 

@@ -22,19 +22,23 @@ from .record import CUT_BUDGET_S, FLOW_S_PER_UNIT, TOL
 
 # ---- per-node bounds and the parametric min-cut ---------------------------------------------
 
-def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[float, str, int | None]:
-    """The cut bound for ``S = {v}`` (inbound) and ``S = V \\ {u}`` (outbound), best over nodes.
+def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply,
+             nodes: np.ndarray | None = None) -> tuple[float, str, int | None]:
+    """The cut bound for ``S = {v}`` (inbound) and ``S = V \\ {u}`` (outbound), best over
+    ``nodes`` (default every node; on identical boxes one node per orbit stands for all,
+    :mod:`.symmetric`).
 
     Returns ``(value, "inbound" | "outbound", node)``; ``(0, "inbound", None)`` when nothing
     must move.
     """
     if not len(demand):
         return 0, "inbound", None
-    needs = _node_needs(demand, weight)
+    needs = _node_needs(demand, weight, nodes)
     best_v = (0, "inbound", None)
     for name, need, ends in (("inbound", needs[0], arcs.dst), ("outbound", needs[1], arcs.src)):
         seen: dict = {}
-        for v in arcs.nodes[need[arcs.nodes] > 0].tolist():
+        candidates = arcs.nodes if nodes is None else np.asarray(nodes, np.int64)
+        for v in candidates[need[candidates] > 0].tolist():
             idx = np.flatnonzero(ends == v)
             key = (float(need[v]), supply.key(idx))
             if key not in seen:
@@ -44,32 +48,31 @@ def per_node(arcs: Arcs, demand: Demand, weight: np.ndarray, supply) -> tuple[fl
     return best_v
 
 
-def _node_needs(demand: Demand, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per node ``v``: the ``weight`` of the rows that must cross into ``{v}`` (it needs them
-    and does not hold them; combining: it needs the result and another node contributes) and
-    of those that must leave it (it alone holds them, or contributes, and another node needs
-    them); one compiled pass over the rows."""
+def _node_needs(demand: Demand, weight: np.ndarray, nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per node ``v`` (of ``nodes``, default every node; zero elsewhere): the ``weight`` of the
+    rows that must cross into ``{v}`` (it needs them and does not hold them; combining: it
+    needs the result and another node contributes) and of those that must leave it (it alone
+    holds them, or contributes, and another node needs them); one compiled pass over the rows."""
     n = demand.pre.shape[1]
+    cols = np.arange(n, dtype=np.int64) if nodes is None else np.asarray(nodes, dtype=np.int64)
     into, out_of = np.zeros(n), np.zeros(n)
+    held, needed = np.count_nonzero(demand.pre, axis=1), np.count_nonzero(demand.post, axis=1)
     _add_node_needs(np.ascontiguousarray(demand.pre), np.ascontiguousarray(demand.post), demand.combining,
-                    np.asarray(weight, dtype=float), into, out_of)
+                    np.asarray(weight, dtype=float), cols, held, needed, into, out_of)
     return into, out_of
 
 
 @njit(cache=True, nogil=True)
-def _add_node_needs(pre, post, combining, weight, into, out_of):
-    """:func:`_node_needs` in one pass over the rows: ``into[v]`` and ``out_of[v]`` grow by
-    each row's weight where the row must enter or leave ``{v}``."""
+def _add_node_needs(pre, post, combining, weight, cols, n_pre, n_post, into, out_of):
+    """:func:`_node_needs` in one pass over the rows (``n_pre``, ``n_post``: each row's
+    holders and targets): ``into[v]`` and ``out_of[v]`` grow by each row's weight where the
+    row must enter or leave ``{v}``, for ``v`` in ``cols``."""
     for r in range(pre.shape[0]):
-        n_pre, n_post = 0, 0
-        for v in range(pre.shape[1]):
-            n_pre += pre[r, v]
-            n_post += post[r, v]
-        for v in range(pre.shape[1]):
+        for v in cols:
             held, needed = pre[r, v], post[r, v]
-            if needed and ((n_pre > held) if combining[r] else not held):
+            if needed and ((n_pre[r] > held) if combining[r] else not held):
                 into[v] += weight[r]
-            if held and (combining[r] or n_pre == 1) and n_post > needed:
+            if held and (combining[r] or n_pre[r] == 1) and n_post[r] > needed:
                 out_of[v] += weight[r]
 
 

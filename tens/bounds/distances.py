@@ -192,7 +192,10 @@ def warm(instance: Instance) -> None:
     """Compile (or load from numba's cache) the kernels that read the demand, on a small
     ``instance``: the per-node needs, and the crossings and farthest nodes of rows with one
     holder."""
+    from .symmetric import warm as warm_symmetric
+
     arcs, demand = arcs_of(instance.topology), demand_of(instance)
+    warm_symmetric()
     _node_needs(demand, demand.nbytes)
     crossings(arcs, demand, np.ones(len(arcs.src)))
     distance(arcs, demand, np.ones(len(arcs.src)))

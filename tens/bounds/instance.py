@@ -26,6 +26,7 @@ from .partitions import partition_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
+from .symmetric import RowOrbits, orbit_demand, representative_nodes, row_orbits
 
 
 # ---- the bounds of an instance ---------------------------------------------------------------
@@ -50,21 +51,34 @@ class Bounds:
     def _arcs_demand(self) -> tuple[Arcs, Demand]:
         return arcs_of(self.instance.topology), demand_of(self.instance)
 
+    @cached_property
+    def _orbits(self) -> RowOrbits | None:
+        """The demand's rows and nodes up to the box shifts, where it is invariant under them
+        (:mod:`.symmetric`: one box's rows and nodes stand for all)."""
+        return row_orbits(self.instance.topology, self._arcs_demand[1])
+
+    @cached_property
+    def _symmetry(self) -> "_Symmetry":
+        return _Symmetry.of(self.instance, self._arcs_demand[1], self._orbits)
+
     def _get(self, name: str) -> tuple[Bound, ...]:
         if name not in self._parts:
             arcs, demand = self._arcs_demand
+            sym = self._symmetry
             if name == "timesteps":
-                parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s)
+                parts, self.timestep_s = _timesteps_parts(self.instance, arcs, demand, self.timestep, self.budget_s,
+                                                          sym)
                 self._parts[name] = tuple(parts)
             elif name == "ten":
-                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s, self.ten_timestep)
+                parts, self.ten_timestep_s = _ten_parts(self.instance, arcs, demand, self.budget_s, self.ten_timestep,
+                                                        sym)
                 self._parts[name] = tuple(parts)
             elif name in ("event", "sync_latency", "sync_bandwidth"):
-                event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s)
+                event, lat, bw = _seconds_parts(self.instance, arcs, demand, self.budget_s, sym)
                 self._parts.update(event=tuple(event), sync_latency=tuple(lat), sync_bandwidth=tuple(bw))
             elif name == "steps":
                 hops = 1 - instant_out(self.instance.topology).astype(np.int64)
-                self._parts[name] = (_distance_bound("steps", arcs, demand, hops),)
+                self._parts[name] = (_distance_bound("steps", arcs, sym.far, hops),)
             else:
                 raise KeyError(name)
         return self._parts[name]
@@ -151,12 +165,29 @@ def _roots(instance: Instance) -> list[int]:
     return [c.root for c in instance.collectives if c.root is not None]
 
 
+class _Symmetry:
+    """What the distance, volume and per-node arguments read: ``far``, the demand rows whose
+    maximum and volume are the whole demand's (the representatives, scaled, on identical
+    boxes; else every row), and ``nodes``, the nodes whose per-node bounds stand for all
+    (None: every node)."""
+
+    def __init__(self, far: Demand, nodes: np.ndarray | None):
+        self.far, self.nodes = far, nodes
+
+    @staticmethod
+    def of(instance: Instance, demand: Demand, orbits: RowOrbits | None) -> "_Symmetry":
+        if orbits is None:
+            return _Symmetry(demand, None)
+        return _Symmetry(orbit_demand(demand, orbits), representative_nodes(instance.topology, orbits))
+
+
 def _cut_parts(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, first,
-               budget_s: float, convert=lambda p: p, inner: np.ndarray | None = None) -> list[Bound]:
-    """The per-node bound and the cut bound of one model (values through ``convert``;
-    ``inner``: arc lengths for :func:`inner_distance`)."""
+               budget_s: float, convert=lambda p: p, inner: np.ndarray | None = None,
+               nodes: np.ndarray | None = None) -> list[Bound]:
+    """The per-node bound (at ``nodes``, default every node) and the cut bound of one model
+    (values through ``convert``; ``inner``: arc lengths for :func:`inner_distance`)."""
     units = UNITS[model]
-    v, name, node = per_node(arcs, demand, weight, supply)
+    v, name, node = per_node(arcs, demand, weight, supply, nodes)
     if not math.isfinite(v):
         return [not_computed(model, name, f"nothing enters the set of node {node}")]
     out = [Bound(convert(v), units, model, name, None if node is None else f"v={node}")]
@@ -171,7 +202,7 @@ def _cut_parts(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, suppl
 
 
 def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
-                     budget_s) -> tuple[list[Bound], float | None]:
+                     budget_s, sym: _Symmetry) -> tuple[list[Bound], float | None]:
     """Distance (per collective, its delays), per-node and cut bounds in TEN timesteps."""
     try:
         delay, cap, f = link_delays(instance.topology, [c.chunk_bytes for c in instance.collectives], timestep,
@@ -182,14 +213,14 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
     latency = link_latency(instance.topology, f)
     lag = delay + latency[None, :] - instant_out(instance.topology)[None, :]  # path lengths (module doc)
     for g in range(delay.shape[0]):
-        rows = np.flatnonzero(demand.group == g)
-        parts.append(_distance_bound("timesteps", arcs, demand.select(rows), lag[g]))
+        rows = np.flatnonzero(sym.far.group == g)
+        parts.append(_distance_bound("timesteps", arcs, sym.far.select(rows), lag[g]))
     kmin = delay.min(axis=0)
     first = _roots(instance)
     supply = TimestepSupply(cap, kmin, latency)
     parts += _cut_parts("timesteps", arcs, demand, demand.count.astype(float), supply, first, budget_s, int,
-                        lag.min(axis=0))
-    parts.append(_volume_bound("timesteps", arcs, demand, demand.count.astype(float), supply, int, kmin, cap))
+                        lag.min(axis=0), sym.nodes)
+    parts.append(_volume_bound("timesteps", arcs, sym.far, sym.far.count.astype(float), supply, int, kmin, cap))
     parts += [argument(instance, supply, "timesteps", int) for argument in COMBINING_ARGUMENTS]
     C, S = sum(c.num_chunks for c in instance.collectives), instance.topology.size
     try:
@@ -209,7 +240,7 @@ def _timesteps_parts(instance: Instance, arcs: Arcs, demand: Demand, timestep,
 
 
 def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
-               timestep: float | None = None) -> tuple[list[Bound], float]:
+               timestep: float | None, sym: _Symmetry) -> tuple[list[Bound], float]:
     """Bounds under the TEN cost model: timestep ``f`` of its pricing (``timestep``, else the
     cheapest link's cost for the largest chunk), pieces of any size (:class:`PieceSupply`)."""
     cb = max(c.chunk_bytes for c in instance.collectives)
@@ -221,27 +252,29 @@ def _ten_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
     else:
         kmin = discretize(arcs.alpha, f)  # a tiny piece still needs ceil(alpha / f) timesteps
     supply = PieceSupply(arcs, f, cb)  # pipelined: by T, not T - L (larger, so still a bound)
-    parts = [_distance_bound("ten", arcs, demand, kmin, f)]
-    parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin)
-    parts.append(_volume_bound("ten", arcs, demand, demand.nbytes, supply, lambda T: T * f))
+    parts = [_distance_bound("ten", arcs, sym.far, kmin, f)]
+    parts += _cut_parts("ten", arcs, demand, demand.nbytes, supply, _roots(instance), budget_s, lambda T: T * f, kmin,
+                        sym.nodes)
+    parts.append(_volume_bound("ten", arcs, sym.far, sym.far.nbytes, supply, lambda T: T * f))
     parts += [argument(instance, supply, "ten", lambda T: T * f) for argument in COMBINING_ARGUMENTS]
     return parts, f
 
 
-def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s) -> tuple[list, list, Bound]:
+def _seconds_parts(instance: Instance, arcs: Arcs, demand: Demand, budget_s,
+                   sym: _Symmetry) -> tuple[list, list, Bound]:
     """Event-model parts and the sync model's latency and bandwidth parts."""
     w, slack = _alpha_weights(arcs)
     w = np.where(instant_out(instance.topology), slack / max(1, arcs.size), w)  # in the step it arrived: no latency
-    lat = _distance_bound("event", arcs, demand, w)
+    lat = _distance_bound("event", arcs, sym.far, w)
     if lat.computed:
         lat = Bound(max(0.0, lat.value - slack), "s", "event", "distance", lat.witness)
     first = _roots(instance)
     event = [lat] + _cut_parts("event", arcs, demand, demand.nbytes, EventSupply(arcs), first, budget_s,
-                               inner=np.maximum(arcs.alpha, 0.0))
-    event.append(_volume_bound("event", arcs, demand, demand.nbytes, EventSupply(arcs)))
+                               inner=np.maximum(arcs.alpha, 0.0), nodes=sym.nodes)
+    event.append(_volume_bound("event", arcs, sym.far, sym.far.nbytes, EventSupply(arcs)))
     sync_lat = Bound(lat.value, "s", "sync", "distance", lat.witness, lat.note)
-    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s)
-    sync_bw.append(_volume_bound("sync", arcs, demand, demand.nbytes, SyncSupply(arcs)))
+    sync_bw = _cut_parts("sync", arcs, demand, demand.nbytes, SyncSupply(arcs), first, budget_s, nodes=sym.nodes)
+    sync_bw.append(_volume_bound("sync", arcs, sym.far, sym.far.nbytes, SyncSupply(arcs)))
     for seconds in (forest_seconds(instance), flow_seconds(instance, budget_s), reducing_cut_seconds(instance),
                     block_cut_seconds(instance)):
         event.append(_as_model(seconds, "event"))
@@ -262,7 +295,8 @@ COMBINING_ARGUMENTS = (partition_bound, combining_arrivals)
 
 FOREST_KINDS = {"allgather": False, "broadcast": False, "reduce_scatter": True, "reduce": True,  # kind: transposed
                 "allreduce": True}  # an allreduce also reduce-scatters: its reduce-scatter's optimum bounds it
-FOREST_CELLS = 4_000_000  # compute nodes x links above which the exact cut optimum is not computed (time)
+FOREST_CELLS = 4_000_000  # compute nodes tested (one per orbit on identical boxes) x links above which the exact
+# cut optimum is not computed (time)
 
 
 def forest_seconds(instance: Instance) -> Bound:
@@ -281,11 +315,11 @@ def forest_seconds(instance: Instance) -> Bound:
     if instance.concurrent or instance.collective.kind not in FOREST_KINDS:
         return not_computed("event", "forest", "only a single allgather, broadcast, reduce-scatter, reduce or allreduce")
     coll, topo = instance.collective, instance.topology
-    if len(coll.nodes) * max(1, topo.num_links) > FOREST_CELLS:
-        return not_computed("event", "forest", f"more than {FOREST_CELLS:,} compute nodes x links")
     weight = [1] * len(coll.nodes) if coll.kind in ("allgather", "reduce_scatter", "allreduce") else \
         [int(v == coll.root) for v in coll.nodes]
     net = flow_net(topo, coll.nodes, weight, transpose=FOREST_KINDS[coll.kind])
+    if len(net.sinks) * max(1, topo.num_links) > FOREST_CELLS:  # one max flow per sink (per orbit on boxes)
+        return not_computed("event", "forest", f"more than {FOREST_CELLS:,} compute nodes tested x links")
     try:
         opt = optimum(net)
     except (FlowTooLarge, ValueError) as e:
@@ -300,7 +334,36 @@ def _as_model(bound: Bound, model: str) -> Bound:
 
 
 def _sync_total(latency: Bound, bandwidth: Bound) -> Bound:
-    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``."""
+    """``T_L >= latency`` and ``T_B >= bandwidth`` separately, so the sum bounds ``T_L + T_B``.
+
+    The synchronous price of a schedule of ``S`` steps (Zhao et al., NSDI 2025, Section 3.2)
+    is ``sum_t (a_t + b_t)``, with ``a_t`` the largest latency of a link used in step ``t`` and
+    ``b_t`` the largest ``bytes_l / bandwidth_l`` over the links ``l`` it loads.
+
+    Latency: take the needed (chunk, node) pair of the ``distance`` witness, whose nearest
+    holder is ``L`` away in latency. The piece reaching the node travels a path of hops
+    ``h_1 .. h_m`` sent in steps ``t_1 < .. < t_m`` (a hop leaves a node only after the step
+    that brought the piece there), so ``sum_t a_t >= sum_i a_{t_i} >= sum_i alpha(h_i) >= L``
+    (an instant switch hop counts nothing and adds no step: the ``instant_out`` weights). In
+    particular ``S`` is at least the hop eccentricity ``D`` and ``T_L >= D min alpha``: ``L``
+    includes that, as every path to the witness has at least ``D`` hops of at least the
+    least latency each.
+
+    Bandwidth: for a node set ``X`` whose entering links carry ``B(X)`` bytes/s in all and
+    must take in ``d(X)`` bytes, the bytes entering ``X`` in step ``t`` are at most
+    ``sum_{l enters X} bandwidth_l b_t = B(X) b_t``, so ``sum_t b_t >= d(X) / B(X)``; the
+    best set (the ``forest`` cut optimum, Zhao et al., "ForestColl", arXiv 2402.06787,
+    Section 4, or the ``cut`` / per-node / ``volume`` arguments) is ``T_B``'s bound. Both hold
+    for the same schedule, so ``T >= L + T*``.
+
+    The bound is met on a path ``x - y - z`` (links of latency ``alpha`` and bandwidth ``B``
+    both ways, allgather of ``M``): step 1 sends every shard to its neighbours (``M / 3`` a
+    link), step 2 forwards ``x``'s shard to ``z`` and ``z``'s to ``x`` at ``y`` (``M / 3`` a
+    link): ``2 alpha + 2 M / (3 B)`` = ``L + T*`` (``L = 2 alpha``
+    from ``x`` to ``z``; ``{x}`` takes in ``2 M / 3`` over its one link ``y -> x``:
+    ``T* = 2 M / (3 B)``). So no valid bound of every fabric lies above it
+    (``tests/test_sync_latency_bound.py``).
+    """
     if not (latency.computed and bandwidth.computed):
         return Bound(None, "s", "sync", "distance+bandwidth", None,
                      f"not computed: latency {latency.note or 'ok'}; bandwidth {bandwidth.note or 'ok'}")

@@ -151,13 +151,16 @@ class EventSupply(Supply):
 
     def _smallest(self, idx: np.ndarray, need: float) -> float:
         # the smallest tau with sum_l bw_l max(0, tau - alpha_l) >= need
-        order = np.argsort(self.alpha[idx])
+        order = np.argsort(self.alpha[idx], kind="stable")
         a, b = self.alpha[idx][order], self.bw[idx][order]
-        for j in range(len(a)):  # with links 0..j active: tau = (need + sum b a) / sum b
-            tau = (need + float((b[:j + 1] * a[:j + 1]).sum())) / float(b[:j + 1].sum())
-            if j + 1 == len(a) or tau <= a[j + 1]:
-                return max(tau, float(a[j]))
-        return math.inf
+        if not len(a):
+            return math.inf
+        # with links 0..j active: tau_j = (need + sum b a) / sum b; the first j whose tau_j
+        # does not reach the next link's latency (or the last j)
+        tau = (need + np.cumsum(b * a)) / np.cumsum(b)
+        stop = np.r_[tau[:-1] <= a[1:], True]
+        j = int(np.argmax(stop))
+        return max(float(tau[j]), float(a[j]))
 
 
 class SyncSupply(Supply):

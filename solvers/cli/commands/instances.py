@@ -151,12 +151,16 @@ def instance(args: argparse.Namespace) -> dict:
         inst = peers.read_peer(args.file, args.peer_format, parse_pairs(args.peer, "--peer"))
     try:
         size.check_run(inst)  # what `solve` refuses before any producer starts, refused alike
+        compact = None
     except TooBig as e:
-        raise InputError(f"{args.file}: {e.where}", e.what) from None
+        compact = _kept_smaller(inst)  # a producer keeping its schedule in another form may still run it
+        if compact is None:
+            raise InputError(f"{args.file}: {e.where}", e.what) from None
     out = {"valid": True, **inst.summary()}
     est = size.estimate(inst)
     out["size"] = {"sends_at_least": est.sends, "bytes_at_least": est.bytes, "ten_variables": est.variables,
-                   "ten_horizon": est.horizon, "ten_bytes": est.ten_bytes, "field": est.field}
+                   "ten_horizon": est.horizon, "ten_bytes": est.ten_bytes, "field": est.field,
+                   "explicit_fits": compact is None, "kept_smaller": compact or []}
     topo = out["topology"]
     colls = "; ".join(
         f"{c['kind']}" + (f" root {c['root']}" if c["root"] is not None else "")
@@ -170,8 +174,30 @@ def instance(args: argparse.Namespace) -> dict:
         + (f"  epoch {inst.epoch}: TEN timestep {out['epoch_timestep_s']:.6g} s\n" if inst.epoch else "")
         + f"  expect {inst.expect or '{}'}\n"
         + f"  size: {est.describe()}"
+        + "".join(f"\n  explicit sends exceed the memory budget; {c['producer']} runs in about "
+                  f"{size.human_bytes(c['bytes'])}: {c['what']}" for c in compact or [])
     )
     return out
+
+
+def _kept_smaller(inst) -> list[dict] | None:
+    """The producers whose declared build (:attr:`Producer.estimate`, default parameters) fits
+    the memory budget where the fewest explicit sends do not: ``[{"producer", "what",
+    "bytes"}]``, or None when there is none (the instance is then refused as ``solve``
+    refuses it)."""
+    from ...producers import planned, producers
+
+    fits = []
+    for name, prod in sorted(producers().items()):
+        try:
+            build = planned(prod, inst, {})
+            if build is None:
+                continue
+            size.check_run(inst, build)
+        except (TooBig, InputError):  # over the budget, or a form it does not keep for this instance
+            continue
+        fits.append({"producer": name, "what": build.what, "bytes": int(build.bytes)})
+    return fits or None
 
 
 def corpus_entry(path: Path) -> dict:
