@@ -18,7 +18,8 @@ from .. import InputError
 from ..instances.instance import Instance, load_instance
 from ..tens.cost_models import get
 from ..tens.cost_models.runtime import Calibration
-from ..tens.switch_runtime import SwitchCalibration, load_any_calibration
+from ..tens.calibration import load_any_calibration
+from ..tens.switch_runtime import SwitchCalibration
 from ..tens.schedule import Schedule, read_json
 from .store import schedule_file
 

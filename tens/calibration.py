@@ -24,9 +24,10 @@ from scipy.optimize import least_squares
 
 from .. import InputError
 from ..instances.instance import load_instance
-from .cost_models.runtime import Calibration, for_runtime, runtime_times
+from .cost_models.runtime import Calibration, for_runtime, load_calibration, runtime_times
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
 from .peer_schedules import read_msccl_xml
+from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
 __all__ = ["Row", "load_rows", "fit", "calibrate"]
@@ -125,3 +126,12 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     manifest = read_manifest(manifest_path)
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
     return fit(rows, name or manifest.system, manifest.system, manifest.source)
+
+
+def load_any_calibration(path):
+    """The calibration in ``path``: a :class:`SwitchCalibration` for a switch-channel file, else
+    the msccl-executor one (:func:`collsynth.tens.cost_models.runtime.load_calibration`);
+    switch-channel files are read by :mod:`collsynth.tens.switch_runtime`."""
+    if is_switch_calibration(path):
+        return load_switch_calibration(path)
+    return load_calibration(path)

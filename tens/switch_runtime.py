@@ -97,15 +97,6 @@ def load_switch_calibration(path) -> SwitchCalibration:
                              float(p["group_op_s"]), dict(data.get("fit") or {}))
 
 
-def load_any_calibration(path):
-    """The calibration in ``path``: a :class:`SwitchCalibration` for a switch-channel file, else
-    the msccl-executor one (:func:`collsynth.tens.cost_models.runtime.load_calibration`)."""
-    if is_switch_calibration(path):
-        return load_switch_calibration(path)
-    from .cost_models.runtime import load_calibration
-    return load_calibration(path)
-
-
 def link_loads(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(plain, summed, ops)``: bytes every link of the topology carries for GPU-to-GPU traffic
     and for group operations of a summing switch, and the group operations each node issues,

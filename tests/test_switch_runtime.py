@@ -96,7 +96,7 @@ def test_the_runtime_columns_take_a_switch_channel_calibration_file():
     the calibration and carry the price of :func:`test_nvls_on_one_box_is_priced_as_its_glres_plan_moves_bytes`'s
     kind (1.125 M over the NVLS share of 450 GB/s)."""
     from collsynth.results.runtime_prices import runtime_fields
-    from collsynth.tens.switch_runtime import load_any_calibration
+    from collsynth.tens.calibration import load_any_calibration
 
     inst = make_instance(build("dgx_h100", {"nodes": 1, "nvls": True}), "allreduce", message_bytes=M)
     cal = load_any_calibration(SHIPPED)

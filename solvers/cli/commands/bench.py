@@ -89,7 +89,7 @@ def bench(args) -> dict:
 
     seeds = _seeds(args.seeds)
     if args.calibration:  # a bad calibration file is refused before the batch, not after it
-        from ....tens.switch_runtime import load_any_calibration
+        from ....tens.calibration import load_any_calibration
         load_any_calibration(args.calibration)
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")

@@ -166,7 +166,7 @@ def add_runtime(row: dict, schedule, instance, calibration: str) -> None:
     """The runtime columns of ``row`` (:mod:`collsynth.results.runtime_prices`): the
     schedule's time under the calibrated runtime model and the calibration's name."""
     from ....results.runtime_prices import runtime_fields
-    from ....tens.switch_runtime import load_any_calibration
+    from ....tens.calibration import load_any_calibration
 
     if compact_forms.form_of(schedule) is not None:  # the runtime model reads explicit sends
         row["message"] = f"{row.get('message', '')}; not priced under runtime: kept as trees".lstrip("; ")
