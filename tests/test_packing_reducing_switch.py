@@ -93,3 +93,22 @@ def test_every_combining_schedule_verifies_or_is_refused_in_one_line(topo, kind,
         assert str(e) and "\n" not in str(e)
         return
     assert verify(s, inst) is None
+
+
+def test_partials_that_a_reducing_switch_would_merge_are_refused_not_emitted():
+    """Four GPUs, GPUs 0-1 on a reducing switch 4 and GPUs 2-3 on a forwarding switch 5 (the
+    switches linked), plus slow direct links: the reduce to GPU 0 packs a tree whose edges
+    1 -> 2 and 3 -> 0 both pass switch 4, which would add GPU 3's partial into GPU 1's and
+    count it twice at GPU 0 (found by the property test above). The producer refuses it in
+    one line instead of handing out a schedule the verifier rejects."""
+    edges = [(0, 4, 0.0), (0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0), (1, 4, 0.0), (2, 5, 0.0), (2, 0, 1.0),
+             (2, 1, 1.0), (2, 3, 1.0), (3, 5, 0.0), (3, 1, 1.0), (4, 0, 0.0), (4, 1, 0.0), (4, 5, 0.0),
+             (5, 2, 0.0), (5, 3, 0.0), (5, 4, 0.0)]
+    t = from_edges(6, [(u, v, {"alpha": a, "bandwidth": 1.0}) for u, v, a in edges], switches=[4, 5])
+    inst = make_instance(with_switch_ops(t, [4], [4, 5]), "reduce", message_bytes=4e6, root=0)
+    try:
+        s = tree_packing(inst, pieces=1)
+    except Unsupported as e:
+        assert "\n" not in str(e) and "reducing switch" in str(e)
+        return
+    assert verify(s, inst) is None

@@ -447,6 +447,19 @@ def _refuse_multicast(hops: tuple[list[int], list[int], list[int]], summing: fro
             seen.add((a, h)), links.add((a, b, h))
 
 
+def _refuse_merged_partials(instance: Instance, sched: Schedule) -> None:
+    """Refuse (:class:`Unsupported`, one line) a combining schedule whose trees pass two
+    different partials of one piece through a reducing switch, which sums whatever reaches it
+    for that piece (:func:`summing_switches`): the verifier's count of contributions says
+    whether any was counted twice or lost. Only where the topology has reducing switches."""
+    if not summing_switches(instance):
+        return
+    wrong = verify.verify(sched, instance)
+    if wrong is not None:
+        raise Unsupported(f"tree-packing: the trees pass partials of one piece through a reducing switch that "
+                          f"would merge them ({wrong.reason}); use nvls or nvls-tree")
+
+
 def _check(instance: Instance) -> None:
     if instance.concurrent:
         raise Unsupported("tree-packing takes a single collective, not concurrent ones")
@@ -516,6 +529,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     sched = parts[0][0] if len(parts) == 1 else overlap.overlapped(parts[0][0], parts[1][0], coll.chunks_per_node)
     sched = _with_header(sched, instance)
     _check_piece_bytes(instance, sched)
+    _refuse_merged_partials(instance, sched)
     optimum_s = sum(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
              "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
