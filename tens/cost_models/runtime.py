@@ -313,9 +313,14 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
         grids.append(grids[-1] // 2)
     best, error = None, None
     for grid in grids:
+        try:
+            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for both exports
+        except InputError as e:
+            error = e
+            continue
         for fuse in (False, True) if seconds is not None else (False,):
             try:
-                text = _export_on(schedule, instance, grid, fuse)
+                text = _export(on_grid, instance, fuse)
             except InputError as e:
                 error = e
                 continue
@@ -329,18 +334,23 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     return best[0], best[1]
 
 
-def _export_on(schedule, instance, grid: int, fuse: bool = False) -> str:
-    """The MSCCL XML of ``schedule`` moved onto ``grid`` pieces per chunk (when finer), in the
-    first dialect whose limits take it; with ``fuse``, with receive-and-send steps
-    (:mod:`collsynth.tens.export_fuse`)."""
+def _on_grid(schedule, instance, grid: int):
+    """``schedule`` moved onto ``grid`` pieces per chunk (when finer), verified there."""
     from ..coarsen import coarsen
-    from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
     from ..verify import verify
-    if schedule.denom > grid:
-        schedule = coarsen(schedule, grid)
-        violation = verify(schedule, instance)
-        if violation is not None:
-            raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
+    if schedule.denom <= grid:
+        return schedule
+    schedule = coarsen(schedule, grid)
+    violation = verify(schedule, instance)
+    if violation is not None:
+        raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
+    return schedule
+
+
+def _export(schedule, instance, fuse: bool = False) -> str:
+    """The MSCCL XML of ``schedule`` in the first dialect whose limits take it; with ``fuse``,
+    with receive-and-send steps (:mod:`collsynth.tens.export_fuse`)."""
+    from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
     dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     for k, dialect in enumerate(dialects):
         try:
