@@ -350,7 +350,7 @@ def check_size(size: Size, time_limit: float | None, what: str) -> None:
     if time_limit is not None and size.seconds > float(time_limit):
         raise BuildTooLarge(
             f"{what}: {size.variables} variables, {size.rows} rows and {size.nonzeros} nonzeros would take "
-            f"about {size.seconds:.0f} s to build, more than the {float(time_limit):.1f} s left")
+            f"about {size.seconds:.2g} s to build, more than the {float(time_limit):.2g} s left")
     free = available_bytes() if size.bytes > 2**28 else None  # only a big model needs the check
     if free is not None and size.bytes > 0.8 * free:
         raise BuildTooLarge(

@@ -169,12 +169,14 @@ def test_truncated_schedule_is_a_feasible_mip_start(case, frac):
 
 
 def test_early_stop_warm_start_on_5x5_mesh():
-    """With 0.5 s (times the machine's slowdown now, :func:`tests.machine.within`) and a 2% share,
-    time clustering runs at most one window and recovers the rest, so it misses the 5x5 mesh's bound; its schedule cut at the lower bound warm-starts the ILP, whose
-    incumbent is at least as good as the start, and the answer is no longer than time
-    clustering's or recovery's."""
+    """With a 1 % share of 5 s (times the machine's slowdown now, :func:`tests.machine.within`),
+    time clustering runs at most one window and recovers the rest, so it misses the 5x5 mesh's
+    bound; its schedule cut at the lower bound warm-starts the ILP (the rest of the 5 s leaves
+    its build, estimated at well under a second, room on a loaded machine), whose incumbent is at
+    least as good as the start, and the answer is no longer than time clustering's or
+    recovery's."""
     inst = make_instance(topo("mesh", {"dims": [5, 5]}), "allgather")
-    o = drivers.early_stop(inst, ten_ilp, Options(time_limit=within(0.5)), warm_share=0.02)
+    o = drivers.early_stop(inst, ten_ilp, Options(time_limit=within(5)), warm_share=0.01)
     assert o.extra["time_cluster_windows"] <= 1  # out of time after at most one window
     assert o.schedule is not None and verify.verify(o.schedule, inst) is None
     e = o.extra

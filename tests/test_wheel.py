@@ -42,13 +42,28 @@ def needed_at_run_time(files: list[str]) -> set[str]:
             if not f.startswith(NOT_AT_RUN_TIME) and ("/" in f or (f.endswith(".py") and f != "setup.py"))}
 
 
+def checkout_copy(into: Path) -> Path:
+    """A git checkout at ``into`` holding the working tree's tracked files as they are now.
+
+    The build runs there, not in the repository: building an sdist makes a release folder
+    (``collsynth-<version>/``) and ``build/`` beside the sources for a while, and tests that
+    walk the package's files at the same time (other workers) would read them."""
+    for f in tracked():
+        (into / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, into / f)
+    subprocess.run(["git", "init", "-q"], cwd=into, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=into, check=True)
+    return into
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout: the wheel is checked against git ls-files")
     out = tmp_path_factory.mktemp("dist")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    proc = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+    source = checkout_copy(tmp_path_factory.mktemp("source"))
+    proc = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
                           capture_output=True, text=True, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     warnings = [line for line in (proc.stdout + proc.stderr).splitlines() if "warn" in line.lower()]
