@@ -34,6 +34,8 @@ import numpy as np
 
 from ...instances import Instance
 from ...instances.box_shift import box_shift
+from ...instances.size import BYTES_PER_SEND, Build, topology_field
+from ...limits import human_bytes
 from ...tens.pipelined_trees import PipelinedTrees
 from ..producers import Outcome, Param, Producer, Unsupported
 from . import rail_alltoall
@@ -109,6 +111,29 @@ def run_compact(instance: Instance, options) -> Outcome:
                    build_s=time.perf_counter() - t0, extra=extra)
 
 
+def planned(instance: Instance, params: dict) -> Build | None:
+    """What ``rail-alltoall`` builds, for the size check before the run
+    (:attr:`collsynth.solvers.producers.Producer.estimate`): kept as routes (:func:`compact_wanted`)
+    on identical boxes of ``d`` GPUs, at least two hops for each of the ``d (N - 1)`` listed
+    pairs (``BYTES_PER_SEND`` a hop) and the bounds' demand rows one box's nodes hold or need
+    (:mod:`collsynth.tens.bounds.box_rows`: ``2 d N`` rows, pre and post, a byte per node id
+    each), never the ``N^2`` chunks' condition matrices; None otherwise (the run lists every
+    send, and the size check counts the fewest sends of any schedule)."""
+    coll, topo = instance.collective, instance.topology
+    if instance.concurrent or coll.kind != "alltoall" or not compact_wanted(instance, params.get("form")):
+        return None
+    shift = box_shift(topo, coll.nodes)
+    if shift is None:
+        return None
+    n, d = len(coll.nodes), shift.box
+    hops = 2 * d * (n - 1) * coll.chunks_per_node
+    rows = 2 * (2 * d * n) * topo.size
+    return Build(hops * BYTES_PER_SEND + rows,
+                 f"rail-alltoall's routes on {n:,} GPUs kept as one box's routes ({hops:,} listed hops at least, "
+                 f"{human_bytes(BYTES_PER_SEND)} each) and the bounds' rows of one box", topology_field(topo),
+                 reads_conditions=False)
+
+
 def run(instance: Instance, options) -> Outcome:
     """``rail-alltoall``: every send listed (:func:`.rail_alltoall.run`), or kept as one box's
     routes plus the pipeline rule (:func:`run_compact`) where :func:`compact_wanted`."""
@@ -121,4 +146,4 @@ def run(instance: Instance, options) -> Outcome:
 PRODUCERS = [Producer("rail-alltoall", "flow", run,
                       "all-to-all on rail-optimised fabrics without an LP: PXN paths (in-box switch to the "
                       "destination's rail, then that rail's leaves and ECMP above), pipelined",
-                      params=PARAMS + (FORM,))]
+                      params=PARAMS + (FORM,), estimate=planned)]
