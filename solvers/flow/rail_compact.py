@@ -123,6 +123,10 @@ def planned(instance: Instance, params: dict) -> Build | None:
     if instance.concurrent or coll.kind != "alltoall" or not compact_wanted(instance, params.get("form")):
         return None
     shift = box_shift(topo, coll.nodes)
+    try:
+        rail_structure(topo)
+    except Unsupported:  # the run is refused as it starts: nothing to build
+        return None
     if shift is None:
         return None
     n, d = len(coll.nodes), shift.box
