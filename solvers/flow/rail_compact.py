@@ -25,6 +25,7 @@ boxes loads one plane more.)
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from functools import lru_cache
@@ -36,7 +37,7 @@ from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, Build, topology_field
 from ...limits import human_bytes
-from ...tens.pipelined_trees import PipelinedTrees
+from ...tens.pipelined_trees import PipelinedTrees, link_orbits
 from ..producers import Outcome, Param, Producer, Unsupported
 from . import rail_alltoall
 from .alltoall import PARAMS
@@ -49,7 +50,8 @@ FORM = Param("form", ("auto", "explicit", "compact"), "auto",
 
 def compact_routes(instance: Instance) -> PipelinedTrees | None:
     """The first box's PXN routes with the box shifts (module doc), one pipeline piece per
-    chunk; None when the fabric has no box shift."""
+    chunk, destinations in :func:`send_order`, each route's path above the leaves the one
+    :func:`least_loaded` picks; None when the fabric has no box shift."""
     topo, coll = instance.topology, instance.collective
     shift = box_shift(topo, coll.nodes)
     if shift is None:
@@ -62,11 +64,14 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
 
     roots = [int(r) for r in shift.representatives(coll.nodes)]
     g, planes = rs["g"], len(rs["leaves"][roots[0]])
+    pick = least_loaded(topo, shift)
     src, dst, ptr, root, part = [], [], [0], [], []
     for s in roots:
-        for t in coll.nodes:
-            for p in range(planes) if t != s else ():
-                route = pair_route(s, t, rs, middle, key=p + planes * (t // g))
+        for t in send_order(s, coll.nodes, g):
+            for p in range(planes):
+                first = t // g  # the path the destination's box keys (module doc), unless another is less loaded
+                ways = _paths(s, t, p, rs, middle)
+                route = pick([pair_route(s, t, rs, middle, key=p + planes * ((first + j) % ways)) for j in range(ways)])
                 src.extend(route[:-1])
                 dst.extend(route[1:])
                 ptr.append(len(src))
@@ -78,6 +83,62 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
                           np.asarray(root, np.int64), lo, lo + 1, np.asarray(ptr, np.int64),
                           np.asarray(src, np.int64), np.asarray(dst, np.int64), before,
                           shift=shift.perms, orders=shift.orders)
+
+
+def send_order(s: int, nodes, g: int) -> list[int]:
+    """The participants other than ``s`` in the order ``s`` sends to them: by their index in
+    the box counted on from ``s``'s (the relay, so the rail, they go through), then by box
+    counted on from ``s``'s (module doc: what keeps FIFO links fed under ``event``).
+
+    >>> send_order(1, range(8), 4)  # boxes of 4: index 1 (GPU 5), index 2 (2, 6), 3 (3, 7), 0 (0, 4)
+    [5, 2, 6, 3, 7, 0, 4]
+    """
+    n = len(nodes)
+    return sorted((int(t) for t in nodes if t != s), key=lambda t: ((t - s) % g, (t - s) % n))
+
+
+def _paths(s: int, t: int, p: int, rs: dict, middle) -> int:
+    """How many paths above the leaves pair ``s -> t`` may take in plane ``p`` (1 within a box
+    or under one leaf)."""
+    g = rs["g"]
+    if s // g == t // g:
+        return 1
+    relay = s // g * g + t % g
+    a, b = rs["leaves"][relay][p], rs["leaves"][t][p]
+    return 1 if a == b else len(middle(a, b))
+
+
+def least_loaded(topology, shift):
+    """A picker of routes, ``pick(candidates) -> route``: the first candidate whose busiest link,
+    with the route added, is least loaded, counting each listed route on its links' orbits under
+    the box shifts (each link of an orbit of ``o`` carries ``m / o`` of what the listed routes put
+    on it, :func:`collsynth.tens.pipelined_trees.link_orbits`), in seconds a unit of data; the
+    pick is added to the loads. The loads of the moved routes are therefore those of the listed
+    ones, balanced greedily (Graham, "Bounds on multiprocessing timing anomalies", SIAM J. Appl.
+    Math. 1969: least loaded first). Keyed by the destination's box alone, a three-tier fabric's
+    listed source reaches a pod's 32 boxes over 32 of its 64 spine-core paths, those of one half
+    of the cores for pods an even number on and of the other for odd ones: moved to every pod,
+    a pod takes in from 8 of the 15 others through one half, 16/15 of the pod cut (SuperPOD 16 SU
+    with 2:1 leaves, the core-to-spine links)."""
+    la = topology.link_arrays
+    group, scale = link_orbits(la, shift.perms, shift.orders)
+    cost = (scale / la.bandwidth).tolist()
+    group = group.tolist()
+    index = {(u, v): i for i, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist()))}
+    load = [0.0] * len(la)
+
+    def pick(candidates: list[tuple[int, ...]]) -> tuple[int, ...]:
+        best, links, value = candidates[0], None, math.inf
+        for route in candidates:
+            hops = [index[h] for h in zip(route[:-1], route[1:])]
+            v = max(load[group[i]] + cost[i] for i in hops)
+            if v < value * (1 - 1e-12):
+                best, links, value = route, hops, v
+        for i in links:
+            load[group[i]] += cost[i]
+        return best
+
+    return pick
 
 
 def compact_wanted(instance: Instance, form: str | None) -> bool:
