@@ -170,7 +170,7 @@ class Collective:
 
         >>> pre, post = make("alltoall", nodes=[0, 2], size=3).condition_rows([2, 5])  # 0 -> 2; 1 -> 2 (unused)
         >>> pre.astype(int).tolist(), post.astype(int).tolist()
-        [[1, 0, 0], [0, 0, 0]], [[0, 0, 1], [0, 0, 0]]
+        ([[1, 0, 0], [0, 0, 0]], [[0, 0, 1], [0, 0, 0]])
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         c, s, kind = self.chunks_per_node, self.size, self.kind

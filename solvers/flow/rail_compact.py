@@ -93,8 +93,8 @@ def send_order(s: int, nodes, g: int) -> list[int]:
     >>> send_order(1, range(8), 4)  # boxes of 4: index 1 (GPU 5), index 2 (2, 6), 3 (3, 7), 0 (0, 4)
     [5, 2, 6, 3, 7, 0, 4]
     """
-    n = len(nodes)
-    return sorted((int(t) for t in nodes if t != s), key=lambda t: ((t - s) % g, (t - s) % n))
+    boxes = -(-len(nodes) // g)
+    return sorted((int(t) for t in nodes if t != s), key=lambda t: ((t - s) % g, (t // g - s // g) % boxes))
 
 
 def _paths(s: int, t: int, p: int, rs: dict, middle) -> int:
