@@ -25,7 +25,6 @@ boxes loads one plane more.)
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from functools import lru_cache
@@ -51,7 +50,7 @@ FORM = Param("form", ("auto", "explicit", "compact"), "auto",
 def compact_routes(instance: Instance) -> PipelinedTrees | None:
     """The first box's PXN routes with the box shifts (module doc), one pipeline piece per
     chunk, destinations in :func:`send_order`, each route's path above the leaves the one
-    :func:`least_loaded` picks; None when the fabric has no box shift."""
+    :meth:`OrbitLoads.least_loaded` picks; None when the fabric has no box shift."""
     topo, coll = instance.topology, instance.collective
     shift = box_shift(topo, coll.nodes)
     if shift is None:
@@ -64,14 +63,18 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
 
     roots = [int(r) for r in shift.representatives(coll.nodes)]
     g, planes = rs["g"], len(rs["leaves"][roots[0]])
-    pick = least_loaded(topo, shift)
+    loads = OrbitLoads(topo, shift, middle)
     src, dst, ptr, root, part = [], [], [0], [], []
     for s in roots:
         for t in send_order(s, coll.nodes, g):
             for p in range(planes):
-                first = t // g  # the path the destination's box keys (module doc), unless another is less loaded
-                ways = _paths(s, t, p, rs, middle)
-                route = pick([pair_route(s, t, rs, middle, key=p + planes * ((first + j) % ways)) for j in range(ways)])
+                key = p + planes * (t // g)  # the path the destination's box keys (module doc) ...
+                route = pair_route(s, t, rs, middle, key=key)
+                ends = _leaves(s, t, p, rs)
+                if ends is not None:  # ... unless another is less loaded
+                    key = p + planes * loads.least_loaded(route, *ends, first=t // g)
+                    route = pair_route(s, t, rs, middle, key=key)
+                loads.add(route)
                 src.extend(route[:-1])
                 dst.extend(route[1:])
                 ptr.append(len(src))
@@ -97,48 +100,62 @@ def send_order(s: int, nodes, g: int) -> list[int]:
     return sorted((int(t) for t in nodes if t != s), key=lambda t: ((t - s) % g, (t // g - s // g) % boxes))
 
 
-def _paths(s: int, t: int, p: int, rs: dict, middle) -> int:
-    """How many paths above the leaves pair ``s -> t`` may take in plane ``p`` (1 within a box
-    or under one leaf)."""
+def _leaves(s: int, t: int, p: int, rs: dict) -> tuple[int, int] | None:
+    """The leaves pair ``s -> t`` leaves and enters the fabric by in plane ``p`` (its relay's and
+    ``t``'s), or None when it stays in a box or under one leaf (no path to choose)."""
     g = rs["g"]
     if s // g == t // g:
-        return 1
+        return None
     relay = s // g * g + t % g
     a, b = rs["leaves"][relay][p], rs["leaves"][t][p]
-    return 1 if a == b else len(middle(a, b))
+    return None if a == b else (a, b)
 
 
-def least_loaded(topology, shift):
-    """A picker of routes, ``pick(candidates) -> route``: the first candidate whose busiest link,
-    with the route added, is least loaded, counting each listed route on its links' orbits under
-    the box shifts (each link of an orbit of ``o`` carries ``m / o`` of what the listed routes put
-    on it, :func:`collsynth.tens.pipelined_trees.link_orbits`), in seconds a unit of data; the
-    pick is added to the loads. The loads of the moved routes are therefore those of the listed
-    ones, balanced greedily (Graham, "Bounds on multiprocessing timing anomalies", SIAM J. Appl.
-    Math. 1969: least loaded first). Keyed by the destination's box alone, a three-tier fabric's
-    listed source reaches a pod's 32 boxes over 32 of its 64 spine-core paths, those of one half
-    of the cores for pods an even number on and of the other for odd ones: moved to every pod,
-    a pod takes in from 8 of the 15 others through one half, 16/15 of the pod cut (SuperPOD 16 SU
-    with 2:1 leaves, the core-to-spine links)."""
-    la = topology.link_arrays
-    group, scale = link_orbits(la, shift.perms, shift.orders)
-    cost = (scale / la.bandwidth).tolist()
-    group = group.tolist()
-    index = {(u, v): i for i, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist()))}
-    load = [0.0] * len(la)
+class OrbitLoads:
+    """The load the listed routes put on each link, counted per orbit of links under the box
+    shifts (each link of an orbit of ``o`` carries ``m / o`` of what the listed routes put on it,
+    :func:`collsynth.tens.pipelined_trees.link_orbits`), in seconds a unit of data, so that the
+    moved routes' loads are the listed ones'; :meth:`least_loaded` picks a path above the leaves
+    greedily (Graham, "Bounds on multiprocessing timing anomalies", SIAM J. Appl. Math. 1969:
+    least loaded first). Keyed by the destination's box alone, a three-tier fabric's listed
+    source reaches a pod's 32 boxes over 32 of its 64 spine-core paths, those of one half of the
+    cores for pods an even number on and of the other for odd ones: moved to every pod, a pod
+    takes in from 8 of its 15 others through one half, 16/15 of the pod cut (SuperPOD 16 SU with
+    2:1 leaves, on the core-to-spine links)."""
 
-    def pick(candidates: list[tuple[int, ...]]) -> tuple[int, ...]:
-        best, links, value = candidates[0], None, math.inf
-        for route in candidates:
-            hops = [index[h] for h in zip(route[:-1], route[1:])]
-            v = max(load[group[i]] + cost[i] for i in hops)
-            if v < value * (1 - 1e-12):
-                best, links, value = route, hops, v
-        for i in links:
-            load[group[i]] += cost[i]
-        return best
+    def __init__(self, topology, shift, middle):
+        la = topology.link_arrays
+        group, scale = link_orbits(la, shift.perms, shift.orders)
+        self.group = group
+        self.cost = scale / la.bandwidth
+        self.index = {(u, v): i for i, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist()))}
+        self.load = np.zeros(len(la))
+        self.middle = middle
+        self.paths = lru_cache(maxsize=None)(self._paths)
 
-    return pick
+    def _paths(self, a: int, b: int) -> np.ndarray:
+        """The links of every shortest path from leaf ``a`` to leaf ``b`` (a row each)."""
+        return np.array([[self.index[h] for h in zip(p[:-1], p[1:])] for p in self.middle(a, b)], np.int64)
+
+    def _links(self, route) -> np.ndarray:
+        return np.array([self.index[h] for h in zip(route[:-1], route[1:])], np.int64)
+
+    def least_loaded(self, route, a: int, b: int, first: int) -> int:
+        """The index of the path from ``a`` to ``b`` that leaves ``route``'s busiest link least
+        loaded with it added (its other hops as they are), the first such from ``first`` on
+        (cyclically)."""
+        links = self.paths(a, b)
+        fixed = np.setdiff1d(self._links(route), links.ravel())
+        base = float((self.load[self.group[fixed]] + self.cost[fixed]).max(initial=0.0))
+        value = np.maximum((self.load[self.group[links]] + self.cost[links]).max(axis=1), base)
+        order = (first + np.arange(len(links))) % len(links)
+        least = value.min()
+        return int(order[np.argmax(value[order] <= least + 1e-12 * abs(least))])
+
+    def add(self, route) -> None:
+        """Count ``route`` on its links' orbits."""
+        links = self._links(route)
+        np.add.at(self.load, self.group[links], self.cost[links])
 
 
 def compact_wanted(instance: Instance, form: str | None) -> bool:
