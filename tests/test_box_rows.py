@@ -19,6 +19,7 @@ from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.tens.bounds import box_rows
 from collsynth.tens.bounds.instance import Bounds
+from test_symmetric_bounds import fabrics  # small DGX H100, fat-tree and rail Clos fabrics
 
 
 def _by_hand(kind, nodes, s, c, root):
@@ -68,13 +69,6 @@ def test_rows_from_the_rule_are_the_contract_table(kind, s, c, data):
     assert coll.chunks_touching(sorted(near)).tolist() == touching
 
 
-fabrics = st.one_of(
-    st.builds(lambda n: ("dgx_h100", {"nodes": n}), st.integers(2, 4)),
-    st.just(("fat_tree", {"k": 4})),
-    st.builds(lambda gpus, spines: ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": gpus,
-                                                  "rails": gpus, "spines": spines, "radix": 16}),
-              st.sampled_from([1, 2]), st.sampled_from([1, 2])),
-)
 
 
 def _parts(inst, cells):
