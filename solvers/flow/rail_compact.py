@@ -66,7 +66,7 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
     loads = OrbitLoads(topo, shift, middle)
     src, dst, ptr, root, part = [], [], [0], [], []
     for s in roots:
-        for t in send_order(s, coll.nodes, g):
+        for t in send_order(s, coll.nodes, g, shift):
             for p in range(planes):
                 key = p + planes * (t // g)  # the path the destination's box keys (module doc) ...
                 route = pair_route(s, t, rs, middle, key=key)
@@ -88,16 +88,30 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
                           shift=shift.perms, orders=shift.orders)
 
 
-def send_order(s: int, nodes, g: int) -> list[int]:
+def send_order(s: int, nodes, g: int, shift=None) -> list[int]:
     """The participants other than ``s`` in the order ``s`` sends to them: by their index in
     the box counted on from ``s``'s (the relay, so the rail, they go through), then by box
-    counted on from ``s``'s (module doc: what keeps FIFO links fed under ``event``).
+    counted on from ``s``'s, the box's place at the top level of the box shifts (``shift``: a
+    :class:`~collsynth.instances.box_shift.BoxShift`; without it, the box id) changing fastest:
+    a source then sends to every pod (group) in turn rather than to its own first (module doc:
+    what keeps FIFO links fed under ``event``).
 
     >>> send_order(1, range(8), 4)  # boxes of 4: index 1 (GPU 5), index 2 (2, 6), 3 (3, 7), 0 (0, 4)
     [5, 2, 6, 3, 7, 0, 4]
     """
-    boxes = -(-len(nodes) // g)
-    return sorted((int(t) for t in nodes if t != s), key=lambda t: ((t - s) % g, (t // g - s // g) % boxes))
+    levels = [(1, -(-len(nodes) // g))]  # (boxes a unit, units) of each level above the box, lowest first
+    if shift is not None:
+        unit, levels = shift.box, []
+        for order in shift.orders:
+            if unit >= g:
+                levels.append((unit // g, order))
+            unit *= order
+
+    def key(t: int) -> tuple[int, ...]:
+        rel = [((t // g // size) % order - (s // g // size) % order) % order for size, order in levels]
+        return ((t - s) % g, *rel)
+
+    return sorted((int(t) for t in nodes if t != s), key=key)
 
 
 def _leaves(s: int, t: int, p: int, rs: dict) -> tuple[int, int] | None:
