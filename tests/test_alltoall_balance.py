@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from collsynth.instances import make_instance
+from collsynth.instances.box_shift import BoxShift
 from collsynth.instances.generators import build
 from collsynth.solvers.flow.rail_compact import compact_routes, send_order
 from collsynth.tens.bounds.blocks import block_cut
@@ -55,3 +56,10 @@ def test_send_order_goes_rail_by_rail_from_the_source_on():
     # GPU 5 of boxes of 4 (box 1, index 1), 12 GPUs: index 1 first (GPUs 9, 1: boxes 2, 0),
     # then index 2 (6, 10, 2), index 3 (7, 11, 3), index 0 (4, 8, 0)
     assert send_order(5, range(12), 4) == [9, 1, 6, 10, 2, 7, 11, 3, 4, 8, 0]
+
+
+def test_send_order_visits_every_group_in_turn():
+    # 16 GPUs, boxes of 2 (in-box level of order 2), 2 boxes a group, 4 groups: GPU 0's rail-0
+    # destinations by box in its group first (offset 0: groups 1, 2, 3, then offset 1: groups 0-3)
+    shift = BoxShift(np.zeros((3, 16), np.int64), (2, 2, 4), 1)
+    assert send_order(0, range(16), 2, shift) == [4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15]
