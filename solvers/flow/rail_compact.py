@@ -36,6 +36,7 @@ from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, Build, topology_field
 from ...limits import human_bytes
+from ...tens.bounds.blocks import block_cut
 from ...tens.pipelined_trees import PipelinedTrees, link_orbits
 from ..producers import Outcome, Param, Producer, Unsupported
 from . import rail_alltoall
@@ -64,9 +65,11 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
     roots = [int(r) for r in shift.representatives(coll.nodes)]
     g, planes = rs["g"], len(rs["leaves"][roots[0]])
     loads = OrbitLoads(topo, shift, middle)
+    cut = block_cut(instance)  # the groups interleaved where a cut above the boxes binds (send_order)
+    levels = shift if cut is not None and len(cut.witness) > g else None
     src, dst, ptr, root, part = [], [], [0], [], []
     for s in roots:
-        for t in send_order(s, coll.nodes, g, shift):
+        for t in send_order(s, coll.nodes, g, levels):
             for p in range(planes):
                 key = p + planes * (t // g)  # the path the destination's box keys (module doc) ...
                 route = pair_route(s, t, rs, middle, key=key)
@@ -91,10 +94,18 @@ def compact_routes(instance: Instance) -> PipelinedTrees | None:
 def send_order(s: int, nodes, g: int, shift=None) -> list[int]:
     """The participants other than ``s`` in the order ``s`` sends to them: by their index in
     the box counted on from ``s``'s (the relay, so the rail, they go through), then by box
-    counted on from ``s``'s, the box's place at the top level of the box shifts (``shift``: a
-    :class:`~collsynth.instances.box_shift.BoxShift`; without it, the box id) changing fastest:
-    a source then sends to every pod (group) in turn rather than to its own first (module doc:
-    what keeps FIFO links fed under ``event``).
+    counted on from ``s``'s; with ``shift`` (a :class:`~collsynth.instances.box_shift.BoxShift`),
+    the box's place at the top level of the shifts changing fastest, so a source sends to every
+    pod (group) in turn rather than to its own first.
+
+    Under ``event`` (FIFO links, no step barriers) the order decides which traffic meets on a
+    link when; ``sync`` prices every order alike. The links of the binding cut must stay busy
+    throughout: where it is the box's (its NICs), rail by rail then box by box keeps each relay
+    fed by one source of its box at a time (SuperPOD 4 SU, 1,024 GPUs, one piece: 1.106x the
+    box cut in id order, 1.018x so, 1.047x with the groups interleaved); where it is a group's
+    (leaves 2:1), a source sending to its own group first leaves the group's uplinks idle for
+    that share of the data, and interleaving the groups keeps traffic on them from the start
+    (SuperPOD 4 SU with 2:1 leaves: 1.170x, 1.032x, 1.015x; ``benchmarks/bench_alltoall_scale.py``).
 
     >>> send_order(1, range(8), 4)  # boxes of 4: index 1 (GPU 5), index 2 (2, 6), 3 (3, 7), 0 (0, 4)
     [5, 2, 6, 3, 7, 0, 4]
