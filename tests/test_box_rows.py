@@ -18,6 +18,7 @@ from collsynth.solvers.flow.rail_compact import planned
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.tens.bounds import box_rows
+from collsynth.tens.bounds import instance as bounds_instance
 from collsynth.tens.bounds.instance import Bounds
 from test_symmetric_bounds import fabrics  # small DGX H100, fat-tree and rail Clos fabrics
 
@@ -124,7 +125,6 @@ def test_a_run_gets_the_same_row_either_way():
         keep = box_rows.BOX_CELLS
         box_rows.BOX_CELLS = cells
         try:
-            from collsynth.tens.bounds import instance as bounds_instance
             bounds_instance._CACHE.clear()
             rows.append(run(inst, "rail-alltoall", Options(params={"form": "compact"}, time_limit=120))[0])
         finally:

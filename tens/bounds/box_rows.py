@@ -3,8 +3,8 @@
 Part of :mod:`collsynth.tens.bounds` (its module documentation describes every argument).
 
 An all-to-all of ``N`` ranks has ``N (N - 1)`` demand rows, one per ordered pair
-(:func:`collsynth.tens.bounds.demand.demand_of`): at 4,096 ranks on a fabric of about 4,700
-node ids, some 73 GiB of rows before anything is computed. On identical boxes
+(:func:`collsynth.tens.bounds.demand.demand_of`): at 4,096 ranks on a fabric of 4,616 node
+ids, some 144 GiB of rows (pre and post, a byte per node id) before anything is computed. On identical boxes
 (:func:`collsynth.instances.box_shift.box_shift`: a group ``G`` of automorphisms moving the
 first box's compute nodes onto every compute node once) no more is needed, for a collective
 over every compute node whose kind has no root: its chunk-id rule treats every rank alike
