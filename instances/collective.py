@@ -125,6 +125,29 @@ class Collective:
             ranks = (ranks[:, None] * s + ranks[None, :]).ravel()
         return (ranks[:, None] * c + j[None, :]).ravel()
 
+    def chunks_touching(self, nodes) -> np.ndarray:
+        """The used chunk ids whose pre- or postcondition holds one of ``nodes``, in increasing
+        order (from the chunk-id table above, without building the ``[chunk, node]`` matrices).
+
+        >>> make("alltoall", nodes=range(3), size=3).chunks_touching([0]).tolist()  # 0 -> k and i -> 0
+        [0, 1, 2, 3, 6]
+        >>> make("gather", nodes=range(3), size=3, root=2).chunks_touching([0]).tolist()
+        [0]
+        """
+        c, s = self.chunks_per_node, self.size
+        inside = np.zeros(s, bool)
+        inside[np.asarray(nodes, dtype=np.int64)] = True
+        if self.kind == "alltoall":  # the pairs from or to a node inside, not all N^2 of them
+            ranks = np.asarray(self.nodes, dtype=np.int64)
+            near = ranks[inside[ranks]]
+            pairs = np.unique(np.concatenate([(near[:, None] * s + ranks[None, :]).ravel(),
+                                              (ranks[:, None] * s + near[None, :]).ravel()]))
+            return (pairs[:, None] * c + np.arange(c, dtype=np.int64)[None, :]).ravel()
+        ids = self.used_chunks
+        if self.kind not in ROOTED or self.kind in ("broadcast", "reduce"):  # every rank on one side of each row
+            return ids if inside[list(self.nodes)].any() else ids[:0]
+        return ids if inside[self.root] else ids[inside[ids // c]]  # scatter, gather: the root, the owner
+
     @property
     def num_used_chunks(self) -> int:
         """How many chunk ids appear in the pre- or postcondition (``len(used_chunks)``, counted).
@@ -136,39 +159,43 @@ class Collective:
 
     @cached_property
     def _conditions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Both condition matrices, built together once."""
-        c, kind = self.chunks_per_node, self.kind
-        ranks = np.sort(np.asarray(self.nodes, dtype=np.int64))
-        pre = np.zeros((self.num_chunks, self.size), dtype=bool)
+        """Both condition matrices, built together once (every chunk id's rows)."""
+        return self.condition_rows(np.arange(self.num_chunks, dtype=np.int64))
+
+    def condition_rows(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(precondition[ids], postcondition[ids])`` read from the chunk-id table (module doc)
+        without building the whole matrices: an all-to-all of ``N`` ranks has ``N^2`` chunk ids,
+        whose matrices alone outgrow a machine's memory from about 2,000 ranks, while a few of
+        its rows are small.
+
+        >>> pre, post = make("alltoall", nodes=[0, 2], size=3).condition_rows([2, 5])  # 0 -> 2; 1 -> 2 (unused)
+        >>> pre.astype(int).tolist(), post.astype(int).tolist()
+        ([[1, 0, 0], [0, 0, 0]], [[0, 0, 1], [0, 0, 0]])
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        c, s, kind = self.chunks_per_node, self.size, self.kind
+        member = np.zeros(s, bool)
+        member[list(self.nodes)] = True
+        pre = np.zeros((len(ids), s), dtype=bool)
         post = np.zeros_like(pre)
-        ids = self.used_chunks  # by rank, then piece (all-to-all: source, destination, piece)
-        owner = np.repeat(ranks, c)
-        if kind == "allgather":
-            pre[ids, owner] = True
-            post[np.ix_(ids, ranks)] = True
-        elif kind == "gather":
-            pre[ids, owner] = True
-            post[ids, self.root] = True
-        elif kind == "scatter":
-            pre[ids, self.root] = True
-            post[ids, owner] = True
-        elif kind == "reduce_scatter":
-            pre[np.ix_(ids, ranks)] = True
-            post[ids, owner] = True
-        elif kind == "allreduce":
-            pre[np.ix_(ids, ranks)] = True
-            post[np.ix_(ids, ranks)] = True
-        elif kind == "broadcast":
-            pre[ids, self.root] = True
-            post[np.ix_(ids, ranks)] = True
-        elif kind == "reduce":
-            pre[np.ix_(ids, ranks)] = True
-            post[ids, self.root] = True
-        elif kind == "alltoall":
-            src = np.repeat(ranks, len(ranks))
-            dst = np.tile(ranks, len(ranks))
-            pre[ids, np.repeat(src, c)] = True
-            post[ids, np.repeat(dst, c)] = True
+        if kind == "alltoall":
+            src, dst = np.divmod(ids // c, s)
+            used = np.flatnonzero(member[src] & member[dst])
+            pre[used, src[used]] = True
+            post[used, dst[used]] = True
+            return pre, post
+        owner = np.full(len(ids), self.root, np.int64) if kind in ("broadcast", "reduce") else ids // c
+        used = np.flatnonzero(member[owner])
+        one = {"allgather": pre, "gather": pre, "scatter": post, "reduce_scatter": post, "broadcast": pre,
+               "reduce": post}.get(kind)  # the matrix with a single node per row: the owner or the root
+        if one is not None:
+            one[used, owner[used]] = True
+        targets = {"gather": post, "scatter": pre}.get(kind)  # the root on the other side
+        if targets is not None:
+            targets[used, self.root] = True
+        for everyone in {"allgather": (post,), "reduce_scatter": (pre,), "allreduce": (pre, post),
+                         "broadcast": (post,), "reduce": (pre,)}.get(kind, ()):
+            everyone[used] = member
         return pre, post
 
     def dual(self) -> "Collective":

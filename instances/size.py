@@ -8,8 +8,11 @@ the memory budget (:func:`collsynth.limits.memory_budget`):
   (:mod:`collsynth.instances.registry`) and its parameters alone (:func:`check_generator`): the
   graph (``BYTES_PER_LINK`` a directed link) and the hop-distance matrix every instance
   computes (``DISTANCE_BYTES`` per ordered node pair, the peak while it is built);
-- a collective, before its pre/postcondition matrices exist (:func:`check_collective`):
-  one byte per chunk id and node id in each;
+- a collective, before anything reads it (:func:`check_collective`): its used chunk ids
+  (its conditions are read row by row from the kind's rule; an all-to-all of ``N`` ranks has
+  ``N^2`` of them);
+- the pre/postcondition matrices, one byte per chunk id and node id in each, by the runs that
+  read them whole (:func:`check_run`: every run but one whose producer declares it does not);
 - a run (:func:`estimate`, :func:`check_run`, before a producer starts): what its producer
   declares it will build (:class:`Build`), else the fewest sends any schedule of the instance
   has (``BYTES_PER_SEND`` each: the schedule, its verification and pricing), and TEN
@@ -37,6 +40,7 @@ DISTANCE_BYTES = 21  # per ordered node pair while the hop-distance matrix is co
 BYTES_PER_SEND = 768  # a send of a schedule, peak through production, verification and pricing
 # (swing-bw allreduce on a 16x16 torus: 772; greedy and ring allgather on 24x24: 577, 594; ring
 # allgather on 32x32, 1.05 million sends: 610)
+BYTES_PER_ID = 8  # a used chunk id (int64)
 BYTES_PER_VARIABLE = 2200  # per chunk x (link pair + node) x timestep of a TEN model, built in Pyomo
 # and loaded into the solver (TEN ILP, mesh 6x6 allgather, horizon 12)
 
@@ -160,17 +164,27 @@ def fewest_sends(kind: str, ranks: int, chunks_per_node: int) -> int:
 
 
 def conditions_bytes(kind: str, size: int, chunks_per_node: int) -> int:
-    """The pre/postcondition matrices of one collective (a byte per chunk id and node id each)."""
+    """The pre/postcondition matrices of one collective (a byte per chunk id and node id each),
+    built when a run reads them whole (verifying explicit sends, a TEN model, the bounds'
+    demand where no box stands for it)."""
     return 2 * chunk_ids(kind, size, chunks_per_node) * size
 
 
+def chunk_id_bytes(kind: str, ranks: int, chunks_per_node: int) -> int:
+    """What a collective keeps before anything reads its conditions whole: its used chunk ids
+    (``BYTES_PER_ID`` each), from which any row of its conditions is read
+    (:meth:`collsynth.instances.collective.Collective.condition_rows`)."""
+    return BYTES_PER_ID * chunk_ids(kind, ranks, chunks_per_node)
+
+
 def check_collective(kind: str, size: int, ranks: int, chunks_per_node: int, where: str, topology_field: str) -> None:
-    """Refuse a collective whose pre/postcondition matrices exceed the memory budget, naming
-    the field that makes it big (see :func:`blame`)."""
-    need = conditions_bytes(kind, size, chunks_per_node)
-    field = blame(lambda k, c: conditions_bytes(k, size, c), kind, chunks_per_node, where, topology_field)
-    require(need, field, f"{kind} on {_n(ranks)} ranks with {_n(chunks_per_node)} chunk(s) per node: the "
-                         f"pre/postconditions of {_n(chunk_ids(kind, size, chunks_per_node))} chunk ids")
+    """Refuse a collective whose used chunk ids exceed the memory budget, naming the field that
+    makes it big (see :func:`blame`); its condition matrices are counted by the runs that read
+    them whole (:func:`check_run`)."""
+    need = chunk_id_bytes(kind, ranks, chunks_per_node)
+    field = blame(lambda k, c: chunk_id_bytes(k, ranks, c), kind, chunks_per_node, where, topology_field)
+    require(need, field, f"{kind} on {_n(ranks)} ranks with {_n(chunks_per_node)} chunk(s) per node: "
+                         f"{_n(chunk_ids(kind, ranks, chunks_per_node))} chunk ids")
 
 
 def blame(need: Callable[[str, int], int], kind: str, chunks_per_node: int, where: str, topology_field: str) -> str:
@@ -291,12 +305,14 @@ def estimate(instance: Any, horizon: int | None = None, variables_per_unit: floa
 class Build:
     """What a producer declares its run will build, before it starts: ``bytes`` of the
     schedule as the producer keeps it (through production, verification and pricing),
-    ``what`` it is (for a refusal) and ``field``, the setting that makes it big (a parameter
-    the user can change, or the topology field)."""
+    ``what`` it is (for a refusal), ``field``, the setting that makes it big (a parameter
+    the user can change, or the topology field), and ``reads_conditions``: whether the run
+    reads the collectives' condition matrices whole (False: ``bytes`` counts the rows it reads)."""
 
     bytes: int
     what: str
     field: str
+    reads_conditions: bool = True
 
 
 def check_run(instance: Any, build: Build | None = None) -> Size:
@@ -319,6 +335,9 @@ def check_run(instance: Any, build: Build | None = None) -> Size:
         require(size.bytes, size.field, f"the instance's arrays and a schedule of at least {_n(size.sends)} sends")
         return size
     arrays = size.bytes - BYTES_PER_SEND * size.sends  # the topology and the pre/postconditions
+    if not build.reads_conditions:  # the topology and the chunk ids; the build counts what it reads of the rest
+        arrays = topology_bytes(size.nodes, size.links) + sum(
+            chunk_id_bytes(c.kind, len(c.nodes), c.chunks_per_node) for c in instance.collectives)
     require(arrays, size.field, "the instance's arrays")
     require(arrays + build.bytes, build.field, build.what)
     return size

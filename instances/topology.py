@@ -29,6 +29,7 @@ from .. import InputError
 
 SWITCH_HOPS = ("timestep", "instant")  # meta "switch_hop": a chunk leaves a switch the timestep after it arrived, or in it
 LATENCIES = ("serial", "pipelined")  # meta "latency": a link's alpha occupies it, or only delays the arrival
+SYMMETRIC_DIAMETER_NPUS = 512  # NPUs from which the diameter is searched from one NPU per orbit of the box shifts
 
 
 class ParallelArrays:
@@ -199,10 +200,21 @@ class Topology:
 
     @cached_property
     def diameter(self) -> int:
-        """Largest hop distance between live NPUs (-1 if some NPU cannot reach another)."""
+        """Largest hop distance between live NPUs (-1 if some NPU cannot reach another): read
+        from the hop distances when they are computed, else a breadth-first search from each
+        NPU, or, beyond :data:`SYMMETRIC_DIAMETER_NPUS` NPUs on identical boxes, from one NPU
+        per orbit of the box shifts (:func:`npu_eccentricity`)."""
         ids = np.asarray(self.npus, dtype=np.int64)
-        sub = self.distances[np.ix_(ids, ids)]
-        return -1 if (sub < 0).any() else int(sub.max(initial=0))
+        if "distances" in self.__dict__:
+            sub = self.distances[np.ix_(ids, ids)]
+            return -1 if (sub < 0).any() else int(sub.max(initial=0))
+        sources = ids
+        if len(ids) > SYMMETRIC_DIAMETER_NPUS:
+            from .box_shift import box_shift
+
+            shift = box_shift(self)
+            sources = ids if shift is None else np.asarray(shift.representatives(ids), np.int64)
+        return npu_eccentricity(self, sources)
 
     @property
     def moore_bound(self) -> int:
@@ -292,6 +304,28 @@ class Topology:
             "failed_nodes": sorted(self.failed_nodes),
             "failed_links": sorted([list(p) for p in self.failed_links]),
         }
+
+
+def npu_eccentricity(topology: Topology, sources) -> int:
+    """The largest hop distance from a node of ``sources`` to a live NPU, by one breadth-first
+    search per source (-1 when one cannot reach some NPU). From one NPU per orbit of a group of
+    automorphisms acting on the NPUs (:func:`collsynth.instances.box_shift.box_shift`) it is the
+    diameter among NPUs: an automorphism ``g`` keeps hop distances and maps NPUs onto NPUs, so
+    the NPU ``g(s)`` is as far from every NPU as ``s`` is (Godsil and Royle, "Algebraic Graph
+    Theory", Springer 2001, Section 1.3: an automorphism preserves adjacency, hence distance).
+
+    >>> from collsynth.instances.generators import build
+    >>> npu_eccentricity(build("dgx_h100", {"nodes": 3}), [0])  # 0 -> NVSwitch -> 1 -> rail 1's leaf -> 9
+    4
+    """
+    from scipy.sparse.csgraph import shortest_path
+
+    ids = np.asarray(topology.npus, dtype=np.int64)
+    sources = np.asarray(sources, dtype=np.int64)
+    if not len(ids) or not len(sources):
+        return 0
+    dist = shortest_path(topology._adjacency, method="D", unweighted=True, directed=True, indices=sources)[:, ids]
+    return -1 if np.isinf(dist).any() else int(dist.max(initial=0))
 
 
 def moore_bound(nodes: int, degree: int) -> int:

@@ -26,10 +26,10 @@ def flow_seconds(instance: Instance, budget_s: float | None = None) -> Bound:
     if instance.concurrent or instance.collective.kind not in NEVER_COPY:
         return not_computed("event", "flow", "only a single all-to-all, scatter or gather")
     coll, topo = instance.collective, instance.topology
-    demands = pair_demands(coll.kind, coll.nodes, coll.root)
-    cells = len(demands.sources) * max(1, topo.num_links)
-    if cells > FLOW_CELLS:
+    sources = 1 if coll.kind == "scatter" else len(coll.nodes) - (coll.kind == "gather")  # before listing N^2 pairs
+    if sources * max(1, topo.num_links) > FLOW_CELLS:
         return not_computed("event", "flow", f"more than {FLOW_CELLS:,} sources x links")
+    demands = pair_demands(coll.kind, coll.nodes, coll.root)
     try:
         sol = solve(topo, demands, time_limit=budget_s)
     except (FlowLPFailed, ValueError) as e:

@@ -18,6 +18,7 @@ from ...instances.switch_ops import copying_mask, switch_reductions
 from ..ten import NotSupported, discretize, latency_pipelined, link_delays, link_latency, occupancy_costs, prepare
 from .arrivals import ARRIVAL_BUDGET_S, _too_many_cells, arrival_bound
 from .blocks import block_cut_seconds
+from .box_rows import box_demand
 from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
@@ -48,14 +49,20 @@ class Bounds:
         self.ten_timestep_s: float | None = None
 
     @cached_property
+    def _box(self) -> tuple[Demand, RowOrbits] | None:
+        """The rows touching one box and their orbits, where they stand for a demand too big
+        to list (:mod:`.box_rows`)."""
+        return box_demand(self.instance)
+
+    @cached_property
     def _arcs_demand(self) -> tuple[Arcs, Demand]:
-        return arcs_of(self.instance.topology), demand_of(self.instance)
+        return arcs_of(self.instance.topology), self._box[0] if self._box else demand_of(self.instance)
 
     @cached_property
     def _orbits(self) -> RowOrbits | None:
         """The demand's rows and nodes up to the box shifts, where it is invariant under them
         (:mod:`.symmetric`: one box's rows and nodes stand for all)."""
-        return row_orbits(self.instance.topology, self._arcs_demand[1])
+        return self._box[1] if self._box else row_orbits(self.instance.topology, self._arcs_demand[1])
 
     @cached_property
     def _symmetry(self) -> "_Symmetry":
