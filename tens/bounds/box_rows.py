@@ -51,8 +51,10 @@ def box_demand(instance, cells: int = BOX_CELLS) -> tuple[Demand, RowOrbits] | N
     the first box as the orbits' representatives (module doc); None for several collectives,
     a rooted kind, a fabric without box shifts, a whole demand of at most ``cells`` rows x
     node ids, or one whose part would be over half its rows."""
+    if instance.concurrent:
+        return None
     coll, topo = instance.collective, instance.topology
-    if instance.concurrent or coll.kind in ROOTED:
+    if coll.kind in ROOTED:
         return None
     rows = coll.num_used_chunks // coll.chunks_per_node  # the pieces of a shard share their conditions
     shift = box_shift(topo, coll.nodes)
