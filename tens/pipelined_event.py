@@ -58,6 +58,8 @@ from .pipelined_allreduce import PipelinedAllreduce
 from .pipelined_trees import PipelinedTrees, link_orbits, moved_sends
 from .schedule import concat
 
+KINDS = ("allgather", "reduce_scatter", "allreduce")  # the forms priced here (checked against their explicit sends)
+
 
 def free_from(f: PipelinedTrees, la) -> int:
     """The fewest first shifts of ``f`` to list so that the group of the others acts freely
