@@ -11,9 +11,12 @@ the seconds to the trees (the first box's trees translated by the shift,
 :func:`collsynth.solvers.packing.producer.forest`: two-level, rings or the greedy packing with
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
-that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
-the explicit sends fit :data:`EXPLICIT_SENDS` (``--explicit-sends``), the expansion verified and priced under the FIFO
-``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
+that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); the
+price under the FIFO ``event`` model simulated per link orbit (:mod:`collsynth.tens.pipelined_event`, the
+explicit sends' price) at the depth of least price among powers of two up to the sync depth whose
+simulation fits ``--event-sends`` (:mod:`orbit_event`; ``event s``: every depth tried); with
+``--explicit-sends N`` also the expansion verified and priced under ``event`` at the deepest
+pipeline within ``N`` sends (in the note, a check); the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
 memory of the row. ``sync T_B/opt`` is the bandwidth part of that ``sync`` price over the optimum.
 Ratios are to the cut optimum (the bandwidth term alone: a model with latency cannot reach it,

@@ -12,9 +12,11 @@ run through :func:`collsynth.solvers.packing.producer.run_compact`); the trees k
 the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's partial
 leaving after all its children's arrived; the allreduce:
 :class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
-``sync`` in that form at the pipeline depth of least sync price (seconds for both); where the
-explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event``
-(FIFO links) and ``event-inorder`` (program order) at the deepest pipeline within that cap; the
+``sync`` in that form at the pipeline depth of least sync price (seconds for both); the price
+under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
+the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
+sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
+``event-inorder`` (program order) at the deepest pipeline within that cap; the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
 
