@@ -30,8 +30,9 @@ Where a product ``h != 1`` keeps a used link ``l`` (a spine's uplink, moved onto
 shift of the boxes below its leaf), 2 fails and no quotient holds: a listed send ``s`` on
 ``l`` and ``h s`` are both served on ``l``, with equal ready times if the times were symmetric,
 so one waits for the other and their arrivals differ, which the symmetry forbids. There the
-subgroup of the last shifts that acts freely (:func:`free_from`) is taken and the trees moved
-by the first ones listed: sends within a step are ordered by listed send and then by the
+subgroup of the last shifts that acts freely (:func:`free_from`; the shifts of which a power
+keeps a used link put first, :func:`collsynth.tens.pipelined_trees.keeping_first`) is taken and
+the trees moved by the first ones listed: sends within a step are ordered by listed send and then by the
 product, the first shifts' powers most significant (:func:`collsynth.tens.pipelined_trees.images`),
 so two images of one listed send on one link are ordered by their first shifts' powers, which
 the last shifts leave alone, and the argument above holds for the subgroup with the trees
@@ -55,7 +56,7 @@ import numpy as np
 
 from .cost import Cost, price_event
 from .pipelined_allreduce import PipelinedAllreduce
-from .pipelined_trees import PipelinedTrees, link_orbits, moved_sends
+from .pipelined_trees import PipelinedTrees, keeping_first, link_orbits, moved_sends
 from .schedule import concat
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")  # the forms priced here (checked against their explicit sends)
@@ -80,7 +81,7 @@ def free_from(f: PipelinedTrees, la) -> int:
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     """How many sends :func:`price` simulates for ``f`` on ``instance`` (its explicit sends
     over the order of the group that acts freely), so a caller can size the work first."""
-    halves = f.halves if isinstance(f, PipelinedAllreduce) else (f,)
+    halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
     la = instance.topology.link_arrays
     m = max(free_from(h, la) for h in halves)
     return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
@@ -93,7 +94,7 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance) -> Cost:
     under the last shifts, which act freely on the used links (module doc). ``f`` must be
     verified (:func:`collsynth.tens.compact_forms.form_of`'s ``verify``)."""
     la = instance.topology.link_arrays
-    halves = f.halves if isinstance(f, PipelinedAllreduce) else (f,)
+    halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
     m = max(free_from(h, la) for h in halves)
     shift, orders = halves[0].shift, halves[0].orders
     for h in halves[1:]:

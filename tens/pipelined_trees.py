@@ -141,8 +141,24 @@ def expand(f: PipelinedTrees) -> Schedule:
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
     reversal for ``reduce_scatter`` / ``reduce``. Within a step the sends are listed by listed
     send (tree, hop, piece; a reduce-scatter's by :func:`owners_ahead` first), each followed by
-    its images under the shifts (:func:`moved_sends`)."""
+    its images under the shifts (:func:`moved_sends`; the shifts :func:`keeping_first`)."""
+    f = keeping_first(f)
     return moved_sends(f, len(f.orders) if f.shift is not None else 0)
+
+
+def keeping_first(f: PipelinedTrees) -> PipelinedTrees:
+    """``f`` with its shifts reordered (the same schedule): first those of which a power other
+    than the identity maps a hop of a listed tree onto itself (both ends fixed), then the
+    others, each part in its order. The products' order (:func:`images`) then moves the sends
+    by the shifts keeping no used link last, the order the event price per link orbit reads
+    (:mod:`collsynth.tens.pipelined_event`)."""
+    if f.shift is None:
+        return f
+    ids = np.arange(f.shift.shape[1])
+    keeps = [bool(any(((p[f.src] == f.src) & (p[f.dst] == f.dst)).any() for p in images(ids, [perm], [order])[1:]))
+             for perm, order in zip(f.shift, f.orders)]
+    order = sorted(range(len(keeps)), key=lambda i: not keeps[i])
+    return replace(f, shift=f.shift[order], orders=tuple(f.orders[i] for i in order))
 
 
 def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:

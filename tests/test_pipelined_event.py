@@ -1,6 +1,7 @@
 """The ``event`` price of trees moved by box shifts, simulated on one link per orbit
 (``tens/pipelined_event.py``): on small Clos fabrics (DGX H100 on rails, k = 4 fat trees, rail
-Clos with one group or two under a spine, leaves oversubscribed) it is exactly the price the
+Clos with one group or two under a spine, leaves oversubscribed, a dual-plane HPN of two
+segments) it is exactly the price the
 project's event model gives the explicit sends, for allgather, reduce-scatter and allreduce;
 the shifts it keeps are those whose products keep no used link, found by listing every
 product; and where a product keeps a used link, simulating one link per orbit of every shift
@@ -18,7 +19,7 @@ from collsynth.solvers.producers import Options
 from collsynth.tens import cost_models, pipelined_event
 from collsynth.tens.compact_forms import form_of
 from collsynth.tens.cost import price_event
-from collsynth.tens.pipelined_trees import images, link_orbits, moved_sends
+from collsynth.tens.pipelined_trees import images, keeping_first, link_orbits, moved_sends
 from compact_checks import SMALL_CLOS
 
 fabrics = st.one_of(
@@ -26,7 +27,8 @@ fabrics = st.one_of(
     st.builds(lambda boxes, gpus: ("rail_clos", {"groups_per_pod": 1, "boxes_per_group": boxes, "gpus_per_box": gpus,
                                                  "rails": gpus, "spines": 1, "radix": 16}),
               st.integers(2, 3), st.sampled_from([1, 2])),  # one group: no spine tier
-)
+    st.just(("hpn", {"segments": 2, "hosts_per_segment": 2, "aggregations": 1, "oversubscription": [2.0, 1.0]})),
+)  # HPN: a shift of the boxes of a segment keeps used links, the planes' and the rails' do not (listed first)
 
 
 def compact(fabric, kind, pieces=1):
@@ -69,6 +71,19 @@ def test_the_shifts_kept_are_those_whose_products_keep_no_used_link(fabric, kind
     assert trees.shift is not None
     assert pipelined_event.free_from(trees, inst.topology.link_arrays) == first_free_by_products(trees,
                                                                                                  inst.topology.link_arrays)
+
+
+def test_hpn_lists_the_boxes_shift_first():
+    """HPN, two segments of two hosts (shifts: the rails of a box, 8; the boxes of a segment, 2;
+    the segments, 2): swapping the hosts of a segment keeps their ToRs' uplinks, so that shift
+    is put first and listed, the rails' and the segments' products (16 of them) keep no used
+    link: 1/16 of the sends are simulated."""
+    inst, trees = compact(("hpn", {"segments": 2, "hosts_per_segment": 2, "aggregations": 1,
+                                   "oversubscription": [2.0, 1.0]}), "allgather", 2)
+    moved = keeping_first(trees)
+    assert trees.orders == (8, 2, 2) and moved.orders == (2, 8, 2) and np.array_equal(moved.shift[0], trees.shift[1])
+    assert pipelined_event.free_from(moved, inst.topology.link_arrays) == 1
+    assert pipelined_event.sends_priced(trees, inst) * 16 == trees.sends
 
 
 def test_dgx_h100_every_shift_kept_and_fat_tree_by_hand():
