@@ -174,6 +174,8 @@ def render(rows: list[dict]) -> str:
 def _note(r: dict) -> str:
     """A stopped row's stage, an unverified one, and the explicit sends' event price where asked."""
     note = r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")
+    if r.get("event_exact_pairs") is False:
+        note += " event by group prefixes"
     if "explicit_ms" in r:
         note += (f" explicit sends: {cell(r['explicit_ms'], '.3f')} ms ({r['explicit_pieces']}), "
                  f"{r['explicit_s']:.1f} s{'' if r.get('explicit_verified') else ', NOT VERIFIED'}")

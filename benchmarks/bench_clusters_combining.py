@@ -125,7 +125,8 @@ def render(rows: list[dict]) -> str:
                      cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
                      cell(r.get("explicit_s"), ".1f"),
                      cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
-                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")
+                     + (" event by group prefixes" if r.get("event_exact_pairs") is False else "")])
     return "\n".join(table(head, body))
 
 

@@ -31,7 +31,8 @@ def with_pieces(form, pieces: int):
 def least_event(form, inst, deepest: int, budget: int = EVENT_SENDS) -> dict:
     """The least ``event`` price per link orbit over :func:`depths` up to ``deepest`` whose
     simulation stays within ``budget`` sends: ``event_ms``, ``event_pieces``, the sends
-    simulated there, the shifts listed, and the seconds of every depth tried (``event_s``)."""
+    simulated there, the shifts listed, whether pieces waited for exact dependency pairs (else
+    group prefixes), and the seconds of every depth tried (``event_s``)."""
     from collsynth.tens import pipelined_event
 
     t = time.perf_counter()
@@ -43,5 +44,6 @@ def least_event(form, inst, deepest: int, budget: int = EVENT_SENDS) -> dict:
         cost = pipelined_event.price(f, inst)
         if not best or cost.total_s < best["event_ms"] / 1e3:
             best = {"event_ms": 1e3 * cost.total_s, "event_pieces": pieces,
-                    "event_simulated": cost.extra["simulated_sends"], "event_listed_shifts": cost.extra["listed_shifts"]}
+                    "event_simulated": cost.extra["simulated_sends"], "event_listed_shifts": cost.extra["listed_shifts"],
+                    "event_exact_pairs": cost.extra["exact_pairs"]}
     return {**best, "event_s": time.perf_counter() - t}

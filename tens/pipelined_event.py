@@ -55,8 +55,10 @@ from dataclasses import replace
 import numpy as np
 
 from .cost import Cost, price_event
+from .dependencies import dependency_pairs_of, pair_budget
 from .pipelined_allreduce import PipelinedAllreduce
 from .pipelined_trees import PipelinedTrees, keeping_first, link_orbits, moved_sends
+from .plan import PricingPlan
 from .schedule import concat
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")  # the forms priced here (checked against their explicit sends)
@@ -87,12 +89,15 @@ def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
 
 
-def price(f: PipelinedTrees | PipelinedAllreduce, instance) -> Cost:
+def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = False) -> Cost:
     """The ``event`` price of ``f``'s explicit sends (:func:`collsynth.tens.pipelined_trees.expand`
     or :func:`collsynth.tens.pipelined_allreduce.expand`) on ``instance``, simulated on the sends
     of the trees moved by the first shifts only, each link served as its orbit's representative
     under the last shifts, which act freely on the used links (module doc). ``f`` must be
-    verified (:func:`collsynth.tens.compact_forms.form_of`'s ``verify``)."""
+    verified (:func:`collsynth.tens.compact_forms.form_of`'s ``verify``). Pieces wait for exact
+    dependency pairs where the simulated sends' candidates fit their budget, the model's own
+    time, though the explicit sends' pricing would fall back to group prefixes past its budget
+    (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which)."""
     la = instance.topology.link_arrays
     halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
     m = max(free_from(h, la) for h in halves)
@@ -104,11 +109,27 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance) -> Cost:
             m = len(orders)
     parts = [moved_sends(h, m) for h in halves]
     sched = _header(parts[0] if len(parts) == 1 else concat(*parts, "allreduce"), instance)
-    group = None
+    group, copies = None, 1
     if shift is not None and m < len(orders):
         group, _ = link_orbits(la, shift[m:], orders[m:])
-    cost = price_event(sched, instance, links_as=group)
-    return replace(cost, extra={**cost.extra, "simulated_sends": len(sched), "listed_shifts": m})
+        copies = math.prod(orders[m:])
+    plan, exact = _plan(sched, instance, copies, as_explicit)
+    cost = price_event(sched, instance, plan=plan, links_as=group)
+    return replace(cost, extra={**cost.extra, "simulated_sends": len(sched), "listed_shifts": m, "exact_pairs": exact})
+
+
+def _plan(sched, instance, copies: int, as_explicit: bool) -> tuple[PricingPlan, bool]:
+    """The pricing plan of the simulated sends and whether its dependencies are exact pairs
+    (pieces; else group prefixes, :func:`collsynth.tens.cost.price_event`): looked for within the
+    budget of the simulated sends (:func:`collsynth.tens.dependencies.pair_budget`) or, with
+    ``as_explicit``, within the explicit sends' budget over ``copies``: each send's candidates
+    are its images', so the simulation then tracks dependencies exactly where the explicit
+    sends' pricing does and by prefixes where that one does."""
+    plan = PricingPlan(sched, instance)
+    if plan.whole:
+        return plan, True
+    budget = pair_budget(len(sched) * copies) // copies if as_explicit else pair_budget(len(sched))
+    return plan, plan.part("pairs", lambda p: dependency_pairs_of(p.view, p.groups, budget)) is not None
 
 
 def _header(sched, instance):

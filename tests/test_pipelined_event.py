@@ -7,6 +7,8 @@ the shifts it keeps are those whose products keep no used link, found by listing
 product; and where a product keeps a used link, simulating one link per orbit of every shift
 is not the explicit price (the condition the quotient needs is not idle)."""
 
+import contextlib
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +18,7 @@ from collsynth.instances.generators import build
 from collsynth.solvers.packing.producer import _with_header
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
-from collsynth.tens import cost_models, pipelined_event
+from collsynth.tens import cost_models, dependencies, pipelined_event
 from collsynth.tens.compact_forms import form_of
 from collsynth.tens.cost import price_event
 from collsynth.tens.pipelined_trees import images, keeping_first, link_orbits, moved_sends
@@ -29,6 +31,17 @@ fabrics = st.one_of(
               st.integers(2, 3), st.sampled_from([1, 2])),  # one group: no spine tier
     st.just(("hpn", {"segments": 2, "hosts_per_segment": 2, "aggregations": 1, "oversubscription": [2.0, 1.0]})),
 )  # HPN: a shift of the boxes of a segment keeps used links, the planes' and the rails' do not (listed first)
+
+
+@contextlib.contextmanager
+def pair_budget(candidates=0):
+    """The budget of candidates for exact dependency pairs at ``candidates`` (or two per send)."""
+    kept = dependencies.PAIR_BUDGET
+    dependencies.PAIR_BUDGET = candidates
+    try:
+        yield
+    finally:
+        dependencies.PAIR_BUDGET = kept
 
 
 def compact(fabric, kind, pieces=1):
@@ -112,3 +125,30 @@ def test_a_shift_keeping_a_used_link_breaks_the_quotient():
     want = explicit_event(trees, inst)
     assert pipelined_event.price(trees, inst).total_s == want.total_s
     assert naive.total_s < want.total_s
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fabric=fabrics, kind=st.sampled_from(["reduce_scatter", "allreduce"]), pieces=st.integers(2, 3))
+def test_past_the_pair_budget_priced_as_the_explicit_sends_are(fabric, kind, pieces):
+    """With no fixed budget for exact dependency pairs (two candidates per send), the explicit
+    sends of a pipelined reduce-scatter or allreduce fall back to group prefixes where a send
+    looks at more; priced ``as_explicit``, the simulation per orbit does so at the same sends."""
+    inst, trees = compact(fabric, kind, pieces)
+    with pair_budget():
+        assert pipelined_event.price(trees, inst, as_explicit=True).total_s == explicit_event(trees, inst).total_s
+
+
+def test_prefixes_where_the_explicit_sends_would_and_exact_pairs_otherwise():
+    """DGX H100 x3's allreduce at 3 pieces: the explicit sends' pairs need more than two
+    candidates per send, so with nothing but that budget they wait by group prefixes (a price
+    above the exact one); with a fixed budget of two per explicit send (24 images of each
+    simulated send) they still do, and ``as_explicit`` gives that price, while by default the
+    simulated sends, whose candidates are 24 times fewer, keep the exact pairs and the exact price."""
+    inst, trees = compact(("dgx_h100", {"nodes": 3}), "allreduce", 3)
+    exact = explicit_event(trees, inst).total_s
+    with pair_budget(2 * trees.sends):
+        by_prefix = explicit_event(trees, inst).total_s
+        as_explicit = pipelined_event.price(trees, inst, as_explicit=True)
+        own = pipelined_event.price(trees, inst)
+    assert by_prefix > exact and as_explicit.total_s == by_prefix and not as_explicit.extra["exact_pairs"]
+    assert own.total_s == exact and own.extra["exact_pairs"]
