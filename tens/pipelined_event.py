@@ -83,10 +83,24 @@ def free_from(f: PipelinedTrees, la) -> int:
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     """How many sends :func:`price` simulates for ``f`` on ``instance`` (its explicit sends
     over the order of the group that acts freely), so a caller can size the work first."""
-    halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
-    la = instance.topology.link_arrays
-    m = max(free_from(h, la) for h in halves)
+    halves, m = _quotient(f, instance.topology.link_arrays)
     return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
+
+
+def _quotient(f: PipelinedTrees | PipelinedAllreduce, la) -> tuple[list[PipelinedTrees], int]:
+    """``f``'s forests with the shifts keeping a used link first (:func:`keeping_first`) and how
+    many first shifts :func:`price` lists: :func:`free_from`'s most over the forests, or every
+    shift where an allreduce's halves have different shifts or listed roots (the allgather's
+    trees of a listed root wait for the reduce-scatter's arrivals there)."""
+    halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
+    m = max(free_from(h, la) for h in halves)
+    first = halves[0]
+    for h in halves[1:]:
+        if (h.shift is None) != (first.shift is None) or h.orders != first.orders or not (
+                first.shift is None or np.array_equal(h.shift, first.shift)) or not np.array_equal(
+                np.unique(h.root), np.unique(first.root)):
+            m = len(first.orders)
+    return halves, m
 
 
 def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = False) -> Cost:
@@ -99,14 +113,8 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     time, though the explicit sends' pricing would fall back to group prefixes past its budget
     (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which)."""
     la = instance.topology.link_arrays
-    halves = [keeping_first(h) for h in (f.halves if isinstance(f, PipelinedAllreduce) else (f,))]
-    m = max(free_from(h, la) for h in halves)
+    halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders
-    for h in halves[1:]:
-        same = (h.shift is None) == (shift is None) and h.orders == orders and (
-            shift is None or np.array_equal(h.shift, shift)) and np.array_equal(np.unique(h.root), np.unique(halves[0].root))
-        if not same:  # the halves' listed trees are not images of one another's: list every tree
-            m = len(orders)
     parts = [moved_sends(h, m) for h in halves]
     sched = _header(parts[0] if len(parts) == 1 else concat(*parts, "allreduce"), instance)
     group, copies = None, 1
