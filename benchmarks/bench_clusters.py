@@ -11,9 +11,12 @@ the seconds to the trees (the first box's trees translated by the shift,
 :func:`collsynth.solvers.packing.producer.forest`: two-level, rings or the greedy packing with
 its root-order search); the trees kept as trees plus the
 pipeline rule (:mod:`collsynth.tens.pipelined_trees`), verified and priced under ``sync`` in
-that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); and, where
-the explicit sends fit :data:`EXPLICIT_SENDS` (``--explicit-sends``), the expansion verified and priced under the FIFO
-``event`` model at the deepest pipeline within that cap; the instance's own lower bounds under
+that form at the pipeline depth of least sync price (:func:`collsynth.solvers.packing.compact.least_sync`; seconds for both); the
+price under the FIFO ``event`` model simulated per link orbit (:mod:`collsynth.tens.pipelined_event`, the
+explicit sends' price) at the depth of least price among powers of two up to the sync depth whose
+simulation fits ``--event-sends`` (:mod:`orbit_event`; ``event s``: every depth tried); with
+``--explicit-sends N`` also the expansion verified and priced under ``event`` at the deepest
+pipeline within ``N`` sends (in the note, a check); the instance's own lower bounds under
 ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`); the peak resident
 memory of the row. ``sync T_B/opt`` is the bandwidth part of that ``sync`` price over the optimum.
 Ratios are to the cut optimum (the bandwidth term alone: a model with latency cannot reach it,
@@ -42,11 +45,12 @@ import time
 from dataclasses import replace
 
 import forestcoll_code
+import orbit_event
 from fresh_process import cell, each_in_a_fresh_process
 from markdown_table import table
 
 M = 1 << 30  # 1 GiB allgather
-EXPLICIT_SENDS = 4_000_000  # the event model prices the explicit sends up to this many
+EXPLICIT_SENDS = 0  # the event model prices the explicit sends up to this many (a check of the price per orbit)
 MAX_PIECES = 8192  # the deepest pipeline tried under sync
 ROW_TIMEOUT_S = 900
 
@@ -73,12 +77,12 @@ def _alarm(signum, frame):
 
 
 def _row(args) -> dict:
-    label, generator, params, timeout, explicit = args
+    label, generator, params, timeout, explicit, event_sends = args
     out = {"fabric": label, "stage": "instance"}
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(timeout))
     try:
-        _measure(out, generator, params, explicit)
+        _measure(out, generator, params, explicit, event_sends)
         out["stage"] = "done"
     except RowTimeout:
         out["stopped"] = f"timeout at {out['stage']}"
@@ -89,7 +93,8 @@ def _row(args) -> dict:
     return out
 
 
-def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_SENDS) -> None:
+def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_SENDS,
+             event_sends: int = orbit_event.EVENT_SENDS) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing import compact, translated
@@ -122,14 +127,16 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
     why = verify_trees(c, inst)
     c, price = compact.least_sync(c, inst, MAX_PIECES)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
-               hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
+               hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (per link orbit)")
+    out.update(orbit_event.least_event(c, inst, c.pieces, event_sends))
+    out["stage"] = "event (explicit)"
     pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
         sched = _with_header(expand(replace(c, pieces=pieces)), inst)
         ok = verify.verify(sched, inst) is None
-        out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
-                   event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)
+        out.update(explicit_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
+                   explicit_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)
     out["stage"] = "bounds"
     t = time.perf_counter()
     from collsynth.tens.bounds import instance_bounds
@@ -157,11 +164,22 @@ def render(rows: list[dict]) -> str:
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      cell(ev and eb and ev / eb, ".3f"), _status(sy, sb, ev, eb),
                      f"{r.get('trees', '-')} {r.get('shape', '')}", cell(r.get("optimum_s"), ".1f"),
-                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
+                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
                      cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
                      *(forestcoll_code.cells(r) if "forestcoll_stopped" in r or "forestcoll_optimum_s" in r else ["-", "-"]),
-                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+                     _note(r)])
     return "\n".join(table(head, body))
+
+
+def _note(r: dict) -> str:
+    """A stopped row's stage, an unverified one, and the explicit sends' event price where asked."""
+    note = r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")
+    if r.get("event_exact_pairs") is False:
+        note += " event by group prefixes"
+    if "explicit_ms" in r:
+        note += (f" explicit sends: {cell(r['explicit_ms'], '.3f')} ms ({r['explicit_pieces']}), "
+                 f"{r['explicit_s']:.1f} s{'' if r.get('explicit_verified') else ', NOT VERIFIED'}")
+    return note.strip()
 
 
 def _status(sync_ms, sync_bound_ms, event_ms, event_bound_ms) -> str:
@@ -179,13 +197,16 @@ def main() -> None:
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--row-timeout", type=float, default=ROW_TIMEOUT_S)
     ap.add_argument("--explicit-sends", type=int, default=EXPLICIT_SENDS,
-                    help="price the explicit sends under event up to this many (default %(default)s)")
+                    help="also price the explicit sends under event up to this many (default %(default)s), "
+                         "shown in the note")
+    ap.add_argument("--event-sends", type=int, default=orbit_event.EVENT_SENDS,
+                    help="simulate at most this many sends per pipeline depth under event (default %(default)s)")
     ap.add_argument("--forestcoll", help="a checkout of ForestColl's code: its optimum and trees seconds per row "
                                          "(benchmarks/forestcoll_code.py), each in a process of its own")
     ap.add_argument("--forestcoll-max-gpus", type=int, default=512, help="ForestColl's code on rows up to this many GPUs")
     ap.add_argument("--forestcoll-timeout", type=float, default=forestcoll_code.TIMEOUT_S)
     a = ap.parse_args()
-    specs = sorted(((label, g, p, a.row_timeout, a.explicit_sends) for label, g, p in ROWS
+    specs = sorted(((label, g, p, a.row_timeout, a.explicit_sends, a.event_sends) for label, g, p in ROWS
                     if (a.only is None or a.only in label) and (a.skip is None or a.skip not in label)
                     and _gpus(g, p) <= a.max_gpus),
                    key=lambda spec: _gpus(spec[1], spec[2]))  # the smaller fabrics first

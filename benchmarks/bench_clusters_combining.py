@@ -12,9 +12,11 @@ run through :func:`collsynth.solvers.packing.producer.run_compact`); the trees k
 the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's partial
 leaving after all its children's arrived; the allreduce:
 :class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
-``sync`` in that form at the pipeline depth of least sync price (seconds for both); where the
-explicit sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event``
-(FIFO links) and ``event-inorder`` (program order) at the deepest pipeline within that cap; the
+``sync`` in that form at the pipeline depth of least sync price (seconds for both); the price
+under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
+the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
+sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
+``event-inorder`` (program order) at the deepest pipeline within that cap; the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import orbit_event
 from bench_clusters import ROWS, _gpus
 from cluster_rows import chosen, cluster_parser, timed_row
 from fresh_process import cell, each_in_a_fresh_process
@@ -38,12 +41,13 @@ KINDS = ("reduce_scatter", "allreduce")
 
 
 def _row(args) -> dict:
-    label, generator, params, kind, timeout, bounds = args
+    label, generator, params, kind, timeout, bounds, event_sends = args
     return timed_row({"fabric": label, "kind": kind, "stage": "instance"},
-                     lambda out: _measure(out, generator, params, kind, bounds), timeout)
+                     lambda out: _measure(out, generator, params, kind, bounds, event_sends), timeout)
 
 
-def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool) -> None:
+def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
+             event_sends: int = orbit_event.EVENT_SENDS) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing.producer import run_compact
@@ -66,7 +70,10 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool) -
     price = form.price_sync(trees, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s,
                pieces="/".join(str(h["pieces"]) for h in halves), verify_price_s=time.perf_counter() - t,
-               stage="event (explicit)")
+               stage="event (per link orbit)")
+    halves = getattr(trees, "halves", (trees,))
+    out.update(orbit_event.least_event(trees, inst, min(h.pieces for h in halves), event_sends))
+    out["stage"] = "event (explicit)"
     _event(out, inst, trees, form)
     if bounds:
         out["stage"] = "bounds"
@@ -80,7 +87,8 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool) -
 
 def _event(out: dict, inst, trees, form) -> None:
     """The explicit sends at the deepest pipeline within :data:`EXPLICIT_SENDS`, verified and
-    priced under ``event`` and ``event-inorder`` (into ``out``), when one piece fits."""
+    priced under ``event`` (a check of the price per link orbit) and ``event-inorder`` (into
+    ``out``), when one piece fits."""
     from collsynth.solvers.packing.producer import _with_header
     from collsynth.tens import cost_models, verify
 
@@ -93,9 +101,9 @@ def _event(out: dict, inst, trees, form) -> None:
     shallower = [replace(h, pieces=pieces) for h in halves]
     sched = _with_header(form.expand(type(trees)(*shallower) if len(halves) > 1 else shallower[0]), inst)
     ok = verify.verify(sched, inst) is None
-    out.update(event_pieces=pieces, explicit_verified=ok)
+    out.update(explicit_pieces=pieces, explicit_verified=ok)
     if ok:
-        out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s,
+        out.update(explicit_ms=1e3 * cost_models.price(sched, inst, "event").total_s,
                    inorder_ms=1e3 * cost_models.price(sched, inst, "event-inorder").total_s)
     out["explicit_s"] = time.perf_counter() - t
 
@@ -103,8 +111,8 @@ def _event(out: dict, inst, trees, form) -> None:
 def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
-            "sync T_B/opt", "event ms (pieces)", "event/opt", "in-order/opt", "trees (listed)", "optimum+trees s",
-            "verify+price s", "event s", "bounds s", "peak MiB", "note"]
+            "sync T_B/opt", "event ms (pieces)", "event/opt", "explicit event ms (pieces)", "in-order/opt",
+            "trees (listed)", "optimum+trees s", "verify+price s", "event s", "explicit s", "bounds s", "peak MiB", "note"]
     body = []
     for r in rows:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
@@ -112,10 +120,13 @@ def render(rows: list[dict]) -> str:
                      cell(r.get("event_bound_ms"), ".3f"), f"{cell(sy, '.3f')} ({r.get('pieces', '-')})",
                      cell(sy and opt and sy / opt, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
+                     f"{cell(r.get('explicit_ms'), '.3f')} ({r.get('explicit_pieces', '-')})",
                      cell(io and opt and io / opt, ".3f"), f"{r.get('trees', '-')} ({r.get('listed', '-')})",
-                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("explicit_s"), ".1f"),
+                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
+                     cell(r.get("explicit_s"), ".1f"),
                      cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
-                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
+                     r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")
+                     + (" event by group prefixes" if r.get("event_exact_pairs") is False else "")])
     return "\n".join(table(head, body))
 
 
@@ -123,8 +134,10 @@ def main() -> None:
     ap = cluster_parser(__doc__, 256, 4096, ROW_TIMEOUT_S)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: reduce_scatter, allreduce")
     ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
+    ap.add_argument("--event-sends", type=int, default=orbit_event.EVENT_SENDS,
+                    help="simulate at most this many sends per pipeline depth under event (default %(default)s)")
     a = ap.parse_args()
-    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds)
+    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds, a.event_sends)
              for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))

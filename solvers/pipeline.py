@@ -64,7 +64,7 @@ from .. import InputError
 from ..instances import Instance, size
 from ..instances.instance import epoch_timestep
 from ..limits import GRACE_S, Deadline, TimeLimitReached, enforce
-from ..tens import bounds, compact_forms, cost_models, verify
+from ..tens import bounds, compact_forms, cost_models, pipelined_event, verify
 from ..tens.bounds import Bound, Bounds
 from ..tens.plan import PricingPlan
 from ..tens import schema
@@ -437,7 +437,8 @@ def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadli
     (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`, or an allreduce's two,
     :mod:`collsynth.tens.compact_forms`): verified in that form (the verdict
     :func:`~collsynth.tens.verify.verify` gives its expansion) and priced under ``sync`` in that
-    form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the expansion); the
+    form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the expansion) and,
+    where it fits the time left, under ``event`` per link orbit (:func:`_event_per_orbit`); the
     other models read explicit sends, so the row says they were not priced."""
     form = compact_forms.form_of(trees)
     row["sends"] = trees.sends
@@ -459,10 +460,28 @@ def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadli
         row.update({"steps": price.steps, sync.time_column: price.total_s})
         row.update({column.name: column.value(price) for column in sync.columns})
     row[sync.price_column] = stages.get("pricing (sync)")
-    others = ", ".join(name for name in cost_models.MODELS if name != "sync")
+    priced = ("sync",) + _event_per_orbit(row, trees, instance, deadline, stages)
+    others = ", ".join(name for name in cost_models.MODELS if name not in priced)
     row["message"] = (f"{row['message']}; kept as trees plus a pipeline rule ({trees.sends:,} sends if listed; "
                       f"--param form=explicit lists them): not priced under {others}").lstrip("; ")
     return row, trees
+
+
+def _event_per_orbit(row: dict[str, Any], trees, instance: Instance, deadline: Deadline,
+                     stages: dict[str, float]) -> tuple[str, ...]:
+    """``("event",)`` once ``trees`` is priced into ``row`` under ``event`` in its form, one link
+    per orbit of the shifts that keep no used link (:func:`~collsynth.tens.pipelined_event.price`,
+    the price of the expansion), where its kind is one that prices so and the sends it
+    simulates fit the time left at the model's rate; else ``()``."""
+    event = cost_models.MODELS["event"]
+    left = deadline.left()
+    if trees.collective not in pipelined_event.KINDS or (
+            left is not None and pipelined_event.sends_priced(trees, instance) > event.rate * left):
+        return ()
+    with contextlib.suppress(TimeLimitReached), _stage(deadline, "pricing (event)", stages):
+        row[event.time_column] = pipelined_event.price(trees, instance).total_s
+    row[event.price_column] = stages.get("pricing (event)")
+    return ("event",) if row.get(event.time_column) is not None else ()
 
 
 def _priced_into(row: dict[str, Any], pricing: "SpeculativePricing", deadline: Deadline,

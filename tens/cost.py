@@ -317,7 +317,7 @@ def prepare_event(plan: PricingPlan) -> None:
 
 
 def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None,
-                plan: PricingPlan | None = None) -> Cost:
+                plan: PricingPlan | None = None, links_as: np.ndarray | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
 
     A queue of ready hops keyed (ready time, position in step order), kept by time level
@@ -328,7 +328,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     they number at most ``PAIR_BUDGET``) or group prefixes
     (:class:`~collsynth.tens.dependencies.Deps`; exact for whole chunks, and the lighter of the
     two: no pair is listed). A send over an instant switch-to-NPU hop raises
-    :class:`~collsynth.tens.ten.NotSupported`.
+    :class:`~collsynth.tens.ten.NotSupported`. ``links_as``: per link pair, the pair whose FIFO
+    it is served on (a link orbit's representative, :mod:`collsynth.tens.pipelined_event`).
     """
     _refuse_instant_switch(schedule, instance, "event")
     topo = instance.topology
@@ -369,6 +370,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     else:
         blocks, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
         del order, gstart, p
+    if links_as is not None:
+        rlinks = links_as[rlinks].astype(rlinks.dtype)
     marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
     best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,

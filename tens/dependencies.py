@@ -592,9 +592,9 @@ def pair_budget(sends: int) -> int:
     return max(PAIR_BUDGET, 2 * sends)
 
 
-def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndarray] | None:
+def dependency_pairs_of(view: StepView, deps: Deps, budget: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact pairs ``(q, j)`` of :class:`Deps` (int32 positions, ``q`` ascending, then
-    ``j`` in group order), or ``None`` beyond :func:`pair_budget` candidates. A group whose
+    ``j`` in group order), or ``None`` beyond ``budget`` candidates (default :func:`pair_budget`). A group whose
     pieces are disjoint (a pipelined tree's pieces: each reaches a node once) offers a send only
     the pieces overlapping its own, found by bisection, so its candidates are about its pairs;
     any other group offers its whole prefix. A send out of a switch is paired with the arrivals
@@ -606,7 +606,7 @@ def dependency_pairs_of(view: StepView, deps: Deps) -> tuple[np.ndarray, np.ndar
         g_in[fw.leave] = -1
     by_lo, disjoint = by_piece(view.lo, view.hi, deps.members, deps.gstart)
     di, dj, ok = overlapping_pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
-                        pair_budget(len(view)))
+                        pair_budget(len(view)) if budget is None else budget)
     if not ok:
         return None
     if fw is None:

@@ -139,56 +139,95 @@ def expand(f: PipelinedTrees) -> Schedule:
     """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
-    reversal for ``reduce_scatter`` / ``reduce``."""
-    f = listed(f)
-    c, pieces = f.chunks_per_root, f.pieces
-    q = np.arange(c * pieces, dtype=np.int64)
-    j, p = q // pieces, q % pieces
+    reversal for ``reduce_scatter`` / ``reduce``. Within a step the sends are listed by listed
+    send (tree, hop, piece; a reduce-scatter's by :func:`owners_ahead` first), each followed by
+    its images under the shifts (:func:`moved_sends`; the shifts :func:`keeping_first`)."""
+    f = keeping_first(f)
+    return moved_sends(f, len(f.orders) if f.shift is not None else 0)
+
+
+def keeping_first(f: PipelinedTrees) -> PipelinedTrees:
+    """``f`` with its shifts reordered (the same schedule): first those of which a power other
+    than the identity maps a hop of a listed tree onto itself (both ends fixed), then the
+    others, each part in its order. The products' order (:func:`images`) then moves the sends
+    by the shifts keeping no used link last, the order the event price per link orbit reads
+    (:mod:`collsynth.tens.pipelined_event`)."""
+    if f.shift is None:
+        return f
+    ids = np.arange(f.shift.shape[1])
+    keeps = [bool(any(((p[f.src] == f.src) & (p[f.dst] == f.dst)).any() for p in images(ids, [perm], [order])[1:]))
+             for perm, order in zip(f.shift, f.orders)]
+    order = sorted(range(len(keeps)), key=lambda i: not keeps[i])
+    return replace(f, shift=f.shift[order], orders=tuple(f.orders[i] for i in order))
+
+
+def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
+    """The sends of ``f``'s listed trees moved by every product of the powers of the first
+    ``moved`` shifts (``f.shift[:moved]``; all of them: :func:`expand`), the trees of the other
+    shifts' images not listed. Within a step the sends are ordered by a key of the listed send
+    they are images of (its tree, hop and piece; for a reduce-scatter first
+    :func:`owners_ahead`'s rotation of that listed send), then by the product that moved it
+    (:func:`images` order), so two images of listed sends are in the order of their listed
+    sends whichever product moved them: the order the event model breaks ties by is kept by
+    the shifts (:mod:`collsynth.tens.pipelined_event`)."""
+    copy = images(np.concatenate([f.src, f.dst, f.root]), f.shift[:moved], f.orders[:moved]) if moved else \
+        np.concatenate([f.src, f.dst, f.root]).astype(np.int64)[None]
+    h, C, Q = len(f.src), len(copy), f.chunks_per_root * f.pieces
+    src, dst, root = copy[:, :h].T, copy[:, h:2 * h].T, copy[:, 2 * h:].T  # [hop or tree, copy]
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    q = np.arange(Q, dtype=np.int64)
     kind = NON_COMBINING[f.collective]
-    cols = {name: [] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
-    for t in range(len(f.root)):
-        a, b = int(f.ptr[t]), int(f.ptr[t + 1])
-        src, dst, before = f.src[a:b].astype(np.int64), f.dst[a:b].astype(np.int64), f.before[a:b].astype(np.int64)
-        width = int(f.hi[t] - f.lo[t])
-        base = _first_chunk(f, kind, t) + j
-        lo = int(f.lo[t]) * pieces + p * width
-        H, Q = len(src), len(q)
-        cols["chunk"].append(np.tile(base, H))
-        cols["lo"].append(np.tile(lo, H))
-        cols["hi"].append(np.tile(lo + width, H))
-        cols["src"].append(np.repeat(src, Q))
-        cols["dst"].append(np.repeat(dst, Q))
-        cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
-    arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
-    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * pieces, **arr)
-    if f.collective == "reduce_scatter":
-        return owners_ahead(reverse(sched), f.chunks_per_root, np.unique(f.root))
-    return reverse(sched) if f.reversed else sched
+    width = (f.hi - f.lo).astype(np.int64)[tree]
+    shape = (h, Q, C)  # listed hop, piece, copy: the listing order
+    first = _first_chunks(f, kind, root, dst)[tree]  # [hop, copy]
+    cols = {"chunk": first[:, None, :] + (q // f.pieces)[None, :, None],
+            "lo": ((f.lo.astype(np.int64)[tree] * f.pieces)[:, None] + (q % f.pieces)[None, :] * width[:, None])[:, :, None],
+            "src": src[:, None, :], "dst": dst[:, None, :],
+            "step": (f.before.astype(np.int64)[:, None] + q[None, :] + 1)[:, :, None]}
+    cols["hi"] = cols["lo"] + width[:, None, None]
+    arr = {name: np.broadcast_to(v, shape).flatten() for name, v in cols.items()}
+    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * f.pieces, **arr)
+    if not f.reversed:
+        return sched
+    sched = reverse(sched)
+    if f.collective != "reduce_scatter":
+        return sched
+    ranks = np.unique(images(f.root, f.shift, f.orders)) if f.copies > 1 else np.unique(f.root)
+    first_copy = np.arange(len(sched)) % C == 0
+    key = np.repeat(rotation(sched.chunk[first_copy], sched.src[first_copy], f.chunks_per_root, ranks), C)
+    return owners_ahead(sched, key)
 
 
-def owners_ahead(sched: Schedule, chunks_per_root: int, ranks: np.ndarray) -> Schedule:
-    """A reduce-scatter's sends listed, within each step, by how far the block's owner is
-    ahead of the sender among the participants ``ranks`` (sorted node ids; ``(owner - sender)
-    mod len(ranks)`` in rank order, a switch by the rank after it): every GPU serves the
-    partials of its blocks in the same rotation, so the relays of one owner finish its inputs
-    together and each owner's links take the relays' partials one after another, rather than
-    every GPU serving the same owners first. Only the order within a step changes (the verdict
-    and the ``sync`` price do not); under FIFO links (``event``) it is what keeps a relay's
-    NIC fed: DGX H100 x64, 7 pieces, 1.320x -> 1.008x the optimum (``benchmarks/bench_clusters_combining.py``)."""
-    owner = np.searchsorted(ranks, sched.chunk.astype(np.int64) // chunks_per_root)
-    key = (owner - np.searchsorted(ranks, sched.src.astype(np.int64))) % max(1, len(ranks))
+def _first_chunks(f: PipelinedTrees, kind: str, root: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Per tree and copy (``root``: ``[tree, copy]``, ``dst``: ``[hop, copy]``, the moved ids) the
+    first chunk id the tree carries: allgather, its root's ``r c``; all-to-all, the block from
+    its root to its route's end, ``(r N + d) c``; broadcast, 0."""
+    if kind == "alltoall":
+        return (root * f.nodes + dst[f.ptr[1:] - 1]) * f.chunks_per_root
+    return root * f.chunks_per_root if kind == "allgather" else np.zeros_like(root)
+
+
+def rotation(chunk: np.ndarray, src: np.ndarray, chunks_per_root: int, ranks: np.ndarray) -> np.ndarray:
+    """How far the block's owner is ahead of the sender among the participants ``ranks``
+    (sorted node ids): ``(owner - sender) mod len(ranks)`` in rank order, a switch by the rank
+    after it (:func:`owners_ahead`)."""
+    owner = np.searchsorted(ranks, chunk.astype(np.int64) // chunks_per_root)
+    return (owner - np.searchsorted(ranks, src.astype(np.int64))) % max(1, len(ranks))
+
+
+def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
+    """A reduce-scatter's sends listed, within each step, by ``key`` (stable): :func:`rotation`
+    of the listed send each is an image of, how far the block's owner is ahead of the sender, so
+    that every GPU serves the partials of its blocks in the same rotation, the relays of one
+    owner finish its inputs together and each owner's links take the relays' partials one after
+    another, rather than every GPU serving the same owners first. Only the order within a step
+    changes (the verdict and the ``sync`` price do not); under FIFO links (``event``) it is what
+    keeps a relay's NIC fed: DGX H100 x64, 7 pieces, 1.320x -> 1.008x the optimum
+    (``benchmarks/bench_clusters_combining.py``)."""
     order = np.lexsort((key, sched.step))
     return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
                        lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
                        step=sched.step[order], op=sched.op[order], routing=sched.routing)
-
-
-def _first_chunk(f: PipelinedTrees, kind: str, t: int) -> int:
-    """The first chunk id tree ``t`` carries: allgather, its root's ``r c``; all-to-all, the
-    block from its root to its route's end, ``(r N + d) c``; broadcast, 0."""
-    if kind == "alltoall":
-        return (int(f.root[t]) * f.nodes + int(f.dst[f.ptr[t + 1] - 1])) * f.chunks_per_root
-    return int(f.root[t]) * f.chunks_per_root if kind == "allgather" else 0
 
 
 def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str | None:
