@@ -89,7 +89,7 @@ def marked_links(rptr, rlinks):
 
 @njit(cache=True, nogil=True)
 def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
-                levels):
+                levels, after):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     ``rec`` (one :data:`~collsynth.tens.event_layout.EVENT` record per position, in step order)
@@ -107,7 +107,10 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
     ``levels``: time levels the queue keeps apart at once
     (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the route links as
-    :func:`marked_links` stores them.
+    :func:`marked_links` stores them. ``after`` (empty, or one entry per position; exact
+    dependencies only): the position whose first hop waits for this one's to start (a declared
+    program order on the link, :func:`collsynth.tens.cost.link_successors`), -1 for none; such a
+    wait is counted in ``need`` like a dependency and released at the start, not an arrival.
     """
     n = len(rec)
     xev = np.empty(hops - n, np.int32)
@@ -124,18 +127,19 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     Q = queue_new(n, levels)
     best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
-                                         Q)
+                                         Q, after)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, marked, alpha), served
 
 
 @borrowing
 def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
-                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q):
+                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q, after):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``. ``marked``: the route links, each route's last one as ``~link``. A queued
     word is ``(send << 32) | (hop that made it ready + 1)``, with :data:`LATER_HOP` set for a
     send's second and later hops."""
     n = len(rec)
+    ordered = len(after) > 0
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served, later = 0.0, -1, 0, 0
     while True:
@@ -166,6 +170,8 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
         if first:
             e = q
             x.ev = decided
+            if ordered and after[q] >= 0:
+                _release_after(Q, after[q], start, need, ready, ready_from, fbuf, ibuf)
         else:
             e = n + later
             xev[later] = decided
@@ -215,6 +221,21 @@ def _release_dependents(Q, lo, hi, arr, e, ditems, need, ready, ready_from, fbuf
             need[d] = -1  # queued (0 marks the sends of the time-0 stream)
             fbuf[0] = ready[d]
             queue_push(Q, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+
+
+@borrowing_inlined
+def _release_after(Q, d, start, need, ready, ready_from, fbuf, ibuf):
+    """The send before ``d`` on its link started at ``start``: ``d``'s declared wait is over
+    (its ready time is at least ``start``, the data that decided it unchanged: the link, busy
+    with that send until after ``start``, decides ``d``'s start), and ``d`` is queued if that was
+    its last need."""
+    if start > ready[d]:
+        ready[d] = start
+    need[d] -= 1
+    if need[d] == 0:
+        need[d] = -1
+        fbuf[0] = ready[d]
+        queue_push(Q, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
 
 
 @borrowing_inlined

@@ -161,9 +161,11 @@ def expand(f: PipelinedTrees) -> Schedule:
         cols["step"].append((before[:, None] + q[None, :] + 1).ravel())
     arr = {name: np.concatenate(v) if v else np.zeros(0, np.int64) for name, v in cols.items()}
     sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * pieces, **arr)
+    if f.reversed:  # declared: every link in the order listed (module doc), so FIFO links keep the reversal's order
+        sched = replace(reverse(sched), link_order="program")
     if f.collective == "reduce_scatter":
-        return owners_ahead(reverse(sched), f.chunks_per_root, np.unique(f.root))
-    return reverse(sched) if f.reversed else sched
+        return owners_ahead(sched, f.chunks_per_root, np.unique(f.root))
+    return sched
 
 
 def owners_ahead(sched: Schedule, chunks_per_root: int, ranks: np.ndarray) -> Schedule:
@@ -180,7 +182,8 @@ def owners_ahead(sched: Schedule, chunks_per_root: int, ranks: np.ndarray) -> Sc
     order = np.lexsort((key, sched.step))
     return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
                        lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
-                       step=sched.step[order], op=sched.op[order], routing=sched.routing)
+                       step=sched.step[order], op=sched.op[order], routing=sched.routing,
+                       link_order=sched.link_order)
 
 
 def _first_chunk(f: PipelinedTrees, kind: str, t: int) -> int:
