@@ -135,3 +135,33 @@ def test_concatenation_keeps_a_declared_order():
     from collsynth.tens.schedule import concat
     assert concat(rs, ag, "allreduce").link_order == "ready"
     assert concat(replace(rs, link_order="program"), ag, "allreduce").link_order == "program"
+
+
+def _step_dependencies(xml: str) -> list[tuple[int, int, int]]:
+    """``(gpu, thread block, thread block depended on)`` of every step naming a dependency."""
+    import xml.etree.ElementTree as ET
+
+    return [(int(g.get("id")), int(tb.get("id")), int(step.get("depid")))
+            for g in ET.fromstring(xml).findall("gpu") for tb in g.findall("tb") for step in tb.findall("step")
+            if step.get("depid") != "-1"]
+
+
+def test_msccl_export_waits_for_the_previous_send_on_the_link():
+    """A broadcast from 0 through a switch, to 1 then to 2: the two sends run in two thread
+    blocks of GPU 0 (one a peer) and nothing else orders them (0 holds the data from the start).
+    Declared in program order, the send to 2 waits for the thread block of the send to 1; the
+    program still runs the broadcast."""
+    from msccl_sim import run_msccl
+
+    from collsynth.tens.readback import verified_msccl_xml
+
+    port = {"bandwidth": 1e11, "alpha": 5e-7}
+    edges = [(u, 3, port) for u in range(3)] + [(3, u, port) for u in range(3)]
+    inst = make_instance(from_edges(4, edges, switches=[3]), "broadcast", root=0)
+    s = from_sends([(0, 0, 1, 0, 3, 1), (0, 0, 1, 3, 1, 2), (0, 0, 1, 0, 3, 2), (0, 0, 1, 3, 2, 3)],
+                   "broadcast", 4, 1)
+    assert _step_dependencies(verified_msccl_xml(s, inst)) == []
+    xml = verified_msccl_xml(replace(s, link_order="program"), inst)
+    run_msccl(xml, "broadcast", root=0)
+    (gpu, tb, on), = _step_dependencies(xml)
+    assert gpu == 0 and tb != on
