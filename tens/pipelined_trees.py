@@ -18,7 +18,10 @@ the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2; :func:`co
 of the expansion: the loads of a step change only where a tree depth starts or stops its
 pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter, reduce: the
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
-have the same step loads in reverse order, so the same price. An all-to-all's "trees" are
+have the same step loads in reverse order, so the same price; their expansion declares
+``link_order = "program"`` (each GPU's sends on a link in the order listed: under FIFO links a
+GPU's own contributions, ready at once, would otherwise leave ahead of the partial sums it
+relays; :mod:`collsynth.tens.time_reversal`). An all-to-all's "trees" are
 single routes, each from its root to the one participant its block is for (relays on the way
 forward it, as NCCL's PXN does; :mod:`collsynth.solvers.flow.rail_compact`): :func:`verify`
 then checks that each root's routes split each of its blocks exactly.
