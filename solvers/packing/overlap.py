@@ -88,7 +88,7 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     lo[n:], hi[n:] = a[n:], b[n:]
     step[n:] += shift
     return Schedule(both.collective, both.nodes, both.chunks, both.chunk, lo, hi, both.src, both.dst,
-                    id_column(step), both.op, both.denom, both.routing, dict(both.meta))
+                    id_column(step), both.op, both.denom, both.routing, dict(both.meta), both.link_order)
 
 
 def _completion(c_in, lo_in, hi_in, s_in, c_out, lo_out, hi_out, denom: int) -> np.ndarray:
