@@ -361,8 +361,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     two: no pair is listed). A send over an instant switch-to-NPU hop raises
     :class:`~collsynth.tens.ten.NotSupported`. A schedule whose ``link_order`` is ``"program"``
     declares that every send out of an NPU waits for the start of the one before it on its link
-    (:func:`link_successors`; exact dependencies then, an :class:`~collsynth.InputError` when
-    they exceed the pair budget); without the declaration nothing changes.
+    (:func:`link_successors`); without the declaration nothing changes.
     """
     _refuse_instant_switch(schedule, instance, "event")
     topo = instance.topology
@@ -374,8 +373,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     cb = _checked_chunk_bytes(s, instance)
     plan = plan_for(s, instance, plan)
     view = plan.view
-    ordered = s.link_order == "program"
-    dep = plan.deps(True if ordered and exact_deps is None else exact_deps)  # the groups before the routes: another
+    dep = plan.deps(exact_deps)  # the groups before the routes: another
     rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
     rt = plan.routes
     H = int(rt.hops[rt.r].sum(dtype=np.int64))
@@ -384,16 +382,11 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
     exact = dep.pairs is not None
     z32 = np.zeros(0, np.int32)
-    need, ditems, g_in, after = z32, z32, z32, z32
-    if ordered and not exact:
-        raise InputError("schedule", f"link_order = program: the event model needs the exact dependencies of its "
-                                     f"{n:,} sends, which exceed the pair budget (or exact_deps is off)")
+    need, ditems, g_in = z32, z32, z32
+    after = link_successors(view.src, rlinks[rptr[r]], topo) if s.link_order == "program" else z32
     if exact:
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
-        if ordered:
-            after = link_successors(view.src, rlinks[rptr[r]], instance.topology)
-            need[after[after >= 0]] += 1
         dptr, ditems = _csr(dj, di, n)  # dependents of each j
         del di, dj
     else:
