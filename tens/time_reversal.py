@@ -44,9 +44,10 @@ block runs its sends). So a schedule may declare it: ``link_order = "program"``
 (:class:`~collsynth.tens.schedule.Schedule`) makes every send out of a GPU wait for the start
 of the one before it on its link, which the ``event`` and ``ten`` models honour and the MSCCL
 XML export emits as dependencies (``docs/schedules.md``); switches still forward in arrival
-order, so the induction above covers the GPUs' links, and on the switched systems the
-measured reversals (``benchmarks/bench_allreduce.py``) price under ``event`` within 0.1 % of
-their in-order time. Tree packing's reductions declare it
+order, so the induction above covers only the GPUs' links; on the switched systems measured
+(``benchmarks/bench_allreduce.py --kinds reduce_scatter``: A100 x8, DGX-H100 x2, MI250 x1-x4,
+NDv2 x2, DGX-2 x2; 1 GB, alpha 0) tree packing's reductions price under ``event`` no slower
+than in order. Tree packing's reductions declare it
 (:func:`collsynth.tens.pipelined_trees.expand`).
 """
 
