@@ -14,7 +14,10 @@ transposed topology is the same), the sends of the reversal that start later tha
 (``late``: the induction of :mod:`collsynth.tens.time_reversal` says 0), and the in-order and
 ``event`` times of the step reversal (:func:`collsynth.tens.schedule.reverse`: the producer's
 reduce-scatter) for comparison. ``event`` is where the reversal is not the allgather: a GPU's
-own data, ready at once, leaves before any partial it relays.
+own data, ready at once, leaves before any partial it relays. So every schedule is priced as
+if each link took its messages as they become ready (``link_order = "ready"``), and the
+reversal also as the producer emits it, declaring each GPU's links in the order listed
+(``reversal declared event``, ``docs/schedules.md``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def row(system: tuple, shape: str, pieces: int, trees: int | None = None) -> dic
     t0 = time.perf_counter()
     forest = packing.forest(rs_inst, "allgather", True, trees=trees, shape=shape)
     steps = packing._with_header(packing.emit(rs_inst, forest, pieces), rs_inst)  # the producer's reduce-scatter
+    steps = replace(steps, link_order="ready")
     ag = packing._with_header(reverse(steps), ag_inst)
     ag = replace(ag, meta={**ag.meta, "switch_copy": False})
     exact = packing._with_header(reversed_in_time(ag), rs_inst)
@@ -58,7 +62,8 @@ def row(system: tuple, shape: str, pieces: int, trees: int | None = None) -> dic
            "sends": len(ag),
            "late": late_sends(ag, ag_inst, exact, rs_inst)}
     for name, s, inst, models in (("allgather", ag, ag_inst, MODELS), ("reversal", exact, rs_inst, MODELS),
-                                  ("step reversal", steps, rs_inst, ("event", "event-inorder"))):
+                                  ("step reversal", steps, rs_inst, ("event", "event-inorder")),
+                                  ("reversal declared", replace(exact, link_order="program"), rs_inst, ("event",))):
         for m in models:
             out[f"{name} {m}"] = cost_models.price(s, inst, m).total_s / bound
     out["seconds"] = time.perf_counter() - t0

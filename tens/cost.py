@@ -261,6 +261,8 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     at most ``PAIR_BUDGET``) lists them pair by pair (overlapping pieces); otherwise the latest
     arrival at its (node, chunk) over the finished steps is used (the same for whole chunks).
     A send over an instant switch-to-NPU hop raises :class:`~collsynth.tens.ten.NotSupported`.
+    With ``link_order = "program"`` a send out of an NPU starts no earlier than the send before
+    it on its link (:func:`link_successors`): no back-filling ahead of it.
     """
     _refuse_instant_switch(schedule, instance, "ten")
     topo = instance.topology
@@ -278,6 +280,11 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     cb = _checked_chunk_bytes(s, instance)
     plan = plan_for(s, instance, plan)
     view, rt, dep = plan.view, plan.routes, plan.deps(exact_deps)
+    before = np.zeros(0, np.int32)
+    if s.link_order == "program":
+        after = link_successors(view.src, rt.links[rt.ptr[rt.r]], topo)
+        before = np.full(len(s), -1, np.int32)
+        before[after[after >= 0]] = np.flatnonzero(after >= 0)
     slot_ptr = np.zeros(len(la) + 1, dtype=np.int64)
     np.cumsum(capacity, out=slot_ptr[1:])
     exact = dep.pairs is not None
@@ -287,7 +294,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     last, last_lat = ten_kernel.ten_timesteps(
         view.bounds, rt.r, rt.ptr, rt.links, view.chunk, view.lo, view.hi, s.denom, cb, cbmax, occupying_alpha,
         per_link_bw, delay, link_latency(topo, f), f, 1 - REL_TOL, slot_ptr, exact, dptr, ditems, ga, g_in, groups,
-        max(DENSE_CELLS, len(s) // 2))
+        max(DENSE_CELLS, len(s) // 2), before)
     plan.done("ten")
     total = last * f
     T_L = last_lat * f if pipelined else last * alpha_share
@@ -316,6 +323,30 @@ def prepare_event(plan: PricingPlan) -> None:
     plan.prepare(EVENT_RECORDS, event_records_of)
 
 
+def link_successors(src: np.ndarray, first_link: np.ndarray, topology: Topology) -> np.ndarray:
+    """For sends in step order (``src``, the link pair of each one's first hop), the next send
+    out of the same NPU over the same link pair, -1 for the last and for sends out of a switch:
+    the waits a schedule with ``link_order = "program"`` declares
+    (:class:`~collsynth.tens.schedule.Schedule`).
+
+    >>> from collsynth.instances.generators import build
+    >>> star = build("switch", {"nodes": 2, "unwind": 0})
+    >>> link_successors(np.array([0, 2, 0, 0, 2]), np.array([4, 7, 4, 5, 7]), star).tolist()
+    [2, -1, -1, -1, -1]
+    """
+    n = len(src)
+    out = np.full(n, -1, np.int32)
+    switch = np.zeros(topology.size, bool)
+    switch[list(topology.switches)] = True
+    keep = np.flatnonzero(~switch[np.asarray(src, np.int64)])
+    if len(keep) < 2:
+        return out
+    order = keep[np.argsort(first_link[keep], kind="stable")]
+    same = first_link[order[1:]] == first_link[order[:-1]]
+    out[order[:-1][same]] = order[1:][same]
+    return out
+
+
 def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None = None,
                 plan: PricingPlan | None = None, links_as: np.ndarray | None = None) -> Cost:
     """Congestion-aware event simulation (see module doc): per-pair FIFO, store-and-forward.
@@ -330,6 +361,9 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     two: no pair is listed). A send over an instant switch-to-NPU hop raises
     :class:`~collsynth.tens.ten.NotSupported`. ``links_as``: per link pair, the pair whose FIFO
     it is served on (a link orbit's representative, :mod:`collsynth.tens.pipelined_event`).
+    A schedule whose ``link_order`` is ``"program"``
+    declares that every send out of an NPU waits for the start of the one before it on its link
+    (:func:`link_successors`); without the declaration nothing changes.
     """
     _refuse_instant_switch(schedule, instance, "event")
     topo = instance.topology
@@ -351,6 +385,11 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     exact = dep.pairs is not None
     z32 = np.zeros(0, np.int32)
     need, ditems, g_in = z32, z32, z32
+    if s.link_order == "program":  # a link orbit's sends chained as one link's (links_as)
+        first = rlinks[rptr[r]] if links_as is None else links_as[rlinks[rptr[r]]]
+        after = link_successors(view.src, first, topo)
+    else:
+        after = z32
     if exact:
         di, dj = dep.pairs
         need = np.bincount(di, minlength=n).astype(np.int32)
@@ -375,7 +414,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
     best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
-                                                   g_in, blocks, block_ints, waiting, EVENT_LEVELS)
+                                                   g_in, blocks, block_ints, waiting, EVENT_LEVELS, after)
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -89,7 +89,7 @@ def marked_links(rptr, rlinks):
 
 @njit(cache=True, nogil=True)
 def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
-                levels):
+                levels, after):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     ``rec`` (one :data:`~collsynth.tens.event_layout.EVENT` record per position, in step order)
@@ -107,7 +107,11 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
     ``levels``: time levels the queue keeps apart at once
     (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the route links as
-    :func:`marked_links` stores them.
+    :func:`marked_links` stores them. ``after`` (empty, or one entry per position): the
+    position whose first hop waits for this one's to start (a declared program order on the
+    link, :func:`collsynth.tens.cost.link_successors`), -1 for none. A first hop taken while
+    the hop before it on its link has not started is held (its ready time and deciding hop
+    kept) and queued again when that one starts, at the later of the two times.
     """
     n = len(rec)
     xev = np.empty(hops - n, np.int32)
@@ -122,20 +126,28 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
+    m = len(rec) if len(after) > 0 else 0
+    gate = np.zeros(m, np.int8)  # 1: the send before it on its link has not started; 2: held for that
+    for q in range(m):
+        if after[q] >= 0:
+            gate[after[q]] = 1
+    held = np.zeros(m)
+    held_from = np.zeros(m, np.int64)
     best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
-                                         Q)
+                                         Q, after, gate, held, held_from)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, marked, alpha), served
 
 
 @borrowing
 def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
-                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q):
+                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q, after, gate, held, held_from):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``. ``marked``: the route links, each route's last one as ``~link``. A queued
     word is ``(send << 32) | (hop that made it ready + 1)``, with :data:`LATER_HOP` set for a
     send's second and later hops."""
     n = len(rec)
+    ordered = len(after) > 0
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served, later = 0.0, -1, 0, 0
     while True:
@@ -154,6 +166,9 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
                 _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_ints, waiting, exact)
         else:
             break
+        if ordered and first and gate[q] != 0:  # held until the send before it on its link starts
+            gate[q], held[q], held_from[q] = 2, t, pred
+            continue
         served += 1
         x = rec[q]
         link = marked[x.at]
@@ -166,6 +181,8 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
         if first:
             e = q
             x.ev = decided
+            if ordered and after[q] >= 0:
+                _release_after(Q, after[q], start, gate, held, held_from, fbuf, ibuf)
         else:
             e = n + later
             xev[later] = decided
@@ -215,6 +232,19 @@ def _release_dependents(Q, lo, hi, arr, e, ditems, need, ready, ready_from, fbuf
             need[d] = -1  # queued (0 marks the sends of the time-0 stream)
             fbuf[0] = ready[d]
             queue_push(Q, ibuf[0], (np.int64(d) << 32) | (ready_from[d] + 1))
+
+
+@borrowing_inlined
+def _release_after(Q, d, start, gate, held, held_from, fbuf, ibuf):
+    """The send before ``d`` on its link started at ``start``: ``d``'s declared wait is over.
+    Held (its data came first), it is queued at ``start`` or its data's time, the later, with
+    the hop that decided its data (the link, busy with that send until after ``start``, decides
+    its start otherwise); not yet taken, it is served when its data is there, the link then
+    being free no earlier than that send's end."""
+    if gate[d] == 2:
+        fbuf[0] = held[d] if held[d] > start else start
+        queue_push(Q, ibuf[0], (np.int64(d) << 32) | (held_from[d] + 1))
+    gate[d] = 0
 
 
 @borrowing_inlined

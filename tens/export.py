@@ -84,7 +84,10 @@ The mapping used here:
   (read before overwrite) and for earlier receives of it (no concurrent reductions into one
   buffer). A dependency that program order or another dependency already implies is not
   named (:mod:`collsynth.tens.export_deps`); extra dependencies become ``nop`` steps before
-  the step; ``hasdep="1"`` marks every step something depends on.
+  the step; ``hasdep="1"`` marks every step something depends on. A schedule declaring
+  ``link_order = "program"`` also has each send wait for the send before it (by step, then
+  schedule order) out of its GPU over the same first link (its peer's, or the switch its route
+  enters), which another thread block runs when the link's sends span channels or peers.
 
 :func:`interpret_msccl_xml` reads such XML back into a :class:`~.schedule.Schedule`: it pairs
 sends and receives per (src, dst, channel) in order and numbers steps by the dependencies
@@ -368,6 +371,8 @@ def to_msccl_xml(
     lay.assign_scratch(rchunk, dst_r)
     order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
     deps = _op_dependencies(s, instance, order, routes.pairs)
+    if schedule.link_order == "program":
+        _declared_order(s, order, routes.path, deps)
     reduce = _combining_op(s, lay.coll.combining)
     needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
     fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
@@ -492,6 +497,18 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
     if instance.collective.combining:
         _anti_dependencies(s, order, deps)
     return deps
+
+
+def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict) -> None:
+    """``link_order = "program"`` (:class:`~.schedule.Schedule`): each send waits for the send
+    before it in program order ``order`` out of the same GPU over the same first link (to its
+    peer, or into the first switch of its route ``path[i]``)."""
+    last: dict[tuple[int, int], int] = {}
+    for i in order.tolist():
+        key = (int(s.src[i]), int(path[i][0]) if path[i] else int(s.dst[i]))
+        if key in last:
+            deps[("S", i)].append(("S", last[key]))
+        last[key] = i
 
 
 def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None):

@@ -18,7 +18,10 @@ the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2; :func:`co
 of the expansion: the loads of a step change only where a tree depth starts or stops its
 pieces, so it sums a few segments of equal steps. Reversed forms (reduce-scatter, reduce: the
 trees on the transposed topology, time-reversed; :func:`collsynth.tens.schedule.reverse`)
-have the same step loads in reverse order, so the same price. An all-to-all's "trees" are
+have the same step loads in reverse order, so the same price; their expansion declares
+``link_order = "program"`` (each GPU's sends on a link in the order listed: under FIFO links a
+GPU's own contributions, ready at once, would otherwise leave ahead of the partial sums it
+relays; :mod:`collsynth.tens.time_reversal`). An all-to-all's "trees" are
 single routes, each from its root to the one participant its block is for (relays on the way
 forward it, as NCCL's PXN does; :mod:`collsynth.solvers.flow.rail_compact`): :func:`verify`
 then checks that each root's routes split each of its blocks exactly.
@@ -189,7 +192,7 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
     sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * f.pieces, **arr)
     if not f.reversed:
         return sched
-    sched = reverse(sched)
+    sched = replace(reverse(sched), link_order="program")  # declared: FIFO links keep the reversal's order (module doc)
     if f.collective != "reduce_scatter":
         return sched
     ranks = np.unique(images(f.root, f.shift, f.orders)) if f.copies > 1 else np.unique(f.root)
@@ -227,7 +230,8 @@ def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
     order = np.lexsort((key, sched.step))
     return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
                        lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
-                       step=sched.step[order], op=sched.op[order], routing=sched.routing)
+                       step=sched.step[order], op=sched.op[order], routing=sched.routing,
+                       link_order=sched.link_order)
 
 
 def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str | None:

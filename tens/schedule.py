@@ -39,7 +39,8 @@ OP_DEFAULT, OP_COPY, OP_REDUCE = 0, 1, 2
 OP_NAMES = {OP_COPY: "copy", OP_REDUCE: "reduce"}
 OP_CODES = {"copy": OP_COPY, "reduce": OP_REDUCE}
 ROUTINGS = ("links", "shortest-path")
-JSON_KEYS = ("format", "collective", "nodes", "chunks", "routing", "meta", "sends")  # docs/schedules.md
+LINK_ORDERS = ("ready", "program")  # how a GPU's sends take a link: as they become ready, or in schedule order
+JSON_KEYS = ("format", "collective", "nodes", "chunks", "routing", "link_order", "meta", "sends")  # docs/schedules.md
 ID_LIMIT = 2**63  # ids read from JSON must fit an int64 column
 DENOM_LIMIT = 2**62  # the shared denominator of the pieces (an int64 column of lo/hi over it)
 # a piece bound written as text: "p/q" or a decimal, at most 19 digits a part (no exponent: a
@@ -99,6 +100,11 @@ class Schedule:
     numbering). ``routing`` is ``"links"`` (every send uses a direct link) or
     ``"shortest-path"`` (logical sends between any two live nodes, routed by the cost models).
     ``meta`` carries free-form producer information (it is written to JSON as ``"meta"``).
+    ``link_order`` is ``"ready"`` (a link takes its messages as they become ready, first come
+    first served) or ``"program"``: every send out of an NPU also waits until the send before it
+    on the same link, in schedule order (step, then position), has started, as a GPU running its
+    sends to a peer in program order does (an MSCCL thread block; ``docs/schedules.md``).
+    Switches forward in arrival order either way.
     """
 
     collective: str
@@ -114,8 +120,11 @@ class Schedule:
     denom: int = 1
     routing: str = "links"
     meta: dict = field(default_factory=dict)
+    link_order: str = "ready"
 
     def __post_init__(self) -> None:
+        if self.link_order not in LINK_ORDERS:
+            raise ValueError(f"link_order must be one of {LINK_ORDERS}, got {self.link_order!r}")
         for name in ID_COLUMNS:
             object.__setattr__(self, name, id_column(getattr(self, name)))
 
@@ -187,6 +196,7 @@ def from_arrays(
     op=None,
     routing: str = "links",
     meta: dict | None = None,
+    link_order: str = "ready",
 ) -> Schedule:
     """Build a schedule from columns (whole chunks when ``lo``/``hi`` are omitted; ids int32
     where they fit, :func:`id_column`)."""
@@ -204,7 +214,7 @@ def from_arrays(
         raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
     return Schedule(
         collective, int(nodes), int(chunks), chunk, lo, hi, id_column(src), id_column(dst), id_column(step), op,
-        int(denom), routing, dict(meta or {}),
+        int(denom), routing, dict(meta or {}), link_order,
     )
 
 
@@ -276,6 +286,8 @@ def to_json(schedule: Schedule) -> dict:
     out = {"format": FORMAT, "collective": s.collective, "nodes": s.nodes, "chunks": s.chunks}
     if s.routing != "links":
         out["routing"] = s.routing
+    if s.link_order != "ready":
+        out["link_order"] = s.link_order
     if s.meta:
         out["meta"] = s.meta
     out["sends"] = rows
@@ -307,10 +319,14 @@ def from_json(data: dict, where: str = "schedule") -> Schedule:
     routing = data.get("routing", "links")
     if routing not in ROUTINGS:
         raise InputError(f"{where}: routing", f"expected one of {', '.join(ROUTINGS)}, got {_shown(routing)}")
+    link_order = data.get("link_order", "ready")
+    if link_order not in LINK_ORDERS:
+        raise InputError(f"{where}: link_order", f"expected one of {', '.join(LINK_ORDERS)}, got {_shown(link_order)}")
     sends = [_send_row(row, f"{where}: sends[{i}]") for i, row in enumerate(data["sends"])]
     _check_ids(sends, data["nodes"], data["chunks"], where)
     try:
-        return from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta"))
+        return replace(from_sends(sends, data["collective"], data["nodes"], data["chunks"], routing, data.get("meta")),
+                       link_order=link_order)
     except InputError as e:  # named after the file too
         raise InputError(f"{where}: {e.where}", e.what) from None
 
@@ -470,13 +486,14 @@ def _stack(parts: Sequence[Schedule], collective: str, chunks: int, steps_shift:
     for p, o in zip(parts, ops):
         op_cols.append(p.op if o is None else np.where(p.op == OP_DEFAULT, o, p.op).astype(np.int8))
     routing = routing or ("shortest-path" if any(p.routing == "shortest-path" for p in parts) else "links")
+    link_order = "program" if any(p.link_order == "program" for p in parts) else "ready"
     return from_arrays(
         collective, max(p.nodes for p in parts), chunks,
         chunk=np.concatenate([p.chunk.astype(np.int64) + k for p, k in zip(parts, chunk_shift)]),
         lo=np.concatenate([p.lo for p in parts]), hi=np.concatenate([p.hi for p in parts]),
         src=np.concatenate([p.src for p in parts]), dst=np.concatenate([p.dst for p in parts]),
         step=np.concatenate([p.step.astype(np.int64) + k for p, k in zip(parts, steps_shift)]),
-        denom=parts[0].denom, op=np.concatenate(op_cols), routing=routing,
+        denom=parts[0].denom, op=np.concatenate(op_cols), routing=routing, link_order=link_order,
     )
 
 
@@ -484,7 +501,8 @@ def concat(first: Schedule, second: Schedule, collective: str | None = None) -> 
     """``second`` after ``first`` (its steps shifted past ``first``'s last step).
 
     Default ops are made explicit from each part's own kind, so reduce_scatter then allgather
-    gives an allreduce whose first phase reduces and second copies:
+    gives an allreduce whose first phase reduces and second copies. The result's
+    ``link_order`` is ``"program"`` when either part's is (the whole then runs in program order):
 
     >>> rs = from_sends([(0, 0, 1, 1, 0, 1)], "reduce_scatter", nodes=2, chunks=2)
     >>> ag = from_sends([(0, 0, 1, 0, 1, 1)], "allgather", nodes=2, chunks=2)

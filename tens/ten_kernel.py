@@ -24,7 +24,7 @@ TS_STEP, TS_SEND, TS_HOP, TS_T, TS_LAT, TS_LAST, TS_LAST_LAT, TS_PAGES, TS_KEY =
 
 @njit(cache=True, nogil=True)
 def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay,
-                  latency, timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells):
+                  latency, timestep, shrink, slot_ptr, exact, dptr, ditems, ga, g_in, groups, dense_cells, before):
     """Last arrival timestep of ASAP dispatch with back-filling (Won et al., TACOS, 2023, Sections IV-A, IV-C).
 
     Sends in step order (``bounds`` delimit the steps); a send is ready one timestep after the
@@ -36,7 +36,8 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     it first, and reaches the next node ``latency[link]`` timesteps after it leaves the link.
     Occupancy is a dense table of at most ``dense_cells`` cells, then a hash table (:mod:`collsynth.tens.page_table`).
     Returns the last arrival timestep and the latency timesteps of the hops of the send that
-    arrives then.
+    arrives then. ``before`` (empty, or one entry per send): the earlier send whose start this
+    one's first hop waits for (a declared program order on the link), -1 for none.
     """
     widest = 0
     if not exact:
@@ -50,9 +51,10 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
     skips = np.zeros(0, np.int64)
     fill = np.zeros(1, np.int64)
     state = np.zeros(9, np.int64)
+    starts = np.zeros(len(before), np.int64)  # first-hop start of every send, for the sends waiting on it
     while not _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, bounds, r, rptr, rlinks, chunk,
                         lo, hi, denom, chunk_bytes, largest, alpha, per_link_bw, delay, latency, timestep, shrink,
-                        slot_ptr, exact, dptr, ditems, ga, g_in):
+                        slot_ptr, exact, dptr, ditems, ga, g_in, before, starts):
         keys, masks, skips = grown(keys, masks, skips, fill, state[TS_KEY], state[TS_PAGES], dense_cells)
     return state[TS_LAST], state[TS_LAST_LAT]
 
@@ -60,7 +62,7 @@ def ten_timesteps(bounds, r, rptr, rlinks, chunk, lo, hi, denom, chunk_bytes, la
 @borrowing
 def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, bounds, r, rptr, rlinks, chunk, lo, hi,
               denom, chunk_bytes, largest, alpha, per_link_bw, delay, latency, timestep, shrink, slot_ptr, exact, dptr,
-              ditems, ga, g_in):
+              ditems, ga, g_in, before, starts):
     """The loop of :func:`ten_timesteps` from where ``state`` stands (``TS_*``): True when
     every send is placed, False when it stopped before occupying a hop's pages that the table
     has no cells for (``state`` says where, and how many pages); nothing of that hop is marked
@@ -74,6 +76,8 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
         while i < b1:
             if hop == 0:
                 t, lat = _ready(i, exact, dptr, ditems, arrival, g_in, gmax) + 1, 0
+                if len(before) > 0 and before[i] >= 0:
+                    t = max(t, starts[before[i]])
             else:
                 t, lat = state[TS_T], state[TS_LAT]
             nbytes = (hi[i] - lo[i]) / denom * chunk_bytes[chunk[i]]
@@ -98,6 +102,8 @@ def _ten_loop(state, keys, masks, skips, fill, arrival, step_arrival, gmax, boun
                     state[TS_PAGES], state[TS_KEY] = pages, ((best + k - 1) >> 6) * slots + best_slot
                     return False
                 occupy(keys, masks, skips, fill, slots, best_slot, best, k)
+                if h == rptr[route] and len(before) > 0:
+                    starts[i] = best
                 t = best + k + latency[link]
                 lat += latency[link]
             hop = 0

@@ -40,8 +40,15 @@ chunk at its source (the event model's dependency fallback, ``exact_deps=False``
 instead of 1.37x on DGX-H100 x2 and 1.0012x instead of 1.018x on one MI250 box, but the greedy
 forests run slower so (1.22x -> 1.55x, 1.61x -> 1.76x). What pins the reversed order on every
 link is the in-order model's rule itself (each link serves in step order, as an MSCCL thread
-block runs its sends): a schedule would have to declare that each send also waits for the one
-before it on its link, and the exporters emit those waits; that is not built.
+block runs its sends). So a schedule may declare it: ``link_order = "program"``
+(:class:`~collsynth.tens.schedule.Schedule`) makes every send out of a GPU wait for the start
+of the one before it on its link, which the ``event`` and ``ten`` models honour and the MSCCL
+XML export emits as dependencies (``docs/schedules.md``); switches still forward in arrival
+order, so the induction above covers only the GPUs' links; on the switched systems measured
+(``benchmarks/bench_allreduce.py --kinds reduce_scatter``: A100 x8, DGX-H100 x2, MI250 x1-x4,
+NDv2 x2, DGX-2 x2; 1 GB, alpha 0) tree packing's reductions price under ``event`` no slower
+than in order. Tree packing's reductions declare it
+(:func:`collsynth.tens.pipelined_trees.expand`).
 """
 
 from __future__ import annotations

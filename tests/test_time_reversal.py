@@ -82,8 +82,10 @@ def test_the_reversal_of_a_packed_allgather_verifies_and_is_never_slower_in_orde
     assert abs(cost_models.price(rs, reduce_scatter, "sync").total_s - cost_models.price(ag, allgather, "sync").total_s
                ) <= 1e-9 * cost_models.price(ag, allgather, "sync").total_s
     b_rs, b_ag = instance_bounds(reduce_scatter), instance_bounds(allgather)
-    for model in ("event", "sync"):  # by the same reversal, though each is proved by its own arguments
-        assert abs(b_rs.of(model).value - b_ag.of(model).value) <= 1e-9 * b_ag.of(model).value, model
+    # under `sync` the reversal of any reduce-scatter is an allgather as fast, so a reduce-scatter
+    # bound above the allgather's would be invalid (each is proved by its own arguments; the
+    # allgather's may be larger: the cut's latency inside the side it enters, the drain argument)
+    assert b_rs.of("sync").value <= b_ag.of("sync").value * (1 + 1e-9)
 
 
 @settings(max_examples=6, deadline=None)
