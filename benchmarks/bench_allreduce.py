@@ -31,8 +31,9 @@ TIME_LIMIT_S = 900
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 PRODUCERS = ("tree-packing",)  # ring and direct (--producers) are 7-20x off on the multi-box systems
 # HGX H100 with n NICs a box shared over PCIe (instances/hgx_h100.py); one box has no NICs and
-# 8 NICs are DGX-H100's wiring: those are the DGX-H100 rows
-H100_NICS = [f"H100 {n}-NIC x{boxes}" for boxes in (2, 4, 8) for n in (1, 2, 4)]
+# 8 NICs are DGX-H100's wiring (the DGX-H100 rows; at two boxes also as hgx_h100's nics=8, which
+# must price alike)
+H100_NICS = [f"H100 {n}-NIC x{boxes}" for boxes in (2, 4, 8) for n in (1, 2, 4)] + ["H100 8-NIC x2"]
 SYSTEMS = systems("A100 x1", "A100 x2", "A100 x4", "A100 x8", "MI250 x1", "MI250 x2", "MI250 x4", "MI250 x8",
                   "DGX-H100 x1", "DGX-H100 x2", "DGX-H100 x4", "DGX-H100 x8", "DGX-2 x1", "DGX-2 x2",
                   *H100_NICS) + [
@@ -70,7 +71,7 @@ def _halves_optimum(inst) -> float:
 
 
 def _row(args) -> dict:
-    (label, generator, params), kind, producers = args
+    (label, generator, params), kind, producers, limit_s = args
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
     from collsynth.tens import cost_models
@@ -85,7 +86,7 @@ def _row(args) -> dict:
         out["halves_s"] = _halves_optimum(inst)
     for name in producers:
         t0 = time.perf_counter()
-        row, sched = pipeline.run(inst, name, Options(time_limit=TIME_LIMIT_S))
+        row, sched = pipeline.run(inst, name, Options(time_limit=limit_s))
         if not row["verified"]:
             out.setdefault("refused", []).append(f"{name}: {row['status']}")
             continue
@@ -133,12 +134,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(only: str | None, kinds, producers) -> list[dict]:
+def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S) -> list[dict]:
     """Every (system, kind) row, each in a fresh process; prints each row as it finishes (a
     long run keeps what it measured), then the table."""
     labels = only.split(",") if only else [s[0] for s in SYSTEMS]
     by_label = {s[0]: s for s in SYSTEMS}
-    specs = [(by_label[label], k, producers) for label in labels for k in kinds]
+    specs = [(by_label[label], k, producers, limit_s) for label in labels for k in kinds]
     rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
     print(table(rows))
     return rows
@@ -151,5 +152,7 @@ if __name__ == "__main__":
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     parser.add_argument("--producers", default=",".join(PRODUCERS), help="comma-separated producers")
     parser.add_argument("--bounds-only", action="store_true", help="no producer: the bounds and the RS+AG verdict")
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
+                        help=f"each producer's limit in seconds (default {TIME_LIMIT_S})")
     args = parser.parse_args()
-    main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","))
+    main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","), args.time_limit)

@@ -175,16 +175,17 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None) -> tuple[list, dict]:
+          deadline=None, extra: dict | None = None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
-    ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list and a
-    record of the choice for the result row."""
-    pairs = candidates(options, one_tree)
+    ``sends(forest, pieces)`` counts a half's sends; ``extra`` adds pairs by name (the halves
+    packed on their shares of every link, :mod:`.capacity_split`). Returns the chosen pair as a
+    list and a record of the choice for the result row."""
+    pairs = {**candidates(options, one_tree), **(extra or {})}
     deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
