@@ -169,12 +169,20 @@ def share_topology(topology, share: dict):
 def split_instances(instance, halves_seconds: float):
     """The instance of each half on its share (reduce-scatter's, allgather's) when :func:`split`
     beats the halves in sequence (``halves_seconds``, their optima summed) by more than a part in
-    a million, with the split; None where it does not, or where a switch reduces or copies (the
-    cut model above is of switches that forward)."""
+    a million, with the split; None where it does not, where the allreduce's partition bound
+    (bandwidth alone, :func:`collsynth.tens.bounds.partitions.partition_bound`) already proves
+    the halves in sequence optimal (then no split is tried: it cannot win), or where a switch
+    reduces or copies (the cut model above is of switches that forward)."""
     from ...instances.switch_ops import copying_mask, reducing_mask
+    from ...tens.bounds.demand import arcs_of
+    from ...tens.bounds.partitions import partition_bound
+    from ...tens.bounds.supply import SyncSupply
 
     topo, coll = instance.topology, instance.collective
     if reducing_mask(topo).any() or copying_mask(topo, False).any():
+        return None
+    bound = partition_bound(instance, SyncSupply(arcs_of(topo)), model="sync").value
+    if bound is None or bound >= halves_seconds * (1 - 1e-6):
         return None
     got = split(topo, coll.nodes)
     if got is None or got.seconds(coll.message_bytes) >= halves_seconds * (1 - 1e-6):
