@@ -725,12 +725,17 @@ def _split_pair(instance: Instance, forests: list[Forest], options: Options, dea
     if got is None:
         return {}
     parts, s = got
-    try:
+    nodes = instance.collective.nodes
+    try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
         pair = tuple(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
+                            optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
                             shape=options.params.get("shape") or "auto") for part, f in zip(parts, forests))
-    except Unsupported:
+    except (Unsupported, FlowTooLarge):
         return {}
-    return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)": pair}
+    pair = overlap.aligned(*pair)
+    pieces = [auto_pieces(f.trees, instance.collective.chunks_per_node * 2) for f in pair]
+    return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":
+            (pair, pieces)}
 
 
 def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
