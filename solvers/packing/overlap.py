@@ -183,12 +183,11 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
-    ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, each with
-    the pieces it is priced at, its own (the halves packed on their shares of every link,
-    :mod:`.capacity_split`, too many sends for the probes' budget), kept where its summed time
-    is less than the chosen pair's at the probes' pieces (fewer pieces than it is emitted at,
-    so the comparison favours the chosen pair). Returns the chosen pair as a list and a record
-    of the choice for the result row."""
+    ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, priced at
+    the same pieces outside :data:`PROBE_SENDS` (the halves packed on their shares of every
+    link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
+    than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
+    the result row."""
     pairs = candidates(options, one_tree)
     deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -207,12 +206,12 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                 if got is not None:
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
-    for other, (pair, own) in (extra or {}).items():
-        got = None if deadline is not None and deadline.expired() else price(pair, own)
+    for other, pair in (extra or {}).items():
+        got = None if deadline is not None and deadline.expired() else price(pair, pieces)
         if got is not None:
             pairs[other], priced[other] = pair, got
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
-                name, pieces = other, own
+                name = other
     record = {"chosen": name, "probe_pieces": pieces,
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
     return list(pairs[name]), record

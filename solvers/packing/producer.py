@@ -732,10 +732,8 @@ def _split_pair(instance: Instance, forests: list[Forest], options: Options, dea
                             shape=options.params.get("shape") or "auto") for part, f in zip(parts, forests))
     except (Unsupported, FlowTooLarge):
         return {}
-    pair = overlap.aligned(*pair)
-    pieces = [auto_pieces(f.trees, instance.collective.chunks_per_node * 2) for f in pair]
     return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":
-            (pair, pieces)}
+            overlap.aligned(*pair)}
 
 
 def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
