@@ -184,12 +184,12 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
     ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, priced at
-    the same pieces outside :data:`PROBE_SENDS` (the halves packed on their shares of every
+    the same pieces outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` (the halves packed on their shares of every
     link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
     than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
     the result row."""
     pairs = candidates(options, one_tree)
-    deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
+    whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
     name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline)
@@ -207,7 +207,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
     for other, pair in (extra or {}).items():
-        got = None if deadline is not None and deadline.expired() else price(pair, pieces)
+        got = None if whole is not None and whole.expired() else price(pair, pieces)  # the run's time, not the probes' share
         if got is not None:
             pairs[other], priced[other] = pair, got
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
