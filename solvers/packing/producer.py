@@ -55,7 +55,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import boxes, capacity_split, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated, twolevel
+from . import (boxes, capacity_split, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated,
+               twolevel)
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
