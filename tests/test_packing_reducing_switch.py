@@ -95,20 +95,25 @@ def test_every_combining_schedule_verifies_or_is_refused_in_one_line(topo, kind,
     assert verify(s, inst) is None
 
 
-def test_partials_that_a_reducing_switch_would_merge_are_refused_not_emitted():
-    """Four GPUs, GPUs 0-1 on a reducing switch 4 and GPUs 2-3 on a forwarding switch 5 (the
-    switches linked), plus slow direct links: the reduce to GPU 0 packs a tree whose edges
-    1 -> 2 and 3 -> 0 both pass switch 4, which would add GPU 3's partial into GPU 1's and
-    count it twice at GPU 0 (found by the property test above). The producer refuses it in
-    one line instead of handing out a schedule the verifier rejects."""
+def test_partials_that_a_multicasting_switch_would_mispair_are_routed_apart_and_verify():
+    """Four GPUs, GPUs 0-1 on a reducing switch 4 and GPUs 2-3 on a forwarding, multicasting
+    switch 5 (the switches linked), plus slow direct links (found by the property test above).
+    The reduce to GPU 0 packs one tree whose routes, reversed, carry GPU 1's partial 1 -> 4 -> 5
+    -> 2 and GPU 3's 3 -> 5 -> 4 -> 0. Routed at their depths both cross switch 5 in one step
+    towards different next hops (2 and 4); a multicasting switch pairs a step's arrivals with
+    its departures port by port, so each port's first departure would take GPU 3's partial
+    (counted twice at GPU 0) and GPU 1's would be lost. This schedule was refused before; now
+    the second route waits a step, the partials cross switch 5 in different steps, and the
+    schedule verifies: by hand, 7 sends, GPU 0 receiving exactly two (2 -> 0 and 4 -> 0) and
+    switch 5 forwarding one partial a step."""
     edges = [(0, 4, 0.0), (0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0), (1, 4, 0.0), (2, 5, 0.0), (2, 0, 1.0),
              (2, 1, 1.0), (2, 3, 1.0), (3, 5, 0.0), (3, 1, 1.0), (4, 0, 0.0), (4, 1, 0.0), (4, 5, 0.0),
              (5, 2, 0.0), (5, 3, 0.0), (5, 4, 0.0)]
     t = from_edges(6, [(u, v, {"alpha": a, "bandwidth": 1.0}) for u, v, a in edges], switches=[4, 5])
     inst = make_instance(with_switch_ops(t, [4], [4, 5]), "reduce", message_bytes=4e6, root=0)
-    try:
-        s = tree_packing(inst, pieces=1)
-    except Unsupported as e:
-        assert "\n" not in str(e) and "reducing switch" in str(e)
-        return
+    s = tree_packing(inst, pieces=1)
     assert verify(s, inst) is None
+    sends = list(s.sends())
+    assert len(sends) == 7
+    assert sorted(x.src for x in sends if x.dst == 0) == [2, 4]
+    assert len({x.step for x in sends if x.src == 5}) == len([x for x in sends if x.src == 5]) == 2

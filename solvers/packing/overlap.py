@@ -30,6 +30,7 @@ forests for both halves run 1.0011x the bound under ``event`` (1.111x before) an
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
@@ -179,17 +180,20 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None) -> tuple[list, dict]:
+          deadline=None, extra: dict | None = None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
-    ``sends(forest, pieces)`` counts a half's sends. Returns the chosen pair as a list and a
-    record of the choice for the result row."""
+    ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, priced at
+    the same pieces outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` (the halves packed on their shares of every
+    link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
+    than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
+    the result row."""
     pairs = candidates(options, one_tree)
-    deadline = deadline.share(PROBE_SHARE) if deadline is not None else None
+    whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
     name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline)
@@ -206,6 +210,12 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                 if got is not None:
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
+    for other, pair in (extra or {}).items():
+        got = None if whole is not None and whole.expired() else price(pair, pieces)  # the run's time, not the probes' share
+        if got is not None:
+            pairs[other], priced[other] = pair, got
+            if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
+                name = other
     record = {"chosen": name, "probe_pieces": pieces,
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
     return list(pairs[name]), record
@@ -223,3 +233,41 @@ def mixed(first, second, share: Fraction):
     trees += [RoutedTree(t.root, k1 * k2 * p + t.lo * k1 * (q - p), k1 * k2 * p + t.hi * k1 * (q - p), t.routes)
               for t in second.trees]
     return replace(second, k=k1 * k2 * q, tau=max(first.tau, second.tau), trees=trees, shape="mixed")
+
+
+def aligned(first, second) -> tuple:
+    """The forests of a reduce-scatter (``first``) and an allgather (``second``) cut at each
+    other's boundaries, so every part of a shard is carried by one tree of each, and the
+    allgather's parts placed mirrored in the shard (``[lo, hi)`` at ``[K - hi, K - lo)``, ``K``
+    the units of a shard): :func:`overlapped`'s mirror then sends each part's pieces in the order
+    the time-reversed reduction completes them (its last piece first), so the allgather of a part
+    follows its reduction at once, whatever the two forests' shares (a tree may carry any part of
+    its root's shard of its size; Zhao et al., "ForestColl", arXiv 2402.06787, Section 5).
+
+    >>> from collsynth.solvers.packing.trees import RoutedTree
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class F:  # a forest's k and trees
+    ...     k: int
+    ...     trees: list
+    >>> rs = F(k=2, trees=[RoutedTree(0, 0, 1, ((1, 0),)), RoutedTree(0, 1, 2, ((2, 0),))])
+    >>> ag = F(k=3, trees=[RoutedTree(0, 0, 3, ((0, 1), (0, 2)))])
+    >>> a, b = aligned(rs, ag)
+    >>> a.k, [(t.lo, t.hi) for t in a.trees], [(t.lo, t.hi) for t in b.trees]
+    (6, [(0, 3), (3, 6)], [(3, 6), (0, 3)])
+    """
+    K = math.lcm(first.k, second.k)
+    cuts: dict = {}
+    for f in (first, second):
+        for t in f.trees:
+            cuts.setdefault(t.root, set()).update((t.lo * K // f.k, t.hi * K // f.k))
+    out = []
+    for f, mirror in ((first, False), (second, True)):
+        trees = []
+        for t in f.trees:
+            lo, hi = t.lo * K // f.k, t.hi * K // f.k
+            ends = sorted(c for c in cuts[t.root] if lo < c < hi)
+            for a, b in zip([lo, *ends], [*ends, hi]):
+                trees.append(RoutedTree(t.root, K - b, K - a, t.routes) if mirror else RoutedTree(t.root, a, b, t.routes))
+        out.append(replace(f, k=K, trees=trees))
+    return tuple(out)

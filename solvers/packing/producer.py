@@ -29,11 +29,13 @@ through switch nodes are verified route by route (a switch forwards, GPUs reduce
 :mod:`collsynth.tens.verify`), except with instant switch hops or a pipelined latency (refused).
 Where a switch reduces, the routes of one tree that reach it in one step share that arrival
 (:func:`_tree_hops`): the reduction's partial sums leave it once, and the allreduce's result
-is multicast from it (refused where the switch does not multicast).
+is multicast from it (refused where the switch does not multicast); where a switch multicasts
+but does not sum, the partials meeting in it in one step all head for one next hop.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -53,7 +55,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import boxes, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated, twolevel
+from . import (boxes, capacity_split, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated,
+               twolevel)
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -72,6 +75,7 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
+SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`)
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -323,8 +327,8 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
     return best if best is not None else (opt.k, opt.tau)
 
 
-def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset(), summing: frozenset = frozenset()
-               ) -> tuple[list[int], list[int], list[int]]:
+def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset(), summing: frozenset = frozenset(),
+               apart: frozenset = frozenset()) -> tuple[list[int], list[int], list[int]]:
     """Every hop of a routed tree: ``(src, dst, steps below the root before it)``. A hop in
     ``instant`` (a switch-to-NPU hop of a topology whose switch hop is instant) leaves in the
     step its piece reached the switch; every other hop one step after its piece arrived.
@@ -334,23 +338,48 @@ def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset(), summing: froz
     route of the tree already reaches it in leaves from there instead (its hops up to that
     arrival are dropped): in the trees' direction the switch multicasts the one arrival, and in
     their time reversal (a reduction) the partial sums of the step leave the switch once, on
-    the kept route (:func:`_shared_arrival`)."""
+    the kept route (:func:`_shared_arrival`).
+
+    ``apart``: the switches that pair a step's arrivals of a piece with its departures port by
+    port (they multicast) but do not sum. In the time reversal the partials that meet in one
+    of them in one step must all leave towards one next hop, the node the trees' routes entered
+    it from, or the pairing hands one partial to two next hops and none to another. A route
+    that would enter such a switch in a step from another node than the kept routes do starts
+    one step later at its first node, until no such step is left: so the reduction is valid by
+    construction. Four GPUs, 0-1 on switch 4, 2-3 on switch 5 (the switches linked): the tree
+    of GPU 0 enters 5 from 4 and from 2 in one step, so the second route waits a step:
+
+    >>> t = RoutedTree(0, 0, 1, ((0, 2), (0, 4, 5, 3), (2, 5, 4, 1)))
+    >>> _tree_hops(t)[2], _tree_hops(t, apart=frozenset({5}))[2]
+    ([0, 0, 1, 2, 1, 2, 3], [0, 0, 1, 2, 2, 3, 4])
+    """
     depth = {tree.root: 0}
     src, dst, before = [], [], []
     reached: set = set()  # (summing switch, steps before its arrival) of the kept hops
+    entered: dict = {}  # (switch of apart, steps before its arrival) -> the node the kept hops entered it from
     for route in tree.routes:
-        at = depth[route[0]]
-        hops = []
-        for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
-            if i > 0 and (a, b) not in instant:
-                at += 1
-            hops.append((a, b, at))
-        depth[route[-1]] = at + 1
-        kept = hops[_shared_arrival(hops, summing, reached):]
+        for wait in itertools.count():
+            hops = _route_hops(route, depth[route[0]] + wait, instant)
+            kept = hops[_shared_arrival(hops, summing, reached):]
+            if all(entered.get((b, h), a) == a for a, b, h in kept if b in apart):
+                break
+        depth[route[-1]] = hops[-1][2] + 1
         reached.update((b, h) for _, b, h in kept if b in summing)
+        entered.update(((b, h), a) for a, b, h in kept if b in apart)
         for a, b, h in kept:
             src.append(a), dst.append(b), before.append(h)
     return src, dst, before
+
+
+def _route_hops(route: tuple, at: int, instant: frozenset) -> list[tuple[int, int, int]]:
+    """A route's hops ``(src, dst, steps before)`` leaving its first node ``at`` steps below the
+    root (:func:`_tree_hops`)."""
+    hops = []
+    for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
+        if i > 0 and (a, b) not in instant:
+            at += 1
+        hops.append((a, b, at))
+    return hops
 
 
 def _shared_arrival(hops: list[tuple[int, int, int]], summing: frozenset, reached: set) -> int:
@@ -414,9 +443,10 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     summing = summing_switches(instance)
     multicast = frozenset() if f.transposed else summing
     copy = copying_mask(instance.topology, False)
+    apart = _pairing_by_port(instance, f.transposed)
 
     def hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
-        got = _tree_hops(tree, instant, summing)
+        got = _tree_hops(tree, instant, summing, apart)
         _refuse_multicast(got, multicast, copy, instance.collective.kind)
         return got
 
@@ -432,6 +462,14 @@ def summing_switches(instance: Instance) -> frozenset:
     return frozenset(np.flatnonzero(reducing_mask(instance.topology)).tolist())
 
 
+def _pairing_by_port(instance: Instance, transposed: bool) -> frozenset:
+    """The switches whose routes a combining collective's time-reversed trees keep apart
+    (:func:`_tree_hops`' ``apart``): those that multicast (declared ``copy``) without summing."""
+    if not (transposed and instance.collective.combining):
+        return frozenset()
+    return frozenset(np.flatnonzero(copying_mask(instance.topology, False)).tolist()) - summing_switches(instance)
+
+
 def _refuse_multicast(hops: tuple[list[int], list[int], list[int]], summing: frozenset, copy, kind: str) -> None:
     """Refuse (:class:`Unsupported`) a tree whose hops leave one of the switches ``summing`` (the
     routes through them share their arrivals: :func:`_tree_hops`) twice in one step where it
@@ -445,19 +483,6 @@ def _refuse_multicast(hops: tuple[list[int], list[int], list[int]], summing: fro
                                   f"{'twice on one link' if copy[a] else 'twice (it sums but does not multicast)'} "
                                   "in one step; use nvls or nvls-tree")
             seen.add((a, h)), links.add((a, b, h))
-
-
-def _refuse_merged_partials(instance: Instance, sched: Schedule) -> None:
-    """Refuse (:class:`Unsupported`, one line) a combining schedule whose trees pass two
-    different partials of one piece through a reducing switch, which sums whatever reaches it
-    for that piece (:func:`summing_switches`): the verifier's count of contributions says
-    whether any was counted twice or lost. Only where the topology has reducing switches."""
-    if not summing_switches(instance):
-        return
-    wrong = verify.verify(sched, instance)
-    if wrong is not None:
-        raise Unsupported(f"tree-packing: the trees pass partials of one piece through a reducing switch that "
-                          f"would merge them ({wrong.reason}); use nvls or nvls-tree")
 
 
 def _check(instance: Instance) -> None:
@@ -529,9 +554,10 @@ def run(instance: Instance, options: Options) -> Outcome:
     sched = parts[0][0] if len(parts) == 1 else overlap.overlapped(parts[0][0], parts[1][0], coll.chunks_per_node)
     sched = _with_header(sched, instance)
     _check_piece_bytes(instance, sched)
-    _refuse_merged_partials(instance, sched)
-    optimum_s = sum(optimum_seconds(instance, f) for f in forests)
-    extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)",
+    split = joint is not None and joint["chosen"].startswith(SPLIT_PAIR)  # the halves side by side, not in turn
+    optimum_s = (max if split else sum)(optimum_seconds(instance, f) for f in forests)
+    extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)" +
+             (" of each half on its share of the links" if split else ""),
              "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
                           "trees_per_shard": f.k, "tau_packed": str(f.tau),
                           "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
@@ -602,7 +628,8 @@ def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
                    options.params.get("trees"), shape=options.params.get("shape") or "auto")
         instant = frozenset() if transposed else instant_pairs(instance.topology)
         summing = summing_switches(instance)
-        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing)), f.k, f.tau
+        apart = _pairing_by_port(instance, transposed)
+        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing, apart)), f.k, f.tau
     pieces = options.params.get("pieces")
     trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
@@ -689,7 +716,25 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
         return {m: cost_models.price(sched, instance, m).total_s for m in models}
 
     return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
-                         deadline)
+                         deadline, _split_pair(instance, forests, options, deadline))
+
+
+def _split_pair(instance: Instance, forests: list[Forest], options: Options, deadline=None) -> dict:
+    """The allreduce's halves packed each on its share of every link (:mod:`.capacity_split`), by
+    name, for the joint choice; nothing where the split does not beat the halves in sequence."""
+    got = capacity_split.split_instances(instance, sum(optimum_seconds(instance, f) for f in forests))
+    if got is None:
+        return {}
+    parts, s = got
+    nodes = instance.collective.nodes
+    try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
+        pair = tuple(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
+                            optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
+                            shape=options.params.get("shape") or "auto") for part, f in zip(parts, forests))
+    except (Unsupported, FlowTooLarge):
+        return {}
+    return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":
+            overlap.aligned(*pair)}
 
 
 def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
