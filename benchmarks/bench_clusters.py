@@ -119,14 +119,15 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
         out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
         c = compact.pipelined(inst, f, 1, _tree_hops)
     t = time.perf_counter()
-    why = verify_trees(c, inst)
+    c = compact.multicast(c, inst)
     c, price = compact.least_sync(c, inst, MAX_PIECES)
+    why = verify_trees(c, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
                hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (explicit)")
     pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
-        sched = _with_header(expand(replace(c, pieces=pieces)), inst)
+        sched = _with_header(expand(replace(c, pieces=pieces, cuts=c.cuts if pieces == c.pieces else None)), inst)
         ok = verify.verify(sched, inst) is None
         out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
                    event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)

@@ -603,6 +603,7 @@ def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
         instant = frozenset() if transposed else instant_pairs(instance.topology)
         summing = summing_switches(instance)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing)), f.k, f.tau
+    trees = compact.multicast(trees, instance)
     pieces = options.params.get("pieces")
     trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
