@@ -39,7 +39,6 @@ import argparse
 import resource
 import signal
 import time
-from dataclasses import replace
 
 import forestcoll_code
 from fresh_process import cell, each_in_a_fresh_process
@@ -127,7 +126,7 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
     pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
-        sched = _with_header(expand(replace(c, pieces=pieces, cuts=c.cuts if pieces == c.pieces else None)), inst)
+        sched = _with_header(expand(compact.at_pieces(c, pieces)), inst)
         ok = verify.verify(sched, inst) is None
         out.update(event_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
                    event_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)

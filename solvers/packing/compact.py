@@ -67,6 +67,12 @@ def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES,
     return replace(f, pieces=p, cuts=None), priced[p]
 
 
+def at_pieces(f: PipelinedTrees, pieces: int) -> PipelinedTrees:
+    """``f`` cut into ``pieces`` pieces per chunk: its own piece edges at its own count, else
+    equal pieces (a shallower pipeline for explicit sends)."""
+    return f if pieces == f.pieces else replace(f, pieces=int(pieces), cuts=None)
+
+
 def multicast(f: PipelinedTrees, instance: Instance) -> PipelinedTrees:
     """``f`` with the sends of a tree that leave one node for one switch in one step merged
     into one, where that switch may multicast (an allgather or broadcast, not reversed; the

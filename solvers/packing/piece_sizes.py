@@ -56,7 +56,7 @@ def sized(f: PipelinedTrees, instance, pieces: int) -> PipelinedTrees | None:
     :data:`MAX_ROWS` rows, ``pieces`` exceeds ``UNIT``, or the solver fails."""
     depths, cost, _ = depth_costs(f, instance)
     c = f.chunks_per_root
-    P, D = c * pieces, len(depths)
+    P = c * pieces
     steps = P + int(depths.max(initial=0))
     if pieces > UNIT // 2 or cost.size == 0 or steps * cost.shape[1] > MAX_ROWS:
         return None
