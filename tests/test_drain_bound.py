@@ -104,3 +104,28 @@ def test_computed_only_where_it_applies():
     ring = make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(ring, *lat_bw(ring)).computed
     assert np.isfinite(instance_bounds(ring).sync.value)
+
+
+PRODUCERS = ["direct", "ring", "nccl-ring", "nccl-tree", "pat", "bine", "greedy", "earliest-arrival",
+             "hamiltonian-rings", "tree-packing", "recursive-doubling", "double-binary-tree", "binomial-tree"]
+
+
+@pytest.mark.parametrize("fabric", [("dgx_h100", {"nodes": 2}), ("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4,
+                                                                                "rails": 4})])
+@pytest.mark.parametrize("size", [1 << 16, 1 << 24])
+def test_below_every_producers_verified_schedule(fabric, size):
+    """Every producer that builds an allgather here: its verified schedule's ``sync`` price is
+    at least the bound (those that refuse the fabric are left out; most do not refuse)."""
+    inst = make_instance(build(*fabric), "allgather", message_bytes=size)
+    bound = instance_bounds(inst).sync
+    assert bound.source == "drain"
+    priced = 0
+    for name in PRODUCERS:
+        try:
+            row, sched = pipeline.run(inst, name, Options(time_limit=60))
+        except Exception:  # a producer that refuses this fabric or collective
+            continue
+        if row.get("verified") and row.get("time_sync_s") is not None:
+            priced += 1
+            assert bound.value <= row["time_sync_s"] * TOL, name
+    assert priced >= 5
