@@ -17,7 +17,8 @@ come from ``C``, else *external*. It is required that every external link leaves
 step ``t - 1``; Liu et al., SIGCOMM 2024, Section 4) by a hop that is not instant, that no two
 nodes of ``C`` are linked directly and that no internal hop is instant, so a piece that enters
 ``C`` at ``u`` in step ``t`` reaches another node of ``C`` inside the box in step ``t + 2`` at
-the earliest. ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into
+the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in
+the step after the one that brought the piece: every schedule without a declared TEN timestep). ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into
 ``C``; ``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link
 into a switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
 
@@ -67,6 +68,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from ..ten import latency_pipelined
 from .demand import instant_out
 from .record import Bound, not_computed
 
@@ -82,6 +84,8 @@ def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
         return not_computed("sync", "drain", "only a single allgather")
     if not (latency.computed and bandwidth.computed):
         return not_computed("sync", "drain", "needs the latency and bandwidth bounds")
+    if latency_pipelined(instance.topology):
+        return not_computed("sync", "drain", "a pipelined link latency makes steps TEN timesteps")
     boxes = box_numbers(instance)
     if not boxes:
         return not_computed("sync", "drain", "no switch whose links join a box of compute nodes only, entered "
@@ -117,7 +121,8 @@ def box_numbers(instance) -> dict[tuple, int]:
     for sigma in np.flatnonzero(inner):
         box = np.unique(la.dst[la.src == sigma])
         ins = np.unique(la.src[la.dst == sigma])
-        if len(box) < 2 or len(ins) != len(box) or (box != ins).any() or is_switch[box].any() or not part[box].all():
+        if len(box) < 2 or len(ins) != len(box) or (box != ins).any() or is_switch[box].any() or not part[box].all() \
+                or len(box) >= len(coll.nodes):
             continue
         numbers = _numbers(la, box, is_switch, inner, instant, n)
         if numbers is not None:
