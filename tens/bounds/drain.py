@@ -111,45 +111,62 @@ def box_numbers(instance) -> dict[tuple, int]:
     is_switch[list(topo.switches)] = True
     part = np.zeros(n, bool)
     part[np.asarray(coll.nodes, np.int64)] = True
-    instant = instant_out(topo)
+    links = _Links(la, n, instant_out(topo))
     compute_from = np.zeros(n, np.int64)  # per switch: links in from compute nodes
-    np.add.at(compute_from, la.dst, ~is_switch[la.src])
-    links_in = np.bincount(la.dst, minlength=n)
-    inner = is_switch & (compute_from == links_in)  # switches fed by compute nodes only
+    np.add.at(compute_from, la.dst, (~is_switch[la.src]).astype(np.int64))
+    inner = is_switch & (compute_from == np.bincount(la.dst, minlength=n))  # switches fed by compute nodes only
     out: dict[tuple, int] = {}
     shard = coll.chunk_bytes * coll.chunks_per_node
-    for sigma in np.flatnonzero(inner):
-        box = np.unique(la.dst[la.src == sigma])
-        ins = np.unique(la.src[la.dst == sigma])
+    in_box = np.zeros(n, bool)
+    for sigma in np.flatnonzero(inner).tolist():
+        box = np.unique(la.dst[links.leaving(sigma)])
+        ins = np.unique(la.src[links.entering(sigma)])
         if len(box) < 2 or len(ins) != len(box) or (box != ins).any() or is_switch[box].any() or not part[box].all() \
                 or len(box) >= len(coll.nodes):
             continue
-        numbers = _numbers(la, box, is_switch, inner, instant, n)
+        in_box[box] = True
+        numbers = _numbers(la, links, box, in_box, is_switch)
+        in_box[box] = False
         if numbers is not None:
             out.setdefault((len(box), shard, len(coll.nodes), *numbers), int(sigma))
     return out
 
 
-def _numbers(la, box: np.ndarray, is_switch, inner, instant, n) -> tuple | None:
-    """``(B_e, B_i, alpha_e, alpha_u)`` of ``box``, or None where a condition fails. A link
-    into the box is internal when it leaves a switch whose links in all come from the box."""
-    in_box = np.zeros(n, bool)
-    in_box[box] = True
-    into = in_box[la.dst]
-    fed = np.zeros(n, np.int64)  # per node: links in from the box
-    np.add.at(fed, la.dst, in_box[la.src].astype(np.int64))
-    closed = is_switch & (fed == np.bincount(la.dst, minlength=n))
-    internal = into & closed[la.src]
-    external = into & ~internal
-    if (into & in_box[la.src]).any() or (instant & into).any() or not external.any():
+class _Links:
+    """The link pairs leaving and entering each node (index arrays into the link arrays), and
+    which hops are instant."""
+
+    def __init__(self, la, n: int, instant: np.ndarray):
+        self.by_src, self.by_dst = np.argsort(la.src, kind="stable"), np.argsort(la.dst, kind="stable")
+        self.src_ptr = np.r_[0, np.cumsum(np.bincount(la.src, minlength=n))]
+        self.dst_ptr = np.r_[0, np.cumsum(np.bincount(la.dst, minlength=n))]
+        self.instant = instant
+
+    def leaving(self, v: int) -> np.ndarray:
+        return self.by_src[self.src_ptr[v]:self.src_ptr[v + 1]]
+
+    def entering(self, v: int) -> np.ndarray:
+        return self.by_dst[self.dst_ptr[v]:self.dst_ptr[v + 1]]
+
+
+def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: np.ndarray) -> tuple | None:
+    """``(B_e, B_i, alpha_e, alpha_u)`` of ``box`` (``in_box`` its mask), or None where a
+    condition fails. A link into the box is internal when it leaves a switch whose links in
+    all come from the box."""
+    into = np.concatenate([links.entering(int(v)) for v in box])
+    tail = la.src[into]
+    if in_box[tail].any() or links.instant[into].any() or not is_switch[tail].all():
         return None
-    if not is_switch[la.src[external]].all():
+    tails = np.unique(tail)
+    closed = {int(t): bool(in_box[la.src[links.entering(int(t))]].all()) for t in tails}
+    internal = np.array([closed[int(t)] for t in tail])
+    if internal.all():
         return None
-    tails = np.zeros(n, bool)
-    tails[la.src[external]] = True
-    bw = la.bandwidth * la.count
-    return (float(bw[external].sum()), float(bw[internal].sum()), float(la.alpha[external].min()),
-            float(la.alpha[tails[la.dst]].min()))
+    bw = (la.bandwidth * la.count)[into]
+    outer = [int(t) for t in tails if not closed[int(t)]]
+    feeding = np.concatenate([links.entering(t) for t in outer])
+    return (float(bw[~internal].sum()), float(bw[internal].sum()), float(la.alpha[into[~internal]].min()),
+            float(la.alpha[feeding].min()))
 
 
 def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float, alpha_e: float, alpha_u: float,
