@@ -147,7 +147,7 @@ def images(ids: np.ndarray, shift: np.ndarray, orders) -> np.ndarray:
 def expand(f: PipelinedTrees) -> Schedule:
     """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
-    ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
+    ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k E)`` (:attr:`PipelinedTrees.edges`); the time
     reversal for ``reduce_scatter`` / ``reduce``."""
     f = listed(f)
     c, pieces, e = f.chunks_per_root, f.pieces, f.edges
