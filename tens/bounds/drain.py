@@ -56,10 +56,10 @@ useful arrivals over internal links (the first of a piece at a node), ``b_j`` th
 
 So ``T_B >= LP(J)``, the least ``b_head + sum b_j + b_tail`` under 1-5, a linear program of
 ``4 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
-(:func:`box_seconds` covers every ``J`` with a few programs). Met on DGX H100 x256 (1 GiB allgather) within 0.2 % by tree
-packing's pipelined trees with pieces of unequal size (``benchmarks/bench_clusters.py``): the
-program's own optimum alternates entry steps and pre-steps with a geometric tail, as those
-trees do.
+(:func:`box_seconds` covers every ``J`` with a few programs). Met on DGX H100 x256 (1 GiB
+allgather) within 0.2 % by tree packing's pipelined trees with pieces of unequal size
+(``benchmarks/bench_clusters.py``): the program's own optimum alternates entry steps and
+pre-steps with a geometric tail, as those trees do.
 """
 
 from __future__ import annotations
