@@ -85,8 +85,8 @@ class PipelinedTrees:
     before: np.ndarray
     shift: np.ndarray | None = None  # [generators, nodes]: node -> node, the box shifts (module doc); None: as listed
     orders: tuple[int, ...] = ()  # each shift's order: the listed trees are moved by every product of their powers
-    cuts: np.ndarray | None = None  # piece edges of a chunk, 0 = e_0 < .. < e_pieces = E: piece p is [e_p, e_p+1) / E of
-    # it (pieces of unequal size; None: equal, e_p = p)
+    cuts: np.ndarray | None = None  # piece edges of a chunk, 0 = e_0 < .. < e_pieces = E: piece p is
+    # [e_p, e_p+1) / E of it (pieces of unequal size; None: equal, e_p = p)
 
     @property
     def edges(self) -> np.ndarray:

@@ -99,7 +99,10 @@ def test_below_the_ten_ilp_optimum_on_two_boxes_of_two(nic_alpha, nvl, size):
 
 
 def test_computed_only_where_it_applies():
-    lat_bw = lambda inst: (instance_bounds(inst).part("sync_latency"), instance_bounds(inst).part("sync_bandwidth"))  # noqa: E731
+    def lat_bw(inst):
+        b = instance_bounds(inst)
+        return b.part("sync_latency"), b.part("sync_bandwidth")
+
     fat = make_instance(build("fat_tree", {"k": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(fat, *lat_bw(fat)).computed  # one GPU a host: no box
     rs = make_instance(two_by_two(1e-6, 50e9, 450e9), "reduce_scatter", message_bytes=1 << 20)

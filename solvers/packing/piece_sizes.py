@@ -13,15 +13,15 @@ the bottleneck before the pipeline fills and after it drains. With ``P`` pieces 
     minimise ``sum_t z_t``  subject to  ``z_t >= sum_d x_(t-d-1) cost[d, j]`` for every step
     ``t`` and column ``j``, ``sum_q x_q = 1``, ``x_q >= 0``,
 
-a few thousand rows (the columns are the distinct load patterns, a handful on identical
-boxes). Its answer is the textbook shape where a fast stage follows a slow one: equal pieces
-while the pipeline is full, then a geometric tail whose ratio lets the fast stage drain each
-piece within the next one's time on the slow stage. DGX H100 x64, 1 GiB allgather: the
-``sync`` price of the same trees 1.101 -> 1.080 x latency plus cut optimum; with switches that
-multicast (:func:`collsynth.solvers.packing.compact.multicast`) 1.035, which is within 0.3 % of
-the box bound (:mod:`collsynth.tens.bounds.drain`; ``benchmarks/bench_clusters.py``). The fractions are rounded to edges in ``1 / UNIT`` of a
-chunk and the schedule is priced from those edges, so the rounding costs what it costs and
-nothing is assumed.
+a few thousand rows (the columns are the distinct load patterns, a handful on identical boxes).
+Its answer is the textbook shape where a fast stage follows a slow one: equal pieces while the
+pipeline is full, then a geometric tail whose ratio lets the fast stage drain each piece within
+the next one's time on the slow stage. DGX H100 x64, 1 GiB allgather: the ``sync`` price of the
+same trees 1.101 -> 1.080 x latency plus cut optimum; with switches that multicast
+(:func:`collsynth.solvers.packing.compact.multicast`) 1.035, which is within 0.3 % of the box
+bound (:mod:`collsynth.tens.bounds.drain`; ``benchmarks/bench_clusters.py``). The fractions are
+rounded to edges in ``1 / UNIT`` of a chunk and the schedule is priced from those edges, so the
+rounding costs what it costs and nothing is assumed.
 
 >>> import numpy as np
 >>> from collsynth.instances import make_instance

@@ -17,10 +17,11 @@ come from ``C``, else *external*. It is required that every external link leaves
 step ``t - 1``; Liu et al., SIGCOMM 2024, Section 4) by a hop that is not instant, that no two
 nodes of ``C`` are linked directly and that no internal hop is instant, so a piece that enters
 ``C`` at ``u`` in step ``t`` reaches another node of ``C`` inside the box in step ``t + 2`` at
-the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in
-the step after the one that brought the piece: every schedule without a declared TEN timestep). ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into
-``C``; ``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link
-into a switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
+the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in the
+step after the one that brought the piece: every schedule without a declared TEN timestep).
+``B_e``, ``B_i``: the summed bandwidths of the external and internal links into ``C``;
+``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link into a
+switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
 
 **Proof.** Take any schedule; drop its empty steps (the price does not change). Call step
 ``t`` an *entry step* when some external link carries a piece into ``C`` in it, a *pre-step*
