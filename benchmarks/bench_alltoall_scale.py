@@ -20,7 +20,6 @@ Measured: README, "Clusters as built" (all-to-all at scale), with this command.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from bench_clusters import ROWS, _gpus
 from cluster_rows import chosen, cluster_parser, timed_row
@@ -42,7 +41,7 @@ def _measure(out: dict, generator: str, params: dict, cap: int) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.flow.rail_compact import compact_routes
-    from collsynth.solvers.packing.compact import least_sync
+    from collsynth.solvers.packing.compact import at_pieces, least_sync
     from collsynth.tens.bounds.blocks import block_cut
     from collsynth.tens.pipelined_trees import verify
 
@@ -63,7 +62,7 @@ def _measure(out: dict, generator: str, params: dict, cap: int) -> None:
                stage="event (explicit)")
     pieces = min(routes.pieces, cap // max(1, out["hops"] * routes.chunks_per_root))
     if pieces >= 1:
-        _event(out, inst, replace(routes, pieces=pieces))
+        _event(out, inst, at_pieces(routes, pieces))
 
 
 def _event(out: dict, inst, routes) -> None:

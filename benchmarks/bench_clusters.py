@@ -23,17 +23,20 @@ Ratios are to the cut optimum (the bandwidth term alone: a model with latency ca
 so ``sync/opt`` includes the alpha of every step). A row that does not finish in the row
 timeout says at which stage it stopped.
 
-Measured (``--row-timeout 400``, 1 GiB allgather, load 16-20; the full table is README's
-"Clusters as built"), optimum + trees + verify/price seconds, ``sync`` over the cut optimum
-and over the ``sync`` bound (latency plus cut optimum), the instance bounds' seconds, peak of
-the row:
+Measured (``--row-timeout 400 --explicit-sends 0``, one row at a time, 1 GiB allgather, load
+16-18; the full table is README's "Clusters as built"), optimum + trees + verify/price seconds,
+``sync`` over the cut optimum and over the ``sync`` bound (the box bound of
+:mod:`collsynth.tens.bounds.drain` where it applies, else latency plus cut optimum), the
+instance bounds' seconds, peak of the row; trees with sends into multicasting switches merged
+(:func:`collsynth.solvers.packing.compact.multicast`) and pieces of unequal size where they
+price lower (:mod:`collsynth.solvers.packing.piece_sizes`):
 
-- DGX H100 x512 (4,096 GPUs): 6.0 + 1.4 + 2.3 s, 1.103 / 1.100, bounds 6.0 s, 274 MiB
-  (704 MiB when the bounds did not use the box shifts);
-- SuperPOD 16 SU (4,096, three tiers): 1.6 + 7.5 + 0.9 s, 1.163 / 1.156, 5.5 s, 286 MiB;
-- HPN 4 segments (4,096): 2.3 + 51.6 + 9.9 s, 1.137 / 1.133, 12.9 s, 291 MiB;
-- fat tree k = 32 (8,192): 3.3 + 71.4 + 2.8 s, 1.052 / 1.051, 14.6 s, 547 MiB (2.3 GiB before);
-- DGX H100 x2048 (16,384): 5.8 + 6.5 + 28.8 s, 1.103 / 1.100, 27.4 s, 1.4 GiB (8.3 GiB before).
+- DGX H100 x512 (4,096 GPUs): 3.0 + 2.0 + 6.9 s, 1.036 / 1.001, bounds 8.4 s, 294 MiB
+  (equal pieces, no merging: 1.103 / 1.100);
+- SuperPOD 8 SU (2,048, two tiers): 0.9 + 1.6 + 1.5 s, 1.041 / 1.006, 6.1 s, 235 MiB;
+- SuperPOD 16 SU (4,096, three tiers): 2.0 + 11.4 + 2.6 s, 1.099 / 1.062, 10.2 s, 306 MiB;
+- HPN 4 segments (4,096): 1.9 + 34.8 + 4.3 s, 1.090 / 1.053, 8.1 s, 311 MiB;
+- fat tree k = 26 (4,394): 2.1 + 17.8 + 1.9 s, 1.002 / 1.001, 4.8 s, 321 MiB (was 1.052 / 1.051).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import argparse
 import resource
 import signal
 import time
-from dataclasses import replace
 
 import forestcoll_code
 import orbit_event
@@ -124,8 +126,9 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
         out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
         c = compact.pipelined(inst, f, 1, _tree_hops)
     t = time.perf_counter()
-    why = verify_trees(c, inst)
+    c = compact.multicast(c, inst)
     c, price = compact.least_sync(c, inst, MAX_PIECES)
+    why = verify_trees(c, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s, pieces=c.pieces,
                hops=len(c.src) * c.copies, verify_price_s=time.perf_counter() - t, stage="event (per link orbit)")
     out.update(orbit_event.least_event(c, inst, c.pieces, event_sends))
@@ -133,7 +136,7 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
     pieces = min(c.pieces, explicit // max(1, len(c.src) * c.copies * c.chunks_per_root))
     if pieces >= 1:
         t = time.perf_counter()
-        sched = _with_header(expand(replace(c, pieces=pieces)), inst)
+        sched = _with_header(expand(compact.at_pieces(c, pieces)), inst)
         ok = verify.verify(sched, inst) is None
         out.update(explicit_ms=1e3 * cost_models.price(sched, inst, "event").total_s if ok else None,
                    explicit_pieces=pieces, explicit_verified=ok, explicit_s=time.perf_counter() - t)

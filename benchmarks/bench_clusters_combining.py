@@ -26,7 +26,6 @@ Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), w
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import orbit_event
 from bench_clusters import ROWS, _gpus
@@ -90,6 +89,7 @@ def _event(out: dict, inst, trees, form) -> None:
     priced under ``event`` (a check of the price per link orbit) and ``event-inorder`` (into
     ``out``), when one piece fits."""
     from collsynth.solvers.packing.producer import _with_header
+    from collsynth.solvers.packing.compact import at_pieces
     from collsynth.tens import cost_models, verify
 
     halves = getattr(trees, "halves", (trees,))
@@ -98,7 +98,7 @@ def _event(out: dict, inst, trees, form) -> None:
     if pieces < 1:
         return
     t = time.perf_counter()
-    shallower = [replace(h, pieces=pieces) for h in halves]
+    shallower = [at_pieces(h, pieces) for h in halves]
     sched = _with_header(form.expand(type(trees)(*shallower) if len(halves) > 1 else shallower[0]), inst)
     ok = verify.verify(sched, inst) is None
     out.update(explicit_pieces=pieces, explicit_verified=ok)

@@ -88,6 +88,15 @@ class PipelinedTrees:
     before: np.ndarray
     shift: np.ndarray | None = None  # [generators, nodes]: node -> node, the box shifts (module doc); None: as listed
     orders: tuple[int, ...] = ()  # each shift's order: the listed trees are moved by every product of their powers
+    cuts: np.ndarray | None = None  # piece edges of a chunk, 0 = e_0 < .. < e_pieces = E: piece p is
+    # [e_p, e_p+1) / E of it (pieces of unequal size; None: equal, e_p = p)
+
+    @property
+    def edges(self) -> np.ndarray:
+        """The piece edges of a chunk (``cuts``, else ``0, 1, .., pieces``): piece ``p`` of a
+        tree of width ``w`` units is ``[lo E + e_p w, lo E + e_(p+1) w)`` in ``1 / (k E)`` of a
+        shard, ``E`` the last edge."""
+        return np.arange(self.pieces + 1, dtype=np.int64) if self.cuts is None else np.asarray(self.cuts, np.int64)
 
     @property
     def copies(self) -> int:
@@ -141,7 +150,7 @@ def images(ids: np.ndarray, shift: np.ndarray, orders) -> np.ndarray:
 def expand(f: PipelinedTrees) -> Schedule:
     """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
-    ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k * pieces)``; the time
+    ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k E)`` (:attr:`PipelinedTrees.edges`); the time
     reversal for ``reduce_scatter`` / ``reduce``. Within a step the sends are listed by listed
     send (tree, hop, piece; a reduce-scatter's by :func:`owners_ahead` first), each followed by
     its images under the shifts (:func:`moved_sends`; the shifts :func:`keeping_first`)."""
@@ -181,15 +190,16 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
     q = np.arange(Q, dtype=np.int64)
     kind = NON_COMBINING[f.collective]
     width = (f.hi - f.lo).astype(np.int64)[tree]
+    e, p = f.edges, q % f.pieces
     shape = (h, Q, C)  # listed hop, piece, copy: the listing order
     first = _first_chunks(f, kind, root, dst)[tree]  # [hop, copy]
     cols = {"chunk": first[:, None, :] + (q // f.pieces)[None, :, None],
-            "lo": ((f.lo.astype(np.int64)[tree] * f.pieces)[:, None] + (q % f.pieces)[None, :] * width[:, None])[:, :, None],
+            "lo": ((f.lo.astype(np.int64)[tree] * int(e[-1]))[:, None] + e[p][None, :] * width[:, None])[:, :, None],
             "src": src[:, None, :], "dst": dst[:, None, :],
             "step": (f.before.astype(np.int64)[:, None] + q[None, :] + 1)[:, :, None]}
-    cols["hi"] = cols["lo"] + width[:, None, None]
+    cols["hi"] = cols["lo"] + ((e[p + 1] - e[p])[None, :] * width[:, None])[:, :, None]
     arr = {name: np.broadcast_to(v, shape).flatten() for name, v in cols.items()}
-    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * f.pieces, **arr)
+    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * int(e[-1]), **arr)
     if not f.reversed:
         return sched
     sched = replace(reverse(sched), link_order="program")  # declared: FIFO links keep the reversal's order (module doc)
@@ -243,6 +253,9 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     topo, coll = instance.topology, instance.collective
     if coll.kind != f.collective or coll.size != f.nodes or coll.num_chunks != f.chunks:
         return f"the trees implement {f.collective} on {f.nodes} nodes, not the instance's {coll.kind}"
+    e = f.edges
+    if len(e) != f.pieces + 1 or e[0] != 0 or (np.diff(e) < 1).any():
+        return f"the piece edges are not {f.pieces + 1} increasing integers from 0"
     la = topo.link_arrays
     src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
     missing = np.flatnonzero(la.lookup(src, dst) < 0)
@@ -404,24 +417,15 @@ class SyncPrice:
 
 
 def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
-    """The synchronous alpha-beta price of ``f``'s expansion (module doc), in segments of steps
-    with the same hops active: hop ``h`` carries one piece in each of steps ``before_h + 1 ..
-    before_h + P``; per step, the largest alpha over links used plus the largest load over
-    bandwidth (Zhao et al., NSDI 2025, Section 3.2). Loads are summed once per depth below the
-    root (a segment adds the depths active in it) and, with a shift, per orbit of links."""
-    la = instance.topology.link_arrays
-    src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
-    group, scale = link_orbits(la, f.shift, f.orders)
-    link = group[la.lookup(src, dst)]
+    """The synchronous alpha-beta price of ``f``'s expansion (module doc): hop ``h`` carries
+    piece ``q`` in step ``before_h + q + 1``; per step, the largest alpha over links used plus
+    the largest load over bandwidth (Zhao et al., NSDI 2025, Section 3.2). Loads are summed once
+    per depth below the root (:func:`depth_costs`); with equal pieces in segments of steps with
+    the same depths active, with unequal ones (``cuts``) step by step."""
+    depths, cost, alpha = depth_costs(f, instance)
     P = f.chunks_per_root * f.pieces
-    widths = (f.hi - f.lo).astype(np.float64)
-    per_hop = np.repeat(widths, np.diff(f.ptr)) / (f.k * f.pieces) * instance.collective.chunk_bytes
-    depths, at = np.unique(f.before, return_inverse=True)
-    G = len(la)
-    loads = np.bincount(at * G + link, weights=per_hop, minlength=len(depths) * G).reshape(len(depths), G)
-    rate = scale / la.bandwidth  # seconds per byte on a link of the group (0 where no group)
-    alpha = np.zeros(len(depths))
-    np.maximum.at(alpha, at, la.alpha[link])
+    if f.cuts is not None:
+        return _price_unequal(f, depths, cost, alpha)
     starts, stops = depths + 1, depths + P + 1  # active in [start, stop)
     edges = np.unique(np.concatenate([starts, stops]))
     steps, T_L, T_B = 0, 0.0, 0.0
@@ -430,9 +434,45 @@ def price_sync(f: PipelinedTrees, instance) -> SyncPrice:
         if not active.any():
             continue
         T_L += (b - a) * float(alpha[active].max())
-        T_B += (b - a) * float((loads[active].sum(axis=0) * rate).max())
+        T_B += (b - a) * float(cost[active].sum(axis=0).max()) / f.pieces
         steps += b - a
     return SyncPrice(steps, T_L, T_B)
+
+
+def depth_costs(f: PipelinedTrees, instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(depths, cost, alpha)``: the depths below the root the hops occupy (sorted), per depth
+    the seconds its hops load each link (a column per distinct load pattern over the depths;
+    with a shift, per orbit of links) when every tree sends one whole chunk of its width at
+    once, and per depth the largest alpha of its links. A step whose active depths carry the
+    fractions ``x_d`` of a chunk costs ``max(alpha_d) + max_j sum_d x_d cost[d, j]``."""
+    la = instance.topology.link_arrays
+    src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
+    group, scale = link_orbits(la, f.shift, f.orders)
+    link = group[la.lookup(src, dst)]
+    widths = (f.hi - f.lo).astype(np.float64)
+    per_hop = np.repeat(widths, np.diff(f.ptr)) / f.k * instance.collective.chunk_bytes
+    depths, at = np.unique(f.before, return_inverse=True)
+    used, col = np.unique(link, return_inverse=True)
+    loads = np.bincount(at * len(used) + col, weights=per_hop, minlength=len(depths) * len(used))
+    cost = loads.reshape(len(depths), len(used)) * (scale[used] / la.bandwidth[used])[None, :]
+    alpha = np.zeros(len(depths))
+    np.maximum.at(alpha, at, la.alpha[link])
+    return depths, np.unique(cost, axis=1) if cost.size else cost, alpha
+
+
+def _price_unequal(f: PipelinedTrees, depths: np.ndarray, cost: np.ndarray, alpha: np.ndarray) -> SyncPrice:
+    """:func:`price_sync` with the pieces of ``f.cuts``, step by step: step ``t`` sends piece
+    ``t - d - 1`` at each depth ``d`` (the chunk's fraction ``(e_(p+1) - e_p) / E``)."""
+    e = f.edges.astype(np.float64)
+    frac = np.tile(np.diff(e) / e[-1], f.chunks_per_root)
+    P = len(frac)
+    q = np.arange(P + int(depths.max(initial=0)))[:, None] - depths[None, :]  # [step - 1, depth] -> piece
+    on = (q >= 0) & (q < P)
+    share = np.where(on, frac[np.clip(q, 0, P - 1)], 0.0)
+    busy = on.any(axis=1)
+    T_B = float((share[busy] @ cost).max(axis=1).sum()) if cost.size else 0.0
+    T_L = float(np.where(on[busy], alpha[None, :], 0.0).max(axis=1).sum())
+    return SyncPrice(int(busy.sum()), T_L, T_B)
 
 
 def link_orbits(la, shift: np.ndarray | None, orders) -> tuple[np.ndarray, np.ndarray]:
@@ -466,7 +506,8 @@ def to_json(f: PipelinedTrees) -> dict:
     form stored and written by ``collsynth solve --out`` (``"form": "pipelined-trees"``)."""
     return {"form": "pipelined-trees", **{name: getattr(f, name) for name in HEADER},
             **{name: getattr(f, name).tolist() for name in ARRAYS},
-            "shift": None if f.shift is None else f.shift.tolist(), "orders": list(f.orders)}
+            "shift": None if f.shift is None else f.shift.tolist(), "orders": list(f.orders),
+            "cuts": None if f.cuts is None else np.asarray(f.cuts).tolist()}
 
 
 def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
@@ -488,13 +529,14 @@ def from_json(data: dict, where: str = "trees") -> PipelinedTrees:
         cols = {name: np.asarray(data[name], dtype=np.int64) for name in ARRAYS}
         shift = None if data.get("shift") is None else np.asarray(data["shift"], dtype=np.int64)
         orders = tuple(int(x) for x in data.get("orders") or ())
+        cuts = None if data.get("cuts") is None else np.asarray(data["cuts"], dtype=np.int64)
     except KeyError as e:
         raise InputError(where, f"{e.args[0]}: missing") from None
     except (TypeError, ValueError) as e:
         raise InputError(where, f"a field is not of its type ({e})") from None
     if head["collective"] not in NON_COMBINING:
         raise InputError(where, f"collective: expected one of {', '.join(NON_COMBINING)}, got {head['collective']!r}")
-    return PipelinedTrees(**head, **cols, shift=shift, orders=orders)
+    return PipelinedTrees(**head, **cols, shift=shift, orders=orders, cuts=cuts)
 
 
 def write_json(f: PipelinedTrees, path) -> None:

@@ -13,7 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 from ...instances import Instance
+from ...instances.switch_ops import copying_mask
 from ...tens.pipelined_trees import PipelinedTrees, price_sync
+from .piece_sizes import least_sized
 
 MAX_PIECES = 8192  # the deepest pipeline :func:`least_sync` tries
 
@@ -39,17 +41,19 @@ def pipelined(instance: Instance, forest, pieces: int, hops) -> PipelinedTrees:
                           np.array([t.hi for t in forest.trees], np.int64), np.asarray(ptr, np.int64), src, dst, before)
 
 
-def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES) -> tuple[PipelinedTrees, object]:
+def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES,
+               sizes: bool = True) -> tuple[PipelinedTrees, object]:
     """``(trees, price)`` at the pipeline depth of least ``sync`` price
     (:func:`collsynth.tens.pipelined_trees.price_sync`): powers of two from 1 to ``most``, then
     the two midpoints beside the best (the price is unimodal in the depth: the fill, ``(D - 1)
     / P`` of the bandwidth time, falls as latency, ``(P + D - 1)`` alphas, grows; Zhao et al.,
-    NSDI 2025, Section 3.2)."""
+    NSDI 2025, Section 3.2); with ``sizes``, pieces of unequal size where they price lower
+    (:func:`.piece_sizes.least_sized`)."""
     priced: dict = {}
 
     def at(p: int):
         if p not in priced:
-            priced[p] = price_sync(replace(f, pieces=p), instance)
+            priced[p] = price_sync(replace(f, pieces=p, cuts=None), instance)
         return priced[p]
 
     best = min((1 << i for i in range(most.bit_length())), key=lambda p: at(p).total_s)
@@ -57,4 +61,40 @@ def least_sync(f: PipelinedTrees, instance: Instance, most: int = MAX_PIECES) ->
         if 1 <= p <= most:
             at(p)
     p = min(priced, key=lambda q: priced[q].total_s)
-    return replace(f, pieces=p), priced[p]
+    unequal = least_sized(replace(f, cuts=None), instance, p) if sizes else None
+    if unequal is not None and unequal[1].total_s < priced[p].total_s * (1 - 1e-9):
+        return unequal
+    return replace(f, pieces=p, cuts=None), priced[p]
+
+
+def at_pieces(f: PipelinedTrees, pieces: int) -> PipelinedTrees:
+    """``f`` cut into ``pieces`` pieces per chunk: its own piece edges at its own count, else
+    equal pieces (a shallower pipeline for explicit sends)."""
+    return f if pieces == f.pieces else replace(f, pieces=int(pieces), cuts=None)
+
+
+def multicast(f: PipelinedTrees, instance: Instance) -> PipelinedTrees:
+    """``f`` with the sends of a tree that leave one node for one switch in one step merged
+    into one, where that switch may multicast (an allgather or broadcast, not reversed; the
+    switch's ``copy``, else the schedule's ``switch_copy``, true by default as in TE-CCL: Liu
+    et al., SIGCOMM 2024, Section 4; :func:`collsynth.instances.switch_ops.copying_mask`): the
+    switch forwards the one arrival on each link the routes leave it by, so a root's NIC sends
+    a piece once rather than once per box it reaches. Every route keeps its hops after the
+    switch; links lose only repeated loads. ``f`` itself where nothing merges or the shifts
+    move a copying switch onto one that does not."""
+    if f.reversed or f.collective == "alltoall":
+        return f
+    topo = instance.topology
+    copy = copying_mask(topo, True) & np.isin(np.arange(topo.size), list(topo.switches))
+    if f.shift is not None and any((copy[np.asarray(perm)] != copy).any() for perm in f.shift):
+        return f
+    tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
+    key = np.stack([tree, f.src, f.dst, f.before])
+    into_copy = copy[f.dst]
+    _, first = np.unique(key[:, into_copy], axis=1, return_index=True)
+    keep = ~into_copy
+    keep[np.flatnonzero(into_copy)[first]] = True
+    if keep.all():
+        return f
+    ptr = np.r_[0, np.cumsum(np.bincount(tree[keep], minlength=len(f.root)))]
+    return replace(f, ptr=ptr, src=f.src[keep], dst=f.dst[keep], before=f.before[keep])

@@ -630,6 +630,7 @@ def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
         summing = summing_switches(instance)
         apart = _pairing_by_port(instance, transposed)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing, apart)), f.k, f.tau
+    trees = compact.multicast(trees, instance)
     pieces = options.params.get("pieces")
     trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)

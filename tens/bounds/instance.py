@@ -22,6 +22,7 @@ from .box_rows import box_demand
 from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
+from .drain import drain_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
@@ -107,8 +108,12 @@ class Bounds:
 
     @property
     def sync(self) -> Bound:
-        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound."""
-        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
+        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
+        box's entry steps and drain (:mod:`.drain`) where larger."""
+        lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
+        if "sync_drain" not in self._parts:
+            self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
+        return best([_sync_total(lat, bw), self._parts["sync_drain"][0]], "sync")
 
     @property
     def steps(self) -> Bound:

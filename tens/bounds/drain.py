@@ -1,0 +1,266 @@
+"""A ``sync`` bound from one box's steps: every step that brings data into a box pays its NIC's
+alpha, and what enters last must still cross the box's own switch (:func:`drain_bound`).
+
+The synchronous price (Zhao et al., "Efficient Direct-Connect Topologies for Collective
+Communications", NSDI 2025, Section 3.2) of ``S`` steps is ``sum_t (a_t + b_t)``: ``a_t`` the
+largest alpha of a link used in step ``t``, ``b_t`` the largest ``bytes_l / bandwidth_l``. The
+bound ``L + T*`` (:func:`collsynth.tens.bounds.instance._sync_total`) charges the latency of one
+path and the bandwidth of the best cut. A pipelined schedule pays more, and so must every
+schedule: the data a box takes in through its NICs arrives over many steps, each paying a NIC's
+alpha, and whatever arrives in a step must still be forwarded inside the box two steps later.
+
+**The box.** ``C``: the compute nodes that a switch ``sigma`` links to, both ways and only them
+(a DGX's NVSwitch; also a one-switch rail), with ``c = |C| >= 2``, all taking part in a single
+allgather. A link into a node of ``C`` is *internal* when it leaves a switch whose links in all
+come from ``C``, else *external*. It is required that every external link leaves a switch
+(holding nothing, TE-CCL's model: a send out of it in step ``t`` forwards what reached it in
+step ``t - 1``; Liu et al., SIGCOMM 2024, Section 4) by a hop that is not instant, that no two
+nodes of ``C`` are linked directly and that no internal hop is instant, so a piece that enters
+``C`` at ``u`` in step ``t`` reaches another node of ``C`` inside the box in step ``t + 2`` at
+the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in the
+step after the one that brought the piece: every schedule without a declared TEN timestep).
+``B_e``, ``B_i``: the summed bandwidths of the external and internal links into ``C``;
+``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link into a
+switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
+
+**Proof.** Take any schedule; drop its empty steps (the price does not change). Call step
+``t`` an *entry step* when some external link carries a piece into ``C`` in it, a *pre-step*
+when it is not one but step ``t + 1`` is. An entry step pays ``a_t >= alpha_e``; a pre-step
+``a_t >= alpha_u`` (what leaves the switch in ``t + 1`` reached it in ``t``). Number the
+entry and pre-steps ``1 .. J`` (*phases*); ``T_L >= J min(alpha_e, alpha_u)``, and
+``T_L >= L`` (the distance argument). The first phase is a pre-step (nothing is in a switch
+before step 1) and the last an entry step. Every other step (*cheap*) is grouped: before the
+first phase with the *head*, after the last with the *tail*, and otherwise with the next phase
+(a pre-step: the step after a cheap step is no entry step, as the step before an entry step is
+a phase). Let ``n_j`` be the bytes entering ``C`` at phase ``j`` (every arrival), ``v`` the
+useful arrivals over internal links (the first of a piece at a node), ``b_j`` the sum of
+``b_t`` over the phase's steps; ``v^o_j`` the internal arrivals in the phase step when phase
+``j - 1`` is the step before it, the others ``v^n_j``. Then for a schedule's numbers:
+
+1. ``n_j <= B_e b_j``, ``v^o_j + v^n_j <= B_i b_j`` (a step's ``b_t`` is at least any of its
+   links' load over bandwidth, so at least their sums' ratio); head and tail likewise;
+   ``n_1 = 0``;
+2. ``v^n_j <= B_i (b_j - n_j / B_e)``: ``v^n_j > 0`` only on a pre-step with cheap steps before
+   it, and a pre-step has ``n_j = 0``;
+3. causality: a piece arriving at ``w`` over an internal link in step ``t`` came from a switch
+   whose links in come from ``C``, so it was at a node of ``C`` in step ``t - 2``: one of the
+   box's own ``c s`` bytes, or one entered by then. Each distinct byte arrives usefully at
+   most ``c - 1`` times over internal links, and the distinct bytes entered are at most the
+   entries ``N_j = n_1 + .. + n_j``. In the phase step of ``j`` (previous phase the step
+   before) that is ``t - 2 <=`` phase ``j - 2``; in cheap steps grouped with ``j``, or its
+   step after them, phase ``j - 1``. So all internal arrivals up to phase ``j - 1``, plus
+   ``v^o_j``, are at most ``(c - 1)(c s + N_(j-2))``; up to phase ``j``, at most
+   ``(c - 1)(c s + N_(j-1))``; head: ``(c - 1) c s``; everything: ``(c - 1)(c s + N_J)``;
+4. demand: every node of ``C`` needs ``(|P| - 1) s`` bytes and takes each in at least once,
+   so ``N_J + V >= c (|P| - 1) s``;
+5. ``T_B = b_head + sum_j b_j + b_tail >= T*`` (the bandwidth bound).
+
+So ``T_B >= LP(J)``, the least ``b_head + sum b_j + b_tail`` under 1-5, a linear program of
+``4 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
+(:func:`box_seconds` covers every ``J`` with a few programs). Met on DGX H100 x256 (1 GiB
+allgather) within 0.2 % by tree packing's pipelined trees with pieces of unequal size
+(``benchmarks/bench_clusters.py``): the program's own optimum alternates entry steps and
+pre-steps with a geometric tail, as those trees do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+from ..ten import latency_pipelined
+from .demand import instant_out
+from .record import Bound, not_computed
+
+SAFETY = 1e-6  # the program's value is lowered by this share (the solver's tolerances)
+MAX_PHASES = 256  # the largest J solved; beyond it the bound counts alphas and T* only
+
+
+def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
+    """The box bound (module doc) of a single allgather, the best over the boxes of distinct
+    numbers; not computed where no box meets the module's conditions."""
+    coll = instance.collective
+    if instance.concurrent or coll.kind != "allgather":
+        return not_computed("sync", "drain", "only a single allgather")
+    if not (latency.computed and bandwidth.computed):
+        return not_computed("sync", "drain", "needs the latency and bandwidth bounds")
+    if latency_pipelined(instance.topology):
+        return not_computed("sync", "drain", "a pipelined link latency makes steps TEN timesteps")
+    boxes = box_numbers(instance)
+    if not boxes:
+        return not_computed("sync", "drain", "no switch whose links join a box of compute nodes only, entered "
+                                             "from switches by hops that are not instant")
+    best_value, best_box = None, None
+    for numbers, where in boxes.items():
+        value = box_seconds(*numbers, latency.value, bandwidth.value)
+        if value is None:
+            return not_computed("sync", "drain", f"the phase program of the box of switch {where} was not solved")
+        if best_value is None or value > best_value:
+            best_value, best_box = value, where
+    return Bound(best_value * (1 - SAFETY), "s", "sync", "drain", best_box,
+                 f"entry steps at the NICs of the box of switch {best_box}, then its own switch")
+
+
+def box_numbers(instance) -> dict[tuple, int]:
+    """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u): switch}``: one box
+    (module doc) per distinct set of numbers, with a switch that has them."""
+    topo, coll = instance.topology, instance.collective
+    la = topo.link_arrays
+    n = topo.size
+    is_switch = np.zeros(n, bool)
+    is_switch[list(topo.switches)] = True
+    part = np.zeros(n, bool)
+    part[np.asarray(coll.nodes, np.int64)] = True
+    links = _Links(la, n, instant_out(topo))
+    compute_from = np.zeros(n, np.int64)  # per switch: links in from compute nodes
+    np.add.at(compute_from, la.dst, (~is_switch[la.src]).astype(np.int64))
+    inner = is_switch & (compute_from == np.bincount(la.dst, minlength=n))  # switches fed by compute nodes only
+    out: dict[tuple, int] = {}
+    shard = coll.chunk_bytes * coll.chunks_per_node
+    in_box = np.zeros(n, bool)
+    for sigma in np.flatnonzero(inner).tolist():
+        box = np.unique(la.dst[links.leaving(sigma)])
+        ins = np.unique(la.src[links.entering(sigma)])
+        if len(box) < 2 or len(ins) != len(box) or (box != ins).any() or is_switch[box].any() or not part[box].all() \
+                or len(box) >= len(coll.nodes):
+            continue
+        in_box[box] = True
+        numbers = _numbers(la, links, box, in_box, is_switch)
+        in_box[box] = False
+        if numbers is not None:
+            out.setdefault((len(box), shard, len(coll.nodes), *numbers), int(sigma))
+    return out
+
+
+class _Links:
+    """The link pairs leaving and entering each node (index arrays into the link arrays), and
+    which hops are instant."""
+
+    def __init__(self, la, n: int, instant: np.ndarray):
+        self.by_src, self.by_dst = np.argsort(la.src, kind="stable"), np.argsort(la.dst, kind="stable")
+        self.src_ptr = np.r_[0, np.cumsum(np.bincount(la.src, minlength=n))]
+        self.dst_ptr = np.r_[0, np.cumsum(np.bincount(la.dst, minlength=n))]
+        self.instant = instant
+
+    def leaving(self, v: int) -> np.ndarray:
+        return self.by_src[self.src_ptr[v]:self.src_ptr[v + 1]]
+
+    def entering(self, v: int) -> np.ndarray:
+        return self.by_dst[self.dst_ptr[v]:self.dst_ptr[v + 1]]
+
+
+def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: np.ndarray) -> tuple | None:
+    """``(B_e, B_i, alpha_e, alpha_u)`` of ``box`` (``in_box`` its mask), or None where a
+    condition fails. A link into the box is internal when it leaves a switch whose links in
+    all come from the box."""
+    into = np.concatenate([links.entering(int(v)) for v in box])
+    tail = la.src[into]
+    if in_box[tail].any() or links.instant[into].any() or not is_switch[tail].all():
+        return None
+    tails = np.unique(tail)
+    closed = {int(t): bool(in_box[la.src[links.entering(int(t))]].all()) for t in tails}
+    internal = np.array([closed[int(t)] for t in tail])
+    if internal.all():
+        return None
+    bw = (la.bandwidth * la.count)[into]
+    outer = [int(t) for t in tails if not closed[int(t)]]
+    feeding = np.concatenate([links.entering(t) for t in outer])
+    return (float(bw[~internal].sum()), float(bw[internal].sum()), float(la.alpha[into[~internal]].min()),
+            float(la.alpha[feeding].min()))
+
+
+def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float, alpha_e: float, alpha_u: float,
+                L: float, T_star: float) -> float | None:
+    """``min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]`` (module doc), at least ``L + T*``;
+    None when a program is not solved (no ``J`` may be left out of the minimum).
+
+    ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put first, turns a
+    solution for ``J`` phases into one for ``J + 1``), so between two ``J`` it was solved at,
+    ``J_a < J_b``, every ``J`` costs at least ``max(L, J_a alpha) + LP(J_b)``; beyond the
+    largest, ``max(L, J alpha) + T*``. The range is split where that is below the best value
+    found until no part of it is.
+
+    Two nodes in a box of four, a byte each, links of 1 B/s and alpha 10 s: one entry step
+    (``J = 2``, 20 s of alpha) brings the other box's 2 bytes in over 2 s, and one node's
+    bytes still cross the box's switch (2 s more: a node taking all 2 bytes from outside
+    costs the same), so 24 s; a third phase costs 10 s more than the 2 s it could save.
+
+    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0)
+    24.0
+    """
+    unit = (participants - c) * shard  # bytes in units of the remote data, seconds of it over B_e
+    sec = unit / B_e
+    alpha = min(alpha_e, alpha_u)
+    lp: dict[int, float] = {}
+
+    def solve(J: int) -> bool:
+        if J not in lp:
+            got = _phases_lp(J, c, shard / unit, participants, B_i / B_e, T_star / sec)
+            if got is None:
+                return False
+            lp[J] = got * sec
+        return True
+
+    value = lambda J: max(L, J * alpha) + lp[J]  # noqa: E731
+    J = 2
+    while True:  # the largest J solved: beyond it nothing beats what was found
+        if not solve(J):
+            return None
+        if max(L, J * alpha) + T_star >= min(value(j) for j in lp) or J >= MAX_PHASES:
+            break
+        J *= 2
+    best = min(value(j) for j in lp)
+    tail = max(L, (J + 1) * alpha) + T_star
+    parts = [(a, b) for a, b in zip(sorted(lp)[:-1], sorted(lp)[1:])]
+    while parts:
+        a, b = parts.pop()
+        if b - a <= 1 or max(L, a * alpha) + lp[b] >= best:
+            continue
+        mid = (a + b) // 2
+        if not solve(mid):
+            return None
+        best = min(best, value(mid))
+        parts += [(a, mid), (mid, b)]
+    return max(min(best, tail), L + T_star)
+
+
+def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float) -> float | None:
+    """``LP(J)`` in units (bytes: the remote data; seconds: it over ``B_e``; ``ratio`` = ``B_i /
+    B_e``): variables ``n, v^o, v^n, b`` per phase, then ``v, b`` of head and tail."""
+    n, vo, vn, b = (np.arange(J) + k * J for k in range(4))
+    vH, bH, vT, bT = 4 * J, 4 * J + 1, 4 * J + 2, 4 * J + 3
+    own = c * s
+    rows: list[dict] = []
+    rhs: list[float] = []
+
+    def le(coefs: dict, bound: float) -> None:
+        rows.append(coefs)
+        rhs.append(bound)
+
+    def arrivals(upto: int) -> dict:  # internal arrivals of the head and of phases < upto
+        return {vH: 1.0, **{int(i): 1.0 for i in vo[:upto]}, **{int(i): 1.0 for i in vn[:upto]}}
+
+    for j in range(J):
+        le({n[j]: 1.0, b[j]: -1.0}, 0.0)
+        le({vo[j]: 1.0, vn[j]: 1.0, b[j]: -ratio}, 0.0)
+        le({vn[j]: 1.0, b[j]: -ratio, n[j]: ratio}, 0.0)
+        le({**arrivals(j), vo[j]: 1.0, **{int(i): -(c - 1.0) for i in n[:max(0, j - 1)]}}, (c - 1) * own)
+        le({**arrivals(j + 1), **{int(i): -(c - 1.0) for i in n[:j]}}, (c - 1) * own)
+    le({vH: 1.0, bH: -ratio}, 0.0)
+    le({vT: 1.0, bT: -ratio}, 0.0)
+    le({vH: 1.0}, (c - 1) * own)
+    le({**arrivals(J), vT: 1.0, **{int(i): -(c - 1.0) for i in n}}, (c - 1) * own)
+    le({**{int(i): -1.0 for i in np.r_[n, vo, vn]}, vH: -1.0, vT: -1.0}, -c * (participants - 1) * s)
+    le({**{int(i): -1.0 for i in b}, bH: -1.0, bT: -1.0}, -T_star)
+    r = [i for i, coefs in enumerate(rows) for _ in coefs]
+    k = [int(key) for coefs in rows for key in coefs]
+    val = [float(v) for coefs in rows for v in coefs.values()]
+    A = sparse.csr_matrix((val, (r, k)), shape=(len(rows), 4 * J + 4))
+    cost = np.zeros(4 * J + 4)
+    cost[b] = 1.0
+    cost[[bH, bT]] = 1.0
+    bounds = [(0, None)] * (4 * J + 4)
+    bounds[int(n[0])] = (0, 0)
+    res = linprog(cost, A_ub=A, b_ub=np.asarray(rhs), bounds=bounds, method="highs")
+    return float(res.fun) if res.status == 0 else None
