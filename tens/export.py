@@ -107,8 +107,9 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
-from .export_deps import implied_dependencies_removed
+from .export_deps import implied_dependencies_removed, program_order
 from .export_fuse import fused, sum_needed
+from .export_trees import MAX_TREE_THREAD_BLOCKS, tree_channels, trees_of
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import summed_in_switch, switch_routes
 
@@ -128,6 +129,7 @@ RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
 KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
 DIALECTS = MSCCL_DIALECTS
+LAYOUTS = ("links", "trees")  # a link's sends packed per thread block / one thread block per tree and edge
 DEFAULT_DIALECT = DEFAULT_MSCCL_DIALECT
 COLL_NAMES = {
     "msccl-executor": {
@@ -339,11 +341,14 @@ def to_msccl_xml(
     max_chunks: int = MAX_CHUNKS,
     dialect: str = DEFAULT_DIALECT,
     fuse: bool = False,
+    layout: str = "links",
 ) -> str:
     """The MSCCL XML program of ``schedule`` (see the module doc for the mapping; with ``fuse``,
     a receive its GPU forwards next is one receive-and-send step, :mod:`.export_fuse`, unless
     :func:`interpret_msccl_xml` cannot number the fused program's transfers by steps: then
-    without).
+    without). ``layout``: ``links`` packs a link's sends into as few thread blocks as the step
+    limit allows (the module doc); ``trees`` gives every tree channels of its own, one thread
+    block per tree and edge, as ForestColl's programs (:mod:`.export_trees`).
 
     ``dialect`` picks the collective names: ``msccl-executor`` (Azure/msccl-executor-nccl) or
     ``msccl-tools`` (microsoft/msccl-tools and the microsoft/msccl runtime). Raises
@@ -353,6 +358,8 @@ def to_msccl_xml(
     """
     if dialect not in DIALECTS:
         raise InputError("dialect", f"expected one of {', '.join(DIALECTS)}, got {dialect!r}")
+    if layout not in LAYOUTS:
+        raise InputError("layout", f"expected one of {', '.join(LAYOUTS)}, got {layout!r}")
     if (i := summed_in_switch(schedule, instance)) is not None:
         raise InputError("schedule", f"send {i} ({int(schedule.src[i])}->{int(schedule.dst[i])}) sums in a reducing "
                          "switch; MSCCL XML has no in-switch reduction (NVLS, SHARP): export it as schedule JSON")
@@ -366,13 +373,14 @@ def to_msccl_xml(
                          f"buffer (more than {max_chunks}); export whole-chunk schedules or a coarser grid")
     src_r, dst_r, rchunk = _checked_sends(s, lay, instance, routes.path)
     lay.assign_scratch(rchunk, dst_r)
-    order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
-    deps = _op_dependencies(s, instance, order, routes.pairs)
+    pairs = _dependencies(s, instance) if routes.pairs is None else tuple(map(np.asarray, routes.pairs))
+    order = program_order(s.step, *pairs)  # by step, then depth, then schedule order
+    deps = _op_dependencies(s, instance, order, pairs)
     reduce = _combining_op(s, lay.coll.combining)
     needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
     fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
     nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path,
-                                      fuse)
+                                      fuse, layout == "trees")
     _check_limits(lay, tbs, deps, pos, D, dialect)
     algo = ET.Element("algo", {
         "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
@@ -397,7 +405,7 @@ def to_msccl_xml(
             interpret_msccl_xml(text, instance)
         except InputError:
             return to_msccl_xml(schedule, instance, name=name, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes,
-                                max_chunks=max_chunks, dialect=dialect)
+                                max_chunks=max_chunks, dialect=dialect, layout=layout)
     return text
 
 
@@ -494,17 +502,24 @@ def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
     return deps
 
 
-def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None):
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None,
+          trees: bool = False):
     """``(nchannels, thread blocks, op positions, dependencies)``: a link's (or a switch path's,
     ``path``) sends spread over as many channels as keep every thread block within ``max_steps``
-    steps (nops included), receive-and-send steps where ``fuse`` (thread blocks, dependencies ->
-    both) makes them, and ``deps`` less those the layout implies
+    steps (nops included), or with ``trees`` each tree on channels of its own
+    (:func:`~collsynth.tens.export_trees.tree_channels`, at most
+    :data:`~collsynth.tens.export_trees.MAX_TREE_THREAD_BLOCKS` thread blocks a GPU);
+    receive-and-send steps where ``fuse`` (thread blocks, dependencies -> both) makes them, and
+    ``deps`` less those the layout implies
     (:func:`~collsynth.tens.export_deps.implied_dependencies_removed`)."""
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
     count = np.where(pair >= 0, instance.topology.link_arrays.count[pair], 1) if len(s) else np.zeros(0, np.int64)
     lane = max_steps
     while True:
-        chan = _channels(s, order, count, lane, path)
+        if trees:
+            chan = tree_channels(src_r, dst_r, path, trees_of(len(s), deps), MAX_CHANNELS, MAX_TB_PER_CHANNEL)
+        else:
+            chan = _channels(s, order, count, lane, path)
         nchannels = int(chan.max()) + 1 if len(s) else 1
         if nchannels > MAX_CHANNELS:
             raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
@@ -512,11 +527,15 @@ def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, de
         tbs, all_deps = _thread_blocks(lay, order, src_r, dst_r, chan), deps
         if fuse is not None:
             tbs, all_deps = fuse(tbs, deps)
+        most = max((len(lst) for lst in tbs.values()), default=0)
+        if trees and most > MAX_TREE_THREAD_BLOCKS:
+            raise InputError("schedule", f"one thread block per tree and edge needs {most} on a GPU (at most "
+                             f"{MAX_TREE_THREAD_BLOCKS}); export on a coarser grid")
         needed = implied_dependencies_removed(tbs, all_deps)
         pos, longest = _positions(tbs, needed)
         if longest <= max_steps:
             return nchannels, tbs, pos, needed
-        if lane == 1:
+        if lane == 1 or trees:
             raise InputError("schedule", f"a thread block needs {longest} steps; MSCCL runs at most {max_steps}")
         lane = max(1, min(lane - 1, lane * max_steps // longest))
 

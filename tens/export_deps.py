@@ -101,3 +101,24 @@ def _needed(ds, clock: np.ndarray, where: dict, known: dict, own_tb: int) -> lis
             out.append(d)
             seen.add(d)
     return out
+
+
+def program_order(step: np.ndarray, waits: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Sends in program order: by step, then by depth (how many transfers in sequence, at
+    least, brought the data a send carries: one more than the deepest send ``on[k]`` that
+    send ``waits[k]`` waits for), then schedule order. In a combining collective the receives
+    of one piece reduce one after another in program order, so the piece that arrives last
+    (a relay's sum) is reduced last and the others do not wait behind it, as ForestColl's
+    reduction trees chain them (liangyuRain/mscclpp-public, ``pipeline_msccl_xml/``: a root's
+    receive from its relay is its last ``rrc``).
+
+    >>> program_order(np.array([1, 2, 2, 2]), np.array([1]), np.array([0])).tolist()  # 1 waits for 0
+    [0, 2, 3, 1]
+    """
+    step = np.asarray(step, dtype=np.int64)
+    depth = np.zeros(len(step), dtype=np.int64)
+    waits, on = np.asarray(waits, dtype=np.int64), np.asarray(on, dtype=np.int64)
+    by_step = np.argsort(step[waits], kind="stable") if len(waits) else waits
+    for k in by_step.tolist():  # a send waits for sends of earlier steps: their depth is final
+        depth[waits[k]] = max(depth[waits[k]], depth[on[k]] + 1)
+    return np.lexsort((np.arange(len(step)), depth, step))
