@@ -102,6 +102,8 @@ SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
 COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
+# one thread block per tree and edge needs few trees: ForestColl's programs run 1 to 4 a root
+COARSEST_TREE_GRID = 1
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -300,27 +302,30 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     in the default dialect, or in the other when only that one's limits take it. Given
     ``seconds`` (program text -> its price), every grid from that one down to
     :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
-    (:mod:`collsynth.tens.export_fuse`), and the cheapest program is returned: a coarser grid
-    means fewer chunks a loop, so more loop iterations to pipeline and fewer steps a thread
-    block, at the cost of rounding the schedule's shares."""
+    (:mod:`collsynth.tens.export_fuse`), and down to :data:`COARSEST_TREE_GRID` also with one
+    thread block per tree and edge (:mod:`collsynth.tens.export_trees`, ForestColl's layout,
+    with and without those steps), and the cheapest program is returned: a coarser grid
+    means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread block
+    and fewer trees, at the cost of rounding the schedule's shares."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
     from ..export import MAX_CHUNKS
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
-    while grids[-1] // 2 >= COARSEST_GRID:
+    coarsest = COARSEST_GRID if seconds is None else min(COARSEST_GRID, COARSEST_TREE_GRID)
+    while grids[-1] // 2 >= coarsest:
         grids.append(grids[-1] // 2)
     best, error = None, None
     for grid in grids:
         try:
-            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for both exports
+            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for every export
         except InputError as e:
             error = e
             continue
-        for fuse in (False, True) if seconds is not None else (False,):
+        for layout, fuse in _exports(grid, seconds is not None):
             try:
-                text = _export(on_grid, instance, fuse)
+                text = _export(on_grid, instance, fuse, layout)
             except InputError as e:
                 error = e
                 continue
@@ -332,6 +337,18 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     if best is None:
         raise error
     return best[0], best[1]
+
+
+def _exports(grid: int, priced: bool) -> list[tuple[str, bool]]:
+    """The ``(layout, fuse)`` exports :func:`program_of` tries on ``grid``: the default one
+    alone unless ``priced``; thread blocks packed per link down to :data:`COARSEST_GRID`, one
+    per tree and edge down to :data:`COARSEST_TREE_GRID`; each without and with
+    receive-and-send steps."""
+    if not priced:
+        return [("links", False)]
+    layouts = [layout for layout, coarsest in (("links", COARSEST_GRID), ("trees", COARSEST_TREE_GRID))
+               if grid >= coarsest]
+    return [(layout, fuse) for layout in layouts for fuse in (False, True)]
 
 
 def _on_grid(schedule, instance, grid: int):
@@ -347,14 +364,15 @@ def _on_grid(schedule, instance, grid: int):
     return schedule
 
 
-def _export(schedule, instance, fuse: bool = False) -> str:
+def _export(schedule, instance, fuse: bool = False, layout: str = "links") -> str:
     """The MSCCL XML of ``schedule`` in the first dialect whose limits take it; with ``fuse``,
-    with receive-and-send steps (:mod:`collsynth.tens.export_fuse`)."""
+    with receive-and-send steps (:mod:`collsynth.tens.export_fuse`); ``layout`` as
+    :func:`~collsynth.tens.export.to_msccl_xml` takes it."""
     from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
     dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     for k, dialect in enumerate(dialects):
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse)
+            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse, layout=layout)
         except InputError:
             if k == len(dialects) - 1:
                 raise
@@ -383,7 +401,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
     extra = {"calibration": cal.name}
     if grid != schedule.denom:
-        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid"
+        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid, {f.tbs_per_gpu} thread blocks a GPU"
     return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
 
 

@@ -1,0 +1,118 @@
+"""One thread block per tree and edge in the MSCCL export (tens/export_trees.py): layouts counted
+by hand, and random reduce-scatters, allreduces and allgathers exported in that layout, run on
+the interpreter of the executor (tests/msccl_sim.py), read back and verified."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collsynth import InputError
+from collsynth.instances.generators import build
+from collsynth.instances.instance import make_instance
+from collsynth.tens.export import interpret_msccl_xml, to_msccl_xml
+from collsynth.tens.export_trees import tree_channels
+from collsynth.tens.readback import verified_msccl_xml
+from collsynth.tens.schedule import concat, from_sends, reverse
+from collsynth.tens.verify import verify
+
+from builders import ALPHA, BW, greedy_allgather, topologies
+from msccl_sim import run_msccl
+from test_export import check_structure
+from test_export_fuse import _transposed, layout
+
+
+def trees_roundtrip(schedule, inst, fuse: bool) -> str:
+    """Export one thread block per tree and edge, run it on the executor's interpreter, read it
+    back and verify it moves the schedule's pieces."""
+    assert verify(schedule, inst) is None
+    xml = to_msccl_xml(schedule, inst, fuse=fuse, layout="trees")
+    check_structure(xml)
+    run_msccl(xml, inst.collective.kind, root=None if inst.collective.root is None
+              else list(inst.collective.nodes).index(inst.collective.root))
+    back = interpret_msccl_xml(xml, inst)
+    assert verify(back, inst) is None, verify(back, inst)
+    key = lambda s: (s.chunk, s.lo, s.hi, s.src, s.dst)  # noqa: E731
+    assert sorted(map(key, back.sends())) == sorted(map(key, schedule.sends()))
+    return xml
+
+
+def three_trees():
+    """Reduce-scatter on three fully connected GPUs, chunk r's tree a chain: r+1 sends its part
+    to r+2 (step 1), which adds its own and sends the sum to r (step 2), mod 3. Every send goes
+    g -> g+1, so each link carries two trees (a leaf's send and a relay's)."""
+    inst = make_instance(build("complete", {"nodes": 3}, bandwidth=BW, alpha=ALPHA), "reduce_scatter")
+    rows = [(r, 0, 1, (r + 1) % 3, (r + 2) % 3, 1) for r in range(3)] + \
+           [(r, 0, 1, (r + 2) % 3, r, 2) for r in range(3)]
+    return from_sends(rows, "reduce_scatter", 3, 1), inst
+
+
+def test_each_tree_gets_a_channel_and_each_edge_a_thread_block():
+    """By hand (``three_trees``): tree 0 uses links 1->2, 2->0 and gets channel 0; tree 1 uses
+    2->0 (taken on 0) and 0->1: channel 1; tree 2 uses 0->1 (taken on 1) and 1->2 (taken on
+    0): channel 2. GPU 0 is tree 2's leaf (send to 1, channel 2), tree 1's relay (receive from
+    2, send to 1, channel 1) and tree 0's root (receive from 2, channel 0): unfused four thread
+    blocks of one step (sends first by channel, then the receives by channel); the default
+    layout packs the same six steps into two thread blocks (one send, one receive, one
+    channel)."""
+    s, inst = three_trees()
+    xml = trees_roundtrip(s, inst, fuse=False)
+    assert ET.fromstring(xml).get("nchannels") == "3"
+    assert [t[:3] + (len(t[3]),) for t in layout(xml, 0)] == [
+        ("1", "-1", "1", 1), ("1", "-1", "2", 1), ("-1", "2", "0", 1), ("-1", "2", "1", 1)]
+    packed = to_msccl_xml(s, inst)
+    assert [t[:3] + (len(t[3]),) for t in layout(packed, 0)] == [("1", "-1", "0", 2), ("-1", "2", "0", 2)]
+
+
+def test_a_relay_is_one_receive_reduce_send_step_as_forestcolls():
+    """Fused (``three_trees``): GPU 0's receive from 2 and send to 1 of tree 1 share channel 1
+    and become one ``rrs`` step (GPU 0 keeps nothing of chunk 1), so three thread blocks of
+    one step each, none waiting for another: ForestColl's reduce-scatter relays."""
+    s, inst = three_trees()
+    xml = trees_roundtrip(s, inst, fuse=True)
+    assert layout(xml, 0) == [("1", "2", "1", [("rrs", "-1", "-1", "0")]),
+                              ("1", "-1", "2", [("s", "-1", "-1", "0")]),
+                              ("-1", "2", "0", [("rrc", "-1", "-1", "0")])]
+
+
+def test_the_relays_sum_is_reduced_last():
+    """Reduce to rank 3 on four fully connected GPUs: 0 -> 1 (step 1), then in step 2 the relay
+    1 -> 3 (listed first) and the leaf 2 -> 3. The relay's data came through one transfer
+    before, so rank 3 reduces the leaf's piece first and the relay's after it: the receive from
+    1 waits for the receive from 2 (not the other way round, which would make the leaf's
+    reduction wait for the relay's whole chain)."""
+    inst = make_instance(build("complete", {"nodes": 4}, bandwidth=BW, alpha=ALPHA), "reduce", root=3)
+    s = from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 1, 3, 2), (0, 0, 1, 2, 3, 2)], "reduce", 4, 1)
+    xml = trees_roundtrip(s, inst, fuse=False)
+    got = {t[1]: t[3] for t in layout(xml, 3)}  # recv peer -> steps
+    assert got["2"] == [("rrc", "-1", "-1", "1")]
+    assert [t[1] for t in layout(xml, 3)] == ["1", "2"]  # receive thread blocks by peer
+    assert got["1"] == [("rrc", "1", "0", "0")]  # waits for thread block 1 (the receive from 2)
+
+
+def test_more_trees_on_a_link_than_channels_is_refused_in_one_line():
+    # 33 trees over the one pair 0 -> 1: each needs a channel of its own there
+    with pytest.raises(InputError, match="more than 32 channels"):
+        tree_channels([0] * 33, [1] * 33, [()] * 33, list(range(33)), 32, 32)
+
+
+@settings(max_examples=20, deadline=None)
+@given(topologies(max_nodes=6), st.randoms(use_true_random=False),
+       st.sampled_from(["reduce_scatter", "allreduce", "allgather"]), st.booleans())
+def test_random_schedules_one_thread_block_per_tree_and_edge_run_and_verify(topo, rnd, kind, fuse):
+    """Reduce-scatters (time-reversed allgathers on the transposed topology), allreduces (one of
+    those, then an allgather) and allgathers export one thread block per tree and edge, with
+    and without receive-and-send steps, run on the executor's interpreter, read back and
+    verify; the read-back-and-verified export accepts them."""
+    if kind == "allgather":
+        schedule = greedy_allgather(topo, rnd)
+    else:
+        rs = reverse(greedy_allgather(_transposed(topo), rnd))
+        schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
+    inst = make_instance(topo, kind)
+    xml = trees_roundtrip(schedule, inst, fuse)
+    trees = ET.fromstring(xml)
+    assert int(trees.get("nchannels")) <= 32
+    assert verified_msccl_xml(schedule, inst, fuse=fuse, layout="trees") == xml
