@@ -304,7 +304,9 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
     (:mod:`collsynth.tens.export_fuse`), and down to :data:`COARSEST_TREE_GRID` also with one
     thread block per tree and edge (:mod:`collsynth.tens.export_trees`, ForestColl's layout,
-    with and without those steps), and the cheapest program is returned: a coarser grid
+    with and without those steps), and the cheapest program is returned, once our reader has
+    read it back as a schedule that verifies (:func:`_verified`; else the next cheapest; so
+    without ``seconds``, the first that does): a coarser grid
     means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread block
     and fewer trees, at the cost of rounding the schedule's shares."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
@@ -316,7 +318,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     coarsest = COARSEST_GRID if seconds is None else min(COARSEST_GRID, COARSEST_TREE_GRID)
     while grids[-1] // 2 >= coarsest:
         grids.append(grids[-1] // 2)
-    best, error = None, None
+    priced, error = [], None
     for grid in grids:
         try:
             on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for every export
@@ -330,13 +332,18 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
                 error = e
                 continue
             if seconds is None:
-                return text, grid
-            price = seconds(text)
-            if best is None or price < best[2]:
-                best = (text, grid, price)
-    if best is None:
-        raise error
-    return best[0], best[1]
+                try:
+                    return _verified(text, instance), grid
+                except InputError as e:
+                    error = e
+                    continue
+            priced.append((seconds(text), len(priced), text, grid))
+    for _, _, text, grid in sorted(priced):
+        try:
+            return _verified(text, instance), grid
+        except InputError as e:
+            error = e
+    raise error
 
 
 def _exports(grid: int, priced: bool) -> list[tuple[str, bool]]:
@@ -362,6 +369,17 @@ def _on_grid(schedule, instance, grid: int):
     if violation is not None:
         raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
     return schedule
+
+
+def _verified(text: str, instance) -> str:
+    """``text``, an exported MSCCL program, once our reader has read it back as a schedule that
+    verifies on ``instance`` (:mod:`collsynth.tens.readback`); else an InputError."""
+    from ..peer_schedules import read_peer_text
+    from ..verify import verify
+    violation = verify(read_peer_text(text, "msccl-xml", instance), instance)
+    if violation is not None:
+        raise InputError("schedule", f"its exported MSCCL program does not verify: {violation}")
+    return text
 
 
 def _export(schedule, instance, fuse: bool = False, layout: str = "links") -> str:
