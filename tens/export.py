@@ -107,7 +107,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
-from .export_deps import implied_dependencies_removed, program_order
+from .export_deps import implied_dependencies_removed, op_dependencies, program_order
 from .export_fuse import fused, sum_needed
 from .export_trees import MAX_TREE_THREAD_BLOCKS, tree_channels, trees_of
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
@@ -375,7 +375,7 @@ def to_msccl_xml(
     lay.assign_scratch(rchunk, dst_r)
     pairs = _dependencies(s, instance) if routes.pairs is None else tuple(map(np.asarray, routes.pairs))
     order = program_order(s.step, *pairs)  # by step, then depth, then schedule order
-    deps = _op_dependencies(s, instance, order, pairs)
+    deps = op_dependencies(s, order, *pairs, instance.collective.combining)
     reduce = _combining_op(s, lay.coll.combining)
     needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
     fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
@@ -485,21 +485,6 @@ def _copy_runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
         else:
             runs.append([a, b, 1])
     return [tuple(r) for r in runs]
-
-
-def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
-                     pairs: tuple[list[int], list[int]] | None = None) -> dict[tuple, list[tuple]]:
-    """The ops each op waits for (see the module doc); ``pairs``: the data dependencies
-    ``(i, j)`` between sends when given (routes through switches, :func:`switch_routes`)."""
-    deps: dict[tuple, list[tuple]] = defaultdict(list)
-    if not len(s):
-        return deps
-    di, dj = _dependencies(s, instance) if pairs is None else (np.asarray(pairs[0]), np.asarray(pairs[1]))
-    for a, b in zip(di.tolist(), dj.tolist()):
-        deps[("S", a)].append(("R", b))
-    if instance.collective.combining:
-        _anti_dependencies(s, order, deps)
-    return deps
 
 
 def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None,
@@ -631,29 +616,6 @@ def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int
 def _step(s, typ, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep) -> dict:
     return {"s": str(s), "type": typ, "srcbuf": srcbuf, "srcoff": str(srcoff), "dstbuf": dstbuf,
             "dstoff": str(dstoff), "cnt": str(cnt), "depid": str(depid), "deps": str(deps), "hasdep": str(hasdep)}
-
-
-def _anti_dependencies(s: Schedule, order: np.ndarray, deps: dict) -> None:
-    """Combining collectives: a receive of a piece at v waits for v's sends of overlapping
-    pieces in the same or earlier steps and for v's earlier receives of them (program order)."""
-    by_node_chunk: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
-    for i in order.tolist():
-        by_node_chunk[(int(s.src[i]), int(s.chunk[i]))].append(("S", i))
-        by_node_chunk[(int(s.dst[i]), int(s.chunk[i]))].append(("R", i))
-    lo, hi, step = s.lo.tolist(), s.hi.tolist(), s.step.tolist()
-    for ops in by_node_chunk.values():
-        recvs = [op for op in ops if op[0] == "R"]
-        if not recvs:
-            continue
-        sends = [op for op in ops if op[0] == "S"]
-        for k, (_, i) in enumerate(recvs):
-            for _, j in sends:
-                if step[j] <= step[i] and lo[j] < hi[i] and lo[i] < hi[j]:
-                    deps[("R", i)].append(("S", j))
-            for _, j in reversed(recvs[:k]):  # the latest earlier overlapping receive suffices
-                if lo[j] < hi[i] and lo[i] < hi[j]:
-                    deps[("R", i)].append(("R", j))
-                    break
 
 
 # ---- interpretation ---------------------------------------------------------------------------

@@ -62,8 +62,12 @@ schedule that is not a program (our producers') is priced as its exported MSCCL 
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
 on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
 lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
-receive-and-send steps (:mod:`collsynth.tens.export_fuse`; the price's ``extra["grid"]`` says
-which grid); a program read with ``--from msccl-xml`` is priced as written.
+receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
+:data:`COARSEST_TREE_GRID` also with one thread block per tree and edge
+(:mod:`collsynth.tens.export_trees`, the layout of ForestColl's programs); the cheapest export
+our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which
+grid and how many thread blocks a GPU); a program read with ``--from msccl-xml`` is priced as
+written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
