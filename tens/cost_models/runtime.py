@@ -64,7 +64,7 @@ on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose exp
 lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
 receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
 :data:`COARSEST_TREE_GRID` also with one thread block per tree and edge
-(:mod:`collsynth.tens.export_trees`, the layout of ForestColl's programs); the cheapest export
+(:mod:`collsynth.tens.export_layout`, the layout of ForestColl's programs); the cheapest export
 our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which
 grid and how many thread blocks a GPU); a program read with ``--from msccl-xml`` is priced as
 written.
@@ -307,7 +307,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     ``seconds`` (program text -> its price), every grid from that one down to
     :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
     (:mod:`collsynth.tens.export_fuse`), and down to :data:`COARSEST_TREE_GRID` also with one
-    thread block per tree and edge (:mod:`collsynth.tens.export_trees`, ForestColl's layout,
+    thread block per tree and edge (:mod:`collsynth.tens.export_layout`, ForestColl's layout,
     with and without those steps), and the cheapest program is returned, once our reader has
     read it back as a schedule that verifies (:func:`_verified`; else the next cheapest; so
     without ``seconds``, the first that does): a coarser grid
@@ -329,11 +329,9 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
         except InputError as e:
             error = e
             continue
-        for layout, fuse in _exports(grid, seconds is not None):
-            try:
-                text = _export(on_grid, instance, fuse, layout)
-            except InputError as e:
-                error = e
+        for text in _exports(on_grid, instance, _variants(grid, seconds is not None)):
+            if isinstance(text, InputError):
+                error = text
                 continue
             if seconds is None:
                 try:
@@ -350,7 +348,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     raise error
 
 
-def _exports(grid: int, priced: bool) -> list[tuple[str, bool]]:
+def _variants(grid: int, priced: bool) -> list[tuple[str, bool]]:
     """The ``(layout, fuse)`` exports :func:`program_of` tries on ``grid``: the default one
     alone unless ``priced``; thread blocks packed per link down to :data:`COARSEST_GRID`, one
     per tree and edge down to :data:`COARSEST_TREE_GRID`; each without and with
@@ -386,18 +384,23 @@ def _verified(text: str, instance) -> str:
     return text
 
 
-def _export(schedule, instance, fuse: bool = False, layout: str = "links") -> str:
-    """The MSCCL XML of ``schedule`` in the first dialect whose limits take it; with ``fuse``,
-    with receive-and-send steps (:mod:`collsynth.tens.export_fuse`); ``layout`` as
-    :func:`~collsynth.tens.export.to_msccl_xml` takes it."""
-    from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
-    dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
-    for k, dialect in enumerate(dialects):
+def _exports(schedule, instance, variants) -> list:
+    """The MSCCL XML of ``schedule`` for each ``(layout, fuse)`` of ``variants``
+    (:func:`~collsynth.tens.export.msccl_xml_variants`), each in the first dialect whose limits
+    take it, or the :class:`~collsynth.InputError` the last dialect refused it with."""
+    from ..export import DEFAULT_DIALECT, DIALECTS, msccl_xml_variants
+    out: list = [None] * len(variants)
+    for dialect in [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]:
+        todo = [k for k, x in enumerate(out) if not isinstance(x, str)]
+        if not todo:
+            break
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse, layout=layout)
-        except InputError:
-            if k == len(dialects) - 1:
-                raise
+            texts = msccl_xml_variants(schedule, instance, [variants[k] for k in todo], dialect)
+        except InputError as e:
+            texts = [e] * len(todo)
+        for k, x in zip(todo, texts):
+            out[k] = x
+    return out
 
 
 def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibration=None) -> Cost:

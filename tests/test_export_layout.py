@@ -1,4 +1,4 @@
-"""One thread block per tree and edge in the MSCCL export (tens/export_trees.py): layouts counted
+"""One thread block per tree and edge in the MSCCL export (tens/export_layout.py): layouts counted
 by hand, and random reduce-scatters, allreduces and allgathers exported in that layout, run on
 the interpreter of the executor (tests/msccl_sim.py), read back and verified."""
 
@@ -13,7 +13,7 @@ from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.tens.export import interpret_msccl_xml, to_msccl_xml
-from collsynth.tens.export_trees import tree_channels
+from collsynth.tens.export_layout import tree_channels
 from collsynth.tens.readback import verified_msccl_xml
 from collsynth.tens.schedule import concat, from_sends, reverse
 from collsynth.tens.verify import verify

@@ -1,14 +1,16 @@
-"""One thread block per tree and edge: the MSCCL export layout of ForestColl's programs.
+"""Which channel each send of the MSCCL export takes, so which thread block runs it: a link's
+sends packed into few thread blocks, or one thread block per tree and edge (ForestColl's layout).
 
-The default layout of :func:`collsynth.tens.export.to_msccl_xml` packs a link's sends into as
-few thread blocks as the executor's step limit allows (up to 64 steps of one link in sequence
-in one thread block). ForestColl's published programs (liangyuRain/mscclpp-public, branch
-``msr``, ``pipeline_msccl_xml/``: Zhao et al., "ForestColl: Throughput-Optimal Collective
-Communications on Heterogeneous Network Fabrics", arXiv:2402.06787, Section 6) run every tree
-on channels of its own: each thread block holds one edge of one tree (one ``s``, ``r``/``rrc``
-step, or at a relay one ``rcs``/``rrs`` step receiving from a child and sending to the
-parent), so a GPU's edges of different trees run side by side and a relay forwards slice by
-slice. Their reduce-scatter on 2x8 A100 is 29 thread blocks a GPU on 2 channels, each one step.
+The default layout of :func:`collsynth.tens.export.to_msccl_xml` (:func:`link_channels`) packs a
+link's sends into as few thread blocks as the executor's step limit allows (up to 64 steps of
+one link in sequence in one thread block). ForestColl's published programs
+(liangyuRain/mscclpp-public, branch ``msr``, ``pipeline_msccl_xml/``: Zhao et al., "ForestColl:
+Throughput-Optimal Collective Communications on Heterogeneous Network Fabrics",
+arXiv:2402.06787, Section 6) run every tree on channels of its own: each thread block holds
+one edge of one tree (one ``s``, ``r``/``rrc`` step, or at a relay one ``rcs``/``rrs`` step
+receiving from a child and sending to the parent), so a GPU's edges of different trees run side
+by side and a relay forwards slice by slice. Their reduce-scatter on 2x8 A100 is 29 thread
+blocks a GPU on 2 channels, each one step.
 
 Here a *tree* is a connected component of the schedule's data dependencies (send ``j`` waits
 for receive ``i``: a piece relayed or reduced on its way), and :func:`tree_channels` gives
@@ -32,7 +34,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .. import InputError
 
-__all__ = ["tree_channels", "trees_of", "MAX_TREE_THREAD_BLOCKS"]
+__all__ = ["link_channels", "tree_channels", "trees_of", "MAX_TREE_THREAD_BLOCKS"]
 
 # a dependency names its thread block in an int8_t (ids 0..127, export.MAX_DEPENDED_TB), so at
 # most 128 thread blocks a GPU keep every one of them nameable; ForestColl's largest measured
@@ -98,4 +100,37 @@ def tree_channels(src_r, dst_r, path, tree: np.ndarray, max_channels: int, max_p
             out_use[p[0]][c] += 1
             in_use[p[1]][c] += 1
         chan[members[t]] = c
+    return chan
+
+
+def link_channels(s, order: np.ndarray, count: np.ndarray, lane_steps: int, path, max_per_channel: int) -> np.ndarray:
+    """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
+    ``lanes = max(k, ceil(m / lane_steps))`` consecutive channels from a base chosen greedily so
+    that no GPU has more than ``max_per_channel`` send (or receive) thread blocks on a
+    channel; its sends take the lanes round-robin in program order (so the sends of one step
+    over parallel links use different links). A route through switches (``path[i]``, the
+    switches in order; ``()`` for a link) is a link of its own: the routes between two ranks
+    through different switches, and their direct link, never share a channel."""
+    n = len(s)
+    chan = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return chan
+    links: dict[tuple, list[int]] = defaultdict(list)
+    for i in order.tolist():
+        links[(int(s.src[i]), int(s.dst[i]), path[i])].append(i)
+    out_use: dict[int, Counter] = defaultdict(Counter)
+    in_use: dict[int, Counter] = defaultdict(Counter)
+    taken: dict[tuple[int, int], set[int]] = defaultdict(set)  # channels of a rank pair's routes so far
+    for (u, v, _), members in sorted(links.items()):
+        lanes = max(int(count[members[0]]), -(-len(members) // lane_steps))
+        base = 0
+        while any(out_use[u][base + q] >= max_per_channel or in_use[v][base + q] >= max_per_channel
+                  or base + q in taken[(u, v)] for q in range(lanes)):
+            base += 1
+        for q in range(lanes):
+            out_use[u][base + q] += 1
+            in_use[v][base + q] += 1
+            taken[(u, v)].add(base + q)
+        for m, i in enumerate(members):
+            chan[i] = base + m % lanes
     return chan
