@@ -116,3 +116,23 @@ def test_random_schedules_one_thread_block_per_tree_and_edge_run_and_verify(topo
     trees = ET.fromstring(xml)
     assert int(trees.get("nchannels")) <= 32
     assert verified_msccl_xml(schedule, inst, fuse=fuse, layout="trees") == xml
+
+
+def test_the_runtime_price_picks_one_thread_block_per_tree_when_steps_cost_most():
+    """``three_trees`` at 300 kB (3 chunks a loop: 100 kB a chunk, 100 loop iterations of the
+    1 kB half of a 2 kB buffer, one call a step), each step 1 ms and nothing else costing
+    (bandwidth, copies, credits, launch free). Packed per link, a GPU's send thread block runs
+    two steps an iteration: at least 100 x 2 ms. One thread block per tree and edge runs one:
+    99 periods of 1 ms after a first iteration of the leaf's send, the relay's receive-and-send
+    and the root's receive in sequence (3 ms; unfused the relay's receive and send are two
+    steps: 4 ms), so 102 ms; the price picks that program (3 channels, an ``rrs``)."""
+    from collsynth.tens.cost_models.runtime import Calibration, program_of, runtime_times
+    from collsynth.tens.runtime_program import program_features
+    s, inst = three_trees()
+    cal = Calibration("c", "s", "", {"link": 1.0}, {"link": 0.0}, {"link": 0.0}, tb_rate=1e15, reduce_rate=1e15,
+                      step_s=1e-3, launch_s=0.0, tb_s=0.0, buff_bytes=2000)
+    seconds = lambda text: float(runtime_times(program_features(text, inst), [3e5], cal)[0])  # noqa: E731
+    program, grid = program_of(s, inst, seconds)
+    assert grid == 1 and ET.fromstring(program).get("nchannels") == "3" and 'type="rrs"' in program
+    assert seconds(program) == pytest.approx(0.102)
+    assert seconds(to_msccl_xml(s, inst)) >= 0.2
