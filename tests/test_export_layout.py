@@ -12,31 +12,19 @@ from hypothesis import given, settings, strategies as st
 from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
-from collsynth.tens.export import interpret_msccl_xml, to_msccl_xml
+from collsynth.tens.export import to_msccl_xml
 from collsynth.tens.export_layout import tree_channels
 from collsynth.tens.readback import verified_msccl_xml
-from collsynth.tens.schedule import concat, from_sends, reverse
-from collsynth.tens.verify import verify
+from collsynth.tens.schedule import from_sends
 
-from builders import ALPHA, BW, greedy_allgather, topologies
-from msccl_sim import run_msccl
-from test_export import check_structure
-from test_export_fuse import _transposed, layout
+from builders import ALPHA, BW, topologies
+from test_export_fuse import fused_roundtrip, layout, random_tree_schedule
 
 
 def trees_roundtrip(schedule, inst, fuse: bool) -> str:
     """Export one thread block per tree and edge, run it on the executor's interpreter, read it
     back and verify it moves the schedule's pieces."""
-    assert verify(schedule, inst) is None
-    xml = to_msccl_xml(schedule, inst, fuse=fuse, layout="trees")
-    check_structure(xml)
-    run_msccl(xml, inst.collective.kind, root=None if inst.collective.root is None
-              else list(inst.collective.nodes).index(inst.collective.root))
-    back = interpret_msccl_xml(xml, inst)
-    assert verify(back, inst) is None, verify(back, inst)
-    key = lambda s: (s.chunk, s.lo, s.hi, s.src, s.dst)  # noqa: E731
-    assert sorted(map(key, back.sends())) == sorted(map(key, schedule.sends()))
-    return xml
+    return fused_roundtrip(schedule, inst, fuse=fuse, layout="trees")
 
 
 def three_trees():
@@ -106,12 +94,7 @@ def test_random_schedules_one_thread_block_per_tree_and_edge_run_and_verify(topo
     those, then an allgather) and allgathers export one thread block per tree and edge, with
     and without receive-and-send steps, run on the executor's interpreter, read back and
     verify; the read-back-and-verified export accepts them."""
-    if kind == "allgather":
-        schedule = greedy_allgather(topo, rnd)
-    else:
-        rs = reverse(greedy_allgather(_transposed(topo), rnd))
-        schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
-    inst = make_instance(topo, kind)
+    schedule, inst = random_tree_schedule(topo, rnd, kind)
     xml = trees_roundtrip(schedule, inst, fuse)
     trees = ET.fromstring(xml)
     assert int(trees.get("nchannels")) <= 32
