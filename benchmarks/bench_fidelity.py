@@ -24,7 +24,8 @@ documentation, analytical backend validation); the geomean column is comparable.
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
 priced as their exported MSCCL programs run (on the grid, and with or without
 receive-and-send steps, whichever prices lowest: ``program_of``), beside ForestColl's and NCCL's
-measured programs priced the same way.
+measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
+message sizes (bytes, comma-separated; each schedule solved once at 1 GiB).
 """
 
 from __future__ import annotations
@@ -190,45 +191,67 @@ def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[s
 OURS = ("tree-packing", "nccl-ring")
 
 
-def ours_at(manifest, rows, size: int = GIB) -> list[str]:
-    """algbw (GB/s) at ``size`` under the full calibration of ``manifest`` (its main runtime;
-    NCCL's ring also under its own): our producers' schedules on each collective of the
-    manifest, and every measured 4 MiB-buffer program with what the hardware measured."""
+def ours_at(manifest, rows, sizes=(GIB,)) -> list[str]:
+    """algbw (GB/s) at each of ``sizes`` under the full calibration of ``manifest`` (its main
+    runtime; NCCL's ring also under its own): our producers' schedules on each collective of the
+    manifest (solved once, at 1 GiB, and priced at every size), and every measured 4 MiB-buffer
+    program with what the hardware measured."""
     from collsynth.solvers.pipeline import run
     from collsynth.solvers.producers import Options
-    from collsynth.tens.cost_models import get
 
     cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
-        inst = load_instance(inst_file)
-        inst = replace(inst, collectives=(replace(inst.collective, message_bytes=float(size)),))
+        inst = _at(load_instance(inst_file), GIB)
         kind = inst.collective.kind
-        for producer in OURS:
-            row, schedule = run(inst, producer, Options(time_limit=600))
-            if schedule is None:
-                out.append([kind, producer + " (ours)", "-", f"{row['status']}: {row.get('message', '')}"])
-                continue
-            try:
-                cost = get("runtime").price(schedule, inst, calibration=cal)
-            except InputError as e:
-                out.append([kind, producer + " (ours)", "-", f"not priced: {e.where}: {e.what}"])
-                continue
-            note = cost.extra.get("grid", "")
-            out.append([kind, producer + " (ours)" + (f", {note}" if note else ""), "-", f"{size / cost.total_s / 1e9:.1f}"])
-            print(f"  priced {producer} on {kind}", file=sys.stderr, flush=True)
-        for r in rows:
-            k = np.flatnonzero(r.sizes == size)
-            if r.measurement.instance != inst_file or r.measurement.buff_bytes != 4 << 20 or not len(k):
-                continue
-            label = r.measurement.program.name.replace(".xml.xz", "")
-            measured = f"{size / r.seconds[k[0]] / 1e9:.1f}"
-            base = runtime_times(r.features, [size], cal, 4 << 20)[0]
-            out.append([kind, label, measured, f"{size / base / 1e9:.1f}"])
-            if r.measurement.runtime:
-                own = predict(r, cal)[k[0]]
-                out.append([kind, f"{label} under {r.measurement.runtime}", measured, f"{size / own / 1e9:.1f}"])
+        solved = {producer: run(inst, producer, Options(time_limit=600)) for producer in OURS}
+        for size in sizes:
+            label = kind if len(sizes) == 1 else f"{kind} {_size_label(size)}"
+            for producer, (row, schedule) in solved.items():
+                out.append([label, *_ours_priced(producer, row, schedule, _at(inst, size), cal)])
+                print(f"  priced {producer} on {label}", file=sys.stderr, flush=True)
+            out.extend([label, *m] for m in _measured_at(rows, inst_file, size, cal))
     return table(["collective", "schedule", "measured GB/s", "runtime GB/s"], out)
+
+
+def _at(inst, size: int):
+    return replace(inst, collectives=(replace(inst.collective, message_bytes=float(size)),))
+
+
+def _size_label(size: int) -> str:
+    return f"{size // GIB} GiB" if size >= GIB else f"{size // MIB} MiB"
+
+
+def _ours_priced(producer, row, schedule, inst, cal) -> list[str]:
+    """``[schedule, "-", runtime GB/s]`` of our producer's schedule on ``inst`` (its size)."""
+    from collsynth.tens.cost_models import get
+    if schedule is None:
+        return [producer + " (ours)", "-", f"{row['status']}: {row.get('message', '')}"]
+    try:
+        cost = get("runtime").price(schedule, inst, calibration=cal)
+    except InputError as e:
+        return [producer + " (ours)", "-", f"not priced: {e.where}: {e.what}"]
+    note = cost.extra.get("grid", "")
+    size = inst.collective.message_bytes
+    return [producer + " (ours)" + (f", {note}" if note else ""), "-", f"{size / cost.total_s / 1e9:.1f}"]
+
+
+def _measured_at(rows, inst_file, size: int, cal) -> list[list[str]]:
+    """``[program, measured GB/s, runtime GB/s]`` of the 4 MiB-buffer measurements of
+    ``inst_file`` at ``size`` (and under its own runtime when it names one)."""
+    out = []
+    for r in rows:
+        k = np.flatnonzero(r.sizes == size)
+        if r.measurement.instance != inst_file or r.measurement.buff_bytes != 4 << 20 or not len(k):
+            continue
+        label = r.measurement.program.name.replace(".xml.xz", "")
+        measured = f"{size / r.seconds[k[0]] / 1e9:.1f}"
+        base = runtime_times(r.features, [size], cal, 4 << 20)[0]
+        out.append([label, measured, f"{size / base / 1e9:.1f}"])
+        if r.measurement.runtime:
+            own = predict(r, cal)[k[0]]
+            out.append([f"{label} under {r.measurement.runtime}", measured, f"{size / own / 1e9:.1f}"])
+    return out
 
 
 def main() -> None:
@@ -238,11 +261,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--save", default=None)
     ap.add_argument("--ours", action="store_true")
+    ap.add_argument("--ours-only", action="store_true", help="only the --ours table (no leave-one-out)")
+    ap.add_argument("--sizes", default=str(GIB), help="--ours: message sizes in bytes, comma-separated")
     args = ap.parse_args()
     manifest = read_manifest(args.manifest)
     rows = load_rows(manifest, check_programs=False)
     if args.quick:
         rows = [r for r in rows if r.measurement.buff_bytes == 4 << 20]
+    sizes = tuple(int(x) for x in args.sizes.split(","))
+    if args.ours_only:
+        print("\n".join(ours_at(manifest, rows, sizes)))
+        return
     models = {"runtime": leave_one_out(rows, manifest)}
     if not args.quick:
         ideal = idealised(rows)
@@ -262,7 +291,7 @@ def main() -> None:
     print("\n".join(headline(rows, models)))
     if args.ours:
         print("\n### ours beside the measured programs at 1 GiB (runtime, full calibration)\n")
-        print("\n".join(ours_at(manifest, rows)))
+        print("\n".join(ours_at(manifest, rows, sizes)))
     print("\n### totals\n")
     print(json.dumps(summary, indent=1))
     if args.save:

@@ -72,8 +72,10 @@ The mapping used here:
   numbered 0.. without gaps per GPU. A pair's sends are spread round-robin over consecutive
   channels: at least one per parallel link (so the sends of one step use different links)
   and as many as keep each thread block within the dialect's step limit. The i-th send of a
-  (src, dst, channel) tb pairs with the i-th receive of the matching tb at dst (both ordered
-  by step, then schedule order).
+  (src, dst, channel) tb pairs with the i-th receive of the matching tb at dst (both in
+  program order: by step, then by how many transfers brought the data, then schedule order).
+  With ``layout="trees"`` every tree takes channels of its own instead: one thread block per
+  tree and edge, as ForestColl's programs (:mod:`collsynth.tens.export_layout`).
 - Step types: ``s`` for sends; ``r`` for copy receives and ``rrc`` (receive, add the local
   ``srcbuf/srcoff``, store at ``dstbuf/dstoff``) where the collective combines (``op``
   reduce, or default of a combining kind); ``cpy`` for local copies.
@@ -99,7 +101,7 @@ the exported XML implements the collective.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections import Counter, defaultdict
+from collections import defaultdict
 from fractions import Fraction
 
 import numpy as np
@@ -110,8 +112,9 @@ from .. import InputError
 from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
 from .cost import _dependencies
-from .export_deps import implied_dependencies_removed
+from .export_deps import implied_dependencies_removed, op_dependencies, program_order
 from .export_fuse import fused, sum_needed
+from .export_layout import MAX_TREE_THREAD_BLOCKS, link_channels, tree_channels, trees_of
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_sends
 from .switch_routes import summed_in_switch, switch_routes
 
@@ -131,6 +134,7 @@ RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
 KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
 DIALECTS = MSCCL_DIALECTS
+LAYOUTS = ("links", "trees")  # a link's sends packed per thread block / one thread block per tree and edge
 DEFAULT_DIALECT = DEFAULT_MSCCL_DIALECT
 COLL_NAMES = {
     "msccl-executor": {
@@ -342,11 +346,14 @@ def to_msccl_xml(
     max_chunks: int = MAX_CHUNKS,
     dialect: str = DEFAULT_DIALECT,
     fuse: bool = False,
+    layout: str = "links",
 ) -> str:
     """The MSCCL XML program of ``schedule`` (see the module doc for the mapping; with ``fuse``,
     a receive its GPU forwards next is one receive-and-send step, :mod:`.export_fuse`, unless
     :func:`interpret_msccl_xml` cannot number the fused program's transfers by steps: then
-    without).
+    without). ``layout``: ``links`` packs a link's sends into as few thread blocks as the step
+    limit allows (the module doc); ``trees`` gives every tree channels of its own, one thread
+    block per tree and edge, as ForestColl's programs (:mod:`.export_layout`).
 
     ``dialect`` picks the collective names: ``msccl-executor`` (Azure/msccl-executor-nccl) or
     ``msccl-tools`` (microsoft/msccl-tools and the microsoft/msccl runtime). Raises
@@ -354,8 +361,41 @@ def to_msccl_xml(
     that are not direct links between ranks, a chunk sent back to its source (out-of-place
     kinds), a refined chunk grid over ``max_chunks`` or an executor limit.
     """
+    _check_options(dialect, [(layout, fuse)])
+    attrs = {"name": name, "proto": proto, "minBytes": str(int(min_bytes)), "maxBytes": str(int(max_bytes))}
+    return _written(_prepared(schedule, instance, dialect, max_chunks), layout, fuse, attrs)
+
+
+def msccl_xml_variants(schedule: Schedule, instance: Instance, variants: list[tuple[str, bool]],
+                       dialect: str = DEFAULT_DIALECT) -> list:
+    """:func:`to_msccl_xml` of ``schedule`` for every ``(layout, fuse)`` of ``variants`` (the
+    other options at their defaults), the work they share (routes, dependencies, program
+    order) done once: each a program, or the :class:`~collsynth.InputError` that refused it;
+    raises one when every variant is refused for the same reason (the schedule itself)."""
+    _check_options(dialect, variants)
+    prep = _prepared(schedule, instance, dialect, MAX_CHUNKS)
+    attrs = {"name": "collsynth", "proto": "Simple", "minBytes": "0", "maxBytes": str(1 << 40)}
+    out = []
+    for layout, fuse in variants:
+        try:
+            out.append(_written(prep, layout, fuse, attrs))
+        except InputError as e:
+            out.append(e)
+    return out
+
+
+def _check_options(dialect: str, variants) -> None:
     if dialect not in DIALECTS:
         raise InputError("dialect", f"expected one of {', '.join(DIALECTS)}, got {dialect!r}")
+    for layout, _ in variants:
+        if layout not in LAYOUTS:
+            raise InputError("layout", f"expected one of {', '.join(LAYOUTS)}, got {layout!r}")
+
+
+def _prepared(schedule: Schedule, instance: Instance, dialect: str, max_chunks: int) -> dict:
+    """What every layout of ``schedule``'s export shares: its sends between ranks (routes
+    through switches made sends), their ranks and chunks, buffers, program order and the
+    dependencies between ops; refuses (:class:`~collsynth.InputError`) what MSCCL cannot run."""
     if (i := summed_in_switch(schedule, instance)) is not None:
         raise InputError("schedule", f"send {i} ({int(schedule.src[i])}->{int(schedule.dst[i])}) sums in a reducing "
                          "switch; MSCCL XML has no in-switch reduction (NVLS, SHARP): export it as schedule JSON")
@@ -369,26 +409,36 @@ def to_msccl_xml(
                          f"buffer (more than {max_chunks}); export whole-chunk schedules or a coarser grid")
     src_r, dst_r, rchunk = _checked_sends(s, lay, instance, routes.path)
     lay.assign_scratch(rchunk, dst_r)
-    order = np.argsort(s.step, kind="stable")  # program order: by step, then schedule order
-    deps = _op_dependencies(s, instance, order, routes.pairs)
+    pairs = _dependencies(s, instance) if routes.pairs is None else tuple(map(np.asarray, routes.pairs))
+    order = program_order(s.step, *pairs)  # by step, then depth, then schedule order
+    deps = op_dependencies(s, order, *pairs, instance.collective.combining)
     if schedule.link_order == "program":
         _declared_order(s, order, routes.path, deps)
     reduce = _combining_op(s, lay.coll.combining)
-    needs = sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)
-    fuse = (lambda tbs, d: fused(tbs, d, s, order, reduce, needs)) if fuse else None
-    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, deps, MAX_STEPS[dialect], routes.path,
-                                      fuse)
-    _check_limits(lay, tbs, deps, pos, D, dialect)
+    return {"instance": instance, "dialect": dialect, "lay": lay, "s": s, "path": routes.path, "per_loop": per_loop,
+            "src_r": src_r, "dst_r": dst_r, "rchunk": rchunk, "order": order, "reduce": reduce,
+            "deps": deps,
+            "needs": sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)}
+
+
+def _written(p: dict, layout: str, fuse: bool, attrs: dict) -> str:
+    """The program text of the prepared export ``p`` (:func:`_prepared`) in ``layout``, with
+    receive-and-send steps if ``fuse`` and our reader can number them (else without)."""
+    s, lay, instance, dialect, order, reduce = p["s"], p["lay"], p["instance"], p["dialect"], p["order"], p["reduce"]
+    src_r, dst_r, rchunk = p["src_r"], p["dst_r"], p["rchunk"]
+    merge = (lambda tbs, d: fused(tbs, d, s, order, reduce, p["needs"])) if fuse else None
+    nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, p["deps"], MAX_STEPS[dialect], p["path"],
+                                      merge, layout == "trees")
+    _check_limits(lay, tbs, deps, pos, s.denom, dialect)
     algo = ET.Element("algo", {
-        "name": name, "proto": proto, "nchannels": str(nchannels), "nchunksperloop": str(per_loop),
-        "ngpus": str(lay.n), "coll": COLL_NAMES[dialect][lay.kind],
+        "name": attrs["name"], "proto": attrs["proto"], "nchannels": str(nchannels),
+        "nchunksperloop": str(p["per_loop"]), "ngpus": str(lay.n), "coll": COLL_NAMES[dialect][lay.kind],
         "inplace": "1" if lay.in_place else "0", "outofplace": "0" if lay.in_place else "1",
-        "minBytes": str(int(min_bytes)), "maxBytes": str(int(max_bytes)),
-        "redop": "sum" if lay.coll.combining else "nop",
+        "minBytes": attrs["minBytes"], "maxBytes": attrs["maxBytes"], "redop": "sum" if lay.coll.combining else "nop",
     })
     hasdep = {d for ds in deps.values() for d in ds}
     for g in range(lay.n):
-        gpu = ET.SubElement(algo, "gpu", {"id": str(g), **{k: str(v) for k, v in lay.buffer_sizes(g, D).items()}})
+        gpu = ET.SubElement(algo, "gpu", {"id": str(g), **{k: str(v) for k, v in lay.buffer_sizes(g, s.denom).items()}})
         for tb_id, ((direction, peer, ch), ops) in enumerate(tbs[g]):
             recv, send = peer if direction == "both" else (peer if direction == "recv" else -1,
                                                             peer if direction == "send" else -1)
@@ -401,8 +451,7 @@ def to_msccl_xml(
         try:
             interpret_msccl_xml(text, instance)
         except InputError:
-            return to_msccl_xml(schedule, instance, name=name, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes,
-                                max_chunks=max_chunks, dialect=dialect)
+            return _written(p, layout, False, attrs)
     return text
 
 
@@ -484,21 +533,6 @@ def _copy_runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in runs]
 
 
-def _op_dependencies(s: Schedule, instance: Instance, order: np.ndarray,
-                     pairs: tuple[list[int], list[int]] | None = None) -> dict[tuple, list[tuple]]:
-    """The ops each op waits for (see the module doc); ``pairs``: the data dependencies
-    ``(i, j)`` between sends when given (routes through switches, :func:`switch_routes`)."""
-    deps: dict[tuple, list[tuple]] = defaultdict(list)
-    if not len(s):
-        return deps
-    di, dj = _dependencies(s, instance) if pairs is None else (np.asarray(pairs[0]), np.asarray(pairs[1]))
-    for a, b in zip(di.tolist(), dj.tolist()):
-        deps[("S", a)].append(("R", b))
-    if instance.collective.combining:
-        _anti_dependencies(s, order, deps)
-    return deps
-
-
 def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict) -> None:
     """``link_order = "program"`` (:class:`~.schedule.Schedule`): each send waits for the send
     before it in program order ``order`` out of the same GPU over the same first link (to its
@@ -511,17 +545,24 @@ def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict) -> None:
         last[key] = i
 
 
-def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None):
+def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None,
+          trees: bool = False):
     """``(nchannels, thread blocks, op positions, dependencies)``: a link's (or a switch path's,
     ``path``) sends spread over as many channels as keep every thread block within ``max_steps``
-    steps (nops included), receive-and-send steps where ``fuse`` (thread blocks, dependencies ->
-    both) makes them, and ``deps`` less those the layout implies
+    steps (nops included), or with ``trees`` each tree on channels of its own
+    (:func:`~collsynth.tens.export_layout.tree_channels`, at most
+    :data:`~collsynth.tens.export_layout.MAX_TREE_THREAD_BLOCKS` thread blocks a GPU);
+    receive-and-send steps where ``fuse`` (thread blocks, dependencies -> both) makes them, and
+    ``deps`` less those the layout implies
     (:func:`~collsynth.tens.export_deps.implied_dependencies_removed`)."""
     pair = instance.topology.link_arrays.lookup(s.src, s.dst)
     count = np.where(pair >= 0, instance.topology.link_arrays.count[pair], 1) if len(s) else np.zeros(0, np.int64)
     lane = max_steps
     while True:
-        chan = _channels(s, order, count, lane, path)
+        if trees:
+            chan = tree_channels(src_r, dst_r, path, trees_of(len(s), deps), MAX_CHANNELS, MAX_TB_PER_CHANNEL)
+        else:
+            chan = link_channels(s, order, count, lane, path, MAX_TB_PER_CHANNEL)
         nchannels = int(chan.max()) + 1 if len(s) else 1
         if nchannels > MAX_CHANNELS:
             raise InputError("schedule", f"needs {nchannels} channels to keep thread blocks within {max_steps} steps; "
@@ -529,11 +570,15 @@ def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, de
         tbs, all_deps = _thread_blocks(lay, order, src_r, dst_r, chan), deps
         if fuse is not None:
             tbs, all_deps = fuse(tbs, deps)
+        most = max((len(lst) for lst in tbs.values()), default=0)
+        if trees and most > MAX_TREE_THREAD_BLOCKS:
+            raise InputError("schedule", f"one thread block per tree and edge needs {most} on a GPU (at most "
+                             f"{MAX_TREE_THREAD_BLOCKS}); export on a coarser grid")
         needed = implied_dependencies_removed(tbs, all_deps)
         pos, longest = _positions(tbs, needed)
         if longest <= max_steps:
             return nchannels, tbs, pos, needed
-        if lane == 1:
+        if lane == 1 or trees:
             raise InputError("schedule", f"a thread block needs {longest} steps; MSCCL runs at most {max_steps}")
         lane = max(1, min(lane - 1, lane * max_steps // longest))
 
@@ -593,65 +638,9 @@ def _op_fields(op: tuple, s: Schedule, lay: _Layout, gpu: int, rchunk, src_r, ds
     return "r", (sbuf, soff * D + lo, dbuf, doff * D + lo), hi - lo
 
 
-def _channels(s: Schedule, order: np.ndarray, count: np.ndarray, lane_steps: int, path) -> np.ndarray:
-    """Channel of every send: a link with ``k`` parallel links and ``m`` sends gets
-    ``lanes = max(k, ceil(m / lane_steps))`` consecutive channels from a base chosen greedily so
-    that no GPU has more than ``MAX_TB_PER_CHANNEL`` send (or receive) thread blocks on a
-    channel; its sends take the lanes round-robin in program order (so the sends of one step
-    over parallel links use different links). A route through switches (``path[i]``, the
-    switches in order; ``()`` for a link) is a link of its own: the routes between two ranks
-    through different switches, and their direct link, never share a channel."""
-    n = len(s)
-    chan = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return chan
-    links: dict[tuple, list[int]] = defaultdict(list)
-    for i in order.tolist():
-        links[(int(s.src[i]), int(s.dst[i]), path[i])].append(i)
-    out_use: dict[int, Counter] = defaultdict(Counter)
-    in_use: dict[int, Counter] = defaultdict(Counter)
-    taken: dict[tuple[int, int], set[int]] = defaultdict(set)  # channels of a rank pair's routes so far
-    for (u, v, _), members in sorted(links.items()):
-        lanes = max(int(count[members[0]]), -(-len(members) // lane_steps))
-        base = 0
-        while any(out_use[u][base + q] >= MAX_TB_PER_CHANNEL or in_use[v][base + q] >= MAX_TB_PER_CHANNEL
-                  or base + q in taken[(u, v)] for q in range(lanes)):
-            base += 1
-        for q in range(lanes):
-            out_use[u][base + q] += 1
-            in_use[v][base + q] += 1
-            taken[(u, v)].add(base + q)
-        for m, i in enumerate(members):
-            chan[i] = base + m % lanes
-    return chan
-
-
 def _step(s, typ, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep) -> dict:
     return {"s": str(s), "type": typ, "srcbuf": srcbuf, "srcoff": str(srcoff), "dstbuf": dstbuf,
             "dstoff": str(dstoff), "cnt": str(cnt), "depid": str(depid), "deps": str(deps), "hasdep": str(hasdep)}
-
-
-def _anti_dependencies(s: Schedule, order: np.ndarray, deps: dict) -> None:
-    """Combining collectives: a receive of a piece at v waits for v's sends of overlapping
-    pieces in the same or earlier steps and for v's earlier receives of them (program order)."""
-    by_node_chunk: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
-    for i in order.tolist():
-        by_node_chunk[(int(s.src[i]), int(s.chunk[i]))].append(("S", i))
-        by_node_chunk[(int(s.dst[i]), int(s.chunk[i]))].append(("R", i))
-    lo, hi, step = s.lo.tolist(), s.hi.tolist(), s.step.tolist()
-    for ops in by_node_chunk.values():
-        recvs = [op for op in ops if op[0] == "R"]
-        if not recvs:
-            continue
-        sends = [op for op in ops if op[0] == "S"]
-        for k, (_, i) in enumerate(recvs):
-            for _, j in sends:
-                if step[j] <= step[i] and lo[j] < hi[i] and lo[i] < hi[j]:
-                    deps[("R", i)].append(("S", j))
-            for _, j in reversed(recvs[:k]):  # the latest earlier overlapping receive suffices
-                if lo[j] < hi[i] and lo[i] < hi[j]:
-                    deps[("R", i)].append(("R", j))
-                    break
 
 
 # ---- interpretation ---------------------------------------------------------------------------

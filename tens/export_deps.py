@@ -24,7 +24,7 @@ from graphlib import TopologicalSorter
 
 import numpy as np
 
-__all__ = ["implied_dependencies_removed", "wait_graph"]
+__all__ = ["implied_dependencies_removed", "op_dependencies", "program_order", "wait_graph"]
 
 
 def wait_graph(tbs: dict, deps: dict) -> dict:
@@ -101,3 +101,69 @@ def _needed(ds, clock: np.ndarray, where: dict, known: dict, own_tb: int) -> lis
             out.append(d)
             seen.add(d)
     return out
+
+
+def program_order(step: np.ndarray, waits: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Sends in program order: by step, then by depth (how many transfers in sequence, at
+    least, brought the data a send carries: one more than the deepest send ``on[k]`` that
+    send ``waits[k]`` waits for), then schedule order. In a combining collective the receives
+    of one piece reduce one after another in program order, so the piece that arrives last
+    (a relay's sum) is reduced last and the others do not wait behind it, as ForestColl's
+    reduction trees chain them (liangyuRain/mscclpp-public, ``pipeline_msccl_xml/``: a root's
+    receive from its relay is its last ``rrc``).
+
+    >>> program_order(np.array([1, 2, 2, 2]), np.array([1]), np.array([0])).tolist()  # 1 waits for 0
+    [0, 2, 3, 1]
+    """
+    step = np.asarray(step, dtype=np.int64)
+    depth = np.zeros(len(step), dtype=np.int64)
+    waits, on = np.asarray(waits, dtype=np.int64), np.asarray(on, dtype=np.int64)
+    by_step = np.argsort(step[waits], kind="stable") if len(waits) else waits
+    for k in by_step.tolist():  # a send waits for sends of earlier steps: their depth is final
+        depth[waits[k]] = max(depth[waits[k]], depth[on[k]] + 1)
+    return np.lexsort((np.arange(len(step)), depth, step))
+
+
+def op_dependencies(s, order: np.ndarray, waits: np.ndarray, on: np.ndarray, combining: bool) -> dict[tuple, list[tuple]]:
+    """The ops of the MSCCL export of ``s`` each op waits for (:mod:`collsynth.tens.export`'s
+    module doc): send ``waits[k]`` for the receive of send ``on[k]`` (the data it carries),
+    and in a ``combining`` collective each receive for the reads and receives before it
+    (:func:`_anti_dependencies`; ``order``: program order). Ops are ``("S", i)`` (send ``i``
+    at its source) and ``("R", i)`` (its receive).
+
+    >>> from collsynth.tens.schedule import from_sends
+    >>> # 0 and 2 reduce into 1 (step 1), 1 sends the sum to 2 (step 2): the data it carries,
+    >>> # the second reduction into 1 after the first, 2's receive after its own part left
+    >>> s = from_sends([(0, 0, 1, 0, 1, 1), (0, 0, 1, 2, 1, 1), (0, 0, 1, 1, 2, 2)], "reduce", 3, 1)
+    >>> dict(op_dependencies(s, np.array([0, 1, 2]), np.array([2, 2]), np.array([0, 1]), True))
+    {('S', 2): [('R', 0), ('R', 1)], ('R', 1): [('R', 0)], ('R', 2): [('S', 1)]}
+    """
+    deps: dict[tuple, list[tuple]] = defaultdict(list)
+    for a, b in zip(np.asarray(waits).tolist(), np.asarray(on).tolist()):
+        deps[("S", a)].append(("R", b))
+    if combining and len(s):
+        _anti_dependencies(s, order, deps)
+    return deps
+
+
+def _anti_dependencies(s, order: np.ndarray, deps: dict) -> None:
+    """Combining collectives: a receive of a piece at v waits for v's sends of overlapping
+    pieces in the same or earlier steps and for v's earlier receives of them (program order)."""
+    by_node_chunk: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
+    for i in order.tolist():
+        by_node_chunk[(int(s.src[i]), int(s.chunk[i]))].append(("S", i))
+        by_node_chunk[(int(s.dst[i]), int(s.chunk[i]))].append(("R", i))
+    lo, hi, step = s.lo.tolist(), s.hi.tolist(), s.step.tolist()
+    for ops in by_node_chunk.values():
+        recvs = [op for op in ops if op[0] == "R"]
+        if not recvs:
+            continue
+        sends = [op for op in ops if op[0] == "S"]
+        for k, (_, i) in enumerate(recvs):
+            for _, j in sends:
+                if step[j] <= step[i] and lo[j] < hi[i] and lo[i] < hi[j]:
+                    deps[("R", i)].append(("S", j))
+            for _, j in reversed(recvs[:k]):  # the latest earlier overlapping receive suffices
+                if lo[j] < hi[i] and lo[i] < hi[j]:
+                    deps[("R", i)].append(("R", j))
+                    break

@@ -107,5 +107,10 @@ def test_program_of_exports_every_grid_and_keeps_the_cheapest():
         return abs(seen[-1] - 170) + 1.0
 
     program, grid = program_of(s, inst, seconds)
-    assert seen == [g for g in (1365, 682, 341, 170, 85, 42, 21) for _ in range(2)]
+    # then one thread block per tree and edge: refused from 1/42 up (chunk 0's 42 or more
+    # pieces, each a tree, all cross 0 -> 1: a channel each), taken from 1/10 down (at most 10
+    # pieces a chunk, so at most 20 trees on a rank pair)
+    packed = [g for g in (1365, 682, 341, 170, 85, 42, 21) for _ in range(2)]
+    assert seen[:len(packed)] == packed
+    assert seen[-8:] == [g for g in (10, 5, 2, 1) for _ in range(2)] and set(seen[len(packed):-8]) <= {21}
     assert grid == 170 and program == to_msccl_xml(coarsen(s, 170), inst)

@@ -22,10 +22,11 @@ from msccl_sim import run_msccl
 from test_export import check_structure
 
 
-def fused_roundtrip(schedule, inst) -> str:
-    """Export with receive-and-send steps, run on the executor's interpreter, read back, verify."""
+def fused_roundtrip(schedule, inst, **options) -> str:
+    """Export with receive-and-send steps (or as ``options`` say), run on the executor's
+    interpreter, read back, verify that it moves the schedule's pieces."""
     assert verify(schedule, inst) is None
-    xml = to_msccl_xml(schedule, inst, fuse=True)
+    xml = to_msccl_xml(schedule, inst, **{"fuse": True, **options})
     check_structure(xml)
     run_msccl(xml, inst.collective.kind, root=None if inst.collective.root is None
               else list(inst.collective.nodes).index(inst.collective.root))
@@ -73,6 +74,18 @@ def _transposed(topo):
     return from_edges(topo.size, [(v, u, dict(d)) for u, v, d in topo.graph.edges(data=True)], name="transposed")
 
 
+def random_tree_schedule(topo, rnd, kind: str):
+    """``(schedule, instance)``: a random allgather on ``topo``, a reduce-scatter (the time
+    reversal of one on the transposed topology) or an allreduce (such a reduce-scatter, then
+    an allgather)."""
+    if kind == "allgather":
+        schedule = greedy_allgather(topo, rnd)
+    else:
+        rs = reverse(greedy_allgather(_transposed(topo), rnd))
+        schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
+    return schedule, make_instance(topo, kind)
+
+
 @settings(max_examples=20, deadline=None)
 @given(topologies(max_nodes=6), st.randoms(use_true_random=False),
        st.sampled_from(["reduce_scatter", "allreduce", "allgather"]))
@@ -80,11 +93,6 @@ def test_random_schedules_with_receive_and_send_steps_run_and_verify(topo, rnd, 
     """Reduce-scatters (time-reversed allgathers on the transposed topology), allreduces (one of
     those, then an allgather) and allgathers export with receive-and-send steps, run on the
     executor's interpreter, read back and verify; the export's own read-back accepts them."""
-    if kind == "allgather":
-        schedule = greedy_allgather(topo, rnd)
-    else:
-        rs = reverse(greedy_allgather(_transposed(topo), rnd))
-        schedule = rs if kind == "reduce_scatter" else concat(rs, greedy_allgather(topo, rnd), "allreduce")
-    inst = make_instance(topo, kind)
+    schedule, inst = random_tree_schedule(topo, rnd, kind)
     fused_roundtrip(schedule, inst)
     verified_msccl_xml(schedule, inst, fuse=True)

@@ -62,8 +62,12 @@ schedule that is not a program (our producers') is priced as its exported MSCCL 
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
 on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
 lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
-receive-and-send steps (:mod:`collsynth.tens.export_fuse`; the price's ``extra["grid"]`` says
-which grid); a program read with ``--from msccl-xml`` is priced as written.
+receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
+:data:`COARSEST_TREE_GRID` also with one thread block per tree and edge
+(:mod:`collsynth.tens.export_layout`, the layout of ForestColl's programs); the cheapest export
+our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which
+grid and how many thread blocks a GPU); a program read with ``--from msccl-xml`` is priced as
+written.
 
 Checked against: ForestColl's and TACCL's published nccl-tests logs on 2x8 A100 and 2x16
 MI250 (``instances/measurements/``), leave one program out and on held-out programs
@@ -102,6 +106,8 @@ SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
 COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
+# one thread block per tree and edge needs few trees: ForestColl's programs run 1 to 4 a root
+COARSEST_TREE_GRID = 1
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -300,38 +306,58 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     in the default dialect, or in the other when only that one's limits take it. Given
     ``seconds`` (program text -> its price), every grid from that one down to
     :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
-    (:mod:`collsynth.tens.export_fuse`), and the cheapest program is returned: a coarser grid
-    means fewer chunks a loop, so more loop iterations to pipeline and fewer steps a thread
-    block, at the cost of rounding the schedule's shares."""
+    (:mod:`collsynth.tens.export_fuse`), and down to :data:`COARSEST_TREE_GRID` also with one
+    thread block per tree and edge (:mod:`collsynth.tens.export_layout`, ForestColl's layout,
+    with and without those steps), and the cheapest program is returned, once our reader has
+    read it back as a schedule that verifies (:func:`_verified`; else the next cheapest; so
+    without ``seconds``, the first that does): a coarser grid
+    means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread block
+    and fewer trees, at the cost of rounding the schedule's shares."""
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
     from ..export import MAX_CHUNKS
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
-    while grids[-1] // 2 >= COARSEST_GRID:
+    coarsest = COARSEST_GRID if seconds is None else min(COARSEST_GRID, COARSEST_TREE_GRID)
+    while grids[-1] // 2 >= coarsest:
         grids.append(grids[-1] // 2)
-    best, error = None, None
+    priced, error = [], None
     for grid in grids:
         try:
-            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for both exports
+            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for every export
         except InputError as e:
             error = e
             continue
-        for fuse in (False, True) if seconds is not None else (False,):
-            try:
-                text = _export(on_grid, instance, fuse)
-            except InputError as e:
-                error = e
+        for text in _exports(on_grid, instance, _variants(grid, seconds is not None)):
+            if isinstance(text, InputError):
+                error = text
                 continue
             if seconds is None:
-                return text, grid
-            price = seconds(text)
-            if best is None or price < best[2]:
-                best = (text, grid, price)
-    if best is None:
-        raise error
-    return best[0], best[1]
+                try:
+                    return _verified(text, instance), grid
+                except InputError as e:
+                    error = e
+                    continue
+            priced.append((seconds(text), len(priced), text, grid))
+    for _, _, text, grid in sorted(priced):
+        try:
+            return _verified(text, instance), grid
+        except InputError as e:
+            error = e
+    raise error
+
+
+def _variants(grid: int, priced: bool) -> list[tuple[str, bool]]:
+    """The ``(layout, fuse)`` exports :func:`program_of` tries on ``grid``: the default one
+    alone unless ``priced``; thread blocks packed per link down to :data:`COARSEST_GRID`, one
+    per tree and edge down to :data:`COARSEST_TREE_GRID`; each without and with
+    receive-and-send steps."""
+    if not priced:
+        return [("links", False)]
+    layouts = [layout for layout, coarsest in (("links", COARSEST_GRID), ("trees", COARSEST_TREE_GRID))
+               if grid >= coarsest]
+    return [(layout, fuse) for layout in layouts for fuse in (False, True)]
 
 
 def _on_grid(schedule, instance, grid: int):
@@ -347,17 +373,34 @@ def _on_grid(schedule, instance, grid: int):
     return schedule
 
 
-def _export(schedule, instance, fuse: bool = False) -> str:
-    """The MSCCL XML of ``schedule`` in the first dialect whose limits take it; with ``fuse``,
-    with receive-and-send steps (:mod:`collsynth.tens.export_fuse`)."""
-    from ..export import DEFAULT_DIALECT, DIALECTS, to_msccl_xml
-    dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
-    for k, dialect in enumerate(dialects):
+def _verified(text: str, instance) -> str:
+    """``text``, an exported MSCCL program, once our reader has read it back as a schedule that
+    verifies on ``instance`` (:mod:`collsynth.tens.readback`); else an InputError."""
+    from ..peer_schedules import read_peer_text
+    from ..verify import verify
+    violation = verify(read_peer_text(text, "msccl-xml", instance), instance)
+    if violation is not None:
+        raise InputError("schedule", f"its exported MSCCL program does not verify: {violation}")
+    return text
+
+
+def _exports(schedule, instance, variants) -> list:
+    """The MSCCL XML of ``schedule`` for each ``(layout, fuse)`` of ``variants``
+    (:func:`~collsynth.tens.export.msccl_xml_variants`), each in the first dialect whose limits
+    take it, or the :class:`~collsynth.InputError` the last dialect refused it with."""
+    from ..export import DEFAULT_DIALECT, DIALECTS, msccl_xml_variants
+    out: list = [None] * len(variants)
+    for dialect in [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]:
+        todo = [k for k, x in enumerate(out) if not isinstance(x, str)]
+        if not todo:
+            break
         try:
-            return to_msccl_xml(schedule, instance, dialect=dialect, fuse=fuse)
-        except InputError:
-            if k == len(dialects) - 1:
-                raise
+            texts = msccl_xml_variants(schedule, instance, [variants[k] for k in todo], dialect)
+        except InputError as e:
+            texts = [e] * len(todo)
+        for k, x in zip(todo, texts):
+            out[k] = x
+    return out
 
 
 def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibration=None) -> Cost:
@@ -383,7 +426,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
     extra = {"calibration": cal.name}
     if grid != schedule.denom:
-        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid"
+        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid, {f.tbs_per_gpu} thread blocks a GPU"
     return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
 
 
