@@ -59,12 +59,13 @@ def leave_one_out(rows, manifest) -> dict:
     programs = sorted({r.measurement.program for r in fitted})
     pred = {}
     for p in programs:
-        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source)
+        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source,
+                  manifest.transports)
         for r in rows:
             if r.measurement.program == p:
                 pred[r.measurement.name] = predict(r, cal)
         print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
-    cal = fit(fitted, "all", manifest.system, manifest.source)
+    cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -198,7 +199,8 @@ def ours_at(manifest, rows, size: int = GIB) -> list[str]:
     from collsynth.solvers.producers import Options
     from collsynth.tens.cost_models import get
 
-    cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source)
+    cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
+              manifest.transports)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = load_instance(inst_file)

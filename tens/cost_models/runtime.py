@@ -113,7 +113,9 @@ class Calibration:
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own. ``runtimes``: runtime name -> ``{"latency": a,
     "bandwidth": b}``, how another runtime measured on the same system differs from the one
-    these parameters describe (see :func:`for_runtime`)."""
+    these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
+    ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
+    :func:`collsynth.tens.runtime_program.program_features`)."""
 
     name: str
     system: str
@@ -129,11 +131,12 @@ class Calibration:
     buff_bytes: int = 4 << 20
     fit: dict = field(default_factory=dict)
     runtimes: dict = field(default_factory=dict)
+    transports: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         """The calibration file's object."""
         return {"format": FORMAT, "name": self.name, "system": self.system, "source": self.source,
-                "buff_bytes": self.buff_bytes,
+                "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}},
                 "runtimes": self.runtimes, "fit": self.fit}
@@ -189,7 +192,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: runtimes", "expected an object of runtime -> {latency, bandwidth}")
     runtimes = {str(k): {q: _number(v.get(q) if isinstance(v, dict) else None, f"{where}: runtimes.{k}.{q}", 1e-3, 1e3)
                          for q in ("latency", "bandwidth")} for k, v in runtimes.items()}
+    from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
+                       transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
@@ -376,8 +381,9 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     _refuse_switch_sums(schedule, instance)
     size = instance.collective.message_bytes
     program, grid = program_of(schedule, instance,
-                               lambda text: float(runtime_times(program_features(text, instance), [size], cal)[0]))
-    f = program_features(program, instance)
+                               lambda text: float(runtime_times(program_features(text, instance, cal.transports),
+                                                                [size], cal)[0]))
+    f = program_features(program, instance, cal.transports)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
