@@ -9,8 +9,13 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
   call of a step, ``hop_s[class]`` per slice it sends (the receiver's credit returns before its
   buffer slot is reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
-  latency-bound), the bytes it sends over ``tb_rate`` (what one thread block copies per
-  second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
+  latency-bound), the bytes it copies across a link over ``tb_rate`` (what one thread block
+  copies per second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two
+  buffers). Which thread block of a connection copies across the link is the P2P transport's
+  mode (``Calibration.transports``, :func:`collsynth.tens.runtime_program._copies`): the sender
+  on a ``"write"`` connection, the receiver on a ``"read"`` one (NCCL's default between two
+  A100s joined by NVLink: ``paths.cc`` ``ncclTopoCheckP2p``, ``p2p.cc``); local copies are
+  not charged;
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
@@ -55,8 +60,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs, NCCL's P2P read mode (on A100 NVLink the receiving thread block reads over NVLink and the
-sender copies locally: ``p2p.cc``), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
+SMs, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
+a receiver's out of its buffer on a ``"write"`` one), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
 divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
