@@ -60,12 +60,13 @@ def leave_one_out(rows, manifest) -> dict:
     programs = sorted({r.measurement.program for r in fitted})
     pred = {}
     for p in programs:
-        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source)
+        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source,
+                  manifest.transports)
         for r in rows:
             if r.measurement.program == p:
                 pred[r.measurement.name] = predict(r, cal)
         print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
-    cal = fit(fitted, "all", manifest.system, manifest.source)
+    cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -199,7 +200,8 @@ def ours_at(manifest, rows, sizes=(GIB,)) -> list[str]:
     from collsynth.solvers.pipeline import run
     from collsynth.solvers.producers import Options
 
-    cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source)
+    cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
+              manifest.transports)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

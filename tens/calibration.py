@@ -58,7 +58,7 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
             try:
                 if check_programs:
                     read_msccl_xml(text, instance)
-                cache[key] = program_features(text, instance)
+                cache[key] = program_features(text, instance, manifest.transports)
             except InputError as e:
                 raise InputError(str(m.program), f"{e.where}: {e.what} (instance {m.instance})") from None
         log = read_nccl_tests(m.log)
@@ -97,13 +97,15 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
                                                 r.measurement.buff_bytes) / r.seconds) for r in rows])
 
 
-def fit(rows: list[Row], name: str, system: str, source: str) -> Calibration:
-    """The calibration of least squared log error over ``rows`` (see the module doc)."""
+def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None) -> Calibration:
+    """The calibration of least squared log error over ``rows`` (see the module doc), for a
+    system whose runtime's ``transports`` are those ``rows``' features were read with
+    (:func:`load_rows`: the manifest's)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
-    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0)
+    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}))
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s;
     # per other runtime its latency and bandwidth scales
     x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0] + [1.0, 1.0] * n)
@@ -125,7 +127,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     marked ``held_out`` only with ``include_held_out``)."""
     manifest = read_manifest(manifest_path)
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
-    return fit(rows, name or manifest.system, manifest.system, manifest.source)
+    return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports)
 
 
 def load_any_calibration(path):

@@ -26,14 +26,15 @@ from __future__ import annotations
 import lzma
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import InputError
 
-__all__ = ["Measurement", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text"]
+__all__ = ["Measurement", "Manifest", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text",
+           "read_transports", "TRANSPORTS"]
 
 COLUMNS = ("out-of-place", "in-place")
 
@@ -164,13 +165,20 @@ class Measurement:
     runtime: str = ""
 
 
+TRANSPORTS = ("read", "write")
+
+
 @dataclass(frozen=True)
 class Manifest:
-    """A system's measurements (:class:`Measurement`), its name and the source they cite."""
+    """A system's measurements (:class:`Measurement`), its name, the source they cite and how
+    its runtime moves data over each link class (``transports``: class -> ``"read"`` or
+    ``"write"``, :func:`collsynth.tens.runtime_program.program_features`; a class it does not
+    name is ``"write"``)."""
 
     system: str
     source: str
     measurements: tuple[Measurement, ...]
+    transports: dict = field(default_factory=dict)
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -183,7 +191,8 @@ def _field(entry: dict, key: str, kind, where: str, default=None):
 def read_manifest(path: str | Path) -> Manifest:
     """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
     ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
-    min_bytes, held_out`` and optionally ``runtime``; paths relative to the manifest)."""
+    min_bytes, held_out`` and optionally ``runtime``; paths relative to the manifest; optionally a
+    ``[transports]`` table, :class:`Manifest`)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -206,4 +215,22 @@ def read_manifest(path: str | Path) -> Manifest:
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
-                    measurements=tuple(out))
+                    measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"))
+
+
+def read_transports(data, where: str) -> dict:
+    """A ``transports`` table (link class -> one of :data:`TRANSPORTS`) checked; errors name
+    ``where`` and the class.
+
+    >>> read_transports({"nvswitch": "read"}, "m.toml: transports")
+    {'nvswitch': 'read'}
+    >>> read_transports({"nvswitch": "pull"}, "m.toml: transports")
+    Traceback (most recent call last):
+    collsynth.InputError: m.toml: transports.nvswitch: expected one of read, write, got 'pull'
+    """
+    if not isinstance(data, dict):
+        raise InputError(where, f"expected a table of link class -> one of {', '.join(TRANSPORTS)}")
+    for c, mode in data.items():
+        if mode not in TRANSPORTS:
+            raise InputError(f"{where}.{c}", f"expected one of {', '.join(TRANSPORTS)}, got {mode!r}")
+    return {str(c): str(m) for c, m in data.items()}

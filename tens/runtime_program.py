@@ -54,7 +54,8 @@ class Rounds:
 class ProgramFeatures:
     """What the runtime model needs of one program on one instance (see the module doc).
 
-    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks sent (sum of ``cnt``) per iteration by
+    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks copied across a link (sum of ``cnt``; the
+    sender's copy, or the receiver's on a ``"read"`` transport: :func:`_copies`) per iteration by
     thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
@@ -256,9 +257,11 @@ def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray
     return np.array(path[::-1], dtype=np.int64)
 
 
-def program_features(xml: str, instance: Instance) -> ProgramFeatures:
+def program_features(xml: str, instance: Instance, transports: dict | None = None) -> ProgramFeatures:
     """The :class:`ProgramFeatures` of the MSCCL XML program ``xml`` on ``instance`` (ranks
-    are the collective's nodes in order; see the module doc)."""
+    are the collective's nodes in order; see the module doc); ``transports`` (link class ->
+    ``"read"`` or ``"write"``, :func:`_copies`) says which thread block of a connection
+    copies across it."""
     root = algo_root(xml)
     nodes = np.array(instance.collective.nodes, dtype=np.int64)
     steps, tb_info, tbs = _steps(root, len(nodes))
@@ -280,7 +283,6 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     load = np.bincount(hop_link, weights=cnt[send_idx][hop_send], minlength=len(la)) / la.bandwidth
     class_load = {c: float(load[classes == c].max()) for c in sorted(set(classes))}
     tb_of = np.repeat(np.arange(len(tbs)), np.diff([tb_info[k][3] for k in tbs] + [len(steps)]))
-    sent = np.where(is_send, cnt, 0)
     reduced = np.where([st[2] in REDUCE_TYPES for st in steps], cnt, 0)
     weight = np.ones(len(steps))
     np.add.at(weight, send_idx[hop_send], la.alpha[hop_link] * 1e6)
@@ -288,11 +290,12 @@ def program_features(xml: str, instance: Instance) -> ProgramFeatures:
     on_path = np.zeros(len(steps), dtype=bool)
     on_path[path] = True
     send_class = classes[first]
+    sent = _copies(len(steps), send_idx, send_class, pred[transfer], succ[transfer], cnt, transports or {})
     path_links = first[on_path[send_idx]]
     forwards = np.array([st[2] in SEND_TYPES and st[2] in RECV_TYPES for st in steps], dtype=np.int64)
     rounds = tuple(_round_features(step_rounds(len(steps), pred, succ, transfer, w * forwards) - w * forwards,
                                    pred[transfer], succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of,
-                                   len(tbs), instance)
+                                   len(tbs), instance, sent)
                    for w in (0, 1))
     cnts, col = np.unique(cnt, return_inverse=True)
     ops_rows = np.concatenate([gpu[send_idx], peer[send_idx]])
@@ -322,7 +325,7 @@ def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.nd
 
 
 def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, reduced, tb_of, ntbs,
-                    instance) -> Rounds:
+                    instance, copied) -> Rounds:
     """The :class:`Rounds` of a program whose steps start receiving in rounds ``level`` (a
     forwarding receive's round less its wait, :func:`step_rounds`): a
     transfer is in the round of its receive (``level`` of ``receiver``, the step fed by
@@ -335,7 +338,35 @@ def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, 
     classes = link_classes(instance)
     load = np.bincount(send_round[hop_send] * len(la) + hop_link, weights=cnt[send_idx][hop_send],
                        minlength=n_rounds * len(la)).reshape(n_rounds, len(la)) / la.bandwidth
-    sent = np.bincount(send_round * ntbs + tb_of[send_idx], weights=cnt[send_idx], minlength=n_rounds * ntbs)
+    copy_round = level.copy()  # a copy across a link is in the round of its transfer
+    copy_round[send_idx] = send_round
+    sent = np.bincount(copy_round * ntbs + tb_of, weights=copied, minlength=n_rounds * ntbs)
     red = np.bincount(level * ntbs + tb_of, weights=reduced, minlength=n_rounds * ntbs)
     return Rounds({c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
                   sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs))
+
+
+def _copies(n: int, send_idx: np.ndarray, send_class: np.ndarray, sender: np.ndarray, receiver: np.ndarray,
+            cnt: np.ndarray, transports: dict) -> np.ndarray:
+    """The chunks (``cnt``) each step copies across a connection, the copy its thread block is
+    charged for at ``tb_rate``. Which side of a connection of link class ``c`` does that copy is
+    the P2P transport's mode (``transports[c]``; NCCL ``src/transport/p2p.cc``, the mode chosen
+    by ``ncclTopoCheckP2p`` in ``src/graph/paths.cc``): ``"read"``, NCCL's default between two
+    GPUs of compute capability 8.0 joined by NVLink (A100), puts the Simple buffer on the sender
+    ("the SIMPLE buffer is tagged on the end of the ncclSendMem structure"), which copies into
+    it locally, and the receiving thread block reads it over the link; ``"write"``, the default
+    elsewhere and for a class ``transports`` does not name, has the sender write into the
+    receiver's buffer (its copy out of it is local). Local copies are not charged.
+
+    >>> # a chain s -> rcs -> r (steps 0, 1, 2): step 0 feeds step 1, step 1 feeds step 2
+    >>> idx, cls = np.array([0, 1]), np.array(["nvlink", "nvlink"], dtype=object)
+    >>> _copies(3, idx, cls, idx, np.array([1, 2]), np.ones(3, dtype=int), {}).tolist()
+    [1, 1, 0]
+    >>> _copies(3, idx, cls, idx, np.array([1, 2]), np.ones(3, dtype=int), {"nvlink": "read"}).tolist()
+    [0, 1, 1]
+    """
+    across = np.zeros(n, dtype=bool)
+    across[send_idx] = [transports.get(str(c), "write") == "write" for c in send_class]
+    reads = np.zeros(n, dtype=bool)
+    reads[receiver] = [transports.get(str(c), "write") == "read" for c in send_class[np.searchsorted(send_idx, sender)]]
+    return np.where(across | reads, cnt, 0)

@@ -387,3 +387,60 @@ def test_fit_recovers_another_runtimes_scale_of_fixed_costs():
     fitted = fit(rows, "t", "s", "")
     assert fitted.runtimes["other"]["latency"] == pytest.approx(0.5, rel=0.05)
     assert fitted.fit["rms_log_error"] < 0.02
+
+
+# GPU 0 sends chunks 0 and 1 to GPU 1 in one thread block; GPU 1 receives both in one.
+ONE_WAY = xml(2, 2, [[(1, -1, 0, [("s", 0), ("s", 1)])], [(-1, 0, 0, [("r", 0), ("r", 1)])]])
+
+
+def one_way_instance():
+    # alpha 1 us, so the critical path is the one through both sends (s0, s1, r1)
+    return make_instance(build("ring", {"nodes": 2}, bandwidth=1e9, alpha=1e-6), "allgather", message_bytes=1.0)
+
+
+@pytest.mark.parametrize("mode, copies", [("write", [2, 0]), ("read", [0, 2])])
+def test_which_thread_block_copies_across_a_connection_by_hand(mode, copies):
+    # P2P write: the sender writes into the receiver's buffer; P2P read (NCCL between two
+    # Ampere GPUs joined by NVLink): the sender's buffer is read over the link by the receiver.
+    f = program_features(ONE_WAY, one_way_instance(), {"link": mode})
+    assert f.tb_sent.tolist() == copies
+    assert f.path_sent == (2 if mode == "write" else 1)  # the path s0, s1, r1
+
+
+@pytest.mark.parametrize("mode, expected_us", [("write", 58.0), ("read", 54.0)])
+def test_the_receiver_copies_on_a_read_transport_by_hand(mode, expected_us):
+    # 40 KB: two chunks of 20 KB, one iteration, one slice a call; a copy across the link at
+    # 1 GB/s is 20 us, 2 us a step, 1 us a send's credit, the link at its full 1 GB/s (40 us
+    # for both chunks), launch 10 us.
+    # write: GPU 0's thread block 2 steps + 2 credits + 2 x 20 = 46 us, GPU 1's 4 us; the path
+    #   s0, s1, r1: 3 steps + 2 credits + its copies, the first whole and the second one slice
+    #   (here the whole chunk) behind, 40 us: 48 us; in rounds 2 x 20 = 40 us: 10 + 48 = 58 us.
+    # read: GPU 0's 6 us, GPU 1's 4 + 2 x 20 = 44 us; the path 6 + 2 + 20 (r1's copy) = 28 us,
+    #   the rounds 40; the first iteration lasts a period, 44 us: 10 + 44 = 54 us.
+    f = program_features(ONE_WAY, one_way_instance(), {"link": mode})
+    c = cal(tb_rate=1e9, efficiency={"link": 1.0})
+    assert runtime_times(f, [4e4], c)[0] == pytest.approx(expected_us * 1e-6)
+
+
+def test_a_calibration_file_keeps_its_transports(tmp_path, capsys):
+    import json
+
+    from collsynth.tens.cost_models.runtime import load_calibration
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cal(transports={"link": "read"}).as_json()))
+    assert load_calibration(path).transports == {"link": "read"}
+    data = cal().as_json()
+    data["transports"] = {"link": "pull"}
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="transports.link: expected one of read, write, got 'pull'"):
+        load_calibration(path)
+
+
+def test_calibrate_names_a_bad_transport_in_the_manifest(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    path = tmp_path / "m.toml"
+    path.write_text('system = "s"\nsource = "x"\ntransports = { nvswitch = "pull" }\n[[measurement]]\n'
+                    'name = "a"\nprogram = "p.xml"\ninstance = "i.toml"\nlog = "l.txt"\n')
+    code, out, err = run_cli(["calibrate", str(path)], capsys)
+    assert code == 2
+    assert_one_error_line(err, [f"{path}: transports.nvswitch", "'pull'"])

@@ -9,8 +9,13 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - thread blocks as sequential streams: per loop iteration a thread block spends ``step_s`` per
   call of a step, ``hop_s[class]`` per slice it sends (the receiver's credit returns before its
   buffer slot is reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
-  latency-bound), the bytes it sends over ``tb_rate`` (what one thread block copies per
-  second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two buffers);
+  latency-bound), the bytes it copies across a link over ``tb_rate`` (what one thread block
+  copies per second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two
+  buffers). Which thread block of a connection copies across the link is the P2P transport's
+  mode (``Calibration.transports``, :func:`collsynth.tens.runtime_program._copies`): the sender
+  on a ``"write"`` connection, the receiver on a ``"read"`` one (NCCL's default between two
+  A100s joined by NVLink: ``paths.cc`` ``ncclTopoCheckP2p``, ``p2p.cc``); local copies are
+  not charged;
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
   every connection through it at ``efficiency[class]`` of its nominal bandwidth;
@@ -55,8 +60,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs, NCCL's P2P read mode (on A100 NVLink the receiving thread block reads over NVLink and the
-sender copies locally: ``p2p.cc``), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
+SMs, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
+a receiver's out of its buffer on a ``"write"`` one), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
 divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
@@ -119,7 +124,9 @@ class Calibration:
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own. ``runtimes``: runtime name -> ``{"latency": a,
     "bandwidth": b}``, how another runtime measured on the same system differs from the one
-    these parameters describe (see :func:`for_runtime`)."""
+    these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
+    ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
+    :func:`collsynth.tens.runtime_program.program_features`)."""
 
     name: str
     system: str
@@ -135,11 +142,12 @@ class Calibration:
     buff_bytes: int = 4 << 20
     fit: dict = field(default_factory=dict)
     runtimes: dict = field(default_factory=dict)
+    transports: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         """The calibration file's object."""
         return {"format": FORMAT, "name": self.name, "system": self.system, "source": self.source,
-                "buff_bytes": self.buff_bytes,
+                "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}},
                 "runtimes": self.runtimes, "fit": self.fit}
@@ -195,7 +203,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: runtimes", "expected an object of runtime -> {latency, bandwidth}")
     runtimes = {str(k): {q: _number(v.get(q) if isinstance(v, dict) else None, f"{where}: runtimes.{k}.{q}", 1e-3, 1e3)
                          for q in ("latency", "bandwidth")} for k, v in runtimes.items()}
+    from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
+                       transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
@@ -419,8 +429,9 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     _refuse_switch_sums(schedule, instance)
     size = instance.collective.message_bytes
     program, grid = program_of(schedule, instance,
-                               lambda text: float(runtime_times(program_features(text, instance), [size], cal)[0]))
-    f = program_features(program, instance)
+                               lambda text: float(runtime_times(program_features(text, instance, cal.transports),
+                                                                [size], cal)[0]))
+    f = program_features(program, instance, cal.transports)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
