@@ -603,7 +603,9 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
         trees, extra = _compact_forest(instance, options, deadline)
         return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
                        build_s=time.perf_counter() - t0, extra=extra)
-    parts = [_compact_forest(half_instance(instance, kind), options, deadline) for kind in ("reduce_scatter", "allgather")]
+    # the halves run as one allreduce schedule, whose switches do not copy
+    parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
+             for kind in ("reduce_scatter", "allgather")]
     trees = PipelinedAllreduce(parts[0][0], parts[1][0])
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
              "explicit_sends": trees.sends, "halves": [x for _, x in parts]}
@@ -611,8 +613,9 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
                    build_s=time.perf_counter() - t0, extra=extra)
 
 
-def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
-    """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective."""
+def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
+    """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective, a tree's
+    sends into a copying switch merged where ``multicast`` (:func:`.compact.multicast`)."""
     coll = instance.collective
     [(kind, transposed)] = plan(coll.kind)
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -630,7 +633,8 @@ def _compact_forest(instance: Instance, options: Options, deadline) -> tuple:
         summing = summing_switches(instance)
         apart = _pairing_by_port(instance, transposed)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing, apart)), f.k, f.tau
-    trees = compact.multicast(trees, instance)
+    if multicast:
+        trees = compact.multicast(trees, instance)
     pieces = options.params.get("pieces")
     trees = replace(trees, pieces=pieces) if pieces else compact.least_sync(trees, instance)[0]
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
