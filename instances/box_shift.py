@@ -30,6 +30,9 @@ compute node once. Nothing is assumed from a generator's name or parameters.
 (8, [8, 9, 10, 11, 12, 13, 14, 15, 16])
 >>> box_shift(build("mesh", {"dims": [3, 3]})) is None
 True
+
+Every ``topology`` argument is a :class:`~collsynth.instances.topology.Topology` (the type is not
+imported here: the topology's diameter reads the box shifts, and imports go one way).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from functools import lru_cache
 import numpy as np
 
 from .symmetry import is_automorphism
-from .topology import Topology
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class BoxShift:
         return tuple(sorted(int(c) for c in compute)[:self.box])
 
 
-def box_shift(topology: Topology, compute=None) -> BoxShift | None:
+def box_shift(topology, compute=None) -> BoxShift | None:
     """The box shifts of ``topology`` (module doc), or None when none is found. ``compute``:
     the nodes moved in id order (default and only supported value: every live compute node;
     others give None)."""
@@ -89,7 +91,7 @@ def box_shift(topology: Topology, compute=None) -> BoxShift | None:
 
 
 @lru_cache(maxsize=8)
-def _shifts(topology: Topology) -> BoxShift | None:
+def _shifts(topology) -> BoxShift | None:
     """:func:`box_shift` of every compute node (remembered per topology object)."""
     la, npus = topology.link_arrays, sorted(int(c) for c in topology.npus)
     n = len(npus)
@@ -111,7 +113,7 @@ def _shifts(topology: Topology) -> BoxShift | None:
     return None
 
 
-def _level(topology: Topology, npus: list[int], d: int, links: tuple, others: list) -> tuple | None:
+def _level(topology, npus: list[int], d: int, links: tuple, others: list) -> tuple | None:
     """The rotation of blocks of ``d`` compute nodes, ``d`` places on within the largest block
     (a multiple of ``d`` dividing ``N``) where it is an automorphism commuting with ``others``:
     ``(perm, order)``, or None."""
@@ -126,7 +128,7 @@ def _level(topology: Topology, npus: list[int], d: int, links: tuple, others: li
     return None
 
 
-def _extend(topology: Topology, npus: list[int], images: np.ndarray, links: tuple) -> np.ndarray | None:
+def _extend(topology, npus: list[int], images: np.ndarray, links: tuple) -> np.ndarray | None:
     """The compute nodes moved to ``images``, extended to the switches round by round (a
     switch to the switch with the same links to the images of the nodes mapped so far); None
     when some switch finds no image."""
@@ -157,7 +159,7 @@ def _extend(topology: Topology, npus: list[int], images: np.ndarray, links: tupl
     return perm
 
 
-def _accepted(topology: Topology, perm: np.ndarray, order: int) -> bool:
+def _accepted(topology, perm: np.ndarray, order: int) -> bool:
     """Whether ``perm`` is a permutation of the live nodes sending switches to switches, an
     automorphism, and of ``order`` (its ``order``-th power the identity)."""
     live = np.asarray(topology.nodes, np.int64)

@@ -22,6 +22,9 @@ vertex-transitive when it splits the nodes into several classes).
 ((3, 4), 5, "translations of Z_3 x Z_4 (the generator's declaration)")
 >>> regular_group(build("mesh", {"dims": [3, 3]})) is None
 True
+
+Every ``topology`` argument is a :class:`~collsynth.instances.topology.Topology` (the type is not
+imported here: the topology's diameter reads the box shifts, and imports go one way).
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from .topology import Topology
 
 MAX_FACTORIZATIONS = 4096  # ordered factorizations of N tried before giving up
 PROFILED_NODES = 4  # nodes compared with node 0 by individualised colour refinement in why_no_group
@@ -87,13 +89,13 @@ def translation_table(orders) -> np.ndarray:
     return table
 
 
-def _plain(topology: Topology) -> bool:
+def _plain(topology) -> bool:
     """No switches, no failures, live nodes exactly ``0..size-1``: a group can act on them."""
     return (not topology.switches and not topology.failed_nodes and not topology.failed_links
             and len(topology.nodes) == topology.size and topology.size > 0)
 
 
-def is_automorphism(topology: Topology, perm: np.ndarray) -> bool:
+def is_automorphism(topology, perm: np.ndarray) -> bool:
     """Whether the node permutation ``perm`` maps every directed link pair to a link pair with
     the same number of parallel links, latency and bandwidth (vectorised).
 
@@ -110,7 +112,7 @@ def is_automorphism(topology: Topology, perm: np.ndarray) -> bool:
                 and np.allclose(la.bandwidth[idx], la.bandwidth, rtol=1e-12, atol=0))
 
 
-def translations_are_automorphisms(topology: Topology, orders) -> bool:
+def translations_are_automorphisms(topology, orders) -> bool:
     """Whether every translation of ``Z_n1 x .. x Z_nk`` (row-major ids) is an automorphism:
     it suffices that the unit translations are."""
     if not _plain(topology) or math.prod(orders) != topology.size:
@@ -124,7 +126,7 @@ def translations_are_automorphisms(topology: Topology, orders) -> bool:
     return True
 
 
-def cayley_orders(topology: Topology) -> list[int] | None:
+def cayley_orders(topology) -> list[int] | None:
     """The translation group orders the generator declares (``meta["cayley"] = [n1, .., nk]``:
     node ids are row-major coordinates in ``Z_n1 x .. x Z_nk``), when every translation is an
     automorphism (:func:`translations_are_automorphisms`); ``None`` otherwise (failed nodes,
@@ -186,7 +188,7 @@ def _name(orders) -> str:
 
 
 @lru_cache(maxsize=32)
-def regular_group(topology: Topology) -> RegularGroup | None:
+def regular_group(topology) -> RegularGroup | None:
     """A group of automorphisms acting regularly on ``topology``'s nodes, or ``None``.
 
     Tried in order: the generator's declaration (``meta["cayley"]``), the cyclic group
@@ -207,7 +209,7 @@ def regular_group(topology: Topology) -> RegularGroup | None:
     return None
 
 
-def refinement_classes(topology: Topology, individualise: int | None = None) -> np.ndarray:
+def refinement_classes(topology, individualise: int | None = None) -> np.ndarray:
     """Colour refinement (1-dimensional Weisfeiler-Leman) on the live nodes: ``cls[v]`` is the
     class of node ``v`` (-1 for node ids that are not live); with ``individualise``, that node
     starts in a class of its own. Colours are canonical (named by sorted signatures), so two
@@ -246,12 +248,12 @@ def refinement_classes(topology: Topology, individualise: int | None = None) -> 
     return out
 
 
-def _profile(topology: Topology, node: int) -> tuple[int, ...]:
+def _profile(topology, node: int) -> tuple[int, ...]:
     cls = refinement_classes(topology, individualise=node)
     return tuple(np.bincount(cls[cls >= 0]).tolist())
 
 
-def why_no_group(topology: Topology) -> str:
+def why_no_group(topology) -> str:
     """Why :func:`regular_group` finds no group for ``topology`` (one sentence)."""
     if topology.switches:
         return "the topology has switches: unwind them to point-to-point links first"

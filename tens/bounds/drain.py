@@ -66,8 +66,6 @@ pre-steps with a geometric tail, as those trees do.
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import linprog
 
 from ..ten import latency_pipelined
 from .demand import instant_out
@@ -80,8 +78,7 @@ MAX_PHASES = 256  # the largest J solved; beyond it the bound counts alphas and 
 def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
     """The box bound (module doc) of a single allgather, the best over the boxes of distinct
     numbers; not computed where no box meets the module's conditions."""
-    coll = instance.collective
-    if instance.concurrent or coll.kind != "allgather":
+    if instance.concurrent or instance.collective.kind != "allgather":
         return not_computed("sync", "drain", "only a single allgather")
     if not (latency.computed and bandwidth.computed):
         return not_computed("sync", "drain", "needs the latency and bandwidth bounds")
@@ -228,6 +225,9 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
 def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float) -> float | None:
     """``LP(J)`` in units (bytes: the remote data; seconds: it over ``B_e``; ``ratio`` = ``B_i /
     B_e``): variables ``n, v^o, v^n, b`` per phase, then ``v, b`` of head and tail."""
+    from scipy import sparse  # a solve that computes no box bound does not load scipy's optimizer
+    from scipy.optimize import linprog
+
     n, vo, vn, b = (np.arange(J) + k * J for k in range(4))
     vH, bH, vT, bT = 4 * J, 4 * J + 1, 4 * J + 2, 4 * J + 3
     own = c * s
