@@ -111,7 +111,7 @@ from scipy.sparse.csgraph import connected_components
 from .. import InputError
 from ..instances.instance import Instance
 from .choices import DEFAULT_MSCCL_DIALECT, MSCCL_DIALECTS
-from .cost import _dependencies
+from .cost import _dependencies, link_successors
 from .export_deps import implied_dependencies_removed, op_dependencies, program_order
 from .export_fuse import fused, sum_needed
 from .export_layout import MAX_TREE_THREAD_BLOCKS, link_channels, tree_channels, trees_of
@@ -413,7 +413,7 @@ def _prepared(schedule: Schedule, instance: Instance, dialect: str, max_chunks: 
     order = program_order(s.step, *pairs)  # by step, then depth, then schedule order
     deps = op_dependencies(s, order, *pairs, instance.collective.combining)
     if schedule.link_order == "program":
-        _declared_order(s, order, routes.path, deps)
+        _declared_order(s, order, routes.path, deps, instance)
     reduce = _combining_op(s, lay.coll.combining)
     return {"instance": instance, "dialect": dialect, "lay": lay, "s": s, "path": routes.path, "per_loop": per_loop,
             "src_r": src_r, "dst_r": dst_r, "rchunk": rchunk, "order": order, "reduce": reduce,
@@ -533,16 +533,17 @@ def _copy_runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in runs]
 
 
-def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict) -> None:
+def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict, instance: Instance) -> None:
     """``link_order = "program"`` (:class:`~.schedule.Schedule`): each send waits for the send
     before it in program order ``order`` out of the same GPU over the same first link (to its
-    peer, or into the first switch of its route ``path[i]``)."""
-    last: dict[tuple[int, int], int] = {}
-    for i in order.tolist():
-        key = (int(s.src[i]), int(path[i][0]) if path[i] else int(s.dst[i]))
-        if key in last:
-            deps[("S", i)].append(("S", last[key]))
-        last[key] = i
+    peer, or into the first switch of its route ``path[i]``), the waits
+    :func:`~collsynth.tens.cost.link_successors` lists."""
+    first = np.array([p[0] if p else d for p, d in zip(path, s.dst.tolist())], np.int64)
+    pair = instance.topology.link_arrays.lookup(s.src, first)
+    after = link_successors(s.src[order], pair[order], instance.topology)
+    for a, b in zip(order.tolist(), after.tolist()):
+        if b >= 0:
+            deps[("S", int(order[b]))].append(("S", a))
 
 
 def _plan(s: Schedule, lay: _Layout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None,
