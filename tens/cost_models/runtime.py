@@ -309,7 +309,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on:
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
     else its export, as a user exporting it would: on the schedule's own grid when the runtime
-    takes that many chunks per buffer (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the
+    takes that many chunks per buffer (:data:`~collsynth.tens.msccl_format.MAX_CHUNKS`), else on the
     finest grid it takes (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is
     exported), halved while the runtime's other limits refuse it (thread blocks a dependency
     can name, steps per thread block, dependencies to trace), down to :data:`COARSEST_GRID`;
@@ -326,7 +326,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
         return text, schedule.denom
-    from ..export import MAX_CHUNKS
+    from ..msccl_format import MAX_CHUNKS
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
     coarsest = COARSEST_GRID if seconds is None else min(COARSEST_GRID, COARSEST_TREE_GRID)
@@ -398,7 +398,8 @@ def _exports(schedule, instance, variants) -> list:
     """The MSCCL XML of ``schedule`` for each ``(layout, fuse)`` of ``variants``
     (:func:`~collsynth.tens.export.msccl_xml_variants`), each in the first dialect whose limits
     take it, or the :class:`~collsynth.InputError` the last dialect refused it with."""
-    from ..export import DEFAULT_DIALECT, DIALECTS, msccl_xml_variants
+    from ..export import msccl_xml_variants
+    from ..msccl_format import DEFAULT_DIALECT, DIALECTS
     out: list = [None] * len(variants)
     for dialect in [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]:
         todo = [k for k, x in enumerate(out) if not isinstance(x, str)]

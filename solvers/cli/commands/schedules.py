@@ -170,7 +170,7 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
-    from ....tens import export, readback
+    from ....tens import msccl_format, readback
     from ....tens.schedule import to_json
     from ....tens.verify import VerificationError
 
@@ -190,8 +190,8 @@ def export_cmd(args) -> dict:
                     "text": f"refusing to write an MSCCL++ plan of a schedule that does not implement the collective: {e}"}
         except InputError as e:
             raise InputError(args.schedule, f"the MSCCL++ executor cannot run it: {e.what}") from None
-        out["ranks_renumbered"] = export.ranks_renumbered(instance)
-        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
+        out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     elif args.format == "msccl-xml":
         try:
             content = readback.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
@@ -200,8 +200,8 @@ def export_cmd(args) -> dict:
             return {**out, "exit": 1, "violation": _violation(e.violation),
                     "text": f"refusing to write an MSCCL program that does not implement the collective: {e}"}
         out["dialect"] = args.msccl_dialect
-        out["ranks_renumbered"] = export.ranks_renumbered(instance)
-        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
+        out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     else:
         content = json.dumps(to_json(schedule)) + "\n"
     if not args.out:
