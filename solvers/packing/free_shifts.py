@@ -16,8 +16,9 @@ group of cores): turning the hosts of every edge switch and the aggregation swit
 pod together (the cores following) moves every edge uplink. :func:`free_shifts` tries, level by
 level, every choice of the rounds of the extension in which such switches turn
 (``box_shift._extend``'s ``rotated``), keeps those that are automorphisms of the level's order
-commuting with the levels before, and takes the one whose group so far leaves the fewest links
-on orbits smaller than the group (ties: the fewest turned rounds, the shift itself first). The
+commuting with the levels before, and takes the one whose group so far folds the links least
+(:func:`folds`: the products keeping each link, summed; ties: the fewest turned rounds, the
+shift itself first), and the whole only where it folds them less than the shifts found. The
 GPUs move as before, so the trees of the first box moved by the twisted shifts are still every
 root's trees (:func:`collsynth.tens.pipelined_trees.verify` checks the shifts as any others).
 
@@ -25,8 +26,8 @@ root's trees (:func:`collsynth.tens.pipelined_trees.verify` checks the shifts as
 >>> from collsynth.instances.box_shift import box_shift
 >>> topo = build("fat_tree", {"k": 4})
 >>> s = box_shift(topo)
->>> kept(topo, s.perms, s.orders), kept(topo, *_twisted(topo, s))  # link pairs on orbits below the group's 16
-(64, 0)
+>>> folds(topo, s.perms, s.orders), folds(topo, *_twisted(topo, s))  # 96 pairs: 32 host links, 32 + 32 kept 2 / 4 times
+(224.0, 96.0)
 """
 
 from __future__ import annotations
@@ -43,21 +44,28 @@ MAX_ROUNDS = 4  # the extension rounds a level may turn switches in (a switch ti
 
 
 def free_shifts(topology, shift: BoxShift | None) -> BoxShift | None:
-    """``shift`` with each level's switches turned where that leaves fewer links kept by the
-    group (module doc); ``shift`` itself where no turn helps, and None for None."""
+    """``shift`` with each level's switches turned where that folds the links less (module doc,
+    :func:`folds`); ``shift`` itself where the whole group folds them no less turned (HPN: a
+    segment's 128 boxes over a leaf's 60 uplinks fold them 128 times whichever way the spines
+    turn), and None for None."""
     if shift is None:
         return None
     perms, orders = _twisted(topology, shift)
-    return shift if all((p == q).all() for p, q in zip(perms, shift.perms)) else BoxShift(perms, shift.orders, shift.box)
+    if folds(topology, perms, orders) >= folds(topology, shift.perms, shift.orders):
+        return shift
+    return BoxShift(perms, shift.orders, shift.box)
 
 
-def kept(topology, perms, orders) -> int:
-    """How many link pairs of ``topology`` lie on orbits smaller than the group of ``perms``
-    (commuting, of ``orders``): the pairs some product other than the identity keeps or folds."""
+def folds(topology, perms, orders) -> float:
+    """The sum over the link pairs of ``topology`` of the group's order over the size of the
+    pair's orbit under ``perms`` (commuting, of ``orders``): how many products keep the pair,
+    summed; the number of pairs where no product but the identity keeps one. The event price
+    per link orbit lists the shifts of which a power keeps a used pair
+    (:func:`collsynth.tens.pipelined_event.free_from`)."""
     la = topology.link_arrays
     group, _ = link_orbits(la, np.asarray(perms), tuple(orders))
     size = np.bincount(group, minlength=len(la))[group]
-    return int((size < math.prod(orders)).sum())
+    return float((math.prod(orders) / size).sum())
 
 
 def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -74,7 +82,7 @@ def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
             if cand is None or (rotated and not _accepted(topology, cand, order)) or not all(
                     (cand[q] == q[cand]).all() for q in chosen):
                 continue
-            key = (kept(topology, chosen + [cand], shift.orders[:level + 1]), len(rotated))
+            key = (folds(topology, chosen + [cand], shift.orders[:level + 1]), len(rotated))
             if best_key is None or key < best_key:
                 best, best_key = cand, key
         chosen.append(best)
