@@ -9,7 +9,6 @@ of least price: what the cluster benchmarks report under ``event``.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 EVENT_SENDS = 8_000_000  # sends simulated at the most per depth tried
 
