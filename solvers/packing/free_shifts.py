@@ -50,8 +50,11 @@ def free_shifts(topology, shift: BoxShift | None) -> BoxShift | None:
     turn), and None for None."""
     if shift is None:
         return None
+    found = folds(topology, shift.perms, shift.orders)
+    if found <= len(topology.link_arrays):  # no product but the identity keeps a link
+        return shift
     perms, orders = _twisted(topology, shift)
-    if folds(topology, perms, orders) >= folds(topology, shift.perms, shift.orders):
+    if folds(topology, perms, orders) >= found:
         return shift
     return BoxShift(perms, shift.orders, shift.box)
 
@@ -78,6 +81,8 @@ def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
     for level, (perm, order) in enumerate(zip(shift.perms, shift.orders)):
         best, best_key = perm, None
         for rotated in _choices(topology):
+            if best_key is not None and best_key[0] <= len(la):  # nothing folds: no turn does better
+                break
             cand = perm if not rotated else _extend(topology, npus, perm[npus], links, frozenset(rotated))
             if cand is None or (rotated and not _accepted(topology, cand, order)) or not all(
                     (cand[q] == q[cand]).all() for q in chosen):
