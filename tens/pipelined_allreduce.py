@@ -110,9 +110,10 @@ def joined(reduce_scatter: Schedule, allgather: Schedule) -> Schedule:
     all the reduce-scatter's sends out of its GPU on its link, the halves' pipelines not
     overlapping under FIFO links (``event``). On the clusters' trees the reduce-scatter's own
     sends leave in the same order either way (its price alone is the same), and the allreduce's
-    drops: SuperPOD 8 SU at 4 pieces 1.155x -> 1.005x the optimum, a two-group rail Clos of 8
+    drops, at 4 pieces: SuperPOD 8 SU 1.155x -> 1.005x the optimum, a two-group rail Clos of 8
     boxes a group 1.246x -> 1.113x, DGX H100 x32 1.018x -> 1.013x, a k = 8 fat tree 1.011x ->
-    1.005x (``python benchmarks/bench_clusters_combining.py``; README, "`event` at scale")."""
+    1.005x (priced per link orbit, :mod:`collsynth.tens.pipelined_event`; README, "`event` at
+    scale")."""
     return replace(concat(reduce_scatter, allgather, "allreduce"), link_order="ready")
 
 

@@ -72,14 +72,15 @@ def folds(topology, perms, orders) -> float:
 
 
 def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The twisted levels of ``shift`` (module doc) and their orders."""
+    """The twisted levels of ``shift`` (module doc) and their orders; ``shift``'s own where a
+    level finds nothing commuting with the levels turned before it."""
     la = topology.link_arrays
     npus = sorted(int(c) for c in topology.npus)
     _, cls = np.unique(np.stack([la.bandwidth, la.alpha, la.count.astype(float)]), axis=1, return_inverse=True)
     links = (la.src.tolist(), la.dst.tolist(), np.ravel(cls).tolist())
     chosen: list[np.ndarray] = []
     for level, (perm, order) in enumerate(zip(shift.perms, shift.orders)):
-        best, best_key = perm, None
+        best, best_key = None, None
         for rotated in _choices(topology):
             if best_key is not None and best_key[0] <= len(la):  # nothing folds: no turn does better
                 break
@@ -90,6 +91,8 @@ def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
             key = (folds(topology, chosen + [cand], shift.orders[:level + 1]), len(rotated))
             if best_key is None or key < best_key:
                 best, best_key = cand, key
+        if best is None:  # no turn, nor the shift itself, commutes with the levels turned before
+            return shift.perms, shift.orders
         chosen.append(best)
     return np.stack(chosen), shift.orders
 
