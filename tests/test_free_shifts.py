@@ -64,9 +64,12 @@ def test_fat_tree_k4_by_hand():
     edges_fixed, aggs_swapped = list(range(16, 24)), [25, 24, 27, 26, 29, 28, 31, 30]
     assert s.orders == (2, 2, 4)
     assert s.perms[0].tolist() == HOSTS_SWAPPED + edges_fixed + aggs_swapped + [34, 35, 32, 33]
-    assert s.perms[1].tolist() == EDGES_SWAPPED + [17, 16, 19, 18, 21, 20, 23, 22] + list(range(24, 32)) + [33, 32, 35, 34]
-    assert s.perms[2].tolist() == PODS_ON + [18, 19, 20, 21, 22, 23, 16, 17, 26, 27, 28, 29, 30, 31, 24, 25] + [32, 33, 34, 35]
-    assert keeping_products(topo, box_shift(topo).perms, s.orders) == 224 and keeping_products(topo, s.perms, s.orders) == 96
+    edges_swapped, aggs_fixed = [17, 16, 19, 18, 21, 20, 23, 22], list(range(24, 32))
+    assert s.perms[1].tolist() == EDGES_SWAPPED + edges_swapped + aggs_fixed + [33, 32, 35, 34]
+    pods_on = [18, 19, 20, 21, 22, 23, 16, 17, 26, 27, 28, 29, 30, 31, 24, 25]
+    assert s.perms[2].tolist() == PODS_ON + pods_on + [32, 33, 34, 35]
+    assert keeping_products(topo, box_shift(topo).perms, s.orders) == 224
+    assert keeping_products(topo, s.perms, s.orders) == 96
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,7 +98,8 @@ def test_twisted_shifts_are_shifts_keeping_no_more_links(fabric):
 def test_shifts_keeping_no_link_left_alone():
     topo = build("dgx_h100", {"nodes": 3})
     found = box_shift(topo)
-    assert keeping_products(topo, found.perms, found.orders) == len(topo.link_arrays) and free_shifts(topo, found) is found
+    assert keeping_products(topo, found.perms, found.orders) == len(topo.link_arrays)
+    assert free_shifts(topo, found) is found
 
 
 def test_fat_tree_reduce_scatter_priced_with_no_shift_listed():
