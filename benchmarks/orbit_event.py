@@ -9,7 +9,6 @@ of least price: what the cluster benchmarks report under ``event``.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 EVENT_SENDS = 8_000_000  # sends simulated at the most per depth tried
 
@@ -21,11 +20,15 @@ def depths(deepest: int) -> list[int]:
 
 
 def with_pieces(form, pieces: int):
-    """``form`` (trees, or an allreduce's two forests) at ``pieces`` pipeline pieces per chunk."""
+    """``form`` (trees, or an allreduce's two forests) at ``pieces`` pipeline pieces per chunk:
+    its own piece edges at its own depth, else equal pieces
+    (:func:`collsynth.solvers.packing.compact.at_pieces`)."""
+    from collsynth.solvers.packing.compact import at_pieces
+
     halves = getattr(form, "halves", None)
     if halves is None:
-        return replace(form, pieces=pieces)
-    return type(form)(*(replace(h, pieces=pieces) for h in halves))
+        return at_pieces(form, pieces)
+    return type(form)(*(at_pieces(h, pieces) for h in halves))
 
 
 def least_event(form, inst, deepest: int, budget: int = EVENT_SENDS) -> dict:

@@ -128,15 +128,20 @@ def _level(topology, npus: list[int], d: int, links: tuple, others: list) -> tup
     return None
 
 
-def _extend(topology, npus: list[int], images: np.ndarray, links: tuple) -> np.ndarray | None:
+def _extend(topology, npus: list[int], images: np.ndarray, links: tuple, rotated=frozenset()) -> np.ndarray | None:
     """The compute nodes moved to ``images``, extended to the switches round by round (a
     switch to the switch with the same links to the images of the nodes mapped so far); None
-    when some switch finds no image."""
+    when some switch finds no image. In the rounds listed in ``rotated`` (0 first) switches
+    alike whose images are themselves go one place on in id order, the last to the first,
+    rather than each to itself (another automorphism where it is one: the shifts' twists,
+    :mod:`collsynth.solvers.packing.free_shifts`)."""
     perm = np.full(topology.size, -1, np.int64)
     perm[npus] = images
     pending = set(int(w) for w in topology.switches if topology.graph.has_node(w))
     src, dst, cls = links
-    while pending:
+    for round_ in range(len(pending) + 1):
+        if not pending:
+            break
         mapped = perm >= 0
         own: dict = defaultdict(list)
         for a, b, c in zip(src, dst, cls):
@@ -154,7 +159,7 @@ def _extend(topology, npus: list[int], images: np.ndarray, links: tuple) -> np.n
             target = groups.get(image)
             if target is None or len(target) != len(members):
                 return None
-            perm[members] = target
+            perm[members] = target[1:] + target[:1] if round_ in rotated and target == members else target
         pending -= set(own)
     return perm
 

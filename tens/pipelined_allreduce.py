@@ -97,8 +97,24 @@ def price_sync(f: PipelinedAllreduce, instance) -> SyncPrice:
 
 
 def expand(f: PipelinedAllreduce) -> Schedule:
-    """The explicit sends: the reduce-scatter's (reducing), then the allgather's (copying)."""
-    return concat(pipelined_trees.expand(f.reduce_scatter), pipelined_trees.expand(f.allgather), "allreduce")
+    """The explicit sends: the reduce-scatter's (reducing), then the allgather's (copying)
+    (:func:`joined`)."""
+    return joined(pipelined_trees.expand(f.reduce_scatter), pipelined_trees.expand(f.allgather))
+
+
+def joined(reduce_scatter: Schedule, allgather: Schedule) -> Schedule:
+    """The allreduce of a reduce-scatter's sends then an allgather's (steps shifted past the
+    first, :func:`collsynth.tens.schedule.concat`), each link taking its messages as they become
+    ready (``link_order = "ready"``): the reduce-scatter half's declared order
+    (:func:`collsynth.tens.pipelined_trees.moved_sends`) would hold every allgather send behind
+    all the reduce-scatter's sends out of its GPU on its link, the halves' pipelines not
+    overlapping under FIFO links (``event``). On the clusters' trees the reduce-scatter's own
+    sends leave in the same order either way (its price alone is the same), and the allreduce's
+    drops, at 4 pieces: SuperPOD 8 SU 1.155x -> 1.005x the optimum, a two-group rail Clos of 8
+    boxes a group 1.246x -> 1.113x, DGX H100 x32 1.018x -> 1.013x, a k = 8 fat tree 1.011x ->
+    1.005x (priced per link orbit, :mod:`collsynth.tens.pipelined_event`; README, "`event` at
+    scale")."""
+    return replace(concat(reduce_scatter, allgather, "allreduce"), link_order="ready")
 
 
 def to_json(f: PipelinedAllreduce) -> dict:

@@ -56,10 +56,9 @@ import numpy as np
 
 from .cost import Cost, price_event
 from .dependencies import dependency_pairs_of, pair_budget
-from .pipelined_allreduce import PipelinedAllreduce
+from .pipelined_allreduce import PipelinedAllreduce, joined
 from .pipelined_trees import PipelinedTrees, keeping_first, link_orbits, moved_sends
 from .plan import PricingPlan
-from .schedule import concat
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")  # the forms priced here (checked against their explicit sends)
 
@@ -116,7 +115,7 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders
     parts = [moved_sends(h, m) for h in halves]
-    sched = _header(parts[0] if len(parts) == 1 else concat(*parts, "allreduce"), instance)
+    sched = _header(parts[0] if len(parts) == 1 else joined(*parts), instance)
     group, copies = None, 1
     if shift is not None and m < len(orders):
         group, _ = link_orbits(la, shift[m:], orders[m:])

@@ -78,3 +78,19 @@ def test_a_broken_half_is_invalid_and_a_written_form_reads_back(tmp_path):
     with pytest.raises(InputError, match="allgather: missing"):
         pipelined_allreduce.from_json({"form": "pipelined-allreduce", "reduce_scatter": json.loads(path.read_text())[
             "reduce_scatter"]})
+
+
+def test_expansion_takes_messages_as_they_become_ready():
+    """The reduce-scatter half declares its links' order (each GPU's sends in the order listed);
+    the allreduce's expansion does not, so its allgather's sends are not held behind every
+    reduce-scatter send out of their GPU (``pipelined_allreduce.joined``): reducing sends first,
+    then copying ones, steps shifted past the first half."""
+    inst = make_instance(build("dgx_h100", {"nodes": 2}), "allreduce", message_bytes=1 << 20)
+    row, f = solved(inst, pieces=2)
+    assert row["verified"]
+    rs = pipelined_allreduce.pipelined_trees.expand(f.reduce_scatter)
+    ag = pipelined_allreduce.pipelined_trees.expand(f.allgather)
+    both = pipelined_allreduce.expand(f)
+    assert rs.link_order == "program" and both.link_order == "ready"
+    assert len(both) == len(rs) + len(ag) and both.step[:len(rs)].max() < both.step[len(rs):].min()
+    assert [s.op for s in both.sends()][:len(rs)] == ["reduce"] * len(rs)

@@ -8,7 +8,9 @@ commuting automorphisms whose ``m`` products move the first ``d`` GPUs onto ever
 ``d = 1`` on DGX SuperPOD, HPN, fat trees) it suffices to grow the trees of those ``d``
 roots and move them: moved by every product, the listed trees put ``m / s`` times their use
 of an orbit of ``s`` links on each link of it, so an orbit's budget is ``floor(cap s / m)``
-and no link carries more than its capacity. The result is a
+and no link carries more than its capacity. The shifts are the box shifts with the switches
+above the moved GPUs turned where fewer products then keep links (:mod:`.free_shifts`; larger orbits,
+and the ``event`` price per link orbit lists fewer shifts). The result is a
 :class:`~collsynth.tens.pipelined_trees.PipelinedTrees` holding the listed trees and the
 shifts (verified and priced in that form).
 
@@ -32,6 +34,7 @@ from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...tens.cut_optimum import capacities, flow_net
 from ...tens.pipelined_trees import PipelinedTrees, link_orbits
+from .free_shifts import free_shifts
 
 MAX_ROUTE = 8  # the most hops a route between two participants of a tree takes (through switches)
 DEPTH_WEIGHTS = (1.0, 0.5, 0.0)  # a route's key adds this times the cost from the root to its start: shallower
@@ -44,7 +47,7 @@ def translated(instance: Instance, kind: str, transposed: bool, k: int, tau, dea
     collective (``transposed``: reduce-scatter). None when ``kind`` is not allgather, there is
     no box shift, or a tree finds no route with budget left."""
     topo, coll = instance.topology, instance.collective
-    shift = box_shift(topo, coll.nodes)
+    shift = free_shifts(topo, box_shift(topo, coll.nodes))
     if shift is None or kind != "allgather":
         return None
     net0 = flow_net(topo, coll.nodes, [1] * len(coll.nodes), transpose=transposed)
