@@ -130,3 +130,20 @@ def test_tree_packing_allreduce_on_the_split_runs_below_reduce_scatter_then_allg
     assert "on its share" in row["extra"]["optimum_source"]
     for t in (row["time_sync_s"], row["time_event_s"], cost_models.price(sched, inst, "event-inorder").total_s):
         assert 11.2e6 <= t < 14e6 * 0.85
+
+
+def test_the_split_is_the_same_whatever_the_hash_seed():
+    """DGX-2 x2's linear program has several optimal splits (which half gets each whole
+    InfiniBand link); the cut rows are sorted, so the string hash's seed (which ordered them and
+    made HiGHS return 8 / 8 or 10 / 6 whole links under hash seeds 0 and 3) no longer picks one."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from collsynth.instances.generators import build\n"
+            "from collsynth.solvers.packing.capacity_split import split\n"
+            "t = build('dgx2', {'chassis': 2, 'nvswitch_alpha': 0.0, 'nic_alpha': 0.0})\n"
+            "print(sorted(split(t, t.npus).reduce_scatter.items()))\n")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "3")}
+    assert len(runs) == 1 and runs.pop().startswith("[((0, 32), Fraction(")
