@@ -77,8 +77,8 @@ TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is emitted at the probe's pieces it was priced at, not the automatic depth: DGX-2 x2, 1 GB, its many
-# deep trees (21 a shard, 21 hops) at 200 pieces are 8.6 M sends and 15.14 / 15.41 ms under event / sync, at the
-# automatic 369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
+# deep trees (21 a shard, 21-27 hops) at 200 pieces are 8.4 M sends and 15.18 / 15.40 ms under event / sync, at the
+# automatic 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
