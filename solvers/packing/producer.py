@@ -549,7 +549,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     if coll.kind == "allreduce" and options.params.get("trees") is None:
         halves = [[f, *(_greedy_instead_of_rings(instance, g, options, deadline) or [g])] for f, g in zip(forests, packed)]
         forests, joint = _joint(instance, halves, depths, alpha, options, deadline)
-        if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (module doc)
+        if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
             depths = (list(joint["probe_pieces"]) if joint["chosen"].startswith(SPLIT_PAIR) else
                       [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
     check_sends(forests, depths, coll.chunks_per_node,
