@@ -134,8 +134,8 @@ def _verdict(r: dict) -> str:
         return f"below RS+AG (schedule {max(times.values()) * 1e3:.4f} ms < RS+AG {halves * 1e3:.4f} ms){tail}"
     below = [m for m, t in times.items() if t < halves * (1 - 1e-9)]
     best = min(times.values()) if times else None
-    than = f"best {best * 1e3:.4f} ms" if best is not None else "no schedule measured"
-    return (f"open (bound {r['bound_event_s'] * 1e3:.4f} ms < {than})" +
+    than = f" < best {best * 1e3:.4f} ms" if best is not None else "; no schedule measured"
+    return (f"open (bound {r['bound_event_s'] * 1e3:.4f} ms{than})" +
             (f"; below RS+AG under {', '.join(below)}" if below else "") + tail)
 
 
