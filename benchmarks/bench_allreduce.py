@@ -14,9 +14,13 @@ For allreduce the row also says what the bound proves about reduce-scatter then 
 (and, where it proves nothing, what the halves side by side on split links reach,
 :mod:`collsynth.solvers.packing.capacity_split`):
 ``RS+AG`` is the sum of both halves' cut optima (max-flow; Zhao et al., "ForestColl", arXiv
-2402.06787, Section 4); ``RS+AG optimal`` when the allreduce bound's bandwidth part (the sync model's ``T_B`` bound)
-reaches it (no schedule can beat the two halves in sequence), else the gap left open
-(``open``), and the models under which a schedule beat RS+AG.
+2402.06787, Section 4); per system which case holds: ``RS+AG optimal (bound = RS+AG)`` when the allreduce bound's
+bandwidth part (the sync model's ``T_B`` bound) reaches it (no schedule can beat the two halves
+in sequence); ``below RS+AG (schedule X ms < RS+AG Y ms)`` when the best verified schedule beats
+it under every model (X the slowest of the three); else ``open (bound B < best X)``, with the
+models under which a schedule beat RS+AG. After the table, each allreduce row's joint choice
+(:func:`collsynth.solvers.packing.overlap.joint`): the pair of forests taken and every
+candidate's probe price, so the row says which pair won and by how much.
 """
 
 from __future__ import annotations
@@ -105,13 +109,17 @@ def _row(args) -> dict:
                 out["best"][model] = (t, name)
         if name == "tree-packing":
             out["gen_s"] = row["build_s"]
+            if row["extra"].get("joint_choice"):  # the allreduce's pair and the candidates' probe prices
+                out["joint_choice"] = row["extra"]["joint_choice"]
         out.setdefault("wall_s", {})[name] = time.perf_counter() - t0
     out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
 def _verdict(r: dict) -> str:
-    """What the allreduce bound says about reduce-scatter then allgather."""
+    """Which case holds for an allreduce row: ``RS+AG optimal (bound = RS+AG)``, ``below RS+AG
+    (schedule X ms < RS+AG Y ms)`` (X the slowest of the models' best verified times, when every
+    model's is below RS+AG), or ``open (bound B < best X)``; the split's pipelined-limit time after."""
     if r["kind"] != "allreduce":
         return ""
     bw, halves = r["bound_bw_s"], r["halves_s"]  # both bandwidth alone (bytes over bandwidth)
@@ -119,13 +127,31 @@ def _verdict(r: dict) -> str:
         return f"INVALID: bound {bw / halves:.6f} of RS+AG, which is a schedule"
     if bw >= halves * (1 - 1e-9):
         return "RS+AG optimal (bound = RS+AG)"
-    below = [m for m, (t, _) in r["best"].items() if t < halves * (1 - 1e-9)]
+    times = {m: t for m, (t, _) in r["best"].items()}
     split = r.get("split_s")
-    if split is not None and split <= bw * (1 + 1e-9):
-        head = f"RS+AG not optimal: the halves on split links reach the bound ({split * 1e3:.4f} ms, pipelined limit)"
-    else:
-        head = f"open: bound {bw / halves:.3f} of RS+AG" + (f", split {split * 1e3:.4f} ms" if split else "")
-    return head + (f"; below RS+AG under {', '.join(below)}" if below else "")
+    tail = f"; halves on split links {split * 1e3:.4f} ms in the pipelined limit" if split is not None else ""
+    if times and all(t < halves * (1 - 1e-9) for t in times.values()):
+        return f"below RS+AG (schedule {max(times.values()) * 1e3:.4f} ms < RS+AG {halves * 1e3:.4f} ms){tail}"
+    below = [m for m, t in times.items() if t < halves * (1 - 1e-9)]
+    best = min(times.values()) if times else None
+    than = f" < best {best * 1e3:.4f} ms" if best is not None else "; no schedule measured"
+    return (f"open (bound {r['bound_event_s'] * 1e3:.4f} ms{than})" +
+            (f"; below RS+AG under {', '.join(below)}" if below else "") + tail)
+
+
+def choices(rows: list[dict]) -> str:
+    """Each allreduce row's joint choice of its halves' forests: the pair taken and every
+    candidate's probe price (``sync`` + ``event``, at the probe's pieces), least first."""
+    lines = []
+    for r in rows:
+        j = r.get("joint_choice")
+        if not j:
+            continue
+        priced = sorted(j["priced"].items(), key=lambda kv: sum(kv[1].values()))
+        lines.append(f"{r['system']} allreduce: took {j['chosen']!r} (probe pieces {j['probe_pieces']}); " +
+                     "; ".join(f"{n}: " + " / ".join(f"{m} {t * 1e3:.4f} ms" for m, t in p.items())
+                               for n, p in priced))
+    return "\n".join(lines)
 
 
 def table(rows: list[dict]) -> str:
@@ -154,6 +180,7 @@ def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S) -> l
     specs = [(by_label[label], k, producers, limit_s) for label in labels for k in kinds]
     rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
     print(table(rows))
+    print(choices(rows))
     return rows
 
 

@@ -102,7 +102,7 @@ def _solve(links, bw, switches, compute, cuts) -> tuple[np.ndarray, float]:
         row = np.zeros(2 * m + 1)
         row[e] = row[m + e] = 1
         a_ub.append(row), b_ub.append(1.0)
-    for half, S in cuts:
+    for half, S in sorted(cuts, key=lambda cut: (cut[0], sorted(cut[1]))):  # one order whatever the hash seed
         row = np.zeros(2 * m + 1)
         for e, (u, v) in enumerate(links):
             if half == "rs" and v in S and u not in S:

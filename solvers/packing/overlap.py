@@ -191,7 +191,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     the same pieces outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` (the halves packed on their shares of every
     link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
     than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
-    the result row."""
+    the result row: the pair taken, the probe's pieces, the models whose summed times it has
+    the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
     whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -216,7 +217,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
             pairs[other], priced[other] = pair, got
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
                 name = other
-    record = {"chosen": name, "probe_pieces": pieces,
+    record = {"chosen": name, "probe_pieces": pieces, "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
     return list(pairs[name]), record
 

@@ -75,7 +75,10 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
-SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`)
+SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
+# chosen, it is emitted at the probe's pieces it was priced at, not the automatic depth: DGX-2 x2, 1 GB, its many
+# deep trees (21 a shard, 21-27 hops) at 200 pieces are 8.4 M sends and 15.18 / 15.40 ms under event / sync, at the
+# automatic 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -546,8 +549,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     if coll.kind == "allreduce" and options.params.get("trees") is None:
         halves = [[f, *(_greedy_instead_of_rings(instance, g, options, deadline) or [g])] for f, g in zip(forests, packed)]
         forests, joint = _joint(instance, halves, depths, alpha, options, deadline)
-        if alpha <= 0 and not options.params.get("pieces"):
-            depths = [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests]
+        if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
+            depths = (list(joint["probe_pieces"]) if joint["chosen"].startswith(SPLIT_PAIR) else
+                      [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
     check_sends(forests, depths, coll.chunks_per_node,
                 "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
