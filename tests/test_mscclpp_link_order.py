@@ -168,3 +168,34 @@ def test_tree_packing_on_a_switch_keeps_every_link_in_program_order(kind):
         assert r.schedule.link_order == "program"
         ready = to_mscclpp_plan(replace(r.schedule, link_order="ready"), inst)
         assert _unordered_link_pairs(declared, inst, ready)[1] > 0
+
+
+def _window_boundaries_ordered(plan: dict) -> list[bool]:
+    """For every GPU and every pair of consecutive thread blocks to one peer (the windows of
+    steps a long pair is cut into, in channel order): whether the later block's first put
+    comes after the earlier block's last put (:func:`_happens_before`)."""
+    out = []
+    for gpu in plan["gpus"]:
+        before = _happens_before(gpu)
+        by_peer = defaultdict(list)
+        for t, tb in enumerate(gpu["threadblocks"]):
+            puts = [k for k, op in enumerate(tb["ops"]) if op["name"] == "put"]
+            if puts:
+                by_peer[_peer_of(gpu, tb)].append((tb["channels"][0]["channel_ids"][0], t, puts[0], puts[-1]))
+        for windows in by_peer.values():
+            windows.sort()
+            out += [before((a[1], a[3]), (b[1], b[2])) for a, b in zip(windows, windows[1:])]
+    return out
+
+
+def test_a_windows_first_put_waits_for_the_previous_windows_last():
+    """A 16-GPU ring allreduce (30 steps, a send to the next GPU in each) passes 64 ops per thread
+    block, so each pair is cut into windows of steps, one thread block each: declared, every
+    window's first put follows the previous window's last one; undeclared, some does not."""
+    inst = cs.make_instance({"generator": "ring", "nodes": 16}, "allreduce", message_bytes=1 << 20)
+    s = cs.solve(inst, "ring").schedule
+    plan = json.loads(json.dumps(to_mscclpp_plan(replace(s, link_order="program"), inst)))
+    ordered = _window_boundaries_ordered(plan)
+    assert ordered and all(ordered)
+    run_plan(plan, "allreduce", 16)
+    assert not all(_window_boundaries_ordered(to_mscclpp_plan(s, inst)))
