@@ -386,7 +386,8 @@ def _declared_waits(s: Schedule, transfers: list[Transfer], flow: np.ndarray, ev
     on_link: dict[int, set[int]] = defaultdict(set)
     for t, pair in zip(chained, link.tolist()):
         e = put_of[(t.step, rank[t.src], rank[t.dst])]
-        key[e] = min(key.get(e, (t.step, int(s.step[t.first]), t.first)), (t.step, int(s.step[t.first]), t.first))
+        k = (t.step, int(s.step[t.first]), t.first)
+        key[e] = min(key.get(e, k), k)
         on_link[pair].add(e)
     waits: dict[int, list[int]] = defaultdict(list)
     for evs in on_link.values():
