@@ -45,6 +45,12 @@ The mapping (docs/schedules.md, "MSCCL++ execution plans"):
   ``sem_acquire``s (one pair per block pair and needed order, the latest one only). A pair
   whose thread block would exceed 64 ops is cut into windows of steps, each with its own
   channel and thread block.
+- A declared link order (``link_order = "program"``): each put also waits, by a semaphore
+  pair as above, for the put before it out of its GPU over the same first link (to the peer,
+  or into the route's first switch; :func:`_declared_waits`) when another thread block runs
+  that one: a window's first put after the previous window's last, a put through a switch
+  after the GPU's previous put into that switch to another peer. One step's sends to one peer
+  are one put, placed by its first send.
 
 A schedule the executor cannot run is refused (:class:`~collsynth.InputError`, one line
 saying why): another collective kind, concurrent collectives, a send
@@ -98,6 +104,7 @@ class Transfer(NamedTuple):
     via: tuple[int, ...]  # the switches crossed, in order
     through: bool  # a relay passes it on untouched (:func:`_hops`)
     flow: int  # the send of the given schedule it is a hop of
+    first: int = -1  # the send of the schedule on links that starts its route (its first hop)
 
 
 class Place(NamedTuple):
@@ -243,10 +250,10 @@ def _transfers(s: Schedule, instance: Instance, through: np.ndarray, flow: np.nd
     topo = instance.topology
     switch = switch_mask(topo)
     if len(s) and (switch[s.src] | switch[s.dst]).any():
-        flat, _, last, path = flat_routes(s, instance)
+        flat, start, last, path = flat_routes(s, instance)
         _check_forwarded(s, switch, last, flat.hi - flat.lo)
     else:
-        flat, last, path = s, np.arange(len(s)), [()] * len(s)
+        flat, start, last, path = s, np.arange(len(s)), np.arange(len(s)), [()] * len(s)
     rchunk = _rank_chunks(flat, instance)
     reduce = (flat.op == OP_REDUCE) | ((flat.op == OP_DEFAULT) & instance.collective.combining)
     out = []
@@ -255,7 +262,7 @@ def _transfers(s: Schedule, instance: Instance, through: np.ndarray, flow: np.nd
         if not path[k] and not topo.has_link(u, v):
             raise InputError("schedule", f"send {i} ({u}->{v}) is not over a link")
         out.append(Transfer(int(rchunk[k]), int(flat.lo[k]), int(flat.hi[k]), u, v, int(flat.step[k]),
-                            bool(reduce[k]), tuple(path[k]), bool(through[i]), int(flow[i])))
+                            bool(reduce[k]), tuple(path[k]), bool(through[i]), int(flow[i]), int(start[k])))
     return out
 
 
@@ -353,6 +360,47 @@ def _events(plan: _Plan, transfers: list[Transfer], rank: dict, instance: Instan
     return events, ctype
 
 
+# ---- a declared link order ---------------------------------------------------------------------
+
+def _declared_waits(s: Schedule, transfers: list[Transfer], flow: np.ndarray, events: list, rank: dict,
+                    instance: Instance) -> dict[int, list[int]]:
+    """``link_order = "program"`` (:class:`~.schedule.Schedule`): the put events of its GPU
+    that each put event waits for. A send out of a GPU follows the send before it out of that
+    GPU over the same first link (to the peer, or into the first switch of its route; hops of
+    a shortest-path send after its first are relays, not chained), as
+    :func:`~collsynth.tens.cost.link_successors` chains them for the cost models. One step's
+    sends to one peer are one put event, keyed by its step, then the first of its sends in
+    (step, position) order; on each GPU and link, every event waits for every event of the key
+    before it (the puts of one send through a copying switch share a key and wait for none of
+    each other). Keys grow with the step, so the waits never run against the plan's steps;
+    :func:`_sem_edges` makes semaphores of those another thread block runs."""
+    put_of = {(ev["step"], ev["gpu"], ev["peer"]): e for e, ev in enumerate(events) if ev["kind"] == "put"}
+    lead = np.ones(len(flow), bool)
+    lead[1:] = flow[1:] != flow[:-1]  # the first hop of each given send (:func:`_hops`)
+    chained = [t for t in transfers if t.first >= 0 and lead[t.first]]
+    if not chained:
+        return {}
+    link = instance.topology.link_arrays.lookup([t.src for t in chained],
+                                               [t.via[0] if t.via else t.dst for t in chained])
+    key: dict[int, tuple] = {}
+    on_link: dict[int, set[int]] = defaultdict(set)
+    for t, pair in zip(chained, link.tolist()):
+        e = put_of[(t.step, rank[t.src], rank[t.dst])]
+        k = (t.step, int(s.step[t.first]), t.first)
+        key[e] = min(key.get(e, k), k)
+        on_link[pair].add(e)
+    waits: dict[int, list[int]] = defaultdict(list)
+    for evs in on_link.values():
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for e in sorted(evs):
+            groups[key[e]].append(e)
+        ordered = sorted(groups)
+        for a, b in zip(ordered, ordered[1:]):
+            for e in groups[b]:
+                waits[e] += groups[a]
+    return waits
+
+
 # ---- thread blocks, windows and semaphores -----------------------------------------------------
 
 def _lane(ev: dict, windows: dict) -> tuple:
@@ -364,10 +412,11 @@ def _lane(ev: dict, windows: dict) -> tuple:
     return (ev["peer"], max(w, 0))
 
 
-def _sem_edges(events: list, tb_of: list) -> tuple[dict, dict]:
+def _sem_edges(events: list, tb_of: list, waits: dict | None = None) -> tuple[dict, dict]:
     """``acquire[e]``/``release[e]``: semaphore keys ``(gpu, tb A, tb B)`` an event takes
     before it / gives after it, so that every conflicting access to a plan chunk by another
-    thread block of the same GPU comes after the earlier ones (schedule order)."""
+    thread block of the same GPU comes after the earlier ones (schedule order), and every
+    event comes after the events ``waits[e]`` of other thread blocks (:func:`_declared_waits`)."""
     order = sorted(range(len(events)), key=lambda e: (events[e]["step"], events[e]["phase"], e))
     rank_in = {e: k for k, e in enumerate(order)}
     need: dict[int, dict[int, int]] = defaultdict(dict)  # event -> {tb: latest earlier event of that tb}
@@ -376,7 +425,7 @@ def _sem_edges(events: list, tb_of: list) -> tuple[dict, dict]:
     for e in order:
         ev = events[e]
         g = ev["gpu"]
-        before = []
+        before = list(waits.get(e, ())) if waits else []
         for cell in ev["reads"]:
             if (g, cell) in last_w:
                 before.append(last_w[(g, cell)])
@@ -516,9 +565,9 @@ def _gpu_blocks(g: int, events: list, idx: list[int], tb_key: dict, acquire, rel
     return blocks, channels, remote_buffers
 
 
-def _layout_blocks(plan: _Plan, events: list, ctype: dict, max_threadblocks: int) -> list[dict]:
+def _layout_blocks(plan: _Plan, events: list, ctype: dict, max_threadblocks: int, waits: dict) -> list[dict]:
     """Every GPU's part of the plan; pairs whose thread blocks pass 64 ops are cut into
-    windows of steps until each fits."""
+    windows of steps until each fits (``waits``: :func:`_sem_edges`)."""
     steps_of: dict[frozenset, list[int]] = defaultdict(list)
     for ev in events:
         if ev["peer"] is not None:
@@ -532,7 +581,7 @@ def _layout_blocks(plan: _Plan, events: list, ctype: dict, max_threadblocks: int
         windows = {k: [v[(len(v) * w) // parts[k]] for w in range(parts[k])] for k, v in steps_of.items()}
         tb_key = [_lane(ev, windows) for ev in events]
         tb_of = [(ev["gpu"], tb_key[e]) for e, ev in enumerate(events)]
-        acquire, release = _sem_edges(events, tb_of)
+        acquire, release = _sem_edges(events, tb_of, waits)
         sem_id: dict[tuple, int] = {}
         for keys in list(acquire.values()):
             for key in keys:
@@ -582,6 +631,7 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
     if summed_in_switch(schedule, instance) is not None:  # switch channels (glres)
         return switch_plan(schedule, instance, name=name, min_message_size=min_message_size,
                            max_message_size=max_message_size)
+    link_order = schedule.link_order
     schedule, through, flow = _hops(schedule, instance)
     D = schedule.denom
     plan = _Plan(instance, D)
@@ -589,8 +639,10 @@ def to_mscclpp_plan(schedule: Schedule, instance: Instance, *, name: str = "coll
         raise InputError("schedule", f"pieces on a 1/{D} grid need {plan.cells} plan chunks per buffer "
                          f"(more than {MAX_CHUNKS}); export whole-chunk schedules or a coarser grid")
     rank = rank_map(instance)
-    events, ctype = _events(plan, _transfers(schedule, instance, through, flow), rank, instance)
-    gpus = _layout_blocks(plan, events, ctype, max_threadblocks)
+    transfers = _transfers(schedule, instance, through, flow)
+    events, ctype = _events(plan, transfers, rank, instance)
+    waits = _declared_waits(schedule, transfers, flow, events, rank, instance) if link_order == "program" else {}
+    gpus = _layout_blocks(plan, events, ctype, max_threadblocks, waits)
     return {"name": name, "collective": COLLECTIVES[kind], "protocol": "Simple", "inplace": kind != "alltoall",
             "reuse_resources": False, "gpus": gpus, "num_threads_per_block": 1024,
             "use_double_scratch_buffer": False, "buffer_alignment": 16,
