@@ -105,8 +105,8 @@ def test_computed_only_where_it_applies():
 
     fat = make_instance(build("fat_tree", {"k": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(fat, *lat_bw(fat)).computed  # one GPU a host: no box
-    rs = make_instance(two_by_two(1e-6, 50e9, 450e9), "reduce_scatter", message_bytes=1 << 20)
-    assert not drain_bound(rs, *lat_bw(rs)).computed
+    ar = make_instance(two_by_two(1e-6, 50e9, 450e9), "allreduce", message_bytes=1 << 20)
+    assert not drain_bound(ar, *lat_bw(ar)).computed  # a reduce-scatter's: tests/test_drain_bound_reduce_scatter.py
     ring = make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(ring, *lat_bw(ring)).computed
     assert np.isfinite(instance_bounds(ring).sync.value)
