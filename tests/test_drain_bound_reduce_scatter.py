@@ -11,8 +11,6 @@ its NICs send into do not reduce).
 - not computed for an allreduce (its partition bound stays).
 """
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,18 +18,10 @@ from hypothesis import strategies as st
 from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.instances.switch_ops import with_switch_ops
-from collsynth.solvers import pipeline
-from collsynth.solvers.packing import compact
-from collsynth.solvers.packing.piece_sizes import sized
-from collsynth.solvers.packing.producer import _with_header
-from collsynth.solvers.pipeline import Options
-from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds
-from collsynth.tens.bounds.instance import _sync_total
-from collsynth.tens.pipelined_trees import expand, price_sync
-from collsynth.tens.pipelined_trees import verify as verify_trees
 
-from test_drain_bound import PRODUCERS, TOL, TWO_BY_TWO, two_by_two
+from test_drain_bound import (PRODUCERS, TREE_CASES, TWO_BY_TWO, assert_below_every_producer, assert_below_the_optimum,
+                              assert_below_trees, case_instance, two_by_two)
 from test_translated_trees import translated_form
 
 HAND = {"nodes": 2, "nic_alpha": 1.0, "nvlink_alpha": 0.0, "nic_bandwidth": 2.0, "nvlink_bandwidth": 16.0}
@@ -70,41 +60,20 @@ def test_reducing_rail_switches_give_the_allgathers_value():
     assert rs.value == pytest.approx(2.0 + 0.5 + 56 / 128, rel=1e-5)
 
 
-fabrics = st.sampled_from([("dgx_h100", {"nodes": 2}), ("dgx_h100", {"nodes": 3}), ("rail_clos", TWO_BY_TWO),
-                           ("rail_clos", {**TWO_BY_TWO, "boxes_per_group": 3, "gpus_per_box": 4, "rails": 4})])
-
-
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=fabrics, nic_alpha=st.sampled_from([0.5e-6, 2.7e-6, 2e-5]), nvl_alpha=st.sampled_from([0.0, 0.47e-6]),
-       nic=st.sampled_from([25e9, 50e9]), nvl=st.sampled_from([100e9, 450e9]),
-       size=st.sampled_from([1 << 12, 1 << 20, 1 << 26]), pieces=st.integers(1, 12))
+@given(**TREE_CASES)
 def test_below_every_tree_packing_price(fabric, nic_alpha, nvl_alpha, nic, nvl, size, pieces):
-    gen, params = fabric
-    keys = {"nic_alpha": nic_alpha, "nvlink_alpha": nvl_alpha, "nic_bandwidth": nic, "nvlink_bandwidth": nvl}
-    inst = make_instance(build(gen, {**params, **keys}), "reduce_scatter", message_bytes=size)
-    b = instance_bounds(inst)
-    assert b.sync.source == "drain"
-    bound = b.sync.value
-    assert bound >= _sync_total(b.part("sync_latency"), b.part("sync_bandwidth")).value
-    form = translated_form(inst)
-    for f in (replace(form, pieces=pieces), sized(form, inst, pieces), compact.least_sync(form, inst)[0]):
-        assert verify_trees(f, inst) is None
-        assert bound <= price_sync(f, inst).total_s * TOL
-    sched = _with_header(expand(replace(form, pieces=min(pieces, 4))), inst)
-    assert verify.verify(sched, inst) is None
-    assert bound <= cost_models.price(sched, inst, "sync").total_s * TOL
+    inst, bound = case_instance("reduce_scatter", fabric, nic_alpha, nvl_alpha, nic, nvl, size)
+    assert bound.source == "drain"
+    assert_below_trees((translated_form(inst),), inst, bound.value, pieces)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nic_alpha=st.sampled_from([1e-6, 2.7e-6]), nvl=st.sampled_from([100e9, 450e9]),
        size=st.sampled_from([4e5, 4e6]))
 def test_below_the_ten_ilp_optimum_on_two_boxes_of_two(nic_alpha, nvl, size):
-    inst = make_instance(two_by_two(nic_alpha, 50e9, nvl, nvl_alpha=0.47e-6), "reduce_scatter", message_bytes=size)
-    bound = instance_bounds(inst).sync
-    assert bound.source == "drain"
-    row, sched = pipeline.run(inst, "ten-ilp-combining", Options(driver="horizon", time_limit=120))
-    assert row["verified"]
-    assert bound.value <= row["time_sync_s"] * TOL
+    assert_below_the_optimum(two_by_two(nic_alpha, 50e9, nvl, nvl_alpha=0.47e-6), "reduce_scatter", size,
+                             "ten-ilp-combining")
 
 
 @pytest.mark.parametrize("fabric", [("dgx_h100", {"nodes": 2}), ("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4,
@@ -113,19 +82,8 @@ def test_below_the_ten_ilp_optimum_on_two_boxes_of_two(nic_alpha, nvl, size):
 def test_below_every_producers_verified_schedule(fabric, size):
     """Every producer that builds a reduce-scatter here: its verified schedule's ``sync`` price
     is at least the bound (those that refuse the fabric or the collective are left out)."""
-    inst = make_instance(build(*fabric), "reduce_scatter", message_bytes=size)
-    bound = instance_bounds(inst).sync
-    assert bound.source == "drain"
-    priced = 0
-    for name in PRODUCERS + ["ten-ilp-combining"]:
-        try:
-            row, sched = pipeline.run(inst, name, Options(time_limit=60))
-        except Exception:  # a producer that refuses this fabric or collective
-            continue
-        if row.get("verified") and row.get("time_sync_s") is not None:
-            priced += 1
-            assert bound.value <= row["time_sync_s"] * TOL, name
-    assert priced >= 5
+    assert_below_every_producer(make_instance(build(*fabric), "reduce_scatter", message_bytes=size),
+                                PRODUCERS + ["ten-ilp-combining"])
 
 
 def test_an_allreduce_keeps_its_partition_bound():
