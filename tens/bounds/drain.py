@@ -56,7 +56,7 @@ useful arrivals over internal links (the first of a piece at a node), ``b_j`` th
 5. ``T_B = b_head + sum_j b_j + b_tail >= T*`` (the bandwidth bound).
 
 So ``T_B >= LP(J)``, the least ``b_head + sum b_j + b_tail`` under 1-6, a linear program of
-``5 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
+``7 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
 (:func:`box_seconds` covers every ``J`` with a few programs). Met on DGX H100 x256 (1 GiB
 allgather) within 0.2 % by tree packing's pipelined trees with pieces of unequal size
 (``benchmarks/bench_clusters.py``): the program's own optimum alternates entry steps and
@@ -73,11 +73,18 @@ pre-steps with a geometric tail, as those trees do.
    one link), the bytes leaving those switches in step ``t`` are at most those that reached
    them in step ``t - 1``, at most ``U b_(t-1)``, ``U`` the bandwidth of all links into them.
    The step before an entry step ``j`` is phase ``j - 1``'s own step, so the boxes' average
-   ``n_j <= U / |K| p_(j-1)``: ``n_j <= feed p_(j-1)`` in units of ``B_e``, ``feed = U / (|K|
-   B_e)`` (:func:`box_numbers` takes ``K`` greedily). On DGX H100 the rail switches are fed
-   by the NICs alone, ``feed = 1``: what enters a box in a step went up other boxes' NICs the
-   step before, a second pipeline stage as costly as the first, whose fill the bound now
-   charges.
+   ``n_j <= U / |K| p_(j-1)`` (:func:`box_numbers` takes ``K`` greedily). Split ``U = U_c +
+   U_s``, the links from compute nodes and from switches; where none of those switches
+   (``X_2``) copies either, what they send in step ``t - 1`` reached them in step ``t - 2``,
+   at most ``U_2 q``, ``U_2`` the bandwidth into ``X_2`` and ``q`` that step's bandwidth
+   term. The step before phase ``j``'s own is the last cheap step grouped with ``j``, or
+   phase ``j - 1``'s step, or (``j`` the first) a head step, so ``q_j <= b_j - p_j +
+   p_(j-1)`` (``q_1 <= b_head``). In units of ``B_e`` (``f = U / (|K| B_e)``): ``n_j <= f_c
+   p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``, ``y_j <= f_2 q_(j-1)``, ``q_j`` as said. On DGX H100
+   the rail switches are fed by the NICs alone (``f = (1, 0, 0)``): what enters a box in a
+   step went up other boxes' NICs the step before, a second pipeline stage as costly as the
+   first, whose fill the bound now charges; on a two-tier Clos the leaves are also fed by
+   the spines, which were fed the step before that.
 
 **Reduce-scatter, by time reversal.** Take a valid reduce-scatter schedule of ``S`` steps on
 the topology and keep of each send only the bytes that carry, for the block's owner ``i``, a
@@ -148,10 +155,11 @@ def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
 def box_numbers(instance) -> dict[tuple, int]:
     """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u, feed): switch}``: one box
     (module doc) per distinct set of numbers, with a switch that has them. A reduce-scatter's
-    boxes are its time reversal's, on the transposed links. ``feed`` is ``U / (|K| B_e)`` for
+    boxes are its time reversal's, on the transposed links. ``feed`` is ``(f_c, f_s, f_2)`` for
     a family ``K`` of disjoint boxes of those numbers whose entering links leave switches that
-    do not copy (an allgather's) or reduce (a reduce-scatter's), ``U`` the bandwidth into those
-    switches; None where one of them may."""
+    do not copy (an allgather's) or reduce (a reduce-scatter's): the bandwidths into those
+    switches from compute nodes and from switches, and into the latter, over ``|K| B_e``
+    (module doc, 6); None where one of them may."""
     topo, coll = instance.topology, instance.collective
     reversal = coll.kind == "reduce_scatter"
     la = _transposed(topo.link_arrays) if reversal else topo.link_arrays
@@ -179,7 +187,7 @@ def box_numbers(instance) -> dict[tuple, int]:
         in_box[box] = False
         if numbers is not None:
             found.setdefault((len(box), shard, len(coll.nodes), *numbers[:4]), []).append((int(sigma), box, numbers[4]))
-    return {(*key, _feed(la, links, boxes, key[3], copies)): boxes[0][0] for key, boxes in found.items()}
+    return {(*key, _feed(la, links, boxes, key[3], copies, is_switch)): boxes[0][0] for key, boxes in found.items()}
 
 
 def _transposed(la):
@@ -187,9 +195,11 @@ def _transposed(la):
     return SimpleNamespace(src=la.dst, dst=la.src, bandwidth=la.bandwidth, count=la.count, alpha=la.alpha)
 
 
-def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray) -> float | None:
-    """``U / (|K| B_e)`` (module doc) for ``K`` the boxes taken in order that share no node with
-    an earlier one (``boxes``: ``(switch, nodes, tails)``), None where a tail may copy."""
+def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray,
+          is_switch: np.ndarray) -> tuple | None:
+    """``(U_c, U_s, U_2)`` over ``|K| B_e`` (module doc, 6) for ``K`` the boxes taken in order
+    that share no node with an earlier one (``boxes``: ``(switch, nodes, tails)``); None where
+    a tail may copy, ``U_2`` None where a switch feeding a tail may."""
     taken = np.zeros(len(copies), bool)
     family, tails = 0, set()
     for _, box, tail in boxes:
@@ -199,8 +209,15 @@ def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray) -> f
             tails.update(tail)
     if copies[sorted(tails)].any():
         return None
+    bw = la.bandwidth * la.count
     into = np.concatenate([links.entering(t) for t in sorted(tails)])
-    return float((la.bandwidth * la.count)[into].sum()) / (family * B_e)
+    upstream = is_switch[la.src[into]]
+    above = np.unique(la.src[into[upstream]])
+    unit = family * B_e
+    U_2 = None
+    if not copies[above].any():
+        U_2 = float(bw[np.concatenate([links.entering(int(t)) for t in above])].sum()) / unit if len(above) else 0.0
+    return float(bw[into[~upstream]].sum()) / unit, float(bw[into[upstream]].sum()) / unit, U_2
 
 
 class _Links:
@@ -241,11 +258,11 @@ def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: 
 
 
 def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float, alpha_e: float, alpha_u: float,
-                L: float, T_star: float, feed: float | None = None) -> float | None:
+                L: float, T_star: float, feed: tuple | None = None) -> float | None:
     """``min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]`` (module doc), at least ``L + T*``;
     None when a program is not solved (no ``J`` may be left out of the minimum).
 
-    ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put first, turns a
+    ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put last, turns a
     solution for ``J`` phases into one for ``J + 1``), so between two ``J`` it was solved at,
     ``J_a < J_b``, every ``J`` costs at least ``max(L, J_a alpha) + LP(J_b)``; beyond the
     largest, ``max(L, J alpha) + T*``. The range is split where that is below the best value
@@ -259,11 +276,11 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
     >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0)
     24.0
 
-    Where the switches feeding the box do not copy, with as much bandwidth into them as the
-    boxes have NICs (``feed = 1``), the 2 bytes also cross those switches' incoming links in
-    the pre-step, 2 s more:
+    Where the switches feeding the box do not copy and are fed by as much NIC bandwidth as the
+    boxes have and nothing else (``feed = (1, 0, 0)``), the 2 bytes also cross those switches'
+    incoming links in the pre-step, 2 s more:
 
-    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0, feed=1.0)
+    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0, feed=(1.0, 0.0, 0.0))
     26.0
     """
     unit = (participants - c) * shard  # bytes in units of the remote data, seconds of it over B_e
@@ -303,16 +320,17 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
 
 
 def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float,
-               feed: float | None = None) -> float | None:
+               feed: tuple | None = None) -> float | None:
     """``LP(J)`` in units (bytes: the remote data; seconds: it over ``B_e``; ``ratio`` = ``B_i /
-    B_e``): variables ``n, v^o, v^n, b, p`` per phase, then ``v, b`` of head and tail; with
-    ``feed``, ``n_j <= feed p_(j-1)`` (module doc)."""
+    B_e``): variables ``n, v^o, v^n, b, p, y, q`` per phase, then ``v, b`` of head and tail;
+    with ``feed = (f_c, f_s, f_2)``, ``n_j <= f_c p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``,
+    ``y_j <= f_2 q_(j-1)`` and ``q_j <= b_j - p_j + p_(j-1)`` (``q_0 <= b_head``; module doc, 6)."""
     from scipy import sparse  # a solve that computes no box bound does not load scipy's optimizer
     from scipy.optimize import linprog
 
-    n, vo, vn, b, p = (np.arange(J) + k * J for k in range(5))
-    vH, bH, vT, bT = 5 * J, 5 * J + 1, 5 * J + 2, 5 * J + 3
-    size = 5 * J + 4
+    n, vo, vn, b, p, y, q = (np.arange(J) + k * J for k in range(7))
+    vH, bH, vT, bT = 7 * J, 7 * J + 1, 7 * J + 2, 7 * J + 3
+    size = 7 * J + 4
     own = c * s
     rows: list[dict] = []
     rhs: list[float] = []
@@ -327,8 +345,13 @@ def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star
     for j in range(J):
         le({n[j]: 1.0, p[j]: -1.0}, 0.0)
         le({p[j]: 1.0, b[j]: -1.0}, 0.0)
+        le({q[j]: 1.0, **({b[j]: -1.0, p[j]: 1.0, p[j - 1]: -1.0} if j else {bH: -1.0})}, 0.0)
         if feed is not None and j > 0:
-            le({n[j]: 1.0, p[j - 1]: -feed}, 0.0)
+            f_c, f_s, f_2 = feed
+            le({n[j]: 1.0, p[j - 1]: -f_c, y[j]: -1.0}, 0.0)
+            le({y[j]: 1.0, p[j - 1]: -f_s}, 0.0)
+            if f_2 is not None:
+                le({y[j]: 1.0, q[j - 1]: -f_2}, 0.0)
         le({vo[j]: 1.0, vn[j]: 1.0, b[j]: -ratio}, 0.0)
         le({vn[j]: 1.0, b[j]: -ratio, n[j]: ratio}, 0.0)
         le({**arrivals(j), vo[j]: 1.0, **{int(i): -(c - 1.0) for i in n[:max(0, j - 1)]}}, (c - 1) * own)
