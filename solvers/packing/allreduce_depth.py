@@ -10,8 +10,8 @@ time (``docs/cost-models.md``): DGX H100 x512, 1 GiB, at the halves' ``sync`` de
 pieces) 5.511 ms by prefixes, 5.371 ms with exact pairs (1.0025x the optimum).
 
 :func:`exact_depth` keeps the halves' ``sync`` depths (:func:`collsynth.solvers.packing.compact.least_sync`)
-where the pairs fit, else scales both down the ladder :data:`LADDER` to the deepest that fits,
-each half then cut into pieces of the sizes of least ``sync`` price at that count
+where the pairs fit, else scales both down the ladder :data:`LADDER` to the deepest that fits
+and halves the gap to the share above it, each half then cut into pieces of the sizes of least ``sync`` price at that count
 (:func:`.piece_sizes.sized`) where they price lower than equal ones.
 """
 
@@ -28,19 +28,33 @@ LADDER = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 1 / 16)  # the depths tr
 
 
 def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict]:
-    """``(trees, note)``: ``f`` at the deepest depth of :data:`LADDER` whose ``event`` price
-    tracks exact dependency pairs (module doc; ``f`` itself where its own does), and what was
-    tried (``{"event_exact_depth": [[pieces, exact], ...]}``); ``f`` where none does."""
+    """``(trees, note)``: ``f`` at the deepest depth whose ``event`` price tracks exact
+    dependency pairs (module doc; ``f`` itself where its own does): down the ladder
+    :data:`LADDER`, then halving the gap to the last share that did not fit (the pairs grow
+    with the depth) while it spans more than a piece; what was tried in ``note``
+    (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits."""
     tried = []
-    for share in LADDER:
+
+    def fits(share: float):
         g = f if share == 1 else PipelinedAllreduce(*(_at(h, instance, share) for h in f.halves))
         exact = bool(pipelined_event.price(g, instance).extra["exact_pairs"])
         tried.append(["/".join(map(str, g.pieces)), exact])
-        if exact:
-            return g, {"event_exact_depth": tried}
-        if min(g.pieces) == 1:
+        return g if exact else None
+
+    over = None
+    for share in LADDER:
+        best = fits(share)
+        if best is not None:
             break
-    return f, {"event_exact_depth": tried}
+        over = share
+    else:
+        return f, {"event_exact_depth": tried}
+    under = share
+    while over is not None and (over - under) * max(f.pieces) > 1:
+        mid = (over + under) / 2
+        g = fits(mid)
+        best, under, over = (g, mid, over) if g is not None else (best, under, mid)
+    return best, {"event_exact_depth": tried}
 
 
 def _at(h: PipelinedTrees, instance, share: float) -> PipelinedTrees:
