@@ -65,19 +65,35 @@ fabrics = st.sampled_from([("dgx_h100", {"nodes": 2}), ("dgx_h100", {"nodes": 3}
                            ("rail_clos", {**TWO_BY_TWO, "boxes_per_group": 3, "gpus_per_box": 4, "rails": 4})])
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=fabrics, nic_alpha=st.sampled_from([0.5e-6, 2.7e-6, 2e-5]), nvl_alpha=st.sampled_from([0.0, 0.47e-6]),
-       nic=st.sampled_from([25e9, 50e9]), nvl=st.sampled_from([100e9, 450e9]),
-       size=st.sampled_from([1 << 12, 1 << 20, 1 << 26]), pieces=st.integers(1, 12))
-def test_below_every_tree_packing_price(fabric, nic_alpha, nvl_alpha, nic, nvl, size, pieces):
+TREE_CASES = dict(fabric=fabrics, nic_alpha=st.sampled_from([0.5e-6, 2.7e-6, 2e-5]),
+                  nvl_alpha=st.sampled_from([0.0, 0.47e-6]), nic=st.sampled_from([25e9, 50e9]),
+                  nvl=st.sampled_from([100e9, 450e9]), size=st.sampled_from([1 << 12, 1 << 20, 1 << 26]),
+                  pieces=st.integers(1, 12))  # hypothesis's cases for the bound against tree packing's prices
+
+
+def case_instance(kind: str, fabric, nic_alpha, nvl_alpha, nic, nvl, size):
+    """``(instance, its sync bound)`` of one of :data:`TREE_CASES`; the bound is at least ``L + T*``."""
     gen, params = fabric
     keys = {"nic_alpha": nic_alpha, "nvlink_alpha": nvl_alpha, "nic_bandwidth": nic, "nvlink_bandwidth": nvl}
-    inst = make_instance(build(gen, {**params, **keys}), "allgather", message_bytes=size)
+    inst = make_instance(build(gen, {**params, **keys}), kind, message_bytes=size)
     b = instance_bounds(inst)
-    bound = b.sync.value
-    assert bound >= _sync_total(b.part("sync_latency"), b.part("sync_bandwidth")).value
+    assert b.sync.value >= _sync_total(b.part("sync_latency"), b.part("sync_bandwidth")).value
+    return inst, b.sync
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**TREE_CASES)
+def test_below_every_tree_packing_price(fabric, nic_alpha, nvl_alpha, nic, nvl, size, pieces):
+    inst, bound = case_instance("allgather", fabric, nic_alpha, nvl_alpha, nic, nvl, size)
     c = translated_form(inst)
-    for form in (c, compact.multicast(c, inst)):
+    assert_below_trees((c, compact.multicast(c, inst)), inst, bound.value, pieces)
+
+
+def assert_below_trees(forms, inst, bound: float, pieces: int):
+    """``bound`` is at most the ``sync`` price of each of ``forms`` (verified) at ``pieces``
+    equal pieces, at that many of the sizes of least price and at the depth of least price,
+    and of its explicit sends at up to 4 pieces."""
+    for form in forms:
         for f in (replace(form, pieces=pieces), sized(form, inst, pieces), compact.least_sync(form, inst)[0]):
             assert verify_trees(f, inst) is None
             assert bound <= price_sync(f, inst).total_s * TOL
@@ -90,10 +106,16 @@ def test_below_every_tree_packing_price(fabric, nic_alpha, nvl_alpha, nic, nvl, 
 @given(nic_alpha=st.sampled_from([1e-6, 2.7e-6]), nvl=st.sampled_from([100e9, 450e9]),
        size=st.sampled_from([4e5, 4e6]))
 def test_below_the_ten_ilp_optimum_on_two_boxes_of_two(nic_alpha, nvl, size):
-    inst = make_instance(two_by_two(nic_alpha, 50e9, nvl, nvl_alpha=0.47e-6), "allgather", message_bytes=size)
+    assert_below_the_optimum(two_by_two(nic_alpha, 50e9, nvl, nvl_alpha=0.47e-6), "allgather", size, "ten-ilp")
+
+
+def assert_below_the_optimum(topo, kind: str, size: float, producer: str):
+    """The box bound of ``kind`` on ``topo`` is at most the ``sync`` price of ``producer``'s
+    verified optimum (a TEN ILP, horizon search)."""
+    inst = make_instance(topo, kind, message_bytes=size)
     bound = instance_bounds(inst).sync
     assert bound.source == "drain"
-    row, sched = pipeline.run(inst, "ten-ilp", Options(driver="horizon", time_limit=120))
+    row, sched = pipeline.run(inst, producer, Options(driver="horizon", time_limit=120))
     assert row["verified"]
     assert bound.value <= row["time_sync_s"] * TOL
 
@@ -105,8 +127,8 @@ def test_computed_only_where_it_applies():
 
     fat = make_instance(build("fat_tree", {"k": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(fat, *lat_bw(fat)).computed  # one GPU a host: no box
-    rs = make_instance(two_by_two(1e-6, 50e9, 450e9), "reduce_scatter", message_bytes=1 << 20)
-    assert not drain_bound(rs, *lat_bw(rs)).computed
+    ar = make_instance(two_by_two(1e-6, 50e9, 450e9), "allreduce", message_bytes=1 << 20)
+    assert not drain_bound(ar, *lat_bw(ar)).computed  # a reduce-scatter's: tests/test_drain_bound_reduce_scatter.py
     ring = make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=1 << 20)
     assert not drain_bound(ring, *lat_bw(ring)).computed
     assert np.isfinite(instance_bounds(ring).sync.value)
@@ -122,11 +144,16 @@ PRODUCERS = ["direct", "ring", "nccl-ring", "nccl-tree", "pat", "bine", "greedy"
 def test_below_every_producers_verified_schedule(fabric, size):
     """Every producer that builds an allgather here: its verified schedule's ``sync`` price is
     at least the bound (those that refuse the fabric are left out; most do not refuse)."""
-    inst = make_instance(build(*fabric), "allgather", message_bytes=size)
+    assert_below_every_producer(make_instance(build(*fabric), "allgather", message_bytes=size), PRODUCERS)
+
+
+def assert_below_every_producer(inst, names):
+    """The instance's ``sync`` bound is the box bound and at most the ``sync`` price of every
+    verified schedule of the producers ``names`` that build one (at least five do)."""
     bound = instance_bounds(inst).sync
     assert bound.source == "drain"
     priced = 0
-    for name in PRODUCERS:
+    for name in names:
         try:
             row, sched = pipeline.run(inst, name, Options(time_limit=60))
         except Exception:  # a producer that refuses this fabric or collective

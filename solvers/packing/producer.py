@@ -57,6 +57,7 @@ from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated,
                twolevel)
+from .allreduce_depth import exact_depth
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
@@ -600,7 +601,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     packed forest (:func:`forest`); ``pieces`` as given, else the depth of least ``sync`` price
     (:func:`.compact.least_sync`). One forest (allgather, reduce-scatter, broadcast, reduce), or
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
-    reduce-scatter, then its allgather, each grown on the instance with that kind)."""
+    reduce-scatter, then its allgather, each grown on the instance with that kind; without
+    ``pieces``, at a depth whose ``event`` price tracks exact pairs, :func:`.allreduce_depth.exact_depth`)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
     if coll.kind != "allreduce":
@@ -610,9 +612,13 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     # the halves run as one allreduce schedule, whose switches do not copy
     parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
-    trees = PipelinedAllreduce(parts[0][0], parts[1][0])
+    trees, depth = PipelinedAllreduce(parts[0][0], parts[1][0]), {}
+    if not options.params.get("pieces"):  # a depth whose event price is the model's own (.allreduce_depth)
+        trees, depth = exact_depth(trees, instance)
+        for (_, x), half in zip(parts, trees.halves):
+            x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
-             "explicit_sends": trees.sends, "halves": [x for _, x in parts]}
+             "explicit_sends": trees.sends, "halves": [x for _, x in parts], **depth}
     return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
                    build_s=time.perf_counter() - t0, extra=extra)
 

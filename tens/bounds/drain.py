@@ -55,18 +55,64 @@ useful arrivals over internal links (the first of a piece at a node), ``b_j`` th
    so ``N_J + V >= c (|P| - 1) s``;
 5. ``T_B = b_head + sum_j b_j + b_tail >= T*`` (the bandwidth bound).
 
-So ``T_B >= LP(J)``, the least ``b_head + sum b_j + b_tail`` under 1-5, a linear program of
-``4 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
+So ``T_B >= LP(J)``, the least ``b_head + sum b_j + b_tail`` under 1-6, a linear program of
+``7 J + 4`` variables, and ``T >= min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]``
 (:func:`box_seconds` covers every ``J`` with a few programs). Met on DGX H100 x256 (1 GiB
 allgather) within 0.2 % by tree packing's pipelined trees with pieces of unequal size
 (``benchmarks/bench_clusters.py``): the program's own optimum alternates entry steps and
 pre-steps with a geometric tail, as those trees do.
+
+6. **Switches that do not copy.** Let ``p_j <= b_j`` be the bandwidth term of phase ``j``'s own
+   step (1 holds as ``n_j <= B_e p_j``: entries happen in that step only). Take a family ``K``
+   of disjoint boxes with the same numbers and call a step an entry step when some external
+   link of *some* box of ``K`` carries a piece in it (pre-steps and phases likewise): every
+   statement above holds for each box of ``K`` with these common phases (its own entries lie
+   in them; an entry step still pays ``alpha_e``, a pre-step ``alpha_u``), so, the program
+   being linear with the ``b`` shared, for the boxes' average ``n``, ``v``. Where no switch
+   ``sigma'`` that an external link of ``K`` leaves may copy (each arrival leaves on at most
+   one link), the bytes leaving those switches in step ``t`` are at most those that reached
+   them in step ``t - 1``, at most ``U b_(t-1)``, ``U`` the bandwidth of all links into them.
+   The step before an entry step ``j`` is phase ``j - 1``'s own step, so the boxes' average
+   ``n_j <= U / |K| p_(j-1)`` (:func:`box_numbers` takes ``K`` greedily). Split ``U = U_c +
+   U_s``, the links from compute nodes and from switches; where none of those switches
+   (``X_2``) copies either, what they send in step ``t - 1`` reached them in step ``t - 2``,
+   at most ``U_2 q``, ``U_2`` the bandwidth into ``X_2`` and ``q`` that step's bandwidth
+   term. The step before phase ``j``'s own is the last cheap step grouped with ``j``, or
+   phase ``j - 1``'s step, or (``j`` the first) a head step, so ``q_j <= b_j - p_j +
+   p_(j-1)`` (``q_1 <= b_head``). In units of ``B_e`` (``f = U / (|K| B_e)``): ``n_j <= f_c
+   p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``, ``y_j <= f_2 q_(j-1)``, ``q_j`` as said. On DGX H100
+   the rail switches are fed by the NICs alone (``f = (1, 0, 0)``): what enters a box in a
+   step went up other boxes' NICs the step before, a second pipeline stage as costly as the
+   first, whose fill the bound now charges; on a two-tier Clos the leaves are also fed by
+   the spines, which were fed the step before that.
+
+**Reduce-scatter, by time reversal.** Take a valid reduce-scatter schedule of ``S`` steps on
+the topology and keep of each send only the bytes that carry, for the block's owner ``i``, a
+contribution present in ``i``'s final sum (the verifier counts each contributor once per
+piece, so each such contribution reached ``i`` along one chain of sends in increasing steps;
+keep the sends of those chains, byte by byte). Dropping bytes lowers no step's ``a_t`` or
+``b_t`` above what it was, and the result is still a valid reduce-scatter. Its time reversal
+(send ``u -> v`` of step ``t`` becomes ``v -> u`` in step ``S + 1 - t`` on the transposed links,
+the same latency and bandwidth) is an allgather of the blocks as shards: a kept byte leaves
+``v`` after it reached ``v`` (``v`` is ``i``, or sent it on later in the reduce-scatter), a
+switch forwards in the step after it received (it received in the step before it forwarded),
+and every participant receives every block. Its ``sync`` price is the reduce-scatter's (the
+same loads and latencies, steps in reverse order), and the reduce-scatter's ``L`` and ``T*``
+bound its ``T_L`` and ``T_B``, so the allgather's box bound on the transposed links bounds the
+reduce-scatter (its boxes: the links out of a box read as links in). A switch that does not
+reduce forwards each arrival's byte at most once in the kept sends (two kept copies of one
+partial would count its contributors twice at the owner), so in the reversal it copies
+nothing: 6 holds where the switches the box's NICs send into do not reduce. Instant switch
+hops are left out (their reversal is not one).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
+from ...instances.switch_ops import copying_mask, reducing_mask
 from ..ten import latency_pipelined
 from .demand import instant_out
 from .record import Bound, not_computed
@@ -76,44 +122,58 @@ MAX_PHASES = 256  # the largest J solved; beyond it the bound counts alphas and 
 
 
 def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
-    """The box bound (module doc) of a single allgather, the best over the boxes of distinct
-    numbers; not computed where no box meets the module's conditions."""
-    if instance.concurrent or instance.collective.kind != "allgather":
-        return not_computed("sync", "drain", "only a single allgather")
+    """The box bound (module doc) of a single allgather, or of a single reduce-scatter as the
+    allgather of its time reversal on the transposed links; the best over the boxes of
+    distinct numbers; not computed where no box meets the module's conditions."""
+    kind = instance.collective.kind if not instance.concurrent else None
+    if kind not in ("allgather", "reduce_scatter"):
+        return not_computed("sync", "drain", "only a single allgather or reduce-scatter (an allreduce is also a "
+                                             "reduce-scatter, whose box bound is below the allreduce's partition bound)")
     if not (latency.computed and bandwidth.computed):
         return not_computed("sync", "drain", "needs the latency and bandwidth bounds")
-    if latency_pipelined(instance.topology):
+    topo = instance.topology
+    if latency_pipelined(topo):
         return not_computed("sync", "drain", "a pipelined link latency makes steps TEN timesteps")
+    if kind == "reduce_scatter" and instant_out(topo).any():
+        return not_computed("sync", "drain", "an instant switch hop has no time reversal in steps")
     boxes = box_numbers(instance)
     if not boxes:
         return not_computed("sync", "drain", "no switch whose links join a box of compute nodes only, entered "
                                              "from switches by hops that are not instant")
     best_value, best_box = None, None
     for numbers, where in boxes.items():
-        value = box_seconds(*numbers, latency.value, bandwidth.value)
+        value = box_seconds(*numbers[:7], latency.value, bandwidth.value, feed=numbers[7])
         if value is None:
             return not_computed("sync", "drain", f"the phase program of the box of switch {where} was not solved")
         if best_value is None or value > best_value:
             best_value, best_box = value, where
+    how = "leave" if kind == "reduce_scatter" else "enter"
     return Bound(best_value * (1 - SAFETY), "s", "sync", "drain", best_box,
-                 f"entry steps at the NICs of the box of switch {best_box}, then its own switch")
+                 f"steps where data {how}s the box of switch {best_box} at its NICs, and its own switch")
 
 
 def box_numbers(instance) -> dict[tuple, int]:
-    """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u): switch}``: one box
-    (module doc) per distinct set of numbers, with a switch that has them."""
+    """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u, feed): switch}``: one box
+    (module doc) per distinct set of numbers, with a switch that has them. A reduce-scatter's
+    boxes are its time reversal's, on the transposed links. ``feed`` is ``(f_c, f_s, f_2)`` for
+    a family ``K`` of disjoint boxes of those numbers whose entering links leave switches that
+    do not copy (an allgather's) or reduce (a reduce-scatter's): the bandwidths into those
+    switches from compute nodes and from switches, and into the latter, over ``|K| B_e``
+    (module doc, 6); None where one of them may."""
     topo, coll = instance.topology, instance.collective
-    la = topo.link_arrays
+    reversal = coll.kind == "reduce_scatter"
+    la = _transposed(topo.link_arrays) if reversal else topo.link_arrays
     n = topo.size
     is_switch = np.zeros(n, bool)
     is_switch[list(topo.switches)] = True
+    copies = (reducing_mask(topo) if reversal else copying_mask(topo, True)) & is_switch
     part = np.zeros(n, bool)
     part[np.asarray(coll.nodes, np.int64)] = True
-    links = _Links(la, n, instant_out(topo))
+    links = _Links(la, n, np.zeros(len(la.src), bool) if reversal else instant_out(topo))
     compute_from = np.zeros(n, np.int64)  # per switch: links in from compute nodes
     np.add.at(compute_from, la.dst, (~is_switch[la.src]).astype(np.int64))
     inner = is_switch & (compute_from == np.bincount(la.dst, minlength=n))  # switches fed by compute nodes only
-    out: dict[tuple, int] = {}
+    found: dict[tuple, list] = {}
     shard = coll.chunk_bytes * coll.chunks_per_node
     in_box = np.zeros(n, bool)
     for sigma in np.flatnonzero(inner).tolist():
@@ -126,8 +186,38 @@ def box_numbers(instance) -> dict[tuple, int]:
         numbers = _numbers(la, links, box, in_box, is_switch)
         in_box[box] = False
         if numbers is not None:
-            out.setdefault((len(box), shard, len(coll.nodes), *numbers), int(sigma))
-    return out
+            found.setdefault((len(box), shard, len(coll.nodes), *numbers[:4]), []).append((int(sigma), box, numbers[4]))
+    return {(*key, _feed(la, links, boxes, key[3], copies, is_switch)): boxes[0][0] for key, boxes in found.items()}
+
+
+def _transposed(la):
+    """The link arrays with every link reversed (same bandwidth, count and latency)."""
+    return SimpleNamespace(src=la.dst, dst=la.src, bandwidth=la.bandwidth, count=la.count, alpha=la.alpha)
+
+
+def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray,
+          is_switch: np.ndarray) -> tuple | None:
+    """``(U_c, U_s, U_2)`` over ``|K| B_e`` (module doc, 6) for ``K`` the boxes taken in order
+    that share no node with an earlier one (``boxes``: ``(switch, nodes, tails)``); None where
+    a tail may copy, ``U_2`` None where a switch feeding a tail may."""
+    taken = np.zeros(len(copies), bool)
+    family, tails = 0, set()
+    for _, box, tail in boxes:
+        if not taken[box].any():
+            taken[box] = True
+            family += 1
+            tails.update(tail)
+    if copies[sorted(tails)].any():
+        return None
+    bw = la.bandwidth * la.count
+    into = np.concatenate([links.entering(t) for t in sorted(tails)])
+    upstream = is_switch[la.src[into]]
+    above = np.unique(la.src[into[upstream]])
+    unit = family * B_e
+    U_2 = None
+    if not copies[above].any():
+        U_2 = float(bw[np.concatenate([links.entering(int(t)) for t in above])].sum()) / unit if len(above) else 0.0
+    return float(bw[into[~upstream]].sum()) / unit, float(bw[into[upstream]].sum()) / unit, U_2
 
 
 class _Links:
@@ -148,9 +238,9 @@ class _Links:
 
 
 def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: np.ndarray) -> tuple | None:
-    """``(B_e, B_i, alpha_e, alpha_u)`` of ``box`` (``in_box`` its mask), or None where a
-    condition fails. A link into the box is internal when it leaves a switch whose links in
-    all come from the box."""
+    """``(B_e, B_i, alpha_e, alpha_u, tails)`` of ``box`` (``in_box`` its mask; ``tails`` the
+    switches its external links leave), or None where a condition fails. A link into the box
+    is internal when it leaves a switch whose links in all come from the box."""
     into = np.concatenate([links.entering(int(v)) for v in box])
     tail = la.src[into]
     if in_box[tail].any() or links.instant[into].any() or not is_switch[tail].all():
@@ -164,15 +254,15 @@ def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: 
     outer = [int(t) for t in tails if not closed[int(t)]]
     feeding = np.concatenate([links.entering(t) for t in outer])
     return (float(bw[~internal].sum()), float(bw[internal].sum()), float(la.alpha[into[~internal]].min()),
-            float(la.alpha[feeding].min()))
+            float(la.alpha[feeding].min()), tuple(outer))
 
 
 def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float, alpha_e: float, alpha_u: float,
-                L: float, T_star: float) -> float | None:
+                L: float, T_star: float, feed: tuple | None = None) -> float | None:
     """``min_J [max(L, J min(alpha_e, alpha_u)) + LP(J)]`` (module doc), at least ``L + T*``;
     None when a program is not solved (no ``J`` may be left out of the minimum).
 
-    ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put first, turns a
+    ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put last, turns a
     solution for ``J`` phases into one for ``J + 1``), so between two ``J`` it was solved at,
     ``J_a < J_b``, every ``J`` costs at least ``max(L, J_a alpha) + LP(J_b)``; beyond the
     largest, ``max(L, J alpha) + T*``. The range is split where that is below the best value
@@ -185,6 +275,13 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
 
     >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0)
     24.0
+
+    Where the switches feeding the box do not copy and are fed by as much NIC bandwidth as the
+    boxes have and nothing else (``feed = (1, 0, 0)``), the 2 bytes also cross those switches'
+    incoming links in the pre-step, 2 s more:
+
+    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0, feed=(1.0, 0.0, 0.0))
+    26.0
     """
     unit = (participants - c) * shard  # bytes in units of the remote data, seconds of it over B_e
     sec = unit / B_e
@@ -193,7 +290,7 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
 
     def solve(J: int) -> bool:
         if J not in lp:
-            got = _phases_lp(J, c, shard / unit, participants, B_i / B_e, T_star / sec)
+            got = _phases_lp(J, c, shard / unit, participants, B_i / B_e, T_star / sec, feed)
             if got is None:
                 return False
             lp[J] = got * sec
@@ -222,14 +319,18 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
     return max(min(best, tail), L + T_star)
 
 
-def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float) -> float | None:
+def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float,
+               feed: tuple | None = None) -> float | None:
     """``LP(J)`` in units (bytes: the remote data; seconds: it over ``B_e``; ``ratio`` = ``B_i /
-    B_e``): variables ``n, v^o, v^n, b`` per phase, then ``v, b`` of head and tail."""
+    B_e``): variables ``n, v^o, v^n, b, p, y, q`` per phase, then ``v, b`` of head and tail;
+    with ``feed = (f_c, f_s, f_2)``, ``n_j <= f_c p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``,
+    ``y_j <= f_2 q_(j-1)`` and ``q_j <= b_j - p_j + p_(j-1)`` (``q_0 <= b_head``; module doc, 6)."""
     from scipy import sparse  # a solve that computes no box bound does not load scipy's optimizer
     from scipy.optimize import linprog
 
-    n, vo, vn, b = (np.arange(J) + k * J for k in range(4))
-    vH, bH, vT, bT = 4 * J, 4 * J + 1, 4 * J + 2, 4 * J + 3
+    n, vo, vn, b, p, y, q = (np.arange(J) + k * J for k in range(7))
+    vH, bH, vT, bT = 7 * J, 7 * J + 1, 7 * J + 2, 7 * J + 3
+    size = 7 * J + 4
     own = c * s
     rows: list[dict] = []
     rhs: list[float] = []
@@ -242,7 +343,15 @@ def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star
         return {vH: 1.0, **{int(i): 1.0 for i in vo[:upto]}, **{int(i): 1.0 for i in vn[:upto]}}
 
     for j in range(J):
-        le({n[j]: 1.0, b[j]: -1.0}, 0.0)
+        le({n[j]: 1.0, p[j]: -1.0}, 0.0)
+        le({p[j]: 1.0, b[j]: -1.0}, 0.0)
+        le({q[j]: 1.0, **({b[j]: -1.0, p[j]: 1.0, p[j - 1]: -1.0} if j else {bH: -1.0})}, 0.0)
+        if feed is not None and j > 0:
+            f_c, f_s, f_2 = feed
+            le({n[j]: 1.0, p[j - 1]: -f_c, y[j]: -1.0}, 0.0)
+            le({y[j]: 1.0, p[j - 1]: -f_s}, 0.0)
+            if f_2 is not None:
+                le({y[j]: 1.0, q[j - 1]: -f_2}, 0.0)
         le({vo[j]: 1.0, vn[j]: 1.0, b[j]: -ratio}, 0.0)
         le({vn[j]: 1.0, b[j]: -ratio, n[j]: ratio}, 0.0)
         le({**arrivals(j), vo[j]: 1.0, **{int(i): -(c - 1.0) for i in n[:max(0, j - 1)]}}, (c - 1) * own)
@@ -256,11 +365,11 @@ def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star
     r = [i for i, coefs in enumerate(rows) for _ in coefs]
     k = [int(key) for coefs in rows for key in coefs]
     val = [float(v) for coefs in rows for v in coefs.values()]
-    A = sparse.csr_matrix((val, (r, k)), shape=(len(rows), 4 * J + 4))
-    cost = np.zeros(4 * J + 4)
+    A = sparse.csr_matrix((val, (r, k)), shape=(len(rows), size))
+    cost = np.zeros(size)
     cost[b] = 1.0
     cost[[bH, bT]] = 1.0
-    bounds = [(0, None)] * (4 * J + 4)
+    bounds = [(0, None)] * size
     bounds[int(n[0])] = (0, 0)
     res = linprog(cost, A_ub=A, b_ub=np.asarray(rhs), bounds=bounds, method="highs")
     return float(res.fun) if res.status == 0 else None

@@ -1,0 +1,68 @@
+"""An allreduce's pipeline depth where its ``event`` price is the model's own time.
+
+An allreduce kept as two pipelined forests (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`)
+is priced under ``event`` from its trees (:func:`collsynth.tens.pipelined_event.price`). Its
+allgather half's sends read the chunk each node holds, to which the reduce-scatter half brought
+one partial per child and piece: overlapping pieces, so each send is offered the whole prefix of
+those arrivals and the exact dependency pairs' candidates grow as the square of the depth. Past
+their budget the pieces wait by group prefixes, a price that is neither a bound nor the model's
+time (``docs/cost-models.md``): DGX H100 x512, 1 GiB, at the halves' ``sync`` depths (47/47
+pieces) 5.511 ms by prefixes, 5.371 ms with exact pairs (1.0025x the optimum).
+
+:func:`exact_depth` keeps the halves' ``sync`` depths (:func:`collsynth.solvers.packing.compact.least_sync`)
+where the pairs fit, else scales both down the ladder :data:`LADDER` to the deepest that fits
+and halves the gap to the share above it, each half then cut into pieces of the sizes of least ``sync`` price at that count
+(:func:`.piece_sizes.sized`) where they price lower than equal ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...tens import pipelined_event
+from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
+from ...tens.pipelined_trees import PipelinedTrees, price_sync
+from .piece_sizes import sized
+
+LADDER = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 1 / 16)  # the depths tried, as shares of the sync depths
+
+
+def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict]:
+    """``(trees, note)``: ``f`` at the deepest depth whose ``event`` price tracks exact
+    dependency pairs (module doc; ``f`` itself where its own does): down the ladder
+    :data:`LADDER`, then halving the gap to the last share that did not fit (the pairs grow
+    with the depth) while it spans more than a piece; what was tried in ``note``
+    (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits."""
+    tried = []
+
+    def fits(share: float):
+        g = f if share == 1 else PipelinedAllreduce(*(_at(h, instance, share) for h in f.halves))
+        exact = bool(pipelined_event.price(g, instance).extra["exact_pairs"])
+        tried.append(["/".join(map(str, g.pieces)), exact])
+        return g if exact else None
+
+    over = None
+    for share in LADDER:
+        best = fits(share)
+        if best is not None:
+            break
+        over = share
+    else:
+        return f, {"event_exact_depth": tried}
+    under = share
+    while over is not None and (over - under) * max(f.pieces) > 1:
+        mid = (over + under) / 2
+        g = fits(mid)
+        best, under, over = (g, mid, over) if g is not None else (best, under, mid)
+    return best, {"event_exact_depth": tried}
+
+
+def _at(h: PipelinedTrees, instance, share: float) -> PipelinedTrees:
+    """Half ``h`` at ``share`` of its pieces, unequal sizes where they price lower under ``sync``."""
+    pieces = max(1, round(h.pieces * share))
+    equal = replace(h, pieces=pieces, cuts=None)
+    half = half_instance(instance, h.collective)
+    unequal = sized(equal, half, pieces)
+    if unequal is not None and price_sync(unequal, half).total_s < price_sync(equal, half).total_s:
+        return unequal
+    return equal

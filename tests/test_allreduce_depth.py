@@ -1,0 +1,44 @@
+"""An allreduce kept as trees takes a pipeline depth whose ``event`` price tracks exact
+dependency pairs (``collsynth.solvers.packing.allreduce_depth``):
+
+- where the pairs fit at the halves' ``sync`` depths (DGX H100 x2), those depths are kept;
+- where they do not (the pairs' budget made tiny), the depth is lowered until they do, and the
+  trees at that depth verify and price under ``event`` with exact pairs;
+- ``--param pieces`` is left as given.
+"""
+
+from collsynth.instances import make_instance
+from collsynth.instances.generators import build
+from collsynth.solvers.packing import allreduce_depth
+from collsynth.solvers.packing.producer import run_compact
+from collsynth.solvers.producers import Options
+from collsynth.tens import pipelined_allreduce, pipelined_event
+
+
+def _allreduce():
+    return make_instance(build("dgx_h100", {"nodes": 2}), "allreduce", message_bytes=1 << 26)
+
+
+def test_the_sync_depths_are_kept_where_the_pairs_fit():
+    inst = _allreduce()
+    out = run_compact(inst, Options(time_limit=120))
+    tried = out.extra["event_exact_depth"]
+    assert len(tried) == 1 and tried[0][1] is True
+    assert tried[0][0] == "/".join(map(str, out.schedule.pieces))
+    assert pipelined_event.price(out.schedule, inst).extra["exact_pairs"]
+
+
+def test_the_depth_is_lowered_until_the_pairs_fit(monkeypatch):
+    inst = _allreduce()
+    deep = run_compact(inst, Options(time_limit=120, params={"pieces": 64})).schedule
+    assert deep.pieces == (64, 64)  # as given: no depth search
+    monkeypatch.setattr(pipelined_event, "pair_budget", lambda sends: 10_000)  # 64 pieces need more, 32 fewer
+    assert not pipelined_event.price(deep, inst).extra["exact_pairs"]
+    shallow, note = allreduce_depth.exact_depth(deep, inst)
+    tried = note["event_exact_depth"]
+    assert tried[0] == ["64/64", False]
+    fit = [int(p.split("/")[0]) for p, exact in tried if exact]
+    assert max(shallow.pieces) == max(fit) < 64  # the deepest tried that fits
+    assert all(int(p.split("/")[0]) > max(fit) for p, exact in tried if not exact)
+    assert pipelined_allreduce.verify(shallow, inst) is None
+    assert pipelined_event.price(shallow, inst).extra["exact_pairs"]
