@@ -33,6 +33,7 @@ def test_the_depth_is_lowered_until_the_pairs_fit(monkeypatch):
     deep = run_compact(inst, Options(time_limit=120, params={"pieces": 64})).schedule
     assert deep.pieces == (64, 64)  # as given: no depth search
     monkeypatch.setattr(pipelined_event, "pair_budget", lambda sends: 10_000)  # 64 pieces need more, 32 fewer
+    monkeypatch.setattr(pipelined_event, "ORBIT_PAIR_BUDGET", 10_000)
     assert not pipelined_event.price(deep, inst).extra["exact_pairs"]
     shallow, note = allreduce_depth.exact_depth(deep, inst)
     tried = note["event_exact_depth"]

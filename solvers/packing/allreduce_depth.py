@@ -7,7 +7,9 @@ one partial per child and piece: overlapping pieces, so each send is offered the
 those arrivals and the exact dependency pairs' candidates grow as the square of the depth. Past
 their budget the pieces wait by group prefixes, a price that is neither a bound nor the model's
 time (``docs/cost-models.md``): DGX H100 x512, 1 GiB, at the halves' ``sync`` depths (47/47
-pieces) 5.511 ms by prefixes, 5.371 ms with exact pairs (1.0025x the optimum).
+pieces) 5.511 ms by prefixes, 5.371 ms with exact pairs (1.0025x the optimum), which fit the
+per-orbit simulation's budget (:data:`collsynth.tens.pipelined_event.ORBIT_PAIR_BUDGET`) but not the
+explicit sends'.
 
 :func:`exact_depth` keeps the halves' ``sync`` depths (:func:`collsynth.solvers.packing.compact.least_sync`)
 where the pairs fit, else scales both down the ladder :data:`LADDER` to the deepest that fits
