@@ -166,10 +166,12 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
                                 "IBContig.sccl.xml.xz"]),
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
-       rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6))
-def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op):
+       rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
+       share=st.floats(0, 1))
+def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
+                                                 share):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
-            gpu_op_s={"nvswitch": op, "nic": op},
+            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share,
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
@@ -346,6 +348,17 @@ def test_one_iteration_in_rounds_by_hand():
     assert runtime_times(f, [192e3], cal(buff_bytes=64000))[0] == pytest.approx(10e-6 + 3 * 64e-6)
 
 
+@pytest.mark.parametrize("share, expected_us", [(1.0, 10 + 128), (0.5, 10 + 96), (0.0, 10 + 64)])
+def test_a_share_of_the_rounds_past_the_pipelined_iteration_by_hand(share, expected_us):
+    # The same two rounds of 64 us each (96 KB, one iteration). Pipelined, the first iteration
+    # lasts max(critical path, period): the path's 4 steps and 2 credits (8 + 2 us; copies free)
+    # against the 64 us period: 64 us. The rounds say 128 us; a calibration pays the share
+    # `round_share` of the 64 us between them: 64 + share x 64.
+    f = program_features(chain_xml(forward=False), line_instance())
+    t = runtime_times(f, [96e3], cal(buff_bytes=64000, round_share=share))[0]
+    assert t == pytest.approx(expected_us * 1e-6)
+
+
 def test_forwarding_receive_is_one_slice_behind_by_hand():
     # rcs forwards slice by slice: a call of 32 KB moves two 16 KB slices (prims_simple.h), so
     # the second link starts one slice, half the chunk, after the first: 1.5 x 64 us = 96 us.
@@ -444,3 +457,20 @@ def test_calibrate_names_a_bad_transport_in_the_manifest(tmp_path, capsys):
     code, out, err = run_cli(["calibrate", str(path)], capsys)
     assert code == 2
     assert_one_error_line(err, [f"{path}: transports.nvswitch", "'pull'"])
+
+
+def test_a_calibration_file_keeps_its_round_share(tmp_path):
+    import json
+
+    from collsynth.tens.cost_models.runtime import load_calibration
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cal(round_share=0.25).as_json()))
+    assert load_calibration(path).round_share == 0.25
+    data = cal().as_json()
+    del data["parameters"]["round_share"]  # a file written before the share was fitted: every round paid
+    path.write_text(json.dumps(data))
+    assert load_calibration(path).round_share == 1.0
+    data["parameters"]["round_share"] = 1.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="parameters.round_share: expected a number in 0..1, got 1.5"):
+        load_calibration(path)

@@ -39,9 +39,14 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   ``depid``) is a round later, and each round lasts as long as its busiest port or thread
   block. A receive that forwards (``rcs``, ``rrs``) sends slice by slice, so a forwarding hop
   starts one slice, a share ``f`` of the chunk, after its sender; the rounds are counted with
-  forwards in their sender's round (``R0``) and one round later (``R1``), and the iteration
-  lasts ``(1 - f) R0 + f R1`` (exact for a chain of forwards). With a few iterations this
-  fill, not the period, decides;
+  forwards in their sender's round (``R0``) and one round later (``R1``), and the rounds
+  last ``R = (1 - f) R0 + f R1`` (exact for a chain of forwards). Rounds whose flows on the
+  busiest link all finish together (fair sharing) are the slowest case; where a link serves
+  them one after another, a step waiting for one of them starts before the round ends. The
+  first iteration lasts ``P + round_share * max(R - P, 0)``, ``P`` the larger of the critical
+  path and the period, ``round_share`` in [0, 1] fitted (``Calibration.round_share``: 1 is
+  the rounds in full, the rule before it was fitted, and 0 a fully pipelined iteration).
+  With a few iterations this fill, not the period, decides;
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -126,7 +131,8 @@ class Calibration:
     "bandwidth": b}``, how another runtime measured on the same system differs from the one
     these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
     ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
-    :func:`collsynth.tens.runtime_program.program_features`)."""
+    :func:`collsynth.tens.runtime_program.program_features`). ``round_share``: the share of the
+    rounds' excess over a pipelined first iteration that is paid (see the module doc)."""
 
     name: str
     system: str
@@ -143,13 +149,14 @@ class Calibration:
     fit: dict = field(default_factory=dict)
     runtimes: dict = field(default_factory=dict)
     transports: dict = field(default_factory=dict)
+    round_share: float = 1.0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
         return {"format": FORMAT, "name": self.name, "system": self.system, "source": self.source,
                 "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
-                               **{k: getattr(self, k) for k in SCALARS}},
+                               **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -196,6 +203,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
             raise InputError(f"{where}: parameters.{key}", "expected an object of link class -> number")
         per_class[key] = {str(c): _number(v, f"{where}: parameters.{key}.{c}", 0.0, hi) for c, v in d.items()}
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
+    scal["round_share"] = _number(p.get("round_share", 1.0), f"{where}: parameters.round_share", 0.0, 1.0)
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -255,11 +263,11 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
+    first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         many, one = (_rounds_per_byte(r, cal, pf) for r in f.rounds)
         share = forwarded / s
-        fill = np.maximum(fill, ((1 - share) * many + share * one) * s)
-    first = np.maximum(fill, period)
+        first = first + cal.round_share * np.maximum(((1 - share) * many + share * one) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
 
 
