@@ -177,8 +177,11 @@ def price(args) -> dict:
     out["lower_bound_model_s"] = own.value
     out["bound_source"] = own.label() if own.computed else own.note
     shown = f"{own.value:.6g} s ({own.label()})" if own.computed else own.note
-    out["text"] = (f"{c.model}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
+    under = f" under calibration {c.extra['calibration']}" if c.extra.get("calibration") else ""
+    out["text"] = (f"{c.model}{under}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
                    f"lower bound under this model {shown}")
+    if c.extra.get("grid"):
+        out["text"] += f"; {c.extra['grid']}"
     return out
 
 
