@@ -1,6 +1,6 @@
 """A piece schedule on a coarser grid: what a user exports when the runtime caps the chunks.
 
-MSCCL's runtimes take at most :data:`collsynth.tens.export.MAX_CHUNKS` chunks per buffer
+MSCCL's runtimes take at most :data:`collsynth.tens.msccl_format.MAX_CHUNKS` chunks per buffer
 (``nchunksperloop``); a packing producer's pieces on a 1/1183 grid of 16 GPUs' chunks need
 18,928. :func:`coarsen` moves the schedule onto a grid of ``grid`` pieces per chunk: every
 piece of the old grid is delivered by its own set of sends (its route: the sends covering it,

@@ -3,7 +3,7 @@ receive its GPU forwards next is one receive-and-send step, chosen the way a use
 would, or the cheapest under a price.
 
 A schedule's pieces may be finer than MSCCL takes (more than
-:data:`~collsynth.tens.export.MAX_CHUNKS` chunks a buffer, or past an executor limit): its export
+:data:`~collsynth.tens.msccl_format.MAX_CHUNKS` chunks a buffer, or past an executor limit): its export
 is then taken on a coarser grid (:func:`collsynth.tens.coarsen.coarsen`, verified there), halving
 down to the layout's coarsest (:data:`COARSEST`): the default layout packs a link's sends into
 few thread blocks (``links``, ``collsynth export --layout packed``) and stops at 1/16; one
@@ -68,7 +68,7 @@ def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(F
     whose limits take it. Without ``seconds`` the first export that reads back as a schedule
     that verifies; with it (program text -> seconds) the cheapest that does. Raises the last
     :class:`~collsynth.InputError` when none does."""
-    from .export import MAX_CHUNKS
+    from .msccl_format import MAX_CHUNKS
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
     while grids[-1] // 2 >= min(COARSEST[layout] for layout in layouts):
@@ -130,7 +130,8 @@ def _exports(schedule, instance, variants, dialects=None) -> list[tuple]:
     (:func:`~collsynth.tens.export.msccl_xml_variants`), each in the first of ``dialects``
     (default: the default dialect, then the others) whose limits take it, or the
     :class:`~collsynth.InputError` the last one refused it with."""
-    from .export import DEFAULT_DIALECT, DIALECTS, msccl_xml_variants
+    from .export import msccl_xml_variants
+    from .msccl_format import DEFAULT_DIALECT, DIALECTS
     if dialects is None:
         dialects = [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]
     out: list = [(None, None)] * len(variants)
@@ -151,7 +152,7 @@ def program_shape(text: str) -> dict:
     """What an MSCCL XML program is made of: its channels (``nchannels``), the most thread
     blocks on a GPU, and its receive-and-send steps (``rcs``, ``rrs``, ``rrcs``; the module
     doc's example)."""
-    from .export import algo_root
+    from .msccl_read import algo_root
     root = algo_root(text)
     return {"channels": int(root.get("nchannels", "1")),
             "thread_blocks": max((len(gpu.findall("tb")) for gpu in root.iter("gpu")), default=0),

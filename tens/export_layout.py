@@ -36,7 +36,7 @@ from .. import InputError
 
 __all__ = ["link_channels", "tree_channels", "trees_of", "MAX_TREE_THREAD_BLOCKS"]
 
-# a dependency names its thread block in an int8_t (ids 0..127, export.MAX_DEPENDED_TB), so at
+# a dependency names its thread block in an int8_t (ids 0..127, msccl_format.MAX_DEPENDED_TB), so at
 # most 128 thread blocks a GPU keep every one of them nameable; ForestColl's largest measured
 # program on 2x8 A100 (reduce-scatter, 4 instances) has 116
 MAX_TREE_THREAD_BLOCKS = 128

@@ -14,7 +14,7 @@ in one thread block (``execution_common.hpp``, ``executor.cc``).
 
 The mapping (docs/schedules.md, "MSCCL++ execution plans"):
 
-- GPUs are the collective's ranks (:func:`collsynth.tens.export.rank_map`: failed nodes
+- GPUs are the collective's ranks (:func:`collsynth.tens.msccl_format.rank_map`: failed nodes
   renumber them). A chunk of the plan is ``1/denom`` of a schedule chunk, so fractional
   pieces are runs of plan chunks.
 - Buffers: allgather, reduce-scatter and allreduce run in place (allgather in the output
@@ -67,7 +67,7 @@ import numpy as np
 from .. import InputError
 from ..instances.instance import Instance
 from .choices import MAX_THREADBLOCKS
-from .export import rank_map
+from .msccl_format import rank_map
 from .dependencies import switch_mask
 from .schedule import OP_DEFAULT, OP_REDUCE, Schedule, from_arrays
 from .export_switch import switch_plan

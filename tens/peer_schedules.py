@@ -10,7 +10,7 @@ like ours (``collsynth verify|price FILE INSTANCE.toml --from msccl-xml|teccl-ou
   here for what would otherwise fail deep inside (well-formedness, the ``algo`` attributes,
   GPU and peer ids inside the instance's ranks, step attributes; an in-place allreduce's
   ``o`` is its ``i``, as ``sendbuff == recvbuff`` makes it) and then executed by
-  :func:`collsynth.tens.export.interpret_msccl_xml` (send/receive pairing per channel, steps
+  :func:`collsynth.tens.msccl_read.interpret_msccl_xml` (send/receive pairing per channel, steps
   by dependency depth). A send between two ranks that no link joins (a program for GPUs
   behind NVSwitch or a NIC fabric names GPUs, not switches) makes the schedule's routing
   ``shortest-path``: the verifier then checks a route exists and the cost models charge
@@ -47,7 +47,8 @@ import numpy as np
 from .. import InputError
 from ..instances.instance import Instance
 from .choices import PEER_SCHEDULE_FORMATS
-from .export import STEP_ATTRS, algo_root, interpret_msccl_xml
+from .msccl_format import STEP_ATTRS
+from .msccl_read import algo_root, interpret_msccl_xml
 from .peer_plans import json_object, read_mscclpp_plan
 from .schedule import Schedule, from_sends
 from .ten import instant_hops

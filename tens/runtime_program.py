@@ -32,7 +32,8 @@ import numpy as np
 
 from .. import InputError
 from ..instances.instance import Instance
-from .export import RECV_TYPES, REDUCE_TYPES, SEND_TYPES, algo_root
+from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
+from .msccl_read import algo_root
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds"]
 

@@ -15,7 +15,7 @@ import collsynth as cs
 from collsynth import InputError
 from collsynth.instances import CORPUS
 from collsynth.instances.topology import Topology
-from collsynth.tens import export as exports
+from collsynth.tens import msccl_read
 from collsynth.tens.schedule import read_json
 from collsynth.tens.verify import VerificationError, verify
 
@@ -103,7 +103,7 @@ def test_price_and_export_refuse_an_unverified_schedule(tmp_path):
     assert checked and checked.ok and checked.violation is None and checked.sends == len(r.schedule)
     xml = cs.export(tmp_path / "s.json", RING8, "msccl-xml", tmp_path / "s.xml", dialect="msccl-tools")
     assert (tmp_path / "s.xml").read_text() == xml
-    assert verify(exports.interpret_msccl_xml(xml, r.instance), r.instance) is None
+    assert verify(msccl_read.interpret_msccl_xml(xml, r.instance), r.instance) is None
     assert cs.price(r.schedule, r.instance, "event").total_s > 0
     with pytest.raises(InputError, match="expected one of msccl-xml, mscclpp-json, json"):
         cs.export(r.schedule, r.instance, "xml")
@@ -122,7 +122,7 @@ def test_example_script_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     dgx1 = cs.load_instance(CORPUS / "dgx1-allgather.toml")
     xml = (tmp_path / "dgx1-allgather.xml").read_text()
-    assert verify(exports.interpret_msccl_xml(xml, dgx1), dgx1) is None
+    assert verify(msccl_read.interpret_msccl_xml(xml, dgx1), dgx1) is None
     runs = cs.open_store(tmp_path / "store").runs()
     assert sorted(runs["producer"]) == ["bfb-ring", "recursive-doubling", "ring"] and runs["verified"].all()
     mine = cs.make_instance({"file": str(tmp_path / "my8gpu.csv")}, "allreduce")

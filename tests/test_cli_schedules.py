@@ -9,7 +9,7 @@ import pytest
 
 from collsynth.instances.instance import load_instance
 from collsynth.solvers.cli import main
-from collsynth.tens.export import interpret_msccl_xml
+from collsynth.tens.msccl_read import interpret_msccl_xml
 from collsynth.tens.schedule import from_sends, read_json, write_json
 from collsynth.tens.verify import verify
 

@@ -97,7 +97,8 @@ def test_program_of_exports_every_grid_and_keeps_the_cheapest():
     # grids 1365, 682, 341, 170, 85, 42, 21 (halving down to 16), each exported without and with
     # receive-and-send steps; a price that is least for the program of 3 x 170 chunks a loop
     # picks the 1/170 grid, exported from the coarsened schedule (the first of equal prices)
-    from collsynth.tens.export import algo_root, to_msccl_xml
+    from collsynth.tens.export import to_msccl_xml
+    from collsynth.tens.msccl_read import algo_root
     s = split_schedule([[2050, 2050, 0], [0, 4100, 0], [0, 0, 4100]], 4100, cycle=2050)
     inst = three_ring()
     seen = []

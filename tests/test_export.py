@@ -29,17 +29,9 @@ from collsynth.instances.topology import from_edges
 from collsynth.solvers.pipeline import run as produce_verify_price
 from collsynth.solvers.cli import main
 from collsynth.solvers.producers import Options
-from collsynth.tens.export import (
-    ALGO_ATTRS,
-    DIALECTS,
-    MAX_COUNT,
-    MAX_STEPS,
-    MAX_TB_PER_CHANNEL,
-    STEP_ATTRS,
-    interpret_msccl_xml,
-    rank_map,
-    to_msccl_xml,
-)
+from collsynth.tens.export import to_msccl_xml
+from collsynth.tens.msccl_format import ALGO_ATTRS, DIALECTS, MAX_COUNT, MAX_STEPS, MAX_TB_PER_CHANNEL, STEP_ATTRS, rank_map
+from collsynth.tens.msccl_read import interpret_msccl_xml
 from collsynth.tens.readback import verified_msccl_xml
 from collsynth.tens.schedule import concat, from_sends, merge, reverse
 from collsynth.tens.verify import verify

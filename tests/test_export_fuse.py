@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
-from collsynth.tens.export import interpret_msccl_xml, to_msccl_xml
+from collsynth.tens.export import to_msccl_xml
+from collsynth.tens.msccl_read import interpret_msccl_xml
 from collsynth.tens.readback import verified_msccl_xml
 from collsynth.tens.schedule import concat, from_sends, reverse
 from collsynth.tens.verify import verify

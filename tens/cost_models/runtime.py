@@ -314,7 +314,7 @@ def program_export(schedule, instance, seconds=None):
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
     else its export, as a user exporting it would (:func:`~collsynth.tens.export_choice.chosen_export`):
     on the schedule's own grid when the runtime takes that many chunks per buffer
-    (:data:`~collsynth.tens.export.MAX_CHUNKS`), else on the finest grid it takes
+    (:data:`~collsynth.tens.msccl_format.MAX_CHUNKS`), else on the finest grid it takes
     (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is exported), halved while the
     runtime's other limits refuse it (thread blocks a dependency can name, steps per thread
     block, dependencies to trace), down to :data:`~collsynth.tens.export_choice.COARSEST_GRID`; in the default dialect, or in
@@ -327,7 +327,7 @@ def program_export(schedule, instance, seconds=None):
     verifies (else the next cheapest; so without ``seconds``, the first that does): a coarser
     grid means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread
     block and fewer trees, at the cost of rounding the schedule's shares."""
-    from ..export import DEFAULT_DIALECT
+    from ..msccl_format import DEFAULT_DIALECT
     from ..export_choice import Export, chosen_export
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:

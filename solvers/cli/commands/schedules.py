@@ -187,7 +187,7 @@ def price(args) -> dict:
 
 def export_cmd(args) -> dict:
     """``collsynth export``: MSCCL XML or schedule JSON of a verified schedule."""
-    from ....tens import export, readback
+    from ....tens import msccl_format, readback
     from ....tens.schedule import to_json
     from ....tens.verify import VerificationError
 
@@ -210,8 +210,8 @@ def export_cmd(args) -> dict:
                     "text": f"refusing to write an MSCCL++ plan of a schedule that does not implement the collective: {e}"}
         except InputError as e:
             raise InputError(args.schedule, f"the MSCCL++ executor cannot run it: {e.what}") from None
-        out["ranks_renumbered"] = export.ranks_renumbered(instance)
-        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
+        out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     elif args.format == "msccl-xml":
         try:
             content, written = _msccl_program(args, schedule, instance)
@@ -220,8 +220,8 @@ def export_cmd(args) -> dict:
                     "text": f"refusing to write an MSCCL program that does not implement the collective: {e}"}
         out.update(written)
         out["dialect"] = args.msccl_dialect
-        out["ranks_renumbered"] = export.ranks_renumbered(instance)
-        out["ranks"] = {str(node): rank for node, rank in export.rank_map(instance).items()}
+        out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
+        out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     else:
         content = json.dumps(to_json(schedule)) + "\n"
     if not args.out:
