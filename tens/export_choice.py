@@ -18,11 +18,10 @@ way, and ``collsynth export --layout`` writes them this way.
 
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.instance import make_instance
->>> from collsynth.tens.schedule import from_arrays
->>> ring = build("ring", {"nodes": 3, "bidirectional": False}, bandwidth=1.0, alpha=0.0)
->>> inst = make_instance(ring, "allgather", message_bytes=3.0)
->>> s = from_arrays("allgather", 3, 3, chunk=[0, 1, 2, 0, 1, 2], src=[0, 1, 2, 1, 2, 0],
-...                 dst=[1, 2, 0, 2, 0, 1], step=[1, 1, 1, 2, 2, 2])
+>>> from collsynth.tens.schedule import from_sends
+>>> inst = make_instance(build("ring", {"nodes": 3, "bidirectional": False}), "allgather")
+>>> hops = [(c, 0, 1, (c + k) % 3, (c + k + 1) % 3, k + 1) for c in range(3) for k in range(2)]
+>>> s = from_sends(hops, "allgather", 3, 3)  # chunk c: c -> c+1, then on to c+2
 >>> e = chosen_export(s, inst, layouts=("trees",), fuses=(True,))
 >>> e.layout, e.grid, e.dialect
 ('trees', 1, 'msccl-executor')
