@@ -66,11 +66,11 @@ divides the per-rank byte count, the model the whole buffer's, as msccl-executor
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
 on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
-lowest, from the finest MSCCL takes down to :data:`~collsynth.tens.export_choice.COARSEST_GRID`, with or without
+lowest, from the finest MSCCL takes down to 1/16, with or without
 receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
-:data:`~collsynth.tens.export_choice.COARSEST_TREE_GRID` also with one thread block per tree and edge
+1/1 also with one thread block per tree and edge
 (:mod:`collsynth.tens.export_layout`, the layout of ForestColl's programs); the cheapest export
-our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which
+our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which layout,
 grid and how many thread blocks a GPU); a program read with ``--from msccl-xml`` is priced as
 written.
 
@@ -312,21 +312,17 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
 def program_export(schedule, instance, seconds=None):
     """The MSCCL XML program a schedule runs as (an :class:`~collsynth.tens.export_choice.Export`):
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
-    else its export, as a user exporting it would (:func:`~collsynth.tens.export_choice.chosen_export`):
-    on the schedule's own grid when the runtime takes that many chunks per buffer
-    (:data:`~collsynth.tens.msccl_format.MAX_CHUNKS`), else on the finest grid it takes
-    (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is exported), halved while the
-    runtime's other limits refuse it (thread blocks a dependency can name, steps per thread
-    block, dependencies to trace), down to :data:`~collsynth.tens.export_choice.COARSEST_GRID`; in the default dialect, or in
-    the other when only that one's limits take it. Given ``seconds`` (program text -> its
-    price), every grid from that one down to :data:`~collsynth.tens.export_choice.COARSEST_GRID` (halving) is exported, with
-    and without receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
-    :data:`~collsynth.tens.export_choice.COARSEST_TREE_GRID` also with one thread block per tree and edge
-    (:mod:`collsynth.tens.export_layout`, ForestColl's layout, with and without those steps),
-    and the cheapest program is returned, once our reader has read it back as a schedule that
-    verifies (else the next cheapest; so without ``seconds``, the first that does): a coarser
-    grid means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread
-    block and fewer trees, at the cost of rounding the schedule's shares."""
+    else its export as a user exporting it would
+    (:func:`~collsynth.tens.export_choice.chosen_export`: on its own grid when MSCCL takes it,
+    else coarsened, halving, down to :data:`~collsynth.tens.export_choice.COARSEST_GRID`, sends
+    packed per link, the default dialect or else the other). Given ``seconds`` (program text ->
+    its price), the cheapest export that reads back and verifies, over every grid, both layouts
+    (packed per link, and one thread block per tree and edge down to
+    :data:`~collsynth.tens.export_choice.COARSEST_TREE_GRID`, ForestColl's layout,
+    :mod:`collsynth.tens.export_layout`), each with and without receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`): a coarser grid means fewer chunks a loop, so more loop
+    iterations to pipeline, fewer steps a thread block and fewer trees, at the cost of
+    rounding the schedule's shares."""
     from ..msccl_format import DEFAULT_DIALECT
     from ..export_choice import Export, chosen_export
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
