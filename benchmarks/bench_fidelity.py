@@ -25,7 +25,11 @@ were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest'
 priced as their exported MSCCL programs run (on the grid, and with or without
 receive-and-send steps, whichever prices lowest: ``program_of``), beside ForestColl's and NCCL's
 measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
-message sizes (bytes, comma-separated; each schedule solved once at 1 GiB).
+message sizes (bytes, comma-separated; each schedule solved once at 1 GiB); ``--calibration F``:
+priced under the calibration file ``F`` (the shipped one, ``instances/calibrations/``) instead of
+one fitted here; ``--schedules DIR``: our solved schedules are kept in ``DIR`` (one JSON per
+instance and producer) and read from there when present, so a new calibration re-prices the
+same schedules without solving again (``docs/fidelity.md`` gives the command).
 """
 
 from __future__ import annotations
@@ -192,21 +196,24 @@ def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[s
 OURS = ("tree-packing", "nccl-ring")
 
 
-def ours_at(manifest, rows, sizes=(GIB,)) -> list[str]:
-    """algbw (GB/s) at each of ``sizes`` under the full calibration of ``manifest`` (its main
-    runtime; NCCL's ring also under its own): our producers' schedules on each collective of the
-    manifest (solved once, at 1 GiB, and priced at every size), and every measured 4 MiB-buffer
-    program with what the hardware measured."""
-    from collsynth.solvers.pipeline import run
-    from collsynth.solvers.producers import Options
+def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> list[str]:
+    """algbw (GB/s) at each of ``sizes`` under ``calibration`` (a file; default: the full
+    calibration of ``manifest`` fitted here), for its main runtime (NCCL's ring also under its
+    own): our producers' schedules on each collective of the manifest (solved once, at 1 GiB,
+    and priced at every size; kept in and read from the folder ``schedules`` when given), and
+    every measured 4 MiB-buffer program with what the hardware measured."""
+    from collsynth.tens.cost_models.runtime import load_calibration
 
-    cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
-              manifest.transports)
+    if calibration is not None:
+        cal = load_calibration(calibration)
+    else:
+        cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
+                  manifest.transports)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)
         kind = inst.collective.kind
-        solved = {producer: run(inst, producer, Options(time_limit=600)) for producer in OURS}
+        solved = {producer: _solved(inst, Path(inst_file).stem, producer, schedules) for producer in OURS}
         for size in sizes:
             label = kind if len(sizes) == 1 else f"{kind} {_size_label(size)}"
             for producer, (row, schedule) in solved.items():
@@ -214,6 +221,27 @@ def ours_at(manifest, rows, sizes=(GIB,)) -> list[str]:
                 print(f"  priced {producer} on {label}", file=sys.stderr, flush=True)
             out.extend([label, *m] for m in _measured_at(rows, inst_file, size, cal))
     return table(["collective", "schedule", "measured GB/s", "runtime GB/s"], out)
+
+
+def _solved(inst, stem: str, producer: str, folder) -> tuple[dict, object]:
+    """``(row, schedule)`` of ``producer`` on ``inst``: read from ``folder`` when it holds the
+    schedule (checked against the instance and verified), else solved (and written there)."""
+    from collsynth.solvers.pipeline import run
+    from collsynth.solvers.producers import Options
+    from collsynth.tens.schedule import check_header, read_json, write_json
+    from collsynth.tens.verify import check
+
+    path = Path(folder) / f"{stem}-{producer}.json" if folder else None
+    if path is not None and path.exists():
+        schedule = read_json(path)
+        check_header(schedule, inst, str(path))
+        check(schedule, inst)
+        return {"status": "read", "message": str(path)}, schedule
+    row, schedule = run(inst, producer, Options(time_limit=600))
+    if path is not None and schedule is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(schedule, path)
+    return row, schedule
 
 
 def _at(inst, size: int):
@@ -265,6 +293,8 @@ def main() -> None:
     ap.add_argument("--ours", action="store_true")
     ap.add_argument("--ours-only", action="store_true", help="only the --ours table (no leave-one-out)")
     ap.add_argument("--sizes", default=str(GIB), help="--ours: message sizes in bytes, comma-separated")
+    ap.add_argument("--calibration", default=None, help="--ours: price under this calibration file (default: fitted)")
+    ap.add_argument("--schedules", default=None, help="--ours: folder keeping our solved schedules (read when present)")
     args = ap.parse_args()
     manifest = read_manifest(args.manifest)
     rows = load_rows(manifest, check_programs=False)
@@ -272,7 +302,7 @@ def main() -> None:
         rows = [r for r in rows if r.measurement.buff_bytes == 4 << 20]
     sizes = tuple(int(x) for x in args.sizes.split(","))
     if args.ours_only:
-        print("\n".join(ours_at(manifest, rows, sizes)))
+        print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
         return
     models = {"runtime": leave_one_out(rows, manifest)}
     if not args.quick:
@@ -293,7 +323,7 @@ def main() -> None:
     print("\n".join(headline(rows, models)))
     if args.ours:
         print("\n### ours beside the measured programs at 1 GiB (runtime, full calibration)\n")
-        print("\n".join(ours_at(manifest, rows, sizes)))
+        print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
     print("\n### totals\n")
     print(json.dumps(summary, indent=1))
     if args.save:

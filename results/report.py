@@ -168,12 +168,30 @@ RUN_COLUMNS = (
 )
 
 
+# with report --calibration (:mod:`collsynth.results.runtime_prices`), after the other models' times
+RUNTIME_COLUMNS = (
+    ("time_runtime_s", "s", "MSCCL runtime time under the calibration named beside it (the runtime model)"),
+    ("calibration", "text", "the calibration that priced the runtime column"),
+    ("runtime_note", "text", "why a schedule has no runtime time, or the grid its program was exported on"),
+)
+
+
+def run_columns(runs: pd.DataFrame) -> tuple:
+    """:data:`RUN_COLUMNS`, with :data:`RUNTIME_COLUMNS` after the models' times when ``runs``
+    were priced under a calibration."""
+    if "calibration" not in runs.columns:
+        return RUN_COLUMNS
+    at = [k for k, _, _ in RUN_COLUMNS].index("objective")
+    return RUN_COLUMNS[:at] + RUNTIME_COLUMNS + RUN_COLUMNS[at:]
+
+
 def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
-    """Every run of one instance, one row each, with its schedule file linked."""
-    rows = []
+    """Every run of one instance, one row each, with its schedule file linked (and its runtime
+    time and calibration when priced under one, :func:`run_columns`)."""
+    rows, spec = [], run_columns(runs)
     for _, r in runs.iterrows():
         row = []
-        for key, kind, _ in RUN_COLUMNS:
+        for key, kind, _ in spec:
             if key == "over bound":
                 row.append(cell(r["time_sync_s"] / bound_s if r["verified"] and bound_s else None, kind))
             elif key == "verified":
@@ -188,8 +206,8 @@ def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
             else:
                 row.append(cell(r.get(key), kind))
         rows.append(row)
-    columns = [(k, tip) for k, _, tip in RUN_COLUMNS]
-    shown = {row[[k for k, _, _ in RUN_COLUMNS].index("status")]["text"] for row in rows} if rows else set()
+    columns = [(k, tip) for k, _, tip in spec]
+    shown = {row[[k for k, _, _ in spec].index("status")]["text"] for row in rows} if rows else set()
     return table("runs", columns, rows, "Every stored run of this instance (best first). Statuses: "
                  + "; ".join(legend(shown)) + ".")
 
@@ -440,6 +458,7 @@ def summary(df: pd.DataFrame, store_path: Path) -> dict:
         "statuses": render.statuses(df).value_counts().sort_index().to_dict(), "commits": commits,
         "legend": status_legend(set(render.statuses(df))),
         "finished": f"{stamp(created.min())} – {stamp(created.max())} UTC" if len(created) else "",
+        "calibrations": sorted({str(c) for c in df.get("calibration", pd.Series(dtype=object)).dropna()}),
     }
 
 
@@ -469,26 +488,33 @@ GENERATED = ("instances", "img", "schedules")  # the report's own subfolders: re
 
 
 def build(store_path: str | Path = store.DEFAULT_STORE, out_dir: str | Path = DEFAULT_OUT,
-          jobs: int = 1, progress: bool = False) -> dict:
+          jobs: int = 1, progress: bool = False, calibration=None) -> dict:
     """Write the static report of the store ``store_path`` into ``out_dir``, whole or not at
     all: it is written into a staging folder and swapped in only when every page and picture
     is written (:func:`collsynth.outputs.replaced_folder`), so a run that fails midway leaves
     an earlier report byte for byte; the subfolders of an earlier report (:data:`GENERATED`)
     are replaced as a whole. Returns what was written (``index``, ``pages``, ``pictures``,
-    ``files``). ``jobs`` processes draw the instance pictures."""
+    ``files``). ``jobs`` processes draw the instance pictures. Given a ``calibration`` (a file or
+    a loaded one), every run is also priced under the runtime model
+    (:func:`collsynth.results.runtime_prices.runtime_frame`): its time and the calibration's name
+    are columns of the instance pages' runs tables and ``runs.csv``, and the index names the
+    calibration."""
     target = Path(out_dir)
     marker = target / "index.html"
     ours = marker.is_file() and GENERATOR in marker.read_text(errors="replace")
     with replaced_folder(target, whole=GENERATED if ours else ()) as stage:
-        done = write(store_path, stage, jobs, progress)
+        done = write(store_path, stage, jobs, progress, calibration)
     return {**done, "index": str(marker)}
 
 
-def write(store_path: str | Path, out: Path, jobs: int = 1, progress: bool = False) -> dict:
+def write(store_path: str | Path, out: Path, jobs: int = 1, progress: bool = False, calibration=None) -> dict:
     """Write the report of the store ``store_path`` into the folder ``out`` in place (see
     :func:`build`, which calls it on a staging folder)."""
     store_path, out = Path(store_path), Path(out)
     df = store.load(store_path)
+    if calibration is not None:
+        from .runtime_prices import runtime_frame
+        df = df.join(runtime_frame(df, store_path, calibration))
     df["method"] = render.method(df)
     _prepare(out)
     render.runs(df).to_csv(out / "runs.csv", index=False, float_format=render.FLOAT_FORMAT, lineterminator="\n")

@@ -27,7 +27,7 @@ from .. import InputError
 from ..instances.instance import load_instance
 from .cost_models.runtime import Calibration, for_runtime, load_calibration, runtime_times
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
-from .peer_schedules import read_msccl_xml
+from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
@@ -49,7 +49,8 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
     """The :class:`Row` of every measurement of ``manifest``. With ``check_programs`` each
     program is first read as a schedule on its instance (:func:`read_msccl_xml`), so a
     program that does not match its instance is an :class:`~collsynth.InputError` naming the
-    program file."""
+    program file and the line (:func:`~collsynth.tens.peer_schedules.program_error`); a log
+    with no result row from the measurement's ``min_bytes`` on is one naming the log."""
     rows, cache = [], {}
     for m in manifest.measurements:
         key = (m.program, m.instance)
@@ -61,10 +62,14 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
                     read_msccl_xml(text, instance)
                 cache[key] = program_features(text, instance, manifest.transports)
             except InputError as e:
-                raise InputError(str(m.program), f"{e.where}: {e.what} (instance {m.instance})") from None
+                located = program_error(m.program, text, e)
+                raise InputError(located.where, f"{located.what} (instance {m.instance})") from None
         log = read_nccl_tests(m.log)
         col = log["in_place_us" if m.column == "in-place" else "out_of_place_us"]
         keep = log["size"] >= m.min_bytes
+        if not keep.any():
+            raise InputError(str(m.log), f"no result row of {m.min_bytes} bytes or more (min_bytes of measurement "
+                                         f"{m.name!r}; the largest is {int(log['size'].max())})")
         rows.append(Row(m, cache[key], log["size"][keep].astype(np.float64), col[keep] * 1e-6))
     return rows
 

@@ -76,8 +76,8 @@ def _row(tokens: list[str], text: str, where: str) -> tuple[int, float, float]:
         float(tokens[-7]), float(tokens[-3])
     except ValueError:
         raise InputError(where, f"expected numbers in the time and algbw columns, got {text.strip()!r}") from None
-    if not (oop > 0 and ip > 0):
-        raise InputError(where, f"expected positive times, got {text.strip()!r}")
+    if not (0 < oop < float("inf") and 0 < ip < float("inf")):
+        raise InputError(where, f"expected positive finite times, got {text.strip()!r}")
     return size, oop, ip
 
 

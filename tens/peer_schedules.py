@@ -30,7 +30,8 @@ like ours (``collsynth verify|price FILE INSTANCE.toml --from msccl-xml|teccl-ou
 
 - ``mscclpp-json``: an MSCCL++ execution plan, run op by op (:mod:`collsynth.tens.peer_plans`).
 
-Errors are :class:`~collsynth.InputError` naming the file and the field.
+Errors are :class:`~collsynth.InputError` naming the file and the field, and for an MSCCL
+XML program the line of the element at fault (:func:`program_error`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,60 @@ def read_peer_schedule(path: str | Path, fmt: str, instance: Instance) -> Schedu
     try:
         return read_peer_text(text, fmt, instance)
     except InputError as e:
+        if fmt == "msccl-xml":
+            raise program_error(path, text, e) from None
         raise InputError(str(path), f"{e.where}: {e.what}") from None
+
+
+# where an MSCCL XML reader's error points: the algo element, a GPU, a thread block, a step
+_ELEMENT = re.compile(r"^(?:xml: )?(?:algo\b|gpu (\d+)(?: tb (\d+)(?: step (-?\d+))?)?\b)")
+_PARSE_LINE = re.compile(r"line (\d+), column \d+")
+
+
+def program_error(path, text: str, error: InputError) -> InputError:
+    """``error``, raised reading the MSCCL XML program ``text`` of file ``path``, as one naming
+    the file and the line: ``path:line: field: what``, the line of the element the error's
+    field names (the ``algo`` element, ``gpu G``, ``gpu G tb T``, ``gpu G tb T step S``) or
+    where the text stops being well formed; just ``path`` for an error of the whole program
+    (unpaired sends, circular dependencies).
+
+    >>> text = '<algo ngpus="2">\\n <gpu id="0">\\n  <tb id="0" send="5"/>\\n </gpu>\\n</algo>'
+    >>> str(program_error("p.xml", text, InputError("gpu 0 tb 0.send", "5 is outside -1..1")))
+    'p.xml:3: gpu 0 tb 0.send: 5 is outside -1..1'
+    >>> str(program_error("p.xml", text, InputError("xml", "circular dependencies between steps")))
+    'p.xml: xml: circular dependencies between steps'
+    """
+    parsed = _PARSE_LINE.search(error.what) if error.where == "xml" else None
+    line = int(parsed[1]) if parsed else _element_line(text, error.where)
+    return InputError(f"{path}:{line}" if line else str(path), f"{error.where}: {error.what}")
+
+
+def _element_line(text: str, where: str) -> int | None:
+    """The line of the first element of ``text`` that ``where`` names (:data:`_ELEMENT`), if any."""
+    from xml.parsers import expat
+
+    m = _ELEMENT.match(where)
+    if m is None:
+        return None
+    want = tuple(x for x in m.groups() if x is not None)
+    found: dict[tuple, int] = {}
+    path: list[str] = []
+    parser = expat.ParserCreate()
+
+    def start(tag, attrs):
+        key = {"algo": (), "gpu": (attrs.get("id"),), "tb": (*path[:1], attrs.get("id")),
+               "step": (*path[:2], attrs.get("s"))}.get(tag)
+        if tag in ("gpu", "tb"):
+            path[:] = list(key)
+        if key is not None:
+            found.setdefault(key, parser.CurrentLineNumber)
+
+    parser.StartElementHandler = start
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError:
+        pass  # what was read before the error locates elements before it
+    return found.get(want)
 
 
 def read_peer_text(text: str, fmt: str, instance: Instance) -> Schedule:

@@ -71,11 +71,11 @@ divides the per-rank byte count, the model the whole buffer's, as msccl-executor
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
 (:func:`collsynth.tens.export.to_msccl_xml`) would run, for the calibration's main runtime,
 on the grid (pieces per chunk, :func:`collsynth.tens.coarsen.coarsen`) whose export prices
-lowest, from the finest MSCCL takes down to :data:`COARSEST_GRID`, with or without
+lowest, from the finest MSCCL takes down to 1/16, with or without
 receive-and-send steps (:mod:`collsynth.tens.export_fuse`), and down to
-:data:`COARSEST_TREE_GRID` also with one thread block per tree and edge
+1/1 also with one thread block per tree and edge
 (:mod:`collsynth.tens.export_layout`, the layout of ForestColl's programs); the cheapest export
-our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which
+our reader reads back as a schedule that verifies is the price (``extra["grid"]`` says which layout,
 grid and how many thread blocks a GPU); a program read with ``--from msccl-xml`` is priced as
 written.
 
@@ -115,9 +115,6 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
-COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
-# one thread block per tree and edge needs few trees: ForestColl's programs run 1 to 4 a root
-COARSEST_TREE_GRID = 1
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -314,112 +311,53 @@ def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
 
 
 def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
-    """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on:
+    """The MSCCL XML program a schedule runs as, and the grid (pieces per chunk) it runs on
+    (:func:`program_export`'s)."""
+    found = program_export(schedule, instance, seconds)
+    return found.text, found.grid
+
+
+def program_export(schedule, instance, seconds=None):
+    """The MSCCL XML program a schedule runs as (an :class:`~collsynth.tens.export_choice.Export`):
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
-    else its export, as a user exporting it would: on the schedule's own grid when the runtime
-    takes that many chunks per buffer (:data:`~collsynth.tens.msccl_format.MAX_CHUNKS`), else on the
-    finest grid it takes (:func:`~collsynth.tens.coarsen.coarsen`, verified before it is
-    exported), halved while the runtime's other limits refuse it (thread blocks a dependency
-    can name, steps per thread block, dependencies to trace), down to :data:`COARSEST_GRID`;
-    in the default dialect, or in the other when only that one's limits take it. Given
-    ``seconds`` (program text -> its price), every grid from that one down to
-    :data:`COARSEST_GRID` (halving) is exported, with and without receive-and-send steps
-    (:mod:`collsynth.tens.export_fuse`), and down to :data:`COARSEST_TREE_GRID` also with one
-    thread block per tree and edge (:mod:`collsynth.tens.export_layout`, ForestColl's layout,
-    with and without those steps), and the cheapest program is returned, once our reader has
-    read it back as a schedule that verifies (:func:`_verified`; else the next cheapest; so
-    without ``seconds``, the first that does): a coarser grid
-    means fewer chunks a loop, so more loop iterations to pipeline, fewer steps a thread block
-    and fewer trees, at the cost of rounding the schedule's shares."""
+    else its export as a user exporting it would
+    (:func:`~collsynth.tens.export_choice.chosen_export`: on its own grid when MSCCL takes it,
+    else coarsened, halving, down to :data:`~collsynth.tens.export_choice.COARSEST_GRID`, sends
+    packed per link, the default dialect or else the other). Given ``seconds`` (program text ->
+    its price), the cheapest export that reads back and verifies, over every grid, both layouts
+    (packed per link, and one thread block per tree and edge down to
+    :data:`~collsynth.tens.export_choice.COARSEST_TREE_GRID`, ForestColl's layout,
+    :mod:`collsynth.tens.export_layout`), each with and without receive-and-send steps
+    (:mod:`collsynth.tens.export_fuse`): a coarser grid means fewer chunks a loop, so more loop
+    iterations to pipeline, fewer steps a thread block and fewer trees, at the cost of
+    rounding the schedule's shares."""
+    from ..msccl_format import DEFAULT_DIALECT
+    from ..export_choice import Export, chosen_export
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
     if text:
-        return text, schedule.denom
-    from ..msccl_format import MAX_CHUNKS
-    coll = instance.collective
-    grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
-    coarsest = COARSEST_GRID if seconds is None else min(COARSEST_GRID, COARSEST_TREE_GRID)
-    while grids[-1] // 2 >= coarsest:
-        grids.append(grids[-1] // 2)
-    priced, error = [], None
-    for grid in grids:
-        try:
-            on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for every export
-        except InputError as e:
-            error = e
-            continue
-        for text in _exports(on_grid, instance, _variants(grid, seconds is not None)):
-            if isinstance(text, InputError):
-                error = text
-                continue
-            if seconds is None:
-                try:
-                    return _verified(text, instance), grid
-                except InputError as e:
-                    error = e
-                    continue
-            priced.append((seconds(text), len(priced), text, grid))
-    for _, _, text, grid in sorted(priced):
-        try:
-            return _verified(text, instance), grid
-        except InputError as e:
-            error = e
-    raise error
+        return Export(text, schedule.denom, "as read", False, DEFAULT_DIALECT)
+    if seconds is None:
+        return chosen_export(schedule, instance)
+    return chosen_export(schedule, instance, seconds, layouts=("links", "trees"), fuses=(False, True))
 
 
-def _variants(grid: int, priced: bool) -> list[tuple[str, bool]]:
-    """The ``(layout, fuse)`` exports :func:`program_of` tries on ``grid``: the default one
-    alone unless ``priced``; thread blocks packed per link down to :data:`COARSEST_GRID`, one
-    per tree and edge down to :data:`COARSEST_TREE_GRID`; each without and with
-    receive-and-send steps."""
-    if not priced:
-        return [("links", False)]
-    layouts = [layout for layout, coarsest in (("links", COARSEST_GRID), ("trees", COARSEST_TREE_GRID))
-               if grid >= coarsest]
-    return [(layout, fuse) for layout in layouts for fuse in (False, True)]
+def seconds_under(cal: Calibration, instance):
+    """Program text -> its runtime seconds at ``instance``'s message size under ``cal``: the
+    price :func:`program_export` minimises."""
+    size = instance.collective.message_bytes
+    return lambda text: float(runtime_times(program_features(text, instance, cal.transports), [size], cal)[0])
 
 
-def _on_grid(schedule, instance, grid: int):
-    """``schedule`` moved onto ``grid`` pieces per chunk (when finer), verified there."""
-    from ..coarsen import coarsen
-    from ..verify import verify
-    if schedule.denom <= grid:
-        return schedule
-    schedule = coarsen(schedule, grid)
-    violation = verify(schedule, instance)
-    if violation is not None:
-        raise InputError("schedule", f"on a 1/{grid} grid, as MSCCL takes it, the schedule is not valid: {violation}")
-    return schedule
-
-
-def _verified(text: str, instance) -> str:
-    """``text``, an exported MSCCL program, once our reader has read it back as a schedule that
-    verifies on ``instance`` (:mod:`collsynth.tens.readback`); else an InputError."""
-    from ..peer_schedules import read_peer_text
-    from ..verify import verify
-    violation = verify(read_peer_text(text, "msccl-xml", instance), instance)
-    if violation is not None:
-        raise InputError("schedule", f"its exported MSCCL program does not verify: {violation}")
-    return text
-
-
-def _exports(schedule, instance, variants) -> list:
-    """The MSCCL XML of ``schedule`` for each ``(layout, fuse)`` of ``variants``
-    (:func:`~collsynth.tens.export.msccl_xml_variants`), each in the first dialect whose limits
-    take it, or the :class:`~collsynth.InputError` the last dialect refused it with."""
-    from ..export import msccl_xml_variants
-    from ..msccl_format import DEFAULT_DIALECT, DIALECTS
-    out: list = [None] * len(variants)
-    for dialect in [DEFAULT_DIALECT] + [d for d in DIALECTS if d != DEFAULT_DIALECT]:
-        todo = [k for k, x in enumerate(out) if not isinstance(x, str)]
-        if not todo:
-            break
-        try:
-            texts = msccl_xml_variants(schedule, instance, [variants[k] for k in todo], dialect)
-        except InputError as e:
-            texts = [e] * len(todo)
-        for k, x in zip(todo, texts):
-            out[k] = x
-    return out
+def usable_calibration(calibration, instance) -> Calibration:
+    """``calibration`` (a :class:`Calibration` or its file) checked against ``instance``: refused
+    (:class:`~collsynth.InputError`) when it was not fitted on every link class the instance has."""
+    cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+    missing = sorted(set(link_classes(instance)) - set(cal.efficiency))
+    if missing:
+        fitted = ", ".join(sorted(cal.efficiency))
+        raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {fitted}; "
+                                          f"this instance also has {', '.join(missing)} (calibrate on its system)")
+    return cal
 
 
 def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibration=None) -> Cost:
@@ -429,24 +367,19 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     from ..switch_runtime import is_switch_calibration, price_switch_channels
     if is_switch_calibration(calibration):  # MSCCL++ switch-channel plans (tens/switch_runtime.py)
         return price_switch_channels(schedule, instance, calibration)
-    cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
-    missing = sorted(set(link_classes(instance)) - set(cal.efficiency))
-    if missing:
-        fitted = ", ".join(sorted(cal.efficiency))
-        raise InputError("--calibration", f"calibration {cal.name!r} was fitted on link classes {fitted}; "
-                                          f"this instance also has {', '.join(missing)} (calibrate on its system)")
+    cal = usable_calibration(calibration, instance)
     _refuse_switch_sums(schedule, instance)
-    size = instance.collective.message_bytes
-    program, grid = program_of(schedule, instance,
-                               lambda text: float(runtime_times(program_features(text, instance, cal.transports),
-                                                                [size], cal)[0]))
-    f = program_features(program, instance, cal.transports)
+    found = program_export(schedule, instance, seconds_under(cal, instance))
+    grid = found.grid
+    f = program_features(found.text, instance, cal.transports)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
     extra = {"calibration": cal.name}
     if grid != schedule.denom:
-        extra["grid"] = f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid, {f.tbs_per_gpu} thread blocks a GPU"
+        layout = "one thread block per tree and edge" if found.layout == "trees" else "sends packed per link"
+        extra["grid"] = (f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid, {layout}, "
+                         f"{f.tbs_per_gpu} thread blocks a GPU")
     return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
 
 

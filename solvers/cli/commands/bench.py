@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", default=str(RESULTS / "report"), help="folder for the report")
     r.add_argument("--jobs", type=int, default=None, help="processes drawing the pictures (default: cores)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
+    r.add_argument("--calibration", default=None, metavar="CAL.json",
+                   help="add the runtime model's column (and the calibration's name) to every instance's runs (default: none)")
     r.set_defaults(func=report)
 
     d = sub.add_parser("draw", help="draw a schedule: on its TEN, step by step, or its per-step link loads")
@@ -233,8 +235,14 @@ def report(args) -> dict:
         raise InputError("--jobs", f"expected a positive integer, got {args.jobs}")
     store.refuse_damaged(args.store)
     out_folder("--out", args.out)
-    done = site.build(args.store, args.out, jobs=args.jobs or os.cpu_count() or 1, progress=not args.no_progress)
-    return {**done, "text": f"{done['pages']} instance pages, {done['pictures']} pictures -> open {done['index']}"}
+    cal = None
+    if args.calibration:  # a bad calibration file is refused before anything is drawn
+        from ....tens.calibration import load_any_calibration
+        cal = load_any_calibration(args.calibration)
+    done = site.build(args.store, args.out, jobs=args.jobs or os.cpu_count() or 1, progress=not args.no_progress,
+                      calibration=cal)
+    priced = f"; runtime column priced by calibration {cal.name}" if cal is not None else ""
+    return {**done, "text": f"{done['pages']} instance pages, {done['pictures']} pictures{priced} -> open {done['index']}"}
 
 
 def seed_tables():

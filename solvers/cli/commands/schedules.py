@@ -9,7 +9,8 @@
 - ``price SCHED.json INSTANCE.toml --model sync|ten|event``: the cost under one model
   (``model, verified, steps, T_L_s, T_B_s, total_s`` plus the model's extras and the lower
   bounds); an unverified schedule is refused (exit 1).
-- ``export SCHED.json INSTANCE.toml --format msccl-xml|mscclpp-json|json [--out F] [--msccl-dialect D]``:
+- ``export SCHED.json INSTANCE.toml --format msccl-xml|mscclpp-json|json [--out F] [--msccl-dialect D]
+  [--layout packed|trees|auto] [--calibration C]``:
   a verified schedule as MSCCL XML, an MSCCL++ execution plan
   (:mod:`collsynth.tens.export_mscclpp`; ``--min-bytes``, ``--max-bytes``,
   ``--max-threadblocks``; a schedule the executor cannot run is refused in one line, exit 2)
@@ -18,7 +19,12 @@
   back and verified before it is written (a program that does not implement the collective
   is a failure, exit 1). When the MSCCL ranks are not the node ids (failed nodes), the map
   ``node -> rank`` is in the XML (a comment), in the output (``ranks``) and, with ``--out``,
-  in ``F.ranks.json``.
+  in ``F.ranks.json``. The XML's thread blocks (``--layout``, :mod:`collsynth.tens.export_choice`):
+  ``packed`` (default) a link's sends in few thread blocks; ``trees`` one thread block per tree
+  and edge with receive-and-send steps at relays (ForestColl's programs); ``auto`` every way,
+  the cheapest under the runtime model with ``--calibration C``, else ``packed``. A grid MSCCL
+  does not take is coarsened (halving; to 1/16 packed, 1/1 trees); the output says which
+  layout, grid, thread blocks and, with ``--calibration``, the written program's price.
 - ``show SCHED.json INSTANCE.toml [--steps A-B] [--max-sends K]``: the schedule step by step
   (:mod:`collsynth.results.steps`): each step's sends by link with chunk, piece, operation and
   bytes, and, for a verified schedule, the step's synchronous alpha-beta time. A schedule that
@@ -42,6 +48,7 @@ from ....tens.choices import DEFAULT_MSCCL_DIALECT, MAX_THREADBLOCKS, MSCCL_DIAL
 from ..checks import out_file
 
 FORMATS = ("msccl-xml", "mscclpp-json", "json")
+LAYOUTS = {"packed": "links", "trees": "trees"}  # --layout -> collsynth.tens.export's layout; and auto
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +81,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--max-bytes", type=int, default=2**64 - 1, help="MSCCL++ plan: largest message size it is chosen for")
     e.add_argument("--max-threadblocks", type=int, default=MAX_THREADBLOCKS,
                    help="MSCCL++ plan: thread blocks per GPU that can be resident at once (default: 108, an A100's SMs)")
+    e.add_argument("--layout", default=None, choices=(*LAYOUTS, "auto"),
+                   help="MSCCL XML thread blocks: packed (a link's sends in few thread blocks; default), trees (one "
+                        "per tree and edge, relays receive-and-send, as ForestColl's programs) or auto (the cheapest "
+                        "under --calibration's runtime model, else packed)")
+    e.add_argument("--calibration", default=None,
+                   help="MSCCL XML: calibration JSON of the runtime model; prices what is written and lets "
+                        "--layout auto choose (default: none)")
     e.set_defaults(func=export_cmd)
 
     w = sub.add_parser("show", help="print a schedule step by step: sends per link, bytes, per-step time")
@@ -163,8 +177,11 @@ def price(args) -> dict:
     out["lower_bound_model_s"] = own.value
     out["bound_source"] = own.label() if own.computed else own.note
     shown = f"{own.value:.6g} s ({own.label()})" if own.computed else own.note
-    out["text"] = (f"{c.model}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
+    under = f" under calibration {c.extra['calibration']}" if c.extra.get("calibration") else ""
+    out["text"] = (f"{c.model}{under}: {c.total_s:.6g} s (T_L {c.T_L_s:.6g} s + T_B {c.T_B_s:.6g} s) in {c.steps} steps; "
                    f"lower bound under this model {shown}")
+    if c.extra.get("grid"):
+        out["text"] += f"; {c.extra['grid']}"
     return out
 
 
@@ -176,6 +193,9 @@ def export_cmd(args) -> dict:
 
     if args.out:
         out_file("--out", args.out)  # before the schedule is read and verified
+    for option, given in (("--layout", args.layout), ("--calibration", args.calibration)):
+        if given is not None and args.format != "msccl-xml":
+            raise InputError(option, f"only --format msccl-xml takes it (its thread blocks), not {args.format}")
     schedule, instance, refusal = load_verified(args, "export", format=args.format)
     if refusal:
         return refusal
@@ -194,11 +214,11 @@ def export_cmd(args) -> dict:
         out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     elif args.format == "msccl-xml":
         try:
-            content = readback.verified_msccl_xml(schedule, instance, name=args.name, proto=args.proto,
-                                                dialect=args.msccl_dialect)
+            content, written = _msccl_program(args, schedule, instance)
         except VerificationError as e:
             return {**out, "exit": 1, "violation": _violation(e.violation),
                     "text": f"refusing to write an MSCCL program that does not implement the collective: {e}"}
+        out.update(written)
         out["dialect"] = args.msccl_dialect
         out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
         out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
@@ -209,6 +229,44 @@ def export_cmd(args) -> dict:
         out["text"] = content.rstrip("\n")
         return out
     return _write_export(args, schedule, content, out)
+
+
+def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
+    """The MSCCL XML ``collsynth export`` writes (``--layout``, ``--calibration``; module doc),
+    read back and verified, and what the output says of it: layout, grid, thread blocks,
+    channels, receive-and-send steps and, with a calibration, its runtime price."""
+    from ....tens import readback
+    from ....tens.cost_models.runtime import seconds_under, usable_calibration
+    from ....tens.export_choice import chosen_export, program_shape
+    from ....tens.switch_runtime import is_switch_calibration
+
+    layout = args.layout or "packed"
+    cal = None
+    if args.calibration is not None:
+        if is_switch_calibration(args.calibration):
+            raise InputError("--calibration", f"{args.calibration} prices MSCCL++ switch-channel plans, not MSCCL XML")
+        cal = usable_calibration(args.calibration, instance)
+    if layout == "auto" and cal is not None:
+        layouts, fuses, seconds = ("links", "trees"), (False, True), seconds_under(cal, instance)
+    else:
+        chosen = "packed" if layout == "auto" else layout
+        layouts, fuses, seconds = (LAYOUTS[chosen],), (chosen == "trees",), None
+    found = chosen_export(schedule, instance, seconds, layouts, fuses, dialects=[args.msccl_dialect])
+    content = readback.verified_msccl_xml(found.schedule, instance, name=args.name, proto=args.proto,
+                                          dialect=args.msccl_dialect, layout=found.layout, fuse=found.fuse)
+    name = next(k for k, v in LAYOUTS.items() if v == found.layout)
+    written = {"layout": name, "layout_asked": layout, "grid": found.grid, "schedule_grid": schedule.denom,
+               **program_shape(content)}
+    note = f"{name} layout on a 1/{found.grid} grid"
+    if found.grid != schedule.denom:
+        note += f" (the schedule's pieces are 1/{schedule.denom})"
+    if cal is not None:
+        written.update(calibration=cal.name, runtime_s=seconds_under(cal, instance)(content))
+        note += f", runtime {written['runtime_s']:.6g} s under calibration {cal.name}"
+    elif layout == "auto":
+        note += " (auto without --calibration: the default layout)"
+    written["layout_note"] = f"{note}, {written['thread_blocks']} thread blocks a GPU"
+    return content, written
 
 
 def _write_export(args, schedule, content: str, out: dict) -> dict:
@@ -230,7 +288,8 @@ def _write_export(args, schedule, content: str, out: dict) -> dict:
     except OSError as e:
         raise InputError(str(path), f"cannot write: {e.strerror}") from None
     out["out"] = str(path)
-    out["text"] = f"wrote {path} ({args.format}, {len(schedule)} sends)"
+    out["text"] = f"wrote {path} ({args.format}, {len(schedule)} sends" + (
+        f"; {out['layout_note']})" if "layout_note" in out else ")")
     if ranks_path is not None:
         out["ranks_out"] = str(ranks_path)
         pairs = " ".join(f"{node}->{rank}" for node, rank in out["ranks"].items())

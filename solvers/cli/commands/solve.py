@@ -222,6 +222,7 @@ def _result(instance, names: list[str], rows: list[dict], written: dict[str, str
              "counting them; x bound: sync time over its lower bound)",
              comparison_table(rows, instance.collectives[0].message_bytes)]
     lines += [f"{r['producer']}: {r['status']}: {r['message']}" for r in rows if r.get("message")]
+    lines += _runtime_lines(rows)
     lines += ["statuses: " + line for line in legend({r["status"] for r in rows})]
     for r in rows:
         r["status_meaning"] = Status(r["status"]).doc
@@ -234,6 +235,16 @@ def _result(instance, names: list[str], rows: list[dict], written: dict[str, str
     if failed:
         result["exit"] = 1
     return result
+
+
+def _runtime_lines(rows: list[dict]) -> list[str]:
+    """With ``--calibration``: which calibration priced the table's runtime column, and each
+    row's runtime note (why it is not priced, or the grid its program was exported on)."""
+    names = sorted({str(r["calibration"]) for r in rows if r.get("calibration")})
+    if not names:
+        return []
+    return [f"runtime: the runtime model under calibration {', '.join(names)}"] + [
+        f"{r['producer']}: runtime: {r['runtime_note']}" for r in rows if r.get("runtime_note")]
 
 
 def best_row(rows: list[dict]) -> dict:
@@ -282,10 +293,12 @@ def comparison_table(rows: list[dict], message_bytes: float | None = None, width
     bound that proved it, the schedule's length in its own unit (communication steps, or TEN
     timesteps for the producers that count them), each cost model's time, the synchronous
     lower bound and the time over it, the algorithm bandwidth, and the run's and compiling's
-    times.
+    times; with a calibration (``solve --calibration``) the runtime model's time after the others.
 
     >>> row = {"producer": "ring", "status": "constructed", "steps": 7, "time_sync_s": 3e-6, "lower_bound_s": 2e-6}
     >>> "1.5" in comparison_table([row]) and "3 µs" in comparison_table([row])
+    True
+    >>> "runtime" in comparison_table([{**row, "time_runtime_s": 5e-6, "calibration": "c"}])
     True
     """
     import io
@@ -299,7 +312,8 @@ def comparison_table(rows: list[dict], message_bytes: float | None = None, width
     table.add_column("status")
     table.add_column("steps", justify="right")
     table.add_column("TEN timesteps", justify="right")
-    for name in ("sync", "ten", "event"):
+    models = ("sync", "ten", "event") + (("runtime",) if any("calibration" in r for r in rows) else ())
+    for name in models:
         table.add_column(name, justify="right")
     table.add_column("bound (sync)", justify="right")
     table.add_column("x bound", justify="right")
@@ -315,7 +329,7 @@ def comparison_table(rows: list[dict], message_bytes: float | None = None, width
         table.add_row(
             str(row.get("producer")), how, str(row.get("status")),
             "-" if in_timesteps else steps, steps if in_timesteps else "-",
-            *(human_time(row.get(f"time_{m}_s")) for m in ("sync", "ten", "event")),
+            *(human_time(row.get(f"time_{m}_s")) for m in models),
             human_time(bound), f"{sync / bound:.4g}" if sync is not None and bound else "-",
             bandwidth(message_bytes, sync), human_time(row.get("wall_s")), human_time(row.get("compile_s")),
             str(row.get("bound_source") or "-"),
