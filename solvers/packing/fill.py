@@ -7,12 +7,12 @@ above the owner. With its links' order declared (``link_order = "program"``,
 so under ``event``, ``event-inorder`` and ``sync`` alike a link whose load lies at other depths
 than the bottleneck's idles while the pipeline fills: the ``sync`` price (Zhao et al., NSDI
 2025, Section 3.2) exceeds the busiest link's time by the loads of the depths the busiest link
-is not at, over the pieces. On ForestColl's MI250 boxes at four and eight boxes (1 GB, alpha 0;
-``docs/cost-models.md``) the InfiniBand links are the cut and the xGMI links between the OAM
-pairs carry 99.6 % (x4) and 85 % (x8) of their time, 15 hops deep along the ring trees
-(:mod:`.rings`) below the one NIC hop of each tree: 8.1 pieces' time of fill at four boxes,
-1.3 % at the 631 pieces the send budget allows, and 7.3, 4.7 % at 155, at eight. Two things shorten it,
-both measured here rather than assumed:
+is not at, over the pieces. On ForestColl's MI250 systems at four and eight boxes (1 GB,
+alpha 0; ``benchmarks/bench_allreduce.py``) the InfiniBand links are the cut and the xGMI links
+between the OAM pairs carry 99.6 % (x4) and 85 % (x8) of their time, 15 hops deep along the
+ring trees (:mod:`.rings`) below each tree's one NIC hop: 8.1 pieces' time of fill at four
+boxes, 1.3 % at the 631 pieces the send budget allows, and 7.3, 4.7 % at 155, at eight. Two
+things shorten it:
 
 - ring trees that reach each box both ways (:func:`.rings.segment_both`: 10 hops deep, and
   one tree for a ring and its reverse, so twice the pieces within the budget), and
@@ -20,8 +20,9 @@ both measured here rather than assumed:
   where the xGMI links have slack, the pieces shrink at the pipeline's ends).
 
 :func:`choose` prices every candidate forest at its automatic pieces, equal and sized, by the
-trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`, a few
-milliseconds, where the explicit sends are millions) and keeps the least.
+trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`: no
+explicit sends, of which there are millions; the sizes' program takes seconds at a thousand
+pieces) and keeps the least.
 """
 
 from __future__ import annotations

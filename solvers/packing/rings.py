@@ -41,6 +41,13 @@ rings and more through the doors. The share of a root's data entering twice (``q
 parts) is the one of least time under exact link loads (:func:`choose_parts`); on DGX H100 at
 four boxes 1 part in 30 balances the NVSwitch ports and the NICs, the single-GPU cut exactly.
 
+Where a box's rings come with their reverses (links alike both ways), a tree may instead reach
+each box *both ways* (:func:`segment_both`): half its blocks along a ring, half along its
+reverse, one tree carrying both rings' shares (the two rings' trees cross each link as often
+together). Half as deep, and half the trees: a reduction's pipeline fills sooner and takes
+twice the pieces within the send budget (:mod:`.fill` prices it against one way round; MI250 at
+four boxes 17 -> 10 hops deep).
+
 The rings themselves are found by a seeded depth-first search over the blocks
 (:func:`box_rings`); the trees are used only when their exact loads fit within
 :data:`TOLERANCE` of the cut optimum.
