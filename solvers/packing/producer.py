@@ -659,7 +659,9 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
-    is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests of
+    is the one :func:`.fifo_reduce.choose` measures faster, then, unless ``pieces`` is set, of
+    it and its ring alternatives, in equal or unequal pieces, the one of least ``sync`` price:
+    :func:`.fill.choose`); else, over the forests of
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
