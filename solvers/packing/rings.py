@@ -286,11 +286,12 @@ def segment_both(ring: list[int], back: list[int], i: int, paired: bool = True) 
     ways: half the blocks from ``i``'s on along ``ring`` (:func:`segment`; of an even number
     of blocks one more from an odd ``i``), the others along ``back``, the ring's reverse, from
     the block of ``i`` (leaving it from its exit in ``back``, ``i``'s partner when ``i`` enters
-    its pair in ``ring``). Half as deep as one way round. Trees entering at every position
-    once cross each link of the ring and of its reverse as often as trees one way round on
-    each ring do (``B`` blocks: ``B - 1`` times per two positions; with ``B = 2 m``, ``m - 1``
-    ahead from even positions and ``m`` from odd ones), so one such tree carries the share of
-    the two rings' trees (:func:`tree_routes`).
+    its pair in ``ring``). Half as deep as one way round. Trees entering pairs at both their
+    GPUs cross each link of the ring and of its reverse as often as trees one way round on
+    each ring do (``B`` pairs: ``B - 1`` times per pair; with ``B = 2 m``, ``m - 1`` ahead
+    from the entry and ``m`` from the exit), so one such tree carries the share of the two
+    rings' trees (:func:`tree_routes`); single GPUs balance so only when they are odd in
+    number (the exact loads of :func:`choose_parts` keep only trees that balance).
 
     >>> segment_both([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], 0, paired=False)
     [(0, 1), (1, 2), (0, 5), (5, 4), (4, 3)]
@@ -444,7 +445,9 @@ def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = No
 
 def find_each(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = None) -> dict:
     """``{door rule: (trees, k, tau)}``: the ring trees of the flow network ``net0`` by each
-    of :data:`DOOR_RULES` (:func:`door`) whose trees span, ``k`` per shard taking time ``tau``
+    of :data:`DOOR_RULES` (:func:`door`), and of each again both ways (``"<rule>, both ways"``,
+    :func:`segment_both`) where the rings come with their reverses, whose trees span, ``k`` per
+    shard taking time ``tau``
     per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when its boxes
     (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau`` is
     within :data:`TOLERANCE` of the cut optimum ``tau_star``; a rule giving the trees of an
