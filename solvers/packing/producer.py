@@ -55,8 +55,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import (boxes, capacity_split, compact, estimate, fifo_reduce, latency, orders, overlap, rings, shapes, translated,
-               twolevel)
+from . import (boxes, capacity_split, compact, estimate, fifo_reduce, fill, latency, orders, overlap, rings, shapes,
+               translated, twolevel)
 from .allreduce_depth import exact_depth
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
@@ -105,6 +105,8 @@ class Forest:
     shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
     alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`by_shape`)
     shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
+    cuts: tuple | None = None  # a reduction's piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
+    fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced for a reduction
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -435,7 +437,8 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     """The forest as a schedule of its non-combining kind (module doc): chunk ids of the
     collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``.
 
-    This is the order a pipelined program-order executor wants (MSCCL: each link's sends run in
+    A reduction's forest with piece edges for ``pieces`` (``cuts``, :mod:`.fill`) is cut into
+    those unequal pieces. This is the order a pipelined program-order executor wants (MSCCL: each link's sends run in
     step order, the ``event-inorder`` cost model): on every link the pieces of all trees and
     all roots alternate round-robin, the ``q``-th piece an own root sends beside the pieces
     relayed ``h`` hops down, so a relay is never held behind a root's whole share. Measured
@@ -443,6 +446,13 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     ``m > 1``) and pieces growing and shrinking geometrically at the ends are slower; the
     overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2).
     The sends are the expansion of the trees plus that rule (:mod:`.compact`)."""
+    trees = pipelined(instance, f, pieces)
+    return expand(replace(trees, cuts=np.asarray(f.cuts)) if f.cuts and len(f.cuts) == pieces + 1 else trees)
+
+
+def pipelined(instance: Instance, f: Forest, pieces: int):
+    """The forest as trees plus the pipeline rule (:func:`.compact.pipelined`) at ``pieces``
+    equal pieces, its hops as :func:`emit` sends them (:func:`_tree_hops`)."""
     instant = frozenset() if f.transposed else instant_pairs(instance.topology)
     summing = summing_switches(instance)
     multicast = frozenset() if f.transposed else summing
@@ -454,7 +464,7 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
         _refuse_multicast(got, multicast, copy, instance.collective.kind)
         return got
 
-    return expand(compact.pipelined(instance, f, pieces, hops))
+    return compact.pipelined(instance, f, pieces, hops)
 
 
 def summing_switches(instance: Instance) -> frozenset:
@@ -574,6 +584,7 @@ def run(instance: Instance, options: Options) -> Outcome:
                              if f.shapes_tried else {}),
                           "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
                           **({"stopped": f.stopped} if f.stopped else {}),
+                          **({"fill_choice": f.fill, "unequal_pieces": f.cuts is not None} if f.fill else {}),
                           **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
                          for f, (_, p), pk in zip(forests, parts, picks)],
              **({"joint_choice": joint} if joint else {})}
@@ -658,7 +669,9 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
-    is the one :func:`.fifo_reduce.choose` measures faster); else, over the forests of
+    is the one :func:`.fifo_reduce.choose` measures faster, then, unless ``pieces`` is set, of
+    it and its ring alternatives, in equal or unequal pieces, the one of least ``sync`` price:
+    :func:`.fill.choose`); else, over the forests of
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
@@ -666,6 +679,11 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     c = coll.chunks_per_node
     if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
         f = _fifo_reduction(instance, f, options, deadline, c)
+        if not options.params.get("pieces"):  # the fill: ring trees both ways, unequal pieces (priced)
+            g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
+                                            lambda h: auto_pieces(h.trees, c * parts),
+                                            lambda h, p: pipelined(instance, h, p))
+            return replace(g, fill=priced), pieces, None
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or automatic, None

@@ -41,6 +41,13 @@ rings and more through the doors. The share of a root's data entering twice (``q
 parts) is the one of least time under exact link loads (:func:`choose_parts`); on DGX H100 at
 four boxes 1 part in 30 balances the NVSwitch ports and the NICs, the single-GPU cut exactly.
 
+Where a box's rings come with their reverses (links alike both ways), a tree may instead reach
+each box *both ways* (:func:`segment_both`): half its blocks along a ring, half along its
+reverse, one tree carrying both rings' shares (the two rings' trees cross each link as often
+together). Half as deep, and half the trees: a reduction's pipeline fills sooner and takes
+twice the pieces within the send budget (:mod:`.fill` prices it against one way round; MI250 at
+four boxes 17 -> 10 hops deep).
+
 The rings themselves are found by a seeded depth-first search over the blocks
 (:func:`box_rings`); the trees are used only when their exact loads fit within
 :data:`TOLERANCE` of the cut optimum.
@@ -63,6 +70,7 @@ MAX_GPUS = 256  # GPUs at most (every tree crosses every box: its routes grow as
 MAX_PARTS = 100  # parts of a root's share on a ring at most (the resolution of the split)
 TOLERANCE = Fraction(1, 1000)  # the trees' time may exceed the cut optimum by this share at most
 DOOR_RULES = ("aim", "in turn")  # the door rules a forest is built by (:func:`door`; the producer prices each)
+BOTH_WAYS = "both ways"  # each rule again with every box reached half along a ring, half along its reverse
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class Layout:
     given: tuple
     doors: dict
     rule: str = "aim"  # which door a tree takes (:func:`door`, one of :data:`DOOR_RULES`)
+    backs: tuple = ()  # both ways (:func:`both_ways`): per box, each ring's reverse's index in its box's rings
 
     @property
     def size(self) -> int:
@@ -272,6 +281,33 @@ def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[t
     return arcs + list(zip(path, path[1:]))
 
 
+def segment_both(ring: list[int], back: list[int], i: int, paired: bool = True) -> list[tuple[int, int]]:
+    """The arcs by which a tree entering ``ring`` at position ``i`` reaches the whole box both
+    ways: half the blocks from ``i``'s on along ``ring`` (:func:`segment`; of an even number
+    of blocks one more from an odd ``i``), the others along ``back``, the ring's reverse, from
+    the block of ``i`` (leaving it from its exit in ``back``, ``i``'s partner when ``i`` enters
+    its pair in ``ring``). Half as deep as one way round. Trees entering pairs at both their
+    GPUs cross each link of the ring and of its reverse as often as trees one way round on
+    each ring do (``B`` pairs: ``B - 1`` times per pair; with ``B = 2 m``, ``m - 1`` ahead
+    from the entry and ``m`` from the exit), so one such tree carries the share of the two
+    rings' trees (:func:`tree_routes`); single GPUs balance so only when they are odd in
+    number (the exact loads of :func:`choose_parts` keep only trees that balance).
+
+    >>> segment_both([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], 0, paired=False)
+    [(0, 1), (1, 2), (0, 5), (5, 4), (4, 3)]
+    >>> segment_both([0, 1, 2, 3, 4, 5, 6, 7], [1, 0, 7, 6, 5, 4, 3, 2], 3)  # pairs 0-1, 2-3, ..; odd: 3 ahead
+    [(3, 2), (3, 4), (4, 5), (5, 6), (6, 7), (2, 1), (1, 0)]
+    """
+    n, size = len(ring), 2 if paired else 1
+    blocks = n // size
+    ahead = size * ((blocks + 1) // 2 + (i % 2 if blocks % 2 == 0 else 0))
+    arcs = segment(ring, i, ahead, paired)
+    j = back.index(ring[i])
+    start = j | 1 if paired else j  # the block's exit in back (holding the piece once the forward arcs ran)
+    path = [back[(start + s) % n] for s in range(n - ahead + 1)]
+    return arcs + list(zip(path, path[1:]))
+
+
 def door(lay: Layout, box: int, other: int, root: int, ring: list[int], p: int, i: int) -> tuple[int, ...]:
     """The route by which the tree of ``root`` (at position ``i`` of its box's ring) enters
     box ``other`` aiming at position ``p`` of its ring ``ring``, by the layout's door rule
@@ -308,7 +344,13 @@ def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: 
     own = rings[box][r]
     g, n = own[i], len(own)
     paired = lay.size == 2
-    arcs: list[tuple[int, ...]] = [lay.routes.get(a, a) for a in segment(own, i, n, paired)]
+
+    def arcs_from(b: int, ring: list[int], at: int, length: int) -> list[tuple[int, ...]]:
+        got = segment_both(ring, rings[b][lay.backs[b][r]], at, paired) if lay.backs else segment(ring, at, length,
+                                                                                                 paired)
+        return [lay.routes.get(a, a) for a in got]
+
+    arcs = arcs_from(box, own, i, n)
     for other in range(len(rings)):
         if other == box:
             continue
@@ -317,7 +359,7 @@ def tree_routes(lay: Layout, rings: list[list[list[int]]], box: int, r: int, i: 
         for p in aims:
             entry = door(lay, box, other, g, ring, p, i)
             arcs.append(entry)
-            arcs += [lay.routes.get(a, a) for a in segment(ring, ring.index(entry[-1]), n // len(aims), paired)]
+            arcs += arcs_from(other, ring, ring.index(entry[-1]), n // len(aims))
     return arcs
 
 
@@ -325,7 +367,7 @@ def _spans(lay: Layout, rings: list, twice: bool) -> bool:
     """Whether every tree (:func:`tree_routes`) reaches every GPU but its root exactly once."""
     everyone = sorted(v for ring_list in rings for v in ring_list[0])
     for box, ring_list in enumerate(rings):
-        for r, ring in enumerate(ring_list):
+        for r, ring in carried(lay, ring_list):
             for i, g in enumerate(ring):
                 ends = sorted(route[-1] for route in tree_routes(lay, rings, box, r, i, twice))
                 if ends != [v for v in everyone if v != g]:
@@ -337,15 +379,22 @@ def _loads(lay: Layout, rings: list, twice: bool | None) -> dict:
     """Trees per link (pooled, ``(a, b)``) of one tree per ring and root: the roots' own boxes
     only (``twice`` None), or the other boxes only, entered once or twice."""
     load: dict = {}
+    weight = 2 if lay.backs else 1  # a tree both ways carries its ring's share and its reverse's
     for box, ring_list in enumerate(rings):
-        for r, ring in enumerate(ring_list):
+        for r, ring in carried(lay, ring_list):
             mine = set(ring)
             for i in range(len(ring)):
                 for route in tree_routes(lay, rings, box, r, i, bool(twice)):
                     if (route[0] in mine and route[-1] in mine) == (twice is None):
                         for arc in zip(route, route[1:]):
-                            load[arc] = load.get(arc, 0) + 1
+                            load[arc] = load.get(arc, 0) + weight
     return load
+
+
+def carried(lay: Layout, ring_list: list) -> list[tuple[int, list[int]]]:
+    """``(index, ring)`` of the rings whose trees are built: all, or both ways (``lay.backs``)
+    the first of each ring and its reverse (its trees carry the reverse's share too)."""
+    return [(r, ring) for r, ring in enumerate(ring_list) if not lay.backs or r < lay.backs[0][r]]
 
 
 def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = None) -> tuple | None:
@@ -354,7 +403,7 @@ def choose_parts(lay: Layout, rings: list, units: dict, most: Fraction | None = 
     (:func:`tree_routes`; at most two trees per ring and root, whatever ``d``), the split of
     least exact time per shard ``tau`` (the busiest link's load over its units, with ``R d``
     parts per shard) at most ``most`` (None when none is); the fewest parts on ties."""
-    halves = len(rings) > 1 and len(rings[0][0]) % (2 * lay.size) == 0 and _spans(lay, rings, True)
+    halves = not lay.backs and len(rings) > 1 and len(rings[0][0]) % (2 * lay.size) == 0 and _spans(lay, rings, True)
     own = _loads(lay, rings, None)
     once = _loads(lay, rings, False) if len(rings) > 1 else {}
     twice = _loads(lay, rings, True) if halves else {}
@@ -396,7 +445,9 @@ def find(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = No
 
 def find_each(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None = None) -> dict:
     """``{door rule: (trees, k, tau)}``: the ring trees of the flow network ``net0`` by each
-    of :data:`DOOR_RULES` (:func:`door`) whose trees span, ``k`` per shard taking time ``tau``
+    of :data:`DOOR_RULES` (:func:`door`), and of each again both ways (``"<rule>, both ways"``,
+    :func:`segment_both`) where the rings come with their reverses, whose trees span, ``k`` per
+    shard taking time ``tau``
     per shard (units of :class:`collsynth.tens.cut_optimum.Optimum`), when its boxes
     (``model``, :mod:`.boxes`) have a :func:`layout`, the rings are found and ``tau`` is
     within :data:`TOLERANCE` of the cut optimum ``tau_star``; a rule giving the trees of an
@@ -411,11 +462,32 @@ def find_each(net0, tau_star: Fraction, deadline=None, model: boxes.Boxes | None
     if any(r is None for r in rings):
         return {}
     out: dict = {}
-    for rule in DOOR_RULES:
-        found = _trees(replace(lay, rule=rule), rings, model.units, tau_star)
+    backs = both_ways(rings)
+    for name, way in [(rule, replace(lay, rule=rule)) for rule in DOOR_RULES] + \
+            ([(f"{rule}, {BOTH_WAYS}", replace(lay, rule=rule, backs=backs)) for rule in DOOR_RULES] if backs else []):
+        found = _trees(way, rings, model.units, tau_star)
         if found is not None and all(found[0] != other[0] for other in out.values()):
-            out[rule] = found
+            out[name] = found
     return out
+
+
+def both_ways(rings: list[list[list[int]]]) -> tuple:
+    """Per box, the index of each ring's reverse among the box's rings (the same cycle the
+    other way round, :func:`box_rings` takes rings with their reverses where links are alike
+    both ways); empty unless every ring of every box has one, at the same index in every box.
+
+    >>> both_ways([[[0, 1, 2, 3], [1, 0, 3, 2]]]), both_ways([[[0, 1, 2]]])
+    (((1, 0),), ())
+    """
+    out = []
+    for ring_list in rings:
+        arcs = [frozenset(zip(r, r[1:] + r[:1])) for r in ring_list]
+        flipped = [frozenset((b, a) for a, b in x) for x in arcs]
+        idx = [next((j for j, y in enumerate(arcs) if y == f), None) for f in flipped]
+        if len(ring_list[0]) < 3 or None in idx:
+            return ()
+        out.append(tuple(idx))
+    return tuple(out) if len(set(out)) == 1 else ()  # a tree takes ring r and its reverse in every box
 
 
 def _trees(lay: Layout, rings: list, units: dict, tau_star: Fraction) -> tuple | None:
@@ -427,6 +499,11 @@ def _trees(lay: Layout, rings: list, units: dict, tau_star: Fraction) -> tuple |
         return None
     q, d, tau = chosen
     parts = [(lo, hi, lo < q) for lo, hi in ((0, q), (q, d)) if hi > lo]
+    if lay.backs:  # one tree per ring and its reverse: units 2 m d .. 2 (m + 1) d for the m-th pair (d = 1 here)
+        trees = [RoutedTree(ring[i], 2 * m * d, 2 * (m + 1) * d, tuple(tree_routes(lay, rings, box, r, i, False)))
+                 for box, ring_list in enumerate(rings) for m, (r, ring) in enumerate(carried(lay, ring_list))
+                 for i in range(len(ring))]
+        return trees, lay.rings * d, tau
     trees = [RoutedTree(ring[i], r * d + lo, r * d + hi, tuple(tree_routes(lay, rings, box, r, i, twice)))
              for box, ring_list in enumerate(rings) for r, ring in enumerate(ring_list)
              for i in range(len(ring)) for lo, hi, twice in parts]
