@@ -100,7 +100,8 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing import compact, translated
-    from collsynth.solvers.packing.producer import _tree_hops, _with_header, choose_k, forest
+    from collsynth.solvers.packing.producer import _with_header, choose_k, forest
+    from collsynth.solvers.packing.tree_hops import tree_hops
     from collsynth.tens import cost_models, verify
     from collsynth.tens.cut_optimum import flow_net, optimum
     from collsynth.tens.pipelined_trees import expand
@@ -124,7 +125,7 @@ def _measure(out: dict, generator: str, params: dict, explicit: int = EXPLICIT_S
     else:
         f = forest(inst, "allgather", False)
         out.update(trees_s=time.perf_counter() - t, shape=f.shape, trees=len(f.trees), stage="verify+price")
-        c = compact.pipelined(inst, f, 1, _tree_hops)
+        c = compact.pipelined(inst, f, 1, tree_hops)
     t = time.perf_counter()
     c = compact.multicast(c, inst)
     c, price = compact.least_sync(c, inst, MAX_PIECES)

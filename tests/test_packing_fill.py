@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.instances.topology import from_edges
 from collsynth.solvers.packing import boxes, fill, rings
-from collsynth.solvers.packing.producer import _with_header, depth_of, emit, pipelined, ring_forests
+from collsynth.solvers.packing.producer import _with_header, emit, pipelined, ring_forests
+from collsynth.solvers.packing.tree_hops import depth_of
 from collsynth.solvers.packing.trees import hops_of
 from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds

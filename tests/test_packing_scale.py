@@ -17,7 +17,8 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.solvers import pipeline
 from collsynth.solvers.packing import latency
-from collsynth.solvers.packing.producer import auto_pieces, depth_of, forest, packed_seconds, pick
+from collsynth.solvers.packing.producer import auto_pieces, forest, packed_seconds, pick
+from collsynth.solvers.packing.tree_hops import depth_of
 from collsynth.solvers.packing.splitting import network, remove_relays, split_all_evenly
 from collsynth.solvers.packing.trees import pack_by_translation, translation
 from collsynth.solvers.producers import Options

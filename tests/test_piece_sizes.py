@@ -15,7 +15,8 @@ from collsynth.instances.generators import build
 from collsynth.instances.topology import from_edges
 from collsynth.solvers.packing import compact, translated
 from collsynth.solvers.packing.piece_sizes import edges_of, sized
-from collsynth.solvers.packing.producer import _tree_hops, _with_header, choose_k, forest, plan
+from collsynth.solvers.packing.producer import _with_header, choose_k, forest, plan
+from collsynth.solvers.packing.tree_hops import tree_hops
 from collsynth.tens import cost_models, verify
 from collsynth.tens.cut_optimum import flow_net, optimum
 from collsynth.tens.pipelined_trees import PipelinedTrees, expand, from_json, price_sync, to_json
@@ -43,7 +44,7 @@ def same_price(c, inst):
 def test_unequal_and_merged_forms_price_as_their_sends(p, kind, pieces, nic_alpha):
     inst = make_instance(small_clos({**p, "nic_alpha": nic_alpha}), kind, message_bytes=1 << 20)
     for k, transposed in plan(kind):
-        c = compact.pipelined(inst, forest(inst, k, transposed, shape="greedy"), 1, _tree_hops)
+        c = compact.pipelined(inst, forest(inst, k, transposed, shape="greedy"), 1, tree_hops)
         merged = compact.multicast(c, inst)
         assert len(merged.src) <= len(c.src)
         if kind != "allgather":

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.solvers.packing import compact
-from collsynth.solvers.packing.producer import _tree_hops, _with_header, forest, plan
+from collsynth.solvers.packing.producer import _with_header, forest, plan
+from collsynth.solvers.packing.tree_hops import tree_hops
 from collsynth.tens import cost_models, verify
 from collsynth.tens.pipelined_trees import expand, price_sync
 from collsynth.tens.pipelined_trees import verify as verify_trees
@@ -35,7 +36,7 @@ def forms(inst, pieces, shape="auto"):
     """``[(compact, explicit)]``: each forest of tree packing on ``inst`` in both forms."""
     out = []
     for kind, transposed in plan(inst.collective.kind):
-        c = compact.pipelined(inst, forest(inst, kind, transposed, shape=shape), pieces, _tree_hops)
+        c = compact.pipelined(inst, forest(inst, kind, transposed, shape=shape), pieces, tree_hops)
         out.append((c, _with_header(expand(c), inst)))
     return out
 

@@ -23,7 +23,7 @@ MAX_PIECES = 8192  # the deepest pipeline :func:`least_sync` tries
 def pipelined(instance: Instance, forest, pieces: int, hops) -> PipelinedTrees:
     """The trees of ``forest`` (a :class:`~collsynth.solvers.packing.producer.Forest`) cut into
     ``pieces`` pipeline pieces per chunk; ``hops(tree)`` gives a routed tree's ``(src, dst,
-    steps below the root)`` (:func:`~collsynth.solvers.packing.producer._tree_hops` with the
+    steps below the root)`` (:func:`~collsynth.solvers.packing.tree_hops.tree_hops` with the
     topology's instant hops)."""
     coll = instance.collective
     kind = {("allgather", False): "allgather", ("allgather", True): "reduce_scatter",

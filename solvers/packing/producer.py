@@ -28,14 +28,13 @@ the two forests chosen together (:mod:`.overlap`). Combining collectives
 through switch nodes are verified route by route (a switch forwards, GPUs reduce;
 :mod:`collsynth.tens.verify`), except with instant switch hops or a pipelined latency (refused).
 Where a switch reduces, the routes of one tree that reach it in one step share that arrival
-(:func:`_tree_hops`): the reduction's partial sums leave it once, and the allreduce's result
+(:func:`.tree_hops.tree_hops`): the reduction's partial sums leave it once, and the allreduce's result
 is multicast from it (refused where the switch does not multicast); where a switch multicasts
 but does not sum, the partials meeting in it in one step all head for one next hop.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -46,7 +45,7 @@ from ... import InputError
 from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, topology_field
-from ...instances.switch_ops import copying_mask, reducing_mask
+from ...instances.switch_ops import copying_mask
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
@@ -59,6 +58,7 @@ from . import (boxes, capacity_split, compact, estimate, fifo_reduce, fill, late
                translated, twolevel)
 from .allreduce_depth import exact_depth
 from .splitting import network, remove_relays, split_all_evenly
+from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
@@ -333,79 +333,6 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
     return best if best is not None else (opt.k, opt.tau)
 
 
-def _tree_hops(tree: RoutedTree, instant: frozenset = frozenset(), summing: frozenset = frozenset(),
-               apart: frozenset = frozenset()) -> tuple[list[int], list[int], list[int]]:
-    """Every hop of a routed tree: ``(src, dst, steps below the root before it)``. A hop in
-    ``instant`` (a switch-to-NPU hop of a topology whose switch hop is instant) leaves in the
-    step its piece reached the switch; every other hop one step after its piece arrived.
-
-    ``summing``: the switches that add up what reaches them for one piece in one step
-    (:mod:`collsynth.instances.switch_ops`). A route reaching one of them in a step another
-    route of the tree already reaches it in leaves from there instead (its hops up to that
-    arrival are dropped): in the trees' direction the switch multicasts the one arrival, and in
-    their time reversal (a reduction) the partial sums of the step leave the switch once, on
-    the kept route (:func:`_shared_arrival`).
-
-    ``apart``: the switches that pair a step's arrivals of a piece with its departures port by
-    port (they multicast) but do not sum. In the time reversal the partials that meet in one
-    of them in one step must all leave towards one next hop, the node the trees' routes entered
-    it from, or the pairing hands one partial to two next hops and none to another. A route
-    that would enter such a switch in a step from another node than the kept routes do starts
-    one step later at its first node, until no such step is left: so the reduction is valid by
-    construction. Four GPUs, 0-1 on switch 4, 2-3 on switch 5 (the switches linked): the tree
-    of GPU 0 enters 5 from 4 and from 2 in one step, so the second route waits a step:
-
-    >>> t = RoutedTree(0, 0, 1, ((0, 2), (0, 4, 5, 3), (2, 5, 4, 1)))
-    >>> _tree_hops(t)[2], _tree_hops(t, apart=frozenset({5}))[2]
-    ([0, 0, 1, 2, 1, 2, 3], [0, 0, 1, 2, 2, 3, 4])
-    """
-    depth = {tree.root: 0}
-    src, dst, before = [], [], []
-    reached: set = set()  # (summing switch, steps before its arrival) of the kept hops
-    entered: dict = {}  # (switch of apart, steps before its arrival) -> the node the kept hops entered it from
-    for route in tree.routes:
-        for wait in itertools.count():
-            hops = _route_hops(route, depth[route[0]] + wait, instant)
-            kept = hops[_shared_arrival(hops, summing, reached):]
-            if all(entered.get((b, h), a) == a for a, b, h in kept if b in apart):
-                break
-        depth[route[-1]] = hops[-1][2] + 1
-        reached.update((b, h) for _, b, h in kept if b in summing)
-        entered.update(((b, h), a) for a, b, h in kept if b in apart)
-        for a, b, h in kept:
-            src.append(a), dst.append(b), before.append(h)
-    return src, dst, before
-
-
-def _route_hops(route: tuple, at: int, instant: frozenset) -> list[tuple[int, int, int]]:
-    """A route's hops ``(src, dst, steps before)`` leaving its first node ``at`` steps below the
-    root (:func:`_tree_hops`)."""
-    hops = []
-    for i, (a, b) in enumerate(zip(route[:-1], route[1:])):
-        if i > 0 and (a, b) not in instant:
-            at += 1
-        hops.append((a, b, at))
-    return hops
-
-
-def _shared_arrival(hops: list[tuple[int, int, int]], summing: frozenset, reached: set) -> int:
-    """The index of the first hop of ``hops`` (a route's ``(src, dst, steps before)``) after its
-    last arrival at a switch of ``summing`` that ``reached`` already holds; 0 when there is none."""
-    return max((i + 1 for i, (_, b, h) in enumerate(hops) if b in summing and (b, h) in reached), default=0)
-
-
-def instant_pairs(topology) -> frozenset:
-    """The switch-to-NPU link pairs whose hop is instant (:func:`collsynth.tens.ten.instant_hops`)."""
-    la = topology.link_arrays
-    hit = instant_hops(topology)
-    return frozenset(zip(la.src[hit].tolist(), la.dst[hit].tolist()))
-
-
-def depth_of(trees: list[RoutedTree]) -> int:
-    """The most hops from a root to a node over all trees."""
-    return max((max(_tree_hops(t)[2]) + 1 for t in trees if t.routes), default=0)
-
-
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
                 floor: int = PIECES_FLOOR) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
@@ -452,51 +379,19 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
 
 def pipelined(instance: Instance, f: Forest, pieces: int):
     """The forest as trees plus the pipeline rule (:func:`.compact.pipelined`) at ``pieces``
-    equal pieces, its hops as :func:`emit` sends them (:func:`_tree_hops`)."""
+    equal pieces, its hops as :func:`emit` sends them (:func:`.tree_hops.tree_hops`)."""
     instant = frozenset() if f.transposed else instant_pairs(instance.topology)
     summing = summing_switches(instance)
     multicast = frozenset() if f.transposed else summing
     copy = copying_mask(instance.topology, False)
-    apart = _pairing_by_port(instance, f.transposed)
+    apart = paired_by_port(instance, f.transposed)
 
     def hops(tree: RoutedTree) -> tuple[list[int], list[int], list[int]]:
-        got = _tree_hops(tree, instant, summing, apart)
-        _refuse_multicast(got, multicast, copy, instance.collective.kind)
+        got = tree_hops(tree, instant, summing, apart)
+        refuse_multicast(got, multicast, copy, instance.collective.kind)
         return got
 
     return compact.pipelined(instance, f, pieces, hops)
-
-
-def summing_switches(instance: Instance) -> frozenset:
-    """The switches that add up what reaches them for one piece in one step: the reducing
-    switches (:func:`collsynth.instances.switch_ops.reducing_mask`) when the collective combines,
-    else none (they forward the pieces of other collectives)."""
-    if not instance.collective.combining:
-        return frozenset()
-    return frozenset(np.flatnonzero(reducing_mask(instance.topology)).tolist())
-
-
-def _pairing_by_port(instance: Instance, transposed: bool) -> frozenset:
-    """The switches whose routes a combining collective's time-reversed trees keep apart
-    (:func:`_tree_hops`' ``apart``): those that multicast (declared ``copy``) without summing."""
-    if not (transposed and instance.collective.combining):
-        return frozenset()
-    return frozenset(np.flatnonzero(copying_mask(instance.topology, False)).tolist()) - summing_switches(instance)
-
-
-def _refuse_multicast(hops: tuple[list[int], list[int], list[int]], summing: frozenset, copy, kind: str) -> None:
-    """Refuse (:class:`Unsupported`) a tree whose hops leave one of the switches ``summing`` (the
-    routes through them share their arrivals: :func:`_tree_hops`) twice in one step where it
-    does not multicast (``copy[node]`` false), or twice on one link in one step (its one sum
-    would be sent twice)."""
-    seen, links = set(), set()
-    for a, b, h in zip(*hops):
-        if a in summing:
-            if (a, b, h) in links or (not copy[a] and (a, h) in seen):
-                raise Unsupported(f"tree-packing: the {kind}'s trees would send one result out of switch {a} "
-                                  f"{'twice on one link' if copy[a] else 'twice (it sums but does not multicast)'} "
-                                  "in one step; use nvls or nvls-tree")
-            seen.add((a, h)), links.add((a, b, h))
 
 
 def _check(instance: Instance) -> None:
@@ -652,8 +547,8 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
                    options.params.get("trees"), shape=options.params.get("shape") or "auto")
         instant = frozenset() if transposed else instant_pairs(instance.topology)
         summing = summing_switches(instance)
-        apart = _pairing_by_port(instance, transposed)
-        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: _tree_hops(t, instant, summing, apart)), f.k, f.tau
+        apart = paired_by_port(instance, transposed)
+        trees, k, tau = compact.pipelined(instance, f, 1, lambda t: tree_hops(t, instant, summing, apart)), f.k, f.tau
     if multicast:
         trees = compact.multicast(trees, instance)
     pieces = options.params.get("pieces")
