@@ -121,14 +121,14 @@ def _level(topology, npus: list[int], d: int, links: tuple, others: list) -> tup
     for block in sorted((b for b in range(2 * d, n + 1, d) if n % b == 0), reverse=True):
         idx = np.arange(n)
         moved = idx // block * block + (idx % block + d) % block
-        perm = _extend(topology, npus, np.asarray(npus, np.int64)[moved], links)
-        if perm is not None and _accepted(topology, perm, block // d) and all(
+        perm = extended(topology, npus, np.asarray(npus, np.int64)[moved], links)
+        if perm is not None and is_shift_of_order(topology, perm, block // d) and all(
                 (perm[q] == q[perm]).all() for q in others):
             return perm, block // d
     return None
 
 
-def _extend(topology, npus: list[int], images: np.ndarray, links: tuple, rotated=frozenset()) -> np.ndarray | None:
+def extended(topology, npus: list[int], images: np.ndarray, links: tuple, rotated=frozenset()) -> np.ndarray | None:
     """The compute nodes moved to ``images``, extended to the switches round by round (a
     switch to the switch with the same links to the images of the nodes mapped so far); None
     when some switch finds no image. In the rounds listed in ``rotated`` (0 first) switches
@@ -164,7 +164,7 @@ def _extend(topology, npus: list[int], images: np.ndarray, links: tuple, rotated
     return perm
 
 
-def _accepted(topology, perm: np.ndarray, order: int) -> bool:
+def is_shift_of_order(topology, perm: np.ndarray, order: int) -> bool:
     """Whether ``perm`` is a permutation of the live nodes sending switches to switches, an
     automorphism, and of ``order`` (its ``order``-th power the identity)."""
     live = np.asarray(topology.nodes, np.int64)

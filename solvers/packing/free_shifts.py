@@ -15,7 +15,7 @@ Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008, Section 3: 
 group of cores): turning the hosts of every edge switch and the aggregation switches of every
 pod together (the cores following) moves every edge uplink. :func:`free_shifts` tries, level by
 level, every choice of the rounds of the extension in which such switches turn
-(``box_shift._extend``'s ``rotated``), keeps those that are automorphisms of the level's order
+(``box_shift.extended``'s ``rotated``), keeps those that are automorphisms of the level's order
 commuting with the levels before, and takes the one whose group so far folds the links least
 (:func:`folds`: the products keeping each link, summed; ties: the fewest turned rounds, the
 shift itself first), and the whole only where it folds them less than the shifts found. The
@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from ...instances.box_shift import BoxShift, _accepted, _extend
+from ...instances.box_shift import BoxShift, extended, is_shift_of_order
 from ...tens.pipelined_trees import link_orbits
 
 MAX_ROUNDS = 4  # the extension rounds a level may turn switches in (a switch tier each: fat trees 3, rail Clos 4)
@@ -84,8 +84,8 @@ def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
         for rotated in _choices(topology):
             if best_key is not None and best_key[0] <= len(la):  # nothing folds: no turn does better
                 break
-            cand = perm if not rotated else _extend(topology, npus, perm[npus], links, frozenset(rotated))
-            if cand is None or (rotated and not _accepted(topology, cand, order)) or not all(
+            cand = perm if not rotated else extended(topology, npus, perm[npus], links, frozenset(rotated))
+            if cand is None or (rotated and not is_shift_of_order(topology, cand, order)) or not all(
                     (cand[q] == q[cand]).all() for q in chosen):
                 continue
             key = (folds(topology, chosen + [cand], shift.orders[:level + 1]), len(rotated))
