@@ -42,9 +42,17 @@ def interchangeable(topology, nodes: list[int]) -> list[list[int]]:
     >>> interchangeable(build("hgx_h100", {"nodes": 2, "nics": 2}), list(range(16)))
     [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
     """
+    la = topology.link_arrays
+    near = {v: set() for v in nodes}  # a swap of u and v maps u's other neighbours onto v's: compared first
+    for a, b in zip(la.src.tolist(), la.dst.tolist()):
+        for x, y in ((a, b), (b, a)):
+            if x in near:
+                near[x].add(y)
     classes: list[list[int]] = []
     for v in nodes:
         for c in classes:
+            if near[v] - {c[0]} != near[c[0]] - {v}:
+                continue
             perm = np.arange(topology.size)
             perm[v], perm[c[0]] = c[0], v
             if is_automorphism(topology, perm):
