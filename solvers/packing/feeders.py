@@ -11,7 +11,9 @@ in arrival order (:func:`collsynth.tens.cost.price_event`), every backlogged GPU
 equal share of the way out, the GPU with five shards finishes last, and the boxes those
 shards are for wait while the rail's other out-links idle (four boxes, two NICs, 1 GB, alpha 0:
 1.0705x the bound under ``event``, 1.0009x in order; the rail switch's out-link to one box
-idles 0.05-0.13 ms in every 0.9 ms until the end, then runs 0.55 ms past the others).
+idles 0.05-0.13 ms in every 0.9 ms until the end, then runs 0.55 ms past the others; traced
+at 40 pieces). Balanced, three shards a GPU: 1.0002x under ``event``, 1.0008x in order
+(``python benchmarks/bench_allreduce.py --kinds reduce_scatter --only "H100 2-NIC x4"``).
 
 :func:`balance` relabels each tree by a permutation of GPUs that are interchangeable (each
 transposition of two of them is an automorphism of the topology,
@@ -73,7 +75,8 @@ def relays(tree: RoutedTree) -> set[int]:
 
 
 def balance(trees: list[RoutedTree], classes: list[list[int]]) -> list[RoutedTree]:
-    """``trees`` each relabelled by a rotation of every class not holding its root, chosen
+    """``trees`` (packed trees, Zhao et al., "ForestColl", arXiv 2402.06787, Section 5) each
+    relabelled by a rotation of every class not holding its root, chosen
     tree by tree (in order) to put its relays in the class on the members that relay fewest so
     far (ties: the least rotation), so the relays of each class end within one of each other
     when every tree has one relay in it (module doc).
@@ -127,7 +130,8 @@ def busiest(trees: list[RoutedTree], topology, transposed: bool) -> float:
 
 
 def balanced(trees: list[RoutedTree], topology, nodes: list[int], transposed: bool) -> list[RoutedTree]:
-    """:func:`balance` over the :func:`interchangeable` classes of ``nodes``, or ``trees`` as they
+    """:func:`balance` (of a time-reversed forest, ForestColl, arXiv 2402.06787, Section 4) over the
+    :func:`interchangeable` classes of ``nodes``, or ``trees`` as they
     are when no class exists or some link would be busier than the busiest before (:func:`busiest`)."""
     classes = interchangeable(topology, nodes)
     if not classes:
