@@ -54,8 +54,8 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import (boxes, capacity_split, compact, estimate, fifo_reduce, fill, latency, orders, overlap, rings, shapes,
-               translated, twolevel)
+from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, latency, orders, overlap, rings,
+               shapes, translated, twolevel)
 from .allreduce_depth import exact_depth
 from .splitting import network, remove_relays, split_all_evenly
 from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
@@ -125,12 +125,16 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     instance unsupported; models stopped by their time limits are noted in ``stopped``. Ring
     trees by the other door rules are kept in ``alternatives`` (:func:`by_shape` prices them).
     With ``shape`` ``greedy`` and ``probe``, None unless the greedy packing needs no
-    flow-tested growth (:func:`greedy`)."""
+    flow-tested growth (:func:`greedy`). On the transposed topology (a reduction) the trees are
+    relabelled so that interchangeable GPUs relay equally many (:func:`.feeders.balanced`: a
+    switch that serves its in-links first come, first served then keeps the trees' mix)."""
     stopped: list = []
     try:
         f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe)
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
+    if f is not None and transposed:  # a reduction's relays share each switch's in-links evenly (FIFO switches)
+        f = replace(f, trees=feeders.balanced(f.trees, instance.topology, list(instance.collective.nodes), True))
     return replace(f, stopped=stopped) if stopped and f is not None else f
 
 
