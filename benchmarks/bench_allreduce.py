@@ -126,7 +126,7 @@ def _lean(inst, name: str, options) -> tuple[dict, object]:
     out = get(name).run(inst, options)
     bad = verify.verify(out.schedule, inst)
     return {"verified": bad is None, "status": bad or out.status, "time_event_s": None, "time_sync_s": None,
-            "build_s": out.build_s}, out.schedule
+            "build_s": out.build_s, "extra": out.extra}, out.schedule
 
 
 def _verdict(r: dict) -> str:
