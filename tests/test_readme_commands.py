@@ -5,9 +5,9 @@ TOML or JSON (a ``\\`` continuation joined) that starts with ``collsynth``, ``pi
 and each inline code span that starts with ``collsynth``. The cheap ones of the blocks run, in
 the order a page gives them, with bash in a copy of the files git tracks (what a clone has;
 the files they write stay there); the expensive ones (installs, the test suite, batches,
-kernel compiles, whole-store tables and reports) are checked for the files they read: each
-must be in the clone or written by a command before it on that page; so are the inline spans'
-paths into the repository.
+kernel compiles, whole-store tables and reports, a benchmark commented ``# takes minutes``)
+are checked for the files they read: each must be in the clone or written by a command before
+it on that page; so are the inline spans' paths into the repository.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
 STARTS = ("collsynth", "pip", "python")
-EXPENSIVE = re.compile(r"^(pip|python -m pytest)\b|collsynth (bench|warmup|tables|report)\b")
+# installs, the suite, batches, whole-store pages, and a command the page says takes minutes (a benchmark)
+EXPENSIVE = re.compile(r"^(pip|python -m pytest)\b|collsynth (bench|warmup|tables|report)\b|#\s*takes minutes")
 WRITES = {"--out", "--store", "--plots"}  # options naming what a command writes
 FENCE = re.compile(r"^```(\S*)\s*$")
 
