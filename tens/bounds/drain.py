@@ -108,8 +108,6 @@ hops are left out (their reversal is not one).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from ...instances.switch_ops import copying_mask, reducing_mask
@@ -162,7 +160,7 @@ def box_numbers(instance) -> dict[tuple, int]:
     (module doc, 6); None where one of them may."""
     topo, coll = instance.topology, instance.collective
     reversal = coll.kind == "reduce_scatter"
-    la = _transposed(topo.link_arrays) if reversal else topo.link_arrays
+    la = (topo.transpose() if reversal else topo).link_arrays
     n = topo.size
     is_switch = np.zeros(n, bool)
     is_switch[list(topo.switches)] = True
@@ -188,11 +186,6 @@ def box_numbers(instance) -> dict[tuple, int]:
         if numbers is not None:
             found.setdefault((len(box), shard, len(coll.nodes), *numbers[:4]), []).append((int(sigma), box, numbers[4]))
     return {(*key, _feed(la, links, boxes, key[3], copies, is_switch)): boxes[0][0] for key, boxes in found.items()}
-
-
-def _transposed(la):
-    """The link arrays with every link reversed (same bandwidth, count and latency)."""
-    return SimpleNamespace(src=la.dst, dst=la.src, bandwidth=la.bandwidth, count=la.count, alpha=la.alpha)
 
 
 def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray,
