@@ -522,15 +522,15 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     # the halves run as one allreduce schedule, whose switches do not copy
     parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
-    trees, depth = PipelinedAllreduce(parts[0][0], parts[1][0]), {}
+    trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
     if not options.params.get("pieces"):  # a depth whose event price is the model's own (.allreduce_depth)
-        trees, depth = exact_depth(trees, instance)
+        trees, depth, prices["event"] = exact_depth(trees, instance)  # that price, kept for the pipeline
         for (_, x), half in zip(parts, trees.halves):
             x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
              "explicit_sends": trees.sends, "halves": [x for _, x in parts], **depth}
     return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
-                   build_s=time.perf_counter() - t0, extra=extra)
+                   build_s=time.perf_counter() - t0, extra=extra, prices=prices)
 
 
 def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
