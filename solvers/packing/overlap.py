@@ -41,6 +41,7 @@ from .trees import RoutedTree
 
 PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
 PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
+LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
@@ -180,19 +181,22 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None, extra: dict | None = None) -> tuple[list, dict]:
+          deadline=None, extra=None, kept=None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
-    ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, priced at
-    the same pieces outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` (the halves packed on their shares of every
-    link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
-    than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
-    the result row: the pair taken, the probe's pieces, the models whose summed times it has
-    the least of and every candidate's times."""
+    ``sends(forest, pieces)`` counts a half's sends. ``extra``: a function giving more pairs by
+    name, called once the probes are priced (the halves packed on their shares of every link,
+    :mod:`.capacity_split`: many deep trees, so the cheap pairs are priced, and one kept, first),
+    each priced outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` at the same pieces or, where
+    those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at the most of
+    their halvings down to :data:`LEAST_EXTRA_PIECES` that fits, and kept where their summed time
+    is less than the chosen pair's. Returns the chosen pair as a list and a record of the choice
+    for the result row: the pair taken, the probe's pieces (``chosen_pieces``: the chosen pair's),
+    the models whose summed times it has the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
     whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -211,15 +215,37 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                 if got is not None:
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
-    for other, pair in (extra or {}).items():
-        got = None if whole is not None and whole.expired() else price(pair, pieces)  # the run's time, not the probes' share
+    at = {n: pieces for n in priced}
+    for other, pair in (extra() if extra is not None else {}).items():
+        q = _extra_pieces(pair, pieces, sends, whole, kept)  # the run's time, not the probes' share
+        got = None if q is None else price(pair, q)
         if got is not None:
-            pairs[other], priced[other] = pair, got
+            pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
                 name = other
-    record = {"chosen": name, "probe_pieces": pieces, "least_sum_of": list(models),
+    record = {"chosen": name, "probe_pieces": pieces, "chosen_pieces": at.get(name, pieces),
+              "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
+    fewer = {n: q for n, q in at.items() if q != pieces}
+    if fewer:  # extra pairs priced at fewer pieces, the time left being short
+        record["fewer_pieces"] = fewer
     return list(pairs[name]), record
+
+
+def _extra_pieces(pair, pieces: list[int], sends, deadline, kept) -> list[int] | None:
+    """The pieces :func:`joint` prices an extra pair at: ``pieces``, else their halvings down to
+    :data:`LEAST_EXTRA_PIECES`, the first whose probe fits the time ``deadline`` leaves
+    (``kept.fits``, :class:`.incumbent.Kept`; without ``kept``, any until the deadline passes);
+    None when none does."""
+    q = list(pieces)
+    while True:
+        if deadline is not None and deadline.expired():
+            return None
+        if kept is None or kept.fits(sum(sends(f, p) for f, p in zip(pair, q)), deadline):
+            return q
+        if min(q) // 2 < LEAST_EXTRA_PIECES:
+            return None
+        q = [p // 2 for p in q]
 
 
 def mixed(first, second, share: Fraction):
