@@ -74,27 +74,38 @@ class Stand:
 
 
 def test_an_extra_pair_is_priced_at_fewer_pieces_when_the_time_left_is_short():
-    """Two forests of 100 hops (a pair's probe at p pieces: 200 p sends, 0.2 p s). 12 s left:
-    200 pieces need 40 s, 100 need 20 s, 50 need 10 s: 50. 4 s left: even 25 pieces need 5 s:
-    not priced. No limit: the probe's 200."""
+    """Two forests of 100 hops (a pair's probe at p pieces: 200 p sends, 0.2 p s at 1 ms a
+    send). 200 s left: four times the 40 s of 200 pieces fits, priced at once. 12 s left: from
+    25 pieces (5 s) up, doubling while the probe fits: 25, 50 (10 s), not 100 (20 s): 50 kept.
+    4 s left: even 25 pieces need 5 s: not priced. No limit: the probe's 200."""
     sends = lambda f, p: 100 * p  # noqa: E731
     pair = ("rs", "ag")
-    assert overlap._extra_pieces(pair, [200, 200], sends, Deadline.after(12), Stand()) == [50, 50]
-    assert overlap._extra_pieces(pair, [200, 200], sends, Deadline.after(4), Stand()) is None
-    assert overlap._extra_pieces(pair, [200, 200], sends, None, Stand()) == [200, 200]
+
+    def priced(left):
+        calls = []
+        got = overlap._price_extra(pair, [200, 200], sends, lambda q: calls.append(q[0]) or {"sync": 1.0 / q[0]},
+                                   Deadline.after(left) if left is not None else None, Stand())
+        return got[0], calls
+
+    assert priced(200) == ([200, 200], [200])
+    assert priced(12) == ([50, 50], [25, 50])
+    assert priced(4) == (None, [])
+    assert priced(None) == ([200, 200], [200])
 
 
 def test_kept_holds_the_least_priced_and_reserves_its_verification():
     """Summed sync + event: 3 s, then 2.5 s (kept), then 2.5 s again (a tie keeps the first);
-    the last probe 800 sends in 4 s: 5 ms a send; a probe of 100 sends then needs 0.5 s, and
-    the pipeline's verification of the kept schedule (verified in 0.5 s) twice that: 1.5 s."""
+    the last probe 800 sends in 4 s (verified in 0.9 s): 5 ms a send; a probe of 100 sends then
+    needs 0.5 s, and the pipeline's verification of the kept schedule (verified in 0.5 s) twice
+    that; one of 8000 sends 40 s, and its own verification (9 s) twice."""
     k = incumbent.Kept(("sync", "event"))
     a, b, c = ("a1", "a2"), ("b1", "b2"), ("c1", "c2")
     k.offer(a, [10, 10], "A", {"sync": 2.0, "event": 1.0}, 100, 1.0, 0.1)
     k.offer(b, [10, 10], "B", {"sync": 1.5, "event": 1.0}, 200, 1.0, 0.5)
     k.offer(c, [10, 10], "C", {"sync": 1.0, "event": 1.5}, 800, 4.0, 0.9)
     assert k.schedule == "B" and k.holds(list(b), [10, 10]) and not k.holds(list(c), [10, 10])
-    assert k.needs(100) == pytest.approx(0.5 + incumbent.RESERVE * 0.5)
+    assert k.needs(100) == pytest.approx(0.5 + incumbent.RESERVE * 0.5)  # the probe's own: 100 x 0.9 / 800 s
+    assert k.needs(8000) == pytest.approx(40 + incumbent.RESERVE * 9.0)  # the probe's own verification: 9 s
     assert k.fits(10 ** 9, None) and incumbent.Kept(("sync",)).fits(10 ** 9, Deadline.after(1))
 
 

@@ -33,7 +33,7 @@ from ...tens.pipelined_trees import price_sync
 from .piece_sizes import sized
 
 GAIN = 1e-3  # unequal pieces are kept only where they price at least this share below equal ones
-SIZES_SHARE = 0.25  # of the run's time left, at most, for the candidates' sizes (linear programs of up to
+SIZES_SHARE = 0.1  # of the run's time left, at most, for the candidates' sizes (linear programs of up to
 # 400,000 rows: DGX-2 x2's reduce-scatter rings at 4,098 pieces take minutes); stopped there, pieces stay equal
 
 

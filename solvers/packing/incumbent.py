@@ -11,8 +11,12 @@ whose limit comes later still returns a verified schedule, and the one chosen is
 It also says whether a probe fits the time left (:meth:`Kept.fits`): the seconds a send took
 in the last probe (emitted, overlapped, verified, priced under the objective's models: measured,
 so the machine's load is in it) times the probe's sends, plus the time the pipeline needs to
-verify the kept schedule again (:data:`RESERVE`), must be left before the probe starts, since
-its compiled kernels cannot be interrupted.
+verify the kept schedule (or the probe, should it be kept) again (:data:`RESERVE`), must be left
+before the probe starts, since its compiled kernels cannot be interrupted. Sends differ: DGX-2
+x2's split pair (its forests cut at each other's boundaries, :func:`.overlap.aligned`) verified
+at 7.2 us a send (61 s of CPU and 7.7 GB for 8.4 M sends), the halves as picked at 0.9 us, so a
+probe of another pair starts at few pieces where time is short, and doubles them while the rate
+it measured itself fits (:func:`.overlap.joint`).
 
 >>> k = Kept(("sync", "event"))
 >>> picked, split = ["rs", "ag"], ["rs on its share", "ag on its share"]  # two pairs of forests
@@ -22,8 +26,8 @@ its compiled kernels cannot be interrupted.
 ('schedule B', 2.5, 0.005)
 >>> k.holds(split, [100, 100]), k.holds(split, [200, 200]), k.holds(picked, [200, 200])
 (True, False, False)
->>> k.needs(1000)  # 1000 sends at 5 ms, then the kept schedule verified again (RESERVE x 0.5 s)
-6.0
+>>> k.needs(1000)  # 1000 sends at 5 ms, then the kept schedule (0.5 s) or these (1.25 ms a send) verified again
+7.5
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Kept:
     prices: dict = field(default_factory=dict)
     verify_s: float = 0.0  # the kept schedule's verification in its probe
     seconds_per_send: float = 0.0  # of the last probe: emitting, verifying and pricing, per send
+    verify_per_send: float = 0.0  # of the last probe: verifying, per send
 
     @property
     def objective(self) -> float:
@@ -54,7 +59,7 @@ class Kept:
         """The verified schedule of ``pair`` at ``pieces``, of ``sends`` sends, priced at
         ``prices`` in ``seconds`` (its verification ``verify_s`` of them): kept when its summed
         price is less than the kept one's (the first kept on a tie)."""
-        self.seconds_per_send = seconds / max(1, sends)
+        self.seconds_per_send, self.verify_per_send = seconds / max(1, sends), verify_s / max(1, sends)
         if sum(prices[m] for m in self.models) < self.objective:
             self.schedule, self.pair, self.pieces, self.prices = schedule, tuple(pair), list(pieces), dict(prices)
             self.verify_s = verify_s
@@ -66,8 +71,8 @@ class Kept:
 
     def needs(self, sends: int) -> float:
         """Seconds a probe of ``sends`` sends is expected to take, and then the pipeline's
-        verification of the kept schedule."""
-        return sends * self.seconds_per_send + RESERVE * self.verify_s
+        verification of the kept schedule or of the probe's, whichever is longer."""
+        return sends * self.seconds_per_send + RESERVE * max(self.verify_s, sends * self.verify_per_send)
 
     def fits(self, sends: int, deadline) -> bool:
         """Whether a probe of ``sends`` sends fits the time ``deadline`` leaves (:meth:`needs`);

@@ -192,9 +192,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     name, called once the probes are priced (the halves packed on their shares of every link,
     :mod:`.capacity_split`: many deep trees, so the cheap pairs are priced, and one kept, first),
     each priced outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` at the same pieces or, where
-    those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at the most of
-    their halvings down to :data:`LEAST_EXTRA_PIECES` that fits, and kept where their summed time
-    is less than the chosen pair's. Returns the chosen pair as a list and a record of the choice
+    those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
+    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's. Returns the chosen pair as a list and a record of the choice
     for the result row: the pair taken, the probe's pieces (``chosen_pieces``: the chosen pair's),
     the models whose summed times it has the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
@@ -216,9 +215,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
     at = {n: pieces for n in priced}
-    for other, pair in (extra() if extra is not None else {}).items():
-        q = _extra_pieces(pair, pieces, sends, whole, kept)  # the run's time, not the probes' share
-        got = None if q is None else price(pair, q)
+    for other, pair in (extra() if extra is not None else {}).items():  # the run's time, not the probes' share
+        q, got = _price_extra(pair, pieces, sends, lambda q: price(pair, q), whole, kept)
         if got is not None:
             pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
@@ -232,20 +230,29 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     return list(pairs[name]), record
 
 
-def _extra_pieces(pair, pieces: list[int], sends, deadline, kept) -> list[int] | None:
-    """The pieces :func:`joint` prices an extra pair at: ``pieces``, else their halvings down to
-    :data:`LEAST_EXTRA_PIECES`, the first whose probe fits the time ``deadline`` leaves
-    (``kept.fits``, :class:`.incumbent.Kept`; without ``kept``, any until the deadline passes);
-    None when none does."""
+def _price_extra(pair, pieces: list[int], sends, price, deadline, kept) -> tuple:
+    """``(pieces priced at, times)`` of an extra pair of :func:`joint` (``(None, None)`` when
+    not priced): at ``pieces`` where four times their probe's expected time fits the time
+    ``deadline`` leaves (``kept.needs`` by the last probe's rate, :class:`.incumbent.Kept`; and
+    without ``kept``, while the deadline has not passed), else from their fewest halving of at
+    least :data:`LEAST_EXTRA_PIECES` up, doubling while the rate its own last probe measured
+    fits (pairs differ: module doc of :mod:`.incumbent`), the deepest priced kept."""
+    def sent(q):
+        return sum(sends(f, p) for f, p in zip(pair, q))
+
+    left = None if deadline is None else deadline.left()
+    if kept is None or left is None or kept.schedule is None or 4 * kept.needs(sent(pieces)) <= left:
+        return (pieces, price(pieces)) if left is None or left > 0 else (None, None)
     q = list(pieces)
-    while True:
-        if deadline is not None and deadline.expired():
-            return None
-        if kept is None or kept.fits(sum(sends(f, p) for f, p in zip(pair, q)), deadline):
-            return q
-        if min(q) // 2 < LEAST_EXTRA_PIECES:
-            return None
+    while min(q) // 2 >= LEAST_EXTRA_PIECES:
         q = [p // 2 for p in q]
+    best: tuple = (None, None)
+    while min(q) <= min(pieces) and kept.fits(sent(q), deadline):
+        got = price(q)
+        if got is None:
+            break
+        best, q = (q, got), [2 * p for p in q]
+    return best
 
 
 def mixed(first, second, share: Fraction):
