@@ -57,6 +57,7 @@ from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
                rings, shapes, translated, twolevel)
 from .allreduce_depth import exact_depth
+from .forest_record import forest_record
 from .splitting import network, remove_relays, split_all_evenly
 from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
@@ -76,6 +77,7 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
+SPLIT_SHARE = 0.5  # of the run's time left (less the kept schedule's verification) for packing the split pair
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
@@ -507,7 +509,7 @@ def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched
     optimum_s = (max if split else sum)(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)" +
              (" of each half on its share of the links" if split else ""),
-             "forests": [_forest_record(instance, f, p, pk[2] if pk else None)
+             "forests": [forest_record(f, p, optimum_seconds(instance, f), pk[2] if pk else None)
                          for f, p, pk in zip(forests, depths, picks or [None] * len(forests))],
              **({"joint_choice": joint} if joint else {})}
     if note or stopped:
@@ -515,21 +517,6 @@ def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps", found_by="tree-packing",
                    build_s=time.perf_counter() - t0, extra=extra,
                    message=f"{stopped}; kept the least priced verified schedule so far" if stopped else "")
-
-
-def _forest_record(instance: Instance, f: Forest, pieces: int, latency_choice) -> dict:
-    """What the row says of one forest emitted at ``pieces``."""
-    return {"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k, "trees_per_shard": f.k,
-            "tau_packed": str(f.tau), "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
-            "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": pieces, "flows": f.flows,
-            "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()}, "shape": f.shape,
-            **({"door_rule": f.door} if f.door else {}),
-            **({"shapes_tried": f.shapes_tried, "shape_chosen_for": f.shape_objective} if f.shapes_tried else {}),
-            "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
-            **({"stopped": f.stopped} if f.stopped else {}),
-            **({"fill_choice": f.fill, "unequal_pieces": f.cuts is not None} if f.fill else {}),
-            **({"on_its_share": True} if f.on_share else {}),
-            **({"latency_choice": latency_choice.as_dict()} if latency_choice else {})}
 
 
 def _compact(instance: Instance, params: dict) -> bool:
@@ -697,9 +684,16 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, v)
         return got
 
-    def split_pair() -> dict:
-        left = deadline.earlier(kept.needs(0)) if deadline is not None and kept is not None else deadline
-        return _split_pair(instance, forests, options, left)
+    def split_pair() -> dict:  # within half the time left less the kept schedule's verification: then probed
+        if deadline is None or kept is None:
+            return _split_pair(instance, forests, options, deadline)
+        share = deadline.earlier(kept.needs(0)).share(SPLIT_SHARE)
+        try:
+            return _split_pair(instance, forests, options, share)
+        except TimeLimitReached:
+            if deadline.expired():  # the run's limit, not the share's
+                raise
+            return {}
 
     return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
                          deadline, split_pair, kept)
