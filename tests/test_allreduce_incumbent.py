@@ -29,27 +29,27 @@ def _instance():
     return make_instance(two_chassis(), "allreduce", message_bytes=8e6)
 
 
-def test_a_limit_while_the_split_is_packed_returns_the_halves_as_picked_verified(monkeypatch):
-    """The split pair is packed after the other pairs are priced; the limit arriving there ends
-    the choice, and the run returns the least priced verified pair so far (not the split), which
-    the pipeline verifies again and prices."""
+def test_a_split_not_packed_within_its_share_is_skipped_and_the_run_goes_on(monkeypatch):
+    """The split pair is packed after the other pairs are priced, within its share of the time
+    left; its share running out there (the run's limit not reached) skips it: the run goes on
+    with the other pairs and returns a verified schedule of one of them."""
     def late(*args, **kw):
         raise TimeLimitReached("capacity split", "packing its forests")
 
     monkeypatch.setattr(producer, "_split_pair", late)
-    inst = _instance()
-    row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=600))
-    assert row["verified"] and sched is not None
-    assert "time limit reached during capacity split" in row["message"]
-    assert "kept_schedule" in row["extra"] and "joint_choice" not in row["extra"]
+    row, sched = pipeline.run(_instance(), "tree-packing", Options(time_limit=600))
+    assert row["verified"] and sched is not None and "time limit" not in (row["message"] or "")
+    choice = row["extra"]["joint_choice"]
+    assert not choice["chosen"].startswith(producer.SPLIT_PAIR)
+    assert not any(name.startswith(producer.SPLIT_PAIR) for name in choice["priced"])
     assert not any(f.get("on_its_share") for f in row["extra"]["forests"])
-    assert [f["pieces"] for f in row["extra"]["forests"]] == [overlap.PROBE_PIECES] * 2
     assert row["time_sync_s"] >= BOUND and row["time_event_s"] >= BOUND
 
 
 def test_the_run_returns_by_its_limit_and_grace_with_the_kept_schedule(monkeypatch):
-    """The real clock: packing the split never ends (it sleeps past the limit), the run's timer
-    stops it, and the run returns the kept schedule, verified, within the limit and its grace."""
+    """The real clock: packing the split never ends (it sleeps past the run's limit, not checking
+    its share), the run's timer stops it, and the run returns the kept schedule (the least priced
+    verified pair at the probe's pieces), verified, within the limit and its grace."""
     def forever(*args, **kw):
         time.sleep(3600)
 
@@ -59,6 +59,8 @@ def test_the_run_returns_by_its_limit_and_grace_with_the_kept_schedule(monkeypat
     row, sched = pipeline.run(_instance(), "tree-packing", Options(time_limit=limit))
     assert time.monotonic() - t0 <= limit + GRACE_S
     assert row["verified"] and sched is not None and "time limit" in row["message"]
+    assert "kept_schedule" in row["extra"] and "joint_choice" not in row["extra"]
+    assert [f["pieces"] for f in row["extra"]["forests"]] == [overlap.PROBE_PIECES] * 2
 
 
 class Stand:

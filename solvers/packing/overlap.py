@@ -42,6 +42,8 @@ from .trees import RoutedTree
 PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
 PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
 LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
+DIRECT_FACTOR = 4  # an extra pair is priced at once at the probe's pieces where this many times the time the last
+# probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed and 7.2 us verified again, the halves' 2.8 + 0.9)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
@@ -193,9 +195,10 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     :mod:`.capacity_split`: many deep trees, so the cheap pairs are priced, and one kept, first),
     each priced outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` at the same pieces or, where
     those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
-    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's. Returns the chosen pair as a list and a record of the choice
-    for the result row: the pair taken, the probe's pieces (``chosen_pieces``: the chosen pair's),
-    the models whose summed times it has the least of and every candidate's times."""
+    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's.
+    Returns the chosen pair as a list and a record of the choice for the result row: the pair
+    taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
+    times it has the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
     whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -232,16 +235,17 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
 
 def _price_extra(pair, pieces: list[int], sends, price, deadline, kept) -> tuple:
     """``(pieces priced at, times)`` of an extra pair of :func:`joint` (``(None, None)`` when
-    not priced): at ``pieces`` where four times their probe's expected time fits the time
-    ``deadline`` leaves (``kept.needs`` by the last probe's rate, :class:`.incumbent.Kept`; and
-    without ``kept``, while the deadline has not passed), else from their fewest halving of at
-    least :data:`LEAST_EXTRA_PIECES` up, doubling while the rate its own last probe measured
-    fits (pairs differ: module doc of :mod:`.incumbent`), the deepest priced kept."""
+    not priced): at ``pieces`` where :data:`DIRECT_FACTOR` times their probe's expected time
+    fits the time ``deadline`` leaves (``kept.needs`` by the last probe's rate,
+    :class:`.incumbent.Kept`; and without ``kept``, while the deadline has not passed), else
+    from their fewest halving of at least :data:`LEAST_EXTRA_PIECES` up, doubling while the rate
+    its own last probe measured fits (pairs differ: module doc of :mod:`.incumbent`), the
+    deepest priced kept."""
     def sent(q):
         return sum(sends(f, p) for f, p in zip(pair, q))
 
     left = None if deadline is None else deadline.left()
-    if kept is None or left is None or kept.schedule is None or 4 * kept.needs(sent(pieces)) <= left:
+    if kept is None or left is None or kept.schedule is None or DIRECT_FACTOR * kept.needs(sent(pieces)) <= left:
         return (pieces, price(pieces)) if left is None or left > 0 else (None, None)
     q = list(pieces)
     while min(q) // 2 >= LEAST_EXTRA_PIECES:
