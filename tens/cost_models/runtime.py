@@ -259,13 +259,24 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
-            + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
+            + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         many, one = (_rounds_per_byte(r, cal, pf) for r in f.rounds)
         share = forwarded / s
         first = first + cal.round_share * np.maximum(((1 - share) * many + share * one) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def _chained_copies(f: ProgramFeatures, share: np.ndarray) -> np.ndarray:
+    """Chunk copy times on an iteration's slowest chain when a forward trails its sender by
+    ``share`` of a chunk (in [0.5, 1]): ``f.path_copies`` (at 0.5 and 1,
+    :func:`~collsynth.tens.runtime_program.pipelined_copies`) interpolated; for features without
+    them, ``path_sent`` copies each that share behind the first."""
+    if not f.path_copies:
+        return 1 + max(f.path_sent - 1, 0) * share
+    at_half, at_one = f.path_copies
+    return at_half + (np.clip(share, 0.5, 1.0) - 0.5) * 2 * (at_one - at_half)
 
 
 def call_counts(cnts, chunk: np.ndarray, s: np.ndarray, buff: float) -> tuple[np.ndarray, np.ndarray]:
