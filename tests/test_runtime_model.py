@@ -167,11 +167,11 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
-       share=st.floats(0, 1))
+       share=st.floats(0, 1), handshake=st.floats(0, 1))
 def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
-                                                 share):
+                                                 share, handshake):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
-            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share,
+            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share, handshake_share=handshake,
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
@@ -475,6 +475,34 @@ def test_a_calibration_file_keeps_its_round_share(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="parameters.round_share: expected a number in 0..1, got 1.5"):
         load_calibration(path)
+
+
+def test_a_calibration_file_keeps_its_handshake_share(tmp_path):
+    import json
+
+    from collsynth.tens.cost_models.runtime import load_calibration
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cal(handshake_share=0.25).as_json()))
+    assert load_calibration(path).handshake_share == 0.25
+    data = cal().as_json()
+    del data["parameters"]["handshake_share"]  # a file written before the share was fitted: non-empty slices only
+    path.write_text(json.dumps(data))
+    assert load_calibration(path).handshake_share == 0.0
+    data["parameters"]["handshake_share"] = -0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="parameters.handshake_share: expected a number in 0..1, got -0.5"):
+        load_calibration(path)
+
+
+@pytest.mark.parametrize("handshake, expected_us", [(0.0, 30.0), (0.5, 40.0), (1.0, 50.0)])
+def test_an_empty_slice_pays_the_handshake_share_by_hand(handshake, expected_us):
+    # PAIR at 2 KB (one slice a call: 1 KB under buff / 128 = 8 MiB): each GPU sends one chunk and
+    # receives one, 2 operations; at 10 us of shared cost each, a call pays (1 + handshake) x 10
+    # us per operation: 20, 30 or 40 us, above the thread block's 2 x 2 us + 1 us credit x (1 +
+    # handshake) and the link's 2 us; launch 10 us.
+    f = program_features(PAIR, pair_instance())
+    t = runtime_times(f, [2e3], cal(gpu_op_s={"link": 10e-6}, handshake_share=handshake))[0]
+    assert t == pytest.approx(expected_us * 1e-6)
 
 
 def _line_program(relay: bool) -> str:
