@@ -64,9 +64,9 @@ class ProgramFeatures:
     ``coll``: the program's attributes. ``path_copies``: the chunks copied one after another on
     the slowest chain of one iteration when a forward trails its sender by half a chunk and by
     a whole one (:func:`pipelined_copies` at slice shares 0.5 and 1; empty: not computed, the
-    chain is then ``path_sent`` copies each a slice behind). ``rounds``: one iteration cut into the rounds of
-    :func:`step_rounds`, twice (a forwarding receive in its sender's round, then one round
-    later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
+    chain is then ``path_sent`` copies each a slice behind). ``rounds``: one iteration cut
+    into the rounds of :func:`step_rounds`, twice (a forwarding receive in its sender's round,
+    then one round later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
     ``tb_steps``, ``tb_hops[c]`` and ``gpu_ops[c]`` have one column per value (a vector when the
     program has only ``cnt="1"``), since the runtime runs a step of ``cnt`` k as ``ceil(k / m)``
     calls, ``m`` set per message size (:func:`~collsynth.tens.cost_models.runtime.runtime_times`)."""

@@ -510,7 +510,8 @@ def _line_program(relay: bool) -> str:
     by one thread block and sent on by another that waits for it (``depid``), as TACCL writes."""
     head = ('<algo name="t" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" coll="allgather" inplace="1" '
             'outofplace="0" minBytes="0" maxBytes="1099511627776">')
-    step = '<step s="0" type="{}" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="{}" deps="{}" hasdep="{}"/>'
+    step = ('<step s="0" type="{}" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" '
+            'depid="{}" deps="{}" hasdep="{}"/>')
     tb = '<tb id="{}" send="{}" recv="{}" chan="0">{}</tb>'
     middle = (tb.format(0, -1, 0, step.format("r", -1, -1, 1)) + tb.format(1, 2, -1, step.format("s", 0, 0, 0))
               if relay else tb.format(0, 2, 0, step.format("rcs", -1, -1, 0)))

@@ -37,8 +37,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   and the copies of the iteration's slowest chain at ``tb_rate``: a forward one slice behind its
   sender, since ``genericOp`` posts each slice, and a step that waits for another to finish, the
   previous step of its thread block or a ``depid``, whose flag MSCCL sets after the step's last
-  call, a whole step behind: :func:`~collsynth.tens.runtime_program.pipelined_copies`), and the iteration run in
-  rounds: a step that waits for another to finish (the next step of its thread block, a
+  call, a whole step behind: :func:`~collsynth.tens.runtime_program.pipelined_copies`), and
+  the iteration run in rounds: a step that waits for another to finish (the next step of its thread block, a
   ``depid``) is a round later, and each round lasts as long as its busiest port or thread
   block. A receive that forwards (``rcs``, ``rrs``) sends slice by slice, so a forwarding hop
   starts one slice, a share ``f`` of the chunk, after its sender; the rounds are counted with
