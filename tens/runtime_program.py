@@ -234,13 +234,14 @@ def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray
 
 
 def pipelined_copies(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray, copies: np.ndarray,
-                     slice_share: float) -> float:
-    """When the last of ``n`` steps of one loop iteration finishes, in chunk copy times, with
+                     slice_shares=(0.5, 1.0)) -> tuple:
+    """When the last of ``n`` steps of one loop iteration finishes, in chunk copy times, at each
+    of ``slice_shares`` (a slice's share of a chunk), with
     every step copying ``copies[step]`` chunks (0 for a step that copies nothing across a link)
     and the dependencies ``pred[e] -> succ[e]`` (``transfer[e]``: a send feeding its receive).
 
     A receive follows its send slice by slice: NCCL's ``genericOp`` (``prims_simple.h``) posts
-    each slice of a call once it is copied, so a receive can start ``slice_share`` of its send's
+    each slice of a call once it is copied, so a receive can start a slice's share of its send's
     copy after the send started and ends that share after it. Any other dependency waits for
     the whole step: a thread block runs its steps in order, and MSCCL's interpreter sets a
     step's ``depid`` flag only after all its calls (``msccl_interpreter.h``: ``mscclFlags[bid]``
@@ -250,34 +251,40 @@ def pipelined_copies(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.nd
     :class:`~collsynth.InputError` when the dependencies have a cycle.
 
     >>> chain = np.array([0, 1]), np.array([1, 2]), np.array([True, True])
-    >>> pipelined_copies(3, *chain, np.ones(3), 0.5)  # s -> rcs -> r: one chunk, two half-chunk hops
-    2.0
+    >>> pipelined_copies(3, *chain, np.ones(3))  # s -> rcs -> r: one chunk, then half or whole ones
+    (2.0, 3.0)
     >>> relay = np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([True, False, True])
-    >>> pipelined_copies(4, *relay, np.array([1.0, 1.0, 0.0, 1.0]), 0.5)  # s -> r, depid -> s -> r
-    2.5
+    >>> pipelined_copies(4, *relay, np.array([1.0, 1.0, 0.0, 1.0]))  # s -> r, depid -> s -> r
+    (2.5, 3.0)
     """
     outs = [[] for _ in range(n)]
     for u, v, t in zip(pred.tolist(), succ.tolist(), transfer.tolist()):
         outs[u].append((v, t))
-    indeg = np.bincount(succ, minlength=n)
-    start, last = np.zeros(n), np.zeros(n)  # when a step may start copying / its input is complete
-    done = np.zeros(n)
-    stack, seen = list(np.flatnonzero(indeg == 0)), 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        c = float(copies[u])
-        first = start[u] + slice_share * c  # its first slice posted
-        done[u] = max(start[u] + c, last[u] + slice_share * c) if c > 0 else max(start[u], last[u])
-        for v, t in outs[u]:
-            start[v] = max(start[v], first if (t and c > 0) else (start[u] if t else done[u]))
-            last[v] = max(last[v], done[u])
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    if seen < n:
-        raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
-    return float(done.max(initial=0.0))
+    indeg = np.bincount(succ, minlength=n).tolist()
+    cop = np.asarray(copies, dtype=np.float64).tolist()
+    out = []
+    for q in slice_shares:
+        start, last, done = [0.0] * n, [0.0] * n, [0.0] * n  # may start copying / input complete / ends
+        deg, stack, seen = list(indeg), [u for u in range(n) if indeg[u] == 0], 0
+        while stack:
+            u = stack.pop()
+            seen += 1
+            c, su = cop[u], start[u]
+            first = su + q * c if c > 0 else su  # its first slice posted (passed on as it arrives)
+            done[u] = end = max(su + c, last[u] + q * c)
+            for v, t in outs[u]:
+                ready = first if t else end
+                if ready > start[v]:
+                    start[v] = ready
+                if end > last[v]:
+                    last[v] = end
+                deg[v] -= 1
+                if deg[v] == 0:
+                    stack.append(v)
+        if seen < n:
+            raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
+        out.append(max(done, default=0.0))
+    return tuple(out)
 
 
 def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -367,7 +374,7 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"), rounds=rounds,
-        path_copies=tuple(pipelined_copies(len(steps), pred, succ, transfer, sent, share) for share in (0.5, 1.0)))
+        path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent))
 
 
 def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:
