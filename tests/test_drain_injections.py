@@ -11,8 +11,9 @@ nodes in the steps before; and a fat tree's host is a box of one node.
   3.4375 s), so its bound leaves the box out (``Bounds.for_routing``);
 - below the ``sync`` price of the TEN ILP's verified schedule (``ten-ilp-combining``) on the
   k = 2 fat tree and a two-group rail Clos, hypothesis over latencies, bandwidths and sizes;
-  below tree packing's prices (equal and unequal pieces, compact and explicit) on a k = 4 fat
-  tree and a two-group rail Clos whose spines feed the leaves; below every producer's verified
+  below tree packing's prices (translated and hierarchical trees, equal and unequal pieces,
+  compact and explicit) on a k = 4 fat tree and a two-group rail Clos whose spines feed the
+  leaves; below every producer's verified
   reduce-scatter on those two fabrics.
 """
 
@@ -25,6 +26,7 @@ from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
+from collsynth.solvers.packing.producer import tier_by_tier
 from collsynth.solvers.pipeline import Options
 from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds
@@ -109,21 +111,29 @@ def test_the_two_hosts_of_a_k2_fat_tree_by_hand():
     assert ag.sync.value == pytest.approx(7.0, rel=1e-5)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=st.sampled_from([("fat_tree", {"k": 2}), ("rail_clos", SPINE_PATH)]),
-       alpha=st.sampled_from([0.5e-6, 2.7e-6]), bandwidth=st.sampled_from([25e9, 50e9]),
-       size=st.sampled_from([4e5, 4e6]))
-def test_below_the_ten_ilp_schedule(fabric, alpha, bandwidth, size):
+def reduce_scatter_case(fabric, alpha: float, bandwidth: float, size: float):
+    """``(instance, its sync bound)``: a reduce-scatter on ``fabric`` with its NICs (a fat
+    tree: every link) at ``alpha`` and ``bandwidth``, whose bound is the box bound and above
+    ``L + T*`` (the injections charge something)."""
     gen, params = fabric
     keys = {"link_alpha": alpha, "link_bandwidth": bandwidth} if gen == "fat_tree" else \
         {"nic_alpha": alpha, "nic_bandwidth": bandwidth}
     inst = make_instance(build(gen, {**params, **keys}), "reduce_scatter", message_bytes=size)
     b = instance_bounds(inst)
     assert b.sync.source == "drain" and b.sync.value > latency_plus_cut(b)
+    return inst, b.sync
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fabric=st.sampled_from([("fat_tree", {"k": 2}), ("rail_clos", SPINE_PATH)]),
+       alpha=st.sampled_from([0.5e-6, 2.7e-6]), bandwidth=st.sampled_from([25e9, 50e9]),
+       size=st.sampled_from([4e5, 4e6]))
+def test_below_the_ten_ilp_schedule(fabric, alpha, bandwidth, size):
+    inst, bound = reduce_scatter_case(fabric, alpha, bandwidth, size)
     row, _ = pipeline.run(inst, "ten-ilp-combining", Options(driver="horizon", time_limit=120,
                                                              params={"start": "none"}))
     assert row["verified"]
-    assert b.sync.value <= row["time_sync_s"] * TOL
+    assert bound.value <= row["time_sync_s"] * TOL
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,13 +141,10 @@ def test_below_the_ten_ilp_schedule(fabric, alpha, bandwidth, size):
        alpha=st.sampled_from([0.5e-6, 2.7e-6, 2e-5]), bandwidth=st.sampled_from([25e9, 50e9]),
        size=st.sampled_from([1 << 12, 1 << 20, 1 << 26]), pieces=st.integers(1, 12))
 def test_below_every_tree_packing_price(fabric, alpha, bandwidth, size, pieces):
-    gen, params = fabric
-    keys = {"link_alpha": alpha, "link_bandwidth": bandwidth} if gen == "fat_tree" else \
-        {"nic_alpha": alpha, "nic_bandwidth": bandwidth}
-    inst = make_instance(build(gen, {**params, **keys}), "reduce_scatter", message_bytes=size)
-    b = instance_bounds(inst)
-    assert b.sync.source == "drain" and b.sync.value > latency_plus_cut(b)
-    assert_below_trees((translated_form(inst),), inst, b.sync.value, pieces)
+    """The translated trees and the hierarchical ones (:mod:`collsynth.solvers.packing.hierarchical`)."""
+    inst, bound = reduce_scatter_case(fabric, alpha, bandwidth, size)
+    translated = translated_form(inst)
+    assert_below_trees((translated, tier_by_tier(inst, translated)), inst, bound.value, pieces)
 
 
 @pytest.mark.parametrize("fabric", [("fat_tree", {"k": 4}), ("rail_clos", TWO_GROUPS)])
