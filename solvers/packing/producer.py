@@ -585,13 +585,13 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
         apart = paired_by_port(instance, transposed)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: tree_hops(t, instant, summing, apart)), f.k, f.tau
     pieces = options.params.get("pieces")
-    trees, tiers = _cheapest_forest([trees, tier_by_tier(instance, trees) if tiers else None], instance, multicast,
-                                    pieces)
+    trees, picked = _cheapest_forest([trees, tier_by_tier(instance, trees) if tiers else None], instance, multicast,
+                                     pieces)
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
     extra = {"form": "pipelined-trees", "optimum_s": optimum_s, "tau": str(opt.tau), "trees_per_shard": k,
              "tau_packed": str(tau), "trees": len(trees.root) * trees.copies, "listed_trees": len(trees.root),
              "box_copies": trees.copies, "depth_hops": trees.depth, "pieces": trees.pieces,
-             "explicit_sends": trees.sends, "tier_by_tier": bool(tiers)}
+             "explicit_sends": trees.sends, "tier_by_tier": picked == 1}
     return trees, extra
 
 
