@@ -522,7 +522,7 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
         return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
                        build_s=time.perf_counter() - t0, extra=extra)
     # the halves run as one allreduce schedule, whose switches do not copy
-    parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False, tiers=False)
+    parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
     trees, depth = PipelinedAllreduce(parts[0][0], parts[1][0]), {}
     if not options.params.get("pieces"):  # a depth whose event price is the model's own (.allreduce_depth)
@@ -560,13 +560,10 @@ def _cheapest_forest(candidates: list, instance: Instance, multicast: bool, piec
     return best[0], best[2]
 
 
-def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True,
-                    tiers: bool = True) -> tuple:
+def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
     """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective, a tree's
-    sends into a copying switch merged where ``multicast`` (:func:`.compact.multicast`), the
-    hierarchical trees beside the translated ones where ``tiers`` (not for an allreduce's
-    halves: its depth search prices ``event`` per link orbit at every depth, which on them took
-    321 s and 6.4 GiB on SuperPOD 16 SU)."""
+    sends into a copying switch merged where ``multicast`` (:func:`.compact.multicast`): the
+    translated trees or the hierarchical ones (:func:`tier_by_tier`), whichever prices lower."""
     coll = instance.collective
     [(kind, transposed)] = plan(coll.kind)
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -585,8 +582,7 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
         apart = paired_by_port(instance, transposed)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: tree_hops(t, instant, summing, apart)), f.k, f.tau
     pieces = options.params.get("pieces")
-    trees, picked = _cheapest_forest([trees, tier_by_tier(instance, trees) if tiers else None], instance, multicast,
-                                     pieces)
+    trees, picked = _cheapest_forest([trees, tier_by_tier(instance, trees)], instance, multicast, pieces)
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
     extra = {"form": "pipelined-trees", "optimum_s": optimum_s, "tau": str(opt.tau), "trees_per_shard": k,
              "tau_packed": str(tau), "trees": len(trees.root) * trees.copies, "listed_trees": len(trees.root),
