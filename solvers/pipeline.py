@@ -148,6 +148,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
             bnds = apart.collect(stages)
     if stopped is not None:
         outcome.message = _limit_message(stopped, deadline, stages, "produce")
+    if outcome.schedule is not None:  # a routed schedule is not bounded by the box bound
+        bnds = bnds.for_routing(getattr(outcome.schedule, "routing", "links"))
     row.update(lower_bound_steps=bnds.steps.value, lower_bound_timesteps=bnds.timesteps.value)
     for model in cost_models.MODELS.values():
         row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None

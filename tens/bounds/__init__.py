@@ -61,12 +61,16 @@ Arguments (``source``)
     (:func:`partition_bound`, its module has the proof and two optima by hand). An
     allreduce is also bounded by its reduce-scatter's ``forest`` optimum.
 ``drain``
-    (``sync``) a single allgather, or a reduce-scatter read backwards on the transposed links,
-    on boxes of GPUs joined by one switch: every step bringing data into a box pays its NIC's
-    alpha, so does the step before, what enters last still crosses the box's switch, and where
-    the switches feeding the boxes do not copy (a reduce-scatter's do not reduce) what enters
-    in a step crossed their incoming links the step before; a small linear program per number
-    of such steps (:func:`collsynth.tens.bounds.drain.drain_bound`, its module has the proof).
+    (``sync``, schedules whose sends are on links) a single allgather, or a reduce-scatter read
+    backwards on the transposed links, on boxes of GPUs joined by one switch (or of one GPU
+    entered from switches only, a fat tree's host): every step bringing data into a box pays
+    its NIC's alpha, so does the step before, what enters last still crosses the box's switch,
+    and where the switches feeding the boxes do not copy (a reduce-scatter's do not reduce)
+    what enters in a step crossed their incoming links the step before, and was put into the
+    fabric by compute nodes in the steps before (at any depth of switches that copy nothing); a
+    small linear program per number of such steps (:func:`collsynth.tens.bounds.drain.drain_bound`,
+    its module has the proof). A routed schedule (a step per path) is outside it
+    (:meth:`Bounds.for_routing`).
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.

@@ -18,7 +18,14 @@ step ``t - 1``; Liu et al., SIGCOMM 2024, Section 4) by a hop that is not instan
 nodes of ``C`` are linked directly and that no internal hop is instant, so a piece that enters
 ``C`` at ``u`` in step ``t`` reaches another node of ``C`` inside the box in step ``t + 2`` at
 the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in the
-step after the one that brought the piece: every schedule without a declared TEN timestep).
+step after the one that brought the piece: every schedule without a declared TEN timestep)
+for sends on links (routing ``links``: tree packing's, the TEN producers', the compact
+forms'). A routed schedule (logical sends over paths, ``shortest-path``) crosses every link of
+a path in one step, paying its links' loads at once, so it is outside the proof: on DGX H100
+x2 with NICs of 2 B/s and alpha 1 s, NVLink 16 B/s and alpha 0, a byte a block, box mates
+summing over the box switch and then one routed step per rail pair reduce-scatter in 3.375 s
+against the bound's 3.4375 s (``tests/test_drain_injections.py``);
+:meth:`collsynth.tens.bounds.Bounds.for_routing` leaves the bound out for such a schedule.
 ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into ``C``;
 ``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link into a
 switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
@@ -85,6 +92,36 @@ pre-steps with a geometric tail, as those trees do.
    step went up other boxes' NICs the step before, a second pipeline stage as costly as the
    first, whose fill the bound now charges; on a two-tier Clos the leaves are also fed by
    the spines, which were fed the step before that.
+7. **Injections, all the way up.** Let ``X`` be the tails of ``K`` (the switches their
+   external links leave) with every switch from which a chain of switch-to-switch links leads
+   into one of them, and suppose no switch of ``X`` may copy. A piece entering a box of ``K``
+   in step ``t`` left a tail in ``t``, so reached it in ``t - 1`` over some link; where that
+   link leaves a switch, the switch is in ``X`` and the piece reached it in ``t - 2``; and so
+   on back to a link from a compute node into ``X`` (an *injection*), in a step before ``t``.
+   A switch of ``X`` sends each arrival on at most once, so distinct entries (link, step,
+   byte) lead back to distinct injections (by induction over the steps: two sends out of one
+   switch in one step forward two distinct arrivals of the step before). The injections of a
+   step carry at most ``U_x b_t``, ``U_x`` the bandwidth of the links from compute nodes into
+   ``X``. So what enters the boxes of ``K`` up to phase ``j`` is at most ``U_x`` times the
+   bandwidth terms of the steps before phase ``j``'s own: the head's, those of phases ``< j``
+   and of the cheap steps grouped with ``j`` (``b_j - p_j``); for the boxes' average, in
+   units, ``N_j <= f_x (b_head + b_1 + .. + b_j - p_j)`` with ``f_x = U_x / (|K| B_e)``. This
+   is flow conservation in the time-expanded network (Ford and Fulkerson, "Constructing
+   Maximal Dynamic Flows from Static Flows", Operations Research 6(3), 1958) whose switches
+   hold nothing (TE-CCL's, above). Unlike 6 it does not stop at the second tier: on a Clos of
+   any depth whose switches copy nothing, what enters the boxes waits, as on DGX H100, for a
+   step that put it into the fabric (6 let spines fed two steps earlier stand in for that
+   step: a 1 GiB reduce-scatter on SuperPOD 8 SU, 2.792 ms by 6, is 2.890 ms by 7, DGX H100's).
+
+**Boxes of one.** A participant ``w`` in no box of several nodes (a fat tree's host),
+entered only from switches by hops that are not instant, is a box with ``c = 1``: no link
+into it is internal (``B_i = 0``), 3 says nothing (``v = 0``), and 1, 2 and 4-7 read as
+above (none of them needs a box switch). Where the switches may copy it gives no more than ``L + T*``;
+where they copy nothing (a reduce-scatter's, read backwards) 7 charges the step that put the
+last entry into the fabric: on two hosts under one switch, links of 1 B/s and alpha 1 s, a
+byte a block, a reduce-scatter costs at least ``2 + 1 + 1 = 4 s`` (each byte goes up in one
+step and down in a later one, and the bandwidth terms of the two add up), which a two-step
+schedule meets, where ``L + T*`` is 3 s (:func:`box_seconds`'s last example).
 
 **Reduce-scatter, by time reversal.** Take a valid reduce-scatter schedule of ``S`` steps on
 the topology and keep of each send only the bytes that carry, for the block's owner ``i``, a
@@ -146,18 +183,20 @@ def drain_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
         if best_value is None or value > best_value:
             best_value, best_box = value, where
     how = "leave" if kind == "reduce_scatter" else "enter"
-    return Bound(best_value * (1 - SAFETY), "s", "sync", "drain", best_box,
-                 f"steps where data {how}s the box of switch {best_box} at its NICs, and its own switch")
+    what = f"the box of switch {best_box} at its NICs, and its own switch" if best_box in topo.switches \
+        else f"node {best_box} (a box of one)"
+    return Bound(best_value * (1 - SAFETY), "s", "sync", "drain", best_box, f"steps where data {how}s {what}")
 
 
 def box_numbers(instance) -> dict[tuple, int]:
-    """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u, feed): switch}``: one box
-    (module doc) per distinct set of numbers, with a switch that has them. A reduce-scatter's
-    boxes are its time reversal's, on the transposed links. ``feed`` is ``(f_c, f_s, f_2)`` for
-    a family ``K`` of disjoint boxes of those numbers whose entering links leave switches that
-    do not copy (an allgather's) or reduce (a reduce-scatter's): the bandwidths into those
-    switches from compute nodes and from switches, and into the latter, over ``|K| B_e``
-    (module doc, 6); None where one of them may."""
+    """``{(c, shard bytes, participants, B_e, B_i, alpha_e, alpha_u, feed): where}``: one box
+    (module doc) per distinct set of numbers, where a switch that has them (the node itself
+    for a box of one). A reduce-scatter's boxes are its time reversal's, on the transposed
+    links. ``feed`` is ``(f_c, f_s, f_2, f_x)`` for a family ``K`` of disjoint boxes of those
+    numbers whose entering links leave switches that do not copy (an allgather's) or reduce (a
+    reduce-scatter's): the bandwidths into those switches from compute nodes and from switches,
+    into the latter, and from compute nodes into their upstream closure, over ``|K| B_e``
+    (module doc, 6 and 7); None where one of them may."""
     topo, coll = instance.topology, instance.collective
     reversal = coll.kind == "reduce_scatter"
     la = (topo.transpose() if reversal else topo).link_arrays
@@ -173,7 +212,7 @@ def box_numbers(instance) -> dict[tuple, int]:
     inner = is_switch & (compute_from == np.bincount(la.dst, minlength=n))  # switches fed by compute nodes only
     found: dict[tuple, list] = {}
     shard = coll.chunk_bytes * coll.chunks_per_node
-    in_box = np.zeros(n, bool)
+    in_box, boxed = np.zeros(n, bool), np.zeros(n, bool)
     for sigma in np.flatnonzero(inner).tolist():
         box = np.unique(la.dst[links.leaving(sigma)])
         ins = np.unique(la.src[links.entering(sigma)])
@@ -185,14 +224,30 @@ def box_numbers(instance) -> dict[tuple, int]:
         in_box[box] = False
         if numbers is not None:
             found.setdefault((len(box), shard, len(coll.nodes), *numbers[:4]), []).append((int(sigma), box, numbers[4]))
+            boxed[box] = True
+    for w in _lone(la, part & ~is_switch & ~boxed, is_switch) if len(coll.nodes) > 1 else ():
+        box = np.array([w])
+        numbers = _numbers(la, links, box, in_box, is_switch, lone=True)
+        if numbers is not None:
+            found.setdefault((1, shard, len(coll.nodes), *numbers[:4]), []).append((w, box, numbers[4]))
     return {(*key, _feed(la, links, boxes, key[3], copies, is_switch)): boxes[0][0] for key, boxes in found.items()}
+
+
+def _lone(la, candidates: np.ndarray, is_switch: np.ndarray) -> list[int]:
+    """The nodes of ``candidates`` (those in no box of several nodes) entered only from
+    switches: boxes of one node (module doc), a fat tree's hosts."""
+    from_compute = np.zeros(len(is_switch), bool)
+    np.logical_or.at(from_compute, la.dst, ~is_switch[la.src])
+    has_in = np.bincount(la.dst, minlength=len(is_switch)) > 0
+    return np.flatnonzero(candidates & has_in & ~from_compute).tolist()
 
 
 def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray,
           is_switch: np.ndarray) -> tuple | None:
-    """``(U_c, U_s, U_2)`` over ``|K| B_e`` (module doc, 6) for ``K`` the boxes taken in order
-    that share no node with an earlier one (``boxes``: ``(switch, nodes, tails)``); None where
-    a tail may copy, ``U_2`` None where a switch feeding a tail may."""
+    """``(U_c, U_s, U_2, U_x)`` over ``|K| B_e`` (module doc, 6 and 7) for ``K`` the boxes taken
+    in order that share no node with an earlier one (``boxes``: ``(switch, nodes, tails)``); None
+    where a tail may copy, ``U_2`` None where a switch feeding a tail may, ``U_x`` None where a
+    switch of the tails' upstream closure may."""
     taken = np.zeros(len(copies), bool)
     family, tails = 0, set()
     for _, box, tail in boxes:
@@ -210,7 +265,26 @@ def _feed(la, links: "_Links", boxes: list, B_e: float, copies: np.ndarray,
     U_2 = None
     if not copies[above].any():
         U_2 = float(bw[np.concatenate([links.entering(int(t)) for t in above])].sum()) / unit if len(above) else 0.0
-    return float(bw[into[~upstream]].sum()) / unit, float(bw[into[upstream]].sum()) / unit, U_2
+    closure = _upstream(la, links, sorted(tails), is_switch)
+    U_x = None
+    if not copies[closure].any():
+        inject = np.concatenate([links.entering(int(t)) for t in closure])
+        U_x = float(bw[inject[~is_switch[la.src[inject]]]].sum()) / unit
+    return float(bw[into[~upstream]].sum()) / unit, float(bw[into[upstream]].sum()) / unit, U_2, U_x
+
+
+def _upstream(la, links: "_Links", tails: list, is_switch: np.ndarray) -> np.ndarray:
+    """The switches from which a chain of switch-to-switch links leads to one of ``tails``
+    (the tails included): where a piece entering a box may have been on its way (module doc, 7)."""
+    seen = np.zeros(len(is_switch), bool)
+    seen[tails] = True
+    frontier = np.asarray(tails, np.int64)
+    while len(frontier):
+        into = np.concatenate([links.entering(int(t)) for t in frontier])
+        src = np.unique(la.src[into])
+        frontier = src[is_switch[src] & ~seen[src]]
+        seen[frontier] = True
+    return np.flatnonzero(seen)
 
 
 class _Links:
@@ -230,16 +304,18 @@ class _Links:
         return self.by_dst[self.dst_ptr[v]:self.dst_ptr[v + 1]]
 
 
-def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: np.ndarray) -> tuple | None:
+def _numbers(la, links: _Links, box: np.ndarray, in_box: np.ndarray, is_switch: np.ndarray,
+             lone: bool = False) -> tuple | None:
     """``(B_e, B_i, alpha_e, alpha_u, tails)`` of ``box`` (``in_box`` its mask; ``tails`` the
     switches its external links leave), or None where a condition fails. A link into the box
-    is internal when it leaves a switch whose links in all come from the box."""
+    is internal when it leaves a switch whose links in all come from the box (none into a box
+    of one node, ``lone``)."""
     into = np.concatenate([links.entering(int(v)) for v in box])
     tail = la.src[into]
     if in_box[tail].any() or links.instant[into].any() or not is_switch[tail].all():
         return None
     tails = np.unique(tail)
-    closed = {int(t): bool(in_box[la.src[links.entering(int(t))]].all()) for t in tails}
+    closed = {int(t): not lone and bool(in_box[la.src[links.entering(int(t))]].all()) for t in tails}
     internal = np.array([closed[int(t)] for t in tail])
     if internal.all():
         return None
@@ -273,8 +349,15 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
     boxes have and nothing else (``feed = (1, 0, 0)``), the 2 bytes also cross those switches'
     incoming links in the pre-step, 2 s more:
 
-    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0, feed=(1.0, 0.0, 0.0))
+    >>> box_seconds(2, 1.0, 4, 1.0, 1.0, 10.0, 10.0, 20.0, 2.0, feed=(1.0, 0.0, 0.0, 1.0))
     26.0
+
+    A box of one (module doc): two hosts under one switch that copies nothing, a byte a
+    block, links of 1 B/s with alpha 1 s; one step up and one down (``J = 2``) with a byte in
+    each, where a third phase costs 1 s and saves 0.5 s:
+
+    >>> box_seconds(1, 1.0, 2, 1.0, 0.0, 1.0, 1.0, 2.0, 1.0, feed=(1.0, 0.0, 0.0, 1.0))
+    4.0
     """
     unit = (participants - c) * shard  # bytes in units of the remote data, seconds of it over B_e
     sec = unit / B_e
@@ -316,8 +399,9 @@ def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star
                feed: tuple | None = None) -> float | None:
     """``LP(J)`` in units (bytes: the remote data; seconds: it over ``B_e``; ``ratio`` = ``B_i /
     B_e``): variables ``n, v^o, v^n, b, p, y, q`` per phase, then ``v, b`` of head and tail;
-    with ``feed = (f_c, f_s, f_2)``, ``n_j <= f_c p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``,
-    ``y_j <= f_2 q_(j-1)`` and ``q_j <= b_j - p_j + p_(j-1)`` (``q_0 <= b_head``; module doc, 6)."""
+    with ``feed = (f_c, f_s, f_2, f_x)``, ``n_j <= f_c p_(j-1) + y_j``, ``y_j <= f_s p_(j-1)``,
+    ``y_j <= f_2 q_(j-1)`` and ``q_j <= b_j - p_j + p_(j-1)`` (``q_0 <= b_head``; module doc, 6),
+    and ``N_j <= f_x (b_head + b_1 + .. + b_j - p_j)`` (module doc, 7)."""
     from scipy import sparse  # a solve that computes no box bound does not load scipy's optimizer
     from scipy.optimize import linprog
 
@@ -340,11 +424,14 @@ def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star
         le({p[j]: 1.0, b[j]: -1.0}, 0.0)
         le({q[j]: 1.0, **({b[j]: -1.0, p[j]: 1.0, p[j - 1]: -1.0} if j else {bH: -1.0})}, 0.0)
         if feed is not None and j > 0:
-            f_c, f_s, f_2 = feed
+            f_c, f_s, f_2, f_x = feed
             le({n[j]: 1.0, p[j - 1]: -f_c, y[j]: -1.0}, 0.0)
             le({y[j]: 1.0, p[j - 1]: -f_s}, 0.0)
             if f_2 is not None:
                 le({y[j]: 1.0, q[j - 1]: -f_2}, 0.0)
+            if f_x is not None:  # what entered by phase j went into the closure before its step
+                le({**{int(i): 1.0 for i in n[:j + 1]}, **{int(i): -f_x for i in b[:j + 1]}, bH: -f_x,
+                    p[j]: f_x}, 0.0)
         le({vo[j]: 1.0, vn[j]: 1.0, b[j]: -ratio}, 0.0)
         le({vn[j]: 1.0, b[j]: -ratio, n[j]: ratio}, 0.0)
         le({**arrivals(j), vo[j]: 1.0, **{int(i): -(c - 1.0) for i in n[:max(0, j - 1)]}}, (c - 1) * own)

@@ -108,12 +108,28 @@ class Bounds:
 
     @property
     def sync(self) -> Bound:
-        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
-        box's entry steps and drain (:mod:`.drain`) where larger."""
+        """Seconds under the synchronous alpha-beta model of schedules whose sends are on links
+        (routing ``links``: tree packing's, the TEN producers', the compact forms'): latency
+        plus bandwidth bound, or a box's entry steps and drain (:mod:`.drain`) where larger.
+        A routed schedule's: :meth:`for_routing`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
         if "sync_drain" not in self._parts:
             self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
         return best([_sync_total(lat, bw), self._parts["sync_drain"][0]], "sync")
+
+    def for_routing(self, routing: str) -> "Bounds":
+        """These bounds as they bound a schedule of ``routing``: themselves for sends on links;
+        for logical sends routed over paths (``shortest-path``), whose sync step carries a send
+        over every link of its path at once, a copy without the box bound (:mod:`.drain`: it
+        counts a step per link, a switch forwarding in the step after the one that brought the
+        piece), so ``sync`` is latency plus bandwidth bound (each still holds: a routed step
+        pays its path's latency and its links' loads)."""
+        if routing == "links":
+            return self
+        out = copy.copy(self)
+        out._parts = dict(self._parts)
+        out._parts["sync_drain"] = (not_computed("sync", "drain", "a routed schedule crosses several links in a step"),)
+        return out
 
     @property
     def steps(self) -> Bound:

@@ -167,7 +167,7 @@ def price(args) -> dict:
         from .... import InputError
         raise InputError("--calibration", f"only the runtime model takes a calibration, not {args.model!r}")
     c = model.price(schedule, instance, timestep=args.timestep, **extra)
-    bnds = bounds.instance_bounds(instance)
+    bnds = bounds.instance_bounds(instance).for_routing(getattr(schedule, "routing", "links"))
     own = model.bound(bnds) if model.bound else bounds.not_computed(model.name, "none", "no lower bound is known for this model")
     if args.model == "ten" and args.timestep is not None:
         own = bounds.not_computed("ten", "ten", "the bound is for the TEN cost model's own timestep")
