@@ -23,6 +23,7 @@ from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
+from .ramp import ramp_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
@@ -109,11 +110,14 @@ class Bounds:
     @property
     def sync(self) -> Bound:
         """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
-        box's entry steps and drain (:mod:`.drain`) where larger."""
+        box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
+        (:mod:`.ramp`) where larger."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
         if "sync_drain" not in self._parts:
             self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
-        return best([_sync_total(lat, bw), self._parts["sync_drain"][0]], "sync")
+        if "sync_ramp" not in self._parts:
+            self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
+        return best([_sync_total(lat, bw), self._parts["sync_drain"][0], self._parts["sync_ramp"][0]], "sync")
 
     @property
     def steps(self) -> Bound:

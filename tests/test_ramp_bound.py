@@ -1,0 +1,161 @@
+"""The ramp bound of the synchronous model (``collsynth.tens.bounds.ramp``): steps pay alpha, and
+a GPU's links from switches carry in a step only what reached the switch the step before.
+
+- its value by hand on two GPUs behind a switch, where a hand-built pipelined schedule (verified,
+  priced) meets it: the bound is that pair's optimum, for an allgather and a reduce-scatter;
+- its value by a closed form on TACOS's ring x complete x switch 4x4x2 (1 GB), worked by hand;
+- below the ``sync`` price of the TEN ILP's optimum (``ten-ilp``, ``ten-ilp-combining``) and of
+  tree packing's and greedy's verified schedules on small switched fabrics, hypothesis over
+  latencies, bandwidths (different each way) and sizes; below every producer's verified schedule
+  sent on links on a TACOS hierarchy;
+- a schedule routed through a switch in one step (``routing = "shortest-path"``) is not covered:
+  one beats the bound, and stays at or above ``L + T*``.
+"""
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collsynth.instances import make_instance
+from collsynth.instances.generators import build
+from collsynth.instances.topology import from_edges
+from collsynth.solvers import pipeline
+from collsynth.solvers.pipeline import Options
+from collsynth.tens import cost_models, verify
+from collsynth.tens.bounds import instance_bounds
+from collsynth.tens.schedule import from_arrays, reverse
+
+from test_drain_bound import PRODUCERS
+
+TOL = 1 + 1e-9
+
+
+def pair_behind_a_switch(up: float = 1.0, down: float = 1.0, alpha: float = 1 / 16):
+    """GPUs 0 and 1, switch 2: links ``up`` B/s into the switch and ``down`` out of it."""
+    return from_edges(3, [(0, 2, {"bandwidth": up, "alpha": alpha}), (1, 2, {"bandwidth": up, "alpha": alpha}),
+                          (2, 0, {"bandwidth": down, "alpha": alpha}), (2, 1, {"bandwidth": down, "alpha": alpha})],
+                      switches=[2], name="pair")
+
+
+def pipelined_exchange(pieces: int):
+    """Each GPU's shard in ``pieces`` equal pieces through the switch: piece ``q`` goes up in
+    step ``q + 1`` and down in step ``q + 2``."""
+    rows = [(g, q, step, src, dst) for g in (0, 1) for q in range(pieces)
+            for step, src, dst in ((q + 1, g, 2), (q + 2, 2, 1 - g))]
+    return from_arrays("allgather", 3, 2, chunk=[r[0] for r in rows], lo=[r[1] for r in rows],
+                       hi=[r[1] + 1 for r in rows], denom=pieces, step=[r[2] for r in rows],
+                       src=[r[3] for r in rows], dst=[r[4] for r in rows])
+
+
+def test_two_gpus_behind_a_switch_by_hand():
+    """A byte a shard, links of 1 B/s, alpha 1/16 s. In step 1 nothing leaves the switch; in
+    step ``t`` the link into a GPU carries at most what went up in ``t - 1``, so ``S`` steps of
+    lengths ``b_t`` bring at most ``sum_(t>=2) min(b_t, b_(t-1))`` bytes and need ``sum b >= S / (S
+    - 1)`` (all steps alike). ``S alpha + S / (S - 1)``: 4 steps 1.5833 s, 5 steps 1.5625 s, 6
+    steps 1.575 s; so 25/16 s, against ``L + T* = 2/16 + 1``. Four pieces pipelined through the
+    switch take 5 steps of 1/4 byte a link: exactly 25/16 s, so that is the optimum; the
+    reduce-scatter is its time reversal, at the same price."""
+    topo = pair_behind_a_switch()
+    for kind, sched in (("allgather", pipelined_exchange(4)), ("reduce_scatter", reverse(pipelined_exchange(4)))):
+        inst = make_instance(topo, kind, message_bytes=2.0)
+        b = instance_bounds(inst)
+        assert b.part("sync_latency").value + b.part("sync_bandwidth").value == pytest.approx(1.125)
+        assert b.sync.source == "ramp"
+        assert b.sync.value == pytest.approx(25 / 16, rel=1e-5)
+        assert verify.verify(sched, inst) is None
+        assert cost_models.price(sched, inst, "sync").total_s == pytest.approx(25 / 16)
+
+
+def test_tacos_hierarchy_by_a_closed_form():
+    """ring x complete x switch 4x4x2, 100 GB/s and 0.5 us a link, 1 GB reduce-scatter (shard
+    1/32 GB). Read backwards, a GPU takes 31 shards in over 5 links from GPUs (two ring, three
+    complete) and one from its pair's switch, which is fed by the pair's one link: ``C = 5 B``,
+    ``B_sw = F_sw = B``. In ``S`` steps ``sum_t [5 B b_t + B min(b_t, b_(t-1))] = 6 B T_B - B V``,
+    ``V = sum_t max(0, b_t - b_(t-1)) >= max_t b_t >= T_B / S``, with equality when all steps
+    are alike; so ``T_B >= T* 6 S / (6 S - 1)``, ``T* = 31 s / (6 B)``, and the bound is ``min_S
+    [S alpha + T* 6 S / (6 S - 1)]`` (``S`` far above the 5 hops of ``L``): 23 steps,
+    1.63787 ms against ``L + T* = 1.61708`` ms."""
+    topo = build("hierarchical", {"levels": ["ring", "complete", "switch"], "dims": [4, 4, 2]},
+                 bandwidth=100e9, alpha=0.5e-6)
+    b = instance_bounds(make_instance(topo, "reduce_scatter", message_bytes=1e9)).sync
+    T_star = 31 * (1e9 / 32) / (6 * 100e9)
+    by_hand = min(S * 0.5e-6 + T_star * 6 * S / (6 * S - 1) for S in range(5, 200))
+    assert by_hand == pytest.approx(23 * 0.5e-6 + T_star * 138 / 137)
+    assert b.source == "ramp"
+    assert b.value == pytest.approx(by_hand, rel=1e-5)
+
+
+def small_fabric(shape: str, up: float, down: float, alpha: float):
+    """A pair or a trio behind one switch (links ``up`` B/s into it, ``down`` out of it), or a
+    ring x switch 2x2 hierarchy (``down`` on every link, ``up`` into the switches)."""
+    if shape == "hier":
+        topo = build("hierarchical", {"levels": ["ring", "switch"], "dims": [2, 2]}, bandwidth=down, alpha=alpha)
+        g = topo.graph.copy()
+        for u, v, data in g.edges(data=True):
+            if v in topo.switches:
+                data["bandwidth"] = up
+        return from_edges(topo.size, list(g.edges(data=True)), switches=topo.switches, name="hier")
+    n = 2 if shape == "pair" else 3
+    edges = [e for g in range(n) for e in ((g, n, {"bandwidth": up, "alpha": alpha}),
+                                           (n, g, {"bandwidth": down, "alpha": alpha}))]
+    return from_edges(n + 1, edges, switches=[n], name=shape)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.sampled_from(["pair", "trio", "hier"]), kind=st.sampled_from(["allgather", "reduce_scatter"]),
+       up=st.sampled_from([1e9, 2e9]), down=st.sampled_from([1e9, 3e9]), alpha=st.sampled_from([1e-6, 1e-5]),
+       size=st.sampled_from([1e4, 1e5]))
+def test_below_the_ten_ilp_optimum_and_verified_schedules(shape, kind, up, down, alpha, size):
+    """The bound is at most the ``sync`` price of the TEN ILP's optimum and of greedy's and
+    tree packing's verified schedules (links of different bandwidth each way: the
+    reduce-scatter's bound reads the transposed links)."""
+    inst = make_instance(small_fabric(shape, up, down, alpha), kind, message_bytes=size)
+    bound = instance_bounds(inst).sync
+    assert bound.computed
+    ilp = "ten-ilp" if kind == "allgather" else "ten-ilp-combining"
+    for name, options in ((ilp, Options(driver="horizon", time_limit=120)), ("greedy", Options(time_limit=60)),
+                          ("tree-packing", Options(time_limit=60))):
+        row, sched = pipeline.run(inst, name, options)
+        assert row["verified"], name
+        assert bound.value <= row["time_sync_s"] * TOL, name
+
+
+@pytest.mark.parametrize("kind", ["allgather", "reduce_scatter"])
+@pytest.mark.parametrize("size", [1 << 16, 1 << 24])
+def test_below_every_producers_schedule_on_links(kind, size):
+    """ring x complete x switch 4x2x2: every producer's verified schedule sent on links (greedy,
+    tree packing, the TEN ILP at 64 KB) prices at least the bound, which is the ramp's; those
+    routed on shortest paths are at least ``L + T*`` (they are not covered: see below)."""
+    topo = build("hierarchical", {"levels": ["ring", "complete", "switch"], "dims": [4, 2, 2]},
+                 bandwidth=100e9, alpha=0.5e-6)
+    inst = make_instance(topo, kind, message_bytes=size)
+    b = instance_bounds(inst)
+    assert b.sync.source == "ramp"
+    floor = b.part("sync_latency").value + b.part("sync_bandwidth").value
+    names = PRODUCERS + (["ten-ilp" if kind == "allgather" else "ten-ilp-combining"] if size < 1 << 20 else [])
+    on_links = 0
+    for name in names:
+        try:
+            row, sched = pipeline.run(inst, name, Options(time_limit=60))
+        except Exception:  # a producer that refuses this fabric or collective
+            continue
+        if not row.get("verified"):
+            continue
+        assert row["time_sync_s"] >= floor / TOL, name
+        if sched.routing == "links":
+            on_links += 1
+            assert b.sync.value <= row["time_sync_s"] * TOL, name
+    assert on_links >= 2
+
+
+def test_a_schedule_routed_through_the_switch_is_not_covered():
+    """``direct`` sends each shard from GPU to GPU through the switch in one step (routed:
+    both hops' alpha, the larger load): 2/16 + 1 s, ``L + T*`` exactly, below the ramp bound's
+    25/16 s, which bounds schedules sent on links only (module doc)."""
+    inst = make_instance(pair_behind_a_switch(), "allgather", message_bytes=2.0)
+    row, sched = pipeline.run(inst, "direct", Options(time_limit=60))
+    assert row["verified"] and sched.routing == "shortest-path"
+    assert row["time_sync_s"] == pytest.approx(Fraction(9, 8))
+    assert row["time_sync_s"] < instance_bounds(inst).sync.value
