@@ -109,7 +109,7 @@ def small_fabric(shape: str, up: float, down: float, alpha: float):
        size=st.sampled_from([1e4, 1e5]))
 def test_below_the_ten_ilp_optimum_and_verified_schedules(shape, kind, up, down, alpha, size):
     """The bound is at most the ``sync`` price of the TEN ILP's optimum and of greedy's and
-    tree packing's verified schedules (links of different bandwidth each way: the
+    tree packing's verified schedules, where they build one (links of different bandwidth each way: the
     reduce-scatter's bound reads the transposed links)."""
     inst = make_instance(small_fabric(shape, up, down, alpha), kind, message_bytes=size)
     bound = instance_bounds(inst).sync
@@ -118,8 +118,9 @@ def test_below_the_ten_ilp_optimum_and_verified_schedules(shape, kind, up, down,
     for name, options in ((ilp, Options(driver="horizon", time_limit=120)), ("greedy", Options(time_limit=60)),
                           ("tree-packing", Options(time_limit=60))):
         row, sched = pipeline.run(inst, name, options)
-        assert row["verified"], name
-        assert bound.value <= row["time_sync_s"] * TOL, name
+        assert row["verified"] or name != ilp, row["message"]  # the others may refuse a shape (a row says why)
+        if row["verified"]:
+            assert bound.value <= row["time_sync_s"] * TOL, name
 
 
 @pytest.mark.parametrize("kind", ["allgather", "reduce_scatter"])
