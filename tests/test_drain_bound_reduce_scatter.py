@@ -10,7 +10,9 @@ its NICs send into do not reduce).
   unequal pieces, the producer's own pick, compact and explicit) on DGX H100 and small rail Clos
   fabrics, hypothesis over latencies, bandwidths and sizes; every producer's on DGX H100 x2 and a
   rail Clos; the TEN ILP's optimum (``ten-ilp-combining``) on two boxes of two;
-- not computed for an allreduce (its partition bound stays).
+- not computed for an allreduce (its partition bound stays);
+- a schedule routed on shortest paths (a switch crossed in one step) beats it and is judged
+  against ``L + T*``.
 """
 
 import pytest
@@ -21,6 +23,8 @@ from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.instances.switch_ops import with_switch_ops
 from collsynth.instances.topology import from_edges
+from collsynth.solvers import pipeline
+from collsynth.solvers.pipeline import Options
 from collsynth.tens.bounds import instance_bounds
 
 from test_drain_bound import (PRODUCERS, TREE_CASES, TWO_BY_TWO, assert_below_every_producer, assert_below_the_optimum,
@@ -138,3 +142,18 @@ def test_an_allreduce_keeps_its_partition_bound():
     b = instance_bounds(inst)
     assert b.sync.source == "distance+partition"
     assert not b.part("sync_drain").computed
+
+
+def test_a_routed_schedule_is_judged_against_latency_and_cut():
+    """The box bound needs a switch to forward in the step after it received. ``bine``'s
+    reduce-scatter on :func:`one_way_fabric` is routed on shortest paths: its step across the
+    rail switches pays both NIC hops' alpha (2 s) and the larger of their loads (a byte over 1
+    B/s), after a box step of 2 bytes over 4 B/s: 3.5 s, below the box bound's 3.75 s. Its row
+    is judged against ``L + T*`` = 3 s (``Bounds.sync_routed``)."""
+    inst = make_instance(one_way_fabric(1.0, 2.0, 4.0, 8.0), "reduce_scatter", message_bytes=4.0)
+    row, sched = pipeline.run(inst, "bine", Options(time_limit=60))
+    assert row["verified"] and sched.routing == "shortest-path"
+    assert row["time_sync_s"] == pytest.approx(3.5)
+    assert row["time_sync_s"] < instance_bounds(inst).sync.value
+    assert row["lower_bound_s"] == pytest.approx(3.0)
+    assert row["status"] != "optimal"

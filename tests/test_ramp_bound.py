@@ -154,9 +154,12 @@ def test_below_every_producers_schedule_on_links(kind, size):
 def test_a_schedule_routed_through_the_switch_is_not_covered():
     """``direct`` sends each shard from GPU to GPU through the switch in one step (routed:
     both hops' alpha, the larger load): 2/16 + 1 s, ``L + T*`` exactly, below the ramp bound's
-    25/16 s, which bounds schedules sent on links only (module doc)."""
+    25/16 s, which bounds schedules sent on links only (module doc). Its row is judged against
+    ``L + T*`` (``Bounds.sync_routed``), which it meets: optimal among routed schedules."""
     inst = make_instance(pair_behind_a_switch(), "allgather", message_bytes=2.0)
     row, sched = pipeline.run(inst, "direct", Options(time_limit=60))
     assert row["verified"] and sched.routing == "shortest-path"
     assert row["time_sync_s"] == pytest.approx(Fraction(9, 8))
     assert row["time_sync_s"] < instance_bounds(inst).sync.value
+    assert row["lower_bound_s"] == pytest.approx(9 / 8)
+    assert row["status"] == "optimal" and row["bound_source"].startswith("sync")

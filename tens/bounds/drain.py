@@ -18,7 +18,9 @@ step ``t - 1``; Liu et al., SIGCOMM 2024, Section 4) by a hop that is not instan
 nodes of ``C`` are linked directly and that no internal hop is instant, so a piece that enters
 ``C`` at ``u`` in step ``t`` reaches another node of ``C`` inside the box in step ``t + 2`` at
 the earliest. Steps are the sync model's (no pipelined link latency, a switch forwarding in the
-step after the one that brought the piece: every schedule without a declared TEN timestep).
+step after the one that brought the piece: every schedule sent on links without a declared TEN
+timestep; one routed on shortest paths crosses a switch in one step and is bounded by ``L +
+T*`` alone, ``Bounds.sync_routed``).
 ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into ``C``;
 ``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link into a
 switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.

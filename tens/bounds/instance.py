@@ -120,6 +120,14 @@ class Bounds:
         return best([_sync_total(lat, bw), self._parts["sync_drain"][0], self._parts["sync_ramp"][0]], "sync")
 
     @property
+    def sync_routed(self) -> Bound:
+        """Seconds under the synchronous model of schedules routed on shortest paths
+        (``routing = "shortest-path"``), whose sends cross a switch in the step they leave:
+        latency plus bandwidth bound alone (the drain and ramp arguments need a switch to
+        forward in the step after the one that brought the piece)."""
+        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
+
+    @property
     def steps(self) -> Bound:
         """Steps (hop distance) of schedules sent on links."""
         return self._get("steps")[0]
