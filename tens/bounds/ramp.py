@@ -41,6 +41,16 @@ doc): a reduce-scatter's contributing bytes, reversed, are an allgather on the t
 at the same ``sync`` price, in which the switches copy at most (a reduction's partial leaves a
 switch once); the argument above allows copying, so it holds for the reversal as it stands.
 
+**Allreduce**, where no switch reduces and every compute node takes part: the partition
+argument of :mod:`collsynth.tens.bounds.partitions` with every GPU its own region and the
+switches in none counts, per byte position, ``2 (|P| - 1)`` one-way calls into regions, each a
+delivery from another region (a byte ``w`` sent into a switch and got back is no call: the
+switch only copies, it tells ``w`` nothing new): at least ``2 (|P| - 1) M`` bytes of calls in
+all. A call reaching ``w`` from a switch in step ``t`` reached the switch in step ``t - 1`` from a
+node other than ``w``, so 1. and 2. bound what all GPUs take in per step, with ``b_t`` shared:
+the same program with ``D = 2 (|P| - 1) M`` and the GPUs' links summed (equal ``(B_sw, F_sw)``
+pairs merged by adding: ``sum min(B b_t, F b_(t-1)) = min(n B b_t, n F b_(t-1))``).
+
 **Two GPUs behind one switch** (links ``B`` each way, ``s`` bytes a shard): ``C = 0``,
 ``B_sw = F_sw = B``, ``LP(S) = S s / ((S - 1) B)`` (all steps alike), and ``S - 1`` equal
 pieces pipelined through the switch in ``S`` steps cost exactly ``S alpha + S s / ((S - 1) B)``:
@@ -57,6 +67,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...instances.instance import Instance
+from ...instances.switch_ops import reducing_mask
 from ..ten import latency_pipelined
 from .demand import instant_out
 from .record import Bound, not_computed
@@ -70,21 +81,24 @@ def ramp_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
     backwards on the transposed links; the best over the participants fed by a switch; not
     computed where no link has a latency or no switch feeds a participant."""
     kind = instance.collective.kind if not instance.concurrent else None
-    if kind not in ("allgather", "reduce_scatter"):
-        return not_computed("sync", "ramp", "only a single allgather or reduce-scatter")
+    if kind not in ("allgather", "reduce_scatter", "allreduce"):
+        return not_computed("sync", "ramp", "only a single allgather, reduce-scatter or allreduce")
     if not (latency.computed and bandwidth.computed):
         return not_computed("sync", "ramp", "needs the latency and bandwidth bounds")
     topo = instance.topology
     if latency_pipelined(topo) or instant_out(topo).any():
         return not_computed("sync", "ramp", "a pipelined latency or an instant switch hop (steps are not the sync "
                                             "model's store-and-forward steps)")
+    coll = instance.collective
+    if kind == "allreduce" and (reducing_mask(topo).any() or set(coll.nodes) != set(topo.npus)):
+        return not_computed("sync", "ramp", "an allreduce where a switch reduces or a compute node takes no part")
     la = (topo.transpose() if kind == "reduce_scatter" else topo).link_arrays
     alpha = float(la.alpha.min()) if len(la) else 0.0
-    feeds = node_feeds(la, topo.switches, instance.collective.nodes)
+    feeds = (summed_feeds if kind == "allreduce" else node_feeds)(la, topo.switches, coll.nodes)
     if alpha <= 0 or not feeds:
         return not_computed("sync", "ramp", "no link has a latency" if alpha <= 0 else "no switch feeds a participant")
-    coll = instance.collective
-    need = (len(coll.nodes) - 1) * coll.chunk_bytes * coll.chunks_per_node
+    need = (len(coll.nodes) - 1) * (2 * coll.message_bytes if kind == "allreduce"
+                                     else coll.chunk_bytes * coll.chunks_per_node)
     best_value, best_node = None, None
     for (direct, links), w in feeds.items():
         value = least_over_steps(lambda S: steps_lp(S, need, direct, links), alpha, latency.value, bandwidth.value)
@@ -93,15 +107,47 @@ def ramp_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
         if best_value is None or value > best_value:
             best_value, best_node = value, w
     how = "send" if kind == "reduce_scatter" else "take in"
-    return Bound(best_value * (1 - SAFETY), "s", "sync", "ramp", f"v={best_node}",
-                 f"steps of at least {alpha:g} s each against what node {best_node}'s links can {how} per step, "
+    whose = "the GPUs'" if kind == "allreduce" else f"node {best_node}'s"
+    return Bound(best_value * (1 - SAFETY), "s", "sync", "ramp", "all" if kind == "allreduce" else f"v={best_node}",
+                 f"steps of at least {alpha:g} s each against what {whose} links can {how} per step, "
                  "those through switches one step behind")
 
 
 def node_feeds(la, switches, participants) -> dict[tuple, int]:
     """``{(C, ((B_sw, F_sw), ...)): w}``: per distinct set of numbers (module doc) a participant
     ``w`` with at least one link in from a switch: the bandwidth in from compute nodes, and per
-    switch link its bandwidth and that of the links into the switch from other nodes."""
+    switch link its bandwidth and that of the links into the switch from other nodes.
+
+    >>> from collsynth.instances.generators import build
+    >>> node_feeds(build("switch", {"nodes": 3}, bandwidth=2.0, alpha=1.0).link_arrays, [3], [0, 1, 2])
+    {(0.0, ((2.0, 4.0),)): 0}
+    """
+    out: dict[tuple, int] = {}
+    for w, numbers in _node_numbers(la, switches, participants):
+        if numbers[1]:
+            out.setdefault(numbers, w)
+    return out
+
+
+def summed_feeds(la, switches, participants) -> dict[tuple, int]:
+    """The participants' numbers summed (an allreduce's, module doc): ``{(sum C, ((n B_sw, n
+    F_sw), ...)): -1}`` over the ``n`` links of each ``(B_sw, F_sw)``; empty where no switch
+    feeds a participant.
+
+    >>> from collsynth.instances.generators import build
+    >>> summed_feeds(build("switch", {"nodes": 3}, bandwidth=2.0, alpha=1.0).link_arrays, [3], [0, 1, 2])
+    {(0.0, ((6.0, 12.0),)): -1}
+    """
+    direct, pairs = 0.0, {}
+    for _, (C, links) in _node_numbers(la, switches, participants):
+        direct += C
+        for pair in links:
+            pairs[pair] = pairs.get(pair, 0) + 1
+    return {(direct, tuple(sorted((n * B, n * F) for (B, F), n in pairs.items()))): -1} if pairs else {}
+
+
+def _node_numbers(la, switches, participants):
+    """``(w, (C, ((B_sw, F_sw), ...)))`` for every participant ``w`` (module doc)."""
     is_switch = np.zeros(la.size, bool)
     is_switch[[s for s in switches if s < la.size]] = True
     bw = la.bandwidth
@@ -112,12 +158,9 @@ def node_feeds(la, switches, participants) -> dict[tuple, int]:
     direct = np.bincount(la.dst[~fed], weights=bw[~fed], minlength=la.size)
     order = np.flatnonzero(fed)[np.argsort(la.dst[fed], kind="stable")]
     ptr = np.r_[0, np.cumsum(np.bincount(la.dst[order], minlength=la.size))]
-    out: dict[tuple, int] = {}
     for w in sorted(int(v) for v in participants):
         mine = order[ptr[w]:ptr[w + 1]]
-        if len(mine):
-            out.setdefault((float(direct[w]), tuple(sorted(zip(bw[mine].tolist(), feed[mine].tolist())))), w)
-    return out
+        yield w, (float(direct[w]), tuple(sorted(zip(bw[mine].tolist(), feed[mine].tolist()))))
 
 
 def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
