@@ -179,25 +179,26 @@ def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
     k = len(links)
     unit = direct + sum(B for B, _ in links)  # bandwidths over this, bytes over need: seconds of need / unit
     size = S * (1 + k)
-    y = lambda j, t: S * (1 + j) + t  # noqa: E731 - the useful bytes of switch link j in step t
-    rows, cols, vals, rhs = [np.zeros(size)], [], [], [-1.0]
-    rows[0][:S] = -direct / unit
-    rows[0][S:] = -1.0
-    for j, (B, F) in enumerate(links):
-        for t in range(S):
-            cols.append({y(j, t): 1.0, t: -B / unit})
-            if t:
-                cols.append({y(j, t): 1.0, t - 1: -F / unit})
-    dense = sparse.csr_matrix(np.asarray(rows))
-    r = [i for i, c in enumerate(cols) for _ in c]
-    A = sparse.vstack([dense, sparse.csr_matrix(([v for c in cols for v in c.values()],
-                                                 (r, [key for c in cols for key in c])), shape=(len(cols), size))])
+    steps = np.arange(S)
+    r, c, v = [np.zeros(size, np.int64)], [np.arange(size)], [np.r_[np.full(S, -direct / unit), -np.ones(S * k)]]
+    row = 1
+    for j, (B, F) in enumerate(links):  # y_jt <= B b_t, y_jt <= F b_(t-1): the useful bytes of switch link j
+        y = S * (1 + j) + steps
+        for ys, bs, bw in ((y, steps, B), (y[1:], steps[:-1], F)):
+            rows = row + np.arange(len(ys))
+            r += [rows, rows]
+            c += [ys, bs]
+            v += [np.ones(len(ys)), np.full(len(ys), -bw / unit)]
+            row += len(ys)
+    A = sparse.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))), shape=(row, size))
     cost = np.zeros(size)
     cost[:S] = 1.0
     bounds = [(0, None)] * size
     for j in range(k):
-        bounds[y(j, 0)] = (0, 0)
-    res = linprog(cost, A_ub=A.tocsr(), b_ub=np.r_[rhs, np.zeros(len(cols))], bounds=bounds, method="highs")
+        bounds[S * (1 + j)] = (0, 0)  # nothing leaves a switch in the first step
+    rhs = np.zeros(row)
+    rhs[0] = -1.0
+    res = linprog(cost, A_ub=A, b_ub=rhs, bounds=bounds, method="highs")
     if res.status == 2:  # infeasible: no S steps bring it all in
         return float("inf")
     return float(res.fun) * need / unit if res.status == 0 else None
