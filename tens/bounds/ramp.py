@@ -204,9 +204,13 @@ def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
     return float(res.fun) * need / unit if res.status == 0 else None
 
 
-def least_over_steps(lp, alpha: float, L: float, T_star: float) -> float | None:
-    """``min_S [max(L, S alpha) + max(T*, lp(S))]`` over ``S >= 1`` for ``lp`` not growing with
-    ``S``; None when ``lp`` returns None (no ``S`` may be left out of the minimum).
+def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
+                     most: int = MAX_STEPS) -> float | None:
+    """``min_S [max(L, S alpha) + max(T*, lp(S))]`` over ``S >= first`` for ``lp`` not growing
+    with ``S``; None when ``lp`` returns None (no ``S`` may be left out of the minimum). ``lp``
+    is solved at ``first``, twice that and so on up to ``most``; every ``S`` beyond the largest
+    solved costs at least ``max(L, S alpha) + T*`` (the phases of :mod:`.drain` are searched
+    so too).
 
     Between two ``S`` solved, ``S_a < S_b``, every ``S`` costs at least ``max(L, S_a alpha) +
     max(T*, lp(S_b))``; beyond the largest, ``max(L, S alpha) + T*``: the range is split where
@@ -229,11 +233,11 @@ def least_over_steps(lp, alpha: float, L: float, T_star: float) -> float | None:
         return True
 
     value = lambda S: max(L, S * alpha) + got[S]  # noqa: E731
-    S = 1
+    S = first
     while True:
         if not solve(S):
             return None
-        if max(L, S * alpha) + T_star >= min(value(s) for s in got) or S >= MAX_STEPS:
+        if max(L, S * alpha) + T_star >= min(value(s) for s in got) or S >= most:
             break
         S *= 2
     best = min(value(s) for s in got)
