@@ -71,8 +71,9 @@ Arguments (``source``)
     in a step crossed their incoming links the step before; a small linear program per number
     of such steps (:func:`collsynth.tens.bounds.drain.drain_bound`, its module has the proof).
 ``ramp``
-    (``sync``) a single allgather, or a reduce-scatter read backwards on the transposed links:
-    every step pays the least alpha, and a node's links from switches carry in a step only
+    (``sync``) a single allgather, a reduce-scatter read backwards on the transposed links, or
+    an allreduce by the ``partition`` argument's calls into every GPU: every step pays the
+    least alpha, and a node's links from switches carry in a step only
     what reached the switch the step before, so few steps cannot keep them busy; a small
     linear program per number of steps (:func:`collsynth.tens.bounds.ramp.ramp_bound`, its
     module has the proof).

@@ -23,9 +23,9 @@ from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
-from .ramp import ramp_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
+from .ramp import ramp_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply

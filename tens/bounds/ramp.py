@@ -1,4 +1,4 @@
-"""A ``sync`` bound from the number of steps against what one node can take in per step: a
+"""A ``sync`` bound from the number of steps against what a node can take in per step: a
 switch forwards in a step only what reached it the step before, so the links from switches
 into a node ramp up with the steps, and every step pays a latency (:func:`ramp_bound`).
 
@@ -77,9 +77,10 @@ MAX_STEPS = 4096  # the largest S solved; beyond it the bound counts alphas and 
 
 
 def ramp_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
-    """The ramp bound (module doc) of a single allgather, or of a single reduce-scatter read
-    backwards on the transposed links; the best over the participants fed by a switch; not
-    computed where no link has a latency or no switch feeds a participant."""
+    """The ramp bound (module doc) of a single allgather (the best over the participants fed
+    by a switch), of a single reduce-scatter read backwards on the transposed links, or of a
+    single allreduce over every GPU where no switch reduces (the GPUs summed); not computed
+    where no link has a latency or no switch feeds a participant."""
     kind = instance.collective.kind if not instance.concurrent else None
     if kind not in ("allgather", "reduce_scatter", "allreduce"):
         return not_computed("sync", "ramp", "only a single allgather, reduce-scatter or allreduce")

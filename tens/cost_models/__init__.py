@@ -66,7 +66,8 @@ class CostModel:
     verifies, before verifying, while another thread prices). ``bound`` picks the model's
     lower bound out of the instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
     rows say so); ``routed_bound``, where given, the one for schedules routed on shortest paths
-    (``routing = "shortest-path"``), which ``bound`` does not cover. ``bound_column`` defaults to ``lower_bound_<name>_s``. ``default``: every run
+    (``routing = "shortest-path"``), which ``bound`` does not cover. ``bound_column`` defaults
+    to ``lower_bound_<name>_s``. ``default``: every run
     prices under it (False: only when asked by name, :data:`OPT_IN`). Column names spell a
     hyphen of the name as ``_``.
     """
