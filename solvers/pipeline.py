@@ -726,10 +726,10 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
     units, steps = row["units"], row["steps"]
     ten_best = _ten_timesteps_bound(row, outcome, schedule, instance, bnds, timestep)
     in_instance = [(f"{m.name}: {b.label()}", row[m.time_column], b)
-                   for m, b in ((m, bound_for(m, bnds, schedule)) for m in cost_models.MODELS.values() if m.bound)]
+                   for m, b in ((m, m.bound_of(bnds, schedule)) for m in cost_models.MODELS.values() if m.bound)]
     for m in cost_models.MODELS.values():
         if m.bound:
-            row[m.lower_bound_column] = bound_for(m, bnds, schedule).value
+            row[m.lower_bound_column] = m.bound_of(bnds, schedule).value
     in_model = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
     if outcome.bound is not None:
         own = Bound(outcome.bound, units, units, f"{row['producer']} bound")
@@ -756,14 +756,6 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
     if Status(row["status"]) in (Status.OPTIMAL, Status.BEST_IN_MODEL):
         row["status"] = Status.FEASIBLE.value
         row["message"] = _with_note(row["message"], f"no lower bound proves it optimal (best: {row['bound_source']})")
-
-
-def bound_for(model, bnds: Bounds, schedule: Schedule) -> Bound:
-    """``model``'s lower bound of ``schedule``: the model's ``routed_bound`` for a schedule
-    routed on shortest paths where it declares one, else its ``bound``
-    (:class:`~collsynth.tens.cost_models.CostModel`)."""
-    routed = schedule.routing != "links" and model.routed_bound is not None
-    return (model.routed_bound if routed else model.bound)(bnds)
 
 
 def _ten_timesteps_bound(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, bnds: Bounds,

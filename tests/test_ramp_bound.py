@@ -11,9 +11,11 @@ a GPU's links from switches carry in a step only what reached the switch the ste
   latencies, bandwidths (different each way) and sizes; below every producer's verified schedule
   sent on links on a TACOS hierarchy;
 - a schedule routed through a switch in one step (``routing = "shortest-path"``) is not covered:
-  one beats the bound, and stays at or above ``L + T*``.
+  one beats the bound, and stays at or above ``L + T*``, which its row and ``collsynth price``
+  report as its bound.
 """
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -24,10 +26,11 @@ from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
+from collsynth.solvers.cli import main
 from collsynth.solvers.pipeline import Options
 from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds
-from collsynth.tens.schedule import from_arrays, reverse
+from collsynth.tens.schedule import from_arrays, reverse, write_json
 
 from test_drain_bound import PRODUCERS, assert_below_every_producer
 
@@ -46,7 +49,7 @@ def pipelined_exchange(pieces: int):
     step ``q + 1`` and down in step ``q + 2``."""
     rows = [(g, q, step, src, dst) for g in (0, 1) for q in range(pieces)
             for step, src, dst in ((q + 1, g, 2), (q + 2, 2, 1 - g))]
-    return from_arrays("allgather", 3, 2, chunk=[r[0] for r in rows], lo=[r[1] for r in rows],
+    return from_arrays("allgather", 3, 3, chunk=[r[0] for r in rows], lo=[r[1] for r in rows],
                        hi=[r[1] + 1 for r in rows], denom=pieces, step=[r[2] for r in rows],
                        src=[r[3] for r in rows], dst=[r[4] for r in rows])
 
@@ -183,3 +186,34 @@ def test_a_schedule_routed_through_the_switch_is_not_covered():
     assert row["time_sync_s"] < instance_bounds(inst).sync.value
     assert row["lower_bound_s"] == pytest.approx(9 / 8)
     assert row["status"] == "optimal" and row["bound_source"].startswith("sync")
+
+
+PAIR_TOML = """
+name = "pair-behind-a-switch"
+[topology]
+generator = "switch"
+nodes = 2
+unwind = 0
+bandwidth = 1.0
+alpha = 0.0625
+[collective]
+kind = "allgather"
+message_bytes = 2.0
+"""
+
+
+def test_price_command_gives_each_routing_its_bound(tmp_path, capsys):
+    """``collsynth price`` of the pair's 4-piece pipeline (on links) reports the ramp bound,
+    25/16 s, which it meets; of ``direct``'s routed schedule ``L + T*``, 9/8 s, which it meets."""
+    inst = tmp_path / "pair.toml"
+    inst.write_text(PAIR_TOML)
+    routed = pipeline.run(make_instance(pair_behind_a_switch(), "allgather", message_bytes=2.0), "direct",
+                          Options(time_limit=60))[1]
+    for sched, expect in ((pipelined_exchange(4), 25 / 16), (routed, 9 / 8)):
+        path = tmp_path / "sched.json"
+        write_json(sched, path)
+        assert main(["price", str(path), str(inst), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["total_s"] == pytest.approx(expect)
+        assert data["lower_bound_s"] == pytest.approx(expect, rel=1e-5)
+        assert data["lower_bound_model_s"] == pytest.approx(expect, rel=1e-5)

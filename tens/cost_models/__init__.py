@@ -84,6 +84,12 @@ class CostModel:
     prepare: Callable[[PricingPlan], None] | None = None
     default: bool = True
 
+    def bound_of(self, bnds: Bounds, schedule) -> Bound:
+        """The model's lower bound of ``schedule``: ``routed_bound`` for a schedule routed on
+        shortest paths where the model declares one, else ``bound`` (not None)."""
+        routed = schedule.routing != "links" and self.routed_bound is not None
+        return (self.routed_bound if routed else self.bound)(bnds)
+
     @property
     def time_column(self) -> str:
         """The result column of the model's time: ``time_<name>_s``."""
