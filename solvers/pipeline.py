@@ -148,11 +148,11 @@ def _run(instance: Instance, producer: str, options: Options | None,
             bnds = apart.collect(stages)
     if stopped is not None:
         outcome.message = _limit_message(stopped, deadline, stages, "produce")
-    if outcome.schedule is not None:  # a routed schedule is not bounded by the box bound
-        bnds = bnds.for_routing(getattr(outcome.schedule, "routing", "links"))
     row.update(lower_bound_steps=bnds.steps.value, lower_bound_timesteps=bnds.timesteps.value)
-    for model in cost_models.MODELS.values():
-        row[model.lower_bound_column] = model.bound(bnds).value if model.bound else None
+    for model in cost_models.MODELS.values():  # a routed schedule's bound leaves the box bound out
+        own = None if not model.bound else (model.bound(bnds) if outcome.schedule is None
+                                            else model.bound_of(bnds, outcome.schedule))
+        row[model.lower_bound_column] = None if own is None else own.value
     _record(row, prod, outcome)
     _say_picked(row, picked)
     row["extra"]["bounds"] = _bounds_extra(bnds)
@@ -737,7 +737,10 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
     units, steps = row["units"], row["steps"]
     ten_best = _ten_timesteps_bound(row, outcome, schedule, instance, bnds, timestep)
     in_instance = [(f"{m.name}: {b.label()}", row[m.time_column], b)
-                   for m, b in ((m, m.bound(bnds)) for m in cost_models.MODELS.values() if m.bound)]
+                   for m, b in ((m, m.bound_of(bnds, schedule)) for m in cost_models.MODELS.values() if m.bound)]
+    for m in cost_models.MODELS.values():
+        if m.bound:
+            row[m.lower_bound_column] = m.bound_of(bnds, schedule).value
     in_model = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
     if outcome.bound is not None:
         own = Bound(outcome.bound, units, units, f"{row['producer']} bound")

@@ -148,12 +148,13 @@ def test_below_every_producers_verified_schedule(fabric, size):
     assert_below_every_producer(make_instance(build(*fabric), "allgather", message_bytes=size), PRODUCERS)
 
 
-def assert_below_every_producer(inst, names):
-    """The instance's ``sync`` bound is the box bound and at most the ``sync`` price of every
-    verified schedule on links of the producers ``names`` that build one (at least five do); a
-    routed schedule's bound (the row's) leaves the box bound out."""
-    bound = instance_bounds(inst).sync
-    assert bound.source == "drain"
+def assert_below_every_producer(inst, names, source: str = "drain"):
+    """The instance's ``sync`` bound is ``source``'s and at most the ``sync`` price of every
+    verified schedule sent on links of the producers ``names`` that build one; a schedule
+    routed on shortest paths is at least ``L + T*`` (``Bounds.sync_routed``), each row's
+    ``lower_bound_s`` the one for its routing (at least five build one)."""
+    bounds = instance_bounds(inst)
+    assert bounds.sync.source == source
     priced = 0
     for name in names:
         try:
@@ -162,6 +163,7 @@ def assert_below_every_producer(inst, names):
             continue
         if row.get("verified") and row.get("time_sync_s") is not None:
             priced += 1
-            own = instance_bounds(inst).for_routing(sched.routing).sync  # routed: no box bound
-            assert own.value <= row["time_sync_s"] * TOL and row["lower_bound_s"] == pytest.approx(own.value), name
+            bound = bounds.sync if sched.routing == "links" else bounds.sync_routed
+            assert row["lower_bound_s"] == pytest.approx(bound.value, rel=1e-12), name
+            assert bound.value <= row["time_sync_s"] * TOL, name
     assert priced >= 5

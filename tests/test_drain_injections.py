@@ -8,7 +8,7 @@ nodes in the steps before; and a fat tree's host is a box of one node.
   T*`` is 3 s) and the two hosts of a k = 2 fat tree (a path of six links: 7.2 s), beside the
   allgather on the same fabric (``L + T*``: its switches may copy);
 - a routed schedule (a step per path) below the box bound on DGX H100 x2 (3.375 s against
-  3.4375 s), so its bound leaves the box out (``Bounds.for_routing``);
+  3.4375 s), so its bound leaves the box out (``Bounds.sync_routed``);
 - below the ``sync`` price of the TEN ILP's verified schedule (``ten-ilp-combining``) on the
   k = 2 fat tree and a two-group rail Clos, hypothesis over latencies, bandwidths and sizes;
   below tree packing's prices (translated and hierarchical trees, equal and unequal pieces,
@@ -89,8 +89,7 @@ def test_a_routed_schedule_is_outside_the_box_bound():
     assert cost_models.price(routed, inst, "sync").total_s == pytest.approx(3.375)
     b = instance_bounds(inst)
     assert b.sync.value == pytest.approx(3.4375, rel=1e-5)
-    assert b.for_routing("shortest-path").sync.value == pytest.approx(2 + 15 / 18, rel=1e-5)
-    assert b.for_routing("links") is b
+    assert b.sync_routed.value == pytest.approx(2 + 15 / 18, rel=1e-5)
 
 
 def test_the_two_hosts_of_a_k2_fat_tree_by_hand():

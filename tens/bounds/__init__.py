@@ -21,7 +21,10 @@ Models (what a bound of that model bounds)
     seconds under the congestion-aware event simulation of every verified schedule.
 ``sync``
     seconds under the synchronous alpha-beta model (the papers' model) of every verified
-    schedule; the ``steps`` bound (hop distance) bounds the steps of schedules sent on links.
+    schedule sent on links (``routing = "links"``); ``Bounds.sync_routed`` of those routed on
+    shortest paths, whose sends cross a switch in the step they leave (``drain`` and ``ramp``
+    do not hold for them); the ``steps`` bound (hop distance) bounds the steps of schedules
+    sent on links.
 
 Arguments (``source``)
 ----------------------
@@ -69,8 +72,14 @@ Arguments (``source``)
     what enters in a step crossed their incoming links the step before, and was put into the
     fabric by compute nodes in the steps before (at any depth of switches that copy nothing); a
     small linear program per number of such steps (:func:`collsynth.tens.bounds.drain.drain_bound`,
-    its module has the proof). A routed schedule (a step per path) is outside it
-    (:meth:`Bounds.for_routing`).
+    its module has the proof).
+``ramp``
+    (``sync``) a single allgather, a reduce-scatter read backwards on the transposed links, or
+    an allreduce by the ``partition`` argument's calls into every GPU: every step pays the
+    least alpha, and a node's links from switches carry in a step only
+    what reached the switch the step before, so few steps cannot keep them busy; a small
+    linear program per number of steps (:func:`collsynth.tens.bounds.ramp.ramp_bound`, its
+    module has the proof).
 ``volume``
     all links at once: every chunk crosses at least as many links as its path from a holder is
     long (and as many as there are nodes needing it), against what all links deliver.
@@ -121,7 +130,8 @@ Modules: :mod:`.record` (the :class:`Bound` record), :mod:`.demand` (what must c
 set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bounds, the parametric
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
 :mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
-:mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches).
+:mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches),
+:mod:`.drain` and :mod:`.ramp` (sync bounds of schedules sent on links through switches).
 """
 
 from __future__ import annotations

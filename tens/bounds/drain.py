@@ -25,7 +25,7 @@ a path in one step, paying its links' loads at once, so it is outside the proof:
 x2 with NICs of 2 B/s and alpha 1 s, NVLink 16 B/s and alpha 0, a byte a block, box mates
 summing over the box switch and then one routed step per rail pair reduce-scatter in 3.375 s
 against the bound's 3.4375 s (``tests/test_drain_injections.py``);
-:meth:`collsynth.tens.bounds.Bounds.for_routing` leaves the bound out for such a schedule.
+such a schedule is bounded by ``L + T*`` alone (``Bounds.sync_routed``).
 ``B_e``, ``B_i``: the summed bandwidths of the external and internal links into ``C``;
 ``alpha_e``: the least alpha of an external link; ``alpha_u``: the least alpha of a link into a
 switch an external link leaves; ``s``: a shard's bytes; ``P``: the participants.
@@ -150,6 +150,7 @@ import numpy as np
 from ...instances.switch_ops import copying_mask, reducing_mask
 from ..ten import latency_pipelined
 from .demand import instant_out
+from .ramp import least_over_steps
 from .record import Bound, not_computed
 
 SAFETY = 1e-6  # the program's value is lowered by this share (the solver's tolerances)
@@ -332,10 +333,8 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
     None when a program is not solved (no ``J`` may be left out of the minimum).
 
     ``LP(J)`` does not grow with ``J`` (a phase with nothing in it, put last, turns a
-    solution for ``J`` phases into one for ``J + 1``), so between two ``J`` it was solved at,
-    ``J_a < J_b``, every ``J`` costs at least ``max(L, J_a alpha) + LP(J_b)``; beyond the
-    largest, ``max(L, J alpha) + T*``. The range is split where that is below the best value
-    found until no part of it is.
+    solution for ``J`` phases into one for ``J + 1``), so :func:`.ramp.least_over_steps`
+    searches ``J >= 2`` (a pre-step and an entry step at least) by ranges.
 
     Two nodes in a box of four, a byte each, links of 1 B/s and alpha 10 s: one entry step
     (``J = 2``, 20 s of alpha) brings the other box's 2 bytes in over 2 s, and one node's
@@ -361,38 +360,12 @@ def box_seconds(c: int, shard: float, participants: int, B_e: float, B_i: float,
     """
     unit = (participants - c) * shard  # bytes in units of the remote data, seconds of it over B_e
     sec = unit / B_e
-    alpha = min(alpha_e, alpha_u)
-    lp: dict[int, float] = {}
 
-    def solve(J: int) -> bool:
-        if J not in lp:
-            got = _phases_lp(J, c, shard / unit, participants, B_i / B_e, T_star / sec, feed)
-            if got is None:
-                return False
-            lp[J] = got * sec
-        return True
+    def lp(J: int) -> float | None:
+        got = _phases_lp(J, c, shard / unit, participants, B_i / B_e, T_star / sec, feed)
+        return None if got is None else got * sec
 
-    value = lambda J: max(L, J * alpha) + lp[J]  # noqa: E731
-    J = 2
-    while True:  # the largest J solved: beyond it nothing beats what was found
-        if not solve(J):
-            return None
-        if max(L, J * alpha) + T_star >= min(value(j) for j in lp) or J >= MAX_PHASES:
-            break
-        J *= 2
-    best = min(value(j) for j in lp)
-    tail = max(L, (J + 1) * alpha) + T_star
-    parts = [(a, b) for a, b in zip(sorted(lp)[:-1], sorted(lp)[1:])]
-    while parts:
-        a, b = parts.pop()
-        if b - a <= 1 or max(L, a * alpha) + lp[b] >= best:
-            continue
-        mid = (a + b) // 2
-        if not solve(mid):
-            return None
-        best = min(best, value(mid))
-        parts += [(a, mid), (mid, b)]
-    return max(min(best, tail), L + T_star)
+    return least_over_steps(lp, min(alpha_e, alpha_u), L, T_star, first=2, most=MAX_PHASES)
 
 
 def _phases_lp(J: int, c: int, s: float, participants: int, ratio: float, T_star: float,

@@ -25,6 +25,7 @@ from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
 from .flows import flow_seconds
 from .partitions import partition_bound
+from .ramp import ramp_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
@@ -108,28 +109,25 @@ class Bounds:
 
     @property
     def sync(self) -> Bound:
-        """Seconds under the synchronous alpha-beta model of schedules whose sends are on links
-        (routing ``links``: tree packing's, the TEN producers', the compact forms'): latency
-        plus bandwidth bound, or a box's entry steps and drain (:mod:`.drain`) where larger.
-        A routed schedule's: :meth:`for_routing`."""
+        """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
+        box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
+        (:mod:`.ramp`) where larger. It bounds schedules whose sends are on links (routing
+        ``links``: tree packing's, the TEN producers', the compact forms'); a routed schedule's
+        bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
         if "sync_drain" not in self._parts:
             self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
-        return best([_sync_total(lat, bw), self._parts["sync_drain"][0]], "sync")
+        if "sync_ramp" not in self._parts:
+            self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
+        return best([_sync_total(lat, bw), self._parts["sync_drain"][0], self._parts["sync_ramp"][0]], "sync")
 
-    def for_routing(self, routing: str) -> "Bounds":
-        """These bounds as they bound a schedule of ``routing``: themselves for sends on links;
-        for logical sends routed over paths (``shortest-path``), whose sync step carries a send
-        over every link of its path at once, a copy without the box bound (:mod:`.drain`: it
-        counts a step per link, a switch forwarding in the step after the one that brought the
-        piece), so ``sync`` is latency plus bandwidth bound (each still holds: a routed step
-        pays its path's latency and its links' loads)."""
-        if routing == "links":
-            return self
-        out = copy.copy(self)
-        out._parts = dict(self._parts)
-        out._parts["sync_drain"] = (not_computed("sync", "drain", "a routed schedule crosses several links in a step"),)
-        return out
+    @property
+    def sync_routed(self) -> Bound:
+        """Seconds under the synchronous model of schedules routed on shortest paths
+        (``routing = "shortest-path"``), whose sends cross a switch in the step they leave:
+        latency plus bandwidth bound alone (the drain and ramp arguments need a switch to
+        forward in the step after the one that brought the piece)."""
+        return _sync_total(self.part("sync_latency"), self.part("sync_bandwidth"))
 
     @property
     def steps(self) -> Bound:

@@ -65,7 +65,9 @@ class CostModel:
     (:meth:`~collsynth.tens.plan.PricingPlan.prepare`; a run calls it in the thread that
     verifies, before verifying, while another thread prices). ``bound`` picks the model's
     lower bound out of the instance's :class:`~collsynth.tens.bounds.Bounds` (``None``: no valid bound is known, and
-    rows say so). ``bound_column`` defaults to ``lower_bound_<name>_s``. ``default``: every run
+    rows say so); ``routed_bound``, where given, the one for schedules routed on shortest paths
+    (``routing = "shortest-path"``), which ``bound`` does not cover. ``bound_column`` defaults
+    to ``lower_bound_<name>_s``. ``default``: every run
     prices under it (False: only when asked by name, :data:`OPT_IN`). Column names spell a
     hyphen of the name as ``_``.
     """
@@ -75,11 +77,18 @@ class CostModel:
     price: Callable[..., Cost]
     rate: float
     bound: Callable[[Bounds], Bound] | None = None
+    routed_bound: Callable[[Bounds], Bound] | None = None
     bound_column: str = ""
     columns: tuple[Column, ...] = ()
     uses_plan: bool = False
     prepare: Callable[[PricingPlan], None] | None = None
     default: bool = True
+
+    def bound_of(self, bnds: Bounds, schedule) -> Bound:
+        """The model's lower bound of ``schedule``: ``routed_bound`` for a schedule routed on
+        shortest paths where the model declares one, else ``bound`` (not None)."""
+        routed = schedule.routing != "links" and self.routed_bound is not None
+        return (self.routed_bound if routed else self.bound)(bnds)
 
     @property
     def time_column(self) -> str:

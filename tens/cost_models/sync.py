@@ -18,7 +18,8 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None) -> Cos
 # 28 M hops/s (greedy, 64x64 torus)
 MODEL = CostModel(
     name="sync", doc="synchronous alpha-beta price", price=_price, rate=9e6,
-    bound=operator.attrgetter("sync"), bound_column="lower_bound_s", uses_plan=True,
+    bound=operator.attrgetter("sync"), routed_bound=operator.attrgetter("sync_routed"), bound_column="lower_bound_s",
+    uses_plan=True,
     columns=(Column("T_L_s", "latency part of the synchronous alpha-beta price", operator.attrgetter("T_L_s")),
              Column("T_B_s", "bandwidth part of the synchronous alpha-beta price", operator.attrgetter("T_B_s"))),
 )

@@ -167,12 +167,13 @@ def price(args) -> dict:
         from .... import InputError
         raise InputError("--calibration", f"only the runtime model takes a calibration, not {args.model!r}")
     c = model.price(schedule, instance, timestep=args.timestep, **extra)
-    bnds = bounds.instance_bounds(instance).for_routing(getattr(schedule, "routing", "links"))
-    own = model.bound(bnds) if model.bound else bounds.not_computed(model.name, "none", "no lower bound is known for this model")
+    bnds = bounds.instance_bounds(instance)
+    own = (model.bound_of(bnds, schedule) if model.bound else
+           bounds.not_computed(model.name, "none", "no lower bound is known for this model"))
     if args.model == "ten" and args.timestep is not None:
         own = bounds.not_computed("ten", "ten", "the bound is for the TEN cost model's own timestep")
     out = {"model": c.model, "verified": True, **{k: val for k, val in c.as_dict().items() if k != "model"}}
-    out["lower_bound_s"] = bnds.sync.value
+    out["lower_bound_s"] = cost_models.get("sync").bound_of(bnds, schedule).value
     out["lower_bound_steps"] = bnds.steps.value
     out["lower_bound_model_s"] = own.value
     out["bound_source"] = own.label() if own.computed else own.note

@@ -1,0 +1,255 @@
+"""A ``sync`` bound from the number of steps against what a node can take in per step: a
+switch forwards in a step only what reached it the step before, so the links from switches
+into a node ramp up with the steps, and every step pays a latency (:func:`ramp_bound`).
+
+The synchronous price (Zhao et al., "Efficient Direct-Connect Topologies for Collective
+Communications", NSDI 2025, Section 3.2) of ``S`` steps is ``sum_t (a_t + b_t)``: ``a_t`` the
+largest alpha of a link used in step ``t``, ``b_t`` the largest ``bytes_l / bandwidth_l``. The
+bound ``L + T*`` (:func:`collsynth.tens.bounds.instance._sync_total`) charges one path's latency
+and the best cut's bandwidth. Where a GPU's links in from switches (holding nothing, TE-CCL's
+model: a send out of a switch in step ``t`` forwards what reached it in step ``t - 1``; Liu et
+al., "Rethinking Machine Learning Collective Communication as a Multi-Commodity Flow Problem",
+SIGCOMM 2024, Section 4) are part of its best cut, a schedule of few steps cannot keep them busy
+from the first step on, and one of many steps pays many latencies.
+
+**The argument.** A single allgather whose schedule is sent on links (``routing = "links"``)
+and whose switch hops are not instant; steps are the sync model's. Take a participant ``w`` and
+drop the empty steps (the price does not change; a switch that received nothing in a dropped
+step forwards nothing in the next). ``D = (|P| - 1) s`` bytes (``s`` a shard's bytes, ``P`` the
+participants) must reach ``w``; count each byte at its first arrival (*useful*). In step ``t``:
+
+1. a link ``u -> w`` from a compute node carries at most ``B_uw b_t``;
+2. a link ``sigma -> w`` from a switch carries at most ``B_sw b_t``, and its useful bytes
+   reached ``sigma`` in step ``t - 1`` from a node other than ``w`` (what ``w`` sent it, ``w``
+   held), so at most ``F_sw b_(t-1)``, ``F_sw`` the bandwidth of the links into ``sigma`` from
+   other nodes (``b_0 = 0``: a switch holds nothing before step 1). This holds whether or not
+   ``sigma`` copies: each of its out-links carries at most what came in.
+
+So ``D <= sum_t [C b_t + sum_sigma min(B_sw b_t, F_sw b_(t-1))]`` (``C`` the bandwidth in from
+compute nodes), and ``T_B = sum_t b_t >= LP(S)``, the least ``sum_t b_t`` under that, a linear
+program of ``S (1 + k)`` variables (``k`` the switches feeding ``w``). Every step uses a link:
+``a_t >= alpha_min``, the least alpha of any link; and ``T_L >= L``, ``T_B >= T*``. So
+
+    ``T >= min_S [max(L, S alpha_min) + max(T*, LP(S))]``,
+
+the best over the participants (one per distinct set of numbers). ``LP(S)`` does not grow with
+``S`` (an empty last step turns a solution for ``S`` into one for ``S + 1``), which bounds whole
+ranges of ``S`` at once (:func:`least_over_steps`).
+
+**Reduce-scatter**, by the time reversal of :mod:`collsynth.tens.bounds.drain` (its module
+doc): a reduce-scatter's contributing bytes, reversed, are an allgather on the transposed links
+at the same ``sync`` price, in which the switches copy at most (a reduction's partial leaves a
+switch once); the argument above allows copying, so it holds for the reversal as it stands.
+
+**Allreduce**, where no switch reduces and every compute node takes part: the partition
+argument of :mod:`collsynth.tens.bounds.partitions` with every GPU its own region and the
+switches in none counts, per byte position, ``2 (|P| - 1)`` one-way calls into regions, each a
+delivery from another region (a byte ``w`` sent into a switch and got back is no call: the
+switch only copies, it tells ``w`` nothing new): at least ``2 (|P| - 1) M`` bytes of calls in
+all. A call reaching ``w`` from a switch in step ``t`` reached the switch in step ``t - 1`` from a
+node other than ``w``, so 1. and 2. bound what all GPUs take in per step, with ``b_t`` shared:
+the same program with ``D = 2 (|P| - 1) M`` and the GPUs' links summed (equal ``(B_sw, F_sw)``
+pairs merged by adding: ``sum min(B b_t, F b_(t-1)) = min(n B b_t, n F b_(t-1))``).
+
+**Two GPUs behind one switch** (links ``B`` each way, ``s`` bytes a shard): ``C = 0``,
+``B_sw = F_sw = B``, ``LP(S) = S s / ((S - 1) B)`` (all steps alike), and ``S - 1`` equal
+pieces pipelined through the switch in ``S`` steps cost exactly ``S alpha + S s / ((S - 1) B)``:
+the bound is that pair's optimum (:func:`least_over_steps` has it at ``alpha = s / (16 B)``).
+
+**Not covered:** a schedule with ``routing = "shortest-path"`` whose routes cross a switch: such
+a send crosses the switch in the step it leaves its source (one step paying both hops' alpha
+and the larger of their loads), so 2. does not hold for it; such schedules are bounded by ``L +
+T*`` alone (tests/test_ramp_bound.py shows one below this bound).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...instances.instance import Instance
+from ...instances.switch_ops import reducing_mask
+from ..ten import latency_pipelined
+from .demand import instant_out
+from .record import Bound, not_computed
+
+SAFETY = 1e-6  # the program's value is lowered by this share (the solver's tolerances)
+MAX_STEPS = 4096  # the largest S solved; beyond it the bound counts alphas and T* only
+
+
+def ramp_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
+    """The ramp bound (module doc) of a single allgather (the best over the participants fed
+    by a switch), of a single reduce-scatter read backwards on the transposed links, or of a
+    single allreduce over every GPU where no switch reduces (the GPUs summed); not computed
+    where no link has a latency or no switch feeds a participant."""
+    kind = instance.collective.kind if not instance.concurrent else None
+    if kind not in ("allgather", "reduce_scatter", "allreduce"):
+        return not_computed("sync", "ramp", "only a single allgather, reduce-scatter or allreduce")
+    if not (latency.computed and bandwidth.computed):
+        return not_computed("sync", "ramp", "needs the latency and bandwidth bounds")
+    topo = instance.topology
+    if latency_pipelined(topo) or instant_out(topo).any():
+        return not_computed("sync", "ramp", "a pipelined latency or an instant switch hop (steps are not the sync "
+                                            "model's store-and-forward steps)")
+    coll = instance.collective
+    if kind == "allreduce" and (reducing_mask(topo).any() or set(coll.nodes) != set(topo.npus)):
+        return not_computed("sync", "ramp", "an allreduce where a switch reduces or a compute node takes no part")
+    la = (topo.transpose() if kind == "reduce_scatter" else topo).link_arrays
+    alpha = float(la.alpha.min()) if len(la) else 0.0
+    feeds = (summed_feeds if kind == "allreduce" else node_feeds)(la, topo.switches, coll.nodes)
+    if alpha <= 0 or not feeds:
+        return not_computed("sync", "ramp", "no link has a latency" if alpha <= 0 else "no switch feeds a participant")
+    need = (len(coll.nodes) - 1) * (2 * coll.message_bytes if kind == "allreduce"
+                                     else coll.chunk_bytes * coll.chunks_per_node)
+    best_value, best_node = None, None
+    for (direct, links), w in feeds.items():
+        value = least_over_steps(lambda S: steps_lp(S, need, direct, links), alpha, latency.value, bandwidth.value)
+        if value is None:
+            return not_computed("sync", "ramp", f"the step program of node {w} was not solved")
+        if best_value is None or value > best_value:
+            best_value, best_node = value, w
+    how = "send" if kind == "reduce_scatter" else "take in"
+    whose = "the GPUs'" if kind == "allreduce" else f"node {best_node}'s"
+    return Bound(best_value * (1 - SAFETY), "s", "sync", "ramp", "all" if kind == "allreduce" else f"v={best_node}",
+                 f"steps of at least {alpha:g} s each against what {whose} links can {how} per step, "
+                 "those through switches one step behind")
+
+
+def node_feeds(la, switches, participants) -> dict[tuple, int]:
+    """``{(C, ((B_sw, F_sw), ...)): w}``: per distinct set of numbers (module doc) a participant
+    ``w`` with at least one link in from a switch: the bandwidth in from compute nodes, and per
+    switch link its bandwidth and that of the links into the switch from other nodes.
+
+    >>> from collsynth.instances.generators import build
+    >>> node_feeds(build("switch", {"nodes": 3}, bandwidth=2.0, alpha=1.0).link_arrays, [3], [0, 1, 2])
+    {(0.0, ((2.0, 4.0),)): 0}
+    """
+    out: dict[tuple, int] = {}
+    for w, numbers in _node_numbers(la, switches, participants):
+        if numbers[1]:
+            out.setdefault(numbers, w)
+    return out
+
+
+def summed_feeds(la, switches, participants) -> dict[tuple, int]:
+    """The participants' numbers summed (an allreduce's, module doc): ``{(sum C, ((n B_sw, n
+    F_sw), ...)): -1}`` over the ``n`` links of each ``(B_sw, F_sw)``; empty where no switch
+    feeds a participant.
+
+    >>> from collsynth.instances.generators import build
+    >>> summed_feeds(build("switch", {"nodes": 3}, bandwidth=2.0, alpha=1.0).link_arrays, [3], [0, 1, 2])
+    {(0.0, ((6.0, 12.0),)): -1}
+    """
+    direct, pairs = 0.0, {}
+    for _, (C, links) in _node_numbers(la, switches, participants):
+        direct += C
+        for pair in links:
+            pairs[pair] = pairs.get(pair, 0) + 1
+    return {(direct, tuple(sorted((n * B, n * F) for (B, F), n in pairs.items()))): -1} if pairs else {}
+
+
+def _node_numbers(la, switches, participants):
+    """``(w, (C, ((B_sw, F_sw), ...)))`` for every participant ``w`` (module doc)."""
+    is_switch = np.zeros(la.size, bool)
+    is_switch[[s for s in switches if s < la.size]] = True
+    bw = la.bandwidth
+    into = np.bincount(la.dst, weights=bw, minlength=la.size)
+    back = la.lookup(la.dst, la.src)  # w -> sigma for each sigma -> w
+    feed = into[la.src] - np.where(back >= 0, bw[np.maximum(back, 0)], 0.0)
+    fed = is_switch[la.src]
+    direct = np.bincount(la.dst[~fed], weights=bw[~fed], minlength=la.size)
+    order = np.flatnonzero(fed)[np.argsort(la.dst[fed], kind="stable")]
+    ptr = np.r_[0, np.cumsum(np.bincount(la.dst[order], minlength=la.size))]
+    for w in sorted(int(v) for v in participants):
+        mine = order[ptr[w]:ptr[w + 1]]
+        yield w, (float(direct[w]), tuple(sorted(zip(bw[mine].tolist(), feed[mine].tolist()))))
+
+
+def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
+    """``LP(S)`` (module doc): the least ``sum_t b_t`` over ``S`` steps in which ``need`` bytes
+    reach a node with ``direct`` bandwidth in from compute nodes and ``links`` ``(B_sw, F_sw)``
+    from switches; infinite where no ``S`` steps suffice, None when the solver fails.
+
+    >>> round(steps_lp(5, 1.0, 0.0, ((1.0, 1.0),)), 9)  # two GPUs behind a switch: 4 pieces in 5 steps
+    1.25
+    >>> steps_lp(1, 1.0, 0.0, ((1.0, 1.0),))  # nothing leaves the switch in the first step
+    inf
+    """
+    from scipy import sparse  # a solve that computes no ramp bound does not load scipy's optimizer
+    from scipy.optimize import linprog
+
+    k = len(links)
+    unit = direct + sum(B for B, _ in links)  # bandwidths over this, bytes over need: seconds of need / unit
+    size = S * (1 + k)
+    steps = np.arange(S)
+    r, c, v = [np.zeros(size, np.int64)], [np.arange(size)], [np.r_[np.full(S, -direct / unit), -np.ones(S * k)]]
+    row = 1
+    for j, (B, F) in enumerate(links):  # y_jt <= B b_t, y_jt <= F b_(t-1): the useful bytes of switch link j
+        y = S * (1 + j) + steps
+        for ys, bs, bw in ((y, steps, B), (y[1:], steps[:-1], F)):
+            rows = row + np.arange(len(ys))
+            r += [rows, rows]
+            c += [ys, bs]
+            v += [np.ones(len(ys)), np.full(len(ys), -bw / unit)]
+            row += len(ys)
+    A = sparse.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))), shape=(row, size))
+    cost = np.zeros(size)
+    cost[:S] = 1.0
+    bounds = [(0, None)] * size
+    for j in range(k):
+        bounds[S * (1 + j)] = (0, 0)  # nothing leaves a switch in the first step
+    rhs = np.zeros(row)
+    rhs[0] = -1.0
+    res = linprog(cost, A_ub=A, b_ub=rhs, bounds=bounds, method="highs")
+    if res.status == 2:  # infeasible: no S steps bring it all in
+        return float("inf")
+    return float(res.fun) * need / unit if res.status == 0 else None
+
+
+def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
+                     most: int = MAX_STEPS) -> float | None:
+    """``min_S [max(L, S alpha) + max(T*, lp(S))]`` over ``S >= first`` for ``lp`` not growing
+    with ``S``; None when ``lp`` returns None (no ``S`` may be left out of the minimum). ``lp``
+    is solved at ``first``, twice that and so on up to ``most``; every ``S`` beyond the largest
+    solved costs at least ``max(L, S alpha) + T*`` (the phases of :mod:`.drain` are searched
+    so too).
+
+    Between two ``S`` solved, ``S_a < S_b``, every ``S`` costs at least ``max(L, S_a alpha) +
+    max(T*, lp(S_b))``; beyond the largest, ``max(L, S alpha) + T*``: the range is split where
+    that is below the best value found until no part of it is.
+
+    Two GPUs behind a switch, 1 byte a shard, links of 1 B/s, alpha 1/16 s: 5 steps (4 pieces)
+    cost 5/16 + 5/4 s, 4 cost 4/16 + 4/3, 6 cost 6/16 + 6/5:
+
+    >>> least_over_steps(lambda S: S / (S - 1) if S > 1 else float("inf"), 1 / 16, 2 / 16, 1.0)
+    1.5625
+    """
+    got: dict[int, float] = {}
+
+    def solve(S: int) -> bool:
+        if S not in got:
+            v = lp(S)
+            if v is None:
+                return False
+            got[S] = max(T_star, v)
+        return True
+
+    value = lambda S: max(L, S * alpha) + got[S]  # noqa: E731
+    S = first
+    while True:
+        if not solve(S):
+            return None
+        if max(L, S * alpha) + T_star >= min(value(s) for s in got) or S >= most:
+            break
+        S *= 2
+    best = min(value(s) for s in got)
+    parts = list(zip(sorted(got)[:-1], sorted(got)[1:]))
+    while parts:
+        a, b = parts.pop()
+        if b - a <= 1 or max(L, a * alpha) + got[b] >= best:
+            continue
+        mid = (a + b) // 2
+        if not solve(mid):
+            return None
+        best = min(best, value(mid))
+        parts += [(a, mid), (mid, b)]
+    return max(min(best, max(L, (S + 1) * alpha) + T_star), L + T_star)
