@@ -258,6 +258,8 @@ def carried_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndar
     """
     starts = np.flatnonzero(np.r_[True, tb_of[1:] != tb_of[:-1]])
     ends = np.r_[starts[1:] - 1, n - 1]
+    if (starts == ends).all():  # one step a block: iteration k's rounds are iteration 0's plus k
+        return 1
     k, wrap = np.arange(iterations)[:, None], np.arange(iterations - 1)[:, None]
     level = step_rounds(n * iterations,
                         np.concatenate([(pred + n * k).ravel(), (ends + n * wrap).ravel()]),
