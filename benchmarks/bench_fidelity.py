@@ -11,8 +11,9 @@ are predicted by the calibration on all the others. Reported per program:
 - ``algbw``: the absolute error of the predicted time, ``|measured / predicted - 1|`` (target
   within 25 %), median and worst over sizes, and over sizes of 1 MiB and more;
 - ``vs ring``: the predicted time relative to NCCL's ring (as XML, same collective, same size,
-  its own leave-one-out prediction) against the measured ratio, ``|predicted ratio / measured
-  ratio - 1|`` (target within 10 %);
+  its own prediction: leave-one-out on A100; on MI250 RCCL's own ring, held out, with the same
+  buffer size) against the measured ratio, ``|predicted ratio / measured ratio - 1|`` (target
+  within 10 %); ``held_out_programs`` in the totals leaves the held-out rings' own rows out;
 - the same two under ``sync`` and ``event`` (ForestColl's A100 link model with NCCL's
   latencies), for contrast: ``sync`` is exact at every size from its latency and bandwidth
   parts at 1 GiB; ``event`` is interpolated linearly from its prices at 1 MiB and 1 GiB.
@@ -101,8 +102,21 @@ def idealised(rows) -> dict:
 
 
 def ring_of(rows) -> dict:
-    """Collective instance -> the ring measurement's row (the program named ``nccl_ring``)."""
-    return {r.measurement.instance: r for r in rows if "nccl_ring" in r.measurement.program.name}
+    """Collective instance, and (instance, ``NCCL_BUFFSIZE``) -> the ring measurement's row
+    (the program named ``nccl_ring``): a program's ratio is to the ring run with its buffer size
+    where there is one (MI250: the library's own ring, out-of-place, in each buffer size's log),
+    else to the instance's ring (A100: one run, 4 MiB)."""
+    out = {}
+    for r in rows:
+        if "nccl_ring" in r.measurement.program.name:
+            out[r.measurement.instance] = out[(r.measurement.instance, r.measurement.buff_bytes)] = r
+    return out
+
+
+def ring_for(rings: dict, r):
+    """The ring row ``r``'s ratio is taken to (:func:`ring_of`), or None."""
+    m = r.measurement
+    return rings.get((m.instance, m.buff_bytes), rings.get(m.instance))
 
 
 def errors(r, t, ring_row, ring_t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,11 +130,11 @@ def errors(r, t, ring_row, ring_t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
     """Table rows per measurement and the totals, for the model whose predictions are ``preds``."""
     rings = ring_of(rows)
-    out, tot = [], {"abs": [], "abs_big": [], "ratio": [], "ratio_big": [], "held": []}
+    out, tot = [], {"abs": [], "abs_big": [], "ratio": [], "ratio_big": [], "held": [], "ring": []}
     for r in rows:
         t = preds[r.measurement.name]
-        ring = rings.get(r.measurement.instance)
-        if ring is None:  # no ring measured on this system: absolute errors only
+        ring = ring_for(rings, r)
+        if ring is None or "nccl_ring" in r.measurement.program.name:  # no ring, or the ring itself
             a, q, shared = np.abs(r.seconds / t - 1), np.zeros(0), np.zeros(0)
         else:
             a, q, shared = errors(r, t, ring, preds[ring.measurement.name])
@@ -128,6 +142,7 @@ def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
         for k, v in (("abs", a), ("abs_big", a[big]), ("ratio", q), ("ratio_big", q[qbig])):
             tot[k].append(v)
         tot["held"].append(r.measurement.held_out)
+        tot["ring"].append("nccl_ring" in r.measurement.program.name)
         out.append([r.measurement.name + (" (held out)" if r.measurement.held_out else ""), label,
                     f"{np.median(a):.1%}", f"{a.max():.1%}", f"{a[big].max():.1%}",
                     f"{np.median(q):.1%}" if len(q) else "-", f"{q[qbig].max():.1%}" if qbig.any() else "-",
@@ -135,9 +150,10 @@ def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
     return out, tot
 
 
-def totals(tot: dict, held: bool) -> dict:
-    """Aggregates over the measurements held out (``held``) or fitted leave-one-out."""
-    pick = [k for k, h in enumerate(tot["held"]) if h == held]
+def totals(tot: dict, held: bool, rings: bool = True) -> dict:
+    """Aggregates over the measurements held out (``held``) or fitted leave-one-out (without
+    the rings' own rows unless ``rings``)."""
+    pick = [k for k, h in enumerate(tot["held"]) if h == held and (rings or not tot["ring"][k])]
     if not pick:
         return {}
     cat = lambda key: np.concatenate([tot[key][k] for k in pick])  # noqa: E731
@@ -165,8 +181,8 @@ def program_table(rows, models: dict) -> list[str]:
             for r in mine:
                 t, big = preds[r.measurement.name], r.sizes >= MIB
                 a.append(np.abs(r.seconds / t - 1)[big])
-                ring = rings.get(r.measurement.instance)
-                if ring is not None and ring is not r:
+                ring = ring_for(rings, r)
+                if ring is not None and "nccl_ring" not in name:
                     _, qq, shared = errors(r, t, ring, preds[ring.measurement.name])
                     q.append(qq[shared >= MIB])
             a = np.concatenate(a)
@@ -316,7 +332,8 @@ def main() -> None:
         lines, tot = summarise(rows, preds, name)
         print(f"\n### {name}\n")
         print("\n".join(table(header, lines)))
-        summary[name] = {"fitted_leave_one_out": totals(tot, False), "held_out": totals(tot, True)}
+        summary[name] = {"fitted_leave_one_out": totals(tot, False), "held_out": totals(tot, True),
+                         "held_out_programs": totals(tot, True, rings=False)}
     print("\n### per program, sizes of 1 MiB and more\n")
     print("\n".join(program_table(rows, models)))
     print("\n### algbw at 1 GiB, NCCL_BUFFSIZE 4 MiB\n")

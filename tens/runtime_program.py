@@ -35,7 +35,8 @@ from ..instances.instance import Instance
 from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
 
-__all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies"]
+__all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
+           "carried_rounds"]
 
 DEFAULT_CLASS = "link"
 
@@ -69,7 +70,12 @@ class ProgramFeatures:
     then one round later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
     ``tb_steps``, ``tb_hops[c]`` and ``gpu_ops[c]`` have one column per value (a vector when the
     program has only ``cnt="1"``), since the runtime runs a step of ``cnt`` k as ``ceil(k / m)``
-    calls, ``m`` set per message size (:func:`~collsynth.tens.cost_models.runtime.runtime_times`)."""
+    calls, ``m`` set per message size (:func:`~collsynth.tens.cost_models.runtime.runtime_times`).
+    ``carried``: for each of the two roundings of ``rounds``, the share of an iteration's
+    rounds after which the next iteration starts in the steady state
+    (:func:`carried_rounds` over the number of rounds); empty where every thread block lets
+    the next iteration start one round after the previous (the period is then the busiest
+    thread block's or link's load, which the model already takes)."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -89,6 +95,7 @@ class ProgramFeatures:
     rounds: tuple = ()
     cnts: tuple = (1,)
     path_copies: tuple = ()
+    carried: tuple = ()
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -287,6 +294,40 @@ def pipelined_copies(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.nd
     return tuple(out)
 
 
+def carried_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray, forward_wait: np.ndarray,
+                   tb_of: np.ndarray, iterations: int = 3) -> int:
+    """How many rounds (as :func:`step_rounds` counts them) one loop iteration starts after
+    the previous in the steady state, where a thread block starts an iteration only when it has
+    finished the previous one: MSCCL runs a thread block's whole step list once per loop
+    iteration, in order (msccl-executor ``msccl_kernel.cu``, ``mscclRunInterpreter``: the step
+    loop inside the ``gridOffset += chunkSize`` loop; RCCL's MSCCL the same). Counted on
+    ``iterations`` iterations in a row, each thread block's last step waiting for its first
+    step of the next (``tb_of``: the thread block of each step, in program order), as the
+    rounds between the last two iterations' latest steps. It is 1 where each thread block
+    takes one step an iteration (ForestColl's programs); TE-CCL's ``amd_32`` has thread blocks
+    whose first and last steps are the ends of most of an iteration's chain of transfers, and
+    there it is 18 of the iteration's 20 rounds: an iteration barely overlaps the next.
+
+    >>> # thread block 0: steps 0 and 3, thread block 1: steps 1 and 2; 0 feeds 1, 2 feeds 3
+    >>> pred, succ, xfer = np.array([0, 1, 0, 2]), np.array([3, 2, 1, 3]), np.array([False, False, True, True])
+    >>> carried_rounds(4, pred, succ, xfer, np.zeros(4, dtype=int), np.array([0, 1, 1, 0]))
+    2
+    >>> carried_rounds(4, pred, succ, xfer, np.zeros(4, dtype=int), np.array([0, 1, 2, 3]))  # one step a block
+    1
+    """
+    starts = np.flatnonzero(np.r_[True, tb_of[1:] != tb_of[:-1]])
+    ends = np.r_[starts[1:] - 1, n - 1]
+    if (starts == ends).all():  # one step a block: iteration k's rounds are iteration 0's plus k
+        return 1
+    k, wrap = np.arange(iterations)[:, None], np.arange(iterations - 1)[:, None]
+    level = step_rounds(n * iterations,
+                        np.concatenate([(pred + n * k).ravel(), (ends + n * wrap).ravel()]),
+                        np.concatenate([(succ + n * k).ravel(), (starts + n * (wrap + 1)).ravel()]),
+                        np.concatenate([np.tile(transfer, iterations), np.zeros(len(starts) * (iterations - 1), bool)]),
+                        np.tile(forward_wait, iterations)).reshape(iterations, n)
+    return max(int(level[-1].max() - level[-2].max()), 1)
+
+
 def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """The steps of a heaviest path (node weights ``weight``) of the dependency DAG; an
     :class:`~collsynth.InputError` when the dependencies have a cycle (the program would hang)."""
@@ -356,6 +397,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
                                    pred[transfer], succ[transfer], send_idx, hop_send, hop_link, cnt, reduced, tb_of,
                                    len(tbs), instance, sent)
                    for w in (0, 1))
+    carried = tuple(min(1.0, carried_rounds(len(steps), pred, succ, transfer, w * forwards, tb_of) / len(r.sent))
+                    for w, r in zip((0, 1), rounds))
     cnts, col = np.unique(cnt, return_inverse=True)
     ops_rows = np.concatenate([gpu[send_idx], peer[send_idx]])
     return ProgramFeatures(
@@ -374,7 +417,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"), rounds=rounds,
-        path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent))
+        path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent),
+        carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else ())
 
 
 def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:

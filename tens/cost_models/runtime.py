@@ -49,7 +49,13 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   first iteration lasts ``P + round_share * max(R - P, 0)``, ``P`` the larger of the critical
   path and the period, ``round_share`` in [0, 1] fitted (``Calibration.round_share``: 1 is
   the rounds in full, the rule before it was fitted, and 0 a fully pipelined iteration).
-  With a few iterations this fill, not the period, decides;
+  With a few iterations this fill, not the period, decides. A thread block runs its whole
+  step list once per iteration, in order, so one whose first and last steps are far apart in
+  an iteration's chain of transfers starts the next iteration late: in the steady state an
+  iteration starts ``D`` of its ``R`` rounds after the previous
+  (:func:`collsynth.tens.runtime_program.carried_rounds`), and the period pays the same share
+  of the rounds' excess over it, ``round_share * max((D / R) * rounds - period, 0)`` (``D = 1``,
+  nothing, for programs of one step a thread block such as ForestColl's);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -267,15 +273,16 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
-    hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
+    if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
+        held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
+        period = period + cal.round_share * np.maximum(held - period, 0.0)
+    hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
-        many, one = (_rounds_per_byte(r, cal, pf) for r in f.rounds)
-        share = forwarded / s
-        first = first + cal.round_share * np.maximum(((1 - share) * many + share * one) * s - first, 0.0)
+        first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
 
 
@@ -337,6 +344,14 @@ def _per_size(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``counts`` (rows x cnt values, or a vector for ``cnt`` 1 only) weighted per size: rows x sizes."""
     counts = counts[:, None] if counts.ndim == 1 else counts
     return counts @ weights
+
+
+def _mixed_rounds(rounds: tuple, cal: Calibration, pf: float, share: np.ndarray, part=(1.0, 1.0)) -> np.ndarray:
+    """Seconds per chunk byte of ``rounds`` (forwards in their sender's round, then one round
+    later: :class:`~collsynth.tens.runtime_program.ProgramFeatures`), each times its ``part``,
+    mixed by ``share``, the part of a chunk a forwarding hop runs behind its sender (one slice)."""
+    many, one = (_rounds_per_byte(r, cal, pf) * k for r, k in zip(rounds, part))
+    return (1 - share) * many + share * one
 
 
 def _rounds_per_byte(r: Rounds, cal: Calibration, pf: float) -> float:
