@@ -47,10 +47,11 @@ GAIN = 1e-3  # unequal pieces are kept only where they price at least this share
 
 def choose(instance, forests: list, pieces_of, pipelined) -> tuple:
     """``(forest, pieces, record)``: of ``forests`` (forests of one reduction, transposed, or of
-    an allreduce's allgather; the first the default), the one of least ``sync`` price at ``pieces_of(forest)`` pieces, with
-    its piece edges (the forest's ``cuts``) where unequal pieces price at least :data:`GAIN`
-    below equal ones; ``pipelined(forest, pieces)`` is the trees form the run would expand.
-    Ties go to the earlier forest. ``record``: each candidate's name and prices (seconds)."""
+    an allreduce's allgather; the first the default), the one of least ``sync`` price at
+    ``pieces_of(forest)`` pieces, with its piece edges (the forest's ``cuts``) where unequal
+    pieces price at least :data:`GAIN` below equal ones; ``pipelined(forest, pieces)`` is the
+    trees form the run would expand. Ties go to the earlier forest. ``record``: each
+    candidate's name and prices (seconds)."""
     best, record = None, []
     for f in forests:
         pieces = pieces_of(f)

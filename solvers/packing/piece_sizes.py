@@ -20,8 +20,8 @@ the next one's time on the slow stage. DGX H100 x64, 1 GiB allgather: the ``sync
 same trees 1.101 -> 1.080 x latency plus cut optimum; with switches that multicast
 (:func:`collsynth.solvers.packing.compact.multicast`) 1.035, which is within 0.3 % of the box
 bound (:mod:`collsynth.tens.bounds.drain`; ``benchmarks/bench_clusters.py``). The fractions are
-rounded to edges in ``1 / E`` of a chunk (:func:`unit_of`) and the schedule is priced from those edges, so the
-rounding costs what it costs and nothing is assumed.
+rounded to edges in ``1 / E`` of a chunk (:func:`unit_of`) and the schedule is priced from those
+edges, so the rounding costs what it costs and nothing is assumed.
 
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
