@@ -6,6 +6,8 @@ reduce-scatter verifies and no model prices it below the bound."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,9 +15,10 @@ from hypothesis import strategies as st
 from collsynth.instances.instance import make_instance, topology_from_dict
 from collsynth.instances.topology import from_edges
 from collsynth.solvers.packing import boxes, fill, rings
-from collsynth.solvers.packing.producer import _with_header, emit, pipelined, ring_forests
+from collsynth.solvers.packing.producer import _with_header, emit, pick, pipelined, ring_forests
 from collsynth.solvers.packing.tree_hops import depth_of
 from collsynth.solvers.packing.trees import hops_of
+from collsynth.solvers.producers import Options, get
 from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds
 from collsynth.tens.cut_optimum import flow_net, optimum
@@ -144,3 +147,46 @@ def test_both_ways_trees_span_keep_their_time_and_verify(topo):
         for model in ("sync", "event", "event-inorder"):
             low = bound.sync.value if model == "sync" else bound.event.value
             assert cost_models.price(sched, inst, model).total_s >= low * (1 - 1e-9)
+
+
+def allgather_rings(topo):
+    """The allgather's ring forest by the first door rule, the others as its alternatives (as
+    :func:`collsynth.solvers.packing.producer.forest` keeps them)."""
+    net0 = flow_net(topo, topo.npus, [1] * len(topo.npus))
+    found = ring_forests(net0, optimum(net0), "allgather", False, {"start": 0.0, "optimum": 0.0}, None,
+                         boxes.of_flow_net(net0))
+    return replace(found[0], alternatives=found[1:])
+
+
+def test_allreduce_allgather_half_takes_the_fill_choice_by_hand():
+    """The two triangles' allreduce of 6 GB: each half takes 1 s at the optimum. Its allgather
+    half is priced as the reduce-scatter's trees were (:func:`test_two_triangles_both_ways_by_hand`:
+    in the trees' direction ``1 + 1.75 / P`` s one way, ``1 + 1.5 / P`` both ways) at the
+    pieces the allreduce gives a half: 100 a hop of 4 or 3 hops is under the floor of 1,600, so
+    1,600 both (the send budget is far). Both ways is kept. An allgather alone keeps its forest
+    here (its shape is chosen among finished schedules before, :func:`by_shape`)."""
+    topo = two_triangles()
+    f = allgather_rings(topo)
+    assert f.door == rings.DOOR_RULES[0] and [g.door for g in f.alternatives] == [BOTH]
+    inst = make_instance(topo, "allreduce", message_bytes=6e9)
+    got, pieces, _ = pick(inst, f, 2, 0.0, Options())
+    assert got.door == BOTH and pieces == 1600
+    assert [r["sync_equal_s"] for r in got.fill] == pytest.approx([1 + 1.75 / 1600, 1 + 1.5 / 1600], rel=1e-12)
+    alone = make_instance(topo, "allgather", message_bytes=6e9)
+    same, pieces, _ = pick(alone, f, 1, 0.0, Options())
+    assert same is f and pieces == 1600
+
+
+def test_allreduce_halves_both_record_their_fill():
+    """The producer's allreduce on the two triangles (6 GB, alpha 0; two-level trees, one relay
+    each, are packed there): both halves' forests went through the fill choice (a record each,
+    at the 1,600 pieces of the floor), the schedule verifies and no model prices it below the
+    bound, 2 s (each half's 1 s: the allreduce bound reaches RS+AG on this cut)."""
+    inst = make_instance(two_triangles(), "allreduce", message_bytes=6e9)
+    out = get("tree-packing").run(inst, Options(time_limit=600))
+    assert [[r["pieces"] for r in f["fill_choice"]] for f in out.extra["forests"]] == [[1600], [1600]]
+    assert verify.verify(out.schedule, inst) is None
+    bound = instance_bounds(inst)
+    assert bound.event.value == pytest.approx(2.0, rel=1e-9)
+    for model in ("sync", "event", "event-inorder"):
+        assert cost_models.price(out.schedule, inst, model).total_s >= bound.event.value * (1 - 1e-9)

@@ -58,29 +58,46 @@ def test_unequal_and_merged_forms_price_as_their_sends(p, kind, pieces, nic_alph
             assert got.total_s <= price_sync(equal, inst).total_s * (1 + 1e-4)  # rounding to 1/UNIT only
 
 
-def two_stage():
-    """A slow link then a fast one: 0 -> 1 at 1 B/s, 1 -> 2 at 4 B/s, alpha 0; a broadcast of
-    1 byte from 0 as one chain (two depths)."""
-    topo = from_edges(3, [(0, 1), (1, 2), (1, 0), (2, 1)], bandwidth=1.0, alpha=0.0)
-    topo.graph.edges[1, 2, 0]["bandwidth"] = 4.0
+def two_stage(rate: float = 1.0):
+    """A slow link then a fast one: 0 -> 1 at ``rate`` B/s, 1 -> 2 at ``4 rate``, alpha 0; a
+    broadcast from 0 as one chain (two depths)."""
+    topo = from_edges(3, [(0, 1), (1, 2), (1, 0), (2, 1)], bandwidth=rate, alpha=0.0)
+    topo.graph.edges[1, 2, 0]["bandwidth"] = 4.0 * rate
     return topo
 
 
-def test_drain_of_a_slow_then_fast_stage_by_hand():
-    """Equal pieces ``1/P``: ``P`` steps of ``1/P`` on the slow link, one of ``1/(4P)`` to
-    drain: ``1 + 1/(4P)``. Pieces ``x_0 .. x_3`` cost ``x_0, max(x_1, x_0/4), max(x_2, x_1/4),
-    max(x_3, x_2/4), x_3/4``, at least ``1 + x_3/4``, and a piece below a quarter of the one
-    before costs that quarter anyway: the least is the geometric tail ``x_(i+1) = x_i / 4``,
-    ``x_0 = 64/85``, ``x_3 = 1/85``: ``1 + 1/340``."""
-    inst = make_instance(two_stage(), "broadcast", message_bytes=1.0, root=0)
+@pytest.mark.parametrize("rate", [1e6, 1e12])
+def test_drain_of_a_slow_then_fast_stage_by_hand(rate):
+    """A broadcast of 1 MB, ``s = 1e6 / rate`` seconds on the slow link (1 s, and 1 us: a
+    piece's time far below the solver's absolute tolerances, the same answer). Equal pieces ``1/P``: ``P`` steps of ``s/P`` on the slow link, one of ``s/(4P)``
+    to drain: ``s (1 + 1/(4P))``. Pieces ``x_0 .. x_3`` cost ``s`` times ``x_0, max(x_1,
+    x_0/4), max(x_2, x_1/4), max(x_3, x_2/4), x_3/4``, at least ``1 + x_3/4``, and a piece
+    below a quarter of the one before costs that quarter anyway: the least is the geometric
+    tail ``x_(i+1) = x_i / 4``, ``x_0 = 64/85``, ``x_3 = 1/85``: ``s (1 + 1/340)``."""
+    inst = make_instance(two_stage(rate), "broadcast", message_bytes=1e6, root=0)
+    s = 1e6 / rate
     f = PipelinedTrees("broadcast", 3, 1, 1, 4, 1, np.array([0]), np.array([0]), np.array([1]), np.array([0, 2]),
                        np.array([0, 1]), np.array([1, 2]), np.array([0, 1]))
     assert verify_trees(f, inst) is None
-    assert price_sync(f, inst).T_B_s == pytest.approx(1 + 1 / 16)
+    assert price_sync(f, inst).T_B_s == pytest.approx(s * (1 + 1 / 16))
     g = sized(f, inst, 4)
-    assert price_sync(g, inst).T_B_s == pytest.approx(1 + 1 / 340, abs=1e-5)
-    assert np.diff(g.edges) / g.edges[-1] == pytest.approx([64 / 85, 16 / 85, 4 / 85, 1 / 85], abs=1e-4)
+    assert price_sync(g, inst).T_B_s == pytest.approx(s * (1 + 1 / 340), rel=1e-5)
+    assert np.diff(g.edges) / g.edges[-1] == pytest.approx([64 / 85, 16 / 85, 4 / 85, 1 / 85], abs=1e-5)
+    assert g.edges[-1] == 1 << 19  # 1 MB in units of at least a byte: 2^19 of 1.9 B (unit_of)
     same_price(g, inst)
+
+
+def test_pieces_stay_a_byte():
+    """1 KB over the two stages: edges in 1/512 of the chunk (2^9 units of 1.95 B; 2^10 would
+    be 0.98 B), so the four pieces of the geometric tail (64, 16, 4, 1 parts of 85: the last
+    6 units) are each at least a byte."""
+    inst = make_instance(two_stage(), "broadcast", message_bytes=1e3, root=0)
+    f = PipelinedTrees("broadcast", 3, 1, 1, 4, 1, np.array([0]), np.array([0]), np.array([1]), np.array([0, 2]),
+                       np.array([0, 1]), np.array([1, 2]), np.array([0, 1]))
+    g = sized(f, inst, 4)
+    assert g.edges[-1] == 512
+    assert np.diff(g.edges).tolist() == [386, 96, 24, 6]  # edges 512 x (64, 80, 84) / 85 = 385.5, 481.9, 506.0 rounded
+    assert (np.diff(g.edges) * 1e3 / 512 >= 1).all()
 
 
 def test_merged_sends_reach_every_gpu_once_on_dgx():

@@ -1,4 +1,4 @@
-"""A reduction's pipeline fill: the ring trees and piece sizes of least synchronous price.
+"""A pipeline's fill: the ring trees and piece sizes of least synchronous price.
 
 A reduce-scatter made of pipelined trees (Zhao et al., "ForestColl", arXiv 2402.06787,
 Section 5), time-reversed, sends in step ``t`` piece ``t - d - 1`` of every hop ``d`` steps
@@ -19,6 +19,16 @@ things shorten it:
 - pieces of unequal size (:mod:`.piece_sizes`: the linear program of least ``sync`` price;
   where the xGMI links have slack, the pieces shrink at the pipeline's ends).
 
+An allreduce's allgather half (after its reduce-scatter, :mod:`.overlap`) has the same pipeline
+forwards: the NICs finish while the xGMI links below them still drain. Its shape is not chosen
+as an allgather's alone is (:func:`collsynth.solvers.packing.producer.by_shape`, which prices
+finished schedules at the allgather's own pieces), so it is chosen here too, at the pieces the
+allreduce gives each half (half the send budget). Measured on MI250 (1 GB, alpha 0, the trees
+form's ``sync`` price over the half's optimum): before, the allgather half kept the first
+forest, ring trees one way round at 315 pieces (four boxes) and 77 (eight), 1.0257 and 1.0946,
+beside the reduce-scatter half both ways at 631 and 155 pieces, 1.0075 and 1.0114 (sized);
+their mean is the allreduce rows' ``sync`` ratio, 1.0166 and 1.0530.
+
 :func:`choose` prices every candidate forest at its automatic pieces, equal and sized, by the
 trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`: no
 explicit sends, of which there are millions; the sizes' program takes seconds at a thousand
@@ -38,13 +48,13 @@ SIZES_SHARE = 0.1  # of the run's time left, at most, for the candidates' sizes 
 
 
 def choose(instance, forests: list, pieces_of, pipelined, deadline=None) -> tuple:
-    """``(forest, pieces, record)``: of ``forests`` (transposed forests of one reduction, the
-    first the default), the one of least ``sync`` price at ``pieces_of(forest)`` pieces, with
-    its piece edges (the forest's ``cuts``) where unequal pieces price at least :data:`GAIN`
-    below equal ones (their programs given :data:`SIZES_SHARE` of the time ``deadline`` leaves,
-    together: one stopped there keeps equal pieces); ``pipelined(forest, pieces)`` is the trees
-    form the run would expand. Ties go to the earlier forest. ``record``: each candidate's name
-    and prices (seconds)."""
+    """``(forest, pieces, record)``: of ``forests`` (forests of one reduction, transposed, or of
+    an allreduce's allgather; the first the default), the one of least ``sync`` price at
+    ``pieces_of(forest)`` pieces, with its piece edges (the forest's ``cuts``) where unequal
+    pieces price at least :data:`GAIN` below equal ones (their programs given
+    :data:`SIZES_SHARE` of the time ``deadline`` leaves, together: one stopped there keeps equal
+    pieces); ``pipelined(forest, pieces)`` is the trees form the run would expand. Ties go to
+    the earlier forest. ``record``: each candidate's name and prices (seconds)."""
     best, record = None, []
     stop = deadline.share(SIZES_SHARE) if deadline is not None else None
     for f in forests:

@@ -20,8 +20,8 @@ the next one's time on the slow stage. DGX H100 x64, 1 GiB allgather: the ``sync
 same trees 1.101 -> 1.080 x latency plus cut optimum; with switches that multicast
 (:func:`collsynth.solvers.packing.compact.multicast`) 1.035, which is within 0.3 % of the box
 bound (:mod:`collsynth.tens.bounds.drain`; ``benchmarks/bench_clusters.py``). The fractions are
-rounded to edges in ``1 / UNIT`` of a chunk and the schedule is priced from those edges, so the
-rounding costs what it costs and nothing is assumed.
+rounded to edges in ``1 / E`` of a chunk (:func:`unit_of`) and the schedule is priced from those
+edges, so the rounding costs what it costs and nothing is assumed.
 
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
@@ -47,21 +47,26 @@ from scipy.optimize import linprog
 from ...limits import seconds_left
 from ...tens.pipelined_trees import PipelinedTrees, depth_costs, price_sync
 
-UNIT = 1 << 16  # piece edges are multiples of 1 / UNIT of a chunk
+UNIT = 1 << 24  # piece edges are multiples of at most 1 / UNIT of a chunk (:func:`unit_of`)
 MAX_ROWS = 400_000  # the linear program's rows (steps x columns) above which sizes stay equal
 
 
 def sized(f: PipelinedTrees, instance, pieces: int, time_limit: float | None = None) -> PipelinedTrees | None:
     """``f`` cut into ``pieces`` pieces per chunk of the sizes of least ``sync`` price (module
-    doc), rounded to edges in ``1 / UNIT`` of a chunk; None when the program is larger than
-    :data:`MAX_ROWS` rows, ``pieces`` exceeds ``UNIT``, or the solver fails or reaches
-    ``time_limit`` seconds or the time left to the run (:func:`collsynth.limits.seconds_left`)."""
+    doc), rounded to edges in ``1 / E`` of a chunk (``E``: :func:`unit_of`); None when the
+    program is larger than :data:`MAX_ROWS` rows, ``pieces`` exceeds ``E / 2``, or the solver
+    fails or reaches ``time_limit`` seconds or the time left to the run
+    (:func:`collsynth.limits.seconds_left`). The program is solved in units of an equal piece
+    and of the costliest depth's load (HiGHS's tolerances are absolute: in seconds a piece's
+    time is below them)."""
     depths, cost, _ = depth_costs(f, instance)
     c = f.chunks_per_root
     P = c * pieces
     steps = P + int(depths.max(initial=0))
-    if pieces > UNIT // 2 or cost.size == 0 or steps * cost.shape[1] > MAX_ROWS:
+    unit = unit_of(f, instance)
+    if pieces > unit // 2 or cost.size == 0 or not cost.max() > 0 or steps * cost.shape[1] > MAX_ROWS:
         return None
+    cost = cost / cost.max()
     q = np.arange(steps)[:, None] - depths[None, :]  # [step, depth] -> piece sent
     t_idx, d_idx = np.nonzero((q >= 0) & (q < P))
     var = q[t_idx, d_idx] % pieces  # every chunk is cut alike
@@ -69,15 +74,33 @@ def sized(f: PipelinedTrees, instance, pieces: int, time_limit: float | None = N
     rows = (t_idx[:, None] * J + np.arange(J)[None, :]).ravel()
     A = sparse.coo_matrix((cost[d_idx].ravel(), (rows, np.repeat(var, J))), shape=(steps * J, pieces))
     A = sparse.hstack([A, -sparse.kron(sparse.identity(steps), np.ones((J, 1)))]).tocsr()
-    least = 2.0 / UNIT
+    least = 2.0 * pieces / unit
     left = seconds_left(time_limit)  # HiGHS runs in C, where the run's timer cannot stop it: its own limit
     res = linprog(np.r_[np.zeros(pieces), np.ones(steps)], A_ub=A, b_ub=np.zeros(steps * J),
-                  A_eq=np.r_[np.ones(pieces), np.zeros(steps)][None, :], b_eq=[1.0],
+                  A_eq=np.r_[np.ones(pieces), np.zeros(steps)][None, :], b_eq=[float(pieces)],
                   bounds=[(least, None)] * pieces + [(0, None)] * steps, method="highs",
                   options={} if left is None else {"time_limit": left})
     if res.status != 0:
         return None
-    return replace(f, pieces=int(pieces), cuts=edges_of(res.x[:pieces]))
+    return replace(f, pieces=int(pieces), cuts=edges_of(res.x[:pieces], unit))
+
+
+def unit_of(f: PipelinedTrees, instance) -> int:
+    """The piece edges' unit, ``1 / E`` of a chunk: the largest power of two ``E`` up to
+    :data:`UNIT` at which one unit of the narrowest tree's piece (its ``(hi - lo) / k`` of a
+    chunk) is still a byte, so every piece is (the producer refuses pieces under a byte).
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> inst = make_instance(build("ring", {"nodes": 3}), "allgather", message_bytes=3e6)
+    >>> f = PipelinedTrees("allgather", 3, 3, 1, 4, 2, np.array([0]), np.array([0]), np.array([1]),
+    ...                    np.array([0, 1]), np.array([0]), np.array([1]), np.array([0]))
+    >>> unit_of(f, inst)  # a tree carries half of a 1e6-byte chunk: 2^18 units of 1.9 B
+    262144
+    """
+    width = float((f.hi - f.lo).min()) / f.k if len(f.root) else 1.0
+    most = instance.collective.chunk_bytes * width
+    return 1 << max(0, min(UNIT.bit_length() - 1, int(np.floor(np.log2(most))) if most >= 1 else 0))
 
 
 def edges_of(x: np.ndarray, unit: int = UNIT) -> np.ndarray:

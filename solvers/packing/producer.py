@@ -109,8 +109,8 @@ class Forest:
     shapes_tried: list = field(default_factory=list)  # the candidates :func:`by_shape` priced (:mod:`.shapes`)
     alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`by_shape`)
     shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
-    cuts: tuple | None = None  # a reduction's piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
-    fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced for a reduction
+    cuts: tuple | None = None  # piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
+    fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced (a reduction, an allreduce's half)
     on_share: bool = False  # packed on its half's share of every link (:mod:`.capacity_split`)
 
 
@@ -373,7 +373,7 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     """The forest as a schedule of its non-combining kind (module doc): chunk ids of the
     collective, the ``q``-th piece of a tree over its ``h``-th hop in step ``q + h + 1``.
 
-    A reduction's forest with piece edges for ``pieces`` (``cuts``, :mod:`.fill`) is cut into
+    A forest with piece edges for ``pieces`` (``cuts``, :mod:`.fill`) is cut into
     those unequal pieces. This is the order a pipelined program-order executor wants (MSCCL: each link's sends run in
     step order, the ``event-inorder`` cost model): on every link the pieces of all trees and
     all roots alternate round-robin, the ``q``-th piece an own root sends beside the pieces
@@ -624,15 +624,19 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
     is the one :func:`.fifo_reduce.choose` measures faster, then, unless ``pieces`` is set, of
     it and its ring alternatives, in equal or unequal pieces, the one of least ``sync`` price:
-    :func:`.fill.choose`); else, over the forests of
+    :func:`.fill.choose`; so is an allreduce's allgather, whose shape :func:`by_shape` left
+    unchosen); else, over the forests of
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
     :func:`.latency.choose` where pricing would take too long."""
     coll = instance.collective
     c = coll.chunks_per_node
-    if alpha <= 0 and f.transposed and options.params.get("trees") is None:  # FIFO links: measured
-        f = _fifo_reduction(instance, f, options, deadline, c)
-        if not options.params.get("pieces"):  # the fill: ring trees both ways, unequal pieces (priced)
+    if alpha <= 0 and options.params.get("trees") is None:
+        if f.transposed:  # FIFO links: measured
+            f = _fifo_reduction(instance, f, options, deadline, c)
+        if not options.params.get("pieces") and (f.transposed or coll.kind != f.kind):
+            # the fill of a reduction or of an allreduce's allgather (whose shape by_shape left unpriced): ring
+            # trees both ways, unequal pieces (priced at the run's pieces)
             g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
                                             lambda h: auto_pieces(h.trees, c * parts),
                                             lambda h, p: pipelined(instance, h, p), deadline)
