@@ -13,14 +13,27 @@ themselves, as the aggregation switches of every pod of a k-ary fat tree (Al-Far
 Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008, Section 3: edge switch
 ``e`` links to every aggregation switch of its pod, aggregation switch ``j`` to the ``j``-th
 group of cores): turning the hosts of every edge switch and the aggregation switches of every
-pod together (the cores following) moves every edge uplink. :func:`free_shifts` tries, level by
-level, every choice of the rounds of the extension in which such switches turn
-(``box_shift.extended``'s ``rotated``), keeps those that are automorphisms of the level's order
-commuting with the levels before, and takes the one whose group so far folds the links least
-(:func:`folds`: the products keeping each link, summed; ties: the fewest turned rounds, the
-shift itself first), and the whole only where it folds them less than the shifts found. The
-GPUs move as before, so the trees of the first box moved by the twisted shifts are still every
-root's trees (:func:`collsynth.tens.pipelined_trees.verify` checks the shifts as any others).
+pod together (the cores following) moves every edge uplink. Where they are more than divide the
+level's order they turn in runs that do (HPN's 60 aggregation switches under a turn of 128
+boxes: 15 runs of 4).
+
+A turn of ``m`` boxes cannot move freely a leaf's ``s < m`` uplinks: some power of it keeps them
+(a SuperPOD of 16 units: 32 boxes over a leaf's 8 spines, the 8th power). Its copies are then
+simulated in full, ``m`` of them, though the power keeping the links has only ``m / s`` products.
+A level may therefore be cut in two (:func:`_cuts`): the turn of ``s`` boxes within blocks of
+``s`` with the spines turned, which keeps no link, and the turn of the blocks, which is listed:
+``m / s`` copies (the SuperPOD's 4 rather than 32). The two generate another group moving the
+same first box onto every box, and the trees moved by it are every root's as before.
+
+:func:`free_shifts` tries, level by level, the level whole and every cut of it, and for each
+part every choice of the rounds of the extension in which switches alike turn
+(``box_shift.extended``'s ``rotated``), keeps those that are automorphisms of the part's order
+commuting with the levels before, and takes the one whose group so far lists the fewest copies
+(:func:`listed_copies`), then folds the links least (:func:`folds`: the products keeping each
+link, summed; ties: the fewest turned rounds, the later rounds first, the level whole), and the
+whole only where it does better than the shifts found. The trees of the first box moved by the
+twisted shifts are still every root's trees (:func:`collsynth.tens.pipelined_trees.verify`
+checks the shifts as any others).
 
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.box_shift import box_shift
