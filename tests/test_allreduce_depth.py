@@ -43,3 +43,21 @@ def test_the_depth_is_lowered_until_the_pairs_fit(monkeypatch):
     assert all(int(p.split("/")[0]) > max(fit) for p, exact in tried if not exact)
     assert pipelined_allreduce.verify(shallow, inst) is None
     assert pipelined_event.price(shallow, inst).extra["exact_pairs"]
+
+
+def test_a_depth_simulating_too_many_sends_is_not_priced(monkeypatch):
+    """At 64/64 pieces the per-orbit simulation is more sends than the cap allows (set here to
+    what 16/16 needs): that depth and every deeper rung count as not fitting without an event
+    price, and the depth kept simulates at most the cap."""
+    inst = _allreduce()
+    deep = run_compact(inst, Options(time_limit=120, params={"pieces": 64})).schedule
+    cap = pipelined_event.sends_priced(pipelined_allreduce.PipelinedAllreduce(
+        *(allreduce_depth._at(h, inst, 1 / 4) for h in deep.halves)), inst)
+    monkeypatch.setattr(allreduce_depth, "SIMULATED_SENDS", cap)
+    priced = []
+    real = pipelined_event.price
+    monkeypatch.setattr(pipelined_event, "price", lambda f, i, *a: priced.append(f.pieces) or real(f, i, *a))
+    shallow, note = allreduce_depth.exact_depth(deep, inst)
+    assert note["event_exact_depth"][:3] == [["64/64", False], ["48/48", False], ["32/32", False]]
+    assert all(max(p) <= 16 for p in priced) and max(shallow.pieces) == 16
+    assert pipelined_event.sends_priced(shallow, inst) <= cap
