@@ -129,14 +129,14 @@ def _level(topology, npus: list[int], d: int, others: list) -> tuple | None:
 def extended(topology, npus: list[int], images: np.ndarray, rotated=frozenset(), cycle: int = 0) -> np.ndarray | None:
     """The compute nodes ``npus`` (every live one, in id order) moved to ``images``, extended
     to the switches round by round (a switch to the switch with the same links to the images of
-    the nodes mapped so far, :func:`_rounds`); None when some switch finds no image. In the
+    the nodes mapped so far, :func:`extension_rounds`); None when some switch finds no image. In the
     rounds listed in ``rotated`` (0 first) switches alike whose images are themselves go one
     place on in id order, the last of each run of ``gcd(alike, cycle)`` to its first (``cycle``
     0: one run of them all), rather than each to itself (another automorphism where it is one,
     of an order dividing ``cycle``: the shifts' twists, :mod:`collsynth.solvers.packing.free_shifts`)."""
     perm = np.full(topology.size, -1, np.int64)
     perm[npus] = images
-    for round_, groups in enumerate(_rounds(topology)):
+    for round_, groups in enumerate(extension_rounds(topology)):
         if groups is None:
             return None
         at = perm.tolist()
@@ -149,7 +149,7 @@ def extended(topology, npus: list[int], images: np.ndarray, rotated=frozenset(),
 
 
 @lru_cache(maxsize=8)
-def _rounds(topology) -> tuple:
+def extension_rounds(topology) -> tuple:
     """The rounds of :func:`extended`, which depend on the topology alone: per round, the
     switches not mapped before with a link to a node mapped before (every compute node, then the
     switches of the rounds before), grouped by those links (``(0, node, class)`` out of the

@@ -50,7 +50,7 @@ import math
 
 import numpy as np
 
-from ...instances.box_shift import BoxShift, _rounds, extended, is_shift_of_order
+from ...instances.box_shift import BoxShift, extended, extension_rounds, is_shift_of_order
 from ...tens.pipelined_event import free_count
 from ...tens.pipelined_trees import keeping_order, link_orbits
 
@@ -114,7 +114,6 @@ def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
     """The twisted levels of ``shift`` (module doc) and their orders, each level whole or cut in
     two (:func:`_cuts`), whichever gives the least :func:`_key` with the levels chosen before;
     ``shift``'s own where a level finds nothing commuting with the levels turned before it."""
-    la = topology.link_arrays
     npus = sorted(int(c) for c in topology.npus)
     chosen: list[np.ndarray] = []
     orders: list[int] = []
@@ -187,5 +186,5 @@ def _choices(topology) -> list[tuple[int, ...]]:
     level leaves the nearer tiers to the levels above, whose turns need them: a SuperPOD's
     rails turning the cores leave the spines to its boxes). The rounds are at most the
     switches' tiers (:data:`MAX_ROUNDS`)."""
-    rounds = range(min(MAX_ROUNDS, max(1, len(_rounds(topology)))))
+    rounds = range(min(MAX_ROUNDS, max(1, len(extension_rounds(topology)))))
     return [c for n in range(len(rounds) + 1) for c in sorted(itertools.combinations(rounds, n), reverse=True)]
