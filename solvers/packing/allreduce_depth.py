@@ -27,14 +27,15 @@ from ...tens.pipelined_trees import PipelinedTrees, price_sync
 from .piece_sizes import sized
 
 LADDER = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 1 / 16)  # the depths tried, as shares of the sync depths
-SIMULATED_SENDS = 8_000_000  # a depth whose per-orbit simulation is more sends than this counts as not fitting, unpriced
-# (HPN 2 segments, 1 GiB, 57/57 pieces: 32 M sends, the search timed out at 600 s and 6.7 GiB)
+SIMULATED_SENDS = 8_000_000  # where the sync depths' per-orbit simulation is more sends than this, they are kept
+# unpriced (HPN 2 segments, 1 GiB, 57/57 pieces: 32 M sends; searched, 600 s and 6.7 GiB without an answer, or, a
+# depth that fits taken, 14/14 pieces: event 1.072x but sync 1.249x the optimum, at 4 segments 5/5: 1.142x, 1.792x)
 
 
 def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict]:
     """``(trees, note)``: ``f`` at the deepest depth whose ``event`` price tracks exact
-    dependency pairs and simulates at most :data:`SIMULATED_SENDS` sends (module doc; ``f``
-    itself where its own does): down the ladder
+    dependency pairs (module doc; ``f`` itself where its own does, or unpriced where its
+    simulation is more than :data:`SIMULATED_SENDS` sends, noted ``None``): down the ladder
     :data:`LADDER`, then halving the gap to the last share that did not fit (the pairs grow
     with the depth) while it spans more than a piece; what was tried in ``note``
     (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits."""
@@ -42,11 +43,12 @@ def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, di
 
     def fits(share: float):
         g = f if share == 1 else PipelinedAllreduce(*(_at(h, instance, share) for h in f.halves))
-        exact = pipelined_event.sends_priced(g, instance) <= SIMULATED_SENDS and bool(
-            pipelined_event.price(g, instance).extra["exact_pairs"])
+        exact = bool(pipelined_event.price(g, instance).extra["exact_pairs"])
         tried.append(["/".join(map(str, g.pieces)), exact])
         return g if exact else None
 
+    if pipelined_event.sends_priced(f, instance) > SIMULATED_SENDS:
+        return f, {"event_exact_depth": [["/".join(map(str, f.pieces)), None]]}
     over = None
     for share in LADDER:
         best = fits(share)
