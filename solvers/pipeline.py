@@ -158,7 +158,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
     if schedule is None:
         return row, None
     if compact_forms.form_of(schedule) is not None:
-        return check_and_price_trees(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages)
+        return check_and_price_trees(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages,
+                                     outcome.prices)
     row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
@@ -432,14 +433,16 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
 
 
 def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadline: Deadline,
-                           stages: dict[str, float]) -> tuple[dict[str, Any], Any]:
+                           stages: dict[str, float], known: dict | None = None) -> tuple[dict[str, Any], Any]:
     """:func:`check_and_price` for a schedule kept as trees plus a pipeline rule
     (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees`, or an allreduce's two,
     :mod:`collsynth.tens.compact_forms`): verified in that form (the verdict
     :func:`~collsynth.tens.verify.verify` gives its expansion) and priced under ``sync`` in that
     form (:func:`~collsynth.tens.pipelined_trees.price_sync`, the price of the expansion) and,
-    where it fits the time left, under ``event`` per link orbit (:func:`_event_per_orbit`); the
-    other models read explicit sends, so the row says they were not priced."""
+    where it fits the time left, under ``event`` per link orbit (:func:`_event_per_orbit`; the
+    producer's own ``event`` price of these trees when ``known`` has one, :attr:`Outcome.prices`,
+    taken once they have verified); the other models read explicit sends, so the row says they
+    were not priced."""
     form = compact_forms.form_of(trees)
     row["sends"] = trees.sends
     try:
@@ -460,7 +463,7 @@ def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadli
         row.update({"steps": price.steps, sync.time_column: price.total_s})
         row.update({column.name: column.value(price) for column in sync.columns})
     row[sync.price_column] = stages.get("pricing (sync)")
-    priced = ("sync",) + _event_per_orbit(row, trees, instance, deadline, stages)
+    priced = ("sync",) + _event_per_orbit(row, trees, instance, deadline, stages, (known or {}).get("event"))
     others = ", ".join(name for name in cost_models.MODELS if name not in priced)
     row["message"] = (f"{row['message']}; kept as trees plus a pipeline rule ({trees.sends:,} sends if listed; "
                       f"--param form=explicit lists them): not priced under {others}").lstrip("; ")
@@ -468,12 +471,18 @@ def check_and_price_trees(row: dict[str, Any], trees, instance: Instance, deadli
 
 
 def _event_per_orbit(row: dict[str, Any], trees, instance: Instance, deadline: Deadline,
-                     stages: dict[str, float]) -> tuple[str, ...]:
+                     stages: dict[str, float], known=None) -> tuple[str, ...]:
     """``("event",)`` once ``trees`` is priced into ``row`` under ``event`` in its form, one link
     per orbit of the shifts that keep no used link (:func:`~collsynth.tens.pipelined_event.price`,
     the price of the expansion), where its kind is one that prices so and the sends it
-    simulates fit the time left at the model's rate; else ``()``."""
+    simulates fit the time left at the model's rate; else ``()``. ``known``: that price as the
+    producer computed it of these trees (:attr:`Outcome.prices`), taken instead of simulating
+    again (the row's ``extra["priced_by_producer"]`` says so)."""
     event = cost_models.MODELS["event"]
+    if known is not None:
+        row[event.time_column] = known.total_s
+        row["extra"]["priced_by_producer"] = ["event"]
+        return ("event",)
     left = deadline.left()
     if trees.collective not in pipelined_event.KINDS or (
             left is not None and pipelined_event.sends_priced(trees, instance) > event.rate * left):

@@ -289,6 +289,9 @@ class Outcome:
     ``found_by`` says which method found the schedule (``ilp@h=5``, ``time-cluster``,
     ``recovery``, ``lp-rounding@h=4+repair``, ...; empty: the producer's family) and
     ``solver_status`` what the solver itself reported on the last solve (empty: none ran).
+    ``prices``: cost model name -> the :class:`~collsynth.tens.cost.Cost` the producer computed
+    of exactly ``schedule`` with the function the pipeline prices its form with, so the
+    pipeline takes it instead of pricing again, and only once the schedule has verified.
     """
 
     schedule: Schedule | None
@@ -308,6 +311,7 @@ class Outcome:
     solve_s: float = 0.0
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,15 @@ def to_msccl_xml(
 
 
 def msccl_xml_variants(schedule: Schedule, instance: Instance, variants: list[tuple[str, bool]],
-                       dialect: str = DEFAULT_DIALECT) -> list:
-    """:func:`to_msccl_xml` of ``schedule`` for every ``(layout, fuse)`` of ``variants`` (the
-    other options at their defaults), the work they share (routes, dependencies, program
-    order) done once: each a program, or the :class:`~collsynth.InputError` that refused it;
-    raises one when every variant is refused for the same reason (the schedule itself)."""
+                       dialect: str = DEFAULT_DIALECT, name: str = "collsynth", proto: str = "Simple") -> list:
+    """:func:`to_msccl_xml` of ``schedule`` for every ``(layout, fuse)`` of ``variants`` (named
+    ``name``, in protocol ``proto``, the other options at their defaults), the work they share
+    (routes, dependencies, program order) done once: each a program, or the
+    :class:`~collsynth.InputError` that refused it; raises one when every variant is refused
+    for the same reason (the schedule itself)."""
     _check_options(dialect, variants)
     prep = _prepared(schedule, instance, dialect, MAX_CHUNKS)
-    attrs = {"name": "collsynth", "proto": "Simple", "minBytes": "0", "maxBytes": str(1 << 40)}
+    attrs = {"name": name, "proto": proto, "minBytes": "0", "maxBytes": str(1 << 40)}
     out = []
     for layout, fuse in variants:
         try:

@@ -35,7 +35,7 @@ from ..instances.instance import Instance
 from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
 
-__all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds"]
+__all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies"]
 
 DEFAULT_CLASS = "link"
 
@@ -61,9 +61,12 @@ class ProgramFeatures:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
-    ``coll``: the program's attributes. ``rounds``: one iteration cut into the rounds of
-    :func:`step_rounds`, twice (a forwarding receive in its sender's round, then one round
-    later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
+    ``coll``: the program's attributes. ``path_copies``: the chunks copied one after another on
+    the slowest chain of one iteration when a forward trails its sender by half a chunk and by
+    a whole one (:func:`pipelined_copies` at slice shares 0.5 and 1; empty: not computed, the
+    chain is then ``path_sent`` copies each a slice behind). ``rounds``: one iteration cut
+    into the rounds of :func:`step_rounds`, twice (a forwarding receive in its sender's round,
+    then one round later), each a :class:`Rounds`. ``cnts``: the distinct ``cnt`` values of the program's steps;
     ``tb_steps``, ``tb_hops[c]`` and ``gpu_ops[c]`` have one column per value (a vector when the
     program has only ``cnt="1"``), since the runtime runs a step of ``cnt`` k as ``ceil(k / m)``
     calls, ``m`` set per message size (:func:`~collsynth.tens.cost_models.runtime.runtime_times`)."""
@@ -85,6 +88,7 @@ class ProgramFeatures:
     coll: str
     rounds: tuple = ()
     cnts: tuple = (1,)
+    path_copies: tuple = ()
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -229,6 +233,60 @@ def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray
     return level
 
 
+def pipelined_copies(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray, copies: np.ndarray,
+                     slice_shares=(0.5, 1.0)) -> tuple:
+    """When the last of ``n`` steps of one loop iteration finishes, in chunk copy times, at each
+    of ``slice_shares`` (a slice's share of a chunk), with
+    every step copying ``copies[step]`` chunks (0 for a step that copies nothing across a link)
+    and the dependencies ``pred[e] -> succ[e]`` (``transfer[e]``: a send feeding its receive).
+
+    A receive follows its send slice by slice: NCCL's ``genericOp`` (``prims_simple.h``) posts
+    each slice of a call once it is copied, so a receive can start a slice's share of its send's
+    copy after the send started and ends that share after it. Any other dependency waits for
+    the whole step: a thread block runs its steps in order, and MSCCL's interpreter sets a
+    step's ``depid`` flag only after all its calls (``msccl_interpreter.h``: ``mscclFlags[bid]``
+    is written after the step's last call, when ``has_dependence``). So a chain of forwards
+    (``rcs``) costs a slice a hop, and a relay through a receive and a send in two thread blocks
+    joined by a ``depid`` (TACCL's programs) a whole chunk. Raises
+    :class:`~collsynth.InputError` when the dependencies have a cycle.
+
+    >>> chain = np.array([0, 1]), np.array([1, 2]), np.array([True, True])
+    >>> pipelined_copies(3, *chain, np.ones(3))  # s -> rcs -> r: one chunk, then half or whole ones
+    (2.0, 3.0)
+    >>> relay = np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([True, False, True])
+    >>> pipelined_copies(4, *relay, np.array([1.0, 1.0, 0.0, 1.0]))  # s -> r, depid -> s -> r
+    (2.5, 3.0)
+    """
+    outs = [[] for _ in range(n)]
+    for u, v, t in zip(pred.tolist(), succ.tolist(), transfer.tolist()):
+        outs[u].append((v, t))
+    indeg = np.bincount(succ, minlength=n).tolist()
+    cop = np.asarray(copies, dtype=np.float64).tolist()
+    out = []
+    for q in slice_shares:
+        start, last, done = [0.0] * n, [0.0] * n, [0.0] * n  # may start copying / input complete / ends
+        deg, stack, seen = list(indeg), [u for u in range(n) if indeg[u] == 0], 0
+        while stack:
+            u = stack.pop()
+            seen += 1
+            c, su = cop[u], start[u]
+            first = su + q * c if c > 0 else su  # its first slice posted (passed on as it arrives)
+            done[u] = end = max(su + c, last[u] + q * c)
+            for v, t in outs[u]:
+                ready = first if t else end
+                if ready > start[v]:
+                    start[v] = ready
+                if end > last[v]:
+                    last[v] = end
+                deg[v] -= 1
+                if deg[v] == 0:
+                    stack.append(v)
+        if seen < n:
+            raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
+        out.append(max(done, default=0.0))
+    return tuple(out)
+
+
 def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """The steps of a heaviest path (node weights ``weight``) of the dependency DAG; an
     :class:`~collsynth.InputError` when the dependencies have a cycle (the program would hang)."""
@@ -315,7 +373,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
-        proto=root.get("proto"), coll=root.get("coll"), rounds=rounds)
+        proto=root.get("proto"), coll=root.get("coll"), rounds=rounds,
+        path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent))
 
 
 def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:

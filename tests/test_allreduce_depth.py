@@ -4,7 +4,9 @@ dependency pairs (``collsynth.solvers.packing.allreduce_depth``):
 - where the pairs fit at the halves' ``sync`` depths (DGX H100 x2), those depths are kept;
 - where they do not (the pairs' budget made tiny), the depth is lowered until they do, and the
   trees at that depth verify and price under ``event`` with exact pairs;
-- ``--param pieces`` is left as given.
+- ``--param pieces`` is left as given;
+- the depth's ``event`` price is simulated once: the pipeline takes the search's price of the
+  trees it returned once they have verified.
 """
 
 from collsynth.instances import make_instance
@@ -35,14 +37,44 @@ def test_the_depth_is_lowered_until_the_pairs_fit(monkeypatch):
     monkeypatch.setattr(pipelined_event, "pair_budget", lambda sends: 10_000)  # 64 pieces need more, 32 fewer
     monkeypatch.setattr(pipelined_event, "ORBIT_PAIR_BUDGET", 10_000)
     assert not pipelined_event.price(deep, inst).extra["exact_pairs"]
-    shallow, note = allreduce_depth.exact_depth(deep, inst)
+    shallow, note, cost = allreduce_depth.exact_depth(deep, inst)
     tried = note["event_exact_depth"]
     assert tried[0] == ["64/64", False]
     fit = [int(p.split("/")[0]) for p, exact in tried if exact]
     assert max(shallow.pieces) == max(fit) < 64  # the deepest tried that fits
     assert all(int(p.split("/")[0]) > max(fit) for p, exact in tried if not exact)
     assert pipelined_allreduce.verify(shallow, inst) is None
-    assert pipelined_event.price(shallow, inst).extra["exact_pairs"]
+    again = pipelined_event.price(shallow, inst)
+    assert again.extra["exact_pairs"] and cost.total_s == again.total_s
+
+
+def test_the_depth_is_priced_under_event_once_and_reported_only_after_verification(monkeypatch):
+    """Through the pipeline: the search prices the kept depth (one simulation where the pairs fit
+    at once); the row's ``event`` time is that price, taken after the trees verified, not
+    simulated again."""
+    from collsynth.solvers import pipeline
+    from collsynth.tens import compact_forms
+
+    inst = _allreduce()
+    calls, order = [], []
+    real_price = pipelined_event.price
+    form = compact_forms.form_of(run_compact(inst, Options(time_limit=120)).schedule)
+    real_verify = form.verify
+
+    def counted(f, instance, *args, **kw):
+        calls.append(f), order.append("price")
+        return real_price(f, instance, *args, **kw)
+
+    def verified(f, instance):
+        order.append("verify")
+        return real_verify(f, instance)
+
+    monkeypatch.setattr(pipelined_event, "price", counted)
+    monkeypatch.setattr(form, "verify", verified)
+    row, trees = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"form": "compact"}))
+    assert row["verified"] and row["extra"]["priced_by_producer"] == ["event"]
+    assert len(calls) == 1 and calls[0] is trees and order == ["price", "verify"]
+    assert row["time_event_s"] == real_price(trees, inst).total_s
 
 
 def test_sync_depths_simulating_too_many_sends_are_kept_unpriced(monkeypatch):
@@ -53,5 +85,5 @@ def test_sync_depths_simulating_too_many_sends_are_kept_unpriced(monkeypatch):
     monkeypatch.setattr(allreduce_depth, "SIMULATED_SENDS", pipelined_event.sends_priced(deep, inst) - 1)
     priced = []
     monkeypatch.setattr(pipelined_event, "price", lambda *a, **k: priced.append(a))
-    kept, note = allreduce_depth.exact_depth(deep, inst)
-    assert kept is deep and note == {"event_exact_depth": [["64/64", None]]} and not priced
+    kept, note, cost = allreduce_depth.exact_depth(deep, inst)
+    assert kept is deep and note == {"event_exact_depth": [["64/64", None]]} and cost is None and not priced

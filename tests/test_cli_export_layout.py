@@ -107,6 +107,46 @@ def test_auto_writes_the_cheapest_under_the_calibration_else_the_default(files, 
     assert plain["layout"] == "packed" and "runtime_s" not in plain
 
 
+def test_the_program_chosen_is_the_one_written_exported_once_with_the_name_and_protocol_asked(files, capsys,
+                                                                                                 monkeypatch):
+    """One grid (whole chunks): ``--layout auto`` writes the two layouts, each with and without
+    receive-and-send steps, in one export (the work they share prepared once), prices those four
+    programs once each under the name and protocol asked, and writes the cheapest: the trees,
+    102 ms by hand whatever the protocol (the steps-only calibration prices steps alone), not
+    exported or priced again. ``--layout packed`` exports once too."""
+    from collsynth.tens import export as exporter
+    from collsynth.tens.cost_models import runtime
+
+    tmp, inst, sched, cal = files
+    calls = {"prepared": 0, "priced": 0}
+    prepared, under = exporter._prepared, runtime.seconds_under
+
+    def counted_prepared(*args):
+        calls["prepared"] += 1
+        return prepared(*args)
+
+    def counted_under(*args):
+        price = under(*args)
+
+        def counted(text):
+            calls["priced"] += 1
+            return price(text)
+        return counted
+
+    monkeypatch.setattr(exporter, "_prepared", counted_prepared)
+    monkeypatch.setattr(runtime, "seconds_under", counted_under)
+    data, xml = export(capsys, sched, inst, str(tmp / "n.xml"), "--layout", "auto", "--calibration", cal,
+                       "--name", "mine", "--proto", "LL")
+    root = ET.fromstring(xml[xml.index("<algo"):])
+    assert (root.get("name"), root.get("proto"), data["layout"]) == ("mine", "LL", "trees")
+    assert data["runtime_s"] == pytest.approx(0.102)
+    assert calls == {"prepared": 1, "priced": 4}
+    calls.update(prepared=0, priced=0)
+    data, xml = export(capsys, sched, inst, str(tmp / "m.xml"), "--layout", "packed", "--name", "other")
+    assert ET.fromstring(xml[xml.index("<algo"):]).get("name") == "other" and data["layout"] == "packed"
+    assert calls == {"prepared": 1, "priced": 0}
+
+
 def test_a_grid_the_tree_layout_cannot_take_is_coarsened(files, capsys):
     """The same trees cut into 64 pieces a chunk are 192 trees, each link carrying 128 of them:
     more than MSCCL's 32 channels, so the export halves the grid until the layout fits; the

@@ -167,11 +167,11 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
-       share=st.floats(0, 1))
+       share=st.floats(0, 1), handshake=st.floats(0, 1))
 def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
-                                                 share):
+                                                 share, handshake):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
-            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share,
+            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share, handshake_share=handshake,
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
@@ -420,16 +420,17 @@ def test_which_thread_block_copies_across_a_connection_by_hand(mode, copies):
     assert f.path_sent == (2 if mode == "write" else 1)  # the path s0, s1, r1
 
 
-@pytest.mark.parametrize("mode, expected_us", [("write", 58.0), ("read", 54.0)])
+@pytest.mark.parametrize("mode, expected_us", [("write", 58.0), ("read", 58.0)])
 def test_the_receiver_copies_on_a_read_transport_by_hand(mode, expected_us):
     # 40 KB: two chunks of 20 KB, one iteration, one slice a call; a copy across the link at
     # 1 GB/s is 20 us, 2 us a step, 1 us a send's credit, the link at its full 1 GB/s (40 us
     # for both chunks), launch 10 us.
     # write: GPU 0's thread block 2 steps + 2 credits + 2 x 20 = 46 us, GPU 1's 4 us; the path
-    #   s0, s1, r1: 3 steps + 2 credits + its copies, the first whole and the second one slice
-    #   (here the whole chunk) behind, 40 us: 48 us; in rounds 2 x 20 = 40 us: 10 + 48 = 58 us.
-    # read: GPU 0's 6 us, GPU 1's 4 + 2 x 20 = 44 us; the path 6 + 2 + 20 (r1's copy) = 28 us,
-    #   the rounds 40; the first iteration lasts a period, 44 us: 10 + 44 = 54 us.
+    #   s0, s1, r1: 3 steps + 2 credits, and the slowest chain of copies, s0's then s1's (one
+    #   thread block, in order), 40 us: 48 us; in rounds 2 x 20 = 40 us: 10 + 48 = 58 us.
+    # read: GPU 0's 6 us, GPU 1's 4 + 2 x 20 = 44 us; the path's 3 steps + 2 credits, 8 us, and
+    #   the slowest chain of copies, r0's then r1's (GPU 1's thread block, in order), 40 us: 48
+    #   us, more than a period and the rounds (40): 10 + 48 = 58 us.
     f = program_features(ONE_WAY, one_way_instance(), {"link": mode})
     c = cal(tb_rate=1e9, efficiency={"link": 1.0})
     assert runtime_times(f, [4e4], c)[0] == pytest.approx(expected_us * 1e-6)
@@ -474,3 +475,58 @@ def test_a_calibration_file_keeps_its_round_share(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="parameters.round_share: expected a number in 0..1, got 1.5"):
         load_calibration(path)
+
+
+def test_a_calibration_file_keeps_its_handshake_share(tmp_path):
+    import json
+
+    from collsynth.tens.cost_models.runtime import load_calibration
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cal(handshake_share=0.25).as_json()))
+    assert load_calibration(path).handshake_share == 0.25
+    data = cal().as_json()
+    del data["parameters"]["handshake_share"]  # a file written before the share was fitted: non-empty slices only
+    path.write_text(json.dumps(data))
+    assert load_calibration(path).handshake_share == 0.0
+    data["parameters"]["handshake_share"] = -0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="parameters.handshake_share: expected a number in 0..1, got -0.5"):
+        load_calibration(path)
+
+
+@pytest.mark.parametrize("handshake, expected_us", [(0.0, 30.0), (0.5, 40.0), (1.0, 50.0)])
+def test_an_empty_slice_pays_the_handshake_share_by_hand(handshake, expected_us):
+    # PAIR at 2 KB (one slice a call: 1 KB under buff / 128 = 8 MiB): each GPU sends one chunk and
+    # receives one, 2 operations; at 10 us of shared cost each, a call pays (1 + handshake) x 10
+    # us per operation: 20, 30 or 40 us, above the thread block's 2 x 2 us + 1 us credit x (1 +
+    # handshake) and the link's 2 us; launch 10 us.
+    f = program_features(PAIR, pair_instance())
+    t = runtime_times(f, [2e3], cal(gpu_op_s={"link": 10e-6}, handshake_share=handshake))[0]
+    assert t == pytest.approx(expected_us * 1e-6)
+
+
+def _line_program(relay: bool) -> str:
+    """GPU 0's chunk to GPU 2 through GPU 1: forwarded by one ``rcs`` step, or (``relay``) received
+    by one thread block and sent on by another that waits for it (``depid``), as TACCL writes."""
+    head = ('<algo name="t" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" coll="allgather" inplace="1" '
+            'outofplace="0" minBytes="0" maxBytes="1099511627776">')
+    step = ('<step s="0" type="{}" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" '
+            'depid="{}" deps="{}" hasdep="{}"/>')
+    tb = '<tb id="{}" send="{}" recv="{}" chan="0">{}</tb>'
+    middle = (tb.format(0, -1, 0, step.format("r", -1, -1, 1)) + tb.format(1, 2, -1, step.format("s", 0, 0, 0))
+              if relay else tb.format(0, 2, 0, step.format("rcs", -1, -1, 0)))
+    gpus = [tb.format(0, 1, -1, step.format("s", -1, -1, 0)), middle, tb.format(0, -1, 1, step.format("r", -1, -1, 0))]
+    body = "".join(f'<gpu id="{g}" i_chunks="0" o_chunks="3" s_chunks="0">{t}</gpu>' for g, t in enumerate(gpus))
+    return head + body + "</algo>"
+
+
+@pytest.mark.parametrize("relay, expected", [(False, (1.5, 2.0)), (True, (2.0, 2.0))])
+def test_a_forward_trails_by_a_slice_a_relay_by_a_step_by_hand(relay, expected):
+    # P2P write: each send copies its chunk (one copy time). A forward (rcs) starts once its
+    # sender posted the first slice: with half-chunk slices GPU 0's copy ends at 1 and GPU 1's
+    # at 1.5 (it starts at 0.5 and can end no sooner than half a chunk after its input);
+    # with one-slice calls, at 1 and 2. A relay's send waits for its receive to finish (the
+    # depid flag is set after the step): GPU 1's copy runs from 1 to 2 either way.
+    line = make_instance(build("ring", {"nodes": 3}, bandwidth=1e9, alpha=0.0), "allgather", message_bytes=1.0)
+    f = program_features(_line_program(relay), line, {"link": "write"})
+    assert f.path_copies == pytest.approx(expected)

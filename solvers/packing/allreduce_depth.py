@@ -32,37 +32,41 @@ SIMULATED_SENDS = 8_000_000  # where the sync depths' per-orbit simulation is mo
 # depth that fits taken, 14/14 pieces: event 1.072x but sync 1.249x the optimum, at 4 segments 5/5: 1.142x, 1.792x)
 
 
-def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict]:
-    """``(trees, note)``: ``f`` at the deepest depth whose ``event`` price tracks exact
-    dependency pairs (module doc; ``f`` itself where its own does, or unpriced where its
-    simulation is more than :data:`SIMULATED_SENDS` sends, noted ``None``): down the ladder
+def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict, object]:
+    """``(trees, note, cost)``: ``f`` at the deepest depth whose ``event`` price tracks exact
+    dependency pairs (module doc; ``f`` itself where its own does, or unpriced, ``cost`` None,
+    where its simulation is more than :data:`SIMULATED_SENDS` sends, noted ``None``): down the ladder
     :data:`LADDER`, then halving the gap to the last share that did not fit (the pairs grow
     with the depth) while it spans more than a piece; what was tried in ``note``
-    (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits."""
+    (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits. ``cost``
+    is the ``event`` price of the trees returned (:func:`collsynth.tens.pipelined_event.price`,
+    as the pipeline prices them), so that it is not simulated twice: it may be reported only once
+    those trees have verified."""
     tried = []
 
-    def fits(share: float):
+    def at(share: float):
         g = f if share == 1 else PipelinedAllreduce(*(_at(h, instance, share) for h in f.halves))
-        exact = bool(pipelined_event.price(g, instance).extra["exact_pairs"])
-        tried.append(["/".join(map(str, g.pieces)), exact])
-        return g if exact else None
+        cost = pipelined_event.price(g, instance)
+        tried.append(["/".join(map(str, g.pieces)), bool(cost.extra["exact_pairs"])])
+        return (g, cost) if cost.extra["exact_pairs"] else None, cost
 
     if pipelined_event.sends_priced(f, instance) > SIMULATED_SENDS:
-        return f, {"event_exact_depth": [["/".join(map(str, f.pieces)), None]]}
-    over = None
+        return f, {"event_exact_depth": [["/".join(map(str, f.pieces)), None]]}, None
+    over, own = None, None  # own: f's price (the ladder's first share is 1)
     for share in LADDER:
-        best = fits(share)
+        best, cost = at(share)
+        own = cost if own is None else own
         if best is not None:
             break
         over = share
     else:
-        return f, {"event_exact_depth": tried}
+        return f, {"event_exact_depth": tried}, own
     under = share
     while over is not None and (over - under) * max(f.pieces) > 1:
         mid = (over + under) / 2
-        g = fits(mid)
+        g, _ = at(mid)
         best, under, over = (g, mid, over) if g is not None else (best, under, mid)
-    return best, {"event_exact_depth": tried}
+    return best[0], {"event_exact_depth": tried}, best[1]
 
 
 def _at(h: PipelinedTrees, instance, share: float) -> PipelinedTrees:

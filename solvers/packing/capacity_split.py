@@ -45,6 +45,8 @@ import networkx as nx
 import numpy as np
 from scipy.optimize import linprog
 
+from ...limits import TimeLimitReached, seconds_left
+
 MAX_ROUNDS = 60  # cut-generation rounds (DGX-2 x2 settles in 2; each round is 2 N minimum cuts)
 DENOMINATOR = 64  # the shares, as fractions of a link's bandwidth, are rounded to this denominator at most
 TOLERANCE = 1e-9
@@ -120,9 +122,12 @@ def _solve(links, bw, switches, compute, cuts) -> tuple[np.ndarray, float]:
             a_eq.append(row)
     cost = np.zeros(2 * m + 1)
     cost[-1] = -1
+    left = seconds_left()  # HiGHS runs in C, where the run's timer cannot stop it: its own limit
     got = linprog(cost, A_ub=np.array(a_ub), b_ub=np.array(b_ub), A_eq=np.array(a_eq) if a_eq else None,
                   b_eq=np.zeros(len(a_eq)) if a_eq else None, bounds=[(0, 1)] * (2 * m) + [(0, float(bw.sum()))],
-                  method="highs")
+                  method="highs", options={} if left is None else {"time_limit": left})
+    if got.x is None:  # stopped by the run's time limit
+        raise TimeLimitReached("capacity split", f"its linear program after {len(cuts)} cuts")
     return got.x[:m], float(got.x[-1])
 
 

@@ -33,20 +33,27 @@ from ...tens.pipelined_trees import price_sync
 from .piece_sizes import sized
 
 GAIN = 1e-3  # unequal pieces are kept only where they price at least this share below equal ones
+SIZES_SHARE = 0.1  # of the run's time left, at most, for the candidates' sizes (linear programs of up to
+# 400,000 rows: DGX-2 x2's reduce-scatter rings at 4,098 pieces take minutes); stopped there, pieces stay equal
 
 
-def choose(instance, forests: list, pieces_of, pipelined) -> tuple:
+def choose(instance, forests: list, pieces_of, pipelined, deadline=None) -> tuple:
     """``(forest, pieces, record)``: of ``forests`` (transposed forests of one reduction, the
     first the default), the one of least ``sync`` price at ``pieces_of(forest)`` pieces, with
     its piece edges (the forest's ``cuts``) where unequal pieces price at least :data:`GAIN`
-    below equal ones; ``pipelined(forest, pieces)`` is the trees form the run would expand.
-    Ties go to the earlier forest. ``record``: each candidate's name and prices (seconds)."""
+    below equal ones (their programs given :data:`SIZES_SHARE` of the time ``deadline`` leaves,
+    together: one stopped there keeps equal pieces); ``pipelined(forest, pieces)`` is the trees
+    form the run would expand. Ties go to the earlier forest. ``record``: each candidate's name
+    and prices (seconds)."""
     best, record = None, []
+    stop = deadline.share(SIZES_SHARE) if deadline is not None else None
     for f in forests:
         pieces = pieces_of(f)
         trees = pipelined(f, pieces)
         equal = price_sync(trees, instance).total_s
-        unequal = sized(trees, instance, pieces)
+        # HiGHS's presolve may run past a limit (45 s on a 166,320-row program given none left): none started late
+        late = stop is not None and stop.expired()
+        unequal = None if late else sized(trees, instance, pieces, stop.left() if stop is not None else None)
         cut = price_sync(unequal, instance).total_s if unequal is not None else None
         use = cut is not None and cut < equal * (1 - GAIN)
         got = (cut if use else equal, replace(f, cuts=tuple(unequal.cuts.tolist()) if use else None), pieces)

@@ -41,6 +41,9 @@ from .trees import RoutedTree
 
 PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
 PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
+LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
+DIRECT_FACTOR = 4  # an extra pair is priced at once at the probe's pieces where this many times the time the last
+# probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed and 7.2 us verified again, the halves' 2.8 + 0.9)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
@@ -180,19 +183,22 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None, extra: dict | None = None) -> tuple[list, dict]:
+          deadline=None, extra=None, kept=None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
     pieces)`` as the whole overlapped allreduce at :data:`PROBE_PIECES` pieces at alpha 0, else
     at the pieces ``depths`` picked for each half; then the chosen pair's allgather mixed with
     each other allgather forest at :data:`MIX_SHARES` (:func:`mixed`), where the probes fit.
-    ``sends(forest, pieces)`` counts a half's sends. ``extra``: more pairs by name, priced at
-    the same pieces outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` (the halves packed on their shares of every
-    link, :mod:`.capacity_split`: many deep trees) and kept where their summed time is less
-    than the chosen pair's. Returns the chosen pair as a list and a record of the choice for
-    the result row: the pair taken, the probe's pieces, the models whose summed times it has
-    the least of and every candidate's times."""
+    ``sends(forest, pieces)`` counts a half's sends. ``extra``: a function giving more pairs by
+    name, called once the probes are priced (the halves packed on their shares of every link,
+    :mod:`.capacity_split`: many deep trees, so the cheap pairs are priced, and one kept, first),
+    each priced outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` at the same pieces or, where
+    those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
+    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's.
+    Returns the chosen pair as a list and a record of the choice for the result row: the pair
+    taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
+    times it has the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
     whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -211,15 +217,46 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
                 if got is not None:
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
-    for other, pair in (extra or {}).items():
-        got = None if whole is not None and whole.expired() else price(pair, pieces)  # the run's time, not the probes' share
+    at = {n: pieces for n in priced}
+    for other, pair in (extra() if extra is not None else {}).items():  # the run's time, not the probes' share
+        q, got = _price_extra(pair, pieces, sends, lambda q: price(pair, q), whole, kept)
         if got is not None:
-            pairs[other], priced[other] = pair, got
+            pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
                 name = other
-    record = {"chosen": name, "probe_pieces": pieces, "least_sum_of": list(models),
+    record = {"chosen": name, "probe_pieces": pieces, "chosen_pieces": at.get(name, pieces),
+              "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
+    fewer = {n: q for n, q in at.items() if q != pieces}
+    if fewer:  # extra pairs priced at fewer pieces, the time left being short
+        record["fewer_pieces"] = fewer
     return list(pairs[name]), record
+
+
+def _price_extra(pair, pieces: list[int], sends, price, deadline, kept) -> tuple:
+    """``(pieces priced at, times)`` of an extra pair of :func:`joint` (``(None, None)`` when
+    not priced): at ``pieces`` where :data:`DIRECT_FACTOR` times their probe's expected time
+    fits the time ``deadline`` leaves (``kept.needs`` by the last probe's rate,
+    :class:`.incumbent.Kept`; and without ``kept``, while the deadline has not passed), else
+    from their fewest halving of at least :data:`LEAST_EXTRA_PIECES` up, doubling while the rate
+    its own last probe measured fits (pairs differ: module doc of :mod:`.incumbent`), the
+    deepest priced kept."""
+    def sent(q):
+        return sum(sends(f, p) for f, p in zip(pair, q))
+
+    left = None if deadline is None else deadline.left()
+    if kept is None or left is None or kept.schedule is None or DIRECT_FACTOR * kept.needs(sent(pieces)) <= left:
+        return (pieces, price(pieces)) if left is None or left > 0 else (None, None)
+    q = list(pieces)
+    while min(q) // 2 >= LEAST_EXTRA_PIECES:
+        q = [p // 2 for p in q]
+    best: tuple = (None, None)
+    while min(q) <= min(pieces) and kept.fits(sent(q), deadline):
+        got = price(q)
+        if got is None:
+            break
+        best, q = (q, got), [2 * p for p in q]
+    return best
 
 
 def mixed(first, second, share: Fraction):

@@ -44,16 +44,18 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from ...limits import seconds_left
 from ...tens.pipelined_trees import PipelinedTrees, depth_costs, price_sync
 
 UNIT = 1 << 16  # piece edges are multiples of 1 / UNIT of a chunk
 MAX_ROWS = 400_000  # the linear program's rows (steps x columns) above which sizes stay equal
 
 
-def sized(f: PipelinedTrees, instance, pieces: int) -> PipelinedTrees | None:
+def sized(f: PipelinedTrees, instance, pieces: int, time_limit: float | None = None) -> PipelinedTrees | None:
     """``f`` cut into ``pieces`` pieces per chunk of the sizes of least ``sync`` price (module
     doc), rounded to edges in ``1 / UNIT`` of a chunk; None when the program is larger than
-    :data:`MAX_ROWS` rows, ``pieces`` exceeds ``UNIT``, or the solver fails."""
+    :data:`MAX_ROWS` rows, ``pieces`` exceeds ``UNIT``, or the solver fails or reaches
+    ``time_limit`` seconds or the time left to the run (:func:`collsynth.limits.seconds_left`)."""
     depths, cost, _ = depth_costs(f, instance)
     c = f.chunks_per_root
     P = c * pieces
@@ -68,9 +70,11 @@ def sized(f: PipelinedTrees, instance, pieces: int) -> PipelinedTrees | None:
     A = sparse.coo_matrix((cost[d_idx].ravel(), (rows, np.repeat(var, J))), shape=(steps * J, pieces))
     A = sparse.hstack([A, -sparse.kron(sparse.identity(steps), np.ones((J, 1)))]).tocsr()
     least = 2.0 / UNIT
+    left = seconds_left(time_limit)  # HiGHS runs in C, where the run's timer cannot stop it: its own limit
     res = linprog(np.r_[np.zeros(pieces), np.ones(steps)], A_ub=A, b_ub=np.zeros(steps * J),
                   A_eq=np.r_[np.ones(pieces), np.zeros(steps)][None, :], b_eq=[1.0],
-                  bounds=[(least, None)] * pieces + [(0, None)] * steps, method="highs")
+                  bounds=[(least, None)] * pieces + [(0, None)] * steps, method="highs",
+                  options={} if left is None else {"time_limit": left})
     if res.status != 0:
         return None
     return replace(f, pieces=int(pieces), cuts=edges_of(res.x[:pieces]))

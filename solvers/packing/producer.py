@@ -41,12 +41,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from ... import InputError
+from ... import InputError, limits
 from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...instances.switch_ops import copying_mask
-from ...limits import memory_budget, require
+from ...limits import TimeLimitReached, memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
@@ -54,9 +54,10 @@ from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, latency, orders, overlap, rings,
-               shapes, translated, twolevel)
+from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
+               rings, shapes, translated, twolevel)
 from .allreduce_depth import exact_depth
+from .forest_record import forest_record
 from .splitting import network, remove_relays, split_all_evenly
 from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
@@ -76,10 +77,11 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
+SPLIT_SHARE = 0.5  # of the run's time left (less the kept schedule's verification) for packing the split pair
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
-# chosen, it is emitted at the probe's pieces it was priced at, not the automatic depth: DGX-2 x2, 1 GB, its many
-# deep trees (21 a shard, 21-27 hops) at 200 pieces are 8.4 M sends and 15.18 / 15.40 ms under event / sync, at the
-# automatic 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
+# chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
+# trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
+# 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -107,6 +109,7 @@ class Forest:
     shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
     cuts: tuple | None = None  # a reduction's piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
     fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced for a reduction
+    on_share: bool = False  # packed on its half's share of every link (:mod:`.capacity_split`)
 
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
@@ -439,7 +442,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     """Tree packing (module doc): the schedule, the cut optimum and what it took; kept as
     trees plus the pipeline rule (:func:`run_compact`) with ``form=compact``, or with
     ``form=auto`` where fewer than :data:`EXPLICIT_PIECES` pieces of explicit sends would fit
-    :data:`SEND_BUDGET`."""
+    :data:`SEND_BUDGET`. An allreduce's joint choice keeps its least priced verified schedule
+    (:mod:`.incumbent`), returned when the time limit comes later, or when the final one would
+    not fit the time left, and not emitted again when it is the final one."""
     _check(instance)
     if _compact(instance, options.params):
         return run_compact(instance, options)
@@ -451,44 +456,67 @@ def run(instance: Instance, options: Options) -> Outcome:
                       options.params.get("trees"), shape=options.params.get("shape") or "auto")
                for kind, transposed in plan(coll.kind)]
     forests = [by_shape(instance, f, options, deadline) for f in forests]
+    kept = None
+    if coll.kind == "allreduce" and options.params.get("trees") is None:
+        kept = incumbent.Kept(OBJECTIVES[options.params.get("objective") or "sync+event"])
+    try:
+        return _finish(instance, options, forests, deadline, t0, kept)
+    except TimeLimitReached as e:
+        if kept is None or kept.schedule is None:
+            raise
+        limits.kept()  # returned at once: the pipeline verifies and prices it in the time left
+        return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(e))
+
+
+def _finish(instance: Instance, options: Options, forests: list[Forest], deadline, t0: float, kept) -> Outcome:
+    """:func:`run` after the forests are packed: each half's pieces (:func:`pick`), an allreduce's
+    forests chosen together (:func:`_joint`, every verified candidate offered to ``kept``), the schedule."""
+    coll = instance.collective
     alpha = float(instance.topology.link_arrays.alpha.max())
     picks = [pick(instance, f, len(forests), alpha, options, deadline) for f in forests]
     packed = forests
     forests, depths = [p[0] for p in picks], [p[1] for p in picks]
-    joint = None
-    if coll.kind == "allreduce" and options.params.get("trees") is None:
+    joint, note = None, ""
+    if kept is not None:
         halves = [[f, *(_greedy_instead_of_rings(instance, g, options, deadline) or [g])] for f, g in zip(forests, packed)]
-        forests, joint = _joint(instance, halves, depths, alpha, options, deadline)
+        forests, joint = _joint(instance, halves, depths, alpha, options, deadline, kept)
         if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
-            depths = (list(joint["probe_pieces"]) if joint["chosen"].startswith(SPLIT_PAIR) else
+            depths = (list(joint["chosen_pieces"]) if all(f.on_share for f in forests) else
                       [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
+        sends = sum(hops_of(f.trees) * p for f, p in zip(forests, depths)) * coll.chunks_per_node
+        if not kept.holds(forests, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
+            note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
+                    f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
+            forests, depths = list(kept.pair), kept.pieces
     check_sends(forests, depths, coll.chunks_per_node,
                 "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
-    parts = [(emit(instance, f, p), p) for f, p in zip(forests, depths)]
-    sched = parts[0][0] if len(parts) == 1 else overlap.overlapped(parts[0][0], parts[1][0], coll.chunks_per_node)
-    sched = _with_header(sched, instance)
+    if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
+        sched = kept.schedule
+    else:
+        parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
+        sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)
+        sched = _with_header(sched, instance)
     _check_piece_bytes(instance, sched)
-    split = joint is not None and joint["chosen"].startswith(SPLIT_PAIR)  # the halves side by side, not in turn
+    return _outcome(instance, forests, depths, sched, t0, picks, joint, note)
+
+
+def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched: Schedule, t0: float,
+             picks: list | None = None, joint: dict | None = None, note: str = "", stopped: str = "") -> Outcome:
+    """The run's :class:`Outcome`: ``sched`` of ``forests`` at ``depths`` and what chose them
+    (``picks``' latency choices, the ``joint`` choice); ``note``: why the kept schedule was
+    taken; ``stopped``: the time limit that ended the choice, the kept schedule returned."""
+    split = all(f.on_share for f in forests)  # the halves side by side, not in turn
     optimum_s = (max if split else sum)(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)" +
              (" of each half on its share of the links" if split else ""),
-             "forests": [{"kind": f.kind, "transposed": f.transposed, "tau": str(f.opt.tau), "k": f.opt.k,
-                          "trees_per_shard": f.k, "tau_packed": str(f.tau),
-                          "packed_s": f.tau and float(optimum_seconds(instance, f) * f.tau / f.opt.tau),
-                          "trees": len(f.trees), "depth_hops": depth_of(f.trees), "pieces": p, "flows": f.flows,
-                          "witness_size": len(f.opt.witness), **{k: round(v, 4) for k, v in f.seconds.items()},
-                          "shape": f.shape,
-                          **({"door_rule": f.door} if f.door else {}),
-                          **({"shapes_tried": f.shapes_tried, "shape_chosen_for": f.shape_objective}
-                             if f.shapes_tried else {}),
-                          "root_order": f.order, **({"orders_tried": f.orders_tried} if f.orders_tried else {}),
-                          **({"stopped": f.stopped} if f.stopped else {}),
-                          **({"fill_choice": f.fill, "unequal_pieces": f.cuts is not None} if f.fill else {}),
-                          **({"latency_choice": pk[2].as_dict()} if pk[2] else {})}
-                         for f, (_, p), pk in zip(forests, parts, picks)],
+             "forests": [forest_record(f, p, optimum_seconds(instance, f), pk[2] if pk else None)
+                         for f, p, pk in zip(forests, depths, picks or [None] * len(forests))],
              **({"joint_choice": joint} if joint else {})}
-    return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps",
-                   found_by="tree-packing", build_s=time.perf_counter() - t0, extra=extra)
+    if note or stopped:
+        extra["kept_schedule"] = note or f"{stopped}: the least priced verified schedule of the choice so far"
+    return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps", found_by="tree-packing",
+                   build_s=time.perf_counter() - t0, extra=extra,
+                   message=f"{stopped}; kept the least priced verified schedule so far" if stopped else "")
 
 
 def _compact(instance: Instance, params: dict) -> bool:
@@ -522,15 +550,15 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     # the halves run as one allreduce schedule, whose switches do not copy
     parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
-    trees, depth = PipelinedAllreduce(parts[0][0], parts[1][0]), {}
+    trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
     if not options.params.get("pieces"):  # a depth whose event price is the model's own (.allreduce_depth)
-        trees, depth = exact_depth(trees, instance)
+        trees, depth, prices["event"] = exact_depth(trees, instance)  # that price, kept for the pipeline
         for (_, x), half in zip(parts, trees.halves):
             x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
              "explicit_sends": trees.sends, "halves": [x for _, x in parts], **depth}
     return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",
-                   build_s=time.perf_counter() - t0, extra=extra)
+                   build_s=time.perf_counter() - t0, extra=extra, prices=prices)
 
 
 def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
@@ -581,7 +609,7 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
         if not options.params.get("pieces"):  # the fill: ring trees both ways, unequal pieces (priced)
             g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
                                             lambda h: auto_pieces(h.trees, c * parts),
-                                            lambda h, p: pipelined(instance, h, p))
+                                            lambda h, p: pipelined(instance, h, p), deadline)
             return replace(g, fill=priced), pieces, None
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
@@ -625,10 +653,13 @@ def _greedy_instead_of_rings(instance: Instance, f: Forest, options: Options, de
 
 
 def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], alpha: float, options: Options,
-           deadline=None) -> tuple[list[Forest], dict]:
+           deadline=None, kept: incumbent.Kept | None = None) -> tuple[list[Forest], dict]:
     """:func:`.overlap.joint`: an allreduce's two forests chosen together from ``halves``
     (each half's picked forest and the one packed before the pick), each pair priced as the
-    whole overlapped allreduce under the ``objective`` parameter's models."""
+    whole overlapped allreduce under the ``objective`` parameter's models, every verified one
+    offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`_split_pair`) packed
+    after the others are priced, by the time left less what the pipeline needs to verify the
+    kept schedule again."""
     forests = [h[0] for h in halves]
     models = OBJECTIVES[options.params.get("objective") or "sync+event"]
     c = instance.collective.chunks_per_node
@@ -641,14 +672,31 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             return None
 
     def price(pair, pieces) -> dict | None:
+        t = time.perf_counter()
         rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
         sched = _with_header(overlap.overlapped(rs, ag, c), instance)
+        v = time.perf_counter()
         if verify.verify(sched, instance) is not None:
             return None
-        return {m: cost_models.price(sched, instance, m).total_s for m in models}
+        v = time.perf_counter() - v
+        got = {m: cost_models.price(sched, instance, m).total_s for m in models}
+        if kept is not None:
+            kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, v)
+        return got
+
+    def split_pair() -> dict:  # within half the time left less the kept schedule's verification: then probed
+        if deadline is None or kept is None:
+            return _split_pair(instance, forests, options, deadline)
+        share = deadline.earlier(kept.needs(0)).share(SPLIT_SHARE)
+        try:
+            return _split_pair(instance, forests, options, share)
+        except TimeLimitReached:
+            if deadline.expired():  # the run's limit, not the share's
+                raise
+            return {}
 
     return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
-                         deadline, _split_pair(instance, forests, options, deadline))
+                         deadline, split_pair, kept)
 
 
 def _split_pair(instance: Instance, forests: list[Forest], options: Options, deadline=None) -> dict:
@@ -660,9 +708,10 @@ def _split_pair(instance: Instance, forests: list[Forest], options: Options, dea
     parts, s = got
     nodes = instance.collective.nodes
     try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
-        pair = tuple(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
-                            optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
-                            shape=options.params.get("shape") or "auto") for part, f in zip(parts, forests))
+        pair = tuple(replace(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
+                                    optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
+                                    shape=options.params.get("shape") or "auto"), on_share=True)
+                     for part, f in zip(parts, forests))
     except (Unsupported, FlowTooLarge):
         return {}
     return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...limits import seconds_left
 from . import boxes
 from .trees import RoutedTree, Tree, routed_trees
 
@@ -161,6 +162,7 @@ def solve(R: Routes, roots: dict[int, int], compute, group: dict | None = None,
     A = coo_matrix((rows.v, (rows.r, rows.c)), shape=(len(rows.lo), n)).tocsr()
     cost = np.asarray([1.0 if c[0] == "m" else 0.0 for c in cols])  # the fewest relayed copies
     constraint = LinearConstraint(A, rows.lo, rows.hi)
+    time_limit = seconds_left(time_limit)  # never past the run's limit (HiGHS runs in C, out of its timer's reach)
     relaxed = milp(np.zeros(n), constraints=constraint, bounds=Bounds(0, np.inf), options={"time_limit": time_limit})
     if relaxed.status == MILP_INFEASIBLE:  # no fractional solution: none at any multiple of these capacities either
         raise Infeasible

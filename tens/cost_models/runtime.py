@@ -33,9 +33,12 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   TACCL's 512- and 1,024-chunk programs step between 16 and 32 MiB and between 32 and 64 MiB.
   Iterations are pipelined: the first iteration, then one period (the slowest thread block,
   port or GPU) per further iteration. The first iteration lasts at least one period, its
-  critical path (``step_s`` per step, ``hop_s[class]`` per hop, its first transfer's bytes at
-  ``tb_rate`` and each later hop one forwarded slice behind), and the iteration run in
-  rounds: a step that waits for another to finish (the next step of its thread block, a
+  critical path (``step_s`` per step and ``hop_s[class]`` per hop of the path of most steps,
+  and the copies of the iteration's slowest chain at ``tb_rate``: a forward one slice behind its
+  sender, since ``genericOp`` posts each slice, and a step that waits for another to finish, the
+  previous step of its thread block or a ``depid``, whose flag MSCCL sets after the step's last
+  call, a whole step behind: :func:`~collsynth.tens.runtime_program.pipelined_copies`), and
+  the iteration run in rounds: a step that waits for another to finish (the next step of its thread block, a
   ``depid``) is a round later, and each round lasts as long as its busiest port or thread
   block. A receive that forwards (``rcs``, ``rrs``) sends slice by slice, so a forwarding hop
   starts one slice, a share ``f`` of the chunk, after its sender; the rounds are counted with
@@ -103,7 +106,8 @@ from ..cost import Cost
 from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_features
 from . import Column, CostModel
 
-__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "PROTOCOL_BANDWIDTH",
+__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights",
+           "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
 FORMAT = "collsynth.calibration/1"
@@ -129,7 +133,10 @@ class Calibration:
     these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
     ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
     :func:`collsynth.tens.runtime_program.program_features`). ``round_share``: the share of the
-    rounds' excess over a pipelined first iteration that is paid (see the module doc)."""
+    rounds' excess over a pipelined first iteration that is paid (see the module doc).
+    ``handshake_share``: the share of a slice's per-slice costs (credit, GPU shared cost) that
+    an empty slice of a call pays too (:func:`slice_weights`; 0, a file without it, charges
+    non-empty slices only)."""
 
     name: str
     system: str
@@ -147,13 +154,15 @@ class Calibration:
     runtimes: dict = field(default_factory=dict)
     transports: dict = field(default_factory=dict)
     round_share: float = 1.0
+    handshake_share: float = 0.0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
         return {"format": FORMAT, "name": self.name, "system": self.system, "source": self.source,
                 "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
-                               **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share},
+                               **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share,
+                               "handshake_share": self.handshake_share},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -201,6 +210,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         per_class[key] = {str(c): _number(v, f"{where}: parameters.{key}.{c}", 0.0, hi) for c, v in d.items()}
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
     scal["round_share"] = _number(p.get("round_share", 1.0), f"{where}: parameters.round_share", 0.0, 1.0)
+    scal["handshake_share"] = _number(p.get("handshake_share", 0.0), f"{where}: parameters.handshake_share", 0.0, 1.0)
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -248,24 +258,36 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     iters = np.maximum(1.0, np.ceil(chunk / (buff * SLICE_FRACTION) - 1e-9))
     s = chunk / iters
     calls, slices = call_counts(f.cnts, chunk, s, buff)
+    per_slice = slice_weights(calls, slices, cal.handshake_share)
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
-    fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, calls * slices) * cal.hop_s.get(c, 0.0)
+    fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0)
                                                            for c, h in f.tb_hops.items())
     tb = (fixed + per_byte[:, None] * s[None, :]).max(axis=0)
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
-    shared = np.maximum(sum(_per_size(ops, calls * slices) * cal.gpu_op_s.get(c, 0.0)
+    shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
-            + hop_per_byte * (s + max(f.path_sent - 1, 0) * forwarded))
+            + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         many, one = (_rounds_per_byte(r, cal, pf) for r in f.rounds)
         share = forwarded / s
         first = first + cal.round_share * np.maximum(((1 - share) * many + share * one) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def _chained_copies(f: ProgramFeatures, share: np.ndarray) -> np.ndarray:
+    """Chunk copy times on an iteration's slowest chain when a forward trails its sender by
+    ``share`` of a chunk (in [0.5, 1]): ``f.path_copies`` (at 0.5 and 1,
+    :func:`~collsynth.tens.runtime_program.pipelined_copies`) interpolated; for features without
+    them, ``path_sent`` copies each that share behind the first."""
+    if not f.path_copies:
+        return 1 + max(f.path_sent - 1, 0) * share
+    at_half, at_one = f.path_copies
+    return at_half + (np.clip(share, 0.5, 1.0) - 0.5) * 2 * (at_one - at_half)
 
 
 def call_counts(cnts, chunk: np.ndarray, s: np.ndarray, buff: float) -> tuple[np.ndarray, np.ndarray]:
@@ -293,6 +315,22 @@ def call_counts(cnts, chunk: np.ndarray, s: np.ndarray, buff: float) -> tuple[np
     calls = np.ceil(k / m)
     slices = np.where(np.minimum(k, m) * s[None, :] > buff * MIN_SLICE_FRACTION, float(SLICES_PER_CALL), 1.0)
     return calls, slices
+
+
+def slice_weights(calls: np.ndarray, slices: np.ndarray, handshake_share: float) -> np.ndarray:
+    """What a step's per-slice costs (credit ``hop_s``, GPU shared cost ``gpu_op_s``) are
+    multiplied by: per call, ``handshake_share`` for each of its ``SLICES_PER_CALL`` slices and
+    the rest for each non-empty one (``slices``, from :func:`call_counts`). NCCL's ``genericOp``
+    (``prims_simple.h``) runs every slice of a call, empty or not, through ``waitPeer``, a
+    barrier and ``postPeer`` (an empty slice still takes its steps of the connection's buffer),
+    and fences and copies only a non-empty one; so a call of one non-empty slice pays
+    ``1 + handshake_share`` units and one of two pays 2 (the A100 ring's step at 32 MiB is
+    that ratio; ``handshake_share`` 0 is the rule before it was fitted).
+
+    >>> slice_weights(np.array([[1.0, 1.0]]), np.array([[1.0, 2.0]]), 0.25).tolist()
+    [[1.25, 2.0]]
+    """
+    return calls * (handshake_share * SLICES_PER_CALL + (1 - handshake_share) * slices)
 
 
 def _per_size(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -213,11 +213,7 @@ def export_cmd(args) -> dict:
         out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
         out["ranks"] = {str(node): rank for node, rank in msccl_format.rank_map(instance).items()}
     elif args.format == "msccl-xml":
-        try:
-            content, written = _msccl_program(args, schedule, instance)
-        except VerificationError as e:
-            return {**out, "exit": 1, "violation": _violation(e.violation),
-                    "text": f"refusing to write an MSCCL program that does not implement the collective: {e}"}
+        content, written = _msccl_program(args, schedule, instance)
         out.update(written)
         out["dialect"] = args.msccl_dialect
         out["ranks_renumbered"] = msccl_format.ranks_renumbered(instance)
@@ -234,8 +230,9 @@ def export_cmd(args) -> dict:
 def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
     """The MSCCL XML ``collsynth export`` writes (``--layout``, ``--calibration``; module doc),
     read back and verified, and what the output says of it: layout, grid, thread blocks,
-    channels, receive-and-send steps and, with a calibration, its runtime price."""
-    from ....tens import readback
+    channels, receive-and-send steps and, with a calibration, its runtime price. The program
+    is exported once, with ``--name`` and ``--proto``: the one chosen (and, with ``--layout
+    auto``, priced) is the one written (:func:`~collsynth.tens.export_choice.chosen_export`)."""
     from ....tens.cost_models.runtime import seconds_under, usable_calibration
     from ....tens.export_choice import chosen_export, program_shape
     from ....tens.switch_runtime import is_switch_calibration
@@ -251,9 +248,9 @@ def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
     else:
         chosen = "packed" if layout == "auto" else layout
         layouts, fuses, seconds = (LAYOUTS[chosen],), (chosen == "trees",), None
-    found = chosen_export(schedule, instance, seconds, layouts, fuses, dialects=[args.msccl_dialect])
-    content = readback.verified_msccl_xml(found.schedule, instance, name=args.name, proto=args.proto,
-                                          dialect=args.msccl_dialect, layout=found.layout, fuse=found.fuse)
+    found = chosen_export(schedule, instance, seconds, layouts, fuses, dialects=[args.msccl_dialect], name=args.name,
+                          proto=args.proto)
+    content = found.text
     name = next(k for k, v in LAYOUTS.items() if v == found.layout)
     written = {"layout": name, "layout_asked": layout, "grid": found.grid, "schedule_grid": schedule.denom,
                **program_shape(content)}
@@ -261,7 +258,8 @@ def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
     if found.grid != schedule.denom:
         note += f" (the schedule's pieces are 1/{schedule.denom})"
     if cal is not None:
-        written.update(calibration=cal.name, runtime_s=seconds_under(cal, instance)(content))
+        price = found.seconds if found.seconds is not None else seconds_under(cal, instance)(content)
+        written.update(calibration=cal.name, runtime_s=price)
         note += f", runtime {written['runtime_s']:.6g} s under calibration {cal.name}"
     elif layout == "auto":
         note += " (auto without --calibration: the default layout)"

@@ -1,0 +1,81 @@
+"""The best verified allreduce a run has priced so far, kept for when its time runs out.
+
+An allreduce's two forests are chosen together (:mod:`.overlap`): every candidate pair is
+emitted as the whole overlapped allreduce, verified and priced (Zhao et al., "ForestColl", arXiv
+2402.06787, Section 4: allreduce as reduce-scatter then allgather). The first pair priced is the
+halves as picked, reduce-scatter then allgather, cheap at the probe's pieces; the capacity split
+(:mod:`.capacity_split`) comes last and costs most (DGX-2 x2, 1 GB: its 21 deep trees a shard at 200
+pieces are 8.4 M sends). :class:`Kept` holds the least priced of those verified schedules, so a run
+whose limit comes later still returns a verified schedule, and the one chosen is not emitted twice.
+
+It also says whether a probe fits the time left (:meth:`Kept.fits`): the seconds a send took
+in the last probe (emitted, overlapped, verified, priced under the objective's models: measured,
+so the machine's load is in it) times the probe's sends, plus the time the pipeline needs to
+verify the kept schedule (or the probe, should it be kept) again (:data:`RESERVE`), must be left
+before the probe starts, since its compiled kernels cannot be interrupted. Sends differ: DGX-2
+x2's split pair (its forests cut at each other's boundaries, :func:`.overlap.aligned`) verified
+at 7.2 us a send (61 s of CPU and 7.7 GB for 8.4 M sends), the halves as picked at 0.9 us, so a
+probe of another pair starts at few pieces where time is short, and doubles them while the rate
+it measured itself fits (:func:`.overlap.joint`).
+
+>>> k = Kept(("sync", "event"))
+>>> picked, split = ["rs", "ag"], ["rs on its share", "ag on its share"]  # two pairs of forests
+>>> k.offer(picked, [200, 200], "schedule A", {"sync": 2.0, "event": 1.0}, sends=100, seconds=1.0, verify_s=0.25)
+>>> k.offer(split, [100, 100], "schedule B", {"sync": 1.5, "event": 1.0}, sends=400, seconds=2.0, verify_s=0.5)
+>>> k.schedule, k.objective, k.seconds_per_send
+('schedule B', 2.5, 0.005)
+>>> k.holds(split, [100, 100]), k.holds(split, [200, 200]), k.holds(picked, [200, 200])
+(True, False, False)
+>>> k.needs(1000)  # 1000 sends at 5 ms, then the kept schedule (0.5 s) or these (1.25 ms a send) verified again
+7.5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+RESERVE = 2.0  # times the kept schedule's verification in the probe: what the pipeline needs to verify it again
+
+
+@dataclass
+class Kept:
+    """The least priced verified allreduce so far (summed over ``models``) and what probes cost."""
+
+    models: tuple
+    schedule: object = None
+    pair: tuple = ()  # the forests (reduce-scatter, allgather) it was emitted from
+    pieces: list = field(default_factory=list)
+    prices: dict = field(default_factory=dict)
+    verify_s: float = 0.0  # the kept schedule's verification in its probe
+    seconds_per_send: float = 0.0  # of the last probe: emitting, verifying and pricing, per send
+    verify_per_send: float = 0.0  # of the last probe: verifying, per send
+
+    @property
+    def objective(self) -> float:
+        """The kept schedule's prices summed over the models (infinite when none is kept)."""
+        return sum(self.prices[m] for m in self.models) if self.prices else float("inf")
+
+    def offer(self, pair, pieces, schedule, prices: dict, sends: int, seconds: float, verify_s: float) -> None:
+        """The verified schedule of ``pair`` at ``pieces``, of ``sends`` sends, priced at
+        ``prices`` in ``seconds`` (its verification ``verify_s`` of them): kept when its summed
+        price is less than the kept one's (the first kept on a tie)."""
+        self.seconds_per_send, self.verify_per_send = seconds / max(1, sends), verify_s / max(1, sends)
+        if sum(prices[m] for m in self.models) < self.objective:
+            self.schedule, self.pair, self.pieces, self.prices = schedule, tuple(pair), list(pieces), dict(prices)
+            self.verify_s = verify_s
+
+    def holds(self, forests, pieces) -> bool:
+        """Whether the kept schedule is ``forests`` (the very objects) at ``pieces``."""
+        return (self.schedule is not None and len(forests) == len(self.pair) and
+                all(f is g for f, g in zip(forests, self.pair)) and list(pieces) == self.pieces)
+
+    def needs(self, sends: int) -> float:
+        """Seconds a probe of ``sends`` sends is expected to take, and then the pipeline's
+        verification of the kept schedule or of the probe's, whichever is longer."""
+        return sends * self.seconds_per_send + RESERVE * max(self.verify_s, sends * self.verify_per_send)
+
+    def fits(self, sends: int, deadline) -> bool:
+        """Whether a probe of ``sends`` sends fits the time ``deadline`` leaves (:meth:`needs`);
+        always before the first probe, and without a limit."""
+        left = None if deadline is None else deadline.left()
+        return left is None or self.schedule is None or self.needs(sends) <= left
