@@ -93,12 +93,10 @@ def box_shift(topology, compute=None) -> BoxShift | None:
 @lru_cache(maxsize=8)
 def _shifts(topology) -> BoxShift | None:
     """:func:`box_shift` of every compute node (remembered per topology object)."""
-    la, npus = topology.link_arrays, sorted(int(c) for c in topology.npus)
+    npus = sorted(int(c) for c in topology.npus)
     n = len(npus)
-    _, cls = np.unique(np.stack([la.bandwidth, la.alpha, la.count.astype(float)]), axis=1, return_inverse=True)
-    links = (la.src.tolist(), la.dst.tolist(), np.ravel(cls).tolist())
     for box in (d for d in range(1, n) if n % d == 0):  # the least block with a rotation
-        found = _level(topology, npus, box, links, [])
+        found = _level(topology, npus, box, [])
         if found is not None:
             break
     else:
@@ -109,11 +107,11 @@ def _shifts(topology) -> BoxShift | None:
         unit *= found[1]
         if unit == n:
             return BoxShift(np.stack(perms), tuple(orders), box)
-        found = _level(topology, npus, unit, links, perms)
+        found = _level(topology, npus, unit, perms)
     return None
 
 
-def _level(topology, npus: list[int], d: int, links: tuple, others: list) -> tuple | None:
+def _level(topology, npus: list[int], d: int, others: list) -> tuple | None:
     """The rotation of blocks of ``d`` compute nodes, ``d`` places on within the largest block
     (a multiple of ``d`` dividing ``N``) where it is an automorphism commuting with ``others``:
     ``(perm, order)``, or None."""
@@ -121,28 +119,50 @@ def _level(topology, npus: list[int], d: int, links: tuple, others: list) -> tup
     for block in sorted((b for b in range(2 * d, n + 1, d) if n % b == 0), reverse=True):
         idx = np.arange(n)
         moved = idx // block * block + (idx % block + d) % block
-        perm = extended(topology, npus, np.asarray(npus, np.int64)[moved], links)
+        perm = extended(topology, npus, np.asarray(npus, np.int64)[moved])
         if perm is not None and is_shift_of_order(topology, perm, block // d) and all(
                 (perm[q] == q[perm]).all() for q in others):
             return perm, block // d
     return None
 
 
-def extended(topology, npus: list[int], images: np.ndarray, links: tuple, rotated=frozenset()) -> np.ndarray | None:
-    """The compute nodes moved to ``images``, extended to the switches round by round (a
-    switch to the switch with the same links to the images of the nodes mapped so far); None
-    when some switch finds no image. In the rounds listed in ``rotated`` (0 first) switches
-    alike whose images are themselves go one place on in id order, the last to the first,
-    rather than each to itself (another automorphism where it is one: the shifts' twists,
-    :mod:`collsynth.solvers.packing.free_shifts`)."""
+def extended(topology, npus: list[int], images: np.ndarray, rotated=frozenset(), cycle: int = 0) -> np.ndarray | None:
+    """The compute nodes ``npus`` (every live one, in id order) moved to ``images``, extended
+    to the switches round by round (a switch to the switch with the same links to the images of
+    the nodes mapped so far, :func:`extension_rounds`); None when some switch finds no image. In the
+    rounds listed in ``rotated`` (0 first) switches alike whose images are themselves go one
+    place on in id order, the last of each run of ``gcd(alike, cycle)`` to its first (``cycle``
+    0: one run of them all), rather than each to itself (another automorphism where it is one,
+    of an order dividing ``cycle``: the shifts' twists, :mod:`collsynth.solvers.packing.free_shifts`)."""
     perm = np.full(topology.size, -1, np.int64)
     perm[npus] = images
+    for round_, groups in enumerate(extension_rounds(topology)):
+        if groups is None:
+            return None
+        at = perm.tolist()
+        for key, members in groups.items():
+            target = groups.get(tuple(sorted((side, at[x], c) for side, x, c in key)))
+            if target is None or len(target) != len(members):
+                return None
+            perm[members] = _turned(target, cycle) if round_ in rotated and target == members else target
+    return perm
+
+
+@lru_cache(maxsize=8)
+def extension_rounds(topology) -> tuple:
+    """The rounds of :func:`extended`, which depend on the topology alone: per round, the
+    switches not mapped before with a link to a node mapped before (every compute node, then the
+    switches of the rounds before), grouped by those links (``(0, node, class)`` out of the
+    switch, ``(1, node, class)`` into it; class: the links' count, latency and bandwidth), in id
+    order; a last None where some switch is never reached."""
+    la = topology.link_arrays
+    _, cls = np.unique(np.stack([la.bandwidth, la.alpha, la.count.astype(float)]), axis=1, return_inverse=True)
+    src, dst, cls = la.src.tolist(), la.dst.tolist(), np.ravel(cls).tolist()
+    mapped = np.zeros(topology.size, bool)
+    mapped[[int(c) for c in topology.npus]] = True
     pending = set(int(w) for w in topology.switches if topology.graph.has_node(w))
-    src, dst, cls = links
-    for round_ in range(len(pending) + 1):
-        if not pending:
-            break
-        mapped = perm >= 0
+    rounds: list = []
+    while pending:
         own: dict = defaultdict(list)
         for a, b, c in zip(src, dst, cls):
             if a in pending and mapped[b]:
@@ -150,18 +170,25 @@ def extended(topology, npus: list[int], images: np.ndarray, links: tuple, rotate
             elif b in pending and mapped[a]:
                 own[b].append((1, a, c))
         if not own:
-            return None
+            return (*rounds, None)
         groups: dict = defaultdict(list)
         for w in sorted(own):
             groups[tuple(sorted(own[w]))].append(w)
-        for key, members in groups.items():
-            image = tuple(sorted((side, int(perm[x]), c) for side, x, c in key))
-            target = groups.get(image)
-            if target is None or len(target) != len(members):
-                return None
-            perm[members] = target[1:] + target[:1] if round_ in rotated and target == members else target
+        rounds.append(dict(groups))
         pending -= set(own)
-    return perm
+        mapped[list(own)] = True
+    return tuple(rounds)
+
+
+def _turned(members: list[int], cycle: int) -> list[int]:
+    """``members`` (in id order) each sent one place on within its run of ``gcd(len(members),
+    cycle)`` (``cycle`` 0: all of them), the last of a run to its first.
+
+    >>> _turned([10, 11, 12, 13, 14, 15], 4), _turned([10, 11, 12], 0)
+    ([11, 10, 13, 12, 15, 14], [11, 12, 10])
+    """
+    run = math.gcd(len(members), cycle) if cycle else len(members)
+    return [members[i - i % run + (i + 1) % run] for i in range(len(members))]
 
 
 def is_shift_of_order(topology, perm: np.ndarray, order: int) -> bool:

@@ -70,13 +70,19 @@ def free_from(f: PipelinedTrees, la) -> int:
     if f.shift is None:
         return 0
     src, dst = (f.dst, f.src) if f.reversed else (f.src, f.dst)
-    used = la.lookup(src, dst)
-    for m in range(len(f.orders) + 1):
-        group, _ = link_orbits(la, f.shift[m:], f.orders[m:])
+    return free_count(la, f.shift, f.orders, la.lookup(src, dst))
+
+
+def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
+    """The fewest first of the commuting ``shift`` (of ``orders``) to list so that the group of
+    the others acts freely on the link pairs ``used`` (indices into ``la``): every used pair's
+    orbit under it has the group's order of pairs; ``len(orders)`` when none does."""
+    for m in range(len(orders) + 1):
+        group, _ = link_orbits(la, shift[m:], orders[m:])
         size = np.bincount(group, minlength=len(la))[group[used]]
-        if (size == math.prod(f.orders[m:])).all():
+        if (size == math.prod(orders[m:])).all():
             return m
-    return len(f.orders)
+    return len(orders)
 
 
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:

@@ -166,11 +166,18 @@ def keeping_first(f: PipelinedTrees) -> PipelinedTrees:
     (:mod:`collsynth.tens.pipelined_event`)."""
     if f.shift is None:
         return f
-    ids = np.arange(f.shift.shape[1])
-    keeps = [bool(any(((p[f.src] == f.src) & (p[f.dst] == f.dst)).any() for p in images(ids, [perm], [order])[1:]))
-             for perm, order in zip(f.shift, f.orders)]
-    order = sorted(range(len(keeps)), key=lambda i: not keeps[i])
+    order = keeping_order(f.shift, f.orders, f.src, f.dst)
     return replace(f, shift=f.shift[order], orders=tuple(f.orders[i] for i in order))
+
+
+def keeping_order(shift: np.ndarray, orders, src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """The indices of the shifts, first those of which a power other than the identity maps one
+    of the pairs ``src -> dst`` onto itself (both ends fixed), then the others, each part in
+    its order (:func:`keeping_first`)."""
+    ids = np.arange(np.shape(shift)[1])
+    keeps = [bool(any(((p[src] == src) & (p[dst] == dst)).any() for p in images(ids, [perm], [order])[1:]))
+             for perm, order in zip(shift, orders)]
+    return sorted(range(len(keeps)), key=lambda i: not keeps[i])
 
 
 def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:

@@ -21,6 +21,12 @@ SMALL_CLOS = st.one_of(
               st.sampled_from([1, 2]), st.sampled_from([1.0, 2.0])),
 )
 
+# two pods of one group of four one-GPU boxes under two spines (or one) and as many cores: a turn of the
+# boxes keeps their leaf's uplinks at its second power, so the free shifts cut it in two (free_shifts.py)
+THREE_TIERS = st.builds(lambda spines: ("rail_clos", {"pods": 2, "groups_per_pod": 1, "boxes_per_group": 4,
+                                                      "gpus_per_box": 1, "rails": 1, "spines": spines,
+                                                      "cores": spines, "radix": 16}), st.sampled_from([1, 2]))
+
 
 def assert_priced_as_listed(c, inst) -> None:
     """``c`` (moved by its shifts), every tree of it listed, and its explicit sends get the same

@@ -75,3 +75,21 @@ def test_the_depth_is_priced_under_event_once_and_reported_only_after_verificati
     assert row["verified"] and row["extra"]["priced_by_producer"] == ["event"]
     assert len(calls) == 1 and calls[0] is trees and order == ["price", "verify"]
     assert row["time_event_s"] == real_price(trees, inst).total_s
+
+
+def test_a_depth_simulating_too_many_sends_is_not_priced(monkeypatch):
+    """At 64/64 pieces the per-orbit simulation is more sends than the cap allows (set here to
+    what 16/16 needs): that depth and every deeper rung count as not fitting without an event
+    price, and the depth kept simulates at most the cap."""
+    inst = _allreduce()
+    deep = run_compact(inst, Options(time_limit=120, params={"pieces": 64})).schedule
+    cap = pipelined_event.sends_priced(pipelined_allreduce.PipelinedAllreduce(
+        *(allreduce_depth._at(h, inst, 1 / 4) for h in deep.halves)), inst)
+    monkeypatch.setattr(allreduce_depth, "SIMULATED_SENDS", cap)
+    priced = []
+    real = pipelined_event.price
+    monkeypatch.setattr(pipelined_event, "price", lambda f, i, *a: priced.append(f.pieces) or real(f, i, *a))
+    shallow, note, cost = allreduce_depth.exact_depth(deep, inst)
+    assert note["event_exact_depth"][:3] == [["64/64", False], ["48/48", False], ["32/32", False]]
+    assert all(max(p) <= 16 for p in priced) and max(shallow.pieces) == 16
+    assert pipelined_event.sends_priced(shallow, inst) <= cap and cost.extra["exact_pairs"]

@@ -1,9 +1,10 @@
 """Box shifts twisted so that they keep no link (``solvers/packing/free_shifts.py``): a k = 4 fat
-tree's by hand; on small Clos fabrics the twisted shifts move the GPUs as the found ones do, are
-automorphisms of their orders that commute, and fewer products keep link pairs than before, or
-the shifts are the found ones (every product listed as a permutation); DGX H100, whose shifts keep no link, is left
-alone; and a pipelined reduce-scatter on a k = 8 fat tree is priced per link orbit with no
-shift listed."""
+tree's by hand, and a three-tier Clos whose turn of the boxes is cut in two, by hand; on small
+Clos fabrics the twisted shifts (cut or not) move the first box onto every box once, are
+automorphisms of their orders that commute, and list fewer copies for the event price per link
+orbit, or as many and fewer products keep link pairs, or are the found ones (every product listed
+as a permutation); DGX H100, whose shifts keep no link, is left alone; and a pipelined
+reduce-scatter on a k = 8 fat tree is priced per link orbit with no shift listed."""
 
 import itertools
 
@@ -19,7 +20,7 @@ from collsynth.solvers.packing.free_shifts import free_shifts
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.tens import pipelined_event
-from compact_checks import SMALL_CLOS
+from compact_checks import SMALL_CLOS, THREE_TIERS
 
 # k = 4 fat tree (generator's ids): hosts 0-15, edge switch 16 + e over hosts 2e, 2e + 1; pod p's
 # edges 16 + 2p, 17 + 2p and aggregation switches 24 + 2p (to cores 32, 33), 25 + 2p (to 34, 35)
@@ -73,26 +74,70 @@ def test_fat_tree_k4_by_hand():
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric=st.one_of(SMALL_CLOS, st.just(("hpn", {"segments": 2, "hosts_per_segment": 2, "aggregations": 1,
+@given(fabric=st.one_of(SMALL_CLOS, THREE_TIERS, st.just(("hpn", {"segments": 2, "hosts_per_segment": 2, "aggregations": 1,
                                                       "oversubscription": [2.0, 1.0]}))))
 def test_twisted_shifts_are_shifts_keeping_no_more_links(fabric):
+    """The shifts, cut or not, are commuting automorphisms of their orders whose products move
+    the first box onto every box once, as the found ones do; they list fewer copies, or as many
+    and fewer products keep link pairs, or they are the found ones."""
     topo = build(*fabric)
     found = box_shift(topo)
     s = free_shifts(topo, found)
     npus = np.asarray(sorted(topo.npus))
-    assert s.orders == found.orders and s.box == found.box
-    for perm, was in zip(s.perms, found.perms):
-        assert (perm[npus] == was[npus]).all() and is_automorphism(topo, perm)
+    assert s.box == found.box and np.prod(s.orders) == np.prod(found.orders)
+    assert all(is_automorphism(topo, perm) for perm in s.perms)
     assert all((a[b] == b[a]).all() for a in s.perms for b in s.perms)
-    every = products(s.perms, s.orders)
-    assert len(every) == np.prod(s.orders) - 1 and not any((p == np.arange(topo.size)).all() for p in every)
+    every = [np.arange(topo.size)] + products(s.perms, s.orders)
+    first_box = npus[:s.box]
+    assert sorted(int(p[c]) for p in every for c in first_box) == npus.tolist()  # every GPU once
     for perm, order in zip(s.perms, s.orders):  # of its order
         cur = np.arange(topo.size)
         for _ in range(order):
             cur = perm[cur]
         assert (cur == np.arange(topo.size)).all()
     turned, was = keeping_products(topo, s.perms, s.orders), keeping_products(topo, found.perms, found.orders)
-    assert turned < was or s is found
+    listed, listed_was = listed_by_products(topo, s.perms, s.orders), listed_by_products(topo, found.perms, found.orders)
+    assert (listed, turned) < (listed_was, was) or s is found
+
+
+def listed_by_products(topo, perms, orders) -> int:
+    """The copies the event price per link orbit lists were every link pair used: the product of
+    the orders of the fewest shifts (those a power of which keeps a pair first) whose removal
+    leaves no product but the identity keeping a pair, by listing every product."""
+    la = topo.link_arrays
+    src, dst = la.src.astype(np.int64), la.dst.astype(np.int64)
+
+    def keeps(p):
+        return bool(((p[src] == src) & (p[dst] == dst)).any())
+
+    first = sorted(range(len(orders)), key=lambda i: not any(keeps(p) for p in products(perms[[i]], [orders[i]])))
+    perms, orders = perms[first], [orders[i] for i in first]
+    for m in range(len(orders) + 1):
+        if not any(keeps(p) for p in products(perms[m:], orders[m:])):
+            return int(np.prod(orders[:m]))
+    return int(np.prod(orders))
+
+
+def test_three_tiers_cut_by_hand():
+    """Two pods of four one-GPU boxes (hosts 0-3 under leaf 8, 4-7 under leaf 9), two spines a
+    pod (10, 11; 12, 13), a core a spine (14 to 10 and 12, 15 to 11 and 13). Found: the four
+    boxes of a pod turned (leaves, spines and cores kept), the pods swapped; every leaf uplink
+    and spine uplink is kept by the four powers of the first, which is listed: 4 copies. A turn
+    of four boxes cannot move a leaf's two uplinks freely, so the level is cut: the boxes
+    swapped in pairs with the spines of every pod and the cores swapped, then the pairs
+    swapped (listed: 2 copies). Link pairs: 16 GPU-leaf, 8 leaf-spine, 8 spine-core; kept
+    before 16 x 1 + 16 x 4 = 80 times, after 16 x 1 + 16 x 2 = 48 (each fabric pair in an
+    orbit of four)."""
+    topo = build("rail_clos", {"pods": 2, "groups_per_pod": 1, "boxes_per_group": 4, "gpus_per_box": 1, "rails": 1,
+                               "spines": 2, "cores": 2, "radix": 16})
+    found = box_shift(topo)
+    s = free_shifts(topo, found)
+    assert found.orders == (4, 2) and s.orders == (2, 2, 2)
+    assert s.perms[0].tolist() == [1, 0, 3, 2, 5, 4, 7, 6, 8, 9, 11, 10, 13, 12, 15, 14]
+    assert s.perms[1].tolist() == [2, 3, 0, 1, 6, 7, 4, 5] + list(range(8, 16))
+    assert s.perms[2].tolist() == [4, 5, 6, 7, 0, 1, 2, 3, 9, 8, 12, 13, 10, 11, 14, 15]
+    assert listed_by_products(topo, found.perms, found.orders) == 4 and listed_by_products(topo, s.perms, s.orders) == 2
+    assert keeping_products(topo, found.perms, found.orders) == 80 and keeping_products(topo, s.perms, s.orders) == 48
 
 
 def test_shifts_keeping_no_link_left_alone():

@@ -23,10 +23,11 @@ from collsynth.tens import cost_models, dependencies, pipelined_event
 from collsynth.tens.compact_forms import form_of
 from collsynth.tens.cost import price_event
 from collsynth.tens.pipelined_trees import images, keeping_first, link_orbits, moved_sends
-from compact_checks import SMALL_CLOS
+from compact_checks import SMALL_CLOS, THREE_TIERS
 
 fabrics = st.one_of(
     SMALL_CLOS,
+    THREE_TIERS,  # a level of the shifts cut in two (solvers/packing/free_shifts.py)
     st.builds(lambda boxes, gpus: ("rail_clos", {"groups_per_pod": 1, "boxes_per_group": boxes, "gpus_per_box": gpus,
                                                  "rails": gpus, "spines": 1, "radix": 16}),
               st.integers(2, 3), st.sampled_from([1, 2])),  # one group: no spine tier

@@ -27,11 +27,15 @@ from ...tens.pipelined_trees import PipelinedTrees, price_sync
 from .piece_sizes import sized
 
 LADDER = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 1 / 16)  # the depths tried, as shares of the sync depths
+SIMULATED_SENDS = 8_000_000  # a depth whose per-orbit simulation is more sends than this counts as not fitting, unpriced
+# (HPN 2 segments, 1 GiB, 57/57 pieces: 32 M sends, the search timed out at 600 s and 6.7 GiB; kept unsearched, the
+# benchmark's row ran out of memory; with the cap 14/14 pieces: event 1.072x but sync 1.249x the optimum)
 
 
 def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, dict, object]:
     """``(trees, note, cost)``: ``f`` at the deepest depth whose ``event`` price tracks exact
-    dependency pairs (module doc; ``f`` itself where its own does): down the ladder
+    dependency pairs and simulates at most :data:`SIMULATED_SENDS` sends (a deeper one is not
+    priced; module doc; ``f`` itself where its own does): down the ladder
     :data:`LADDER`, then halving the gap to the last share that did not fit (the pairs grow
     with the depth) while it spans more than a piece; what was tried in ``note``
     (``{"event_exact_depth": [[pieces, exact], ...]}``). ``f`` where no depth fits. ``cost``
@@ -42,6 +46,9 @@ def exact_depth(f: PipelinedAllreduce, instance) -> tuple[PipelinedAllreduce, di
 
     def at(share: float):
         g = f if share == 1 else PipelinedAllreduce(*(_at(h, instance, share) for h in f.halves))
+        if pipelined_event.sends_priced(g, instance) > SIMULATED_SENDS:
+            tried.append(["/".join(map(str, g.pieces)), False])
+            return None, None
         cost = pipelined_event.price(g, instance)
         tried.append(["/".join(map(str, g.pieces)), bool(cost.extra["exact_pairs"])])
         return (g, cost) if cost.extra["exact_pairs"] else None, cost

@@ -13,14 +13,27 @@ themselves, as the aggregation switches of every pod of a k-ary fat tree (Al-Far
 Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008, Section 3: edge switch
 ``e`` links to every aggregation switch of its pod, aggregation switch ``j`` to the ``j``-th
 group of cores): turning the hosts of every edge switch and the aggregation switches of every
-pod together (the cores following) moves every edge uplink. :func:`free_shifts` tries, level by
-level, every choice of the rounds of the extension in which such switches turn
-(``box_shift.extended``'s ``rotated``), keeps those that are automorphisms of the level's order
-commuting with the levels before, and takes the one whose group so far folds the links least
-(:func:`folds`: the products keeping each link, summed; ties: the fewest turned rounds, the
-shift itself first), and the whole only where it folds them less than the shifts found. The
-GPUs move as before, so the trees of the first box moved by the twisted shifts are still every
-root's trees (:func:`collsynth.tens.pipelined_trees.verify` checks the shifts as any others).
+pod together (the cores following) moves every edge uplink. Where they are more than divide the
+level's order they turn in runs that do (HPN's 60 aggregation switches under a turn of 128
+boxes: 15 runs of 4).
+
+A turn of ``m`` boxes cannot move freely a leaf's ``s < m`` uplinks: some power of it keeps them
+(a SuperPOD of 16 units: 32 boxes over a leaf's 8 spines, the 8th power). Its copies are then
+simulated in full, ``m`` of them, though the power keeping the links has only ``m / s`` products.
+A level may therefore be cut in two (:func:`_cuts`): the turn of ``s`` boxes within blocks of
+``s`` with the spines turned, which keeps no link, and the turn of the blocks, which is listed:
+``m / s`` copies (the SuperPOD's 4 rather than 32). The two generate another group moving the
+same first box onto every box, and the trees moved by it are every root's as before.
+
+:func:`free_shifts` tries, level by level, the level whole and every cut of it, and for each
+part every choice of the rounds of the extension in which switches alike turn
+(``box_shift.extended``'s ``rotated``), keeps those that are automorphisms of the part's order
+commuting with the levels before, and takes the one whose group so far lists the fewest copies
+(:func:`listed_copies`), then folds the links least (:func:`folds`: the products keeping each
+link, summed; ties: the fewest turned rounds, the later rounds first, the level whole), and the
+whole only where it does better than the shifts found. The trees of the first box moved by the
+twisted shifts are still every root's trees (:func:`collsynth.tens.pipelined_trees.verify`
+checks the shifts as any others).
 
 >>> from collsynth.instances.generators import build
 >>> from collsynth.instances.box_shift import box_shift
@@ -37,26 +50,27 @@ import math
 
 import numpy as np
 
-from ...instances.box_shift import BoxShift, extended, is_shift_of_order
-from ...tens.pipelined_trees import link_orbits
+from ...instances.box_shift import BoxShift, extended, extension_rounds, is_shift_of_order
+from ...tens.pipelined_event import free_count
+from ...tens.pipelined_trees import keeping_order, link_orbits
 
 MAX_ROUNDS = 4  # the extension rounds a level may turn switches in (a switch tier each: fat trees 3, rail Clos 4)
 
 
 def free_shifts(topology, shift: BoxShift | None) -> BoxShift | None:
-    """``shift`` with each level's switches turned where that folds the links less (module doc,
-    :func:`folds`); ``shift`` itself where the whole group folds them no less turned (HPN: a
-    segment's 128 boxes over a leaf's 60 uplinks fold them 128 times whichever way the spines
-    turn), and None for None."""
+    """``shift`` with each level's switches turned, and a level cut in two, where the ``event``
+    price per link orbit then lists fewer copies or the links fold less (module doc,
+    :func:`listed_copies`, :func:`folds`); ``shift`` itself where the whole does no better, and
+    None for None."""
     if shift is None:
         return None
-    found = folds(topology, shift.perms, shift.orders)
-    if found <= len(topology.link_arrays):  # no product but the identity keeps a link
+    found = _key(topology, shift.perms, shift.orders)
+    if found[1] <= len(topology.link_arrays):  # no product but the identity keeps a link
         return shift
     perms, orders = _twisted(topology, shift)
-    if folds(topology, perms, orders) >= found:
+    if _key(topology, perms, orders) >= found:
         return shift
-    return BoxShift(perms, shift.orders, shift.box)
+    return BoxShift(perms, orders, shift.box)
 
 
 def folds(topology, perms, orders) -> float:
@@ -71,34 +85,106 @@ def folds(topology, perms, orders) -> float:
     return float((math.prod(orders) / size).sum())
 
 
-def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The twisted levels of ``shift`` (module doc) and their orders; ``shift``'s own where a
-    level finds nothing commuting with the levels turned before it."""
+def listed_copies(topology, perms, orders) -> int:
+    """How many copies of each listed send the ``event`` price per link orbit simulates were
+    the trees to use every link pair: the product of the orders of the fewest first shifts,
+    those keeping a pair put first, whose removal leaves a group acting freely on the pairs
+    (:func:`collsynth.tens.pipelined_event.free_from`).
+
+    >>> from collsynth.instances.generators import build
+    >>> from collsynth.instances.box_shift import box_shift
+    >>> topo = build("fat_tree", {"k": 4})
+    >>> s = box_shift(topo)
+    >>> listed_copies(topo, s.perms, s.orders), listed_copies(topo, *_twisted(topo, s))
+    (4, 1)
+    """
     la = topology.link_arrays
+    perms = np.asarray(perms)
+    first = keeping_order(perms, orders, la.src.astype(np.int64), la.dst.astype(np.int64))
+    moved, kept = perms[first], tuple(orders[i] for i in first)
+    return math.prod(kept[:free_count(la, moved, kept, np.arange(len(la)))])
+
+
+def _key(topology, perms, orders) -> tuple[int, float]:
+    """What :func:`free_shifts` minimises: :func:`listed_copies`, then :func:`folds`."""
+    return listed_copies(topology, perms, orders), folds(topology, perms, orders)
+
+
+def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The twisted levels of ``shift`` (module doc) and their orders, each level whole or cut in
+    two (:func:`_cuts`), whichever gives the least :func:`_key` with the levels chosen before;
+    ``shift``'s own where a level finds nothing commuting with the levels turned before it."""
     npus = sorted(int(c) for c in topology.npus)
-    _, cls = np.unique(np.stack([la.bandwidth, la.alpha, la.count.astype(float)]), axis=1, return_inverse=True)
-    links = (la.src.tolist(), la.dst.tolist(), np.ravel(cls).tolist())
     chosen: list[np.ndarray] = []
-    for level, (perm, order) in enumerate(zip(shift.perms, shift.orders)):
-        best, best_key = None, None
-        for rotated in _choices(topology):
-            if best_key is not None and best_key[0] <= len(la):  # nothing folds: no turn does better
-                break
-            cand = perm if not rotated else extended(topology, npus, perm[npus], links, frozenset(rotated))
-            if cand is None or (rotated and not is_shift_of_order(topology, cand, order)) or not all(
-                    (cand[q] == q[cand]).all() for q in chosen):
+    orders: list[int] = []
+    units = shift.box
+    for perm, order in zip(shift.perms, shift.orders):
+        best = None
+        before = _key(topology, chosen, orders)[0] if chosen else 1
+        for parts in _cuts(order):
+            got = _turned_levels(topology, npus, units, parts, perm, chosen, orders)
+            if got is None:
                 continue
-            key = (folds(topology, chosen + [cand], shift.orders[:level + 1]), len(rotated))
-            if best_key is None or key < best_key:
-                best, best_key = cand, key
+            key = (*_key(topology, chosen + got[0], orders + list(parts)), got[1], len(parts))
+            if best is None or key < best[0]:
+                best = (key, got[0], parts)
+            if best[0][0] == before:  # the level lists no more copies: a cut lists none fewer
+                break
         if best is None:  # no turn, nor the shift itself, commutes with the levels turned before
             return shift.perms, shift.orders
-        chosen.append(best)
-    return np.stack(chosen), shift.orders
+        chosen += best[1]
+        orders += list(best[2])
+        units *= order
+    return np.stack(chosen), tuple(orders)
+
+
+def _cuts(order: int) -> list[tuple[int, ...]]:
+    """A level of ``order`` whole, then cut into an inner level of each proper divisor ``m``
+    and an outer one of ``order / m``: a rotation by ``u`` places within blocks of ``u order``
+    is the rotation by ``u`` within blocks of ``u m`` and the rotation by ``u m`` within the
+    blocks of ``u order`` (their product moves every node of a block onto every other once);
+    a twist of the inner one may then move every link its power would keep."""
+    return [(order,)] + [(m, order // m) for m in range(2, order) if order % m == 0]
+
+
+def _turned_levels(topology, npus: list[int], units: int, parts: tuple[int, ...], perm: np.ndarray,
+                   chosen: list[np.ndarray], orders: list[int]) -> tuple[list[np.ndarray], int] | None:
+    """The levels of ``parts`` (``(order,)``: the level ``perm`` itself; else its cut, inner
+    first), each with the switches of the extension rounds that make the least :func:`_key`
+    with ``chosen`` turned (ties: the fewest turned rounds), and the rounds turned in all; None
+    where one finds no automorphism of its order commuting with the levels before it."""
+    levels: list[np.ndarray] = []
+    turned = 0
+    n = len(npus)
+    idx = np.arange(n)
+    for order in parts:
+        block = units * order
+        moved = np.asarray(npus, np.int64)[idx // block * block + (idx % block + units) % block]
+        best, best_key = None, None
+        for rotated in _choices(topology):
+            if best_key is not None and best_key[:2] == (1, len(topology.link_arrays)):  # nothing folds: no turn does better
+                break
+            whole = len(parts) == 1 and not rotated
+            cand = perm if whole else extended(topology, npus, moved, frozenset(rotated), order)
+            if cand is None or (not whole and not is_shift_of_order(topology, cand, order)) or not all(
+                    (cand[q] == q[cand]).all() for q in chosen + levels):
+                continue
+            key = (*_key(topology, chosen + levels + [cand], orders + list(parts[:len(levels) + 1])), len(rotated))
+            if best_key is None or key < best_key:
+                best, best_key = cand, key
+        if best is None:
+            return None
+        levels.append(best)
+        turned += best_key[2]
+        units = block
+    return levels, turned
 
 
 def _choices(topology) -> list[tuple[int, ...]]:
-    """Every set of extension rounds to turn switches in, the empty one first: the rounds are at
-    most the switches' tiers (:data:`MAX_ROUNDS`)."""
-    rounds = range(min(MAX_ROUNDS, max(1, len(topology.switches))))
-    return [c for n in range(len(rounds) + 1) for c in itertools.combinations(rounds, n)]
+    """Every set of extension rounds to turn switches in, the empty one first, then by size, the
+    later rounds first among sets of one size (a tier farther from the GPUs turned by a lower
+    level leaves the nearer tiers to the levels above, whose turns need them: a SuperPOD's
+    rails turning the cores leave the spines to its boxes). The rounds are at most the
+    switches' tiers (:data:`MAX_ROUNDS`)."""
+    rounds = range(min(MAX_ROUNDS, max(1, len(extension_rounds(topology)))))
+    return [c for n in range(len(rounds) + 1) for c in sorted(itertools.combinations(rounds, n), reverse=True)]

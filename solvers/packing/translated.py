@@ -9,8 +9,8 @@ commuting automorphisms whose ``m`` products move the first ``d`` GPUs onto ever
 roots and move them: moved by every product, the listed trees put ``m / s`` times their use
 of an orbit of ``s`` links on each link of it, so an orbit's budget is ``floor(cap s / m)``
 and no link carries more than its capacity. The shifts are the box shifts with the switches
-above the moved GPUs turned where fewer products then keep links (:mod:`.free_shifts`; larger orbits,
-and the ``event`` price per link orbit lists fewer shifts). The result is a
+above the moved GPUs turned, and a level cut in two, where the ``event`` price per link orbit then
+lists fewer copies or fewer products keep links (:mod:`.free_shifts`; larger orbits). The result is a
 :class:`~collsynth.tens.pipelined_trees.PipelinedTrees` holding the listed trees and the
 shifts (verified and priced in that form).
 
