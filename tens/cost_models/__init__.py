@@ -87,7 +87,7 @@ class CostModel:
     def bound_of(self, bnds: Bounds, schedule) -> Bound:
         """The model's lower bound of ``schedule``: ``routed_bound`` for a schedule routed on
         shortest paths where the model declares one, else ``bound`` (not None)."""
-        routed = schedule.routing != "links" and self.routed_bound is not None
+        routed = getattr(schedule, "routing", "links") != "links" and self.routed_bound is not None  # compact forms: links
         return (self.routed_bound if routed else self.bound)(bnds)
 
     @property
