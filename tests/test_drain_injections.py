@@ -28,7 +28,7 @@ from collsynth.instances import make_instance
 from collsynth.instances.generators import build
 from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
-from collsynth.solvers.packing.producer import tier_by_tier
+from collsynth.solvers.packing.hierarchical import tier_by_tier
 from collsynth.solvers.pipeline import Options
 from collsynth.tens import cost_models, verify
 from collsynth.tens.bounds import instance_bounds

@@ -98,3 +98,21 @@ def multicast(f: PipelinedTrees, instance: Instance) -> PipelinedTrees:
         return f
     ptr = np.r_[0, np.cumsum(np.bincount(tree[keep], minlength=len(f.root)))]
     return replace(f, ptr=ptr, src=f.src[keep], dst=f.dst[keep], before=f.before[keep])
+
+
+def cheapest(candidates: list, instance: Instance, into_copies: bool, pieces: int | None):
+    """``(forest, index)``: the candidate of least ``sync`` price (sends into copying switches
+    merged where ``into_copies``: :func:`multicast`), each at ``pieces`` or at its depth of least price
+    (:func:`least_sync`); None candidates are left out."""
+    best = None
+    for i, trees in ((i, c) for i, c in enumerate(candidates) if c is not None):
+        if into_copies:
+            trees = multicast(trees, instance)
+        if pieces:
+            trees = replace(trees, pieces=pieces)
+            price = price_sync(trees, instance)
+        else:
+            trees, price = least_sync(trees, instance)
+        if best is None or price.total_s < best[1] * (1 - 1e-9):
+            best = (trees, price.total_s, i)
+    return best[0], best[2]

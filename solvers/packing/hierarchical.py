@@ -50,7 +50,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...tens.pipelined_trees import PipelinedTrees
+from ...tens.pipelined_trees import PipelinedTrees, verify
 
 
 def hierarchical(instance, listed: PipelinedTrees | None) -> PipelinedTrees | None:
@@ -164,3 +164,10 @@ class _Fabric:
             if back:
                 return [x, a, spine, c, back[0], b, y]
         return None
+
+
+def tier_by_tier(instance, trees) -> PipelinedTrees | None:
+    """The hierarchical trees of ``trees``' roots (:func:`hierarchical`) where they verify,
+    else None."""
+    tiers = hierarchical(instance, trees) if trees.shift is not None else None
+    return tiers if tiers is not None and verify(tiers, instance) is None else None

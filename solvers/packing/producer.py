@@ -50,8 +50,7 @@ from ...limits import TimeLimitReached, memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
-from ...tens.pipelined_trees import expand, price_sync
-from ...tens.pipelined_trees import verify as verify_trees
+from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
@@ -59,7 +58,7 @@ from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, f
                rings, shapes, translated, twolevel)
 from .allreduce_depth import exact_depth
 from .forest_record import forest_record
-from .hierarchical import hierarchical
+from .hierarchical import tier_by_tier
 from .splitting import network, remove_relays, split_all_evenly
 from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
 from .trees import RoutedTree, hops_of, pack, routed_trees, shortest_path_trees
@@ -563,35 +562,10 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
                    build_s=time.perf_counter() - t0, extra=extra, prices=prices)
 
 
-def tier_by_tier(instance: Instance, trees) -> object | None:
-    """The hierarchical trees of ``trees``' roots (:mod:`.hierarchical`) where they verify,
-    else None."""
-    tiers = hierarchical(instance, trees) if trees.shift is not None else None
-    return tiers if tiers is not None and verify_trees(tiers, instance) is None else None
-
-
-def _cheapest_forest(candidates: list, instance: Instance, multicast: bool, pieces: int | None):
-    """``(forest, index)``: the candidate of least ``sync`` price (sends into copying switches
-    merged where ``multicast``), each at ``pieces`` or at its depth of least price
-    (:func:`.compact.least_sync`); None candidates are left out."""
-    best = None
-    for i, trees in ((i, c) for i, c in enumerate(candidates) if c is not None):
-        if multicast:
-            trees = compact.multicast(trees, instance)
-        if pieces:
-            trees = replace(trees, pieces=pieces)
-            price = price_sync(trees, instance)
-        else:
-            trees, price = compact.least_sync(trees, instance)
-        if best is None or price.total_s < best[1] * (1 - 1e-9):
-            best = (trees, price.total_s, i)
-    return best[0], best[2]
-
-
 def _compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
     """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective, a tree's
     sends into a copying switch merged where ``multicast`` (:func:`.compact.multicast`): the
-    translated trees or the hierarchical ones (:func:`tier_by_tier`), whichever prices lower."""
+    translated trees or the hierarchical ones (:func:`.hierarchical.tier_by_tier`), whichever prices lower."""
     coll = instance.collective
     [(kind, transposed)] = plan(coll.kind)
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
@@ -610,7 +584,7 @@ def _compact_forest(instance: Instance, options: Options, deadline, multicast: b
         apart = paired_by_port(instance, transposed)
         trees, k, tau = compact.pipelined(instance, f, 1, lambda t: tree_hops(t, instant, summing, apart)), f.k, f.tau
     pieces = options.params.get("pieces")
-    trees, picked = _cheapest_forest([trees, tier_by_tier(instance, trees)], instance, multicast, pieces)
+    trees, picked = compact.cheapest([trees, tier_by_tier(instance, trees)], instance, multicast, pieces)
     optimum_s = opt.seconds(coll.chunk_bytes * coll.chunks_per_node, net0.unit_bw)
     extra = {"form": "pipelined-trees", "optimum_s": optimum_s, "tau": str(opt.tau), "trees_per_shard": k,
              "tau_packed": str(tau), "trees": len(trees.root) * trees.copies, "listed_trees": len(trees.root),
