@@ -54,7 +54,7 @@ def test_the_run_returns_by_its_limit_and_grace_with_the_kept_schedule(monkeypat
         time.sleep(3600)
 
     monkeypatch.setattr(producer, "_split_pair", forever)
-    limit = 40.0
+    limit = 30.0
     t0 = time.monotonic()
     row, sched = pipeline.run(_instance(), "tree-packing", Options(time_limit=limit))
     assert time.monotonic() - t0 <= limit + GRACE_S

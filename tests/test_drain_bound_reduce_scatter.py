@@ -127,12 +127,13 @@ def test_below_the_ten_ilp_optimum_on_two_boxes_of_two(nic_alpha, nvl, size):
                              "ten-ilp-combining")
 
 
-@pytest.mark.parametrize("fabric", [("dgx_h100", {"nodes": 2}), ("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4,
-                                                                                "rails": 4})])
-@pytest.mark.parametrize("size", [1 << 16, 1 << 24])
+@pytest.mark.parametrize("fabric, size", [(("dgx_h100", {"nodes": 2}), 1 << 16),
+                                          (("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4, "rails": 4}), 1 << 16),
+                                          (("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4, "rails": 4}), 1 << 24)])
 def test_below_every_producers_verified_schedule(fabric, size):
     """Every producer that builds a reduce-scatter here: its verified schedule's ``sync`` price
-    is at least the bound (those that refuse the fabric or the collective are left out)."""
+    is at least the bound (those that refuse the fabric or the collective are left out). DGX
+    H100 x2 at 16 MiB is left out (22 s of the suite)."""
     assert_below_every_producer(make_instance(build(*fabric), "reduce_scatter", message_bytes=size),
                                 PRODUCERS + ["ten-ilp-combining"])
 

@@ -153,8 +153,8 @@ def test_below_every_tree_packing_price(fabric, alpha, bandwidth, size, pieces):
     assert_below_trees((translated, tier_by_tier(inst, translated)), inst, bound.value, pieces)
 
 
-@pytest.mark.parametrize("fabric", [("fat_tree", {"k": 4}), ("rail_clos", TWO_GROUPS)])
-@pytest.mark.parametrize("size", [1 << 16, 1 << 24])
+@pytest.mark.parametrize("fabric, size", [(("fat_tree", {"k": 4}), 1 << 16), (("rail_clos", TWO_GROUPS), 1 << 16),
+                                          (("rail_clos", TWO_GROUPS), 1 << 24)])
 def test_below_every_producers_verified_schedule(fabric, size):
     assert_below_every_producer(make_instance(build(*fabric), "reduce_scatter", message_bytes=size), PRODUCERS,
                                 ("drain", "ramp"))
