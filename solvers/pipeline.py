@@ -738,9 +738,6 @@ def judge(row: dict, outcome: Outcome, schedule: Schedule, instance: Instance, b
     ten_best = _ten_timesteps_bound(row, outcome, schedule, instance, bnds, timestep)
     in_instance = [(f"{m.name}: {b.label()}", row[m.time_column], b)
                    for m, b in ((m, m.bound_of(bnds, schedule)) for m in cost_models.MODELS.values() if m.bound)]
-    for m in cost_models.MODELS.values():
-        if m.bound:
-            row[m.lower_bound_column] = m.bound_of(bnds, schedule).value
     in_model = [(f"timesteps: {ten_best.label()}", steps, ten_best)]
     if outcome.bound is not None:
         own = Bound(outcome.bound, units, units, f"{row['producer']} bound")

@@ -16,8 +16,8 @@
   ``--max-threadblocks``; a schedule the executor cannot run is refused in one line, exit 2)
   or schedule JSON, to stdout or to ``F``. The XML uses the
   collective names of ``D`` (``msccl-executor``, the default, or ``msccl-tools``) and is read
-  back and verified before it is written (a program that does not implement the collective
-  is a failure, exit 1). When the MSCCL ranks are not the node ids (failed nodes), the map
+  back and verified before it is written (where no grid and layout gives a program that
+  implements the collective, that is said in one line, exit 2: :func:`~collsynth.tens.export_choice.chosen_export`). When the MSCCL ranks are not the node ids (failed nodes), the map
   ``node -> rank`` is in the XML (a comment), in the output (``ranks``) and, with ``--out``,
   in ``F.ranks.json``. The XML's thread blocks (``--layout``, :mod:`collsynth.tens.export_choice`):
   ``packed`` (default) a link's sends in few thread blocks; ``trees`` one thread block per tree
