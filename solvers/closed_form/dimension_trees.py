@@ -81,8 +81,8 @@ def coverings(kind: str, n: int) -> dict[str, list[tuple[int, int]]]:
     """How one group of a level is covered from offset 0 (``(parent, child)`` offsets)."""
     if kind == "ring":
         return ring_coverings(n)
-    if kind == "uniring":
-        return {"chain+": [(i, i + 1) for i in range(n - 1)]}
+    if kind == "uniring":  # one way round (the transposed links the other way)
+        return {k: v for k, v in ring_coverings(n).items() if k.startswith("chain")}
     return {"star": [(0, i) for i in range(1, n)]}  # complete; a switch of two; none for a group of one
 
 
@@ -151,7 +151,7 @@ def hops(topology, levels: list[tuple[str, int]], edges: list[tuple]) -> list[tu
         if len(orbits) == 1:
             out.append((orbits[0], edge[3], e, src, dst))
         else:
-            via = np.array([switch_between[(int(u), int(v))] for u, v in zip(src, dst)])
+            via = np.array([switch_between.get((int(u), int(v)), -1) for u, v in zip(src, dst)])
             out += [(orbits[0], edge[3] - 1, e, src, via), (orbits[1], edge[3], e, via, dst)]
     return out
 
@@ -168,6 +168,14 @@ def _switches(topology) -> dict[tuple[int, int], int]:
     return out
 
 
+def on_links(topology, found: dict) -> dict:
+    """The trees of ``found`` whose every hop is a link of ``topology`` (a one-way ring's chains
+    go one way)."""
+    la = topology.link_arrays
+    return {name: tree_hops for name, tree_hops in found.items()
+            if all(min(src.min(), dst.min()) >= 0 and (la.lookup(src, dst) >= 0).all() for _, _, _, src, dst in tree_hops)}
+
+
 def orbit_costs(topology, found: dict) -> dict[tuple, tuple[float, float]]:
     """``{orbit: (largest alpha, least bandwidth)}`` over the links the orbit's hops use."""
     la = topology.link_arrays
@@ -175,8 +183,6 @@ def orbit_costs(topology, found: dict) -> dict[tuple, tuple[float, float]]:
     for tree_hops in found.values():
         for orbit, _, _, src, dst in tree_hops:
             idx = la.lookup(src, dst)
-            if (idx < 0).any():
-                raise Unsupported("dimension-trees: the topology lacks a link of its hierarchy")
             a, b = float(la.alpha[idx].max()), float(la.bandwidth[idx].min())
             old = out.get(orbit, (a, b))
             out[orbit] = (max(a, old[0]), min(b, old[1]))
@@ -262,7 +268,9 @@ def best_steps(price, first: int, most: int = MAX_STEPS) -> int:
 def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None) -> tuple:
     """``(phase, figures)``: the allgather of the module doc on ``topology`` (blocks and ranks
     by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: :func:`best_steps`)."""
-    found = {name: hops(topology, levels, edges) for name, edges in trees(levels).items()}
+    found = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
+    if not found:
+        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
     costs = orbit_costs(topology, found)
     deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
     memo: dict[int, tuple | None] = {}
