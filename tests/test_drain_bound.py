@@ -136,7 +136,8 @@ def test_computed_only_where_it_applies():
 
 
 PRODUCERS = ["direct", "ring", "nccl-ring", "nccl-tree", "pat", "bine", "greedy", "earliest-arrival",
-             "hamiltonian-rings", "tree-packing", "recursive-doubling", "double-binary-tree", "binomial-tree"]
+             "hamiltonian-rings", "tree-packing", "recursive-doubling", "double-binary-tree", "binomial-tree",
+             "dimension-trees"]
 
 
 @pytest.mark.parametrize("fabric", [("dgx_h100", {"nodes": 2}), ("rail_clos", {**TWO_BY_TWO, "gpus_per_box": 4,

@@ -55,7 +55,8 @@ from .phases import Phase, build, collective_of, constructed
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")
 LEVELS = ("ring", "uniring", "complete", "switch")
-MAX_STEPS = 512  # the largest step count searched (alpha 0 would take ever more, finer steps)
+MAX_STEPS = 128  # the largest step count searched (alpha 0 would take ever more, finer steps; 256 took 84 s)
+SIMPLEX_STEPS = 64  # up to this many steps the dual simplex, beyond it the interior point method (faster there)
 DENOM = 1 << 20  # pieces are whole multiples of 1/DENOM of a block
 
 
@@ -82,7 +83,7 @@ def coverings(kind: str, n: int) -> dict[str, list[tuple[int, int]]]:
     if kind == "ring":
         return ring_coverings(n)
     if kind == "uniring":  # one way round (the transposed links the other way)
-        return {k: v for k, v in ring_coverings(n).items() if k.startswith("chain")}
+        return {"chain+": [(i, i + 1) for i in range(n - 1)], "chain-": [((-i) % n, (-i - 1) % n) for i in range(n - 1)]}
     return {"star": [(0, i) for i in range(1, n)]}  # complete; a switch of two; none for a group of one
 
 
@@ -228,7 +229,7 @@ def sizes(found: dict, costs: dict, S: int, block_bytes: float) -> tuple[float, 
     A = sparse.csr_matrix((v, (r, c)), shape=(rows, nx + S))
     rhs = -np.repeat([costs[o][0] for o in orbits], S)
     res = linprog(np.r_[np.zeros(nx), np.ones(S)], A_ub=A, b_ub=rhs, A_eq=np.r_[np.ones(nx), np.zeros(S)][None, :],
-                  b_eq=[1.0], bounds=[(0, None)] * (nx + S), method="highs")
+                  b_eq=[1.0], bounds=[(0, None)] * (nx + S), method="highs-ds" if S <= SIMPLEX_STEPS else "highs-ipm")
     if res.status != 0:
         return None
     x = res.x[:nx]

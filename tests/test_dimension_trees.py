@@ -1,0 +1,93 @@
+"""Dimension-ordered trees with pieces sized per step (``collsynth.solvers.closed_form.dimension_trees``).
+
+- two GPUs behind a switch: 4 equal pieces in 5 steps, 25/16 s by hand (the pair's optimum,
+  the ramp bound's doc), for an allgather and a reduce-scatter; twice that for an allreduce;
+- three fully connected GPUs: one step of the whole block, 1/16 + 1 s by hand;
+- TACOS's ring x complete x switch 4x4x2 at 1 GB: the reduce-scatter within 0.1 % of the
+  ramp bound (the greedy tree packing's best: 6 % over);
+- hypothesis on small hierarchies (levels, sizes, bandwidths, latencies, kinds): verified, the
+  ``sync`` price at most the linear program's value and at least the instance's bound;
+- what it refuses: a switch of three, a topology that is no hierarchy.
+"""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collsynth.instances import make_instance
+from collsynth.instances.generators import build
+from collsynth.solvers.closed_form.dimension_trees import dimension_trees
+from collsynth.solvers.producers import Unsupported
+from collsynth.tens import cost_models, verify
+from collsynth.tens.bounds import instance_bounds
+
+KINDS = ("allgather", "reduce_scatter", "allreduce")
+
+
+def hierarchy(levels, dims, scales=None, bandwidth=1.0, alpha=1 / 16):
+    return build("hierarchical", {"levels": levels, "dims": dims, "scales": scales}, bandwidth=bandwidth, alpha=alpha)
+
+
+def priced(inst, steps=None):
+    """The verified schedule's ``sync`` price and the producer's figures."""
+    sched, figures = dimension_trees(inst, steps)
+    assert verify.verify(sched, inst) is None
+    return cost_models.price(sched, inst, "sync").total_s, figures
+
+
+@pytest.mark.parametrize("kind, by_hand", [("allgather", 25 / 16), ("reduce_scatter", 25 / 16),
+                                           ("allreduce", 25 / 8)])
+def test_two_gpus_behind_a_switch_by_hand(kind, by_hand):
+    """A shard of 1 B over 1 B/s links, alpha 1/16 s: S - 1 equal pieces up then down cost
+    S / 16 + S / (S - 1) s, least at S = 5: 5/16 + 5/4 = 25/16 s."""
+    inst = make_instance(hierarchy(["switch"], [2]), kind, message_bytes=2)
+    price, figures = priced(inst)
+    assert price == pytest.approx(by_hand, rel=1e-9)
+    assert all(f["steps"] == 5 and f["pieces"] == 4 for f in figures.values())
+
+
+def test_three_fully_connected_by_hand():
+    """Each GPU sends its 1 B block to both others in one step: 1/16 + 1 s; allreduce twice that."""
+    for kind, by_hand in (("allgather", 17 / 16), ("allreduce", 17 / 8)):
+        assert priced(make_instance(hierarchy(["complete"], [3]), kind, message_bytes=3))[0] == pytest.approx(by_hand)
+
+
+def test_tacos_hierarchy_within_the_ramp_bound():
+    """TACOS 4x4x2 (100 GB/s, 0.5 us a link), 1 GB reduce-scatter at 25 steps: within 0.1 % of
+    the ramp bound (1.6379 ms; tests/test_ramp_bound.py has it by a closed form)."""
+    inst = make_instance(hierarchy(["ring", "complete", "switch"], [4, 4, 2], bandwidth=100e9, alpha=0.5e-6),
+                         "reduce_scatter", message_bytes=1e9)
+    bound = instance_bounds(inst).sync
+    assert bound.source == "ramp"
+    price, _ = priced(inst, steps=25)
+    assert bound.value <= price <= bound.value * 1.001
+
+
+@st.composite
+def hierarchies(draw):
+    n = draw(st.integers(1, 3))
+    levels = draw(st.lists(st.sampled_from(["ring", "uniring", "complete", "switch"]), min_size=n, max_size=n))
+    dims = [2 if kind == "switch" else draw(st.integers(1, 3)) for kind in levels]
+    if all(d == 1 for d in dims):
+        dims[0] = 2
+    scales = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=n, max_size=n))
+    return levels, dims, scales
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=hierarchies(), kind=st.sampled_from(KINDS), alpha=st.sampled_from([1e-6, 1e-5]),
+       size=st.sampled_from([1e4, 1e6]))
+def test_verified_priced_within_its_program_and_above_the_bound(shape, kind, alpha, size):
+    """The schedule verifies; its ``sync`` price is at most the program's value (pieces rounded
+    to 2^-20 of a block) and at least the instance's ``sync`` bound."""
+    inst = make_instance(hierarchy(*shape, bandwidth=1e9, alpha=alpha), kind, message_bytes=size)
+    price, figures = priced(inst)
+    assert price <= sum(f["lp_s"] for f in figures.values()) * (1 + 1e-4)
+    assert instance_bounds(inst).sync.value <= price * (1 + 1e-9)
+
+
+def test_refuses_what_it_does_not_cover():
+    with pytest.raises(Unsupported, match="switch level must join two ranks"):
+        dimension_trees(make_instance(hierarchy(["switch"], [3]), "allgather", message_bytes=3))
+    with pytest.raises(Unsupported, match="hierarchical topology"):
+        dimension_trees(make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=4))
