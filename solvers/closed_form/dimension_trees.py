@@ -4,10 +4,9 @@ linear program for the synchronous model (``dimension-trees``).
 **Trees.** On a hierarchy of levels (TACOS's Ring x FullyConnected x Switch; Won et al.,
 "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed Training", MICRO 2024,
 Section VII-B; :func:`collsynth.instances.generators.hierarchical`) a rank's block can be
-broadcast one level at a time, as multi-dimensional collectives run their phases (Rashidi et
-al., "Themis: A Network Bandwidth-Aware Collective Scheduling Policy for Distributed Training of
-DL Models", ISCA 2022, Section 3): in the level taken first the root covers its group, in the
-next every rank reached so far covers its own group, and so on. A ring group is covered both
+broadcast one level at a time, as hierarchical collectives run their phases level by level:
+in the level taken first the root covers its group, in the next every rank reached so far
+covers its own group, and so on. A ring group is covered both
 ways round (its far rank from either side) or as a chain one way, a fully connected group by a
 star, a switch of two by the hop up and the hop down. Every order of the levels and every
 covering of the rings is a tree; each rank's trees are rank ``0``'s translated by the rank's
@@ -27,9 +26,11 @@ different links, so the share of each rank's block sent on tree ``tau`` in step 
     every orbit ``o`` and step ``t``, ``alpha_o + sum_(tau, k) n_(tau, o, k) x_(tau, t - k + 1)
     s / B_o <= b_t``
 
-(``n_(tau, o, k)``: the edges of ``tau`` in orbit ``o`` at depth ``k``; ``s`` a block's bytes), so
-the price of the schedule is at most ``sum_t b_t`` (:func:`sizes`); ``S`` is searched
-(:func:`best_steps`). TACOS 4x4x2 at 1 GB: 1.6387 ms against the ramp bound's 1.6379
+(``n_(tau, o, k)``: the hops of ``tau`` in orbit ``o`` at depth ``k``; ``s`` a block's bytes). A
+translate of a hop lands on each link of its orbit exactly once (the ranks' coordinates act
+freely on the links), so a link of orbit ``o`` carries in step ``t`` exactly the sum above, the
+step costs at most ``b_t`` and the schedule at most ``sum_t b_t`` (:func:`sizes`; pieces are
+rounded to ``2^-20`` of a block); ``S`` is searched (:func:`best_steps`). TACOS 4x4x2 at 1 GB (25 steps): 1.6387 ms against the ramp bound's 1.6379
 (:mod:`collsynth.tens.bounds.ramp`); the greedy tree packing at 120 pieces takes 1.7355 ms.
 
 Reduce-scatter is the allgather's time reversal on the transposed links (Zhao et al., NSDI 2025,
