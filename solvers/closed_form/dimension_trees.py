@@ -13,9 +13,9 @@ covering of the rings is a tree; each rank's trees are rank ``0``'s translated b
 coordinates (the hierarchy's groups numbered cyclically), so every link of one *orbit* (a
 level and an offset, or a switch level's links up or down) carries the same load.
 
-**Pieces per step.** Pipelining a piece down a tree one hop a step (Sanders, Speck and Traeff,
-"Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel Computing
-2009, Section 2) leaves the deep links idle while the pipeline fills: under the synchronous
+**Pieces per step.** Pipelining pieces down trees one hop a step (as ForestColl's trees are
+pipelined: Zhao et al., "ForestColl: Throughput-Optimal Collective Communications on
+Heterogeneous Network Fabrics", arXiv 2402.06787, Section 5) leaves the deep links idle while the pipeline fills: under the synchronous
 model (Zhao et al., "Efficient Direct-Connect Topologies for Collective Communications", NSDI
 2025, Section 3.2: a step costs its largest ``alpha_l + bytes_l / B_l``) trees of depth ``d``
 pay ``d - 1`` steps of the whole load. Trees whose levels come in different orders are deep on
@@ -30,7 +30,8 @@ different links, so the share of each rank's block sent on tree ``tau`` in step 
 translate of a hop lands on each link of its orbit exactly once (the ranks' coordinates act
 freely on the links), so a link of orbit ``o`` carries in step ``t`` exactly the sum above, the
 step costs at most ``b_t`` and the schedule at most ``sum_t b_t`` (:func:`sizes`; pieces are
-rounded to ``2^-20`` of a block); ``S`` is searched (:func:`best_steps`). TACOS 4x4x2 at 1 GB (25 steps): 1.6387 ms against the ramp bound's 1.6379
+rounded to ``2^-20`` of a block); ``S`` is searched (:func:`best_steps`). TACOS 4x4x2 at 1 GB
+(25 steps): 1.6387 ms against the ramp bound's 1.6379
 (:mod:`collsynth.tens.bounds.ramp`); the greedy tree packing at 120 pieces takes 1.7355 ms.
 
 Reduce-scatter is the allgather's time reversal on the transposed links (Zhao et al., NSDI 2025,
@@ -84,7 +85,8 @@ def coverings(kind: str, n: int) -> dict[str, list[tuple[int, int]]]:
     if kind == "ring":
         return ring_coverings(n)
     if kind == "uniring":  # one way round (the transposed links the other way)
-        return {"chain+": [(i, i + 1) for i in range(n - 1)], "chain-": [((-i) % n, (-i - 1) % n) for i in range(n - 1)]}
+        rings = ring_coverings(n) if n > 2 else {"chain+": [(0, 1)]}
+        return {k: v for k, v in rings.items() if k.startswith("chain")}
     return {"star": [(0, i) for i in range(1, n)]}  # complete; a switch of two; none for a group of one
 
 
@@ -175,7 +177,8 @@ def on_links(topology, found: dict) -> dict:
     go one way)."""
     la = topology.link_arrays
     return {name: tree_hops for name, tree_hops in found.items()
-            if all(min(src.min(), dst.min()) >= 0 and (la.lookup(src, dst) >= 0).all() for _, _, _, src, dst in tree_hops)}
+            if all(min(src.min(), dst.min()) >= 0 and (la.lookup(src, dst) >= 0).all()
+                   for _, _, _, src, dst in tree_hops)}
 
 
 def orbit_costs(topology, found: dict) -> dict[tuple, tuple[float, float]]:
