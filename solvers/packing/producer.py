@@ -70,7 +70,6 @@ DEPTH_FACTOR = 100  # automatic pieces: this many per hop of the deepest route (
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
 SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
-GREEDY_OFFER_NODES = 128  # where ring trees were packed, the greedy packing is a latency candidate up to this many GPUs
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
@@ -749,9 +748,6 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
             except Unsupported:
                 pass
     alts["shortest paths"] = shallow(instance, f)
-    if len(instance.collective.nodes) <= GREEDY_OFFER_NODES:
-        for g in _greedy_instead_of_rings(instance, f, options, deadline):
-            alts[f"greedy k={g.k}"] = g
     return alts
 
 
