@@ -4,7 +4,8 @@ Run: ``python benchmarks/bench_allreduce.py`` (``--only "A100 x2"`` for one syst
 allreduce`` for one kind, ``--producers tree-packing,ring``, ``--bounds-only`` for the bounds
 and the RS+AG verdict alone, in seconds). Each (system, kind) runs in its own
 process (its peak memory is its own) through the normal pipeline
-(``collsynth.solvers.pipeline.run``: verified, then priced) with each producer; the row prints
+(``collsynth.solvers.pipeline.run``: verified, then priced) with each producer (tree packing, and
+``dimension-trees`` where the system is a hierarchy: TACOS's); the row prints
 the instance's bound under ``event`` (:mod:`collsynth.tens.bounds`; latency included: for allreduce the partition bound of
 :mod:`collsynth.tens.bounds.partitions`, beside the cut's), the best verified schedule under
 ``event`` (FIFO links), ``event-inorder`` (each link in step order) and ``sync``, each with its
