@@ -7,7 +7,8 @@
   ramp bound (the greedy tree packing's best: 6 % over);
 - hypothesis on small hierarchies (levels, sizes, bandwidths, latencies, kinds): verified, the
   ``sync`` price at most the linear program's value and at least the instance's bound;
-- what it refuses: a switch of three, a topology that is no hierarchy.
+- what it refuses: a switch of three, more trees than the program takes, a topology that is no
+  hierarchy.
 """
 
 import pytest
@@ -89,5 +90,7 @@ def test_verified_priced_within_its_program_and_above_the_bound(shape, kind, alp
 def test_refuses_what_it_does_not_cover():
     with pytest.raises(Unsupported, match="switch level must join two ranks"):
         dimension_trees(make_instance(hierarchy(["switch"], [3]), "allgather", message_bytes=3))
+    with pytest.raises(Unsupported, match="6,144 trees"):  # 4! level orders times 4^4 ring coverings
+        dimension_trees(make_instance(hierarchy(["ring"] * 4, [4] * 4), "allgather", message_bytes=256))
     with pytest.raises(Unsupported, match="hierarchical topology"):
         dimension_trees(make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=4))

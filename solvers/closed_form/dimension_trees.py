@@ -59,6 +59,7 @@ KINDS = ("allgather", "reduce_scatter", "allreduce")
 LEVELS = ("ring", "uniring", "complete", "switch")
 MAX_STEPS = 128  # the largest step count searched (alpha 0 would take ever more, finer steps; 256 took 84 s)
 SIMPLEX_STEPS = 64  # up to this many steps the dual simplex, beyond it the interior point method (faster there)
+MAX_TREES = 256  # the most trees (level orders times coverings) the step program takes (TACOS 4x4x2: 24)
 DENOM = 1 << 20  # pieces are whole multiples of 1/DENOM of a block
 
 
@@ -82,6 +83,8 @@ def ring_coverings(n: int) -> dict[str, list[tuple[int, int]]]:
 
 def coverings(kind: str, n: int) -> dict[str, list[tuple[int, int]]]:
     """How one group of a level is covered from offset 0 (``(parent, child)`` offsets)."""
+    if n == 1:
+        return {"none": []}
     if kind == "ring":
         return ring_coverings(n)
     if kind == "uniring":  # one way round (the transposed links the other way)
@@ -105,6 +108,10 @@ def levels_of(topology) -> list[tuple[str, int]]:
                               f"(got {n} ranks, unwind {u})")
     if topology.failed_links or len(topology.npus) != math.prod(dims):
         raise Unsupported("dimension-trees: every link and rank of the hierarchy must be live")
+    count = math.factorial(sum(n > 1 for n in dims)) * math.prod(len(coverings(k, n)) for k, n in zip(kinds, dims))
+    if count > MAX_TREES:
+        raise Unsupported(f"dimension-trees: {count:,} trees (level orders times ring coverings), more than the "
+                          f"{MAX_TREES} the step program takes")
     return list(zip(kinds, dims))
 
 
