@@ -248,7 +248,7 @@ def sizes(found: dict, costs: dict, S: int, block_bytes: float) -> tuple[float, 
 
 
 def best_steps(price, first: int, most: int = MAX_STEPS) -> int:
-    """The step count ``S`` in ``first .. most`` of least ``price(S)`` (None: none fits):
+    """The step count ``S`` in ``first .. most`` of least ``price(S)`` (None: none fits there):
     doubling from ``first`` while the price falls, then a ternary search between the
     neighbours of the best doubling (the price is close to convex in ``S``: steps' alphas
     against the pipeline's fill).
@@ -339,7 +339,7 @@ def _run(instance: Instance, options) -> Outcome:
 
 PRODUCERS = [Producer(
     "dimension-trees", "closed-form", _run,
-    "hierarchies (ring / complete / switch of two levels): every rank's block broadcast one level at a time on "
-    "every order of the levels, pieces sized per step by a linear program for the synchronous model",
+    "hierarchies of ring, fully connected and two-rank switch levels: every rank's block broadcast one level at a "
+    "time in every order of the levels, pieces sized per step by a linear program for the synchronous model",
     params=(Param("steps", int, None, "steps of each allgather or reduce-scatter (default: the least priced by "
-                                      "the linear program)", low=1, high=4096),))]
+                                      "the linear program, searched up to 128)", low=1, high=1024),))]
