@@ -94,3 +94,40 @@ def test_refuses_what_it_does_not_cover():
         dimension_trees(make_instance(hierarchy(["ring"] * 4, [4] * 4), "allgather", message_bytes=256))
     with pytest.raises(Unsupported, match="hierarchical topology"):
         dimension_trees(make_instance(build("ring", {"nodes": 4}), "allgather", message_bytes=4))
+
+
+
+class _RunsOutAfter:
+    """A deadline that passes once ``solves`` linear programs have been solved."""
+
+    def __init__(self, solves):
+        self.solves, self.left_calls = solves, 0
+
+    def left(self):
+        self.left_calls += 1
+        return 60.0
+
+    def expired(self):
+        return self.left_calls >= self.solves
+
+    def check(self, stage, done=""):
+        from collsynth.limits import TimeLimitReached
+        if self.expired():
+            raise TimeLimitReached(stage, done)
+
+
+def test_the_step_search_stops_at_the_deadline():
+    """Once the deadline has passed no further step count is tried: the search keeps the best
+    solved (two GPUs behind a switch: the search solves twice the shallowest count first, 4
+    steps, so the schedule has 4 steps, 3 equal pieces: 4/16 + 4/3 s by hand, where 5 steps
+    would give 25/16);
+    with none solved it stops with the time limit instead of a schedule."""
+    from collsynth.limits import TimeLimitReached
+
+    inst = make_instance(hierarchy(["switch"], [2]), "allgather", message_bytes=2)
+    sched, figures = dimension_trees(inst, None, _RunsOutAfter(1))
+    assert figures["allgather"]["steps"] == 4 and figures["allgather"]["pieces"] == 3
+    assert verify.verify(sched, inst) is None
+    assert cost_models.price(sched, inst, "sync").total_s == pytest.approx(4 / 16 + 4 / 3)
+    with pytest.raises(TimeLimitReached):
+        dimension_trees(inst, None, _RunsOutAfter(0))

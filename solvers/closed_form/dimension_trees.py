@@ -51,6 +51,7 @@ import math
 import numpy as np
 
 from ...instances import Instance
+from ...limits import Deadline
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE
 from ..producers import Outcome, Param, Producer, Unsupported
 from .phases import Phase, build, collective_of, constructed
@@ -201,11 +202,12 @@ def orbit_costs(topology, found: dict) -> dict[tuple, tuple[float, float]]:
     return out
 
 
-def sizes(found: dict, costs: dict, S: int, block_bytes: float) -> tuple[float, list[tuple]] | None:
+def sizes(found: dict, costs: dict, S: int, block_bytes: float,
+          seconds: float | None = None) -> tuple[float, list[tuple]] | None:
     """The module doc's linear program over ``S`` steps: ``(sum_t b_t, [(tree, first step,
     share), ...])`` with the shares that are not zero; None when no tree fits in ``S`` steps or
-    the solver fails. ``found``: per tree its hops (:func:`hops`); ``costs``: per orbit its
-    alpha and bandwidth (:func:`orbit_costs`).
+    the solver fails or runs out of its ``seconds`` (None: no limit). ``found``: per tree its
+    hops (:func:`hops`); ``costs``: per orbit its alpha and bandwidth (:func:`orbit_costs`).
 
     Two ranks joined by one link each way (a ring of two), 1 byte a block over 1 B/s, alpha
     1/4 s: one step of the whole block, 1/4 + 1 s:
@@ -240,7 +242,8 @@ def sizes(found: dict, costs: dict, S: int, block_bytes: float) -> tuple[float, 
     A = sparse.csr_matrix((v, (r, c)), shape=(rows, nx + S))
     rhs = -np.repeat([costs[o][0] for o in orbits], S)
     res = linprog(np.r_[np.zeros(nx), np.ones(S)], A_ub=A, b_ub=rhs, A_eq=np.r_[np.ones(nx), np.zeros(S)][None, :],
-                  b_eq=[1.0], bounds=[(0, None)] * (nx + S), method="highs-ds" if S <= SIMPLEX_STEPS else "highs-ipm")
+                  b_eq=[1.0], bounds=[(0, None)] * (nx + S), method="highs-ds" if S <= SIMPLEX_STEPS else "highs-ipm",
+                  options={} if seconds is None else {"time_limit": max(seconds, 0.01)})
     if res.status != 0:
         return None
     x = res.x[:nx]
@@ -277,9 +280,11 @@ def best_steps(price, first: int, most: int = MAX_STEPS) -> int:
     return min(range(lo, hi + 1), key=at)
 
 
-def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None) -> tuple:
+def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None,
+                    deadline: Deadline | None = None) -> tuple:
     """``(phase, figures)``: the allgather of the module doc on ``topology`` (blocks and ranks
-    by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: :func:`best_steps`)."""
+    by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: :func:`best_steps`,
+    which stops trying step counts when ``deadline`` passes and keeps the best solved)."""
     found = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
     if not found:
         raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
@@ -289,7 +294,11 @@ def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float,
 
     def solved(S: int):
         if S not in memo:
-            memo[S] = sizes(found, costs, S, block_bytes)
+            if deadline is not None and deadline.expired():
+                if any(memo.values()):
+                    return None  # out of time: the search settles on the best step count solved
+                deadline.check("dimension-trees step search", "no step count solved")
+            memo[S] = sizes(found, costs, S, block_bytes, None if deadline is None else deadline.left())
         return memo[S]
 
     S = steps if steps is not None else best_steps(lambda S: solved(S) and solved(S)[0], deepest)
@@ -308,9 +317,10 @@ def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float,
     return ph, {"steps": S, "lp_s": value, "trees": len(used), "pieces": len(shares)}
 
 
-def dimension_trees(instance: Instance, steps: int | None = None):
+def dimension_trees(instance: Instance, steps: int | None = None, deadline: Deadline | None = None):
     """``(schedule, figures)``: the module doc's allgather, reduce-scatter (the allgather on the
-    transposed links, reversed) or allreduce (both in sequence) on ``instance``."""
+    transposed links, reversed) or allreduce (both in sequence) on ``instance``; the step
+    search of each half gets half of what is left of ``deadline`` (None: no limit)."""
     coll = collective_of(instance, "dimension-trees", KINDS)
     topo = instance.topology
     levels = levels_of(topo)
@@ -319,10 +329,11 @@ def dimension_trees(instance: Instance, steps: int | None = None):
     block = coll.chunk_bytes * coll.chunks_per_node
     phases, figures = [], {}
     if coll.kind in ("reduce_scatter", "allreduce"):
-        ph, figures["reduce_scatter"] = allgather_phase(topo.transpose(), levels, block, steps)
+        half = None if deadline is None or coll.kind != "allreduce" else deadline.share(0.5)
+        ph, figures["reduce_scatter"] = allgather_phase(topo.transpose(), levels, block, steps, half or deadline)
         phases.append((ph.reversed(), OP_REDUCE if coll.kind == "allreduce" else OP_DEFAULT))
     if coll.kind in ("allgather", "allreduce"):
-        ph, figures["allgather"] = allgather_phase(topo, levels, block, steps)
+        ph, figures["allgather"] = allgather_phase(topo, levels, block, steps, deadline)
         phases.append((ph, OP_COPY if coll.kind == "allreduce" else OP_DEFAULT))
     ranks = np.arange(topo.size)
     return build(instance, phases, name="dimension-trees", ranks=ranks, meta=figures), figures
@@ -330,7 +341,7 @@ def dimension_trees(instance: Instance, steps: int | None = None):
 
 def _run(instance: Instance, options) -> Outcome:
     steps = dict(getattr(options, "params", {}) or {}).get("steps")
-    sched, figures = dimension_trees(instance, steps)
+    sched, figures = dimension_trees(instance, steps, options.timer() if hasattr(options, "timer") else None)
     lp = sum(f["lp_s"] for f in figures.values())
     out = constructed(sched, {"sync_s": lp, **{f"{k}_steps": f["steps"] for k, f in figures.items()}})
     out.extra["dimension_trees"] = figures
