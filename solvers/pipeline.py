@@ -154,6 +154,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
                                             else model.bound_of(bnds, outcome.schedule))
         row[model.lower_bound_column] = None if own is None else own.value
     _record(row, prod, outcome)
+    if outcome.schedule is not None:  # the tables set each row against the bound of its routing (bound_of)
+        row["extra"]["routing"] = getattr(outcome.schedule, "routing", "links")
     _say_picked(row, picked)
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
