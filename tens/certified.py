@@ -59,12 +59,18 @@ def digest(schedule: Schedule) -> bytes:
     """BLAKE2b of every column of ``schedule`` (dtype, shape and bytes) and every other field."""
     h = hashlib.blake2b(digest_size=32)
     fields = {k: getattr(schedule, k) for k in ("collective", "nodes", "chunks", "denom", "routing", "link_order")}
-    h.update(json.dumps({**fields, "meta": schedule.meta}, sort_keys=True, default=str).encode())
+    h.update(json.dumps({**fields, "meta": schedule.meta}, sort_keys=True, default=_whole).encode())
     for name in COLUMNS:
         col = np.ascontiguousarray(getattr(schedule, name))
         h.update(f"{name}:{col.dtype.str}:{col.shape}".encode())
         h.update(memoryview(col).cast("B"))
     return h.digest()
+
+
+def _whole(value):
+    """A value JSON lacks, written whole (numpy arrays and scalars as lists and numbers, the
+    rest by ``repr``), so that the digest sees every part of it."""
+    return value.tolist() if hasattr(value, "tolist") else repr(value)
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,20 @@ def test_prices_of_another_timestep_are_priced_again(monkeypatch):
     _no_verifying(monkeypatch)
     row, kept = _checked(s, inst, verdict, epoch_step=1.0)
     assert kept is s and row["extra"]["priced_by_producer"] == [] and row["time_sync_s"] == pytest.approx(1.0)
+
+
+def test_the_digest_reads_every_part_of_the_schedule():
+    """Any one column entry, field or entry of a long meta array changed: another digest (an
+    array's text form elides its middle, the digest must not)."""
+    import numpy as np
+
+    base = _swap()
+    base.meta["weights"] = np.arange(5000)
+    changes = [lambda s: s.lo.__setitem__(0, 1), lambda s: s.op.__setitem__(1, 1),
+               lambda s: s.meta["weights"].__setitem__(2500, -1), lambda s: s.meta.__setitem__("switch_copy", False)]
+    for change in changes:
+        s = _swap()
+        s.meta["weights"] = np.arange(5000)
+        change(s)
+        assert certified.digest(s) != certified.digest(base)
+    assert certified.digest(replace(base, routing="shortest-path")) != certified.digest(base)
