@@ -547,7 +547,9 @@ class SpeculativePricing:
 
     A model that would not finish in the time left (its ``rate`` over the schedule's hops) is
     not started, since its compiled loop cannot be interrupted; a cheaper one after it may be.
-    :meth:`cancel` stops both threads before their next model."""
+    :meth:`cancel` stops both threads before their next model. ``certified`` (a verdict that
+    holds for this schedule and instance, :class:`~collsynth.tens.certified.Certified`): the
+    models it priced with the pipeline's options are taken from it (:attr:`known`), not priced."""
 
     def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None,
                  certified=None):

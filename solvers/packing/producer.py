@@ -665,8 +665,8 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
     (each half's picked forest and the one packed before the pick), each pair priced as the
     whole overlapped allreduce under the ``objective`` parameter's models, every verified one
     offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`_split_pair`) packed
-    after the others are priced, by the time left less what the pipeline needs to verify the
-    kept schedule again."""
+    after the others are priced, by the time left less what the pipeline needs to check the
+    kept schedule's verdict again."""
     forests = [h[0] for h in halves]
     models = OBJECTIVES[options.params.get("objective") or "sync+event"]
     c = instance.collective.chunks_per_node
@@ -690,7 +690,7 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
         return got
 
-    def split_pair() -> dict:  # within half the time left less the kept schedule's verification: then probed
+    def split_pair() -> dict:  # within half the time left less the kept verdict's check: then probed
         if deadline is None or kept is None:
             return _split_pair(instance, forests, options, deadline)
         share = deadline.earlier(kept.needs(0)).share(SPLIT_SHARE)
