@@ -78,7 +78,7 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
-SPLIT_SHARE = 0.5  # of the run's time left (less the kept schedule's verification) for packing the split pair
+SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
