@@ -32,7 +32,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from ..instances import CORPUS  # noqa: E402
-from .render import method  # noqa: E402
+from .render import applicable_bounds, best_runs, method  # noqa: E402
 
 plt.rcParams.update({"svg.hashsalt": "collsynth", "pdf.compression": 6})
 _META = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
@@ -266,9 +266,12 @@ def performance_profile(df: pd.DataFrame, out_dir: Path, name: str = "performanc
 
 def bound_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """``[instance, method]``: the best synchronous time of each method over the instance's
-    lower bound (NaN: no verified schedule); rows are every instance of ``df``."""
-    bound = df.groupby("instance")["lower_bound_s"].max()
-    return best_per_method(df, "time_sync_s").div(bound, axis=0)
+    lower bound for that schedule's routing (:func:`collsynth.results.render.applicable_bounds`;
+    NaN: no verified schedule); rows are every instance of ``df``."""
+    ok = df[df["verified"].astype(bool)]
+    ok = ok.assign(method=method(ok), ratio=pd.to_numeric(ok["time_sync_s"], errors="coerce") / applicable_bounds(df))
+    table = best_runs(ok, "time_sync_s").pivot(index="instance", columns="method", values="ratio")
+    return table.reindex(sorted(df["instance"].unique())).reindex(columns=sorted(method(df).unique()))
 
 
 def ratio_to_bound(df: pd.DataFrame, out_dir: Path, name: str = "ratio_to_bound",

@@ -59,27 +59,78 @@ def runtime_table(df: pd.DataFrame) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]].sort_values(["instance", "producer"]).reset_index(drop=True)
 
 
+def routings(df: pd.DataFrame) -> pd.Series:
+    """Each run's schedule routing as the pipeline recorded it (``extra["routing"]``: ``links``,
+    or ``shortest-path`` for sends that cross switches on their way); ``links`` where the
+    run's extra does not say (runs stored before it was recorded, runs with no schedule)."""
+    def get(text):
+        try:
+            return json.loads(text).get("routing") or "links"
+        except (TypeError, ValueError, AttributeError):
+            return "links"
+
+    if "extra" not in df.columns:
+        return pd.Series("links", index=df.index, dtype=object)
+    return df["extra"].map(get).astype(object)
+
+
+def applicable_bounds(df: pd.DataFrame, column: str = "lower_bound_s") -> pd.Series:
+    """Per run: the largest ``column`` stored for its instance by a run whose bound holds for
+    this run's schedule. Each run stores the bound of its own routing
+    (:meth:`collsynth.tens.cost_models.CostModel.bound_of`): a schedule sent on links meets
+    every stored bound (a routed schedule's bound, e.g. ``sync`` latency plus cut,
+    :attr:`collsynth.tens.bounds.Bounds.sync_routed`, relaxes the links' one), a routed
+    schedule only the routed runs' (a route crosses its switches in one step, so the drain and
+    ramp arguments do not bind it).
+
+    >>> df = pd.DataFrame({"instance": ["a", "a", "a"], "lower_bound_s": [3.0, 2.0, 2.5],
+    ...                    "extra": ['{"routing": "links"}', '{"routing": "shortest-path"}', None]})
+    >>> applicable_bounds(df).tolist()  # the routed run is set against 2.0, the others against 3.0
+    [3.0, 2.0, 3.0]
+    """
+    bound = pd.to_numeric(df[column], errors="coerce")
+    routed = routings(df) != "links"
+    every = bound.groupby(df["instance"]).transform("max")
+    own = bound.where(routed).groupby(df["instance"]).transform("max")
+    return every.where(~routed, own)
+
+
+def best_runs(ok: pd.DataFrame, time_col: str) -> pd.DataFrame:
+    """The run of least ``time_col`` per (instance, method) of the verified runs ``ok`` (with
+    a ``method`` column; a run without that time only where the method has no other)."""
+    return ok.sort_values(time_col, kind="stable").groupby(["instance", "method"], sort=False).head(1)
+
+
 def optimality(df: pd.DataFrame) -> pd.DataFrame:
     """Per instance: lower bound, best verified time, and each method's time and ratio to the bound.
 
     Time is the synchronous alpha-beta price (``docs/cost-models.md``) of the stored verified
-    schedule; the best of a method's seeds counts. Deterministic columns only.
+    schedule; the best of a method's seeds counts. Each ratio is to the bound that holds for
+    that schedule's routing (:func:`applicable_bounds`): ``lower_bound_s`` is the instance's
+    largest (schedules on links), ``lower_bound_routed_s`` (shown only where a method routes)
+    the one a routed schedule is set against. Deterministic columns only.
     """
     ok = df[df["verified"]].copy()
     if ok.empty:
         return pd.DataFrame(columns=["instance", "lower_bound_s", "best_s", "best_method"])
     ok["method"] = method(ok)
-    best_per = ok.groupby(["instance", "method"])["time_sync_s"].min().unstack("method")
+    ok["ratio"] = pd.to_numeric(ok["time_sync_s"], errors="coerce") / applicable_bounds(df)[ok.index]
+    best = best_runs(ok, "time_sync_s")
+    best_per = best.pivot(index="instance", columns="method", values="time_sync_s")
+    ratio_per = best.pivot(index="instance", columns="method", values="ratio")
     bound = df.groupby("instance")["lower_bound_s"].max()
     out = pd.DataFrame({"lower_bound_s": bound.reindex(best_per.index)})
+    routed = routings(df) != "links"
+    if routed.any():
+        out["lower_bound_routed_s"] = df["lower_bound_s"].where(routed).groupby(df["instance"]).max()
     source = bound_labels(df, "sync").reindex(best_per.index)
     if source.notna().any():
         out["bound_source"] = source
     out["best_s"] = best_per.min(axis=1)
     out["best_method"] = best_per.idxmin(axis=1)
-    out["best/bound"] = out["best_s"] / out["lower_bound_s"]
+    out["best/bound"] = [ratio_per.at[i, m] if isinstance(m, str) else np.nan for i, m in out["best_method"].items()]
     for m in sorted(best_per.columns):
-        out[f"{m} ratio"] = best_per[m] / out["lower_bound_s"]
+        out[f"{m} ratio"] = ratio_per[m]
     return out.reset_index().sort_values("instance").reset_index(drop=True)
 
 
@@ -171,7 +222,8 @@ def proofs(df: pd.DataFrame) -> pd.DataFrame:
 def bounds_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per instance and cost model: the lower bound, the argument that proved it, the best
     verified time under that model and its ratio to the bound (each time against its own
-    bound: the event simulation's bound is weaker than the synchronous one)."""
+    bound: the event simulation's bound is weaker than the synchronous one; the bound is the
+    one that holds for the best schedule's routing, :func:`applicable_bounds`)."""
     ok = df[df["verified"].astype(bool)].copy()
     cols = ["instance", "model", "lower_bound_s", "bound_source", "best_s", "best_method", "best/bound"]
     if ok.empty:
@@ -182,12 +234,13 @@ def bounds_table(df: pd.DataFrame) -> pd.DataFrame:
         if time_col not in ok.columns or lb_col not in df.columns:
             continue
         labels = bound_labels(df, model)
+        held = applicable_bounds(df, lb_col)
         for inst, g in ok.groupby("instance"):
             t = pd.to_numeric(g[time_col], errors="coerce")
-            lb = pd.to_numeric(df.loc[df["instance"] == inst, lb_col], errors="coerce").max()
             if t.isna().all():
                 continue
             i = t.idxmin()
+            lb = held[i]
             rows.append({"instance": inst, "model": model, "lower_bound_s": lb, "bound_source": labels.get(inst, np.nan),
                          "best_s": t[i], "best_method": g.loc[i, "method"], "best/bound": t[i] / lb if lb > 0 else np.nan})
     return pd.DataFrame(rows, columns=cols).sort_values(["instance", "model"]).reset_index(drop=True)

@@ -185,15 +185,17 @@ def run_columns(runs: pd.DataFrame) -> tuple:
     return RUN_COLUMNS[:at] + RUNTIME_COLUMNS + RUN_COLUMNS[at:]
 
 
-def runs_table(runs: pd.DataFrame, bound_s: float) -> dict:
+def runs_table(runs: pd.DataFrame, bounds: pd.Series) -> dict:
     """Every run of one instance, one row each, with its schedule file linked (and its runtime
-    time and calibration when priced under one, :func:`run_columns`)."""
+    time and calibration when priced under one, :func:`run_columns`); ``over bound`` is each
+    run's synchronous time over ``bounds`` (per run: the stored bound that holds for its
+    schedule's routing, :func:`collsynth.results.render.applicable_bounds`)."""
     rows, spec = [], run_columns(runs)
-    for _, r in runs.iterrows():
+    for i, r in runs.iterrows():
         row = []
         for key, kind, _ in spec:
             if key == "over bound":
-                row.append(cell(r["time_sync_s"] / bound_s if r["verified"] and bound_s else None, kind))
+                row.append(cell(r["time_sync_s"] / bounds[i] if r["verified"] and bounds[i] else None, kind))
             elif key == "verified":
                 row.append(cell("yes" if r["verified"] else "no"))
             elif key == "schedule":
@@ -299,7 +301,7 @@ def bound_rows(instance, runs: pd.DataFrame, lp_bound: float) -> list[dict]:
     sources = sorted({_text(v) for v in runs.get("bound_source", pd.Series(dtype=str))} - {""})
     if sources:
         rows.append({"name": "bound source recorded with the runs", "value": "", "why": "; ".join(sources)})
-    stored = runs["lower_bound_s"].max()
+    stored = runs["lower_bound_s"].where(render.routings(runs) == "links").max()  # routed runs store their own
     if not _missing(stored) and b.sync.computed and not np.isclose(stored, b.sync.value, rtol=1e-9):
         rows.append({"name": "stored lower bound", "value": figures.seconds_label(stored), "warn": True,
                      "why": "differs from the bound of the instance file as it is now: the file changed since the runs"})
@@ -547,13 +549,12 @@ def write(store_path: str | Path, out: Path, jobs: int = 1, progress: bool = Fal
 def instance_page(name: str, runs: pd.DataFrame, task: dict, drawn: dict, lp_bound: float) -> dict:
     """The template fields of one instance page."""
     instance = load_instance(task["instance_file"]) if task["instance_file"] else None
-    bound_s = float(runs["lower_bound_s"].max())  # the stored bound, as in the index's tables
     about = {"file": task["instance_file"] or task["stored_file"], "suites": _suites_of(runs).get(name, "")}
     if instance is not None:
         topo = instance.topology.summary()
         about.update(description=instance.description, topology=topo,
                      collectives=[c.describe() for c in instance.collectives])
     return {"name": name, "about": about, "bounds": bound_rows(instance, runs, lp_bound) if instance else [],
-            "runs_table": runs_table(runs, bound_s), "provenance_table": provenance_table(runs),
+            "runs_table": runs_table(runs, render.applicable_bounds(runs)), "provenance_table": provenance_table(runs),
             "sizes_table": sizes_table(runs),
             "pictures": [{**p, "src": f"img/{p['src']}"} for p in drawn["pictures"]], "notes": drawn["notes"]}

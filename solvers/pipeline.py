@@ -154,6 +154,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
                                             else model.bound_of(bnds, outcome.schedule))
         row[model.lower_bound_column] = None if own is None else own.value
     _record(row, prod, outcome)
+    if outcome.schedule is not None:  # the tables set each row against the bound of its routing (bound_of)
+        row["extra"]["routing"] = getattr(outcome.schedule, "routing", "links")
     _say_picked(row, picked)
     row["extra"]["bounds"] = _bounds_extra(bnds)
     schedule = outcome.schedule
@@ -162,7 +164,8 @@ def _run(instance: Instance, producer: str, options: Options | None,
     if compact_forms.form_of(schedule) is not None:
         return check_and_price_trees(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages,
                                      outcome.prices)
-    row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step)
+    row, kept = check_and_price(row, schedule, instance, deadline.extended(GRACE_S - STOP_S), stages, epoch_step,
+                                outcome.certified)
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
     return row, kept
@@ -384,7 +387,8 @@ def _record(row: dict[str, Any], prod, outcome: Outcome) -> None:
 
 
 def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance, deadline: Deadline,
-                     stages: dict[str, float], epoch_step: float | None) -> tuple[dict[str, Any], Schedule | None]:
+                     stages: dict[str, float], epoch_step: float | None,
+                     certified=None) -> tuple[dict[str, Any], Schedule | None]:
     """The gate every produced schedule passes before :func:`run` keeps it: ``(row, schedule)``
     with the schedule verified and priced into ``row``, or ``(row, None)`` with the row saying
     why not (``invalid``: the violation; ``timeout``: the stage the ``deadline`` stopped).
@@ -398,18 +402,27 @@ def check_and_price(row: dict[str, Any], schedule: Schedule, instance: Instance,
     is done); the
     prices go into the row only once the schedule has verified (a schedule that fails, or
     whose verification the limit stops, is reported unpriced). Pricing starts once no send is malformed
-    (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range."""
+    (:func:`~collsynth.tens.verify.malformed`), so that its kernels read only ids in range.
+    ``certified``: the producer's verdict on the schedule and its prices
+    (:class:`~collsynth.tens.certified.Certified`), taken instead of verifying, and each price
+    instead of pricing under that model, only where it holds for this very ``schedule`` and
+    ``instance`` (the same objects, their content unchanged); the row's ``extra`` says so
+    (``verified_by_producer``: the producer's verification seconds; ``priced_by_producer``)."""
     row["sends"] = len(schedule)
     pricing = None
     try:
         with _stage(deadline, "verification", stages):
-            violation = verify.malformed(schedule, instance)
+            trusted = certified is not None and certified.holds(schedule, instance)
+            violation = None if trusted else verify.malformed(schedule, instance)
         if violation is None:  # every id in range: the pricing kernels may read the schedule
-            pricing = SpeculativePricing(schedule, instance, deadline, epoch_step)
+            pricing = SpeculativePricing(schedule, instance, deadline, epoch_step, certified if trusted else None)
+            if trusted:
+                row["extra"]["verified_by_producer"] = round(certified.verify_s, 4)
+                row["extra"]["priced_by_producer"] = list(pricing.known)
             with _stage(deadline, "pricing plan", stages):
                 pricing.prepare()
             with _stage(deadline, "verification", stages):
-                violation = verify.verify(schedule, instance, well_formed=True)
+                violation = None if trusted else verify.verify(schedule, instance, well_formed=True)
     except BaseException as e:
         if pricing is not None:
             pricing.cancel()
@@ -534,16 +547,22 @@ class SpeculativePricing:
 
     A model that would not finish in the time left (its ``rate`` over the schedule's hops) is
     not started, since its compiled loop cannot be interrupted; a cheaper one after it may be.
-    :meth:`cancel` stops both threads before their next model."""
+    :meth:`cancel` stops both threads before their next model. ``certified`` (a verdict that
+    holds for this schedule and instance, :class:`~collsynth.tens.certified.Certified`): the
+    models it priced with the pipeline's options are taken from it (:attr:`known`), not priced."""
 
-    def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None):
+    def __init__(self, schedule: Schedule, instance: Instance, deadline: Deadline, epoch_step: float | None,
+                 certified=None):
         self.deadline = deadline
         self.schedule, self.instance, self.epoch_step = schedule, instance, epoch_step
+        known = {m.name: (m, *got) for m in cost_models.MODELS.values()  # the producer's prices of it (trusted)
+                 if certified is not None and (got := certified.known(m, epoch_step)) is not None}
+        self.known = tuple(known)  # priced by the producer: taken, not priced again
         self.plan = PricingPlan(schedule, instance, models=tuple(m.name for m in cost_models.MODELS.values()
-                                                                 if m.uses_plan))  # derived once for them
+                                                                 if m.uses_plan and m.name not in known))
         self._lock = threading.Lock()
-        self._todo = list(cost_models.MODELS.values())  # cheapest (highest rate) first
-        self._done: dict[str, tuple[Any, Any, float | None]] = {}  # model name: (model, Cost / exception / note, s)
+        self._todo = [m for m in cost_models.MODELS.values() if m.name not in known]  # cheapest (highest rate) first
+        self._done: dict[str, tuple[Any, Any, float | None]] = known  # model name: (model, Cost / exception / note, s)
         self._running: dict[str, tuple[Any, float]] = {}  # the models being priced, since when
         self._cancelled = threading.Event()
         self._failed = threading.Event()  # a model raised: no further model starts
@@ -566,7 +585,7 @@ class SpeculativePricing:
             return
         self._count_hops()
         for model in cost_models.MODELS.values():
-            if model.prepare is None or self._cancelled.is_set() or self._failed.is_set():
+            if model.prepare is None or model.name in self.known or self._cancelled.is_set() or self._failed.is_set():
                 continue
             if self._not_started(model) is not None:
                 continue

@@ -292,6 +292,9 @@ class Outcome:
     ``prices``: cost model name -> the :class:`~collsynth.tens.cost.Cost` the producer computed
     of exactly ``schedule`` with the function the pipeline prices its form with, so the
     pipeline takes it instead of pricing again, and only once the schedule has verified.
+    ``certified``: the producer's own verdict on ``schedule`` and its prices
+    (:class:`~collsynth.tens.certified.Certified`), which the pipeline takes instead of
+    verifying and pricing again only where it holds for that very schedule and instance.
     """
 
     schedule: Schedule | None
@@ -312,6 +315,7 @@ class Outcome:
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     prices: dict[str, Any] = field(default_factory=dict)
+    certified: Any = None
 
 
 @dataclass(frozen=True)

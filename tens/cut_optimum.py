@@ -297,13 +297,18 @@ def fixed_k(net: FlowNet, k: int, tau_star: Fraction, stretch: Fraction = Fracti
     """The least time ``tau >= tau_star`` (at most ``stretch`` times it) at which ``k`` trees per
     shard fit the floored capacities ``floor(k tau units)`` (ForestColl's fixed-k search, Zhao et
     al., arXiv 2402.06787, Section 5 and Appendix); None if none does within ``stretch``. The
-    candidates are the times where some capacity steps up, searched by bisection.
+    candidates are the times where some capacity steps up, searched by bisection, after
+    ``tau_star`` itself (the answer whenever it holds, as for the optimum's own ``k``; the
+    candidates up to ``stretch`` times it can number hundreds of thousands where the units are
+    fine, e.g. links on a share of their bandwidth, :mod:`collsynth.solvers.packing.capacity_split`).
 
     >>> from collsynth.instances.generators import build
     >>> net = flow_net(build("switch", {"nodes": 4, "unwind": 0}), range(4), [1, 1, 1, 1])
     >>> fixed_k(net, 1, optimum(net).tau)
     Fraction(3, 1)
     """
+    if holds_with(net, capacities(net, k, tau_star), k):
+        return tau_star
     top = tau_star * stretch
     cands = {tau_star}
     for u in {int(x) for x in net.units}:

@@ -19,6 +19,7 @@ from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
 from collsynth.solvers import pipeline
 from collsynth.solvers.packing import incumbent, overlap, producer
 from collsynth.solvers.producers import Options
+from collsynth.tens import cost_models, verify
 
 from test_capacity_split import two_chassis
 
@@ -61,6 +62,13 @@ def test_the_run_returns_by_its_limit_and_grace_with_the_kept_schedule(monkeypat
     assert row["verified"] and sched is not None and "time limit" in row["message"]
     assert "kept_schedule" in row["extra"] and "joint_choice" not in row["extra"]
     assert [f["pieces"] for f in row["extra"]["forests"]] == [overlap.PROBE_PIECES] * 2
+    # verified and priced once, in the choice: the pipeline took the verdict and the prices, which are the
+    # returned schedule's (priced afresh here) and never below the partition bound
+    assert row["extra"]["verified_by_producer"] > 0 and row["extra"]["priced_by_producer"] == ["sync", "event"]
+    inst = _instance()
+    assert verify.verify(sched, inst) is None
+    for model, column in (("sync", "time_sync_s"), ("event", "time_event_s")):
+        assert row[column] == cost_models.price(sched, inst, model).total_s >= BOUND
 
 
 class Stand:
@@ -95,11 +103,11 @@ def test_an_extra_pair_is_priced_at_fewer_pieces_when_the_time_left_is_short():
     assert priced(None) == ([200, 200], [200])
 
 
-def test_kept_holds_the_least_priced_and_reserves_its_verification():
+def test_kept_holds_the_least_priced_and_reserves_its_verdict_s_check():
     """Summed sync + event: 3 s, then 2.5 s (kept), then 2.5 s again (a tie keeps the first);
-    the last probe 800 sends in 4 s (verified in 0.9 s): 5 ms a send; a probe of 100 sends then
-    needs 0.5 s, and the pipeline's verification of the kept schedule (verified in 0.5 s) twice
-    that; one of 8000 sends 40 s, and its own verification (9 s) twice."""
+    the last probe 800 sends in 4 s (its digest 0.9 s): 5 ms a send; a probe of 100 sends then
+    needs 0.5 s, and the pipeline's check of the kept schedule's verdict (its digest 0.5 s) twice
+    that; one of 8000 sends 40 s, and its own digest (9 s) twice."""
     k = incumbent.Kept(("sync", "event"))
     a, b, c = ("a1", "a2"), ("b1", "b2"), ("c1", "c2")
     k.offer(a, [10, 10], "A", {"sync": 2.0, "event": 1.0}, 100, 1.0, 0.1)
@@ -107,7 +115,7 @@ def test_kept_holds_the_least_priced_and_reserves_its_verification():
     k.offer(c, [10, 10], "C", {"sync": 1.0, "event": 1.5}, 800, 4.0, 0.9)
     assert k.schedule == "B" and k.holds(list(b), [10, 10]) and not k.holds(list(c), [10, 10])
     assert k.needs(100) == pytest.approx(0.5 + incumbent.RESERVE * 0.5)  # the probe's own: 100 x 0.9 / 800 s
-    assert k.needs(8000) == pytest.approx(40 + incumbent.RESERVE * 9.0)  # the probe's own verification: 9 s
+    assert k.needs(8000) == pytest.approx(40 + incumbent.RESERVE * 9.0)  # the probe's own digest: 9 s
     assert k.fits(10 ** 9, None) and incumbent.Kept(("sync",)).fits(10 ** 9, Deadline.after(1))
 
 

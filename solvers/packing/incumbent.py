@@ -6,27 +6,30 @@ emitted as the whole overlapped allreduce, verified and priced (Zhao et al., "Fo
 halves as picked, reduce-scatter then allgather, cheap at the probe's pieces; the capacity split
 (:mod:`.capacity_split`) comes last and costs most (DGX-2 x2, 1 GB: its 21 deep trees a shard at 200
 pieces are 8.4 M sends). :class:`Kept` holds the least priced of those verified schedules, so a run
-whose limit comes later still returns a verified schedule, and the one chosen is not emitted twice.
+whose limit comes later still returns a verified schedule, and the one chosen is not emitted twice,
+nor verified or priced twice: it is kept with its verdict and prices
+(:class:`collsynth.tens.certified.Certified`), which the pipeline takes where they hold for the
+very schedule it returns, after checking its content's digest.
 
 It also says whether a probe fits the time left (:meth:`Kept.fits`): the seconds a send took
 in the last probe (emitted, overlapped, verified, priced under the objective's models: measured,
 so the machine's load is in it) times the probe's sends, plus the time the pipeline needs to
-verify the kept schedule (or the probe, should it be kept) again (:data:`RESERVE`), must be left
-before the probe starts, since its compiled kernels cannot be interrupted. Sends differ: DGX-2
-x2's split pair (its forests cut at each other's boundaries, :func:`.overlap.aligned`) verified
-at 7.2 us a send (61 s of CPU and 7.7 GB for 8.4 M sends), the halves as picked at 0.9 us, so a
-probe of another pair starts at few pieces where time is short, and doubles them while the rate
-it measured itself fits (:func:`.overlap.joint`).
+check the kept schedule's verdict (or the probe's, should it be kept) again (:data:`RESERVE`
+times its digest), must be left before the probe starts, since its compiled kernels cannot be
+interrupted. Sends differ: DGX-2 x2's split pair (its forests cut at each other's boundaries,
+:func:`.overlap.aligned`) verified at 7.2 us a send (61 s of CPU and 7.7 GB for 8.4 M sends), the
+halves as picked at 0.9 us, so a probe of another pair starts at few pieces where time is short,
+and doubles them while the rate it measured itself fits (:func:`.overlap.joint`).
 
 >>> k = Kept(("sync", "event"))
 >>> picked, split = ["rs", "ag"], ["rs on its share", "ag on its share"]  # two pairs of forests
->>> k.offer(picked, [200, 200], "schedule A", {"sync": 2.0, "event": 1.0}, sends=100, seconds=1.0, verify_s=0.25)
->>> k.offer(split, [100, 100], "schedule B", {"sync": 1.5, "event": 1.0}, sends=400, seconds=2.0, verify_s=0.5)
+>>> k.offer(picked, [200, 200], "schedule A", {"sync": 2.0, "event": 1.0}, sends=100, seconds=1.0, check_s=0.25)
+>>> k.offer(split, [100, 100], "schedule B", {"sync": 1.5, "event": 1.0}, sends=400, seconds=2.0, check_s=0.5)
 >>> k.schedule, k.objective, k.seconds_per_send
 ('schedule B', 2.5, 0.005)
 >>> k.holds(split, [100, 100]), k.holds(split, [200, 200]), k.holds(picked, [200, 200])
 (True, False, False)
->>> k.needs(1000)  # 1000 sends at 5 ms, then the kept schedule (0.5 s) or these (1.25 ms a send) verified again
+>>> k.needs(1000)  # 1000 sends at 5 ms, then the kept schedule's verdict (0.5 s) or these (1.25 ms a send) checked
 7.5
 """
 
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-RESERVE = 2.0  # times the kept schedule's verification in the probe: what the pipeline needs to verify it again
+RESERVE = 2.0  # times the kept schedule's digest in the probe: what the pipeline needs to check its verdict again
 
 
 @dataclass
@@ -46,23 +49,28 @@ class Kept:
     pair: tuple = ()  # the forests (reduce-scatter, allgather) it was emitted from
     pieces: list = field(default_factory=list)
     prices: dict = field(default_factory=dict)
-    verify_s: float = 0.0  # the kept schedule's verification in its probe
+    check_s: float = 0.0  # the kept schedule's digest in its probe (the pipeline checks its verdict so)
     seconds_per_send: float = 0.0  # of the last probe: emitting, verifying and pricing, per send
-    verify_per_send: float = 0.0  # of the last probe: verifying, per send
+    check_per_send: float = 0.0  # of the last probe: its digest, per send
+    certified: object = None  # the kept schedule's verdict and prices (collsynth.tens.certified.Certified)
 
     @property
     def objective(self) -> float:
         """The kept schedule's prices summed over the models (infinite when none is kept)."""
         return sum(self.prices[m] for m in self.models) if self.prices else float("inf")
 
-    def offer(self, pair, pieces, schedule, prices: dict, sends: int, seconds: float, verify_s: float) -> None:
+    def offer(self, pair, pieces, schedule, prices: dict, sends: int, seconds: float, check_s: float,
+              certified=None) -> None:
         """The verified schedule of ``pair`` at ``pieces``, of ``sends`` sends, priced at
-        ``prices`` in ``seconds`` (its verification ``verify_s`` of them): kept when its summed
-        price is less than the kept one's (the first kept on a tie)."""
-        self.seconds_per_send, self.verify_per_send = seconds / max(1, sends), verify_s / max(1, sends)
+        ``prices`` in ``seconds`` (``check_s`` of them its verdict's digest, what the pipeline
+        computes again to take the verdict): kept when its summed
+        price is less than the kept one's (the first kept on a tie), with ``certified``, its
+        verdict and prices (:class:`collsynth.tens.certified.Certified`), which the pipeline
+        takes instead of verifying and pricing it again."""
+        self.seconds_per_send, self.check_per_send = seconds / max(1, sends), check_s / max(1, sends)
         if sum(prices[m] for m in self.models) < self.objective:
             self.schedule, self.pair, self.pieces, self.prices = schedule, tuple(pair), list(pieces), dict(prices)
-            self.verify_s = verify_s
+            self.check_s, self.certified = check_s, certified
 
     def holds(self, forests, pieces) -> bool:
         """Whether the kept schedule is ``forests`` (the very objects) at ``pieces``."""
@@ -71,8 +79,8 @@ class Kept:
 
     def needs(self, sends: int) -> float:
         """Seconds a probe of ``sends`` sends is expected to take, and then the pipeline's
-        verification of the kept schedule or of the probe's, whichever is longer."""
-        return sends * self.seconds_per_send + RESERVE * max(self.verify_s, sends * self.verify_per_send)
+        check of the kept schedule's verdict or of the probe's, whichever is longer."""
+        return sends * self.seconds_per_send + RESERVE * max(self.check_s, sends * self.check_per_send)
 
     def fits(self, sends: int, deadline) -> bool:
         """Whether a probe of ``sends`` sends fits the time ``deadline`` leaves (:meth:`needs`);

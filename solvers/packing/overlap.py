@@ -43,7 +43,7 @@ PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a 
 PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of pricing)
 LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
 DIRECT_FACTOR = 4  # an extra pair is priced at once at the probe's pieces where this many times the time the last
-# probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed and 7.2 us verified again, the halves' 2.8 + 0.9)
+# probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed, the halves' 2.8)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the

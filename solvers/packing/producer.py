@@ -47,7 +47,7 @@ from ...instances.box_shift import box_shift
 from ...instances.size import BYTES_PER_SEND, topology_field
 from ...instances.switch_ops import copying_mask
 from ...limits import TimeLimitReached, memory_budget, require
-from ...tens import cost_models, verify
+from ...tens import certified, cost_models, verify
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ...tens.pipelined_trees import expand
@@ -78,7 +78,7 @@ OBJECTIVES = {"sync+event": ("sync", "event"), "sync": ("sync",), "event": ("eve
 # models whose priced sum the latency choice minimises (latency.estimate's "both", "sync", "event")
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
-SPLIT_SHARE = 0.5  # of the run's time left (less the kept schedule's verification) for packing the split pair
+SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
@@ -465,8 +465,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     except TimeLimitReached as e:
         if kept is None or kept.schedule is None:
             raise
-        limits.kept()  # returned at once: the pipeline verifies and prices it in the time left
-        return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(e))
+        limits.kept()  # returned at once, with its verdict and prices: the pipeline takes them where they hold
+        return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(e), verdict=kept.certified)
 
 
 def _finish(instance: Instance, options: Options, forests: list[Forest], deadline, t0: float, kept) -> Outcome:
@@ -491,21 +491,24 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
             forests, depths = list(kept.pair), kept.pieces
     check_sends(forests, depths, coll.chunks_per_node,
                 "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
+    verdict = None
     if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
-        sched = kept.schedule
+        sched, verdict = kept.schedule, kept.certified
     else:
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
         sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)
         sched = _with_header(sched, instance)
     _check_piece_bytes(instance, sched)
-    return _outcome(instance, forests, depths, sched, t0, picks, joint, note)
+    return _outcome(instance, forests, depths, sched, t0, picks, joint, note, verdict=verdict)
 
 
 def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched: Schedule, t0: float,
-             picks: list | None = None, joint: dict | None = None, note: str = "", stopped: str = "") -> Outcome:
+             picks: list | None = None, joint: dict | None = None, note: str = "", stopped: str = "",
+             verdict=None) -> Outcome:
     """The run's :class:`Outcome`: ``sched`` of ``forests`` at ``depths`` and what chose them
     (``picks``' latency choices, the ``joint`` choice); ``note``: why the kept schedule was
-    taken; ``stopped``: the time limit that ended the choice, the kept schedule returned."""
+    taken; ``stopped``: the time limit that ended the choice, the kept schedule returned;
+    ``verdict``: ``sched``'s verification and prices in the choice (:attr:`Outcome.certified`)."""
     split = all(f.on_share for f in forests)  # the halves side by side, not in turn
     optimum_s = (max if split else sum)(optimum_seconds(instance, f) for f in forests)
     extra = {"optimum_s": optimum_s, "optimum_source": "cut condition (ForestColl, arXiv 2402.06787, Section 4)" +
@@ -516,7 +519,7 @@ def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched
     if note or stopped:
         extra["kept_schedule"] = note or f"{stopped}: the least priced verified schedule of the choice so far"
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps", found_by="tree-packing",
-                   build_s=time.perf_counter() - t0, extra=extra,
+                   build_s=time.perf_counter() - t0, extra=extra, certified=verdict,
                    message=f"{stopped}; kept the least priced verified schedule so far" if stopped else "")
 
 
@@ -662,8 +665,8 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
     (each half's picked forest and the one packed before the pick), each pair priced as the
     whole overlapped allreduce under the ``objective`` parameter's models, every verified one
     offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`_split_pair`) packed
-    after the others are priced, by the time left less what the pipeline needs to verify the
-    kept schedule again."""
+    after the others are priced, by the time left less what the pipeline needs to check the
+    kept schedule's verdict again."""
     forests = [h[0] for h in halves]
     models = OBJECTIVES[options.params.get("objective") or "sync+event"]
     c = instance.collective.chunks_per_node
@@ -679,16 +682,15 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
         t = time.perf_counter()
         rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
         sched = _with_header(overlap.overlapped(rs, ag, c), instance)
-        v = time.perf_counter()
-        if verify.verify(sched, instance) is not None:
+        verdict = certified.certify(sched, instance)
+        if verdict is None:
             return None
-        v = time.perf_counter() - v
-        got = {m: cost_models.price(sched, instance, m).total_s for m in models}
+        got = {m: verdict.price(m).total_s for m in models}
         if kept is not None:
-            kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, v)
+            kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
         return got
 
-    def split_pair() -> dict:  # within half the time left less the kept schedule's verification: then probed
+    def split_pair() -> dict:  # within half the time left less the kept verdict's check: then probed
         if deadline is None or kept is None:
             return _split_pair(instance, forests, options, deadline)
         share = deadline.earlier(kept.needs(0)).share(SPLIT_SHARE)
