@@ -118,14 +118,16 @@ def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tupl
     then fewest hops; else the source's link into a switch the destination hears from and that
     switch's link to the destination (two GPUs of one box behind their NVSwitch); else the
     source's link into a switch of its own (its NIC: a switch the only it attaches to) and the
-    destination's link out of one of its own. The fabric between NICs is taken as non-blocking
-    and each GPU uses its own NIC (no PXN). Raises :class:`~collsynth.InputError` for a pair
+    destination's link out of one of its own, the fabric between such NICs taken as
+    non-blocking; else the fewest-hop path through switches only (a NIC two GCDs share, as
+    MI250's, the fabric switch and the peer's NIC: the shared NIC's port to the fabric carries
+    both GCDs' traffic). Each GPU uses its own NIC (no PXN). Raises :class:`~collsynth.InputError` for a pair
     with no such links."""
     topo = instance.topology
     la = topo.link_arrays
     switches = set(topo.switches)
     out_sw, in_sw = defaultdict(dict), defaultdict(dict)
-    gpu_links = nx.DiGraph()
+    gpu_links, fabric = nx.DiGraph(), nx.DiGraph()
     for k, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist())):
         if v in switches:
             out_sw[u][v] = k
@@ -133,6 +135,8 @@ def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tupl
             in_sw[v][u] = k
         if u not in switches and v not in switches:
             gpu_links.add_edge(u, v, link=k, bandwidth=float(la.bandwidth[k]))
+        if u in switches and v in switches:
+            fabric.add_edge(u, v, link=k)
     npus_of = defaultdict(set)
     for u, v in zip(la.src.tolist(), la.dst.tolist()):
         if v in switches and u not in switches:
@@ -143,7 +147,7 @@ def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tupl
     memo, first, hop_send, hop_link = {}, [], [], []
     for i, (u, v) in enumerate(zip(src.tolist(), dst.tolist())):
         if (u, v) not in memo:
-            memo[(u, v)] = _pair_links(u, v, la, gpu_links, out_sw, in_sw, own)
+            memo[(u, v)] = _pair_links(u, v, la, gpu_links, fabric, out_sw, in_sw, own)
         links = memo[(u, v)]
         first.append(links[0])
         hop_send += [i] * len(links)
@@ -173,7 +177,8 @@ def widest_gpu_path(gpu_links: nx.DiGraph, u: int, v: int) -> list[int] | None:
     return None
 
 
-def _pair_links(u: int, v: int, la, gpu_links: nx.DiGraph, out_sw: dict, in_sw: dict, own: set) -> list[int]:
+def _pair_links(u: int, v: int, la, gpu_links: nx.DiGraph, fabric: nx.DiGraph, out_sw: dict, in_sw: dict,
+                own: set) -> list[int]:
     """The links a send ``u -> v`` loads, in order (see :func:`endpoint_links`)."""
     direct = int(la.lookup(np.array([u]), np.array([v]))[0])
     if direct >= 0:
@@ -186,10 +191,30 @@ def _pair_links(u: int, v: int, la, gpu_links: nx.DiGraph, out_sw: dict, in_sw: 
         return [out_sw[u][shared[0]], in_sw[v][shared[0]]]
     own_out = [w for w in out_sw[u] if w in own]
     own_in = [w for w in in_sw[v] if w in own]
-    if not own_out or not own_in:
+    if own_out and own_in:
+        return [out_sw[u][own_out[0]], in_sw[v][own_in[0]]]
+    over_switches = _switch_path(u, v, fabric, out_sw, in_sw)
+    if over_switches is None:
         raise InputError("xml", f"a send from node {u} to node {v}: no link or switch joins them "
                                 "on the instance's topology")
-    return [out_sw[u][own_out[0]], in_sw[v][own_in[0]]]
+    return over_switches
+
+
+def _switch_path(u: int, v: int, fabric: nx.DiGraph, out_sw: dict, in_sw: dict) -> list[int] | None:
+    """The links of the fewest-hop path ``u`` -> switches -> ``v`` (``fabric``: the switch-to-switch
+    links, ``link`` attributes), e.g. a GCD's NIC shared with its neighbour, the fabric switch
+    and the peer's NIC; None when there is none."""
+    best = None
+    for w1 in sorted(out_sw[u]):
+        reach = nx.single_source_shortest_path(fabric, w1) if w1 in fabric else {w1: [w1]}
+        for w2 in sorted(in_sw[v]):
+            path = reach.get(w2)
+            if path is not None and (best is None or len(path) < len(best)):
+                best = path
+    if best is None:
+        return None
+    return ([out_sw[u][best[0]]] + [fabric.edges[a, b]["link"] for a, b in zip(best, best[1:])]
+            + [in_sw[v][best[-1]]])
 
 
 def _steps(root, n: int) -> tuple[list, dict, list]:

@@ -38,3 +38,14 @@ def test_nvswitch_boxes_keep_their_switch_route():
     """A100 boxes have no GPU-to-GPU links: two GPUs of a box go through their NVSwitch (id 16)."""
     inst = make_instance(build("forestcoll_a100", {"nodes": 2}), "allgather", message_bytes=1 << 20)
     assert _route(inst, 0, 3) == ([(0, 16), (16, 3)], ["nvswitch", "nvswitch"])
+
+
+def test_gcds_sharing_a_nic_route_through_its_fabric_port():
+    """``mi250 nodes=2`` (TE-CCL's topology): GCDs 2k and 2k+1 share NIC switch k (id 32 + k in
+    box 0, 40 + k in box 1), the NICs hang off one fabric switch (id 48). GCD 0 to GCD 17 (box 1's
+    GCD 1): 0 -> NIC 32 -> fabric 48 -> NIC 40 -> 17, four `nic` links; GCD 1 to GCD 16 loads the
+    same NIC-to-fabric link 32 -> 48."""
+    inst = make_instance(build("mi250", {"nodes": 2}), "allgather", message_bytes=1 << 20)
+    assert _route(inst, 0, 17) == ([(0, 32), (32, 48), (48, 40), (40, 17)], ["nic"] * 4)
+    assert _route(inst, 1, 16)[0][1] == (32, 48)
+    assert _route(inst, 0, 5)[0] == [(0, 4), (4, 5)]  # in the box over xGMI, as on ForestColl's topology
