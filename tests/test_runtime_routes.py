@@ -1,7 +1,7 @@
 """Routes the runtime model gives P2P sends (``tens/runtime_program.py`` ``endpoint_links``):
 between two GCDs of an MI250 box that no xGMI link joins, over the xGMI links of the GCDs
-between them (RCCL ``ncclTopoSetXgmi``), not through the NIC; checked by hand on
-``MI250_XGMI`` (TE-CCL / ForestColl's matrix)."""
+between them (RCCL connects them with P2P/IPC and the GCDs' xGMI hive carries the writes), not
+through the NIC; checked by hand on ``MI250_XGMI`` (TE-CCL / ForestColl's matrix)."""
 
 from __future__ import annotations
 
