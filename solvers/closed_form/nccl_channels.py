@@ -28,8 +28,9 @@ path when a link has less left), and the search lowers that bandwidth (``speedAr
 the channels are found. Here a direct link of ``u`` times the box's narrowest direct link's
 bandwidth carries at most ``share * u`` channels, ``share`` the least whole number at which every
 channel finds its path (from ``ceil(hops / units)``, the box's channel hops over its link units;
-at ``share = count`` nothing binds). On a 16-GCD MI250 box (7 xGMI links a GCD) 16 channels
-take ``share = 3``: at most 3 rings on a single link, 12 on the 4-link pair of an OAM, where a
+at ``share = count`` nothing binds). On a 16-GCD MI250 box (7 xGMI links a GCD, 112 link units)
+16 channels of 15 hops need ``share >= 3`` and this search (which backtracks within a channel,
+not across channels as NCCL's does) finds them at 4: at most 4 rings on a single link, where a
 search without the limit stacked 7 on one link; RCCL's own 32 rings for that box
 (``rome_model_59``) put at most 6 on one link.
 
