@@ -111,23 +111,28 @@ def link_classes(instance: Instance) -> np.ndarray:
 def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(first, hop_send, hop_link)``: the first link each send ``src[i] -> dst[i]`` loads, and
     every link it loads as pairs (send ``hop_send[j]`` loads link ``hop_link[j]``). The route:
-    the direct link when there is one; else a path over direct GPU-to-GPU links when the two
-    GPUs have one, the widest (most bandwidth on its narrowest link), then fewest hops: between
-    two MI250 GCDs that no xGMI link joins RCCL 2.18.3 connects P2P directly (TE-CCL's
-    ``amd_32`` log: "via P2P/IPC", never "P2P/indirect"), the sender writing into the peer's
-    memory, and the GCDs' hive carries it over xGMI through the GCDs between them (ROCm SMI
-    ``rsmi_topo_get_link_type`` reports every GCD pair of a hive as an xGMI link with a hop
-    count; ROCm/rccl ``src/misc/rocm_smi_wrap.cc`` keeps the one-hop ones, weight 15, as its
-    topology's links; an older RCCL's ``ncclTopoSetXgmi`` in ``src/graph/paths.cc`` traversed
-    "XGMI links (including multi-GPU hops) ... how XGMI hardware operates"; which of several
-    equally wide paths the hardware takes is not documented, fewest hops is assumed); else the source's link into a switch the destination hears from and that
-    switch's link to the destination (two GPUs of one box behind their NVSwitch); else the
-    source's link into a switch of its own (its NIC: a switch the only it attaches to) and the
-    destination's link out of one of its own, the fabric between such NICs taken as
-    non-blocking; else the fewest-hop path through switches only (a NIC two GCDs share, as
-    MI250's, the fabric switch and the peer's NIC: the shared NIC's port to the fabric carries
-    both GCDs' traffic). Each GPU uses its own NIC (no PXN). Raises :class:`~collsynth.InputError` for a pair
-    with no such links."""
+
+    - the direct link when there is one;
+    - else a path over direct GPU-to-GPU links when the two GPUs have one, the widest (most
+      bandwidth on its narrowest link), then fewest hops. Between two MI250 GCDs that no xGMI
+      link joins RCCL 2.18.3 connects P2P directly (TE-CCL's ``amd_32`` log: "via P2P/IPC",
+      never "P2P/indirect"), the sender writing into the peer's memory, and the GCDs' hive
+      carries it over xGMI through the GCDs between them: ROCm SMI ``rsmi_topo_get_link_type``
+      reports every GCD pair of a hive as an xGMI link with a hop count (ROCm/rccl
+      ``src/misc/rocm_smi_wrap.cc`` keeps the one-hop ones, weight 15, as its topology's
+      links), and an older RCCL's ``ncclTopoSetXgmi`` (``src/graph/paths.cc``) traversed "XGMI
+      links (including multi-GPU hops) ... how XGMI hardware operates". Which of several
+      equally wide paths the hardware takes is not documented; fewest hops is assumed;
+    - else the source's link into a switch the destination hears from and that switch's link
+      to the destination (two GPUs of one box behind their NVSwitch);
+    - else the source's link into a switch of its own (its NIC: a switch only it attaches to)
+      and the destination's link out of one of its own, the fabric between such NICs taken as
+      non-blocking;
+    - else the fewest-hop path through switches only (a NIC two GCDs share, the fabric switch,
+      the peer's NIC: the shared NIC's port to the fabric carries both GCDs' traffic).
+
+    Each GPU uses its own NIC (no PXN). Raises :class:`~collsynth.InputError` for a pair with
+    no such links."""
     topo = instance.topology
     la = topo.link_arrays
     switches = set(topo.switches)
