@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
 from .. import InputError
@@ -107,23 +108,45 @@ def link_classes(instance: Instance) -> np.ndarray:
     return np.array([cls.get((int(u), int(v)), DEFAULT_CLASS) for u, v in zip(la.src, la.dst)], dtype=object)
 
 
-def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """``(first, second)``: the link pairs each send ``src[i] -> dst[i]`` loads (second -1
-    when the first is all): the direct link when there is one; else the source's link into a switch the destination
-    hears from and that switch's link to the destination (two GPUs of one box behind their
-    NVSwitch); else the source's link into a switch of its own (its NIC: a switch the
-    only it attaches to) and the destination's link out of one of its own. The
-    fabric between NICs is taken as non-blocking and each GPU uses its own NIC (no PXN).
-    Raises :class:`~collsynth.InputError` for a pair with no such links."""
+def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(first, hop_send, hop_link)``: the first link each send ``src[i] -> dst[i]`` loads, and
+    every link it loads as pairs (send ``hop_send[j]`` loads link ``hop_link[j]``). The route:
+
+    - the direct link when there is one;
+    - else a path over direct GPU-to-GPU links when the two GPUs have one, the widest (most
+      bandwidth on its narrowest link), then fewest hops. Between two MI250 GCDs that no xGMI
+      link joins RCCL 2.18.3 connects P2P directly (TE-CCL's ``amd_32`` log: "via P2P/IPC",
+      never "P2P/indirect"), the sender writing into the peer's memory, and the GCDs' hive
+      carries it over xGMI through the GCDs between them: ROCm SMI ``rsmi_topo_get_link_type``
+      reports every GCD pair of a hive as an xGMI link with a hop count (ROCm/rccl
+      ``src/misc/rocm_smi_wrap.cc`` keeps the one-hop ones, weight 15, as its topology's
+      links), and an older RCCL's ``ncclTopoSetXgmi`` (``src/graph/paths.cc``) traversed "XGMI
+      links (including multi-GPU hops) ... how XGMI hardware operates". Which of several
+      equally wide paths the hardware takes is not documented; fewest hops is assumed;
+    - else the source's link into a switch the destination hears from and that switch's link
+      to the destination (two GPUs of one box behind their NVSwitch);
+    - else the source's link into a switch of its own (its NIC: a switch only it attaches to)
+      and the destination's link out of one of its own, the fabric between such NICs taken as
+      non-blocking;
+    - else the fewest-hop path through switches only (a NIC two GCDs share, the fabric switch,
+      the peer's NIC: the shared NIC's port to the fabric carries both GCDs' traffic).
+
+    Each GPU uses its own NIC (no PXN). Raises :class:`~collsynth.InputError` for a pair with
+    no such links."""
     topo = instance.topology
     la = topo.link_arrays
     switches = set(topo.switches)
     out_sw, in_sw = defaultdict(dict), defaultdict(dict)
+    gpu_links, fabric = nx.DiGraph(), nx.DiGraph()
     for k, (u, v) in enumerate(zip(la.src.tolist(), la.dst.tolist())):
         if v in switches:
             out_sw[u][v] = k
         if u in switches:
             in_sw[v][u] = k
+        if u not in switches and v not in switches:
+            gpu_links.add_edge(u, v, link=k, bandwidth=float(la.bandwidth[k]))
+        if u in switches and v in switches:
+            fabric.add_edge(u, v, link=k)
     npus_of = defaultdict(set)
     for u, v in zip(la.src.tolist(), la.dst.tolist()):
         if v in switches and u not in switches:
@@ -131,30 +154,77 @@ def endpoint_links(src: np.ndarray, dst: np.ndarray, instance: Instance) -> tupl
         if u in switches and v not in switches:
             npus_of[u].add(v)
     own = {w for w, npus in npus_of.items() if len(npus) == 1}
-    memo, first, second = {}, [], []
-    for u, v in zip(src.tolist(), dst.tolist()):
+    memo, first, hop_send, hop_link = {}, [], [], []
+    for i, (u, v) in enumerate(zip(src.tolist(), dst.tolist())):
         if (u, v) not in memo:
-            memo[(u, v)] = _pair_links(u, v, la, out_sw, in_sw, own)
-        a, b = memo[(u, v)]
-        first.append(a)
-        second.append(b)
-    return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
+            memo[(u, v)] = _pair_links(u, v, la, gpu_links, fabric, out_sw, in_sw, own)
+        links = memo[(u, v)]
+        first.append(links[0])
+        hop_send += [i] * len(links)
+        hop_link += links
+    return (np.array(first, dtype=np.int64), np.array(hop_send, dtype=np.int64),
+            np.array(hop_link, dtype=np.int64))
 
 
-def _pair_links(u: int, v: int, la, out_sw: dict, in_sw: dict, own: set) -> tuple[int, int]:
-    """The two link pairs a send ``u -> v`` loads (see :func:`endpoint_links`)."""
+def widest_gpu_path(gpu_links: nx.DiGraph, u: int, v: int) -> list[int] | None:
+    """The links (``link`` attributes) of the path from ``u`` to ``v`` over ``gpu_links`` whose
+    narrowest link is widest, fewest hops among those (networkx's shortest path), or None.
+
+    >>> g = nx.DiGraph()
+    >>> g.add_edge(0, 1, link=0, bandwidth=1.0); g.add_edge(1, 2, link=1, bandwidth=1.0)
+    >>> g.add_edge(0, 3, link=2, bandwidth=4.0); g.add_edge(3, 4, link=3, bandwidth=2.0)
+    >>> g.add_edge(4, 2, link=4, bandwidth=2.0)
+    >>> widest_gpu_path(g, 0, 2), widest_gpu_path(g, 2, 0)
+    ([2, 3, 4], None)
+    """
+    if u not in gpu_links or v not in gpu_links:
+        return None
+    for width in sorted({b for _, _, b in gpu_links.edges(data="bandwidth")}, reverse=True):
+        wide = nx.subgraph_view(gpu_links, filter_edge=lambda a, b, w=width: gpu_links.edges[a, b]["bandwidth"] >= w)
+        if nx.has_path(wide, u, v):
+            path = nx.shortest_path(wide, u, v)
+            return [gpu_links.edges[a, b]["link"] for a, b in zip(path, path[1:])]
+    return None
+
+
+def _pair_links(u: int, v: int, la, gpu_links: nx.DiGraph, fabric: nx.DiGraph, out_sw: dict, in_sw: dict,
+                own: set) -> list[int]:
+    """The links a send ``u -> v`` loads, in order (see :func:`endpoint_links`)."""
     direct = int(la.lookup(np.array([u]), np.array([v]))[0])
     if direct >= 0:
-        return direct, -1
+        return [direct]
+    over_gpus = widest_gpu_path(gpu_links, u, v)
+    if over_gpus:
+        return over_gpus
     shared = [w for w in out_sw[u] if w in in_sw[v]]
     if shared:
-        return out_sw[u][shared[0]], in_sw[v][shared[0]]
+        return [out_sw[u][shared[0]], in_sw[v][shared[0]]]
     own_out = [w for w in out_sw[u] if w in own]
     own_in = [w for w in in_sw[v] if w in own]
-    if not own_out or not own_in:
+    if own_out and own_in:
+        return [out_sw[u][own_out[0]], in_sw[v][own_in[0]]]
+    over_switches = _switch_path(u, v, fabric, out_sw, in_sw)
+    if over_switches is None:
         raise InputError("xml", f"a send from node {u} to node {v}: no link or switch joins them "
                                 "on the instance's topology")
-    return out_sw[u][own_out[0]], in_sw[v][own_in[0]]
+    return over_switches
+
+
+def _switch_path(u: int, v: int, fabric: nx.DiGraph, out_sw: dict, in_sw: dict) -> list[int] | None:
+    """The links of the fewest-hop path ``u`` -> switches -> ``v`` (``fabric``: the switch-to-switch
+    links, ``link`` attributes), e.g. a GCD's NIC shared with its neighbour, the fabric switch
+    and the peer's NIC; None when there is none."""
+    best = None
+    for w1 in sorted(out_sw[u]):
+        reach = nx.single_source_shortest_path(fabric, w1) if w1 in fabric else {w1: [w1]}
+        for w2 in sorted(in_sw[v]):
+            path = reach.get(w2)
+            if path is not None and (best is None or len(path) < len(best)):
+                best = path
+    if best is None:
+        return None
+    return ([out_sw[u][best[0]]] + [fabric.edges[a, b]["link"] for a, b in zip(best, best[1:])]
+            + [in_sw[v][best[-1]]])
 
 
 def _steps(root, n: int) -> tuple[list, dict, list]:
@@ -375,9 +445,7 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
     if ((peer[is_send] < 0) | (peer[is_send] >= len(nodes))).any() or gpu.max() >= len(nodes):
         raise InputError("xml", f"a thread block names a rank outside 0..{len(nodes) - 1}")
     send_idx = np.flatnonzero(is_send)
-    first, second = endpoint_links(nodes[gpu[send_idx]], nodes[peer[send_idx]], instance)
-    hop_send = np.concatenate([np.arange(len(first)), np.flatnonzero(second >= 0)])
-    hop_link = np.concatenate([first, second[second >= 0]])
+    first, hop_send, hop_link = endpoint_links(nodes[gpu[send_idx]], nodes[peer[send_idx]], instance)
     la = instance.topology.link_arrays
     classes = link_classes(instance)
     load = np.bincount(hop_link, weights=cnt[send_idx][hop_send], minlength=len(la)) / la.bandwidth

@@ -154,3 +154,48 @@ def test_bad_parameters_are_one_line_exit_2(tmp_path, capsys, producer, param, s
     code, out, err = run_cli(["solve", f, "--producer", producer, "--param", param, "--json"], capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, [f"--param {param.split('=')[0]}", says])
+
+
+def _square_boxes():
+    """Two boxes of 4 GPUs, each box's GPUs on a 4-cycle of direct links (1 GB/s each way), every
+    GPU on one switch (id 8) joining the boxes."""
+    from collsynth.instances.topology import from_edges
+    link = {"bandwidth": 1e9, "alpha": 1e-6}
+    edges = [(4 * b + i, 4 * b + (i + d) % 4, dict(link)) for b in range(2) for i in range(4) for d in (1, 3)]
+    edges += [e for g in range(8) for e in ((g, 8, dict(link)), (8, g, dict(link)))]
+    return from_edges(9, edges, switches=[8], name="squares", meta={"gpus_per_node": 4})
+
+
+def test_square_box_rings_share_the_direct_links_by_hand():
+    """4 channels (one per GPU: all reach the switch) of 3 hops each on 8 directed links: at least
+    12 / 8 -> 2 rings on some link. Without the limit the exits (the GPU just before the entry,
+    its switch links least loaded) give 0123, 1230, 2301, 3012: 3 rings on every clockwise
+    link. With 2 a link: channel 0 takes 0123, channel 1 (exit 0, its switch links unused) 1230;
+    channel 2 wants exit 1 but 2 -> 3 is full and 2 -> 1 -> 0 ends early; exit 0 is no better
+    (2 -> 3 full, 2 -> 1 dead ends); exit 3: 2103. Channel 3's exit 2 needs 1 -> 2 (full),
+    exit 1 has no path round a 4-cycle, exit 0: 3210."""
+    inst = make_instance(_square_boxes(), "allgather", message_bytes=M)
+    s = nccl_ring_schedule(inst)
+    assert s.meta["rings"] == [[0, 1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 0, 5, 6, 7, 4],
+                               [2, 1, 0, 3, 6, 5, 4, 7], [3, 2, 1, 0, 7, 6, 5, 4]]
+    assert verify(s, inst) is None
+
+
+def test_mi250_rings_spread_over_the_xgmi_links():
+    """forestcoll_mi250 nodes=2: 16 channels (every GCD on the switch), 15 in-box hops each: 240
+    hops on the 112 xGMI link units of a box (7 a GCD; a pair of k links is k units), so some
+    link carries at least 3 rings a unit. The search without the limit put 7 rings on the single
+    link 0 -> 8; now no pair of k links carries more than 4 k."""
+    from collsynth.instances.systems import MI250_XGMI
+    inst = _inst("forestcoll_mi250", {"nodes": 2}, "allgather")
+    rings = nccl_ring_schedule(inst).meta["rings"]
+    assert len(rings) == 16
+    hops = defaultdict(int)
+    for ring in rings:
+        for a, b in zip(ring, ring[1:] + ring[:1]):
+            if a < 16 and b < 16:  # box 0 (box 1 repeats it)
+                hops[(a, b)] += 1
+    assert sum(hops.values()) == 16 * 15 and sum(sum(r.values()) for r in MI250_XGMI.values()) == 112
+    assert all(MI250_XGMI[a][b] for a, b in hops)  # every in-box hop on a direct link
+    assert max(n / MI250_XGMI[a][b] for (a, b), n in hops.items()) <= 4
+    assert hops[(0, 8)] <= 4 * MI250_XGMI[0][8]

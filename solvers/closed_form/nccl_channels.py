@@ -22,6 +22,18 @@ least, ties going to the fewest hops and then to the GPU just before the entry i
 box has them (a Hamiltonian path found depth-first, least-used links first), else in id order
 from the entry (a crossbar such as NVSwitch, where every order is one switch hop).
 
+Direct links are shared as NCCL's search shares them: every channel takes the same bandwidth
+from each link it crosses (``ncclTopoFollowPath`` subtracts the channel's ``bw`` and fails the
+path when a link has less left), and the search lowers that bandwidth (``speedArray``) until all
+the channels are found. Here a direct link of ``u`` times the box's narrowest direct link's
+bandwidth carries at most ``share * u`` channels, ``share`` the least whole number at which every
+channel finds its path (from ``ceil(hops / units)``, the box's channel hops over its link units;
+at ``share = count`` nothing binds). On a 16-GCD MI250 box (7 xGMI links a GCD, 112 link units)
+16 channels of 15 hops need ``share >= 3`` and this search (which backtracks within a channel,
+not across channels as NCCL's does) finds them at 4: at most 4 rings on a single link, where a
+search without the limit stacked 7 on one link; RCCL's own 32 rings for that box
+(``rome_model_59``) put at most 6 on one link.
+
 Boxes are read from the topology's ``meta`` (``gpus_per_node`` or ``gpus_per_chassis``, set by
 the generators of :mod:`collsynth.instances.systems`); a topology without them, a single box, or
 boxes the collective does not fill equally is one box with one channel in rank order: the
@@ -36,6 +48,7 @@ classic ring.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -111,24 +124,36 @@ def _exit_choices(instance: Instance, nodes: list[int], boxes: list[list[int]], 
 
 
 def _direct(instance: Instance, nodes: list[int], box: list[int]) -> nx.DiGraph:
-    """The box's GPUs joined by their direct links (no switch between them)."""
+    """The box's GPUs joined by their direct links (no switch between them), each edge's
+    ``units`` its bandwidth (parallel links pooled) over the narrowest such edge's."""
     la = instance.topology.link_arrays
     ids = [nodes[r] for r in box]
     local = {v: i for i, v in enumerate(ids)}
     d = nx.DiGraph()
     d.add_nodes_from(range(len(box)))
-    for u, v in zip(la.src.tolist(), la.dst.tolist()):
+    for u, v, b in zip(la.src.tolist(), la.dst.tolist(), la.bandwidth.tolist()):
         if u in local and v in local and u != v:
-            d.add_edge(local[u], local[v])
+            e = (local[u], local[v])
+            d.add_edge(*e, bandwidth=d.edges[e]["bandwidth"] + b if d.has_edge(*e) else b)
+    narrowest = min((b for _, _, b in d.edges(data="bandwidth")), default=1.0)
+    for _, _, data in d.edges(data=True):
+        data["units"] = data["bandwidth"] / narrowest
     return d
 
 
-def _hamiltonian(direct: nx.DiGraph, start: int, end: int, used: Counter) -> list[int] | None:
-    """A path from ``start`` to ``end`` through every node of ``direct``, least-used links first
-    (depth-first, at most :data:`SEARCH_STEPS` steps), or None."""
+def _hamiltonian(direct: nx.DiGraph, start: int, end: int, used: Counter, share: float) -> list[int] | None:
+    """A path from ``start`` to ``end`` through every node of ``direct``, least-used links first,
+    over links that carry fewer than ``share * units`` channels (depth-first, at most
+    :data:`SEARCH_STEPS` steps), or None."""
     n = direct.number_of_nodes()
     path, seen, steps = [start], {start}, 0
-    stack = [iter(sorted(direct.successors(start), key=lambda v: (used[(start, v)], v)))]
+
+    def room(u: int) -> list[int]:
+        units = {v: direct.edges[u, v]["units"] for v in direct.successors(u)}
+        return sorted((v for v in units if used[(u, v)] < share * units[v] - 1e-9),
+                      key=lambda v: (used[(u, v)] / units[v], v))
+
+    stack = [iter(room(start))]
     while stack:
         steps += 1
         if steps > SEARCH_STEPS:
@@ -144,24 +169,53 @@ def _hamiltonian(direct: nx.DiGraph, start: int, end: int, used: Counter) -> lis
         seen.add(nxt)
         if len(path) == n:
             return path
-        stack.append(iter(sorted(direct.successors(nxt), key=lambda v, u=nxt: (used[(u, v)], v))))
+        stack.append(iter(room(nxt)))
     return None
 
 
-def _intra_order(direct: nx.DiGraph, e: int, x: int, g: int, used: Counter) -> list[int] | None:
-    """Local GPUs from entry ``e`` to exit ``x``: a Hamiltonian path over direct links when the
-    box has any, else id order from ``e`` with ``x`` moved last."""
+def _intra_order(direct: nx.DiGraph, e: int, x: int, g: int, used: Counter, share: float) -> list[int] | None:
+    """Local GPUs from entry ``e`` to exit ``x``: a Hamiltonian path over direct links with room
+    (``share``, :func:`_hamiltonian`) when the box has any, else id order from ``e`` with ``x``
+    moved last."""
     if g == 1:
         return [e]
     if direct.number_of_edges():
-        return _hamiltonian(direct, e, x, used)
+        return _hamiltonian(direct, e, x, used, share)
     rest = [(e + k) % g for k in range(1, g) if (e + k) % g != x]
     return [e] + rest + [x]
 
 
+def _orders(instance: Instance, nodes: list[int], boxes: list[list[int]], entries: list[int],
+            direct: nx.DiGraph, count: int, share: float) -> list[list[int]] | None:
+    """Each channel's local order (entry first, exit last) with direct links carrying at most
+    ``share * units`` channels, or None when a channel finds no path; at ``share >= count``
+    (nothing binds) a channel without a Hamiltonian path to any exit goes in id order, routed."""
+    g = len(boxes[0])
+    used: Counter = Counter()
+    load: Counter = Counter()
+    orders = []
+    for c in range(count):
+        e = entries[c % len(entries)]
+        choices = _exit_choices(instance, nodes, boxes, e, load)
+        order, links = None, choices[0][1]
+        for x, links in choices:
+            order = _intra_order(direct, e, x, g, used, share)
+            if order is not None:
+                break
+        if order is None and share < count:
+            return None
+        if order is None:  # no Hamiltonian path to any exit: id order from the entry, routed
+            order, links = [(e + k) % g for k in range(g)], choices[0][1]
+        load.update(links)
+        used.update(zip(order, order[1:]))
+        orders.append(order)
+    return orders
+
+
 def channels(instance: Instance, count: int | None = None) -> Channels:
-    """NCCL's channels on the instance (module doc); ``count`` channels (default: one per
-    entry GPU, i.e. per NIC), channel ``c`` on entry ``c mod entries``.
+    """NCCL's channels on the instance (module doc): ``count`` channels (default: one per
+    entry GPU, i.e. per NIC), channel ``c`` on entry ``c mod entries``, direct links shared at
+    the least ``share`` that fits them all.
 
     Raises :class:`Unsupported` when the boxes have no GPU reached from the other boxes.
     """
@@ -177,22 +231,11 @@ def channels(instance: Instance, count: int | None = None) -> Channels:
     if not entries or not any(_reaches(graph, box0, i, other, into=False) for i in range(g)):
         raise Unsupported("no GPU of a box is reached from the other boxes without crossing its box")
     direct = _direct(instance, nodes, boxes[0])
-    used: Counter = Counter()
-    load: Counter = Counter()
-    orders = []
-    for c in range(count or len(entries)):
-        e = entries[c % len(entries)]
-        choices = _exit_choices(instance, nodes, boxes, e, load)
-        order, links = None, choices[0][1]
-        for x, links in choices:
-            order = _intra_order(direct, e, x, g, used)
-            if order is not None:
-                break
-        if order is None:  # no Hamiltonian path to any exit: id order from the entry, routed
-            order, links = [(e + k) % g for k in range(g)], choices[0][1]
-        load.update(links)
-        used.update(zip(order, order[1:]))
-        orders.append(order)
+    count = count or len(entries)
+    units = sum(u for _, _, u in direct.edges(data="units"))
+    share = max(1, math.ceil(count * (g - 1) / units - 1e-9)) if units else count
+    while (orders := _orders(instance, nodes, boxes, entries, direct, count, min(share, count))) is None:
+        share += 1
     return Channels(boxes, orders)
 
 
