@@ -58,9 +58,9 @@ class Rounds:
 class ProgramFeatures:
     """What the runtime model needs of one program on one instance (see the module doc).
 
-    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks copied across a link (sum of ``cnt``; the
-    sender's copy, or the receiver's on a ``"read"`` transport: :func:`_copies`) per iteration by
-    thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
+    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks copied across a link (sum of ``cnt``
+    times the step's :func:`copy_passes`; the sender's copy, or the receiver's on a ``"read"``
+    transport: :func:`_copies`) per iteration by thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
