@@ -36,11 +36,9 @@ from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
-           "carried_rounds", "copy_passes"]
+           "carried_rounds"]
 
 DEFAULT_CLASS = "link"
-# prims_simple.h genericOp: the buffers a step's ReduceOrCopyMulti loads and stores per slice
-STEP_BUFFERS = {"s": (1, 1), "r": (1, 1), "rcs": (1, 2), "rrc": (2, 1), "rrs": (2, 1), "rrcs": (2, 2)}
 
 
 @dataclass(frozen=True)
@@ -58,9 +56,9 @@ class Rounds:
 class ProgramFeatures:
     """What the runtime model needs of one program on one instance (see the module doc).
 
-    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks copied across a link (sum of ``cnt``
-    times the step's :func:`copy_passes`; the sender's copy, or the receiver's on a ``"read"``
-    transport: :func:`_copies`) per iteration by thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
+    ``tb_steps[i]``, ``tb_sent[i]``: steps and chunks copied across a link (sum of ``cnt``; the
+    sender's copy, or the receiver's on a ``"read"`` transport: :func:`_copies`) per iteration by
+    thread block ``i``; ``tbs_per_gpu``: the most thread blocks of one GPU. ``class_load``:
     link class -> the largest per-iteration load of a link of that class, in chunks per
     byte/s of the link's bandwidth. ``path_steps``, ``path_sent``, ``path_reduced``, ``path_hops`` (class ->
     hops): the critical path of one iteration. ``nchunksperloop``, ``max_cnt``, ``proto``,
@@ -87,7 +85,7 @@ class ProgramFeatures:
     tbs_per_gpu: int
     class_load: dict
     path_steps: int
-    path_sent: float
+    path_sent: int
     path_reduced: int
     path_hops: dict
     nchunksperloop: int
@@ -392,8 +390,7 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
     on_path = np.zeros(len(steps), dtype=bool)
     on_path[path] = True
     send_class = classes[first]
-    sent = _copies(len(steps), send_idx, send_class, pred[transfer], succ[transfer], cnt, transports or {},
-                   copy_passes([st[2] for st in steps]))
+    sent = _copies(len(steps), send_idx, send_class, pred[transfer], succ[transfer], cnt, transports or {})
     path_links = first[on_path[send_idx]]
     forwards = np.array([st[2] in SEND_TYPES and st[2] in RECV_TYPES for st in steps], dtype=np.int64)
     rounds = tuple(_round_features(step_rounds(len(steps), pred, succ, transfer, w * forwards) - w * forwards,
@@ -415,7 +412,7 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
                  for c in sorted(set(classes))},
         cnts=tuple(int(k) for k in cnts),
         tbs_per_gpu=int(np.bincount([g for g, _ in tbs]).max()),
-        class_load=class_load, path_steps=len(path), path_sent=float(sent[path].sum()),
+        class_load=class_load, path_steps=len(path), path_sent=int(sent[path].sum()),
         path_reduced=int(reduced[path].sum()),
         path_hops={c: int((classes[path_links] == c).sum()) for c in sorted(set(classes))},
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
@@ -453,27 +450,8 @@ def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, 
                   sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs))
 
 
-def copy_passes(types) -> np.ndarray:
-    """How many plain copies (one buffer loaded, one stored) each step of ``types`` costs its
-    thread block: half the buffers it loads and stores. NCCL's ``genericOp``
-    (``src/device/prims_simple.h``, which MSCCL's interpreter calls per step) moves a slice
-    with one ``ReduceOrCopyMulti`` over its sources (the connection's buffer, and the user's
-    input for a reduction) and its destinations (the user's output and/or the next
-    connection's buffer), so a receive (``r``: one of each) is a plain copy, a forward
-    (``rcs``: one source, two destinations) and a reduction (``rrc``, ``rrs``: two sources,
-    one destination) one and a half, ``rrcs`` two; every load and store passes through the
-    thread block's SM, whose memory throughput the copy rate (``Calibration.tb_rate``)
-    measures. A step that moves nothing across a connection counts 0 (it is not charged:
-    :func:`_copies`).
-
-    >>> copy_passes(["s", "r", "rcs", "rrc", "rrs", "rrcs", "nop"]).tolist()
-    [1.0, 1.0, 1.5, 1.5, 1.5, 2.0, 0.0]
-    """
-    return np.array([sum(STEP_BUFFERS.get(t, (0, 0))) / 2 for t in types], dtype=np.float64)
-
-
 def _copies(n: int, send_idx: np.ndarray, send_class: np.ndarray, sender: np.ndarray, receiver: np.ndarray,
-            cnt: np.ndarray, transports: dict, passes: np.ndarray | float = 1.0) -> np.ndarray:
+            cnt: np.ndarray, transports: dict) -> np.ndarray:
     """The chunks (``cnt``) each step copies across a connection, the copy its thread block is
     charged for at ``tb_rate``. Which side of a connection of link class ``c`` does that copy is
     the P2P transport's mode (``transports[c]``; NCCL ``src/transport/p2p.cc``, the mode chosen
@@ -482,20 +460,17 @@ def _copies(n: int, send_idx: np.ndarray, send_class: np.ndarray, sender: np.nda
     ("the SIMPLE buffer is tagged on the end of the ncclSendMem structure"), which copies into
     it locally, and the receiving thread block reads it over the link; ``"write"``, the default
     elsewhere and for a class ``transports`` does not name, has the sender write into the
-    receiver's buffer (its copy out of it is local). Local copies are not charged. A copying
-    step counts ``passes`` plain copies (:func:`copy_passes`: 1.5 for a forward, which stores
-    twice).
+    receiver's buffer (its copy out of it is local). Local copies are not charged.
 
     >>> # a chain s -> rcs -> r (steps 0, 1, 2): step 0 feeds step 1, step 1 feeds step 2
     >>> idx, cls = np.array([0, 1]), np.array(["nvlink", "nvlink"], dtype=object)
     >>> _copies(3, idx, cls, idx, np.array([1, 2]), np.ones(3, dtype=int), {}).tolist()
-    [1.0, 1.0, 0.0]
-    >>> _copies(3, idx, cls, idx, np.array([1, 2]), np.ones(3, dtype=int), {"nvlink": "read"},
-    ...         copy_passes(["s", "rcs", "r"])).tolist()
-    [0.0, 1.5, 1.0]
+    [1, 1, 0]
+    >>> _copies(3, idx, cls, idx, np.array([1, 2]), np.ones(3, dtype=int), {"nvlink": "read"}).tolist()
+    [0, 1, 1]
     """
     across = np.zeros(n, dtype=bool)
     across[send_idx] = [transports.get(str(c), "write") == "write" for c in send_class]
     reads = np.zeros(n, dtype=bool)
     reads[receiver] = [transports.get(str(c), "write") == "read" for c in send_class[np.searchsorted(send_idx, sender)]]
-    return np.where(across | reads, cnt * passes, 0.0)
+    return np.where(across | reads, cnt, 0)

@@ -10,12 +10,9 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   call of a step, ``hop_s[class]`` per slice it sends (the receiver's credit returns before its
   buffer slot is reused: a connection holds ``1 / SLICE_FRACTION`` slices, so small buffers are
   latency-bound), the bytes it copies across a link over ``tb_rate`` (what one thread block
-  copies per second, one buffer loaded and one stored; a step that stores twice, a forward,
-  or loads twice, a reduction, counts 1.5 copies and ``rrcs`` 2, since every buffer passes
-  through the thread block's SM: :func:`collsynth.tens.runtime_program.copy_passes`) and the
-  bytes it reduces over ``reduce_rate`` (a reducing step's arithmetic). Which thread block
-  of a connection copies across the link is the P2P transport's mode
-  (``Calibration.transports``, :func:`collsynth.tens.runtime_program._copies`): the sender
+  copies per second) and the bytes it reduces over ``reduce_rate`` (a reducing step reads two
+  buffers). Which thread block of a connection copies across the link is the P2P transport's
+  mode (``Calibration.transports``, :func:`collsynth.tens.runtime_program._copies`): the sender
   on a ``"write"`` connection, the receiver on a ``"read"`` one (NCCL's default between two
   A100s joined by NVLink: ``paths.cc`` ``ncclTopoCheckP2p``, ``p2p.cc``); local copies are
   not charged;
