@@ -179,12 +179,19 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     Two builds of MSCCL on one machine (msccl-executor on NCCL 2.19, MSCCL 0.7.4 on NCCL 2.12)
     differ in their launch, flag and proxy paths; the proxy posts the network transfers, so how
     much of a NIC a build gets is its own too. Copy and reduction rates stay the machine's.
+    ``["handshake"]``, where given, is the build's own ``handshake_share``: what an empty slice
+    skips is the fence of a non-empty one (``__threadfence_system`` in NCCL 2.12's
+    ``genericOp``, ``fence_acq_rel_sys`` in 2.19's), so its share of a slice's costs is the
+    build's.
 
     >>> c = Calibration("c", "s", "", {"nic": 0.8}, {"nic": 1e-6}, {"nic": 0.0}, 1e9, 1e9, 2e-6, 1e-5, 0.0,
     ...                 runtimes={"new": {"latency": 0.5, "bandwidth": 1.1}})
     >>> n = for_runtime(c, "new")
     >>> round(n.efficiency["nic"], 6), n.hop_s["nic"], n.step_s, n.launch_s, for_runtime(c, "") is c
     (0.88, 5e-07, 1e-06, 5e-06, True)
+    >>> n.handshake_share, for_runtime(replace(c, runtimes={"new": {"latency": 1, "bandwidth": 1, "handshake": 0.3}}),
+    ...                                "new").handshake_share
+    (0.0, 0.3)
     """
     scale = cal.runtimes.get(runtime) if runtime else None
     if not scale:
@@ -192,7 +199,8 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     a, b = scale["latency"], scale["bandwidth"]
     return replace(cal, efficiency={c: min(1.0, e * b) for c, e in cal.efficiency.items()},
                    hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
-                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a)
+                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a,
+                   handshake_share=scale.get("handshake", cal.handshake_share))
 
 
 def _number(v, where: str, lo: float, hi: float) -> float:
@@ -224,6 +232,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: runtimes", "expected an object of runtime -> {latency, bandwidth}")
     runtimes = {str(k): {q: _number(v.get(q) if isinstance(v, dict) else None, f"{where}: runtimes.{k}.{q}", 1e-3, 1e3)
                          for q in ("latency", "bandwidth")} for k, v in runtimes.items()}
+    for k, v in data.get("runtimes", {}).items():  # optional: the build's own handshake share (for_runtime)
+        if isinstance(v, dict) and "handshake" in v:
+            runtimes[str(k)]["handshake"] = _number(v["handshake"], f"{where}: runtimes.{k}.handshake", 0.0, 1.0)
     from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
