@@ -70,7 +70,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - the runtime build: a calibration describes the runtime most of its measurements ran on;
   another one measured on the same machine (``Calibration.runtimes``: on the A100,
   msccl-executor on NCCL 2.19 ran NCCL's ring, MSCCL 0.7.4 on NCCL 2.12 the rest) scales the
-  fixed costs and the links' shares (:func:`for_runtime`), fitted with the rest.
+  fixed costs and the links' shares and has its own empty-slice share (:func:`for_runtime`),
+  fitted with the rest.
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
@@ -135,7 +136,8 @@ class Calibration:
     ``efficiency``/``hop_s``/``gpu_op_s``: per link class (the topology's ``link_class``); ``tb_rate``,
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own. ``runtimes``: runtime name -> ``{"latency": a,
-    "bandwidth": b}``, how another runtime measured on the same system differs from the one
+    "bandwidth": b}`` (and optionally ``"handshake"``, its own ``handshake_share``), how another
+    runtime measured on the same system differs from the one
     these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
     ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
     :func:`collsynth.tens.runtime_program.program_features`). ``round_share``: the share of the
