@@ -505,6 +505,31 @@ def test_an_empty_slice_pays_the_handshake_share_by_hand(handshake, expected_us)
     assert t == pytest.approx(expected_us * 1e-6)
 
 
+@pytest.mark.parametrize("build_share, expected_us", [(None, 30.0), (0.5, 40.0), (1.0, 50.0)])
+def test_a_runtime_build_pays_its_own_handshake_share_by_hand(build_share, expected_us):
+    # As above at the main share 0 (30 us); a build that names its own share pays it, with its
+    # fixed costs and link shares unscaled (latency 1, bandwidth 1): (1 + share) x 10 us per
+    # operation, 2 operations, launch 10 us.
+    from collsynth.tens.cost_models.runtime import for_runtime
+    scale = {"latency": 1.0, "bandwidth": 1.0, **({} if build_share is None else {"handshake": build_share})}
+    c = for_runtime(cal(gpu_op_s={"link": 10e-6}, runtimes={"other": scale}), "other")
+    assert runtime_times(program_features(PAIR, pair_instance()), [2e3], c)[0] == pytest.approx(expected_us * 1e-6)
+
+
+def test_a_calibration_file_keeps_a_builds_handshake_share(tmp_path):
+    import json
+
+    from collsynth.tens.cost_models.runtime import load_calibration
+    path = tmp_path / "c.json"
+    data = cal(runtimes={"other": {"latency": 1.5, "bandwidth": 1.0, "handshake": 0.25}}).as_json()
+    path.write_text(json.dumps(data))
+    assert load_calibration(path).runtimes["other"] == {"latency": 1.5, "bandwidth": 1.0, "handshake": 0.25}
+    data["runtimes"]["other"]["handshake"] = 2
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="runtimes.other.handshake: expected a number in 0..1, got 2"):
+        load_calibration(path)
+
+
 def _line_program(relay: bool) -> str:
     """GPU 0's chunk to GPU 2 through GPU 1: forwarded by one ``rcs`` step, or (``relay``) received
     by one thread block and sent on by another that waits for it (``depid``), as TACCL writes."""

@@ -70,7 +70,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - the runtime build: a calibration describes the runtime most of its measurements ran on;
   another one measured on the same machine (``Calibration.runtimes``: on the A100,
   msccl-executor on NCCL 2.19 ran NCCL's ring, MSCCL 0.7.4 on NCCL 2.12 the rest) scales the
-  fixed costs and the links' shares (:func:`for_runtime`), fitted with the rest.
+  fixed costs and the links' shares and has its own empty-slice share (:func:`for_runtime`),
+  fitted with the rest.
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
@@ -135,7 +136,8 @@ class Calibration:
     ``efficiency``/``hop_s``/``gpu_op_s``: per link class (the topology's ``link_class``); ``tb_rate``,
     ``reduce_rate`` bytes/s; ``step_s``, ``launch_s``, ``tb_s`` seconds; ``buff_bytes`` the ``NCCL_BUFFSIZE``
     priced with unless a measurement names its own. ``runtimes``: runtime name -> ``{"latency": a,
-    "bandwidth": b}``, how another runtime measured on the same system differs from the one
+    "bandwidth": b}`` (and optionally ``"handshake"``, its own ``handshake_share``), how another
+    runtime measured on the same system differs from the one
     these parameters describe (see :func:`for_runtime`). ``transports``: link class -> ``"read"`` or
     ``"write"``, which thread block of a connection copies across it (the measurement manifest's,
     :func:`collsynth.tens.runtime_program.program_features`). ``round_share``: the share of the
@@ -179,12 +181,19 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     Two builds of MSCCL on one machine (msccl-executor on NCCL 2.19, MSCCL 0.7.4 on NCCL 2.12)
     differ in their launch, flag and proxy paths; the proxy posts the network transfers, so how
     much of a NIC a build gets is its own too. Copy and reduction rates stay the machine's.
+    ``["handshake"]``, where given, is the build's own ``handshake_share``: what an empty slice
+    skips is the fence of a non-empty one (``__threadfence_system`` in NCCL 2.12's
+    ``genericOp``, ``fence_acq_rel_sys`` in 2.19's), so its share of a slice's costs is the
+    build's.
 
     >>> c = Calibration("c", "s", "", {"nic": 0.8}, {"nic": 1e-6}, {"nic": 0.0}, 1e9, 1e9, 2e-6, 1e-5, 0.0,
     ...                 runtimes={"new": {"latency": 0.5, "bandwidth": 1.1}})
     >>> n = for_runtime(c, "new")
     >>> round(n.efficiency["nic"], 6), n.hop_s["nic"], n.step_s, n.launch_s, for_runtime(c, "") is c
     (0.88, 5e-07, 1e-06, 5e-06, True)
+    >>> n.handshake_share, for_runtime(replace(c, runtimes={"new": {"latency": 1, "bandwidth": 1, "handshake": 0.3}}),
+    ...                                "new").handshake_share
+    (0.0, 0.3)
     """
     scale = cal.runtimes.get(runtime) if runtime else None
     if not scale:
@@ -192,7 +201,8 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     a, b = scale["latency"], scale["bandwidth"]
     return replace(cal, efficiency={c: min(1.0, e * b) for c, e in cal.efficiency.items()},
                    hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
-                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a)
+                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a,
+                   handshake_share=scale.get("handshake", cal.handshake_share))
 
 
 def _number(v, where: str, lo: float, hi: float) -> float:
@@ -224,6 +234,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: runtimes", "expected an object of runtime -> {latency, bandwidth}")
     runtimes = {str(k): {q: _number(v.get(q) if isinstance(v, dict) else None, f"{where}: runtimes.{k}.{q}", 1e-3, 1e3)
                          for q in ("latency", "bandwidth")} for k, v in runtimes.items()}
+    for k, v in data.get("runtimes", {}).items():  # optional: the build's own handshake share (for_runtime)
+        if isinstance(v, dict) and "handshake" in v:
+            runtimes[str(k)]["handshake"] = _number(v["handshake"], f"{where}: runtimes.{k}.handshake", 0.0, 1.0)
     from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
