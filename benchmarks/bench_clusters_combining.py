@@ -12,7 +12,9 @@ run through :func:`collsynth.solvers.packing.producer.run_compact`); the trees k
 the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's partial
 leaving after all its children's arrived; the allreduce:
 :class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
-``sync`` in that form at the pipeline depth of least sync price (seconds for both); the price
+``sync`` in that form at the pipeline depth of least sync price (an allreduce's halves each at
+its own, :func:`collsynth.solvers.packing.allreduce_depth.at_sync_depths`, whatever depth
+``event`` is priced at; ``sync ms (pieces)`` and ``event ms (pieces)`` say each; seconds for both); the price
 under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
 the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
 sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
@@ -50,6 +52,7 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing.producer import run_compact
+    from collsynth.solvers.packing.allreduce_depth import at_sync_depths
     from collsynth.solvers.producers import Options
     from collsynth.tens.compact_forms import form_of
 
@@ -66,10 +69,12 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     form = form_of(trees)
     t = time.perf_counter()
     why = form.verify(trees, inst)
-    price = form.price_sync(trees, inst)
+    synced = at_sync_depths(trees, inst) if kind == "allreduce" else trees  # sync at its own depths
+    why = why or (form.verify(synced, inst) if synced is not trees else None)
+    price = form.price_sync(synced, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s,
-               pieces="/".join(str(h["pieces"]) for h in halves), verify_price_s=time.perf_counter() - t,
-               stage="event (per link orbit)")
+               pieces="/".join(str(h.pieces) for h in getattr(synced, "halves", (synced,))),
+               verify_price_s=time.perf_counter() - t, stage="event (per link orbit)")
     halves = getattr(trees, "halves", (trees,))
     out.update(orbit_event.least_event(trees, inst, min(h.pieces for h in halves), event_sends))
     out["stage"] = "event (explicit)"

@@ -491,17 +491,35 @@ def link_orbits(la, shift: np.ndarray | None, orders) -> tuple[np.ndarray, np.nd
     L = len(la)
     if shift is None or math.prod(orders) == 1:
         return np.arange(L), np.ones(L)
-    group = np.arange(L)
-    for perm, order in zip(shift, orders):
-        image = la.lookup(perm[la.src], perm[la.dst])
+    group = image_orbits(link_images(la, shift), orders, L)
+    size = np.bincount(group, minlength=L)
+    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
+    return group, scale
+
+
+def link_images(la, shift) -> list[np.ndarray]:
+    """Per shift (a permutation of the nodes), the pair each link pair of ``la`` goes to (its
+    index, -1 where the moved ends are no live pair): the shift acting on the pairs."""
+    return [la.lookup(perm[la.src], perm[la.dst]) for perm in shift]
+
+
+def image_orbits(images: list[np.ndarray], orders, L: int, group: np.ndarray | None = None) -> np.ndarray:
+    """Per link pair the least pair index in its orbit under the commuting pair permutations
+    ``images`` (of ``orders``; :func:`link_images`), starting from ``group`` (the orbits under
+    other shifts commuting with them: the least over one shift's powers of the least so far is
+    the least over the group they generate together).
+
+    >>> image_orbits([np.array([1, 2, 0, 3]), np.array([0, 1, 2, 3])], (3, 1), 4).tolist()
+    [0, 0, 0, 3]
+    """
+    group = np.arange(L) if group is None else group
+    for image, order in zip(images, orders):
         least, cur = group.copy(), np.arange(L)
         for _ in range(order - 1):
             cur = image[cur]
             np.minimum(least, group[cur], out=least)
         group = least
-    size = np.bincount(group, minlength=L)
-    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
-    return group, scale
+    return group
 
 
 ARRAYS = ("root", "lo", "hi", "ptr", "src", "dst", "before")  # the columns a stored form holds
