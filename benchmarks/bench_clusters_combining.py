@@ -2,7 +2,7 @@
 on the fabrics of ``bench_clusters.py``, 256 to 4,096 GPUs.
 
 Run: ``python benchmarks/bench_clusters_combining.py [--only LABEL] [--skip LABEL] [--kinds
-reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds]``.
+reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds] [--no-fabric-copy]``.
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric,
 size and kind: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4; the
 reduce-scatter's on the transposed links, the allreduce's as its reduce-scatter's plus its
@@ -21,6 +21,9 @@ sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``even
 ``event-inorder`` (program order) at the deepest pipeline within that cap; the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
+With ``--no-fabric-copy`` the Clos fabrics' leaves, spines and cores are declared to copy nothing
+(``fabric_copy = false``), so the allreduce's bound takes its crossings into the boxes
+(:mod:`collsynth.tens.bounds.injections`).
 
 Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), with the command.
 """
@@ -39,6 +42,7 @@ M = 1 << 30  # 1 GiB reduce-scatter / allreduce
 EXPLICIT_SENDS = 4_000_000  # the event models price the explicit sends up to this many
 ROW_TIMEOUT_S = 600
 KINDS = ("reduce_scatter", "allreduce")
+FABRIC_COPY = ("rail_clos", "fat_tree", "hpn")  # the generators whose fabric switches --no-fabric-copy declares
 
 
 def _row(args) -> dict:
@@ -141,8 +145,12 @@ def main() -> None:
     ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
     ap.add_argument("--event-sends", type=int, default=orbit_event.EVENT_SENDS,
                     help="simulate at most this many sends per pipeline depth under event (default %(default)s)")
+    ap.add_argument("--no-fabric-copy", action="store_true",
+                    help="the Clos fabrics' switches declared to copy nothing (fabric_copy = false: reliable "
+                         "connections), so the allreduce's crossing bound applies")
     a = ap.parse_args()
-    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds, a.event_sends)
+    specs = [(label, g, {**p, "fabric_copy": False} if a.no_fabric_copy and g in FABRIC_COPY else p, kind,
+              a.row_timeout, not a.no_bounds, a.event_sends)
              for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))
