@@ -71,7 +71,7 @@ import numpy as np
 from ...instances.switch_ops import copying_mask, reducing_mask
 from ..ten import latency_pipelined
 from .demand import instant_out
-from .drain import SAFETY, _Links
+from .drain import SAFETY, _Links, _lone
 from .ramp import least_over_steps
 from .record import Bound, not_computed
 
@@ -96,15 +96,13 @@ def injection_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
     value = crossing_seconds(D / E, U / E, alpha_e, alpha_x, latency.value, bandwidth.value)
     if value is None:
         return not_computed("sync", "injections", "a phase program was not solved")
-    return Bound(value * (1 - SAFETY), "s", "sync", "injections", k,
+    return Bound(value * (1 - SAFETY), "s", "sync", "injections", None,
                  f"steps where data crosses into the {k} boxes, each crossing put into the fabric before")
 
 
 def parts_numbers(instance) -> tuple | str:
     """``(k, E, U, alpha_e, alpha_x)`` of the parts (module doc), or why they do not meet its
     conditions."""
-    from .drain import _lone
-
     topo, coll = instance.topology, instance.collective
     la = topo.link_arrays
     n = topo.size
