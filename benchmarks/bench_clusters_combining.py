@@ -2,7 +2,8 @@
 on the fabrics of ``bench_clusters.py``, 256 to 4,096 GPUs.
 
 Run: ``python benchmarks/bench_clusters_combining.py [--only LABEL] [--skip LABEL] [--kinds
-reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds] [--no-fabric-copy]``.
+reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds] [--no-fabric-copy]
+[--objective sync]``.
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric,
 size and kind: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4; the
 reduce-scatter's on the transposed links, the allreduce's as its reduce-scatter's plus its
@@ -46,13 +47,13 @@ FABRIC_COPY = ("rail_clos", "fat_tree", "hpn")  # the generators whose fabric sw
 
 
 def _row(args) -> dict:
-    label, generator, params, kind, timeout, bounds, event_sends = args
+    label, generator, params, kind, timeout, bounds, event_sends, objective = args
     return timed_row({"fabric": label, "kind": kind, "stage": "instance"},
-                     lambda out: _measure(out, generator, params, kind, bounds, event_sends), timeout)
+                     lambda out: _measure(out, generator, params, kind, bounds, event_sends, objective), timeout)
 
 
 def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
-             event_sends: int = orbit_event.EVENT_SENDS) -> None:
+             event_sends: int = orbit_event.EVENT_SENDS, objective: str | None = None) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing.producer import run_compact
@@ -64,7 +65,7 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     inst = make_instance(build(generator, params), kind, message_bytes=M)
     out.update(gpus=len(inst.collective.nodes), instance_s=time.perf_counter() - t, stage="optimum + trees")
     t = time.perf_counter()
-    outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S))
+    outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": objective} if objective else {}))
     trees, extra = outcome.schedule, outcome.extra
     halves = extra.get("halves", [extra])
     out.update(optimum_ms=1e3 * extra["optimum_s"], trees_s=time.perf_counter() - t,
@@ -145,12 +146,14 @@ def main() -> None:
     ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
     ap.add_argument("--event-sends", type=int, default=orbit_event.EVENT_SENDS,
                     help="simulate at most this many sends per pipeline depth under event (default %(default)s)")
+    ap.add_argument("--objective", choices=("sync",), help="tree packing's objective: sync keeps an allreduce's "
+                                                           "halves at their own sync depths, no event depth search")
     ap.add_argument("--no-fabric-copy", action="store_true",
                     help="the Clos fabrics' switches declared to copy nothing (fabric_copy = false: reliable "
                          "connections), so the allreduce's crossing bound applies")
     a = ap.parse_args()
     specs = [(label, g, {**p, "fabric_copy": False} if a.no_fabric_copy and g in FABRIC_COPY else p, kind,
-              a.row_timeout, not a.no_bounds, a.event_sends)
+              a.row_timeout, not a.no_bounds, a.event_sends, a.objective)
              for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))
