@@ -73,12 +73,12 @@ def free_from(f: PipelinedTrees, la) -> int:
     return free_count(la, f.shift, f.orders, la.lookup(src, dst))
 
 
-def free_count(la, shift: np.ndarray, orders, used: np.ndarray, images: list | None = None) -> int:
+def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
     """The fewest first of the commuting ``shift`` (of ``orders``) to list so that the group of
     the others acts freely on the link pairs ``used`` (indices into ``la``): every used pair's
-    orbit under it has the group's order of pairs; ``len(orders)`` when none does. ``images``:
-    the shifts acting on the pairs, where known (:func:`collsynth.tens.pipelined_trees.link_images`)."""
-    images = link_images(la, shift) if images is None else images
+    orbit under it has the group's order of pairs; ``len(orders)`` when none does (the shifts'
+    action on the pairs computed once, :func:`collsynth.tens.pipelined_trees.link_images`)."""
+    images = link_images(la, shift)
     for m in range(len(orders) + 1):
         group = image_orbits(images[m:], orders[m:], len(la))
         size = np.bincount(group, minlength=len(la))[group[used]]

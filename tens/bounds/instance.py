@@ -23,8 +23,8 @@ from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
-from .injections import injection_bound
 from .flows import flow_seconds
+from .injections import injection_bound
 from .partitions import partition_bound
 from .ramp import ramp_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
@@ -113,9 +113,9 @@ class Bounds:
         """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
         box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
         (:mod:`.ramp`), or an allreduce's crossings into boxes through switches that copy
-        nothing (:mod:`.injections`) where larger. It bounds schedules whose sends are on links (routing
-        ``links``: tree packing's, the TEN producers', the compact forms'); a routed schedule's
-        bound is :attr:`sync_routed`."""
+        nothing (:mod:`.injections`) where larger. It bounds schedules whose sends are on links
+        (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
+        schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
         if "sync_drain" not in self._parts:
             self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
@@ -123,8 +123,8 @@ class Bounds:
             self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
         if "sync_injections" not in self._parts:
             self._parts["sync_injections"] = (injection_bound(self.instance, lat, bw),)
-        return best([_sync_total(lat, bw), *(self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections"))],
-                    "sync")
+        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections"))
+        return best([_sync_total(lat, bw), *steps], "sync")
 
     @property
     def sync_routed(self) -> Bound:
