@@ -2,7 +2,8 @@
 on the fabrics of ``bench_clusters.py``, 256 to 4,096 GPUs.
 
 Run: ``python benchmarks/bench_clusters_combining.py [--only LABEL] [--skip LABEL] [--kinds
-reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds]``.
+reduce_scatter,allreduce] [--max-gpus N] [--row-timeout S] [--no-bounds] [--no-fabric-copy]
+[--objective sync]``.
 Each row runs in a process of its own (its peak memory is its own) and prints, per fabric,
 size and kind: the cut optimum (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4; the
 reduce-scatter's on the transposed links, the allreduce's as its reduce-scatter's plus its
@@ -12,13 +13,18 @@ run through :func:`collsynth.solvers.packing.producer.run_compact`); the trees k
 the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's partial
 leaving after all its children's arrived; the allreduce:
 :class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
-``sync`` in that form at the pipeline depth of least sync price (seconds for both); the price
+``sync`` in that form at the pipeline depth of least sync price (an allreduce's halves each at
+its own, :func:`collsynth.solvers.packing.allreduce_depth.at_sync_depths`, whatever depth
+``event`` is priced at; ``sync ms (pieces)`` and ``event ms (pieces)`` say each; seconds for both); the price
 under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
 the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
 sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
 ``event-inorder`` (program order) at the deepest pipeline within that cap; the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
+With ``--no-fabric-copy`` the Clos fabrics' leaves, spines and cores are declared to copy nothing
+(``fabric_copy = false``), so the allreduce's bound takes its crossings into the boxes
+(:mod:`collsynth.tens.bounds.injections`).
 
 Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), with the command.
 """
@@ -37,19 +43,21 @@ M = 1 << 30  # 1 GiB reduce-scatter / allreduce
 EXPLICIT_SENDS = 4_000_000  # the event models price the explicit sends up to this many
 ROW_TIMEOUT_S = 600
 KINDS = ("reduce_scatter", "allreduce")
+FABRIC_COPY = ("rail_clos", "fat_tree", "hpn")  # the generators whose fabric switches --no-fabric-copy declares
 
 
 def _row(args) -> dict:
-    label, generator, params, kind, timeout, bounds, event_sends = args
+    label, generator, params, kind, timeout, bounds, event_sends, objective = args
     return timed_row({"fabric": label, "kind": kind, "stage": "instance"},
-                     lambda out: _measure(out, generator, params, kind, bounds, event_sends), timeout)
+                     lambda out: _measure(out, generator, params, kind, bounds, event_sends, objective), timeout)
 
 
 def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
-             event_sends: int = orbit_event.EVENT_SENDS) -> None:
+             event_sends: int = orbit_event.EVENT_SENDS, objective: str | None = None) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing.producer import run_compact
+    from collsynth.solvers.packing.allreduce_depth import at_sync_depths
     from collsynth.solvers.producers import Options
     from collsynth.tens.compact_forms import form_of
 
@@ -57,7 +65,7 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     inst = make_instance(build(generator, params), kind, message_bytes=M)
     out.update(gpus=len(inst.collective.nodes), instance_s=time.perf_counter() - t, stage="optimum + trees")
     t = time.perf_counter()
-    outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S))
+    outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": objective} if objective else {}))
     trees, extra = outcome.schedule, outcome.extra
     halves = extra.get("halves", [extra])
     out.update(optimum_ms=1e3 * extra["optimum_s"], trees_s=time.perf_counter() - t,
@@ -66,10 +74,12 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     form = form_of(trees)
     t = time.perf_counter()
     why = form.verify(trees, inst)
-    price = form.price_sync(trees, inst)
+    synced = at_sync_depths(trees, inst) if kind == "allreduce" else trees  # sync at its own depths
+    why = why or (form.verify(synced, inst) if synced is not trees else None)
+    price = form.price_sync(synced, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, sync_bw_ms=1e3 * price.T_B_s,
-               pieces="/".join(str(h["pieces"]) for h in halves), verify_price_s=time.perf_counter() - t,
-               stage="event (per link orbit)")
+               pieces="/".join(str(h.pieces) for h in getattr(synced, "halves", (synced,))),
+               verify_price_s=time.perf_counter() - t, stage="event (per link orbit)")
     halves = getattr(trees, "halves", (trees,))
     out.update(orbit_event.least_event(trees, inst, min(h.pieces for h in halves), event_sends))
     out["stage"] = "event (explicit)"
@@ -136,8 +146,14 @@ def main() -> None:
     ap.add_argument("--no-bounds", action="store_true", help="leave out the instance's lower bounds")
     ap.add_argument("--event-sends", type=int, default=orbit_event.EVENT_SENDS,
                     help="simulate at most this many sends per pipeline depth under event (default %(default)s)")
+    ap.add_argument("--objective", choices=("sync",), help="tree packing's objective: sync keeps an allreduce's "
+                                                           "halves at their own sync depths, no event depth search")
+    ap.add_argument("--no-fabric-copy", action="store_true",
+                    help="the Clos fabrics' switches declared to copy nothing (fabric_copy = false: reliable "
+                         "connections), so the allreduce's crossing bound applies")
     a = ap.parse_args()
-    specs = [(label, g, p, kind, a.row_timeout, not a.no_bounds, a.event_sends)
+    specs = [(label, g, {**p, "fabric_copy": False} if a.no_fabric_copy and g in FABRIC_COPY else p, kind,
+              a.row_timeout, not a.no_bounds, a.event_sends, a.objective)
              for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])  # each row as it ends
     print(render(rows))

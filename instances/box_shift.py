@@ -126,26 +126,45 @@ def _level(topology, npus: list[int], d: int, others: list) -> tuple | None:
     return None
 
 
-def extended(topology, npus: list[int], images: np.ndarray, rotated=frozenset(), cycle: int = 0) -> np.ndarray | None:
+def extended(topology, npus: list[int], images: np.ndarray, rotated=frozenset(), cycle: int = 0,
+             memo: dict | None = None) -> np.ndarray | None:
     """The compute nodes ``npus`` (every live one, in id order) moved to ``images``, extended
     to the switches round by round (a switch to the switch with the same links to the images of
     the nodes mapped so far, :func:`extension_rounds`); None when some switch finds no image. In the
     rounds listed in ``rotated`` (0 first) switches alike whose images are themselves go one
     place on in id order, the last of each run of ``gcd(alike, cycle)`` to its first (``cycle``
     0: one run of them all), rather than each to itself (another automorphism where it is one,
-    of an order dividing ``cycle``: the shifts' twists, :mod:`collsynth.solvers.packing.free_shifts`)."""
+    of an order dividing ``cycle``: the shifts' twists, :mod:`collsynth.solvers.packing.free_shifts`).
+    ``memo``: a dict the caller keeps for calls on one topology, so that the rounds' matches are
+    found once per mapping so far (the twists of one rotation share their first rounds)."""
     perm = np.full(topology.size, -1, np.int64)
     perm[npus] = images
     for round_, groups in enumerate(extension_rounds(topology)):
         if groups is None:
             return None
-        at = perm.tolist()
-        for key, members in groups.items():
-            target = groups.get(tuple(sorted((side, at[x], c) for side, x, c in key)))
-            if target is None or len(target) != len(members):
-                return None
+        key = (round_, perm.tobytes())
+        targets = memo.get(key) if memo is not None else None
+        if targets is None:
+            targets = _matches(groups, perm.tolist())
+            if memo is not None:
+                memo[key] = targets
+        if targets is None:
+            return None
+        for (members, target) in zip(groups.values(), targets):
             perm[members] = _turned(target, cycle) if round_ in rotated and target == members else target
     return perm
+
+
+def _matches(groups: dict, at: list) -> list | None:
+    """Per group of a round of :func:`extension_rounds` (in order), the group with the same links
+    to the images ``at`` of the nodes its links reach; None where one has none of its size."""
+    out = []
+    for key, members in groups.items():
+        target = groups.get(tuple(sorted((side, at[x], c) for side, x, c in key)))
+        if target is None or len(target) != len(members):
+            return None
+        out.append(target)
+    return out
 
 
 @lru_cache(maxsize=8)

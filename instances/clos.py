@@ -55,6 +55,7 @@ import math
 
 from .. import InputError
 from .registry import generator
+from .switch_ops import with_switch_ops
 from .systems import NCCL_LAT, class_edge, classed_topology, link_class
 from .topology import Topology
 
@@ -157,7 +158,7 @@ def rail_clos(pods: int = 1, groups_per_pod: int = 4, boxes_per_group: int = 32,
               rails: int = 8, planes: int = 1, spines: int = 16, cores: int = 0, radix: int = 64,
               oversubscription: list[float] = [1.0, 1.0], nvlink_bandwidth: float = 450e9,
               nvlink_alpha: float = 0.47e-6, nic_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6,
-              fabric_bandwidth: float = 0.0) -> Topology:
+              fabric_bandwidth: float = 0.0, fabric_copy: bool = True) -> Topology:
     """A rail-optimised two- or three-tier Clos of GPU boxes (the module docstring's hierarchy).
 
     Defaults: NVIDIA's DGX SuperPOD with DGX H100, 4 scalable units (RA-11333-001): 32 boxes
@@ -170,18 +171,24 @@ def rail_clos(pods: int = 1, groups_per_pod: int = 4, boxes_per_group: int = 32,
     the GPUs of its rack, a non-blocking spine) is ``rails=1 boxes_per_group=2``.
     fabric_bandwidth: bytes/s of a switch-to-switch port (0: nic_bandwidth). Alphas: NCCL
     tuning.cc hwLat (Ring/LL: NVLink 0.47 us, network 2.7 us), charged per link.
+    fabric_copy: false declares the leaves, spines and cores to forward each arrival once
+    (``copy = false``, :mod:`collsynth.instances.switch_ops`): InfiniBand and RoCE reliable
+    connections, NCCL's transport, are point to point, multicast being a datagram service
+    only (NVIDIA, "RDMA Aware Networks Programming User Manual", v1.7, "Transport Modes");
+    true (default) leaves it to the schedule (``switch_copy``), as TE-CCL does.
     """
-    plan = clos_plan(dict(locals()))
+    plan = clos_plan({k: v for k, v in locals().items() if k != "fabric_copy"})
     classes = {
         "nvswitch": link_class(nvlink_bandwidth, nvlink_alpha, f"DGX H100 datasheet (NVLink4); {NCCL_LAT}"),
         "nic": link_class(plan["nic"], nic_alpha, f"{SUPERPOD}; {NCCL_LAT}"),
         "fabric": link_class(plan["fabric"], nic_alpha, f"{SUPERPOD}; {NCCL_LAT}"),
     }
-    return _build(plan, classes, f"rail_clos-{plan['gpus']}")
+    return _build(plan, classes, f"rail_clos-{plan['gpus']}", fabric_copy)
 
 
-def _build(plan: dict, classes: dict, name: str) -> Topology:
-    """The links and switches of ``plan`` (:func:`clos_plan`)."""
+def _build(plan: dict, classes: dict, name: str, fabric_copy: bool = True) -> Topology:
+    """The links and switches of ``plan`` (:func:`clos_plan`); the fabric's switches (leaves,
+    spines, cores) declared to copy nothing unless ``fabric_copy``."""
     g, gpus, boxes = plan["gpus_per_box"], plan["gpus"], plan["boxes"]
     edges = []
     next_id = gpus
@@ -204,8 +211,9 @@ def _build(plan: dict, classes: dict, name: str) -> Topology:
     counts = {"box": boxes if g > 1 else 0, "leaf": plan["leaves"], "spine": plan["spine_count"], "core": plan["core_count"]}
     cables = {"gpu_leaf": gpus * plan["planes"], "leaf_spine": plan["leaves"] * plan["leaf_up"],
               "spine_core": plan["spine_count"] * plan["spine_up"]}
-    return classed_topology(next_id, edges, list(switches), name, classes, gpus_per_node=g, switch_counts=counts,
+    topo = classed_topology(next_id, edges, list(switches), name, classes, gpus_per_node=g, switch_counts=counts,
                             cables=cables, bisection_bandwidth=bisection_bandwidth(plan))
+    return topo if fabric_copy else with_switch_ops(topo, no_copy=range(gpus + counts["box"], next_id))
 
 
 def _tier_links(plan: dict, leaf0: int, spine0: int, core0: int, classes: dict) -> list:
@@ -254,7 +262,7 @@ def bisection_bandwidth(plan: dict) -> float:
 
 
 @generator(size=lambda p: (*_size(_fat_tree_params(p.get("k", 4), 0.0, 0.0))[:2], "k"))
-def fat_tree(k: int = 4, link_bandwidth: float = 50e9, link_alpha: float = 2.7e-6) -> Topology:
+def fat_tree(k: int = 4, link_bandwidth: float = 50e9, link_alpha: float = 2.7e-6, fabric_copy: bool = True) -> Topology:
     """Al-Fares et al.'s k-ary fat tree (SIGCOMM'08, Section 3): k^3/4 hosts (one GPU each).
 
     k even, >= 2: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, every switch
@@ -262,13 +270,13 @@ def fat_tree(k: int = 4, link_bandwidth: float = 50e9, link_alpha: float = 2.7e-
     its pod; aggregation switch j reaches the k/2 cores of core group j. Every link
     link_bandwidth (default one 400 Gb/s port) and link_alpha (NCCL hwLat, network, Ring/LL).
     The :func:`rail_clos` with pods = k, groups_per_pod = boxes_per_group = spines = k/2,
-    cores = (k/2)^2, one GPU per box, one rail.
+    cores = (k/2)^2, one GPU per box, one rail; fabric_copy as there.
     """
     if k < 2 or k % 2:
         raise InputError("k", f"expected an even integer >= 2, got {k}")
     plan = clos_plan(_fat_tree_params(k, link_bandwidth, link_alpha))
     link = link_class(link_bandwidth, link_alpha, f"{FAT_TREE}; {NCCL_LAT}")
-    return _build(plan, {"nic": link, "fabric": link}, f"fat_tree-{k}")
+    return _build(plan, {"nic": link, "fabric": link}, f"fat_tree-{k}", fabric_copy)
 
 
 def _fat_tree_params(k: int, bandwidth: float, alpha: float) -> dict:
@@ -282,7 +290,7 @@ def _fat_tree_params(k: int, bandwidth: float, alpha: float) -> dict:
 def hpn(segments: int = 15, hosts_per_segment: int = 128, pods: int = 1, aggregations: int = 60,
         cores: int = 0, nvlink_bandwidth: float = 450e9, nvlink_alpha: float = 0.47e-6,
         port_bandwidth: float = 25e9, fabric_bandwidth: float = 50e9, nic_alpha: float = 2.7e-6,
-        oversubscription: list[float] = [1.067, 15.0]) -> Topology:
+        oversubscription: list[float] = [1.067, 15.0], fabric_copy: bool = True) -> Topology:
     """Alibaba HPN (Qian et al., SIGCOMM'24, Sections 4-5): rail-optimised, dual-plane, two tiers per pod.
 
     Hosts of 8 GPUs behind NVSwitch; each GPU's NIC has two 200 Gb/s ports (port_bandwidth
@@ -292,7 +300,7 @@ def hpn(segments: int = 15, hosts_per_segment: int = 128, pods: int = 1, aggrega
     200 Gb/s down-links and 60 400 Gb/s uplinks, one to each of the plane's aggregations
     aggregation switches (1.067:1, the first oversubscription); with pods > 1 an aggregation
     switch has 8 uplinks to the plane's cores cores (15:1, the second). NVLink and alphas as
-    :func:`rail_clos`. The :func:`rail_clos` with planes = 2.
+    :func:`rail_clos`, and fabric_copy. The :func:`rail_clos` with planes = 2.
     """
     plan = clos_plan(_hpn_params(dict(locals())))
     classes = {
@@ -300,7 +308,7 @@ def hpn(segments: int = 15, hosts_per_segment: int = 128, pods: int = 1, aggrega
         "nic": link_class(port_bandwidth, nic_alpha, f"{HPN}; {NCCL_LAT}"),
         "fabric": link_class(fabric_bandwidth, nic_alpha, f"{HPN}; {NCCL_LAT}"),
     }
-    return _build(plan, classes, f"hpn-{plan['gpus']}")
+    return _build(plan, classes, f"hpn-{plan['gpus']}", fabric_copy)
 
 
 def _hpn_defaults() -> dict:

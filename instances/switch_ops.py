@@ -88,21 +88,25 @@ def reductions_of(value: Any, where: str) -> tuple[str, ...]:
 
 
 def with_switch_ops(topology, reduce: Iterable[int] = (), copy: Iterable[int] = (),
-                    reductions: tuple[str, ...] = (COLLECTIVE_REDUCTION,), where: str = "topology"):
-    """``topology`` with the switches ``reduce`` declared reducing (``reductions``) and the
-    switches ``copy`` multicasting; a node that is not a switch is refused (naming ``where``'s
-    ``reduce`` / ``copy`` field)."""
+                    reductions: tuple[str, ...] = (COLLECTIVE_REDUCTION,), where: str = "topology",
+                    no_copy: Iterable[int] = ()):
+    """``topology`` with the switches ``reduce`` declared reducing (``reductions``), the
+    switches ``copy`` multicasting and the switches ``no_copy`` declared to forward each arrival
+    once; a node that is not a switch is refused (naming ``where``'s ``reduce`` / ``copy`` field)."""
     reduce, copy = sorted(set(int(n) for n in reduce)), sorted(set(int(n) for n in copy))
-    for field, ids in (("reduce", reduce), ("copy", copy)):
+    no_copy = sorted(set(int(n) for n in no_copy))
+    for field, ids in (("reduce", reduce), ("copy", copy), ("copy", no_copy)):
         for n in ids:
             if n not in topology.switches:
                 what = "a GPU (compute node)" if n in topology.graph else "not a live node"
                 raise InputError(f"{where}.{field}", f"node {n} is {what}; only a switch node may declare {field}")
-    if not reduce and not copy:
+    if not reduce and not copy and not no_copy:
         return topology
     g = topology.graph.copy()
     for n in reduce:
         g.nodes[n]["reduce"] = tuple(reductions)
+    for n in no_copy:
+        g.nodes[n]["copy"] = False
     for n in copy:
         g.nodes[n]["copy"] = True
     return replace(topology, graph=g)

@@ -57,7 +57,7 @@ import numpy as np
 from .cost import Cost, price_event
 from .dependencies import dependency_pairs_of, pair_budget
 from .pipelined_allreduce import PipelinedAllreduce, joined
-from .pipelined_trees import PipelinedTrees, keeping_first, link_orbits, moved_sends
+from .pipelined_trees import PipelinedTrees, image_orbits, keeping_first, link_images, link_orbits, moved_sends
 from .plan import PricingPlan
 
 KINDS = ("allgather", "reduce_scatter", "allreduce")  # the forms priced here (checked against their explicit sends)
@@ -76,9 +76,11 @@ def free_from(f: PipelinedTrees, la) -> int:
 def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
     """The fewest first of the commuting ``shift`` (of ``orders``) to list so that the group of
     the others acts freely on the link pairs ``used`` (indices into ``la``): every used pair's
-    orbit under it has the group's order of pairs; ``len(orders)`` when none does."""
+    orbit under it has the group's order of pairs; ``len(orders)`` when none does (the shifts'
+    action on the pairs computed once, :func:`collsynth.tens.pipelined_trees.link_images`)."""
+    images = link_images(la, shift)
     for m in range(len(orders) + 1):
-        group, _ = link_orbits(la, shift[m:], orders[m:])
+        group = image_orbits(images[m:], orders[m:], len(la))
         size = np.bincount(group, minlength=len(la))[group[used]]
         if (size == math.prod(orders[m:])).all():
             return m

@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..instances.switch_ops import copying_mask
 from ..instances.symmetry import is_automorphism
 from .schedule import Schedule, from_arrays, reverse
 
@@ -256,7 +257,8 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
     doc: the same verdict :func:`collsynth.tens.verify.verify` gives the expansion, from the
     trees alone). ``switch_copy``: whether a switch may send one arrival on several links
     (default: True for non-combining collectives, False for reversed ones, as the producer
-    marks them)."""
+    marks them), but never at a switch declared not to copy
+    (:func:`collsynth.instances.switch_ops.copying_mask`)."""
     topo, coll = instance.topology, instance.collective
     if coll.kind != f.collective or coll.size != f.nodes or coll.num_chunks != f.chunks:
         return f"the trees implement {f.collective} on {f.nodes} nodes, not the instance's {coll.kind}"
@@ -280,7 +282,8 @@ def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str 
             return why
         roots = np.unique(f.root)
     cover = _pair_violation if f.collective == "alltoall" else _coverage_violation
-    return _hop_violation(f, is_switch, copy) or cover(f, coll, roots)
+    copies = copying_mask(topo, True) & copy  # a switch declared not to copy does not, whatever the trees say
+    return _hop_violation(f, is_switch, copies) or cover(f, coll, roots)
 
 
 def _shift_violation(f: PipelinedTrees, topo, is_switch: np.ndarray, roots: np.ndarray) -> str | None:
@@ -314,11 +317,11 @@ def _first(bad: np.ndarray, where: np.ndarray) -> int:
     return int(np.flatnonzero(where)[np.argmax(bad)])
 
 
-def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str | None:
+def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: np.ndarray) -> str | None:
     """The first hop (by index) that leaves a compute node before the piece reached it, leaves
-    a switch in a step no arrival reached it the step before (or, without ``copy``, more often
-    than arrivals reached it), or reaches a compute node a second time in its tree (a switch
-    may be crossed by several routes of a tree). Vectorised over all hops."""
+    a switch in a step no arrival reached it the step before (or, where the switch may not copy,
+    ``copy[node]`` false, more often than arrivals reached it), or reaches a compute node a second
+    time in its tree (a switch may be crossed by several routes of a tree). Vectorised over all hops."""
     n = len(is_switch)
     tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
     src, dst, b = f.src.astype(np.int64), f.dst.astype(np.int64), f.before.astype(np.int64)
@@ -344,11 +347,12 @@ def _hop_violation(f: PipelinedTrees, is_switch: np.ndarray, copy: bool) -> str 
     okeys, ocount = np.unique(okey, return_counts=True)
     pos = np.minimum(np.searchsorted(ikeys, okeys), max(len(ikeys) - 1, 0))
     got = np.where((ikeys[pos] == okeys) if len(ikeys) else np.zeros(len(okeys), bool), icount[pos] if len(ikeys) else 0, 0)
-    short = (got == 0) if copy else (ocount > got)
+    copies = copy[(okeys // S) % n]  # per (tree, switch, step) forwarding: whether that switch may copy
+    short = np.where(copies, got == 0, ocount > got)
     if short.any():
         h = _first(short[np.searchsorted(okeys, okey)], sw_out)
         return (f"tree {tree[h]}: switch {src[h]} forwards at {b[h]} steps more than reached it the step before "
-                f"({'switches copy' if copy else 'switches do not copy'})")
+                f"({'it copies' if copy[src[h]] else 'it does not copy'})")
     return None
 
 
@@ -491,17 +495,35 @@ def link_orbits(la, shift: np.ndarray | None, orders) -> tuple[np.ndarray, np.nd
     L = len(la)
     if shift is None or math.prod(orders) == 1:
         return np.arange(L), np.ones(L)
-    group = np.arange(L)
-    for perm, order in zip(shift, orders):
-        image = la.lookup(perm[la.src], perm[la.dst])
+    group = image_orbits(link_images(la, shift), orders, L)
+    size = np.bincount(group, minlength=L)
+    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
+    return group, scale
+
+
+def link_images(la, shift) -> list[np.ndarray]:
+    """Per shift (a permutation of the nodes), the pair each link pair of ``la`` goes to (its
+    index, -1 where the moved ends are no live pair): the shift acting on the pairs."""
+    return [la.lookup(perm[la.src], perm[la.dst]) for perm in shift]
+
+
+def image_orbits(images: list[np.ndarray], orders, L: int, group: np.ndarray | None = None) -> np.ndarray:
+    """Per link pair the least pair index in its orbit under the commuting pair permutations
+    ``images`` (of ``orders``; :func:`link_images`), starting from ``group`` (the orbits under
+    other shifts commuting with them: the least over one shift's powers of the least so far is
+    the least over the group they generate together).
+
+    >>> image_orbits([np.array([1, 2, 0, 3]), np.array([0, 1, 2, 3])], (3, 1), 4).tolist()
+    [0, 0, 0, 3]
+    """
+    group = np.arange(L) if group is None else group
+    for image, order in zip(images, orders):
         least, cur = group.copy(), np.arange(L)
         for _ in range(order - 1):
             cur = image[cur]
             np.minimum(least, group[cur], out=least)
         group = least
-    size = np.bincount(group, minlength=L)
-    scale = np.where(size > 0, math.prod(orders) / np.maximum(size, 1), 0.0)
-    return group, scale
+    return group
 
 
 ARRAYS = ("root", "lo", "hi", "ptr", "src", "dst", "before")  # the columns a stored form holds

@@ -93,3 +93,27 @@ def test_a_depth_simulating_too_many_sends_is_not_priced(monkeypatch):
     assert note["event_exact_depth"][:3] == [["64/64", False], ["48/48", False], ["32/32", False]]
     assert all(max(p) <= 16 for p in priced) and max(shallow.pieces) == 16
     assert pipelined_event.sends_priced(shallow, inst) <= cap and cost.extra["exact_pairs"]
+
+
+def test_sync_is_priced_at_its_own_depths_whatever_the_event_depth(monkeypatch):
+    """Where the ``event`` search lowers the depth (the cap set to what 16/16 needs),
+    :func:`at_sync_depths` gives trees that verify and price under ``sync`` no more than the
+    allreduce at any equal depth of 1-96 pieces, enumerated here, nor at the lowered depth;
+    ``--param objective=sync`` returns those depths without searching ``event``."""
+    from collsynth.solvers.packing.compact import at_pieces
+
+    inst = _allreduce()
+    deep = run_compact(inst, Options(time_limit=120, params={"pieces": 64})).schedule
+    cap = pipelined_event.sends_priced(pipelined_allreduce.PipelinedAllreduce(
+        *(allreduce_depth._at(h, inst, 1 / 4) for h in deep.halves)), inst)
+    monkeypatch.setattr(allreduce_depth, "SIMULATED_SENDS", cap)
+    shallow, _, _ = allreduce_depth.exact_depth(deep, inst)
+    synced = allreduce_depth.at_sync_depths(shallow, inst)
+    assert pipelined_allreduce.verify(synced, inst) is None
+    got = pipelined_allreduce.price_sync(synced, inst).total_s
+    every = [pipelined_allreduce.price_sync(pipelined_allreduce.PipelinedAllreduce(
+        *(at_pieces(h, p) for h in deep.halves)), inst).total_s for p in range(1, 97)]
+    assert got <= min(every) * (1 + 1e-12)
+    assert got < pipelined_allreduce.price_sync(shallow, inst).total_s
+    out = run_compact(inst, Options(time_limit=120, params={"objective": "sync"}))
+    assert "event_exact_depth" not in out.extra and out.schedule.pieces == synced.pieces

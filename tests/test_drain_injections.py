@@ -16,7 +16,9 @@ nodes in the steps before; and a fat tree's host is a box of one node.
   below tree packing's prices (translated and hierarchical trees, equal and unequal pieces,
   compact and explicit) on a k = 4 fat tree and a two-group rail Clos whose spines feed the
   leaves; below every producer's verified
-  reduce-scatter on those two fabrics.
+  reduce-scatter on those two fabrics;
+- an allreduce below its halves' bounds summed (two hosts under one switch: 6 s against 4 + 4
+  s, by hand), so the box bound does not carry over to it by adding the halves'.
 """
 
 import numpy as np
@@ -158,3 +160,26 @@ def test_below_every_tree_packing_price(fabric, alpha, bandwidth, size, pieces):
 def test_below_every_producers_verified_schedule(fabric, size):
     assert_below_every_producer(make_instance(build(*fabric), "reduce_scatter", message_bytes=size), PRODUCERS,
                                 ("drain", "ramp"))
+
+
+def test_an_allreduce_is_not_bounded_by_its_halves_box_bounds_summed():
+    """Why the box bound leaves the allreduce out: on the two hosts under one switch above, its
+    reduce-scatter and its allgather are bounded by 4 s each, but an allreduce need not be one
+    after the other. Each host sends both its blocks up in one step (2 bytes: 2 s and 1 s of
+    alpha) and the switch forwards them down in the next (3 s): the hosts sum what came, 6 s in
+    all, by hand, below the 8 s of the halves' bounds summed. The instance's allreduce bound
+    stays at or below it."""
+    star = from_edges(3, [(0, 2), (2, 0), (1, 2), (2, 1)], bandwidth=1.0, alpha=1.0, switches=[2])
+    ar = make_instance(star, "allreduce", message_bytes=2.0)
+    chunks = ar.collective.num_chunks
+    assert ar.collective.chunk_bytes == 1.0  # a byte a block: blocks 0 and 1, the hosts'
+    exchange = Schedule("allreduce", 3, chunks, np.array([0, 1, 0, 1, 0, 1, 0, 1]), np.zeros(8, np.int64),
+                        np.ones(8, np.int64), np.array([0, 0, 1, 1, 2, 2, 2, 2]), np.array([2, 2, 2, 2, 1, 1, 0, 0]),
+                        np.array([1, 1, 1, 1, 2, 2, 2, 2]), np.full(8, OP_REDUCE, np.int8), 1, "links",
+                        {"switch_copy": False})  # the switch forwards each arrival once, in arrival order
+    assert verify.verify(exchange, ar) is None
+    assert cost_models.price(exchange, ar, "sync").total_s == pytest.approx(6.0)
+    halves = [instance_bounds(make_instance(star, kind, message_bytes=2.0)).sync.value
+              for kind in ("reduce_scatter", "allgather")]
+    assert halves == pytest.approx([4.0, 4.0], rel=1e-5) and sum(halves) > 6.0 + 1.0
+    assert instance_bounds(ar).sync.value <= 6.0 * (1 + TOL)

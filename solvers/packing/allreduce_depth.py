@@ -79,3 +79,15 @@ def _at(h: PipelinedTrees, instance, share: float) -> PipelinedTrees:
     if unequal is not None and price_sync(unequal, half).total_s < price_sync(equal, half).total_s:
         return unequal
     return equal
+
+
+def at_sync_depths(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
+    """``f`` with each half at its own depth of least ``sync`` price, in pieces of equal or
+    unequal sizes (:func:`.compact.least_sync` on the half's instance): the allreduce's
+    ``sync`` price is its halves' summed (:func:`collsynth.tens.pipelined_allreduce.price_sync`),
+    so this is its least, whatever depth its ``event`` price was simulated at
+    (:func:`exact_depth`; ``--param objective=sync`` keeps these depths)."""
+    from .compact import least_sync
+
+    return PipelinedAllreduce(*(least_sync(replace(h, cuts=None), half_instance(instance, h.collective))[0]
+                                for h in f.halves))

@@ -51,8 +51,7 @@ import math
 import numpy as np
 
 from ...instances.box_shift import BoxShift, extended, extension_rounds, is_shift_of_order
-from ...tens.pipelined_event import free_count
-from ...tens.pipelined_trees import keeping_order, link_orbits
+from ...tens.pipelined_trees import image_orbits, link_images
 
 MAX_ROUNDS = 4  # the extension rounds a level may turn switches in (a switch tier each: fat trees 3, rail Clos 4)
 
@@ -64,11 +63,12 @@ def free_shifts(topology, shift: BoxShift | None) -> BoxShift | None:
     None for None."""
     if shift is None:
         return None
-    found = _key(topology, shift.perms, shift.orders)
+    pairs = _Pairs(topology)
+    found = pairs.key(list(shift.perms), tuple(shift.orders))
     if found[1] <= len(topology.link_arrays):  # no product but the identity keeps a link
         return shift
-    perms, orders = _twisted(topology, shift)
-    if _key(topology, perms, orders) >= found:
+    perms, orders = _twisted(topology, shift, pairs)
+    if pairs.key(list(perms), tuple(orders)) >= found:
         return shift
     return BoxShift(perms, orders, shift.box)
 
@@ -79,10 +79,7 @@ def folds(topology, perms, orders) -> float:
     summed; the number of pairs where no product but the identity keeps one. The event price
     per link orbit lists the shifts of which a power keeps a used pair
     (:func:`collsynth.tens.pipelined_event.free_from`)."""
-    la = topology.link_arrays
-    group, _ = link_orbits(la, np.asarray(perms), tuple(orders))
-    size = np.bincount(group, minlength=len(la))[group]
-    return float((math.prod(orders) / size).sum())
+    return _Pairs(topology).folds(list(perms), tuple(orders))
 
 
 def listed_copies(topology, perms, orders) -> int:
@@ -98,34 +95,88 @@ def listed_copies(topology, perms, orders) -> int:
     >>> listed_copies(topo, s.perms, s.orders), listed_copies(topo, *_twisted(topo, s))
     (4, 1)
     """
-    la = topology.link_arrays
-    perms = np.asarray(perms)
-    first = keeping_order(perms, orders, la.src.astype(np.int64), la.dst.astype(np.int64))
-    moved, kept = perms[first], tuple(orders[i] for i in first)
-    return math.prod(kept[:free_count(la, moved, kept, np.arange(len(la)))])
+    return _Pairs(topology).listed_copies(list(perms), tuple(orders))
 
 
-def _key(topology, perms, orders) -> tuple[int, float]:
-    """What :func:`free_shifts` minimises: :func:`listed_copies`, then :func:`folds`."""
-    return listed_copies(topology, perms, orders), folds(topology, perms, orders)
+class _Pairs:
+    """The shifts acting on ``topology``'s link pairs, each computed once
+    (:func:`collsynth.tens.pipelined_trees.link_images`), and the orbits of the groups asked for:
+    :func:`free_shifts` prices many groups sharing their first shifts."""
+
+    def __init__(self, topology):
+        self.la = topology.link_arrays
+        self.L = len(self.la)
+        self._images: dict[bytes, np.ndarray] = {}
+        self._orbits: dict[tuple, np.ndarray] = {}
+        self._keeps: dict[tuple, bool] = {}
+
+    def image(self, perm: np.ndarray) -> np.ndarray:
+        key = np.asarray(perm, np.int64).tobytes()
+        if key not in self._images:
+            self._images[key] = link_images(self.la, [np.asarray(perm, np.int64)])[0]
+        return self._images[key]
+
+    def orbits(self, perms: list, orders: tuple) -> np.ndarray:
+        """Per pair the least pair of its orbit under ``perms``, built on the orbits of their
+        first ones where those were asked for before."""
+        key = tuple(self.image(p).ctypes.data for p in perms) + tuple(orders)
+        if key not in self._orbits:
+            start = self.orbits(perms[:-1], orders[:-1]) if perms else None
+            self._orbits[key] = image_orbits([self.image(perms[-1])], orders[-1:], self.L, start) if perms \
+                else np.arange(self.L)
+        return self._orbits[key]
+
+    def folds(self, perms: list, orders: tuple) -> float:
+        group = self.orbits(perms, orders)
+        size = np.bincount(group, minlength=self.L)[group]
+        return float((math.prod(orders) / size).sum())
+
+    def keeps(self, perm: np.ndarray, order: int) -> bool:
+        """Whether a power of ``perm`` other than the identity keeps a pair."""
+        image = self.image(perm)
+        key = (image.ctypes.data, order)
+        if key not in self._keeps:
+            cur, ident = np.arange(self.L), np.arange(self.L)
+            self._keeps[key] = False
+            for _ in range(order - 1):
+                cur = image[cur]
+                if (cur == ident).any():
+                    self._keeps[key] = True
+                    break
+        return self._keeps[key]
+
+    def listed_copies(self, perms: list, orders: tuple) -> int:
+        first = sorted(range(len(perms)), key=lambda i: not self.keeps(perms[i], orders[i]))  # keeping_order's
+        moved, kept = [perms[i] for i in first], tuple(orders[i] for i in first)
+        every = np.arange(self.L)
+        for m in range(len(kept) + 1):
+            group = self.orbits(moved[m:], kept[m:])
+            if (np.bincount(group, minlength=self.L)[group[every]] == math.prod(kept[m:])).all():
+                return math.prod(kept[:m])
+        return math.prod(kept)
+
+    def key(self, perms: list, orders: tuple) -> tuple[int, float]:
+        """What :func:`free_shifts` minimises: :func:`listed_copies`, then :func:`folds`."""
+        return self.listed_copies(perms, orders), self.folds(perms, orders)
 
 
-def _twisted(topology, shift: BoxShift) -> tuple[np.ndarray, tuple[int, ...]]:
+def _twisted(topology, shift: BoxShift, pairs: _Pairs | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
     """The twisted levels of ``shift`` (module doc) and their orders, each level whole or cut in
-    two (:func:`_cuts`), whichever gives the least :func:`_key` with the levels chosen before;
+    two (:func:`_cuts`), whichever gives the least :meth:`_Pairs.key` with the levels chosen before;
     ``shift``'s own where a level finds nothing commuting with the levels turned before it."""
+    pairs = _Pairs(topology) if pairs is None else pairs
     npus = sorted(int(c) for c in topology.npus)
     chosen: list[np.ndarray] = []
     orders: list[int] = []
     units = shift.box
     for perm, order in zip(shift.perms, shift.orders):
         best = None
-        before = _key(topology, chosen, orders)[0] if chosen else 1
+        before = pairs.key(chosen, tuple(orders))[0] if chosen else 1
         for parts in _cuts(order):
-            got = _turned_levels(topology, npus, units, parts, perm, chosen, orders)
+            got = _turned_levels(topology, pairs, npus, units, parts, perm, chosen, orders)
             if got is None:
                 continue
-            key = (*_key(topology, chosen + got[0], orders + list(parts)), got[1], len(parts))
+            key = (*pairs.key(chosen + got[0], tuple(orders) + parts), got[1], len(parts))
             if best is None or key < best[0]:
                 best = (key, got[0], parts)
             if best[0][0] == before:  # the level lists no more copies: a cut lists none fewer
@@ -147,10 +198,10 @@ def _cuts(order: int) -> list[tuple[int, ...]]:
     return [(order,)] + [(m, order // m) for m in range(2, order) if order % m == 0]
 
 
-def _turned_levels(topology, npus: list[int], units: int, parts: tuple[int, ...], perm: np.ndarray,
+def _turned_levels(topology, pairs: _Pairs, npus: list[int], units: int, parts: tuple[int, ...], perm: np.ndarray,
                    chosen: list[np.ndarray], orders: list[int]) -> tuple[list[np.ndarray], int] | None:
     """The levels of ``parts`` (``(order,)``: the level ``perm`` itself; else its cut, inner
-    first), each with the switches of the extension rounds that make the least :func:`_key`
+    first), each with the switches of the extension rounds that make the least :meth:`_Pairs.key`
     with ``chosen`` turned (ties: the fewest turned rounds), and the rounds turned in all; None
     where one finds no automorphism of its order commuting with the levels before it."""
     levels: list[np.ndarray] = []
@@ -161,15 +212,16 @@ def _turned_levels(topology, npus: list[int], units: int, parts: tuple[int, ...]
         block = units * order
         moved = np.asarray(npus, np.int64)[idx // block * block + (idx % block + units) % block]
         best, best_key = None, None
+        memo: dict = {}  # the twists of this rotation share their first rounds
         for rotated in _choices(topology):
             if best_key is not None and best_key[:2] == (1, len(topology.link_arrays)):  # nothing folds: no turn does better
                 break
             whole = len(parts) == 1 and not rotated
-            cand = perm if whole else extended(topology, npus, moved, frozenset(rotated), order)
+            cand = perm if whole else extended(topology, npus, moved, frozenset(rotated), order, memo)
             if cand is None or (not whole and not is_shift_of_order(topology, cand, order)) or not all(
                     (cand[q] == q[cand]).all() for q in chosen + levels):
                 continue
-            key = (*_key(topology, chosen + levels + [cand], orders + list(parts[:len(levels) + 1])), len(rotated))
+            key = (*pairs.key(chosen + levels + [cand], tuple(orders) + parts[:len(levels) + 1]), len(rotated))
             if best_key is None or key < best_key:
                 best, best_key = cand, key
         if best is None:

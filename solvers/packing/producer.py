@@ -544,7 +544,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     (:func:`.compact.least_sync`). One forest (allgather, reduce-scatter, broadcast, reduce), or
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
     reduce-scatter, then its allgather, each grown on the instance with that kind; without
-    ``pieces``, at a depth whose ``event`` price tracks exact pairs, :func:`.allreduce_depth.exact_depth`)."""
+    ``pieces`` and unless the ``objective`` is ``sync`` alone, at a depth whose ``event`` price tracks
+    exact pairs, :func:`.allreduce_depth.exact_depth`; else at the halves' own depths of least ``sync`` price)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
     if coll.kind != "allreduce":
@@ -555,8 +556,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
     trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
-    if not options.params.get("pieces"):  # a depth whose event price is the model's own (.allreduce_depth)
-        trees, depth, prices["event"] = exact_depth(trees, instance)  # that price, kept for the pipeline
+    if not options.params.get("pieces") and options.params.get("objective") != "sync":  # a depth whose event
+        trees, depth, prices["event"] = exact_depth(trees, instance)  # price is the model's own (.allreduce_depth)
         for (_, x), half in zip(parts, trees.halves):
             x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),

@@ -73,6 +73,13 @@ Arguments (``source``)
     fabric by compute nodes in the steps before (at any depth of switches that copy nothing); a
     small linear program per number of such steps (:func:`collsynth.tens.bounds.drain.drain_bound`,
     its module has the proof).
+``injections``
+    (``sync``, schedules whose sends are on links) a single allreduce on boxes of GPUs (or
+    hosts) joined by switches declared to copy nothing: every step bringing data into the boxes
+    pays their NICs' alpha, and what crosses into them in a step left them in the steps before,
+    so the partition bound's crossings fill a pipeline of two stages; a small linear program
+    per number of such steps (:func:`collsynth.tens.bounds.injections.injection_bound`, its
+    module has the proof).
 ``ramp``
     (``sync``) a single allgather, a reduce-scatter read backwards on the transposed links, or
     an allreduce by the ``partition`` argument's calls into every GPU: every step pays the
@@ -131,7 +138,7 @@ set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bou
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
 :mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
 :mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches),
-:mod:`.drain` and :mod:`.ramp` (sync bounds of schedules sent on links through switches).
+:mod:`.drain`, :mod:`.ramp` and :mod:`.injections` (sync bounds of schedules sent on links through switches).
 """
 
 from __future__ import annotations

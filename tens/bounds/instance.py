@@ -24,6 +24,7 @@ from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
 from .flows import flow_seconds
+from .injections import injection_bound
 from .partitions import partition_bound
 from .ramp import ramp_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
@@ -111,15 +112,19 @@ class Bounds:
     def sync(self) -> Bound:
         """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
         box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
-        (:mod:`.ramp`) where larger. It bounds schedules whose sends are on links (routing
-        ``links``: tree packing's, the TEN producers', the compact forms'); a routed schedule's
-        bound is :attr:`sync_routed`."""
+        (:mod:`.ramp`), or an allreduce's crossings into boxes through switches that copy
+        nothing (:mod:`.injections`) where larger. It bounds schedules whose sends are on links
+        (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
+        schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
         if "sync_drain" not in self._parts:
             self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
         if "sync_ramp" not in self._parts:
             self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
-        return best([_sync_total(lat, bw), self._parts["sync_drain"][0], self._parts["sync_ramp"][0]], "sync")
+        if "sync_injections" not in self._parts:
+            self._parts["sync_injections"] = (injection_bound(self.instance, lat, bw),)
+        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections"))
+        return best([_sync_total(lat, bw), *steps], "sync")
 
     @property
     def sync_routed(self) -> Bound:
@@ -406,7 +411,8 @@ def _fingerprint(instance: Instance, *extra) -> str:
     topo = instance.topology
     switches = (sorted(topo.switches), topo.meta.get("switch_hop", "timestep"),  # the switch model counts too
                 topo.meta.get("latency", "serial"), switch_reductions(topo),  # so do what switches compute
-                np.flatnonzero(copying_mask(topo, False)).tolist())
+                np.flatnonzero(copying_mask(topo, False)).tolist(),  # declared to copy, and declared not to
+                np.flatnonzero(~copying_mask(topo, True)).tolist())
     h.update(repr((topo.size, [(c.kind, c.nodes, c.root, c.chunks_per_node, c.message_bytes)
                                for c in instance.collectives], switches, extra)).encode())
     return h.hexdigest()
