@@ -83,6 +83,9 @@ SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
 # 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
+FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take (memory: the whole budget at BYTES_PER_SEND
+# a send, the limit check_sends sets, not half): MI250 x8's allreduce at 155 pieces a half (51,456 hops a piece) is
+# 1.0112x its optimum under sync, at 310 within 0.5 %
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -342,16 +345,17 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
 
 
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
-                floor: int = PIECES_FLOOR) -> int:
+                floor: int = PIECES_FLOOR, sends: int = SEND_BUDGET, memory_share: float = 0.5) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
     ``floor``, :data:`PIECES_FLOOR` by default), at most
-    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
+    what keeps the schedule within ``sends`` (:data:`SEND_BUDGET`) sends and ``memory_share``
+    of the memory budget at ``BYTES_PER_SEND`` a send. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
     event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
     few pieces, large ones many."""
     hops = hops_of(trees) * chunks_per_root
-    budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
+    budget = min(sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
     want = max(DEPTH_FACTOR * depth, floor)
     if alpha > 0:
@@ -483,7 +487,8 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
         forests, joint = _joint(instance, halves, depths, alpha, options, deadline, kept)
         if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
             depths = (list(joint["chosen_pieces"]) if all(f.on_share for f in forests) else
-                      [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
+                      [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
+                       auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
         sends = sum(hops_of(f.trees) * p for f, p in zip(forests, depths)) * coll.chunks_per_node
         if not kept.holds(forests, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
             note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
@@ -598,7 +603,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
     is the one :func:`.fifo_reduce.choose` measures faster, then, unless ``pieces`` is set, of
     it and its ring alternatives, in equal or unequal pieces, the one of least ``sync`` price:
-    :func:`.fill.choose`; so is an allreduce's allgather, whose shape :func:`by_shape` left
+    :func:`.fill.choose`, more pieces, up to :data:`FILL_SENDS`, where those leave it over
+    :data:`.fill.TARGET`; so is an allreduce's allgather, whose shape :func:`by_shape` left
     unchosen); else, over the forests of
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
@@ -613,7 +619,10 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
             # trees both ways, unequal pieces (priced at the run's pieces)
             g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
                                             lambda h: auto_pieces(h.trees, c * parts),
-                                            lambda h, p: pipelined(instance, h, p), deadline)
+                                            lambda h, p: pipelined(instance, h, p), deadline,
+                                            lambda h: auto_pieces(h.trees, c * parts, sends=FILL_SENDS,
+                                                                  memory_share=1.0),
+                                            optimum_seconds(instance, f))
             return replace(g, fill=priced), pieces, None
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
