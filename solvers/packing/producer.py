@@ -345,17 +345,17 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
 
 
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
-                floor: int = PIECES_FLOOR, sends: int = SEND_BUDGET, memory_share: float = 0.5) -> int:
+                floor: int = PIECES_FLOOR, sends: int | None = None, memory_share: float = 0.5) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
     ``floor``, :data:`PIECES_FLOOR` by default), at most
-    what keeps the schedule within ``sends`` (:data:`SEND_BUDGET`) sends and ``memory_share``
+    what keeps the schedule within ``sends`` (by default :data:`SEND_BUDGET`) sends and ``memory_share``
     of the memory budget at ``BYTES_PER_SEND`` a send. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
     event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
     few pieces, large ones many."""
     hops = hops_of(trees) * chunks_per_root
-    budget = min(sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
+    budget = min(SEND_BUDGET if sends is None else sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
     want = max(DEPTH_FACTOR * depth, floor)
     if alpha > 0:
