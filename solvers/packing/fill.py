@@ -32,7 +32,13 @@ their mean is the allreduce rows' ``sync`` ratio, 1.0166 and 1.0530.
 :func:`choose` prices every candidate forest at its automatic pieces, equal and sized, by the
 trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`: no
 explicit sends, of which there are millions; the sizes' program takes seconds at a thousand
-pieces) and keeps the least.
+pieces) and keeps the least. The send budget may leave the least over :data:`TARGET`: at eight
+MI250 boxes each half of the allreduce gets 155 pieces (half of 16 M sends at 51,456 hops a
+piece), where the program's sizes are 1.0112x the optimum under ``sync``, and the rows 1.0116x /
+1.0106x / 1.0112x the bound under ``event`` / ``event-inorder`` / ``sync``. There the chosen
+forest takes the fewest pieces up to ``most_of`` (the producer's ``FILL_SENDS``) that price
+within :data:`TARGET` (:func:`deeper`; the sync price falls about as one over the pieces: 1.0045x at
+310, 1.0049x at 290; ``benchmarks/bench_allreduce_halves.py``).
 """
 
 from __future__ import annotations
