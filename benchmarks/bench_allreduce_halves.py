@@ -58,9 +58,10 @@ def rows(label: str) -> list[dict]:
                                           lambda g: packing.auto_pieces(g.trees, c * 2, sends=packing.FILL_SENDS,
                                                                         memory_share=1.0), optimum_s)
         sizes = "sized" if got.cuts is not None else "equal"
+        name = got.shape + (f" ({got.door})" if got.door else "")
         price = next(r["sync_sized_s"] if r["sized"] else r["sync_equal_s"] for r in reversed(record)
-                     if r["pieces"] == pieces and r["shape"] == f"{got.shape} ({got.door})")
-        out.append({"half": out[-1]["half"], "forest": f"fill choice: {got.shape} ({got.door}), {sizes} pieces "
+                     if r["pieces"] == pieces and r["shape"] == name)
+        out.append({"half": out[-1]["half"], "forest": f"fill choice: {name}, {sizes} pieces "
                     f"(pieces tried: {', '.join(str(r['pieces']) for r in record[len(forests):]) or 'none more'})",
                     "depth": depth_of(got.trees), "hops": hops_of(got.trees), "parts": 2, "pieces": pieces,
                     "equal": None, "sized": price / optimum_s})
