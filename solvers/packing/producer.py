@@ -83,9 +83,7 @@ SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
 # 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
-FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take (memory: the whole budget at BYTES_PER_SEND
-# a send, the limit check_sends sets, not half): MI250 x8's allreduce at 155 pieces a half (51,456 hops a piece) is
-# 1.0112x its optimum under sync, at 310 within 0.5 %
+FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take, in all the memory check_sends allows
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -619,9 +617,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
             # trees both ways, unequal pieces (priced at the run's pieces)
             g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
                                             lambda h: auto_pieces(h.trees, c * parts),
-                                            lambda h, p: pipelined(instance, h, p), deadline,
-                                            lambda h: auto_pieces(h.trees, c * parts, sends=FILL_SENDS,
-                                                                  memory_share=1.0),
+                                            lambda h, p: pipelined(instance, h, p), deadline, lambda h: auto_pieces(
+                                                h.trees, c * parts, sends=FILL_SENDS, memory_share=1.0),
                                             optimum_seconds(instance, f))
             return replace(g, fill=priced), pieces, None
     automatic = auto_pieces(f.trees, c * parts)
