@@ -10,7 +10,9 @@ forest's depth and hops, its pieces alone (``parts`` 1) and in the allreduce (``
 the trees form's exact ``sync`` price over the half's cut optimum with equal pieces and with the
 sizes of :mod:`collsynth.solvers.packing.piece_sizes` (Zhao et al., NSDI 2025, Section 3.2),
 no explicit sends; then which forest the producer's fill choice takes for each half
-(:func:`collsynth.solvers.packing.fill.choose`). The allreduce's ``sync`` ratio is about the
+(:func:`collsynth.solvers.packing.fill.choose`), at how many pieces (more than half the send
+budget's where those leave it over :data:`collsynth.solvers.packing.fill.TARGET`, up to
+:data:`collsynth.solvers.packing.producer.FILL_SENDS`) and its price. The allreduce's ``sync`` ratio is about the
 mean of its halves' (they run one after the other on the same bottleneck links).
 """
 
@@ -51,12 +53,18 @@ def rows(label: str) -> list[dict]:
                             "depth": depth_of(g.trees), "hops": hops_of(g.trees), "parts": parts, "pieces": pieces,
                             "equal": price_sync(trees, half).total_s / optimum_s,
                             "sized": unequal and price_sync(unequal, half).total_s / optimum_s})
-        got, pieces, _ = fill.choose(inst, forests, lambda g: packing.auto_pieces(g.trees, c * 2),
-                                     lambda g, p: packing.pipelined(inst, g, p))
+        got, pieces, record = fill.choose(inst, forests, lambda g: packing.auto_pieces(g.trees, c * 2),
+                                          lambda g, p: packing.pipelined(inst, g, p), None,
+                                          lambda g: packing.auto_pieces(g.trees, c * 2, sends=packing.FILL_SENDS,
+                                                                        memory_share=1.0), optimum_s)
         sizes = "sized" if got.cuts is not None else "equal"
-        out.append({"half": out[-1]["half"], "forest": f"fill choice: {got.shape} ({got.door}), {sizes} pieces",
+        name = got.shape + (f" ({got.door})" if got.door else "")
+        price = next(r["sync_sized_s"] if r["sized"] else r["sync_equal_s"] for r in reversed(record)
+                     if r["pieces"] == pieces and r["shape"] == name)
+        out.append({"half": out[-1]["half"], "forest": f"fill choice: {name}, {sizes} pieces "
+                    f"(pieces tried: {', '.join(str(r['pieces']) for r in record[len(forests):]) or 'none more'})",
                     "depth": depth_of(got.trees), "hops": hops_of(got.trees), "parts": 2, "pieces": pieces,
-                    "equal": None, "sized": None})
+                    "equal": None, "sized": price / optimum_s})
     return out
 
 

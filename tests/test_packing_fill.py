@@ -190,3 +190,60 @@ def test_allreduce_halves_both_record_their_fill():
     assert bound.event.value == pytest.approx(2.0, rel=1e-9)
     for model in ("sync", "event", "event-inorder"):
         assert cost_models.price(out.schedule, inst, model).total_s >= bound.event.value * (1 - 1e-9)
+
+
+def test_fill_over_its_target_takes_more_pieces_by_hand():
+    """The two triangles' reduce-scatter of 24 B (a 4-byte shard: the optimum is 4 ns, and a
+    piece edge's unit, a byte of the narrowest tree's share, is a quarter of a chunk both ways
+    and a half one way, so no count above 2 can be sized: every price is of equal pieces,
+    :func:`test_two_triangles_both_ways_by_hand`'s ``1 + 1.75 / P`` and ``1 + 1.5 / P`` times
+    the optimum). At the budget's 4 pieces both ways wins, 1.375, over :data:`fill.TARGET`
+    (0.5 %), so more pieces are searched up to the 1,000 allowed: 1,000 is within (1.0015), then
+    by halving, 502 within, 253 not (1.00593), 377, 315 within, 284, 299 not (1.005017), 307
+    within (1.004886), and 307 - 299 is within 307 / 32: 307 pieces. Allowed 200 at most, 200
+    (1.0075, not within: the most there are). The explicit schedule at 307 verifies and prices
+    as the trees form did."""
+    inst, found = reduction_rings(two_triangles(), 24.0)
+    one, both = found[rings.DOOR_RULES[0]], found[BOTH]
+    optimum_s = 4e-9
+    assert both.opt.seconds(4.0, both.unit_bw) == pytest.approx(optimum_s, rel=1e-12)
+    got, pieces, record = fill.choose(inst, [one, both], lambda f: 4, lambda f, p: pipelined(inst, f, p), None,
+                                      lambda f: 1000, optimum_s)
+    assert got.door == BOTH and pieces == 307 and got.cuts is None
+    assert [r["pieces"] for r in record] == [4, 4, 1000, 502, 253, 377, 315, 284, 299, 307]
+    assert not any(r["sized"] for r in record)
+    rates = [1.75] + [1.5] * 9
+    assert [r["sync_equal_s"] for r in record] == pytest.approx([optimum_s * (1 + a / r["pieces"])
+                                                                 for a, r in zip(rates, record)], rel=1e-12)
+    sched = _with_header(emit(inst, got, pieces), inst)
+    assert verify.verify(sched, inst) is None
+    assert cost_models.price(sched, inst, "sync").total_s == pytest.approx(optimum_s * (1 + 1.5 / 307), rel=1e-9)
+    capped, pieces, _ = fill.choose(inst, [one, both], lambda f: 4, lambda f, p: pipelined(inst, f, p), None,
+                                    lambda f: 200, optimum_s)
+    assert capped.door == BOTH and pieces == 200
+    within, pieces, record = fill.choose(inst, [both], lambda f: 400, lambda f, p: pipelined(inst, f, p), None,
+                                         lambda f: 1000, optimum_s)  # 1 + 1.5 / 400: within, nothing more tried
+    assert pieces == 400 and len(record) == 1
+
+
+def test_allreduce_keeps_the_pieces_its_fill_took(monkeypatch):
+    """The two triangles' allreduce (6 GB) with a send budget of 500 (6 pieces a half) and
+    :data:`FILL_SENDS` of 100,000: the reduce-scatter half's fill is over :data:`fill.TARGET`
+    at 6 pieces, takes more, and the schedule carries that half at the pieces the fill took
+    (the joint choice keeps the half as picked; before, its pieces were counted again from the
+    budget), priced within the target by the fill's record; the schedule verifies and no model
+    prices it below the 2 s bound."""
+    from collsynth.solvers.packing import producer
+
+    monkeypatch.setattr(producer, "SEND_BUDGET", 500)
+    monkeypatch.setattr(producer, "FILL_SENDS", 100_000)
+    inst = make_instance(two_triangles(), "allreduce", message_bytes=6e9)
+    out = get("tree-packing").run(inst, Options(time_limit=600))
+    rs = out.extra["forests"][0]
+    tried = [r["pieces"] for r in rs["fill_choice"]]
+    assert tried[0] == 6 and rs["pieces"] == tried[-1] > 6
+    last = rs["fill_choice"][-1]
+    assert (last["sync_sized_s"] if last["sized"] else last["sync_equal_s"]) <= 1.0 * (1 + fill.TARGET)
+    assert verify.verify(out.schedule, inst) is None
+    for model in ("sync", "event", "event-inorder"):
+        assert cost_models.price(out.schedule, inst, model).total_s >= 2.0 * (1 - 1e-9)

@@ -32,7 +32,14 @@ their mean is the allreduce rows' ``sync`` ratio, 1.0166 and 1.0530.
 :func:`choose` prices every candidate forest at its automatic pieces, equal and sized, by the
 trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`: no
 explicit sends, of which there are millions; the sizes' program takes seconds at a thousand
-pieces) and keeps the least.
+pieces) and keeps the least. The send budget may leave the least over :data:`TARGET`: at eight
+MI250 boxes each half of the allreduce gets 155 pieces (half of 16 M sends at 51,456 hops a
+piece), where the program's sizes are 1.0112x the optimum under ``sync``, and the rows 1.0116x /
+1.0106x / 1.0112x the bound under ``event`` / ``event-inorder`` / ``sync``. There the chosen
+forest takes the fewest pieces up to ``most_of`` (the producer's ``FILL_SENDS``, 32 M sends, in
+the whole memory budget at ``BYTES_PER_SEND`` a send where the budget's pieces take half) that price
+within :data:`TARGET` (:func:`deeper`; the sync price falls about as one over the pieces: 1.0045x at
+310, 1.0049x at 290; ``benchmarks/bench_allreduce_halves.py``).
 """
 
 from __future__ import annotations
@@ -45,30 +52,76 @@ from .piece_sizes import sized
 GAIN = 1e-3  # unequal pieces are kept only where they price at least this share below equal ones
 SIZES_SHARE = 0.1  # of the run's time left, at most, for the candidates' sizes (linear programs of up to
 # 400,000 rows: DGX-2 x2's reduce-scatter rings at 4,098 pieces take minutes); stopped there, pieces stay equal
+TARGET = 5e-3  # a fill priced above this share over its half's optimum at the budget's pieces may take more (up
+# to ``most_of``): half of the 1 % a row aims for, the other half for what the sync price of the trees form does
+# not see (FIFO links, the halves' overlap; MI250 x8, 155 pieces: event 1.0116, in order 1.0106, sync 1.0112)
+SETTLE = 32  # the search for the fewest pieces within TARGET stops within 1 / SETTLE of them
 
 
-def choose(instance, forests: list, pieces_of, pipelined, deadline=None) -> tuple:
+def choose(instance, forests: list, pieces_of, pipelined, deadline=None, most_of=None, optimum_s=None) -> tuple:
     """``(forest, pieces, record)``: of ``forests`` (forests of one reduction, transposed, or of
     an allreduce's allgather; the first the default), the one of least ``sync`` price at
     ``pieces_of(forest)`` pieces, with its piece edges (the forest's ``cuts``) where unequal
     pieces price at least :data:`GAIN` below equal ones (their programs given
     :data:`SIZES_SHARE` of the time ``deadline`` leaves, together: one stopped there keeps equal
     pieces); ``pipelined(forest, pieces)`` is the trees form the run would expand. Ties go to
-    the earlier forest. ``record``: each candidate's name and prices (seconds)."""
+    the earlier forest. Where the chosen one prices more than :data:`TARGET` over ``optimum_s``
+    (seconds) and ``most_of(forest)`` allows more pieces, it takes the fewest up to those that
+    price within it, or those if none does (:func:`deeper`). ``record``: each candidate's name,
+    pieces and prices (seconds), each deeper count tried after them."""
     best, record = None, []
     stop = deadline.share(SIZES_SHARE) if deadline is not None else None
     for f in forests:
         pieces = pieces_of(f)
-        trees = pipelined(f, pieces)
-        equal = price_sync(trees, instance).total_s
-        # HiGHS's presolve may run past a limit (45 s on a 166,320-row program given none left): none started late
-        late = stop is not None and stop.expired()
-        unequal = None if late else sized(trees, instance, pieces, stop.left() if stop is not None else None)
-        cut = price_sync(unequal, instance).total_s if unequal is not None else None
-        use = cut is not None and cut < equal * (1 - GAIN)
-        got = (cut if use else equal, replace(f, cuts=tuple(unequal.cuts.tolist()) if use else None), pieces)
-        record.append({"shape": f.shape + (f" ({f.door})" if f.door else ""), "pieces": pieces,
-                       "sync_equal_s": equal, "sync_sized_s": cut, "sized": use})
+        got = priced(instance, f, pieces, pipelined, stop, record)
         if best is None or got[0] < best[0]:
             best = got
+    if most_of is not None and optimum_s is not None and best[0] > optimum_s * (1 + TARGET):
+        more = deeper(lambda p: priced(instance, best[1], p, pipelined, stop, record), best[2], most_of(best[1]),
+                      optimum_s * (1 + TARGET))
+        if more is not None and more[0] < best[0]:
+            best = more
     return best[1], best[2], record
+
+
+def priced(instance, f, pieces: int, pipelined, stop, record: list) -> tuple:
+    """``(sync price, forest, pieces)``: ``f`` at ``pieces`` equal pieces, or sized
+    (:func:`.piece_sizes.sized`, its edges as the forest's ``cuts``) where those price at least
+    :data:`GAIN` less; appended to ``record``. No program starts once ``stop`` has expired."""
+    trees = pipelined(f, pieces)
+    equal = price_sync(trees, instance).total_s
+    # HiGHS's presolve may run past a limit (45 s on a 166,320-row program given none left): none started late
+    late = stop is not None and stop.expired()
+    unequal = None if late else sized(trees, instance, pieces, stop.left() if stop is not None else None)
+    cut = price_sync(unequal, instance).total_s if unequal is not None else None
+    use = cut is not None and cut < equal * (1 - GAIN)
+    record.append({"shape": f.shape + (f" ({f.door})" if f.door else ""), "pieces": pieces,
+                   "sync_equal_s": equal, "sync_sized_s": cut, "sized": use})
+    return cut if use else equal, replace(f, cuts=tuple(unequal.cuts.tolist()) if use else None), pieces
+
+
+def deeper(price_at, pieces: int, most: int, goal: float) -> tuple | None:
+    """``price_at(p)`` (a tuple, its price first) at the fewest ``p`` in ``(pieces, most]``
+    priced at most ``goal``, searched by halving the interval (a fill's overhead falls as
+    pieces grow) until within ``1 / SETTLE``; at ``most`` where even that prices above
+    ``goal``; None where ``most <= pieces``.
+
+    >>> deeper(lambda p: (1 + 8 / p, p), 100, 1000, 1.02)[1]  # within from 400 on: 550, 325, 437, 381, 409, 395, 402
+    402
+    >>> deeper(lambda p: (1 + 8 / p, p), 100, 300, 1.02)[1], deeper(lambda p: (1 + 8 / p, p), 100, 100, 1.02)
+    (300, None)
+    """
+    if most <= pieces:
+        return None
+    top = price_at(most)
+    if top[0] > goal:
+        return top
+    lo, hi, found = pieces, most, top  # lo priced above the goal, hi within it
+    while hi - lo > max(1, hi // SETTLE):
+        mid = (lo + hi) // 2
+        got = price_at(mid)
+        if got[0] <= goal:
+            hi, found = mid, got
+        else:
+            lo = mid
+    return found

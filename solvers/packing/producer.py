@@ -83,6 +83,7 @@ SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
 # 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
+FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take, in all the memory check_sends allows
 PIECES_FLOOR = 1600  # automatic pieces: at least this many (two-level trees are shallow: 100 per hop is too few
 # for the synchronous model's fill, (D - 1) / pieces, to stay within a few tenths of a percent)
 
@@ -342,16 +343,17 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
 
 
 def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 0.0, alpha: float = 0.0,
-                floor: int = PIECES_FLOOR) -> int:
+                floor: int = PIECES_FLOOR, sends: int | None = None, memory_share: float = 0.5) -> int:
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
     ``floor``, :data:`PIECES_FLOOR` by default), at most
-    what keeps the schedule within :data:`SEND_BUDGET` sends and half the memory budget. With
+    what keeps the schedule within ``sends`` (by default :data:`SEND_BUDGET`) sends and ``memory_share``
+    of the memory budget at ``BYTES_PER_SEND`` a send. With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
     event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
     few pieces, large ones many."""
     hops = hops_of(trees) * chunks_per_root
-    budget = min(SEND_BUDGET, int(memory_budget()[0] / 2 / BYTES_PER_SEND))
+    budget = min(SEND_BUDGET if sends is None else sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
     want = max(DEPTH_FACTOR * depth, floor)
     if alpha > 0:
@@ -483,7 +485,8 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
         forests, joint = _joint(instance, halves, depths, alpha, options, deadline, kept)
         if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
             depths = (list(joint["chosen_pieces"]) if all(f.on_share for f in forests) else
-                      [auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
+                      [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
+                       auto_pieces(f.trees, coll.chunks_per_node * len(forests)) for f in forests])
         sends = sum(hops_of(f.trees) * p for f, p in zip(forests, depths)) * coll.chunks_per_node
         if not kept.holds(forests, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
             note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
@@ -602,7 +605,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     the pieces of :func:`auto_pieces` (a reduction's forest at alpha 0, unless ``trees`` is set,
     is the one :func:`.fifo_reduce.choose` measures faster, then, unless ``pieces`` is set, of
     it and its ring alternatives, in equal or unequal pieces, the one of least ``sync`` price:
-    :func:`.fill.choose`; so is an allreduce's allgather, whose shape :func:`by_shape` left
+    :func:`.fill.choose`, more pieces, up to :data:`FILL_SENDS`, where those leave it over
+    :data:`.fill.TARGET`; so is an allreduce's allgather, whose shape :func:`by_shape` left
     unchosen); else, over the forests of
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models (:data:`OBJECTIVES`; sync +
     event by default) near the least estimate (:func:`priced_choice`), or the least estimate of
@@ -617,7 +621,9 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
             # trees both ways, unequal pieces (priced at the run's pieces)
             g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
                                             lambda h: auto_pieces(h.trees, c * parts),
-                                            lambda h, p: pipelined(instance, h, p), deadline)
+                                            lambda h, p: pipelined(instance, h, p), deadline, lambda h: auto_pieces(
+                                                h.trees, c * parts, sends=FILL_SENDS, memory_share=1.0),
+                                            optimum_seconds(instance, f))
             return replace(g, fill=priced), pieces, None
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
@@ -889,7 +895,9 @@ PARAMS = (
                                                            f"compact where fewer than {EXPLICIT_PIECES} pieces of "
                                                            f"explicit sends fit {SEND_BUDGET:,} sends"),
     Param("pieces", int, None, f"pipeline pieces per chunk and tree (default: {DEPTH_FACTOR} per hop of the "
-                               f"deepest tree and at least {PIECES_FLOOR}, within a budget of {SEND_BUDGET:,} sends; "
+                               f"deepest tree and at least {PIECES_FLOOR}, within a budget of {SEND_BUDGET:,} sends, "
+                               f"or up to {FILL_SENDS:,} where a reduction's fill prices over "
+                               f"{_percent(fill.TARGET)} of its optimum at alpha 0; "
                                "with link latency, the trees (k or 1 per shard, shallower ones at "
                                f"{' and '.join(f'{m}x' for m in SLACKS)} the time, shortest paths) and pieces of "
                                "least sync + event time, priced where the schedules are small, else estimated)",
