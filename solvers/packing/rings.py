@@ -48,9 +48,9 @@ together). Half as deep, and half the trees: a reduction's pipeline fills sooner
 twice the pieces within the send budget (:mod:`.fill` prices it against one way round; MI250 at
 four boxes 17 -> 10 hops deep).
 
-The rings themselves are found by a seeded depth-first search over the blocks
-(:func:`box_rings`); the trees are used only when their exact loads fit within
-:data:`TOLERANCE` of the cut optimum.
+The rings themselves are found by a seeded depth-first search over the blocks that backtracks
+over the rings it has taken (:func:`box_rings`); the trees are used only when their exact loads
+fit within :data:`TOLERANCE` of the cut optimum.
 """
 
 from __future__ import annotations
