@@ -54,11 +54,15 @@ def export_and_run(schedule, instance, seeds=(0,)) -> str:
     return "pass"
 
 
-# Fractional TEN-LP reductions whose plans take the interpreter a minute or more each: run with
-# the benchmarks (``-m benchmark``) and by tests/mscclpp_table.py; every kind and producer is
-# still covered here by its other stored schedules (ring6-allreduce ten-lp among them).
+# Fractional TEN-LP reductions whose plans take the interpreter a minute or more each, and the
+# biggest fractional copies (pieces of 1/1024: twisted torus and 4x4 torus allgather, 717-1,195
+# sends, 10-25 s each; HyperX alltoall, the same 331 sends as the 3x3 torus's): run with the
+# benchmarks (``-m benchmark``) and by tests/mscclpp_table.py; every kind and producer is still
+# covered here by its other stored schedules (ring6-allreduce ten-lp among them; pieces of
+# 1/1024 by the generalized Kautz allgather and the 3x3 torus alltoall).
 SLOW_PLANS = {("hypercube3-allreduce", "ten-lp"), ("dgx1-allreduce", "ten-lp"),
-              ("petersen-line-reduce-scatter", "ten-lp")}
+              ("petersen-line-reduce-scatter", "ten-lp"), ("twisted-torus3-allgather", "ten-lp"),
+              ("torus4x4-allgather", "ten-lp"), ("hyperx3x3-alltoall", "ten-lp")}
 
 
 def quick_corpus_cases() -> list:

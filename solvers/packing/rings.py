@@ -48,9 +48,9 @@ together). Half as deep, and half the trees: a reduction's pipeline fills sooner
 twice the pieces within the send budget (:mod:`.fill` prices it against one way round; MI250 at
 four boxes 17 -> 10 hops deep).
 
-The rings themselves are found by a seeded depth-first search over the blocks
-(:func:`box_rings`); the trees are used only when their exact loads fit within
-:data:`TOLERANCE` of the cut optimum.
+The rings themselves are found by a seeded depth-first search over the blocks that backtracks
+over the rings it has taken (:func:`box_rings`); the trees are used only when their exact loads
+fit within :data:`TOLERANCE` of the cut optimum.
 """
 
 from __future__ import annotations
@@ -172,15 +172,21 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
     """``count`` rings through all of ``blocks``, each a cycle of GPUs (for pairs ``[a0, b0, a1,
     b1, ...]``, entering pair ``i`` at ``a_i`` and leaving from its partner ``b_i``), together
     using every link between blocks at most its ``outside`` rings; or None. A seeded
-    depth-first search (:data:`SEEDS` tries, :data:`STEPS` steps per ring, ``deadline``
-    checked before each try), going first where fewest ways on are left (Warnsdorff's rule);
-    where the links are the same both ways, each ring is first taken with its reverse (a
-    Hamiltonian decomposition of the undirected graph), and, if no try finds one, alone: links
-    alike both ways need not be rings paired with their reverses (three rings on six GPUs,
-    ``tests/test_packing_rings.py``).
+    depth-first search (:data:`SEEDS` tries of at most :data:`STEPS` steps per ring wanted,
+    ``deadline`` checked before each try), going first where fewest ways on are left
+    (Warnsdorff's rule) and backtracking over the rings already taken (a ring that leaves
+    links no rings can use up is given up for the next one: taking each ring for good missed
+    decompositions of three rings on seven GPUs, ``tests/test_packing_rings.py``); a try that
+    ends within its steps has searched every choice, so there is no decomposition. Where the
+    links are the same both ways, each ring is first taken with its reverse (a Hamiltonian
+    decomposition of the undirected graph), and, if no try finds one, alone: links alike both
+    ways need not be rings paired with their reverses (three rings on six GPUs, ibid.). Every
+    order is that of ``blocks`` and ``outside`` and the seeds: the same rings on every run.
 
     >>> sorted(box_rings(((0, 1), (2, 3)), {(1, 2): 1, (3, 0): 1, (2, 1): 1, (0, 3): 1}, 2))
     [[0, 1, 2, 3], [1, 0, 3, 2]]
+    >>> box_rings(((0,), (1,), (2,)), {(0, 1): 1, (1, 2): 1, (2, 0): 1, (1, 0): 1}, 2) is None
+    True
     """
     if len(blocks) > MAX_BLOCKS:
         return None
@@ -194,29 +200,42 @@ def box_rings(blocks: tuple[tuple[int, ...], ...], outside: dict, count: int, de
         for seed in range(SEEDS):
             if deadline is not None:
                 deadline.check("rings", f"search {seed + 1} of {SEEDS}")
-            rings = _rings(blocks, block_of, out_of, dict(outside), count, paired, random.Random(seed))
+            steps = [STEPS * count]
+            rings = _rings(blocks, block_of, out_of, dict(outside), count, paired, random.Random(seed), steps)
             if rings is not None:
                 return rings
+            if steps[0] >= 0:  # searched to the end: no decomposition of this kind
+                break
     return None
 
 
 def _rings(blocks, block_of: dict, out_of: dict, left: dict, count: int, paired: bool,
-           rng: random.Random) -> list[list[int]] | None:
-    """``count`` rings within the rings ``left`` (:func:`box_rings`; consumed), one seeded
-    try; with ``paired``, each ring found is taken with its reverse while two are wanted."""
+           rng: random.Random, steps: list[int]) -> list[list[int]] | None:
+    """``count`` rings within the rings ``left`` (:func:`box_rings`; restored unless found),
+    one seeded try of at most ``steps[0]`` steps (counted down, below zero when cut short);
+    with ``paired``, each ring is taken with its reverse while two are wanted. Every ring
+    found by :func:`_cycles` is tried in turn under the rings that follow."""
+    if count == 0:
+        return []
     size = len(blocks[0])
-    rings: list = []
-    while len(rings) < count:
-        ring = _ring(blocks, block_of, out_of, left, rng)
-        if ring is None:
-            return None
+    for ring in _cycles(blocks, block_of, out_of, left, rng, steps):
         back = ring[::-1][-size:] + ring[::-1][:-size]  # the reverse, from the same block on
-        taken = [ring, back] if paired and count - len(rings) >= 2 else [ring]
-        for r in taken:
-            for a, b in _crossings(r, size):
-                left[(a, b)] -= 1
-        rings += taken
-    return rings
+        taken = [ring, back] if paired and count >= 2 else [ring]
+        arcs = [a for r in taken for a in _crossings(r, size)]
+        if any(left[a] < arcs.count(a) for a in arcs):  # the reverse's links are used up
+            continue
+        for a in arcs:
+            left[a] -= 1
+        rest = _rings(blocks, block_of, out_of, left, count - len(taken), paired, rng, steps)
+        for a in arcs:
+            left[a] += 1
+        if rest is not None:
+            for a in arcs:
+                left[a] -= 1
+            return taken + rest
+        if steps[0] < 0:
+            return None
+    return None
 
 
 def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
@@ -225,26 +244,26 @@ def _crossings(ring: list[int], size: int) -> list[tuple[int, int]]:
     return list(zip(ring[size - 1::size], ring[size::size] + ring[:1]))
 
 
-def _ring(blocks, block_of: dict, out_of: dict, left: dict, rng: random.Random) -> list[int] | None:
-    """One ring over ``blocks`` within the rings ``left`` (:func:`box_rings`), or None."""
+def _cycles(blocks, block_of: dict, out_of: dict, left: dict, rng: random.Random, steps: list[int]):
+    """Every ring over ``blocks`` within the rings ``left`` (:func:`box_rings`), one at a
+    time, from the first block entered either way, until ``steps`` run out (``left`` may
+    change between rings, and is as it was whenever the next is asked for)."""
     first = blocks[0]
-    steps = [STEPS]
     for start in rng.sample([first, first[::-1]], len(first)):
-        path = list(start)
-        if _extend(path, {first}, len(blocks), block_of, out_of, left, rng, steps):
-            return path
-    return None
+        yield from _extend(list(start), {first}, len(blocks), block_of, out_of, left, rng, steps)
 
 
 def _extend(path: list[int], used: set, total: int, block_of: dict, out_of: dict, left: dict,
-            rng: random.Random, steps: list[int]) -> bool:
-    """Extend ``path`` over the unused blocks (``total`` in all), each entered at one GPU and
-    left from its other, and close it."""
+            rng: random.Random, steps: list[int]):
+    """Every extension of ``path`` over the unused blocks (``total`` in all), each entered at
+    one GPU and left from its other, that closes (a copy per ring)."""
     steps[0] -= 1
     if steps[0] < 0:
-        return False
+        return
     if len(used) == total:
-        return left.get((path[-1], path[0]), 0) > 0
+        if left.get((path[-1], path[0]), 0) > 0:
+            yield list(path)
+        return
 
     def ways(x: int) -> list[tuple[int, ...]]:  # the unused blocks x may enter next, entered first
         return [(b,) + tuple(v for v in block_of[b] if v != b) for b in out_of.get(x, ())
@@ -256,11 +275,11 @@ def _extend(path: list[int], used: set, total: int, block_of: dict, out_of: dict
     for o in nexts:
         used.add(block_of[o[0]])
         path += o
-        if _extend(path, used, total, block_of, out_of, left, rng, steps):
-            return True
+        yield from _extend(path, used, total, block_of, out_of, left, rng, steps)
         del path[-len(o):]
         used.discard(block_of[o[0]])
-    return False
+        if steps[0] < 0:
+            return
 
 
 def segment(ring: list[int], i: int, length: int, paired: bool = True) -> list[tuple[int, int]]:
