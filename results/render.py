@@ -88,11 +88,16 @@ def applicable_bounds(df: pd.DataFrame, column: str = "lower_bound_s") -> pd.Ser
     >>> applicable_bounds(df).tolist()  # the routed run is set against 2.0, the others against 3.0
     [3.0, 2.0, 3.0]
     """
-    bound = pd.to_numeric(df[column], errors="coerce")
     routed = routings(df) != "links"
-    every = bound.groupby(df["instance"]).transform("max")
-    own = bound.where(routed).groupby(df["instance"]).transform("max")
-    return every.where(~routed, own)
+    every = pd.to_numeric(df[column], errors="coerce").groupby(df["instance"]).transform("max")
+    return every.where(~routed, routed_bounds(df, column).reindex(df["instance"]).to_numpy())
+
+
+def routed_bounds(df: pd.DataFrame, column: str = "lower_bound_s") -> pd.Series:
+    """Per instance: the largest ``column`` stored by a run whose schedule is routed (NaN where
+    none is), the bound a routed schedule is set against (:func:`applicable_bounds`)."""
+    bound = pd.to_numeric(df[column], errors="coerce").where(routings(df) != "links")
+    return bound.groupby(df["instance"]).max()
 
 
 def best_runs(ok: pd.DataFrame, time_col: str) -> pd.DataFrame:
@@ -120,9 +125,8 @@ def optimality(df: pd.DataFrame) -> pd.DataFrame:
     ratio_per = best.pivot(index="instance", columns="method", values="ratio")
     bound = df.groupby("instance")["lower_bound_s"].max()
     out = pd.DataFrame({"lower_bound_s": bound.reindex(best_per.index)})
-    routed = routings(df) != "links"
-    if routed.any():
-        out["lower_bound_routed_s"] = df["lower_bound_s"].where(routed).groupby(df["instance"]).max()
+    if (routings(df) != "links").any():
+        out["lower_bound_routed_s"] = routed_bounds(df)
     source = bound_labels(df, "sync").reindex(best_per.index)
     if source.notna().any():
         out["bound_source"] = source

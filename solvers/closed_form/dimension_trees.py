@@ -341,7 +341,7 @@ def dimension_trees(instance: Instance, steps: int | None = None, deadline: Dead
 
 def _run(instance: Instance, options) -> Outcome:
     steps = dict(getattr(options, "params", {}) or {}).get("steps")
-    sched, figures = dimension_trees(instance, steps, options.timer() if hasattr(options, "timer") else None)
+    sched, figures = dimension_trees(instance, steps, options.timer())
     lp = sum(f["lp_s"] for f in figures.values())
     out = constructed(sched, {"sync_s": lp, **{f"{k}_steps": f["steps"] for k, f in figures.items()}})
     out.extra["dimension_trees"] = figures
