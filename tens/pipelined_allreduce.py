@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from . import pipelined_trees
+from . import allreduce_overlap, pipelined_trees
 from .pipelined_trees import PipelinedTrees, SyncPrice
 from .schedule import Schedule, concat
 
@@ -47,6 +47,8 @@ class PipelinedAllreduce:
 
     reduce_scatter: PipelinedTrees
     allgather: PipelinedTrees
+    delay: int | None = None  # the allgather's step s runs in step delay + s (None: after the reduce-scatter's last)
+    mirror: bool = False  # the allgather's pieces placed mirrored in their chunk (:mod:`.allreduce_overlap`)
 
     collective = "allreduce"
 
@@ -86,12 +88,24 @@ def verify(f: PipelinedAllreduce, instance) -> str | None:
         why = pipelined_trees.verify(half, half_instance(instance, kind))
         if why is not None:
             return f"{kind.replace('_', '-')} half: {why}"
+    if f.delay is not None:
+        try:
+            least = allreduce_overlap.least_delay(f.reduce_scatter, f.allgather, f.mirror)
+        except ValueError as e:
+            return f"overlap: {e}"
+        if f.delay < least:
+            return (f"overlap: the allgather shifted by {f.delay} steps sends a piece before its reduction "
+                    f"completed (at least {least})")
     return None
 
 
 def price_sync(f: PipelinedAllreduce, instance) -> SyncPrice:
-    """The synchronous price of ``f``'s expansion: the halves' prices summed (their steps are
-    disjoint; :func:`collsynth.tens.pipelined_trees.price_sync` for each)."""
+    """The synchronous price of ``f``'s expansion: the halves' prices summed where they run in
+    turn (their steps are disjoint; :func:`collsynth.tens.pipelined_trees.price_sync` for each),
+    else step by step with both halves' loads (:func:`collsynth.tens.allreduce_overlap.price_joint`)."""
+    if f.delay is not None:
+        costs = allreduce_overlap.joint_costs(f.reduce_scatter, f.allgather, instance)
+        return allreduce_overlap.price_joint(f.reduce_scatter, f.allgather, f.delay, costs)
     parts = [pipelined_trees.price_sync(half, half_instance(instance, half.collective)) for half in f.halves]
     return SyncPrice(sum(p.steps for p in parts), sum(p.T_L_s for p in parts), sum(p.T_B_s for p in parts))
 
@@ -99,12 +113,13 @@ def price_sync(f: PipelinedAllreduce, instance) -> SyncPrice:
 def expand(f: PipelinedAllreduce) -> Schedule:
     """The explicit sends: the reduce-scatter's (reducing), then the allgather's (copying)
     (:func:`joined`)."""
-    return joined(pipelined_trees.expand(f.reduce_scatter), pipelined_trees.expand(f.allgather))
+    return joined(pipelined_trees.expand(f.reduce_scatter), pipelined_trees.expand(f.allgather), f.delay, f.mirror)
 
 
-def joined(reduce_scatter: Schedule, allgather: Schedule) -> Schedule:
+def joined(reduce_scatter: Schedule, allgather: Schedule, delay: int | None = None, mirror: bool = False) -> Schedule:
     """The allreduce of a reduce-scatter's sends then an allgather's (steps shifted past the
-    first, :func:`collsynth.tens.schedule.concat`), each link taking its messages as they become
+    first, :func:`collsynth.tens.schedule.concat`, or by ``delay``; with ``mirror`` the
+    allgather's pieces mirrored in their chunk: :mod:`collsynth.tens.allreduce_overlap`), each link taking its messages as they become
     ready (``link_order = "ready"``): the reduce-scatter half's declared order
     (:func:`collsynth.tens.pipelined_trees.moved_sends`) would hold every allgather send behind
     all the reduce-scatter's sends out of its GPU on its link, the halves' pipelines not
@@ -114,13 +129,20 @@ def joined(reduce_scatter: Schedule, allgather: Schedule) -> Schedule:
     boxes a group 1.246x -> 1.113x, DGX H100 x32 1.018x -> 1.013x, a k = 8 fat tree 1.011x ->
     1.005x (priced per link orbit, :mod:`collsynth.tens.pipelined_event`; README, "`event` at
     scale")."""
-    return replace(concat(reduce_scatter, allgather, "allreduce"), link_order="ready")
+    both = concat(reduce_scatter, allgather, "allreduce")
+    n = len(reduce_scatter)
+    lo, hi, step = both.lo.copy(), both.hi.copy(), both.step.copy()
+    if mirror:
+        lo[n:], hi[n:] = allreduce_overlap.mirrored(both.lo[n:], both.hi[n:], both.denom)
+    if delay is not None:
+        step[n:] += delay - reduce_scatter.num_steps
+    return replace(both, lo=lo, hi=hi, step=step, link_order="ready")
 
 
 def to_json(f: PipelinedAllreduce) -> dict:
     """``f`` as plain data: each half as :func:`collsynth.tens.pipelined_trees.to_json` writes it."""
     return {"form": FORM, "reduce_scatter": pipelined_trees.to_json(f.reduce_scatter),
-            "allgather": pipelined_trees.to_json(f.allgather)}
+            "allgather": pipelined_trees.to_json(f.allgather), "delay": f.delay, "mirror": f.mirror}
 
 
 def from_json(data: dict, where: str = "trees") -> PipelinedAllreduce:
@@ -135,7 +157,10 @@ def from_json(data: dict, where: str = "trees") -> PipelinedAllreduce:
         if not isinstance(data.get(kind), dict):
             raise InputError(where, f"{kind}: missing, or not the trees of a half")
         halves.append(pipelined_trees.from_json(data[kind], f"{where}: {kind}"))
-    return PipelinedAllreduce(*halves)
+    delay, mirror = data.get("delay"), data.get("mirror", False)
+    if (delay is not None and (isinstance(delay, bool) or not isinstance(delay, int))) or not isinstance(mirror, bool):
+        raise InputError(where, "delay: expected a whole number of steps or null; mirror: expected true or false")
+    return PipelinedAllreduce(*halves, delay=delay, mirror=mirror)
 
 
 def write_json(f: PipelinedAllreduce, path) -> None:

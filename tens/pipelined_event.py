@@ -128,7 +128,7 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders
     parts = [moved_sends(h, m) for h in halves]
-    sched = _header(parts[0] if len(parts) == 1 else joined(*parts), instance)
+    sched = _header(parts[0] if len(parts) == 1 else joined(*parts, f.delay, f.mirror), instance)
     group, copies = None, 1
     if shift is not None and m < len(orders):
         group, _ = link_orbits(la, shift[m:], orders[m:])

@@ -82,12 +82,13 @@ def _at(h: PipelinedTrees, instance, share: float) -> PipelinedTrees:
 
 
 def at_sync_depths(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
-    """``f`` with each half at its own depth of least ``sync`` price, in pieces of equal or
-    unequal sizes (:func:`.compact.least_sync` on the half's instance): the allreduce's
-    ``sync`` price is its halves' summed (:func:`collsynth.tens.pipelined_allreduce.price_sync`),
-    so this is its least, whatever depth its ``event`` price was simulated at
-    (:func:`exact_depth`; ``--param objective=sync`` keeps these depths)."""
+    """``f`` at its least ``sync`` price found, whatever depth its ``event`` price was simulated
+    at (:func:`exact_depth`): each half at its own depth of least ``sync`` price in turn, in
+    pieces of equal or unequal sizes (:func:`.compact.least_sync` on the half's instance), then
+    the allgather overlapped with the reduce-scatter where that prices lower, at those pieces or
+    others (:func:`.overlap_sizes.overlapped`; ``--param objective=sync`` returns the same)."""
     from .compact import least_sync
+    from .overlap_sizes import overlapped
 
-    return PipelinedAllreduce(*(least_sync(replace(h, cuts=None), half_instance(instance, h.collective))[0]
-                                for h in f.halves))
+    return overlapped(PipelinedAllreduce(*(least_sync(replace(h, cuts=None), half_instance(instance, h.collective))[0]
+                                           for h in f.halves)), instance)

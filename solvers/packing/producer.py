@@ -57,6 +57,7 @@ from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
                rings, shapes, translated, twolevel)
 from .allreduce_depth import exact_depth
+from .overlap_sizes import overlapped
 from .forest_record import forest_record
 from .hierarchical import tier_by_tier
 from .splitting import network, remove_relays, split_all_evenly
@@ -548,7 +549,9 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
     reduce-scatter, then its allgather, each grown on the instance with that kind; without
     ``pieces`` and unless the ``objective`` is ``sync`` alone, at a depth whose ``event`` price tracks
-    exact pairs, :func:`.allreduce_depth.exact_depth`; else at the halves' own depths of least ``sync`` price)."""
+    exact pairs, :func:`.allreduce_depth.exact_depth`; with ``sync`` alone the halves' own depths of least
+    ``sync`` price, the allgather overlapped with the reduce-scatter where that prices lower,
+    :func:`.overlap_sizes.overlapped`; with ``pieces``, the halves in turn at those)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
     if coll.kind != "allreduce":
@@ -561,8 +564,11 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
     if not options.params.get("pieces") and options.params.get("objective") != "sync":  # a depth whose event
         trees, depth, prices["event"] = exact_depth(trees, instance)  # price is the model's own (.allreduce_depth)
-        for (_, x), half in zip(parts, trees.halves):
-            x.update(pieces=half.pieces, explicit_sends=half.sends)
+    elif not options.params.get("pieces"):  # sync alone: the halves overlapped where that prices lower
+        trees = overlapped(trees, instance)
+        depth = {"allgather_delay": trees.delay, "allgather_mirrored": trees.mirror}
+    for (_, x), half in zip(parts, trees.halves):
+        x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
              "explicit_sends": trees.sends, "halves": [x for _, x in parts], **depth}
     return Outcome(trees, "constructed", units="steps", found_by="tree-packing (trees + pipeline rule)",

@@ -1,0 +1,120 @@
+"""An allreduce's halves overlapped under ``sync``: the allgather's shift and both halves' pieces.
+
+The allgather of an allreduce kept as trees plus pipeline rules may start before its
+reduce-scatter ends (:mod:`collsynth.tens.allreduce_overlap`: shifted by ``delay`` steps,
+its pieces mirrored in their chunk so that it sends first what the time-reversed reduction
+completes first). :func:`overlapped` picks the pieces and the shift of least ``sync`` price
+(Zhao et al., "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025,
+Section 3.2) among the halves' own pieces, equal pieces at counts around theirs, and the
+pieces of :func:`joint_sized` (at those counts, then beside the best): one sequence of piece sizes in the order the pieces run, shared
+by both halves (the reduce-scatter's pieces reversed, the allgather's mirrored, so that each
+allgather piece is one reduced piece), chosen by the linear program of
+:mod:`.piece_sizes` over both halves' loads in every step at once. Each shift is priced from
+the least that keeps every piece's allgather after its reduction
+(:func:`collsynth.tens.allreduce_overlap.least_delay`) up to the halves in turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+from ...tens import allreduce_overlap as ao
+from ...tens.pipelined_allreduce import PipelinedAllreduce
+from .piece_sizes import MAX_ROWS, edges_of, unit_of
+
+SHARES = (1 / 2, 3 / 4, 1, 5 / 4, 3 / 2, 2)  # piece counts tried, as shares of the halves' deeper count
+
+
+def overlapped(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
+    """``f`` with its allgather shifted (and mirrored) and both halves' pieces of least
+    ``sync`` price among the candidates of the module doc; ``f`` itself where the halves in
+    turn price no more, or the halves have more than one chunk per root (a mirror within each
+    chunk would not follow the reduction's order across chunks)."""
+    rs, ag = f.halves
+    if rs.chunks_per_root != 1 or ag.chunks_per_root != 1:
+        return f
+    costs = ao.joint_costs(rs, ag, instance)
+    best = (_serial_price(f, costs), f)
+    counts = sorted({max(1, round(max(f.pieces) * s)) for s in SHARES})
+    candidates = [(rs, ag)] + [tuple(replace(h, pieces=p, cuts=None) for h in (rs, ag)) for p in counts]
+    for pair in candidates:
+        best = min(best, _least_shift(*pair, costs), key=lambda b: b[0])
+    sized: dict = {}
+    for p in counts:
+        sized[p] = _joint_priced(rs, ag, instance, p, costs)
+    done = {p: v for p, v in sized.items() if v is not None}
+    if done:
+        p = min(done, key=lambda q: done[q][0])
+        for q in {p * 5 // 6, p * 6 // 5, p - 1, p + 1} - set(sized):
+            if q >= 1:
+                sized[q] = _joint_priced(rs, ag, instance, q, costs)
+    for v in sized.values():
+        best = min(best, v, key=lambda b: b[0]) if v is not None else best
+    return best[1]
+
+
+def _joint_priced(rs, ag, instance, pieces: int, costs) -> tuple | None:
+    """:func:`_least_shift` of :func:`joint_sized`'s halves at ``pieces``, None where it has none."""
+    pair = joint_sized(rs, ag, instance, pieces, costs)
+    return None if pair is None else _least_shift(*pair, costs)
+
+
+def _serial_price(f: PipelinedAllreduce, costs) -> float:
+    """The ``sync`` price of ``f``'s halves in turn."""
+    return ao.price_joint(f.reduce_scatter, f.allgather, ao.last_step(f.reduce_scatter), costs).total_s
+
+
+def _least_shift(rs, ag, costs) -> tuple[float, PipelinedAllreduce]:
+    """``(price, allreduce)``: the halves overlapped at the shift and mirror of least ``sync``
+    price, every shift from the least valid up to the halves in turn."""
+    best = None
+    for mirror in (True, False):
+        for delay in range(ao.least_delay(rs, ag, mirror), ao.last_step(rs) + 1):
+            t = ao.price_joint(rs, ag, delay, costs).total_s
+            if best is None or t < best[0]:
+                best = (t, PipelinedAllreduce(rs, ag, delay=delay, mirror=mirror))
+    return best
+
+
+def joint_sized(rs, ag, instance, pieces: int, costs) -> tuple | None:
+    """Both halves cut into ``pieces`` pieces of one sequence of sizes in the order they run
+    (module doc): the fractions ``y`` of least summed step time, each step costing the largest
+    over link classes of both halves' loads (:func:`collsynth.tens.allreduce_overlap.price_joint`
+    at the shift equal pieces allow, mirrored), by the linear program of
+    :func:`.piece_sizes.sized`; rounded to edges in ``1 / E`` of a chunk (the finer half's
+    :func:`.piece_sizes.unit_of`), the allgather's the reduce-scatter's mirrored. None where the
+    program has over :data:`.piece_sizes.MAX_ROWS` rows, ``pieces`` exceeds ``E / 2`` or the
+    solver fails."""
+    rs, ag = (replace(h, pieces=pieces, cuts=None) for h in (rs, ag))
+    delay = ao.least_delay(rs, ag, True)
+    (d_rs, d_ag), cost, _ = costs
+    S, unit = ao.last_step(rs), min(unit_of(rs, instance), unit_of(ag, instance))
+    t = np.arange(1, max(S, delay + ao.last_step(ag)) + 1)[:, None]
+    # the piece each depth runs in step t, in the order pieces run: the reduce-scatter's deepest first
+    run = np.concatenate([t + d_rs[None, :] - (S - pieces + 1), t - delay - d_ag[None, :] - 1], axis=1)
+    if pieces > unit // 2 or not cost.size or not cost.max() > 0 or len(t) * cost.shape[1] > MAX_ROWS:
+        return None
+    y = _fractions(run, cost / cost.max(), pieces, 2.0 * pieces / unit)
+    if y is None:
+        return None
+    e = edges_of(y, unit)
+    return replace(rs, cuts=unit - e[::-1]), replace(ag, cuts=e)
+
+
+def _fractions(run: np.ndarray, cost: np.ndarray, pieces: int, least: float) -> np.ndarray | None:
+    """The piece sizes (summing to ``pieces``, each at least ``least``) minimising the summed
+    largest load per step, ``run[t, d]`` the piece row ``d`` of ``cost`` carries in step ``t``."""
+    steps, J = run.shape[0], cost.shape[1]
+    t_idx, d_idx = np.nonzero((run >= 0) & (run < pieces))
+    rows = (t_idx[:, None] * J + np.arange(J)[None, :]).ravel()
+    A = sparse.coo_matrix((cost[d_idx].ravel(), (rows, np.repeat(run[t_idx, d_idx], J))), shape=(steps * J, pieces))
+    A = sparse.hstack([A, -sparse.kron(sparse.identity(steps), np.ones((J, 1)))]).tocsr()
+    res = linprog(np.r_[np.zeros(pieces), np.ones(steps)], A_ub=A, b_ub=np.zeros(steps * J),
+                  A_eq=np.r_[np.ones(pieces), np.zeros(steps)][None, :], b_eq=[float(pieces)],
+                  bounds=[(least, None)] * pieces + [(0, None)] * steps, method="highs")
+    return res.x[:pieces] if res.status == 0 else None
+
