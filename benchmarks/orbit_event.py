@@ -22,13 +22,20 @@ def depths(deepest: int) -> list[int]:
 def with_pieces(form, pieces: int):
     """``form`` (trees, or an allreduce's two forests) at ``pieces`` pipeline pieces per chunk:
     its own piece edges at its own depth, else equal pieces
-    (:func:`collsynth.solvers.packing.compact.at_pieces`)."""
+    (:func:`collsynth.solvers.packing.compact.at_pieces`); an allreduce whose allgather is
+    overlapped with its reduce-scatter keeps its mirror and takes the least shift at the new
+    pieces (:func:`collsynth.tens.allreduce_overlap.least_delay`)."""
     from collsynth.solvers.packing.compact import at_pieces
 
     halves = getattr(form, "halves", None)
     if halves is None:
         return at_pieces(form, pieces)
-    return type(form)(*(at_pieces(h, pieces) for h in halves))
+    halves = [at_pieces(h, pieces) for h in halves]
+    if form.delay is None or [h.pieces for h in halves] == list(form.pieces):
+        return type(form)(*halves, delay=form.delay, mirror=form.mirror)
+    from collsynth.tens.allreduce_overlap import least_delay  # an overlapped allreduce stays overlapped
+
+    return type(form)(*halves, delay=least_delay(*halves, form.mirror), mirror=form.mirror)
 
 
 def least_event(form, inst, deepest: int, budget: int = EVENT_SENDS) -> dict:
