@@ -105,6 +105,15 @@ def _listed_root_of(h: PipelinedTrees, n: int) -> np.ndarray:
     return out
 
 
+def first_out(h: PipelinedTrees) -> np.ndarray:
+    """Per listed tree of ``h``, the fewest steps below its root of a hop out of the root."""
+    tree = np.repeat(np.arange(len(h.root)), np.diff(h.ptr))
+    out_of_root = h.src == h.root[tree]
+    first = np.full(len(h.root), np.iinfo(np.int64).max // 4, np.int64)
+    np.minimum.at(first, tree[out_of_root], h.before[out_of_root].astype(np.int64))
+    return first
+
+
 def _units(rs: PipelinedTrees, ag: PipelinedTrees) -> int:
     """Units of a chunk both halves' piece edges are whole numbers of."""
     return int(np.lcm(rs.k * int(rs.edges[-1]), ag.k * int(ag.edges[-1])))
@@ -115,10 +124,7 @@ def _piece_table(h: PipelinedTrees, listed: np.ndarray, units: int, mirror: bool
     :func:`_root_pairs`): ``key`` (pair, chunk), ``start`` (in ``units`` of the chunk; the
     mirrored piece's with ``mirror``) and ``value``, the first step the piece leaves its root
     in (trees' direction): the fewest steps below the root of a hop out of it, plus the piece."""
-    tree = np.repeat(np.arange(len(h.root)), np.diff(h.ptr))
-    out_of_root = h.src == h.root[tree]
-    first = np.full(len(h.root), np.iinfo(np.int64).max // 4, np.int64)
-    np.minimum.at(first, tree[out_of_root], h.before[out_of_root].astype(np.int64))
+    first = first_out(h)
     by_root = np.argsort(h.root, kind="stable")
     lo_at = np.searchsorted(h.root[by_root], listed)
     count = np.searchsorted(h.root[by_root], listed, side="right") - lo_at
