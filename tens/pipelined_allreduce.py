@@ -14,7 +14,10 @@ owner (each contribution once), and the allgather half, whose every send copies 
 first half left, carries each owner's block to every participant; each half is checked in its
 own form against the instance's collective with its kind. :func:`price_sync` is the
 synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2) of the expansion: the
-halves' steps do not overlap, so it is the sum of the halves' prices.
+halves' steps do not overlap, so it is the sum of the halves' prices. With a ``delay`` (and
+``mirror``) the allgather overlaps the reduce-scatter (:mod:`collsynth.tens.allreduce_overlap`):
+:func:`verify` also checks that each allgather piece leaves its owner after its reduction
+completed there, and :func:`price_sync` prices each step with both halves' loads.
 
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
