@@ -2,8 +2,9 @@
 ``solvers/packing/overlap_sizes.py``): on small Clos fabrics the compact form verifies exactly
 where its explicit sends do (at the least shift, mirrored or not, and one step earlier, where
 both refuse it) and prices as them under ``sync`` and ``event``; a ``sync`` run returns the
-overlap, verified and priced as its explicit sends, below the halves in turn; a ring of three
-by hand; the written form reads back."""
+overlap, verified and priced as its explicit sends, below the halves in turn, and not below
+the instance's ``sync`` bound (the crossing bound on fabrics whose switches copy nothing); a
+ring of three by hand; the written form reads back."""
 
 import json
 from dataclasses import replace
@@ -21,6 +22,7 @@ from collsynth.solvers.packing.producer import _with_header, run_compact
 from collsynth.solvers.pipeline import run
 from collsynth.solvers.producers import Options
 from collsynth.tens import allreduce_overlap, cost_models, pipelined_allreduce, pipelined_event, verify
+from collsynth.tens.bounds import instance_bounds
 from collsynth.tens.pipelined_trees import PipelinedTrees
 from compact_checks import SMALL_CLOS, THREE_TIERS, assert_row_as_explicit
 
@@ -106,3 +108,20 @@ def test_the_written_overlap_reads_back(tmp_path):
     assert pipelined_allreduce.price_sync(back, inst) == pipelined_allreduce.price_sync(g, inst)
     with pytest.raises(InputError, match="delay: expected a whole number"):
         pipelined_allreduce.from_json({**json.loads(path.read_text()), "delay": "soon"})
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fabric=st.sampled_from([("fat_tree", {"k": 4}), ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2,
+                                                                      "gpus_per_box": 2, "rails": 2, "spines": 1,
+                                                                      "radix": 16})]),
+       alpha=st.sampled_from([0.5e-6, 2.7e-6, 2e-5]), size=st.sampled_from([1 << 20, 1 << 26]))
+def test_the_overlap_stays_above_the_instance_bound(fabric, alpha, size):
+    """The instance's ``sync`` bound (the crossing bound where the fabric's switches copy
+    nothing, ``tens/bounds/injections.py``) is met by no overlapped allreduce faster than it."""
+    gen, params = fabric
+    keys = {"link_alpha": alpha} if gen == "fat_tree" else {"nic_alpha": alpha}
+    inst = make_instance(build(gen, {**params, **keys, "fabric_copy": False}), "allreduce", message_bytes=size)
+    trees = run_compact(inst, Options(time_limit=60, params={"objective": "sync"})).schedule
+    assert pipelined_allreduce.verify(trees, inst) is None
+    bound = instance_bounds(inst).sync.value
+    assert bound <= pipelined_allreduce.price_sync(trees, inst).total_s * (1 + 1e-9)
