@@ -42,7 +42,9 @@ A reduce-scatter is the time reversal of its trees, every send keyed by the rota
 listed send it is an image of (:func:`collsynth.tens.pipelined_trees.owners_ahead`); an
 allreduce its reduce-scatter's sends and then its allgather's (the allgather's first sends wait
 for the reduce-scatter's arrivals at their root, the owner of the same listed block), both
-halves with the same shifts and listed roots, so the same argument covers them.
+halves with the same shifts and listed roots, so the same argument covers them (an allgather
+shifted by a ``delay`` or mirrored, :mod:`collsynth.tens.allreduce_overlap`, is shifted or
+mirrored alike in every image).
 ``tests/test_pipelined_event.py`` checks the price against the explicit sends' on small Clos
 fabrics.
 """
