@@ -56,7 +56,7 @@ def test_the_least_shift_is_where_the_explicit_sends_verify(fabric, pieces, mirr
         assert pipelined_event.price(g, inst).total_s == pytest.approx(event, rel=1e-12)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fabric=fabrics)
 @example(fabric=("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": 2, "rails": 2, "spines": 1,
                                "radix": 16}))
@@ -110,7 +110,7 @@ def test_the_written_overlap_reads_back(tmp_path):
         pipelined_allreduce.from_json({**json.loads(path.read_text()), "delay": "soon"})
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fabric=st.sampled_from([("fat_tree", {"k": 4}), ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2,
                                                                       "gpus_per_box": 2, "rails": 2, "spines": 1,
                                                                       "radix": 16})]),
