@@ -14,7 +14,8 @@ the pipeline rule (the reduce-scatter: the time reversal of those trees, a GPU's
 leaving after all its children's arrived; the allreduce:
 :class:`collsynth.tens.pipelined_allreduce.PipelinedAllreduce`), verified and priced under
 ``sync`` in that form at the pipeline depth of least sync price (an allreduce's halves each at
-its own, :func:`collsynth.solvers.packing.allreduce_depth.at_sync_depths`, whatever depth
+its own, then its allgather overlapped with its reduce-scatter where that prices lower,
+:func:`collsynth.solvers.packing.allreduce_depth.at_sync_depths`, whatever depth
 ``event`` is priced at; ``sync ms (pieces)`` and ``event ms (pieces)`` say each; seconds for both); the price
 under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
 the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
