@@ -44,6 +44,7 @@ halves' orbits (:func:`collsynth.tens.pipelined_trees.link_orbits`) tell apart (
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -115,8 +116,12 @@ def first_out(h: PipelinedTrees) -> np.ndarray:
 
 
 def _units(rs: PipelinedTrees, ag: PipelinedTrees) -> int:
-    """Units of a chunk both halves' piece edges are whole numbers of."""
-    return int(np.lcm(rs.k * int(rs.edges[-1]), ag.k * int(ag.edges[-1])))
+    """Units of a chunk both halves' piece edges are whole numbers of (a ValueError where
+    they would not fit 62 bits)."""
+    units = math.lcm(int(rs.k) * int(rs.edges[-1]), int(ag.k) * int(ag.edges[-1]))
+    if units >= 1 << 62:
+        raise ValueError(f"the halves' piece edges have no common unit within 62 bits ({units:.3e})")
+    return units
 
 
 def _piece_table(h: PipelinedTrees, listed: np.ndarray, units: int, mirror: bool) -> dict:
