@@ -147,8 +147,9 @@ def _piece_table(h: PipelinedTrees, listed: np.ndarray, units: int, mirror: bool
 
 def joint_costs(rs: PipelinedTrees, ag: PipelinedTrees, instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``((rs depths, ag depths), cost, alpha)``: each half's depths below the root, per depth
-    (rows: the reduce-scatter's, then the allgather's) the seconds its hops load each link class when every tree sends one whole
-    chunk of its width (a column per distinct load pattern over the classes both halves' orbits
+    (rows: the reduce-scatter's, then the allgather's) the seconds its hops load each link class
+    when every tree sends one whole chunk of its width (a column per distinct load pattern over the
+    classes both halves' orbits
     tell apart), and per depth the largest alpha of its links (module doc)."""
     la = instance.topology.link_arrays
     parts = [_depth_loads(h, la, instance.collective.chunk_bytes) for h in (rs, ag)]

@@ -122,8 +122,9 @@ def expand(f: PipelinedAllreduce) -> Schedule:
 def joined(reduce_scatter: Schedule, allgather: Schedule, delay: int | None = None, mirror: bool = False) -> Schedule:
     """The allreduce of a reduce-scatter's sends then an allgather's (steps shifted past the
     first, :func:`collsynth.tens.schedule.concat`, or by ``delay``; with ``mirror`` the
-    allgather's pieces mirrored in their chunk: :mod:`collsynth.tens.allreduce_overlap`), each link taking its messages as they become
-    ready (``link_order = "ready"``): the reduce-scatter half's declared order
+    allgather's pieces mirrored in their chunk: :mod:`collsynth.tens.allreduce_overlap`), each link
+    taking its messages as they become ready (``link_order = "ready"``): the reduce-scatter half's
+    declared order
     (:func:`collsynth.tens.pipelined_trees.moved_sends`) would hold every allgather send behind
     all the reduce-scatter's sends out of its GPU on its link, the halves' pipelines not
     overlapping under FIFO links (``event``). On the clusters' trees the reduce-scatter's own

@@ -6,8 +6,9 @@ its pieces mirrored in their chunk so that it sends first what the time-reversed
 completes first). :func:`overlapped` picks the pieces and the shift of least ``sync`` price
 (Zhao et al., "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025,
 Section 3.2) among the halves' own pieces, equal pieces at counts around theirs, and the
-pieces of :func:`joint_sized` (at those counts, then beside the best): one sequence of piece sizes in the order the pieces run, shared
-by both halves (the reduce-scatter's pieces reversed, the allgather's mirrored, so that each
+pieces of :func:`joint_sized` (at those counts, then beside the best): one sequence of piece sizes
+in the order the pieces run, shared by both halves (the reduce-scatter's pieces reversed, the
+allgather's mirrored, so that each
 allgather piece is one reduced piece), chosen by the linear program of
 :mod:`.piece_sizes` over both halves' loads in every step at once. Each shift is priced from
 the least that keeps every piece's allgather after its reduction
