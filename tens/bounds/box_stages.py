@@ -161,51 +161,62 @@ def stage_program(N: int, k: int, C: int, c: int, U: float, G: float, H: float) 
     from scipy import sparse
     from scipy.optimize import linprog
 
-    names = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu")
-    col = {name: np.arange(N) + i * N for i, name in enumerate(names)}
-    base = len(names) * N
-    for i, name in enumerate(("q", "gQ", "hQ")):  # quiet group i comes before NIC step i; N: after
-        col[name] = np.arange(N + 1) + base + i * (N + 1)
-    nvar = base + 3 * (N + 1)
-    rows, cols, vals, rhs = [], [], [], []
+    names = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
+    size = {name: N + 1 if name in ("q", "gQ", "hQ") else N for name in names}  # quiet group i: before NIC step i
+    col, start = {}, 0
+    for name in names:
+        col[name], start = np.arange(size[name]) + start, start + size[name]
+    prefix = {}  # prefix[name][j]: the sum of name[0 .. j]
+    for name in names:
+        prefix[name], start = np.arange(size[name]) + start, start + size[name]
+    nvar = start
+    rows, cols, vals, rhs, eq = [], [], [], [], []
 
-    def le(terms, bound=0.0):  # sum coef * var <= bound
+    def add(terms, bound=0.0, equal=False):  # sum coef * var <= bound (== where equal)
         r = len(rhs)
         for coef, idx in terms:
-            idx = np.atleast_1d(idx)
-            rows.extend([r] * len(idx))
-            cols.extend(int(i) for i in idx)
-            vals.extend([float(coef)] * len(idx))
+            rows.append(r)
+            cols.append(int(idx))
+            vals.append(float(coef))
         rhs.append(float(bound))
+        eq.append(equal)
 
+    def upto(name, j, sign=1.0):  # the terms of sign * sum name[0 .. j] (nothing for j < 0)
+        return [(sign, prefix[name][j])] if j >= 0 else []
+
+    def after(name, j, sign=1.0):  # sign * sum name[j + 1 ..]
+        return [(sign, prefix[name][-1])] + upto(name, j, -sign)
+
+    for name in names:
+        for j in range(size[name]):
+            add([(1, prefix[name][j]), (-1, col[name][j])] + upto(name, j - 1, -1), equal=True)
     for j in range(N):  # a
-        le([(1, col["n"][j]), (-E, col["p"][j])])
-        le([(1, col["x"][j]), (-U, col["p"][j])])
-        le([(1, col["gN"][j]), (-G, col["p"][j])])
-        le([(1, col["hN"][j]), (-H, col["p"][j])])
+        for name, cap in (("n", E), ("x", U), ("gN", G), ("hN", H)):
+            add([(1, col[name][j]), (-cap, col["p"][j])])
     for i in range(N + 1):
-        le([(1, col["gQ"][i]), (-G, col["q"][i])])
-        le([(1, col["hQ"][i]), (-H, col["q"][i])])
+        add([(1, col["gQ"][i]), (-G, col["q"][i])])
+        add([(1, col["hQ"][i]), (-H, col["q"][i])])
     for j in range(N):
-        le([(1, col["n"][:j + 1]), (-1, col["x"][:j])])  # b
-        le([(1, col["Pe"][:j + 1]), (-1, col["Pd"][:j])])
-        le([(1, col["Qe"][:j + 1]), (-1, col["Qd"][:j])])
-        le([(1, col["Pd"][j]), (1, col["Qd"][j]), (-1, col["x"][j])])  # c
-        le([(1, col["Pe"][j]), (1, col["Qe"][j]), (-1, col["n"][j])])
-        le([(1, col["W"][j]), (-c, col["Pd"][j])])  # d
-        le([(1, col["W"][:j + 1]), (-1, col["Pd"][:j + 1]), (-1, col["gQ"][:j + 1]), (-1, col["gN"][:j])])
-        le([(1, col["Z"][j]), (-c, col["Qe"][j])])  # e
-        le([(1, col["Z"][j:]), (-1, col["Qe"][j:]), (-1, col["hQ"][j + 1:]), (-1, col["hN"][j + 1:])])
-        le([(-1, col["Pd"][:j + 1]), (k - 1, col["mu"][:j + 1])])  # f: by d*'s step
-        le([(-1, col["Qd"][j:]), (k - 1, col["mu"][j:])])
-        le([(-1, col["W"][:j + 1]), (C - c, col["mu"][:j + 1])])
-        le([(-1, col["Z"][j + 1:]), (C - c, col["mu"][j:])])
-    le([(1, col["Pd"]), (-1, col["Pe"])])
-    le([(1, col["Qd"]), (-1, col["Qe"])])
-    le([(-1, col["mu"])], -M)
+        for got, left in (("n", "x"), ("Pe", "Pd"), ("Qe", "Qd")):  # b
+            add(upto(got, j) + upto(left, j - 1, -1))
+        add([(1, col["Pd"][j]), (1, col["Qd"][j]), (-1, col["x"][j])])  # c
+        add([(1, col["Pe"][j]), (1, col["Qe"][j]), (-1, col["n"][j])])
+        add([(1, col["W"][j]), (-c, col["Pd"][j])])  # d
+        add(upto("W", j) + upto("Pd", j, -1) + upto("gQ", j, -1) + upto("gN", j - 1, -1))
+        add([(1, col["Z"][j]), (-c, col["Qe"][j])])  # e
+        add(after("Z", j - 1) + after("Qe", j - 1, -1) + after("hQ", j, -1) + after("hN", j, -1))
+        add(upto("Pd", j, -1) + upto("mu", j, k - 1))  # f: by d*'s NIC step
+        add(after("Qd", j - 1, -1) + after("mu", j - 1, k - 1))
+        add(upto("W", j, -1) + upto("mu", j, C - c))
+        add(after("Z", j, -1) + after("mu", j - 1, C - c))
+    add([(1, prefix["Pd"][-1]), (-1, prefix["Pe"][-1])])
+    add([(1, prefix["Qd"][-1]), (-1, prefix["Qe"][-1])])
+    add([(-1, prefix["mu"][-1])], -M)
     A = sparse.csr_matrix((vals, (rows, cols)), shape=(len(rhs), nvar))
+    eq, rhs = np.asarray(eq), np.asarray(rhs)
     cost = np.zeros(nvar)
     cost[col["p"]] = 1.0
     cost[col["q"]] = 1.0
-    res = linprog(cost, A_ub=A, b_ub=np.asarray(rhs), bounds=[(0, None)] * nvar, method="highs")
+    res = linprog(cost, A_ub=A[~eq], b_ub=rhs[~eq], A_eq=A[eq], b_eq=rhs[eq], bounds=[(0, None)] * nvar,
+                  method="highs")
     return float(res.fun) if res.status == 0 else None
