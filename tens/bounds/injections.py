@@ -110,7 +110,7 @@ def parts_numbers(instance) -> tuple | str:
     la = instance.topology.link_arrays
     crossing = part[la.src] != part[la.dst]
     into, out = crossing & (part[la.dst] >= 0), crossing & (part[la.src] >= 0)
-    bw = la.bandwidth * la.count
+    bw = la.bandwidth  # a pair's parallel links' summed bandwidth (LinkArrays)
     return k, float(bw[into].sum()), float(bw[out].sum()), float(la.alpha[into].min()), float(la.alpha[out].min())
 
 
