@@ -94,7 +94,7 @@ large): every delivery leaves in step 1 and arrives in step 2, ``sum n = P + Q``
 M``; exports cover ``2 M`` with ``P`` of their own and ``2 M - P`` sends inside the boxes before,
 imports likewise after: ``LP(2) = (P + Q) / 4 + (P + Q) / 4 + (4 M - P - Q) / (4 b)``, least at
 ``P = Q = M`` for ``b >= 1 / 2``: ``M + M / (2 b)``, against the crossing bound's ``M``
-(:func:`stage_seconds`' example). The hierarchical schedule needs ``M + 2 M / b``: it
+(:func:`stage_seconds`' example). The hierarchical schedule takes ``M + 2 M / b``: it
 reduce-scatters inside both boxes in two steps (up to the switch, down) and allgathers in two
 more; the bound counts only the sends up before the crossings and down after them, and only in
 the ``k - 1`` parts other than ``x``.
