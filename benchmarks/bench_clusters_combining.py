@@ -163,7 +163,8 @@ def render(rows: list[dict]) -> str:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
         body.append([r["fabric"], r["kind"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
                      cell(r.get("event_bound_ms"), ".3f"), cell(r.get("crossing_bound_ms"), ".3f"),
-                     cell(r.get("stage_bound_ms"), ".3f"), cell(sy and r.get("stage_bound_ms") and sy / r["stage_bound_ms"], ".4f"),
+                     cell(r.get("stage_bound_ms"), ".3f"),
+                     cell(sy and r.get("stage_bound_ms") and sy / r["stage_bound_ms"], ".4f"),
                      f"{cell(sy, '.3f')} ({r.get('pieces', '-')})",
                      cell(sy and opt and sy / opt, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
