@@ -172,67 +172,90 @@ def stage_seconds(M: float, k: int, C: int, c: int, E: float, U: float, G: float
 def stage_program(N: int, k: int, C: int, c: int, U: float, G: float, H: float) -> float | None:
     """``LP(N)`` of the module doc in units of ``M / E`` seconds (bytes in ``M``, bandwidths in
     ``E``): the least ``sum p + sum q`` under a-f; None when the solver fails."""
-    M, E = 1.0, 1.0
-    from scipy import sparse
     from scipy.optimize import linprog
 
-    # Pd, Pe (Qd, Qe): the module doc's P^o, P^i (Q^o, Q^i); gN, hN inside a NIC step, gQ, hQ a quiet group's
-    names = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
-    size = {name: N + 1 if name in ("q", "gQ", "hQ") else N for name in names}  # quiet group i: before NIC step i
-    col, start = {}, 0
-    for name in names:
-        col[name], start = np.arange(size[name]) + start, start + size[name]
-    prefix = {}  # prefix[name][j]: the sum of name[0 .. j]
-    for name in names:
-        prefix[name], start = np.arange(size[name]) + start, start + size[name]
-    nvar = start
-    rows, cols, vals, rhs, eq = [], [], [], [], []
+    lp = _Program(N)
+    _capacities_and_causality(lp, N, U, G, H)
+    _coverage(lp, N, k, C, c)
+    A, rhs, eq = lp.matrix()
+    cost = np.zeros(A.shape[1])
+    cost[lp.col["p"]] = cost[lp.col["q"]] = 1.0
+    res = linprog(cost, A_ub=A[~eq], b_ub=rhs[~eq], A_eq=A[eq], b_eq=rhs[eq], bounds=[(0, None)] * A.shape[1],
+                  method="highs")
+    return float(res.fun) if res.status == 0 else None
 
-    def add(terms, bound=0.0, equal=False):  # sum coef * var <= bound (== where equal)
-        r = len(rhs)
+
+class _Program:
+    """The variables of ``LP(N)`` (module doc; ``Pd, Pe`` and ``Qd, Qe`` are ``P^o, P^i`` and
+    ``Q^o, Q^i``; ``gN, hN`` the sends inside parts in a NIC step, ``gQ, hQ`` in a quiet group,
+    group ``i`` coming before NIC step ``i`` and group ``N`` after the last), each family with
+    its prefix sums, and the rows added so far."""
+
+    NAMES = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
+
+    def __init__(self, N: int):
+        size = {name: N + 1 if name in ("q", "gQ", "hQ") else N for name in self.NAMES}
+        self.col, self.prefix, start = {}, {}, 0
+        for table in (self.col, self.prefix):  # prefix[name][j]: the sum of name[0 .. j]
+            for name in self.NAMES:
+                table[name], start = np.arange(size[name]) + start, start + size[name]
+        self.nvar = start
+        self.rows, self.cols, self.vals, self.rhs, self.eq = [], [], [], [], []
+        for name in self.NAMES:
+            for j in range(size[name]):
+                self.add([(1, self.prefix[name][j]), (-1, self.col[name][j])] + self.upto(name, j - 1, -1), equal=True)
+
+    def add(self, terms, bound: float = 0.0, equal: bool = False) -> None:
+        """The row ``sum coef * var <= bound`` (``==`` where ``equal``)."""
         for coef, idx in terms:
-            rows.append(r)
-            cols.append(int(idx))
-            vals.append(float(coef))
-        rhs.append(float(bound))
-        eq.append(equal)
+            self.rows.append(len(self.rhs))
+            self.cols.append(int(idx))
+            self.vals.append(float(coef))
+        self.rhs.append(float(bound))
+        self.eq.append(equal)
 
-    def upto(name, j, sign=1.0):  # the terms of sign * sum name[0 .. j] (nothing for j < 0)
-        return [(sign, prefix[name][j])] if j >= 0 else []
+    def upto(self, name: str, j: int, sign: float = 1.0) -> list:
+        """The terms of ``sign * sum name[0 .. j]`` (none for ``j < 0``)."""
+        return [(sign, self.prefix[name][j])] if j >= 0 else []
 
-    def after(name, j, sign=1.0):  # sign * sum name[j + 1 ..]
-        return [(sign, prefix[name][-1])] + upto(name, j, -sign)
+    def after(self, name: str, j: int, sign: float = 1.0) -> list:
+        """The terms of ``sign * sum name[j + 1 ..]``."""
+        return [(sign, self.prefix[name][-1])] + self.upto(name, j, -sign)
 
-    for name in names:
-        for j in range(size[name]):
-            add([(1, prefix[name][j]), (-1, col[name][j])] + upto(name, j - 1, -1), equal=True)
-    for j in range(N):  # a
-        for name, cap in (("n", E), ("x", U), ("gN", G), ("hN", H)):
+    def matrix(self):
+        from scipy import sparse
+
+        A = sparse.csr_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.nvar))
+        return A, np.asarray(self.rhs), np.asarray(self.eq)
+
+
+def _capacities_and_causality(lp: _Program, N: int, U: float, G: float, H: float) -> None:
+    """Rows a-c of the module doc (``E = M = 1``)."""
+    col, add, upto = lp.col, lp.add, lp.upto
+    for j in range(N):
+        for name, cap in (("n", 1.0), ("x", U), ("gN", G), ("hN", H)):
             add([(1, col[name][j]), (-cap, col["p"][j])])
+        for got, left in (("n", "x"), ("Pe", "Pd"), ("Qe", "Qd")):
+            add(upto(got, j) + upto(left, j - 1, -1))
+        add([(1, col["Pd"][j]), (1, col["Qd"][j]), (-1, col["x"][j])])
+        add([(1, col["Pe"][j]), (1, col["Qe"][j]), (-1, col["n"][j])])
     for i in range(N + 1):
         add([(1, col["gQ"][i]), (-G, col["q"][i])])
         add([(1, col["hQ"][i]), (-H, col["q"][i])])
+    add(upto("Pd", N - 1) + upto("Pe", N - 1, -1))
+    add(upto("Qd", N - 1) + upto("Qe", N - 1, -1))
+
+
+def _coverage(lp: _Program, N: int, k: int, C: int, c: int) -> None:
+    """Rows d-f of the module doc (``M = 1``)."""
+    col, add, upto, after = lp.col, lp.add, lp.upto, lp.after
     for j in range(N):
-        for got, left in (("n", "x"), ("Pe", "Pd"), ("Qe", "Qd")):  # b
-            add(upto(got, j) + upto(left, j - 1, -1))
-        add([(1, col["Pd"][j]), (1, col["Qd"][j]), (-1, col["x"][j])])  # c
-        add([(1, col["Pe"][j]), (1, col["Qe"][j]), (-1, col["n"][j])])
-        add([(1, col["W"][j]), (-c, col["Pd"][j])])  # d
+        add([(1, col["W"][j]), (-c, col["Pd"][j])])
         add(upto("W", j) + upto("Pd", j, -1) + upto("gQ", j, -1) + upto("gN", j - 1, -1))
-        add([(1, col["Z"][j]), (-c, col["Qe"][j])])  # e
+        add([(1, col["Z"][j]), (-c, col["Qe"][j])])
         add(after("Z", j - 1) + after("Qe", j - 1, -1) + after("hQ", j, -1) + after("hN", j, -1))
         add(upto("Pd", j, -1) + upto("mu", j, k - 1))  # f: by d*'s NIC step
         add(after("Qd", j - 1, -1) + after("mu", j - 1, k - 1))
         add(upto("W", j, -1) + upto("mu", j, C - c))
         add(after("Z", j, -1) + after("mu", j - 1, C - c))
-    add([(1, prefix["Pd"][-1]), (-1, prefix["Pe"][-1])])
-    add([(1, prefix["Qd"][-1]), (-1, prefix["Qe"][-1])])
-    add([(-1, prefix["mu"][-1])], -M)
-    A = sparse.csr_matrix((vals, (rows, cols)), shape=(len(rhs), nvar))
-    eq, rhs = np.asarray(eq), np.asarray(rhs)
-    cost = np.zeros(nvar)
-    cost[col["p"]] = 1.0
-    cost[col["q"]] = 1.0
-    res = linprog(cost, A_ub=A[~eq], b_ub=rhs[~eq], A_eq=A[eq], b_eq=rhs[eq], bounds=[(0, None)] * nvar,
-                  method="highs")
-    return float(res.fun) if res.status == 0 else None
+    add(upto("mu", N - 1, -1), -1.0)
