@@ -25,7 +25,9 @@ instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.boun
 the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
 With ``--no-fabric-copy`` the Clos fabrics' leaves, spines and cores are declared to copy nothing
 (``fabric_copy = false``), so the allreduce's bound takes its crossings into the boxes
-(:mod:`collsynth.tens.bounds.injections`).
+(:mod:`collsynth.tens.bounds.injections`) and the boxes' reduction before them and spread after
+(:mod:`collsynth.tens.bounds.box_stages`): an allreduce row prints both (with the partition bound
+as ``T*``, even under ``--no-bounds``) and the ``sync`` price over the second.
 
 Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), with the command.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import orbit_event
 from bench_clusters import ROWS, _gpus
 from cluster_rows import chosen, cluster_parser, timed_row
@@ -85,6 +88,9 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     out.update(orbit_event.least_event(trees, inst, min(h.pieces for h in halves), event_sends))
     out["stage"] = "event (explicit)"
     _event(out, inst, trees, form)
+    if kind == "allreduce":
+        out["stage"] = "crossing bounds"
+        _crossing_bounds(out, inst)
     if bounds:
         out["stage"] = "bounds"
         t = time.perf_counter()
@@ -93,6 +99,34 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
         b = instance_bounds(inst)
         out.update(sync_bound_ms=b.sync.value and 1e3 * b.sync.value,
                    event_bound_ms=b.event.value and 1e3 * b.event.value, bounds_s=time.perf_counter() - t)
+
+
+def _crossing_bounds(out: dict, inst) -> None:
+    """The allreduce's crossing bound (:mod:`collsynth.tens.bounds.injections`) and box-stage
+    bound (:mod:`collsynth.tens.bounds.box_stages`) into ``out``, with cheaper ``L`` and ``T*``
+    than the instance's (each only lowers them): ``T*`` the partition bound, ``L`` the latency
+    from participant 0 to the farthest (every result holds its input, brought over hops in
+    distinct steps, each paying its alpha; a switch's instant hop none)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    from collsynth.tens.bounds.box_stages import box_stage_bound
+    from collsynth.tens.bounds.demand import arcs_of, instant_out
+    from collsynth.tens.bounds.injections import injection_bound
+    from collsynth.tens.bounds.partitions import partition_bound
+    from collsynth.tens.bounds.record import Bound
+    from collsynth.tens.bounds.supply import SyncSupply
+
+    t = time.perf_counter()
+    topo, nodes = inst.topology, list(inst.collective.nodes)
+    la = topo.link_arrays
+    weight = np.where(instant_out(topo), 1e-300, np.maximum(la.alpha, 1e-300))  # zero weights stay edges
+    far = dijkstra(csr_matrix((weight, (la.src, la.dst)), shape=(topo.size, topo.size)), indices=nodes[0])
+    latency = Bound(float(np.max(far[nodes])), "s", "sync", "distance")
+    bandwidth = partition_bound(inst, SyncSupply(arcs_of(topo)), "sync")
+    crossing, stages = injection_bound(inst, latency, bandwidth), box_stage_bound(inst, latency, bandwidth)
+    out.update(crossing_bound_ms=crossing.value and 1e3 * crossing.value,
+               stage_bound_ms=stages.value and 1e3 * stages.value, crossing_bounds_s=time.perf_counter() - t)
 
 
 def _event(out: dict, inst, trees, form) -> None:
@@ -121,14 +155,18 @@ def _event(out: dict, inst, trees, form) -> None:
 
 def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
-    head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
+    head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "crossing bound ms",
+            "box-stage bound ms", "sync / box-stage", "sync ms (pieces)", "sync/opt",
             "sync T_B/opt", "event ms (pieces)", "event/opt", "explicit event ms (pieces)", "in-order/opt",
             "trees (listed)", "optimum+trees s", "verify+price s", "event s", "explicit s", "bounds s", "peak MiB", "note"]
     body = []
     for r in rows:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
         body.append([r["fabric"], r["kind"], cell(r.get("gpus"), ","), cell(opt, ".3f"), cell(r.get("sync_bound_ms"), ".3f"),
-                     cell(r.get("event_bound_ms"), ".3f"), f"{cell(sy, '.3f')} ({r.get('pieces', '-')})",
+                     cell(r.get("event_bound_ms"), ".3f"), cell(r.get("crossing_bound_ms"), ".3f"),
+                     cell(r.get("stage_bound_ms"), ".3f"),
+                     cell(sy and r.get("stage_bound_ms") and sy / r["stage_bound_ms"], ".4f"),
+                     f"{cell(sy, '.3f')} ({r.get('pieces', '-')})",
                      cell(sy and opt and sy / opt, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{cell(r.get('explicit_ms'), '.3f')} ({r.get('explicit_pieces', '-')})",

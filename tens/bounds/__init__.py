@@ -80,6 +80,13 @@ Arguments (``source``)
     so the partition bound's crossings fill a pipeline of two stages; a small linear program
     per number of such steps (:func:`collsynth.tens.bounds.injections.injection_bound`, its
     module has the proof).
+``box stages``
+    (``sync``, schedules whose sends are on links) the ``injections`` setting with the boxes'
+    inside: a byte leaving a box carries a box mate's input only if the mate sent it inside
+    the box in an earlier step, and one entering reaches a box mate only over the box's links
+    in a later step, unless the mates cross the fabric themselves, at more crossings; a small
+    linear program per number of NIC steps (:func:`collsynth.tens.bounds.box_stages.box_stage_bound`,
+    its module has the proof).
 ``ramp``
     (``sync``) a single allgather, a reduce-scatter read backwards on the transposed links, or
     an allreduce by the ``partition`` argument's calls into every GPU: every step pays the
@@ -138,7 +145,7 @@ set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bou
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
 :mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
 :mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches),
-:mod:`.drain`, :mod:`.ramp` and :mod:`.injections` (sync bounds of schedules sent on links through switches).
+:mod:`.drain`, :mod:`.ramp`, :mod:`.injections` and :mod:`.box_stages` (sync bounds of schedules sent on links through switches).
 """
 
 from __future__ import annotations

@@ -103,6 +103,20 @@ def injection_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
 def parts_numbers(instance) -> tuple | str:
     """``(k, E, U, alpha_e, alpha_x)`` of the parts (module doc), or why they do not meet its
     conditions."""
+    got = box_parts(instance)
+    if isinstance(got, str):
+        return got
+    part, k = got
+    la = instance.topology.link_arrays
+    crossing = part[la.src] != part[la.dst]
+    into, out = crossing & (part[la.dst] >= 0), crossing & (part[la.src] >= 0)
+    bw = la.bandwidth  # a pair's parallel links' summed bandwidth (LinkArrays)
+    return k, float(bw[into].sum()), float(bw[out].sum()), float(la.alpha[into].min()), float(la.alpha[out].min())
+
+
+def box_parts(instance) -> tuple | str:
+    """``(part, k)``: each node's part (``-1``: a switch of ``X``) and the number of parts, where
+    they meet the module doc's conditions; else why not."""
     topo, coll = instance.topology, instance.collective
     la = topo.link_arrays
     n = topo.size
@@ -135,8 +149,7 @@ def parts_numbers(instance) -> tuple | str:
         return "an instant hop into a box"
     if (copying_mask(topo, True) | reducing_mask(topo))[outside & is_switch].any():
         return "a switch outside the boxes may copy or reduce (declare copy = false: module doc)"
-    bw = la.bandwidth * la.count
-    return k, float(bw[into].sum()), float(bw[out].sum()), float(la.alpha[into].min()), float(la.alpha[out].min())
+    return part, k
 
 
 def crossing_seconds(unit: float, r: float, alpha_e: float, alpha_x: float, L: float, T_star: float) -> float | None:

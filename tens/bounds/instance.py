@@ -24,6 +24,7 @@ from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
 from .distances import _alpha_weights, _distance_bound, _volume_bound
 from .drain import drain_bound
 from .flows import flow_seconds
+from .box_stages import box_stage_bound
 from .injections import injection_bound
 from .partitions import partition_bound
 from .ramp import ramp_bound
@@ -113,7 +114,8 @@ class Bounds:
         """Seconds under the synchronous alpha-beta model: latency plus bandwidth bound, or a
         box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
         (:mod:`.ramp`), or an allreduce's crossings into boxes through switches that copy
-        nothing (:mod:`.injections`) where larger. It bounds schedules whose sends are on links
+        nothing (:mod:`.injections`), with the boxes' reduction before them and spread after
+        (:mod:`.box_stages`), where larger. It bounds schedules whose sends are on links
         (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
         schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
@@ -123,7 +125,9 @@ class Bounds:
             self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
         if "sync_injections" not in self._parts:
             self._parts["sync_injections"] = (injection_bound(self.instance, lat, bw),)
-        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections"))
+        if "sync_box_stages" not in self._parts:
+            self._parts["sync_box_stages"] = (box_stage_bound(self.instance, lat, bw),)
+        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages"))
         return best([_sync_total(lat, bw), *steps], "sync")
 
     @property
