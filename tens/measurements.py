@@ -34,7 +34,7 @@ import numpy as np
 from .. import InputError
 
 __all__ = ["Measurement", "Manifest", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text",
-           "read_transports", "TRANSPORTS"]
+           "read_transports", "read_fixed", "TRANSPORTS"]
 
 COLUMNS = ("out-of-place", "in-place")
 
