@@ -66,12 +66,12 @@ def leave_one_out(rows, manifest) -> dict:
     pred = {}
     for p in programs:
         cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source,
-                  manifest.transports)
+                  manifest.transports, manifest.fixed)
         for r in rows:
             if r.measurement.program == p:
                 pred[r.measurement.name] = predict(r, cal)
         print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
-    cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports)
+    cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports, manifest.fixed)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -224,7 +224,7 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = load_calibration(calibration)
     else:
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
-                  manifest.transports)
+                  manifest.transports, manifest.fixed)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

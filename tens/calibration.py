@@ -13,7 +13,9 @@ iteration's rounds paid beyond its pipelined length 0-1, the share of the per-sl
 empty slice pays 0-1; for every other
 runtime that ran some of the measurements (a manifest's ``runtime`` field), a scale of the
 fixed costs in 0.1-10 and of the link efficiencies in 0.5-2 and its own empty-slice share 0-1
-(:func:`~collsynth.tens.cost_models.runtime.for_runtime`).
+(:func:`~collsynth.tens.cost_models.runtime.for_runtime`). A link share that no fitted
+measurement loads enough to determine may be set from a cited source instead (the manifest's
+``[fixed]`` table, :func:`pin_fixed`); the calibration file's ``fit.fixed`` names it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "load_rows", "fit", "calibrate"]
+__all__ = ["Row", "load_rows", "fit", "pin_fixed", "calibrate"]
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,12 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
                                                 r.measurement.buff_bytes) / r.seconds) for r in rows])
 
 
-def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None) -> Calibration:
+def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
+        fixed: dict | None = None) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
-    (:func:`load_rows`: the manifest's)."""
+    (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
+    rather than fitted (:func:`pin_fixed`)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
@@ -121,6 +125,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
     hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0]
                   + [10.0, 2.0, 1.0] * n)
+    pin_fixed(fixed or {}, classes, x0, lo, hi)
     res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base)), x0, bounds=(lo, hi),
                         method="trf")
     cal = _unpack(res.x, classes, runtimes, base)
@@ -128,8 +133,26 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
                "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1),
-               "optimizer": "scipy.optimize.least_squares (trf)"}
+               "optimizer": "scipy.optimize.least_squares (trf)", **({"fixed": fixed} if fixed else {})}
     return replace(cal, fit=fitinfo)
+
+
+def pin_fixed(fixed: dict, classes: list[str], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Pin, in place, the fit's start ``x0`` and bounds ``lo``/``hi`` at the values of
+    ``fixed["efficiency"]`` (link class -> share of nominal bandwidth) for the classes the rows
+    use: a link share no fitted measurement loads enough to determine, set from a source (the
+    manifest's ``[fixed]`` table, :func:`collsynth.tens.measurements.read_fixed`). The bounds
+    are left a relative 1e-9 apart (the optimizer needs ``lo < hi``).
+
+    >>> x0, lo, hi = np.array([0.8, 0.8]), np.array([0.05, 0.05]), np.array([1.0, 1.0])
+    >>> pin_fixed({"efficiency": {"nic": 0.6}}, ["nic", "xgmi"], x0, lo, hi)
+    >>> x0.tolist(), bool(lo[0] < 0.6 < hi[0]), lo[1:].tolist(), hi[1:].tolist()
+    ([0.6, 0.8], True, [0.05], [1.0])
+    """
+    for c, v in fixed.get("efficiency", {}).items():
+        if c in classes:
+            i = classes.index(c)
+            x0[i], lo[i], hi[i] = v, v * (1 - 1e-9), v * (1 + 1e-9)
 
 
 def calibrate(manifest_path: str | Path, name: str | None = None, include_held_out: bool = False) -> Calibration:
@@ -137,7 +160,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     marked ``held_out`` only with ``include_held_out``)."""
     manifest = read_manifest(manifest_path)
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
-    return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports)
+    return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports, manifest.fixed)
 
 
 def load_any_calibration(path):

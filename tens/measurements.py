@@ -34,7 +34,7 @@ import numpy as np
 from .. import InputError
 
 __all__ = ["Measurement", "Manifest", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text",
-           "read_transports", "TRANSPORTS"]
+           "read_transports", "read_fixed", "TRANSPORTS"]
 
 COLUMNS = ("out-of-place", "in-place")
 
@@ -173,12 +173,14 @@ class Manifest:
     """A system's measurements (:class:`Measurement`), its name, the source they cite and how
     its runtime moves data over each link class (``transports``: class -> ``"read"`` or
     ``"write"``, :func:`collsynth.tens.runtime_program.program_features`; a class it does not
-    name is ``"write"``)."""
+    name is ``"write"``). ``fixed``: the runtime parameters set from a cited source instead of
+    fitted (:func:`read_fixed`; empty: all fitted)."""
 
     system: str
     source: str
     measurements: tuple[Measurement, ...]
     transports: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -215,7 +217,8 @@ def read_manifest(path: str | Path) -> Manifest:
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
-                    measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"))
+                    measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
+                    fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"))
 
 
 def read_transports(data, where: str) -> dict:
@@ -234,3 +237,27 @@ def read_transports(data, where: str) -> dict:
         if mode not in TRANSPORTS:
             raise InputError(f"{where}.{c}", f"expected one of {', '.join(TRANSPORTS)}, got {mode!r}")
     return {str(c): str(m) for c, m in data.items()}
+
+
+def read_fixed(data, where: str) -> dict:
+    """A manifest's ``[fixed]`` table checked: ``source`` (the citation, a string) and
+    ``efficiency`` (link class -> share of the nominal bandwidth in (0, 1]), the link shares the
+    fit keeps at these values (:func:`collsynth.tens.calibration.pin_fixed`); errors name
+    ``where`` and the field.
+
+    >>> read_fixed({"source": "RCCL", "efficiency": {"nic": 0.63}}, "m.toml: fixed")
+    {'source': 'RCCL', 'efficiency': {'nic': 0.63}}
+    >>> read_fixed({"source": "RCCL", "efficiency": {"nic": 1.5}}, "m.toml: fixed")
+    Traceback (most recent call last):
+    collsynth.InputError: m.toml: fixed.efficiency.nic: expected a number in (0, 1], got 1.5
+    """
+    if not isinstance(data, dict):
+        raise InputError(where, "expected a table with source and efficiency")
+    if not data:
+        return {}
+    source = _field(data, "source", str, where)
+    shares = _field(data, "efficiency", dict, where)
+    for c, v in shares.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+            raise InputError(f"{where}.efficiency.{c}", f"expected a number in (0, 1], got {v!r}")
+    return {"source": source, "efficiency": {str(c): float(v) for c, v in shares.items()}}
