@@ -87,13 +87,13 @@ def _runtimes(rows: list[Row]) -> list[str]:
 def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration) -> Calibration:
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
-    tail = x[3 * k + 8:]  # per other runtime: latency scale, bandwidth scale, handshake share
+    tail = x[3 * k + 7:]  # per other runtime: latency scale, bandwidth scale, handshake share
     return replace(base, efficiency=per_class(0, 1.0), hop_s=per_class(k, 1e-6),
                    gpu_op_s=per_class(2 * k, 1e-6),
                    tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
                    launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
                    reduce_rate=float(x[3 * k + 4] * 1e9), round_share=float(x[3 * k + 5]),
-                   handshake_share=float(x[3 * k + 6]), contention=float(x[3 * k + 7]),
+                   handshake_share=float(x[3 * k + 6]),
                    runtimes={name: {"latency": float(tail[3 * i]), "bandwidth": float(tail[3 * i + 1]),
                                     "handshake": float(tail[3 * i + 2])}
                              for i, name in enumerate(runtimes)})
@@ -116,10 +116,10 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}))
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
-    # handshake share, contention; per other runtime its latency and bandwidth scales and its handshake share
-    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3, 0.2] + [1.0, 1.0, 0.3] * n)
-    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
-    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0, 1.0]
+    # handshake share; per other runtime its latency and bandwidth scales and its handshake share
+    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3] + [1.0, 1.0, 0.3] * n)
+    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
+    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0]
                   + [10.0, 2.0, 1.0] * n)
     res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base)), x0, bounds=(lo, hi),
                         method="trf")

@@ -167,11 +167,11 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
        eff_nv=st.sampled_from([0.3, 0.6, 1.0]), eff_nic=st.sampled_from([0.4, 0.87, 1.0]),
        log_size=st.integers(16, 33), log_buff=st.integers(16, 23),
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
-       share=st.floats(0, 1), handshake=st.floats(0, 1), contention=st.floats(0, 1))
+       share=st.floats(0, 1), handshake=st.floats(0, 1))
 def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
-                                                 share, handshake, contention):
+                                                 share, handshake):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
-            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share, handshake_share=handshake, contention=contention,
+            gpu_op_s={"nvswitch": op, "nic": op}, round_share=share, handshake_share=handshake,
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
@@ -555,31 +555,3 @@ def test_a_forward_trails_by_a_slice_a_relay_by_a_step_by_hand(relay, expected):
     line = make_instance(build("ring", {"nodes": 3}, bandwidth=1e9, alpha=0.0), "allgather", message_bytes=1.0)
     f = program_features(_line_program(relay), line, {"link": "write"})
     assert f.path_copies == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("contention, expected_us", [(0.0, 22.0), (0.5, 23.0), (1.0, 27.002)])
-def test_the_period_between_the_largest_and_the_sum_of_its_times_by_hand(contention, expected_us):
-    # PAIR at 2 B (1 B a chunk, one slice a call): a thread block's 2 steps x 2 us + 1 us credit
-    # = 5 us; each GPU's 2 operations x 6 us of shared cost = 12 us; its link 1 B at half of 1
-    # GB/s = 0.002 us. The period: the largest (12 us), the 2-norm sqrt(5^2 + 12^2 + 0.002^2)
-    # = 13 us, or the sum 17.002 us; one iteration, its path (5 us) shorter: launch 10 us + period.
-    f = program_features(PAIR, pair_instance())
-    t = runtime_times(f, [2.0], cal(gpu_op_s={"link": 6e-6}, contention=contention))[0]
-    assert t == pytest.approx(expected_us * 1e-6, rel=1e-6)
-
-
-def test_a_calibration_file_keeps_its_contention(tmp_path):
-    import json
-
-    from collsynth.tens.cost_models.runtime import load_calibration
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps(cal(contention=0.25).as_json()))
-    assert load_calibration(path).contention == 0.25
-    data = cal().as_json()
-    del data["parameters"]["contention"]  # a file written before it was fitted: the largest time
-    path.write_text(json.dumps(data))
-    assert load_calibration(path).contention == 0.0
-    data["parameters"]["contention"] = 2
-    path.write_text(json.dumps(data))
-    with pytest.raises(InputError, match="parameters.contention: expected a number in 0..1, got 2"):
-        load_calibration(path)

@@ -114,7 +114,6 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights",
-           "combined_period",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -145,9 +144,7 @@ class Calibration:
     rounds' excess over a pipelined first iteration that is paid (see the module doc).
     ``handshake_share``: the share of a slice's per-slice costs (credit, GPU shared cost) that
     an empty slice of a call pays too (:func:`slice_weights`; 0, a file without it, charges
-    non-empty slices only). ``contention``: how far an iteration's period is from the
-    largest of its thread block's, ports' and GPU's shared times towards their sum
-    (:func:`combined_period`; 0, a file without it, is the largest)."""
+    non-empty slices only)."""
 
     name: str
     system: str
@@ -166,7 +163,6 @@ class Calibration:
     transports: dict = field(default_factory=dict)
     round_share: float = 1.0
     handshake_share: float = 0.0
-    contention: float = 0.0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -174,7 +170,7 @@ class Calibration:
                 "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share,
-                               "handshake_share": self.handshake_share, "contention": self.contention},
+                               "handshake_share": self.handshake_share},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -231,7 +227,6 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
     scal["round_share"] = _number(p.get("round_share", 1.0), f"{where}: parameters.round_share", 0.0, 1.0)
     scal["handshake_share"] = _number(p.get("handshake_share", 0.0), f"{where}: parameters.handshake_share", 0.0, 1.0)
-    scal["contention"] = _number(p.get("contention", 0.0), f"{where}: parameters.contention", 0.0, 1.0)
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -290,7 +285,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
     shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
-    period = combined_period((tb, ports, shared), cal.contention)
+    period = np.maximum(np.maximum(tb, ports), shared)
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
@@ -302,30 +297,6 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
-
-
-def combined_period(times, contention: float) -> np.ndarray:
-    """An iteration's period from the times its busiest thread block, port and GPU shared
-    resource need (``times``, each per size): their ``1 / contention``-norm, the largest at
-    ``contention`` 0 and their sum at 1. A connection holds ``NCCL_STEPS`` = 8 steps of its
-    buffer (``src/include/devcomm.h``), two slices a call (``prims_simple.h`` ``genericOp``), so
-    a slice's stages (its thread block's copy, the link, the GPU's per-slice fence and flag)
-    overlap across only a few slices in flight, and a stage that is nearly as busy as the
-    bottleneck stalls it in turn (a tandem line with finite buffers). The norm is the model's
-    interpolation between the two extremes, fitted (``Calibration.contention``), not a
-    formula of the runtime; it is never below the largest time, so the lower bound holds.
-
-    >>> combined_period((np.array([3.0]), np.array([4.0]), np.array([0.0])), 0.5).tolist()
-    [5.0]
-    >>> combined_period((np.array([3.0]), np.array([4.0]), np.array([1.0])), 0.0).tolist()
-    [4.0]
-    """
-    top = np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in times])
-    if contention <= 0:
-        return top
-    p = 1.0 / contention
-    safe = np.where(top > 0, top, 1.0)
-    return safe * sum((np.asarray(t) / safe) ** p for t in times) ** contention * (top > 0)
 
 
 def _chained_copies(f: ProgramFeatures, share: np.ndarray) -> np.ndarray:
