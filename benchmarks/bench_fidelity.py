@@ -24,6 +24,8 @@ documentation, analytical backend validation); the geomean column is comparable.
 ``--quick``: one buffer size per program (the 4 MiB default), no sync/event contrast.
 ``--held-out-only``: the held-out measurements alone (the rings left out in turn for their
 ratios, as in the full run), runtime model only: the same held-out figures, a few fits.
+``--jobs N``: the leave-one-out fits in ``N`` processes (same figures; on a shared machine
+run it under ``nice``).
 ``--ours``: also our schedules at 1 GiB under the shipped calibration (no leave-one-out: they
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
 priced as their exported MSCCL programs run (on the grid, and with or without
@@ -62,24 +64,35 @@ MANIFEST = HERE.parent / "instances" / "measurements" / "forestcoll-a100x2" / "m
 MIB, GIB = 1 << 20, 1 << 30
 
 
-def leave_one_out(rows, manifest, rings_only: bool = False) -> dict:
+def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> dict:
     """Measurement name -> predicted seconds at its sizes (see the module doc); with
-    ``rings_only`` only the rings are left out in turn (what the held-out ratios need)."""
+    ``rings_only`` only the rings are left out in turn (what the held-out ratios need); the
+    fits run in ``jobs`` processes (the same fits, in any order)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     fitted = [r for r in rows if not r.measurement.held_out]
-    programs = sorted({r.measurement.program for r in fitted if not rings_only or "nccl_ring" in r.measurement.program.name})
+    programs = sorted({r.measurement.program for r in fitted
+                       if not rings_only or "nccl_ring" in r.measurement.program.name})
     pred = {}
-    for p in programs:
-        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source,
-                  manifest.transports)
-        for r in rows:
-            if r.measurement.program == p:
-                pred[r.measurement.name] = predict(r, cal)
-        print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
+    args = [([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest) for p in programs]
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for p, cal in zip(programs, pool.map(_fit_one, args)):
+            for r in rows:
+                if r.measurement.program == p:
+                    pred[r.measurement.name] = predict(r, cal)
+            print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
+                  flush=True)
     cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
     return pred
+
+
+def _fit_one(job):
+    """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
+    rows, name, manifest = job
+    return fit(rows, name, manifest.system, manifest.source, manifest.transports)
 
 
 def predict(row, cal):
@@ -313,6 +326,7 @@ def main() -> None:
     ap.add_argument("--manifest", default=str(MANIFEST))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--save", default=None)
+    ap.add_argument("--jobs", type=int, default=1, help="leave-one-out fits in this many processes")
     ap.add_argument("--held-out-only", action="store_true",
                     help="only the held-out measurements (and the rings, left out in turn), runtime model only")
     ap.add_argument("--ours", action="store_true")
@@ -329,7 +343,7 @@ def main() -> None:
     if args.ours_only:
         print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
         return
-    models = {"runtime": leave_one_out(rows, manifest, rings_only=args.held_out_only)}
+    models = {"runtime": leave_one_out(rows, manifest, rings_only=args.held_out_only, jobs=args.jobs)}
     if args.held_out_only:
         rows = [r for r in rows if r.measurement.held_out or "nccl_ring" in r.measurement.program.name]
     if not args.quick and not args.held_out_only:
