@@ -14,6 +14,7 @@ are predicted by the calibration on all the others. Reported per program:
   its own prediction: leave-one-out on A100; on MI250 RCCL's own ring, held out, with the same
   buffer size) against the measured ratio, ``|predicted ratio / measured ratio - 1|`` (target
   within 10 %); ``held_out_programs`` in the totals leaves the held-out rings' own rows out;
+  a manifest's further held-out sets (``held_out_set``) are totalled apart (``held_out_<set>``);
 - the same two under ``sync`` and ``event`` (ForestColl's A100 link model with NCCL's
   latencies), for contrast: ``sync`` is exact at every size from its latency and bandwidth
   parts at 1 GiB; ``event`` is interpolated linearly from its prices at 1 MiB and 1 GiB.
@@ -21,6 +22,10 @@ are predicted by the calibration on all the others. Reported per program:
 ASTRA-sim reports a geometric-mean error of 9.7-20.6 % for ring allreduce on HGX-H100 (its
 documentation, analytical backend validation); the geomean column is comparable.
 ``--quick``: one buffer size per program (the 4 MiB default), no sync/event contrast.
+``--held-out-only``: the held-out measurements alone (the rings left out in turn for their
+ratios, as in the full run), runtime model only: the same held-out figures, a few fits.
+``--jobs N``: the leave-one-out fits in ``N`` processes (same figures; on a shared machine
+run it under ``nice``).
 ``--ours``: also our schedules at 1 GiB under the shipped calibration (no leave-one-out: they
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
 priced as their exported MSCCL programs run (on the grid, and with or without
@@ -59,23 +64,35 @@ MANIFEST = HERE.parent / "instances" / "measurements" / "forestcoll-a100x2" / "m
 MIB, GIB = 1 << 20, 1 << 30
 
 
-def leave_one_out(rows, manifest) -> dict:
-    """Measurement name -> predicted seconds at its sizes (see the module doc)."""
+def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> dict:
+    """Measurement name -> predicted seconds at its sizes (see the module doc); with
+    ``rings_only`` only the rings are left out in turn (what the held-out ratios need); the
+    fits run in ``jobs`` processes (the same fits, in any order)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     fitted = [r for r in rows if not r.measurement.held_out]
-    programs = sorted({r.measurement.program for r in fitted})
+    programs = sorted({r.measurement.program for r in fitted
+                       if not rings_only or "nccl_ring" in r.measurement.program.name})
     pred = {}
-    for p in programs:
-        cal = fit([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest.system, manifest.source,
-                  manifest.transports, manifest.fixed)
-        for r in rows:
-            if r.measurement.program == p:
-                pred[r.measurement.name] = predict(r, cal)
-        print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr, flush=True)
+    args = [([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest) for p in programs]
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for p, cal in zip(programs, pool.map(_fit_one, args)):
+            for r in rows:
+                if r.measurement.program == p:
+                    pred[r.measurement.name] = predict(r, cal)
+            print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
+                  flush=True)
     cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports, manifest.fixed)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
     return pred
+
+
+def _fit_one(job):
+    """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
+    rows, name, manifest = job
+    return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed)
 
 
 def predict(row, cal):
@@ -130,7 +147,7 @@ def errors(r, t, ring_row, ring_t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
     """Table rows per measurement and the totals, for the model whose predictions are ``preds``."""
     rings = ring_of(rows)
-    out, tot = [], {"abs": [], "abs_big": [], "ratio": [], "ratio_big": [], "held": [], "ring": []}
+    out, tot = [], {"abs": [], "abs_big": [], "ratio": [], "ratio_big": [], "held": [], "set": [], "ring": []}
     for r in rows:
         t = preds[r.measurement.name]
         ring = ring_for(rings, r)
@@ -142,6 +159,7 @@ def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
         for k, v in (("abs", a), ("abs_big", a[big]), ("ratio", q), ("ratio_big", q[qbig])):
             tot[k].append(v)
         tot["held"].append(r.measurement.held_out)
+        tot["set"].append(r.measurement.held_out_set)
         tot["ring"].append("nccl_ring" in r.measurement.program.name)
         out.append([r.measurement.name + (" (held out)" if r.measurement.held_out else ""), label,
                     f"{np.median(a):.1%}", f"{a.max():.1%}", f"{a[big].max():.1%}",
@@ -150,10 +168,12 @@ def summarise(rows, preds: dict, label: str) -> tuple[list[list], dict]:
     return out, tot
 
 
-def totals(tot: dict, held: bool, rings: bool = True) -> dict:
-    """Aggregates over the measurements held out (``held``) or fitted leave-one-out (without
-    the rings' own rows unless ``rings``)."""
-    pick = [k for k, h in enumerate(tot["held"]) if h == held and (rings or not tot["ring"][k])]
+def totals(tot: dict, held: bool, rings: bool = True, held_set: str = "") -> dict:
+    """Aggregates over the measurements held out (``held``; those of the held-out set
+    ``held_set``, ``""`` the manifest's first) or fitted leave-one-out (without the rings' own
+    rows unless ``rings``)."""
+    pick = [k for k, h in enumerate(tot["held"])
+            if h == held and (rings or not tot["ring"][k]) and (not held or tot["set"][k] == held_set)]
     if not pick:
         return {}
     cat = lambda key: np.concatenate([tot[key][k] for k in pick])  # noqa: E731
@@ -306,6 +326,9 @@ def main() -> None:
     ap.add_argument("--manifest", default=str(MANIFEST))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--save", default=None)
+    ap.add_argument("--jobs", type=int, default=1, help="leave-one-out fits in this many processes")
+    ap.add_argument("--held-out-only", action="store_true",
+                    help="only the held-out measurements (and the rings, left out in turn), runtime model only")
     ap.add_argument("--ours", action="store_true")
     ap.add_argument("--ours-only", action="store_true", help="only the --ours table (no leave-one-out)")
     ap.add_argument("--sizes", default=str(GIB), help="--ours: message sizes in bytes, comma-separated")
@@ -320,8 +343,10 @@ def main() -> None:
     if args.ours_only:
         print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
         return
-    models = {"runtime": leave_one_out(rows, manifest)}
-    if not args.quick:
+    models = {"runtime": leave_one_out(rows, manifest, rings_only=args.held_out_only, jobs=args.jobs)}
+    if args.held_out_only:
+        rows = [r for r in rows if r.measurement.held_out or "nccl_ring" in r.measurement.program.name]
+    if not args.quick and not args.held_out_only:
         ideal = idealised(rows)
         models["sync"] = {k: v[0] for k, v in ideal.items()}
         models["event"] = {k: v[1] for k, v in ideal.items()}
@@ -333,7 +358,8 @@ def main() -> None:
         print(f"\n### {name}\n")
         print("\n".join(table(header, lines)))
         summary[name] = {"fitted_leave_one_out": totals(tot, False), "held_out": totals(tot, True),
-                         "held_out_programs": totals(tot, True, rings=False)}
+                         "held_out_programs": totals(tot, True, rings=False),
+                         **{f"held_out_{s}": totals(tot, True, held_set=s) for s in sorted(set(tot["set"]) - {""})}}
     print("\n### per program, sizes of 1 MiB and more\n")
     print("\n".join(program_table(rows, models)))
     print("\n### algbw at 1 GiB, NCCL_BUFFSIZE 4 MiB\n")

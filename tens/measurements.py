@@ -152,7 +152,9 @@ class Measurement:
     collective, the log, ``buff_bytes`` (``NCCL_BUFFSIZE``), the column that ran the program,
     the smallest size that ran it (``min_bytes``), a name and whether it is held out of design
     and calibration (``held_out``), and the runtime that ran it when it is not the manifest's
-    main one (``runtime``, a name of ``Calibration.runtimes``; ``""`` for the main one)."""
+    main one (``runtime``, a name of ``Calibration.runtimes``; ``""`` for the main one); a
+    held-out measurement may name the held-out set it belongs to (``held_out_set``, reported
+    apart; ``""``: the manifest's first one)."""
 
     name: str
     program: Path
@@ -163,6 +165,7 @@ class Measurement:
     min_bytes: int
     held_out: bool
     runtime: str = ""
+    held_out_set: str = ""
 
 
 TRANSPORTS = ("read", "write")
@@ -193,7 +196,7 @@ def _field(entry: dict, key: str, kind, where: str, default=None):
 def read_manifest(path: str | Path) -> Manifest:
     """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
     ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
-    min_bytes, held_out`` and optionally ``runtime``; paths relative to the manifest; optionally a
+    min_bytes, held_out`` and optionally ``runtime`` and ``held_out_set``; paths relative to the manifest; optionally a
     ``[transports]`` table, :class:`Manifest`)."""
     path = Path(path)
     try:
@@ -213,7 +216,8 @@ def read_manifest(path: str | Path) -> Manifest:
             buff_bytes=_field(entry, "buff_bytes", int, where, 4 << 20), column=column,
             min_bytes=_field(entry, "min_bytes", int, where, 0),
             held_out=_field(entry, "held_out", bool, where, False),
-            runtime=_field(entry, "runtime", str, where, "")))
+            runtime=_field(entry, "runtime", str, where, ""),
+            held_out_set=_field(entry, "held_out_set", str, where, "")))
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),

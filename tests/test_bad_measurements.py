@@ -133,3 +133,19 @@ def test_a_program_of_another_collective_names_its_algo_line(tmp_path, capsys):
     must = [f"{path}:{line}:", "algo.coll", "'allgather'"]
     refused(capsys, ["calibrate", manifest(tmp_path, program=path, instance=REDUCE_SCATTER)], must)
     refused(capsys, ["price", path, REDUCE_SCATTER, "--from", "msccl-xml"], must)
+
+
+def test_a_held_out_set_is_read_and_a_bad_one_refused(tmp_path, capsys):
+    from collsynth.tens.measurements import read_manifest
+    m = manifest(tmp_path)
+    m.write_text(m.read_text() + 'held_out = true\nheld_out_set = "blind"\n')
+    assert [(x.held_out, x.held_out_set) for x in read_manifest(m).measurements] == [(True, "blind")]
+    m.write_text(m.read_text().replace('held_out_set = "blind"', "held_out_set = 1"))
+    refused(capsys, ["calibrate", m], [f"{m}: measurement[0].held_out_set:", "expected a str, got 1"])
+
+
+def test_the_shipped_blind_set_is_held_out_and_never_fitted():
+    # the A100 manifest's blind set: TACCL's 16 parsed-* programs x 8 buffer sizes, all held out
+    from collsynth.tens.measurements import read_manifest
+    blind = [x for x in read_manifest(DATA / "manifest.toml").measurements if x.held_out_set == "blind"]
+    assert len(blind) == 128 and all(x.held_out and x.program.name.startswith("parsed-") for x in blind)
