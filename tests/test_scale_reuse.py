@@ -95,3 +95,21 @@ def test_link_orbits_kept_are_the_orbits(fabric):
     if len(shift.orders) > 1:  # the group of the later shifts alone is another one
         group, _ = link_orbits(la, shift.perms[1:], shift.orders[1:])
         assert group.tolist() == _orbits_power_by_power(la, shift.perms[1:], shift.orders[1:])[0].tolist()
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.one_of(SMALL_CLOS, THREE_TIERS))
+def test_transpose_is_networkx_reverse(fabric):
+    topo = build(*fabric)
+    topo.graph.edges[next(iter(topo.graph.edges(keys=True)))]["note"] = ["mutable"]  # deep-copied, not shared
+    got, want = topo.transpose().graph, topo.graph.reverse(copy=True)
+    assert list(got.nodes(data=True)) == list(want.nodes(data=True)) and got.graph == want.graph
+    assert list(got.edges(keys=True, data=True)) == list(want.edges(keys=True, data=True))
+    assert all(list(got.successors(v)) == list(want.successors(v)) and
+               list(got.predecessors(v)) == list(want.predecessors(v)) for v in want)
+    u, v, k, d = next(iter(got.edges(keys=True, data=True)))
+    d["bandwidth"] = -1.0
+    assert topo.graph.edges[v, u, k]["bandwidth"] > 0  # the edge's dict is the transpose's own
+    noted = [d for *_, d in got.edges(keys=True, data=True) if "note" in d][0]["note"]
+    noted.append("changed")
+    assert [d for *_, d in topo.graph.edges(keys=True, data=True) if "note" in d][0]["note"] == ["mutable"]
