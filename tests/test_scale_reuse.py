@@ -113,3 +113,20 @@ def test_transpose_is_networkx_reverse(fabric):
     noted = [d for *_, d in got.edges(keys=True, data=True) if "note" in d][0]["note"]
     noted.append("changed")
     assert [d for *_, d in topo.graph.edges(keys=True, data=True) if "note" in d][0]["note"] == ["mutable"]
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.one_of(SMALL_CLOS, THREE_TIERS))
+def test_free_shifts_remembered_are_the_computed(fabric):
+    from collsynth.solvers.packing.free_shifts import _free_shifts
+
+    topo, again = build(*fabric), build(*fabric)
+    shift = box_shift(topo)
+    if shift is None:
+        return
+    got = free_shifts(topo, shift)
+    want = _free_shifts(topo, shift)
+    assert free_shifts(topo, shift) is got  # the allreduce's second half
+    assert (np.asarray(got.perms) == np.asarray(want.perms)).all() and got.orders == want.orders
+    other = free_shifts(again, box_shift(again))  # another topology object: its own shifts
+    assert other is not got and (np.asarray(other.perms) == np.asarray(got.perms)).all()
