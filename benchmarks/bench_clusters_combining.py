@@ -126,7 +126,8 @@ def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "sync ms (pieces)", "sync/opt",
             "sync T_B/opt", "event ms (pieces)", "event/opt", "explicit event ms (pieces)", "in-order/opt",
-            "trees (listed)", "optimum+trees s", "its CPU s (load)", "verify+price s", "event s", "explicit s", "bounds s", "peak MiB", "note"]
+            "trees (listed)", "optimum+trees s", "its CPU s (load)", "verify+price s", "event s", "explicit s",
+            "bounds s", "peak MiB", "note"]
     body = []
     for r in rows:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
@@ -136,7 +137,8 @@ def render(rows: list[dict]) -> str:
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{cell(r.get('explicit_ms'), '.3f')} ({r.get('explicit_pieces', '-')})",
                      cell(io and opt and io / opt, ".3f"), f"{r.get('trees', '-')} ({r.get('listed', '-')})",
-                     cell(r.get("trees_s"), ".1f"), f"{cell(r.get('trees_cpu_s'), '.1f')} ({cell(r.get('load'), '.1f')})",
+                     cell(r.get("trees_s"), ".1f"),
+                     f"{cell(r.get('trees_cpu_s'), '.1f')} ({cell(r.get('load'), '.1f')})",
                      cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
                      cell(r.get("explicit_s"), ".1f"),
                      cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),

@@ -98,7 +98,8 @@ def render(rows: list[dict]) -> str:
         peaks = [r.get(f"{s}_peak_MiB") for s in STAGES]
         top = max((p for p in peaks if p is not None), default=None)
         secs = sum(r.get(f"{s}_s", 0.0) for s in STAGES)
-        body.append([r["fabric"], r["kind"], cell(r.get("gpus"), ","), f"{r.get('pieces', '-')} ({r.get('of_pieces', '-')})",
+        body.append([r["fabric"], r["kind"], cell(r.get("gpus"), ","),
+                     f"{r.get('pieces', '-')} ({r.get('of_pieces', '-')})",
                      cell(r.get("sends"), ","), cell(r.get("before_MiB"), ".0f")]
                     + [f"{cell(r.get(f'{s}_B'), '.0f')} ({cell(r.get(f'{s}_peak_MiB'), '.0f')})" for s in STAGES]
                     + [cell(top and r.get("sends") and top * 2 ** 20 / r["sends"], ".0f"),
@@ -110,10 +111,12 @@ def render(rows: list[dict]) -> str:
 def main() -> None:
     ap = cluster_parser(__doc__, 2000, 4400, 1800)
     ap.add_argument("--kinds", default="allgather,reduce_scatter", help="comma-separated: allgather, reduce_scatter")
-    ap.add_argument("--sends", type=int, default=SENDS, help="the most explicit sends a row expands (default %(default)s)")
+    ap.add_argument("--sends", type=int, default=SENDS,
+                    help="the most explicit sends a row expands (default %(default)s)")
     a = ap.parse_args()
     specs = [(label, g, p, kind, a.sends, a.row_timeout)
-             for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus) for kind in a.kinds.split(",")]
+             for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus)
+             for kind in a.kinds.split(",")]
     rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])
     print(render(rows))
 
