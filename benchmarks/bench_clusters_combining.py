@@ -22,7 +22,9 @@ the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where
 sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
 ``event-inorder`` (program order) at the deepest pipeline within that cap; the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
-the peak resident memory of the row. Ratios are to the cut optimum (the bandwidth term alone).
+the peak resident memory of the row; the CPU seconds of the optimum and trees (``time.process_time``,
+which the load of a shared machine inflates far less than the wall seconds) and the load average
+when they ended. Ratios are to the cut optimum (the bandwidth term alone).
 With ``--no-fabric-copy`` the Clos fabrics' leaves, spines and cores are declared to copy nothing
 (``fabric_copy = false``), so the allreduce's bound takes its crossings into the boxes
 (:mod:`collsynth.tens.bounds.injections`) and the boxes' reduction before them and spread after
@@ -34,6 +36,7 @@ Measured: README, "Clusters as built" (reduce-scatter and allreduce at scale), w
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -68,11 +71,12 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     t = time.perf_counter()
     inst = make_instance(build(generator, params), kind, message_bytes=M)
     out.update(gpus=len(inst.collective.nodes), instance_s=time.perf_counter() - t, stage="optimum + trees")
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     outcome = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": objective} if objective else {}))
     trees, extra = outcome.schedule, outcome.extra
     halves = extra.get("halves", [extra])
     out.update(optimum_ms=1e3 * extra["optimum_s"], trees_s=time.perf_counter() - t,
+               trees_cpu_s=time.process_time() - cpu, load=os.getloadavg()[0],
                trees=sum(h["trees"] for h in halves), listed=sum(h["listed_trees"] for h in halves),
                stage="verify+price")
     form = form_of(trees)
@@ -158,7 +162,8 @@ def render(rows: list[dict]) -> str:
     head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "crossing bound ms",
             "box-stage bound ms", "sync / box-stage", "sync ms (pieces)", "sync/opt",
             "sync T_B/opt", "event ms (pieces)", "event/opt", "explicit event ms (pieces)", "in-order/opt",
-            "trees (listed)", "optimum+trees s", "verify+price s", "event s", "explicit s", "bounds s", "peak MiB", "note"]
+            "trees (listed)", "optimum+trees s", "its CPU s (load)", "verify+price s", "event s", "explicit s",
+            "bounds s", "peak MiB", "note"]
     body = []
     for r in rows:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
@@ -171,7 +176,9 @@ def render(rows: list[dict]) -> str:
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{cell(r.get('explicit_ms'), '.3f')} ({r.get('explicit_pieces', '-')})",
                      cell(io and opt and io / opt, ".3f"), f"{r.get('trees', '-')} ({r.get('listed', '-')})",
-                     cell(r.get("trees_s"), ".1f"), cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
+                     cell(r.get("trees_s"), ".1f"),
+                     f"{cell(r.get('trees_cpu_s'), '.1f')} ({cell(r.get('load'), '.1f')})",
+                     cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),
                      cell(r.get("explicit_s"), ".1f"),
                      cell(r.get("bounds_s"), ".1f"), cell(r.get("peak_MiB"), ".0f"),
                      r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")

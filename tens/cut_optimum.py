@@ -84,11 +84,12 @@ def integer_units(bandwidth: np.ndarray) -> tuple[np.ndarray, float]:
     (array([12,  1, 12]), 25000000000.0)
     """
     low = float(bandwidth.min())
-    ratios = [Fraction(float(b) / low).limit_denominator(RATIO_DENOMINATOR) for b in bandwidth]
+    distinct, at = np.unique(np.asarray(bandwidth, dtype=float), return_inverse=True)  # a fabric has few
+    ratios = [Fraction(float(b) / low).limit_denominator(RATIO_DENOMINATOR) for b in distinct]
     lcm = math.lcm(*(r.denominator for r in ratios))
     ints = [int(r * lcm) for r in ratios]
     g = math.gcd(*ints)
-    return np.asarray([x // g for x in ints], dtype=np.int64), low * g / lcm
+    return np.asarray([x // g for x in ints], dtype=np.int64)[at.reshape(-1)], low * g / lcm
 
 
 def flow_net(topology, compute: Iterable[int], weight: Sequence[int], transpose: bool = False) -> FlowNet:
@@ -276,8 +277,9 @@ def cut_seconds(net: FlowNet, witness: Iterable[int], shard_bytes: float) -> flo
 
 def capacities(net: FlowNet, k: int, tau: Fraction) -> np.ndarray:
     """Every link's capacity in trees of ``k`` per shard at time ``tau``: ``floor(k tau units)``."""
-    return np.asarray([(k * tau * int(u)).numerator // (k * tau * int(u)).denominator for u in net.units],
-                      dtype=np.int64)
+    distinct, at = np.unique(np.asarray(net.units, dtype=np.int64), return_inverse=True)  # a fabric has few
+    caps = [(k * tau * int(u)).numerator // (k * tau * int(u)).denominator for u in distinct]
+    return np.asarray(caps, dtype=np.int64)[at.reshape(-1)]
 
 
 def holds_with(net: FlowNet, caps: np.ndarray, k: int) -> bool:

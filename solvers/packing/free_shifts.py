@@ -60,9 +60,27 @@ def free_shifts(topology, shift: BoxShift | None) -> BoxShift | None:
     """``shift`` with each level's switches turned, and a level cut in two, where the ``event``
     price per link orbit then lists fewer copies or the links fold less (module doc,
     :func:`listed_copies`, :func:`folds`); ``shift`` itself where the whole does no better, and
-    None for None."""
+    None for None. Remembered for the latest :data:`KEPT` pairs of topology and shift objects
+    (an allreduce's two halves ask for the same one)."""
     if shift is None:
         return None
+    key = (id(topology), id(shift))
+    kept = _KEPT.get(key)
+    if kept is not None and kept[0] is topology and kept[1] is shift:
+        return kept[2]
+    found = _free_shifts(topology, shift)
+    if len(_KEPT) >= KEPT:
+        _KEPT.pop(next(iter(_KEPT)))
+    _KEPT[key] = (topology, shift, found)
+    return found
+
+
+KEPT = 8  # the latest (topology, shift) pairs whose free shifts are remembered
+_KEPT: dict = {}
+
+
+def _free_shifts(topology, shift: BoxShift) -> BoxShift:
+    """:func:`free_shifts` computed."""
     pairs = _Pairs(topology)
     found = pairs.key(list(shift.perms), tuple(shift.orders))
     if found[1] <= len(topology.link_arrays):  # no product but the identity keeps a link
