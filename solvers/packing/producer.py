@@ -55,7 +55,7 @@ from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
-               rings, shapes, translated, twolevel)
+               rings, shapes, split_form, translated, twolevel)
 from .allreduce_depth import exact_depth
 from .forest_record import forest_record
 from .hierarchical import tier_by_tier
@@ -501,7 +501,8 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
         sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)
         sched = _with_header(sched, instance)
-    _check_piece_bytes(instance, sched)
+    if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
+        _check_piece_bytes(instance, sched)
     return _outcome(instance, forests, depths, sched, t0, picks, joint, note, verdict=verdict)
 
 
@@ -522,7 +523,7 @@ def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched
     if note or stopped:
         extra["kept_schedule"] = note or f"{stopped}: the least priced verified schedule of the choice so far"
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps", found_by="tree-packing",
-                   build_s=time.perf_counter() - t0, extra=extra, certified=verdict,
+                   build_s=time.perf_counter() - t0, extra=extra, **split_form.outcome_fields(verdict),
                    message=f"{stopped}; kept the least priced verified schedule so far" if stopped else "")
 
 
@@ -686,6 +687,8 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             return None
 
     def price(pair, pieces) -> dict | None:
+        if pair[0].on_share and options.params.get("form") != "explicit":  # kept as trees (.split_form)
+            return split_form.price(instance, pair, pieces, models, kept, pipelined)
         t = time.perf_counter()
         rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
         sched = _with_header(overlap.overlapped(rs, ag, c), instance)
