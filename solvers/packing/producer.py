@@ -712,7 +712,7 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             return {}
 
     return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
-                         deadline, split_pair, kept)
+                         deadline, split_pair, kept, options.params.get("form") != "explicit")
 
 
 def _split_pair(instance: Instance, forests: list[Forest], options: Options, deadline=None) -> dict:
@@ -726,7 +726,7 @@ def _split_pair(instance: Instance, forests: list[Forest], options: Options, dea
     try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
         pair = tuple(replace(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
                                     optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
-                                    shape=options.params.get("shape") or "auto"), on_share=True)
+                                    shape=options.params.get("shape") or split_form.SHAPE), on_share=True)
                      for part, f in zip(parts, forests))
     except (Unsupported, FlowTooLarge):
         return {}
