@@ -93,12 +93,15 @@ def test_the_other_placement_and_a_broken_half_are_judged_as_explicit_sends():
     assert verify.verify(form.explicit(broken, inst), inst) is not None
 
 
-def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path):
+def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monkeypatch):
     """The miniature (8 GPUs, 8 MB; by hand RS+AG 14e6 s, the partition bound 11.2e6 s,
     tests/test_capacity_split.py): the run picks the split, kept as trees, verified there and
     priced under sync from them and under event from its expansion, between the bound and
     RS+AG; with ``form=explicit`` the same pair is listed, the same prices; written and read
-    back, the same form."""
+    back, the same form; with ``pieces`` set, the split at those pieces, as trees. Each half's own depth is set at 8 pieces (the fill's search, which
+    prices the halves in sequence deep, is not what is tested here)."""
+    monkeypatch.setattr(producer, "pick", lambda inst, f, parts, alpha, options, *a:
+                        (f, options.params.get("pieces") or 8, None))
     inst, _ = split_pair(4, 0.5, 0.0)
     row, trees = pipeline.run(inst, "tree-packing", Options(time_limit=300))
     assert isinstance(trees, form.OverlappedAllreduce) and row["verified"]
@@ -110,6 +113,8 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path):
     row2, listed = pipeline.run(inst, "tree-packing", Options(time_limit=300, params={"form": "explicit"}))
     assert row2["verified"] and same_sends(listed, sched)
     assert (row2["time_sync_s"], row2["time_event_s"]) == pytest.approx((row["time_sync_s"], row["time_event_s"]))
+    row3, trees3 = pipeline.run(inst, "tree-packing", Options(time_limit=300, params={"pieces": 5}))
+    assert isinstance(trees3, form.OverlappedAllreduce) and row3["verified"] and trees3.pieces == (5, 5)
     path = tmp_path / "split.json"
     form.write_json(trees, path)
     import json

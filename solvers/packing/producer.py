@@ -497,6 +497,8 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
     verdict = None
     if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
         sched, verdict = kept.schedule, kept.certified
+    elif forests[0].on_share and options.params.get("form") != "explicit":  # kept as trees (.split_form)
+        sched = split_form.overlapped(instance, forests, depths, pipelined)
     else:
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
         sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)
