@@ -197,7 +197,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
     (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's
     (``extra_at_probe_rate``: an extra pair costs about what a probe costs a send, so it is
-    priced once, at the most of those pieces and their halvings that fits).
+    priced once, at the most of those pieces and their cuts by 7/10 that fits).
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
     times it has the least of and every candidate's times."""
@@ -245,7 +245,9 @@ def _price_extra(pair, pieces: list[int], sends, price, deadline, kept, at_probe
     deepest priced kept. ``at_probe_rate`` (a pair kept as trees, verified from them: only its
     ``event`` price reads sends, about what the probes cost a send; DGX-2 x2's split, 2.3 us of
     CPU a send at 200 pieces, the halves as picked 2.1): priced once, at the most of ``pieces``
-    and their halvings down to :data:`LEAST_EXTRA_PIECES` that fits by the probes' rate."""
+    and their cuts by 7/10 (about a root of two: DGX-2 x2's split beats RS+AG under both models
+    from about 150 pieces, not at 100) down to :data:`LEAST_EXTRA_PIECES` that fits by the
+    probes' rate."""
     def sent(q):
         return sum(sends(f, p) for f, p in zip(pair, q))
 
@@ -254,8 +256,8 @@ def _price_extra(pair, pieces: list[int], sends, price, deadline, kept, at_probe
         return (pieces, price(pieces)) if left is None or left > 0 else (None, None)
     q = list(pieces)
     if at_probe_rate:
-        while not kept.fits(sent(q), deadline) and min(q) // 2 >= LEAST_EXTRA_PIECES:
-            q = [p // 2 for p in q]
+        while not kept.fits(sent(q), deadline) and min(q) * 7 // 10 >= LEAST_EXTRA_PIECES:
+            q = [p * 7 // 10 for p in q]
         return (q, price(q)) if kept.fits(sent(q), deadline) else (None, None)
     while min(q) // 2 >= LEAST_EXTRA_PIECES:
         q = [p // 2 for p in q]
