@@ -50,10 +50,13 @@ fabrics.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
 
 import numpy as np
 
+from ..instances.size import BYTES_PER_SEND
+from ..limits import memory_budget
 from .cost import Cost, price_event
 from .dependencies import dependency_pairs_of, pair_budget
 from . import pipelined_overlap
@@ -92,8 +95,8 @@ def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     """How many sends :func:`price` simulates for ``f`` on ``instance`` (its explicit sends
     over the order of the group that acts freely), so a caller can size the work first."""
-    if isinstance(f, OverlappedAllreduce):  # no shifts: its expansion, whole
-        return f.sends
+    if isinstance(f, OverlappedAllreduce):  # no shifts: its expansion, whole, where it fits the memory budget
+        return f.sends if f.sends * BYTES_PER_SEND <= memory_budget()[0] else sys.maxsize
     halves, m = _quotient(f, instance.topology.link_arrays)
     return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
 

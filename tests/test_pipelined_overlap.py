@@ -120,3 +120,14 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monk
     import json
     back = form.from_json(json.loads(path.read_text()))
     assert same_sends(form.explicit(back, inst), sched)
+
+
+def test_an_expansion_beyond_the_memory_budget_is_not_simulated(monkeypatch):
+    """The split kept as trees needs its expansion only for ``event``: where that would exceed
+    the memory budget (768 B a send) the pipeline is told it cannot fit (it leaves ``event``
+    unpriced and says so) rather than listing it; within the budget, its sends."""
+    inst, pair = split_pair(4, 0.5, 0.0)
+    f = split_form.overlapped(inst, pair, [3, 3], producer.pipelined)
+    assert pipelined_event.sends_priced(f, inst) == f.sends
+    monkeypatch.setattr(pipelined_event, "memory_budget", lambda: (768 * f.sends - 1, "a test budget"))
+    assert pipelined_event.sends_priced(f, inst) > 10 ** 18

@@ -492,12 +492,14 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
             note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
                     f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
             forests, depths = list(kept.pair), kept.pieces
-    check_sends(forests, depths, coll.chunks_per_node,
-                "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
+    as_trees = forests[0].on_share and options.params.get("form") != "explicit"  # the split (.split_form)
+    if not as_trees:
+        check_sends(forests, depths, coll.chunks_per_node,
+                    "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     verdict = None
     if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
         sched, verdict = kept.schedule, kept.certified
-    elif forests[0].on_share and options.params.get("form") != "explicit":  # kept as trees (.split_form)
+    elif as_trees:
         sched = split_form.overlapped(instance, forests, depths, pipelined)
     else:
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
