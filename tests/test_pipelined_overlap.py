@@ -5,6 +5,9 @@ other chassis' even ones) the form lists exactly the sends the explicit path emi
 explicit sends' sync and event prices, for the least shift and for shifts around it (too early:
 both reject); the run keeps the split as trees by default and as explicit sends on request."""
 
+import json
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,7 +64,7 @@ def test_the_form_verifies_and_prices_as_its_explicit_sends(shape, alpha, pieces
     emitted = producer._with_header(overlap.overlapped(rs, ag, inst.collective.chunks_per_node), inst)
     assert same_sends(form.explicit(f, inst), emitted) and f.sends == len(emitted)
     assert form.verify(f, inst) is None and verify.verify(emitted, inst) is None
-    g_ = f.__class__(f.reduce_scatter, f.allgather, f.shift + moved, f.mirror)
+    g_ = replace(f, shift=f.shift + moved)
     sched = form.explicit(g_, inst)
     assert sched.num_steps == g_.num_steps
     why, explicit_why = form.verify(g_, inst), verify.verify(sched, inst)
@@ -87,7 +90,6 @@ def test_the_other_placement_and_a_broken_half_are_judged_as_explicit_sends():
     assert form.verify(early, inst) is not None and verify.verify(form.explicit(early, inst), inst) is not None
     dst = f.allgather.dst.copy()
     dst[0] = f.allgather.src[0]  # a hop onto its own source: no link
-    from dataclasses import replace
     broken = replace(f, allgather=replace(f.allgather, dst=dst))
     assert "allgather half" in form.verify(broken, inst)
     assert verify.verify(form.explicit(broken, inst), inst) is not None
@@ -98,8 +100,9 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monk
     tests/test_capacity_split.py): the run picks the split, kept as trees, verified there and
     priced under sync from them and under event from its expansion, between the bound and
     RS+AG; with ``form=explicit`` the same pair is listed, the same prices; written and read
-    back, the same form; with ``pieces`` set, the split at those pieces, as trees. Each half's own depth is set at 8 pieces (the fill's search, which
-    prices the halves in sequence deep, is not what is tested here)."""
+    back, the same form; with ``pieces`` set, the split at those pieces, as trees. Each half's
+    own depth is set at 8 pieces (the fill's search, which prices the halves in sequence deep,
+    is not what is tested here)."""
     monkeypatch.setattr(producer, "pick", lambda inst, f, parts, alpha, options, *a:
                         (f, options.params.get("pieces") or 8, None))
     inst, _ = split_pair(4, 0.5, 0.0)
@@ -117,7 +120,6 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monk
     assert isinstance(trees3, form.OverlappedAllreduce) and row3["verified"] and trees3.pieces == (5, 5)
     path = tmp_path / "split.json"
     form.write_json(trees, path)
-    import json
     back = form.from_json(json.loads(path.read_text()))
     assert same_sends(form.explicit(back, inst), sched)
 
