@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collsynth import InputError
 from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
+from collsynth.limits import TooBig
 from collsynth.solvers import pipeline
 from collsynth.solvers.packing import overlap, producer, split_form
 from collsynth.solvers.producers import Options
@@ -100,12 +102,13 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monk
     tests/test_capacity_split.py): the run picks the split, kept as trees, verified there and
     priced under sync from them and under event from its expansion, between the bound and
     RS+AG; with ``form=explicit`` the same pair is listed, the same prices; written and read
-    back, the same form; with ``pieces`` set, the split at those pieces, as trees. Each half's
+    back, the same form; with ``pieces`` set, the split at those pieces, as trees (pieces under
+    a byte refused, naming the field, and pieces beyond the memory budget). Each half's
     own depth is set at 8 pieces (the fill's search, which prices the halves in sequence deep,
     is not what is tested here)."""
     monkeypatch.setattr(producer, "pick", lambda inst, f, parts, alpha, options, *a:
                         (f, options.params.get("pieces") or 8, None))
-    inst, _ = split_pair(4, 0.5, 0.0)
+    inst, pair = split_pair(4, 0.5, 0.0)
     row, trees = pipeline.run(inst, "tree-packing", Options(time_limit=300))
     assert isinstance(trees, form.OverlappedAllreduce) and row["verified"]
     assert row["extra"]["joint_choice"]["chosen"].startswith(producer.SPLIT_PAIR)
@@ -118,6 +121,11 @@ def test_the_run_keeps_the_split_as_trees_and_lists_it_on_request(tmp_path, monk
     assert (row2["time_sync_s"], row2["time_event_s"]) == pytest.approx((row["time_sync_s"], row["time_event_s"]))
     row3, trees3 = pipeline.run(inst, "tree-packing", Options(time_limit=300, params={"pieces": 5}))
     assert isinstance(trees3, form.OverlappedAllreduce) and row3["verified"] and trees3.pieces == (5, 5)
+    tiny = make_instance(inst.topology, "allreduce", message_bytes=64)  # 8 B a chunk in 4 pieces: under a byte
+    with pytest.raises(InputError, match="collective.message_bytes"):
+        split_form.returned(tiny, pair, [4, 4], producer.pipelined)
+    with pytest.raises(TooBig, match="--param pieces"):  # placed without listing, but not beyond memory
+        split_form.returned(inst, pair, [10 ** 7] * 2, producer.pipelined)
     path = tmp_path / "split.json"
     form.write_json(trees, path)
     back = form.from_json(json.loads(path.read_text()))

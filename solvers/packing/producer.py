@@ -500,7 +500,7 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
     if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
         sched, verdict = kept.schedule, kept.certified
     elif as_trees:
-        sched = split_form.overlapped(instance, forests, depths, pipelined)
+        sched = split_form.returned(instance, forests, depths, pipelined)
     else:
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
         sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)

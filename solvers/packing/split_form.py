@@ -18,10 +18,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...limits import require
 from ...tens import cost_models
 from ...tens import pipelined_overlap as form
 from ...tens.pipelined_overlap import OverlappedAllreduce
 
+ITEM_BYTES = 256  # a tree's piece while the allgather is placed and verified (a few int64 columns and their sorts)
 SHAPE = "greedy"  # the shares' forests: the greedy packing in id order, without the root-order search (DGX-2 x2, 1 GB:
 # no two-level trees fit either share, and the search, 17 s of CPU verifying and pricing two orders' explicit sends,
 # kept id order: the pair prices the same, 18.122 ms event at 25 pieces)
@@ -43,12 +45,21 @@ def overlapped(instance, pair, pieces, pipelined) -> OverlappedAllreduce:
     :func:`.overlap.overlapped` places it; ``pipelined(instance, forest, pieces)`` gives a
     forest's trees (:func:`.producer.pipelined`), its own piece edges where it has them for
     ``pieces`` (as :func:`.producer.emit` cuts it)."""
+    return _placed(*_halves(instance, pair, pieces, pipelined))
+
+
+def _halves(instance, pair, pieces, pipelined) -> list:
+    """Each forest of the pair as trees at its pieces (:func:`overlapped`)."""
     halves = []
     for f, p in zip(pair, pieces):
         trees = pipelined(instance, f, p)
         cuts = getattr(f, "cuts", None)
         halves.append(replace(trees, cuts=np.asarray(cuts)) if cuts and len(cuts) == p + 1 else trees)
-    rs, ag = halves
+    return halves
+
+
+def _placed(rs, ag) -> OverlappedAllreduce:
+    """The halves with the allgather at its least shift, mirrored where that shifts it less."""
     shifts = [(form.least_shift(rs, ag, mirror), mirror) for mirror in (False, True)]
     shift, mirror = min(shifts, key=lambda s: s[0])
     return OverlappedAllreduce(rs, ag, shift, mirror)
@@ -60,8 +71,11 @@ def price(instance, pair, pieces, models: tuple, kept, pipelined) -> dict | None
     byte: never chosen): ``sync`` from the trees, the others on its expansion; offered to
     ``kept`` (:class:`.incumbent.Kept`) with those prices (:class:`Priced`)."""
     t = time.perf_counter()
-    f = overlapped(instance, pair, pieces, pipelined)
-    if form.verify(f, instance) is not None or _smallest_piece(f, instance) < 1.0:
+    halves = _halves(instance, pair, pieces, pipelined)
+    if _smallest_piece(halves, instance) < 1.0:
+        return None
+    f = _placed(*halves)
+    if form.verify(f, instance) is not None:
         return None
     costs = {"sync": form.price_sync(f, instance)}
     others = [m for m in models if m != "sync"]
@@ -75,11 +89,31 @@ def price(instance, pair, pieces, models: tuple, kept, pipelined) -> dict | None
     return got
 
 
-def _smallest_piece(f: OverlappedAllreduce, instance) -> float:
-    """Bytes of the smallest piece either half sends."""
+def returned(instance, pair, pieces, pipelined) -> OverlappedAllreduce:
+    """The split pair at ``pieces`` as the run returns it (:func:`overlapped`); a piece under a
+    byte is refused (:class:`~collsynth.InputError` on ``collective.message_bytes``), as the
+    explicit sends' are, and so are pieces whose placing would not fit the memory budget
+    (:func:`collsynth.limits.require`, :data:`ITEM_BYTES` a tree's piece)."""
+    from ... import InputError
+
+    halves = _halves(instance, pair, pieces, pipelined)
+    items = sum(len(h.root) * h.chunks_per_root * h.pieces for h in halves)
+    require(items * ITEM_BYTES, "--param pieces", f"{items:,} tree pieces placed and verified")
+    piece = _smallest_piece(halves, instance)
+    if piece < 1.0:
+        coll = instance.collective
+        raise InputError(instance.source or instance.name,
+                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
+                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
+                         "or fewer pieces (--param pieces)")
+    return _placed(*halves)
+
+
+def _smallest_piece(halves, instance) -> float:
+    """Bytes of the smallest piece either half (trees) sends."""
     chunk = instance.collective.chunk_bytes
     out = float("inf")
-    for h in f.halves:
+    for h in halves:
         e = h.edges
         widths = (h.hi - h.lo).astype(np.float64)
         if len(widths):
