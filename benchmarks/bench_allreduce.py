@@ -105,7 +105,8 @@ def _row(args) -> dict:
             out.setdefault("refused", []).append(f"{name}: {row['status']}")
             continue
         times = {"event": row["time_event_s"], "sync": row["time_sync_s"]}
-        times = {m: times.get(m) if times.get(m) is not None else cost_models.price(sched, inst, m).total_s
+        listed = _listed(sched, inst)
+        times = {m: times.get(m) if times.get(m) is not None else cost_models.price(listed, inst, m).total_s
                  for m in MODELS}  # verified; a model the run's time limit left unpriced is priced here
         for model, t in times.items():
             if t is not None and (model not in out["best"] or t < out["best"][model][0]):
@@ -119,17 +120,37 @@ def _row(args) -> dict:
     return out
 
 
+def _listed(sched, inst):
+    """``sched`` as explicit sends: a form kept as trees plus a pipeline rule
+    (:mod:`collsynth.tens.compact_forms`) expanded, with the header its producer gives
+    explicit sends (what the models not priced from the trees read); else itself."""
+    from collsynth.tens import compact_forms, pipelined_event
+
+    form = compact_forms.form_of(sched)
+    return sched if form is None else pipelined_event._header(form.expand(sched), inst)
+
+
 def _lean(inst, name: str, options) -> tuple[dict, object]:
     """``(row, schedule)`` as :func:`collsynth.solvers.pipeline.run` gives them for an explicit
     schedule, but only the producer's run and the verification: the table's models are priced
-    by :func:`_row` (no ``ten`` price, which takes longer than the rest on 16 M sends)."""
+    by :func:`_row` (no ``ten`` price, which takes longer than the rest on 16 M sends). A
+    schedule kept as trees plus a pipeline rule is verified and priced under ``sync`` from its
+    trees, under ``event`` as its producer priced it, and listed for the other models."""
     from collsynth.solvers.producers import Unsupported, get
-    from collsynth.tens import verify
+    from collsynth.tens import compact_forms, verify
 
     try:
         out = get(name).run(inst, options)
     except Unsupported as e:
         return {"verified": False, "status": f"unsupported: {e}"}, None
+    form = compact_forms.form_of(out.schedule)
+    if form is not None:  # kept as trees: verified and priced (sync) from them, event as the producer priced it
+        bad = form.verify(out.schedule, inst)
+        event = out.prices.get("event")
+        return {"verified": bad is None, "status": bad or out.status, "sends": out.schedule.sends,
+                "time_event_s": None if bad or event is None else event.total_s,
+                "time_sync_s": None if bad else form.price_sync(out.schedule, inst).total_s,
+                "build_s": out.build_s, "extra": out.extra}, out.schedule
     bad = verify.verify(out.schedule, inst)
     return {"verified": bad is None, "status": bad or out.status, "time_event_s": None, "time_sync_s": None,
             "build_s": out.build_s, "extra": out.extra}, out.schedule

@@ -52,13 +52,18 @@ fabrics.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
 
 import numpy as np
 
+from ..instances.size import BYTES_PER_SEND
+from ..limits import memory_budget
 from .cost import Cost, price_event
 from .dependencies import dependency_pairs_of, pair_budget
+from . import pipelined_overlap
 from .pipelined_allreduce import PipelinedAllreduce, joined
+from .pipelined_overlap import OverlappedAllreduce
 from .pipelined_trees import PipelinedTrees, image_orbits, keeping_first, link_images, link_orbits, moved_sends
 from .plan import PricingPlan
 
@@ -92,6 +97,8 @@ def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     """How many sends :func:`price` simulates for ``f`` on ``instance`` (its explicit sends
     over the order of the group that acts freely), so a caller can size the work first."""
+    if isinstance(f, OverlappedAllreduce):  # no shifts: its expansion, whole, where it fits the memory budget
+        return f.sends if f.sends * BYTES_PER_SEND <= memory_budget()[0] else sys.maxsize
     halves, m = _quotient(f, instance.topology.link_arrays)
     return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
 
@@ -125,7 +132,11 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     verified (:func:`collsynth.tens.compact_forms.form_of`'s ``verify``). Pieces wait for exact
     dependency pairs where the simulated sends' candidates fit their budget, the model's own
     time, though the explicit sends' pricing would fall back to group prefixes past its budget
-    (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which)."""
+    (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which). The halves side by
+    side (:class:`~collsynth.tens.pipelined_overlap.OverlappedAllreduce`) have no shifts: their
+    expansion is priced as it is (:func:`collsynth.tens.pipelined_overlap.explicit`)."""
+    if isinstance(f, OverlappedAllreduce):
+        return price_event(pipelined_overlap.explicit(f, instance), instance)
     la = instance.topology.link_arrays
     halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders

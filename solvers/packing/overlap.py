@@ -44,6 +44,8 @@ PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of p
 LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
 DIRECT_FACTOR = 4  # an extra pair is priced at once at the probe's pieces where this many times the time the last
 # probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed, the halves' 2.8)
+MARGIN = 1.2  # times a pair's expected sends that must fit where it is priced at the probes' rate (DGX-2 x2 at the
+# default 60 s, load 8: its split at 200 pieces, expected to fit, ran past the limit; at 1.5, cut by 7/10, 98 pieces)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
@@ -183,7 +185,7 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None, extra=None, kept=None) -> tuple[list, dict]:
+          deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
@@ -195,7 +197,9 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     :mod:`.capacity_split`: many deep trees, so the cheap pairs are priced, and one kept, first),
     each priced outside :data:`PROBE_SENDS` and :data:`PROBE_SHARE` at the same pieces or, where
     those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
-    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's.
+    (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's
+    (``extra_at_probe_rate``: an extra pair costs about what a probe costs a send, so it is
+    priced once, at the most of those pieces and their cuts by 17/20 that fits).
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
     times it has the least of and every candidate's times."""
@@ -219,7 +223,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
     at = {n: pieces for n in priced}
     for other, pair in (extra() if extra is not None else {}).items():  # the run's time, not the probes' share
-        q, got = _price_extra(pair, pieces, sends, lambda q: price(pair, q), whole, kept)
+        q, got = _price_extra(pair, pieces, sends, lambda q: price(pair, q), whole, kept, extra_at_probe_rate)
         if got is not None:
             pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
@@ -233,14 +237,19 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     return list(pairs[name]), record
 
 
-def _price_extra(pair, pieces: list[int], sends, price, deadline, kept) -> tuple:
+def _price_extra(pair, pieces: list[int], sends, price, deadline, kept, at_probe_rate: bool = False) -> tuple:
     """``(pieces priced at, times)`` of an extra pair of :func:`joint` (``(None, None)`` when
     not priced): at ``pieces`` where :data:`DIRECT_FACTOR` times their probe's expected time
     fits the time ``deadline`` leaves (``kept.needs`` by the last probe's rate,
     :class:`.incumbent.Kept`; and without ``kept``, while the deadline has not passed), else
     from their fewest halving of at least :data:`LEAST_EXTRA_PIECES` up, doubling while the rate
     its own last probe measured fits (pairs differ: module doc of :mod:`.incumbent`), the
-    deepest priced kept."""
+    deepest priced kept. ``at_probe_rate`` (a pair kept as trees, verified from them: only its
+    ``event`` price reads sends, about what the probes cost a send; DGX-2 x2's split, 2.3 us of
+    CPU a send at 200 pieces, the halves as picked 2.1): priced once, at the most of ``pieces``
+    and their cuts by 17/20 (DGX-2 x2's split beats RS+AG under both models from about 150
+    pieces, not at 100) down to :data:`LEAST_EXTRA_PIECES` that fits by the probes' rate with
+    :data:`MARGIN`."""
     def sent(q):
         return sum(sends(f, p) for f, p in zip(pair, q))
 
@@ -248,6 +257,10 @@ def _price_extra(pair, pieces: list[int], sends, price, deadline, kept) -> tuple
     if kept is None or left is None or kept.schedule is None or DIRECT_FACTOR * kept.needs(sent(pieces)) <= left:
         return (pieces, price(pieces)) if left is None or left > 0 else (None, None)
     q = list(pieces)
+    if at_probe_rate:  # with a margin: a probe cannot be stopped, and the kept schedule is checked after
+        while not kept.fits(int(MARGIN * sent(q)), deadline) and min(q) * 17 // 20 >= LEAST_EXTRA_PIECES:
+            q = [p * 17 // 20 for p in q]
+        return (q, price(q)) if kept.fits(int(MARGIN * sent(q)), deadline) else (None, None)
     while min(q) // 2 >= LEAST_EXTRA_PIECES:
         q = [p // 2 for p in q]
     best: tuple = (None, None)

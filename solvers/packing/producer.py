@@ -55,7 +55,7 @@ from ...tens.schedule import Schedule
 from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
-               rings, shapes, translated, twolevel)
+               rings, shapes, split_form, translated, twolevel)
 from .allreduce_depth import exact_depth
 from .overlap_sizes import overlapped
 from .forest_record import forest_record
@@ -493,16 +493,21 @@ def _finish(instance: Instance, options: Options, forests: list[Forest], deadlin
             note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
                     f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
             forests, depths = list(kept.pair), kept.pieces
-    check_sends(forests, depths, coll.chunks_per_node,
-                "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
+    as_trees = forests[0].on_share and options.params.get("form") != "explicit"  # the split (.split_form)
+    if not as_trees:
+        check_sends(forests, depths, coll.chunks_per_node,
+                    "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
     verdict = None
     if kept is not None and kept.holds(forests, depths):  # verified and priced by the choice: not emitted again
         sched, verdict = kept.schedule, kept.certified
+    elif as_trees:
+        sched = split_form.returned(instance, forests, depths, pipelined)
     else:
         parts = [emit(instance, f, p) for f, p in zip(forests, depths)]
         sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], coll.chunks_per_node)
         sched = _with_header(sched, instance)
-    _check_piece_bytes(instance, sched)
+    if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
+        _check_piece_bytes(instance, sched)
     return _outcome(instance, forests, depths, sched, t0, picks, joint, note, verdict=verdict)
 
 
@@ -523,7 +528,7 @@ def _outcome(instance: Instance, forests: list[Forest], depths: list[int], sched
     if note or stopped:
         extra["kept_schedule"] = note or f"{stopped}: the least priced verified schedule of the choice so far"
     return Outcome(sched, "constructed", objective=float(sched.num_steps), units="steps", found_by="tree-packing",
-                   build_s=time.perf_counter() - t0, extra=extra, certified=verdict,
+                   build_s=time.perf_counter() - t0, extra=extra, **split_form.outcome_fields(verdict),
                    message=f"{stopped}; kept the least priced verified schedule so far" if stopped else "")
 
 
@@ -692,6 +697,8 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             return None
 
     def price(pair, pieces) -> dict | None:
+        if pair[0].on_share and options.params.get("form") != "explicit":  # kept as trees (.split_form)
+            return split_form.price(instance, pair, pieces, models, kept, pipelined)
         t = time.perf_counter()
         rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
         sched = _with_header(overlap.overlapped(rs, ag, c), instance)
@@ -715,7 +722,7 @@ def _joint(instance: Instance, halves: list[list[Forest]], depths: list[int], al
             return {}
 
     return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
-                         deadline, split_pair, kept)
+                         deadline, split_pair, kept, options.params.get("form") != "explicit")
 
 
 def _split_pair(instance: Instance, forests: list[Forest], options: Options, deadline=None) -> dict:
@@ -729,7 +736,7 @@ def _split_pair(instance: Instance, forests: list[Forest], options: Options, dea
     try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
         pair = tuple(replace(forest(part, f.kind, f.transposed, deadline, options.params.get("growth") == "depth-first",
                                     optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
-                                    shape=options.params.get("shape") or "auto"), on_share=True)
+                                    shape=options.params.get("shape") or split_form.SHAPE), on_share=True)
                      for part, f in zip(parts, forests))
     except (Unsupported, FlowTooLarge):
         return {}
