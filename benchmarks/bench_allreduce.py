@@ -35,7 +35,7 @@ from switched_systems import systems
 
 M = 1e9
 TIME_LIMIT_S = 900
-KINDS = ("allgather", "reduce_scatter", "allreduce")
+KINDS = ("allgather", "reduce_scatter", "allreduce")  # and "reduce" (rooted at the first GPU) with --kinds
 # ring and direct (--producers) are 7-20x off on the multi-box systems; dimension-trees builds only on
 # hierarchies (TACOS's), elsewhere it refuses at once
 PRODUCERS = ("tree-packing", "dimension-trees")
@@ -65,7 +65,7 @@ def instance_of(generator: str, params: dict, kind: str):
         topo = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / f"{stem}.toml").topology
     else:
         topo = build(generator, params)
-    return make_instance(topo, kind, message_bytes=M)
+    return make_instance(topo, kind, message_bytes=M, root=topo.npus[0] if kind == "reduce" else None)
 
 
 def _halves_optimum(inst) -> float:

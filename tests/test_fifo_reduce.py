@@ -10,7 +10,7 @@ order (``link_order = "program"``), the optimum's ring trees are kept there too.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, settings, strategies as st
 
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
@@ -39,13 +39,13 @@ def test_the_reduction_forest_is_chosen_for_the_objective(generator, objective, 
     assert sched.link_order == "program"
 
 
-@settings(max_examples=4, deadline=None)
-@given(switched())
-def test_reductions_on_random_switched_boxes_verify_and_price_above_the_bound(topo):
-    """Random switched boxes (``test_partition_bound.switched``), reduce-scatter at alpha 0:
-    the forest kept (the packed one or one tree a shard) verifies, and every model's time is
-    at least that model's bound."""
-    inst = make_instance(topo, "reduce_scatter", message_bytes=2.4e5)
+@settings(max_examples=6, deadline=None)
+@given(switched(), st.sampled_from(["reduce_scatter", "reduce"]))
+def test_reductions_on_random_switched_boxes_verify_and_price_above_the_bound(topo, kind):
+    """Random switched boxes (``test_partition_bound.switched``), reduce-scatter and reduce (to
+    the first GPU) at alpha 0: the forest kept (the packed one or one tree a shard) verifies,
+    and every model's time (``event``: FIFO links) is at least that model's bound."""
+    inst = make_instance(topo, kind, message_bytes=2.4e5, root=topo.npus[0] if kind == "reduce" else None)
     row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"pieces": 4}))
     assert row["verified"], row["message"]
     b = bounds.instance_bounds(inst)

@@ -7,6 +7,7 @@ against the TEN ILP's combining optimum."""
 
 from __future__ import annotations
 
+import json
 import itertools
 import math
 
@@ -249,3 +250,54 @@ def test_a_combining_collective_that_cannot_run_is_one_line(tmp_path, capsys, te
     code, out, err = run_cli(["solve", path, "--producer", "tree-packing", *extra, "--json"], capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, [str(path), *must])
+
+
+INSTANT = """name = "t"
+[topology]
+generator = "ndv2"
+chassis = 2
+inter_chassis = "switch"
+switch_hop = "{hop}"
+nvlink_alpha = 0.0
+nic_alpha = 0.0
+[collective]
+kind = "reduce_scatter"
+message_bytes = 1.6e6
+"""
+PIPELINED = """name = "t"
+[topology]
+generator = "switch"
+nodes = 3
+latency = "pipelined"
+[collective]
+kind = "allreduce"
+message_bytes = 3e5
+"""
+
+
+@pytest.mark.parametrize("text,must", [
+    (INSTANT.format(hop="instant"), ['topology.switch_hop = "instant"', 'expected "timestep"']),
+    (PIPELINED, ['topology.latency = "pipelined"', 'expected "serial"']),
+])
+def test_instant_switch_hops_say_which_field_to_change(tmp_path, capsys, text, must):
+    """TE-CCL's instant switch hop (and its pipelined latency) under a combining collective:
+    refused in one line naming the file, the field and the value that works."""
+    from cli_errors import assert_one_error_line, run_cli
+
+    path = tmp_path / "instant.toml"
+    path.write_text(text)
+    code, out, err = run_cli(["solve", path, "--producer", "tree-packing", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), *must])
+
+
+def test_the_same_switches_with_a_timestep_hop_are_solved(tmp_path, capsys):
+    """The value the refusal names works: the same NDv2 pair with the switch hop taking a
+    timestep gives a verified reduce-scatter."""
+    from cli_errors import run_cli
+
+    path = tmp_path / "timestep.toml"
+    path.write_text(INSTANT.format(hop="timestep"))
+    code, out, err = run_cli(["solve", path, "--producer", "tree-packing", "--param", "pieces=4", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["verified"]

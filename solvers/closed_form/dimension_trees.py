@@ -35,7 +35,27 @@ rounded to ``2^-20`` of a block); ``S`` is searched (:func:`best_steps`). TACOS 
 (:mod:`collsynth.tens.bounds.ramp`); the greedy tree packing at 120 pieces takes 1.7355 ms.
 
 Reduce-scatter is the allgather's time reversal on the transposed links (Zhao et al., NSDI 2025,
-Appendix A), allreduce the reduce-scatter then the allgather.
+Appendix A). **Allreduce** overlaps the two: one program over one span of ``S`` steps takes a
+reduction tree's piece ``y_(tau, j)`` by the step ``j`` its root completes it (its hop at depth
+``k`` in step ``j - k + 1``) and an allgather tree's ``x_(tau, j)`` by the step it starts in, both
+loading the same step bounds, with ``sum_(tau, j <= t) x_(tau, j) <= sum_(tau, j <= t - 1)
+y_(tau, j)`` for every ``t``: laid end to end over the block in step order (reductions by
+completion, gathers by start), every byte is gathered only from the step after its reduction
+completed, while other bytes still reduce, so the reduce-scatter's drain and the allgather's
+fill share steps (:func:`allreduce_phases`). The schedule's ``sync`` price is again at most
+``sum_t b_t``. TACOS 4x4x2 at 1 GB (35 steps): 3.2631 ms against the ramp bound's 3.2621 (the
+halves in sequence: 3.2773).
+
+Two GPUs behind a switch, 1 B a block over 1 B/s links, alpha ``a``: the program's optimum over
+``S >= 5`` steps is ``S a + 2 S / (S - 1)``, the least of any schedule of ``S`` steps. A GPU's link up
+carries 2 B (a block of partial sums, then the other's block reduced) in steps ``1 .. S - 1`` and
+the switch forwards in step ``t`` what came up in ``t - 1``, so with ``u_t`` the bytes up in step
+``t`` (``u_0 = u_S = 0``) the steps cost ``sum_t max(u_(t-1), u_t) = sum_t u_t + (the variation
+of u) / 2 >= 2 + max_t u_t >= 2 + 2 / (S - 1)``. For odd ``S`` pieces of ``2 / (S - 1)``
+meet it: the reduction's go up in steps ``1 .. (S - 1) / 2``, the allgather's from the next, each
+gathering a piece reduced by then, the last reduction's hop down sharing a step with the
+first gather's hop up. At ``a = 1/16``: ``S = 5`` gives 45/16 s, ``S = 7`` the least, 7/16 + 7/3 = 133/48 s
+(the halves in sequence: 2 x 25/16 = 150/48 s).
 
 >>> ring_coverings(4)["both+"]
 [(0, 1), (0, 3), (1, 2)]
@@ -202,12 +222,98 @@ def orbit_costs(topology, found: dict) -> dict[tuple, tuple[float, float]]:
     return out
 
 
+def reduction_hops(topology, levels: list[tuple[str, int]]) -> dict:
+    """Per tree, the hops of the allgather's trees on the transposed links (:func:`hops`), each
+    sent the other way, ``(orbit, depth, edge index, src ids, dst ids)`` with the orbit of the
+    links it uses: a reduction tree, whose hop at depth ``k`` is sent ``k - 1`` steps before its
+    root has the piece (Zhao et al., NSDI 2025, Appendix A)."""
+    t = topology.transpose()
+    found = on_links(t, {name: hops(t, levels, edges) for name, edges in trees(levels).items()})
+    return {name: [(_reverse(levels, o), k, e, dst, src) for o, k, e, src, dst in tree_hops]
+            for name, tree_hops in found.items()}
+
+
+def _reverse(levels: list[tuple[str, int]], orbit: tuple) -> tuple:
+    """The orbit of an orbit's links taken the other way: the offset negated, a switch's up and down swapped."""
+    axis, off = orbit
+    if off in ("up", "down"):
+        return axis, "down" if off == "up" else "up"
+    return axis, (-off) % levels[axis][1]
+
+
+def _columns(found: dict, row_of: dict, S: int, unit: dict, up: bool) -> tuple[list, list]:
+    """The program's columns ``(tree, j)`` and their entries ``(row, column, value)``: a piece
+    starting in step ``j`` sends its hops at depth ``k`` in step ``j + k - 1``; a reduction's
+    (``up``) completes in step ``j`` and sends them in step ``j - k + 1``; each loads its orbit's
+    row with ``unit`` (a block's seconds over the orbit) per hop."""
+    cols, entries = [], []
+    for name, tree_hops in found.items():
+        depth = max(h[1] for h in tree_hops)
+        counts: dict = {}
+        for orbit, k, *_ in tree_hops:
+            counts[(orbit, k)] = counts.get((orbit, k), 0) + 1
+        for j in range(depth, S + 1) if up else range(1, S - depth + 2):
+            for (orbit, k), n in counts.items():
+                entries.append((row_of[orbit] + (j - k if up else j + k - 2), len(cols), n * unit[orbit]))
+            cols.append((name, j))
+    return cols, entries
+
+
+def program(families: list[tuple[dict, bool]], costs: dict, S: int, block_bytes: float,
+            seconds: float | None = None, ordered: bool = False) -> tuple[float, list[list]] | None:
+    """The module doc's linear program over ``S`` steps for ``families`` of trees ``[(hops, up),
+    ...]`` (:func:`hops`; ``up``: reduction trees, :func:`reduction_hops`), each family's shares
+    summing to a block, every family's hops loading the same steps: ``(sum_t b_t, [[(tree, j,
+    share), ...] per family])`` with the shares that are not zero, ``j`` the step a piece starts
+    in (a reduction's: completes in); None when no tree fits in ``S`` steps or the solver fails
+    or runs out of its ``seconds`` (None: no limit). ``ordered`` (a reduction then an
+    allgather): by each step ``t`` the allgather has started no more of the block than the
+    reduction completed by step ``t - 1``."""
+    from scipy import sparse  # a run that never sizes pieces does not load scipy's optimizer
+    from scipy.optimize import linprog
+
+    orbits = sorted(costs, key=str)
+    row_of = {o: i * S for i, o in enumerate(orbits)}
+    unit = {o: block_bytes / costs[o][1] for o in orbits}
+    cols, entries, family = [], [], []
+    for f, (found, up) in enumerate(families):
+        got, e = _columns(found, row_of, S, unit, up)
+        entries += [(r, len(cols) + c, v) for r, c, v in e]
+        cols, family = cols + got, family + [f] * len(got)
+    if not cols or len(set(family)) < len(families):
+        return None
+    nx, rows = len(cols), len(orbits) * S
+    entries += [(r, nx + r % S, -1.0) for r in range(rows)] + (_after(cols, family, rows, S) if ordered else [])
+    r, c, v = zip(*entries)
+    A = sparse.csr_matrix((v, (r, c)), shape=(rows + S * ordered, nx + S))
+    rhs = np.r_[-np.repeat([costs[o][0] for o in orbits], S), np.zeros(S * ordered)]
+    eq = np.zeros((len(families), nx + S))
+    eq[family, np.arange(nx)] = 1.0
+    res = linprog(np.r_[np.zeros(nx), np.ones(S)], A_ub=A, b_ub=rhs, A_eq=eq, b_eq=np.ones(len(families)),
+                  bounds=[(0, None)] * (nx + S), method="highs-ds" if S <= SIMPLEX_STEPS else "highs-ipm",
+                  options={} if seconds is None else {"time_limit": max(seconds, 0.01)})
+    if res.status != 0:
+        return None
+    out = [[] for _ in families]
+    for f, (name, j), x in zip(family, cols, res.x[:nx]):
+        if x > 1e-12:
+            out[f].append((name, j, float(x)))
+    return float(res.fun), out
+
+
+def _after(cols: list, family: list, first_row: int, S: int) -> list[tuple]:
+    """Rows ``first_row + t - 1``, ``t = 1 .. S``: the allgather's (family 1) shares started by
+    step ``t`` less the reduction's (family 0) completed by step ``t - 1``, at most 0."""
+    out = []
+    for c, (f, (_, j)) in enumerate(zip(family, cols)):
+        out += [(first_row + t - 1, c, 1.0 if f else -1.0) for t in range(j if f else j + 1, S + 1)]
+    return out
+
+
 def sizes(found: dict, costs: dict, S: int, block_bytes: float,
           seconds: float | None = None) -> tuple[float, list[tuple]] | None:
-    """The module doc's linear program over ``S`` steps: ``(sum_t b_t, [(tree, first step,
-    share), ...])`` with the shares that are not zero; None when no tree fits in ``S`` steps or
-    the solver fails or runs out of its ``seconds`` (None: no limit). ``found``: per tree its
-    hops (:func:`hops`); ``costs``: per orbit its alpha and bandwidth (:func:`orbit_costs`).
+    """:func:`program` for one family of allgather trees: ``(sum_t b_t, [(tree, first step,
+    share), ...])``; ``costs``: per orbit its alpha and bandwidth (:func:`orbit_costs`).
 
     Two ranks joined by one link each way (a ring of two), 1 byte a block over 1 B/s, alpha
     1/4 s: one step of the whole block, 1/4 + 1 s:
@@ -215,39 +321,8 @@ def sizes(found: dict, costs: dict, S: int, block_bytes: float,
     >>> round(sizes({"t": [((0, 1), 1, 0, None, None)]}, {(0, 1): (0.25, 1.0)}, 1, 1.0)[0], 9)
     1.25
     """
-    from scipy import sparse  # a run that never sizes pieces does not load scipy's optimizer
-    from scipy.optimize import linprog
-
-    orbits = sorted(costs, key=str)
-    row_of = {o: i * S for i, o in enumerate(orbits)}
-    cols, r, c, v = [], [], [], []
-    for name, tree_hops in found.items():
-        depth = max(h[1] for h in tree_hops)
-        counts: dict = {}
-        for orbit, k, *_ in tree_hops:
-            counts[(orbit, k)] = counts.get((orbit, k), 0) + 1
-        for j in range(1, S - depth + 2):
-            for (orbit, k), n in counts.items():
-                r.append(row_of[orbit] + j + k - 2)
-                c.append(len(cols))
-                v.append(n * block_bytes / costs[orbit][1])
-            cols.append((name, j))
-    if not cols:
-        return None
-    nx = len(cols)
-    rows = len(orbits) * S
-    r += list(range(rows))
-    c += [nx + t % S for t in range(rows)]
-    v += [-1.0] * rows
-    A = sparse.csr_matrix((v, (r, c)), shape=(rows, nx + S))
-    rhs = -np.repeat([costs[o][0] for o in orbits], S)
-    res = linprog(np.r_[np.zeros(nx), np.ones(S)], A_ub=A, b_ub=rhs, A_eq=np.r_[np.ones(nx), np.zeros(S)][None, :],
-                  b_eq=[1.0], bounds=[(0, None)] * (nx + S), method="highs-ds" if S <= SIMPLEX_STEPS else "highs-ipm",
-                  options={} if seconds is None else {"time_limit": max(seconds, 0.01)})
-    if res.status != 0:
-        return None
-    x = res.x[:nx]
-    return float(res.fun), [(name, j, float(s)) for (name, j), s in zip(cols, x) if s > 1e-12]
+    got = program([(found, False)], costs, S, block_bytes, seconds)
+    return None if got is None else (got[0], got[1][0])
 
 
 def best_steps(price, first: int, most: int = MAX_STEPS) -> int:
@@ -280,16 +355,10 @@ def best_steps(price, first: int, most: int = MAX_STEPS) -> int:
     return min(range(lo, hi + 1), key=at)
 
 
-def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None,
-                    deadline: Deadline | None = None) -> tuple:
-    """``(phase, figures)``: the allgather of the module doc on ``topology`` (blocks and ranks
-    by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: :func:`best_steps`,
-    which stops trying step counts when ``deadline`` passes and keeps the best solved)."""
-    found = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
-    if not found:
-        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
-    costs = orbit_costs(topology, found)
-    deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
+def searched(solve, first: int, steps: int | None, deadline: Deadline | None = None, most: int = MAX_STEPS):
+    """``(S, solve(S, seconds))`` at ``steps`` steps, or (None) at the step count of least value
+    by :func:`best_steps` from ``first``, which stops trying step counts once ``deadline``
+    passes and keeps the best solved (none solved: the time limit)."""
     memo: dict[int, tuple | None] = {}
 
     def solved(S: int):
@@ -298,29 +367,76 @@ def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float,
                 if any(memo.values()):
                     return None  # out of time: the search settles on the best step count solved
                 deadline.check("dimension-trees step search", "no step count solved")
-            memo[S] = sizes(found, costs, S, block_bytes, None if deadline is None else deadline.left())
+            memo[S] = solve(S, None if deadline is None else deadline.left())
         return memo[S]
 
-    S = steps if steps is not None else best_steps(lambda S: solved(S) and solved(S)[0], deepest)
+    S = steps if steps is not None else best_steps(lambda S: solved(S) and solved(S)[0], first, most)
     got = solved(S)
     if got is None:
-        raise Unsupported(f"dimension-trees: no tree fits in {S} steps (the shallowest needs {deepest})")
-    value, shares = got
-    ph = Phase(DENOM)
-    bounds = np.rint(np.cumsum([0.0] + [s for _, _, s in shares]) / sum(s for _, _, s in shares) * DENOM)
-    for (name, j, _), lo, hi in zip(shares, bounds[:-1].astype(np.int64), bounds[1:].astype(np.int64)):
+        raise Unsupported(f"dimension-trees: no tree fits in {S} steps (the shallowest needs {first})")
+    return S, got
+
+
+def _lay(ph: Phase, found: dict, shares: list, up: bool, done_by=None) -> np.ndarray:
+    """Add ``shares`` (:func:`program`'s, of ``found``) to ``ph``, laid end to end over a block
+    of :data:`DENOM` units in the order of their steps, each piece's end at most ``done_by[j -
+    1]`` (units complete by the step before it starts); returns the units complete by each
+    step ``0 .. ph.steps`` (a reduction's pieces complete in their step ``j``)."""
+    shares = sorted(shares, key=lambda s: s[1])
+    ends = np.rint(np.cumsum([s for *_, s in shares]) / sum(s for *_, s in shares) * DENOM).astype(np.int64)
+    if done_by is not None:
+        ends = np.minimum(ends, done_by[[j - 1 for _, j, _ in shares]])
+    done = np.zeros(max(ph.steps, max(j for _, j, _ in shares)) + 1, np.int64)
+    for (name, j, _), lo, hi in zip(shares, np.r_[0, ends[:-1]], ends):
+        done[j] = max(done[j], hi)
         if hi <= lo:
             continue
         for _, k, _, src, dst in found[name]:
-            ph.add(np.arange(len(src)), src, dst, j + k - 1, lo, hi)
-    used = {name for name, _, _ in shares}
-    return ph, {"steps": S, "lp_s": value, "trees": len(used), "pieces": len(shares)}
+            ph.add(np.arange(len(src)), src, dst, j - k + 1 if up else j + k - 1, lo, hi)
+    return np.maximum.accumulate(done)
+
+
+def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None,
+                    deadline: Deadline | None = None) -> tuple:
+    """``(phase, figures)``: the allgather of the module doc on ``topology`` (blocks and ranks
+    by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: searched,
+    :func:`searched`)."""
+    found = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
+    if not found:
+        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
+    costs = orbit_costs(topology, found)
+    deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
+    S, (value, shares) = searched(lambda S, sec: sizes(found, costs, S, block_bytes, sec), deepest, steps, deadline)
+    ph = Phase(DENOM)
+    _lay(ph, found, shares, False)
+    return ph, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in shares}), "pieces": len(shares)}
+
+
+def allreduce_phases(topology, levels: list[tuple[str, int]], block_bytes: float, steps: int | None,
+                     deadline: Deadline | None = None) -> tuple:
+    """``(reduction phase, allgather phase, figures)`` over one span of steps: the module doc's
+    allreduce, both halves' pieces sized by one :func:`program` (``ordered``), so a piece of a
+    block is gathered from the step after its reduction completes, while other pieces still
+    reduce; ``steps`` (None: searched, :func:`searched`) counts both."""
+    down = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
+    up = reduction_hops(topology, levels)
+    if not down or not up:
+        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
+    costs = orbit_costs(topology, {**{("up", n): h for n, h in up.items()}, **down})
+    first = sum(min(max(h[1] for h in tree_hops) for tree_hops in f.values()) for f in (up, down))
+    S, (value, (rs, ag)) = searched(
+        lambda S, sec: program([(up, True), (down, False)], costs, S, block_bytes, sec, ordered=True),
+        first, steps, deadline, 2 * MAX_STEPS)
+    red, gather = Phase(DENOM, S), Phase(DENOM, S)
+    _lay(gather, down, ag, False, _lay(red, up, rs, True))
+    return red, gather, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in rs + ag}),
+                         "pieces": len(rs) + len(ag)}
 
 
 def dimension_trees(instance: Instance, steps: int | None = None, deadline: Deadline | None = None):
     """``(schedule, figures)``: the module doc's allgather, reduce-scatter (the allgather on the
-    transposed links, reversed) or allreduce (both in sequence) on ``instance``; the step
-    search of each half gets half of what is left of ``deadline`` (None: no limit)."""
+    transposed links, reversed) or allreduce (both overlapped, :func:`allreduce_phases`) on
+    ``instance``; the step search stops when ``deadline`` passes (None: no limit)."""
     coll = collective_of(instance, "dimension-trees", KINDS)
     topo = instance.topology
     levels = levels_of(topo)
@@ -328,13 +444,15 @@ def dimension_trees(instance: Instance, steps: int | None = None, deadline: Dead
         raise Unsupported("dimension-trees: every rank of the hierarchy must take part")
     block = coll.chunk_bytes * coll.chunks_per_node
     phases, figures = [], {}
-    if coll.kind in ("reduce_scatter", "allreduce"):
-        half = None if deadline is None or coll.kind != "allreduce" else deadline.share(0.5)
-        ph, figures["reduce_scatter"] = allgather_phase(topo.transpose(), levels, block, steps, half or deadline)
-        phases.append((ph.reversed(), OP_REDUCE if coll.kind == "allreduce" else OP_DEFAULT))
-    if coll.kind in ("allgather", "allreduce"):
+    if coll.kind == "reduce_scatter":
+        ph, figures["reduce_scatter"] = allgather_phase(topo.transpose(), levels, block, steps, deadline)
+        phases.append((ph.reversed(), OP_DEFAULT))
+    if coll.kind == "allgather":
         ph, figures["allgather"] = allgather_phase(topo, levels, block, steps, deadline)
-        phases.append((ph, OP_COPY if coll.kind == "allreduce" else OP_DEFAULT))
+        phases.append((ph, OP_DEFAULT))
+    if coll.kind == "allreduce":
+        red, gather, figures["allreduce"] = allreduce_phases(topo, levels, block, steps, deadline)
+        phases += [(red, OP_REDUCE, 0), (gather, OP_COPY, 0)]
     ranks = np.arange(topo.size)
     return build(instance, phases, name="dimension-trees", ranks=ranks, meta=figures), figures
 
@@ -352,5 +470,6 @@ PRODUCERS = [Producer(
     "dimension-trees", "closed-form", _run,
     "hierarchies of ring, fully connected and two-rank switch levels: every rank's block broadcast one level at a "
     "time in every order of the levels, pieces sized per step by a linear program for the synchronous model",
-    params=(Param("steps", int, None, "steps of each allgather or reduce-scatter (default: the least priced by "
-                                      "the linear program, searched up to 128)", low=1, high=1024),))]
+    params=(Param("steps", int, None, "steps of the allgather, the reduce-scatter or the whole allreduce (default: "
+                                      "the least priced by the linear program, searched up to 128, 256 for an "
+                                      "allreduce)", low=1, high=1024),))]

@@ -81,7 +81,8 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
           meta: dict | None = None) -> Schedule:
     """Concatenate ``(phase, op)`` pairs in time and map logical ranks to node ids.
 
-    Each phase starts after the previous one; ``op`` is applied to all its sends
+    Each phase starts after the previous one, or, given as ``(phase, op, start)``, after step
+    ``start`` (phases may then overlap); ``op`` is applied to all its sends
     (``OP_REDUCE`` / ``OP_COPY`` / ``OP_DEFAULT``). ``ranks`` (default: the collective's
     participants) maps logical rank -> node id. The routing is ``links`` when every send is on
     a live link, else ``shortest-path``.
@@ -89,10 +90,11 @@ def build(instance: Instance, phases: list[tuple[Phase, int]], *, name: str, ran
     coll = instance.collective
     ranks = np.asarray(coll.nodes if ranks is None else ranks, np.int64)
     c = coll.chunks_per_node
-    denom = _lcm(*(ph.denom for ph, _ in phases))
+    denom = _lcm(*(ph.denom for ph, *_ in phases))
     cols = {k: [] for k in ("chunk", "src", "dst", "step", "lo", "hi", "op")}
     t0 = 0
-    for ph, op in phases:
+    for ph, op, *start in phases:
+        t0 = start[0] if start else t0
         b, s, d, t, l, h = ph.arrays()
         k = denom // ph.denom
         j = np.arange(c, dtype=np.int64)

@@ -412,9 +412,12 @@ def _check(instance: Instance) -> None:
     if coll.kind not in KINDS:
         raise Unsupported(f"tree-packing implements {', '.join(KINDS)}, not {coll.kind}")
     topo = instance.topology
-    if coll.combining and topo.switches and (instant_hops(topo).any() or latency_pipelined(topo)):
-        raise Unsupported(f"tree-packing: a {coll.kind} through switch nodes with instant switch hops or a pipelined "
-                          "latency cannot be verified (its time reversal forwards a step late); unwind the switches")
+    wrong = ([f'topology.switch_hop = "instant" (expected "timestep")'] if instant_hops(topo).any() else []) + \
+        (['topology.latency = "pipelined" (expected "serial")'] if latency_pipelined(topo) else [])
+    if coll.combining and topo.switches and wrong:
+        raise Unsupported(f"tree-packing: {coll.kind} through switch nodes with {' and '.join(wrong)}: its time "
+                          "reversal forwards a step late and relays under a pipelined latency are not verified; set "
+                          "the expected value or unwind the switches")
 
 
 def _check_piece_bytes(instance: Instance, sched) -> None:
