@@ -51,7 +51,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
     reduce-scatter, then its allgather, each grown on the instance with that kind; without
     ``pieces`` and unless the ``objective`` is ``sync`` alone, at a depth whose ``event`` price tracks
-    exact pairs, :func:`.allreduce_depth.exact_depth`; else at the halves' own depths of least ``sync`` price)."""
+    exact pairs, :func:`.allreduce_depth.exact_depth`; else at the halves' own depths of least ``sync`` price).
+    The trees and the pipeline rule are ForestColl's (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
     if coll.kind != "allreduce":
@@ -75,7 +76,8 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
 def compact_forest(instance: Instance, options: Options, deadline, multicast: bool = True) -> tuple:
     """``(trees, extra)``: :func:`run_compact`'s one forest of ``instance``'s collective, a tree's
     sends into a copying switch merged where ``multicast`` (:func:`.compact.multicast`): the
-    translated trees or the hierarchical ones (:func:`.hierarchical.tier_by_tier`), whichever prices lower."""
+    translated trees or the hierarchical ones (:func:`.hierarchical.tier_by_tier`), whichever prices lower;
+    the optimum is ForestColl's cut condition (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4)."""
     coll = instance.collective
     [(kind, transposed)] = plan(coll.kind)
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]

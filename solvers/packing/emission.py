@@ -43,7 +43,8 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
     event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
-    few pieces, large ones many."""
+    few pieces, large ones many. ForestColl (Zhao et al., "ForestColl", arXiv 2402.06787,
+    Section 5) pipelines its trees at one depth whatever the size."""
     hops = hops_of(trees) * chunks_per_root
     budget = min(SEND_BUDGET if sends is None else sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
     depth = max(1, depth_of(trees))
@@ -74,7 +75,8 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     against it (``benchmarks/bench_packing.py``, A100 x2): piece-major orders (``m q + h``,
     ``m > 1``) and pieces growing and shrinking geometrically at the ends are slower; the
     overhead over the optimum is about ``c / pieces`` (``c`` 4.7 on A100 x2, 6 on MI250 x2).
-    The sends are the expansion of the trees plus that rule (:mod:`.compact`)."""
+    The sends are the expansion of the trees plus that rule (:mod:`.compact`): ForestColl's
+    pipelined trees (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5)."""
     trees = pipelined(instance, f, pieces)
     return expand(replace(trees, cuts=np.asarray(f.cuts)) if f.cuts and len(f.cuts) == pieces + 1 else trees)
 

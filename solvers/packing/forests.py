@@ -52,7 +52,8 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     With ``shape`` ``greedy`` and ``probe``, None unless the greedy packing needs no
     flow-tested growth (:func:`greedy`). On the transposed topology (a reduction) the trees are
     relabelled so that interchangeable GPUs relay equally many (:func:`.feeders.balanced`: a
-    switch that serves its in-links first come, first served then keeps the trees' mix)."""
+    switch that serves its in-links first come, first served then keeps the trees' mix).
+    The optimum, splitting and packing are ForestColl's (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     stopped: list = []
     try:
         f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe)
@@ -133,7 +134,8 @@ def by_root_order(instance: Instance, f: Forest, split, roots: dict, flows: int,
     model (:func:`.orders.choose`): every order of :func:`.orders.to_try` (``flows``: the max
     flows ``f``'s packing ran) is packed and routed once on its own copy of ``split``, the split
     network before routing, and emitted at :data:`.orders.SELECT_PIECES`; the finished
-    schedules are ranked."""
+    schedules are ranked. The packing is ForestColl's greedy growth (Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 5.2) in each root order (:mod:`.orders`)."""
     names = orders.to_try(sorted({t.root for t in f.trees}), flows)
     if not names:
         return f
@@ -161,7 +163,9 @@ def two_level(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: 
     """Two-level trees (:func:`.twolevel.find`) at ``k`` or ``TWO_LEVEL_MULTIPLES`` times ``k``
     trees per shard and time ``tau``, as a :class:`.packed.Forest`; None when none fit (or the system
     is too large to try). The multiples only help integrality: once the LP relaxation is proven
-    to have no solution they are not tried (one stopped by its limit proves nothing: ``stopped``)."""
+    to have no solution they are not tried (one stopped by its limit proves nothing: ``stopped``).
+    Any ``k w_r`` spanning out-trees within the capacities are a ForestColl packing (Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5.2; :mod:`.twolevel`)."""
     if len(net0.compute) > twolevel.MAX_NODES:
         return None
     for c in TWO_LEVEL_MULTIPLES:
@@ -184,7 +188,9 @@ def ring_forests(net0, opt: Optimum, kind: str, transposed: bool, clock: dict, d
                  model: boxes.Boxes | None = None) -> list[Forest]:
     """The ring trees of :mod:`.rings` by each door rule (:func:`.rings.find_each`) as
     :class:`.packed.Forest` objects at their exact times; none when the boxes (``model``, :mod:`.boxes`)
-    have no ring layout, or the rings miss the optimum."""
+    have no ring layout, or the rings miss the optimum. Arcs of Hamiltonian rings are
+    spanning out-trees, so a ForestColl packing where they fit its capacities (Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 5.2; :mod:`.rings`)."""
     out = []
     for rule, (trees, k, tau) in rings.find_each(net0, opt.tau, deadline, model).items():
         seconds = {"optimum_s": clock["optimum"] - clock["start"], "splitting_s": 0.0,
@@ -242,7 +248,8 @@ def choose_k(net, opt: Optimum, asked: int | None = None) -> tuple[int, Fraction
     most :data:`MAX_TREES` (fewer sends per piece, so more pipeline pieces within the send
     budget: 4x16 MI250 reaches it with 3 trees where the optimum's ``k`` is 8), else the
     first ``k`` in 1 .. :data:`MAX_TREES` within :data:`CLOSE_ENOUGH` of the optimum (the best
-    of them if none is)."""
+    of them if none is). The least time at a fixed ``k`` is ForestColl's fixed-k search
+    (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4)."""
     if opt.tau == 0:
         return 1, opt.tau
     if asked is not None:

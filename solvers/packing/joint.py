@@ -43,7 +43,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     pair keeps the pieces it won at, a fill's forest the pieces its fill took, any other the
     automatic pieces of half the send budget. Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
-    ``note`` says so."""
+    ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 4."""
     depths = [p[1] for p in picks]
     halves = [[p[0], *(greedy_instead_of_rings(instance, g, options, deadline) or [g])] for p, g in zip(picks, packed)]
     chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept)
@@ -83,7 +84,8 @@ def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[in
     whole overlapped allreduce under the ``objective`` parameter's models, every verified one
     offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`split_pair`) packed
     after the others are priced, by the time left less what the pipeline needs to check the
-    kept schedule's verdict again (:func:`split_within_share`)."""
+    kept schedule's verdict again (:func:`split_within_share`). The halves are ForestColl's
+    forests (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     picked = [h[0] for h in halves]
     models = objective_models(options)
     c = instance.collective.chunks_per_node

@@ -130,7 +130,8 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models
     (sync + event by default) near the least estimate (:func:`priced_choice`), or the least
     estimate of :func:`.latency.choose` where pricing would take too long; ``automatic``: the
-    optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline."""
+    optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline. ForestColl
+    (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5) packs at the least time alone (module doc)."""
     c = instance.collective.chunks_per_node
     alts = alternatives(instance, f, options, deadline, c * parts)
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),

@@ -33,7 +33,9 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     least ``sync`` price: :func:`filled`; so is an allreduce's allgather, whose shape
     :func:`.forests.by_shape` left unchosen); else the trees and pieces of
     :func:`.latency_choice.latency_pick`. ``parts``: the forests the collective is made of (an
-    allreduce's two share the send budget)."""
+    allreduce's two share the send budget). ForestColl (Zhao et al., "ForestColl", arXiv
+    2402.06787, Section 5) pipelines at one depth; the fill and latency choices are this
+    producer's (module doc)."""
     c = instance.collective.chunks_per_node
     if alpha <= 0 and options.params.get("trees") is None:
         if f.transposed:  # FIFO links: measured
