@@ -102,7 +102,8 @@ def _row(args) -> dict:
         t0 = time.perf_counter()
         row, sched = (_lean if lean else pipeline.run)(inst, name, Options(time_limit=limit_s))
         if not row["verified"]:
-            out.setdefault("refused", []).append(f"{name}: {row['status']}")
+            out.setdefault("refused", []).append(f"{name}: {row['status']}" +
+                                                 (f" ({row['message']})" if row.get("message") else ""))
             continue
         times = {"event": row["time_event_s"], "sync": row["time_sync_s"]}
         listed = _listed(sched, inst)
@@ -131,29 +132,20 @@ def _listed(sched, inst):
 
 
 def _lean(inst, name: str, options) -> tuple[dict, object]:
-    """``(row, schedule)`` as :func:`collsynth.solvers.pipeline.run` gives them for an explicit
-    schedule, but only the producer's run and the verification: the table's models are priced
-    by :func:`_row` (no ``ten`` price, which takes longer than the rest on 16 M sends). A
-    schedule kept as trees plus a pipeline rule is verified and priced under ``sync`` from its
-    trees, under ``event`` as its producer priced it, and listed for the other models."""
-    from collsynth.solvers.producers import Unsupported, get
-    from collsynth.tens import compact_forms, verify
+    """``(row, schedule)`` as :func:`collsynth.solvers.pipeline.run` gives them, but only the
+    producer's run and the verification (:func:`collsynth.solvers.pipeline.run_lean`, within
+    the time limit and its grace as ``collsynth solve``): the table's models are priced by
+    :func:`_row` (no ``ten`` price, which takes longer than the rest on 16 M sends). A schedule
+    kept as trees plus a pipeline rule is priced under ``sync`` from its trees and listed for
+    the other models."""
+    from collsynth.solvers import pipeline
+    from collsynth.tens import compact_forms
 
-    try:
-        out = get(name).run(inst, options)
-    except Unsupported as e:
-        return {"verified": False, "status": f"unsupported: {e}"}, None
-    form = compact_forms.form_of(out.schedule)
-    if form is not None:  # kept as trees: verified and priced (sync) from them, event as the producer priced it
-        bad = form.verify(out.schedule, inst)
-        event = out.prices.get("event")
-        return {"verified": bad is None, "status": bad or out.status, "sends": out.schedule.sends,
-                "time_event_s": None if bad or event is None else event.total_s,
-                "time_sync_s": None if bad else form.price_sync(out.schedule, inst).total_s,
-                "build_s": out.build_s, "extra": out.extra}, out.schedule
-    bad = verify.verify(out.schedule, inst)
-    return {"verified": bad is None, "status": bad or out.status, "time_event_s": None, "time_sync_s": None,
-            "build_s": out.build_s, "extra": out.extra}, out.schedule
+    row, sched = pipeline.run_lean(inst, name, options)
+    form = None if sched is None else compact_forms.form_of(sched)
+    if form is not None and row["verified"]:
+        row["time_sync_s"] = form.price_sync(sched, inst).total_s
+    return row, sched
 
 
 def _verdict(r: dict) -> str:
@@ -232,8 +224,9 @@ if __name__ == "__main__":
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     parser.add_argument("--producers", default=",".join(PRODUCERS), help="comma-separated producers")
     parser.add_argument("--bounds-only", action="store_true", help="no producer: the bounds and the RS+AG verdict")
-    parser.add_argument("--lean", action="store_true", help="each producer run and verified, then priced under the "
-                                                           "table's models only (not the pipeline's other stages)")
+    parser.add_argument("--lean", action="store_true", help="each producer run and verified within --time-limit and "
+                                                           "its grace, then priced under the table's models only (not "
+                                                           "the pipeline's other stages)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
                         help=f"each producer's limit in seconds (default {TIME_LIMIT_S})")
     args = parser.parse_args()

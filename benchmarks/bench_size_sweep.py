@@ -86,12 +86,12 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
 def packed_once() -> None:
     """Pack each system's trees once per tree count: the trees do not depend on the message
     size, so later sizes reuse them (every schedule is still emitted, verified and priced)."""
-    from collsynth.solvers.packing import producer
+    from collsynth.solvers.packing import forests
 
-    if getattr(producer.forest, "memo", None) is not None:
+    if getattr(forests.forest, "memo", None) is not None:
         return
     memo: dict = {}
-    pack = producer.forest
+    pack = forests.forest
 
     def forest(instance, kind, transposed, deadline=None, depth_first=False, trees=None, *more, **named):
         key = (id(instance.topology), tuple(instance.collective.nodes), kind, transposed, depth_first, trees, *more,
@@ -101,7 +101,7 @@ def packed_once() -> None:
         return memo[key]
 
     forest.memo = memo
-    producer.forest = forest
+    forests.forest = forest  # every caller reaches it through the module (solvers/packing/forests.py)
 
 
 def forestcoll_depth(inst) -> int:

@@ -653,6 +653,8 @@ class _Batch:
         return False
 
     def commit(self, result: dict[str, Any]) -> None:
+        """Store a finished job's row (with the batch's provenance) and its schedule, and release
+        its claim."""
         row = result["row"]
         row["provenance"] = self.prov
         sched = from_json(result["schedule"]) if result.get("schedule") else None
@@ -875,6 +877,7 @@ class _progress:
                 self._show()
 
     def close(self) -> None:
+        """Stop the progress bar, if one is shown."""
         if self.bar:
             self.bar.stop()
 

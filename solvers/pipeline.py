@@ -113,24 +113,12 @@ def run(instance: Instance, producer: str, options: Options | None = None,
 def _run(instance: Instance, producer: str, options: Options | None,
          compile_s: float) -> tuple[dict[str, Any], Schedule | None]:
     """:func:`run` under the kernels prepared for it (``compile_s``: the seconds that took)."""
-    options = options or Options()
     prod = get(producer)
-    deadline = options.deadline or Deadline.after(options.time_limit)
-    epoch_step = epoch_timestep(instance)
-    if epoch_step is not None and options.params.get("timestep") is None:
-        # the instance's epoch choice (TE-CCL's fastest/slowest link) is the TEN timestep
-        if any(p.name == "timestep" for p in prod.params):
-            options = replace(options, params={**options.params, "timestep": epoch_step})
-    else:
-        epoch_step = None
-    options, picked = _instance_defaults(prod, instance, options)
-    driver = prod.driver_for(options.driver)
-    solver = backend_names.check_name(options.solver) if prod.uses_solver else ""
-    options = replace(options, driver=driver or None, solver=solver or options.solver,
-                      params=check_params(prod, options.params), deadline=deadline)
+    options, picked, epoch_step = _run_options(prod, instance, options or Options())
+    deadline = options.deadline
     row = schema.empty_row(
-        instance=instance.name, producer=prod.name, solver=solver, driver=driver, seed=options.seed,
-        verified=False, found_by="", solver_status="", message="",
+        instance=instance.name, producer=prod.name, solver=options.solver if prod.uses_solver else "",
+        driver=options.driver or "", seed=options.seed, verified=False, found_by="", solver_status="", message="",
     )
     row["compile_s"] = round(compile_s, 4)
     stages: dict[str, float] = {}
@@ -169,6 +157,81 @@ def _run(instance: Instance, producer: str, options: Options | None,
     if kept is not None:
         judge(row, outcome, kept, instance, bnds, timestep)
     return row, kept
+
+
+def _run_options(prod, instance: Instance, options: Options) -> tuple[Options, dict | None, float | None]:
+    """``(options, picked, epoch_step)``: the run's options as ``prod`` runs them on ``instance``
+    (the run's deadline started from its time limit, the instance's epoch timestep and the
+    producer's defaults for it applied, the driver, solver and parameters checked), what the
+    producer picked (:func:`_instance_defaults`) and the instance's TEN timestep when it sets one."""
+    deadline = options.deadline or Deadline.after(options.time_limit)
+    epoch_step = epoch_timestep(instance)
+    if epoch_step is not None and options.params.get("timestep") is None:
+        # the instance's epoch choice (TE-CCL's fastest/slowest link) is the TEN timestep
+        if any(p.name == "timestep" for p in prod.params):
+            options = replace(options, params={**options.params, "timestep": epoch_step})
+    else:
+        epoch_step = None
+    options, picked = _instance_defaults(prod, instance, options)
+    driver = prod.driver_for(options.driver)
+    solver = backend_names.check_name(options.solver) if prod.uses_solver else ""
+    options = replace(options, driver=driver or None, solver=solver or options.solver,
+                      params=check_params(prod, options.params), deadline=deadline)
+    return options, picked, epoch_step
+
+
+def run_lean(instance: Instance, producer: str, options: Options | None = None,
+             kernels: Kernels | None = None) -> tuple[dict[str, Any], Any]:
+    """:func:`run` without the lower bounds and the pricing, for a benchmark that prices the
+    models it tabulates itself: ``(row, schedule)``, the schedule ``None`` unless it verified.
+
+    The run's time limit binds as in :func:`run`: the producer sees the run's deadline and is
+    stopped by the timer :data:`ALARM_LAG_S` after it if it does not check (status ``timeout``,
+    the message saying where; a producer that keeps a schedule returns it and says so), and
+    the verification gets the rest of :data:`collsynth.limits.GRACE_S` (the producer's verdict
+    taken where it holds for this very schedule). The row has ``status``, ``verified``,
+    ``message``, ``build_s``, ``extra`` (with ``stages_s``), ``sends`` and ``time_event_s`` /
+    ``time_sync_s`` (None: not priced here)."""
+    prod = get(producer)
+    size.check_run(instance, planned(prod, instance, (options or Options()).params))
+    kernels = kernels or prepare_run(instance, prod.name)  # before the clock, as run does
+    with interpreting(kernels.interpreting):
+        options, picked, _ = _run_options(prod, instance, options or Options())
+        stages: dict[str, float] = {}
+        outcome, stopped = _produce(prod, instance, options, options.deadline, stages)
+        message = outcome.message if stopped is None else _limit_message(stopped, options.deadline, stages, "produce")
+        row = {"status": outcome.status, "verified": False, "message": message, "build_s": outcome.build_s,
+               "time_event_s": None, "time_sync_s": None, "extra": {**outcome.extra, "stages_s": stages}}
+        _say_picked(row, picked)
+        if outcome.schedule is None:
+            return row, None
+        return _verified(row, outcome, instance, options.deadline.extended(GRACE_S - STOP_S), stages)
+
+
+def _verified(row: dict[str, Any], outcome: Outcome, instance: Instance, deadline: Deadline,
+              stages: dict[str, float]) -> tuple[dict[str, Any], Any]:
+    """``(row, schedule)`` with ``outcome``'s schedule verified within ``deadline`` (in its
+    compact form where it has one; the producer's verdict where it holds for this very
+    schedule), or ``(row, None)`` with the row saying why not (``invalid``, ``timeout``)."""
+    schedule = outcome.schedule
+    form = compact_forms.form_of(schedule)
+    row["sends"] = schedule.sends if form is not None else len(schedule)
+    try:
+        with _stage(deadline, "verification", stages):
+            if form is not None:
+                violation = form.verify(schedule, instance)
+            elif outcome.certified is not None and outcome.certified.holds(schedule, instance):
+                violation = None
+            else:
+                violation = verify.verify(schedule, instance)
+    except TimeLimitReached as e:
+        found = f"a schedule of {row['sends']:,} sends, not kept"
+        return _timed_out(row, e, deadline, stages, "verification", found), None
+    if violation is not None:
+        row.update(status=Status.INVALID, message=f"verification failed: {violation}")
+        return row, None
+    row["verified"] = True
+    return row, schedule
 
 
 def _bounds_here(bnds: Bounds, share: Deadline, deadline: Deadline,

@@ -179,10 +179,12 @@ class _Plan:
         return None
 
     def fresh(self, g: int) -> Place:
+        """A new scratch slot on rank ``g``."""
         self.scratch[g] += 1
         return Place("s", self.scratch[g] - 1)
 
     def sizes(self, g: int) -> dict:
+        """Rank ``g``'s buffer sizes in chunks: input, output and the scratch slots used."""
         whole, share = self.cells, self.c * self.D
         i, o = {"allgather": (share, whole), "reduce_scatter": (whole, share)}.get(self.kind, (whole, whole))
         return {"input_chunks": i, "output_chunks": o, "scratch_chunks": self.scratch[g]}

@@ -154,6 +154,8 @@ class BufferLayout:
 
     @property
     def in_place(self) -> bool:
+        """Whether the collective has an in-place form (MSCCL's ``inplace``: one buffer holds its
+        input and output, :data:`IN_PLACE_BUFFER` names which)."""
         return self.kind in IN_PLACE_BUFFER
 
     def loop_chunks(self, dialect: str) -> int:

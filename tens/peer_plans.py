@@ -184,6 +184,8 @@ class _Run:
     # -- running ----------------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Execute every thread block's ops in program order, round-robin, until all are done;
+        one that waits for what no thread block gives is a deadlock (an InputError naming it)."""
         blocks = [(g, t) for g, gpu in enumerate(self.gpus) for t in range(len(gpu["threadblocks"]))]
         pc = {b: 0 for b in blocks}
         self.barriers: dict[tuple, set] = {}
@@ -318,6 +320,8 @@ class _Run:
                     c[2] = None
 
     def schedule(self, instance: Instance) -> Schedule:
+        """The sends the plan made, as a schedule of ``instance``'s collective (chunk ids of
+        the collective, pieces of ``1 / D`` a chunk, switches by node id)."""
         coll = instance.collective
         nodes, S, c, D = coll.nodes, coll.size, self.c, self.D
         rows = []

@@ -17,7 +17,7 @@ import pytest
 from collsynth.instances.instance import make_instance
 from collsynth.limits import GRACE_S, Deadline, TimeLimitReached
 from collsynth.solvers import pipeline
-from collsynth.solvers.packing import incumbent, overlap, producer
+from collsynth.solvers.packing import incumbent, joint, overlap, producer
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost_models, verify
 
@@ -37,7 +37,7 @@ def test_a_split_not_packed_within_its_share_is_skipped_and_the_run_goes_on(monk
     def late(*args, **kw):
         raise TimeLimitReached("capacity split", "packing its forests")
 
-    monkeypatch.setattr(producer, "_split_pair", late)
+    monkeypatch.setattr(joint, "split_pair", late)
     row, sched = pipeline.run(_instance(), "tree-packing", Options(time_limit=600))
     assert row["verified"] and sched is not None and "time limit" not in (row["message"] or "")
     choice = row["extra"]["joint_choice"]
@@ -54,7 +54,7 @@ def test_the_run_returns_by_its_limit_and_grace_with_the_kept_schedule(monkeypat
     def forever(*args, **kw):
         time.sleep(3600)
 
-    monkeypatch.setattr(producer, "_split_pair", forever)
+    monkeypatch.setattr(joint, "split_pair", forever)
     limit = 30.0
     t0 = time.monotonic()
     row, sched = pipeline.run(_instance(), "tree-packing", Options(time_limit=limit))

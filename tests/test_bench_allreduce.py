@@ -1,10 +1,17 @@
 """The allreduce benchmark's verdict per system (benchmarks/bench_allreduce.py): which case
-holds, from rows built by hand (bound, RS+AG and best times in seconds)."""
+holds, from rows built by hand (bound, RS+AG and best times in seconds); its lean path
+(``--lean``) stops at the time limit as ``collsynth solve`` does."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
+
+from collsynth.instances.instance import load_instance
+from collsynth.limits import GRACE_S
+from collsynth.solvers.compiling import prepare_run
+from collsynth.solvers.producers import Options
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_allreduce as bench  # noqa: E402
@@ -36,3 +43,40 @@ def test_the_joint_choice_lists_the_pair_taken_and_the_candidates_least_first():
     text = bench.choices([r, {"system": "A100 x2"}])
     assert text.startswith("DGX-2 x2 allreduce: took 'capacity split' (probe pieces [200, 200]); capacity split: ")
     assert text.index("capacity split: sync 15.4000 ms") < text.index("as picked: sync 15.6150 ms")
+
+
+SLACK_S = 5.0  # beyond the limit and its grace, for a loaded machine (the stand-in below sleeps 30 s)
+
+
+def test_a_lean_run_stops_at_its_time_limit(monkeypatch):
+    """A producer stuck in a stage that does not check its deadline (packing a forest after
+    sleeping 30 s, a stand-in) is stopped by the run's timer on the lean path, as in
+    ``collsynth solve``: the run returns within the limit and the grace (before, the lean path
+    ran the producer with no timer: MI250 x8 took 1,645 s at a 1,500 s limit), unverified, with
+    status ``timeout`` and a message saying the limit was reached while producing."""
+    from collsynth.solvers.packing import forests
+
+    real = forests.forest
+
+    def stuck(*args, **kw):
+        time.sleep(30)
+        return real(*args, **kw)
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / "ring8-allgather.toml")
+    prepare_run(inst, "tree-packing")  # compiled before the clock, as the run does: not timed here
+    monkeypatch.setattr(forests, "forest", stuck)
+    limit = 1.0
+    t0 = time.monotonic()
+    row, sched = bench._lean(inst, "tree-packing", Options(time_limit=limit))
+    assert time.monotonic() - t0 <= limit + GRACE_S + SLACK_S
+    assert sched is None and not row["verified"] and row["status"] == "timeout"
+    assert row["message"].startswith("time limit 1 s reached during produce"), row["message"]
+
+
+def test_a_lean_run_verifies_what_it_returns():
+    """Without a stand-in the lean path returns the producer's schedule verified and unpriced
+    (the table prices its models itself): the ring algorithm on a ring of 8, allgather."""
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / "ring8-allgather.toml")
+    row, sched = bench._lean(inst, "ring", Options(time_limit=60))
+    assert row["verified"] and sched is not None and row["sends"] == len(sched) > 0
+    assert row["time_event_s"] is None and row["time_sync_s"] is None and "verification" in row["extra"]["stages_s"]

@@ -21,9 +21,9 @@ def test_one_reduce_scatter_size_is_verified_and_priced_and_the_allreduce_only_t
     NCCL's rings split the same ring steps over one channel per NIC, so they are no slower than
     the one classic ring under either model; the double binary tree and NCCL's trees have no
     reduce-scatter (n/a), and the allreduce's double binary tree is verified and priced."""
-    from collsynth.solvers.packing import producer
+    from collsynth.solvers.packing import forests
 
-    monkeypatch.setattr(producer, "forest", producer.forest)  # the sweep memoises it: undone after
+    monkeypatch.setattr(forests, "forest", forests.forest)  # the sweep memoises it: undone after
     methods = ("ring", "nccl-ring", "double-binary-tree", "nccl-tree")
     results = sweep.sweep(A100, [KB64], methods, ("reduce_scatter", "allreduce"))
     rs = {m: results[("A100 x2", "reduce_scatter", KB64, m)] for m in methods}

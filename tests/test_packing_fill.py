@@ -233,10 +233,10 @@ def test_allreduce_keeps_the_pieces_its_fill_took(monkeypatch):
     (the joint choice keeps the half as picked; before, its pieces were counted again from the
     budget), priced within the target by the fill's record; the schedule verifies and no model
     prices it below the 2 s bound."""
-    from collsynth.solvers.packing import producer
+    from collsynth.solvers.packing import emission, pieces_choice
 
-    monkeypatch.setattr(producer, "SEND_BUDGET", 500)
-    monkeypatch.setattr(producer, "FILL_SENDS", 100_000)
+    monkeypatch.setattr(emission, "SEND_BUDGET", 500)
+    monkeypatch.setattr(pieces_choice, "FILL_SENDS", 100_000)
     inst = make_instance(two_triangles(), "allreduce", message_bytes=6e9)
     out = get("tree-packing").run(inst, Options(time_limit=600))
     rs = out.extra["forests"][0]

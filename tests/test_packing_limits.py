@@ -1,4 +1,4 @@
-"""No tree-packing decision on a clock (solvers/packing/twolevel.py, solvers/packing/producer.py):
+"""No tree-packing decision on a clock (solvers/packing/: twolevel.py, forests.py, latency_choice.py):
 a model stopped by its time limit is "unknown", never "infeasible", and the forest (so the row)
 records it; a verified pick beats an estimate's pick that does not verify; a flow too large for
 the max-flow solver makes the run unsupported wherever it arises.
@@ -15,7 +15,7 @@ import scipy.optimize
 from scipy.optimize import OptimizeResult
 
 from collsynth.instances.instance import make_instance
-from collsynth.solvers.packing import latency, producer, twolevel
+from collsynth.solvers.packing import forests, latency, latency_choice, producer, twolevel
 from collsynth.solvers.producers import Options, Unsupported
 from collsynth.tens.cut_optimum import FlowTooLarge, capacities, flow_net, optimum
 
@@ -77,7 +77,7 @@ def test_the_row_records_the_stop(monkeypatch):
 
 def test_a_verified_pick_beats_an_estimates_pick_that_does_not_verify(monkeypatch):
     """Two candidate forests priced by a stand-in: the estimate's pick 'does not verify' (its
-    pricing returns None, as :func:`producer.price_pieces` does for a schedule that fails), the
+    pricing returns None, as :func:`.emission.price_pieces` does for a schedule that fails), the
     other is priced: the other is chosen."""
     inst = make_instance(boxes(1, 4, 5e9, 1e9), "allgather", message_bytes=1e6)
     f = producer.forest(inst, "allgather", False)
@@ -90,7 +90,7 @@ def test_a_verified_pick_beats_an_estimates_pick_that_does_not_verify(monkeypatc
             return None  # the estimate's forest: does not verify
         return {m: 5e-3 for m in models}
 
-    monkeypatch.setattr(producer, "price_pieces", stand_in)
+    monkeypatch.setattr(latency_choice, "price_pieces", stand_in)
     choice = producer.priced_choice(inst, alts, cands, 1e-6, est)
     assert choice.index == 1 and choice.name == "other"
     assert choice.priced["why"] == "the estimate's pick did not verify" and choice.priced["unverified"] >= 1
@@ -101,7 +101,7 @@ def test_a_flow_too_large_is_unsupported_wherever_it_arises(monkeypatch, where):
     def too_large(*a, **kw):
         raise FlowTooLarge("capacities up to 4294967296 exceed the int32 flow solver")
 
-    monkeypatch.setattr(producer, where, too_large)
+    monkeypatch.setattr(forests, where, too_large)
     inst = make_instance(boxes(1, 4, 5e9, 1e9), "allgather", message_bytes=M)
     with pytest.raises(Unsupported, match="int32 flow solver"):
         producer.forest(inst, "allgather", False, shape="greedy")

@@ -18,7 +18,7 @@ from collsynth.instances.instance import make_instance
 from collsynth.instances.topology import from_edges
 from collsynth.limits import TooBig
 from collsynth.solvers import pipeline
-from collsynth.solvers.packing import overlap, producer, split_form
+from collsynth.solvers.packing import emission, joint, overlap, producer, split_form
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost_models, pipelined_event, verify
 from collsynth.tens import pipelined_overlap as form
@@ -46,7 +46,7 @@ def split_pair(g: int, cross: float, alpha: float):
     if key not in _PAIRS:
         inst = make_instance(two_chassis(g, cross, alpha), "allreduce", message_bytes=8e6)
         forests = [producer.forest(inst, kind, t) for kind, t in producer.plan("allreduce")]
-        [pair] = producer._split_pair(inst, forests, Options()).values()
+        [pair] = joint.split_pair(inst, forests, Options()).values()
         _PAIRS[key] = inst, pair
     return _PAIRS[key]
 
@@ -63,7 +63,7 @@ def test_the_form_verifies_and_prices_as_its_explicit_sends(shape, alpha, pieces
     inst, pair = split_pair(*shape, alpha)
     f = split_form.overlapped(inst, pair, list(pieces), producer.pipelined)
     rs, ag = (producer.emit(inst, h, p) for h, p in zip(pair, pieces))
-    emitted = producer._with_header(overlap.overlapped(rs, ag, inst.collective.chunks_per_node), inst)
+    emitted = emission.with_header(overlap.overlapped(rs, ag, inst.collective.chunks_per_node), inst)
     assert same_sends(form.explicit(f, inst), emitted) and f.sends == len(emitted)
     assert form.verify(f, inst) is None and verify.verify(emitted, inst) is None
     g_ = replace(f, shift=f.shift + moved)

@@ -77,6 +77,7 @@ class _Terms:
         self.vals: list[float] = []
 
     def col(self, var) -> int:
+        """The column of ``var``, made on its first use."""
         j = self.column.get(id(var))
         if j is None:
             j = self.column[id(var)] = len(self.vars)

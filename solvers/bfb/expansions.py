@@ -96,7 +96,8 @@ def replicate_chunks(schedule: Schedule, c: int) -> Schedule:
 # ---- line graph (Definitions 1-2, Theorem 1) ----------------------------------------------------
 
 def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
-    """L(G) and the line-graph schedule of Definition 2 (Theorem 1)."""
+    """L(G) and the line-graph schedule of Definition 2 (Theorem 1) of Zhao et al.,
+    "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025, Section 5 (module doc)."""
     s = shard_units(schedule)
     arcs = arcs_of(base)
     m = len(arcs)
@@ -143,7 +144,8 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
 # ---- degree expansion (Definitions 3-4, Theorem 11) ---------------------------------------------
 
 def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
-    """G*n and the degree-expanded schedule of Definition 4 (Theorem 11)."""
+    """G*n and the degree-expanded schedule of Definition 4 (Theorem 11) of Zhao et al.,
+    "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025, Section 5 (module doc)."""
     if any(u == v for u, v in base.graph.edges()):
         raise InputError("base", "degree expansion needs a base without self-loops")
     if n < 1:
@@ -192,7 +194,8 @@ def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topolo
 # ---- Cartesian power (Definition 14, Theorem 12) and product (Theorem 13) --------------------------
 
 def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topology, Schedule]:
-    """G^n and the schedule of Definition 14 (Theorem 12)."""
+    """G^n and the schedule of Definition 14 (Theorem 12) of Zhao et al.,
+    "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025, Section 5 (module doc)."""
     if n < 1:
         raise InputError("times", f"expected an integer >= 1, got {n}")
     s = shard_units(schedule)
@@ -243,7 +246,8 @@ def cartesian_power(base: Topology, schedule: Schedule, n: int) -> tuple[Topolog
 
 
 def cartesian_product(factors: list[Topology], **bfb_options) -> tuple[Topology, Schedule, Any]:
-    """The product topology and its BFB schedule (Theorem 13); returns the BFB result too."""
+    """The product topology and its BFB schedule (Theorem 13 of Zhao et al., NSDI 2025: BW-optimal
+    when every factor's BFB schedule is); returns the BFB result too."""
     topo = cartesian_topology(factors)
     res = solve_bfb(topo, **bfb_options)
     return topo, res.schedule, res

@@ -522,27 +522,54 @@ def _check_instance(instance: Instance) -> None:
 
 
 def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
+    """The producers' run: the BFB schedule of the instance's collective by ``method`` (module
+    doc; Zhao et al., "Efficient Direct-Connect Topologies for Collective Communications", NSDI
+    2025, Section 6), its ``T_L`` and ``T_B`` (eq. (4)) and what solving the per-(node, step)
+    problems took."""
     _check_instance(instance)
+    kw = _bfb_options(instance, options, method)
+    schedule, parts = bfb_collective(instance.topology, instance.collective.kind, **kw)
+    extra = _bfb_extra(instance, parts, method, kw)
+    T_B_units = sum((r.T_B_units for r in parts), Fraction(0))
+    status = max((r.status for r in parts), key=lambda s: STATUS_RANK.get(s, 9))
+    return Outcome(
+        schedule=schedule, status=status, objective=float(T_B_units),
+        bound=float(T_B_units) if method in ("lp", "flow", "hetero") else None,
+        units="M/B", build_s=sum(r.build_s for r in parts), solve_s=sum(r.solve_s for r in parts),
+        solver=parts[-1].solver or (options.solver if parts[-1].solved else ""), version=parts[-1].version,
+        message="; ".join(r.message for r in parts if r.message), extra=extra,
+        found_by=f"bfb-{method}", solver_status=status if any(r.solved for r in parts) else "",
+    )
+
+
+def _bfb_options(instance: Instance, options: Options, method: str) -> dict[str, Any]:
+    """The keywords of :func:`bfb_collective` for the run's options and ``method`` (the chunked
+    methods take the collective's chunks as the IP's, one chunk a node to the schedule)."""
     coll = instance.collective
-    topo = instance.topology
     p = dict(options.params)
     kw: dict[str, Any] = dict(
         method=method, solver=options.solver, gap=options.gap,
         threads=options.threads, seed=options.seed, jobs=int(p.get("jobs", 1)), deadline=options.timer(),
-        orbit={"auto": "auto", "true": True, "false": False}[str(p.get("orbit", "auto")).lower()], chunks_per_node=coll.chunks_per_node,
-        message_bytes=coll.message_bytes,
+        orbit={"auto": "auto", "true": True, "false": False}[str(p.get("orbit", "auto")).lower()],
+        chunks_per_node=coll.chunks_per_node, message_bytes=coll.message_bytes,
     )
     if method in ("chunked", "chunked-round"):
         kw["chunks"] = coll.chunks_per_node
         kw["chunks_per_node"] = 1
-    schedule, parts = bfb_collective(topo, coll.kind, **kw)
-    la = topo.link_arrays
+    return kw
+
+
+def _bfb_extra(instance: Instance, parts: list, method: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """The row's ``extra``: ``T_L`` (steps and seconds at the largest alpha), ``T_B`` (units of
+    M/B and seconds at the slowest link times the degree), the optimality verdicts (Theorem 17,
+    the Moore bound), the per-step maxima ``U*`` and the problems solved; for ``chunked``, both
+    answers of Theorem 20 (:func:`_theorem20`)."""
+    coll, la = instance.collective, instance.topology.link_arrays
     b = float((la.bandwidth / la.count).min()) if len(la) else 0.0  # slowest single link
     alpha = float(la.alpha.max()) if len(la) else 0.0
-    N, d = parts[-1].nodes, parts[-1].degree
     T_L = sum(r.steps for r in parts)
     T_B_units = sum((r.T_B_units for r in parts), Fraction(0))
-    B = b * d
+    B = b * parts[-1].degree
     extra: dict[str, Any] = {
         "T_L": T_L,
         "T_L_s": T_L * alpha,
@@ -558,26 +585,26 @@ def _outcome(instance: Instance, options: Options, method: str) -> Outcome:
         "method": method,
     }
     if method == "chunked":  # both answers of Theorem 20
-        kr = dict(kw, method="chunked-round")
-        _, rparts = bfb_collective(topo, coll.kind, **kr)
-        extra["T_B_rounded"] = str(sum((r.T_B_units for r in rparts), Fraction(0)))
-        _, lparts = bfb_collective(topo, coll.kind, **dict(kw, method="flow", chunks=None, chunks_per_node=1))
-        lp = sum((r.T_B_units for r in lparts), Fraction(0))
-        extra["T_B_lp"] = str(lp)
-        K = coll.chunks_per_node
-        extra["theorem20_bound"] = str(lp + Fraction(d * T_L, N * K))
+        extra.update(_theorem20(instance, parts, kw, T_L))
     if method == "chunked-round":
         extra["T_B_rounded"] = str(T_B_units)
     if method == "hetero":
         extra["hetero_time_s"] = sum(r.extra.get("hetero_time_s", 0.0) for r in parts)
-    status = max((r.status for r in parts), key=lambda s: STATUS_RANK.get(s, 9))
-    return Outcome(
-        schedule=schedule, status=status, objective=float(T_B_units), bound=float(T_B_units) if method in ("lp", "flow", "hetero") else None,
-        units="M/B", build_s=sum(r.build_s for r in parts), solve_s=sum(r.solve_s for r in parts),
-        solver=parts[-1].solver or (options.solver if parts[-1].solved else ""), version=parts[-1].version,
-        message="; ".join(r.message for r in parts if r.message), extra=extra,
-        found_by=f"bfb-{method}", solver_status=status if any(r.solved for r in parts) else "",
-    )
+    return extra
+
+
+def _theorem20(instance: Instance, parts: list, kw: dict[str, Any], T_L: int) -> dict[str, str]:
+    """Both answers of Theorem 20 (Zhao et al., NSDI 2025) beside the exact IP's: the LP
+    relaxation rounded (``T_B_rounded``), the LP's own ``T_B`` (``T_B_lp``) and the bound
+    ``T_B_lp + d T_L / (N K)`` (``theorem20_bound``, ``K`` chunks a node)."""
+    topo, kind = instance.topology, instance.collective.kind
+    N, d = parts[-1].nodes, parts[-1].degree
+    _, rparts = bfb_collective(topo, kind, **dict(kw, method="chunked-round"))
+    _, lparts = bfb_collective(topo, kind, **dict(kw, method="flow", chunks=None, chunks_per_node=1))
+    lp = sum((r.T_B_units for r in lparts), Fraction(0))
+    K = instance.collective.chunks_per_node
+    return {"T_B_rounded": str(sum((r.T_B_units for r in rparts), Fraction(0))), "T_B_lp": str(lp),
+            "theorem20_bound": str(lp + Fraction(d * T_L, N * K))}
 
 
 def _run_lp(instance: Instance, options: Options) -> Outcome:

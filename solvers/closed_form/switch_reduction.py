@@ -93,6 +93,7 @@ class _Rows:
         self.cols: list[list[int]] = [[] for _ in range(7)]  # chunk, src, dst, step, op, sub_lo, sub_hi
 
     def add(self, chunk: int, src: int, dst: int, step: int, op: int, sub: tuple[int, int] = (0, 1)) -> None:
+        """Add one send of sub-piece ``sub`` (``(lo, hi)`` of the piece) of ``chunk``."""
         for col, v in zip(self.cols, (chunk, src, dst, step, op, *sub)):
             col.append(v)
 

@@ -452,6 +452,9 @@ class _Run:
             raise RuntimeError(f"greedy is stuck at timestep {t}: {tl[K.T_REMAINING]} requests cannot be served")
 
     def result(self, want: np.ndarray) -> Result:
+        """The sends made so far as a :class:`Result` (``want``: the requests, for pruning relays
+        that serve none), switch routes expanded to their hops, with the counts of replaced and
+        dropped sends (the greedy of Won et al., "TACOS", arXiv:2304.05301; module doc)."""
         n = int(self.tally[K.T_SENDS])
         s = self.sends
         ok = s.ok[:n].copy()

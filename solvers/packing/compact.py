@@ -2,7 +2,7 @@
 
 The tree-packing producer's schedule (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5:
 pipelined trees) is that form expanded; :func:`pipelined` builds the form from a packed
-:class:`~collsynth.solvers.packing.producer.Forest`, so the schedule can be verified and priced
+:class:`~collsynth.solvers.packing.packed.Forest`, so the schedule can be verified and priced
 (``sync``) in memory of trees x hops instead of trees x hops x pieces.
 """
 
@@ -21,7 +21,7 @@ MAX_PIECES = 8192  # the deepest pipeline :func:`least_sync` tries
 
 
 def pipelined(instance: Instance, forest, pieces: int, hops) -> PipelinedTrees:
-    """The trees of ``forest`` (a :class:`~collsynth.solvers.packing.producer.Forest`) cut into
+    """The trees of ``forest`` (a :class:`~collsynth.solvers.packing.packed.Forest`) cut into
     ``pieces`` pipeline pieces per chunk; ``hops(tree)`` gives a routed tree's ``(src, dst,
     steps below the root)`` (:func:`~collsynth.solvers.packing.tree_hops.tree_hops` with the
     topology's instant hops)."""

@@ -2,7 +2,7 @@
 
 Zhao et al. ("ForestColl", arXiv 2402.06787, Sections 4-5) send every root's data down
 spanning out-trees whose arcs are routes through the network; the producer emits each route
-hop of each pipeline piece as one send (:func:`collsynth.solvers.packing.producer.emit`). A
+hop of each pipeline piece as one send (:func:`collsynth.solvers.packing.emission.emit`). A
 switch that does not copy forwards one arrival per send, so a tree reaches participant ``v``
 over a route of at least ``L_v`` hops, ``L_v`` the fewest hops from any other participant to
 ``v`` (counted exactly up to two hops, as three beyond). Whatever the trees, one piece per chunk therefore costs at least
@@ -13,7 +13,7 @@ per forest (allreduce has two: its reduce-scatter and its allgather), and ``p`` 
 times that. :func:`least_sends` counts it from the adjacency in linear time,
 :func:`check` refuses before packing when even one piece would not fit the memory budget
 (naming the topology field that sets the size). The automatic pipeline depth
-(:func:`collsynth.solvers.packing.producer.auto_pieces`) is capped to what fits, so a depth
+(:func:`collsynth.solvers.packing.emission.auto_pieces`) is capped to what fits, so a depth
 the user did not ask for is never what is refused.
 
 Kept as trees plus the pipeline rule (:mod:`collsynth.tens.pipelined_trees`), a schedule

@@ -21,7 +21,7 @@ things shorten it:
 
 An allreduce's allgather half (after its reduce-scatter, :mod:`.overlap`) has the same pipeline
 forwards: the NICs finish while the xGMI links below them still drain. Its shape is not chosen
-as an allgather's alone is (:func:`collsynth.solvers.packing.producer.by_shape`, which prices
+as an allgather's alone is (:func:`collsynth.solvers.packing.forests.by_shape`, which prices
 finished schedules at the allgather's own pieces), so it is chosen here too, at the pieces the
 allreduce gives each half (half the send budget). Measured on MI250 (1 GB, alpha 0, the trees
 form's ``sync`` price over the half's optimum): before, the allgather half kept the first
@@ -36,7 +36,7 @@ pieces) and keeps the least. The send budget may leave the least over :data:`TAR
 MI250 boxes each half of the allreduce gets 155 pieces (half of 16 M sends at 51,456 hops a
 piece), where the program's sizes are 1.0112x the optimum under ``sync``, and the rows 1.0116x /
 1.0106x / 1.0112x the bound under ``event`` / ``event-inorder`` / ``sync``. There the chosen
-forest takes the fewest pieces up to ``most_of`` (the producer's ``FILL_SENDS``, 32 M sends, in
+forest takes the fewest pieces up to ``most_of`` (:data:`.pieces_choice.FILL_SENDS`, 32 M sends, in
 the whole memory budget at ``BYTES_PER_SEND`` a send where the budget's pieces take half) that price
 within :data:`TARGET` (:func:`deeper`; the sync price falls about as one over the pieces: 1.0045x at
 310, 1.0049x at 290; ``benchmarks/bench_allreduce_halves.py``).

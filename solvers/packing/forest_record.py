@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 def forest_record(f, pieces: int, optimum_s: float, latency_choice=None) -> dict:
-    """The row's record of forest ``f`` (:class:`.producer.Forest`) emitted at ``pieces``, its
+    """The row's record of forest ``f`` (:class:`.packed.Forest`) emitted at ``pieces``, its
     cut optimum ``optimum_s`` seconds for the instance's data."""
     from .tree_hops import depth_of
 

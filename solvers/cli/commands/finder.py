@@ -67,36 +67,16 @@ def check_model(args: argparse.Namespace) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """The frontier and best pick (or a regenerated table)."""
+    """The Pareto frontier of (T_L, T_B) topologies for ``--nodes`` and ``--degree`` and the best
+    pick for the message sizes (Zhao et al., "Efficient Direct-Connect Topologies for Collective
+    Communications", NSDI 2025, Section 5.4), or one of the paper's tables regenerated
+    (``--table``: :func:`_table`)."""
     messages = check_model(args)
     check_size(args)
     from ...bfb import finder  # after the checks: bad input is refused before the finder loads
 
     if args.table is not None:
-        out_folder("--out", args.out)
-        if args.table == 4:
-            df = finder.table_pareto(args.nodes or 1024, args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
-                                     message=messages[0], confirm_max_nodes=(args.nodes or 1024) if args.confirm else 0)
-            title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 4 analogue); "
-                     f"T_B in M/B, allreduce for alpha = {args.alpha} s, B = {args.bandwidth} B/s, M = {messages[0]} B")
-            stem = "finder_table4"
-        elif args.table == 9:
-            df = finder.table_catalogue((args.degree,) if args.degree else (2, 3, 4), args.nodes or 64)
-            title = ("Base topologies (Zhao et al., NSDI 2025, Table 9 analogue): BFB schedule built and verified, T_L, "
-                     "T_B in M/B, flags")
-            stem = "finder_table9"
-        else:
-            df = finder.table_small(range(5, 13), args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
-                                    messages=args.message or (1e3, 1e6, 1e9))
-            title = (f"Best topology for N = 5..12, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 5 analogue), chosen by the "
-                     f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
-            stem = "finder_table5"
-        from ....results import render
-
-        csv, md, tex = render.write_table(df, args.out, stem, title)
-        return {"table": args.table, "csv": str(csv), "markdown": str(md), "latex": str(tex),
-                "rows": df.to_dict(orient="records"),
-                "text": df.to_markdown(index=False) + f"\n\nwritten: {md}, {csv}, {tex}"}
+        return _table(args, finder, messages)
     if args.nodes is None or args.degree is None:
         raise InputError("finder", "give --nodes N and --degree D (or --table 4|5)")
     front = finder.frontier(args.nodes, args.degree)
@@ -119,3 +99,32 @@ def run(args: argparse.Namespace) -> dict:
     lines.append(f"best for alpha={args.alpha} B={args.bandwidth} M={messages}: {best['topology']}")
     return {"nodes": args.nodes, "degree": args.degree, "alpha": args.alpha, "bandwidth": args.bandwidth,
             "messages": messages, "frontier": rows, "best": best, "text": "\n".join(lines)}
+
+
+def _table(args: argparse.Namespace, finder, messages: list) -> dict:
+    """Table 4, 5 or 9 of Zhao et al. (NSDI 2025) regenerated (``--table``), written to
+    ``--out`` as CSV, Markdown and LaTeX, and its rows."""
+    out_folder("--out", args.out)
+    if args.table == 4:
+        df = finder.table_pareto(args.nodes or 1024, args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
+                                 message=messages[0], confirm_max_nodes=(args.nodes or 1024) if args.confirm else 0)
+        title = (f"Pareto frontier for N = {args.nodes or 1024}, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 4 analogue); "
+                 f"T_B in M/B, allreduce for alpha = {args.alpha} s, B = {args.bandwidth} B/s, M = {messages[0]} B")
+        stem = "finder_table4"
+    elif args.table == 9:
+        df = finder.table_catalogue((args.degree,) if args.degree else (2, 3, 4), args.nodes or 64)
+        title = ("Base topologies (Zhao et al., NSDI 2025, Table 9 analogue): BFB schedule built and verified, T_L, "
+                 "T_B in M/B, flags")
+        stem = "finder_table9"
+    else:
+        df = finder.table_small(range(5, 13), args.degree or 4, alpha=args.alpha, bandwidth=args.bandwidth,
+                                messages=args.message or (1e3, 1e6, 1e9))
+        title = (f"Best topology for N = 5..12, d = {args.degree or 4} (Zhao et al., NSDI 2025, Table 5 analogue), chosen by the "
+                 f"summed allreduce time over M = {args.message or [1e3, 1e6, 1e9]} B")
+        stem = "finder_table5"
+    from ....results import render
+
+    csv, md, tex = render.write_table(df, args.out, stem, title)
+    return {"table": args.table, "csv": str(csv), "markdown": str(md), "latex": str(tex),
+            "rows": df.to_dict(orient="records"),
+            "text": df.to_markdown(index=False) + f"\n\nwritten: {md}, {csv}, {tex}"}

@@ -1,0 +1,160 @@
+"""An allreduce's two forests chosen together, every verified candidate certified and kept.
+
+An allreduce is a reduce-scatter then an allgather (Zhao et al., "ForestColl: Throughput-Optimal
+Collective Communications on Heterogeneous Network Fabrics", arXiv 2402.06787, Section 4;
+Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations",
+JPDC 2009, Section 3). :func:`choose_halves` prices pairs of the halves' forests as the whole
+overlapped allreduce (:func:`.overlap.joint`): each half's picked forest, the forest packed
+before the pick, the greedy packing in place of ring trees (:func:`greedy_instead_of_rings`), one
+packed tree a shard, and the halves packed each on its share of every link (:func:`split_pair`,
+:mod:`.capacity_split`). Each candidate is verified and priced once (:mod:`collsynth.tens.certified`)
+and offered to the run's :class:`.incumbent.Kept`, so the least priced verified schedule so far
+is at hand when the time limit comes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from ...instances import Instance
+from ...limits import TimeLimitReached
+from ...tens import certified
+from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
+from ..producers import Options, Unsupported
+from . import capacity_split, forests, incumbent, overlap, split_form
+from .emission import auto_pieces, emit, pipelined, with_header
+from .packed import Forest, optimum_seconds
+from .run_params import asked_shape, grows_depth_first, objective_models
+from .trees import hops_of
+
+SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
+SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
+# chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
+# trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
+# 365-369 pieces 16 M sends (14.6 GB peak, verifying and pricing twice as long) for 15.14 / 15.27 ms
+
+
+def choose_halves(instance: Instance, options: Options, packed: list[Forest], picks: list[tuple], alpha: float,
+                  deadline, kept: incumbent.Kept) -> tuple[list[Forest], list[int], dict, str]:
+    """``(forests, pieces, record, note)``: an allreduce's two forests and their pieces chosen
+    together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
+    and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
+    pair keeps the pieces it won at, a fill's forest the pieces its fill took, any other the
+    automatic pieces of half the send budget. Where the chosen pair at those pieces would not
+    fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
+    ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 4."""
+    depths = [p[1] for p in picks]
+    halves = [[p[0], *(greedy_instead_of_rings(instance, g, options, deadline) or [g])] for p, g in zip(picks, packed)]
+    chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept)
+    c = instance.collective.chunks_per_node
+    if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
+        depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
+                  [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
+                   auto_pieces(f.trees, c * len(chosen)) for f in chosen])
+    sends = sum(hops_of(f.trees) * p for f, p in zip(chosen, depths)) * c
+    if not kept.holds(chosen, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
+        note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
+                f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
+        return list(kept.pair), kept.pieces, record, note
+    return chosen, depths, record, ""
+
+
+def greedy_instead_of_rings(instance: Instance, f: Forest, options: Options, deadline) -> list[Forest]:
+    """The greedy packing of ``f``'s collective at the optimum's tree count when ``f`` is ring
+    trees (:mod:`.rings`), else nothing: the allreduce's joint choice compares it in place of
+    the rings packed for one half alone (the picked forest stays a candidate). Ring trees are
+    deeper; where both halves share FIFO links the greedy forests (Zhao et al., "ForestColl",
+    arXiv 2402.06787, Section 5.2) overlap better (DGX-H100 x2, 200 pieces: 1.019x the bound
+    under ``event`` on rings and greedy, 1.009x greedy on both)."""
+    if f.shape != "rings" or asked_shape(options) != "auto":
+        return []
+    try:
+        return [forests.forest(instance, f.kind, f.transposed, deadline, grows_depth_first(options), None,
+                               shape="greedy")]
+    except Unsupported:
+        return []
+
+
+def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[int], alpha: float, options: Options,
+                 deadline=None, kept: incumbent.Kept | None = None) -> tuple[list[Forest], dict]:
+    """:func:`.overlap.joint`: an allreduce's two forests chosen together from ``halves``
+    (each half's picked forest and the one packed before the pick), each pair priced as the
+    whole overlapped allreduce under the ``objective`` parameter's models, every verified one
+    offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`split_pair`) packed
+    after the others are priced, by the time left less what the pipeline needs to check the
+    kept schedule's verdict again (:func:`split_within_share`). The halves are ForestColl's
+    forests (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
+    picked = [h[0] for h in halves]
+    models = objective_models(options)
+    c = instance.collective.chunks_per_node
+
+    def one_tree(i: int) -> Forest | None:
+        try:
+            return forests.forest(instance, picked[i].kind, picked[i].transposed, deadline,
+                                  grows_depth_first(options), 1, shape=asked_shape(options))
+        except Unsupported:
+            return None
+
+    def price(pair, pieces) -> dict | None:
+        if pair[0].on_share and options.params.get("form") != "explicit":  # kept as trees (.split_form)
+            return split_form.price(instance, pair, pieces, models, kept, pipelined)
+        return certified_price(instance, pair, pieces, models, kept)
+
+    return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
+                         deadline, lambda: split_within_share(instance, picked, options, deadline, kept), kept,
+                         options.params.get("form") != "explicit")
+
+
+def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> dict | None:
+    """The priced times under ``models`` of the overlapped allreduce (:func:`.overlap.overlapped`)
+    of ``pair`` (reduce-scatter, allgather forests) at ``pieces``, verified and priced once
+    (:func:`collsynth.tens.certified.certify`) and offered to ``kept``; None where it does not
+    verify."""
+    t = time.perf_counter()
+    rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
+    sched = with_header(overlap.overlapped(rs, ag, instance.collective.chunks_per_node), instance)
+    verdict = certified.certify(sched, instance)
+    if verdict is None:
+        return None
+    got = {m: verdict.price(m).total_s for m in models}
+    if kept is not None:
+        kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
+    return got
+
+
+def split_within_share(instance: Instance, halves: list[Forest], options: Options, deadline,
+                       kept: incumbent.Kept | None) -> dict:
+    """:func:`split_pair` within :data:`SPLIT_SHARE` of the time left less what checking
+    ``kept``'s verdict again needs; nothing where that share runs out first (the run's own limit
+    still stops the run)."""
+    if deadline is None or kept is None:
+        return split_pair(instance, halves, options, deadline)
+    share = deadline.earlier(kept.needs(0)).share(SPLIT_SHARE)
+    try:
+        return split_pair(instance, halves, options, share)
+    except TimeLimitReached:
+        if deadline.expired():  # the run's limit, not the share's
+            raise
+        return {}
+
+
+def split_pair(instance: Instance, halves: list[Forest], options: Options, deadline=None) -> dict:
+    """The allreduce's halves packed each on its share of every link (:mod:`.capacity_split`), by
+    name, for the joint choice; nothing where the split does not beat the halves in sequence.
+    Each half is ForestColl's forest (Zhao et al., arXiv 2402.06787, Sections 4-5) of its share."""
+    got = capacity_split.split_instances(instance, sum(optimum_seconds(instance, f) for f in halves))
+    if got is None:
+        return {}
+    parts, s = got
+    nodes = instance.collective.nodes
+    try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
+        pair = tuple(replace(forests.forest(part, f.kind, f.transposed, deadline, grows_depth_first(options),
+                                            optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
+                                            shape=options.params.get("shape") or split_form.SHAPE), on_share=True)
+                     for part, f in zip(parts, halves))
+    except (Unsupported, FlowTooLarge):
+        return {}
+    return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":
+            overlap.aligned(*pair)}

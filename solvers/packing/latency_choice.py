@@ -1,0 +1,142 @@
+"""With link latency: which trees and how many pipeline pieces (the latency choice).
+
+Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the least time alone and pipeline
+at one depth whatever the message size; with a latency per step, depth matters too. The
+candidates (:func:`alternatives`) are the optimum's trees, one packed tree per shard (also at
+looser capacities: shallower) and shortest-path trees; :mod:`.latency` estimates each at each
+depth, and where the schedules are small :func:`priced_choice` emits, verifies and prices the
+best-estimated pairs and keeps the least priced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from ...instances import Instance
+from ...tens.ten import NotSupported
+from ..producers import Options, Unsupported
+from . import forests, latency
+from .emission import PRICE_MODELS, auto_pieces, price_pieces
+from .packed import Forest, packed_seconds, part_instance
+from .run_params import asked_shape, grows_depth_first, objective_models
+from .tree_hops import depth_of
+from .trees import hops_of
+
+SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
+PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
+ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
+PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
+
+
+def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
+    """The forests the latency choice compares, by name: ``f`` (the optimum's ``k``) and,
+    unless ``trees`` is set, one packed tree per shard, the same packed at each of
+    :data:`SLACKS` times its least time (shallower; only while a piece of them fits a quarter
+    of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
+    (:func:`.forests.shallow`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
+    least time alone; with latency, depth matters too."""
+    alts = {f"packed k={f.k}": f}
+    if options.params.get("trees") is not None:
+        return alts
+    depth_first, shape = grows_depth_first(options), asked_shape(options)
+    one = f
+    if f.k != 1:
+        try:
+            one = alts["packed k=1"] = forests.forest(instance, f.kind, f.transposed, deadline, depth_first, 1,
+                                                      shape=shape)
+        except Unsupported:
+            one = None
+    if one is not None and hops_of(one.trees) * chunks <= PRICE_BUDGET // 4:
+        for m in SLACKS:
+            try:
+                alts[f"packed k=1 at {m}x time"] = forests.forest(instance, f.kind, f.transposed, deadline,
+                                                                  depth_first, 1, m, shape)
+            except Unsupported:
+                pass
+    alts["shortest paths"] = forests.shallow(instance, f)
+    return alts
+
+
+def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Candidate], alpha: float,
+                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS) -> latency.Choice:
+    """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
+    of least priced time summed over ``models``: :func:`.latency.price_order` within
+    :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted,
+    verified and priced until :data:`PRICE_SHARE` of the time left is used. The estimates
+    (module doc of :mod:`.latency`) miss FIFO starvation at relays; ForestColl (Zhao et al.,
+    arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's
+    pick is priced first and kept unless a priced pair is faster; the baseline (candidate 0,
+    the optimum's ``k``, at :func:`.emission.auto_pieces`) is priced second. Only verified
+    pairs are priced, so an estimate's pick that does not verify loses to any that does."""
+    budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
+    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model),
+                                  cands, budget)
+    if not pairs:
+        return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
+    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0}
+    try:
+        prices = _price_pairs(part_instance(instance, alts[0]), alts, pairs, models, record, deadline)
+    except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
+        return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
+    if not prices:
+        return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
+    if (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
+        record["why"] = "the estimate's pick did not verify"
+    return _least_priced(est, cands, prices, alpha, record, models)
+
+
+def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple, record: dict, deadline) -> dict:
+    """``{(index, pieces): {model: s}}``: the ``pairs`` of ``alts`` that verify, priced in
+    order on ``part`` until :data:`PRICE_SHARE` of the time left is used; ``record`` counts
+    those that do not verify and says where pricing stopped."""
+    stop = deadline.share(PRICE_SHARE) if deadline is not None else None
+    prices: dict = {}
+    for pair in pairs:
+        if stop is not None and stop.expired():
+            record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
+            break
+        got = price_pieces(part, alts[pair[0]], pair[1], models)
+        if got is None:
+            record["unverified"] += 1
+        else:
+            prices[pair] = got
+    return prices
+
+
+def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, alpha: float, record: dict,
+                  models: tuple = PRICE_MODELS) -> latency.Choice:
+    """The choice of least priced sum over ``models`` among ``prices`` (``{(index, pieces):
+    {model: s}}`` in pricing order, the estimate's pick first unless it did not verify: ties go
+    to the earlier) and what priced it."""
+    def objective(p: dict) -> float:
+        return sum(p[m] for m in models)
+
+    (i, q), best = min(prices.items(), key=lambda kv: objective(kv[1]))
+    own, base = prices.get((est.index, est.pieces)), prices.get(est.baseline)
+    record.update({"schedules": len(prices), "models": list(models), "objective_s": objective(best),
+                   **{f"{m}_s": v for m, v in best.items()},
+                   "estimate_pick": {"trees": est.name, "pieces": est.pieces,
+                                     "objective_s": objective(own) if own else None},
+                   "baseline_objective_s": objective(base) if base else None})
+    c = cands[i]
+    return replace(est, name=c.name, k=c.k, pieces=q, index=i, priced=record,
+                   estimate_s=latency.estimate(est.model, c.seconds, c.depth, q * c.chunks, alpha))
+
+
+def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline,
+                 automatic: int) -> tuple:
+    """``(forest, pieces, choice)`` at a latency ``alpha`` per step: over the forests of
+    :func:`alternatives`, the least priced time under the ``objective`` parameter's models
+    (sync + event by default) near the least estimate (:func:`priced_choice`), or the least
+    estimate of :func:`.latency.choose` where pricing would take too long; ``automatic``: the
+    optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline. ForestColl
+    (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5) packs at the least time alone (module doc)."""
+    c = instance.collective.chunks_per_node
+    alts = alternatives(instance, f, options, deadline, c * parts)
+    cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
+                               auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
+    models = objective_models(options)
+    choice = latency.choose(cands, alpha, (0, automatic), "both" if len(models) > 1 else models[0])
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models)
+    return alts[choice.name], choice.pieces, choice

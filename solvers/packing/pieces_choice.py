@@ -1,0 +1,79 @@
+"""Each forest's pipeline depth: the fill's extra pieces at alpha 0, the latency choice otherwise.
+
+Zhao et al. ("ForestColl: Throughput-Optimal Collective Communications on Heterogeneous Network
+Fabrics", arXiv 2402.06787, Section 5) pipeline every tree at one depth. :func:`pick` keeps that
+depth (:func:`.emission.auto_pieces`) for an allgather or broadcast alone at alpha 0; a
+reduction's forest is first measured against one packed tree a shard on FIFO links
+(:mod:`.fifo_reduce`), and a reduction's or an allreduce's allgather's fill is priced with ring
+trees both ways and unequal pieces, taking more pieces where the send budget's leave it over
+:data:`.fill.TARGET` (:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth
+come from :func:`.latency_choice.latency_pick`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...instances import Instance
+from ..producers import Options
+from . import fifo_reduce, fill, forests
+from .emission import auto_pieces, pipelined, price_pieces
+from .latency_choice import latency_pick
+from .packed import Forest, optimum_seconds, part_instance
+from .run_params import asked_shape, grows_depth_first, objective_models
+
+FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take, in all the memory check_sends allows
+
+
+def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
+    """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
+    the pieces of :func:`.emission.auto_pieces` (a reduction's forest at alpha 0, unless
+    ``trees`` is set, is the one :func:`.fifo_reduce.choose` measures faster, then, unless
+    ``pieces`` is set, of it and its ring alternatives, in equal or unequal pieces, the one of
+    least ``sync`` price: :func:`filled`; so is an allreduce's allgather, whose shape
+    :func:`.forests.by_shape` left unchosen); else the trees and pieces of
+    :func:`.latency_choice.latency_pick`. ``parts``: the forests the collective is made of (an
+    allreduce's two share the send budget). ForestColl (Zhao et al., "ForestColl", arXiv
+    2402.06787, Section 5) pipelines at one depth; the fill and latency choices are this
+    producer's (module doc)."""
+    c = instance.collective.chunks_per_node
+    if alpha <= 0 and options.params.get("trees") is None:
+        if f.transposed:  # FIFO links: measured
+            f = fifo_reduction(instance, f, options, deadline, c)
+        if not options.params.get("pieces") and (f.transposed or instance.collective.kind != f.kind):
+            return filled(instance, f, parts, deadline)
+    automatic = auto_pieces(f.trees, c * parts)
+    if options.params.get("pieces") or alpha <= 0:
+        return f, options.params.get("pieces") or automatic, None
+    return latency_pick(instance, f, parts, alpha, options, deadline, automatic)
+
+
+def filled(instance: Instance, f: Forest, parts: int, deadline=None) -> tuple:
+    """``(forest, pieces, None)``: the fill of a reduction or of an allreduce's allgather (whose
+    shape :func:`.forests.by_shape` left unpriced): of ``f`` and its ring alternatives (ring trees
+    both ways), in equal or unequal pieces, the one of least ``sync`` price at the run's pieces
+    (:func:`.fill.choose`), with more pieces, up to :data:`FILL_SENDS`, where those leave it over
+    :data:`.fill.TARGET`; the forest carries the candidates priced (``fill``). Pipelined trees
+    as Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) send them."""
+    c = instance.collective.chunks_per_node
+    g, pieces, priced = fill.choose(instance, [replace(f, alternatives=[]), *f.alternatives],
+                                    lambda h: auto_pieces(h.trees, c * parts),
+                                    lambda h, p: pipelined(instance, h, p), deadline,
+                                    lambda h: auto_pieces(h.trees, c * parts, sends=FILL_SENDS, memory_share=1.0),
+                                    optimum_seconds(instance, f))
+    return replace(g, fill=priced), pieces, None
+
+
+def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> Forest:
+    """:func:`.fifo_reduce.choose` between ``f`` and the one packed tree a shard forest of its
+    collective, probed under the ``objective`` parameter's models (FIFO links, where ForestColl's
+    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays)."""
+    models = objective_models(options)
+    part = part_instance(instance, f)
+
+    def one_tree() -> Forest:
+        return forests.forest(instance, f.kind, True, deadline, grows_depth_first(options), 1,
+                              shape=asked_shape(options))
+
+    return fifo_reduce.choose(f, one_tree, lambda g, pieces: price_pieces(part, g, pieces, models),
+                              models, chunks, deadline)
