@@ -58,6 +58,18 @@ def overlapped(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
     return best[1]
 
 
+def least_shifted(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
+    """``f`` at its own pieces, the allgather at the shift and mirror of least ``sync`` price
+    (every shift from :func:`collsynth.tens.allreduce_overlap.least_delay` up to the halves in
+    turn, :func:`_least_shift`); ``f`` itself where the halves in turn price no more, or the
+    halves have more than one chunk per root (as :func:`overlapped`)."""
+    rs, ag = f.halves
+    if rs.chunks_per_root != 1 or ag.chunks_per_root != 1:
+        return f
+    costs = ao.joint_costs(rs, ag, instance)
+    return min((_serial_price(f, costs), f), _least_shift(rs, ag, costs), key=lambda b: b[0])[1]
+
+
 def _joint_priced(rs, ag, instance, pieces: int, costs) -> tuple | None:
     """:func:`_least_shift` of :func:`joint_sized`'s halves at ``pieces``, None where it has none."""
     pair = joint_sized(rs, ag, instance, pieces, costs)

@@ -56,7 +56,7 @@ from ...tens.ten import NotSupported, instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import (boxes, capacity_split, compact, estimate, feeders, fifo_reduce, fill, incumbent, latency, orders, overlap,
                rings, shapes, translated, twolevel)
-from .allreduce_depth import exact_depth
+from .allreduce_depth import exact_depth, with_overlap
 from .overlap_sizes import overlapped
 from .forest_record import forest_record
 from .hierarchical import tier_by_tier
@@ -549,9 +549,10 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
     reduce-scatter, then its allgather, each grown on the instance with that kind; without
     ``pieces`` and unless the ``objective`` is ``sync`` alone, at a depth whose ``event`` price tracks
-    exact pairs, :func:`.allreduce_depth.exact_depth`; with ``sync`` alone the halves' own depths of least
+    exact pairs, :func:`.allreduce_depth.exact_depth`, then overlapped where that lowers the priced sum,
+    :func:`.allreduce_depth.with_overlap`; with ``sync`` alone the halves' own depths of least
     ``sync`` price, the allgather overlapped with the reduce-scatter where that prices lower,
-    :func:`.overlap_sizes.overlapped`; with ``pieces``, the halves in turn at those)."""
+    :func:`.overlap_sizes.overlapped`; with ``pieces``, those, overlapped at them where that lowers the sum)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
     if coll.kind != "allreduce":
@@ -561,12 +562,17 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     # the halves run as one allreduce schedule, whose switches do not copy
     parts = [_compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
-    trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
-    if not options.params.get("pieces") and options.params.get("objective") != "sync":  # a depth whose event
-        trees, depth, prices["event"] = exact_depth(trees, instance)  # price is the model's own (.allreduce_depth)
-    elif not options.params.get("pieces"):  # sync alone: the halves overlapped where that prices lower
+    trees, depth, event = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, None
+    pieces, models = options.params.get("pieces"), OBJECTIVES[options.params.get("objective") or "sync+event"]
+    if not pieces and models != ("sync",):  # a depth whose event price is the model's own (.allreduce_depth)
+        trees, depth, event = exact_depth(trees, instance)
+    if not pieces and models == ("sync",):  # sync alone: the halves overlapped where that prices lower
         trees = overlapped(trees, instance)
-        depth = {"allgather_delay": trees.delay, "allgather_mirrored": trees.mirror}
+    else:  # the overlap kept where the models' priced sum is lower (.allreduce_depth.with_overlap)
+        trees, note, event = with_overlap(trees, event, instance, models, search=not pieces)
+        depth.update(note)
+    depth.update(allgather_delay=trees.delay, allgather_mirrored=trees.mirror)
+    prices = {"event": event} if event is not None else {}
     for (_, x), half in zip(parts, trees.halves):
         x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),
