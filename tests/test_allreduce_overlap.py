@@ -177,3 +177,23 @@ def test_given_pieces_are_kept_and_overlapped_at_the_shift_of_least_sync_price(o
             every[delay, mirror] = cost_models.price(_with_header(pipelined_allreduce.expand(g), inst), inst, "sync")
     least = min(p.total_s for p in every.values())
     assert row["time_sync_s"] == pytest.approx(least, rel=1e-12) and least < every[None, False].total_s * 0.99
+
+
+def test_an_overlap_slower_in_sum_under_event_is_not_kept(monkeypatch):
+    """The rule of the producer's choice, the least ``sync`` + ``event`` sum: with every
+    overlapped candidate's ``event`` price made 1 ms longer (more than its ``sync`` gain, about
+    0.06 ms here) the default run keeps the halves in turn, priced as the search priced them;
+    with 1 us longer it keeps the overlap."""
+    from collsynth.solvers.packing import allreduce_depth
+
+    inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
+    real = pipelined_event.price
+    for extra, overlapped in ((1e-3, False), (1e-6, True)):
+        def slower(f, instance, *a, **k):
+            cost = real(f, instance, *a, **k)
+            return replace(cost, total_s=cost.total_s + extra) if f.delay is not None else cost
+
+        monkeypatch.setattr(allreduce_depth.pipelined_event, "price", slower)
+        out = run_compact(inst, Options(time_limit=120, params={"form": "compact"}))
+        assert (out.schedule.delay is not None) == overlapped
+        assert out.prices["event"].total_s == pytest.approx(slower(out.schedule, inst).total_s, rel=1e-12)
