@@ -98,7 +98,9 @@ def at_sync_depths(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
 
 def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: bool = True) -> tuple:
     """``(trees, note, cost)``: ``f`` (its halves in turn, ``cost`` its ``event`` price or None)
-    or ``f`` with the allgather overlapped with the reduce-scatter, whichever has the least sum
+    or ``f`` with the allgather overlapped with the reduce-scatter (an allreduce as a
+    reduce-scatter then an allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4;
+    ``sync`` after Zhao et al., NSDI 2025, Section 3.2), whichever has the least sum
     of its prices under ``models`` (``sync``, ``event``; ties to ``f``: the rule of the
     producer's choice, :func:`.producer._least_priced`). The overlap is
     :func:`.overlap_sizes.overlapped`'s (pieces and shift of least ``sync`` price) where

@@ -27,7 +27,7 @@ from ...tens import allreduce_overlap as ao
 from ...tens.pipelined_allreduce import PipelinedAllreduce
 from .piece_sizes import MAX_ROWS, edges_of, unit_of
 
-SHIFTS_SCANNED = 256  # at most this many shifts priced per mirror (the least valid ones and those near the halves in turn)
+SHIFTS_SCANNED = 256  # shifts priced per mirror at most: the least valid ones, and those near the halves in turn
 SHARES = (1 / 2, 3 / 4, 1, 5 / 4, 3 / 2, 2)  # piece counts tried, as shares of the halves' deeper count
 
 
