@@ -20,7 +20,8 @@ its own, then its allgather overlapped with its reduce-scatter where that prices
 under ``event`` (FIFO links) simulated per link orbit (:mod:`collsynth.tens.pipelined_event`) at
 the depth of least price that fits ``--event-sends`` (:mod:`orbit_event`); where the explicit
 sends fit :data:`EXPLICIT_SENDS`, the expansion verified and priced under ``event`` (a check) and
-``event-inorder`` (program order) at the deepest pipeline within that cap; the
+``event-inorder`` (program order) at the deepest pipeline within that cap; the run's own trees
+as returned (``run sync / event ms``: its ``sync`` price and its producer's ``event`` price); the
 instance's lower bounds under ``sync`` and ``event`` (:func:`collsynth.tens.bounds.instance_bounds`);
 the peak resident memory of the row; the CPU seconds of the optimum and trees (``time.process_time``,
 which the load of a shared machine inflates far less than the wall seconds) and the load average
@@ -82,6 +83,10 @@ def _measure(out: dict, generator: str, params: dict, kind: str, bounds: bool,
     form = form_of(trees)
     t = time.perf_counter()
     why = form.verify(trees, inst)
+    run_event = (outcome.prices or {}).get("event")  # the run's own trees as returned, under both models
+    out.update(run_sync_ms=1e3 * form.price_sync(trees, inst).total_s, run_event_ms=run_event and 1e3 * run_event.total_s,
+               run_pieces="/".join(str(h.pieces) for h in getattr(trees, "halves", (trees,)))
+               + (f", delay {trees.delay}" if getattr(trees, "delay", None) is not None else ""))
     synced = at_sync_depths(trees, inst) if kind == "allreduce" else trees  # sync at its own depths
     why = why or (form.verify(synced, inst) if synced is not trees else None)
     price = form.price_sync(synced, inst)
@@ -162,8 +167,8 @@ def render(rows: list[dict]) -> str:
     head = ["fabric", "kind", "GPUs", "optimum ms", "sync bound ms", "event bound ms", "crossing bound ms",
             "box-stage bound ms", "sync / box-stage", "sync ms (pieces)", "sync/opt",
             "sync T_B/opt", "event ms (pieces)", "event/opt", "explicit event ms (pieces)", "in-order/opt",
-            "trees (listed)", "optimum+trees s", "its CPU s (load)", "verify+price s", "event s", "explicit s",
-            "bounds s", "peak MiB", "note"]
+            "run sync / event ms (pieces)", "trees (listed)", "optimum+trees s", "its CPU s (load)", "verify+price s",
+            "event s", "explicit s", "bounds s", "peak MiB", "note"]
     body = []
     for r in rows:
         opt, sy, ev, io = r.get("optimum_ms"), r.get("sync_ms"), r.get("event_ms"), r.get("inorder_ms")
@@ -175,7 +180,9 @@ def render(rows: list[dict]) -> str:
                      cell(sy and opt and sy / opt, ".3f"), cell(r.get("sync_bw_ms") and opt and r["sync_bw_ms"] / opt, ".4f"),
                      f"{cell(ev, '.3f')} ({r.get('event_pieces', '-')})", cell(ev and opt and ev / opt, ".3f"),
                      f"{cell(r.get('explicit_ms'), '.3f')} ({r.get('explicit_pieces', '-')})",
-                     cell(io and opt and io / opt, ".3f"), f"{r.get('trees', '-')} ({r.get('listed', '-')})",
+                     cell(io and opt and io / opt, ".3f"),
+                     f"{cell(r.get('run_sync_ms'), '.3f')} / {cell(r.get('run_event_ms'), '.3f')} ({r.get('run_pieces', '-')})",
+                     f"{r.get('trees', '-')} ({r.get('listed', '-')})",
                      cell(r.get("trees_s"), ".1f"),
                      f"{cell(r.get('trees_cpu_s'), '.1f')} ({cell(r.get('load'), '.1f')})",
                      cell(r.get("verify_price_s"), ".1f"), cell(r.get("event_s"), ".1f"),

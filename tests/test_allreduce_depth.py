@@ -5,8 +5,8 @@ dependency pairs (``collsynth.solvers.packing.allreduce_depth``):
 - where they do not (the pairs' budget made tiny), the depth is lowered until they do, and the
   trees at that depth verify and price under ``event`` with exact pairs;
 - ``--param pieces`` is left as given;
-- the depth's ``event`` price is simulated once: the pipeline takes the search's price of the
-  trees it returned once they have verified.
+- the depth's ``event`` price is simulated once, and each overlapped candidate's once: the
+  pipeline takes the producer's price of the trees it returned once they have verified.
 """
 
 from collsynth.instances import make_instance
@@ -26,7 +26,7 @@ def test_the_sync_depths_are_kept_where_the_pairs_fit():
     out = run_compact(inst, Options(time_limit=120))
     tried = out.extra["event_exact_depth"]
     assert len(tried) == 1 and tried[0][1] is True
-    assert tried[0][0] == "/".join(map(str, out.schedule.pieces))
+    assert out.extra["overlap_tried"][0][:2] == [tried[0][0], None]  # the halves in turn at that depth, then overlaps
     assert pipelined_event.price(out.schedule, inst).extra["exact_pairs"]
 
 
@@ -50,8 +50,8 @@ def test_the_depth_is_lowered_until_the_pairs_fit(monkeypatch):
 
 def test_the_depth_is_priced_under_event_once_and_reported_only_after_verification(monkeypatch):
     """Through the pipeline: the search prices the kept depth (one simulation where the pairs fit
-    at once); the row's ``event`` time is that price, taken after the trees verified, not
-    simulated again."""
+    at once), the overlap step each candidate once; the row's ``event`` time is the kept trees'
+    price, taken after the trees verified, not simulated again."""
     from collsynth.solvers import pipeline
     from collsynth.tens import compact_forms
 
@@ -73,7 +73,8 @@ def test_the_depth_is_priced_under_event_once_and_reported_only_after_verificati
     monkeypatch.setattr(form, "verify", verified)
     row, trees = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"form": "compact"}))
     assert row["verified"] and row["extra"]["priced_by_producer"] == ["event"]
-    assert len(calls) == 1 and calls[0] is trees and order == ["price", "verify"]
+    tried = row["extra"]["overlap_tried"]  # the halves in turn (the depth search's price), then each overlap
+    assert len(calls) == len(tried) and any(c is trees for c in calls) and order == ["price"] * len(calls) + ["verify"]
     assert row["time_event_s"] == real_price(trees, inst).total_s
 
 

@@ -125,3 +125,75 @@ def test_the_overlap_stays_above_the_instance_bound(fabric, alpha, size):
     assert pipelined_allreduce.verify(trees, inst) is None
     bound = instance_bounds(inst).sync.value
     assert bound <= pipelined_allreduce.price_sync(trees, inst).total_s * (1 + 1e-9)
+
+
+TWO_RAILS = ("rail_clos", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": 2, "rails": 2, "spines": 1,
+                           "radix": 16})
+
+
+def _as_explicit_event(trees, inst) -> float:
+    return cost_models.price(_with_header(pipelined_allreduce.expand(trees), inst), inst, "event").total_s
+
+
+def test_the_default_objective_keeps_the_overlap_where_sync_plus_event_is_lower(monkeypatch):
+    """On a two-group rail Clos the default run (``sync`` + ``event``) returns the overlap; it
+    verifies and prices as its explicit sends under both models, and its summed price is below
+    the same run's with the halves kept in turn (the overlap step switched off), as is its
+    ``sync`` price (measured: 1.168 against 1.224 ms)."""
+    from collsynth.solvers.packing import producer
+
+    inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
+    options = Options(time_limit=120, params={"form": "compact"})
+    row, trees = run(inst, "tree-packing", options)
+    assert isinstance(trees, pipelined_allreduce.PipelinedAllreduce) and trees.delay is not None and row["verified"]
+    assert_row_as_explicit(row, pipelined_allreduce.expand(trees), inst)
+    assert row["time_event_s"] == pytest.approx(_as_explicit_event(trees, inst), rel=1e-12)
+    monkeypatch.setattr(producer, "with_overlap", lambda f, cost, *a, **k: (f, {}, cost))
+    turn, in_turn = run(inst, "tree-packing", options)
+    assert in_turn.delay is None and turn["verified"]
+    assert row["time_sync_s"] + row["time_event_s"] < turn["time_sync_s"] + turn["time_event_s"]
+    assert row["time_sync_s"] < turn["time_sync_s"] * 0.99
+
+
+@pytest.mark.parametrize("objective", ["sync+event", "sync"])
+def test_given_pieces_are_kept_and_overlapped_at_the_shift_of_least_sync_price(objective):
+    """``--param pieces=3`` keeps 3 pieces a half and shifts the allgather by the delay (and
+    mirror) of least ``sync`` price among every valid one, found here by pricing each delay's
+    explicit sends (the least valid delay up to the halves in turn, mirrored or not); the row
+    verifies and prices as its explicit sends."""
+    inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
+    row, trees = run(inst, "tree-packing", Options(time_limit=120, params={"form": "compact", "pieces": 3,
+                                                                           "objective": objective}))
+    assert trees.pieces == (3, 3) and trees.delay is not None and row["verified"]
+    assert_row_as_explicit(row, pipelined_allreduce.expand(trees), inst)
+    if objective == "sync+event":
+        assert row["time_event_s"] == pytest.approx(_as_explicit_event(trees, inst), rel=1e-12)
+    rs, ag = trees.halves
+    turn = replace(trees, delay=None, mirror=False)
+    every = {(None, False): cost_models.price(_with_header(pipelined_allreduce.expand(turn), inst), inst, "sync")}
+    for mirror in (False, True):
+        for delay in range(allreduce_overlap.least_delay(rs, ag, mirror), allreduce_overlap.last_step(rs) + 1):
+            g = replace(trees, delay=delay, mirror=mirror)
+            every[delay, mirror] = cost_models.price(_with_header(pipelined_allreduce.expand(g), inst), inst, "sync")
+    least = min(p.total_s for p in every.values())
+    assert row["time_sync_s"] == pytest.approx(least, rel=1e-12) and least < every[None, False].total_s * 0.99
+
+
+def test_an_overlap_slower_in_sum_under_event_is_not_kept(monkeypatch):
+    """The rule of the producer's choice, the least ``sync`` + ``event`` sum: with every
+    overlapped candidate's ``event`` price made 1 ms longer (more than its ``sync`` gain, about
+    0.06 ms here) the default run keeps the halves in turn, priced as the search priced them;
+    with 1 us longer it keeps the overlap."""
+    from collsynth.solvers.packing import allreduce_depth
+
+    inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
+    real = pipelined_event.price
+    for extra, overlapped in ((1e-3, False), (1e-6, True)):
+        def slower(f, instance, *a, **k):
+            cost = real(f, instance, *a, **k)
+            return replace(cost, total_s=cost.total_s + extra) if f.delay is not None else cost
+
+        monkeypatch.setattr(allreduce_depth.pipelined_event, "price", slower)
+        out = run_compact(inst, Options(time_limit=120, params={"form": "compact"}))
+        assert (out.schedule.delay is not None) == overlapped
+        assert out.prices["event"].total_s == pytest.approx(slower(out.schedule, inst).total_s, rel=1e-12)

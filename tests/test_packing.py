@@ -232,7 +232,7 @@ def test_combining_through_instant_switch_hops_is_refused():
     topo = topology("ndv2", chassis=2, inter_chassis="switch", switch_hop="instant")
     row, sched = pipeline.run(make_instance(topo, "reduce_scatter", message_bytes=M), "tree-packing", Options())
     assert row["status"] == "skipped" and sched is None
-    assert "instant switch hops" in row["message"]
+    assert "topology.switch_hop" in row["message"]
 
 
 def test_unreachable_gpu_is_one_line_naming_the_file(tmp_path, capsys):

@@ -14,16 +14,19 @@ explicit sends'.
 :func:`exact_depth` keeps the halves' ``sync`` depths (:func:`collsynth.solvers.packing.compact.least_sync`)
 where the pairs fit, else scales both down the ladder :data:`LADDER` to the deepest that fits
 and halves the gap to the share above it, each half then cut into pieces of the sizes of least ``sync`` price at that count
-(:func:`.piece_sizes.sized`) where they price lower than equal ones.
+(:func:`.piece_sizes.sized`) where they price lower than equal ones. :func:`with_overlap` then
+keeps the allgather overlapped with the reduce-scatter (:mod:`collsynth.tens.allreduce_overlap`)
+where that lowers the priced sum over the run's models, the rule of the producer's choice.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ...tens import pipelined_event
+from ...tens import pipelined_allreduce, pipelined_event
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ...tens.pipelined_trees import PipelinedTrees, price_sync
+from .overlap_sizes import least_shifted, overlapped
 from .piece_sizes import sized
 
 LADDER = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 1 / 16)  # the depths tried, as shares of the sync depths
@@ -88,7 +91,53 @@ def at_sync_depths(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
     the allgather overlapped with the reduce-scatter where that prices lower, at those pieces or
     others (:func:`.overlap_sizes.overlapped`; ``--param objective=sync`` returns the same)."""
     from .compact import least_sync
-    from .overlap_sizes import overlapped
 
     return overlapped(PipelinedAllreduce(*(least_sync(replace(h, cuts=None), half_instance(instance, h.collective))[0]
                                            for h in f.halves)), instance)
+
+
+def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: bool = True) -> tuple:
+    """``(trees, note, cost)``: ``f`` (its halves in turn, ``cost`` its ``event`` price or None)
+    or ``f`` with the allgather overlapped with the reduce-scatter (an allreduce as a
+    reduce-scatter then an allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4;
+    ``sync`` after Zhao et al., NSDI 2025, Section 3.2), whichever has the least sum
+    of its prices under ``models`` (``sync``, ``event``; ties to ``f``: the rule of the
+    producer's choice, :func:`.producer._least_priced`). The overlap is
+    :func:`.overlap_sizes.overlapped`'s (pieces and shift of least ``sync`` price) where
+    ``search``, and :func:`.overlap_sizes.least_shifted`'s (at ``f``'s pieces, the only one
+    without ``search``). Under ``event`` a candidate is priced per
+    link orbit (:func:`collsynth.tens.pipelined_event.price`) and not kept where its simulation
+    is over :data:`SIMULATED_SENDS` sends or tracks group prefixes where ``f``'s tracked exact
+    pairs; where ``f``'s own is over the cap, ``event`` is left out of the sum. ``cost``: the
+    kept trees' ``event`` price (None where not priced), to be reported only once they have
+    verified; ``note``: ``{"overlap_tried": [[pieces, delay, mirrored, sync s or None, event s
+    or None], ...], "overlap_kept": index of the kept}``."""
+    fits = "event" in models and pipelined_event.sends_priced(f, instance) <= SIMULATED_SENDS
+    cost = pipelined_event.price(f, instance) if fits and cost is None else cost
+    judged = [m for m in models if m == "sync" or fits]
+    tried = []
+
+    def priced(g, event) -> float:
+        sync = pipelined_allreduce.price_sync(g, instance).total_s if event is not False else None
+        tried.append(["/".join(map(str, g.pieces)), g.delay, g.mirror, sync, event.total_s if event else None])
+        return sum(sync if m == "sync" else event.total_s for m in judged) if event is not False else None
+
+    best = (priced(f, cost), f, cost, 0)
+    for make in ((lambda: overlapped(f, instance)) if search else None, lambda: least_shifted(f, instance)):
+        g = make() if make else f
+        if g.delay is None:
+            continue
+        event = None  # False: not kept (over the cap, or not the model's own time where f's was)
+        if fits:
+            event = pipelined_event.price(g, instance) if _fits(g, instance) else False
+            if event and cost.extra["exact_pairs"] and not event.extra["exact_pairs"]:
+                event = False
+        total = priced(g, event)
+        if total is not None and total < best[0]:
+            best = (total, g, event, len(tried) - 1)
+    return best[1], {"overlap_tried": tried, "overlap_kept": best[3]}, best[2]
+
+
+def _fits(g: PipelinedAllreduce, instance) -> bool:
+    """Whether ``g``'s per-orbit ``event`` simulation is at most :data:`SIMULATED_SENDS` sends."""
+    return pipelined_event.sends_priced(g, instance) <= SIMULATED_SENDS

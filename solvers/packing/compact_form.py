@@ -18,11 +18,11 @@ from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ..producers import Options, Outcome, Unsupported
 from . import compact, emission, estimate, forests, translated
-from .allreduce_depth import exact_depth
+from .allreduce_depth import exact_depth, with_overlap
 from .hierarchical import tier_by_tier
 from .overlap_sizes import overlapped
 from .packed import plan
-from .run_params import asked_shape, grows_depth_first
+from .run_params import OBJECTIVES, asked_shape, grows_depth_first
 from .tree_hops import instant_pairs, paired_by_port, summing_switches, tree_hops
 
 EXPLICIT_PIECES = 4  # form=auto keeps the trees as trees where fewer pieces than this of explicit sends fit SEND_BUDGET
@@ -52,9 +52,10 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     an allreduce's two (:class:`~collsynth.tens.pipelined_allreduce.PipelinedAllreduce`: its
     reduce-scatter, then its allgather, each grown on the instance with that kind; without
     ``pieces`` and unless the ``objective`` is ``sync`` alone, at a depth whose ``event`` price tracks
-    exact pairs, :func:`.allreduce_depth.exact_depth`; with ``sync`` alone the halves' own depths of least
+    exact pairs, :func:`.allreduce_depth.exact_depth`, then overlapped where that lowers the priced sum,
+    :func:`.allreduce_depth.with_overlap`; with ``sync`` alone the halves' own depths of least
     ``sync`` price, the allgather overlapped with the reduce-scatter where that prices lower,
-    :func:`.overlap_sizes.overlapped`; with ``pieces``, the halves in turn at those).
+    :func:`.overlap_sizes.overlapped`; with ``pieces``, those, overlapped at them where that lowers the sum).
     The trees and the pipeline rule are ForestColl's (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     coll = instance.collective
     deadline, t0 = options.timer(), time.perf_counter()
@@ -65,12 +66,17 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     # the halves run as one allreduce schedule, whose switches do not copy
     parts = [compact_forest(half_instance(instance, kind), options, deadline, multicast=False)
              for kind in ("reduce_scatter", "allgather")]
-    trees, depth, prices = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, {}
-    if not options.params.get("pieces") and options.params.get("objective") != "sync":  # a depth whose event
-        trees, depth, prices["event"] = exact_depth(trees, instance)  # price is the model's own (.allreduce_depth)
-    elif not options.params.get("pieces"):  # sync alone: the halves overlapped where that prices lower
+    trees, depth, event = PipelinedAllreduce(parts[0][0], parts[1][0]), {}, None
+    pieces, models = options.params.get("pieces"), OBJECTIVES[options.params.get("objective") or "sync+event"]
+    if not pieces and models != ("sync",):  # a depth whose event price is the model's own (.allreduce_depth)
+        trees, depth, event = exact_depth(trees, instance)
+    if not pieces and models == ("sync",):  # sync alone: the halves overlapped where that prices lower
         trees = overlapped(trees, instance)
-        depth = {"allgather_delay": trees.delay, "allgather_mirrored": trees.mirror}
+    else:  # the overlap kept where the models' priced sum is lower (.allreduce_depth.with_overlap)
+        trees, note, event = with_overlap(trees, event, instance, models, search=not pieces)
+        depth.update(note)
+    depth.update(allgather_delay=trees.delay, allgather_mirrored=trees.mirror)
+    prices = {"event": event} if event is not None else {}
     for (_, x), half in zip(parts, trees.halves):
         x.update(pieces=half.pieces, explicit_sends=half.sends)
     extra = {"form": "pipelined-allreduce", "optimum_s": sum(x["optimum_s"] for _, x in parts),

@@ -27,6 +27,7 @@ from ...tens import allreduce_overlap as ao
 from ...tens.pipelined_allreduce import PipelinedAllreduce
 from .piece_sizes import MAX_ROWS, edges_of, unit_of
 
+SHIFTS_SCANNED = 256  # shifts priced per mirror at most: the least valid ones, and those near the halves in turn
 SHARES = (1 / 2, 3 / 4, 1, 5 / 4, 3 / 2, 2)  # piece counts tried, as shares of the halves' deeper count
 
 
@@ -58,6 +59,18 @@ def overlapped(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
     return best[1]
 
 
+def least_shifted(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
+    """``f`` at its own pieces, the allgather at the shift and mirror of least ``sync`` price
+    (every shift from :func:`collsynth.tens.allreduce_overlap.least_delay` up to the halves in
+    turn, :func:`_least_shift`); ``f`` itself where the halves in turn price no more, or the
+    halves have more than one chunk per root (as :func:`overlapped`)."""
+    rs, ag = f.halves
+    if rs.chunks_per_root != 1 or ag.chunks_per_root != 1:
+        return f
+    costs = ao.joint_costs(rs, ag, instance)
+    return min((_serial_price(f, costs), f), _least_shift(rs, ag, costs), key=lambda b: b[0])[1]
+
+
 def _joint_priced(rs, ag, instance, pieces: int, costs) -> tuple | None:
     """:func:`_least_shift` of :func:`joint_sized`'s halves at ``pieces``, None where it has none."""
     pair = joint_sized(rs, ag, instance, pieces, costs)
@@ -71,10 +84,14 @@ def _serial_price(f: PipelinedAllreduce, costs) -> float:
 
 def _least_shift(rs, ag, costs) -> tuple[float, PipelinedAllreduce]:
     """``(price, allreduce)``: the halves overlapped at the shift and mirror of least ``sync``
-    price, every shift from the least valid up to the halves in turn."""
+    price, every shift from the least valid up to the halves in turn (where they are more than
+    :data:`SHIFTS_SCANNED`, the first and the last half of that many: each is priced over every
+    step, so a scan of ``10^4`` shifts at ``10^4`` pieces took over a minute)."""
     best = None
     for mirror in (True, False):
-        for delay in range(ao.least_delay(rs, ag, mirror), ao.last_step(rs) + 1):
+        least, last = ao.least_delay(rs, ag, mirror), ao.last_step(rs)
+        for delay in sorted(set(range(least, min(last, least + SHIFTS_SCANNED // 2) + 1))
+                            | set(range(max(least, last - SHIFTS_SCANNED // 2), last + 1))):
             t = ao.price_joint(rs, ag, delay, costs).total_s
             if best is None or t < best[0]:
                 best = (t, PipelinedAllreduce(rs, ag, delay=delay, mirror=mirror))
