@@ -140,7 +140,7 @@ def test_the_default_objective_keeps_the_overlap_where_sync_plus_event_is_lower(
     verifies and prices as its explicit sends under both models, and its summed price is below
     the same run's with the halves kept in turn (the overlap step switched off), as is its
     ``sync`` price (measured: 1.168 against 1.224 ms)."""
-    from collsynth.solvers.packing import producer
+    from collsynth.solvers.packing import compact_form
 
     inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
     options = Options(time_limit=120, params={"form": "compact"})
@@ -148,7 +148,7 @@ def test_the_default_objective_keeps_the_overlap_where_sync_plus_event_is_lower(
     assert isinstance(trees, pipelined_allreduce.PipelinedAllreduce) and trees.delay is not None and row["verified"]
     assert_row_as_explicit(row, pipelined_allreduce.expand(trees), inst)
     assert row["time_event_s"] == pytest.approx(_as_explicit_event(trees, inst), rel=1e-12)
-    monkeypatch.setattr(producer, "with_overlap", lambda f, cost, *a, **k: (f, {}, cost))
+    monkeypatch.setattr(compact_form, "with_overlap", lambda f, cost, *a, **k: (f, {}, cost))
     turn, in_turn = run(inst, "tree-packing", options)
     assert in_turn.delay is None and turn["verified"]
     assert row["time_sync_s"] + row["time_event_s"] < turn["time_sync_s"] + turn["time_event_s"]
