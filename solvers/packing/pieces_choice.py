@@ -39,7 +39,7 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     c = instance.collective.chunks_per_node
     if alpha <= 0 and options.params.get("trees") is None:
         if f.transposed:  # FIFO links: measured
-            f = fifo_reduction(instance, f, options, deadline, c)
+            f = fifo_reduction(instance, f, options, deadline, c, parts)
         if not options.params.get("pieces") and (f.transposed or instance.collective.kind != f.kind):
             return filled(instance, f, parts, deadline)
     automatic = auto_pieces(f.trees, c * parts)
@@ -64,16 +64,27 @@ def filled(instance: Instance, f: Forest, parts: int, deadline=None) -> tuple:
     return replace(g, fill=priced), pieces, None
 
 
-def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> Forest:
+def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int,
+                   parts: int = 1) -> Forest:
     """:func:`.fifo_reduce.choose` between ``f`` and the one packed tree a shard forest of its
     collective, probed under the ``objective`` parameter's models (FIFO links, where ForestColl's
-    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays)."""
+    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays); for a
+    reduction alone (``parts`` 1) with the ``growth`` parameter unset, then
+    :func:`.fifo_reduce.deeper` between that and the greedy packing grown depth-first."""
     models = objective_models(options)
     part = part_instance(instance, f)
+
+    def price(g: Forest, pieces: int):
+        return price_pieces(part, g, pieces, models)
 
     def one_tree() -> Forest:
         return forests.forest(instance, f.kind, True, deadline, grows_depth_first(options), 1,
                               shape=asked_shape(options))
 
-    return fifo_reduce.choose(f, one_tree, lambda g, pieces: price_pieces(part, g, pieces, models),
-                              models, chunks, deadline)
+    def depth_first() -> Forest:
+        return forests.forest(instance, f.kind, True, deadline, True, shape=asked_shape(options))
+
+    g = fifo_reduce.choose(f, one_tree, price, models, chunks, deadline)
+    if g is not f or parts != 1 or options.params.get("growth"):
+        return g
+    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline)
