@@ -66,7 +66,7 @@ def _forest(hops: int, shape: str = "greedy"):
     return SimpleNamespace(trees=_chain(hops), transposed=True, shape=shape, k=1)
 
 
-def _deeper(f, g, prices: dict, models=("sync", "event"), deadline=None):
+def _deeper(f, g, prices: dict, models=("sync", "event"), deadline=None, pieces=None):
     """:func:`fifo_reduce.deeper` with ``prices`` keyed by forest id: returns the pick and the pieces priced."""
     from collsynth.solvers.packing import fifo_reduce
 
@@ -76,12 +76,12 @@ def _deeper(f, g, prices: dict, models=("sync", "event"), deadline=None):
         asked.append((h is f, pieces))
         return prices[id(h)]
 
-    return fifo_reduce.deeper(f, lambda: g, price, models, 1, deadline), asked
+    return fifo_reduce.deeper(f, lambda: g, price, models, 1, deadline, pieces), asked
 
 
 def test_deeper_keeps_the_least_summed_price_each_at_its_own_pieces():
     """A 2-hop chain is emitted at the 1600-piece floor, a 20-hop one at 100 pieces a hop (2000):
-    the two are priced there, and the lesser sum over the objective's models is kept (a tie
+    the two are priced there (at the ``pieces`` parameter when set), and the lesser sum over the objective's models is kept (a tie
     keeps the breadth-first forest; a depth-first one that does not verify is never kept)."""
     f, g = _forest(2), _forest(20)
     pick, asked = _deeper(f, g, {id(f): {"sync": 1.00, "event": 1.07}, id(g): {"sync": 1.01, "event": 1.01}})
@@ -89,6 +89,8 @@ def test_deeper_keeps_the_least_summed_price_each_at_its_own_pieces():
     assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.0}, id(g): {"sync": 0.5, "event": 1.5}})[0] is f
     assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.07}, id(g): None})[0] is f
     assert _deeper(f, g, {id(f): None, id(g): {"sync": 9.0, "event": 9.0}})[0] is g
+    assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.07}, id(g): {"sync": 1.0, "event": 1.0}},
+                   pieces=7)[1] == [(True, 7), (False, 7)]  # the run's pieces when set
 
 
 def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeypatch):

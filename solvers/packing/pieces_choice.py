@@ -3,11 +3,12 @@
 Zhao et al. ("ForestColl: Throughput-Optimal Collective Communications on Heterogeneous Network
 Fabrics", arXiv 2402.06787, Section 5) pipeline every tree at one depth. :func:`pick` keeps that
 depth (:func:`.emission.auto_pieces`) for an allgather or broadcast alone at alpha 0; a
-reduction's forest is first measured against one packed tree a shard on FIFO links
-(:mod:`.fifo_reduce`), and a reduction's or an allreduce's allgather's fill is priced with ring
-trees both ways and unequal pieces, taking more pieces where the send budget's leave it over
-:data:`.fill.TARGET` (:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth
-come from :func:`.latency_choice.latency_pick`.
+reduction's forest is first measured against one packed tree a shard on FIFO links, and a
+reduction's alone against its greedy packing grown depth-first (:mod:`.fifo_reduce`), and
+a reduction's or an allreduce's allgather's fill is priced with ring trees both ways and unequal
+pieces, taking more pieces where the send budget's leave it over :data:`.fill.TARGET`
+(:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth come from
+:func:`.latency_choice.latency_pick`.
 """
 
 from __future__ import annotations
@@ -87,4 +88,4 @@ def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, ch
     g = fifo_reduce.choose(f, one_tree, price, models, chunks, deadline)
     if g is not f or parts != 1 or options.params.get("growth"):
         return g
-    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline)
+    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline, options.params.get("pieces"))
