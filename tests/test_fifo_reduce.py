@@ -111,3 +111,19 @@ def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeyp
     assert _deeper(f, g, better) == (f, [])
     monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_200)
     assert _deeper(f, g, better)[0] is g
+
+
+@pytest.mark.parametrize("kind,probed", [("reduce", True), ("reduce_scatter", False)])
+def test_only_a_rooted_reduce_compares_its_growths(monkeypatch, kind, probed):
+    """The run offers :func:`fifo_reduce.deeper` a rooted reduce's greedy forest (DGX-H100 x1's,
+    one box: greedy) and not a reduce-scatter's; the schedule kept verifies."""
+    from collsynth.solvers.packing import fifo_reduce
+
+    seen = []
+    real = fifo_reduce.deeper
+    monkeypatch.setattr(fifo_reduce, "deeper", lambda f, *a, **k: seen.append(f.kind) or real(f, *a, **k))
+    topo = build("dgx_h100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0})
+    inst = make_instance(topo, kind, message_bytes=2.4e5, root=topo.npus[0] if kind == "reduce" else None)
+    row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"pieces": 4}))
+    assert row["verified"], row["message"]
+    assert seen == (["broadcast"] if probed else [])

@@ -4,7 +4,7 @@ Zhao et al. ("ForestColl: Throughput-Optimal Collective Communications on Hetero
 Fabrics", arXiv 2402.06787, Section 5) pipeline every tree at one depth. :func:`pick` keeps that
 depth (:func:`.emission.auto_pieces`) for an allgather or broadcast alone at alpha 0; a
 reduction's forest is first measured against one packed tree a shard on FIFO links, and a
-reduction's alone against its greedy packing grown depth-first (:mod:`.fifo_reduce`), and
+rooted reduce's against its greedy packing grown depth-first (:mod:`.fifo_reduce`), and
 a reduction's or an allreduce's allgather's fill is priced with ring trees both ways and unequal
 pieces, taking more pieces where the send budget's leave it over :data:`.fill.TARGET`
 (:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth come from
@@ -29,7 +29,8 @@ FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take, in all the me
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the pieces of :func:`.emission.auto_pieces` (a reduction's forest at alpha 0, unless
-    ``trees`` is set, is the one :func:`.fifo_reduce.choose` measures faster, then, unless
+    ``trees`` is set, is the one :func:`.fifo_reduce.choose` and, for a rooted reduce,
+    :func:`.fifo_reduce.deeper` measure faster, then, unless
     ``pieces`` is set, of it and its ring alternatives, in equal or unequal pieces, the one of
     least ``sync`` price: :func:`filled`; so is an allreduce's allgather, whose shape
     :func:`.forests.by_shape` left unchosen); else the trees and pieces of
@@ -69,8 +70,8 @@ def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, ch
                    parts: int = 1) -> Forest:
     """:func:`.fifo_reduce.choose` between ``f`` and the one packed tree a shard forest of its
     collective, probed under the ``objective`` parameter's models (FIFO links, where ForestColl's
-    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays); for a
-    reduction alone (``parts`` 1) with the ``growth`` parameter unset, then
+    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays); for a rooted
+    reduce (a reversed broadcast, ``parts`` 1) with the ``growth`` parameter unset, then
     :func:`.fifo_reduce.deeper` between that and the greedy packing grown depth-first."""
     models = objective_models(options)
     part = part_instance(instance, f)
@@ -86,6 +87,6 @@ def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, ch
         return forests.forest(instance, f.kind, True, deadline, True, shape=asked_shape(options))
 
     g = fifo_reduce.choose(f, one_tree, price, models, chunks, deadline)
-    if g is not f or parts != 1 or options.params.get("growth"):
-        return g
+    if g is not f or parts != 1 or f.kind != "broadcast" or options.params.get("growth"):
+        return g  # reduce-scatter (NDv2 x2: the same ratios, 1.8 -> 26 s to generate) is not probed
     return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline, options.params.get("pieces"))
