@@ -51,3 +51,79 @@ def test_reductions_on_random_switched_boxes_verify_and_price_above_the_bound(to
     b = bounds.instance_bounds(inst)
     for model, field in (("event", "time_event_s"), ("sync", "time_sync_s")):
         assert b.of(model).value <= row[field] * (1 + 1e-9), (model, b.of(model).label(), row[field])
+
+
+def _chain(n: int):
+    """One tree down the chain 0 -> 1 -> ... -> n: n hops deep, n sends a piece."""
+    from collsynth.solvers.packing.trees import RoutedTree
+
+    return [RoutedTree(0, 0, 1, tuple((i, i + 1) for i in range(n)))]
+
+
+def _forest(hops: int, shape: str = "greedy"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(trees=_chain(hops), transposed=True, shape=shape, k=1)
+
+
+def _deeper(f, g, prices: dict, models=("sync", "event"), deadline=None, pieces=None):
+    """:func:`fifo_reduce.deeper` with ``prices`` keyed by forest id: returns the pick and the pieces priced."""
+    from collsynth.solvers.packing import fifo_reduce
+
+    asked = []
+
+    def price(h, pieces):
+        asked.append((h is f, pieces))
+        return prices[id(h)]
+
+    return fifo_reduce.deeper(f, lambda: g, price, models, 1, deadline, pieces), asked
+
+
+def test_deeper_keeps_the_least_summed_price_each_at_its_own_pieces():
+    """A 2-hop chain is emitted at the 1600-piece floor, a 20-hop one at 100 pieces a hop (2000):
+    the two are priced there (at the ``pieces`` parameter when set), and the lesser sum over the objective's models is kept (a tie
+    keeps the breadth-first forest; a depth-first one that does not verify is never kept)."""
+    f, g = _forest(2), _forest(20)
+    pick, asked = _deeper(f, g, {id(f): {"sync": 1.00, "event": 1.07}, id(g): {"sync": 1.01, "event": 1.01}})
+    assert pick is g and asked == [(True, 1600), (False, 2000)]
+    assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.0}, id(g): {"sync": 0.5, "event": 1.5}})[0] is f
+    assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.07}, id(g): None})[0] is f
+    assert _deeper(f, g, {id(f): None, id(g): {"sync": 9.0, "event": 9.0}})[0] is g
+    assert _deeper(f, g, {id(f): {"sync": 1.0, "event": 1.07}, id(g): {"sync": 1.0, "event": 1.0}},
+                   pieces=7)[1] == [(True, 7), (False, 7)]  # the run's pieces when set
+
+
+def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeypatch):
+    """Nothing is priced under ``sync`` alone (the breadth-first packing is the optimum's), for
+    two-level or ring forests, once the run is out of time, or when the two forests' sends at
+    their pieces (2 x 1600 + 20 x 2000 = 43,200) exceed the probe's budget."""
+    from types import SimpleNamespace
+
+    from collsynth.solvers.packing import fifo_reduce
+
+    f, g = _forest(2), _forest(20)
+    better = {id(f): {"sync": 1.0, "event": 2.0}, id(g): {"sync": 1.0, "event": 1.0}}
+    assert _deeper(f, g, better, models=("sync",)) == (f, [])
+    rings = _forest(2, "rings")
+    assert _deeper(rings, g, {**better, id(rings): better[id(f)]}) == (rings, [])
+    assert _deeper(f, g, better, deadline=SimpleNamespace(expired=lambda: True)) == (f, [])
+    monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_199)
+    assert _deeper(f, g, better) == (f, [])
+    monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_200)
+    assert _deeper(f, g, better)[0] is g
+
+
+@pytest.mark.parametrize("kind,probed", [("reduce", True), ("reduce_scatter", False)])
+def test_only_a_rooted_reduce_compares_its_growths(monkeypatch, kind, probed):
+    """The run offers :func:`fifo_reduce.deeper` a rooted reduce's greedy forest (DGX-H100 x1's,
+    one box: greedy) and not a reduce-scatter's; the schedule kept verifies."""
+    from collsynth.solvers.packing import fifo_reduce
+
+    seen = []
+    real = fifo_reduce.deeper
+    monkeypatch.setattr(fifo_reduce, "deeper", lambda f, *a, **k: seen.append(f.kind) or real(f, *a, **k))
+    topo = build("dgx_h100", {"nodes": 1, "nvlink_alpha": 0.0, "nic_alpha": 0.0})
+    inst = make_instance(topo, kind, message_bytes=2.4e5, root=topo.npus[0] if kind == "reduce" else None)
+    row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"pieces": 4}))
+    assert row["verified"], row["message"]
+    assert seen == (["broadcast"] if probed else [])

@@ -3,11 +3,12 @@
 Zhao et al. ("ForestColl: Throughput-Optimal Collective Communications on Heterogeneous Network
 Fabrics", arXiv 2402.06787, Section 5) pipeline every tree at one depth. :func:`pick` keeps that
 depth (:func:`.emission.auto_pieces`) for an allgather or broadcast alone at alpha 0; a
-reduction's forest is first measured against one packed tree a shard on FIFO links
-(:mod:`.fifo_reduce`), and a reduction's or an allreduce's allgather's fill is priced with ring
-trees both ways and unequal pieces, taking more pieces where the send budget's leave it over
-:data:`.fill.TARGET` (:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth
-come from :func:`.latency_choice.latency_pick`.
+reduction's forest is first measured against one packed tree a shard on FIFO links, and a
+rooted reduce's against its greedy packing grown depth-first (:mod:`.fifo_reduce`), and
+a reduction's or an allreduce's allgather's fill is priced with ring trees both ways and unequal
+pieces, taking more pieces where the send budget's leave it over :data:`.fill.TARGET`
+(:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth come from
+:func:`.latency_choice.latency_pick`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ FILL_SENDS = 32_000_000  # sends a fill over fill.TARGET may take, in all the me
 def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Options, deadline=None) -> tuple:
     """``(forest, pieces, choice)``: the ``pieces`` parameter when set; else at ``alpha = 0``
     the pieces of :func:`.emission.auto_pieces` (a reduction's forest at alpha 0, unless
-    ``trees`` is set, is the one :func:`.fifo_reduce.choose` measures faster, then, unless
+    ``trees`` is set, is the one :func:`.fifo_reduce.choose` and, for a rooted reduce,
+    :func:`.fifo_reduce.deeper` measure faster, then, unless
     ``pieces`` is set, of it and its ring alternatives, in equal or unequal pieces, the one of
     least ``sync`` price: :func:`filled`; so is an allreduce's allgather, whose shape
     :func:`.forests.by_shape` left unchosen); else the trees and pieces of
@@ -39,7 +41,7 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     c = instance.collective.chunks_per_node
     if alpha <= 0 and options.params.get("trees") is None:
         if f.transposed:  # FIFO links: measured
-            f = fifo_reduction(instance, f, options, deadline, c)
+            f = fifo_reduction(instance, f, options, deadline, c, parts)
         if not options.params.get("pieces") and (f.transposed or instance.collective.kind != f.kind):
             return filled(instance, f, parts, deadline)
     automatic = auto_pieces(f.trees, c * parts)
@@ -64,16 +66,27 @@ def filled(instance: Instance, f: Forest, parts: int, deadline=None) -> tuple:
     return replace(g, fill=priced), pieces, None
 
 
-def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> Forest:
+def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int,
+                   parts: int = 1) -> Forest:
     """:func:`.fifo_reduce.choose` between ``f`` and the one packed tree a shard forest of its
     collective, probed under the ``objective`` parameter's models (FIFO links, where ForestColl's
-    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays)."""
+    pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays); for a rooted
+    reduce (a reversed broadcast, ``parts`` 1) with the ``growth`` parameter unset, then
+    :func:`.fifo_reduce.deeper` between that and the greedy packing grown depth-first."""
     models = objective_models(options)
     part = part_instance(instance, f)
+
+    def price(g: Forest, pieces: int):
+        return price_pieces(part, g, pieces, models)
 
     def one_tree() -> Forest:
         return forests.forest(instance, f.kind, True, deadline, grows_depth_first(options), 1,
                               shape=asked_shape(options))
 
-    return fifo_reduce.choose(f, one_tree, lambda g, pieces: price_pieces(part, g, pieces, models),
-                              models, chunks, deadline)
+    def depth_first() -> Forest:
+        return forests.forest(instance, f.kind, True, deadline, True, shape=asked_shape(options))
+
+    g = fifo_reduce.choose(f, one_tree, price, models, chunks, deadline)
+    if g is not f or parts != 1 or f.kind != "broadcast" or options.params.get("growth"):
+        return g  # reduce-scatter (NDv2 x2: the same ratios, 1.8 -> 26 s to generate) is not probed
+    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline, options.params.get("pieces"))
