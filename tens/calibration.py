@@ -117,11 +117,13 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
-        fixed: dict | None = None) -> Calibration:
+        fixed: dict | None = None, floors: bool = True) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
-    rather than fitted (:func:`pin_fixed`)."""
+    rather than fitted (:func:`pin_fixed`). With ``floors`` (the default) no link share is fitted
+    below its :func:`share_floors`; without (a manifest's ``share_floors = false``) the floors
+    are only recorded, with the classes fitted below them (``fit.below_floors``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
@@ -133,20 +135,34 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
     hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0]
                   + [10.0, 2.0, 1.0] * n)
-    floors = share_floors(rows)
-    floor_shares(floors, classes, lo, hi, hi[3 * k + 8] if n else 1.0)
-    pin_fixed(fixed or {}, classes, x0, lo, hi, floors.get("", {}))
+    measured = share_floors(rows)
+    applied = measured if floors else {}
+    floor_shares(applied, classes, lo, hi, hi[3 * k + 8] if n else 1.0)
+    pin_fixed(fixed or {}, classes, x0, lo, hi, applied.get("", {}))
     x0 = np.clip(x0, lo, hi)
-    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, floors)), x0,
+    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied)), x0,
                         bounds=(lo, hi), method="trf")
-    cal = _unpack(res.x, classes, runtimes, base, floors)
+    cal = _unpack(res.x, classes, runtimes, base, applied)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
                "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1),
                "optimizer": "scipy.optimize.least_squares (trf)", **({"fixed": fixed} if fixed else {}),
-               "floors": {rt or "main": {c: fl.as_json() for c, fl in per.items()} for rt, per in floors.items()}}
+               "floors": {rt or "main": {c: fl.as_json() for c, fl in per.items()} for rt, per in measured.items()},
+               **({} if floors else {"below_floors": _below(cal, measured)})}
     return replace(cal, fit=fitinfo)
+
+
+def _below(cal: Calibration, floors: dict) -> dict:
+    """Runtime (``"main"`` for the calibration's own) -> link classes whose share in ``cal`` (for
+    that runtime, :func:`for_runtime`) is below its floor."""
+    out = {}
+    for rt, per in floors.items():
+        eff = for_runtime(cal, rt).efficiency
+        low = sorted(c for c, fl in per.items() if eff.get(c, 1.0) < fl.share * (1 - 1e-9))
+        if low:
+            out[rt or "main"] = low
+    return out
 
 
 @dataclass(frozen=True)
@@ -269,7 +285,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
-                   manifest.fixed)
+                   manifest.fixed, manifest.share_floors)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collsynth import InputError
-from collsynth.tens import calibration
 from collsynth.tens.calibration import Row, fit, share_floors
 from collsynth.tens.cost_models.runtime import for_runtime, runtime_times
 from collsynth.tens.measurements import Measurement
@@ -56,7 +55,7 @@ def rows_the_free_fit_puts_below(fast_share: float) -> list[Row]:
     return [Row(measurement("pair"), f, SIZES, t)]
 
 
-def test_the_fit_keeps_the_floor_where_the_free_fit_goes_below(monkeypatch):
+def test_the_fit_keeps_the_floor_where_the_free_fit_goes_below():
     rows = rows_the_free_fit_puts_below(0.8)
     floor = share_floors(rows)[""]["link"].share
     # 100 MB: 1e8 bytes on the link at 0.8 GB/s = 125 ms, plus 20 us of launch and a fill: just under 0.8
@@ -65,9 +64,10 @@ def test_the_fit_keeps_the_floor_where_the_free_fit_goes_below(monkeypatch):
     assert kept.efficiency["link"] >= floor * (1 - 1e-9)
     assert kept.fit["floors"]["main"]["link"] == {"share": floor, "measurement": "pair", "size_bytes": int(SIZES[-1]),
                                                   "measured_s": float(rows[0].seconds[-1])}
-    monkeypatch.setattr(calibration, "share_floors", lambda rows: {})
-    free = fit(rows, "t", "s", "")
+    # without the floors (a manifest's share_floors = false) the fit goes below and says so
+    free = fit(rows, "t", "s", "", floors=False)
     assert free.efficiency["link"] < floor - 0.05
+    assert free.fit["below_floors"] == {"main": ["link"]} and "below_floors" not in kept.fit
 
 
 @settings(max_examples=3, deadline=None)
