@@ -37,7 +37,7 @@ from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "Floor", "load_rows", "share_floors", "fit", "pin_fixed", "calibrate"]
+__all__ = ["Row", "Floor", "load_rows", "share_floors", "floor_shares", "fit", "pin_fixed", "calibrate"]
 
 
 @dataclass(frozen=True)

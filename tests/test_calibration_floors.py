@@ -92,3 +92,13 @@ def test_a_measurement_faster_than_the_nominal_link_is_refused():
     row = Row(measurement("too-fast"), one_way(), np.array([1e6]), np.array([5e-4]))
     with pytest.raises(InputError, match=r"'too-fast'.*moved 2.000 of link class link"):
         fit([row], "t", "s", "")
+
+
+def test_a_share_floors_setting_that_is_not_true_or_false_is_one_line(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    path = tmp_path / "m.toml"
+    path.write_text('system = "s"\nsource = "x"\nshare_floors = "no"\n[[measurement]]\nname = "a"\n'
+                    'program = "p.xml"\ninstance = "i.toml"\nlog = "l.txt"\n')
+    code, out, err = run_cli(["calibrate", str(path)], capsys)
+    assert code == 2
+    assert_one_error_line(err, [f"{path}.share_floors", "bool"])
