@@ -15,7 +15,10 @@ runtime that ran some of the measurements (a manifest's ``runtime`` field), a sc
 fixed costs in 0.1-10 and of the link efficiencies in 0.5-2 and its own empty-slice share 0-1
 (:func:`~collsynth.tens.cost_models.runtime.for_runtime`). A link share that no fitted
 measurement loads enough to determine may be set from a cited source instead (the manifest's
-``[fixed]`` table, :func:`pin_fixed`); the calibration file's ``fit.fixed`` names it.
+``[fixed]`` table, :func:`pin_fixed`); the calibration file's ``fit.fixed`` names it. No link
+share is fitted below what a fitted measurement moved over a link of its class in its measured
+time (:func:`share_floors`, the lower bounds of the fit; the file's ``fit.floors`` names the
+measurement behind each).
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ from scipy.optimize import least_squares
 
 from .. import InputError
 from ..instances.instance import load_instance
-from .cost_models.runtime import Calibration, for_runtime, load_calibration, runtime_times
+from .cost_models.runtime import PROTOCOL_BANDWIDTH, Calibration, for_runtime, load_calibration, runtime_times
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
 from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "load_rows", "fit", "pin_fixed", "calibrate"]
+__all__ = ["Row", "Floor", "load_rows", "share_floors", "floor_shares", "fit", "pin_fixed", "calibrate"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,10 @@ def _runtimes(rows: list[Row]) -> list[str]:
     return sorted({r.measurement.runtime for r in rows} - {""})
 
 
-def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration) -> Calibration:
+def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration,
+            floors: dict | None = None) -> Calibration:
+    """The calibration of the fit's vector ``x``; another runtime's bandwidth scale is raised to
+    the least that keeps its scaled link shares at its ``floors`` (:func:`_scale_floor`)."""
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
     tail = x[3 * k + 7:]  # per other runtime: latency scale, bandwidth scale, handshake share
@@ -96,7 +102,9 @@ def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibr
                    launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
                    reduce_rate=float(x[3 * k + 4] * 1e9), round_share=float(x[3 * k + 5]),
                    handshake_share=float(x[3 * k + 6]),
-                   runtimes={name: {"latency": float(tail[3 * i]), "bandwidth": float(tail[3 * i + 1]),
+                   runtimes={name: {"latency": float(tail[3 * i]),
+                                    "bandwidth": max(float(tail[3 * i + 1]),
+                                                     _scale_floor((floors or {}).get(name, {}), classes, x[:k])),
                                     "handshake": float(tail[3 * i + 2])}
                              for i, name in enumerate(runtimes)})
 
@@ -109,11 +117,13 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
-        fixed: dict | None = None) -> Calibration:
+        fixed: dict | None = None, floors: bool = True) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
-    rather than fitted (:func:`pin_fixed`)."""
+    rather than fitted (:func:`pin_fixed`). With ``floors`` (the default) no link share is fitted
+    below its :func:`share_floors`; without (a manifest's ``share_floors = false``) the floors
+    are only recorded, with the classes fitted below them (``fit.below_floors``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
@@ -125,24 +135,133 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
     hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0]
                   + [10.0, 2.0, 1.0] * n)
-    pin_fixed(fixed or {}, classes, x0, lo, hi)
-    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base)), x0, bounds=(lo, hi),
-                        method="trf")
-    cal = _unpack(res.x, classes, runtimes, base)
+    measured = share_floors(rows)
+    applied = measured if floors else {}
+    floor_shares(applied, classes, lo, hi, hi[3 * k + 8] if n else 1.0)
+    pin_fixed(fixed or {}, classes, x0, lo, hi, applied.get("", {}))
+    x0 = np.clip(x0, lo, hi)
+    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied)), x0,
+                        bounds=(lo, hi), method="trf")
+    cal = _unpack(res.x, classes, runtimes, base, applied)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
                "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1),
-               "optimizer": "scipy.optimize.least_squares (trf)", **({"fixed": fixed} if fixed else {})}
+               "optimizer": "scipy.optimize.least_squares (trf)", **({"fixed": fixed} if fixed else {}),
+               "floors": {rt or "main": {c: fl.as_json() for c, fl in per.items()} for rt, per in measured.items()},
+               **({} if floors else {"below_floors": _below(cal, measured)})}
     return replace(cal, fit=fitinfo)
 
 
-def pin_fixed(fixed: dict, classes: list[str], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+def _below(cal: Calibration, floors: dict) -> dict:
+    """Runtime (``"main"`` for the calibration's own) -> link classes whose share in ``cal`` (for
+    that runtime, :func:`for_runtime`) is below its floor."""
+    out = {}
+    for rt, per in floors.items():
+        eff = for_runtime(cal, rt).efficiency
+        low = sorted(c for c, fl in per.items() if eff.get(c, 1.0) < fl.share * (1 - 1e-9))
+        if low:
+            out[rt or "main"] = low
+    return out
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The least share of nominal bandwidth a link class needs to carry what one measurement
+    moved over its busiest link of that class in its measured time (:func:`share_floors`):
+    ``share``, the measurement's name, the size (bytes) and the measured seconds it comes from."""
+
+    share: float
+    measurement: str
+    size_bytes: int
+    measured_s: float
+
+    def as_json(self) -> dict:
+        """The calibration file's record of the floor (``fit.floors``)."""
+        return {"share": self.share, "measurement": self.measurement, "size_bytes": self.size_bytes,
+                "measured_s": self.measured_s}
+
+
+def share_floors(rows: list[Row]) -> dict:
+    """Runtime (``""`` for the main one) -> link class -> the :class:`Floor` of the least share
+    of nominal bandwidth at which that runtime's links of the class carry what every one of
+    ``rows`` (run by it) was measured to carry: the largest over rows and sizes of
+
+        ``share_min = (S / N) * class_load[c] / (p * T)``,
+
+    ``S`` the size (bytes), ``N`` the program's ``nchunksperloop``, ``T`` the measured seconds,
+    ``p`` the protocol's data share of a link's bytes (``PROTOCOL_BANDWIDTH``), ``class_load[c]``
+    the largest over links ``l`` of class ``c`` of ``n_l / B_l``: ``n_l`` chunks a loop
+    iteration on ``l`` as the runtime model routes them, ``B_l`` its nominal bandwidth
+    (:func:`~collsynth.tens.runtime_program.program_features`).
+
+    Why it is a lower bound. The program cuts each chunk of ``S / N`` bytes into ``I`` loop
+    iterations of ``s`` bytes, ``I * s = S / N``, and every iteration moves ``n_l`` chunk pieces of
+    ``s`` bytes over ``l``: the collective moves ``n_l * S / N`` data bytes, ``n_l S / (N p)`` bytes
+    of the protocol, over ``l``, all within the measured time (nccl-tests times back-to-back
+    collectives between a barrier and a synchronize and reports their mean; a rank's start or
+    end skew is shared over those runs). A link moving them in ``T`` runs at ``n_l S / (N p T)``
+    bytes/s or faster, a share of ``B_l`` of at least ``share_min``; a smaller share cannot carry
+    the measurement. In the runtime model's own terms: its time is at least ``I`` periods,
+    each at least the busiest port's ``s * class_load[c] / (e_c * p)``
+    (:func:`~collsynth.tens.cost_models.runtime.runtime_times`), so at a share ``e_c`` below
+    ``share_min`` it prices the measurement slower than measured whatever its other parameters.
+    The bound holds for the model's routes (which links carry a send), the same ones it prices.
+
+    One link, 1 GB/s, carrying each iteration one of the program's 2 chunks: 1 MB in 1 ms
+    (0.5 MB over the link) needs half its bandwidth.
+
+    >>> from collsynth.tens.runtime_program import ProgramFeatures
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {"link": 1e-9}, 1, 1, 0, {}, 2, 1,
+    ...                     "Simple", "allgather")
+    >>> m = Measurement("m", Path("p"), Path("i"), Path("l"), 1 << 20, "in-place", 0, False)
+    >>> share_floors([Row(m, f, np.array([1e5, 1e6]), np.array([5e-4, 1e-3]))])[""]["link"]
+    Floor(share=0.5, measurement='m', size_bytes=1000000, measured_s=0.001)
+    """
+    out: dict = {}
+    for r in rows:
+        f = r.features
+        for c, load in f.class_load.items():
+            need = r.sizes / f.nchunksperloop * load / (PROTOCOL_BANDWIDTH.get(f.proto, 1.0) * r.seconds)
+            i = int(np.argmax(need))
+            per = out.setdefault(r.measurement.runtime, {})
+            if c not in per or need[i] > per[c].share:
+                per[c] = Floor(float(need[i]), r.measurement.name, int(r.sizes[i]), float(r.seconds[i]))
+    return out
+
+
+def floor_shares(floors: dict, classes: list[str], lo: np.ndarray, hi: np.ndarray, most_scale: float) -> None:
+    """Raise, in place, the lower bounds ``lo`` of the link shares (the first ``len(classes)``
+    entries) to the main runtime's :func:`share_floors`, and to another runtime's over
+    ``most_scale`` (its largest bandwidth scale, so that :func:`_scale_floor` can lift it to its
+    own floors); a floor above the share's upper bound (a measurement moving more than the
+    link's nominal bandwidth) is an :class:`~collsynth.InputError` naming the measurement."""
+    for rt, per in floors.items():
+        for c, fl in per.items():
+            need = fl.share if not rt else fl.share / most_scale
+            i = classes.index(c)
+            if need > hi[i] or fl.share > 1.0:
+                raise InputError(f"measurement {fl.measurement!r}",
+                                 f"moved {fl.share:.3f} of link class {c}'s nominal bandwidth at {fl.size_bytes} "
+                                 f"bytes in {fl.measured_s:.6g} s; expected at most 1 (check the instance's bandwidths)")
+            lo[i] = max(lo[i], need)
+
+
+def _scale_floor(floors: dict, classes: list[str], shares: np.ndarray) -> float:
+    """The least bandwidth scale of another runtime at which each link class's scaled share
+    (``shares`` times the scale) reaches that runtime's floor (``floors``: class -> :class:`Floor`)."""
+    return max((fl.share / shares[classes.index(c)] for c, fl in floors.items()), default=0.0)
+
+
+def pin_fixed(fixed: dict, classes: list[str], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+              floors: dict | None = None) -> None:
     """Pin, in place, the fit's start ``x0`` and bounds ``lo``/``hi`` at the values of
     ``fixed["efficiency"]`` (link class -> share of nominal bandwidth) for the classes the rows
     use: a link share no fitted measurement loads enough to determine, set from a source (the
     manifest's ``[fixed]`` table, :func:`collsynth.tens.measurements.read_fixed`). The bounds
-    are left a relative 1e-9 apart (the optimizer needs ``lo < hi``).
+    are left a relative 1e-9 apart (the optimizer needs ``lo < hi``). A value below the class's
+    floor (``floors``, class -> :class:`Floor` of :func:`share_floors`) is an
+    :class:`~collsynth.InputError`: the fitted measurement it names moved more.
 
     >>> x0, lo, hi = np.array([0.8, 0.8]), np.array([0.05, 0.05]), np.array([1.0, 1.0])
     >>> pin_fixed({"efficiency": {"nic": 0.6}}, ["nic", "xgmi"], x0, lo, hi)
@@ -150,6 +269,10 @@ def pin_fixed(fixed: dict, classes: list[str], x0: np.ndarray, lo: np.ndarray, h
     ([0.6, 0.8], True, [0.05], [1.0])
     """
     for c, v in fixed.get("efficiency", {}).items():
+        fl = (floors or {}).get(c)
+        if fl is not None and v < fl.share:
+            raise InputError(f"fixed.efficiency.{c}", f"{v} is below {fl.share:.4f}, what measurement "
+                                                       f"{fl.measurement!r} moved at {fl.size_bytes} bytes")
         if c in classes:
             i = classes.index(c)
             x0[i], lo[i], hi[i] = v, v * (1 - 1e-9), v * (1 + 1e-9)
@@ -160,7 +283,13 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     marked ``held_out`` only with ``include_held_out``)."""
     manifest = read_manifest(manifest_path)
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
-    return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports, manifest.fixed)
+    try:
+        return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
+                   manifest.fixed, manifest.share_floors)
+    except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
+        if not e.where.startswith(("fixed.", "measurement ")):
+            raise
+        raise InputError(f"{manifest_path}: {e.where}", e.what) from None
 
 
 def load_any_calibration(path):

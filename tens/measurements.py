@@ -177,13 +177,17 @@ class Manifest:
     its runtime moves data over each link class (``transports``: class -> ``"read"`` or
     ``"write"``, :func:`collsynth.tens.runtime_program.program_features`; a class it does not
     name is ``"write"``). ``fixed``: the runtime parameters set from a cited source instead of
-    fitted (:func:`read_fixed`; empty: all fitted)."""
+    fitted (:func:`read_fixed`; empty: all fitted). ``share_floors``: whether the fit bounds each
+    link share below by what the fitted measurements moved
+    (:func:`collsynth.tens.calibration.share_floors`; the manifest's ``share_floors``, default
+    true)."""
 
     system: str
     source: str
     measurements: tuple[Measurement, ...]
     transports: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
+    share_floors: bool = True
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -197,7 +201,7 @@ def read_manifest(path: str | Path) -> Manifest:
     """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
     ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
     min_bytes, held_out`` and optionally ``runtime`` and ``held_out_set``; paths relative to the manifest; optionally a
-    ``[transports]`` table, :class:`Manifest`)."""
+    ``[transports]`` table, a ``[fixed]`` one and ``share_floors``, :class:`Manifest`)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -222,7 +226,8 @@ def read_manifest(path: str | Path) -> Manifest:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
                     measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
-                    fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"))
+                    fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"),
+                    share_floors=_field(data, "share_floors", bool, str(path), True))
 
 
 def read_transports(data, where: str) -> dict:

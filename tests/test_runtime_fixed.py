@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from collsynth import InputError
+
 from collsynth.tens.calibration import Row, fit
 from collsynth.tens.cost_models.runtime import runtime_times
 from collsynth.tens.measurements import Measurement
 from collsynth.tens.runtime_program import program_features
 from test_runtime_model import PAIR, cal, pair_instance
 
-FIXED = {"source": "a datasheet", "efficiency": {"link": 0.3}}
+FIXED = {"source": "a datasheet", "efficiency": {"link": 0.9}}
 
 
 def made_up_rows():
@@ -32,11 +34,18 @@ def test_the_fit_finds_the_share_unless_it_is_fixed():
     free = fit(made_up_rows(), "t", "s", "")
     assert free.efficiency["link"] == pytest.approx(0.6, rel=0.02)
     pinned = fit(made_up_rows(), "t", "s", "", fixed=FIXED)
-    assert pinned.efficiency["link"] == pytest.approx(0.3, rel=1e-6)
-    # half the share the measurements show: the large sizes are predicted twice as long, so the
-    # pinned fit is worse, and says where its fixed share came from
+    assert pinned.efficiency["link"] == pytest.approx(0.9, rel=1e-6)
+    # 1.5 times the share the measurements show: the large sizes are predicted 1.5 times too
+    # fast, so the pinned fit is worse, and says where its fixed share came from
     assert pinned.fit["rms_log_error"] > 0.1 > free.fit["rms_log_error"]
     assert pinned.fit["fixed"] == FIXED and "fixed" not in free.fit
+
+
+def test_a_fixed_share_below_what_a_fitted_measurement_moved_is_refused():
+    # the made-up link carried its loads at 60 % of its bandwidth (less the launch's 20 us: just
+    # under 60 % at 100 MB); a share fixed at 30 % could not have carried them
+    with pytest.raises(InputError, match=r"fixed.efficiency.link: 0.3 is below 0.59"):
+        fit(made_up_rows(), "t", "s", "", fixed={"source": "x", "efficiency": {"link": 0.3}})
 
 
 MANIFEST = '''system = "s"
