@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import pyomo.environ as pe
 
 from collsynth.formulations import ten_ilp_combining
 from collsynth.instances.instance import make_instance
@@ -48,14 +49,14 @@ def star_with_a_slow_link():
     return make_instance(topo, "allreduce", message_bytes=2.4e5)
 
 
-def old_schedule(inst, timestep):
+def old_schedule(timestep):
     sends = [(c, 0, 1, u, v, t, op) for c, u, v, t, op in OLD]
     return sch.from_sends(sends, "allreduce", 4, 3, meta={"timestep_s": timestep})
 
 
 def test_the_minimal_instance_verifies_at_the_same_optimum():
     inst = star_with_a_slow_link()
-    row, s = pipeline.run(inst, "ten-ilp-combining", Options(driver="horizon", time_limit=30))
+    row, _ = pipeline.run(inst, "ten-ilp-combining", Options(driver="horizon", time_limit=30))
     assert row["verified"], row["message"]
     assert row["objective"] == 15.0 and row["steps"] == 15  # the model's optimum, as before the fix
 
@@ -65,7 +66,7 @@ def test_the_old_optimum_is_refused_by_the_verifier_and_by_the_model():
     the model now breaks on it exactly at the row that bars a copy into a root."""
     inst = star_with_a_slow_link()
     model = ten_ilp_combining.build(inst, 15)
-    old = old_schedule(inst, ten_ilp_combining.ten_model(model).data.timestep)
+    old = old_schedule(ten_ilp_combining.ten_model(model).data.timestep)
     v = verify.verify(old, inst)
     assert v is not None and "read its source once" in v.reason and v.step == 7
     assert ten_ilp_combining.start_from_schedule(model, old) is not None
@@ -74,8 +75,7 @@ def test_the_old_optimum_is_refused_by_the_verifier_and_by_the_model():
 
 
 def _violated(model, tol=1e-6):
-    import pyomo.environ as pe
-
+    """Names of the active constraints the model's current values break."""
     bad = []
     for con in model.component_data_objects(pe.Constraint, active=True):
         body = pe.value(con.body)
