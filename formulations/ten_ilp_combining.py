@@ -336,7 +336,11 @@ def _copy_part(m, i):
 
 def _add_sends(m, data: TenData, idx: CombiningIndex, H) -> None:
     """Copies (of a non-combining chunk or of a reduction's result) leave a node that held it
-    when they started; holdings persist; at most one copy arrives at a node."""
+    when they started; holdings persist; at most one copy of a result arrives at a node, none
+    at the node where the reduction completes (it holds the result from then on, and a copy
+    arriving there while a relay through a switch is carrying the result from it would change,
+    in the verifier's semantics, what that relay read: :func:`collsynth.tens.verify.verify`,
+    "a switch relay must read its source once")."""
     arrivals = _by([(c, int(data.dst[l]), t) for c, l, t in idx.sent], idx.sent)
 
     def needs_hold(m, c, l, t):
@@ -366,8 +370,9 @@ def _add_sends(m, data: TenData, idx: CombiningIndex, H) -> None:
     into_gpus = [i for i in idx.sent if i[0] in idx.combining and not data.switch[data.dst[i[1]]]]
     once = _by([(c, int(data.dst[l])) for c, l, t in into_gpus], into_gpus)
     m.ineq_one_copy = pe.Constraint(
-        sorted(once), rule=lambda m, c, n: sum(_copy_part(m, i) for i in once[(c, n)]) <= 1,
-        doc="the result of a reduction arrives at a node at most once")
+        sorted(once), rule=lambda m, c, n: sum(_copy_part(m, i) for i in once[(c, n)])
+        + (m.root[c, n] if (c, n) in m.root else 0) <= 1,
+        doc="the result of a reduction arrives at a node at most once, and never at its root")
 
 
 def _add_reductions(m, data: TenData, idx: CombiningIndex) -> None:
