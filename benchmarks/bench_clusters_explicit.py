@@ -109,6 +109,7 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
+    """Run the chosen rows (module doc), each in a fresh process, and print the table."""
     ap = cluster_parser(__doc__, 2000, 4400, 1800)
     ap.add_argument("--kinds", default="allgather,reduce_scatter", help="comma-separated: allgather, reduce_scatter")
     ap.add_argument("--sends", type=int, default=SENDS,

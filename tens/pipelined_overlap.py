@@ -278,7 +278,8 @@ def from_json(data: dict, where: str = "trees") -> OverlappedAllreduce:
         if not isinstance(data.get(kind), dict):
             raise InputError(where, f"{kind}: missing, or not the trees of a half")
         halves.append(pipelined_trees.from_json(data[kind], f"{where}: {kind}"))
-    if not isinstance(data.get("shift"), int) or not isinstance(data.get("mirror"), bool):
+    shift = data.get("shift")
+    if isinstance(shift, bool) or not isinstance(shift, int) or not isinstance(data.get("mirror"), bool):
         raise InputError(where, "shift, mirror: expected an integer and a boolean")
     return OverlappedAllreduce(*halves, data["shift"], data["mirror"])
 

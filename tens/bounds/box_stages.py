@@ -223,6 +223,8 @@ class _Program:
         return [(sign, self.prefix[name][-1])] + self.upto(name, j, -sign)
 
     def matrix(self):
+        """``(A, rhs, eq)``: the rows added so far as a sparse matrix, their right-hand sides and
+        which are equalities."""
         from scipy import sparse
 
         A = sparse.csr_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.nvar))
