@@ -197,3 +197,19 @@ def test_an_overlap_slower_in_sum_under_event_is_not_kept(monkeypatch):
         out = run_compact(inst, Options(time_limit=120, params={"form": "compact"}))
         assert (out.schedule.delay is not None) == overlapped
         assert out.prices["event"].total_s == pytest.approx(slower(out.schedule, inst).total_s, rel=1e-12)
+
+
+def test_halves_without_a_least_shift_are_returned_in_turn(monkeypatch):
+    """Where :func:`~collsynth.tens.allreduce_overlap.least_delay` refuses the halves' pieces
+    (a ``ValueError``), the producer's search offers no overlap and returns the halves in turn
+    instead of raising (the ring of three's halves, delay unset)."""
+    from collsynth.solvers.packing import overlap_sizes
+
+    def refuse(*a, **k):
+        raise ValueError("a root's chunk is not split by both halves' pieces")
+
+    inst = make_instance(build("ring", {"nodes": 3}), "allreduce", message_bytes=3e9)
+    f = _ring()
+    monkeypatch.setattr(overlap_sizes.ao, "least_delay", refuse)
+    assert overlap_sizes.overlapped(f, inst) is f
+    assert overlap_sizes.least_shifted(f, inst) is f

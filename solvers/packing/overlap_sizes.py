@@ -44,7 +44,8 @@ def overlapped(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
     counts = sorted({max(1, round(max(f.pieces) * s)) for s in SHARES})
     candidates = [(rs, ag)] + [tuple(replace(h, pieces=p, cuts=None) for h in (rs, ag)) for p in counts]
     for pair in candidates:
-        best = min(best, _least_shift(*pair, costs), key=lambda b: b[0])
+        shifted = _least_shift(*pair, costs)
+        best = best if shifted is None else min(best, shifted, key=lambda b: b[0])
     sized: dict = {}
     for p in counts:
         sized[p] = _joint_priced(rs, ag, instance, p, costs)
@@ -68,7 +69,8 @@ def least_shifted(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
     if rs.chunks_per_root != 1 or ag.chunks_per_root != 1:
         return f
     costs = ao.joint_costs(rs, ag, instance)
-    return min((_serial_price(f, costs), f), _least_shift(rs, ag, costs), key=lambda b: b[0])[1]
+    shifted = _least_shift(rs, ag, costs)
+    return f if shifted is None else min((_serial_price(f, costs), f), shifted, key=lambda b: b[0])[1]
 
 
 def _joint_priced(rs, ag, instance, pieces: int, costs) -> tuple | None:
@@ -82,14 +84,20 @@ def _serial_price(f: PipelinedAllreduce, costs) -> float:
     return ao.price_joint(f.reduce_scatter, f.allgather, ao.last_step(f.reduce_scatter), costs).total_s
 
 
-def _least_shift(rs, ag, costs) -> tuple[float, PipelinedAllreduce]:
+def _least_shift(rs, ag, costs) -> tuple[float, PipelinedAllreduce] | None:
     """``(price, allreduce)``: the halves overlapped at the shift and mirror of least ``sync``
     price, every shift from the least valid up to the halves in turn (where they are more than
     :data:`SHIFTS_SCANNED`, the first and the last half of that many: each is priced over every
-    step, so a scan of ``10^4`` shifts at ``10^4`` pieces took over a minute)."""
+    step, so a scan of ``10^4`` shifts at ``10^4`` pieces took over a minute); None where no
+    least valid shift exists (:func:`collsynth.tens.allreduce_overlap.least_delay` refuses the
+    halves' pieces: the candidate is not offered)."""
     best = None
     for mirror in (True, False):
-        least, last = ao.least_delay(rs, ag, mirror), ao.last_step(rs)
+        try:
+            least = ao.least_delay(rs, ag, mirror)
+        except ValueError:
+            continue
+        last = ao.last_step(rs)
         for delay in sorted(set(range(least, min(last, least + SHIFTS_SCANNED // 2) + 1))
                             | set(range(max(least, last - SHIFTS_SCANNED // 2), last + 1))):
             t = ao.price_joint(rs, ag, delay, costs).total_s
@@ -108,7 +116,10 @@ def joint_sized(rs, ag, instance, pieces: int, costs) -> tuple | None:
     program has over :data:`.piece_sizes.MAX_ROWS` rows, ``pieces`` exceeds ``E / 2`` or the
     solver fails."""
     rs, ag = (replace(h, pieces=pieces, cuts=None) for h in (rs, ag))
-    delay = ao.least_delay(rs, ag, True)
+    try:
+        delay = ao.least_delay(rs, ag, True)
+    except ValueError:  # no least valid shift for these pieces: not offered
+        return None
     (d_rs, d_ag), cost, _ = costs
     S, unit = ao.last_step(rs), min(unit_of(rs, instance), unit_of(ag, instance))
     t = np.arange(1, max(S, delay + ao.last_step(ag)) + 1)[:, None]
