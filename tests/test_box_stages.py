@@ -2,7 +2,7 @@
 with the sends inside each box before its first exports and after its last imports.
 
 - its value by hand on two boxes of two GPUs with one NIC step each way (25 s against the
-  crossing bound's 24 s), met from above by a verified schedule of the TEN ILP;
+  crossing bound's 24 s);
 - below the ``sync`` price of tree packing's verified allreduces (compact, at several depths),
   hypothesis over small rail Clos fabrics (one plane and two), latencies and sizes; below the TEN ILP's verified
   schedule, hypothesis over sizes and latencies; below every producer's verified allreduce on
