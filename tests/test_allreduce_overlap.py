@@ -213,3 +213,19 @@ def test_halves_without_a_least_shift_are_returned_in_turn(monkeypatch):
     monkeypatch.setattr(overlap_sizes.ao, "least_delay", refuse)
     assert overlap_sizes.overlapped(f, inst) is f
     assert overlap_sizes.least_shifted(f, inst) is f
+
+
+def test_a_time_limit_in_the_overlap_search_keeps_the_halves_in_turn(monkeypatch):
+    """The overlap search stopped by the run's time limit: the run keeps the halves in turn it
+    had (verified by the pipeline) and says so, instead of losing them."""
+    from collsynth.limits import TimeLimitReached
+    from collsynth.solvers.packing import compact_form
+
+    def stopped(*a, **k):
+        raise TimeLimitReached("time limit 2 s reached")
+
+    inst = make_instance(build(*TWO_RAILS), "allreduce", message_bytes=1 << 26)
+    monkeypatch.setattr(compact_form, "with_overlap", stopped)
+    row, trees = run(inst, "tree-packing", Options(time_limit=120, params={"form": "compact"}))
+    assert isinstance(trees, pipelined_allreduce.PipelinedAllreduce) and trees.delay is None and row["verified"]
+    assert "halves in turn kept" in row["extra"]["overlap_stopped"]

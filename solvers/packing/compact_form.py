@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import time
 
+from ... import limits
 from ...instances import Instance
+from ...limits import TimeLimitReached
 from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ..producers import Options, Outcome, Unsupported
@@ -70,11 +72,15 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
     pieces, models = options.params.get("pieces"), OBJECTIVES[options.params.get("objective") or "sync+event"]
     if not pieces and models != ("sync",):  # a depth whose event price is the model's own (.allreduce_depth)
         trees, depth, event = exact_depth(trees, instance)
-    if not pieces and models == ("sync",):  # sync alone: the halves overlapped where that prices lower
-        trees = overlapped(trees, instance)
-    else:  # the overlap kept where the models' priced sum is lower (.allreduce_depth.with_overlap)
-        trees, note, event = with_overlap(trees, event, instance, models, search=not pieces)
-        depth.update(note)
+    try:
+        if not pieces and models == ("sync",):  # sync alone: the halves overlapped where that prices lower
+            trees = overlapped(trees, instance)
+        else:  # the overlap kept where the models' priced sum is lower (.allreduce_depth.with_overlap)
+            trees, note, event = with_overlap(trees, event, instance, models, search=not pieces)
+            depth.update(note)
+    except TimeLimitReached as e:  # the halves in turn, as found: returned at once
+        limits.kept()
+        depth["overlap_stopped"] = f"{e}: the halves in turn kept"
     depth.update(allgather_delay=trees.delay, allgather_mirrored=trees.mirror)
     prices = {"event": event} if event is not None else {}
     for (_, x), half in zip(parts, trees.halves):
