@@ -7,6 +7,8 @@ Section V-A; :mod:`collsynth.formulations.ten_ilp`)."""
 
 from __future__ import annotations
 
+import pyomo.environ as pe
+
 from collsynth.limits import Deadline
 from collsynth.formulations import ten_ilp, ten_model
 from collsynth.solvers import backends
@@ -26,3 +28,14 @@ def solves_by(inst, horizon: int, time_limit: float | None = 60) -> bool | None:
     view = ten_model(m)
     delivers = view.arrivals() >= view.required()
     return delivers if res.status == "optimal" or delivers else None
+
+
+def violated_constraints(model, tol=1e-6) -> list[str]:
+    """Names of the active constraints the model's current values break."""
+    bad = []
+    for con in model.component_data_objects(pe.Constraint, active=True):
+        body = pe.value(con.body)
+        if (con.lower is not None and body < pe.value(con.lower) - tol) or \
+                (con.upper is not None and body > pe.value(con.upper) + tol):
+            bad.append(con.name)
+    return bad

@@ -37,3 +37,26 @@ def switch_topologies(draw, slow_between_switches: bool = False, timing: bool = 
         if draw(st.booleans()):
             meta["latency"] = "pipelined"
     return from_edges(n + k, edges, switches=range(n, n + k), meta=meta or None)
+
+
+@st.composite
+def switched(draw):
+    """2-4 GPUs and 1-2 switches (joined both ways when two); each GPU linked both ways to
+    some switches, maybe to another GPU, random bandwidths and latencies (1e9, 5e8 or 2.5e8 B/s;
+    alpha 0 or 10 us), for the allreduce bound and the combining TEN ILP's checks."""
+    n, s = draw(st.integers(2, 4)), draw(st.integers(1, 2))
+    bw = st.sampled_from([1e9, 5e8, 2.5e8])
+    edges = []
+
+    def both(u, v):
+        data = {"bandwidth": draw(bw), "alpha": draw(st.sampled_from([0.0, 1e-5]))}
+        edges.extend([(u, v, dict(data)), (v, u, dict(data))])
+
+    for g in range(n):
+        for w in draw(st.lists(st.sampled_from(range(n, n + s)), min_size=1, max_size=s, unique=True)):
+            both(g, w)
+    if s == 2:
+        both(n, n + 1)
+    if n > 2 and draw(st.booleans()):
+        both(0, 1)
+    return from_edges(n + s, edges, switches=range(n, n + s))

@@ -13,16 +13,16 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
-from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.tens import bounds
 from collsynth.tens.bounds.partitions import partition_bound, region_time
 from collsynth.tens.ten import link_delays
+from switch_strategies import switched
 
 TOL = 1 + 1e-9
 
@@ -114,28 +114,6 @@ def test_one_way_gossip_needs_2k_minus_2_calls(k):
 
 
 # ---- validity on random switched graphs ----------------------------------------------------------
-
-@st.composite
-def switched(draw):
-    """2-4 GPUs and 1-2 switches (joined both ways when two); each GPU linked both ways to
-    some switches, maybe to another GPU, random bandwidths and latencies."""
-    n, s = draw(st.integers(2, 4)), draw(st.integers(1, 2))
-    bw = st.sampled_from([1e9, 5e8, 2.5e8])
-    edges = []
-
-    def both(u, v):
-        data = {"bandwidth": draw(bw), "alpha": draw(st.sampled_from([0.0, 1e-5]))}
-        edges.extend([(u, v, dict(data)), (v, u, dict(data))])
-
-    for g in range(n):
-        for w in draw(st.lists(st.sampled_from(range(n, n + s)), min_size=1, max_size=s, unique=True)):
-            both(g, w)
-    if s == 2:
-        both(n, n + 1)
-    if n > 2 and draw(st.booleans()):
-        both(0, 1)
-    return from_edges(n + s, edges, switches=range(n, n + s))
-
 
 def _all_partitions(items):
     """Every partition of ``items`` into non-empty blocks."""

@@ -7,7 +7,6 @@ import json
 from dataclasses import replace
 
 import numpy as np
-import pyomo.environ as pe
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +21,7 @@ from collsynth.solvers.ten import drivers
 from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import OP_COPY, OP_REDUCE
+from ilp_oracle import violated_constraints
 
 NATIVE = producer(ten_ilp_combining)
 REVERSAL = producer(ten_ilp)
@@ -198,17 +198,6 @@ def test_every_native_schedule_verifies_and_meets_the_bound(inst):
     assert o.schedule.num_steps >= bounds.instance_bounds(inst).timesteps.value
 
 
-def _violated(model, tol=1e-6):
-    """Names of the active constraints the model's current values break."""
-    bad = []
-    for con in model.component_data_objects(pe.Constraint, active=True):
-        body = pe.value(con.body)
-        if (con.lower is not None and body < pe.value(con.lower) - tol) or \
-                (con.upper is not None and body > pe.value(con.upper) + tol):
-            bad.append(con.name)
-    return bad
-
-
 def test_the_reversal_schedule_is_a_feasible_start_of_the_makespan_model():
     """RS + AG on the bidirectional 4-ring (4 timesteps, see the test above) is one of the
     native model's schedules: set as a MIP start it breaks no row of the makespan model built
@@ -220,7 +209,7 @@ def test_the_reversal_schedule_is_a_feasible_start_of_the_makespan_model():
     model = ten_ilp_combining.build(inst, 4, objective="makespan")
     info = ten_ilp_combining.start_from_schedule(model, ref)
     assert info == {"sends": len(ref), "objective": 4.0}
-    assert _violated(model) == []
+    assert violated_constraints(model) == []
     other = replace(ref, meta={**ref.meta, "timestep_s": 2 * ref.meta["timestep_s"]})
     assert ten_ilp_combining.start_from_schedule(ten_ilp_combining.build(inst, 4, objective="makespan"), other) is None
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-import pyomo.environ as pe
 
 from collsynth.formulations import ten_ilp_combining
 from collsynth.instances.instance import make_instance
@@ -28,6 +27,8 @@ from collsynth.solvers.producers import Options
 from collsynth.solvers.ten.formulation_producers import producer
 from collsynth.tens import schedule as sch
 from collsynth.tens import verify
+from ilp_oracle import violated_constraints
+from switch_strategies import switched
 
 NATIVE = producer(ten_ilp_combining)
 
@@ -70,42 +71,8 @@ def test_the_old_optimum_is_refused_by_the_verifier_and_by_the_model():
     v = verify.verify(old, inst)
     assert v is not None and "read its source once" in v.reason and v.step == 7
     assert ten_ilp_combining.start_from_schedule(model, old) is not None
-    broken = _violated(model)
+    broken = violated_constraints(model)
     assert broken == ["ineq_one_copy[2,2]"], broken
-
-
-def _violated(model, tol=1e-6):
-    """Names of the active constraints the model's current values break."""
-    bad = []
-    for con in model.component_data_objects(pe.Constraint, active=True):
-        body = pe.value(con.body)
-        if (con.lower is not None and body < pe.value(con.lower) - tol) or \
-                (con.upper is not None and body > pe.value(con.upper) + tol):
-            bad.append(con.name)
-    return bad
-
-
-@st.composite
-def switched(draw):
-    """2-4 GPUs and 1-2 switches (joined both ways when two); each GPU linked both ways to
-    some switches, maybe to another GPU, random bandwidths and latencies (as in
-    tests/test_partition_bound.py)."""
-    n, s = draw(st.integers(2, 4)), draw(st.integers(1, 2))
-    bw = st.sampled_from([1e9, 5e8, 2.5e8])
-    edges = []
-
-    def both(u, v):
-        data = {"bandwidth": draw(bw), "alpha": draw(st.sampled_from([0.0, 1e-5]))}
-        edges.extend([(u, v, dict(data)), (v, u, dict(data))])
-
-    for g in range(n):
-        for w in draw(st.lists(st.sampled_from(range(n, n + s)), min_size=1, max_size=s, unique=True)):
-            both(g, w)
-    if s == 2:
-        both(n, n + 1)
-    if n > 2 and draw(st.booleans()):
-        both(0, 1)
-    return from_edges(n + s, edges, switches=range(n, n + s))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
