@@ -116,3 +116,17 @@ def price_pieces(instance: Instance, f: Forest, pieces: int, models: tuple = PRI
     if verify.verify(sched, instance) is not None:
         return None
     return {m: cost_models.price(sched, instance, m).total_s for m in models}
+
+
+def refuse_small_pieces(instance: Instance, piece: float, fewer: str) -> None:
+    """Refuse (:class:`~collsynth.InputError` on ``collective.message_bytes``) a message too
+    small to split into the trees' shares and pipeline pieces: ``piece``, the smallest piece's
+    bytes, under one byte; ``fewer`` names the parameters that would make the pieces larger."""
+    if piece < 1.0:
+        from ... import InputError
+
+        coll = instance.collective
+        raise InputError(instance.source or instance.name,
+                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
+                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
+                         f"or fewer {fewer}")

@@ -44,7 +44,7 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
-from ... import InputError, limits
+from ... import limits
 from ...instances import Instance
 from ...instances.size import topology_field
 from ...limits import TimeLimitReached
@@ -54,7 +54,7 @@ from ..producers import Options, Outcome, Param, Producer, Unsupported
 from . import estimate, fill, forests, incumbent, overlap, rings, split_form
 from .compact_form import EXPLICIT_PIECES, compact_forest, kept_as_trees, planned, run_compact
 from .emission import (DEPTH_FACTOR, PIECES_FLOOR, PRICE_MODELS, SEND_BUDGET, auto_pieces, check_sends, emit,
-                       pipelined, price_pieces, with_header)
+                       pipelined, price_pieces, refuse_small_pieces, with_header)
 from .forest_record import forest_record
 from .forests import (CLOSE_ENOUGH, MAX_TREES, TWO_LEVEL_MULTIPLES, by_root_order, by_shape, choose_k, forest, greedy,
                       ring_forest, ring_forests, shallow, two_level)
@@ -96,15 +96,10 @@ def _check(instance: Instance) -> None:
 
 
 def _check_piece_bytes(instance: Instance, sched) -> None:
-    """Refuse (:class:`~collsynth.InputError` on ``collective.message_bytes``) a message too
-    small to split into the trees' shares and pipeline pieces: a piece under one byte."""
+    """Refuse (:func:`.emission.refuse_small_pieces`) a message too small to split into the
+    trees' shares and pipeline pieces: a piece under one byte."""
     piece = float(sched.size.min()) * instance.collective.chunk_bytes if len(sched) else 1.0
-    if piece < 1.0:
-        coll = instance.collective
-        raise InputError(instance.source or instance.name,
-                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
-                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
-                         "or fewer pieces (--param pieces) or trees (--param trees)")
+    refuse_small_pieces(instance, piece, "pieces (--param pieces) or trees (--param trees)")
 
 
 def run(instance: Instance, options: Options) -> Outcome:

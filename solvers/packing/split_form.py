@@ -22,6 +22,7 @@ from ...limits import require
 from ...tens import cost_models
 from ...tens import pipelined_overlap as form
 from ...tens.pipelined_overlap import OverlappedAllreduce
+from .emission import refuse_small_pieces
 
 ITEM_BYTES = 256  # a tree's piece while the allgather is placed and verified (a few int64 columns and their sorts)
 SHAPE = "greedy"  # the shares' forests: the greedy packing in id order, without the root-order search (DGX-2 x2, 1 GB:
@@ -94,18 +95,10 @@ def returned(instance, pair, pieces, pipelined) -> OverlappedAllreduce:
     byte is refused (:class:`~collsynth.InputError` on ``collective.message_bytes``), as the
     explicit sends' are, and so are pieces whose placing would not fit the memory budget
     (:func:`collsynth.limits.require`, :data:`ITEM_BYTES` a tree's piece)."""
-    from ... import InputError
-
     halves = _halves(instance, pair, pieces, pipelined)
     items = sum(len(h.root) * h.chunks_per_root * h.pieces for h in halves)
     require(items * ITEM_BYTES, "--param pieces", f"{items:,} tree pieces placed and verified")
-    piece = _smallest_piece(halves, instance)
-    if piece < 1.0:
-        coll = instance.collective
-        raise InputError(instance.source or instance.name,
-                         f"collective.message_bytes: {coll.message_bytes:,.0f} B split into the trees' shares and "
-                         f"pipeline pieces gives pieces of {piece:.3g} B; expected at least 1 B a piece: more bytes, "
-                         "or fewer pieces (--param pieces)")
+    refuse_small_pieces(instance, _smallest_piece(halves, instance), "pieces (--param pieces)")
     return _placed(*halves)
 
 
