@@ -233,7 +233,8 @@ def table(results: dict, label: str, sizes, methods, model: str, kind: str = "al
             cells.append(f"{t * 1e6:.1f} ({t / ours:.2f})" if ours else f"{t * 1e6:.1f}")
             if not m.startswith("ours"):
                 best = best and (ours is not None and ours <= t * (1 + 1e-9))
-        verdict = ("yes" if best else "NO") + (f" ({untimed} without a time)" if untimed else "")
+        verdict = ("yes" if best else "NO") if ours is not None else f"{mine} has no time"
+        verdict += f" ({untimed} without a time)" if untimed else ""
         lines.append(f"| {_size(size)} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines)
 
