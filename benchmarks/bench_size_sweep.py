@@ -1,7 +1,7 @@
 """Collective time against message size: latency-aware tree packing against the methods it must beat.
 
 Run: ``python benchmarks/bench_size_sweep.py [--quick] [--kinds K,...] [--methods M,...] [--sizes N,...]
-[--out PATH] [--system LABEL] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per
+[--out PATH] [--system LABEL] [--cell-limit S] [--save JSON]`` (``--load JSON ...`` tabulates and plots saved runs, one per
 system say, together). ``--kinds`` picks the collectives (``allgather``, the default, ``reduce_scatter``,
 ``allreduce``); ``--sizes`` the message sizes (bytes, default all). Message
 sizes 64 KB to 4 GB (powers of 4) on ForestColl's 2 x 8 A100 and 2 x 16 MI250 systems and a
@@ -35,7 +35,9 @@ the synchronous model's. Methods:
 - ``ten-ilp``: the TEN ILP with a 60 s limit (skipped with ``--quick``: 27 runs of a minute).
 
 The trees of a system are packed once per tree count (and slack) and reused for every size
-(:func:`packed_once`; they do not depend on the size). Prints a table per system and model (size x method: time, and ratio to ours) and writes a
+(:func:`packed_once`; they do not depend on the size). ``--cell-limit S`` runs each cell in a
+child stopped after ``S`` seconds (its cell then says ``timed out``, and the method's larger
+sizes ``not run``); ``--save`` is rewritten after every cell, so a stopped sweep keeps its cells. Prints a table per system and model (size x method: time, and ratio to ours) and writes a
 log-log plot (one panel per system, event-model times, methods as lines) to ``--out``.
 """
 
@@ -58,8 +60,9 @@ PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew ea
 MODELS = ("event", "sync")
 
 
-def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
-    """One method on one instance through the pipeline: its times, status and what it chose."""
+def run_method(inst, method: str, cell_limit: float | None = None) -> dict:
+    """One method on one instance through the pipeline: its times, status and what it chose
+    (``forestcoll-fixed`` at :func:`forestcoll_depth`); the producer's limit is at most ``cell_limit``."""
     from collsynth import InputError
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
@@ -67,12 +70,13 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
     if method in ALLREDUCE_ONLY and inst.collective.kind != "allreduce":
         return {"status": "n/a", "message": "allreduce only"}
     producer = "tree-packing" if method.startswith("ours") or method == "forestcoll-fixed" else method
-    params = {"pieces": fixed_pieces, "shape": "greedy"} if method == "forestcoll-fixed" else {}
-    if method.startswith("ours-"):
-        params = {"objective": method.split("-", 1)[1]}
-    limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
     t0 = time.perf_counter()
     try:
+        params = {"pieces": forestcoll_depth(inst), "shape": "greedy"} if method == "forestcoll-fixed" else {}
+        if method.startswith("ours-"):
+            params = {"objective": method.split("-", 1)[1]}
+        limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
+        limit = min(limit, cell_limit) if cell_limit else limit
         row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
     except InputError as e:  # e.g. the fixed depth's pieces under a byte: the cell says so
         return {"status": "refused", "message": str(e)}
@@ -81,6 +85,52 @@ def run_method(inst, method: str, fixed_pieces: int | None) -> dict:
             "sync": row["time_sync_s"], "wall_s": time.perf_counter() - t0, "message": row["message"],
             "choice": [f.get("latency_choice") for f in forests], "pieces": [f.get("pieces") for f in forests],
             "k": [f.get("trees_per_shard") for f in forests]}
+
+
+def run_cell(inst, method: str, cell_limit: float | None) -> dict:
+    """:func:`run_method` in a forked child stopped after ``cell_limit`` seconds of wall clock
+    (whatever the phase: packing, emission, verification or pricing); a cell that does not finish
+    says ``timed out``, one that fails says ``error`` with the error's line. The trees the child
+    packed come back into this process's memo (:func:`packed_once`), so later sizes reuse them.
+    Without a limit the method runs in this process."""
+    import multiprocessing as mp
+    import pickle
+    import traceback
+
+    from collsynth.solvers.packing import forests
+
+    if not cell_limit:
+        return run_method(inst, method)
+    memo = forests.forest.memo
+    before = set(memo)
+    reader, writer = mp.get_context("fork").Pipe(duplex=False)
+
+    def child():
+        try:
+            r = run_method(inst, method, cell_limit)
+        except Exception as e:  # noqa: BLE001 - the cell records it; the sweep goes on
+            r = {"status": "error", "message": f"{type(e).__name__}: {e}"[:300],
+                 "trace": traceback.format_exc(limit=3)}
+        new = {}
+        for key in set(memo) - before:
+            try:
+                new[key] = pickle.dumps(memo[key])
+            except Exception:  # noqa: BLE001 - an unpicklable forest is packed again
+                pass
+        writer.send((r, new))
+
+    t0 = time.perf_counter()
+    proc = mp.get_context("fork").Process(target=child, daemon=True)
+    proc.start()
+    got = reader.poll(cell_limit)
+    r, new = reader.recv() if got else ({"status": "timed out",
+                                          "message": f"not built, verified and priced in {cell_limit:g} s"}, {})
+    proc.kill() if not got else None
+    proc.join()
+    for key, blob in new.items():
+        memo.setdefault(key, pickle.loads(blob))
+    r.setdefault("wall_s", time.perf_counter() - t0)
+    return r
 
 
 def packed_once() -> None:
@@ -113,15 +163,19 @@ def forestcoll_depth(inst) -> int:
     is not our automatic depth, whose floor of 1600 pieces is made for our shallow two-level
     trees (with that floor ForestColl's trees are up to 20 % faster than ours under ``event`` in
     a few cells, and hundreds of times slower under ``sync``, where every piece pays alpha)."""
-    from collsynth.solvers.packing import producer
+    from collsynth.solvers.packing import emission, forests, packed
 
-    plan = producer.plan(inst.collective.kind)
-    forests = [producer.forest(inst, kind, transposed, shape="greedy") for kind, transposed in plan]
-    return min(producer.auto_pieces(f.trees, inst.collective.chunks_per_node * len(plan), floor=1) for f in forests)
+    plan = packed.plan(inst.collective.kind)
+    packs = [forests.forest(inst, kind, transposed, shape="greedy") for kind, transposed in plan]
+    return min(emission.auto_pieces(f.trees, inst.collective.chunks_per_node * len(plan), floor=1) for f in packs)
 
 
-def sweep(systems, sizes, methods, kinds=("allgather",)) -> dict:
-    """``{(system, kind, size, method): result}`` for every combination."""
+def sweep(systems, sizes, methods, kinds=("allgather",), cell_limit=None, save=None) -> dict:
+    """``{(system, kind, size, method): result}`` for every combination, each cell within
+    ``cell_limit`` seconds (:func:`run_cell`); written to ``save`` after every cell. A method
+    that timed out at a size is not run at the larger ones of that system and kind (its cell
+    says so): no method's sends shrink as the message grows (``forestcoll-fixed`` keeps its
+    depth at every size, the closed forms their steps, ours takes more pieces)."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
@@ -131,10 +185,14 @@ def sweep(systems, sizes, methods, kinds=("allgather",)) -> dict:
         topo = build(gen, params)
         for kind, size in ((k, s) for k in kinds for s in sizes):
             inst = make_instance(topo, kind, message_bytes=size, name=f"{gen}-{kind}-{size}")
-            fixed = forestcoll_depth(inst) if "forestcoll-fixed" in methods else None
             for method in methods:
-                r = run_method(inst, method, fixed)
+                late = [s for s in sizes if s < size and out[(label, kind, s, method)]["status"] == "timed out"]
+                r = ({"status": f"not run (timed out at {_size(late[0])})",
+                      "message": "timed out at a smaller size; its sends do not shrink with the size"} if late
+                     else run_cell(inst, method, cell_limit))
                 out[(label, kind, size, method)] = r
+                if save:
+                    write(out, save)
                 print(f"{label} {kind} {size:>11,} {method:<18} {r['status']:<12} event {r.get('event')} sync {r.get('sync')} "
                       f"k {r.get('k')} pieces {r.get('pieces')} {r.get('wall_s', 0):.1f}s {r.get('message', '')[:80]}",
                       flush=True)
@@ -156,23 +214,28 @@ def ours_for(methods, model: str) -> str:
 
 def table(results: dict, label: str, sizes, methods, model: str, kind: str = "allgather") -> str:
     """One system's ``kind`` times under ``model`` as Markdown: size x method, time (us) and ratio to
-    :func:`ours_for` the model; the last column says whether that is at or below every method
-    that is not ours."""
+    :func:`ours_for` the model; a cell without a time says why (``n/a``, ``timed out``, ``not run``,
+    ``refused``, ``error``); the last column says whether ours is at or below every other method
+    with a time, and how many others (``n/a`` aside) have none."""
     mine = ours_for(methods, model)
     head = "| size | " + " | ".join(methods) + f" | {mine} at or below all |"
     lines = [f"{label} {kind}, {model} model: time in us (ratio to {mine})", head, "|" + "---|" * (len(methods) + 2)]
     for size in sizes:
         ours = results.get((label, kind, size, mine), {}).get(model)  # None: no ratios
-        cells, best = [], True
+        cells, best, untimed = [], True, 0
         for m in methods:
-            t = results[(label, kind, size, m)].get(model)
+            r = results.get((label, kind, size, m), {"status": "not run"})
+            t = r.get(model)
             if t is None:
-                cells.append(results[(label, kind, size, m)]["status"])
+                cells.append(r["status"])
+                untimed += not m.startswith("ours") and r["status"] != "n/a"
                 continue
             cells.append(f"{t * 1e6:.1f} ({t / ours:.2f})" if ours else f"{t * 1e6:.1f}")
             if not m.startswith("ours"):
                 best = best and (ours is not None and ours <= t * (1 + 1e-9))
-        lines.append(f"| {_size(size)} | " + " | ".join(cells) + f" | {'yes' if best else 'NO'} |")
+        verdict = ("yes" if best else "NO") if ours is not None else f"{mine} has no time"
+        verdict += f" ({untimed} without a time)" if untimed else ""
+        lines.append(f"| {_size(size)} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines)
 
 
@@ -186,7 +249,7 @@ def plot(results: dict, systems, sizes, methods, out: str, kinds=("allgather",))
     fig, axes = plt.subplots(len(kinds), len(systems), figsize=(5 * len(systems), 4 * len(kinds)), squeeze=False)
     for ax, (kind, (label, _, _)) in zip(axes.flat, ((k, s) for k in kinds for s in systems)):
         for m in methods:
-            pts = [(s, results[(label, kind, s, m)].get("event")) for s in sizes]
+            pts = [(s, results.get((label, kind, s, m), {}).get("event")) for s in sizes]
             pts = [(s, t) for s, t in pts if t]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
@@ -213,6 +276,12 @@ def _listed(parser, value: str | None, field: str, known, convert=str) -> tuple:
     return tuple(k for k in known if k in asked)
 
 
+def write(results: dict, path: str) -> None:
+    """The results as the JSON list :func:`load` reads."""
+    Path(path).write_text(json.dumps([{"system": k[0], "kind": k[1], "size": k[2], "method": k[3], **v}
+                                      for k, v in results.items()], default=str))
+
+
 def load(paths) -> dict:
     """Saved results (of ``--save``) by key; runs saved before ``--kinds`` are allgather."""
     results = {}
@@ -233,10 +302,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--sizes", default=None, help="comma-separated message sizes in bytes (default all)")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
+    parser.add_argument("--cell-limit", type=float, default=None,
+                        help="seconds of wall clock per (system, kind, size, method) cell, whatever its phase; "
+                             "a cell past it says 'timed out' (default: none, each producer's own limit)")
     parser.add_argument("--save", default=None, help="write the results as JSON here")
     parser.add_argument("--load", nargs="*", default=None,
                         help="tabulate and plot saved results (of --save) instead of running")
     args = parser.parse_args(argv)
+    if args.cell_limit is not None and args.cell_limit <= 0:
+        parser.error(f"--cell-limit: expected a positive number of seconds, got {args.cell_limit:g}")
     asked = _listed(parser, args.methods and args.methods + ",ours", "--methods", METHODS)
     methods = tuple(m for m in asked if not (args.quick and m == "ten-ilp"))
     kinds = _listed(parser, args.kinds, "--kinds", KINDS)
@@ -250,10 +324,9 @@ def main(argv=None) -> dict:
         systems = [s for s in SYSTEMS if args.system in (None, s[0])]
         if args.quick:
             print("--quick: ten-ilp skipped")
-        results = sweep(systems, sizes, methods, kinds)
+        results = sweep(systems, sizes, methods, kinds, args.cell_limit, args.save)
     if args.save:
-        Path(args.save).write_text(json.dumps([{"system": k[0], "kind": k[1], "size": k[2], "method": k[3], **v}
-                                               for k, v in results.items()], default=str))
+        write(results, args.save)
     for label, _, _ in systems:
         for kind in kinds:
             for model in MODELS:

@@ -53,3 +53,43 @@ def test_an_unknown_kind_is_one_line_and_exit_2(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--kinds: unknown reduce-scatter; expected some of allgather, reduce_scatter, allreduce" in err
+
+
+def test_a_cell_past_its_limit_says_timed_out_and_the_larger_sizes_say_not_run(monkeypatch):
+    """A cell whose method outlives ``cell_limit`` is stopped and says ``timed out`` (not blank),
+    the method is not run at the larger sizes of that kind (their cells say why), a method that
+    raises says ``error`` with its line, and the table prints each status where a time would be."""
+    import time
+
+    from collsynth.solvers.packing import forests
+
+    monkeypatch.setattr(forests, "forest", forests.forest)  # the sweep memoises it: undone after
+
+    def fake(inst, method, cell_limit=None):
+        if method == "ring":
+            time.sleep(30)
+        if method == "greedy":
+            raise ValueError("no route")
+        return {"status": "constructed", "verified": True, "event": 1e-5, "sync": 2e-5}
+
+    monkeypatch.setattr(sweep, "run_method", fake)
+    t0 = time.perf_counter()
+    results = sweep.sweep(A100, [KB64, 4 * KB64], ("ours", "ring", "greedy"), ("reduce_scatter",), cell_limit=1)
+    assert time.perf_counter() - t0 < 20
+    cell = {(s, m): results[("A100 x2", "reduce_scatter", s, m)] for s in (KB64, 4 * KB64)
+            for m in ("ours", "ring", "greedy")}
+    assert cell[KB64, "ours"]["event"] == 1e-5 and cell[4 * KB64, "ours"]["sync"] == 2e-5
+    assert cell[KB64, "ring"]["status"] == "timed out"
+    assert cell[4 * KB64, "ring"]["status"] == "not run (timed out at 64 KB)"
+    assert cell[KB64, "greedy"]["status"] == "error" and "ValueError: no route" in cell[KB64, "greedy"]["message"]
+    text = sweep.table(results, "A100 x2", [KB64, 4 * KB64], ("ours", "ring", "greedy", "nccl-ring"), "event",
+                       "reduce_scatter")
+    assert "| 64 KB | 10.0 (1.00) | timed out | error | not run | yes (3 without a time) |" in text
+    assert "| 256 KB | 10.0 (1.00) | not run (timed out at 64 KB) | error | not run | yes (3 without a time) |" in text
+
+
+def test_a_non_positive_cell_limit_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        sweep.main(["--cell-limit", "0"])
+    assert e.value.code == 2
+    assert "--cell-limit: expected a positive number of seconds, got 0" in capsys.readouterr().err
