@@ -556,7 +556,8 @@ def _run(instance: Instance, options) -> Outcome:
 PRODUCERS = [Producer(
     "dimension-trees", "closed-form", _run,
     "hierarchies of ring, fully connected and two-rank switch levels: every rank's block broadcast one level at a "
-    "time in every order of the levels, pieces sized per step by a linear program for the synchronous model",
-    params=(Param("steps", int, None, "steps of the allgather, the reduce-scatter or the whole allreduce (default: "
+    "time in every order of the levels (a rooted broadcast or reduce: down a tree to one rank, then down that "
+    "rank's translate), pieces sized per step by a linear program for the synchronous model",
+    params=(Param("steps", int, None, "steps of the collective (the whole allreduce; default: "
                                       "the least priced by the linear program, searched up to 128, 256 for an "
                                       "allreduce)", low=1, high=1024),))]
