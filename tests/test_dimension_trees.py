@@ -225,3 +225,6 @@ def test_rooted_verified_priced_within_its_program_and_above_the_bound(case, kin
 def test_refuses_the_rooted_kinds_it_does_not_build():
     with pytest.raises(Unsupported, match="not scatter"):
         dimension_trees(make_instance(hierarchy(["complete"], [3]), "scatter", message_bytes=3, root=0))
+    with pytest.raises(Unsupported, match="744 rooted trees"):  # 24 trees times 31 ranks
+        dimension_trees(make_instance(hierarchy(["ring", "complete", "switch"], [4, 4, 2]), "reduce", message_bytes=32,
+                                      root=0))

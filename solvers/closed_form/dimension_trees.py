@@ -480,6 +480,10 @@ def broadcast_phase(topology, levels: list[tuple[str, int]], root: int, block_by
     """``(phase, figures)``: ``root``'s buffer broadcast down its dimension-ordered trees
     (:func:`rooted_hops`), the pieces sized by :func:`sizes` with one row per link and step
     (the module doc's rooted case) at ``steps`` steps (None: searched, :func:`searched`)."""
+    count = len(trees(levels)) * (len(topology.npus) - 1)
+    if count > MAX_TREES:  # TACOS 4x4x2: 744 trees, the program at 40 steps still unsolved after 7 min
+        raise Unsupported(f"dimension-trees: {count:,} rooted trees (trees times ranks), more than the "
+                          f"{MAX_TREES} the step program takes")
     found = on_links(topology, rooted_hops(topology, levels, root))
     if not found:
         raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
