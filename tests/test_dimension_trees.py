@@ -170,3 +170,61 @@ def test_the_step_search_stops_at_the_deadline():
     assert cost_models.price(sched, inst, "sync").total_s == pytest.approx(4 / 16 + 4 / 3)
     with pytest.raises(TimeLimitReached):
         dimension_trees(inst, None, _RunsOutAfter(0))
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "reduce"])
+@pytest.mark.parametrize("root", [0, 1])
+def test_rooted_two_gpus_behind_a_switch_by_hand(kind, root):
+    """1 B from (to) either GPU over 1 B/s, alpha 1/16 s: the link up carries the byte in steps
+    1 .. S - 1 and the switch forwards a step late, so S steps cost at least S / 16 + 1 +
+    1 / (S - 1) s, met by S - 1 equal pieces; least at S = 5: 25/16 s."""
+    inst = make_instance(hierarchy(["switch"], [2]), kind, message_bytes=1, root=root)
+    price, figures = priced(inst)
+    assert price == pytest.approx(25 / 16, rel=1e-9)
+    assert figures[kind]["steps"] == 5 and figures[kind]["pieces"] == 4
+    assert figures[kind]["lp_s"] == pytest.approx(25 / 16, rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "reduce"])
+def test_rooted_three_fully_connected_by_hand(kind):
+    """The module doc's derivation: the trees 0 -> 1 -> 2 and 0 -> 2 -> 1 over S steps cost at
+    least S / 16 + 1/2 + 1 / (2 (S - 1)) s, least at S = 4: 11/12 s (the star, one step of the
+    whole byte, takes 17/16)."""
+    inst = make_instance(hierarchy(["complete"], [3]), kind, message_bytes=1, root=0)
+    price, figures = priced(inst)
+    assert price == pytest.approx(11 / 12, rel=1e-5)  # pieces rounded to 2^-20
+    assert figures[kind]["steps"] == 4
+    assert figures[kind]["lp_s"] == pytest.approx(11 / 12, rel=1e-9)
+
+
+@st.composite
+def rooted_cases(draw):
+    n = draw(st.integers(1, 2))
+    levels = draw(st.lists(st.sampled_from(["ring", "uniring", "complete", "switch"]), min_size=n, max_size=n))
+    dims = [2 if kind == "switch" else draw(st.integers(1, 3)) for kind in levels]
+    if all(d == 1 for d in dims):
+        dims[0] = 2
+    scales = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=n, max_size=n))
+    root = draw(st.integers(0, dims[0] * (dims[1] if n > 1 else 1) - 1))
+    return (levels, dims, scales), root
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=rooted_cases(), kind=st.sampled_from(["broadcast", "reduce"]), alpha=st.sampled_from([1e-6, 1e-5]),
+       size=st.sampled_from([1e4, 1e6]))
+def test_rooted_verified_priced_within_its_program_and_above_the_bound(case, kind, alpha, size):
+    """Broadcast and reduce from any root (12 steps): the schedule verifies; its ``sync`` price
+    is at most the program's value (pieces rounded to 2^-20) and at least the instance's bound."""
+    shape, root = case
+    inst = make_instance(hierarchy(*shape, bandwidth=1e9, alpha=alpha), kind, message_bytes=size, root=root)
+    price, figures = priced(inst, steps=12)
+    assert price <= figures[kind]["lp_s"] * (1 + 1e-4)
+    assert instance_bounds(inst).sync.value <= price * (1 + 1e-9)
+
+
+def test_refuses_the_rooted_kinds_it_does_not_build():
+    with pytest.raises(Unsupported, match="not scatter"):
+        dimension_trees(make_instance(hierarchy(["complete"], [3]), "scatter", message_bytes=3, root=0))
+    with pytest.raises(Unsupported, match="744 rooted trees"):  # 24 trees times 31 ranks
+        dimension_trees(make_instance(hierarchy(["ring", "complete", "switch"], [4, 4, 2]), "reduce", message_bytes=32,
+                                      root=0))

@@ -46,6 +46,26 @@ fill share steps (:func:`allreduce_phases`). The schedule's ``sync`` price is ag
 ``sum_t b_t``. TACOS 4x4x2 at 1 GB (35 steps): 3.2631 ms against the ramp bound's 3.2621 (the
 halves in sequence: 3.2773).
 
+**Broadcast and reduce** (rooted). A single root's dimension-ordered tree sends on every one of
+the root's links, so the root is the bottleneck by the number of levels; a piece instead goes
+down the root's translate of a tree ``tau`` to one rank ``w`` and then down ``w``'s translate of
+``tau``, less the hops into the ranks of that path (:func:`rooted_hops`; for every ``tau`` and
+``w``). A root has no translation symmetry, so the program has one row per *link* and step:
+``alpha_l + sum_(tau, k) n_(tau, l, k) x_(tau, t - k + 1) s / B_l <= b_t`` (``n_(tau, l, k)``:
+the hops of tree ``tau`` on link ``l`` at depth ``k``, 0 or 1). *Price*: in step ``t`` link
+``l`` carries exactly the pieces ``x_(tau, t - k + 1)`` of the trees with a hop on ``l`` at
+depth ``k``, so its ``alpha_l + bytes_l / B_l`` is the row's left side (an idle link's is
+``alpha_l`` or nothing), at most ``b_t``; the step costs at most ``b_t`` and the schedule at
+most ``sum_t b_t``. A reduce is the broadcast on the transposed links reversed in time: step
+``t`` becomes ``S + 1 - t`` and each hop ``u -> v`` on a transposed link the hop ``v -> u`` on
+the link itself, of the same alpha and bandwidth, with the same bytes, so the same bound holds
+(partial sums reduced on the way, Zhao et al., NSDI 2025, Appendix A). Three fully connected
+GPUs, 1 B from rank 0 over 1 B/s at alpha ``a``: the trees are ``0 -> 1 -> 2`` and ``0 -> 2 ->
+1``; with ``u_t`` the mean of what rank 0 sends on its two links in step ``t`` (``u_0 = u_S =
+0``, ``sum_t u_t = 1/2``), step ``t`` costs at least ``a + max(u_(t-1), u_t)`` (those links
+and the relays' carry them), so ``S`` steps cost at least ``S a + 1/2 + max_t u_t >= S a + 1/2
++ 1 / (2 (S - 1))``, met by equal pieces; least at ``S = 4`` for ``a = 1/16``: 11/12 s.
+
 Two GPUs behind a switch, 1 B a block over 1 B/s links, alpha ``a``: the program's optimum over
 ``S >= 5`` steps is ``S a + 2 S / (S - 1)``, the least of any schedule of ``S`` steps. A GPU's link up
 carries 2 B (a block of partial sums, then the other's block reduced) in steps ``1 .. S - 1`` and
@@ -74,9 +94,9 @@ from ...instances import Instance
 from ...limits import Deadline
 from ...tens.schedule import OP_COPY, OP_DEFAULT, OP_REDUCE
 from ..producers import Outcome, Param, Producer, Unsupported
-from .phases import Phase, build, collective_of, constructed
+from .phases import ALL, Phase, build, collective_of, constructed
 
-KINDS = ("allgather", "reduce_scatter", "allreduce")
+KINDS = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
 LEVELS = ("ring", "uniring", "complete", "switch")
 MAX_STEPS = 128  # the largest step count searched (alpha 0 would take ever more, finer steps; 256 took 84 s)
 SIMPLEX_STEPS = 64  # up to this many steps the dual simplex, beyond it the interior point method (faster there)
@@ -377,11 +397,12 @@ def searched(solve, first: int, steps: int | None, deadline: Deadline | None = N
     return S, got
 
 
-def _lay(ph: Phase, found: dict, shares: list, up: bool, done_by=None) -> np.ndarray:
+def _lay(ph: Phase, found: dict, shares: list, up: bool, done_by=None, block=None) -> np.ndarray:
     """Add ``shares`` (:func:`program`'s, of ``found``) to ``ph``, laid end to end over a block
     of :data:`DENOM` units in the order of their steps, each piece's end at most ``done_by[j -
     1]`` (units complete by the step before it starts); returns the units complete by each
-    step ``0 .. ph.steps`` (a reduction's pieces complete in their step ``j``)."""
+    step ``0 .. ph.steps`` (a reduction's pieces complete in their step ``j``). ``block``: the
+    block sent (None: each source rank's translate sends its own rank's block)."""
     shares = sorted(shares, key=lambda s: s[1])
     ends = np.rint(np.cumsum([s for *_, s in shares]) / sum(s for *_, s in shares) * DENOM).astype(np.int64)
     if done_by is not None:
@@ -392,7 +413,7 @@ def _lay(ph: Phase, found: dict, shares: list, up: bool, done_by=None) -> np.nda
         if hi <= lo:
             continue
         for _, k, _, src, dst in found[name]:
-            ph.add(np.arange(len(src)), src, dst, j - k + 1 if up else j + k - 1, lo, hi)
+            ph.add(np.arange(len(src)) if block is None else block, src, dst, j - k + 1 if up else j + k - 1, lo, hi)
     return np.maximum.accumulate(done)
 
 
@@ -409,6 +430,68 @@ def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float,
     S, (value, shares) = searched(lambda S, sec: sizes(found, costs, S, block_bytes, sec), deepest, steps, deadline)
     ph = Phase(DENOM)
     _lay(ph, found, shares, False)
+    return ph, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in shares}), "pieces": len(shares)}
+
+
+def rooted_hops(topology, levels: list[tuple[str, int]], root: int) -> dict:
+    """Per tree ``(tau, w)``, the hops of a tree from ``root``: the piece goes down ``root``'s
+    translate of ``tau`` (:func:`trees`, :func:`hops`) to rank ``w`` only, then down ``w``'s
+    translate of ``tau``, less the hops into the ranks of that path (they have the piece), the
+    ranks of the path sending their children there too; ``(link, depth, edge index, src ids,
+    dst ids)`` with one id each, the hop's orbit its own link ``(src, dst)``: a single root
+    has no translation symmetry, so the program bounds every link's load in every step. Every
+    rank receives the piece once, after its parent (the path reaches ``w`` at ``w``'s depth
+    in ``tau``, which ``w``'s hops then follow)."""
+    out = {}
+    for name, edges in trees(levels).items():
+        tree_hops = hops(topology, levels, edges)
+        into = {}
+        for orbit, k, e, src, dst in tree_hops:
+            into.setdefault(e, []).append((orbit, k, src, dst))
+        for w in range(len(tree_hops[0][3]) if tree_hops else 0):
+            if w == root:
+                continue
+            path, at = _path(into, root, w)
+            on_path = {root} | {int(into[e][-1][3][root]) for e in path}
+            got = [((int(src[root]), int(dst[root])), k, e, src[root:root + 1], dst[root:root + 1])
+                   for e in path for _, k, src, dst in into[e]]
+            for e, lst in into.items():
+                if int(lst[-1][3][w]) not in on_path:
+                    got += [((int(src[w]), int(dst[w])), at + k, e, src[w:w + 1], dst[w:w + 1])
+                            for _, k, src, dst in lst]
+            out[(name, w)] = got
+    return out
+
+
+def _path(into: dict, root: int, w: int) -> tuple[list, int]:
+    """The edges of ``root``'s translate of a tree (``into``: edge -> its hops) from ``root`` to
+    ``w``, and ``w``'s depth there."""
+    child_edge = {int(lst[-1][3][root]): e for e, lst in into.items()}
+    path, x = [], w
+    while x != root:
+        e = child_edge[x]
+        path.append(e)
+        x = int(into[e][0][2][root])
+    return path[::-1], into[path[0]][-1][1]
+
+
+def broadcast_phase(topology, levels: list[tuple[str, int]], root: int, block_bytes: float, steps: int | None,
+                    deadline: Deadline | None = None) -> tuple:
+    """``(phase, figures)``: ``root``'s buffer broadcast down its dimension-ordered trees
+    (:func:`rooted_hops`), the pieces sized by :func:`sizes` with one row per link and step
+    (the module doc's rooted case) at ``steps`` steps (None: searched, :func:`searched`)."""
+    count = len(trees(levels)) * (len(topology.npus) - 1)
+    if count > MAX_TREES:  # TACOS 4x4x2: 744 trees, the program at 40 steps still unsolved after 7 min
+        raise Unsupported(f"dimension-trees: {count:,} rooted trees (trees times ranks), more than the "
+                          f"{MAX_TREES} the step program takes")
+    found = on_links(topology, rooted_hops(topology, levels, root))
+    if not found:
+        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
+    costs = orbit_costs(topology, found)
+    deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
+    S, (value, shares) = searched(lambda S, sec: sizes(found, costs, S, block_bytes, sec), deepest, steps, deadline)
+    ph = Phase(DENOM)
+    _lay(ph, found, shares, False, block=ALL)
     return ph, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in shares}), "pieces": len(shares)}
 
 
@@ -435,7 +518,8 @@ def allreduce_phases(topology, levels: list[tuple[str, int]], block_bytes: float
 
 def dimension_trees(instance: Instance, steps: int | None = None, deadline: Deadline | None = None):
     """``(schedule, figures)``: the module doc's allgather, reduce-scatter (the allgather on the
-    transposed links, reversed) or allreduce (both overlapped, :func:`allreduce_phases`) on
+    transposed links, reversed), allreduce (both overlapped, :func:`allreduce_phases`),
+    broadcast or reduce (the broadcast on the transposed links, reversed) on
     ``instance``; the step search stops when ``deadline`` passes (None: no limit)."""
     coll = collective_of(instance, "dimension-trees", KINDS)
     topo = instance.topology
@@ -450,6 +534,13 @@ def dimension_trees(instance: Instance, steps: int | None = None, deadline: Dead
     if coll.kind == "allgather":
         ph, figures["allgather"] = allgather_phase(topo, levels, block, steps, deadline)
         phases.append((ph, OP_DEFAULT))
+    root = 0 if coll.root is None else int(coll.root)
+    if coll.kind == "broadcast":
+        ph, figures["broadcast"] = broadcast_phase(topo, levels, root, block, steps, deadline)
+        phases.append((ph, OP_DEFAULT))
+    if coll.kind == "reduce":
+        ph, figures["reduce"] = broadcast_phase(topo.transpose(), levels, root, block, steps, deadline)
+        phases.append((ph.reversed(), OP_DEFAULT))
     if coll.kind == "allreduce":
         red, gather, figures["allreduce"] = allreduce_phases(topo, levels, block, steps, deadline)
         phases += [(red, OP_REDUCE, 0), (gather, OP_COPY, 0)]
@@ -469,7 +560,8 @@ def _run(instance: Instance, options) -> Outcome:
 PRODUCERS = [Producer(
     "dimension-trees", "closed-form", _run,
     "hierarchies of ring, fully connected and two-rank switch levels: every rank's block broadcast one level at a "
-    "time in every order of the levels, pieces sized per step by a linear program for the synchronous model",
-    params=(Param("steps", int, None, "steps of the allgather, the reduce-scatter or the whole allreduce (default: "
+    "time in every order of the levels (a rooted broadcast or reduce: down a tree to one rank, then down that "
+    "rank's translate), pieces sized per step by a linear program for the synchronous model",
+    params=(Param("steps", int, None, "steps of the collective (the whole allreduce; default: "
                                       "the least priced by the linear program, searched up to 128, 256 for an "
                                       "allreduce)", low=1, high=1024),))]
