@@ -422,15 +422,8 @@ def allgather_phase(topology, levels: list[tuple[str, int]], block_bytes: float,
     """``(phase, figures)``: the allgather of the module doc on ``topology`` (blocks and ranks
     by node id), its pieces sized by :func:`sizes` at ``steps`` steps (None: searched,
     :func:`searched`)."""
-    found = on_links(topology, {name: hops(topology, levels, edges) for name, edges in trees(levels).items()})
-    if not found:
-        raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
-    costs = orbit_costs(topology, found)
-    deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
-    S, (value, shares) = searched(lambda S, sec: sizes(found, costs, S, block_bytes, sec), deepest, steps, deadline)
-    ph = Phase(DENOM)
-    _lay(ph, found, shares, False)
-    return ph, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in shares}), "pieces": len(shares)}
+    tree_hops = {name: hops(topology, levels, edges) for name, edges in trees(levels).items()}
+    return _sized_phase(topology, tree_hops, block_bytes, steps, deadline)
 
 
 def rooted_hops(topology, levels: list[tuple[str, int]], root: int) -> dict:
@@ -484,14 +477,22 @@ def broadcast_phase(topology, levels: list[tuple[str, int]], root: int, block_by
     if count > MAX_TREES:  # TACOS 4x4x2: 744 trees, the program at 40 steps still unsolved after 7 min
         raise Unsupported(f"dimension-trees: {count:,} rooted trees (trees times ranks), more than the "
                           f"{MAX_TREES} the step program takes")
-    found = on_links(topology, rooted_hops(topology, levels, root))
+    return _sized_phase(topology, rooted_hops(topology, levels, root), block_bytes, steps, deadline, block=ALL)
+
+
+def _sized_phase(topology, tree_hops: dict, block_bytes: float, steps: int | None, deadline: Deadline | None,
+                 **lay) -> tuple:
+    """``(phase, figures)``: the trees' hops kept on the topology's links, their pieces sized by
+    :func:`sizes` at ``steps`` steps (None: searched, :func:`searched`) and laid out as sends
+    (:func:`_lay`, with ``lay``'s options)."""
+    found = on_links(topology, tree_hops)
     if not found:
         raise Unsupported("dimension-trees: the topology lacks the links of its hierarchy")
     costs = orbit_costs(topology, found)
-    deepest = min(max(h[1] for h in tree_hops) for tree_hops in found.values())
+    deepest = min(max(h[1] for h in hops_of_tree) for hops_of_tree in found.values())
     S, (value, shares) = searched(lambda S, sec: sizes(found, costs, S, block_bytes, sec), deepest, steps, deadline)
     ph = Phase(DENOM)
-    _lay(ph, found, shares, False, block=ALL)
+    _lay(ph, found, shares, False, **lay)
     return ph, {"steps": S, "lp_s": value, "trees": len({n for n, _, _ in shares}), "pieces": len(shares)}
 
 
