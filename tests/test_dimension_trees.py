@@ -104,8 +104,9 @@ def test_tacos_hierarchy_within_the_ramp_bound():
 
 
 @st.composite
-def hierarchies(draw):
-    n = draw(st.integers(1, 3))
+def hierarchies(draw, most: int = 3):
+    """1 to ``most`` levels of random kinds, sizes and bandwidth scales."""
+    n = draw(st.integers(1, most))
     levels = draw(st.lists(st.sampled_from(["ring", "uniring", "complete", "switch"]), min_size=n, max_size=n))
     dims = [2 if kind == "switch" else draw(st.integers(1, 3)) for kind in levels]
     if all(d == 1 for d in dims):
@@ -199,13 +200,9 @@ def test_rooted_three_fully_connected_by_hand(kind):
 
 @st.composite
 def rooted_cases(draw):
-    n = draw(st.integers(1, 2))
-    levels = draw(st.lists(st.sampled_from(["ring", "uniring", "complete", "switch"]), min_size=n, max_size=n))
-    dims = [2 if kind == "switch" else draw(st.integers(1, 3)) for kind in levels]
-    if all(d == 1 for d in dims):
-        dims[0] = 2
-    scales = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=n, max_size=n))
-    root = draw(st.integers(0, dims[0] * (dims[1] if n > 1 else 1) - 1))
+    """A hierarchy of 1-2 levels (:func:`hierarchies`) and a root among its ranks."""
+    levels, dims, scales = draw(hierarchies(most=2))
+    root = draw(st.integers(0, dims[0] * (dims[1] if len(dims) > 1 else 1) - 1))
     return (levels, dims, scales), root
 
 
