@@ -2,9 +2,8 @@
 
 A schedule of thousands of GPUs is kept as trees plus a pipeline rule (Zhao et al.,
 "ForestColl", arXiv 2402.06787, Section 5; ``docs/schedules.md``): one forest
-(:mod:`collsynth.tens.pipelined_trees`) or an allreduce's two, in turn
-(:mod:`collsynth.tens.pipelined_allreduce`) or side by side
-(:mod:`collsynth.tens.pipelined_overlap`). Each module has the same functions: ``verify(form,
+(:mod:`collsynth.tens.pipelined_trees`) or an allreduce's two, in turn or side by side
+(:mod:`collsynth.tens.pipelined_allreduce`). Each module has the same functions: ``verify(form,
 instance)`` (the verdict :func:`collsynth.tens.verify.verify` gives the expansion), ``price_sync(form,
 instance)`` (its ``sync`` price), ``expand(form)`` (the explicit sends), ``to_json``,
 ``from_json`` and ``write_json``; the form has ``sends`` (how many :func:`expand` lists). A new
@@ -19,11 +18,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import pipelined_allreduce, pipelined_overlap, pipelined_trees
+from . import pipelined_allreduce, pipelined_trees
 
 FORMS: dict[type, ModuleType] = {pipelined_trees.PipelinedTrees: pipelined_trees,
-                                 pipelined_allreduce.PipelinedAllreduce: pipelined_allreduce,
-                                 pipelined_overlap.OverlappedAllreduce: pipelined_overlap}
+                                 pipelined_allreduce.PipelinedAllreduce: pipelined_allreduce}
 
 
 def form_of(schedule) -> ModuleType | None:

@@ -12,12 +12,16 @@ every cost model read. :func:`verify` gives the verdict :func:`collsynth.tens.ve
 gives that expansion: the reduce-scatter half leaves every node's block fully reduced at its
 owner (each contribution once), and the allgather half, whose every send copies what the
 first half left, carries each owner's block to every participant; each half is checked in its
-own form against the instance's collective with its kind. :func:`price_sync` is the
-synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2) of the expansion: the
-halves' steps do not overlap, so it is the sum of the halves' prices. With a ``delay`` (and
-``mirror``) the allgather overlaps the reduce-scatter (:mod:`collsynth.tens.allreduce_overlap`):
-:func:`verify` also checks that each allgather piece leaves its owner after its reduction
-completed there, and :func:`price_sync` prices each step with both halves' loads.
+own form against the instance's collective with its kind (a switch forwarding one arrival per
+send, as the header of the expansion declares for a combining collective through switches).
+:func:`price_sync` is the synchronous alpha-beta price (Zhao et al., NSDI 2025, Section 3.2) of
+the expansion: the halves' steps do not overlap, so it is the sum of the halves' prices. With a
+``delay`` (and ``mirror``) the allgather overlaps the reduce-scatter
+(:mod:`collsynth.tens.allreduce_overlap`): :func:`verify` also checks that each allgather piece
+leaves its owner after its reduction completed there, and :func:`price_sync` prices each step
+with both halves' loads. Data written by the former ``overlapped-allreduce`` form (the
+allgather moved ``shift`` steps from following the reduce-scatter) reads as this form with
+``delay`` = the reduce-scatter's last step + ``shift`` (:func:`from_json`).
 
 >>> import numpy as np
 >>> from collsynth.instances import make_instance
@@ -28,8 +32,8 @@ completed there, and :func:`price_sync` prices each step with both halves' loads
 ...                     np.array([1, 1, 1]), np.array([0, 2, 4, 6]), *map(np.array, zip(*hops)))
 >>> rs = replace(ag, collective="reduce_scatter")  # the same chains, reversed: the ring's links both ways
 >>> f = PipelinedAllreduce(rs, ag)
->>> verify(f, inst) is None, f.sends, len(expand(f)), price_sync(f, inst).steps
-(True, 48, 48, 10)
+>>> verify(f, inst) is None, f.sends, len(expand(f)), price_sync(f, inst).steps, f.num_steps
+(True, 48, 48, 10, 10)
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from .pipelined_trees import PipelinedTrees, SyncPrice
 from .schedule import Schedule, concat
 
 FORM = "pipelined-allreduce"
+OLD_FORM = "overlapped-allreduce"  # the allgather moved ``shift`` steps from following the reduce-scatter: read as a delay
+LINK_ORDER = "program"  # an overlapped allreduce's declared link order (:func:`joined`)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,13 @@ class PipelinedAllreduce:
         """Pipeline pieces per chunk of each half."""
         return self.reduce_scatter.pieces, self.allgather.pieces
 
+    @property
+    def num_steps(self) -> int:
+        """The last step of the expansion: the allgather's last after the reduce-scatter's, or
+        after ``delay``, whichever is later."""
+        first, second = (allreduce_overlap.last_step(h) for h in self.halves)
+        return max(first, (first if self.delay is None else self.delay) + second)
+
 
 def half_instance(instance, kind: str):
     """``instance`` with its allreduce read as the collective ``kind`` over the same nodes,
@@ -81,14 +94,18 @@ def half_instance(instance, kind: str):
 
 def verify(f: PipelinedAllreduce, instance) -> str | None:
     """Why ``f``'s expansion does not implement ``instance``'s allreduce, or None (module doc):
-    the first half's violation as a reduce-scatter, else the second's as an allgather."""
+    the first half's violation as a reduce-scatter, else the second's as an allgather (no
+    switch copying one arrival onto several links where the topology has switches: the header
+    :func:`collsynth.tens.pipelined_event.price` and the producer give the expansion), else an
+    allgather piece sent before its reduction completed."""
     coll = instance.collective
     if coll.kind != "allreduce":
         return f"the trees implement allreduce, not the instance's {coll.kind}"
+    copy = False if instance.topology.switches else None  # the expansion's header: one arrival per forward
     for half, kind in zip(f.halves, ("reduce_scatter", "allgather")):
         if half.collective != kind:
             return f"the {kind.replace('_', '-')} half holds {half.collective} trees"
-        why = pipelined_trees.verify(half, half_instance(instance, kind))
+        why = pipelined_trees.verify(half, half_instance(instance, kind), switch_copy=copy)
         if why is not None:
             return f"{kind.replace('_', '-')} half: {why}"
     if f.delay is not None:
@@ -122,17 +139,30 @@ def expand(f: PipelinedAllreduce) -> Schedule:
 def joined(reduce_scatter: Schedule, allgather: Schedule, delay: int | None = None, mirror: bool = False) -> Schedule:
     """The allreduce of a reduce-scatter's sends then an allgather's (steps shifted past the
     first, :func:`collsynth.tens.schedule.concat`, or by ``delay``; with ``mirror`` the
-    allgather's pieces mirrored in their chunk: :mod:`collsynth.tens.allreduce_overlap`), each link
-    taking its messages as they become ready (``link_order = "ready"``): the reduce-scatter half's
-    declared order
-    (:func:`collsynth.tens.pipelined_trees.moved_sends`) would hold every allgather send behind
-    all the reduce-scatter's sends out of its GPU on its link, the halves' pipelines not
-    overlapping under FIFO links (``event``). On the clusters' trees the reduce-scatter's own
-    sends leave in the same order either way (its price alone is the same), and the allreduce's
-    drops, at 4 pieces: SuperPOD 8 SU 1.155x -> 1.005x the optimum, a two-group rail Clos of 8
-    boxes a group 1.246x -> 1.113x, DGX H100 x32 1.018x -> 1.013x, a k = 8 fat tree 1.011x ->
-    1.005x (priced per link orbit, :mod:`collsynth.tens.pipelined_event`; README, "`event` at
-    scale")."""
+    allgather's pieces mirrored in their chunk: :mod:`collsynth.tens.allreduce_overlap`): the
+    expansion of both forms of an allreduce kept as trees and the explicit overlap of
+    :func:`collsynth.solvers.packing.overlap.overlapped` alike.
+
+    The ``event`` model serves each link first come, first served (as ASTRA-sim's
+    congestion-aware links do); a schedule may declare that each GPU's sends on a link also
+    keep the order listed (``link_order = "program"``, a control dependency). Overlapped
+    (``delay`` set), the sends are listed step by step as they should run, the allgather's among
+    the reduce-scatter's, and the declaration is kept: without it a GPU's own contributions,
+    ready at time 0, leave ahead of the partial sums it relays and starve the links downstream
+    (:mod:`collsynth.tens.time_reversal`), whatever the allgather does. Measured under ``event``
+    (1 GB, alpha 0; ready -> declared): DGX-2 x2's split pair at 25 pieces 23.376 -> 18.122 ms,
+    DGX-H100 x2's greedy forests at 50 pieces 4.168 -> 3.767 ms; the Clos fabrics' overlaps at
+    their own pieces equal or lower (k = 4 fat tree 2.5645 -> 2.5553 ms, two-group rail Clos and
+    DGX H100 x4 equal). Only on two-chassis miniatures at 3 pieces is the ready order lower
+    (16.40e6 against 17.93e6 s). In turn (``delay`` None) each link takes its messages as they
+    become ready (``link_order = "ready"``): the listing puts every allgather send after the
+    whole reduce-scatter, and the declaration would hold it behind the last of them out of its
+    GPU on its link, the halves not overlapping under FIFO links; on the clusters' trees the
+    reduce-scatter's own sends leave in the same order either way (its price alone is the
+    same), and the allreduce's drops, at 4 pieces: SuperPOD 8 SU 1.155x -> 1.005x the optimum,
+    a two-group rail Clos of 8 boxes a group 1.246x -> 1.113x, DGX H100 x32 1.018x -> 1.013x, a
+    k = 8 fat tree 1.011x -> 1.005x (priced per link orbit, :mod:`collsynth.tens.pipelined_event`;
+    README, "`event` at scale")."""
     both = concat(reduce_scatter, allgather, "allreduce")
     n = len(reduce_scatter)
     lo, hi, step = both.lo.copy(), both.hi.copy(), both.step.copy()
@@ -140,7 +170,7 @@ def joined(reduce_scatter: Schedule, allgather: Schedule, delay: int | None = No
         lo[n:], hi[n:] = allreduce_overlap.mirrored(both.lo[n:], both.hi[n:], both.denom)
     if delay is not None:
         step[n:] += delay - reduce_scatter.num_steps
-    return replace(both, lo=lo, hi=hi, step=step, link_order="ready")
+    return replace(both, lo=lo, hi=hi, step=step, link_order="ready" if delay is None else LINK_ORDER)
 
 
 def to_json(f: PipelinedAllreduce) -> dict:
@@ -150,17 +180,25 @@ def to_json(f: PipelinedAllreduce) -> dict:
 
 
 def from_json(data: dict, where: str = "trees") -> PipelinedAllreduce:
-    """The :class:`PipelinedAllreduce` of :func:`to_json`'s data; a missing or mistyped field is
-    an :class:`~collsynth.InputError` naming ``where`` and the field."""
+    """The :class:`PipelinedAllreduce` of :func:`to_json`'s data, or of the former
+    ``overlapped-allreduce`` form's (its ``shift`` read as ``delay`` = the reduce-scatter's last
+    step + ``shift``, the same sends); a missing or mistyped field is an
+    :class:`~collsynth.InputError` naming ``where`` and the field."""
     from .. import InputError
 
-    if data.get("form") != FORM:
+    old = data.get("form") == OLD_FORM
+    if data.get("form") != FORM and not old:
         raise InputError(where, f"form: expected \"{FORM}\", got {data.get('form')!r}")
     halves = []
     for kind in ("reduce_scatter", "allgather"):
         if not isinstance(data.get(kind), dict):
             raise InputError(where, f"{kind}: missing, or not the trees of a half")
         halves.append(pipelined_trees.from_json(data[kind], f"{where}: {kind}"))
+    if old:
+        shift = data.get("shift")
+        if isinstance(shift, bool) or not isinstance(shift, int) or not isinstance(data.get("mirror"), bool):
+            raise InputError(where, "shift, mirror: expected an integer and a boolean")
+        return PipelinedAllreduce(*halves, delay=allreduce_overlap.last_step(halves[0]) + shift, mirror=data["mirror"])
     delay, mirror = data.get("delay"), data.get("mirror", False)
     if (delay is not None and (isinstance(delay, bool) or not isinstance(delay, int))) or not isinstance(mirror, bool):
         raise InputError(where, "delay: expected a whole number of steps or null; mirror: expected true or false")

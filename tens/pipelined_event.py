@@ -44,7 +44,9 @@ allreduce its reduce-scatter's sends and then its allgather's (the allgather's f
 for the reduce-scatter's arrivals at their root, the owner of the same listed block), both
 halves with the same shifts and listed roots, so the same argument covers them (an allgather
 shifted by a ``delay`` or mirrored, :mod:`collsynth.tens.allreduce_overlap`, is shifted or
-mirrored alike in every image).
+mirrored alike in every image, and the link order it then declares,
+:func:`collsynth.tens.pipelined_allreduce.joined`, waits on the send before on each link as the
+reduce-scatter's own declaration does).
 ``tests/test_pipelined_event.py`` checks the price against the explicit sends' on small Clos
 fabrics.
 """
@@ -61,9 +63,7 @@ from ..instances.size import BYTES_PER_SEND
 from ..limits import memory_budget
 from .cost import Cost, price_event
 from .dependencies import dependency_pairs_of, pair_budget
-from . import pipelined_overlap
 from .pipelined_allreduce import PipelinedAllreduce, joined
-from .pipelined_overlap import OverlappedAllreduce
 from .pipelined_trees import PipelinedTrees, image_orbits, keeping_first, link_images, link_orbits, moved_sends
 from .plan import PricingPlan
 
@@ -96,11 +96,12 @@ def free_count(la, shift: np.ndarray, orders, used: np.ndarray) -> int:
 
 def sends_priced(f: PipelinedTrees | PipelinedAllreduce, instance) -> int:
     """How many sends :func:`price` simulates for ``f`` on ``instance`` (its explicit sends
-    over the order of the group that acts freely), so a caller can size the work first."""
-    if isinstance(f, OverlappedAllreduce):  # no shifts: its expansion, whole, where it fits the memory budget
-        return f.sends if f.sends * BYTES_PER_SEND <= memory_budget()[0] else sys.maxsize
+    over the order of the group that acts freely), so a caller can size the work first;
+    ``sys.maxsize`` where they would not fit the memory budget (:func:`collsynth.limits.memory_budget`):
+    the trees without shifts of DGX-2 x2's split pair at 1,600 pieces are 67.5 M sends)."""
     halves, m = _quotient(f, instance.topology.link_arrays)
-    return sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
+    sends = sum(h.sends // (math.prod(h.orders[m:]) if h.shift is not None else 1) for h in halves)
+    return sends if sends * BYTES_PER_SEND <= memory_budget()[0] else sys.maxsize
 
 
 def _quotient(f: PipelinedTrees | PipelinedAllreduce, la) -> tuple[list[PipelinedTrees], int]:
@@ -132,11 +133,9 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     verified (:func:`collsynth.tens.compact_forms.form_of`'s ``verify``). Pieces wait for exact
     dependency pairs where the simulated sends' candidates fit their budget, the model's own
     time, though the explicit sends' pricing would fall back to group prefixes past its budget
-    (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which). The halves side by
-    side (:class:`~collsynth.tens.pipelined_overlap.OverlappedAllreduce`) have no shifts: their
-    expansion is priced as it is (:func:`collsynth.tens.pipelined_overlap.explicit`)."""
-    if isinstance(f, OverlappedAllreduce):
-        return price_event(pipelined_overlap.explicit(f, instance), instance)
+    (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which). Trees without
+    shifts (the halves of a capacity split, :mod:`collsynth.solvers.packing.split_form`) are
+    their expansion, priced as it is."""
     la = instance.topology.link_arrays
     halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders

@@ -116,7 +116,8 @@ def test_tree_packing_allreduce_on_the_split_runs_below_reduce_scatter_then_allg
     schedule runs in between under every model."""
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
-    from collsynth.tens import cost_models, pipelined_overlap
+    from collsynth.solvers.packing.emission import with_header
+    from collsynth.tens import cost_models, pipelined_allreduce
 
     topo = two_chassis()
     assert split(topo, topo.npus).seconds(8e6) == pytest.approx(11.2e6)
@@ -128,7 +129,7 @@ def test_tree_packing_allreduce_on_the_split_runs_below_reduce_scatter_then_allg
     assert min(summed, key=summed.get) == choice["chosen"] and summed[choice["chosen"]] < summed["as picked"]
     assert [f["pieces"] for f in row["extra"]["forests"]] == choice["probe_pieces"]
     assert "on its share" in row["extra"]["optimum_source"]
-    listed = pipelined_overlap.explicit(sched, inst)  # kept as trees (tests/test_pipelined_overlap.py)
+    listed = with_header(pipelined_allreduce.expand(sched), inst)  # kept as trees (tests/test_split_form.py)
     for t in (row["time_sync_s"], row["time_event_s"], cost_models.price(listed, inst, "event-inorder").total_s):
         assert 11.2e6 <= t < 14e6 * 0.85
 

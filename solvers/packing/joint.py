@@ -108,13 +108,12 @@ def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[in
 
 
 def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> dict | None:
-    """The priced times under ``models`` of the overlapped allreduce (:func:`.overlap.overlapped`)
-    of ``pair`` (reduce-scatter, allgather forests) at ``pieces``, verified and priced once
+    """The priced times under ``models`` of the overlapped allreduce of ``pair`` (reduce-scatter,
+    allgather forests) at ``pieces`` as explicit sends (:func:`listed`), verified and priced once
     (:func:`collsynth.tens.certified.certify`) and offered to ``kept``; None where it does not
     verify."""
     t = time.perf_counter()
-    rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
-    sched = with_header(overlap.overlapped(rs, ag, instance.collective.chunks_per_node), instance)
+    sched = listed(instance, pair, pieces, models)
     verdict = certified.certify(sched, instance)
     if verdict is None:
         return None
@@ -122,6 +121,18 @@ def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incum
     if kept is not None:
         kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
     return got
+
+
+def listed(instance: Instance, pair, pieces, models: tuple = ("sync",)):
+    """The explicit sends of ``pair`` at ``pieces`` with the producer's header: the halves
+    overlapped at the least valid shift (:func:`.overlap.overlapped`), or, for the halves on
+    their shares of the links, the expansion of the form the run keeps as trees
+    (:func:`.split_form.listed`, its delay chosen under ``models``), so that ``--param
+    form=explicit`` lists the very schedule."""
+    if pair[0].on_share:
+        return split_form.listed(instance, pair, pieces, pipelined, models)
+    rs, ag = (emit(instance, f, p) for f, p in zip(pair, pieces))
+    return with_header(overlap.overlapped(rs, ag, instance.collective.chunks_per_node), instance)
 
 
 def split_within_share(instance: Instance, halves: list[Forest], options: Options, deadline,

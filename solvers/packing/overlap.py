@@ -24,7 +24,7 @@ allreduce from 1.012x to 1.008x the bound under ``event`` (1600 pieces); the sam
 reduce-scatter starves (2.0x: any share on the optimum's reversed forest queues). Those figures
 predate the reductions' declared link order (``link_order = "program"``,
 :func:`collsynth.tens.pipelined_trees.expand`: a GPU's sends on a link in the order listed,
-which the overlapped schedule keeps); with it, on DGX-H100 x2 (200 pieces) the optimum's greedy
+which the overlapped schedule keeps, :func:`collsynth.tens.pipelined_allreduce.joined`); with it, on DGX-H100 x2 (200 pieces) the optimum's greedy
 forests for both halves run 1.0011x the bound under ``event`` (1.111x before) and are chosen.
 """
 
@@ -36,7 +36,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...tens.schedule import Schedule, concat, id_column
+from ...tens.pipelined_allreduce import joined
+from ...tens.schedule import Schedule, concat
 from .trees import RoutedTree
 
 PROBE_PIECES = 200  # pipeline pieces the pairs are compared at (about 1 % of a priced time)
@@ -61,7 +62,8 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     (module doc). A reduction completes before its owner sends it, so every GPU's
     contributions left it before the allgather's copy reaches it. The allgather's pieces are
     mirrored within each chunk (``[lo, hi)`` to ``[1 - hi, 1 - lo)``) when that shifts it less:
-    a time-reversed reduction completes its last pieces first.
+    a time-reversed reduction completes its last pieces first. The sends are those of
+    :func:`collsynth.tens.pipelined_allreduce.joined` at that delay, with its declared link order.
 
     Two GPUs, each shard in two halves: the reductions complete one half a step, so the
     allgather starts in step 2, not after the reduce-scatter's 2 steps:
@@ -86,19 +88,15 @@ def overlapped(first: Schedule, second: Schedule, chunks_per_node: int) -> Sched
     out = np.zeros(len(both), bool)
     out[n:] = both.src[n:] == owner[n:]
     if not into.any() or not out.any():
-        return both
+        return joined(first, second, first.num_steps)
     best = None
     for mirror in (False, True):
         a, b = (both.denom - hi, both.denom - lo) if mirror else (lo, hi)
         done = _completion(chunk[into], lo[into], hi[into], step[into], chunk[out], a[out], b[out], both.denom)
         shift = int(np.max(done + 1 - step[out]))
         if best is None or shift < best[0]:
-            best = (shift, a, b)
-    shift, a, b = best
-    lo[n:], hi[n:] = a[n:], b[n:]
-    step[n:] += shift
-    return Schedule(both.collective, both.nodes, both.chunks, both.chunk, lo, hi, both.src, both.dst,
-                    id_column(step), both.op, both.denom, both.routing, dict(both.meta), both.link_order)
+            best = (shift, mirror)
+    return joined(first, second, first.num_steps + best[0], best[1])
 
 
 def _completion(c_in, lo_in, hi_in, s_in, c_out, lo_out, hi_out, denom: int) -> np.ndarray:

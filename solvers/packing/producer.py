@@ -51,14 +51,14 @@ from ...limits import TimeLimitReached
 from ...tens.schedule import Schedule
 from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import estimate, fill, forests, incumbent, overlap, rings, split_form
+from . import estimate, fill, forests, incumbent, rings, split_form
 from .compact_form import EXPLICIT_PIECES, compact_forest, kept_as_trees, planned, run_compact
 from .emission import (DEPTH_FACTOR, PIECES_FLOOR, PRICE_MODELS, SEND_BUDGET, auto_pieces, check_sends, emit,
                        pipelined, price_pieces, refuse_small_pieces, with_header)
 from .forest_record import forest_record
 from .forests import (CLOSE_ENOUGH, MAX_TREES, TWO_LEVEL_MULTIPLES, by_root_order, by_shape, choose_k, forest, greedy,
                       ring_forest, ring_forests, shallow, two_level)
-from .joint import SPLIT_PAIR, SPLIT_SHARE, choose_halves
+from .joint import SPLIT_PAIR, SPLIT_SHARE, choose_halves, listed
 from .latency_choice import ONE_MODEL_BUDGET, PRICE_BUDGET, PRICE_SHARE, SLACKS, alternatives, priced_choice
 from .packed import Forest, optimum_seconds, packed_seconds, part_instance, plan
 from .pieces_choice import FILL_SENDS, pick
@@ -149,24 +149,26 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     if not as_trees:
         check_sends(chosen, depths, coll.chunks_per_node,
                     "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
-    sched, verdict = _schedule(instance, chosen, depths, kept, as_trees)
+    sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options))
     if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
         _check_piece_bytes(instance, sched)
     return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, verdict=verdict)
 
 
-def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False) -> tuple:
+def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,
+              models: tuple = ("sync",)) -> tuple:
     """``(schedule, verdict)``: ``kept``'s schedule and its verdict where it is the one chosen
     (verified and priced by the choice: not emitted again), else, ``as_trees``, the split pair
-    kept as trees plus the pipeline rule (:func:`.split_form.returned`), else the forests
-    emitted at ``depths``, an allreduce's halves overlapped (:func:`.overlap.overlapped`), no verdict."""
+    kept as trees plus the pipeline rule and its prices (:func:`.split_form.returned`, its delay
+    chosen under ``models``), else the forests emitted at ``depths``, an allreduce's halves
+    overlapped (:func:`.joint.listed`), no verdict."""
     if kept is not None and kept.holds(chosen, depths):
         return kept.schedule, kept.certified
     if as_trees:
-        return split_form.returned(instance, chosen, depths, pipelined), None
-    parts = [emit(instance, f, p) for f, p in zip(chosen, depths)]
-    sched = parts[0] if len(parts) == 1 else overlap.overlapped(parts[0], parts[1], instance.collective.chunks_per_node)
-    return with_header(sched, instance), None
+        return split_form.returned(instance, chosen, depths, pipelined, models)
+    if len(chosen) == 1:
+        return with_header(emit(instance, chosen[0], depths[0]), instance), None
+    return listed(instance, chosen, depths, models), None
 
 
 def _outcome(instance: Instance, chosen: list[Forest], depths: list[int], sched: Schedule, t0: float,
