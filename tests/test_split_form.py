@@ -215,3 +215,36 @@ def test_an_expansion_beyond_the_memory_budget_is_not_simulated(monkeypatch):
     assert pipelined_event.sends_priced(f, inst) > 10 ** 18
     got, costs = split_form.placed(*f.halves, inst, ("sync", "event"))
     assert set(costs) == {"sync"}
+
+
+def _star_trees(kind: str, multicast: bool):
+    """Three GPUs behind one switch (node 3), a tree per root in two pieces: two routes through
+    the switch, or (``multicast``) one arrival at the switch forwarded to both other GPUs."""
+    from collsynth.tens.pipelined_trees import PipelinedTrees
+
+    hops, ptr = [], [0]
+    for r in range(3):
+        a, b = [v for v in range(3) if v != r]
+        hops += [(r, 3, 0), (3, a, 1), (3, b, 1)] if multicast else [(r, 3, 0), (3, a, 1), (r, 3, 0), (3, b, 1)]
+        ptr.append(len(hops))
+    src, dst, before = map(np.array, zip(*hops))
+    return PipelinedTrees(kind, 4, 4, 1, 2, 1, np.arange(3), np.zeros(3, int), np.ones(3, int), np.array(ptr), src,
+                          dst, before)
+
+
+@pytest.mark.parametrize("delay", [None, 3])
+def test_a_switch_copying_in_the_allgather_is_refused_as_the_header_declares(delay):
+    """An allreduce through a switch: the expansion's header says a switch forwards one arrival
+    per send (``switch_copy`` false), so an allgather half whose switch sends one arrival to two
+    GPUs is refused by the form as by the explicit verifier; two routes through the switch
+    verify both ways (in turn, and overlapped at delay 3: a reduction completes in step 3 at the
+    latest, 2 hops and 2 pieces)."""
+    from collsynth.instances.generators import build
+
+    inst = make_instance(build("switch", {"nodes": 3, "unwind": 0}), "allreduce", message_bytes=3e6)
+    rs = _star_trees("reduce_scatter", False)
+    for multicast in (False, True):
+        f = PipelinedAllreduce(rs, _star_trees("allgather", multicast), delay)
+        why, explicit_why = pipelined_allreduce.verify(f, inst), verify.verify(explicit(f, inst), inst)
+        assert (why is None) == (explicit_why is None) == (not multicast), (why, explicit_why)
+    assert "does not copy" in pipelined_allreduce.verify(PipelinedAllreduce(rs, _star_trees("allgather", True)), inst)

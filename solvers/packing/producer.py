@@ -149,23 +149,23 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     if not as_trees:
         check_sends(chosen, depths, coll.chunks_per_node,
                     "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
-    sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options))
+    sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options), deadline)
     if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
         _check_piece_bytes(instance, sched)
     return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, verdict=verdict)
 
 
 def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,
-              models: tuple = ("sync",)) -> tuple:
+              models: tuple = ("sync",), deadline=None) -> tuple:
     """``(schedule, verdict)``: ``kept``'s schedule and its verdict where it is the one chosen
     (verified and priced by the choice: not emitted again), else, ``as_trees``, the split pair
     kept as trees plus the pipeline rule and its prices (:func:`.split_form.returned`, its delay
-    chosen under ``models``), else the forests emitted at ``depths``, an allreduce's halves
+    chosen under ``models`` within ``deadline``), else the forests emitted at ``depths``, an allreduce's halves
     overlapped (:func:`.joint.listed`), no verdict."""
     if kept is not None and kept.holds(chosen, depths):
         return kept.schedule, kept.certified
     if as_trees:
-        return split_form.returned(instance, chosen, depths, pipelined, models)
+        return split_form.returned(instance, chosen, depths, pipelined, models, deadline)
     if len(chosen) == 1:
         return with_header(emit(instance, chosen[0], depths[0]), instance), None
     return listed(instance, chosen, depths, models), None

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...limits import require
-from ...tens import allreduce_overlap, pipelined_allreduce, pipelined_event
+from ...tens import allreduce_overlap, cost_models, pipelined_allreduce, pipelined_event
 from ...tens.pipelined_allreduce import PipelinedAllreduce
 from .emission import refuse_small_pieces, with_header
 
@@ -149,18 +149,23 @@ def price(instance, pair, pieces, models: tuple, kept, pipelined) -> dict | None
     return got
 
 
-def returned(instance, pair, pieces, pipelined, models: tuple = ("sync",)) -> tuple[PipelinedAllreduce, Priced]:
-    """The split pair at ``pieces`` as the run returns it (:func:`placed` under ``models``) and
-    the prices it computed besides ``sync`` (:class:`Priced`, taken by the pipeline once the form
-    verifies); a piece under a byte is refused (:class:`~collsynth.InputError` on
-    ``collective.message_bytes``), as the explicit sends' are, and so are pieces whose placing
-    would not fit the memory budget (:func:`collsynth.limits.require`, :data:`ITEM_BYTES` a tree's
-    piece)."""
+def returned(instance, pair, pieces, pipelined, models: tuple = ("sync",), deadline=None) -> tuple:
+    """``(form, prices)``: the split pair at ``pieces`` as the run returns it (:func:`placed`
+    under ``models``, the ``event`` price simulated only where the expansion fits the time
+    ``deadline`` leaves at the model's rate, as the pipeline would price it, else the delay
+    chosen under ``sync``) and the prices it computed besides ``sync`` (:class:`Priced`, taken
+    by the pipeline once the form verifies); a piece under a byte is refused
+    (:class:`~collsynth.InputError` on ``collective.message_bytes``), as the explicit sends'
+    are, and so are pieces whose placing would not fit the memory budget
+    (:func:`collsynth.limits.require`, :data:`ITEM_BYTES` a tree's piece)."""
     halves = _halves(instance, pair, pieces, pipelined)
     items = sum(len(h.root) * h.chunks_per_root * h.pieces for h in halves)
     require(items * ITEM_BYTES, "--param pieces", f"{items:,} tree pieces placed and verified")
     refuse_small_pieces(instance, _smallest_piece(halves, instance), "pieces (--param pieces)")
-    f, costs = placed(*halves, instance, models)
+    left = None if deadline is None else deadline.left()
+    sends = pipelined_event.sends_priced(PipelinedAllreduce(*halves), instance)
+    simulate = sends < sys.maxsize and (left is None or sends <= cost_models.MODELS["event"].rate * left)
+    f, costs = placed(*halves, instance, models, simulate)
     return f, Priced({m: c for m, c in costs.items() if m != "sync"})
 
 
