@@ -45,7 +45,7 @@ from .pipelined_trees import PipelinedTrees, SyncPrice
 from .schedule import Schedule, concat
 
 FORM = "pipelined-allreduce"
-OLD_FORM = "overlapped-allreduce"  # the allgather moved ``shift`` steps from following the reduce-scatter: read as a delay
+OLD_FORM = "overlapped-allreduce"  # the allgather ``shift`` steps from following the reduce-scatter: read as a delay
 LINK_ORDER = "program"  # an overlapped allreduce's declared link order (:func:`joined`)
 
 

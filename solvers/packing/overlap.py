@@ -24,8 +24,9 @@ allreduce from 1.012x to 1.008x the bound under ``event`` (1600 pieces); the sam
 reduce-scatter starves (2.0x: any share on the optimum's reversed forest queues). Those figures
 predate the reductions' declared link order (``link_order = "program"``,
 :func:`collsynth.tens.pipelined_trees.expand`: a GPU's sends on a link in the order listed,
-which the overlapped schedule keeps, :func:`collsynth.tens.pipelined_allreduce.joined`); with it, on DGX-H100 x2 (200 pieces) the optimum's greedy
-forests for both halves run 1.0011x the bound under ``event`` (1.111x before) and are chosen.
+which the overlapped schedule keeps, :func:`collsynth.tens.pipelined_allreduce.joined`); with it,
+on DGX-H100 x2 (200 pieces) the optimum's greedy forests for both halves run 1.0011x the bound
+under ``event`` (1.111x before) and are chosen.
 """
 
 from __future__ import annotations
