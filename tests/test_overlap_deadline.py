@@ -12,9 +12,12 @@ simulating candidates that cannot win.
   the verified halves in turn, says the search stopped, and simulates no candidate;
 - the floor equals the busiest link's bytes over its bandwidth counted from the explicit sends,
   is below every candidate's ``event`` price, and leaving candidates out by it never changes
-  the choice.
+  the choice;
+- the shifts priced at once (``prices_by_delay``) are each ``price_joint``'s, and the search
+  finds the same in blocks of one shift.
 
-No test measures a duration: each counts what was priced.
+No test measures a duration: each counts what was priced (a pricing: one ``price_joint`` call
+or one block of shifts).
 """
 
 from dataclasses import replace
@@ -65,18 +68,29 @@ def _in_turn(inst):
 
 
 def _counting_prices(monkeypatch, raise_at: int | None = None) -> list:
-    """Every ``price_joint`` call as ``(rs, ag, delay, total)``; the ``raise_at``-th raises the
-    run timer's exception instead."""
-    seen, real = [], allreduce_overlap.price_joint
+    """Every pricing (a ``price_joint`` call, or a block of shifts priced at once) as the list
+    of the totals it priced; the ``raise_at``-th raises the run timer's exception instead."""
+    seen = []
+    real_one, real_block = allreduce_overlap.price_joint, overlap_sizes.prices_by_delay
 
-    def counted(rs, ag, delay, costs):
+    def timer():
         if raise_at is not None and len(seen) + 1 == raise_at:
             raise TimeLimitReached("produce")
-        got = real(rs, ag, delay, costs)
-        seen.append((rs, ag, delay, got.total_s))
+
+    def one(rs, ag, delay, costs):
+        timer()
+        got = real_one(rs, ag, delay, costs)
+        seen.append([got.total_s])
         return got
 
-    monkeypatch.setattr(overlap_sizes.ao, "price_joint", counted)
+    def block(rs, ag, delays, costs):
+        timer()
+        got = real_block(rs, ag, delays, costs)
+        seen.append(list(got))
+        return got
+
+    monkeypatch.setattr(overlap_sizes.ao, "price_joint", one)
+    monkeypatch.setattr(overlap_sizes, "prices_by_delay", block)
     return seen
 
 
@@ -100,7 +114,8 @@ def test_a_deadline_mid_search_returns_the_least_priced_so_far(monkeypatch, look
     seen = _counting_prices(monkeypatch)
     g = overlap_sizes.overlapped(f, inst, LooksDeadline(looks))
     assert len(seen) <= looks  # one price at most per look before the deadline
-    least = min(t for *_, t in seen)
+    least = min(min(p) for p in seen)
+    monkeypatch.undo()
     assert _sync(g, inst) == pytest.approx(least, rel=1e-12)
     assert pipelined_allreduce.verify(g, inst) is None
     unlimited = overlap_sizes.overlapped(f, inst)
@@ -110,10 +125,10 @@ def test_a_deadline_mid_search_returns_the_least_priced_so_far(monkeypatch, look
 def test_the_run_timer_inside_the_search_keeps_the_least_priced_before_it(monkeypatch):
     inst = _instance()
     f = _in_turn(inst)
-    seen = _counting_prices(monkeypatch, raise_at=6)
+    seen = _counting_prices(monkeypatch, raise_at=4)
     g = overlap_sizes.overlapped(f, inst)  # no deadline given: the timer's exception alone stops it
-    assert len(seen) == 5
-    least = min(t for *_, t in seen)
+    assert len(seen) == 3
+    least = min(min(p) for p in seen)
     monkeypatch.undo()
     assert _sync(g, inst) == pytest.approx(least, rel=1e-12) and least < _sync(f, inst)
     assert pipelined_allreduce.verify(g, inst) is None
@@ -212,3 +227,29 @@ def test_candidates_left_out_by_the_floor_do_not_change_the_choice(monkeypatch, 
     every, _, _ = allreduce_depth.with_overlap(f, None, inst, ("sync", "event"))
     if floor != 1.0:
         assert (kept.pieces, kept.delay, kept.mirror) == (every.pieces, every.delay, every.mirror)
+
+
+@pytest.mark.parametrize("pieces, unequal", [(4, False), (5, True), (1, False)])
+def test_the_shifts_priced_at_once_are_each_priced_alone(pieces, unequal):
+    """``prices_by_delay`` against ``price_joint`` shift by shift, from before the least valid
+    shift to past the halves in turn (the price is defined at any shift), equal pieces and the
+    linear program's unequal ones."""
+    inst = _instance()
+    f = _in_turn_at(_in_turn(inst), pieces)
+    costs = allreduce_overlap.joint_costs(*f.halves, inst)
+    rs, ag = overlap_sizes.joint_sized(*f.halves, inst, pieces, costs) if unequal else f.halves
+    assert not unequal or len(set(np.diff(rs.edges))) > 1
+    delays = list(range(-3, allreduce_overlap.last_step(rs) + allreduce_overlap.last_step(ag) + 3))
+    at_once = overlap_sizes.prices_by_delay(rs, ag, delays, costs)
+    alone = [allreduce_overlap.price_joint(rs, ag, d, costs).total_s for d in delays]
+    assert at_once == pytest.approx(alone, rel=1e-12, abs=0)
+
+
+def test_the_shift_search_finds_the_same_in_blocks_of_one(monkeypatch):
+    inst = _instance()
+    f = _in_turn(inst)
+    whole = overlap_sizes.overlapped(f, inst)
+    monkeypatch.setattr(overlap_sizes, "BLOCK_CELLS", 1)
+    one = overlap_sizes.overlapped(f, inst)
+    assert (one.pieces, one.delay, one.mirror) == (whole.pieces, whole.delay, whole.mirror)
+    assert _sync(one, inst) == _sync(whole, inst) < _sync(f, inst)

@@ -35,6 +35,8 @@ from ...tens.pipelined_allreduce import PipelinedAllreduce
 from .piece_sizes import MAX_ROWS, edges_of, unit_of
 
 SHIFTS_SCANNED = 256  # shifts priced per mirror at most: the least valid ones, and those near the halves in turn
+BLOCK_DELAYS = 64  # shifts priced together at most
+BLOCK_CELLS = 1 << 20  # and at most this many steps x shifts in one block (memory: x link classes floats)
 SHARES = (1 / 2, 3 / 4, 1, 5 / 4, 3 / 2, 2)  # piece counts tried, as shares of the halves' deeper count
 
 
@@ -117,23 +119,71 @@ def _least_shift(rs, ag, costs, deadline, best: list) -> float | None:
     shifts at ``10^4`` pieces took over a minute), ``best[0]`` (``(price, allreduce)``) replaced
     by each that prices less as it is found (so a stop keeps it); None where no least valid shift
     exists (:func:`collsynth.tens.allreduce_overlap.least_delay` refuses the halves' pieces: the
-    candidate is not offered). Stops at ``deadline``."""
-    least_here = None
+    candidate is not offered). Stops at ``deadline``. The price does not depend on the mirror
+    (:func:`collsynth.tens.allreduce_overlap.price_joint`), so a shift priced mirrored is not
+    priced again unmirrored (it would only tie)."""
+    least_here, priced = None, set()
     for mirror in (True, False):
         try:
             least = ao.least_delay(rs, ag, mirror)
         except ValueError:
             continue
         last = ao.last_step(rs)
-        for delay in sorted(set(range(least, min(last, least + SHIFTS_SCANNED // 2) + 1))
-                            | set(range(max(least, last - SHIFTS_SCANNED // 2), last + 1))):
+        delays = sorted((set(range(least, min(last, least + SHIFTS_SCANNED // 2) + 1))
+                         | set(range(max(least, last - SHIFTS_SCANNED // 2), last + 1))) - priced)
+        for block in _blocks(delays, rs, ag):
             if _over(deadline):
                 return least_here
-            t = ao.price_joint(rs, ag, delay, costs).total_s
-            least_here = t if least_here is None else min(least_here, t)
-            if t < best[0][0]:
-                best[0] = (t, PipelinedAllreduce(rs, ag, delay=delay, mirror=mirror))
+            priced.update(block)
+            for delay, t in zip(block, prices_by_delay(rs, ag, block, costs)):
+                least_here = t if least_here is None else min(least_here, t)
+                if t < best[0][0]:
+                    best[0] = (t, PipelinedAllreduce(rs, ag, delay=delay, mirror=mirror))
     return least_here
+
+
+def _blocks(delays: list, rs, ag) -> list:
+    """``delays`` in consecutive blocks of at most :data:`BLOCK_CELLS` steps x delays."""
+    steps = ao.last_step(rs) + ao.last_step(ag) + 2
+    size = max(1, min(BLOCK_DELAYS, BLOCK_CELLS // steps))
+    return [delays[i:i + size] for i in range(0, len(delays), size)]
+
+
+def prices_by_delay(rs, ag, delays, costs) -> np.ndarray:
+    """The ``sync`` price (:func:`collsynth.tens.allreduce_overlap.price_joint`'s ``total_s``)
+    of the halves at each shift of ``delays`` at once: each half's load per link class and
+    largest active alpha per step, computed once, the allgather's moved by each shift (step
+    ``t`` carries the reduce-scatter's step ``t`` and the allgather's step ``t - delay``).
+
+    >>> import numpy as np
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> from collsynth.tens.pipelined_trees import PipelinedTrees
+    >>> inst = make_instance(build("ring", {"nodes": 3}), "allreduce", message_bytes=3e9)
+    >>> hops = [(0, 1, 0), (1, 2, 1), (1, 2, 0), (2, 0, 1), (2, 0, 0), (0, 1, 1)]
+    >>> ag = PipelinedTrees("allgather", 3, 3, 1, 4, 1, np.array([0, 1, 2]), np.array([0, 0, 0]),
+    ...                     np.array([1, 1, 1]), np.array([0, 2, 4, 6]), *map(np.array, zip(*hops)))
+    >>> rs = replace(ag, collective="reduce_scatter")
+    >>> costs = ao.joint_costs(rs, ag, inst)
+    >>> [round(float(t), 9) for t in prices_by_delay(rs, ag, [2, 5, 9], costs)]  # 7, 10, 10 busy steps
+    [0.0300035, 0.040005, 0.040005]
+    """
+    (d_rs, d_ag), cost, alpha = costs
+    S, A, delays = ao.last_step(rs), ao.last_step(ag), np.asarray(delays, dtype=np.int64)
+    t = np.arange(min(1, int(delays.min()) + 1), max(S, int(delays.max()) + A) + 1)
+    u = np.arange(1, A + 1)  # the allgather's own steps
+    share_rs = ao._shares(rs, S - t[:, None] - d_rs[None, :])
+    share_ag = ao._shares(ag, u[:, None] - d_ag[None, :] - 1)
+    n = len(d_rs)
+    load_rs, load_ag = share_rs @ cost[:n], share_ag @ cost[n:]
+    alpha_rs = np.where(share_rs > 0, alpha[None, :n], 0.0).max(axis=1, initial=0.0)
+    alpha_ag = np.where(share_ag > 0, alpha[None, n:], 0.0).max(axis=1, initial=0.0)
+    at = t[None, :] - delays[:, None] - 1  # [delays, steps]: the allgather's row, -1 where none
+    on = (at >= 0) & (at < A)
+    at = np.clip(at, 0, A - 1)
+    load = load_rs[None, :, :] + np.where(on[:, :, None], load_ag[at], 0.0)
+    late = np.maximum(alpha_rs[None, :], np.where(on, alpha_ag[at], 0.0))
+    return load.max(axis=2, initial=0.0).sum(axis=1) + late.sum(axis=1)
 
 
 def joint_sized(rs, ag, instance, pieces: int, costs, deadline=None) -> tuple | None:
