@@ -172,7 +172,8 @@ def test_a_run_whose_deadline_passes_after_the_trees_keeps_the_halves_in_turn(mo
 
     simulated = []
     monkeypatch.setattr(compact_form, "compact_forest", forest_then_pass)
-    monkeypatch.setattr(pipelined_event, "price", lambda f, i, *a, **k: simulated.append(f) or real_price(f, i, *a, **k))
+    monkeypatch.setattr(pipelined_event, "price",
+                        lambda f, i, *a, **k: simulated.append(f) or real_price(f, i, *a, **k))
     seen = _counting_prices(monkeypatch)
     deadline = Flipped(Deadline.after(1000.0).at, 1000.0)
     out = run_compact(inst, Options(time_limit=1000, deadline=deadline, params={"form": "compact",
