@@ -84,9 +84,22 @@ def least_delay(rs: PipelinedTrees, ag: PipelinedTrees, mirror: bool) -> int:
     return int((value[a] - value[b]).max())
 
 
+_PAIRS: list = []  # the last halves' arrays (kept alive, so that their ids stay theirs) and their root pairs
+
+
 def _root_pairs(rs: PipelinedTrees, ag: PipelinedTrees) -> np.ndarray:
     """``[pairs, 2]``: the distinct (reduce-scatter listed root, allgather listed root) whose
-    trees, moved by each half's shifts, are some one root's trees in each half."""
+    trees, moved by each half's shifts, are some one root's trees in each half (remembered for
+    the last halves asked: a search over pieces and shifts asks for the same trees' pairs)."""
+    key = tuple(getattr(h, name) for h in (rs, ag) for name in ("root", "shift", "orders", "nodes"))
+    if _PAIRS and all(a is b for a, b in zip(_PAIRS[0], key)):
+        return _PAIRS[1]
+    _PAIRS[:] = [key, _fresh_root_pairs(rs, ag)]
+    return _PAIRS[1]
+
+
+def _fresh_root_pairs(rs: PipelinedTrees, ag: PipelinedTrees) -> np.ndarray:
+    """:func:`_root_pairs` computed."""
     n = max(rs.nodes, ag.nodes, int(rs.root.max(initial=0)) + 1, int(ag.root.max(initial=0)) + 1)
     pattern = [_listed_root_of(h, n) for h in (rs, ag)]
     both = (pattern[0] >= 0) & (pattern[1] >= 0)

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ...tens import pipelined_allreduce, pipelined_event
+from ...tens.allreduce_overlap import joint_costs
 from ...tens.pipelined_allreduce import PipelinedAllreduce, half_instance
 from ...tens.pipelined_trees import PipelinedTrees, price_sync
 from .overlap_sizes import least_shifted, overlapped
@@ -96,7 +99,7 @@ def at_sync_depths(f: PipelinedAllreduce, instance) -> PipelinedAllreduce:
                                            for h in f.halves)), instance)
 
 
-def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: bool = True) -> tuple:
+def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: bool = True, deadline=None) -> tuple:
     """``(trees, note, cost)``: ``f`` (its halves in turn, ``cost`` its ``event`` price or None)
     or ``f`` with the allgather overlapped with the reduce-scatter (an allreduce as a
     reduce-scatter then an allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4;
@@ -108,10 +111,13 @@ def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: b
     without ``search``). Under ``event`` a candidate is priced per
     link orbit (:func:`collsynth.tens.pipelined_event.price`) and not kept where its simulation
     is over :data:`SIMULATED_SENDS` sends or tracks group prefixes where ``f``'s tracked exact
-    pairs; where ``f``'s own is over the cap, ``event`` is left out of the sum. ``cost``: the
+    pairs; where ``f``'s own is over the cap, ``event`` is left out of the sum. A candidate is
+    not simulated where even its ``event`` floor (:func:`event_floor`) would not make its sum
+    the least, nor once ``deadline`` has passed (the searches stop there too). ``cost``: the
     kept trees' ``event`` price (None where not priced), to be reported only once they have
     verified; ``note``: ``{"overlap_tried": [[pieces, delay, mirrored, sync s or None, event s
-    or None], ...], "overlap_kept": index of the kept}``."""
+    or None], ...], "overlap_kept": index of the kept}``, and ``"overlap_not_simulated":
+    [[pieces, delay, mirrored, sync s], ...]`` where a candidate was left out by its floor."""
     fits = "event" in models and pipelined_event.sends_priced(f, instance) <= SIMULATED_SENDS
     cost = pipelined_event.price(f, instance) if fits and cost is None else cost
     judged = [m for m in models if m == "sync" or fits]
@@ -122,10 +128,18 @@ def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: b
         tried.append(["/".join(map(str, g.pieces)), g.delay, g.mirror, sync, event.total_s if event else None])
         return sum(sync if m == "sync" else event.total_s for m in judged) if event is not False else None
 
-    best = (priced(f, cost), f, cost, 0)
-    for make in ((lambda: overlapped(f, instance)) if search else None, lambda: least_shifted(f, instance)):
+    best, unsimulated = (priced(f, cost), f, cost, 0), []
+    floor = event_floor(f, instance) if fits else 0.0
+    for make in ((lambda: overlapped(f, instance, deadline)) if search else None,
+                 lambda: least_shifted(f, instance, deadline)):
+        if deadline is not None and deadline.expired():
+            break
         g = make() if make else f
-        if g.delay is None:
+        if g.delay is None or (deadline is not None and deadline.expired()):
+            continue
+        sync = pipelined_allreduce.price_sync(g, instance).total_s
+        if sum(sync if m == "sync" else floor for m in judged) >= best[0]:  # its sum cannot be the least
+            unsimulated.append(["/".join(map(str, g.pieces)), g.delay, g.mirror, sync])
             continue
         event = None  # False: not kept (over the cap, or not the model's own time where f's was)
         if fits:
@@ -135,7 +149,20 @@ def with_overlap(f: PipelinedAllreduce, cost, instance, models: tuple, search: b
         total = priced(g, event)
         if total is not None and total < best[0]:
             best = (total, g, event, len(tried) - 1)
-    return best[1], {"overlap_tried": tried, "overlap_kept": best[3]}, best[2]
+    note = {"overlap_tried": tried, "overlap_kept": best[3]}
+    return best[1], {**note, "overlap_not_simulated": unsimulated} if unsimulated else note, best[2]
+
+
+def event_floor(f: PipelinedAllreduce, instance) -> float:
+    """Seconds no ``event`` price of ``f``'s trees (at any pieces, shift or mirror) is below: the
+    busiest link's bytes over its bandwidth, which its FIFO serves one message at a time
+    (:func:`collsynth.tens.cost.price_event`); per link class, every row of
+    :func:`collsynth.tens.allreduce_overlap.joint_costs` (a depth's load of one whole chunk per
+    tree) summed over the chunks of a root."""
+    rs, ag = f.halves
+    (d_rs, d_ag), cost, _ = joint_costs(rs, ag, instance)
+    rows = np.r_[np.full(len(d_rs), rs.chunks_per_root), np.full(len(d_ag), ag.chunks_per_root)]
+    return float((rows @ cost).max()) if cost.size else 0.0
 
 
 def _fits(g: PipelinedAllreduce, instance) -> bool:

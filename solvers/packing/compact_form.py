@@ -74,10 +74,12 @@ def run_compact(instance: Instance, options: Options) -> Outcome:
         trees, depth, event = exact_depth(trees, instance)
     try:
         if not pieces and models == ("sync",):  # sync alone: the halves overlapped where that prices lower
-            trees = overlapped(trees, instance)
+            trees = overlapped(trees, instance, deadline)
         else:  # the overlap kept where the models' priced sum is lower (.allreduce_depth.with_overlap)
-            trees, note, event = with_overlap(trees, event, instance, models, search=not pieces)
+            trees, note, event = with_overlap(trees, event, instance, models, search=not pieces, deadline=deadline)
             depth.update(note)
+        if deadline.expired():  # the searches stopped at the deadline: the least priced by then kept
+            depth["overlap_stopped"] = "time limit reached: the least priced found by then kept"
     except TimeLimitReached as e:  # the halves in turn, as found: returned at once
         limits.kept()
         depth["overlap_stopped"] = f"{e}: the halves in turn kept"
