@@ -18,7 +18,11 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   not charged;
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
-  every connection through it at ``efficiency[class]`` of its nominal bandwidth;
+  every connection through it at ``efficiency[class]`` of its nominal bandwidth, and pays
+  ``link_slice_s[class]`` for each slice crossing it beside those bytes (:func:`port_times`;
+  fitted where the manifest says ``link_slice_cost = true``, else 0): at a large message a
+  link carries as many slices an iteration at every buffer size while its bytes scale with the
+  buffer, so small buffers pay it and large ones hardly;
 - the buffer processed in ``ceil(chunk / (buff_bytes / 2))`` loop iterations, whatever the
   steps' ``cnt`` (``msccl_kernel.cu``: ``gridOffset += chunkSize``, ``chunkSize`` =
   ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2`` steps of ``buff_bytes / NCCL_STEPS``); a step of ``cnt``
@@ -513,7 +517,7 @@ def _refuse_switch_sums(schedule, instance) -> None:
 
 def _no_latency(cal: Calibration) -> Calibration:
     return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s},
-                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s})
+                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s}, link_slice_s={})
 
 
 def _calibration_name(c: Cost) -> str:
