@@ -75,3 +75,32 @@ def test_a_calibration_file_keeps_its_link_slice_cost(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match=r"parameters.link_slice_s.link: expected a number in 0..1, got -1.0"):
         load_calibration(path)
+
+
+def test_the_fit_recovers_a_made_up_link_slice_cost():
+    # measurements made up from a known calibration with 2 us of the link per slice, PAIR on two
+    # runtimes (the second's fixed costs half as large) at four buffer sizes: the fit with the
+    # cost finds it and the other runtime's scale (behind it in the fit's vector); the fit
+    # without it cannot match the data as well
+    from pathlib import Path
+
+    import numpy as np
+
+    from collsynth.tens.calibration import Row, fit
+    from collsynth.tens.measurements import Measurement
+    truth = cal(efficiency={"link": 0.6}, hop_s={"link": 1e-6}, gpu_op_s={"link": 0.0}, tb_rate=2e11,
+                reduce_rate=2e11, step_s=1e-6, launch_s=20e-6, tb_s=0.0, link_slice_s={"link": 2e-6},
+                runtimes={"other": {"latency": 0.5, "bandwidth": 1.0}})
+    f = program_features(PAIR, pair_instance())
+    sizes = np.logspace(4, 9, 11)
+    rows = []
+    for runtime in ("", "other"):
+        for buff in (1 << 16, 1 << 18, 1 << 20, 1 << 22):
+            m = Measurement(f"pair{runtime}{buff}", Path("p.xml"), Path("i.toml"), Path("l.txt"), buff, "in-place", 0,
+                            False, runtime)
+            rows.append(Row(m, f, sizes, runtime_times(f, sizes, for_runtime(truth, runtime), buff)))
+    with_cost, without = fit(rows, "t", "s", "", slice_gap=True), fit(rows, "t", "s", "")
+    assert with_cost.link_slice_s["link"] == pytest.approx(2e-6, rel=0.1)
+    assert with_cost.runtimes["other"]["latency"] == pytest.approx(0.5, rel=0.05)
+    assert with_cost.fit["rms_log_error"] < 0.01 < without.fit["rms_log_error"]
+    assert without.link_slice_s == {}
