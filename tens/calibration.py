@@ -90,18 +90,19 @@ def _runtimes(rows: list[Row]) -> list[str]:
 
 
 def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration,
-            floors: dict | None = None) -> Calibration:
+            floors: dict | None = None, gaps: bool = False) -> Calibration:
     """The calibration of the fit's vector ``x``; another runtime's bandwidth scale is raised to
     the least that keeps its scaled link shares at its ``floors`` (:func:`_scale_floor`)."""
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
-    tail = x[3 * k + 7:]  # per other runtime: latency scale, bandwidth scale, handshake share
+    g = k if gaps else 0  # the links' costs per slice, when fitted, follow the scalars
+    tail = x[3 * k + 7 + g:]  # per other runtime: latency scale, bandwidth scale, handshake share
     return replace(base, efficiency=per_class(0, 1.0), hop_s=per_class(k, 1e-6),
                    gpu_op_s=per_class(2 * k, 1e-6),
                    tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
                    launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
                    reduce_rate=float(x[3 * k + 4] * 1e9), round_share=float(x[3 * k + 5]),
-                   handshake_share=float(x[3 * k + 6]),
+                   handshake_share=float(x[3 * k + 6]), link_slice_s=per_class(3 * k + 7, 1e-6) if gaps else {},
                    runtimes={name: {"latency": float(tail[3 * i]),
                                     "bandwidth": max(float(tail[3 * i + 1]),
                                                      _scale_floor((floors or {}).get(name, {}), classes, x[:k])),
@@ -117,32 +118,37 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
-        fixed: dict | None = None, floors: bool = True) -> Calibration:
+        fixed: dict | None = None, floors: bool = True, slice_gap: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
     rather than fitted (:func:`pin_fixed`). With ``floors`` (the default) no link share is fitted
     below its :func:`share_floors`; without (a manifest's ``share_floors = false``) the floors
-    are only recorded, with the classes fitted below them (``fit.below_floors``)."""
+    are only recorded, with the classes fitted below them (``fit.below_floors``). With
+    ``slice_gap`` (a manifest's ``link_slice_cost = true``) each link class's cost per slice
+    crossing it (``link_slice_s``, 0-10 us) is fitted too; without, it is 0."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}))
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
-    # handshake share; per other runtime its latency and bandwidth scales and its handshake share
-    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3] + [1.0, 1.0, 0.3] * n)
-    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.1, 0.5, 0.0] * n)
-    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0]
+    # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
+    g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
+    x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3] + [0.1] * g
+                  + [1.0, 1.0, 0.3] * n)
+    lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.0] * g
+                  + [0.1, 0.5, 0.0] * n)
+    hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0] + [10.0] * g
                   + [10.0, 2.0, 1.0] * n)
     measured = share_floors(rows)
     applied = measured if floors else {}
-    floor_shares(applied, classes, lo, hi, hi[3 * k + 8] if n else 1.0)
+    floor_shares(applied, classes, lo, hi, hi[3 * k + 8 + g] if n else 1.0)
     pin_fixed(fixed or {}, classes, x0, lo, hi, applied.get("", {}))
     x0 = np.clip(x0, lo, hi)
-    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied)), x0,
+    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap)), x0,
                         bounds=(lo, hi), method="trf")
-    cal = _unpack(res.x, classes, runtimes, base, applied)
+    cal = _unpack(res.x, classes, runtimes, base, applied, slice_gap)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
@@ -285,7 +291,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
-                   manifest.fixed, manifest.share_floors)
+                   manifest.fixed, manifest.share_floors, manifest.link_slice_cost)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -180,7 +180,8 @@ class Manifest:
     fitted (:func:`read_fixed`; empty: all fitted). ``share_floors``: whether the fit bounds each
     link share below by what the fitted measurements moved
     (:func:`collsynth.tens.calibration.share_floors`; the manifest's ``share_floors``, default
-    true)."""
+    true). ``link_slice_cost``: whether the fit also fits a link's cost per slice crossing it
+    (``link_slice_s``, :func:`collsynth.tens.cost_models.runtime.port_times`; default false: 0)."""
 
     system: str
     source: str
@@ -188,6 +189,7 @@ class Manifest:
     transports: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
     share_floors: bool = True
+    link_slice_cost: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -201,7 +203,7 @@ def read_manifest(path: str | Path) -> Manifest:
     """The measurement manifest at ``path`` (TOML: ``system``, ``source``, and
     ``[[measurement]]`` tables with ``name, program, instance, log, buff_bytes, column,
     min_bytes, held_out`` and optionally ``runtime`` and ``held_out_set``; paths relative to the manifest; optionally a
-    ``[transports]`` table, a ``[fixed]`` one and ``share_floors``, :class:`Manifest`)."""
+    ``[transports]`` table, a ``[fixed]`` one, ``share_floors`` and ``link_slice_cost``, :class:`Manifest`)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -227,7 +229,8 @@ def read_manifest(path: str | Path) -> Manifest:
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
                     measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
                     fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"),
-                    share_floors=_field(data, "share_floors", bool, str(path), True))
+                    share_floors=_field(data, "share_floors", bool, str(path), True),
+                    link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False))
 
 
 def read_transports(data, where: str) -> dict:

@@ -26,7 +26,7 @@ plus the route latencies in microseconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -76,7 +76,12 @@ class ProgramFeatures:
     rounds after which the next iteration starts in the steady state
     (:func:`carried_rounds` over the number of rounds); empty where every thread block lets
     the next iteration start one round after the previous (the period is then the busiest
-    thread block's or link's load, which the model already takes)."""
+    thread block's or link's load, which the model already takes). ``link_load`` (class -> per
+    loaded link of that class, chunks per byte/s as ``class_load``, whose largest it is) and
+    ``link_ops`` (class -> the sends crossing each of those links per iteration, one column per
+    ``cnts`` value as ``gpu_ops``): what each link carries, for the cost a link pays per slice
+    (:func:`~collsynth.tens.cost_models.runtime.port_times`); empty: not computed (the busiest
+    link's ``class_load`` alone)."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -97,6 +102,8 @@ class ProgramFeatures:
     cnts: tuple = (1,)
     path_copies: tuple = ()
     carried: tuple = ()
+    link_load: dict = field(default_factory=dict)
+    link_ops: dict = field(default_factory=dict)
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -469,6 +476,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
                     for w, r in zip((0, 1), rounds))
     cnts, col = np.unique(cnt, return_inverse=True)
     ops_rows = np.concatenate([gpu[send_idx], peer[send_idx]])
+    link_ops = _count_by(hop_link, col[send_idx][hop_send], len(la), len(cnts), np.ones(len(hop_link)))
+    loaded = {c: np.flatnonzero((classes == c) & (load > 0)) for c in sorted(set(classes))}
     return ProgramFeatures(
         tb_steps=_count_by(tb_of, col, len(tbs), len(cnts), np.ones(len(steps))),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
@@ -486,7 +495,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"), rounds=rounds,
         path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent),
-        carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else ())
+        carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else (),
+        link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()})
 
 
 def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:

@@ -18,7 +18,11 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   not charged;
 - channels as parallel connections, and links as shared: per iteration every GPU port (its
   NVSwitch port, its own NIC: no PXN, the fabric core non-blocking) carries the bytes of
-  every connection through it at ``efficiency[class]`` of its nominal bandwidth;
+  every connection through it at ``efficiency[class]`` of its nominal bandwidth, and pays
+  ``link_slice_s[class]`` for each slice crossing it beside those bytes (:func:`port_times`;
+  fitted where the manifest says ``link_slice_cost = true``, else 0): at a large message a
+  link carries as many slices an iteration at every buffer size while its bytes scale with the
+  buffer, so small buffers pay it and large ones hardly;
 - the buffer processed in ``ceil(chunk / (buff_bytes / 2))`` loop iterations, whatever the
   steps' ``cnt`` (``msccl_kernel.cu``: ``gridOffset += chunkSize``, ``chunkSize`` =
   ``MSCCL_CHUNKSTEPS = NCCL_STEPS / 2`` steps of ``buff_bytes / NCCL_STEPS``); a step of ``cnt``
@@ -113,7 +117,7 @@ from ..cost import Cost
 from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_features
 from . import Column, CostModel
 
-__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights",
+__all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -144,7 +148,9 @@ class Calibration:
     rounds' excess over a pipelined first iteration that is paid (see the module doc).
     ``handshake_share``: the share of a slice's per-slice costs (credit, GPU shared cost) that
     an empty slice of a call pays too (:func:`slice_weights`; 0, a file without it, charges
-    non-empty slices only)."""
+    non-empty slices only). ``link_slice_s``: per link class, seconds of a link's time each slice
+    crossing it takes beyond its bytes (:func:`port_times`; a class it does not name, or a file
+    without it, 0)."""
 
     name: str
     system: str
@@ -163,6 +169,7 @@ class Calibration:
     transports: dict = field(default_factory=dict)
     round_share: float = 1.0
     handshake_share: float = 0.0
+    link_slice_s: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -170,7 +177,8 @@ class Calibration:
                 "buff_bytes": self.buff_bytes, "transports": self.transports,
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share,
-                               "handshake_share": self.handshake_share},
+                               "handshake_share": self.handshake_share,
+                               **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -201,6 +209,7 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     a, b = scale["latency"], scale["bandwidth"]
     return replace(cal, efficiency={c: min(1.0, e * b) for c, e in cal.efficiency.items()},
                    hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
+                   link_slice_s={c: g * a for c, g in cal.link_slice_s.items()},
                    step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a,
                    handshake_share=scale.get("handshake", cal.handshake_share))
 
@@ -227,6 +236,11 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     scal = {k: _number(p.get(k), f"{where}: parameters.{k}", 0.0, 1e15) for k in SCALARS}
     scal["round_share"] = _number(p.get("round_share", 1.0), f"{where}: parameters.round_share", 0.0, 1.0)
     scal["handshake_share"] = _number(p.get("handshake_share", 0.0), f"{where}: parameters.handshake_share", 0.0, 1.0)
+    gaps = p.get("link_slice_s", {})
+    if not isinstance(gaps, dict):
+        raise InputError(f"{where}: parameters.link_slice_s", "expected an object of link class -> number")
+    per_class["link_slice_s"] = {str(c): _number(v, f"{where}: parameters.link_slice_s.{c}", 0.0, 1.0)
+                                 for c, v in gaps.items()}
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -282,7 +296,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0)
                                                            for c, h in f.tb_hops.items())
     tb = (fixed + per_byte[:, None] * s[None, :]).max(axis=0)
-    ports = max(load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.class_load.items()) * s
+    ports = port_times(f, s, per_slice, cal, pf)
     shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
@@ -297,6 +311,42 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
+    """Seconds the busiest link takes per loop iteration of ``s`` bytes a chunk: over the links of
+    each class, its chunks' bytes at ``efficiency[c]`` of its bandwidth plus ``link_slice_s[c]``
+    for each slice crossing it (its sends' slice weights ``per_slice``, :func:`slice_weights`).
+    A link serves the slices of every connection through it one after another, and each costs
+    it a fixed time beyond its bytes (LogGP's gap per message: Alexandrov et al., "LogGP:
+    Incorporating Long Messages into the LogP Model", SPAA 1995, Section 2): the connection's
+    handshake, the sender's flag and the receiver's credit (``postPeer``/``waitPeer`` in
+    NCCL's ``prims_simple.h``) written over the link for each slice, and a P2P read's request
+    burst per slice. With no such cost (or no per-link features) it is the busiest link's load
+    alone, ``class_load``.
+
+    One link of 1 GB/s carrying 2 sends a chunk of 1 KB, one slice each, at a 0.5 share and 1 us a slice:
+    2 x 1 KB / 0.5 GB/s + 2 x 1 us = 6 us.
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {"l": 2e-9}, 1, 1, 0, {}, 1, 1,
+    ...                     "Simple", "allgather", link_load={"l": np.array([2e-9, 1e-9])},
+    ...                     link_ops={"l": np.array([2.0, 1.0])})
+    >>> cal = Calibration("c", "s", "", {"l": 0.5}, {"l": 0.0}, {"l": 0.0}, 1e9, 1e9, 0.0, 0.0, 0.0,
+    ...                   link_slice_s={"l": 1e-6})
+    >>> port_times(f, np.array([1000.0]), np.ones((1, 1)), cal, 1.0).round(12).tolist()
+    [6e-06]
+    """
+    out = np.zeros_like(s)
+    for c, load in f.class_load.items():
+        share = cal.efficiency.get(c, 1.0) * pf
+        gap = cal.link_slice_s.get(c, 0.0)
+        loads = f.link_load.get(c)
+        if gap > 0 and loads is not None and len(loads):
+            t = (loads / share)[:, None] * s[None, :] + _per_size(f.link_ops[c], per_slice) * gap
+            out = np.maximum(out, t.max(axis=0))
+        else:
+            out = np.maximum(out, load / share * s)
+    return out
 
 
 def _chained_copies(f: ProgramFeatures, share: np.ndarray) -> np.ndarray:
@@ -467,7 +517,7 @@ def _refuse_switch_sums(schedule, instance) -> None:
 
 def _no_latency(cal: Calibration) -> Calibration:
     return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s},
-                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s})
+                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s}, link_slice_s={})
 
 
 def _calibration_name(c: Cost) -> str:
