@@ -112,19 +112,23 @@ def test_two_pairs_by_hand():
     assert sorted((t.lo, t.hi) for t in trees) == [(0, 1)] * 4 + [(1, 2)] * 4
 
 
-@pytest.mark.parametrize("boxes, trees, k", [(1, 96, 6), (2, 384, 498), (4, 384, 6)])
-def test_forestcoll_mi250_boxes_reach_the_optimum_and_the_fifo_bound(boxes, trees, k):
+@pytest.mark.parametrize("boxes, trees, k, priced", [(1, 96, 6, True), (2, 384, 498, True), (4, 384, 6, False)])
+def test_forestcoll_mi250_boxes_reach_the_optimum_and_the_fifo_bound(boxes, trees, k, priced):
     """ForestColl's MI250 systems at alpha 0 (1 GB allgather): paired rings at exactly the cut
     optimum (six rings of 50 GB/s through the eight OAM pairs of a box; at two boxes 37 of 83
     parts of every share enter the other box twice, at four once), and the FIFO event time of
     their schedule at 100 pieces within 1 % of the bound (the greedy trees' was 1.11x on one
-    box, 1.22x on two; measured 1.0005, 1.0044 and 1.0070: pipeline fill)."""
+    box, 1.22x on two; measured 1.0005, 1.0044 and 1.0070: pipeline fill). Four boxes are
+    priced by the benchmark (``benchmarks/bench_packing.py --corpus``), not here: their event
+    simulation alone took a tenth of the suite."""
     topo = topology_from_dict({"generator": "forestcoll_mi250", "nodes": boxes, "xgmi_alpha": 0.0, "nic_alpha": 0.0})
     inst = make_instance(topo, "allgather", message_bytes=M)
     f = forest(inst, "allgather", False)
     assert f.shape == "rings" and f.tau == f.opt.tau and (len(f.trees), f.k) == (trees, k)
     shard = M / len(topo.npus)
     check_trees(topo, f, shard, f.opt.seconds(shard, f.unit_bw))
+    if not priced:
+        return
     row, sched = pipeline.run(inst, "tree-packing", Options(params={"pieces": 100}, time_limit=within(120)))
     assert row["verified"], row["message"]
     assert row["extra"]["forests"][0]["shape"] == "rings"
