@@ -143,10 +143,13 @@ def _refuse_instant_switch(schedule: Schedule, instance: Instance, model: str) -
 
 # ---- shared preparation --------------------------------------------------------------------
 
-def plan_for(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None) -> PricingPlan:
-    """``plan`` if it was made for ``schedule`` on ``instance``, a new plan if none was given."""
+def plan_for(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None,
+             model: str | None = None) -> PricingPlan:
+    """``plan`` if it was made for ``schedule`` on ``instance``, a new plan if none was given
+    (for ``model`` alone when named: once that model is done with it, it keeps nothing, so the
+    model's compiled loop runs without the columns it no longer reads)."""
     if plan is None:
-        return PricingPlan(schedule, instance)
+        return PricingPlan(schedule, instance, models=None if model is None else (model,))
     if not plan.belongs_to(schedule, instance):
         raise ValueError("the pricing plan was made for another schedule or instance")
     return plan
@@ -199,7 +202,7 @@ def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None 
     if len(s) == 0:
         return Cost("sync", 0, 0.0, 0.0, 0.0, {"T_B_chunks": Fraction(0), "per_step": [], "coupled_s": 0.0})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "sync")
     view, rt = plan.view, plan.routes
     mult = _homogeneous_units(s, instance, cb)
     lat, bw, coupled, units = sync_kernel.sync_steps(
@@ -278,7 +281,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     if len(s) == 0:
         return Cost("ten", 0, 0.0, 0.0, 0.0, {"timestep_s": f, "timesteps": 0})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "ten")
     view, rt, dep = plan.view, plan.routes, plan.deps(exact_deps)
     before = np.zeros(0, np.int32)
     if s.link_order == "program":
@@ -373,7 +376,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "event")
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
     rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile

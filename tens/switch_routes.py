@@ -26,7 +26,7 @@ import numpy as np
 
 from ..instances.instance import Instance
 from .cost import _dependencies
-from .dependencies import step_order, switch_back, switch_forwards, switch_mask
+from .dependencies import step_order, switch_back_of, switch_forwards, switch_mask
 from .switch_rule import switch_rule
 from .schedule import Schedule, from_arrays
 
@@ -131,10 +131,11 @@ def flat_routes(schedule: Schedule, instance: Instance, paths: bool = True,
 def _forwarded_pairs(s: Schedule, instance: Instance, switch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(send out of a switch, arrival it forwards)`` pairs, by the first then the second."""
     order = step_order(s.step)[0]
-    cols = [c[order] for c in (s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back(s, instance))]
     rule = switch_rule(s, instance)
-    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce & switch, rule.combining)
-    leave, arrival = order[fw.leave], order[fw.arrival]
+    fw = switch_forwards(s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back_of(s, instance), switch, rule.copy,
+                         s.denom, rule.reduce & switch, rule.combining, order=order)
+    leave, arrival = order[fw.leave].astype(np.int64), order[fw.arrival].astype(np.int64)
+    del order, fw
     key = np.lexsort((arrival, leave))
     return leave[key], arrival[key]
 

@@ -80,13 +80,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
 from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
 from ..instances.switch_ops import reducing_mask
-from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask,  # noqa: F401
+from .dependencies import (switch_back, switch_back_of, switch_delays, switch_forwards, switch_mask,  # noqa: F401
                            step_order, ten_timing, whole_pieces)
 from .routing import adjacency, row_pointers
 from .switch_rule import switch_rule
@@ -689,17 +690,16 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
     if not switch[s.src].any():
         return None
     rule = switch_rule(s, instance)
-    back = switch_back(s, instance)  # steps back to the arrival
-    order = None if bool((s.step[1:] >= s.step[:-1]).all()) else step_order(s.step)[0]
-    cols = [s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back]
-    if order is not None:
-        cols = [c[order] for c in cols]
-    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce, rule.combining)
+    back = switch_back_of(s, instance)  # steps back to the arrival
+    order = None if _in_step_order(s.step) else step_order(s.step)[0]
+    fw = switch_forwards(s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back, switch, rule.copy, s.denom, rule.reduce,
+                         rule.combining, order=order)
     if not len(fw.unpaired):
         return None
     i = int(fw.unpaired[0] if order is None else order[fw.unpaired[0]])
     sums = bool(rule.reduce[s.src[i]] and rule.combining[s.chunk[i]])
-    return _at(s, i, _switch_reason(s, i, int(back[i]), np.flatnonzero(switch[s.dst]), bool(rule.copy[s.src[i]]), sums))
+    k = int(back[i] if len(back) > 1 else back[0])
+    return _at(s, i, _switch_reason(s, i, k, np.flatnonzero(switch[s.dst]), bool(rule.copy[s.src[i]]), sums))
 
 
 def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool, sums: bool = False) -> str:
@@ -731,6 +731,15 @@ def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool, su
         return f"switch {sw} forwards part of the piece that did not arrive at the end of step {want}"
     return (f"switch {sw} copies the piece without switch_copy: more sends of it leave after step {want} "
             f"than arrived at the end of it")
+
+
+@njit(cache=True, nogil=True)
+def _in_step_order(step) -> bool:
+    """Whether the steps never decrease (one pass, no temporaries)."""
+    for i in range(1, len(step)):
+        if step[i] < step[i - 1]:
+            return False
+    return True
 
 
 def _covered(los: np.ndarray, his: np.ndarray, lo: int, hi: int) -> bool:
