@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
 from .. import InputError
 from ..instances.instance import Instance
@@ -241,6 +242,26 @@ def _csr(key: np.ndarray, items: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     return ptr, items[order]
 
 
+@njit(cache=True, nogil=True)
+def _dependents(di, dj, n):
+    """For the pairs ``(di, dj)`` (send ``di`` needs the arrival of ``dj``): ``(need, ptr,
+    items)``, the number of pairs of every send as the needing one (int32), and the needing
+    sends of each ``j`` (``items[ptr[j]:ptr[j + 1]]``, in pair order: a stable counting sort)."""
+    need = np.zeros(n, np.int32)
+    ptr = np.zeros(n + 2, np.int64)
+    for x in range(len(di)):
+        need[di[x]] += 1
+        ptr[dj[x] + 2] += 1
+    for k in range(n):
+        ptr[k + 2] += ptr[k + 1]
+    items = np.empty(len(di), np.int32)
+    for x in range(len(di)):
+        k = dj[x] + 1
+        items[ptr[k]] = di[x]
+        ptr[k] += 1
+    return need, ptr[:n + 1], items
+
+
 # ---- ten -------------------------------------------------------------------------------------
 
 def ten_parameters(topology: Topology, chunk_bytes: float, timestep: float | None = None):
@@ -395,13 +416,13 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         after = z32
     if exact:
         di, dj = dep.pairs
-        need = np.bincount(di, minlength=n).astype(np.int32)
-        dptr, ditems = _csr(dj, di, n)  # dependents of each j
-        del di, dj
     else:
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
+    if exact:
+        need, dptr, ditems = _dependents(di, dj, n)  # what each send waits for; the dependents of each
+        del di, dj
     if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
         rec = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
     del chunk, lo, hi, r

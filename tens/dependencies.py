@@ -100,7 +100,8 @@ class StepView:
     ``order`` is ``None`` when the schedule is already in step order. ``bounds[k] ..
     bounds[k + 1]`` are the positions of the k-th used step, ``steps[k]`` its step number and
     ``rank[q]`` (int32) the k of position ``q``. ``chunk``, ``src``, ``dst`` are int32; pieces
-    are ``[lo / denom, hi / denom)``.
+    are ``[lo / denom, hi / denom)`` (the schedule's own columns when it is in step order or
+    moves whole chunks, else copies, int32 when every bound fits).
     """
 
     order: np.ndarray | None
@@ -214,6 +215,15 @@ def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, order, rank
     return bounds
 
 
+def _piece_type(s: Schedule) -> np.dtype:
+    """int32 when every piece bound of ``s`` fits in it (a view's copy of them then takes half
+    the room; the bounds are the same integers), else the schedule's own type."""
+    i32 = np.iinfo(np.int32)
+    if min(int(s.lo.min()), int(s.hi.min())) >= i32.min and max(int(s.lo.max()), int(s.hi.max())) <= i32.max:
+        return np.dtype(np.int32)
+    return np.result_type(s.lo.dtype, s.hi.dtype)
+
+
 def step_view(schedule: Schedule) -> StepView:
     """:class:`StepView` of ``schedule`` (linear for the usual step numbers).
 
@@ -250,7 +260,8 @@ def step_view(schedule: Schedule) -> StepView:
         whole = whole_pieces(s.lo, s.hi, s.denom)  # then every piece is [0, denom): in any order, the columns
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
-        lo, hi = (s.lo, s.hi) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
+        piece = _piece_type(s)
+        lo, hi = (s.lo, s.hi) if whole else (np.empty(n, piece), np.empty(n, piece))
         bounds = _scatter_by_step(s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo,
                                   empty if whole else s.hi, order, rank, chunk, src, dst, lo, hi)
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
@@ -652,21 +663,14 @@ def dependency_pairs_of(view: StepView, deps: Deps, budget: int | None = None) -
     any other group offers its whole prefix. A send out of a switch is paired with the arrivals
     it forwards (``deps.forwards``)."""
     fw = deps.forwards
-    g_in = deps.g_in
-    if fw is not None:
-        g_in = g_in.copy()
-        g_in[fw.leave] = -1
+    z = np.zeros(0, np.int32)
+    leave, arrival = (z, z) if fw is None else (fw.leave, fw.arrival)
     by_lo, disjoint = by_piece(view.lo, view.hi, deps.members, deps.gstart)
-    di, dj, ok = overlapping_pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
-                        pair_budget(len(view)) if budget is None else budget)
+    di, dj, ok = overlapping_pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
+                                   pair_budget(len(view)) if budget is None else budget, leave, arrival)
     if not ok:
         return None
-    if fw is None:
-        return di, dj
-    i = np.concatenate([di, fw.leave.astype(np.int32)])
-    j = np.concatenate([dj, fw.arrival.astype(np.int32)])
-    by_i = np.argsort(i, kind="stable")
-    return i[by_i], j[by_i]
+    return di, dj
 
 
 def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:

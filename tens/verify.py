@@ -269,15 +269,24 @@ def _simulate_one(s: Schedule, instance: Instance, coll: Collective, off: int, s
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``; a
     combining collective whose sends touch a switch through :func:`_relayed_violation`."""
     if coll.combining and switch.any():
-        part = (s.chunk >= off) & (s.chunk < off + coll.num_chunks)
-        touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
         reducing = reducing_mask(instance.topology)
-        summed = np.flatnonzero(part & (reducing[s.src] | reducing[s.dst]))
-        if len(summed):
-            return _summed_violation(s, instance, coll, off, switch & ~reducing, reducing, int(summed[0]))
-        if len(touch):
-            return _relayed_violation(s, instance, coll, off, switch, int(touch[0]))
+        summed = _first_touching(s.chunk, s.src, s.dst, off, off + coll.num_chunks, reducing)
+        if summed >= 0:
+            return _summed_violation(s, instance, coll, off, switch & ~reducing, reducing, summed)
+        touch = _first_touching(s.chunk, s.src, s.dst, off, off + coll.num_chunks, switch)
+        if touch >= 0:
+            return _relayed_violation(s, instance, coll, off, switch, touch)
     return _simulate(s, coll, off, switch)
+
+
+@njit(cache=True, nogil=True)
+def _first_touching(chunk, src, dst, c0, c1, nodes) -> int:
+    """The first send of a chunk in ``c0 .. c1 - 1`` from or to a node ``nodes`` marks, or -1
+    (one pass, no temporaries)."""
+    for i in range(len(chunk)):
+        if c0 <= chunk[i] < c1 and (nodes[src[i]] or nodes[dst[i]]):
+            return i
+    return -1
 
 
 def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: int, plain: np.ndarray,
