@@ -52,7 +52,7 @@ def _prices(s, inst):
 
 
 @settings(max_examples=12, deadline=None)
-@given(SMALL_CLOS, st.sampled_from(["allgather", "reduce_scatter", "allreduce"]), st.integers(1, 3),
+@given(SMALL_CLOS, st.sampled_from(["allgather", "reduce_scatter"]), st.integers(1, 3),
        st.integers(0, 2 ** 31))
 def test_out_of_step_order_sends_verify_and_price_as_in_step_order(fabric, kind, pieces, seed):
     s, inst = _sends(*fabric, kind, pieces)
