@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
 from .. import InputError
 from ..instances.instance import Instance
@@ -143,10 +144,13 @@ def _refuse_instant_switch(schedule: Schedule, instance: Instance, model: str) -
 
 # ---- shared preparation --------------------------------------------------------------------
 
-def plan_for(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None) -> PricingPlan:
-    """``plan`` if it was made for ``schedule`` on ``instance``, a new plan if none was given."""
+def plan_for(schedule: Schedule, instance: Instance, plan: PricingPlan | None = None,
+             model: str | None = None) -> PricingPlan:
+    """``plan`` if it was made for ``schedule`` on ``instance``, a new plan if none was given
+    (for ``model`` alone when named: once that model is done with it, it keeps nothing, so the
+    model's compiled loop runs without the columns it no longer reads)."""
     if plan is None:
-        return PricingPlan(schedule, instance)
+        return PricingPlan(schedule, instance, models=None if model is None else (model,))
     if not plan.belongs_to(schedule, instance):
         raise ValueError("the pricing plan was made for another schedule or instance")
     return plan
@@ -199,7 +203,7 @@ def price_sync(schedule: Schedule, instance: Instance, plan: PricingPlan | None 
     if len(s) == 0:
         return Cost("sync", 0, 0.0, 0.0, 0.0, {"T_B_chunks": Fraction(0), "per_step": [], "coupled_s": 0.0})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "sync")
     view, rt = plan.view, plan.routes
     mult = _homogeneous_units(s, instance, cb)
     lat, bw, coupled, units = sync_kernel.sync_steps(
@@ -236,6 +240,26 @@ def _csr(key: np.ndarray, items: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     """``items`` grouped by ``key`` (stable): ``(ptr, grouped items)``."""
     order, ptr = counting_order(key, n)
     return ptr, items[order]
+
+
+@njit(cache=True, nogil=True)
+def _dependents(di, dj, n):
+    """For the pairs ``(di, dj)`` (send ``di`` needs the arrival of ``dj``): ``(need, ptr,
+    items)``, the number of pairs of every send as the needing one (int32), and the needing
+    sends of each ``j`` (``items[ptr[j]:ptr[j + 1]]``, in pair order: a stable counting sort)."""
+    need = np.zeros(n, np.int32)
+    ptr = np.zeros(n + 2, np.int64)
+    for x in range(len(di)):
+        need[di[x]] += 1
+        ptr[dj[x] + 2] += 1
+    for k in range(n):
+        ptr[k + 2] += ptr[k + 1]
+    items = np.empty(len(di), np.int32)
+    for x in range(len(di)):
+        k = dj[x] + 1
+        items[ptr[k]] = di[x]
+        ptr[k] += 1
+    return need, ptr[:n + 1], items
 
 
 # ---- ten -------------------------------------------------------------------------------------
@@ -278,7 +302,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     if len(s) == 0:
         return Cost("ten", 0, 0.0, 0.0, 0.0, {"timestep_s": f, "timesteps": 0})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "ten")
     view, rt, dep = plan.view, plan.routes, plan.deps(exact_deps)
     before = np.zeros(0, np.int32)
     if s.link_order == "program":
@@ -373,7 +397,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
-    plan = plan_for(s, instance, plan)
+    plan = plan_for(s, instance, plan, "event")
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
     rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
@@ -392,13 +416,13 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         after = z32
     if exact:
         di, dj = dep.pairs
-        need = np.bincount(di, minlength=n).astype(np.int32)
-        dptr, ditems = _csr(dj, di, n)  # dependents of each j
-        del di, dj
     else:
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
+    if exact:
+        need, dptr, ditems = _dependents(di, dj, n)  # what each send waits for; the dependents of each
+        del di, dj
     if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
         rec = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
     del chunk, lo, hi, r

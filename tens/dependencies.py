@@ -37,7 +37,7 @@ from .routing import MAX_INDEX
 from .schedule import Schedule
 from .piece_overlaps import by_piece, overlapping_pairs
 from .switch_rule import switch_rule
-from .ten import NotSupported, instant_hops, link_delays, link_latency
+from .ten import NotSupported, instant_hops, link_delays, link_latency, switch_hop_instant
 
 PAIR_BUDGET = 4_000_000  # candidates for explicit dependency pairs (or two per send) beyond this: prefix mode
 TABLE_PER_SEND = 2  # the (chunk, node) group table may have this many entries per send,
@@ -100,7 +100,8 @@ class StepView:
     ``order`` is ``None`` when the schedule is already in step order. ``bounds[k] ..
     bounds[k + 1]`` are the positions of the k-th used step, ``steps[k]`` its step number and
     ``rank[q]`` (int32) the k of position ``q``. ``chunk``, ``src``, ``dst`` are int32; pieces
-    are ``[lo / denom, hi / denom)``.
+    are ``[lo / denom, hi / denom)`` (the schedule's own columns when it is in step order or
+    moves whole chunks, else copies, int32 when every bound fits).
     """
 
     order: np.ndarray | None
@@ -214,6 +215,15 @@ def _scatter_by_step(step, first, num_keys, chunk, src, dst, lo, hi, order, rank
     return bounds
 
 
+def _piece_type(s: Schedule) -> np.dtype:
+    """int32 when every piece bound of ``s`` fits in it (a view's copy of them then takes half
+    the room; the bounds are the same integers), else the schedule's own type."""
+    i32 = np.iinfo(np.int32)
+    if min(int(s.lo.min()), int(s.hi.min())) >= i32.min and max(int(s.lo.max()), int(s.hi.max())) <= i32.max:
+        return np.dtype(np.int32)
+    return np.result_type(s.lo.dtype, s.hi.dtype)
+
+
 def step_view(schedule: Schedule) -> StepView:
     """:class:`StepView` of ``schedule`` (linear for the usual step numbers).
 
@@ -250,7 +260,8 @@ def step_view(schedule: Schedule) -> StepView:
         whole = whole_pieces(s.lo, s.hi, s.denom)  # then every piece is [0, denom): in any order, the columns
         empty = s.lo[:0]
         order = np.empty(n, np.int32)
-        lo, hi = (s.lo, s.hi) if whole else (np.empty(n, s.lo.dtype), np.empty(n, s.hi.dtype))
+        piece = _piece_type(s)
+        lo, hi = (s.lo, s.hi) if whole else (np.empty(n, piece), np.empty(n, piece))
         bounds = _scatter_by_step(s.step, first, last - first + 1, s.chunk, s.src, s.dst, empty if whole else s.lo,
                                   empty if whole else s.hi, order, rank, chunk, src, dst, lo, hi)
         return StepView(order, bounds, s.step[order[bounds[:-1]]], rank, chunk, src, dst, lo, hi, s.denom)
@@ -529,62 +540,114 @@ def dependencies(view: StepView, instance: Instance, want_pairs: bool | None = N
     whole = whole_pieces(view.lo, view.hi, view.denom)
     if want_pairs is None:
         want_pairs = not whole
-    deps = Deps(ga, g_in, p, members, gstart, None)
-    if schedule is not None and n and instance.topology.switches:
-        deps = _forwarded(deps, view, schedule, instance, whole)
+    if schedule is not None and n and instance.topology.switches and _leaves_a_switch(
+            view.src, switch_mask(instance.topology)):
+        del members
+        deps = _forwarded(ga, g_in, p, len(gstart) - 1, view, schedule, instance, whole)
+    else:
+        deps = Deps(ga, g_in, p, members, gstart, None)
+    del ga, g_in, p, gstart
     if want_pairs:
         return replace(deps, pairs=dependency_pairs_of(view, deps))
     return deps
 
 
-def _forwarded(deps: Deps, view: StepView, schedule: Schedule, instance: Instance, whole: bool) -> Deps:
-    """``deps`` with every send out of a switch needing only the arrival it forwards (the
-    switch rule above; :class:`Deps`): arrivals at switches regrouped (one group each when
-    ``whole``, else one per (chunk, switch, step)), groups numbered again by first arrival."""
+@njit(cache=True, nogil=True)
+def _leaves_a_switch(src, switch) -> bool:
+    """Whether a send leaves a switch (one pass, no temporaries)."""
+    for i in range(len(src)):
+        if switch[src[i]]:
+            return True
+    return False
+
+
+def _forwarded(ga, g_in, p, groups: int, view: StepView, schedule: Schedule, instance: Instance,
+               whole: bool) -> Deps:
+    """The :class:`Deps` of the groups ``ga`` (``groups`` of them; what every position reads:
+    ``g_in``, ``p``) with every send out of a switch needing only the arrival it forwards (the
+    switch rule above): arrivals at switches regrouped (one group each when ``whole``, but one
+    per partial sum at a reducing switch; else one per (chunk, switch, step)), groups numbered
+    again by first arrival. ``ga``, ``g_in`` and ``p`` are rewritten in place."""
     switch = switch_mask(instance.topology)
-    leaving = np.flatnonzero(switch[view.src])
-    if not len(leaving):
-        return deps
-    back = np.ones(len(view), np.int64)  # read for the sends out of switches only
-    back[leaving] = switch_back(schedule, instance, leaving if view.order is None else view.order[leaving])
+    back = switch_back_of(schedule, instance)
+    if len(back) > 1 and view.order is not None:
+        back = back[view.order]
     rule = switch_rule(schedule, instance)
     copy, reduce, combining = rule.args()
-    fw = switch_forwards(view.chunk, view.src, view.dst, view.lo, view.hi, view.steps[view.rank], back, switch, copy,
-                         view.denom, reduce, combining)
-    G = deps.groups
-    key = deps.ga.astype(np.int64)
-    into = np.flatnonzero(fw.run >= 0)
-    extra = fw.run[into]
-    if whole:  # one group per arrival, but one per partial sum at a reducing switch
-        summed = reduce[view.dst[into]] & combining[np.minimum(view.chunk[into], len(combining) - 1)]
-        extra = np.where(summed, len(into) + fw.run[into], np.arange(len(into)))
-    key[into] = G + extra
-    ga, new, groups = _renumber(key, G + (int(extra.max()) + 1 if len(into) else 0))
-    g_in = np.where(deps.g_in >= 0, new[np.maximum(deps.g_in, 0)], -1).astype(np.int32)
-    p = deps.p.copy()
-    g_in[leaving], p[leaving] = -1, 0
-    members, gstart = counting_order(ga, groups)
-    first = np.r_[True, fw.leave[1:] != fw.leave[:-1]] if len(fw.leave) else np.zeros(0, bool)
-    d, a = fw.leave[first], fw.arrival[first]
-    g_in[d] = ga[a]
-    p[d] = np.diff(gstart)[ga[a]]  # every arrival of the group: one, or all of a partial sum's
+    fw = switch_forwards(view.chunk, view.src, view.dst, view.lo, view.hi, view.steps, back, switch, copy,
+                         view.denom, reduce, combining, rank=view.rank)
+    del back
+    reduce_at = np.zeros(len(switch), np.bool_)
+    reduce_at[:len(reduce)] = reduce[:len(switch)]
+    groups = _regroup(ga, g_in, p, fw.run, view.chunk, view.src, view.dst, switch, reduce_at,
+                      np.asarray(combining, np.bool_), whole, groups)
+    fw = replace(fw, run=fw.run[:0])  # read by nothing further
+    members, gstart = _members_of(ga, groups)
+    _read_forwarded(g_in, p, ga, gstart, fw.leave, fw.arrival)
     return Deps(ga, g_in, p, members, gstart, None, fw)
 
 
 @njit(cache=True, nogil=True)
-def _renumber(key, keys):
-    """Group numbers in the order of first appearance of ``key`` (values below ``keys``):
-    ``(ga, new, groups)``, ``new[k]`` the number of key ``k`` (-1 if absent)."""
-    new = np.full(keys, -1, np.int64)
-    ga = np.empty(len(key), np.int32)
-    groups = 0
-    for i in range(len(key)):
-        k = key[i]
-        if new[k] < 0:
-            new[k] = groups
-            groups += 1
-        ga[i] = new[k]
-    return ga, new, groups
+def _regroup(ga, g_in, p, run, chunk, src, dst, switch, reduce, combining, whole, groups):
+    """:func:`_forwarded`'s groups, in place: every arrival at a switch (``run[i] >= 0``, its
+    (chunk, switch, step)) keyed past the ``groups`` old groups (whole chunks: by the arrival,
+    or by its run at a reducing switch summing the chunk; pieces: by its run), every key numbered
+    in the order of its first position; ``g_in`` renumbered, and -1 (``p`` 0) for the sends out
+    of switches. Returns the number of groups."""
+    n = len(ga)
+    into = runs = 0
+    for i in range(n):
+        if run[i] >= 0:
+            into += 1
+            runs = max(runs, run[i] + 1)
+    new = np.full(groups + (into + runs if whole else runs), -1, np.int32)
+    count = j = 0
+    for i in range(n):
+        key = ga[i]
+        if run[i] >= 0:
+            summed = reduce[dst[i]] and combining[min(chunk[i], len(combining) - 1)]
+            key = groups + ((into + run[i] if summed else j) if whole else run[i])
+            j += 1
+        if new[key] < 0:
+            new[key] = count
+            count += 1
+        ga[i] = new[key]
+    for i in range(n):
+        if switch[src[i]]:
+            g_in[i] = -1
+            p[i] = 0
+        elif g_in[i] >= 0:
+            g_in[i] = new[g_in[i]]
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _members_of(ga, groups):
+    """``(members, gstart)``: the positions by group (int32), in position order inside; group
+    ``g``'s are ``members[gstart[g]:gstart[g + 1]]`` (a stable counting sort, as
+    :func:`counting_order`, without a column of indices to sort)."""
+    starts = np.zeros(groups + 2, np.int64)
+    for i in range(len(ga)):
+        starts[ga[i] + 2] += 1
+    for g in range(groups):
+        starts[g + 2] += starts[g + 1]
+    members = np.empty(len(ga), np.int32)
+    for i in range(len(ga)):
+        k = ga[i] + 1
+        members[starts[k]] = i
+        starts[k] += 1
+    return members, starts[:groups + 1]
+
+
+@njit(cache=True, nogil=True)
+def _read_forwarded(g_in, p, ga, gstart, leave, arrival):
+    """Every send out of a switch reads the group of the first arrival it forwards, all of it
+    (one arrival, or all of a partial sum's)."""
+    for x in range(len(leave)):
+        if x == 0 or leave[x] != leave[x - 1]:
+            g = ga[arrival[x]]
+            g_in[leave[x]] = g
+            p[leave[x]] = gstart[g + 1] - gstart[g]
 
 
 def pair_budget(sends: int) -> int:
@@ -600,21 +663,14 @@ def dependency_pairs_of(view: StepView, deps: Deps, budget: int | None = None) -
     any other group offers its whole prefix. A send out of a switch is paired with the arrivals
     it forwards (``deps.forwards``)."""
     fw = deps.forwards
-    g_in = deps.g_in
-    if fw is not None:
-        g_in = g_in.copy()
-        g_in[fw.leave] = -1
+    z = np.zeros(0, np.int32)
+    leave, arrival = (z, z) if fw is None else (fw.leave, fw.arrival)
     by_lo, disjoint = by_piece(view.lo, view.hi, deps.members, deps.gstart)
-    di, dj, ok = overlapping_pairs(g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
-                        pair_budget(len(view)) if budget is None else budget)
+    di, dj, ok = overlapping_pairs(deps.g_in, deps.p, view.lo, view.hi, deps.members, deps.gstart, by_lo, disjoint,
+                                   pair_budget(len(view)) if budget is None else budget, leave, arrival)
     if not ok:
         return None
-    if fw is None:
-        return di, dj
-    i = np.concatenate([di, fw.leave.astype(np.int32)])
-    j = np.concatenate([dj, fw.arrival.astype(np.int32)])
-    by_i = np.argsort(i, kind="stable")
-    return i[by_i], j[by_i]
+    return di, dj
 
 
 def dependency_pairs(schedule: Schedule, instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
@@ -700,13 +756,13 @@ def switch_back(schedule: Schedule, instance: Instance, sends: np.ndarray | None
 
 @dataclass(frozen=True)
 class Forwards:
-    """Which arrival every send out of a switch forwards (the rule above), in the indices of
-    the arrays given to :func:`switch_forwards`.
+    """Which arrival every send out of a switch forwards (the rule above), in the positions of
+    the sends given to :func:`switch_forwards` (their stable step order).
 
-    ``leave``, ``arrival``: the pairs (int64), by ``leave`` then ``arrival``; a send of whole
+    ``leave``, ``arrival``: the pairs (int32), by ``leave`` then ``arrival``; a send of whole
     chunks forwards one arrival, a piece one per part it takes from a different arrival.
-    ``unpaired``: the leaving sends with a point no arrival serves, ascending. ``run[i]``: for a
-    send into a switch, the number of its (chunk, switch, step) (-1 for the other sends).
+    ``unpaired``: the leaving sends with a point no arrival serves, ascending. ``run[i]`` (int32):
+    for a send into a switch, the number of its (chunk, switch, step) (-1 for the other sends).
     """
 
     leave: np.ndarray
@@ -715,80 +771,191 @@ class Forwards:
     run: np.ndarray
 
 
+@njit(cache=True, nogil=True, inline='always')
+def _row(order, p):
+    """The row of the columns that position ``p`` reads: ``order[p]``, or ``p`` when ``order``
+    is empty (the columns are in position order)."""
+    return order[p] if len(order) else p
+
+
+@njit(cache=True, nogil=True, inline='always')
+def _event_key(e, chunk, src, dst, step, rank, back, order):
+    """``(chunk, switch, step of the arrival)`` of event ``e``: the arrival of position ``e``
+    at a switch, or (``e < 0``) the send of position ``~e`` out of one, which forwards the
+    arrivals ``back`` steps before its own step (``back`` of one entry: every send's)."""
+    p = e if e >= 0 else ~e
+    q = _row(order, p)
+    t = np.int64(step[rank[q]]) if len(rank) else np.int64(step[q])
+    if e >= 0:
+        return np.int64(chunk[q]), np.int64(dst[q]), t
+    return np.int64(chunk[q]), np.int64(src[q]), t - (back[q] if len(back) > 1 else back[0])
+
+
+@njit(cache=True, nogil=True)
+def _switch_events(switch, src, dst, order, n):
+    """The events of the positions ``0 .. n - 1`` (int32, :func:`_event_key`): every arrival
+    at a switch by position, then every send out of one (as ``~position``) by position;
+    ``(events, sends out of switches, (least, greatest) chunk, switch and step of the events)``."""
+    m_in = m_out = 0
+    for p in range(n):
+        q = _row(order, p)
+        m_in += switch[dst[q]]
+        m_out += switch[src[q]]
+    ev = np.empty(m_in + m_out, np.int32)
+    a, b = 0, m_in
+    for p in range(n):
+        q = _row(order, p)
+        if switch[dst[q]]:
+            ev[a] = p
+            a += 1
+        if switch[src[q]]:
+            ev[b] = ~p
+            b += 1
+    return ev, m_out
+
+
+@njit(cache=True, nogil=True)
+def _event_ranges(ev, chunk, src, dst, step, rank, back, order):
+    """``[[least, greatest]]`` of the events' chunks, switches and steps (int64, 3 x 2)."""
+    out = np.empty((3, 2), np.int64)
+    for x in range(len(ev)):
+        key = _event_key(ev[x], chunk, src, dst, step, rank, back, order)
+        for j in range(3):
+            if x == 0 or key[j] < out[j, 0]:
+                out[j, 0] = key[j]
+            if x == 0 or key[j] > out[j, 1]:
+                out[j, 1] = key[j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _events_by(ev, out, j, least, keys, chunk, src, dst, step, rank, back, order):
+    """Stable counting sort of the events ``ev`` into ``out`` by part ``j`` of their key
+    (:func:`_event_key`), whose values lie in ``least .. least + keys - 1``."""
+    starts = np.zeros(keys + 2, np.int32)
+    for x in range(len(ev)):
+        starts[_event_key(ev[x], chunk, src, dst, step, rank, back, order)[j] - least + 2] += 1
+    for k in range(keys):
+        starts[k + 2] += starts[k + 1]
+    for x in range(len(ev)):
+        k = _event_key(ev[x], chunk, src, dst, step, rank, back, order)[j] - least + 1
+        out[starts[k]] = ev[x]
+        starts[k] += 1
+
+
+@njit(cache=True, nogil=True)
+def _event_keys(ev, chunk, src, dst, step, rank, back, order):
+    """The events' keys as three int64 columns (chunk, switch, step): for a comparison sort."""
+    keys = np.empty((3, len(ev)), np.int64)
+    for x in range(len(ev)):
+        keys[0, x], keys[1, x], keys[2, x] = _event_key(ev[x], chunk, src, dst, step, rank, back, order)
+    return keys
+
+
+def _sorted_events(ev, cols, ranges):
+    """The events by (chunk, switch, step), stable: counting sorts by step, then switch, then
+    chunk, least significant first (Knuth, "The Art of Computer Programming", vol. 3, section
+    5.2.5), when their ranges are small; a comparison sort otherwise."""
+    spans = ranges[:, 1] - ranges[:, 0] + 1
+    if (spans <= 2 * len(ev) + (1 << 20)).all():
+        other = np.empty_like(ev)
+        for j in (2, 1, 0):
+            _events_by(ev, other, j, int(ranges[j, 0]), int(spans[j]), *cols)
+            ev, other = other, ev
+        return ev
+    keys = _event_keys(ev, *cols)
+    return ev[np.lexsort((keys[2], keys[1], keys[0]))]
+
+
 @njit(cache=True, nogil=True)
 def _grown_pairs(pairs, k):
     """``pairs`` with room for twice as many rows (the first ``k`` kept)."""
-    out = np.empty((2 * len(pairs), 2), np.int64)
+    out = np.empty((2 * len(pairs), 2), pairs.dtype)
     out[:k] = pairs[:k]
     return out
 
 
 @njit(cache=True, nogil=True)
-def _pair_runs(idx, leaving, chunk, node, when, lo, hi, port, denom, copy_at, reduce_at, combining, size, n):
+def _grown(buffer, need):
+    """``buffer``, or a larger one of its type (contents not kept) when it holds fewer than ``need``."""
+    return buffer if len(buffer) >= need else np.empty(max(need, 2 * len(buffer)), buffer.dtype)
+
+
+@njit(cache=True, nogil=True)
+def _pair_runs(ev, m_out, chunk, src, dst, lo, hi, step, rank, back, order, denom, copy_at, reduce_at, combining,
+               size, n):
     """The pairing of every run of one (chunk, switch, step) (events sorted by them, arrivals
-    first, each part in (step, index) order): ``(leave, arrival, unpaired, run)`` as
-    :class:`Forwards` holds them. A run of whole chunks pairs by counting; one with pieces
-    point by point over its breakpoints. ``port``: each send's destination (its out-link).
+    first, each part in position order): ``(pairs, k, unpaired, run)``, the pairs (leaving,
+    arrival) in ``pairs[:k]``, ``unpaired`` and ``run`` as :class:`Forwards` holds them (a bool
+    per position for the first). A run of whole chunks pairs by counting; one with pieces
+    point by point over its breakpoints. A send's out-link is its destination.
     ``copy_at[switch]``: it multicasts; ``reduce_at[switch]``: it reduces, for the chunks
     ``combining[chunk]`` marks."""
-    m = len(idx)
-    pairs = np.empty((max(16, m), 2), np.int64)
+    m = len(ev)
+    pairs = np.empty((max(16, m_out), 2), np.int32)
     k = 0
     unpaired = np.zeros(n, np.bool_)
-    run = np.full(n, -1, np.int64)
+    run = np.full(n, -1, np.int32)
     count = np.zeros(size, np.int64)
-    cover = np.empty(m, np.int64)
-    pts = np.empty(2 * m, np.int64)
+    cover = np.empty(16, np.int32)
+    pts = np.empty(32, np.int64)
     runs, a = 0, 0
     while a < m:
-        b = a
-        while b < m and chunk[b] == chunk[a] and node[b] == node[a] and when[b] == when[a]:
+        key = _event_key(ev[a], chunk, src, dst, step, rank, back, order)
+        b = a + 1
+        while b < m and _event_key(ev[b], chunk, src, dst, step, rank, back, order) == key:
             b += 1
         c = a
-        while c < b and not leaving[c]:
-            run[idx[c]] = runs
+        while c < b and ev[c] >= 0:
+            run[ev[c]] = runs
             c += 1
         runs += 1
         whole = True
         for x in range(a, b):
-            whole = whole and lo[idx[x]] == 0 and hi[idx[x]] == denom
+            q = _row(order, ev[x] if ev[x] >= 0 else ~ev[x])
+            whole = whole and lo[q] == 0 and hi[q] == denom
         segments = 1
+        cuts = pts[:0]
         if not whole:  # the run's breakpoints (no allocation for whole chunks)
+            pts = _grown(pts, 2 * (b - a))
             for x in range(a, b):
-                pts[2 * (x - a)], pts[2 * (x - a) + 1] = lo[idx[x]], hi[idx[x]]
+                q = _row(order, ev[x] if ev[x] >= 0 else ~ev[x])
+                pts[2 * (x - a)], pts[2 * (x - a) + 1] = lo[q], hi[q]
             cuts = np.unique(pts[:2 * (b - a)])
             segments = len(cuts) - 1
-        copy = copy_at[node[a]]
-        reduce = reduce_at[node[a]] and combining[chunk[a]]
+        cover = _grown(cover, c - a)
+        copy = copy_at[key[1]]
+        reduce = reduce_at[key[1]] and combining[key[0]]
         for g in range(segments):
             p0, p1 = (0, denom) if whole else (cuts[g], cuts[g + 1])
-            pairs, k = _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, reduce, count, cover, pairs, k,
+            pairs, k = _pair_segment(ev, a, c, b, p0, p1, lo, hi, dst, order, copy, reduce, count, cover, pairs, k,
                                      unpaired)
         a = b
-    leave, arrival = _by_leave(pairs[:k], n)
-    return leave, arrival, unpaired, run
+    return pairs, k, unpaired, run
 
 
 @njit(cache=True, nogil=True, inline='always')
-def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, reduce, count, cover, pairs, k, unpaired):
-    """Pair the forwards ``idx[c:b]`` covering ``[p0, p1)`` with the arrivals ``idx[a:c]``
+def _pair_segment(ev, a, c, b, p0, p1, lo, hi, dst, order, copy, reduce, count, cover, pairs, k, unpaired):
+    """Pair the forwards ``ev[c:b]`` covering ``[p0, p1)`` with the arrivals ``ev[a:c]``
     covering it (the rule above; ``count``: per out-link, zero again on return); appends to
     ``pairs[:k]`` and returns ``(pairs, k)``, marking forwards with no arrival ``unpaired``.
     At a reducing switch (``reduce``) the arrivals are one partial sum: the first forward
     (the first on each out-link with ``copy``) is paired with every one of them."""
     na = 0
     for x in range(a, c):
-        q = idx[x]
+        q = _row(order, ev[x])
         if lo[q] <= p0 and hi[q] >= p1:
-            cover[na] = q
+            cover[na] = ev[x]
             na += 1
     j = 0
     for x in range(c, b):
-        q = idx[x]
+        p = ~ev[x]
+        q = _row(order, p)
         if lo[q] <= p0 and hi[q] >= p1:
+            port = dst[q]
             if copy:
-                jj = count[port[q]]
-                count[port[q]] += 1
+                jj = count[port]
+                count[port] += 1
             else:
                 jj = j
                 j += 1
@@ -796,53 +963,68 @@ def _pair_segment(idx, a, c, b, p0, p1, lo, hi, port, copy, reduce, count, cover
                 for y in range(na):
                     if k == len(pairs):
                         pairs = _grown_pairs(pairs, k)
-                    pairs[k, 0], pairs[k, 1] = q, cover[y]
+                    pairs[k, 0], pairs[k, 1] = p, cover[y]
                     k += 1
             elif not reduce and jj < na:
                 if k == len(pairs):
                     pairs = _grown_pairs(pairs, k)
-                pairs[k, 0], pairs[k, 1] = q, cover[jj]
+                pairs[k, 0], pairs[k, 1] = p, cover[jj]
                 k += 1
             else:
-                unpaired[q] = True
+                unpaired[p] = True
     if copy:
         for x in range(c, b):
-            count[port[idx[x]]] = 0
+            count[dst[_row(order, ~ev[x])]] = 0
     return pairs, k
 
 
 @njit(cache=True, nogil=True)
-def _by_leave(pairs, n):
-    """The distinct ``pairs`` sorted by leaving send, then arrival: a counting sort by leaving
-    send and, within one (a piece takes few arrivals), an insertion sort that drops repeats."""
-    order, starts = counting_order(pairs[:, 0], n)
-    leave = np.empty(len(pairs), np.int64)
-    arrival = np.empty(len(pairs), np.int64)
-    k = 0
+def _by_leave(pairs, k, n):
+    """The distinct pairs of ``pairs[:k]`` sorted by leaving send, then arrival (int32): a
+    counting sort by leaving send and, within one (a piece takes few arrivals), an insertion
+    sort that drops repeats."""
+    starts = np.zeros(n + 2, np.int32)
+    for x in range(k):
+        starts[pairs[x, 0] + 2] += 1
     for d in range(n):
-        first = k
+        starts[d + 2] += starts[d + 1]
+    arrival = np.empty(k, np.int32)
+    for x in range(k):  # starts[d + 1] fills leaving send d, ending at its end (as in counting_order_of)
+        d = pairs[x, 0] + 1
+        arrival[starts[d]] = pairs[x, 1]
+        starts[d] += 1
+    leave = np.empty(k, np.int32)
+    w = 0
+    for d in range(n):
+        first = w
         for x in range(starts[d], starts[d + 1]):
-            a = pairs[order[x], 1]
-            y = k
+            a = arrival[x]
+            y = w
             while y > first and arrival[y - 1] > a:
                 y -= 1
             if y > first and arrival[y - 1] == a:
                 continue
-            for z in range(k, y, -1):
+            for z in range(w, y, -1):
                 arrival[z] = arrival[z - 1]
             arrival[y] = a
-            leave[k] = d
-            k += 1
-    return leave[:k], arrival[:k]
+            leave[w] = d
+            w += 1
+    return leave[:w], arrival[:w]
 
 
 def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, copy, denom: int,
-                    reduce: np.ndarray | None = None, combining: np.ndarray | None = None) -> Forwards:
-    """The :class:`Forwards` of sends given in stable step order (the rule above): ``back`` per
+                    reduce: np.ndarray | None = None, combining: np.ndarray | None = None,
+                    order: np.ndarray | None = None, rank: np.ndarray | None = None) -> Forwards:
+    """The :class:`Forwards` of sends in stable step order (the rule above): ``back`` per
     send, the steps from the arrival a send out of a switch forwards to its own step
-    (:func:`switch_back`); ``switch[node]`` the live switches; ``copy`` the schedule's
-    ``switch_copy`` or, per node, whether it multicasts (:func:`collsynth.tens.switch_rule.switch_rule`); ``reduce[node]``
-    the reducing switches, which combine the arrivals of the chunks ``combining[chunk]`` marks.
+    (:func:`switch_back`; one entry: every send's, :func:`switch_back_of`); ``switch[node]`` the
+    live switches; ``copy`` the schedule's ``switch_copy`` or, per node, whether it multicasts
+    (:func:`collsynth.tens.switch_rule.switch_rule`); ``reduce[node]`` the reducing switches,
+    which combine the arrivals of the chunks ``combining[chunk]`` marks. The columns are in
+    step order, or ``order`` lists their rows in step order (the result is in positions of
+    that order); with ``rank``, a send's step is ``step[rank[row]]`` (a
+    :class:`StepView`'s). Every array the pairing works on is of int32 positions: no column is
+    copied.
 
     >>> sw = np.array([False, False, False, True])
     >>> one = np.ones(4, np.int64)
@@ -851,47 +1033,42 @@ def switch_forwards(chunk, src, dst, lo, hi, step, back, switch: np.ndarray, cop
     >>> f.leave.tolist(), f.arrival.tolist(), f.unpaired.tolist()
     ([2, 3], [0, 1], [])
     >>> g = switch_forwards(np.zeros(3, np.int32), np.array([0, 3, 3]), np.array([3, 1, 2]),
-    ...                     np.zeros(3, np.int64), one[:3], np.array([1, 2, 2]), one[:3], sw, False, 1)
+    ...                     np.zeros(3, np.int64), one[:3], np.array([1, 2, 2]), one[:1], sw, False, 1)
     >>> g.leave.tolist(), g.arrival.tolist(), g.unpaired.tolist()
     ([1], [0], [2])
     """
-    n = len(chunk)
-    into = np.flatnonzero(switch[dst])
-    out = np.flatnonzero(switch[src])
-    z = np.zeros(0, np.int64)
-    if not len(out):
-        return Forwards(z, z, z, np.full(n, -1, np.int64))
-    idx = np.concatenate([into, out])  # by (arriving or leaving, position): the order within a part
-    node = np.concatenate([dst[into], src[out]]).astype(np.int64)
-    when = np.concatenate([step[into], step[out] - back[out]]).astype(np.int64)
-    c = chunk[idx].astype(np.int64)
-    leaving = np.r_[np.zeros(len(into), bool), np.ones(len(out), bool)]
-    size = int(max(len(switch), node.max() + 1))
-    w0, c0 = int(when.min()), int(c.min())
-    span, chunks = int(when.max()) - w0 + 1, int(c.max()) - c0 + 1
-    if span <= 2 * len(idx) + (1 << 20) and chunks <= 2 * len(idx) + (1 << 20) and c0 >= 0 and node.min() >= 0:
-        order = _radix_order(c - c0, chunks, node, size, when - w0, span)  # stable counting sorts, least key first
-    else:
-        order = np.lexsort((when, node, c))  # stable: the concatenation's order within a part
-    idx, leaving, c, node, when = idx[order], leaving[order], c[order], node[order], when[order]
+    n = len(chunk) if order is None else len(order)
+    order = np.zeros(0, np.int32) if order is None else order
+    rank = np.zeros(0, np.int32) if rank is None else rank
+    ev, m_out = _switch_events(switch, src, dst, order, n)
+    z = np.zeros(0, np.int32)
+    if not m_out:
+        return Forwards(z, z, z, np.full(n, -1, np.int32))
+    cols = (chunk, src, dst, step, rank, back, order)
+    ranges = _event_ranges(ev, *cols)
+    if ranges[0, 0] < 0 or ranges[1, 0] < 0:
+        raise ValueError("switch_forwards: negative chunk or node ids")
+    ev = _sorted_events(ev, cols, ranges)
+    size = int(max(len(switch), ranges[1, 1] + 1))
     copy_at = np.zeros(size, np.bool_)
     copy_at[:len(switch)] = copy
     reduce_at = np.zeros(size, np.bool_)
     if reduce is not None:
         reduce_at[:len(reduce)] = reduce
-    combining = np.ones(int(c.max()) + 1, np.bool_) if combining is None else np.asarray(combining, np.bool_)
-    combining = np.r_[combining, np.zeros(max(0, int(c.max()) + 1 - len(combining)), np.bool_)]
-    leave, arrival, unpaired, run = _pair_runs(idx, leaving, c, node, when, np.asarray(lo, np.int64),
-                                               np.asarray(hi, np.int64), np.asarray(dst, np.int64), denom, copy_at,
-                                               reduce_at, combining, size, n)
+    chunks = int(ranges[0, 1]) + 1
+    combining = np.ones(chunks, np.bool_) if combining is None else np.asarray(combining, np.bool_)
+    combining = np.r_[combining, np.zeros(max(0, chunks - len(combining)), np.bool_)]
+    pairs, k, unpaired, run = _pair_runs(ev, m_out, chunk, src, dst, lo, hi, step, rank, back, order, denom,
+                                         copy_at, reduce_at, combining, size, n)
+    del ev
+    leave, arrival = _by_leave(pairs, k, n)
     return Forwards(leave, arrival, np.flatnonzero(unpaired), run)
 
 
-@njit(cache=True, nogil=True)
-def _radix_order(chunk, chunks, node, size, when, span):
-    """The events by (chunk, node, step), stable: counting sorts by step, then node, then chunk
-    (least significant first; Knuth, "The Art of Computer Programming", vol. 3, section 5.2.5)."""
-    items = np.arange(len(chunk))
-    items = counting_order_of(when, span, items)[0]
-    items = counting_order_of(node, size, items)[0]
-    return counting_order_of(chunk, chunks, items)[0]
+def switch_back_of(schedule: Schedule, instance: Instance) -> np.ndarray:
+    """:func:`switch_back` as :func:`switch_forwards` takes it: ``[1]`` when it is 1 for every
+    send (the schedule declares no TEN timestep and no switch hop is instant), else one entry
+    per send (int32)."""
+    if schedule.meta.get("timestep_s") is None and not switch_hop_instant(instance.topology):
+        return np.ones(1, np.int32)
+    return switch_back(schedule, instance).astype(np.int32)

@@ -22,26 +22,39 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def overlapping_pairs(g_in, p, lo, hi, members, gstart, by_lo, disjoint, budget):
+def overlapping_pairs(g_in, p, lo, hi, members, gstart, by_lo, disjoint, budget, leave, arrival):
     """Exact dependency pairs ``(i, j)``: ``j`` among the first ``p[i]`` arrivals of group
     ``g_in[i]`` with a piece overlapping ``i``'s; ``i`` ascending, then ``j`` in group order.
-    Empty arrays and ``False`` when the candidates looked at (:func:`_window`) exceed ``budget``."""
+    A send listed in ``leave`` (ascending; a send out of a switch) has instead the pairs
+    ``(leave, arrival)`` given for it, in their order. Empty arrays and ``False`` when the
+    candidates looked at (:func:`_window`) exceed ``budget``."""
     n = len(g_in)
     rank = np.empty(n, np.int32)  # a member's place in its group's (step) order
     for g in range(len(gstart) - 1):
         for x in range(gstart[g], gstart[g + 1]):
             rank[members[x]] = x - gstart[g]
     total = 0
+    f = 0
     for i in range(n):
-        if g_in[i] >= 0:
+        while f < len(leave) and leave[f] < i:
+            f += 1
+        if g_in[i] >= 0 and not (f < len(leave) and leave[f] == i):
             a, b = _window(g_in[i], p[i], lo[i], hi[i], lo, hi, gstart, by_lo, disjoint)
             total += b - a
     if total > budget:
         return np.empty(0, np.int32), np.empty(0, np.int32), False
-    di = np.empty(total, np.int32)
-    dj = np.empty(total, np.int32)
+    di = np.empty(total + len(leave), np.int32)
+    dj = np.empty(total + len(leave), np.int32)
     k = 0
+    f = 0
     for i in range(n):
+        if f < len(leave) and leave[f] == i:
+            while f < len(leave) and leave[f] == i:
+                di[k] = i
+                dj[k] = arrival[f]
+                k += 1
+                f += 1
+            continue
         g = g_in[i]
         if g < 0:
             continue
@@ -104,10 +117,32 @@ def by_piece(lo, hi, members, gstart) -> tuple[np.ndarray, np.ndarray]:
     >>> by_piece(lo, hi, np.array([0, 1, 2, 3], np.int32), np.array([0, 4]))[1].tolist()
     [False]
     """
+    by_lo = members.astype(np.int32)
+    return by_lo, _sort_groups_by_piece(lo, hi, by_lo, gstart)
+
+
+@njit(cache=True, nogil=True)
+def _sort_groups_by_piece(lo, hi, by_lo, gstart):
+    """Sort every group of ``by_lo`` in place by (``lo``, ``hi``), stably (insertion for a few
+    members, two stable merge sorts otherwise); whether each group's ``hi`` then ascend."""
     groups = len(gstart) - 1
-    gid = np.repeat(np.arange(groups, dtype=np.int32), np.diff(gstart))
-    by_lo = members[np.lexsort((hi[members], lo[members], gid))].astype(np.int32)
-    clash = (gid[1:] == gid[:-1]) & (hi[by_lo[:-1]] > hi[by_lo[1:]])
     disjoint = np.ones(groups, np.bool_)
-    disjoint[gid[1:][clash]] = False
-    return by_lo, disjoint
+    for g in range(groups):
+        a, b = gstart[g], gstart[g + 1]
+        if b - a <= 32:
+            for x in range(a + 1, b):
+                q = by_lo[x]
+                y = x
+                while y > a and (lo[by_lo[y - 1]] > lo[q] or (lo[by_lo[y - 1]] == lo[q] and hi[by_lo[y - 1]] > hi[q])):
+                    by_lo[y] = by_lo[y - 1]
+                    y -= 1
+                by_lo[y] = q
+        else:
+            seg = by_lo[a:b].copy()
+            seg = seg[np.argsort(hi[seg], kind="mergesort")]
+            by_lo[a:b] = seg[np.argsort(lo[seg], kind="mergesort")]
+        for x in range(a + 1, b):
+            if hi[by_lo[x - 1]] > hi[by_lo[x]]:
+                disjoint[g] = False
+                break
+    return disjoint

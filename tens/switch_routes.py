@@ -23,10 +23,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..instances.instance import Instance
 from .cost import _dependencies
-from .dependencies import step_order, switch_back, switch_forwards, switch_mask
+from .dependencies import step_order, switch_back_of, switch_forwards, switch_mask
 from .switch_rule import switch_rule
 from .schedule import Schedule, from_arrays
 
@@ -94,11 +95,7 @@ def flat_routes(schedule: Schedule, instance: Instance, paths: bool = True,
     fw = _forwarded_pairs(s, instance, switch)
     direct = np.flatnonzero(~switch[s.src] & ~switch[s.dst])
     outs = np.flatnonzero(switch[s.src] & ~switch[s.dst])
-    count = np.bincount(fw[0], minlength=len(s))
-    one = np.full(len(s), -1, np.int64)
-    single = count[fw[0]] == 1
-    one[fw[0][single]] = fw[1][single]
-    a = one[outs]
+    a = _single_arrivals(fw[0], fw[1], outs, len(s))
     simple = (a >= 0) & ~switch[s.src[np.maximum(a, 0)]] & (s.lo[np.maximum(a, 0)] <= s.lo[outs]) \
         & (s.hi[np.maximum(a, 0)] >= s.hi[outs])
     easy, hard = outs[simple], outs[~simple]
@@ -128,13 +125,33 @@ def flat_routes(schedule: Schedule, instance: Instance, paths: bool = True,
     return flat, first[order], last[order], [path[i] for i in order.tolist()] if paths else None
 
 
+@njit(cache=True, nogil=True)
+def _single_arrivals(leave, arrival, outs, n):
+    """Per send of ``outs``: the one arrival it forwards, or -1 when it forwards none or
+    several (``leave``, ``arrival``: the pairs by leaving send)."""
+    one = np.full(n, -1, np.int32)
+    x = 0
+    while x < len(leave):
+        y = x + 1
+        while y < len(leave) and leave[y] == leave[x]:
+            y += 1
+        if y == x + 1:
+            one[leave[x]] = arrival[x]
+        x = y
+    out = np.empty(len(outs), np.int64)
+    for k in range(len(outs)):
+        out[k] = one[outs[k]]
+    return out
+
+
 def _forwarded_pairs(s: Schedule, instance: Instance, switch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(send out of a switch, arrival it forwards)`` pairs, by the first then the second."""
     order = step_order(s.step)[0]
-    cols = [c[order] for c in (s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back(s, instance))]
     rule = switch_rule(s, instance)
-    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce & switch, rule.combining)
-    leave, arrival = order[fw.leave], order[fw.arrival]
+    fw = switch_forwards(s.chunk, s.src, s.dst, s.lo, s.hi, s.step, switch_back_of(s, instance), switch, rule.copy,
+                         s.denom, rule.reduce & switch, rule.combining, order=order)
+    leave, arrival = order[fw.leave].astype(np.int64), order[fw.arrival].astype(np.int64)
+    del order, fw
     key = np.lexsort((arrival, leave))
     return leave[key], arrival[key]
 

@@ -80,13 +80,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
 from ..instances.collective import Collective
 from ..instances.instance import Instance
 from ..instances.topology import Topology
 from . import verify_kernels as kern
 from ..instances.switch_ops import reducing_mask
-from .dependencies import (switch_back, switch_delays, switch_forwards, switch_mask,  # noqa: F401
+from .dependencies import (switch_back, switch_back_of, switch_delays, switch_forwards, switch_mask,  # noqa: F401
                            step_order, ten_timing, whole_pieces)
 from .routing import adjacency, row_pointers
 from .switch_rule import switch_rule
@@ -268,15 +269,24 @@ def _simulate_one(s: Schedule, instance: Instance, coll: Collective, off: int, s
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``; a
     combining collective whose sends touch a switch through :func:`_relayed_violation`."""
     if coll.combining and switch.any():
-        part = (s.chunk >= off) & (s.chunk < off + coll.num_chunks)
-        touch = np.flatnonzero(part & (switch[s.src] | switch[s.dst]))
         reducing = reducing_mask(instance.topology)
-        summed = np.flatnonzero(part & (reducing[s.src] | reducing[s.dst]))
-        if len(summed):
-            return _summed_violation(s, instance, coll, off, switch & ~reducing, reducing, int(summed[0]))
-        if len(touch):
-            return _relayed_violation(s, instance, coll, off, switch, int(touch[0]))
+        summed = _first_touching(s.chunk, s.src, s.dst, off, off + coll.num_chunks, reducing)
+        if summed >= 0:
+            return _summed_violation(s, instance, coll, off, switch & ~reducing, reducing, summed)
+        touch = _first_touching(s.chunk, s.src, s.dst, off, off + coll.num_chunks, switch)
+        if touch >= 0:
+            return _relayed_violation(s, instance, coll, off, switch, touch)
     return _simulate(s, coll, off, switch)
+
+
+@njit(cache=True, nogil=True)
+def _first_touching(chunk, src, dst, c0, c1, nodes) -> int:
+    """The first send of a chunk in ``c0 .. c1 - 1`` from or to a node ``nodes`` marks, or -1
+    (one pass, no temporaries)."""
+    for i in range(len(chunk)):
+        if c0 <= chunk[i] < c1 and (nodes[src[i]] or nodes[dst[i]]):
+            return i
+    return -1
 
 
 def _summed_violation(s: Schedule, instance: Instance, coll: Collective, off: int, plain: np.ndarray,
@@ -689,17 +699,16 @@ def switch_violation(schedule: Schedule, instance: Instance) -> Violation | None
     if not switch[s.src].any():
         return None
     rule = switch_rule(s, instance)
-    back = switch_back(s, instance)  # steps back to the arrival
-    order = None if bool((s.step[1:] >= s.step[:-1]).all()) else step_order(s.step)[0]
-    cols = [s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back]
-    if order is not None:
-        cols = [c[order] for c in cols]
-    fw = switch_forwards(*cols, switch, rule.copy, s.denom, rule.reduce, rule.combining)
+    back = switch_back_of(s, instance)  # steps back to the arrival
+    order = None if _in_step_order(s.step) else step_order(s.step)[0]
+    fw = switch_forwards(s.chunk, s.src, s.dst, s.lo, s.hi, s.step, back, switch, rule.copy, s.denom, rule.reduce,
+                         rule.combining, order=order)
     if not len(fw.unpaired):
         return None
     i = int(fw.unpaired[0] if order is None else order[fw.unpaired[0]])
     sums = bool(rule.reduce[s.src[i]] and rule.combining[s.chunk[i]])
-    return _at(s, i, _switch_reason(s, i, int(back[i]), np.flatnonzero(switch[s.dst]), bool(rule.copy[s.src[i]]), sums))
+    k = int(back[i] if len(back) > 1 else back[0])
+    return _at(s, i, _switch_reason(s, i, k, np.flatnonzero(switch[s.dst]), bool(rule.copy[s.src[i]]), sums))
 
 
 def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool, sums: bool = False) -> str:
@@ -731,6 +740,15 @@ def _switch_reason(s: Schedule, i: int, k: int, into: np.ndarray, copy: bool, su
         return f"switch {sw} forwards part of the piece that did not arrive at the end of step {want}"
     return (f"switch {sw} copies the piece without switch_copy: more sends of it leave after step {want} "
             f"than arrived at the end of it")
+
+
+@njit(cache=True, nogil=True)
+def _in_step_order(step) -> bool:
+    """Whether the steps never decrease (one pass, no temporaries)."""
+    for i in range(1, len(step)):
+        if step[i] < step[i - 1]:
+            return False
+    return True
 
 
 def _covered(los: np.ndarray, his: np.ndarray, lo: int, hi: int) -> bool:
