@@ -106,7 +106,8 @@ def switched_systems(draw):
             nic_sw = n + boxes
             switches.append(nic_sw)
             for g in first:
-                edges += [(g, nic_sw, {"bandwidth": nic, "alpha": alpha}), (nic_sw, g, {"bandwidth": nic, "alpha": alpha})]
+                edges += [(g, nic_sw, {"bandwidth": nic, "alpha": alpha}),
+                          (nic_sw, g, {"bandwidth": nic, "alpha": alpha})]
         else:
             for a, c in zip(first, first[1:] + first[:1]):
                 if a != c:

@@ -33,6 +33,7 @@ from .trees import pack, routed_trees, shortest_path_trees
 
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+SHALLOW_SLOTS = 2_048  # trees x GPUs beyond which a rooted forest is not made shallow (TACOS 4x4x2: 192)
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 
 
@@ -291,9 +292,9 @@ def shallow_rooted(instance: Instance, f: Forest, deadline=None) -> Forest | Non
     al., "ForestColl", arXiv 2402.06787, Section 5.2) at ``f``'s trees and time on the split
     network, its parents exchanged until every compute node is within a depth, tried from the
     packing's own depth down, one hop at a time, until one is not reached; None when none is found
-    (or the collective has several roots)."""
+    (or the collective has no root, or more than :data:`SHALLOW_SLOTS` parents to choose)."""
     coll = instance.collective
-    if coll.root is None:
+    if coll.root is None or f.k * len(coll.nodes) > SHALLOW_SLOTS:
         return None
     net0 = flow_net(instance.topology, coll.nodes, [int(v == coll.root) for v in coll.nodes], transpose=f.transposed)
     model = boxes.of_flow_net(net0)
@@ -314,7 +315,7 @@ def shallow_rooted(instance: Instance, f: Forest, deadline=None) -> Forest | Non
     for depth in range(deep - 1, near - 1, -1):  # down from the packing's depth, until a depth is not reached
         if deadline is not None and deadline.expired():
             break
-        trees = shallow_rooted_trees(split, coll.root, [dict(p) for p in parents], depth)
+        trees = shallow_rooted_trees(split, coll.root, [dict(p) for p in parents], depth, deadline=deadline)
         if trees is None:
             break
         best, parents = trees, [{v: u for u, v in t.arcs} for t in trees]

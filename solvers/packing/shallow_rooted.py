@@ -33,11 +33,12 @@ CYCLE = 1_000  # a node that does not reach the root counts as this many hops to
 
 
 def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = MOVES,
-                  seed: int = 0) -> list[Tree] | None:
+                  seed: int = 0, deadline=None) -> list[Tree] | None:
     """Trees (one copy each) over the split network ``net`` (``net.cap``: arc capacities,
     ``net.pools``: each arc's routes) whose every compute node is at most ``depth`` hops below
     ``root``, from the start ``parents`` (one ``{node: parent}`` per tree, taking distinct slots);
-    None when the search does not get there within ``moves`` exchanges (module doc).
+    None when the search does not get there within ``moves`` exchanges or the run is out of
+    time (module doc).
 
     A ring of three GPUs both ways, two trees from 0, started as two chains 0 -> 1 -> 2 and
     0 -> 2 -> 1 (each 2 deep): within 2 they stay, within 1 no pair of trees can be.
@@ -61,6 +62,8 @@ def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = 
         total = sum(cost)
         if total == 0:
             return [_tree(net, root, p) for p in parents]
+        if deadline is not None and move % 1000 == 0 and deadline.expired():
+            return None
         v = rng.choice(nodes)
         i = rng.randrange(k)
         j = rng.randrange(k + len(free[v]))
