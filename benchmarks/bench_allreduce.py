@@ -80,7 +80,7 @@ def _halves_optimum(inst) -> float:
 
 
 def _row(args) -> dict:
-    (label, generator, params), kind, producers, limit_s, lean = args
+    (label, generator, params), kind, producers, limit_s, lean, objectives = args
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
     from collsynth.tens import cost_models
@@ -98,9 +98,11 @@ def _row(args) -> dict:
 
             got = split(inst.topology, inst.collective.nodes)
             out["split_s"] = got.seconds(M) if got is not None else None
-    for name in producers:
+    runs = [(name, {}) for name in producers] + [("tree-packing", {"objective": o}) for o in objectives]
+    for producer, run_params in runs:
+        name = producer + "".join(f" ({k}={v})" for k, v in run_params.items())
         t0 = time.perf_counter()
-        row, sched = (_lean if lean else pipeline.run)(inst, name, Options(time_limit=limit_s))
+        row, sched = (_lean if lean else pipeline.run)(inst, producer, Options(time_limit=limit_s, params=run_params))
         if not row["verified"]:
             out.setdefault("refused", []).append(f"{name}: {row['status']}" +
                                                  (f" ({row['message']})" if row.get("message") else ""))
@@ -112,6 +114,7 @@ def _row(args) -> dict:
         for model, t in times.items():
             if t is not None and (model not in out["best"] or t < out["best"][model][0]):
                 out["best"][model] = (t, name)
+        out.setdefault("gen_by", {})[name] = row["build_s"]
         if name == "tree-packing":
             out["gen_s"] = row["build_s"]
             if row["extra"].get("joint_choice"):  # the allreduce's pair and the candidates' probe prices
@@ -204,16 +207,24 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean: bool = False) -> list[dict]:
+def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean: bool = False,
+         objectives: tuple = ()) -> list[dict]:
     """Every (system, kind) row, each in a fresh process; prints each row as it finishes (a
     long run keeps what it measured), then the table. ``lean``: each producer's schedule
-    verified and priced under the table's models alone (:func:`_lean`)."""
+    verified and priced under the table's models alone (:func:`_lean`). ``objectives``: tree
+    packing run again with each as its ``objective`` parameter (one schedule a model: a rooted
+    reduce's pipeline depth that suits ``event`` costs ``sync`` a latency a piece), each run's
+    generation seconds printed after the table."""
     labels = only.split(",") if only else [s[0] for s in SYSTEMS]
     by_label = {s[0]: s for s in SYSTEMS}
-    specs = [(by_label[label], k, producers, limit_s, lean) for label in labels for k in kinds]
+    specs = [(by_label[label], k, producers, limit_s, lean, tuple(objectives)) for label in labels for k in kinds]
     rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
     print(table(rows))
     print(choices(rows))
+    for r in rows:
+        if len(r.get("gen_by", {})) > 1:
+            print(f"{r['system']} {r['kind']} generation s: " +
+                  "; ".join(f"{n} {t:.1f}" for n, t in r["gen_by"].items()))
     return rows
 
 
@@ -229,6 +240,9 @@ if __name__ == "__main__":
                                                            "the pipeline's other stages)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
                         help=f"each producer's limit in seconds (default {TIME_LIMIT_S})")
+    parser.add_argument("--objectives", default="", help="comma-separated tree packing objectives run besides the "
+                                                          "default (event, sync, sync+event): each model's best "
+                                                          "schedule may come from its own run")
     args = parser.parse_args()
     main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","), args.time_limit,
-         args.lean)
+         args.lean, tuple(o for o in args.objectives.split(",") if o))

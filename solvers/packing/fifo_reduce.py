@@ -42,8 +42,9 @@ PROBE_PIECES = 200  # pipeline depth the two forests are compared at (about 1 % 
 LEAST_PROBE_PIECES = 25  # or the most that fit PROBE_SENDS, down to this (DGX-H100 x4: 1.80x the bound under
 # event on the optimum's forest, which larger systems kept unprobed at 200 pieces)
 PROBE_SENDS = 500_000  # most sends of the two probes together (a second or two of pricing each)
-RUN_PROBE_SENDS = 2_000_000  # most sends of :func:`deeper`'s two forests together, each at its run's pieces
-# (DGX-H100 x2's rooted reduce: 1.10 M, priced in about 10 s under three models)
+RUN_PROBE_SENDS = 6_000_000  # most sends of :func:`deeper`'s two forests together, each at its run's pieces
+# (DGX-H100 x2's rooted reduce: 1.10 M, priced in about 10 s under three models; H100 4-NIC x4 and DGX-2 x2
+# need more than 2 M, where depth-first growth is 1.0064 against 1.2601 and 1.0396 against 1.5333 under event)
 
 
 def probe_pieces(f, chunks: int) -> int:

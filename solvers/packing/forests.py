@@ -14,6 +14,7 @@ root, a latency candidate.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -26,11 +27,13 @@ from . import boxes, feeders, orders, rings, shapes, twolevel
 from .emission import auto_pieces, emit, with_header
 from .packed import Forest
 from .run_params import OBJECTIVES, asked_shape, objective_name
+from .shallow_rooted import shallow_trees as shallow_rooted_trees
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import pack, routed_trees, shortest_path_trees
 
 MAX_TREES = 16  # the automatic tree count per shard tries k = 1 .. this (fewer trees: faster packing, shallower)
 CLOSE_ENOUGH = Fraction(1001, 1000)  # and takes the first k whose time is within this factor of the optimum
+SHALLOW_SLOTS = 2_048  # trees x GPUs beyond which a rooted forest is not made shallow (TACOS 4x4x2: 192)
 TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per shard (finer shares fit more often)
 
 
@@ -281,3 +284,68 @@ def shallow(instance: Instance, f: Forest) -> Forest:
     ratio = max(n / bw[arc] for arc, n in load.items()) * f.unit_bw if load else 0.0
     tau = Fraction(ratio).limit_denominator(10 ** 9) if f.opt.tau else f.opt.tau
     return replace(f, k=1, tau=max(tau, f.opt.tau), trees=trees, seconds={})
+
+
+def shallow_rooted(instance: Instance, f: Forest, deadline=None) -> Forest | None:
+    """``f`` (a rooted collective's forest, greedy or not) as the same number of trees made as
+    shallow as :func:`.shallow_rooted.shallow_trees` gets them: the greedy packing (Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5.2) at ``f``'s trees and time on the split
+    network, its parents exchanged until every compute node is within a depth, tried from the
+    packing's own depth down, one hop at a time, until one is not reached; None when none is found
+    (or the collective has no root, or more than :data:`SHALLOW_SLOTS` parents to choose)."""
+    coll = instance.collective
+    if coll.root is None or f.k * len(coll.nodes) > SHALLOW_SLOTS:
+        return None
+    net0 = flow_net(instance.topology, coll.nodes, [int(v == coll.root) for v in coll.nodes], transpose=f.transposed)
+    model = boxes.of_flow_net(net0)
+    roots = {c: f.k * w for c, w in zip(net0.compute, net0.weight)}
+    net = network(net0.nodes, net0.src, net0.dst, capacities(net0, f.k, f.tau), net0.compute, roots,
+                  f.k * net0.total_weight)
+    try:
+        remove_relays(net, deadline, box_of=model.box_of)
+    except RuntimeError:
+        return None
+    split = net.copy()
+    packed = pack(net, roots, deadline)
+    if packed is None:
+        return None
+    parents = [{v: u for u, v in t.arcs} for t in packed[0] for _ in range(t.count)]
+    near, deep = _depths(split, coll.root, parents)
+    best = None
+    for depth in range(deep - 1, near - 1, -1):  # down from the packing's depth, until a depth is not reached
+        if deadline is not None and deadline.expired():
+            break
+        trees = shallow_rooted_trees(split, coll.root, [dict(p) for p in parents], depth, deadline=deadline)
+        if trees is None:
+            break
+        best, parents = trees, [{v: u for u, v in t.arcs} for t in trees]
+    if best is None:
+        return None
+    return replace(f, trees=routed_trees(split.copy(), best), shape="shallow", alternatives=[], order="id",
+                   orders_tried=[])
+
+
+def _depths(net, root: int, parents: list[dict]) -> tuple[int, int]:
+    """The root's eccentricity over the compute nodes and the deepest of ``parents``' trees, in
+    hops (a route through a switch counts its hops)."""
+    hops = {a: max(len(r) - 1 for r, _ in pool) for a, pool in net.pools.items() if pool}
+    dist, frontier = {root: 0}, [root]
+    while frontier:  # the least hops first (Dijkstra on small integer weights)
+        frontier.sort(key=dist.get)
+        u = frontier.pop(0)
+        for (a, b), h in hops.items():
+            if a == u and dist[u] + h < dist.get(b, math.inf):
+                dist[b] = dist[u] + h
+                frontier.append(b)
+    level = {root: 0}
+
+    def depth(p: dict, v: int) -> int:
+        if v not in level:
+            level[v] = depth(p, p[v]) + hops[(p[v], v)]
+        return level[v]
+
+    deepest = 0
+    for p in parents:
+        level = {root: 0}
+        deepest = max([deepest] + [depth(p, v) for v in p])
+    return max(d for v, d in dist.items() if v in set(net.compute)), deepest

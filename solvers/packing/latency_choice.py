@@ -34,7 +34,8 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
     unless ``trees`` is set, one packed tree per shard, the same packed at each of
     :data:`SLACKS` times its least time (shallower; only while a piece of them fits a quarter
     of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
-    (:func:`.forests.shallow`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
+    (:func:`.forests.shallow`), and for a rooted reduce the optimum's trees made shallow
+    (:func:`.forests.shallow_rooted`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
     least time alone; with latency, depth matters too."""
     alts = {f"packed k={f.k}": f}
     if options.params.get("trees") is not None:
@@ -55,6 +56,10 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
             except Unsupported:
                 pass
     alts["shortest paths"] = forests.shallow(instance, f)
+    if f.kind == "broadcast" and f.transposed:  # a rooted reduce: its trees within fewer hops
+        shallow = forests.shallow_rooted(instance, f, deadline)
+        if shallow is not None:
+            alts["shallow packed"] = shallow
     return alts
 
 

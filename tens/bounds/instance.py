@@ -29,6 +29,7 @@ from .injections import injection_bound
 from .partitions import partition_bound
 from .ramp import ramp_bound
 from .reducing import combining_arrivals, reducing_cut_seconds
+from .rooted_depth import rooted_depth_bound
 from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_computed
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 from .symmetric import RowOrbits, orbit_demand, representative_nodes, row_orbits
@@ -115,7 +116,8 @@ class Bounds:
         box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
         (:mod:`.ramp`), or an allreduce's crossings into boxes through switches that copy
         nothing (:mod:`.injections`), with the boxes' reduction before them and spread after
-        (:mod:`.box_stages`), where larger. It bounds schedules whose sends are on links
+        (:mod:`.box_stages`), or a rooted reduce's pipeline depth (:mod:`.rooted_depth`), where
+        larger. It bounds schedules whose sends are on links
         (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
         schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
@@ -127,7 +129,10 @@ class Bounds:
             self._parts["sync_injections"] = (injection_bound(self.instance, lat, bw),)
         if "sync_box_stages" not in self._parts:
             self._parts["sync_box_stages"] = (box_stage_bound(self.instance, lat, bw),)
-        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages"))
+        if "sync_rooted_depth" not in self._parts:
+            self._parts["sync_rooted_depth"] = (rooted_depth_bound(self.instance, lat, bw),)
+        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages",
+                                                   "sync_rooted_depth"))
         return best([_sync_total(lat, bw), *steps], "sync")
 
     @property
