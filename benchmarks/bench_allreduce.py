@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_allreduce.py`` (``--only "A100 x2"`` for one system, ``--kinds
 allreduce`` for one kind, ``--producers tree-packing,ring``, ``--bounds-only`` for the bounds
-and the RS+AG verdict alone, in seconds). Each (system, kind) runs in its own
+and the RS+AG verdict alone, in seconds; ``--save rows.json`` keeps the rows, ``--load rows.json
+...`` prints their table). Each (system, kind) runs in its own
 process (its peak memory is its own) through the normal pipeline
 (``collsynth.solvers.pipeline.run``: verified, then priced) with each producer (tree packing, and
 ``dimension-trees`` where the system is a hierarchy: TACOS's); the row prints
@@ -27,6 +28,7 @@ candidate's probe price, so the row says which pair won and by how much.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import time
 
@@ -52,7 +54,8 @@ MODELS = ("event", "event-inorder", "sync")
 
 
 def instance_of(generator: str, params: dict, kind: str):
-    """The row's 1 GB instance of ``kind``."""
+    """The row's 1 GB instance of ``kind`` (``params`` may set the generator's parameters and
+    the instance's ``bandwidth`` and ``alpha``)."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
@@ -64,7 +67,8 @@ def instance_of(generator: str, params: dict, kind: str):
         stem = generator.split(":", 1)[1]
         topo = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / f"{stem}.toml").topology
     else:
-        topo = build(generator, params)
+        costs = {k: params[k] for k in ("bandwidth", "alpha") if k in params}
+        topo = build(generator, {k: v for k, v in params.items() if k not in costs}, **costs)
     return make_instance(topo, kind, message_bytes=M, root=topo.npus[0] if kind == "reduce" else None)
 
 
@@ -204,14 +208,25 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean: bool = False) -> list[dict]:
+def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean: bool = False,
+         save: str | None = None) -> list[dict]:
     """Every (system, kind) row, each in a fresh process; prints each row as it finishes (a
     long run keeps what it measured), then the table. ``lean``: each producer's schedule
-    verified and priced under the table's models alone (:func:`_lean`)."""
+    verified and priced under the table's models alone (:func:`_lean`). ``save``: the rows
+    finished so far written there as JSON after each row."""
     labels = only.split(",") if only else [s[0] for s in SYSTEMS]
     by_label = {s[0]: s for s in SYSTEMS}
     specs = [(by_label[label], k, producers, limit_s, lean) for label in labels for k in kinds]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
+    done: list[dict] = []
+
+    def progress(r: dict) -> str:
+        done.append(r)
+        if save:
+            with open(save, "w") as f:
+                json.dump(done, f, indent=1)
+        return table([r]).splitlines()[-1]
+
+    rows = each_in_a_fresh_process(_row, specs, progress)
     print(table(rows))
     print(choices(rows))
     return rows
@@ -229,6 +244,12 @@ if __name__ == "__main__":
                                                            "the pipeline's other stages)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
                         help=f"each producer's limit in seconds (default {TIME_LIMIT_S})")
+    parser.add_argument("--save", default=None, help="write the rows as JSON here (rewritten after every row)")
+    parser.add_argument("--load", nargs="+", default=None, help="print the table of saved rows (of --save) instead "
+                                                                 "of running")
     args = parser.parse_args()
-    main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","), args.time_limit,
-         args.lean)
+    if args.load:
+        print(table([r for path in args.load for r in json.load(open(path))]))
+    else:
+        main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","),
+             args.time_limit, args.lean, args.save)
