@@ -191,7 +191,8 @@ def choices(rows: list[dict]) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table; a row no producer's schedule reached says why in its
+    verdict column."""
     head = ("| system | kind | GPUs | bound ms | argument | " +
             " | ".join(f"{m} ms | {m}/bound | by" for m in MODELS) +
             " | RS+AG ms | verdict | generation s | peak MiB |")
@@ -202,8 +203,9 @@ def table(rows: list[dict]) -> str:
             t, by = r["best"].get(m, (None, "-"))
             bound = r["bound_sync_s"] if m == "sync" else r["bound_event_s"]
             cells += [cell(t and t * 1e3, ".4f"), cell(t and bound and t / bound, ".4f"), by]
-        cells += [cell(r.get("halves_s") and r["halves_s"] * 1e3, ".4f"), _verdict(r), cell(r["gen_s"], ".1f"),
-                  cell(r["peak_MiB"], ".0f")]
+        none = "no verified schedule: " + "; ".join(r["refused"]) if not r["best"] and r.get("refused") else ""
+        cells += [cell(r.get("halves_s") and r["halves_s"] * 1e3, ".4f"), _verdict(r) or none,
+                  cell(r["gen_s"], ".1f"), cell(r["peak_MiB"], ".0f")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

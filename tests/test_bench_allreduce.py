@@ -118,3 +118,16 @@ def test_saved_rows_print_the_same_table(tmp_path):
     path = tmp_path / "rows.json"
     path.write_text(json.dumps([r]))
     assert bench.table(json.loads(path.read_text())) == bench.table([r])
+
+
+def test_a_row_without_a_verified_schedule_says_why():
+    """A row whose producers all failed (here a time-out during verification, as MI250 x2's
+    allgather at 900 s under load) shows no time and names the refusal in its verdict cell."""
+    r = {"system": "MI250 x2", "kind": "allgather", "gpus": 32, "bound_event_s": 0.0028238, "bound_sync_s": 0.0028238,
+         "bound_source": "cut S={0-1}", "best": {}, "gen_s": 0.0, "peak_MiB": 1717.2,
+         "refused": ["tree-packing: timeout (time limit 900 s reached during verification)"]}
+    cells = [c.strip() for c in bench.table([r]).splitlines()[-1].strip("|").split("|")]
+    assert cells[5:14] == ["-"] * 9
+    assert cells[15] == "no verified schedule: tree-packing: timeout (time limit 900 s reached during verification)"
+    r["best"] = {"event": (0.0028300, "tree-packing")}  # one model reached: no refusal shown
+    assert bench.table([r]).splitlines()[-1].split("|")[16].strip() == ""
