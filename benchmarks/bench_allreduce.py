@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_allreduce.py`` (``--only "A100 x2"`` for one system, ``--kinds
 allreduce`` for one kind, ``--producers tree-packing,ring``, ``--bounds-only`` for the bounds
-and the RS+AG verdict alone, in seconds). Each (system, kind) runs in its own
+and the RS+AG verdict alone, in seconds; ``--save rows.json`` keeps the rows, ``--load rows.json
+...`` prints their table). Each (system, kind) runs in its own
 process (its peak memory is its own) through the normal pipeline
 (``collsynth.solvers.pipeline.run``: verified, then priced) with each producer (tree packing, and
 ``dimension-trees`` where the system is a hierarchy: TACOS's); the row prints
@@ -27,6 +28,7 @@ candidate's probe price, so the row says which pair won and by how much.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import time
 
@@ -52,7 +54,8 @@ MODELS = ("event", "event-inorder", "sync")
 
 
 def instance_of(generator: str, params: dict, kind: str):
-    """The row's 1 GB instance of ``kind``."""
+    """The row's 1 GB instance of ``kind`` (``params`` may set the generator's parameters and
+    the instance's ``bandwidth`` and ``alpha``)."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
 
@@ -64,7 +67,8 @@ def instance_of(generator: str, params: dict, kind: str):
         stem = generator.split(":", 1)[1]
         topo = load_instance(Path(__file__).resolve().parents[1] / "instances" / "corpus" / f"{stem}.toml").topology
     else:
-        topo = build(generator, params)
+        costs = {k: params[k] for k in ("bandwidth", "alpha") if k in params}
+        topo = build(generator, {k: v for k, v in params.items() if k not in costs}, **costs)
     return make_instance(topo, kind, message_bytes=M, root=topo.npus[0] if kind == "reduce" else None)
 
 
@@ -190,7 +194,8 @@ def choices(rows: list[dict]) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table; a row no producer's schedule reached says why in its
+    verdict column."""
     head = ("| system | kind | GPUs | bound ms | argument | " +
             " | ".join(f"{m} ms | {m}/bound | by" for m in MODELS) +
             " | RS+AG ms | verdict | generation s | peak MiB |")
@@ -201,24 +206,35 @@ def table(rows: list[dict]) -> str:
             t, by = r["best"].get(m, (None, "-"))
             bound = r["bound_sync_s"] if m == "sync" else r["bound_event_s"]
             cells += [cell(t and t * 1e3, ".4f"), cell(t and bound and t / bound, ".4f"), by]
-        cells += [cell(r.get("halves_s") and r["halves_s"] * 1e3, ".4f"), _verdict(r), cell(r["gen_s"], ".1f"),
-                  cell(r["peak_MiB"], ".0f")]
+        none = "no verified schedule: " + "; ".join(r["refused"]) if not r["best"] and r.get("refused") else ""
+        cells += [cell(r.get("halves_s") and r["halves_s"] * 1e3, ".4f"), _verdict(r) or none,
+                  cell(r["gen_s"], ".1f"), cell(r["peak_MiB"], ".0f")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean: bool = False,
-         objectives: tuple = ()) -> list[dict]:
+         objectives: tuple = (), save: str | None = None) -> list[dict]:
     """Every (system, kind) row, each in a fresh process; prints each row as it finishes (a
     long run keeps what it measured), then the table. ``lean``: each producer's schedule
     verified and priced under the table's models alone (:func:`_lean`). ``objectives``: tree
     packing run again with each as its ``objective`` parameter (one schedule a model: a rooted
     reduce's pipeline depth that suits ``event`` costs ``sync`` a latency a piece), each run's
-    generation seconds printed after the table."""
+    generation seconds printed after the table. ``save``: the rows finished so far written
+    there as JSON after each row."""
     labels = only.split(",") if only else [s[0] for s in SYSTEMS]
     by_label = {s[0]: s for s in SYSTEMS}
     specs = [(by_label[label], k, producers, limit_s, lean, tuple(objectives)) for label in labels for k in kinds]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: table([r]).splitlines()[-1])
+    done: list[dict] = []
+
+    def progress(r: dict) -> str:
+        done.append(r)
+        if save:
+            with open(save, "w") as f:
+                json.dump(done, f, indent=1)
+        return table([r]).splitlines()[-1]
+
+    rows = each_in_a_fresh_process(_row, specs, progress)
     print(table(rows))
     print(choices(rows))
     for r in rows:
@@ -243,6 +259,12 @@ if __name__ == "__main__":
     parser.add_argument("--objectives", default="", help="comma-separated tree packing objectives run besides the "
                                                           "default (event, sync, sync+event): each model's best "
                                                           "schedule may come from its own run")
+    parser.add_argument("--save", default=None, help="write the rows as JSON here (rewritten after every row)")
+    parser.add_argument("--load", nargs="+", default=None, help="print the table of saved rows (of --save) instead "
+                                                                 "of running")
     args = parser.parse_args()
-    main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","), args.time_limit,
-         args.lean, tuple(o for o in args.objectives.split(",") if o))
+    if args.load:
+        print(table([r for path in args.load for r in json.load(open(path))]))
+    else:
+        main(args.only, args.kinds.split(","), [] if args.bounds_only else args.producers.split(","),
+             args.time_limit, args.lean, tuple(o for o in args.objectives.split(",") if o), args.save)

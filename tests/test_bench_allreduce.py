@@ -80,3 +80,54 @@ def test_a_lean_run_verifies_what_it_returns():
     row, sched = bench._lean(inst, "ring", Options(time_limit=60))
     assert row["verified"] and sched is not None and row["sends"] == len(sched) > 0
     assert row["time_event_s"] is None and row["time_sync_s"] is None and "verification" in row["extra"]["stages_s"]
+
+
+# Two boxes of two GPUs (hierarchical switch x switch, alpha 0): in a box the GPUs share a switch
+# at B = 100 GB/s a link; GPU g of each box shares a rail switch with GPU g of the other at B/4.
+TWO_BOXES = ("two boxes of two", "hierarchical", {"levels": ["switch", "switch"], "dims": [2, 2],
+                                                  "scales": [0.25, 1.0], "alpha": 0.0, "bandwidth": 100e9})
+
+
+def test_an_allgather_row_has_the_tables_columns_and_a_verified_schedule_at_the_bound():
+    """The allgather row of a tiny switched system through the benchmark's own path (lean, tree
+    packing). Its bound by hand: a box needs the other box's half, M / 2 = 0.5 GB, through its two
+    rail links of B / 4, 0.5 GB / 50 GB/s = 10 ms (one GPU alone: 0.75 GB over B + B / 4, 6 ms);
+    every model's time comes from a schedule that verified (a refused one is listed apart) and
+    lies at or above that bound and within 1 % of it."""
+    r = bench._row((TWO_BOXES, "allgather", ["tree-packing"], 60, True, ()))
+    assert r["kind"] == "allgather" and r["gpus"] == 4 and "refused" not in r
+    assert abs(r["bound_event_s"] - 0.010) < 1e-12 and abs(r["bound_sync_s"] - 0.010) < 1e-12
+    assert set(r["best"]) == set(bench.MODELS)
+    for model, (t, by) in r["best"].items():
+        assert by == "tree-packing" and 0.010 * (1 - 1e-9) <= t <= 0.010 * 1.01, (model, t)
+    assert r["gen_s"] > 0 and r["peak_MiB"] > 0
+    cells = [c.strip() for c in bench.table([r]).splitlines()[-1].strip("|").split("|")]
+    assert cells[:5] == ["two boxes of two", "allgather", "4", "10.0000", r["bound_source"]]
+    assert [cells[i] for i in (7, 10, 13)] == ["tree-packing"] * 3 and cells[14] == "-" and cells[15] == ""
+    assert float(cells[16]) == round(r["gen_s"], 1) and float(cells[17]) == round(r["peak_MiB"])
+
+
+def test_saved_rows_print_the_same_table(tmp_path):
+    """``--save`` writes the rows as JSON (a best time's (time, producer) becomes a list) and
+    ``--load`` prints the very table the run printed."""
+    import json
+
+    r = {"system": "A100 x2", "kind": "allgather", "gpus": 16, "bound_event_s": 0.0028846, "bound_sync_s": 0.0028846,
+         "bound_source": "inbound v=0", "best": {m: (0.0028850, "tree-packing") for m in bench.MODELS},
+         "gen_s": 12.3, "peak_MiB": 812.0}
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([r]))
+    assert bench.table(json.loads(path.read_text())) == bench.table([r])
+
+
+def test_a_row_without_a_verified_schedule_says_why():
+    """A row whose producers all failed (here a time-out during verification, as MI250 x2's
+    allgather at 900 s under load) shows no time and names the refusal in its verdict cell."""
+    r = {"system": "MI250 x2", "kind": "allgather", "gpus": 32, "bound_event_s": 0.0028238, "bound_sync_s": 0.0028238,
+         "bound_source": "cut S={0-1}", "best": {}, "gen_s": 0.0, "peak_MiB": 1717.2,
+         "refused": ["tree-packing: timeout (time limit 900 s reached during verification)"]}
+    cells = [c.strip() for c in bench.table([r]).splitlines()[-1].strip("|").split("|")]
+    assert cells[5:14] == ["-"] * 9
+    assert cells[15] == "no verified schedule: tree-packing: timeout (time limit 900 s reached during verification)"
+    r["best"] = {"event": (0.0028300, "tree-packing")}  # one model reached: no refusal shown
+    assert bench.table([r]).splitlines()[-1].split("|")[16].strip() == ""
