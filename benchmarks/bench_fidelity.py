@@ -83,7 +83,7 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
             print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
                   flush=True)
     cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports, manifest.fixed,
-              manifest.share_floors)
+              manifest.share_floors, serial_links=manifest.serial_links)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -93,7 +93,8 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
 def _fit_one(job):
     """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
     rows, name, manifest = job
-    return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors)
+    return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
+               serial_links=manifest.serial_links)
 
 
 def predict(row, cal):
@@ -245,7 +246,7 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = load_calibration(calibration)
     else:
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
-                  manifest.transports, manifest.fixed, manifest.share_floors)
+                  manifest.transports, manifest.fixed, manifest.share_floors, serial_links=manifest.serial_links)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

@@ -117,18 +117,21 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
-        fixed: dict | None = None, floors: bool = True) -> Calibration:
+        fixed: dict | None = None, floors: bool = True, serial_links: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
     rather than fitted (:func:`pin_fixed`). With ``floors`` (the default) no link share is fitted
     below its :func:`share_floors`; without (a manifest's ``share_floors = false``) the floors
-    are only recorded, with the classes fitted below them (``fit.below_floors``)."""
+    are only recorded, with the classes fitted below them (``fit.below_floors``). ``serial_links``
+    (a manifest's ``serial_links = true``): the calibration's thread blocks pay their fixed costs
+    on top of their busiest link's time (``Calibration.serial_links``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
-    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}))
+    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}),
+                       serial_links=serial_links)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share; per other runtime its latency and bandwidth scales and its handshake share
     x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3] + [1.0, 1.0, 0.3] * n)
@@ -285,7 +288,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
-                   manifest.fixed, manifest.share_floors)
+                   manifest.fixed, manifest.share_floors, manifest.serial_links)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -180,7 +180,8 @@ class Manifest:
     fitted (:func:`read_fixed`; empty: all fitted). ``share_floors``: whether the fit bounds each
     link share below by what the fitted measurements moved
     (:func:`collsynth.tens.calibration.share_floors`; the manifest's ``share_floors``, default
-    true)."""
+    true). ``serial_links``: whether the runtime model's thread blocks pay their fixed costs on
+    top of their busiest link's time (``Calibration.serial_links``; default false)."""
 
     system: str
     source: str
@@ -188,6 +189,7 @@ class Manifest:
     transports: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
     share_floors: bool = True
+    serial_links: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -227,7 +229,8 @@ def read_manifest(path: str | Path) -> Manifest:
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
                     measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
                     fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"),
-                    share_floors=_field(data, "share_floors", bool, str(path), True))
+                    share_floors=_field(data, "share_floors", bool, str(path), True),
+                    serial_links=_field(data, "serial_links", bool, str(path), False))
 
 
 def read_transports(data, where: str) -> dict:
