@@ -83,7 +83,8 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
             print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
                   flush=True)
     cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports, manifest.fixed,
-              manifest.share_floors, serial_links=manifest.serial_links)
+              manifest.share_floors, serial_links=manifest.serial_links,
+              credit_start=manifest.credit_start)
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -94,7 +95,7 @@ def _fit_one(job):
     """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
     rows, name, manifest = job
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
-               serial_links=manifest.serial_links)
+               serial_links=manifest.serial_links, credit_start=manifest.credit_start)
 
 
 def predict(row, cal):
@@ -246,7 +247,8 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = load_calibration(calibration)
     else:
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
-                  manifest.transports, manifest.fixed, manifest.share_floors, serial_links=manifest.serial_links)
+                  manifest.transports, manifest.fixed, manifest.share_floors, serial_links=manifest.serial_links,
+                  credit_start=manifest.credit_start)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

@@ -181,7 +181,9 @@ class Manifest:
     link share below by what the fitted measurements moved
     (:func:`collsynth.tens.calibration.share_floors`; the manifest's ``share_floors``, default
     true). ``serial_links``: whether the runtime model's thread blocks pay their fixed costs on
-    top of their busiest link's time (``Calibration.serial_links``; default false)."""
+    top of their busiest link's time (``Calibration.serial_links``; default false).
+    ``credit_start``: whether the fit also starts from the per-slice costs on the connections'
+    credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false)."""
 
     system: str
     source: str
@@ -190,6 +192,7 @@ class Manifest:
     fixed: dict = field(default_factory=dict)
     share_floors: bool = True
     serial_links: bool = False
+    credit_start: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -230,7 +233,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
                     fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"),
                     share_floors=_field(data, "share_floors", bool, str(path), True),
-                    serial_links=_field(data, "serial_links", bool, str(path), False))
+                    serial_links=_field(data, "serial_links", bool, str(path), False),
+                    credit_start=_field(data, "credit_start", bool, str(path), False))
 
 
 def read_transports(data, where: str) -> dict:

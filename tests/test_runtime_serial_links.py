@@ -93,3 +93,33 @@ def test_calibration_file_keeps_the_setting(tmp_path):
     with pytest.raises(InputError) as e:
         calibration_from_json(json.loads(json.dumps(bad)), "c.json")
     assert e.value.where == "c.json: parameters.serial_links"
+
+
+def pair_rows(truth: Calibration):
+    """The pair program (two GPUs, each sending its chunk to the other) measured under ``truth``
+    with 64 KiB and 1 MiB buffers at 1 KB to 100 MB."""
+    from pathlib import Path
+
+    from collsynth.tens.calibration import Row
+    from collsynth.tens.measurements import Measurement
+    from test_runtime_model import PAIR, pair_instance
+    f = program_features(PAIR, pair_instance())
+    sizes = np.logspace(3, 8, 11)
+    return [Row(Measurement(f"pair{b}", Path("p.xml"), Path("i.toml"), Path("l.txt"), b, "in-place", 0, False),
+                f, sizes, runtime_times(f, sizes, truth, b)) for b in (1 << 16, 1 << 20)]
+
+
+@pytest.mark.parametrize("credit, gpu_op", [(20e-6, 0.0), (0.0, 5e-6)])
+def test_the_credit_start_keeps_the_better_of_two_fits(credit, gpu_op):
+    # measurements made with the per-slice cost on the connection's credit (20 us) or on the
+    # GPU (5 us): the fit runs from both starts and keeps the one of lower error, records both
+    from collsynth.tens.calibration import fit
+    from test_runtime_model import cal
+    truth = cal(efficiency={"link": 0.6}, hop_s={"link": credit}, gpu_op_s={"link": gpu_op}, step_s=0.0,
+                launch_s=20e-6)
+    both = fit(pair_rows(truth), "t", "s", "", credit_start=True)
+    starts = both.fit["starts"]
+    assert set(starts) == {"default", "credit"} and starts["default"] != starts["credit"]
+    assert both.fit["rms_log_error"] == pytest.approx(min(starts.values()), rel=1e-9)
+    assert both.fit["start"] == min(starts, key=starts.get)
+    assert "starts" not in fit(pair_rows(truth), "t", "s", "").fit
