@@ -56,6 +56,12 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   (:func:`collsynth.tens.runtime_program.carried_rounds`), and the period pays the same share
   of the rounds' excess over it, ``round_share * max((D / R) * rounds - period, 0)`` (``D = 1``,
   nothing, for programs of one step a thread block such as ForestColl's);
+- with ``Calibration.serial_links`` (MI250), a thread block's fixed costs add to the time the
+  busiest link its sends cross takes to carry that link's iteration, not only to its own copy:
+  its transfers share the link with the other connections on it, and its per-call waits (the
+  credit of its connection's buffer) come on top, so a chain of steps over a busy link, RCCL's
+  ring, costs its latency plus the link's time rather than the larger of the two
+  (:func:`_tb_transfer`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
