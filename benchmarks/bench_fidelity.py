@@ -75,16 +75,15 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
                        if not rings_only or "nccl_ring" in r.measurement.program.name})
     pred = {}
     args = [([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest) for p in programs]
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for p, cal in zip(programs, pool.map(_fit_one, args)):
-            for r in rows:
-                if r.measurement.program == p:
-                    pred[r.measurement.name] = predict(r, cal)
-            print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
-                  flush=True)
-    cal = fit(fitted, "all", manifest.system, manifest.source, manifest.transports, manifest.fixed,
-              manifest.share_floors,
-               manifest.link_slice_cost)
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:  # the fit on all of them is one more job
+        fits = list(pool.map(_fit_one, args + [(fitted, "all", manifest)]))
+    for p, cal in zip(programs, fits):
+        for r in rows:
+            if r.measurement.program == p:
+                pred[r.measurement.name] = predict(r, cal)
+        print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
+              flush=True)
+    cal = fits[-1]
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
@@ -95,7 +94,7 @@ def _fit_one(job):
     """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
     rows, name, manifest = job
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
-               manifest.link_slice_cost)
+               manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start)
 
 
 def predict(row, cal):
@@ -247,8 +246,8 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = load_calibration(calibration)
     else:
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
-                  manifest.transports, manifest.fixed, manifest.share_floors,
-               manifest.link_slice_cost)
+                  manifest.transports, manifest.fixed, manifest.share_floors, manifest.link_slice_cost,
+                  serial_links=manifest.serial_links, credit_start=manifest.credit_start)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

@@ -118,7 +118,8 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
-        fixed: dict | None = None, floors: bool = True, slice_gap: bool = False) -> Calibration:
+        fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
+        credit_start: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -126,12 +127,18 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     below its :func:`share_floors`; without (a manifest's ``share_floors = false``) the floors
     are only recorded, with the classes fitted below them (``fit.below_floors``). With
     ``slice_gap`` (a manifest's ``link_slice_cost = true``) each link class's cost per slice
-    crossing it (``link_slice_s``, 0-10 us) is fitted too; without, it is 0."""
+    crossing it (``link_slice_s``, 0-10 us) is fitted too; without, it is 0. ``serial_links``
+    (a manifest's ``serial_links = true``): the calibration's thread blocks pay their fixed costs
+    on top of their busiest link's time (``Calibration.serial_links``). ``credit_start`` (a
+    manifest's ``credit_start = true``): the least squares run a second time, from
+    :func:`credit_start_point`, and the fit of the two with the lower squared error kept (both
+    errors are recorded, ``fit.starts``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
-    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}))
+    base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}),
+                       serial_links=serial_links)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
     g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
@@ -146,17 +153,39 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     floor_shares(applied, classes, lo, hi, hi[3 * k + 8 + g] if n else 1.0)
     pin_fixed(fixed or {}, classes, x0, lo, hi, applied.get("", {}))
     x0 = np.clip(x0, lo, hi)
-    res = least_squares(lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap)), x0,
-                        bounds=(lo, hi), method="trf")
-    cal = _unpack(res.x, classes, runtimes, base, applied, slice_gap)
+    residuals = lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap))  # noqa: E731
+    runs = {"default": least_squares(residuals, x0, bounds=(lo, hi), method="trf")}
+    if credit_start:
+        runs["credit"] = least_squares(residuals, np.clip(credit_start_point(x0, k), lo, hi), bounds=(lo, hi),
+                                       method="trf")
+    best = min(runs, key=lambda key: runs[key].cost)
+    cal = _unpack(runs[best].x, classes, runtimes, base, applied, slice_gap)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
                "geomean_abs_error": float(np.exp(np.mean(np.abs(err))) - 1),
                "optimizer": "scipy.optimize.least_squares (trf)", **({"fixed": fixed} if fixed else {}),
                "floors": {rt or "main": {c: fl.as_json() for c, fl in per.items()} for rt, per in measured.items()},
-               **({} if floors else {"below_floors": _below(cal, measured)})}
+               **({} if floors else {"below_floors": _below(cal, measured)}),
+               **({"starts": {key: float(np.sqrt(2 * r.cost / len(err))) for key, r in runs.items()},
+                   "start": best} if credit_start else {})}
     return replace(cal, fit=fitinfo)
+
+
+def credit_start_point(x0: np.ndarray, k: int) -> np.ndarray:
+    """The fit's start ``x0`` (``k`` link classes: shares, then per-slice credit ``hop_s`` and
+    GPU shared cost ``gpu_op_s`` in us) with the per-slice costs on each connection's credit
+    rather than on the GPU: 5 us of credit a slice on every class, no shared cost. The fit has
+    optima of nearly equal error on either side (``docs/fidelity.md``); started at the default
+    it stays on the shared side, where more thread blocks cannot run an iteration faster.
+
+    >>> credit_start_point(np.array([0.8, 0.8, 2.0, 2.0, 0.5, 0.5, 20.0]), 2).tolist()
+    [0.8, 0.8, 5.0, 5.0, 0.0, 0.0, 20.0]
+    """
+    x = x0.copy()
+    x[k:2 * k] = 5.0
+    x[2 * k:3 * k] = 0.0
+    return x
 
 
 def _below(cal: Calibration, floors: dict) -> dict:
@@ -291,7 +320,8 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     rows = [r for r in load_rows(manifest) if include_held_out or not r.measurement.held_out]
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
-                   manifest.fixed, manifest.share_floors, manifest.link_slice_cost)
+                   manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
+                   manifest.credit_start)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -181,7 +181,11 @@ class Manifest:
     link share below by what the fitted measurements moved
     (:func:`collsynth.tens.calibration.share_floors`; the manifest's ``share_floors``, default
     true). ``link_slice_cost``: whether the fit also fits a link's cost per slice crossing it
-    (``link_slice_s``, :func:`collsynth.tens.cost_models.runtime.port_times`; default false: 0)."""
+    (``link_slice_s``, :func:`collsynth.tens.cost_models.runtime.port_times`; default false: 0).
+    ``serial_links``: whether the runtime model's thread blocks pay their fixed costs on
+    top of their busiest link's time (``Calibration.serial_links``; default false).
+    ``credit_start``: whether the fit also starts from the per-slice costs on the connections'
+    credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false)."""
 
     system: str
     source: str
@@ -190,6 +194,8 @@ class Manifest:
     fixed: dict = field(default_factory=dict)
     share_floors: bool = True
     link_slice_cost: bool = False
+    serial_links: bool = False
+    credit_start: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -230,7 +236,9 @@ def read_manifest(path: str | Path) -> Manifest:
                     measurements=tuple(out), transports=read_transports(data.get("transports", {}), f"{path}: transports"),
                     fixed=read_fixed(data.get("fixed", {}), f"{path}: fixed"),
                     share_floors=_field(data, "share_floors", bool, str(path), True),
-                    link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False))
+                    link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False),
+                    serial_links=_field(data, "serial_links", bool, str(path), False),
+                    credit_start=_field(data, "credit_start", bool, str(path), False))
 
 
 def read_transports(data, where: str) -> dict:

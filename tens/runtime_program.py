@@ -37,7 +37,7 @@ from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
-           "carried_rounds"]
+           "carried_rounds", "thread_block_links"]
 
 DEFAULT_CLASS = "link"
 
@@ -81,7 +81,10 @@ class ProgramFeatures:
     ``link_ops`` (class -> the sends crossing each of those links per iteration, one column per
     ``cnts`` value as ``gpu_ops``): what each link carries, for the cost a link pays per slice
     (:func:`~collsynth.tens.cost_models.runtime.port_times`); empty: not computed (the busiest
-    link's ``class_load`` alone)."""
+    link's ``class_load`` alone). ``tb_links``: link class -> per thread block, the largest
+    per-iteration load (as ``class_load``) of a link of that class that its sends cross (0 where
+    it sends over none), which the thread block's transfers share (:func:`thread_block_links`;
+    empty: not computed)."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -104,6 +107,7 @@ class ProgramFeatures:
     carried: tuple = ()
     link_load: dict = field(default_factory=dict)
     link_ops: dict = field(default_factory=dict)
+    tb_links: dict = field(default_factory=dict)
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -495,8 +499,31 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         nchunksperloop=int(root.get("nchunksperloop")), max_cnt=int(max(cnt.max(), 1)),
         proto=root.get("proto"), coll=root.get("coll"), rounds=rounds,
         path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent),
+        tb_links=thread_block_links(tb_of[send_idx[hop_send]], hop_link, load, classes, len(tbs)),
         carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else (),
         link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()})
+
+
+def thread_block_links(tb: np.ndarray, link: np.ndarray, load: np.ndarray, classes: np.ndarray,
+                       ntbs: int) -> dict:
+    """Link class -> per thread block (``ntbs`` of them), the largest ``load[l]`` (a link's
+    per-iteration chunks over its bandwidth) over the links ``l`` its sends cross: the pairs
+    (``tb[j]``, ``link[j]``), a send's thread block and a link of its route (0 where it crosses
+    none of the class).
+
+    >>> load = np.array([2.0, 5.0, 1.0])
+    >>> classes = np.array(["a", "a", "b"], dtype=object)
+    >>> out = thread_block_links(np.array([0, 0, 1]), np.array([0, 2, 1]), load, classes, 3)
+    >>> out["a"].tolist(), out["b"].tolist()
+    ([2.0, 5.0, 0.0], [1.0, 0.0, 0.0])
+    """
+    out = {}
+    for c in sorted(set(classes)):
+        mine = classes[link] == c
+        per = np.zeros(ntbs)
+        np.maximum.at(per, tb[mine], load[link[mine]])
+        out[c] = per
+    return out
 
 
 def _count_by(rows: np.ndarray, cols: np.ndarray, n: int, m: int, weights: np.ndarray) -> np.ndarray:

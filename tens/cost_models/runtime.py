@@ -60,6 +60,12 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   (:func:`collsynth.tens.runtime_program.carried_rounds`), and the period pays the same share
   of the rounds' excess over it, ``round_share * max((D / R) * rounds - period, 0)`` (``D = 1``,
   nothing, for programs of one step a thread block such as ForestColl's);
+- with ``Calibration.serial_links`` (MI250), a thread block's fixed costs add to the time the
+  busiest link its sends cross takes to carry that link's iteration, not only to its own copy:
+  its transfers share the link with the other connections on it, and its per-call waits (the
+  credit of its connection's buffer) come on top, so a chain of steps over a busy link, RCCL's
+  ring, costs its latency plus the link's time rather than the larger of the two
+  (:func:`_tb_transfer`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -150,7 +156,9 @@ class Calibration:
     an empty slice of a call pays too (:func:`slice_weights`; 0, a file without it, charges
     non-empty slices only). ``link_slice_s``: per link class, seconds of a link's time each slice
     crossing it takes beyond its bytes (:func:`port_times`; a class it does not name, or a file
-    without it, 0)."""
+    without it, 0). ``serial_links``: a thread block's fixed costs add to the time its
+    busiest link takes to carry the iteration (:func:`_tb_transfer`; false, a file without it:
+    they add to its own copy only, and the links are a separate bound)."""
 
     name: str
     system: str
@@ -170,6 +178,7 @@ class Calibration:
     round_share: float = 1.0
     handshake_share: float = 0.0
     link_slice_s: dict = field(default_factory=dict)
+    serial_links: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -178,7 +187,8 @@ class Calibration:
                 "parameters": {"efficiency": self.efficiency, "hop_s": self.hop_s, "gpu_op_s": self.gpu_op_s,
                                **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share,
                                "handshake_share": self.handshake_share,
-                               **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {})},
+                               **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {}),
+                               **({"serial_links": True} if self.serial_links else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -241,6 +251,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: parameters.link_slice_s", "expected an object of link class -> number")
     per_class["link_slice_s"] = {str(c): _number(v, f"{where}: parameters.link_slice_s.{c}", 0.0, 1.0)
                                  for c, v in gaps.items()}
+    serial = p.get("serial_links", False)
+    if not isinstance(serial, bool):
+        raise InputError(f"{where}: parameters.serial_links", f"expected true or false, got {serial!r}")
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -254,7 +267,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
-                       source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes,
+                       source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -295,7 +308,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
     fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0)
                                                            for c, h in f.tb_hops.items())
-    tb = (fixed + per_byte[:, None] * s[None, :]).max(axis=0)
+    tb = (fixed + _tb_transfer(f, cal, pf, per_byte)[:, None] * s[None, :]).max(axis=0)
     ports = port_times(f, s, per_slice, cal, pf)
     shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
@@ -347,6 +360,29 @@ def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Ca
         else:
             out = np.maximum(out, load / share * s)
     return out
+
+
+def _tb_transfer(f: ProgramFeatures, cal: Calibration, pf: float, per_byte: np.ndarray) -> np.ndarray:
+    """Seconds per chunk byte each thread block spends moving its iteration's data, to which its
+    fixed costs (per call, per slice) add: its own copy (``per_byte``), or with
+    ``cal.serial_links`` the larger of that and the time the busiest link its sends cross takes
+    to carry that link's whole iteration (``f.tb_links``, at the calibrated share): a thread
+    block's transfers share the link with every other connection on it, so they end when the
+    link has carried the iteration, and its per-call waits (the credit of its connection's
+    buffer, ``hop_s``) come on top of that, not beside it.
+
+    >>> f = ProgramFeatures(np.ones(2), np.ones(2), np.zeros(2), {}, {}, 1, {"nic": 4e-9}, 1, 1, 0, {}, 1, 1,
+    ...                     "Simple", "allgather", tb_links={"nic": np.array([4e-9, 0.0])})
+    >>> cal = Calibration("c", "s", "", {"nic": 0.5}, {"nic": 0.0}, {"nic": 0.0}, 1e9, 1e9, 0.0, 0.0, 0.0)
+    >>> _tb_transfer(f, cal, 1.0, np.array([1e-9, 1e-9])).tolist()  # the copy alone
+    [1e-09, 1e-09]
+    >>> _tb_transfer(f, replace(cal, serial_links=True), 1.0, np.array([1e-9, 1e-9])).tolist()  # 4 chunks at 0.5
+    [8e-09, 1e-09]
+    """
+    if not (cal.serial_links and f.tb_links):
+        return per_byte
+    links = np.max([load / (cal.efficiency.get(c, 1.0) * pf) for c, load in f.tb_links.items()], axis=0)
+    return np.maximum(per_byte, links)
 
 
 def _chained_copies(f: ProgramFeatures, share: np.ndarray) -> np.ndarray:
