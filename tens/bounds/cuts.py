@@ -237,6 +237,8 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
     distance included in the value, None)`` or ``(None, None, 0, why)`` when the search
     would exceed ``budget_s``.
     """
+    if inner is not None and len(arcs.nodes) <= EVERY_SET_NODES:
+        return _every_set(arcs, demand, weight, supply, start, witness, inner)
     t0 = time.perf_counter()
     order = _order(arcs, demand, first)
     guess = FLOW_S_PER_UNIT * len(arcs.src) * len(order) * len(order)
@@ -265,6 +267,30 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
         if exact and fam != "bisection":
             break
     return (top, top_wit, top_extra, None) if top > p else (p, wit, 0, None)
+
+
+EVERY_SET_NODES = 8  # live nodes up to which the cut search with the inner distance tries every set
+
+
+def _every_set(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: float, witness, inner: np.ndarray):
+    """:func:`cut_search` with the inner distance on a small network: the largest over every
+    node set ``S`` of its exact cut bound plus :func:`inner_distance` (each set's sum is a
+    bound by itself), so the value depends on the network and demand only, not on the node
+    labels (the search credits the inner distance only at the sets its path visits, and
+    that path follows the anchor order and the max-flow's choice among equal cuts)."""
+    nodes = arcs.nodes.tolist()
+    top, top_wit, top_extra = start, witness, 0
+    for mask in range(1, (1 << len(nodes)) - 1):
+        inside = np.zeros(arcs.size, bool)
+        inside[[v for i, v in enumerate(nodes) if mask >> i & 1]] = True
+        need = float(weight[demand.crossing(inside)].sum())
+        q = supply.smallest(arcs.entering(inside), need)
+        if need <= 0 or not math.isfinite(q):
+            continue
+        extra = inner_distance(arcs, demand, inside, inner)
+        if q + extra > top:
+            top, top_wit, top_extra = q + extra, tuple(np.flatnonzero(inside).tolist()), extra
+    return top, top_wit, top_extra, None
 
 
 def _raise_at_anchor(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, terms, anchor, inner,
