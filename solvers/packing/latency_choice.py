@@ -77,7 +77,8 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0}
     part = part_instance(instance, alts[0])
     try:
-        prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models))
+        prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models),
+                              {(est.index, est.pieces), est.baseline})
     except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
         return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
@@ -110,17 +111,19 @@ def floors(part: Instance, alts: list[Forest], models: tuple):
 
 
 def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple, record: dict, deadline,
-                 floor=None) -> dict:
+                 floor=None, always=frozenset()) -> dict:
     """``{(index, pieces): {model: s}}``: the ``pairs`` of ``alts`` that verify, priced in
     order on ``part`` until :data:`PRICE_SHARE` of the time left is used; ``record`` counts
     those that do not verify and says where pricing stopped. A pair whose ``floor(index,
     pieces)`` (:func:`floors`) is above the least priced sum so far is not priced (it cannot be
-    chosen; counted in ``record["below_floor"]``): at 64 KB on MI250 x2 the deep trees' link
-    latencies alone exceed the shortest-path trees' whole price."""
+    chosen; counted in ``record["below_floor"]``), except those in ``always`` (the estimate's
+    pick and the baseline, whose prices the row reports): at 64 KB on MI250 x2 the deep trees'
+    link latencies alone exceed the shortest-path trees' whole price."""
     stop = deadline.share(PRICE_SHARE) if deadline is not None else None
     prices: dict = {}
     for pair in pairs:
-        if floor is not None and prices and floor(*pair) > min(sum(p[m] for m in models) for p in prices.values()):
+        least = min((sum(p[m] for m in models) for p in prices.values()), default=None)
+        if floor is not None and least is not None and pair not in always and floor(*pair) > least:
             record["below_floor"] += 1
             continue
         if stop is not None and stop.expired():
