@@ -72,19 +72,46 @@ def run_method(inst, method: str, cell_limit: float | None = None) -> dict:
     producer = "tree-packing" if method.startswith("ours") or method == "forestcoll-fixed" else method
     t0 = time.perf_counter()
     try:
-        params = {"pieces": forestcoll_depth(inst), "shape": "greedy"} if method == "forestcoll-fixed" else {}
+        params = {}
+        if method == "forestcoll-fixed":
+            params = forestcoll_params(inst)
+            refused = too_small(inst, params)
+            if refused:
+                return {"status": "refused", "message": refused, "wall_s": time.perf_counter() - t0,
+                        "pieces": [params["pieces"]], "k": [params.get("trees")]}
         if method.startswith("ours-"):
             params = {"objective": method.split("-", 1)[1]}
         limit = PACKING_LIMIT_S if producer == "tree-packing" else LIMIT_S
         limit = min(limit, cell_limit) if cell_limit else limit
-        row, sched = pipeline.run(inst, producer, Options(params=params, time_limit=limit))
+        row, sched = pipeline.run_lean(inst, producer, Options(params=params, time_limit=limit))
     except InputError as e:  # e.g. the fixed depth's pieces under a byte: the cell says so
         return {"status": "refused", "message": str(e)}
+    times = priced(inst, sched) if sched is not None and row["verified"] else {}
     forests = row["extra"].get("forests", []) if row.get("extra") else []
-    return {"status": row["status"], "verified": row["verified"], "event": row["time_event_s"],
-            "sync": row["time_sync_s"], "wall_s": time.perf_counter() - t0, "message": row["message"],
+    return {"status": row["status"], "verified": row["verified"], "event": times.get("event"),
+            "sync": times.get("sync"), "wall_s": time.perf_counter() - t0, "message": row["message"],
             "choice": [f.get("latency_choice") for f in forests], "pieces": [f.get("pieces") for f in forests],
             "k": [f.get("trees_per_shard") for f in forests]}
+
+
+def priced(inst, sched) -> dict:
+    """``{model: seconds}`` of a verified schedule under the table's :data:`MODELS` alone: the
+    pipeline's run verifies it (:func:`collsynth.solvers.pipeline.run_lean`) and the models are
+    priced here, not every model of the pipeline nor its lower bounds (its ``ten`` price alone
+    took half of ``forestcoll-fixed``'s 576,000-send reduce-scatter on DGX-H100 x2, profiled).
+    A schedule kept as trees plus a pipeline rule is priced under ``sync`` from its trees and
+    expanded for ``event``."""
+    from collsynth.tens import compact_forms, cost_models, pipelined_event
+
+    form = compact_forms.form_of(sched)
+    out = {}
+    for model in MODELS:
+        if form is not None and model == "sync":
+            out[model] = form.price_sync(sched, inst).total_s
+        else:
+            explicit = sched if form is None else pipelined_event._header(form.expand(sched), inst)
+            out[model] = cost_models.price(explicit, inst, model).total_s
+    return out
 
 
 def run_cell(inst, method: str, cell_limit: float | None) -> dict:
@@ -152,6 +179,38 @@ def packed_once() -> None:
 
     forest.memo = memo
     forests.forest = forest  # every caller reaches it through the module (solvers/packing/forests.py)
+
+
+def forestcoll_params(inst) -> dict:
+    """The tree-packing parameters of the ``forestcoll-fixed`` column: ForestColl's greedy packing
+    (``shape = greedy``) at its fixed depth (:func:`forestcoll_depth`) and at the optimum's tree
+    count (``trees``: the forests' own ``k``, so an allreduce is its reduce-scatter then its
+    allgather on those forests, not our joint choice among other forests; left unset where the
+    two halves' ``k`` differ)."""
+    from collsynth.solvers.packing import forests, packed
+
+    ks = {forests.forest(inst, kind, transposed, shape="greedy").k for kind, transposed in packed.plan(inst.collective.kind)}
+    params = {"pieces": forestcoll_depth(inst), "shape": "greedy"}
+    return {**params, "trees": ks.pop()} if len(ks) == 1 else params
+
+
+def too_small(inst, params: dict) -> str:
+    """Why the ``forestcoll-fixed`` cell cannot be built at this size, or ``""``: the smallest
+    pipeline piece (the smallest tree's share of a chunk over the fixed pieces) under one byte,
+    the producer's own refusal (:func:`collsynth.solvers.packing.emission.refuse_small_pieces`),
+    said before anything is emitted."""
+    from collsynth.solvers.packing import forests, packed
+
+    coll = inst.collective
+    plan = packed.plan(coll.kind)
+    share = min(min(t.hi - t.lo for t in f.trees) / f.k
+                for f in (forests.forest(inst, kind, transposed, shape="greedy") for kind, transposed in plan))
+    piece = coll.chunk_bytes * share / params["pieces"]
+    if piece >= 1.0:
+        return ""
+    return (f"{_size(int(coll.message_bytes))}: a {coll.chunk_bytes:,.0f} B chunk over its smallest tree share "
+            f"({share:.4g} of a chunk, k = {params.get('trees', '?')} trees a shard) at its fixed "
+            f"{params['pieces']:,} pieces gives {piece:.3g} B pieces (under 1 B)")
 
 
 def forestcoll_depth(inst) -> int:

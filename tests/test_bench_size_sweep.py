@@ -92,3 +92,50 @@ def test_a_non_positive_cell_limit_is_one_line_and_exit_2(capsys):
         sweep.main(["--cell-limit", "0"])
     assert e.value.code == 2
     assert "--cell-limit: expected a positive number of seconds, got 0" in capsys.readouterr().err
+
+
+def test_forestcoll_fixed_under_a_byte_a_piece_is_refused_before_anything_is_emitted(monkeypatch):
+    """A100 x2 at 64 KB: a 4,096 B chunk (16 GPUs, one chunk each); stand-in forests of k = 4
+    units a shard whose smallest tree carries 1 unit: a quarter chunk, 1,024 B, over the fixed
+    pieces. At 2,048 pieces that is 0.5 B a piece (by hand): refused, saying so, without
+    building the schedule; at 1,024 pieces exactly 1 B: not refused."""
+    from types import SimpleNamespace
+
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.packing import forests
+
+    stand_in = SimpleNamespace(k=4, trees=[SimpleNamespace(lo=0, hi=1), SimpleNamespace(lo=1, hi=4)])
+    monkeypatch.setattr(forests, "forest", lambda *a, **kw: stand_in)
+    inst = make_instance(build(A100[0][1], A100[0][2]), "reduce_scatter", message_bytes=KB64)
+    assert inst.collective.chunk_bytes == 4096
+    assert sweep.too_small(inst, {"pieces": 1024, "trees": 4}) == ""
+    said = sweep.too_small(inst, {"pieces": 2048, "trees": 4})
+    assert said == ("64 KB: a 4,096 B chunk over its smallest tree share (0.25 of a chunk, k = 4 trees a shard) "
+                    "at its fixed 2,048 pieces gives 0.5 B pieces (under 1 B)")
+
+    def never(*a, **kw):
+        raise AssertionError("the schedule was built")
+
+    monkeypatch.setattr(pipeline, "run", never)
+    monkeypatch.setattr(sweep, "forestcoll_depth", lambda inst: 2048)
+    row = sweep.run_method(inst, "forestcoll-fixed")
+    assert (row["status"], row["message"], row["pieces"], row["k"]) == ("refused", said, [2048], [4])
+
+
+def test_a_cell_prices_the_tables_models_as_the_pipeline_does(monkeypatch):
+    """The sweep verifies through the pipeline's lean run and prices ``event`` and ``sync``
+    itself: the ring's reduce-scatter at 64 KB on A100 x2 gets the same two times as the
+    pipeline's full run (which prices every model and the bounds) gives its row."""
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers import pipeline
+    from collsynth.solvers.producers import Options
+
+    inst = make_instance(build(A100[0][1], A100[0][2]), "reduce_scatter", message_bytes=KB64)
+    row, _ = pipeline.run(inst, "ring", Options())
+    cell = sweep.run_method(inst, "ring")
+    assert cell["verified"] and row["verified"]
+    assert cell["event"] == pytest.approx(row["time_event_s"], rel=1e-12)
+    assert cell["sync"] == pytest.approx(row["time_sync_s"], rel=1e-12)

@@ -46,7 +46,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 4."""
     depths = [p[1] for p in picks]
-    halves = [[p[0], *(greedy_instead_of_rings(instance, g, options, deadline) or [g])] for p, g in zip(picks, packed)]
+    halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
+                       or [g])] for p, g in zip(picks, packed)]
     chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept)
     c = instance.collective.chunks_per_node
     if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
@@ -59,6 +60,18 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                 f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
         return list(kept.pair), kept.pieces, record, note
     return chosen, depths, record, ""
+
+
+def bandwidth_regime(picked: Forest, packed: Forest, alpha: float) -> bool:
+    """Whether a half is chosen for bandwidth: at alpha 0, or where its latency choice
+    (:func:`.latency_choice.latency_pick`) kept the forest packed at the optimum (``picked is
+    packed``). Only there does the joint choice pack the greedy forest in place of ring trees
+    (:func:`greedy_instead_of_rings`, measured at alpha 0 and 200 pieces): where the latency
+    choice took other trees than the optimum's (fewer a shard, shallower), the optimum's greedy
+    forest is not packed for it (MI250 x2 allreduce at 64 KB: about 25 s of CPU for two forests of 15 trees a
+    shard, their pair priced 4.9x the chosen one). ForestColl (Zhao et al., arXiv 2402.06787,
+    Section 5) packs at the optimum whatever the size."""
+    return alpha <= 0 or picked is packed
 
 
 def greedy_instead_of_rings(instance: Instance, f: Forest, options: Options, deadline) -> list[Forest]:

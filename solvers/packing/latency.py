@@ -179,6 +179,26 @@ def price_order(candidates: list[Candidate], alpha: float, pick: tuple[int, int]
     return list(dict.fromkeys(out))
 
 
+def latency_floor(depth: int, stages: int, alpha_min: float, models: tuple) -> float:
+    """A lower bound on the priced time summed over ``models`` of pipelined trees whose hops
+    lie at most ``depth - 1`` steps below their roots, cut into ``stages`` pieces over all
+    chunks, when every link's latency is at least ``alpha_min``: under ``sync`` every one of
+    the ``stages + depth - 1`` steps carries a send, and a step lasts at least its largest
+    route latency (Thakur, Rabenseifner, Gropp, IJHPCA 2005, Section 3: one step per piece and
+    hop); under ``event`` the deepest piece crosses ``depth`` links one after another, each
+    arrival ``alpha`` after it leaves (module doc's ``D alpha``); other models count 0. The
+    latency part of the module doc's estimates at ``alpha_min``, without their bandwidth part.
+
+    >>> latency_floor(3, 2, 0.5, ("sync", "event"))
+    3.5
+    >>> latency_floor(3, 2, 0.5, ("event-inorder",))
+    0.0
+    """
+    depth = max(1, depth)
+    per = {"sync": (stages + depth - 1) * alpha_min, "event": depth * alpha_min}
+    return sum(per.get(m, 0.0) for m in models)
+
+
 def sends(c: Candidate, pieces: int) -> int:
     """Sends of candidate ``c`` cut into ``pieces`` per chunk: its hops per piece, every chunk
     (each tree of Zhao et al., "ForestColl", arXiv 2402.06787, Section 5, sends every piece

@@ -14,10 +14,10 @@ from dataclasses import replace
 from fractions import Fraction
 
 from ...instances import Instance
-from ...tens.ten import NotSupported
+from ...tens.ten import NotSupported, instant_hops
 from ..producers import Options, Unsupported
 from . import forests, latency
-from .emission import PRICE_MODELS, auto_pieces, price_pieces
+from .emission import PRICE_MODELS, auto_pieces, pipelined, price_pieces
 from .packed import Forest, packed_seconds, part_instance
 from .run_params import asked_shape, grows_depth_first, objective_models
 from .tree_hops import depth_of
@@ -79,9 +79,11 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
                                   cands, budget)
     if not pairs:
         return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
-    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0}
+    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0}
+    part = part_instance(instance, alts[0])
     try:
-        prices = _price_pairs(part_instance(instance, alts[0]), alts, pairs, models, record, deadline)
+        prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models),
+                              {(est.index, est.pieces), est.baseline})
     except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
         return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
@@ -91,13 +93,44 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     return _least_priced(est, cands, prices, alpha, record, models)
 
 
-def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple, record: dict, deadline) -> dict:
+def floors(part: Instance, alts: list[Forest], models: tuple):
+    """``floor(index, pieces)``: a lower bound on the priced time summed over ``models`` of
+    ``alts[index]`` cut into ``pieces`` (:func:`.latency.latency_floor` at the least link latency
+    and the steps below the roots the trees are emitted at, :func:`.emission.pipelined`); 0 where
+    a switch hop is instant (a hop may then share its step) or no link has a latency. The
+    pipelined trees are ForestColl's (Zhao et al., arXiv 2402.06787, Section 5)."""
+    topo = part.topology
+    alpha_min = float(topo.link_arrays.alpha.min()) if len(topo.link_arrays) else 0.0
+    if alpha_min <= 0 or instant_hops(topo).any():
+        return lambda index, pieces: 0.0
+    depth: dict[int, int] = {}
+    chunks = part.collective.chunks_per_node
+
+    def floor(index: int, pieces: int) -> float:
+        if index not in depth:
+            before = pipelined(part, alts[index], 1).before
+            depth[index] = int(before.max()) + 1 if len(before) else 1
+        return latency.latency_floor(depth[index], pieces * chunks, alpha_min, models)
+
+    return floor
+
+
+def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple, record: dict, deadline,
+                 floor=None, always=frozenset()) -> dict:
     """``{(index, pieces): {model: s}}``: the ``pairs`` of ``alts`` that verify, priced in
     order on ``part`` until :data:`PRICE_SHARE` of the time left is used; ``record`` counts
-    those that do not verify and says where pricing stopped."""
+    those that do not verify and says where pricing stopped. A pair whose ``floor(index,
+    pieces)`` (:func:`floors`) is above the least priced sum so far is not priced (it cannot be
+    chosen; counted in ``record["below_floor"]``), except those in ``always`` (the estimate's
+    pick and the baseline, whose prices the row reports): at 64 KB on MI250 x2 the deep trees'
+    link latencies alone exceed the shortest-path trees' whole price."""
     stop = deadline.share(PRICE_SHARE) if deadline is not None else None
     prices: dict = {}
     for pair in pairs:
+        least = min((sum(p[m] for m in models) for p in prices.values()), default=None)
+        if floor is not None and least is not None and pair not in always and floor(*pair) > least:
+            record["below_floor"] += 1
+            continue
         if stop is not None and stop.expired():
             record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
             break
