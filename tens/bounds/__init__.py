@@ -39,8 +39,7 @@ Arguments (``source``)
     (combining: whose result some node in ``S`` needs and some contributor outside ``S``
     supplies) must cross the links entering ``S``; the bound is the largest over all ``S``
     of the time those links need to carry them (plus the way the last of them still has to go
-    inside ``S``), found by parametric min-cut (:func:`cut_search`; with the inner way, over
-    every set on networks of up to 8 live nodes, else over the sets the search visits). It generalises the
+    inside ``S``), found by parametric min-cut (:func:`cut_search`). It generalises the
     per-node bounds and the per-link one (a set entered by a single link: a bridge).
 ``arrivals``
     (TEN timesteps) a node takes in at most its in-links' capacity per timestep, and each

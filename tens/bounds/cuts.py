@@ -231,16 +231,12 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
     collectives the search is a relaxation: both families plus a Kernighan-Lin bisection.
 
     ``inner`` (arc lengths in the parameter's units): every set the search visits is also
-    credited with :func:`inner_distance`, the way its last chunk still has to go inside it;
-    on networks of up to :data:`EVERY_SET_NODES` live nodes every set is (:func:`_every_set`),
-    so that the value does not depend on the node labels.
+    credited with :func:`inner_distance`, the way its last chunk still has to go inside it.
 
     Returns ``(value, witness S as a tuple of nodes or the start's witness, the inner
     distance included in the value, None)`` or ``(None, None, 0, why)`` when the search
     would exceed ``budget_s``.
     """
-    if inner is not None and len(arcs.nodes) <= EVERY_SET_NODES:
-        return _every_set(arcs, demand, weight, supply, start, witness, inner)
     t0 = time.perf_counter()
     order = _order(arcs, demand, first)
     guess = FLOW_S_PER_UNIT * len(arcs.src) * len(order) * len(order)
@@ -271,32 +267,6 @@ def cut_search(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: fl
     return (top, top_wit, top_extra, None) if top > p else (p, wit, 0, None)
 
 
-EVERY_SET_NODES = 8  # live nodes up to which the cut search with the inner distance tries every set
-
-
-def _every_set(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, start: float, witness, inner: np.ndarray):
-    """:func:`cut_search` with the inner distance on a small network: the largest over every
-    node set ``S`` of its exact cut bound plus :func:`inner_distance` (each set's sum is a
-    bound by itself), so the value depends on the network and demand only, not on the node
-    labels (the search credits the inner distance only at the sets its path visits, and
-    that path follows the anchor order and the max-flow's choice among equal cuts)."""
-    nodes = arcs.nodes.tolist()
-    dist = _distances(arcs, inner)
-    longest = float(dist[np.isfinite(dist)].max(initial=0.0))
-    top, top_wit, top_extra = start, witness, 0
-    for mask in range(1, (1 << len(nodes)) - 1):
-        inside = np.zeros(arcs.size, bool)
-        inside[[v for i, v in enumerate(nodes) if mask >> i & 1]] = True
-        need = float(weight[demand.crossing(inside)].sum())
-        q = supply.smallest(arcs.entering(inside), need)
-        if need <= 0 or not math.isfinite(q) or not q + longest > top:
-            continue
-        extra = inner_distance(arcs, demand, inside, inner, dist)
-        if q + extra > top:
-            top, top_wit, top_extra = q + extra, tuple(np.flatnonzero(inside).tolist()), extra
-    return top, top_wit, top_extra, None
-
-
 def _raise_at_anchor(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, terms, anchor, inner,
                      current: tuple, best: tuple) -> tuple[tuple, tuple]:
     """Dinkelbach's updates of :func:`cut_search` at one anchor pair: while a set ``S`` violates
@@ -319,14 +289,7 @@ def _raise_at_anchor(arcs: Arcs, demand: Demand, weight: np.ndarray, supply, ter
     return (p, wit), (top, top_wit, top_extra)
 
 
-def _distances(arcs: Arcs, length: np.ndarray) -> np.ndarray:
-    """``length``-shortest path lengths between every two nodes (inf: unreachable)."""
-    adj = sp.csr_matrix((length.astype(float), (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
-    return dijkstra(adj, directed=True)
-
-
-def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.ndarray,
-                   dist: np.ndarray | None = None) -> float:
+def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.ndarray) -> float:
     """How far, after crossing into ``S``, the last chunk to cross must still travel.
 
     Some piece of the demand of ``S`` first crosses no earlier than the cut bound of ``S``
@@ -334,19 +297,14 @@ def inner_distance(arcs: Arcs, demand: Demand, inside: np.ndarray, length: np.nd
     head of an entering link no earlier, and still has to reach each node of ``S`` that needs
     it. The piece is unknown, so this is the least over the crossing rows of the farthest
     needing node of ``S`` from the nearest head (``length``-shortest paths in the whole
-    network; ``dist``: their :func:`_distances`, if known). Adding it to the cut bound of
-    ``S`` keeps a lower bound.
+    network). Adding it to the cut bound of ``S`` keeps a lower bound.
     """
     idx = arcs.entering(inside)
     rows = np.flatnonzero(demand.crossing(inside))
     if not len(idx) or not len(rows):
         return 0
-    heads = np.unique(arcs.dst[idx])
-    if dist is None:
-        adj = sp.csr_matrix((length.astype(float), (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
-        d = dijkstra(adj, directed=True, indices=heads, min_only=True)
-    else:
-        d = dist[heads].min(axis=0)
+    adj = sp.csr_matrix((length.astype(float), (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+    d = dijkstra(adj, directed=True, indices=np.unique(arcs.dst[idx]), min_only=True)
     need = demand.post[rows] & inside[None, :] & np.where(demand.combining[rows][:, None], True, ~demand.pre[rows])
     far = np.where(need, d[None, :], -np.inf).max(axis=1)
     val = float(far.min())
