@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
+import numpy as np
 from numba.core import event
 
 from ..instances import Instance, generators, size
@@ -99,7 +100,7 @@ def _tiny_cases(combining: bool) -> list[tuple]:
     """Tiny (schedule, instance) pairs covering every kind of send the kernels treat apart:
     whole and fractional copies, routed sends, pieces relayed through a switch (the switch
     forwarding rule's kernels) and, with ``combining``, whole and fractional reductions, also
-    relayed."""
+    relayed; each also listed latest step first (the step view's scatter into step order)."""
     ring3 = make_instance(generators.build("ring", {"nodes": 3}), "allgather")
     ring4 = make_instance(generators.build("ring", {"nodes": 4}), "allgather")
     half = Fraction(1, 2)
@@ -110,13 +111,15 @@ def _tiny_cases(combining: bool) -> list[tuple]:
     pair = make_instance(generators.build("switch", {"nodes": 2, "unwind": 0}), "allgather")  # GPUs 0, 1; switch 2
     relayed = from_sends([(g, lo, hi, src, dst, step) for g in (0, 1) for lo, hi, q in ((0, half, 0), (half, 1, 1))
                           for src, dst, step in ((g, 2, q + 1), (2, 1 - g, q + 2))], "allgather", 3, 3)
-    cases = [(copies, ring3), (direct, ring4), (relayed, pair)]
+    forwarded = from_sends([(i, 0, 1, (i + 1) % 3, (i + 2) % 3, 2) for i in range(3)]
+                           + [(i, 0, 1, i, (i + 1) % 3, 1) for i in range(3)], "allgather", 3, 3)
+    cases = [(copies, ring3), (direct, ring4), (relayed, pair), (forwarded, ring3)]
     if combining:  # reductions of fractional and of whole pieces (these pass empty piece bounds: kernels of their own)
         whole = from_sends([(i, 0, 1, i, (i + d) % 3, 1) for i in range(3) for d in (1, 2)], "allgather", 3, 3)
         reduce_scatter = replace(ring3, collectives=(ring3.collective.with_kind("reduce_scatter"),))
         cases += [(reverse(copies), reduce_scatter), (reverse(whole), reduce_scatter),
                   (reverse(relayed), replace(pair, collectives=(pair.collective.with_kind("reduce_scatter"),)))]
-    return cases
+    return cases + [(sched.select(np.arange(len(sched))[::-1]), inst) for sched, inst in cases]
 
 
 def compile_task(task: str, combining: bool = True) -> list[str]:

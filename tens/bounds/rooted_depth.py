@@ -51,9 +51,9 @@ from .record import Bound, not_computed
 def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
     """The depth bound (module doc) of a single rooted reduce; not computed for another
     collective, where no link has a latency, or where steps are not store-and-forward."""
-    coll = instance.collective
-    if instance.concurrent or coll.kind != "reduce":
+    if instance.concurrent or instance.collective.kind != "reduce":
         return not_computed("sync", "rooted depth", "only a single rooted reduce")
+    coll = instance.collective
     if not (latency.computed and bandwidth.computed):
         return not_computed("sync", "rooted depth", "needs the latency and bandwidth bounds")
     topo = instance.topology
