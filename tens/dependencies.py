@@ -50,9 +50,20 @@ def counting_order(key, num_keys):
     """Stable counting sort of small non-negative integer keys: ``(order, starts)``.
 
     ``order`` (int32) lists the indices by key, equal keys in index order; the indices with key
-    ``k`` are ``order[starts[k]:starts[k + 1]]``.
+    ``k`` are ``order[starts[k]:starts[k + 1]]``. As :func:`counting_order_of` over every
+    index, without a column of the indices to sort.
     """
-    return counting_order_of(key, num_keys, np.arange(len(key)))
+    starts = np.zeros(num_keys + 2, np.int64)
+    for i in range(len(key)):
+        starts[key[i] + 2] += 1
+    for k in range(num_keys):
+        starts[k + 2] += starts[k + 1]
+    order = np.empty(len(key), np.int32)
+    for i in range(len(key)):  # starts[k + 1] fills key k (see counting_order_of)
+        k = key[i] + 1
+        order[starts[k]] = i
+        starts[k] += 1
+    return order, starts[:num_keys + 1]
 
 
 @njit(cache=True, nogil=True)
@@ -582,7 +593,7 @@ def _forwarded(ga, g_in, p, groups: int, view: StepView, schedule: Schedule, ins
     groups = _regroup(ga, g_in, p, fw.run, view.chunk, view.src, view.dst, switch, reduce_at,
                       np.asarray(combining, np.bool_), whole, groups)
     fw = replace(fw, run=fw.run[:0])  # read by nothing further
-    members, gstart = _members_of(ga, groups)
+    members, gstart = counting_order(ga, groups)
     _read_forwarded(g_in, p, ga, gstart, fw.leave, fw.arrival)
     return Deps(ga, g_in, p, members, gstart, None, fw)
 
@@ -619,24 +630,6 @@ def _regroup(ga, g_in, p, run, chunk, src, dst, switch, reduce, combining, whole
         elif g_in[i] >= 0:
             g_in[i] = new[g_in[i]]
     return count
-
-
-@njit(cache=True, nogil=True)
-def _members_of(ga, groups):
-    """``(members, gstart)``: the positions by group (int32), in position order inside; group
-    ``g``'s are ``members[gstart[g]:gstart[g + 1]]`` (a stable counting sort, as
-    :func:`counting_order`, without a column of indices to sort)."""
-    starts = np.zeros(groups + 2, np.int64)
-    for i in range(len(ga)):
-        starts[ga[i] + 2] += 1
-    for g in range(groups):
-        starts[g + 2] += starts[g + 1]
-    members = np.empty(len(ga), np.int32)
-    for i in range(len(ga)):
-        k = ga[i] + 1
-        members[starts[k]] = i
-        starts[k] += 1
-    return members, starts[:groups + 1]
 
 
 @njit(cache=True, nogil=True)
