@@ -19,7 +19,11 @@ into their parts:
   (:func:`collsynth.solvers.packing.overlap_sizes.joint_sized`'s program) solved again with the
   loads on the links inside the boxes left out: what the box links' stages, one to two steps
   before a piece's first NIC hop in the reduce-scatter and after its last in the allgather,
-  cost the pipeline's ramps (a what-if, not a schedule).
+  cost the pipeline's ramps (a what-if, not a schedule);
+- the same program with the box links' stages free to run ahead of their pieces (the
+  reduce-scatter's first two depths, up to :data:`AHEAD` box-only steps before the first) or
+  behind them (the allgather's last two, as far past the last): a relaxation of any rule that
+  lets those hops carry several pieces a step (what-if, not a schedule).
 
 Measured: README, "Clusters as built", *the allreduce's `sync` on the three-tier fabrics*.
 """
@@ -39,6 +43,7 @@ from markdown_table import table
 M = 1 << 30
 ROW_TIMEOUT_S = 900
 FABRICS = ("rail_clos", "hpn")
+AHEAD = 6  # box-only steps the what-if adds before the first step and after the last
 
 
 def _row(args) -> dict:
@@ -119,7 +124,45 @@ def _ramps(f, inst) -> dict:
         on = (run >= 0) & (run < P)
         share = np.where(on, y[np.clip(run, 0, P - 1)], 0.0)
         got[name] = 1e3 * float((share @ c).max(axis=1).sum())
+    box_rows = np.r_[rows[0][0] >= rows[0][0].max() - 1, rows[1][0] >= rows[1][0].max() - 1]
+    got["ramp_ahead_ms"] = 1e3 * _ahead(run, cost, box_rows, len(rows[0][0]), P)
     return got
+
+
+def _ahead(run: np.ndarray, cost: np.ndarray, box_rows: np.ndarray, n_rs: int, P: int) -> float:
+    """The least summed largest load per step (seconds) when the rows ``box_rows`` (the
+    reduce-scatter's two deepest depths, then the allgather's) may carry each piece in any
+    step no later (the reduce-scatter's) or no earlier (the allgather's) than the pipeline rule
+    puts it, over :data:`AHEAD` more steps at each end, a pair of depths one step apart (the box
+    switch forwards in the next step): the linear program ``min sum_t z_t``, ``z_t >= load_t,j``."""
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    T, J = run.shape[0] + 2 * AHEAD, cost.shape[1]
+    entries, var = [], P  # (row, variable, coefficient); variables: pieces, then (piece, moved step) pairs
+    eq = [(0, q, 1.0) for q in range(P)]
+    for d in np.flatnonzero(~box_rows):
+        t, q = np.nonzero((run[:, d:d + 1] >= 0) & (run[:, d:d + 1] < P))[0], run[:, d]
+        entries += [((s + AHEAD) * J + j, int(q[s]), cost[d, j]) for s in t for j in np.flatnonzero(cost[d])]
+    for first, rows in ((True, np.flatnonzero(box_rows[:n_rs])), (False, n_rs + np.flatnonzero(box_rows[n_rs:]))):
+        lead = rows[np.argmin([np.flatnonzero(run[:, r] == 0)[0] for r in rows])]  # the pair's earlier depth
+        for q in range(P):
+            at = int(np.flatnonzero(run[:, lead] == q)[0]) + AHEAD  # its step under the rule (index from 0)
+            for s in (range(0, at + 1) if first else range(at, T - 1)):
+                for r in rows:
+                    step = s + (0 if r == lead else 1)
+                    entries += [(step * J + j, var, cost[r, j]) for j in np.flatnonzero(cost[r])]
+                eq.append((1 + q + (0 if first else P), var, 1.0))
+                var += 1
+            eq.append((1 + q + (0 if first else P), q, -1.0))
+    r, c, v = map(np.asarray, zip(*entries))
+    A = sparse.hstack([sparse.coo_matrix((v, (r, c)), shape=(T * J, var)),
+                       -sparse.kron(sparse.identity(T), np.ones((J, 1)))]).tocsr()
+    er, ec, ev = map(np.asarray, zip(*eq))
+    A_eq = sparse.coo_matrix((ev, (er, ec)), shape=(1 + 2 * P, var + T)).tocsr()
+    res = linprog(np.r_[np.zeros(var), np.ones(T)], A_ub=A, b_ub=np.zeros(T * J), A_eq=A_eq,
+                  b_eq=np.r_[1.0, np.zeros(2 * P)], bounds=[(0, None)] * (var + T), method="highs")
+    return float(res.fun) if res.status == 0 else float("nan")
 
 
 def _spread(load: np.ndarray, used: np.ndarray, links: np.ndarray) -> np.ndarray:
@@ -133,7 +176,7 @@ def render(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ["fabric", "GPUs", "sync ms (pieces)", "box-stage bound ms", "over it", "busy / NIC steps",
             "T_L ms", "T_B ms", "N*", "LP(N*) ms", "LP at own NIC steps ms", "bound at own NIC steps ms",
-            "ramp program ms", "without box links ms", "s (load)", "note"]
+            "ramp program ms", "without box links ms", "box stages ahead / behind ms", "s (load)", "note"]
     body = []
     for r in rows:
         sy, sb = r.get("sync_ms"), r.get("stage_bound_ms")
@@ -143,6 +186,7 @@ def render(rows: list[dict]) -> str:
                      cell(r.get("T_B_ms"), ".4f"), str(r.get("N_star", "-")), cell(r.get("lp_star_ms"), ".4f"),
                      cell(r.get("lp_own_ms"), ".4f"), cell(r.get("bound_own_ms"), ".4f"),
                      cell(r.get("ramp_ms"), ".4f"), cell(r.get("ramp_no_box_ms"), ".4f"),
+                     cell(r.get("ramp_ahead_ms"), ".4f"),
                      f"{cell(r.get('seconds'), '.1f')} ({cell(r.get('load'), '.1f')})",
                      r.get("stopped", "" if r.get("verified", True) else "NOT VERIFIED")])
     return "\n".join(table(head, body))
