@@ -25,7 +25,7 @@ into their parts:
   behind them (the allgather's last two, as far past the last): a relaxation of any rule that
   lets those hops carry several pieces a step (what-if, not a schedule).
 
-Measured: README, "Clusters as built", *the allreduce's `sync` on the three-tier fabrics*.
+Measured: README, "Where the three-tier allreduce's 1.3-1.8 % over the box-stage bound goes".
 """
 
 from __future__ import annotations
@@ -78,8 +78,10 @@ def _measure(out: dict, generator: str, params: dict) -> None:
 
 
 def _bound_parts(out: dict, inst, price) -> None:
-    """The box-stage bound's ``N*`` and ``LP(N*)``, and ``LP`` at the schedule's NIC steps (the
-    steps paying the NIC alpha), into ``out``."""
+    """The box-stage bound's ``N*`` (the best ``N alpha_n + LP(N)`` over ``N`` in 19-121, the
+    bound itself searches every ``N``: :func:`collsynth.tens.bounds.ramp.least_over_steps`) and
+    ``LP(N*)``, and ``LP`` at the schedule's NIC steps, into ``out``: the steps paying the NIC
+    alpha, from ``T_L = NIC steps x alpha_n + other steps x the box alpha``."""
     from collsynth.tens.bounds.box_stages import stage_numbers, stage_program
 
     k, C, c, E, U, G, H, alpha_n = stage_numbers(inst)
