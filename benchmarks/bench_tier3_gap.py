@@ -100,12 +100,15 @@ def _box_alpha(inst) -> float:
 
 
 def _ramps(f, inst) -> dict:
-    """The piece-size program of ``f``'s trees at its pieces and shift, with and without the
-    loads on the links inside the boxes (module doc)."""
+    """The piece-size program of ``f``'s trees at its pieces and shift: as priced, without the
+    loads on the links inside the boxes, and with the box hops' stages free to run ahead or
+    behind (:func:`_ahead`; module doc). Nothing where the halves run in turn (no shift)."""
     from collsynth.solvers.packing.overlap_sizes import _fractions
     from collsynth.tens import allreduce_overlap as ao
     from collsynth.tens.bounds.injections import box_parts
 
+    if f.delay is None or f.pieces[0] != f.pieces[1]:
+        return {}
     rs, ag = (replace(h, cuts=None) for h in f.halves)
     P, delay = rs.pieces, f.delay
     part, _ = box_parts(inst)
