@@ -114,8 +114,8 @@ def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline
     pieces (:func:`extrapolated`; module doc); ``f`` under ``sync`` alone, when
     ``depth_first()`` is None, when less than :data:`LEAST_SHARE_LEFT` of the run's time limit
     is left, or when the depth-first schedule's sends, at the seconds a send its comparison took
-    (verifying and pricing), would not fit the time left. ``chunks``: chunks a root sends per piece; ``pieces``: the run's pieces when
-    set (both are priced at them)."""
+    (verifying and pricing), would not fit the time left. ``chunks``: chunks a root sends per
+    piece; ``pieces``: the run's pieces when set (both are priced at them)."""
     if models == ("sync",) or not f.transposed or f.shape != "greedy":
         return f
     if deadline is not None and (deadline.expired() or _short(deadline)):
