@@ -95,8 +95,9 @@ def test_deeper_keeps_the_least_summed_price_each_at_its_own_pieces():
 
 def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeypatch):
     """Nothing is priced under ``sync`` alone (the breadth-first packing is the optimum's), for
-    two-level or ring forests, once the run is out of time, or when the two forests' sends at
-    their pieces (2 x 1600 + 20 x 2000 = 43,200) exceed the probe's budget."""
+    two-level or ring forests, once the run is out of time or has less than half its time limit
+    left; the two forests' sends at their pieces (2 x 1600 + 20 x 2000 = 43,200) within the
+    budget are priced there."""
     from types import SimpleNamespace
 
     from collsynth.solvers.packing import fifo_reduce
@@ -107,10 +108,64 @@ def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeyp
     rings = _forest(2, "rings")
     assert _deeper(rings, g, {**better, id(rings): better[id(f)]}) == (rings, [])
     assert _deeper(f, g, better, deadline=SimpleNamespace(expired=lambda: True)) == (f, [])
-    monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_199)
-    assert _deeper(f, g, better) == (f, [])
     monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_200)
-    assert _deeper(f, g, better)[0] is g
+    assert _deeper(f, g, better) == (g, [(True, 1600), (False, 2000)])
+    monkeypatch.setattr(fifo_reduce, "LEAST_SHARE_LEFT", 0.5)
+    short = SimpleNamespace(expired=lambda: False, left=lambda: 29.0, limit=60.0)
+    assert _deeper(f, g, better, deadline=short) == (f, [])
+    assert _deeper(f, g, better, deadline=SimpleNamespace(expired=lambda: False, left=lambda: 31.0, limit=60.0))[0] is g
+
+
+def test_deeper_over_its_budget_extrapolates_from_fewer_pieces(monkeypatch):
+    """Over :data:`RUN_PROBE_SENDS` each growth is priced at a tenth and a fifth of its pieces
+    (the four together within :data:`SCALED_PROBE_SENDS`: 12,960 sends against 43,200 at the
+    run's) and the prices extrapolated to the run's pieces as ``A + B / P``: a chain 2 hops
+    deep pays ``1 + 1 / P`` a model, one 20 hops deep ``0.99 + 19 / P``, so at 1600 / 2000 pieces
+    (2.00125 against 1.999) the deep one wins, though at 160 / 200 pieces (2.0125 against 2.17)
+    the shallow one would."""
+    from collsynth.solvers.packing import fifo_reduce
+
+    f, g = _forest(2), _forest(20)
+    monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_199)
+    monkeypatch.setattr(fifo_reduce, "SCALED_PROBE_SENDS", 12_960)
+    asked = []
+
+    def price(h, pieces):
+        asked.append((h is f, pieces))
+        a, b = (1.0, 1.0) if h is f else (0.99, 19.0)
+        return {"sync": a + b / pieces, "event": a + b / pieces}
+
+    assert fifo_reduce.deeper(f, lambda: g, price, ("sync", "event"), 1) is g
+    assert asked == [(True, 160), (True, 320), (False, 200), (False, 400)]
+    assert fifo_reduce.extrapolated(None, 1.0, 1, 2) is None  # one that does not verify is never kept
+
+
+def test_deeper_keeps_the_shallow_growth_where_the_deep_one_would_not_be_verified_in_time(monkeypatch):
+    """The comparison's pricing took 1 s a send (a clock advanced by the price function) over 4,400
+    sends (the two chains' at 200 pieces): the deep one's 4,000 sends fit 4,000 s left, not 3,999."""
+    from types import SimpleNamespace
+
+    from collsynth.solvers.packing import fifo_reduce
+
+    f, g = _forest(2), _forest(20)
+    now = [0.0]
+    monkeypatch.setattr(fifo_reduce.time, "monotonic", lambda: now[0])
+
+    def price(h, pieces):
+        now[0] += hops_of_chain(h) * pieces
+        return {"event": 2.0 if h is f else 1.0}
+
+    def left(seconds):
+        return SimpleNamespace(expired=lambda: False, left=lambda: seconds, limit=None)
+
+    assert fifo_reduce.deeper(f, lambda: g, price, ("event",), 1, left(4000.0), 200) is g
+    assert fifo_reduce.deeper(f, lambda: g, price, ("event",), 1, left(3999.0), 200) is f
+
+
+def hops_of_chain(f) -> int:
+    from collsynth.solvers.packing.trees import hops_of
+
+    return hops_of(f.trees)
 
 
 @pytest.mark.parametrize("kind,probed", [("reduce", True), ("reduce_scatter", False)])

@@ -31,9 +31,26 @@ rooted reduce (1 GB, alpha 0, 8 trees, 240 sends a piece) is 1.082 / 1.036 / 1.0
 1.009 / 1.009x at its 3000 depth-first. So :func:`deeper` compares the two at the pieces the run
 emits each at (:func:`collsynth.solvers.packing.emission.auto_pieces`), where their sends fit
 :data:`RUN_PROBE_SENDS`.
+
+Where they do not, each is priced at two fractions of its run's pieces, ``q`` and ``2 q``
+(:data:`SCALED_PROBE_SENDS` sends the four together), and its price at the run's pieces ``P``
+extrapolated as ``A + B / P`` (:func:`extrapolated`): a pipeline's fill is about ``(d - 1) / P``
+of its time (``d`` hops deep; Thakur et al., "Optimization of Collective Communication
+Operations in MPICH", IJHPCA 2005, Section 4) while a FIFO link's starvation does not shrink with
+more pieces. Priced at one common fraction instead, the two fills grow unequally where the run's
+pieces are not 100 a hop (the 1600-piece floor): DGX-H100 x2 (root 0, 1 GB, alpha 0) is
+1.0058 / 1.0658 (``sync`` / ``event``) breadth-first at 1600 pieces against 1.0091 / 1.0080
+depth-first at 3000, but an eighth of those pieces ranks them the other way (1.0461 / 1.0822
+against 1.0726 / 1.0637); extrapolated from a twentieth and an eighth depth-first's ``event``
+price at 3000 is 1.0080. A100 x8's rooted reduce (36 hops deep breadth-first at 3600 pieces, 140
+depth-first at 14000; 19.8 M sends together): breadth-first 1.7951 / 1.8069x the bound under
+``event`` at 360 / 900 pieces and 1.8223x at 3600, depth-first 1.0880 / 1.0352x at 1400 / 3500
+and 1.0088x at 14000.
 """
 
 from __future__ import annotations
+
+import time
 
 from .emission import auto_pieces
 from .trees import hops_of
@@ -45,6 +62,11 @@ PROBE_SENDS = 500_000  # most sends of the two probes together (a second or two 
 RUN_PROBE_SENDS = 6_000_000  # most sends of :func:`deeper`'s two forests together, each at its run's pieces
 # (DGX-H100 x2's rooted reduce: 1.10 M, priced in about 10 s under three models; H100 4-NIC x4 and DGX-2 x2
 # need more than 2 M, where depth-first growth is 1.0064 against 1.2601 and 1.0396 against 1.5333 under event)
+SCALED_PROBE_SENDS = 1_000_000  # most sends of both growths priced twice each at fractions of their run's
+# pieces, where those exceed RUN_PROBE_SENDS (A100 x8: 19.8 M sends; about 15 s of verifying and pricing a million
+# sends under sync and event on the idle machine)
+LEAST_SHARE_LEFT = 0.5  # compared only with at least this share of the run's time limit left (A100 x8 grown
+# depth-first: 15.7 M sends, whose verification takes about 210 of its 366 s at load 14)
 
 
 def probe_pieces(f, chunks: int) -> int:
@@ -87,22 +109,59 @@ def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline
     """``f`` (a reduction's greedy forest grown breadth-first) or ``depth_first()`` (the same
     packing grown depth-first, Zhao et al., "ForestColl", arXiv 2402.06787, Section 5.2: either
     growth packs the optimum), whichever priced time summed over ``models`` is less, each at the
-    pieces the run emits it at (``price(forest, pieces)``, None when it does not verify; module
-    doc); ``f`` under ``sync`` alone, when their sends together would exceed
-    :data:`RUN_PROBE_SENDS`, when ``depth_first()`` is None, or when the run is out of time.
-    ``chunks``: chunks a root sends per piece; ``pieces``: the run's pieces when set (both are
-    priced at them)."""
+    pieces the run emits it at (``price(forest, pieces)``, None when it does not verify), or
+    where their sends together exceed :data:`RUN_PROBE_SENDS` extrapolated there from fewer
+    pieces (:func:`extrapolated`; module doc); ``f`` under ``sync`` alone, when
+    ``depth_first()`` is None, when less than :data:`LEAST_SHARE_LEFT` of the run's time limit
+    is left, or when the depth-first schedule's sends, at the seconds a send its comparison took
+    (verifying and pricing), would not fit the time left. ``chunks``: chunks a root sends per
+    piece; ``pieces``: the run's pieces when set (both are priced at them)."""
     if models == ("sync",) or not f.transposed or f.shape != "greedy":
         return f
-    if deadline is not None and deadline.expired():
+    if deadline is not None and (deadline.expired() or _short(deadline)):
         return f
     g = depth_first()
     if g is None or g.shape != "greedy":
         return f
-    depths = [pieces or auto_pieces(h.trees, chunks) for h in (f, g)]
-    if sum(hops_of(h.trees) * chunks * d for h, d in zip((f, g), depths)) > RUN_PROBE_SENDS:
+    runs = [pieces or auto_pieces(h.trees, chunks) for h in (f, g)]
+    each = [hops_of(h.trees) * chunks * p for h, p in zip((f, g), runs)]
+    started = time.monotonic()
+    if sum(each) <= RUN_PROBE_SENDS:
+        priced = sum(each)
+        totals = [_total(price(h, p)) for h, p in zip((f, g), runs)]
+    else:
+        fewer = [max(1, min(p // 2, int(p * SCALED_PROBE_SENDS / (3 * sum(each))))) for p in runs]
+        priced = sum(3 * e * q // p for e, q, p in zip(each, fewer, runs))
+        totals = [extrapolated(_total(price(h, q)), _total(price(h, 2 * q)), q, p)
+                  for h, q, p in zip((f, g), fewer, runs)]
+    if totals[1] is None or (totals[0] is not None and totals[0] <= totals[1]):
         return f
-    prices = [price(h, d) for h, d in zip((f, g), depths)]
-    if prices[1] is None or (prices[0] is not None and sum(prices[0].values()) <= sum(prices[1].values())):
-        return f
+    per_send = (time.monotonic() - started) / max(1, priced)
+    if deadline is not None and deadline.left() is not None and per_send * each[1] > deadline.left():
+        return f  # the depth-first schedule would not be verified in the time left
     return g
+
+
+def extrapolated(at_q: float | None, at_2q: float | None, q: int, pieces: int) -> float | None:
+    """The price at ``pieces`` of a pipeline priced ``at_q`` at ``q`` pieces and ``at_2q`` at
+    ``2 q``, as ``A + B / P`` through both (a fill of ``B / P``: module doc); None when either
+    is None (a schedule that does not verify).
+
+    >>> round(extrapolated(1 + 30 / 100, 1 + 30 / 200, 100, 3000), 9)  # A = 1, B = 30
+    1.01
+    """
+    if at_q is None or at_2q is None:
+        return None
+    fill = (at_q - at_2q) * 2 * q  # B
+    return at_2q - fill / (2 * q) + fill / pieces
+
+
+def _total(prices: dict | None) -> float | None:
+    """The priced times summed over the models (None stays None)."""
+    return None if prices is None else sum(prices.values())
+
+
+def _short(deadline) -> bool:
+    """Whether less than :data:`LEAST_SHARE_LEFT` of ``deadline``'s time limit is left."""
+    left, limit = deadline.left(), deadline.limit
+    return left is not None and bool(limit) and left < LEAST_SHARE_LEFT * limit
