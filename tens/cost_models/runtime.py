@@ -66,6 +66,9 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   credit of its connection's buffer) come on top, so a chain of steps over a busy link, RCCL's
   ring, costs its latency plus the link's time rather than the larger of the two
   (:func:`_tb_transfer`);
+- with ``Calibration.sms`` (a GPU's streaming multiprocessors), a program one of whose GPUs
+  runs more thread blocks than that runs two on some SMs, and every thread block copies and
+  reduces at half rate (:func:`shared_sms`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -85,7 +88,7 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
+SMs where a calibration has no ``sms``, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
 a receiver's out of its buffer on a ``"write"`` one), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
 divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
