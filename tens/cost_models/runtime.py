@@ -88,7 +88,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs where a calibration has no ``sms``, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
+SMs where a calibration has no ``sms``, copies within a GPU's memory (a sender's into its own
+buffer on a ``"read"`` connection,
 a receiver's out of its buffer on a ``"write"`` one), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
 divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
@@ -279,7 +280,8 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     from ..measurements import read_transports
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
-                       source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial, sms=sms,
+                       source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
+                       sms=sms,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -353,7 +355,8 @@ def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
     is as slow as its slowest thread block and chain, so the model takes every thread block at
     half rate (in the period, the iteration's chain of copies and its rounds alike).
 
-    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 3, {}, 1, 1, 0, {}, 1, 1, "Simple", "allgather")
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 3, {}, 1, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather")
     >>> cal = Calibration("c", "s", "", {}, {}, {}, 8e9, 4e9, 0.0, 0.0, 0.0, sms=2)
     >>> c = shared_sms(f, cal)
     >>> c.tb_rate, c.reduce_rate, shared_sms(f, replace(cal, sms=3)).tb_rate, shared_sms(f, replace(cal, sms=0)).tb_rate
