@@ -36,6 +36,10 @@ priced under the calibration file ``F`` (the shipped one, ``instances/calibratio
 one fitted here; ``--schedules DIR``: our solved schedules are kept in ``DIR`` (one JSON per
 instance and producer) and read from there when present, so a new calibration re-prices the
 same schedules without solving again (``docs/fidelity.md`` gives the command).
+``--residuals --calibration F``: no fit; every measurement priced under ``F`` (in sample for
+the rows ``F`` was fitted on), ``measured / predicted`` and the ratio to the ring's per program
+family and size band (latency-bound below 1 MiB, 1-64 MiB, bandwidth-bound from 64 MiB), fitted
+and held-out rows apart: where the model is wrong with one sign.
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ def _fit_one(job):
     """The calibration fitted on ``job``'s rows (rows, name, manifest): one leave-one-out fit."""
     rows, name, manifest = job
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
-               manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start)
+               manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
+               sms=manifest.sms)
 
 
 def predict(row, cal):
@@ -231,6 +236,69 @@ def headline(rows, models: dict, size: int = GIB, buff: int = 4 << 20) -> list[s
     return table(["program", "measured GB/s", *(f"{m} GB/s" for m in models)], out)
 
 
+BANDS = (("< 1 MiB", 0, MIB), ("1-64 MiB", MIB, 64 * MIB), (">= 64 MiB", 64 * MIB, float("inf")))
+
+
+def family(name: str) -> str:
+    """A program's family, read from its file name: NCCL's (or RCCL's) ring, ForestColl's k=1
+    trees by instance count (``_instN``), TACCL's (``original-*``; ``parsed-*`` the blind set),
+    Blink's, TE-CCL's; else the name itself.
+
+    >>> family("msccl_allgather_split2_k1_inst4_NVLINK300_IB25.xml.xz"), family("nccl_ring_allgather_c32.xml.xz")
+    ('ForestColl k=1 x4', 'ring')
+    >>> family("parsed-Allgather.n16-DGXA100-steps8-tacclsol-improve-1_i2_scRemote1_IBContig.sccl.xml.xz")
+    'TACCL (blind)'
+    """
+    import re
+    if "nccl_ring" in name:
+        return "ring"
+    if name.startswith(("original-", "parsed-")):
+        return "TACCL" + (" (blind)" if name.startswith("parsed-") else "")
+    for key, label in (("blink", "Blink"), ("teccl", "TE-CCL")):
+        if key in name:
+            return label
+    k = re.search(r"_k1_inst(\d+)", name)
+    return f"ForestColl k=1 x{k.group(1)}" if k else name
+
+
+def residual_table(rows, preds: dict) -> list[str]:
+    """Per program family and size band (:data:`BANDS`), fitted and held-out rows apart:
+    ``measured / predicted`` time (median, and the share of sizes above 1: the sign's
+    consistency) and the ratio to the ring, ``measured ratio / predicted ratio`` (median, and
+    the share above 1), over every size of the band of every measurement of the family."""
+    rings = ring_of(rows)
+    cells: dict = {}
+    for r in rows:
+        t = preds[r.measurement.name]
+        key = (family(r.measurement.program.name), "held out" if r.measurement.held_out else "fitted")
+        q, shared = np.zeros(0), np.zeros(0)
+        ring = ring_for(rings, r)
+        if ring is not None and "nccl_ring" not in r.measurement.program.name:
+            shared, i, j = np.intersect1d(r.sizes, ring.sizes, return_indices=True)
+            q = (r.seconds[i] / ring.seconds[j]) / (t[i] / preds[ring.measurement.name][j])
+        for band, lo, hi in BANDS:
+            a = (r.seconds / t)[(r.sizes >= lo) & (r.sizes < hi)]
+            b = q[(shared >= lo) & (shared < hi)]
+            c = cells.setdefault(key + (band,), ([], []))
+            c[0].append(a)
+            c[1].append(b)
+    out = []
+    for (fam, split, band), (a, b) in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], _band_order(kv[0][2]))):
+        a, b = np.concatenate(a), np.concatenate(b)
+        if not len(a):
+            continue
+        out.append([fam, split, band, str(len(a)), f"{np.median(a):.3f}", f"{(a > 1).mean():.0%}",
+                    f"{(np.abs(a - 1) <= 0.25).mean():.0%}",
+                    *((f"{np.median(b):.3f}", f"{(b > 1).mean():.0%}", f"{(np.abs(1 / b - 1) <= 0.10).mean():.0%}")
+                      if len(b) else ("-", "-", "-"))])
+    return table(["family", "rows", "band", "sizes", "measured / predicted (median)", "> 1", "within 25 %",
+                  "measured / predicted ratio to ring (median)", "> 1", "ratio within 10 %"], out)
+
+
+def _band_order(band: str) -> int:
+    return [b[0] for b in BANDS].index(band)
+
+
 OURS = ("tree-packing", "nccl-ring")
 
 
@@ -247,7 +315,7 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
     else:
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
                   manifest.transports, manifest.fixed, manifest.share_floors, manifest.link_slice_cost,
-                  serial_links=manifest.serial_links, credit_start=manifest.credit_start)
+                  serial_links=manifest.serial_links, credit_start=manifest.credit_start, sms=manifest.sms)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)
@@ -337,6 +405,8 @@ def main() -> None:
     ap.add_argument("--sizes", default=str(GIB), help="--ours: message sizes in bytes, comma-separated")
     ap.add_argument("--calibration", default=None, help="--ours: price under this calibration file (default: fitted)")
     ap.add_argument("--schedules", default=None, help="--ours: folder keeping our solved schedules (read when present)")
+    ap.add_argument("--residuals", action="store_true",
+                    help="only the residuals per program family and size band under --calibration (no fit)")
     args = ap.parse_args()
     manifest = read_manifest(args.manifest)
     rows = load_rows(manifest, check_programs=False)
@@ -345,6 +415,13 @@ def main() -> None:
     sizes = tuple(int(x) for x in args.sizes.split(","))
     if args.ours_only:
         print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
+        return
+    if args.residuals:
+        from collsynth.tens.cost_models.runtime import load_calibration
+        if args.calibration is None:
+            ap.error("--residuals prices under a calibration file: give --calibration")
+        cal = load_calibration(args.calibration)
+        print("\n".join(residual_table(rows, {r.measurement.name: predict(r, cal) for r in rows})))
         return
     models = {"runtime": leave_one_out(rows, manifest, rings_only=args.held_out_only, jobs=args.jobs)}
     if args.held_out_only:

@@ -185,7 +185,9 @@ class Manifest:
     ``serial_links``: whether the runtime model's thread blocks pay their fixed costs on
     top of their busiest link's time (``Calibration.serial_links``; default false).
     ``credit_start``: whether the fit also starts from the per-slice costs on the connections'
-    credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false)."""
+    credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false).
+    ``sms``: the streaming multiprocessors (compute units) of one GPU, beyond which a GPU's
+    thread blocks share SMs (``Calibration.sms``; default 0: not modelled)."""
 
     system: str
     source: str
@@ -196,6 +198,7 @@ class Manifest:
     link_slice_cost: bool = False
     serial_links: bool = False
     credit_start: bool = False
+    sms: int = 0
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -238,7 +241,16 @@ def read_manifest(path: str | Path) -> Manifest:
                     share_floors=_field(data, "share_floors", bool, str(path), True),
                     link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False),
                     serial_links=_field(data, "serial_links", bool, str(path), False),
-                    credit_start=_field(data, "credit_start", bool, str(path), False))
+                    credit_start=_field(data, "credit_start", bool, str(path), False),
+                    sms=_sms(data, str(path)))
+
+
+def _sms(data: dict, where: str) -> int:
+    """The manifest's ``sms`` (0 when absent), a whole number from 0 up."""
+    v = _field(data, "sms", int, where, 0)
+    if v < 0:
+        raise InputError(f"{where}.sms", f"expected a whole number of SMs from 0 up, got {v}")
+    return v
 
 
 def read_transports(data, where: str) -> dict:

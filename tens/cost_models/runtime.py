@@ -66,6 +66,9 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   credit of its connection's buffer) come on top, so a chain of steps over a busy link, RCCL's
   ring, costs its latency plus the link's time rather than the larger of the two
   (:func:`_tb_transfer`);
+- with ``Calibration.sms`` (a GPU's streaming multiprocessors), a program one of whose GPUs
+  runs more thread blocks than that runs two on some SMs, and every thread block copies and
+  reduces at half rate (:func:`shared_sms`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -85,7 +88,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 
 Not modelled: reduction arithmetic beyond its step cost, contention inside the fabric core,
 PXN, NVLS, the proxy thread's scheduling, clock and power effects, more thread blocks than
-SMs, copies within a GPU's memory (a sender's into its own buffer on a ``"read"`` connection,
+SMs where a calibration has no ``sms``, copies within a GPU's memory (a sender's into its own
+buffer on a ``"read"`` connection,
 a receiver's out of its buffer on a ``"write"`` one), MSCCL 0.7.4's ``maxAllowedCount`` for allgather (it
 divides the per-rank byte count, the model the whole buffer's, as msccl-executor does). A
 schedule that is not a program (our producers') is priced as its exported MSCCL XML
@@ -124,6 +128,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
+           "shared_sms",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -158,7 +163,10 @@ class Calibration:
     crossing it takes beyond its bytes (:func:`port_times`; a class it does not name, or a file
     without it, 0). ``serial_links``: a thread block's fixed costs add to the time its
     busiest link takes to carry the iteration (:func:`_tb_transfer`; false, a file without it:
-    they add to its own copy only, and the links are a separate bound)."""
+    they add to its own copy only, and the links are a separate bound). ``sms``: a GPU's
+    streaming multiprocessors; in a program one of whose GPUs runs more thread blocks than
+    that, every thread block copies and reduces at half its rate (:func:`shared_sms`; 0, a file without it: not
+    modelled)."""
 
     name: str
     system: str
@@ -179,6 +187,7 @@ class Calibration:
     handshake_share: float = 0.0
     link_slice_s: dict = field(default_factory=dict)
     serial_links: bool = False
+    sms: int = 0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -188,7 +197,8 @@ class Calibration:
                                **{k: getattr(self, k) for k in SCALARS}, "round_share": self.round_share,
                                "handshake_share": self.handshake_share,
                                **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {}),
-                               **({"serial_links": True} if self.serial_links else {})},
+                               **({"serial_links": True} if self.serial_links else {}),
+                               **({"sms": self.sms} if self.sms else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -254,6 +264,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     serial = p.get("serial_links", False)
     if not isinstance(serial, bool):
         raise InputError(f"{where}: parameters.serial_links", f"expected true or false, got {serial!r}")
+    sms = p.get("sms", 0)
+    if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
+        raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
     if scal["tb_rate"] <= 0 or scal["reduce_rate"] <= 0 or min(per_class["efficiency"].values()) <= 0:
         raise InputError(f"{where}: parameters", "tb_rate, reduce_rate and every efficiency must be positive")
     runtimes = data.get("runtimes", {})
@@ -268,6 +281,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
+                       sms=sms,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -298,6 +312,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     [4e-06, 1.6e-05]
     """
     sizes = np.asarray(sizes, dtype=np.float64)
+    cal = shared_sms(f, cal)
     buff = buff_bytes or cal.buff_bytes
     pf = PROTOCOL_BANDWIDTH.get(f.proto, 1.0)
     chunk = sizes / f.nchunksperloop
@@ -324,6 +339,32 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+
+
+def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
+    """``cal`` for the program of features ``f``: its thread blocks' copy and reduce rates halved
+    when a GPU runs more thread blocks than it has streaming multiprocessors (``cal.sms``), else
+    ``cal`` itself (``sms`` 0: not modelled).
+
+    MSCCL's executor launches one CUDA block per thread block of the program on each GPU, up to
+    ``MSCCL_MAX_NUM_THREAD_BLOCKS`` = 108 x 2 (``msccl.h``: "108 which is the number of SMs on
+    A100"), and every block stays resident for the whole collective, so beyond the GPU's SMs
+    some SMs run two blocks, which share the SM's issue slots and memory pipeline: each copies
+    at about half the rate of a block alone (NVIDIA, "NVIDIA A100 Tensor Core GPU Architecture",
+    2020: 108 SMs). Which blocks share an SM is the hardware scheduler's choice and an iteration
+    is as slow as its slowest thread block and chain, so the model takes every thread block at
+    half rate (in the period, the iteration's chain of copies and its rounds alike).
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 3, {}, 1, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather")
+    >>> cal = Calibration("c", "s", "", {}, {}, {}, 8e9, 4e9, 0.0, 0.0, 0.0, sms=2)
+    >>> c = shared_sms(f, cal)
+    >>> c.tb_rate, c.reduce_rate, shared_sms(f, replace(cal, sms=3)).tb_rate, shared_sms(f, replace(cal, sms=0)).tb_rate
+    (4000000000.0, 2000000000.0, 8000000000.0, 8000000000.0)
+    """
+    if not cal.sms or f.tbs_per_gpu <= cal.sms:
+        return cal
+    return replace(cal, tb_rate=cal.tb_rate / 2, reduce_rate=cal.reduce_rate / 2)
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
