@@ -154,7 +154,7 @@ def expand(f: PipelinedTrees) -> Schedule:
     """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k E)`` (:attr:`PipelinedTrees.edges`); the time
-    reversal for ``reduce_scatter`` / ``reduce``. Within a step the sends are listed by listed
+    reversal for ``reduce_scatter`` / ``reduce``. The sends are in step order; within a step listed by listed
     send (tree, hop, piece; a reduce-scatter's by :func:`owners_ahead` first), each followed by
     its images under the shifts (:func:`moved_sends`; the shifts :func:`keeping_first`)."""
     f = keeping_first(f)
@@ -210,6 +210,11 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
     cols["hi"] = cols["lo"] + ((e[p + 1] - e[p])[None, :] * width[:, None])[:, :, None]
     denom = f.k * int(e[-1])
     arr = {name: np.broadcast_to(v, shape).flatten() for name, v in narrowed(cols, denom).items()}
+    if not f.reversed and len(arr["step"]):  # in (stable) step order: the step view then shares the columns
+        order = counting_order(arr["step"], int(arr["step"].max()) + 1)[0]
+        for name in arr:
+            arr[name] = arr[name][order]
+        del order
     sched = from_arrays(kind, f.nodes, f.chunks, denom=denom, **arr)
     del arr  # the schedule's columns (of the same types: shared, or replaced by the reversal's)
     if not f.reversed:

@@ -1,8 +1,9 @@
 """A schedule's piece bounds (lo, hi) are int32 only when the denominator and every bound are at
 most 2**30 (tens/schedule.py, piece_columns), kept exactly either way, and widened before they are
 scaled; the verdict and every price of tree packing's explicit sends on small Clos fabrics are the
-same with the narrow bounds as with int64 ones; the reduce-scatter's listing by owner rotation
-(tens/pipelined_trees.py, owners_ahead) is the stable (step, key) order."""
+same with the narrow bounds as with int64 ones; an allgather's expansion is in step order and the
+reduce-scatter's listing by owner rotation (tens/pipelined_trees.py, owners_ahead) is the stable
+(step, key) order."""
 
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from collsynth.solvers.packing.compact import at_pieces
 from collsynth.solvers.packing.producer import run_compact
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost, schedule as sch, verify
+from collsynth.tens.dependencies import step_view
 from collsynth.tens.pipelined_trees import expand, owners_ahead
 
 LIMIT = 2**30
@@ -42,6 +44,9 @@ def test_bounds_are_int32_only_when_they_and_the_denominator_fit(piece):
     assert s.lo.dtype == s.hi.dtype == (np.int32 if fits else np.int64)
     assert s.lo.tolist() == [lo, 0] and s.hi.tolist() == [hi, denom]
     assert (s.hi - s.lo).tolist() == [hi - lo, denom]  # never wraps
+    part = s.select(np.array([True, False]))  # bounds all below the denominator: its type still follows it
+    assert part.lo.dtype == (np.int32 if fits else np.int64)
+    assert (part.denom - part.hi).tolist() == [denom - hi] and (part.lo + part.denom).tolist() == [lo + denom]
     scaled = s.with_denom(denom * 3)  # past 2**31 from int32 bounds: widened, exact
     assert scaled.lo.tolist() == [3 * lo, 0] and scaled.hi.tolist() == [3 * hi, 3 * denom]
     assert scaled.lo.dtype == (np.int32 if 3 * denom <= LIMIT else np.int64)
@@ -82,6 +87,8 @@ def test_narrow_bounds_verify_and_price_as_int64_ones(fabric, kind, pieces, seed
     trees = run_compact(inst, Options(time_limit=30, params={"form": "compact"})).schedule
     s = expand(at_pieces(trees, min(pieces, trees.pieces)))
     assert s.lo.dtype == np.int32
+    if kind == "allgather":  # listed in step order: the step view shares the columns
+        assert (np.diff(s.step) >= 0).all() and step_view(s).order is None
     rng = np.random.default_rng(seed)
     i = int(rng.integers(len(s)))
     lo = s.lo.astype(np.int64) * 2
