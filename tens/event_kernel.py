@@ -132,7 +132,7 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
         if after[q] >= 0:
             gate[after[q]] = 1
     held = np.zeros(m)
-    held_from = np.zeros(m, np.int64)
+    held_from = np.zeros(m, np.int32)  # the hop that made it ready (hop ids are int32)
     best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
                                          Q, after, gate, held, held_from)

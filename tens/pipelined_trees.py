@@ -56,7 +56,8 @@ import numpy as np
 
 from ..instances.switch_ops import copying_mask
 from ..instances.symmetry import is_automorphism
-from .schedule import Schedule, from_arrays, reverse
+from .dependencies import counting_order, counting_order_of
+from .schedule import Schedule, from_arrays, narrowed, reverse
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
                  "reduce": "broadcast", "alltoall": "alltoall"}  # a collective -> the kind its trees send (reversed when
@@ -153,7 +154,7 @@ def expand(f: PipelinedTrees) -> Schedule:
     """The explicit sends of ``f``: piece ``q`` of tree ``t`` over a hop ``b`` steps below its
     root in step ``q + b + 1`` (module doc), chunk ids of the trees' kind (allgather: root
     ``r``'s ``j``-th chunk is ``r c + j``), pieces in units of ``1 / (k E)`` (:attr:`PipelinedTrees.edges`); the time
-    reversal for ``reduce_scatter`` / ``reduce``. Within a step the sends are listed by listed
+    reversal for ``reduce_scatter`` / ``reduce``. The sends are in step order; within a step listed by listed
     send (tree, hop, piece; a reduce-scatter's by :func:`owners_ahead` first), each followed by
     its images under the shifts (:func:`moved_sends`; the shifts :func:`keeping_first`)."""
     f = keeping_first(f)
@@ -207,8 +208,15 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
             "src": src[:, None, :], "dst": dst[:, None, :],
             "step": (f.before.astype(np.int64)[:, None] + q[None, :] + 1)[:, :, None]}
     cols["hi"] = cols["lo"] + ((e[p + 1] - e[p])[None, :] * width[:, None])[:, :, None]
-    arr = {name: np.broadcast_to(v, shape).flatten() for name, v in cols.items()}
-    sched = from_arrays(kind, f.nodes, f.chunks, denom=f.k * int(e[-1]), **arr)
+    denom = f.k * int(e[-1])
+    arr = {name: np.broadcast_to(v, shape).flatten() for name, v in narrowed(cols, denom).items()}
+    if not f.reversed and len(arr["step"]):  # in (stable) step order: the step view then shares the columns
+        order = counting_order(arr["step"], int(arr["step"].max()) + 1)[0]
+        for name in arr:
+            arr[name] = arr[name][order]
+        del order
+    sched = from_arrays(kind, f.nodes, f.chunks, denom=denom, **arr)
+    del arr  # the schedule's columns (of the same types: shared, or replaced by the reversal's)
     if not f.reversed:
         return sched
     sched = replace(reverse(sched), link_order="program")  # declared: FIFO links keep the reversal's order (module doc)
@@ -216,7 +224,7 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
         return sched
     ranks = np.unique(images(f.root, f.shift, f.orders)) if f.copies > 1 else np.unique(f.root)
     first_copy = np.arange(len(sched)) % C == 0
-    key = np.repeat(rotation(sched.chunk[first_copy], sched.src[first_copy], f.chunks_per_root, ranks), C)
+    key = np.repeat(rotation(sched.chunk[first_copy], sched.src[first_copy], f.chunks_per_root, ranks).astype(np.int32), C)
     return owners_ahead(sched, key)
 
 
@@ -246,7 +254,11 @@ def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
     changes (the verdict and the ``sync`` price do not); under FIFO links (``event``) it is what
     keeps a relay's NIC fed: DGX H100 x64, 7 pieces, 1.320x -> 1.008x the optimum
     (``benchmarks/bench_clusters_combining.py``)."""
-    order = np.lexsort((key, sched.step))
+    if not len(sched):
+        return sched
+    by_key = counting_order(key, int(key.max()) + 1)[0]  # then stable by step: np.lexsort((key, step)), in int32
+    order = counting_order_of(sched.step, int(sched.step.max()) + 1, by_key)[0]
+    del by_key
     return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
                        lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
                        step=sched.step[order], op=sched.op[order], routing=sched.routing,

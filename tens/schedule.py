@@ -4,7 +4,8 @@ A schedule is columnar data (``docs/schedules.md``): numpy columns ``chunk, lo, 
 op`` where the piece ``[lo/denom, hi/denom)`` of chunk ``chunk`` moves over ``src -> dst`` in
 comm step ``step`` (steps start at 1). ``denom`` is one shared denominator, so piece bounds are
 exact rationals kept as integers; whole-chunk schedules have ``denom == 1``. The ids (``chunk``,
-``src``, ``dst``, ``step``) are int32 where they fit (:func:`id_column`), ``lo``/``hi`` int64.
+``src``, ``dst``, ``step``) are int32 where they fit (:func:`id_column`), ``lo``/``hi`` int32 when the
+denominator and every bound are at most ``2**30`` (:func:`piece_columns`: the usual pieces), else int64.
 
 ``op`` says what the receiver does: ``OP_COPY`` (store the piece), ``OP_REDUCE`` (combine it
 with what it holds) or ``OP_DEFAULT`` (reduce for combining collectives, copy for the others).
@@ -80,6 +81,52 @@ def id_column(values) -> np.ndarray:
     return column.astype(np.int32)
 
 
+PIECE_LIMIT = 2**30  # piece bounds and denominators up to this are kept int32 (piece_columns)
+
+
+def piece_columns(lo, hi, denom: int) -> tuple[np.ndarray, np.ndarray]:
+    """``lo`` and ``hi`` (bounds over ``denom``) as flat piece-bound columns of one type: int32
+    when ``denom`` and every bound are in ``0 .. 2**30`` (4 bytes a bound instead of 8; a
+    difference, a sum of two bounds or a bound and ``denom`` still fit), int64 otherwise (a bound
+    out of range is kept whole for the verifier to name). numpy keeps int32 in arithmetic with
+    int32 and Python ints, so code that scales bounds (a new denominator, a product of pieces)
+    widens them first.
+
+    >>> [c.dtype.name for c in piece_columns([0, 3], [3, 2**30], 2**30)]
+    ['int32', 'int32']
+    >>> [piece_columns([0], [1], d)[0].dtype.name for d in (2**30, 2**30 + 1)]
+    ['int32', 'int64']
+    >>> piece_columns(np.array([-1], np.int32), np.array([1], np.int32), 2)[0].dtype.name
+    'int64'
+    """
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    if not lo.dtype == hi.dtype == np.int32:
+        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    lo, hi = lo.ravel(), hi.ravel()
+    fits = 0 <= denom <= PIECE_LIMIT and (not len(lo) or min(int(lo.min()), int(hi.min())) >= 0) \
+        and (not len(lo) or max(int(lo.max()), int(hi.max())) <= PIECE_LIMIT)
+    if fits == (lo.dtype == np.int32):
+        return lo, hi
+    kind = np.int32 if fits else np.int64
+    return lo.astype(kind), hi.astype(kind)
+
+
+def narrowed(columns: dict, denom: int) -> dict:
+    """A schedule's columns (``chunk``, ``lo``, ``hi``, ``src``, ``dst``, ``step``, each any shape:
+    small arrays to be broadcast to the sends) in the types the schedule keeps (:func:`id_column`,
+    :func:`piece_columns`), so that the flat columns are made in them rather than as int64 first.
+
+    >>> {k: v.dtype.name for k, v in narrowed({"chunk": np.arange(3)[:, None], "lo": np.zeros((1, 2), int),
+    ...                                         "hi": np.ones((1, 2), int)}, 1).items()}
+    {'chunk': 'int32', 'lo': 'int32', 'hi': 'int32'}
+    """
+    out = {name: id_column(v).reshape(np.shape(v)) if name in ID_COLUMNS else v for name, v in columns.items()}
+    if "lo" in out:
+        lo, hi = piece_columns(out["lo"], out["hi"], denom)
+        out["lo"], out["hi"] = lo.reshape(np.shape(out["lo"])), hi.reshape(np.shape(out["hi"]))
+    return out
+
+
 class Send(NamedTuple):
     """One send: piece ``[lo, hi)`` of ``chunk`` over ``src -> dst`` in ``step`` (from 1)."""
 
@@ -127,6 +174,9 @@ class Schedule:
             raise ValueError(f"link_order must be one of {LINK_ORDERS}, got {self.link_order!r}")
         for name in ID_COLUMNS:
             object.__setattr__(self, name, id_column(getattr(self, name)))
+        lo, hi = piece_columns(self.lo, self.hi, self.denom)
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
 
     def __len__(self) -> int:
         return len(self.chunk)
@@ -159,7 +209,7 @@ class Schedule:
         if denom % self.denom:
             raise ValueError(f"{denom} is not a multiple of {self.denom}")
         k = denom // self.denom
-        return replace(self, lo=self.lo * k, hi=self.hi * k, denom=denom)
+        return replace(self, lo=self.lo.astype(np.int64) * k, hi=self.hi.astype(np.int64) * k, denom=denom)
 
     def select(self, mask: np.ndarray) -> "Schedule":
         """The sends where ``mask`` is true (a boolean array or an index array)."""
@@ -202,8 +252,8 @@ def from_arrays(
     where they fit, :func:`id_column`)."""
     chunk = id_column(chunk)
     n = len(chunk)
-    lo = np.zeros(n, np.int64) if lo is None else np.asarray(lo, dtype=np.int64).ravel()
-    hi = np.full(n, denom, np.int64) if hi is None else np.asarray(hi, dtype=np.int64).ravel()
+    lo = np.zeros(n, np.int64) if lo is None else lo  # narrowed with hi by the schedule (piece_columns)
+    hi = np.full(n, denom, np.int64) if hi is None else hi
     if op is None:
         op = np.zeros(n, np.int8)
     elif np.isscalar(op):

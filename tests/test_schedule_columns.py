@@ -33,7 +33,7 @@ def test_every_way_of_making_a_schedule_gives_int32_ids():
     }
     for how, made_s in made.items():
         assert [getattr(made_s, c).dtype for c in ID_COLUMNS] == [np.dtype(np.int32)] * 4, how
-        assert made_s.lo.dtype == made_s.hi.dtype == np.int64, how
+        assert made_s.lo.dtype == made_s.hi.dtype == np.int32, how  # small pieces: int32 too (piece_columns)
     assert made["from_json"].sends() == s.sends()
 
 

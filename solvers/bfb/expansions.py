@@ -116,8 +116,8 @@ def line_graph(base: Topology, schedule: Schedule) -> tuple[Topology, Schedule]:
     denom = s.denom * L
     rows = np.repeat(np.arange(len(s)), mult)
     part = np.arange(len(rows)) - np.repeat(np.cumsum(mult) - mult, mult)
-    size = (s.hi - s.lo)[rows] * (L // mult[rows])
-    lo = s.lo[rows] * L + part * size
+    size = (s.hi - s.lo).astype(np.int64)[rows] * (L // mult[rows])  # bounds may be int32: widened
+    lo = s.lo.astype(np.int64)[rows] * L + part * size
     hi = lo + size
     sender = first[rows] + part  # arc-node (x, y, key)
     v = s.chunk[rows]
@@ -164,7 +164,8 @@ def degree_expansion(base: Topology, schedule: Schedule, n: int) -> tuple[Topolo
     dl = int(np.lcm.reduce(np.unique(indeg[indeg > 0]))) if (indeg > 0).any() else 1
     denom = s.denom * n * dl
     scale = denom // s.denom
-    body = dict(chunk=rep(s.chunk.astype(np.int64)) * n + i, lo=rep(s.lo) * scale, hi=rep(s.hi) * scale,
+    body = dict(chunk=rep(s.chunk.astype(np.int64)) * n + i, lo=rep(s.lo.astype(np.int64)) * scale,
+                hi=rep(s.hi.astype(np.int64)) * scale,
                 src=rep(s.src.astype(np.int64)) * n + i, dst=rep(s.dst.astype(np.int64)) * n + j, step=rep(s.step))
     # parts: pair p (w -> v) with count c_p: n parts (one per i') of size c_p/(n*indeg(v)) each
     order, starts = group_index(la.dst, base.size)
@@ -291,8 +292,8 @@ def bidirectional(base: Topology, schedule: Schedule, phi: dict[int, int] | None
     image = sch.relabel(s, perm)  # on G^T: the arcs of G reversed
     d2 = s.denom * 2
     cat = dict(
-        chunk=np.concatenate([s.chunk, image.chunk]), lo=np.concatenate([s.lo, image.lo + s.denom]),
-        hi=np.concatenate([s.hi, image.hi + s.denom]), src=np.concatenate([s.src, image.src]),
+        chunk=np.concatenate([s.chunk, image.chunk]), lo=np.concatenate([s.lo, image.lo.astype(np.int64) + s.denom]),
+        hi=np.concatenate([s.hi, image.hi.astype(np.int64) + s.denom]), src=np.concatenate([s.src, image.src]),
         dst=np.concatenate([s.dst, image.dst]), step=np.concatenate([s.step, image.step]),
     )
     return topo, sch.from_arrays("allgather", base.size, base.size, denom=d2, **cat)
