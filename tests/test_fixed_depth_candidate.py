@@ -42,7 +42,8 @@ def test_the_fixed_depth_pair_is_100_pieces_a_hop_of_the_greedy_forest_and_is_ch
     """Two boxes of four GPUs, 1 GB reduce-scatter: the optimum's forest is two-level, so the
     greedy packing at its ``k`` is added (the message is wide), and its pair is listed at
     ``DEPTH_FACTOR`` pieces a hop of its deepest tree. With prices that make that pair the
-    least (a stand-in for the pricing, counting what it priced), the choice is that pair; with
+    least (a stand-in for the pricing, listing what it priced), it is priced third, after the
+    estimate's pick and the baseline, and the choice is that pair; with
     prices that make it the dearest, it is not (the choice is the least priced, not the pair)."""
     inst = make_instance(_boxes(4, 2e-6, 5e-6), "reduce_scatter", message_bytes=2 ** 30)
     f = forests.forest(inst, "allgather", True)
@@ -60,7 +61,7 @@ def test_the_fixed_depth_pair_is_100_pieces_a_hop_of_the_greedy_forest_and_is_ch
 
     monkeypatch.setattr(latency_choice, "price_pieces", stand_in(False))
     _, (g, pieces, choice) = _pick(inst, "event")
-    assert ("greedy", fixed) in priced
+    assert ("greedy", fixed) in priced[:3]  # right after the estimate's pick and the baseline, whatever the budget
     assert (g.shape, g.k, pieces) == ("greedy", f.k, fixed), choice
     assert choice.name == f"greedy k={f.k}"
     monkeypatch.setattr(latency_choice, "price_pieces", stand_in(True))
@@ -81,7 +82,7 @@ def test_a_narrow_message_packs_no_greedy_forest():
     assert latency_choice.bandwidth_bound(wide, forests.forest(wide, "allgather", True), alpha)
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(gpu_alpha=st.sampled_from([0.5e-6, 2e-6]), box_alpha=st.sampled_from([1e-6, 6e-6]),
        box_bw=st.sampled_from([12.5e9, 50e9]), log=st.sampled_from([26, 30]),
        kind=st.sampled_from(["reduce_scatter", "allgather"]))
@@ -89,7 +90,15 @@ def test_the_event_choice_is_never_above_forestcolls_fixed_depth_under_event(gpu
     """Small switched boxes (two of two GPUs), wide messages: the latency choice made for
     ``event`` alone, priced by the pipeline's model after verifying, is at or below ForestColl's
     greedy trees at their fixed depth (packed and priced here on their own: ``shape`` greedy,
-    100 pieces a hop of the deepest tree)."""
+    100 pieces a hop of the deepest tree). A 300,000-send pricing budget (the pick, the
+    baseline and the fixed pair fit it) keeps the test short."""
+    import unittest.mock
+
+    with unittest.mock.patch.object(latency_choice, "ONE_MODEL_BUDGET", 300_000):
+        _check_event_choice(gpu_alpha, box_alpha, box_bw, log, kind)
+
+
+def _check_event_choice(gpu_alpha, box_alpha, box_bw, log, kind):
     inst = make_instance(_boxes(2, gpu_alpha, box_alpha, box_bw), kind, message_bytes=2.0 ** log)
     _, (g, pieces, _) = _pick(inst, "event")
     ours = price_pieces(inst, g, pieces, ("event",))
