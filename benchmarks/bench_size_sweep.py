@@ -58,7 +58,7 @@ ALLREDUCE_ONLY = ("double-binary-tree", "nccl-tree")  # no allgather or reduce-s
 LIMIT_S = 60  # the TEN ILP's limit (the issue's)
 PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew each run
 MODELS = ("event", "sync")
-FIXED_SENDS = 8_000_000  # forestcoll-fixed's explicit sends a cell may hold: A100 x2's allreduce (7.5 M, 5 minutes a
+FIXED_SENDS = 8_000_000  # forestcoll-fixed's explicit sends a cell may hold: A100 x2's allreduce (7.2 M, 5 minutes a
 # cell at load 15) fits; MI250 x2's 16.0 M (12 GiB at peak on a shared 23 GiB machine) is refused, saying so
 
 
@@ -230,7 +230,7 @@ def too_many(inst, params: dict, most: int | None = None) -> str:
                 for kind, transposed in packed.plan(coll.kind)) * params["pieces"] * coll.chunks_per_node
     if sends <= most:
         return ""
-    return (f"{sends / 1e6:.1f} M sends at its fixed {params['pieces']:,} pieces, over the sweep's {most / 1e6:g} M "
+    return (f"{sends:,} sends at its fixed {params['pieces']:,} pieces, over the sweep's {most:,} "
             f"({sends * BYTES_PER_SEND / 2 ** 30:.1f} GiB at {BYTES_PER_SEND} B a send at peak)")
 
 

@@ -83,11 +83,17 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's
     pick is priced first and kept unless a priced pair is faster; the baseline (candidate 0,
     the optimum's ``k``, at :func:`.emission.auto_pieces`) is priced second, the pairs ``also``
-    (:func:`fixed_depth`) next, each within the budget. Only verified
+    (:func:`fixed_depth`) next, each priced where it alone fits the budget (A100 x2's
+    reduce-scatter at 4 GB under ``event`` alone: its pick, 1,600 pieces, leaves too little of
+    the budget for ForestColl's 1,200; where the pick alone is over it, the choice is among
+    ``also`` and the pairs that fit after them). Only verified
     pairs are priced, so an estimate's pick that does not verify loses to any that does."""
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
     order = latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model)
     pairs = latency.within_budget(list(dict.fromkeys(order[:2] + list(also) + order[2:])), cands, budget)
+    if not pairs and also:  # the pick is over the budget: the fixed-depth pair, where it fits, and what fits after it
+        pairs = latency.within_budget(list(dict.fromkeys(list(also) + order[2:])), cands, budget)
+    pairs += [p for p in also if p not in pairs and pairs and latency.sends(cands[p[0]], p[1]) <= budget]
     if not pairs:
         return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
     record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0}
@@ -99,7 +105,9 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
         return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
         return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
-    if (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
+    if (est.index, est.pieces) not in pairs:
+        record["why"] = f"the estimate's pick is over {budget:,} sends: chosen among the fixed-depth pair and after"
+    elif (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
         record["why"] = "the estimate's pick did not verify"
     return _least_priced(est, cands, prices, alpha, record, models)
 
