@@ -20,7 +20,8 @@ the synchronous model's. Methods:
   order; for reduce-scatter the same packing on the transposed topology, reversed, and for allreduce
   that then the allgather's) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
-  within the send budget: :func:`forestcoll_depth`);
+  within the send budget: :func:`forestcoll_depth`); a cell whose explicit sends would pass
+  :data:`FIXED_SENDS` is refused before anything is emitted, saying so (:func:`too_many`);
 - ``ring``: the classic ring closed form (``solvers/closed_form/classics.py``): one ring in rank
   order, so on these systems every hop between boxes goes through one NIC pair;
 - ``nccl-ring``: the rings as NCCL runs them (``solvers/closed_form/nccl_ring.py``): one ring per
