@@ -20,7 +20,8 @@ the synchronous model's. Methods:
   order; for reduce-scatter the same packing on the transposed topology, reversed, and for allreduce
   that then the allgather's) at the optimum's ``k`` (Zhao et al., "ForestColl", arXiv 2402.06787; for MI250, whose optimum needs 83 trees per GPU, the packing's default of the first
   ``k <= 16`` within 0.1 % of it) at a fixed pipeline depth (100 pieces per hop of the deepest tree,
-  within the send budget: :func:`forestcoll_depth`);
+  within the send budget: :func:`forestcoll_depth`); a cell whose explicit sends would pass
+  :data:`FIXED_SENDS` is refused before anything is emitted, saying so (:func:`too_many`);
 - ``ring``: the classic ring closed form (``solvers/closed_form/classics.py``): one ring in rank
   order, so on these systems every hop between boxes goes through one NIC pair;
 - ``nccl-ring``: the rings as NCCL runs them (``solvers/closed_form/nccl_ring.py``): one ring per
@@ -58,6 +59,8 @@ ALLREDUCE_ONLY = ("double-binary-tree", "nccl-tree")  # no allgather or reduce-s
 LIMIT_S = 60  # the TEN ILP's limit (the issue's)
 PACKING_LIMIT_S = 900  # tree packing: the same trees every size, packed anew each run
 MODELS = ("event", "sync")
+FIXED_SENDS = 8_000_000  # forestcoll-fixed's explicit sends a cell may hold: A100 x2's allreduce (7.2 M, 5 minutes a
+# cell at load 15) fits; MI250 x2's 16.0 M (12 GiB at peak on a shared 23 GiB machine) is refused, saying so
 
 
 def run_method(inst, method: str, cell_limit: float | None = None) -> dict:
@@ -75,7 +78,7 @@ def run_method(inst, method: str, cell_limit: float | None = None) -> dict:
         params = {}
         if method == "forestcoll-fixed":
             params = forestcoll_params(inst)
-            refused = too_small(inst, params)
+            refused = too_small(inst, params) or too_many(inst, params)
             if refused:
                 return {"status": "refused", "message": refused, "wall_s": time.perf_counter() - t0,
                         "pieces": [params["pieces"]], "k": [params.get("trees")]}
@@ -211,6 +214,25 @@ def too_small(inst, params: dict) -> str:
     return (f"{_size(int(coll.message_bytes))}: a {coll.chunk_bytes:,.0f} B chunk over its smallest tree share "
             f"({share:.4g} of a chunk, k = {params.get('trees', '?')} trees a shard) at its fixed "
             f"{params['pieces']:,} pieces gives {piece:.3g} B pieces (under 1 B)")
+
+
+def too_many(inst, params: dict, most: int | None = None) -> str:
+    """Why the ``forestcoll-fixed`` cell is not built, or ``""``: its explicit sends (every hop
+    of its forests, :func:`collsynth.solvers.packing.packed.plan`, at its fixed pieces, each
+    chunk) over ``most`` (:data:`FIXED_SENDS` unless given), said before anything is emitted.
+    Its depth does not shrink with the size, so neither do its sends."""
+    from collsynth.instances.size import BYTES_PER_SEND
+    from collsynth.solvers.packing import forests, packed
+    from collsynth.solvers.packing.trees import hops_of
+
+    most = FIXED_SENDS if most is None else most
+    coll = inst.collective
+    sends = sum(hops_of(forests.forest(inst, kind, transposed, shape="greedy").trees)
+                for kind, transposed in packed.plan(coll.kind)) * params["pieces"] * coll.chunks_per_node
+    if sends <= most:
+        return ""
+    return (f"{sends:,} sends at its fixed {params['pieces']:,} pieces, over the sweep's {most:,} "
+            f"({sends * BYTES_PER_SEND / 2 ** 30:.1f} GiB at {BYTES_PER_SEND} B a send at peak)")
 
 
 def forestcoll_depth(inst) -> int:
@@ -356,8 +378,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--kinds", default="allgather",
                         help=f"comma-separated collectives (default allgather; some of {', '.join(KINDS)})")
     parser.add_argument("--methods", default=None,
-                        help="comma-separated methods to run (default all; 'ours' always runs first: the "
-                             "fixed depth comes from its choice); --load an earlier run to table the rest")
+                        help="comma-separated methods to run (default all); --load an earlier run (of ours, say) "
+                             "to table them together")
     parser.add_argument("--sizes", default=None, help="comma-separated message sizes in bytes (default all)")
     parser.add_argument("--out", default="/tmp/collsynth_size_sweep.png", help="where the plot goes")
     parser.add_argument("--system", default=None, help="one system label, e.g. 'A100 x2'")
@@ -370,7 +392,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.cell_limit is not None and args.cell_limit <= 0:
         parser.error(f"--cell-limit: expected a positive number of seconds, got {args.cell_limit:g}")
-    asked = _listed(parser, args.methods and args.methods + ",ours", "--methods", METHODS)
+    asked = _listed(parser, args.methods, "--methods", METHODS)
     methods = tuple(m for m in asked if not (args.quick and m == "ten-ilp"))
     kinds = _listed(parser, args.kinds, "--kinds", KINDS)
     sizes = _listed(parser, args.sizes, "--sizes", SIZES, int)

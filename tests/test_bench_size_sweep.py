@@ -139,3 +139,26 @@ def test_a_cell_prices_the_tables_models_as_the_pipeline_does(monkeypatch):
     assert cell["verified"] and row["verified"]
     assert cell["event"] == pytest.approx(row["time_event_s"], rel=1e-12)
     assert cell["sync"] == pytest.approx(row["time_sync_s"], rel=1e-12)
+
+
+def test_forestcoll_fixed_over_the_sweeps_sends_is_refused_saying_so(monkeypatch):
+    """A100 x2 reduce-scatter (one chunk a GPU): a stand-in forest of two trees with routes of 3
+    and 2 nodes, then 4 and 2 (2 + 1 + 3 + 1 = 7 hops a piece, by hand); at 1,000 pieces that is
+    7,000 sends: refused over 6,999, not at 7,000; the allreduce's two forests double it."""
+    from types import SimpleNamespace
+
+    from collsynth.instances.generators import build
+    from collsynth.instances.instance import make_instance
+    from collsynth.solvers.packing import forests
+
+    tree = SimpleNamespace(routes=[[0, 1, 2], [0, 3]])
+    stand_in = SimpleNamespace(k=2, trees=[tree, SimpleNamespace(routes=[[1, 0, 2, 3], [1, 2]])])
+    monkeypatch.setattr(forests, "forest", lambda *a, **kw: stand_in)
+    topo = build(A100[0][1], A100[0][2])
+    inst = make_instance(topo, "reduce_scatter", message_bytes=2 ** 30)
+    assert sweep.too_many(inst, {"pieces": 1000}, most=7000) == ""
+    assert sweep.too_many(inst, {"pieces": 1000}, most=6999) == (
+        "7,000 sends at its fixed 1,000 pieces, over the sweep's 6,999 (0.0 GiB at 768 B a send at peak)")
+    ar = make_instance(topo, "allreduce", message_bytes=2 ** 30)
+    assert sweep.too_many(ar, {"pieces": 1000}, most=13_999).startswith("14,000 sends")
+    assert sweep.too_many(ar, {"pieces": 1000}, most=14_000) == ""

@@ -26,15 +26,19 @@ from .trees import hops_of
 SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard packed at these times its least time
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
+WIDE = 10  # the greedy forest is a latency candidate where the bandwidth time is this many times D alpha
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
 
 
-def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int) -> dict[str, Forest]:
+def alternatives(instance: Instance, f: Forest, options: Options, deadline, chunks: int,
+                 wide: bool = False) -> dict[str, Forest]:
     """The forests the latency choice compares, by name: ``f`` (the optimum's ``k``) and,
     unless ``trees`` is set, one packed tree per shard, the same packed at each of
     :data:`SLACKS` times its least time (shallower; only while a piece of them fits a quarter
     of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
-    (:func:`.forests.shallow`), and for a rooted reduce the optimum's trees made shallow
+    (:func:`.forests.shallow`); where the message is ``wide`` (:func:`bandwidth_bound`) and
+    ``f`` is not already greedy trees, the greedy packing at the optimum's ``k`` (``shape``
+    ``greedy``: ForestColl's own trees, which ring trees are deeper than); and for a rooted reduce the optimum's trees made shallow
     (:func:`.forests.shallow_rooted`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
     least time alone; with latency, depth matters too."""
     alts = {f"packed k={f.k}": f}
@@ -56,6 +60,12 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
             except Unsupported:
                 pass
     alts["shortest paths"] = forests.shallow(instance, f)
+    if wide and f.shape != "greedy" and shape == "auto":
+        try:  # ForestColl's own trees (Zhao et al., Section 5): shallower than rings, FIFO-friendlier than one tree
+            alts[f"greedy k={f.k}"] = forests.forest(instance, f.kind, f.transposed, deadline, depth_first, None,
+                                                     shape="greedy")
+        except Unsupported:
+            pass
     if f.kind == "broadcast" and f.transposed:  # a rooted reduce: its trees within fewer hops
         shallow = forests.shallow_rooted(instance, f, deadline)
         if shallow is not None:
@@ -64,7 +74,7 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
 
 
 def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Candidate], alpha: float,
-                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS) -> latency.Choice:
+                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS, also: tuple = ()) -> latency.Choice:
     """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
     of least priced time summed over ``models``: :func:`.latency.price_order` within
     :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted,
@@ -72,23 +82,32 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     (module doc of :mod:`.latency`) miss FIFO starvation at relays; ForestColl (Zhao et al.,
     arXiv 2402.06787, Section 5) pipelines at one depth whatever the size. The estimate's
     pick is priced first and kept unless a priced pair is faster; the baseline (candidate 0,
-    the optimum's ``k``, at :func:`.emission.auto_pieces`) is priced second. Only verified
+    the optimum's ``k``, at :func:`.emission.auto_pieces`) is priced second, the pairs ``also``
+    (:func:`fixed_depth`) next, each priced where it alone fits the budget (A100 x2's
+    reduce-scatter at 4 GB under ``event`` alone: its pick, 1,600 pieces, leaves too little of
+    the budget for ForestColl's 1,200; where the pick alone is over it, the choice is among
+    ``also`` and the pairs that fit after them). Only verified
     pairs are priced, so an estimate's pick that does not verify loses to any that does."""
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
-    pairs = latency.within_budget(latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model),
-                                  cands, budget)
+    order = latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model)
+    pairs = latency.within_budget(list(dict.fromkeys(order[:2] + list(also) + order[2:])), cands, budget)
+    if not pairs and also:  # the pick is over the budget: the fixed-depth pair, where it fits, and what fits after it
+        pairs = latency.within_budget(list(dict.fromkeys(list(also) + order[2:])), cands, budget)
+    pairs += [p for p in also if p not in pairs and pairs and latency.sends(cands[p[0]], p[1]) <= budget]
     if not pairs:
         return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
     record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0}
     part = part_instance(instance, alts[0])
     try:
         prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models),
-                              {(est.index, est.pieces), est.baseline})
+                              {(est.index, est.pieces), est.baseline, *also})
     except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
         return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
         return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
-    if (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
+    if (est.index, est.pieces) not in pairs:
+        record["why"] = f"the estimate's pick is over {budget:,} sends: chosen among the fixed-depth pair and after"
+    elif (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
         record["why"] = "the estimate's pick did not verify"
     return _least_priced(est, cands, prices, alpha, record, models)
 
@@ -171,10 +190,35 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
     optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline. ForestColl
     (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5) packs at the least time alone (module doc)."""
     c = instance.collective.chunks_per_node
-    alts = alternatives(instance, f, options, deadline, c * parts)
+    alts = alternatives(instance, f, options, deadline, c * parts, bandwidth_bound(instance, f, alpha))
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
     models = objective_models(options)
     choice = latency.choose(cands, alpha, (0, automatic), "both" if len(models) > 1 else models[0])
-    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models)
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models,
+                           fixed_depth(alts, c * parts))
     return alts[choice.name], choice.pieces, choice
+
+
+def bandwidth_bound(instance: Instance, f: Forest, alpha: float) -> bool:
+    """Whether ``f``'s bandwidth time is at least :data:`WIDE` times its trees' latency (``D
+    alpha``, ``D`` their depth): where the greedy packing of Zhao et al. ("ForestColl", arXiv
+    2402.06787, Section 5) is worth packing as a latency candidate (:func:`alternatives`). Below
+    it the shallow candidates win and packing it would only cost time (MI250 x2: about 12 s a
+    forest of 15 trees a shard)."""
+    return packed_seconds(instance, f) >= WIDE * max(1, depth_of(f.trees)) * alpha
+
+
+def fixed_depth(alts: dict[str, Forest], chunks: int) -> tuple:
+    """``((index, pieces),)``: the greedy forest at the optimum's ``k`` among ``alts`` (the
+    first, :func:`alternatives`' ``f``, when it is greedy trees, else the one added as
+    ``greedy k=...``) at ForestColl's own fixed depth (:data:`.emission.DEPTH_FACTOR` pieces a
+    hop of its deepest tree within the send budget, no floor; Zhao et al., "ForestColl", arXiv
+    2402.06787, Section 5), so that the latency choice prices the schedule ForestColl would run
+    and keeps it where it is least; ``()`` where no such forest is a candidate."""
+    names = list(alts)
+    first = alts[names[0]]
+    name = names[0] if first.shape == "greedy" else f"greedy k={first.k}"
+    if name not in alts:
+        return ()
+    return ((names.index(name), auto_pieces(alts[name].trees, chunks, floor=1)),)
