@@ -232,9 +232,10 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     record = {"chosen": name, "probe_pieces": pieces, "chosen_pieces": at.get(name, pieces),
               "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
-    other = {n: q for n, q in at.items() if q != pieces}
-    if other:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
-        record["fewer_pieces" if all(max(q) < max(pieces) for q in other.values()) else "other_pieces"] = other
+    elsewhere = {n: q for n, q in at.items() if q != pieces}
+    if elsewhere:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
+        fewer = all(max(q) < max(pieces) for q in elsewhere.values())
+        record["fewer_pieces" if fewer else "other_pieces"] = elsewhere
     return list(pairs[name]), record
 
 
