@@ -87,7 +87,6 @@ def _row(args) -> dict:
     (label, generator, params), kind, producers, limit_s, lean, objectives = args
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
-    from collsynth.tens import cost_models
     from collsynth.tens.bounds import instance_bounds
 
     inst = instance_of(generator, params, kind)
@@ -112,8 +111,7 @@ def _row(args) -> dict:
                                                  (f" ({row['message']})" if row.get("message") else ""))
             continue
         times = {"event": row["time_event_s"], "sync": row["time_sync_s"]}
-        listed = _listed(sched, inst)
-        times = {m: times.get(m) if times.get(m) is not None else cost_models.price(listed, inst, m).total_s
+        times = {m: times.get(m) if times.get(m) is not None else _priced(sched, inst, m)
                  for m in MODELS}  # verified; a model the run's time limit left unpriced is priced here
         for model, t in times.items():
             if t is not None and (model not in out["best"] or t < out["best"][model][0]):
@@ -126,6 +124,21 @@ def _row(args) -> dict:
         out.setdefault("wall_s", {})[name] = time.perf_counter() - t0
     out["peak_MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _priced(sched, inst, model: str) -> float:
+    """``sched``'s time under ``model``: a form kept as trees moved by box shifts under the
+    event models per link orbit (:func:`collsynth.tens.pipelined_event.price`, as the producer
+    prices ``event``: dependencies as its explicit sends' pricing tracks them), else its sends
+    listed (:func:`_listed`) and priced."""
+    from collsynth.tens import compact_forms, cost_models, pipelined_event
+    from collsynth.tens.pipelined_allreduce import PipelinedAllreduce
+
+    form = compact_forms.form_of(sched)
+    if form is not None and model in ("event", "event-inorder") and isinstance(sched, PipelinedAllreduce) and \
+            sched.reduce_scatter.shift is not None:
+        return pipelined_event.price(sched, inst, as_explicit=True, model=model).total_s
+    return cost_models.price(_listed(sched, inst), inst, model).total_s
 
 
 def _listed(sched, inst):

@@ -125,8 +125,8 @@ def _quotient(f: PipelinedTrees | PipelinedAllreduce, la) -> tuple[list[Pipeline
 ORBIT_PAIR_BUDGET = 100_000_000
 
 
-def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = False) -> Cost:
-    """The ``event`` price of ``f``'s explicit sends (:func:`collsynth.tens.pipelined_trees.expand`
+def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = False, model: str = "event") -> Cost:
+    """The ``event`` price (``model``: or the ``event-inorder`` one) of ``f``'s explicit sends (:func:`collsynth.tens.pipelined_trees.expand`
     or :func:`collsynth.tens.pipelined_allreduce.expand`) on ``instance``, simulated on the sends
     of the trees moved by the first shifts only, each link served as its orbit's representative
     under the last shifts, which act freely on the used links (module doc). ``f`` must be
@@ -135,7 +135,13 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
     time, though the explicit sends' pricing would fall back to group prefixes past its budget
     (``as_explicit``: where it would; ``extra["exact_pairs"]`` says which). Trees without
     shifts (the halves of a capacity split, :mod:`collsynth.solvers.packing.split_form`) are
-    their expansion, priced as it is."""
+    their expansion, priced as it is. Under ``event-inorder`` (each link in step order, then
+    position: :mod:`collsynth.tens.cost_models.event_inorder`) the module doc's argument holds
+    with the order on a link by step and position in place of ready time and position: two
+    images on one link are images of distinct listed sends (condition 2), listed within a step
+    in their listed sends' order (condition 1), so every product keeps their order."""
+    if model not in ("event", "event-inorder"):
+        raise ValueError(f"priced per link orbit: event or event-inorder, not {model}")
     la = instance.topology.link_arrays
     halves, m = _quotient(f, la)
     shift, orders = halves[0].shift, halves[0].orders
@@ -146,7 +152,12 @@ def price(f: PipelinedTrees | PipelinedAllreduce, instance, as_explicit: bool = 
         group, _ = link_orbits(la, shift[m:], orders[m:])
         copies = math.prod(orders[m:])
     plan, exact = _plan(sched, instance, copies, as_explicit)
-    cost = price_event(sched, instance, plan=plan, links_as=group)
+    if model == "event-inorder":
+        from .cost_models.event_inorder import price_in_order
+
+        cost = price_in_order(sched, instance, plan=plan, links_as=group)
+    else:
+        cost = price_event(sched, instance, plan=plan, links_as=group)
     return replace(cost, extra={**cost.extra, "simulated_sends": len(sched), "listed_shifts": m, "exact_pairs": exact})
 
 

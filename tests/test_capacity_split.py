@@ -112,8 +112,9 @@ def test_tree_packing_allreduce_on_the_split_runs_below_reduce_scatter_then_allg
     ingress) = 14e6 s; the partition bound 2 x 7 x 8e6 over 8 + 4 x 0.5 byte/s of GPU ingress =
     11.2e6 s. The producer picks the halves on their shares (priced as one more pair), records
     the choice (the pair taken, every candidate's probe times: the split's summed times the
-    least, below the pair as picked) and emits the split at the probe's pieces; its verified
-    schedule runs in between under every model."""
+    least, below the pair as picked) and emits the split at the pieces it was priced at (from the
+    probe's up, as its fill wants: split_form.deeper); its verified schedule runs in between under
+    every model."""
     from collsynth.solvers import pipeline
     from collsynth.solvers.producers import Options
     from collsynth.solvers.packing.emission import with_header
@@ -127,7 +128,8 @@ def test_tree_packing_allreduce_on_the_split_runs_below_reduce_scatter_then_allg
     assert row["verified"] and choice["chosen"].startswith("capacity split")
     summed = {name: sum(times.values()) for name, times in choice["priced"].items()}
     assert min(summed, key=summed.get) == choice["chosen"] and summed[choice["chosen"]] < summed["as picked"]
-    assert [f["pieces"] for f in row["extra"]["forests"]] == choice["probe_pieces"]
+    assert [f["pieces"] for f in row["extra"]["forests"]] == choice["chosen_pieces"]  # as priced
+    assert min(choice["chosen_pieces"]) >= min(choice["probe_pieces"])  # its fill's pieces, from the probe's up
     assert "on its share" in row["extra"]["optimum_source"]
     listed = with_header(pipelined_allreduce.expand(sched), inst)  # kept as trees (tests/test_split_form.py)
     for t in (row["time_sync_s"], row["time_event_s"], cost_models.price(listed, inst, "event-inorder").total_s):

@@ -48,7 +48,9 @@ def split_pair(g: int, cross: float, alpha: float):
     if key not in _PAIRS:
         inst = make_instance(two_chassis(g, cross, alpha), "allreduce", message_bytes=8e6)
         forests = [producer.forest(inst, kind, t) for kind, t in producer.plan("allreduce")]
-        [pair] = joint.split_pair(inst, forests, Options()).values()
+        # the greedy packing: the explicit path of overlap.overlapped emits its trees (the translated
+        # trees are checked against their own expansion in tests/test_split_translated.py)
+        [pair] = joint.split_pair(inst, forests, Options(params={"shape": "greedy"})).values()
         _PAIRS[key] = inst, pair
     return _PAIRS[key]
 
@@ -65,8 +67,7 @@ def explicit(f, inst):
 
 def least(inst, pair, pieces) -> PipelinedAllreduce:
     """The split pair at its least valid delay, in the placement that has the smaller one."""
-    f = split_form.overlapped(inst, pair, list(pieces), producer.pipelined)
-    return split_form.candidates(*f.halves)[0]
+    return split_form.candidates(*split_form._halves(inst, pair, list(pieces), producer.pipelined))[0]
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -129,7 +130,7 @@ def test_the_delay_taken_is_the_least_priced_candidate(models):
     forms = split_form.candidates(*halves)
     assert {(f.delay, f.mirror) for f in forms} == {(11, True), (12, True), (13, True), (13, False)}
     summed = [_summed(f, inst, models) for f in forms]
-    got, costs = split_form.placed(*halves, inst, models)
+    got, costs = split_form.placed(*halves, inst, models, unequal=False)  # the delay among equal pieces
     assert (got.delay, got.mirror) == (12, True) == (forms[int(np.argmin(summed))].delay, True)
     assert sum(costs[m].total_s for m in models) == pytest.approx(min(summed), rel=1e-12)
     assert _summed(forms[0], inst, ("sync",)) == pytest.approx(44.778e6, rel=1e-4)
@@ -145,7 +146,7 @@ def test_a_later_delay_priced_higher_under_sync_is_not_simulated(monkeypatch):
     simulated = []
     real = pipelined_event.price
     monkeypatch.setattr(pipelined_event, "price", lambda f, *a, **k: simulated.append(f.delay) or real(f, *a, **k))
-    got, _ = split_form.placed(*halves, inst, ("sync", "event"))
+    got, _ = split_form.placed(*halves, inst, ("sync", "event"), unequal=False)
     assert simulated == [forms[0].delay] and got == forms[0]
     assert _summed(forms[0], inst, ("sync",)) == pytest.approx(26.133e6, rel=1e-4)
     assert all(_summed(f, inst, ("sync",)) > 26.134e6 for f in forms[1:])

@@ -29,6 +29,7 @@ from .run_params import asked_shape, grows_depth_first, objective_models
 from .trees import hops_of
 
 SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
+SPLIT_MOST = 4  # the split pair starts from at most this many times the probe's pieces where its fill wants them
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
@@ -54,7 +55,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
                   [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
                    auto_pieces(f.trees, c * len(chosen)) for f in chosen])
-    sends = sum(hops_of(f.trees) * p for f, p in zip(chosen, depths)) * c
+    sends = sum(split_form.priced_sends(instance, f, p) if f.compact is not None else hops_of(f.trees) * p * c
+                for f, p in zip(chosen, depths))
     if not kept.holds(chosen, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
         note = (f"the chosen pair at {'/'.join(map(str, depths))} pieces ({sends:,} sends) would not fit the "
                 f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
@@ -115,9 +117,20 @@ def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[in
             return split_form.price(instance, pair, pieces, models, kept, pipelined)
         return certified_price(instance, pair, pieces, models, kept)
 
-    return overlap.joint(halves, depths, alpha, one_tree, price, lambda f, p: hops_of(f.trees) * p * c, models,
+    explicit = options.params.get("form") == "explicit"
+
+    def sends(f, p) -> int:  # what pricing costs: the split kept with box shifts simulates one link per orbit
+        return split_form.priced_sends(instance, f, p) if f.compact is not None and not explicit else \
+            hops_of(f.trees) * p * c
+
+    def start(pair, pieces) -> list[int]:  # the split's fill may want more pieces (alpha 0, none asked)
+        if alpha > 0 or options.params.get("pieces"):
+            return list(pieces)
+        return split_form.deeper(instance, pair, pieces, pipelined, SPLIT_MOST * max(pieces))
+
+    return overlap.joint(halves, depths, alpha, one_tree, price, sends, models,
                          deadline, lambda: split_within_share(instance, picked, options, deadline, kept), kept,
-                         options.params.get("form") != "explicit")
+                         options.params.get("form") != "explicit", start)
 
 
 def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> dict | None:
@@ -168,11 +181,20 @@ def split_pair(instance: Instance, halves: list[Forest], options: Options, deadl
     """The allreduce's halves packed each on its share of every link (:mod:`.capacity_split`), by
     name, for the joint choice; nothing where the split does not beat the halves in sequence.
     Each half is ForestColl's forest (Zhao et al., arXiv 2402.06787, Sections 4-5) of its share."""
-    got = capacity_split.split_instances(instance, sum(optimum_seconds(instance, f) for f in halves))
+    greedy = options.params.get("shape") == "greedy"  # the program's own vertex, packed greedily (as before)
+    got = capacity_split.split_instances(instance, sum(optimum_seconds(instance, f) for f in halves), not greedy)
     if got is None:
         return {}
     parts, s = got
     nodes = instance.collective.nodes
+    name = f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)"
+    if not greedy:  # the first box's trees moved by the box shifts, where they are
+        try:
+            moved = split_form.translated_pair(parts, halves, deadline)
+        except FlowTooLarge:
+            moved = None
+        if moved is not None:
+            return {name: moved}
     try:  # at each share's own optimum k: its floored capacities keep every switch's balance, which splitting needs
         pair = tuple(replace(forests.forest(part, f.kind, f.transposed, deadline, grows_depth_first(options),
                                             optimum(flow_net(part.topology, nodes, [1] * len(nodes), f.transposed)).k,
@@ -180,5 +202,4 @@ def split_pair(instance: Instance, halves: list[Forest], options: Options, deadl
                      for part, f in zip(parts, halves))
     except (Unsupported, FlowTooLarge):
         return {}
-    return {f"{SPLIT_PAIR} ({s.seconds(instance.collective.message_bytes) * 1e3:.4f} ms in the pipelined limit)":
-            overlap.aligned(*pair)}
+    return {name: overlap.aligned(*pair)}

@@ -184,7 +184,7 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False) -> tuple[list, dict]:
+          deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False, start=None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
@@ -198,7 +198,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     those would not fit the time left (``kept``, :meth:`.incumbent.Kept.fits`), at fewer
     (:func:`_price_extra`), and kept where their summed time is less than the chosen pair's
     (``extra_at_probe_rate``: an extra pair costs about what a probe costs a send, so it is
-    priced once, at the most of those pieces and their cuts by 17/20 that fits).
+    priced once, at the most of those pieces and their cuts by 17/20 that fits; ``start(pair,
+    pieces)``: the pieces an extra pair starts from instead, where its fill wants more).
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
     times it has the least of and every candidate's times."""
@@ -222,7 +223,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
     at = {n: pieces for n in priced}
     for other, pair in (extra() if extra is not None else {}).items():  # the run's time, not the probes' share
-        q, got = _price_extra(pair, pieces, sends, lambda q: price(pair, q), whole, kept, extra_at_probe_rate)
+        first = list(pieces) if start is None else start(pair, pieces)
+        q, got = _price_extra(pair, first, sends, lambda q: price(pair, q), whole, kept, extra_at_probe_rate)
         if got is not None:
             pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
@@ -230,9 +232,10 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     record = {"chosen": name, "probe_pieces": pieces, "chosen_pieces": at.get(name, pieces),
               "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
-    fewer = {n: q for n, q in at.items() if q != pieces}
-    if fewer:  # extra pairs priced at fewer pieces, the time left being short
-        record["fewer_pieces"] = fewer
+    elsewhere = {n: q for n, q in at.items() if q != pieces}
+    if elsewhere:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
+        fewer = all(max(q) < max(pieces) for q in elsewhere.values())
+        record["fewer_pieces" if fewer else "other_pieces"] = elsewhere
     return list(pairs[name]), record
 
 

@@ -137,11 +137,14 @@ def _refuse_instant_switch(schedule, instance) -> None:
                            "arrival's step; price it with the sync model or keep switch_hop = timestep")
 
 
-def price_in_order(schedule, instance, timestep=None, exact_deps=None, plan: PricingPlan | None = None) -> Cost:
+def price_in_order(schedule, instance, timestep=None, exact_deps=None, plan: PricingPlan | None = None,
+                   links_as: np.ndarray | None = None) -> Cost:
     """The schedule's time when every link serves its messages in step order (module doc):
     a longest path over the hops in step order. ``T_L_s`` sums the latencies on the critical
     path, ``T_B_s`` is the rest. Dependencies are exact pairs or group prefixes as in
-    :func:`collsynth.tens.cost.price_event` (``exact_deps``)."""
+    :func:`collsynth.tens.cost.price_event` (``exact_deps``). ``links_as``: per link pair, the
+    pair whose order it is served in (a link orbit's representative,
+    :mod:`collsynth.tens.pipelined_event`), as in :func:`collsynth.tens.cost.price_event`."""
     _refuse_instant_switch(schedule, instance)
     n = len(schedule)
     if n == 0:
@@ -159,7 +162,8 @@ def price_in_order(schedule, instance, timestep=None, exact_deps=None, plan: Pri
         ditems = dep.pairs[1]
     else:
         dptr, ditems = np.zeros(0, np.int64), np.zeros(0, np.int32)
-    best, lat, bad = in_order_times(nbytes, rt.r, rt.ptr, rt.links, la.bandwidth, la.alpha, dptr, ditems, dep.g_in,
+    links = rt.links if links_as is None else links_as[rt.links].astype(rt.links.dtype)
+    best, lat, bad = in_order_times(nbytes, rt.r, rt.ptr, links, la.bandwidth, la.alpha, dptr, ditems, dep.g_in,
                                     dep.p, dep.ga, dep.gstart, dep.members)
     plan.done("event-inorder")
     if bad >= 0:
