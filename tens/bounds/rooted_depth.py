@@ -231,9 +231,10 @@ def split_lp(S: int, tails: tuple, profiles: tuple) -> float | None:
     solver fails.
 
     A triangle into GPU 0 (module doc): in one step every position arrives twice, ``2 T*``; in
-    two, with ``s`` single positions (all completed in step 2, ``s <= 4 b_1`` by 2'.) and ``M_1``
-    multiple ones completed in step 1 (``M_1 <= b_1`` by 3'.): ``1 - M_1 <= 2 b_2`` and ``2 -
-    s <= 2 T_B``, so ``T_B >= 2/3 = 4/3 T*`` (bytes ``M = 1``, links 1 B/s):
+    two, with ``s`` single positions (all completed in step 2, ``s <= 4 b_1 - 2 M_1`` by 2'.)
+    and ``M_1`` multiple ones completed in step 1 (``M_1 <= b_1`` by 3'.): ``1 - M_1 <= 2 b_2``
+    by 1'. and ``2 - s <= 2 T_B`` by 3'.; with ``b_1 = M_1 + e``, ``T_B >= max((1 + M_1) / 2 +
+    e, 1 - M_1 - 2 e) >= 2/3 = 4/3 T*`` (bytes ``M = 1``, links 1 B/s):
 
     >>> triangle = ((1, 0.5), (2, 0.5)), ((1.0, 1, (1, 2)), (1.0, 1, (2, 1)))
     >>> split_lp(1, *triangle), round(split_lp(2, *triangle), 9)
