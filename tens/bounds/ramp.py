@@ -206,12 +206,14 @@ def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
 
 
 def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
-                     most: int = MAX_STEPS) -> float | None:
+                     most: int = MAX_STEPS, gap: float = 0.0) -> float | None:
     """``min_S [max(L, S alpha) + max(T*, lp(S))]`` over ``S >= first`` for ``lp`` not growing
     with ``S``; None when ``lp`` returns None (no ``S`` may be left out of the minimum). ``lp``
     is solved at ``first``, twice that and so on up to ``most``; every ``S`` beyond the largest
     solved costs at least ``max(L, S alpha) + T*`` (the phases of :mod:`.drain` are searched
-    so too).
+    so too). With ``gap > 0`` a range whose least cost is within that share of the best value
+    found is not split and that least cost is returned if lower (fewer programs, a value at
+    most ``gap`` below the minimum, still a bound).
 
     Between two ``S`` solved, ``S_a < S_b``, every ``S`` costs at least ``max(L, S_a alpha) +
     max(T*, lp(S_b))``; beyond the largest, ``max(L, S alpha) + T*``: the range is split where
@@ -241,15 +243,19 @@ def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
         if max(L, S * alpha) + T_star >= min(value(s) for s in got) or S >= most:
             break
         S *= 2
-    best = min(value(s) for s in got)
+    best = floor = min(value(s) for s in got)
     parts = list(zip(sorted(got)[:-1], sorted(got)[1:]))
     while parts:
         a, b = parts.pop()
-        if b - a <= 1 or max(L, a * alpha) + got[b] >= best:
+        below = max(L, a * alpha) + got[b]  # what every S between a and b costs at least
+        if b - a <= 1 or below >= best:
+            continue
+        if below >= best * (1 - gap):  # not split: the value returned is at most ``below``
+            floor = min(floor, below)
             continue
         mid = (a + b) // 2
         if not solve(mid):
             return None
         best = min(best, value(mid))
         parts += [(a, mid), (mid, b)]
-    return max(min(best, max(L, (S + 1) * alpha) + T_star), L + T_star)
+    return max(min(best, floor, max(L, (S + 1) * alpha) + T_star), L + T_star)

@@ -30,6 +30,31 @@ pays at least the least alpha ``alpha_min``: ``T >= min_S [max(L, S alpha_min) +
 LP(S))]``. With one GPU at ``d`` hops and ``O_v = R``, ``LP(S) = T* S / (S - d + 1)``: ``S - d +
 1`` equal pieces pipelined down ``d`` hops, which that schedule reaches.
 
+**Refined: one arrival or several.** Call a position *single through* ``u`` when exactly one
+send of it reaches ``r`` by the step ``r`` completes it, that send on a link ``(u, r)``, and
+*multiple* otherwise. A single position's one arrival carries every other GPU's contribution,
+none of which passed through ``r`` (that would be a second arrival), so GPU ``v``'s reached
+``u`` on a path avoiding ``r``: it left ``v`` by step ``t - D_u(v) + 1``, ``D_u(v)`` = ``v``'s
+hops to ``u`` in the graph without ``r``, plus one (``D_u(v) >= d_v``). A multiple position
+reached ``r`` at least twice by its step. With ``X_u(t)`` the single positions through ``u``
+completed by step ``t``, ``M(t)`` the multiple ones and ``R_u`` the bandwidth of ``u``'s links
+into ``r``:
+
+1'. ``X_u(t) - X_u(t - 1) <= R_u b_t``, and the completions of step ``t`` of every sort at most
+    ``R b_t`` (each has an arrival in step ``t``);
+2'. for every GPU ``v`` and step ``s``: ``sum_u X_u(s + D_u(v) - 1) + M(s + d_v - 1) <= O_v (b_1
+    + ... + b_s)`` (counts past ``S`` read at ``S``; what ``v`` sent by ``s`` holds each of them);
+3'. ``sum_u X_u(t) + 2 M(t) <= R (b_1 + ... + b_t)``: the arrivals at ``r`` by step ``t``.
+
+Every ``X_u`` and ``M`` never decreases and ``sum_u X_u(S) + M(S) = M``. The least ``sum_t b_t``
+under 1'.-3'. (:func:`split_lp`) is at least ``LP(S)`` (2'. with ``D_u(v) >= d_v`` gives 2.) and
+replaces it. Rows of 2'. are kept only for GPUs farthest overall or through some ``u``, fewer
+rows giving a lower value (still a bound), and ``S`` is searched to within ``GAP`` of the
+least value. On a triangle of GPUs (links ``B``) into GPU 0: one step costs ``M / B`` (every
+position arrives twice), two steps ``2 M / (3 B)`` (a third of the positions through each
+neighbour, a third sent directly by both: that schedule meets it), where 1. and 2. give
+``M / (2 B)`` for both.
+
 **Two GPUs behind a switch** (links ``B``, alpha ``M / (16 B)``): ``d = 2``, the bound is ``5 M /
 (16 B) + 5 M / (4 B)`` at ``S = 5``, four pieces through the switch (:func:`rooted_lp`).
 
@@ -46,6 +71,8 @@ from ..ten import latency_pipelined
 from .demand import instant_out
 from .ramp import MAX_STEPS, SAFETY, least_over_steps
 from .record import Bound, not_computed
+
+GAP = 1e-4  # the step count is searched to within this share of the least value (fewer programs)
 
 
 def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
@@ -68,13 +95,19 @@ def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> 
     if not senders or root_in <= 0:
         return not_computed("sync", "rooted depth", "no GPU sends to the root")
     first = max(d for d, _ in senders)
-    value = least_over_steps(lambda S: rooted_lp(S, coll.message_bytes, root_in, senders), alpha, latency.value,
-                             bandwidth.value, first=first, most=max(MAX_STEPS, 2 * first))
+    tails, profiles = in_link_profiles(la, int(coll.root), [int(v) for v in coll.nodes])
+    per_share = coll.message_bytes / root_in
+    value = least_over_steps(lambda S: _scaled(split_lp(S, tails, profiles), per_share), alpha, latency.value,
+                             bandwidth.value, first=first, most=max(MAX_STEPS, 2 * first), gap=GAP)
     if value is None:
         return not_computed("sync", "rooted depth", "the step program was not solved")
     return Bound(value * (1 - SAFETY), "s", "sync", "rooted depth", f"r={int(coll.root)} d={first}",
                  f"steps of at least {alpha:g} s each against a reduction that reaches the root {first} hops "
                  "after leaving its farthest GPU")
+
+
+def _scaled(share: float | None, per_share: float) -> float | None:
+    return None if share is None else share * per_share
 
 
 def feeders(la, root: int, participants: list[int]) -> tuple[float, tuple]:
@@ -145,3 +178,110 @@ def rooted_lp(S: int, need: float, into: float, senders: tuple) -> float | None:
     if res.status == 2:
         return float("inf")
     return float(res.fun) * need / into if res.status == 0 else None
+
+
+def in_link_profiles(la, root: int, participants: list[int]) -> tuple[tuple, tuple]:
+    """``(tails, profiles)``: per GPU or switch ``u`` with links into ``root``, ``(u, share)``,
+    the share of the bandwidth into the root those links carry; per other participant ``v``,
+    ``(O_v / R, d_v, (D_1, D_2, ...))``: its bandwidth out over the root's in, its hops to the
+    root and, per tail in ``tails``' order, ``D_u(v)`` = its hops to ``u`` through paths
+    avoiding the root, plus one (module doc, the refined argument). A tail that some
+    participant cannot reach without the root is left out (no position arrives through it
+    alone).
+
+    >>> from collsynth.instances.topology import from_edges
+    >>> e = lambda u, v: [(u, v, {"bandwidth": 1.0, "alpha": 1.0}), (v, u, {"bandwidth": 1.0, "alpha": 1.0})]
+    >>> in_link_profiles(from_edges(4, e(0, 1) + e(1, 2) + e(2, 3) + e(3, 0)).link_arrays, 0, [0, 1, 2, 3])
+    (((1, 0.5), (3, 0.5)), ((1.0, 1, (1, 3)), (1.0, 1, (3, 1)), (1.0, 2, (2, 2))))
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = la.size
+    reversed_all = csr_matrix((np.ones(len(la.src)), (la.dst, la.src)), shape=(n, n))
+    keep = (la.src != root) & (la.dst != root)
+    reversed_rest = csr_matrix((np.ones(int(keep.sum())), (la.dst[keep], la.src[keep])), shape=(n, n))
+    into = la.dst == root
+    R = float(la.bandwidth[into].sum())
+    tails = sorted({int(u) for u in la.src[into]})
+    others = [v for v in participants if v != root]
+    d = shortest_path(reversed_all, unweighted=True, indices=root)
+    to_tail = shortest_path(reversed_rest, unweighted=True, indices=tails) if tails else np.zeros((0, n))
+    kept = [k for k in range(len(tails)) if np.isfinite(to_tail[k][others]).all()]
+    shares = tuple((tails[k], float(la.bandwidth[into & (la.src == tails[k])].sum()) / R) for k in kept)
+    out_bw = np.bincount(la.src, weights=la.bandwidth, minlength=n)
+    profiles = {(float(out_bw[v]) / R, int(d[v]), tuple(int(to_tail[k][v]) + 1 for k in kept))
+                for v in others if np.isfinite(d[v])}
+    kept_rows = [p for p in profiles if not any(q != p and _implies(q, p) for q in profiles)]
+    farthest = [p for p in kept_rows if p[1] == max(q[1] for q in kept_rows)
+                or any(D == max(q[2][k] for q in kept_rows) for k, D in enumerate(p[2]))]
+    return shares, tuple(sorted(farthest))
+
+
+def _implies(q: tuple, p: tuple) -> bool:
+    """Whether profile ``q``'s rows imply ``p``'s: no more bandwidth out, no fewer hops anywhere."""
+    return q[0] <= p[0] and q[1] >= p[1] and all(a >= b for a, b in zip(q[2], p[2]))
+
+
+def split_lp(S: int, tails: tuple, profiles: tuple) -> float | None:
+    """The refined ``LP(S)`` (module doc) as a share of ``T*``: the least ``sum_t b_t`` (in
+    units of ``need / R``) over ``S`` steps completing every position either from one arrival
+    through one tail of ``tails`` (``(u, share)``) or from several; ``profiles`` as
+    :func:`in_link_profiles` gives them. Infinite where no ``S`` steps suffice, None when the
+    solver fails.
+
+    A triangle into GPU 0 (module doc): in one step every position arrives twice, ``2 T*``; in
+    two, with ``s`` single positions (all completed in step 2, ``s <= 4 b_1 - 2 M_1`` by 2'.)
+    and ``M_1`` multiple ones completed in step 1 (``M_1 <= b_1`` by 3'.): ``1 - M_1 <= 2 b_2``
+    by 1'. and ``2 - s <= 2 T_B`` by 3'.; with ``b_1 = M_1 + e``, ``T_B >= max((1 + M_1) / 2 +
+    e, 1 - M_1 - 2 e) >= 2/3 = 4/3 T*`` (bytes ``M = 1``, links 1 B/s):
+
+    >>> triangle = ((1, 0.5), (2, 0.5)), ((1.0, 1, (1, 2)), (1.0, 1, (2, 1)))
+    >>> split_lp(1, *triangle), round(split_lp(2, *triangle), 9)
+    (2.0, 1.333333333)
+    """
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    K = len(tails)
+    b, u, m = np.arange(S), S + np.arange(S), 2 * S + np.arange(S)
+    x = [3 * S + k * S + np.arange(S) for k in range(K)]
+    n = (3 + K) * S
+    ub, eq = ([], [], []), ([], [], [])
+    rhs_ub, rhs_eq = [], []
+
+    def row(rows, rhs, entries, bound):
+        for j, v in entries:
+            rows[0].append(len(rhs))
+            rows[1].append(j)
+            rows[2].append(v)
+        rhs.append(bound)
+
+    def step(var, t, sign=1.0):  # the completions in step t of a cumulative variable
+        return [(var[t], sign)] + ([(var[t - 1], -sign)] if t else [])
+
+    for t in range(S):
+        row(eq, rhs_eq, step(u, t) + [(b[t], -1.0)], 0.0)
+        row(ub, rhs_ub, sum((step(x[k], t) for k in range(K)), step(m, t)) + [(b[t], -1.0)], 0.0)  # 1.
+        for k, (_, share) in enumerate(tails):
+            row(ub, rhs_ub, step(x[k], t) + [(b[t], -share)], 0.0)  # 1. per tail
+            if t:
+                row(ub, rhs_ub, step(x[k], t, -1.0), 0.0)  # cumulative: never decreasing
+        if t:
+            row(ub, rhs_ub, step(m, t, -1.0), 0.0)
+        row(ub, rhs_ub, [(x[k][t], 1.0) for k in range(K)] + [(m[t], 2.0), (u[t], -1.0)], 0.0)  # 3.
+    for out, d, depths in profiles:  # 2'. what is completed by s + D - 1 left v by step s
+        for s in range(S + 1):
+            entries = [(var[min(S, s + D - 1) - 1], 1.0) for var, D in zip(x + [m], list(depths) + [d])
+                       if s + D - 1 >= 1]
+            if entries:
+                row(ub, rhs_ub, entries + ([(u[s - 1], -out)] if s else []), 0.0)
+    row(ub, rhs_ub, [(x[k][S - 1], -1.0) for k in range(K)] + [(m[S - 1], -1.0)], -1.0)  # all completed
+    A_ub = sparse.csr_matrix((ub[2], (ub[0], ub[1])), shape=(len(rhs_ub), n))
+    A_eq = sparse.csr_matrix((eq[2], (eq[0], eq[1])), shape=(len(rhs_eq), n))
+    cost = np.r_[np.ones(S), np.zeros(n - S)]
+    res = linprog(cost, A_ub=A_ub, b_ub=np.array(rhs_ub), A_eq=A_eq, b_eq=np.array(rhs_eq),
+                  bounds=[(0, None)] * n, method="highs")
+    if res.status == 2:
+        return float("inf")
+    return float(res.fun) if res.status == 0 else None
