@@ -205,10 +205,12 @@ def check_one_model_objective(log: int, model: str) -> dict:
     return got
 
 
-@pytest.mark.parametrize("log, model", [(16, "sync"), (22, "event")])
+@pytest.mark.parametrize("log, model", [(16, "sync"), (14, "event")])
 def test_one_model_objective_is_never_above_fixed_pipelining_in_that_model(log, model):
-    """:func:`check_one_model_objective` once for each model. Every size from 16 KB to 1 GB in
-    both: ``python benchmarks/bench_latency_choice.py --only one-model``."""
+    """:func:`check_one_model_objective` once for each model, at a size where the choice takes
+    fewer pieces than the fixed depth (16 KB under ``event``: 400 against 1,600; at 256 KB and
+    above it takes the fixed depth's, so the check holds with equality). Every size from 16 KB
+    to 1 GB in both: ``python benchmarks/bench_latency_choice.py --only one-model``."""
     check_one_model_objective(log, model)
 
 
