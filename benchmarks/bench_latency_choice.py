@@ -51,6 +51,14 @@ def _label(args: tuple) -> str:
     return ", ".join(str(a) for a in args if isinstance(a, (int, str)))
 
 
+def _figures(got: dict) -> str:
+    """A check's figures (nested per size where it has several) as ``name=value`` pairs."""
+    def one(d: dict) -> str:
+        return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items())
+    return "; ".join(f"2^{k}: {one(v)}" for k, v in got.items()) if isinstance(next(iter(got.values())), dict) \
+        else one(got)
+
+
 def main(only: str | None = None, step: int = 1) -> int:
     """Run every case, print a Markdown table row a case; the number of failed cases."""
     failed = 0
@@ -58,7 +66,7 @@ def main(only: str | None = None, step: int = 1) -> int:
     for name, check, args in _cases(only, step):
         t0 = time.process_time()
         try:
-            figures = check(*args)
+            figures = _figures(check(*args))
         except AssertionError as e:
             failed += 1
             figures = f"FAILED: {e}"
