@@ -182,11 +182,10 @@ def check_priced_choice_through_the_pipeline(log: int, kind: str) -> dict:
 @pytest.mark.parametrize("log, kind", [(14, "allgather"), (30, "broadcast"), (17, "reduce_scatter"), (24, "reduce")])
 def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log, kind):
     """:func:`check_priced_choice_through_the_pipeline` once for each single-forest collective:
-    at 16 KB and 128 KB, where latency rules, and at 16 MB
-    and 1 GB fewer pieces than the fixed depth's price above it, so a choice that is not the
-    least priced fails the comparison (taking the most priced instead fails both). Every size
-    from 16 KB to 4 GB and every such collective: ``python benchmarks/bench_latency_choice.py
-    --only through-pipeline``."""
+    at 16 KB and 128 KB, where latency rules, and at 16 MB and 1 GB, where fewer pieces than
+    the fixed depth's price above it, so that a choice other than the least priced fails the
+    comparison (taking the most priced instead fails both). Every size from 16 KB to 4 GB and
+    every such collective: ``python benchmarks/bench_latency_choice.py --only through-pipeline``."""
     check_priced_choice_through_the_pipeline(log, kind)
 
 
