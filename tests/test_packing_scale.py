@@ -10,7 +10,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from collsynth.instances.box_shift import box_shift
 from collsynth.instances.generators import build
@@ -133,32 +132,38 @@ def _priced_sum(inst, f, pieces: int) -> float:
     return price_sync(sched, inst).total_s + price_event(sched, inst).total_s
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.integers(16, 20), st.integers(28, 32))  # 25 pairs of sizes, 6 a run (was 15: 1.5 s of CPU each)
-def test_latency_choice_fewer_pieces_for_small_messages_never_worse_than_fixed(switch8, small_log, large_log):
-    """A message of 64 KB-1 MB is cut into fewer pieces than one of 256 MB-4 GB, and at every
-    size the choice, priced (sync + event) here, is at most the fixed-depth pipelining at the
-    optimum's k priced the same way (its depth recomputed from the trees, not read from the
-    choice); the choice says it was priced."""
+def check_fewer_pieces_for_small_messages(topo, small_log: int, large_log: int) -> dict:
+    """A message of ``2**small_log`` bytes is cut into fewer pieces than one of
+    ``2**large_log``, and at each size the choice, priced (sync + event) here, is at most the
+    fixed-depth pipelining at the optimum's k priced the same way (its depth recomputed from
+    the trees, not read from the choice); the choice says it was priced. Returns each size's
+    pieces and summed prices (``benchmarks/bench_latency_choice.py`` sweeps every pair)."""
     picked = {}
     for log in (small_log, large_log):
-        inst, f, g, pieces, choice, alpha = _choice(switch8, 2.0 ** log)
+        inst, f, g, pieces, choice, alpha = _choice(topo, 2.0 ** log)
         fixed = auto_pieces(f.trees, 1)
         assert choice.as_dict()["how"] == "priced" and choice.priced["baseline_objective_s"] is not None
-        assert _priced_sum(inst, g, pieces) <= _priced_sum(inst, f, fixed) * (1 + 1e-12)
+        ours, theirs = _priced_sum(inst, g, pieces), _priced_sum(inst, f, fixed)
+        assert ours <= theirs * (1 + 1e-12), (log, ours, theirs)
         assert choice.k == g.k and choice.pieces == pieces
-        picked[log] = pieces
-    assert picked[small_log] < picked[large_log]
+        picked[log] = {"pieces": pieces, "fixed_pieces": fixed, "ours_s": ours, "fixed_s": theirs}
+    assert picked[small_log]["pieces"] < picked[large_log]["pieces"]
+    return picked
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(14, 32), st.sampled_from(["allgather", "broadcast", "reduce_scatter", "reduce"]))
-def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log, kind):
+def test_latency_choice_fewer_pieces_for_small_messages_never_worse_than_fixed(switch8):
+    """256 KB and 256 MB, the closest pair of the sweep's small (64 KB-1 MB) and large
+    (256 MB-4 GB) sizes: :func:`check_fewer_pieces_for_small_messages`. Every pair of the
+    sweep: ``python benchmarks/bench_latency_choice.py --only fewer-pieces``."""
+    check_fewer_pieces_for_small_messages(switch8, 18, 28)
+
+
+def check_priced_choice_through_the_pipeline(log: int, kind: str) -> dict:
     """Through the pipeline (verified, priced): the chosen schedule's sync + event time is at
     most that of the same run at the fixed depth (``pieces`` set: the optimum's trees), on two
-    boxes of four GPUs behind a switch each, joined by a third switch, for any size from 16 KB
-    to 4 GB and every single-forest collective; the row's prices are the ones its choice
-    recorded."""
+    boxes of four GPUs behind a switch each, joined by a third switch, for a ``2**log``-byte
+    ``kind``; the row's prices are the ones its choice recorded. Returns both runs' pieces and
+    summed prices."""
     topo = _two_boxes()
     root = 0 if kind in ("broadcast", "reduce") else None
     inst = make_instance(topo, kind, message_bytes=2.0 ** log, root=root)
@@ -169,15 +174,26 @@ def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log,
     assert choice["how"] == "priced" and choice["priced"]["schedules"] >= 2 and choice["priced"]["unverified"] == 0
     assert choice["priced"]["sync_s"] == pytest.approx(ours["time_sync_s"], rel=1e-9)
     assert choice["priced"]["event_s"] == pytest.approx(ours["time_event_s"], rel=1e-9)
-    assert ours["time_sync_s"] + ours["time_event_s"] <= (fixed["time_sync_s"] + fixed["time_event_s"]) * (1 + 1e-9)
+    summed = {name: row["time_sync_s"] + row["time_event_s"] for name, row in (("ours", ours), ("fixed", fixed))}
+    assert summed["ours"] <= summed["fixed"] * (1 + 1e-9), summed
+    return {"pieces": choice["pieces"], "fixed_pieces": choice["baseline_pieces"], **summed}
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(14, 30), st.sampled_from(["sync", "event"]))
-def test_one_model_objective_is_never_above_fixed_pipelining_in_that_model(log, model):
+@pytest.mark.parametrize("log, kind", [(14, "allgather"), (30, "broadcast"), (17, "reduce_scatter"), (24, "reduce")])
+def test_priced_choice_is_never_above_fixed_pipelining_through_the_pipeline(log, kind):
+    """:func:`check_priced_choice_through_the_pipeline` once for each single-forest collective:
+    at 16 KB and 128 KB, where latency rules, and at 16 MB and 1 GB, where fewer pieces than
+    the fixed depth's price above it, so that a choice other than the least priced fails the
+    comparison (taking the most priced instead fails both). Every size from 16 KB to 4 GB and
+    every such collective: ``python benchmarks/bench_latency_choice.py --only through-pipeline``."""
+    check_priced_choice_through_the_pipeline(log, kind)
+
+
+def check_one_model_objective(log: int, model: str) -> dict:
     """``--param objective=sync|event``: the choice minimises that model's priced time alone, is
     priced under it alone, and the row's time in that model is at most the same run's at the
-    fixed depth (``pieces`` set) through the pipeline, on the two boxes behind switches."""
+    fixed depth (``pieces`` set) through the pipeline, on the two boxes behind switches, for a
+    ``2**log``-byte allgather. Returns both runs' pieces and times in that model."""
     inst = make_instance(_two_boxes(), "allgather", message_bytes=2.0 ** log)
     ours, _ = pipeline.run(inst, "tree-packing", Options(params={"objective": model}, time_limit=300))
     choice = ours["extra"]["forests"][0]["latency_choice"]
@@ -185,7 +201,19 @@ def test_one_model_objective_is_never_above_fixed_pipelining_in_that_model(log, 
     assert ours["verified"] and fixed["verified"], (ours["message"], fixed["message"])
     assert choice["how"] == "priced" and choice["priced"]["models"] == [model] and choice["model"] == model
     assert choice["priced"][f"{model}_s"] == pytest.approx(ours[f"time_{model}_s"], rel=1e-9)
-    assert ours[f"time_{model}_s"] <= fixed[f"time_{model}_s"] * (1 + 1e-9)
+    got = {"pieces": choice["pieces"], "fixed_pieces": choice["baseline_pieces"], "ours": ours[f"time_{model}_s"],
+           "fixed": fixed[f"time_{model}_s"]}
+    assert got["ours"] <= got["fixed"] * (1 + 1e-9), got
+    return got
+
+
+@pytest.mark.parametrize("log, model", [(28, "sync"), (14, "event")])
+def test_one_model_objective_is_never_above_fixed_pipelining_in_that_model(log, model):
+    """:func:`check_one_model_objective` once for each model: 16 KB under ``event`` (the choice
+    takes 400 pieces against the fixed depth's 1,600), 256 MB under ``sync`` (where fewer
+    pieces than the fixed depth's price above it). Every size from 16 KB to 1 GB in both:
+    ``python benchmarks/bench_latency_choice.py --only one-model``."""
+    check_one_model_objective(log, model)
 
 
 def _two_boxes():
@@ -274,11 +302,11 @@ def test_shortest_path_trees_are_the_shallowest_and_verify(gen, params, nodes):
 
 
 def test_latency_choice_falls_back_to_the_estimate_where_the_event_model_cannot_price():
-    """Two DGX-2 chassis behind a switch whose hop to an NPU is instant: the event model refuses
+    """A DGX-2 chassis behind a switch whose hop to an NPU is instant: the event model refuses
     such schedules, so the choice is the estimate's and says why; the schedule still verifies."""
     from collsynth.instances import generators
 
-    topo = generators.build("dgx2", {"chassis": 2, "switch_hop": "instant"})
+    topo = generators.build("dgx2", {"chassis": 1, "switch_hop": "instant"})
     inst = make_instance(topo, "allgather", message_bytes=65536)
     row, sched = pipeline.run(inst, "tree-packing", Options(time_limit=300))
     assert row["verified"] and sched is not None, row["message"]
