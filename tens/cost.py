@@ -90,7 +90,7 @@ from numba import njit
 from .. import InputError
 from ..instances.instance import Instance
 from ..instances.topology import Topology
-from . import event_kernel, event_layout, sync_kernel, ten_kernel
+from . import event_kernel, event_layout, heap, sync_kernel, ten_kernel
 from .dependencies import PAIR_BUDGET, counting_order, dependency_pairs
 from .plan import PricingPlan
 from .routing import MAX_INDEX, Routes, routes
@@ -327,6 +327,7 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
 
 # ---- event -----------------------------------------------------------------------------------
 
+TRIM_FROM_SENDS = 1 << 20  # price_event hands the freed C heap back before its loop from this many sends on
 EVENT_RECORDS = "event records"  # the plan part prepare_event computes ahead and price_event takes
 
 
@@ -437,6 +438,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         rlinks = links_as[rlinks].astype(rlinks.dtype)
     marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
+    if n >= TRIM_FROM_SENDS:  # the expansion's and the plan's freed columns: glibc keeps them resident (heap)
+        heap.release_freed_heap()
     best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
                                                    g_in, blocks, block_ints, waiting, EVENT_LEVELS, after)
     if served != H:

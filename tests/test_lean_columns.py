@@ -4,7 +4,11 @@ schedule, and a schedule whose sends come out of step order gets the very verdic
 the same sends in step order (where the view shares the schedule's columns instead of copying
 them), on tree packing's schedules on small Clos fabrics."""
 
+import platform
+from unittest.mock import patch
+
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from compact_checks import SMALL_CLOS
@@ -12,7 +16,7 @@ from collsynth.instances.generators import build
 from collsynth.instances.instance import make_instance
 from collsynth.solvers.packing.producer import run_compact
 from collsynth.solvers.producers import Options
-from collsynth.tens import cost, verify
+from collsynth.tens import cost, heap, verify
 from collsynth.tens.dependencies import dependencies, step_view, switch_forwards
 from collsynth.tens.pipelined_trees import expand
 from collsynth.solvers.packing.compact import at_pieces
@@ -94,3 +98,33 @@ def test_working_columns_are_int32():
                          np.zeros(2, np.int64), np.ones(2, np.int64), np.array([1, 2], np.int32), np.ones(1, np.int32),
                          sw, False, 1)
     assert fw.run.dtype == fw.leave.dtype == np.int32 and fw.run.tolist() == [0, -1]
+
+
+def _event_prices(s, inst):
+    return [(c.steps, c.T_L_s, c.T_B_s, c.total_s) for c in (
+        cost.price_event(s, inst), cost.price_event(s, inst, exact_deps=False))]
+
+
+@settings(max_examples=4, deadline=None)
+@given(SMALL_CLOS, st.sampled_from(["allgather", "reduce_scatter"]), st.integers(1, 2))
+def test_event_hands_the_freed_heap_back_before_its_loop_and_prices_the_same(fabric, kind, pieces):
+    """From ``TRIM_FROM_SENDS`` sends on, the event model calls ``malloc_trim(0)`` once a
+    pricing (README, "Explicit sends' peak per send"); below, never; the prices are the same."""
+    s, inst = _sends(*fabric, kind, pieces)
+    calls = []
+    with patch.object(heap, "MALLOC_TRIM", calls.append):
+        untrimmed = _event_prices(s, inst)  # a small schedule: under the threshold
+        assert calls == []
+        with patch.object(cost, "TRIM_FROM_SENDS", len(s)):
+            assert _event_prices(s, inst) == untrimmed
+    assert calls == [0, 0]
+
+
+def test_the_heap_release_is_a_no_op_without_malloc_trim():
+    with patch.object(heap, "MALLOC_TRIM", None):
+        assert heap.release_freed_heap() is False
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_glibc_malloc_trim_is_found():
+    assert heap.MALLOC_TRIM is not None and heap.release_freed_heap() is True
