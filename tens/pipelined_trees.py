@@ -56,7 +56,6 @@ import numpy as np
 
 from ..instances.switch_ops import copying_mask
 from ..instances.symmetry import is_automorphism
-from .dependencies import counting_order, counting_order_of
 from .schedule import Schedule, from_arrays, narrowed, reverse
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
@@ -211,6 +210,7 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
     denom = f.k * int(e[-1])
     arr = {name: np.broadcast_to(v, shape).flatten() for name, v in narrowed(cols, denom).items()}
     if not f.reversed and len(arr["step"]):  # in (stable) step order: the step view then shares the columns
+        from .dependencies import counting_order  # numba: imported on use, so `--help` loads no heavy library
         order = counting_order(arr["step"], int(arr["step"].max()) + 1)[0]
         for name in arr:
             arr[name] = arr[name][order]
@@ -256,6 +256,7 @@ def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
     (``benchmarks/bench_clusters_combining.py``)."""
     if not len(sched):
         return sched
+    from .dependencies import counting_order, counting_order_of  # numba: imported on use, so `--help` loads no heavy library
     by_key = counting_order(key, int(key.max()) + 1)[0]  # then stable by step: np.lexsort((key, step)), in int32
     order = counting_order_of(sched.step, int(sched.step.max()) + 1, by_key)[0]
     del by_key

@@ -5,7 +5,7 @@ op`` where the piece ``[lo/denom, hi/denom)`` of chunk ``chunk`` moves over ``sr
 comm step ``step`` (steps start at 1). ``denom`` is one shared denominator, so piece bounds are
 exact rationals kept as integers; whole-chunk schedules have ``denom == 1``. The ids (``chunk``,
 ``src``, ``dst``, ``step``) are int32 where they fit (:func:`id_column`), ``lo``/``hi`` int32 when the
-denominator and every bound are at most ``2**30`` (:func:`piece_columns`: the usual pieces), else int64.
+denominator and every bound are below ``2**30`` (:func:`piece_columns`: the usual pieces), else int64.
 
 ``op`` says what the receiver does: ``OP_COPY`` (store the piece), ``OP_REDUCE`` (combine it
 with what it holds) or ``OP_DEFAULT`` (reduce for combining collectives, copy for the others).
@@ -81,20 +81,20 @@ def id_column(values) -> np.ndarray:
     return column.astype(np.int32)
 
 
-PIECE_LIMIT = 2**30  # piece bounds and denominators up to this are kept int32 (piece_columns)
+PIECE_LIMIT = 2**30 - 1  # piece bounds and denominators up to this are kept int32: a sum of two stays below 2**31
 
 
 def piece_columns(lo, hi, denom: int) -> tuple[np.ndarray, np.ndarray]:
     """``lo`` and ``hi`` (bounds over ``denom``) as flat piece-bound columns of one type: int32
-    when ``denom`` and every bound are in ``0 .. 2**30`` (4 bytes a bound instead of 8; a
+    when ``denom`` and every bound are in ``0 .. 2**30 - 1`` (4 bytes a bound instead of 8; a
     difference, a sum of two bounds or a bound and ``denom`` still fit), int64 otherwise (a bound
     out of range is kept whole for the verifier to name). numpy keeps int32 in arithmetic with
     int32 and Python ints, so code that scales bounds (a new denominator, a product of pieces)
     widens them first.
 
-    >>> [c.dtype.name for c in piece_columns([0, 3], [3, 2**30], 2**30)]
+    >>> [c.dtype.name for c in piece_columns([0, 3], [3, 2**30 - 1], 2**30 - 1)]
     ['int32', 'int32']
-    >>> [piece_columns([0], [1], d)[0].dtype.name for d in (2**30, 2**30 + 1)]
+    >>> [piece_columns([0], [1], d)[0].dtype.name for d in (2**30 - 1, 2**30)]
     ['int32', 'int64']
     >>> piece_columns(np.array([-1], np.int32), np.array([1], np.int32), 2)[0].dtype.name
     'int64'

@@ -90,14 +90,14 @@ def _choose_halves(monkeypatch, picked_is_packed: tuple[bool, bool], alpha: floa
     """The halves :func:`.joint.choose_halves` hands the joint choice, and the forests the greedy
     packing was asked for, with stand-in forests (``picked_is_packed``: per half, whether the
     pick kept the packed forest)."""
-    packed = [SimpleNamespace(name=f"packed {i}", trees=[], on_share=False) for i in range(2)]
-    picked = [p if same else SimpleNamespace(name=f"picked {i}", trees=[], on_share=False)
+    packed = [SimpleNamespace(name=f"packed {i}", trees=[], on_share=False, compact=None) for i in range(2)]
+    picked = [p if same else SimpleNamespace(name=f"picked {i}", trees=[], on_share=False, compact=None)
               for i, (p, same) in enumerate(zip(packed, picked_is_packed))]
     asked, seen = [], {}
 
     def greedy(instance, g, options, deadline):
         asked.append(g.name)
-        return [SimpleNamespace(name=f"greedy {g.name}", trees=[], on_share=False)]
+        return [SimpleNamespace(name=f"greedy {g.name}", trees=[], on_share=False, compact=None)]
 
     def choice(instance, halves, depths, alpha, options, deadline, kept):
         seen["halves"] = [[f.name for f in h] for h in halves]

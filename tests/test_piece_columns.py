@@ -1,5 +1,5 @@
 """A schedule's piece bounds (lo, hi) are int32 only when the denominator and every bound are at
-most 2**30 (tens/schedule.py, piece_columns), kept exactly either way, and widened before they are
+most 2**30 - 1 (tens/schedule.py, piece_columns), kept exactly either way, and widened before they are
 scaled; the verdict and every price of tree packing's explicit sends on small Clos fabrics are the
 same with the narrow bounds as with int64 ones; an allgather's expansion is in step order and the
 reduce-scatter's listing by owner rotation (tens/pipelined_trees.py, owners_ahead) is the stable
@@ -20,7 +20,7 @@ from collsynth.tens import cost, schedule as sch, verify
 from collsynth.tens.dependencies import step_view
 from collsynth.tens.pipelined_trees import expand, owners_ahead
 
-LIMIT = 2**30
+LIMIT = 2**30 - 1  # the largest bound whose sum with another (or with the denominator) is below 2**31
 
 
 @st.composite
