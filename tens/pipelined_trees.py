@@ -256,7 +256,7 @@ def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
     (``benchmarks/bench_clusters_combining.py``)."""
     if not len(sched):
         return sched
-    from .dependencies import counting_order, counting_order_of  # numba: imported on use, so `--help` loads no heavy library
+    from .dependencies import counting_order, counting_order_of  # numba: imported on use (`--help`)
     by_key = counting_order(key, int(key.max()) + 1)[0]  # then stable by step: np.lexsort((key, step)), in int32
     order = counting_order_of(sched.step, int(sched.step.max()) + 1, by_key)[0]
     del by_key
