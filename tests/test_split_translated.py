@@ -19,27 +19,15 @@ from hypothesis import strategies as st
 
 from collsynth.instances.box_shift import box_shift
 from collsynth.instances.instance import make_instance
-from collsynth.instances.topology import from_edges
 from collsynth.solvers.packing import capacity_split, emission, joint, producer, split_form
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost_models, pipelined_allreduce, pipelined_event, pipelined_trees
 from collsynth.tens.cut_optimum import flow_net, optimum
 from collsynth.tens.pipelined_trees import link_orbits
+from test_split_form import two_chassis  # the same miniature: two switches joined by GPU pairs
 
 _PAIRS: dict = {}
 SHAPES = [(4, 1.0), (6, 1.0), (8, 0.25)]  # (GPUs a chassis, cross-link bandwidth); (4, 0.5) packs no translated trees
-
-
-def two_chassis(g: int, cross: float, alpha: float):
-    """Two switches of ``g`` GPUs (1 byte/s each way), odd GPU ``2k+1`` of a chassis linked at
-    ``cross`` byte/s to even GPU ``2k`` of the other, every link of latency ``alpha``."""
-    n, edges = 2 * g, []
-    for v in range(2 * g):
-        s = n + v // g
-        edges += [(v, s, {"bandwidth": 1.0, "alpha": alpha}), (s, v, {"bandwidth": 1.0, "alpha": alpha})]
-    edges += [(c * g + 2 * k + 1, (1 - c) * g + 2 * k, {"bandwidth": cross, "alpha": alpha})
-              for c in range(2) for k in range(g // 2)]
-    return from_edges(n + 2, edges, switches=[n, n + 1])
 
 
 def translated_pair(g: int, cross: float, alpha: float):
