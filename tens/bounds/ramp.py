@@ -84,13 +84,10 @@ def ramp_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
     kind = instance.collective.kind if not instance.concurrent else None
     if kind not in ("allgather", "reduce_scatter", "allreduce"):
         return not_computed("sync", "ramp", "only a single allgather, reduce-scatter or allreduce")
-    if not (latency.computed and bandwidth.computed):
-        return not_computed("sync", "ramp", "needs the latency and bandwidth bounds")
-    topo = instance.topology
-    if latency_pipelined(topo) or instant_out(topo).any():
-        return not_computed("sync", "ramp", "a pipelined latency or an instant switch hop (steps are not the sync "
-                                            "model's store-and-forward steps)")
-    coll = instance.collective
+    refused = steps_refused("ramp", instance, latency, bandwidth)
+    if refused is not None:
+        return refused
+    topo, coll = instance.topology, instance.collective
     if kind == "allreduce" and (reducing_mask(topo).any() or set(coll.nodes) != set(topo.npus)):
         return not_computed("sync", "ramp", "an allreduce where a switch reduces or a compute node takes no part")
     la = (topo.transpose() if kind == "reduce_scatter" else topo).link_arrays
@@ -203,6 +200,19 @@ def steps_lp(S: int, need: float, direct: float, links: tuple) -> float | None:
     if res.status == 2:  # infeasible: no S steps bring it all in
         return float("inf")
     return float(res.fun) * need / unit if res.status == 0 else None
+
+
+def steps_refused(label: str, instance, latency: Bound, bandwidth: Bound) -> Bound | None:
+    """The ``sync`` bound ``label`` not computed, and why, where a step-counting argument
+    cannot run: the latency or bandwidth bound it starts from is missing, or the topology's
+    steps are not the ``sync`` model's store-and-forward steps (a pipelined latency or an
+    instant switch hop); None where it can."""
+    if not (latency.computed and bandwidth.computed):
+        return not_computed("sync", label, "needs the latency and bandwidth bounds")
+    if latency_pipelined(instance.topology) or instant_out(instance.topology).any():
+        return not_computed("sync", label, "a pipelined latency or an instant switch hop (steps are not the sync "
+                                           "model's store-and-forward steps)")
+    return None
 
 
 def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,

@@ -70,9 +70,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...instances.instance import Instance
-from ..ten import latency_pipelined
-from .demand import instant_out
-from .ramp import MAX_STEPS, SAFETY, least_over_steps
+from .ramp import MAX_STEPS, SAFETY, least_over_steps, steps_refused
 from .record import Bound, not_computed
 
 GAP = 1e-4  # the step count is searched to within this share of the least value (fewer programs)
@@ -84,14 +82,10 @@ def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> 
     collective, where no link has a latency, or where steps are not store-and-forward."""
     if instance.concurrent or instance.collective.kind != "reduce":
         return not_computed("sync", "rooted depth", "only a single rooted reduce")
-    coll = instance.collective
-    if not (latency.computed and bandwidth.computed):
-        return not_computed("sync", "rooted depth", "needs the latency and bandwidth bounds")
-    topo = instance.topology
-    if latency_pipelined(topo) or instant_out(topo).any():
-        return not_computed("sync", "rooted depth", "a pipelined latency or an instant switch hop (steps are not "
-                                                    "the sync model's store-and-forward steps)")
-    la = topo.link_arrays
+    refused = steps_refused("rooted depth", instance, latency, bandwidth)
+    if refused is not None:
+        return refused
+    coll, la = instance.collective, instance.topology.link_arrays
     alpha = float(la.alpha.min()) if len(la) else 0.0
     if alpha <= 0:
         return not_computed("sync", "rooted depth", "no link has a latency")
