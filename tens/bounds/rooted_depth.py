@@ -51,8 +51,8 @@ under 1'.-3'. (:func:`split_lp`) is at least ``LP(S)`` (2'. with ``D_u(v) >= d_v
 replaces it. Rows of 2'. are kept only for GPUs farthest overall or through some ``u``, fewer
 rows giving a lower value (still a bound), and ``S`` is searched to within ``GAP`` of the
 least value. The refined program is solved for at most ``REFINED_MOST_GPUS`` participants;
-beyond, its rows (per GPU and in-link) cost 10-20 times the first program's (a 64-GPU torus:
-20 s against 1.8 s, for a value 0.02 % higher), and ``LP(S)`` is used, a bound all the same. On
+beyond, its rows (per GPU and in-link) cost 6-18 times the first program's (an 8x8 torus: 13 s
+of CPU against 1.3 s, for a value 0.02 % higher), and ``LP(S)`` is used, a bound all the same. On
 a triangle of GPUs (links ``B``) into GPU 0: one step costs ``M / B`` (every
 position arrives twice), two steps ``2 M / (3 B)`` (a third of the positions through each
 neighbour, a third sent directly by both: that schedule meets it), where 1. and 2. give
@@ -74,7 +74,7 @@ from .ramp import MAX_STEPS, SAFETY, least_over_steps, steps_refused
 from .record import Bound, not_computed
 
 GAP = 1e-4  # the step count is searched to within this share of the least value (fewer programs)
-REFINED_MOST_GPUS = 32  # beyond, the refined program (per in-link rows) costs 10-20x the first: 20 s on a 64-GPU torus
+REFINED_MOST_GPUS = 32  # beyond, the refined program costs 6-18x the first (benchmarks/bench_rooted_depth_bound.py)
 
 
 def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> Bound:
