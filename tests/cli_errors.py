@@ -23,3 +23,12 @@ def assert_one_error_line(err, must):
         assert m in lines[0], (m, lines[0])
     assert "Traceback" not in err
     return lines[0]
+
+
+def calibrate_with_setting(tmp_path, capsys, setting: str):
+    """``collsynth calibrate`` on a one-measurement manifest carrying the top-level line
+    ``setting``: ``(path, exit code, stdout, stderr)``."""
+    path = tmp_path / "m.toml"
+    path.write_text(f'system = "s"\nsource = "x"\n{setting}\n[[measurement]]\nname = "a"\n'
+                    'program = "p.xml"\ninstance = "i.toml"\nlog = "l.txt"\n')
+    return (path, *run_cli(["calibrate", str(path)], capsys))

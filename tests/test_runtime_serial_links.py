@@ -127,10 +127,7 @@ def test_the_credit_start_keeps_the_better_of_two_fits(credit, gpu_op):
 
 @pytest.mark.parametrize("key", ["serial_links", "credit_start"])
 def test_a_manifest_setting_that_is_not_true_or_false_is_one_line(tmp_path, capsys, key):
-    from cli_errors import assert_one_error_line, run_cli
-    path = tmp_path / "m.toml"
-    path.write_text(f'system = "s"\nsource = "x"\n{key} = "yes"\n[[measurement]]\nname = "a"\n'
-                    'program = "p.xml"\ninstance = "i.toml"\nlog = "l.txt"\n')
-    code, out, err = run_cli(["calibrate", str(path)], capsys)
+    from cli_errors import assert_one_error_line, calibrate_with_setting
+    path, code, out, err = calibrate_with_setting(tmp_path, capsys, f'{key} = "yes"')
     assert code == 2
     assert_one_error_line(err, [f"{path}.{key}", "bool"])

@@ -86,10 +86,7 @@ def test_the_fit_prices_with_the_manifests_sms():
 
 @pytest.mark.parametrize("value", ["-3", "1.5", '"108"'])
 def test_a_bad_manifest_sms_is_one_line(tmp_path, capsys, value):
-    from cli_errors import assert_one_error_line, run_cli
-    path = tmp_path / "m.toml"
-    path.write_text(f'system = "s"\nsource = "x"\nsms = {value}\n[[measurement]]\nname = "a"\n'
-                    'program = "p.xml"\ninstance = "i.toml"\nlog = "l.txt"\n')
-    code, out, err = run_cli(["calibrate", str(path)], capsys)
+    from cli_errors import assert_one_error_line, calibrate_with_setting
+    path, code, out, err = calibrate_with_setting(tmp_path, capsys, f"sms = {value}")
     assert code == 2
     assert_one_error_line(err, [f"{path}.sms"])
