@@ -55,7 +55,8 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     t = time.perf_counter()
     inst = make_instance(build(generator, {**params, "fabric_copy": False}), "allreduce", message_bytes=M)
     out.update(gpus=len(inst.collective.nodes), stage="trees")
-    a = at_sync_depths(run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": "sync"})).schedule, inst)
+    run = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": "sync"})).schedule
+    a = at_sync_depths(run, inst)
     if pa.verify(a, inst) is not None:
         raise ValueError("the run's trees do not verify")
     price = pa.price_sync(a, inst)
@@ -73,14 +74,21 @@ def _measure(out: dict, generator: str, params: dict) -> None:
         return
     out["stage"] = "mixed program"
     fam = _families(inst, a, b)
-    P = a.pieces[0]
-    out["sweep"] = [(Q, _least(fam, [("A", o) for o in range(Q)])[1],
-                     min(((late, *_least(fam, [("A", o + late) for o in range(Q)] + [("B", o) for o in range(Q + 2 * late)]))
-                          for late in LATE), key=lambda r: r[2]))
-                    for Q in (P - 20, P - 10, P, P + 10) if Q > 0]
+    out["sweep"] = [(Q, _least(fam, [("A", o) for o in range(Q)])[1], _mixed(fam, Q))
+                    for Q in (a.pieces[0] - 20, a.pieces[0] - 10, a.pieces[0], a.pieces[0] + 10) if Q > 0]
     out["stage"] = "bound programs"
     out["bound_programs"] = _transit_programs(inst)
     out.update(seconds=time.perf_counter() - t, load=os.getloadavg()[0])
+
+
+def _mixed(fam: dict, Q: int) -> tuple:
+    """``(late, T_B, T_B + alphas)`` of the mixed program (module doc) at ``Q`` of A's pieces,
+    A's pipeline ``late`` steps after B's, the least total over :data:`LATE`."""
+    tried = []
+    for late in LATE:
+        slots = [("A", o + late) for o in range(Q)] + [("B", o) for o in range(Q + 2 * late)]
+        tried.append((late, *_least(fam, slots)))
+    return min(tried, key=lambda r: r[2])
 
 
 def root_exports(f, inst):
@@ -194,8 +202,8 @@ def _least(fam: dict, slots: list) -> tuple[float, float]:
         v += cost[:, cols][rows, js].tolist()
     A = sparse.hstack([sparse.coo_matrix((v, (r, c)), shape=(T * J, n)),
                        -sparse.kron(sparse.identity(T), np.ones((J, 1)))]).tocsr()
-    res = linprog(np.r_[np.zeros(n), np.ones(T)], A_ub=A, b_ub=np.zeros(T * J), A_eq=np.r_[np.ones(n), np.zeros(T)][None],
-                  b_eq=[1.0], bounds=[(0, None)] * (n + T), method="highs")
+    res = linprog(np.r_[np.zeros(n), np.ones(T)], A_ub=A, b_ub=np.zeros(T * J),
+                  A_eq=np.r_[np.ones(n), np.zeros(T)][None], b_eq=[1.0], bounds=[(0, None)] * (n + T), method="highs")
     alpha = np.zeros(T)
     for i, (f, o) in enumerate(slots):
         if res.x[i] > 1e-9:
