@@ -214,27 +214,33 @@ def _least(fam: dict, slots: list) -> tuple[float, float]:
 def _transit_programs(inst) -> dict:
     """Per variant of the box-stage bound's program (:mod:`collsynth.tens.bounds.box_stages`),
     ``(N, ms)``: the least ``N alpha_n + LP(N)`` over ``N`` in :data:`STEPS`: as it stands;
-    with the far imports late (:func:`_two_cases`); with every import arriving 3 steps after it
-    left (not a bound: imports into the first box's own group of boxes take one step)."""
+    with the far imports late (:func:`_two_cases`); with the box switch forwarding a step later
+    (:func:`_forwarding`, a mixed-integer program: at the first's ``N`` and 5 either side);
+    with every import arriving 3 steps after it left (not a bound: imports into the first box's
+    own group of boxes take one step)."""
     from collsynth.tens.bounds import box_stages as bs
 
     k, C, c, E, U, G, H, alpha_n = bs.stage_numbers(inst)
-    g = _group_size(inst)
+    g, box_alpha = _group_size(inst), float(inst.topology.link_arrays.alpha.min()) * E / M
     got = {}
-    for name in ("as it stands", "far imports late", "every import late"):
+    for name in ("as it stands", "far imports late", "forwarding", "every import late"):
         best = None
-        for N in STEPS:
+        near = got["as it stands"][0] if got else 0
+        for N in (near - 5, near, near + 5) if name == "forwarding" else STEPS:
             lp = _program_with_cases(N)
             bs._capacities_and_causality(lp, N, U / E, G / E, H / E)
             if name == "far imports late":
                 _two_cases(lp, N, k, C, c, g)
+            elif name == "forwarding":
+                _forwarding(lp, N, k, C, c, G / E, H / E)
             else:
                 bs._coverage(lp, N, k, C, c)
-                lp.add(lp.upto("muB", N - 1))  # no byte of the second case
+            if name != "far imports late":
+                lp.add(lp.upto("muB", N - 1))  # no byte of the second case but in ``_two_cases``
             if name == "every import late":
                 for j in range(N):
                     lp.add(lp.upto("Qe", j) + lp.upto("Qd", j - 3, -1))
-            value = 1e3 * (_solved(lp) * M / E + N * alpha_n)
+            value = 1e3 * (_solved(lp, box_alpha if name == "forwarding" else 0.0) * M / E + N * alpha_n)
             best = (N, value) if best is None or value < best[1] else best
         got[name] = best
     return got
@@ -261,11 +267,14 @@ def _group_size(inst) -> int:
 
 def _program_with_cases(N: int):
     """The box-stage program's variables (:class:`collsynth.tens.bounds.box_stages._Program`)
-    with ``muB``: the byte positions of the second case (:func:`_two_cases`)."""
+    with ``muB`` (the byte positions of :func:`_two_cases`' second case) and, per quiet group,
+    those of :func:`_forwarding`."""
     from collsynth.tens.bounds.box_stages import _Program
 
     class WithCases(_Program):
-        NAMES = _Program.NAMES + ("muB",)
+        FORWARD = ("gL", "gR", "qL", "qR", "hF", "hR", "qF", "qS", "b", "uN", "vN")
+        NAMES = _Program.NAMES + ("muB",) + FORWARD
+        GROUPS = _Program.GROUPS + FORWARD
 
     return WithCases(N)
 
@@ -293,15 +302,58 @@ def _two_cases(lp, N: int, k: int, C: int, c: int, g: int) -> None:
     add(upto("mu", N - 1, -1) + upto("muB", N - 1, -1), -1.0)
 
 
-def _solved(lp) -> float:
-    """The least ``sum p + sum q`` of the program ``lp`` (``M / E`` units)."""
-    from scipy.optimize import linprog
+def _forwarding(lp, N: int, k: int, C: int, c: int, G: float, H: float) -> None:
+    """Rows d-f of the box-stage argument where every link inside a box joins a GPU and the
+    box switch: a box mate's input reaches an exporter through the switch, so it went up two
+    steps before the export at least, and an import reaches a box mate two steps after its
+    arrival at least. Per quiet group ``i`` (before NIC step ``i``), its last step's sends up
+    (``gL``) and first step's down (``hF``) are split off, and ``b_i`` (0 or 1) says whether it
+    has a step: the sends up in NIC step ``j - 1`` cover exports of NIC step ``j`` only where
+    group ``j`` has one (``uN``), the sends down in NIC step ``j + 1`` imports of NIC step ``j``
+    likewise (``vN``); a quiet step pays at least the least alpha (:func:`_solved`)."""
+    col, add, upto, after = lp.col, lp.add, lp.upto, lp.after
+    big = 10.0 * (N + 1) * max(1.0, G, H)  # more than any step's sends in the program's units
+    for i in range(N + 1):
+        for part, rest, of, cap, q1, q2 in (("gL", "gR", "gQ", G, "qL", "qR"), ("hF", "hR", "hQ", H, "qF", "qS")):
+            add([(1, col[part][i]), (1, col[rest][i]), (-1, col[of][i])], equal=True)
+            add([(1, col[q1][i]), (1, col[q2][i]), (-1, col["q"][i])], equal=True)
+            add([(1, col[part][i]), (-cap, col[q1][i])])
+            add([(1, col[rest][i]), (-cap, col[q2][i])])
+        add([(1, col["q"][i]), (-big, col["b"][i])])
+        for usable, sent, at in (("uN", "gN", i - 1), ("vN", "hN", i)):
+            add([(1, col[usable][i]), (-big, col["b"][i])])
+            add([(1, col[usable][i])] + ([(-1, col[sent][at])] if 0 <= at < N and i >= 1 else []))
+    for j in range(N):
+        add([(1, col["W"][j]), (-c, col["Pd"][j])])
+        add(upto("W", j) + upto("Pd", j, -1) + upto("gQ", j - 1, -1) + [(-1, col["gR"][j])]
+            + upto("gN", j - 2, -1) + [(-1, col["uN"][j])])
+        add([(1, col["Z"][j]), (-c, col["Qe"][j])])
+        late = after("hQ", j + 1, -1) + [(-1, col["hR"][j + 1])]
+        if j + 1 < N:
+            late += after("hN", j + 1, -1) + [(-1, col["vN"][j + 1])]
+        add(after("Z", j - 1) + after("Qe", j - 1, -1) + late)
+        add(upto("Pd", j, -1) + upto("mu", j, k - 1))
+        add(after("Qd", j - 1, -1) + after("mu", j - 1, k - 1))
+        add(upto("W", j, -1) + upto("mu", j, C - c))
+        add(after("Z", j, -1) + after("mu", j - 1, C - c))
+    add(upto("mu", N - 1, -1), -1.0)
+
+
+def _solved(lp, quiet_alpha: float = 0.0) -> float:
+    """The least ``sum p + sum q`` of the program ``lp`` (``M / E`` units), plus ``quiet_alpha``
+    a quiet group with a step (:func:`_forwarding`'s ``b``, integral: a mixed-integer program)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
 
     A, rhs, eq = lp.matrix()
     cost = np.zeros(A.shape[1])
     cost[lp.col["p"]] = cost[lp.col["q"]] = 1.0
-    res = linprog(cost, A_ub=A[~eq], b_ub=rhs[~eq], A_eq=A[eq], b_eq=rhs[eq], bounds=[(0, None)] * A.shape[1],
-                  method="highs")
+    cost[lp.col["b"]] = quiet_alpha
+    whole = np.zeros(A.shape[1])
+    whole[lp.col["b"]] = 1.0 if quiet_alpha > 0 else 0.0
+    top = np.full(A.shape[1], np.inf)
+    top[lp.col["b"]] = 1.0
+    rows = [LinearConstraint(A[~eq], -np.inf, rhs[~eq]), LinearConstraint(A[eq], rhs[eq], rhs[eq])]
+    res = milp(cost, constraints=rows, integrality=whole, bounds=Bounds(0, top), options={"time_limit": 120})
     return float(res.fun) if res.status == 0 else float("nan")
 
 
@@ -310,7 +362,7 @@ def render(rows: list[dict]) -> str:
     mixed program's least ``T_B`` plus alphas (A's start, late by that many steps)."""
     head = ["fabric", "GPUs", "A sync ms (pieces, steps)", "B sync ms (pieces, steps)",
             "program at A's pieces -20 / -10 / +0 / +10: A alone -> A + B ms (A late)",
-            "bound's program: as it stands / far imports late / every import late (not a bound) ms (N)",
+            "bound's program: as it stands / far imports late / forwarding / every import late (not a bound) ms (N)",
             "s (load)", "note"]
     body = []
     for r in rows:

@@ -192,9 +192,10 @@ class _Program:
     its prefix sums, and the rows added so far."""
 
     NAMES = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
+    GROUPS = ("q", "gQ", "hQ")  # the families with one variable per quiet group (N + 1), the others per NIC step
 
     def __init__(self, N: int):
-        size = {name: N + 1 if name in ("q", "gQ", "hQ") else N for name in self.NAMES}
+        size = {name: N + 1 if name in self.GROUPS else N for name in self.NAMES}
         self.col, self.prefix, start = {}, {}, 0
         for table in (self.col, self.prefix):  # prefix[name][j]: the sum of name[0 .. j]
             for name in self.NAMES:
