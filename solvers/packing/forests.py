@@ -78,10 +78,10 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
     opt = optimum(net0)
     if hold_back:  # packed greedily on the held-back network, whose optimum is the same in seconds
-        net0 = port_slack.held_back(net0, opt)
-        if net0 is None:
+        held = port_slack.held_back(net0, opt)
+        if held is None:
             return None
-        opt, shape = optimum(net0), "greedy"
+        (net0, opt), shape = held, "greedy"
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()

@@ -27,22 +27,21 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...tens.cut_optimum import FlowNet, FlowTooLarge, Optimum, optimum
+from ...tens.cut_optimum import FlowNet, FlowTooLarge, Optimum, optimum, short_cut, tree_count
 
 GRID = 20  # steps of the factor searched for the least one keeping the optimum (1/20: 5 % of a link)
 
 
-def held_back(net: FlowNet, opt: Optimum) -> FlowNet | None:
+def held_back(net: FlowNet, opt: Optimum) -> tuple[FlowNet, Optimum] | None:
     """``net`` with every link off ``opt``'s witness cut scaled by ``(1 + least) / 2`` (module
-    doc), its optimum ``opt``'s in seconds; None when no link off the cut can give up a grid
-    step, or the scaled capacities would not fit the flow solver.
+    doc) and its optimum, ``opt``'s in seconds (the same witness); None when no link off the cut
+    can give up a grid step, or the scaled capacities would not fit the flow solver.
 
     >>> from collsynth.instances.generators import build
     >>> from collsynth.tens.cut_optimum import flow_net
     >>> line = build("switch", {"nodes": 3, "unwind": 0})  # three GPUs on one switch, equal links
     >>> net = flow_net(line, range(3), [1, 0, 0])  # broadcast from GPU 0: its out-link is the cut
-    >>> held = held_back(net, optimum(net))
-    >>> held is None  # the switch's out-links each carry a whole shard too: no spare at all
+    >>> held_back(net, optimum(net)) is None  # the switch's out-links each carry a whole shard too
     True
     """
     inside = np.zeros(net.nodes, dtype=bool)
@@ -51,21 +50,25 @@ def held_back(net: FlowNet, opt: Optimum) -> FlowNet | None:
     if opt.tau == 0 or on_cut.all():
         return None
     try:
-        lo, hi = 0, GRID  # hi keeps the optimum (d = 1); the optimum falls as d grows
+        if not keeps(net, on_cut, Fraction(GRID - 1, GRID), opt):  # most fabrics: no spare at all
+            return None
+        lo, hi = 0, GRID - 1  # hi keeps the optimum; scaling down only raises it
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if keeps(net, on_cut, Fraction(mid, GRID), opt) else (mid, hi)
-        if hi == GRID:
-            return None
-        return scaled(net, on_cut, (1 + Fraction(hi, GRID)) / 2)
+        d = (1 + Fraction(hi, GRID)) / 2
+        held = scaled(net, on_cut, d)
     except FlowTooLarge:
         return None
+    tau = opt.tau / d.denominator  # units d.denominator times finer: the same seconds
+    return held, replace(opt, tau=tau, witness_ratio=tau, k=tree_count(held, tau))
 
 
 def keeps(net: FlowNet, on_cut: np.ndarray, d: Fraction, opt: Optimum) -> bool:
-    """Whether ``net`` with the links off the cut (``~on_cut``) scaled by ``d`` has ``opt``'s
-    optimum, in seconds."""
-    return optimum(scaled(net, on_cut, d)).tau == opt.tau / d.denominator  # units d.denominator times finer
+    """Whether ``net`` with the links off the cut (``~on_cut``) scaled by ``d`` keeps ``opt``'s
+    optimum: its cut condition holds at ``opt``'s time (its optimum is never less)."""
+    held = scaled(net, on_cut, d)
+    return short_cut(held, opt.tau / d.denominator, held.sinks)[0] is None  # units d.denominator times finer
 
 
 def scaled(net: FlowNet, on_cut: np.ndarray, d: Fraction) -> FlowNet:
