@@ -46,6 +46,12 @@ price at 3000 is 1.0080. A100 x8's rooted reduce (36 hops deep breadth-first at 
 depth-first at 14000; 19.8 M sends together): breadth-first 1.7951 / 1.8069x the bound under
 ``event`` at 360 / 900 pieces and 1.8223x at 3600, depth-first 1.0880 / 1.0352x at 1400 / 3500
 and 1.0088x at 14000.
+
+A third candidate is the depth-first packing on the network whose links off the bottleneck cut
+are held back (:mod:`.port_slack`): a FIFO switch port as busy as the cut serves pieces in arrival
+order while its GPU sends in program order. DGX-2 x2 (1 GB, alpha 0, 5900 pieces) went from 1.0396 /
+1.0077 / 1.0085x the bound under ``event`` / ``event-inorder`` / ``sync`` depth-first to 1.0051 /
+1.0055 / 1.0069x held back (``benchmarks/bench_allreduce.py --kinds reduce --only "DGX-2 x2"``).
 """
 
 from __future__ import annotations
