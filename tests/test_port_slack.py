@@ -40,9 +40,9 @@ def test_half_the_spare_off_the_cut_is_held_back_by_hand():
     d = 3/4 (1.5 B/s), the cut's links kept at 1 B/s. On a chain 0 -> 1 -> 2 the link off the
     cut is as busy as the cut (any d < 1 raises the optimum): nothing is held back."""
     net = _net([(0, 1, 1.0), (0, 2, 1.0), (1, 2, 2.0), (2, 1, 2.0)])
-    held, opt = port_slack.held_back(net, optimum(net))
+    held, opt, share = port_slack.held_back(net, optimum(net))
     bw = {(int(u), int(v)): float(b) for u, v, b in zip(held.src, held.dst, held.bandwidth)}
-    assert bw == {(0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.5, (2, 1): 1.5}
+    assert bw == {(0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.5, (2, 1): 1.5} and share == Fraction(3, 4)
     assert optimum(held).tau / held.unit_bw == opt.tau / held.unit_bw == Fraction(1, 2) / net.unit_bw  # kept
     chain = _net([(0, 1, 1.0), (1, 2, 1.0)])
     assert port_slack.held_back(chain, optimum(chain)) is None
@@ -66,11 +66,12 @@ def test_the_miniature_holds_back_a_twentieth_and_its_forest_keeps_every_port_wi
     inst = _miniature()
     coll = inst.collective
     net = flow_net(inst.topology, coll.nodes, [int(v == coll.root) for v in coll.nodes], transpose=True)
-    held, _ = port_slack.held_back(net, optimum(net))
+    held, _, _ = port_slack.held_back(net, optimum(net))
     ratio = {(int(u), int(v)): float(h / b) for u, v, h, b in zip(net.src, net.dst, held.bandwidth, net.bandwidth)}
     assert {r for (u, v), r in ratio.items() if 16 in (u, v) or 17 in (u, v)} == {0.95}
     assert all(ratio[(2 * k, 8 + 2 * k + 1)] == 1.0 for k in range(4))  # reversed: chassis 1 -> 0 links
     f = forests.forest(inst, "broadcast", True, None, True, hold_back=True)
+    assert f.held_back == "19/20"
     bound_s = 1e6 / 4.4
     load = {}
     for t in f.trees:

@@ -76,12 +76,12 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     clock = {"start": time.perf_counter()}
     net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
-    opt = optimum(net0)
+    opt, share = optimum(net0), None
     if hold_back:  # packed greedily on the held-back network, whose optimum is the same in seconds
         held = port_slack.held_back(net0, opt)
         if held is None:
             return None
-        (net0, opt), shape = held, "greedy"
+        (net0, opt, share), shape = held, "greedy"
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
@@ -101,7 +101,7 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     f, split, roots, more = built
     if shape == "auto" and not transposed and not depth_first:
         f = by_root_order(instance, f, split, roots, more, deadline)
-    return f
+    return replace(f, held_back=str(share)) if hold_back else f
 
 
 def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes,

@@ -32,9 +32,9 @@ from ...tens.cut_optimum import FlowNet, FlowTooLarge, Optimum, optimum, short_c
 GRID = 20  # steps of the factor searched for the least one keeping the optimum (1/20: 5 % of a link)
 
 
-def held_back(net: FlowNet, opt: Optimum) -> tuple[FlowNet, Optimum] | None:
-    """``net`` with every link off ``opt``'s witness cut scaled by ``(1 + least) / 2`` (module
-    doc) and its optimum, ``opt``'s in seconds (the same witness); None when no link off the cut
+def held_back(net: FlowNet, opt: Optimum) -> tuple[FlowNet, Optimum, Fraction] | None:
+    """``net`` with every link off ``opt``'s witness cut scaled by ``d = (1 + least) / 2`` (module
+    doc), its optimum (``opt``'s in seconds, the same witness) and ``d``; None when no link off the cut
     can give up a grid step, or the scaled capacities would not fit the flow solver.
 
     >>> from collsynth.instances.generators import build
@@ -61,7 +61,7 @@ def held_back(net: FlowNet, opt: Optimum) -> tuple[FlowNet, Optimum] | None:
     except FlowTooLarge:
         return None
     tau = opt.tau / d.denominator  # units d.denominator times finer: the same seconds
-    return held, replace(opt, tau=tau, witness_ratio=tau, k=tree_count(held, tau))
+    return held, replace(opt, tau=tau, witness_ratio=tau, k=tree_count(held, tau)), d
 
 
 def keeps(net: FlowNet, on_cut: np.ndarray, d: Fraction, opt: Optimum) -> bool:
