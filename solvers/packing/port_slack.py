@@ -18,6 +18,10 @@ cut binds (DGX-2 x2: 4/5, the root's own port, 8 of the bound's 10 ms); half of 
 back, ``d = (1 + least) / 2`` (9/10 there), so the packing keeps the other half to grow its
 trees in (at ``least`` itself the root's port is tight as well). The trees packed on the held-back
 network run at the optimum on the real one (its capacities are at least the held-back ones).
+DGX-2 x2's rooted reduce so packed, at 5900 pieces: 1.0051 / 1.0055 / 1.0069x the bound under
+``event`` / ``event-inorder`` / ``sync`` (:func:`.fifo_reduce.deeper` keeps it there). Of the
+other reductions of ``benchmarks/bench_allreduce.py``'s systems (rooted at the first GPU) none
+has a link off its cut that can give up a twentieth.
 """
 
 from __future__ import annotations
