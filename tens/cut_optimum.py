@@ -238,7 +238,9 @@ def _ingress_witness(net: FlowNet, tau: Fraction) -> tuple[int, ...]:
     live = np.zeros(net.nodes, dtype=bool)
     live[net.src] = True
     live[net.dst] = True
-    for v in net.compute:
+    for v, w in zip(net.compute, net.weight):
+        if w == net.total_weight:  # V \ {v} holds no data (as :func:`_ingress_start` skips v)
+            continue
         inside = live.copy()
         inside[v] = False
         if _ratio(net, inside) == tau:

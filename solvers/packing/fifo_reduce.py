@@ -46,6 +46,12 @@ price at 3000 is 1.0080. A100 x8's rooted reduce (36 hops deep breadth-first at 
 depth-first at 14000; 19.8 M sends together): breadth-first 1.7951 / 1.8069x the bound under
 ``event`` at 360 / 900 pieces and 1.8223x at 3600, depth-first 1.0880 / 1.0352x at 1400 / 3500
 and 1.0088x at 14000.
+
+A third candidate is the depth-first packing on the network whose links off the bottleneck cut
+are held back (:mod:`.port_slack`): a FIFO switch port as busy as the cut serves pieces in arrival
+order while its GPU sends in program order. DGX-2 x2 (1 GB, alpha 0, 5900 pieces) went from 1.0396 /
+1.0077 / 1.0085x the bound under ``event`` / ``event-inorder`` / ``sync`` depth-first to 1.0051 /
+1.0055 / 1.0069x held back (``benchmarks/bench_allreduce.py --kinds reduce --only "DGX-2 x2"``).
 """
 
 from __future__ import annotations
@@ -105,17 +111,20 @@ def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=No
     return one
 
 
-def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline=None, pieces: int | None = None):
+def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline=None, pieces: int | None = None,
+           held_back=None):
     """``f`` (a reduction's greedy forest grown breadth-first) or ``depth_first()`` (the same
     packing grown depth-first, Zhao et al., "ForestColl", arXiv 2402.06787, Section 5.2: either
-    growth packs the optimum), whichever priced time summed over ``models`` is less, each at the
+    growth packs the optimum), or ``held_back()`` when given (grown depth-first on the links
+    off the bottleneck cut held back, :mod:`.port_slack`; None: no such forest), whichever
+    priced time summed over ``models`` is least (the first on a tie), each at the
     pieces the run emits it at (``price(forest, pieces)``, None when it does not verify), or
     where their sends together exceed :data:`RUN_PROBE_SENDS` extrapolated there from fewer
     pieces (:func:`extrapolated`; module doc); ``f`` under ``sync`` alone, when
     ``depth_first()`` is None, when less than :data:`LEAST_SHARE_LEFT` of the run's time limit
-    is left, or when the depth-first schedule's sends, at the seconds a send its comparison took
+    is left, or when the cheaper schedule's sends, at the seconds a send its comparison took
     (verifying and pricing), would not fit the time left. ``chunks``: chunks a root sends per
-    piece; ``pieces``: the run's pieces when set (both are priced at them)."""
+    piece; ``pieces``: the run's pieces when set (all are priced at them)."""
     if models == ("sync",) or not f.transposed or f.shape != "greedy":
         return f
     if deadline is not None and (deadline.expired() or _short(deadline)):
@@ -123,23 +132,37 @@ def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline
     g = depth_first()
     if g is None or g.shape != "greedy":
         return f
-    runs = [pieces or auto_pieces(h.trees, chunks) for h in (f, g)]
-    each = [hops_of(h.trees) * chunks * p for h, p in zip((f, g), runs)]
+    held = held_back() if held_back is not None else None
+    candidates = [f, g] + ([held] if held is not None else [])
+    runs = [pieces or auto_pieces(h.trees, chunks) for h in candidates]
+    each = [hops_of(h.trees) * chunks * p for h, p in zip(candidates, runs)]
     started = time.monotonic()
     if sum(each) <= RUN_PROBE_SENDS:
         priced = sum(each)
-        totals = [_total(price(h, p)) for h, p in zip((f, g), runs)]
+        totals = [_total(price(h, p)) for h, p in zip(candidates, runs)]
     else:
         fewer = [max(1, min(p // 2, int(p * SCALED_PROBE_SENDS / (3 * sum(each))))) for p in runs]
         priced = sum(3 * e * q // p for e, q, p in zip(each, fewer, runs))
         totals = [extrapolated(_total(price(h, q)), _total(price(h, 2 * q)), q, p)
-                  for h, q, p in zip((f, g), fewer, runs)]
-    if totals[1] is None or (totals[0] is not None and totals[0] <= totals[1]):
+                  for h, q, p in zip(candidates, fewer, runs)]
+    best = least(totals)
+    if best == 0:
         return f
     per_send = (time.monotonic() - started) / max(1, priced)
-    if deadline is not None and deadline.left() is not None and per_send * each[1] > deadline.left():
-        return f  # the depth-first schedule would not be verified in the time left
-    return g
+    if deadline is not None and deadline.left() is not None and per_send * each[best] > deadline.left():
+        return f  # the cheaper schedule would not be verified in the time left
+    return candidates[best]
+
+
+def least(totals: list) -> int:
+    """The index of the least of ``totals`` (None: not verified, never least), the first on a
+    tie; 0 when none is verified.
+
+    >>> least([1.02, 1.01, None]), least([1.01, 1.01]), least([None, None])
+    (1, 0, 0)
+    """
+    known = [(t, i) for i, t in enumerate(totals) if t is not None]
+    return min(known)[1] if known else 0
 
 
 def extrapolated(at_q: float | None, at_2q: float | None, q: int, pieces: int) -> float | None:

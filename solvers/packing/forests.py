@@ -23,7 +23,7 @@ from ...instances import Instance
 from ...instances.box_shift import box_shift
 from ...tens.cut_optimum import FlowTooLarge, Optimum, capacities, fixed_k, flow_net, optimum
 from ..producers import Options, Unsupported
-from . import boxes, feeders, orders, rings, shapes, twolevel
+from . import boxes, feeders, orders, port_slack, rings, shapes, twolevel
 from .emission import auto_pieces, emit, with_header
 from .packed import Forest
 from .run_params import OBJECTIVES, asked_shape, objective_name
@@ -39,7 +39,7 @@ TWO_LEVEL_MULTIPLES = (1, 2)  # two-level trees are tried at k and 2 k trees per
 
 def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth_first: bool = False,
            trees: int | None = None, slack: Fraction = Fraction(1), shape: str = "auto",
-           probe: bool = False) -> Forest | None:
+           probe: bool = False, hold_back: bool = False) -> Forest | None:
     """Optimum, split network, packed and routed trees of ``kind`` (allgather or broadcast) over
     the instance's participants, on the transposed topology when ``transposed``. With ``shape``
     ``auto``, two-level trees (:mod:`.twolevel`: at most one relay from a root to any node)
@@ -56,10 +56,12 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
     flow-tested growth (:func:`greedy`). On the transposed topology (a reduction) the trees are
     relabelled so that interchangeable GPUs relay equally many (:func:`.feeders.balanced`: a
     switch that serves its in-links first come, first served then keeps the trees' mix).
+    With ``hold_back`` the greedy packing runs on the network whose links off the optimum's cut
+    give up half their spare (:func:`.port_slack.held_back`; None when none has any to give).
     The optimum, splitting and packing are ForestColl's (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     stopped: list = []
     try:
-        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe)
+        f = _forest(instance, kind, transposed, deadline, depth_first, trees, slack, shape, stopped, probe, hold_back)
     except FlowTooLarge as e:
         raise Unsupported(f"tree-packing: {e}") from None
     if f is not None and transposed:  # a reduction's relays share each switch's in-links evenly (FIFO switches)
@@ -68,13 +70,18 @@ def forest(instance: Instance, kind: str, transposed: bool, deadline=None, depth
 
 
 def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_first: bool, trees: int | None,
-            slack: Fraction, shape: str, stopped: list, probe: bool = False) -> Forest | None:
+            slack: Fraction, shape: str, stopped: list, probe: bool = False, hold_back: bool = False) -> Forest | None:
     """:func:`forest`, its flows fitting the solver."""
     coll = instance.collective
     weight = [1] * len(coll.nodes) if kind == "allgather" else [int(v == coll.root) for v in coll.nodes]
     clock = {"start": time.perf_counter()}
     net0 = flow_net(instance.topology, coll.nodes, weight, transpose=transposed)
-    opt = optimum(net0)
+    opt, share = optimum(net0), None
+    if hold_back:  # packed greedily on the held-back network, whose optimum is the same in seconds
+        held = port_slack.held_back(net0, opt)
+        if held is None:
+            return None
+        (net0, opt, share), shape = held, "greedy"
     k, tau = choose_k(net0, opt, trees)
     tau *= slack
     clock["optimum"] = time.perf_counter()
@@ -94,7 +101,7 @@ def _forest(instance: Instance, kind: str, transposed: bool, deadline, depth_fir
     f, split, roots, more = built
     if shape == "auto" and not transposed and not depth_first:
         f = by_root_order(instance, f, split, roots, more, deadline)
-    return f
+    return replace(f, held_back=str(share)) if hold_back else f
 
 
 def greedy(net0, opt: Optimum, k: int, tau: Fraction, kind: str, transposed: bool, model: boxes.Boxes,

@@ -42,6 +42,8 @@ class Forest:
     cuts: tuple | None = None  # piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
     fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced (a reduction, an allreduce's half)
     on_share: bool = False  # packed on its half's share of every link (:mod:`.capacity_split`)
+    held_back: str = ""  # packed with the links off the cut at this share (:mod:`.port_slack`; its opt and tau in
+    # that network's finer units, the same seconds)
     compact: object = None  # the same trees as the first box's trees and the box shifts moving them
     # (:class:`~collsynth.tens.pipelined_trees.PipelinedTrees` at one piece, :mod:`.translated`), where grown so
 

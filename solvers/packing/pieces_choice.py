@@ -72,7 +72,8 @@ def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, ch
     collective, probed under the ``objective`` parameter's models (FIFO links, where ForestColl's
     pipelined trees, Zhao et al., arXiv 2402.06787, Section 5, starve at relays); for a rooted
     reduce (a reversed broadcast, ``parts`` 1) with the ``growth`` parameter unset, then
-    :func:`.fifo_reduce.deeper` between that and the greedy packing grown depth-first."""
+    :func:`.fifo_reduce.deeper` between that, the greedy packing grown depth-first and the same
+    packed with the links off the bottleneck cut held back (:mod:`.port_slack`)."""
     models = objective_models(options)
     part = part_instance(instance, f)
 
@@ -86,7 +87,10 @@ def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, ch
     def depth_first() -> Forest:
         return forests.forest(instance, f.kind, True, deadline, True, shape=asked_shape(options))
 
+    def held_back() -> Forest | None:
+        return forests.forest(instance, f.kind, True, deadline, True, hold_back=True)
+
     g = fifo_reduce.choose(f, one_tree, price, models, chunks, deadline)
     if g is not f or parts != 1 or f.kind != "broadcast" or options.params.get("growth"):
         return g  # reduce-scatter (NDv2 x2: the same ratios, 1.8 -> 26 s to generate) is not probed
-    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline, options.params.get("pieces"))
+    return fifo_reduce.deeper(f, depth_first, price, models, chunks, deadline, options.params.get("pieces"), held_back)
