@@ -24,4 +24,5 @@ def forest_record(f, pieces: int, optimum_s: float, latency_choice=None) -> dict
             **({"stopped": f.stopped} if f.stopped else {}),
             **({"fill_choice": f.fill, "unequal_pieces": f.cuts is not None} if f.fill else {}),
             **({"on_its_share": True} if f.on_share else {}),
+            **({"staggered": "pieces for the deepest trees, one more a hop shallower"} if f.staggered else {}),
             **({"latency_choice": latency_choice.as_dict()} if latency_choice else {})}
