@@ -11,14 +11,14 @@ step (``collsynth.solvers.packing.staggered``), and the trees' least depths
 - ``least_depths`` against networkx's multi-source Dijkstra on random graphs without the root.
 """
 
+import random
 from functools import lru_cache
-
-import networkx as nx
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from types import SimpleNamespace
 
+import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collsynth.instances import make_instance
 from collsynth.instances.generators import build
@@ -72,8 +72,6 @@ def test_staggered_reduce_verifies_at_the_hand_sync_price(system, pieces, size):
 def random_split_network(seed: int, n: int):
     """A random strongly connected graph on ``n`` nodes as a split network: each arc a route of
     1 or 2 hops (through a switch, numbered from ``n``)."""
-    import random
-
     rng = random.Random(seed)
     arcs = {(v, (v + 1) % n) for v in range(n)} | {((v + 1) % n, v) for v in range(n)}
     arcs |= {(a, b) for a in range(n) for b in range(n) if a != b and rng.random() < 0.2}

@@ -78,8 +78,8 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     The sends are the expansion of the trees plus that rule (:mod:`.compact`): ForestColl's
     pipelined trees (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5)."""
     trees = pipelined(instance, f, pieces)
-    if f.staggered:  # a rooted forest whose shallower trees take more pieces (.staggered)
-        sched = staggered.emit(instance, f, pieces, trees)
+    if f.staggered and not f.cuts:  # a rooted forest whose shallower trees take more pieces (.staggered)
+        sched = staggered.emit(trees, pieces)
         if sched is not None:
             return sched
     return expand(replace(trees, cuts=np.asarray(f.cuts)) if f.cuts and len(f.cuts) == pieces + 1 else trees)

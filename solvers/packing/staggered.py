@@ -27,7 +27,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...instances import Instance
 from ...tens.pipelined_trees import listed
 from ...tens.schedule import Schedule, from_arrays, reverse
 
@@ -53,32 +52,32 @@ def piece_counts(depths: list[int], pieces: int) -> list[int]:
     return [pieces + deepest - d for d in depths]
 
 
-def emit(instance: Instance, f, pieces: int, trees=None) -> Schedule | None:
-    """The sends of ``f`` (a rooted forest: broadcast, or reduce as its time reversal) with the
-    deepest trees cut into ``pieces`` pieces and each shallower one into one more a hop
-    (module doc): piece ``q`` of a tree over a hop ``b`` steps below the root in step ``q + b +
-    1``, the root's data one chunk. None where the collective has more than one chunk a root
-    (the pieces of a chunk would then straddle chunks) or ``f`` has unequal pieces (``cuts``). ``trees``: ``f``'s trees with their hops
-    (:func:`.emission.pipelined`), if already built.
+def emit(trees, pieces: int) -> Schedule | None:
+    """The sends of a rooted forest's ``trees`` (its hops, :func:`.emission.pipelined`; a
+    broadcast, or a reduce as its time reversal) with the deepest trees cut into ``pieces``
+    pieces and each shallower one into one more a hop (module doc): piece ``q`` of a tree over a
+    hop ``b`` steps below the root in step ``q + b + 1``, the root's data one chunk. None where
+    the collective has more than one chunk a root (the pieces of a chunk would then straddle
+    chunks).
 
     Two chains from GPU 0 over a ring of three, 0 -> 1 -> 2 and 0 -> 2 (one hop): the chain
-    takes 2 pieces of a third each, the single hop 3 pieces (1 + 2 - 1), all done in 3 steps:
+    takes 2 pieces of a fifth each, the single hop 3 pieces (2 + 2 - 1), all done in 3 steps:
 
     >>> from collsynth.instances import make_instance
     >>> from collsynth.instances.generators import build
+    >>> from collsynth.solvers.packing.compact import pipelined
+    >>> from collsynth.solvers.packing.tree_hops import tree_hops
     >>> from collsynth.solvers.packing.trees import RoutedTree
     >>> from types import SimpleNamespace as N
     >>> inst = make_instance(build("ring", {"nodes": 3}), "broadcast", message_bytes=5e6, root=0)
-    >>> f = N(kind="broadcast", k=2, transposed=False, cuts=None,
+    >>> f = N(kind="broadcast", k=2, transposed=False,
     ...       trees=[RoutedTree(0, 0, 1, ((0, 1), (1, 2))), RoutedTree(0, 1, 2, ((0, 2),))])
-    >>> s = emit(inst, f, 2)
+    >>> s = emit(pipelined(inst, f, 1, tree_hops), 2)
     >>> s.num_steps, s.denom, sorted((int(a), int(b), int(lo), int(t)) for a, b, lo, t in zip(s.src, s.dst, s.lo, s.step))
     (3, 5, [(0, 1, 0, 1), (0, 1, 1, 2), (0, 2, 2, 1), (0, 2, 3, 2), (0, 2, 4, 3), (1, 2, 0, 2), (1, 2, 1, 3)])
     """
-    from .emission import pipelined
-
-    pt = listed(trees if trees is not None else pipelined(instance, f, 1))
-    if pt.chunks_per_root != 1 or f.cuts:  # one chunk a root, equal pieces of it
+    pt = listed(trees)
+    if pt.chunks_per_root != 1:  # one chunk a root, cut into the pieces
         return None
     counts = piece_counts(tree_depths(pt.before, pt.ptr), pieces)
     width = (pt.hi - pt.lo).astype(np.int64)
