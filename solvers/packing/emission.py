@@ -21,7 +21,7 @@ from ...limits import memory_budget, require
 from ...tens import cost_models, verify
 from ...tens.pipelined_trees import expand
 from ...tens.schedule import Schedule
-from . import compact
+from . import compact, staggered
 from .packed import Forest
 from .tree_hops import depth_of, instant_pairs, paired_by_port, refuse_multicast, summing_switches, tree_hops
 from .trees import RoutedTree, hops_of
@@ -78,6 +78,10 @@ def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:
     The sends are the expansion of the trees plus that rule (:mod:`.compact`): ForestColl's
     pipelined trees (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5)."""
     trees = pipelined(instance, f, pieces)
+    if f.staggered and not f.cuts:  # a rooted forest whose shallower trees take more pieces (.staggered)
+        sched = staggered.emit(trees, pieces)
+        if sched is not None:
+            return sched
     return expand(replace(trees, cuts=np.asarray(f.cuts)) if f.cuts and len(f.cuts) == pieces + 1 else trees)
 
 

@@ -25,4 +25,5 @@ def forest_record(f, pieces: int, optimum_s: float, latency_choice=None) -> dict
             **({"fill_choice": f.fill, "unequal_pieces": f.cuts is not None} if f.fill else {}),
             **({"on_its_share": True} if f.on_share else {}),
             **({"links_off_the_cut_packed_at": f.held_back} if f.held_back else {}),
+            **({"staggered": "pieces for the deepest trees, one more a hop shallower"} if f.staggered else {}),
             **({"latency_choice": latency_choice.as_dict()} if latency_choice else {})}

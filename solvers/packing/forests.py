@@ -28,6 +28,7 @@ from .emission import auto_pieces, emit, with_header
 from .packed import Forest
 from .run_params import OBJECTIVES, asked_shape, objective_name
 from .shallow_rooted import shallow_trees as shallow_rooted_trees
+from .shallow_rooted import staggered_trees as shallow_staggered
 from .splitting import network, remove_relays, split_all_evenly
 from .trees import pack, routed_trees, shortest_path_trees
 
@@ -298,8 +299,11 @@ def shallow_rooted(instance: Instance, f: Forest, deadline=None) -> Forest | Non
     shallow as :func:`.shallow_rooted.shallow_trees` gets them: the greedy packing (Zhao et
     al., "ForestColl", arXiv 2402.06787, Section 5.2) at ``f``'s trees and time on the split
     network, its parents exchanged until every compute node is within a depth, tried from the
-    packing's own depth down, one hop at a time, until one is not reached; None when none is found
-    (or the collective has no root, or more than :data:`SHALLOW_SLOTS` parents to choose)."""
+    packing's own depth down, one hop at a time, until one is not reached, then (or from the
+    packing's trees) each tree within its own least depth where some can be shallower
+    (:func:`.shallow_rooted.staggered_trees`; the forest then ``staggered``, its shallower trees
+    taking more pieces, :mod:`.staggered`); None when none is found (or the collective has no
+    root, or more than :data:`SHALLOW_SLOTS` parents to choose)."""
     coll = instance.collective
     if coll.root is None or f.k * len(coll.nodes) > SHALLOW_SLOTS:
         return None
@@ -318,18 +322,20 @@ def shallow_rooted(instance: Instance, f: Forest, deadline=None) -> Forest | Non
         return None
     parents = [{v: u for u, v in t.arcs} for t in packed[0] for _ in range(t.count)]
     near, deep = _depths(split, coll.root, parents)
-    best = None
+    best, reached = None, deep
     for depth in range(deep - 1, near - 1, -1):  # down from the packing's depth, until a depth is not reached
         if deadline is not None and deadline.expired():
             break
         trees = shallow_rooted_trees(split, coll.root, [dict(p) for p in parents], depth, deadline=deadline)
         if trees is None:
             break
-        best, parents = trees, [{v: u for u, v in t.arcs} for t in trees]
-    if best is None:
+        best, parents, reached = trees, [{v: u for u, v in t.arcs} for t in trees], depth
+    own = None if deadline is not None and deadline.expired() else \
+        shallow_staggered(split, coll.root, parents, reached, deadline=deadline)
+    if best is None and own is None:
         return None
-    return replace(f, trees=routed_trees(split.copy(), best), shape="shallow", alternatives=[], order="id",
-                   orders_tried=[])
+    return replace(f, trees=routed_trees(split.copy(), own or best), shape="shallow", alternatives=[], order="id",
+                   orders_tried=[], staggered=own is not None)
 
 
 def _depths(net, root: int, parents: list[dict]) -> tuple[int, int]:

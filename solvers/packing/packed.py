@@ -40,6 +40,7 @@ class Forest:
     alternatives: list = field(default_factory=list)  # ring trees by the other door rules (:func:`.forests.by_shape`)
     shape_objective: str = ""  # the models the shape was chosen for (the objective parameter), when it was priced
     cuts: tuple | None = None  # piece edges at its run's pieces (:mod:`.fill`); None: equal pieces
+    staggered: bool = False  # a rooted forest emitted with its shallower trees taking more pieces (:mod:`.staggered`)
     fill: list = field(default_factory=list)  # the candidates :mod:`.fill` priced (a reduction, an allreduce's half)
     on_share: bool = False  # packed on its half's share of every link (:mod:`.capacity_split`)
     held_back: str = ""  # packed with the links off the cut at this share (:mod:`.port_slack`; its opt and tau in

@@ -19,10 +19,17 @@ search exchanges two trees' slots at a node (or moves a tree to a free slot), ke
 exchange when it does not raise the trees' hops beyond ``depth`` (summed over nodes, a cycle
 counting as far too deep) and, with a small chance, otherwise (simulated annealing). A route
 through a switch counts its hops (the split network's pools).
+
+Each tree can also be held to its own depth (:func:`staggered_trees`): a tree entering the root
+by a link whose tail is far from some GPU (without passing the root) cannot be as shallow as
+the others, and a pipeline whose shallower trees take more pieces (:mod:`.staggered`) gains
+from every tree as shallow as it can be. TACOS 4x4x2: the tree through the root's switch 7
+hops deep, the five others 6.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 
@@ -32,12 +39,12 @@ MOVES = 100_000  # exchanges tried at most (TACOS 4x4x2: 7 hops from 13 in a few
 CYCLE = 1_000  # a node that does not reach the root counts as this many hops too deep
 
 
-def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = MOVES,
+def shallow_trees(net, root: int, parents: list[dict], depth: int | list[int], moves: int = MOVES,
                   seed: int = 0, deadline=None) -> list[Tree] | None:
     """Trees (one copy each) over the split network ``net`` (``net.cap``: arc capacities,
     ``net.pools``: each arc's routes) whose every compute node is at most ``depth`` hops below
-    ``root``, from the start ``parents`` (one ``{node: parent}`` per tree, taking distinct slots);
-    None when the search does not get there within ``moves`` exchanges or the run is out of
+    ``root`` (or, a list, tree ``i``'s within ``depth[i]``), from the start ``parents`` (one
+    ``{node: parent}`` per tree, taking distinct slots); None when the search does not get there within ``moves`` exchanges or the run is out of
     time (module doc).
 
     A ring of three GPUs both ways, two trees from 0, started as two chains 0 -> 1 -> 2 and
@@ -55,7 +62,8 @@ def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = 
     nodes = [v for v in net.compute if v != root]
     free = {v: _free_slots(net, v, [p[v] for p in parents]) for v in nodes}
     k = len(parents)
-    cost = [_excess(p, root, hops, depth) for p in parents]
+    limit = [depth] * len(parents) if isinstance(depth, int) else list(depth)
+    cost = [_excess(p, root, hops, d) for p, d in zip(parents, limit)]
     rng = random.Random(seed)
     heat = 2.0
     for move in range(moves):
@@ -71,7 +79,7 @@ def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = 
             continue
         if j < k:
             parents[i][v], parents[j][v] = parents[j][v], parents[i][v]
-            new = (_excess(parents[i], root, hops, depth), _excess(parents[j], root, hops, depth))
+            new = (_excess(parents[i], root, hops, limit[i]), _excess(parents[j], root, hops, limit[j]))
             delta = new[0] + new[1] - cost[i] - cost[j]
             if delta <= 0 or rng.random() < math.exp(-delta / heat):
                 cost[i], cost[j] = new
@@ -81,13 +89,65 @@ def shallow_trees(net, root: int, parents: list[dict], depth: int, moves: int = 
             slot = j - k
             old = parents[i][v]
             parents[i][v] = free[v][slot]
-            new = _excess(parents[i], root, hops, depth)
+            new = _excess(parents[i], root, hops, limit[i])
             if new - cost[i] <= 0 or rng.random() < math.exp(-(new - cost[i]) / heat):
                 free[v][slot], cost[i] = old, new
             else:
                 parents[i][v] = old
         heat = max(0.05, heat * 0.99995)
     return None
+
+
+def least_depths(net, root: int, parents: list[dict]) -> list[int]:
+    """Per tree (``{node: parent}``), the fewest hops below ``root`` its deepest compute node
+    can be given the root's children in it: the farthest compute node's hops from them in the
+    split network without the root, plus the hops from the root to the nearest such child (a
+    route through a switch counts its hops). TACOS 4x4x2 to GPU 0: 7 for the tree entering the
+    root from its pair GPU through their switch, 6 for those entering over a ring or complete
+    link (:mod:`.staggered`).
+
+    Two chains over a ring of four from 0, one entering at 1, one at 3: the farthest GPU
+    without 0 is 2 hops from either, so both are at least 3 deep.
+
+    >>> from types import SimpleNamespace as N
+    >>> arcs = [(a, b) for a, b in ((0, 1), (1, 2), (2, 3), (3, 0))] + [(b, a) for a, b in ((0, 1), (1, 2), (2, 3), (3, 0))]
+    >>> net = N(compute=(0, 1, 2, 3), pools={a: [[a, 1]] for a in arcs})
+    >>> least_depths(net, 0, [{1: 0, 2: 1, 3: 2}, {3: 0, 2: 3, 1: 2}])
+    [3, 3]
+    """
+    hops = {a: max(len(r) - 1 for r, _ in pool) for a, pool in net.pools.items() if pool}
+    out_of: dict[int, list] = {}
+    for (a, b), h in hops.items():
+        if root not in (a, b):
+            out_of.setdefault(a, []).append((b, h))
+    compute = set(net.compute) - {root}
+    least = []
+    for parent in parents:
+        dist = {v: hops[(root, v)] for v, u in parent.items() if u == root}
+        heap = [(d, v) for v, d in dist.items()]
+        heapq.heapify(heap)
+        while heap:
+            d, u = heapq.heappop(heap)
+            if d > dist[u]:
+                continue
+            for v, h in out_of.get(u, ()):
+                if d + h < dist.get(v, math.inf):
+                    dist[v] = d + h
+                    heapq.heappush(heap, (d + h, v))
+        least.append(max((dist.get(v, math.inf) for v in compute), default=0))
+    return least
+
+
+def staggered_trees(net, root: int, parents: list[dict], depth: int, moves: int = MOVES, seed: int = 0,
+                    deadline=None) -> list[Tree] | None:
+    """Trees as :func:`shallow_trees` gets them from ``parents`` (all within ``depth``), each
+    within its own least depth (:func:`least_depths`, at most ``depth``), for a pipeline whose
+    shallower trees take more pieces (:mod:`.staggered`); None where no tree can be shallower
+    than ``depth`` or the search does not get there."""
+    limits = [min(depth, d) for d in least_depths(net, root, parents)]
+    if all(d >= depth for d in limits):
+        return None
+    return shallow_trees(net, root, [dict(p) for p in parents], limits, moves, seed, deadline)
 
 
 def _free_slots(net, v: int, taken: list[int]) -> list[int]:
