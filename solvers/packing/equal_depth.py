@@ -22,10 +22,13 @@ from ..producers import Unsupported
 from . import forests
 from .emission import auto_pieces
 from .fifo_reduce import extrapolated
+from .latency_choice import bandwidth_bound
 from .packed import Forest
 from .trees import hops_of
 
 FRACTION = 8  # the two probes of a pair: its pieces over this and twice that (DGX-H100 x2: 75 and 150 of 600)
+PROBE_SENDS = 2_000_000  # most sends of all the probes together (DGX-H100 x2, 1 GB: 1.22 M, about 10 s at load 12;
+# A100 x2's and MI250 x2's fixed-depth pairs, 7.2 M and 16 M sends in full, are not probed)
 
 
 def forestcoll_pair(instance: Instance, packed: list[Forest], deadline=None) -> tuple | None:
@@ -100,8 +103,13 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
     (:func:`forestcoll_pair`), whichever :func:`ranked` puts first; the latter only once it is
     priced in full (``price(pair, pieces)``: verified, priced, offered to ``kept``,
     :class:`.incumbent.Kept`), where ``kept`` says that fits the time left, else the least
-    priced verified schedule ``kept`` holds. Nothing is probed once ``deadline`` has passed or
-    where a probe would not fit the time left. Module doc."""
+    priced verified schedule ``kept`` holds. Nothing is probed where a half's message is not
+    bandwidth-bound (:func:`.latency_choice.bandwidth_bound`), where the probes together would
+    pass :data:`PROBE_SENDS`, once ``deadline`` has passed, or where a probe would not fit the
+    time left. Module doc."""
+    alpha = float(instance.topology.link_arrays.alpha.max())
+    if not all(bandwidth_bound(instance, f, alpha) for f in packed):  # ForestColl's depth is for bandwidth
+        return chosen, depths, {}
     got = forestcoll_pair(instance, packed, deadline)
     if got is None:
         return chosen, depths, {}
@@ -113,6 +121,13 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
     def sends(forests_, q) -> int:
         return sum(hops_of(f.trees) * p * c for f, p in zip(forests_, q))
 
+    priced = joint.get("priced", {}).get(joint.get("chosen"))
+    at_depths = priced is not None and list(joint.get("chosen_pieces", depths)) == list(depths)
+    probes = [(pair, pieces)] + ([] if at_depths else [(chosen, depths)])
+    probed = sum(3 * sends(f, probe_pieces(q)) for f, q in probes)
+    if probed > PROBE_SENDS:
+        return chosen, depths, {"pieces": pieces, "skipped": f"{probed:,} sends of probes, over {PROBE_SENDS:,}"}
+
     def probe(forests_, q) -> float | None:
         if (deadline is not None and deadline.expired()) or (kept is not None and not kept.fits(sends(forests_, q),
                                                                                                 deadline)):
@@ -120,8 +135,6 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
         got_ = price(forests_, q)
         return None if got_ is None else sum(got_.values())
 
-    priced = joint.get("priced", {}).get(joint.get("chosen"))
-    at_depths = priced is not None and list(joint.get("chosen_pieces", depths)) == list(depths)
     wins, record = ranked(probe, tuple(chosen), list(depths), sum(priced.values()) if at_depths else None,
                           pair, pieces)
     record["chosen"] = False
