@@ -36,13 +36,16 @@ def _copies(packed) -> list:
     return [replace(f) for f in packed]
 
 
-def _stand_in(pair_of_forestcoll, forestcoll_a: float, priced: list):
+def _stand_in(pair_of_forestcoll, forestcoll_a: float, priced: list, full_other: float | None = None):
     """Prices by hand, summed over one model, as a function of a pair's larger pieces ``q``:
-    ForestColl's pair ``forestcoll_a + 6 / q``, any other ``1.02 + 1 / q``; each call listed."""
+    ForestColl's pair ``forestcoll_a + 6 / q``, any other ``1.02 + 1 / q`` (``full_other`` at
+    ``q`` of 3,000 or more, where given: a price the probes do not foretell); each call listed."""
     def price(pair, q):
         mine = all(f is g for f, g in zip(pair, pair_of_forestcoll))
         priced.append(("forestcoll" if mine else "other", list(q)))
-        return {"event": (forestcoll_a + 6 / max(q)) if mine else 1.02 + 1 / max(q)}
+        if mine:
+            return {"event": forestcoll_a + 6 / max(q)}
+        return {"event": full_other if full_other is not None and max(q) >= 3000 else 1.02 + 1 / max(q)}
     return price
 
 
@@ -75,13 +78,27 @@ def test_the_equal_depth_pair_is_not_chosen_where_its_extrapolated_price_is_more
                                                 _stand_in(packed, 1.03, priced), None, None)
     assert depths == depths_in and not record["chosen"]
     assert record["estimate_s"] == pytest.approx(1.03 + 6 / P, rel=1e-12)
-    assert ("forestcoll", [P, P]) not in priced
+    assert ("forestcoll", [P, P]) not in priced and ("other", depths_in) in priced  # the winner built in full
     priced.clear()
     joint = {"chosen": "as picked", "chosen_pieces": depths_in, "priced": {"as picked": {"event": 1.0}}}
     chosen, depths, record = equal_depth.prefer(inst, _copies(packed), depths_in, packed, joint,
                                                 _stand_in(packed, 1.0, priced), None, None)
     assert depths == depths_in and not record["chosen"] and record["against"] == "priced"
     assert [kind for kind, _ in priced] == ["forestcoll", "forestcoll"]  # its two probes alone
+
+
+def test_a_misranked_estimate_builds_the_other_pair_too():
+    """The halves at (P, 4P) price 1.02 + 1/q at their probes but 1.5 in full (as DGX-H100 x2's
+    600 / 1,600 pieces do: 4.045 ms extrapolated, 5.817 in full); ForestColl's pair 1.03 + 6/q.
+    The estimate keeps the joint choice's pair and builds it; its full price is above
+    ForestColl's estimate, so ForestColl's pair is built too and, cheaper in full, chosen."""
+    inst, packed, P = _setting()
+    assert 4 * P >= 3000  # the stand-in's full price applies at the halves' own pieces
+    priced: list = []
+    chosen, depths, record = equal_depth.prefer(inst, _copies(packed), [P, 4 * P], packed, {},
+                                                _stand_in(packed, 1.03, priced, full_other=1.5), None, None)
+    assert [f is g for f, g in zip(chosen, packed)] == [True, True] and depths == [P, P] and record["chosen"]
+    assert record["priced_s"] == {"joint choice": 1.5, "forestcoll": pytest.approx(1.03 + 6 / P, rel=1e-12)}
 
 
 def test_the_run_returns_by_its_limit_and_grace_while_the_equal_depth_pair_is_compared(monkeypatch):

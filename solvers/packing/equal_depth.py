@@ -100,10 +100,13 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
            price, deadline, kept) -> tuple[list[Forest], list[int], dict]:
     """``(forests, pieces, record)``: the joint choice's pair (``chosen`` at ``depths``; its
     price, where ``joint`` has it at those pieces) or ForestColl's pair at one depth
-    (:func:`forestcoll_pair`), whichever :func:`ranked` puts first; the latter only once it is
-    priced in full (``price(pair, pieces)``: verified, priced, offered to ``kept``,
-    :class:`.incumbent.Kept`), where ``kept`` says that fits the time left, else the least
-    priced verified schedule ``kept`` holds. Nothing is probed where a half's message is not
+    (:func:`forestcoll_pair`), whichever :func:`ranked` puts first, built and priced in full
+    (``price(pair, pieces)``: verified, priced, offered to ``kept``, :class:`.incumbent.Kept`;
+    the pipeline then takes its verdict) where ``kept`` says that fits the time left; where its
+    full price is above the other's estimate (an estimate misranked: DGX-H100 x2's halves at 600
+    and 1,600 pieces extrapolate to 4.045 ms, are 5.817 in full), the other is built too. The
+    answer is ``kept``'s least priced verified schedule (of the two pairs the one priced less
+    without ``kept``). Nothing is probed where a half's message is not
     bandwidth-bound (:func:`.latency_choice.bandwidth_bound`), where the probes together would
     pass :data:`PROBE_SENDS`, once ``deadline`` has passed, or where a probe would not fit the
     time left. Module doc."""
@@ -137,14 +140,25 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
 
     wins, record = ranked(probe, tuple(chosen), list(depths), sum(priced.values()) if at_depths else None,
                           pair, pieces)
-    record["chosen"] = False
-    if not wins:
-        return chosen, depths, record
-    record["priced_s"] = probe(pair, pieces)
-    if kept is not None and kept.schedule is not None and (record["priced_s"] is not None or not at_depths):
-        record["chosen"] = all(f is g for f, g in zip(kept.pair, pair))  # the least priced verified pair so far
+    full = record["priced_s"] = {"joint choice": sum(priced.values())} if at_depths else {}
+    order = [("forestcoll", pair, pieces, record["against_s"]), ("joint choice", tuple(chosen), list(depths),
+                                                                  record["estimate_s"])]
+    for name, forests_, q, other in order if wins else order[::-1]:  # the winner, then the other where misranked
+        if name not in full:
+            full[name] = probe(forests_, q)
+        if full[name] is None or other is None or full[name] <= other:
+            break
+    return _least(chosen, depths, pair, pieces, record, kept)
+
+
+def _least(chosen, depths, pair, pieces, record: dict, kept) -> tuple:
+    """``prefer``'s answer once pairs are priced in full (``record["priced_s"]``): ``kept``'s
+    least priced verified schedule where it holds one, else of the two pairs the one priced
+    less in full (the joint choice's where neither is)."""
+    if kept is not None and kept.schedule is not None:
+        record["chosen"] = all(f is g for f, g in zip(kept.pair, pair))
         return list(kept.pair), list(kept.pieces), {**record, "kept": list(kept.pieces)}
-    if record["priced_s"] is not None and (not at_depths or record["priced_s"] < sum(priced.values())):
-        record["chosen"] = True
-        return list(pair), pieces, record
-    return chosen, depths, record
+    ours = record["priced_s"].get("forestcoll")
+    theirs = record["priced_s"].get("joint choice")
+    record["chosen"] = ours is not None and (theirs is None or ours < theirs)
+    return (list(pair), list(pieces), record) if record["chosen"] else (chosen, depths, record)
