@@ -102,7 +102,7 @@ def test_a_misranked_estimate_builds_the_other_pair_too():
 
 
 def test_the_run_returns_by_its_limit_and_grace_while_the_equal_depth_pair_is_compared(monkeypatch):
-    """The real clock, the real run (objective ``event``, two boxes of two, 1 GB): comparing the
+    """The real clock, the real run (objective ``event``, two boxes of two, 16 MB): comparing the
     equal-depth pair never ends (it sleeps past the run's limit); the run's timer stops it and the
     run returns the least priced verified schedule of the joint choice, within the limit and its
     grace."""
@@ -113,7 +113,7 @@ def test_the_run_returns_by_its_limit_and_grace_while_the_equal_depth_pair_is_co
         time.sleep(3600)
 
     monkeypatch.setattr(equal_depth, "estimate", forever)
-    inst = make_instance(_boxes(2, 2e-6, 5e-6), "allreduce", message_bytes=2 ** 30)
+    inst = make_instance(_boxes(2, 2e-6, 5e-6), "allreduce", message_bytes=2 ** 24)  # few pieces: a small kept one
     limit = within(20.0)
     t0 = time.monotonic()
     row, sched = pipeline.run(inst, "tree-packing", Options(params={"objective": "event"}, time_limit=limit))
