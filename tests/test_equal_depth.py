@@ -32,8 +32,9 @@ def _setting():
 
 
 def _copies(packed) -> list:
-    """The same forests as other objects: the joint choice's pair, told apart from ForestColl's."""
-    return [replace(f) for f in packed]
+    """The same trees as other objects labelled as other trees (two-level): the joint choice's
+    pair, told apart from ForestColl's."""
+    return [replace(f, shape="two-level") for f in packed]
 
 
 def _stand_in(pair_of_forestcoll, forestcoll_a: float, priced: list, full_other: float | None = None):

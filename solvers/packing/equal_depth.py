@@ -31,16 +31,19 @@ PROBE_SENDS = 2_000_000  # most sends of all the probes together (DGX-H100 x2, 1
 # A100 x2's and MI250 x2's fixed-depth pairs, 7.2 M and 16 M sends in full, are not probed)
 
 
-def forestcoll_pair(instance: Instance, packed: list[Forest], deadline=None) -> tuple | None:
+def forestcoll_pair(instance: Instance, packed: list[Forest], deadline=None,
+                    chosen: list | None = None) -> tuple | None:
     """``(pair, pieces)``: the allreduce's halves as ForestColl packs them (the greedy packing at
-    the optimum's ``k``, ``packed[i]`` where it already is that) and its fixed depth, the fewer of
+    the optimum's ``k``: ``chosen[i]`` or ``packed[i]`` where it already is that, else packed here)
+    and its fixed depth, the fewer of
     the halves' :data:`.emission.DEPTH_FACTOR` pieces a hop of the deepest tree within the send
     budget (no floor), both halves at it; None where a half cannot be packed so (Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 5)."""
     pair = []
-    for f in packed:
-        if f.shape == "greedy" and f.order == "id" and f.cuts is None and f.compact is None and not f.on_share:
-            pair.append(f)
+    for i, f in enumerate(packed):
+        have = [g for g in [*(chosen[i:i + 1] if chosen else []), f] if _forestcoll(g, f.k)]
+        if have:
+            pair.append(have[0])
             continue
         try:
             pair.append(forests.forest(instance, f.kind, f.transposed, deadline, False, None, shape="greedy"))
@@ -49,6 +52,13 @@ def forestcoll_pair(instance: Instance, packed: list[Forest], deadline=None) -> 
     c = instance.collective.chunks_per_node
     pieces = min(auto_pieces(f.trees, c * len(pair), floor=1) for f in pair)
     return tuple(pair), [pieces, pieces]
+
+
+def _forestcoll(f, k: int) -> bool:
+    """Whether ``f`` is ForestColl's packing at ``k`` trees a shard: greedy, roots in id order,
+    equal pieces, kept as explicit trees on the whole links."""
+    return (f.shape == "greedy" and f.order == "id" and f.k == k and f.cuts is None and f.compact is None
+            and not f.on_share)
 
 
 def probe_pieces(pieces: list[int], fraction: int = FRACTION) -> list[int]:
@@ -113,7 +123,7 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
     alpha = float(instance.topology.link_arrays.alpha.max())
     if not all(bandwidth_bound(instance, f, alpha) for f in packed):  # ForestColl's depth is for bandwidth
         return chosen, depths, {}
-    got = forestcoll_pair(instance, packed, deadline)
+    got = forestcoll_pair(instance, packed, deadline, chosen)
     if got is None:
         return chosen, depths, {}
     pair, pieces = got
