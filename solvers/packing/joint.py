@@ -22,7 +22,7 @@ from ...limits import TimeLimitReached
 from ...tens import certified
 from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ..producers import Options, Unsupported
-from . import capacity_split, forests, incumbent, overlap, split_form
+from . import capacity_split, equal_depth, forests, incumbent, overlap, split_form
 from .emission import auto_pieces, emit, pipelined, with_header
 from .packed import Forest, optimum_seconds
 from .run_params import asked_shape, grows_depth_first, objective_models
@@ -42,7 +42,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
     and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
     pair keeps the pieces it won at, a fill's forest the pieces its fill took, any other the
-    automatic pieces of half the send budget. Where the chosen pair at those pieces would not
+    automatic pieces of half the send budget. With a latency, ForestColl's forests both at its
+    fixed depth are compared after (:func:`.equal_depth.prefer`). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
     ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 4."""
@@ -55,6 +56,13 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
                   [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
                    auto_pieces(f.trees, c * len(chosen)) for f in chosen])
+    if alpha > 0 and not options.params.get("pieces"):  # ForestColl's pair at one depth (.equal_depth)
+        models = objective_models(options)
+        chosen, depths, equal = equal_depth.prefer(
+            instance, chosen, depths, packed, record,
+            lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept)
+        if equal:
+            record["equal_depth"] = equal
     sends = sum(split_form.priced_sends(instance, f, p) if f.compact is not None else hops_of(f.trees) * p * c
                 for f, p in zip(chosen, depths))
     if not kept.holds(chosen, depths) and kept.schedule is not None and not kept.fits(sends, deadline):
