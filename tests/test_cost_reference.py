@@ -260,13 +260,18 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
     """Every group's waiting rows ``(send, p)`` in position order: in the group's block, or in
     the waiting table for a group of one arrival released directly; the records of a group's
     members name its block and their places in it."""
-    g = np.array(g_in, np.int32)
-    p = np.arange(len(g), dtype=np.int32) * 3
     gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    n = max(len(g_in), int(gstart[-1]))
+    g = np.array(g_in + [-1] * (n - len(g_in)), np.int32)  # one entry a position, as the event model's
+    p = np.arange(n, dtype=np.int32) * 3
     order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
-    rec = np.zeros(max(gstart[-1], 1), event_layout.EVENT)
-    rec["group"] = -1
-    _, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g, p, single)
+    rec = event_layout.event_records(np.zeros(n, np.int32), np.zeros(n, np.int32), np.ones(n, np.int32), 1,
+                                     np.ones(1), np.zeros(n, np.int32), np.zeros(2, np.int64))
+    event_layout.hold_readers(rec, g, p)
+    blocks, block_ints, at, rows = event_layout.group_blocks(rec, order, gstart, single)
+    waiting, alone = event_layout.waiting_rows(rec, at, block_ints, rows)
+    assert np.unpackbits(alone, bitorder="little")[:n].tolist() == (g < 0).tolist()
+    assert (rec["after"] == -1).all() and (rec["ev"] == event_layout.FREE).all()  # as the records were made
     for k, size in enumerate(sizes):
         expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
         members = order[gstart[k]:gstart[k + 1]]
@@ -280,6 +285,7 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
         rows = block_ints[2 * (u + event_layout.BLOCK_HEADER):2 * (u + block_ints[2 * u + event_layout.BLOCK_SLOTS])]
         assert rows.reshape(-1, 2).tolist() == expected
         assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
+        assert block_ints[2 * u + event_layout.BLOCK_NEXT] == event_layout.BLOCK_HEADER  # the first row to release
 
 
 @given(positions=st.lists(st.integers(0, (1 << 31) - 2), unique=True, max_size=3000),
