@@ -398,6 +398,9 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if n == 0:
         return Cost("event", 0, 0.0, 0.0, 0.0, {})
     cb = _checked_chunk_bytes(s, instance)
+    large = n >= TRIM_FROM_SENDS  # the C heap's freed memory is handed back at each stage (heap)
+    if large:  # what the steps before freed
+        heap.release_freed_heap()
     plan = plan_for(s, instance, plan, "event")
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
@@ -407,20 +410,18 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
     chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
+    src = view.src if s.link_order == "program" else None
     exact = dep.pairs is not None
     z32 = np.zeros(0, np.int32)
-    need, ditems, g_in = z32, z32, z32
-    if s.link_order == "program":  # a link orbit's sends chained as one link's (links_as)
-        first = rlinks[rptr[r]] if links_as is None else links_as[rlinks[rptr[r]]]
-        after = link_successors(view.src, first, topo)
-    else:
-        after = z32
+    need, ditems = z32, z32
     if exact:
         di, dj = dep.pairs
     else:
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
+    if large:  # the plan's columns
+        heap.release_freed_heap()
     if exact:
         need, dptr, ditems = _dependents(di, dj, n)  # what each send waits for; the dependents of each
         del di, dj
@@ -430,18 +431,33 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
     if exact:
         event_layout.release_dependents(rec, dptr)
+        alone = np.packbits(need == 0, bitorder="little")
         del dptr
     else:
-        blocks, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g_in, p, EVENT_SINGLE)
-        del order, gstart, p
-    if links_as is not None:
+        event_layout.hold_readers(rec, g_in, p)  # what each send reads, kept in its record meanwhile
+        del g_in, p
+        if large:  # the columns of what each send reads
+            heap.release_freed_heap()
+        blocks, block_ints, at, rows = event_layout.group_blocks(rec, order, gstart, EVENT_SINGLE)
+        del order, gstart
+        if large:  # the groups' member lists
+            heap.release_freed_heap()
+        waiting, alone = event_layout.waiting_rows(rec, at, block_ints, rows)
+        del at
+    if links_as is not None:  # a link orbit's sends served, and chained (program order), as one link's
         rlinks = links_as[rlinks].astype(rlinks.dtype)
+    if src is not None:
+        switch = np.zeros(topo.size, bool)
+        switch[list(topo.switches)] = True
+        event_layout.chain_on_links(rec, src, switch, rlinks, len(la))
+        del src
     marked = event_kernel.marked_links(rptr, rlinks)  # the loop's copy of the links: the plan's (when dropped) go now
     del rlinks
-    if n >= TRIM_FROM_SENDS:  # the expansion's and the plan's freed columns: glibc keeps them resident (heap)
+    if large:  # the groups' fill pointers
         heap.release_freed_heap()
     best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
-                                                   g_in, blocks, block_ints, waiting, EVENT_LEVELS, after)
+                                                   alone, blocks, block_ints, waiting, EVENT_LEVELS,
+                                                   s.link_order == "program")
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
     return Cost("event", s.num_steps, T_L, best_t - T_L, best_t, {"messages": n, "hops": H})

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .compiled import borrowing, borrowing_inlined
+from .compiled import borrowing, borrowing_inlined, first_at_least
 from .event_layout import (AHEAD, BLOCK_FRONTIER, BLOCK_NEXT, BLOCK_PENDING, BLOCK_SLOTS, BLOCK_TOP, BLOCK_TOP_FROM,
-                           GRANULE)
+                           FREE, GRANULE)
 from .event_queue import QS_CURSOR, QS_LEN, queue_drop, queue_first, queue_new, queue_push
 from .prefetch import huge_pages, prefetch, prefetch_write
 
@@ -63,16 +63,18 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
 @njit(cache=True, nogil=True)
 def _hop_link(e, rec, xlink, rptr, marked):
     """Link pair of hop ``e``: the first hop of position ``e`` (``e < len(rec)``; ``marked``: the
-    route links of :func:`marked_links`), else the later hop served ``e - len(rec)``-th."""
+    route links of :func:`marked_links`; its route's first link is the last route start at or
+    before the hop its record reached, ``at``), else the later hop served ``e - len(rec)``-th."""
     if e >= len(rec):
         return xlink[e - len(rec)]
-    link = marked[rptr[rec[e].route]]
+    link = marked[rptr[first_at_least(rptr, 0, len(rptr), rec[e].at + 1) - 1]]
     return link if link >= 0 else ~link
 
 
 @borrowing_inlined
-def _independent(q, exact, need, g_in):
-    return (exact and need[q] == 0) or (not exact and g_in[q] < 0)
+def _independent(q, alone):
+    """Bit ``q`` of the packed bits ``alone`` (little bit order): send ``q`` needs nothing."""
+    return (alone[q >> 3] >> (q & 7)) & 1 != 0
 
 
 @njit(cache=True, nogil=True)
@@ -88,8 +90,8 @@ def marked_links(rptr, rlinks):
 
 
 @njit(cache=True, nogil=True)
-def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting,
-                levels, after):
+def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints, waiting,
+                levels, ordered):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     ``rec`` (one :data:`~collsynth.tens.event_layout.EVENT` record per position, in step order)
@@ -98,7 +100,7 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     position order, never queued) and served on their link
     (FIFO: a hop starts when both it and the link are ready). A send's first hop is ready when
     its data has arrived: every exact dependency (``need`` counts; the arrival of ``j`` releases
-    ``ditems[rec[j].start:rec[j].end]``), or the first ``p`` arrivals of group ``g_in`` (rows
+    ``ditems[rec[j].start:rec[j].end]``), or the first ``p`` arrivals of the group it reads (rows
     ``waiting[w] = (send, p)``, sorted by ``p`` within a group; a group of one arrival is
     released by it directly, any other keeps its arrivals' times in ``members`` and its frontier
     and waiting range in its ``groups`` row). Hop ids: a send's first hop is its position, every
@@ -107,11 +109,13 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
     ``levels``: time levels the queue keeps apart at once
     (:func:`~collsynth.tens.event_queue.queue_new`). ``marked``: the route links as
-    :func:`marked_links` stores them. ``after`` (empty, or one entry per position): the
-    position whose first hop waits for this one's to start (a declared program order on the
-    link, :func:`collsynth.tens.cost.link_successors`), -1 for none. A first hop taken while
-    the hop before it on its link has not started is held (its ready time and deciding hop
-    kept) and queued again when that one starts, at the later of the two times.
+    :func:`marked_links` stores them. ``alone``: one bit a position (packed, little bit order),
+    set for the sends that need nothing. ``ordered``: the records' ``after`` declare a program
+    order on the links (:func:`collsynth.tens.cost.link_successors`,
+    :func:`~collsynth.tens.event_layout.chain_on_links`). A first hop taken while the hop before
+    it on its link has not started is held (its deciding hop kept in its record's ``ev``) and
+    queued again when that one starts, at that start: the hops are taken in time order, so its
+    own ready time is no later.
     """
     n = len(rec)
     xev = np.empty(hops - n, np.int32)
@@ -126,32 +130,24 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    m = len(rec) if len(after) > 0 else 0
-    gate = np.zeros(m, np.int8)  # 1: the send before it on its link has not started; 2: held for that
-    for q in range(m):
-        if after[q] >= 0:
-            gate[after[q]] = 1
-    held = np.zeros(m)
-    held_from = np.zeros(m, np.int32)  # the hop that made it ready (hop ids are int32)
-    best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks,
+    best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
-                                         Q, after, gate, held, held_from)
+                                         Q, ordered)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, marked, alpha), served
 
 
 @borrowing
-def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks, block_ints, waiting, xev,
-                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q, after, gate, held, held_from):
+def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints, waiting, xev,
+                xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q, ordered):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``. ``marked``: the route links, each route's last one as ``~link``. A queued
     word is ``(send << 32) | (hop that made it ready + 1)``, with :data:`LATER_HOP` set for a
     send's second and later hops."""
     n = len(rec)
-    ordered = len(after) > 0
     stream = 0  # sends that need nothing: taken at time 0 in step order, before any later time
     best_t, best_e, served, later = 0.0, -1, 0, 0
     while True:
-        while stream < n and not _independent(stream, exact, need, g_in):
+        while stream < n and not _independent(stream, alone):
             stream += 1
         where, tb, word = queue_first(Q)
         if stream < n and (where == 0 or tb > 0 or (np.int64(stream) << 32) < word):
@@ -166,11 +162,11 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
                 _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_ints, waiting, exact)
         else:
             break
-        if ordered and first and gate[q] != 0:  # held until the send before it on its link starts
-            gate[q], held[q], held_from[q] = 2, t, pred
+        x = rec[q]
+        if ordered and first and x.ev != FREE:  # GATED: held until the send before it on its link starts
+            x.ev = pred + 1
             continue
         served += 1
-        x = rec[q]
         link = marked[x.at]
         last = link < 0
         if last:
@@ -181,8 +177,8 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, g_in, blocks
         if first:
             e = q
             x.ev = decided
-            if ordered and after[q] >= 0:
-                _release_after(Q, after[q], start, gate, held, held_from, fbuf, ibuf)
+            if ordered and x.after >= 0:
+                _release_after(Q, rec, x.after, start, fbuf, ibuf)
         else:
             e = n + later
             xev[later] = decided
@@ -235,16 +231,18 @@ def _release_dependents(Q, lo, hi, arr, e, ditems, need, ready, ready_from, fbuf
 
 
 @borrowing_inlined
-def _release_after(Q, d, start, gate, held, held_from, fbuf, ibuf):
-    """The send before ``d`` on its link started at ``start``: ``d``'s declared wait is over.
-    Held (its data came first), it is queued at ``start`` or its data's time, the later, with
-    the hop that decided its data (the link, busy with that send until after ``start``, decides
-    its start otherwise); not yet taken, it is served when its data is there, the link then
-    being free no earlier than that send's end."""
-    if gate[d] == 2:
-        fbuf[0] = held[d] if held[d] > start else start
-        queue_push(Q, ibuf[0], (np.int64(d) << 32) | (held_from[d] + 1))
-    gate[d] = 0
+def _release_after(Q, rec, d, start, fbuf, ibuf):
+    """The send before ``d`` on its link started at ``start``: ``d``'s declared
+    wait is over. Held (its data came first: ``rec[d].ev - 1`` the hop that decided its data), it is
+    queued at ``start``, no earlier than its data's time (it was taken before the send before it,
+    and the loop takes hops in time order), with the hop that decided its data (the link, busy
+    with that send until after ``start``, decides its start otherwise); not yet taken, it is
+    served when its data is there, the link then being free no earlier than that send's end."""
+    y = rec[d]
+    if y.ev >= 0:
+        fbuf[0] = start
+        queue_push(Q, ibuf[0], (np.int64(d) << 32) | y.ev)
+    y.ev = FREE
 
 
 @borrowing_inlined

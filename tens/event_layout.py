@@ -13,15 +13,21 @@ from .prefetch import huge_pages, prefetch_write
 AHEAD = 16  # entries prefetched ahead of the one taken (the event loop) or written (its tables)
 
 # One record per send, in step order (the order the loop takes equal times in), holding all that
-# the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, route,
-# its next hop (``at``, its place in the route links), the decision of its first hop's start
-# (``ev``) and what its arrival releases. An arrival of a group with other members updates that
-# group's block (``group`` >= 0: the block's first granule, ``start`` the arrival's place among
-# the group's members); otherwise (``group`` -1) it releases rows ``start .. end`` of one table:
-# its dependents (exact pairs) or the sends waiting for its group (a group of one arrival: every
-# send reading it waits for that arrival alone).
-EVENT = np.dtype([("nbytes", np.float64), ("route", np.int32), ("group", np.int32), ("start", np.int32),
+# the loop reads and writes for it, so that taking a send costs one cache line: piece bytes, its
+# next hop (``at``, its place in the route links: the route's first hop is the route links' start
+# at or before it, ``rptr``), the decision of its first hop's start (``ev``), what its arrival
+# releases and the send whose first hop waits for this one's to start (``after``, -1 for none: a
+# declared program order on the link, :func:`collsynth.tens.cost.link_successors`). An arrival of
+# a group with other members updates that group's block (``group`` >= 0: the block's first
+# granule, ``start`` the arrival's place among the group's members); otherwise (``group`` -1) it
+# releases rows ``start .. end`` of one table: its dependents (exact pairs) or the sends waiting
+# for its group (a group of one arrival: every send reading it waits for that arrival alone).
+# Before its first hop is served, ``ev`` says where a send of a declared program order stands:
+# FREE (nothing to wait for), GATED (the send before it on its link has not started) or, >= 0,
+# held for that send with ``ev - 1`` the hop that made its data ready.
+EVENT = np.dtype([("nbytes", np.float64), ("after", np.int32), ("group", np.int32), ("start", np.int32),
                   ("end", np.int32), ("ev", np.int32), ("at", np.int32)], align=True)
+FREE, GATED = -1, -2  # a record's ``ev`` before its first hop is served (held: >= 0)
 
 # A group of several arrivals (the partial results of a reduction reaching one node, a chunk
 # received more than once) keeps what its arrivals read and write in one *block* of 8-byte words,
@@ -49,19 +55,19 @@ GRANULE = 4  # words per granule: a block starts at word 4 * rec.group
 @njit(cache=True, nogil=True)
 def event_records(chunk, lo, hi, denom, chunk_bytes, r, rptr):
     """One :data:`EVENT` record per position: piece bytes ``(hi - lo) / denom *
-    chunk_bytes[chunk]``, route ``r``, its first hop (``at``: the hop's place in the route
-    links, ``rptr[r]``), nothing released yet (rows ``0 .. 0``)."""
+    chunk_bytes[chunk]``, its first hop (``at``: the first of route ``r``'s places in the
+    route links, ``rptr[r]``), nothing released yet (rows ``0 .. 0``), no send waiting for it."""
     n = len(chunk)
     rec = np.empty(n, EVENT)
     huge_pages(rec)
     for q in range(n):
         x = rec[q]
         x.nbytes = (hi[q] - lo[q]) / denom * chunk_bytes[chunk[q]]
-        x.route = r[q]
+        x.after = -1
         x.group = -1
         x.start = 0
         x.end = 0
-        x.ev = -1
+        x.ev = FREE
         x.at = rptr[r[q]]
     return rec
 
@@ -74,7 +80,6 @@ def release_dependents(rec, dptr):
         rec[q].end = dptr[q + 1]
 
 
-@njit(cache=True, nogil=True)
 def release_groups(rec, order, gstart, g_in, p, single):
     """Group prefixes: ``(blocks, block_ints, waiting)`` and every record's release.
 
@@ -84,54 +89,99 @@ def release_groups(rec, order, gstart, g_in, p, single):
     a block (the layout above: header, its waiting rows by ``p``, one slot per arrival) and its
     members' records name the block and their place in it. A send reading a group waits for its
     first ``p`` arrivals (Deps of :mod:`collsynth.tens.dependencies`); rows are in position order
-    within a group, so ``p`` ascends. One counting pass over the readers (their groups' row
-    counts), one over the groups (where each group's rows go), one writing the rows there
-    directly and one over the groups writing headers, slots and records.
+    within a group, so ``p`` ascends. :func:`hold_readers`, :func:`group_blocks`, then
+    :func:`waiting_rows` (a caller may drop ``g_in`` and ``p`` after the first, ``order`` and
+    ``gstart`` after the second).
     """
+    hold_readers(rec, g_in, p)
+    blocks, block_ints, at, rows = group_blocks(rec, order, gstart, single)
+    return blocks, block_ints, waiting_rows(rec, at, block_ints, rows)[0]
+
+
+@njit(cache=True, nogil=True)
+def hold_readers(rec, g_in, p):
+    """What each send reads, kept in its record until :func:`waiting_rows` has written it
+    where it goes: the group ``g_in[q]`` in ``after`` and ``p[q]`` in ``ev`` (both unused
+    before the loop), so that the columns ``g_in`` and ``p`` can go before the blocks are made."""
+    for q in range(len(rec)):
+        rec[q].after = g_in[q]
+        rec[q].ev = p[q]
+
+
+@njit(cache=True, nogil=True)
+def group_blocks(rec, order, gstart, single):
+    """The blocks of :func:`release_groups` with their headers and member slots, and the
+    records' releases: ``(blocks, block_ints, at, rows)``, ``at[g]`` where group ``g``'s rows
+    go (one int32 a group: its block's granule, whose header's BLOCK_NEXT is the fill pointer
+    until :func:`waiting_rows` sets it back, or ``~row`` of the waiting table of ``rows`` rows).
+    One counting pass over the readers (their groups' row counts), one over the groups (the
+    sizes) and one writing headers, slots and records, where each group's count becomes its
+    ``at``. The group each send reads is in its record (:func:`hold_readers`)."""
     G = len(gstart) - 1
     count = np.empty(G, np.int32)
     huge_pages(count)
     count[:] = 0
-    for q in range(len(g_in)):
-        if g_in[q] >= 0:
-            count[g_in[q]] += 1
-    at = np.empty(G, np.int64)  # where group g's next row goes: word of its block, or ~row of waiting
-    huge_pages(at)
+    for q in range(len(rec)):
+        g = rec[q].after
+        if g >= 0:
+            count[g] += 1
     rows, words = 0, 0
     for g in range(G):
         size = gstart[g + 1] - gstart[g]
         if single and size == 1:
-            at[g] = ~rows
             rows += count[g]
         else:
-            at[g] = words + BLOCK_HEADER
             words += _block_words(count[g], size)
     if words // GRANULE >= np.iinfo(np.int32).max:
         raise ValueError("too many group prefixes for 32-bit block granules")
     blocks = np.empty(words)
     huge_pages(blocks)
     block_ints = blocks.view(np.int32)
-    waiting = np.empty((rows, 2), np.int32)
-    huge_pages(waiting)
-    _write_rows(g_in, p, at, block_ints, waiting)
     rows, words = 0, 0
     for g in range(G):
         size = gstart[g + 1] - gstart[g]
         for j in range(gstart[g] + AHEAD, min(gstart[g + 1] + AHEAD, len(order))):  # records AHEAD members on
             prefetch_write(rec, order[j])
+        readers = count[g]
         if single and size == 1:
             q = order[gstart[g]]
             rec[q].start = rows
-            rec[q].end = rows + count[g]
-            rows += count[g]
+            rec[q].end = rows + readers
+            count[g] = ~rows
+            rows += readers
             continue
-        _block_header(blocks, block_ints, words, count[g], size)
+        _block_header(blocks, block_ints, words, readers, size)
         for x in range(size):
             q = order[gstart[g] + x]
             rec[q].group = words // GRANULE
             rec[q].start = x
-        words += _block_words(count[g], size)
-    return blocks, block_ints, waiting
+        count[g] = words // GRANULE
+        words += _block_words(readers, size)
+    return blocks, block_ints, count, rows
+
+
+@njit(cache=True, nogil=True)
+def waiting_rows(rec, at, block_ints, rows):
+    """The waiting table of :func:`release_groups` (``rows`` rows) with every reader's row
+    written where :func:`group_blocks` put its group's (``at``, advanced here), every block's
+    fill pointer back at its first waiting row, and the records' ``after`` and ``ev`` back to
+    none and FREE: ``(waiting, alone)``, ``alone`` one bit a send (packed, little bit order),
+    set for the sends that read no group."""
+    waiting = np.empty((rows, 2), np.int32)
+    huge_pages(waiting)
+    _write_rows(rec, at, block_ints, waiting)
+    u, words = 0, len(block_ints) // 2
+    while u < words:
+        h = 2 * u
+        block_ints[h + BLOCK_NEXT] = BLOCK_HEADER
+        u += _block_words(block_ints[h + BLOCK_SLOTS] - BLOCK_HEADER, block_ints[h + BLOCK_MEMBERS])
+    alone = np.zeros((len(rec) + 7) // 8, np.uint8)
+    for q in range(len(rec)):
+        if rec[q].after < 0:
+            alone[q >> 3] |= np.uint8(1 << (q & 7))
+        rec[q].after = -1
+        rec[q].ev = FREE
+    return waiting, alone
 
 
 @njit(cache=True, nogil=True, inline='always')
@@ -158,27 +208,51 @@ def _block_header(blocks, block_ints, u, readers, members):
 
 
 @njit(cache=True, nogil=True)
-def _write_rows(g_in, p, at, block_ints, waiting):
-    """Every reader's row ``(send, p)`` at its group's fill pointer ``at`` (a block word, or
-    ``~row`` of ``waiting``), in position order; the pointers' and the rows' lines are prefetched
-    ahead."""
-    n = len(g_in)
+def _write_rows(rec, at, block_ints, waiting):
+    """Every reader's row ``(send, p)`` (its record's ``after`` and ``ev``,
+    :func:`hold_readers`) where its group's rows go, in position order: ``at``
+    holds a block's granule (its header's BLOCK_NEXT the fill pointer, advanced here) or
+    ``~row`` of ``waiting`` (advanced here); the pointers' and the headers' lines are
+    prefetched ahead."""
+    n = len(rec)
     for q in range(n):
-        if q + 2 * AHEAD < n and g_in[q + 2 * AHEAD] >= 0:  # the fill pointers, then the rows they point at
-            prefetch_write(at, g_in[q + 2 * AHEAD])
-        if q + AHEAD < n and g_in[q + AHEAD] >= 0:
-            w = at[g_in[q + AHEAD]]
-            if w >= 0:
-                prefetch_write(block_ints, 2 * w)
+        if q + 2 * AHEAD < n and rec[q + 2 * AHEAD].after >= 0:  # the fill pointers, then the headers or rows
+            prefetch_write(at, rec[q + 2 * AHEAD].after)
+        if q + AHEAD < n and rec[q + AHEAD].after >= 0:
+            a = at[rec[q + AHEAD].after]
+            if a >= 0:
+                prefetch_write(block_ints, 2 * GRANULE * np.int64(a))
             else:
-                prefetch_write(waiting, ~w)
-        g = g_in[q]
+                prefetch_write(waiting, ~a)
+        g = rec[q].after
         if g >= 0:
-            w = at[g]
-            if w >= 0:
-                block_ints[2 * w] = q
-                block_ints[2 * w + 1] = p[q]
+            a = at[g]
+            if a >= 0:
+                h = 2 * GRANULE * np.int64(a)
+                w = h + 2 * np.int64(block_ints[h + BLOCK_NEXT])
+                block_ints[w] = q
+                block_ints[w + 1] = rec[q].ev
+                block_ints[h + BLOCK_NEXT] += 1
             else:
-                waiting[~w, 0] = q
-                waiting[~w, 1] = p[q]
-            at[g] = w + 1 if w >= 0 else w - 1
+                waiting[~a, 0] = q
+                waiting[~a, 1] = rec[q].ev
+                at[g] = a - 1
+
+
+@njit(cache=True, nogil=True)
+def chain_on_links(rec, src, switch, links, pairs):
+    """The declared program order of :func:`collsynth.tens.cost.link_successors` written into
+    the records: every send out of an NPU (``switch[src[q]]`` false) is the ``after`` of the
+    send before it whose first hop (``links[rec[q].at]``, one of ``pairs`` link pairs) is on the
+    same link pair, and is GATED until that one starts. One pass in step order, keeping each
+    link pair's last send."""
+    last = np.full(pairs, -1, np.int32)
+    for q in range(len(rec)):
+        if switch[src[q]]:
+            continue
+        link = links[rec[q].at]
+        k = last[link]
+        if k >= 0:
+            rec[k].after = q
+            rec[q].ev = GATED
+        last[link] = q

@@ -470,7 +470,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
 
     Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
     they number at most ``PAIR_BUDGET``) or group prefixes (see :class:`_Deps`; exact for whole
-    chunks).
+    chunks). With ``link_order == "program"`` a send out of an NPU whose first hop is taken
+    before the start of the previous send (schedule order) out of the same node over the same
+    first link is held, and pushed again when that one starts, at the later of its own ready
+    time and that start, with the event that made it ready.
     """
     topo = instance.topology
     la = topo.link_arrays
@@ -521,6 +524,18 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     seq = np.empty(n, dtype=np.int64)
     seq[np.argsort(s.step, kind="stable")] = np.arange(n)
     seq_l = seq.tolist()
+    before, after = [-1] * n, [-1] * n  # the declared program order: the previous / next send on the link
+    if s.link_order == "program":
+        previous = {}
+        for i in np.argsort(s.step, kind="stable").tolist():
+            if int(s.src[i]) in topo.switches:
+                continue
+            key = hop_link[first_hop[i]]
+            if key in previous:
+                before[i], after[previous[key]] = previous[key], i
+            previous[key] = i
+    started = [False] * n
+    held = {}  # send: (ready time, event that made it ready), taken before the previous send on its link started
     ready = [0.0] * n
     ready_from = [-1] * n  # hop (event) whose arrival made send i ready
     heap = [(0.0, seq_l[i], first_hop[i], -1) for i in range(n) if need[i] == 0]
@@ -533,6 +548,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     best_t, best_e, served = 0.0, -1, 0
     while heap:
         t, sq, e, pred = pop(heap)
+        i = hop_send[e]
+        if e == first_hop[i] and before[i] >= 0 and not started[before[i]]:
+            held[i] = (t, pred)
+            continue
         served += 1
         l = hop_link[e]
         fl = free[l]
@@ -542,6 +561,11 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         else:
             start = t
             ev_pred[e] = pred
+        if e == first_hop[i]:
+            started[i] = True
+            if after[i] in held:
+                ready_t, made_by = held.pop(after[i])
+                push(heap, (max(ready_t, start), seq_l[after[i]], first_hop[after[i]], made_by))
         fl = start + hop_dur[e]
         free[l] = fl
         last_on[l] = e

@@ -6,6 +6,7 @@ dependency pairs and group prefixes, parallel links, heterogeneous links."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from fractions import Fraction
 from unittest.mock import patch
 
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import reference_cost as ref
+from collsynth import InputError
 from collsynth.instances.generators import build
 from collsynth.instances.collective import make
 from collsynth.instances.instance import Instance, make_instance
@@ -260,13 +262,18 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
     """Every group's waiting rows ``(send, p)`` in position order: in the group's block, or in
     the waiting table for a group of one arrival released directly; the records of a group's
     members name its block and their places in it."""
-    g = np.array(g_in, np.int32)
-    p = np.arange(len(g), dtype=np.int32) * 3
     gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    n = max(len(g_in), int(gstart[-1]))
+    g = np.array(g_in + [-1] * (n - len(g_in)), np.int32)  # one entry a position, as the event model's
+    p = np.arange(n, dtype=np.int32) * 3
     order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
-    rec = np.zeros(max(gstart[-1], 1), event_layout.EVENT)
-    rec["group"] = -1
-    _, block_ints, waiting = event_layout.release_groups(rec, order, gstart, g, p, single)
+    rec = event_layout.event_records(np.zeros(n, np.int32), np.zeros(n, np.int32), np.ones(n, np.int32), 1,
+                                     np.ones(1), np.zeros(n, np.int32), np.zeros(2, np.int64))
+    event_layout.hold_readers(rec, g, p)
+    blocks, block_ints, at, rows = event_layout.group_blocks(rec, order, gstart, single)
+    waiting, alone = event_layout.waiting_rows(rec, at, block_ints, rows)
+    assert np.unpackbits(alone, bitorder="little")[:n].tolist() == (g < 0).tolist()
+    assert (rec["after"] == -1).all() and (rec["ev"] == event_layout.FREE).all()  # as the records were made
     for k, size in enumerate(sizes):
         expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
         members = order[gstart[k]:gstart[k + 1]]
@@ -280,6 +287,7 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
         rows = block_ints[2 * (u + event_layout.BLOCK_HEADER):2 * (u + block_ints[2 * u + event_layout.BLOCK_SLOTS])]
         assert rows.reshape(-1, 2).tolist() == expected
         assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
+        assert block_ints[2 * u + event_layout.BLOCK_NEXT] == event_layout.BLOCK_HEADER  # the first row to release
 
 
 @given(positions=st.lists(st.integers(0, (1 << 31) - 2), unique=True, max_size=3000),
@@ -358,3 +366,44 @@ def test_lowest_set_bit_of_an_occupancy_word(x):
     """The TEN table's lowest-set-bit (first free or busy timestep of a 64-timestep page)
     against Python's integers."""
     assert page_table._ctz(np.uint64(x)) == (x & -x).bit_length() - 1
+
+
+@st.composite
+def switched_cases(draw):
+    """Random whole-chunk sends over the links of a random network with a switch attached to
+    every node both ways: sends out of NPUs (chained in a declared link order) and out of the
+    switch (never chained), an allgather or a reduce-scatter."""
+    topo = draw(networks(max_nodes=5))
+    n = topo.size
+    rnd = draw(st.randoms(use_true_random=False))
+    edges = [(u, v, {"bandwidth": d["bandwidth"], "alpha": d["alpha"]}) for u, v, d in topo.graph.edges(data=True)]
+    edges += [(u, n, {"bandwidth": BW * rnd.choice([1, 2]), "alpha": ALPHA}) for u in range(n)]
+    edges += [(n, u, {"bandwidth": BW * rnd.choice([1, 2]), "alpha": ALPHA}) for u in range(n)]
+    switched = from_edges(n + 1, edges, switches=[n])
+    kind = draw(st.sampled_from(("allgather", "reduce_scatter")))
+    inst = make_instance(switched, kind, message_bytes=M)
+    links = sorted(set(switched.graph.edges()))
+    sends = []
+    for _ in range(draw(st.integers(1, 30))):
+        u, v = draw(st.sampled_from(links))
+        sends.append((draw(st.integers(0, n - 1)), 0, 1, u, v, draw(st.integers(1, 6))))
+    return from_sends(sends, kind, n + 1, inst.collective.num_chunks), inst
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=st.one_of(priced_cases(), combining_cases(), switched_cases()), exact=st.sampled_from([None, False]))
+def test_event_with_a_declared_link_order_matches_the_reference(case, exact):
+    """A declared program order on the links (``link_order = "program"``): a send out of an
+    NPU taken before the send before it on its link has started is held in its record and
+    queued at that start; the reference holds it with its ready time and queues it at the later
+    of the two. Same prices, exact pairs and group prefixes, through switches too."""
+    sched, inst = case
+    declared = replace(sched, link_order="program")
+    try:
+        slow = ref.price(declared, inst, "event", exact_deps=exact)
+    except InputError as e:
+        with pytest.raises(InputError, match="circular"):
+            cost.price_event(declared, inst, exact_deps=exact)
+        assert "circular" in str(e)
+        return
+    assert_same(cost.price_event(declared, inst, exact_deps=exact), slow)

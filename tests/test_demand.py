@@ -195,3 +195,36 @@ def test_a_demand_whose_every_chunk_moves_is_the_collectives_own_matrices():
     g = bounds.demand_of(full)
     assert g.pre is full.collective.precondition and g.post is full.collective.postcondition
     assert len(bounds.demand_of(instance_on("ring", {"nodes": 6}, "alltoall"))) == 30  # 36 pairs less 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 7), st.integers(0, 2**32 - 1), st.booleans())
+def test_column_reach_is_the_submatrix_reduction(n_rows, n_cols, seed, farthest):
+    """The distance and crossings read a row's holders x needing nodes through
+    :func:`column_reach`, never the submatrix itself: its per-column largest (least) distance is
+    numpy's ``D[np.ix_(rows, cols)].max(axis=0)`` (``.min``), unreachable nodes (inf) and
+    repeated rows and columns included."""
+    rng = np.random.default_rng(seed)
+    D = rng.integers(0, 5, (8, 9)).astype(float)
+    D[rng.random(D.shape) < 0.2] = np.inf
+    rows, cols = rng.integers(0, 8, n_rows), rng.integers(0, 9, n_cols)
+    sub = D[np.ix_(rows, cols)]
+    want = sub.max(axis=0) if farthest else sub.min(axis=0)
+    assert bounds.distances.column_reach(D, rows, cols, farthest).tolist() == want.tolist()
+
+
+@settings(max_examples=20, deadline=None)
+@given(instances(), st.integers(1, 40))
+def test_shortest_paths_in_batches_are_one_dijkstra(inst, batch):
+    """The distance matrix filled batch by batch (a few entries a batch) is scipy's Dijkstra
+    over every source at once."""
+    from unittest.mock import patch
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+    arcs = bounds.arcs_of(inst.topology)
+    w = np.arange(1, len(arcs.src) + 1, dtype=float)  # distinct weights: not a breadth-first search
+    sources = np.arange(arcs.size)[::-1].copy()
+    with patch.object(bounds.distances, "PATH_BATCH", batch), patch.dict(bounds.distances._PATHS, clear=True):
+        D = bounds.shortest_paths(arcs, w, sources)
+    adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+    assert D.tolist() == dijkstra(adj, directed=True, indices=sources).tolist()

@@ -109,7 +109,7 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
     alone = cost.price_event(sched, inst)
     plan = PricingPlan(sched, inst)
     made, released = [], []
-    real_records, real_release = event_layout.event_records, event_layout.release_groups
+    real_records, real_release = event_layout.event_records, event_layout.group_blocks
 
     def records(*args):
         made.append(real_records(*args))
@@ -120,7 +120,7 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
         return real_release(rec, *args)
 
     monkeypatch.setattr(event_layout, "event_records", records)
-    monkeypatch.setattr(event_layout, "release_groups", release)
+    monkeypatch.setattr(event_layout, "group_blocks", release)
     cost.prepare_event(plan)
     assert len(made) == 1 and plan.holds(cost.EVENT_RECORDS)
     cost.prepare_event(plan)  # kept: not made again
