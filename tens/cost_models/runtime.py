@@ -71,7 +71,8 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   reduces at half rate (:func:`shared_sms`);
 - with ``Calibration.fair_links``, a link serves the connections that cross it fairly, so a
   copy on the first iteration's chain runs no faster than the link's calibrated bandwidth over
-  the connections crossing it (:func:`fair_link_copies`);
+  the connections crossing it (:func:`fair_link_copies`; tried on the A100 and not kept, no
+  shipped calibration sets it: ``docs/fidelity.md``);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
