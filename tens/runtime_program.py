@@ -37,7 +37,7 @@ from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
-           "carried_rounds", "thread_block_links"]
+           "carried_rounds", "thread_block_links", "copy_crowds"]
 
 DEFAULT_CLASS = "link"
 
@@ -84,7 +84,10 @@ class ProgramFeatures:
     link's ``class_load`` alone). ``tb_links``: link class -> per thread block, the largest
     per-iteration load (as ``class_load``) of a link of that class that its sends cross (0 where
     it sends over none), which the thread block's transfers share (:func:`thread_block_links`;
-    empty: not computed)."""
+    empty: not computed). ``path_crowd``: link class -> the most connections per byte/s of a
+    link's bandwidth that a copy of the critical path crosses (:func:`copy_crowds`): what a
+    link shared fairly between its connections lets one connection's copy run at; empty: not
+    computed."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -108,6 +111,7 @@ class ProgramFeatures:
     link_load: dict = field(default_factory=dict)
     link_ops: dict = field(default_factory=dict)
     tb_links: dict = field(default_factory=dict)
+    path_crowd: dict = field(default_factory=dict)
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -482,6 +486,8 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
     ops_rows = np.concatenate([gpu[send_idx], peer[send_idx]])
     link_ops = _count_by(hop_link, col[send_idx][hop_send], len(la), len(cnts), np.ones(len(hop_link)))
     loaded = {c: np.flatnonzero((classes == c) & (load > 0)) for c in sorted(set(classes))}
+    crowd = copy_crowds(send_idx, hop_send, hop_link, tb_of, pred[transfer], succ[transfer], sent, classes,
+                        la.bandwidth, send_class, transports or {})
     return ProgramFeatures(
         tb_steps=_count_by(tb_of, col, len(tbs), len(cnts), np.ones(len(steps))),
         tb_sent=np.bincount(tb_of, weights=sent, minlength=len(tbs)),
@@ -501,7 +507,42 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         path_copies=pipelined_copies(len(steps), pred, succ, transfer, sent),
         tb_links=thread_block_links(tb_of[send_idx[hop_send]], hop_link, load, classes, len(tbs)),
         carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else (),
-        link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()})
+        link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()},
+        path_crowd={c: float(v[path].max(initial=0.0)) for c, v in crowd.items()})
+
+
+def copy_crowds(send_idx, hop_send, hop_link, tb_of, sender, receiver, copied, classes, bandwidth, send_class,
+                transports: dict) -> dict:
+    """Link class -> per step, the most connections per byte/s of a link's bandwidth over the
+    links of that class that the step's copy crosses (0 for a step that copies nothing,
+    ``copied`` 0). A link's connections are the sending thread blocks (one per connection in
+    MSCCL) of the sends that cross it (``hop_send[j]`` crosses ``hop_link[j]``); the copy is the
+    send's own route on a ``"write"`` transport and the route of the send that feeds the step on
+    a ``"read"`` one (the side of :func:`_copies`; ``sender[k]`` feeds ``receiver[k]``).
+
+    Two thread blocks (steps 0 and 1) sending over link 0 (1 B/s) into steps 2 and 3, read:
+
+    >>> copy_crowds(np.array([0, 1]), np.array([0, 1]), np.array([0, 0]), np.array([0, 1, 2, 3]),
+    ...             np.array([0, 1]), np.array([2, 3]), np.array([0, 0, 1, 1]), np.array(["l"], dtype=object),
+    ...             np.array([1.0]), np.array(["l", "l"], dtype=object), {"l": "read"})["l"].tolist()
+    [0.0, 0.0, 2.0, 2.0]
+    """
+    pairs = np.unique(np.stack([hop_link, tb_of[send_idx[hop_send]]]), axis=1)
+    per_link = np.bincount(pairs[0], minlength=len(bandwidth)) / bandwidth
+    reads = np.array([transports.get(str(c), "write") == "read" for c in send_class], dtype=bool)
+    feeds = np.full(len(send_idx), -1, dtype=np.int64)
+    feeds[np.searchsorted(send_idx, sender)] = receiver
+    copier = np.where(reads, feeds, send_idx)
+    ok = copier >= 0
+    out = {}
+    for c in sorted(set(classes)):
+        mine = classes[hop_link] == c
+        per_send = np.zeros(len(send_idx))
+        np.maximum.at(per_send, hop_send[mine], per_link[hop_link[mine]])
+        per_step = np.zeros(len(tb_of))
+        np.maximum.at(per_step, copier[ok], per_send[ok])
+        out[c] = np.where(np.asarray(copied) > 0, per_step, 0.0)
+    return out
 
 
 def thread_block_links(tb: np.ndarray, link: np.ndarray, load: np.ndarray, classes: np.ndarray,

@@ -69,6 +69,10 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - with ``Calibration.sms`` (a GPU's streaming multiprocessors), a program one of whose GPUs
   runs more thread blocks than that runs two on some SMs, and every thread block copies and
   reduces at half rate (:func:`shared_sms`);
+- with ``Calibration.fair_links``, a link serves the connections that cross it fairly, so a
+  copy on the first iteration's chain runs no faster than the link's calibrated bandwidth over
+  the connections crossing it (:func:`fair_link_copies`; tried on the A100 and not kept, no
+  shipped calibration sets it: ``docs/fidelity.md``);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -128,7 +132,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
-           "shared_sms",
+           "shared_sms", "fair_link_copies",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -166,7 +170,8 @@ class Calibration:
     they add to its own copy only, and the links are a separate bound). ``sms``: a GPU's
     streaming multiprocessors; in a program one of whose GPUs runs more thread blocks than
     that, every thread block copies and reduces at half its rate (:func:`shared_sms`; 0, a file without it: not
-    modelled)."""
+    modelled). ``fair_links``: a copy on an iteration's chain runs no faster than its link's fair
+    share (:func:`fair_link_copies`; false, a file without it: at ``tb_rate`` whatever the link)."""
 
     name: str
     system: str
@@ -188,6 +193,7 @@ class Calibration:
     link_slice_s: dict = field(default_factory=dict)
     serial_links: bool = False
     sms: int = 0
+    fair_links: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -198,7 +204,8 @@ class Calibration:
                                "handshake_share": self.handshake_share,
                                **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {}),
                                **({"serial_links": True} if self.serial_links else {}),
-                               **({"sms": self.sms} if self.sms else {})},
+                               **({"sms": self.sms} if self.sms else {}),
+                               **({"fair_links": True} if self.fair_links else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -264,6 +271,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     serial = p.get("serial_links", False)
     if not isinstance(serial, bool):
         raise InputError(f"{where}: parameters.serial_links", f"expected true or false, got {serial!r}")
+    fair = p.get("fair_links", False)
+    if not isinstance(fair, bool):
+        raise InputError(f"{where}: parameters.fair_links", f"expected true or false, got {fair!r}")
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -281,7 +291,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
-                       sms=sms,
+                       sms=sms, fair_links=fair,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -332,7 +342,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
         period = period + cal.round_share * np.maximum(held - period, 0.0)
-    hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
+    hop_copy = fair_link_copies(f, cal, pf)
+    hop_per_byte = (f.path_sent * hop_copy + f.path_reduced / cal.reduce_rate / pf) / max(f.path_sent, 1)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
@@ -365,6 +376,36 @@ def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
     if not cal.sms or f.tbs_per_gpu <= cal.sms:
         return cal
     return replace(cal, tb_rate=cal.tb_rate / 2, reduce_rate=cal.reduce_rate / 2)
+
+
+def fair_link_copies(f: ProgramFeatures, cal: Calibration, pf: float) -> float:
+    """Seconds per chunk byte of one copy on an iteration's chain of copies (the first
+    iteration's critical path): ``1 / tb_rate`` (over the protocol's share ``pf``), and with
+    ``cal.fair_links`` no less than a link it crosses takes to give it its fair part, the
+    link's calibrated share ``efficiency[c]`` of its bandwidth over the connections that cross
+    it (``f.path_crowd``, :func:`~collsynth.tens.runtime_program.copy_crowds`). In the first
+    iteration every connection copies its first slices at once, each thread block its own
+    (NCCL's ``genericOp``, ``prims_simple.h``), so a link crossed by ``k`` connections serves
+    each about a ``k``-th of its bandwidth, and a chain of forwards advances no faster: a
+    thread block alone on its link copies at its own rate (TACCL's programs, a few thread
+    blocks a GPU), one of 14 on a GPU's NVSwitch port (ForestColl's trees) at a fourteenth of
+    the port. The steady state needs no such term: the period already takes the busiest link's
+    load, which is at least any connection's fair part of it.
+
+    A link of 10 B/s at a 0.5 share crossed by 4 connections (0.4 per B/s), 4 B/s a thread
+    block: a chain's copy takes 4 / 5 = 0.8 s a chunk byte, 1 / 4 = 0.25 without the rule.
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {"l": 0.4}, 1, 1, 0, {}, 1, 1,
+    ...                     "Simple", "allgather", path_crowd={"l": 0.4})
+    >>> cal = Calibration("c", "s", "", {"l": 0.5}, {"l": 0.0}, {"l": 0.0}, 4.0, 1.0, 0.0, 0.0, 0.0)
+    >>> fair_link_copies(f, cal, 1.0), round(fair_link_copies(f, replace(cal, fair_links=True), 1.0), 6)
+    (0.25, 0.8)
+    """
+    hop = 1.0 / cal.tb_rate / pf
+    if cal.fair_links:
+        for c, crowd in f.path_crowd.items():
+            hop = max(hop, crowd / (cal.efficiency.get(c, 1.0) * pf))
+    return hop
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
