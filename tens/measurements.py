@@ -187,7 +187,9 @@ class Manifest:
     ``credit_start``: whether the fit also starts from the per-slice costs on the connections'
     credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false).
     ``sms``: the streaming multiprocessors (compute units) of one GPU, beyond which a GPU's
-    thread blocks share SMs (``Calibration.sms``; default 0: not modelled)."""
+    thread blocks share SMs (``Calibration.sms``; default 0: not modelled). ``chain_latency``:
+    whether the critical path's fixed costs add to the bytes (``Calibration.chain_latency``;
+    default false)."""
 
     system: str
     source: str
@@ -199,6 +201,7 @@ class Manifest:
     serial_links: bool = False
     credit_start: bool = False
     sms: int = 0
+    chain_latency: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -242,7 +245,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False),
                     serial_links=_field(data, "serial_links", bool, str(path), False),
                     credit_start=_field(data, "credit_start", bool, str(path), False),
-                    sms=_sms(data, str(path)))
+                    sms=_sms(data, str(path)),
+                    chain_latency=_field(data, "chain_latency", bool, str(path), False))
 
 
 def _sms(data: dict, where: str) -> int:

@@ -128,7 +128,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
-           "shared_sms",
+           "shared_sms", "chain_latency",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -188,6 +188,7 @@ class Calibration:
     link_slice_s: dict = field(default_factory=dict)
     serial_links: bool = False
     sms: int = 0
+    chain_latency: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -198,7 +199,8 @@ class Calibration:
                                "handshake_share": self.handshake_share,
                                **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {}),
                                **({"serial_links": True} if self.serial_links else {}),
-                               **({"sms": self.sms} if self.sms else {})},
+                               **({"sms": self.sms} if self.sms else {}),
+                               **({"chain_latency": True} if self.chain_latency else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -264,6 +266,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     serial = p.get("serial_links", False)
     if not isinstance(serial, bool):
         raise InputError(f"{where}: parameters.serial_links", f"expected true or false, got {serial!r}")
+    chained = p.get("chain_latency", False)
+    if not isinstance(chained, bool):
+        raise InputError(f"{where}: parameters.chain_latency", f"expected true or false, got {chained!r}")
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -281,7 +286,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
-                       sms=sms,
+                       sms=sms, chain_latency=chained,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -333,9 +338,11 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
         period = period + cal.round_share * np.maximum(held - period, 0.0)
     hop_per_byte = (f.path_sent / cal.tb_rate + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
-    fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
-            + hop_per_byte * s * _chained_copies(f, forwarded / s))
-    first = np.maximum(fill, period)
+    chain = f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
+    copies = hop_per_byte * s * _chained_copies(f, forwarded / s)
+    first = np.maximum(chain + copies, period)
+    if cal.chain_latency:  # the chain's fixed costs on top of the bytes (chain_latency)
+        first, period = chain_latency(f, chain, copies, period, forwarded / s)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
@@ -365,6 +372,41 @@ def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
     if not cal.sms or f.tbs_per_gpu <= cal.sms:
         return cal
     return replace(cal, tb_rate=cal.tb_rate / 2, reduce_rate=cal.reduce_rate / 2)
+
+
+def chain_latency(f: ProgramFeatures, chain: float, copies: np.ndarray, period: np.ndarray,
+                  share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, period)``: the first iteration and the steady period when the fixed costs of an
+    iteration's chain of steps (``chain``: ``step_s`` per step and ``hop_s[c]`` per hop of its
+    critical path) add to the bytes instead of overlapping them (``Calibration.chain_latency``).
+
+    A step on the chain starts when its upstream step's flag arrives (``waitPeer`` polls the
+    peer's step counter, set by ``postPeer`` after the slice's system-scope fence: RCCL's
+    ``prims_simple.h``), so the iteration's data reach its busiest link only after the chain's
+    latency and leave it only after its bytes: the pipeline's fill plus its bottleneck
+    (Hockney, "The communication challenge for MPP", Parallel Computing 20(3), 1994: ``t = t0
+    + n / r``), ``first = chain + max(copies, period)``. Where a thread block holds the next
+    iteration back (``f.carried``: it starts ``D`` of the iteration's ``R`` rounds after the
+    previous, RCCL's ring ``D = R``: each of its thread blocks runs the ring's steps of one loop
+    iteration before the next), every period pays the same share ``D / R`` of the chain,
+    mixed between the two roundings by ``share`` (the part of a chunk a forward trails its
+    sender), as the rounds are (:func:`_mixed_rounds`).
+
+    A chain of 3 steps of 2 us, bytes 5 us on the busiest link, and a program whose next
+    iteration starts after half its rounds: the first iteration 6 + 5 = 11 us (not max(6, 5)),
+    every further one 5 + 3 = 8 us.
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {}, 3, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather", carried=(0.5, 0.5))
+    >>> first, period = chain_latency(f, 6e-6, np.array([1e-6]), np.array([5e-6]), np.array([0.5]))
+    >>> first.round(12).tolist(), period.round(12).tolist()
+    ([1.1e-05], [8e-06])
+    """
+    first = chain + np.maximum(copies, period)
+    if f.carried:
+        held = (1 - share) * f.carried[0] + share * f.carried[-1]
+        period = period + held * chain
+    return first, period
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
