@@ -187,8 +187,8 @@ class Manifest:
     ``credit_start``: whether the fit also starts from the per-slice costs on the connections'
     credit and keeps the better fit (:func:`collsynth.tens.calibration.fit`; default false).
     ``sms``: the streaming multiprocessors (compute units) of one GPU, beyond which a GPU's
-    thread blocks share SMs (``Calibration.sms``; default 0: not modelled). ``chain_latency``:
-    whether the critical path's fixed costs add to the bytes (``Calibration.chain_latency``;
+    thread blocks share SMs (``Calibration.sms``; default 0: not modelled). ``fences``:
+    whether the GPU's shared cost per slice is the slice's fence (``Calibration.fences``;
     default false)."""
 
     system: str
@@ -201,7 +201,7 @@ class Manifest:
     serial_links: bool = False
     credit_start: bool = False
     sms: int = 0
-    chain_latency: bool = False
+    fences: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -246,7 +246,7 @@ def read_manifest(path: str | Path) -> Manifest:
                     serial_links=_field(data, "serial_links", bool, str(path), False),
                     credit_start=_field(data, "credit_start", bool, str(path), False),
                     sms=_sms(data, str(path)),
-                    chain_latency=_field(data, "chain_latency", bool, str(path), False))
+                    fences=_field(data, "fences", bool, str(path), False))
 
 
 def _sms(data: dict, where: str) -> int:
