@@ -69,6 +69,10 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - with ``Calibration.sms`` (a GPU's streaming multiprocessors), a program one of whose GPUs
   runs more thread blocks than that runs two on some SMs, and every thread block copies and
   reduces at half rate (:func:`shared_sms`);
+- with ``Calibration.fences`` (MI250), the GPU's shared cost per slice is the slice's
+  system-scope fence: an empty slice skips it (:func:`fenced_slices`), and in a program whose
+  thread blocks hold the next iteration back (RCCL's ring) it adds to the busiest link's bytes
+  (:func:`carried_fences`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -166,7 +170,8 @@ class Calibration:
     they add to its own copy only, and the links are a separate bound). ``sms``: a GPU's
     streaming multiprocessors; in a program one of whose GPUs runs more thread blocks than
     that, every thread block copies and reduces at half its rate (:func:`shared_sms`; 0, a file without it: not
-    modelled)."""
+    modelled). ``fences``: the GPU's shared cost per slice is the slice's fence (:func:`fenced_slices`,
+    :func:`carried_fences`; false, a file without it: every slice at its handshake weight, beside the links)."""
 
     name: str
     system: str
