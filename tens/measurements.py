@@ -189,7 +189,10 @@ class Manifest:
     ``sms``: the streaming multiprocessors (compute units) of one GPU, beyond which a GPU's
     thread blocks share SMs (``Calibration.sms``; default 0: not modelled). ``fair_links``:
     whether a copy on an iteration's chain runs no faster than its link's fair share between
-    its connections (``Calibration.fair_links``; default false)."""
+    its connections (``Calibration.fair_links``; default false).
+    ``fences``:
+    whether the GPU's shared cost per slice is the slice's fence (``Calibration.fences``;
+    default false)."""
 
     system: str
     source: str
@@ -202,6 +205,7 @@ class Manifest:
     credit_start: bool = False
     sms: int = 0
     fair_links: bool = False
+    fences: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -245,7 +249,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     link_slice_cost=_field(data, "link_slice_cost", bool, str(path), False),
                     serial_links=_field(data, "serial_links", bool, str(path), False),
                     credit_start=_field(data, "credit_start", bool, str(path), False),
-                    sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False))
+                    sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False),
+                    fences=_field(data, "fences", bool, str(path), False))
 
 
 def _sms(data: dict, where: str) -> int:

@@ -73,6 +73,10 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   copy on the first iteration's chain runs no faster than the link's calibrated bandwidth over
   the connections crossing it (:func:`fair_link_copies`; tried on the A100 and not kept, no
   shipped calibration sets it: ``docs/fidelity.md``);
+- with ``Calibration.fences`` (MI250), the GPU's shared cost per slice is the slice's
+  system-scope fence: an empty slice skips it (:func:`fenced_slices`), and in a program whose
+  thread blocks hold the next iteration back (RCCL's ring) it adds to the busiest link's bytes
+  (:func:`carried_fences`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -132,7 +136,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
-           "shared_sms", "fair_link_copies",
+           "shared_sms", "fair_link_copies", "fenced_slices", "carried_fences",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -171,7 +175,9 @@ class Calibration:
     streaming multiprocessors; in a program one of whose GPUs runs more thread blocks than
     that, every thread block copies and reduces at half its rate (:func:`shared_sms`; 0, a file without it: not
     modelled). ``fair_links``: a copy on an iteration's chain runs no faster than its link's fair
-    share (:func:`fair_link_copies`; false, a file without it: at ``tb_rate`` whatever the link)."""
+    share (:func:`fair_link_copies`; false, a file without it: at ``tb_rate`` whatever the link).
+    ``fences``: the GPU's shared cost per slice is the slice's fence (:func:`fenced_slices`,
+    :func:`carried_fences`; false, a file without it: every slice at its handshake weight, beside the links)."""
 
     name: str
     system: str
@@ -194,6 +200,7 @@ class Calibration:
     serial_links: bool = False
     sms: int = 0
     fair_links: bool = False
+    fences: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -205,7 +212,8 @@ class Calibration:
                                **({"link_slice_s": self.link_slice_s} if self.link_slice_s else {}),
                                **({"serial_links": True} if self.serial_links else {}),
                                **({"sms": self.sms} if self.sms else {}),
-                               **({"fair_links": True} if self.fair_links else {})},
+                               **({"fair_links": True} if self.fair_links else {}),
+                               **({"fences": True} if self.fences else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -274,6 +282,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     fair = p.get("fair_links", False)
     if not isinstance(fair, bool):
         raise InputError(f"{where}: parameters.fair_links", f"expected true or false, got {fair!r}")
+    fences = p.get("fences", False)
+    if not isinstance(fences, bool):
+        raise InputError(f"{where}: parameters.fences", f"expected true or false, got {fences!r}")
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -291,7 +302,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
-                       sms=sms, fair_links=fair,
+                       sms=sms, fair_links=fair, fences=fences,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -335,13 +346,16 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
                                                            for c, h in f.tb_hops.items())
     tb = (fixed + _tb_transfer(f, cal, pf, per_byte)[:, None] * s[None, :]).max(axis=0)
     ports = port_times(f, s, per_slice, cal, pf)
-    shared = np.maximum(sum(_per_size(ops, per_slice) * cal.gpu_op_s.get(c, 0.0)
+    fenced = fenced_slices(calls, slices, per_slice, cal)
+    shared = np.maximum(sum(_per_size(ops, fenced) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
         period = period + cal.round_share * np.maximum(held - period, 0.0)
+        if cal.fences:  # its fences on the chain, between the link's transfers
+            period = carried_fences(f, shared, ports, period, forwarded / s)
     hop_copy = fair_link_copies(f, cal, pf)
     hop_per_byte = (f.path_sent * hop_copy + f.path_reduced / cal.reduce_rate / pf) / max(f.path_sent, 1)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
@@ -406,6 +420,60 @@ def fair_link_copies(f: ProgramFeatures, cal: Calibration, pf: float) -> float:
         for c, crowd in f.path_crowd.items():
             hop = max(hop, crowd / (cal.efficiency.get(c, 1.0) * pf))
     return hop
+
+
+def fenced_slices(calls: np.ndarray, slices: np.ndarray, per_slice: np.ndarray, cal: Calibration) -> np.ndarray:
+    """What the GPU's shared cost per slice (``gpu_op_s``) is multiplied by, per step and size:
+    the slices' weights ``per_slice`` (:func:`slice_weights`: an empty slice pays
+    ``handshake_share`` of a full one), or with ``cal.fences`` the non-empty slices alone
+    (``calls`` times ``slices``, :func:`call_counts`).
+
+    The shared cost is the slice's system-scope fence: RCCL's ``postPeer`` fences a slice only
+    if it carried data (``prims_simple.h``: ``postPeer<Recv, Send>(0 < sliceSize)``, an empty
+    slice still waits for its peer and posts its step), and on an MI250 GCD (gfx90a) a
+    system-scope release writes back the GCD's L2, which all its thread blocks share (AMD,
+    "AMD Instinct MI200 Series Instruction Set Architecture", 2022, ``BUFFER_WBL2``; LLVM's
+    AMDGPU memory model for GFX90A, "Memory Model GFX90A": a release at system scope is
+    ``buffer_wbl2``). The credit (``hop_s``) keeps ``per_slice``: an empty slice waits as a full
+    one does.
+
+    >>> calls, slices = np.array([[1.0, 2.0]]), np.array([[1.0, 2.0]])
+    >>> w = slice_weights(calls, slices, 1.0)
+    >>> cal = Calibration("c", "s", "", {}, {}, {}, 1e9, 1e9, 0.0, 0.0, 0.0, handshake_share=1.0)
+    >>> fenced_slices(calls, slices, w, cal).tolist(), fenced_slices(calls, slices, w, replace(cal, fences=True)).tolist()
+    ([[2.0, 4.0]], [[1.0, 4.0]])
+    """
+    return calls * slices if cal.fences else per_slice
+
+
+def carried_fences(f: ProgramFeatures, shared: np.ndarray, ports: np.ndarray, period: np.ndarray,
+                   share: np.ndarray) -> np.ndarray:
+    """The period of a program whose thread blocks hold the next iteration back (``f.carried``)
+    when a GPU's shared cost per slice (``shared``: the slices' system-scope fences,
+    :func:`fenced_slices`) adds to the busiest link's bytes (``ports``) instead of overlapping
+    them (``Calibration.fences``): ``max(period, (D / R) shared + ports)``, ``D / R`` the
+    share of the iteration's rounds after which the next starts, the two roundings mixed by
+    ``share`` (the part of a chunk a forward trails its sender) as :func:`_mixed_rounds` mixes
+    them.
+
+    In a chain of steps (RCCL's ring: each step of a thread block waits for the step its
+    upstream peer ran before, ``D = R``), a step posts its flag only after its slice's fence
+    (``postPeer``: ``__threadfence_system`` before the step counter's store, RCCL's
+    ``prims_simple.h``) and the next step's transfer waits for that flag, so the iteration's
+    fences sit on its chain between the link's transfers, and the next iteration waits for the
+    chain. Where the next iteration starts after one round (``D = 1``: ForestColl's programs,
+    one step a thread block), one iteration's fences overlap the next one's transfers: no change.
+
+    Fences of 3 us, 5 us of bytes on the busiest link, thread blocks at 4 us, the next iteration
+    after half the rounds: ``max(5, 0.5 x 3 + 5)`` = 6.5 us (overlapped: 5 us).
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {}, 3, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather", carried=(0.5, 0.5))
+    >>> carried_fences(f, np.array([3e-6]), np.array([5e-6]), np.array([5e-6]), np.array([0.5])).round(12).tolist()
+    [6.5e-06]
+    """
+    held = (1 - share) * f.carried[0] + share * f.carried[-1]
+    return np.maximum(period, held * shared + ports)
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
