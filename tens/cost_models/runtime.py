@@ -356,8 +356,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
         period = period + cal.round_share * np.maximum(held - period, 0.0)
         if cal.fences:  # its fences on the chain, between the link's transfers
             period = carried_fences(f, shared, ports, period, forwarded / s)
-    hop_copy = fair_link_copies(f, cal, pf)
-    hop_per_byte = (f.path_sent * hop_copy + f.path_reduced / cal.reduce_rate / pf) / max(f.path_sent, 1)
+    copies = f.path_sent * fair_link_copies(f, cal, pf) * pf if cal.fair_links else f.path_sent / cal.tb_rate
+    hop_per_byte = (copies + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
