@@ -281,8 +281,9 @@ def price_ten(schedule: Schedule, instance: Instance, timestep: float | None = N
     """TEN-timestep makespan with ASAP dispatch and back-filling (see module doc; Won et al., TACOS, 2023, Section IV).
 
     Sends are processed step by step; a send's ready timestep is the latest arrival of its
-    dependencies. ``exact_deps`` (default: only for fractional pieces, while the pairs number
-    at most ``PAIR_BUDGET``) lists them pair by pair (overlapping pieces); otherwise the latest
+    dependencies. ``exact_deps`` (default: only for fractional pieces, while finding them looks
+    at no more candidates than :func:`~collsynth.tens.dependencies.pair_budget`,
+    ``docs/cost-models.md``) lists them pair by pair (overlapping pieces); otherwise the latest
     arrival at its (node, chunk) over the finished steps is used (the same for whole chunks).
     A send over an instant switch-to-NPU hop raises :class:`~collsynth.tens.ten.NotSupported`.
     With ``link_order = "program"`` a send out of an NPU starts no earlier than the send before
@@ -381,7 +382,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     sums the latencies on the critical path found by following, from the last arrival,
     whichever of data readiness or the link's previous message determined each start.
     Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
-    they number at most ``PAIR_BUDGET``) or group prefixes
+    finding them looks at no more candidates than
+    :func:`~collsynth.tens.dependencies.pair_budget`) or group prefixes
     (:class:`~collsynth.tens.dependencies.Deps`; exact for whole chunks, and the lighter of the
     two: no pair is listed). A send over an instant switch-to-NPU hop raises
     :class:`~collsynth.tens.ten.NotSupported`. ``links_as``: per link pair, the pair whose FIFO

@@ -184,21 +184,23 @@ def pair_budget(sends: int) -> int:
 
 
 def _candidates(s: Schedule, cnt: np.ndarray, looked: np.ndarray) -> int:
-    """How many arrivals the exact pairs look at, in plain Python: a send whose arrival group
-    (its source and chunk) holds pairwise disjoint pieces looks only at the group's pieces
+    """How many arrivals the exact pairs look at, in plain Python (``docs/cost-models.md``,
+    ``event``): a send whose arrival group (its source and chunk) holds pieces that, sorted by
+    start, also ascend by end (pairwise disjoint pieces, or the same piece several times, as
+    every child of a relay sends it in a reduction) looks only at the group's pieces
     overlapping its own, in earlier steps or not; otherwise at the group's arrivals in earlier
     steps (``cnt``). Only the sends in ``looked`` count (not those out of a switch)."""
     groups: dict = {}
     for j in range(len(s)):
         groups.setdefault((int(s.dst[j]), int(s.chunk[j])), []).append((int(s.lo[j]), int(s.hi[j])))
-    disjoint = {}
+    bisected = {}
     for key, pieces in groups.items():
-        pieces.sort()
-        disjoint[key] = all(a[1] <= b[0] for a, b in zip(pieces, pieces[1:]))
+        pieces.sort()  # by start, then end
+        bisected[key] = all(a[1] <= b[1] for a, b in zip(pieces, pieces[1:]))
     total = 0
     for i in np.flatnonzero(looked & (cnt > 0)).tolist():
         key = (int(s.src[i]), int(s.chunk[i]))
-        if disjoint[key]:
+        if bisected[key]:
             total += sum(1 for a, b in groups[key] if a < s.hi[i] and s.lo[i] < b)
         else:
             total += int(cnt[i])
@@ -214,9 +216,9 @@ class _Deps:
     -1 when it depends on nothing (the source holds a non-combining chunk from the start, or
     nothing arrives there earlier). Send ``j`` is arrival ``pos[j]`` (an index into the sorted
     arrivals ``order``; its group is ``ga[j]``). ``exact`` pairs ``(i, j)`` keep only
-    overlapping pieces; without them (whole-chunk schedules, or more than ``PAIR_BUDGET``
-    pairs) the prefix of the group is used, which is exact for whole chunks and conservative
-    for pieces.
+    overlapping pieces; without them (whole-chunk schedules, or more than :func:`pair_budget`
+    candidates, :func:`_candidates`) the prefix of the group is used, which is exact for whole
+    chunks and conservative for pieces.
     """
 
     g: np.ndarray
@@ -469,8 +471,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     data readiness or the link's previous message determined each start.
 
     Dependencies are explicit pairs (``exact_deps``, by default only for fractional pieces while
-    they number at most ``PAIR_BUDGET``) or group prefixes (see :class:`_Deps`; exact for whole
-    chunks). With ``link_order == "program"`` a send out of an NPU whose first hop is taken
+    finding them looks at at most :func:`pair_budget` candidates) or group prefixes (see
+    :class:`_Deps`; exact for whole chunks). With ``link_order == "program"`` a send out of an NPU whose first hop is taken
     before the start of the previous send (schedule order) out of the same node over the same
     first link is held, and pushed again when that one starts, at the later of its own ready
     time and that start, with the event that made it ready.

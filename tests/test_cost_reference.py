@@ -313,6 +313,57 @@ def test_prefix_fallback_beyond_the_pair_budget_matches_the_reference(case):
             assert_same(cost_models.price(sched, inst, model), ref.price(sched, inst, model))
 
 
+def test_prefix_fallback_counts_every_overlapping_piece_of_a_group_of_repeated_pieces():
+    """The schedule hypothesis found (six nodes, allgather, only chunk 0, halves: ``denom`` 2),
+    sends by index: 0 [0, 1/2) 2->0 step 2; 1 0->1, 2-4 1->0, 5 0->1, 6 1->0 step 1; 7 0->1
+    and 8 1->0 step 2; 9 0->1 step 1 (all whole chunks); 10 [1/2, 1) 3->2 step 1. On a
+    directed ring 0 -> 1 -> ... -> 5 -> 0 with links 1 -> 0 and 2 -> 0 added, every link
+    alike: a chunk or a half takes one timestep ``f = alpha + (M / 6) / b`` on any link
+    (``ceil`` of at most one), and send 10 is routed 3 -> 4 -> 5 -> 0 -> 1 -> 2, the only path.
+
+    Candidates (``docs/cost-models.md``, ``event``): only sends 0 and 8 read a group (node 0
+    holds chunk 0; nothing reaches nodes 1 and 3 before step 1). Send 0 reads node 2's group,
+    {send 10: [1/2, 1)}, no piece overlapping [0, 1/2): 0 candidates. Send 8 reads node 1's,
+    sends 1, 5, 9 (step 1) and 7 (step 2), four whole chunks: sorted by start they also ascend
+    by end, so the group is searched by bisection and offers its pieces overlapping send 8's,
+    all four, the step-2 one included: 4 candidates, 3 pairs (8 with 1, 5, 9). A budget of 3
+    falls back to group prefixes; 4 keeps the exact pairs. (The reference counted only
+    pairwise disjoint groups as bisected, so it counted 3 here and kept the pairs: 5
+    timesteps against the library's 6.)
+
+    TEN dispatch, step 1 in index order: 0 -> 1 carries 1, 5, 9 at timesteps 1, 2, 3; 1 -> 0
+    carries 2, 3, 4, 6 at 1-4; send 10 takes 3->4 at 1, 4->5 at 2, 5->0 at 3, 0->1 at 4 (the
+    first free), 1->2 at 5: it arrives at the end of 5. Step 2: send 0 by the prefix waits for
+    send 10 (ready 5), goes at 6 and arrives at 6; by the pairs it waits for nothing and goes
+    at 1. Send 7 waits for nothing: 0 -> 1 is free first at 5. Send 8 waits for 1, 5, 9
+    (arrived by 3) and 1 -> 0 is free first at 5. Last arrival: 6 timesteps by the prefix, 5
+    by the pairs; ``total = timesteps * f`` and ``T_L = timesteps * alpha``.
+    """
+    rows = [((0, 1), 2, 0, 2), ((0, 2), 0, 1, 1), ((0, 2), 1, 0, 1), ((0, 2), 1, 0, 1), ((0, 2), 1, 0, 1),
+            ((0, 2), 0, 1, 1), ((0, 2), 1, 0, 1), ((0, 2), 0, 1, 2), ((0, 2), 1, 0, 2), ((0, 2), 0, 1, 1),
+            ((1, 2), 3, 2, 1)]
+    sched = from_sends([(0, Fraction(lo, 2), Fraction(hi, 2), u, v, t) for (lo, hi), u, v, t in rows],
+                       "allgather", 6, 6, routing="shortest-path")
+    arcs = [(u, (u + 1) % 6) for u in range(6)] + [(1, 0), (2, 0)]
+    inst = make_instance(from_edges(6, arcs, bandwidth=BW, alpha=ALPHA, name="ring+2"), "allgather",
+                         message_bytes=M)
+    f = ALPHA + M / 6 / BW
+    view = dependencies.step_view(sched)
+    deps = dependencies.dependencies(view, inst, want_pairs=False, schedule=sched)
+    assert dependencies.dependency_pairs_of(view, deps, budget=3) is None
+    pairs = dependencies.dependency_pairs_of(view, deps, budget=4)  # in step-view positions
+    assert [view.original(a).tolist() for a in pairs] == [[8, 8, 8], [1, 5, 9]]
+    for budget, timesteps in ((3, 6), (4, 5)):
+        with patch.object(dependencies, "pair_budget", lambda n: budget), \
+                patch.object(ref, "pair_budget", lambda n: budget):
+            for fast_or_slow in (cost_models.price, ref.price):
+                c = fast_or_slow(sched, inst, "ten")
+                assert c.steps == timesteps, (budget, fast_or_slow)
+                assert c.total_s == pytest.approx(timesteps * f, rel=1e-12)
+                assert c.T_L_s == pytest.approx(timesteps * ALPHA, rel=1e-12)
+            assert_same(cost_models.price(sched, inst, "event"), ref.price(sched, inst, "event"))
+
+
 @settings(max_examples=40)
 @given(case=concurrent_cases(), deps=st.sampled_from([True, False]))
 def test_concurrent_collectives_match_the_reference(case, deps):
