@@ -111,11 +111,17 @@ def splits_first(instance, halves, options, alpha: float) -> bool:
     if alpha > 0 or p.get("pieces") or p.get("trees") is not None or p.get("form") == "explicit" \
             or p.get("shape") == "greedy" or instance.collective.kind != "allreduce":
         return False
-    got = capacity_split.split_instances(instance, sum(optimum_seconds(instance, f) for f in halves))
-    if got is None:
-        return False
-    bound = partition_bound(instance, SyncSupply(arcs_of(instance.topology)), model="sync").value
-    return bound is not None and got[1].seconds(instance.collective.message_bytes) <= bound * (1 + 1e-6)
+    halves_s = sum(optimum_seconds(instance, f) for f in halves)
+    if _FIRST[:2] == [instance, halves_s]:  # asked again by the joint choice: the split's program not solved again
+        return _FIRST[2]
+    got = capacity_split.split_instances(instance, halves_s)
+    bound = None if got is None else partition_bound(instance, SyncSupply(arcs_of(instance.topology)), model="sync").value
+    _FIRST[:] = [instance, halves_s,
+                 bound is not None and got[1].seconds(instance.collective.message_bytes) <= bound * (1 + 1e-6)]
+    return _FIRST[2]
+
+
+_FIRST: list = [None, None, False]  # the last instance splits_first answered for, its halves' seconds, the answer
 
 
 def translated_pair(parts, halves, deadline=None) -> tuple | None:
