@@ -115,7 +115,8 @@ def splits_first(instance, halves, options, alpha: float) -> bool:
     if _FIRST[:2] == [instance, halves_s]:  # asked again by the joint choice: the split's program not solved again
         return _FIRST[2]
     got = capacity_split.split_instances(instance, halves_s)
-    bound = None if got is None else partition_bound(instance, SyncSupply(arcs_of(instance.topology)), model="sync").value
+    bound = None if got is None else \
+        partition_bound(instance, SyncSupply(arcs_of(instance.topology)), model="sync").value
     _FIRST[:] = [instance, halves_s,
                  bound is not None and got[1].seconds(instance.collective.message_bytes) <= bound * (1 + 1e-6)]
     return _FIRST[2]
