@@ -138,7 +138,8 @@ def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[in
 
     return overlap.joint(halves, depths, alpha, one_tree, price, sends, models,
                          deadline, lambda: split_within_share(instance, picked, options, deadline, kept), kept,
-                         options.params.get("form") != "explicit", start)
+                         options.params.get("form") != "explicit", start,
+                         split_form.splits_first(instance, picked, options, alpha))
 
 
 def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> dict | None:

@@ -46,6 +46,8 @@ PROBE_SENDS = 2_000_000  # most sends of all probes together (a few seconds of p
 LEAST_EXTRA_PIECES = 25  # an extra pair (the capacity split) is priced at no fewer pieces per chunk to save time
 DIRECT_FACTOR = 4  # an extra pair is priced at once at the probe's pieces where this many times the time the last
 # probe's rate predicts fits (DGX-2 x2's split: 11 us a send probed, the halves' 2.8)
+SEED_SHARE = 8  # an extra pair priced first (``extra_first``) is priced at 1/8 of its pieces before them: a
+# verified schedule kept and the rate a send measured (DGX-2 x2's split: 1.5 us of CPU a send at 50 pieces, 1.7 at 355)
 MARGIN = 1.2  # times a pair's expected sends that must fit where it is priced at the probes' rate (DGX-2 x2 at the
 # default 60 s, load 8: its split at 200 pieces, expected to fit, ran past the limit; at 1.5, cut by 7/10, 98 pieces)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
@@ -155,13 +157,15 @@ def _distinct(forests: list) -> list:
     return out
 
 
-def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None) -> tuple[str, dict]:
+def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadline=None,
+           fits=None) -> tuple[str, dict]:
     """The name of the pair of least priced time summed over ``models`` and what was priced
     (``{name: {model: s}}``; ``price(pair)``: the times of the overlapped allreduce after
     verifying, None when it does not verify, so an unverified pair is never kept). The pairs
     are priced in order while their sends together fit :data:`PROBE_SENDS` (``sends(pair)``;
     a pair that would exceed it is passed over); the first pair is kept alone when it does not
-    fit by itself or the run is out of time; a pair left unpriced is not chosen."""
+    fit by itself or the run is out of time; a pair left unpriced is not chosen. ``fits(sends)``
+    false passes a pair over too (the time it is expected to take does not fit the time left)."""
     names = list(pairs)
     left = PROBE_SENDS
     priced: dict = {}
@@ -169,6 +173,8 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
         if deadline is not None and deadline.expired():
             break
         cost = sends(pairs[name])
+        if fits is not None and not fits(cost):
+            continue
         if cost > left:
             if name == names[0]:
                 break
@@ -184,7 +190,8 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
-          deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False, start=None) -> tuple[list, dict]:
+          deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False, start=None,
+          extra_first: bool = False) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
@@ -200,14 +207,23 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     (``extra_at_probe_rate``: an extra pair costs about what a probe costs a send, so it is
     priced once, at the most of those pieces and their cuts by 17/20 that fits; ``start(pair,
     pieces)``: the pieces an extra pair starts from instead, where its fill wants more).
+    ``extra_first``: the extra pairs are expected to win (the split's pipelined limit is the
+    allreduce's bound, :func:`.split_form.splits_first`), so they are priced first
+    (:func:`_extra_first`) and the probes after them only where :data:`DIRECT_FACTOR` times
+    their sends at the kept rate fit the time left (DGX-2 x2, 1 GB, the default 60 s at load 14:
+    the halves' first probe, verified send by send through the switches, ran past the limit
+    before the split was packed).
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
     times it has the least of and every candidate's times."""
     pairs = candidates(options, one_tree)
-    whole, deadline = deadline, deadline.share(PROBE_SHARE) if deadline is not None else None
+    whole = deadline
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
+    early = _extra_first(extra(), pieces, sends, price, whole, kept, start) if extra_first and extra else {}
+    deadline = whole.share(PROBE_SHARE) if whole is not None else None
+    fits = (lambda n: kept.fits(DIRECT_FACTOR * n, whole)) if early and kept is not None else None  # noqa: E731
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
-    name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline)
+    name, priced = choose(pairs, lambda pair: price(pair, pieces), probe_sends, models, deadline, fits)
     if priced:
         rs, ag = pairs[name]
         others = _distinct([f for pair in pairs.values() for f in pair[1:] if f is not ag])
@@ -217,14 +233,18 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
             for mix, pair in mixes.items():
                 if deadline is not None and deadline.expired():
                     break
+                if fits is not None and not fits(probe_sends(pair)):
+                    continue
                 got = price(pair, pieces)
                 if got is not None:
                     pairs[mix], priced[mix] = pair, got
             name = min(priced, key=lambda n: sum(priced[n][m] for m in models))
     at = {n: pieces for n in priced}
-    for other, pair in (extra() if extra is not None else {}).items():  # the run's time, not the probes' share
-        first = list(pieces) if start is None else start(pair, pieces)
-        q, got = _price_extra(pair, first, sends, lambda q: price(pair, q), whole, kept, extra_at_probe_rate)
+    later = {} if extra_first or extra is None else {
+        other: (pair, *_price_extra(pair, list(pieces) if start is None else start(pair, pieces), sends,
+                                    lambda q, pair=pair: price(pair, q), whole, kept, extra_at_probe_rate))
+        for other, pair in extra().items()}  # the run's time, not the probes' share
+    for other, (pair, q, got) in {**early, **later}.items():
         if got is not None:
             pairs[other], priced[other], at[other] = pair, got, q
             if name not in priced or sum(got.values()) < sum(priced[name][m] for m in models):
@@ -232,11 +252,36 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     record = {"chosen": name, "probe_pieces": pieces, "chosen_pieces": at.get(name, pieces),
               "least_sum_of": list(models),
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
+    if extra_first:
+        record["extra_first"] = True
     elsewhere = {n: q for n, q in at.items() if q != pieces}
     if elsewhere:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
         fewer = all(max(q) < max(pieces) for q in elsewhere.values())
         record["fewer_pieces" if fewer else "other_pieces"] = elsewhere
     return list(pairs[name]), record
+
+
+def _extra_first(extra: dict, pieces: list[int], sends, price, deadline, kept, start=None) -> dict:
+    """``{name: (pair, pieces priced at, times)}`` of :func:`joint`'s extra pairs priced before
+    the probes (``extra_first``): each first at an eighth of the pieces it starts from (at least
+    :data:`LEAST_EXTRA_PIECES`; only under a time limit with nothing kept yet, so that ``kept``
+    holds a verified schedule and measures its rate a send), then at the most of those pieces and
+    their cuts by 17/20 that fits the time left at that rate (:func:`_price_extra`); the lower
+    summed price of the two kept (times None where neither verified). ``price(pair, pieces)``
+    and ``sends(forest, pieces)`` as in :func:`joint`."""
+    out = {}
+    for name, pair in extra.items():
+        first = list(pieces) if start is None else start(pair, pieces)
+        seed = [max(LEAST_EXTRA_PIECES, p // SEED_SHARE) for p in first]
+        best = (None, None)
+        if deadline is not None and deadline.left() is not None and kept is not None and kept.schedule is None \
+                and max(seed) < max(first):
+            best = (seed, price(pair, seed))
+        q, got = _price_extra(pair, first, sends, lambda q, pair=pair: price(pair, q), deadline, kept, True)
+        if got is not None and (best[1] is None or sum(got.values()) <= sum(best[1].values())):
+            best = (q, got)
+        out[name] = (pair, *best)
+    return out
 
 
 def _price_extra(pair, pieces: list[int], sends, price, deadline, kept, at_probe_rate: bool = False) -> tuple:

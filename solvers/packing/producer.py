@@ -137,10 +137,15 @@ def run(instance: Instance, options: Options) -> Outcome:
 def _finish(instance: Instance, options: Options, packed: list[Forest], deadline, t0: float, kept) -> Outcome:
     """:func:`run` after the forests are packed: each forest's pieces (:func:`.pieces_choice.pick`),
     an allreduce's forests chosen together (:func:`.joint.choose_halves`, every verified candidate
-    offered to ``kept``), the schedule (:func:`_schedule`)."""
+    offered to ``kept``), the schedule (:func:`_schedule`). Where the capacity split is expected
+    to win (:func:`.split_form.splits_first`) the halves keep their forests at the automatic
+    pieces: their fill's programs are not run."""
     coll = instance.collective
     alpha = float(instance.topology.link_arrays.alpha.max())
-    picks = [pick(instance, f, len(packed), alpha, options, deadline) for f in packed]
+    if kept is not None and split_form.splits_first(instance, packed, options, alpha):  # the halves' fill unused
+        picks = [(f, auto_pieces(f.trees, coll.chunks_per_node * len(packed)), None) for f in packed]
+    else:
+        picks = [pick(instance, f, len(packed), alpha, options, deadline) for f in packed]
     chosen, depths = [p[0] for p in picks], [p[1] for p in picks]
     joint, note = None, ""
     if kept is not None:

@@ -88,6 +88,43 @@ def listed(instance, pair, pieces, pipelined, models: tuple = ("sync",)):
     return with_header(pipelined_allreduce.expand(overlapped(instance, pair, pieces, pipelined, models)), instance)
 
 
+def splits_first(instance, halves, options, alpha: float) -> bool:
+    """Whether an allreduce's capacity split (:func:`.capacity_split.split_instances`, its
+    shares symmetric) is expected to win its joint choice, so that it is packed and priced
+    first and the halves' own piece-size programs (:func:`.pieces_choice.filled`) are not run:
+    at alpha 0, with neither ``pieces`` nor ``trees`` asked and the split kept as trees, where
+    its pipelined limit is the allreduce's partition bound
+    (:func:`collsynth.tens.bounds.partitions.partition_bound`, within a part in a million).
+    Every allreduce schedule takes at least that bound, so in the pipelined limit no pair of
+    ``halves`` (each half's forest on the whole links) runs faster than the split; they are
+    still priced after it where they fit the time left (:func:`.overlap.joint`). On DGX-2 x2
+    (1 GB) the split's limit is the bound, 14.762 ms at 1e9 bytes; on A100 x2 and DGX-H100 x2
+    there is no split (the halves in sequence meet the bound). An allreduce as a reduce-scatter
+    and an allgather run side by side: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4."""
+    from ...tens.bounds.demand import arcs_of
+    from ...tens.bounds.partitions import partition_bound
+    from ...tens.bounds.supply import SyncSupply
+    from . import capacity_split
+    from .packed import optimum_seconds
+
+    p = options.params
+    if alpha > 0 or p.get("pieces") or p.get("trees") is not None or p.get("form") == "explicit" \
+            or p.get("shape") == "greedy" or instance.collective.kind != "allreduce":
+        return False
+    halves_s = sum(optimum_seconds(instance, f) for f in halves)
+    if _FIRST[:2] == [instance, halves_s]:  # asked again by the joint choice: the split's program not solved again
+        return _FIRST[2]
+    got = capacity_split.split_instances(instance, halves_s)
+    bound = None if got is None else \
+        partition_bound(instance, SyncSupply(arcs_of(instance.topology)), model="sync").value
+    _FIRST[:] = [instance, halves_s,
+                 bound is not None and got[1].seconds(instance.collective.message_bytes) <= bound * (1 + 1e-6)]
+    return _FIRST[2]
+
+
+_FIRST: list = [None, None, False]  # the last instance splits_first answered for, its halves' seconds, the answer
+
+
 def translated_pair(parts, halves, deadline=None) -> tuple | None:
     """The allreduce's halves (``halves``: each half's forest on the whole topology, for its
     kind and direction) grown on their shares (``parts``: each half's instance on its share,
