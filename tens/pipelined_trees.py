@@ -56,7 +56,7 @@ import numpy as np
 
 from ..instances.switch_ops import copying_mask
 from ..instances.symmetry import is_automorphism
-from .schedule import Schedule, from_arrays, narrowed, reverse
+from .schedule import Schedule, from_arrays, id_column, narrowed
 
 NON_COMBINING = {"allgather": "allgather", "broadcast": "broadcast", "reduce_scatter": "allgather",
                  "reduce": "broadcast", "alltoall": "alltoall"}  # a collective -> the kind its trees send (reversed when
@@ -136,17 +136,24 @@ def listed(f: PipelinedTrees) -> PipelinedTrees:
 
 def images(ids: np.ndarray, shift: np.ndarray, orders) -> np.ndarray:
     """``ids`` moved by every product of the shifts' powers, one row per product
-    (``[prod orders, len(ids)]``, the identity first)."""
-    rows = [np.asarray(ids, dtype=np.int64)]
+    (``[prod orders, len(ids)]``, the identity first; each row followed by its images under the
+    next shift's powers). Filled in place, so the rows are made once.
+
+    >>> images(np.array([0, 1]), np.array([[1, 2, 0]]), [3]).tolist()
+    [[0, 1], [1, 2], [2, 0]]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    out = np.empty((math.prod(orders), len(ids)), np.int64)
+    out[0] = ids
+    made = 1
     for perm, order in zip(shift, orders):
-        more = []
-        for row in rows:
-            cur = row
-            for _ in range(order):
-                more.append(cur)
-                cur = perm[cur]
-        rows = more
-    return np.stack(rows)
+        grid = out[:made * order].reshape(made, order, len(ids))  # row r of `made` -> r * order, then its powers
+        for r in range(made - 1, 0, -1):  # from the last: row r * order >= r is free of rows not yet moved
+            grid[r, 0] = out[r]
+        for power in range(1, order):
+            grid[:, power] = perm[grid[:, power - 1]]
+        made *= order
+    return out
 
 
 def expand(f: PipelinedTrees) -> Schedule:
@@ -190,42 +197,71 @@ def moved_sends(f: PipelinedTrees, moved: int) -> Schedule:
     :func:`owners_ahead`'s rotation of that listed send), then by the product that moved it
     (:func:`images` order), so two images of listed sends are in the order of their listed
     sends whichever product moved them: the order the event model breaks ties by is kept by
-    the shifts (:mod:`collsynth.tens.pipelined_event`)."""
+    the shifts (:mod:`collsynth.tens.pipelined_event`). Each column is reordered in turn, its
+    listing dropped as its reordered copy is made (the sends' memory held once, not twice)."""
+    cols = listed_columns(f, moved)
+    denom, kind = f.k * int(f.edges[-1]), NON_COMBINING[f.collective]
+    if f.reversed and f.collective == "reduce_scatter" and len(cols["step"]):
+        _reorder(cols, _owners_order(cols["step"], owners_key(f, cols, moved)))  # the key dropped before the reorder
+    elif not f.reversed and len(cols["step"]):  # in (stable) step order: the step view then shares the columns
+        from .dependencies import counting_order  # numba: imported on use, so `--help` loads no heavy library
+        _reorder(cols, counting_order(cols["step"], int(cols["step"].max()) + 1)[0])
+    if not f.reversed:
+        return from_arrays(kind, f.nodes, f.chunks, denom=denom, **cols)
+    # declared: FIFO links keep the reversal's order (module doc)
+    return from_arrays(f.collective, f.nodes, f.chunks, denom=denom, link_order="program", **cols)
+
+
+def listed_columns(f: PipelinedTrees, moved: int) -> dict:
+    """The columns (``chunk``, ``lo``, ``hi``, ``src``, ``dst``, ``step``, in the types a
+    schedule keeps) of :func:`moved_sends`' sends in listing order: by listed hop, piece, then
+    product (:func:`images`); a reversed form's time-reversed in place
+    (:func:`collsynth.tens.schedule.reverse`: ``src`` and ``dst`` swapped, step ``t`` becomes
+    ``T + 1 - t``). Each column is made in turn, the moved node ids dropped once read."""
     copy = images(np.concatenate([f.src, f.dst, f.root]), f.shift[:moved], f.orders[:moved]) if moved else \
         np.concatenate([f.src, f.dst, f.root]).astype(np.int64)[None]
     h, C, Q = len(f.src), len(copy), f.chunks_per_root * f.pieces
-    src, dst, root = copy[:, :h].T, copy[:, h:2 * h].T, copy[:, 2 * h:].T  # [hop or tree, copy]
     tree = np.repeat(np.arange(len(f.root)), np.diff(f.ptr))
-    q = np.arange(Q, dtype=np.int64)
-    kind = NON_COMBINING[f.collective]
-    width = (f.hi - f.lo).astype(np.int64)[tree]
-    e, p = f.edges, q % f.pieces
+    first = _first_chunks(f, NON_COMBINING[f.collective], copy[:, 2 * h:].T, copy[:, h:2 * h].T)  # [tree, copy]
     shape = (h, Q, C)  # listed hop, piece, copy: the listing order
-    first = _first_chunks(f, kind, root, dst)[tree]  # [hop, copy]
-    cols = {"chunk": first[:, None, :] + (q // f.pieces)[None, :, None],
-            "lo": ((f.lo.astype(np.int64)[tree] * int(e[-1]))[:, None] + e[p][None, :] * width[:, None])[:, :, None],
-            "src": src[:, None, :], "dst": dst[:, None, :],
-            "step": (f.before.astype(np.int64)[:, None] + q[None, :] + 1)[:, :, None]}
-    cols["hi"] = cols["lo"] + ((e[p + 1] - e[p])[None, :] * width[:, None])[:, :, None]
-    denom = f.k * int(e[-1])
-    arr = {name: np.broadcast_to(v, shape).flatten() for name, v in narrowed(cols, denom).items()}
-    if not f.reversed and len(arr["step"]):  # in (stable) step order: the step view then shares the columns
-        from .dependencies import counting_order  # numba: imported on use, so `--help` loads no heavy library
-        order = counting_order(arr["step"], int(arr["step"].max()) + 1)[0]
-        for name in arr:
-            arr[name] = arr[name][order]
-        del order
-    sched = from_arrays(kind, f.nodes, f.chunks, denom=denom, **arr)
-    del arr  # the schedule's columns (of the same types: shared, or replaced by the reversal's)
-    if not f.reversed:
-        return sched
-    sched = replace(reverse(sched), link_order="program")  # declared: FIFO links keep the reversal's order (module doc)
-    if f.collective != "reduce_scatter":
-        return sched
+    cols = {"src": _node_column(copy[:, :h], shape), "dst": _node_column(copy[:, h:2 * h], shape)}
+    del copy
+    q = np.arange(Q, dtype=np.int64)
+    cols["chunk"] = _flat(id_column(first[tree][:, None, :] + (q // f.pieces)[None, :, None]).reshape(shape[0], Q, C),
+                          shape)
+    del first
+    e, p, width = f.edges, q % f.pieces, (f.hi - f.lo).astype(np.int64)[tree]
+    lo = ((f.lo.astype(np.int64)[tree] * int(e[-1]))[:, None] + e[p][None, :] * width[:, None])[:, :, None]
+    hi = lo + ((e[p + 1] - e[p])[None, :] * width[:, None])[:, :, None]
+    step = (f.before.astype(np.int64)[:, None] + q[None, :] + 1)[:, :, None]
+    small = narrowed({"lo": lo, "hi": hi, "step": step}, f.k * int(e[-1]))
+    cols.update({name: _flat(v, shape) for name, v in small.items()})
+    if f.reversed:
+        cols["src"], cols["dst"] = cols["dst"], cols["src"]
+        if len(cols["step"]):
+            np.subtract(int(cols["step"].max()) + 1, cols["step"], out=cols["step"])
+    return {name: cols[name] for name in ("chunk", "lo", "hi", "src", "dst", "step")}
+
+
+def _node_column(moved: np.ndarray, shape: tuple) -> np.ndarray:
+    """Moved node ids ``[copy, hop]`` as a flat column in listing order (``shape``: hop, piece,
+    copy), of the type :func:`collsynth.tens.schedule.id_column` gives them, made in one pass."""
+    fits = not moved.size or (moved.min() >= np.iinfo(np.int32).min and moved.max() <= np.iinfo(np.int32).max)
+    by_hop = np.ascontiguousarray(moved.T, dtype=np.int32 if fits else np.int64)
+    return _flat(by_hop[:, None, :], shape)
+
+
+def _flat(v: np.ndarray, shape: tuple) -> np.ndarray:
+    """``v`` broadcast to ``shape``, flat: ``v`` itself, raveled, when it has that shape already."""
+    return v.ravel() if v.shape == shape and v.flags.c_contiguous else np.broadcast_to(v, shape).flatten()
+
+
+def owners_key(f: PipelinedTrees, cols: dict, moved: int) -> np.ndarray:
+    """Per send of a reduce-scatter's listing (:func:`listed_columns`), :func:`rotation` of the
+    listed send it is an image of (the first of its ``C`` products), int32."""
+    C = math.prod(f.orders[:moved]) if moved else 1
     ranks = np.unique(images(f.root, f.shift, f.orders)) if f.copies > 1 else np.unique(f.root)
-    first_copy = np.arange(len(sched)) % C == 0
-    key = np.repeat(rotation(sched.chunk[first_copy], sched.src[first_copy], f.chunks_per_root, ranks).astype(np.int32), C)
-    return owners_ahead(sched, key)
+    return np.repeat(rotation(cols["chunk"][::C], cols["src"][::C], f.chunks_per_root, ranks).astype(np.int32), C)
 
 
 def _first_chunks(f: PipelinedTrees, kind: str, root: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -256,14 +292,25 @@ def owners_ahead(sched: Schedule, key: np.ndarray) -> Schedule:
     (``benchmarks/bench_clusters_combining.py``)."""
     if not len(sched):
         return sched
+    cols = {name: getattr(sched, name) for name in ("chunk", "lo", "hi", "src", "dst", "step", "op")}
+    _reorder(cols, _owners_order(sched.step, key))
+    return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, routing=sched.routing,
+                       link_order=sched.link_order, **cols)
+
+
+def _owners_order(step: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The sends (``step`` non-empty) by step, then by ``key`` (stable): ``np.lexsort((key, step))``,
+    in int32 (:func:`owners_ahead`)."""
     from .dependencies import counting_order, counting_order_of  # numba: imported on use (`--help`)
-    by_key = counting_order(key, int(key.max()) + 1)[0]  # then stable by step: np.lexsort((key, step)), in int32
-    order = counting_order_of(sched.step, int(sched.step.max()) + 1, by_key)[0]
-    del by_key
-    return from_arrays(sched.collective, sched.nodes, sched.chunks, denom=sched.denom, chunk=sched.chunk[order],
-                       lo=sched.lo[order], hi=sched.hi[order], src=sched.src[order], dst=sched.dst[order],
-                       step=sched.step[order], op=sched.op[order], routing=sched.routing,
-                       link_order=sched.link_order)
+    by_key = counting_order(key, int(key.max()) + 1)[0]
+    return counting_order_of(step, int(step.max()) + 1, by_key)[0]
+
+
+def _reorder(cols: dict, order: np.ndarray) -> None:
+    """Every column of ``cols`` replaced by itself in ``order``, one at a time: each column's
+    old copy is dropped (when ``cols`` held its only reference) before the next one's is made."""
+    for name in list(cols):
+        cols[name] = cols[name][order]
 
 
 def verify(f: PipelinedTrees, instance, switch_copy: bool | None = None) -> str | None:

@@ -3,7 +3,8 @@ most 2**30 - 1 (tens/schedule.py, piece_columns), kept exactly either way, and w
 scaled; the verdict and every price of tree packing's explicit sends on small Clos fabrics are the
 same with the narrow bounds as with int64 ones; an allgather's expansion is in step order and the
 reduce-scatter's listing by owner rotation (tens/pipelined_trees.py, owners_ahead) is the stable
-(step, key) order."""
+(step, key) order, and its expansion (each column reordered in turn, the listing dropped as it goes) is
+the listing gathered by np.lexsort, column for column and type for type."""
 
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from collsynth.solvers.packing.producer import run_compact
 from collsynth.solvers.producers import Options
 from collsynth.tens import cost, schedule as sch, verify
 from collsynth.tens.dependencies import step_view
-from collsynth.tens.pipelined_trees import expand, owners_ahead
+from collsynth.tens.pipelined_trees import expand, keeping_first, listed_columns, owners_ahead, rotation
 
 LIMIT = 2**30 - 1  # the largest bound whose sum with another (or with the denominator) is below 2**31
 
@@ -108,3 +109,32 @@ def test_owners_ahead_lists_by_step_then_key_stably(rows):
     assert out.chunk.tolist() == np.lexsort((key, step)).tolist()
     assert out.step.tolist() == sorted(step.tolist())
 
+
+def _by_lexsort(f, participants):
+    """The reduce-scatter expansion of ``f`` the straightforward way: its listing
+    (:func:`listed_columns`) gathered at once by ``np.lexsort((key, step))``, the key the owner
+    rotation of the listed send (the first of its copies) each send is an image of."""
+    f = keeping_first(f)
+    cols = listed_columns(f, len(f.orders) if f.shift is not None else 0)
+    C = f.copies
+    ranks = np.unique(np.asarray(participants))
+    listed_src, listed_chunk = cols["src"][::C], cols["chunk"][::C]
+    key = np.repeat(rotation(listed_chunk, listed_src, f.chunks_per_root, ranks), C)
+    order = np.lexsort((key, cols["step"]))
+    return {name: v[order] for name, v in cols.items()}
+
+
+@settings(max_examples=10, deadline=None)
+@given(SMALL_CLOS, st.integers(1, 3))
+def test_reduce_scatter_expansion_is_its_listing_in_lexsort_order(fabric, pieces):
+    inst = make_instance(build(*fabric), "reduce_scatter", message_bytes=float(1 << 20))
+    trees = run_compact(inst, Options(time_limit=30, params={"form": "compact"})).schedule
+    f = at_pieces(trees, min(pieces, trees.pieces))
+    s = expand(f)
+    want = _by_lexsort(f, inst.collective.nodes)
+    assert s.collective == "reduce_scatter" and s.link_order == "program" and s.denom == f.k * int(f.edges[-1])
+    assert (s.op == 0).all() and s.op.dtype == np.int8
+    for name, column in want.items():
+        got = getattr(s, name)
+        assert got.dtype == column.dtype and got.tolist() == column.tolist(), name
+    assert verify.verify(s, inst) is None
