@@ -30,6 +30,7 @@ from .trees import hops_of
 
 SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
 SPLIT_MOST = 4  # the split pair starts from at most this many times the probe's pieces where its fill wants them
+SCAN_SHARE = 0.25  # of the run's time left, at most, for pricing the chosen pair at fewer pieces (:func:`fewer_pieces`)
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
@@ -56,8 +57,9 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
                   [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
                    auto_pieces(f.trees, c * len(chosen)) for f in chosen])
-    if alpha > 0 and not options.params.get("pieces"):  # ForestColl's pair at one depth (.equal_depth)
+    if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
+        depths = fewer_pieces(instance, chosen, depths, record, models, deadline, kept)
         chosen, depths, equal = equal_depth.prefer(
             instance, chosen, depths, packed, record,
             lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept)
@@ -70,6 +72,60 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                 f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
         return list(kept.pair), kept.pieces, record, note
     return chosen, depths, record, ""
+
+
+def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], record: dict, models: tuple, deadline,
+                 kept: incumbent.Kept) -> list[int]:
+    """The pieces of least priced time summed over ``models`` of the joint choice's ``pair``
+    (priced at ``depths`` in ``record``): the pair priced again, as the whole overlapped
+    allreduce (:func:`certified_price`, verified, offered to ``kept``), with both halves' pieces
+    halved, and both at the fewer of those where they differ, while a halving lowers the least
+    price (where the pair at ``depths`` was over the joint probes' budget, unpriced, from the
+    first halving within it: A100 x2, 1 MB, 13 trees a shard at 1,600 pieces a half, each
+    14.8 us alone, 2,038 us overlapped); within :data:`SCAN_SHARE` of the time left and while
+    ``kept`` says a probe fits. The
+    halves' latency choices estimate ``event`` with each link's latency overlapped by the next
+    piece (:mod:`.latency`), but a reduction's sends leave each link in program order, so its
+    pipeline pays about a latency a step: two boxes of two GPUs, 16 MB, the pair at 1,600 pieces
+    a half is 5.16 ms under ``event``, at 50 0.70. ``record`` gains the prices (``fewer_pieces``)
+    and, where fewer won, names the pair at them as ``chosen``. Pipelined trees: Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 5."""
+    name = record.get("chosen")
+    priced = record.get("priced", {}).get(name)
+    if ((priced is None and record.get("priced")) or list(record.get("chosen_pieces", depths)) != list(depths)
+            or any(f.on_share or f.compact is not None for f in pair)):
+        return depths
+    c = instance.collective.chunks_per_node
+
+    def sends(cut) -> int:
+        return sum(hops_of(f.trees) * p * c for f, p in zip(pair, cut))
+
+    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    least = sum(priced[m] for m in models) if priced else float("inf")  # unpriced: over the probes' budget
+    best, q, tried = list(depths), list(depths), {}
+    while max(q) > 1:
+        q = [max(1, p // 2) for p in q]
+        if sends(q) > overlap.PROBE_SENDS:  # halved until the pair fits the joint probes' budget
+            continue
+        improved = False
+        for cut in [q] + ([[min(q)] * len(q)] if len(set(q)) > 1 else []):
+            if (stop is not None and stop.expired()) or not kept.fits(sends(cut), deadline):
+                break
+            got = certified_price(instance, pair, cut, models, kept)
+            if got is None:
+                continue
+            tried["/".join(map(str, cut))] = round(sum(got[m] for m in models), 12)
+            if sum(got[m] for m in models) < least:
+                best, least, improved, won = list(cut), sum(got[m] for m in models), True, got
+        if not improved:
+            break
+    if tried:
+        record["fewer_pieces"] = tried
+    if best != list(depths):
+        record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
+        record.setdefault("priced", {})[record["chosen"]] = {m: round(t, 9) for m, t in won.items()}
+        record["chosen_pieces"] = best
+    return best
 
 
 def bandwidth_regime(picked: Forest, packed: Forest, alpha: float) -> bool:
