@@ -241,6 +241,7 @@ def _bounds_here(bnds: Bounds, share: Deadline, deadline: Deadline,
     try:
         with _stage(share, "lower bounds", stages):
             bnds.parts  # noqa: B018 - every model's bound computed here, on the clock
+            bnds.sync  # noqa: B018 - and sync's step arguments (a rooted reduce's depth: seconds of LPs)
     except TimeLimitReached as e:
         if deadline.expired():
             return bnds, e
@@ -326,6 +327,7 @@ def _bounds_payload(bnds: Bounds, share: Deadline) -> bytes:
     try:
         with enforce(share, "lower bounds"):
             bnds.parts  # noqa: B018 - every model's bound computed, on the share's clock
+            bnds.sync  # noqa: B018 - and sync's step arguments
     except TimeLimitReached:
         stopped = True
     except BaseException as e:  # noqa: BLE001 - carried to the parent, which raises it

@@ -35,7 +35,13 @@ and doubles them while the rate it measured itself fits (:func:`.overlap.joint`)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+
+from ...limits import TooBig
+from ...tens import certified
+from ..producers import Unsupported
+from .emission import check_sends, emit, with_header
 
 RESERVE = 2.0  # times the kept schedule's digest in the probe: what the pipeline needs to check its verdict again
 
@@ -87,3 +93,39 @@ class Kept:
         always before the first probe, and without a limit."""
         left = None if deadline is None else deadline.left()
         return left is None or self.schedule is None or self.needs(sends) <= left
+
+
+def first_kept(instance, f, pieces: int, models: tuple) -> Kept:
+    """A :class:`Kept` holding the rooted reduce's packed forest ``f`` at ``pieces`` (Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5: the trees pipelined at one depth), emitted,
+    verified (:func:`collsynth.tens.certified.certify`) and priced under ``models`` before the
+    run's longer choices (the latency choice's searches and pricing), so that a run whose limit
+    comes during them returns a verified schedule; empty where ``f`` at ``pieces`` would not fit
+    the memory budget, cannot be emitted (the run's own choice says why) or does not verify."""
+    kept = Kept(models)
+    t = time.perf_counter()
+    try:
+        check_sends([f], [pieces], instance.collective.chunks_per_node)
+        sched = with_header(emit(instance, f, pieces), instance)
+    except (TooBig, Unsupported):
+        return kept
+    verdict = certified.certify(sched, instance)
+    if verdict is not None:
+        got = {m: verdict.price(m).total_s for m in models}
+        kept.offer((f,), [pieces], sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
+    return kept
+
+
+def in_time(kept: Kept, chosen: list, pieces: list, sends: int, deadline) -> tuple[list, list, str, str]:
+    """``(forests, pieces, note, stopped)``: the run's choice ``chosen`` at ``pieces`` (``sends``
+    sends), or ``kept``'s verified schedule instead where the choice is another one and would
+    not fit the time left (:meth:`Kept.fits`; never once ``deadline`` has passed: the choice was
+    then cut short, its pick neither verified nor priced); ``note`` says why the kept one was
+    taken, ``stopped`` that the time limit cut the choice short ("" when it did not)."""
+    stopped = f"time limit {deadline.limit:g} s reached during the choice" if deadline.expired() else ""
+    if kept.schedule is None or kept.holds(chosen, pieces) or (kept.fits(sends, deadline) and not stopped):
+        return chosen, pieces, "", stopped
+    note = "" if stopped else (f"the choice at {'/'.join(map(str, pieces))} pieces ({sends:,} sends) would not fit "
+                               f"the time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
+    return list(kept.pair), kept.pieces, note, stopped
+
