@@ -103,22 +103,24 @@ def test_a_choice_that_fits_the_time_left_is_kept_and_one_that_does_not_is_repla
     assert (forests_, pieces) == (["f"], [10]) and stopped.startswith("time limit 5 s")
 
 
-def test_the_rooted_depth_bound_is_computed_within_the_bounds_share(monkeypatch):
-    """The bounds' share runs out while the rooted depth bound's programs run (the stand-in raises
-    the limit there): the bounds are settled, that argument reported not computed and never
-    computed again after the producer (before: it was first computed after the producer, on no
-    clock: 19-27 s on TACOS 4x4x2 at load 5, past the run's hard kill)."""
-    def out_of_share(*args, **kw):
+def test_the_rooted_depth_bound_is_computed_on_the_runs_clock(monkeypatch):
+    """The run's time ends while the rooted depth bound's programs run after the producer (the
+    stand-in raises the limit there, as the run's timer would): the bounds are settled, that
+    argument reported not computed and never computed again when the row is priced (before: it
+    was computed after the producer on no clock, 19-27 s on TACOS 4x4x2 at load 5, past the
+    run's hard kill)."""
+    def out_of_time(*args, **kw):
         raise TimeLimitReached("lower bounds")
 
-    monkeypatch.setattr(bounds_instance, "rooted_depth_bound", out_of_share)
+    monkeypatch.setattr(bounds_instance, "rooted_depth_bound", out_of_time)
     inst = tacos_4x2x2()
     bnds = bounds.instance_bounds(inst)
+    bnds.parts  # noqa: B018 - the bounds' share computed these
     stages: dict = {}
-    settled, ended = pipeline._bounds_here(bnds, Deadline.after(600), Deadline.after(600), stages)
-    assert ended is None
+    settled = pipeline._sync_steps(bnds, Deadline.after(600), stages)
     sync = settled.sync  # would call the stand-in again if the argument were left to compute
-    assert sync.computed and "share of the time limit ran out" in settled._parts["sync_rooted_depth"][0].note
+    assert sync.computed and "time limit came before" in settled._parts["sync_rooted_depth"][0].note
+    assert "lower bounds" in stages
 
 
 def test_settled_bounds_leave_sync_step_arguments_uncomputed(monkeypatch):
