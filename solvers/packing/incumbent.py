@@ -42,8 +42,11 @@ from ...limits import TooBig
 from ...tens import certified
 from ..producers import Unsupported
 from .emission import check_sends, emit, with_header
+from .trees import hops_of
 
 RESERVE = 2.0  # times the kept schedule's digest in the probe: what the pipeline needs to check its verdict again
+FIRST_SENDS = 500_000  # sends, at most, of a rooted reduce's first forest kept (first_kept): a second or two
+# to verify and price, like the latency choice's whole pricing budget
 
 
 @dataclass
@@ -97,13 +100,15 @@ class Kept:
 
 def first_kept(instance, f, pieces: int, models: tuple) -> Kept:
     """A :class:`Kept` holding the rooted reduce's packed forest ``f`` at ``pieces`` (Zhao et
-    al., "ForestColl", arXiv 2402.06787, Section 5: the trees pipelined at one depth), emitted,
+    al., "ForestColl", arXiv 2402.06787, Section 5: the trees pipelined at one depth), fewer
+    where that would be over :data:`FIRST_SENDS` sends (at least one piece), emitted,
     verified (:func:`collsynth.tens.certified.certify`) and priced under ``models`` before the
     run's longer choices (the latency choice's searches and pricing), so that a run whose limit
     comes during them returns a verified schedule; empty where ``f`` at ``pieces`` would not fit
     the memory budget, cannot be emitted (the run's own choice says why) or does not verify."""
     kept = Kept(models)
     t = time.perf_counter()
+    pieces = max(1, min(pieces, FIRST_SENDS // max(1, hops_of(f.trees) * instance.collective.chunks_per_node)))
     try:
         check_sends([f], [pieces], instance.collective.chunks_per_node)
         sched = with_header(emit(instance, f, pieces), instance)
