@@ -110,7 +110,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     than :data:`.compact_form.EXPLICIT_PIECES` pieces of explicit sends would fit
     :data:`.emission.SEND_BUDGET`. An allreduce's joint choice keeps its least priced verified
     schedule (:mod:`.incumbent`), returned when the time limit comes later, or when the final
-    one would not fit the time left, and not emitted again when it is the final one."""
+    one would not fit the time left, and not emitted again when it is the final one; a rooted
+    reduce keeps its first packed forest so (:func:`.incumbent.first_kept`), returned, marked as
+    stopped, when the limit cuts its choice short (:func:`.incumbent.in_time`)."""
     _check(instance)
     if kept_as_trees(instance, options.params):
         return run_compact(instance, options)
