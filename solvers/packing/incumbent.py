@@ -41,7 +41,10 @@ from dataclasses import dataclass, field
 from ...limits import TooBig
 from ...tens import certified
 from ..producers import Unsupported
-from .emission import check_sends, emit, with_header
+from . import latency
+from .emission import auto_pieces, check_sends, emit, with_header
+from .packed import packed_seconds
+from .tree_hops import depth_of
 from .trees import hops_of
 
 RESERVE = 2.0  # times the kept schedule's digest in the probe: what the pipeline needs to check its verdict again
@@ -98,19 +101,21 @@ class Kept:
         return left is None or self.schedule is None or self.needs(sends) <= left
 
 
-def first_kept(instance, f, pieces: int, models: tuple) -> Kept:
-    """A :class:`Kept` holding the rooted reduce's packed forest ``f`` at ``pieces`` (Zhao et
-    al., "ForestColl", arXiv 2402.06787, Section 5: the trees pipelined at one depth), fewer
-    where that would be over :data:`FIRST_SENDS` sends (at least one piece), emitted,
-    verified (:func:`collsynth.tens.certified.certify`) and priced under ``models`` before the
-    run's longer choices (the latency choice's searches and pricing), so that a run whose limit
-    comes during them returns a verified schedule; empty where ``f`` at ``pieces`` would not fit
-    the memory budget, cannot be emitted (the run's own choice says why) or does not verify."""
+def first_kept(instance, f, pieces: int | None, models: tuple) -> Kept:
+    """A :class:`Kept` holding the rooted reduce's packed forest ``f`` at ``pieces`` (None: at
+    :func:`first_pieces`), fewer where that would be over :data:`FIRST_SENDS` sends (at least
+    one piece), emitted, verified (:func:`collsynth.tens.certified.certify`) and priced under
+    ``models`` before the run's longer choices (the latency choice's searches and pricing), so
+    that a run whose limit comes during them returns a verified schedule; empty where ``f``
+    cannot be emitted (the run's own choice says why), would not fit the memory budget or does
+    not verify. The trees are pipelined as Zhao et al. ("ForestColl", arXiv 2402.06787, Section
+    5) pipeline them, at one depth."""
     kept = Kept(models)
     t = time.perf_counter()
-    pieces = max(1, min(pieces, FIRST_SENDS // max(1, hops_of(f.trees) * instance.collective.chunks_per_node)))
+    chunks = instance.collective.chunks_per_node
+    pieces = max(1, min(pieces or first_pieces(instance, f, models), FIRST_SENDS // max(1, hops_of(f.trees) * chunks)))
     try:
-        check_sends([f], [pieces], instance.collective.chunks_per_node)
+        check_sends([f], [pieces], chunks)
         sched = with_header(emit(instance, f, pieces), instance)
     except (TooBig, Unsupported):
         return kept
@@ -119,6 +124,20 @@ def first_kept(instance, f, pieces: int, models: tuple) -> Kept:
         got = {m: verdict.price(m).total_s for m in models}
         kept.offer((f,), [pieces], sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
     return kept
+
+
+def first_pieces(instance, f, models: tuple) -> int:
+    """The pieces of ``f``'s first schedule: ForestColl's one depth (:func:`.emission.auto_pieces`;
+    Zhao et al., arXiv 2402.06787, Section 5), or with a latency per step the depth of least
+    :func:`.latency.estimate` for ``f`` alone under ``models`` (:func:`.latency.choose`; TACOS
+    4x4x2 at 1 GB: 256 pieces, 3 % over the rooted depth bound under ``sync`` where 1,600 are 36 %)."""
+    chunks = instance.collective.chunks_per_node
+    automatic = auto_pieces(f.trees, chunks)
+    alpha = float(instance.topology.link_arrays.alpha.max()) if len(instance.topology.link_arrays) else 0.0
+    if alpha <= 0:
+        return automatic
+    one = latency.Candidate(f.k, packed_seconds(instance, f), depth_of(f.trees), hops_of(f.trees), automatic, chunks)
+    return latency.choose([one], alpha, (0, automatic), "both" if len(models) > 1 else models[0]).pieces
 
 
 def in_time(kept: Kept, chosen: list, pieces: list, sends: int, deadline) -> tuple[list, list, str, str]:

@@ -128,8 +128,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     if coll.kind == "allreduce" and options.params.get("trees") is None:
         kept = incumbent.Kept(objective_models(options))
     elif coll.kind == "reduce" and deadline.at is not None:
-        kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces") or
-                                    auto_pieces(packed[0].trees, coll.chunks_per_node), objective_models(options))
+        kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces"), objective_models(options))
     try:
         return _finish(instance, options, packed, deadline, t0, kept)
     except TimeLimitReached as e:
