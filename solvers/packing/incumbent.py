@@ -35,9 +35,21 @@ and doubles them while the rate it measured itself fits (:func:`.overlap.joint`)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from ...limits import TooBig
+from ...tens import certified
+from ..producers import Unsupported
+from . import latency
+from .emission import auto_pieces, check_sends, emit, with_header
+from .packed import packed_seconds
+from .tree_hops import depth_of
+from .trees import hops_of
+
 RESERVE = 2.0  # times the kept schedule's digest in the probe: what the pipeline needs to check its verdict again
+FIRST_SENDS = 500_000  # sends, at most, of a rooted reduce's first forest kept (first_kept): a second or two
+# to verify and price, like the latency choice's whole pricing budget
 
 
 @dataclass
@@ -87,3 +99,57 @@ class Kept:
         always before the first probe, and without a limit."""
         left = None if deadline is None else deadline.left()
         return left is None or self.schedule is None or self.needs(sends) <= left
+
+
+def first_kept(instance, f, pieces: int | None, models: tuple) -> Kept:
+    """A :class:`Kept` holding the rooted reduce's packed forest ``f`` at ``pieces`` (None: at
+    :func:`first_pieces`), fewer where that would be over :data:`FIRST_SENDS` sends (at least
+    one piece), emitted, verified (:func:`collsynth.tens.certified.certify`) and priced under
+    ``models`` before the run's longer choices (the latency choice's searches and pricing), so
+    that a run whose limit comes during them returns a verified schedule; empty where ``f``
+    cannot be emitted (the run's own choice says why), would not fit the memory budget or does
+    not verify. The trees are pipelined as Zhao et al. ("ForestColl", arXiv 2402.06787, Section
+    5) pipeline them, at one depth."""
+    kept = Kept(models)
+    t = time.perf_counter()
+    chunks = instance.collective.chunks_per_node
+    pieces = max(1, min(pieces or first_pieces(instance, f, models), FIRST_SENDS // max(1, hops_of(f.trees) * chunks)))
+    try:
+        check_sends([f], [pieces], chunks)
+        sched = with_header(emit(instance, f, pieces), instance)
+    except (TooBig, Unsupported):
+        return kept
+    verdict = certified.certify(sched, instance)
+    if verdict is not None:
+        got = {m: verdict.price(m).total_s for m in models}
+        kept.offer((f,), [pieces], sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
+    return kept
+
+
+def first_pieces(instance, f, models: tuple) -> int:
+    """The pieces of ``f``'s first schedule: ForestColl's one depth (:func:`.emission.auto_pieces`;
+    Zhao et al., arXiv 2402.06787, Section 5), or with a latency per step the depth of least
+    :func:`.latency.estimate` for ``f`` alone under ``models`` (:func:`.latency.choose`; TACOS
+    4x4x2 at 1 GB: 256 pieces, 3 % over the rooted depth bound under ``sync`` where 1,600 are 36 %)."""
+    chunks = instance.collective.chunks_per_node
+    automatic = auto_pieces(f.trees, chunks)
+    alpha = float(instance.topology.link_arrays.alpha.max()) if len(instance.topology.link_arrays) else 0.0
+    if alpha <= 0:
+        return automatic
+    one = latency.Candidate(f.k, packed_seconds(instance, f), depth_of(f.trees), hops_of(f.trees), automatic, chunks)
+    return latency.choose([one], alpha, (0, automatic), "both" if len(models) > 1 else models[0]).pieces
+
+
+def in_time(kept: Kept, chosen: list, pieces: list, sends: int, deadline) -> tuple[list, list, str, str]:
+    """``(forests, pieces, note, stopped)``: the run's choice ``chosen`` at ``pieces`` (``sends``
+    sends), or ``kept``'s verified schedule instead where the choice is another one and would
+    not fit the time left (:meth:`Kept.fits`; never once ``deadline`` has passed: the choice was
+    then cut short, its pick neither verified nor priced); ``note`` says why the kept one was
+    taken, ``stopped`` that the time limit cut the choice short ("" when it did not)."""
+    stopped = f"time limit {deadline.limit:g} s reached during the choice" if deadline.expired() else ""
+    if kept.schedule is None or kept.holds(chosen, pieces) or (kept.fits(sends, deadline) and not stopped):
+        return chosen, pieces, "", stopped
+    note = "" if stopped else (f"the choice at {'/'.join(map(str, pieces))} pieces ({sends:,} sends) would not fit "
+                               f"the time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
+    return list(kept.pair), kept.pieces, note, stopped
+

@@ -63,6 +63,7 @@ from .latency_choice import ONE_MODEL_BUDGET, PRICE_BUDGET, PRICE_SHARE, SLACKS,
 from .packed import Forest, optimum_seconds, packed_seconds, part_instance, plan
 from .pieces_choice import FILL_SENDS, pick
 from .run_params import OBJECTIVES, asked_shape, grows_depth_first, objective_models
+from .trees import hops_of
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
 _with_header = with_header  # the names tests and benchmarks import from here
@@ -109,7 +110,9 @@ def run(instance: Instance, options: Options) -> Outcome:
     than :data:`.compact_form.EXPLICIT_PIECES` pieces of explicit sends would fit
     :data:`.emission.SEND_BUDGET`. An allreduce's joint choice keeps its least priced verified
     schedule (:mod:`.incumbent`), returned when the time limit comes later, or when the final
-    one would not fit the time left, and not emitted again when it is the final one."""
+    one would not fit the time left, and not emitted again when it is the final one; a rooted
+    reduce keeps its first packed forest so (:func:`.incumbent.first_kept`), returned, marked as
+    stopped, when the limit cuts its choice short (:func:`.incumbent.in_time`)."""
     _check(instance)
     if kept_as_trees(instance, options.params):
         return run_compact(instance, options)
@@ -124,6 +127,8 @@ def run(instance: Instance, options: Options) -> Outcome:
     kept = None
     if coll.kind == "allreduce" and options.params.get("trees") is None:
         kept = incumbent.Kept(objective_models(options))
+    elif coll.kind == "reduce" and deadline.at is not None:
+        kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces"), objective_models(options))
     try:
         return _finish(instance, options, packed, deadline, t0, kept)
     except TimeLimitReached as e:
@@ -148,8 +153,12 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
         picks = [pick(instance, f, len(packed), alpha, options, deadline) for f in packed]
     chosen, depths = [p[0] for p in picks], [p[1] for p in picks]
     joint, note = None, ""
-    if kept is not None:
+    stopped = ""
+    if kept is not None and coll.kind == "allreduce":
         chosen, depths, joint, note = choose_halves(instance, options, packed, picks, alpha, deadline, kept)
+    elif kept is not None:  # a rooted reduce: its first packed forest kept (incumbent.first_kept)
+        sends = sum(hops_of(f.trees) * p for f, p in zip(chosen, depths)) * coll.chunks_per_node
+        chosen, depths, note, stopped = incumbent.in_time(kept, chosen, depths, sends, deadline)
     as_trees = chosen[0].on_share and options.params.get("form") != "explicit"  # the split kept as trees
     if not as_trees:
         check_sends(chosen, depths, coll.chunks_per_node,
@@ -157,7 +166,7 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options), deadline)
     if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
         _check_piece_bytes(instance, sched)
-    return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, verdict=verdict)
+    return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, stopped, verdict=verdict)
 
 
 def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,

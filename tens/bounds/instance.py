@@ -34,6 +34,9 @@ from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_compute
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 from .symmetric import RowOrbits, orbit_demand, representative_nodes, row_orbits
 
+SYNC_STEPS = ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages", "sync_rooted_depth")  # the step
+# arguments of :attr:`Bounds.sync`, computed on its first use (:meth:`Bounds.settled` reports those not computed)
+
 
 # ---- the bounds of an instance ---------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class Bounds:
         whose bounds stage ran out of time); this object keeps computing them when asked."""
         out = copy.copy(self)
         out._parts = dict(self._parts)
-        for name in PARTS:
+        for name in PARTS + SYNC_STEPS:
             model = "sync" if name.startswith("sync_") else name
             out._parts.setdefault(name, (not_computed(model, "none", why),))
         return out
