@@ -34,8 +34,13 @@ from .record import Bound, CUT_BUDGET_S, MODELS, PARTS, UNITS, best, not_compute
 from .supply import EventSupply, PieceSupply, SyncSupply, TimestepSupply
 from .symmetric import RowOrbits, orbit_demand, representative_nodes, row_orbits
 
-SYNC_STEPS = ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages", "sync_rooted_depth")  # the step
-# arguments of :attr:`Bounds.sync`, computed on its first use (:meth:`Bounds.settled` reports those not computed)
+SYNC_STEPS = {  # the step arguments of :attr:`Bounds.sync`, each computed on its first use
+    # (:meth:`Bounds.settled` reports those not computed); looked up when called, so a test may replace one
+    "sync_drain": lambda instance, lat, bw: drain_bound(instance, lat, bw),
+    "sync_ramp": lambda instance, lat, bw: ramp_bound(instance, lat, bw),
+    "sync_injections": lambda instance, lat, bw: injection_bound(instance, lat, bw),
+    "sync_box_stages": lambda instance, lat, bw: box_stage_bound(instance, lat, bw),
+    "sync_rooted_depth": lambda instance, lat, bw: rooted_depth_bound(instance, lat, bw)}
 
 
 # ---- the bounds of an instance ---------------------------------------------------------------
@@ -124,19 +129,10 @@ class Bounds:
         (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
         schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
-        if "sync_drain" not in self._parts:
-            self._parts["sync_drain"] = (drain_bound(self.instance, lat, bw),)
-        if "sync_ramp" not in self._parts:
-            self._parts["sync_ramp"] = (ramp_bound(self.instance, lat, bw),)
-        if "sync_injections" not in self._parts:
-            self._parts["sync_injections"] = (injection_bound(self.instance, lat, bw),)
-        if "sync_box_stages" not in self._parts:
-            self._parts["sync_box_stages"] = (box_stage_bound(self.instance, lat, bw),)
-        if "sync_rooted_depth" not in self._parts:
-            self._parts["sync_rooted_depth"] = (rooted_depth_bound(self.instance, lat, bw),)
-        steps = (self._parts[name][0] for name in ("sync_drain", "sync_ramp", "sync_injections", "sync_box_stages",
-                                                   "sync_rooted_depth"))
-        return best([_sync_total(lat, bw), *steps], "sync")
+        for name, argument in SYNC_STEPS.items():
+            if name not in self._parts:
+                self._parts[name] = (argument(self.instance, lat, bw),)
+        return best([_sync_total(lat, bw), *(self._parts[name][0] for name in SYNC_STEPS)], "sync")
 
     @property
     def sync_routed(self) -> Bound:
@@ -163,7 +159,7 @@ class Bounds:
         whose bounds stage ran out of time); this object keeps computing them when asked."""
         out = copy.copy(self)
         out._parts = dict(self._parts)
-        for name in PARTS + SYNC_STEPS:
+        for name in PARTS + tuple(SYNC_STEPS):
             model = "sync" if name.startswith("sync_") else name
             out._parts.setdefault(name, (not_computed(model, "none", why),))
         return out
