@@ -61,7 +61,7 @@ from ..instances.instance import Instance
 from .cost import _dependencies, link_successors
 from .export_deps import implied_dependencies_removed, op_dependencies, program_order
 from .export_fuse import fused, sum_needed
-from .export_layout import MAX_TREE_THREAD_BLOCKS, link_channels, tree_channels, trees_of
+from .export_layout import MAX_TREE_THREAD_BLOCKS, fitted_channels, link_channels, tree_channels, trees_of
 from .msccl_format import (COLL_NAMES, DEFAULT_DIALECT, DIALECTS, LAYOUTS, MAX_CHANNELS, MAX_CHUNKS, MAX_COUNT,
                            MAX_DEPENDED_TB, MAX_OFFSET, MAX_STEPS, MAX_TB_PER_CHANNEL, MAX_THREAD_BLOCKS, BufferLayout,
                            rank_comment)
@@ -90,13 +90,17 @@ def to_msccl_xml(
     dialect: str = DEFAULT_DIALECT,
     fuse: bool = False,
     layout: str = "links",
+    max_thread_blocks: int = 0,
 ) -> str:
     """The MSCCL XML program of ``schedule`` (see the module doc for the mapping; with ``fuse``,
     a receive its GPU forwards next is one receive-and-send step, :mod:`.export_fuse`, unless
     :func:`interpret_msccl_xml` cannot number the fused program's transfers by steps: then
     without). ``layout``: ``links`` packs a link's sends into as few thread blocks as the step
     limit allows (the module doc); ``trees`` gives every tree channels of its own, one thread
-    block per tree and edge, as ForestColl's programs (:mod:`.export_layout`).
+    block per tree and edge, as ForestColl's programs (:mod:`.export_layout`); ``fitted`` is
+    ``trees`` with a rank pair's trees sharing thread blocks until no GPU runs more than
+    ``max_thread_blocks`` (its SMs; 0: as many as ``trees`` takes,
+    :func:`~.export_layout.fitted_channels`).
 
     ``dialect`` picks the collective names: ``msccl-executor`` (Azure/msccl-executor-nccl) or
     ``msccl-tools`` (microsoft/msccl-tools and the microsoft/msccl runtime). Raises
@@ -106,13 +110,15 @@ def to_msccl_xml(
     """
     _check_options(dialect, [(layout, fuse)])
     attrs = {"name": name, "proto": proto, "minBytes": str(int(min_bytes)), "maxBytes": str(int(max_bytes))}
-    return _written(_prepared(schedule, instance, dialect, max_chunks), layout, fuse, attrs)
+    return _written(_prepared(schedule, instance, dialect, max_chunks), layout, fuse, attrs, max_thread_blocks)
 
 
 def msccl_xml_variants(schedule: Schedule, instance: Instance, variants: list[tuple[str, bool]],
-                       dialect: str = DEFAULT_DIALECT, name: str = "collsynth", proto: str = "Simple") -> list:
+                       dialect: str = DEFAULT_DIALECT, name: str = "collsynth", proto: str = "Simple",
+                       max_thread_blocks: int = 0) -> list:
     """:func:`to_msccl_xml` of ``schedule`` for every ``(layout, fuse)`` of ``variants`` (named
-    ``name``, in protocol ``proto``, the other options at their defaults), the work they share
+    ``name``, in protocol ``proto``, layout ``fitted`` within ``max_thread_blocks``, the other
+    options at their defaults), the work they share
     (routes, dependencies, program order) done once: each a program, or the
     :class:`~collsynth.InputError` that refused it; raises one when every variant is refused
     for the same reason (the schedule itself)."""
@@ -122,7 +128,7 @@ def msccl_xml_variants(schedule: Schedule, instance: Instance, variants: list[tu
     out = []
     for layout, fuse in variants:
         try:
-            out.append(_written(prep, layout, fuse, attrs))
+            out.append(_written(prep, layout, fuse, attrs, max_thread_blocks))
         except InputError as e:
             out.append(e)
     return out
@@ -165,14 +171,16 @@ def _prepared(schedule: Schedule, instance: Instance, dialect: str, max_chunks: 
             "needs": sum_needed(s, lay.kind, lay.c, lay.root, src_r, dst_r, rchunk, reduce)}
 
 
-def _written(p: dict, layout: str, fuse: bool, attrs: dict) -> str:
-    """The program text of the prepared export ``p`` (:func:`_prepared`) in ``layout``, with
-    receive-and-send steps if ``fuse`` and our reader can number them (else without)."""
+def _written(p: dict, layout: str, fuse: bool, attrs: dict, max_thread_blocks: int = 0) -> str:
+    """The program text of the prepared export ``p`` (:func:`_prepared`) in ``layout`` (``fitted``:
+    within ``max_thread_blocks`` a GPU), with receive-and-send steps if ``fuse`` and our reader
+    can number them (else without)."""
     s, lay, instance, dialect, order, reduce = p["s"], p["lay"], p["instance"], p["dialect"], p["order"], p["reduce"]
     src_r, dst_r, rchunk = p["src_r"], p["dst_r"], p["rchunk"]
     merge = (lambda tbs, d: fused(tbs, d, s, order, reduce, p["needs"])) if fuse else None
     nchannels, tbs, pos, deps = _plan(s, lay, instance, order, src_r, dst_r, p["deps"], MAX_STEPS[dialect], p["path"],
-                                      merge, layout == "trees")
+                                      merge, layout in ("trees", "fitted"),
+                                      max_thread_blocks if layout == "fitted" else 0)
     _check_limits(lay, tbs, deps, pos, s.denom, dialect)
     algo = ET.Element("algo", {
         "name": attrs["name"], "proto": attrs["proto"], "nchannels": str(nchannels),
@@ -195,7 +203,7 @@ def _written(p: dict, layout: str, fuse: bool, attrs: dict) -> str:
         try:
             interpret_msccl_xml(text, instance)
         except InputError:
-            return _written(p, layout, False, attrs)
+            return _written(p, layout, False, attrs, max_thread_blocks)
     return text
 
 
@@ -291,12 +299,14 @@ def _declared_order(s: Schedule, order: np.ndarray, path, deps: dict, instance: 
 
 
 def _plan(s: Schedule, lay: BufferLayout, instance: Instance, order, src_r, dst_r, deps, max_steps: int, path, fuse=None,
-          trees: bool = False):
+          trees: bool = False, fit: int = 0):
     """``(nchannels, thread blocks, op positions, dependencies)``: a link's (or a switch path's,
     ``path``) sends spread over as many channels as keep every thread block within ``max_steps``
     steps (nops included), or with ``trees`` each tree on channels of its own
     (:func:`~collsynth.tens.export_layout.tree_channels`, at most
-    :data:`~collsynth.tens.export_layout.MAX_TREE_THREAD_BLOCKS` thread blocks a GPU);
+    :data:`~collsynth.tens.export_layout.MAX_TREE_THREAD_BLOCKS` thread blocks a GPU; with ``fit``
+    a rank pair's trees sharing thread blocks until a GPU has at most ``fit``,
+    :func:`~collsynth.tens.export_layout.fitted_channels`);
     receive-and-send steps where ``fuse`` (thread blocks, dependencies -> both) makes them, and
     ``deps`` less those the layout implies
     (:func:`~collsynth.tens.export_deps.implied_dependencies_removed`)."""
@@ -306,6 +316,9 @@ def _plan(s: Schedule, lay: BufferLayout, instance: Instance, order, src_r, dst_
     while True:
         if trees:
             chan = tree_channels(src_r, dst_r, path, trees_of(len(s), deps), MAX_CHANNELS, MAX_TB_PER_CHANNEL)
+            if fit:
+                held = {g: 1 for g in range(lay.n) if lay.copies(g)}  # the local copies' thread block
+                chan = fitted_channels(chan, src_r, dst_r, path, fit, held)
         else:
             chan = link_channels(s, order, count, lane, path, MAX_TB_PER_CHANNEL)
         nchannels = int(chan.max()) + 1 if len(s) else 1

@@ -51,7 +51,7 @@ __all__ = ["Export", "chosen_export", "program_shape", "COARSEST", "COARSEST_GRI
 COARSEST_GRID = 16  # pieces per chunk below which a schedule is not coarsened further to fit
 # one thread block per tree and edge needs few trees: ForestColl's programs run 1 to 4 a root
 COARSEST_TREE_GRID = 1
-COARSEST = {"links": COARSEST_GRID, "trees": COARSEST_TREE_GRID}
+COARSEST = {"links": COARSEST_GRID, "trees": COARSEST_TREE_GRID, "fitted": COARSEST_TREE_GRID}
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Export:
 
 
 def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(False,), dialects=None,
-                  name: str = "collsynth", proto: str = "Simple") -> Export:
+                  name: str = "collsynth", proto: str = "Simple", max_thread_blocks: int = 0) -> Export:
     """The program of ``schedule`` on ``instance`` (named ``name``, in protocol ``proto``): on
     its own grid when MSCCL takes that many chunks a buffer, else on the finest it takes,
     halved down to the coarsest of ``layouts`` (:data:`COARSEST`); on each grid every layout
@@ -80,7 +80,7 @@ def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(F
     first of ``dialects`` (default: the default dialect, then the others) whose limits take
     it. Without ``seconds`` the first export that reads back as a schedule that verifies; with
     it (program text -> seconds) the cheapest that does (module doc), its price kept in the
-    :class:`Export`. Raises the last :class:`~collsynth.InputError` when none does."""
+    :class:`Export`. Layout ``fitted`` keeps every GPU within ``max_thread_blocks`` (a GPU's SMs). Raises the last :class:`~collsynth.InputError` when none does."""
     from .msccl_format import MAX_CHUNKS
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
@@ -95,7 +95,7 @@ def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(F
             continue
         variants = [(layout, fuse) for layout in layouts if grid >= min(COARSEST[layout], grids[0]) for fuse in fuses]
         for (layout, fuse), (text, dialect) in zip(variants, _exports(on_grid, instance, variants, dialects,
-                                                                      name, proto)):
+                                                                      name, proto, max_thread_blocks)):
             if isinstance(text, InputError):
                 error = text
                 continue
@@ -139,7 +139,8 @@ def _verified(found: Export, instance) -> Export:
     return found
 
 
-def _exports(schedule, instance, variants, dialects=None, name: str = "collsynth", proto: str = "Simple") -> list[tuple]:
+def _exports(schedule, instance, variants, dialects=None, name: str = "collsynth", proto: str = "Simple",
+             max_thread_blocks: int = 0) -> list[tuple]:
     """``(program, dialect)`` of ``schedule`` for each ``(layout, fuse)`` of ``variants``
     (:func:`~collsynth.tens.export.msccl_xml_variants`, named ``name``, in protocol ``proto``), each in the first of ``dialects``
     (default: the default dialect, then the others) whose limits take it, or the
@@ -154,7 +155,8 @@ def _exports(schedule, instance, variants, dialects=None, name: str = "collsynth
         if not todo:
             break
         try:
-            texts = msccl_xml_variants(schedule, instance, [variants[k] for k in todo], dialect, name, proto)
+            texts = msccl_xml_variants(schedule, instance, [variants[k] for k in todo], dialect, name, proto,
+                                       max_thread_blocks)
         except InputError as e:
             texts = [e] * len(todo)
         for k, x in zip(todo, texts):

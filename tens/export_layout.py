@@ -22,6 +22,14 @@ share a channel, so :mod:`collsynth.tens.export_fuse` makes them one step, as Fo
 relays. Refused (:class:`~collsynth.InputError`) when more channels than the executor has
 would be needed, or a GPU more thread blocks than :data:`MAX_TREE_THREAD_BLOCKS`: then a
 coarser grid (fewer, larger trees) or the default layout is the program.
+
+A GPU running more thread blocks than it has streaming multiprocessors runs them in turns
+(the A100 has 108; the ``runtime`` model prices that at half copy rate,
+:func:`collsynth.tens.cost_models.runtime.shared_sms`), so a user exporting for that GPU keeps
+within its SMs: :func:`fitted_channels` moves the trees' sends between two ranks onto one
+channel, the two lightest of that rank pair first, on the GPU with the most thread blocks
+first, until every GPU has at most a given number (layout ``fitted``). Each connection keeps
+its program order, as the packed layout's thread blocks do.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .. import InputError
 
-__all__ = ["link_channels", "tree_channels", "trees_of", "MAX_TREE_THREAD_BLOCKS"]
+__all__ = ["link_channels", "tree_channels", "fitted_channels", "trees_of", "MAX_TREE_THREAD_BLOCKS"]
 
 # a dependency names its thread block in an int8_t (ids 0..127, msccl_format.MAX_DEPENDED_TB), so at
 # most 128 thread blocks a GPU keep every one of them nameable; ForestColl's largest measured
@@ -133,4 +141,54 @@ def link_channels(s, order: np.ndarray, count: np.ndarray, lane_steps: int, path
             taken[(u, v)].add(base + q)
         for m, i in enumerate(members):
             chan[i] = base + m % lanes
+    return chan
+
+
+def fitted_channels(chan: np.ndarray, src_r, dst_r, path, most: int, held=None) -> np.ndarray:
+    """``chan`` with the sends of some channels of one rank pair (and route ``path[i]``) moved
+    onto one channel, until no GPU runs more than ``most`` thread blocks (one per send peer and
+    channel, one per receive peer and channel, and ``held[g]`` more: local copies). Each merge
+    joins the two channels of a pair with the fewest sends, on a pair of a GPU with the most
+    thread blocks, the lighter merge first (ties: the lower pair); the merged sends take the
+    lower channel. Refused (:class:`~collsynth.InputError`) when no merge is left and a GPU
+    still has more than ``most``.
+
+    Two GPUs, three trees each sending 0 -> 1 on channels 0, 1, 2 (one send, one send, two):
+    GPU 0 has three send thread blocks, GPU 1 three receive ones; within two, the two lightest
+    (channels 0 and 1) merge onto channel 0:
+
+    >>> fitted_channels(np.array([0, 1, 2, 2]), [0] * 4, [1] * 4, [()] * 4, 2).tolist()
+    [0, 0, 2, 2]
+    """
+    chan = np.array(chan, dtype=np.int64)
+    sends: dict[tuple, Counter] = defaultdict(Counter)  # (src, dst, route) -> channel -> sends
+    for i, c in enumerate(chan.tolist()):
+        sends[(int(src_r[i]), int(dst_r[i]), path[i])][c] += 1
+    count = Counter()
+    for (u, v, _), chans in sends.items():
+        count[u] += len(chans)
+        count[v] += len(chans)
+    for g, k in (held or {}).items():
+        count[g] += k
+    merged: dict[tuple, dict[int, int]] = defaultdict(dict)  # pair -> channel -> channel it joined
+    while count and max(count.values()) > most:
+        worst = max(count, key=lambda g: (count[g], -g))
+        options = [(sum(n for _, n in light), key, light) for key, chans in sorted(sends.items())
+                   if worst in key[:2] and len(chans) > 1
+                   for light in [sorted(chans.items(), key=lambda cn: (cn[1], cn[0]))[:2]]]
+        if not options:
+            raise InputError("schedule", f"GPU {worst} needs {count[worst]} thread blocks with every tree's sends "
+                             f"to a peer on one channel; it has {most} SMs")
+        _, key, ((a, na), (b, nb)) = min(options, key=lambda o: o[:2])
+        keep, gone = min(a, b), max(a, b)
+        sends[key][keep] = na + nb
+        del sends[key][gone]
+        merged[key][gone] = keep
+        count[key[0]] -= 1
+        count[key[1]] -= 1
+    for i, c in enumerate(chan.tolist()):
+        joined = merged.get((int(src_r[i]), int(dst_r[i]), path[i]), {})
+        while c in joined:
+            c = joined[c]
+        chan[i] = c
     return chan

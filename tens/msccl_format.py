@@ -75,7 +75,9 @@ RECV_TYPES = {"r", "rcs", "rrc", "rrs", "rrcs"}
 REDUCE_TYPES = {"rrc", "rrs", "rrcs"}
 KNOWN_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
 DIALECTS = MSCCL_DIALECTS
-LAYOUTS = ("links", "trees")  # a link's sends packed per thread block / one thread block per tree and edge
+# a link's sends packed per thread block / one thread block per tree and edge / the latter with a
+# rank pair's trees merged onto shared thread blocks until a GPU's fit its SMs (export_layout.py)
+LAYOUTS = ("links", "trees", "fitted")
 DEFAULT_DIALECT = DEFAULT_MSCCL_DIALECT
 COLL_NAMES = {
     "msccl-executor": {

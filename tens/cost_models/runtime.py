@@ -619,7 +619,7 @@ def program_of(schedule, instance, seconds=None) -> tuple[str, int]:
     return found.text, found.grid
 
 
-def program_export(schedule, instance, seconds=None):
+def program_export(schedule, instance, seconds=None, sms: int = 0):
     """The MSCCL XML program a schedule runs as (an :class:`~collsynth.tens.export_choice.Export`):
     the program it was read from (``--from msccl-xml`` keeps it in ``meta["msccl_program"]``),
     else its export as a user exporting it would
@@ -632,7 +632,10 @@ def program_export(schedule, instance, seconds=None):
     :mod:`collsynth.tens.export_layout`), each with and without receive-and-send steps
     (:mod:`collsynth.tens.export_fuse`): a coarser grid means fewer chunks a loop, so more loop
     iterations to pipeline, fewer steps a thread block and fewer trees, at the cost of
-    rounding the schedule's shares."""
+    rounding the schedule's shares. With ``sms`` (a GPU's streaming multiprocessors, the
+    calibration's) the tree layout is also tried with a rank pair's trees sharing thread blocks
+    until every GPU runs at most ``sms`` (``fitted``, :func:`~collsynth.tens.export_layout.fitted_channels`),
+    as a user exporting for that GPU would."""
     from ..msccl_format import DEFAULT_DIALECT
     from ..export_choice import Export, chosen_export
     text = schedule.meta.get("msccl_program") if isinstance(schedule.meta, dict) else None
@@ -640,7 +643,8 @@ def program_export(schedule, instance, seconds=None):
         return Export(text, schedule.denom, "as read", False, DEFAULT_DIALECT)
     if seconds is None:
         return chosen_export(schedule, instance)
-    return chosen_export(schedule, instance, seconds, layouts=("links", "trees"), fuses=(False, True))
+    layouts = ("links", "trees", "fitted") if sms else ("links", "trees")
+    return chosen_export(schedule, instance, seconds, layouts=layouts, fuses=(False, True), max_thread_blocks=sms)
 
 
 def seconds_under(cal: Calibration, instance):
@@ -671,7 +675,7 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         return price_switch_channels(schedule, instance, calibration)
     cal = usable_calibration(calibration, instance)
     _refuse_switch_sums(schedule, instance)
-    found = program_export(schedule, instance, seconds_under(cal, instance))
+    found = program_export(schedule, instance, seconds_under(cal, instance), cal.sms)
     grid = found.grid
     f = program_features(found.text, instance, cal.transports)
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
@@ -679,7 +683,8 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
     extra = {"calibration": cal.name}
     if grid != schedule.denom:
-        layout = "one thread block per tree and edge" if found.layout == "trees" else "sends packed per link"
+        layout = {"trees": "one thread block per tree and edge", "fitted": f"trees sharing thread blocks within "
+                  f"{cal.sms} SMs"}.get(found.layout, "sends packed per link")
         extra["grid"] = (f"pieces of 1/{schedule.denom} exported on a 1/{grid} grid, {layout}, "
                          f"{f.tbs_per_gpu} thread blocks a GPU")
     return Cost("runtime", steps, max(total - bw_only, 0.0), bw_only, total, extra=extra)
