@@ -51,9 +51,9 @@ def _row(args) -> dict:
     return timed_row({"fabric": label, "stage": "instance"}, lambda out: _measure(out, generator, params), timeout)
 
 
-def _measure(out: dict, generator: str, params: dict) -> None:
-    from bench_clusters_combining import _crossing_bounds
-
+def run_trees(out: dict, generator: str, params: dict):
+    """The 1 GiB allreduce on the fabric and the run's trees at their `sync` depths, verified
+    (``out`` records the GPUs and the stage reached)."""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers.packing.allreduce_depth import at_sync_depths
@@ -61,12 +61,20 @@ def _measure(out: dict, generator: str, params: dict) -> None:
     from collsynth.solvers.producers import Options
     from collsynth.tens import pipelined_allreduce
 
-    t = time.perf_counter()
     inst = make_instance(build(generator, {**params, "fabric_copy": False}), "allreduce", message_bytes=M)
     out.update(gpus=len(inst.collective.nodes), stage="trees")
     trees = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": "sync"})).schedule
     f = at_sync_depths(trees, inst)
-    why = pipelined_allreduce.verify(f, inst)
+    return inst, f, pipelined_allreduce.verify(f, inst)
+
+
+def _measure(out: dict, generator: str, params: dict) -> None:
+    from bench_clusters_combining import _crossing_bounds
+
+    from collsynth.tens import pipelined_allreduce
+
+    t = time.perf_counter()
+    inst, f, why = run_trees(out, generator, params)
     price = pipelined_allreduce.price_sync(f, inst)
     out.update(verified=why is None, sync_ms=1e3 * price.total_s, T_L_ms=1e3 * price.T_L_s, T_B_ms=1e3 * price.T_B_s,
                steps=price.steps, pieces="/".join(map(str, f.pieces)) + f", delay {f.delay}", stage="bound")

@@ -45,19 +45,14 @@ def _row(args) -> dict:
 
 
 def _measure(out: dict, generator: str, params: dict) -> None:
-    from collsynth.instances.generators import build
-    from collsynth.instances.instance import make_instance
+    from bench_tier3_gap import run_trees
+
     from collsynth.solvers.packing.allreduce_depth import at_sync_depths
-    from collsynth.solvers.packing.producer import run_compact
-    from collsynth.solvers.producers import Options
     from collsynth.tens import pipelined_allreduce as pa
 
     t = time.perf_counter()
-    inst = make_instance(build(generator, {**params, "fabric_copy": False}), "allreduce", message_bytes=M)
-    out.update(gpus=len(inst.collective.nodes), stage="trees")
-    run = run_compact(inst, Options(time_limit=ROW_TIMEOUT_S, params={"objective": "sync"})).schedule
-    a = at_sync_depths(run, inst)
-    if pa.verify(a, inst) is not None:
+    inst, a, why = run_trees(out, generator, params)
+    if why is not None:
         raise ValueError("the run's trees do not verify")
     price = pa.price_sync(a, inst)
     out.update(a_ms=1e3 * price.total_s, a_steps=price.steps, a_pieces=a.pieces[0], stage="tree B")

@@ -214,8 +214,8 @@ def _single_holder_crossings(pre, post, rows, min_in, D, row_of, out):
 
 def warm(instance: Instance) -> None:
     """Compile (or load from numba's cache) the kernels that read the demand, on a small
-    ``instance``: the per-node needs, and the crossings and farthest nodes of rows with one
-    holder."""
+    ``instance``: the per-node needs, the crossings and farthest nodes of rows with one
+    holder, and the farthest of rows with several."""
     from .symmetric import warm as warm_symmetric
 
     arcs, demand = arcs_of(instance.topology), demand_of(instance)
@@ -223,6 +223,7 @@ def warm(instance: Instance) -> None:
     _node_needs(demand, demand.nbytes)
     crossings(arcs, demand, np.ones(len(arcs.src)))
     distance(arcs, demand, np.ones(len(arcs.src)))
+    column_reach(np.zeros((2, 2)), np.arange(2), np.arange(1), True)  # rows held by several nodes
 
 
 def _volume_bound(model: str, arcs: Arcs, demand: Demand, weight: np.ndarray, supply, convert=lambda p: p,
