@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -173,3 +174,26 @@ def test_bad_layout_options_are_one_line(files, capsys, argv, must):
     code, out, err = run_cli(["export", sched, inst, *argv], capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, must)
+
+
+def test_auto_also_tries_the_trees_fitted_within_the_calibrations_sms(files, capsys, monkeypatch):
+    """With an SM count in the calibration (2 here: the tree layout runs 3 thread blocks on each
+    GPU), ``auto`` also prices the tree layout fitted within it, as the runtime model's own export
+    does; without one it does not. The choice (trees, 102 ms by hand) is unchanged: under the
+    steps-only calibration a merged thread block runs its two steps in turn."""
+    from collsynth.tens import export_choice
+    tmp, inst, sched, cal = files
+    seen, real = [], export_choice.chosen_export
+
+    def spy(*args, **kw):
+        seen.append((args[3], kw.get("max_thread_blocks", 0)))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(export_choice, "chosen_export", spy)
+    with_sms = tmp / "sms.json"
+    with_sms.write_text(json.dumps(replace(STEPS_ONLY, sms=2).as_json()))
+    data, _ = export(capsys, sched, inst, str(tmp / "f.xml"), "--layout", "auto", "--calibration", str(with_sms))
+    assert seen[-1] == (("links", "trees", "fitted"), 2) and data["layout"] == "trees"
+    assert data["runtime_s"] == pytest.approx(0.102)
+    export(capsys, sched, inst, str(tmp / "g.xml"), "--layout", "auto", "--calibration", cal)
+    assert seen[-1] == (("links", "trees"), 0)

@@ -244,15 +244,16 @@ def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
         if is_switch_calibration(args.calibration):
             raise InputError("--calibration", f"{args.calibration} prices MSCCL++ switch-channel plans, not MSCCL XML")
         cal = usable_calibration(args.calibration, instance)
+    sms = cal.sms if layout == "auto" and cal is not None else 0  # auto also fits the trees within the GPU's SMs
     if layout == "auto" and cal is not None:
-        layouts, fuses, seconds = ("links", "trees"), (False, True), seconds_under(cal, instance)
+        layouts, fuses, seconds = ("links", "trees", *(("fitted",) if sms else ())), (False, True), seconds_under(cal, instance)
     else:
         chosen = "packed" if layout == "auto" else layout
         layouts, fuses, seconds = (LAYOUTS[chosen],), (chosen == "trees",), None
     found = chosen_export(schedule, instance, seconds, layouts, fuses, dialects=[args.msccl_dialect], name=args.name,
-                          proto=args.proto)
+                          proto=args.proto, max_thread_blocks=sms)
     content = found.text
-    name = next(k for k, v in LAYOUTS.items() if v == found.layout)
+    name = next((k for k, v in LAYOUTS.items() if v == found.layout), found.layout)  # fitted: auto only
     written = {"layout": name, "layout_asked": layout, "grid": found.grid, "schedule_grid": schedule.denom,
                **program_shape(content)}
     note = f"{name} layout on a 1/{found.grid} grid"
