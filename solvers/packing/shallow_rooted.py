@@ -29,9 +29,10 @@ hops deep, the five others 6.
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
+
+import networkx as nx
 
 from .trees import Tree
 
@@ -116,24 +117,14 @@ def least_depths(net, root: int, parents: list[dict]) -> list[int]:
     [3, 3]
     """
     hops = {a: max(len(r) - 1 for r, _ in pool) for a, pool in net.pools.items() if pool}
-    out_of: dict[int, list] = {}
-    for (a, b), h in hops.items():
-        if root not in (a, b):
-            out_of.setdefault(a, []).append((b, h))
+    graph = nx.DiGraph((a, b, {"hops": h}) for (a, b), h in hops.items() if root not in (a, b))
     compute = set(net.compute) - {root}
+    source = ("entering the root's children",)
     least = []
-    for parent in parents:
-        dist = {v: hops[(root, v)] for v, u in parent.items() if u == root}
-        heap = [(d, v) for v, d in dist.items()]
-        heapq.heapify(heap)
-        while heap:
-            d, u = heapq.heappop(heap)
-            if d > dist[u]:
-                continue
-            for v, h in out_of.get(u, ()):
-                if d + h < dist.get(v, math.inf):
-                    dist[v] = d + h
-                    heapq.heappush(heap, (d + h, v))
+    for parent in parents:  # one source joined to the tree's root children by the root's hops to them
+        graph.add_edges_from((source, v, {"hops": hops[(root, v)]}) for v, u in parent.items() if u == root)
+        dist = nx.single_source_dijkstra_path_length(graph, source, weight="hops")
+        graph.remove_node(source)
         least.append(max((dist.get(v, math.inf) for v in compute), default=0))
     return least
 
