@@ -11,11 +11,11 @@ step (``collsynth.solvers.packing.staggered``), and the trees' least depths
 - ``least_depths`` against networkx's multi-source Dijkstra on random graphs without the root.
 """
 
+import math
 import random
 from functools import lru_cache
 from types import SimpleNamespace
 
-import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -87,18 +87,22 @@ def random_split_network(seed: int, n: int):
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.integers(3, 9), st.data())
-def test_least_depths_match_multi_source_dijkstra(seed, n, data):
+def test_least_depths_match_all_pairs_shortest_paths(seed, n, data):
     """Per tree, the farthest GPU's hops from the root's children in it, avoiding the root (a
-    route through a switch 2 hops), plus the hops into the nearest child."""
+    route through a switch 2 hops), plus the hops into the nearest child: checked against
+    Floyd-Warshall over the network without the root, for two trees given at once (each tree's
+    children alone count for it)."""
     net = random_split_network(seed, n)
     root = data.draw(st.integers(0, n - 1))
     out = [b for (a, b) in net.pools if a == root]
-    children = data.draw(st.lists(st.sampled_from(out), min_size=1, max_size=len(out), unique=True))
     hops = {a: len(p[0][0]) - 1 for a, p in net.pools.items()}
-    graph = nx.DiGraph()
-    graph.add_weighted_edges_from((a, b, h) for (a, b), h in hops.items() if root not in (a, b))
-    graph.add_weighted_edges_from(("start", c, hops[(root, c)]) for c in children)
-    dist = nx.single_source_dijkstra_path_length(graph, "start")
-    want = max(dist.get(v, float("inf")) for v in range(n) if v != root)
-    parent = {c: root for c in children}
-    assert least_depths(net, root, [parent]) == [want]
+    far = {(u, v): 0 if u == v else math.inf if root in (u, v) else hops.get((u, v), math.inf)
+           for u in range(n) for v in range(n)}
+    for w in range(n):  # Floyd-Warshall, the root left out
+        for u in range(n):
+            for v in range(n):
+                far[u, v] = min(far[u, v], far[u, w] + far[w, v])
+    trees = [data.draw(st.lists(st.sampled_from(out), min_size=1, max_size=len(out), unique=True)) for _ in range(2)]
+    want = [max(min(hops[(root, c)] + far[c, v] for c in children) for v in range(n) if v != root)
+            for children in trees]
+    assert least_depths(net, root, [{c: root for c in children} for children in trees]) == want
