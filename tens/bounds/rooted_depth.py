@@ -242,48 +242,102 @@ def split_lp(S: int, tails: tuple, profiles: tuple) -> float | None:
     >>> split_lp(1, *triangle), round(split_lp(2, *triangle), 9)
     (2.0, 1.333333333)
     """
-    from scipy import sparse
     from scipy.optimize import linprog
 
-    K = len(tails)
-    b, u, m = np.arange(S), S + np.arange(S), 2 * S + np.arange(S)
-    x = [3 * S + k * S + np.arange(S) for k in range(K)]
-    n = (3 + K) * S
-    ub, eq = ([], [], []), ([], [], [])
-    rhs_ub, rhs_eq = [], []
-
-    def row(rows, rhs, entries, bound):
-        for j, v in entries:
-            rows[0].append(len(rhs))
-            rows[1].append(j)
-            rows[2].append(v)
-        rhs.append(bound)
-
-    def step(var, t, sign=1.0):  # the completions in step t of a cumulative variable
-        return [(var[t], sign)] + ([(var[t - 1], -sign)] if t else [])
-
-    for t in range(S):
-        row(eq, rhs_eq, step(u, t) + [(b[t], -1.0)], 0.0)
-        row(ub, rhs_ub, sum((step(x[k], t) for k in range(K)), step(m, t)) + [(b[t], -1.0)], 0.0)  # 1.
-        for k, (_, share) in enumerate(tails):
-            row(ub, rhs_ub, step(x[k], t) + [(b[t], -share)], 0.0)  # 1. per tail
-            if t:
-                row(ub, rhs_ub, step(x[k], t, -1.0), 0.0)  # cumulative: never decreasing
-        if t:
-            row(ub, rhs_ub, step(m, t, -1.0), 0.0)
-        row(ub, rhs_ub, [(x[k][t], 1.0) for k in range(K)] + [(m[t], 2.0), (u[t], -1.0)], 0.0)  # 3.
-    for out, d, depths in profiles:  # 2'. what is completed by s + D - 1 left v by step s
-        for s in range(S + 1):
-            entries = [(var[min(S, s + D - 1) - 1], 1.0) for var, D in zip(x + [m], list(depths) + [d])
-                       if s + D - 1 >= 1]
-            if entries:
-                row(ub, rhs_ub, entries + ([(u[s - 1], -out)] if s else []), 0.0)
-    row(ub, rhs_ub, [(x[k][S - 1], -1.0) for k in range(K)] + [(m[S - 1], -1.0)], -1.0)  # all completed
-    A_ub = sparse.csr_matrix((ub[2], (ub[0], ub[1])), shape=(len(rhs_ub), n))
-    A_eq = sparse.csr_matrix((eq[2], (eq[0], eq[1])), shape=(len(rhs_eq), n))
+    A_ub, rhs_ub, A_eq, rhs_eq = split_rows(S, tails, profiles)
+    n = A_ub.shape[1]
     cost = np.r_[np.ones(S), np.zeros(n - S)]
-    res = linprog(cost, A_ub=A_ub, b_ub=np.array(rhs_ub), A_eq=A_eq, b_eq=np.array(rhs_eq),
-                  bounds=[(0, None)] * n, method="highs")
+    res = linprog(cost, A_ub=A_ub, b_ub=rhs_ub, A_eq=A_eq, b_eq=rhs_eq, bounds=[(0, None)] * n, method="highs")
     if res.status == 2:
         return float("inf")
     return float(res.fun) if res.status == 0 else None
+
+
+def split_rows(S: int, tails: tuple, profiles: tuple) -> tuple:
+    """``(A_ub, b_ub, A_eq, b_eq)`` of :func:`split_lp`'s program over ``S`` steps (sparse
+    rows, numpy right-hand sides). Variables: ``b_1..b_S``, the running sums ``U_t``, the
+    multiple positions ``M(t)`` and per tail ``X_u(t)``; rows: per step the running sum (the
+    equalities), 1'. in all and per tail, ``X_u`` and ``M`` never decreasing, 3'.; then 2'. per
+    profile and step; then every position completed (module doc). Built with numpy: a program
+    over hundreds of steps has some 10^5 entries.
+
+    One tail, one GPU a hop away, two steps: 3 rows in step 1 (1'. in all, 1'. per tail, 3'.), 5 in
+    step 2 (two more: never decreasing), 2'. at ``s = 1, 2`` (at ``s = 0`` it reads no count),
+    the last row; 8 variables (``b``, ``U``, ``M``, ``X`` over two steps):
+
+    >>> A_ub, b_ub, A_eq, b_eq = split_rows(2, ((1, 1.0),), ((1.0, 1, (1,)),))
+    >>> A_ub.shape, A_eq.shape, b_ub.tolist()
+    ((11, 8), (2, 8), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])
+    """
+    K = len(tails)
+    n = (3 + K) * S
+    b, u, m = np.arange(S), S + np.arange(S), 2 * S + np.arange(S)
+    x = [3 * S + k * S + np.arange(S) for k in range(K)]
+    eq = _Rows()
+    eq.add(np.arange(S), u, 1.0)
+    eq.add(np.arange(1, S), u[:-1], -1.0)
+    eq.add(np.arange(S), b, -1.0)
+    ub = _Rows()
+    per = np.arange(S)
+    width = np.where(per > 0, 3 + 2 * K, 2 + K)  # rows of step t
+    base = np.r_[0, np.cumsum(width)[:-1]]
+    later = per > 0
+    ub.step(base, [*x, m], per, 1.0)  # 1.: every completion of step t
+    ub.add(base, b, -1.0)
+    for k, (_, share) in enumerate(tails):
+        tail = base + 1 + k * np.where(later, 2, 1)
+        ub.step(tail, [x[k]], per, 1.0)  # 1. per tail
+        ub.add(tail, b, -share)
+        ub.step(tail[later] + 1, [x[k]], per[later], -1.0)  # never decreasing
+    rest = base + 1 + K * np.where(later, 2, 1)
+    ub.step(rest[later], [m], per[later], -1.0)
+    three = rest + later
+    for k in range(K):
+        ub.add(three, x[k], 1.0)
+    ub.add(three, m, 2.0)
+    ub.add(three, u, -1.0)  # 3.
+    row = int(base[-1] + width[-1]) if S else 0
+    for out, d, depths in profiles:  # 2'.: what is completed by s + D - 1 left v by step s
+        s = np.arange(S + 1)
+        reach = [(var, s + D - 1) for var, D in zip(x + [m], list(depths) + [d])]
+        live = np.zeros(S + 1, bool)
+        for _, at in reach:
+            live |= at >= 1
+        ids = row + np.cumsum(live) - 1
+        for var, at in reach:
+            keep = at >= 1
+            ub.add(ids[keep], var[np.minimum(S, at[keep]) - 1], 1.0)
+        keep = live & (s >= 1)
+        ub.add(ids[keep], u[s[keep] - 1], -out)
+        row += int(live.sum())
+    for var in x + [m]:
+        ub.add(np.array([row]), var[S - 1:], -1.0)  # every position completed
+    rhs_ub = np.zeros(row + 1)
+    rhs_ub[row] = -1.0
+    return ub.matrix(row + 1, n), rhs_ub, eq.matrix(S, n), np.zeros(S)
+
+
+class _Rows:
+    """Sparse entries gathered in numpy blocks (row, column, value)."""
+
+    def __init__(self):
+        self.parts = []
+
+    def add(self, rows, cols, value):
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        self.parts.append((rows, cols, np.broadcast_to(np.asarray(value, float), rows.shape)))
+
+    def step(self, rows, variables, t, sign):
+        """The completions in step ``t`` of each cumulative variable: ``+sign`` at ``t``,
+        ``-sign`` at ``t - 1`` where ``t > 0``."""
+        for var in variables:
+            self.add(rows, var[t], sign)
+            self.add(rows[t > 0], var[t[t > 0] - 1], -sign)
+
+    def matrix(self, shape_rows: int, shape_cols: int):
+        from scipy import sparse
+
+        if not self.parts:
+            return sparse.csr_matrix((shape_rows, shape_cols))
+        rows, cols, vals = (np.concatenate(p) for p in zip(*self.parts))
+        return sparse.csr_matrix((vals, (rows, cols)), shape=(shape_rows, shape_cols))
