@@ -117,9 +117,10 @@ def test_deeper_is_not_tried_where_it_cannot_help_or_would_cost_too_much(monkeyp
 
 
 def test_deeper_over_its_budget_extrapolates_from_fewer_pieces(monkeypatch):
-    """Over :data:`RUN_PROBE_SENDS` each growth is priced at a tenth and a fifth of its pieces
-    (the four together within :data:`SCALED_PROBE_SENDS`: 12,960 sends against 43,200 at the
-    run's) and the prices extrapolated to the run's pieces as ``A + B / P``: a chain 2 hops
+    """Over :data:`RUN_PROBE_SENDS` each growth is priced at a tenth, a fifth and two fifths of
+    its pieces (the six together within :data:`SCALED_PROBE_SENDS`: 30,240 sends against 43,200
+    at the run's) and the prices extrapolated to the run's pieces as ``A + B / P + C P`` (here
+    ``C = 0``): a chain 2 hops
     deep pays ``1 + 1 / P`` a model, one 20 hops deep ``0.99 + 19 / P``, so at 1600 / 2000 pieces
     (2.00125 against 1.999) the deep one wins, though at 160 / 200 pieces (2.0125 against 2.17)
     the shallow one would."""
@@ -127,7 +128,7 @@ def test_deeper_over_its_budget_extrapolates_from_fewer_pieces(monkeypatch):
 
     f, g = _forest(2), _forest(20)
     monkeypatch.setattr(fifo_reduce, "RUN_PROBE_SENDS", 43_199)
-    monkeypatch.setattr(fifo_reduce, "SCALED_PROBE_SENDS", 12_960)
+    monkeypatch.setattr(fifo_reduce, "SCALED_PROBE_SENDS", 30_240)
     asked = []
 
     def price(h, pieces):
@@ -136,8 +137,9 @@ def test_deeper_over_its_budget_extrapolates_from_fewer_pieces(monkeypatch):
         return {"sync": a + b / pieces, "event": a + b / pieces}
 
     assert fifo_reduce.deeper(f, lambda: g, price, ("sync", "event"), 1) is g
-    assert asked == [(True, 160), (True, 320), (False, 200), (False, 400)]
+    assert asked == [(True, 160), (True, 320), (True, 640), (False, 200), (False, 400), (False, 800)]
     assert fifo_reduce.extrapolated(None, 1.0, 1, 2) is None  # one that does not verify is never kept
+    assert fifo_reduce.with_cost_a_piece([1.0, None, 1.0], 1, 2) is None
 
 
 def test_deeper_keeps_the_shallow_growth_where_the_deep_one_would_not_be_verified_in_time(monkeypatch):

@@ -32,12 +32,18 @@ rooted reduce (1 GB, alpha 0, 8 trees, 240 sends a piece) is 1.082 / 1.036 / 1.0
 emits each at (:func:`collsynth.solvers.packing.emission.auto_pieces`), where their sends fit
 :data:`RUN_PROBE_SENDS`.
 
-Where they do not, each is priced at two fractions of its run's pieces, ``q`` and ``2 q``
-(:data:`SCALED_PROBE_SENDS` sends the four together), and its price at the run's pieces ``P``
-extrapolated as ``A + B / P`` (:func:`extrapolated`): a pipeline's fill is about ``(d - 1) / P``
-of its time (``d`` hops deep; Thakur et al., "Optimization of Collective Communication
-Operations in MPICH", IJHPCA 2005, Section 4) while a FIFO link's starvation does not shrink with
-more pieces. Priced at one common fraction instead, the two fills grow unequally where the run's
+Where they do not, each is priced at three fractions of its run's pieces, ``q``, ``2 q`` and
+``4 q`` (:data:`SCALED_PROBE_SENDS` sends the six together), and its price at the run's pieces
+``P`` extrapolated as ``A + B / P + C P`` (:func:`with_cost_a_piece`, ``C >= 0``): a pipeline's fill
+is about ``(d - 1) / P`` of its time (``d`` hops deep; Thakur et al., "Optimization of
+Collective Communication Operations in MPICH", IJHPCA 2005, Section 4), and a cost a piece
+grows with the pieces (in the pipelined-broadcast model of Patarasuk, Yuan and Faraj, J.
+Parallel Distrib. Comput. 2008, a latency a piece; here, at alpha 0, a FIFO link's
+starvation). Two probes saw only ``A + B / P``: HGX H100 with four NICs a box x2, root 6 (1 GB,
+alpha 0, quartered pieces), breadth-first's ``event`` price is 5.598 / 5.299 / 5.493 / 5.920 ms
+at 40 / 80 / 160 / 400 pieces, and through 40 and 80 its ``sync`` + ``event`` sum at 400 came
+out 10.16 ms against depth-first's 10.19 (11.02 in full: depth-first 8 % cheaper); through all
+three, 11.81, depth-first kept (``tests/test_growth_choice.py``). Priced at one common fraction instead, the two fills grow unequally where the run's
 pieces are not 100 a hop (the 1600-piece floor): DGX-H100 x2 (root 0, 1 GB, alpha 0) is
 1.0058 / 1.0658 (``sync`` / ``event``) breadth-first at 1600 pieces against 1.0091 / 1.0080
 depth-first at 3000, but an eighth of those pieces ranks them the other way (1.0461 / 1.0822
@@ -58,6 +64,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from .emission import auto_pieces
 from .trees import hops_of
 
@@ -68,9 +76,9 @@ PROBE_SENDS = 500_000  # most sends of the two probes together (a second or two 
 RUN_PROBE_SENDS = 6_000_000  # most sends of :func:`deeper`'s two forests together, each at its run's pieces
 # (DGX-H100 x2's rooted reduce: 1.10 M, priced in about 10 s under three models; H100 4-NIC x4 and DGX-2 x2
 # need more than 2 M, where depth-first growth is 1.0064 against 1.2601 and 1.0396 against 1.5333 under event)
-SCALED_PROBE_SENDS = 1_000_000  # most sends of both growths priced twice each at fractions of their run's
-# pieces, where those exceed RUN_PROBE_SENDS (A100 x8: 19.8 M sends; about 15 s of verifying and pricing a million
-# sends under sync and event on the idle machine)
+SCALED_PROBE_SENDS = 7_000_000 // 3  # most sends of both growths priced three times each, at q, 2 q and 4 q of
+# their run's pieces, where those exceed RUN_PROBE_SENDS: the q that 1 M sends gave two probes, q and 2 q (A100 x8:
+# 19.8 M sends; about 15 s of verifying and pricing a million sends under sync and event on the idle machine)
 LEAST_SHARE_LEFT = 0.5  # compared only with at least this share of the run's time limit left (A100 x8 grown
 # depth-first: 15.7 M sends, whose verification takes about 210 of its 366 s at load 14)
 
@@ -120,7 +128,7 @@ def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline
     priced time summed over ``models`` is least (the first on a tie), each at the
     pieces the run emits it at (``price(forest, pieces)``, None when it does not verify), or
     where their sends together exceed :data:`RUN_PROBE_SENDS` extrapolated there from fewer
-    pieces (:func:`extrapolated`; module doc); ``f`` under ``sync`` alone, when
+    pieces (:func:`with_cost_a_piece`; module doc); ``f`` under ``sync`` alone, when
     ``depth_first()`` is None, when less than :data:`LEAST_SHARE_LEFT` of the run's time limit
     is left, or when the cheaper schedule's sends, at the seconds a send its comparison took
     (verifying and pricing), would not fit the time left. ``chunks``: chunks a root sends per
@@ -141,9 +149,9 @@ def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline
         priced = sum(each)
         totals = [_total(price(h, p)) for h, p in zip(candidates, runs)]
     else:
-        fewer = [max(1, min(p // 2, int(p * SCALED_PROBE_SENDS / (3 * sum(each))))) for p in runs]
-        priced = sum(3 * e * q // p for e, q, p in zip(each, fewer, runs))
-        totals = [extrapolated(_total(price(h, q)), _total(price(h, 2 * q)), q, p)
+        fewer = [max(1, min(p // 4, int(p * SCALED_PROBE_SENDS / (7 * sum(each))))) for p in runs]
+        priced = sum(7 * e * q // p for e, q, p in zip(each, fewer, runs))
+        totals = [with_cost_a_piece([_total(price(h, k * q)) for k in (1, 2, 4)], q, p)
                   for h, q, p in zip(candidates, fewer, runs)]
     best = least(totals)
     if best == 0:
@@ -163,6 +171,35 @@ def least(totals: list) -> int:
     """
     known = [(t, i) for i, t in enumerate(totals) if t is not None]
     return min(known)[1] if known else 0
+
+
+def with_cost_a_piece(at: list, q: int, pieces: int) -> float | None:
+    """The price at ``pieces`` of a pipeline priced ``at`` = ``[y(q), y(2 q), y(4 q)]``, as
+    ``A + B / P + C P`` through all three: the pipelined-broadcast time of Patarasuk, Yuan and
+    Faraj ("Techniques for pipelined broadcast on Ethernet switched clusters", J. Parallel
+    Distrib. Comput. 68(6), 2008: ``(P + d - 1)`` steps of a piece's latency plus its bytes
+    over the bandwidth, a bandwidth term ``A``, a fill ``B / P`` shrinking and a cost a piece
+    ``C P`` growing with the pieces; module doc), with ``C >= 0``: where the three give ``C <
+    0`` (no cost a piece shrinks with more pieces), ``A + B / P`` through ``2 q`` and ``4 q``,
+    the two nearer the run's pieces (:func:`extrapolated`). None when any is None (a schedule
+    that does not verify).
+
+    >>> y = lambda P: 1 + 30 / P + P / 10**4  # A = 1, B = 30, C = 1e-4
+    >>> round(with_cost_a_piece([y(100), y(200), y(400)], 100, 3000), 9)  # 1 + 0.01 + 0.3
+    1.31
+    >>> y = lambda P: 1 + 30 / P  # C = 0: A + B / P
+    >>> round(with_cost_a_piece([y(100), y(200), y(400)], 100, 3000), 9)
+    1.01
+    >>> round(with_cost_a_piece([1.3, 1.15, 1.07], 100, 3000), 9)  # C < 0 in the three: through the last two
+    1.000666667
+    """
+    if any(y is None for y in at):
+        return None
+    ps = np.array([q, 2 * q, 4 * q], float)
+    A, B, C = np.linalg.solve(np.stack([np.ones(3), 1 / ps, ps], axis=1), np.array(at, float))
+    if C < 0:
+        return extrapolated(at[1], at[2], 2 * q, pieces)
+    return float(A + B / pieces + C * pieces)
 
 
 def extrapolated(at_q: float | None, at_2q: float | None, q: int, pieces: int) -> float | None:
