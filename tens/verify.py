@@ -76,7 +76,7 @@ step 1, send [chunk 0 [0, 1) 1->2]: source does not hold the piece; it arrives t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -366,22 +366,88 @@ def _relayed_violation(s: Schedule, instance: Instance, coll: Collective, off: i
     every destination), provided that what a route's source holds of the piece does not change
     between the first hop's step and the delivery (then reading it at the delivery's step - 1,
     as the simulation does, reads the same contributions): a route over which it changes is
-    refused (:func:`_reread_violation`), as are relays under a pipelined latency."""
-    from .switch_routes import flat_routes
+    refused (:func:`_reread_violation`), as are relays under a pipelined latency.
 
+    Routes pair sends of one chunk only, so with a single collective they are followed a
+    group of chunks at a time (:data:`GROUP_SENDS` sends of the schedule): the earliest
+    refused route over the groups, else the earliest simulated violation, is the one the
+    whole schedule's routes give."""
     if latency_pipelined(instance.topology):
         return _at(s, touch, f"a {coll.kind} relayed through a switch node under a pipelined latency: "
                              "not verified (unwind the switches)")
-    flat, first, last, _ = flat_routes(s, instance, paths=False)
-    part = (flat.chunk >= off) & (flat.chunk < off + coll.num_chunks)
-    if (v := _reread_violation(s, flat, first, last, switch, part)) is not None:
-        return v
-    v = _simulate(flat, coll, off, np.zeros_like(switch))
-    if v is None or v.index is None:
-        return v
-    i = int(last[v.index])
-    route = "" if first[v.index] == i else f" (the route from node {int(flat.src[v.index])} through switches)"
-    return Violation(i, _send(s, i), int(s.step[i]), v.reason + route)
+    counts = np.diff(kern.chunk_buckets(s.chunk, off, coll.num_chunks, s.step, 1))
+    groups = chunk_groups(counts, GROUP_SENDS) if len(instance.collectives) == 1 else [(0, coll.num_chunks)]
+    reread, best, post_c, steps = None, None, None, 0
+    for c0, c1 in groups:
+        r = _RelayGroup.of(s, instance, coll, off, switch, c0, c1, len(groups) == 1)
+        steps = max(steps, r.flat.num_steps)
+        if (hit := _reread_hit(r.s, r.flat, r.first, r.last, switch, r.part)) is not None:
+            t1, k, j = hit
+            key = (t1, r.at(r.last[k]))
+            if reread is None or key < reread[0]:
+                reread = (key, _reread_message(s, r, k, j))
+        if reread is not None:
+            continue
+        sim = _Simulator.of(r.flat, coll, off, np.zeros_like(switch), None)
+        if isinstance(sim, Violation):  # a reduce send in a collective that does not combine: never here
+            return r.violation(sim)
+        worst = sim.first_failure(c0, c1)
+        if worst is not None and worst[0] is not None:
+            key = (worst[0], r.at(r.last[worst[1]]))
+            if best is None or key < best[0]:
+                best = (key, worst[2])
+        elif worst is not None and best is None and post_c is None:
+            post_c = worst[2]
+    if reread is not None:
+        return reread[1]
+    c = best[1] if best is not None else post_c
+    if c is None:
+        return None
+    r = _RelayGroup.of(s, instance, coll, off, switch, c, c + 1, len(groups) == 1)
+    v = r.violation(_Simulator.of(r.flat, coll, off, np.zeros_like(switch), None).message(c))
+    return v if v.index is not None else replace(v, step=steps)
+
+
+@dataclass(frozen=True)
+class _RelayGroup:
+    """The routes of the sends of chunks ``off + c0 .. off + c1 - 1`` (:func:`_relayed_violation`):
+    ``s`` those sends (``index``: their positions in the schedule; None: all of it), ``flat`` one send per
+    route, ``first`` / ``last`` each route's first and last hop (positions in ``s``) and
+    ``part`` the routes of the collective's chunks."""
+
+    s: Schedule
+    index: np.ndarray | None
+    flat: Schedule
+    first: np.ndarray
+    last: np.ndarray
+    part: np.ndarray
+
+    @staticmethod
+    def of(s: Schedule, instance: Instance, coll: Collective, off: int, switch: np.ndarray, c0: int, c1: int,
+           whole: bool) -> "_RelayGroup":
+        """The group of chunks ``c0 .. c1 - 1``, or, ``whole``, every send of the schedule."""
+        from .switch_routes import flat_routes
+
+        index = None
+        if not whole:
+            index = np.flatnonzero((s.chunk >= off + c0) & (s.chunk < off + c1))
+            s = s.select(index)
+        flat, first, last, _ = flat_routes(s, instance, paths=False)
+        part = (flat.chunk >= off) & (flat.chunk < off + coll.num_chunks)
+        return _RelayGroup(s, index, flat, first, last, part)
+
+    def violation(self, v: Violation) -> Violation:
+        """A violation of a send of ``flat`` as one of the schedule's (its last hop), naming the
+        route's source when it crosses switches."""
+        if v.index is None:
+            return v
+        i = int(self.last[v.index])
+        route = "" if self.first[v.index] == i else f" (the route from node {int(self.flat.src[v.index])} through switches)"
+        return Violation(self.at(i), _send(self.s, i), int(self.s.step[i]), v.reason + route)
+
+    def at(self, i: int) -> int:
+        """The schedule's position of send ``i`` of ``s``."""
+        return int(i) if self.index is None else int(self.index[i])
 
 
 def _reread_violation(s: Schedule, flat: Schedule, first: np.ndarray, last: np.ndarray, switch: np.ndarray,
@@ -389,6 +455,14 @@ def _reread_violation(s: Schedule, flat: Schedule, first: np.ndarray, last: np.n
     """The first route (rows of ``flat``, hops ``first`` / ``last`` into ``s``) whose source
     GPU receives an overlapping piece of its chunk between the step of its first hop and the
     step before its delivery, or None (see :func:`_relayed_violation`)."""
+    hit = _reread_hit(s, flat, first, last, switch, part)
+    return None if hit is None else _reread_message(s, _RelayGroup(s, None, flat, first, last, part), hit[1], hit[2])
+
+
+def _reread_hit(s: Schedule, flat: Schedule, first: np.ndarray, last: np.ndarray, switch: np.ndarray,
+                part: np.ndarray) -> tuple[int, int, int] | None:
+    """:func:`_reread_violation`'s route as ``(step of its first hop, row of flat, the send
+    of s that changes what its source holds)``: the earliest first hop, ties by row."""
     t1, t2 = s.step[first], s.step[last]
     win = np.flatnonzero((t2 > t1) & part)
     into = np.flatnonzero(~switch[s.dst])  # deliveries to GPUs
@@ -410,48 +484,147 @@ def _reread_violation(s: Schedule, flat: Schedule, first: np.ndarray, last: np.n
     if not len(hit):
         return None
     k = hit[np.argmin(t1[win][row[hit]])]
-    r, j = int(win[row[k]]), int(got[k])
-    return _at(s, int(first[r]), f"node {int(flat.src[r])} sends this piece of a reduction into a switch, which "
-                                 f"delivers it in step {int(t2[r])}, but send {j} changes what the node holds of it "
-                                 f"in step {int(s.step[j])} before then: a switch relay must read its source once "
-                                 "(not verified)")
+    return int(t1[win][row[k]]), int(win[row[k]]), int(got[k])
+
+
+def _reread_message(whole: Schedule, g: "_RelayGroup", r: int, j: int) -> Violation:
+    """The violation of route ``r`` of ``g`` whose source send ``j`` (of ``g.s``) changes."""
+    s, at = g.s, g.at
+    return _at(whole, at(g.first[r]), f"node {int(g.flat.src[r])} sends this piece of a reduction into a switch, "
+                                      f"which delivers it in step {int(s.step[g.last[r]])}, but send {at(j)} changes "
+                                      f"what the node holds of it in step {int(s.step[j])} before then: a switch "
+                                      "relay must read its source once (not verified)")
+
+
+# Sends a group of chunks simulated at once holds at most about this many (more when one chunk
+# has more): the chunk-major rows, and the routes through switches of a relayed reduction, are
+# built a group at a time, so their memory follows a group, not the schedule.
+GROUP_SENDS = 1 << 20
+
+
+def chunk_groups(counts: np.ndarray, most: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``[c0, c1)`` of the chunks whose send ``counts`` are given, each
+    holding at most ``most`` sends unless one chunk alone has more (every range non-empty,
+    together all chunks, in order).
+
+    >>> chunk_groups(np.array([3, 3, 3, 1]), 6), chunk_groups(np.array([9, 1, 1]), 4), chunk_groups(np.array([2]), 9)
+    ([(0, 2), (2, 4)], [(0, 1), (1, 3)], [(0, 1)])
+    """
+    cuts, held = [0], 0
+    for c, k in enumerate(counts.tolist()):
+        if held and held + k > most:
+            cuts.append(c)
+            held = 0
+        held += k
+    cuts.append(len(counts))
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def _simulate(s: Schedule, coll: Collective, off: int, switch: np.ndarray, width: int | None = None) -> Violation | None:
     """The first violation of one collective's sends (chunk ids ``off ..``), or ``None``;
-    ``width``: node ids beyond the collective's (nodes that neither hold nor need anything)."""
-    nc = coll.num_chunks
-    first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
-    if not coll.combining and first_reduce >= 0:
-        return _at(s, first_reduce, f"a reduce send in a {coll.kind}, which does not combine")
-    units = _units(s, bool(whole), int(smin), int(smax))
-    cm = _chunk_major(s, off, nc, units, bool(whole), coll.combining)
-    starts, index, src, dst, step, lo, hi, op = cm
-    denom = units.denom
-    seg_of = np.full(0 if whole or denom > SEGMENT_TABLE else denom + 1, -1, np.int32)
-    pre, post = coll.precondition, coll.postcondition
-    if width is not None and width > pre.shape[1]:
-        pad = ((0, 0), (0, width - pre.shape[1]))
-        pre, post = np.pad(pre, pad), np.pad(post, pad)
-    if coll.combining:
-        ranks = np.asarray(coll.nodes, dtype=np.int64)
-        rank_of = np.full(pre.shape[1], -1, dtype=np.int64)
-        rank_of[ranks] = np.arange(len(ranks))
-        run = lambda c0, c1, detail: kern.simulate_combining(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, op, denom, seg_of, pre, post, rank_of, len(ranks), c0, c1, detail)
-    else:
-        words = kern.row_words(post)
-        run = lambda c0, c1, detail: kern.simulate_copy(  # noqa: E731
-            starts, index, src, dst, step, lo, hi, denom, seg_of, pre, post, words, switch, c0, c1, detail)
-    res = run(0, nc, False)
-    i, c, post_c = int(res[1]), int(res[3]), int(res[5 if coll.combining else 4])
-    if i == kern.NONE and post_c < 0:
-        return None
-    detail = run(c, c + 1, True) if i != kern.NONE else run(post_c, post_c + 1, True)
-    cm, detail = units.in_schedule_units(cm, detail, 8 if coll.combining else 7)
-    if coll.combining:
-        return _combining_message(s, coll, off, cm, detail)
-    return _copy_message(s, off, cm, detail)
+    ``width``: node ids beyond the collective's (nodes that neither hold nor need anything).
+    The chunks are simulated a group at a time (:data:`GROUP_SENDS`); the earliest violation
+    over the groups is the one a single pass would find (chunks evolve independently)."""
+    sim = _Simulator.of(s, coll, off, switch, width)
+    if isinstance(sim, Violation):
+        return sim
+    worst = sim.first_failure(0, coll.num_chunks)
+    return None if worst is None else sim.message(worst[2])
+
+
+@dataclass
+class _Simulator:
+    """What :func:`_simulate` needs to run the compiled simulation over any range of a
+    collective's chunks: ``run(c0, c1, detail)`` builds the chunk-major rows of chunks ``c0 ..
+    c1 - 1`` (relative to ``off``) and simulates them."""
+
+    s: Schedule
+    coll: Collective
+    off: int
+    switch: np.ndarray
+    units: "_Units"
+    whole: bool
+    pre: np.ndarray
+    post: np.ndarray
+    seg_of: np.ndarray
+    rank_of: np.ndarray | None
+    order: np.ndarray | None = None  # the stable step order, once a group needed it
+
+    @staticmethod
+    def of(s: Schedule, coll: Collective, off: int, switch: np.ndarray, width: int | None):
+        """The simulator of ``coll``'s sends in ``s``, or the violation of a reduce send in a
+        collective that does not combine."""
+        nc = coll.num_chunks
+        first_reduce, whole, smin, smax = kern.send_summary(s.chunk, off, nc, s.op, s.lo, s.hi, s.denom, s.step)
+        if not coll.combining and first_reduce >= 0:
+            return _at(s, first_reduce, f"a reduce send in a {coll.kind}, which does not combine")
+        units = _units(s, bool(whole), int(smin), int(smax))
+        denom = units.denom
+        seg_of = np.full(0 if whole or denom > SEGMENT_TABLE else denom + 1, -1, np.int32)
+        pre, post = coll.precondition, coll.postcondition
+        if width is not None and width > pre.shape[1]:
+            pad = ((0, 0), (0, width - pre.shape[1]))
+            pre, post = np.pad(pre, pad), np.pad(post, pad)
+        rank_of = None
+        if coll.combining:
+            ranks = np.asarray(coll.nodes, dtype=np.int64)
+            rank_of = np.full(pre.shape[1], -1, dtype=np.int64)
+            rank_of[ranks] = np.arange(len(ranks))
+        return _Simulator(s, coll, off, switch, units, bool(whole), pre, post, seg_of, rank_of)
+
+    def run(self, c0: int, c1: int, detail: bool):
+        """``(chunk-major columns, the kernel's result)`` of chunks ``c0 .. c1 - 1``."""
+        cm = self._chunk_major(c0, c1)
+        starts, index, src, dst, step, lo, hi, op = cm
+        pre, post, denom = self.pre[c0:c1], self.post[c0:c1], self.units.denom
+        if self.coll.combining:
+            res = kern.simulate_combining(starts, index, src, dst, step, lo, hi, op, denom, self.seg_of, pre, post,
+                                          self.rank_of, len(self.coll.nodes), 0, c1 - c0, detail)
+        else:
+            res = kern.simulate_copy(starts, index, src, dst, step, lo, hi, denom, self.seg_of, pre, post,
+                                     kern.row_words(post), self.switch, 0, c1 - c0, detail)
+        return cm, res
+
+    def _chunk_major(self, c0: int, c1: int):
+        s, units = self.s, self.units
+        keyed = _keyed(len(s), c1 - c0, units)
+        if not keyed and self.order is None:
+            self.order = np.zeros(0, np.int32) if _in_step_order(units.step) else step_order(units.step)[0]
+        order = np.zeros(0, np.int32) if keyed else self.order
+        return _chunk_major(s, self.off + c0, c1 - c0, units, self.whole, self.coll.combining, order)
+
+    def first_failure(self, c0: int, c1: int) -> tuple[int | None, int | None, int] | None:
+        """``(step, index, chunk)`` of the first send violation among chunks ``c0 .. c1 - 1``
+        (step in the schedule's units, the smallest (step, index)), else ``(None, None, chunk)``
+        of the first chunk whose postcondition fails, else None; simulated a group of chunks
+        at a time (:data:`GROUP_SENDS`)."""
+        counts = np.diff(kern.chunk_buckets(self.s.chunk, self.off + c0, c1 - c0, self.s.step, 1))
+        best, post_c = None, None
+        for g0, g1 in chunk_groups(counts, GROUP_SENDS):
+            cm, res = self.run(c0 + g0, c0 + g1, False)
+            del cm
+            t, i, c, pc = int(res[0]), int(res[1]), int(res[3]), int(res[5 if self.coll.combining else 4])
+            if i != kern.NONE:
+                t = int(self.units.steps[t]) if self.units.steps is not None else t
+                if best is None or (t, i) < best[:2]:
+                    best = (t, i, c0 + g0 + c)
+            elif best is None and post_c is None and pc >= 0:
+                post_c = c0 + g0 + pc
+        return best if best is not None else None if post_c is None else (None, None, post_c)
+
+    def message(self, c: int) -> Violation:
+        """The violation :func:`first_failure` found in chunk ``c``, with its message."""
+        cm, detail = self.run(c, c + 1, True)
+        combining = self.coll.combining
+        cm, detail = self.units.in_schedule_units(cm, detail, 8 if combining else 7)
+        if combining:
+            return _combining_message(self.s, self.coll, self.off + c, cm, detail)
+        return _copy_message(self.s, self.off + c, cm, detail)
+
+
+def _keyed(n: int, nc: int, units: "_Units") -> bool:
+    """Whether :func:`_chunk_major` sorts ``n`` sends of ``nc`` chunks on (chunk, step) at once."""
+    return n > 0 and units.smin >= 0 and nc * (units.smax + 1) <= 2 * n + (1 << 20)
 
 
 @dataclass(frozen=True)
@@ -504,27 +677,27 @@ def _units(s: Schedule, whole: bool, smin: int, smax: int) -> _Units:
     return _Units(step, smin, smax, lo, hi, denom, steps, bounds)
 
 
-def _chunk_major(s: Schedule, off: int, nc: int, units: _Units, whole: bool, combining: bool):
+def _chunk_major(s: Schedule, off: int, nc: int, units: _Units, whole: bool, combining: bool, order: np.ndarray):
     """The sends of chunks ``off .. off + nc - 1`` grouped by chunk, by step then index inside:
     ``(starts, index, src, dst, step, lo, hi, op)``, views of the int32 rows
     :func:`collsynth.tens.verify_kernels.chunk_major` fills (steps and bounds in ``units``;
     ``lo``/``hi`` empty when ``whole``; ``combining``: ops other than copies written as
-    reductions). One counting sort on (chunk, step) when that key is small, else on chunks
-    over a step order. The rows are allocated by numpy, which asks for transparent huge pages
-    on large arrays (a quarter of the time of the scatter went to faulting in the pages of the
-    runtime's own allocations)."""
-    step, smin, T = units.step, units.smin, units.smax
-    keyed = len(s) > 0 and smin >= 0 and nc * (T + 1) <= 2 * len(s) + (1 << 20)
-    K = T + 1 if keyed else 1
-    if keyed or bool((step[1:] >= step[:-1]).all()):
+    reductions). One counting sort on (chunk, step) when that key is small (:func:`_keyed`),
+    else on chunks over the stable step ``order`` (empty: the schedule is in step order). The
+    rows are allocated by numpy, which asks for transparent huge pages on large arrays (a
+    quarter of the time of the scatter went to faulting in the pages of the runtime's own
+    allocations)."""
+    step = units.step
+    keyed = _keyed(len(s), nc, units)
+    K = units.smax + 1 if keyed else 1
+    if keyed:
         order = np.zeros(0, np.int32)
-    else:
-        order = step_order(step)[0]
     fill = kern.chunk_buckets(s.chunk, off, nc, step, K)
     m, starts = int(fill[-1]), fill[::K].copy()
     rec = np.empty((m, 8), np.int32)
     kern.chunk_major(order, s.chunk, off, nc, step, K, s.src, s.dst, units.lo, units.hi, s.op, whole, combining, fill,
                      rec)
+    del fill
     pieces = rec[:0] if whole else rec
     return starts, rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], pieces[:, 4], pieces[:, 5], rec[:, 6]
 

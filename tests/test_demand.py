@@ -224,7 +224,53 @@ def test_shortest_paths_in_batches_are_one_dijkstra(inst, batch):
     arcs = bounds.arcs_of(inst.topology)
     w = np.arange(1, len(arcs.src) + 1, dtype=float)  # distinct weights: not a breadth-first search
     sources = np.arange(arcs.size)[::-1].copy()
-    with patch.object(bounds.distances, "PATH_BATCH", batch), patch.dict(bounds.distances._PATHS, clear=True):
+    with patch.object(bounds.distances, "PATH_BATCH", batch), patch.dict(bounds.distances._PATHS, clear=True), \
+            patch.dict(bounds.distances._COMPACT, clear=True):
         D = bounds.shortest_paths(arcs, w, sources)
     adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
     assert D.tolist() == dijkstra(adj, directed=True, indices=sources).tolist()
+
+
+@settings(max_examples=20, deadline=None)
+@given(instances(), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_distance_matrices_kept_compact_are_restored_exactly(inst, batch, seed):
+    """A distance matrix of whole numbers (hop counts, integer weights) kept compact once another
+    weighting took its place, and once the bounds that read it are done (release_paths), comes
+    back entry for entry as scipy's Dijkstra gives it; one of fractional lengths is dropped
+    (recomputed, never rounded); none stays as float64 after the release."""
+    from unittest.mock import patch
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+    arcs = bounds.arcs_of(inst.topology)
+    rng = np.random.default_rng(seed)
+    whole = rng.integers(1, 300, len(arcs.src)).astype(float)  # sums may pass 255: two-byte entries
+    frac = rng.random(len(arcs.src)) + 0.5
+    sources = rng.permutation(arcs.size)[:max(1, arcs.size // 2)]
+
+    def direct(w):
+        adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+        return dijkstra(adj, directed=True, indices=sources).tolist()
+
+    d = bounds.distances
+    with patch.object(d, "PATH_BATCH", batch), patch.dict(d._PATHS, clear=True), patch.dict(d._COMPACT, clear=True):
+        for w in (whole, np.ones(len(whole)), frac, whole, np.ones(len(whole)), frac):
+            assert d.shortest_paths(arcs, w, sources).tolist() == direct(w)
+        assert len(d._COMPACT) == 2  # the two whole-number weightings
+        d.release_paths()
+        assert not d._PATHS and len(d._COMPACT) == 2
+        assert all(D.dtype in (np.uint8, np.uint16) for D in d._COMPACT.values())
+        assert d.shortest_paths(arcs, whole, sources).tolist() == direct(whole)
+
+
+def test_bounds_release_their_distance_matrices_with_the_same_values():
+    """Once an instance's bounds are computed no distance matrix stays as float64, and the
+    bounds computed again from the compact ones are the same, part for part."""
+    from unittest.mock import patch
+    d = bounds.distances
+    inst = make_instance(build("dgx_h100", {"nodes": 2}), "allreduce", message_bytes=1e6)
+    with patch.dict(d._PATHS, clear=True), patch.dict(d._COMPACT, clear=True):
+        first = bounds.Bounds(inst, None, 5.0)
+        want = [repr(first.part(m)) for m in ("event", "sync_bandwidth", "timesteps")]
+        assert not d._PATHS and d._COMPACT
+        again = bounds.Bounds(inst, None, 5.0)
+        assert [repr(again.part(m)) for m in ("event", "sync_bandwidth", "timesteps")] == want

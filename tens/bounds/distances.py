@@ -21,15 +21,22 @@ from .record import Bound, TOL, UNITS, not_computed
 
 # ---- distances ------------------------------------------------------------------------------
 
+# The distance matrices one instance's bounds reuse: the latest one as it is (float64), and every
+# one whose finite entries are small whole numbers (hop counts) kept compact once another takes its
+# place (:func:`_compact`: one or two bytes an entry instead of eight, restored exactly). At 16,384
+# GPUs a matrix is 2.2 GB; two of them stayed resident after the bounds were done.
 _PATHS: dict[str, np.ndarray] = {}
+_COMPACT: dict[str, np.ndarray] = {}
 PATH_BATCH = 1 << 20  # entries of the distance matrix one call computes
 
 
 def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """``arc_weight``-shortest path lengths ``[source, node]`` (scipy's Dijkstra; a breadth-first
-    search when every weight is 1), kept for the few weightings one instance's bounds reuse.
-    Sources go in batches of about :data:`PATH_BATCH` entries, so a time limit can stop the
-    search between two of them (one C call for thousands of sources takes seconds)."""
+    search when every weight is 1), kept for the few weightings one instance's bounds reuse
+    (the latest as it is, earlier ones whose entries are whole numbers compact,
+    :func:`release_paths`). Sources go in batches of about :data:`PATH_BATCH` entries, so a time
+    limit can stop the search between two of them (one C call for thousands of sources takes
+    seconds)."""
     w = np.asarray(arc_weight, dtype=float)
     if len(w) and w[0] > 1 and w[0] == int(w[0]) and bool((w == w[0]).all()):
         # a uniform integer weight (TEN delays): hop counts times it, exactly as Dijkstra sums it
@@ -39,17 +46,76 @@ def shortest_paths(arcs: Arcs, arc_weight: np.ndarray, sources: np.ndarray) -> n
         h.update(np.ascontiguousarray(a).tobytes())
     key = h.hexdigest()
     if key not in _PATHS:
-        adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
-        unit = bool(len(w)) and bool((w == 1).all())
-        if len(_PATHS) >= 2:
-            _PATHS.pop(next(iter(_PATHS)))
-        sources = np.asarray(sources, np.int64)
-        step = max(1, PATH_BATCH // max(arcs.size, 1))
-        D = np.empty((len(sources), arcs.size))  # filled batch by batch: no second copy of the matrix
-        for i in range(0, len(sources), step):
-            D[i:i + step] = dijkstra(adj, directed=True, indices=sources[i:i + step], unweighted=unit)
-        _PATHS[key] = D
+        release_paths()  # the one kept as it is goes (compact when it can be) before another is made
+        if key in _COMPACT:
+            _PATHS[key] = _expanded(_COMPACT[key])
+        else:
+            _PATHS[key] = _dijkstra_rows(arcs, w, np.asarray(sources, np.int64))
     return _PATHS[key]
+
+
+def _dijkstra_rows(arcs: Arcs, w: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """The distance matrix of ``sources`` filled batch by batch (no second copy of it)."""
+    adj = sp.csr_matrix((w, (arcs.src, arcs.dst)), shape=(arcs.size, arcs.size))
+    unit = bool(len(w)) and bool((w == 1).all())
+    step = max(1, PATH_BATCH // max(arcs.size, 1))
+    D = np.empty((len(sources), arcs.size))
+    for i in range(0, len(sources), step):
+        D[i:i + step] = dijkstra(adj, directed=True, indices=sources[i:i + step], unweighted=unit)
+    return D
+
+
+def release_paths() -> None:
+    """Drop the distance matrix kept as it is, keeping it compact when its finite entries are
+    whole numbers below 65,535 (:func:`_compact`; the next request restores it exactly, without
+    a search): what stays resident once the bounds are done."""
+    for key, D in _PATHS.items():
+        small = _compact(D)
+        if small is not None:
+            _COMPACT[key] = small
+            while len(_COMPACT) > 2:
+                _COMPACT.pop(next(iter(_COMPACT)))
+    _PATHS.clear()
+
+
+def _compact(D: np.ndarray) -> np.ndarray | None:
+    """``D`` as uint8 (or uint16) when every finite entry is a whole number in ``0 .. 254``
+    (``0 .. 65,534``), ``inf`` as the type's largest value; None otherwise. Read a block of
+    rows at a time (:data:`PATH_BATCH` entries), so the check copies no more than a block.
+
+    >>> D = np.array([[0.0, 3.0], [np.inf, 1.0]])
+    >>> _compact(D).dtype.name, _expanded(_compact(D)).tolist() == D.tolist(), _compact(D + 0.5)
+    ('uint8', True, None)
+    """
+    limit = np.iinfo(np.uint16).max
+    top = 0.0
+    for rows in _row_blocks(D):
+        block = np.where(np.isinf(D[rows]), 0.0, D[rows])
+        if not (block >= 0).all() or (block != np.floor(block)).any():
+            return None
+        top = max(top, float(block.max(initial=0.0)))
+    if top >= limit:
+        return None
+    kind = np.uint8 if top < np.iinfo(np.uint8).max else np.uint16
+    small = np.empty(D.shape, kind)
+    for rows in _row_blocks(D):
+        small[rows] = np.where(np.isinf(D[rows]), np.iinfo(kind).max, D[rows])
+    return small
+
+
+def _expanded(small: np.ndarray) -> np.ndarray:
+    """The float64 matrix :func:`_compact` kept (its type's largest value as ``inf``)."""
+    D = np.empty(small.shape)
+    top = np.iinfo(small.dtype).max
+    for rows in _row_blocks(small):
+        D[rows] = np.where(small[rows] == top, np.inf, small[rows])
+    return D
+
+
+def _row_blocks(D: np.ndarray):
+    """Slices of ``D``'s rows of about :data:`PATH_BATCH` entries each."""
+    step = max(1, PATH_BATCH // max(D.shape[1] if D.ndim > 1 else 1, 1))
+    return (slice(i, i + step) for i in range(0, len(D), step))
 
 
 def distance(arcs: Arcs, demand: Demand, arc_weight: np.ndarray) -> tuple[float, tuple | None]:

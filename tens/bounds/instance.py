@@ -21,7 +21,7 @@ from .blocks import block_cut_seconds
 from .box_rows import box_demand
 from .cuts import cut_search, per_node
 from .demand import Arcs, Demand, arcs_of, demand_of, instant_out
-from .distances import _alpha_weights, _distance_bound, _volume_bound
+from .distances import _alpha_weights, _distance_bound, _volume_bound, release_paths
 from .drain import drain_bound
 from .flows import flow_seconds
 from .box_stages import box_stage_bound
@@ -101,6 +101,7 @@ class Bounds:
                 self._parts[name] = (_distance_bound("steps", arcs, sym.far, hops),)
             else:
                 raise KeyError(name)
+            release_paths()  # the distance matrices it read: compact, or gone, once it is done
         return self._parts[name]
 
     @property
