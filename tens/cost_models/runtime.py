@@ -413,7 +413,7 @@ def late_blocks(f: ProgramFeatures, cal: Calibration, per_tb: np.ndarray, iters:
     where no GPU runs more thread blocks than it has SMs.
 
     NCCL compiles its kernels, which run MSCCL's executor, with ``__launch_bounds__(NCCL_MAX_NTHREADS, 1)``
-    (``src/collectives/device/common.h``; 640 threads a block from NCCL 2.12): one block an SM
+    (``src/collectives/device/common.h``; ``NCCL_MAX_NTHREADS`` is 640 in current NCCL): one block an SM
     is all it promises, so the compiler may give each thread up to 65,536 / 640 = 102 of the
     SM's registers, and above 51 a second block does not fit (NVIDIA, "CUDA C++ Programming
     Guide", Launch Bounds; A100: 65,536 registers and 108 SMs, NVIDIA A100 Tensor Core GPU
