@@ -99,7 +99,8 @@ def _fit_one(job):
     rows, name, manifest = job
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
                manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
-               sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences, block_waves=manifest.block_waves)
+               sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences,
+               block_waves=manifest.block_waves)
 
 
 def predict(row, cal):
