@@ -119,7 +119,8 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
         fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
-        credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False) -> Calibration:
+        credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False,
+        block_waves: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -138,13 +139,16 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     fair share (``Calibration.fair_links``).
     ``fences`` (a manifest's ``fences = true``): the GPU's shared cost per slice is the slice's
     fence, which an empty slice skips and which adds to the links' bytes in a program whose
-    thread blocks hold the next iteration back (``Calibration.fences``)."""
+    thread blocks hold the next iteration back (``Calibration.fences``). ``block_waves`` (a
+    manifest's ``block_waves = true``): with ``sms``, one thread block an SM, those beyond
+    waiting for an SM to free (``Calibration.block_waves``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}),
-                       serial_links=serial_links, sms=sms, fair_links=fair_links, fences=fences)
+                       serial_links=serial_links, sms=sms, fair_links=fair_links, fences=fences,
+                       block_waves=block_waves)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
     g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
@@ -327,7 +331,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
                    manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
-                   manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences)
+                   manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

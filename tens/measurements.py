@@ -192,7 +192,8 @@ class Manifest:
     its connections (``Calibration.fair_links``; default false).
     ``fences``:
     whether the GPU's shared cost per slice is the slice's fence (``Calibration.fences``;
-    default false)."""
+    default false). ``block_waves``: whether an SM runs one thread block, those beyond the
+    SMs waiting for one to exit (``Calibration.block_waves``; default false: two share an SM)."""
 
     system: str
     source: str
@@ -206,6 +207,7 @@ class Manifest:
     sms: int = 0
     fair_links: bool = False
     fences: bool = False
+    block_waves: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -250,7 +252,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     serial_links=_field(data, "serial_links", bool, str(path), False),
                     credit_start=_field(data, "credit_start", bool, str(path), False),
                     sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False),
-                    fences=_field(data, "fences", bool, str(path), False))
+                    fences=_field(data, "fences", bool, str(path), False),
+                    block_waves=_field(data, "block_waves", bool, str(path), False))
 
 
 def _sms(data: dict, where: str) -> int:

@@ -87,6 +87,8 @@ class ProgramFeatures:
     empty: not computed). ``path_crowd``: link class -> the most connections per byte/s of a
     link's bandwidth that a copy of the critical path crosses (:func:`copy_crowds`): what a
     link shared fairly between its connections lets one connection's copy run at; empty: not
+    computed. ``tb_order``: per thread block, how many thread blocks of its GPU have a lower
+    id (the CUDA block it runs as comes in that order, :func:`block_order`); empty: not
     computed."""
 
     tb_steps: np.ndarray
@@ -112,6 +114,7 @@ class ProgramFeatures:
     link_ops: dict = field(default_factory=dict)
     tb_links: dict = field(default_factory=dict)
     path_crowd: dict = field(default_factory=dict)
+    tb_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -508,7 +511,23 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         tb_links=thread_block_links(tb_of[send_idx[hop_send]], hop_link, load, classes, len(tbs)),
         carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else (),
         link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()},
-        path_crowd={c: float(v[path].max(initial=0.0)) for c, v in crowd.items()})
+        path_crowd={c: float(v[path].max(initial=0.0)) for c, v in crowd.items()}, tb_order=block_order(tbs))
+
+
+def block_order(tbs: list) -> np.ndarray:
+    """Per thread block ``(gpu, id)`` of ``tbs``, how many thread blocks of the same GPU have a
+    lower id: the CUDA block index it runs as (MSCCL's executor launches one block per thread
+    block of a GPU, block ``i`` running thread block ``i``: msccl-executor ``msccl_kernel.cu``,
+    ``mscclTB = mscclAlgo->mscclTB[blockIdx.x]``).
+
+    >>> block_order([(0, 0), (0, 2), (1, 1), (0, 1), (1, 0)]).tolist()
+    [0, 2, 1, 1, 0]
+    """
+    ids = defaultdict(list)
+    for g, t in tbs:
+        ids[g].append(t)
+    rank = {g: {t: k for k, t in enumerate(sorted(v))} for g, v in ids.items()}
+    return np.array([rank[g][t] for g, t in tbs], dtype=np.int64)
 
 
 def copy_crowds(send_idx, hop_send, hop_link, tb_of, sender, receiver, copied, classes, bandwidth, send_class,

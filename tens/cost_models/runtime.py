@@ -69,6 +69,10 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - with ``Calibration.sms`` (a GPU's streaming multiprocessors), a program one of whose GPUs
   runs more thread blocks than that runs two on some SMs, and every thread block copies and
   reduces at half rate (:func:`shared_sms`);
+- with ``Calibration.block_waves`` (and ``sms``), an SM runs one thread block (NCCL's kernels
+  are built for one block an SM), so the blocks beyond a GPU's SMs start once earlier ones
+  have exited and run their iterations after them (:func:`late_blocks`), instead of two blocks
+  sharing an SM at half rate;
 - with ``Calibration.fair_links``, a link serves the connections that cross it fairly, so a
   copy on the first iteration's chain runs no faster than the link's calibrated bandwidth over
   the connections crossing it (:func:`fair_link_copies`; tried on the A100 and not kept, no
@@ -136,7 +140,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
-           "shared_sms", "fair_link_copies", "fenced_slices", "carried_fences",
+           "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -177,7 +181,9 @@ class Calibration:
     modelled). ``fair_links``: a copy on an iteration's chain runs no faster than its link's fair
     share (:func:`fair_link_copies`; false, a file without it: at ``tb_rate`` whatever the link).
     ``fences``: the GPU's shared cost per slice is the slice's fence (:func:`fenced_slices`,
-    :func:`carried_fences`; false, a file without it: every slice at its handshake weight, beside the links)."""
+    :func:`carried_fences`; false, a file without it: every slice at its handshake weight, beside the links).
+    ``block_waves``: with ``sms``, an SM runs one thread block, and those beyond the SMs wait
+    for one to exit (:func:`late_blocks`; false, a file without it: two share an SM at half rate)."""
 
     name: str
     system: str
@@ -201,6 +207,7 @@ class Calibration:
     sms: int = 0
     fair_links: bool = False
     fences: bool = False
+    block_waves: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -213,7 +220,8 @@ class Calibration:
                                **({"serial_links": True} if self.serial_links else {}),
                                **({"sms": self.sms} if self.sms else {}),
                                **({"fair_links": True} if self.fair_links else {}),
-                               **({"fences": True} if self.fences else {})},
+                               **({"fences": True} if self.fences else {}),
+                               **({"block_waves": True} if self.block_waves else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -285,6 +293,9 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     fences = p.get("fences", False)
     if not isinstance(fences, bool):
         raise InputError(f"{where}: parameters.fences", f"expected true or false, got {fences!r}")
+    waves = p.get("block_waves", False)
+    if not isinstance(waves, bool):
+        raise InputError(f"{where}: parameters.block_waves", f"expected true or false, got {waves!r}")
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -302,7 +313,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
-                       sms=sms, fair_links=fair, fences=fences,
+                       sms=sms, fair_links=fair, fences=fences, block_waves=waves,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -344,7 +355,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
     fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0)
                                                            for c, h in f.tb_hops.items())
-    tb = (fixed + _tb_transfer(f, cal, pf, per_byte)[:, None] * s[None, :]).max(axis=0)
+    per_tb = fixed + _tb_transfer(f, cal, pf, per_byte)[:, None] * s[None, :]
+    tb = per_tb.max(axis=0)
     ports = port_times(f, s, per_slice, cal, pf)
     fenced = fenced_slices(calls, slices, per_slice, cal)
     shared = np.maximum(sum(_per_size(ops, fenced) * cal.gpu_op_s.get(c, 0.0)
@@ -363,7 +375,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
-    return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period
+    return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period + late_blocks(f, cal, per_tb, iters)
 
 
 def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
@@ -387,9 +399,46 @@ def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
     >>> c.tb_rate, c.reduce_rate, shared_sms(f, replace(cal, sms=3)).tb_rate, shared_sms(f, replace(cal, sms=0)).tb_rate
     (4000000000.0, 2000000000.0, 8000000000.0, 8000000000.0)
     """
-    if not cal.sms or f.tbs_per_gpu <= cal.sms:
+    if not cal.sms or f.tbs_per_gpu <= cal.sms or cal.block_waves:
         return cal
     return replace(cal, tb_rate=cal.tb_rate / 2, reduce_rate=cal.reduce_rate / 2)
+
+
+def late_blocks(f: ProgramFeatures, cal: Calibration, per_tb: np.ndarray, iters: np.ndarray) -> np.ndarray:
+    """Seconds, per message size, that the thread blocks beyond a GPU's SMs add when an SM runs
+    one thread block (``cal.block_waves`` with ``cal.sms``): the blocks numbered ``sms`` and up
+    on a GPU (``f.tb_order``) start only once earlier ones have exited, and then run every loop
+    iteration on their own, each ``per_tb`` (their steps' fixed costs and copies an
+    iteration, rows as ``f.tb_order``), the slowest of them deciding; 0 without the switch, or
+    where no GPU runs more thread blocks than it has SMs.
+
+    NCCL compiles its kernels, which run MSCCL's executor, with ``__launch_bounds__(NCCL_MAX_NTHREADS, 1)``
+    (``src/collectives/device/common.h``; ``NCCL_MAX_NTHREADS`` is 640 in current NCCL): one block an SM
+    is all it promises, so the compiler may give each thread up to 65,536 / 640 = 102 of the
+    SM's registers, and above 51 a second block does not fit (NVIDIA, "CUDA C++ Programming
+    Guide", Launch Bounds; A100: 65,536 registers and 108 SMs, NVIDIA A100 Tensor Core GPU
+    Architecture, 2020). MSCCL launches one block per thread block of the program, up to
+    108 x 2 (``msccl.h``), and CUDA dispatches blocks in index order as SMs free up; the
+    collective still completes where the first blocks can finish without the late ones (a
+    program whose first blocks wait on a late one would hang), so the late blocks run after
+    them, their peers waiting. How many registers the measured build's kernel uses is not
+    known here: the switch is the hypothesis, the fit and the held-out programs its check.
+
+    A GPU of 2 SMs running 3 thread blocks (orders 0, 1, 2), 4 iterations, the late block
+    10 us an iteration: 40 us later.
+
+    >>> f = ProgramFeatures(np.ones(3), np.ones(3), np.zeros(3), {}, {}, 3, {}, 1, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather", tb_order=np.array([0, 1, 2]))
+    >>> cal = Calibration("c", "s", "", {}, {}, {}, 1e9, 1e9, 0.0, 0.0, 0.0, sms=2, block_waves=True)
+    >>> per_tb = np.array([[5e-6], [7e-6], [10e-6]])
+    >>> late_blocks(f, cal, per_tb, np.array([4.0])).round(12).tolist(), late_blocks(f, replace(cal, sms=3), per_tb,
+    ...                                                                             np.array([4.0])).tolist()
+    ([4e-05], [0.0])
+    """
+    late = f.tb_order >= cal.sms
+    if not (cal.block_waves and cal.sms and late.any()):
+        return np.zeros_like(iters)
+    return iters * per_tb[late].max(axis=0)
 
 
 def fair_link_copies(f: ProgramFeatures, cal: Calibration, pf: float) -> float:
