@@ -29,8 +29,9 @@ run it under ``nice``).
 ``--ours``: also our schedules at 1 GiB under the shipped calibration (no leave-one-out: they
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
 priced as their exported MSCCL programs run (on the grid, and with or without
-receive-and-send steps, whichever prices lowest: ``program_of``), beside ForestColl's and NCCL's
-measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
+receive-and-send steps, whichever prices lowest: ``program_of``; ``tree-packing`` with its
+forests of at most 1 and 2 trees a root offered beside it, :mod:`collsynth.solvers.packing.few_trees`),
+beside ForestColl's and NCCL's measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
 message sizes (bytes, comma-separated; each schedule solved once at 1 GiB); ``--calibration F``:
 priced under the calibration file ``F`` (the shipped one, ``instances/calibrations/``) instead of
 one fitted here; ``--schedules DIR``: our solved schedules are kept in ``DIR`` (one JSON per
