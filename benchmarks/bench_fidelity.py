@@ -29,8 +29,9 @@ run it under ``nice``).
 ``--ours``: also our schedules at 1 GiB under the shipped calibration (no leave-one-out: they
 were never measured): ``tree-packing`` and ``nccl-ring`` solved on the manifest's instances and
 priced as their exported MSCCL programs run (on the grid, and with or without
-receive-and-send steps, whichever prices lowest: ``program_of``), beside ForestColl's and NCCL's
-measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
+receive-and-send steps, whichever prices lowest: ``program_of``; ``tree-packing`` with its
+forests of at most 1 and 2 trees a root offered beside it, :mod:`collsynth.solvers.packing.few_trees`),
+beside ForestColl's and NCCL's measured programs priced the same way. ``--ours-only``: that table alone; ``--sizes``: at these
 message sizes (bytes, comma-separated; each schedule solved once at 1 GiB); ``--calibration F``:
 priced under the calibration file ``F`` (the shipped one, ``instances/calibrations/``) instead of
 one fitted here; ``--schedules DIR``: our solved schedules are kept in ``DIR`` (one JSON per
@@ -323,10 +324,12 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         inst = _at(load_instance(inst_file), GIB)
         kind = inst.collective.kind
         solved = {producer: _solved(inst, Path(inst_file).stem, producer, schedules) for producer in OURS}
+        fewer = _fewer_trees(inst, Path(inst_file).stem, schedules)
         for size in sizes:
             label = kind if len(sizes) == 1 else f"{kind} {_size_label(size)}"
             for producer, (row, schedule) in solved.items():
-                out.append([label, *_ours_priced(producer, row, schedule, _at(inst, size), cal)])
+                out.append([label, *_ours_priced(producer, row, schedule, _at(inst, size), cal,
+                                                 fewer if producer == "tree-packing" else ())])
                 print(f"  priced {producer} on {label}", file=sys.stderr, flush=True)
             out.extend([label, *m] for m in _measured_at(rows, inst_file, size, cal))
     return table(["collective", "schedule", "measured GB/s", "runtime GB/s"], out)
@@ -353,6 +356,29 @@ def _solved(inst, stem: str, producer: str, folder) -> tuple[dict, object]:
     return row, schedule
 
 
+def _fewer_trees(inst, stem: str, folder) -> list:
+    """``tree-packing``'s forests of at most ``k`` trees a root on ``inst``, for each ``k`` of
+    :data:`~collsynth.solvers.packing.few_trees.KS` (:func:`~collsynth.solvers.packing.few_trees.limited`,
+    verified; read from ``folder`` when it holds them, else built and written there)."""
+    from collsynth.solvers.packing.few_trees import KS, limited
+    from collsynth.tens.schedule import check_header, read_json, write_json
+    from collsynth.tens.verify import check
+
+    out = []
+    for k in KS:
+        path = Path(folder) / f"{stem}-tree-packing-k{k}.json" if folder else None
+        if path is not None and path.exists():
+            schedule = read_json(path)
+            check_header(schedule, inst, str(path))
+            check(schedule, inst)
+        else:
+            schedule = limited(inst, k, time_limit=600)
+            if path is not None:
+                write_json(schedule, path)
+        out.append(schedule)
+    return out
+
+
 def _at(inst, size: int):
     return replace(inst, collectives=(replace(inst.collective, message_bytes=float(size)),))
 
@@ -361,11 +387,15 @@ def _size_label(size: int) -> str:
     return f"{size // GIB} GiB" if size >= GIB else f"{size // MIB} MiB"
 
 
-def _ours_priced(producer, row, schedule, inst, cal) -> list[str]:
-    """``[schedule, "-", runtime GB/s]`` of our producer's schedule on ``inst`` (its size)."""
+def _ours_priced(producer, row, schedule, inst, cal, fewer=()) -> list[str]:
+    """``[schedule, "-", runtime GB/s]`` of our producer's schedule on ``inst`` (its size); with
+    ``fewer`` (its forests of fewer trees a root) the runtime model's export choice over all of
+    them (:func:`~collsynth.solvers.packing.few_trees.runtime_choice`)."""
     from collsynth.tens.cost_models import get
     if schedule is None:
         return [producer + " (ours)", "-", f"{row['status']}: {row.get('message', '')}"]
+    if fewer:
+        return _chosen_priced(producer, schedule, inst, cal, fewer)
     try:
         cost = get("runtime").price(schedule, inst, calibration=cal)
     except InputError as e:
@@ -373,6 +403,21 @@ def _ours_priced(producer, row, schedule, inst, cal) -> list[str]:
     note = cost.extra.get("grid", "")
     size = inst.collective.message_bytes
     return [producer + " (ours)" + (f", {note}" if note else ""), "-", f"{size / cost.total_s / 1e9:.1f}"]
+
+
+def _chosen_priced(producer, schedule, inst, cal, fewer) -> list[str]:
+    """:func:`_ours_priced` of ``schedule`` and its forests of fewer trees a root ``fewer``: the
+    cheapest program of them all under ``cal``, and which forest, grid and layout it is."""
+    from collsynth.solvers.packing.few_trees import KS, runtime_choice
+    from collsynth.tens.export_choice import program_shape
+    try:
+        found = runtime_choice(schedule, inst, cal, fewer)
+    except InputError as e:
+        return [producer + " (ours)", "-", f"not priced: {e.where}: {e.what}"]
+    forest = "all trees" if found.source == 0 else f"{KS[found.source - 1]} tree(s) a root"
+    note = (f"{forest}, {found.layout} layout on a 1/{found.grid} grid, "
+            f"{program_shape(found.text)['thread_blocks']} thread blocks a GPU")
+    return [f"{producer} (ours), {note}", "-", f"{inst.collective.message_bytes / found.seconds / 1e9:.1f}"]
 
 
 def _measured_at(rows, inst_file, size: int, cal) -> list[list[str]]:

@@ -60,7 +60,8 @@ class Export:
     (pieces per chunk), its layout (``links`` or ``trees``), whether receive-and-send steps were
     asked for (``fuse``: the exporter writes them only where our reader numbers them), its
     collective names (``dialect``), the schedule on that grid it was written from and, when
-    it was chosen by a price, that price of ``text`` (``seconds``)."""
+    it was chosen by a price, that price of ``text`` (``seconds``), and which schedule it
+    came from (``source``, :func:`chosen_export`'s ``alternatives``)."""
 
     text: str
     grid: int
@@ -69,10 +70,12 @@ class Export:
     dialect: str
     schedule: object = None
     seconds: float | None = None
+    source: int = 0  # which schedule it was exported from: 0 the one asked, i the i-th alternative
 
 
 def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(False,), dialects=None,
-                  name: str = "collsynth", proto: str = "Simple", max_thread_blocks: int = 0) -> Export:
+                  name: str = "collsynth", proto: str = "Simple", max_thread_blocks: int = 0,
+                  alternatives=()) -> Export:
     """The program of ``schedule`` on ``instance`` (named ``name``, in protocol ``proto``): on
     its own grid when MSCCL takes that many chunks a buffer, else on the finest it takes,
     halved down to the coarsest of ``layouts`` (:data:`COARSEST`); on each grid every layout
@@ -80,13 +83,37 @@ def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(F
     first of ``dialects`` (default: the default dialect, then the others) whose limits take
     it. Without ``seconds`` the first export that reads back as a schedule that verifies; with
     it (program text -> seconds) the cheapest that does (module doc), its price kept in the
-    :class:`Export`. Layout ``fitted`` keeps every GPU within ``max_thread_blocks`` (a GPU's SMs). Raises the last :class:`~collsynth.InputError` when none does."""
+    :class:`Export`. Layout ``fitted`` keeps every GPU within ``max_thread_blocks`` (a GPU's SMs).
+    With ``seconds``, ``alternatives`` (other schedules of the same collective on ``instance``,
+    e.g. a forest with fewer trees a root) are exported the same way and the cheapest program
+    of them all is chosen (:attr:`Export.source`: 0 the schedule, ``i`` the ``i``-th alternative).
+    Raises the last :class:`~collsynth.InputError` when none does."""
+    options = (layouts, fuses, dialects, name, proto, max_thread_blocks)
+    candidates = [schedule, *alternatives] if seconds is not None else [schedule]
+    priced, error = [], None
+    for source, candidate in enumerate(candidates):
+        found, error = _each_export(candidate, instance, seconds, options, priced, source, error)
+        if found is not None:
+            return found
+    for price, _, found in sorted(priced, key=lambda p: p[:2]):  # read back in price order (module doc)
+        try:
+            return replace(_verified(found, instance), seconds=price)
+        except InputError as e:
+            error = e
+    raise error or InputError("schedule", f"no MSCCL export of it was tried (layouts {', '.join(layouts)})")
+
+
+def _each_export(schedule, instance, seconds, options, priced: list, source: int, error):
+    """``(export, error)``: without ``seconds`` the first export of ``schedule`` (on each grid,
+    layout and fuse of ``options``, :func:`chosen_export`) that reads back and verifies; with
+    it, none: every export is appended to ``priced`` as ``(price, order, export)``. ``error``:
+    the last refusal so far."""
     from .msccl_format import MAX_CHUNKS
+    layouts, fuses, dialects, name, proto, max_thread_blocks = options
     coll = instance.collective
     grids = [min(schedule.denom, max(1, MAX_CHUNKS // (len(coll.nodes) * coll.chunks_per_node)))]
     while grids[-1] // 2 >= min(COARSEST[layout] for layout in layouts):
         grids.append(grids[-1] // 2)
-    priced, error = [], None
     for grid in grids:
         try:
             on_grid = _on_grid(schedule, instance, grid)  # coarsened and verified once for every export
@@ -99,20 +126,15 @@ def chosen_export(schedule, instance, seconds=None, layouts=("links",), fuses=(F
             if isinstance(text, InputError):
                 error = text
                 continue
-            found = Export(text, grid, layout, fuse, dialect, on_grid)
+            found = Export(text, grid, layout, fuse, dialect, on_grid, source=source)
             if seconds is None:
                 try:
-                    return _verified(found, instance)
+                    return _verified(found, instance), error
                 except InputError as e:
                     error = e
                     continue
             priced.append((seconds(text), len(priced), found))
-    for price, _, found in sorted(priced, key=lambda p: p[:2]):  # read back in price order (module doc)
-        try:
-            return replace(_verified(found, instance), seconds=price)
-        except InputError as e:
-            error = e
-    raise error or InputError("schedule", f"no MSCCL export of it was tried (layouts {', '.join(layouts)})")
+    return None, error
 
 
 def _on_grid(schedule, instance, grid: int):

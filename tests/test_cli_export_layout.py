@@ -197,3 +197,56 @@ def test_auto_also_tries_the_trees_fitted_within_the_calibrations_sms(files, cap
     assert data["runtime_s"] == pytest.approx(0.102)
     export(capsys, sched, inst, str(tmp / "g.xml"), "--layout", "auto", "--calibration", cal)
     assert seen[-1] == (("links", "trees"), 0)
+
+
+RING4 = f"""
+name = "ring4-allgather"
+[topology]
+generator = "ring"
+nodes = 4
+bandwidth = {BW}
+alpha = 0.0
+[collective]
+kind = "allgather"
+message_bytes = 400000
+"""
+
+
+def test_fewer_trees_offers_the_k_limited_forests_to_the_runtime_choice(tmp_path, capsys, monkeypatch):
+    """``--fewer-trees`` (with ``--layout auto --calibration``): the schedule given (one tree a
+    root, clockwise: every GPU sends to one peer) and tree-packing's forests of at most 1 and 2
+    trees a root on the instance, each verified and within its count, are offered to the
+    export choice; the program written reads back and verifies, and prices no more than the
+    schedule's own best program (written without the option). Without ``--layout auto`` and
+    a calibration the option is refused in one line."""
+    from collsynth.tens import export_choice
+    from test_few_trees import routes_per_root
+    inst, sched, cal = tmp_path / "r4.toml", tmp_path / "s.json", tmp_path / "cal.json"
+    inst.write_text(RING4)
+    write_json(from_sends([(r, 0, 1, (r + h) % 4, (r + h + 1) % 4, h + 1) for r in range(4) for h in range(3)],
+                          "allgather", 4, 4), sched)
+    cal.write_text(json.dumps(STEPS_ONLY.as_json()))
+    seen, real = [], export_choice.chosen_export
+
+    def spy(*args, **kw):
+        seen.append(kw.get("alternatives", ()))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(export_choice, "chosen_export", spy)
+    instance = load_instance(str(inst))
+    base = ["export", str(sched), str(inst), "--json", "--layout", "auto", "--calibration", str(cal)]
+    code, out, err = run_cli([*base, "--out", str(tmp_path / "own.xml")], capsys)
+    assert code == 0, err
+    own = json.loads(out)
+    code, out, err = run_cli([*base, "--fewer-trees", "--out", str(tmp_path / "few.xml")], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(seen[-1]) == 2 and [max(routes_per_root(s).values()) <= k for k, s in zip((1, 2), seen[-1])] == [True] * 2
+    assert all(verify(s, instance) is None for s in seen[-1])
+    xml = open(tmp_path / "few.xml").read()
+    assert verify(read_peer_text(xml, "msccl-xml", instance), instance) is None
+    assert data["runtime_s"] <= own["runtime_s"] and data["trees_per_root"] in (None, 1, 2)
+    for argv in (["--fewer-trees"], ["--fewer-trees", "--layout", "auto"]):
+        code, out, err = run_cli(["export", str(sched), str(inst), *argv], capsys)
+        assert code == 2 and out == ""
+        assert_one_error_line(err, "--fewer-trees")

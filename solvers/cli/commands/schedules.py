@@ -24,7 +24,11 @@
   and edge with receive-and-send steps at relays (ForestColl's programs); ``auto`` every way,
   the cheapest under the runtime model with ``--calibration C``, else ``packed``. A grid MSCCL
   does not take is coarsened (halving; to 1/16 packed, 1/1 trees); the output says which
-  layout, grid, thread blocks and, with ``--calibration``, the written program's price.
+  layout, grid, thread blocks and, with ``--calibration``, the written program's price. With
+  ``--layout auto --calibration C --fewer-trees``, tree-packing's forests of at most 1 and 2
+  trees a root on the instance (:mod:`collsynth.solvers.packing.few_trees`, verified) are
+  exported beside the schedule and the cheapest program of them all is written
+  (``trees_per_root``: which forest, None for the schedule given).
 - ``show SCHED.json INSTANCE.toml [--steps A-B] [--max-sends K]``: the schedule step by step
   (:mod:`collsynth.results.steps`): each step's sends by link with chunk, piece, operation and
   bytes, and, for a verified schedule, the step's synchronous alpha-beta time. A schedule that
@@ -88,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--calibration", default=None,
                    help="MSCCL XML: calibration JSON of the runtime model; prices what is written and lets "
                         "--layout auto choose (default: none)")
+    e.add_argument("--fewer-trees", action="store_true",
+                   help="MSCCL XML with --layout auto and --calibration: also offer tree-packing's forests of at "
+                        "most 1 and 2 trees a root on the instance; the cheapest program of them all is written")
     e.set_defaults(func=export_cmd)
 
     w = sub.add_parser("show", help="print a schedule step by step: sends per link, bytes, per-step time")
@@ -194,9 +201,13 @@ def export_cmd(args) -> dict:
 
     if args.out:
         out_file("--out", args.out)  # before the schedule is read and verified
-    for option, given in (("--layout", args.layout), ("--calibration", args.calibration)):
+    for option, given in (("--layout", args.layout), ("--calibration", args.calibration),
+                          ("--fewer-trees", args.fewer_trees or None)):
         if given is not None and args.format != "msccl-xml":
             raise InputError(option, f"only --format msccl-xml takes it (its thread blocks), not {args.format}")
+    if args.fewer_trees and (args.layout != "auto" or args.calibration is None):
+        raise InputError("--fewer-trees", "expected --layout auto and --calibration C: the runtime model chooses "
+                                          "between the schedule and the forests of fewer trees")
     schedule, instance, refusal = load_verified(args, "export", format=args.format)
     if refusal:
         return refusal
@@ -250,13 +261,19 @@ def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
     else:
         chosen = "packed" if layout == "auto" else layout
         layouts, fuses, seconds = (LAYOUTS[chosen],), (chosen == "trees",), None
+    fewer = _fewer_trees(instance) if args.fewer_trees else []
     found = chosen_export(schedule, instance, seconds, layouts, fuses, dialects=[args.msccl_dialect], name=args.name,
-                          proto=args.proto, max_thread_blocks=sms)
+                          proto=args.proto, max_thread_blocks=sms, alternatives=[s for _, s in fewer])
     content = found.text
     name = next((k for k, v in LAYOUTS.items() if v == found.layout), found.layout)  # fitted: auto only
     written = {"layout": name, "layout_asked": layout, "grid": found.grid, "schedule_grid": schedule.denom,
                **program_shape(content)}
     note = f"{name} layout on a 1/{found.grid} grid"
+    if args.fewer_trees:
+        k = fewer[found.source - 1][0] if found.source else None
+        written["trees_per_root"] = k
+        note = (f"tree-packing's forest of at most {k} tree(s) a root, not the schedule given, " if k else
+                "the schedule given (cheaper than its forests of fewer trees), ") + note
     if found.grid != schedule.denom:
         note += f" (the schedule's pieces are 1/{schedule.denom})"
     if cal is not None:
@@ -267,6 +284,22 @@ def _msccl_program(args, schedule, instance) -> tuple[str, dict]:
         note += " (auto without --calibration: the default layout)"
     written["layout_note"] = f"{note}, {written['thread_blocks']} thread blocks a GPU"
     return content, written
+
+
+def _fewer_trees(instance) -> list[tuple]:
+    """``(k, schedule)``: tree-packing's verified forest of at most ``k`` trees a root on
+    ``instance`` for each ``k`` of :data:`~collsynth.solvers.packing.few_trees.KS` it packs."""
+    from ...packing.few_trees import KS, limited
+    from ...producers import Unsupported
+    out = []
+    for k in KS:
+        try:
+            out.append((k, limited(instance, k)))
+        except Unsupported:
+            continue
+    if not out:
+        raise InputError("--fewer-trees", "tree-packing packs no forest of fewer trees a root on this instance")
+    return out
 
 
 def _write_export(args, schedule, content: str, out: dict) -> dict:
