@@ -99,7 +99,8 @@ def _fit_one(job):
     rows, name, manifest = job
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
                manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
-               sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences)
+               sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences,
+               net_credit=manifest.net_credit)
 
 
 def predict(row, cal):
@@ -316,7 +317,7 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
                   manifest.transports, manifest.fixed, manifest.share_floors, manifest.link_slice_cost,
                   serial_links=manifest.serial_links, credit_start=manifest.credit_start, sms=manifest.sms,
-                  fair_links=manifest.fair_links, fences=manifest.fences)
+                  fair_links=manifest.fair_links, fences=manifest.fences, net_credit=manifest.net_credit)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

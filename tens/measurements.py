@@ -197,7 +197,8 @@ class Manifest:
     default false). ``executor_counts``: whether a log's rows whose ``count`` the MSCCL
     executor refuses (not a multiple of the program's ``nchunksperloop``: the collective ran as
     the library's own algorithm) are left out (:func:`collsynth.tens.calibration.ran_program`;
-    default false: every row from ``min_bytes``)."""
+    default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
+    credit a call is fitted (``Calibration.net_credit``; default none: not modelled)."""
 
     system: str
     source: str
@@ -212,6 +213,7 @@ class Manifest:
     fair_links: bool = False
     fences: bool = False
     executor_counts: bool = False
+    net_credit: tuple = ()
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -257,7 +259,16 @@ def read_manifest(path: str | Path) -> Manifest:
                     credit_start=_field(data, "credit_start", bool, str(path), False),
                     sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False),
                     fences=_field(data, "fences", bool, str(path), False),
-                    executor_counts=_field(data, "executor_counts", bool, str(path), False))
+                    executor_counts=_field(data, "executor_counts", bool, str(path), False),
+                    net_credit=_net_credit(data, str(path)))
+
+
+def _net_credit(data: dict, where: str) -> tuple:
+    """The manifest's ``net_credit``: a list of link class names (none when absent)."""
+    v = _field(data, "net_credit", list, where, [])
+    if not all(isinstance(c, str) and c for c in v):
+        raise InputError(f"{where}.net_credit", f"expected a list of link class names, got {v!r}")
+    return tuple(v)
 
 
 def _sms(data: dict, where: str) -> int:
