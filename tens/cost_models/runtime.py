@@ -77,6 +77,11 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   system-scope fence: an empty slice skips it (:func:`fenced_slices`), and in a program whose
   thread blocks hold the next iteration back (RCCL's ring) it adds to the busiest link's bytes
   (:func:`carried_fences`);
+- with ``Calibration.net_credit`` (MI250), a call a thread block makes over a network
+  connection waits for its receiver's credit on top of its link's bytes, so a thread block of
+  many calls over the NIC (RCCL's ring) pays its waits and the link's iteration in series
+  (:func:`net_credit_period`; tried, inert on the fitted rows, no shipped calibration sets it:
+  ``docs/fidelity.md``);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
