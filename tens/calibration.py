@@ -37,7 +37,7 @@ from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "Floor", "load_rows", "share_floors", "floor_shares", "fit", "pin_fixed", "calibrate"]
+__all__ = ["Row", "Floor", "load_rows", "ran_program", "share_floors", "floor_shares", "fit", "pin_fixed", "calibrate"]
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,30 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
         log = read_nccl_tests(m.log)
         col = log["in_place_us" if m.column == "in-place" else "out_of_place_us"]
         keep = log["size"] >= m.min_bytes
+        if manifest.executor_counts:
+            keep &= ran_program(log["count"], cache[key].nchunksperloop)
         if not keep.any():
             raise InputError(str(m.log), f"no result row of {m.min_bytes} bytes or more (min_bytes of measurement "
                                          f"{m.name!r}; the largest is {int(log['size'].max())})")
         rows.append(Row(m, cache[key], log["size"][keep].astype(np.float64), col[keep] * 1e-6))
     return rows
+
+
+def ran_program(counts: np.ndarray, nchunksperloop: int) -> np.ndarray:
+    """Which nccl-tests rows of element counts ``counts`` ran the MSCCL program of
+    ``nchunksperloop`` chunks a loop rather than the library's own algorithm: MSCCL's scheduler
+    takes a program only for a count that is a multiple of its chunks per loop, else it falls
+    back to NCCL's (RCCL's) collective (``mscclInternalSchedulerSelectAlgo`` in
+    ``msccl_lifecycle.cc``: ``param->count % m.nChunksPerLoop == 0``, ``count`` as the caller
+    passes it, per rank for allgather and reduce-scatter; RCCL 2.18.3's MSCCL). ForestColl's MI250
+    logs show it: the 32-chunk allgather's in-place column is RCCL's 276 us (the out-of-place
+    column's) at 512 B to 2 KiB, 16 elements a rank, and the program's 102 us from 4 KiB. The
+    A100 logs (MSCCL 0.7.4, msccl-executor) ran their programs at such counts.
+
+    >>> ran_program(np.array([4, 16, 32, 64]), 32).tolist()
+    [False, False, True, True]
+    """
+    return (np.asarray(counts) % nchunksperloop == 0) & (np.asarray(counts) > 0)
 
 
 def _classes(rows: list[Row]) -> list[str]:
@@ -90,19 +109,23 @@ def _runtimes(rows: list[Row]) -> list[str]:
 
 
 def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibration,
-            floors: dict | None = None, gaps: bool = False) -> Calibration:
+            floors: dict | None = None, gaps: bool = False, credits: tuple = ()) -> Calibration:
     """The calibration of the fit's vector ``x``; another runtime's bandwidth scale is raised to
-    the least that keeps its scaled link shares at its ``floors`` (:func:`_scale_floor`)."""
+    the least that keeps its scaled link shares at its ``floors`` (:func:`_scale_floor`);
+    ``credits``, the network classes whose credit a call (``net_credit``, us) is fitted."""
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
     g = k if gaps else 0  # the links' costs per slice, when fitted, follow the scalars
-    tail = x[3 * k + 7 + g:]  # per other runtime: latency scale, bandwidth scale, handshake share
+    q = 3 * k + 7 + g  # then the network classes' credit a call, when fitted
+    credit = dict(zip(credits, (x[q:q + len(credits)] * 1e-6).tolist()))
+    tail = x[q + len(credits):]  # per other runtime: latency scale, bandwidth scale, handshake share
     return replace(base, efficiency=per_class(0, 1.0), hop_s=per_class(k, 1e-6),
                    gpu_op_s=per_class(2 * k, 1e-6),
                    tb_rate=float(x[3 * k] * 1e9), step_s=float(x[3 * k + 1] * 1e-6),
                    launch_s=float(x[3 * k + 2] * 1e-6), tb_s=float(x[3 * k + 3] * 1e-6),
                    reduce_rate=float(x[3 * k + 4] * 1e9), round_share=float(x[3 * k + 5]),
                    handshake_share=float(x[3 * k + 6]), link_slice_s=per_class(3 * k + 7, 1e-6) if gaps else {},
+                   net_credit=credit,
                    runtimes={name: {"latency": float(tail[3 * i]),
                                     "bandwidth": max(float(tail[3 * i + 1]),
                                                      _scale_floor((floors or {}).get(name, {}), classes, x[:k])),
@@ -120,7 +143,7 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
         fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
         credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False,
-        block_waves: bool = False) -> Calibration:
+        block_waves: bool = False, net_credit: tuple = ()) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -141,7 +164,9 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     fence, which an empty slice skips and which adds to the links' bytes in a program whose
     thread blocks hold the next iteration back (``Calibration.fences``). ``block_waves`` (a
     manifest's ``block_waves = true``): with ``sms``, one thread block an SM, those beyond
-    waiting for an SM to free (``Calibration.block_waves``)."""
+    waiting for an SM to free (``Calibration.block_waves``). ``net_credit`` (a
+    manifest's ``net_credit``, network link classes): each class's credit a call on its
+    connections (``Calibration.net_credit``, 0-100 us, started at 5 us) is fitted too."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
@@ -152,24 +177,27 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
     g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
+    credits = tuple(c for c in net_credit if c in classes)
+    q = len(credits)
     x0 = np.array([0.8] * k + [2.0] * k + [0.5] * k + [20.0, 2.0, 20.0, 0.5, 20.0, 0.5, 0.3] + [0.1] * g
-                  + [1.0, 1.0, 0.3] * n)
+                  + [5.0] * q + [1.0, 1.0, 0.3] * n)
     lo = np.array([0.05] * k + [0.0] * k + [0.0] * k + [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0] + [0.0] * g
-                  + [0.1, 0.5, 0.0] * n)
+                  + [0.0] * q + [0.1, 0.5, 0.0] * n)
     hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0] + [10.0] * g
-                  + [10.0, 2.0, 1.0] * n)
+                  + [100.0] * q + [10.0, 2.0, 1.0] * n)
     measured = share_floors(rows)
     applied = measured if floors else {}
-    floor_shares(applied, classes, lo, hi, hi[3 * k + 8 + g] if n else 1.0)
+    floor_shares(applied, classes, lo, hi, hi[3 * k + 8 + g + q] if n else 1.0)
     pin_fixed(fixed or {}, classes, x0, lo, hi, applied.get("", {}))
     x0 = np.clip(x0, lo, hi)
-    residuals = lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap))  # noqa: E731
+    residuals = lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap,  # noqa: E731
+                                                   credits))
     runs = {"default": least_squares(residuals, x0, bounds=(lo, hi), method="trf")}
     if credit_start:
         runs["credit"] = least_squares(residuals, np.clip(credit_start_point(x0, k), lo, hi), bounds=(lo, hi),
                                        method="trf")
     best = min(runs, key=lambda key: runs[key].cost)
-    cal = _unpack(runs[best].x, classes, runtimes, base, applied, slice_gap)
+    cal = _unpack(runs[best].x, classes, runtimes, base, applied, slice_gap, credits)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
                "rms_log_error": float(np.sqrt(np.mean(err ** 2))),
@@ -331,7 +359,8 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
     try:
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
                    manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
-                   manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves)
+                   manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves,
+                   manifest.net_credit)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -66,24 +66,25 @@ def split_log_line(line: str) -> tuple[str, str, bool]:
     return (tag, text[:msg.start()], True) if msg else (tag, text, False)
 
 
-def _row(tokens: list[str], text: str, where: str) -> tuple[int, float, float]:
-    """``(size, out-of-place us, in-place us)`` of one result row's ``tokens``."""
+def _row(tokens: list[str], text: str, where: str) -> tuple[int, float, float, int]:
+    """``(size, out-of-place us, in-place us, count)`` of one result row's ``tokens``."""
     if len(tokens) < 11:
         raise InputError(where, f"{_HEADER}, got {text.strip()!r}")
     try:
-        size = int(tokens[0])
+        size, count = int(tokens[0]), int(tokens[1])
         oop, ip = float(tokens[-8]), float(tokens[-4])
         float(tokens[-7]), float(tokens[-3])
     except ValueError:
-        raise InputError(where, f"expected numbers in the time and algbw columns, got {text.strip()!r}") from None
+        raise InputError(where, f"expected numbers in the size, count, time and algbw columns, got {text.strip()!r}") from None
     if not (0 < oop < float("inf") and 0 < ip < float("inf")):
         raise InputError(where, f"expected positive finite times, got {text.strip()!r}")
-    return size, oop, ip
+    return size, oop, ip, count
 
 
 def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
     """The result rows of nccl-tests output ``text``: columns ``size`` (bytes),
-    ``out_of_place_us`` and ``in_place_us`` (times in microseconds). Rows are the lines after the
+    ``out_of_place_us`` and ``in_place_us`` (times in microseconds) and ``count`` (elements, as
+    nccl-tests passes it to the collective: per rank for allgather and reduce-scatter). Rows are the lines after the
     ``# size count type ...`` header that start with a number; each must end in two groups of
     ``time algbw busbw #wrong``. Output captured through ``mpirun --tag-output`` is read too:
     each line's ``[job,rank]<stdout>:`` prefix is dropped, NCCL/RCCL ``INFO``/``WARN`` lines are
@@ -121,7 +122,8 @@ def parse_nccl_tests(text: str, where: str) -> dict[str, np.ndarray]:
     if not rows:
         raise InputError(where, "not nccl-tests output: no '#  size  count  type ...' header followed by result rows")
     a = np.array(rows, dtype=np.float64)
-    return {"size": a[:, 0].astype(np.int64), "out_of_place_us": a[:, 1], "in_place_us": a[:, 2]}
+    return {"size": a[:, 0].astype(np.int64), "out_of_place_us": a[:, 1], "in_place_us": a[:, 2],
+            "count": a[:, 3].astype(np.int64)}
 
 
 def read_nccl_tests(path: str | Path) -> dict[str, np.ndarray]:
@@ -193,7 +195,12 @@ class Manifest:
     ``fences``:
     whether the GPU's shared cost per slice is the slice's fence (``Calibration.fences``;
     default false). ``block_waves``: whether an SM runs one thread block, those beyond the
-    SMs waiting for one to exit (``Calibration.block_waves``; default false: two share an SM)."""
+    SMs waiting for one to exit (``Calibration.block_waves``; default false: two share an SM).
+    ``executor_counts``: whether a log's rows whose ``count`` the MSCCL
+    executor refuses (not a multiple of the program's ``nchunksperloop``: the collective ran as
+    the library's own algorithm) are left out (:func:`collsynth.tens.calibration.ran_program`;
+    default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
+    credit a call is fitted (``Calibration.net_credit``; default none: not modelled)."""
 
     system: str
     source: str
@@ -208,6 +215,8 @@ class Manifest:
     fair_links: bool = False
     fences: bool = False
     block_waves: bool = False
+    executor_counts: bool = False
+    net_credit: tuple = ()
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -253,7 +262,17 @@ def read_manifest(path: str | Path) -> Manifest:
                     credit_start=_field(data, "credit_start", bool, str(path), False),
                     sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False),
                     fences=_field(data, "fences", bool, str(path), False),
-                    block_waves=_field(data, "block_waves", bool, str(path), False))
+                    block_waves=_field(data, "block_waves", bool, str(path), False),
+                    executor_counts=_field(data, "executor_counts", bool, str(path), False),
+                    net_credit=_net_credit(data, str(path)))
+
+
+def _net_credit(data: dict, where: str) -> tuple:
+    """The manifest's ``net_credit``: a list of link class names (none when absent)."""
+    v = _field(data, "net_credit", list, where, [])
+    if not all(isinstance(c, str) and c for c in v):
+        raise InputError(f"{where}.net_credit", f"expected a list of link class names, got {v!r}")
+    return tuple(v)
 
 
 def _sms(data: dict, where: str) -> int:

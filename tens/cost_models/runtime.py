@@ -81,6 +81,11 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   system-scope fence: an empty slice skips it (:func:`fenced_slices`), and in a program whose
   thread blocks hold the next iteration back (RCCL's ring) it adds to the busiest link's bytes
   (:func:`carried_fences`);
+- with ``Calibration.net_credit`` (MI250), a call a thread block makes over a network
+  connection waits for its receiver's credit on top of its link's bytes, so a thread block of
+  many calls over the NIC (RCCL's ring) pays its waits and the link's iteration in series
+  (:func:`net_credit_period`; tried, inert on the fitted rows, no shipped calibration sets it:
+  ``docs/fidelity.md``);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -140,7 +145,7 @@ from ..runtime_program import ProgramFeatures, Rounds, link_classes, program_fea
 from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
-           "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences",
+           "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences", "net_credit_period",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -183,7 +188,10 @@ class Calibration:
     ``fences``: the GPU's shared cost per slice is the slice's fence (:func:`fenced_slices`,
     :func:`carried_fences`; false, a file without it: every slice at its handshake weight, beside the links).
     ``block_waves``: with ``sms``, an SM runs one thread block, and those beyond the SMs wait
-    for one to exit (:func:`late_blocks`; false, a file without it: two share an SM at half rate)."""
+    for one to exit (:func:`late_blocks`; false, a file without it: two share an SM at half rate).
+    ``net_credit``: per network link class, seconds a call over a connection of that class waits
+    for its receiver's credit, on top of its link's bytes (:func:`net_credit_period`; a file
+    without it: not modelled)."""
 
     name: str
     system: str
@@ -208,6 +216,7 @@ class Calibration:
     fair_links: bool = False
     fences: bool = False
     block_waves: bool = False
+    net_credit: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -221,7 +230,8 @@ class Calibration:
                                **({"sms": self.sms} if self.sms else {}),
                                **({"fair_links": True} if self.fair_links else {}),
                                **({"fences": True} if self.fences else {}),
-                               **({"block_waves": True} if self.block_waves else {})},
+                               **({"block_waves": True} if self.block_waves else {}),
+                               **({"net_credit": self.net_credit} if self.net_credit else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -253,6 +263,7 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
     return replace(cal, efficiency={c: min(1.0, e * b) for c, e in cal.efficiency.items()},
                    hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
                    link_slice_s={c: g * a for c, g in cal.link_slice_s.items()},
+                   net_credit={c: g * a for c, g in cal.net_credit.items()},
                    step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a,
                    handshake_share=scale.get("handshake", cal.handshake_share))
 
@@ -296,6 +307,10 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     waves = p.get("block_waves", False)
     if not isinstance(waves, bool):
         raise InputError(f"{where}: parameters.block_waves", f"expected true or false, got {waves!r}")
+    credit = p.get("net_credit", {})
+    if not isinstance(credit, dict):
+        raise InputError(f"{where}: parameters.net_credit", "expected an object of link class -> seconds")
+    credit = {str(c): _number(v, f"{where}: parameters.net_credit.{c}", 0.0, 1.0) for c, v in credit.items()}
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -313,7 +328,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     return Calibration(name=str(data.get("name", "")), system=str(data.get("system", "")),
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
-                       sms=sms, fair_links=fair, fences=fences, block_waves=waves,
+                       sms=sms, fair_links=fair, fences=fences, block_waves=waves, net_credit=credit,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -362,6 +377,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     shared = np.maximum(sum(_per_size(ops, fenced) * cal.gpu_op_s.get(c, 0.0)
                             for c, ops in f.gpu_ops.items()).max(axis=0), 0.0)
     period = np.maximum(np.maximum(tb, ports), shared)
+    if cal.net_credit:  # a call on a network connection waits for its credit, on top of the link's bytes
+        period = np.maximum(period, net_credit_period(f, cal, pf, calls, s))
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
@@ -523,6 +540,48 @@ def carried_fences(f: ProgramFeatures, shared: np.ndarray, ports: np.ndarray, pe
     """
     held = (1 - share) * f.carried[0] + share * f.carried[-1]
     return np.maximum(period, held * shared + ports)
+
+
+def net_credit_period(f: ProgramFeatures, cal: Calibration, pf: float, calls: np.ndarray,
+                      s: np.ndarray) -> np.ndarray:
+    """Seconds an iteration of ``s`` bytes a chunk lasts at least because each call a thread
+    block makes over a network connection of class ``c`` (``cal.net_credit``) waits for its
+    receiver's credit, ``net_credit[c]``, and the credit comes back only after the call's data
+    has crossed the link: per thread block, its calls over ``c`` (``f.tb_hops[c]`` run as
+    ``calls``, :func:`call_counts`) times the credit, plus the time the busiest link of ``c`` its
+    sends cross takes to carry that link's iteration (``f.tb_links[c]`` at the calibrated
+    share); the most over thread blocks and classes.
+
+    NCCL's and RCCL's net transport (``src/transport/net.cc``): the sender's proxy thread posts
+    a slot's network send only when the receiver's proxy has posted the receive for it, and
+    that one posts it only when its GPU has consumed the slot (the InfiniBand plugin,
+    ``src/transport/net_ib.cc``: ``ncclIbIsend`` waits for the entry ``ncclIbIrecv`` writes
+    into the sender's FIFO). A call's slots are free again only after that round trip through
+    both proxies and the link, so the waits of the calls a thread block makes over the
+    connection in an iteration add to the link's bytes rather than overlapping them; thread
+    blocks on different connections wait in parallel. RCCL's ring as an MSCCL program makes 31
+    calls an iteration over its NIC connection, ForestColl's trees one.
+
+    A thread block making 3 calls over a link of 1 GB/s at a 0.5 share whose iteration carries 2
+    chunks of 1 KB, 2 us of credit a call: 3 x 2 + 2 x 1 KB / 0.5 GB/s = 10 us.
+
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {"nic": np.array([3.0])}, {}, 1, {"nic": 2e-9},
+    ...                     3, 1, 0, {}, 1, 1, "Simple", "allgather", tb_links={"nic": np.array([2e-9])})
+    >>> cal = Calibration("c", "s", "", {"nic": 0.5}, {"nic": 0.0}, {"nic": 0.0}, 1e9, 1e9, 0.0, 0.0, 0.0,
+    ...                   net_credit={"nic": 2e-6})
+    >>> net_credit_period(f, cal, 1.0, np.ones((1, 1)), np.array([1000.0])).round(12).tolist()
+    [1e-05]
+    """
+    out = np.zeros_like(s)
+    for c, credit in cal.net_credit.items():
+        hops = f.tb_hops.get(c)
+        if hops is None or credit <= 0:
+            continue
+        made = _per_size(hops, calls)
+        links = f.tb_links.get(c, np.zeros(len(made)))
+        t = made * credit + (links / (cal.efficiency.get(c, 1.0) * pf))[:, None] * s[None, :]
+        out = np.maximum(out, np.where(made > 0, t, 0.0).max(axis=0))
+    return out
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
@@ -757,7 +816,7 @@ def _refuse_switch_sums(schedule, instance) -> None:
 
 def _no_latency(cal: Calibration) -> Calibration:
     return replace(cal, step_s=0.0, launch_s=0.0, tb_s=0.0, hop_s={c: 0.0 for c in cal.hop_s},
-                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s}, link_slice_s={})
+                   gpu_op_s={c: 0.0 for c in cal.gpu_op_s}, link_slice_s={}, net_credit={})
 
 
 def _calibration_name(c: Cost) -> str:
