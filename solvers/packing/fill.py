@@ -27,7 +27,11 @@ allreduce gives each half (half the send budget). Measured on MI250 (1 GB, alpha
 form's ``sync`` price over the half's optimum): before, the allgather half kept the first
 forest, ring trees one way round at 315 pieces (four boxes) and 77 (eight), 1.0257 and 1.0946,
 beside the reduce-scatter half both ways at 631 and 155 pieces, 1.0075 and 1.0114 (sized);
-their mean is the allreduce rows' ``sync`` ratio, 1.0166 and 1.0530.
+their mean is the allreduce rows' ``sync`` ratio, 1.0166 and 1.0530. An allgather alone keeps
+the shape its finished schedules chose, but where that forest's fill at the budget's pieces is
+over :data:`TARGET` it goes through :func:`choose` alone
+(:func:`collsynth.solvers.packing.pieces_choice.alone`): at eight MI250 boxes the both-ways
+ring trees at 310 pieces, 1.0142x under ``sync`` in equal pieces, 1.0045x sized.
 
 :func:`choose` prices every candidate forest at its automatic pieces, equal and sized, by the
 trees form's exact ``sync`` price (:func:`collsynth.tens.pipelined_trees.price_sync`: no

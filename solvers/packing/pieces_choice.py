@@ -7,8 +7,9 @@ reduction's forest is first measured against one packed tree a shard on FIFO lin
 rooted reduce's against its greedy packing grown depth-first (:mod:`.fifo_reduce`), and
 a reduction's or an allreduce's allgather's fill is priced with ring trees both ways and unequal
 pieces, taking more pieces where the send budget's leave it over :data:`.fill.TARGET`
-(:func:`filled`, :mod:`.fill`); with a latency per step the trees and depth come from
-:func:`.latency_choice.latency_pick`.
+(:func:`filled`, :mod:`.fill`); so is an allgather's or broadcast's alone, in ring trees, where its fill
+at the automatic pieces prices over that target (:func:`alone`); with a latency per step the trees and
+depth come from :func:`.latency_choice.latency_pick`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from ...instances import Instance
 from ..producers import Options
 from . import fifo_reduce, fill, forests
+from ...tens.pipelined_trees import price_sync
 from .emission import auto_pieces, pipelined, price_pieces
 from .latency_choice import latency_pick
 from .packed import Forest, optimum_seconds, part_instance
@@ -33,7 +35,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
     :func:`.fifo_reduce.deeper` measure faster, then, unless
     ``pieces`` is set, of it and its ring alternatives, in equal or unequal pieces, the one of
     least ``sync`` price: :func:`filled`; so is an allreduce's allgather, whose shape
-    :func:`.forests.by_shape` left unchosen); else the trees and pieces of
+    :func:`.forests.by_shape` left unchosen, and, where the ``objective`` includes ``sync``, an
+    allgather or broadcast alone in ring trees whose fill is over :data:`.fill.TARGET`: :func:`alone`); else the trees and pieces of
     :func:`.latency_choice.latency_pick`. ``parts``: the forests the collective is made of (an
     allreduce's two share the send budget). ForestColl (Zhao et al., "ForestColl", arXiv
     2402.06787, Section 5) pipelines at one depth; the fill and latency choices are this
@@ -44,6 +47,8 @@ def pick(instance: Instance, f: Forest, parts: int, alpha: float, options: Optio
             f = fifo_reduction(instance, f, options, deadline, c, parts)
         if not options.params.get("pieces") and (f.transposed or instance.collective.kind != f.kind):
             return filled(instance, f, parts, deadline)
+        if not options.params.get("pieces") and "sync" in objective_models(options):
+            return alone(instance, f, deadline)
     automatic = auto_pieces(f.trees, c * parts)
     if options.params.get("pieces") or alpha <= 0:
         return f, options.params.get("pieces") or automatic, None
@@ -64,6 +69,31 @@ def filled(instance: Instance, f: Forest, parts: int, deadline=None) -> tuple:
                                     lambda h: auto_pieces(h.trees, c * parts, sends=FILL_SENDS, memory_share=1.0),
                                     optimum_seconds(instance, f))
     return replace(g, fill=priced), pieces, None
+
+
+def alone(instance: Instance, f: Forest, deadline=None) -> tuple:
+    """``(forest, pieces, None)``: an allgather or broadcast alone at alpha 0, ``f`` (its shape
+    chosen among finished schedules, :func:`.forests.by_shape`) at the pieces of
+    :func:`.emission.auto_pieces` where it is not ring trees, or where the trees form's ``sync``
+    price there is within :data:`.fill.TARGET` of its optimum; else ``f`` alone (not its ring
+    alternatives) through
+    :func:`filled`: unequal pieces where they price lower, more pieces up to :data:`FILL_SENDS`
+    while over the target. The send budget caps the pipeline's depth, and the fill
+    ((D - 1) / P of the bottleneck's time, Zhao et al., NSDI 2025, Section 3.2) stays where a
+    deep forest leaves few pieces (ForestColl's MI250 at eight boxes: 310 pieces, 10 hops deep,
+    1.0142x under ``sync``). Only ring trees: a ring link relays what the link before it sent at
+    its rate, so its FIFO queue does not empty (:mod:`.rings`) and pieces chosen by the ``sync``
+    price keep the ``event`` one, whereas under ``event`` a GPU's own pieces leave before those
+    it relays, which starves links below a greedy tree's relays (the greedy root order is chosen
+    by that price at equal pieces, :mod:`.orders`): A100 x8's greedy trees so filled priced 1.50x
+    the bound under ``event``. Pipelined trees as Zhao et al. ("ForestColl", arXiv 2402.06787,
+    Section 5) send them."""
+    pieces = auto_pieces(f.trees, instance.collective.chunks_per_node)
+    if f.shape != "rings":  # FIFO links starve below relays: pieces chosen by sync could cost event (A100 x8)
+        return f, pieces, None
+    if price_sync(pipelined(instance, f, pieces), instance).total_s <= optimum_seconds(instance, f) * (1 + fill.TARGET):
+        return f, pieces, None
+    return filled(instance, replace(f, alternatives=[]), 1, deadline)
 
 
 def fifo_reduction(instance: Instance, f: Forest, options: Options, deadline, chunks: int,

@@ -236,8 +236,9 @@ PARAMS = (
                                                            f"explicit sends fit {SEND_BUDGET:,} sends"),
     Param("pieces", int, None, f"pipeline pieces per chunk and tree (default: {DEPTH_FACTOR} per hop of the "
                                f"deepest tree and at least {PIECES_FLOOR}, within a budget of {SEND_BUDGET:,} sends, "
-                               f"or up to {FILL_SENDS:,} where a reduction's fill prices over "
-                               f"{_percent(fill.TARGET)} of its optimum at alpha 0; "
+                               f"or up to {FILL_SENDS:,} where a reduction's fill (an allgather's alone in ring trees "
+                               f"too, with an objective that includes sync) prices over {_percent(fill.TARGET)} of its "
+                               "optimum at alpha 0; "
                                "with link latency, the trees (k or 1 per shard, shallower ones at "
                                f"{' and '.join(f'{m}x' for m in SLACKS)} the time, shortest paths) and pieces of "
                                "least sync + event time, priced where the schedules are small, else estimated)",
