@@ -9,6 +9,8 @@ sleep the run's timer interrupts) or by a stand-in clock; no test times real wor
   never ends returns the split, verified (before: the halves were packed first, nothing kept);
 - with link latency (two boxes of two GPUs) a latency choice that never ends returns the packed
   halves kept before it, verified (before: nothing was kept until the joint choice);
+- the choice stops before the limit by its own checks, leaving the return of its kept schedule
+  and the pipeline's check of its verdict the grace (before: a slow return timed out);
 - the chosen pair verified on the run's clock: a final verification that never ends returns the
   kept schedule, verified (before: the pipeline verified it in the grace and timed out);
 - a cooperative stop at the deadline leaves the keeper its return: the producer's timer, due half
@@ -83,6 +85,31 @@ def test_a_latency_choice_past_the_limit_returns_the_halves_kept_before_it(monke
     assert time.monotonic() - t0 <= limit + GRACE_S
     assert row["verified"] and sched is not None and "time limit" in row["message"]
     assert row["time_event_s"] >= row["lower_bound_event_s"]
+
+
+def test_a_choice_stopped_by_its_own_check_leaves_the_return_and_its_check_in_the_grace(monkeypatch):
+    """The latency choice stood in for by one that checks the deadline it is given until it
+    passes; returning the kept schedule stood in for by one taking 1.6 s (a loaded machine):
+    the choice stops :data:`~collsynth.solvers.packing.producer.RETURN_S` before the limit, so
+    the return and the pipeline's check of the kept verdict end within the grace."""
+    def cooperative(instance, f, parts, alpha, options, deadline):
+        while True:
+            deadline.check("latency choice")
+            time.sleep(0.01)
+
+    real_outcome = producer._outcome
+
+    def slow_outcome(*a, **k):
+        time.sleep(1.6)
+        return real_outcome(*a, **k)
+
+    monkeypatch.setattr(producer, "pick", cooperative)
+    monkeypatch.setattr(producer, "_outcome", slow_outcome)
+    limit = within(4.0)
+    t0 = time.monotonic()
+    row, sched = pipeline.run(_latency_instance(), "tree-packing", Options(time_limit=limit))
+    assert time.monotonic() - t0 <= limit + GRACE_S
+    assert row["verified"] and sched is not None and "time limit" in row["message"]
 
 
 def test_a_final_verification_past_the_limit_returns_the_kept_schedule_verified(monkeypatch):
