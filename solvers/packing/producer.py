@@ -117,7 +117,7 @@ def run(instance: Instance, options: Options) -> Outcome:
     reduce keeps its first packed forest so (:func:`.incumbent.first_kept`), returned, marked as
     stopped, when the limit cuts its choice short (:func:`.incumbent.in_time`). Where an
     allreduce's capacity split is expected to win it is priced before the halves are packed
-    (:func:`.split_first.priced`); with a latency the packed halves are kept first
+    (:func:`.split_first.priced`), else under a limit the packed halves are kept first
     (:func:`first_pair`), and under a limit the chosen pair is verified on the run's clock
     (:func:`verified_in_time`)."""
     _check(instance)
@@ -160,8 +160,8 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     the halves were packed (:func:`.split_first.priced`)."""
     coll = instance.collective
     alpha = float(instance.topology.link_arrays.alpha.max())
-    if kept is not None and coll.kind == "allreduce" and alpha > 0 and deadline.at is not None:
-        first_pair(instance, packed, objective_models(options), kept)  # before the halves' latency choices
+    if kept is not None and coll.kind == "allreduce" and kept.schedule is None and deadline.at is not None:
+        first_pair(instance, packed, objective_models(options), kept)  # before the halves' own choices
     if kept is not None and split_form.splits_first(instance, packed, options, alpha):  # the halves' fill unused
         picks = [(f, auto_pieces(f.trees, coll.chunks_per_node * len(packed)), None) for f in packed]
     else:
@@ -190,10 +190,12 @@ def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incu
     """Offer ``kept`` the allreduce's packed halves ``pair`` overlapped at each half's first
     pieces (:func:`.incumbent.first_pieces`: its own depth of least latency estimate), fewer
     where both together would be over :data:`.incumbent.FIRST_SENDS` sends, emitted, verified
-    and priced under ``models`` (:func:`.joint.certified_price`) before the halves' latency
-    choices, which price candidates of their own with nothing kept: so that a limit reached
-    in them returns a verified schedule (A100 x2, 1 GB, the default 60 s under load: the
-    limit came in the latency choice, and the run returned nothing). Nothing where the pair
+    and priced under ``models`` (:func:`.joint.certified_price`) before the halves' own
+    choices (the latency choice with a latency, the fill's programs at alpha 0), which price
+    candidates of their own with nothing kept: so that a limit reached in them returns a
+    verified schedule (A100 x2, 1 GB, the default 60 s beside two busy loops: the limit came
+    in the latency choice, or at alpha 0 in the fill and the joint choice's first probe, and
+    the run returned nothing). Nothing where the pair
     cannot be emitted (the run's own choice says why). The halves overlapped as Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 4, pipelined as in its Section 5."""
     chunks = instance.collective.chunks_per_node
