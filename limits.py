@@ -172,11 +172,9 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
     try:
         yield
     except SystemError as e:  # the timer fired inside a compiled (numba) call: CPython wraps it
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, TimeLimitReached):
-            raise cause from None
-        if deadline.expired() and "exception set" in str(e):  # the wrapped exception was lost on the way
-            raise TimeLimitReached(stage) from None
+        stop = limit_reached(e, deadline, stage)
+        if stop is not None:
+            raise stop from None
         raise
     finally:
         armed[0] = False
@@ -184,6 +182,21 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         _active.remove(deadline)
+
+
+def limit_reached(e: BaseException, deadline: Deadline, stage: str) -> TimeLimitReached | None:
+    """The :class:`TimeLimitReached` ``e`` is: itself, or the one a :class:`SystemError` wraps
+    (an :func:`enforce` timer that fired inside a compiled numba call; ``stage`` where the
+    wrapped exception was lost on the way and ``deadline`` has passed); None for any other."""
+    if isinstance(e, TimeLimitReached):
+        return e
+    if isinstance(e, SystemError):
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, TimeLimitReached):
+            return cause
+        if deadline.expired() and "exception set" in str(e):
+            return TimeLimitReached(stage)
+    return None
 
 
 def kept() -> None:

@@ -14,6 +14,8 @@ sleep the run's timer interrupts) or by a stand-in clock; no test times real wor
   and the pipeline's check of its verdict the grace (before: a slow return timed out);
 - the chosen pair verified on the run's clock: a final verification that never ends returns the
   kept schedule, verified (before: the pipeline verified it in the grace and timed out);
+- the timer's exception arriving wrapped in a ``SystemError`` (raised inside a compiled kernel)
+  returns the kept schedule too (before: the run timed out with nothing);
 - a cooperative stop at the deadline leaves the keeper its return: the producer's timer, due half
   a second later, is put off (before: it cut the return of the kept schedule).
 """
@@ -123,6 +125,27 @@ def test_a_choice_stopped_by_its_own_check_leaves_the_return_and_its_check_in_th
 
     monkeypatch.setattr(producer, "pick", cooperative)
     monkeypatch.setattr(producer, "_outcome", slow_outcome)
+    limit = within(4.0)
+    t0 = time.monotonic()
+    row, sched = pipeline.run(_latency_instance(), "tree-packing", Options(time_limit=limit))
+    assert _on_the_clock(t0, row) <= limit + GRACE_S
+    assert row["verified"] and sched is not None and "time limit" in row["message"]
+
+
+def test_a_limit_reached_inside_a_compiled_call_returns_the_kept_schedule(monkeypatch):
+    """The timer's exception raised inside a compiled (numba) kernel reaches Python as a
+    ``SystemError`` wrapping it; stood in for by a choice that, once its deadline has passed,
+    raises just that: the kept schedule is returned (before: only a bare ``TimeLimitReached``
+    was caught, and the run timed out with nothing)."""
+    def interrupted_kernel(instance, f, parts, alpha, options, deadline):
+        while not deadline.expired():
+            time.sleep(0.01)
+        try:
+            raise TimeLimitReached("produce")
+        except TimeLimitReached as e:
+            raise SystemError("<CPUDispatcher> returned a result with an exception set") from e
+
+    monkeypatch.setattr(producer, "pick", interrupted_kernel)
     limit = within(4.0)
     t0 = time.monotonic()
     row, sched = pipeline.run(_latency_instance(), "tree-packing", Options(time_limit=limit))

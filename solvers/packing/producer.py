@@ -141,12 +141,13 @@ def run(instance: Instance, options: Options) -> Outcome:
         if coll.kind == "reduce" and deadline.at is not None:
             kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces"), objective_models(options))
         return _finish(instance, options, packed, deadline, t0, kept, early)
-    except TimeLimitReached as e:
-        if kept is None or kept.schedule is None:
+    except (TimeLimitReached, SystemError) as e:  # the timer inside a compiled call arrives wrapped
+        stop = limits.limit_reached(e, deadline, "tree packing")
+        if stop is None or kept is None or kept.schedule is None:
             raise
         limits.kept()  # returned at once, with its verdict and prices: the pipeline takes them where they hold
         with limits.shielded():  # its record (a few loops over the trees) is not cut by the timer
-            return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(e),
+            return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(stop),
                             verdict=kept.certified)
 
 
