@@ -38,7 +38,8 @@ SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their
 
 
 def choose_halves(instance: Instance, options: Options, packed: list[Forest], picks: list[tuple], alpha: float,
-                  deadline, kept: incumbent.Kept, early: dict | None = None) -> tuple[list[Forest], list[int], dict, str]:
+                  deadline, kept: incumbent.Kept,
+                  early: dict | None = None) -> tuple[list[Forest], list[int], dict, str]:
     """``(forests, pieces, record, note)``: an allreduce's two forests and their pieces chosen
     together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
     and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
@@ -47,8 +48,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     fixed depth are compared after (:func:`.equal_depth.prefer`). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
     ``note`` says so. ``early``: the split pair as priced before the halves were packed
-    (:func:`.split_first.priced`), not packed nor priced again. An allreduce as reduce-scatter then allgather: Zhao et al.,
-    "ForestColl", arXiv 2402.06787, Section 4."""
+    (:func:`.split_first.priced`), not packed nor priced again. An allreduce as reduce-scatter
+    then allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4."""
     depths = [p[1] for p in picks]
     halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
                        or [g])] for p, g in zip(picks, packed)]

@@ -60,6 +60,7 @@ from .forests import (CLOSE_ENOUGH, MAX_TREES, TWO_LEVEL_MULTIPLES, by_root_orde
                       ring_forest, ring_forests, shallow, two_level)
 from .joint import SPLIT_PAIR, SPLIT_SHARE, certified_price, choose_halves, listed
 from .latency_choice import ONE_MODEL_BUDGET, PRICE_BUDGET, PRICE_SHARE, SLACKS, alternatives, priced_choice
+from .overlap import PROBE_PIECES
 from .packed import Forest, optimum_seconds, packed_seconds, part_instance, plan
 from .pieces_choice import FILL_SENDS, pick
 from .run_params import OBJECTIVES, asked_shape, grows_depth_first, objective_models
@@ -162,7 +163,8 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     coll = instance.collective
     alpha = float(instance.topology.link_arrays.alpha.max())
     if kept is not None and coll.kind == "allreduce" and kept.schedule is None and deadline.at is not None:
-        first_pair(instance, packed, objective_models(options), kept)  # before the halves' own choices
+        first_pair(instance, packed, objective_models(options), kept,  # before the halves' own choices
+                   options.params.get("pieces") or (PROBE_PIECES if alpha <= 0 else None))
     if kept is not None and split_form.splits_first(instance, packed, options, alpha):  # the halves' fill unused
         picks = [(f, auto_pieces(f.trees, coll.chunks_per_node * len(packed)), None) for f in packed]
     else:
@@ -187,9 +189,12 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, stopped, verdict=verdict)
 
 
-def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incumbent.Kept) -> None:
-    """Offer ``kept`` the allreduce's packed halves ``pair`` overlapped at each half's first
-    pieces (:func:`.incumbent.first_pieces`: its own depth of least latency estimate), fewer
+def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incumbent.Kept,
+               pieces: int | None = None) -> None:
+    """Offer ``kept`` the allreduce's packed halves ``pair`` overlapped at ``pieces`` a half
+    (the ``pieces`` parameter, or at alpha 0 the joint choice's probe's, :data:`.overlap.PROBE_PIECES`),
+    else at each half's first pieces (:func:`.incumbent.first_pieces`: its own depth of least
+    latency estimate), fewer
     where both together would be over :data:`.incumbent.FIRST_SENDS` sends, emitted, verified
     and priced under ``models`` (:func:`.joint.certified_price`) before the halves' own
     choices (the latency choice with a latency, the fill's programs at alpha 0), which price
@@ -200,7 +205,7 @@ def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incu
     cannot be emitted (the run's own choice says why). The halves overlapped as Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 4, pipelined as in its Section 5."""
     chunks = instance.collective.chunks_per_node
-    pieces = [incumbent.first_pieces(instance, f, models) for f in pair]
+    pieces = [pieces or incumbent.first_pieces(instance, f, models) for f in pair]
     sends = sum(hops_of(f.trees) * p for f, p in zip(pair, pieces)) * chunks
     if sends > incumbent.FIRST_SENDS:
         pieces = [max(1, p * incumbent.FIRST_SENDS // sends) for p in pieces]
