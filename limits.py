@@ -172,11 +172,9 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
     try:
         yield
     except SystemError as e:  # the timer fired inside a compiled (numba) call: CPython wraps it
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, TimeLimitReached):
-            raise cause from None
-        if deadline.expired() and "exception set" in str(e):  # the wrapped exception was lost on the way
-            raise TimeLimitReached(stage) from None
+        stop = limit_reached(e, deadline, stage)
+        if stop is not None:
+            raise stop from None
         raise
     finally:
         armed[0] = False
@@ -186,14 +184,37 @@ def enforce(deadline: Deadline, stage: str) -> Iterator[None]:
         _active.remove(deadline)
 
 
+def limit_reached(e: BaseException, deadline: Deadline, stage: str) -> TimeLimitReached | None:
+    """The :class:`TimeLimitReached` ``e`` is: itself, or the one a :class:`SystemError` wraps
+    (an :func:`enforce` timer that fired inside a compiled numba call; ``stage`` where the
+    wrapped exception was lost on the way and ``deadline`` has passed); None for any other."""
+    if isinstance(e, TimeLimitReached):
+        return e
+    if isinstance(e, SystemError):
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, TimeLimitReached):
+            return cause
+        if deadline.expired() and "exception set" in str(e):
+            return TimeLimitReached(stage)
+    return None
+
+
 def kept() -> None:
     """Say that a :class:`TimeLimitReached` was caught by code that keeps what it had found
     (a driver's best schedule so far) and returns it at once: if the :func:`enforce` timer
     raised it, the timer fires again only :data:`KEPT_S` later instead of :data:`AGAIN_S`
     (on a loaded machine, unwinding a large stage takes longer than that, and the second
-    exception would cost the run the schedule). A stop raised by a cooperative check leaves
-    the timer as it is."""
-    if _fired[0] and threading.current_thread() is threading.main_thread():
+    exception would cost the run the schedule). A stop raised by a cooperative check at the
+    deadline gets the same: the timer, due sooner (the pipeline's lag behind the producer's
+    deadline, half a second), is put off to :data:`KEPT_S` from now (A100 x2 allreduce at the
+    default 60 s beside two busy loops: the producer's check stopped its choice at the
+    limit, and the timer's own exception, half a second later, reached it while it returned
+    its kept schedule: the run ended with none); a later one stays as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _fired[0]:
+        signal.setitimer(signal.ITIMER_REAL, KEPT_S)
+    elif _active and 0 < signal.getitimer(signal.ITIMER_REAL)[0] < KEPT_S:
         signal.setitimer(signal.ITIMER_REAL, KEPT_S)
 
 

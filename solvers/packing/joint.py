@@ -38,7 +38,8 @@ SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their
 
 
 def choose_halves(instance: Instance, options: Options, packed: list[Forest], picks: list[tuple], alpha: float,
-                  deadline, kept: incumbent.Kept) -> tuple[list[Forest], list[int], dict, str]:
+                  deadline, kept: incumbent.Kept,
+                  early: dict | None = None) -> tuple[list[Forest], list[int], dict, str]:
     """``(forests, pieces, record, note)``: an allreduce's two forests and their pieces chosen
     together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
     and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
@@ -46,12 +47,13 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     automatic pieces of half the send budget. With a latency, ForestColl's forests both at its
     fixed depth are compared after (:func:`.equal_depth.prefer`). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
-    ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
-    "ForestColl", arXiv 2402.06787, Section 4."""
+    ``note`` says so. ``early``: the split pair as priced before the halves were packed
+    (:func:`.split_first.priced`), not packed nor priced again. An allreduce as reduce-scatter
+    then allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4."""
     depths = [p[1] for p in picks]
     halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
                        or [g])] for p, g in zip(picks, packed)]
-    chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept)
+    chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept, early)
     c = instance.collective.chunks_per_node
     if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
@@ -157,13 +159,15 @@ def greedy_instead_of_rings(instance: Instance, f: Forest, options: Options, dea
 
 
 def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[int], alpha: float, options: Options,
-                 deadline=None, kept: incumbent.Kept | None = None) -> tuple[list[Forest], dict]:
+                 deadline=None, kept: incumbent.Kept | None = None, early: dict | None = None
+                 ) -> tuple[list[Forest], dict]:
     """:func:`.overlap.joint`: an allreduce's two forests chosen together from ``halves``
     (each half's picked forest and the one packed before the pick), each pair priced as the
     whole overlapped allreduce under the ``objective`` parameter's models, every verified one
     offered to ``kept`` (:class:`.incumbent.Kept`); the split pair (:func:`split_pair`) packed
     after the others are priced, by the time left less what the pipeline needs to check the
-    kept schedule's verdict again (:func:`split_within_share`). The halves are ForestColl's
+    kept schedule's verdict again (:func:`split_within_share`), or before them where it is
+    expected to win (``early``: already priced, :func:`.split_first.priced`). The halves are ForestColl's
     forests (Zhao et al., "ForestColl", arXiv 2402.06787, Sections 4-5)."""
     picked = [h[0] for h in halves]
     models = objective_models(options)
@@ -195,7 +199,7 @@ def joint_choice(instance: Instance, halves: list[list[Forest]], depths: list[in
     return overlap.joint(halves, depths, alpha, one_tree, price, sends, models,
                          deadline, lambda: split_within_share(instance, picked, options, deadline, kept), kept,
                          options.params.get("form") != "explicit", start,
-                         split_form.splits_first(instance, picked, options, alpha))
+                         split_form.splits_first(instance, picked, options, alpha), early)
 
 
 def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> dict | None:

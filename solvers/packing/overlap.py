@@ -191,7 +191,7 @@ def choose(pairs: dict[str, tuple], price, sends, models: tuple[str, ...], deadl
 
 def joint(options: list[list], depths: list[int], alpha: float, one_tree, price, sends, models: tuple[str, ...],
           deadline=None, extra=None, kept=None, extra_at_probe_rate: bool = False, start=None,
-          extra_first: bool = False) -> tuple[list, dict]:
+          extra_first: bool = False, early: dict | None = None) -> tuple[list, dict]:
     """The two halves' forests of an allreduce chosen together (module doc): the pairs of
     :func:`candidates` (``options``: each half's forests, the picked one first; within
     :data:`PROBE_SHARE` of the time ``deadline`` leaves), each priced by ``price(pair,
@@ -209,7 +209,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     pieces)``: the pieces an extra pair starts from instead, where its fill wants more).
     ``extra_first``: the extra pairs are expected to win (the split's pipelined limit is the
     allreduce's bound, :func:`.split_form.splits_first`), so they are priced first
-    (:func:`_extra_first`) and the probes after them only where :data:`DIRECT_FACTOR` times
+    (:func:`priced_first`; ``early``: what it gave where the run priced them before packing the
+    halves, :mod:`.split_first`) and the probes after them only where :data:`DIRECT_FACTOR` times
     their sends at the kept rate fit the time left (DGX-2 x2, 1 GB, the default 60 s at load 14:
     the halves' first probe, verified send by send through the switches, ran past the limit
     before the split was packed).
@@ -219,7 +220,8 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     pairs = candidates(options, one_tree)
     whole = deadline
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
-    early = _extra_first(extra(), pieces, sends, price, whole, kept, start) if extra_first and extra else {}
+    if early is None:
+        early = priced_first(extra(), pieces, sends, price, whole, kept, start) if extra_first and extra else {}
     deadline = whole.share(PROBE_SHARE) if whole is not None else None
     fits = (lambda n: kept.fits(DIRECT_FACTOR * n, whole)) if early and kept is not None else None  # noqa: E731
     probe_sends = lambda pair: sum(sends(f, p) for f, p in zip(pair, pieces))  # noqa: E731
@@ -261,7 +263,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     return list(pairs[name]), record
 
 
-def _extra_first(extra: dict, pieces: list[int], sends, price, deadline, kept, start=None) -> dict:
+def priced_first(extra: dict, pieces: list[int], sends, price, deadline, kept, start=None) -> dict:
     """``{name: (pair, pieces priced at, times)}`` of :func:`joint`'s extra pairs priced before
     the probes (``extra_first``): each first at an eighth of the pieces it starts from (at least
     :data:`LEAST_EXTRA_PIECES`; only under a time limit with nothing kept yet, so that ``kept``

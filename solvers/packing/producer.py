@@ -47,25 +47,29 @@ from fractions import Fraction
 from ... import limits
 from ...instances import Instance
 from ...instances.size import topology_field
-from ...limits import TimeLimitReached
+from ...limits import TimeLimitReached, TooBig
 from ...tens.schedule import Schedule
 from ...tens.ten import instant_hops, latency_pipelined
 from ..producers import Options, Outcome, Param, Producer, Unsupported
-from . import estimate, fill, forests, incumbent, rings, split_form
+from . import estimate, fill, forests, incumbent, rings, split_first, split_form
 from .compact_form import EXPLICIT_PIECES, compact_forest, kept_as_trees, planned, run_compact
 from .emission import (DEPTH_FACTOR, PIECES_FLOOR, PRICE_MODELS, SEND_BUDGET, auto_pieces, check_sends, emit,
                        pipelined, price_pieces, refuse_small_pieces, with_header)
 from .forest_record import forest_record
 from .forests import (CLOSE_ENOUGH, MAX_TREES, TWO_LEVEL_MULTIPLES, by_root_order, by_shape, choose_k, forest, greedy,
                       ring_forest, ring_forests, shallow, two_level)
-from .joint import SPLIT_PAIR, SPLIT_SHARE, choose_halves, listed
+from .joint import SPLIT_PAIR, SPLIT_SHARE, certified_price, choose_halves, listed
 from .latency_choice import ONE_MODEL_BUDGET, PRICE_BUDGET, PRICE_SHARE, SLACKS, alternatives, priced_choice
+from .overlap import PROBE_PIECES
 from .packed import Forest, optimum_seconds, packed_seconds, part_instance, plan
 from .pieces_choice import FILL_SENDS, pick
 from .run_params import OBJECTIVES, asked_shape, grows_depth_first, objective_models
 from .trees import hops_of
 
 KINDS = ("allgather", "broadcast", "reduce_scatter", "reduce", "allreduce")
+RETURN_S = 1.0  # an allreduce's choice stops this long before the limit: its kept schedule's return and the
+# pipeline's check of its verdict (A100 x2, 1 GB, the default 60 s beside two busy loops, load 17-19: stopped at the
+# limit, it returned 1.46 s after it, and the check, due by 1.5 s after, timed out with the schedule found)
 _with_header = with_header  # the names tests and benchmarks import from here
 _compact_forest = compact_forest
 
@@ -112,7 +116,11 @@ def run(instance: Instance, options: Options) -> Outcome:
     schedule (:mod:`.incumbent`), returned when the time limit comes later, or when the final
     one would not fit the time left, and not emitted again when it is the final one; a rooted
     reduce keeps its first packed forest so (:func:`.incumbent.first_kept`), returned, marked as
-    stopped, when the limit cuts its choice short (:func:`.incumbent.in_time`)."""
+    stopped, when the limit cuts its choice short (:func:`.incumbent.in_time`). Where an
+    allreduce's capacity split is expected to win it is priced before the halves are packed
+    (:func:`.split_first.priced`), else under a limit the packed halves are kept first
+    (:func:`first_pair`), and under a limit the chosen pair is verified on the run's clock
+    (:func:`verified_in_time`)."""
     _check(instance)
     if kept_as_trees(instance, options.params):
         return run_compact(instance, options)
@@ -120,33 +128,43 @@ def run(instance: Instance, options: Options) -> Outcome:
     coll = instance.collective
     deadline = options.timer()
     t0 = time.perf_counter()
-    packed = [forests.forest(instance, kind, transposed, deadline, grows_depth_first(options),
-                             options.params.get("trees"), shape=asked_shape(options))
-              for kind, transposed in plan(coll.kind)]
-    packed = [forests.by_shape(instance, f, options, deadline) for f in packed]
-    kept = None
+    kept, early = None, None
     if coll.kind == "allreduce" and options.params.get("trees") is None:
         kept = incumbent.Kept(objective_models(options))
-    elif coll.kind == "reduce" and deadline.at is not None:
-        kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces"), objective_models(options))
+        deadline = deadline.earlier(RETURN_S)  # the choice stops in time to return what it kept
     try:
-        return _finish(instance, options, packed, deadline, t0, kept)
-    except TimeLimitReached as e:
-        if kept is None or kept.schedule is None:
+        if kept is not None:  # where the split is expected to win, priced before the halves are packed
+            early = split_first.priced(instance, options, deadline, kept)
+        packed = [forests.forest(instance, kind, transposed, deadline, grows_depth_first(options),
+                                 options.params.get("trees"), shape=asked_shape(options))
+                  for kind, transposed in plan(coll.kind)]
+        packed = [forests.by_shape(instance, f, options, deadline) for f in packed]
+        if coll.kind == "reduce" and deadline.at is not None:
+            kept = incumbent.first_kept(instance, packed[0], options.params.get("pieces"), objective_models(options))
+        return _finish(instance, options, packed, deadline, t0, kept, early)
+    except (TimeLimitReached, SystemError) as e:  # the timer inside a compiled call arrives wrapped
+        stop = limits.limit_reached(e, deadline, "tree packing")
+        if stop is None or kept is None or kept.schedule is None:
             raise
         limits.kept()  # returned at once, with its verdict and prices: the pipeline takes them where they hold
-        return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(e),
-                        verdict=kept.certified)
+        with limits.shielded():  # its record (a few loops over the trees) is not cut by the timer
+            return _outcome(instance, list(kept.pair), kept.pieces, kept.schedule, t0, stopped=str(stop),
+                            verdict=kept.certified)
 
 
-def _finish(instance: Instance, options: Options, packed: list[Forest], deadline, t0: float, kept) -> Outcome:
+def _finish(instance: Instance, options: Options, packed: list[Forest], deadline, t0: float, kept,
+            early: dict | None = None) -> Outcome:
     """:func:`run` after the forests are packed: each forest's pieces (:func:`.pieces_choice.pick`),
     an allreduce's forests chosen together (:func:`.joint.choose_halves`, every verified candidate
     offered to ``kept``), the schedule (:func:`_schedule`). Where the capacity split is expected
     to win (:func:`.split_form.splits_first`) the halves keep their forests at the automatic
-    pieces: their fill's programs are not run."""
+    pieces: their fill's programs are not run, and ``early`` holds the split as priced before
+    the halves were packed (:func:`.split_first.priced`)."""
     coll = instance.collective
     alpha = float(instance.topology.link_arrays.alpha.max())
+    if kept is not None and coll.kind == "allreduce" and kept.schedule is None and deadline.at is not None:
+        first_pair(instance, packed, objective_models(options), kept,  # before the halves' own choices
+                   options.params.get("pieces") or (PROBE_PIECES if alpha <= 0 else None))
     if kept is not None and split_form.splits_first(instance, packed, options, alpha):  # the halves' fill unused
         picks = [(f, auto_pieces(f.trees, coll.chunks_per_node * len(packed)), None) for f in packed]
     else:
@@ -155,7 +173,7 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     joint, note = None, ""
     stopped = ""
     if kept is not None and coll.kind == "allreduce":
-        chosen, depths, joint, note = choose_halves(instance, options, packed, picks, alpha, deadline, kept)
+        chosen, depths, joint, note = choose_halves(instance, options, packed, picks, alpha, deadline, kept, early)
     elif kept is not None:  # a rooted reduce: its first packed forest kept (incumbent.first_kept)
         sends = sum(hops_of(f.trees) * p for f, p in zip(chosen, depths)) * coll.chunks_per_node
         chosen, depths, note, stopped = incumbent.in_time(kept, chosen, depths, sends, deadline)
@@ -163,10 +181,60 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     if not as_trees:
         check_sends(chosen, depths, coll.chunks_per_node,
                     "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
+    if coll.kind == "allreduce" and not as_trees and deadline.at is not None:
+        chosen, depths, note = verified_in_time(instance, chosen, depths, kept, objective_models(options), note)
     sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options), deadline)
     if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
         _check_piece_bytes(instance, sched)
     return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, stopped, verdict=verdict)
+
+
+def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incumbent.Kept,
+               pieces: int | None = None) -> None:
+    """Offer ``kept`` the allreduce's packed halves ``pair`` overlapped at ``pieces`` a half
+    (the ``pieces`` parameter, or at alpha 0 the joint choice's probe's, :data:`.overlap.PROBE_PIECES`),
+    else at each half's first pieces (:func:`.incumbent.first_pieces`: its own depth of least
+    latency estimate), fewer
+    where both together would be over :data:`.incumbent.FIRST_SENDS` sends, emitted, verified
+    and priced under ``models`` (:func:`.joint.certified_price`) before the halves' own
+    choices (the latency choice with a latency, the fill's programs at alpha 0), which price
+    candidates of their own with nothing kept: so that a limit reached in them returns a
+    verified schedule (A100 x2, 1 GB, the default 60 s beside two busy loops: the limit came
+    in the latency choice, or at alpha 0 in the fill and the joint choice's first probe, and
+    the run returned nothing). Nothing where the pair
+    cannot be emitted (the run's own choice says why). The halves overlapped as Zhao et al.,
+    "ForestColl", arXiv 2402.06787, Section 4, pipelined as in its Section 5."""
+    chunks = instance.collective.chunks_per_node
+    pieces = [pieces or incumbent.first_pieces(instance, f, models) for f in pair]
+    sends = sum(hops_of(f.trees) * p for f, p in zip(pair, pieces)) * chunks
+    if sends > incumbent.FIRST_SENDS:
+        pieces = [max(1, p * incumbent.FIRST_SENDS // sends) for p in pieces]
+    try:
+        check_sends(pair, pieces, chunks)
+        certified_price(instance, pair, pieces, models, kept)
+    except (TooBig, Unsupported):
+        return
+
+
+def verified_in_time(instance: Instance, chosen: list[Forest], depths: list[int], kept, models: tuple,
+                     note: str) -> tuple[list[Forest], list[int], str]:
+    """``(forests, pieces, note)`` of the allreduce the run returns: ``chosen`` at ``depths``
+    emitted, verified and priced here on the run's clock (:func:`.joint.certified_price`,
+    offered to ``kept``) where ``kept`` holds another verified schedule, so that a limit
+    reached while verifying it stops the producer with that one kept (:func:`run`) instead of
+    the pipeline's verification, in the grace, timing out with nothing (A100 x2, 1 GB, the
+    default 60 s at load 10); ``kept``'s instead where the chosen one does not verify or prices
+    higher, and ``note`` says so. Unchanged where nothing is kept, or ``kept`` holds
+    ``chosen`` itself. Verified before it is priced: ForestColl's pipelined trees (Zhao et al.,
+    arXiv 2402.06787, Section 5) checked like any producer's schedule."""
+    if kept is None or kept.schedule is None or kept.holds(chosen, depths):
+        return chosen, depths, note
+    got = certified_price(instance, chosen, depths, models, kept)
+    if kept.holds(chosen, depths):
+        return chosen, depths, note
+    said = "did not verify" if got is None else f"priced {sum(got.values()):.6g} s over the objective's models"
+    return list(kept.pair), kept.pieces, (f"the chosen pair at {'/'.join(map(str, depths))} pieces {said}: kept "
+                                         f"the one at {'/'.join(map(str, kept.pieces))} pieces, priced less")
 
 
 def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,
