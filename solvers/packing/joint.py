@@ -52,6 +52,7 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
                        or [g])] for p, g in zip(picks, packed)]
     chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept)
+    others = record.pop(overlap.PAIRS, {})
     c = instance.collective.chunks_per_node
     if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
@@ -59,7 +60,7 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                    auto_pieces(f.trees, c * len(chosen)) for f in chosen])
     if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
-        depths = fewer_pieces(instance, chosen, depths, record, models, deadline, kept)
+        chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others)
         chosen, depths, equal = equal_depth.prefer(
             instance, chosen, depths, packed, record,
             lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept)
@@ -75,7 +76,7 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
 
 
 def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], record: dict, models: tuple, deadline,
-                 kept: incumbent.Kept) -> list[int]:
+                 kept: incumbent.Kept, stop=None) -> list[int]:
     """The pieces of least priced time summed over ``models`` of the joint choice's ``pair``
     (priced at ``depths`` in ``record``): the pair priced again, as the whole overlapped
     allreduce (:func:`certified_price`, verified, offered to ``kept``), with both halves' pieces
@@ -88,8 +89,9 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
     piece (:mod:`.latency`), but a reduction's sends leave each link in program order, so its
     pipeline pays about a latency a step: two boxes of two GPUs, 16 MB, the pair at 1,600 pieces
     a half is 5.16 ms under ``event``, at 50 0.70. ``record`` gains the prices (``fewer_pieces``)
-    and, where fewer won, names the pair at them as ``chosen``. Pipelined trees: Zhao et al.,
-    "ForestColl", arXiv 2402.06787, Section 5."""
+    and, where fewer won, names the pair at them as ``chosen``. ``stop``: the share of the time
+    to stop at, where the caller set one (:func:`fewer_pieces_among`). Pipelined trees: Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5."""
     name = record.get("chosen")
     priced = record.get("priced", {}).get(name)
     if ((priced is None and record.get("priced")) or list(record.get("chosen_pieces", depths)) != list(depths)
@@ -100,7 +102,8 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
     def sends(cut) -> int:
         return sum(hops_of(f.trees) * p * c for f, p in zip(pair, cut))
 
-    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    if stop is None and deadline is not None:
+        stop = deadline.share(SCAN_SHARE)
     least = sum(priced[m] for m in models) if priced else float("inf")  # unpriced: over the probes' budget
     best, q, tried = list(depths), list(depths), {}
     while max(q) > 1:
@@ -126,6 +129,84 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
         record.setdefault("priced", {})[record["chosen"]] = {m: round(t, 9) for m, t in won.items()}
         record["chosen_pieces"] = best
     return best
+
+
+def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[int], record: dict, models: tuple,
+                       deadline, kept: incumbent.Kept, others: dict) -> tuple[list[Forest], list[int]]:
+    """``(pair, pieces)`` of least priced time summed over ``models``: the joint choice's
+    ``chosen`` pair at fewer pieces (:func:`fewer_pieces`), then every other pair it priced at
+    ``depths`` (``others``, by name; least priced first) searched about the pieces the chosen
+    pair won at (:func:`_about`), each verified, priced and offered to ``kept``, all within one
+    :data:`SCAN_SHARE` of the time left. The pair the joint choice ranks first at the halves'
+    pieces need not be first at fewer: A100 x2, 64 MB, ``objective=event``, the 13-trees-a-shard
+    pair won at 1,600 pieces a half and at fewer priced 428.8 us, where one packed tree a shard,
+    the default's pick, is 402.4 us at its pieces (a pair overlapped pays about one link latency
+    a step, :func:`fewer_pieces`). ``record`` gains the others' prices (``fewer_pieces_others``)
+    and, where one of them won, names it ``chosen``. Pipelined trees: Zhao et al., "ForestColl",
+    arXiv 2402.06787, Section 5."""
+    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    best = fewer_pieces(instance, chosen, depths, record, models, deadline, kept, stop)
+    now = record.get("priced", {}).get(record.get("chosen"))
+    least = sum(now[m] for m in models) if now and list(record.get("chosen_pieces", depths)) == best \
+        else float("inf")
+    pair, tried = list(chosen), {}
+    ranked = sorted((n for n, p in others.items() if not (len(p) == len(chosen) and all(f is g for f, g in
+                                                                                       zip(p, chosen)))),
+                    key=lambda n: sum(record.get("priced", {}).get(n, {}).get(m, float("inf")) for m in models))
+    for name in ranked:
+        if any(f.on_share or f.compact is not None for f in others[name]):
+            continue
+        if stop is not None and stop.expired():
+            break
+        got = _about(instance, list(others[name]), best, depths, models, stop, deadline, kept)
+        tried[name] = {"/".join(map(str, q)): round(sum(t[m] for m in models), 12) for q, t in got}
+        for q, t in got:
+            if sum(t[m] for m in models) < least:
+                least, pair, best, won = sum(t[m] for m in models), list(others[name]), list(q), (name, t)
+    if tried:
+        record["fewer_pieces_others"] = tried
+    if not all(f is g for f, g in zip(pair, chosen)):
+        name, t = won
+        record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
+        record.setdefault("priced", {})[record["chosen"]] = {m: round(x, 9) for m, x in t.items()}
+        record["chosen_pieces"] = best
+    return pair, best
+
+
+def _about(instance: Instance, pair: list[Forest], start: list[int], depths: list[int], models: tuple, stop, deadline,
+           kept: incumbent.Kept) -> list[tuple[list[int], dict]]:
+    """``[(pieces, times), ...]`` of ``pair`` priced (:func:`certified_price`, offered to
+    ``kept``) at ``start``, then at its halvings while each lowers the price, or, where the first
+    halving does not, at its doublings (at most ``depths``) while each does; no pricing once
+    ``stop`` has passed or ``kept`` says a pair's sends would not fit the time left."""
+    c = instance.collective.chunks_per_node
+    out: list = []
+
+    def at(q) -> dict | None:
+        if (stop is not None and stop.expired()) or \
+                not kept.fits(sum(hops_of(f.trees) * p * c for f, p in zip(pair, q)), deadline):
+            return None
+        got = certified_price(instance, pair, q, models, kept)
+        if got is not None:
+            out.append((list(q), got))
+        return got
+
+    first = at(start)
+    if first is None:
+        return out
+    for step in (lambda q: [max(1, p // 2) for p in q], lambda q: [min(2 * p, d) for p, d in zip(q, depths)]):
+        q, last = list(start), sum(first[m] for m in models)
+        while True:
+            nxt = step(q)
+            if nxt == q:
+                break
+            got = at(nxt)
+            if got is None or sum(got[m] for m in models) >= last:
+                break
+            q, last = nxt, sum(got[m] for m in models)
+        if q != start:  # the halvings lowered the price: no doubling
+            break
+    return out
 
 
 def bandwidth_regime(picked: Forest, packed: Forest, alpha: float) -> bool:
