@@ -43,8 +43,12 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
     and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
     pair keeps the pieces it won at, a fill's forest the pieces its fill took, any other the
-    automatic pieces of half the send budget. With a latency, ForestColl's forests both at its
-    fixed depth are compared after (:func:`.equal_depth.prefer`). Where the chosen pair at those pieces would not
+    automatic pieces of half the send budget. With a latency, every pair priced is searched at
+    fewer pieces (:func:`fewer_pieces_among`) and ForestColl's forests both at its fixed depth
+    are compared after (:func:`.equal_depth.prefer`; under one model's objective its probes
+    may be smaller, :data:`.equal_depth.ONE_MODEL_FRACTION`: under ``sync`` + ``event`` its
+    fixed depth pays a latency a piece under ``sync``, A100 x2 and DGX-H100 x2 at 1-4 GB 1.03-1.49x
+    the default's summed price). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
     ``note`` says so. An allreduce as reduce-scatter then allgather: Zhao et al.,
     "ForestColl", arXiv 2402.06787, Section 4."""
@@ -63,7 +67,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
         chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others)
         chosen, depths, equal = equal_depth.prefer(
             instance, chosen, depths, packed, record,
-            lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept)
+            lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept,
+            equal_depth.ONE_MODEL_FRACTION if len(models) == 1 else equal_depth.FRACTION)
         if equal:
             record["equal_depth"] = equal
     sends = sum(split_form.priced_sends(instance, f, p) if f.compact is not None else hops_of(f.trees) * p * c
