@@ -40,11 +40,11 @@ def test_two_boxes_at_16_mb_event_is_at_or_below_the_pair_priced_directly():
     assert max(kept.pieces) < 400 and "fewer_pieces" in record
 
 
-def test_a_pair_over_the_probes_budget_is_priced_from_the_first_halving_within_it(monkeypatch):
+def test_a_pair_over_the_probes_budget_is_priced_from_few_pieces_within_it(monkeypatch):
     """The joint choice left its pair unpriced (over the probes' budget, here lowered to the
-    sends of 100 pieces a half): no pair over the budget is priced, the first halving within it
-    is, and the halving goes on while it lowers the price; the kept price is at or below the
-    pair priced directly at 50 pieces a half."""
+    sends of 100 pieces a half): no pair over the budget is priced, the search starts at 800 /
+    ``FIRST_CUT`` = 25 pieces a half and doubles while that lowers the price; the kept price is
+    at or below the pair priced directly at 50 and at 100 pieces a half."""
     from collsynth.solvers.packing import overlap
     from collsynth.solvers.packing.trees import hops_of
 
@@ -56,11 +56,11 @@ def test_a_pair_over_the_probes_budget_is_priced_from_the_first_halving_within_i
     kept = incumbent.Kept(("event",))
     record = {"chosen": "as picked", "priced": {}, "chosen_pieces": [800, 800]}
     depths = joint.fewer_pieces(inst, pair, [800, 800], record, ("event",), None, kept)
-    assert list(record["fewer_pieces"])[0] == "100/100"
+    assert list(record["fewer_pieces"])[0] == "25/25" and joint.FIRST_CUT == 32
     assert all(sum(hops_of(f.trees) * int(q) * c for f, q in zip(pair, k.split("/"))) <= budget
                for k in record["fewer_pieces"])
     assert depths == kept.pieces and max(depths) <= 100
-    assert kept.prices["event"] <= _direct_event(inst, pair, 50) * (1 + 1e-9)
+    assert kept.prices["event"] <= min(_direct_event(inst, pair, q) for q in (50, 100)) * (1 + 1e-9)
 
 
 def _by_hand(pair_a, pair_b, calls: list):

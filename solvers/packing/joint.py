@@ -30,6 +30,7 @@ from .trees import hops_of
 
 SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
 SPLIT_MOST = 4  # the split pair starts from at most this many times the probe's pieces where its fill wants them
+FIRST_CUT = 32  # the chosen pair is priced from its halves' pieces over this (a power of 2) up (A100 x2, 64 MB, event: 1,600 -> 50)
 SCAN_SHARE = 0.25  # of the run's time left, at most, for pricing the chosen pair at fewer pieces (:func:`fewer_pieces`)
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
@@ -83,13 +84,14 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
 def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], record: dict, models: tuple, deadline,
                  kept: incumbent.Kept, stop=None) -> list[int]:
     """The pieces of least priced time summed over ``models`` of the joint choice's ``pair``
-    (priced at ``depths`` in ``record``): the pair priced again, as the whole overlapped
-    allreduce (:func:`certified_price`, verified, offered to ``kept``), with both halves' pieces
-    halved, and both at the fewer of those where they differ, while a halving lowers the least
-    price (where the pair at ``depths`` was over the joint probes' budget, unpriced, from the
-    first halving within it: A100 x2, 1 MB, 13 trees a shard at 1,600 pieces a half, each
-    14.8 us alone, 2,038 us overlapped); within :data:`SCAN_SHARE` of the time left and while
-    ``kept`` says a probe fits. The
+    (priced at ``depths`` in ``record``, or unpriced, over the joint probes' budget: A100 x2,
+    1 MB, 13 trees a shard at 1,600 pieces a half, each 14.8 us alone, 2,038 us overlapped): the
+    pair priced again, as the whole overlapped allreduce (:func:`certified_price`, verified,
+    offered to ``kept``), from ``depths`` over :data:`FIRST_CUT`, doubled while that lowers the
+    price, else halved while that does (:func:`_about`: few pieces cost little to price; at
+    load 14 the pair halved from 800 pieces had the time for one price), and both halves at the
+    fewer of the best pieces where they differ; within :data:`SCAN_SHARE` of the time left and
+    while ``kept`` says a probe fits. The
     halves' latency choices estimate ``event`` with each link's latency overlapped by the next
     piece (:mod:`.latency`), but a reduction's sends leave each link in program order, so its
     pipeline pays about a latency a step: two boxes of two GPUs, 16 MB, the pair at 1,600 pieces
@@ -110,26 +112,18 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
     if stop is None and deadline is not None:
         stop = deadline.share(SCAN_SHARE)
     least = sum(priced[m] for m in models) if priced else float("inf")  # unpriced: over the probes' budget
-    best, q, tried = list(depths), list(depths), {}
-    while max(q) > 1:
-        q = [max(1, p // 2) for p in q]
-        if sends(q) > overlap.PROBE_SENDS:  # halved until the pair fits the joint probes' budget
-            continue
-        improved = False
-        for cut in [q] + ([[min(q)] * len(q)] if len(set(q)) > 1 else []):
-            if (stop is not None and stop.expired()) or not kept.fits(sends(cut), deadline):
-                break
-            got = certified_price(instance, pair, cut, models, kept)
-            if got is None:
-                continue
-            tried["/".join(map(str, cut))] = round(sum(got[m] for m in models), 12)
-            if sum(got[m] for m in models) < least:
-                best, least, improved, won = list(cut), sum(got[m] for m in models), True, got
-        if not improved:
-            break
+    best, tried, won = list(depths), {}, None
+    got = _about(instance, pair, depths, FIRST_CUT.bit_length() - 1, models, stop, deadline, kept, up_first=True)
+    if got and len(set(depths)) > 1:  # both halves at the fewer of the best pieces
+        low = min(got, key=lambda x: sum(x[1][m] for m in models))[0]
+        got += _about(instance, pair, [min(low)] * len(low), 0, models, stop, deadline, kept)
+    for cut, times in got:
+        tried["/".join(map(str, cut))] = round(sum(times[m] for m in models), 12)
+        if sum(times[m] for m in models) < least:
+            best, least, won = list(cut), sum(times[m] for m in models), times
     if tried:
         record["fewer_pieces"] = tried
-    if best != list(depths):
+    if won is not None:
         record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
         record.setdefault("priced", {})[record["chosen"]] = {m: round(t, 9) for m, t in won.items()}
         record["chosen_pieces"] = best
@@ -163,7 +157,7 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
             continue
         if stop is not None and stop.expired():
             break
-        got = _about(instance, list(others[name]), best, depths, models, stop, deadline, kept)
+        got = _about(instance, list(others[name]), depths, halvings(depths, best), models, stop, deadline, kept)
         tried[name] = {"/".join(map(str, q)): round(sum(t[m] for m in models), 12) for q, t in got}
         for q, t in got:
             if sum(t[m] for m in models) < least:
@@ -178,40 +172,53 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
     return pair, best
 
 
-def _about(instance: Instance, pair: list[Forest], start: list[int], depths: list[int], models: tuple, stop, deadline,
-           kept: incumbent.Kept) -> list[tuple[list[int], dict]]:
+def _about(instance: Instance, pair: list[Forest], depths: list[int], first: int, models: tuple, stop, deadline,
+           kept: incumbent.Kept, up_first: bool = False) -> list[tuple[list[int], dict]]:
     """``[(pieces, times), ...]`` of ``pair`` priced (:func:`certified_price`, offered to
-    ``kept``) at ``start``, then at its halvings while each lowers the price, or, where the first
-    halving does not, at its doublings (at most ``depths``) while each does; no pricing once
-    ``stop`` has passed or ``kept`` says a pair's sends would not fit the time left."""
+    ``kept``) at ``depths`` halved ``first`` times, then halved once more at a time while each
+    lowers the price, or, where the first halving does not, halved once fewer at a time (at most
+    ``depths``) while each does (``up_first``: that way first); no pricing of more than the joint
+    probes' :data:`.overlap.PROBE_SENDS`, once ``stop`` has passed or where ``kept`` says a
+    pair's sends would not fit the time left. From few pieces up, the sends priced are at most
+    about twice the last pair's."""
     c = instance.collective.chunks_per_node
     out: list = []
 
-    def at(q) -> dict | None:
-        if (stop is not None and stop.expired()) or \
-                not kept.fits(sum(hops_of(f.trees) * p * c for f, p in zip(pair, q)), deadline):
+    def at(i: int) -> dict | None:
+        q = [max(1, p >> i) for p in depths]
+        sends = sum(hops_of(f.trees) * p * c for f, p in zip(pair, q))
+        if (stop is not None and stop.expired()) or sends > overlap.PROBE_SENDS or not kept.fits(sends, deadline):
             return None
         got = certified_price(instance, pair, q, models, kept)
         if got is not None:
-            out.append((list(q), got))
+            out.append((q, got))
         return got
 
-    first = at(start)
-    if first is None:
+    got = at(first)
+    if got is None:
         return out
-    for step in (lambda q: [max(1, p // 2) for p in q], lambda q: [min(2 * p, d) for p, d in zip(q, depths)]):
-        q, last = list(start), sum(first[m] for m in models)
-        while True:
-            nxt = step(q)
-            if nxt == q:
+    for step in (-1, 1) if up_first else (1, -1):
+        i, last = first, sum(got[m] for m in models)
+        while 0 <= i + step and (step < 0 or max(depths) >> i > 1):
+            now = at(i + step)
+            if now is None or sum(now[m] for m in models) >= last:
                 break
-            got = at(nxt)
-            if got is None or sum(got[m] for m in models) >= last:
-                break
-            q, last = nxt, sum(got[m] for m in models)
-        if q != start:  # the halvings lowered the price: no doubling
+            i, last = i + step, sum(now[m] for m in models)
+        if i != first:  # the first way lowered the price: not the other
             break
     return out
+
+
+def halvings(depths: list[int], pieces: list[int]) -> int:
+    """The fewest halvings of ``depths`` (each half's pieces) to at most ``pieces``' most.
+
+    >>> halvings([1600, 1600], [50, 50]), halvings([600, 1600], [100, 100])
+    (5, 4)
+    """
+    i = 0
+    while max(depths) >> i > max(pieces) and max(depths) >> i > 1:
+        i += 1
+    return i
 
 
 def bandwidth_regime(picked: Forest, packed: Forest, alpha: float) -> bool:
