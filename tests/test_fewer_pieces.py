@@ -112,7 +112,7 @@ def test_every_pair_of_the_joint_choice_is_priced_at_fewer_pieces_not_only_the_c
 
 
 def test_two_boxes_every_candidate_emitted_is_at_or_above_the_kept_price():
-    """Two boxes of two GPUs, 64 MB, ``objective=event``, the halves picked at 400 pieces (the
+    """Two boxes of two GPUs, 64 MB, ``objective=event``, the halves picked at 200 pieces (the
     joint choice's candidates: the picked and packed forests and one packed tree a shard): the
     kept price is at or below every pair of forests the choice compares (the optimum's and one
     tree a shard for each half), each overlapped, emitted, verified and priced directly here at
@@ -122,7 +122,7 @@ def test_two_boxes_every_candidate_emitted_is_at_or_above_the_kept_price():
     ones = [forests.forest(inst, "allgather", t, None, False, 1) for t in (True, False)]
     kept = incumbent.Kept(("event",))
     options = Options(params={"objective": "event"})
-    chosen, depths, record, note = joint.choose_halves(inst, options, packed, [(f, 400, None) for f in packed],
+    chosen, depths, record, note = joint.choose_halves(inst, options, packed, [(f, 200, None) for f in packed],
                                                        2e-6, None, kept)
     assert kept.holds(chosen, depths) and not note
     p = max(depths)
