@@ -130,3 +130,22 @@ def test_two_boxes_every_candidate_emitted_is_at_or_above_the_kept_price():
         for ag in (packed[1], ones[1]):
             for q in {max(1, p // 2), p, 2 * p}:
                 assert kept.prices["event"] <= _direct_event(inst, [rs, ag], q) * (1 + 1e-9), (rs.k, ag.k, q, record)
+
+
+def test_the_joint_choice_hands_on_every_candidate_pair_priced_or_not():
+    """At the halves' pieces no pair fits the probes' budget (stand-in sends over it: A100 x2,
+    64 MB, ``objective=event``, 13 trees a shard at 1,600 pieces a half), so none is priced; the
+    record still lists the four pairs (each half's forest and one packed tree a shard) for the
+    search at fewer pieces, which the old record (priced pairs alone) left empty."""
+    from types import SimpleNamespace
+
+    from collsynth.solvers.packing import overlap
+
+    halves = [[SimpleNamespace(k=13, name="rs", shape="two-level")], [SimpleNamespace(k=13, name="ag", shape="two-level")]]
+    ones = [SimpleNamespace(k=1, name="rs1", shape="two-level"), SimpleNamespace(k=1, name="ag1", shape="two-level")]
+    priced: list = []
+    pair, record = overlap.joint(halves, [1600, 1600], 2e-6, lambda i: ones[i],
+                                 lambda p, q: priced.append(p), lambda f, p: overlap.PROBE_SENDS + 1, ("event",))
+    assert not priced and not record["priced"]
+    assert sorted((a.name, b.name) for a, b in record[overlap.PAIRS].values()) == [
+        ("rs", "ag"), ("rs", "ag1"), ("rs1", "ag"), ("rs1", "ag1")]

@@ -217,7 +217,9 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
     times it has the least of and every candidate's times; the record's :data:`PAIRS` holds
-    each priced pair's forests, for the caller to take off before the record is stored."""
+    every candidate pair's forests, priced or not (A100 x2, 64 MB, ``objective=event``: at the
+    halves' 1,600 pieces none fits the probes' budget), for the caller to take off before the
+    record is stored."""
     pairs = candidates(options, one_tree)
     whole = deadline
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -256,7 +258,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
     if extra_first:
         record["extra_first"] = True
-    record[PAIRS] = {n: tuple(pairs[n]) for n in priced}  # taken off the record by the caller (.joint)
+    record[PAIRS] = {n: tuple(p) for n, p in pairs.items()}  # priced or not; taken off by the caller (.joint)
     elsewhere = {n: q for n, q in at.items() if q != pieces}
     if elsewhere:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
         fewer = all(max(q) < max(pieces) for q in elsewhere.values())
