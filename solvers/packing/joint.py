@@ -140,10 +140,13 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
     pieces need not be first at fewer: A100 x2, 64 MB, ``objective=event``, the 13-trees-a-shard
     pair won at 1,600 pieces a half and at fewer priced 428.8 us, where one packed tree a shard,
     the default's pick, is 402.4 us at its pieces (a pair overlapped pays about one link latency
-    a step, :func:`fewer_pieces`). ``record`` gains the others' prices (``fewer_pieces_others``)
+    a step, :func:`fewer_pieces`). The best pair is priced too at 3/4 and 3/2 of its best pieces
+    (between the halvings: A100 x2, 64 MB, the one-tree pair 407.5 us at 25 pieces a half where
+    the default took 16 and 23, 402.4). ``record`` gains the others' prices (``fewer_pieces_others``)
     and, where one of them won, names it ``chosen``. Pipelined trees: Zhao et al., "ForestColl",
     arXiv 2402.06787, Section 5."""
     stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    base, won = record.get("chosen"), None
     best = fewer_pieces(instance, chosen, depths, record, models, deadline, kept, stop)
     now = record.get("priced", {}).get(record.get("chosen"))
     least = sum(now[m] for m in models) if now and list(record.get("chosen_pieces", depths)) == best \
@@ -162,9 +165,20 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
         for q, t in got:
             if sum(t[m] for m in models) < least:
                 least, pair, best, won = sum(t[m] for m in models), list(others[name]), list(q), (name, t)
+    c = instance.collective.chunks_per_node
+    for q in ([max(1, p * 3 // 4) for p in best], [min(d, p * 3 // 2) for p, d in zip(best, depths)]):
+        sends = sum(hops_of(f.trees) * p * c for f, p in zip(pair, q))  # between the halvings about the best
+        if q == best or (stop is not None and stop.expired()) or sends > overlap.PROBE_SENDS or \
+                not kept.fits(sends, deadline) or least == float("inf"):
+            continue
+        t = certified_price(instance, pair, q, models, kept)
+        if t is not None:
+            tried.setdefault("between halvings", {})["/".join(map(str, q))] = round(sum(t[m] for m in models), 12)
+        if t is not None and sum(t[m] for m in models) < least:
+            least, best, won = sum(t[m] for m in models), list(q), (won[0] if won else base, t)
     if tried:
         record["fewer_pieces_others"] = tried
-    if not all(f is g for f, g in zip(pair, chosen)):
+    if won is not None:
         name, t = won
         record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
         record.setdefault("priced", {})[record["chosen"]] = {m: round(x, 9) for m, x in t.items()}
