@@ -140,9 +140,10 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
     pieces need not be first at fewer: A100 x2, 64 MB, ``objective=event``, the 13-trees-a-shard
     pair won at 1,600 pieces a half and at fewer priced 428.8 us, where one packed tree a shard,
     the default's pick, is 402.4 us at its pieces (a pair overlapped pays about one link latency
-    a step, :func:`fewer_pieces`). The best pair is priced too at 3/4 and 3/2 of its best pieces
-    (between the halvings: A100 x2, 64 MB, the one-tree pair 407.5 us at 25 pieces a half where
-    the default took 16 and 23, 402.4). ``record`` gains the others' prices (``fewer_pieces_others``)
+    a step, :func:`fewer_pieces`). The best pair is priced too at 3/4 and 3/2 of its best pieces,
+    both halves and then each alone, from the best so far (between the halvings: A100 x2, 64 MB,
+    the one-tree pair 407.5 us at 25 pieces a half, 404.2 at 18, where the default took 16 and
+    23, 402.4). ``record`` gains the others' prices (``fewer_pieces_others``)
     and, where one of them won, names it ``chosen``. Pipelined trees: Zhao et al., "ForestColl",
     arXiv 2402.06787, Section 5."""
     stop = deadline.share(SCAN_SHARE) if deadline is not None else None
@@ -166,7 +167,12 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
             if sum(t[m] for m in models) < least:
                 least, pair, best, won = sum(t[m] for m in models), list(others[name]), list(q), (name, t)
     c = instance.collective.chunks_per_node
-    for q in ([max(1, p * 3 // 4) for p in best], [min(d, p * 3 // 2) for p, d in zip(best, depths)]):
+    def between(b: list[int]) -> list[list[int]]:  # both halves at 3/4 and 3/2, then each half alone
+        scaled = [[max(1, min(d, p * a // q)) for p, d in zip(b, depths)] for a, q in ((3, 4), (3, 2))]
+        return scaled + [[*b[:i], x[i], *b[i + 1:]] for i in range(len(b)) for x in scaled]
+
+    for k in range(3 * len(best)):
+        q = between(best)[k]  # from the best so far
         sends = sum(hops_of(f.trees) * p * c for f, p in zip(pair, q))  # between the halvings about the best
         if q == best or (stop is not None and stop.expired()) or sends > overlap.PROBE_SENDS or \
                 not kept.fits(sends, deadline) or least == float("inf"):
