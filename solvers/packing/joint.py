@@ -102,7 +102,7 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
     name = record.get("chosen")
     priced = record.get("priced", {}).get(name)
     if ((priced is None and record.get("priced")) or list(record.get("chosen_pieces", depths)) != list(depths)
-            or any(f.on_share or f.compact is not None for f in pair)):
+            or any(f.on_share or f.compact is not None for f in pair) or max(depths) <= 1):
         return depths
     c = instance.collective.chunks_per_node
 
