@@ -122,3 +122,27 @@ def test_the_run_returns_by_its_limit_and_grace_while_the_equal_depth_pair_is_co
     assert reached, "the run did not reach the equal-depth comparison before its limit"
     assert row["verified"] and sched is not None and "time limit" in row["message"]
     assert "kept_schedule" in row["extra"]
+
+
+def test_probes_over_the_budget_at_an_eighth_are_taken_at_a_sixteenth_under_one_model(monkeypatch):
+    """Probes at an eighth and a quarter of the pieces over :data:`PROBE_SENDS` (lowered here to
+    the sends of probes at a sixteenth and an eighth, counted by hand: three times the hops at the
+    smaller probe's pieces, both pairs): with ``most_fraction`` 8 (a summed objective) ForestColl's
+    pair is skipped, saying so; with 16 (one model: A100 x2's 1,200-piece pair, 2.71 M sends of
+    probes at 1/8) it is probed at P/16 and P/8, extrapolated exactly (stand-in 1 + 6/q) and chosen."""
+    from collsynth.solvers.packing.trees import hops_of
+
+    inst, packed, P = _setting()
+    c = inst.collective.chunks_per_node
+    hops = sum(hops_of(f.trees) for f in packed)
+    at_16 = 3 * hops * (P // 16) * c + 3 * (hops_of(packed[0].trees) * (P // 16) + hops_of(packed[1].trees) * (P // 4)) * c
+    monkeypatch.setattr(equal_depth, "PROBE_SENDS", at_16)
+    priced: list = []
+    chosen, depths, record = equal_depth.prefer(inst, _copies(packed), [P, 4 * P], packed, {},
+                                                _stand_in(packed, 1.0, priced), None, None)
+    assert "skipped" in record and not priced and depths == [P, 4 * P]
+    chosen, depths, record = equal_depth.prefer(inst, _copies(packed), [P, 4 * P], packed, {},
+                                                _stand_in(packed, 1.0, priced), None, None, 16)
+    assert record["fraction"] == 16 and record["chosen"] and depths == [P, P]
+    assert ("forestcoll", [P // 16, P // 16]) in priced and ("forestcoll", [P // 8, P // 8]) in priced
+    assert record["estimate_s"] == pytest.approx(1 + 6 / P, rel=1e-12)

@@ -27,6 +27,8 @@ from .packed import Forest
 from .trees import hops_of
 
 FRACTION = 8  # the two probes of a pair: its pieces over this and twice that (DGX-H100 x2: 75 and 150 of 600)
+ONE_MODEL_FRACTION = 16  # under one model's objective, the probes at up to this fraction where those at FRACTION
+# are over PROBE_SENDS (A100 x2, 1 GB: ForestColl's pair at 1,200 pieces, 2.71 M sends of probes at 1/8, 1.36 M at 1/16)
 PROBE_SENDS = 2_000_000  # most sends of all the probes together (DGX-H100 x2, 1 GB: 1.22 M, about 10 s at load 12;
 # A100 x2's and MI250 x2's fixed-depth pairs, 7.2 M and 16 M sends in full, are not probed)
 
@@ -107,7 +109,7 @@ def ranked(price, current, current_pieces: list[int], current_price: float | Non
 
 
 def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: list[Forest], joint: dict,
-           price, deadline, kept) -> tuple[list[Forest], list[int], dict]:
+           price, deadline, kept, most_fraction: int = FRACTION) -> tuple[list[Forest], list[int], dict]:
     """``(forests, pieces, record)``: the joint choice's pair (``chosen`` at ``depths``; its
     price, where ``joint`` has it at those pieces) or ForestColl's pair at one depth
     (:func:`forestcoll_pair`), whichever :func:`ranked` puts first, built and priced in full
@@ -118,8 +120,9 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
     answer is ``kept``'s least priced verified schedule (of the two pairs the one priced less
     without ``kept``). Nothing is probed where a half's message is not
     bandwidth-bound (:func:`.latency_choice.bandwidth_bound`), where the probes together would
-    pass :data:`PROBE_SENDS`, once ``deadline`` has passed, or where a probe would not fit the
-    time left. Module doc."""
+    pass :data:`PROBE_SENDS` at every fraction from :data:`FRACTION` doubled up to
+    ``most_fraction`` (the first that fits is taken), once ``deadline`` has passed, or where a
+    probe would not fit the time left. Module doc."""
     alpha = float(instance.topology.link_arrays.alpha.max())
     if not all(bandwidth_bound(instance, f, alpha) for f in packed):  # ForestColl's depth is for bandwidth
         return chosen, depths, {}
@@ -137,7 +140,11 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
     priced = joint.get("priced", {}).get(joint.get("chosen"))
     at_depths = priced is not None and list(joint.get("chosen_pieces", depths)) == list(depths)
     probes = [(pair, pieces)] + ([] if at_depths else [(chosen, depths)])
-    probed = sum(3 * sends(f, probe_pieces(q)) for f, q in probes)
+    fraction = FRACTION
+    probed = sum(3 * sends(f, probe_pieces(q, fraction)) for f, q in probes)
+    while probed > PROBE_SENDS and 2 * fraction <= most_fraction:
+        fraction *= 2
+        probed = sum(3 * sends(f, probe_pieces(q, fraction)) for f, q in probes)
     if probed > PROBE_SENDS:
         return chosen, depths, {"pieces": pieces, "skipped": f"{probed:,} sends of probes, over {PROBE_SENDS:,}"}
 
@@ -149,7 +156,8 @@ def prefer(instance: Instance, chosen: list[Forest], depths: list[int], packed: 
         return None if got_ is None else sum(got_.values())
 
     wins, record = ranked(probe, tuple(chosen), list(depths), sum(priced.values()) if at_depths else None,
-                          pair, pieces)
+                          pair, pieces, fraction)
+    record["fraction"] = fraction
     full = record["priced_s"] = {"joint choice": sum(priced.values())} if at_depths else {}
     order = [("forestcoll", pair, pieces, record["against_s"]), ("joint choice", tuple(chosen), list(depths),
                                                                   record["estimate_s"])]

@@ -30,6 +30,7 @@ from .trees import hops_of
 
 SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
 SPLIT_MOST = 4  # the split pair starts from at most this many times the probe's pieces where its fill wants them
+FIRST_CUT = 32  # the chosen pair is priced from its halves' pieces over this (a power of 2) up (A100 x2, 64 MB, event: 1,600 -> 50)
 SCAN_SHARE = 0.25  # of the run's time left, at most, for pricing the chosen pair at fewer pieces (:func:`fewer_pieces`)
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
@@ -44,8 +45,12 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     together (:func:`joint_choice`) from each half's pick (``picks``, :func:`.pieces_choice.pick`)
     and the forest ``packed`` before it. At alpha 0 without the ``pieces`` parameter the split
     pair keeps the pieces it won at, a fill's forest the pieces its fill took, any other the
-    automatic pieces of half the send budget. With a latency, ForestColl's forests both at its
-    fixed depth are compared after (:func:`.equal_depth.prefer`). Where the chosen pair at those pieces would not
+    automatic pieces of half the send budget. With a latency, every pair priced is searched at
+    fewer pieces (:func:`fewer_pieces_among`) and ForestColl's forests both at its fixed depth
+    are compared after (:func:`.equal_depth.prefer`; under one model's objective its probes
+    may be smaller, :data:`.equal_depth.ONE_MODEL_FRACTION`: under ``sync`` + ``event`` its
+    fixed depth pays a latency a piece under ``sync``, A100 x2 and DGX-H100 x2 at 1-4 GB 1.03-1.49x
+    the default's summed price). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
     ``note`` says so. ``early``: the split pair as priced before the halves were packed
     (:func:`.split_first.priced`), not packed nor priced again. An allreduce as reduce-scatter
@@ -54,6 +59,7 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
                        or [g])] for p, g in zip(picks, packed)]
     chosen, record = joint_choice(instance, halves, depths, alpha, options, deadline, kept, early)
+    others = record.pop(overlap.PAIRS, {})
     c = instance.collective.chunks_per_node
     if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
@@ -61,10 +67,11 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                    auto_pieces(f.trees, c * len(chosen)) for f in chosen])
     if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
-        depths = fewer_pieces(instance, chosen, depths, record, models, deadline, kept)
+        chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others)
         chosen, depths, equal = equal_depth.prefer(
             instance, chosen, depths, packed, record,
-            lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept)
+            lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept,
+            equal_depth.ONE_MODEL_FRACTION if len(models) == 1 else equal_depth.FRACTION)
         if equal:
             record["equal_depth"] = equal
     sends = sum(split_form.priced_sends(instance, f, p) if f.compact is not None else hops_of(f.trees) * p * c
@@ -77,57 +84,163 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
 
 
 def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], record: dict, models: tuple, deadline,
-                 kept: incumbent.Kept) -> list[int]:
+                 kept: incumbent.Kept, stop=None) -> list[int]:
     """The pieces of least priced time summed over ``models`` of the joint choice's ``pair``
-    (priced at ``depths`` in ``record``): the pair priced again, as the whole overlapped
-    allreduce (:func:`certified_price`, verified, offered to ``kept``), with both halves' pieces
-    halved, and both at the fewer of those where they differ, while a halving lowers the least
-    price (where the pair at ``depths`` was over the joint probes' budget, unpriced, from the
-    first halving within it: A100 x2, 1 MB, 13 trees a shard at 1,600 pieces a half, each
-    14.8 us alone, 2,038 us overlapped); within :data:`SCAN_SHARE` of the time left and while
-    ``kept`` says a probe fits. The
+    (priced at ``depths`` in ``record``, or unpriced, over the joint probes' budget: A100 x2,
+    1 MB, 13 trees a shard at 1,600 pieces a half, each 14.8 us alone, 2,038 us overlapped): the
+    pair priced again, as the whole overlapped allreduce (:func:`certified_price`, verified,
+    offered to ``kept``), from ``depths`` over :data:`FIRST_CUT`, doubled while that lowers the
+    price, else halved while that does (:func:`_about`: few pieces cost little to price; at
+    load 14 the pair halved from 800 pieces had the time for one price), and both halves at the
+    fewer of the best pieces where they differ; within :data:`SCAN_SHARE` of the time left and
+    while ``kept`` says a probe fits. The
     halves' latency choices estimate ``event`` with each link's latency overlapped by the next
     piece (:mod:`.latency`), but a reduction's sends leave each link in program order, so its
     pipeline pays about a latency a step: two boxes of two GPUs, 16 MB, the pair at 1,600 pieces
     a half is 5.16 ms under ``event``, at 50 0.70. ``record`` gains the prices (``fewer_pieces``)
-    and, where fewer won, names the pair at them as ``chosen``. Pipelined trees: Zhao et al.,
-    "ForestColl", arXiv 2402.06787, Section 5."""
+    and, where fewer won, names the pair at them as ``chosen``. ``stop``: the share of the time
+    to stop at, where the caller set one (:func:`fewer_pieces_among`). Pipelined trees: Zhao et
+    al., "ForestColl", arXiv 2402.06787, Section 5."""
     name = record.get("chosen")
     priced = record.get("priced", {}).get(name)
     if ((priced is None and record.get("priced")) or list(record.get("chosen_pieces", depths)) != list(depths)
-            or any(f.on_share or f.compact is not None for f in pair)):
+            or any(f.on_share or f.compact is not None for f in pair) or max(depths) <= 1):
         return depths
     c = instance.collective.chunks_per_node
 
     def sends(cut) -> int:
         return sum(hops_of(f.trees) * p * c for f, p in zip(pair, cut))
 
-    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    if stop is None and deadline is not None:
+        stop = deadline.share(SCAN_SHARE)
     least = sum(priced[m] for m in models) if priced else float("inf")  # unpriced: over the probes' budget
-    best, q, tried = list(depths), list(depths), {}
-    while max(q) > 1:
-        q = [max(1, p // 2) for p in q]
-        if sends(q) > overlap.PROBE_SENDS:  # halved until the pair fits the joint probes' budget
-            continue
-        improved = False
-        for cut in [q] + ([[min(q)] * len(q)] if len(set(q)) > 1 else []):
-            if (stop is not None and stop.expired()) or not kept.fits(sends(cut), deadline):
-                break
-            got = certified_price(instance, pair, cut, models, kept)
-            if got is None:
-                continue
-            tried["/".join(map(str, cut))] = round(sum(got[m] for m in models), 12)
-            if sum(got[m] for m in models) < least:
-                best, least, improved, won = list(cut), sum(got[m] for m in models), True, got
-        if not improved:
-            break
+    best, tried, won = list(depths), {}, None
+    got = _about(instance, pair, depths, FIRST_CUT.bit_length() - 1, models, stop, deadline, kept, up_first=True)
+    if got and len(set(depths)) > 1:  # both halves at the fewer of the best pieces
+        low = min(got, key=lambda x: sum(x[1][m] for m in models))[0]
+        got += _about(instance, pair, [min(low)] * len(low), 0, models, stop, deadline, kept)
+    for cut, times in got:
+        tried["/".join(map(str, cut))] = round(sum(times[m] for m in models), 12)
+        if sum(times[m] for m in models) < least:
+            best, least, won = list(cut), sum(times[m] for m in models), times
     if tried:
         record["fewer_pieces"] = tried
-    if best != list(depths):
+    if won is not None:
         record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
         record.setdefault("priced", {})[record["chosen"]] = {m: round(t, 9) for m, t in won.items()}
         record["chosen_pieces"] = best
     return best
+
+
+def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[int], record: dict, models: tuple,
+                       deadline, kept: incumbent.Kept, others: dict) -> tuple[list[Forest], list[int]]:
+    """``(pair, pieces)`` of least priced time summed over ``models``: the joint choice's
+    ``chosen`` pair at fewer pieces (:func:`fewer_pieces`), then every other pair it priced at
+    ``depths`` (``others``, by name; least priced first) searched about the pieces the chosen
+    pair won at (:func:`_about`), each verified, priced and offered to ``kept``, all within one
+    :data:`SCAN_SHARE` of the time left. The pair the joint choice ranks first at the halves'
+    pieces need not be first at fewer: A100 x2, 64 MB, ``objective=event``, the 13-trees-a-shard
+    pair won at 1,600 pieces a half and at fewer priced 428.8 us, where one packed tree a shard,
+    the default's pick, is 402.4 us at its pieces (a pair overlapped pays about one link latency
+    a step, :func:`fewer_pieces`). The best pair is priced too at 3/4 and 3/2 of its best pieces,
+    both halves and then each alone, from the best so far (between the halvings: A100 x2, 64 MB,
+    the one-tree pair 407.5 us at 25 pieces a half, 404.2 at 18, where the default took 16 and
+    23, 402.4). ``record`` gains the others' prices (``fewer_pieces_others``)
+    and, where one of them won, names it ``chosen``. Pipelined trees: Zhao et al., "ForestColl",
+    arXiv 2402.06787, Section 5."""
+    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    base, won = record.get("chosen"), None
+    best = fewer_pieces(instance, chosen, depths, record, models, deadline, kept, stop)
+    now = record.get("priced", {}).get(record.get("chosen"))
+    least = sum(now[m] for m in models) if now and list(record.get("chosen_pieces", depths)) == best \
+        else float("inf")
+    pair, tried = list(chosen), {}
+    ranked = sorted((n for n, p in others.items() if not (len(p) == len(chosen) and all(f is g for f, g in
+                                                                                       zip(p, chosen)))),
+                    key=lambda n: sum(record.get("priced", {}).get(n, {}).get(m, float("inf")) for m in models))
+    for name in ranked:
+        if any(f.on_share or f.compact is not None for f in others[name]):
+            continue
+        if stop is not None and stop.expired():
+            break
+        got = _about(instance, list(others[name]), depths, halvings(depths, best), models, stop, deadline, kept)
+        tried[name] = {"/".join(map(str, q)): round(sum(t[m] for m in models), 12) for q, t in got}
+        for q, t in got:
+            if sum(t[m] for m in models) < least:
+                least, pair, best, won = sum(t[m] for m in models), list(others[name]), list(q), (name, t)
+    c = instance.collective.chunks_per_node
+    def between(b: list[int]) -> list[list[int]]:  # both halves at 3/4 and 3/2, then each half alone
+        scaled = [[max(1, min(d, p * a // q)) for p, d in zip(b, depths)] for a, q in ((3, 4), (3, 2))]
+        return scaled + [[*b[:i], x[i], *b[i + 1:]] for i in range(len(b)) for x in scaled]
+
+    for k in range(3 * len(best)):
+        q = between(best)[k]  # from the best so far
+        sends = sum(hops_of(f.trees) * p * c for f, p in zip(pair, q))  # between the halvings about the best
+        if q == best or (stop is not None and stop.expired()) or sends > overlap.PROBE_SENDS or \
+                not kept.fits(sends, deadline) or least == float("inf"):
+            continue
+        t = certified_price(instance, pair, q, models, kept)
+        if t is not None:
+            tried.setdefault("between halvings", {})["/".join(map(str, q))] = round(sum(t[m] for m in models), 12)
+        if t is not None and sum(t[m] for m in models) < least:
+            least, best, won = sum(t[m] for m in models), list(q), (won[0] if won else base, t)
+    if tried:
+        record["fewer_pieces_others"] = tried
+    if won is not None:
+        name, t = won
+        record["chosen"] = f"{name} at {'/'.join(map(str, best))} pieces"
+        record.setdefault("priced", {})[record["chosen"]] = {m: round(x, 9) for m, x in t.items()}
+        record["chosen_pieces"] = best
+    return pair, best
+
+
+def _about(instance: Instance, pair: list[Forest], depths: list[int], first: int, models: tuple, stop, deadline,
+           kept: incumbent.Kept, up_first: bool = False) -> list[tuple[list[int], dict]]:
+    """``[(pieces, times), ...]`` of ``pair`` priced (:func:`certified_price`, offered to
+    ``kept``) at ``depths`` halved ``first`` times, then halved once more at a time while each
+    lowers the price, or, where the first halving does not, halved once fewer at a time (at most
+    ``depths``) while each does (``up_first``: that way first); no pricing of more than the joint
+    probes' :data:`.overlap.PROBE_SENDS`, once ``stop`` has passed or where ``kept`` says a
+    pair's sends would not fit the time left. From few pieces up, the sends priced are at most
+    about twice the last pair's."""
+    c = instance.collective.chunks_per_node
+    out: list = []
+
+    def at(i: int) -> dict | None:
+        q = [max(1, p >> i) for p in depths]
+        sends = sum(hops_of(f.trees) * p * c for f, p in zip(pair, q))
+        if (stop is not None and stop.expired()) or sends > overlap.PROBE_SENDS or not kept.fits(sends, deadline):
+            return None
+        got = certified_price(instance, pair, q, models, kept)
+        if got is not None:
+            out.append((q, got))
+        return got
+
+    got = at(first)
+    if got is None:
+        return out
+    for step in (-1, 1) if up_first else (1, -1):
+        i, last = first, sum(got[m] for m in models)
+        while 0 <= i + step and (step < 0 or max(depths) >> i > 1):
+            now = at(i + step)
+            if now is None or sum(now[m] for m in models) >= last:
+                break
+            i, last = i + step, sum(now[m] for m in models)
+        if i != first:  # the first way lowered the price: not the other
+            break
+    return out
+
+
+def halvings(depths: list[int], pieces: list[int]) -> int:
+    """The fewest halvings of ``depths`` (each half's pieces) to at most ``pieces``' most.
+
+    >>> halvings([1600, 1600], [50, 50]), halvings([600, 1600], [100, 100])
+    (5, 4)
+    """
+    i = 0
+    while max(depths) >> i > max(pieces) and max(depths) >> i > 1:
+        i += 1
+    return i
 
 
 def bandwidth_regime(picked: Forest, packed: Forest, alpha: float) -> bool:

@@ -51,6 +51,7 @@ SEED_SHARE = 8  # an extra pair priced first (``extra_first``) is priced at 1/8 
 MARGIN = 1.2  # times a pair's expected sends that must fit where it is priced at the probes' rate (DGX-2 x2 at the
 # default 60 s, load 8: its split at 200 pieces, expected to fit, ran past the limit; at 1.5, cut by 7/10, 98 pieces)
 PROBE_SHARE = 0.25  # of the run's time left, at most, for the probes (the chosen schedule is priced again after)
+PAIRS = "_pairs"  # the record's key for every priced pair (forests by name), for the caller to take off
 MIX_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))  # shares of a shard the chosen pair's allgather
 # gives another allgather forest (A100 x2, 1 GB, alpha 0, 1600 pieces, the one-tree reduce-scatter with the
 # allgather one packed tree a shard for 1/4 of each shard and the optimum's 13 for the rest: event 1.0076x,
@@ -216,7 +217,10 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
     before the split was packed).
     Returns the chosen pair as a list and a record of the choice for the result row: the pair
     taken, the probe's pieces (``chosen_pieces``: the chosen pair's), the models whose summed
-    times it has the least of and every candidate's times."""
+    times it has the least of and every candidate's times; the record's :data:`PAIRS` holds
+    every candidate pair's forests, priced or not (A100 x2, 64 MB, ``objective=event``: at the
+    halves' 1,600 pieces none fits the probes' budget), for the caller to take off before the
+    record is stored."""
     pairs = candidates(options, one_tree)
     whole = deadline
     pieces = [PROBE_PIECES, PROBE_PIECES] if alpha <= 0 else list(depths)
@@ -256,6 +260,7 @@ def joint(options: list[list], depths: list[int], alpha: float, one_tree, price,
               "priced": {n: {m: round(t, 9) for m, t in p.items()} for n, p in priced.items()}}
     if extra_first:
         record["extra_first"] = True
+    record[PAIRS] = {n: tuple(p) for n, p in pairs.items()}  # priced or not; taken off by the caller (.joint)
     elsewhere = {n: q for n, q in at.items() if q != pieces}
     if elsewhere:  # extra pairs priced at other pieces: fewer, the time left being short, or more, for their fill
         fewer = all(max(q) < max(pieces) for q in elsewhere.values())
