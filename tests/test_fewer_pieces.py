@@ -93,7 +93,7 @@ def test_every_pair_of_the_joint_choice_is_priced_at_fewer_pieces_not_only_the_c
     calls: list = []
     price = _by_hand(a, b, calls)
 
-    def choice(instance, halves, depths, alpha, options, deadline, kept):  # as overlap.joint records it
+    def choice(instance, halves, depths, alpha, options, deadline, kept, early=None):  # as overlap.joint records it
         got = {"as picked": price(instance, a, depths, ("event",), kept), "B": price(instance, b, depths, ("event",), kept)}
         return list(a), {"chosen": "as picked", "chosen_pieces": list(depths), "probe_pieces": list(depths),
                          "priced": got, "_pairs": {"as picked": tuple(a), "B": tuple(b)}}

@@ -99,7 +99,7 @@ def _choose_halves(monkeypatch, picked_is_packed: tuple[bool, bool], alpha: floa
         asked.append(g.name)
         return [SimpleNamespace(name=f"greedy {g.name}", trees=[], on_share=False, compact=None)]
 
-    def choice(instance, halves, depths, alpha, options, deadline, kept):
+    def choice(instance, halves, depths, alpha, options, deadline, kept, early=None):
         seen["halves"] = [[f.name for f in h] for h in halves]
         return [h[0] for h in halves], {"chosen_pieces": depths}
 
