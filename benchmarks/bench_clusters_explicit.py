@@ -9,7 +9,8 @@ loads them before its clock (:func:`collsynth.solvers.compiling.prepare_run`): a
 the middle of a stage leaves tens of MiB of the C heap resident under the stage's columns. The
 trees are made as ``collsynth solve --param form=compact`` makes them
 (:func:`collsynth.solvers.packing.producer.run_compact`); then, at the deepest pipeline of at
-most ``--sends`` explicit sends, each stage runs with the process's peak resident memory reset before it (Linux ``/proc/self/clear_refs``, ``VmHWM``): the expansion
+most ``--sends`` explicit sends, each stage runs with the process's peak resident memory reset
+before it (Linux ``/proc/self/clear_refs``, ``VmHWM``): the expansion
 (:func:`collsynth.tens.pipelined_trees.expand`), the verifier, the ``sync`` and ``event`` prices.
 Per stage: the peak above the resident memory before the expansion, over the sends (bytes a
 send: what the sends themselves cost at that stage's peak), and the whole process's peak over the
