@@ -4,10 +4,13 @@
 
 Run: ``python benchmarks/bench_clusters_explicit.py [--only LABEL] [--kinds allgather,reduce_scatter]
 [--sends N] [--min-gpus N] [--max-gpus N] [--row-timeout S]``.
-Each row runs in a process of its own. The trees are made as ``collsynth solve --param
-form=compact`` makes them (:func:`collsynth.solvers.packing.producer.run_compact`); then, at the
-deepest pipeline of at most ``--sends`` explicit sends, each stage runs with the process's peak
-resident memory reset before it (Linux ``/proc/self/clear_refs``, ``VmHWM``): the expansion
+Each row runs in a process of its own. Its kernels are loaded first, as ``collsynth solve``
+loads them before its clock (:func:`collsynth.solvers.compiling.prepare_run`): a kernel loaded in
+the middle of a stage leaves tens of MiB of the C heap resident under the stage's columns. The
+trees are made as ``collsynth solve --param form=compact`` makes them
+(:func:`collsynth.solvers.packing.producer.run_compact`); then, at the deepest pipeline of at
+most ``--sends`` explicit sends, each stage runs with the process's peak resident memory reset
+before it (Linux ``/proc/self/clear_refs``, ``VmHWM``): the expansion
 (:func:`collsynth.tens.pipelined_trees.expand`), the verifier, the ``sync`` and ``event`` prices.
 Per stage: the peak above the resident memory before the expansion, over the sends (bytes a
 send: what the sends themselves cost at that stage's peak), and the whole process's peak over the
@@ -55,6 +58,7 @@ def _row(args) -> dict:
 def _measure(out: dict, generator: str, params: dict, kind: str, sends: int) -> None:
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
+    from collsynth.solvers import compiling
     from collsynth.solvers.packing.compact import at_pieces
     from collsynth.solvers.packing.producer import _with_header, run_compact
     from collsynth.solvers.producers import Options
@@ -62,7 +66,9 @@ def _measure(out: dict, generator: str, params: dict, kind: str, sends: int) -> 
     from collsynth.tens.pipelined_trees import expand
 
     inst = make_instance(build(generator, params), kind, message_bytes=M)
-    out.update(gpus=len(inst.collective.nodes), stage="trees")
+    out.update(gpus=len(inst.collective.nodes), stage="kernels")
+    compiling.prepare_run(inst, "tree-packing")  # as `collsynth solve` does before its clock: none loaded mid-stage
+    out["stage"] = "trees"
     trees = run_compact(inst, Options(time_limit=600, params={"form": "compact"})).schedule
     per_piece = trees.sends // trees.pieces
     pieces = min(trees.pieces, sends // max(1, per_piece))

@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 
 from .compiled import borrowing, borrowing_inlined, first_at_least
-from .event_layout import (AHEAD, BLOCK_FRONTIER, BLOCK_NEXT, BLOCK_PENDING, BLOCK_SLOTS, BLOCK_TOP, BLOCK_TOP_FROM,
-                           FREE, GRANULE)
+from .event_layout import (AHEAD, BLOCK_FRONTIER, BLOCK_MEMBERS, BLOCK_NEXT, BLOCK_PENDING, BLOCK_SLOTS, BLOCK_TOP,
+                           BLOCK_TOP_FROM, FREE, GRANULE, member_hop)
 from .event_queue import QS_CURSOR, QS_LEN, queue_drop, queue_first, queue_new, queue_push
 from .prefetch import huge_pages, prefetch, prefetch_write
 
@@ -57,7 +57,9 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
             prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
             f = block_ints[2 * u + BLOCK_FRONTIER]
             if x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0:
-                prefetch(blocks, u + block_ints[2 * u + BLOCK_SLOTS] + 2 * (x.start + (x.start == f)))
+                slots, place = u + block_ints[2 * u + BLOCK_SLOTS], x.start + (x.start == f)
+                prefetch(blocks, slots + place)
+                prefetch(block_ints, member_hop(slots, block_ints[2 * u + BLOCK_MEMBERS], place))
 
 
 @njit(cache=True, nogil=True)
@@ -255,9 +257,10 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     h = 2 * u
     f = block_ints[h + BLOCK_FRONTIER]
     slots = u + block_ints[h + BLOCK_SLOTS]
+    members = block_ints[h + BLOCK_MEMBERS]
     if place != f:
-        blocks[slots + 2 * place] = arr
-        block_ints[2 * (slots + 2 * place + 1)] = e
+        blocks[slots + place] = arr
+        block_ints[member_hop(slots, members, place)] = e
         block_ints[h + BLOCK_PENDING] += 1
         return
     pending = block_ints[h + BLOCK_PENDING]
@@ -272,9 +275,9 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
             fbuf[0] = top
             queue_push(Q, ibuf[0], (np.int64(block_ints[2 * w]) << 32) | (top_from + 1))
             w += 1
-        if pending == 0 or block_ints[2 * (slots + 2 * f + 1)] < 0:
+        if pending == 0 or block_ints[member_hop(slots, members, f)] < 0:
             break
-        val, frm = blocks[slots + 2 * f], np.int64(block_ints[2 * (slots + 2 * f + 1)])
+        val, frm = blocks[slots + f], np.int64(block_ints[member_hop(slots, members, f)])
         pending -= 1
     block_ints[h + BLOCK_FRONTIER] = f
     block_ints[h + BLOCK_PENDING] = pending

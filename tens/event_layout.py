@@ -42,9 +42,10 @@ FREE, GATED = -1, -2  # a record's ``ev`` before its first hop is served (held: 
 #       (the hop of the prefix's latest arrival) and BLOCK_MEMBERS, and the float64 BLOCK_TOP (that
 #       arrival's time, the running maximum over the prefix);
 #   words u + 4 .. u + slots - 1, the waiting rows: int32 pairs (send, p), by p;
-#   words u + slots .. u + slots + 2 * members - 1, the member slots: a member that came before the
-#       prefix reached it keeps its arrival time (float64) and hop (the next word's first int32;
-#       -1 until it arrives) there.
+#   words u + slots .. u + slots + members - 1, the member slots' times, then the int32 member hops
+#       (two a word, from word u + slots + members): a member that came before the prefix reached
+#       it keeps its arrival time (float64) and its hop (-1 until it arrives) there, 12 bytes a
+#       member (:func:`member_hop`).
 # Word offsets in the header are relative to ``u``.
 BLOCK_FRONTIER, BLOCK_PENDING, BLOCK_NEXT, BLOCK_SLOTS, BLOCK_TOP_FROM, BLOCK_MEMBERS = 0, 1, 2, 3, 6, 7
 BLOCK_TOP = 2  # a float64 word
@@ -187,8 +188,16 @@ def waiting_rows(rec, at, block_ints, rows):
 @njit(cache=True, nogil=True, inline='always')
 def _block_words(readers, members):
     """Words of a block: header, waiting rows, member slots, to a whole granule."""
-    words = BLOCK_HEADER + readers + 2 * members
+    words = BLOCK_HEADER + readers + members + (members + 1) // 2
     return (words + GRANULE - 1) // GRANULE * GRANULE
+
+
+@njit(cache=True, nogil=True, inline='always')
+def member_hop(slots, members, place):
+    """The int32 index (in ``block_ints``) of member ``place``'s hop in a block whose member
+    times start at word ``slots`` (absolute) and which has ``members`` members; its time is the
+    float64 word ``slots + place``."""
+    return 2 * (slots + members) + place
 
 
 @njit(cache=True, nogil=True, inline='always')
@@ -204,7 +213,7 @@ def _block_header(blocks, block_ints, u, readers, members):
     block_ints[h + BLOCK_TOP_FROM] = -1
     block_ints[h + BLOCK_MEMBERS] = members
     for x in range(members):
-        block_ints[2 * (u + slots + 2 * x + 1)] = -1
+        block_ints[member_hop(u + slots, members, x)] = -1
 
 
 @njit(cache=True, nogil=True)

@@ -288,6 +288,11 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
         assert rows.reshape(-1, 2).tolist() == expected
         assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
         assert block_ints[2 * u + event_layout.BLOCK_NEXT] == event_layout.BLOCK_HEADER  # the first row to release
+        slots = u + block_ints[2 * u + event_layout.BLOCK_SLOTS]  # member times, then their int32 hops, all empty
+        hops = [event_layout.member_hop(slots, size, x) for x in range(size)]
+        end = u + event_layout._block_words(len(expected), size)  # where the next block may start
+        assert len(set(hops)) == size and 2 * (slots + size) <= min(hops) and max(hops) < 2 * end
+        assert block_ints[hops].tolist() == [-1] * size
 
 
 @given(positions=st.lists(st.integers(0, (1 << 31) - 2), unique=True, max_size=3000),
