@@ -100,7 +100,7 @@ def _fit_one(job):
     return fit(rows, name, manifest.system, manifest.source, manifest.transports, manifest.fixed, manifest.share_floors,
                manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
                sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences,
-               block_waves=manifest.block_waves)
+               block_waves=manifest.block_waves, nic_credit=manifest.nic_credit)
 
 
 def predict(row, cal):
@@ -317,7 +317,8 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
         cal = fit([r for r in rows if not r.measurement.held_out], "all", manifest.system, manifest.source,
                   manifest.transports, manifest.fixed, manifest.share_floors, manifest.link_slice_cost,
                   serial_links=manifest.serial_links, credit_start=manifest.credit_start, sms=manifest.sms,
-                  fair_links=manifest.fair_links, fences=manifest.fences, block_waves=manifest.block_waves)
+                  fair_links=manifest.fair_links, fences=manifest.fences, block_waves=manifest.block_waves,
+                  nic_credit=manifest.nic_credit)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

@@ -193,7 +193,9 @@ class Manifest:
     ``fences``:
     whether the GPU's shared cost per slice is the slice's fence (``Calibration.fences``;
     default false). ``block_waves``: whether an SM runs one thread block, those beyond the
-    SMs waiting for one to exit (``Calibration.block_waves``; default false: two share an SM)."""
+    SMs waiting for one to exit (``Calibration.block_waves``; default false: two share an SM).
+    ``nic_credit``: whether each round of an iteration's chain over a NIC pays the connection's
+    credit round trip, fitted (``Calibration.nic_credit``; default false)."""
 
     system: str
     source: str
@@ -208,6 +210,7 @@ class Manifest:
     fair_links: bool = False
     fences: bool = False
     block_waves: bool = False
+    nic_credit: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -253,7 +256,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     credit_start=_field(data, "credit_start", bool, str(path), False),
                     sms=_sms(data, str(path)), fair_links=_field(data, "fair_links", bool, str(path), False),
                     fences=_field(data, "fences", bool, str(path), False),
-                    block_waves=_field(data, "block_waves", bool, str(path), False))
+                    block_waves=_field(data, "block_waves", bool, str(path), False),
+                    nic_credit=_field(data, "nic_credit", bool, str(path), False))
 
 
 def _sms(data: dict, where: str) -> int:
