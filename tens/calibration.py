@@ -31,7 +31,8 @@ from scipy.optimize import least_squares
 
 from .. import InputError
 from ..instances.instance import load_instance
-from .cost_models.runtime import MAX_CREDIT_S, PROTOCOL_BANDWIDTH, Calibration, for_runtime, load_calibration, runtime_times
+from .cost_models.runtime import (MAX_CREDIT_S, PROTOCOL_BANDWIDTH, Calibration, for_runtime, load_calibration,
+                                  runtime_times)
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
 from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration

@@ -60,7 +60,8 @@ def test_rounds_over_nvlink_pay_no_nic_credit():
     from test_runtime_model import PAIR, pair_instance
     f = program_features(PAIR, pair_instance())
     on = replace(calibration(), efficiency={"link": 0.5}, hop_s={"link": 0.0}, gpu_op_s={"link": 0.0})
-    assert runtime_times(f, [6e3, 6e6], on).tolist() == runtime_times(f, [6e3, 6e6], replace(on, nic_credit=False)).tolist()
+    off = replace(on, nic_credit=False)
+    assert runtime_times(f, [6e3, 6e6], on).tolist() == runtime_times(f, [6e3, 6e6], off).tolist()
 
 
 def test_another_runtime_scales_the_credit_as_its_other_fixed_costs():
