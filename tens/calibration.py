@@ -31,7 +31,8 @@ from scipy.optimize import least_squares
 
 from .. import InputError
 from ..instances.instance import load_instance
-from .cost_models.runtime import PROTOCOL_BANDWIDTH, Calibration, for_runtime, load_calibration, runtime_times
+from .cost_models.runtime import (MAX_CREDIT_S, PROTOCOL_BANDWIDTH, Calibration, for_runtime, load_calibration,
+                                  runtime_times)
 from .measurements import Manifest, Measurement, read_manifest, read_nccl_tests, read_program_text
 from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
@@ -112,7 +113,10 @@ def _unpack(x: np.ndarray, classes: list[str], runtimes: list[str], base: Calibr
             floors: dict | None = None, gaps: bool = False, credits: tuple = ()) -> Calibration:
     """The calibration of the fit's vector ``x``; another runtime's bandwidth scale is raised to
     the least that keeps its scaled link shares at its ``floors`` (:func:`_scale_floor`);
-    ``credits``, the network classes whose credit a call (``net_credit``, us) is fitted."""
+    ``credits``, the network classes whose credit a call (``net_credit``, us) is fitted; with
+    ``base.nic_credit`` the vector's last entry is the NIC credit ``credit_s`` in us."""
+    if base.nic_credit:
+        base, x = replace(base, credit_s=float(x[-1] * 1e-6)), x[:-1]
     k = len(classes)
     per_class = lambda lo, scale: dict(zip(classes, (x[lo:lo + k] * scale).tolist()))  # noqa: E731
     g = k if gaps else 0  # the links' costs per slice, when fitted, follow the scalars
@@ -143,7 +147,8 @@ def log_errors(rows: list[Row], cal: Calibration) -> np.ndarray:
 def fit(rows: list[Row], name: str, system: str, source: str, transports: dict | None = None,
         fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
         credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False,
-        block_waves: bool = False, net_credit: tuple = ()) -> Calibration:
+        block_waves: bool = False, net_credit: tuple = (),
+        nic_credit: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -166,14 +171,16 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     manifest's ``block_waves = true``): with ``sms``, one thread block an SM, those beyond
     waiting for an SM to free (``Calibration.block_waves``). ``net_credit`` (a
     manifest's ``net_credit``, network link classes): each class's credit a call on its
-    connections (``Calibration.net_credit``, 0-100 us, started at 5 us) is fitted too."""
+    connections (``Calibration.net_credit``, 0-100 us, started at 5 us) is fitted too. ``nic_credit`` (a manifest's
+    ``nic_credit = true``): each round of an iteration's chain over a NIC pays the connection's
+    credit round trip, ``credit_s`` fitted in 0-50 us (``Calibration.nic_credit``)."""
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
     k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}),
                        serial_links=serial_links, sms=sms, fair_links=fair_links, fences=fences,
-                       block_waves=block_waves)
+                       block_waves=block_waves, nic_credit=nic_credit)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
     g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
@@ -185,6 +192,8 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
                   + [0.0] * q + [0.1, 0.5, 0.0] * n)
     hi = np.array([1.0] * k + [100.0] * k + [100.0] * k + [400.0, 100.0, 1000.0, 10.0, 400.0, 1.0, 1.0] + [10.0] * g
                   + [100.0] * q + [10.0, 2.0, 1.0] * n)
+    if nic_credit:  # the NIC credit's round trip, us, last
+        x0, lo, hi = np.append(x0, 2.0), np.append(lo, 0.0), np.append(hi, MAX_CREDIT_S * 1e6)
     measured = share_floors(rows)
     applied = measured if floors else {}
     floor_shares(applied, classes, lo, hi, hi[3 * k + 8 + g + q] if n else 1.0)
@@ -360,7 +369,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
                    manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
                    manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves,
-                   manifest.net_credit)
+                   manifest.net_credit, manifest.nic_credit)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -200,7 +200,10 @@ class Manifest:
     executor refuses (not a multiple of the program's ``nchunksperloop``: the collective ran as
     the library's own algorithm) are left out (:func:`collsynth.tens.calibration.ran_program`;
     default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
-    credit a call is fitted (``Calibration.net_credit``; default none: not modelled)."""
+    credit a call is fitted (``Calibration.net_credit``; default none: not modelled).
+    ``nic_credit``: whether each round of an iteration's chain over a NIC pays the connection's
+    credit round trip, fitted (``Calibration.nic_credit``; default false)."""
+
 
     system: str
     source: str
@@ -217,6 +220,7 @@ class Manifest:
     block_waves: bool = False
     executor_counts: bool = False
     net_credit: tuple = ()
+    nic_credit: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -264,7 +268,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     fences=_field(data, "fences", bool, str(path), False),
                     block_waves=_field(data, "block_waves", bool, str(path), False),
                     executor_counts=_field(data, "executor_counts", bool, str(path), False),
-                    net_credit=_net_credit(data, str(path)))
+                    net_credit=_net_credit(data, str(path)),
+                    nic_credit=_field(data, "nic_credit", bool, str(path), False))
 
 
 def _net_credit(data: dict, where: str) -> tuple:

@@ -86,6 +86,9 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
   many calls over the NIC (RCCL's ring) pays its waits and the link's iteration in series
   (:func:`net_credit_period`; tried, inert on the fitted rows, no shipped calibration sets it:
   ``docs/fidelity.md``);
+- with ``Calibration.nic_credit``, each round of an iteration's chain in which a step crosses
+  a NIC pays the connection's credit round trip ``credit_s`` beyond its bytes
+  (:func:`chain_credits`): the rounds are otherwise priced at link rates alone;
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -146,6 +149,7 @@ from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
            "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences", "net_credit_period",
+           "chain_credits",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -158,6 +162,7 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
+MAX_CREDIT_S = 50e-6  # a NIC connection's credit round trip (proxy polls, two network latencies): well below
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
@@ -191,7 +196,10 @@ class Calibration:
     for one to exit (:func:`late_blocks`; false, a file without it: two share an SM at half rate).
     ``net_credit``: per network link class, seconds a call over a connection of that class waits
     for its receiver's credit, on top of its link's bytes (:func:`net_credit_period`; a file
-    without it: not modelled)."""
+    without it: not modelled).
+    ``nic_credit``: each round of an iteration's chain with a step over a NIC pays ``credit_s``
+    seconds, the network connection's credit round trip (:func:`chain_credits`; false, a file
+    without it: the rounds at link rates alone, ``credit_s`` 0)."""
 
     name: str
     system: str
@@ -217,6 +225,8 @@ class Calibration:
     fences: bool = False
     block_waves: bool = False
     net_credit: dict = field(default_factory=dict)
+    nic_credit: bool = False
+    credit_s: float = 0.0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -231,7 +241,8 @@ class Calibration:
                                **({"fair_links": True} if self.fair_links else {}),
                                **({"fences": True} if self.fences else {}),
                                **({"block_waves": True} if self.block_waves else {}),
-                               **({"net_credit": self.net_credit} if self.net_credit else {})},
+                               **({"net_credit": self.net_credit} if self.net_credit else {}),
+                               **({"nic_credit": True, "credit_s": self.credit_s} if self.nic_credit else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -264,7 +275,7 @@ def for_runtime(cal: Calibration, runtime: str) -> Calibration:
                    hop_s={c: h * a for c, h in cal.hop_s.items()}, gpu_op_s={c: g * a for c, g in cal.gpu_op_s.items()},
                    link_slice_s={c: g * a for c, g in cal.link_slice_s.items()},
                    net_credit={c: g * a for c, g in cal.net_credit.items()},
-                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a,
+                   step_s=cal.step_s * a, launch_s=cal.launch_s * a, tb_s=cal.tb_s * a, credit_s=cal.credit_s * a,
                    handshake_share=scale.get("handshake", cal.handshake_share))
 
 
@@ -311,6 +322,10 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     if not isinstance(credit, dict):
         raise InputError(f"{where}: parameters.net_credit", "expected an object of link class -> seconds")
     credit = {str(c): _number(v, f"{where}: parameters.net_credit.{c}", 0.0, 1.0) for c, v in credit.items()}
+    nic = p.get("nic_credit", False)
+    if not isinstance(nic, bool):
+        raise InputError(f"{where}: parameters.nic_credit", f"expected true or false, got {nic!r}")
+    credit_s = _number(p.get("credit_s", 0.0), f"{where}: parameters.credit_s", 0.0, MAX_CREDIT_S)
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -329,6 +344,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
                        sms=sms, fair_links=fair, fences=fences, block_waves=waves, net_credit=credit,
+                       nic_credit=nic, credit_s=credit_s,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -382,6 +398,7 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     forwarded = np.minimum(s, np.maximum(s / SLICES_PER_CALL, buff * MIN_SLICE_FRACTION))
     if f.carried:  # thread blocks that hold the next iteration back: the steady state's rounds
         held = _mixed_rounds(f.rounds, cal, pf, forwarded / s, f.carried) * s
+        held = held + chain_credits(f, cal, forwarded / s, f.carried)
         period = period + cal.round_share * np.maximum(held - period, 0.0)
         if cal.fences:  # its fences on the chain, between the link's transfers
             period = carried_fences(f, shared, ports, period, forwarded / s)
@@ -391,7 +408,8 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
             + hop_per_byte * s * _chained_copies(f, forwarded / s))
     first = np.maximum(fill, period)
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
-        first = first + cal.round_share * np.maximum(_mixed_rounds(f.rounds, cal, pf, forwarded / s) * s - first, 0.0)
+        rounds = _mixed_rounds(f.rounds, cal, pf, forwarded / s) * s + chain_credits(f, cal, forwarded / s)
+        first = first + cal.round_share * np.maximum(rounds - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period + late_blocks(f, cal, per_tb, iters)
 
 
@@ -582,6 +600,43 @@ def net_credit_period(f: ProgramFeatures, cal: Calibration, pf: float, calls: np
         t = made * credit + (links / (cal.efficiency.get(c, 1.0) * pf))[:, None] * s[None, :]
         out = np.maximum(out, np.where(made > 0, t, 0.0).max(axis=0))
     return out
+
+
+def chain_credits(f: ProgramFeatures, cal: Calibration, share: np.ndarray, part=(1.0, 1.0)) -> np.ndarray | float:
+    """Seconds an iteration's rounds (``f.rounds``) pay beyond their link-rate time for the NIC
+    connection's credit (``cal.nic_credit``): ``credit_s`` for each round in which a step crosses
+    a link of class ``"nic"``, the two roundings each times its ``part`` and mixed by ``share``
+    as :func:`_mixed_rounds` mixes them; 0 without the switch.
+
+    NCCL's network transport moves a step only once the receiver has granted its slot: the
+    receiving proxy posts the receive for a slot of the connection's FIFO (``NCCL_STEPS``
+    slots) when its GPU has freed it, and that post writes the slot's address into the sender's
+    FIFO over the network (``ncclIbIrecv`` / ``ncclIbPostFifo`` in ``src/transport/net_ib.cc``);
+    the sending proxy's ``ncclIbIsend`` returns without sending until the slot is there, then
+    the data's completion is polled by the receiving proxy, flushed and flagged to its GPU
+    (``src/transport/net.cc``, ``src/proxy.cc``). A round that waits for the round before it
+    (a receive that forwards, a ``depid``, the thread block's next step: :func:`_mixed_rounds`)
+    thus pays the proxies' polls and the network's latency once per NIC step on the chain, a
+    fixed time the links' rates do not see (Hockney's start-up time per message: Hockney, "The
+    communication challenge for MPP: Intel Paragon and Meiko CS-2", Parallel Computing 20(3),
+    1994, Section 2).
+
+    A chain of three rounds, two of them over the NIC, at 5 us a credit: 10 us.
+
+    >>> from collsynth.tens.runtime_program import Rounds
+    >>> r = Rounds({"nic": np.array([1e-9, 0.0, 2e-9]), "nvswitch": np.array([0.0, 1e-9, 0.0])},
+    ...            np.zeros((3, 1)), np.zeros((3, 1)))
+    >>> f = ProgramFeatures(np.ones(1), np.ones(1), np.zeros(1), {}, {}, 1, {}, 3, 1, 0, {}, 1, 1, "Simple",
+    ...                     "allgather", rounds=(r, r))
+    >>> cal = Calibration("c", "s", "", {}, {}, {}, 1e9, 1e9, 0.0, 0.0, 0.0, nic_credit=True, credit_s=5e-6)
+    >>> round(float(chain_credits(f, cal, np.array([0.5]))[0]), 12), chain_credits(f, replace(cal, nic_credit=False),
+    ...                                                                       np.array([0.5]))
+    (1e-05, 0.0)
+    """
+    if not (cal.nic_credit and f.rounds):
+        return 0.0
+    many, one = (float(np.count_nonzero(r.load.get("nic", np.zeros(0)) > 0)) * k for r, k in zip(f.rounds, part))
+    return ((1 - share) * many + share * one) * cal.credit_s
 
 
 def port_times(f: ProgramFeatures, s: np.ndarray, per_slice: np.ndarray, cal: Calibration, pf: float) -> np.ndarray:
