@@ -200,7 +200,9 @@ class Manifest:
     executor refuses (not a multiple of the program's ``nchunksperloop``: the collective ran as
     the library's own algorithm) are left out (:func:`collsynth.tens.calibration.ran_program`;
     default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
-    credit a call is fitted (``Calibration.net_credit``; default none: not modelled)."""
+    credit a call is fitted (``Calibration.net_credit``; default none: not modelled).
+    ``multi_start``: whether the fit runs from several fixed starts and keeps the one of least
+    in-sample error (:func:`collsynth.tens.calibration.start_points`; default false)."""
 
     system: str
     source: str
@@ -217,6 +219,7 @@ class Manifest:
     block_waves: bool = False
     executor_counts: bool = False
     net_credit: tuple = ()
+    multi_start: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -264,7 +267,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     fences=_field(data, "fences", bool, str(path), False),
                     block_waves=_field(data, "block_waves", bool, str(path), False),
                     executor_counts=_field(data, "executor_counts", bool, str(path), False),
-                    net_credit=_net_credit(data, str(path)))
+                    net_credit=_net_credit(data, str(path)),
+                    multi_start=_field(data, "multi_start", bool, str(path), False))
 
 
 def _net_credit(data: dict, where: str) -> tuple:
