@@ -102,7 +102,7 @@ def _fit_one(job):
                manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
                sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences,
                block_waves=manifest.block_waves, net_credit=manifest.net_credit,
-               nic_credit=manifest.nic_credit)
+               nic_credit=manifest.nic_credit, multi_start=manifest.multi_start)
 
 
 def predict(row, cal):
@@ -320,7 +320,8 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
                   manifest.transports, manifest.fixed, manifest.share_floors, manifest.link_slice_cost,
                   serial_links=manifest.serial_links, credit_start=manifest.credit_start, sms=manifest.sms,
                   fair_links=manifest.fair_links, fences=manifest.fences, block_waves=manifest.block_waves,
-                  net_credit=manifest.net_credit, nic_credit=manifest.nic_credit)
+                  net_credit=manifest.net_credit, nic_credit=manifest.nic_credit,
+                  multi_start=manifest.multi_start)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

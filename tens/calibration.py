@@ -38,7 +38,8 @@ from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "Floor", "load_rows", "ran_program", "share_floors", "floor_shares", "fit", "pin_fixed", "calibrate"]
+__all__ = ["Row", "Floor", "load_rows", "ran_program", "share_floors", "floor_shares", "fit", "least_cost_start", "start_points",
+           "pin_fixed", "calibrate"]
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
         fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
         credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False,
         block_waves: bool = False, net_credit: tuple = (),
-        nic_credit: bool = False) -> Calibration:
+        nic_credit: bool = False, multi_start: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -173,7 +174,13 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     manifest's ``net_credit``, network link classes): each class's credit a call on its
     connections (``Calibration.net_credit``, 0-100 us, started at 5 us) is fitted too. ``nic_credit`` (a manifest's
     ``nic_credit = true``): each round of an iteration's chain over a NIC pays the connection's
-    credit round trip, ``credit_s`` fitted in 0-50 us (``Calibration.nic_credit``)."""
+    credit round trip, ``credit_s`` fitted in 0-50 us (``Calibration.nic_credit``).
+    ``multi_start`` (a manifest's ``multi_start = true``): the least squares run from every
+    point of :func:`start_points` (the default, the credit start and :data:`SPREAD_STARTS`
+    points of a seeded Latin hypercube over the bounds) and the one of least in-sample
+    squared error kept (:func:`least_cost_start`; every start's error is recorded,
+    ``fit.starts``)."""
+
     if not rows:
         raise InputError("manifest", "no measurements to fit")
     classes, runtimes = _classes(rows), _runtimes(rows)
@@ -201,11 +208,9 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     x0 = np.clip(x0, lo, hi)
     residuals = lambda x: log_errors(rows, _unpack(x, classes, runtimes, base, applied, slice_gap,  # noqa: E731
                                                    credits))
-    runs = {"default": least_squares(residuals, x0, bounds=(lo, hi), method="trf")}
-    if credit_start:
-        runs["credit"] = least_squares(residuals, np.clip(credit_start_point(x0, k), lo, hi), bounds=(lo, hi),
-                                       method="trf")
-    best = min(runs, key=lambda key: runs[key].cost)
+    starts = start_points(x0, k, lo, hi) if multi_start else {"default": x0} | (
+        {"credit": np.clip(credit_start_point(x0, k), lo, hi)} if credit_start else {})
+    best, runs = least_cost_start(residuals, starts, lo, hi)
     cal = _unpack(runs[best].x, classes, runtimes, base, applied, slice_gap, credits)
     err = log_errors(rows, cal)
     fitinfo = {"rows": int(len(err)), "measurements": [r.measurement.name for r in rows],
@@ -215,8 +220,54 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
                "floors": {rt or "main": {c: fl.as_json() for c, fl in per.items()} for rt, per in measured.items()},
                **({} if floors else {"below_floors": _below(cal, measured)}),
                **({"starts": {key: float(np.sqrt(2 * r.cost / len(err))) for key, r in runs.items()},
-                   "start": best} if credit_start else {})}
+                   "start": best} if credit_start or multi_start else {})}
     return replace(cal, fit=fitinfo)
+
+
+SPREAD_STARTS = 4  # the multi-start fit's points spread over the bounds, beside the default and credit starts
+SPREAD_SEED = 0  # the seed of their Latin hypercube: fixed, so a calibration is reproduced exactly
+
+
+def least_cost_start(residuals, starts: dict, lo: np.ndarray, hi: np.ndarray) -> tuple[str, dict]:
+    """``(name, runs)``: ``scipy.optimize.least_squares`` (trf, within ``lo``-``hi``) of
+    ``residuals`` run from each of ``starts`` (name -> start vector), every run by name, and the
+    name of the run of least cost (half its squared residuals; the first such start on a tie).
+    The choice is by the fitted rows' own error only (a multi-start least squares: Nocedal and
+    Wright, Numerical Optimization, 2nd ed., Springer 2006, section 10.3, global minimisation
+    by local searches from several starts).
+
+    >>> two_basins = lambda x: np.array([(x[0] - 1) * (x[0] - 4), 0.1 * (x[0] - 4) * (x[0] + 2)])
+    >>> best, runs = least_cost_start(two_basins, {"near 1": np.array([0.5]), "near 4": np.array([5.0])},
+    ...                               np.array([-1.0]), np.array([6.0]))
+    >>> best, [(round(float(runs[k].x[0]), 4), round(float(runs[k].cost), 4)) for k in runs]
+    ('near 4', [(1.0, 0.405), (4.0, 0.0)])
+    """
+    runs = {key: least_squares(residuals, x, bounds=(lo, hi), method="trf") for key, x in starts.items()}
+    return min(runs, key=lambda key: runs[key].cost), runs
+
+
+def start_points(x0: np.ndarray, k: int, lo: np.ndarray, hi: np.ndarray) -> dict:
+    """The multi-start fit's starts (name -> vector within ``lo``-``hi``): ``default`` (``x0``),
+    ``credit`` (:func:`credit_start_point`) and ``spread1``..``spread4``, the points of a Latin
+    hypercube of :data:`SPREAD_STARTS` samples seeded :data:`SPREAD_SEED`
+    (``scipy.stats.qmc.LatinHypercube``; McKay, Beckman and Conover, A Comparison of Three
+    Methods for Selecting Values of Input Variables in the Analysis of Output from a Computer
+    Code, Technometrics 21(2), 1979) scaled to the bounds; a pinned parameter (``lo`` equal
+    to ``hi`` but for rounding, :func:`pin_fixed`) keeps ``x0``'s value.
+
+    >>> pts = start_points(np.array([0.8, 2.0, 0.5]), 1, np.array([0.05, 0.0, 0.0]), np.array([1.0, 100.0, 100.0]))
+    >>> list(pts), pts["credit"].tolist()
+    (['default', 'credit', 'spread1', 'spread2', 'spread3', 'spread4'], [0.8, 5.0, 0.0])
+    >>> sorted(int(p[1] // 25) for key, p in pts.items() if key.startswith("spread"))
+    [0, 1, 2, 3]
+    """
+    from scipy.stats import qmc
+
+    unit = qmc.LatinHypercube(d=len(x0), seed=SPREAD_SEED).random(SPREAD_STARTS)
+    pinned = hi - lo <= 1e-6 * np.maximum(np.abs(hi), 1.0)
+    spread = [np.where(pinned, x0, lo + u * (hi - lo)) for u in unit]
+    return {"default": x0, "credit": np.clip(credit_start_point(x0, k), lo, hi),
+            **{f"spread{i + 1}": np.clip(p, lo, hi) for i, p in enumerate(spread)}}
 
 
 def credit_start_point(x0: np.ndarray, k: int) -> np.ndarray:
@@ -369,7 +420,8 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
         return fit(rows, name or manifest.system, manifest.system, manifest.source, manifest.transports,
                    manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
                    manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves,
-                   manifest.net_credit, manifest.nic_credit)
+                   manifest.net_credit, manifest.nic_credit,
+                   manifest.multi_start)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

@@ -202,8 +202,9 @@ class Manifest:
     default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
     credit a call is fitted (``Calibration.net_credit``; default none: not modelled).
     ``nic_credit``: whether each round of an iteration's chain over a NIC pays the connection's
-    credit round trip, fitted (``Calibration.nic_credit``; default false)."""
-
+    credit round trip, fitted (``Calibration.nic_credit``; default false).
+    ``multi_start``: whether the fit runs from several fixed starts and keeps the one of least
+    in-sample error (:func:`collsynth.tens.calibration.start_points`; default false)."""
 
     system: str
     source: str
@@ -221,6 +222,7 @@ class Manifest:
     executor_counts: bool = False
     net_credit: tuple = ()
     nic_credit: bool = False
+    multi_start: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -269,7 +271,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     block_waves=_field(data, "block_waves", bool, str(path), False),
                     executor_counts=_field(data, "executor_counts", bool, str(path), False),
                     net_credit=_net_credit(data, str(path)),
-                    nic_credit=_field(data, "nic_credit", bool, str(path), False))
+                    nic_credit=_field(data, "nic_credit", bool, str(path), False),
+                    multi_start=_field(data, "multi_start", bool, str(path), False))
 
 
 def _net_credit(data: dict, where: str) -> tuple:
