@@ -223,18 +223,17 @@ def verified_in_time(instance: Instance, chosen: list[Forest], depths: list[int]
     offered to ``kept``) where ``kept`` holds another verified schedule, so that a limit
     reached while verifying it stops the producer with that one kept (:func:`run`) instead of
     the pipeline's verification, in the grace, timing out with nothing (A100 x2, 1 GB, the
-    default 60 s at load 10); ``kept``'s instead where the chosen one does not verify or prices
-    higher, and ``note`` says so. Unchanged where nothing is kept, or ``kept`` holds
+    default 60 s at load 10); ``kept``'s instead where the chosen one does not verify, and
+    ``note`` says so (a verified choice stands: its pieces may be the ones asked for, or a fill's,
+    priced by the run's own choice). Unchanged where nothing is kept, or ``kept`` holds
     ``chosen`` itself. Verified before it is priced: ForestColl's pipelined trees (Zhao et al.,
     arXiv 2402.06787, Section 5) checked like any producer's schedule."""
     if kept is None or kept.schedule is None or kept.holds(chosen, depths):
         return chosen, depths, note
-    got = certified_price(instance, chosen, depths, models, kept)
-    if kept.holds(chosen, depths):
+    if certified_price(instance, chosen, depths, models, kept) is not None or kept.holds(chosen, depths):
         return chosen, depths, note
-    said = "did not verify" if got is None else f"priced {sum(got.values()):.6g} s over the objective's models"
-    return list(kept.pair), kept.pieces, (f"the chosen pair at {'/'.join(map(str, depths))} pieces {said}: kept "
-                                         f"the one at {'/'.join(map(str, kept.pieces))} pieces, priced less")
+    return list(kept.pair), kept.pieces, (f"the chosen pair at {'/'.join(map(str, depths))} pieces did not verify: "
+                                         f"kept the one at {'/'.join(map(str, kept.pieces))} pieces")
 
 
 def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,
