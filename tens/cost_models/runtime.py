@@ -285,6 +285,19 @@ def _number(v, where: str, lo: float, hi: float) -> float:
     return float(v)
 
 
+def _switch(p: dict, key: str, where: str) -> bool:
+    """The calibration's ``parameters.<key>`` switch: false when absent, else true or false
+    (:class:`~collsynth.InputError` naming the field otherwise).
+
+    >>> _switch({"fences": True}, "fences", "c.json"), _switch({}, "fences", "c.json")
+    (True, False)
+    """
+    v = p.get(key, False)
+    if not isinstance(v, bool):
+        raise InputError(f"{where}: parameters.{key}", f"expected true or false, got {v!r}")
+    return v
+
+
 def calibration_from_json(data: dict, where: str) -> Calibration:
     """The :class:`Calibration` of a parsed calibration file; errors name ``where`` and the field."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -306,25 +319,15 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
         raise InputError(f"{where}: parameters.link_slice_s", "expected an object of link class -> number")
     per_class["link_slice_s"] = {str(c): _number(v, f"{where}: parameters.link_slice_s.{c}", 0.0, 1.0)
                                  for c, v in gaps.items()}
-    serial = p.get("serial_links", False)
-    if not isinstance(serial, bool):
-        raise InputError(f"{where}: parameters.serial_links", f"expected true or false, got {serial!r}")
-    fair = p.get("fair_links", False)
-    if not isinstance(fair, bool):
-        raise InputError(f"{where}: parameters.fair_links", f"expected true or false, got {fair!r}")
-    fences = p.get("fences", False)
-    if not isinstance(fences, bool):
-        raise InputError(f"{where}: parameters.fences", f"expected true or false, got {fences!r}")
-    waves = p.get("block_waves", False)
-    if not isinstance(waves, bool):
-        raise InputError(f"{where}: parameters.block_waves", f"expected true or false, got {waves!r}")
+    serial = _switch(p, "serial_links", where)
+    fair = _switch(p, "fair_links", where)
+    fences = _switch(p, "fences", where)
+    waves = _switch(p, "block_waves", where)
     credit = p.get("net_credit", {})
     if not isinstance(credit, dict):
         raise InputError(f"{where}: parameters.net_credit", "expected an object of link class -> seconds")
     credit = {str(c): _number(v, f"{where}: parameters.net_credit.{c}", 0.0, 1.0) for c, v in credit.items()}
-    nic = p.get("nic_credit", False)
-    if not isinstance(nic, bool):
-        raise InputError(f"{where}: parameters.nic_credit", f"expected true or false, got {nic!r}")
+    nic = _switch(p, "nic_credit", where)
     credit_s = _number(p.get("credit_s", 0.0), f"{where}: parameters.credit_s", 0.0, MAX_CREDIT_S)
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
