@@ -43,7 +43,8 @@ starvation). Two probes saw only ``A + B / P``: HGX H100 with four NICs a box x2
 alpha 0, quartered pieces), breadth-first's ``event`` price is 5.598 / 5.299 / 5.493 / 5.920 ms
 at 40 / 80 / 160 / 400 pieces, and through 40 and 80 its ``sync`` + ``event`` sum at 400 came
 out 10.16 ms against depth-first's 10.19 (11.02 in full: depth-first 8 % cheaper); through all
-three, 11.81, depth-first kept (``tests/test_growth_choice.py``). Priced at one common fraction instead, the two fills grow unequally where the run's
+three, 11.81, depth-first kept (``tests/test_growth_choice.py``). Priced at one common fraction
+instead, the two fills grow unequally where the run's
 pieces are not 100 a hop (the 1600-piece floor): DGX-H100 x2 (root 0, 1 GB, alpha 0) is
 1.0058 / 1.0658 (``sync`` / ``event``) breadth-first at 1600 pieces against 1.0091 / 1.0080
 depth-first at 3000, but an eighth of those pieces ranks them the other way (1.0461 / 1.0822
