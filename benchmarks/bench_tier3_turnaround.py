@@ -22,7 +22,7 @@ GPUs, 1 GiB, ``fabric_copy = false``). Per fabric:
   each loading one class of links, the reduce-scatter's box stage, its crossing out and in (one
   step apart, as through one leaf), ``turn`` steps that load nothing heavy (A's crossings
   between groups of boxes: 8), the allgather's crossing out and in and its box stage; at
-  ``turn`` 8 it prices the run's trees to within 0.2 %, at 0 it says what a pipeline whose
+  ``turn`` 8 it prices the run's trees to within 0.3 %, at 0 it says what a pipeline whose
   allgather crosses right after its reduce-scatter's last arrival could reach;
 - the bound's program with early imports charged (:func:`early_charged`, a what-if resting on
   a counting claim not proven here, so not a bound).
