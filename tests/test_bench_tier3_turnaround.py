@@ -69,3 +69,11 @@ def test_crossed_halves_verify_and_stay_above_the_box_stage_bound(monkeypatch):
     assert set(got) == {"A then B", "B then A"}
     for ms, pieces, verified in got.values():
         assert verified and pieces >= 1 and ms >= bound * (1 - 1e-9)
+
+
+def test_docstring_examples():
+    """The module's docstring examples (benchmarks are not a package: the doctest suite skips them)."""
+    import doctest
+
+    result = doctest.testmod(turn)
+    assert result.attempted >= 1 and result.failed == 0
