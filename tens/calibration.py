@@ -174,7 +174,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     manifest's ``net_credit``, network link classes): each class's credit a call on its
     connections (``Calibration.net_credit``, 0-100 us, started at 5 us) is fitted too. ``nic_credit`` (a manifest's
     ``nic_credit = true``): each round of an iteration's chain over a NIC pays the connection's
-    credit round trip, ``credit_s`` fitted in 0-50 us (``Calibration.nic_credit``).
+    credit round trip, ``credit_s`` fitted in 0-10 us (``MAX_CREDIT_S``; ``Calibration.nic_credit``).
     ``multi_start`` (a manifest's ``multi_start = true``): the least squares run from every
     point of :func:`start_points` (the default, the credit start and :data:`SPREAD_STARTS`
     points of a seeded Latin hypercube over the bounds) and the one of least in-sample

@@ -169,7 +169,7 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
        share=st.floats(0, 1), handshake=st.floats(0, 1), fair=st.booleans(), fences=st.booleans(),
        sms=st.sampled_from([0, 108]), waves=st.booleans(), credit=st.sampled_from([None, 0.0, 5e-6, 3e-5]),
-       nic=st.booleans(), credit_s=st.floats(0, 5e-5))
+       nic=st.booleans(), credit_s=st.floats(0, 1e-5))
 def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
                                                  share, handshake, fair, fences, sms, waves, credit, nic, credit_s):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},

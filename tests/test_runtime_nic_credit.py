@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from collsynth import InputError
-from collsynth.tens.cost_models.runtime import Calibration, calibration_from_json, for_runtime, runtime_times
+from collsynth.tens.cost_models.runtime import (MAX_CREDIT_S, Calibration, calibration_from_json, for_runtime,
+                                               runtime_times)
 from collsynth.tens.runtime_program import program_features
 from test_runtime_model import two_box_instance, xml
 
@@ -23,12 +25,12 @@ def features(k: int):
     return program_features(program, two_box_instance())
 
 
-def calibration(credit: bool = True, buff: int = 1 << 30) -> Calibration:
+def calibration(credit: bool = True, buff: int = 1 << 30, credit_s: float = 5e-6) -> Calibration:
     """The NIC links at half of 1 GB/s (2 ns a byte), no per-slice or per-step cost, free
-    copies, 10 us a kernel, the rounds paid in full, 5 us a credit round trip."""
+    copies, 10 us a kernel, the rounds paid in full, ``credit_s`` (5 us) a credit round trip."""
     return Calibration("hand", "test", "", {"nic": 0.5}, {"nic": 0.0}, {"nic": 0.0}, tb_rate=1e15,
                        reduce_rate=1e15, step_s=0.0, launch_s=10e-6, tb_s=0.0, buff_bytes=buff,
-                       round_share=1.0, nic_credit=credit, credit_s=5e-6)
+                       round_share=1.0, nic_credit=credit, credit_s=credit_s)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -75,7 +77,7 @@ def test_calibration_file_keeps_the_switch_and_its_value():
     assert "nic_credit" not in calibration(False).as_json()["parameters"]  # older files unchanged
     assert "credit_s" not in calibration(False).as_json()["parameters"]
     assert calibration_from_json(calibration(False).as_json(), "c.json").nic_credit is False
-    for key, bad in (("nic_credit", "yes"), ("credit_s", 1e-3), ("credit_s", -1e-6)):
+    for key, bad in (("nic_credit", "yes"), ("credit_s", 1e-3), ("credit_s", 10.5e-6), ("credit_s", -1e-6)):
         data = json.loads(json.dumps(calibration().as_json()))
         data["parameters"][key] = bad
         with pytest.raises(InputError) as e:
@@ -86,14 +88,8 @@ def test_calibration_file_keeps_the_switch_and_its_value():
 def test_the_fit_finds_the_credit_it_was_measured_with():
     # measured with 5 us a round trip (chains of 2 and 3 steps, two buffer sizes): the fit with
     # the switch prices with it, and finds it, where the fit without cannot
-    from pathlib import Path
-
-    from collsynth.tens.calibration import Row, fit
-    from collsynth.tens.measurements import Measurement
-    sizes = np.logspace(3, 8, 11)
-    rows = [Row(Measurement(f"p{k}-{b}", Path("p.xml"), Path("i.toml"), Path("l.txt"), b, "in-place", 0, False),
-                features(k), sizes, runtime_times(features(k), sizes, calibration(True, b), b))
-            for k in (2, 3) for b in (1 << 14, 1 << 20)]
+    from collsynth.tens.calibration import fit
+    rows = measured_rows(5e-6)
     on, off = fit(rows, "t", "s", "", nic_credit=True), fit(rows, "t", "s", "")
     assert on.nic_credit and not off.nic_credit and off.credit_s == 0.0
     assert on.fit["rms_log_error"] < off.fit["rms_log_error"] / 2
@@ -105,3 +101,49 @@ def test_a_bad_manifest_switch_is_one_line(tmp_path, capsys, value):
     path, code, out, err = calibrate_with_setting(tmp_path, capsys, f"nic_credit = {value}")
     assert code == 2
     assert_one_error_line(err, [f"{path}.nic_credit"])
+
+
+def test_the_credit_is_bounded_by_a_round_trip():
+    # an InfiniBand credit (one small RDMA write and the proxies' polls) is a few us: 10 us at most
+    assert MAX_CREDIT_S == 10e-6
+    assert calibration_from_json(calibration(credit_s=10e-6).as_json(), "c.json").credit_s == 10e-6
+
+
+def test_a_chain_at_the_bound_pays_ten_us_a_round():
+    # the chains above at the bound: 6 KB in one iteration, k rounds over the NIC, 22 us + k x 10 us;
+    # k = 2 holding the next iteration back (4 KB buffers, 2 iterations of 2 rounds of 1.5 KB, 6 us
+    # each): 10 + 2 x (6 + 2 x 10) = 62 us
+    for k in (1, 2, 3):
+        assert runtime_times(features(k), [6e3], calibration(credit_s=10e-6))[0] == pytest.approx(22e-6 + k * 10e-6)
+    assert runtime_times(features(2), [6e3], calibration(True, 4000, 10e-6))[0] == pytest.approx(62e-6)
+
+
+def measured_rows(credit_s: float):
+    """Chains of 2 and 3 NIC steps at two buffer sizes, timed with a ``credit_s`` credit."""
+    from collsynth.tens.calibration import Row
+    from collsynth.tens.measurements import Measurement
+    sizes = np.logspace(3, 8, 11)
+    return [Row(Measurement(f"p{k}-{b}", Path("p.xml"), Path("i.toml"), Path("l.txt"), b, "in-place", 0, False),
+                features(k), sizes, runtime_times(features(k), sizes, calibration(True, b, credit_s), b))
+            for k in (2, 3) for b in (1 << 14, 1 << 20)]
+
+
+def test_the_fit_holds_the_credit_within_its_bound():
+    # measured with 8 us a round trip the fit finds it; measured with 30 us (no round trip) it
+    # stops at the 10 us bound, where an unbounded fit would reach 30 us
+    from collsynth.tens.calibration import fit
+    assert fit(measured_rows(8e-6), "t", "s", "", nic_credit=True).credit_s == pytest.approx(8e-6, rel=0.02)
+    assert fit(measured_rows(30e-6), "t", "s", "", nic_credit=True).credit_s == pytest.approx(MAX_CREDIT_S)
+
+
+def test_a_credit_beyond_the_bound_in_a_calibration_file_is_one_line(tmp_path, capsys):
+    from cli_errors import assert_one_error_line, run_cli
+    from test_runtime_model import cal
+    bad = replace(cal(name="ring-links", efficiency={"link": 0.5}, hop_s={"link": 1e-6}), nic_credit=True,
+                  credit_s=20e-6)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(bad.as_json()))
+    inst = Path(__file__).resolve().parents[1] / "instances" / "corpus" / "ring8-allgather.toml"
+    code, out, err = run_cli(["solve", inst, "--producer", "ring", "--calibration", path], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, [str(path), "parameters.credit_s"])

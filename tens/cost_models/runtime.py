@@ -162,7 +162,10 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
-MAX_CREDIT_S = 50e-6  # a NIC connection's credit round trip (proxy polls, two network latencies): well below
+# A NIC connection's credit round trip: one small RDMA write of the slot into the sender's FIFO
+# (NCCL net_ib.cc ncclIbPostFifo) plus the proxies' polls; a small RDMA write's one-way latency on
+# InfiniBand is about 1 us (linux-rdma perftest ib_write_lat), so a credit is a few us: 10 us at most.
+MAX_CREDIT_S = 10e-6
 SCALARS = ("tb_rate", "reduce_rate", "step_s", "launch_s", "tb_s")
 
 
