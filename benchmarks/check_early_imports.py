@@ -17,6 +17,12 @@ is *early* if a call into it after ``d*`` leaving in step ``tau`` or ``tau + 1``
 ``2 (K - 1) + e - 1`` calls (counting one more call for each party that never learns
 everything; the pivot ``x`` can send it everything two steps after ``tau``).
 
+The claim follows from a lemma on the calls up to ``d*`` (README, same section): with ``F_v``
+what ``v`` knows at ``d*``, ``G_v`` what it knew after step ``tau - 1`` and ``beta`` the calls up
+to ``d*`` beyond ``K - 1``, at most ``1 + beta`` parties ``y != x`` have ``F_y`` and some other
+party's ``G_z`` together holding every input. The search counts, for every order inside step
+``tau`` (not only the least one), the schedules where the lemma fails.
+
 The search enumerates every set of at most ``D`` calls in steps ``1 .. S`` (``--full``: each
 carrying everything its sender may send; otherwise every nonempty part of it), leaving out
 calls that carry nothing their receiver did not already know a step before (such a call adds
@@ -48,7 +54,7 @@ def _knowledge(k, nc, cv, cs, cm, upto, out):
 
 
 @njit(cache=False)
-def _least_early(k, nc, cv, cs, cm, tau, pre, ALL):
+def _least_early(k, nc, cv, cs, cm, tau, pre, ALL, lemma_extra):
     """The least early count over the orders of step ``tau``'s calls (every set of them before
     ``d*`` that completes nobody, and every ``d*`` completing its receiver)."""
     idx = np.empty(nc, np.int64)
@@ -58,6 +64,7 @@ def _least_early(k, nc, cv, cs, cm, tau, pre, ALL):
             idx[m] = i
             m += 1
     best = SLACK_NONE
+    lemma_bad = 0
     st = np.empty(k, np.int64)
     for sub in range(1 << m):
         st[:] = pre
@@ -74,6 +81,7 @@ def _least_early(k, nc, cv, cs, cm, tau, pre, ALL):
                 continue
             at_x = st[x]
             st[x] = ALL
+            lemma_bad |= _pairs_over(k, nc, cs, tau, m, sub, x, st, pre, ALL, lemma_extra)
             e = 0
             for y in range(k):
                 if y == x:
@@ -85,7 +93,29 @@ def _least_early(k, nc, cv, cs, cm, tau, pre, ALL):
                         break
             st[x] = at_x
             best = min(best, e)
-    return best
+    return best, lemma_bad
+
+
+@njit(cache=False)
+def _pairs_over(k, nc, cs, tau, m, sub, x, F, G, ALL, lemma_extra):
+    """1 if the lemma fails for this order: more than ``1 + beta`` parties ``y != x`` know, at
+    ``d*``, everything some other party ``z`` did not know after step ``tau - 1`` (``beta``: the
+    calls up to ``d*`` beyond ``k - 1``)."""
+    calls = 1
+    for i in range(nc):
+        if cs[i] < tau:
+            calls += 1
+    for a in range(m):
+        calls += sub >> a & 1
+    pairs = 0
+    for y in range(k):
+        if y == x:
+            continue
+        for z in range(k):
+            if z != y and (F[y] | G[z]) == ALL:
+                pairs += 1
+                break
+    return 1 if pairs > lemma_extra + calls - (k - 1) else 0
 
 
 @njit(cache=False)
@@ -97,7 +127,7 @@ def _in_subset(i, idx, m, sub):
 
 
 @njit(cache=False)
-def _evaluate(k, S, nc, cu, cv, cs, cm, offset, stats, witness):
+def _evaluate(k, S, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness):
     ALL = (1 << k) - 1
     K = np.empty(k, np.int64)
     tau = -1
@@ -110,7 +140,8 @@ def _evaluate(k, S, nc, cu, cv, cs, cm, offset, stats, witness):
         return
     pre = np.empty(k, np.int64)
     _knowledge(k, nc, cv, cs, cm, tau - 1, pre)
-    e = _least_early(k, nc, cv, cs, cm, tau, pre, ALL)
+    e, lemma_bad = _least_early(k, nc, cv, cs, cm, tau, pre, ALL, lemma_extra)
+    stats[3] += lemma_bad
     _knowledge(k, nc, cv, cs, cm, S, K)
     calls = nc + (K != ALL).sum()
     slack = calls - (2 * (k - 1) + e + offset)
@@ -124,8 +155,8 @@ def _evaluate(k, S, nc, cu, cv, cs, cm, offset, stats, witness):
 
 
 @njit(cache=False)
-def _search(k, S, D, full, start, nc, cu, cv, cs, cm, offset, stats, witness):
-    _evaluate(k, S, nc, cu, cv, cs, cm, offset, stats, witness)
+def _search(k, S, D, full, start, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness):
+    _evaluate(k, S, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness)
     if nc >= D:
         return 0
     K = np.empty(k, np.int64)
@@ -144,7 +175,7 @@ def _search(k, S, D, full, start, nc, cu, cv, cs, cm, offset, stats, witness):
         while part > 0:
             if (part & ~R[v]) != 0 and (not full or part == have):
                 cu[nc], cv[nc], cs[nc], cm[nc] = u, v, s, part
-                _search(k, S, D, full, c + 1, nc + 1, cu, cv, cs, cm, offset, stats, witness)
+                _search(k, S, D, full, c + 1, nc + 1, cu, cv, cs, cm, offset, lemma_extra, stats, witness)
             part = (part - 1) & have
     return 0
 
@@ -152,11 +183,8 @@ def _search(k, S, D, full, start, nc, cu, cv, cs, cm, offset, stats, witness):
 def least_slack(k: int, S: int, D: int, full: bool = False, offset: int = -1) -> tuple[int, int]:
     """``(violations, least slack)`` of ``calls >= 2 (k - 1) + e + offset`` (the claim is ``offset
     = -1``) over every schedule of at most ``D`` calls among ``k`` parties in steps ``1 .. S``."""
-    stats = np.array([0, 0, SLACK_NONE], np.int64)
-    witness = np.zeros(D + 1, np.int64)
-    arrays = [np.zeros(D + 1, np.int64) for _ in range(4)]
-    _search(k, S, D, full, 0, 0, *arrays, offset, stats, witness)
-    return int(stats[1]), int(stats[2])
+    got = search(k, S, D, full, offset)
+    return got["violations"], got["least slack"]
 
 
 def claim_terms(k: int, calls: list[tuple[int, int, int, int]]) -> tuple[int, int]:
@@ -170,22 +198,24 @@ def claim_terms(k: int, calls: list[tuple[int, int, int, int]]) -> tuple[int, in
         _knowledge(k, len(calls), cv, cs, cm, max(cs[i] - 2, 0), K)
         if cm[i] & ~K[cu[i]]:
             raise ValueError(f"call {calls[i]} carries what its sender does not know two steps before")
-    stats = np.array([0, 0, SLACK_NONE], np.int64)
-    _evaluate(k, S, len(calls), cu, cv, cs, cm, 0, stats, np.zeros(len(calls) + 1, np.int64))
+    stats = np.array([0, 0, SLACK_NONE, 0], np.int64)
+    _evaluate(k, S, len(calls), cu, cv, cs, cm, 0, 1, stats, np.zeros(len(calls) + 1, np.int64))
     ALL = (1 << k) - 1
     _knowledge(k, len(calls), cv, cs, cm, S, K)
     counted = len(calls) + int((K != ALL).sum())
     return counted, int(counted - stats[2] - 2 * (k - 1))
 
 
-def search(k: int, S: int, D: int, full: bool = False, offset: int = -1) -> dict:
-    """The search's counts and its first violation as ``(step, sender, receiver, carried inputs as a bit mask)``."""
-    stats = np.array([0, 0, SLACK_NONE], np.int64)
+def search(k: int, S: int, D: int, full: bool = False, offset: int = -1, lemma_extra: int = 1) -> dict:
+    """The search's counts (the lemma with ``lemma_extra + beta`` boxes allowed; it claims 1) and
+    its first violation of the claim as ``(step, sender, receiver, carried inputs as a bit mask)``."""
+    stats = np.array([0, 0, SLACK_NONE, 0], np.int64)
     witness = np.zeros(D + 1, np.int64)
     arrays = [np.zeros(D + 1, np.int64) for _ in range(4)]
-    _search(k, S, D, full, 0, 0, *arrays, offset, stats, witness)
+    _search(k, S, D, full, 0, 0, *arrays, offset, lemma_extra, stats, witness)
     first = [(int(w) // 1000000, int(w) // 10000 % 100, int(w) // 100 % 100, int(w) % 100) for w in witness[1:1 + witness[0]]]
-    return {"checked": int(stats[0]), "violations": int(stats[1]), "least slack": int(stats[2]), "first": first}
+    return {"checked": int(stats[0]), "violations": int(stats[1]), "least slack": int(stats[2]),
+            "lemma violations": int(stats[3]), "first": first}
 
 
 def main() -> None:
@@ -198,7 +228,8 @@ def main() -> None:
     t = time.time()
     got = search(a.parties, a.steps, a.calls, a.full)
     print(f"parties {a.parties}, steps {a.steps}, calls <= {a.calls}{' (full calls)' if a.full else ''}: "
-          f"{got['checked']:,} schedules, {got['violations']} violations, least slack {got['least slack']}"
+          f"{got['checked']:,} schedules, {got['violations']} violations, least slack {got['least slack']}, "
+          f"{got['lemma violations']} schedules with an order breaking the lemma"
           f" ({time.time() - t:.1f} s)")
 
 

@@ -40,3 +40,19 @@ def test_no_violation_among_three_parties_and_one_call_stronger_fails():
     assert check.least_slack(3, 3, 5) == (0, 0)
     violations, slack = check.least_slack(3, 3, 5, offset=0)
     assert violations > 0 and slack == -1
+
+
+def test_the_lemma_holds_among_three_parties_and_fails_one_box_stronger():
+    """The lemma (at most ``1 + beta`` boxes other than ``x`` completed by one delivery sent
+    from what was known before ``tau``) on every schedule of three boxes in three steps; with
+    ``beta`` boxes allowed it fails: two boxes exchanging in step 1 (``beta = 0``, ``y = w``)."""
+    assert check.search(3, 3, 5)["lemma violations"] == 0
+    assert check.search(3, 3, 5, lemma_extra=0)["lemma violations"] > 0
+
+
+def test_docstring_examples():
+    """The module's docstring example (benchmarks are not a package: the doctest suite skips them)."""
+    import doctest
+
+    result = doctest.testmod(check)
+    assert result.attempted >= 1 and result.failed == 0
