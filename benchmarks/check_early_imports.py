@@ -213,7 +213,8 @@ def search(k: int, S: int, D: int, full: bool = False, offset: int = -1, lemma_e
     witness = np.zeros(D + 1, np.int64)
     arrays = [np.zeros(D + 1, np.int64) for _ in range(4)]
     _search(k, S, D, full, 0, 0, *arrays, offset, lemma_extra, stats, witness)
-    first = [(int(w) // 1000000, int(w) // 10000 % 100, int(w) // 100 % 100, int(w) % 100) for w in witness[1:1 + witness[0]]]
+    first = [(int(w) // 1000000, int(w) // 10000 % 100, int(w) // 100 % 100, int(w) % 100)
+             for w in witness[1:1 + witness[0]]]
     return {"checked": int(stats[0]), "violations": int(stats[1]), "least slack": int(stats[2]),
             "lemma violations": int(stats[3]), "first": first}
 
