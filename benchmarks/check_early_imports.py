@@ -26,7 +26,8 @@ party's ``G_z`` together holding every input. The search counts, for every order
 The search enumerates every set of at most ``D`` calls in steps ``1 .. S`` (``--full``: each
 carrying everything its sender may send; otherwise every nonempty part of it), leaving out
 calls that carry nothing their receiver did not already know a step before (such a call adds
-one to the count and at most one early party, so dropping it never hides a violation), and
+one to the count and at most one early party and changes nobody's knowledge, so dropping it
+never hides a violation of the claim or of the lemma), and
 prints how many schedules were checked, the violations (the first few) and the least slack.
 
 >>> least_slack(2, 3, 2)  # two parties exchanging in step 1: 2 calls, 1 early party, slack 0
