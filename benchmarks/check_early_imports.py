@@ -45,7 +45,7 @@ from numba import njit
 SLACK_NONE = 1 << 20
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _knowledge(k, nc, cv, cs, cm, upto, out):
     for y in range(k):
         out[y] = 1 << y
@@ -54,7 +54,7 @@ def _knowledge(k, nc, cv, cs, cm, upto, out):
             out[cv[i]] |= cm[i]
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _least_early(k, nc, cv, cs, cm, tau, pre, ALL, lemma_extra):
     """The least early count over the orders of step ``tau``'s calls (every set of them before
     ``d*`` that completes nobody, and every ``d*`` completing its receiver)."""
@@ -97,7 +97,7 @@ def _least_early(k, nc, cv, cs, cm, tau, pre, ALL, lemma_extra):
     return best, lemma_bad
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _pairs_over(k, nc, cs, tau, m, sub, x, F, G, ALL, lemma_extra):
     """1 if the lemma fails for this order: more than ``1 + beta`` parties ``y != x`` know, at
     ``d*``, everything some other party ``z`` did not know after step ``tau - 1`` (``beta``: the
@@ -119,7 +119,7 @@ def _pairs_over(k, nc, cs, tau, m, sub, x, F, G, ALL, lemma_extra):
     return 1 if pairs > lemma_extra + calls - (k - 1) else 0
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _in_subset(i, idx, m, sub):
     for a in range(m):
         if idx[a] == i:
@@ -127,7 +127,7 @@ def _in_subset(i, idx, m, sub):
     return False
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _evaluate(k, S, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness):
     ALL = (1 << k) - 1
     K = np.empty(k, np.int64)
@@ -155,7 +155,7 @@ def _evaluate(k, S, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness):
         stats[1] += 1
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _search(k, S, D, full, start, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness):
     _evaluate(k, S, nc, cu, cv, cs, cm, offset, lemma_extra, stats, witness)
     if nc >= D:
