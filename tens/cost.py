@@ -332,9 +332,10 @@ TRIM_FROM_SENDS = 1 << 20  # price_event hands the freed C heap back before its 
 EVENT_RECORDS = "event records"  # the plan part prepare_event computes ahead and price_event takes
 
 
-def event_records_of(plan: PricingPlan) -> np.ndarray:
-    """The event model's record of every position of the plan's view: its piece's bytes, its
-    route, nothing released yet (:func:`collsynth.tens.event_layout.event_records`)."""
+def event_records_of(plan: PricingPlan) -> tuple[np.ndarray, np.ndarray]:
+    """The event model's record of every position of the plan's view (its piece's place in the
+    table of piece sizes, its route, nothing released yet) and that table
+    (:func:`collsynth.tens.event_layout.event_records`)."""
     view, rt = plan.view, plan.routes
     return event_layout.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance),
                                       rt.r, rt.ptr)
@@ -406,7 +407,7 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     plan = plan_for(s, instance, plan, "event")
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
-    rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
+    made = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
     rt = plan.routes
     H = int(rt.hops[rt.r].sum(dtype=np.int64))
     if H >= MAX_INDEX:
@@ -420,6 +421,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         di, dj = dep.pairs
     else:
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
+        if gstart[-1] < MAX_INDEX:  # positions: int32 (half of an int64 a group)
+            gstart = gstart.astype(np.int32)
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
     if large:  # the plan's columns
@@ -427,10 +430,12 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     if exact:
         need, dptr, ditems = _dependents(di, dj, n)  # what each send waits for; the dependents of each
         del di, dj
-    if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
-        rec = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
+    if made is None:  # not prepared ahead: made here, once the plan's columns not needed went
+        made = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
+    rec, sizes = made
+    del made
     del chunk, lo, hi, r
-    blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
+    blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32)
     if exact:
         event_layout.release_dependents(rec, dptr)
         alone = np.packbits(need == 0, bitorder="little")
@@ -457,8 +462,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     del rlinks
     if large:  # the groups' fill pointers
         heap.release_freed_heap()
-    best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
-                                                   alone, blocks, block_ints, waiting, EVENT_LEVELS,
+    best_t, T_L, served = event_kernel.event_times(rec, sizes, rptr, marked, H, la.bandwidth, la.alpha, exact, need,
+                                                   ditems, alone, blocks, block_ints, waiting, EVENT_LEVELS,
                                                    s.link_order == "program")
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")
