@@ -350,6 +350,33 @@ def prepare_event(plan: PricingPlan) -> None:
     plan.prepare(EVENT_RECORDS, event_records_of)
 
 
+def _narrowest(p: np.ndarray) -> np.ndarray:
+    """The counts ``p`` as int8 when every one fits (a group's arrivals a send waits for are few
+    on the usual schedules), else as they are (int32)."""
+    if len(p) and (p.max() > np.iinfo(np.int8).max or p.min() < np.iinfo(np.int8).min):
+        return p
+    return p.astype(np.int8)
+
+
+def warm_event_layout() -> None:
+    """Compile (or load) the event layout's kernels for both widths of what each send reads that
+    :func:`price_event` passes (:func:`_narrowest`): tiny schedules reach the int8 one only."""
+    rec, _ = event_layout.event_records(*(np.zeros(1, np.int32),) * 3, 1, np.ones(1), np.zeros(1, np.int32),
+                                        np.zeros(2, np.int64))
+    for p in (np.zeros(1, np.int32), np.zeros(1, np.int8)):
+        event_layout.hold_readers(rec, np.full(1, -1, np.int32), p)
+
+
+@njit(cache=True, nogil=True)
+def _hops_of(r, hops):
+    """Hops of the sends whose routes are ``r`` (route ``k`` has ``hops[k]``), summed without a
+    column a send."""
+    total = 0
+    for k in r:
+        total += hops[k]
+    return total
+
+
 def link_successors(src: np.ndarray, first_link: np.ndarray, topology: Topology) -> np.ndarray:
     """For sends in step order (``src``, the link pair of each one's first hop), the next send
     out of the same NPU over the same link pair, -1 for the last and for sends out of a switch:
@@ -408,8 +435,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
     made = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
+    if large:  # what finding the groups freed
+        heap.release_freed_heap()
     rt = plan.routes
-    H = int(rt.hops[rt.r].sum(dtype=np.int64))
+    H = _hops_of(rt.r, rt.hops)
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
     chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
@@ -421,10 +450,10 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         di, dj = dep.pairs
     else:
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
-        if gstart[-1] < MAX_INDEX:  # positions: int32 (half of an int64 a group)
-            gstart = gstart.astype(np.int32)
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
+    if not exact:  # group starts as int32 (positions: under MAX_INDEX), what each send reads as int8 where it fits
+        gstart, p = gstart.astype(np.int32), _narrowest(p)  # (the plan's, when it dropped them, go)
     if large:  # the plan's columns
         heap.release_freed_heap()
     if exact:

@@ -56,7 +56,7 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
             u = GRANULE * np.int64(x.group)
             prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
             f = block_ints[2 * u + BLOCK_FRONTIER]
-            if x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0:
+            if block_ints[2 * u + BLOCK_MEMBERS] >= 0 and (x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0):
                 slots, place = u + block_ints[2 * u + BLOCK_SLOTS], x.start + (x.start == f)
                 prefetch(blocks, slots + place)
                 prefetch(block_ints, member_hop(slots, block_ints[2 * u + BLOCK_MEMBERS], place))
@@ -254,9 +254,12 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     times (a later arrival wins ties, as the prefix's latest), and each send waiting for a
     prefix as long as the new one is queued at that prefix's maximum."""
     h = 2 * u
+    members = block_ints[h + BLOCK_MEMBERS]
+    if members < 0:
+        _arrive_in_whole(Q, u, ~members, place, arr, e, blocks, block_ints, fbuf, ibuf)
+        return
     f = block_ints[h + BLOCK_FRONTIER]
     slots = u + block_ints[h + BLOCK_SLOTS]
-    members = block_ints[h + BLOCK_MEMBERS]
     if place != f:
         blocks[slots + place] = arr
         block_ints[member_hop(slots, members, place)] = e
@@ -283,6 +286,30 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     block_ints[h + BLOCK_NEXT] = w - u
     blocks[u + BLOCK_TOP] = top
     block_ints[h + BLOCK_TOP_FROM] = top_from
+
+
+@borrowing_inlined
+def _arrive_in_whole(Q, u, members, place, arr, e, blocks, block_ints, fbuf, ibuf):
+    """The arrival at member ``place`` of the whole block at word ``u`` (``members`` arrivals,
+    every reader waiting for all of them) came at ``arr`` (hop ``e``): it is counted and kept as
+    the latest if it is (a later time, or the same time at a later place: the prefix's latest
+    once complete); the last arrival queues every waiting row at the latest's time."""
+    h = 2 * u
+    got = block_ints[h + BLOCK_FRONTIER]
+    top = blocks[u + BLOCK_TOP]
+    if got == 0 or arr > top or (arr == top and place > block_ints[h + BLOCK_PENDING]):
+        blocks[u + BLOCK_TOP] = arr
+        block_ints[h + BLOCK_TOP_FROM] = e
+        block_ints[h + BLOCK_PENDING] = place
+    got += 1
+    block_ints[h + BLOCK_FRONTIER] = got
+    if got < members:
+        return
+    fbuf[0] = blocks[u + BLOCK_TOP]
+    top_from = np.int64(block_ints[h + BLOCK_TOP_FROM])
+    for w in range(u + block_ints[h + BLOCK_NEXT], u + block_ints[h + BLOCK_SLOTS]):
+        queue_push(Q, ibuf[0], (np.int64(block_ints[2 * w]) << 32) | (top_from + 1))
+    block_ints[h + BLOCK_NEXT] = block_ints[h + BLOCK_SLOTS]
 
 
 @njit(cache=True, nogil=True)

@@ -50,6 +50,11 @@ FREE, GATED = -1, -2  # a record's ``ev`` before its first hop is served (held: 
 #       (two a word, from word u + slots + members): a member that came before the prefix reached
 #       it keeps its arrival time (float64) and its hop (-1 until it arrives) there, 12 bytes a
 #       member (:func:`member_hop`).
+# A group every reader of which waits for all its arrivals (a reduction's partial results summed at
+# once; or nobody reads it) has a *whole* block: its header and waiting rows, no member slots
+# (BLOCK_MEMBERS holds ``~members``): arrivals are counted in BLOCK_FRONTIER, and the latest one
+# so far (by time, then place: the prefix's rule, a later place wins a tie) is kept in BLOCK_TOP,
+# BLOCK_TOP_FROM and, its place, BLOCK_PENDING; the last arrival releases every row.
 # Word offsets in the header are relative to ``u``.
 BLOCK_FRONTIER, BLOCK_PENDING, BLOCK_NEXT, BLOCK_SLOTS, BLOCK_TOP_FROM, BLOCK_MEMBERS = 0, 1, 2, 3, 6, 7
 BLOCK_TOP = 2  # a float64 word
@@ -184,17 +189,20 @@ def group_blocks(rec, order, gstart, single):
     count = np.empty(G, np.int32)
     huge_pages(count)
     count[:] = 0
+    partial = np.zeros(G, np.bool_)  # a reader of the group waits for fewer than all its arrivals
     for q in range(len(rec)):
         g = rec[q].after
         if g >= 0:
             count[g] += 1
+            if rec[q].ev != gstart[g + 1] - gstart[g]:
+                partial[g] = True
     rows, words = 0, 0
     for g in range(G):
         size = gstart[g + 1] - gstart[g]
         if single and size == 1:
             rows += count[g]
         else:
-            words += _block_words(count[g], size)
+            words += _block_words(count[g], size if partial[g] else ~size)
     if words // GRANULE >= np.iinfo(np.int32).max:
         raise ValueError("too many group prefixes for 32-bit block granules")
     blocks = np.empty(words)
@@ -213,13 +221,14 @@ def group_blocks(rec, order, gstart, single):
             count[g] = ~rows
             rows += readers
             continue
-        _block_header(blocks, block_ints, words, readers, size)
+        members = size if partial[g] else ~size
+        _block_header(blocks, block_ints, words, readers, members)
         for x in range(size):
             q = order[gstart[g] + x]
             rec[q].group = words // GRANULE
             rec[q].start = x
         count[g] = words // GRANULE
-        words += _block_words(readers, size)
+        words += _block_words(readers, members)
     return blocks, block_ints, count, rows
 
 
@@ -249,8 +258,9 @@ def waiting_rows(rec, at, block_ints, rows):
 
 @njit(cache=True, nogil=True, inline='always')
 def _block_words(readers, members):
-    """Words of a block: header, waiting rows, member slots, to a whole granule."""
-    words = BLOCK_HEADER + readers + members + (members + 1) // 2
+    """Words of a block: header, waiting rows, member slots (none for a whole block, ``members``
+    < 0), to a whole granule."""
+    words = BLOCK_HEADER + readers + (members + (members + 1) // 2 if members >= 0 else 0)
     return (words + GRANULE - 1) // GRANULE * GRANULE
 
 
@@ -264,7 +274,8 @@ def member_hop(slots, members, place):
 
 @njit(cache=True, nogil=True, inline='always')
 def _block_header(blocks, block_ints, u, readers, members):
-    """An empty prefix for the block at word ``u``: no arrival yet, every waiting row to come."""
+    """An empty prefix for the block at word ``u``: no arrival yet, every waiting row to come
+    (a whole block, ``members`` < 0: no arrival counted, no latest place)."""
     h = 2 * u
     slots = BLOCK_HEADER + readers
     block_ints[h + BLOCK_FRONTIER] = 0

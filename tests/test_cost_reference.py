@@ -293,13 +293,14 @@ def test_event_arrival_beyond_the_prefix_waits_and_wins_a_tie():
 @given(g_in=st.lists(st.integers(-1, 5), max_size=40), sizes=st.lists(st.integers(1, 3), min_size=6, max_size=6),
        single=st.booleans())
 def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
-    """Every group's waiting rows ``(send, p)`` in position order in the group's block, or its
+    """Every group's waiting rows ``(send, p)`` in position order in the group's block (a whole
+    block, without member slots, when every reader waits for all the group's arrivals), or its
     readers in position order in the waiting table for a group of one arrival released
     directly; the records of a group's members name its block and their places in it."""
     gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     n = max(len(g_in), int(gstart[-1]))
     g = np.array(g_in + [-1] * (n - len(g_in)), np.int32)  # one entry a position, as the event model's
-    p = np.arange(n, dtype=np.int32) * 3
+    p = np.array([sizes[x] if x >= 0 and q % 2 == 0 else 3 * q for q, x in enumerate(g.tolist())], np.int32)
     order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
     rec, _ = event_layout.event_records(np.zeros(n, np.int32), np.zeros(n, np.int32), np.ones(n, np.int32), 1,
                                         np.ones(1), np.zeros(n, np.int32), np.zeros(2, np.int64))
@@ -309,7 +310,7 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
     assert np.unpackbits(alone, bitorder="little")[:n].tolist() == (g < 0).tolist()
     assert (rec["after"] == -1).all() and (rec["ev"] == event_layout.FREE).all()  # as the records were made
     for k, size in enumerate(sizes):
-        expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
+        expected = [[q, int(p[q])] for q in range(len(g_in)) if g_in[q] == k]
         members = order[gstart[k]:gstart[k + 1]]
         if single and size == 1:
             x = rec[members[0]]
@@ -320,8 +321,13 @@ def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
         assert {int(rec[q]["group"]) for q in members} == {u // event_layout.GRANULE}
         rows = block_ints[2 * (u + event_layout.BLOCK_HEADER):2 * (u + block_ints[2 * u + event_layout.BLOCK_SLOTS])]
         assert rows.reshape(-1, 2).tolist() == expected
-        assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
         assert block_ints[2 * u + event_layout.BLOCK_NEXT] == event_layout.BLOCK_HEADER  # the first row to release
+        if all(need == size for _, need in expected):  # a whole block (every reader waits for all): no member slots
+            assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == ~size
+            assert block_ints[2 * u + event_layout.BLOCK_FRONTIER] == 0  # no arrival counted
+            assert event_layout._block_words(len(expected), ~size) == -(-(4 + len(expected)) // 4) * 4
+            continue
+        assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
         slots = u + block_ints[2 * u + event_layout.BLOCK_SLOTS]  # member times, then their int32 hops, all empty
         hops = [event_layout.member_hop(slots, size, x) for x in range(size)]
         end = u + event_layout._block_words(len(expected), size)  # where the next block may start
