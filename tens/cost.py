@@ -332,9 +332,10 @@ TRIM_FROM_SENDS = 1 << 20  # price_event hands the freed C heap back before its 
 EVENT_RECORDS = "event records"  # the plan part prepare_event computes ahead and price_event takes
 
 
-def event_records_of(plan: PricingPlan) -> np.ndarray:
-    """The event model's record of every position of the plan's view: its piece's bytes, its
-    route, nothing released yet (:func:`collsynth.tens.event_layout.event_records`)."""
+def event_records_of(plan: PricingPlan) -> tuple[np.ndarray, np.ndarray]:
+    """The event model's record of every position of the plan's view (its piece's place in the
+    table of piece sizes, its route, nothing released yet) and that table
+    (:func:`collsynth.tens.event_layout.event_records`)."""
     view, rt = plan.view, plan.routes
     return event_layout.event_records(view.chunk, view.lo, view.hi, plan.schedule.denom, chunk_bytes_of(plan.instance),
                                       rt.r, rt.ptr)
@@ -347,6 +348,33 @@ def prepare_event(plan: PricingPlan) -> None:
     these (it waits for them while they are computed). The plan's schedule must be well formed
     (:func:`collsynth.tens.verify.malformed`): the records read its chunk ids."""
     plan.prepare(EVENT_RECORDS, event_records_of)
+
+
+def _narrowest(p: np.ndarray) -> np.ndarray:
+    """The counts ``p`` as int8 when every one fits (a group's arrivals a send waits for are few
+    on the usual schedules), else as they are (int32)."""
+    if len(p) and (p.max() > np.iinfo(np.int8).max or p.min() < np.iinfo(np.int8).min):
+        return p
+    return p.astype(np.int8)
+
+
+def warm_event_layout() -> None:
+    """Compile (or load) the event layout's kernels for both widths of what each send reads that
+    :func:`price_event` passes (:func:`_narrowest`): tiny schedules reach the int8 one only."""
+    rec, _ = event_layout.event_records(*(np.zeros(1, np.int32),) * 3, 1, np.ones(1), np.zeros(1, np.int32),
+                                        np.zeros(2, np.int64))
+    for p in (np.zeros(1, np.int32), np.zeros(1, np.int8)):
+        event_layout.hold_readers(rec, np.full(1, -1, np.int32), p)
+
+
+@njit(cache=True, nogil=True)
+def _hops_of(r, hops):
+    """Hops of the sends whose routes are ``r`` (route ``k`` has ``hops[k]``), summed without a
+    column a send."""
+    total = 0
+    for k in r:
+        total += hops[k]
+    return total
 
 
 def link_successors(src: np.ndarray, first_link: np.ndarray, topology: Topology) -> np.ndarray:
@@ -406,9 +434,11 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     plan = plan_for(s, instance, plan, "event")
     view = plan.view
     dep = plan.deps(exact_deps)  # the groups before the routes: another
-    rec = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
+    made = plan.take(EVENT_RECORDS)  # thread may be preparing the routes and these (prepare_event) meanwhile
+    if large:  # what finding the groups freed
+        heap.release_freed_heap()
     rt = plan.routes
-    H = int(rt.hops[rt.r].sum(dtype=np.int64))
+    H = _hops_of(rt.r, rt.hops)
     if H >= MAX_INDEX:
         raise InputError("schedule", f"{H} hops: at most {MAX_INDEX - 1} are supported")
     chunk, lo, hi, r, rptr, rlinks = view.chunk, view.lo, view.hi, rt.r, rt.ptr, rt.links
@@ -422,15 +452,19 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
         order, gstart, g_in, p = dep.members, dep.gstart, dep.g_in, dep.p
     plan.done("event")  # if it was the plan's last model, the columns not kept here go now
     del view, rt, dep
+    if not exact:  # group starts as int32 (positions: under MAX_INDEX), what each send reads as int8 where it fits
+        gstart, p = gstart.astype(np.int32), _narrowest(p)  # (the plan's, when it dropped them, go)
     if large:  # the plan's columns
         heap.release_freed_heap()
     if exact:
         need, dptr, ditems = _dependents(di, dj, n)  # what each send waits for; the dependents of each
         del di, dj
-    if rec is None:  # not prepared ahead: made here, once the plan's columns not needed went
-        rec = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
+    if made is None:  # not prepared ahead: made here, once the plan's columns not needed went
+        made = event_layout.event_records(chunk, lo, hi, s.denom, cb, r, rptr)
+    rec, sizes = made
+    del made
     del chunk, lo, hi, r
-    blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
+    blocks, block_ints, waiting = np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32)
     if exact:
         event_layout.release_dependents(rec, dptr)
         alone = np.packbits(need == 0, bitorder="little")
@@ -457,8 +491,8 @@ def price_event(schedule: Schedule, instance: Instance, exact_deps: bool | None 
     del rlinks
     if large:  # the groups' fill pointers
         heap.release_freed_heap()
-    best_t, T_L, served = event_kernel.event_times(rec, rptr, marked, H, la.bandwidth, la.alpha, exact, need, ditems,
-                                                   alone, blocks, block_ints, waiting, EVENT_LEVELS,
+    best_t, T_L, served = event_kernel.event_times(rec, sizes, rptr, marked, H, la.bandwidth, la.alpha, exact, need,
+                                                   ditems, alone, blocks, block_ints, waiting, EVENT_LEVELS,
                                                    s.link_order == "program")
     if served != H:
         raise InputError("schedule", "circular data dependencies: some sends never became ready")

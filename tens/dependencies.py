@@ -592,7 +592,7 @@ def _forwarded(ga, g_in, p, groups: int, view: StepView, schedule: Schedule, ins
     reduce_at[:len(reduce)] = reduce[:len(switch)]
     groups = _regroup(ga, g_in, p, fw.run, view.chunk, view.src, view.dst, switch, reduce_at,
                       np.asarray(combining, np.bool_), whole, groups)
-    fw = replace(fw, run=fw.run[:0])  # read by nothing further
+    fw = replace(fw, run=fw.run[:0].copy())  # read by nothing further (a copy: a view would keep the column)
     members, gstart = counting_order(ga, groups)
     _read_forwarded(g_in, p, ga, gstart, fw.leave, fw.arrival)
     return Deps(ga, g_in, p, members, gstart, None, fw)

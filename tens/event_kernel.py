@@ -14,7 +14,7 @@ from numba import njit
 
 from .compiled import borrowing, borrowing_inlined, first_at_least
 from .event_layout import (AHEAD, BLOCK_FRONTIER, BLOCK_MEMBERS, BLOCK_NEXT, BLOCK_PENDING, BLOCK_SLOTS, BLOCK_TOP,
-                           BLOCK_TOP_FROM, FREE, GRANULE, member_hop)
+                           BLOCK_TOP_FROM, FREE, GRANULE, member_hop, release_end)
 from .event_queue import QS_CURSOR, QS_LEN, queue_drop, queue_first, queue_new, queue_push
 from .prefetch import huge_pages, prefetch, prefetch_write
 
@@ -40,7 +40,7 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
         prefetch(marked, x.at)
         if x.group >= 0:
             prefetch(blocks, GRANULE * np.int64(x.group))
-        elif x.start < x.end:
+        elif x.start < release_end(x.group):
             if exact:
                 prefetch(ditems, x.start)
             else:
@@ -48,7 +48,7 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
     if c + AHEAD // 4 < end:
         x = rec[run[c + AHEAD // 4] >> 32]
         if exact and x.group < 0 and marked[x.at] < 0:
-            for y in range(x.start, min(x.end, x.start + 2)):
+            for y in range(x.start, min(release_end(x.group), x.start + 2)):
                 prefetch_write(ready, ditems[y])
                 prefetch_write(ready_from, ditems[y])
                 prefetch_write(need, ditems[y])
@@ -56,7 +56,7 @@ def _read_ahead(Q, rec, marked, ditems, need, ready, ready_from, blocks, block_i
             u = GRANULE * np.int64(x.group)
             prefetch(blocks, u + block_ints[2 * u + BLOCK_NEXT])
             f = block_ints[2 * u + BLOCK_FRONTIER]
-            if x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0:
+            if block_ints[2 * u + BLOCK_MEMBERS] >= 0 and (x.start != f or block_ints[2 * u + BLOCK_PENDING] > 0):
                 slots, place = u + block_ints[2 * u + BLOCK_SLOTS], x.start + (x.start == f)
                 prefetch(blocks, slots + place)
                 prefetch(block_ints, member_hop(slots, block_ints[2 * u + BLOCK_MEMBERS], place))
@@ -92,20 +92,20 @@ def marked_links(rptr, rlinks):
 
 
 @njit(cache=True, nogil=True)
-def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints, waiting,
-                levels, ordered):
+def event_times(rec, sizes, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints,
+                waiting, levels, ordered):
     """Congestion-aware event simulation: ``(last arrival, critical-path latency, hops served)``.
 
     ``rec`` (one :data:`~collsynth.tens.event_layout.EVENT` record per position, in step order)
-    is read once per hop. Ready hops are taken in ``(ready time, position)`` order
-    (:mod:`collsynth.tens.event_queue`; the sends that need nothing are a stream at time 0 in
-    position order, never queued) and served on their link
+    is read once per hop; ``sizes[rec[q].piece]`` is its piece's bytes. Ready hops are taken in
+    ``(ready time, position)`` order (:mod:`collsynth.tens.event_queue`; the sends that need
+    nothing are a stream at time 0 in position order, never queued) and served on their link
     (FIFO: a hop starts when both it and the link are ready). A send's first hop is ready when
     its data has arrived: every exact dependency (``need`` counts; the arrival of ``j`` releases
-    ``ditems[rec[j].start:rec[j].end]``), or the first ``p`` arrivals of the group it reads (rows
-    ``waiting[w] = (send, p)``, sorted by ``p`` within a group; a group of one arrival is
-    released by it directly, any other keeps its arrivals' times in ``members`` and its frontier
-    and waiting range in its ``groups`` row). Hop ids: a send's first hop is its position, every
+    ``ditems[rec[j].start:~rec[j].group]``), or the first ``p`` arrivals of the group it reads (a
+    group of one arrival releases its readers, ``waiting[rec[j].start:~rec[j].group]``,
+    directly; any other keeps its arrivals' times, its frontier and its waiting rows ``(send,
+    p)``, sorted by ``p``, in its block). Hop ids: a send's first hop is its position, every
     later hop ``n + k`` for the ``k``-th such hop served (its link in ``xlink``). ``ev`` of a hop
     (``rec[q].ev`` for a first hop, else ``xev``) is the hop that decided its start: ``>= -1`` its
     data, ``<= -2`` (encoded ``-2 - hop``) the link's previous message. ``hops``: the total.
@@ -132,14 +132,14 @@ def event_times(rec, rptr, marked, hops, bandwidth, alpha, exact, need, ditems, 
     fbuf = np.zeros(1)
     ibuf = fbuf.view(np.int64)
     Q = queue_new(n, levels)
-    best_t, best_e, served = _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, blocks,
+    best_t, best_e, served = _event_loop(rec, sizes, marked, bandwidth, alpha, exact, need, ditems, alone, blocks,
                                          block_ints, waiting, xev, xlink, free, last_on, ready, ready_from, fbuf, ibuf,
                                          Q, ordered)
     return best_t, _critical_latency(best_e, rec, xev, xlink, rptr, marked, alpha), served
 
 
 @borrowing
-def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints, waiting, xev,
+def _event_loop(rec, sizes, marked, bandwidth, alpha, exact, need, ditems, alone, blocks, block_ints, waiting, xev,
                 xlink, free, last_on, ready, ready_from, fbuf, ibuf, Q, ordered):
     """The loop of :func:`event_times` on the arrays it allocated: ``(last arrival, its hop,
     hops served)``. ``marked``: the route links, each route's last one as ``~link``. A queued
@@ -186,7 +186,7 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, block
             xev[later] = decided
             xlink[later] = link
             later += 1
-        fl = start + x.nbytes / bandwidth[link]
+        fl = start + sizes[x.piece] / bandwidth[link]
         free[link] = fl
         last_on[link] = e
         arr = fl + alpha[link]
@@ -197,23 +197,22 @@ def _event_loop(rec, marked, bandwidth, alpha, exact, need, ditems, alone, block
             continue
         if arr > best_t or best_e < 0:
             best_t, best_e = arr, e
-        _arrive(Q, x.group, x.start, x.end, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting,
+        _arrive(Q, x.group, x.start, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting,
                 fbuf, ibuf)
     return best_t, best_e, served
 
 
 @borrowing_inlined
-def _arrive(Q, group, start, end, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting, fbuf,
-            ibuf):
+def _arrive(Q, group, start, arr, e, exact, ditems, need, ready, ready_from, blocks, block_ints, waiting, fbuf, ibuf):
     """A send arrived at ``arr`` (its last hop ``e``; ``fbuf`` holds ``arr``): what its record's
-    ``group``, ``start`` and ``end`` release (:mod:`collsynth.tens.event_layout`) is queued."""
+    ``group`` and ``start`` release (:mod:`collsynth.tens.event_layout`) is queued."""
     if group >= 0:
         _arrive_in_block(Q, GRANULE * np.int64(group), start, arr, e, blocks, block_ints, fbuf, ibuf)
     elif exact:
-        _release_dependents(Q, start, end, arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
+        _release_dependents(Q, start, release_end(group), arr, e, ditems, need, ready, ready_from, fbuf, ibuf)
     else:
-        for w in range(start, end):  # a group of one arrival: its waiting sends are ready
-            queue_push(Q, ibuf[0], (np.int64(waiting[w, 0]) << 32) | (e + 1))
+        for w in range(start, release_end(group)):  # a group of one arrival: its waiting sends are ready
+            queue_push(Q, ibuf[0], (np.int64(waiting[w]) << 32) | (e + 1))
 
 
 @borrowing_inlined
@@ -255,9 +254,12 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     times (a later arrival wins ties, as the prefix's latest), and each send waiting for a
     prefix as long as the new one is queued at that prefix's maximum."""
     h = 2 * u
+    members = block_ints[h + BLOCK_MEMBERS]
+    if members < 0:
+        _arrive_in_whole(Q, u, ~members, place, arr, e, blocks, block_ints, fbuf, ibuf)
+        return
     f = block_ints[h + BLOCK_FRONTIER]
     slots = u + block_ints[h + BLOCK_SLOTS]
-    members = block_ints[h + BLOCK_MEMBERS]
     if place != f:
         blocks[slots + place] = arr
         block_ints[member_hop(slots, members, place)] = e
@@ -284,6 +286,30 @@ def _arrive_in_block(Q, u, place, arr, e, blocks, block_ints, fbuf, ibuf):
     block_ints[h + BLOCK_NEXT] = w - u
     blocks[u + BLOCK_TOP] = top
     block_ints[h + BLOCK_TOP_FROM] = top_from
+
+
+@borrowing_inlined
+def _arrive_in_whole(Q, u, members, place, arr, e, blocks, block_ints, fbuf, ibuf):
+    """The arrival at member ``place`` of the whole block at word ``u`` (``members`` arrivals,
+    every reader waiting for all of them) came at ``arr`` (hop ``e``): it is counted and kept as
+    the latest if it is (a later time, or the same time at a later place: the prefix's latest
+    once complete); the last arrival queues every waiting row at the latest's time."""
+    h = 2 * u
+    got = block_ints[h + BLOCK_FRONTIER]
+    top = blocks[u + BLOCK_TOP]
+    if got == 0 or arr > top or (arr == top and place > block_ints[h + BLOCK_PENDING]):
+        blocks[u + BLOCK_TOP] = arr
+        block_ints[h + BLOCK_TOP_FROM] = e
+        block_ints[h + BLOCK_PENDING] = place
+    got += 1
+    block_ints[h + BLOCK_FRONTIER] = got
+    if got < members:
+        return
+    fbuf[0] = blocks[u + BLOCK_TOP]
+    top_from = np.int64(block_ints[h + BLOCK_TOP_FROM])
+    for w in range(u + block_ints[h + BLOCK_NEXT], u + block_ints[h + BLOCK_SLOTS]):
+        queue_push(Q, ibuf[0], (np.int64(block_ints[2 * w]) << 32) | (top_from + 1))
+    block_ints[h + BLOCK_NEXT] = block_ints[h + BLOCK_SLOTS]
 
 
 @njit(cache=True, nogil=True)

@@ -43,9 +43,9 @@ def networks(draw, max_nodes: int = 6):
 
 
 @st.composite
-def priced_cases(draw):
-    """A random network, collective and random sends (pieces with denominators up to 4, steps
-    up to 6, explicit copy/reduce ops on combining kinds), over links or routed."""
+def priced_cases(draw, denominators=(1, 2, 3, 4)):
+    """A random network, collective and random sends (pieces with ``denominators``, up to 4 by
+    default, steps up to 6, explicit copy/reduce ops on combining kinds), over links or routed."""
     topo = draw(networks())
     kind = draw(st.sampled_from(KINDS))
     root = 0 if kind in ("broadcast", "reduce") else None
@@ -64,7 +64,7 @@ def priced_cases(draw):
             v = draw(st.sampled_from([w for w in range(n) if w != u]))
         else:
             u, v = draw(st.sampled_from(links))
-        d = draw(st.sampled_from([1, 2, 3, 4]))
+        d = draw(st.sampled_from(denominators))
         lo = draw(st.integers(0, d - 1))
         hi = draw(st.integers(lo + 1, d))
         op = draw(st.sampled_from([None, "copy", "reduce"])) if inst.collective.combining else None
@@ -198,14 +198,48 @@ def test_event_groups_of_one_arrival_are_released_directly():
     assert (np.diff(dep.gstart) == 1).all()
     tables = {}
     for single in (True, False):
-        rec = event_layout.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst),
-                                         plan.routes.r, plan.routes.ptr)
+        rec, _ = event_layout.event_records(view.chunk, view.lo, view.hi, s.denom, cost.chunk_bytes_of(inst),
+                                            plan.routes.r, plan.routes.ptr)
         blocks, _, _ = event_layout.release_groups(rec, dep.members, dep.gstart, dep.g_in, dep.p, single)
         named = rec["group"][rec["group"] >= 0]
         tables[single] = (len(blocks) > 0, len(np.unique(named)), len(named))
         with patch.object(cost, "EVENT_SINGLE", single):
             assert_same(cost.price_event(s, inst, exact_deps=False), ref.price(s, inst, "event", exact_deps=False))
     assert tables == {True: (False, 0, 0), False: (True, dep.groups, len(s))}
+
+
+@settings(max_examples=40)
+@given(case=priced_cases(denominators=(7, 60, 97)), deps=st.sampled_from([True, False]))
+def test_event_pieces_of_many_sizes_match_the_reference(case, deps):
+    """Pieces of tens of distinct sizes (the records keep a piece's place in a table of the
+    sizes, grown and rehashed past 16 of them): same prices as the reference, which reads each
+    piece's bytes from its send."""
+    sched, inst = case
+    assert_same(cost.price_event(sched, inst, exact_deps=deps), ref.price(sched, inst, "event", exact_deps=deps))
+
+
+@settings(max_examples=60)
+@given(n=st.integers(0, 400), denom=st.sampled_from([1, 3, 97, 1000]), data=st.data())
+def test_event_records_keep_each_piece_s_bytes_exactly(n, denom, data):
+    """A record's piece bytes ``sizes[piece]`` are, bit for bit, ``(hi - lo) / denom *
+    chunk_bytes[chunk]`` computed by numpy for its position; the table holds each distinct value
+    once, in order of first use; the rest of the record is its first hop and nothing released."""
+    chunk_bytes = np.array([1.0, 3.0, 1e6 / 7, 0.1, 2.0 ** 40])
+    chunk = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)), np.int32)
+    lo = np.array(data.draw(st.lists(st.integers(0, denom - 1), min_size=n, max_size=n)), np.int32)
+    hi = np.array([data.draw(st.integers(int(x) + 1, denom)) for x in lo], np.int32)
+    r = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), np.int32)
+    rptr = np.array([0, 2, 3, 7], np.int64)
+    rec, sizes = event_layout.event_records(chunk, lo, hi, denom, chunk_bytes, r, rptr)
+    expected = (hi - lo) / denom * chunk_bytes[chunk]
+    assert sizes[rec["piece"]].view(np.int64).tolist() == expected.view(np.int64).tolist()
+    first = {}
+    for bits in expected.view(np.int64).tolist():
+        first.setdefault(bits, len(first))
+    assert sizes.view(np.int64).tolist() == list(first)
+    assert rec["at"].tolist() == rptr[r].tolist() and (rec["start"] == 0).all()
+    assert (event_layout.release_end(rec["group"]) == 0).all() and (rec["after"] == -1).all()
+    assert (rec["ev"] == event_layout.FREE).all() and rec.dtype.itemsize == 24
 
 
 @st.composite
@@ -259,35 +293,41 @@ def test_event_arrival_beyond_the_prefix_waits_and_wins_a_tie():
 @given(g_in=st.lists(st.integers(-1, 5), max_size=40), sizes=st.lists(st.integers(1, 3), min_size=6, max_size=6),
        single=st.booleans())
 def test_group_blocks_hold_their_waiting_rows_by_position(g_in, sizes, single):
-    """Every group's waiting rows ``(send, p)`` in position order: in the group's block, or in
-    the waiting table for a group of one arrival released directly; the records of a group's
-    members name its block and their places in it."""
+    """Every group's waiting rows ``(send, p)`` in position order in the group's block (a whole
+    block, without member slots, when every reader waits for all the group's arrivals), or its
+    readers in position order in the waiting table for a group of one arrival released
+    directly; the records of a group's members name its block and their places in it."""
     gstart = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     n = max(len(g_in), int(gstart[-1]))
     g = np.array(g_in + [-1] * (n - len(g_in)), np.int32)  # one entry a position, as the event model's
-    p = np.arange(n, dtype=np.int32) * 3
+    p = np.array([sizes[x] if x >= 0 and q % 2 == 0 else 3 * q for q, x in enumerate(g.tolist())], np.int32)
     order = np.arange(gstart[-1], dtype=np.int32)[::-1].copy()  # any permutation of the member positions
-    rec = event_layout.event_records(np.zeros(n, np.int32), np.zeros(n, np.int32), np.ones(n, np.int32), 1,
-                                     np.ones(1), np.zeros(n, np.int32), np.zeros(2, np.int64))
+    rec, _ = event_layout.event_records(np.zeros(n, np.int32), np.zeros(n, np.int32), np.ones(n, np.int32), 1,
+                                        np.ones(1), np.zeros(n, np.int32), np.zeros(2, np.int64))
     event_layout.hold_readers(rec, g, p)
     blocks, block_ints, at, rows = event_layout.group_blocks(rec, order, gstart, single)
     waiting, alone = event_layout.waiting_rows(rec, at, block_ints, rows)
     assert np.unpackbits(alone, bitorder="little")[:n].tolist() == (g < 0).tolist()
     assert (rec["after"] == -1).all() and (rec["ev"] == event_layout.FREE).all()  # as the records were made
     for k, size in enumerate(sizes):
-        expected = [[q, 3 * q] for q in range(len(g_in)) if g_in[q] == k]
+        expected = [[q, int(p[q])] for q in range(len(g_in)) if g_in[q] == k]
         members = order[gstart[k]:gstart[k + 1]]
         if single and size == 1:
             x = rec[members[0]]
-            assert x["group"] == -1 and waiting[x["start"]:x["end"]].tolist() == expected
+            assert waiting[x["start"]:event_layout.release_end(x["group"])].tolist() == [q for q, _ in expected]
             continue
         assert [rec[q]["start"] for q in members] == list(range(size))
         u = event_layout.GRANULE * int(rec[members[0]]["group"])
         assert {int(rec[q]["group"]) for q in members} == {u // event_layout.GRANULE}
         rows = block_ints[2 * (u + event_layout.BLOCK_HEADER):2 * (u + block_ints[2 * u + event_layout.BLOCK_SLOTS])]
         assert rows.reshape(-1, 2).tolist() == expected
-        assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
         assert block_ints[2 * u + event_layout.BLOCK_NEXT] == event_layout.BLOCK_HEADER  # the first row to release
+        if all(need == size for _, need in expected):  # a whole block (every reader waits for all): no member slots
+            assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == ~size
+            assert block_ints[2 * u + event_layout.BLOCK_FRONTIER] == 0  # no arrival counted
+            assert event_layout._block_words(len(expected), ~size) == -(-(4 + len(expected)) // 4) * 4
+            continue
+        assert block_ints[2 * u + event_layout.BLOCK_MEMBERS] == size
         slots = u + block_ints[2 * u + event_layout.BLOCK_SLOTS]  # member times, then their int32 hops, all empty
         hops = [event_layout.member_hop(slots, size, x) for x in range(size)]
         end = u + event_layout._block_words(len(expected), size)  # where the next block may start

@@ -110,7 +110,7 @@ def _event_prices(s, inst):
 def test_event_hands_the_freed_heap_back_before_its_loop_and_prices_the_same(fabric, kind, pieces):
     """From ``TRIM_FROM_SENDS`` sends on, the event model calls ``malloc_trim(0)`` at its start
     and whenever it has let columns go (README, "Explicit sends' peak per send"): with group
-    prefixes five times a pricing, with exact pairs three; below, never; the prices are the same."""
+    prefixes six times a pricing, with exact pairs four; below, never; the prices are the same."""
     s, inst = _sends(*fabric, kind, pieces)
     calls = []
     with patch.object(heap, "MALLOC_TRIM", calls.append):
@@ -118,8 +118,8 @@ def test_event_hands_the_freed_heap_back_before_its_loop_and_prices_the_same(fab
         assert calls == []
         with patch.object(cost, "TRIM_FROM_SENDS", len(s)):
             assert _event_prices(s, inst) == untrimmed
-    by_default = 5 if cost.PricingPlan(s, inst).whole else 3  # exact pairs by default for pieces
-    assert calls == [0] * (by_default + 5)
+    by_default = 6 if cost.PricingPlan(s, inst).whole else 4  # exact pairs by default for pieces
+    assert calls == [0] * (by_default + 6)
 
 
 def test_the_heap_release_is_a_no_op_without_malloc_trim():

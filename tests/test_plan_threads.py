@@ -126,11 +126,11 @@ def test_event_records_prepared_ahead_are_the_ones_the_event_model_uses(monkeypa
     cost.prepare_event(plan)  # kept: not made again
     assert len(made) == 1
     priced = cost.price_event(sched, inst, exact_deps=False, plan=plan)
-    assert len(made) == 1 and released[-1] is made[0]  # the model took the prepared records
+    assert len(made) == 1 and released[-1] is made[0][0]  # the model took the prepared records
     assert not plan.holds(cost.EVENT_RECORDS) and priced.total_s == alone.total_s
     cost.prepare_event(plan)  # taken: nothing is prepared again
     again = cost.price_event(sched, inst, exact_deps=False, plan=plan)  # its own records (the taken ones changed)
-    assert len(made) == 2 and released[-1] is made[1] and again.total_s == alone.total_s
+    assert len(made) == 2 and released[-1] is made[1][0] and again.total_s == alone.total_s
     # the ring allgather, unidirectional, one chunk per link a step: n - 1 steps of one message time each
     la = inst.topology.link_arrays
     assert alone.total_s == pytest.approx(29 * (la.alpha[0] + inst.collective.chunk_bytes / la.bandwidth[0]))
