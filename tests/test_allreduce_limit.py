@@ -5,8 +5,9 @@ Every phase that may be slow on a loaded machine is stood in for by one that nev
 sleep the run's timer interrupts) or by a stand-in clock; no test times real work. Checked:
 
 - where the capacity split is expected to win (two-chassis miniature of DGX-2 pairs, six GPUs a
-  chassis) it is priced before the halves' forests are packed, and a packing of the halves that
-  never ends returns the split, verified (before: the halves were packed first, nothing kept);
+  chassis) a packing of the halves that never ends returns the split, verified (before: the
+  halves were packed first, nothing kept); that the split is priced before the halves are packed
+  is checked in tests/test_split_first.py, on the same run without a limit;
 - two boxes of two GPUs, with link latency and without: a choice of the halves' own (latency
   choice, fill) that never ends returns the packed halves kept before it, verified (before:
   nothing was kept until the joint choice);
@@ -69,16 +70,6 @@ def _halves_packed_by(monkeypatch, inst, instead):
         return instead(instance, *args, **kw) if instance is inst else real(instance, *args, **kw)
 
     monkeypatch.setattr(forests, "forest", forest)
-
-
-def test_the_split_is_priced_before_the_halves_are_packed(monkeypatch):
-    inst, log = _split_instance(), []
-    real_price, real_forest = split_form.price, forests.forest
-    monkeypatch.setattr(split_form, "price", lambda *a, **k: log.append("split") or real_price(*a, **k))
-    _halves_packed_by(monkeypatch, inst, lambda *a, **k: log.append("halves") or real_forest(*a, **k))
-    out = producer.run(inst, Options(time_limit=None))
-    assert "split" in log and "halves" in log and log.index("split") < log.index("halves")
-    assert all(f.get("on_its_share") for f in out.extra["forests"])
 
 
 def test_halves_packed_past_the_limit_return_the_split_verified(monkeypatch):

@@ -8,9 +8,9 @@ halves' probes and does not run the halves' fill programs (``pieces_choice.pick`
 - on two-chassis miniatures of DGX-2 pairs (tests/test_split_form.py's) the rule holds where the
   split's limit equals the bound (six GPUs a chassis, cross links at 1 byte/s) and not where it
   is above (four GPUs);
-- on the six-GPU one the producer runs no fill program, prices the split before any probe, still
-  prices the halves after it (no time limit) and returns the split, the least of the prices it
-  compared;
+- on the six-GPU one the producer runs no fill program, prices the split before any probe and
+  before the halves' forests are packed, still prices the halves after it (no time limit) and
+  returns the split, the least of the prices it compared;
 - with stand-in prices, ``extra_first`` chooses the halves where they price lower than the split
   and the split where it prices lower, pricing the split first either way (without it, the
   probes first, as before);
@@ -31,7 +31,7 @@ import pytest
 from collsynth.instances.instance import make_instance
 from collsynth.limits import GRACE_S, Deadline
 from collsynth.solvers import pipeline
-from collsynth.solvers.packing import joint, overlap, producer, split_form
+from collsynth.solvers.packing import forests, joint, overlap, producer, split_form
 from collsynth.solvers.producers import Options
 
 from machine import within
@@ -58,15 +58,26 @@ def test_the_rule_holds_where_the_split_s_limit_is_the_bound():
 
 def test_the_split_is_priced_first_and_the_halves_fill_not_run(monkeypatch):
     """The producer on the six-GPU miniature without a time limit, its fill programs (``pick``),
-    the split's pricings and the probes' (certified explicit sends) logged in order."""
-    log = []
+    the split's pricings, the packing of the halves on the whole links and the probes' (certified
+    explicit sends) logged in order: the split is priced before the halves are even packed
+    (before: the halves were packed first, so a limit in their packing kept nothing)."""
+    log, inst = [], _instance(6)
     pick, split_price, certified = producer.pick, split_form.price, joint.certified_price
+    real_forest = forests.forest
+
+    def forest(instance, *a, **k):  # the halves on the whole links; a half on its share is another instance
+        if instance is inst:
+            log.append("halves")
+        return real_forest(instance, *a, **k)
+
     monkeypatch.setattr(producer, "pick", lambda *a, **k: log.append("pick") or pick(*a, **k))
     monkeypatch.setattr(split_form, "price", lambda *a, **k: log.append("split") or split_price(*a, **k))
     monkeypatch.setattr(joint, "certified_price", lambda *a, **k: log.append("probe") or certified(*a, **k))
-    out = producer.run(_instance(6), Options(time_limit=None))
+    monkeypatch.setattr(forests, "forest", forest)
+    out = producer.run(inst, Options(time_limit=None))
     choice = out.extra["joint_choice"]
     assert "pick" not in log and log[0] == "split" and "probe" in log
+    assert "halves" in log and log.index("split") < log.index("halves"), log
     assert choice["extra_first"] and choice["chosen"].startswith(producer.SPLIT_PAIR)
     priced = choice["priced"]
     assert len(priced) >= 2  # the halves were priced too, after the split

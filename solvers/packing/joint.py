@@ -319,7 +319,17 @@ def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incum
     """The priced times under ``models`` of the overlapped allreduce of ``pair`` (reduce-scatter,
     allgather forests) at ``pieces`` as explicit sends (:func:`listed`), verified and priced once
     (:func:`collsynth.tens.certified.certify`) and offered to ``kept``; None where it does not
-    verify."""
+    verify (:func:`certified_schedule`)."""
+    made = certified_schedule(instance, pair, pieces, models, kept)
+    return None if made is None else made[2]
+
+
+def certified_schedule(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> tuple | None:
+    """``(schedule, verdict, prices)``: the overlapped allreduce of ``pair`` at ``pieces`` as
+    explicit sends (:func:`listed`), its verdict (:func:`collsynth.tens.certified.certify`) and
+    its priced times under ``models``, offered to ``kept``; None where it does not verify. The
+    verdict carries the prices to the pipeline, which then neither verifies nor prices the
+    schedule again (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4: the halves overlapped)."""
     t = time.perf_counter()
     sched = listed(instance, pair, pieces, models)
     verdict = certified.certify(sched, instance)
@@ -328,7 +338,7 @@ def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incum
     got = {m: verdict.price(m).total_s for m in models}
     if kept is not None:
         kept.offer(pair, pieces, sched, got, len(sched), time.perf_counter() - t, verdict.digest_s, verdict)
-    return got
+    return sched, verdict, got
 
 
 def listed(instance: Instance, pair, pieces, models: tuple = ("sync",)):

@@ -58,7 +58,7 @@ from .emission import (DEPTH_FACTOR, PIECES_FLOOR, PRICE_MODELS, SEND_BUDGET, au
 from .forest_record import forest_record
 from .forests import (CLOSE_ENOUGH, MAX_TREES, TWO_LEVEL_MULTIPLES, by_root_order, by_shape, choose_k, forest, greedy,
                       ring_forest, ring_forests, shallow, two_level)
-from .joint import SPLIT_PAIR, SPLIT_SHARE, certified_price, choose_halves, listed
+from .joint import SPLIT_PAIR, SPLIT_SHARE, certified_price, certified_schedule, choose_halves, listed
 from .latency_choice import ONE_MODEL_BUDGET, PRICE_BUDGET, PRICE_SHARE, SLACKS, alternatives, priced_choice
 from .overlap import PROBE_PIECES
 from .packed import Forest, optimum_seconds, packed_seconds, part_instance, plan
@@ -181,9 +181,10 @@ def _finish(instance: Instance, options: Options, packed: list[Forest], deadline
     if not as_trees:
         check_sends(chosen, depths, coll.chunks_per_node,
                     "--param pieces" if options.params.get("pieces") else topology_field(instance.topology))
+    made = None  # the chosen pair's schedule and verdict where verified_in_time made them
     if coll.kind == "allreduce" and not as_trees and deadline.at is not None:
-        chosen, depths, note = verified_in_time(instance, chosen, depths, kept, objective_models(options), note)
-    sched, verdict = _schedule(instance, chosen, depths, kept, as_trees, objective_models(options), deadline)
+        chosen, depths, note, made = verified_in_time(instance, chosen, depths, kept, objective_models(options), note)
+    sched, verdict = made or _schedule(instance, chosen, depths, kept, as_trees, objective_models(options), deadline)
     if isinstance(sched, Schedule):  # the split kept as trees checks its pieces itself (.split_form)
         _check_piece_bytes(instance, sched)
     return _outcome(instance, chosen, depths, sched, t0, picks, joint, note, stopped, verdict=verdict)
@@ -217,23 +218,28 @@ def first_pair(instance: Instance, pair: list[Forest], models: tuple, kept: incu
 
 
 def verified_in_time(instance: Instance, chosen: list[Forest], depths: list[int], kept, models: tuple,
-                     note: str) -> tuple[list[Forest], list[int], str]:
-    """``(forests, pieces, note)`` of the allreduce the run returns: ``chosen`` at ``depths``
-    emitted, verified and priced here on the run's clock (:func:`.joint.certified_price`,
+                     note: str) -> tuple[list[Forest], list[int], str, tuple | None]:
+    """``(forests, pieces, note, made)`` of the allreduce the run returns: ``chosen`` at ``depths``
+    emitted, verified and priced here on the run's clock (:func:`.joint.certified_schedule`,
     offered to ``kept``) where ``kept`` holds another verified schedule, so that a limit
     reached while verifying it stops the producer with that one kept (:func:`run`) instead of
     the pipeline's verification, in the grace, timing out with nothing (A100 x2, 1 GB, the
     default 60 s at load 10); ``kept``'s instead where the chosen one does not verify, and
     ``note`` says so (a verified choice stands: its pieces may be the ones asked for, or a fill's,
-    priced by the run's own choice). Unchanged where nothing is kept, or ``kept`` holds
+    priced by the run's own choice). ``made``: the chosen pair's ``(schedule, verdict)`` where
+    it verified here, returned as they are (neither emitted, nor verified or priced again);
+    else None. Unchanged, ``made`` None, where nothing is kept, or ``kept`` holds
     ``chosen`` itself. Verified before it is priced: ForestColl's pipelined trees (Zhao et al.,
     arXiv 2402.06787, Section 5) checked like any producer's schedule."""
     if kept is None or kept.schedule is None or kept.holds(chosen, depths):
-        return chosen, depths, note
-    if certified_price(instance, chosen, depths, models, kept) is not None or kept.holds(chosen, depths):
-        return chosen, depths, note
+        return chosen, depths, note, None
+    made = certified_schedule(instance, chosen, depths, models, kept)
+    if made is not None:
+        return chosen, depths, note, made[:2]
+    if kept.holds(chosen, depths):
+        return chosen, depths, note, None
     return list(kept.pair), kept.pieces, (f"the chosen pair at {'/'.join(map(str, depths))} pieces did not verify: "
-                                         f"kept the one at {'/'.join(map(str, kept.pieces))} pieces")
+                                         f"kept the one at {'/'.join(map(str, kept.pieces))} pieces"), None
 
 
 def _schedule(instance: Instance, chosen: list[Forest], depths: list[int], kept, as_trees: bool = False,
