@@ -80,14 +80,17 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
                        if not rings_only or "nccl_ring" in r.measurement.program.name})
     pred = {}
     args = [([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest) for p in programs]
+    fits = []
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:  # the fit on all of them is one more job
-        fits = list(pool.map(_fit_one, args + [(fitted, "all", manifest)]))
+        for job, cal in zip(args + [(fitted, "all", manifest)], pool.map(_fit_one, args + [(fitted, "all", manifest)])):
+            fits.append(cal)
+            print(f"  fit {job[1]}: rms log error {cal.fit['rms_log_error']:.4f} on {cal.fit['rows']} rows"
+                  + (f", starts {cal.fit['starts']} kept {cal.fit['start']}" if "starts" in cal.fit else ""),
+                  file=sys.stderr, flush=True)
     for p, cal in zip(programs, fits):
         for r in rows:
             if r.measurement.program == p:
                 pred[r.measurement.name] = predict(r, cal)
-        print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
-              flush=True)
     cal = fits[-1]
     for r in rows:
         if r.measurement.held_out:
