@@ -37,6 +37,9 @@ priced under the calibration file ``F`` (the shipped one, ``instances/calibratio
 one fitted here; ``--schedules DIR``: our solved schedules are kept in ``DIR`` (one JSON per
 instance and producer) and read from there when present, so a new calibration re-prices the
 same schedules without solving again (``docs/fidelity.md`` gives the command).
+``--held-out-under F``: no fit; the held-out totals with every held-out measurement (rings
+included) priced under the calibration file ``F``: the full run's held-out figures when ``F`` is
+``collsynth calibrate``'s fit on the same manifest.
 ``--residuals --calibration F``: no fit; every measurement priced under ``F`` (in sample for
 the rows ``F`` was fitted on), ``measured / predicted`` and the ratio to the ring's per program
 family and size band (latency-bound below 1 MiB, 1-64 MiB, bandwidth-bound from 64 MiB), fitted
@@ -80,19 +83,35 @@ def leave_one_out(rows, manifest, rings_only: bool = False, jobs: int = 1) -> di
                        if not rings_only or "nccl_ring" in r.measurement.program.name})
     pred = {}
     args = [([r for r in fitted if r.measurement.program != p], f"loo-{p.name}", manifest) for p in programs]
+    fits = []
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:  # the fit on all of them is one more job
-        fits = list(pool.map(_fit_one, args + [(fitted, "all", manifest)]))
+        for job, cal in zip(args + [(fitted, "all", manifest)], pool.map(_fit_one, args + [(fitted, "all", manifest)])):
+            fits.append(cal)
+            print(f"  fit {job[1]}: rms log error {cal.fit['rms_log_error']:.4f} on {cal.fit['rows']} rows"
+                  + (f", starts {cal.fit['starts']} kept {cal.fit['start']}" if "starts" in cal.fit else ""),
+                  file=sys.stderr, flush=True)
     for p, cal in zip(programs, fits):
         for r in rows:
             if r.measurement.program == p:
                 pred[r.measurement.name] = predict(r, cal)
-        print(f"  fitted without {p.name}: rms log error {cal.fit['rms_log_error']:.3f}", file=sys.stderr,
-              flush=True)
     cal = fits[-1]
     for r in rows:
         if r.measurement.held_out:
             pred[r.measurement.name] = predict(r, cal)
     return pred
+
+
+def held_out_under(rows, calibration: str) -> dict:
+    """The held-out totals (:func:`totals`: ``held_out``, ``held_out_programs``) with every
+    held-out measurement, the rings included, priced under the calibration file
+    ``calibration``: the full run's held-out figures when it is that run's fit on all the
+    fitted programs (``collsynth calibrate`` on the same manifest), without the leave-one-out fits."""
+    from collsynth.tens.cost_models.runtime import load_calibration
+
+    cal = load_calibration(calibration)
+    held = [r for r in rows if r.measurement.held_out]
+    _, tot = summarise(held, {r.measurement.name: predict(r, cal) for r in held}, "runtime")
+    return {"held_out": totals(tot, True), "held_out_programs": totals(tot, True, rings=False)}
 
 
 def _fit_one(job):
@@ -457,6 +476,8 @@ def main() -> None:
     ap.add_argument("--schedules", default=None, help="--ours: folder keeping our solved schedules (read when present)")
     ap.add_argument("--residuals", action="store_true",
                     help="only the residuals per program family and size band under --calibration (no fit)")
+    ap.add_argument("--held-out-under", default=None, metavar="F",
+                    help="no fit: the held-out totals with every held-out measurement priced under calibration F")
     args = ap.parse_args()
     manifest = read_manifest(args.manifest)
     rows = load_rows(manifest, check_programs=False)
@@ -465,6 +486,9 @@ def main() -> None:
     sizes = tuple(int(x) for x in args.sizes.split(","))
     if args.ours_only:
         print("\n".join(ours_at(manifest, rows, sizes, args.calibration, args.schedules)))
+        return
+    if args.held_out_under:
+        print(json.dumps(held_out_under(rows, args.held_out_under), indent=1))
         return
     if args.residuals:
         from collsynth.tens.cost_models.runtime import load_calibration
