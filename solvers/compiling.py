@@ -42,7 +42,7 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost_models, interpreted, runtime_kernels, verify
+from ..tens import bounds, cost_models, export_deps, interpreted, runtime_kernels, verify
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
@@ -127,7 +127,8 @@ def compile_task(task: str, combining: bool = True) -> list[str]:
     """Compile (or load) one group of shared kernels: ``bounds`` (the lower bounds of a 3-node
     ring), ``verify`` (verification and the TEN capacity check of :func:`_tiny_cases`),
     ``price`` (every cost model on them, exact and grouped dependencies) or ``runtime`` (the
-    runtime model's walks of a program, :func:`collsynth.tens.runtime_kernels.warm`, for
+    runtime model's walks of a program, :func:`collsynth.tens.runtime_kernels.warm`, and the
+    export's implied-dependency pass, :func:`collsynth.tens.export_deps.warm`, for
     :func:`compile_all` only: that model prices after a run); returns the violations of the
     tiny schedules (none)."""
     if task == "bounds":
@@ -135,6 +136,7 @@ def compile_task(task: str, combining: bool = True) -> list[str]:
         return []
     if task == RUNTIME_TASK:
         runtime_kernels.warm()
+        export_deps.warm()  # the export's pass, which the runtime model's export choice runs per program
         return []
     violations = []
     for sched, inst in _tiny_cases(combining):

@@ -161,13 +161,14 @@ WARM_CHILD = textwrap.dedent("""
     from collsynth.instances.generators import build
     from collsynth.instances.instance import make_instance
     from collsynth.solvers import compiling
-    from collsynth.tens import runtime_kernels
+    from collsynth.tens import export_deps, runtime_kernels
     from collsynth.tens.export_choice import chosen_export
     from collsynth.tens.runtime_program import program_features
     from collsynth.tens.schedule import from_sends
 
     def signatures():
-        return {k: len(v.signatures) for k, v in vars(runtime_kernels).items() if isinstance(v, Dispatcher)}
+        return {f"{m.__name__}.{k}": len(v.signatures) for m in (runtime_kernels, export_deps)
+                for k, v in vars(m).items() if isinstance(v, Dispatcher)}
 
     assert "runtime" in compiling.tasks_for([])
     compiling.run_task("runtime")
@@ -181,10 +182,13 @@ WARM_CHILD = textwrap.dedent("""
 
 
 def test_collsynth_warmup_s_runtime_task_loads_every_walk_a_price_then_uses():
-    """``collsynth warmup``'s task list holds the runtime model's walks, and once that task ran
-    a program's features (a 3-GPU ring with receive-and-send steps) compile no further kernel."""
+    """``collsynth warmup``'s task list holds the runtime model's walks and the export's
+    implied-dependency pass, and once that task ran, an export and its program's features (a
+    3-GPU ring with receive-and-send steps) compile no further kernel."""
     done = subprocess.run([sys.executable, "-c", WARM_CHILD], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
-    assert all(got["warmed"][k] >= 1 for k in ("step_levels", "heaviest_path", "chain_finish"))
+    assert all(got["warmed"][f"collsynth.tens.{k}"] >= 1 for k in (
+        "runtime_kernels.step_levels", "runtime_kernels.heaviest_path", "runtime_kernels.chain_finish",
+        "export_deps._implied_kernel"))
     assert got["after"] == got["warmed"]
