@@ -17,8 +17,8 @@ code (default :data:`FORMER`, the last commit before the compiled walks of
   the fit's residuals (:func:`collsynth.tens.calibration.log_errors`).
 
 Each case runs in a fresh child per side (``collsynth`` imported from this tree, or from the
-former revision exported with ``git archive``; numba's kernels compiled or loaded before the
-clock starts), which prints wall and CPU seconds, the load average when it ended and the price
+former revision exported with ``git archive``, or ``--old-root`` for one exported before, whose
+numba cache then persists; numba's kernels compiled or loaded before the clock starts), which prints wall and CPU seconds, the load average when it ended and the price
 as a hexadecimal float (the residuals as a digest of their bytes): the table says whether the
 two sides agree bit for bit.
 """
@@ -54,12 +54,13 @@ PROGRAMS = {
 # ---- children ----------------------------------------------------------------------------------
 
 def _warm() -> None:
-    """Compile or load the kernels pricing uses before any clock starts (where the revision has them)."""
-    try:
-        from collsynth.tens import runtime_kernels
-        runtime_kernels.warm()
-    except ImportError:
-        pass
+    """Compile or load the kernels pricing uses before any clock starts (where the revision
+    has them): every run's (verification's among them, which the export choice runs) and the
+    runtime model's (``collsynth warmup``'s runtime task)."""
+    from collsynth.solvers import compiling
+    compiling.compile_kernels()
+    if hasattr(compiling, "RUNTIME_TASK"):
+        compiling.run_task(compiling.RUNTIME_TASK)
 
 
 def _clocked(fn):
@@ -150,6 +151,9 @@ def _main(argv: list[str]) -> None:
     p.add_argument("--evals", type=int, default=5, help="residual evaluations for case fit")
     p.add_argument("--old-rev", default=FORMER, help=f"git revision of the former path (default {FORMER})")
     p.add_argument("--skip-old", action="store_true", help="only this tree")
+    p.add_argument("--old-root", default=None,
+                   help="a folder whose collsynth is the former revision already exported (keeps its numba cache "
+                        "between runs; default: exported afresh into a temporary folder)")
     args = p.parse_args(argv)
     cases = []
     for name in args.cases.split(","):
@@ -167,7 +171,10 @@ def _main(argv: list[str]) -> None:
             raise SystemExit(f"unknown case {name!r}")
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"new": _shim(Path(tmp))}
-        if not args.skip_old:
+        if args.old_root and not args.skip_old:
+            roots["former"] = args.old_root
+            print(f"former: the package under {args.old_root}", flush=True)
+        elif not args.skip_old:
             roots["former"], commit = export_revision(args.old_rev, Path(tmp) / "former")
             print(f"former: revision {commit}", flush=True)
         run(cases, roots)

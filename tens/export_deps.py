@@ -25,7 +25,7 @@ from graphlib import CycleError
 import numpy as np
 from numba import njit
 
-__all__ = ["implied_dependencies_removed", "op_dependencies", "program_order", "wait_graph"]
+__all__ = ["circular", "implied_dependencies_removed", "op_dependencies", "program_order", "wait_graph"]
 
 
 def wait_graph(tbs: dict, deps: dict) -> dict:
@@ -43,6 +43,32 @@ def wait_graph(tbs: dict, deps: dict) -> dict:
     for op, ds in deps.items():
         graph[op].update(ds)
     return dict(graph)
+
+
+def circular(tbs: dict, deps: dict) -> bool:
+    """Whether the waits of :func:`wait_graph` (program order in ``tbs``, and ``deps``) are
+    circular, as :class:`graphlib.TopologicalSorter` would find (a walk of Kahn's algorithm,
+    :func:`collsynth.tens.runtime_kernels.step_levels`, that does not reach every op).
+
+    >>> circular({0: [("tb", ["a", "b"])]}, {"a": ["b"]}), circular({0: [("tb", ["a", "b"])]}, {"b": ["a"]})
+    (True, False)
+    """
+    from .runtime_kernels import compressed_rows, step_levels
+    ids: dict = {}
+    pred, succ = [], []
+    for lst in tbs.values():
+        for _, ops in lst:
+            for a, b in zip(ops, ops[1:]):
+                pred.append(ids.setdefault(a, len(ids)))
+                succ.append(ids.setdefault(b, len(ids)))
+    for op, ds in deps.items():
+        u = ids.setdefault(op, len(ids))
+        for d in ds:
+            pred.append(ids.setdefault(d, len(ids)))
+            succ.append(u)
+    n = len(ids)
+    _, out_ptr, after, indeg = compressed_rows(n, np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64))
+    return bool(step_levels(n, out_ptr, after, np.zeros(len(after), dtype=np.int64), indeg)[1] < n)
 
 
 def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tuple]]:

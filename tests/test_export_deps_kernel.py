@@ -129,3 +129,21 @@ def test_hand_worked_waits():
     tbs = {0: [("t0", ["a", "d"]), ("t1", ["b"]), ("t2", ["c"])]}
     assert implied_dependencies_removed(tbs, {"b": ["a"], "c": ["a", "b", "d", "b"]}) == {"b": ["a"], "c": ["b", "d"]}
     assert export_deps.implied_dependencies_removed(tbs, {"c": ["a"]}) == {"c": ["a"]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(programs(), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 15), st.integers(0, 2), st.integers(0, 15)),
+                            max_size=4))
+def test_circular_says_what_graphlib_finds(program, extra):
+    """Random thread blocks and waits, plus a few arbitrary waits (forward, backward, onto ops
+    no thread block holds): circular exactly when graphlib's topological sort raises."""
+    tbs, deps = program
+    deps = {k: list(v) for k, v in deps.items()}
+    for g, i, h, j in extra:
+        deps.setdefault((g, i), []).append((h, j))
+    try:
+        tuple(TopologicalSorter(wait_graph(tbs, deps)).static_order())
+        want = False
+    except CycleError:
+        want = True
+    assert export_deps.circular(tbs, deps) is want
