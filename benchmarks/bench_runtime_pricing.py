@@ -53,12 +53,13 @@ PROGRAMS = {
 
 # ---- children ----------------------------------------------------------------------------------
 
-def _warm() -> None:
+def _warm(every_run: bool = True) -> None:
     """Compile or load the kernels pricing uses before any clock starts (where the revision
-    has them): every run's (verification's among them, which the export choice runs) and the
-    runtime model's (``collsynth warmup``'s runtime task)."""
+    has them): with ``every_run`` every run's (verification's among them, which the export
+    choice runs), and the runtime model's (``collsynth warmup``'s runtime task)."""
     from collsynth.solvers import compiling
-    compiling.compile_kernels()
+    if every_run:
+        compiling.compile_kernels()
     if hasattr(compiling, "RUNTIME_TASK"):
         compiling.run_task(compiling.RUNTIME_TASK)
 
@@ -92,7 +93,7 @@ def child_fit(rows: int, evals: int) -> dict:
     from collsynth.tens.cost_models.runtime import load_calibration
     from collsynth.tens.measurements import read_manifest
 
-    _warm()
+    _warm(every_run=False)
     manifest = read_manifest(A100 / "manifest.toml")
     manifest = replace(manifest, measurements=manifest.measurements[:rows])
     loaded, load_clock = _clocked(lambda: load_rows(manifest))

@@ -95,28 +95,24 @@ def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tupl
                 pos.append(k)
                 width.append(len(lst))
     waiting = [op for op in deps if op in ids]
-    dep_ptr = np.zeros(len(ops) + 1, dtype=np.int64)
-    listed = [ids[d] for op in waiting for d in deps[op]]
-    has = np.zeros(len(ops), dtype=np.bool_)
-    for op in waiting:
-        dep_ptr[ids[op] + 1] = len(deps[op])
-        has[ids[op]] = True
-    ptr, by_id = np.cumsum(dep_ptr), _in_op_order(waiting, ids, deps, listed)
+    owner = np.array([ids[op] for op in waiting], dtype=np.int64)
+    counts = np.zeros(len(ops) + 1, dtype=np.int64)
+    counts[owner + 1] = [len(deps[op]) for op in waiting]
+    ptr = np.cumsum(counts)  # op u's dependencies at ptr[u]:ptr[u + 1], in its list's order
+    listed = np.array([ids[d] for op in waiting for d in deps[op]], dtype=np.int64)
+    entry_owner = np.repeat(owner, counts[owner + 1])
+    by_id = listed[np.argsort(entry_owner, kind="stable")]
     order, keep = _implied_kernel(np.array(tb, dtype=np.int64), np.array(pos, dtype=np.int64),
                                   np.array(width, dtype=np.int64), np.array(prev, dtype=np.int64), ptr, by_id)
     if len(order) < len(ops):
         raise CycleError("the waits of the program's ops are circular")
-    ptr, by_id, keep = ptr.tolist(), by_id.tolist(), keep.tolist()
-    return {ops[u]: [ops[by_id[j]] for j in range(ptr[u], ptr[u + 1]) if keep[j]]
-            for u in order.tolist() if has[u]}
-
-
-def _in_op_order(waiting: list, ids: dict, deps: dict, listed: list) -> np.ndarray:
-    """The ids of ``listed`` (each waiting op's dependencies, ``waiting`` in order) regrouped
-    by the waiting op's id: entries ``ptr[u]:ptr[u + 1]`` are op ``u``'s, in its list's order."""
-    owner = np.repeat(np.array([ids[op] for op in waiting], dtype=np.int64),
-                      np.array([len(deps[op]) for op in waiting], dtype=np.int64))
-    return np.array(listed, dtype=np.int64)[np.argsort(owner, kind="stable")]
+    has = np.zeros(len(ops), dtype=np.bool_)
+    has[owner] = True
+    out = {ops[u]: [] for u in order[has[order]].tolist()}
+    kept = np.flatnonzero(keep)
+    for u, d in zip(np.sort(entry_owner)[kept].tolist(), by_id[kept].tolist()):
+        out[ops[u]].append(ops[d])
+    return out
 
 
 @njit(cache=True, nogil=True)

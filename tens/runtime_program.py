@@ -47,7 +47,9 @@ DEFAULT_CLASS = "link"
 class Rounds:
     """One iteration of a program in rounds: ``load`` (link class -> per round, the largest load
     of a link of that class, as ``ProgramFeatures.class_load``), ``sent``/``reduced`` (round x
-    thread block: chunks sent / reduced)."""
+    thread block: chunks sent / reduced; from :func:`program_features`, one column per distinct
+    pair of the two columns, in no particular order: what the model reads of them is the
+    busiest thread block of each round)."""
 
     load: dict
     sent: np.ndarray
@@ -561,8 +563,10 @@ def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, 
     copy_round[send_idx] = send_round
     sent = np.bincount(copy_round * ntbs + tb_of, weights=copied, minlength=n_rounds * ntbs)
     red = np.bincount(level * ntbs + tb_of, weights=reduced, minlength=n_rounds * ntbs)
+    # thread blocks that send and reduce alike in every round priced once (the model takes the busiest)
+    kinds = np.unique(np.concatenate([sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs)]), axis=1)
     return Rounds({c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
-                  sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs))
+                  kinds[:n_rounds], kinds[n_rounds:])
 
 
 def _copies(n: int, send_idx: np.ndarray, send_class: np.ndarray, sender: np.ndarray, receiver: np.ndarray,
