@@ -42,13 +42,14 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost, cost_models, interpreted, verify
+from ..tens import bounds, cost, cost_models, export_deps, interpreted, runtime_kernels, verify
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
 SMALL_SENDS = 20_000  # a run with at most this many sends at the fewest runs uncached kernels as Python
 NOTICE = "compiling kernels, first run only (kept on disk; `collsynth warmup` compiles them ahead)"
 SHARED_TASKS = ("bounds", "verify", "price")  # the kernels every run uses, split for compile_all
+RUNTIME_TASK = "runtime"  # the runtime model's walks: priced after a run, with a calibration, so warmed ahead only
 COMPILE, INTERPRET = "compile", "interpret"  # a run's kernels: compiled, or as Python where numba's cache lacks them
 
 
@@ -124,11 +125,18 @@ def _tiny_cases(combining: bool) -> list[tuple]:
 
 def compile_task(task: str, combining: bool = True) -> list[str]:
     """Compile (or load) one group of shared kernels: ``bounds`` (the lower bounds of a 3-node
-    ring), ``verify`` (verification and the TEN capacity check of :func:`_tiny_cases`) or
-    ``price`` (every cost model on them, exact and grouped dependencies); returns the
-    violations of the tiny schedules (none)."""
+    ring), ``verify`` (verification and the TEN capacity check of :func:`_tiny_cases`),
+    ``price`` (every cost model on them, exact and grouped dependencies) or ``runtime`` (the
+    runtime model's walks of a program, :func:`collsynth.tens.runtime_kernels.warm`, and the
+    export's implied-dependency pass, :func:`collsynth.tens.export_deps.warm`, for
+    :func:`compile_all` only: that model prices after a run); returns the violations of the
+    tiny schedules (none)."""
     if task == "bounds":
         bounds.warm(make_instance(generators.build("ring", {"nodes": 3}), "allgather"))
+        return []
+    if task == RUNTIME_TASK:
+        runtime_kernels.warm()
+        export_deps.warm()  # the export's pass, which the runtime model's export choice runs per program
         return []
     if task == "price":
         cost.warm_event_layout()  # what tiny schedules do not reach
@@ -143,7 +151,8 @@ def compile_task(task: str, combining: bool = True) -> list[str]:
                 cost_models.price(sched, inst, model)
                 cost_models.price(sched, inst, model, exact_deps=False)  # group prefixes: the biggest schedules' mode
         else:
-            raise ValueError(f"unknown compile task {task!r}; expected one of {', '.join(SHARED_TASKS)}")
+            raise ValueError(f"unknown compile task {task!r}; expected one of "
+                             f"{', '.join((*SHARED_TASKS, RUNTIME_TASK))}")
     return violations
 
 
@@ -198,9 +207,9 @@ def prepare(instance: Instance, producer: str, mode: str) -> Kernels:
 
 
 def tasks_for(producers) -> list[str]:
-    """The compile tasks of :func:`compile_all`: the shared kernels' groups, then one per
+    """The compile tasks of :func:`compile_all`: the shared kernels' groups, the runtime model's, then one per
     distinct producer ``warm`` (producers sharing kernels share a task)."""
-    tasks, seen = list(SHARED_TASKS), set()
+    tasks, seen = [*SHARED_TASKS, RUNTIME_TASK], set()
     for name in producers:
         warm = registry.get(name).warm
         if warm is not None and warm not in seen:

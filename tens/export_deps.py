@@ -20,11 +20,12 @@ order and named dependencies, decides which dependency is implied.
 from __future__ import annotations
 
 from collections import defaultdict
-from graphlib import TopologicalSorter
+from graphlib import CycleError
 
 import numpy as np
+from numba import njit
 
-__all__ = ["implied_dependencies_removed", "op_dependencies", "program_order", "wait_graph"]
+__all__ = ["circular", "implied_dependencies_removed", "op_dependencies", "program_order", "wait_graph"]
 
 
 def wait_graph(tbs: dict, deps: dict) -> dict:
@@ -44,10 +45,37 @@ def wait_graph(tbs: dict, deps: dict) -> dict:
     return dict(graph)
 
 
+def circular(tbs: dict, deps: dict) -> bool:
+    """Whether the waits of :func:`wait_graph` (program order in ``tbs``, and ``deps``) are
+    circular, as :class:`graphlib.TopologicalSorter` would find (a walk of Kahn's algorithm,
+    :func:`collsynth.tens.runtime_kernels.step_levels`, that does not reach every op).
+
+    >>> circular({0: [("tb", ["a", "b"])]}, {"a": ["b"]}), circular({0: [("tb", ["a", "b"])]}, {"b": ["a"]})
+    (True, False)
+    """
+    from .runtime_kernels import compressed_rows, step_levels
+    ids: dict = {}
+    pred, succ = [], []
+    for lst in tbs.values():
+        for _, ops in lst:
+            for a, b in zip(ops, ops[1:]):
+                pred.append(ids.setdefault(a, len(ids)))
+                succ.append(ids.setdefault(b, len(ids)))
+    for op, ds in deps.items():
+        u = ids.setdefault(op, len(ids))
+        for d in ds:
+            pred.append(ids.setdefault(d, len(ids)))
+            succ.append(u)
+    n = len(ids)
+    _, out_ptr, after, indeg = compressed_rows(n, np.array(pred, dtype=np.int64), np.array(succ, dtype=np.int64))
+    return bool(step_levels(n, out_ptr, after, np.zeros(len(after), dtype=np.int64), indeg)[1] < n)
+
+
 def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tuple]]:
     """``deps`` (op -> the ops it waits for, all on the op's GPU) without the dependencies that
     program order in ``tbs`` (GPU -> ``[(key, ops)]`` in thread block id order) and the other
     dependencies imply (see the module doc); each op's remaining dependencies keep their order.
+    Raises :class:`graphlib.CycleError` when the waits are circular.
 
     Three ops on one GPU: ``b`` waits for ``a``, ``c`` for ``a`` and ``b``. Waiting for ``b``
     implies waiting for ``a``:
@@ -56,51 +84,131 @@ def implied_dependencies_removed(tbs: dict, deps: dict) -> dict[tuple, list[tupl
     >>> implied_dependencies_removed(tbs, {"b": ["a"], "c": ["a", "b"]})
     {'b': ['a'], 'c': ['b']}
     """
-    where: dict = {}
+    ops, ids, tb, pos, width, prev = [], {}, [], [], [], []
     for lst in tbs.values():
-        for tb_id, (_, ops) in enumerate(lst):
-            for k, op in enumerate(ops):
-                where[op] = (tb_id, k)
-    sizes = {g: len(lst) for g, lst in tbs.items()}
-    gpu_of = {op: g for g, lst in tbs.items() for _, ops in lst for op in ops}
-    graph = wait_graph(tbs, deps)
-    known: dict = {}  # op -> ops finished per thread block of its GPU when it has finished
-    out: dict = {}
-    for op in TopologicalSorter(graph).static_order():
-        if op not in where:
-            continue
-        tb, k = where[op]
-        ops_of_tb = tbs[gpu_of[op]][tb][1]
-        clock = known[ops_of_tb[k - 1]].copy() if k else np.zeros(sizes[gpu_of[op]], dtype=np.int64)
-        mine = _needed(deps.get(op, ()), clock, where, known, tb)
-        for d in deps.get(op, ()):
-            np.maximum(clock, known[d], out=clock)
-        clock[tb] = k + 1
-        known[op] = clock
-        if op in deps:
-            out[op] = mine
+        for tb_id, (_, tb_ops) in enumerate(lst):
+            for k, op in enumerate(tb_ops):
+                ids[op] = len(ops)
+                prev.append(len(ops) - 1 if k else -1)
+                ops.append(op)
+                tb.append(tb_id)
+                pos.append(k)
+                width.append(len(lst))
+    waiting = [op for op in deps if op in ids]
+    owner = np.array([ids[op] for op in waiting], dtype=np.int64)
+    counts = np.zeros(len(ops) + 1, dtype=np.int64)
+    counts[owner + 1] = [len(deps[op]) for op in waiting]
+    ptr = np.cumsum(counts)  # op u's dependencies at ptr[u]:ptr[u + 1], in its list's order
+    listed = np.array([ids[d] for op in waiting for d in deps[op]], dtype=np.int64)
+    entry_owner = np.repeat(owner, counts[owner + 1])
+    by_id = listed[np.argsort(entry_owner, kind="stable")]
+    order, keep = _implied_kernel(np.array(tb, dtype=np.int64), np.array(pos, dtype=np.int64),
+                                  np.array(width, dtype=np.int64), np.array(prev, dtype=np.int64), ptr, by_id)
+    if len(order) < len(ops):
+        raise CycleError("the waits of the program's ops are circular")
+    has = np.zeros(len(ops), dtype=np.bool_)
+    has[owner] = True
+    out = {ops[u]: [] for u in order[has[order]].tolist()}
+    kept = np.flatnonzero(keep)
+    for u, d in zip(np.sort(entry_owner)[kept].tolist(), by_id[kept].tolist()):
+        out[ops[u]].append(ops[d])
     return out
 
 
-def _needed(ds, clock: np.ndarray, where: dict, known: dict, own_tb: int) -> list:
-    """The dependencies ``ds`` of an op that neither ``clock`` (what its thread block's previous
-    op guarantees) nor another of ``ds`` implies."""
-    latest: dict[int, tuple] = {}
-    for d in ds:
-        t, k = where[d]
-        if t == own_tb or clock[t] >= k + 1:
-            continue
-        if t not in latest or where[latest[t]][1] < k:
-            latest[t] = d
-    cands = list(latest.values())
-    keep = {d for x, d in enumerate(cands)
-            if not any(y != x and known[e][where[d][0]] >= where[d][1] + 1 for y, e in enumerate(cands))}
-    out, seen = [], set()
-    for d in ds:
-        if d in keep and d not in seen:
-            out.append(d)
-            seen.add(d)
-    return out
+@njit(cache=True, nogil=True)
+def _implied_kernel(tb, pos, width, prev, dep_ptr, dep_ids):
+    """``(order, keep)``: the ops in a topological order of program order and dependencies
+    (fewer than all of them when the waits are circular), and per dependency entry whether it
+    is kept (:func:`implied_dependencies_removed`: not implied by the op's previous op in its
+    thread block, by another kept one, nor listed before). Each op's clock (ops finished per
+    thread block of its GPU, ``width`` of them) lives at ``off[op]`` in one flat array."""
+    n = len(tb)
+    off = np.zeros(n + 1, dtype=np.int64)
+    for u in range(n):
+        off[u + 1] = off[u] + width[u]
+    clk = np.zeros(off[n], dtype=np.int32)
+    indeg = np.zeros(n, dtype=np.int64)
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
+    for u in range(n):  # edges into u: its previous op and its dependencies
+        if prev[u] >= 0:
+            succ_ptr[prev[u] + 1] += 1
+            indeg[u] += 1
+        for j in range(dep_ptr[u], dep_ptr[u + 1]):
+            succ_ptr[dep_ids[j] + 1] += 1
+            indeg[u] += 1
+    for u in range(n):
+        succ_ptr[u + 1] += succ_ptr[u]
+    fill = succ_ptr[:-1].copy()
+    succ = np.empty(succ_ptr[n], dtype=np.int64)
+    for u in range(n):
+        if prev[u] >= 0:
+            succ[fill[prev[u]]] = u
+            fill[prev[u]] += 1
+        for j in range(dep_ptr[u], dep_ptr[u + 1]):
+            succ[fill[dep_ids[j]]] = u
+            fill[dep_ids[j]] += 1
+    keep = np.zeros(len(dep_ids), dtype=np.bool_)
+    latest = np.full(max(1, width.max()) if n else 1, -1, dtype=np.int64)
+    touched = np.empty(len(latest), dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    top, done = 0, 0
+    for u in range(n):
+        if indeg[u] == 0:
+            stack[top] = u
+            top += 1
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        order[done] = u
+        done += 1
+        base, w, t_u = off[u], width[u], tb[u]
+        if prev[u] >= 0:
+            clk[base:base + w] = clk[off[prev[u]]:off[prev[u]] + w]
+        ntouched = 0
+        for j in range(dep_ptr[u], dep_ptr[u + 1]):  # the latest dependency per other thread block not yet known
+            d = dep_ids[j]
+            t = tb[d]
+            if t == t_u or clk[base + t] >= pos[d] + 1:
+                continue
+            if latest[t] < 0:
+                touched[ntouched] = t
+                ntouched += 1
+                latest[t] = d
+            elif pos[latest[t]] < pos[d]:
+                latest[t] = d
+        for x in range(ntouched):  # kept: implied by no other candidate
+            d = latest[touched[x]]
+            implied = False
+            for y in range(ntouched):
+                if y != x and clk[off[latest[touched[y]]] + tb[d]] >= pos[d] + 1:
+                    implied = True
+                    break
+            if not implied:
+                for j in range(dep_ptr[u], dep_ptr[u + 1]):  # its first listing only
+                    if dep_ids[j] == d:
+                        keep[j] = True
+                        break
+        for x in range(ntouched):
+            latest[touched[x]] = -1
+        for j in range(dep_ptr[u], dep_ptr[u + 1]):
+            d = dep_ids[j]
+            for t in range(w):
+                if clk[off[d] + t] > clk[base + t]:
+                    clk[base + t] = clk[off[d] + t]
+        clk[base + t_u] = pos[u] + 1
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ[e]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack[top] = v
+                top += 1
+    return order[:done], keep
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the implied-dependency pass's kernel."""
+    implied_dependencies_removed({0: [("a", ["x"]), ("b", ["y"])]}, {"y": ["x"]})
 
 
 def program_order(step: np.ndarray, waits: np.ndarray, on: np.ndarray) -> np.ndarray:

@@ -26,9 +26,9 @@ programs are read back and verified like any export (:mod:`collsynth.tens.readba
 from __future__ import annotations
 
 from collections import defaultdict
-from graphlib import CycleError, TopologicalSorter
+from typing import NamedTuple
 
-from .export_deps import wait_graph
+from .export_deps import circular
 
 __all__ = ["fused", "sum_needed"]
 
@@ -45,18 +45,17 @@ def fused(tbs: dict, deps: dict, s, order, reduce, needs_sum) -> tuple[dict, dic
     ``("both", (u, w), channel)``. Returns the inputs unchanged when fusing would make the
     dependencies circular."""
     rank = {int(i): k for k, i in enumerate(order.tolist())}
+    sends = _Sends(s.chunk.tolist(), s.lo.tolist(), s.hi.tolist(), s.step.tolist())  # read per op, as Python numbers
     out, pairs = {}, {}
     for g, lst in tbs.items():
-        out[g], found = _merge_gpu(lst, deps, s, rank, reduce)
+        out[g], found = _merge_gpu(lst, deps, sends, rank, reduce)
         pairs.update(found)
     if not pairs:
         return tbs, deps
     new_deps = _renamed(deps, pairs, s, reduce, needs_sum)
     out = {g: [(key, [_op_of(op, pairs, s, reduce, needs_sum) for op in ops]) for key, ops in lst]
            for g, lst in out.items()}
-    try:
-        tuple(TopologicalSorter(wait_graph(out, new_deps)).static_order())
-    except CycleError:
+    if circular(out, new_deps):
         return tbs, deps
     return out, new_deps
 
@@ -83,6 +82,15 @@ def sum_needed(s, kind: str, c: int, root: int, src_r, dst_r, rchunk, reduce):
         kept = {"allreduce": True, "reduce_scatter": r // c == g, "reduce": g == root}.get(kind, True)
         return kept and overwritten is None
     return needs
+
+
+class _Sends(NamedTuple):
+    """The columns of a schedule's sends that the fusion compares, as lists."""
+
+    chunk: list
+    lo: list
+    hi: list
+    step: list
 
 
 def _merge_gpu(lst: list, deps: dict, s, rank: dict, reduce) -> tuple[list, dict]:

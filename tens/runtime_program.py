@@ -35,6 +35,7 @@ from .. import InputError
 from ..instances.instance import Instance
 from .msccl_format import RECV_TYPES, REDUCE_TYPES, SEND_TYPES
 from .msccl_read import algo_root
+from .runtime_kernels import chain_finish, compressed_rows, heaviest_path, step_levels
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
            "carried_rounds", "thread_block_links", "copy_crowds"]
@@ -46,7 +47,9 @@ DEFAULT_CLASS = "link"
 class Rounds:
     """One iteration of a program in rounds: ``load`` (link class -> per round, the largest load
     of a link of that class, as ``ProgramFeatures.class_load``), ``sent``/``reduced`` (round x
-    thread block: chunks sent / reduced)."""
+    thread block: chunks sent / reduced; from :func:`program_features`, one column per distinct
+    pair of the two columns, in no particular order: what the model reads of them is the
+    busiest thread block of each round)."""
 
     load: dict
     sent: np.ndarray
@@ -307,22 +310,9 @@ def step_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndarray
     >>> step_rounds(4, *edges, np.zeros(4, dtype=int)).tolist(), step_rounds(4, *edges, np.ones(4, dtype=int)).tolist()
     ([0, 0, 1, 1], [0, 1, 2, 3])
     """
-    order = np.argsort(pred, kind="stable")
-    pred, succ = pred[order], succ[order]
-    weight = np.where(transfer[order], forward_wait[succ], 1)
-    indeg = np.bincount(succ, minlength=n)
-    out_ptr = np.searchsorted(pred, np.arange(n + 1))
-    level = np.zeros(n, dtype=np.int64)
-    stack, seen = list(np.flatnonzero(indeg == 0)), 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for e in range(out_ptr[u], out_ptr[u + 1]):
-            v = succ[e]
-            level[v] = max(level[v], level[u] + weight[e])
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
+    order, out_ptr, succ, indeg = compressed_rows(n, pred, succ)
+    weight = np.where(transfer[order], forward_wait[succ], 1).astype(np.int64)
+    level, seen = step_levels(n, out_ptr, succ, weight, indeg)
     if seen < n:
         raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
     return level
@@ -352,33 +342,14 @@ def pipelined_copies(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.nd
     >>> pipelined_copies(4, *relay, np.array([1.0, 1.0, 0.0, 1.0]))  # s -> r, depid -> s -> r
     (2.5, 3.0)
     """
-    outs = [[] for _ in range(n)]
-    for u, v, t in zip(pred.tolist(), succ.tolist(), transfer.tolist()):
-        outs[u].append((v, t))
-    indeg = np.bincount(succ, minlength=n).tolist()
-    cop = np.asarray(copies, dtype=np.float64).tolist()
+    order, out_ptr, after, indeg = compressed_rows(n, pred, succ)
+    is_transfer, cop = np.asarray(transfer, dtype=np.bool_)[order], np.asarray(copies, dtype=np.float64)
     out = []
     for q in slice_shares:
-        start, last, done = [0.0] * n, [0.0] * n, [0.0] * n  # may start copying / input complete / ends
-        deg, stack, seen = list(indeg), [u for u in range(n) if indeg[u] == 0], 0
-        while stack:
-            u = stack.pop()
-            seen += 1
-            c, su = cop[u], start[u]
-            first = su + q * c if c > 0 else su  # its first slice posted (passed on as it arrives)
-            done[u] = end = max(su + c, last[u] + q * c)
-            for v, t in outs[u]:
-                ready = first if t else end
-                if ready > start[v]:
-                    start[v] = ready
-                if end > last[v]:
-                    last[v] = end
-                deg[v] -= 1
-                if deg[v] == 0:
-                    stack.append(v)
+        latest, seen = chain_finish(n, out_ptr, after, is_transfer, cop, float(q), indeg)
         if seen < n:
             raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
-        out.append(max(done, default=0.0))
+        out.append(latest)
     return tuple(out)
 
 
@@ -419,30 +390,11 @@ def carried_rounds(n: int, pred: np.ndarray, succ: np.ndarray, transfer: np.ndar
 def _longest_path(n: int, pred: np.ndarray, succ: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """The steps of a heaviest path (node weights ``weight``) of the dependency DAG; an
     :class:`~collsynth.InputError` when the dependencies have a cycle (the program would hang)."""
-    order = np.argsort(pred, kind="stable")
-    pred, succ = pred[order], succ[order]
-    indeg = np.bincount(succ, minlength=n)
-    out_ptr = np.searchsorted(pred, np.arange(n + 1))
-    best, came = weight.astype(np.float64).copy(), np.full(n, -1)
-    stack = list(np.flatnonzero(indeg == 0))
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for e in range(out_ptr[u], out_ptr[u + 1]):
-            v = succ[e]
-            if best[u] + weight[v] > best[v]:
-                best[v], came[v] = best[u] + weight[v], u
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
+    _, out_ptr, succ, indeg = compressed_rows(n, pred, succ)
+    path, seen = heaviest_path(n, out_ptr, succ, weight.astype(np.float64), indeg)
     if seen < n:
         raise InputError("xml", "the program's dependencies form a cycle: it would never finish")
-    path, v = [], int(np.argmax(best))
-    while v >= 0:
-        path.append(v)
-        v = came[v]
-    return np.array(path[::-1], dtype=np.int64)
+    return path
 
 
 def program_features(xml: str, instance: Instance, transports: dict | None = None) -> ProgramFeatures:
@@ -611,8 +563,10 @@ def _round_features(level, sender, receiver, send_idx, hop_send, hop_link, cnt, 
     copy_round[send_idx] = send_round
     sent = np.bincount(copy_round * ntbs + tb_of, weights=copied, minlength=n_rounds * ntbs)
     red = np.bincount(level * ntbs + tb_of, weights=reduced, minlength=n_rounds * ntbs)
+    # thread blocks that send and reduce alike in every round priced once (the model takes the busiest)
+    kinds = np.unique(np.concatenate([sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs)]), axis=1)
     return Rounds({c: load[:, classes == c].max(axis=1) for c in sorted(set(classes))},
-                  sent.reshape(n_rounds, ntbs), red.reshape(n_rounds, ntbs))
+                  kinds[:n_rounds], kinds[n_rounds:])
 
 
 def _copies(n: int, send_idx: np.ndarray, send_class: np.ndarray, sender: np.ndarray, receiver: np.ndarray,

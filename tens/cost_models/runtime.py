@@ -816,11 +816,18 @@ def program_export(schedule, instance, seconds=None, sms: int = 0):
     return chosen_export(schedule, instance, seconds, layouts=layouts, fuses=(False, True), max_thread_blocks=sms)
 
 
-def seconds_under(cal: Calibration, instance):
+def seconds_under(cal: Calibration, instance, read: dict | None = None):
     """Program text -> its runtime seconds at ``instance``'s message size under ``cal``: the
-    price :func:`program_export` minimises."""
+    price :func:`program_export` minimises. Given ``read`` (a dict), each program's features
+    are kept there by its text, so that the program chosen is not read twice."""
     size = instance.collective.message_bytes
-    return lambda text: float(runtime_times(program_features(text, instance, cal.transports), [size], cal)[0])
+
+    def seconds(text: str) -> float:
+        f = program_features(text, instance, cal.transports)
+        if read is not None:
+            read[text] = f
+        return float(runtime_times(f, [size], cal)[0])
+    return seconds
 
 
 def usable_calibration(calibration, instance) -> Calibration:
@@ -844,9 +851,11 @@ def _price(schedule, instance, timestep=None, exact_deps=None, plan=None, calibr
         return price_switch_channels(schedule, instance, calibration)
     cal = usable_calibration(calibration, instance)
     _refuse_switch_sums(schedule, instance)
-    found = program_export(schedule, instance, seconds_under(cal, instance), cal.sms)
+    read = {}
+    found = program_export(schedule, instance, seconds_under(cal, instance, read), cal.sms)
     grid = found.grid
-    f = program_features(found.text, instance, cal.transports)
+    f = read.get(found.text) or program_features(found.text, instance, cal.transports)
+    read.clear()
     total = float(runtime_times(f, [instance.collective.message_bytes], cal)[0])
     steps = int(f.path_steps)
     bw_only = float(runtime_times(f, [instance.collective.message_bytes], _no_latency(cal))[0])
