@@ -236,8 +236,9 @@ def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean
     generation seconds printed after the table. ``save``: the rows finished so far written
     there as JSON after each row."""
     labels = only.split(",") if only else [s[0] for s in SYSTEMS]
-    by_label = {s[0]: s for s in SYSTEMS}
-    specs = [(by_label[label], k, producers, limit_s, lean, tuple(objectives)) for label in labels for k in kinds]
+    by_label = {s[0]: s for s in SYSTEMS}  # any other "<system> x<boxes>" of switched_systems too (e.g. "A100 x3")
+    specs = [(by_label.get(label) or systems(label)[0], k, producers, limit_s, lean, tuple(objectives))
+             for label in labels for k in kinds]
     done: list[dict] = []
 
     def progress(r: dict) -> str:
@@ -260,7 +261,7 @@ def main(only: str | None, kinds, producers, limit_s: float = TIME_LIMIT_S, lean
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="system labels, comma-separated, in the order to run, e.g. "
-                                                     "'A100 x2,MI250 x2'")
+                                                     "'A100 x2,MI250 x2' (any box count of the generator's systems, e.g. 'A100 x3')")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     parser.add_argument("--producers", default=",".join(PRODUCERS), help="comma-separated producers")
     parser.add_argument("--bounds-only", action="store_true", help="no producer: the bounds and the RS+AG verdict")

@@ -184,3 +184,31 @@ def test_only_a_rooted_reduce_compares_its_growths(monkeypatch, kind, probed):
     row, _ = pipeline.run(inst, "tree-packing", Options(time_limit=120, params={"pieces": 4}))
     assert row["verified"], row["message"]
     assert seen == (["broadcast"] if probed else [])
+
+
+def test_the_optimums_deeper_forest_is_kept_where_cheaper_at_its_run_pieces():
+    """Stand-in prices ``a + b / P`` a model (two models): the optimum's 20-hop chain ``1 + 3 / P``
+    loses the probe at 200 pieces to a 2-hop one, ``1.005 + 1 / P`` (1.015 against 1.010), but
+    at the pieces each is emitted at (2000, 100 a hop, against the 1600 floor) it is 1.0015
+    against 1.005625: kept. Against ``1.0012 + 1 / P`` (1.001825 at 1600) it is cheaper by
+    0.03 %, under :data:`FLIP_MARGIN`: one tree a shard kept, as before; and a stand-in that
+    does not verify at the extra pieces is never taken."""
+    from types import SimpleNamespace
+
+    from collsynth.solvers.packing import fifo_reduce
+
+    f = SimpleNamespace(trees=_chain(20), transposed=True, shape="rings", k=2)
+    one = SimpleNamespace(trees=_chain(2), transposed=True, shape="two-level", k=1)
+
+    def prices(a1: float, broken: bool = False):
+        def price(g, pieces):
+            if broken and g is f and pieces != 200:
+                return None
+            y = 1 + 3 / pieces if g is f else a1 + 1 / pieces
+            return {"sync": y, "event": y}
+        return price
+
+    models = ("sync", "event")
+    assert fifo_reduce.choose(f, lambda: one, prices(1.005), models, 1) is f
+    assert fifo_reduce.choose(f, lambda: one, prices(1.0012), models, 1) is one
+    assert fifo_reduce.choose(f, lambda: one, prices(1.005, broken=True), models, 1) is one

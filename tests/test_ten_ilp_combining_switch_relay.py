@@ -25,6 +25,7 @@ from collsynth.instances.topology import from_edges
 from collsynth.solvers import pipeline
 from collsynth.solvers.producers import Options
 from collsynth.solvers.ten.formulation_producers import producer
+from collsynth.tens import bounds
 from collsynth.tens import schedule as sch
 from collsynth.tens import verify
 from ilp_oracle import violated_constraints
@@ -78,7 +79,14 @@ def test_the_old_optimum_is_refused_by_the_verifier_and_by_the_model():
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(switched(), st.sampled_from(["allreduce", "reduce_scatter", "reduce"]))
 def test_every_schedule_on_a_small_switched_graph_verifies(topo, kind):
+    """Every schedule verifies; an allreduce's takes at least the partition bound's timesteps
+    (tens/bounds/partitions.py: the bound valid against the ILP's schedules, an independent
+    search, on random switched graphs)."""
     inst = make_instance(topo, kind, message_bytes=2.4e5, **({"root": 0} if kind == "reduce" else {}))
     o = NATIVE.run(inst, Options(driver="horizon", time_limit=10, params={"lp_bound": False}))
     if o.schedule is not None:
         assert verify.verify(o.schedule, inst) is None
+        if kind == "allreduce":
+            assert o.units == "timesteps"
+            bound = bounds.instance_bounds(inst).part("timesteps", "partition")
+            assert bound.value <= o.objective, (bound.label(), o.objective)

@@ -122,6 +122,27 @@ def price_pieces(instance: Instance, f: Forest, pieces: int, models: tuple = PRI
     return {m: cost_models.price(sched, instance, m).total_s for m in models}
 
 
+def whole_bytes(sched: Schedule, instance: Instance) -> bool:
+    """Whether every piece of ``sched`` holds at least one byte of ``instance``'s chunks, as
+    :func:`refuse_small_pieces` asks of the schedule the producer returns (a choice among
+    candidates that tie at a tiny message must not pick one the producer then refuses)."""
+    return not len(sched) or float(sched.size.min()) * instance.collective.chunk_bytes >= 1.0
+
+
+def smallest_piece(instance: Instance, f: Forest, pieces: int) -> float:
+    """Bytes of the smallest piece :func:`emit` cuts ``f`` into at ``pieces`` equal pieces, or
+    at the forest's piece edges where it has them for ``pieces``, read off the trees (a tree
+    carries ``[lo, hi)`` of a shard's ``k`` units) without emitting them; a staggered forest's
+    shallower trees take a piece more (:mod:`.staggered`)."""
+    trees = pipelined(instance, f, pieces)
+    share = float((trees.hi - trees.lo).min()) / trees.k if len(trees.lo) else 1.0
+    if f.cuts and len(f.cuts) == pieces + 1:
+        cut = float(np.diff(np.asarray(f.cuts, dtype=float)).min()) / float(f.cuts[-1])
+    else:
+        cut = 1.0 / (pieces + 1 if f.staggered else pieces)
+    return instance.collective.chunk_bytes * share * cut
+
+
 def refuse_small_pieces(instance: Instance, piece: float, fewer: str) -> None:
     """Refuse (:class:`~collsynth.InputError` on ``collective.message_bytes``) a message too
     small to split into the trees' shares and pipeline pieces: ``piece``, the smallest piece's

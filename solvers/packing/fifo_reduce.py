@@ -80,6 +80,8 @@ RUN_PROBE_SENDS = 6_000_000  # most sends of :func:`deeper`'s two forests togeth
 SCALED_PROBE_SENDS = 7_000_000 // 3  # most sends of both growths priced three times each, at q, 2 q and 4 q of
 # their run's pieces, where those exceed RUN_PROBE_SENDS: the q that 1 M sends gave two probes, q and 2 q (A100 x8:
 # 19.8 M sends; about 15 s of verifying and pricing a million sends under sync and event on the idle machine)
+FLIP_MARGIN = 1e-3  # the optimum's forest replaces one tree a shard that won the probe only where extrapolated
+# this much cheaper at their run's pieces (DGX-H100 x4's two are within 0.003 %: one tree a shard kept, as measured)
 LEAST_SHARE_LEFT = 0.5  # compared only with at least this share of the run's time limit left (A100 x8 grown
 # depth-first: 15.7 M sends, whose verification takes about 210 of its 366 s at load 14)
 
@@ -103,7 +105,9 @@ def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=No
     :func:`probe_pieces` pieces (``price(forest, pieces)``: the times under ``models`` after
     verifying, None when it does not verify, so an unverified one is never chosen); ``f`` under
     ``sync`` alone (its packing is the optimum), when even :data:`LEAST_PROBE_PIECES` pieces of
-    its probe would exceed :data:`PROBE_SENDS` sends, or when the run is out of time.
+    its probe would exceed :data:`PROBE_SENDS` sends, or when the run is out of time; ``f`` too
+    where ``one_tree()`` wins the probe but ``f`` is cheaper at its run's pieces
+    (:func:`cheaper_at_its_pieces`).
     ``chunks``: chunks a root sends per piece (the reduction alone is probed, an allreduce's
     first half included)."""
     if models == ("sync",) or not f.transposed or f.k == 1:
@@ -117,7 +121,22 @@ def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=No
     prices = [price(g, pieces) for g in (f, one)]
     if prices[1] is None or (prices[0] is not None and sum(prices[0].values()) <= sum(prices[1].values())):
         return f
-    return one
+    return f if cheaper_at_its_pieces(f, one, price, pieces, chunks) else one
+
+
+def cheaper_at_its_pieces(f, one, price, pieces: int, chunks: int) -> bool:
+    """Whether ``f``, priced at ``q``, ``2 q`` and ``4 q`` pieces (``q`` a quarter of the probe's
+    ``pieces``) and extrapolated to the pieces the run emits it at (:func:`with_cost_a_piece`,
+    :func:`.emission.auto_pieces`), is over :data:`FLIP_MARGIN` cheaper than ``one`` extrapolated
+    alike: a deeper forest's fill, which loses at the probe, shrinks with the run's pieces
+    (DGX-H100 x3's reduce-scatter, 1 GB, alpha 0: the optimum's ring trees, 16 hops deep, 4.047
+    against one tree a shard's 3.935 ms ``sync`` + ``event`` at 113 pieces, extrapolated 3.848
+    against 3.892 at their 1,600, as priced there; Patarasuk, Yuan and Faraj, J. Parallel Distrib.
+    Comput. 68(6), 2008, the pipelined-broadcast time)."""
+    q = max(1, pieces // 4)
+    at_run = [with_cost_a_piece([_total(price(g, k * q)) for k in (1, 2, 4)], q, auto_pieces(g.trees, chunks))
+              for g in (f, one)]
+    return None not in at_run and at_run[0] * (1 + FLIP_MARGIN) < at_run[1]
 
 
 def deeper(f, depth_first, price, models: tuple[str, ...], chunks: int, deadline=None, pieces: int | None = None,

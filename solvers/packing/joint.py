@@ -23,7 +23,7 @@ from ...tens import certified
 from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ..producers import Options, Unsupported
 from . import capacity_split, equal_depth, forests, incumbent, overlap, split_form
-from .emission import auto_pieces, emit, pipelined, with_header
+from .emission import auto_pieces, emit, pipelined, whole_bytes, with_header
 from .packed import Forest, optimum_seconds
 from .run_params import asked_shape, grows_depth_first, objective_models
 from .trees import hops_of
@@ -327,11 +327,14 @@ def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incum
 def certified_schedule(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> tuple | None:
     """``(schedule, verdict, prices)``: the overlapped allreduce of ``pair`` at ``pieces`` as
     explicit sends (:func:`listed`), its verdict (:func:`collsynth.tens.certified.certify`) and
-    its priced times under ``models``, offered to ``kept``; None where it does not verify. The
+    its priced times under ``models``, offered to ``kept``; None where it does not verify or a
+    piece is under a byte (:func:`.emission.whole_bytes`: the producer would refuse it). The
     verdict carries the prices to the pipeline, which then neither verifies nor prices the
     schedule again (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4: the halves overlapped)."""
     t = time.perf_counter()
     sched = listed(instance, pair, pieces, models)
+    if not whole_bytes(sched, instance):
+        return None
     verdict = certified.certify(sched, instance)
     if verdict is None:
         return None

@@ -17,7 +17,7 @@ from ...instances import Instance
 from ...tens.ten import NotSupported, instant_hops
 from ..producers import Options, Unsupported
 from . import forests, latency
-from .emission import PRICE_MODELS, auto_pieces, pipelined, price_pieces
+from .emission import PRICE_MODELS, auto_pieces, pipelined, price_pieces, smallest_piece
 from .packed import Forest, packed_seconds, part_instance
 from .run_params import asked_shape, grows_depth_first, objective_models
 from .tree_hops import depth_of
@@ -138,7 +138,9 @@ def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple,
                  floor=None, always=frozenset()) -> dict:
     """``{(index, pieces): {model: s}}``: the ``pairs`` of ``alts`` that verify, priced in
     order on ``part`` until :data:`PRICE_SHARE` of the time left is used; ``record`` counts
-    those that do not verify and says where pricing stopped. A pair whose ``floor(index,
+    those that do not verify, those not priced because a piece would be under a byte
+    (``under_a_byte``: the producer refuses such a schedule, :func:`.emission.smallest_piece`)
+    and says where pricing stopped. A pair whose ``floor(index,
     pieces)`` (:func:`floors`) is above the least priced sum so far is not priced (it cannot be
     chosen; counted in ``record["below_floor"]``), except those in ``always`` (the estimate's
     pick and the baseline, whose prices the row reports): at 64 KB on MI250 x2 the deep trees'
@@ -153,6 +155,9 @@ def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple,
         if stop is not None and stop.expired():
             record["stopped"] = f"the time share for pricing ran out after {len(prices)} of {len(pairs)}"
             break
+        if smallest_piece(part, alts[pair[0]], pair[1]) < 1.0:  # the producer would refuse it: never chosen
+            record["under_a_byte"] = record.get("under_a_byte", 0) + 1
+            continue
         got = price_pieces(part, alts[pair[0]], pair[1], models)
         if got is None:
             record["unverified"] += 1
