@@ -24,8 +24,10 @@ from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ..producers import Options, Unsupported
 from . import capacity_split, equal_depth, forests, incumbent, overlap, split_form
 from .emission import auto_pieces, emit, pipelined, whole_bytes, with_header
+from .fifo_reduce import FLIP_MARGIN, with_cost_a_piece
 from .packed import Forest, optimum_seconds
 from .run_params import asked_shape, grows_depth_first, objective_models
+from .tree_hops import depth_of
 from .trees import hops_of
 
 SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for packing the split pair
@@ -62,9 +64,11 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     others = record.pop(overlap.PAIRS, {})
     c = instance.collective.chunks_per_node
     if alpha <= 0 and not options.params.get("pieces"):  # the split's pair at the depth it won at (SPLIT_PAIR)
+        if not any(f.on_share for f in chosen):  # a deeper pair may win at the pieces the run emits
+            chosen = deeper_at_run_pieces(instance, chosen, record, others, picks, objective_models(options),
+                                          deadline, kept)
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
-                  [next((d for g, d, _ in picks if g is f), None) or  # the fill's pieces stay with its forest
-                   auto_pieces(f.trees, c * len(chosen)) for f in chosen])
+                  run_pieces(instance, chosen, picks))
     if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
         chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others)
@@ -81,6 +85,71 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                 f"time left: kept at the {'/'.join(map(str, kept.pieces))} pieces it was priced at")
         return list(kept.pair), kept.pieces, record, note
     return chosen, depths, record, ""
+
+
+def run_pieces(instance: Instance, pair: list[Forest], picks: list[tuple]) -> list[int]:
+    """Each half's pieces as the run emits ``pair`` at alpha 0: a fill's forest at the pieces
+    its fill took (``picks``), any other at the automatic pieces of half the send budget
+    (:func:`.emission.auto_pieces`)."""
+    c = instance.collective.chunks_per_node
+    return [next((d for g, d, _ in picks if g is f), None) or auto_pieces(f.trees, c * len(pair)) for f in pair]
+
+
+def deeper_at_run_pieces(instance: Instance, chosen: list[Forest], record: dict, others: dict, picks: list[tuple],
+                         models: tuple, deadline, kept: incumbent.Kept | None) -> list[Forest]:
+    """The joint choice's ``chosen`` pair or a deeper pair it priced (``others``, by name; its
+    trees deeper than ``chosen``'s, least priced first) that, priced at ``q``, ``2 q`` and
+    ``4 q`` pieces a half (``4 q`` the probe's, as ``record`` priced it; each verified and
+    offered to ``kept``) and extrapolated to the pieces the run emits it at (:func:`run_pieces`,
+    the larger half's; :func:`.fifo_reduce.with_cost_a_piece`), is over
+    :data:`.fifo_reduce.FLIP_MARGIN` cheaper summed over ``models`` than ``chosen`` extrapolated
+    alike, as :func:`.fifo_reduce.cheaper_at_its_pieces` does for a reduce-scatter alone: a
+    deeper pair's fill, which loses at the probe's pieces, shrinks at the run's (DGX-H100 x3,
+    1 GB, alpha 0: one tree a shard for both halves wins at 200 pieces a half; Patarasuk, Yuan
+    and Faraj, J. Parallel Distrib. Comput. 68(6), 2008, the pipelined-broadcast time). Priced
+    while their sends fit :data:`.overlap.PROBE_SENDS`, :data:`SCAN_SHARE` of the time left and
+    ``kept``'s rate; ``record`` gains the extrapolations (``at_run_pieces``) and, where a deeper
+    pair wins, names it ``chosen``."""
+    priced, probe, name = record.get("priced", {}), list(record.get("probe_pieces", [])), record.get("chosen")
+    if (name not in priced or len(set(probe)) != 1 or list(record.get("chosen_pieces", probe)) != probe
+            or any(f.compact is not None for f in chosen)):
+        return chosen
+    c = instance.collective.chunks_per_node
+    q = max(1, probe[0] // 4)
+
+    def depth(pair) -> int:
+        return max(depth_of(f.trees) for f in pair)
+
+    def total(n: str, pair, k: int) -> float | None:
+        got = priced[n] if k * q == probe[0] else certified_price(instance, pair, [k * q] * len(pair), models, kept)
+        return None if got is None else sum(got[m] for m in models)
+
+    def at_run(n: str, pair) -> float | None:
+        return with_cost_a_piece([total(n, pair, k) for k in (1, 2, 4)], q, max(run_pieces(instance, pair, picks)))
+
+    deeper = sorted((n for n in priced if n != name and n in others and depth(others[n]) > depth(chosen) and
+                     not any(f.on_share or f.compact is not None for f in others[n])),
+                    key=lambda n: sum(priced[n][m] for m in models))
+    stop = deadline.share(SCAN_SHARE) if deadline is not None else None
+    left, estimates, best = overlap.PROBE_SENDS, {}, (None, None)
+    for n in [name, *deeper] if deeper else []:
+        pair = chosen if n == name else others[n]
+        sends = sum(hops_of(f.trees) * 3 * q * c for f in pair)  # at q and 2 q
+        if (stop is not None and stop.expired()) or sends > left or (kept is not None and not kept.fits(sends, deadline)):
+            break
+        left -= sends
+        estimates[n] = at_run(n, pair)
+        if n != name and None not in (estimates[n], estimates[name]) and \
+                estimates[n] * (1 + FLIP_MARGIN) < estimates[name] and (best[1] is None or estimates[n] < best[1]):
+            best = (n, estimates[n])
+        if estimates[name] is None:
+            break
+    if len(estimates) > 1:
+        record["at_run_pieces"] = {n: None if t is None else round(t, 12) for n, t in estimates.items()}
+    if best[0] is None:
+        return chosen
+    record["chosen"] = best[0]
+    return list(others[best[0]])
 
 
 def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], record: dict, models: tuple, deadline,
