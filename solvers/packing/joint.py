@@ -54,9 +54,10 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
     fixed depth pays a latency a piece under ``sync``, A100 x2 and DGX-H100 x2 at 1-4 GB 1.03-1.49x
     the default's summed price). Where the chosen pair at those pieces would not
     fit the time left, ``kept``'s schedule is taken at the pieces it was priced at, and
-    ``note`` says so. ``early``: the split pair as priced before the halves were packed
-    (:func:`.split_first.priced`), not packed nor priced again. An allreduce as reduce-scatter
-    then allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4."""
+    ``note`` says so. At alpha 0 a deeper pair the choice priced is taken where cheaper at the
+    pieces the run emits it at (:func:`deeper_at_run_pieces`). ``early``: the split pair as
+    priced before the halves were packed (:func:`.split_first.priced`), not packed nor priced
+    again. An allreduce as reduce-scatter then allgather: Zhao et al., "ForestColl", arXiv 2402.06787, Section 4."""
     depths = [p[1] for p in picks]
     halves = [[p[0], *(bandwidth_regime(p[0], g, alpha) and greedy_instead_of_rings(instance, g, options, deadline)
                        or [g])] for p, g in zip(picks, packed)]
@@ -135,7 +136,8 @@ def deeper_at_run_pieces(instance: Instance, chosen: list[Forest], record: dict,
     for n in [name, *deeper] if deeper else []:
         pair = chosen if n == name else others[n]
         sends = sum(hops_of(f.trees) * 3 * q * c for f in pair)  # at q and 2 q
-        if (stop is not None and stop.expired()) or sends > left or (kept is not None and not kept.fits(sends, deadline)):
+        if (stop is not None and stop.expired()) or sends > left or \
+                (kept is not None and not kept.fits(sends, deadline)):
             break
         left -= sends
         estimates[n] = at_run(n, pair)
