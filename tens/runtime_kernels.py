@@ -38,36 +38,44 @@ def compressed_rows(n: int, pred: np.ndarray, succ: np.ndarray) -> tuple[np.ndar
 
 
 @njit(cache=True, nogil=True)
-def _roots(indeg):
-    """A stack (array and depth) holding the steps with no predecessor, increasing."""
-    stack = np.empty(len(indeg), dtype=np.int64)
+def walk_order(n, out_ptr, succ, indeg):
+    """``(order, reached)``: the steps in the order a walk from the steps with no predecessor
+    visits them (a stack; a step pushed when its last predecessor is visited); ``reached`` < ``n``
+    where the edges hold a cycle. The kernels below relax their values along this order."""
+    deg = indeg.copy()
+    stack = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
     top = 0
-    for u in range(len(indeg)):
-        if indeg[u] == 0:
+    for u in range(n):
+        if deg[u] == 0:
             stack[top] = u
             top += 1
-    return stack, top
+    seen = 0
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        order[seen] = u
+        seen += 1
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            v = succ[e]
+            deg[v] -= 1
+            if deg[v] == 0:
+                stack[top] = v
+                top += 1
+    return order, seen
 
 
 @njit(cache=True, nogil=True)
 def step_levels(n, out_ptr, succ, weight, indeg):
     """``(level, reached)``: the largest sum of edge weights ``weight`` (integers) on a chain of
     edges into each step, 0 for a step with no predecessor."""
-    deg = indeg.copy()
     level = np.zeros(n, dtype=np.int64)
-    stack, top = _roots(deg)
-    seen = 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        seen += 1
+    order, seen = walk_order(n, out_ptr, succ, indeg)
+    for i in range(seen):
+        u = order[i]
         for e in range(out_ptr[u], out_ptr[u + 1]):
             v = succ[e]
             level[v] = max(level[v], level[u] + weight[e])
-            deg[v] -= 1
-            if deg[v] == 0:
-                stack[top] = v
-                top += 1
     return level, seen
 
 
@@ -75,24 +83,16 @@ def step_levels(n, out_ptr, succ, weight, indeg):
 def heaviest_path(n, out_ptr, succ, weight, indeg):
     """``(path, reached)``: the steps of a heaviest chain (the sum of the node weights
     ``weight``, floats, largest) in order; of equal ones the first the walk found."""
-    deg = indeg.copy()
     best = weight.astype(np.float64).copy()
     came = np.full(n, -1, dtype=np.int64)
-    stack, top = _roots(deg)
-    seen = 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        seen += 1
+    order, seen = walk_order(n, out_ptr, succ, indeg)
+    for i in range(seen):
+        u = order[i]
         for e in range(out_ptr[u], out_ptr[u + 1]):
             v = succ[e]
             if best[u] + weight[v] > best[v]:
                 best[v] = best[u] + weight[v]
                 came[v] = u
-            deg[v] -= 1
-            if deg[v] == 0:
-                stack[top] = v
-                top += 1
     count, v = 0, np.argmax(best) if n > 0 else -1
     while v >= 0:
         count += 1
@@ -112,16 +112,12 @@ def chain_finish(n, out_ptr, succ, transfer, copies, q, indeg):
     copying ``copies[step]`` chunks and a transfer edge (``transfer``) letting its receive start
     a slice's share ``q`` of its send's copy after the send started (any other edge waits for
     the whole step): :func:`collsynth.tens.runtime_program.pipelined_copies`."""
-    deg = indeg.copy()
     start = np.zeros(n)
     last = np.zeros(n)
     done = np.zeros(n)
-    stack, top = _roots(deg)
-    seen = 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        seen += 1
+    order, seen = walk_order(n, out_ptr, succ, indeg)
+    for i in range(seen):
+        u = order[i]
         c, su = copies[u], start[u]
         first = su + q * c if c > 0 else su
         a, b = su + c, last[u] + q * c
@@ -134,10 +130,6 @@ def chain_finish(n, out_ptr, succ, transfer, copies, q, indeg):
                 start[v] = ready
             if end > last[v]:
                 last[v] = end
-            deg[v] -= 1
-            if deg[v] == 0:
-                stack[top] = v
-                top += 1
     latest = 0.0
     for u in range(n):
         if done[u] > latest:
