@@ -38,7 +38,7 @@ from .peer_schedules import program_error, read_msccl_xml
 from .switch_runtime import is_switch_calibration, load_switch_calibration
 from .runtime_program import ProgramFeatures, program_features
 
-__all__ = ["Row", "Floor", "load_rows", "ran_program", "share_floors", "floor_shares", "fit", "least_cost_start", "start_points",
+__all__ = ["Row", "Floor", "load_rows", "scheduler_counts", "ran_program", "share_floors", "floor_shares", "fit", "least_cost_start", "start_points",
            "pin_fixed", "calibrate"]
 
 
@@ -59,11 +59,12 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
     program that does not match its instance is an :class:`~collsynth.InputError` naming the
     program file and the line (:func:`~collsynth.tens.peer_schedules.program_error`); a log
     with no result row from the measurement's ``min_bytes`` on is one naming the log."""
-    rows, cache = [], {}
+    rows, cache, collective = [], {}, {}
     for m in manifest.measurements:
         key = (m.program, m.instance)
         if key not in cache:
             instance = load_instance(m.instance)
+            collective[key] = (instance.collectives[0].kind, len(instance.collectives[0].nodes))
             text = read_program_text(m.program)
             try:
                 if check_programs:
@@ -76,12 +77,40 @@ def load_rows(manifest: Manifest, check_programs: bool = True) -> list[Row]:
         col = log["in_place_us" if m.column == "in-place" else "out_of_place_us"]
         keep = log["size"] >= m.min_bytes
         if manifest.executor_counts:
-            keep &= ran_program(log["count"], cache[key].nchunksperloop)
+            counts = scheduler_counts(log, *collective[key], m.count_scope or manifest.count_scope)
+            keep &= ran_program(counts, cache[key].nchunksperloop)
         if not keep.any():
             raise InputError(str(m.log), f"no result row of {m.min_bytes} bytes or more (min_bytes of measurement "
                                          f"{m.name!r}; the largest is {int(log['size'].max())})")
         rows.append(Row(m, cache[key], log["size"][keep].astype(np.float64), col[keep] * 1e-6))
     return rows
+
+
+def scheduler_counts(log: dict, kind: str, ranks: int, scope: str) -> np.ndarray:
+    """The count an MSCCL scheduler tests against a program's chunks per loop, per row of the
+    nccl-tests ``log`` (:func:`~collsynth.tens.measurements.parse_nccl_tests`) of a ``kind``
+    collective on ``ranks`` ranks. ``scope`` ``"rank"``: the count as nccl-tests passes it, per
+    rank for allgather and reduce-scatter (RCCL 2.18.3's MSCCL and msccl-executor-nccl 2.19.4,
+    ``mscclInternalSchedulerSelectAlgo`` in ``msccl_lifecycle.cc``: ``param->count %
+    m.nChunksPerLoop``). ``"collective"``: the whole collective's (MSCCL 0.7.4 on NCCL 2.12.12,
+    microsoft/msccl: ``ncclTopoGetMSCCLAlgo`` in ``src/graph/tuning.cc`` tests ``totalCount``,
+    the count times the ranks for allgather and reduce-scatter, and ``ArgsCheck`` in
+    ``src/misc/argcheck.cc`` has made an allgather's count bytes), so an allgather's is its size
+    in bytes.
+
+    >>> log = {"size": np.array([256, 1024]), "count": np.array([4, 16])}
+    >>> scheduler_counts(log, "allgather", 16, "collective").tolist()
+    [256, 1024]
+    >>> scheduler_counts(log, "reduce_scatter", 16, "collective").tolist()
+    [64, 256]
+    >>> scheduler_counts(log, "allgather", 16, "rank").tolist()
+    [4, 16]
+    """
+    if scope == "rank":
+        return np.asarray(log["count"])
+    if kind == "allgather":
+        return np.asarray(log["size"])
+    return np.asarray(log["count"]) * (ranks if kind == "reduce_scatter" else 1)
 
 
 def ran_program(counts: np.ndarray, nchunksperloop: int) -> np.ndarray:
@@ -92,8 +121,8 @@ def ran_program(counts: np.ndarray, nchunksperloop: int) -> np.ndarray:
     ``msccl_lifecycle.cc``: ``param->count % m.nChunksPerLoop == 0``, ``count`` as the caller
     passes it, per rank for allgather and reduce-scatter; RCCL 2.18.3's MSCCL). ForestColl's MI250
     logs show it: the 32-chunk allgather's in-place column is RCCL's 276 us (the out-of-place
-    column's) at 512 B to 2 KiB, 16 elements a rank, and the program's 102 us from 4 KiB. The
-    A100 logs (MSCCL 0.7.4, msccl-executor) ran their programs at such counts.
+    column's) at 512 B to 2 KiB, 16 elements a rank, and the program's 102 us from 4 KiB.
+    ``counts``: :func:`scheduler_counts` (MSCCL 0.7.4 tests the whole collective's count).
 
     >>> ran_program(np.array([4, 16, 32, 64]), 32).tolist()
     [False, False, True, True]

@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import InputError
 
-__all__ = ["Measurement", "Manifest", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text",
+__all__ = ["Measurement", "Manifest", "COUNT_SCOPES", "parse_nccl_tests", "split_log_line", "read_nccl_tests", "read_manifest", "read_program_text",
            "read_transports", "read_fixed", "TRANSPORTS"]
 
 COLUMNS = ("out-of-place", "in-place")
@@ -156,7 +156,8 @@ class Measurement:
     and calibration (``held_out``), and the runtime that ran it when it is not the manifest's
     main one (``runtime``, a name of ``Calibration.runtimes``; ``""`` for the main one); a
     held-out measurement may name the held-out set it belongs to (``held_out_set``, reported
-    apart; ``""``: the manifest's first one)."""
+    apart; ``""``: the manifest's first one), and which count its runtime's scheduler tests
+    (``count_scope``, one of :data:`COUNT_SCOPES`; ``""``: the manifest's ``count_scope``)."""
 
     name: str
     program: Path
@@ -168,9 +169,11 @@ class Measurement:
     held_out: bool
     runtime: str = ""
     held_out_set: str = ""
+    count_scope: str = ""
 
 
 TRANSPORTS = ("read", "write")
+COUNT_SCOPES = ("rank", "collective")
 
 
 @dataclass(frozen=True)
@@ -199,8 +202,10 @@ class Manifest:
     ``executor_counts``: whether a log's rows whose ``count`` the MSCCL
     executor refuses (not a multiple of the program's ``nchunksperloop``: the collective ran as
     the library's own algorithm) are left out (:func:`collsynth.tens.calibration.ran_program`;
-    default false: every row from ``min_bytes``). ``net_credit``: the network link classes whose
-    credit a call is fitted (``Calibration.net_credit``; default none: not modelled).
+    default false: every row from ``min_bytes``). ``count_scope``: which count that executor
+    tests, one of :data:`COUNT_SCOPES` (:func:`collsynth.tens.calibration.scheduler_counts`;
+    default ``"rank"``; a measurement's own ``count_scope`` overrides it). ``net_credit``: the
+    network link classes whose credit a call is fitted (``Calibration.net_credit``; default none: not modelled).
     ``nic_credit``: whether each round of an iteration's chain over a NIC pays the connection's
     credit round trip, fitted (``Calibration.nic_credit``; default false).
     ``multi_start``: whether the fit runs from several fixed starts and keeps the one of least
@@ -220,6 +225,7 @@ class Manifest:
     fences: bool = False
     block_waves: bool = False
     executor_counts: bool = False
+    count_scope: str = "rank"
     net_credit: tuple = ()
     nic_credit: bool = False
     multi_start: bool = False
@@ -256,7 +262,8 @@ def read_manifest(path: str | Path) -> Manifest:
             min_bytes=_field(entry, "min_bytes", int, where, 0),
             held_out=_field(entry, "held_out", bool, where, False),
             runtime=_field(entry, "runtime", str, where, ""),
-            held_out_set=_field(entry, "held_out_set", str, where, "")))
+            held_out_set=_field(entry, "held_out_set", str, where, ""),
+            count_scope=_count_scope(entry, where, "")))
     if not out:
         raise InputError(str(path), "expected at least one [[measurement]] table")
     return Manifest(system=_field(data, "system", str, str(path)), source=_field(data, "source", str, str(path)),
@@ -270,9 +277,19 @@ def read_manifest(path: str | Path) -> Manifest:
                     fences=_field(data, "fences", bool, str(path), False),
                     block_waves=_field(data, "block_waves", bool, str(path), False),
                     executor_counts=_field(data, "executor_counts", bool, str(path), False),
+                    count_scope=_count_scope(data, str(path), "rank"),
                     net_credit=_net_credit(data, str(path)),
                     nic_credit=_field(data, "nic_credit", bool, str(path), False),
                     multi_start=_field(data, "multi_start", bool, str(path), False))
+
+
+def _count_scope(data: dict, where: str, default: str) -> str:
+    """The ``count_scope`` of a manifest or a measurement table (``default`` when absent), one
+    of :data:`COUNT_SCOPES`."""
+    v = _field(data, "count_scope", str, where, default)
+    if v not in COUNT_SCOPES + (default,):
+        raise InputError(f"{where}.count_scope", f"expected one of {', '.join(COUNT_SCOPES)}, got {v!r}")
+    return v
 
 
 def _net_credit(data: dict, where: str) -> tuple:
