@@ -1,9 +1,9 @@
 """Whether the three-tier allreduce's gap to the box-stage bound shows on the smallest rail Clos
-fabrics with two groups of boxes behind a spine, and whether the TEN ILP can say there where the
-optimum lies.
+fabrics with two or three groups of boxes behind a spine, and whether the TEN ILP can say there
+where the optimum lies.
 
 Run: ``python benchmarks/bench_tier3_proxy.py [--only LABEL] [--sizes B,B] [--producers P,P]
-[--ilp-sizes B,B] [--time-limit S]`` (default: the two fabrics below at 1 MiB and 1 GiB,
+[--ilp-sizes B,B] [--time-limit S]`` (default: the fabrics below at 1 MiB and 1 GiB,
 ``fabric_copy = false``, NICs and spine ports of 50 GB/s and 2.7 us, NVLink 450 GB/s and
 0.47 us, as ``rail_clos``'s defaults; one process a row). Per fabric and size:
 
@@ -38,6 +38,8 @@ FABRICS = (
                                         "spines": 1, "radix": 16}),
     ("two groups of two 1-GPU boxes", {"groups_per_pod": 2, "boxes_per_group": 2, "gpus_per_box": 1, "rails": 1,
                                         "spines": 1, "radix": 16}),
+    ("three groups of two 1-GPU boxes", {"groups_per_pod": 3, "boxes_per_group": 2, "gpus_per_box": 1, "rails": 1,
+                                          "spines": 1, "radix": 16}),
 )
 PRODUCERS = ("tree-packing", "ring", "recursive-doubling", "nccl-tree", "direct")
 
