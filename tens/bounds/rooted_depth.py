@@ -55,10 +55,11 @@ count and running sum moved one step later, nothing completed in it) turns a sol
 steps into one for ``S + 1`` (each row of 1.-3'. at step ``t + 1`` is the old row at ``t``; a
 row reading step 1 reads only zeros), so :func:`.ramp.least_over_steps` holds an unsolved
 ``LP(S)`` between its solved neighbours' and solves it only where a decision depends on it,
-the refined one also above :func:`relaxed_lp` (the same value, a fraction of the programs'
-time: ``benchmarks/bench_rooted_depth_bound.py``). The refined program is solved for at most ``REFINED_MOST_GPUS`` participants;
-beyond, its rows (per GPU and in-link) cost 6-18 times the first program's (an 8x8 torus: 13 s
-of CPU against 1.3 s, for a value 0.02 % higher), and ``LP(S)`` is used, a bound all the same. On
+the refined one also above :func:`relaxed_lp` (the same value in a fraction of the programs'
+time: ``benchmarks/bench_rooted_depth_bound.py``). The refined program is solved for at most
+``REFINED_MOST_GPUS`` participants; beyond, its rows (per GPU and in-link) cost 6-18 times the
+first program's (an 8x8 torus: 13 s of CPU against 1.3 s, for a value 0.02 % higher), and
+``LP(S)`` is used, a bound all the same. On
 a triangle of GPUs (links ``B``) into GPU 0: one step costs ``M / B`` (every
 position arrives twice), two steps ``2 M / (3 B)`` (a third of the positions through each
 neighbour, a third sent directly by both: that schedule meets it), where 1. and 2. give
