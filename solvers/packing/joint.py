@@ -34,6 +34,7 @@ SPLIT_SHARE = 0.5  # of the run's time left (less the kept verdict's check) for 
 SPLIT_MOST = 4  # the split pair starts from at most this many times the probe's pieces where its fill wants them
 FIRST_CUT = 32  # the chosen pair is priced from its halves' pieces over this (a power of 2) up (A100 x2, 64 MB, event: 1,600 -> 50)
 SCAN_SHARE = 0.25  # of the run's time left, at most, for pricing the chosen pair at fewer pieces (:func:`fewer_pieces`)
+DEFAULT_PAIR = "the default's picks"  # the fewer-pieces search's name for the halves the default objective picks
 SPLIT_PAIR = "capacity split"  # the joint choice's name for the halves on their shares (:mod:`.capacity_split`);
 # chosen, it is the schedule priced (:mod:`.incumbent`), at the pieces it was priced at: DGX-2 x2, 1 GB, its 21 deep
 # trees a shard (21-27 hops) at 200 pieces are 8.4 M sends, 15.18 / 15.40 ms under event / sync; at the automatic
@@ -72,7 +73,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                   run_pieces(instance, chosen, picks))
     if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
-        chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others)
+        chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others,
+                                            default_pair(picks) if len(models) == 1 else None)
         chosen, depths, equal = equal_depth.prefer(
             instance, chosen, depths, packed, record,
             lambda pair, q: certified_price(instance, pair, q, models, kept), deadline, kept,
@@ -203,8 +205,17 @@ def fewer_pieces(instance: Instance, pair: list[Forest], depths: list[int], reco
     return best
 
 
+def default_pair(picks: list[tuple]) -> tuple | None:
+    """``(forests, pieces)``: the halves as the default objective's latency choice picks them
+    (each pick's ``default``, :func:`.latency_choice.latency_pick` under one model's
+    objective); None where a half has none."""
+    got = [getattr(p[2], "default", None) for p in picks]
+    return None if None in got else ([f for f, _ in got], [q for _, q in got])
+
+
 def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[int], record: dict, models: tuple,
-                       deadline, kept: incumbent.Kept, others: dict) -> tuple[list[Forest], list[int]]:
+                       deadline, kept: incumbent.Kept, others: dict,
+                       default: tuple | None = None) -> tuple[list[Forest], list[int]]:
     """``(pair, pieces)`` of least priced time summed over ``models``: the joint choice's
     ``chosen`` pair at fewer pieces (:func:`fewer_pieces`), then every other pair it priced at
     ``depths`` (``others``, by name; least priced first) searched about the pieces the chosen
@@ -216,9 +227,13 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
     a step, :func:`fewer_pieces`). The best pair is priced too at 3/4 and 3/2 of its best pieces,
     both halves and then each alone, from the best so far (between the halvings: A100 x2, 64 MB,
     the one-tree pair 407.5 us at 25 pieces a half, 404.2 at 18, where the default took 16 and
-    23, 402.4). ``record`` gains the others' prices (``fewer_pieces_others``)
-    and, where one of them won, names it ``chosen``. Pipelined trees: Zhao et al., "ForestColl",
-    arXiv 2402.06787, Section 5."""
+    23, 402.4). ``default``: ``(forests, pieces)``, the halves as the default objective picks
+    them (:func:`default_pair`, under one model's objective), priced too, at those pieces, right
+    after the chosen pair: the halvings do not reach the default's unequal pieces (A100 x2, 64
+    MB, ``event``: 404.2 us at 18 pieces a half, against the default's 402.4 at 16 / 23), and a
+    choice for one model should not be above the default's schedule in it. ``record`` gains the
+    others' prices (``fewer_pieces_others``) and, where one of them won, names it ``chosen``.
+    Pipelined trees: Zhao et al., "ForestColl", arXiv 2402.06787, Section 5."""
     stop = deadline.share(SCAN_SHARE) if deadline is not None else None
     base, won = record.get("chosen"), None
     best = fewer_pieces(instance, chosen, depths, record, models, deadline, kept, stop)
@@ -226,6 +241,16 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
     least = sum(now[m] for m in models) if now and list(record.get("chosen_pieces", depths)) == best \
         else float("inf")
     pair, tried = list(chosen), {}
+    c = instance.collective.chunks_per_node
+    if default is not None and not (stop is not None and stop.expired()):
+        sends = sum(hops_of(f.trees) * p * c for f, p in zip(*default))
+        t = certified_price(instance, list(default[0]), list(default[1]), models, kept) \
+            if sends <= overlap.PROBE_SENDS and kept.fits(sends, deadline) else None
+        if t is not None:
+            tried[DEFAULT_PAIR] = {"/".join(map(str, default[1])): round(sum(t[m] for m in models), 12)}
+            if sum(t[m] for m in models) < least:
+                least, pair, best, won = sum(t[m] for m in models), list(default[0]), list(default[1]), \
+                    (DEFAULT_PAIR, t)
     ranked = sorted((n for n, p in others.items() if not (len(p) == len(chosen) and all(f is g for f, g in
                                                                                        zip(p, chosen)))),
                     key=lambda n: sum(record.get("priced", {}).get(n, {}).get(m, float("inf")) for m in models))
@@ -239,7 +264,7 @@ def fewer_pieces_among(instance: Instance, chosen: list[Forest], depths: list[in
         for q, t in got:
             if sum(t[m] for m in models) < least:
                 least, pair, best, won = sum(t[m] for m in models), list(others[name]), list(q), (name, t)
-    c = instance.collective.chunks_per_node
+
     def between(b: list[int]) -> list[list[int]]:  # both halves at 3/4 and 3/2, then each half alone
         scaled = [[max(1, min(d, p * a // q)) for p, d in zip(b, depths)] for a, q in ((3, 4), (3, 2))]
         return scaled + [[*b[:i], x[i], *b[i + 1:]] for i in range(len(b)) for x in scaled]

@@ -74,6 +74,7 @@ class Choice:
     baseline_k: int = 0
     index: int = 0  # of the chosen candidate
     priced: dict | None = None  # how real prices chose (the producer's), None: by the estimate alone
+    default: tuple | None = None  # under one model's objective: (forest, pieces) the default objective picks
 
     def as_dict(self) -> dict:
         """The choice as plain data for a row's ``extra``: ``how`` it was made (``priced``: the
@@ -86,6 +87,8 @@ class Choice:
         out["how"] = "priced" if self.priced and self.priced.get("schedules") else "estimate"
         if self.priced is not None:
             out["priced"] = self.priced
+        if self.default is not None:
+            out["default_pick"] = {"trees_per_shard": self.default[0].k, "pieces": self.default[1]}
         return out
 
 

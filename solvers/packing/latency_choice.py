@@ -192,16 +192,29 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
     :func:`alternatives`, the least priced time under the ``objective`` parameter's models
     (sync + event by default) near the least estimate (:func:`priced_choice`), or the least
     estimate of :func:`.latency.choose` where pricing would take too long; ``automatic``: the
-    optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline. ForestColl
-    (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5) packs at the least time alone (module doc)."""
+    optimum's forest's pieces (:func:`.emission.auto_pieces`), the baseline. Under one model's
+    objective the default objective's pick (its priced choice under ``sync`` + ``event``) is
+    priced under that model among the others where it fits the budget, so the choice is never
+    above it there, and the choice carries it (``default``, for the allreduce's joint choice:
+    :func:`.joint.fewer_pieces_among`). ForestColl (Zhao et al., "ForestColl", arXiv
+    2402.06787, Section 5) packs at the least time alone (module doc)."""
     c = instance.collective.chunks_per_node
     alts = alternatives(instance, f, options, deadline, c * parts, bandwidth_bound(instance, f, alpha))
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
                                auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
     models = objective_models(options)
-    choice = latency.choose(cands, alpha, (0, automatic), "both" if len(models) > 1 else models[0])
-    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models,
-                           fixed_depth(alts, c * parts))
+    also = fixed_depth(alts, c * parts)
+    default = None
+    if len(models) > 1:
+        choice = latency.choose(cands, alpha, (0, automatic), "both")
+    else:  # the default objective's pick first, then priced under this model among the others
+        default = priced_choice(instance, list(alts.values()), cands, alpha,
+                                latency.choose(cands, alpha, (0, automatic), "both"), deadline, PRICE_MODELS, also)
+        also = tuple(dict.fromkeys([*also, (default.index, default.pieces)]))
+        choice = latency.choose(cands, alpha, (0, automatic), models[0])
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models, also)
+    if default is not None:
+        choice = replace(choice, default=(alts[default.name], default.pieces))
     return alts[choice.name], choice.pieces, choice
 
 

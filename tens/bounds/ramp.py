@@ -216,18 +216,36 @@ def steps_refused(label: str, instance, latency: Bound, bandwidth: Bound) -> Bou
 
 
 def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
-                     most: int = MAX_STEPS, gap: float = 0.0) -> float | None:
+                     most: int = MAX_STEPS, gap: float = 0.0, relaxed=None) -> float | None:
     """``min_S [max(L, S alpha) + max(T*, lp(S))]`` over ``S >= first`` for ``lp`` not growing
-    with ``S``; None when ``lp`` returns None (no ``S`` may be left out of the minimum). ``lp``
-    is solved at ``first``, twice that and so on up to ``most``; every ``S`` beyond the largest
-    solved costs at least ``max(L, S alpha) + T*`` (the phases of :mod:`.drain` are searched
-    so too). With ``gap > 0`` a range whose least cost is within that share of the best value
-    found is not split and that least cost is returned if lower (fewer programs, a value at
-    most ``gap`` below the minimum, still a bound).
+    with ``S``; None when ``lp`` returns None for a step count whose value is needed (no ``S``
+    may be left out of the minimum). The search reaches ``first``, twice that and so on up to
+    ``most``; every ``S`` beyond the largest reached costs at least ``max(L, S alpha) + T*``
+    (the phases of :mod:`.drain` are searched so too). With ``gap > 0`` a range whose least
+    cost is within that share of the best value found is not split and that least cost is
+    returned if lower (fewer programs, a value at most ``gap`` below the minimum, still a bound).
 
-    Between two ``S`` solved, ``S_a < S_b``, every ``S`` costs at least ``max(L, S_a alpha) +
+    Between two ``S`` reached, ``S_a < S_b``, every ``S`` costs at least ``max(L, S_a alpha) +
     max(T*, lp(S_b))``; beyond the largest, ``max(L, S alpha) + T*``: the range is split where
     that is below the best value found until no part of it is.
+
+    **Programs solved only where their value decides** (:class:`_Steps`): the search is the
+    one above, ``S`` for ``S``, decision for decision, but ``lp`` at a step count reached is
+    solved only where the search's next decision depends on it. Elsewhere its value is held
+    between what solved neighbours give, since ``lp`` does not grow with ``S``: ``lp(S') <=
+    lp(S) <= lp(S'')`` for solved ``S'' < S < S'`` (and ``max(T*, lp(S)) >= T*``), and, where
+    a cheaper program ``relaxed(S) <= lp(S)`` is given (a relaxation: fewer or weaker rows),
+    above it too (solved only where the neighbours do not decide), each side widened by
+    :data:`TRUST` of itself for the solver's rounding. With ``relaxed`` given, a range whose
+    split the bounds of its upper end leave open has its middle solved first (a cheaper
+    program than its end's, and ``lp(b) <= lp(mid)`` may close the question). Every
+    comparison the search makes (the doubling's stop, the best value, a range's least cost
+    against it and against the gap) takes the same side as with every value solved, and the
+    numbers it returns (the best value, a range's least cost) are sums of the same solved
+    values, so the result is the same float (``tests/test_steps_on_demand.py``); only where
+    ``lp`` fails at a step count whose value the search never needs does it return a bound
+    where it returned None. The rooted depth bound's refined program on a 64-GPU torus no
+    longer solves the doubling's last, largest program (512 steps, 2.5 s of its 17 s).
 
     Two GPUs behind a switch, 1 byte a shard, links of 1 B/s, alpha 1/16 s: 5 steps (4 pieces)
     cost 5/16 + 5/4 s, 4 cost 4/16 + 4/3, 6 cost 6/16 + 6/5:
@@ -235,37 +253,132 @@ def least_over_steps(lp, alpha: float, L: float, T_star: float, first: int = 1,
     >>> least_over_steps(lambda S: S / (S - 1) if S > 1 else float("inf"), 1 / 16, 2 / 16, 1.0)
     1.5625
     """
-    got: dict[int, float] = {}
-
-    def solve(S: int) -> bool:
-        if S not in got:
-            v = lp(S)
-            if v is None:
-                return False
-            got[S] = max(T_star, v)
-        return True
-
-    value = lambda S: max(L, S * alpha) + got[S]  # noqa: E731
+    steps = _Steps(lp, alpha, L, T_star, relaxed)
     S = first
     while True:
-        if not solve(S):
+        steps.reach(S)
+        if S >= most:
+            break
+        stop = steps.least_at_most(max(L, S * alpha) + T_star)
+        if stop is None:
             return None
-        if max(L, S * alpha) + T_star >= min(value(s) for s in got) or S >= most:
+        if stop:
             break
         S *= 2
-    best = floor = min(value(s) for s in got)
-    parts = list(zip(sorted(got)[:-1], sorted(got)[1:]))
+    best = steps.least()
+    if best is None:
+        return None
+    floor = best
+    parts = list(zip(steps.reached[:-1], steps.reached[1:]))
     while parts:
         a, b = parts.pop()
-        below = max(L, a * alpha) + got[b]  # what every S between a and b costs at least
-        if b - a <= 1 or below >= best:
+        if b - a <= 1:
             continue
-        if below >= best * (1 - gap):  # not split: the value returned is at most ``below``
-            floor = min(floor, below)
+        base = max(L, a * alpha)  # every S between a and b costs at least base + max(T*, lp(b))
+        if steps.at_least(b, base, best):
             continue
         mid = (a + b) // 2
-        if not solve(mid):
+        if relaxed is not None and b not in steps.got and base + steps.bounds(b)[1] >= best * (1 - gap) \
+                and steps.solved(mid) is None:  # mid first (a cheaper program): lp(b) <= lp(mid) may decide
             return None
-        best = min(best, value(mid))
+        if base + steps.bounds(b)[1] >= best * (1 - gap):  # the range's least cost itself decides
+            below = steps.solved(b)
+            if below is None:
+                return None
+            below += base
+            if below >= best:
+                continue
+            if below >= best * (1 - gap):  # not split: the value returned is at most ``below``
+                floor = min(floor, below)
+                continue
+        steps.reach(mid)
+        if not steps.at_least(mid, max(L, mid * alpha), best):  # it may be the best: solved
+            if steps.solved(mid) is None:
+                return None
+            best = min(best, steps.value(mid))
         parts += [(a, mid), (mid, b)]
     return max(min(best, floor, max(L, (S + 1) * alpha) + T_star), L + T_star)
+
+
+TRUST = 1e-9  # a program's value held between its solved neighbours' is widened by this share (solver rounding)
+
+
+class _Steps:
+    """The step counts :func:`least_over_steps` has reached, in order, and ``max(T*, lp(S))``
+    at those solved; ``lp`` is solved once per step count, on demand, and ``relaxed`` (a
+    lower bound on ``lp``, or None) where the neighbours leave a comparison open."""
+
+    def __init__(self, lp, alpha: float, L: float, T_star: float, relaxed=None):
+        import bisect
+
+        self.lp, self.alpha, self.L, self.T_star, self.relaxed, self.bisect = lp, alpha, L, T_star, relaxed, bisect
+        self.reached: list[int] = []
+        self.got: dict[int, float] = {}
+        self.done: list[int] = []  # solved, in order
+        self.floors: dict[int, float] = {}  # relaxed(S), widened, where computed
+
+    def reach(self, S: int) -> None:
+        if S not in self.reached:
+            self.bisect.insort(self.reached, S)
+
+    def solved(self, S: int) -> float | None:
+        """``max(T*, lp(S))``, solved here where not yet; None where ``lp`` fails."""
+        if S not in self.got:
+            v = self.lp(S)
+            if v is None:
+                return None
+            self.got[S] = max(self.T_star, v)
+            self.bisect.insort(self.done, S)
+        return self.got[S]
+
+    def bounds(self, S: int) -> tuple[float, float]:
+        """``(low, high)`` around ``max(T*, lp(S))``: its value where solved, else the solved
+        neighbours' (``lp`` does not grow with ``S``) and ``relaxed(S)`` where computed,
+        widened by :data:`TRUST`."""
+        if S in self.got:
+            return self.got[S], self.got[S]
+        i = self.bisect.bisect(self.done, S)
+        low = self.got[self.done[i]] * (1 - TRUST) if i < len(self.done) else self.T_star
+        high = self.got[self.done[i - 1]] * (1 + TRUST) if i else float("inf")
+        return max(self.T_star, low, self.floors.get(S, 0.0)), high
+
+    def sharpen(self, S: int) -> bool:
+        """``relaxed(S)`` computed where it is given and not yet (nor ``lp(S)``): whether it was."""
+        if self.relaxed is None or S in self.got or S in self.floors:
+            return False
+        v = self.relaxed(S)
+        self.floors[S] = -float("inf") if v is None else v * (1 - TRUST)
+        return True
+
+    def at_least(self, S: int, base: float, c: float) -> bool:
+        """Whether ``base + max(T*, lp(S)) >= c`` is known without solving ``lp(S)`` (its low
+        side, sharpened by ``relaxed`` where the neighbours leave it open)."""
+        return base + self.bounds(S)[0] >= c or (self.sharpen(S) and base + self.bounds(S)[0] >= c)
+
+    def value(self, S: int) -> float:
+        return max(self.L, S * self.alpha) + self.got[S]
+
+    def least_at_most(self, c: float) -> bool | None:
+        """Whether some step count reached costs at most ``c``, solving only those that decide
+        it; None where ``lp`` fails."""
+        while True:
+            cost = [(max(self.L, s * self.alpha), *self.bounds(s), s) for s in self.reached]
+            if any(base + high <= c for base, _, high, _ in cost):
+                return True
+            open_ = [s for base, low, high, s in cost if base + low <= c and s not in self.got]
+            if not open_:
+                return False
+            if not self.sharpen(open_[-1]) and self.solved(open_[-1]) is None:
+                return None
+
+    def least(self) -> float | None:
+        """The least cost of a step count reached, exactly: every one whose low side is below the
+        least solved so far is solved; None where ``lp`` fails."""
+        while True:
+            best = min((self.value(s) for s in self.reached if s in self.got), default=float("inf"))
+            open_ = [s for s in self.reached if s not in self.got
+                     and max(self.L, s * self.alpha) + self.bounds(s)[0] < best]
+            if not open_:
+                return best
+            if not self.sharpen(open_[0]) and self.solved(open_[0]) is None:
+                return None

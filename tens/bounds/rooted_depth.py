@@ -50,9 +50,16 @@ Every ``X_u`` and ``M`` never decreases and ``sum_u X_u(S) + M(S) = M``. The lea
 under 1'.-3'. (:func:`split_lp`) is at least ``LP(S)`` (2'. with ``D_u(v) >= d_v`` gives 2.) and
 replaces it. Rows of 2'. are kept only for GPUs farthest overall or through some ``u``, fewer
 rows giving a lower value (still a bound), and ``S`` is searched to within ``GAP`` of the
-least value. The refined program is solved for at most ``REFINED_MOST_GPUS`` participants;
-beyond, its rows (per GPU and in-link) cost 6-18 times the first program's (an 8x8 torus: 13 s
-of CPU against 1.3 s, for a value 0.02 % higher), and ``LP(S)`` is used, a bound all the same. On
+least value. Both programs do not grow with ``S``: an empty step put first (``b = 0``, every
+count and running sum moved one step later, nothing completed in it) turns a solution for ``S``
+steps into one for ``S + 1`` (each row of 1.-3'. at step ``t + 1`` is the old row at ``t``; a
+row reading step 1 reads only zeros), so :func:`.ramp.least_over_steps` holds an unsolved
+``LP(S)`` between its solved neighbours' and solves it only where a decision depends on it,
+the refined one also above :func:`relaxed_lp` (the same value in a fraction of the programs'
+time: ``benchmarks/bench_rooted_depth_bound.py``). The refined program is solved for at most
+``REFINED_MOST_GPUS`` participants; beyond, its rows (per GPU and in-link) cost 6-18 times the
+first program's (an 8x8 torus: 13 s of CPU against 1.3 s, for a value 0.02 % higher), and
+``LP(S)`` is used, a bound all the same. On
 a triangle of GPUs (links ``B``) into GPU 0: one step costs ``M / B`` (every
 position arrives twice), two steps ``2 M / (3 B)`` (a third of the positions through each
 neighbour, a third sent directly by both: that schedule meets it), where 1. and 2. give
@@ -97,10 +104,12 @@ def rooted_depth_bound(instance: Instance, latency: Bound, bandwidth: Bound) -> 
         tails, profiles = in_link_profiles(la, int(coll.root), [int(v) for v in coll.nodes])
         per_share = coll.message_bytes / root_in
         lp = lambda S: _scaled(split_lp(S, tails, profiles), per_share)  # noqa: E731
+        relaxed = lambda S: _scaled(relaxed_lp(S, profiles), per_share)  # noqa: E731
     else:  # the program of the first argument: a tenth of the refined one's time, a bound all the same
         lp = lambda S: rooted_lp(S, coll.message_bytes, root_in, senders)  # noqa: E731
+        relaxed = None
     value = least_over_steps(lp, alpha, latency.value, bandwidth.value, first=first,
-                             most=max(MAX_STEPS, 2 * first), gap=GAP)
+                             most=max(MAX_STEPS, 2 * first), gap=GAP, relaxed=relaxed)
     if value is None:
         return not_computed("sync", "rooted depth", "the step program was not solved")
     return Bound(value * (1 - SAFETY), "s", "sync", "rooted depth", f"r={int(coll.root)} d={first}",
@@ -251,6 +260,21 @@ def split_lp(S: int, tails: tuple, profiles: tuple) -> float | None:
     if res.status == 2:
         return float("inf")
     return float(res.fun) if res.status == 0 else None
+
+
+def relaxed_lp(S: int, profiles: tuple) -> float | None:
+    """A lower bound on :func:`split_lp` (as a share of ``T*``) a tenth to a thirtieth of its
+    cost: :func:`rooted_lp` with a row of 2. per profile ``(O_v / R, d_v)``. It relaxes the
+    refined program: with ``C = sum_u X_u + M``, 1'. in all is 1.; ``X_u`` and ``M`` never
+    decrease and ``D_u(v) >= d_v``, so 2'. gives ``C(s + d_v - 1) <= (O_v / R) U_s``, 2.; 3'. is
+    dropped. :func:`.ramp.least_over_steps` solves it where its solved neighbours leave a
+    comparison open, and :func:`split_lp` only where this does too.
+
+    >>> triangle = ((1.0, 1, (1, 2)), (1.0, 1, (2, 1)))  # split_lp's: 2 and 4/3 at one and two steps
+    >>> relaxed_lp(1, triangle), relaxed_lp(2, triangle)
+    (1.0, 1.0)
+    """
+    return rooted_lp(S, 1.0, 1.0, tuple(sorted({(d, out) for out, d, _ in profiles})))
 
 
 def split_rows(S: int, tails: tuple, profiles: tuple) -> tuple:
