@@ -46,7 +46,9 @@ class Candidate:
     """Packed trees at ``k`` trees per shard: their bandwidth time ``seconds`` for the whole
     message, the steps ``depth`` from a root to its deepest node, the sends per piece ``hops``,
     the most pieces per chunk the send budget allows ``most``, and the ``chunks`` each root
-    sends (each cut into the same pieces: ``q = chunks * pieces`` pipeline stages)."""
+    sends (each cut into the same pieces: ``q = chunks * pieces`` pipeline stages).
+    ``priced_only``: a candidate listed only to be priced (its estimate is not trusted: it may
+    win priced, never on its estimate alone; :func:`trusted`)."""
 
     k: int
     seconds: float
@@ -55,6 +57,7 @@ class Candidate:
     most: int
     chunks: int = 1
     name: str = ""
+    priced_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,14 @@ def piece_range(c: Candidate, alpha: float) -> list[int]:
     return sorted(out)
 
 
-def choose(candidates: list[Candidate], alpha: float, baseline: tuple[int, int], model: str = "both") -> Choice:
-    """The candidate (trees, pieces) of least :func:`estimate` under ``model``; ``baseline`` is
-    ``(index of the candidate, pieces)`` of ForestColl's pipelining at one depth (module doc),
-    always evaluated. Ties go to the earlier candidate, then to more pieces."""
+def choose(candidates: list[Candidate], alpha: float, baseline: tuple[int, int], model: str = "both",
+           trusted_only: bool = False) -> Choice:
+    """The candidate (trees, pieces) of least :func:`estimate` under ``model`` (among those not
+    ``priced_only`` when ``trusted_only``); ``baseline`` is ``(index of the candidate, pieces)``
+    of ForestColl's pipelining at one depth (module doc), always evaluated. Ties go to the
+    earlier candidate, then to more pieces."""
     tried = [(estimate(model, c.seconds, c.depth, q * c.chunks, alpha), i, -q)
-             for i, c in enumerate(candidates) for q in piece_range(c, alpha)]
+             for i, c in enumerate(candidates) if not (trusted_only and c.priced_only) for q in piece_range(c, alpha)]
     bi, bq = baseline
     b = candidates[bi]
     baseline_s = estimate(model, b.seconds, b.depth, bq * b.chunks, alpha)
@@ -149,6 +154,24 @@ def choose(candidates: list[Candidate], alpha: float, baseline: tuple[int, int],
     best_s, i, q = min(tried)
     c = candidates[i]
     return Choice(c.name, c.k, -q, best_s, baseline_s, model, len(tried), (bi, bq), b.k, i)
+
+
+def trusted(choice: Choice, candidates: list[Candidate], alpha: float) -> Choice:
+    """``choice`` where its candidate's estimate is trusted, else the least estimate under its
+    model among the candidates that are (:func:`choose` without the ``priced_only`` ones; the
+    baseline, candidate 0, always is): what the choice is where it cannot be priced. The
+    estimates miss FIFO starvation at relays (module doc), so a candidate listed only to be
+    priced (ForestColl's greedy trees, Zhao et al., "ForestColl", arXiv 2402.06787, Section 5,
+    which pipeline at one depth whatever alpha) may only win on a price.
+
+    >>> cands = [Candidate(1, 1e-3, 8, 10, 400), Candidate(1, 1e-3, 2, 10, 400, priced_only=True)]
+    >>> pick = choose(cands, 1e-6, (0, 400))
+    >>> (pick.index, trusted(pick, cands, 1e-6).index)
+    (1, 0)
+    """
+    if not candidates[choice.index].priced_only:
+        return choice
+    return choose(candidates, alpha, choice.baseline, choice.model, trusted_only=True)
 
 
 def near(q: int, most: int) -> list[int]:

@@ -5,7 +5,9 @@ at one depth whatever the message size; with a latency per step, depth matters t
 candidates (:func:`alternatives`) are the optimum's trees, one packed tree per shard (also at
 looser capacities: shallower) and shortest-path trees; :mod:`.latency` estimates each at each
 depth, and where the schedules are small :func:`priced_choice` emits, verifies and prices the
-best-estimated pairs and keeps the least priced.
+best-estimated pairs and keeps the least priced. Where the message is wide ForestColl's greedy
+trees join them only to be priced: the estimates miss FIFO starvation at relays, so those trees
+win on a price, never on their estimate alone (:func:`.latency.trusted`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ SLACKS = (Fraction(2), Fraction(4))  # latency candidates: one tree per shard pa
 PRICE_BUDGET = 500_000  # sends, over all candidates, the latency choice verifies and prices (a second or two)
 ONE_MODEL_BUDGET = 4_000_000  # the same when the objective is one model's (priced under it alone: a few seconds)
 WIDE = 10  # the greedy forest is a latency candidate where the bandwidth time is this many times D alpha
+GREEDY = "greedy k={}"  # the name of the greedy forest among the latency candidates: listed only to be priced
 PRICE_SHARE = 0.25  # of the run's time left, at most, for that pricing (the chosen schedule is priced again after)
 
 
@@ -38,7 +41,8 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
     of :data:`PRICE_BUDGET`, so that they are priced) and one shortest-path tree per root
     (:func:`.forests.shallow`); where the message is ``wide`` (:func:`bandwidth_bound`) and
     ``f`` is not already greedy trees, the greedy packing at the optimum's ``k`` (``shape``
-    ``greedy``: ForestColl's own trees, which ring trees are deeper than); and for a rooted reduce the optimum's trees made shallow
+    ``greedy``: ForestColl's own trees, which ring trees are deeper than; listed only to be
+    priced, :func:`priced_choice`); and for a rooted reduce the optimum's trees made shallow
     (:func:`.forests.shallow_rooted`). Zhao et al. ("ForestColl", arXiv 2402.06787, Section 5) pack at the
     least time alone; with latency, depth matters too."""
     alts = {f"packed k={f.k}": f}
@@ -62,7 +66,7 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
     alts["shortest paths"] = forests.shallow(instance, f)
     if wide and f.shape != "greedy" and shape == "auto":
         try:  # ForestColl's own trees (Zhao et al., Section 5): shallower than rings, FIFO-friendlier than one tree
-            alts[f"greedy k={f.k}"] = forests.forest(instance, f.kind, f.transposed, deadline, depth_first, None,
+            alts[GREEDY.format(f.k)] = forests.forest(instance, f.kind, f.transposed, deadline, depth_first, None,
                                                      shape="greedy")
         except Unsupported:
             pass
@@ -87,24 +91,36 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     reduce-scatter at 4 GB under ``event`` alone: its pick, 1,600 pieces, leaves too little of
     the budget for ForestColl's 1,200; where the pick alone is over it, the choice is among
     ``also`` and the pairs that fit after them). Only verified
-    pairs are priced, so an estimate's pick that does not verify loses to any that does."""
+    pairs are priced, so an estimate's pick that does not verify loses to any that does.
+    A candidate listed only to be priced (``priced_only``: ForestColl's greedy trees where
+    :func:`alternatives` adds them) wins only priced: where the estimate picks it over the
+    budget, the pick is the least estimate among the others (:func:`.latency.trusted`), and
+    wherever nothing is priced the choice is that one (TACOS 4x4x2 at 1 GB: the greedy
+    trees' estimate at 256 pieces, 877,824 sends, beat the rings' at 512; priced, they starve
+    under ``event``, 1.22 times the bound)."""
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
+    fallback = latency.trusted(est, cands, alpha)  # the choice wherever nothing is priced
+    passed = {}
+    if fallback is not est and latency.sends(cands[est.index], est.pieces) > budget:
+        passed = {"untrusted_pick": {"trees": est.name, "pieces": est.pieces, "why": f"over {budget:,} sends"}}
+        est = fallback
     order = latency.price_order(cands, alpha, (est.index, est.pieces), est.baseline, est.model)
     pairs = latency.within_budget(list(dict.fromkeys(order[:2] + list(also) + order[2:])), cands, budget)
     if not pairs and also:  # the pick is over the budget: the fixed-depth pair, where it fits, and what fits after it
         pairs = latency.within_budget(list(dict.fromkeys(list(also) + order[2:])), cands, budget)
     pairs += [p for p in also if p not in pairs and pairs and latency.sends(cands[p[0]], p[1]) <= budget]
     if not pairs:
-        return replace(est, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends"})
-    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0}
+        return replace(fallback, priced={"schedules": 0, "why": f"the estimate's pick is over {budget:,} sends",
+                                         **passed})
+    record = {"listed": len(pairs), "budget_sends": budget, "unverified": 0, "below_floor": 0, **passed}
     part = part_instance(instance, alts[0])
     try:
         prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models),
                               {(est.index, est.pieces), est.baseline, *also})
     except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
-        return replace(est, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
+        return replace(fallback, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
-        return replace(est, priced={**record, "schedules": 0, "why": "no pick was priced"})
+        return replace(fallback, priced={**record, "schedules": 0, "why": "no pick was priced"})
     if (est.index, est.pieces) not in pairs:
         record["why"] = f"the estimate's pick is over {budget:,} sends: chosen among the fixed-depth pair and after"
     elif (est.index, est.pieces) not in prices:  # it did not verify: a verified pick beats it
@@ -201,7 +217,8 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
     c = instance.collective.chunks_per_node
     alts = alternatives(instance, f, options, deadline, c * parts, bandwidth_bound(instance, f, alpha))
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
-                               auto_pieces(g.trees, c * parts), c, name) for name, g in alts.items()]
+                               auto_pieces(g.trees, c * parts), c, name, name == GREEDY.format(f.k) and g is not f)
+             for name, g in alts.items()]
     models = objective_models(options)
     also = fixed_depth(alts, c * parts)
     default = None
@@ -236,7 +253,7 @@ def fixed_depth(alts: dict[str, Forest], chunks: int) -> tuple:
     and keeps it where it is least; ``()`` where no such forest is a candidate."""
     names = list(alts)
     first = alts[names[0]]
-    name = names[0] if first.shape == "greedy" else f"greedy k={first.k}"
+    name = names[0] if first.shape == "greedy" else GREEDY.format(first.k)
     if name not in alts:
         return ()
     return ((names.index(name), auto_pieces(alts[name].trees, chunks, floor=1)),)
