@@ -13,6 +13,8 @@ returns the very same float.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -98,7 +100,7 @@ def test_a_neighbours_value_taken_for_a_step_counts_own_is_caught(monkeypatch):
     def flat(self, S):
         if S in self.got:
             return self.got[S], self.got[S]
-        i = self.bisect.bisect(self.done, S)
+        i = bisect.bisect(self.done, S)
         v = self.got[self.done[i]] if i < len(self.done) else self.T_star
         return v, v
 

@@ -64,6 +64,8 @@ T*`` alone (tests/test_ramp_bound.py shows one below this bound).
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from ...instances.instance import Instance
@@ -309,9 +311,7 @@ class _Steps:
     lower bound on ``lp``, or None) where the neighbours leave a comparison open."""
 
     def __init__(self, lp, alpha: float, L: float, T_star: float, relaxed=None):
-        import bisect
-
-        self.lp, self.alpha, self.L, self.T_star, self.relaxed, self.bisect = lp, alpha, L, T_star, relaxed, bisect
+        self.lp, self.alpha, self.L, self.T_star, self.relaxed = lp, alpha, L, T_star, relaxed
         self.reached: list[int] = []
         self.got: dict[int, float] = {}
         self.done: list[int] = []  # solved, in order
@@ -319,7 +319,7 @@ class _Steps:
 
     def reach(self, S: int) -> None:
         if S not in self.reached:
-            self.bisect.insort(self.reached, S)
+            bisect.insort(self.reached, S)
 
     def solved(self, S: int) -> float | None:
         """``max(T*, lp(S))``, solved here where not yet; None where ``lp`` fails."""
@@ -328,7 +328,7 @@ class _Steps:
             if v is None:
                 return None
             self.got[S] = max(self.T_star, v)
-            self.bisect.insort(self.done, S)
+            bisect.insort(self.done, S)
         return self.got[S]
 
     def bounds(self, S: int) -> tuple[float, float]:
@@ -337,7 +337,7 @@ class _Steps:
         widened by :data:`TRUST`."""
         if S in self.got:
             return self.got[S], self.got[S]
-        i = self.bisect.bisect(self.done, S)
+        i = bisect.bisect(self.done, S)
         low = self.got[self.done[i]] * (1 - TRUST) if i < len(self.done) else self.T_star
         high = self.got[self.done[i - 1]] * (1 + TRUST) if i else float("inf")
         return max(self.T_star, low, self.floors.get(S, 0.0)), high
