@@ -111,3 +111,11 @@ def test_merged_links_price_the_same():
     whole = stagger.staggered([stagger.halves(a)[0], stagger.halves(b)[0]], [stagger.halves(a)[1], stagger.halves(b)[1]], 3)
     merged = stagger.staggered([stagger.halves(ma)[0], stagger.halves(mb)[0]], [stagger.halves(ma)[1], stagger.halves(mb)[1]], 3)
     assert merged == pytest.approx(whole)
+
+
+def test_the_docstring_examples():
+    """The module's docstring examples (the benchmarks are not walked by the package's doctests)."""
+    import doctest
+
+    got = doctest.testmod(stagger)
+    assert got.attempted >= 4 and got.failed == 0
