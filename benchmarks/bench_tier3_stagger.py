@@ -95,7 +95,7 @@ def staggered(reduce_scatters: list, allgathers: list, slots: int, coupled: bool
     from scipy import sparse
     from scipy.optimize import linprog
 
-    tagged = [(h, o, 0) for h in reduce_scatters for o in range(slots)] + [(h, o, 1) for h in allgathers for o in range(slots)]
+    tagged = [(h, o, half) for half, hs in enumerate((reduce_scatters, allgathers)) for h in hs for o in range(slots)]
     J, n = tagged[0][0][1].shape[1], len(tagged)
     T = max(o + int(h[0].max()) for h, o, _ in tagged) + 1
     r, c, v = [], [], []
@@ -106,11 +106,13 @@ def staggered(reduce_scatters: list, allgathers: list, slots: int, coupled: bool
         c += [i] * len(rows)
         v += h[1][rows, js].tolist()
         ready[o + h[3] + 1:, i] = 1.0 if half else -1.0
-    loads = sparse.hstack([sparse.coo_matrix((v, (r, c)), shape=(T * J, n)), -sparse.kron(sparse.identity(T), np.ones((J, 1)))])
+    loads = sparse.hstack([sparse.coo_matrix((v, (r, c)), shape=(T * J, n)),
+                           -sparse.kron(sparse.identity(T), np.ones((J, 1)))])
     each = np.array([[float(half == k) for _, _, half in tagged] for k in (0, 1)])
     if coupled:
         each = np.vstack([each, np.hstack([np.eye(slots), -np.eye(slots)])])
-    res = linprog(np.r_[np.zeros(n), np.ones(T)], A_ub=sparse.vstack([loads, np.hstack([ready, np.zeros((T, T))])]).tocsr(),
+    A_ub = sparse.vstack([loads, np.hstack([ready, np.zeros((T, T))])]).tocsr()
+    res = linprog(np.r_[np.zeros(n), np.ones(T)], A_ub=A_ub,
                   b_ub=np.zeros(T * J + T), A_eq=np.hstack([each, np.zeros((len(each), T))]),
                   b_eq=np.r_[1.0, 1.0, np.zeros(len(each) - 2)], bounds=[(0, None)] * (n + T), method="highs")
     if res.status != 0:

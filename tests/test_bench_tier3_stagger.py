@@ -22,7 +22,8 @@ def families(draw):
     """A piece's rows: ``D`` reduce-scatter rows at steps ``1 .. D``, ``D`` allgather rows after,
     loads 0-2 on one to three links (every row loading one at least), alphas 0 or 0.5."""
     D, J = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    cost = np.array(draw(st.lists(st.lists(st.integers(0, 2), min_size=J, max_size=J), min_size=2 * D, max_size=2 * D)), float)
+    row = st.lists(st.integers(0, 2), min_size=J, max_size=J)
+    cost = np.array(draw(st.lists(row, min_size=2 * D, max_size=2 * D)), float)
     cost[cost.sum(axis=1) == 0, 0] = 1.0
     alpha = np.array(draw(st.lists(st.sampled_from([0.0, 0.5]), min_size=2 * D, max_size=2 * D)))
     return np.arange(1, 2 * D + 1), cost, alpha
@@ -104,13 +105,17 @@ def test_an_allgather_family_waits_for_a_deeper_reduce_scatter():
 
 def test_merged_links_price_the_same():
     """Links loaded alike in every row of both families become one column, the price unchanged."""
-    a = (np.array([1, 2, 3, 4]), np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5], [0.0, 0.0, 1.0, 0.5], [2.0, 2.0, 0.0, 0.0]]), np.zeros(4))
-    b = (np.array([1, 2, 3, 4]), np.array([[0.5, 0.5, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]]), np.zeros(4))
+    steps = np.array([1, 2, 3, 4])
+    a = (steps, np.array([[1, 1, 0, 0], [0, 0, 1, 0.5], [0, 0, 1, 0.5], [2, 2, 0, 0]], float), np.zeros(4))
+    b = (steps, np.array([[0.5, 0.5, 1, 0], [0, 0, 1, 0], [1, 1, 0, 0], [1, 1, 0, 0]], float), np.zeros(4))
     ma, mb = stagger.link_classes(a, b)
     assert ma[1].shape[1] == 3 and mb[1].shape[1] == 3
-    whole = stagger.staggered([stagger.halves(a)[0], stagger.halves(b)[0]], [stagger.halves(a)[1], stagger.halves(b)[1]], 3)
-    merged = stagger.staggered([stagger.halves(ma)[0], stagger.halves(mb)[0]], [stagger.halves(ma)[1], stagger.halves(mb)[1]], 3)
-    assert merged == pytest.approx(whole)
+
+    def price(x, y):
+        (rx, ax), (ry, ay) = stagger.halves(x), stagger.halves(y)
+        return stagger.staggered([rx, ry], [ax, ay], 3)
+
+    assert price(ma, mb) == pytest.approx(price(a, b))
 
 
 def test_the_docstring_examples():
