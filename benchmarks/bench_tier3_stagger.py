@@ -16,7 +16,8 @@ of least ``sync`` price, verified (``bench_tier3_gap.run_trees``), the box-stage
   turnarounds 4 and 0: a what-if shape, not trees.
 
 Each is least over :data:`PIECES` slots, with the alphas of its solution's busy steps: a what-if
-price, not a schedule and not a bound (its ``T_B`` part is a lower bound, see :func:`staggered`).
+price, not a schedule and not a bound (its ``T_B`` part bounds such schedules of as many slots,
+see :func:`staggered`).
 
 Measured: README, "Staggered shards on the three-tier fabrics".
 """
@@ -78,9 +79,10 @@ def staggered(reduce_scatters: list, allgathers: list, slots: int, coupled: bool
     reduce-scatter's completed by ``t - 1`` (``o + D <= t - 1``). ``coupled`` asks for one family
     each and equal sizes slot by slot: the piece-size program over the pair as priced.
 
-    Why ``T_B`` bounds every staggered schedule over these halves: split the message into shards
-    in any way, each shard's pieces on any of these halves, starting at any step, a piece's
-    allgather any number of steps after its reduce-scatter's pipeline rule. Under ``sync`` the
+    Why ``T_B`` bounds every staggered schedule over these halves whose pieces start within
+    ``slots`` steps: split the message into shards in any way, each shard's pieces on any of
+    these halves, a piece's allgather any number of steps after its reduce-scatter's pipeline
+    rule (the first piece's reduce-scatter starting at slot 0). Under ``sync`` the
     loads of pieces on one link in one step add, so the schedule's ``T_B`` is this program's
     objective at ``x`` (``y``) the bytes whose reduce-scatter (allgather) rows start at each slot;
     a byte's allgather starts from its root after its reduce-scatter ended there, so the
