@@ -209,7 +209,9 @@ class Manifest:
     ``nic_credit``: whether each round of an iteration's chain over a NIC pays the connection's
     credit round trip, fitted (``Calibration.nic_credit``; default false).
     ``multi_start``: whether the fit runs from several fixed starts and keeps the one of least
-    in-sample error (:func:`collsynth.tens.calibration.start_points`; default false)."""
+    in-sample error (:func:`collsynth.tens.calibration.start_points`; default false).
+    ``shared_chain``: whether a share of the GPU's shared cost per slice adds to the first
+    iteration's chain, fitted (``Calibration.shared_chain``; default false)."""
 
     system: str
     source: str
@@ -229,6 +231,7 @@ class Manifest:
     net_credit: tuple = ()
     nic_credit: bool = False
     multi_start: bool = False
+    shared_chain: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -280,7 +283,8 @@ def read_manifest(path: str | Path) -> Manifest:
                     count_scope=_count_scope(data, str(path), "rank"),
                     net_credit=_net_credit(data, str(path)),
                     nic_credit=_field(data, "nic_credit", bool, str(path), False),
-                    multi_start=_field(data, "multi_start", bool, str(path), False))
+                    multi_start=_field(data, "multi_start", bool, str(path), False),
+                    shared_chain=_field(data, "shared_chain", bool, str(path), False))
 
 
 def _count_scope(data: dict, where: str, default: str) -> str:

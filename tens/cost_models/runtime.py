@@ -89,6 +89,9 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - with ``Calibration.nic_credit``, each round of an iteration's chain in which a step crosses
   a NIC pays the connection's credit round trip ``credit_s`` beyond its bytes
   (:func:`chain_credits`): the rounds are otherwise priced at link rates alone;
+- with ``Calibration.shared_chain``, the first iteration's chain of steps (the critical path,
+  or the busiest thread block's steps) does not overlap the GPU's shared cost per slice
+  (below) in full: a share ``chain_share`` of it adds to the chain (:func:`chained_shared`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -149,7 +152,7 @@ from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
            "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences", "net_credit_period",
-           "chain_credits",
+           "chain_credits", "chained_shared",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -202,7 +205,9 @@ class Calibration:
     without it: not modelled).
     ``nic_credit``: each round of an iteration's chain with a step over a NIC pays ``credit_s``
     seconds, the network connection's credit round trip (:func:`chain_credits`; false, a file
-    without it: the rounds at link rates alone, ``credit_s`` 0)."""
+    without it: the rounds at link rates alone, ``credit_s`` 0).
+    ``shared_chain``: a share ``chain_share`` of the GPU's shared cost per slice adds to the
+    first iteration's chain of steps (:func:`chained_shared`; false, a file without it: they overlap)."""
 
     name: str
     system: str
@@ -230,6 +235,8 @@ class Calibration:
     net_credit: dict = field(default_factory=dict)
     nic_credit: bool = False
     credit_s: float = 0.0
+    shared_chain: bool = False
+    chain_share: float = 0.0
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -245,7 +252,8 @@ class Calibration:
                                **({"fences": True} if self.fences else {}),
                                **({"block_waves": True} if self.block_waves else {}),
                                **({"net_credit": self.net_credit} if self.net_credit else {}),
-                               **({"nic_credit": True, "credit_s": self.credit_s} if self.nic_credit else {})},
+                               **({"nic_credit": True, "credit_s": self.credit_s} if self.nic_credit else {}),
+                               **({"shared_chain": True, "chain_share": self.chain_share} if self.shared_chain else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -332,6 +340,8 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     credit = {str(c): _number(v, f"{where}: parameters.net_credit.{c}", 0.0, 1.0) for c, v in credit.items()}
     nic = _switch(p, "nic_credit", where)
     credit_s = _number(p.get("credit_s", 0.0), f"{where}: parameters.credit_s", 0.0, MAX_CREDIT_S)
+    chained = _switch(p, "shared_chain", where)
+    chain_share = _number(p.get("chain_share", 0.0), f"{where}: parameters.chain_share", 0.0, 1.0)
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -350,7 +360,7 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
                        transports=read_transports(data.get("transports", {}), f"{where}: transports"),
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
                        sms=sms, fair_links=fair, fences=fences, block_waves=waves, net_credit=credit,
-                       nic_credit=nic, credit_s=credit_s,
+                       nic_credit=nic, credit_s=credit_s, shared_chain=chained, chain_share=chain_share,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -412,11 +422,41 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     hop_per_byte = (copies + f.path_reduced / cal.reduce_rate) / pf / max(f.path_sent, 1)
     fill = (f.path_steps * cal.step_s + sum(h * cal.hop_s.get(c, 0.0) for c, h in f.path_hops.items())
             + hop_per_byte * s * _chained_copies(f, forwarded / s))
-    first = np.maximum(fill, period)
+    first = np.maximum(np.maximum(fill, period), chained_shared(fill, tb, shared, cal))
     if f.rounds:  # a forwarding hop one slice behind its sender: between the two roundings
         rounds = _mixed_rounds(f.rounds, cal, pf, forwarded / s) * s + chain_credits(f, cal, forwarded / s)
         first = first + cal.round_share * np.maximum(rounds - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period + late_blocks(f, cal, per_tb, iters)
+
+
+def chained_shared(fill: np.ndarray, tb: np.ndarray, shared: np.ndarray, cal: Calibration) -> np.ndarray:
+    """Seconds, per message size, the first iteration lasts at least when its chain of steps
+    does not overlap the GPU's shared cost per slice (``cal.shared_chain``): the longer of the
+    critical path ``fill`` and the busiest thread block ``tb``, plus ``chain_share`` of the
+    busiest GPU's shared cost ``shared``; 0 without the switch (the chain and the shared cost
+    overlap, the period's largest term deciding).
+
+    MSCCL's interpreter runs each step through NCCL's ``genericOp`` (``prims_simple.h``), whose
+    ``postPeer`` fences every non-empty slice at system scope before its flag store
+    (``__threadfence_system`` on NCCL 2.12); the model prices these fences as a resource the
+    GPU's thread blocks share (``gpu_op_s``). In one iteration a step of the chain sends only
+    after the step before it, and its fence waits behind those the GPU's other thread blocks
+    issued first, so the chain pays part of the shared cost in series (on the 2x8 A100, TACCL's
+    8-instance programs measure 0.8-0.9x ``tb + shared`` beyond the launch, far above either:
+    ``docs/fidelity.md``). The share is fitted (0: the overlap, 1: fully in series).
+
+    A chain of 10 us, a busiest thread block of 30 us and 20 us of shared cost at a share of
+    0.5: 40 us; without the switch 0.
+
+    >>> cal = Calibration("c", "s", "", {}, {}, {}, 1e9, 1e9, 0.0, 0.0, 0.0, shared_chain=True, chain_share=0.5)
+    >>> one = lambda v: np.array([v * 1e-6])
+    >>> chained_shared(one(10), one(30), one(20), cal).round(9).tolist(), chained_shared(one(10), one(30), one(20),
+    ...     replace(cal, shared_chain=False)).tolist()
+    ([4e-05], [0.0])
+    """
+    if not cal.shared_chain:
+        return np.zeros_like(np.asarray(tb, dtype=np.float64))
+    return np.maximum(fill, tb) + cal.chain_share * shared
 
 
 def shared_sms(f: ProgramFeatures, cal: Calibration) -> Calibration:
