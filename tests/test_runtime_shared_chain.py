@@ -88,3 +88,11 @@ def test_the_fit_fits_the_share_only_with_the_switch():
     assert on.shared_chain and 0.0 <= on.chain_share <= 1.0
     assert not off.shared_chain and off.chain_share == 0.0
     assert on.fit["rms_log_error"] <= off.fit["rms_log_error"] + 1e-9
+
+
+@pytest.mark.parametrize("value", ["1", '"true"'])
+def test_a_bad_manifest_switch_is_one_line(tmp_path, capsys, value):
+    from cli_errors import assert_one_error_line, calibrate_with_setting
+    path, code, out, err = calibrate_with_setting(tmp_path, capsys, f"shared_chain = {value}")
+    assert code == 2
+    assert_one_error_line(err, [f"{path}.shared_chain"])
