@@ -442,7 +442,7 @@ def chained_shared(fill: np.ndarray, tb: np.ndarray, shared: np.ndarray, cal: Ca
     GPU's thread blocks share (``gpu_op_s``). In one iteration a step of the chain sends only
     after the step before it, and its fence waits behind those the GPU's other thread blocks
     issued first, so the chain pays part of the shared cost in series (on the 2x8 A100, TACCL's
-    8-instance programs measure 0.8-0.9x ``tb + shared`` beyond the launch, far above either:
+    8-instance programs measure 0.8-0.95x ``tb + shared`` beyond the launch, far above either:
     ``docs/fidelity.md``). The share is fitted (0: the overlap, 1: fully in series).
 
     A chain of 10 us, a busiest thread block of 30 us and 20 us of shared cost at a share of
