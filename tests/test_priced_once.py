@@ -110,3 +110,37 @@ def test_the_one_model_latency_choice_prices_each_pair_once(monkeypatch):
     assert len(asked) == len(set(asked)), sorted(asked)
     assert (id(choice.default[0]), choice.default[1]) in asked
     assert choice.priced["event_s"] == price_pieces(part_instance(inst, g), g, q, ("event",))["event"]
+
+
+def test_the_price_warmup_loads_what_an_allreduce_emission_and_its_event_price_run():
+    """Every 1 GB allreduce of the switched systems is small at one piece, so its run interprets
+    the kernels numba's cache lacks (:mod:`collsynth.tens.interpreted`): the warmup's ``price``
+    task must load the reduce-scatter's listing by owner and the chaining of a declared link
+    order, which no tiny schedule reaches. In a fresh process, after the task, an allreduce of
+    two boxes of two GPUs emitted and priced under ``event`` compiles no signature of theirs
+    that the task did not load (before, neither kernel had one: the run chained its links in
+    Python, 134 s of HGX H100 four-NIC x2's 280 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from collsynth.instances.instance import make_instance
+from collsynth.solvers import compiling
+from collsynth.solvers.packing import forests, joint
+from collsynth.solvers.packing.packed import plan
+from collsynth.tens import cost_models, dependencies, event_layout
+from test_fixed_depth_candidate import _boxes
+compiling.compile_task("price")
+kernels = (event_layout.chain_on_links, dependencies.counting_order_of)
+warmed = [list(k.signatures) for k in kernels]
+inst = make_instance(_boxes(2, 0.0, 0.0), "allreduce", message_bytes=2 ** 20)
+pair = [forests.forest(inst, kind, transposed) for kind, transposed in plan("allreduce")]
+cost_models.price(joint.listed(inst, pair, [8, 8]), inst, "event")
+print(repr([len(w) for w in warmed]), repr([list(k.signatures) == w for k, w in zip(kernels, warmed)]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3000)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[1, 1] [True, True]", out.stdout
