@@ -42,7 +42,7 @@ from numba.core import event
 
 from ..instances import Instance, generators, size
 from ..instances.instance import make_instance
-from ..tens import bounds, cost, cost_models, export_deps, interpreted, runtime_kernels, verify
+from ..tens import bounds, cost, cost_models, export_deps, interpreted, pipelined_trees, runtime_kernels, verify
 from ..tens.schedule import from_sends, reverse
 from . import producers as registry
 
@@ -140,6 +140,7 @@ def compile_task(task: str, combining: bool = True) -> list[str]:
         return []
     if task == "price":
         cost.warm_event_layout()  # what tiny schedules do not reach
+        pipelined_trees.warm()  # a reduce-scatter's listing by owner (tree packing's emission)
     violations = []
     for sched, inst in _tiny_cases(combining):
         if task == "verify":

@@ -306,6 +306,14 @@ def _owners_order(step: np.ndarray, key: np.ndarray) -> np.ndarray:
     return counting_order_of(step, int(step.max()) + 1, by_key)[0]
 
 
+def warm() -> None:
+    """Compile (or load) the kernels of a reduce-scatter's listing by step and owner
+    (:func:`_owners_order`), which every tree packing allreduce and reduce-scatter emits and no
+    tiny schedule reaches: without it a run whose kernels are interpreted
+    (:mod:`collsynth.tens.interpreted`) sorts its sends in Python."""
+    _owners_order(np.zeros(1, np.int32), np.zeros(1, np.int32))
+
+
 def _reorder(cols: dict, order: np.ndarray) -> None:
     """Every column of ``cols`` replaced by itself in ``order``, one at a time: each column's
     old copy is dropped (when ``cols`` held its only reference) before the next one's is made."""

@@ -121,10 +121,10 @@ def choose(f, one_tree, price, models: tuple[str, ...], chunks: int, deadline=No
     prices = [price(g, pieces) for g in (f, one)]
     if prices[1] is None or (prices[0] is not None and sum(prices[0].values()) <= sum(prices[1].values())):
         return f
-    return f if cheaper_at_its_pieces(f, one, price, pieces, chunks) else one
+    return f if cheaper_at_its_pieces(f, one, price, pieces, chunks, prices) else one
 
 
-def cheaper_at_its_pieces(f, one, price, pieces: int, chunks: int) -> bool:
+def cheaper_at_its_pieces(f, one, price, pieces: int, chunks: int, at_probe: list | None = None) -> bool:
     """Whether ``f``, priced at ``q``, ``2 q`` and ``4 q`` pieces (``q`` a quarter of the probe's
     ``pieces``) and extrapolated to the pieces the run emits it at (:func:`with_cost_a_piece`,
     :func:`.emission.auto_pieces`), is over :data:`FLIP_MARGIN` cheaper than ``one`` extrapolated
@@ -132,10 +132,16 @@ def cheaper_at_its_pieces(f, one, price, pieces: int, chunks: int) -> bool:
     (DGX-H100 x3's reduce-scatter, 1 GB, alpha 0: the optimum's ring trees, 16 hops deep, 4.047
     against one tree a shard's 3.935 ms ``sync`` + ``event`` at 113 pieces, extrapolated 3.848
     against 3.892 at their 1,600, as priced there; Patarasuk, Yuan and Faraj, J. Parallel Distrib.
-    Comput. 68(6), 2008, the pipelined-broadcast time)."""
+    Comput. 68(6), 2008, the pipelined-broadcast time). ``at_probe``: ``f``'s and ``one``'s
+    prices at ``pieces`` where the probe has them (taken for ``4 q`` where that is ``pieces``:
+    the same schedules, not verified nor priced again)."""
     q = max(1, pieces // 4)
-    at_run = [with_cost_a_piece([_total(price(g, k * q)) for k in (1, 2, 4)], q, auto_pieces(g.trees, chunks))
-              for g in (f, one)]
+
+    def at(i: int, g, k: int):
+        return at_probe[i] if at_probe is not None and k * q == pieces else price(g, k * q)
+
+    at_run = [with_cost_a_piece([_total(at(i, g, k)) for k in (1, 2, 4)], q, auto_pieces(g.trees, chunks))
+              for i, g in enumerate((f, one))]
     return None not in at_run and at_run[0] * (1 + FLIP_MARGIN) < at_run[1]
 
 

@@ -65,6 +65,7 @@ class Kept:
     seconds_per_send: float = 0.0  # of the last probe: emitting, verifying and pricing, per send
     check_per_send: float = 0.0  # of the last probe: its digest, per send
     certified: object = None  # the kept schedule's verdict and prices (collsynth.tens.certified.Certified)
+    priced: dict = field(default_factory=dict)  # content digest -> (prices or None, sends, seconds, check_s)
 
     @property
     def objective(self) -> float:
@@ -79,10 +80,34 @@ class Kept:
         price is less than the kept one's (the first kept on a tie), with ``certified``, its
         verdict and prices (:class:`collsynth.tens.certified.Certified`), which the pipeline
         takes instead of verifying and pricing it again."""
-        self.seconds_per_send, self.check_per_send = seconds / max(1, sends), check_s / max(1, sends)
+        self.measured(sends, seconds, check_s)
         if sum(prices[m] for m in self.models) < self.objective:
             self.schedule, self.pair, self.pieces, self.prices = schedule, tuple(pair), list(pieces), dict(prices)
             self.check_s, self.certified = check_s, certified
+
+    def measured(self, sends: int, seconds: float, check_s: float) -> None:
+        """The rates of the last probe: ``sends`` sends emitted, verified and priced in
+        ``seconds``, ``check_s`` of them its verdict's digest (:meth:`needs`)."""
+        self.seconds_per_send, self.check_per_send = seconds / max(1, sends), check_s / max(1, sends)
+
+    def remember(self, key: bytes, prices: dict | None, sends: int, seconds: float, check_s: float) -> None:
+        """Keep the prices (None: it did not verify) of the schedule of content ``key``
+        (:func:`collsynth.tens.certified.digest` and the models), its ``sends`` and what
+        emitting, verifying and pricing it took, for :meth:`known`."""
+        self.priced[key] = (prices, sends, seconds, check_s)
+
+    def known(self, key: bytes) -> tuple | None:
+        """``(prices, sends, seconds, check_s)`` as :meth:`remember` kept them for the schedule
+        of content ``key``, else None. The verifier and the cost models read nothing but a
+        schedule's content and the run's instance, so a schedule of the same content verifies
+        alike and prices the same, float for float: it is neither verified nor priced again.
+
+        >>> k = Kept(("sync",))
+        >>> k.remember(b"A", {"sync": 2.0}, 100, 1.0, 0.25)
+        >>> k.known(b"A"), k.known(b"B")
+        (({'sync': 2.0}, 100, 1.0, 0.25), None)
+        """
+        return self.priced.get(key)
 
     def holds(self, forests, pieces) -> bool:
         """Whether the kept schedule is ``forests`` (the very objects) at ``pieces``."""

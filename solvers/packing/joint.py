@@ -415,22 +415,47 @@ def certified_price(instance: Instance, pair, pieces, models: tuple, kept: incum
     """The priced times under ``models`` of the overlapped allreduce of ``pair`` (reduce-scatter,
     allgather forests) at ``pieces`` as explicit sends (:func:`listed`), verified and priced once
     (:func:`collsynth.tens.certified.certify`) and offered to ``kept``; None where it does not
-    verify (:func:`certified_schedule`)."""
-    made = certified_schedule(instance, pair, pieces, models, kept)
+    verify (:func:`certified_schedule`). A schedule whose content ``kept`` has already seen in
+    the run (:meth:`.incumbent.Kept.known`: the same sends, e.g. the packed halves before the
+    fill's copies of them, or a pair at pieces an earlier search priced) is not verified nor
+    priced again: its prices are those found then (the same floats), and it is not offered
+    again (offered at the same price it cannot be kept: :meth:`.incumbent.Kept.offer` keeps
+    only a lower one)."""
+    if kept is None:
+        made = certified_schedule(instance, pair, pieces, models, kept)
+        return None if made is None else made[2]
+    t = time.perf_counter()
+    sched = listed(instance, pair, pieces, models)
+    if not whole_bytes(sched, instance):
+        return None
+    key = certified.digest(sched) + repr(tuple(models)).encode()
+    known = kept.known(key)
+    if known is not None and (known[0] is None or sum(known[0][m] for m in kept.models) >= kept.objective):
+        prices, sends, seconds, check_s = known
+        if prices is None:  # it did not verify then either
+            return None
+        kept.measured(sends, seconds, check_s)  # the rates of the probe that priced it, as offering it again sets
+        return dict(prices)
+    made = certified_schedule(instance, pair, pieces, models, kept, (sched, t))
+    kept.remember(key, None if made is None else dict(made[2]), len(sched), kept.seconds_per_send * len(sched),
+                  kept.check_per_send * len(sched))
     return None if made is None else made[2]
 
 
-def certified_schedule(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None) -> tuple | None:
+def certified_schedule(instance: Instance, pair, pieces, models: tuple, kept: incumbent.Kept | None,
+                       listed_at: tuple | None = None) -> tuple | None:
     """``(schedule, verdict, prices)``: the overlapped allreduce of ``pair`` at ``pieces`` as
     explicit sends (:func:`listed`), its verdict (:func:`collsynth.tens.certified.certify`) and
     its priced times under ``models``, offered to ``kept``; None where it does not verify or a
     piece is under a byte (:func:`.emission.whole_bytes`: the producer would refuse it). The
     verdict carries the prices to the pipeline, which then neither verifies nor prices the
-    schedule again (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4: the halves overlapped)."""
-    t = time.perf_counter()
-    sched = listed(instance, pair, pieces, models)
-    if not whole_bytes(sched, instance):
-        return None
+    schedule again (Zhao et al., "ForestColl", arXiv 2402.06787, Section 4: the halves overlapped).
+    ``listed_at``: ``(schedule, when its listing started)`` where the caller listed it already."""
+    sched, t = listed_at or (None, time.perf_counter())
+    if sched is None:
+        sched = listed(instance, pair, pieces, models)
+        if not whole_bytes(sched, instance):
+            return None
     verdict = certified.certify(sched, instance)
     if verdict is None:
         return None

@@ -78,7 +78,8 @@ def alternatives(instance: Instance, f: Forest, options: Options, deadline, chun
 
 
 def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Candidate], alpha: float,
-                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS, also: tuple = ()) -> latency.Choice:
+                  est: latency.Choice, deadline=None, models: tuple = PRICE_MODELS, also: tuple = (),
+                  seen: dict | None = None) -> latency.Choice:
     """``est`` (the least estimate), or, where the schedules are small, the (trees, pieces)
     of least priced time summed over ``models``: :func:`.latency.price_order` within
     :data:`PRICE_BUDGET` sends (:data:`ONE_MODEL_BUDGET` for one model), each emitted,
@@ -97,7 +98,8 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     budget, the pick is the least estimate among the others (:func:`.latency.trusted`), and
     wherever nothing is priced the choice is that one (TACOS 4x4x2 at 1 GB: the greedy
     trees' estimate at 256 pieces, 877,824 sends, beat the rings' at 512; priced, they starve
-    under ``event``, 1.22 times the bound)."""
+    under ``event``, 1.22 times the bound). ``seen``: ``{(index, pieces): {model: s} or None}`` of
+    the pairs of ``alts`` verified and priced before, filled and read (:func:`_price_pairs`)."""
     budget = PRICE_BUDGET if len(models) > 1 else ONE_MODEL_BUDGET
     fallback = latency.trusted(est, cands, alpha)  # the choice wherever nothing is priced
     passed = {}
@@ -116,7 +118,7 @@ def priced_choice(instance: Instance, alts: list[Forest], cands: list[latency.Ca
     part = part_instance(instance, alts[0])
     try:
         prices = _price_pairs(part, alts, pairs, models, record, deadline, floors(part, alts, models),
-                              {(est.index, est.pieces), est.baseline, *also})
+                              {(est.index, est.pieces), est.baseline, *also}, seen)
     except NotSupported as e:  # a model that cannot price this topology (instant switch hops): estimate
         return replace(fallback, priced={**record, "schedules": 0, "why": f"not priced: {e}"})
     if not prices:
@@ -151,7 +153,7 @@ def floors(part: Instance, alts: list[Forest], models: tuple):
 
 
 def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple, record: dict, deadline,
-                 floor=None, always=frozenset()) -> dict:
+                 floor=None, always=frozenset(), seen: dict | None = None) -> dict:
     """``{(index, pieces): {model: s}}``: the ``pairs`` of ``alts`` that verify, priced in
     order on ``part`` until :data:`PRICE_SHARE` of the time left is used; ``record`` counts
     those that do not verify, those not priced because a piece would be under a byte
@@ -160,7 +162,11 @@ def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple,
     pieces)`` (:func:`floors`) is above the least priced sum so far is not priced (it cannot be
     chosen; counted in ``record["below_floor"]``), except those in ``always`` (the estimate's
     pick and the baseline, whose prices the row reports): at 64 KB on MI250 x2 the deep trees'
-    link latencies alone exceed the shortest-path trees' whole price."""
+    link latencies alone exceed the shortest-path trees' whole price. ``seen`` (where given):
+    ``{(index, pieces): {model: s} or None}`` of the pairs verified and priced so far on ``part``
+    (None: it did not verify), each added as it is priced; a pair in it priced under every one
+    of ``models`` (or unverified) is taken from it, not verified nor priced again: the same
+    trees at the same pieces are the same sends, which verify alike and price the same."""
     stop = deadline.share(PRICE_SHARE) if deadline is not None else None
     prices: dict = {}
     for pair in pairs:
@@ -174,12 +180,30 @@ def _price_pairs(part: Instance, alts: list[Forest], pairs: list, models: tuple,
         if smallest_piece(part, alts[pair[0]], pair[1]) < 1.0:  # the producer would refuse it: never chosen
             record["under_a_byte"] = record.get("under_a_byte", 0) + 1
             continue
-        got = price_pieces(part, alts[pair[0]], pair[1], models)
+        got = _priced_once(part, alts, pair, models, seen)
         if got is None:
             record["unverified"] += 1
         else:
             prices[pair] = got
     return prices
+
+
+def _priced_once(part: Instance, alts: list[Forest], pair: tuple, models: tuple, seen: dict | None) -> dict | None:
+    """``{model: s}`` of ``alts[index]`` at ``pieces`` (``pair``) under ``models``
+    (:func:`.emission.price_pieces`: None where it does not verify), or as ``seen`` has it from
+    an earlier pricing under those models or more (:func:`_price_pairs`); added to ``seen``.
+
+    >>> seen = {(0, 8): {"sync": 2.0, "event": 1.5}, (1, 8): None}
+    >>> _priced_once(None, [], (0, 8), ("event",), seen), _priced_once(None, [], (1, 8), ("sync",), seen)
+    ({'event': 1.5}, None)
+    """
+    had = seen.get(pair, False) if seen is not None else False
+    if had is None or (had and all(m in had for m in models)):
+        return None if had is None else {m: had[m] for m in models}
+    got = price_pieces(part, alts[pair[0]], pair[1], models)
+    if seen is not None:
+        seen[pair] = got if got is None or not had else {**had, **got}
+    return got
 
 
 def _least_priced(est: latency.Choice, cands: list[latency.Candidate], prices: dict, alpha: float, record: dict,
@@ -212,8 +236,10 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
     objective the default objective's pick (its priced choice under ``sync`` + ``event``) is
     priced under that model among the others where it fits the budget, so the choice is never
     above it there, and the choice carries it (``default``, for the allreduce's joint choice:
-    :func:`.joint.fewer_pieces_among`). ForestColl (Zhao et al., "ForestColl", arXiv
-    2402.06787, Section 5) packs at the least time alone (module doc)."""
+    :func:`.joint.fewer_pieces_among`); a (trees, pieces) pair both price is verified and
+    priced once, under ``sync`` + ``event``, its price under the one model taken from there
+    (:func:`_priced_once`). ForestColl (Zhao et al., "ForestColl", arXiv 2402.06787, Section 5)
+    packs at the least time alone (module doc)."""
     c = instance.collective.chunks_per_node
     alts = alternatives(instance, f, options, deadline, c * parts, bandwidth_bound(instance, f, alpha))
     cands = [latency.Candidate(g.k, packed_seconds(instance, g), depth_of(g.trees), hops_of(g.trees),
@@ -221,15 +247,16 @@ def latency_pick(instance: Instance, f: Forest, parts: int, alpha: float, option
              for name, g in alts.items()]
     models = objective_models(options)
     also = fixed_depth(alts, c * parts)
-    default = None
+    default, seen = None, {}  # each (trees, pieces) verified and priced once over both choices
     if len(models) > 1:
         choice = latency.choose(cands, alpha, (0, automatic), "both")
     else:  # the default objective's pick first, then priced under this model among the others
         default = priced_choice(instance, list(alts.values()), cands, alpha,
-                                latency.choose(cands, alpha, (0, automatic), "both"), deadline, PRICE_MODELS, also)
+                                latency.choose(cands, alpha, (0, automatic), "both"), deadline, PRICE_MODELS, also,
+                                seen)
         also = tuple(dict.fromkeys([*also, (default.index, default.pieces)]))
         choice = latency.choose(cands, alpha, (0, automatic), models[0])
-    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models, also)
+    choice = priced_choice(instance, list(alts.values()), cands, alpha, choice, deadline, models, also, seen)
     if default is not None:
         choice = replace(choice, default=(alts[default.name], default.pieces))
     return alts[choice.name], choice.pieces, choice
