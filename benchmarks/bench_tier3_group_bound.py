@@ -80,7 +80,7 @@ def main() -> None:
              if params["gpus_per_box"] == 1 and (a.only is None or a.only in label) for size in a.sizes.split(",")]
     rows = list(each_in_a_fresh_process(_row, specs, progress=lambda r: str({k: v for k, v in r.items()
                                                                            if k != "runs"})))
-    print(render(rows, producers))
+    print("\n".join(render(rows, producers)))
 
 
 if __name__ == "__main__":

@@ -73,8 +73,8 @@ So ``T >= min_N [max(L, N alpha) + max(T*, LP(N))]``, ``LP(N)`` the least ``sum 
 rows (c-e for ``R, S``, ``d_c = d_i``) it is the crossing bound's program over all steps.
 
 **What it adds.** Three groups of two one-GPU boxes behind a spine (``bench_tier3_proxy.py``'s
-fabric; NICs and spine ports of 50 GB/s and 2.7 us, ``d_i = 1``, ``d_c = 3``), 1 GiB: 36.63 ms
-against the crossing bound's 36.42 ms; tree packing's schedule costs 36.87 ms.
+fabric; NICs and spine ports of 50 GB/s and 2.7 us, ``d_i = 1``, ``d_c = 3``), 1 GiB: 36.628 ms
+against the crossing bound's 36.416 ms; tree packing's verified schedule costs 36.865 ms.
 """
 
 from __future__ import annotations
