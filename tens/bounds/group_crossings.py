@@ -104,8 +104,11 @@ def group_crossing_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
         return not_computed("sync", "group crossings", got)
     k, G, d_i, d_c, E, U, Y_first, Y_last, alpha = got
     unit = instance.collective.message_bytes / E
-    lp = lambda N: (None if (v := group_program(N, k, G, d_i, d_c, U / E, Y_first / E, Y_last / E)) is None  # noqa: E731
-                    else v * unit)
+
+    def lp(N):
+        v = group_program(N, k, G, d_i, d_c, U / E, Y_first / E, Y_last / E)
+        return None if v is None else v * unit
+
     value = least_over_steps(lp, alpha, latency.value, bandwidth.value, first=d_c + 1, most=4 * MAX_PHASES)
     if value is None:
         return not_computed("sync", "group crossings", "a program was not solved")
@@ -114,8 +117,8 @@ def group_crossing_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
 
 
 def group_numbers(instance) -> tuple | str:
-    """``(k, G, d_i, d_c, E, U, Y_first, Y_last, alpha)`` of the module doc, or why the instance does not meet its
-    conditions."""
+    """``(k, G, d_i, d_c, E, U, Y_first, Y_last, alpha)`` of the module doc, or why the instance
+    does not meet its conditions."""
     got = box_parts(instance)
     if isinstance(got, str):
         return got
