@@ -109,7 +109,9 @@ def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], pi
     (:func:`.pieces_choice.pick` with the whole send budget, ``parts`` 1) where ``chosen`` is the
     halves as picked for the allreduce (the send budget shared: half the pieces each), the
     pieces alone are more, and both halves at them fit the memory budget and, by ``kept``'s
-    rate, the time left; else ``chosen`` at ``depths``. The fill ((D - 1) / P of the
+    rate, the time left (where they do not, the most of them cut by 17/20 at a time, in equal
+    pieces, that do and are more than ``depths``, :func:`_fewer_that_fit`); else ``chosen`` at
+    ``depths``. The fill ((D - 1) / P of the
     bottleneck's time, Zhao et al., NSDI 2025, Section 3.2) of a deep forest is then the halves'
     own: ForestColl's MI250 x3 (48 GPUs, ring trees 17 hops deep, 1 GB), 555 pieces a half
     (the allreduce's share of the fill's sends) price 2.92656 ms a half under ``sync``, the
@@ -130,10 +132,28 @@ def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], pi
         record["halves_alone"] = {"pieces": pieces, "taken": False, "why": "over the memory budget"}
         return chosen, depths
     if kept is not None and not kept.fits(sends, deadline):
-        record["halves_alone"] = {"pieces": pieces, "taken": False, "why": f"{sends:,} sends would not fit the time left"}
-        return chosen, depths
+        equal = [replace(f, cuts=None) for f in forests_alone]  # a fill's piece edges are for its own count
+        fewer = _fewer_that_fit(equal, pieces, depths, c, kept, deadline)
+        record["halves_alone"] = {"pieces": pieces, "taken": False,
+                                  "why": f"{sends:,} sends would not fit the time left"}
+        if fewer is None:
+            return chosen, depths
+        record["halves_alone"].update(taken_at=fewer)
+        return equal, fewer
     record["halves_alone"] = {"pieces": pieces, "taken": True}
     return forests_alone, pieces
+
+
+def _fewer_that_fit(pair: list[Forest], pieces: list[int], depths: list[int], chunks: int, kept: incumbent.Kept,
+                    deadline) -> list[int] | None:
+    """The most of ``pieces`` (equal pieces) cut by 17/20 at a time that ``kept`` says fit the
+    time left and are more than ``depths`` in sum; None where none is."""
+    q = [p * 17 // 20 for p in pieces]
+    while sum(q) > sum(depths):
+        if kept.fits(sum(hops_of(f.trees) * p * chunks for f, p in zip(pair, q)), deadline):
+            return q
+        q = [p * 17 // 20 for p in q]
+    return None
 
 
 def deeper_at_run_pieces(instance: Instance, chosen: list[Forest], record: dict, others: dict, picks: list[tuple],
