@@ -111,11 +111,12 @@ def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], pi
     pieces alone are more, and both halves at them fit the memory budget and, by ``kept``'s
     rate, the time left (where they do not, the most of them cut by 17/20 at a time, in equal
     pieces, that do and are more than ``depths``, :func:`_fewer_that_fit`); else ``chosen`` at
-    ``depths``. The fill ((D - 1) / P of the
-    bottleneck's time, Zhao et al., NSDI 2025, Section 3.2) of a deep forest is then the halves'
-    own: ForestColl's MI250 x3 (48 GPUs, ring trees 17 hops deep, 1 GB), 555 pieces a half
+    ``depths``. The fill ((D - 1) / P of the bottleneck's time, Zhao et al., NSDI 2025,
+    Section 3.2) of a deep forest is then the halves' own: ForestColl's MI250 x3 (48 GPUs, ring
+    trees 17 hops deep, 1 GB), 555 pieces a half
     (the allreduce's share of the fill's sends) price 2.92656 ms a half under ``sync``, the
-    allreduce 1.0139x the bound, the halves alone at 1,111 pieces 2.90654 ms (1.0069x).
+    allreduce 1.0139x the bound, the halves alone at 1,111 pieces 2.90654 ms (1.0069x); but at
+    768 bytes a send a 23.5 GiB machine holds at most 571 pieces a half there, so it stays at 555.
     ``record`` gains ``halves_alone`` (the pieces, taken or not, and why). The halves as
     ForestColl's pipelined forests (Zhao et al., arXiv 2402.06787, Sections 4-5)."""
     c = instance.collective.chunks_per_node
@@ -125,32 +126,39 @@ def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], pi
     forests_alone, pieces = [a[0] for a in alone], [a[1] for a in alone]
     if sum(pieces) <= sum(depths):
         return chosen, depths
-    sends = sum(hops_of(f.trees) * p * c for f, p in zip(forests_alone, pieces))
-    try:
-        check_sends(forests_alone, pieces, c)
-    except TooBig:
-        record["halves_alone"] = {"pieces": pieces, "taken": False, "why": "over the memory budget"}
+    why = _unfit(forests_alone, pieces, c, kept, deadline)
+    record["halves_alone"] = {"pieces": pieces, "taken": why is None, **({"why": why} if why else {})}
+    if why is None:
+        return forests_alone, pieces
+    equal = [replace(f, cuts=None) for f in forests_alone]  # a fill's piece edges are for its own count
+    fewer = _fewer_that_fit(equal, pieces, depths, c, kept, deadline)
+    if fewer is None:
         return chosen, depths
+    record["halves_alone"].update(taken_at=fewer)
+    return equal, fewer
+
+
+def _unfit(pair: list[Forest], pieces: list[int], chunks: int, kept: incumbent.Kept | None, deadline) -> str | None:
+    """Why ``pair`` at ``pieces`` cannot be emitted (over the memory budget,
+    :func:`.emission.check_sends`, or, by ``kept``'s rate, over the time left); None where it can."""
+    sends = sum(hops_of(f.trees) * p * chunks for f, p in zip(pair, pieces))
+    try:
+        check_sends(pair, pieces, chunks)
+    except TooBig:
+        return f"{sends:,} sends over the memory budget"
     if kept is not None and not kept.fits(sends, deadline):
-        equal = [replace(f, cuts=None) for f in forests_alone]  # a fill's piece edges are for its own count
-        fewer = _fewer_that_fit(equal, pieces, depths, c, kept, deadline)
-        record["halves_alone"] = {"pieces": pieces, "taken": False,
-                                  "why": f"{sends:,} sends would not fit the time left"}
-        if fewer is None:
-            return chosen, depths
-        record["halves_alone"].update(taken_at=fewer)
-        return equal, fewer
-    record["halves_alone"] = {"pieces": pieces, "taken": True}
-    return forests_alone, pieces
+        return f"{sends:,} sends would not fit the time left"
+    return None
 
 
-def _fewer_that_fit(pair: list[Forest], pieces: list[int], depths: list[int], chunks: int, kept: incumbent.Kept,
-                    deadline) -> list[int] | None:
+def _fewer_that_fit(pair: list[Forest], pieces: list[int], depths: list[int], chunks: int,
+                    kept: incumbent.Kept | None, deadline) -> list[int] | None:
     """The most of ``pieces`` (equal pieces) cut by 17/20 at a time that ``kept`` says fit the
-    time left and are more than ``depths`` in sum; None where none is."""
+    time left and the memory budget (:func:`_unfit`) and are more than ``depths`` in sum; None
+    where none is."""
     q = [p * 17 // 20 for p in pieces]
     while sum(q) > sum(depths):
-        if kept.fits(sum(hops_of(f.trees) * p * chunks for f, p in zip(pair, q)), deadline):
+        if _unfit(pair, q, chunks, kept, deadline) is None:
             return q
         q = [p * 17 // 20 for p in q]
     return None
