@@ -18,14 +18,15 @@ import time
 from dataclasses import replace
 
 from ...instances import Instance
-from ...limits import TimeLimitReached
+from ...limits import TimeLimitReached, TooBig
 from ...tens import certified
 from ...tens.cut_optimum import FlowTooLarge, flow_net, optimum
 from ..producers import Options, Unsupported
 from . import capacity_split, equal_depth, forests, incumbent, overlap, split_form
-from .emission import auto_pieces, emit, pipelined, whole_bytes, with_header
+from .emission import auto_pieces, check_sends, emit, pipelined, whole_bytes, with_header
 from .fifo_reduce import FLIP_MARGIN, with_cost_a_piece
 from .packed import Forest, optimum_seconds
+from .pieces_choice import pick
 from .run_params import asked_shape, grows_depth_first, objective_models
 from .tree_hops import depth_of
 from .trees import hops_of
@@ -71,6 +72,8 @@ def choose_halves(instance: Instance, options: Options, packed: list[Forest], pi
                                           deadline, kept)
         depths = (list(record["chosen_pieces"]) if all(f.on_share for f in chosen) else
                   run_pieces(instance, chosen, picks))
+        if not record.get("priced") and not any(f.on_share for f in chosen):  # nothing of the choice priced
+            chosen, depths = halves_alone(instance, chosen, depths, picks, packed, options, record, deadline, kept)
     if alpha > 0 and not options.params.get("pieces"):  # fewer pieces priced, then ForestColl's pair at one depth
         models = objective_models(options)
         chosen, depths = fewer_pieces_among(instance, chosen, depths, record, models, deadline, kept, others,
@@ -96,6 +99,69 @@ def run_pieces(instance: Instance, pair: list[Forest], picks: list[tuple]) -> li
     (:func:`.emission.auto_pieces`)."""
     c = instance.collective.chunks_per_node
     return [next((d for g, d, _ in picks if g is f), None) or auto_pieces(f.trees, c * len(pair)) for f in pair]
+
+
+def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], picks: list[tuple],
+                 packed: list[Forest], options: Options, record: dict, deadline,
+                 kept: incumbent.Kept | None) -> tuple[list[Forest], list[int]]:
+    """``(forests, pieces)`` of an allreduce at alpha 0 whose joint choice priced nothing (every
+    pair over the probes' :data:`.overlap.PROBE_SENDS`): each half as picked for it alone
+    (:func:`.pieces_choice.pick` with the whole send budget, ``parts`` 1) where ``chosen`` is the
+    halves as picked for the allreduce (the send budget shared: half the pieces each), the
+    pieces alone are more, and both halves at them fit the memory budget and, by ``kept``'s
+    rate, the time left (where they do not, the most of them cut by 17/20 at a time, in equal
+    pieces, that do and are more than ``depths``, :func:`_fewer_that_fit`); else ``chosen`` at
+    ``depths``. The fill ((D - 1) / P of the bottleneck's time, Zhao et al., NSDI 2025,
+    Section 3.2) of a deep forest is then the halves' own: ForestColl's MI250 x3 (48 GPUs, ring
+    trees 17 hops deep, 1 GB), 555 pieces a half
+    (the allreduce's share of the fill's sends) price 2.92656 ms a half under ``sync``, the
+    allreduce 1.0139x the bound, the halves alone at 1,111 pieces 2.90654 ms (1.0069x); but at
+    768 bytes a send a 23.5 GiB machine holds at most 571 pieces a half there, so it stays at 555.
+    ``record`` gains ``halves_alone`` (the pieces, taken or not, and why). The halves as
+    ForestColl's pipelined forests (Zhao et al., arXiv 2402.06787, Sections 4-5)."""
+    c = instance.collective.chunks_per_node
+    if len(picks) != len(chosen) or any(f is not p[0] for f, p in zip(chosen, picks)):
+        return chosen, depths
+    alone = [pick(instance, f, 1, 0.0, options, deadline) for f in packed]
+    forests_alone, pieces = [a[0] for a in alone], [a[1] for a in alone]
+    if sum(pieces) <= sum(depths):
+        return chosen, depths
+    why = _unfit(forests_alone, pieces, c, kept, deadline)
+    record["halves_alone"] = {"pieces": pieces, "taken": why is None, **({"why": why} if why else {})}
+    if why is None:
+        return forests_alone, pieces
+    equal = [replace(f, cuts=None) for f in forests_alone]  # a fill's piece edges are for its own count
+    fewer = _fewer_that_fit(equal, pieces, depths, c, kept, deadline)
+    if fewer is None:
+        return chosen, depths
+    record["halves_alone"].update(taken_at=fewer)
+    return equal, fewer
+
+
+def _unfit(pair: list[Forest], pieces: list[int], chunks: int, kept: incumbent.Kept | None, deadline) -> str | None:
+    """Why ``pair`` at ``pieces`` cannot be emitted (over the memory budget,
+    :func:`.emission.check_sends`, or, by ``kept``'s rate, over the time left); None where it can."""
+    sends = sum(hops_of(f.trees) * p * chunks for f, p in zip(pair, pieces))
+    try:
+        check_sends(pair, pieces, chunks)
+    except TooBig:
+        return f"{sends:,} sends over the memory budget"
+    if kept is not None and not kept.fits(sends, deadline):
+        return f"{sends:,} sends would not fit the time left"
+    return None
+
+
+def _fewer_that_fit(pair: list[Forest], pieces: list[int], depths: list[int], chunks: int,
+                    kept: incumbent.Kept | None, deadline) -> list[int] | None:
+    """The most of ``pieces`` (equal pieces) cut by 17/20 at a time that ``kept`` says fit the
+    time left and the memory budget (:func:`_unfit`) and are more than ``depths`` in sum; None
+    where none is."""
+    q = [p * 17 // 20 for p in pieces]
+    while sum(q) > sum(depths):
+        if _unfit(pair, q, chunks, kept, deadline) is None:
+            return q
+        q = [p * 17 // 20 for p in q]
+    return None
 
 
 def deeper_at_run_pieces(instance: Instance, chosen: list[Forest], record: dict, others: dict, picks: list[tuple],
