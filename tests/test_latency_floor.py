@@ -106,6 +106,8 @@ def _choose_halves(monkeypatch, picked_is_packed: tuple[bool, bool], alpha: floa
     monkeypatch.setattr(joint, "greedy_instead_of_rings", greedy)
     monkeypatch.setattr(joint, "joint_choice", choice)
     monkeypatch.setattr(joint.equal_depth, "prefer", lambda instance, chosen, depths, *rest: (chosen, depths, {}))
+    # what the run does after the choice (at alpha 0 with nothing priced: the halves' own pieces) is not this test's
+    monkeypatch.setattr(joint, "halves_alone", lambda instance, chosen, depths, *rest: (chosen, depths))
     inst = SimpleNamespace(collective=SimpleNamespace(chunks_per_node=1))
     kept = SimpleNamespace(holds=lambda chosen, depths: True, schedule=None)
     joint.choose_halves(inst, Options(), packed, [(f, 1, None) for f in picked], alpha, None, kept)
