@@ -104,9 +104,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ten import latency_pipelined
 from .drain import SAFETY
-from .injections import MAX_PHASES, box_parts, parts_numbers
+from .injections import MAX_PHASES, box_parts, parts_numbers, refusal
 from .ramp import least_over_steps
 from .record import Bound, not_computed
 
@@ -114,12 +113,9 @@ from .record import Bound, not_computed
 def box_stage_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
     """The bound of the module doc for a single allreduce whose parts meet the conditions of
     :mod:`.injections`; not computed otherwise (saying which condition failed)."""
-    if instance.concurrent or instance.collective.kind != "allreduce":
-        return not_computed("sync", "box stages", "only a single allreduce")
-    if not (latency.computed and bandwidth.computed):
-        return not_computed("sync", "box stages", "needs the latency and bandwidth bounds")
-    if latency_pipelined(instance.topology):
-        return not_computed("sync", "box stages", "a pipelined link latency makes steps TEN timesteps")
+    refused = refusal(instance, latency, bandwidth, "box stages")
+    if refused is not None:
+        return refused
     got = stage_numbers(instance)
     if isinstance(got, str):
         return not_computed("sync", "box stages", got)

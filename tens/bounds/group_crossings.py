@@ -81,10 +81,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ten import latency_pipelined
 from .box_stages import _Program
 from .drain import SAFETY
-from .injections import MAX_PHASES, box_parts, parts_numbers
+from .injections import MAX_PHASES, box_parts, parts_numbers, refusal
 from .ramp import least_over_steps
 from .record import Bound, not_computed
 
@@ -93,12 +92,9 @@ def group_crossing_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
     """The bound of the module doc for a single allreduce whose parts are single compute nodes
     meeting the conditions of :mod:`.injections` in two groups or more; not computed otherwise
     (saying why)."""
-    if instance.concurrent or instance.collective.kind != "allreduce":
-        return not_computed("sync", "group crossings", "only a single allreduce")
-    if not (latency.computed and bandwidth.computed):
-        return not_computed("sync", "group crossings", "needs the latency and bandwidth bounds")
-    if latency_pipelined(instance.topology):
-        return not_computed("sync", "group crossings", "a pipelined link latency makes steps TEN timesteps")
+    refused = refusal(instance, latency, bandwidth, "group crossings")
+    if refused is not None:
+        return refused
     got = group_numbers(instance)
     if isinstance(got, str):
         return not_computed("sync", "group crossings", got)

@@ -78,16 +78,25 @@ from .record import Bound, not_computed
 MAX_PHASES = 256  # the largest J solved; beyond it the bound counts alphas and T* only
 
 
+def refusal(instance, latency: Bound, bandwidth: Bound, argument: str) -> Bound | None:
+    """The not-computed ``sync`` bound named ``argument`` where an allreduce bound over these
+    steps cannot be taken (not a single allreduce, no latency or bandwidth bound, or a pipelined
+    link latency, whose steps are TEN timesteps); None where it can."""
+    if instance.concurrent or instance.collective.kind != "allreduce":
+        return not_computed("sync", argument, "only a single allreduce")
+    if not (latency.computed and bandwidth.computed):
+        return not_computed("sync", argument, "needs the latency and bandwidth bounds")
+    if latency_pipelined(instance.topology):
+        return not_computed("sync", argument, "a pipelined link latency makes steps TEN timesteps")
+    return None
+
+
 def injection_bound(instance, latency: Bound, bandwidth: Bound) -> Bound:
     """The bound of the module doc for a single allreduce whose parts meet its conditions; not
     computed otherwise (saying which condition failed)."""
-    if instance.concurrent or instance.collective.kind != "allreduce":
-        return not_computed("sync", "injections", "only a single allreduce")
-    if not (latency.computed and bandwidth.computed):
-        return not_computed("sync", "injections", "needs the latency and bandwidth bounds")
-    topo = instance.topology
-    if latency_pipelined(topo):
-        return not_computed("sync", "injections", "a pipelined link latency makes steps TEN timesteps")
+    refused = refusal(instance, latency, bandwidth, "injections")
+    if refused is not None:
+        return refused
     got = parts_numbers(instance)
     if isinstance(got, str):
         return not_computed("sync", "injections", got)
