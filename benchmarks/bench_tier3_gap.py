@@ -68,6 +68,14 @@ def run_trees(out: dict, generator: str, params: dict):
     return inst, f, pipelined_allreduce.verify(f, inst)
 
 
+def verified_trees(out: dict, generator: str, params: dict):
+    """``(instance, trees)`` of :func:`run_trees`; ValueError where the trees do not verify."""
+    inst, f, why = run_trees(out, generator, params)
+    if why is not None:
+        raise ValueError("the run's trees do not verify")
+    return inst, f
+
+
 def _measure(out: dict, generator: str, params: dict) -> None:
     from bench_clusters_combining import _crossing_bounds
 
@@ -205,13 +213,18 @@ def render(rows: list[dict]) -> str:
     return "\n".join(table(head, body))
 
 
-def main() -> None:
-    ap = cluster_parser(__doc__, 2000, 4400, ROW_TIMEOUT_S)
-    a = ap.parse_args()
+def run_fabrics(doc: str, row, render, fabrics=FABRICS) -> None:
+    """The command line of a tier-3 benchmark (its module doc ``doc``): each chosen row of
+    :data:`bench_clusters.ROWS` on ``fabrics`` measured by ``row`` in a fresh process, printed
+    as it finishes (``render``), then the table."""
+    a = cluster_parser(doc, 2000, 4400, ROW_TIMEOUT_S).parse_args()
     specs = [(label, g, p, a.row_timeout) for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus)
-             if g in FABRICS]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])
-    print(render(rows))
+             if g in fabrics]
+    print(render(each_in_a_fresh_process(row, specs, lambda r: render([r]).splitlines()[-1])))
+
+
+def main() -> None:
+    run_fabrics(__doc__, _row, render)
 
 
 if __name__ == "__main__":

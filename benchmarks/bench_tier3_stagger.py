@@ -5,7 +5,7 @@ another's reduce-scatter does and the ramps of one half may hide under the other
 Run: ``python benchmarks/bench_tier3_stagger.py [--only LABEL] [--skip LABEL] [--min-gpus N]
 [--max-gpus N]`` (default: the rail Clos and HPN rows of ``bench_clusters.py`` at 2,000-4,400
 GPUs, 1 GiB, ``fabric_copy = false``). Per fabric: the run's trees (*A*) at their pieces and shift
-of least ``sync`` price, verified (``bench_tier3_gap.run_trees``), the box-stage bound
+of least ``sync`` price, verified (``bench_tier3_gap.verified_trees``), the box-stage bound
 (:mod:`collsynth.tens.bounds.box_stages`), and the staggered program (:func:`staggered`) over
 
 - A's halves, and A's paired as priced (the per-slot coupling: ``bench_tier3_tree_mix._least``);
@@ -28,13 +28,11 @@ import os
 import time
 
 import numpy as np
-from bench_clusters import ROWS, _gpus
-from cluster_rows import chosen, cluster_parser, timed_row
-from fresh_process import cell, each_in_a_fresh_process
+from cluster_rows import timed_row
+from fresh_process import cell
 from markdown_table import table
 
 ROW_TIMEOUT_S = 900
-FABRICS = ("rail_clos", "hpn")
 PIECES = (40, 50, 60, 70, 80, 90)  # the slot counts the programs are solved at
 TURNS = (4, 0)  # the stage model's turnarounds
 
@@ -138,15 +136,13 @@ def _row(args) -> dict:
 
 def _measure(out: dict, generator: str, params: dict) -> None:
     from bench_clusters_combining import _crossing_bounds
-    from bench_tier3_gap import run_trees
+    from bench_tier3_gap import verified_trees
     from bench_tier3_tree_mix import _families, root_exports
 
     from collsynth.tens import pipelined_allreduce as pa
 
     t = time.perf_counter()
-    inst, a, why = run_trees(out, generator, params)
-    if why is not None:
-        raise ValueError("the run's trees do not verify")
+    inst, a = verified_trees(out, generator, params)
     out.update(a_ms=1e3 * pa.price_sync(a, inst).total_s, a_pieces=a.pieces[0], stage="bound")
     _crossing_bounds(out, inst)
     out["stage"] = "programs"
@@ -203,12 +199,9 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = cluster_parser(__doc__, 2000, 4400, ROW_TIMEOUT_S)
-    a = ap.parse_args()
-    specs = [(label, g, p, a.row_timeout) for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus)
-             if g in FABRICS]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])
-    print(render(rows))
+    from bench_tier3_gap import run_fabrics
+
+    run_fabrics(__doc__, _row, render)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,8 @@ import os
 import time
 
 import numpy as np
-from bench_clusters import ROWS, _gpus
-from cluster_rows import chosen, cluster_parser, timed_row
-from fresh_process import cell, each_in_a_fresh_process
+from cluster_rows import timed_row
+from fresh_process import cell
 from markdown_table import table
 
 M = 1 << 30
@@ -45,15 +44,13 @@ def _row(args) -> dict:
 
 
 def _measure(out: dict, generator: str, params: dict) -> None:
-    from bench_tier3_gap import run_trees
+    from bench_tier3_gap import verified_trees
 
     from collsynth.solvers.packing.allreduce_depth import at_sync_depths
     from collsynth.tens import pipelined_allreduce as pa
 
     t = time.perf_counter()
-    inst, a, why = run_trees(out, generator, params)
-    if why is not None:
-        raise ValueError("the run's trees do not verify")
+    inst, a = verified_trees(out, generator, params)
     price = pa.price_sync(a, inst)
     out.update(a_ms=1e3 * price.total_s, a_steps=price.steps, a_pieces=a.pieces[0], stage="tree B")
     b = root_exports(a, inst)
@@ -373,12 +370,9 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = cluster_parser(__doc__, 2000, 4400, ROW_TIMEOUT_S)
-    a = ap.parse_args()
-    specs = [(label, g, p, a.row_timeout) for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus)
-             if g == "rail_clos"]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])
-    print(render(rows))
+    from bench_tier3_gap import run_fabrics
+
+    run_fabrics(__doc__, _row, render, ("rail_clos",))
 
 
 if __name__ == "__main__":

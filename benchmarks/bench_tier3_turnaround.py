@@ -7,7 +7,7 @@ Run: ``python benchmarks/bench_tier3_turnaround.py [--only LABEL] [--skip LABEL]
 GPUs, 1 GiB, ``fabric_copy = false``). Per fabric:
 
 - the run's trees (*A*) at their pieces and shift of least ``sync`` price, verified
-  (``bench_tier3_gap.run_trees``), and the box-stage bound (:mod:`collsynth.tens.bounds.box_stages`);
+  (``bench_tier3_gap.verified_trees``), and the box-stage bound (:mod:`collsynth.tens.bounds.box_stages`);
 - the piece-size program over A's trees and shift (the synchronous price of Zhao et al.,
   "Efficient Direct-Connect Topologies for Collective Communications", NSDI 2025, Section 3.2:
   per step the largest load over bandwidth, plus the busy steps' alphas;
@@ -36,14 +36,12 @@ import os
 import time
 
 import numpy as np
-from bench_clusters import ROWS, _gpus
-from cluster_rows import chosen, cluster_parser, timed_row
-from fresh_process import cell, each_in_a_fresh_process
+from cluster_rows import timed_row
+from fresh_process import cell
 from markdown_table import table
 
 M = 1 << 30
 ROW_TIMEOUT_S = 900
-FABRICS = ("rail_clos", "hpn")
 PIECES = (30, 40, 50, 60, 70, 80, 90)  # the piece counts the programs are solved at
 TURNS = (0, 4, 8)  # the stage model's turnarounds
 OUT, IN, UP, DOWN, LIGHT = range(5)  # the stage model's classes: NIC out, NIC in, box up, box down, light
@@ -56,14 +54,12 @@ def _row(args) -> dict:
 
 def _measure(out: dict, generator: str, params: dict) -> None:
     from bench_clusters_combining import _crossing_bounds
-    from bench_tier3_gap import run_trees
+    from bench_tier3_gap import verified_trees
 
     from collsynth.tens import pipelined_allreduce as pa
 
     t = time.perf_counter()
-    inst, a, why = run_trees(out, generator, params)
-    if why is not None:
-        raise ValueError("the run's trees do not verify")
+    inst, a = verified_trees(out, generator, params)
     price = pa.price_sync(a, inst)
     out.update(a_ms=1e3 * price.total_s, a_pieces=a.pieces[0], stage="bound")
     _crossing_bounds(out, inst)
@@ -237,12 +233,9 @@ def render(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = cluster_parser(__doc__, 2000, 4400, ROW_TIMEOUT_S)
-    a = ap.parse_args()
-    specs = [(label, g, p, a.row_timeout) for label, g, p in chosen(ROWS, a.only, a.skip, a.min_gpus, a.max_gpus, _gpus)
-             if g in FABRICS]
-    rows = each_in_a_fresh_process(_row, specs, lambda r: render([r]).splitlines()[-1])
-    print(render(rows))
+    from bench_tier3_gap import run_fabrics
+
+    run_fabrics(__doc__, _row, render)
 
 
 if __name__ == "__main__":
