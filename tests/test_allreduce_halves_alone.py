@@ -66,3 +66,22 @@ def test_halves_alone_cut_to_what_fits_the_time_left(monkeypatch):
     assert [f["pieces"] for f in out.extra["forests"]] == [10, 10]
     assert out.extra["joint_choice"]["halves_alone"]["taken_at"] == [10, 10]
     assert (out.certified or certified.certify(out.schedule, inst)) is not None  # verified
+
+
+def test_halves_alone_fit_a_budget_at_the_measured_bytes_of_a_tree_send(monkeypatch):
+    """The memory check of the halves' sends reads what a send of expanded trees costs at peak
+    (``BYTES_PER_TREE_SEND``, measured), not the generic schedule's 768 bytes: a budget of 300
+    bytes a send of the halves alone takes them (MI250 x3's 2 x 1,111 pieces, 64 M sends: 49 GB
+    at 768 bytes, 16 GB at 256, on a 25 GB machine), where 768 would cut them to 10 a half."""
+    _small_budgets(monkeypatch)
+    inst = make_instance(_boxes(2, 0.0, 0.0), "allreduce", message_bytes=2 ** 24)
+    options = Options(time_limit=3600)
+    c = inst.collective.chunks_per_node
+    packed = [forests.forest(inst, kind, transposed) for kind, transposed in plan("allreduce")]
+    alone = [pieces_choice.pick(inst, f, 1, 0.0, options) for f in packed]
+    sends = sum(hops_of(f.trees) * p * c for f, p, _ in alone)
+    monkeypatch.setattr(emission, "memory_budget", lambda: (300 * sends, "a test budget"))
+    out = producer.run(inst, options)
+    assert out.extra["joint_choice"]["halves_alone"]["taken"], out.extra["joint_choice"]
+    assert [f["pieces"] for f in out.extra["forests"]] == [a[1] for a in alone]
+    assert (out.certified or certified.certify(out.schedule, inst)) is not None  # verified

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...instances import Instance
-from ...instances.size import BYTES_PER_SEND
+from ...instances.size import BYTES_PER_TREE_SEND
 from ...instances.switch_ops import copying_mask
 from ...limits import memory_budget, require
 from ...tens import cost_models, verify
@@ -39,14 +39,15 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
     """Pipeline pieces per chunk: :data:`DEPTH_FACTOR` per hop of the deepest tree (at least
     ``floor``, :data:`PIECES_FLOOR` by default), at most
     what keeps the schedule within ``sends`` (by default :data:`SEND_BUDGET`) sends and ``memory_share``
-    of the memory budget at ``BYTES_PER_SEND`` a send. With
+    of the memory budget at ``BYTES_PER_TREE_SEND`` a send (the trees' sends expanded by the
+    pipeline rule, verified and priced from lean columns). With
     a latency ``alpha`` per step and a bandwidth time ``seconds``, the ``P`` (up to that) that
     minimises the sum of the synchronous estimate ``(P + D - 1) (alpha + seconds / P)`` and the
     event estimate ``seconds (1 + (D - 1) / P) + D alpha`` (``D`` hops deep): small messages get
     few pieces, large ones many. ForestColl (Zhao et al., "ForestColl", arXiv 2402.06787,
     Section 5) pipelines its trees at one depth whatever the size."""
     hops = hops_of(trees) * chunks_per_root
-    budget = min(SEND_BUDGET if sends is None else sends, int(memory_budget()[0] * memory_share / BYTES_PER_SEND))
+    budget = min(SEND_BUDGET if sends is None else sends, int(memory_budget()[0] * memory_share / BYTES_PER_TREE_SEND))
     depth = max(1, depth_of(trees))
     want = max(DEPTH_FACTOR * depth, floor)
     if alpha > 0:
@@ -58,9 +59,10 @@ def auto_pieces(trees: list[RoutedTree], chunks_per_root: int, seconds: float = 
 
 def check_sends(forests: list[Forest], pieces: list[int], chunks_per_root: int, field: str = "--param pieces") -> None:
     """Refuse (:class:`collsynth.limits.TooBig` at ``field``, before the schedule is built) a
-    pipeline depth whose sends would exceed the memory budget."""
+    pipeline depth whose sends would exceed the memory budget at ``BYTES_PER_TREE_SEND`` a send
+    (the trees' sends are expanded into lean columns, verified and priced from them)."""
     sends = sum(hops_of(f.trees) * p for f, p in zip(forests, pieces)) * chunks_per_root
-    require(sends * BYTES_PER_SEND, field, f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
+    require(sends * BYTES_PER_TREE_SEND, field, f"{sends:,} sends of {sum(pieces)} pieces over the packed trees")
 
 
 def emit(instance: Instance, f: Forest, pieces: int) -> Schedule:

@@ -41,7 +41,7 @@ MI250 boxes each half of the allreduce gets 155 pieces (half of 16 M sends at 51
 piece), where the program's sizes are 1.0112x the optimum under ``sync``, and the rows 1.0116x /
 1.0106x / 1.0112x the bound under ``event`` / ``event-inorder`` / ``sync``. There the chosen
 forest takes the fewest pieces up to ``most_of`` (:data:`.pieces_choice.FILL_SENDS`, 32 M sends, in
-the whole memory budget at ``BYTES_PER_SEND`` a send where the budget's pieces take half) that price
+the whole memory budget at ``BYTES_PER_TREE_SEND`` a send where the budget's pieces take half) that price
 within :data:`TARGET` (:func:`deeper`; the sync price falls about as one over the pieces: 1.0045x at
 310, 1.0049x at 290; ``benchmarks/bench_allreduce_halves.py``).
 """

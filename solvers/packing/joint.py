@@ -115,8 +115,8 @@ def halves_alone(instance: Instance, chosen: list[Forest], depths: list[int], pi
     Section 3.2) of a deep forest is then the halves' own: ForestColl's MI250 x3 (48 GPUs, ring
     trees 17 hops deep, 1 GB), 555 pieces a half
     (the allreduce's share of the fill's sends) price 2.92656 ms a half under ``sync``, the
-    allreduce 1.0139x the bound, the halves alone at 1,111 pieces 2.90654 ms (1.0069x); but at
-    768 bytes a send a 23.5 GiB machine holds at most 571 pieces a half there, so it stays at 555.
+    allreduce 1.0139x the bound, the halves alone at 1,111 pieces 2.90654 ms (1.0069x): 64 M sends,
+    16 GB at the ``BYTES_PER_TREE_SEND`` a send the memory check reads.
     ``record`` gains ``halves_alone`` (the pieces, taken or not, and why). The halves as
     ForestColl's pipelined forests (Zhao et al., arXiv 2402.06787, Sections 4-5)."""
     c = instance.collective.chunks_per_node
