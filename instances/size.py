@@ -309,13 +309,18 @@ class Build:
     """What a producer declares its run will build, before it starts: ``bytes`` of the
     schedule as the producer keeps it (through production, verification and pricing),
     ``what`` it is (for a refusal), ``field``, the setting that makes it big (a parameter
-    the user can change, or the topology field), and ``reads_conditions``: whether the run
-    reads the collectives' condition matrices whole (False: ``bytes`` counts the rows it reads)."""
+    the user can change, or the topology field), ``reads_conditions``: whether the run
+    reads the collectives' condition matrices whole (False: ``bytes`` counts the rows it reads),
+    and ``sends``: the sends the run is expected to emit, verify and price at its default
+    settings where that is more than the fewest of any schedule (a pipeline's pieces; None: the
+    fewest), which decides whether the run compiles its kernels
+    (:func:`collsynth.solvers.compiling.interprets`)."""
 
     bytes: int
     what: str
     field: str
     reads_conditions: bool = True
+    sends: int | None = None
 
 
 def check_run(instance: Any, build: Build | None = None) -> Size:

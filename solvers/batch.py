@@ -727,7 +727,7 @@ def compile_shares(todo: Sequence[Job], n: int) -> tuple[list[list[str]], bool]:
     a compile (:func:`collsynth.solvers.compiling.interprets`) need none: a batch of them only
     compiles nothing."""
     instances = {f: load_instance(f) for f in sorted({j.instance_file for j in todo})}
-    big = [j for j in todo if not compiling.interprets(instances[j.instance_file])]
+    big = [j for j in todo if not compiling.interprets(instances[j.instance_file], j.producer)]
     if not big:
         return [[] for _ in range(n)], False
     combining = any(c.combining for j in big for c in instances[j.instance_file].collectives)

@@ -177,17 +177,23 @@ def compile_producer(name: str, mode: str = COMPILE) -> None:
             prod.warm()
 
 
-def interprets(instance: Instance) -> bool:
-    """Whether a run on ``instance`` is too small to repay compiling its kernels: at most
-    :data:`SMALL_SENDS` sends at the fewest (:func:`collsynth.instances.size.estimate`; the
-    quick suite's biggest has 364). Such a run uses the kernels numba's cache holds and runs
-    the others as Python (:func:`collsynth.tens.interpreted.interpreting`)."""
-    return size.estimate(instance, horizon=1).sends <= SMALL_SENDS
+def interprets(instance: Instance, producer: str | None = None) -> bool:
+    """Whether a run on ``instance`` (of ``producer``, when named) is too small to repay
+    compiling its kernels: at most :data:`SMALL_SENDS` sends at the fewest
+    (:func:`collsynth.instances.size.estimate`; the quick suite's biggest has 364), or, where the
+    producer expects more at its default settings (a pipeline's pieces,
+    :attr:`collsynth.instances.size.Build.sends`), at most that many. Such a run uses the kernels
+    numba's cache holds and runs the others as Python (:func:`collsynth.tens.interpreted.interpreting`):
+    tree packing's 1 GB allreduce on ForestColl's MI250 x3 has 4,512 sends at the fewest and 64 M
+    at its pieces, about 265 us a send as Python."""
+    sends = size.estimate(instance, horizon=1).sends
+    build = None if producer is None else registry.planned(registry.get(producer), instance, {})
+    return max(sends, (build.sends or 0) if build is not None else 0) <= SMALL_SENDS
 
 
-def kernel_mode(instance: Instance) -> str:
-    """:data:`INTERPRET` for a run on ``instance`` that :func:`interprets`, else :data:`COMPILE`."""
-    return INTERPRET if interprets(instance) else COMPILE
+def kernel_mode(instance: Instance, producer: str | None = None) -> str:
+    """:data:`INTERPRET` for a run on ``instance`` (of ``producer``) that :func:`interprets`, else :data:`COMPILE`."""
+    return INTERPRET if interprets(instance, producer) else COMPILE
 
 
 def prepare_run(instance: Instance, producer: str) -> Kernels:
@@ -196,7 +202,7 @@ def prepare_run(instance: Instance, producer: str) -> Kernels:
     (:func:`compile_kernels`, the reductions' only when a collective combines;
     :func:`compile_producer`), so that no kernel is compiled or loaded on the run's clock.
     ``compile_s`` is about 0 once done in this process for that mode."""
-    return prepare(instance, producer, kernel_mode(instance))
+    return prepare(instance, producer, kernel_mode(instance, producer))
 
 
 def prepare(instance: Instance, producer: str, mode: str) -> Kernels:
@@ -284,7 +290,7 @@ def compile_ahead(instance: Instance, producers, jobs: int | None = None) -> flo
     :func:`compile_all` rather than one after the other in this process; nothing otherwise.
     Seconds taken."""
     jobs = jobs or os.cpu_count() or 1
-    if jobs < 2 or interprets(instance) or not cache_is_cold():
+    if jobs < 2 or all(interprets(instance, p) for p in producers) or not cache_is_cold():
         return 0.0
     combining = any(c.combining for c in instance.collectives)
     return compile_all(list(producers), jobs=jobs, combining=combining)["seconds"]

@@ -126,3 +126,20 @@ def test_the_quick_suite_interprets_and_a_big_run_compiles(tmp_path):
     done = subprocess.run([sys.executable, "-c", QUICK_CHILD], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"compiled": False}
+
+
+def test_a_pipelining_run_compiles_where_its_pieces_make_it_big():
+    """Tree packing cuts each chunk into pipeline pieces, so a run with few sends at the fewest
+    can emit millions: at 1 GB (two A100 boxes, 960 sends at the fewest, tens of pieces a chunk
+    against the links' 2.7 us latency) the run compiles its kernels, where the instance alone would be
+    interpreted (before, ForestColl's MI250 x3 allreduce ran its first 460,800 sends as Python
+    on a cold cache, 122 s, and the rate so measured left the halves at 200 pieces: 1.78x the
+    bound). A 4 KB message is cut into one piece, and interprets; so does a producer that does not
+    pipeline."""
+    from collsynth.solvers import compiling
+
+    big = make_instance(generators.build("forestcoll_a100", {"nodes": 2}), "allreduce", message_bytes=2 ** 30)
+    assert compiling.interprets(big) and not compiling.interprets(big, "tree-packing")
+    assert compiling.kernel_mode(big, "tree-packing") == compiling.COMPILE
+    small = make_instance(generators.build("forestcoll_a100", {"nodes": 2}), "allreduce", message_bytes=4096)
+    assert compiling.interprets(small, "tree-packing") and compiling.interprets(big, "ring")

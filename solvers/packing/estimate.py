@@ -24,12 +24,15 @@ anything runs (:func:`collsynth.instances.size.check_run`), in the form the run 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
 from ...instances import Instance
 from ...instances.size import BYTES_PER_SEND, Build, topology_field
 from ...limits import human_bytes, require
+from .emission import PIECES_FLOOR
 
 CAP = 3  # hops counted exactly up to 2; a participant farther from every other counts 3 (a lower bound)
 FORESTS = {"allgather": 1, "reduce_scatter": 1, "broadcast": 1, "reduce": 1, "allreduce": 2}
@@ -102,6 +105,34 @@ def least_listed_hops(instance: Instance) -> int:
     return FORESTS.get(instance.collective.kind, 1) * int(hops.sum() - hops.max()) if len(hops) else 0
 
 
+def expected_pieces(instance: Instance) -> int:
+    """Pipeline pieces a chunk that a run at its default settings is expected to cut, for the
+    choice to compile its kernels (:attr:`collsynth.instances.size.Build.sends`): the automatic
+    depth's floor (:data:`.emission.PIECES_FLOOR`) on links without latency, else the ``P`` of
+    least ``(P + D - 1) (alpha + s / P)``, ``sqrt((D - 1) s / alpha)`` (``D`` the most route hops
+    into a participant, at least 2; ``s`` a chunk's time on the slowest link; Patarasuk and Yuan,
+    J. Parallel Distrib. Comput. 69(2), 2009, Section 4: the pipelined broadcast's segment size),
+    at most that floor. An estimate, not a bound: the run picks its pieces from its trees
+    (:func:`.emission.auto_pieces`).
+
+    >>> from collsynth.instances import make_instance
+    >>> from collsynth.instances.generators import build
+    >>> expected_pieces(make_instance(build("switch", {"nodes": 4}, bandwidth=1e11, alpha=0.0), "allgather"))
+    1600
+    >>> [expected_pieces(make_instance(build("switch", {"nodes": 4}, bandwidth=1e11, alpha=1e-6), "allgather",
+    ...                                message_bytes=m)) for m in (4096, 1 << 30)]
+    [1, 52]
+    """
+    la = instance.topology.link_arrays
+    alpha = float(la.alpha.max()) if len(la) else 0.0
+    if alpha <= 0:
+        return PIECES_FLOOR
+    seconds = instance.collective.chunk_bytes / float(la.bandwidth.min())
+    hops = least_hops_in(instance)
+    depth = max(2, int(hops.max()) if len(hops) else 0)
+    return max(1, min(PIECES_FLOOR, round(math.sqrt((depth - 1) * seconds / alpha))))
+
+
 def planned(instance: Instance, compact: bool, asked: bool = False) -> Build:
     """What a tree-packing run of ``instance`` builds at least (the size check before the run,
     :func:`collsynth.instances.size.check_run`): with ``compact``, the listed hops of the trees
@@ -126,4 +157,4 @@ def planned(instance: Instance, compact: bool, asked: bool = False) -> Build:
     return Build(sends * BYTES_PER_SEND,
                  f"tree-packing's explicit schedule on {len(coll.nodes):,} GPUs ({coll.kind}: at least {sends:,} sends "
                  f"at one pipeline piece per chunk, {human_bytes(BYTES_PER_SEND)} each{hint})",
-                 "--param form" if asked else field)
+                 "--param form" if asked else field, sends=sends * expected_pieces(instance))
