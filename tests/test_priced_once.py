@@ -113,10 +113,11 @@ def test_the_one_model_latency_choice_prices_each_pair_once(monkeypatch):
 
 
 def test_the_price_warmup_loads_what_an_allreduce_emission_and_its_event_price_run():
-    """Every 1 GB allreduce of the switched systems is small at one piece, so its run interprets
-    the kernels numba's cache lacks (:mod:`collsynth.tens.interpreted`): the warmup's ``price``
-    task must load the reduce-scatter's listing by owner and the chaining of a declared link
-    order, which no tiny schedule reaches. In a fresh process, after the task, an allreduce of
+    """A run compiles (or loads) its kernels before its clock from the warmup's tasks, and a run
+    too small to repay a compile interprets the ones numba's cache lacks
+    (:mod:`collsynth.tens.interpreted`): the warmup's ``price`` task must load the
+    reduce-scatter's listing by owner and the chaining of a declared link order, which no tiny
+    schedule reaches. In a fresh process, after the task, an allreduce of
     two boxes of two GPUs emitted and priced under ``event`` compiles no signature of theirs
     that the task did not load (before, neither kernel had one: the run chained its links in
     Python, 134 s of HGX H100 four-NIC x2's 280 s)."""
