@@ -133,7 +133,7 @@ def test_a_pipelining_run_compiles_where_its_pieces_make_it_big():
     can emit millions: at 1 GB (two A100 boxes, 960 sends at the fewest, tens of pieces a chunk
     against the links' 2.7 us latency) the run compiles its kernels, where the instance alone would be
     interpreted (before, ForestColl's MI250 x3 allreduce ran its first 460,800 sends as Python
-    on a cold cache, 122 s, and the rate so measured left the halves at 200 pieces: 1.78x the
+    on a cold cache, 122 s, and at the rate so measured only that first pair, 8 pieces a half, fit: 1.78x the
     bound). A 4 KB message is cut into one piece, and interprets; so does a producer that does not
     pipeline."""
     from collsynth.solvers import compiling
