@@ -121,8 +121,7 @@ def _fit_one(job):
                manifest.link_slice_cost, serial_links=manifest.serial_links, credit_start=manifest.credit_start,
                sms=manifest.sms, fair_links=manifest.fair_links, fences=manifest.fences,
                block_waves=manifest.block_waves, net_credit=manifest.net_credit,
-               nic_credit=manifest.nic_credit, multi_start=manifest.multi_start, shared_chain=manifest.shared_chain,
-               fifo_window=manifest.fifo_window)
+               nic_credit=manifest.nic_credit, multi_start=manifest.multi_start, shared_chain=manifest.shared_chain)
 
 
 def predict(row, cal):
@@ -341,8 +340,7 @@ def ours_at(manifest, rows, sizes=(GIB,), calibration=None, schedules=None) -> l
                   serial_links=manifest.serial_links, credit_start=manifest.credit_start, sms=manifest.sms,
                   fair_links=manifest.fair_links, fences=manifest.fences, block_waves=manifest.block_waves,
                   net_credit=manifest.net_credit, nic_credit=manifest.nic_credit,
-                  multi_start=manifest.multi_start, shared_chain=manifest.shared_chain,
-                  fifo_window=manifest.fifo_window)
+                  multi_start=manifest.multi_start, shared_chain=manifest.shared_chain)
     out = []
     for inst_file in sorted({r.measurement.instance for r in rows}):
         inst = _at(load_instance(inst_file), GIB)

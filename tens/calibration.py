@@ -181,8 +181,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
         fixed: dict | None = None, floors: bool = True, slice_gap: bool = False, serial_links: bool = False,
         credit_start: bool = False, sms: int = 0, fair_links: bool = False, fences: bool = False,
         block_waves: bool = False, net_credit: tuple = (),
-        nic_credit: bool = False, multi_start: bool = False, shared_chain: bool = False,
-        fifo_window: bool = False) -> Calibration:
+        nic_credit: bool = False, multi_start: bool = False, shared_chain: bool = False) -> Calibration:
     """The calibration of least squared log error over ``rows`` (see the module doc), for a
     system whose runtime's ``transports`` are those ``rows``' features were read with
     (:func:`load_rows`: the manifest's); ``fixed``, the manifest's parameters set from a source
@@ -210,8 +209,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     credit round trip, ``credit_s`` fitted in 0-10 us (``MAX_CREDIT_S``; ``Calibration.nic_credit``).
     ``shared_chain`` (a manifest's ``shared_chain = true``): a share of the GPU's shared cost
     per slice adds to the first iteration's chain, ``chain_share`` fitted in 0-1 from 0.1
-    (``Calibration.shared_chain``). ``fifo_window`` (a manifest's ``fifo_window = true``): a
-    connection's credit paid through its FIFO's slots, nothing more fitted (``Calibration.fifo_window``).
+    (``Calibration.shared_chain``).
     ``multi_start`` (a manifest's ``multi_start = true``): the least squares run from every
     point of :func:`start_points` (the default, the credit start and :data:`SPREAD_STARTS`
     points of a seeded Latin hypercube over the bounds) and the one of least in-sample
@@ -224,8 +222,7 @@ def fit(rows: list[Row], name: str, system: str, source: str, transports: dict |
     k, n = len(classes), len(runtimes)
     base = Calibration(name, system, source, {}, {}, {}, 1.0, 1.0, 0.0, 0.0, 0.0, transports=dict(transports or {}),
                        serial_links=serial_links, sms=sms, fair_links=fair_links, fences=fences,
-                       block_waves=block_waves, nic_credit=nic_credit, shared_chain=shared_chain,
-                       fifo_window=fifo_window)
+                       block_waves=block_waves, nic_credit=nic_credit, shared_chain=shared_chain)
     # units: efficiency, hop us, GPU op us, copy GB/s, step us, launch us, tb us, reduce GB/s, round share,
     # handshake share, link us per slice; per other runtime its latency and bandwidth scales and its handshake share
     g = k if slice_gap else 0  # without slice_gap the links' cost per slice is not in the vector: 0
@@ -461,7 +458,7 @@ def calibrate(manifest_path: str | Path, name: str | None = None, include_held_o
                    manifest.fixed, manifest.share_floors, manifest.link_slice_cost, manifest.serial_links,
                    manifest.credit_start, manifest.sms, manifest.fair_links, manifest.fences, manifest.block_waves,
                    manifest.net_credit, manifest.nic_credit,
-                   manifest.multi_start, manifest.shared_chain, manifest.fifo_window)
+                   manifest.multi_start, manifest.shared_chain)
     except InputError as e:  # a floor above a fixed share or the nominal bandwidth: name the manifest
         if not e.where.startswith(("fixed.", "measurement ")):
             raise

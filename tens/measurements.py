@@ -211,9 +211,7 @@ class Manifest:
     ``multi_start``: whether the fit runs from several fixed starts and keeps the one of least
     in-sample error (:func:`collsynth.tens.calibration.start_points`; default false).
     ``shared_chain``: whether a share of the GPU's shared cost per slice adds to the first
-    iteration's chain, fitted (``Calibration.shared_chain``; default false).
-    ``fifo_window``: whether a connection's credit is paid through its FIFO's slots rather than
-    by the sender in series (``Calibration.fifo_window``; default false)."""
+    iteration's chain, fitted (``Calibration.shared_chain``; default false)."""
 
     system: str
     source: str
@@ -234,7 +232,6 @@ class Manifest:
     nic_credit: bool = False
     multi_start: bool = False
     shared_chain: bool = False
-    fifo_window: bool = False
 
 
 def _field(entry: dict, key: str, kind, where: str, default=None):
@@ -287,8 +284,7 @@ def read_manifest(path: str | Path) -> Manifest:
                     net_credit=_net_credit(data, str(path)),
                     nic_credit=_field(data, "nic_credit", bool, str(path), False),
                     multi_start=_field(data, "multi_start", bool, str(path), False),
-                    shared_chain=_field(data, "shared_chain", bool, str(path), False),
-                    fifo_window=_field(data, "fifo_window", bool, str(path), False))
+                    shared_chain=_field(data, "shared_chain", bool, str(path), False))
 
 
 def _count_scope(data: dict, where: str, default: str) -> str:

@@ -38,7 +38,7 @@ from .msccl_read import algo_root
 from .runtime_kernels import chain_finish, compressed_rows, heaviest_path, step_levels
 
 __all__ = ["ProgramFeatures", "Rounds", "program_features", "link_classes", "step_rounds", "pipelined_copies",
-           "carried_rounds", "thread_block_links", "copy_crowds", "connection_turns"]
+           "carried_rounds", "thread_block_links", "copy_crowds"]
 
 DEFAULT_CLASS = "link"
 
@@ -92,13 +92,7 @@ class ProgramFeatures:
     link shared fairly between its connections lets one connection's copy run at; empty: not
     computed. ``tb_order``: per thread block, how many thread blocks of its GPU have a lower
     id (the CUDA block it runs as comes in that order, :func:`block_order`); empty: not
-    computed. ``fifo_steps``, ``fifo_sent``, ``fifo_reduced``: per thread block, over its sends
-    (its connection: one send peer on one channel) and the receives they feed, the two sides'
-    steps (one column per ``cnts`` value, as ``tb_steps``), the chunks both steps copy
-    (:func:`_copies`: the transfer's copy on the side its transport names, and each step's own
-    other copy, a forward's receive) and the chunks both reduce: the work one turn of the
-    connection's slots carries (:func:`connection_turns`,
-    :func:`~collsynth.tens.cost_models.runtime.fifo_turns`); empty: not computed."""
+    computed."""
 
     tb_steps: np.ndarray
     tb_sent: np.ndarray
@@ -124,9 +118,6 @@ class ProgramFeatures:
     tb_links: dict = field(default_factory=dict)
     path_crowd: dict = field(default_factory=dict)
     tb_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    fifo_steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    fifo_sent: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    fifo_reduced: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def link_classes(instance: Instance) -> np.ndarray:
@@ -472,33 +463,7 @@ def program_features(xml: str, instance: Instance, transports: dict | None = Non
         tb_links=thread_block_links(tb_of[send_idx[hop_send]], hop_link, load, classes, len(tbs)),
         carried=carried if any(d * len(r.sent) > 1 for d, r in zip(carried, rounds)) else (),
         link_load={c: load[i] for c, i in loaded.items()}, link_ops={c: link_ops[i] for c, i in loaded.items()},
-        path_crowd={c: float(v[path].max(initial=0.0)) for c, v in crowd.items()}, tb_order=block_order(tbs),
-        **connection_turns(pred[transfer], succ[transfer], tb_of, col, len(tbs), len(cnts), sent, reduced))
-
-
-def connection_turns(sender: np.ndarray, receiver: np.ndarray, tb_of: np.ndarray, col: np.ndarray, ntbs: int,
-                     ncnts: int, copied: np.ndarray, reduced: np.ndarray) -> dict:
-    """Per sending thread block, the work its connection's slots carry in one loop iteration
-    (the ``fifo_*`` fields of :class:`ProgramFeatures`): over each send step ``sender[e]`` and
-    the receive ``receiver[e]`` it feeds, both steps (by ``cnt`` column ``col``), the chunks both
-    copy (``copied``, :func:`_copies`) and the chunks both reduce. A thread block has one send
-    peer on one channel, so its sends are one connection; in NCCL's ``genericOp``
-    (``prims_simple.h``) a slice passes the connection's FIFO as the sender's work on it, its
-    flag, the receiver's work on it and the receiver's credit back.
-
-    >>> # a chain s -> rcs -> r in thread blocks 0, 1, 2 (steps 0, 1, 2), the receivers copying
-    >>> t = connection_turns(np.array([0, 1]), np.array([1, 2]), np.arange(3), np.zeros(3, dtype=int), 3, 1,
-    ...                      np.array([0, 1, 1]), np.zeros(3))
-    >>> t["fifo_steps"].tolist(), t["fifo_sent"].tolist(), t["fifo_reduced"].tolist()
-    ([2.0, 2.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 0.0])
-    """
-    by = tb_of[sender]
-    both = np.concatenate([by, by])
-    return {"fifo_steps": _count_by(both, np.concatenate([col[sender], col[receiver]]), ntbs, ncnts,
-                                    np.ones(len(both))),
-            "fifo_sent": np.bincount(by, weights=copied[sender] + copied[receiver], minlength=ntbs).astype(np.float64),
-            "fifo_reduced": np.bincount(by, weights=reduced[sender] + reduced[receiver],
-                                        minlength=ntbs).astype(np.float64)}
+        path_crowd={c: float(v[path].max(initial=0.0)) for c, v in crowd.items()}, tb_order=block_order(tbs))
 
 
 def block_order(tbs: list) -> np.ndarray:

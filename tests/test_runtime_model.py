@@ -169,15 +169,14 @@ def scaled_bound(eff_nv: float, eff_nic: float, size: float) -> float:
        rate=st.floats(1e9, 4e11), step=st.floats(0, 2e-5), hop=st.floats(0, 3e-5), op=st.floats(0, 2e-6),
        share=st.floats(0, 1), handshake=st.floats(0, 1), fair=st.booleans(), fences=st.booleans(),
        sms=st.sampled_from([0, 108]), waves=st.booleans(), credit=st.sampled_from([None, 0.0, 5e-6, 3e-5]),
-       nic=st.booleans(), credit_s=st.floats(0, 1e-5), fifo=st.booleans())
+       nic=st.booleans(), credit_s=st.floats(0, 1e-5))
 def test_never_faster_than_the_scaled_link_bound(program, eff_nv, eff_nic, log_size, log_buff, rate, step, hop, op,
-                                                 share, handshake, fair, fences, sms, waves, credit, nic, credit_s,
-                                                 fifo):
+                                                 share, handshake, fair, fences, sms, waves, credit, nic, credit_s):
     c = cal(efficiency={"nvswitch": eff_nv, "nic": eff_nic}, hop_s={"nvswitch": hop, "nic": hop},
             gpu_op_s={"nvswitch": op, "nic": op}, round_share=share, handshake_share=handshake,
             tb_rate=rate, reduce_rate=rate, step_s=step, launch_s=0.0, buff_bytes=1 << log_buff, fair_links=fair, fences=fences,
             sms=sms, block_waves=waves, net_credit={} if credit is None else {"nic": credit}, nic_credit=nic,
-            credit_s=credit_s, fifo_window=fifo)
+            credit_s=credit_s)
     size = float(1 << log_size)
     t = runtime_times(a100_features(program, "allgather"), [size], c)[0]
     assert t >= scaled_bound(eff_nv, eff_nic, size) * (1 - 1e-9)

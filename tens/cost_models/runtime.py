@@ -92,11 +92,6 @@ What it models (:mod:`collsynth.tens.runtime_program` reads the program):
 - with ``Calibration.shared_chain``, the first iteration's chain of steps (the critical path,
   or the busiest thread block's steps) does not overlap the GPU's shared cost per slice
   (below) in full: a share ``chain_share`` of it adds to the chain (:func:`chained_shared`);
-- with ``Calibration.fifo_window``, a connection's credit is paid through its FIFO of
-  :data:`FIFO_SLICES` slices instead of once per slice in series: a sending thread block's own
-  time drops its ``hop_s``, and each connection passes an iteration's slices no faster than
-  ``FIFO_SLICES`` per turn of its slots, a turn being both thread blocks' work on a slice and
-  the credit (:func:`fifo_turns`);
 - a GPU's shared cost per slice: every non-empty slice a GPU sends or receives over a
   connection of class ``c`` costs ``gpu_op_s[c]`` of a resource all its thread blocks share,
   one after another per iteration, so that more thread blocks doing less each stop helping.
@@ -157,7 +152,7 @@ from . import Column, CostModel
 
 __all__ = ["Calibration", "load_calibration", "runtime_times", "for_runtime", "call_counts", "slice_weights", "port_times",
            "shared_sms", "late_blocks", "fair_link_copies", "fenced_slices", "carried_fences", "net_credit_period",
-           "chain_credits", "chained_shared", "fifo_turns", "FIFO_SLICES",
+           "chain_credits", "chained_shared",
            "PROTOCOL_BANDWIDTH",
            "SLICE_FRACTION"]
 
@@ -170,10 +165,6 @@ SLICE_FRACTION = 0.5  # msccl.h: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 steps of buff
 SLICES_PER_CALL = 2
 MIN_SLICE_FRACTION = 2 / 8 / 32
 MAX_COUNT = 72  # msccl.h MSCCL_MAX_COUNT: a call carries fewer chunks than this
-# A connection's FIFO in slices: NCCL_STEPS = 8 steps (devcomm.h), a slice MSCCL_SLICESTEPS = NCCL_STEPS / 4 = 2 of
-# them (msccl.h; the interpreter's ProtoSimple<MSCCL_CHUNKSTEPS / MSCCL_SLICESTEPS, MSCCL_SLICESTEPS>): a sender's
-# slice j + 4 waits for the receiver to have consumed slice j (prims_simple.h waitPeer: head + NCCL_STEPS)
-FIFO_SLICES = 4
 # A NIC connection's credit round trip: one small RDMA write of the slot into the sender's FIFO
 # (NCCL net_ib.cc ncclIbPostFifo) plus the proxies' polls; a small RDMA write's one-way latency on
 # InfiniBand is about 1 us (linux-rdma perftest ib_write_lat), so a credit is a few us: 10 us at most.
@@ -216,10 +207,7 @@ class Calibration:
     seconds, the network connection's credit round trip (:func:`chain_credits`; false, a file
     without it: the rounds at link rates alone, ``credit_s`` 0).
     ``shared_chain``: a share ``chain_share`` of the GPU's shared cost per slice adds to the
-    first iteration's chain of steps (:func:`chained_shared`; false, a file without it: they overlap).
-    ``fifo_window``: a connection's credit (``hop_s``) is paid through its FIFO of
-    :data:`FIFO_SLICES` slices, not by the sending thread block in series (:func:`fifo_turns`;
-    false, a file without it: every slice's credit in series)."""
+    first iteration's chain of steps (:func:`chained_shared`; false, a file without it: they overlap)."""
 
     name: str
     system: str
@@ -249,7 +237,6 @@ class Calibration:
     credit_s: float = 0.0
     shared_chain: bool = False
     chain_share: float = 0.0
-    fifo_window: bool = False
 
     def as_json(self) -> dict:
         """The calibration file's object."""
@@ -266,8 +253,7 @@ class Calibration:
                                **({"block_waves": True} if self.block_waves else {}),
                                **({"net_credit": self.net_credit} if self.net_credit else {}),
                                **({"nic_credit": True, "credit_s": self.credit_s} if self.nic_credit else {}),
-                               **({"shared_chain": True, "chain_share": self.chain_share} if self.shared_chain else {}),
-                               **({"fifo_window": True} if self.fifo_window else {})},
+                               **({"shared_chain": True, "chain_share": self.chain_share} if self.shared_chain else {})},
                 "runtimes": self.runtimes, "fit": self.fit}
 
 
@@ -356,7 +342,6 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
     credit_s = _number(p.get("credit_s", 0.0), f"{where}: parameters.credit_s", 0.0, MAX_CREDIT_S)
     chained = _switch(p, "shared_chain", where)
     chain_share = _number(p.get("chain_share", 0.0), f"{where}: parameters.chain_share", 0.0, 1.0)
-    fifo = _switch(p, "fifo_window", where)
     sms = p.get("sms", 0)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
         raise InputError(f"{where}: parameters.sms", f"expected a whole number of SMs from 0 up, got {sms!r}")
@@ -376,7 +361,6 @@ def calibration_from_json(data: dict, where: str) -> Calibration:
                        source=str(data.get("source", "")), **per_class, **scal, runtimes=runtimes, serial_links=serial,
                        sms=sms, fair_links=fair, fences=fences, block_waves=waves, net_credit=credit,
                        nic_credit=nic, credit_s=credit_s, shared_chain=chained, chain_share=chain_share,
-                       fifo_window=fifo,
                        buff_bytes=int(_number(data.get("buff_bytes", 4 << 20), f"{where}: buff_bytes", 1, 1 << 40)),
                        fit=data.get("fit", {}) if isinstance(data.get("fit", {}), dict) else {})
 
@@ -416,12 +400,10 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
     calls, slices = call_counts(f.cnts, chunk, s, buff)
     per_slice = slice_weights(calls, slices, cal.handshake_share)
     per_byte = (f.tb_sent / cal.tb_rate + f.tb_reduced / cal.reduce_rate) / pf
-    credits = sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0) for c, h in f.tb_hops.items())
-    fixed = _per_size(f.tb_steps, calls) * cal.step_s + (0.0 if cal.fifo_window else credits)
+    fixed = _per_size(f.tb_steps, calls) * cal.step_s + sum(_per_size(h, per_slice) * cal.hop_s.get(c, 0.0)
+                                                           for c, h in f.tb_hops.items())
     per_tb = fixed + _tb_transfer(f, cal, pf, per_byte)[:, None] * s[None, :]
     tb = per_tb.max(axis=0)
-    if cal.fifo_window:  # the credits through the connection's slots, not in series
-        tb = np.maximum(tb, fifo_turns(f, cal, pf, calls, credits, s))
     ports = port_times(f, s, per_slice, cal, pf)
     fenced = fenced_slices(calls, slices, per_slice, cal)
     shared = np.maximum(sum(_per_size(ops, fenced) * cal.gpu_op_s.get(c, 0.0)
@@ -445,45 +427,6 @@ def runtime_times(f: ProgramFeatures, sizes, cal: Calibration, buff_bytes: int |
         rounds = _mixed_rounds(f.rounds, cal, pf, forwarded / s) * s + chain_credits(f, cal, forwarded / s)
         first = first + cal.round_share * np.maximum(rounds - first, 0.0)
     return cal.launch_s + f.tbs_per_gpu * cal.tb_s + first + (iters - 1) * period + late_blocks(f, cal, per_tb, iters)
-
-
-def fifo_turns(f: ProgramFeatures, cal: Calibration, pf: float, calls: np.ndarray, credits,
-               s: np.ndarray) -> np.ndarray:
-    """Seconds, per message size, a loop iteration lasts at least because each connection's
-    FIFO holds :data:`FIFO_SLICES` slices (``cal.fifo_window``): per sending thread block, the
-    work of its connection's slices an iteration over ``FIFO_SLICES``, the work being both
-    sides' steps (``f.fifo_steps`` run as ``calls``, :func:`call_counts`, at ``step_s``), the
-    chunks both copy and reduce (``f.fifo_sent`` at ``tb_rate``, ``f.fifo_reduced`` at
-    ``reduce_rate``, ``s`` bytes a chunk, over the protocol's share ``pf``) and the credits of
-    its slices (``credits``: per thread block and size, its sends' slice weights times
-    ``hop_s``); the most over thread blocks. 0 without the switch or the features.
-
-    NCCL's Simple protocol (``prims_simple.h`` ``genericOp``) keeps a connection's buffer as
-    ``NCCL_STEPS`` = 8 steps; the sender's ``waitPeer`` holds a slice until the receiver's head
-    plus ``NCCL_STEPS`` covers it, and the receiver's ``postPeer`` moves the head once it has
-    consumed its slice. MSCCL runs it with 2 steps a slice (``msccl.h``: ``MSCCL_SLICESTEPS =
-    NCCL_STEPS / 4``), so a sender's slice ``j + 4`` starts only after the receiver finished
-    slice ``j`` and its credit came back: each turn of the slots carries 4 slices and lasts the
-    sender's slice, its flag, the receiver's slice and the credit, the cycle of the slices'
-    event graph (Baccelli, Cohen, Olsder, Quadrat, "Synchronization and Linearity", Wiley 1992,
-    Section 3.7: a timed event graph's period is its largest cycle mean). The two thread
-    blocks' own loops are the period's other terms.
-
-    A sender and its receiver each 1 us a call of 2 slices, 1 GB/s copies, 1 KB a chunk copied
-    once, 10 us of credit a slice: (2 x 1 + 1 + 2 x 10) / 4 = 5.75 us.
-
-    >>> f = ProgramFeatures(np.ones(1), np.zeros(1), np.zeros(1), {"l": np.ones(1)}, {}, 1, {}, 1, 1, 0, {}, 1, 1,
-    ...                     "Simple", "allgather", fifo_steps=np.array([2.0]), fifo_sent=np.array([1.0]),
-    ...                     fifo_reduced=np.zeros(1))
-    >>> cal = Calibration("c", "s", "", {}, {"l": 10e-6}, {}, 1e9, 1e9, 1e-6, 0.0, 0.0, fifo_window=True)
-    >>> fifo_turns(f, cal, 1.0, np.ones((1, 1)), np.array([[20e-6]]), np.array([1000.0])).round(12).tolist()
-    [5.75e-06]
-    """
-    if not cal.fifo_window or not len(f.fifo_sent):
-        return np.zeros_like(s)
-    work = (_per_size(f.fifo_steps, calls) * cal.step_s + credits
-            + ((f.fifo_sent / cal.tb_rate + f.fifo_reduced / cal.reduce_rate) / pf)[:, None] * s[None, :])
-    return work.max(axis=0) / FIFO_SLICES
 
 
 def chained_shared(fill: np.ndarray, tb: np.ndarray, shared: np.ndarray, cal: Calibration) -> np.ndarray:
