@@ -26,8 +26,8 @@ def made(tmp_path_factory):
     """A store of two runs (ring and greedy on a 6-node ring), its tables, plots and report."""
     root = tmp_path_factory.mktemp("atomic")
     (root / "r.toml").write_text(RING)
-    assert main(["bench", "--no-progress", "--instances", str(root / "r.toml"), "--producers", "ring,greedy",
-                 "--store", str(root / "store")]) == 0
+    assert main(["bench", "--no-progress", "--jobs", "1", "--instances", str(root / "r.toml"), "--producers",
+                 "ring,greedy", "--store", str(root / "store")]) == 0
     assert main(["tables", "--store", str(root / "store"), "--out", str(root / "t"), "--plots", str(root / "p")]) == 0
     assert main(["report", "--no-progress", "--jobs", "1", "--store", str(root / "store"),
                  "--out", str(root / "o")]) == 0

@@ -22,11 +22,13 @@ def snapshot(folder: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def good_store(tmp_path_factory):
-    """A store of two verified runs (ring and greedy on a 6-node ring), made once."""
+    """A store of two verified runs (ring and greedy on a 6-node ring), made once. The benches
+    here run one worker process (``--jobs 1``): the pool's size is not what they check, and each
+    worker's start costs seconds of imports."""
     root = tmp_path_factory.mktemp("good")
     (root / "r.toml").write_text(RING)
-    code = main(["bench", "--no-progress", "--instances", str(root / "r.toml"), "--producers", "ring,greedy",
-                 "--store", str(root / "store")])
+    code = main(["bench", "--no-progress", "--jobs", "1", "--instances", str(root / "r.toml"), "--producers",
+                 "ring,greedy", "--store", str(root / "store")])
     assert code == 0
     assert len(list((root / "store" / "schedules").glob("*.json"))) == 2
     return root
@@ -226,8 +228,8 @@ def test_a_good_store_still_reads_and_takes_new_runs(tmp_path, capsys, good_stor
     code, out, err = run_cli(["tables", "--store", store, "--out", tmp_path / "t", "--plots", tmp_path / "p", "--json"],
                              capsys)
     assert code == 0 and '"runs": 2' in out, err
-    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring,greedy",
-                              "--store", store], capsys)
+    code, out, err = run_cli(["bench", "--no-progress", "--jobs", "1", "--instances", inst, "--producers",
+                              "ring,greedy", "--store", store], capsys)
     assert code == 0, err
 
 
@@ -289,8 +291,8 @@ def test_store_repair_keeps_the_readable_rows_and_the_store_takes_new_runs(tmp_p
     assert Path(done["damaged_database"]).read_bytes() == damaged_db  # kept beside, never deleted
     code, out, err = run_cli(["store", "check", "--store", store], capsys)
     assert code == 0 and "no damage found" in out, err
-    code, out, err = run_cli(["bench", "--no-progress", "--instances", inst, "--producers", "ring,greedy",
-                              "--store", store, "--json"], capsys)
+    code, out, err = run_cli(["bench", "--no-progress", "--jobs", "1", "--instances", inst, "--producers",
+                              "ring,greedy", "--store", store, "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["ran"] == len(good_rows) - len(kept)
 

@@ -223,7 +223,8 @@ def test_kill_minus_9_loses_and_duplicates_nothing(tmp_path, plugin_env):
 def test_dask_cluster_gives_the_same_rows_as_the_local_pool(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     pattern = write_instances(tmp_path / "inst", ["ring6-ag", "mesh2x3-ag"])
-    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(tmp_path / "local")) == 0
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(tmp_path / "local"),
+                 "--jobs", "1") == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
         assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(tmp_path / "dask"),
@@ -238,7 +239,7 @@ def test_dask_cluster_gives_the_same_rows_as_the_local_pool(tmp_path, capsys):
 def test_tables_are_byte_for_byte_reproducible(tmp_path, capsys):
     pattern = write_instances(tmp_path / "inst", ["ring6-ag", "torus3x3-ag"])
     st = tmp_path / "store"
-    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(st)) == 0
+    assert bench("--instances", pattern, "--producers", PRODUCERS, "--store", str(st), "--jobs", "1") == 0
     for out in ("a", "b"):
         assert main(["tables", "--store", str(st), "--out", str(tmp_path / out), "--plots", str(tmp_path / f"p{out}")]) == 0
     det = sorted(p.name for p in (tmp_path / "a").glob("det_*"))

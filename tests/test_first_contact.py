@@ -51,16 +51,18 @@ def test_the_main_job_in_a_fresh_clone_leaves_git_status_clean(tmp_path):
     assert status.returncode == 0 and status.stdout == ""
 
 
-def test_a_results_folder_named_by_the_user_is_used_as_given(tmp_path):
+def test_a_results_folder_named_by_the_user_is_used_as_given(tmp_path, monkeypatch, capsys):
     """``--store`` and ``--out`` elsewhere: written there, and no ``.gitignore`` is added to a
-    folder the user named."""
+    folder the user named. The commands run in this process (the command line's ``main``), from
+    ``tmp_path`` as the working folder; the fresh clone's test above runs them as processes."""
+    from collsynth.solvers.cli import main
+
+    monkeypatch.chdir(tmp_path)
     store, out = tmp_path / "mine" / "store", tmp_path / "mine" / "tables"
-    bench = _collsynth(tmp_path, "bench", "--instances", str(CORPUS / "ring8-allgather.toml"), "--producers", "ring",
-                       "--store", str(store), "--no-progress", "--json")
-    assert bench.returncode == 0, bench.stderr[-2000:]
-    tables = _collsynth(tmp_path, "tables", "--store", str(store), "--out", str(out), "--plots", str(tmp_path / "p"),
-                        "--json")
-    assert tables.returncode == 0, tables.stderr[-2000:]
+    assert main(["bench", "--instances", str(CORPUS / "ring8-allgather.toml"), "--producers", "ring",
+                 "--store", str(store), "--no-progress", "--json"]) == 0, capsys.readouterr().err[-2000:]
+    assert main(["tables", "--store", str(store), "--out", str(out), "--plots", str(tmp_path / "p"),
+                 "--json"]) == 0, capsys.readouterr().err[-2000:]
     assert (out / "det_steps.md").exists() and not (tmp_path / "mine" / ".gitignore").exists()
     assert not (tmp_path / "collsynth-results").exists()
 

@@ -36,7 +36,7 @@ def test_one_port_allgather_on_a_ring_needs_n_minus_1_steps():
 def test_bench_and_tables_pick_it_up(tmp_path, capsys):
     (tmp_path / "r.toml").write_text('name = "ring5"\n[topology]\ngenerator = "ring"\nnodes = 5\n[collective]\nkind = "allgather"\n')
     st = tmp_path / "store"
-    assert main(["bench", "--no-progress", "--instances", str(tmp_path / "r.toml"), "--producers",
+    assert main(["bench", "--no-progress", "--jobs", "1", "--instances", str(tmp_path / "r.toml"), "--producers",
                  "ten-ilp,ten-ilp-oneport", "--drivers", "horizon", "--store", str(st)]) == 0
     df = store.load(st)
     assert set(df["producer"]) == {"ten-ilp", "ten-ilp-oneport"} and df["verified"].all()

@@ -22,6 +22,7 @@ from collsynth.instances.switch_ops import copying_mask, reducing_mask, switch_r
 from collsynth.tens.cost_models import price
 from collsynth.tens.schedule import from_sends
 from collsynth.tens.verify import verify
+from cli_errors import run_cli
 
 N, W, M, B = 4, 4, 1e9, 100e9  # four GPUs, the switch's id, 1 GB, the default link bandwidth
 
@@ -170,29 +171,29 @@ def test_a_switch_that_sends_one_chunks_sum_as_another_is_refused():
         in str(check(once))
 
 
-def test_exports_of_a_switch_reduction_in_one_line(tmp_path):
+def test_exports_of_a_switch_reduction_in_one_line(tmp_path, capsys):
     """``nvls`` on a box: MSCCL XML has no in-switch reduction (one line, exit 2); the MSCCL++
     plan writes its group operations as switch channels (``glres``); the load-reduce shape, whose
-    groups are not every member's piece up and the sum down to all, is refused in one line."""
+    groups are not every member's piece up and the sum down to all, is refused in one line. The
+    command line runs in this process (``collsynth.solvers.cli.main``, what the ``collsynth``
+    script runs; a process per command costs a second of imports; the exit code of the process
+    itself is tests/test_bad_inputs.py's)."""
     toml = tmp_path / "box.toml"
     toml.write_text('name = "box"\n[topology]\ngenerator = "switch"\nnodes = 4\nreduce = [4]\ncopy = [4]\n'
                     '[collective]\nkind = "allreduce"\n')
-    cli = [sys.executable, "-m", "collsynth.solvers.cli"]
     for shape in ("multicast", "load-reduce"):
         s = tmp_path / f"{shape}.json"
-        solved = subprocess.run(cli + ["solve", str(toml), "--producer", "nvls", "--param", f"shape={shape}", "--out",
-                                       str(s)], capture_output=True, text=True)
-        assert solved.returncode == 0, solved.stderr
-        xml = subprocess.run(cli + ["export", str(s), str(toml), "--format", "msccl-xml"], capture_output=True, text=True)
-        assert xml.returncode == 2 and "MSCCL XML has no in-switch reduction" in xml.stderr
-        assert len(xml.stderr.strip().splitlines()) == 1
-        plan = subprocess.run(cli + ["export", str(s), str(toml), "--format", "mscclpp-json"], capture_output=True,
-                              text=True)
+        code, _, err = run_cli(["solve", toml, "--producer", "nvls", "--param", f"shape={shape}", "--out", s], capsys)
+        assert code == 0, err
+        code, _, err = run_cli(["export", s, toml, "--format", "msccl-xml"], capsys)
+        assert code == 2 and "MSCCL XML has no in-switch reduction" in err
+        assert len(err.strip().splitlines()) == 1
+        code, out, err = run_cli(["export", s, toml, "--format", "mscclpp-json"], capsys)
         if shape == "multicast":
-            assert plan.returncode == 0 and '"glres"' in plan.stdout and '"switch"' in plan.stdout, plan.stderr
+            assert code == 0 and '"glres"' in out and '"switch"' in out, err
         else:
-            assert plan.returncode == 2 and "not written as switch channels" in plan.stderr
-            assert len(plan.stderr.strip().splitlines()) == 1
+            assert code == 2 and "not written as switch channels" in err
+            assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("sends", [summed_multicast(2), load_reduce_store()], ids=["multicast", "load-reduce"])

@@ -41,7 +41,7 @@ def stored(tmp_path_factory):
     store = tmp / "store"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["bench", "--no-progress", "--instances", str(inst), "--producers", "greedy,ring",
+        code = main(["bench", "--no-progress", "--jobs", "1", "--instances", str(inst), "--producers", "greedy,ring",
                      "--store", str(store), "--calibration", str(cal), "--json"])
     assert code == 0
     return tmp, inst, cal, store, json.loads(out.getvalue())

@@ -11,6 +11,7 @@ bound 4 and a 7-timestep recovery schedule, so the search means to try horizons 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -40,13 +41,17 @@ def _solves_nothing_and_runs_out_at(horizon: int):
 
 
 def test_the_search_says_at_which_horizon_of_which_it_stopped_and_the_time_spent_and_left(monkeypatch):
+    """The search reaches horizon 5 (what comes before it takes well under a second of CPU) and
+    sleeps there until the clock runs out: the limit is slept through, so it is kept short, whole
+    seconds (the message's figures are then exact), and longer on a slow machine."""
+    limit = max(4, math.ceil(within(4.0)))
     monkeypatch.setattr(drivers._Search, "attempt", _solves_nothing_and_runs_out_at(5))
-    out = drivers.horizon_search(load_instance(MESH), ten_ilp, Options(time_limit=10), warm=False)
+    out = drivers.horizon_search(load_instance(MESH), ten_ilp, Options(time_limit=limit), warm=False)
     stop = out.extra["stopped"]
     assert out.status == Status.FEASIBLE and out.extra["used"] == "recovery"
-    assert (stop["at_horizon"], stop["top_horizon"], stop["reason"], stop["limit_s"]) == (5, 6, "time limit", 10)
-    assert stop["elapsed_s"] == 10 and stop["left_s"] == 0.0  # it slept until the clock ran out
-    assert out.message.startswith("stopped at horizon 5 of 6 after 10.0 s of 10 s: time limit "
+    assert (stop["at_horizon"], stop["top_horizon"], stop["reason"], stop["limit_s"]) == (5, 6, "time limit", limit)
+    assert stop["elapsed_s"] == limit and stop["left_s"] == 0.0  # it slept until the clock ran out
+    assert out.message.startswith(f"stopped at horizon 5 of 6 after {limit}.0 s of {limit} s: time limit "
                                   "(0.0 s left); ")
 
 

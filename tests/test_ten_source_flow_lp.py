@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -23,6 +21,7 @@ from collsynth.solvers.producers import Options, get as get_producer
 from collsynth.solvers.ten import drivers
 from collsynth.tens import bounds, ten, verify
 from collsynth.tens.schedule import from_arrays
+from cli_errors import run_cli
 
 
 def least_horizon(module, instance, **params):
@@ -234,13 +233,14 @@ def test_refuses_copying_and_combining_collectives_in_one_line(kind, kw, words):
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
-def test_cli_refuses_allgather_with_one_line(tmp_path):
+def test_cli_refuses_allgather_with_one_line(tmp_path, capsys):
+    """The command line's ``main`` in this process (the exit code of the process itself is
+    tests/test_bad_inputs.py's)."""
     path = tmp_path / "ag.toml"
     path.write_text('name = "ring4-ag"\n[topology]\ngenerator = "ring"\nnodes = 4\n[collective]\nkind = "allgather"\n')
-    out = subprocess.run([sys.executable, "-m", "collsynth.solvers.cli", "solve", str(path), "--producer", S.NAME,
-                          "--json"], capture_output=True, text=True)
-    assert out.returncode == 2 and out.stdout == ""
-    lines = out.stderr.strip().splitlines()
+    code, out, err = run_cli(["solve", path, "--producer", S.NAME, "--json"], capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "copies chunks" in lines[0]
 
 
