@@ -13,6 +13,7 @@ input, each three steps in the fabric, with the boxes' stages inside before and 
   a rail a GPU), latencies, sizes and pieces; below every producer's verified schedule sent on
   links on three groups of one-GPU boxes and on two groups of two-GPU boxes, and below the TEN
   ILP's verified schedule on three one-GPU groups and on two groups of one two-GPU box;
+- past its budget of seconds a bound still: at most the full search's value, at least ``L + T*``;
 - not computed on one group or where the fabric's switches may copy.
 """
 
@@ -28,7 +29,7 @@ from collsynth.solvers.packing.producer import run_compact
 from collsynth.solvers.pipeline import Options
 from collsynth.tens import cost_models, pipelined_allreduce, verify
 from collsynth.tens.bounds import instance_bounds
-from collsynth.tens.bounds.group_crossings import group_crossing_bound, group_numbers
+from collsynth.tens.bounds.group_crossings import group_crossing_bound, group_numbers, group_seconds
 from collsynth.tens.schedule import OP_REDUCE, Schedule
 
 from test_drain_bound import PRODUCERS, TOL
@@ -156,3 +157,15 @@ def test_below_the_ten_ilp_schedule(params):
                                                              params={"start": "none"}))
     assert row["verified"]
     assert got.value <= row["time_sync_s"] * TOL
+
+
+def test_past_its_budget_held_below():
+    """With no seconds for programs every step count is held at ``2 (k - 1) M / E`` or a solved
+    larger count's value: a bound at most the one of every program solved, at least ``L + T*``."""
+    inst = allreduce(TWO_BY_TWO_GROUPS, 1 << 24)
+    b = instance_bounds(inst)
+    L, T = b.part("sync_latency").value, b.part("sync_bandwidth").value
+    g = group_numbers(inst)
+    full = group_seconds(inst.collective.message_bytes, g, L, T)
+    held = group_seconds(inst.collective.message_bytes, g, L, T, budget_s=0.0)
+    assert L + T <= held < full
