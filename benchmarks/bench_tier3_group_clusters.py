@@ -66,7 +66,7 @@ def render(rows: list[dict]) -> str:
                      f"{1e3 * grp:.4f} ({r['group_wall_s']:.1f}; {r['groups']})" if grp else f"- ({r['groups']})",
                      f"{1e3 * t:.4f}" if t else "-", f"{t / box:.4f}" if t else "-",
                      f"{t / grp:.4f}" if t and grp else "-"])
-    return table(head, body)
+    return "\n".join(table(head, body))
 
 
 def main() -> None:
