@@ -122,7 +122,12 @@ be at least (:func:`group_seconds`), so the result stays a bound, at most lower.
 fabric; NICs and spine ports of 50 GB/s and 2.7 us, ``d_i = 1``, ``d_c = 3``), 1 GiB: 36.628 ms
 against the crossing bound's 36.416 ms; tree packing's verified schedule costs 36.865 ms.
 SuperPOD 8 SU (``rail_clos groups_per_pod=8 spines=32``, 1 GiB, ``fabric_copy = false``; 8
-groups of 32 DGX H100, ``d_c = 3``): 5.6070 ms against the box-stage bound's 5.6027 ms.
+groups of 32 DGX H100, ``d_c = 3``): 5.6070 ms against the box-stage bound's 5.6027 ms; 16 SU
+(16 groups through cores, ``d_c = 5``): 5.6250 against 5.6134 ms. Tree packing's verified
+allreduces cost 5.6885 and 5.7126 ms there (1.0145x and 1.0156x): with 256 and 512 boxes a byte
+position's ``2 (G - 1)`` crossings are few of its ``2 (k - 1)`` deliveries, and nothing here
+charges the span of a byte relayed through a group (README, "Crossings between groups in the
+bound").
 """
 
 from __future__ import annotations
