@@ -133,10 +133,11 @@ def test_below_tree_packing_where_it_comes_close(params):
     within 1 % of the bound here (0.15 % on three groups of one-GPU boxes, 0.6 % on two groups of
     two-GPU boxes, measured), so a bound 1 % too high fails."""
     inst = allreduce(params, 1 << 26, 0.5e-6)
-    got, _ = group_bound(inst)
+    b = instance_bounds(inst)
+    assert b.sync.source == "group crossings"
     trees = run_compact(inst, Options(time_limit=60, params={"objective": "sync"})).schedule
     assert pipelined_allreduce.verify(trees, inst) is None
-    assert got.value <= pipelined_allreduce.price_sync(trees, inst).total_s * TOL
+    assert b.sync.value <= pipelined_allreduce.price_sync(trees, inst).total_s * TOL
 
 
 @pytest.mark.parametrize("params,size", [(THREE_GROUPS, 1 << 14), (THREE_GROUPS, 1 << 22),
