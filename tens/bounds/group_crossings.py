@@ -109,6 +109,15 @@ box-stage bound's program, fabric steps for NIC steps; without f too, the crossi
 Both arguments look only at links and steps: the bound holds whatever the box switches copy or
 reduce, and for the ``sync`` model only (``event`` has no steps).
 
+**Refused** (not computed, saying why, before any program): not a single allreduce; no latency
+or bandwidth bound; a pipelined link latency (its steps are TEN timesteps); parts that do not
+meet :mod:`.injections`' conditions (a switch outside the boxes that may copy or reduce, a link
+between boxes not through such a switch, an instant hop into a box, a compute node in no box or
+not taking part: :func:`.injections.box_parts`); one group of boxes (every box under the same
+leaves: the bound is the box-stage bound's); two groups with no path between them through
+switches. The steps are the ``sync`` model's for sends on links: a schedule routed on shortest
+paths crosses a switch in the step it leaves and is held to ``L + T*`` only.
+
 **Its cost.** The program has 17 families of variables a fabric step (24 with boxes of
 several GPUs), each kept by its running sums only; HiGHS's interior point method solves it
 3.5-4.6x faster than its dual simplex at 128-256 steps (2.9 against 10.4 s at 256 steps on three
