@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 
-from bench_tier3_gap import ROW_TIMEOUT_S, run_fabrics, verified_trees
+from bench_tier3_gap import run_fabrics, verified_trees
 from cluster_rows import timed_row
 from markdown_table import table
 
