@@ -117,7 +117,7 @@ def test_below_tree_packing_allreduce(groups, boxes, gpus, rail_a_gpu, spines, a
     """Tree packing at ``pieces`` (None: at the pieces and shift of its least ``sync`` price)."""
     rails = gpus if rail_a_gpu else 1
     params = {**THREE_GROUPS, "groups_per_pod": groups, "boxes_per_group": boxes, "gpus_per_box": gpus,
-              "rails": rails, "spines": spines if (boxes * gpus // rails) % spines == 0 else 1}
+              "rails": rails, "spines": spines if (boxes * gpus // rails) % spines == 0 else 1, "radix": 64}
     inst = allreduce(params, size, alpha)
     got, _ = group_bound(inst)
     assert got.value is not None
