@@ -87,6 +87,13 @@ Arguments (``source``)
     in a later step, unless the mates cross the fabric themselves, at more crossings; a small
     linear program per number of NIC steps (:func:`collsynth.tens.bounds.box_stages.box_stage_bound`,
     its module has the proof).
+``group crossings``
+    (``sync``, schedules whose sends are on links) the ``box stages`` setting on a fabric whose
+    boxes fall in two groups or more (boxes under one leaf switch): every byte position crosses
+    between groups both ways around the first delivery after which some group knows every
+    input, and such a crossing spends as many steps in the fabric as it has hops between
+    switches; a small linear program per number of steps in which the fabric carries something
+    (:func:`collsynth.tens.bounds.group_crossings.group_crossing_bound`, its module has the proof).
 ``ramp``
     (``sync``) a single allgather, a reduce-scatter read backwards on the transposed links, or
     an allreduce by the ``partition`` argument's calls into every GPU: every step pays the
@@ -145,7 +152,7 @@ set), :mod:`.supply` (what links deliver, per model), :mod:`.cuts` (per-node bou
 min-cut), :mod:`.distances` (distance and volume bounds), :mod:`.arrivals` (arrivals at one node),
 :mod:`.instance` (:func:`instance_bounds`), :mod:`.flows` (the concurrent flow bound), :mod:`.timesteps` (the TEN bound and its capacity rule),
 :mod:`.partitions` (the allreduce partition bound without in-network reduction), :mod:`.reducing` (allreduce with reducing switches),
-:mod:`.drain`, :mod:`.ramp`, :mod:`.injections` and :mod:`.box_stages` (sync bounds of schedules sent on links through switches).
+:mod:`.drain`, :mod:`.ramp`, :mod:`.injections`, :mod:`.box_stages` and :mod:`.group_crossings` (sync bounds of schedules sent on links through switches).
 """
 
 from __future__ import annotations

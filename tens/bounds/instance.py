@@ -25,6 +25,7 @@ from .distances import _alpha_weights, _distance_bound, _volume_bound, release_p
 from .drain import drain_bound
 from .flows import flow_seconds
 from .box_stages import box_stage_bound
+from .group_crossings import group_crossing_bound
 from .injections import injection_bound
 from .partitions import partition_bound
 from .ramp import ramp_bound
@@ -40,6 +41,7 @@ SYNC_STEPS = {  # the step arguments of :attr:`Bounds.sync`, each computed on it
     "sync_ramp": lambda instance, lat, bw: ramp_bound(instance, lat, bw),
     "sync_injections": lambda instance, lat, bw: injection_bound(instance, lat, bw),
     "sync_box_stages": lambda instance, lat, bw: box_stage_bound(instance, lat, bw),
+    "sync_group_crossings": lambda instance, lat, bw: group_crossing_bound(instance, lat, bw),
     "sync_rooted_depth": lambda instance, lat, bw: rooted_depth_bound(instance, lat, bw)}
 
 
@@ -125,8 +127,9 @@ class Bounds:
         box's entry steps and drain (:mod:`.drain`), or the steps against a node's ramp
         (:mod:`.ramp`), or an allreduce's crossings into boxes through switches that copy
         nothing (:mod:`.injections`), with the boxes' reduction before them and spread after
-        (:mod:`.box_stages`), or a rooted reduce's pipeline depth (:mod:`.rooted_depth`), where
-        larger. It bounds schedules whose sends are on links
+        (:mod:`.box_stages`) and the crossings between groups of boxes their fabric steps apart
+        (:mod:`.group_crossings`), or a rooted reduce's pipeline depth (:mod:`.rooted_depth`),
+        where larger. It bounds schedules whose sends are on links
         (routing ``links``: tree packing's, the TEN producers', the compact forms'); a routed
         schedule's bound is :attr:`sync_routed`."""
         lat, bw = self.part("sync_latency"), self.part("sync_bandwidth")
