@@ -141,6 +141,8 @@ bound").
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .drain import SAFETY
@@ -176,8 +178,6 @@ def group_seconds(M: float, numbers: dict, L: float, T_star: float, budget_s: fl
     solved above ``N`` (``LP`` does not grow with ``N``), or ``2 (k - 1) M / E`` (every byte
     position's ``2 (k - 1)`` deliveries over the links into the parts); None when a program is
     not solved."""
-    import time
-
     g, E = numbers, numbers["E"]
     deadline = time.monotonic() + budget_s
     solved: dict[int, float] = {}
