@@ -181,26 +181,17 @@ def stage_program(N: int, k: int, C: int, c: int, U: float, G: float, H: float) 
     return float(res.fun) if res.status == 0 else None
 
 
-class _Program:
-    """The variables of ``LP(N)`` (module doc; ``Pd, Pe`` and ``Qd, Qe`` are ``P^o, P^i`` and
-    ``Q^o, Q^i``; ``gN, hN`` the sends inside parts in a NIC step, ``gQ, hQ`` in a quiet group,
-    group ``i`` coming before NIC step ``i`` and group ``N`` after the last), each family with
-    its prefix sums, and the rows added so far."""
+class StepRows:
+    """Rows of a linear program over step families kept with their prefix sums (``prefix[name][j]``:
+    the column of ``sum name[0 .. j]``), built row by row and handed to the solver as one sparse
+    matrix; a program sets ``prefix`` and ``nvar`` and starts its rows empty (:meth:`begin_rows`)."""
 
-    NAMES = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
-    GROUPS = ("q", "gQ", "hQ")  # the families with one variable per quiet group (N + 1), the others per NIC step
+    prefix: dict
+    nvar: int
 
-    def __init__(self, N: int):
-        size = {name: N + 1 if name in self.GROUPS else N for name in self.NAMES}
-        self.col, self.prefix, start = {}, {}, 0
-        for table in (self.col, self.prefix):  # prefix[name][j]: the sum of name[0 .. j]
-            for name in self.NAMES:
-                table[name], start = np.arange(size[name]) + start, start + size[name]
-        self.nvar = start
+    def begin_rows(self) -> None:
+        """No rows yet."""
         self.rows, self.cols, self.vals, self.rhs, self.eq = [], [], [], [], []
-        for name in self.NAMES:
-            for j in range(size[name]):
-                self.add([(1, self.prefix[name][j]), (-1, self.col[name][j])] + self.upto(name, j - 1, -1), equal=True)
 
     def add(self, terms, bound: float = 0.0, equal: bool = False) -> None:
         """The row ``sum coef * var <= bound`` (``==`` where ``equal``)."""
@@ -226,6 +217,28 @@ class _Program:
 
         A = sparse.csr_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.nvar))
         return A, np.asarray(self.rhs), np.asarray(self.eq)
+
+
+class _Program(StepRows):
+    """The variables of ``LP(N)`` (module doc; ``Pd, Pe`` and ``Qd, Qe`` are ``P^o, P^i`` and
+    ``Q^o, Q^i``; ``gN, hN`` the sends inside parts in a NIC step, ``gQ, hQ`` in a quiet group,
+    group ``i`` coming before NIC step ``i`` and group ``N`` after the last), each family with
+    its prefix sums, and the rows added so far."""
+
+    NAMES = ("x", "n", "Pd", "Pe", "Qd", "Qe", "W", "Z", "p", "gN", "hN", "mu", "q", "gQ", "hQ")
+    GROUPS = ("q", "gQ", "hQ")  # the families with one variable per quiet group (N + 1), the others per NIC step
+
+    def __init__(self, N: int):
+        size = {name: N + 1 if name in self.GROUPS else N for name in self.NAMES}
+        self.col, self.prefix, start = {}, {}, 0
+        for table in (self.col, self.prefix):  # prefix[name][j]: the sum of name[0 .. j]
+            for name in self.NAMES:
+                table[name], start = np.arange(size[name]) + start, start + size[name]
+        self.nvar = start
+        self.begin_rows()
+        for name in self.NAMES:
+            for j in range(size[name]):
+                self.add([(1, self.prefix[name][j]), (-1, self.col[name][j])] + self.upto(name, j - 1, -1), equal=True)
 
 
 def _capacities_and_causality(lp: _Program, N: int, U: float, G: float, H: float) -> None:

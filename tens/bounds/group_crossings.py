@@ -145,6 +145,7 @@ import time
 
 import numpy as np
 
+from .box_stages import StepRows
 from .drain import SAFETY
 from .injections import MAX_PHASES, box_parts, parts_numbers, refusal
 from .ramp import least_over_steps
@@ -287,7 +288,7 @@ def _only(switches, at, label) -> np.ndarray:
     return np.where(low == high, high, -1)
 
 
-class _Steps:
+class _Steps(StepRows):
     """The variables of ``LP(N)`` (module doc), each family by its running sums only (``sum
     name[0 .. j]``, never below the one before): ``xi, xc, ni, nc`` the deliveries inside groups
     and crossings leaving and arriving, ``Pd*, Pe*, Qd*, Qe*`` the exports' and imports' (``i``
@@ -302,45 +303,20 @@ class _Steps:
     QUIET = ("q", "gQ", "hQ")
 
     def __init__(self, N: int, boxes: bool):
-        self.sums, start = {}, 0
+        self.prefix, start = {}, 0
         for name in self.STEPS + (self.BOXES if boxes else ()):
             size = N + 1 if name in self.QUIET else N
-            self.sums[name], start = np.arange(size) + start, start + size
+            self.prefix[name], start = np.arange(size) + start, start + size
         self.nvar = start
-        self.rows, self.cols, self.vals, self.rhs, self.eq = [], [], [], [], []
-        for run in self.sums.values():  # every step's own value at least 0
+        self.begin_rows()
+        for run in self.prefix.values():  # every step's own value at least 0
             for j in range(1, len(run)):
                 self.add([(-1, run[j]), (1, run[j - 1])])
 
-    def add(self, terms, bound: float = 0.0, equal: bool = False) -> None:
-        """The row ``sum coef * var <= bound`` (``==`` where ``equal``)."""
-        for coef, idx in terms:
-            self.rows.append(len(self.rhs))
-            self.cols.append(int(idx))
-            self.vals.append(float(coef))
-        self.rhs.append(float(bound))
-        self.eq.append(equal)
-
     def at(self, name: str, j: int, coef: float = 1.0) -> list:
         """The terms of ``coef * name[j]``."""
-        run = self.sums[name]
+        run = self.prefix[name]
         return [(coef, run[j])] + ([(-coef, run[j - 1])] if j else [])
-
-    def upto(self, name: str, j: int, sign: float = 1.0) -> list:
-        """The terms of ``sign * sum name[0 .. j]`` (none for ``j < 0``)."""
-        return [(sign, self.sums[name][j])] if j >= 0 else []
-
-    def after(self, name: str, j: int, sign: float = 1.0) -> list:
-        """The terms of ``sign * sum name[j + 1 ..]``."""
-        return [(sign, self.sums[name][-1])] + self.upto(name, j, -sign)
-
-    def matrix(self):
-        """``(A, rhs, eq)``: the rows added so far as a sparse matrix, their right-hand sides and
-        which are equalities."""
-        from scipy import sparse
-
-        A = sparse.csr_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.nvar))
-        return A, np.asarray(self.rhs), np.asarray(self.eq)
 
 
 def group_program(N: int, k: int, G: int, d_i: int, d_c: int, U: float, Y_first: float = np.inf,
@@ -373,7 +349,7 @@ def group_program(N: int, k: int, G: int, d_i: int, d_c: int, U: float, Y_first:
     A, rhs, eq = lp.matrix()
     cost = np.zeros(A.shape[1])
     for name in ("b", "q") if boxes else ("b",):
-        cost[lp.sums[name][-1]] = 1.0
+        cost[lp.prefix[name][-1]] = 1.0
     res = linprog(cost, A_ub=A[~eq], b_ub=rhs[~eq], A_eq=A[eq], b_eq=rhs[eq], bounds=[(0, None)] * A.shape[1],
                   method="highs-ipm")
     if res.status == 2:
