@@ -42,7 +42,7 @@ BYTES_PER_SEND = 768  # a send of a schedule, peak through production, verificat
 # allgather on 32x32, 1.05 million sends: 610)
 BYTES_PER_TREE_SEND = 256  # a send of packed trees expanded by the pipeline rule, peak through expansion,
 # verification and the sync and event prices (benchmarks/bench_clusters_explicit.py, whole process at 2,048-4,096
-# GPUs: 96-143, 206-227 before the lean columns; an MI250 x3 allreduce run, 32 M sends: 159)
+# GPUs: 96-143, 206-227 before the lean columns; MI250 x3's allreduce runs: 159 at 32 M sends, 158 at 64 M)
 BYTES_PER_ID = 8  # a used chunk id (int64)
 BYTES_PER_VARIABLE = 2200  # per chunk x (link pair + node) x timestep of a TEN model, built in Pyomo
 # and loaded into the solver (TEN ILP, mesh 6x6 allgather, horizon 12)

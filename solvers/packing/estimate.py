@@ -110,9 +110,9 @@ def expected_pieces(instance: Instance) -> int:
     choice to compile its kernels (:attr:`collsynth.instances.size.Build.sends`): the automatic
     depth's floor (:data:`.emission.PIECES_FLOOR`) on links without latency, else the ``P`` of
     least ``(P + D - 1) (alpha + s / P)``, ``sqrt((D - 1) s / alpha)`` (``D`` the most route hops
-    into a participant, at least 2; ``s`` a chunk's time on the slowest link; Patarasuk and Yuan,
-    J. Parallel Distrib. Comput. 69(2), 2009, Section 4: the pipelined broadcast's segment size),
-    at most that floor. An estimate, not a bound: the run picks its pieces from its trees
+    into a participant, at least 2; ``s`` a chunk's time on the slowest link; the pipelined
+    broadcast's time, Patarasuk, Yuan and Faraj, J. Parallel Distrib. Comput. 68(6), 2008), at
+    most that floor. An estimate, not a bound: the run picks its pieces from its trees
     (:func:`.emission.auto_pieces`).
 
     >>> from collsynth.instances import make_instance
